@@ -1,0 +1,642 @@
+"""The safe model format: one ``.safetensors`` file per model, no pickle anywhere.
+
+A model travels between nodes (and lives on disk) as a single safetensors file.
+The tensors are the model's ``state_dict``; the safetensors header's
+``__metadata__`` carries, under the key ``"fol"``, a JSON *model card*::
+
+    {"format": "fol-model", "version": 1,
+     "spec": {"arch": "cnn-small", "num_classes": 2, "in_channels": 3,
+              "input_size": 32, "options": {}},
+     "class_names": ["fire", "no_fire"], "input_shape": [3, 32, 32],
+     "producer": "sat-12", "round": 0, "pruned": false,
+     "sha256": "<hex digest of the tensors, see tensor_digest>", "extra": {}}
+
+The spec (:class:`fol.models.ModelSpec`) is enough to rebuild the dense module
+tree; for a structurally pruned model (channels removed with torch-pruning) the
+tensor shapes themselves define the smaller tree (:func:`fol.models.resize_to_state`).
+That replaces torch-pruning's own save path, which is pickle.
+
+Loading validates the whole payload before any of it reaches the pipeline, and
+every failure is a :class:`fol.errors.CheckpointError` whose one-line message
+names the source (file path or ``<bytes>`` label) and what was expected:
+
+* size over ``max_bytes`` (checked with ``os.stat`` before the file is read);
+* truncated, garbled or non-safetensors bytes; a header that is not JSON;
+* no ``"fol"`` card (a plain safetensors file), or a card that is invalid JSON,
+  of another format/version, names an unknown architecture or has fields that
+  disagree with each other (class names vs ``num_classes``, input shape vs spec);
+* tensors whose sha256 differs from the card's;
+* tensor dtypes other than float32 / float16 / bfloat16 (int64 only where the
+  model has an integer buffer such as BatchNorm's ``num_batches_tracked``);
+* non-finite values (NaN, +-Inf);
+* a missing or unexpected tensor, or a shape that differs from what the spec
+  builds (for a pruned model: larger than the dense layer, or shapes that do not
+  form a working network, found with a shape-only forward pass on the ``meta``
+  device).
+
+Floating tensors are loaded into a float32 model (float16 / bfloat16 payloads
+are cast up); the returned model is in eval mode.
+
+This project's choices (not from the FOL paper): one file per model (the
+optional ``<name>.json`` sidecar is for humans only and never read back), the
+card layout above, and :data:`DEFAULT_MAX_BYTES`.
+
+Example::
+
+    >>> import tempfile, pathlib, torch
+    >>> from fol.models import ModelSpec, build_model
+    >>> spec = ModelSpec("cnn-small", num_classes=2)
+    >>> model = build_model(spec, seed=0).eval()
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "node-3.safetensors"
+    >>> card = save_model(path, model, spec=spec, class_names=["fire", "no_fire"], producer="node-3")
+    >>> loaded = load_model(path)
+    >>> x = torch.zeros(1, 3, 32, 32)
+    >>> torch.equal(loaded.model(x), model(x)), loaded.card.producer
+    (True, 'node-3')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import struct
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+from fol.errors import CheckpointError, ConfigError
+from fol.models import ModelSpec, build_model, resize_to_state
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "DEFAULT_MAX_BYTES",
+    "ModelCard",
+    "LoadedModel",
+    "save_model",
+    "model_to_bytes",
+    "load_model",
+    "load_model_bytes",
+    "read_card",
+    "tensor_digest",
+]
+
+log = logging.getLogger(__name__)
+
+FORMAT_NAME = "fol-model"
+FORMAT_VERSION = 1
+
+#: Largest model file (bytes) accepted by default: 200 MB. ResNet-18 in float32
+#: is about 45 MB, the other architectures of the zoo are far smaller.
+DEFAULT_MAX_BYTES = 200 * 1000 * 1000
+
+#: Largest safetensors JSON header (bytes). A ResNet-18 header is about 10 kB.
+MAX_HEADER_BYTES = 8 * 1024 * 1024
+
+#: Largest JSON model card (bytes) inside the header.
+MAX_CARD_BYTES = 256 * 1024
+
+_METADATA_KEY = "fol"
+_FLOAT_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+_INT_DTYPES = {torch.int64: "I64"}
+_DTYPE_NAMES = {**_FLOAT_DTYPES, **_INT_DTYPES}
+_CARD_FIELDS = {
+    "format", "version", "spec", "class_names", "input_shape", "producer", "round", "pruned", "sha256", "extra",
+}
+
+
+# --------------------------------------------------------------------------- card
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """What a model file says about its tensors.
+
+    ``spec`` rebuilds the dense module tree; ``class_names`` label the outputs
+    (one per class, in logit order); ``input_shape`` is ``(C, H, W)`` in pixels
+    and defaults to ``(in_channels, input_size, input_size)`` of the spec;
+    ``producer`` is the node that trained the model and ``round`` the FOL round
+    it belongs to (0 = pretrained). ``pruned`` and ``sha256`` are filled in by
+    :func:`save_model` / :func:`model_to_bytes` (whatever the caller passed is
+    replaced by what the tensors show). ``extra`` is free JSON (metrics, notes).
+
+    Invalid fields raise :class:`fol.errors.ConfigError`.
+    """
+
+    spec: ModelSpec
+    class_names: tuple[str, ...]
+    input_shape: tuple[int, int, int] | None = None
+    producer: str = ""
+    round: int = 0
+    pruned: bool = False
+    sha256: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __hash__(self) -> int:
+        # The generated frozen-dataclass hash would fail on the ``extra`` dict.
+        return hash(self.to_json())
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.spec, ModelSpec):
+            raise ConfigError(f"model card field 'spec' must be a ModelSpec, got {type(self.spec).__name__}")
+        names = self.class_names
+        if isinstance(names, str) or not isinstance(names, (list, tuple)):
+            raise ConfigError(f"model card field 'class_names' must be a list of strings, got {type(names).__name__}")
+        if not all(isinstance(n, str) and n for n in names):
+            raise ConfigError("model card field 'class_names' must hold non-empty strings")
+        if len(set(names)) != len(names):
+            raise ConfigError("model card field 'class_names' has duplicate names")
+        if len(names) != self.spec.num_classes:
+            raise ConfigError(
+                f"model card field 'class_names' has {len(names)} names, expected {self.spec.num_classes} "
+                f"(spec num_classes)"
+            )
+        object.__setattr__(self, "class_names", tuple(names))
+        expected = (self.spec.in_channels, self.spec.input_size, self.spec.input_size)
+        shape = expected if self.input_shape is None else self.input_shape
+        if not isinstance(shape, (list, tuple)) or not all(_is_int(v) for v in shape) or tuple(shape) != expected:
+            raise ConfigError(
+                f"model card field 'input_shape' is {_short(shape)}, expected {list(expected)} "
+                f"(spec in_channels, input_size, input_size)"
+            )
+        object.__setattr__(self, "input_shape", expected)
+        if not isinstance(self.producer, str):
+            raise ConfigError(f"model card field 'producer' must be a string, got {type(self.producer).__name__}")
+        if not _is_int(self.round) or self.round < 0:
+            raise ConfigError(f"model card field 'round' must be a non-negative integer, got {_short(self.round)}")
+        if not isinstance(self.pruned, bool):
+            raise ConfigError(f"model card field 'pruned' must be true or false, got {_short(self.pruned)}")
+        if not isinstance(self.sha256, str) or (
+            self.sha256 and (len(self.sha256) != 64 or any(c not in "0123456789abcdef" for c in self.sha256))
+        ):
+            raise ConfigError(f"model card field 'sha256' must be 64 lowercase hex digits, got {_short(self.sha256)}")
+        if not isinstance(self.extra, dict):
+            raise ConfigError(f"model card field 'extra' must be a JSON object, got {type(self.extra).__name__}")
+        try:
+            json.dumps(self.extra, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"model card field 'extra' is not plain JSON: {exc}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The card as JSON-ready data, including format name and version."""
+        return {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "spec": self.spec.to_dict(),
+            "class_names": list(self.class_names),
+            "input_shape": list(self.input_shape or ()),
+            "producer": self.producer,
+            "round": self.round,
+            "pruned": self.pruned,
+            "sha256": self.sha256,
+            "extra": self.extra,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "ModelCard":
+        """Parse and validate a card; :class:`fol.errors.ConfigError` on any problem."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"model card must be a JSON object, got {type(data).__name__}")
+        if data.get("format") != FORMAT_NAME:
+            raise ConfigError(f"model card format is {_short(data.get('format'))}, expected {FORMAT_NAME!r}")
+        if data.get("version") != FORMAT_VERSION or not _is_int(data.get("version")):
+            raise ConfigError(
+                f"model card version is {_short(data.get('version'))}, this toolkit reads version {FORMAT_VERSION}"
+            )
+        unknown = sorted(set(data) - _CARD_FIELDS)
+        if unknown:
+            raise ConfigError(f"model card has unknown field(s) {', '.join(map(repr, unknown))}")
+        missing = sorted({"spec", "class_names", "sha256"} - set(data))
+        if missing:
+            raise ConfigError(f"model card is missing field(s) {', '.join(map(repr, missing))}")
+        return cls(
+            spec=ModelSpec.from_dict(data["spec"]),
+            class_names=data["class_names"],
+            input_shape=data.get("input_shape"),
+            producer=data.get("producer", ""),
+            round=data.get("round", 0),
+            pruned=data.get("pruned", False),
+            sha256=data["sha256"],
+            extra=data.get("extra", {}),
+        )
+
+
+class LoadedModel(NamedTuple):
+    """A validated model (eval mode, float32, CPU) and its card."""
+
+    model: nn.Module
+    card: ModelCard
+
+
+# --------------------------------------------------------------------------- digest
+
+
+def tensor_digest(state_dict: Mapping[str, torch.Tensor]) -> str:
+    """Canonical sha256 (hex) of a set of named tensors.
+
+    Tensors are taken in sorted name order; for each one the hash covers the
+    name, the safetensors dtype name (``F32``, ``F16``, ``BF16``, ``I64``, else
+    torch's name), the shape and the raw little-endian bytes, each
+    length-prefixed so that no two different sets collide by concatenation.
+    The digest depends only on the tensor contents, not on the file layout.
+
+    >>> tensor_digest({"w": torch.zeros(2)}) == tensor_digest({"w": torch.zeros(2).clone()})
+    True
+    """
+    h = hashlib.sha256()
+    for name in sorted(state_dict):
+        t = state_dict[name].detach().cpu().contiguous()
+        meta = f"{name}\x00{_DTYPE_NAMES.get(t.dtype, str(t.dtype))}\x00{list(t.shape)}".encode()
+        raw = t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b""
+        h.update(struct.pack("<Q", len(meta)))
+        h.update(meta)
+        h.update(struct.pack("<Q", t.numel() * t.element_size()))
+        h.update(raw)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- save
+
+
+def model_to_bytes(model: nn.Module, card: ModelCard, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+    """Serialize ``model`` with ``card`` to the bytes of a model file.
+
+    ``card.pruned`` and ``card.sha256`` are recomputed from the tensors. The
+    model is checked exactly as the loader would (dtypes, finite values, shapes
+    against ``card.spec``), so the bytes always load back.
+    """
+    return _serialize(model, card, "<bytes>", max_bytes)[0]
+
+
+def save_model(
+    path: str | os.PathLike[str],
+    model: nn.Module,
+    card: ModelCard | None = None,
+    *,
+    spec: ModelSpec | None = None,
+    class_names: list[str] | tuple[str, ...] | None = None,
+    input_shape: tuple[int, int, int] | None = None,
+    producer: str = "",
+    round: int = 0,
+    extra: dict[str, Any] | None = None,
+    sidecar: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> ModelCard:
+    """Write ``model`` to ``path`` (a ``.safetensors`` file) and return its card.
+
+    Pass either a complete ``card`` or the card fields (``spec`` and
+    ``class_names`` at least). The write is atomic: the bytes go to a temporary
+    file in the same folder, which is fsynced and then renamed over ``path``, so
+    an existing file is never left half-written. A model that fails validation
+    (non-finite weights, unsupported dtype, shapes that do not match the spec)
+    is refused before anything is written. With ``sidecar=True`` the card is
+    also written, for humans, to ``<path without suffix>.json``.
+    """
+    target = Path(path)
+    source = str(target)
+    if card is None:
+        if spec is None or class_names is None:
+            raise CheckpointError(f"{source}: save_model needs either a card or at least spec= and class_names=")
+        try:
+            card = ModelCard(
+                spec=spec, class_names=tuple(class_names), input_shape=input_shape,
+                producer=producer, round=round, extra=dict(extra or {}),
+            )
+        except ConfigError as exc:
+            raise CheckpointError(f"{source}: {exc}") from None
+    elif spec is not None or class_names is not None or input_shape is not None or extra is not None:
+        raise CheckpointError(f"{source}: pass either card= or the card fields to save_model, not both")
+    data, final_card = _serialize(model, card, source, max_bytes)
+    _atomic_write(target, data)
+    if sidecar:
+        text = json.dumps(final_card.to_dict(), indent=2, sort_keys=True) + "\n"
+        _atomic_write(target.with_suffix(".json"), text.encode())
+    log.debug("saved %s (%d bytes, %s, pruned=%s)", source, len(data), card.spec.arch, final_card.pruned)
+    return final_card
+
+
+def _serialize(model: nn.Module, card: ModelCard, source: str, max_bytes: int) -> tuple[bytes, ModelCard]:
+    from safetensors.torch import save
+
+    if not isinstance(card, ModelCard):
+        raise CheckpointError(f"{source}: card must be a ModelCard, got {type(card).__name__}")
+    tensors = {name: t.detach().cpu().contiguous().clone() for name, t in model.state_dict().items()}
+    _check_tensors(tensors, source)
+    pruned, _ = _check_structure(card.spec, tensors, source, pruned=None)
+    final = replace(card, pruned=pruned, sha256=tensor_digest(tensors))
+    data = save(tensors, metadata={_METADATA_KEY: final.to_json()})
+    if len(data) > max_bytes:
+        raise CheckpointError(f"{source}: model is {len(data)} bytes, over the size limit of {max_bytes} bytes")
+    return data, final
+
+
+def _atomic_write(target: Path, data: bytes) -> None:
+    """Write ``data`` to ``target`` via a fsynced temporary file and ``os.replace``."""
+    folder = target.parent if str(target.parent) else Path(".")
+    tmp_name = None
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp_name, target)
+        tmp_name = None
+    except OSError as exc:
+        raise CheckpointError(f"{target}: cannot write model file ({exc.strerror or exc})") from None
+    finally:
+        if tmp_name is not None:
+            try:
+                os.unlink(tmp_name)
+            except OSError:
+                pass
+    try:  # make the rename itself durable (POSIX; not possible on Windows)
+        dir_fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+# --------------------------------------------------------------------------- load
+
+
+def read_card(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) -> ModelCard:
+    """The card of the model file at ``path``, reading only the header.
+
+    Cheap (no tensor is read), so it suits deciding whether a received model
+    is worth loading. It does not verify the tensors: :func:`load_model` does.
+    """
+    source = str(path)
+    size = _stat_size(path, max_bytes)
+    try:
+        with open(path, "rb") as fh:
+            prefix = fh.read(8)
+            header_len = _header_length(prefix, size, source)
+            raw = fh.read(header_len)
+    except OSError as exc:
+        raise CheckpointError(f"{source}: cannot read model file ({exc.strerror or exc})") from None
+    return _card_from_header(_parse_header(raw, header_len, source), source)
+
+
+def load_model(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) -> LoadedModel:
+    """Validate and load the model file at ``path`` (see the module docstring).
+
+    The size limit is checked with ``os.stat`` before the file is read.
+    """
+    source = str(path)
+    _stat_size(path, max_bytes)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise CheckpointError(f"{source}: cannot read model file ({exc.strerror or exc})") from None
+    return load_model_bytes(data, max_bytes=max_bytes, source=source)
+
+
+def load_model_bytes(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES, source: str = "<bytes>") -> LoadedModel:
+    """Validate and load a model from the bytes of a model file (e.g. received
+    from a peer); ``source`` names the payload in error messages.
+
+    Never raises anything but :class:`fol.errors.CheckpointError` on bad bytes.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CheckpointError(f"{source}: model payload must be bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if len(data) > max_bytes:
+        raise CheckpointError(f"{source}: model is {len(data)} bytes, over the size limit of {max_bytes} bytes")
+    header_len = _header_length(data[:8], len(data), source)
+    header = _parse_header(data[8 : 8 + header_len], header_len, source)
+    card = _card_from_header(header, source)
+    tensors = _parse_tensors(data, source)
+    digest = tensor_digest(tensors)
+    if digest != card.sha256:
+        raise CheckpointError(
+            f"{source}: tensor sha256 {digest[:16]}... does not match the card's {card.sha256[:16]}... "
+            f"(corrupted or tampered payload)"
+        )
+    _check_tensors(tensors, source)
+    _, skeleton = _check_structure(card.spec, tensors, source, pruned=card.pruned)
+    model = _materialize(skeleton, card.spec, tensors, source)
+    return LoadedModel(model, card)
+
+
+def _stat_size(path: str | os.PathLike[str], max_bytes: int) -> int:
+    source = str(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise CheckpointError(f"{source}: model file not found") from None
+    except OSError as exc:
+        raise CheckpointError(f"{source}: cannot read model file ({exc.strerror or exc})") from None
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{source}: not a regular file, expected a .safetensors model file")
+    if st.st_size > max_bytes:
+        raise CheckpointError(f"{source}: model file is {st.st_size} bytes, over the size limit of {max_bytes} bytes")
+    return st.st_size
+
+
+def _header_length(prefix: bytes, total: int, source: str) -> int:
+    if len(prefix) < 8 or total < 8:
+        raise CheckpointError(f"{source}: truncated model file ({total} bytes, a safetensors file has at least 8)")
+    (n,) = struct.unpack("<Q", prefix[:8])
+    if n > MAX_HEADER_BYTES:
+        raise CheckpointError(
+            f"{source}: safetensors header length {n} is over the limit of {MAX_HEADER_BYTES} bytes "
+            f"(not a model file or garbled)"
+        )
+    if 8 + n > total:
+        raise CheckpointError(f"{source}: truncated model file (header needs {8 + n} bytes, file has {total})")
+    return n
+
+
+def _parse_header(raw: bytes, header_len: int, source: str) -> dict[str, Any]:
+    if len(raw) != header_len:
+        raise CheckpointError(f"{source}: truncated model file (header cut short)")
+    try:
+        header = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise CheckpointError(f"{source}: safetensors header is not valid JSON ({_one_line(exc)})") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{source}: safetensors header must be a JSON object, got {type(header).__name__}")
+    return header
+
+
+def _card_from_header(header: dict[str, Any], source: str) -> ModelCard:
+    meta = header.get("__metadata__")
+    if not isinstance(meta, dict) or _METADATA_KEY not in meta:
+        raise CheckpointError(
+            f"{source}: not a FOL model file (no {_METADATA_KEY!r} card in the safetensors metadata)"
+        )
+    text = meta[_METADATA_KEY]
+    if not isinstance(text, str):
+        raise CheckpointError(f"{source}: model card must be a JSON string, got {type(text).__name__}")
+    if len(text) > MAX_CARD_BYTES:
+        raise CheckpointError(f"{source}: model card is {len(text)} characters, over the limit of {MAX_CARD_BYTES}")
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise CheckpointError(f"{source}: model card is not valid JSON ({_one_line(exc)})") from None
+    try:
+        card = ModelCard.from_dict(data)
+    except ConfigError as exc:
+        raise CheckpointError(f"{source}: {_one_line(exc)}") from None
+    if not card.sha256:
+        raise CheckpointError(f"{source}: model card has an empty 'sha256', expected 64 hex digits")
+    return card
+
+
+def _parse_tensors(data: bytes, source: str) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load
+
+    try:
+        return load(data)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the Rust parser panics with a BaseException subclass
+        raise CheckpointError(f"{source}: not a valid safetensors payload ({_one_line(exc)})") from None
+
+
+def _check_tensors(tensors: Mapping[str, torch.Tensor], source: str) -> None:
+    """Dtypes limited to float32/float16/bfloat16/int64, finite float values."""
+    for name, t in tensors.items():
+        if t.dtype not in _DTYPE_NAMES:
+            raise CheckpointError(
+                f"{source}: tensor {name!r} has dtype {str(t.dtype).removeprefix('torch.')}, "
+                f"expected float32, float16, bfloat16 or int64"
+            )
+        if t.dtype in _FLOAT_DTYPES and not bool(torch.isfinite(t).all()):
+            bad = int((~torch.isfinite(t)).sum())
+            raise CheckpointError(f"{source}: tensor {name!r} has {bad} non-finite value(s) (NaN or Inf)")
+
+
+def _meta_model(spec: ModelSpec, source: str) -> nn.Module:
+    """The dense model of ``spec`` on the ``meta`` device (no memory, no init cost)."""
+    try:
+        with torch.device("meta"):
+            return build_model(spec)
+    except Exception as exc:  # noqa: BLE001 - the spec is untrusted input (e.g. absurd option values)
+        raise CheckpointError(f"{source}: cannot build {spec.arch!r} from the card ({_one_line(exc)})") from None
+
+
+def _check_structure(
+    spec: ModelSpec, tensors: Mapping[str, torch.Tensor], source: str, pruned: bool | None
+) -> tuple[bool, nn.Module]:
+    """Check that ``tensors`` fit ``spec`` (dense or pruned); return whether they
+    are pruned and the matching module tree on the ``meta`` device. With
+    ``pruned=None`` the flag is inferred (saving); with a bool it must agree with
+    the shapes (loading)."""
+    model = _meta_model(spec, source)
+    dense = {name: t.detach() for name, t in model.state_dict().items()}
+    missing = sorted(set(dense) - set(tensors))
+    unexpected = sorted(set(tensors) - set(dense))
+    if missing:
+        raise CheckpointError(
+            f"{source}: tensor {missing[0]!r} expected by {spec.arch!r} is missing ({len(missing)} missing in all)"
+        )
+    if unexpected:
+        raise CheckpointError(
+            f"{source}: unexpected tensor {unexpected[0]!r} for {spec.arch!r} ({len(unexpected)} unexpected in all)"
+        )
+    shapes = {name: tuple(t.shape) for name, t in tensors.items()}
+    differing = [n for n in dense if tuple(dense[n].shape) != shapes[n]]  # network order
+    for name in sorted(dense):
+        want, got = dense[name], tensors[name]
+        if want.is_floating_point() != got.is_floating_point():
+            raise CheckpointError(
+                f"{source}: tensor {name!r} has dtype {str(got.dtype).removeprefix('torch.')}, "
+                f"expected {str(want.dtype).removeprefix('torch.')}"
+            )
+    if pruned is None:
+        pruned = bool(differing)
+    if not pruned:
+        if differing:
+            name = differing[0]
+            raise CheckpointError(
+                f"{source}: tensor {name!r} has shape {list(shapes[name])}, spec {spec.arch!r} expects "
+                f"{list(dense[name].shape)} (and the card does not say pruned)"
+            )
+        return False, model
+    if not differing:
+        raise CheckpointError(f"{source}: card says pruned but every tensor shape equals the dense {spec.arch!r}")
+    for name in differing:
+        want = tuple(dense[name].shape)
+        got = shapes[name]
+        if len(got) != len(want) or any(g < 1 or g > w for g, w in zip(got, want)):
+            raise CheckpointError(
+                f"{source}: pruned tensor {name!r} has shape {list(got)}, expected the same rank as the dense "
+                f"{list(want)} with every dimension between 1 and the dense size"
+            )
+    try:
+        resize_to_state(model, shapes)
+    except (ValueError, TypeError, RuntimeError) as exc:
+        raise CheckpointError(f"{source}: cannot rebuild the pruned {spec.arch!r} ({_one_line(exc)})") from None
+    rebuilt = model.state_dict()
+    for name in sorted(dense):
+        if tuple(rebuilt[name].shape) != shapes[name]:
+            raise CheckpointError(
+                f"{source}: pruned tensor {name!r} has shape {list(shapes[name])}, but the rebuilt layer "
+                f"expects {list(rebuilt[name].shape)}"
+            )
+    c, h, w = spec.in_channels, spec.input_size, spec.input_size
+    try:
+        with torch.no_grad():
+            out = model.eval()(torch.empty(1, c, h, w, device="meta"))
+    except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+        raise CheckpointError(
+            f"{source}: pruned tensor shapes do not form a working {spec.arch!r} ({_one_line(exc)})"
+        ) from None
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (1, spec.num_classes):
+        raise CheckpointError(
+            f"{source}: pruned {spec.arch!r} outputs shape {list(getattr(out, 'shape', []))}, "
+            f"expected [1, {spec.num_classes}]"
+        )
+    return True, model
+
+
+def _materialize(model: nn.Module, spec: ModelSpec, tensors: Mapping[str, torch.Tensor], source: str) -> nn.Module:
+    """Assign the loaded tensors to the checked ``meta`` module tree ``model``."""
+    state = {name: (t.float() if t.is_floating_point() else t) for name, t in tensors.items()}
+    try:
+        model.load_state_dict(state, strict=True, assign=True)
+    except RuntimeError as exc:  # checked above; kept so that a surprise is still one line
+        raise CheckpointError(f"{source}: tensors do not fit {spec.arch!r} ({_one_line(exc)})") from None
+    left = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
+    if left:
+        raise CheckpointError(f"{source}: model tensor {left[0]!r} was not provided by the file")
+    return model.eval()
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _one_line(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,585 @@
+"""The safe model format: exact round trips (dense and torch-pruning-pruned, all
+six architectures), every kind of bad payload rejected with a one-line
+CheckpointError naming its source, a fuzzed loader that never raises anything
+else, and atomic saves."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import pickle
+import struct
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import torch
+import torch_pruning as tp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+from torch import nn
+
+from fol.checkpoint import (
+    DEFAULT_MAX_BYTES,
+    LoadedModel,
+    ModelCard,
+    load_model,
+    load_model_bytes,
+    model_to_bytes,
+    read_card,
+    save_model,
+    tensor_digest,
+)
+from fol.errors import CheckpointError, ConfigError
+from fol.models import ModelSpec, build_model, count_parameters
+
+SPEC = ModelSpec("cnn-small", num_classes=3, in_channels=3, input_size=16)
+CLASSES = ["fire", "smoke", "clear"]
+
+
+def _randomize_bn(model: nn.Module, seed: int = 0) -> nn.Module:
+    """Give every BatchNorm non-trivial affine parameters and running statistics,
+    so that a round trip that dropped a buffer would change the outputs."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                n = m.num_features
+                m.weight.copy_(1 + 0.2 * torch.randn(n, generator=g))
+                m.bias.copy_(0.1 * torch.randn(n, generator=g))
+                m.running_mean.copy_(0.1 * torch.randn(n, generator=g))
+                m.running_var.copy_(0.5 + torch.rand(n, generator=g))
+                m.num_batches_tracked.fill_(17)
+    return model.eval()
+
+
+def _model(spec: ModelSpec = SPEC, seed: int = 0) -> nn.Module:
+    return _randomize_bn(build_model(spec, seed=seed), seed)
+
+
+def _inputs(spec: ModelSpec, n: int = 2) -> torch.Tensor:
+    g = torch.Generator().manual_seed(42)
+    return torch.randn(n, spec.in_channels, spec.input_size, spec.input_size, generator=g)
+
+
+def _outputs(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return model.eval()(x)
+
+
+def _assert_rejected(call: Callable[[], Any], source: str, fragment: str) -> CheckpointError:
+    with pytest.raises(CheckpointError) as info:
+        call()
+    msg = str(info.value)
+    assert msg.startswith(f"{source}:"), msg
+    assert "\n" not in msg and len(msg) < 400, msg
+    assert fragment.lower() in msg.lower(), msg
+    return info.value
+
+
+def _header_len(data: bytes) -> int:
+    return struct.unpack("<Q", data[:8])[0]
+
+
+def _rebuild(
+    data: bytes,
+    card: Callable[[dict], Any] | None = None,
+    tensors: Callable[[dict], Any] | None = None,
+    fix_sha: bool = True,
+) -> bytes:
+    """Re-encode a valid payload after editing its card dict and / or tensors,
+    refreshing the card's sha256 unless ``fix_sha`` is False (so that each test
+    hits exactly the check it is about)."""
+    header = json.loads(data[8 : 8 + _header_len(data)])
+    card_dict = json.loads(header["__metadata__"]["fol"])
+    named = dict(st_load(data))
+    if tensors is not None:
+        tensors(named)
+    if fix_sha:
+        card_dict["sha256"] = tensor_digest(named)
+    if card is not None:
+        card(card_dict)
+    return st_save(named, metadata={"fol": json.dumps(card_dict)})
+
+
+@functools.lru_cache(maxsize=None)
+def _valid_payload() -> bytes:
+    return model_to_bytes(_model(), ModelCard(SPEC, CLASSES, producer="sat-1", round=2))
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> tuple[Path, nn.Module, ModelCard]:
+    model = _model()
+    path = tmp_path / "sat-1.safetensors"
+    card = save_model(path, model, spec=SPEC, class_names=CLASSES, producer="sat-1", round=2, extra={"val_acc": 0.75})
+    return path, model, card
+
+
+def _write(tmp_path: Path, data: bytes, name: str = "bad.safetensors") -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+# ---------------------------------------------------------------- round trips
+
+
+def test_dense_round_trip_is_exact_with_all_card_fields(saved: tuple[Path, nn.Module, ModelCard]) -> None:
+    path, model, card = saved
+    loaded = load_model(path)
+    assert isinstance(loaded, LoadedModel)
+    x = _inputs(SPEC, 4)
+    assert torch.equal(_outputs(loaded.model, x), _outputs(model, x))
+    assert not loaded.model.training
+    assert all(p.requires_grad and p.dtype == torch.float32 for p in loaded.model.parameters())
+    sd, ld = model.state_dict(), loaded.model.state_dict()
+    assert sd.keys() == ld.keys() and all(torch.equal(sd[k], ld[k]) for k in sd)
+    assert loaded.card == card
+    assert card.spec == SPEC and card.class_names == tuple(CLASSES) and card.input_shape == (3, 16, 16)
+    assert (card.producer, card.round, card.pruned, card.extra) == ("sat-1", 2, False, {"val_acc": 0.75})
+    assert card.sha256 == tensor_digest(model.state_dict())
+    # The card travels inside the safetensors header, as JSON under "fol".
+    data = path.read_bytes()
+    meta = json.loads(data[8 : 8 + _header_len(data)])["__metadata__"]
+    assert json.loads(meta["fol"])["format"] == "fol-model" and json.loads(meta["fol"])["version"] == 1
+
+
+def test_read_card_reads_only_the_header(saved: tuple[Path, nn.Module, ModelCard]) -> None:
+    path, _, card = saved
+    assert read_card(path) == card
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF  # corrupt a tensor byte: the header is untouched
+    path.write_bytes(bytes(data))
+    assert read_card(path) == card
+    _assert_rejected(lambda: load_model(path), str(path), "sha256")
+
+
+def test_bytes_round_trip_and_sidecar_is_not_needed(tmp_path: Path) -> None:
+    model = _model(seed=3)
+    card = ModelCard(SPEC, CLASSES, producer="uav-2")
+    data = model_to_bytes(model, card)
+    loaded = load_model_bytes(data, source="peer uav-2")
+    x = _inputs(SPEC)
+    assert torch.equal(_outputs(loaded.model, x), _outputs(model, x))
+    assert loaded.card.sha256 == tensor_digest(model.state_dict()) and loaded.card.producer == "uav-2"
+
+    path = tmp_path / "uav-2.safetensors"
+    written = save_model(path, model, card, sidecar=True)
+    sidecar = tmp_path / "uav-2.json"
+    assert json.loads(sidecar.read_text()) == written.to_dict()
+    assert path.read_bytes() == data  # serialization is deterministic
+    sidecar.write_text("garbage, never read")
+    assert load_model(path).card == written
+    sidecar.unlink()
+    assert load_model(path).card == written
+
+
+def test_half_precision_payload_loads_as_float32(tmp_path: Path) -> None:
+    model = _model().half()
+    path = tmp_path / "half.safetensors"
+    save_model(path, model, spec=SPEC, class_names=CLASSES)
+    loaded = load_model(path).model
+    for (name, t), (_, u) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert u.dtype == (torch.float32 if t.is_floating_point() else t.dtype), name
+        assert torch.equal(u, t.float() if t.is_floating_point() else t), name
+
+
+def test_loading_never_unpickles(monkeypatch: pytest.MonkeyPatch, saved: tuple[Path, nn.Module, ModelCard]) -> None:
+    def forbidden(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("unpickling attempted")
+
+    monkeypatch.setattr(torch, "load", forbidden)
+    monkeypatch.setattr(pickle, "load", forbidden)
+    monkeypatch.setattr(pickle, "loads", forbidden)
+    assert load_model(saved[0]).card == saved[2]
+
+
+def test_tensor_digest_is_canonical() -> None:
+    a = {"w": torch.arange(6.0).reshape(2, 3), "n": torch.tensor(3)}
+    base = tensor_digest(a)
+    assert tensor_digest(dict(reversed(list(a.items())))) == base  # insertion order does not matter
+    assert tensor_digest({"w": a["w"].t().contiguous().t(), "n": a["n"]}) == base  # nor memory layout
+    assert tensor_digest({"w": a["w"].reshape(3, 2), "n": a["n"]}) != base  # shape counts
+    assert tensor_digest({"v": a["w"], "n": a["n"]}) != base  # names count
+    assert tensor_digest({"w": a["w"], "n": torch.tensor(3.0, dtype=torch.float64)}) != base  # dtype counts
+    b = {"w": a["w"].clone(), "n": a["n"]}
+    b["w"][1, 2] = 5.5
+    assert tensor_digest(b) != base
+
+
+# ---------------------------------------------------- torch-pruning round trip
+
+PRUNE_CASES = [
+    ModelSpec("cnn-small", 4, 3, 32),
+    ModelSpec("cnn-medium", 4, 1, 28),
+    ModelSpec("cnn-large", 4, 3, 32),
+    ModelSpec("resnet-small", 4, 3, 32),
+    ModelSpec("mobilenet_v3_small", 4, 3, 32),
+    ModelSpec("resnet18", 4, 3, 32),
+]
+
+
+@pytest.mark.parametrize("spec", PRUNE_CASES, ids=[s.arch for s in PRUNE_CASES])
+def test_torch_pruning_model_round_trips_exactly(spec: ModelSpec, tmp_path: Path) -> None:
+    model = _model(spec, seed=1)
+    dense_params = count_parameters(model)
+    x = _inputs(spec)
+    classifier = [m for m in model.modules() if isinstance(m, nn.Linear)][-1]
+    pruner = tp.pruner.BasePruner(
+        model, x, importance=tp.importance.MagnitudeImportance(p=2), pruning_ratio=0.4, ignored_layers=[classifier]
+    )
+    pruner.step()
+    assert count_parameters(model) < 0.8 * dense_params
+    expected = _outputs(model, x)
+
+    path = tmp_path / f"{spec.arch}.safetensors"
+    card = save_model(path, model, spec=spec, class_names=[f"c{i}" for i in range(4)])
+    assert card.pruned
+    loaded = load_model(path)
+    assert loaded.card == card and loaded.card.pruned
+    assert count_parameters(loaded.model) == count_parameters(model)
+    assert torch.equal(_outputs(loaded.model, x), expected)
+    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    assert {k: tuple(v.shape) for k, v in loaded.model.state_dict().items()} == shapes
+
+    # The same tensors under a card that does not admit pruning are rejected.
+    tampered = _rebuild(path.read_bytes(), card=lambda c: c.update(pruned=False))
+    err = _assert_rejected(lambda: load_model_bytes(tampered, source="peer"), "peer", "shape")
+    assert "does not say pruned" in str(err)
+
+
+# --------------------------------------------------------------- bad payloads
+
+
+@pytest.mark.parametrize(
+    ("edit", "fragment"),
+    [
+        (lambda c: c["spec"].update(arch="vgg99"), "vgg99"),
+        (lambda c: c["spec"].update(arch=["cnn"]), "unknown"),
+        (lambda c: c["spec"].update(options={"depth": 3}), "depth"),
+        (lambda c: c["spec"].update(options={"widths": [-4, 32]}), "widths"),
+        (lambda c: c["spec"].update(options={"hidden": 10**30}), "cnn-small"),
+        (lambda c: c.update(format="onnx"), "format"),
+        (lambda c: c.update(version=2), "version"),
+        (lambda c: c.update(version=True), "version"),
+        (lambda c: c.update(class_names=["a", "b"]), "class_names"),
+        (lambda c: c.update(class_names=["a", "a", "b"]), "duplicate"),
+        (lambda c: c.update(class_names="abc"), "class_names"),
+        (lambda c: c.update(input_shape=[3, 32, 32]), "input_shape"),
+        (lambda c: c.update(input_shape=[[3], 16, 16]), "input_shape"),
+        (lambda c: c.update(round=-1), "round"),
+        (lambda c: c.update(pruned="yes"), "pruned"),
+        (lambda c: c.update(producer=7), "producer"),
+        (lambda c: c.update(extra=[1]), "extra"),
+        (lambda c: c.update(sha256="xyz"), "sha256"),
+        (lambda c: c.update(sha256=""), "sha256"),
+        (lambda c: c.pop("sha256"), "sha256"),
+        (lambda c: c.pop("spec"), "spec"),
+        (lambda c: c.update(colour="red"), "colour"),
+        (lambda c: c.update(sha256="0" * 64), "does not match"),
+        (lambda c: c.update(pruned=True), "card says pruned"),
+    ],
+)
+def test_bad_card_fields_are_rejected(edit: Callable[[dict], Any], fragment: str, tmp_path: Path) -> None:
+    path = _write(tmp_path, _rebuild(_valid_payload(), card=edit))
+    _assert_rejected(lambda: load_model(path), str(path), fragment)
+
+
+@pytest.mark.parametrize(
+    ("metadata", "fragment"),
+    [
+        (None, "not a FOL model file"),
+        ({"format": "pt"}, "not a FOL model file"),
+        ({"fol": "{oops"}, "not valid JSON"),
+        ({"fol": "[1, 2]"}, "JSON object"),
+        ({"fol": '{"format": "fol-model", "version": 1, "extra": {"x": NaN}}'}, "not valid JSON"),
+        ({"fol": "[" * 100_000}, "not valid JSON"),
+    ],
+)
+def test_foreign_or_broken_card_metadata_is_rejected(metadata: dict | None, fragment: str, tmp_path: Path) -> None:
+    path = _write(tmp_path, st_save(dict(st_load(_valid_payload())), metadata=metadata))
+    _assert_rejected(lambda: load_model(path), str(path), fragment)
+    _assert_rejected(lambda: read_card(path), str(path), fragment)
+
+
+def _nan(t: dict) -> None:
+    t["features.0.weight"][0, 0, 0, 0] = float("nan")
+
+
+def _inf(t: dict) -> None:
+    t["classifier.1.bias"][3] = float("-inf")
+
+
+def _drop(t: dict) -> None:
+    del t["classifier.3.bias"]
+
+
+def _add(t: dict) -> None:
+    t["backdoor.weight"] = torch.zeros(2)
+
+
+def _widen(t: dict) -> None:  # shapes of a wider net under the cnn-small card
+    t["classifier.3.weight"] = torch.zeros(4, 64)
+    t["classifier.3.bias"] = torch.zeros(4)
+
+
+def _to_double(t: dict) -> None:
+    t["features.0.weight"] = t["features.0.weight"].double()
+
+
+def _to_int32(t: dict) -> None:
+    t["features.1.num_batches_tracked"] = t["features.1.num_batches_tracked"].int()
+
+
+def _counter_as_float(t: dict) -> None:
+    t["features.1.num_batches_tracked"] = t["features.1.num_batches_tracked"].float()
+
+
+def _weight_as_int(t: dict) -> None:
+    t["classifier.3.bias"] = torch.zeros(3, dtype=torch.int64)
+
+
+@pytest.mark.parametrize(
+    ("edit", "fragment"),
+    [
+        (_nan, "non-finite"),
+        (_inf, "non-finite"),
+        (_drop, "'classifier.3.bias' expected by 'cnn-small' is missing"),
+        (_add, "unexpected tensor 'backdoor.weight'"),
+        (_widen, "'classifier.3.weight' has shape [4, 64], spec 'cnn-small' expects [3, 64]"),
+        (_to_double, "float64"),
+        (_to_int32, "int32"),
+        (_counter_as_float, "expected int64"),
+        (_weight_as_int, "expected float32"),
+    ],
+)
+def test_bad_tensors_are_rejected_even_with_a_matching_sha256(
+    edit: Callable[[dict], Any], fragment: str, tmp_path: Path
+) -> None:
+    path = _write(tmp_path, _rebuild(_valid_payload(), tensors=edit))
+    _assert_rejected(lambda: load_model(path), str(path), fragment)
+
+
+def test_spec_tensor_mismatch_names_the_tensor_and_both_shapes(tmp_path: Path) -> None:
+    """A card whose spec differs from the network the tensors came from."""
+    path = _write(tmp_path, _rebuild(_valid_payload(), card=lambda c: c["spec"].update(options={"widths": [16, 40]})))
+    err = _assert_rejected(lambda: load_model(path), str(path), "shape")
+    assert "'features.4.weight' has shape [32, 16, 3, 3]" in str(err) and "[40, 16, 3, 3]" in str(err)
+
+
+def _pruned_tensors(bn_channels: int) -> Callable[[dict], None]:
+    """Prune block 1 of cnn-small to 12 conv channels, its BN to ``bn_channels``."""
+
+    def edit(t: dict) -> None:
+        t["features.0.weight"] = t["features.0.weight"][:12].clone()
+        t["features.4.weight"] = t["features.4.weight"][:, :12].clone()
+        for k in ("weight", "bias", "running_mean", "running_var"):
+            t[f"features.1.{k}"] = t[f"features.1.{k}"][:bn_channels].clone()
+
+    return edit
+
+
+def test_pruned_shapes_must_form_a_working_network(tmp_path: Path) -> None:
+    ok = _rebuild(_valid_payload(), tensors=_pruned_tensors(12), card=lambda c: c.update(pruned=True))
+    assert count_parameters(load_model_bytes(ok).model) < count_parameters(_model())
+    bad = _rebuild(_valid_payload(), tensors=_pruned_tensors(10), card=lambda c: c.update(pruned=True))
+    path = _write(tmp_path, bad)
+    _assert_rejected(lambda: load_model(path), str(path), "do not form a working 'cnn-small'")
+
+    def grow(t: dict) -> None:  # "pruned" but larger than the dense layer
+        t["classifier.1.weight"] = torch.zeros(80, 32)
+        t["classifier.1.bias"] = torch.zeros(80)
+        t["classifier.3.weight"] = torch.zeros(3, 80)
+
+    path = _write(tmp_path, _rebuild(_valid_payload(), tensors=grow, card=lambda c: c.update(pruned=True)))
+    _assert_rejected(lambda: load_model(path), str(path), "between 1 and the dense size")
+
+
+def test_tampered_tensor_bytes_fail_the_sha256_check(tmp_path: Path) -> None:
+    data = bytearray(_valid_payload())
+    start = 8 + _header_len(data)
+    data[start + (len(data) - start) // 2] ^= 0x01  # one bit of one weight
+    path = _write(tmp_path, bytes(data))
+    _assert_rejected(lambda: load_model(path), str(path), "sha256")
+
+
+@pytest.mark.parametrize("where", ["0", "1", "7", "8", "9", "mid-header", "header-end", "mid-data", "last"])
+def test_truncated_files_are_rejected(where: str, tmp_path: Path) -> None:
+    data = _valid_payload()
+    n = _header_len(data)
+    cut = {"mid-header": 8 + n // 2, "header-end": 8 + n, "mid-data": (8 + n + len(data)) // 2,
+           "last": len(data) - 1}.get(where) or int(where)
+    path = _write(tmp_path, data[:cut])
+    _assert_rejected(lambda: load_model(path), str(path), "")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_garbled_headers_are_rejected(seed: int, tmp_path: Path) -> None:
+    g = torch.Generator().manual_seed(seed)
+    data = bytearray(_valid_payload())
+    n = _header_len(data)
+    start = int(torch.randint(8, 8 + n - 16, (1,), generator=g))
+    data[start : start + 16] = torch.randint(0, 256, (16,), generator=g, dtype=torch.uint8).numpy().tobytes()
+    path = _write(tmp_path, bytes(data))
+    _assert_rejected(lambda: load_model(path), str(path), "")
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        (b"", "truncated"),
+        (b"\x00" * 8, "not valid JSON"),
+        (struct.pack("<Q", 2**63) + b"{}", "header length"),
+        (struct.pack("<Q", 100) + b"{}", "truncated"),
+        (struct.pack("<Q", 2) + b"{}", "not a FOL model file"),
+        (struct.pack("<Q", 4) + b"\xff\xfe{}", "not valid JSON"),
+        (b"PK\x03\x04" + b"\x00" * 60, "header length"),  # a zip / torch.save file
+        (pickle.dumps({"w": [1.0]}), ""),
+    ],
+)
+def test_non_model_bytes_are_rejected(data: bytes, fragment: str, tmp_path: Path) -> None:
+    path = _write(tmp_path, data)
+    _assert_rejected(lambda: load_model(path), str(path), fragment)
+    _assert_rejected(lambda: load_model_bytes(data, source="peer 9"), "peer 9", fragment)
+
+
+def test_size_limit_is_checked_before_reading(tmp_path: Path) -> None:
+    path = tmp_path / "huge.safetensors"
+    with open(path, "wb") as fh:  # sparse: no disk space, but stat() says 300 MB
+        fh.truncate(DEFAULT_MAX_BYTES + 100_000_000)
+    _assert_rejected(lambda: load_model(path), str(path), "over the size limit of 200000000 bytes")
+    _assert_rejected(lambda: read_card(path), str(path), "size limit")
+
+    data = _valid_payload()
+    small = _write(tmp_path, data, "small.safetensors")
+    limit = len(data) - 1
+    _assert_rejected(lambda: load_model(small, max_bytes=limit), str(small), "size limit")
+    _assert_rejected(lambda: load_model_bytes(data, max_bytes=limit, source="x"), "x", "size limit")
+    assert load_model(small, max_bytes=len(data)).card.sha256
+
+
+def test_missing_paths_and_folders_are_rejected(tmp_path: Path) -> None:
+    _assert_rejected(lambda: load_model(tmp_path / "nope.safetensors"), str(tmp_path / "nope.safetensors"), "not found")
+    _assert_rejected(lambda: read_card(tmp_path), str(tmp_path), "not a regular file")
+    _assert_rejected(lambda: load_model_bytes("text", source="s"), "s", "bytes")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------ fuzz
+
+FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@functools.lru_cache(maxsize=None)
+def _tiny_payload() -> bytes:
+    spec = ModelSpec("cnn", 2, 1, 8, options={"widths": [2], "hidden": 0})
+    return model_to_bytes(_model(spec), ModelCard(spec, ["a", "b"]))
+
+
+def _load_or_reject(data: bytes) -> None:
+    try:
+        result = load_model_bytes(data, max_bytes=1 << 20, source="fuzz")
+    except CheckpointError as exc:
+        assert str(exc).startswith("fuzz: ") and "\n" not in str(exc)
+        return
+    assert isinstance(result, LoadedModel) and isinstance(result.model, nn.Module)
+    assert result.card.sha256 == tensor_digest(result.model.state_dict())  # float32 payloads: digest survives
+
+
+@FUZZ
+@given(st.binary(max_size=4096))
+def test_fuzz_random_bytes(data: bytes) -> None:
+    _load_or_reject(data)
+
+
+@FUZZ
+@given(st.binary(max_size=2048))
+def test_fuzz_random_headers(body: bytes) -> None:
+    _load_or_reject(struct.pack("<Q", len(body)) + body)  # passes the length check, exercises the JSON paths
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@FUZZ
+@given(st.dictionaries(st.sampled_from(["spec", "class_names", "input_shape", "producer", "round", "pruned",
+                                        "sha256", "extra", "arch", "num_classes", "options"]), _json))
+def test_fuzz_card_fields(overrides: dict) -> None:
+    def edit(card: dict) -> None:
+        for k, v in overrides.items():
+            if k in ("arch", "num_classes", "options"):
+                if isinstance(card.get("spec"), dict):
+                    card["spec"][k] = v
+            else:
+                card[k] = v
+
+    _load_or_reject(_rebuild(_tiny_payload(), card=edit))
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_truncations_and_bit_flips(data: st.DataObject) -> None:
+    payload = bytearray(_tiny_payload())
+    cut = data.draw(st.integers(0, len(payload) - 1), label="cut")
+    _load_or_reject(bytes(payload[:cut]))
+    for pos, bit in data.draw(st.lists(st.tuples(st.integers(0, len(payload) - 1), st.integers(0, 7)),
+                                       min_size=1, max_size=4), label="flips"):
+        payload[pos] ^= 1 << bit
+    _load_or_reject(bytes(payload))
+
+
+# ------------------------------------------------------------------- saving
+
+
+def _broken(model: nn.Module) -> nn.Module:
+    with torch.no_grad():
+        model.features[0].weight[0, 0, 0, 0] = float("nan")
+    return model
+
+
+def test_save_refuses_non_finite_weights_and_keeps_the_old_file(saved: tuple[Path, nn.Module, ModelCard]) -> None:
+    path, _, _ = saved
+    before = path.read_bytes()
+    _assert_rejected(lambda: save_model(path, _broken(_model()), spec=SPEC, class_names=CLASSES), str(path),
+                     "non-finite")
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temp file left behind
+
+
+def test_failed_write_keeps_the_old_file(monkeypatch: pytest.MonkeyPatch, saved: tuple[Path, nn.Module, ModelCard]) -> None:
+    path, _, card = saved
+    before = path.read_bytes()
+
+    def failing_replace(*_a: Any) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    _assert_rejected(lambda: save_model(path, _model(seed=9), spec=SPEC, class_names=CLASSES), str(path),
+                     "cannot write")
+    monkeypatch.undo()
+    assert path.read_bytes() == before and load_model(path).card == card
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+
+def test_save_validates_its_arguments(tmp_path: Path) -> None:
+    path = tmp_path / "m.safetensors"
+    model = _model()
+    _assert_rejected(lambda: save_model(path, model), str(path), "spec= and class_names=")
+    _assert_rejected(lambda: save_model(path, model, spec=SPEC, class_names=["a"]), str(path), "class_names")
+    _assert_rejected(lambda: save_model(path, model, ModelCard(SPEC, CLASSES), spec=SPEC), str(path), "not both")
+    other = ModelSpec("cnn-medium", 3, 3, 16)
+    _assert_rejected(lambda: save_model(path, model, spec=other, class_names=CLASSES), str(path), "missing")
+    _assert_rejected(lambda: save_model(path, model, spec=SPEC, class_names=CLASSES, max_bytes=1000), str(path),
+                     "size limit")
+    _assert_rejected(lambda: save_model(tmp_path / "no" / "dir.safetensors", model, spec=SPEC, class_names=CLASSES),
+                     str(tmp_path / "no" / "dir.safetensors"), "cannot write")
+    assert not path.exists()
+    with pytest.raises(ConfigError, match="extra"):
+        ModelCard(SPEC, CLASSES, extra={"bad": {1, 2}})
