@@ -22,17 +22,7 @@ from fol.errors import ConfigError
 from fol.pruning import PruneConfig
 from fol.train import TrainConfig
 
-__all__ = ["FOLConfig", "VARIANTS"]
-
-#: Variant name -> (runs alignment pruning, deploys the ensemble instead of the student).
-#: ``local`` deploys the pretrained model and runs no collection at all.
-VARIANTS: dict[str, tuple[bool, bool]] = {
-    "fol": (True, False),
-    "fol-a": (True, True),
-    "fol-n": (False, False),
-    "fol-an": (False, True),
-}
-
+__all__ = ["FOLConfig"]
 
 @dataclass
 class FOLConfig:

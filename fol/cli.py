@@ -1,0 +1,74 @@
+"""The ``fol`` command line.
+
+Each sub-command lives with the code it drives and registers itself here through
+an ``add_*_parser(subparsers)`` function; the heavy modules (torch, skyfield) are
+imported only when their command runs, so ``fol --help`` is instant.
+
+User errors (a bad file, field or payload) end in one line on stderr and exit
+status 2; nothing is printed as a traceback unless ``--debug`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Callable, Sequence
+
+__all__ = ["main", "build_parser"]
+
+log = logging.getLogger("fol")
+
+
+def _user_error_types() -> tuple[type[BaseException], ...]:
+    """The error types of every package (one per package) that mean 'user mistake'."""
+    from contact_sim.errors import ContactError
+    from fol.errors import FOLError
+    from orbits.errors import OrbitError
+
+    return (FOLError, OrbitError, ContactError)
+
+
+def _registrars() -> list[Callable[[argparse._SubParsersAction], None]]:
+    """``add_*_parser`` functions of every sub-command, in help order."""
+    from fol.commands import registrars
+
+    return registrars()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fol",
+        description="Peer-to-peer one-shot personalization (Federated Oriented Learning) for satellite and drone swarms.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logging")
+    parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for register in _registrars():
+        register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.DEBUG if args.debug else logging.WARNING if args.quiet else logging.INFO
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    user_errors = _user_error_types()
+    try:
+        return int(args.func(args) or 0)
+    except user_errors as exc:
+        if args.debug:
+            raise
+        print(f"fol {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"fol {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Sub-commands of ``fol`` that have no better home, and the list of all of them.
+
+Each ``add_*_parser`` registers one sub-command; its handler imports what it
+needs when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Callable
+
+log = logging.getLogger(__name__)
+
+
+def registrars() -> list[Callable[[argparse._SubParsersAction], None]]:
+    """Every sub-command's registration function, in the order ``fol --help`` lists them."""
+    from contact_sim.cli import add_contacts_parser
+    from contact_sim.swarm.cli import add_demo_parser, add_simulate_parser
+    from fol.agent.cli import add_agent_parser, add_keys_parser
+    from fol.personalize_cli import add_personalize_parser
+
+    return [
+        add_demo_parser, add_simulate_parser, add_contacts_parser, add_data_parser, add_pretrain_parser,
+        add_personalize_parser, add_agent_parser, add_keys_parser,
+    ]
+
+
+# --------------------------------------------------------------------- data
+
+
+def add_data_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("data", help="inspect datasets")
+    dsub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
+    info = dsub.add_parser("info", help="size, image shape, class balance and coordinates of a dataset")
+    info.add_argument("name", help="dataset name, e.g. synthetic-hurricane, wildfire, cifar10, or imagefolder:PATH")
+    info.add_argument("--data-root", default=None, help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT)")
+    info.set_defaults(func=_run_data_info)
+
+
+def _run_data_info(args: argparse.Namespace) -> int:
+    from fol.data import describe, load_dataset
+
+    name, _, path = args.name.partition(":")
+    ds = load_dataset(name, root=args.data_root, **({"path": path} if path else {}))
+    print(describe(ds))
+    return 0
+
+
+# --------------------------------------------------------------------- pretrain
+
+
+def add_node_data_arguments(p: argparse.ArgumentParser) -> None:
+    """``--data SPEC`` and ``--data-root``, shared by every command that trains one node."""
+    from fol.nodedata import NODE_DATA_HELP
+
+    p.add_argument("--data", required=True, metavar="SPEC", help=NODE_DATA_HELP)
+    p.add_argument("--data-root", default=None, help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT)")
+
+
+def add_pretrain_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("pretrain", help="train one node's model on its local data and save it in the safe format")
+    add_node_data_arguments(p)
+    p.add_argument("--arch", default="cnn-small", help="model architecture (default: %(default)s)")
+    p.add_argument("--epochs", type=int, default=30, help="maximum epochs (default: %(default)s)")
+    p.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (default: %(default)s)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--patience", type=int, default=5, help="early-stopping patience on the validation split")
+    p.add_argument("--init-seed", type=int, default=0, help="seed of the shared initialization (same for every node)")
+    p.add_argument("--out", required=True, help="output model file (.safetensors)")
+    p.set_defaults(func=_run_pretrain)
+
+
+def _run_pretrain(args: argparse.Namespace) -> int:
+    from fol.checkpoint import ModelCard, save_model
+    from fol.models import ModelSpec
+    from fol.nodedata import load_node_data, parse_node_data
+    from fol.stages import pretrain
+    from fol.train import TrainConfig, evaluate
+
+    spec_data = parse_node_data(args.data, root=args.data_root)
+    node = load_node_data(spec_data)
+    x, _ = node.train.tensors()
+    spec = ModelSpec(args.arch, num_classes=len(node.train.class_names), in_channels=x.shape[1], input_size=x.shape[2])
+    cfg = TrainConfig(
+        epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, patience=args.patience,
+        seed=spec_data.seed, progress=True, desc="pretrain",
+    )
+    model = pretrain(spec, node, cfg, init_seed=args.init_seed)
+    test = evaluate(model, *node.test.tensors())
+    val = evaluate(model, *node.val.tensors())
+    card = ModelCard(
+        spec=spec, class_names=list(node.train.class_names), input_shape=list(x.shape[1:]),
+        producer=spec_data.node_name, round=0,
+        extra={"val_accuracy": val.accuracy, "test_accuracy": test.accuracy, "data": args.data},
+    )
+    save_model(Path(args.out), model, card)
+    print(
+        f"{spec_data.node_name}: {len(node.train)} train / {len(node.val)} val / {len(node.test)} test images; "
+        f"{args.arch} val acc {100 * val.accuracy:.1f} %, test acc {100 * test.accuracy:.1f} % -> {args.out}"
+    )
+    return 0

@@ -1,0 +1,91 @@
+"""Stage 3, the weighted Top-K ensemble: ``A_w(x) = sum_i w_i f_i(x)`` over member
+logits, with ``w`` on the probability simplex.
+
+The weights are fitted by minimizing cross-entropy of the combined logits on
+D_train. Member logits are computed once (:func:`fol.train.predict_logits`) and
+cached, so fitting touches no network: a few hundred full-batch Adam steps on a
+softmax parameterisation ``w = softmax(v)`` starting from uniform weights. This
+project adds one safeguard the paper does not spell out: the fitted weights are
+compared with every single member (each simplex vertex) and the best of them is
+kept, so the ensemble's training loss is never worse than its best member's.
+
+>>> import torch
+>>> y = torch.tensor([0, 1, 1, 0])
+>>> good = torch.tensor([[2., 0.], [0., 2.], [0., 2.], [2., 0.]])
+>>> bad = -good
+>>> w = fit_ensemble_weights([good, bad], y)
+>>> bool(w[0] > 0.9) and abs(float(w.sum()) - 1.0) < 1e-6
+True
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["WeightedEnsemble", "fit_ensemble_weights", "ensemble_logits"]
+
+
+def ensemble_logits(member_logits: Sequence[torch.Tensor], weights: torch.Tensor) -> torch.Tensor:
+    """``sum_i weights[i] * member_logits[i]`` (stacked over members)."""
+    stacked = torch.stack(list(member_logits))  # [K, N, C]
+    return torch.einsum("k,knc->nc", weights.to(stacked.dtype), stacked)
+
+
+def fit_ensemble_weights(
+    member_logits: Sequence[torch.Tensor],
+    labels: torch.Tensor,
+    steps: int = 200,
+    lr: float = 0.1,
+) -> torch.Tensor:
+    """Simplex weights minimizing the cross-entropy of the weighted logits.
+
+    Returns a 1-D float tensor, non-negative, summing to 1. Deterministic
+    (full-batch, zero initialization of the softmax parameters).
+    """
+    k = len(member_logits)
+    if k == 0:
+        raise ValueError("fit_ensemble_weights needs at least one member")
+    logits = [t.detach().float() for t in member_logits]
+    if k == 1:
+        return torch.ones(1)
+
+    def loss_of(w: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(ensemble_logits(logits, w), labels)
+
+    v = torch.zeros(k, requires_grad=True)
+    opt = torch.optim.Adam([v], lr=lr)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = loss_of(torch.softmax(v, 0))
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        best_w = torch.softmax(v, 0)
+        best = float(loss_of(best_w))
+        for i in range(k):
+            vertex = F.one_hot(torch.tensor(i), k).float()
+            loss_i = float(loss_of(vertex))
+            if loss_i < best:
+                best, best_w = loss_i, vertex
+    return best_w.detach()
+
+
+class WeightedEnsemble(nn.Module):
+    """A deployable ensemble: members' logits combined with fixed simplex weights.
+
+    FOL-A deploys this module itself (K forward passes per prediction).
+    """
+
+    def __init__(self, members: Sequence[nn.Module], weights: torch.Tensor) -> None:
+        super().__init__()
+        if len(members) != int(weights.numel()):
+            raise ValueError(f"{len(members)} members but {int(weights.numel())} weights")
+        self.members = nn.ModuleList(members)
+        self.register_buffer("weights", weights.detach().float().clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ensemble_logits([m(x) for m in self.members], self.weights)

@@ -1,0 +1,124 @@
+"""One node's local data from a short spec string, for the single-node commands
+(``fol pretrain``, ``fol personalize``) and the node agent.
+
+A spec is either a folder of class sub-folders (the whole folder is the node's
+data) or comma-separated ``key=value`` pairs naming a dataset and a partition,
+so that several commands (or several drones) given the same spec with another
+``node`` get disjoint shards of the same pool:
+
+>>> spec = parse_node_data("dataset=synthetic-hurricane,nodes=12,node=3,psi=0.5")
+>>> spec.node_name, spec.partition, spec.per_node
+('node-3', 'dirichlet', 300)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from typing import TYPE_CHECKING
+
+from fol.errors import ConfigError
+
+if TYPE_CHECKING:  # fol.data imports torch; the CLI's --help must not
+    from fol.data import NodeData
+
+__all__ = ["NodeDataSpec", "parse_node_data", "load_node_data", "dataset_options", "NODE_DATA_HELP"]
+
+NODE_DATA_HELP = (
+    "node data: a folder with one sub-folder per class, or key=value pairs "
+    "'dataset=NAME,nodes=N,node=K[,partition=dirichlet|region][,psi=0.5][,per_node=300][,size=M][,seed=S]'"
+)
+
+
+@dataclass(frozen=True)
+class NodeDataSpec:
+    """Which shard of which dataset a node holds.
+
+    ``partition``: ``dirichlet`` (label skew with concentration ``psi``, at
+    most ``per_node`` images per node), ``region`` (geographic k-means over the
+    images' coordinates) or ``all`` (the node holds the whole dataset).
+    ``size`` is the pool size for synthetic datasets (default: the dataset's
+    own). ``seed`` drives the partition and the train/val/test split.
+    """
+
+    dataset: str
+    nodes: int = 1
+    node: int = 0
+    partition: str = "dirichlet"
+    psi: float = 0.5
+    per_node: int | None = 300
+    size: int | None = None
+    seed: int = 0
+    root: str | None = None
+    path: str | None = None  # the folder of an ``imagefolder`` dataset
+
+    @property
+    def node_name(self) -> str:
+        return f"node-{self.node}"
+
+
+_INT_FIELDS = {"nodes", "node", "per_node", "size", "seed"}
+
+
+def parse_node_data(text: str, root: str | None = None) -> NodeDataSpec:
+    """Parse a ``--data`` spec (see :data:`NODE_DATA_HELP`)."""
+    text = text.strip()
+    if "=" not in text:
+        path = Path(text)
+        if not path.is_dir():
+            raise ConfigError(f"--data {text!r}: not a folder and not key=value pairs ({NODE_DATA_HELP})")
+        return NodeDataSpec(dataset="imagefolder", path=str(path), partition="all", per_node=None, root=root)
+    known = {f.name for f in dataclasses.fields(NodeDataSpec)}
+    values: dict[str, object] = {"root": root}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in known:
+            raise ConfigError(f"--data: unknown or malformed entry {part!r}; expected keys {', '.join(sorted(known))}")
+        try:
+            if key in _INT_FIELDS:
+                values[key] = None if value.lower() == "none" else int(value)
+            elif key == "psi":
+                values[key] = float(value)
+            else:
+                values[key] = value.strip()
+        except ValueError:
+            raise ConfigError(f"--data: {key}={value!r} is not a valid {'integer' if key in _INT_FIELDS else 'number'}") from None
+    if "dataset" not in values:
+        raise ConfigError("--data: 'dataset=NAME' is required")
+    spec = NodeDataSpec(**values)  # type: ignore[arg-type]
+    if spec.partition not in ("dirichlet", "region", "all"):
+        raise ConfigError(f"--data: partition={spec.partition!r}; expected dirichlet, region or all")
+    if spec.nodes < 1 or not 0 <= spec.node < spec.nodes:
+        raise ConfigError(f"--data: node={spec.node} must be in [0, nodes={spec.nodes})")
+    if not spec.psi > 0:
+        raise ConfigError(f"--data: psi={spec.psi} must be > 0")
+    return spec
+
+
+def dataset_options(name: str, size: int | None, seed: int, path: str | None = None) -> dict[str, object]:
+    """Loader keyword arguments: a synthetic pool is drawn with ``seed`` (so every
+    node given the same spec sees the same pool) and ``size`` images."""
+    if name.startswith("synthetic-"):
+        return {"seed": seed, **({"n": size} if size is not None else {})}
+    if size is not None:
+        raise ConfigError(f"--data: size= only applies to synthetic datasets, not {name!r}")
+    return {"path": path} if name == "imagefolder" else {}
+
+
+def load_node_data(spec: NodeDataSpec) -> "NodeData":
+    """Load the dataset, take this node's shard and split it 70/15/15 (stratified)."""
+    from fol.data import dirichlet_partition, load_dataset, region_partition, split_node
+
+    ds = load_dataset(spec.dataset, root=spec.root, **dataset_options(spec.dataset, spec.size, spec.seed, spec.path))
+    if spec.partition == "all":
+        shard = ds
+    elif spec.partition == "dirichlet":
+        parts = dirichlet_partition(ds.labels.numpy(), spec.nodes, spec.psi, spec.seed, samples_per_node=spec.per_node)
+        shard = ds.subset(parts[spec.node], name=f"{ds.name}/{spec.node_name}")
+    else:
+        parts = region_partition(ds.lat, ds.lon, spec.nodes, spec.seed)
+        shard = ds.subset(parts[spec.node], name=f"{ds.name}/{spec.node_name}")
+    return split_node(shard, seed=spec.seed + spec.node)

@@ -1,0 +1,213 @@
+"""One FOL round on one node: collect-and-align, Top-K, ensemble, distill.
+
+:func:`personalize` is the multi-round API: call it once per collection round
+``e = 1..E`` with the models received in that round; the node's state carries
+the distilled student from one round to the next. The simulation drives it from
+contact windows, ``fol personalize`` from a folder and the node agent from its
+inbox.
+
+Variants (DESIGN.md): ``fol`` deploys the distilled student; ``fol-a`` deploys
+the aligned, weighted Top-K ensemble itself (the teacher; K forward passes per
+prediction); ``fol-n`` / ``fol-an`` are the same without alignment pruning
+(fine-tune only). In every variant the distilled student is the model the node
+keeps, shares and starts the next round from (this project's reading: the "-a"
+rows change what is deployed, not what is exchanged). ``local`` is the
+pretrained model alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from fol.accounting import forward_macs, inference_flops, training_flops
+from fol.checkpoint import ModelCard
+from fol.config import FOLConfig
+from fol.data import NodeData
+from fol.distill import distill
+from fol.ensemble import WeightedEnsemble, fit_ensemble_weights
+from fol.errors import ConfigError
+from fol.models import ModelSpec
+from fol.stages import Candidate, align_neighbour, own_candidate, select_top_k
+from fol.train import evaluate, predict_logits
+from fol.variants import ALL_VARIANTS, VARIANTS
+
+__all__ = ["Received", "NodeState", "RoundReport", "personalize", "check_received"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Received:
+    """A neighbour model as it arrived (already validated by the safe loader)."""
+
+    name: str
+    model: nn.Module
+    card: ModelCard
+
+
+@dataclass
+class NodeState:
+    """What a node keeps between rounds."""
+
+    name: str
+    spec: ModelSpec
+    class_names: list[str]
+    data: NodeData
+    local_model: nn.Module  # the pretrained model (the ``local`` baseline)
+    current_model: nn.Module  # the student the next round starts from
+    deployed: nn.Module | None = None  # what the chosen variant serves
+    round: int = 0
+    reports: list["RoundReport"] = field(default_factory=list)
+
+    @classmethod
+    def from_pretrained(cls, name: str, model: nn.Module, spec: ModelSpec, class_names: Sequence[str], data: NodeData) -> "NodeState":
+        model.eval()
+        return cls(name, spec, list(class_names), data, local_model=model, current_model=model, deployed=model)
+
+
+@dataclass
+class RoundReport:
+    """Everything a round measured; ``to_dict`` is what ``report.json`` holds."""
+
+    node: str
+    round: int
+    variant: str
+    received: list[dict[str, Any]] = field(default_factory=list)
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    selected: list[str] = field(default_factory=list)
+    weights: list[float] = field(default_factory=list)
+    distillation: dict[str, float] = field(default_factory=dict)
+    accuracy: dict[str, dict[str, float]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    train_flops: int = 0
+    kept_local: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def check_received(state: NodeState, item: Received) -> str | None:
+    """Why ``item`` cannot be used by this node, or None when it can."""
+    card = item.card
+    if list(card.class_names) != list(state.class_names):
+        return f"class set {list(card.class_names)} differs from the node's {list(state.class_names)}"
+    shape = list(state.data.train.images.shape[1:])
+    if list(card.input_shape) != shape:
+        return f"input shape {list(card.input_shape)} differs from the node's {shape}"
+    return None
+
+
+def _seed(cfg: FOLConfig, round_: int, name: str) -> int:
+    return (cfg.seed * 1_000_003 + round_ * 10_007 + zlib.crc32(name.encode())) % (2**31)
+
+
+def personalize(
+    state: NodeState,
+    received: Sequence[Received],
+    round: int,
+    cfg: FOLConfig,
+    variant: str = "fol",
+    progress: bool = False,
+) -> RoundReport:
+    """Run FOL round ``round`` on ``state`` with the models ``received`` in it.
+
+    Updates ``state`` in place (current model, deployed model, round, reports)
+    and returns the round's report. Unusable models are skipped and listed with
+    their reason; if nothing usable arrived the node keeps its model.
+    """
+    if variant not in ALL_VARIANTS:
+        raise ConfigError(f"variant {variant!r} is unknown; expected one of {', '.join(ALL_VARIANTS)}")
+    report = RoundReport(node=state.name, round=round, variant=variant)
+    train, val, test = state.data.train.tensors(), state.data.val.tensors(), state.data.test.tensors()
+    t_round = time.perf_counter()
+
+    usable: list[Received] = []
+    for item in received:
+        reason = check_received(state, item)
+        if reason is None and len(usable) >= cfg.max_neighbours:
+            reason = f"over the per-round limit Q = {cfg.max_neighbours}"
+        report.received.append({"name": item.name, "producer": item.card.producer, "arch": item.card.spec.arch,
+                                "used": reason is None, "reason": reason})
+        if reason is None:
+            usable.append(item)
+        else:
+            log.warning("%s: skipping %s: %s", state.name, item.name, reason)
+
+    if variant == "local" or not usable:
+        report.kept_local = True
+        if variant == "local":
+            state.deployed = state.local_model
+        _record_accuracy(report, state, val, test, {})
+        state.round = round
+        state.reports.append(report)
+        return report
+
+    use_pruning, deploy_ensemble = VARIANTS[variant]
+
+    # Stage 2: collect and align.
+    own = state.current_model
+    candidates: list[Candidate] = [own_candidate(f"{state.name} (own)", own, state.data)]
+    from tqdm.auto import tqdm
+
+    for item in tqdm(usable, desc=f"{state.name} align", disable=None if progress else True, leave=False):
+        seed = _seed(cfg, round, item.name)
+        cand = align_neighbour(
+            item.name, item.model, own, state.data,
+            finetune=cfg.finetune_train(cfg.finetune_epochs, seed, "fine-tune"),
+            post_finetune=cfg.finetune_train(cfg.post_finetune_epochs, seed + 1, "post fine-tune"),
+            prune=cfg.prune(seed + 2) if use_pruning else None,
+            arch=item.card.spec.arch,
+        )
+        report.train_flops += cand.train_flops
+        for stage, secs in cand.seconds.items():
+            report.seconds[stage] = report.seconds.get(stage, 0.0) + secs
+        candidates.append(cand)
+
+    t0 = time.perf_counter()
+    own_val_logits = predict_logits(own, val[0])
+    top = select_top_k(candidates, cfg.top_k, own_val_logits, val[0])
+    report.candidates = [c.summary() for c in candidates]
+    report.selected = [c.name for c in top]
+    report.seconds["select"] = time.perf_counter() - t0
+
+    # Stage 3: weighted ensemble on cached train logits.
+    t0 = time.perf_counter()
+    member_logits = [predict_logits(c.model, train[0]) for c in top]
+    weights = fit_ensemble_weights(member_logits, train[1], steps=cfg.ensemble_steps, lr=cfg.ensemble_lr)
+    ensemble = WeightedEnsemble([c.model for c in top], weights).eval()
+    teacher_logits = torch.einsum("k,knc->nc", weights, torch.stack(member_logits))
+    report.weights = [float(w) for w in weights]
+    report.seconds["ensemble"] = time.perf_counter() - t0
+
+    # Stage 4: regularized distillation into the node's own architecture.
+    t0 = time.perf_counter()
+    result = distill(own, train[0], teacher_logits, cfg.distill_train(_seed(cfg, round, "distill")),
+                     cfg.temperature, cfg.lam)
+    report.distillation = {"kl_before": result.kl_before, "kl_after": result.kl_after, "drift_l2": result.drift,
+                           "reverted": result.reverted}
+    n_train = int(train[0].shape[0])
+    report.train_flops += training_flops(forward_macs(own, train[0].shape[1:]), result.history.samples_seen)
+    report.train_flops += sum(inference_flops(c.macs_after, n_train) for c in top)  # cached teacher logits
+    report.seconds["distill"] = time.perf_counter() - t0
+
+    state.current_model = result.student.eval()
+    state.deployed = ensemble if deploy_ensemble else state.current_model
+    _record_accuracy(report, state, val, test, {"student": state.current_model, "ensemble": ensemble})
+    report.seconds["round_total"] = time.perf_counter() - t_round
+    state.round = round
+    state.reports.append(report)
+    return report
+
+
+def _record_accuracy(report: RoundReport, state: NodeState, val: Any, test: Any, extra: dict[str, nn.Module]) -> None:
+    models = {"local": state.local_model, **extra, "deployed": state.deployed}
+    for key, model in models.items():
+        assert model is not None
+        report.accuracy[key] = {"val": evaluate(model, *val).accuracy, "test": evaluate(model, *test).accuracy}

@@ -1,0 +1,176 @@
+"""``fol personalize``: one FOL round on files.
+
+Reads the node's model (safe format), its local data and a folder of received
+neighbour models; writes the personalized model in the safe format and
+``report.json`` to ``--out``, and prints a summary table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+MODEL_SUFFIX = ".safetensors"
+
+
+def add_personalize_parser(sub: argparse._SubParsersAction) -> None:
+    from fol.commands import add_node_data_arguments
+    from fol.variants import ALL_VARIANTS
+
+    p = sub.add_parser("personalize", help="personalize a node's model with the neighbour models in a folder (one FOL round)")
+    p.add_argument("--model", required=True, help="the node's current model (.safetensors, safe format)")
+    add_node_data_arguments(p)
+    p.add_argument("--neighbors", "--neighbours", dest="neighbors", required=True, help="folder of received neighbour models")
+    p.add_argument("--out", required=True, help="output folder (model, report.json)")
+    p.add_argument("--variant", default="fol", choices=ALL_VARIANTS, help="what to deploy (default: %(default)s)")
+    p.add_argument("--top-k", type=int, default=None, help="ensemble size K (overrides the config)")
+    p.add_argument("--config", default=None, help="TOML file with a [fol] table of hyperparameters")
+    p.add_argument("--max-bytes", type=int, default=None, help="largest model file accepted (bytes)")
+    p.set_defaults(func=run_personalize)
+
+
+def scan_neighbours(folder: Path, max_bytes: int | None = None) -> tuple[list[Any], list[dict[str, str]]]:
+    """Load every model file of ``folder`` through the safe loader.
+
+    Returns ``(received, skipped)``: the usable models and, for every other
+    file, its name and the reason it was skipped. Raises when the folder does
+    not exist or holds no files at all.
+    """
+    from fol.checkpoint import DEFAULT_MAX_BYTES, load_model
+    from fol.errors import CheckpointError, DataError
+    from fol.personalize import Received
+
+    if not folder.is_dir():
+        raise DataError(f"neighbours folder {folder} does not exist or is not a folder")
+    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    if not files:
+        raise DataError(f"neighbours folder {folder} is empty; expected received models (*{MODEL_SUFFIX})")
+    received, skipped = [], []
+    for path in files:
+        if path.suffix != MODEL_SUFFIX:
+            if path.suffix != ".json":  # sidecar cards are expected next to models
+                skipped.append({"file": path.name, "reason": f"not a model file (expected *{MODEL_SUFFIX})"})
+            continue
+        try:
+            loaded = load_model(path, max_bytes=max_bytes or DEFAULT_MAX_BYTES)
+        except CheckpointError as exc:
+            skipped.append({"file": path.name, "reason": str(exc)})
+            continue
+        received.append(Received(name=path.stem, model=loaded.model, card=loaded.card))
+    return received, skipped
+
+
+def _write_json(path: Path, data: Any) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=2, default=float)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def run_personalize(args: argparse.Namespace) -> int:
+    from fol.checkpoint import DEFAULT_MAX_BYTES, ModelCard, load_model, save_model
+    from fol.config import FOLConfig
+    from fol.errors import DataError
+    from fol.nodedata import load_node_data, parse_node_data
+    from fol.personalize import NodeState, check_received, personalize
+
+    cfg = FOLConfig.from_toml(args.config) if args.config else FOLConfig()
+    if args.top_k is not None:
+        cfg = cfg.replace(top_k=args.top_k)
+    own = load_model(Path(args.model), max_bytes=args.max_bytes or DEFAULT_MAX_BYTES)
+    data_spec = parse_node_data(args.data, root=args.data_root)
+    node = load_node_data(data_spec)
+    shape = list(node.train.images.shape[1:])
+    if list(own.card.class_names) != list(node.train.class_names):
+        raise DataError(f"{args.model}: model classes {own.card.class_names} differ from the data's {node.train.class_names}")
+    if list(own.card.input_shape) != shape:
+        raise DataError(f"{args.model}: model input shape {own.card.input_shape} differs from the data's {shape}")
+
+    received, skipped = scan_neighbours(Path(args.neighbors), args.max_bytes)
+    for item in skipped:
+        log.warning("skipping %s: %s", item["file"], item["reason"])
+    name = own.card.producer or data_spec.node_name
+    state = NodeState.from_pretrained(name, own.model, own.card.spec, own.card.class_names, node)
+    usable = [r for r in received if check_received(state, r) is None]
+    if args.variant != "local" and not usable:
+        reasons = "; ".join(f"{s['file']}: {s['reason']}" for s in skipped) or "none"
+        raise DataError(f"no usable neighbour model in {args.neighbors} (skipped: {reasons})")
+    round_ = own.card.round + 1
+    report = personalize(state, received, round_, cfg, args.variant, progress=True)
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    card = ModelCard(
+        spec=own.card.spec, class_names=list(state.class_names), input_shape=shape, producer=name, round=round_,
+        extra={"variant": args.variant, "personalized_from": Path(args.model).name},
+    )
+    files = {"model": "model.safetensors"}
+    save_model(out / files["model"], state.current_model, card)
+    if args.variant in ("fol-a", "fol-an") and not report.kept_local:
+        from fol.ensemble import WeightedEnsemble
+
+        ens = state.deployed
+        assert isinstance(ens, WeightedEnsemble)
+        specs = {r.name: r.card.spec for r in received}
+        members = []
+        for i, (member, cand_name) in enumerate(zip(ens.members, report.selected)):
+            fname = f"ensemble-member-{i}.safetensors"
+            spec = specs.get(cand_name, own.card.spec)
+            member_card = ModelCard(spec=spec, class_names=list(state.class_names), input_shape=shape, producer=name,
+                                    round=round_, extra={"source": cand_name})
+            save_model(out / fname, member, member_card)
+            members.append({"file": fname, "source": cand_name, "weight": float(ens.weights[i])})
+        _write_json(out / "ensemble.json", {"members": members, "combine": "sum_i w_i * logits_i"})
+        files["ensemble"] = "ensemble.json"
+    full = {
+        "node": name, "variant": args.variant, "round": round_, "config": cfg.to_dict(),
+        "skipped_files": skipped, "outputs": files, **report.to_dict(),
+    }
+    _write_json(out / "report.json", full)
+    print(format_summary(full))
+    print(f"\nwrote {out / files['model']}" + (f" and {out / 'ensemble.json'}" if "ensemble" in files else "")
+          + f"; report: {out / 'report.json'}")
+    return 0
+
+
+def format_summary(report: dict[str, Any]) -> str:
+    """Human-readable table of a personalization report."""
+    lines = [f"FOL round {report['round']} on {report['node']} (variant {report['variant']})", ""]
+    header = f"{'candidate':<28} {'arch':<20} {'val before':>10} {'val after':>9} {'params':>19} {'MACs':>21} {'weight':>7}"
+    lines += [header, "-" * len(header)]
+    weights = dict(zip(report.get("selected", []), report.get("weights", [])))
+    for c in report.get("candidates", []):
+        w = weights.get(c["name"])
+        before = "-" if c["score_before"] is None else f"{100 * c['score_before']:.1f}"
+        lines.append(
+            f"{c['name'][:28]:<28} {c['arch'] or 'own':<20} {before:>10} {100 * c['score_after']:>9.1f} "
+            f"{c['params_before']:>9,}->{c['params_after']:<9,} {c['macs_before']:>10,}->{c['macs_after']:<10,} "
+            f"{'' if w is None else f'{w:.3f}':>7}"
+        )
+    for s in report.get("received", []):
+        if not s["used"]:
+            lines.append(f"  skipped {s['name']}: {s['reason']}")
+    for s in report.get("skipped_files", []):
+        lines.append(f"  skipped file {s['file']}: {s['reason']}")
+    acc = report.get("accuracy", {})
+    lines.append("")
+    for key in ("local", "student", "ensemble", "deployed"):
+        if key in acc:
+            lines.append(f"{key:<10} val {100 * acc[key]['val']:5.1f} %   test {100 * acc[key]['test']:5.1f} %")
+    secs = report.get("seconds", {})
+    if secs:
+        lines.append("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in secs.items()))
+    return "\n".join(lines)

@@ -1,0 +1,176 @@
+"""FOL's stages 1 and 2, one function per step of the paper.
+
+1. :func:`pretrain` the node's own model on D_train (early stopping on D_val).
+2. For every received neighbour model, :func:`align_neighbour`:
+   fine-tune on D_train -> alignment-aware structured pruning
+   (:func:`fol.pruning.align_and_prune`) -> post fine-tune -> score on D_val.
+   Then :func:`select_top_k` ranks the aligned neighbours together with the own
+   model by score, ties broken by the cosine similarity of their D_val logits
+   to the own model's.
+
+Stages 3 and 4 are :mod:`fol.ensemble` and :mod:`fol.distill`; the round that
+chains all four is :func:`fol.personalize.personalize`.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fol.accounting import forward_macs, training_flops
+from fol.data import NodeData
+from fol.models import ModelSpec, build_model, count_parameters
+from fol.pruning import PruneConfig, align_and_prune
+from fol.train import History, TrainConfig, evaluate, fit, predict_logits
+
+__all__ = [
+    "Candidate",
+    "pretrain",
+    "fine_tune",
+    "align_neighbour",
+    "score",
+    "logit_cosine",
+    "select_top_k",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Candidate:
+    """A model competing for the Top-K ensemble, with what happened to it."""
+
+    name: str
+    model: nn.Module
+    own: bool = False
+    arch: str = ""
+    score_before: float | None = None  # D_val accuracy as received (before fine-tuning)
+    score: float = float("nan")  # D_val accuracy after alignment (the ranking key)
+    cosine: float = float("nan")  # cosine similarity of D_val logits to the own model's
+    params_before: int = 0
+    params_after: int = 0
+    macs_before: int = 0
+    macs_after: int = 0
+    pruning: dict[str, Any] = field(default_factory=dict)
+    train_flops: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready description (no tensors)."""
+        return {
+            "name": self.name,
+            "own": self.own,
+            "arch": self.arch,
+            "score_before": self.score_before,
+            "score_after": self.score,
+            "cosine_to_own": self.cosine,
+            "params_before": self.params_before,
+            "params_after": self.params_after,
+            "macs_before": self.macs_before,
+            "macs_after": self.macs_after,
+            "pruning": self.pruning,
+            "train_flops": self.train_flops,
+            "seconds": self.seconds,
+        }
+
+
+def pretrain(spec: ModelSpec, node: NodeData, cfg: TrainConfig, init_seed: int = 0) -> nn.Module:
+    """Stage 1: train the node's model from the shared, seed-derived
+    initialization on D_train, early-stopping on D_val."""
+    model = build_model(spec, seed=init_seed)
+    fit(model, node.train.tensors(), cfg, val=node.val.tensors())
+    return model
+
+
+def fine_tune(model: nn.Module, train: tuple[torch.Tensor, torch.Tensor], cfg: TrainConfig) -> tuple[nn.Module, History]:
+    """Train a copy of ``model`` on the node's D_train with cross-entropy."""
+    model = copy.deepcopy(model)
+    return model, fit(model, train, cfg)
+
+
+def score(model: nn.Module, val: tuple[torch.Tensor, torch.Tensor]) -> float:
+    """The paper's validation score: accuracy on D_val."""
+    return evaluate(model, *val).accuracy
+
+
+def logit_cosine(logits: torch.Tensor, reference: torch.Tensor) -> float:
+    """Cosine similarity between two logit matrices, flattened."""
+    return float(F.cosine_similarity(logits.flatten(), reference.flatten(), dim=0))
+
+
+def align_neighbour(
+    name: str,
+    received: nn.Module,
+    own: nn.Module,
+    node: NodeData,
+    *,
+    finetune: TrainConfig,
+    post_finetune: TrainConfig,
+    prune: PruneConfig | None,
+    arch: str = "",
+) -> Candidate:
+    """Stage 2 for one neighbour model: fine-tune, prune with the alignment
+    objective (skipped when ``prune`` is None: the "-n" variants), post
+    fine-tune, score. ``received`` is never modified."""
+    train, val = node.train.tensors(), node.val.tensors()
+    shape = tuple(train[0].shape[1:])
+    cand = Candidate(name=name, model=received, arch=arch)
+    cand.score_before = score(received, val)
+    cand.params_before = count_parameters(received)
+    cand.macs_before = forward_macs(received, shape)
+
+    n = int(train[0].shape[0])
+    t0 = time.perf_counter()
+    model, hist = fine_tune(received, train, finetune)
+    cand.train_flops += training_flops(cand.macs_before, hist.samples_seen)
+    cand.seconds["finetune"] = time.perf_counter() - t0
+
+    if prune is not None:
+        t0 = time.perf_counter()
+        result = align_and_prune(model, own, train, prune)
+        model = result.model
+        cand.pruning = result.report
+        # Gate learning runs full forward/backward passes of the frozen network.
+        cand.train_flops += training_flops(cand.macs_before, prune.gate_epochs * n)
+        cand.seconds["prune"] = time.perf_counter() - t0
+
+    cand.macs_after = forward_macs(model, shape)
+    if prune is not None:
+        t0 = time.perf_counter()
+        hist = fit(model, train, post_finetune)
+        cand.train_flops += training_flops(cand.macs_after, hist.samples_seen)
+        cand.seconds["post_finetune"] = time.perf_counter() - t0
+
+    cand.model = model.eval()
+    cand.params_after = count_parameters(model)
+    cand.score = score(model, val)
+    return cand
+
+
+def own_candidate(name: str, model: nn.Module, node: NodeData) -> Candidate:
+    """The node's own current model as a Top-K candidate (not re-trained)."""
+    shape = tuple(node.train.images.shape[1:])
+    params, macs = count_parameters(model), forward_macs(model, shape)
+    s = score(model, node.val.tensors())
+    return Candidate(
+        name=name, model=model, own=True, score_before=s, score=s,
+        params_before=params, params_after=params, macs_before=macs, macs_after=macs,
+    )
+
+
+def select_top_k(candidates: Sequence[Candidate], k: int, own_val_logits: torch.Tensor, val_x: torch.Tensor) -> list[Candidate]:
+    """Rank by D_val score (higher first); break ties by the cosine similarity of
+    each candidate's D_val logits to the own model's (higher first), then by
+    name for full determinism. Sets ``cosine`` on every candidate and returns
+    the best ``k``."""
+    for cand in candidates:
+        cand.cosine = logit_cosine(predict_logits(cand.model, val_x), own_val_logits)
+    ranked = sorted(candidates, key=lambda c: (-c.score, -c.cosine, c.name))
+    return ranked[:k]

@@ -1,0 +1,139 @@
+"""End to end on files: ``fol pretrain`` for four nodes, then ``fol personalize``
+with a neighbours folder holding models of two architectures, plus the bad-input
+paths (empty folder, non-model files, invalid payloads, other class sets)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fol.checkpoint import load_model, read_card
+from fol.cli import main
+
+DATA = "dataset=synthetic-hurricane,nodes=4,node={k},psi=0.5,per_node=150,size=1600,seed=3"
+FAST = """[fol]
+finetune_epochs = 2
+post_finetune_epochs = 1
+gate_epochs = 1
+distill_epochs = 3
+top_k = 2
+"""
+
+
+@pytest.fixture(scope="module")
+def swarm_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("swarm")
+    archs = ["cnn-small", "cnn-small", "resnet-small", "cnn-medium"]
+    for k, arch in enumerate(archs):
+        rc = main(["pretrain", "--data", DATA.format(k=k), "--arch", arch, "--epochs", "4",
+                   "--out", str(root / f"node{k}.safetensors")])
+        assert rc == 0
+    (root / "fol.toml").write_text(FAST)
+    return root
+
+
+def _personalize(root: Path, neighbours: Path, out: Path, *extra: str) -> int:
+    return main(["personalize", "--model", str(root / "node0.safetensors"), "--data", DATA.format(k=0),
+                 "--neighbors", str(neighbours), "--out", str(out), "--config", str(root / "fol.toml"), *extra])
+
+
+def test_personalize_with_heterogeneous_neighbours(swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    neighbours = tmp_path / "received"
+    neighbours.mkdir()
+    for k in (1, 2, 3):
+        shutil.copy(swarm_files / f"node{k}.safetensors", neighbours)
+    (neighbours / "notes.txt").write_text("not a model")
+    out = tmp_path / "out"
+    assert _personalize(swarm_files, neighbours, out) == 0
+    printed = capsys.readouterr().out
+    assert "node0" in printed or "node-0" in printed
+    assert "skipped file notes.txt" in printed
+
+    report = json.loads((out / "report.json").read_text())
+    archs = {c["arch"] for c in report["candidates"] if not c["own"]}
+    assert archs == {"cnn-small", "resnet-small", "cnn-medium"}
+    assert len(report["selected"]) == 2
+    assert sum(report["weights"]) == pytest.approx(1.0, abs=1e-5)
+    for c in report["candidates"]:
+        if not c["own"]:
+            assert c["params_after"] < c["params_before"]  # alignment pruning removed channels
+            assert c["macs_after"] < c["macs_before"]
+            assert c["score_before"] is not None
+    assert set(report["accuracy"]) >= {"local", "student", "ensemble", "deployed"}
+    assert {"finetune", "prune", "post_finetune", "ensemble", "distill"} <= set(report["seconds"])
+
+    # The personalized model keeps the node's own architecture and loads through the safe format.
+    loaded = load_model(out / "model.safetensors")
+    assert loaded.card.spec.arch == "cnn-small"
+    assert loaded.card.round == 1
+    dist = report["distillation"]
+    assert dist["kl_after"] < dist["kl_before"] or (dist["reverted"] and dist["kl_after"] == dist["kl_before"])
+
+
+def test_personalize_fol_a_writes_ensemble_members(swarm_files: Path, tmp_path: Path) -> None:
+    neighbours = tmp_path / "received"
+    neighbours.mkdir()
+    shutil.copy(swarm_files / "node2.safetensors", neighbours)
+    out = tmp_path / "out"
+    assert _personalize(swarm_files, neighbours, out, "--variant", "fol-an", "--top-k", "2") == 0
+    ens = json.loads((out / "ensemble.json").read_text())
+    assert len(ens["members"]) == 2
+    assert sum(m["weight"] for m in ens["members"]) == pytest.approx(1.0, abs=1e-5)
+    own_classes = read_card(swarm_files / "node0.safetensors").class_names
+    sources = set()
+    for m in ens["members"]:
+        loaded = load_model(out / m["file"])
+        assert loaded.card.class_names == own_classes
+        sources.add(loaded.card.extra["source"])
+    assert sources == {m["source"] for m in ens["members"]}
+
+
+def test_empty_neighbours_folder_is_one_clear_error(swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _personalize(swarm_files, empty, tmp_path / "out") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is empty" in err[0] and str(empty) in err[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_only_invalid_payloads_fail_with_reasons(swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    good = (swarm_files / "node1.safetensors").read_bytes()
+    (bad / "truncated.safetensors").write_bytes(good[: len(good) // 2])
+    tampered = bytearray(good)
+    tampered[-10] ^= 0xFF
+    (bad / "tampered.safetensors").write_bytes(bytes(tampered))
+    (bad / "garbage.safetensors").write_bytes(b"\x00" * 64)
+    assert _personalize(swarm_files, bad, tmp_path / "out") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    for name in ("truncated", "tampered", "garbage"):
+        assert name in err
+
+
+def test_model_with_other_class_set_is_skipped(swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    rc = main(["pretrain", "--data", "dataset=synthetic-wildfire,nodes=4,node=1,per_node=150,size=1600",
+               "--epochs", "1", "--out", str(other / "wild.safetensors")])
+    assert rc == 0
+    shutil.copy(swarm_files / "node1.safetensors", other)
+    out = tmp_path / "out"
+    assert _personalize(swarm_files, other, out) == 0
+    report = json.loads((out / "report.json").read_text())
+    skipped = [r for r in report["received"] if not r["used"]]
+    assert len(skipped) == 1 and "class set" in skipped[0]["reason"]
+    assert "wild" in skipped[0]["name"]
+
+
+def test_too_small_data_is_one_clear_error(swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["pretrain", "--data", "dataset=synthetic-hurricane,nodes=4,node=0,per_node=8,size=400",
+               "--out", str(tmp_path / "m.safetensors")])
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "samples" in err
