@@ -1,0 +1,386 @@
+"""A node's persisted state and its inbox of received models.
+
+Everything a node must not lose lives in its state folder::
+
+    state.json                       AgentState, rewritten atomically after every change
+    agent.json                       runtime info of a running agent (pid, endpoints)
+    models/round-<r>.safetensors     the node's own models (round 0 = the pretrained one)
+    reports/round-<e>.json           the report of personalization round e
+    inbox/round-<r>/<sender>.safetensors   verified models received from peers
+    partial/<key>.part, <key>.json   transfers in progress and their confirmed offset
+
+A received payload reaches the inbox only through :meth:`Inbox.commit`: the
+temporary file's sha256 must equal the offer's, the safe loader
+(:func:`fol.checkpoint.load_model`) must accept it and its card must agree with
+the offer; then it is atomically renamed into ``inbox/`` and the state file is
+rewritten. A crash between the rename and the state write is repaired at the
+next start (:meth:`Inbox.recover` re-verifies and registers inbox files the
+state does not list), so a model is never lost and never counted twice.
+
+Duplicate detection: an offer is skipped when its model id, or its payload
+sha256, is already in the inbox, or when the same sender already delivered a
+model for that round.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fol.agent.protocol import Offer, ProtocolError
+from fol.errors import CheckpointError, ConfigError
+
+__all__ = ["AgentState", "Inbox", "write_json_atomic", "file_sha256", "STATE_FORMAT"]
+
+log = logging.getLogger(__name__)
+
+STATE_FORMAT = "fol-agent-state"
+STATE_VERSION = 1
+MODEL_SUFFIX = ".safetensors"
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (POSIX; a no-op where not possible)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` through a fsynced temporary file and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True, allow_nan=False, default=float)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def file_sha256(path: Path, block: int = 1 << 20) -> str:
+    """Hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(block):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass
+class AgentState:
+    """What a node persists (``state.json``).
+
+    ``round`` is the collection round in progress (1-based; ``rounds done = round - 1``),
+    ``round_started`` its wall-clock start (s since the epoch, so deadlines survive a
+    restart). ``current_model`` / ``local_model`` are paths relative to the state
+    folder. ``models`` maps the node's own model ids to ``{round, file, sha256, size}``;
+    ``received`` maps received model ids to ``{sender, round, sha256, size, file, time}``;
+    ``outbox`` maps ``"<peer>|<model_id>"`` to ``{peer, model_id, status, detail}``
+    (status ``pending``, ``delivered``, ``skipped`` or ``rejected``); ``history``
+    lists finished personalization rounds.
+    """
+
+    node: str
+    round: int = 1
+    round_started: float = field(default_factory=time.time)
+    finished: bool = False
+    current_model: str = ""
+    local_model: str = ""
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    received: dict[str, dict[str, Any]] = field(default_factory=dict)
+    outbox: dict[str, dict[str, Any]] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": STATE_FORMAT, "version": STATE_VERSION, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str) -> "AgentState":
+        if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
+            raise ConfigError(f"{source}: not a FOL agent state file")
+        if data.get("version") != STATE_VERSION:
+            raise ConfigError(f"{source}: state version {data.get('version')!r}, this agent reads {STATE_VERSION}")
+        known = set(cls.__dataclass_fields__)
+        values = {k: v for k, v in data.items() if k in known}
+        try:
+            state = cls(**values)
+        except TypeError as exc:
+            raise ConfigError(f"{source}: malformed state ({exc})") from None
+        if not isinstance(state.round, int) or state.round < 1:
+            raise ConfigError(f"{source}: field 'round' must be a positive integer, got {state.round!r}")
+        for name in ("models", "received", "outbox"):
+            if not isinstance(getattr(state, name), dict):
+                raise ConfigError(f"{source}: field {name!r} must be an object")
+        return state
+
+    def received_for(self, model_round: int) -> list[dict[str, Any]]:
+        """Received records of models whose card round is ``model_round``, in arrival order."""
+        records = [dict(r, model_id=mid) for mid, r in self.received.items() if r["round"] == model_round]
+        return sorted(records, key=lambda r: (r.get("time", 0.0), r["sender"]))
+
+
+class Inbox:
+    """The state folder of one node: persisted state, own models, inbox, partial transfers.
+
+    ``accept_any_round``: keep models of every round (exchange-only nodes);
+    otherwise models older than the round the node is collecting are skipped
+    as stale.
+    """
+
+    def __init__(self, state_dir: str | os.PathLike[str], node_id: str, max_payload_bytes: int,
+                 accept_any_round: bool = False) -> None:
+        self.root = Path(state_dir)
+        self.node_id = node_id
+        self.max_payload_bytes = max_payload_bytes
+        self.accept_any_round = accept_any_round
+        #: ``(class_names, input_shape)`` a received model must have to be useful here
+        #: (set by an on-board agent from its own model); None accepts any.
+        self.compatible: tuple[tuple[str, ...], tuple[int, ...]] | None = None
+        for sub in ("models", "reports", "inbox", "partial"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        self.state_path = self.root / "state.json"
+        self.is_new = not self.state_path.exists()
+        if self.is_new:
+            self.state = AgentState(node=node_id)
+        else:
+            try:
+                data = json.loads(self.state_path.read_text())
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"{self.state_path}: cannot read agent state ({exc})") from None
+            self.state = AgentState.from_dict(data, str(self.state_path))
+            if self.state.node != node_id:
+                raise ConfigError(
+                    f"{self.state_path}: state belongs to node {self.state.node!r}, this agent is {node_id!r}"
+                )
+
+    # ------------------------------------------------------------------ state
+
+    def save(self) -> None:
+        write_json_atomic(self.state_path, self.state.to_dict())
+
+    def path(self, relative: str) -> Path:
+        return self.root / relative
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    # ------------------------------------------------------------------ own models
+
+    def register_own_model(self, path: Path, round_: int) -> str:
+        """Record one of the node's own model files (already validated); returns its model id."""
+        from fol.checkpoint import read_card
+
+        card = read_card(path, max_bytes=self.max_payload_bytes)
+        sha = file_sha256(path)
+        model_id = f"{self.node_id}:r{round_}:{sha[:16]}"
+        self.state.models[model_id] = {"round": round_, "file": self.relative(path), "sha256": sha,
+                                       "size": path.stat().st_size, "spec": card.spec.to_dict()}
+        return model_id
+
+    def own_model_id(self, relative_file: str) -> str | None:
+        for mid, rec in self.state.models.items():
+            if rec["file"] == relative_file:
+                return mid
+        return None
+
+    def own_offer(self, model_id: str, chunk_bytes: int) -> tuple[Offer, Path]:
+        """The offer of one of the node's own models, and its file."""
+        rec = self.state.models[model_id]
+        offer = Offer(sender=self.node_id, model_id=model_id, round=rec["round"], spec=rec["spec"], size=rec["size"],
+                      sha256=rec["sha256"], chunk_bytes=chunk_bytes)
+        return offer, self.path(rec["file"])
+
+    # ------------------------------------------------------------------ admission
+
+    def admit(self, sender: str, offer: Offer) -> tuple[str, str]:
+        """Decide on an offer: ``("accept", "")``, ``("skip", reason)`` or ``("reject", reason)``."""
+        if offer.size > self.max_payload_bytes:
+            return "reject", f"payload of {offer.size} bytes is over this node's limit of {self.max_payload_bytes} bytes"
+        if offer.model_id in self.state.received:
+            return "skip", f"duplicate: model {offer.model_id} is already in the inbox"
+        for mid, rec in self.state.received.items():
+            if rec["sha256"] == offer.sha256:
+                return "skip", f"duplicate: the same bytes arrived before as {mid} from {rec['sender']}"
+            if rec["sender"] == sender and rec["round"] == offer.round:
+                return "skip", f"already holds a round-{offer.round} model from {sender} ({mid})"
+        if not self.accept_any_round:
+            if self.state.finished:
+                return "skip", "this node has finished all its rounds"
+            wanted = self.state.round - 1
+            if offer.round < wanted:
+                return "skip", f"stale: model of round {offer.round}, this node collects round-{wanted} models"
+        return "accept", ""
+
+    # ------------------------------------------------------------------ partial transfers
+
+    def _partial_key(self, sender: str, model_id: str) -> str:
+        return hashlib.sha256(f"{sender}\0{model_id}".encode()).hexdigest()[:32]
+
+    def partial_paths(self, sender: str, model_id: str) -> tuple[Path, Path]:
+        key = self._partial_key(sender, model_id)
+        return self.root / "partial" / f"{key}.part", self.root / "partial" / f"{key}.json"
+
+    def open_partial(self, sender: str, offer: Offer) -> tuple[Path, int]:
+        """The temporary file of a transfer and the confirmed offset to resume from.
+
+        A partial file left by an earlier attempt at the same model (same sender,
+        id, size and sha256) resumes at its confirmed offset; anything after it
+        (written but never confirmed) is cut off. Otherwise the transfer starts at 0.
+        """
+        part, meta = self.partial_paths(sender, offer.model_id)
+        confirmed = 0
+        if meta.exists() and part.exists():
+            try:
+                info = json.loads(meta.read_text())
+                same = (info.get("sender") == sender and info.get("sha256") == offer.sha256
+                        and info.get("size") == offer.size)
+                if same:
+                    confirmed = max(0, min(int(info.get("confirmed", 0)), part.stat().st_size, offer.size))
+            except (OSError, ValueError, TypeError):
+                confirmed = 0
+        if confirmed == 0:
+            part.unlink(missing_ok=True)
+            part.touch()
+        else:
+            os.truncate(part, confirmed)
+        self.record_progress(sender, offer, confirmed)
+        return part, confirmed
+
+    def record_progress(self, sender: str, offer: Offer, confirmed: int) -> None:
+        """Persist the confirmed offset (the caller fsynced the data up to it)."""
+        _, meta = self.partial_paths(sender, offer.model_id)
+        write_json_atomic(meta, {"sender": sender, "model_id": offer.model_id, "sha256": offer.sha256,
+                                 "size": offer.size, "round": offer.round, "confirmed": confirmed})
+
+    def discard_partial(self, sender: str, model_id: str) -> None:
+        for p in self.partial_paths(sender, model_id):
+            p.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ commit
+
+    def inbox_path(self, sender: str, model_round: int) -> Path:
+        return self.root / "inbox" / f"round-{model_round}" / f"{sender}{MODEL_SUFFIX}"
+
+    def verify(self, part: Path, offer: Offer, digest: str | None = None) -> Any:
+        """Check a complete temporary file against its offer; returns the model card.
+
+        ``digest`` is the file's sha256 if the caller computed it while writing
+        (otherwise the file is hashed here). Raises
+        :class:`fol.errors.CheckpointError` (payload) or :class:`ProtocolError`
+        (disagreement with the offer).
+        """
+        from fol.checkpoint import load_model
+
+        size = part.stat().st_size
+        if size != offer.size:
+            raise ProtocolError(f"payload is {size} bytes, the offer said {offer.size}")
+        digest = digest or file_sha256(part)
+        if digest != offer.sha256:
+            raise ProtocolError(f"payload sha256 {digest[:16]}... does not match the offer's {offer.sha256[:16]}... "
+                                f"(corrupted or tampered in transit)")
+        card = load_model(part, max_bytes=self.max_payload_bytes).card
+        if card.round != offer.round:
+            raise ProtocolError(f"model card says round {card.round}, the offer said {offer.round}")
+        if card.spec.to_dict() != offer.spec:
+            raise ProtocolError(f"model card spec {card.spec.to_dict()} differs from the offer's {offer.spec}")
+        if self.compatible is not None:
+            names, shape = self.compatible
+            if tuple(card.class_names) != names or tuple(card.input_shape or ()) != shape:
+                raise ProtocolError(
+                    f"model for classes {list(card.class_names)} and input {list(card.input_shape or ())} is of no use "
+                    f"to this node (classes {list(names)}, input {list(shape)})"
+                )
+        return card
+
+    def commit(self, sender: str, offer: Offer, part: Path, digest: str | None = None) -> dict[str, Any]:
+        """Verify ``part`` and move it atomically into the inbox; returns the new record.
+
+        On failure the partial file is deleted and the error re-raised; the inbox
+        is untouched.
+        """
+        try:
+            card = self.verify(part, offer, digest)
+        except (CheckpointError, ProtocolError, OSError):
+            self.discard_partial(sender, offer.model_id)
+            raise
+        target = self.inbox_path(sender, offer.round)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():  # admitted offers never collide; be safe rather than overwrite
+            self.discard_partial(sender, offer.model_id)
+            raise ProtocolError(f"{target} already exists")
+        os.replace(part, target)
+        fsync_dir(target.parent)
+        record = {"sender": sender, "round": offer.round, "sha256": offer.sha256, "size": offer.size,
+                  "file": self.relative(target), "time": time.time(), "producer": card.producer,
+                  "arch": card.spec.arch}
+        self.state.received[offer.model_id] = record
+        self.save()
+        self.discard_partial(sender, offer.model_id)
+        log.info("%s: stored %s from %s (%d bytes, round %d)", self.node_id, offer.model_id, sender, offer.size, offer.round)
+        return record
+
+    # ------------------------------------------------------------------ recovery
+
+    def recover(self) -> list[str]:
+        """Reconcile the inbox folder with the state after a crash; returns what was done.
+
+        * inbox files the state does not list (crash after the rename) are verified
+          with the safe loader and registered (or deleted when invalid);
+        * state records whose file is gone are dropped;
+        * stray temporary files are removed.
+        """
+        from fol.checkpoint import load_model
+
+        notes: list[str] = []
+        known = {rec["file"] for rec in self.state.received.values()}
+        for folder in sorted((self.root / "inbox").glob("round-*")):
+            for path in sorted(folder.iterdir()):
+                if path.name.startswith(".") and path.name.endswith(".tmp"):
+                    path.unlink(missing_ok=True)
+                    continue
+                rel = self.relative(path)
+                if rel in known or path.suffix != MODEL_SUFFIX:
+                    continue
+                try:
+                    card = load_model(path, max_bytes=self.max_payload_bytes).card
+                    model_round = int(folder.name.removeprefix("round-"))
+                except (CheckpointError, ValueError) as exc:
+                    path.unlink(missing_ok=True)
+                    notes.append(f"removed invalid {rel}: {exc}")
+                    continue
+                sha = file_sha256(path)
+                self.state.received[f"recovered:{sha[:32]}"] = {
+                    "sender": path.stem, "round": model_round, "sha256": sha, "size": path.stat().st_size,
+                    "file": rel, "time": path.stat().st_mtime, "producer": card.producer, "arch": card.spec.arch,
+                }
+                notes.append(f"registered {rel} found in the inbox")
+        for mid, rec in list(self.state.received.items()):
+            if not self.path(rec["file"]).exists():
+                del self.state.received[mid]
+                notes.append(f"dropped {mid}: {rec['file']} is missing")
+        for tmp in (self.root / "models").glob(".*.tmp"):
+            tmp.unlink(missing_ok=True)
+        if notes:
+            self.save()
+            for note in notes:
+                log.warning("%s: recovery: %s", self.node_id, note)
+        return notes

@@ -1,0 +1,204 @@
+"""CURVE key pairs and the trust store of a node.
+
+A node has one key pair, two files written by :func:`zmq.auth.create_certificates`
+(the ZeroMQ certificate format):
+``<name>.key`` (public, give it to peers) and ``<name>.key_secret`` (public +
+secret, mode 0600, never leaves the drone).
+
+The *trust store* is a folder of peer public keys, one ``<peer-id>.key`` file per
+peer: the file name (without ``.key``) is the peer's id, and only these keys are
+admitted by the node's ZAP authenticator. ``fol keys trust peer.key`` copies a
+key in; deleting the file (``fol keys revoke <peer-id>``) revokes it: a running
+agent notices the change within a second and refuses the key from then on, even
+on connections opened before.
+
+Example::
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> pub, sec = generate_keypair(d / "keys", "drone-1")
+    >>> store = d / "trusted"
+    >>> _ = trust_key(store, pub)
+    >>> TrustStore(store).reload()[load_keypair(sec).public]
+    'drone-1'
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import zmq
+import zmq.auth
+
+from fol.agent.protocol import ProtocolError, check_name
+from fol.errors import ConfigError
+
+__all__ = [
+    "KeyPair",
+    "generate_keypair",
+    "load_keypair",
+    "load_public_key",
+    "trust_key",
+    "revoke_key",
+    "TrustStore",
+]
+
+log = logging.getLogger(__name__)
+
+PUBLIC_SUFFIX = ".key"
+SECRET_SUFFIX = ".key_secret"
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    """A CURVE key pair, both keys Z85-encoded (40 ASCII characters)."""
+
+    public: bytes
+    secret: bytes
+
+
+def _check_z85(key: bytes, what: str) -> bytes:
+    try:
+        raw = zmq.utils.z85.decode(key)
+    except Exception:  # noqa: BLE001 - z85.decode raises several types on bad input
+        raw = b""
+    if len(key) != 40 or len(raw) != 32:
+        raise ConfigError(f"{what}: not a CURVE key (expected 40 Z85 characters)")
+    return key
+
+
+def generate_keypair(folder: str | os.PathLike[str], name: str, overwrite: bool = False) -> tuple[Path, Path]:
+    """Create ``<folder>/<name>.key`` and ``<folder>/<name>.key_secret``; return both paths.
+
+    Refuses to overwrite an existing key pair unless ``overwrite`` is set (losing
+    a drone's secret key locks it out of its swarm).
+    """
+    try:
+        check_name(name, "key name")
+    except ProtocolError as exc:
+        raise ConfigError(str(exc)) from None
+    folder = Path(folder)
+    public, secret = folder / f"{name}{PUBLIC_SUFFIX}", folder / f"{name}{SECRET_SUFFIX}"
+    if not overwrite and (public.exists() or secret.exists()):
+        raise ConfigError(f"{secret if secret.exists() else public}: key file already exists (pass --force to replace it)")
+    folder.mkdir(parents=True, exist_ok=True)
+    old_umask = os.umask(0o077)
+    try:
+        pub_name, sec_name = zmq.auth.create_certificates(str(folder), name, metadata={"node": name})
+    finally:
+        os.umask(old_umask)
+    os.chmod(sec_name, 0o600)
+    os.chmod(pub_name, 0o644)
+    return Path(pub_name), Path(sec_name)
+
+
+def load_keypair(path: str | os.PathLike[str]) -> KeyPair:
+    """The key pair in a ``.key_secret`` certificate file."""
+    try:
+        public, secret = zmq.auth.load_certificate(str(path))
+    except OSError:
+        raise ConfigError(f"{path}: key file not found") from None
+    except ValueError:
+        raise ConfigError(f"{path}: not a ZeroMQ certificate (no public-key line)") from None
+    if secret is None:
+        raise ConfigError(f"{path}: holds no secret key; expected the node's <name>{SECRET_SUFFIX} file")
+    return KeyPair(_check_z85(public, f"{path} public-key"), _check_z85(secret, f"{path} secret-key"))
+
+
+def load_public_key(path_or_key: str | os.PathLike[str]) -> bytes:
+    """A public key from a certificate file, or given directly as 40 Z85 characters."""
+    text = os.fspath(path_or_key)
+    if len(text) == 40 and not os.path.exists(text):
+        return _check_z85(text.encode("ascii", "replace"), "public key")
+    try:
+        public, _ = zmq.auth.load_certificate(text)
+    except OSError:
+        raise ConfigError(f"{text}: public key file not found") from None
+    except ValueError:
+        raise ConfigError(f"{text}: not a ZeroMQ certificate (no public-key line)") from None
+    return _check_z85(public, f"{text} public-key")
+
+
+def trust_key(trust_dir: str | os.PathLike[str], key_file: str | os.PathLike[str], name: str | None = None) -> Path:
+    """Add a peer's public key to a trust store; returns the stored file.
+
+    The peer id is ``name`` or the key file's stem. Only the public key is
+    stored, even if a secret certificate was given by mistake.
+    """
+    src = Path(key_file)
+    peer = name or src.name.removesuffix(SECRET_SUFFIX).removesuffix(PUBLIC_SUFFIX)
+    try:
+        check_name(peer, "peer id")
+    except ProtocolError as exc:
+        raise ConfigError(f"{src}: {exc}") from None
+    public = load_public_key(src)
+    store = Path(trust_dir)
+    store.mkdir(parents=True, exist_ok=True)
+    existing = TrustStore(store).reload()
+    if public in existing and existing[public] != peer:
+        raise ConfigError(f"{src}: this key is already trusted as {existing[public]!r}")
+    target = store / f"{peer}{PUBLIC_SUFFIX}"
+    tmp = store / f".{peer}{PUBLIC_SUFFIX}.tmp"
+    tmp.write_text(
+        "#   ZeroMQ CURVE public key of a trusted FOL peer\n"
+        f"metadata\n    node = {peer}\ncurve\n    public-key = \"{public.decode()}\"\n"
+    )
+    os.replace(tmp, target)
+    log.info("trusted %s (%s) in %s", peer, public.decode(), store)
+    return target
+
+
+def revoke_key(trust_dir: str | os.PathLike[str], peer: str) -> Path:
+    """Remove a peer's key from a trust store; returns the removed file."""
+    target = Path(trust_dir) / f"{peer}{PUBLIC_SUFFIX}"
+    if not target.is_file():
+        raise ConfigError(f"{target}: no trusted key for peer {peer!r}")
+    target.unlink()
+    return target
+
+
+class TrustStore:
+    """The folder of trusted peer keys, as a map Z85 public key -> peer id.
+
+    :meth:`changed` is a cheap test (folder listing and modification times) used
+    by the agent to re-read the store about once a second.
+    """
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
+        self.peers: dict[bytes, str] = {}
+        self._signature: tuple = ()
+
+    def _current_signature(self) -> tuple:
+        try:
+            entries = sorted(
+                (e.name, e.stat().st_mtime_ns, e.stat().st_size)
+                for e in os.scandir(self.folder)
+                if e.name.endswith(PUBLIC_SUFFIX) and e.is_file()
+            )
+        except FileNotFoundError:
+            return ("missing",)
+        return tuple(entries)
+
+    def changed(self) -> bool:
+        return self._current_signature() != self._signature
+
+    def reload(self) -> dict[bytes, str]:
+        """Read every ``*.key`` file; a malformed one is a :class:`ConfigError`."""
+        if not self.folder.is_dir():
+            raise ConfigError(f"{self.folder}: trust store folder does not exist (create it with 'fol keys trust')")
+        signature = self._current_signature()
+        peers: dict[bytes, str] = {}
+        for path in sorted(self.folder.glob(f"*{PUBLIC_SUFFIX}")):
+            peer = path.name[: -len(PUBLIC_SUFFIX)]
+            try:
+                check_name(peer, "peer id")
+            except ProtocolError as exc:
+                raise ConfigError(f"{path}: {exc}") from None
+            peers[load_public_key(path)] = peer
+        self.peers = peers
+        self._signature = signature
+        return dict(peers)

@@ -1,0 +1,648 @@
+"""The node agent: one long-running process per drone / flight computer.
+
+:class:`Agent` owns
+
+* a ROUTER socket (``[node] listen``) receiving models from peers
+  (:class:`fol.agent.transfer.Receiver`),
+* one DEALER per configured peer (:class:`fol.agent.transfer.PeerLink`) offering
+  this node's current model,
+* a control ROUTER (``[node] control``) for ``fol agent ctl``, admitted only
+  to the node's own key pair,
+* a ZAP authenticator (pyzmq's :class:`zmq.auth.thread.ThreadAuthenticator`)
+  loaded from the trust store and reloaded when the store changes,
+* the persisted state (:class:`fol.agent.inbox.Inbox`),
+* a worker thread that runs a FOL round (:func:`fol.personalize.personalize`)
+  when the trigger fires, while the poll loop keeps serving transfers.
+
+Round bookkeeping: the node's round-0 model is its pretrained model. In
+collection round ``e`` (1-based) it offers its current model (card round
+``e - 1``) to its peers and collects their card-round ``e - 1`` models. When Q
+of them are in the inbox (``[trigger] models``), when ``[trigger] deadline_s``
+has passed since the round started, or on ``fol agent ctl <node> personalize``,
+it runs FOL round ``e``, writes ``models/round-<e>.safetensors`` (the previous
+model file is kept) and ``reports/round-<e>.json``, and only then switches the
+state's current model and round (one atomic state write). After
+``[fol] rounds`` rounds the node keeps serving but stops collecting.
+
+A crash at any point loses nothing: received models are in the inbox before
+they are counted, transfers in progress resume from their confirmed offset, an
+interrupted personalization runs again from the same inputs, and unanswered
+offers are repeated after a restart.
+
+Example (three agents on loopback, see :mod:`fol.agent.loopback`)::
+
+    agent = Agent(AgentConfig.from_toml("node.toml"))
+    agent.start()                    # poll loop in a thread; agent.run() blocks instead
+    agent.request("status")          # same commands as 'fol agent ctl'
+    agent.stop()
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import logging
+import os
+import queue
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import zmq
+from zmq.auth.thread import ThreadAuthenticator
+
+from fol.agent import protocol as P
+from fol.agent.config import AgentConfig
+from fol.agent.inbox import Inbox, fsync_dir, write_json_atomic
+from fol.agent.keys import KeyPair, TrustStore, load_keypair, load_public_key
+from fol.agent.protocol import ProtocolError
+from fol.agent.transfer import OutgoingTransfer, PeerLink, Receiver, ReceiverSettings, _send, secure_client, \
+    secure_server, tune_socket
+from fol.errors import CheckpointError, ConfigError, FOLError
+
+__all__ = ["Agent", "control_request", "COMMANDS"]
+
+log = logging.getLogger(__name__)
+
+COMMANDS = ("status", "personalize", "send", "reload", "stop")
+RUNTIME_FILE = "agent.json"
+
+
+class Agent:
+    """A node agent built from an :class:`AgentConfig` (see the module docstring).
+
+    The constructor validates everything (keys, trust store, model, data spec,
+    FOL settings), restores or initializes the state folder and binds both
+    ROUTER sockets (``listen_endpoint`` / ``control_endpoint`` hold the bound
+    addresses, useful with ``tcp://127.0.0.1:*``). :meth:`run` is the poll loop
+    (blocking); :meth:`start` runs it in a thread; :meth:`stop` ends it.
+    """
+
+    def __init__(self, config: AgentConfig, *, load_fol: bool = True) -> None:
+        self.cfg = config
+        self.node_id = config.node_id
+        self.keys: KeyPair = load_keypair(config.secret_key)
+        self.trust = TrustStore(config.trust_dir)
+        self.trust.reload()
+        self.peer_keys = {p.id: load_public_key(p.public_key) for p in config.peers}
+        self.peer_addresses = {p.id: p.address for p in config.peers}
+        self.fol_cfg = config.fol_config() if load_fol else None
+        self.rounds = self.fol_cfg.rounds if self.fol_cfg is not None else 1
+        self.expected = config.expected_models(self.fol_cfg.max_neighbours if self.fol_cfg is not None else 5)
+        self._data_spec = None
+        if config.trigger.on_board:
+            from fol.nodedata import parse_node_data
+
+            assert config.data is not None
+            self._data_spec = parse_node_data(config.data, root=config.data_root)
+        self._lock_fd = _lock_state_dir(config.state_dir, config.node_id)
+        try:
+            self.inbox = Inbox(config.state_dir, config.node_id, config.limits.max_payload_bytes,
+                               accept_any_round=not config.trigger.on_board)
+            self._init_state()
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+
+        self._stop = threading.Event()
+        self._commands: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._in_run = False
+        self._job: concurrent.futures.Future | None = None
+        self._job_info: dict[str, Any] = {}
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._force = False
+        self.last_error: str | None = None
+        self._node_data: Any = None
+        self.links: dict[str, PeerLink] = {}
+        self.closed = False
+
+        self.ctx = zmq.Context()
+        try:
+            self._setup_sockets()
+        except BaseException:
+            self._close_sockets()
+            raise
+        self._write_runtime()
+        log.info("%s: listening on %s (control %s), round %d, %d peers, trust store %s (%d keys)", self.node_id,
+                 self.listen_endpoint, self.control_endpoint, self.inbox.state.round, len(config.peers),
+                 config.trust_dir, len(self.trust.peers))
+
+    # ------------------------------------------------------------------ setup
+
+    def _init_state(self) -> None:
+        self._init_models()
+        if self.cfg.trigger.on_board:
+            from fol.checkpoint import read_card
+
+            card = read_card(self.inbox.path(self.inbox.state.current_model), max_bytes=self.cfg.limits.max_payload_bytes)
+            self.inbox.compatible = (tuple(card.class_names), tuple(card.input_shape or ()))
+
+    def _init_models(self) -> None:
+        state = self.inbox.state
+        if state.current_model:
+            notes = self.inbox.recover()
+            if not self.inbox.path(state.current_model).exists():
+                raise ConfigError(f"{self.inbox.state_path}: current model {state.current_model} is missing")
+            if notes:
+                log.warning("%s: recovered after a crash (%d fixes)", self.node_id, len(notes))
+            return
+        from fol.checkpoint import load_model
+
+        try:
+            loaded = load_model(self.cfg.model, max_bytes=self.cfg.limits.max_payload_bytes)
+        except CheckpointError as exc:
+            raise ConfigError(f"{self.cfg.source} [node] model: {exc}") from None
+        target = self.inbox.root / "models" / f"round-{loaded.card.round}.safetensors"
+        _copy_atomic(Path(self.cfg.model), target)
+        model_id = self.inbox.register_own_model(target, loaded.card.round)
+        rel = self.inbox.relative(target)
+        state.current_model = state.local_model = rel
+        state.round = loaded.card.round + 1
+        state.round_started = time.time()
+        if self.cfg.trigger.auto_send:
+            for peer in self.cfg.peers:
+                self._queue_outbox(peer.id, model_id)
+        self.inbox.save()
+        log.info("%s: initialized %s from %s (model %s)", self.node_id, self.inbox.root, self.cfg.model, model_id)
+
+    def _setup_sockets(self) -> None:
+        self.auth = ThreadAuthenticator(self.ctx, log=logging.getLogger("fol.agent.zap"))
+        self.auth.start()
+        self.auth.configure_curve(domain=P.ZAP_DOMAIN_PEERS, location=str(self.cfg.trust_dir))
+        control_keys = self.inbox.root / "control_keys"
+        if control_keys.exists():
+            shutil.rmtree(control_keys)
+        control_keys.mkdir()
+        (control_keys / f"{self.node_id}.key").write_text(f"curve\n    public-key = \"{self.keys.public.decode()}\"\n")
+        self.auth.configure_curve(domain=P.ZAP_DOMAIN_CONTROL, location=str(control_keys))
+
+        settings = ReceiverSettings.from_limits(self.cfg.limits)
+        self.router = self.ctx.socket(zmq.ROUTER)
+        Receiver.configure(self.router, settings)
+        secure_server(self.router, self.keys, P.ZAP_DOMAIN_PEERS)
+        self.router.bind(self.cfg.listen)
+        self.listen_endpoint = self.router.last_endpoint.decode()
+        self.control = self.ctx.socket(zmq.ROUTER)
+        tune_socket(self.control)
+        self.control.maxmsgsize = P.MAX_HEADER_BYTES + 1024
+        secure_server(self.control, self.keys, P.ZAP_DOMAIN_CONTROL)
+        self.control.bind(self.cfg.control)
+        self.control_endpoint = self.control.last_endpoint.decode()
+        self.receiver = Receiver(self.router, self.inbox, settings, self.trust, on_stored=self._on_stored)
+
+    def _write_runtime(self) -> None:
+        write_json_atomic(self.inbox.root / RUNTIME_FILE, {
+            "node": self.node_id, "pid": os.getpid(), "listen": self.listen_endpoint,
+            "control": self.control_endpoint, "public_key": self.keys.public.decode(), "started": time.time(),
+        })
+
+    def set_peer_address(self, peer: str, address: str) -> None:
+        """Change where a configured peer is reached (before :meth:`start`; e.g. an ephemeral loopback port)."""
+        if peer not in self.peer_addresses:
+            raise ConfigError(f"{peer!r} is not a configured peer of {self.node_id}")
+        if self._thread is not None:
+            raise RuntimeError("set_peer_address must be called before start()")
+        self.peer_addresses[peer] = address
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> "Agent":
+        """Run the poll loop in a background thread."""
+        if self._thread is not None:
+            raise RuntimeError("agent already started")
+        self._thread = threading.Thread(target=self.run, name=f"fol-agent-{self.node_id}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Ask the loop to end and wait up to ``timeout`` s for it (and a running
+        personalization) to finish; always releases the sockets."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("%s: agent loop did not stop within %.0f s", self.node_id, timeout)
+        elif self._thread is None and not self._in_run:
+            self._shutdown()  # never started: just release the sockets
+        # else: called from inside run() (signal handler, 'stop' command): the loop ends by itself
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def request(self, command: str, timeout: float = 10.0, **args: Any) -> dict[str, Any]:
+        """Run a control command (:data:`COMMANDS`) in the loop thread and return its answer."""
+        if not self.running:
+            raise ConfigError(f"agent {self.node_id} is not running")
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self._commands.put((command, args, fut))
+        return fut.result(timeout)
+
+    def run(self) -> None:
+        """The poll loop; returns after :meth:`stop` (or a ``stop`` command)."""
+        self._in_run = True
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fol-fol-{self.node_id}")
+        try:
+            self._loop()
+        finally:
+            self._shutdown()
+
+    def _loop(self) -> None:
+        for peer in self.cfg.peers:
+            self.links[peer.id] = PeerLink(self.ctx, peer.id, self.peer_addresses[peer.id], self.keys,
+                                           self.peer_keys[peer.id])
+        self._restore_outbox()
+        poller = zmq.Poller()
+        poller.register(self.router, zmq.POLLIN)
+        poller.register(self.control, zmq.POLLIN)
+        by_socket = {}
+        for link in self.links.values():
+            poller.register(link.sock, zmq.POLLIN)
+            by_socket[link.sock] = link
+        next_trust_check = 0.0
+        while not self._stop.is_set():
+            events = dict(poller.poll(50))
+            now = time.monotonic()
+            if self.router in events:
+                for frames in _drain(self.router):
+                    self._guarded(self.receiver.handle, frames, time.monotonic())
+            for sock, link in by_socket.items():
+                if sock in events:
+                    for frames in _drain(sock):
+                        done = self._guarded(link.handle, frames, time.monotonic())
+                        if done is not None:
+                            self._on_sent(done)
+            if self.control in events:
+                for frames in _drain(self.control, budget=16):
+                    self._guarded(self._on_control, frames)
+            while True:
+                try:
+                    command, args, fut = self._commands.get_nowait()
+                except queue.Empty:
+                    break
+                try:
+                    fut.set_result(self._command(command, args))
+                except FOLError as exc:
+                    fut.set_exception(exc)
+            self._guarded(self.receiver.tick, now)
+            for link in self.links.values():
+                for done in self._guarded(link.tick, now) or []:
+                    self._on_sent(done)
+            if now >= next_trust_check:
+                next_trust_check = now + 1.0
+                self._check_trust()
+            self._check_job()
+            self._check_trigger()
+
+    def _guarded(self, fn: Any, *args: Any) -> Any:
+        """Run one handler; an unexpected failure (a bug, a full disk) is logged
+        and the agent keeps serving instead of dying mid-flight."""
+        try:
+            return fn(*args)
+        except Exception:  # noqa: BLE001 - the loop must survive anything a single message causes
+            log.exception("%s: error in %s", self.node_id, getattr(fn, "__name__", fn))
+            return None
+
+    def _shutdown(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self._job is not None and not self._job.done():
+            log.info("%s: waiting for the running personalization to finish", self.node_id)
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._check_job()
+        try:
+            self.receiver.flush()
+        except OSError as exc:  # pragma: no cover - disk trouble at shutdown
+            log.warning("%s: could not flush transfers: %s", self.node_id, exc)
+        for link in self.links.values():
+            link.close()
+        self._close_sockets()
+        (self.inbox.root / RUNTIME_FILE).unlink(missing_ok=True)
+        log.info("%s: stopped", self.node_id)
+
+    def _close_sockets(self) -> None:
+        for name in ("router", "control"):
+            sock = getattr(self, name, None)
+            if sock is not None:
+                sock.close(linger=0)
+        auth = getattr(self, "auth", None)
+        if auth is not None:
+            auth.stop()
+        self.ctx.term()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the state folder lock
+            self._lock_fd = None
+
+    # ------------------------------------------------------------------ trust
+
+    def _check_trust(self, force: bool = False) -> None:
+        """Re-read the trust store if it changed (or ``force``) and re-configure ZAP."""
+        if not force and not self.trust.changed():
+            return
+        try:
+            before = set(self.trust.peers.values())
+            self.trust.reload()
+        except ConfigError as exc:
+            log.error("%s: trust store not reloaded: %s", self.node_id, exc)
+            return
+        self.auth.configure_curve(domain=P.ZAP_DOMAIN_PEERS, location=str(self.cfg.trust_dir))
+        after = set(self.trust.peers.values())
+        log.info("%s: trust store reloaded (added %s, revoked %s)", self.node_id, sorted(after - before) or "none",
+                 sorted(before - after) or "none")
+
+    # ------------------------------------------------------------------ sending
+
+    def _queue_outbox(self, peer: str, model_id: str) -> None:
+        self.inbox.state.outbox[f"{peer}|{model_id}"] = {"peer": peer, "model_id": model_id, "status": "pending",
+                                                         "detail": ""}
+
+    def _start_send(self, peer: str, model_id: str) -> None:
+        link = self.links.get(peer)
+        if link is None:
+            return
+        offer, path = self.inbox.own_offer(model_id, self.cfg.limits.chunk_bytes)
+        lim = self.cfg.limits
+        link.add(OutgoingTransfer(peer, offer, path, offer_retry_s=lim.offer_retry_s,
+                                  transfer_timeout_s=lim.transfer_timeout_s))
+
+    def _restore_outbox(self) -> None:
+        for entry in self.inbox.state.outbox.values():
+            if entry["status"] == "pending" and entry["model_id"] in self.inbox.state.models:
+                self._start_send(entry["peer"], entry["model_id"])
+
+    def _on_sent(self, transfer: OutgoingTransfer) -> None:
+        entry = self.inbox.state.outbox.get(f"{transfer.peer}|{transfer.offer.model_id}")
+        if entry is None:
+            return
+        entry["status"] = transfer.status
+        entry["detail"] = transfer.detail
+        self.inbox.save()
+
+    # ------------------------------------------------------------------ receiving
+
+    def _on_stored(self, record: dict[str, Any]) -> None:
+        log.info("%s: %d/%d models of round %d in the inbox", self.node_id,
+                 len(self._senders(self.inbox.state.round - 1)), self.expected, self.inbox.state.round)
+
+    def _senders(self, model_round: int) -> list[str]:
+        return list(dict.fromkeys(r["sender"] for r in self.inbox.state.received_for(model_round)))
+
+    # ------------------------------------------------------------------ personalization
+
+    def _check_trigger(self) -> None:
+        state = self.inbox.state
+        if not self.cfg.trigger.on_board or state.finished or self._job is not None:
+            return
+        trigger = None
+        if self._force:
+            trigger = "command"
+        elif self.last_error is None:
+            if len(self._senders(state.round - 1)) >= self.expected:
+                trigger = "models"
+            elif self.cfg.trigger.deadline_s and time.time() - state.round_started >= self.cfg.trigger.deadline_s:
+                trigger = "deadline"
+        if trigger is None:
+            return
+        self._force = False
+        self.last_error = None
+        records = state.received_for(state.round - 1)
+        info = {"round": state.round, "trigger": trigger, "received": [r["model_id"] for r in records],
+                "current_model": state.current_model, "local_model": state.local_model}
+        log.info("%s: personalization round %d triggered by %s with %d model(s)", self.node_id, state.round, trigger,
+                 len(records))
+        assert self._executor is not None
+        self._job_info = info
+        self._job = self._executor.submit(self._personalize_job, info, records)
+
+    def _check_job(self) -> None:
+        if self._job is None or not self._job.done():
+            return
+        job, info = self._job, self._job_info
+        self._job = None
+        try:
+            result = job.result()
+        except Exception as exc:  # noqa: BLE001 - report any failure of the round and keep serving
+            self.last_error = f"round {info['round']} failed: {exc}"
+            log.error("%s: personalization %s", self.node_id, self.last_error, exc_info=not isinstance(exc, FOLError))
+            return
+        state = self.inbox.state
+        if state.round != info["round"]:  # pragma: no cover - rounds only advance here
+            return
+        model_path = self.inbox.path(result["model"])
+        model_id = self.inbox.register_own_model(model_path, info["round"])
+        result["model_id"] = model_id
+        state.history.append(result)
+        state.current_model = result["model"]
+        state.round += 1
+        state.round_started = time.time()
+        state.finished = state.round > self.rounds
+        if not state.finished and self.cfg.trigger.auto_send:
+            for peer in self.cfg.peers:
+                self._queue_outbox(peer.id, model_id)
+        self.inbox.save()  # the commit point of the round
+        if not state.finished and self.cfg.trigger.auto_send:
+            for peer in self.cfg.peers:
+                self._start_send(peer.id, model_id)
+        log.info("%s: round %d done (%s); deployed %s", self.node_id, info["round"], result.get("accuracy_line", ""),
+                 result["model"])
+
+    def _load_node_data(self) -> Any:
+        if self._node_data is None:
+            from fol.nodedata import load_node_data
+
+            self._node_data = load_node_data(self._data_spec)
+        return self._node_data
+
+    def _personalize_job(self, info: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+        """One FOL round in the worker thread; writes the model and the report, touches no state."""
+        from fol.checkpoint import ModelCard, load_model, save_model
+        from fol.personalize import NodeState, Received, personalize
+
+        round_ = info["round"]
+        limit = self.cfg.limits.max_payload_bytes
+        data = self._load_node_data()
+        local = load_model(self.inbox.path(info["local_model"]), max_bytes=limit)
+        current = load_model(self.inbox.path(info["current_model"]), max_bytes=limit)
+        received, unreadable = [], []
+        for rec in records:
+            try:
+                loaded = load_model(self.inbox.path(rec["file"]), max_bytes=limit)
+            except CheckpointError as exc:  # the inbox was verified; a disk fault is still possible
+                unreadable.append({"file": rec["file"], "reason": str(exc)})
+                continue
+            received.append(Received(name=rec["sender"], model=loaded.model, card=loaded.card))
+        spec, names = current.card.spec, list(current.card.class_names)
+        state = NodeState(self.node_id, spec, names, data, local_model=local.model, current_model=current.model,
+                          deployed=current.model, round=round_ - 1)
+        assert self.fol_cfg is not None
+        report = personalize(state, received, round_, self.fol_cfg, self.cfg.variant)
+
+        models = self.inbox.root / "models"
+        out = models / f"round-{round_}.safetensors"
+        card = ModelCard(spec=spec, class_names=names, input_shape=current.card.input_shape, producer=self.node_id,
+                         round=round_, extra={"variant": self.cfg.variant, "personalized_from": info["current_model"],
+                                              "received": [r.name for r in received]})
+        save_model(out, state.current_model, card)
+        files: dict[str, Any] = {"model": self.inbox.relative(out)}
+        if self.cfg.variant in ("fol-a", "fol-an") and not report.kept_local:
+            folder = models / f"round-{round_}-ensemble"
+            folder.mkdir(exist_ok=True)
+            specs = {r.name: r.card.spec for r in received}
+            members = []
+            ens = state.deployed
+            for i, (member, name) in enumerate(zip(ens.members, report.selected)):
+                mspec = specs.get(name, spec)
+                mcard = ModelCard(spec=mspec, class_names=names, input_shape=current.card.input_shape,
+                                  producer=self.node_id, round=round_, extra={"source": name})  # save_model sets 'pruned'
+                save_model(folder / f"member-{i}.safetensors", member, mcard)
+                members.append({"file": f"member-{i}.safetensors", "source": name, "weight": float(ens.weights[i])})
+            write_json_atomic(folder / "ensemble.json", {"members": members, "combine": "sum_i w_i * logits_i"})
+            files["ensemble"] = self.inbox.relative(folder / "ensemble.json")
+        report_path = self.inbox.root / "reports" / f"round-{round_}.json"
+        full = {"node": self.node_id, "variant": self.cfg.variant, "round": round_, "trigger": info["trigger"],
+                "config": self.fol_cfg.to_dict(), "received_models": info["received"], "unreadable": unreadable,
+                "outputs": files, **report.to_dict()}
+        write_json_atomic(report_path, full)
+        acc = report.accuracy.get("deployed", {})
+        line = f"deployed val {100 * acc.get('val', 0):.1f} %, test {100 * acc.get('test', 0):.1f} %" if acc else ""
+        return {"round": round_, "trigger": info["trigger"], "model": files["model"],
+                "report": self.inbox.relative(report_path), "received": info["received"],
+                "used": [r["name"] for r in report.received if r["used"]], "kept_local": report.kept_local,
+                "accuracy_line": line, "time": time.time()}
+
+    # ------------------------------------------------------------------ commands
+
+    def status(self) -> dict[str, Any]:
+        """A JSON-ready snapshot (the answer to ``ctl status``)."""
+        state = self.inbox.state
+        return {
+            "node": self.node_id, "pid": os.getpid(), "listen": self.listen_endpoint, "round": state.round,
+            "rounds": self.rounds, "finished": state.finished, "current_model": state.current_model,
+            "expected_models": self.expected, "received_this_round": self._senders(state.round - 1),
+            "inbox": len(state.received), "outbox": list(state.outbox.values()),
+            "incoming": self.receiver.status(), "personalizing": self._job is not None,
+            "last_error": self.last_error, "history": state.history, "refused_messages": self.receiver.refused,
+            "events": self.receiver.events[-20:], "trusted_peers": sorted(self.trust.peers.values()),
+        }
+
+    def _command(self, command: str, args: dict[str, Any]) -> dict[str, Any]:
+        if command == "status":
+            return self.status()
+        if command == "personalize":
+            if not self.cfg.trigger.on_board:
+                raise ConfigError(f"{self.node_id}: on-board personalization is off ([trigger] on_board = false)")
+            if self.inbox.state.finished:
+                raise ConfigError(f"{self.node_id}: all {self.rounds} round(s) are done")
+            if self._job is not None:
+                return {"started": False, "detail": "a personalization is already running"}
+            self._force = True
+            return {"started": True, "round": self.inbox.state.round}
+        if command == "send":
+            peer = args.get("peer")
+            if peer not in self.links:
+                raise ConfigError(f"{self.node_id}: unknown peer {peer!r}; configured peers: "
+                                  f"{', '.join(self.links) or 'none'}")
+            model_id = self.inbox.own_model_id(self.inbox.state.current_model)
+            assert model_id is not None
+            self._queue_outbox(peer, model_id)
+            self.inbox.save()
+            self._start_send(peer, model_id)
+            return {"queued": model_id, "peer": peer}
+        if command == "reload":
+            self._check_trust(force=True)
+            return {"trusted_peers": sorted(self.trust.peers.values())}
+        if command == "stop":
+            self._stop.set()
+            return {"stopping": True}
+        raise ConfigError(f"unknown command {command!r}; expected one of {', '.join(COMMANDS)}")
+
+    def _on_control(self, frames: list[Any]) -> None:
+        identity = frames[0].bytes
+        try:
+            kind, header, _ = P.decode(frames[1:])
+            user = frames[1].get("User-Id")
+            if user != self.keys.public.decode():
+                raise ProtocolError("control commands need this node's own key")
+            if kind != P.CTL:
+                raise ProtocolError(f"expected CTL, got {kind.decode()}")
+            args = {k: v for k, v in header.items() if k != "command"}
+            answer = self._command(str(header.get("command")), args)
+            _send(self.control, [identity, *P.encode(P.CTL_OK, answer)])
+        except FOLError as exc:
+            _send(self.control, [identity, *P.encode(P.CTL_ERR, {"reason": str(exc)})])
+
+
+def _lock_state_dir(state_dir: Path, node_id: str) -> int:
+    """Hold an exclusive lock on ``<state_dir>/agent.lock`` for the agent's lifetime
+    (two agents on one state folder would corrupt it). The OS drops it when the
+    process dies, so a crash never leaves a stale lock."""
+    import fcntl
+
+    state_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(state_dir / "agent.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError(f"{state_dir}: another agent is already running on this state folder "
+                          f"(node {node_id}); stop it first") from None
+    return fd
+
+
+def _drain(sock: zmq.Socket, budget: int = 256) -> list[list[Any]]:
+    out = []
+    for _ in range(budget):
+        try:
+            out.append(sock.recv_multipart(flags=zmq.NOBLOCK, copy=False))
+        except zmq.Again:
+            break
+    return out
+
+
+def _copy_atomic(src: Path, dst: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
+            shutil.copyfileobj(inp, out, 1 << 20)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, dst)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(dst.parent)
+
+
+def control_request(config: AgentConfig, command: str, timeout_s: float = 10.0, **args: Any) -> dict[str, Any]:
+    """Send one control command to the running agent of ``config`` (over its
+    CURVE control socket, with the node's own key pair) and return the answer."""
+    runtime = config.state_dir / RUNTIME_FILE
+    try:
+        info = json.loads(runtime.read_text())
+        endpoint = info["control"]
+    except (OSError, ValueError, KeyError):
+        raise ConfigError(f"{runtime}: no running agent for node {config.node_id} (start it with 'fol agent --config')") from None
+    keys = load_keypair(config.secret_key)
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    try:
+        tune_socket(sock)
+        secure_client(sock, keys, keys.public)
+        sock.connect(endpoint)
+        sock.send_multipart(P.encode(P.CTL, {"command": command, **args}))
+        if not sock.poll(int(timeout_s * 1000)):
+            raise ConfigError(f"agent {config.node_id} at {endpoint} did not answer within {timeout_s:.0f} s "
+                              f"(not running, or pid {info.get('pid')} crashed)")
+        kind, header, _ = P.decode(sock.recv_multipart())
+    finally:
+        sock.close(linger=0)
+        ctx.term()
+    if kind == P.CTL_ERR:
+        raise ConfigError(f"agent {config.node_id}: {header.get('reason')}")
+    return header

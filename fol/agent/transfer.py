@@ -1,0 +1,695 @@
+"""Chunked, resumable model transfers with credit-based flow control (protocol ``FOL/1``).
+
+The sender side is :class:`OutgoingTransfer` (one model to one peer, offered
+until the peer answers DONE / SKIP / REJECT) driven by a :class:`PeerLink`
+(the DEALER socket to that peer). The receiver side is :class:`Receiver` (the
+node's ROUTER socket) running one :class:`IncomingTransfer` per model being
+received; the receiver paces every transfer with FETCH credits and hands
+complete files to :meth:`fol.agent.inbox.Inbox.commit`. See
+:mod:`fol.agent.protocol` for the wire format.
+
+:func:`send_model` is a blocking, single-transfer sender (tests, benchmarks,
+scripts); the agent (:mod:`fol.agent.node`) drives the same classes from its
+poll loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import zmq
+
+from fol.agent import protocol as P
+from fol.agent.inbox import Inbox, file_sha256
+from fol.agent.keys import KeyPair, TrustStore
+from fol.agent.protocol import Offer, ProtocolError
+from fol.errors import CheckpointError
+
+__all__ = [
+    "OutgoingTransfer",
+    "PeerLink",
+    "IncomingTransfer",
+    "Receiver",
+    "ReceiverSettings",
+    "send_model",
+    "offer_for_file",
+    "secure_server",
+    "secure_client",
+    "tune_socket",
+]
+
+log = logging.getLogger(__name__)
+
+#: Final states of an outgoing transfer.
+FINAL = ("delivered", "skipped", "rejected", "interrupted", "timeout")
+
+
+# ---------------------------------------------------------------------- sockets
+
+
+def tune_socket(sock: zmq.Socket, *, heartbeat_ms: int = 1000) -> None:
+    """Options every FOL socket uses: no linger on close, ZMTP heartbeats (a
+    silent peer is dropped after 3 heartbeats and reconnected), fast reconnects."""
+    sock.linger = 0
+    sock.heartbeat_ivl = heartbeat_ms
+    sock.heartbeat_timeout = 3 * heartbeat_ms
+    sock.heartbeat_ttl = 3 * heartbeat_ms
+    sock.reconnect_ivl = 100
+    sock.reconnect_ivl_max = 2000
+
+
+def secure_server(sock: zmq.Socket, keys: KeyPair, zap_domain: str) -> None:
+    """Make ``sock`` a CURVE server whose clients are checked by ZAP in ``zap_domain``."""
+    sock.curve_secretkey = keys.secret
+    sock.curve_publickey = keys.public
+    sock.curve_server = True
+    sock.zap_domain = zap_domain.encode()
+
+
+def secure_client(sock: zmq.Socket, keys: KeyPair, server_key: bytes) -> None:
+    """Make ``sock`` a CURVE client that only talks to the holder of ``server_key``."""
+    sock.curve_secretkey = keys.secret
+    sock.curve_publickey = keys.public
+    sock.curve_serverkey = server_key
+
+
+def _send(sock: zmq.Socket, frames: list[Any]) -> bool:
+    """Non-blocking send; False when the message cannot be queued (no peer, HWM, gone)."""
+    try:
+        sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+        return True
+    except zmq.Again:
+        return False
+    except zmq.ZMQError as exc:
+        if exc.errno == zmq.EHOSTUNREACH:
+            return False
+        raise
+
+
+def offer_for_file(sender: str, path: Path, chunk_bytes: int, model_id: str | None = None) -> Offer:
+    """An offer for a model file (reads its card header and hashes the file)."""
+    from fol.checkpoint import read_card
+
+    card = read_card(path, max_bytes=max(path.stat().st_size, 1))
+    sha = file_sha256(path)
+    return Offer(sender=sender, model_id=model_id or f"{sender}:r{card.round}:{sha[:16]}", round=card.round,
+                 spec=card.spec.to_dict(), size=path.stat().st_size, sha256=sha, chunk_bytes=chunk_bytes)
+
+
+# ---------------------------------------------------------------------- sender side
+
+
+class _Source:
+    """Random access to the bytes being sent (a file, read with ``pread``, or bytes)."""
+
+    def __init__(self, source: bytes | bytearray | memoryview | str | os.PathLike[str]) -> None:
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            self.data: memoryview | None = memoryview(bytes(source))
+            self.fd: int | None = None
+        else:
+            self.data = None
+            self.fd = os.open(source, os.O_RDONLY)
+
+    def read(self, offset: int, length: int) -> bytes | memoryview:
+        if self.data is not None:
+            return self.data[offset: offset + length]
+        assert self.fd is not None
+        return os.pread(self.fd, length, offset)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+@dataclass
+class OutgoingTransfer:
+    """One model offered to one peer.
+
+    ``status``: ``offering`` (waiting for an answer), ``sending`` (serving
+    FETCHes), then one of ``delivered`` (DONE), ``skipped`` (SKIP: the peer
+    already has it or does not need it), ``rejected`` (REJECT / ERROR),
+    ``interrupted`` (test hook ``stop_after_chunks`` reached) or ``timeout``
+    (``deadline`` passed). An unanswered offer is repeated every
+    ``offer_retry_s`` seconds; a transfer without FETCH for
+    ``transfer_timeout_s`` falls back to offering (the receiver then resumes).
+    """
+
+    peer: str
+    offer: Offer
+    source: Any
+    offer_retry_s: float = 2.0
+    transfer_timeout_s: float = 60.0
+    stop_after_chunks: int | None = None
+    deadline: float | None = None  # monotonic time
+    status: str = "offering"
+    detail: str = ""
+    chunks_served: int = 0
+    bytes_served: int = 0
+    first_fetch_offset: int | None = None
+    busy_replies: int = 0
+    started: float = field(default_factory=time.monotonic)
+    finished_at: float | None = None
+    _next_offer: float = 0.0
+    _last_activity: float = field(default_factory=time.monotonic)
+    _src: _Source | None = None
+
+    def __post_init__(self) -> None:
+        self._src = _Source(self.source)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINAL
+
+    def _finish(self, status: str, detail: str = "") -> None:
+        self.status, self.detail = status, detail
+        self.finished_at = time.monotonic()
+        if self._src is not None:
+            self._src.close()
+
+    def offer_due(self, now: float) -> bool:
+        if self.finished:
+            return False
+        if self.deadline is not None and now > self.deadline:
+            self._finish("timeout", f"no answer from {self.peer} before the deadline")
+            return False
+        if self.status == "sending" and now - self._last_activity > self.transfer_timeout_s:
+            log.info("transfer of %s to %s stalled; offering again", self.offer.model_id, self.peer)
+            self.status = "offering"
+            self._next_offer = now
+        return self.status == "offering" and now >= self._next_offer
+
+    def offered(self, now: float) -> None:
+        self._next_offer = now + self.offer_retry_s
+
+    def serve(self, header: dict[str, Any], now: float) -> tuple[bytes, dict[str, Any], Any] | None:
+        """The answer to a FETCH: ``(type, header, payload)``, or None to stay silent."""
+        if self.finished:
+            return None
+        offset = P.header_int(header, "offset")
+        length = P.header_int(header, "length", 1)
+        if length > self.offer.chunk_bytes:
+            return P.ERROR, {"model_id": self.offer.model_id,
+                             "reason": f"FETCH length {length} is over the offered chunk size {self.offer.chunk_bytes}"}, None
+        if offset >= self.offer.size:
+            return P.ERROR, {"model_id": self.offer.model_id,
+                             "reason": f"FETCH offset {offset} is past the end ({self.offer.size} bytes)"}, None
+        if self.stop_after_chunks is not None and self.chunks_served >= self.stop_after_chunks:
+            self._finish("interrupted", f"test hook: stopped after {self.chunks_served} chunks")
+            return None
+        if self.first_fetch_offset is None:
+            self.first_fetch_offset = offset
+        if self.status == "offering":
+            self.status = "sending"
+        self._last_activity = now
+        assert self._src is not None
+        data = self._src.read(offset, length)
+        self.chunks_served += 1
+        self.bytes_served += len(data)
+        return P.CHUNK, {"sender": self.offer.sender, "model_id": self.offer.model_id, "offset": offset}, data
+
+    def on_reply(self, kind: bytes, header: dict[str, Any], now: float) -> None:
+        self._last_activity = now
+        if kind == P.DONE:
+            self._finish("delivered", str(header.get("file", "")))
+        elif kind == P.SKIP:
+            self._finish("skipped", str(header.get("reason", "")))
+        elif kind in (P.REJECT, P.ERROR):
+            self._finish("rejected", str(header.get("reason", "")))
+        elif kind == P.BUSY:
+            self.busy_replies += 1
+            retry = header.get("retry_after_s", self.offer_retry_s)
+            retry = float(retry) if isinstance(retry, (int, float)) and 0 < retry < 3600 else self.offer_retry_s
+            self.status = "offering"
+            self._next_offer = now + retry
+
+    def close(self) -> None:
+        if self._src is not None:
+            self._src.close()
+
+    @property
+    def seconds(self) -> float:
+        """Time from creation to the final answer (or until now), s."""
+        return (self.finished_at or time.monotonic()) - self.started
+
+    def summary(self) -> dict[str, Any]:
+        return {"peer": self.peer, "model_id": self.offer.model_id, "status": self.status, "detail": self.detail,
+                "bytes_served": self.bytes_served, "first_fetch_offset": self.first_fetch_offset,
+                "busy_replies": self.busy_replies, "seconds": self.seconds}
+
+
+class PeerLink:
+    """The DEALER socket from this node to one peer's ROUTER, and the models
+    being offered to that peer."""
+
+    def __init__(self, context: zmq.Context, peer: str, endpoint: str, keys: KeyPair | None,
+                 server_key: bytes | None, heartbeat_ms: int = 1000) -> None:
+        self.peer = peer
+        self.endpoint = endpoint
+        self.sock = context.socket(zmq.DEALER)
+        tune_socket(self.sock, heartbeat_ms=heartbeat_ms)
+        self.sock.immediate = True  # do not queue messages for a peer that is not connected
+        self.sock.maxmsgsize = P.MAX_HEADER_BYTES + 1024  # the peer only sends small control messages here
+        if keys is not None:
+            if server_key is None:
+                raise ValueError("a CURVE client needs the server's public key")
+            secure_client(self.sock, keys, server_key)
+        self.sock.connect(endpoint)
+        self.transfers: dict[str, OutgoingTransfer] = {}
+
+    def add(self, transfer: OutgoingTransfer) -> None:
+        old = self.transfers.get(transfer.offer.model_id)
+        if old is not None and not old.finished:
+            transfer.close()
+            return
+        self.transfers[transfer.offer.model_id] = transfer
+
+    def handle(self, frames: list[Any], now: float) -> OutgoingTransfer | None:
+        """Process one message from the peer; returns the transfer it finished, if any."""
+        try:
+            kind, header, _ = P.decode(frames)
+        except ProtocolError as exc:
+            log.warning("from %s: %s", self.peer, exc)
+            return None
+        model_id = header.get("model_id")
+        transfer = self.transfers.get(model_id) if isinstance(model_id, str) else None
+        if transfer is None:
+            if kind == P.FETCH:
+                _send(self.sock, P.encode(P.ERROR, {"model_id": str(model_id)[:128], "reason": "unknown model id"}))
+            elif kind == P.ERROR:
+                log.warning("%s reports an error: %s", self.peer, header.get("reason"))
+            return None
+        if kind == P.FETCH:
+            try:
+                answer = transfer.serve(header, now)
+            except ProtocolError as exc:
+                answer = P.ERROR, {"model_id": transfer.offer.model_id, "reason": str(exc)}, None
+            if answer is not None:
+                _send(self.sock, P.encode(*answer))
+            return transfer if transfer.finished else None
+        was_finished = transfer.finished
+        transfer.on_reply(kind, header, now)
+        if transfer.finished and not was_finished:
+            level = logging.WARNING if transfer.status == "rejected" else logging.INFO
+            log.log(level, "%s -> %s: %s %s", transfer.offer.model_id, self.peer, transfer.status, transfer.detail)
+            return transfer
+        return None
+
+    def tick(self, now: float) -> list[OutgoingTransfer]:
+        """Send due offers; returns transfers that finished (timed out) meanwhile."""
+        done = []
+        for transfer in list(self.transfers.values()):
+            was_finished = transfer.finished
+            if transfer.offer_due(now):
+                if _send(self.sock, P.encode(P.OFFER, transfer.offer.to_header())):
+                    log.debug("offered %s to %s", transfer.offer.model_id, self.peer)
+                    transfer.offered(now)
+                else:  # not connected (yet): try again soon, without flooding
+                    transfer.offered(now - transfer.offer_retry_s + min(0.01, transfer.offer_retry_s))
+            if transfer.finished and not was_finished:
+                done.append(transfer)
+        return done
+
+    def close(self, linger_ms: int = 0) -> None:
+        for transfer in self.transfers.values():
+            transfer.close()
+        self.sock.close(linger=linger_ms)
+
+
+def send_model(
+    endpoint: str,
+    source: bytes | str | os.PathLike[str],
+    offer: Offer,
+    *,
+    keys: KeyPair | None = None,
+    server_key: bytes | None = None,
+    peer: str = "peer",
+    timeout_s: float = 30.0,
+    offer_retry_s: float = 1.0,
+    transfer_timeout_s: float = 10.0,
+    stop_after_chunks: int | None = None,
+    context: zmq.Context | None = None,
+) -> OutgoingTransfer:
+    """Offer one model to the ROUTER at ``endpoint`` and serve it until the peer
+    answers (or ``timeout_s`` s pass); returns the finished transfer.
+
+    With ``keys`` and ``server_key`` the link runs CURVE (the agent always
+    does); without them it is plain TCP (only for the benchmark's comparison).
+    ``stop_after_chunks`` cuts the link after that many chunks have been sent
+    (test hook for resume: the receiver gets exactly those chunks, then nothing).
+    """
+    ctx = context or zmq.Context.instance()
+    link = PeerLink(ctx, peer, endpoint, keys, server_key)
+    transfer = OutgoingTransfer(peer, offer, source, offer_retry_s=offer_retry_s,
+                                transfer_timeout_s=transfer_timeout_s, stop_after_chunks=stop_after_chunks,
+                                deadline=time.monotonic() + timeout_s)
+    link.add(transfer)
+    poller = zmq.Poller()
+    poller.register(link.sock, zmq.POLLIN)
+    try:
+        while not transfer.finished:
+            now = time.monotonic()
+            link.tick(now)
+            if transfer.finished:
+                break
+            if poller.poll(50):
+                for _ in range(256):
+                    try:
+                        frames = link.sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        break
+                    link.handle(frames, time.monotonic())
+                    if transfer.finished:
+                        break
+    finally:
+        # An interrupted transfer (test hook) still delivers the chunks it already sent, then disconnects.
+        link.close(linger_ms=1000 if transfer.status == "interrupted" else 0)
+    return transfer
+
+
+# ---------------------------------------------------------------------- receiver side
+
+
+@dataclass(frozen=True)
+class ReceiverSettings:
+    """Limits of the receiving side (bytes, seconds); see :class:`fol.agent.config.Limits`."""
+
+    max_concurrent_transfers: int = 4
+    chunk_bytes: int = 256 * 1024
+    window_chunks: int = 8
+    chunk_timeout_s: float = 5.0
+    transfer_timeout_s: float = 60.0
+    offer_retry_s: float = 2.0
+    sync_bytes: int = 4 * 1024 * 1024
+
+    @classmethod
+    def from_limits(cls, limits: Any) -> "ReceiverSettings":
+        return cls(**{k: getattr(limits, k) for k in cls.__dataclass_fields__})
+
+
+class IncomingTransfer:
+    """One model being received: the temporary file and the FETCH credits.
+
+    Chunks are accepted only in order (at the next unwritten offset) and only
+    with the exact expected length; everything else from before a stall is
+    ignored, and a wrong length ends the transfer.
+    """
+
+    def __init__(self, peer: str, offer: Offer, part: Path, start: int, fetch_bytes: int, window: int,
+                 identity: bytes, now: float) -> None:
+        self.peer, self.offer, self.part = peer, offer, part
+        self.fetch_bytes = min(fetch_bytes, offer.chunk_bytes)
+        self.window = window
+        self.identity = identity
+        self.start = start
+        self.written = start
+        self.confirmed = start
+        self.next_offset = start
+        self.requested: dict[int, int] = {}
+        self.last_activity = now
+        self.last_progress = now
+        self.created = now
+        self.stalls = 0
+        self.fh = open(part, "r+b")
+        # sha256 of the bytes so far, kept up to date chunk by chunk (no second pass over the file).
+        self.hasher = hashlib.sha256()
+        while self.fh.tell() < start:
+            block = self.fh.read(min(1 << 20, start - self.fh.tell()))
+            if not block:
+                break
+            self.hasher.update(block)
+        self.fh.seek(start)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.peer, self.offer.model_id
+
+    @property
+    def complete(self) -> bool:
+        return self.written == self.offer.size
+
+    def next_fetches(self) -> list[dict[str, Any]]:
+        """FETCH headers to send now (one per free credit)."""
+        out = []
+        while len(self.requested) < self.window and self.next_offset < self.offer.size:
+            length = min(self.fetch_bytes, self.offer.size - self.next_offset)
+            self.requested[self.next_offset] = length
+            out.append({"model_id": self.offer.model_id, "offset": self.next_offset, "length": length})
+            self.next_offset += length
+        return out
+
+    def on_chunk(self, offset: int, data: Any, now: float) -> bool:
+        """Write a chunk; True when it was the next one (progress). Raises
+        :class:`ProtocolError` when the stream is truncated or overlong."""
+        self.last_activity = now
+        if offset != self.written:
+            return False  # a leftover from before a stall, or a duplicate
+        expected = min(self.fetch_bytes, self.offer.size - offset)
+        if len(data) != expected:
+            raise ProtocolError(
+                f"chunk at offset {offset} has {len(data)} bytes, expected {expected} (truncated or overlong stream)"
+            )
+        self.fh.write(data)
+        self.hasher.update(data)
+        self.written += len(data)
+        for off in [o for o in self.requested if o < self.written]:
+            del self.requested[off]
+        if self.next_offset < self.written:
+            self.next_offset = self.written
+        self.last_progress = now
+        return True
+
+    def sync(self) -> int:
+        """fsync the written bytes; returns the new confirmed offset."""
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+        self.confirmed = self.written
+        return self.confirmed
+
+    def stall(self, count: bool = True) -> None:
+        """Forget outstanding FETCHes (the link dropped them); refetch from ``written``."""
+        self.requested.clear()
+        self.next_offset = self.written
+        self.stalls += int(count)
+
+    def close(self) -> None:
+        if not self.fh.closed:
+            self.fh.close()
+
+
+class Receiver:
+    """The inbound side of a node: its ROUTER socket and running transfers.
+
+    ``trust`` maps authenticated CURVE keys to peer ids; every message's
+    ``User-Id`` (set by the ZAP handler) is looked up in it, so a key that is
+    not (or no longer) trusted cannot deliver anything. ``trust=None`` turns
+    that off and takes the sender from the headers: only for the plain-TCP
+    benchmark, never used by the agent.
+
+    ``on_stored(record)`` is called after a model reached the inbox.
+    """
+
+    def __init__(self, sock: zmq.Socket, inbox: Inbox, settings: ReceiverSettings, trust: TrustStore | None,
+                 on_stored: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.sock = sock
+        self.inbox = inbox
+        self.settings = settings
+        self.trust = trust
+        self.on_stored = on_stored
+        self.active: dict[tuple[str, str], IncomingTransfer] = {}
+        self.events: list[dict[str, Any]] = []  # last outcomes, for status and tests
+        self.refused = 0
+
+    @staticmethod
+    def configure(sock: zmq.Socket, settings: ReceiverSettings) -> None:
+        """Socket options of the inbound ROUTER (call before bind)."""
+        tune_socket(sock)
+        sock.router_mandatory = True
+        sock.maxmsgsize = settings.chunk_bytes + P.MAX_HEADER_BYTES + 1024
+
+    def _reply(self, identity: bytes, kind: bytes, header: dict[str, Any]) -> bool:
+        return _send(self.sock, [identity, *P.encode(kind, header)])
+
+    def _event(self, peer: str, model_id: str, outcome: str, detail: str = "", **extra: Any) -> None:
+        self.events.append({"peer": peer, "model_id": model_id, "outcome": outcome, "detail": detail,
+                            "time": time.time(), **extra})
+        del self.events[:-100]
+
+    def handle(self, frames: list[Any], now: float) -> None:
+        """Process one message (``frames[0]`` is the routing id)."""
+        identity = frames[0].bytes if hasattr(frames[0], "bytes") else bytes(frames[0])
+        body = frames[1:]
+        try:
+            kind, header, payload = P.decode(body)
+        except ProtocolError as exc:
+            log.warning("%s: bad message: %s", self.inbox.node_id, exc)
+            self._reply(identity, P.ERROR, {"reason": str(exc)})
+            return
+        model_id = header.get("model_id") if isinstance(header.get("model_id"), str) else ""
+        if self.trust is not None:
+            user = body[0].get("User-Id") if hasattr(body[0], "get") else None
+            peer = self.trust.peers.get(user.encode()) if user else None
+            if peer is None:
+                self.refused += 1
+                log.warning("%s: refused a %s from a key that is not trusted (revoked?): %s",
+                            self.inbox.node_id, kind.decode(), user)
+                self._event("?", model_id, "refused", "key not in the trust store")
+                self._reply(identity, P.REJECT, {"model_id": model_id, "reason": "your key is not trusted by this node"})
+                active = [t for t in self.active.values() if t.identity == identity]
+                for t in active:
+                    self._abort(t, "key revoked")
+                return
+        else:
+            peer = header.get("sender") if isinstance(header.get("sender"), str) else "anonymous"
+        if kind == P.OFFER:
+            self._on_offer(identity, peer, header, now)
+        elif kind == P.CHUNK:
+            self._on_chunk(identity, peer, header, payload, now)
+        elif kind == P.ERROR:
+            t = self.active.get((peer, model_id))
+            if t is not None:
+                self._abort(t, f"sender error: {header.get('reason')}")
+        else:
+            self._reply(identity, P.ERROR, {"model_id": model_id, "reason": f"{kind.decode()} is not a sender message"})
+
+    def _on_offer(self, identity: bytes, peer: str, header: dict[str, Any], now: float) -> None:
+        try:
+            offer = Offer.from_header(header)
+        except ProtocolError as exc:
+            model_id = header.get("model_id") if isinstance(header.get("model_id"), str) else ""
+            self._reply(identity, P.REJECT, {"model_id": model_id[:128], "reason": str(exc)})
+            self._event(peer, model_id, "rejected", str(exc))
+            return
+        if self.trust is not None and offer.sender != peer:
+            reason = f"offer names sender {offer.sender!r} but the key belongs to {peer!r}"
+            self._reply(identity, P.REJECT, {"model_id": offer.model_id, "reason": reason})
+            self._event(peer, offer.model_id, "rejected", reason)
+            return
+        current = self.active.get((peer, offer.model_id))
+        if current is not None:
+            if (current.offer.sha256, current.offer.size) == (offer.sha256, offer.size):
+                current.identity = identity  # the sender lost track (reconnect/restart): resume
+                current.stall(count=False)
+                current.last_activity = current.last_progress = now
+                self._fetch(current)
+                return
+            self._abort(current, "superseded by a different offer with the same id", discard=True)
+        decision, reason = self.inbox.admit(peer, offer)
+        if decision == "skip":
+            self._reply(identity, P.SKIP, {"model_id": offer.model_id, "reason": reason})
+            self._event(peer, offer.model_id, "skipped", reason)
+            return
+        if decision == "reject":
+            log.warning("%s: rejected offer %s from %s: %s", self.inbox.node_id, offer.model_id, peer, reason)
+            self._reply(identity, P.REJECT, {"model_id": offer.model_id, "reason": reason})
+            self._event(peer, offer.model_id, "rejected", reason)
+            return
+        if len(self.active) >= self.settings.max_concurrent_transfers:
+            self._reply(identity, P.BUSY, {"model_id": offer.model_id, "retry_after_s": self.settings.offer_retry_s})
+            return
+        part, start = self.inbox.open_partial(peer, offer)
+        t = IncomingTransfer(peer, offer, part, start, self.settings.chunk_bytes, self.settings.window_chunks,
+                             identity, now)
+        self.active[t.key] = t
+        if start:
+            log.info("%s: resuming %s from %s at byte %d of %d", self.inbox.node_id, offer.model_id, peer, start,
+                     offer.size)
+        if t.complete:
+            self._finish(t)
+        else:
+            self._fetch(t)
+
+    def _fetch(self, t: IncomingTransfer) -> None:
+        for h in t.next_fetches():
+            if not self._reply(t.identity, P.FETCH, h):
+                t.stall(count=False)  # the sender is not reachable right now; wait for its next offer
+                break
+
+    def _on_chunk(self, identity: bytes, peer: str, header: dict[str, Any], payload: Any, now: float) -> None:
+        model_id = header.get("model_id")
+        t = self.active.get((peer, model_id)) if isinstance(model_id, str) else None
+        if t is None:
+            return  # late chunk of a finished, aborted or dropped transfer
+        t.identity = identity
+        try:
+            offset = P.header_int(header, "offset")
+            data = payload.buffer if hasattr(payload, "buffer") else payload
+            progressed = t.on_chunk(offset, data, now)
+        except ProtocolError as exc:
+            self._reject(t, str(exc))
+            return
+        if not progressed:
+            return
+        if t.complete:
+            self._finish(t)
+            return
+        if t.written - t.confirmed >= self.settings.sync_bytes:
+            self.inbox.record_progress(peer, t.offer, t.sync())
+        self._fetch(t)
+
+    def _finish(self, t: IncomingTransfer) -> None:
+        t.sync()
+        t.close()
+        del self.active[t.key]
+        t_commit = time.monotonic()
+        try:
+            record = self.inbox.commit(t.peer, t.offer, t.part, digest=t.hasher.hexdigest())
+        except (CheckpointError, ProtocolError, OSError) as exc:
+            log.warning("%s: rejected %s from %s: %s", self.inbox.node_id, t.offer.model_id, t.peer, exc)
+            self._reply(t.identity, P.REJECT, {"model_id": t.offer.model_id, "reason": str(exc)})
+            self._event(t.peer, t.offer.model_id, "rejected", str(exc))
+            return
+        self._reply(t.identity, P.DONE, {"model_id": t.offer.model_id, "file": record["file"]})
+        # Wire time since this attempt was accepted (a resumed transfer counts from its resume) and verify time.
+        self._event(t.peer, t.offer.model_id, "stored", record["file"], bytes=t.written - t.start,
+                    transfer_s=t.last_progress - t.created, verify_s=time.monotonic() - t_commit)
+        if self.on_stored is not None:
+            self.on_stored(dict(record, model_id=t.offer.model_id))
+
+    def _reject(self, t: IncomingTransfer, reason: str) -> None:
+        log.warning("%s: rejected %s from %s: %s", self.inbox.node_id, t.offer.model_id, t.peer, reason)
+        self._abort(t, reason, discard=True)  # clean up before the sender hears about it
+        self._reply(t.identity, P.REJECT, {"model_id": t.offer.model_id, "reason": reason})
+        self._event(t.peer, t.offer.model_id, "rejected", reason)
+
+    def _abort(self, t: IncomingTransfer, reason: str, discard: bool = True) -> None:
+        t.close()
+        self.active.pop(t.key, None)
+        if discard:
+            self.inbox.discard_partial(t.peer, t.offer.model_id)
+        log.info("%s: dropped transfer %s from %s: %s", self.inbox.node_id, t.offer.model_id, t.peer, reason)
+
+    def tick(self, now: float) -> None:
+        """Detect stalled links: refetch after ``chunk_timeout_s``; after
+        ``transfer_timeout_s`` without progress free the slot (the partial file
+        and its confirmed offset stay for a resume)."""
+        for t in list(self.active.values()):
+            if now - t.last_progress > self.settings.transfer_timeout_s:
+                self.inbox.record_progress(t.peer, t.offer, t.sync())
+                self._abort(t, f"no progress for {self.settings.transfer_timeout_s:.0f} s (resumable)", discard=False)
+            elif now - t.last_activity > self.settings.chunk_timeout_s:
+                self.inbox.record_progress(t.peer, t.offer, t.sync())
+                t.stall()
+                t.last_activity = now
+                log.info("%s: transfer %s from %s stalled at byte %d; fetching again", self.inbox.node_id,
+                         t.offer.model_id, t.peer, t.written)
+                self._fetch(t)
+
+    def flush(self) -> None:
+        """Confirm every running transfer's written bytes (clean shutdown)."""
+        for t in list(self.active.values()):
+            try:
+                self.inbox.record_progress(t.peer, t.offer, t.sync())
+            finally:
+                t.close()
+        self.active.clear()
+
+    def status(self) -> list[dict[str, Any]]:
+        return [{"peer": t.peer, "model_id": t.offer.model_id, "bytes": t.written, "size": t.offer.size,
+                 "resumed_from": t.start, "stalls": t.stalls} for t in self.active.values()]

@@ -1,0 +1,231 @@
+"""Node agent configuration, keys / trust store, protocol framing and the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from fol.agent import protocol as P
+from fol.agent.config import DEFAULT_MAX_PAYLOAD_BYTES, AgentConfig
+from fol.agent.keys import TrustStore, generate_keypair, load_keypair, load_public_key, revoke_key, trust_key
+from fol.agent.loopback import toml_text
+from fol.errors import ConfigError
+
+
+def _base(tmp_path: Path) -> dict:
+    return {
+        "node": {"id": "drone-1", "listen": "tcp://127.0.0.1:*", "secret_key": "keys/drone-1.key_secret",
+                 "trust_dir": "trusted", "state_dir": "state", "model": "m.safetensors",
+                 "data": "dataset=synthetic-hurricane,nodes=3,node=0"},
+        "peers": [{"id": "drone-2", "address": "tcp://127.0.0.1:5602"}],
+        "limits": {"max_payload_bytes": 1000000},
+        "trigger": {"models": 1, "deadline_s": 30.0},
+        "fol": {"top_k": 2},
+    }
+
+
+def test_config_round_trip_through_toml_resolves_relative_paths(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text(toml_text(_base(tmp_path)))
+    cfg = AgentConfig.from_toml(path)
+    assert cfg.node_id == "drone-1" and cfg.listen == "tcp://127.0.0.1:*"
+    assert cfg.secret_key == tmp_path / "keys" / "drone-1.key_secret"
+    assert cfg.peers[0].public_key == str(tmp_path / "trusted" / "drone-2.key")  # default: trust store
+    assert cfg.limits.max_payload_bytes == 1000000 and cfg.limits.chunk_bytes == 256 * 1024
+    assert cfg.trigger.models == 1 and cfg.expected_models(5) == 1
+    assert cfg.fol_config().top_k == 2
+
+
+def test_default_payload_limit_matches_the_safe_format() -> None:
+    from fol.checkpoint import DEFAULT_MAX_BYTES
+
+    assert DEFAULT_MAX_PAYLOAD_BYTES == DEFAULT_MAX_BYTES
+
+
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda d: d["node"].pop("id"), "missing field 'id'"),
+        (lambda d: d["node"].update(listen="udp://x"), "[node] listen"),
+        (lambda d: d["node"].update(id="../evil"), "id '../evil' is invalid"),
+        (lambda d: d["node"].update(colour="red"), "unknown field(s) 'colour'"),
+        (lambda d: d["peers"][0].update(id="drone-1"), "own id"),
+        (lambda d: d["peers"].append({"id": "drone-2", "address": "tcp://127.0.0.1:1"}), "listed twice"),
+        (lambda d: d["peers"][0].update(address="tcp://127.0.0.1:*"), "[[peers]] #1 address"),
+        (lambda d: d["limits"].update(max_payload_bytes=-5), "limits.max_payload_bytes must be a positive integer"),
+        (lambda d: d["limits"].update(chunk_timeout_s="soon"), "limits.chunk_timeout_s"),
+        (lambda d: d["trigger"].update(models=0), "trigger.models must be a positive integer"),
+        (lambda d: d["trigger"].update(on_board="yes"), "trigger.on_board must be true or false"),
+        (lambda d: d["node"].pop("data"), "missing field 'data'"),
+        (lambda d: d["node"].update(variant="fol-x"), "variant is 'fol-x'"),
+    ],
+)
+def test_bad_config_names_the_field(tmp_path: Path, mutate, needle: str) -> None:
+    data = _base(tmp_path)
+    mutate(data)
+    with pytest.raises(ConfigError) as err:
+        AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
+    assert needle in str(err.value) and "node.toml" in str(err.value)
+
+
+def test_bad_fol_table_is_reported_with_the_file(tmp_path: Path) -> None:
+    data = _base(tmp_path)
+    data["fol"] = {"top_kk": 2}
+    cfg = AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
+    with pytest.raises(ConfigError, match=r"node.toml \[fol\]: unknown key\(s\) top_kk"):
+        cfg.fol_config()
+
+
+def test_missing_or_broken_toml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such agent config"):
+        AgentConfig.from_toml(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[node\nid=")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        AgentConfig.from_toml(bad)
+
+
+# ---------------------------------------------------------------------------- keys
+
+
+def test_keypair_files_trust_and_revoke(tmp_path: Path) -> None:
+    pub, sec = generate_keypair(tmp_path / "keys", "drone-1")
+    assert stat.S_IMODE(sec.stat().st_mode) == 0o600
+    pair = load_keypair(sec)
+    assert load_public_key(pub) == pair.public and len(pair.secret) == 40
+    assert "secret" not in pub.read_text()
+    with pytest.raises(ConfigError, match="already exists"):
+        generate_keypair(tmp_path / "keys", "drone-1")
+    with pytest.raises(ConfigError, match="holds no secret key"):
+        load_keypair(pub)
+
+    store = tmp_path / "trusted"
+    stored = trust_key(store, sec)  # a secret file given by mistake: only the public key is stored
+    assert stored.name == "drone-1.key" and "secret" not in stored.read_text()
+    ts = TrustStore(store)
+    assert ts.reload() == {pair.public: "drone-1"}
+    assert not ts.changed()
+    other_pub, _ = generate_keypair(tmp_path / "keys", "drone-2")
+    trust_key(store, other_pub)
+    assert ts.changed() and set(ts.reload().values()) == {"drone-1", "drone-2"}
+    with pytest.raises(ConfigError, match="already trusted as 'drone-1'"):
+        trust_key(store, pub, name="alias")
+    revoke_key(store, "drone-1")
+    assert set(ts.reload().values()) == {"drone-2"}
+    with pytest.raises(ConfigError, match="no trusted key"):
+        revoke_key(store, "drone-1")
+
+
+def test_malformed_key_file_is_a_config_error(tmp_path: Path) -> None:
+    store = tmp_path / "trusted"
+    store.mkdir()
+    (store / "x.key").write_text("curve\n    public-key = \"short\"\n")
+    with pytest.raises(ConfigError, match="not a CURVE key"):
+        TrustStore(store).reload()
+    with pytest.raises(ConfigError, match="trust store folder does not exist"):
+        TrustStore(tmp_path / "none").reload()
+
+
+# ---------------------------------------------------------------------------- protocol
+
+
+def test_protocol_frames_round_trip_and_reject_garbage() -> None:
+    offer = P.Offer(sender="drone-1", model_id="drone-1:r0:abc", round=0, spec={"arch": "cnn-small"}, size=10,
+                    sha256="a" * 64, chunk_bytes=4)
+    kind, header, payload = P.decode(P.encode(P.OFFER, offer.to_header()))
+    assert kind == P.OFFER and payload is None and P.Offer.from_header(header) == offer
+    kind, header, payload = P.decode(P.encode(P.CHUNK, {"model_id": "m", "offset": 0}, b"data"))
+    assert payload == b"data"
+    bad_frames = [
+        [b"FOL/2", P.OFFER, b"{}"],
+        [P.PROTOCOL, b"PICKLE", b"{}"],
+        [P.PROTOCOL, P.OFFER, b"not json"],
+        [P.PROTOCOL, P.OFFER, b"[1, 2]"],
+        [P.PROTOCOL, P.OFFER, b'{"x": NaN}'],
+        [P.PROTOCOL, P.CHUNK, b"{}"],  # CHUNK without payload
+        [P.PROTOCOL, P.OFFER, b"{}", b"extra"],
+        [P.PROTOCOL, P.OFFER, b" " * (P.MAX_HEADER_BYTES + 1)],
+        [P.PROTOCOL],
+    ]
+    for frames in bad_frames:
+        with pytest.raises(P.ProtocolError):
+            P.decode(frames)
+    for change, needle in [({"version": 2}, "version"), ({"sha256": "xyz"}, "sha256"), ({"size": 0}, "size"),
+                           ({"sender": "a/b"}, "sender"), ({"model_id": "../x"}, "model_id"),
+                           ({"round": -1}, "round"), ({"spec": []}, "spec")]:
+        with pytest.raises(P.ProtocolError, match=needle):
+            P.Offer.from_header({**offer.to_header(), **change})
+
+
+def test_protocol_is_documented() -> None:
+    doc = P.__doc__
+    for word in ("OFFER", "FETCH", "CHUNK", "DONE", "SKIP", "BUSY", "REJECT", "credit", "confirmed offset",
+                 "CURVE", "ZAP", "version"):
+        assert word in doc
+
+
+# ---------------------------------------------------------------------------- CLI
+
+
+def _parser() -> argparse.ArgumentParser:
+    from fol.agent.cli import add_agent_parser, add_keys_parser
+
+    parser = argparse.ArgumentParser(prog="fol")
+    sub = parser.add_subparsers(dest="command")
+    add_agent_parser(sub)
+    add_keys_parser(sub)
+    return parser
+
+
+def test_keys_cli_gen_trust_list_revoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = _parser()
+
+    def run(*argv: str) -> str:
+        args = parser.parse_args(list(argv))
+        assert args.func(args) == 0
+        return capsys.readouterr().out
+
+    run("keys", "gen", "drone-7", "--dir", str(tmp_path / "k"))
+    assert (tmp_path / "k" / "drone-7.key_secret").exists()
+    run("keys", "trust", str(tmp_path / "k" / "drone-7.key"), "--store", str(tmp_path / "t"))
+    out = run("keys", "list", "--store", str(tmp_path / "t"))
+    assert "drone-7" in out and load_public_key(tmp_path / "k" / "drone-7.key").decode() in out
+    run("keys", "revoke", "drone-7", "--store", str(tmp_path / "t"))
+    assert "no trusted peers" in run("keys", "list", "--store", str(tmp_path / "t"))
+
+
+def test_agent_cli_parses_ctl_commands(tmp_path: Path) -> None:
+    parser = _parser()
+    args = parser.parse_args(["agent", "ctl", "node.toml", "send", "drone-2"])
+    assert args.func.__name__ == "_run_ctl" and args.action == "send" and args.peer == "drone-2"
+    assert args.command == "agent"
+    args = parser.parse_args(["agent", "--config", "node.toml"])
+    assert args.func.__name__ == "_run_agent"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["agent", "ctl", "node.toml", "explode"])
+
+
+def test_ctl_without_running_agent_is_a_clear_error(tmp_path: Path) -> None:
+    from fol.agent.node import control_request
+
+    data = _base(tmp_path)
+    cfg = AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
+    with pytest.raises(ConfigError, match="no running agent for node drone-1"):
+        control_request(cfg, "status")
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "agent.json").write_text(json.dumps({"control": "tcp://127.0.0.1:1", "pid": 1}))
+    generate_keypair(tmp_path / "keys", "drone-1")
+    with pytest.raises(ConfigError, match="did not answer"):
+        control_request(cfg, "status", timeout_s=0.3)
+
+
+def test_fol_cli_reports_a_bad_agent_config_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fol.cli import main
+
+    assert main(["agent", "--config", str(tmp_path / "missing.toml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fol agent: error:") and "no such agent config file" in err and "\n" not in err

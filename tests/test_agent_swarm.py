@@ -1,0 +1,209 @@
+"""Node agents with on-board personalization, on loopback: three agents exchange
+and personalize; triggers (deadline, control command); an agent killed
+(SIGKILL) mid-round and restarted loses nothing and personalizes once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+from fol.agent.config import AgentConfig
+from fol.agent.keys import load_keypair
+from fol.agent.loopback import LoopbackSwarm, prepare_nodes, toml_text
+from fol.agent.node import Agent, control_request
+from fol.agent.transfer import offer_for_file, send_model
+from fol.checkpoint import load_model, save_model
+from fol.errors import ConfigError
+from fol.models import ModelSpec, build_model
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_FOL = {"finetune_epochs": 1, "post_finetune_epochs": 1, "gate_epochs": 1, "distill_epochs": 1,
+            "pretrain_epochs": 2, "ensemble_steps": 50, "top_k": 2}
+DATA = "dataset=synthetic-hurricane,nodes={n},node={i},psi=0.5,per_node=120,size=400"
+
+
+def _wait(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The three drones' pretrained round-0 models, trained once for the module."""
+    nodes = prepare_nodes(tmp_path_factory.mktemp("pretrained"), 3, data=DATA, fol=TINY_FOL)
+    return {n.node: n.model for n in nodes}
+
+
+def test_three_agents_exchange_models_and_each_personalizes(tmp_path: Path, pretrained: dict[str, Path]) -> None:
+    nodes = prepare_nodes(tmp_path, 3, data=DATA, fol=TINY_FOL, models=pretrained)
+    names = [n.node for n in nodes]
+    with LoopbackSwarm(nodes) as swarm:
+        statuses = swarm.wait_finished(timeout_s=120)
+    for files in nodes:
+        status = statuses[files.node]
+        others = sorted(set(names) - {files.node})
+        assert status["finished"] and status["round"] == 2 and status["last_error"] is None
+        (entry,) = status["history"]
+        assert entry["trigger"] == "models" and sorted(entry["used"]) == others
+        assert {o["peer"]: o["status"] for o in status["outbox"]} == {o: "delivered" for o in others}
+        state_dir = files.folder / "state"
+        # The inbox holds the peers' round-0 models byte for byte.
+        for other in nodes:
+            if other.node != files.node:
+                got = (state_dir / "inbox" / "round-0" / f"{other.node}.safetensors").read_bytes()
+                assert got == (other.folder / "state" / "models" / "round-0.safetensors").read_bytes()
+        # The personalized model is in the safe format with its report; the previous one is kept.
+        new = load_model(state_dir / "models" / "round-1.safetensors")
+        assert new.card.round == 1 and new.card.producer == files.node
+        assert (state_dir / "models" / "round-0.safetensors").exists()
+        report = json.loads((state_dir / "reports" / "round-1.json").read_text())
+        assert report["node"] == files.node and report["round"] == 1 and report["trigger"] == "models"
+        assert sorted(r["name"] for r in report["received"] if r["used"]) == others
+        assert 0.0 <= report["accuracy"]["deployed"]["test"] <= 1.0
+        state = json.loads((state_dir / "state.json").read_text())
+        assert state["current_model"] == "models/round-1.safetensors" and state["finished"]
+
+
+def _solo_node(tmp_path: Path, pretrained: dict[str, Path], trigger: dict[str, Any]) -> tuple[list[Any], AgentConfig]:
+    nodes = prepare_nodes(tmp_path, 3, data=DATA, fol=TINY_FOL, models=pretrained,
+                          trigger={"auto_send": False, **trigger})
+    files = nodes[0]
+    return nodes, AgentConfig.from_dict(files.config, base_dir=files.folder, source="drone-0 config")
+
+
+def test_deadline_trigger_keeps_the_model_when_nothing_arrived(tmp_path: Path, pretrained: dict[str, Path]) -> None:
+    _, cfg = _solo_node(tmp_path, pretrained, {"deadline_s": 0.5})
+    agent = Agent(cfg).start()
+    try:
+        status = _wait(lambda: (s := agent.request("status"))["finished"] and s, 60, "deadline personalization")
+    finally:
+        agent.stop()
+    (entry,) = status["history"]
+    assert entry["trigger"] == "deadline" and entry["kept_local"] and entry["used"] == []
+    assert load_model(cfg.state_dir / "models" / "round-1.safetensors").card.round == 1
+
+
+def test_control_command_personalizes_with_what_arrived(tmp_path: Path, pretrained: dict[str, Path]) -> None:
+    nodes, cfg = _solo_node(tmp_path, pretrained, {})
+    agent = Agent(cfg).start()
+    try:
+        with pytest.raises(ConfigError, match="another agent is already running on this state folder"):
+            Agent(cfg)
+        sender = nodes[1]
+        # A valid model for another task (other classes) is refused: it could only waste a round.
+        spec = ModelSpec("cnn-small", num_classes=3)
+        alien = save_model_file(tmp_path / "alien.safetensors", spec, ["a", "b", "c"], sender.node)
+        res = send_model(agent.listen_endpoint, alien, offer_for_file(sender.node, alien, 65536),
+                         keys=load_keypair(sender.secret_key), server_key=agent.keys.public, timeout_s=20)
+        assert res.status == "rejected" and "of no use to this node" in res.detail
+        model = sender.folder / "pretrained.safetensors"
+        res = send_model(agent.listen_endpoint, model, offer_for_file(sender.node, model, 65536),
+                         keys=load_keypair(sender.secret_key), server_key=agent.keys.public, timeout_s=20)
+        assert res.status == "delivered"
+        time.sleep(0.3)
+        status = control_request(cfg, "status")  # over the CURVE control socket, with the node's own keys
+        assert status["received_this_round"] == [sender.node] and status["expected_models"] == 2
+        assert status["history"] == []  # 1 of Q = 2: not triggered
+        assert control_request(cfg, "personalize")["started"]
+        status = _wait(lambda: (s := control_request(cfg, "status"))["finished"] and s, 60, "personalization")
+    finally:
+        agent.stop()
+    (entry,) = status["history"]
+    assert entry["trigger"] == "command" and entry["used"] == [sender.node]
+
+
+def save_model_file(path: Path, spec: ModelSpec, classes: list[str], producer: str) -> Path:
+    save_model(path, build_model(spec, seed=0), spec=spec, class_names=classes, producer=producer)
+    return path
+
+
+def _start_agent(config: Path, log: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+           "OMP_NUM_THREADS": "2"}
+    return subprocess.Popen([sys.executable, "-m", "fol.cli", "agent", "--config", str(config)], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=open(log, "ab"))
+
+
+def _runtime(state_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((state_dir / "agent.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def test_agent_killed_mid_round_restarts_without_losing_or_double_counting(
+    tmp_path: Path, pretrained: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fol.cli import main
+
+    nodes = prepare_nodes(tmp_path, 3, data=DATA, fol=TINY_FOL, models=pretrained, trigger={"auto_send": False},
+                          limits={"chunk_bytes": 4096, "sync_bytes": 4096, "chunk_timeout_s": 0.5})
+    me, one, two = nodes
+    # drone-0 listens on an ephemeral port and only receives (drone-1 and drone-2 are played by this test).
+    toml = me.folder / "node.toml"
+    toml.write_text(toml_text({**me.config, "peers": []}))
+    cfg = AgentConfig.from_toml(toml)
+    state_dir = cfg.state_dir
+    server_key = load_keypair(me.secret_key).public
+    log = tmp_path / "agent.log"
+    endpoint = ""
+
+    def send(files: Any, **kw: Any) -> Any:
+        model = files.folder / "pretrained.safetensors"
+        return send_model(endpoint, model, offer_for_file(files.node, model, 4096),
+                          keys=load_keypair(files.secret_key), server_key=server_key, timeout_s=20, **kw)
+
+    proc = _start_agent(toml, log)  # 'fol agent --config node.toml' in its own process
+    try:
+        endpoint = _wait(lambda: _runtime(state_dir), 60, f"agent start (log: {log})")["listen"]
+        assert send(one).status == "delivered"
+        cut = send(two, stop_after_chunks=3)  # the second model is half-way when the agent dies
+        assert cut.status == "interrupted"
+        # The receiver confirms (fsync + offset file) what it wrote.
+        _wait(lambda: [p for p in (state_dir / "partial").glob("*.json")
+                       if json.loads(p.read_text())["confirmed"] == 3 * 4096], 10, "confirmed offset")
+        proc.send_signal(signal.SIGKILL)  # a crash: no clean-up at all
+        assert proc.wait(10) == -signal.SIGKILL
+        state = json.loads((state_dir / "state.json").read_text())
+        assert [r["sender"] for r in state["received"].values()] == [one.node] and state["history"] == []
+
+        # Restart from the same state folder (in this process, to save a second interpreter start-up).
+        agent = Agent(AgentConfig.from_toml(toml)).start()
+        endpoint = agent.listen_endpoint
+        try:
+            again = send(one)
+            assert again.status == "skipped" and "duplicate" in again.detail  # still counted once
+            resumed = send(two)
+            assert resumed.status == "delivered" and resumed.first_fetch_offset == 3 * 4096  # resumed
+            status = _wait(lambda: (s := control_request(cfg, "status"))["finished"] and s, 90, "personalization")
+            assert main(["agent", "ctl", str(toml), "status"]) == 0  # the operator's view
+            assert "finished: 1 of 1 round(s) done" in capsys.readouterr().out
+        finally:
+            agent.stop()
+        (entry,) = status["history"]
+        assert sorted(entry["used"]) == [one.node, two.node] and entry["trigger"] == "models"
+        assert sorted(p.name for p in (state_dir / "reports").iterdir()) == ["round-1.json"]
+        assert len(json.loads((state_dir / "state.json").read_text())["received"]) == 2
+        for files in (one, two):
+            got = (state_dir / "inbox" / "round-0" / f"{files.node}.safetensors").read_bytes()
+            assert got == (files.folder / "pretrained.safetensors").read_bytes()
+        assert not (state_dir / "agent.json").exists()  # removed by the clean stop
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
