@@ -1,0 +1,93 @@
+"""``fol contacts <scenario.toml> [--out DIR]``: windows, summary, CSV and PNG.
+
+The lead wires :func:`add_contacts_parser` / :func:`run_contacts` into
+``fol/cli.py``; ``python -m contact_sim.cli`` runs it standalone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from orbits import OrbitError
+
+from .errors import ContactError
+
+log = logging.getLogger(__name__)
+
+
+def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
+    """Register the ``contacts`` sub-command on an argparse ``subparsers`` object."""
+    p = subparsers.add_parser(
+        "contacts", help="compute contact windows of a scenario",
+        description="Compute contact windows for a scenario TOML; print a summary and write "
+                    "contacts.csv and contacts.png (plus contacts.json with --json).")
+    p.add_argument("scenario", type=Path, help="scenario TOML file")
+    p.add_argument("--out", type=Path, default=None,
+                   help="output folder (default: contacts/ next to the scenario)")
+    p.add_argument("--workers", type=int, default=1, help="processes for the window search (default 1)")
+    p.add_argument("--json", action="store_true", help="also write contacts.json")
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    p.set_defaults(func=run_contacts)
+    return p
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.1f} {unit}"
+        n /= 1000.0
+    return f"{n:.1f} TB"
+
+
+def run_contacts(args: argparse.Namespace) -> int:
+    """Run the sub-command; returns the exit code (user errors: one line on stderr, 2)."""
+    from .plotting import plot_contacts
+    from .scenario import build_trajectories, load_contact_scenario, plan_from_trajectories
+
+    try:
+        scenario = load_contact_scenario(args.scenario)
+        out = args.out or (args.scenario.resolve().parent / "contacts")
+        out.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        traj = build_trajectories(scenario)
+        plan = plan_from_trajectories(traj, scenario, workers=max(1, args.workers))
+        elapsed = time.perf_counter() - t0
+        csv_path = plan.to_csv(out / "contacts.csv")
+        written = [csv_path]
+        if args.json:
+            written.append(plan.to_json(out / "contacts.json"))
+        if not args.no_plot:
+            written.append(plot_contacts(plan, traj, out / "contacts.png"))
+    except (ContactError, OrbitError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    s = plan.summary()
+    print(f"scenario   {args.scenario}  ({scenario.kind}, {s['nodes']} nodes, "
+          f"{s['horizon_s']:.0f} s, {s['rounds']} round(s))")
+    print(f"windows    {s['windows']}  ({elapsed:.1f} s to compute)")
+    print(f"per node   mean {s['windows_per_node_mean']:.1f}, min {s['windows_per_node_min']}, "
+          f"max {s['windows_per_node_max']}")
+    print(f"duration   mean {s['mean_duration_s']:.1f} s, median {s['median_duration_s']:.1f} s")
+    print(f"capacity   mean {_fmt_bytes(s['mean_capacity_bytes'])} per window, "
+          f"total {_fmt_bytes(s['total_capacity_bytes'])}")
+    for p in written:
+        print(f"wrote      {p}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="contact_sim")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_contacts_parser(sub)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    return args.func(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

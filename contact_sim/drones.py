@@ -1,0 +1,170 @@
+"""Drone swarms: waypoint files or a seeded random-waypoint model.
+
+Positions are in a local East-North-Up frame (km) with linear motion between
+waypoints; before its first and after its last waypoint a drone hovers.
+Contact = range <= radio range (no Earth occlusion at these scales), found by
+the same window finder as satellites (:func:`contact_sim.windows.find_windows`);
+every waypoint time becomes a grid time, so the motion inside each grid cell
+is linear and window edges are exact.
+
+Waypoint CSV columns: ``node_id,t_s,x_km,y_km,z_km`` (header required; one
+row per waypoint; times strictly increasing per node).
+
+Example:
+    >>> wp = random_waypoints(3, area_km=2.0, speed_m_s=10.0, duration_s=600.0, seed=1)
+    >>> traj = drone_trajectories(wp, duration_s=600.0, step_s=30.0)
+    >>> traj.pos.shape[1], traj.frame
+    (3, 'ENU')
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ContactError
+from .trajectory import MOVING, Trajectories, time_grid
+
+WAYPOINT_COLUMNS = ("node_id", "t_s", "x_km", "y_km", "z_km")
+
+
+@dataclass
+class Waypoints:
+    """Waypoints of one drone: times (s) and ENU positions (km)."""
+
+    name: str
+    t_s: np.ndarray
+    xyz_km: np.ndarray
+
+
+def read_waypoints_csv(path: str | Path) -> list[Waypoints]:
+    """Read a waypoint CSV; errors name the file and line."""
+    path = Path(path)
+    try:
+        fh = path.open(newline="")
+    except FileNotFoundError:
+        raise ContactError(f"{path}: waypoint file not found") from None
+    rows: dict[str, list[tuple[float, float, float, float]]] = {}
+    with fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header is None:
+            raise ContactError(f"{path}: empty waypoint file (expected header {','.join(WAYPOINT_COLUMNS)})")
+        header = [h.strip() for h in header]
+        if tuple(header) != WAYPOINT_COLUMNS:
+            raise ContactError(
+                f"{path}:1: expected header {','.join(WAYPOINT_COLUMNS)}, got {','.join(header)}")
+        for lineno, row in enumerate(reader, start=2):
+            if not row or all(not c.strip() for c in row):
+                continue
+            if len(row) != 5:
+                raise ContactError(f"{path}:{lineno}: expected 5 columns, got {len(row)}")
+            name = row[0].strip()
+            if not name:
+                raise ContactError(f"{path}:{lineno}: empty node_id")
+            try:
+                vals = tuple(float(c) for c in row[1:])
+            except ValueError:
+                raise ContactError(f"{path}:{lineno}: t_s, x_km, y_km, z_km must be numbers") from None
+            if not all(math.isfinite(v) for v in vals):
+                raise ContactError(f"{path}:{lineno}: values must be finite")
+            prev = rows.setdefault(name, [])
+            if prev and vals[0] <= prev[-1][0]:
+                raise ContactError(
+                    f"{path}:{lineno}: times of node {name!r} must increase (got {vals[0]} after {prev[-1][0]})")
+            prev.append(vals)
+    if not rows:
+        raise ContactError(f"{path}: no waypoints")
+    out = []
+    for name, vals in rows.items():
+        arr = np.array(vals)
+        out.append(Waypoints(name, arr[:, 0], arr[:, 1:4]))
+    return out
+
+
+def write_waypoints_csv(path: str | Path, drones: list[Waypoints]) -> Path:
+    """Write waypoints in the format :func:`read_waypoints_csv` reads."""
+    path = Path(path)
+    with path.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(WAYPOINT_COLUMNS)
+        for d in drones:
+            for t, (x, y, z) in zip(d.t_s, d.xyz_km):
+                out.writerow([d.name, f"{t:.3f}", f"{x:.6f}", f"{y:.6f}", f"{z:.6f}"])
+    return path
+
+
+def random_waypoints(count: int, area_km: float, speed_m_s: float, duration_s: float, seed: int,
+                     altitude_km: float = 0.1, pause_s: float = 0.0) -> list[Waypoints]:
+    """Random-waypoint mobility in a square ``area_km`` wide at ``altitude_km``.
+
+    Each drone starts at a uniform point, flies at ``speed_m_s`` to another
+    uniform point, pauses ``pause_s``, and repeats until ``duration_s``.
+    Seeded with ``numpy.random.default_rng(seed)``.
+    """
+    if count < 1:
+        raise ContactError(f"drones.count: expected >= 1, got {count}")
+    if area_km <= 0:
+        raise ContactError(f"drones.area_km: expected > 0 km, got {area_km}")
+    if speed_m_s <= 0:
+        raise ContactError(f"drones.speed_m_s: expected > 0 m/s, got {speed_m_s}")
+    if pause_s < 0:
+        raise ContactError(f"drones.pause_s: expected >= 0 s, got {pause_s}")
+    rng = np.random.default_rng(seed)
+    speed = speed_m_s / 1000.0
+    out = []
+    for i in range(count):
+        p = np.append(rng.uniform(0.0, area_km, 2), altitude_km)
+        ts, ps = [0.0], [p]
+        t = 0.0
+        while t < duration_s:
+            q = np.append(rng.uniform(0.0, area_km, 2), altitude_km)
+            t += max(np.linalg.norm(q - p) / speed, 1e-3)
+            ts.append(t)
+            ps.append(q)
+            if pause_s > 0 and t < duration_s:
+                t += pause_s
+                ts.append(t)
+                ps.append(q)
+            p = q
+        out.append(Waypoints(f"drone-{i:03d}", np.array(ts), np.array(ps)))
+    return out
+
+
+def _interp(w: Waypoints, t: np.ndarray) -> np.ndarray:
+    return np.stack([np.interp(t, w.t_s, w.xyz_km[:, j]) for j in range(3)], axis=-1)
+
+
+def _segment_velocity(w: Waypoints, t: np.ndarray, side: str) -> np.ndarray:
+    """Velocity (km/s) just after (``side='right'``) or before (``'left'``) each time."""
+    if w.t_s.size < 2:
+        return np.zeros(t.shape + (3,))
+    seg_v = np.diff(w.xyz_km, axis=0) / np.diff(w.t_s)[:, None]
+    seg = np.searchsorted(w.t_s, t, side="right" if side == "right" else "left") - 1
+    inside = (seg >= 0) & (seg < seg_v.shape[0])
+    v = np.zeros(t.shape + (3,))
+    v[inside] = seg_v[seg[inside]]
+    return v
+
+
+def drone_trajectories(drones: list[Waypoints], duration_s: float, step_s: float) -> Trajectories:
+    """Sample drone motion on a grid that includes every waypoint time."""
+    base = time_grid(duration_s, step_s)
+    turns = np.concatenate([d.t_s for d in drones])
+    turns = turns[(turns > 0) & (turns < base[-1])]
+    grid = np.unique(np.concatenate([base, turns]))
+    keep = np.concatenate([[True], np.diff(grid) > 1e-9])
+    grid = grid[keep]
+    pos = np.stack([_interp(d, grid) for d in drones], axis=1)
+    vr = np.stack([_segment_velocity(d, grid, "right") for d in drones], axis=1)
+    vl = np.stack([_segment_velocity(d, grid, "left") for d in drones], axis=1)
+    names = [d.name for d in drones]
+    if len(set(names)) != len(names):
+        raise ContactError("drones: node names must be unique")
+    return Trajectories(names, np.full(len(drones), MOVING, dtype=np.int8), grid,
+                        np.ascontiguousarray(pos), np.ascontiguousarray(vr), np.ascontiguousarray(vl),
+                        None, "ENU", False)

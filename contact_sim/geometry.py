@@ -1,0 +1,90 @@
+"""Line-of-sight and range geometry between nodes (positions in km).
+
+Two space nodes see each other when the segment between them clears a sphere
+of radius ``rho = R_earth + grazing_altitude`` (R_earth = 6378.135 km, WGS-72
+as in SGP4 and Hypatia; grazing altitude 80 km by default, which keeps the
+link above most of the atmosphere) and their range is at most the link's
+maximum. For nodes at radii ``r_a``, ``r_b`` the segment clears the sphere
+exactly when the range is at most
+
+    L(r_a, r_b) = sqrt(r_a^2 - rho^2) + sqrt(r_b^2 - rho^2)
+
+(the two tangent lengths; the segment is tangent to the sphere at equality),
+which for two satellites at altitude ``h`` gives Hypatia's maximum ISL length
+``2 sqrt((R + h)^2 - (R + 80 km)^2)``.
+
+A ground station sees a node when its elevation is at least a mask angle.
+
+Example:
+    >>> round(max_los_range_km(550.0), 1)
+    5016.6
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Earth radius for occlusion, km (WGS-72 equatorial radius, as SGP4 and Hypatia use).
+EARTH_RADIUS_KM = 6378.135
+#: Default grazing altitude of an inter-satellite link, km.
+DEFAULT_GRAZING_KM = 80.0
+
+
+def max_los_range_km(altitude_a_km: float, altitude_b_km: float | None = None,
+                     grazing_km: float = DEFAULT_GRAZING_KM,
+                     earth_radius_km: float = EARTH_RADIUS_KM) -> float:
+    """Longest line-of-sight range (km) between nodes at the two altitudes."""
+    if altitude_b_km is None:
+        altitude_b_km = altitude_a_km
+    rho = earth_radius_km + grazing_km
+    return float(los_limit_km(earth_radius_km + altitude_a_km, earth_radius_km + altitude_b_km, rho))
+
+
+def los_limit_km(r_a_km, r_b_km, rho_km: float) -> np.ndarray:
+    """Tangent-length sum ``L(r_a, r_b)``; 0 when a node is inside the grazing sphere."""
+    ta = np.sqrt(np.maximum(np.square(r_a_km) - rho_km**2, 0.0))
+    tb = np.sqrt(np.maximum(np.square(r_b_km) - rho_km**2, 0.0))
+    return ta + tb
+
+
+def segment_clearance_km(pos_a: np.ndarray, pos_b: np.ndarray) -> np.ndarray:
+    """Smallest distance (km) from the Earth's centre to the segment ``a``-``b``; vectorized over ``(..., 3)``."""
+    a = np.asarray(pos_a, dtype=float)
+    b = np.asarray(pos_b, dtype=float)
+    ab = b - a
+    denom = np.einsum("...i,...i->...", ab, ab)
+    lam = np.where(denom > 0, -np.einsum("...i,...i->...", a, ab) / np.where(denom > 0, denom, 1.0), 0.0)
+    lam = np.clip(lam, 0.0, 1.0)
+    closest = a + lam[..., None] * ab
+    return np.linalg.norm(closest, axis=-1)
+
+
+def line_of_sight(pos_a: np.ndarray, pos_b: np.ndarray, grazing_km: float = DEFAULT_GRAZING_KM,
+                  earth_radius_km: float = EARTH_RADIUS_KM) -> np.ndarray:
+    """True where the segment clears ``earth_radius_km + grazing_km`` (direct segment test)."""
+    return segment_clearance_km(pos_a, pos_b) >= earth_radius_km + grazing_km
+
+
+def range_km(pos_a: np.ndarray, pos_b: np.ndarray) -> np.ndarray:
+    """Euclidean distance (km), vectorized over ``(..., 3)``."""
+    return np.linalg.norm(np.asarray(pos_b, dtype=float) - np.asarray(pos_a, dtype=float), axis=-1)
+
+
+def elevation_deg(station: np.ndarray, target: np.ndarray, up: np.ndarray | None = None) -> np.ndarray:
+    """Elevation (deg) of ``target`` seen from ``station``; ``up`` defaults to the geocentric radial."""
+    station = np.asarray(station, dtype=float)
+    rel = np.asarray(target, dtype=float) - station
+    if up is None:
+        up = station / np.linalg.norm(station, axis=-1, keepdims=True)
+    s = np.einsum("...i,...i->...", rel, up) / np.linalg.norm(rel, axis=-1)
+    return np.degrees(np.arcsin(np.clip(s, -1.0, 1.0)))
+
+
+def space_visible(pos_a: np.ndarray, pos_b: np.ndarray, max_range_km: float,
+                  grazing_km: float = DEFAULT_GRAZING_KM, earth_radius_km: float = EARTH_RADIUS_KM,
+                  occlusion: bool = True) -> np.ndarray:
+    """Direct visibility test between two space nodes (range and, if ``occlusion``, the segment test)."""
+    ok = range_km(pos_a, pos_b) <= max_range_km
+    if occlusion:
+        ok &= line_of_sight(pos_a, pos_b, grazing_km, earth_radius_km)
+    return ok

@@ -1,0 +1,89 @@
+"""PNG figures of a contact plan (matplotlib, Agg backend).
+
+Satellites: ground tracks over the first orbit-ish span plus the contact
+edges at one instant between sub-satellite points. Drones: paths in the local
+frame plus contact edges at one instant. Edge counts are capped (a
+deterministic subsample) so big constellations stay readable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .plan import ContactPlan
+from .trajectory import Trajectories
+
+MAX_EDGES = 1500
+
+
+def _edges_at(plan: ContactPlan, t_s: float) -> np.ndarray:
+    w = plan.windows
+    sel = np.flatnonzero((w.t_start_s <= t_s) & (w.t_end_s >= t_s))
+    if sel.size > MAX_EDGES:
+        sel = sel[np.linspace(0, sel.size - 1, MAX_EDGES).astype(int)]
+    return np.stack([w.a[sel], w.b[sel]], axis=1) if sel.size else np.zeros((0, 2), dtype=int)
+
+
+def plot_contacts(plan: ContactPlan, traj: Trajectories, path: str | Path, t_s: float | None = None,
+                  title: str | None = None) -> Path:
+    """Write the figure to ``path`` and return it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    t_s = float(traj.times_s[0]) if t_s is None else float(t_s)
+    k = int(np.argmin(np.abs(traj.times_s - t_s)))
+    edges = _edges_at(plan, float(traj.times_s[k]))
+    fig, ax = plt.subplots(figsize=(11, 6), dpi=110)
+    if traj.frame == "TEME":
+        from orbits import geodetic_from_itrs, teme_to_itrs
+
+        span = traj.times_s <= traj.times_s[0] + 6000.0  # about one LEO orbit of track
+        moving = np.flatnonzero(traj.kinds == 0)
+        show = moving if moving.size <= 200 else moving[np.linspace(0, moving.size - 1, 200).astype(int)]
+        pos = traj.pos[:, :, :].transpose(1, 0, 2)
+        itrs = teme_to_itrs(pos[:, span], traj.start, traj.times_s[span])
+        lat, lon, _ = geodetic_from_itrs(itrs)
+        for i in show:
+            lo = lon[i].copy()
+            jumps = np.flatnonzero(np.abs(np.diff(lo)) > 180) + 1
+            lo = np.insert(lo, jumps, np.nan)
+            la = np.insert(lat[i], jumps, np.nan)
+            ax.plot(lo, la, lw=0.4, color="0.75", zorder=1)
+        itrs_k = teme_to_itrs(pos[:, k:k + 1], traj.start, traj.times_s[k:k + 1])
+        lat_k, lon_k, _ = geodetic_from_itrs(itrs_k[:, 0])
+        for a, b in edges:
+            if abs(lon_k[a] - lon_k[b]) < 180:
+                ax.plot([lon_k[a], lon_k[b]], [lat_k[a], lat_k[b]], lw=0.5, color="tab:blue",
+                        alpha=0.5, zorder=2)
+        sat = traj.kinds == 0
+        ax.scatter(lon_k[sat], lat_k[sat], s=6, color="tab:red", zorder=3, label="satellites")
+        if (~sat).any():
+            ax.scatter(lon_k[~sat], lat_k[~sat], s=40, marker="^", color="k", zorder=4,
+                       label="ground stations")
+        ax.set_xlim(-180, 180)
+        ax.set_ylim(-90, 90)
+        ax.set_xlabel("longitude (deg)")
+        ax.set_ylabel("latitude (deg)")
+    else:
+        for i in range(traj.n_nodes):
+            ax.plot(traj.pos[:, i, 0], traj.pos[:, i, 1], lw=0.6, color="0.75", zorder=1)
+        p = traj.pos[k]
+        for a, b in edges:
+            ax.plot([p[a, 0], p[b, 0]], [p[a, 1], p[b, 1]], lw=0.8, color="tab:blue", alpha=0.6, zorder=2)
+        ax.scatter(p[:, 0], p[:, 1], s=14, color="tab:red", zorder=3, label="drones")
+        ax.set_aspect("equal")
+        ax.set_xlabel("east (km)")
+        ax.set_ylabel("north (km)")
+    s = plan.summary()
+    ax.set_title(title or (f"{s['nodes']} nodes, {s['windows']} windows; "
+                           f"{len(edges)} links shown at t = {traj.times_s[k]:.0f} s"), fontsize=10)
+    ax.legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

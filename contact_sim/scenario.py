@@ -1,0 +1,467 @@
+"""Scenario files (TOML): the contact-simulation sections and their validation.
+
+Sections owned here (every key checked; unknown keys are errors)::
+
+    [constellation]            # or [drones], exactly one of the two
+    kind = "walker-delta"      # "walker-delta" | "walker-star" | "tle"
+    total = 24                 # satellites (Walker)
+    planes = 3
+    phasing = 1
+    altitude_km = 550.0
+    inclination_deg = 53.0
+    epoch = "2025-01-01T00:00:00Z"
+    # tle_file = "shell.tle"   # kind = "tle" (path relative to the scenario file)
+
+    [drones]
+    count = 12                 # random-waypoint model ...
+    area_km = 5.0
+    speed_m_s = 15.0
+    altitude_km = 0.1
+    pause_s = 0.0
+    seed = 0
+    radio_range_km = 1.5
+    # waypoints_csv = "drone_waypoints.csv"   # ... or waypoints from a file
+
+    [[ground_stations]]        # optional, satellite scenarios only
+    name = "Svalbard"
+    lat_deg = 78.23
+    lon_deg = 15.39
+    elevation_m = 500.0
+
+    [time]
+    start = "2025-01-01T00:00:00Z"   # defaults to the constellation epoch
+    duration_s = 86400.0
+    step_s = 60.0              # screening grid; edges are refined inside cells
+
+    [link]
+    model = "constant"         # or "shannon" (see contact_sim.link)
+    rate_bps = 100e6
+    max_range_km = 5000.0      # satellites; drones use drones.radio_range_km
+    grazing_altitude_km = 80.0
+    acquisition_s = 10.0
+    min_elevation_deg = 10.0   # ground-station mask
+    # tx_power_dbw, tx_gain_dbi, rx_gain_dbi, frequency_hz, bandwidth_hz,
+    # noise_temperature_k, losses_db, max_rate_bps, station_max_range_km
+
+    [rounds]
+    count = 4                  # with duration_s (default: horizon / count)
+    # duration_s = 21600.0
+    # boundaries_s = [0, 3600, 7200]   # or explicit boundaries
+
+Top-level tables owned by the learning side pass through untouched:
+``scenario``, ``data``, ``models``, ``fol``, ``methods``, ``run``, ``output``.
+Any other top-level key is an error. Relative paths resolve against the
+scenario file's folder.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from orbits import Constellation, OrbitError, parse_utc, read_tle, walker_delta, walker_star
+
+from .drones import drone_trajectories, random_waypoints, read_waypoints_csv
+from .errors import ContactError
+from .link import LinkModel
+from .plan import ContactPlan
+from .trajectory import GroundStation, Trajectories, satellite_trajectories
+from .windows import LinkGeometry, find_windows
+
+log = logging.getLogger(__name__)
+
+#: Top-level tables reserved for the learning side (passed through unchecked).
+RESERVED_TABLES = ("scenario", "data", "models", "fol", "methods", "run", "output")
+#: Tables validated here.
+CONTACT_TABLES = ("constellation", "drones", "ground_stations", "time", "link", "rounds")
+
+_CONSTELLATION_KEYS = {"kind", "total", "planes", "phasing", "altitude_km", "inclination_deg",
+                       "epoch", "tle_file"}
+_DRONE_KEYS = {"count", "area_km", "speed_m_s", "altitude_km", "pause_s", "seed", "radio_range_km",
+               "waypoints_csv"}
+_STATION_KEYS = {"name", "lat_deg", "lon_deg", "elevation_m"}
+_TIME_KEYS = {"start", "duration_s", "step_s"}
+_LINK_KEYS = {"model", "rate_bps", "max_range_km", "grazing_altitude_km", "acquisition_s",
+              "min_elevation_deg", "station_max_range_km", "tx_power_dbw", "tx_gain_dbi",
+              "rx_gain_dbi", "frequency_hz", "bandwidth_hz", "noise_temperature_k", "losses_db",
+              "max_rate_bps"}
+_ROUND_KEYS = {"count", "duration_s", "boundaries_s"}
+
+
+@dataclass
+class ConstellationConfig:
+    kind: str
+    total: int | None = None
+    planes: int | None = None
+    phasing: int = 0
+    altitude_km: float | None = None
+    inclination_deg: float | None = None
+    epoch: _dt.datetime | None = None
+    tle_file: Path | None = None
+
+
+@dataclass
+class DroneConfig:
+    radio_range_km: float
+    count: int | None = None
+    area_km: float = 5.0
+    speed_m_s: float = 15.0
+    altitude_km: float = 0.1
+    pause_s: float = 0.0
+    seed: int = 0
+    waypoints_csv: Path | None = None
+
+
+@dataclass
+class TimeConfig:
+    start: _dt.datetime | None
+    duration_s: float
+    step_s: float = 60.0
+
+
+@dataclass
+class RoundConfig:
+    count: int | None = None
+    duration_s: float | None = None
+    boundaries_s: list[float] | None = None
+
+
+@dataclass
+class ContactScenario:
+    """A validated scenario (contact part) plus the learning side's tables, untouched."""
+
+    path: Path | None
+    base_dir: Path
+    time: TimeConfig
+    link: LinkModel
+    geometry: LinkGeometry
+    rounds: RoundConfig
+    constellation: ConstellationConfig | None = None
+    drones: DroneConfig | None = None
+    ground_stations: list[GroundStation] = field(default_factory=list)
+    reserved: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return "constellation" if self.constellation is not None else "drones"
+
+
+# ---------------------------------------------------------------------------- field helpers
+
+class _Table:
+    """Typed access to one TOML table with error messages naming ``where.key``."""
+
+    def __init__(self, data: Any, where: str, allowed: set[str]) -> None:
+        if not isinstance(data, dict):
+            raise ContactError(f"{where}: expected a table")
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            raise ContactError(
+                f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+        self.data, self.where = data, where
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def _get(self, key: str, default: Any, required: bool) -> Any:
+        if key not in self.data:
+            if required:
+                raise ContactError(f"{self.where}.{key}: missing (required)")
+            return default
+        return self.data[key]
+
+    def num(self, key: str, default: float | None = None, required: bool = False,
+            positive: bool = False, nonneg: bool = False) -> float | None:
+        v = self._get(key, default, required)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
+            raise ContactError(f"{self.where}.{key}: expected a number, got {v!r}")
+        if positive and v <= 0:
+            raise ContactError(f"{self.where}.{key}: expected a positive number, got {v}")
+        if nonneg and v < 0:
+            raise ContactError(f"{self.where}.{key}: expected a number >= 0, got {v}")
+        return float(v)
+
+    def int(self, key: str, default: int | None = None, required: bool = False,
+            minimum: int | None = None) -> int | None:
+        v = self._get(key, default, required)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ContactError(f"{self.where}.{key}: expected an integer, got {v!r}")
+        if minimum is not None and v < minimum:
+            raise ContactError(f"{self.where}.{key}: expected an integer >= {minimum}, got {v}")
+        return v
+
+    def str(self, key: str, default: str | None = None, required: bool = False,
+            choices: tuple[str, ...] | None = None) -> str | None:
+        v = self._get(key, default, required)
+        if v is None:
+            return None
+        if not isinstance(v, str):
+            raise ContactError(f"{self.where}.{key}: expected a string, got {v!r}")
+        if choices and v not in choices:
+            raise ContactError(f"{self.where}.{key}: expected one of {', '.join(choices)}, got {v!r}")
+        return v
+
+    def path(self, key: str, base: Path, required: bool = False) -> Path | None:
+        v = self.str(key, required=required)
+        if v is None:
+            return None
+        p = Path(v).expanduser()
+        return p if p.is_absolute() else (base / p)
+
+    def time(self, key: str, required: bool = False) -> _dt.datetime | None:
+        v = self._get(key, None, required)
+        if v is None:
+            return None
+        if isinstance(v, _dt.datetime):
+            return parse_utc(v)
+        if not isinstance(v, str):
+            raise ContactError(f"{self.where}.{key}: expected an ISO-8601 UTC time string, got {v!r}")
+        try:
+            return parse_utc(v, field=f"{self.where}.{key}")
+        except OrbitError as exc:
+            raise ContactError(str(exc)) from None
+
+
+# ---------------------------------------------------------------------------- parsing
+
+def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | None = None
+                           ) -> ContactScenario:
+    """Validate the contact sections of a parsed TOML document.
+
+    ``base_dir`` resolves relative paths; ``path`` is only used in messages.
+    """
+    base_dir = Path(base_dir)
+    src = str(path) if path is not None else "scenario"
+    if not isinstance(data, dict):
+        raise ContactError(f"{src}: expected a TOML document (table)")
+    for key in data:
+        if key not in RESERVED_TABLES and key not in CONTACT_TABLES:
+            raise ContactError(
+                f"{src}: unknown top-level key {key!r} (contact tables: {', '.join(CONTACT_TABLES)}; "
+                f"reserved: {', '.join(RESERVED_TABLES)})")
+    has_c, has_d = "constellation" in data, "drones" in data
+    if has_c == has_d:
+        raise ContactError(f"{src}: expected exactly one of [constellation] or [drones]")
+
+    constellation = drones = None
+    if has_c:
+        t = _Table(data["constellation"], "constellation", _CONSTELLATION_KEYS)
+        kind = t.str("kind", required=True, choices=("walker-delta", "walker-star", "tle"))
+        if kind == "tle":
+            for k in ("total", "planes", "phasing", "altitude_km", "inclination_deg", "epoch"):
+                if t.has(k):
+                    raise ContactError(f"constellation.{k}: not used with kind = 'tle'")
+            constellation = ConstellationConfig(kind, tle_file=t.path("tle_file", base_dir, required=True))
+        else:
+            if t.has("tle_file"):
+                raise ContactError("constellation.tle_file: only used with kind = 'tle'")
+            constellation = ConstellationConfig(
+                kind, total=t.int("total", required=True, minimum=1),
+                planes=t.int("planes", required=True, minimum=1),
+                phasing=t.int("phasing", 0, minimum=0),
+                altitude_km=t.num("altitude_km", required=True, positive=True),
+                inclination_deg=t.num("inclination_deg", required=True),
+                epoch=t.time("epoch", required=True))
+            if not 0.0 <= constellation.inclination_deg <= 180.0:
+                raise ContactError(
+                    f"constellation.inclination_deg: expected 0..180 deg, got {constellation.inclination_deg}")
+            if constellation.phasing >= constellation.planes:
+                raise ContactError(
+                    f"constellation.phasing: expected 0..{constellation.planes - 1}, got {constellation.phasing}")
+            if constellation.total % constellation.planes:
+                raise ContactError(
+                    f"constellation.planes: {constellation.planes} planes do not divide "
+                    f"{constellation.total} satellites evenly")
+    else:
+        t = _Table(data["drones"], "drones", _DRONE_KEYS)
+        drones = DroneConfig(
+            radio_range_km=t.num("radio_range_km", required=True, positive=True),
+            count=t.int("count", None, minimum=1),
+            area_km=t.num("area_km", 5.0, positive=True),
+            speed_m_s=t.num("speed_m_s", 15.0, positive=True),
+            altitude_km=t.num("altitude_km", 0.1),
+            pause_s=t.num("pause_s", 0.0, nonneg=True),
+            seed=t.int("seed", 0),
+            waypoints_csv=t.path("waypoints_csv", base_dir))
+        if (drones.count is None) == (drones.waypoints_csv is None):
+            raise ContactError("drones: give either count (random waypoints) or waypoints_csv")
+        if drones.waypoints_csv is not None:
+            for k in ("area_km", "speed_m_s", "pause_s", "seed", "altitude_km"):
+                if t.has(k):
+                    raise ContactError(f"drones.{k}: not used with waypoints_csv")
+
+    stations: list[GroundStation] = []
+    gs = data.get("ground_stations", [])
+    if gs:
+        if not has_c:
+            raise ContactError("ground_stations: only supported with a [constellation]")
+        if not isinstance(gs, list):
+            raise ContactError("ground_stations: expected an array of tables [[ground_stations]]")
+        for i, entry in enumerate(gs):
+            st = _Table(entry, f"ground_stations[{i}]", _STATION_KEYS)
+            lat = st.num("lat_deg", required=True)
+            lon = st.num("lon_deg", required=True)
+            if not -90 <= lat <= 90:
+                raise ContactError(f"ground_stations[{i}].lat_deg: expected -90..90, got {lat}")
+            if not -180 <= lon <= 360:
+                raise ContactError(f"ground_stations[{i}].lon_deg: expected -180..360, got {lon}")
+            stations.append(GroundStation(st.str("name", f"GS-{i}"), lat, lon,
+                                          st.num("elevation_m", 0.0)))
+
+    if "time" not in data:
+        raise ContactError(f"{src}: missing [time] table (start, duration_s, step_s)")
+    t = _Table(data["time"], "time", _TIME_KEYS)
+    start = t.time("start")
+    if start is None and constellation is not None:
+        start = constellation.epoch
+    if start is None and constellation is not None and constellation.kind == "tle":
+        raise ContactError("time.start: required with a TLE constellation")
+    time = TimeConfig(start, t.num("duration_s", required=True, positive=True),
+                      t.num("step_s", 60.0, positive=True))
+    if time.step_s > time.duration_s:
+        raise ContactError(f"time.step_s: {time.step_s} s exceeds time.duration_s ({time.duration_s} s)")
+
+    lt = _Table(data.get("link", {}), "link", _LINK_KEYS)
+    model_kw: dict[str, Any] = {"model": lt.str("model", "constant", choices=("constant", "shannon"))}
+    for key in ("rate_bps", "frequency_hz", "bandwidth_hz", "noise_temperature_k", "max_rate_bps"):
+        if lt.has(key):
+            model_kw[key] = lt.num(key, positive=True)
+    for key in ("tx_power_dbw", "tx_gain_dbi", "rx_gain_dbi", "losses_db"):
+        if lt.has(key):
+            model_kw[key] = lt.num(key)
+    if lt.has("acquisition_s"):
+        model_kw["acquisition_s"] = lt.num("acquisition_s", nonneg=True)
+    link = LinkModel(**model_kw)
+    if drones is not None:
+        for key in ("max_range_km", "grazing_altitude_km", "min_elevation_deg", "station_max_range_km"):
+            if lt.has(key):
+                hint = " (use drones.radio_range_km)" if key == "max_range_km" else ""
+                raise ContactError(f"link.{key}: not used in drone scenarios{hint}")
+        geometry = LinkGeometry(max_range_km=drones.radio_range_km, occlusion=False)
+    else:
+        geometry = LinkGeometry(
+            max_range_km=lt.num("max_range_km", required=True, positive=True),
+            grazing_altitude_km=lt.num("grazing_altitude_km", 80.0, nonneg=True),
+            min_elevation_deg=lt.num("min_elevation_deg", 10.0),
+            station_max_range_km=lt.num("station_max_range_km", None, positive=True))
+
+    rt = _Table(data.get("rounds", {}), "rounds", _ROUND_KEYS)
+    rounds = RoundConfig(rt.int("count", None, minimum=1), rt.num("duration_s", None, positive=True))
+    if rt.has("boundaries_s"):
+        b = rt.data["boundaries_s"]
+        if rounds.duration_s is not None:
+            raise ContactError("rounds: give either duration_s or boundaries_s, not both")
+        if (not isinstance(b, list) or len(b) < 2
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in b)):
+            raise ContactError("rounds.boundaries_s: expected a list of at least two numbers (s)")
+        if any(y <= x for x, y in zip(b, b[1:])):
+            raise ContactError("rounds.boundaries_s: expected strictly increasing times")
+        if b[0] < 0 or b[-1] > time.duration_s + 1e-9:
+            raise ContactError(
+                f"rounds.boundaries_s: expected times within 0..{time.duration_s} s (time.duration_s)")
+        if rounds.count is not None and rounds.count != len(b) - 1:
+            raise ContactError(
+                f"rounds.count: {rounds.count} does not match {len(b) - 1} rounds in boundaries_s")
+        rounds.boundaries_s = [float(x) for x in b]
+    elif rounds.duration_s is not None:
+        n = rounds.count or int(np.floor(time.duration_s / rounds.duration_s + 1e-9))
+        if n < 1 or n * rounds.duration_s > time.duration_s + 1e-6:
+            raise ContactError(
+                f"rounds: {n} rounds of {rounds.duration_s} s exceed time.duration_s ({time.duration_s} s)")
+        rounds.count = n
+
+    reserved = {k: v for k, v in data.items() if k in RESERVED_TABLES}
+    return ContactScenario(Path(path) if path else None, base_dir, time, link, geometry, rounds,
+                           constellation, drones, stations, reserved)
+
+
+def load_contact_scenario(path: str | Path) -> ContactScenario:
+    """Read and validate a scenario TOML file."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ContactError(f"{path}: scenario file not found") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ContactError(f"{path}: invalid TOML ({exc})") from None
+    return parse_contact_scenario(data, path.resolve().parent, path)
+
+
+# ---------------------------------------------------------------------------- building
+
+def round_boundaries(scenario: ContactScenario) -> np.ndarray:
+    """Round boundaries (s from start); one round over the horizon by default."""
+    r, horizon = scenario.rounds, scenario.time.duration_s
+    if r.boundaries_s is not None:
+        return np.asarray(r.boundaries_s, dtype=float)
+    if r.duration_s is not None:
+        return np.arange(r.count + 1) * r.duration_s
+    n = r.count or 1
+    return np.linspace(0.0, horizon, n + 1)
+
+
+def build_constellation(scenario: ContactScenario) -> Constellation:
+    """The scenario's satellites (Walker shell or TLE file)."""
+    c = scenario.constellation
+    if c is None:
+        raise ContactError("scenario has no [constellation]")
+    try:
+        if c.kind == "tle":
+            return read_tle(c.tle_file)
+        build = walker_delta if c.kind == "walker-delta" else walker_star
+        return build(c.total, c.planes, c.phasing, c.altitude_km, c.inclination_deg, c.epoch)
+    except OrbitError as exc:
+        raise ContactError(str(exc)) from None
+
+
+def build_trajectories(scenario: ContactScenario) -> Trajectories:
+    """Node trajectories of the scenario on its time grid."""
+    t = scenario.time
+    if scenario.constellation is not None:
+        constellation = build_constellation(scenario)
+        return satellite_trajectories(constellation, t.start, t.duration_s, t.step_s,
+                                      scenario.ground_stations or None)
+    d = scenario.drones
+    if d.waypoints_csv is not None:
+        wps = read_waypoints_csv(d.waypoints_csv)
+    else:
+        wps = random_waypoints(d.count, d.area_km, d.speed_m_s, t.duration_s, d.seed,
+                               d.altitude_km, d.pause_s)
+    traj = drone_trajectories(wps, t.duration_s, t.step_s)
+    traj.start = t.start
+    return traj
+
+
+def plan_from_trajectories(traj: Trajectories, scenario: ContactScenario, workers: int = 1) -> ContactPlan:
+    """Windows + capacities + rounds for already built trajectories."""
+    rate_fn = scenario.link.rate_at if scenario.link.needs_integration else None
+    windows = find_windows(traj, scenario.geometry, rate_fn=rate_fn, workers=workers)
+    kinds = ["ground_station" if k else ("satellite" if traj.frame == "TEME" else "drone")
+             for k in traj.kinds]
+    meta = {"scenario": str(scenario.path) if scenario.path else None, "kind": scenario.kind,
+            "step_s": scenario.time.step_s, "duration_s": scenario.time.duration_s,
+            "max_range_km": scenario.geometry.max_range_km,
+            "grazing_altitude_km": scenario.geometry.grazing_altitude_km}
+    if scenario.drones is not None and scenario.drones.count is not None:
+        meta["seed"] = scenario.drones.seed
+    return ContactPlan(traj.names, windows, scenario.link, round_boundaries(scenario),
+                       scenario.time.start, kinds, meta)
+
+
+def compute_contacts(scenario: ContactScenario, workers: int = 1) -> ContactPlan:
+    """Build trajectories, find windows and return the :class:`ContactPlan`."""
+    traj = build_trajectories(scenario)
+    log.info("%d nodes, %d grid times", traj.n_nodes, traj.times_s.size)
+    return plan_from_trajectories(traj, scenario, workers)

@@ -1,0 +1,134 @@
+"""Node trajectories sampled on a time grid: the input of the window finder.
+
+A :class:`Trajectories` holds positions (km) and velocities (km/s) of every
+node at grid times ``times_s`` (seconds from ``start``), time-major
+(``(n_times, n_nodes, 3)``). Velocities are given on both sides of each grid
+time (``vel_right``: just after, ``vel_left``: just before) so piecewise
+linear motion (drones) is represented exactly when its turn times are grid
+points; for orbits the two are the same array.
+
+Satellites: positions from vectorized SGP4 in TEME. Ground stations: WGS-84
+points rotated into TEME with Skyfield (velocity = Earth rotation x r).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from orbits import Constellation, OrbitError, ground_points_itrs, itrs_to_teme, parse_utc
+from orbits.propagation import propagate_offsets
+
+from .errors import ContactError
+
+log = logging.getLogger(__name__)
+
+#: Node kinds.
+MOVING, STATION = 0, 1
+#: Earth rotation rate (rad/s) used for ground-station velocities in TEME.
+EARTH_ROTATION_RAD_S = 7.2921158553e-5
+
+
+@dataclass
+class GroundStation:
+    """A ground station: WGS-84 latitude/longitude (deg), elevation (m)."""
+
+    name: str
+    lat_deg: float
+    lon_deg: float
+    elevation_m: float = 0.0
+
+
+@dataclass
+class Trajectories:
+    """Positions/velocities of ``n_nodes`` nodes on a time grid (km, km/s, s)."""
+
+    names: list[str]
+    kinds: np.ndarray
+    times_s: np.ndarray
+    pos: np.ndarray
+    vel_right: np.ndarray
+    vel_left: np.ndarray
+    start: _dt.datetime | None = None
+    frame: str = "TEME"
+    smooth: bool = True
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n_t, n = self.times_s.size, len(self.names)
+        for nm in ("pos", "vel_right", "vel_left"):
+            arr = getattr(self, nm)
+            if arr.shape != (n_t, n, 3):
+                raise ContactError(f"trajectories.{nm}: expected shape {(n_t, n, 3)}, got {arr.shape}")
+        if n_t < 2 or np.any(np.diff(self.times_s) <= 0):
+            raise ContactError("trajectories.times_s: expected at least 2 strictly increasing times")
+        self.kinds = np.asarray(self.kinds, dtype=np.int8)
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.names)
+
+    @property
+    def duration_s(self) -> float:
+        return float(self.times_s[-1] - self.times_s[0])
+
+    def max_speed_km_s(self) -> float:
+        """Largest node speed on the grid (both velocity sides)."""
+        return float(max(np.sqrt((self.vel_right**2).sum(-1)).max(),
+                         np.sqrt((self.vel_left**2).sum(-1)).max()))
+
+
+def time_grid(duration_s: float, step_s: float) -> np.ndarray:
+    """Grid ``0, step, 2 step, ..., duration`` (the last cell may be shorter)."""
+    if not np.isfinite(duration_s) or duration_s <= 0:
+        raise ContactError(f"time.duration_s: expected a positive number of seconds, got {duration_s}")
+    if not np.isfinite(step_s) or step_s <= 0:
+        raise ContactError(f"time.step_s: expected a positive number of seconds, got {step_s}")
+    n = int(np.floor(duration_s / step_s + 1e-9))
+    grid = np.arange(n + 1) * float(step_s)
+    if duration_s - grid[-1] > 1e-6:
+        grid = np.append(grid, float(duration_s))
+    return grid
+
+
+def station_positions_teme(stations: list[GroundStation], start: _dt.datetime,
+                           times_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """TEME positions (km) and velocities (km/s) of ground stations, ``(n_times, n_st, 3)``."""
+    itrs = ground_points_itrs([s.lat_deg for s in stations], [s.lon_deg for s in stations],
+                              [s.elevation_m for s in stations])
+    rep = np.repeat(itrs[:, None, :], times_s.size, axis=1)
+    pos = itrs_to_teme(rep, start, times_s).transpose(1, 0, 2)
+    omega = np.array([0.0, 0.0, EARTH_ROTATION_RAD_S])
+    vel = np.cross(omega, pos)
+    return np.ascontiguousarray(pos), np.ascontiguousarray(vel)
+
+
+def satellite_trajectories(constellation: Constellation, start: _dt.datetime | str,
+                           duration_s: float, step_s: float = 60.0,
+                           stations: list[GroundStation] | None = None) -> Trajectories:
+    """SGP4 trajectories of a constellation (plus optional ground stations) on a grid.
+
+    ``step_s`` is the screening grid, not the accuracy: window edges are
+    refined inside each cell. 60 s keeps the cubic (Hermite) interpolation of
+    LEO positions below 1 m.
+    """
+    start = parse_utc(start, field="time.start")
+    grid = time_grid(duration_s, step_s)
+    try:
+        r, v = propagate_offsets(constellation, start, grid)
+    except OrbitError as exc:
+        raise ContactError(f"propagation failed: {exc}") from None
+    pos = np.ascontiguousarray(r.transpose(1, 0, 2))
+    vel = np.ascontiguousarray(v.transpose(1, 0, 2))
+    names = list(constellation.names)
+    kinds = np.zeros(len(names), dtype=np.int8)
+    if stations:
+        sp, sv = station_positions_teme(stations, start, grid)
+        pos = np.concatenate([pos, sp], axis=1)
+        vel = np.concatenate([vel, sv], axis=1)
+        names += [s.name for s in stations]
+        kinds = np.concatenate([kinds, np.full(len(stations), STATION, dtype=np.int8)])
+    return Trajectories(names, kinds, grid, pos, vel, vel, start, "TEME", True)

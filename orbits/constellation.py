@@ -1,0 +1,161 @@
+"""Walker constellations built directly with ``Satrec.sgp4init`` (no TLE download).
+
+Walker notation ``i: T/P/F``: ``T`` satellites in ``P`` equally spaced planes
+(``S = T/P`` per plane), inclination ``i``, relative phasing ``F`` in
+``0..P-1``. Satellite ``j`` of plane ``p`` has
+
+* right ascension of the ascending node ``RAAN = p * spread / P`` with
+  ``spread = 360 deg`` (Walker delta) or ``180 deg`` (Walker star / polar);
+* mean anomaly ``M = 360 deg * (j / S + F * p / T)``.
+
+Orbits are circular (eccentricity ``1e-7``; SGP4 needs ``e > 0``), with the
+SGP4 (Kozai) mean motion set to the Keplerian value ``sqrt(mu / a^3)`` for
+``a = R_earth + altitude`` (WGS-72 ``mu`` and ``R_earth``, as SGP4 uses).
+J2 makes the measured nodal period differ from ``2 pi sqrt(a^3/mu)`` by
+about ``1.5 J2 (R/a)^2 (3 - 4 sin^2 i)`` (0.06 % at 550 km, 53 deg).
+
+Example:
+    >>> from orbits.timeutil import parse_utc
+    >>> c = walker_delta(24, 3, 1, 550.0, 53.0, parse_utc("2025-01-01T00:00:00Z"))
+    >>> len(c), c.names[0], c.planes[-1], c.slots[-1]
+    (24, 'WD-P00-S00', 2, 7)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from sgp4.api import Satrec
+
+from .constants import EARTH_RADIUS_KM, MU_KM3_S2, SGP4_GRAVITY
+from .errors import OrbitError
+from .timeutil import parse_utc, sgp4_epoch_days
+
+#: Eccentricity used for "circular" orbits (SGP4 rejects exactly zero in places).
+CIRCULAR_ECCENTRICITY = 1e-7
+
+
+@dataclass
+class Constellation:
+    """A set of SGP4 satellites with names and (for Walker shells) plane/slot.
+
+    ``satrecs[i]`` is the ``sgp4.api.Satrec`` of satellite ``names[i]``;
+    ``planes``/``slots`` are -1 when unknown (satellites read from TLE files).
+    """
+
+    names: list[str]
+    satrecs: list[Satrec]
+    epoch: _dt.datetime | None = None
+    planes: list[int] = field(default_factory=list)
+    slots: list[int] = field(default_factory=list)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.names) != len(self.satrecs):
+            raise OrbitError(
+                f"constellation: {len(self.names)} names for {len(self.satrecs)} satellites"
+            )
+        if not self.planes:
+            self.planes = [-1] * len(self.names)
+        if not self.slots:
+            self.slots = [-1] * len(self.names)
+
+    def __len__(self) -> int:
+        return len(self.satrecs)
+
+
+def mean_motion_rad_min(altitude_km: float) -> float:
+    """Keplerian mean motion (rad/min) of a circular orbit at ``altitude_km``."""
+    a = EARTH_RADIUS_KM + altitude_km
+    return math.sqrt(MU_KM3_S2 / a**3) * 60.0
+
+
+def keplerian_period_s(altitude_km: float) -> float:
+    """``2 pi sqrt(a^3 / mu)`` in seconds for ``a = R_earth + altitude_km`` (WGS-72)."""
+    a = EARTH_RADIUS_KM + altitude_km
+    return 2.0 * math.pi * math.sqrt(a**3 / MU_KM3_S2)
+
+
+def circular_satrec(satnum: int, epoch: _dt.datetime, altitude_km: float,
+                    inclination_deg: float, raan_deg: float, mean_anomaly_deg: float) -> Satrec:
+    """One circular-orbit ``Satrec`` from SGP4 mean elements (no drag).
+
+    Angles in degrees, altitude in km above the WGS-72 equatorial radius.
+    """
+    sat = Satrec()
+    sat.sgp4init(
+        SGP4_GRAVITY, "i", int(satnum), sgp4_epoch_days(epoch),
+        0.0, 0.0, 0.0,  # bstar, ndot, nddot
+        CIRCULAR_ECCENTRICITY,
+        0.0,  # argument of perigee, rad
+        math.radians(inclination_deg),
+        math.radians(mean_anomaly_deg % 360.0),
+        mean_motion_rad_min(altitude_km),
+        math.radians(raan_deg % 360.0),
+    )
+    if sat.error:
+        raise OrbitError(f"satellite {satnum}: sgp4init failed with error code {sat.error}")
+    return sat
+
+
+def _check_walker(total: int, planes: int, phasing: int, altitude_km: float,
+                  inclination_deg: float) -> None:
+    for name, value in (("total", total), ("planes", planes), ("phasing", phasing)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise OrbitError(f"constellation.{name}: expected an integer, got {value!r}")
+    if total < 1:
+        raise OrbitError(f"constellation.total: expected a positive satellite count, got {total}")
+    if planes < 1:
+        raise OrbitError(f"constellation.planes: expected a positive plane count, got {planes}")
+    if total % planes:
+        raise OrbitError(
+            f"constellation.planes: {planes} planes do not divide {total} satellites evenly"
+        )
+    if not 0 <= phasing < planes:
+        raise OrbitError(f"constellation.phasing: expected 0..{planes - 1}, got {phasing}")
+    if not 100.0 <= float(altitude_km) <= 50000.0:
+        raise OrbitError(
+            f"constellation.altitude_km: expected 100..50000 km above the Earth, got {altitude_km}"
+        )
+    if not 0.0 <= float(inclination_deg) <= 180.0:
+        raise OrbitError(
+            f"constellation.inclination_deg: expected 0..180 deg, got {inclination_deg}"
+        )
+
+
+def walker(total: int, planes: int, phasing: int, altitude_km: float, inclination_deg: float,
+           epoch: _dt.datetime | str, raan_spread_deg: float = 360.0,
+           name_prefix: str = "WD", first_satnum: int = 1) -> Constellation:
+    """Generic Walker shell; ``raan_spread_deg`` 360 (delta) or 180 (star)."""
+    _check_walker(total, planes, phasing, altitude_km, inclination_deg)
+    epoch = parse_utc(epoch, field="constellation.epoch")
+    per_plane = total // planes
+    names, sats, plane_ids, slot_ids = [], [], [], []
+    for p in range(planes):
+        raan = raan_spread_deg * p / planes
+        for j in range(per_plane):
+            m = 360.0 * (j / per_plane + phasing * p / total)
+            satnum = first_satnum + p * per_plane + j
+            sats.append(circular_satrec(satnum, epoch, altitude_km, inclination_deg, raan, m))
+            names.append(f"{name_prefix}-P{p:02d}-S{j:02d}")
+            plane_ids.append(p)
+            slot_ids.append(j)
+    kind = "delta" if raan_spread_deg == 360.0 else "star"
+    desc = (f"Walker-{kind} {inclination_deg:g} deg: {total}/{planes}/{phasing}, "
+            f"{altitude_km:g} km")
+    return Constellation(names, sats, epoch, plane_ids, slot_ids, desc)
+
+
+def walker_delta(total: int, planes: int, phasing: int, altitude_km: float,
+                 inclination_deg: float, epoch: _dt.datetime | str) -> Constellation:
+    """Walker-delta shell: planes spread over 360 deg of RAAN (e.g. Starlink 1584/72/1, 53 deg)."""
+    return walker(total, planes, phasing, altitude_km, inclination_deg, epoch, 360.0, "WD")
+
+
+def walker_star(total: int, planes: int, phasing: int, altitude_km: float,
+                inclination_deg: float, epoch: _dt.datetime | str) -> Constellation:
+    """Walker-star (polar) shell: planes spread over 180 deg of RAAN (e.g. Iridium 66/6/2, 86.4 deg)."""
+    return walker(total, planes, phasing, altitude_km, inclination_deg, epoch, 180.0, "WS")

@@ -1,0 +1,89 @@
+"""Vectorized SGP4 propagation of many satellites over many times.
+
+Positions and velocities are in the TEME frame (SGP4's native frame), in km
+and km/s. ``SatrecArray.sgp4`` runs the C++ SGP4 over the full
+satellites x times grid in one call.
+
+Example:
+    >>> from orbits.constellation import walker_delta
+    >>> c = walker_delta(6, 2, 1, 550.0, 53.0, "2025-01-01T00:00:00Z")
+    >>> r, v = propagate_offsets(c, c.epoch, [0.0, 60.0, 120.0])
+    >>> r.shape, v.shape
+    ((6, 3, 3), (6, 3, 3))
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Sequence
+
+import numpy as np
+from sgp4.api import SGP4_ERRORS, Satrec, SatrecArray
+
+from .constellation import Constellation
+from .errors import OrbitError
+from .timeutil import julian_dates, parse_utc
+
+
+def _satrecs(sats: Constellation | Sequence[Satrec]) -> tuple[list[Satrec], list[str]]:
+    if isinstance(sats, Constellation):
+        return list(sats.satrecs), list(sats.names)
+    sats = list(sats)
+    return sats, [f"satellite {i}" for i in range(len(sats))]
+
+
+def propagate(sats: Constellation | Sequence[Satrec], jd: np.ndarray, fr: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """TEME positions (km) and velocities (km/s), each shaped ``(n_sat, n_times, 3)``.
+
+    ``jd``/``fr`` are UTC Julian dates split in whole and fraction
+    (see :func:`orbits.timeutil.julian_dates`). Any SGP4 error code (decay,
+    eccentricity out of range, ...) raises :class:`OrbitError` naming the
+    first failing satellite and time.
+    """
+    satrecs, names = _satrecs(sats)
+    if not satrecs:
+        raise OrbitError("propagate: no satellites given")
+    jd = np.ascontiguousarray(jd, dtype=float).ravel()
+    fr = np.ascontiguousarray(fr, dtype=float).ravel()
+    if jd.shape != fr.shape:
+        raise OrbitError(f"propagate: jd and fr shapes differ ({jd.shape} vs {fr.shape})")
+    err, r, v = SatrecArray(satrecs).sgp4(jd, fr)
+    if err.any():
+        i, k = np.argwhere(err)[0]
+        code = int(err[i, k])
+        raise OrbitError(
+            f"{names[i]}: SGP4 error {code} at JD {jd[k] + fr[k]:.6f} "
+            f"({SGP4_ERRORS.get(code, 'unknown error')})"
+        )
+    return r, v
+
+
+def propagate_offsets(sats: Constellation | Sequence[Satrec], start: _dt.datetime | str,
+                      offsets_s: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Like :func:`propagate` for times ``start + offsets_s`` (seconds, UTC)."""
+    jd, fr = julian_dates(parse_utc(start, field="start"), offsets_s)
+    return propagate(sats, jd, fr)
+
+
+def propagate_pairs(sats: Constellation | Sequence[Satrec], index: np.ndarray,
+                    jd: np.ndarray, fr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions/velocities of satellite ``index[m]`` at time ``(jd[m], fr[m])``, shape ``(m, 3)``.
+
+    Useful for spot checks at scattered (satellite, time) pairs; one
+    ``sgp4_array`` call per distinct satellite.
+    """
+    satrecs, names = _satrecs(sats)
+    index = np.asarray(index, dtype=int).ravel()
+    jd = np.asarray(jd, dtype=float).ravel()
+    fr = np.asarray(fr, dtype=float).ravel()
+    r = np.empty((index.size, 3))
+    v = np.empty((index.size, 3))
+    for s in np.unique(index):
+        sel = np.flatnonzero(index == s)
+        e, rs, vs = satrecs[s].sgp4_array(jd[sel], fr[sel])
+        if e.any():
+            code = int(e[e != 0][0])
+            raise OrbitError(f"{names[s]}: SGP4 error {code} ({SGP4_ERRORS.get(code, 'unknown')})")
+        r[sel], v[sel] = rs, vs
+    return r, v

@@ -1,0 +1,93 @@
+"""Time handling: UTC parsing, Julian dates for SGP4, Skyfield time scales.
+
+SGP4 takes UTC Julian dates split as ``(jd, fr)`` (whole + fraction, the split
+keeps sub-millisecond precision). Skyfield's built-in time scale (no download:
+``load.timescale(builtin=True)``) gives the leap seconds and UT1 needed for
+frame conversions.
+
+Example:
+    >>> start = parse_utc("2025-03-01T00:00:00Z", field="time.start")
+    >>> jd, fr = julian_dates(start, [0.0, 60.0])
+    >>> float(jd[0]), round(float(fr[1]) * 86400, 6)
+    (2460735.5, 60.0)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from functools import lru_cache
+
+import numpy as np
+
+from .constants import DAY_S, SGP4_EPOCH_ORIGIN_JD
+from .errors import OrbitError
+
+_J2000_UNIX = _dt.datetime(2000, 1, 1, 12, tzinfo=_dt.timezone.utc)
+_JD_J2000 = 2451545.0
+
+
+@lru_cache(maxsize=1)
+def timescale():
+    """Skyfield's built-in timescale (offline; cached)."""
+    from skyfield.api import load
+
+    return load.timescale(builtin=True)
+
+
+def parse_utc(value: str | _dt.datetime, field: str = "epoch") -> _dt.datetime:
+    """Parse an ISO-8601 UTC instant (``2025-03-01T00:00:00Z``) into an aware datetime.
+
+    Naive strings are taken as UTC; other offsets are converted to UTC.
+    Raises :class:`OrbitError` naming ``field`` when the text is not ISO-8601.
+    """
+    if isinstance(value, _dt.datetime):
+        dt = value
+    else:
+        text = str(value).strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            dt = _dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise OrbitError(
+                f"{field}: expected an ISO-8601 UTC time like 2025-03-01T00:00:00Z, got {value!r}"
+            ) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=_dt.timezone.utc)
+    return dt.astimezone(_dt.timezone.utc)
+
+
+def julian_date(instant: _dt.datetime) -> tuple[float, float]:
+    """UTC Julian date of ``instant`` as ``(whole, fraction)``; whole ends in .5."""
+    instant = parse_utc(instant)
+    midnight = instant.replace(hour=0, minute=0, second=0, microsecond=0)
+    days = (midnight - _J2000_UNIX).days + (midnight - _J2000_UNIX).seconds / DAY_S
+    whole = _JD_J2000 + days  # exact: the offset is -0.5 + integer days
+    frac = (instant - midnight) / _dt.timedelta(days=1)
+    return float(whole), float(frac)
+
+
+def julian_dates(start: _dt.datetime, offsets_s) -> tuple[np.ndarray, np.ndarray]:
+    """UTC Julian dates ``(jd, fr)`` for ``start + offsets_s`` (seconds), vectorized.
+
+    ``jd`` stays at the whole date of ``start`` and ``fr`` carries the offset
+    (SGP4 accepts fractions beyond 1), which keeps the time resolution uniform.
+    """
+    whole, frac = julian_date(start)
+    offsets = np.asarray(offsets_s, dtype=float)
+    return np.full(offsets.shape, whole), frac + offsets / DAY_S
+
+
+def sgp4_epoch_days(instant: _dt.datetime) -> float:
+    """Days since 1949-12-31 00:00 UTC, the epoch argument of ``Satrec.sgp4init``."""
+    whole, frac = julian_date(instant)
+    return (whole - SGP4_EPOCH_ORIGIN_JD) + frac
+
+
+def skyfield_times(start: _dt.datetime, offsets_s):
+    """Skyfield ``Time`` array for ``start + offsets_s`` (UTC seconds)."""
+    ts = timescale()
+    start = parse_utc(start)
+    offsets = np.asarray(offsets_s, dtype=float)
+    return ts.utc(start.year, start.month, start.day, start.hour, start.minute,
+                  start.second + start.microsecond * 1e-6 + offsets)

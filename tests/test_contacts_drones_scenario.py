@@ -1,0 +1,192 @@
+"""Drone mobility, scenario files and the ``contacts`` CLI."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+
+import numpy as np
+import pytest
+
+from contact_sim import (ContactError, LinkGeometry, compute_contacts, drone_trajectories,
+                         find_windows, load_contact_scenario, parse_contact_scenario,
+                         random_waypoints, read_waypoints_csv, windows_from_samples,
+                         write_waypoints_csv)
+from contact_sim.cli import add_contacts_parser, run_contacts
+from contact_sim.drones import _interp
+
+LEO = """
+[constellation]
+kind = "walker-delta"
+total = 12
+planes = 3
+phasing = 1
+altitude_km = 550.0
+inclination_deg = 53.0
+epoch = "2025-03-01T00:00:00Z"
+
+[time]
+duration_s = 3600.0
+step_s = 60.0
+
+[link]
+model = "constant"
+rate_bps = 1e8
+max_range_km = 5000.0
+
+[rounds]
+count = 2
+"""
+
+
+def _write(tmp_path, text, name="s.toml"):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_random_waypoints_are_seeded_and_respect_speed():
+    a = random_waypoints(4, 3.0, 12.0, 900.0, seed=5)
+    b = random_waypoints(4, 3.0, 12.0, 900.0, seed=5)
+    c = random_waypoints(4, 3.0, 12.0, 900.0, seed=6)
+    assert all(np.array_equal(x.xyz_km, y.xyz_km) for x, y in zip(a, b))
+    assert not np.array_equal(a[0].xyz_km, c[0].xyz_km)
+    for d in a:
+        speed = np.linalg.norm(np.diff(d.xyz_km, axis=0), axis=1) / np.diff(d.t_s)
+        assert np.allclose(speed, 0.012) and d.t_s[-1] >= 900.0
+        assert (d.xyz_km[:, :2] >= 0).all() and (d.xyz_km[:, :2] <= 3.0).all()
+
+
+def test_drone_windows_match_brute_force_scan():
+    wps = random_waypoints(8, 3.0, 15.0, 1800.0, seed=3, pause_s=15.0)
+    traj = drone_trajectories(wps, 1800.0, 30.0)
+    table = find_windows(traj, LinkGeometry(max_range_km=1.0, occlusion=False))
+    t = np.arange(0.0, 1800.0 + 1e-9, 0.25)
+    pos = np.stack([_interp(w, t) for w in wps])
+    edges = 0
+    for a in range(8):
+        for b in range(a + 1, 8):
+            vis = np.linalg.norm(pos[a] - pos[b], axis=1) <= 1.0
+            ref = windows_from_samples(t, vis)
+            got = table.pair(a, b)
+            ref = [(s, e) for s, e in ref if e - s > 0.5]  # sub-sample blips cannot be compared
+            mine = [(s, e) for s, e in zip(got.t_start_s, got.t_end_s) if e - s > 0.5]
+            assert len(ref) == len(mine)
+            for (rs, re), (ms, me) in zip(ref, mine):
+                assert abs(rs - ms) <= 0.25 + 1e-6 and abs(re - me) <= 0.25 + 1e-6
+                edges += 2
+    assert edges > 20
+
+
+def test_waypoint_csv_round_trip_and_errors(tmp_path):
+    wps = random_waypoints(2, 1.0, 10.0, 120.0, seed=0)
+    p = write_waypoints_csv(tmp_path / "w.csv", wps)
+    back = read_waypoints_csv(p)
+    assert [w.name for w in back] == [w.name for w in wps]
+    assert np.allclose(back[0].xyz_km, wps[0].xyz_km, atol=1e-6)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0\na,10,1,x,0\n")
+    with pytest.raises(ContactError, match=r"bad.csv:3: .*numbers"):
+        read_waypoints_csv(bad)
+    bad.write_text("node_id,t_s,x_km,y_km,z_km\na,10,0,0,0\na,5,1,1,0\n")
+    with pytest.raises(ContactError, match=r"bad.csv:3: times of node 'a' must increase"):
+        read_waypoints_csv(bad)
+    bad.write_text("id,t,x,y,z\n")
+    with pytest.raises(ContactError, match=r"bad.csv:1: expected header"):
+        read_waypoints_csv(bad)
+
+
+def test_scenario_passes_reserved_tables_and_resolves_paths(tmp_path):
+    (tmp_path / "wp.csv").write_text(
+        "node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\na,100,1,0,0.1\nb,0,0.5,0,0.1\nb,100,0.5,0,0.1\n")
+    p = _write(tmp_path, """
+        [scenario]
+        name = "demo"
+        [fol]
+        rounds = 3
+        [data]
+        root = "anything"
+        [drones]
+        radio_range_km = 0.3
+        waypoints_csv = "wp.csv"
+        [time]
+        duration_s = 100.0
+        step_s = 10.0
+        """)
+    sc = load_contact_scenario(p)
+    assert sc.reserved["fol"] == {"rounds": 3} and sc.reserved["scenario"]["name"] == "demo"
+    assert sc.drones.waypoints_csv == tmp_path / "wp.csv"
+    plan = compute_contacts(sc)
+    # b sits at x=0.5; a passes from x=0.2 to x=0.8 (t = 20..80 s)
+    assert len(plan.windows) == 1
+    assert plan.windows[0].t_start_s == pytest.approx(20.0, abs=1e-6)
+    assert plan.windows[0].t_end_s == pytest.approx(80.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("patch, match", [
+    (("[rounds]", "[bogus]\nx = 1\n[rounds]"), "unknown top-level key 'bogus'"),
+    (("rate_bps = 1e8", "rate_bps = 1e8\nspeed = 3"), r"link: unknown key 'speed'"),
+    (("planes = 3", "planes = 5"), "constellation.planes: 5 planes do not divide 12"),
+    (("step_s = 60.0", "step_s = 0.0"), "time.step_s: expected a positive"),
+    (("duration_s = 3600.0", "duration_s = -1.0"), "time.duration_s: expected a positive"),
+    (("max_range_km = 5000.0", ""), r"link.max_range_km: missing"),
+    (("kind = \"walker-delta\"", "kind = \"walker-gamma\""), "constellation.kind: expected one of"),
+    (("total = 12", "total = \"12\""), "constellation.total: expected an integer"),
+])
+def test_scenario_errors_are_one_line(tmp_path, patch, match):
+    p = _write(tmp_path, LEO.replace(*patch))
+    with pytest.raises(ContactError, match=match) as exc:
+        load_contact_scenario(p)
+    assert "\n" not in str(exc.value)
+
+
+def test_scenario_needs_exactly_one_node_source():
+    with pytest.raises(ContactError, match="exactly one of"):
+        parse_contact_scenario({"time": {"duration_s": 10.0}}, ".")
+
+
+def test_tle_scenario(tmp_path):
+    from orbits import walker_delta, write_tle
+
+    write_tle(tmp_path / "shell.tle", walker_delta(6, 2, 1, 550.0, 53.0, "2025-03-01T00:00:00Z"))
+    p = _write(tmp_path, """
+        [constellation]
+        kind = "tle"
+        tle_file = "shell.tle"
+        [time]
+        start = "2025-03-01T00:00:00Z"
+        duration_s = 1800.0
+        [link]
+        max_range_km = 4000.0
+        """)
+    plan = compute_contacts(load_contact_scenario(p))
+    assert plan.n_nodes == 6 and len(plan.windows) > 0
+    (tmp_path / "shell.tle").write_text("garbage\n")
+    with pytest.raises(ContactError, match="shell.tle:1"):
+        compute_contacts(load_contact_scenario(p))
+
+
+def _cli(argv):
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="cmd")
+    add_contacts_parser(sub)
+    args = parser.parse_args(argv)
+    return run_contacts(args)
+
+
+def test_cli_writes_csv_png_and_summary(tmp_path, capsys):
+    p = _write(tmp_path, LEO)
+    out = tmp_path / "out"
+    assert _cli(["contacts", str(p), "--out", str(out), "--json"]) == 0
+    text = capsys.readouterr().out
+    assert "windows" in text and "per node" in text and "capacity" in text
+    assert (out / "contacts.csv").stat().st_size > 100
+    assert (out / "contacts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "contacts.json").exists()
+
+
+def test_cli_user_error_is_one_line(tmp_path, capsys):
+    p = _write(tmp_path, LEO.replace("step_s = 60.0", "step_s = -5.0"))
+    assert _cli(["contacts", str(p), "--no-plot"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: time.step_s") and "\n" not in err

@@ -1,0 +1,131 @@
+"""Link model, contact plan (deliverable, transfers, rounds), exports."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+
+from contact_sim import ContactError, ContactPlan, LinkModel, WindowTable
+
+
+def _plan(rate=8e6, acq=10.0, bounds=(0.0, 1000.0, 2000.0)):
+    # node 0 meets 1 (long), 2 (short, early), 3 (straddles the round boundary)
+    w = WindowTable([0, 0, 0, 1], [1, 2, 3, 2], [100.0, 20.0, 900.0, 0.0],
+                    [700.0, 80.0, 1300.0, 50.0], [100, 200, 300, 50], [150, 250, 350, 60],
+                    [0, 0, 0, 0])
+    return ContactPlan(["n0", "n1", "n2", "n3"], w, LinkModel("constant", rate, acq), list(bounds))
+
+
+def test_shannon_rate_formula_and_monotonicity():
+    m = LinkModel(model="shannon", tx_power_dbw=10, tx_gain_dbi=32, rx_gain_dbi=32, frequency_hz=26e9,
+                  bandwidth_hz=100e6, noise_temperature_k=500, losses_db=3)
+    d = 2000.0
+    fspl = 20 * math.log10(4 * math.pi * d * 1e3 * 26e9 / 299_792_458.0)
+    snr_db = 10 + 32 + 32 - fspl - 3 - (-228.6 + 10 * math.log10(500 * 100e6))
+    assert m.snr_db(d) == pytest.approx(snr_db)
+    assert m.rate_at(d) == pytest.approx(100e6 * math.log2(1 + 10 ** (snr_db / 10)))
+    r = m.rate_at(np.array([500.0, 1000.0, 5000.0]))
+    assert r[0] > r[1] > r[2] > 0
+    capped = LinkModel(model="shannon", max_rate_bps=1e8)
+    assert capped.rate_at(10.0) == pytest.approx(1e8)
+
+
+def test_capacity_after_acquisition():
+    m = LinkModel("constant", 8e6, 10.0)
+    assert m.capacity_bytes(np.array([5.0, 10.0, 110.0]), None).tolist() == [0, 0, 100_000_000]
+    s = LinkModel("shannon", acquisition_s=0.0)
+    cap = s.capacity_bytes(np.array([100.0]), np.array([8e9]))  # 8 Gbit over 100 s
+    assert cap.tolist() == [1_000_000_000]
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(model="laser"), "link.model"), (dict(rate_bps=0.0), "link.rate_bps"),
+    (dict(acquisition_s=-1.0), "link.acquisition_s"),
+    (dict(model="shannon", bandwidth_hz=-5.0), "link.bandwidth_hz"),
+])
+def test_bad_link_parameters(kwargs, field):
+    with pytest.raises(ContactError, match=field):
+        LinkModel(**kwargs)
+
+
+def test_deliverable_orders_by_completion_and_respects_size_and_round():
+    plan = _plan()
+    # round 0 = [0, 1000): windows with 1 (100..700) and 2 (20..80) and 3 (900..1000 part)
+    got = plan.deliverable(0, 0, 10_000_000)  # 10 s of transfer at 1 MB/s
+    # finish times: via 2 at 20+10+10 = 40 s, via 1 at 120 s, via 3 at 920 s
+    assert [nb for nb, _ in got] == [2, 1, 3]
+    nb, w = got[0]
+    assert (w.t_start_s, w.t_end_s, w.capacity_bytes) == (20.0, 80.0, 50_000_000)
+    big = plan.deliverable(0, 0, 100_000_000)
+    assert [nb for nb, _ in big] == [1]
+    # the straddling window is clipped: round 1 part is 1000..1300 -> 290 MB after acquisition
+    r1 = plan.deliverable(0, 1, 1)
+    assert [(nb, w.t_start_s, w.capacity_bytes) for nb, w in r1] == [(3, 1000.0, 290_000_000)]
+    assert plan.deliverable(3, 0, 100_000_000) == []  # only 90 MB fit before the boundary
+    assert plan.deliverable(0, 1, 10**12) == []
+
+
+def test_record_transfer_consumes_capacity():
+    plan = _plan()
+    tr = plan.record_transfer(1, 0, 0, 300_000_000, 100.0, 410.0)
+    assert tr.window_index >= 0 and plan.transfers == [tr]
+    # the rest of that window (410..700) carries no more than 290 MB, no new acquisition
+    nb, w = plan.deliverable(0, 0, 290_000_000)[0]
+    assert nb == 1 and w.t_start_s == 410.0 and w.capacity_bytes == 290_000_000
+    assert 1 not in [nb for nb, _ in plan.deliverable(0, 0, 290_000_001)]
+    with pytest.raises(ContactError, match="before the previous transfer"):
+        plan.record_transfer(1, 0, 0, 1000, 200.0, 300.0)
+    # the opposite direction is independent (full duplex)
+    plan.record_transfer(0, 1, 0, 1000, 100.0, 120.0)
+    with pytest.raises(ContactError, match="do not fit"):
+        plan.record_transfer(2, 0, 0, 60_000_000, 20.0, 80.0)
+    with pytest.raises(ContactError, match="no contact window"):
+        plan.record_transfer(3, 1, 0, 10, 100.0, 110.0)
+    with pytest.raises(ContactError, match="not inside round"):
+        plan.record_transfer(3, 0, 0, 10, 950.0, 1100.0)
+    tr2 = plan.schedule(2, 0, 0, 1_000_000)
+    assert tr2.t_start_s == 20.0 and tr2.t_end_s == pytest.approx(31.0)
+
+
+def test_round_helpers_and_errors():
+    plan = _plan()
+    assert plan.n_rounds == 2 and plan.round_of(999.9) == 0 and plan.round_of(1000.0) == 1
+    assert plan.round_of(5000.0) == -1
+    with pytest.raises(ContactError, match="round"):
+        plan.deliverable(0, 2, 1)
+    with pytest.raises(ContactError, match="node"):
+        plan.deliverable(9, 0, 1)
+    with pytest.raises(ContactError, match="rounds"):
+        ContactPlan(["a"], WindowTable.empty(), LinkModel(), [0.0])
+
+
+def test_graph_and_exports(tmp_path):
+    plan = _plan()
+    g = plan.graph
+    assert g.number_of_nodes() == 4 and g.number_of_edges() == 4
+    assert g.nodes[2]["name"] == "n2"
+    assert sorted(d["capacity_bytes"] for _, _, d in g.edges(data=True))[0] == 40_000_000
+    cg = plan.contact_graph(t_s=50.0)
+    assert set(map(frozenset, cg.edges())) == {frozenset({0, 2}), frozenset({1, 2})}
+    plan.record_transfer(2, 0, 0, 1000, 30.0, 45.0)
+    rows = list(csv.DictReader(open(plan.to_csv(tmp_path / "c.csv"))))
+    assert len(rows) == 4 and rows[0]["name_a"] in {"n0", "n1"}
+    assert {r["capacity_bytes"] for r in rows} >= {"590000000"}
+    doc = json.loads(plan.to_json(tmp_path / "c.json").read_text())
+    assert len(doc["windows"]) == 4 and doc["transfers"][0]["size_bytes"] == 1000
+    assert doc["link"]["model"] == "constant"
+    s = plan.summary()
+    assert s["windows"] == 4 and s["windows_per_node_max"] == 3
+    assert s["mean_duration_s"] == pytest.approx((600 + 60 + 400 + 50) / 4)
+
+
+def test_window_table_sequence_behaviour():
+    t = WindowTable([1, 0], [2, 1], [50.0, 10.0], [60.0, 20.0], [1, 2], [1, 2], [0, 0])
+    assert len(t) == 2 and t[0].a == 0 and t[-1].t_start_s == 50.0  # sorted by start
+    assert [w.duration_s for w in t] == [10.0, 10.0]
+    with pytest.raises(IndexError):
+        t[2]

@@ -1,0 +1,149 @@
+"""Contact windows against independent references (brute-force scans, closed forms)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from contact_sim import (EARTH_RADIUS_KM, ContactError, GroundStation, LinkGeometry, LinkModel,
+                         Trajectories, elevation_deg, find_windows, line_of_sight, los_limit_km,
+                         max_los_range_km, satellite_trajectories, space_visible,
+                         windows_from_samples)
+from orbits import propagate_offsets, walker_delta
+from orbits.groundtrack import ground_points_itrs, itrs_to_teme
+
+EPOCH = "2025-03-01T00:00:00Z"
+DUR = 7200.0
+
+
+@pytest.fixture(scope="module")
+def shell():
+    c = walker_delta(30, 5, 1, 550.0, 53.0, EPOCH)
+    t = np.arange(0.0, DUR + 0.5, 1.0)
+    r, _ = propagate_offsets(c, c.epoch, t)
+    return c, t, r
+
+
+def _assert_edges_close(ref, got, dur, tol=1.0):
+    """Every brute-force window matches one computed window within ``tol`` s at both edges."""
+    assert len(ref) == len(got), (ref, got)
+    for (rs, re), (gs, ge) in zip(ref, got):
+        # true start lies in (rs - 1, rs], true end in [re, re + 1) for a 1 s scan
+        assert rs - 1.0 - 1e-6 <= gs <= rs + 1e-6 or (rs == 0.0 and gs == 0.0)
+        assert re - 1e-6 <= ge <= re + 1.0 + 1e-6 or (re == dur and ge == dur)
+        assert abs(gs - rs) <= tol and abs(ge - re) <= tol
+
+
+@pytest.mark.parametrize("max_range", [4000.0, 8000.0])  # range-limited / Earth-limited
+def test_windows_match_brute_force_1s_scan(shell, max_range):
+    c, t, r = shell
+    traj = satellite_trajectories(c, c.epoch, DUR, 60.0)
+    table = find_windows(traj, LinkGeometry(max_range_km=max_range))
+    n_edges = 0
+    for a in range(len(c)):
+        for b in range(a + 1, len(c)):
+            vis = space_visible(r[a], r[b], max_range)  # direct segment-vs-sphere test
+            ref = windows_from_samples(t, vis)
+            got = table.pair(a, b)
+            _assert_edges_close(ref, list(zip(got.t_start_s, got.t_end_s)), DUR)
+            n_edges += sum((s > 0) + (e < DUR) for s, e in ref)
+    assert n_edges > 100  # the comparison exercised many real edges
+
+
+def test_window_statistics_match_sampled_values(shell):
+    c, t, r = shell
+    link = LinkModel(model="shannon")
+    traj = satellite_trajectories(c, c.epoch, DUR, 60.0)
+    table = find_windows(traj, LinkGeometry(max_range_km=4000.0), rate_fn=link.rate_at)
+    for w in list(table)[:40]:
+        sel = (t >= w.t_start_s) & (t <= w.t_end_s)
+        if sel.sum() < 30:
+            continue
+        d = np.linalg.norm(r[w.a, sel] - r[w.b, sel], axis=1)
+        assert w.min_range_km == pytest.approx(d.min(), abs=2.0)
+        assert w.mean_range_km == pytest.approx(d.mean(), rel=0.01)
+    i = int(np.argmax(table.duration_s))
+    w = table[i]
+    sel = (t >= w.t_start_s) & (t <= w.t_end_s)
+    rate = link.rate_at(np.linalg.norm(r[w.a, sel] - r[w.b, sel], axis=1))
+    assert table.volume_bits[i] == pytest.approx(np.trapezoid(rate, t[sel]), rel=0.01)
+
+
+def test_hypatia_maximum_isl_length():
+    h = 550.0
+    expected = 2 * math.sqrt((EARTH_RADIUS_KM + h) ** 2 - (EARTH_RADIUS_KM + 80.0) ** 2)
+    assert max_los_range_km(h) == pytest.approx(expected)
+    assert los_limit_km(EARTH_RADIUS_KM + h, EARTH_RADIUS_KM + h, EARTH_RADIUS_KM + 80.0) == \
+        pytest.approx(expected)
+    # two satellites symmetric about the x axis, 1 m inside / outside that length
+    rr = EARTH_RADIUS_KM + h
+    for delta, ok in ((-0.001, True), (0.001, False)):
+        half = (expected + delta) / 2
+        x = math.sqrt(rr**2 - half**2)
+        assert bool(line_of_sight(np.array([x, half, 0.0]), np.array([x, -half, 0.0]))) is ok
+
+
+def _drifting_pair(alpha_rad_s: float, dur: float, step: float) -> Trajectories:
+    """Two nodes on a 550 km circle; B drifts ahead of A at ``alpha`` rad/s (closed form)."""
+    rr = EARTH_RADIUS_KM + 550.0
+    w = 2 * math.pi / 5700.0
+    t = np.arange(0.0, dur + 1e-9, step)
+    ang = np.stack([w * t, (w + alpha_rad_s) * t], axis=1)  # (T, 2)
+    pos = np.stack([rr * np.cos(ang), rr * np.sin(ang), np.zeros_like(ang)], axis=-1)
+    rate = np.array([w, w + alpha_rad_s])
+    vel = np.stack([-rr * rate * np.sin(ang), rr * rate * np.cos(ang), np.zeros_like(ang)], axis=-1)
+    return Trajectories(["A", "B"], np.zeros(2), t, pos, vel, vel, None, "TEME", True)
+
+
+@pytest.mark.parametrize("max_range", [3000.0, 9000.0])
+def test_window_end_matches_closed_form(max_range):
+    rr = EARTH_RADIUS_KM + 550.0
+    alpha = 2e-4
+    traj = _drifting_pair(alpha, 7200.0, 60.0)
+    table = find_windows(traj, LinkGeometry(max_range_km=max_range))
+    assert len(table) == 1 and table.t_start_s[0] == 0.0
+    limit = min(max_range, max_los_range_km(550.0))  # 9000 km: Earth occlusion decides
+    t_end = 2 * math.asin(limit / (2 * rr)) / alpha
+    assert table.t_end_s[0] == pytest.approx(t_end, abs=1e-2)
+
+
+def test_parallel_and_chunked_scans_agree(shell):
+    c, _, _ = shell
+    traj = satellite_trajectories(c, c.epoch, DUR, 60.0)
+    g = LinkGeometry(max_range_km=4000.0)
+    one = find_windows(traj, g)
+    three = find_windows(traj, g, chunks=3)
+    two = find_windows(traj, g, workers=2)
+    for other in (three, two):
+        assert len(other) == len(one)
+        assert np.array_equal(other.a, one.a) and np.array_equal(other.b, one.b)
+        assert np.allclose(other.t_start_s, one.t_start_s) and np.allclose(other.t_end_s, one.t_end_s)
+        assert np.allclose(other.mean_range_km, one.mean_range_km, rtol=1e-6)
+
+
+def test_ground_station_windows_match_elevation_scan(shell):
+    c, t, r = shell
+    gs = GroundStation("Matera", 40.65, 16.70, 500.0)
+    traj = satellite_trajectories(c, c.epoch, DUR, 60.0, stations=[gs])
+    g = LinkGeometry(max_range_km=4000.0, min_elevation_deg=10.0, station_max_range_km=3000.0)
+    table = find_windows(traj, g)
+    itrs = ground_points_itrs([gs.lat_deg], [gs.lon_deg], [gs.elevation_m])
+    st = itrs_to_teme(np.repeat(itrs[:, None, :], t.size, axis=1), c.epoch, t)[0]
+    st_id = len(c)
+    total = 0
+    for s in range(len(c)):
+        vis = (elevation_deg(st, r[s]) >= 10.0) & (np.linalg.norm(r[s] - st, axis=1) <= 3000.0)
+        ref = windows_from_samples(t, vis)
+        got = table.pair(s, st_id)
+        _assert_edges_close(ref, list(zip(got.t_start_s, got.t_end_s)), DUR)
+        total += len(ref)
+    assert total >= 2
+
+
+def test_bad_geometry_rejected():
+    with pytest.raises(ContactError, match="max_range_km"):
+        LinkGeometry(max_range_km=0.0)
+    with pytest.raises(ContactError, match="grazing"):
+        LinkGeometry(max_range_km=10.0, grazing_altitude_km=-1.0)
