@@ -1,0 +1,66 @@
+"""Wall time of one node's FOL personalization on 2 CPU cores.
+
+Q = 5 received neighbour models (cnn-small, the smallest CNN), about 300
+training images of 32x32 pixels on the node, default FOLConfig; prints the time
+of each stage (summed over the five neighbours for the per-neighbour stages).
+
+    python benchmarks/fol_node_time.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import machine_line  # noqa: E402
+
+from fol.checkpoint import ModelCard  # noqa: E402
+from fol.config import FOLConfig  # noqa: E402
+from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
+from fol.personalize import NodeState, Received, personalize  # noqa: E402
+from fol.swarm import build_nodes  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--q", type=int, default=5)
+    ap.add_argument("--train-images", type=int, default=300, help="training images on the node (70 %% of its data)")
+    ap.add_argument("--arch", default="cnn-small")
+    ap.add_argument("--variant", default="fol")
+    args = ap.parse_args()
+    print(machine_line())
+
+    per_node = round(args.train_images / 0.7)
+    n = args.q + 1
+    pool = make_synthetic("hurricane", n * per_node * 2, seed=0)
+    shards = dirichlet_partition(pool.labels.numpy(), n, 0.5, 0, samples_per_node=per_node)
+    cfg = FOLConfig(max_neighbours=args.q)
+    nodes = build_nodes(pool, shards, [args.arch], cfg.pretrain_train(), seed=0)
+    me = nodes[0]
+    shape = list(me.data.train.images.shape[1:])
+    received = [Received(nb.name, nb.pretrained, ModelCard(spec=nb.spec, class_names=nb.class_names,
+                                                          input_shape=shape, producer=nb.name, round=0))
+                for nb in nodes[1:]]
+    state = NodeState.from_pretrained(me.name, me.pretrained, me.spec, me.class_names, me.data)
+    t0 = time.perf_counter()
+    report = personalize(state, received, 1, cfg, args.variant)
+    total = time.perf_counter() - t0
+
+    print(f"\none node, {len(me.data.train)} training images, Q = {args.q} x {args.arch}, variant {args.variant}")
+    print("| stage | seconds |\n|---|---|")
+    for stage, secs in report.seconds.items():
+        if stage != "round_total":
+            print(f"| {stage} | {secs:.2f} |")
+    print(f"| **total** | **{total:.2f}** |")
+    acc = report.accuracy
+    print(f"\nlocal test {100 * acc['local']['test']:.1f} % -> deployed test {100 * acc['deployed']['test']:.1f} %; "
+          f"target total < 30 s: {'met' if total < 30 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,308 @@
+"""The swarm simulation: scenario -> contacts -> data -> pretrain -> rounds -> report.
+
+For each seed:
+
+1. **Contacts**: trajectories and windows of the scenario (:mod:`contact_sim`),
+   ``contacts.csv``; ground stations relay but hold no data and learn nothing.
+2. **Data**: the dataset pool is partitioned over the learning nodes
+   (``orbit``-driven, Dirichlet label skew, or by region), each shard split
+   70/15/15.
+3. **Pretrain** every node (through the executor; checkpointed in the safe
+   model format so ``--resume`` skips finished nodes).
+4. **Rounds**: in FOL round ``e`` a neighbour's model reaches a node only if a
+   window of plan round ``e - 1`` can carry it after the acquisition overhead;
+   the transfer is recorded in the plan and its bytes counted. At most Q
+   deliveries per node, earliest-finishing first. Server-based baselines get
+   every plan round; a node takes part in a round when some window of that
+   round can carry its model up and the aggregate back.
+5. **Methods**: each selected method runs on the same nodes; results are saved
+   per (seed, method) so ``--resume`` skips what is done.
+
+Only this subpackage of :mod:`contact_sim` imports torch (through :mod:`fol`):
+it is where the contact side and the learning side meet.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from contact_sim.errors import ContactError
+from contact_sim.plan import ContactPlan
+from contact_sim.scenario import build_constellation, build_trajectories, plan_from_trajectories
+from contact_sim.swarm.partition import orbit_assignment
+from contact_sim.swarm.scenario import SwarmScenario
+from fol.checkpoint import ModelCard, load_model, model_to_bytes, save_model
+from fol.data import GeoDataset, assignment_partition, dirichlet_partition, load_dataset, region_partition
+from fol.errors import ConfigError, DataError
+from fol.executors import Executor, make_executor
+from fol.methods import NodeResult, NodeSetup, SwarmContext, get_method
+from fol.models import ModelSpec
+from fol.nodedata import dataset_options
+from fol.swarm import PretrainTask, build_nodes, node_specs, pretrain_node
+
+__all__ = ["run_simulation", "SimulationResult", "node_architectures", "plan_deliveries"]
+
+log = logging.getLogger(__name__)
+
+STATE_DIR = "state"
+
+
+@dataclass
+class SimulationResult:
+    out: Path
+    results: list[dict[str, Any]]  # one row per (seed, node, method)
+    plan: ContactPlan
+    rounds_used: dict[str, int]
+    seconds: float
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=_json_default))
+    os.replace(tmp, path)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def node_architectures(scn: SwarmScenario, names: Sequence[str], planes: Sequence[int] | None) -> list[str]:
+    """The architecture of each learning node: explicit override, else the rule."""
+    archs = scn.models.archs
+    out = []
+    for k, name in enumerate(names):
+        if name in scn.models.nodes:
+            out.append(scn.models.nodes[name])
+        elif scn.models.rule == "plane" and planes is not None and planes[k] >= 0:
+            out.append(archs[planes[k] % len(archs)])
+        else:
+            out.append(archs[k % len(archs)])
+    unknown = sorted(set(scn.models.nodes) - set(names))
+    if unknown:
+        raise ConfigError(f"models.nodes.{unknown[0]}: no learning node of that name")
+    return out
+
+
+def _load_pool(scn: SwarmScenario, seed: int) -> GeoDataset:
+    kwargs = dataset_options(scn.data.dataset, scn.data.size, seed)
+    if scn.data.image_size is not None:
+        kwargs["image_size"] = scn.data.image_size
+    return load_dataset(scn.data.dataset, root=scn.data.root, **kwargs)
+
+
+def _partition(scn: SwarmScenario, pool: GeoDataset, names: list[str], seed: int) -> list[np.ndarray]:
+    d, n = scn.data, len(names)
+    if d.partition == "dirichlet":
+        return dirichlet_partition(pool.labels.numpy(), n, d.psi, seed, min_samples=d.min_samples,
+                                   samples_per_node=d.per_node)
+    if d.partition == "region":
+        shards = region_partition(pool.lat, pool.lon, n, seed, min_samples=d.min_samples)
+    else:
+        constellation = build_constellation(scn.contact)
+        index = {name: i for i, name in enumerate(constellation.names)}
+        owner_sat = orbit_assignment(pool.lat, pool.lon, constellation, scn.contact.time.start,
+                                     d.acquisition_s or scn.contact.time.duration_s, d.swath_km, rule=d.assign,
+                                     seed=seed)
+        sat_to_node = np.full(len(constellation), -1, dtype=np.int64)
+        for k, name in enumerate(names):
+            sat_to_node[index[name]] = k
+        owner = np.where(owner_sat >= 0, sat_to_node[np.maximum(owner_sat, 0)], -1)
+        shards = assignment_partition(owner, n)
+    if d.per_node is not None:  # seeded subsample down to per_node
+        rng = np.random.default_rng([seed, 7])
+        shards = [np.sort(rng.choice(s, d.per_node, replace=False)) if len(s) > d.per_node else s for s in shards]
+    for name, s in zip(names, shards):
+        if len(s) < d.min_samples:
+            raise DataError(
+                f"data: node {name} holds {len(s)} images, fewer than data.min_samples = {d.min_samples} "
+                f"({d.partition} partition); enlarge data.size, data.acquisition_s or data.swath_km"
+            )
+    return shards
+
+
+def plan_deliveries(plan: ContactPlan, learners: list[int], sizes: list[int], rounds: int, q: int) -> list[dict[int, list[int]]]:
+    """For each round, which learners deliver their model to which learner.
+
+    A sender ``j`` reaches ``k`` in round ``r`` when a window of the pair in that
+    round can carry ``sizes[j]`` bytes; the at most ``q`` earliest-finishing
+    deliveries are recorded in ``plan`` (so a window's capacity is shared by
+    the transfers it carries) and returned as learner indices.
+    """
+    pos = {plan_idx: k for k, plan_idx in enumerate(learners)}
+    out: list[dict[int, list[int]]] = []
+    for r in range(rounds):
+        per_round: dict[int, list[int]] = {}
+        for k, dst in enumerate(learners):
+            # Candidates per payload size, in the plan's earliest-completion order; across
+            # sizes (heterogeneous swarms) merged by window start, then learner index.
+            start: dict[int, float] = {}
+            for size in sorted(set(sizes)):
+                for nb, win in plan.deliverable(dst, r, size):
+                    j = pos.get(nb)
+                    if j is not None and sizes[j] == size and j not in start:
+                        start[j] = float(win.t_start_s)
+            scheduled: list[int] = []
+            for j in sorted(start, key=lambda j: (start[j], j)):
+                if len(scheduled) >= q:
+                    break
+                try:
+                    plan.schedule(learners[j], dst, r, sizes[j])
+                except ContactError:  # capacity taken by a transfer scheduled before it
+                    continue
+                scheduled.append(j)
+            per_round[k] = scheduled
+        out.append(per_round)
+    return out
+
+
+def _participants(plan: ContactPlan, learners: list[int], sizes: list[int], rounds: int) -> list[list[int]]:
+    """Learners that can move their model up and the aggregate down within each round."""
+    return [[k for k, node in enumerate(learners) if plan.deliverable(node, r, 2 * sizes[k])] for r in range(rounds)]
+
+
+# --------------------------------------------------------------------------- pretraining with checkpoints
+
+
+def _pretrained_nodes(scn: SwarmScenario, pool: GeoDataset, shards: list[np.ndarray], names: list[str],
+                      archs: list[str], seed: int, state: Path, executor: Executor) -> list[NodeSetup]:
+    """Pretrain every node, reusing models checkpointed by an earlier run."""
+    c, h, _ = pool.images.shape[1:]
+    specs = [ModelSpec(a, len(pool.class_names), c, h) for a in archs]
+    # build_nodes does the split and pretraining; reuse it with a map that skips checkpointed nodes.
+    saved: dict[int, Path] = {k: state / f"{names[k]}.safetensors" for k in range(len(names))}
+
+    def resumable_map(fn: Any, tasks: Sequence[PretrainTask]) -> list[Any]:
+        todo = [t for t in tasks if not saved[t.index].exists()]
+        done = {t.index: r for t, r in zip(todo, executor.map(fn, todo))} if todo else {}
+        out = []
+        for t in tasks:
+            if t.index in done:
+                state_dict, flops = done[t.index]
+                from fol.models import build_model
+
+                model = build_model(t.spec)
+                model.load_state_dict(state_dict)
+                card = ModelCard(spec=t.spec, class_names=list(pool.class_names), input_shape=[c, h, h],
+                                 producer=t.name, round=0, extra={"pretrain_flops": int(flops), "seed": seed})
+                save_model(saved[t.index], model, card)
+                out.append((state_dict, flops))
+            else:
+                loaded = load_model(saved[t.index])
+                if loaded.card.spec != t.spec:
+                    raise ConfigError(f"{saved[t.index]}: checkpoint architecture differs from the scenario's; "
+                                      "use a fresh output folder")
+                out.append((loaded.model.state_dict(), int(loaded.card.extra.get("pretrain_flops", 0))))
+        return out
+
+    return build_nodes(pool, shards, specs, scn.fol.pretrain_train(), seed, names=names, map=resumable_map)
+
+
+# --------------------------------------------------------------------------- main entry
+
+
+def run_simulation(
+    scn: SwarmScenario,
+    out: Path,
+    *,
+    executor: Executor | None = None,
+    resume: bool = False,
+    progress: bool = True,
+) -> SimulationResult:
+    """Run the scenario for every seed and write the output folder (see module doc)."""
+    from tqdm.auto import tqdm
+
+    t_start = time.perf_counter()
+    out = Path(out)
+    resolved = scn.resolved()
+    resolved_path = out / "scenario.resolved.json"
+    if resume:
+        if not resolved_path.exists():
+            raise ConfigError(f"--resume {out}: no scenario.resolved.json there (not a simulation output folder)")
+        before = json.loads(resolved_path.read_text())
+        if before.get("data") != resolved["data"] or before.get("fol") != resolved["fol"] or before.get("seeds") != resolved["seeds"]:
+            raise ConfigError(f"--resume {out}: the scenario differs from the interrupted run's; use a new output folder")
+    elif out.exists() and any(out.iterdir()):
+        raise ConfigError(f"output folder {out} is not empty; use --resume {out} to continue it, or another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    _write_json(resolved_path, resolved)
+    if scn.text is not None and not (out / "scenario.toml").exists():
+        (out / "scenario.toml").write_text(scn.text)
+
+    own_executor = executor is None
+    if executor is None:
+        executor = make_executor(scn.run.executor, workers=scn.run.workers, threads=scn.run.threads,
+                                 ray_address=scn.run.ray_address)
+    try:
+        log.info("computing contact windows")
+        traj = build_trajectories(scn.contact)
+        base_plan = plan_from_trajectories(traj, scn.contact)
+        learners = [i for i, kind in enumerate(base_plan.node_kinds) if kind != "ground_station"]
+        names = [base_plan.node_names[i] for i in learners]
+        planes = None
+        if scn.contact.constellation is not None:
+            constellation = build_constellation(scn.contact)
+            by_name = dict(zip(constellation.names, constellation.planes))
+            planes = [by_name.get(n, -1) for n in names]
+        archs = node_architectures(scn, names, planes)
+
+        rows: list[dict[str, Any]] = []
+        rounds_used: dict[str, int] = {}
+        plan = base_plan
+        for seed in tqdm(scn.seeds, desc="seeds", disable=None if progress else True):
+            seed_dir = out / STATE_DIR / f"seed-{seed}"
+            (seed_dir / "pretrained").mkdir(parents=True, exist_ok=True)
+            (seed_dir / "results").mkdir(exist_ok=True)
+            pool = _load_pool(scn, seed)
+            shards = _partition(scn, pool, names, seed)
+            nodes = _pretrained_nodes(scn, pool, shards, names, archs, seed, seed_dir / "pretrained", executor)
+
+            sizes = [len(model_to_bytes(n.pretrained, ModelCard(spec=n.spec, class_names=n.class_names, producer=n.name)))
+                     for n in nodes]
+            participants = _participants(base_plan, learners, sizes, base_plan.n_rounds)
+            plan = copy.deepcopy(base_plan)
+            deliveries = plan_deliveries(plan, learners, sizes, scn.fol.rounds, scn.fol.max_neighbours)
+            ctx = SwarmContext(nodes=nodes, train=scn.fol.pretrain_train(), fol=scn.fol.replace(seed=seed),
+                               rounds=plan.n_rounds, participants=participants, deliveries=deliveries, seed=seed,
+                               map=executor.map)
+            if seed == scn.seeds[0]:
+                plan.to_csv(out / "contacts.csv")
+            for name in tqdm(scn.methods, desc=f"methods (seed {seed})", leave=False, disable=None if progress else True):
+                path = seed_dir / "results" / f"{name}.json"
+                if resume and path.exists():
+                    results = [NodeResult(**r) for r in json.loads(path.read_text())]
+                else:
+                    t0 = time.perf_counter()
+                    method = get_method(name, **scn.method_options.get(name, {}))
+                    results = method.run(ctx)
+                    log.info("seed %d: %s done in %.1f s", seed, name, time.perf_counter() - t0)
+                    _write_json(path, [r.to_dict() for r in results])
+                rounds_used[name] = max((r.rounds for r in results), default=0)
+                for r in results:
+                    rows.append({"seed": seed, **r.to_dict()})
+        _write_json(out / "transfers.json", [t.__dict__ for t in plan.transfers])
+        result = SimulationResult(out, rows, plan, rounds_used, time.perf_counter() - t_start)
+        from contact_sim.swarm.report import write_report
+
+        write_report(scn, result, traj)
+        return result
+    finally:
+        if own_executor:
+            executor.close()

@@ -1,0 +1,191 @@
+"""The method interface: what FOL and every baseline implement, so that the
+swarm simulation can run any of them on the same nodes and compare them.
+
+A method is one class in one file of :mod:`fol.methods`, registered by name
+with :func:`register`; adding a baseline is adding a file. It receives a
+:class:`SwarmContext` (every node's data and pretrained model, how many
+communication rounds the contact plan allows and who can take part in each,
+the shared training settings, and an executor to spread per-node work) and
+returns one :class:`NodeResult` per node.
+
+Everything a method trains goes through :func:`fol.train.fit`, and every method
+accounts for what it sends (:mod:`fol.accounting`): bytes up/down per node,
+masks at one bit per position, and training FLOPs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, ClassVar, Iterable, Sequence, TypeVar
+
+import numpy as np
+from torch import nn
+
+from fol.config import FOLConfig
+from fol.data import NodeData
+from fol.errors import ConfigError
+from fol.models import ModelSpec
+from fol.train import TrainConfig
+
+__all__ = [
+    "NodeSetup",
+    "NodeResult",
+    "SwarmContext",
+    "Method",
+    "register",
+    "get_method",
+    "method_names",
+    "serial_map",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass
+class NodeSetup:
+    """One node as every method sees it: its data, architecture and the model it
+    pretrained locally (identical starting point for every method)."""
+
+    index: int
+    name: str
+    spec: ModelSpec
+    class_names: list[str]
+    data: NodeData
+    pretrained: nn.Module
+    pretrain_flops: int = 0
+
+
+@dataclass
+class NodeResult:
+    """What a method achieved on one node."""
+
+    node: str
+    method: str
+    test_accuracy: float
+    val_accuracy: float = float("nan")
+    bytes_up: int = 0
+    bytes_down: int = 0
+    train_flops: int = 0
+    rounds: int = 0
+    seconds: float = 0.0
+    received_models: int = 0
+    kept_local: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def serial_map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """The default executor: run ``fn`` on each item in this process, in order."""
+    return [fn(item) for item in items]
+
+
+@dataclass
+class SwarmContext:
+    """What a method may use.
+
+    ``rounds`` is how many communication rounds the contact plan allows a
+    server-based method; ``participants[r]`` lists the indices of the nodes
+    that can exchange a model during round ``r`` (0-based; all nodes when no
+    contact plan constrains the run). ``deliveries[r][k]`` lists who delivers a
+    model to node ``k`` in peer-to-peer round ``r`` (see :meth:`senders_to`);
+    ``cache`` lets methods share work within one run (FOL and FOL-A come from
+    the same pipeline run). ``train`` holds the local-training
+    settings every method shares; ``fol`` FOL's hyperparameters. ``map`` runs
+    a picklable function over items, possibly in other processes or on a Ray
+    cluster: the result must not depend on which.
+    """
+
+    nodes: list[NodeSetup]
+    train: TrainConfig
+    fol: FOLConfig = field(default_factory=FOLConfig)
+    rounds: int = 1
+    participants: list[list[int]] | None = None
+    seed: int = 0
+    map: Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]] = serial_map
+    deliveries: list[dict[int, list[int]]] | None = None
+    cache: dict[Any, Any] = field(default_factory=dict)
+
+    def senders_to(self, round_index: int, dst: int, limit: int) -> list[int]:
+        """Indices of the nodes whose model reaches node ``dst`` in peer-to-peer
+        round ``round_index`` (0-based), at most ``limit`` of them.
+
+        With a contact plan (``deliveries``) these are the neighbours it
+        delivered, in delivery order; without one the swarm is fully connected
+        and ``limit`` distinct other nodes are drawn with a generator seeded by
+        (seed, round, dst).
+        """
+        if self.deliveries is not None:
+            if round_index >= len(self.deliveries):
+                return []
+            return list(self.deliveries[round_index].get(dst, []))[:limit]
+        others = [k for k in range(len(self.nodes)) if k != dst]
+        rng = np.random.default_rng([self.seed, round_index, dst])
+        picked = rng.choice(len(others), size=min(limit, len(others)), replace=False)
+        return [others[i] for i in picked]
+
+    def participants_in(self, round_index: int) -> list[int]:
+        if self.participants is None:
+            return list(range(len(self.nodes)))
+        if round_index >= len(self.participants):
+            return []
+        return list(self.participants[round_index])
+
+
+class Method(ABC):
+    """A personalization or federated method compared in the swarm report.
+
+    Subclasses set ``name`` (the identifier used in scenarios and reports) and
+    a one-line ``description``; options come from the scenario's
+    ``[methods.<name>]`` table as keyword arguments of ``__init__`` (unknown
+    ones are an error naming the method).
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    multi_round: ClassVar[bool] = False  # a server-based method that uses ctx.rounds
+
+    @abstractmethod
+    def run(self, ctx: SwarmContext) -> list[NodeResult]:
+        """Run on every node of ``ctx`` and return one result per node, in node order."""
+
+
+_REGISTRY: dict[str, type[Method]] = {}
+
+
+def register(cls: type[Method]) -> type[Method]:
+    """Class decorator adding a method to the registry under ``cls.name``."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _load_all() -> None:
+    import importlib
+    import pkgutil
+
+    import fol.methods as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name != "base" and not info.name.startswith("_"):
+            importlib.import_module(f"fol.methods.{info.name}")
+
+
+def method_names() -> list[str]:
+    _load_all()
+    return sorted(_REGISTRY)
+
+
+def get_method(name: str, **options: Any) -> Method:
+    """Instantiate the registered method ``name`` with its options."""
+    _load_all()
+    if name not in _REGISTRY:
+        raise ConfigError(f"method {name!r} is unknown; expected one of {', '.join(sorted(_REGISTRY))}")
+    try:
+        return _REGISTRY[name](**options)
+    except TypeError as exc:
+        raise ConfigError(f"methods.{name}: invalid option(s): {exc}") from None

@@ -1,0 +1,169 @@
+"""FOL and its variants as comparison methods: ``local``, ``fol``, ``fol-a``,
+``fol-n``, ``fol-an``.
+
+Round ``e`` of the swarm: every node sends its current model (in the safe format,
+as bytes, exactly what would cross a link) to the neighbours the contact plan
+lets it reach (:meth:`SwarmContext.senders_to`), then every node runs
+:func:`fol.personalize.personalize` with what it received. ``fol`` and ``fol-a``
+come from the same pipeline run (the distilled student and the aligned Top-K
+ensemble it was distilled from), as do ``fol-n`` and ``fol-an``, so asking for
+both costs one run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from fol.checkpoint import ModelCard, load_model_bytes, model_to_bytes
+from fol.variants import VARIANTS
+from fol.methods.base import Method, NodeResult, SwarmContext, register
+from fol.personalize import NodeState, Received, RoundReport, personalize
+from fol.train import evaluate
+
+__all__ = ["LocalMethod", "FOLMethod", "FOLAMethod", "FOLNMethod", "FOLANMethod", "run_fol_pipeline", "FOLRun"]
+
+
+@dataclass
+class _RoundTask:
+    state: NodeState
+    payloads: list[tuple[str, bytes]]
+    round: int
+    variant: str
+    cfg: Any
+
+
+def _personalize_node(task: _RoundTask) -> tuple[NodeState, RoundReport]:
+    """One node's round (top level, so process / Ray executors can run it).
+    Payloads go through the safe loader, as they would off a real link."""
+    received = []
+    for name, payload in task.payloads:
+        loaded = load_model_bytes(payload, source=f"{task.state.name} <- {name}")
+        received.append(Received(name=name, model=loaded.model, card=loaded.card))
+    report = personalize(task.state, received, task.round, task.cfg, task.variant)
+    return task.state, report
+
+
+@dataclass
+class FOLRun:
+    """Outcome of one pipeline run over the whole swarm."""
+
+    states: list[NodeState]
+    reports: list[list[RoundReport]]
+    bytes_up: list[int]
+    bytes_down: list[int]
+    received: list[int]
+    seconds: list[float]
+
+
+def run_fol_pipeline(ctx: SwarmContext, use_pruning: bool) -> FOLRun:
+    """Run E rounds of FOL on every node of ``ctx`` (deploying the ensemble, so
+    both the student and the ensemble are kept)."""
+    variant = "fol-a" if use_pruning else "fol-an"
+    cfg = ctx.fol
+    n = len(ctx.nodes)
+    states = [
+        NodeState.from_pretrained(node.name, node.pretrained, node.spec, node.class_names, node.data)
+        for node in ctx.nodes
+    ]
+    run = FOLRun(states, [[] for _ in range(n)], [0] * n, [0] * n, [0] * n, [0.0] * n)
+    for r in range(cfg.rounds):
+        payloads = []
+        for node, state in zip(ctx.nodes, states):
+            card = ModelCard(spec=node.spec, class_names=node.class_names,
+                             input_shape=list(node.data.train.images.shape[1:]), producer=node.name, round=r)
+            payloads.append(model_to_bytes(state.current_model, card))
+        tasks = []
+        for k in range(n):
+            senders = ctx.senders_to(r, k, cfg.max_neighbours)
+            for j in senders:
+                run.bytes_up[j] += len(payloads[j])
+                run.bytes_down[k] += len(payloads[j])
+            run.received[k] += len(senders)
+            tasks.append(_RoundTask(states[k], [(ctx.nodes[j].name, payloads[j]) for j in senders], r + 1, variant, cfg))
+        outcomes = ctx.map(_personalize_node, tasks)
+        for k, (state, report) in enumerate(outcomes):
+            states[k] = state
+            run.reports[k].append(report)
+            run.seconds[k] += report.seconds.get("round_total", 0.0)
+    return run
+
+
+def _cached_run(ctx: SwarmContext, use_pruning: bool) -> FOLRun:
+    key = ("fol-pipeline", use_pruning)
+    if key not in ctx.cache:
+        ctx.cache[key] = run_fol_pipeline(ctx, use_pruning)
+    return ctx.cache[key]
+
+
+@register
+class LocalMethod(Method):
+    """The pretrained model alone: no communication."""
+
+    name: ClassVar[str] = "local"
+    description: ClassVar[str] = "each node's pretrained model, no communication"
+
+    def run(self, ctx: SwarmContext) -> list[NodeResult]:
+        out = []
+        for node in ctx.nodes:
+            out.append(NodeResult(
+                node=node.name, method=self.name,
+                test_accuracy=evaluate(node.pretrained, *node.data.test.tensors()).accuracy,
+                val_accuracy=evaluate(node.pretrained, *node.data.val.tensors()).accuracy,
+                train_flops=node.pretrain_flops, kept_local=True,
+            ))
+        return out
+
+
+class _FOLVariant(Method):
+    variant: ClassVar[str] = "fol"
+
+    def run(self, ctx: SwarmContext) -> list[NodeResult]:
+        use_pruning, deploy_ensemble = VARIANTS[self.variant]
+        run = _cached_run(ctx, use_pruning)
+        out = []
+        for k, (node, state) in enumerate(zip(ctx.nodes, run.states)):
+            model = state.deployed if deploy_ensemble else state.current_model
+            kept = all(rep.kept_local for rep in run.reports[k])
+            out.append(NodeResult(
+                node=node.name, method=self.name,
+                test_accuracy=evaluate(model, *node.data.test.tensors()).accuracy,
+                val_accuracy=evaluate(model, *node.data.val.tensors()).accuracy,
+                bytes_up=run.bytes_up[k], bytes_down=run.bytes_down[k],
+                train_flops=node.pretrain_flops + sum(rep.train_flops for rep in run.reports[k]),
+                rounds=len(run.reports[k]), seconds=run.seconds[k], received_models=run.received[k],
+                kept_local=kept,
+                extra={"selected": [rep.selected for rep in run.reports[k]],
+                       "weights": [rep.weights for rep in run.reports[k]]},
+            ))
+        return out
+
+
+@register
+class FOLMethod(_FOLVariant):
+    """FOL: aligned, pruned neighbours -> weighted Top-K ensemble -> distilled student."""
+
+    name: ClassVar[str] = "fol"
+    variant: ClassVar[str] = "fol"
+    description: ClassVar[str] = "FOL, distilled student deployed"
+
+
+@register
+class FOLAMethod(_FOLVariant):
+    name: ClassVar[str] = "fol-a"
+    variant: ClassVar[str] = "fol-a"
+    description: ClassVar[str] = "FOL, aligned Top-K ensemble deployed"
+
+
+@register
+class FOLNMethod(_FOLVariant):
+    name: ClassVar[str] = "fol-n"
+    variant: ClassVar[str] = "fol-n"
+    description: ClassVar[str] = "FOL without alignment pruning, student deployed"
+
+
+@register
+class FOLANMethod(_FOLVariant):
+    name: ClassVar[str] = "fol-an"
+    variant: ClassVar[str] = "fol-an"
+    description: ClassVar[str] = "FOL without alignment pruning, ensemble deployed"

@@ -1,0 +1,70 @@
+"""FOL as a swarm method: deliveries, byte accounting, shared runs, isolated nodes."""
+
+from __future__ import annotations
+
+import pytest
+
+from fol.checkpoint import ModelCard, model_to_bytes
+from fol.config import FOLConfig
+from fol.data import dirichlet_partition, make_synthetic
+from fol.methods import SwarmContext, get_method, method_names
+from fol.swarm import build_nodes
+from fol.train import TrainConfig, evaluate
+
+TINY = FOLConfig(finetune_epochs=1, post_finetune_epochs=1, gate_epochs=1, distill_epochs=2, top_k=2,
+                 max_neighbours=2, pretrain_epochs=3)
+
+
+@pytest.fixture(scope="module")
+def nodes():
+    pool = make_synthetic("hurricane", 1200, seed=1, image_size=16)
+    shards = dirichlet_partition(pool.labels.numpy(), 4, 0.5, seed=1, samples_per_node=100)
+    return build_nodes(pool, shards, ["cnn-small"], TrainConfig(epochs=3, lr=0.05), seed=1)
+
+
+def _payload_size(node) -> int:
+    card = ModelCard(spec=node.spec, class_names=node.class_names,
+                     input_shape=list(node.data.train.images.shape[1:]), producer=node.name, round=0)
+    return len(model_to_bytes(node.pretrained, card))
+
+
+def test_fol_variants_are_registered() -> None:
+    assert {"local", "fol", "fol-a", "fol-n", "fol-an"} <= set(method_names())
+
+
+def test_contact_plan_deliveries_drive_bytes_and_isolated_node_keeps_local(nodes) -> None:
+    # Round 0: node 0 hears from 1 and 2, node 1 from 0, node 2 from 0 and 3; node 3 hears nothing.
+    deliveries = [{0: [1, 2], 1: [0], 2: [0, 3]}]
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), fol=TINY, deliveries=deliveries, seed=0)
+    fol = {r.node: r for r in get_method("fol").run(ctx)}
+    fol_a = {r.node: r for r in get_method("fol-a").run(ctx)}
+    local = {r.node: r for r in get_method("local").run(ctx)}
+    assert len(ctx.cache) == 1  # fol and fol-a shared one pipeline run
+
+    size = _payload_size(nodes[0])  # same architecture everywhere: same payload size
+    sent = {0: 2, 1: 1, 2: 1, 3: 1}
+    heard = {0: 2, 1: 1, 2: 2, 3: 0}
+    for k, node in enumerate(nodes):
+        r = fol[node.name]
+        assert r.bytes_down == heard[k] * size
+        assert r.bytes_up == sent[k] * size
+        assert r.received_models == heard[k]
+        assert fol_a[node.name].bytes_down == r.bytes_down
+    isolated = nodes[3]
+    assert fol[isolated.name].kept_local and fol_a[isolated.name].kept_local
+    assert fol[isolated.name].test_accuracy == local[isolated.name].test_accuracy
+    assert fol[isolated.name].train_flops == isolated.pretrain_flops
+    assert fol[nodes[0].name].train_flops > nodes[0].pretrain_flops
+    # The ensemble deployed by fol-a combines K = 2 members.
+    assert all(len(w) == 2 for w in fol_a[nodes[0].name].extra["weights"])
+
+
+def test_two_rounds_chain_students(nodes) -> None:
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), fol=TINY.replace(rounds=2, max_neighbours=1), seed=0)
+    results = get_method("fol-n").run(ctx)
+    assert all(r.rounds == 2 and r.received_models == 2 for r in results)
+    run = ctx.cache[("fol-pipeline", False)]
+    for state in run.states:
+        assert [rep.round for rep in state.reports] == [1, 2]
+        acc = evaluate(state.current_model, *state.data.test.tensors()).accuracy
+        assert acc == pytest.approx([r for r in results if r.node == state.name][0].test_accuracy)

@@ -1,0 +1,271 @@
+"""The swarm simulation: scenario validation, orbit-driven partition, isolated
+nodes, resuming an interrupted run, and executors agreeing."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from contact_sim.errors import ContactError
+from contact_sim.swarm import parse_scenario, run_simulation
+from contact_sim.swarm.partition import orbit_assignment
+from fol.cli import main
+from fol.data import assignment_partition
+from fol.errors import ConfigError
+from orbits import ground_track, in_swath, swath_half_angle_rad, walker_delta
+
+LEO = """
+[scenario]
+name = "tiny-leo"
+seeds = [0]
+[constellation]
+kind = "walker-delta"
+total = 4
+planes = 2
+phasing = 1
+altitude_km = 550.0
+inclination_deg = 53.0
+epoch = "2026-06-01T00:00:00Z"
+[time]
+duration_s = 86400.0
+step_s = 120.0
+[link]
+model = "constant"
+rate_bps = 10e6
+max_range_km = 5000.0
+acquisition_s = 30.0
+[rounds]
+count = 1
+[data]
+dataset = "synthetic-hurricane"
+size = 2000
+image_size = 16
+partition = "orbit"
+per_node = 100
+min_samples = 40
+[fol]
+max_neighbours = 2
+top_k = 2
+finetune_epochs = 1
+post_finetune_epochs = 1
+gate_epochs = 1
+distill_epochs = 2
+pretrain_epochs = 2
+[methods]
+run = ["local", "fol", "fol-a"]
+[run]
+executor = "local"
+threads = 1
+"""
+
+
+def _doc(text: str = LEO, **changes: dict) -> dict:
+    doc = tomllib.loads(text)
+    for table, values in changes.items():
+        doc.setdefault(table, {}).update(values)
+    return doc
+
+
+def _rows(out: Path) -> list[dict[str, str]]:
+    with open(out / "results.csv") as fh:
+        return sorted(csv.DictReader(fh), key=lambda r: (r["seed"], r["method"], r["node"]))
+
+
+# ------------------------------------------------------------------ validation
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"data": {"partiton": "orbit"}}, r"data\.partiton: unknown key"),
+        ({"data": {"partition": "by-hand"}}, r"data\.partition: expected one of"),
+        ({"data": {"psi": -1.0}}, r"data\.psi"),
+        ({"models": {"archs": ["vgg99"]}}, r"models\.archs: unknown architecture 'vgg99'"),
+        ({"methods": {"run": ["fol", "fedsgd"]}}, r"methods\.run: unknown method 'fedsgd'"),
+        ({"fol": {"rounds": 3}}, r"fol\.rounds: 3 FOL rounds but the contact plan has 1"),
+        ({"fol": {"top_k": 0}}, r"fol\.top_k must be > 0"),
+        ({"run": {"executor": "slurm"}}, r"run\.executor: expected one of"),
+        ({"scenario": {"seeds": []}}, r"scenario\.seeds"),
+    ],
+)
+def test_learning_sections_are_validated(changes: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        parse_scenario(_doc(**changes), Path("."), "tiny.toml")
+
+
+def test_contact_sections_are_validated_too() -> None:
+    with pytest.raises(ContactError, match="planes"):
+        parse_scenario(_doc(constellation={"planes": 3}), Path("."), "tiny.toml")
+    doc = _doc()
+    doc["rendezvous"] = {}
+    with pytest.raises(ContactError, match="rendezvous"):
+        parse_scenario(doc, Path("."), "tiny.toml")
+
+
+def test_simulate_cli_reports_a_bad_field_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(LEO.replace('partition = "orbit"', 'partition = "orbital"'))
+    assert main(["simulate", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "data.partition" in err[0]
+
+
+# ------------------------------------------------------------------ orbit-driven partition
+
+
+@pytest.mark.parametrize("rule", ["uniform", "first"])
+def test_orbit_partition_assigns_every_covered_sample_exactly_once(rule: str) -> None:
+    epoch = dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
+    sats = walker_delta(4, 2, 1, 550.0, 53.0, epoch)
+    rng = np.random.default_rng(0)
+    lat, lon = rng.uniform(-50, 50, 800), rng.uniform(-180, 180, 800)
+    acquisition_s, swath_km = 7200.0, 800.0
+    owner = orbit_assignment(lat, lon, sats, epoch, acquisition_s, swath_km, rule=rule, seed=1, step_s=5.0)
+    again = orbit_assignment(lat, lon, sats, epoch, acquisition_s, swath_km, rule=rule, seed=1, step_s=5.0)
+    assert np.array_equal(owner, again)
+
+    # Independent coverage check on the same 5 s grid: which satellites ever covered each point.
+    offsets = np.arange(0.0, acquisition_s + 1e-9, 5.0)
+    track = ground_track(sats, epoch, offsets)
+    ever = in_swath(lat, lon, track.lat_deg, track.lon_deg, swath_half_angle_rad(swath_width_km=swath_km)).any(axis=0)
+    covered = ever.any(axis=1)
+    assert 100 < covered.sum() < 800  # some but not all points were overflown
+    assert np.array_equal(owner >= 0, covered)
+    assigned = owner >= 0
+    assert ever[np.flatnonzero(assigned), owner[assigned]].all()  # each owner really covered its sample
+
+    shards = assignment_partition(owner, 4)
+    everything = np.concatenate(shards)
+    assert len(everything) == len(np.unique(everything)) == covered.sum()
+    assert set(everything) == set(np.flatnonzero(covered))
+
+    # The default (coarser) sampling step only loses points grazing the swath edges.
+    coarse = orbit_assignment(lat, lon, sats, epoch, acquisition_s, swath_km, rule=rule, seed=1)
+    assert ((coarse >= 0) & ~covered).sum() == 0
+    assert (coarse >= 0).sum() >= 0.9 * covered.sum()
+
+
+# ------------------------------------------------------------------ runs
+
+
+DRONES = """
+[scenario]
+name = "tiny-drones"
+seeds = [0]
+[drones]
+radio_range_km = 1.0
+waypoints_csv = "wp.csv"
+[time]
+duration_s = 600.0
+step_s = 10.0
+[link]
+rate_bps = 1e6
+acquisition_s = 1.0
+[rounds]
+count = 1
+[data]
+dataset = "synthetic-wildfire"
+size = 1600
+image_size = 16
+partition = "dirichlet"
+psi = 1.0
+per_node = 100
+[fol]
+max_neighbours = 2
+top_k = 2
+finetune_epochs = 1
+post_finetune_epochs = 1
+gate_epochs = 1
+distill_epochs = 2
+pretrain_epochs = 2
+[methods]
+run = ["local", "fol"]
+[run]
+executor = "local"
+threads = 1
+"""
+
+
+def test_a_node_without_contacts_keeps_its_local_model(tmp_path: Path) -> None:
+    # Drones a, b, c fly together; drone "far" stays 20 km away, beyond radio range.
+    (tmp_path / "wp.csv").write_text(
+        "node_id,t_s,x_km,y_km,z_km\n"
+        "a,0,0,0,0.1\na,600,0.3,0,0.1\n"
+        "b,0,0.2,0,0.1\nb,600,0.5,0,0.1\n"
+        "c,0,0,0.2,0.1\nc,600,0.3,0.2,0.1\n"
+        "far,0,20,20,0.1\nfar,600,20.5,20,0.1\n"
+    )
+    (tmp_path / "s.toml").write_text(DRONES)
+    out = tmp_path / "out"
+    assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(out)]) == 0
+    rows = {(r["method"], r["node"]): r for r in _rows(out)}
+    far_fol, far_local = rows[("fol", "far")], rows[("local", "far")]
+    assert far_fol["kept_local"] == "True" and int(far_fol["bytes_down"]) == 0 == int(far_fol["bytes_up"])
+    assert float(far_fol["test_accuracy"]) == float(far_local["test_accuracy"])
+    for name in ("a", "b", "c"):
+        assert rows[("fol", name)]["kept_local"] == "False"
+        assert int(rows[("fol", name)]["received_models"]) == 2
+    for f in ("report.md", "contacts.csv", "results.json", "contacts.png", "accuracy_by_node.png", "accuracy_vs_bytes.png"):
+        assert (out / f).stat().st_size > 0
+    assert "| fol |" in (out / "report.md").read_text()
+
+
+def test_resume_after_a_killed_run_gives_the_same_results(tmp_path: Path) -> None:
+    scenario = tmp_path / "leo.toml"
+    scenario.write_text(LEO)
+    full = tmp_path / "full"
+    assert main(["simulate", str(scenario), "--out", str(full)]) == 0
+
+    cut = tmp_path / "cut"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "fol.cli", "simulate", str(scenario), "--out", str(cut)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pretrained = cut / "state" / "seed-0" / "pretrained"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if pretrained.exists() and len(list(pretrained.glob("*.safetensors"))) >= 2:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert not (cut / "results.csv").exists(), "the run finished before it could be interrupted"
+
+    assert main(["simulate", "--resume", str(cut)]) == 0
+    a, b = _rows(full), _rows(cut)
+    assert len(a) == len(b) == 12
+    for ra, rb in zip(a, b):
+        assert (ra["method"], ra["node"]) == (rb["method"], rb["node"])
+        assert float(ra["test_accuracy"]) == pytest.approx(float(rb["test_accuracy"]), abs=1e-9)
+        assert ra["bytes_down"] == rb["bytes_down"]
+
+
+def test_refuses_to_overwrite_a_run_without_resume(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "something").write_text("x")
+    scn = parse_scenario(_doc(), tmp_path, "tiny.toml")
+    with pytest.raises(ConfigError, match="not empty"):
+        run_simulation(scn, out)
+
+
+def test_local_and_ray_executors_agree(tmp_path: Path) -> None:
+    import ray  # noqa: F401  (in the dev extra: CI runs this test, never skips it)
+    scn = parse_scenario(_doc(), tmp_path, "tiny.toml")
+    local = run_simulation(scn, tmp_path / "local", progress=False)
+    scn.run.executor, scn.run.workers = "ray", 2
+    on_ray = run_simulation(scn, tmp_path / "ray", progress=False)
+    key = lambda r: (r["method"], r["node"])  # noqa: E731
+    for a, b in zip(sorted(local.results, key=key), sorted(on_ray.results, key=key)):
+        assert key(a) == key(b)
+        assert a["test_accuracy"] == pytest.approx(b["test_accuracy"], abs=1e-9)
+        assert a["bytes_down"] == b["bytes_down"] and a["bytes_up"] == b["bytes_up"]
