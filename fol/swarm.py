@@ -86,5 +86,6 @@ def build_nodes(
         model = build_model(task.spec)
         model.load_state_dict(state)
         model.eval()
-        nodes.append(NodeSetup(task.index, task.name, task.spec, list(pool.class_names), task.data, model, flops))
+        nodes.append(NodeSetup(task.index, task.name, task.spec, list(pool.class_names), task.data, model, flops,
+                               task.init_seed))
     return nodes

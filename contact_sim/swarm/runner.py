@@ -13,8 +13,9 @@ For each seed:
    window of plan round ``e - 1`` can carry it after the acquisition overhead;
    the transfer is recorded in the plan and its bytes counted. At most Q
    deliveries per node, earliest-finishing first. Server-based baselines get
-   every plan round; a node takes part in a round when some window of that
-   round can carry its model up and the aggregate back.
+   every plan round; a node takes part in a round when a window of that round
+   can carry its model up and the aggregate back (to a ground station when the
+   scenario has any).
 5. **Methods**: each selected method runs on the same nodes; results are saved
    per (seed, method) so ``--resume`` skips what is done.
 
@@ -174,8 +175,17 @@ def plan_deliveries(plan: ContactPlan, learners: list[int], sizes: list[int], ro
 
 
 def _participants(plan: ContactPlan, learners: list[int], sizes: list[int], rounds: int) -> list[list[int]]:
-    """Learners that can move their model up and the aggregate down within each round."""
-    return [[k for k, node in enumerate(learners) if plan.deliverable(node, r, 2 * sizes[k])] for r in range(rounds)]
+    """Learners that can move their model up and the aggregate down within each
+    round: through a ground station when the scenario has any (the server sits
+    on the ground), else through any contact (a server reachable via a
+    neighbour)."""
+    stations = {i for i, kind in enumerate(plan.node_kinds) if kind == "ground_station"}
+
+    def reachable(node: int, r: int, size: int) -> bool:
+        peers = [nb for nb, _ in plan.deliverable(node, r, 2 * size)]
+        return any(nb in stations for nb in peers) if stations else bool(peers)
+
+    return [[k for k, node in enumerate(learners) if reachable(node, r, sizes[k])] for r in range(rounds)]
 
 
 # --------------------------------------------------------------------------- pretraining with checkpoints

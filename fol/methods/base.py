@@ -55,6 +55,7 @@ class NodeSetup:
     data: NodeData
     pretrained: nn.Module
     pretrain_flops: int = 0
+    init_seed: int = 0  # seed of the shared initialization of this node's architecture
 
 
 @dataclass

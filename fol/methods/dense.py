@@ -1,0 +1,417 @@
+"""DENSE (Zhang et al., NeurIPS 2022): data-free one-shot federated learning.
+
+One exchange: every node that can reach the virtual server in round 0 uploads
+its pretrained model; the server distills the ensemble of those models into
+one global student without any data, and broadcasts the student to every node.
+Each epoch of the server loop (the published ``AdvSynthesizer`` +
+``kd_train``):
+
+1. **Synthesis**: a fresh conv generator (re-initialized every epoch, as in the
+   published code) and a fresh latent batch z are optimized with Adam
+   (betas 0.5, 0.999) for ``g_steps`` steps on
+   ``oh * CE(ensemble(G(z)), y) + bn * L_BN + adv * L_adv``, where y are
+   random target classes, L_BN matches the batch mean / variance at the input
+   of every BatchNorm of every ensemble member to its running statistics
+   (DeepInversion), and L_adv = -mean(KL(ensemble || student) * [argmax
+   disagree]) pushes towards samples on which student and ensemble disagree.
+   The lowest-loss batch joins a growing pool of synthetic samples.
+2. **Distillation**: one pass of the student over the whole pool with
+   ``T^2 KL(softmax(ensemble / T) || softmax(student / T))``, SGD momentum 0.9.
+
+The ensemble averages the members' logits (``Ensemble_A``). Members may have
+different architectures; the student takes the most common architecture of
+the participants (first in node order on ties) and starts from the swarm's
+shared initialization.
+
+Published defaults (README of github.com/zj-jayzhang/DENSE): 200 epochs,
+g_steps 30, lr_g 1e-3, synthesis batch 256, nz 256, generator width ngf 64,
+bn 1, oh 1, adv 1, T 20, KD lr 0.005 (SGD, momentum 0.9). Scaled here for
+~20 k-parameter students on CPU: ``epochs = 15``, ``g_steps = 5``,
+``synthesis_batch = kd_batch = 48``, ``nz = 64``, ``ngf = 16`` (about 1/60 of the
+published synthesis budget; a 12-node run takes about a minute) (bn / oh / adv, T, lr_g
+and the KD learning rate unchanged). The published code's crop / flip
+augmentation of synthetic samples (kornia) is left out.
+
+Accounting: every participant uploads ``model_bytes`` of its model; every
+node downloads the student once. The server's training FLOPs (generator and
+distillation) are reported in ``extra["server_flops"]``; a node's own
+``train_flops`` is its pretraining.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fol.accounting import inference_flops, model_bytes, training_flops
+from fol.methods._common import (
+    Ledger, check_positive, check_positive_int, init_seed_of, most_common_spec, node_result,
+)
+from fol.methods.base import Method, NodeResult, SwarmContext, register
+from fol.models import build_model
+from fol.train import TrainConfig, fit, seed_everything
+
+__all__ = ["Generator", "DataFreeConfig", "DataFreeResult", "distill_data_free", "kl_div", "DenseMethod", "WeightedEnsemble"]
+
+
+class Generator(nn.Module):
+    """DENSE's generator: linear projection of z to a (2 ngf, S/4, S/4) map,
+    two (upsample x2, conv3x3, BN, LeakyReLU) stages, conv3x3 to ``channels``,
+    sigmoid (images in [0, 1], like the toolkit's data). Sizes not divisible by
+    4 are resized to ``image_size`` at the end."""
+
+    def __init__(self, nz: int, image_size: int, channels: int = 3, ngf: int = 16) -> None:
+        super().__init__()
+        self.nz, self.image_size = nz, image_size
+        self.init_size = max(1, image_size // 4)
+        self.l1 = nn.Linear(nz, ngf * 2 * self.init_size ** 2)
+        self.blocks = nn.Sequential(
+            nn.BatchNorm2d(ngf * 2),
+            nn.Upsample(scale_factor=2),
+            nn.Conv2d(ngf * 2, ngf * 2, 3, 1, 1, bias=False), nn.BatchNorm2d(ngf * 2), nn.LeakyReLU(0.2),
+            nn.Upsample(scale_factor=2),
+            nn.Conv2d(ngf * 2, ngf, 3, 1, 1, bias=False), nn.BatchNorm2d(ngf), nn.LeakyReLU(0.2),
+            nn.Conv2d(ngf, channels, 3, 1, 1),
+            nn.Sigmoid(),
+        )
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        out = self.blocks(self.l1(z).view(z.shape[0], -1, self.init_size, self.init_size))
+        if out.shape[-1] != self.image_size:
+            out = F.interpolate(out, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False)
+        return out
+
+    def reset(self) -> None:
+        """The published ``reset_model``: N(0, 0.02) conv / linear weights, N(1, 0.02) BN scales."""
+        for m in self.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.normal_(m.weight, 1.0, 0.02)
+                nn.init.zeros_(m.bias)
+
+
+class WeightedEnsemble(nn.Module):
+    """sum_i w_i f_i(x) / sum_i w_i over frozen members (Co-Boosting's
+    ``WEnsemble``; uniform weights give DENSE's ``Ensemble_A``)."""
+
+    def __init__(self, members: Sequence[nn.Module], weights: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+        for p in self.members.parameters():
+            p.requires_grad_(False)
+        n = len(members)
+        self.weights = torch.full((n,), 1.0 / n) if weights is None else weights
+
+    def train(self, mode: bool = True) -> "WeightedEnsemble":  # members stay in eval mode
+        super().train(False)
+        return self
+
+    def forward(self, x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        w = self.weights if weights is None else weights
+        total = sum(w[i] * m(x) for i, m in enumerate(self.members))
+        return total / w.sum()
+
+
+def kl_div(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float = 1.0,
+           reduction: str = "batchmean") -> torch.Tensor:
+    """``T^2 KL(softmax(teacher / T) || softmax(student / T))`` (the published
+    ``kldiv``); ``reduction="none"`` gives one value per sample."""
+    t = temperature
+    kl = F.kl_div(F.log_softmax(student_logits / t, 1), F.log_softmax(teacher_logits / t, 1),
+                  reduction="none", log_target=True).sum(1) * (t * t)
+    return kl if reduction == "none" else kl.mean()
+
+
+class _BNStats:
+    """DeepInversion hooks: ||running_var - var||_2 + ||running_mean - mean||_2 at
+    the input of every BatchNorm2d of the members, summed."""
+
+    def __init__(self, members: Sequence[nn.Module]) -> None:
+        self.losses: list[torch.Tensor] = []
+        self.active = False
+        self.handles = []
+        for m in members:
+            for mod in m.modules():
+                if isinstance(mod, nn.BatchNorm2d) and mod.running_mean is not None:
+                    self.handles.append(mod.register_forward_hook(self._hook))
+
+    def _hook(self, mod: nn.BatchNorm2d, inp, out) -> None:
+        if not self.active:
+            return
+        x = inp[0]
+        mean = x.mean((0, 2, 3))
+        var = x.permute(1, 0, 2, 3).flatten(1).var(1, unbiased=False)
+        self.losses.append(torch.linalg.vector_norm(mod.running_var - var) + torch.linalg.vector_norm(mod.running_mean - mean))
+
+    def pop(self) -> torch.Tensor:
+        total = torch.stack(self.losses).sum() if self.losses else torch.zeros(())
+        self.losses = []
+        return total
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+@dataclass
+class DataFreeConfig:
+    """Hyperparameters of the data-free server loop (see the module docstrings
+    of :mod:`fol.methods.dense` and :mod:`fol.methods.co_boosting`)."""
+
+    epochs: int = 15
+    g_steps: int = 5
+    lr_g: float = 1e-3
+    synthesis_batch: int = 48
+    kd_batch: int = 48
+    nz: int = 64
+    ngf: int = 16
+    bn: float = 1.0
+    oh: float = 1.0
+    adv: float = 1.0
+    temperature: float = 20.0
+    kd_lr: float = 0.005
+    kd_weight_decay: float = 0.0
+    cosine_lr: bool = False
+    grad_clip: float = 0.0  # generator gradient-norm clip (Co-Boosting: 10); 0 = off
+    # Co-Boosting
+    hard_sample_power: float = 0.0  # hs: CE weighted by (1 - p_y)^hs; 0 = plain CE (DENSE)
+    adv_mask: bool = True  # DENSE masks L_adv to disagreeing samples; Co-Boosting does not
+    adv_temperature: float = 1.0
+    weight_steps: int = 0  # ensemble-weight updates per epoch (0 = fixed uniform weights)
+    weight_lr: float = 0.01  # mu
+    weight_decay_rate: float = 0.99  # wdc: step mu * wdc^epoch
+    perturb: str = "none"  # "none", "ods" (published Co-Boosting) or "disagreement"
+    epsilon: float = 8.0 / 255.0
+    seed: int = 0
+
+
+@dataclass
+class DataFreeResult:
+    student: nn.Module
+    ensemble_weights: list[float]
+    pool_size: int
+    server_flops: int
+    history: list[dict] = field(default_factory=list)
+
+
+def _perturb(x: torch.Tensor, ensemble: WeightedEnsemble, student: nn.Module, how: str, eps: float,
+             gen: torch.Generator) -> torch.Tensor:
+    """Hard-sample step inside an L-inf ball of radius ``eps``: ``ods`` follows
+    the published Co-Boosting code (sign of the gradient of a random projection
+    of the ensemble's softmax at T = 4, Output Diversified Sampling);
+    ``disagreement`` follows the gradient of KL(ensemble || student)."""
+    x = x.detach().clone().requires_grad_(True)
+    t_out = ensemble(x)
+    if how == "ods":
+        w = torch.rand(t_out.shape, generator=gen) * 2 - 1
+        obj = (w * F.softmax(t_out / 4, 1)).sum()
+    else:
+        obj = kl_div(student(x), t_out, 1.0)
+    (grad,) = torch.autograd.grad(obj, x)
+    return (x + eps * grad.sign()).clamp(0, 1).detach()
+
+
+def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_shape: Sequence[int], num_classes: int,
+                      cfg: DataFreeConfig, progress: bool = False,
+                      on_epoch: Callable[[int, nn.Module], None] | None = None) -> DataFreeResult:
+    """Train ``student`` (in place) from the ensemble of ``members`` with
+    synthetic data only; returns the student, final ensemble weights and the
+    server's training FLOPs."""
+    c, s = int(input_shape[0]), int(input_shape[-1])
+    members = [copy.deepcopy(m).eval() for m in members]
+    ensemble = WeightedEnsemble(members)
+    gen_rng = torch.Generator().manual_seed(cfg.seed)
+    with torch.random.fork_rng(devices=[]):
+        seed_everything(cfg.seed)
+        generator = Generator(cfg.nz, s, c, cfg.ngf)
+    hooks = _BNStats(members) if cfg.bn > 0 else None
+    opt_s = torch.optim.SGD(student.parameters(), lr=cfg.kd_lr, momentum=0.9, weight_decay=cfg.kd_weight_decay)
+    pool_x: list[torch.Tensor] = []
+    pool_y: list[torch.Tensor] = []
+    member_macs = sum(node_macs_of(m, input_shape) for m in members)
+    student_macs = node_macs_of(student, input_shape)
+    gen_macs = node_macs_of(generator, (cfg.nz,))
+    flops = 0
+    history = []
+    epochs = range(cfg.epochs)
+    if progress:
+        from tqdm.auto import tqdm
+
+        epochs = tqdm(epochs, desc="data-free distillation", leave=False, disable=None)
+    try:
+        for epoch in epochs:
+            # 1. synthesis
+            student.eval()
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(cfg.seed * 100003 + epoch)
+                generator.reset()
+            z = torch.randn(cfg.synthesis_batch, cfg.nz, generator=gen_rng).requires_grad_(True)
+            y = torch.randint(0, num_classes, (cfg.synthesis_batch,), generator=gen_rng)
+            opt_g = torch.optim.Adam([{"params": generator.parameters()}, {"params": [z]}], lr=cfg.lr_g, betas=(0.5, 0.999))
+            best, best_x = math.inf, None
+            for _ in range(cfg.g_steps):
+                generator.train()
+                x = generator(z)
+                if hooks is not None:
+                    hooks.active = True
+                t_out = ensemble(x)
+                if hooks is not None:
+                    hooks.active = False
+                loss_bn = hooks.pop() if hooks is not None else torch.zeros(())
+                ce = F.cross_entropy(t_out, y, reduction="none")
+                if cfg.hard_sample_power > 0:
+                    p = F.softmax(t_out, 1).gather(1, y[:, None]).squeeze(1).detach()
+                    ce = (1 - p).pow(cfg.hard_sample_power) * ce
+                loss_oh = ce.mean()
+                s_out = student(x)
+                kl = kl_div(s_out, t_out, cfg.adv_temperature, reduction="none")
+                if cfg.adv_mask:
+                    kl = kl * (s_out.argmax(1) != t_out.argmax(1)).float()
+                loss_adv = -kl.mean()
+                loss = cfg.bn * loss_bn + cfg.oh * loss_oh + cfg.adv * loss_adv
+                opt_g.zero_grad(set_to_none=True)
+                loss.backward()
+                if cfg.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_(generator.parameters(), cfg.grad_clip)
+                opt_g.step()
+                value = float(loss.detach())
+                if value < best or best_x is None:
+                    best, best_x = value, x.detach().clone()
+            flops += training_flops(member_macs + student_macs + gen_macs, cfg.g_steps * cfg.synthesis_batch)
+            pool_x.append(best_x)
+            pool_y.append(y.clone())
+            px, py = torch.cat(pool_x), torch.cat(pool_y)
+
+            # 2. ensemble weights (Co-Boosting): signed-gradient steps on CE over the pool
+            if cfg.weight_steps > 0 and epoch > 0:
+                step = cfg.weight_lr * cfg.weight_decay_rate ** epoch
+                w = ensemble.weights.clone()
+                for _ in range(cfg.weight_steps):
+                    for i in range(0, len(px), cfg.kd_batch):
+                        wv = w.clone().requires_grad_(True)
+                        loss_w = F.cross_entropy(ensemble(px[i:i + cfg.kd_batch], wv), py[i:i + cfg.kd_batch])
+                        (gw,) = torch.autograd.grad(loss_w, wv)
+                        w = (w - step * gw.sign()).clamp(0.0, 1.0)
+                        if float(w.sum()) <= 0:
+                            w = torch.full_like(w, 1e-3)
+                ensemble.weights = w.detach()
+                flops += inference_flops(member_macs, len(px)) * 3 * cfg.weight_steps
+
+            # 3. distillation: one pass over the pool
+            if cfg.cosine_lr:
+                for g in opt_s.param_groups:
+                    g["lr"] = 0.5 * cfg.kd_lr * (1 + math.cos(math.pi * epoch / max(1, cfg.epochs)))
+            temperature, how, eps = cfg.temperature, cfg.perturb, cfg.epsilon
+
+            def objective(model: nn.Module, batch: Sequence[torch.Tensor]) -> torch.Tensor:
+                xb = batch[0]
+                if how != "none":
+                    model.eval()
+                    xb = _perturb(xb, ensemble, model, how, eps, gen_rng)
+                    model.train()
+                with torch.no_grad():
+                    t_out = ensemble(xb)
+                return kl_div(model(xb), t_out, temperature)
+
+            kd_cfg = TrainConfig(epochs=1, batch_size=cfg.kd_batch, lr=cfg.kd_lr, seed=cfg.seed * 7 + epoch,
+                                 weight_decay=cfg.kd_weight_decay)
+            hist = fit(student, (px, py), kd_cfg, objective=objective, optimizer=opt_s)
+            extra_passes = 2 if how != "none" else 0
+            flops += training_flops(student_macs, hist.samples_seen) + inference_flops(
+                member_macs, hist.samples_seen * (1 + extra_passes))
+            history.append({"epoch": epoch, "synthesis_loss": best, "kd_loss": hist.train_loss[-1] if hist.train_loss else None,
+                            "weights": [round(float(v), 4) for v in ensemble.weights]})
+            if on_epoch is not None:
+                on_epoch(epoch, student)
+    finally:
+        if hooks is not None:
+            hooks.remove()
+    student.eval()
+    return DataFreeResult(student, [float(v) for v in ensemble.weights], int(sum(len(p) for p in pool_x)), int(flops), history)
+
+
+def node_macs_of(model: nn.Module, input_shape: Sequence[int]) -> int:
+    """Forward MACs of one input (torch-pruning's counter)."""
+    from fol.accounting import forward_macs
+
+    return forward_macs(model, tuple(input_shape))
+
+
+class _DataFreeMethod(Method):
+    """Shared driver of DENSE and Co-Boosting: one upload, server-side
+    data-free distillation, one broadcast."""
+
+    multi_round: ClassVar[bool] = False
+    defaults: ClassVar[dict] = {}
+
+    def __init__(self, **options) -> None:
+        known = {f for f in DataFreeConfig.__dataclass_fields__ if f != "seed"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(f"unexpected option(s) {', '.join(unknown)}")
+        values = {**self.defaults, **options}
+        for name in ("epochs", "g_steps", "synthesis_batch", "kd_batch", "nz", "ngf"):
+            values[name] = check_positive_int(self.name, name, values.get(name, getattr(DataFreeConfig, name)))
+        for name in ("lr_g", "kd_lr", "temperature", "adv_temperature", "epsilon"):
+            if name in values:
+                values[name] = check_positive(self.name, name, values[name])
+        for name in ("bn", "oh", "adv", "hard_sample_power", "weight_lr", "kd_weight_decay", "grad_clip"):
+            if name in values:
+                values[name] = check_positive(self.name, name, values[name], allow_zero=True)
+        if values.get("perturb", "none") not in ("none", "ods", "disagreement"):
+            from fol.errors import ConfigError
+
+            raise ConfigError(f"methods.{self.name}.perturb must be 'none', 'ods' or 'disagreement', got {values['perturb']!r}")
+        self.options = values
+
+    def run(self, ctx: SwarmContext) -> list[NodeResult]:
+        t0 = time.perf_counter()
+        senders = ctx.participants_in(0) if ctx.rounds > 0 else []
+        ledgers = [Ledger(train_flops=n.pretrain_flops) for n in ctx.nodes]
+        if not senders:  # nothing reaches the server: every node keeps its own model
+            return [node_result(n, self.name, n.pretrained, led, kept_local=True) for n, led in zip(ctx.nodes, ledgers)]
+        members = [ctx.nodes[k].pretrained for k in senders]
+        spec = most_common_spec([ctx.nodes[k] for k in senders])
+        student = build_model(spec, seed=init_seed_of(ctx))
+        shape = tuple(ctx.nodes[0].data.train.images.shape[1:])
+        cfg = DataFreeConfig(**self.options, seed=ctx.seed)
+        res = distill_data_free(members, student, shape, spec.num_classes, cfg, progress=ctx.train.progress)
+        size = model_bytes(res.student)
+        for k in senders:
+            ledgers[k].bytes_up += model_bytes(ctx.nodes[k].pretrained)
+            ledgers[k].rounds = 1
+        seconds = time.perf_counter() - t0
+        out = []
+        for node, led in zip(ctx.nodes, ledgers):
+            led.bytes_down += size
+            r = node_result(node, self.name, res.student, led,
+                            extra={"server_flops": res.server_flops, "student_arch": spec.arch,
+                                   "ensemble_weights": res.ensemble_weights, "members": len(members),
+                                   "pool_size": res.pool_size})
+            r.seconds = seconds / max(1, len(ctx.nodes))
+            out.append(r)
+        self.last_result = res
+        return out
+
+
+@register
+class DenseMethod(_DataFreeMethod):
+    """DENSE: generator against the client ensemble, distilled into one global model."""
+
+    name: ClassVar[str] = "dense"
+    description: ClassVar[str] = "DENSE: data-free one-shot FL (generator + ensemble distillation)"
+    defaults: ClassVar[dict] = dict(
+        epochs=15, g_steps=5, lr_g=1e-3, synthesis_batch=48, kd_batch=48, nz=64, ngf=16,
+        bn=1.0, oh=1.0, adv=1.0, temperature=20.0, kd_lr=0.005, adv_mask=True, adv_temperature=1.0,
+        hard_sample_power=0.0, weight_steps=0, perturb="none",
+    )

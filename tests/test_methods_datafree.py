@@ -1,0 +1,99 @@
+"""DENSE and Co-Boosting: generator shapes, distillation towards the ensemble,
+ensemble re-weighting, heterogeneous clients, one-shot accounting."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from fol.accounting import model_bytes
+from fol.data import dirichlet_partition, make_synthetic
+from fol.errors import ConfigError
+from fol.methods import SwarmContext, get_method
+from fol.methods.dense import DataFreeConfig, Generator, WeightedEnsemble, distill_data_free, kl_div
+from fol.models import ModelSpec, build_model
+from fol.swarm import build_nodes
+from fol.train import TrainConfig, predict_logits
+
+FAST = dict(epochs=4, g_steps=4, synthesis_batch=24, kd_batch=24)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Small convolutions run fastest single-threaded (and the CI cores are shared)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def nodes():
+    pool = make_synthetic("wildfire", 400, seed=5, image_size=16)
+    shards = dirichlet_partition(pool.labels.numpy(), 3, 0.7, seed=5, samples_per_node=100)
+    return build_nodes(pool, shards, ["cnn-small", "cnn-small", "resnet-small"], TrainConfig(epochs=3), seed=5)
+
+
+@pytest.mark.parametrize("size,channels", [(16, 3), (32, 3), (18, 1)])
+def test_generator_shapes(size, channels):
+    g = Generator(nz=8, image_size=size, channels=channels, ngf=4)
+    g.reset()
+    x = g(torch.randn(5, 8))
+    assert x.shape == (5, channels, size, size)
+    assert float(x.detach().min()) >= 0.0 and float(x.detach().max()) <= 1.0
+
+
+def test_weighted_ensemble_normalizes_weights():
+    a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    ens = WeightedEnsemble([a, b], torch.tensor([1.0, 3.0]))
+    x = torch.randn(4, 2)
+    assert torch.allclose(ens(x), (a(x) + 3 * b(x)) / 4, atol=1e-6)
+
+
+def _disagreement(members, student, x):
+    t = WeightedEnsemble(members)(x).detach()
+    return float(kl_div(predict_logits(student, x), t, 1.0))
+
+
+@pytest.mark.parametrize("method", ["dense", "co-boosting"])
+def test_distillation_lowers_student_ensemble_disagreement(nodes, method):
+    members = [n.pretrained for n in nodes[:2]]
+    x = torch.cat([n.data.test.images for n in nodes])  # real images: never seen by the server
+    student = build_model(nodes[0].spec, seed=11)
+    student.load_state_dict(nodes[0].pretrained.state_dict())
+    with torch.no_grad():  # a student that confidently disagrees: always class 0 by a wide margin
+        student.classifier[-1].bias += torch.tensor([6.0, -6.0])
+    before = _disagreement(members, student, x)
+    opts = {**get_method(method).options, **FAST}
+    res = distill_data_free(members, student, (3, 16, 16), 2, DataFreeConfig(**opts, seed=0))
+    after = _disagreement(members, res.student, x)
+    assert after < before
+    assert res.pool_size == FAST["epochs"] * FAST["synthesis_batch"] and res.server_flops > 0
+    if method == "co-boosting":  # ensemble weights moved by signed-gradient steps, within [0, 1]
+        w = torch.tensor(res.ensemble_weights)
+        assert not torch.allclose(w, torch.full_like(w, 1 / 2)) and (w >= 0).all() and (w <= 1).all()
+    else:
+        assert res.ensemble_weights == pytest.approx([1 / 2] * 2)
+
+
+def test_one_shot_accounting_with_heterogeneous_clients(nodes):
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=3, seed=0,
+                       participants=[[0, 2], [0, 1, 2], [1]])
+    res = get_method("dense", epochs=2, g_steps=2, synthesis_batch=16).run(ctx)
+    student_bytes = model_bytes(build_model(ModelSpec("cnn-small", 2, 3, 16)))
+    assert [r.bytes_up for r in res] == [model_bytes(nodes[0].pretrained), 0, model_bytes(nodes[2].pretrained)]
+    assert all(r.bytes_down == student_bytes for r in res)  # one broadcast of the student
+    assert res[0].extra["student_arch"] == "cnn-small" and res[0].extra["members"] == 2
+    assert all(math.isfinite(r.test_accuracy) for r in res)
+    assert all(r.train_flops == n.pretrain_flops for r, n in zip(res, nodes))
+
+
+def test_options_are_validated():
+    with pytest.raises(ConfigError, match="co-boosting.epochs"):
+        get_method("co-boosting", epochs=0)
+    with pytest.raises(ConfigError, match="dense"):
+        get_method("dense", nonsense=1)
+    with pytest.raises(ConfigError, match="perturb"):
+        get_method("co-boosting", perturb="fgsm")

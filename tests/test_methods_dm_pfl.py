@@ -1,0 +1,117 @@
+"""DM-PFL / DM-PFL+: Eq. 5, the 30 % rule of the global mask, shared positions
+carrying global weights, mask readjustment, adaptive inference, accounting."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from fol.accounting import mask_bytes
+from fol.data import dirichlet_partition, make_synthetic
+from fol.methods import SwarmContext, get_method
+from fol.methods.dm_pfl import (
+    adaptive_predict, compose_personal, entropy, eq5_aggregate, global_mask, magnitude_mask, masked_keys,
+    readjust_mask,
+)
+from fol.models import build_model
+from fol.swarm import build_nodes
+from fol.train import TrainConfig
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Small convolutions run fastest single-threaded (and the CI cores are shared)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def nodes():
+    pool = make_synthetic("wildfire", 400, seed=4, image_size=16)
+    shards = dirichlet_partition(pool.labels.numpy(), 3, 0.5, seed=4, samples_per_node=100)
+    return build_nodes(pool, shards, ["cnn-small"], TrainConfig(epochs=1), seed=4)
+
+
+def test_global_mask_ignores_positions_of_at_most_30_percent_of_clients():
+    w_g = {"w": torch.tensor([10.0, 9.0, 8.0, 1.0, 0.5, 0.1, 0.2, 0.3, 0.4, 0.05])}
+    n = 10
+    counts = [3, 4, 10, 10, 10, 10, 10, 10, 10, 10]  # position 0: 30 % exactly, position 1: 40 %
+    masks = [{"w": torch.tensor([c > i for c in counts])} for i in range(n)]
+    m = global_mask(w_g, masks, sparsity=0.7, min_client_share=0.3)["w"]
+    assert not m[0]  # largest weight but chosen by only 30 % -> excluded
+    assert m[1] and m[2] and m[3]  # top (1 - S) = 3 of the eligible positions by |w_g|
+    assert int(m.sum()) == 3
+    # with one client in four (25 %) the position is excluded, with two (50 %) it is kept
+    four = [{"w": torch.tensor([i < 1, i < 2])} for i in range(4)]
+    m4 = global_mask({"w": torch.tensor([5.0, 1.0])}, four, sparsity=0.0, min_client_share=0.3)["w"]
+    assert m4.tolist() == [False, True]
+
+
+def test_eq5_mask_wise_weighted_average_keeps_uncovered_positions():
+    prev = {"w": torch.tensor([1.0, 2.0, 3.0]), "bn": torch.tensor([0.0])}
+    states = [{"w": torch.tensor([4.0, 6.0, 0.0]), "bn": torch.tensor([1.0])},
+              {"w": torch.tensor([8.0, 0.0, 0.0]), "bn": torch.tensor([4.0])}]
+    masks = [{"w": torch.tensor([True, True, False])}, {"w": torch.tensor([True, False, False])}]
+    out = eq5_aggregate(prev, states, masks, [1.0, 3.0])
+    assert out["w"].tolist() == pytest.approx([(4 + 3 * 8) / 4, 6.0, 3.0])  # pos 1: only client 0; pos 2: nobody
+    assert float(out["bn"]) == pytest.approx((1 + 3 * 4) / 4)
+
+
+def test_shared_positions_take_global_weights():
+    torch.manual_seed(0)
+    w_c, w_g = {"w": torch.randn(6), "b": torch.randn(2)}, {"w": torch.randn(6), "b": torch.randn(2)}
+    m_c = {"w": torch.tensor([1, 1, 1, 0, 0, 1], dtype=torch.bool)}
+    m_g = {"w": torch.tensor([1, 0, 1, 1, 0, 0], dtype=torch.bool)}
+    out = compose_personal(w_c, m_c, w_g, m_g)
+    shared = m_c["w"] & m_g["w"]
+    assert torch.equal(out["w"][shared], w_g["w"][shared])
+    assert torch.equal(out["w"][~shared], w_c["w"][~shared])
+    assert torch.equal(out["b"], w_g["b"])  # unmasked tensors are global
+
+
+def test_readjust_keeps_mask_size_and_follows_magnitude_and_gradient():
+    mask = torch.tensor([1, 1, 1, 1, 0, 0, 0, 0], dtype=torch.bool)
+    weight = torch.tensor([0.1, 5.0, 4.0, 3.0, 0.0, 0.0, 0.0, 0.0])
+    grad = torch.tensor([0.0, 0.0, 0.0, 0.0, 0.1, 9.0, 0.2, 0.3])
+    new, grown = readjust_mask(mask, weight, grad, 0.25)  # one of four
+    assert int(new.sum()) == 4 and not new[0] and new[5]
+    assert grown.tolist() == [False] * 5 + [True, False, False]
+    assert magnitude_mask(torch.tensor([1.0, -3.0, 2.0, 0.5]), 0.5).tolist() == [False, True, True, False]
+
+
+def test_adaptive_inference_rule():
+    lc = torch.tensor([[4.0, 0.0], [0.1, 0.0]])  # confident / unsure personalized model
+    lg = torch.tensor([[0.0, 0.2], [0.0, 4.0]])
+    pred = adaptive_predict(lc, lg, base_c=0.1, base_g=0.1)
+    assert pred.tolist() == [0, 1]  # each sample goes to the lower-entropy model
+    assert float(entropy(torch.zeros(1, 2))) == pytest.approx(math.log(2))
+
+
+def test_dm_pfl_end_to_end(nodes):
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=2, seed=0)
+    method = get_method("dm-pfl", local_epochs=1, readjust_ratio=0.05)
+    res = method.run(ctx)
+    run = method.last_run
+    spec = nodes[0].spec
+    keys = masked_keys(build_model(spec))
+    n_pos = sum(build_model(spec).state_dict()[k].numel() for k in keys)
+    assert run.phase1_rounds == 1 and run.phase2_rounds == 1
+    for k, r in enumerate(res):
+        assert math.isfinite(r.test_accuracy) and r.rounds == 2
+        personal = run.personal[k]
+        for key in keys:
+            shared = run.m_g[key] & run.m_c[k][key]
+            assert torch.equal(personal[key][shared], run.w_g[key][shared])  # shared -> global weights
+            assert torch.count_nonzero(personal[key][~run.m_c[k][key]]) == 0  # sparse personal model
+        density = r.extra["personal_density"]
+        assert density == pytest.approx(0.5, abs=0.02)
+        # phase-1 upload carries a 1-bit mask over every masked position
+        assert r.bytes_up > mask_bytes(n_pos)
+    assert r.extra["global_density"] <= 0.5 + 1e-6
+    plus = get_method("dm-pfl+", local_epochs=1, readjust_ratio=0.05).run(ctx)  # same training, cached
+    assert [p.bytes_up for p in plus] == [r.bytes_up for r in res]
+    assert all(math.isfinite(p.test_accuracy) for p in plus)

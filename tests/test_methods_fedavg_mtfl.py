@@ -1,0 +1,123 @@
+"""FedAvg and MTFL baselines: byte accounting, participation, private BN patches,
+FedAvg-Adam moment averaging."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from fol.accounting import model_bytes, tensor_bytes
+from fol.data import dirichlet_partition, make_synthetic
+from fol.errors import ConfigError
+from fol.methods import NodeSetup, SwarmContext, get_method
+from fol.methods._common import local_config, shared_init
+from fol.methods.mtfl import MTFLTask, average_moments, mtfl_client_update, private_keys
+from fol.models import ModelSpec, build_model
+from fol.swarm import build_nodes
+from fol.train import TrainConfig
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Small convolutions run fastest single-threaded (and the CI cores are shared)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def nodes():
+    pool = make_synthetic("wildfire", 400, seed=1, image_size=16)
+    shards = dirichlet_partition(pool.labels.numpy(), 3, 0.5, seed=1, samples_per_node=100)
+    return build_nodes(pool, shards, ["cnn-small"], TrainConfig(epochs=1), seed=1)
+
+
+def ctx_of(nodes, rounds=2, **kw):
+    return SwarmContext(nodes=nodes, train=TrainConfig(epochs=1, lr=0.05), rounds=rounds, seed=3, **kw)
+
+
+def test_fedavg_bytes_are_rounds_times_model(nodes):
+    res = get_method("fedavg", local_epochs=1).run(ctx_of(nodes, rounds=2))
+    size = model_bytes(build_model(nodes[0].spec))
+    assert [r.node for r in res] == [n.name for n in nodes]
+    for r in res:
+        assert math.isfinite(r.test_accuracy) and 0 <= r.test_accuracy <= 1
+        assert r.bytes_up == 2 * size
+        assert r.bytes_down == 3 * size  # two rounds + final broadcast
+        assert r.rounds == 2 and r.train_flops > 0
+
+
+def test_fedavg_follows_participants_and_fraction(nodes):
+    ctx = ctx_of(nodes, rounds=3, participants=[[0, 1], [1], []])
+    res = get_method("fedavg", local_epochs=1).run(ctx)
+    size = model_bytes(build_model(nodes[0].spec))
+    assert [r.rounds for r in res] == [1, 2, 0]
+    assert [r.bytes_up for r in res] == [size, 2 * size, 0]
+    sampled = get_method("fedavg", local_epochs=1, fraction=0.34).run(ctx_of(nodes, rounds=2))
+    assert sum(r.rounds for r in sampled) == 2  # one of three nodes per round
+
+
+def test_fedavg_rejects_heterogeneous_swarm(nodes):
+    other = NodeSetup(  # same data, another architecture
+        3, "odd", ModelSpec("cnn-medium", 2, 3, 16), nodes[0].class_names, nodes[0].data,
+        build_model(ModelSpec("cnn-medium", 2, 3, 16)))
+    with pytest.raises(ConfigError, match="fedavg"):
+        get_method("fedavg").run(ctx_of(list(nodes) + [other]))
+    with pytest.raises(ConfigError, match="fraction"):
+        get_method("fedavg", fraction=0.0)
+
+
+def test_mtfl_private_patches_never_uploaded(nodes):
+    model = build_model(nodes[0].spec)
+    priv = private_keys(model, "all")
+    assert priv and all(".running" in k or k.endswith(("weight", "bias", "num_batches_tracked")) for k in priv)
+    state = model.state_dict()
+    task = MTFLTask(nodes[0].spec, {k: v for k, v in state.items() if k not in priv},
+                    {k: v for k, v in state.items() if k in priv}, nodes[0].data, TrainConfig(epochs=1))
+    up = mtfl_client_update(task)
+    assert not (set(up.state) & priv)  # nothing private in the upload
+    assert set(up.patches) == priv
+    assert any(not torch.equal(up.patches[k], state[k]) for k in priv)  # patches were trained locally
+
+    method = get_method("mtfl", private="params")
+    res = method.run(ctx_of(nodes, rounds=2))
+    gp = private_keys(model, "params")
+    assert not (set(method.last_global_state) & gp)
+    expected_up = 2 * tensor_bytes({k: v for k, v in state.items() if k not in gp})
+    assert all(r.bytes_up == expected_up for r in res)
+    assert res[0].extra["private_bytes"] == tensor_bytes({k: state[k] for k in gp})
+
+
+def test_fedavg_adam_averages_moments(nodes):
+    a = {"w": {"exp_avg": torch.ones(3), "exp_avg_sq": torch.full((3,), 4.0), "step": torch.tensor(2.0)}}
+    b = {"w": {"exp_avg": torch.full((3,), 3.0), "exp_avg_sq": torch.zeros(3), "step": torch.tensor(4.0)}}
+    avg = average_moments([a, b], [1.0, 3.0])
+    assert torch.allclose(avg["w"]["exp_avg"], torch.full((3,), 2.5))
+    assert torch.allclose(avg["w"]["exp_avg_sq"], torch.full((3,), 1.0))
+    assert float(avg["w"]["step"]) == pytest.approx(3.5)
+
+    method = get_method("mtfl-adam", private="params")
+    res = method.run(ctx_of(nodes, rounds=1))
+    moments = method.last_global_moments
+    model = build_model(nodes[0].spec)
+    federated = [n for n, _ in model.named_parameters() if n not in private_keys(model, "params")]
+    assert sorted(moments) == sorted(federated)
+    # the global moments are the size-weighted mean of what the clients uploaded: recompute one client's
+    state = dict(model.state_dict())
+    ups = []
+    ctx = ctx_of(nodes, rounds=1)
+    for k, node in enumerate(nodes):
+        init = shared_init(ctx, node.spec).state_dict()
+        gp = private_keys(model, "params")
+        ups.append(mtfl_client_update(MTFLTask(node.spec, {k2: v for k2, v in init.items() if k2 not in gp},
+                                               {k2: v for k2, v in init.items() if k2 in gp}, node.data,
+                                               local_config(ctx, 1, ctx.seed * 7919 + k), adam=True)))
+    ref = average_moments([u.moments for u in ups], [len(n.data.train) for n in nodes])
+    name = federated[0]
+    assert torch.allclose(ref[name]["exp_avg"], moments[name]["exp_avg"], atol=1e-6)
+    # three tensors (weights + 2 moments) per federated parameter: ~3x FedAvg's upload
+    fedavg_up = tensor_bytes({k: v for k, v in state.items() if k not in private_keys(model, "params")})
+    assert 2.9 * fedavg_up < res[0].bytes_up < 3.1 * fedavg_up

@@ -1,0 +1,133 @@
+"""Hermes: intersection-only aggregation, masks that only shrink, byte counts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from fol.accounting import mask_bytes
+from fol.data import dirichlet_partition, make_synthetic
+from fol.methods import SwarmContext, get_method
+from fol.methods.hermes import (
+    HermesTask, channel_groups, element_masks, group_lasso, hermes_client_update, intersection_aggregate,
+    prune_channels, pruned_share, subnetwork_bytes,
+)
+from fol.models import ModelSpec, build_model
+from fol.pruning import prunable_layers
+from fol.swarm import build_nodes
+from fol.train import TrainConfig
+
+SPEC = ModelSpec("cnn-small", 2, 3, 16)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Small convolutions run fastest single-threaded (and the CI cores are shared)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def nodes():
+    pool = make_synthetic("hurricane", 400, seed=2, image_size=16)
+    shards = dirichlet_partition(pool.labels.numpy(), 3, 0.7, seed=2, samples_per_node=100)
+    return build_nodes(pool, shards, ["cnn-small"], TrainConfig(epochs=1), seed=2)
+
+
+def test_channel_groups_tie_layers_to_their_batchnorm():
+    groups = channel_groups(build_model(SPEC), (3, 16, 16))
+    assert groups["features.0"] == ["features.0.weight", "features.1.weight", "features.1.bias",
+                                    "features.1.running_mean", "features.1.running_var"]
+    assert groups["classifier.1"] == ["classifier.1.weight", "classifier.1.bias"]
+    assert "classifier.3" not in groups  # the classifier is never pruned
+
+
+def test_aggregation_leaves_non_intersecting_parameters_untouched():
+    torch.manual_seed(0)
+    states = [{"w": torch.randn(4, 3), "b": torch.randn(5)} for _ in range(3)]
+    rows = [torch.tensor([1, 1, 0, 1], dtype=torch.bool), torch.tensor([1, 0, 1, 1], dtype=torch.bool),
+            torch.tensor([1, 1, 1, 0], dtype=torch.bool)]
+    masks = [{"w": r[:, None].expand(4, 3).clone()} for r in rows]
+    out = intersection_aggregate(states, masks, [1.0, 1.0, 2.0])
+    expected_row0 = (states[0]["w"][0] + states[1]["w"][0] + 2 * states[2]["w"][0]) / 4
+    for i in range(3):
+        assert torch.allclose(out[i]["w"][0], expected_row0, atol=1e-6)  # row 0: kept by all -> averaged
+        for row in (1, 2, 3):  # not in every subnetwork -> each keeps its own values
+            assert torch.equal(out[i]["w"][row], states[i]["w"][row])
+        assert torch.allclose(out[i]["b"], (states[0]["b"] + states[1]["b"] + 2 * states[2]["b"]) / 4, atol=1e-6)
+
+
+def test_pruning_removes_lowest_norm_channels_and_only_shrinks():
+    model = build_model(SPEC, seed=0)
+    layers = prunable_layers(model)
+    full = {n: torch.ones(m.weight.shape[0], dtype=torch.bool) for n, m in layers.items()}
+    first = prune_channels(model, full, 0.2)
+    assert pruned_share(first) == pytest.approx(0.2, abs=0.03)
+    norms = model.features[0].weight.detach().abs().flatten(1).sum(1)
+    dropped = (~first["features.0"]).nonzero().flatten()
+    kept = first["features.0"].nonzero().flatten()
+    assert norms[dropped].max() <= norms[kept].min()
+    second = prune_channels(model, first, 0.3)
+    for name in full:
+        assert not (second[name] & ~first[name]).any()  # subset
+    assert pruned_share(second) > pruned_share(first)
+
+
+def test_client_update_prunes_trains_under_mask_and_masks_shrink(nodes):
+    node = nodes[0]
+    groups = channel_groups(build_model(SPEC), (3, 16, 16))
+    layers = prunable_layers(build_model(SPEC))
+    masks = {n: torch.ones(m.weight.shape[0], dtype=torch.bool) for n, m in layers.items()}
+    state = node.pretrained.state_dict()
+    shares = []
+    for r in range(3):
+        up = hermes_client_update(HermesTask(SPEC, state, masks, groups, node.data, TrainConfig(epochs=1, seed=r),
+                                             0.2, 0.0, 0.3, 1e-4))
+        for name in masks:
+            assert not (up.channel_masks[name] & ~masks[name]).any()  # only shrinks
+        elem = element_masks(up.channel_masks, groups, up.state)
+        for key, m in elem.items():
+            assert torch.count_nonzero(up.state[key][~m]) == 0  # pruned entries stay exactly zero
+        shares.append(pruned_share(up.channel_masks))
+        state, masks = up.state, up.channel_masks
+    assert shares[0] == pytest.approx(0.2, abs=0.03) and shares[-1] == pytest.approx(0.3, abs=0.03)
+    assert shares == sorted(shares)
+    # above the accuracy threshold nothing is pruned
+    up = hermes_client_update(HermesTask(SPEC, node.pretrained.state_dict(),
+                                         {n: torch.ones(m.weight.shape[0], dtype=torch.bool) for n, m in layers.items()},
+                                         groups, node.data, TrainConfig(epochs=1), 0.2, 1.0, 0.3, 0.0))
+    assert not up.pruned and pruned_share(up.channel_masks) == 0.0
+
+
+def test_group_lasso_is_eq2():
+    model = build_model(SPEC, seed=0)
+    expected = 0.0
+    for mod in model.modules():
+        if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear)):
+            w = mod.weight.detach()
+            expected += float(w.flatten(1).norm(dim=1).sum() + w.transpose(0, 1).flatten(1).norm(dim=1).sum())
+    assert float(group_lasso(model).detach()) == pytest.approx(expected, rel=1e-5)
+    with torch.no_grad():
+        model.features[0].weight[0].zero_()
+    group_lasso(model).backward()  # a pruned (all-zero) group must not produce NaN gradients
+    assert torch.isfinite(model.features[0].weight.grad).all()
+
+
+def test_hermes_end_to_end_bytes(nodes):
+    method = get_method("hermes", local_epochs=1, acc_threshold=0.0)
+    res = method.run(SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=2, seed=0))
+    groups = channel_groups(build_model(SPEC), (3, 16, 16))
+    n_masked = sum(build_model(SPEC).state_dict()[k].numel() for keys in groups.values() for k in keys)
+    for r, masks in zip(res, method.last_channel_masks):
+        assert math.isfinite(r.test_accuracy) and r.rounds == 2
+        assert r.extra["pruned_share"] == pytest.approx(0.3, abs=0.03)
+        # up = down + one mask bitmap per round (the server returns the subnetwork without the mask)
+        assert r.bytes_up - r.bytes_down == 2 * mask_bytes(n_masked)
+        final = subnetwork_bytes(build_model(SPEC).state_dict(),
+                                 element_masks(masks, groups, build_model(SPEC).state_dict()))
+        assert r.bytes_down < 2 * sum(t.numel() * 4 for t in build_model(SPEC).state_dict().values())
+        assert r.bytes_down >= 2 * final  # round-2 subnetwork is the final (smallest) one

@@ -1,0 +1,63 @@
+"""Every baseline is registered and runs end to end on a tiny swarm."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from fol.data import dirichlet_partition, make_synthetic
+from fol.errors import ConfigError
+from fol.methods import SwarmContext, get_method, method_names
+from fol.swarm import build_nodes
+from fol.train import TrainConfig
+
+BASELINES = {
+    "fedavg": dict(local_epochs=1),
+    "hermes": dict(local_epochs=1),
+    "dm-pfl": dict(local_epochs=1),
+    "dm-pfl+": dict(local_epochs=1),
+    "mtfl": {},
+    "mtfl-adam": {},
+    "dense": dict(epochs=2, g_steps=2, synthesis_batch=16),
+    "co-boosting": dict(epochs=2, g_steps=2, synthesis_batch=16),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    pool = make_synthetic("hurricane", 400, seed=6, image_size=16)
+    shards = dirichlet_partition(pool.labels.numpy(), 3, 0.3, seed=6, samples_per_node=100)
+    nodes = build_nodes(pool, shards, ["cnn-small"], TrainConfig(epochs=1), seed=6)
+    return SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=2, seed=6)
+
+
+def test_all_baselines_registered():
+    assert set(BASELINES) <= set(method_names())
+
+
+@pytest.mark.parametrize("name", sorted(BASELINES))
+def test_baseline_runs_end_to_end(ctx, name):
+    method = get_method(name, **BASELINES[name])
+    res = method.run(ctx)
+    assert [r.node for r in res] == [n.name for n in ctx.nodes]
+    for r in res:
+        assert r.method == name
+        assert math.isfinite(r.test_accuracy) and 0.0 <= r.test_accuracy <= 1.0
+        assert math.isfinite(r.val_accuracy)
+        assert r.bytes_up > 0 and r.bytes_down > 0 and r.train_flops > 0
+
+
+def test_unknown_option_names_the_method():
+    for name in BASELINES:
+        with pytest.raises(ConfigError, match=name.replace("+", r"\+")):
+            get_method(name, no_such_option=1)
