@@ -30,7 +30,7 @@ name = "tiny-leo"
 seeds = [0]
 [constellation]
 kind = "walker-delta"
-total = 4
+total = 6
 planes = 2
 phasing = 1
 altitude_km = 550.0
@@ -105,7 +105,7 @@ def test_learning_sections_are_validated(changes: dict, match: str) -> None:
 
 def test_contact_sections_are_validated_too() -> None:
     with pytest.raises(ContactError, match="planes"):
-        parse_scenario(_doc(constellation={"planes": 3}), Path("."), "tiny.toml")
+        parse_scenario(_doc(constellation={"planes": 4}), Path("."), "tiny.toml")
     doc = _doc()
     doc["rendezvous"] = {}
     with pytest.raises(ContactError, match="rendezvous"):
@@ -242,7 +242,8 @@ def test_resume_after_a_killed_run_gives_the_same_results(tmp_path: Path) -> Non
 
     assert main(["simulate", "--resume", str(cut)]) == 0
     a, b = _rows(full), _rows(cut)
-    assert len(a) == len(b) == 12
+    assert len(a) == len(b) == 18
+    assert sum(int(r["received_models"]) for r in a if r["method"] == "fol") > 0  # FOL really exchanged models
     for ra, rb in zip(a, b):
         assert (ra["method"], ra["node"]) == (rb["method"], rb["node"])
         assert float(ra["test_accuracy"]) == pytest.approx(float(rb["test_accuracy"]), abs=1e-9)
@@ -262,6 +263,7 @@ def test_local_and_ray_executors_agree(tmp_path: Path) -> None:
     import ray  # noqa: F401  (in the dev extra: CI runs this test, never skips it)
     scn = parse_scenario(_doc(), tmp_path, "tiny.toml")
     local = run_simulation(scn, tmp_path / "local", progress=False)
+    assert sum(r["received_models"] for r in local.results if r["method"] == "fol") > 0
     scn.run.executor, scn.run.workers = "ray", 2
     on_ray = run_simulation(scn, tmp_path / "ray", progress=False)
     key = lambda r: (r["method"], r["node"])  # noqa: E731
@@ -269,3 +271,16 @@ def test_local_and_ray_executors_agree(tmp_path: Path) -> None:
         assert key(a) == key(b)
         assert a["test_accuracy"] == pytest.approx(b["test_accuracy"], abs=1e-9)
         assert a["bytes_down"] == b["bytes_down"] and a["bytes_up"] == b["bytes_up"]
+
+
+def test_zmq_transport_delivers_the_same_models_as_in_memory(tmp_path: Path) -> None:
+    scn = parse_scenario(_doc(), tmp_path, "tiny.toml")
+    scn.methods = ["fol"]
+    inproc = run_simulation(scn, tmp_path / "inproc", progress=False)
+    scn.run.transport = "zmq"
+    zmq_run = run_simulation(scn, tmp_path / "zmq", progress=False)
+    key = lambda r: r["node"]  # noqa: E731
+    for a, b in zip(sorted(inproc.results, key=key), sorted(zmq_run.results, key=key)):
+        assert a["test_accuracy"] == b["test_accuracy"] and a["bytes_down"] == b["bytes_down"]
+    inboxes = list((tmp_path / "zmq" / "state" / "seed-0" / "links").glob("*/inbox/round-*/*.safetensors"))
+    assert len(inboxes) == sum(r["received_models"] for r in zmq_run.results) > 0

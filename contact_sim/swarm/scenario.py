@@ -38,6 +38,7 @@ Learning tables, every key checked (unknown keys are an error naming them)::
     executor = "local"         # "local" | "process" | "ray"
     workers = 2                # processes / Ray CPUs (default: all cores)
     threads = 1                # torch threads per node task
+    transport = "inproc"       # "inproc" | "zmq": FOL's model exchange over CURVE links on 127.0.0.1
     # ray_address = "auto"     # join an existing Ray cluster
 
     [output]
@@ -93,6 +94,7 @@ class RunConfig:
     workers: int | None = None
     threads: int | None = 1
     ray_address: str | None = None
+    transport: str = "inproc"
 
 
 @dataclass
@@ -242,13 +244,16 @@ def parse_scenario(doc: dict[str, Any], base_dir: Path, source: str = "scenario"
             raise ConfigError(f"methods.{key}: expected a table of options of a known method")
         options[key] = dict(value)
 
-    r = _table(doc, "run", {"executor", "workers", "threads", "ray_address"})
+    r = _table(doc, "run", {"executor", "workers", "threads", "ray_address", "transport"})
     run = RunConfig(
         executor=_typed(r, "run", "executor", str, "local"),
         workers=_typed(r, "run", "workers", int, None),
         threads=_typed(r, "run", "threads", int, 1),
         ray_address=_typed(r, "run", "ray_address", str, None),
+        transport=_typed(r, "run", "transport", str, "inproc"),
     )
+    if run.transport not in ("inproc", "zmq"):
+        raise ConfigError(f"run.transport: expected 'inproc' or 'zmq', got {run.transport!r}")
     if run.executor not in EXECUTORS:
         raise ConfigError(f"run.executor: expected one of {', '.join(EXECUTORS)}, got {run.executor!r}")
     for key in ("workers", "threads"):

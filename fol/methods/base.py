@@ -94,7 +94,10 @@ class SwarmContext:
     contact plan constrains the run). ``deliveries[r][k]`` lists who delivers a
     model to node ``k`` in peer-to-peer round ``r`` (see :meth:`senders_to`);
     ``cache`` lets methods share work within one run (FOL and FOL-A come from
-    the same pipeline run). ``train`` holds the local-training
+    the same pipeline run). ``transport(src, dst, payload, round)`` carries a
+    peer-to-peer payload and returns the bytes that arrived (default: handed
+    over in memory; the runner can route them over the node agent's CURVE
+    links instead). ``train`` holds the local-training
     settings every method shares; ``fol`` FOL's hyperparameters. ``map`` runs
     a picklable function over items, possibly in other processes or on a Ray
     cluster: the result must not depend on which.
@@ -109,6 +112,7 @@ class SwarmContext:
     map: Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]] = serial_map
     deliveries: list[dict[int, list[int]]] | None = None
     cache: dict[Any, Any] = field(default_factory=dict)
+    transport: Callable[[str, str, bytes, int], bytes] | None = None
 
     def senders_to(self, round_index: int, dst: int, limit: int) -> list[int]:
         """Indices of the nodes whose model reaches node ``dst`` in peer-to-peer

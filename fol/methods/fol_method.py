@@ -80,7 +80,9 @@ def run_fol_pipeline(ctx: SwarmContext, use_pruning: bool) -> FOLRun:
                 run.bytes_up[j] += len(payloads[j])
                 run.bytes_down[k] += len(payloads[j])
             run.received[k] += len(senders)
-            tasks.append(_RoundTask(states[k], [(ctx.nodes[j].name, payloads[j]) for j in senders], r + 1, variant, cfg))
+            arrived = [(ctx.nodes[j].name, payloads[j] if ctx.transport is None
+                        else ctx.transport(ctx.nodes[j].name, ctx.nodes[k].name, payloads[j], r + 1)) for j in senders]
+            tasks.append(_RoundTask(states[k], arrived, r + 1, variant, cfg))
         outcomes = ctx.map(_personalize_node, tasks)
         for k, (state, report) in enumerate(outcomes):
             states[k] = state
