@@ -1,0 +1,514 @@
+"""Loaders for real datasets in their published folder layouts.
+
+Every loader returns a :class:`~fol.data.geo.GeoDataset` with images resized
+to ``image_size`` x ``image_size`` (bilinear, RGB, float32 in [0, 1]). A
+missing dataset raises :class:`~fol.errors.DataError` saying where to put it;
+an unreadable image raises one naming the file (or, with ``skip_corrupt=True``,
+is skipped with a logged warning that counts and names the skipped files).
+
+Where data lives: ``datasets/<name>/`` under the data root, which is
+
+1. the ``root`` argument of :func:`fol.data.registry.load_dataset` (the CLI's
+   ``--data-root``), else
+2. the environment variable ``FOL_DATA_ROOT``, else
+3. ``datasets/`` of the source checkout this package runs from (the folder
+   beside ``pyproject.toml``), else ``./datasets`` of the working directory.
+
+``datasets/README.md`` documents each dataset: source, licence, layout and how
+coordinates are encoded in the file names.
+
+Nothing here unpickles user data: JPEG / PNG go through Pillow, SVHN's
+``.mat`` files through :func:`scipy.io.loadmat`. CIFAR's batch files are
+Python pickles; they are read by torchvision only after torchvision has
+checked their MD5 sums against the official archive's, so only the official
+files are ever unpickled.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+
+from fol.data.geo import GeoDataset
+from fol.data.synthetic import TASK_CLASSES
+from fol.errors import DataError
+
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "default_data_root",
+    "dataset_dir",
+    "read_image",
+    "parse_lonlat",
+    "load_wildfire",
+    "load_hurricane",
+    "load_image_folder",
+    "load_cifar10",
+    "load_cifar100",
+    "load_svhn",
+    "WILDFIRE_URL",
+    "HURRICANE_URL",
+]
+
+log = logging.getLogger(__name__)
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+WILDFIRE_URL = "https://www.kaggle.com/datasets/abdelghaniaaba/wildfire-prediction-dataset"
+HURRICANE_URL = "https://www.kaggle.com/datasets/kmader/satellite-images-of-hurricane-damage"
+
+# "<lon><sep><lat>.<ext>" with decimal degrees, e.g. "-73.4586,45.5837.jpg".
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+
+
+# ----------------------------------------------------------------- locations
+
+
+def default_data_root() -> Path:
+    """The data root when none is given (see the module docstring)."""
+    env = os.environ.get("FOL_DATA_ROOT")
+    if env:
+        return Path(env).expanduser()
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "datasets").is_dir():
+        return checkout / "datasets"
+    return Path.cwd() / "datasets"
+
+
+def dataset_dir(name: str, root: str | Path | None = None) -> Path:
+    """``<data root>/<name>``: where dataset ``name`` is expected."""
+    return (Path(root).expanduser() if root is not None else default_data_root()) / name
+
+
+def _missing(name: str, where: Path, layout: str, source: str) -> DataError:
+    return DataError(
+        f"dataset {name!r} not found: expected {layout} in {where} (get it from {source} and unpack it there, "
+        f"or point --data-root / FOL_DATA_ROOT at the folder holding '{name}/'; see datasets/README.md)"
+    )
+
+
+def _locate(base: Path, required: Sequence[str]) -> Path | None:
+    """``base`` if it holds one of ``required`` sub-folders, else the single
+    sub-folder of ``base`` that does (archives often unpack with a top folder)."""
+    if not base.is_dir():
+        return None
+    if any((base / r).is_dir() for r in required):
+        return base
+    subs = [d for d in sorted(base.iterdir()) if d.is_dir() and any((d / r).is_dir() for r in required)]
+    if len(subs) == 1:
+        log.info("using %s (found inside %s)", subs[0], base)
+        return subs[0]
+    return None
+
+
+# -------------------------------------------------------------------- images
+
+
+def read_image(path: str | Path, image_size: int) -> np.ndarray:
+    """Read one image file as ``uint8 [3, S, S]`` (RGB, bilinear resize).
+
+    Raises :class:`~fol.errors.DataError` naming the file when it cannot be
+    decoded (truncated, not an image, unsupported format).
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            if im.format == "JPEG":
+                im.draft("RGB", (image_size, image_size))  # decode at reduced scale: much faster
+            im = im.convert("RGB")
+            if im.size != (image_size, image_size):
+                im = im.resize((image_size, image_size), Image.Resampling.BILINEAR)
+            arr = np.asarray(im, dtype=np.uint8)
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+        raise DataError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from None
+    return arr.transpose(2, 0, 1)
+
+
+def _read_many(
+    files: Sequence[Path], image_size: int, skip_corrupt: bool, workers: int | None, desc: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Decode ``files`` in a thread pool; returns ``(uint8 [n_ok, 3, S, S], ok mask)``."""
+    out = np.zeros((len(files), 3, image_size, image_size), dtype=np.uint8)
+    ok = np.ones(len(files), dtype=bool)
+    bad: list[str] = []
+
+    def one(i: int) -> None:
+        try:
+            out[i] = read_image(files[i], image_size)
+        except DataError:
+            if not skip_corrupt:
+                raise
+            ok[i] = False
+            bad.append(str(files[i]))
+
+    n_workers = workers if workers is not None else min(4, os.cpu_count() or 1)
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(files), desc=desc, leave=False, disable=None if len(files) > 2000 else True) as bar:
+        if n_workers <= 1:
+            for i in range(len(files)):
+                one(i)
+                bar.update()
+        else:
+            with ThreadPoolExecutor(n_workers) as pool:
+                for _ in pool.map(one, range(len(files))):
+                    bar.update()
+    if bad:
+        log.warning("skipped %d unreadable image(s): %s", len(bad), ", ".join(sorted(bad)[:5]) + (" ..." if len(bad) > 5 else ""))
+    return out[ok], ok
+
+
+def _to_dataset(
+    pixels: np.ndarray, labels: Sequence[int], lat: np.ndarray, lon: np.ndarray, classes: Sequence[str],
+    name: str, sources: list[str] | None,
+) -> GeoDataset:
+    return GeoDataset(
+        images=torch.from_numpy(pixels).float().div_(255.0),
+        labels=torch.as_tensor(np.asarray(labels, dtype=np.int64)),
+        lat=np.asarray(lat, dtype=np.float64),
+        lon=np.asarray(lon, dtype=np.float64),
+        class_names=list(classes),
+        name=name,
+        sources=sources,
+    )
+
+
+def _image_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+
+
+def parse_lonlat(filename: str, sep: str) -> tuple[float, float]:
+    """``(lat, lon)`` in degrees from a file name ``"<lon><sep><lat>.<ext>"``.
+
+    >>> parse_lonlat("-73.4586,45.5837.jpg", ",")
+    (45.5837, -73.4586)
+    >>> parse_lonlat("-95.061275_29.831535.jpeg", "_")
+    (29.831535, -95.061275)
+    """
+    stem = Path(filename).name.rsplit(".", 1)[0]
+    m = re.fullmatch(rf"\s*({_NUM})\s*{re.escape(sep)}\s*({_NUM})\s*", stem)
+    if not m:
+        raise DataError(f"{filename}: file name is not '<longitude>{sep}<latitude>.<ext>' (decimal degrees)")
+    lon, lat = float(m.group(1)), float(m.group(2))
+    if not (-90 <= lat <= 90 and -180 <= lon <= 180):
+        raise DataError(f"{filename}: coordinates out of range (lon {lon}, lat {lat}; expected degrees)")
+    return lat, lon
+
+
+def _subsample(labels: np.ndarray, max_per_class: int | None, seed: int) -> np.ndarray:
+    """Indices keeping at most ``max_per_class`` per class (seeded choice, kept in order)."""
+    if max_per_class is None:
+        return np.arange(len(labels))
+    if max_per_class < 1:
+        raise DataError(f"max_per_class must be a positive integer, got {max_per_class}")
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, 0xC1A5]))
+    keep = []
+    for c in np.unique(labels):
+        idx = np.flatnonzero(labels == c)
+        if len(idx) > max_per_class:
+            idx = np.sort(rng.choice(idx, max_per_class, replace=False))
+        keep.append(idx)
+    return np.sort(np.concatenate(keep)) if keep else np.arange(0)
+
+
+# -------------------------------------------------------- geo-tagged layouts
+
+
+def _load_geo_layout(
+    name: str, base: Path, splits: Sequence[str], classes: Sequence[str], sep: str, image_size: int,
+    max_per_class: int | None, seed: int, skip_corrupt: bool, workers: int | None, layout: str, source: str,
+) -> GeoDataset:
+    root = _locate(base, list(splits))
+    if root is None:
+        raise _missing(name, base, layout, source)
+    files: list[Path] = []
+    labels: list[int] = []
+    for split in splits:
+        for ci, cls in enumerate(classes):
+            folder = root / split / cls
+            if not folder.is_dir():
+                raise DataError(f"dataset {name!r}: folder {folder} is missing (expected layout: {layout})")
+            found = _image_files(folder)
+            files += found
+            labels += [ci] * len(found)
+    if not files:
+        raise _missing(name, base, layout, source)
+    coords = np.array([parse_lonlat(f.name, sep) for f in files], dtype=np.float64).reshape(-1, 2)
+    keep = _subsample(np.asarray(labels), max_per_class, seed)
+    files = [files[i] for i in keep]
+    pixels, ok = _read_many(files, image_size, skip_corrupt, workers, desc=name)
+    kept = keep[ok]
+    lab = np.asarray(labels)[kept]
+    log.info("loaded %s: %d images from %s (%s)", name, len(kept), root, ", ".join(splits))
+    return _to_dataset(pixels, lab, coords[kept, 0], coords[kept, 1], classes, name,
+                       [str(f) for f, good in zip(files, ok) if good])
+
+
+def load_wildfire(
+    path: str | Path | None = None,
+    splits: Sequence[str] = ("train", "valid", "test"),
+    image_size: int = 32,
+    max_per_class: int | None = None,
+    seed: int = 0,
+    skip_corrupt: bool = False,
+    workers: int | None = None,
+) -> GeoDataset:
+    """The Wildfire Prediction Dataset (Kaggle ``abdelghaniaaba/wildfire-prediction-dataset``).
+
+    Layout: ``<path>/{train,valid,test}/{wildfire,nowildfire}/<lon>,<lat>.jpg``
+    (350 x 350 satellite tiles; default ``path`` is ``datasets/wildfire``).
+    Classes: ``["nowildfire", "wildfire"]`` (label 1 = wildfire). ``splits``
+    picks which published folders to read (they are pooled; the toolkit
+    re-partitions and re-splits per node). ``max_per_class`` keeps a seeded
+    random subset of each class.
+    """
+    base = Path(path) if path is not None else dataset_dir("wildfire")
+    return _load_geo_layout(
+        "wildfire", base, splits, TASK_CLASSES["wildfire"], ",", image_size, max_per_class, seed, skip_corrupt,
+        workers, "train/, valid/, test/ each with wildfire/ and nowildfire/ holding '<lon>,<lat>.jpg'", WILDFIRE_URL,
+    )
+
+
+def load_hurricane(
+    path: str | Path | None = None,
+    splits: Sequence[str] = ("train_another", "validation_another", "test", "test_another"),
+    image_size: int = 32,
+    max_per_class: int | None = None,
+    seed: int = 0,
+    skip_corrupt: bool = False,
+    workers: int | None = None,
+) -> GeoDataset:
+    """Satellite Images of Hurricane Damage (Cao & Choe 2018; Kaggle
+    ``kmader/satellite-images-of-hurricane-damage``, IEEE DataPort).
+
+    Layout: ``<path>/{train_another,validation_another,test,test_another}/
+    {damage,no_damage}/<lon>_<lat>.jpeg`` (128 x 128 tiles of the Houston area
+    after Hurricane Harvey, 2017; default ``path`` is ``datasets/hurricane``).
+    Classes: ``["no_damage", "damage"]`` (label 1 = damage).
+    """
+    base = Path(path) if path is not None else dataset_dir("hurricane")
+    return _load_geo_layout(
+        "hurricane", base, splits, TASK_CLASSES["hurricane"], "_", image_size, max_per_class, seed, skip_corrupt,
+        workers,
+        "train_another/, validation_another/, test/, test_another/ each with damage/ and no_damage/ "
+        "holding '<lon>_<lat>.jpeg'",
+        HURRICANE_URL,
+    )
+
+
+# ----------------------------------------------------------------- generic
+
+
+def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
+    """``{file: (lat, lon)}`` from a CSV with a header naming a file column
+    (``file``/``filename``/``path``/``image``) and ``lat``/``latitude``,
+    ``lon``/``longitude`` columns. Keys are stored as given and by base name."""
+    if not csv_path.is_file():
+        raise DataError(f"{csv_path}: coordinates CSV not found")
+    try:
+        with csv_path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            header = {h.strip().lower(): h for h in (reader.fieldnames or [])}
+            pick = lambda names: next((header[n] for n in names if n in header), None)  # noqa: E731
+            c_file = pick(("file", "filename", "path", "image"))
+            c_lat, c_lon = pick(("lat", "latitude")), pick(("lon", "lng", "longitude"))
+            if not (c_file and c_lat and c_lon):
+                raise DataError(
+                    f"{csv_path}: header must name a file column (file/filename/path/image) and lat/latitude, "
+                    f"lon/longitude columns; got {reader.fieldnames}"
+                )
+            table: dict[str, tuple[float, float]] = {}
+            for line, row in enumerate(reader, start=2):
+                try:
+                    lat, lon = float(row[c_lat]), float(row[c_lon])
+                except (TypeError, ValueError):
+                    raise DataError(f"{csv_path}:{line}: lat/lon must be numbers, got {row[c_lat]!r}, {row[c_lon]!r}") from None
+                if not (-90 <= lat <= 90 and -180 <= lon <= 180):
+                    raise DataError(f"{csv_path}:{line}: coordinates out of range (lat {lat}, lon {lon}; degrees)")
+                key = str(row[c_file]).strip().replace("\\", "/")
+                table[key] = (lat, lon)
+                table.setdefault(key.rsplit("/", 1)[-1], (lat, lon))
+    except UnicodeDecodeError:
+        raise DataError(f"{csv_path}: not a UTF-8 text CSV") from None
+    return table
+
+
+def load_image_folder(
+    path: str | Path,
+    image_size: int = 32,
+    classes: Sequence[str] | None = None,
+    coords: str = "none",
+    coords_csv: str | Path | None = None,
+    name_separator: str = ",",
+    max_per_class: int | None = None,
+    seed: int = 0,
+    skip_corrupt: bool = False,
+    workers: int | None = None,
+    name: str | None = None,
+) -> GeoDataset:
+    """Any ``<path>/<class>/<image>`` folder (torchvision ``ImageFolder`` layout).
+
+    ``classes`` fixes the class order (default: sorted sub-folder names).
+    ``coords`` says where coordinates come from: ``"none"`` (NaN),
+    ``"filename"`` (``"<lon><name_separator><lat>.<ext>"``, as in the
+    wildfire and hurricane sets) or ``"csv"`` (``coords_csv``, default
+    ``<path>/coords.csv``, with columns file, lat, lon; ``file`` is the path
+    relative to ``path`` or the bare file name). An image without coordinates
+    in the chosen source is an error naming it.
+    """
+    root = Path(path)
+    label = name or root.name or "imagefolder"
+    if not root.is_dir():
+        raise DataError(
+            f"image folder {root} not found: expected {root}/<class>/<image files> "
+            f"(e.g. under datasets/; see datasets/README.md)"
+        )
+    if classes is None:
+        classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
+    if not classes:
+        raise DataError(f"image folder {root} has no class sub-folders (expected {root}/<class>/<image files>)")
+    if coords not in ("none", "filename", "csv"):
+        raise DataError(f"coords must be 'none', 'filename' or 'csv', got {coords!r}")
+    files: list[Path] = []
+    labels: list[int] = []
+    for ci, cls in enumerate(classes):
+        folder = root / cls
+        if not folder.is_dir():
+            raise DataError(f"image folder {root}: class folder {folder} is missing")
+        found = _image_files(folder)
+        if not found:
+            raise DataError(f"image folder {root}: class folder {folder} has no images ({', '.join(IMAGE_EXTENSIONS)})")
+        files += found
+        labels += [ci] * len(found)
+    if coords == "filename":
+        lat_lon = np.array([parse_lonlat(f.name, name_separator) for f in files], dtype=np.float64).reshape(-1, 2)
+    elif coords == "csv":
+        table = _read_coords_csv(Path(coords_csv) if coords_csv is not None else root / "coords.csv")
+        lat_lon = np.empty((len(files), 2))
+        for i, f in enumerate(files):
+            rel = f.relative_to(root).as_posix()
+            hit = table.get(rel) or table.get(f.name)
+            if hit is None:
+                raise DataError(f"{f}: no coordinates for this image in the CSV (looked up {rel!r} and {f.name!r})")
+            lat_lon[i] = hit
+    else:
+        lat_lon = np.full((len(files), 2), np.nan)
+    keep = _subsample(np.asarray(labels), max_per_class, seed)
+    files = [files[i] for i in keep]
+    pixels, ok = _read_many(files, image_size, skip_corrupt, workers, desc=label)
+    kept = keep[ok]
+    return _to_dataset(pixels, np.asarray(labels)[kept], lat_lon[kept, 0], lat_lon[kept, 1], classes, label,
+                       [str(f) for f, good in zip(files, ok) if good])
+
+
+# --------------------------------------------------------- torchvision sets
+
+
+def _resize_uint8(x: np.ndarray, image_size: int) -> torch.Tensor:
+    """uint8 [N, 3, H, W] -> float32 [N, 3, S, S] in [0, 1]."""
+    t = torch.from_numpy(np.ascontiguousarray(x)).float().div_(255.0)
+    if t.shape[-1] != image_size or t.shape[-2] != image_size:
+        t = torch.nn.functional.interpolate(t, size=(image_size, image_size), mode="bilinear",
+                                            align_corners=False, antialias=True).clamp_(0, 1)
+    return t
+
+
+def _split_names(train: bool | None) -> list[bool]:
+    return [True, False] if train is None else [bool(train)]
+
+
+def _load_cifar(kind: str, path: str | Path | None, train: bool | None, download: bool, image_size: int) -> GeoDataset:
+    from torchvision import datasets as tvd
+
+    cls, folder, archive = {
+        "cifar10": (tvd.CIFAR10, "cifar-10-batches-py", "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"),
+        "cifar100": (tvd.CIFAR100, "cifar-100-python", "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"),
+    }[kind]
+    base = Path(path) if path is not None else dataset_dir(kind)
+    if not download and not (base / folder).is_dir():
+        raise _missing(kind, base, f"'{folder}/' (the official python-version archive, unpacked)",
+                       f"{archive} (or pass download=True)")
+    xs, ys, names = [], [], None
+    for is_train in _split_names(train):
+        try:
+            ds = cls(str(base), train=is_train, download=download)
+        except RuntimeError as exc:  # torchvision: "Dataset not found or corrupted" (MD5 mismatch)
+            raise DataError(f"dataset {kind!r} in {base / folder} failed torchvision's integrity check ({exc}); "
+                            f"re-download the official archive {archive}") from None
+        xs.append(np.asarray(ds.data).transpose(0, 3, 1, 2))
+        ys.append(np.asarray(ds.targets, dtype=np.int64))
+        names = list(ds.classes)
+    x = np.concatenate(xs)
+    n = len(x)
+    return GeoDataset(_resize_uint8(x, image_size), torch.from_numpy(np.concatenate(ys)),
+                      np.full(n, np.nan), np.full(n, np.nan), names or [], kind)
+
+
+def load_cifar10(path: str | Path | None = None, train: bool | None = None, download: bool = False,
+                 image_size: int = 32) -> GeoDataset:
+    """CIFAR-10 via torchvision (no coordinates: lat/lon are NaN). ``train``:
+    True (50,000 images), False (10,000) or None (both). Expects
+    ``<path>/cifar-10-batches-py/`` (default ``datasets/cifar10``);
+    ``download=True`` fetches it (needs internet)."""
+    return _load_cifar("cifar10", path, train, download, image_size)
+
+
+def load_cifar100(path: str | Path | None = None, train: bool | None = None, download: bool = False,
+                  image_size: int = 32) -> GeoDataset:
+    """CIFAR-100 (fine labels) via torchvision; see :func:`load_cifar10`.
+    Expects ``<path>/cifar-100-python/`` (default ``datasets/cifar100``)."""
+    return _load_cifar("cifar100", path, train, download, image_size)
+
+
+_SVHN_FILES = {"train": "train_32x32.mat", "test": "test_32x32.mat", "extra": "extra_32x32.mat"}
+
+
+def load_svhn(path: str | Path | None = None, splits: Iterable[str] = ("train", "test"), download: bool = False,
+              image_size: int = 32) -> GeoDataset:
+    """SVHN (cropped digits, format 2) from ``<path>/{train,test,extra}_32x32.mat``
+    (default ``datasets/svhn``); ``download=True`` fetches missing files through
+    torchvision (needs internet). Read with :func:`scipy.io.loadmat` exactly as
+    torchvision does (``X`` is ``[32, 32, 3, N]``, label 10 means digit 0)."""
+    import scipy.io
+
+    base = Path(path) if path is not None else dataset_dir("svhn")
+    splits = list(splits)
+    unknown = [s for s in splits if s not in _SVHN_FILES]
+    if unknown or not splits:
+        raise DataError(f"SVHN splits must be a non-empty subset of {sorted(_SVHN_FILES)}, got {splits}")
+    xs, ys = [], []
+    for split in splits:
+        f = base / _SVHN_FILES[split]
+        if not f.is_file():
+            if not download:
+                raise _missing("svhn", base, f"'{_SVHN_FILES[split]}'", "http://ufldl.stanford.edu/housenumbers/ "
+                               "(format 2, or pass download=True)")
+            from torchvision import datasets as tvd
+
+            try:
+                tvd.SVHN(str(base), split=split, download=True)
+            except (RuntimeError, OSError) as exc:
+                raise DataError(f"dataset 'svhn': download of {f.name} into {base} failed ({exc})") from None
+        try:
+            mat = scipy.io.loadmat(str(f), variable_names=["X", "y"])
+            x, y = np.asarray(mat["X"]), np.asarray(mat["y"]).astype(np.int64).reshape(-1)
+        except (OSError, ValueError, KeyError, NotImplementedError, TypeError) as exc:
+            raise DataError(f"{f}: not an SVHN .mat file with X [32, 32, 3, N] and y [N, 1] ({exc})") from None
+        if x.ndim != 4 or x.shape[2] != 3 or x.shape[3] != y.size or x.dtype != np.uint8:
+            raise DataError(f"{f}: X must be uint8 [H, W, 3, N] matching y [N], got X {x.shape} {x.dtype}, y {y.shape}")
+        if y.size and (y.min() < 1 or y.max() > 10):
+            raise DataError(f"{f}: labels must be 1..10 (10 = digit 0), got [{y.min()}, {y.max()}]")
+        y[y == 10] = 0
+        xs.append(x.transpose(3, 2, 0, 1))  # -> [N, 3, H, W]
+        ys.append(y)
+    x = np.concatenate(xs)
+    n = len(x)
+    return GeoDataset(_resize_uint8(x, image_size), torch.from_numpy(np.concatenate(ys)),
+                      np.full(n, np.nan), np.full(n, np.nan), [str(d) for d in range(10)], "svhn")

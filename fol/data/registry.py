@@ -1,0 +1,132 @@
+"""Datasets by name: ``load_dataset("synthetic-wildfire")`` and friends.
+
+==========================  =====================================================
+name                        what
+==========================  =====================================================
+``synthetic-wildfire``      embedded generator, 12,000 images by default (no files)
+``synthetic-hurricane``     embedded generator, 12,000 images by default (no files)
+``wildfire``                Wildfire Prediction Dataset, ``<root>/wildfire/``
+``hurricane``               Satellite Images of Hurricane Damage, ``<root>/hurricane/``
+``cifar10`` / ``cifar100``  torchvision CIFAR, ``<root>/cifar10/``, ``<root>/cifar100/``
+``svhn``                    SVHN ``.mat`` files, ``<root>/svhn/``
+``imagefolder``             any ``<path>/<class>/<image>`` folder (needs ``path=``)
+==========================  =====================================================
+
+``root`` is the data root (the CLI's ``--data-root``; default
+:func:`~fol.data.loaders.default_data_root`). Keyword arguments go to the
+loader (e.g. ``image_size``, ``max_per_class``; for the synthetic sets ``n``,
+``seed``, ``label_noise``, ``region``).
+
+>>> ds = load_dataset("synthetic-hurricane", n=16, seed=1)
+>>> len(ds), ds.class_names
+(16, ['no_damage', 'damage'])
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from fol.data import loaders
+from fol.data.geo import GeoDataset
+from fol.data.synthetic import make_synthetic
+from fol.errors import ConfigError
+
+__all__ = ["load_dataset", "dataset_names", "describe", "SYNTHETIC_DEFAULT_SIZE"]
+
+#: Images drawn by ``load_dataset("synthetic-*")`` unless ``n`` is given.
+SYNTHETIC_DEFAULT_SIZE = 12_000
+
+
+def _synthetic(task: str) -> Callable[..., GeoDataset]:
+    def load(root: Path | None, n: int = SYNTHETIC_DEFAULT_SIZE, seed: int = 0, **kw: Any) -> GeoDataset:
+        return make_synthetic(task, n=n, seed=seed, **kw)
+
+    load.__doc__ = f"make_synthetic({task!r}, n={SYNTHETIC_DEFAULT_SIZE}, seed=0, ...)"
+    load.__wrapped__ = make_synthetic  # type: ignore[attr-defined]
+    return load
+
+
+def _in_root(fn: Callable[..., GeoDataset], name: str) -> Callable[..., GeoDataset]:
+    def load(root: Path | None, **kw: Any) -> GeoDataset:
+        return fn(loaders.dataset_dir(name, root), **kw)
+
+    load.__doc__ = fn.__doc__
+    load.__wrapped__ = fn  # type: ignore[attr-defined]
+    return load
+
+
+def _image_folder(root: Path | None, path: str | Path | None = None, **kw: Any) -> GeoDataset:
+    if path is None:
+        raise ConfigError("dataset 'imagefolder' needs path=<folder with one sub-folder per class>")
+    p = Path(path)
+    if not p.is_absolute() and root is not None and not p.exists():
+        p = Path(root) / p
+    return loaders.load_image_folder(p, **kw)
+
+
+_image_folder.__wrapped__ = loaders.load_image_folder  # type: ignore[attr-defined]
+
+_REGISTRY: dict[str, Callable[..., GeoDataset]] = {
+    "synthetic-wildfire": _synthetic("wildfire"),
+    "synthetic-hurricane": _synthetic("hurricane"),
+    "wildfire": _in_root(loaders.load_wildfire, "wildfire"),
+    "hurricane": _in_root(loaders.load_hurricane, "hurricane"),
+    "cifar10": _in_root(loaders.load_cifar10, "cifar10"),
+    "cifar100": _in_root(loaders.load_cifar100, "cifar100"),
+    "svhn": _in_root(loaders.load_svhn, "svhn"),
+    "imagefolder": _image_folder,
+}
+
+
+def dataset_names() -> list[str]:
+    """Names accepted by :func:`load_dataset`."""
+    return list(_REGISTRY)
+
+
+def load_dataset(name: str, root: str | Path | None = None, **kw: Any) -> GeoDataset:
+    """Load dataset ``name`` (see the module table) from data root ``root``.
+
+    Unknown names and keyword arguments the loader does not take raise
+    :class:`~fol.errors.ConfigError`; missing or unreadable data raises
+    :class:`~fol.errors.DataError` saying where the files are expected.
+    """
+    if name not in _REGISTRY:
+        raise ConfigError(f"unknown dataset {name!r}; expected one of {', '.join(dataset_names())}")
+    fn = _REGISTRY[name]
+    target = getattr(fn, "__wrapped__", fn)
+    params = inspect.signature(target).parameters
+    allowed = {p for p in params if p not in ("path", "task") or name == "imagefolder"}
+    unknown = sorted(set(kw) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"dataset {name!r} does not take option(s) {', '.join(unknown)}; expected a subset of {sorted(allowed)}"
+        )
+    return fn(Path(root).expanduser() if root is not None else None, **kw)
+
+
+def describe(ds: GeoDataset) -> str:
+    """A short multi-line summary for ``fol data info``: size, image shape,
+    class balance, coordinate extent (deg) and per-channel pixel mean."""
+    n = len(ds)
+    c, h, w = ds.image_shape
+    lines = [f"dataset {ds.name}: {n} images, {c}x{h}x{w} (C x H x W, float32 in [0, 1])"]
+    counts = ds.class_counts()
+    lines.append(f"  classes ({ds.num_classes}):")
+    for name, k in zip(ds.class_names, counts):
+        lines.append(f"    {name:<16s} {int(k):>8d}  ({(100.0 * k / n) if n else 0.0:5.1f} %)")
+    has = np.isfinite(ds.lat) & np.isfinite(ds.lon)
+    if has.any():
+        lines.append(
+            f"  coordinates: {int(has.sum())}/{n} images; latitude {ds.lat[has].min():.3f} .. {ds.lat[has].max():.3f} deg, "
+            f"longitude {ds.lon[has].min():.3f} .. {ds.lon[has].max():.3f} deg"
+        )
+    else:
+        lines.append("  coordinates: none")
+    if n:
+        mean = ds.images.mean(dim=(0, 2, 3)).tolist()
+        lines.append("  pixel mean per channel: " + ", ".join(f"{m:.3f}" for m in mean))
+    return "\n".join(lines)

@@ -1,0 +1,195 @@
+"""Real-format loaders on tiny folders written here (PIL / scipy), registry, describe."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from fol.data import loaders
+from fol.data.registry import dataset_names, describe, load_dataset
+from fol.errors import ConfigError, DataError
+
+
+def _write(path: Path, colour: tuple[int, int, int], size: int = 40) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (size, size), colour).save(path)
+
+
+WILDFIRE_FILES = {
+    ("train", "wildfire"): ["-73.4586,45.5837.jpg", "-72.1,46.25.jpg"],
+    ("train", "nowildfire"): ["-71.0,47.0.jpg"],
+    ("valid", "wildfire"): ["-70.5,48.5.jpg"],
+    ("valid", "nowildfire"): ["-69.25,49.75.jpg"],
+    ("test", "wildfire"): ["-68.0,50.0.jpg"],
+    ("test", "nowildfire"): ["-67.5,51.5.jpg"],
+}
+
+
+def _wildfire_tree(base: Path) -> Path:
+    for (split, cls), names in WILDFIRE_FILES.items():
+        for name in names:
+            _write(base / split / cls / name, (220, 60, 20) if cls == "wildfire" else (30, 120, 40))
+    return base
+
+
+def _hurricane_tree(base: Path) -> Path:
+    for split in ("train_another", "validation_another", "test", "test_another"):
+        _write(base / split / "damage" / f"-95.061275_29.831535{split[:2]}.jpeg".replace(split[:2] + ".", "."), (120, 100, 60))
+        _write(base / split / "no_damage" / "-95.5_29.5.jpeg", (90, 90, 90))
+    return base
+
+
+def test_wildfire_layout_coordinates_and_classes(tmp_path):
+    _wildfire_tree(tmp_path / "wildfire")
+    ds = load_dataset("wildfire", root=tmp_path, image_size=16)
+    assert ds.class_names == ["nowildfire", "wildfire"]
+    assert len(ds) == 7 and ds.images.shape == (7, 3, 16, 16)
+    assert ds.images.dtype == torch.float32 and 0 <= float(ds.images.min()) and float(ds.images.max()) <= 1
+    i = next(k for k, s in enumerate(ds.sources) if s.endswith("-73.4586,45.5837.jpg"))
+    assert ds.lat[i] == pytest.approx(45.5837) and ds.lon[i] == pytest.approx(-73.4586)
+    assert int(ds.labels[i]) == 1
+    red = ds.images[:, 0].mean((1, 2)) > ds.images[:, 1].mean((1, 2))  # wildfire tiles were painted red
+    assert torch.equal(red, ds.labels.bool())
+    only_test = loaders.load_wildfire(tmp_path / "wildfire", splits=("test",), image_size=8)
+    assert len(only_test) == 2
+    capped = loaders.load_wildfire(tmp_path / "wildfire", image_size=8, max_per_class=2, seed=0)
+    assert capped.class_counts().tolist() == [2, 2]
+
+
+def test_wildfire_archive_with_extra_top_folder(tmp_path):
+    _wildfire_tree(tmp_path / "wildfire" / "wildfire-prediction-dataset")
+    assert len(load_dataset("wildfire", root=tmp_path, image_size=8)) == 7
+
+
+def test_hurricane_layout_and_env_root(tmp_path, monkeypatch):
+    _hurricane_tree(tmp_path / "hurricane")
+    monkeypatch.setenv("FOL_DATA_ROOT", str(tmp_path))
+    ds = load_dataset("hurricane", image_size=8)
+    assert ds.class_names == ["no_damage", "damage"] and len(ds) == 8
+    dmg = ds.labels == 1
+    assert int(dmg.sum()) == 4
+    assert np.allclose(ds.lat[dmg.numpy()], 29.831535) and np.allclose(ds.lon[dmg.numpy()], -95.061275)
+
+
+def test_missing_dataset_says_where_to_put_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("FOL_DATA_ROOT", raising=False)
+    with pytest.raises(DataError) as err:
+        load_dataset("wildfire", root=tmp_path)
+    msg = str(err.value)
+    assert str(tmp_path / "wildfire") in msg and "datasets/README.md" in msg and "\n" not in msg
+    assert "kaggle.com" in msg
+    with pytest.raises(DataError, match="hurricane"):
+        load_dataset("hurricane", root=tmp_path)
+    with pytest.raises(DataError, match=r"nowildfire.*missing"):
+        _write(tmp_path / "w2" / "train" / "wildfire" / "-70.0,45.0.jpg", (1, 2, 3))
+        loaders.load_wildfire(tmp_path / "w2", splits=("train",))
+
+
+def test_corrupt_image_names_the_file(tmp_path):
+    base = _wildfire_tree(tmp_path / "wildfire")
+    bad = base / "valid" / "nowildfire" / "-66.0,52.0.jpg"
+    bad.write_bytes(b"\xff\xd8\xff\xe0 this is not really a jpeg")
+    with pytest.raises(DataError) as err:
+        loaders.load_wildfire(base, image_size=8)
+    assert str(bad) in str(err.value) and "\n" not in str(err.value)
+    ds = loaders.load_wildfire(base, image_size=8, skip_corrupt=True)
+    assert len(ds) == 7 and all(str(bad) != s for s in ds.sources)
+
+
+def test_truncated_jpeg_is_reported(tmp_path):
+    good = tmp_path / "x" / "a" / "1.jpg"
+    _write(good, (10, 20, 30), size=64)
+    data = good.read_bytes()
+    good.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DataError, match="1.jpg"):
+        loaders.read_image(good, 8)
+
+
+def test_bad_coordinate_file_name(tmp_path):
+    _write(tmp_path / "wildfire" / "train" / "wildfire" / "fire_001.jpg", (200, 0, 0))
+    _write(tmp_path / "wildfire" / "train" / "nowildfire" / "-70,45.jpg", (0, 200, 0))
+    with pytest.raises(DataError, match=r"fire_001.jpg.*<longitude>,<latitude>"):
+        loaders.load_wildfire(tmp_path / "wildfire", splits=("train",))
+    assert loaders.parse_lonlat("-95.061275_29.831535.jpeg", "_") == (29.831535, -95.061275)
+    with pytest.raises(DataError, match="out of range"):
+        loaders.parse_lonlat("10,95.jpg", ",")
+
+
+def test_image_folder_png_csv_and_filename_coordinates(tmp_path):
+    root = tmp_path / "imgs"
+    _write(root / "intact" / "a.png", (0, 255, 0))
+    _write(root / "intact" / "b.png", (0, 250, 0))
+    _write(root / "burnt" / "c.png", (255, 0, 0))
+    plain = load_dataset("imagefolder", path=root, image_size=8)
+    assert plain.class_names == ["burnt", "intact"] and plain.class_counts().tolist() == [1, 2]
+    assert np.isnan(plain.lat).all()
+    (root / "coords.csv").write_text("file,latitude,longitude\nintact/a.png,10.5,20.5\nb.png,11,21\nburnt/c.png,-5,-6\n")
+    geo = load_dataset("imagefolder", path=root, image_size=8, coords="csv")
+    by_name = {Path(s).name: (la, lo) for s, la, lo in zip(geo.sources, geo.lat, geo.lon)}
+    assert by_name == {"a.png": (10.5, 20.5), "b.png": (11.0, 21.0), "c.png": (-5.0, -6.0)}
+    (root / "coords.csv").write_text("file,lat,lon\na.png,1,2\n")
+    with pytest.raises(DataError, match=r"c.png: no coordinates"):
+        load_dataset("imagefolder", path=root, coords="csv")
+    named = tmp_path / "named"
+    _write(named / "x" / "-120.5_38.25.png", (1, 1, 1))
+    _write(named / "y" / "3_4.png", (1, 1, 1))
+    ds = loaders.load_image_folder(named, coords="filename", name_separator="_", image_size=8)
+    assert ds.lat.tolist() == [38.25, 4.0] and ds.lon.tolist() == [-120.5, 3.0]
+    with pytest.raises(DataError, match="not found"):
+        loaders.load_image_folder(tmp_path / "nope")
+    with pytest.raises(ConfigError, match="path="):
+        load_dataset("imagefolder")
+
+
+def test_cifar_missing_gives_clear_error(tmp_path):
+    for name, folder in (("cifar10", "cifar-10-batches-py"), ("cifar100", "cifar-100-python")):
+        with pytest.raises(DataError) as err:
+            load_dataset(name, root=tmp_path)
+        msg = str(err.value)
+        assert str(tmp_path / name) in msg and folder in msg and "download=True" in msg
+
+
+def test_svhn_from_tiny_mat_file(tmp_path):
+    import scipy.io
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (32, 32, 3, 5), dtype=np.uint8)
+    y = np.array([[10], [1], [2], [10], [9]], dtype=np.uint8)
+    (tmp_path / "svhn").mkdir()
+    scipy.io.savemat(tmp_path / "svhn" / "train_32x32.mat", {"X": x, "y": y})
+    ds = load_dataset("svhn", root=tmp_path, splits=("train",))
+    assert ds.labels.tolist() == [0, 1, 2, 0, 9]
+    assert ds.images.shape == (5, 3, 32, 32)
+    assert torch.allclose(ds.images[2, 1], torch.from_numpy(x[:, :, 1, 2]).float() / 255)
+    assert np.isnan(ds.lat).all() and ds.class_names == [str(d) for d in range(10)]
+    with pytest.raises(DataError, match=r"test_32x32.mat"):
+        load_dataset("svhn", root=tmp_path, splits=("test",))
+    scipy.io.savemat(tmp_path / "svhn" / "test_32x32.mat", {"X": x[:, :, 0], "y": y})
+    with pytest.raises(DataError, match="test_32x32.mat"):
+        load_dataset("svhn", root=tmp_path, splits=("test",))
+
+
+def test_registry_names_options_and_describe(tmp_path):
+    assert set(dataset_names()) >= {"synthetic-wildfire", "synthetic-hurricane", "wildfire", "hurricane",
+                                    "cifar10", "cifar100", "svhn", "imagefolder"}
+    with pytest.raises(ConfigError, match="unknown dataset"):
+        load_dataset("mnist")
+    with pytest.raises(ConfigError, match="colour"):
+        load_dataset("synthetic-wildfire", n=4, colour=True)
+    ds = load_dataset("synthetic-wildfire", n=40, seed=2)
+    text = describe(ds)
+    counts = ds.class_counts()
+    assert f"{counts[0]:>8d}" in text and "nowildfire" in text and "3x32x32" in text
+    assert f"{ds.lat.min():.3f}" in text and "longitude" in text
+    none = describe(load_dataset("imagefolder", path=_img_folder(tmp_path), image_size=8))
+    assert "coordinates: none" in none
+
+
+def _img_folder(tmp_path: Path) -> Path:
+    _write(tmp_path / "f" / "a" / "1.png", (5, 5, 5))
+    _write(tmp_path / "f" / "b" / "2.png", (9, 9, 9))
+    return tmp_path / "f"
