@@ -7,7 +7,6 @@ The lead wires :func:`add_contacts_parser` / :func:`run_contacts` into
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time

@@ -541,7 +541,7 @@ class _Scanner:
         self.st_range = geom.station_max_range_km or geom.max_range_km
 
     def _space(self, acc: _Accumulator, k: int, first: bool) -> None:
-        traj, n = self.traj, self.traj.n_nodes
+        traj = self.traj
         t0 = traj.times_s[k]
         dt = traj.times_s[k + 1] - t0
         s0 = self.state[k]

@@ -9,31 +9,18 @@ import pytest
 import torch
 
 from fol.accounting import model_bytes
-from fol.data import dirichlet_partition, make_synthetic
 from fol.errors import ConfigError
 from fol.methods import SwarmContext, get_method
 from fol.methods.dense import DataFreeConfig, Generator, WeightedEnsemble, distill_data_free, kl_div
 from fol.models import ModelSpec, build_model
-from fol.swarm import build_nodes
 from fol.train import TrainConfig, predict_logits
 
 FAST = dict(epochs=4, g_steps=4, synthesis_batch=24, kd_batch=24)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Small convolutions run fastest single-threaded (and the CI cores are shared)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
-def nodes():
-    pool = make_synthetic("wildfire", 400, seed=5, image_size=16)
-    shards = dirichlet_partition(pool.labels.numpy(), 3, 0.7, seed=5, samples_per_node=100)
-    return build_nodes(pool, shards, ["cnn-small", "cnn-small", "resnet-small"], TrainConfig(epochs=3), seed=5)
+def nodes(tiny_swarm):
+    return tiny_swarm("wildfire", 5, ["cnn-small", "cnn-small", "resnet-small"], psi=0.7, epochs=3)
 
 
 @pytest.mark.parametrize("size,channels", [(16, 3), (32, 3), (18, 1)])

@@ -9,31 +9,18 @@ import pytest
 import torch
 
 from fol.accounting import mask_bytes
-from fol.data import dirichlet_partition, make_synthetic
 from fol.methods import SwarmContext, get_method
 from fol.methods.dm_pfl import (
     adaptive_predict, compose_personal, entropy, eq5_aggregate, global_mask, magnitude_mask, masked_keys,
     readjust_mask,
 )
 from fol.models import build_model
-from fol.swarm import build_nodes
 from fol.train import TrainConfig
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Small convolutions run fastest single-threaded (and the CI cores are shared)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
-def nodes():
-    pool = make_synthetic("wildfire", 400, seed=4, image_size=16)
-    shards = dirichlet_partition(pool.labels.numpy(), 3, 0.5, seed=4, samples_per_node=100)
-    return build_nodes(pool, shards, ["cnn-small"], TrainConfig(epochs=1), seed=4)
+def nodes(tiny_swarm):
+    return tiny_swarm("wildfire", 4)
 
 
 def test_global_mask_ignores_positions_of_at_most_30_percent_of_clients():

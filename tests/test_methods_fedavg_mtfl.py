@@ -9,30 +9,17 @@ import pytest
 import torch
 
 from fol.accounting import model_bytes, tensor_bytes
-from fol.data import dirichlet_partition, make_synthetic
 from fol.errors import ConfigError
 from fol.methods import NodeSetup, SwarmContext, get_method
 from fol.methods._common import local_config, shared_init
 from fol.methods.mtfl import MTFLTask, average_moments, mtfl_client_update, private_keys
 from fol.models import ModelSpec, build_model
-from fol.swarm import build_nodes
 from fol.train import TrainConfig
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Small convolutions run fastest single-threaded (and the CI cores are shared)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
-def nodes():
-    pool = make_synthetic("wildfire", 400, seed=1, image_size=16)
-    shards = dirichlet_partition(pool.labels.numpy(), 3, 0.5, seed=1, samples_per_node=100)
-    return build_nodes(pool, shards, ["cnn-small"], TrainConfig(epochs=1), seed=1)
+def nodes(tiny_swarm):
+    return tiny_swarm("wildfire", 1)
 
 
 def ctx_of(nodes, rounds=2, **kw):

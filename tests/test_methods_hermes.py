@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from fol.accounting import mask_bytes
-from fol.data import dirichlet_partition, make_synthetic
 from fol.methods import SwarmContext, get_method
 from fol.methods.hermes import (
     HermesTask, channel_groups, element_masks, group_lasso, hermes_client_update, intersection_aggregate,
@@ -16,26 +15,14 @@ from fol.methods.hermes import (
 )
 from fol.models import ModelSpec, build_model
 from fol.pruning import prunable_layers
-from fol.swarm import build_nodes
 from fol.train import TrainConfig
 
 SPEC = ModelSpec("cnn-small", 2, 3, 16)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Small convolutions run fastest single-threaded (and the CI cores are shared)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
-def nodes():
-    pool = make_synthetic("hurricane", 400, seed=2, image_size=16)
-    shards = dirichlet_partition(pool.labels.numpy(), 3, 0.7, seed=2, samples_per_node=100)
-    return build_nodes(pool, shards, ["cnn-small"], TrainConfig(epochs=1), seed=2)
+def nodes(tiny_swarm):
+    return tiny_swarm("hurricane", 2, psi=0.7)
 
 
 def test_channel_groups_tie_layers_to_their_batchnorm():

@@ -5,12 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
 
-from fol.data import dirichlet_partition, make_synthetic
 from fol.errors import ConfigError
 from fol.methods import SwarmContext, get_method, method_names
-from fol.swarm import build_nodes
 from fol.train import TrainConfig
 
 BASELINES = {
@@ -25,19 +22,9 @@ BASELINES = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
-def ctx():
-    pool = make_synthetic("hurricane", 400, seed=6, image_size=16)
-    shards = dirichlet_partition(pool.labels.numpy(), 3, 0.3, seed=6, samples_per_node=100)
-    nodes = build_nodes(pool, shards, ["cnn-small"], TrainConfig(epochs=1), seed=6)
+def ctx(tiny_swarm):
+    nodes = tiny_swarm("hurricane", 6, psi=0.3)
     return SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=2, seed=6)
 
 

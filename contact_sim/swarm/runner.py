@@ -48,7 +48,7 @@ from fol.executors import Executor, make_executor
 from fol.methods import NodeResult, NodeSetup, SwarmContext, get_method
 from fol.models import ModelSpec
 from fol.nodedata import dataset_options
-from fol.swarm import PretrainTask, build_nodes, node_specs, pretrain_node
+from fol.swarm import PretrainTask, build_nodes
 
 __all__ = ["run_simulation", "SimulationResult", "node_architectures", "plan_deliveries"]
 

@@ -56,7 +56,7 @@ from fol.methods._common import (
 )
 from fol.methods.base import Method, NodeResult, SwarmContext, register
 from fol.models import ModelSpec, build_model
-from fol.pruning import prunable_layers
+from fol.pruning import gate_sites, prunable_layers
 from fol.train import TrainConfig, evaluate
 
 __all__ = [
@@ -68,35 +68,22 @@ __all__ = [
 def channel_groups(model: nn.Module, input_shape: Sequence[int]) -> dict[str, list[str]]:
     """For every prunable layer (Conv2d / hidden Linear), the state-dict keys
     whose first dimension indexes its output channels: its own weight / bias
-    and those of the BatchNorm fed directly by its output (found by tracing
-    one forward pass)."""
+    and those of the affine BatchNorm fed directly by its output (the same
+    tracing FOL's gates use, :func:`fol.pruning.gate_sites`)."""
     layers = prunable_layers(model)
-    produced: dict[int, str] = {}
-    consumers: dict[str, str] = {}
-    hooks = []
-    for name, mod in model.named_modules():
-        if name in layers:
-            hooks.append(mod.register_forward_hook(lambda m, i, o, name=name: produced.__setitem__(id(o), name)))
-        elif isinstance(mod, nn.modules.batchnorm._BatchNorm):
-            def bn_hook(m, inp, out, name=name):
-                src = produced.get(id(inp[0]))
-                if src is not None:
-                    consumers[name] = src
-            hooks.append(mod.register_forward_hook(bn_hook))
     was = model.training
-    model.eval()
-    with torch.no_grad():
-        model(torch.zeros(1, *input_shape))
-    model.train(was)
-    for h in hooks:
-        h.remove()
+    model.eval()  # the trace must not touch BatchNorm statistics
+    try:
+        sites = gate_sites(model, torch.zeros(1, *input_shape), layers)
+    finally:
+        model.train(was)
     state = model.state_dict()
     groups: dict[str, list[str]] = {}
     for name, mod in layers.items():
         keys = [f"{name}.weight"] + ([f"{name}.bias"] if getattr(mod, "bias", None) is not None else [])
-        for bn, src in consumers.items():
-            if src == name:
-                keys += [f"{bn}.{s}" for s in ("weight", "bias", "running_mean", "running_var") if f"{bn}.{s}" in state]
+        bn = sites[name]
+        if bn != name:
+            keys += [f"{bn}.{s}" for s in ("weight", "bias", "running_mean", "running_var") if f"{bn}.{s}" in state]
         groups[name] = keys
     return groups
 
