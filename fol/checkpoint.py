@@ -62,7 +62,6 @@ import json
 import logging
 import os
 import struct
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -72,6 +71,7 @@ import torch
 from torch import nn
 
 from fol.errors import CheckpointError, ConfigError
+from fol.fileio import atomic_write_bytes
 from fol.models import ModelSpec, build_model, resize_to_state
 
 __all__ = [
@@ -341,35 +341,11 @@ def _serialize(model: nn.Module, card: ModelCard, source: str, max_bytes: int) -
 
 
 def _atomic_write(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` via a fsynced temporary file and ``os.replace``."""
-    folder = target.parent if str(target.parent) else Path(".")
-    tmp_name = None
+    """Write ``data`` to ``target`` atomically (:func:`fol.fileio.atomic_write_bytes`)."""
     try:
-        fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp_name, target)
-        tmp_name = None
+        atomic_write_bytes(target, data)
     except OSError as exc:
         raise CheckpointError(f"{target}: cannot write model file ({exc.strerror or exc})") from None
-    finally:
-        if tmp_name is not None:
-            try:
-                os.unlink(tmp_name)
-            except OSError:
-                pass
-    try:  # make the rename itself durable (POSIX; not possible on Windows)
-        dir_fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
 
 
 # --------------------------------------------------------------------------- load

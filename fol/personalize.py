@@ -21,24 +21,26 @@ import logging
 import time
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 from torch import nn
 
 from fol.accounting import forward_macs, inference_flops, training_flops
-from fol.checkpoint import ModelCard
+from fol.checkpoint import ModelCard, save_model
 from fol.config import FOLConfig
 from fol.data import NodeData
 from fol.distill import distill
 from fol.ensemble import WeightedEnsemble, fit_ensemble_weights
 from fol.errors import ConfigError
+from fol.fileio import write_json_atomic
 from fol.models import ModelSpec
 from fol.stages import Candidate, align_neighbour, own_candidate, select_top_k
 from fol.train import evaluate, predict_logits
 from fol.variants import ALL_VARIANTS, VARIANTS
 
-__all__ = ["Received", "NodeState", "RoundReport", "personalize", "check_received"]
+__all__ = ["Received", "NodeState", "RoundReport", "personalize", "check_received", "save_ensemble"]
 
 log = logging.getLogger(__name__)
 
@@ -211,3 +213,24 @@ def _record_accuracy(report: RoundReport, state: NodeState, val: Any, test: Any,
     for key, model in models.items():
         assert model is not None
         report.accuracy[key] = {"val": evaluate(model, *val).accuracy, "test": evaluate(model, *test).accuracy}
+
+
+def save_ensemble(folder: Path, state: NodeState, report: RoundReport, received: Sequence[Received]) -> Path:
+    """Write the ensemble a ``fol-a`` / ``fol-an`` round deployed: one safe-format
+    file per member (``member-<i>.safetensors``, its source in the card) and
+    ``ensemble.json`` with the weights; returns the JSON's path."""
+    ensemble = state.deployed
+    if not isinstance(ensemble, WeightedEnsemble):
+        raise ConfigError(f"{state.name}: round {report.round} deployed no ensemble (variant {report.variant})")
+    folder.mkdir(parents=True, exist_ok=True)
+    specs = {r.name: r.card.spec for r in received}
+    shape = list(state.data.train.images.shape[1:])
+    members = []
+    for i, (member, source) in enumerate(zip(ensemble.members, report.selected)):
+        card = ModelCard(spec=specs.get(source, state.spec), class_names=list(state.class_names), input_shape=shape,
+                         producer=state.name, round=report.round, extra={"source": source})
+        save_model(folder / f"member-{i}.safetensors", member, card)  # save_model records 'pruned'
+        members.append({"file": f"member-{i}.safetensors", "source": source, "weight": float(ensemble.weights[i])})
+    path = folder / "ensemble.json"
+    write_json_atomic(path, {"members": members, "combine": "sum_i w_i * logits_i"})
+    return path

@@ -8,10 +8,7 @@ neighbour models; writes the personalized model in the safe format and
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -67,25 +64,13 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None) -> tuple[list[An
     return received, skipped
 
 
-def _write_json(path: Path, data: Any) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=2, default=float)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def run_personalize(args: argparse.Namespace) -> int:
     from fol.checkpoint import DEFAULT_MAX_BYTES, ModelCard, load_model, save_model
     from fol.config import FOLConfig
     from fol.errors import DataError
     from fol.nodedata import load_node_data, parse_node_data
-    from fol.personalize import NodeState, check_received, personalize
+    from fol.fileio import write_json_atomic
+    from fol.personalize import NodeState, check_received, personalize, save_ensemble
 
     cfg = FOLConfig.from_toml(args.config) if args.config else FOLConfig()
     if args.top_k is not None:
@@ -120,26 +105,13 @@ def run_personalize(args: argparse.Namespace) -> int:
     files = {"model": "model.safetensors"}
     save_model(out / files["model"], state.current_model, card)
     if args.variant in ("fol-a", "fol-an") and not report.kept_local:
-        from fol.ensemble import WeightedEnsemble
-
-        ens = state.deployed
-        assert isinstance(ens, WeightedEnsemble)
-        specs = {r.name: r.card.spec for r in received}
-        members = []
-        for i, (member, cand_name) in enumerate(zip(ens.members, report.selected)):
-            fname = f"ensemble-member-{i}.safetensors"
-            spec = specs.get(cand_name, own.card.spec)
-            member_card = ModelCard(spec=spec, class_names=list(state.class_names), input_shape=shape, producer=name,
-                                    round=round_, extra={"source": cand_name})
-            save_model(out / fname, member, member_card)
-            members.append({"file": fname, "source": cand_name, "weight": float(ens.weights[i])})
-        _write_json(out / "ensemble.json", {"members": members, "combine": "sum_i w_i * logits_i"})
+        save_ensemble(out, state, report, received)
         files["ensemble"] = "ensemble.json"
     full = {
         "node": name, "variant": args.variant, "round": round_, "config": cfg.to_dict(),
         "skipped_files": skipped, "outputs": files, **report.to_dict(),
     }
-    _write_json(out / "report.json", full)
+    write_json_atomic(out / "report.json", full)
     print(format_summary(full))
     print(f"\nwrote {out / files['model']}" + (f" and {out / 'ensemble.json'}" if "ensemble" in files else "")
           + f"; report: {out / 'report.json'}")

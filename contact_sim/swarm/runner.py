@@ -28,7 +28,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ from fol.checkpoint import ModelCard, load_model, model_to_bytes, save_model
 from fol.data import GeoDataset, assignment_partition, dirichlet_partition, load_dataset, region_partition
 from fol.errors import ConfigError, DataError
 from fol.executors import Executor, make_executor
+from fol.fileio import write_json_atomic
 from fol.methods import NodeResult, NodeSetup, SwarmContext, get_method
 from fol.models import ModelSpec
 from fol.nodedata import dataset_options
@@ -70,15 +70,13 @@ class SimulationResult:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=_json_default))
-    os.replace(tmp, path)
+    write_json_atomic(path, data, allow_nan=True, default=_json_default)
 
 
 def _json_default(o: Any) -> Any:
-    if isinstance(o, (np.integer,)):
+    if isinstance(o, np.integer):
         return int(o)
-    if isinstance(o, (np.floating,)):
+    if isinstance(o, np.floating):
         return float(o)
     if isinstance(o, Path):
         return str(o)

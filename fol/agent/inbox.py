@@ -28,7 +28,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,44 +35,15 @@ from typing import Any
 
 from fol.agent.protocol import Offer, ProtocolError
 from fol.errors import CheckpointError, ConfigError
+from fol.fileio import fsync_dir, write_json_atomic
 
-__all__ = ["AgentState", "Inbox", "write_json_atomic", "file_sha256", "STATE_FORMAT"]
+__all__ = ["AgentState", "Inbox", "file_sha256", "STATE_FORMAT"]
 
 log = logging.getLogger(__name__)
 
 STATE_FORMAT = "fol-agent-state"
 STATE_VERSION = 1
 MODEL_SUFFIX = ".safetensors"
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (POSIX; a no-op where not possible)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` through a fsynced temporary file and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True, allow_nan=False, default=float)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
 
 
 def file_sha256(path: Path, block: int = 1 << 20) -> str:

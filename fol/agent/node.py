@@ -56,12 +56,21 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from fol.agent import protocol as P
 from fol.agent.config import AgentConfig
-from fol.agent.inbox import Inbox, fsync_dir, write_json_atomic
+from fol.agent.inbox import Inbox
 from fol.agent.keys import KeyPair, TrustStore, load_keypair, load_public_key
 from fol.agent.protocol import ProtocolError
-from fol.agent.transfer import OutgoingTransfer, PeerLink, Receiver, ReceiverSettings, _send, secure_client, \
-    secure_server, tune_socket
+from fol.agent.transfer import (
+    OutgoingTransfer,
+    PeerLink,
+    Receiver,
+    ReceiverSettings,
+    _send,
+    secure_client,
+    secure_server,
+    tune_socket,
+)
 from fol.errors import CheckpointError, ConfigError, FOLError
+from fol.fileio import fsync_dir, write_json_atomic
 
 __all__ = ["Agent", "control_request", "COMMANDS"]
 
@@ -462,7 +471,7 @@ class Agent:
     def _personalize_job(self, info: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
         """One FOL round in the worker thread; writes the model and the report, touches no state."""
         from fol.checkpoint import ModelCard, load_model, save_model
-        from fol.personalize import NodeState, Received, personalize
+        from fol.personalize import NodeState, Received, personalize, save_ensemble
 
         round_ = info["round"]
         limit = self.cfg.limits.max_payload_bytes
@@ -491,19 +500,8 @@ class Agent:
         save_model(out, state.current_model, card)
         files: dict[str, Any] = {"model": self.inbox.relative(out)}
         if self.cfg.variant in ("fol-a", "fol-an") and not report.kept_local:
-            folder = models / f"round-{round_}-ensemble"
-            folder.mkdir(exist_ok=True)
-            specs = {r.name: r.card.spec for r in received}
-            members = []
-            ens = state.deployed
-            for i, (member, name) in enumerate(zip(ens.members, report.selected)):
-                mspec = specs.get(name, spec)
-                mcard = ModelCard(spec=mspec, class_names=names, input_shape=current.card.input_shape,
-                                  producer=self.node_id, round=round_, extra={"source": name})  # save_model sets 'pruned'
-                save_model(folder / f"member-{i}.safetensors", member, mcard)
-                members.append({"file": f"member-{i}.safetensors", "source": name, "weight": float(ens.weights[i])})
-            write_json_atomic(folder / "ensemble.json", {"members": members, "combine": "sum_i w_i * logits_i"})
-            files["ensemble"] = self.inbox.relative(folder / "ensemble.json")
+            ensemble_json = save_ensemble(models / f"round-{round_}-ensemble", state, report, received)
+            files["ensemble"] = self.inbox.relative(ensemble_json)
         report_path = self.inbox.root / "reports" / f"round-{round_}.json"
         full = {"node": self.node_id, "variant": self.cfg.variant, "round": round_, "trigger": info["trigger"],
                 "config": self.fol_cfg.to_dict(), "received_models": info["received"], "unreadable": unreadable,
