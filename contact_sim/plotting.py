@@ -1,6 +1,6 @@
 """PNG figures of a contact plan (matplotlib, Agg backend).
 
-Satellites: ground tracks over the first orbit-ish span plus the contact
+Satellites: ground tracks over about one orbit around the chosen instant plus the contact
 edges at one instant between sub-satellite points. Drones: paths in the local
 frame plus contact edges at one instant. Edge counts are capped (a
 deterministic subsample) so big constellations stay readable.
@@ -42,7 +42,7 @@ def plot_contacts(plan: ContactPlan, traj: Trajectories, path: str | Path, t_s: 
     if traj.frame == "TEME":
         from orbits import geodetic_from_itrs, teme_to_itrs
 
-        span = traj.times_s <= traj.times_s[0] + 6000.0  # about one LEO orbit of track
+        span = np.abs(traj.times_s - traj.times_s[k]) <= 3000.0  # about one LEO orbit of track around the instant
         moving = np.flatnonzero(traj.kinds == 0)
         show = moving if moving.size <= 200 else moving[np.linspace(0, moving.size - 1, 200).astype(int)]
         pos = traj.pos[:, :, :].transpose(1, 0, 2)
