@@ -46,7 +46,9 @@ class Executor:
     def __init__(self, threads: int | None = None) -> None:
         self.threads = threads
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:  # pragma: no cover - abstract
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None) -> list[Any]:  # pragma: no cover
+        """``[fn(item) for item in items]``, possibly elsewhere; with ``desc``, a
+        progress bar over finished items (hidden when not on a terminal)."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -58,8 +60,14 @@ class Executor:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __call__(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        return self.map(fn, items)
+    def __call__(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None) -> list[Any]:
+        return self.map(fn, items, desc)
+
+
+def _bar(total: int, desc: str | None) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, leave=False, disable=None if desc else True)
 
 
 class LocalExecutor(Executor):
@@ -67,16 +75,22 @@ class LocalExecutor(Executor):
 
     kind = "local"
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        if not self.threads:
-            return [fn(item) for item in items]
-        import torch
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None) -> list[Any]:
+        before = None
+        if self.threads:
+            import torch
 
-        before = torch.get_num_threads()
+            before = torch.get_num_threads()
+        out = []
         try:
-            return [_run_with_threads((fn, item, self.threads)) for item in items]
+            with _bar(len(items), desc) as bar:
+                for item in items:
+                    out.append(_run_with_threads((fn, item, self.threads)))
+                    bar.update()
         finally:
-            torch.set_num_threads(before)
+            if before is not None:
+                torch.set_num_threads(before)
+        return out
 
 
 class ProcessExecutor(Executor):
@@ -92,8 +106,14 @@ class ProcessExecutor(Executor):
         self.workers = workers or os.cpu_count() or 1
         self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"))
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        return list(self._pool.map(_run_with_threads, [(fn, item, self.threads) for item in items]))
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None) -> list[Any]:
+        from concurrent.futures import as_completed
+
+        futures = [self._pool.submit(_run_with_threads, (fn, item, self.threads)) for item in items]
+        with _bar(len(futures), desc) as bar:
+            for _ in as_completed(futures):
+                bar.update()
+        return [f.result() for f in futures]
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -122,8 +142,13 @@ class RayExecutor(Executor):
             ray.init(**kwargs)
         self._remote = ray.remote(num_cpus=1)(_run_with_threads)
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None) -> list[Any]:
         refs = [self._remote.remote((fn, item, self.threads)) for item in items]
+        pending = list(refs)
+        with _bar(len(refs), desc) as bar:
+            while pending:
+                done, pending = self._ray.wait(pending, num_returns=1)
+                bar.update(len(done))
         return list(self._ray.get(refs))
 
     def close(self) -> None:

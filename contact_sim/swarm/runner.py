@@ -221,7 +221,7 @@ def _pretrained_nodes(scn: SwarmScenario, pool: GeoDataset, shards: list[np.ndar
 
     def resumable_map(fn: Any, tasks: Sequence[PretrainTask]) -> list[Any]:
         todo = [t for t in tasks if not saved[t.index].exists()]
-        done = {t.index: r for t, r in zip(todo, executor.map(fn, todo))} if todo else {}
+        done = {t.index: r for t, r in zip(todo, executor.map(fn, todo, desc="pretraining"))} if todo else {}
         out = []
         for t in tasks:
             if t.index in done:

@@ -79,8 +79,9 @@ class NodeResult:
         return asdict(self)
 
 
-def serial_map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    """The default executor: run ``fn`` on each item in this process, in order."""
+def serial_map(fn: Callable[[T], R], items: Iterable[T], desc: str | None = None) -> list[R]:
+    """The default executor: run ``fn`` on each item in this process, in order
+    (``desc`` names the work, for executors that show progress)."""
     return [fn(item) for item in items]
 
 
@@ -109,7 +110,7 @@ class SwarmContext:
     rounds: int = 1
     participants: list[list[int]] | None = None
     seed: int = 0
-    map: Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]] = serial_map
+    map: Callable[..., list[Any]] = serial_map
     deliveries: list[dict[int, list[int]]] | None = None
     cache: dict[Any, Any] = field(default_factory=dict)
     transport: Callable[[str, str, bytes, int], bytes] | None = None

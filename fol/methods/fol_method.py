@@ -83,7 +83,7 @@ def run_fol_pipeline(ctx: SwarmContext, use_pruning: bool) -> FOLRun:
             arrived = [(ctx.nodes[j].name, payloads[j] if ctx.transport is None
                         else ctx.transport(ctx.nodes[j].name, ctx.nodes[k].name, payloads[j], r + 1)) for j in senders]
             tasks.append(_RoundTask(states[k], arrived, r + 1, variant, cfg))
-        outcomes = ctx.map(_personalize_node, tasks)
+        outcomes = ctx.map(_personalize_node, tasks, desc=f"FOL round {r + 1}/{cfg.rounds}")
         for k, (state, report) in enumerate(outcomes):
             states[k] = state
             run.reports[k].append(report)
