@@ -17,6 +17,7 @@ registers them.
     python benchmarks/compare_methods.py                    # full: 2 tasks x 2 psi x 3 seeds
     python benchmarks/compare_methods.py --quick            # 6 nodes x 150 images, 1 seed, psi 0.7
     python benchmarks/compare_methods.py --tasks hurricane --psi 0.3 --seeds 1 --json out.json
+    python benchmarks/compare_methods.py --seeds 1 --first-seed 2 --json seed2.json   # one seed per process
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ def main() -> int:
     ap.add_argument("--tasks", nargs="+", default=["hurricane", "wildfire"], choices=["hurricane", "wildfire"])
     ap.add_argument("--psi", nargs="+", type=float, default=[0.7, 0.3])
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0, help="run seeds first-seed .. first-seed + seeds - 1 "
+                    "(to spread seeds over processes; merge their --json outputs)")
     ap.add_argument("--nodes", type=int, default=12)
     ap.add_argument("--per-node", type=int, default=300)
     ap.add_argument("--image-size", type=int, default=32)
@@ -102,7 +105,7 @@ def main() -> int:
             acc: dict[str, list[float]] = {m: [] for m in wanted}
             cost: dict[str, list[tuple[float, float, float]]] = {m: [] for m in wanted}
             secs: dict[str, float] = {m: 0.0 for m in wanted}
-            for seed in range(args.seeds):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 fol_cfg = FOLConfig(rounds=args.fol_rounds, seed=seed)
                 pool = make_synthetic(task, args.nodes * args.per_node * 2, seed=seed, image_size=args.image_size)
                 shards = dirichlet_partition(pool.labels.numpy(), args.nodes, psi, seed,
@@ -126,7 +129,7 @@ def main() -> int:
                       + f"  ({time.perf_counter() - t_start:.0f} s)", flush=True)
             print(f"\nsynthetic {task}, psi = {psi}: {args.nodes} nodes x {args.per_node} images "
                   f"({args.image_size} px), {args.arch}, {args.seeds} seed(s)")
-            print(f"| method | test acc. (%) | paper (%) | KB up / node | KB down / node | train GFLOPs / node | s / seed |")
+            print("| method | test acc. (%) | paper (%) | KB up / node | KB down / node | train GFLOPs / node | s / seed |")
             print("|---|---|---|---|---|---|---|")
             for m in wanted:
                 up = statistics.mean(c[0] for c in cost[m]) / 1e3

@@ -58,7 +58,7 @@ def main() -> int:
 
     print(f"\nsynthetic {args.task}, {args.nodes} nodes x {args.per_node} images, psi = {args.psi}, "
           f"Q = {args.q}, K = {args.k}, E = 1, {args.arch}, {args.seeds} seeds")
-    print(f"| method | test accuracy (%) |\n|---|---|")
+    print("| method | test accuracy (%) |\n|---|---|")
     for m in METHODS:
         print(f"| {m} | {mean_std(per_seed[m])} |")
     gain = statistics.mean(per_seed["fol"]) - statistics.mean(per_seed["local"])
