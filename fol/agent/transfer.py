@@ -26,6 +26,7 @@ from typing import Any, Callable
 import zmq
 
 from fol.agent import protocol as P
+from fol.agent.config import Limits
 from fol.agent.inbox import Inbox, file_sha256
 from fol.agent.keys import KeyPair, TrustStore
 from fol.agent.protocol import Offer, ProtocolError
@@ -378,15 +379,16 @@ def send_model(
 
 @dataclass(frozen=True)
 class ReceiverSettings:
-    """Limits of the receiving side (bytes, seconds); see :class:`fol.agent.config.Limits`."""
+    """Limits of the receiving side (bytes, seconds); the defaults are the node
+    configuration's (:class:`fol.agent.config.Limits`)."""
 
-    max_concurrent_transfers: int = 4
-    chunk_bytes: int = 256 * 1024
-    window_chunks: int = 8
-    chunk_timeout_s: float = 5.0
-    transfer_timeout_s: float = 60.0
-    offer_retry_s: float = 2.0
-    sync_bytes: int = 4 * 1024 * 1024
+    max_concurrent_transfers: int = Limits.max_concurrent_transfers
+    chunk_bytes: int = Limits.chunk_bytes
+    window_chunks: int = Limits.window_chunks
+    chunk_timeout_s: float = Limits.chunk_timeout_s
+    transfer_timeout_s: float = Limits.transfer_timeout_s
+    offer_retry_s: float = Limits.offer_retry_s
+    sync_bytes: int = Limits.sync_bytes
 
     @classmethod
     def from_limits(cls, limits: Any) -> "ReceiverSettings":
