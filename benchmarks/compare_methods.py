@@ -2,7 +2,7 @@
 
 For each task (hurricane, wildfire), Dirichlet skew psi (0.7, 0.3) and seed:
 render the synthetic pool, give each of the 12 nodes 300 images, pretrain
-every node once (``fol.swarm.build_nodes``), then run every method on those
+every node once (``fol.nodes.build_nodes``), then run every method on those
 same nodes and partitions. Prints, per (task, psi), the test accuracy
 (mean ± std over seeds of the per-seed mean over nodes), mean bytes up / down
 per node, mean training GFLOPs per node, and the FOL paper's published figure
@@ -38,7 +38,7 @@ from _common import machine_line, mean_std  # noqa: E402
 from fol.config import FOLConfig  # noqa: E402
 from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
 from fol.methods import SwarmContext, get_method, method_names  # noqa: E402
-from fol.swarm import build_nodes  # noqa: E402
+from fol.nodes import build_nodes  # noqa: E402
 
 BASELINES = ("fedavg", "hermes", "dm-pfl", "dm-pfl+", "mtfl", "mtfl-adam", "dense", "co-boosting")
 FOL_METHODS = ("local", "fol", "fol-a", "fol-n", "fol-an")

@@ -24,7 +24,7 @@ from _common import machine_line, mean_std  # noqa: E402
 from fol.config import FOLConfig  # noqa: E402
 from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
 from fol.methods import SwarmContext, get_method  # noqa: E402
-from fol.swarm import build_nodes  # noqa: E402
+from fol.nodes import build_nodes  # noqa: E402
 
 METHODS = ("local", "fol", "fol-a", "fol-n", "fol-an")
 

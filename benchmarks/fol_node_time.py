@@ -22,7 +22,7 @@ from fol.checkpoint import ModelCard  # noqa: E402
 from fol.config import FOLConfig  # noqa: E402
 from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
 from fol.personalize import NodeState, Received, personalize  # noqa: E402
-from fol.swarm import build_nodes  # noqa: E402
+from fol.nodes import build_nodes  # noqa: E402
 
 
 def main() -> int:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import machine_line  # noqa: E402
 
-from contact_sim.swarm import parse_scenario, run_simulation  # noqa: E402
+from fol.simulation import parse_scenario, run_simulation  # noqa: E402
 
 TEMPLATE = """
 [scenario]

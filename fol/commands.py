@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 def registrars() -> list[Callable[[argparse._SubParsersAction], None]]:
     """Every sub-command's registration function, in the order ``fol --help`` lists them."""
     from contact_sim.cli import add_contacts_parser
-    from contact_sim.swarm.cli import add_demo_parser, add_simulate_parser
+    from fol.simulation.cli import add_demo_parser, add_simulate_parser
     from fol.agent.cli import add_agent_parser, add_keys_parser
     from fol.personalize_cli import add_personalize_parser
 
@@ -51,15 +51,9 @@ def _run_data_info(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------- pretrain
 
 
-def add_node_data_arguments(p: argparse.ArgumentParser) -> None:
-    """``--data SPEC`` and ``--data-root``, shared by every command that trains one node."""
-    from fol.nodedata import NODE_DATA_HELP
-
-    p.add_argument("--data", required=True, metavar="SPEC", help=NODE_DATA_HELP)
-    p.add_argument("--data-root", default=None, help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT)")
-
-
 def add_pretrain_parser(sub: argparse._SubParsersAction) -> None:
+    from fol.nodedata import add_node_data_arguments
+
     p = sub.add_parser("pretrain", help="train one node's model on its local data and save it in the safe format")
     add_node_data_arguments(p)
     p.add_argument("--arch", default="cnn-small", help="model architecture (default: %(default)s)")

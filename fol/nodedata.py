@@ -13,6 +13,7 @@ so that several commands (or several drones) given the same spec with another
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from fol.errors import ConfigError
 if TYPE_CHECKING:  # fol.data imports torch; the CLI's --help must not
     from fol.data import NodeData
 
-__all__ = ["NodeDataSpec", "parse_node_data", "load_node_data", "dataset_options", "NODE_DATA_HELP"]
+__all__ = ["NodeDataSpec", "parse_node_data", "load_node_data", "dataset_options", "NODE_DATA_HELP", "add_node_data_arguments"]
 
 NODE_DATA_HELP = (
     "node data: a folder with one sub-folder per class, or key=value pairs "
@@ -122,3 +123,9 @@ def load_node_data(spec: NodeDataSpec) -> "NodeData":
         parts = region_partition(ds.lat, ds.lon, spec.nodes, spec.seed)
         shard = ds.subset(parts[spec.node], name=f"{ds.name}/{spec.node_name}")
     return split_node(shard, seed=spec.seed + spec.node)
+
+
+def add_node_data_arguments(p: argparse.ArgumentParser) -> None:
+    """``--data SPEC`` and ``--data-root``, shared by every command that trains one node."""
+    p.add_argument("--data", required=True, metavar="SPEC", help=NODE_DATA_HELP)
+    p.add_argument("--data-root", default=None, help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT)")

@@ -18,7 +18,7 @@ MODEL_SUFFIX = ".safetensors"
 
 
 def add_personalize_parser(sub: argparse._SubParsersAction) -> None:
-    from fol.commands import add_node_data_arguments
+    from fol.nodedata import add_node_data_arguments
     from fol.variants import ALL_VARIANTS
 
     p = sub.add_parser("personalize", help="personalize a node's model with the neighbour models in a folder (one FOL round)")

@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 
 def _tiny_swarm(task: str, seed: int, archs=("cnn-small",), psi: float = 0.5, epochs: int = 1, n_nodes: int = 3):
     from fol.data import dirichlet_partition, make_synthetic
-    from fol.swarm import build_nodes
+    from fol.nodes import build_nodes
     from fol.train import TrainConfig
 
     pool = make_synthetic(task, 400 if n_nodes <= 3 else 150 * n_nodes, seed=seed, image_size=16)

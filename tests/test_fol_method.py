@@ -8,7 +8,7 @@ from fol.checkpoint import ModelCard, model_to_bytes
 from fol.config import FOLConfig
 from fol.data import dirichlet_partition, make_synthetic
 from fol.methods import SwarmContext, get_method, method_names
-from fol.swarm import build_nodes
+from fol.nodes import build_nodes
 from fol.train import TrainConfig, evaluate
 
 TINY = FOLConfig(finetune_epochs=1, post_finetune_epochs=1, gate_epochs=1, distill_epochs=2, top_k=2,

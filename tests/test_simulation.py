@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from contact_sim.errors import ContactError
-from contact_sim.swarm import parse_scenario, run_simulation
-from contact_sim.swarm.partition import orbit_assignment
+from fol.simulation import parse_scenario, run_simulation
+from fol.simulation.partition import orbit_assignment
 from fol.cli import main
 from fol.data import assignment_partition
 from fol.errors import ConfigError

@@ -173,10 +173,9 @@ def register(cls: type[Method]) -> type[Method]:
 def _load_all() -> None:
     import importlib
     import pkgutil
+    from pathlib import Path
 
-    import fol.methods as pkg
-
-    for info in pkgutil.iter_modules(pkg.__path__):
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
         if info.name != "base" and not info.name.startswith("_"):
             importlib.import_module(f"fol.methods.{info.name}")
 

@@ -38,8 +38,9 @@ import numpy as np
 from contact_sim.errors import ContactError
 from contact_sim.plan import ContactPlan
 from contact_sim.scenario import build_constellation, build_trajectories, plan_from_trajectories
-from contact_sim.swarm.partition import orbit_assignment
-from contact_sim.swarm.scenario import SwarmScenario
+from fol.simulation.partition import orbit_assignment
+from fol.simulation.result import SimulationResult
+from fol.simulation.scenario import SwarmScenario
 from fol.checkpoint import ModelCard, load_model, model_to_bytes, save_model
 from fol.data import GeoDataset, assignment_partition, dirichlet_partition, load_dataset, region_partition
 from fol.errors import ConfigError, DataError
@@ -48,22 +49,13 @@ from fol.fileio import write_json_atomic
 from fol.methods import NodeResult, NodeSetup, SwarmContext, get_method
 from fol.models import ModelSpec
 from fol.nodedata import dataset_options
-from fol.swarm import PretrainTask, build_nodes
+from fol.nodes import PretrainTask, build_nodes
 
 __all__ = ["run_simulation", "SimulationResult", "node_architectures", "plan_deliveries"]
 
 log = logging.getLogger(__name__)
 
 STATE_DIR = "state"
-
-
-@dataclass
-class SimulationResult:
-    out: Path
-    results: list[dict[str, Any]]  # one row per (seed, node, method)
-    plan: ContactPlan
-    rounds_used: dict[str, int]
-    seconds: float
 
 
 # --------------------------------------------------------------------------- helpers
@@ -332,7 +324,7 @@ def run_simulation(
                 transport.close()
         _write_json(out / "transfers.json", [t.__dict__ for t in plan.transfers])
         result = SimulationResult(out, rows, plan, rounds_used, time.perf_counter() - t_start)
-        from contact_sim.swarm.report import write_report
+        from fol.simulation.report import write_report
 
         write_report(scn, result, traj)
         return result

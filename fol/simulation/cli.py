@@ -45,14 +45,14 @@ def _apply_overrides(scn, args: argparse.Namespace) -> None:
 
 
 def _print_outcome(result) -> None:
-    from contact_sim.swarm.report import summary_table
+    from fol.simulation.report import summary_table
 
     print(summary_table(result.results, result.rounds_used))
     print(f"\nreport: {result.out / 'report.md'} (plots and results.csv beside it); {result.seconds:.0f} s")
 
 
 def run_simulate_command(args: argparse.Namespace) -> int:
-    from contact_sim.swarm import load_scenario, run_simulation
+    from fol.simulation import load_scenario, run_simulation
     from fol.errors import ConfigError
 
     if args.list_methods:
@@ -80,10 +80,10 @@ def run_simulate_command(args: argparse.Namespace) -> int:
 def run_demo_command(args: argparse.Namespace) -> int:
     import shutil
 
-    from contact_sim.swarm import parse_scenario, run_simulation
+    from fol.simulation import parse_scenario, run_simulation
     from fol.errors import ConfigError
 
-    text = resources.files("contact_sim.swarm").joinpath(DEMO_SCENARIO).read_text()
+    text = resources.files("fol.simulation").joinpath(DEMO_SCENARIO).read_text()
     import tomllib
 
     scn = parse_scenario(tomllib.loads(text), Path.cwd(), "demo", text)

@@ -16,8 +16,8 @@ import numpy as np
 from contact_sim.plotting import plot_contacts
 
 if TYPE_CHECKING:  # pragma: no cover
-    from contact_sim.swarm.runner import SimulationResult
-    from contact_sim.swarm.scenario import SwarmScenario
+    from fol.simulation.result import SimulationResult
+    from fol.simulation.scenario import SwarmScenario
     from contact_sim.trajectory import Trajectories
 
 __all__ = ["write_report", "summary_table", "CSV_FIELDS"]

@@ -1,0 +1,21 @@
+"""What one simulation run returns: the output folder, one result row per
+(seed, node, method), the contact plan and the rounds each method used."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from contact_sim.plan import ContactPlan
+
+__all__ = ["SimulationResult"]
+
+
+@dataclass
+class SimulationResult:
+    out: Path
+    results: list[dict[str, Any]]  # one row per (seed, node, method)
+    plan: ContactPlan
+    rounds_used: dict[str, int]
+    seconds: float
