@@ -1,20 +1,8 @@
-"""Shared pytest set-up: one torch thread per test process (the models under test are tiny, CI has 2 cores, and oversubscribed threads slow torch down badly)."""
+"""Shared fixtures of the test suite (the torch thread set-up is in the root ``conftest.py``)."""
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-try:  # torch-free packages (orbits, contact_sim) are tested without importing torch
-    import torch
-
-    torch.set_num_threads(1)
-except ImportError:  # pragma: no cover
-    pass
-
-
-import pytest  # noqa: E402
+import pytest
 
 
 def _tiny_swarm(task: str, seed: int, archs=("cnn-small",), psi: float = 0.5, epochs: int = 1, n_nodes: int = 3):
