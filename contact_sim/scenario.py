@@ -1,4 +1,5 @@
 """Scenario files (TOML): the contact-simulation sections and their validation.
+Every field, with type, default and unit: ``docs/scenario.md``.
 
 Sections owned here (every key checked; unknown keys are errors)::
 

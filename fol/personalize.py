@@ -6,7 +6,7 @@ the distilled student from one round to the next. The simulation drives it from
 contact windows, ``fol personalize`` from a folder and the node agent from its
 inbox.
 
-Variants (DESIGN.md): ``fol`` deploys the distilled student; ``fol-a`` deploys
+Variants (docs/fol-algorithm.md): ``fol`` deploys the distilled student; ``fol-a`` deploys
 the aligned, weighted Top-K ensemble itself (the teacher; K forward passes per
 prediction); ``fol-n`` / ``fol-an`` are the same without alignment pruning
 (fine-tune only). In every variant the distilled student is the model the node

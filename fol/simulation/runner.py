@@ -19,8 +19,8 @@ For each seed:
 5. **Methods**: each selected method runs on the same nodes; results are saved
    per (seed, method) so ``--resume`` skips what is done.
 
-Only this subpackage of :mod:`contact_sim` imports torch (through :mod:`fol`):
-it is where the contact side and the learning side meet.
+This subpackage is the one place where the contact side (:mod:`orbits`,
+:mod:`contact_sim`) and the learning side (:mod:`fol`) meet.
 """
 
 from __future__ import annotations

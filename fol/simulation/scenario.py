@@ -1,5 +1,6 @@
 """Swarm scenario files: the contact tables (validated by
 :mod:`contact_sim.scenario`) plus the learning tables validated here.
+Every field, with type, default and unit: ``docs/scenario.md``.
 
 Learning tables, every key checked (unknown keys are an error naming them)::
 
@@ -24,7 +25,7 @@ Learning tables, every key checked (unknown keys are an error naming them)::
     archs = ["cnn-small"]      # cycled over nodes (a list = heterogeneous swarm) ...
     rule = "cycle"             # ... or "plane": satellites of plane p get archs[p % len]
     # [models.nodes]           # explicit overrides, node name -> arch
-    # "sat-P01-S03" = "resnet-small"
+    # "WD-P01-S03" = "resnet-small"
 
     [fol]                      # any fol.config.FOLConfig field; rounds = E
     rounds = 1                 # default: the number of [rounds] in the contact plan
