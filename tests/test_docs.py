@@ -1,0 +1,213 @@
+"""The documentation stays true to the code and the repository stands alone.
+
+- ``docs/scenario.md`` lists exactly the fields the scenario validators accept
+  (read from the validators' own "unknown key" messages), and its complete
+  example passes validation;
+- every relative link in ``docs/`` points at a file of the repository, and no
+  file of the tree cites a design note that is not in it;
+- collecting the packages' docstring examples (``--doctest-modules``) works
+  without the optional extras, as in a base install.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+SCENARIO_MD = DOCS / "scenario.md"
+PROBE = "zz_not_a_field"
+
+#: A minimal valid satellite scenario and a minimal valid drone scenario.
+SATELLITES: dict[str, Any] = {
+    "constellation": {"kind": "walker-delta", "total": 6, "planes": 2, "altitude_km": 550.0,
+                      "inclination_deg": 53.0, "epoch": "2025-01-01T00:00:00Z"},
+    "time": {"duration_s": 3600.0},
+    "link": {"max_range_km": 5000.0},
+}
+DRONES: dict[str, Any] = {"drones": {"count": 3, "radio_range_km": 1.0}, "time": {"duration_s": 600.0}}
+
+
+def documented_fields(text: str) -> dict[str, set[str]]:
+    """Table name -> the field names in the first column of the markdown tables
+    under that table's heading (``### `[name]` `` or ``### `[[name]]` ``)."""
+    fields: dict[str, set[str]] = {}
+    current = None
+    for line in text.splitlines():
+        heading = re.match(r"^#{2,4} `\[\[?([a-z_.]+)\]\]?`", line)
+        if heading:
+            current = heading.group(1)
+            fields.setdefault(current, set())
+        elif line.startswith("#"):
+            current = None
+        elif current is not None:
+            row = re.match(r"^\| `([a-z_0-9]+)` \|", line)
+            if row:
+                fields[current].add(row.group(1))
+    return fields
+
+
+def _accepted_from_message(message: str) -> set[str]:
+    """The key list of a validator's "unknown key" message."""
+    match = re.search(r"(?:allowed:|expected some of)\s*([a-z0-9_, ]+)", message)
+    return set(match.group(1).replace(" ", "").strip(",").split(",")) if match else set()
+
+
+def accepted_fields(table: str) -> set[str]:
+    """Fields the validators accept in ``table``: feed it an unknown key and read
+    the list of allowed keys from the error."""
+    from contact_sim.errors import ContactError
+    from fol.errors import FOLError
+    from fol.simulation.scenario import parse_scenario
+
+    doc = copy.deepcopy(DRONES if table == "drones" else SATELLITES)
+    if table == "ground_stations":
+        doc[table] = [{"lat_deg": 0.0, "lon_deg": 0.0, PROBE: 1}]
+    else:
+        doc.setdefault(table, {})[PROBE] = 1
+    with pytest.raises((ContactError, FOLError)) as info:
+        parse_scenario(doc, ROOT)
+    message = str(info.value)
+    accepted = _accepted_from_message(message)
+    assert PROBE in message and accepted, (
+        f"could not read the accepted keys of [{table}] from the validator's message: {message}")
+    return accepted
+
+
+TABLES = ["constellation", "drones", "ground_stations", "time", "link", "rounds",
+          "scenario", "data", "models", "fol", "run", "output"]
+
+
+@pytest.fixture(scope="module")
+def documented() -> dict[str, set[str]]:
+    return documented_fields(SCENARIO_MD.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_every_accepted_field_is_documented(table: str, documented: dict[str, set[str]]) -> None:
+    accepted = accepted_fields(table)
+    assert table in documented, f"docs/scenario.md has no section for [{table}]"
+    missing, stale = sorted(accepted - documented[table]), sorted(documented[table] - accepted)
+    assert not missing, f"docs/scenario.md, [{table}]: document the field(s) {missing}"
+    assert not stale, f"docs/scenario.md, [{table}]: field(s) {stale} are no longer accepted"
+
+
+def test_methods_table_is_documented(documented: dict[str, set[str]]) -> None:
+    from fol.methods import method_names
+
+    assert documented.get("methods") == {"run"}
+    text = SCENARIO_MD.read_text(encoding="utf-8")
+    section = text[text.index("### `[methods]`"):text.index("### `[run]`")]
+    missing = [m for m in method_names() if f"`{m}`" not in section]
+    assert not missing, f"docs/scenario.md, [methods]: list the method(s) {missing}"
+
+
+def test_reader_sees_a_missing_field() -> None:
+    """The check above can fail: a table without one of its fields is reported."""
+    text = "### `[time]`\n\n| field | type |\n|---|---|\n| `start` | time |\n| `step_s` | number |\n"
+    assert documented_fields(text) == {"time": {"start", "step_s"}}
+    assert accepted_fields("time") - documented_fields(text)["time"] == {"duration_s"}
+
+
+def test_complete_example_is_valid() -> None:
+    from fol.simulation.scenario import parse_scenario
+
+    text = SCENARIO_MD.read_text(encoding="utf-8")
+    section = text[text.index("## A complete example"):]
+    example = re.search(r"```toml\n(.*?)```", section, re.S).group(1)
+    doc = tomllib.loads(example)
+    scn = parse_scenario(doc, ROOT, "docs-example.toml", example)
+    # every table of the reference appears in the complete example
+    assert set(TABLES) - {"drones"} <= set(doc)
+    assert scn.name == "docs-example" and scn.seeds == [0, 1]
+    assert scn.contact.rounds.count == 2 and len(scn.contact.ground_stations) == 1
+
+
+# --------------------------------------------------------------------- the repository stands alone
+
+
+def test_doc_links_resolve() -> None:
+    pages = sorted(DOCS.glob("*.md"))
+    assert {"README.md", "architecture.md", "fol-algorithm.md", "protocol.md", "scenario.md"} <= {p.name for p in pages}
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            if "://" not in target and not (page.parent / target).exists():
+                broken.append(f"{page.name} -> {target}")
+    assert not broken, f"links to files that do not exist: {broken}"
+
+
+def test_no_file_cites_notes_outside_the_repository() -> None:
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    if tracked.returncode != 0:
+        pytest.skip("not a git checkout")
+    pattern = re.compile(r"DESIGN\.md|/work/shared|papers/[\w-]+\.txt")
+    offenders = []
+    for name in tracked.stdout.split():
+        path = ROOT / name
+        if path.suffix in {".py", ".md", ".toml", ".txt", ".cfg", ".template"} and path.is_file():
+            if path.resolve() != Path(__file__).resolve() and pattern.search(path.read_text(encoding="utf-8", errors="replace")):
+                offenders.append(name)
+    assert not offenders, f"these files cite documents outside the repository: {offenders}"
+
+
+# --------------------------------------------------------------------- doctests without the extras
+
+
+def _optional_modules() -> set[str]:
+    """Import names of the run-time libraries that only an extra installs (every
+    extra but ``dev``, whose test tools the test runner itself needs)."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+    def names(requirements: list[str]) -> set[str]:
+        return {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower().replace("-", "_") for r in requirements}
+
+    extras = meta.get("optional-dependencies", {})
+    runtime = set().union(*(names(v) for k, v in extras.items() if k != "dev"))
+    return runtime - names(meta["dependencies"])
+
+
+def test_doctest_collection_needs_no_optional_extra() -> None:
+    optional = _optional_modules()
+    assert "ray" in optional
+    blocker = (
+        "import sys, importlib.abc\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        f"    names = {sorted(optional)!r}\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in self.names:\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r} (blocked: optional extra)', name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import pytest\n"
+        "sys.exit(pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', '--doctest-modules',\n"
+        "                      'fol', 'orbits', 'contact_sim']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", blocker], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "error" not in out.stdout.lower().replace("errors.py", "")
+    # the packages' docstring examples are really collected
+    assert re.search(r"(\d+) tests? collected", out.stdout) and "fol/pruning.py::fol.pruning" in out.stdout
+
+
+def test_fol_algorithm_lists_every_folconfig_field_with_its_default() -> None:
+    import dataclasses
+
+    from fol.config import FOLConfig
+
+    text = (DOCS / "fol-algorithm.md").read_text(encoding="utf-8")
+    section = text[text.index("## `[fol]` fields (FOLConfig)"):]
+    rows = dict(re.findall(r"^\| `([a-z_0-9]+)` \| `([^`]+)` \|", section, re.M))
+    fields = {f.name: f.default for f in dataclasses.fields(FOLConfig)}
+    assert set(rows) == set(fields), (
+        f"docs/fol-algorithm.md: missing {sorted(set(fields) - set(rows))}, stale {sorted(set(rows) - set(fields))}")
+    wrong = {name: (rows[name], default) for name, default in fields.items()
+             if float(rows[name]) != float(default)}
+    assert not wrong, f"docs/fol-algorithm.md: documented vs actual defaults differ: {wrong}"
