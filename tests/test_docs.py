@@ -131,6 +131,19 @@ def test_complete_example_is_valid() -> None:
     assert scn.contact.rounds.count == 2 and len(scn.contact.ground_stations) == 1
 
 
+def test_every_scenario_example_in_docs_is_valid() -> None:
+    """Every complete TOML scenario of the docs pages (a block with a ``[time]``
+    table; smaller blocks are fragments of one table) passes validation."""
+    from fol.simulation.scenario import parse_scenario
+
+    examples = [(page.name, tomllib.loads(block)) for page in sorted(DOCS.glob("*.md"))
+                for block in re.findall(r"```toml\n(.*?)```", page.read_text(encoding="utf-8"), re.S)]
+    complete = [(name, doc) for name, doc in examples if "time" in doc]
+    assert len(complete) >= 2
+    for name, doc in complete:
+        parse_scenario(doc, ROOT, f"docs/{name}")
+
+
 # --------------------------------------------------------------------- the repository stands alone
 
 
