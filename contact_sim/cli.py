@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from orbits import OrbitError
+from swarmbase.units import format_bytes
 
 from .errors import ContactError
 
@@ -33,14 +34,6 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
     p.set_defaults(func=run_contacts)
     return p
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.1f} {unit}"
-        n /= 1000.0
-    return f"{n:.1f} TB"
 
 
 def run_contacts(args: argparse.Namespace) -> int:
@@ -72,8 +65,8 @@ def run_contacts(args: argparse.Namespace) -> int:
     print(f"per node   mean {s['windows_per_node_mean']:.1f}, min {s['windows_per_node_min']}, "
           f"max {s['windows_per_node_max']}")
     print(f"duration   mean {s['mean_duration_s']:.1f} s, median {s['median_duration_s']:.1f} s")
-    print(f"capacity   mean {_fmt_bytes(s['mean_capacity_bytes'])} per window, "
-          f"total {_fmt_bytes(s['total_capacity_bytes'])}")
+    print(f"capacity   mean {format_bytes(s['mean_capacity_bytes'])} per window, "
+          f"total {format_bytes(s['total_capacity_bytes'])}")
     for p in written:
         print(f"wrote      {p}")
     return 0

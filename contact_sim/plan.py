@@ -119,11 +119,6 @@ class ContactPlan:
             self._by_node = {k: np.sort(ids[splits[k]:splits[k + 1]]) for k in range(self.n_nodes)}
         return self._by_node
 
-    def windows_of(self, node: int) -> WindowTable:
-        """All windows involving ``node``."""
-        self._check_node(node)
-        return self.windows.select(self._node_index()[int(node)])
-
     # ------------------------------------------------------------------ rounds
     def _clipped(self, idx: int, round: int, t_from: float | None = None) -> Window | None:
         t0, t1 = self.round_interval(round)

@@ -16,11 +16,9 @@ Example:
 
 from __future__ import annotations
 
-import datetime as _dt
 from pathlib import Path
 
 from sgp4.api import Satrec
-from sgp4.conveniences import sat_epoch_datetime
 from sgp4.exporter import export_tle
 
 from .constellation import Constellation
@@ -128,7 +126,3 @@ def write_tle(path: str | Path, constellation: Constellation, with_names: bool =
     path.write_text(format_tle(constellation, with_names), encoding="ascii")
     return path
 
-
-def tle_epoch(sat: Satrec) -> _dt.datetime:
-    """UTC epoch of a satellite's elements."""
-    return sat_epoch_datetime(sat).astimezone(_dt.timezone.utc)

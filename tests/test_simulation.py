@@ -87,7 +87,7 @@ def _rows(out: Path) -> list[dict[str, str]]:
 @pytest.mark.parametrize(
     ("changes", "match"),
     [
-        ({"data": {"partiton": "orbit"}}, r"data\.partiton: unknown key"),
+        ({"data": {"partiton": "orbit"}}, r"tiny.toml: data: unknown key 'partiton'"),
         ({"data": {"partition": "by-hand"}}, r"data\.partition: expected one of"),
         ({"data": {"psi": -1.0}}, r"data\.psi"),
         ({"models": {"archs": ["vgg99"]}}, r"models\.archs: unknown architecture 'vgg99'"),

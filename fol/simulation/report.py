@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from contact_sim.plotting import plot_contacts
+from swarmbase.units import format_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from fol.simulation.result import SimulationResult
@@ -61,16 +62,8 @@ def summary_table(rows: Sequence[dict[str, Any]], rounds_used: dict[str, int] | 
         flops = statistics.mean(r["train_flops"] for r in mr) / 1e9
         kept = sum(1 for r in mr if r["kept_local"]) / len({r["seed"] for r in mr})
         rounds = (rounds_used or {}).get(m, max(r["rounds"] for r in mr))
-        lines.append(f"| {m} | {_pm(per_seed)} | {_human_bytes(bytes_node)} | {flops:.2f} | {rounds} | {kept:g} |")
+        lines.append(f"| {m} | {_pm(per_seed)} | {format_bytes(bytes_node)} | {flops:.2f} | {rounds} | {kept:g} |")
     return "\n".join(lines)
-
-
-def _human_bytes(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"  # pragma: no cover
 
 
 def node_table(rows: Sequence[dict[str, Any]]) -> str:
