@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from swarmbase.fileio import atomic_writer
+
 from .errors import ContactError
 from .trajectory import MOVING, Trajectories, time_grid
 
@@ -89,7 +91,7 @@ def read_waypoints_csv(path: str | Path) -> list[Waypoints]:
 def write_waypoints_csv(path: str | Path, drones: list[Waypoints]) -> Path:
     """Write waypoints in the format :func:`read_waypoints_csv` reads."""
     path = Path(path)
-    with path.open("w", newline="") as fh:
+    with atomic_writer(path, text=True) as fh:
         out = csv.writer(fh)
         out.writerow(WAYPOINT_COLUMNS)
         for d in drones:

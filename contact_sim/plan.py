@@ -39,6 +39,8 @@ from typing import Sequence
 
 import numpy as np
 
+from swarmbase.fileio import atomic_write_text, atomic_writer
+
 from .errors import ContactError
 from .link import LinkModel
 from .windows import Window, WindowTable
@@ -319,7 +321,7 @@ class ContactPlan:
         names = np.asarray(self.node_names, dtype=object)
         rounds = np.searchsorted(self.round_boundaries_s, w.t_start_s, side="right") - 1
         utc_a, utc_b = self._utc(w.t_start_s), self._utc(w.t_end_s)
-        with path.open("w", newline="") as fh:
+        with atomic_writer(path, text=True) as fh:  # crash-safe: the old table or the whole new one
             out = csv.writer(fh)
             out.writerow(["a", "b", "name_a", "name_b", "t_start_s", "t_end_s", "duration_s",
                           "start_utc", "end_utc", "round", "capacity_bytes", "mean_range_km",
@@ -351,5 +353,5 @@ class ContactPlan:
                 for i in range(len(w))],
             "transfers": [asdict(t) for t in self.transfers],
         }
-        path.write_text(json.dumps(doc, indent=1))
+        atomic_write_text(path, json.dumps(doc, indent=1))
         return path

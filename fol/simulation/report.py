@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from contact_sim.plotting import plot_contacts
+from contact_sim.plotting import plot_contacts, save_figure
+from fol.fileio import atomic_write_text, atomic_writer
 from swarmbase.units import format_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -105,8 +106,7 @@ def _plot_accuracy(rows: Sequence[dict[str, Any]], path: Path) -> None:
     ax.legend(ncol=min(len(methods), 6), fontsize=8, loc="lower right")
     ax.set_title("Per-node test accuracy by method (mean over seeds)")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _plot_accuracy_vs_bytes(rows: Sequence[dict[str, Any]], path: Path) -> None:
@@ -129,18 +129,17 @@ def _plot_accuracy_vs_bytes(rows: Sequence[dict[str, Any]], path: Path) -> None:
     ax.set_title("Accuracy versus communication (dots: nodes, stars: means)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajectories") -> Path:
     """Write results.csv/json, report.md and the plots into ``result.out``; return report.md's path."""
     out, rows = result.out, result.results
-    with open(out / "results.csv", "w", newline="") as fh:
+    with atomic_writer(out / "results.csv", text=True) as fh:
         w = csv.DictWriter(fh, fieldnames=CSV_FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    (out / "results.json").write_text(json.dumps(rows, indent=1, default=str))
+    atomic_write_text(out / "results.json", json.dumps(rows, indent=1, default=str))
 
     w = result.plan.windows
     starts, ends = np.sort(w.t_start_s), np.sort(w.t_end_s)
@@ -188,5 +187,5 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         "",
     ]
     path = out / "report.md"
-    path.write_text("\n".join(lines))
+    atomic_write_text(path, "\n".join(lines))
     return path

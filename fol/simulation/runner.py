@@ -45,7 +45,7 @@ from fol.checkpoint import ModelCard, load_model, model_to_bytes, save_model
 from fol.data import GeoDataset, assignment_partition, dirichlet_partition, load_dataset, region_partition
 from fol.errors import ConfigError, DataError
 from fol.executors import Executor, make_executor
-from fol.fileio import write_json_atomic
+from fol.fileio import atomic_write_bytes, atomic_write_text, write_json_atomic
 from fol.methods import NodeResult, NodeSetup, SwarmContext, get_method
 from fol.models import ModelSpec
 from fol.nodedata import dataset_options
@@ -193,7 +193,7 @@ class ZmqTransport:
     def __call__(self, src: str, dst: str, payload: bytes, round_: int) -> bytes:
         path = self.outbox / f"{src}-round-{round_}.safetensors"
         if not path.exists() or path.read_bytes() != payload:
-            path.write_bytes(payload)
+            atomic_write_bytes(path, payload)
         return self.links.send(src, dst, path).read_bytes()
 
     def close(self) -> None:
@@ -266,7 +266,7 @@ def run_simulation(
     out.mkdir(parents=True, exist_ok=True)
     _write_json(resolved_path, resolved)
     if scn.text is not None and not (out / "scenario.toml").exists():
-        (out / "scenario.toml").write_text(scn.text)
+        atomic_write_text(out / "scenario.toml", scn.text)
 
     own_executor = executor is None
     if executor is None:
