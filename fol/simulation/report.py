@@ -163,7 +163,7 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         f"seeds {scn.seeds}, FOL: Q = {scn.fol.max_neighbours}, K = {scn.fol.top_k}, E = {scn.fol.rounds}.",
         f"Contact plan: {s['windows']} windows over {s['horizon_s'] / 3600:.1f} h in {s['rounds']} round(s), "
         f"{s['windows_per_node_mean']:.1f} windows per node on average, mean duration {s['mean_duration_s']:.0f} s, "
-        f"{len(result.plan.transfers)} model transfers recorded (last seed).",
+        f"{len(result.transfers)} model transfers recorded over {len(scn.seeds)} seed(s) (transfers.json).",
         f"Wall time {result.seconds:.0f} s.",
         "",
         "## Summary",

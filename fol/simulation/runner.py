@@ -287,6 +287,8 @@ def run_simulation(
 
         rows: list[dict[str, Any]] = []
         rounds_used: dict[str, int] = {}
+        transfers: list[dict[str, Any]] = []
+        rounds_by_seed: dict[int, dict[str, int]] = {}
         plan = base_plan
         for seed in tqdm(scn.seeds, desc="seeds", disable=None if progress else True):
             seed_dir = out / STATE_DIR / f"seed-{seed}"
@@ -317,13 +319,17 @@ def run_simulation(
                     results = method.run(ctx)
                     log.info("seed %d: %s done in %.1f s", seed, name, time.perf_counter() - t0)
                     _write_json(path, [r.to_dict() for r in results])
-                rounds_used[name] = max((r.rounds for r in results), default=0)
+                used = max((r.rounds for r in results), default=0)
+                rounds_by_seed.setdefault(seed, {})[name] = used
+                rounds_used[name] = max(rounds_used.get(name, 0), used)  # over seeds
                 for r in results:
                     rows.append({"seed": seed, **r.to_dict()})
             if transport is not None:
                 transport.close()
-        _write_json(out / "transfers.json", [t.__dict__ for t in plan.transfers])
-        result = SimulationResult(out, rows, plan, rounds_used, time.perf_counter() - t_start)
+            transfers += [{"seed": seed, **t.__dict__} for t in plan.transfers]
+        _write_json(out / "transfers.json", transfers)
+        _write_json(out / "rounds_used.json", {str(s): r for s, r in rounds_by_seed.items()})
+        result = SimulationResult(out, rows, plan, rounds_used, time.perf_counter() - t_start, transfers)
         from fol.simulation.report import write_report
 
         write_report(scn, result, traj)
