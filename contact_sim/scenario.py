@@ -361,6 +361,23 @@ def build_constellation(scenario: ContactScenario) -> Constellation:
         raise ContactError(str(exc)) from None
 
 
+def check_contact_scenario(scenario: ContactScenario) -> tuple[list[str], list[int] | None]:
+    """Read every file the scenario names (TLE, waypoints) and return the
+    moving nodes' names and, for satellites, their orbital planes (``-1`` when
+    unknown, e.g. from a TLE file). No propagation, no window search: seconds.
+    Ground stations are not included (they relay, they do not learn)."""
+    if scenario.constellation is not None:
+        constellation = build_constellation(scenario)
+        return list(constellation.names), [int(p) for p in constellation.planes]
+    d = scenario.drones
+    if d.waypoints_csv is not None:
+        wps = read_waypoints_csv(d.waypoints_csv)
+    else:
+        wps = random_waypoints(d.count, d.area_km, d.speed_m_s, min(scenario.time.duration_s, 1.0), d.seed,
+                               d.altitude_km, d.pause_s)
+    return [w.name for w in wps], None
+
+
 def build_trajectories(scenario: ContactScenario) -> Trajectories:
     """Node trajectories of the scenario on its time grid."""
     t = scenario.time

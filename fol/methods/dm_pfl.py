@@ -299,6 +299,7 @@ class DMPFLRun:
 
 class _DMPFLBase(Method):
     multi_round: ClassVar[bool] = True
+    one_architecture: ClassVar[bool] = True
     adaptive: ClassVar[bool] = False
 
     def __init__(self, sparsity: float = 0.5, readjust_ratio: float = 0.01, readjust_interval: int = 10,

@@ -252,6 +252,7 @@ class HermesMethod(Method):
     name: ClassVar[str] = "hermes"
     description: ClassVar[str] = "Hermes: structured-sparse personal subnetworks (multi-round, server)"
     multi_round: ClassVar[bool] = True
+    one_architecture: ClassVar[bool] = True
 
     def __init__(self, prune_rate: float = 0.2, acc_threshold: float = 0.5, target: float = 0.3,
                  local_epochs: int = 5, lam: float = 1e-4, fraction: float = 1.0, lr: float | None = None) -> None:

@@ -146,6 +146,7 @@ def _moments_bytes(moments: dict[str, dict[str, torch.Tensor]]) -> int:
 
 class _MTFLBase(Method):
     multi_round: ClassVar[bool] = True
+    one_architecture: ClassVar[bool] = True
     adam: ClassVar[bool] = False
 
     def __init__(self, private: str = "params", local_epochs: int = 1, fraction: float = 1.0,

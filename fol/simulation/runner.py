@@ -38,6 +38,7 @@ import numpy as np
 from contact_sim.errors import ContactError
 from contact_sim.plan import ContactPlan
 from contact_sim.scenario import build_constellation, build_trajectories, plan_from_trajectories
+from fol.simulation.check import check_scenario
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.result import SimulationResult
 from fol.simulation.scenario import SwarmScenario
@@ -51,7 +52,7 @@ from fol.models import ModelSpec
 from fol.nodedata import dataset_options
 from fol.nodes import PretrainTask, build_nodes
 
-__all__ = ["run_simulation", "SimulationResult", "node_architectures", "plan_deliveries"]
+__all__ = ["run_simulation", "SimulationResult", "plan_deliveries"]
 
 log = logging.getLogger(__name__)
 
@@ -73,23 +74,6 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"not JSON serializable: {type(o).__name__}")
-
-
-def node_architectures(scn: SwarmScenario, names: Sequence[str], planes: Sequence[int] | None) -> list[str]:
-    """The architecture of each learning node: explicit override, else the rule."""
-    archs = scn.models.archs
-    out = []
-    for k, name in enumerate(names):
-        if name in scn.models.nodes:
-            out.append(scn.models.nodes[name])
-        elif scn.models.rule == "plane" and planes is not None and planes[k] >= 0:
-            out.append(archs[planes[k] % len(archs)])
-        else:
-            out.append(archs[k % len(archs)])
-    unknown = sorted(set(scn.models.nodes) - set(names))
-    if unknown:
-        raise ConfigError(f"models.nodes.{unknown[0]}: no learning node of that name")
-    return out
 
 
 def _load_pool(scn: SwarmScenario, seed: int) -> GeoDataset:
@@ -253,6 +237,7 @@ def run_simulation(
 
     t_start = time.perf_counter()
     out = Path(out)
+    report = check_scenario(scn, out, resume=resume)  # seconds, before any long work
     resolved = scn.resolved()
     resolved_path = out / "scenario.resolved.json"
     if resume:
@@ -261,9 +246,10 @@ def run_simulation(
         before = json.loads(resolved_path.read_text())
         if before.get("data") != resolved["data"] or before.get("fol") != resolved["fol"] or before.get("seeds") != resolved["seeds"]:
             raise ConfigError(f"--resume {out}: the scenario differs from the interrupted run's; use a new output folder")
-    elif out.exists() and any(out.iterdir()):
-        raise ConfigError(f"output folder {out} is not empty; use --resume {out} to continue it, or another --out")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"output folder {out}: cannot be created ({exc.strerror})") from None
     _write_json(resolved_path, resolved)
     if scn.text is not None and not (out / "scenario.toml").exists():
         atomic_write_text(out / "scenario.toml", scn.text)
@@ -278,12 +264,8 @@ def run_simulation(
         base_plan = plan_from_trajectories(traj, scn.contact)
         learners = [i for i, kind in enumerate(base_plan.node_kinds) if kind != "ground_station"]
         names = [base_plan.node_names[i] for i in learners]
-        planes = None
-        if scn.contact.constellation is not None:
-            constellation = build_constellation(scn.contact)
-            by_name = dict(zip(constellation.names, constellation.planes))
-            planes = [by_name.get(n, -1) for n in names]
-        archs = node_architectures(scn, names, planes)
+        by_name = dict(zip(report.nodes, report.archs))
+        archs = [by_name[n] for n in names]
 
         rows: list[dict[str, Any]] = []
         rounds_used: dict[str, int] = {}

@@ -56,6 +56,7 @@ from typing import Any
 
 from contact_sim.scenario import ContactScenario, parse_contact_scenario
 from fol.config import FOLConfig
+from fol.data.registry import dataset_names
 from fol.errors import ConfigError
 from fol.executors import EXECUTORS
 from fol.models import architectures
@@ -164,6 +165,8 @@ def parse_scenario(doc: dict[str, Any], base_dir: Path, source: str = "scenario"
     if "root" in d:
         root = Path(d.str("root", ""))
         data.root = str(root if root.is_absolute() else base_dir / root)
+    if data.dataset not in dataset_names():
+        raise ConfigError(f"data.dataset: unknown dataset {data.dataset!r}; expected one of {', '.join(dataset_names())}")
     if data.partition not in PARTITIONS:
         raise ConfigError(f"data.partition: expected one of {', '.join(PARTITIONS)}, got {data.partition!r}")
     if data.partition == "orbit" and contact.constellation is None:
