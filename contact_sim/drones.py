@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from swarmbase.fileio import atomic_writer
+from swarmbase.tomlcheck import check_input_file
 
 from .errors import ContactError
 from .trajectory import MOVING, Trajectories, time_grid
@@ -45,11 +47,13 @@ class Waypoints:
 
 def read_waypoints_csv(path: str | Path) -> list[Waypoints]:
     """Read a waypoint CSV; errors name the file and line."""
-    path = Path(path)
+    path = check_input_file(path, ContactError, "waypoint file")
     try:
-        fh = path.open(newline="")
-    except FileNotFoundError:
-        raise ContactError(f"{path}: waypoint file not found") from None
+        fh = io.StringIO(path.read_text(encoding="utf-8"), newline="")
+    except OSError as exc:
+        raise ContactError(f"{path}: cannot read the waypoint file ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ContactError(f"{path}: not a UTF-8 text file; expected a waypoint CSV") from None
     rows: dict[str, list[tuple[float, float, float, float]]] = {}
     with fh:
         reader = csv.reader(fh)

@@ -7,6 +7,10 @@ It lives in :mod:`swarmbase.fileio` (the dependency-free bottom layer) so that
 
 from __future__ import annotations
 
-from swarmbase.fileio import atomic_write_bytes, atomic_write_text, atomic_writer, fsync_dir, write_json_atomic
+from swarmbase.fileio import (
+    atomic_write_bytes, atomic_write_text, atomic_writer, check_output_dir, check_output_file, fsync_dir,
+    write_json_atomic,
+)
 
-__all__ = ["fsync_dir", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic"]
+__all__ = ["fsync_dir", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
+           "check_output_dir", "check_output_file"]

@@ -22,7 +22,8 @@ import secrets
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
-__all__ = ["fsync_dir", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic"]
+__all__ = ["fsync_dir", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
+           "check_output_dir", "check_output_file"]
 
 
 def fsync_dir(folder: Path) -> None:
@@ -95,3 +96,54 @@ def write_json_atomic(path: Path, data: Any, *, allow_nan: bool = False,
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(data, indent=1, sort_keys=True, allow_nan=allow_nan, default=default)
     atomic_write_bytes(path, text.encode())
+
+
+def _creatable(path: Path, error: type[Exception], what: str) -> None:
+    """``path`` (absent) can be created: its nearest existing ancestor is a folder
+    in which a probe folder can be made (and is removed at once); permission bits
+    alone say nothing for root or on special file systems such as /proc."""
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise error(f"{what} {path}: cannot be created ({parent} is not a folder)")
+    probe = parent / f".probe-{secrets.token_hex(6)}"
+    try:
+        os.mkdir(probe)
+    except OSError as exc:
+        raise error(f"{what} {path}: cannot be created in {parent} ({exc.strerror})") from None
+    os.rmdir(probe)
+
+
+def check_output_dir(path: str | os.PathLike[str], error: type[Exception], *, empty: bool = False,
+                     what: str = "output folder") -> Path:
+    """Check, before any long work, that ``path`` can receive outputs: an existing
+    writable folder (empty if ``empty``) or a name that can be created. Nothing
+    is created; problems raise ``error`` with one line."""
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir():
+            raise error(f"{what} {path}: exists and is not a folder")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise error(f"{what} {path}: not writable")
+        if empty and any(path.iterdir()):
+            raise error(f"{what} {path}: is not empty")
+        return path
+    _creatable(path, error, what)
+    return path
+
+
+def check_output_file(path: str | os.PathLike[str], error: type[Exception], what: str = "output file") -> Path:
+    """Check, before any long work, that a file can be written at ``path``
+    (replacing a regular file is allowed; a folder there is not)."""
+    path = Path(path)
+    if path.is_dir():
+        raise error(f"{what} {path}: is a folder; expected a file name")
+    if path.exists() and not path.is_file():
+        raise error(f"{what} {path}: exists and is not a regular file")
+    if path.exists():
+        if not os.access(path.parent if str(path.parent) else ".", os.W_OK | os.X_OK):
+            raise error(f"{what} {path}: its folder is not writable")
+        return path
+    _creatable(path, error, what)
+    return path

@@ -21,18 +21,18 @@ Errors are :class:`~fol.errors.ConfigError` / :class:`~fol.errors.DataError`
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from contact_sim.scenario import check_contact_scenario
 from fol.data.registry import check_dataset
 from fol.errors import ConfigError, DataError
+from fol.fileio import check_output_dir
 from fol.methods import get_method
 from fol.nodedata import dataset_options
 from fol.simulation.scenario import SwarmScenario
 
-__all__ = ["CheckReport", "check_scenario", "check_output_dir", "node_architectures"]
+__all__ = ["CheckReport", "check_scenario", "check_run_folder", "node_architectures"]
 
 
 @dataclass
@@ -67,25 +67,15 @@ def node_architectures(scn: SwarmScenario, names: list[str], planes: list[int] |
     return out
 
 
-def check_output_dir(out: Path, resume: bool = False) -> None:
-    """``out`` can hold a run: a folder or nothing yet (with a writable parent),
-    empty unless ``resume``. Nothing is created."""
+def check_run_folder(out: Path, resume: bool = False) -> None:
+    """``out`` can hold a run: a writable folder or a name that can be created,
+    empty unless ``resume`` (which needs the folder). Nothing is created."""
     out = Path(out)
-    if out.exists():
-        if not out.is_dir():
-            raise ConfigError(f"output folder {out}: exists and is not a folder")
-        if not os.access(out, os.W_OK | os.X_OK):
-            raise ConfigError(f"output folder {out}: not writable")
-        if not resume and any(out.iterdir()):
-            raise ConfigError(f"output folder {out} is not empty; use --resume {out} to continue it, or another --out")
-        return
-    if resume:
+    if resume and not out.is_dir():
         raise ConfigError(f"--resume {out}: no such folder")
-    parent = out.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"output folder {out}: cannot be created ({parent} is not a writable folder)")
+    check_output_dir(out, ConfigError)
+    if not resume and out.is_dir() and any(out.iterdir()):
+        raise ConfigError(f"output folder {out} is not empty; use --resume {out} to continue it, or another --out")
 
 
 def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool = False,
@@ -118,5 +108,5 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
                         f"{d.min_samples} each")
 
     if out is not None:
-        check_output_dir(out, resume)
+        check_run_folder(out, resume)
     return CheckReport(names, archs, list(scn.methods))
