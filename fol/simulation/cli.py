@@ -69,15 +69,18 @@ def run_simulate_command(args: argparse.Namespace) -> int:
         for name in method_names():
             print(f"{name:<14} {_REGISTRY[name].description}")
         return 0
+    base_dir = original = None
     if args.resume:
         source = Path(args.scenario) if args.scenario else Path(args.resume) / "scenario.toml"
         if not source.exists():
             raise ConfigError(f"--resume {args.resume}: no scenario.toml there; give the scenario file too")
+        if not args.scenario:  # the copy: its relative paths belong to the original scenario's folder
+            base_dir, original = _original_location(Path(args.resume))
     elif args.scenario:
         source = Path(args.scenario)
     else:
         raise ConfigError("simulate: a scenario file is required (or --list-methods)")
-    scn = load_scenario(source)
+    scn = load_scenario(source, base_dir, original)
     _apply_overrides(scn, args)
     out = Path(args.resume or args.out or scn.output_dir or Path("runs") / scn.name)
     if args.check:
@@ -97,6 +100,20 @@ def _free_folder(base: Path) -> Path:
         if not out.exists() or (out.is_dir() and not any(out.iterdir())):
             return out
     raise ConfigError(f"{base}: no free output folder name; give --out")  # pragma: no cover
+
+
+def _original_location(out: Path) -> tuple[Path | None, str | None]:
+    """Folder and name of the scenario file an output folder was started from
+    (recorded in its ``scenario.resolved.json``)."""
+    import json
+
+    try:
+        resolved = json.loads((out / "scenario.resolved.json").read_text())
+    except (OSError, ValueError):
+        raise ConfigError(f"--resume {out}: no readable scenario.resolved.json there "
+                          "(not a simulation output folder)") from None
+    base = resolved.get("base_dir") if isinstance(resolved, dict) else None
+    return (Path(base) if isinstance(base, str) else None), resolved.get("source")
 
 
 def run_demo_command(args: argparse.Namespace) -> int:

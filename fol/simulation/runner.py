@@ -41,7 +41,7 @@ from contact_sim.scenario import build_constellation, build_trajectories, plan_f
 from fol.simulation.check import check_scenario
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.result import SimulationResult
-from fol.simulation.scenario import SwarmScenario
+from fol.simulation.scenario import SwarmScenario, result_settings
 from fol.checkpoint import ModelCard, load_model, model_to_bytes, save_model
 from fol.data import GeoDataset, assignment_partition, dirichlet_partition, load_dataset, region_partition
 from fol.errors import ConfigError, DataError
@@ -195,21 +195,26 @@ def _pretrained_nodes(scn: SwarmScenario, pool: GeoDataset, shards: list[np.ndar
     # build_nodes does the split and pretraining; reuse it with a map that skips checkpointed nodes.
     saved: dict[int, Path] = {k: state / f"{names[k]}.safetensors" for k in range(len(names))}
 
+    def checkpoint(task: PretrainTask, result: tuple[dict[str, Any], int]) -> None:
+        """Save one node's pretrained model as soon as it finishes (a kill keeps it)."""
+        from fol.models import build_model
+
+        state_dict, flops = result
+        model = build_model(task.spec)
+        model.load_state_dict(state_dict)
+        card = ModelCard(spec=task.spec, class_names=list(pool.class_names), input_shape=[c, h, h],
+                         producer=task.name, round=0, extra={"pretrain_flops": int(flops), "seed": seed})
+        save_model(saved[task.index], model, card)
+
     def resumable_map(fn: Any, tasks: Sequence[PretrainTask]) -> list[Any]:
         todo = [t for t in tasks if not saved[t.index].exists()]
-        done = {t.index: r for t, r in zip(todo, executor.map(fn, todo, desc="pretraining"))} if todo else {}
+        results = executor.map(fn, todo, desc="pretraining",
+                               on_result=lambda i, r: checkpoint(todo[i], r)) if todo else []
+        done = {t.index: r for t, r in zip(todo, results)}
         out = []
         for t in tasks:
             if t.index in done:
-                state_dict, flops = done[t.index]
-                from fol.models import build_model
-
-                model = build_model(t.spec)
-                model.load_state_dict(state_dict)
-                card = ModelCard(spec=t.spec, class_names=list(pool.class_names), input_shape=[c, h, h],
-                                 producer=t.name, round=0, extra={"pretrain_flops": int(flops), "seed": seed})
-                save_model(saved[t.index], model, card)
-                out.append((state_dict, flops))
+                out.append(done[t.index])
             else:
                 loaded = load_model(saved[t.index])
                 if loaded.card.spec != t.spec:
@@ -244,8 +249,11 @@ def run_simulation(
         if not resolved_path.exists():
             raise ConfigError(f"--resume {out}: no scenario.resolved.json there (not a simulation output folder)")
         before = json.loads(resolved_path.read_text())
-        if before.get("data") != resolved["data"] or before.get("fol") != resolved["fol"] or before.get("seeds") != resolved["seeds"]:
-            raise ConfigError(f"--resume {out}: the scenario differs from the interrupted run's; use a new output folder")
+        old, new = result_settings(before), result_settings(json.loads(json.dumps(resolved, default=_json_default)))
+        changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        if changed:
+            raise ConfigError(f"--resume {out}: the scenario differs from the interrupted run's in "
+                              f"{', '.join(changed)}; use a new output folder")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

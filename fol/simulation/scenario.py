@@ -120,6 +120,7 @@ class SwarmScenario:
         """JSON-ready description of every setting actually used (defaults filled in)."""
         return {
             "name": self.name, "seeds": self.seeds, "source": self.source,
+            "base_dir": str(Path(self.contact.base_dir).resolve()),
             "contact": {k: v for k, v in self.raw.items() if k not in _LEARNING_TABLES},
             "data": asdict(self.data), "models": asdict(self.models), "fol": self.fol.to_dict(),
             "methods": {"run": self.methods, **self.method_options}, "run": asdict(self.run),
@@ -254,8 +255,26 @@ def parse_scenario(doc: dict[str, Any], base_dir: Path, source: str = "scenario"
                          source, text)
 
 
-def load_scenario(path: str | Path) -> SwarmScenario:
-    """Read and validate a scenario TOML file."""
+def load_scenario(path: str | Path, base_dir: str | Path | None = None, source: str | None = None) -> SwarmScenario:
+    """Read and validate a scenario TOML file. Relative paths in it resolve
+    against ``base_dir`` (default: the file's folder; ``--resume`` passes the
+    original scenario's folder when it re-reads the copy in the output folder)."""
     path = Path(path)
     doc, text = read_toml(path, ConfigError, "scenario file")
-    return parse_scenario(doc, path.resolve().parent, str(path), text)
+    return parse_scenario(doc, Path(base_dir) if base_dir is not None else path.resolve().parent,
+                          source or str(path), text)
+
+
+#: ``resolved()`` keys and ``run`` fields that do not change results (``--resume`` may differ in them).
+RESULT_NEUTRAL = ("source", "base_dir", "output")
+RESULT_NEUTRAL_RUN = ("executor", "workers", "ray_address", "transport")
+
+
+def result_settings(resolved: dict[str, Any]) -> dict[str, Any]:
+    """The part of :meth:`SwarmScenario.resolved` that changes results: contact
+    tables, data, models, FOL hyperparameters, methods and their options, seeds,
+    torch threads; not the executor, the transport, the output folder or where
+    the file was read from."""
+    out = {k: v for k, v in resolved.items() if k not in RESULT_NEUTRAL}
+    out["run"] = {k: v for k, v in resolved.get("run", {}).items() if k not in RESULT_NEUTRAL_RUN}
+    return out
