@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 from orbits import OrbitError
+from swarmbase.fileio import check_output_dir
+from swarmbase.units import format_bytes
 
 from .errors import ContactError
 
@@ -31,27 +33,33 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=1, help="processes for the window search (default 1)")
     p.add_argument("--json", action="store_true", help="also write contacts.json")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
-    p.set_defaults(func=run_contacts)
+    p.add_argument("--check", action="store_true",
+                   help="only validate the scenario and the files it names (seconds) and exit")
+    p.set_defaults(func=run_contacts, prog=p.prog)
     return p
 
 
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.1f} {unit}"
-        n /= 1000.0
-    return f"{n:.1f} TB"
-
-
 def run_contacts(args: argparse.Namespace) -> int:
-    """Run the sub-command; returns the exit code (user errors: one line on stderr, 2)."""
+    """Run the sub-command; returns the exit code (user errors: one line on stderr
+    naming the command and the scenario file, exit status 2)."""
     from .plotting import plot_contacts
-    from .scenario import build_trajectories, load_contact_scenario, plan_from_trajectories
+    from .scenario import build_trajectories, check_contact_scenario, load_contact_scenario, plan_from_trajectories
 
     try:
+        if args.workers < 1:
+            raise ContactError(f"--workers: expected >= 1, got {args.workers}")
         scenario = load_contact_scenario(args.scenario)
+        names, _ = check_contact_scenario(scenario)
         out = args.out or (args.scenario.resolve().parent / "contacts")
-        out.mkdir(parents=True, exist_ok=True)
+        check_output_dir(out, ContactError, what="--out")
+        if args.check:
+            print(f"{args.scenario}: OK — {len(names)} {scenario.kind} nodes, "
+                  f"{len(scenario.ground_stations)} ground station(s)")
+            return 0
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ContactError(f"--out {out}: cannot be created ({exc.strerror})") from None
         t0 = time.perf_counter()
         traj = build_trajectories(scenario)
         plan = plan_from_trajectories(traj, scenario, workers=max(1, args.workers))
@@ -63,7 +71,10 @@ def run_contacts(args: argparse.Namespace) -> int:
         if not args.no_plot:
             written.append(plot_contacts(plan, traj, out / "contacts.png"))
     except (ContactError, OrbitError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        msg = str(exc)
+        if str(args.scenario) not in msg:
+            msg = f"{args.scenario}: {msg}"
+        print(f"{getattr(args, 'prog', 'contacts')}: error: {msg}", file=sys.stderr)
         return 2
     s = plan.summary()
     print(f"scenario   {args.scenario}  ({scenario.kind}, {s['nodes']} nodes, "
@@ -72,8 +83,8 @@ def run_contacts(args: argparse.Namespace) -> int:
     print(f"per node   mean {s['windows_per_node_mean']:.1f}, min {s['windows_per_node_min']}, "
           f"max {s['windows_per_node_max']}")
     print(f"duration   mean {s['mean_duration_s']:.1f} s, median {s['median_duration_s']:.1f} s")
-    print(f"capacity   mean {_fmt_bytes(s['mean_capacity_bytes'])} per window, "
-          f"total {_fmt_bytes(s['total_capacity_bytes'])}")
+    print(f"capacity   mean {format_bytes(s['mean_capacity_bytes'])} per window, "
+          f"total {format_bytes(s['total_capacity_bytes'])}")
     for p in written:
         print(f"wrote      {p}")
     return 0

@@ -20,11 +20,15 @@ Example:
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from swarmbase.fileio import atomic_writer
+from swarmbase.tomlcheck import check_input_file
 
 from .errors import ContactError
 from .trajectory import MOVING, Trajectories, time_grid
@@ -43,11 +47,13 @@ class Waypoints:
 
 def read_waypoints_csv(path: str | Path) -> list[Waypoints]:
     """Read a waypoint CSV; errors name the file and line."""
-    path = Path(path)
+    path = check_input_file(path, ContactError, "waypoint file")
     try:
-        fh = path.open(newline="")
-    except FileNotFoundError:
-        raise ContactError(f"{path}: waypoint file not found") from None
+        fh = io.StringIO(path.read_text(encoding="utf-8"), newline="")
+    except OSError as exc:
+        raise ContactError(f"{path}: cannot read the waypoint file ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ContactError(f"{path}: not a UTF-8 text file; expected a waypoint CSV") from None
     rows: dict[str, list[tuple[float, float, float, float]]] = {}
     with fh:
         reader = csv.reader(fh)
@@ -89,7 +95,7 @@ def read_waypoints_csv(path: str | Path) -> list[Waypoints]:
 def write_waypoints_csv(path: str | Path, drones: list[Waypoints]) -> Path:
     """Write waypoints in the format :func:`read_waypoints_csv` reads."""
     path = Path(path)
-    with path.open("w", newline="") as fh:
+    with atomic_writer(path, text=True) as fh:
         out = csv.writer(fh)
         out.writerow(WAYPOINT_COLUMNS)
         for d in drones:

@@ -13,7 +13,10 @@ Rules (this project's choices):
   the acquisition overhead again in the next round.
 * Links are full duplex: a transfer ``j -> k`` consumes capacity of the
   window in the ``j -> k`` direction only; successive transfers on the same
-  window and direction start where the previous one ended.
+  window and direction start where the previous one ended. The acquisition
+  overhead is paid once per window, direction and round: a second transfer
+  in the same round continues on the acquired link, one in a later round
+  acquires it again.
 * ``deliverable(k, e, S)`` lists each neighbour once, with the window that
   completes a transfer of ``S`` bytes earliest; ties by neighbour id.
 
@@ -38,6 +41,8 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+from swarmbase.fileio import atomic_write_text, atomic_writer
 
 from .errors import ContactError
 from .link import LinkModel
@@ -80,7 +85,8 @@ class ContactPlan:
         self._mean_rate = link.mean_rate(windows.duration_s, windows.volume_bits)
         self.transfers: list[Transfer] = []
         # bytes already scheduled per (window index, src, dst): next free time
-        self._busy_until: dict[tuple[int, int, int], float] = {}
+        #: (window, src, dst, round) -> end of the last transfer recorded there
+        self._busy_until: dict[tuple[int, int, int, int], float] = {}
         self._by_node: dict[int, np.ndarray] | None = None
         self._graph = None
 
@@ -119,11 +125,6 @@ class ContactPlan:
             self._by_node = {k: np.sort(ids[splits[k]:splits[k + 1]]) for k in range(self.n_nodes)}
         return self._by_node
 
-    def windows_of(self, node: int) -> WindowTable:
-        """All windows involving ``node``."""
-        self._check_node(node)
-        return self.windows.select(self._node_index()[int(node)])
-
     # ------------------------------------------------------------------ rounds
     def _clipped(self, idx: int, round: int, t_from: float | None = None) -> Window | None:
         t0, t1 = self.round_interval(round)
@@ -153,7 +154,7 @@ class ContactPlan:
             s, d = (nb, node) if dst is None else (src, dst)
             if dst is not None and nb != src:
                 continue
-            busy = self._busy_until.get((int(idx), s, d))
+            busy = self._busy_until.get((int(idx), s, d, int(round)))
             win = self._clipped(int(idx), round, busy)
             if win is None or win.capacity_bytes < size:
                 continue
@@ -217,7 +218,7 @@ class ContactPlan:
                 continue
             if not (w.t_start_s[idx] - tol <= t_start and t_end <= w.t_end_s[idx] + tol):
                 continue
-            busy = self._busy_until.get((int(idx), src, dst))
+            busy = self._busy_until.get((int(idx), src, dst, int(round)))
             if busy is not None and t_start < busy - tol:
                 raise ContactError(
                     f"transfer {src}->{dst}: starts at {t_start:.3f} s, before the previous transfer "
@@ -230,7 +231,7 @@ class ContactPlan:
                     f"[{t_start:.3f}, {t_end:.3f}] s (capacity {int(cap)} bytes)")
             tr = Transfer(int(src), int(dst), int(round), int(size_bytes), float(t_start),
                           float(t_end), int(idx))
-            self._busy_until[(int(idx), src, dst)] = float(t_end)
+            self._busy_until[(int(idx), src, dst, int(round))] = float(t_end)
             self.transfers.append(tr)
             return tr
         raise ContactError(
@@ -324,7 +325,7 @@ class ContactPlan:
         names = np.asarray(self.node_names, dtype=object)
         rounds = np.searchsorted(self.round_boundaries_s, w.t_start_s, side="right") - 1
         utc_a, utc_b = self._utc(w.t_start_s), self._utc(w.t_end_s)
-        with path.open("w", newline="") as fh:
+        with atomic_writer(path, text=True) as fh:  # crash-safe: the old table or the whole new one
             out = csv.writer(fh)
             out.writerow(["a", "b", "name_a", "name_b", "t_start_s", "t_end_s", "duration_s",
                           "start_utc", "end_utc", "round", "capacity_bytes", "mean_range_km",
@@ -356,5 +357,5 @@ class ContactPlan:
                 for i in range(len(w))],
             "transfers": [asdict(t) for t in self.transfers],
         }
-        path.write_text(json.dumps(doc, indent=1))
+        atomic_write_text(path, json.dumps(doc, indent=1))
         return path

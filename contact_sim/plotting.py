@@ -9,8 +9,11 @@ deterministic subsample) so big constellations stay readable.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from swarmbase.fileio import atomic_writer
 
 from .plan import ContactPlan
 from .trajectory import Trajectories
@@ -84,6 +87,19 @@ def plot_contacts(plan: ContactPlan, traj: Trajectories, path: str | Path, t_s: 
                            f"{len(edges)} links shown at t = {traj.times_s[k]:.0f} s"), fontsize=10)
     ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
+    return path
+
+
+def save_figure(fig: "Any", path: str | Path) -> Path:
+    """Write a matplotlib figure through the crash-safe writer (format from the
+    suffix, PNG by default) and close it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    try:
+        with atomic_writer(path) as fh:
+            fig.savefig(fh, format=path.suffix.lstrip(".") or "png")
+    finally:
+        plt.close(fig)
     return path

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +66,7 @@ from typing import Any
 import numpy as np
 
 from orbits import Constellation, OrbitError, parse_utc, read_tle, walker_delta, walker_star
+from swarmbase.tomlcheck import Table, read_toml
 
 from .drones import drone_trajectories, random_waypoints, read_waypoints_csv
 from .errors import ContactError
@@ -155,82 +155,24 @@ class ContactScenario:
 
 # ---------------------------------------------------------------------------- field helpers
 
-class _Table:
-    """Typed access to one TOML table with error messages naming ``where.key``."""
+class _Table(Table):
+    """:class:`swarmbase.tomlcheck.Table` raising :class:`ContactError`, plus UTC times."""
 
-    def __init__(self, data: Any, where: str, allowed: set[str]) -> None:
-        if not isinstance(data, dict):
-            raise ContactError(f"{where}: expected a table")
-        unknown = sorted(set(data) - allowed)
-        if unknown:
-            raise ContactError(
-                f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
-        self.data, self.where = data, where
-
-    def has(self, key: str) -> bool:
-        return key in self.data
-
-    def _get(self, key: str, default: Any, required: bool) -> Any:
-        if key not in self.data:
-            if required:
-                raise ContactError(f"{self.where}.{key}: missing (required)")
-            return default
-        return self.data[key]
-
-    def num(self, key: str, default: float | None = None, required: bool = False,
-            positive: bool = False, nonneg: bool = False) -> float | None:
-        v = self._get(key, default, required)
-        if v is None:
-            return None
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
-            raise ContactError(f"{self.where}.{key}: expected a number, got {v!r}")
-        if positive and v <= 0:
-            raise ContactError(f"{self.where}.{key}: expected a positive number, got {v}")
-        if nonneg and v < 0:
-            raise ContactError(f"{self.where}.{key}: expected a number >= 0, got {v}")
-        return float(v)
-
-    def int(self, key: str, default: int | None = None, required: bool = False,
-            minimum: int | None = None) -> int | None:
-        v = self._get(key, default, required)
-        if v is None:
-            return None
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ContactError(f"{self.where}.{key}: expected an integer, got {v!r}")
-        if minimum is not None and v < minimum:
-            raise ContactError(f"{self.where}.{key}: expected an integer >= {minimum}, got {v}")
-        return v
-
-    def str(self, key: str, default: str | None = None, required: bool = False,
-            choices: tuple[str, ...] | None = None) -> str | None:
-        v = self._get(key, default, required)
-        if v is None:
-            return None
-        if not isinstance(v, str):
-            raise ContactError(f"{self.where}.{key}: expected a string, got {v!r}")
-        if choices and v not in choices:
-            raise ContactError(f"{self.where}.{key}: expected one of {', '.join(choices)}, got {v!r}")
-        return v
-
-    def path(self, key: str, base: Path, required: bool = False) -> Path | None:
-        v = self.str(key, required=required)
-        if v is None:
-            return None
-        p = Path(v).expanduser()
-        return p if p.is_absolute() else (base / p)
+    def __init__(self, data: Any, where: str, allowed: set[str], source: str | None = None) -> None:
+        super().__init__(data, where, allowed, error=ContactError, source=source)
 
     def time(self, key: str, required: bool = False) -> _dt.datetime | None:
-        v = self._get(key, None, required)
+        v = self.raw(key, None, required)
         if v is None:
             return None
         if isinstance(v, _dt.datetime):
             return parse_utc(v)
         if not isinstance(v, str):
-            raise ContactError(f"{self.where}.{key}: expected an ISO-8601 UTC time string, got {v!r}")
+            self.fail(key, f"expected an ISO-8601 UTC time string, got {v!r}")
         try:
             return parse_utc(v, field=f"{self.where}.{key}")
         except OrbitError as exc:
-            raise ContactError(str(exc)) from None
+            self._raise(str(exc))
 
 
 # ---------------------------------------------------------------------------- parsing
@@ -256,7 +198,7 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
 
     constellation = drones = None
     if has_c:
-        t = _Table(data["constellation"], "constellation", _CONSTELLATION_KEYS)
+        t = _Table(data["constellation"], "constellation", _CONSTELLATION_KEYS, src)
         kind = t.str("kind", required=True, choices=("walker-delta", "walker-star", "tle"))
         if kind == "tle":
             for k in ("total", "planes", "phasing", "altitude_km", "inclination_deg", "epoch"):
@@ -284,7 +226,7 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
                     f"constellation.planes: {constellation.planes} planes do not divide "
                     f"{constellation.total} satellites evenly")
     else:
-        t = _Table(data["drones"], "drones", _DRONE_KEYS)
+        t = _Table(data["drones"], "drones", _DRONE_KEYS, src)
         drones = DroneConfig(
             radio_range_km=t.num("radio_range_km", required=True, positive=True),
             count=t.int("count", None, minimum=1),
@@ -309,7 +251,7 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
         if not isinstance(gs, list):
             raise ContactError("ground_stations: expected an array of tables [[ground_stations]]")
         for i, entry in enumerate(gs):
-            st = _Table(entry, f"ground_stations[{i}]", _STATION_KEYS)
+            st = _Table(entry, f"ground_stations[{i}]", _STATION_KEYS, src)
             lat = st.num("lat_deg", required=True)
             lon = st.num("lon_deg", required=True)
             if not -90 <= lat <= 90:
@@ -321,7 +263,7 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
 
     if "time" not in data:
         raise ContactError(f"{src}: missing [time] table (start, duration_s, step_s)")
-    t = _Table(data["time"], "time", _TIME_KEYS)
+    t = _Table(data["time"], "time", _TIME_KEYS, src)
     start = t.time("start")
     if start is None and constellation is not None:
         start = constellation.epoch
@@ -332,7 +274,7 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
     if time.step_s > time.duration_s:
         raise ContactError(f"time.step_s: {time.step_s} s exceeds time.duration_s ({time.duration_s} s)")
 
-    lt = _Table(data.get("link", {}), "link", _LINK_KEYS)
+    lt = _Table(data.get("link", {}), "link", _LINK_KEYS, src)
     model_kw: dict[str, Any] = {"model": lt.str("model", "constant", choices=("constant", "shannon"))}
     for key in ("rate_bps", "frequency_hz", "bandwidth_hz", "noise_temperature_k", "max_rate_bps"):
         if lt.has(key):
@@ -356,7 +298,7 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
             min_elevation_deg=lt.num("min_elevation_deg", 10.0),
             station_max_range_km=lt.num("station_max_range_km", None, positive=True))
 
-    rt = _Table(data.get("rounds", {}), "rounds", _ROUND_KEYS)
+    rt = _Table(data.get("rounds", {}), "rounds", _ROUND_KEYS, src)
     rounds = RoundConfig(rt.int("count", None, minimum=1), rt.num("duration_s", None, positive=True))
     if rt.has("boundaries_s"):
         b = rt.data["boundaries_s"]
@@ -389,14 +331,7 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
 def load_contact_scenario(path: str | Path) -> ContactScenario:
     """Read and validate a scenario TOML file."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ContactError(f"{path}: scenario file not found") from None
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ContactError(f"{path}: invalid TOML ({exc})") from None
+    data, _ = read_toml(path, ContactError, "scenario file")
     return parse_contact_scenario(data, path.resolve().parent, path)
 
 
@@ -425,6 +360,23 @@ def build_constellation(scenario: ContactScenario) -> Constellation:
         return build(c.total, c.planes, c.phasing, c.altitude_km, c.inclination_deg, c.epoch)
     except OrbitError as exc:
         raise ContactError(str(exc)) from None
+
+
+def check_contact_scenario(scenario: ContactScenario) -> tuple[list[str], list[int] | None]:
+    """Read every file the scenario names (TLE, waypoints) and return the
+    moving nodes' names and, for satellites, their orbital planes (``-1`` when
+    unknown, e.g. from a TLE file). No propagation, no window search: seconds.
+    Ground stations are not included (they relay, they do not learn)."""
+    if scenario.constellation is not None:
+        constellation = build_constellation(scenario)
+        return list(constellation.names), [int(p) for p in constellation.planes]
+    d = scenario.drones
+    if d.waypoints_csv is not None:
+        wps = read_waypoints_csv(d.waypoints_csv)
+    else:
+        wps = random_waypoints(d.count, d.area_km, d.speed_m_s, min(scenario.time.duration_s, 1.0), d.seed,
+                               d.altitude_km, d.pause_s)
+    return [w.name for w in wps], None
 
 
 def build_trajectories(scenario: ContactScenario) -> Trajectories:

@@ -68,11 +68,21 @@ def add_pretrain_parser(sub: argparse._SubParsersAction) -> None:
 
 def _run_pretrain(args: argparse.Namespace) -> int:
     from fol.checkpoint import ModelCard, save_model
-    from fol.models import ModelSpec
+    from fol.errors import ConfigError
+    from fol.fileio import check_output_file
+    from fol.models import ModelSpec, architectures
     from fol.nodedata import load_node_data, parse_node_data
     from fol.stages import pretrain
     from fol.train import TrainConfig, evaluate
 
+    # every argument and the output path before any data is loaded or trained
+    if args.epochs < 1:
+        raise ConfigError(f"--epochs: expected >= 1 (pretraining with 0 epochs gives an untrained model), got {args.epochs}")
+    if not (0 < args.lr <= 10):
+        raise ConfigError(f"--lr: expected a learning rate in (0, 10], got {args.lr:g}")
+    if args.arch not in architectures():
+        raise ConfigError(f"--arch: unknown architecture {args.arch!r}; expected one of {', '.join(architectures())}")
+    check_output_file(args.out, ConfigError, "--out")
     spec_data = parse_node_data(args.data, root=args.data_root)
     node = load_node_data(spec_data)
     x, _ = node.train.tensors()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from fol.errors import ConfigError
 from fol.pruning import PruneConfig
 from fol.train import TrainConfig
+from swarmbase.tomlcheck import Table, read_toml
 
 __all__ = ["FOLConfig"]
 
@@ -112,26 +112,17 @@ class FOLConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "fol") -> "FOLConfig":
         """Build from a mapping; unknown keys are an error naming ``where``."""
-        if not isinstance(data, dict):
-            raise ConfigError(f"{where} must be a table, got {type(data).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; expected some of {', '.join(sorted(known))}")
+        source, _, table = where.rpartition(": ")
+        Table(data, table, {f.name for f in fields(cls)}, error=ConfigError, source=source or None)
         return cls(**data)
 
     @classmethod
     def from_toml(cls, path: str | Path) -> "FOLConfig":
         """Read a TOML file holding either a ``[fol]`` table or the keys at top level."""
         path = Path(path)
-        try:
-            data = tomllib.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such config file") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+        data, _ = read_toml(path, ConfigError, "FOL config file")
         table = data.get("fol", data)
-        return cls.from_dict(table, where=f"{path} [fol]" if "fol" in data else str(path))
+        return cls.from_dict(table, where=f"{path}: fol" if "fol" in data else f"{path}: top level")
 
     def replace(self, **changes: Any) -> "FOLConfig":
         return dataclasses.replace(self, **changes)

@@ -25,13 +25,22 @@ from fol.train import History, TrainConfig, fit, predict_logits
 __all__ = ["kd_loss", "proximal_term", "distill", "DistillResult"]
 
 
-def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """``T^2 * KL(softmax(teacher/T) || softmax(student/T))``, mean over the batch."""
+def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float = 1.0,
+            reduction: str = "batchmean") -> torch.Tensor:
+    """``T^2 * KL(softmax(teacher/T) || softmax(student/T))``, mean over the batch
+    (``reduction="none"``: one value per sample). FOL's distillation and the
+    data-free baselines (DENSE's ``kldiv``) use this one loss.
+
+    >>> z = torch.tensor([[2.0, -1.0]])
+    >>> float(kd_loss(z, z, 4.0)), bool(kd_loss(z, -z, 1.0, reduction="none")[0] > 0)
+    (0.0, True)
+    """
     t = temperature
-    return (t * t) * F.kl_div(
-        F.log_softmax(student_logits / t, dim=1), F.log_softmax(teacher_logits / t, dim=1),
-        reduction="batchmean", log_target=True,
-    )
+    if reduction not in ("batchmean", "none"):
+        raise ValueError(f"reduction must be 'batchmean' or 'none', got {reduction!r}")
+    kl = F.kl_div(F.log_softmax(student_logits / t, dim=1), F.log_softmax(teacher_logits / t, dim=1),
+                  reduction="batchmean" if reduction == "batchmean" else "none", log_target=True)
+    return (t * t) * (kl if reduction == "batchmean" else kl.sum(1))
 
 
 def proximal_term(model: nn.Module, anchor: Sequence[torch.Tensor]) -> torch.Tensor:

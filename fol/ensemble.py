@@ -75,17 +75,39 @@ def fit_ensemble_weights(
 
 
 class WeightedEnsemble(nn.Module):
-    """A deployable ensemble: members' logits combined with fixed simplex weights.
+    """``sum_i w_i f_i(x) / sum_i w_i`` over the members' logits.
 
-    FOL-A deploys this module itself (K forward passes per prediction).
+    FOL-A deploys this module itself (K forward passes per prediction, simplex
+    weights from :func:`fit_ensemble_weights`). The data-free baselines use it
+    as their teacher: uniform weights by default (DENSE's ``Ensemble_A``),
+    ``frozen=True`` (members never trained and always in eval mode), and
+    weights passed per call while Co-Boosting re-weights its members.
+
+    >>> lin = nn.Linear(2, 2)
+    >>> ens = WeightedEnsemble([lin, lin], torch.tensor([1.0, 3.0]))
+    >>> x = torch.ones(1, 2)
+    >>> bool(torch.allclose(ens(x), lin(x)))
+    True
     """
 
-    def __init__(self, members: Sequence[nn.Module], weights: torch.Tensor) -> None:
+    def __init__(self, members: Sequence[nn.Module], weights: torch.Tensor | None = None, *,
+                 frozen: bool = False) -> None:
         super().__init__()
-        if len(members) != int(weights.numel()):
-            raise ValueError(f"{len(members)} members but {int(weights.numel())} weights")
+        n = len(members)
+        if weights is None:
+            weights = torch.full((n,), 1.0 / max(n, 1))
+        if n != int(weights.numel()):
+            raise ValueError(f"{n} members but {int(weights.numel())} weights")
         self.members = nn.ModuleList(members)
+        self.frozen = frozen
+        if frozen:
+            for p in self.members.parameters():
+                p.requires_grad_(False)
         self.register_buffer("weights", weights.detach().float().clone())
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return ensemble_logits([m(x) for m in self.members], self.weights)
+    def train(self, mode: bool = True) -> "WeightedEnsemble":
+        return super().train(False if self.frozen else mode)
+
+    def forward(self, x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        w = self.weights if weights is None else weights
+        return ensemble_logits([m(x) for m in self.members], w) / w.sum()

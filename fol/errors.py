@@ -23,3 +23,7 @@ class DataError(FOLError):
 
 class ConfigError(FOLError):
     """A configuration field is unknown or has an invalid value."""
+
+
+class TrainingError(FOLError):
+    """Training diverged (a non-finite loss), typically from a too large learning rate."""

@@ -2,7 +2,9 @@
 Ray tasks on a cluster.
 
 Every executor exposes ``map(fn, items) -> list`` with results in item order;
-``fn`` must be a top-level function and ``items`` picklable. Each task runs
+``fn`` must be a top-level function and ``items`` picklable. ``on_result(i,
+result)``, if given, is called in this process as soon as item ``i`` finishes
+(in completion order), e.g. to checkpoint finished work before the rest is done. Each task runs
 with the same number of torch threads (``threads``) whatever the executor,
 and all randomness inside a task is seeded by the task itself, so the same
 scenario and seed give the same results (to floating-point tolerance) on any
@@ -19,6 +21,8 @@ import logging
 import os
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Sequence
+
+OnResult = Callable[[int, Any], None] | None
 
 from fol.errors import ConfigError
 
@@ -46,9 +50,11 @@ class Executor:
     def __init__(self, threads: int | None = None) -> None:
         self.threads = threads
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None) -> list[Any]:  # pragma: no cover
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None,
+            on_result: OnResult = None) -> list[Any]:  # pragma: no cover
         """``[fn(item) for item in items]``, possibly elsewhere; with ``desc``, a
-        progress bar over finished items (hidden when not on a terminal)."""
+        progress bar over finished items (hidden when not on a terminal);
+        ``on_result(i, result)`` as each item finishes."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -60,8 +66,9 @@ class Executor:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __call__(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None) -> list[Any]:
-        return self.map(fn, items, desc)
+    def __call__(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None,
+                 on_result: OnResult = None) -> list[Any]:
+        return self.map(fn, items, desc, on_result)
 
 
 def _bar(total: int, desc: str | None) -> Any:
@@ -75,7 +82,8 @@ class LocalExecutor(Executor):
 
     kind = "local"
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None) -> list[Any]:
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None,
+            on_result: OnResult = None) -> list[Any]:
         before = None
         if self.threads:
             import torch
@@ -84,8 +92,10 @@ class LocalExecutor(Executor):
         out = []
         try:
             with _bar(len(items), desc) as bar:
-                for item in items:
+                for i, item in enumerate(items):
                     out.append(_run_with_threads((fn, item, self.threads)))
+                    if on_result is not None:
+                        on_result(i, out[-1])
                     bar.update()
         finally:
             if before is not None:
@@ -106,12 +116,16 @@ class ProcessExecutor(Executor):
         self.workers = workers or os.cpu_count() or 1
         self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"))
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None) -> list[Any]:
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None,
+            on_result: OnResult = None) -> list[Any]:
         from concurrent.futures import as_completed
 
         futures = [self._pool.submit(_run_with_threads, (fn, item, self.threads)) for item in items]
+        index = {f: i for i, f in enumerate(futures)}
         with _bar(len(futures), desc) as bar:
-            for _ in as_completed(futures):
+            for f in as_completed(futures):
+                if on_result is not None:
+                    on_result(index[f], f.result())
                 bar.update()
         return [f.result() for f in futures]
 
@@ -142,12 +156,17 @@ class RayExecutor(Executor):
             ray.init(**kwargs)
         self._remote = ray.remote(num_cpus=1)(_run_with_threads)
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None) -> list[Any]:
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None,
+            on_result: OnResult = None) -> list[Any]:
         refs = [self._remote.remote((fn, item, self.threads)) for item in items]
+        index = {ref: i for i, ref in enumerate(refs)}
         pending = list(refs)
         with _bar(len(refs), desc) as bar:
             while pending:
                 done, pending = self._ray.wait(pending, num_returns=1)
+                if on_result is not None:
+                    for ref in done:
+                        on_result(index[ref], self._ray.get(ref))
                 bar.update(len(done))
         return list(self._ray.get(refs))
 

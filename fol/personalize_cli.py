@@ -67,14 +67,15 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None) -> tuple[list[An
 def run_personalize(args: argparse.Namespace) -> int:
     from fol.checkpoint import DEFAULT_MAX_BYTES, ModelCard, load_model, save_model
     from fol.config import FOLConfig
-    from fol.errors import DataError
+    from fol.errors import ConfigError, DataError
     from fol.nodedata import load_node_data, parse_node_data
-    from fol.fileio import write_json_atomic
+    from fol.fileio import check_output_dir, write_json_atomic
     from fol.personalize import NodeState, check_received, personalize, save_ensemble
 
     cfg = FOLConfig.from_toml(args.config) if args.config else FOLConfig()
     if args.top_k is not None:
         cfg = cfg.replace(top_k=args.top_k)
+    out = check_output_dir(args.out, ConfigError, what="--out")  # before the round, not after it
     own = load_model(Path(args.model), max_bytes=args.max_bytes or DEFAULT_MAX_BYTES)
     data_spec = parse_node_data(args.data, root=args.data_root)
     node = load_node_data(data_spec)
@@ -96,8 +97,10 @@ def run_personalize(args: argparse.Namespace) -> int:
     round_ = own.card.round + 1
     report = personalize(state, received, round_, cfg, args.variant, progress=True)
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot be created ({exc.strerror})") from None
     card = ModelCard(
         spec=own.card.spec, class_names=list(state.class_names), input_shape=shape, producer=name, round=round_,
         extra={"variant": args.variant, "personalized_from": Path(args.model).name},

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fol.errors import ConfigError
+from fol.errors import ConfigError, TrainingError
 
 __all__ = [
     "TrainConfig",
@@ -179,7 +179,8 @@ def fit(
                 batch = [t[idx] for t in data]
                 loss = objective(model, batch)
                 if not torch.isfinite(loss):
-                    raise FloatingPointError(f"{cfg.desc}: loss became non-finite at epoch {epoch}")
+                    raise TrainingError(f"{cfg.desc}: the loss became non-finite at epoch {epoch} (learning rate "
+                                        f"{cfg.lr:g}; a smaller one usually fixes this)")
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

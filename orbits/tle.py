@@ -16,15 +16,21 @@ Example:
 
 from __future__ import annotations
 
-import datetime as _dt
+import math
+import re
 from pathlib import Path
 
 from sgp4.api import Satrec
-from sgp4.conveniences import sat_epoch_datetime
 from sgp4.exporter import export_tle
+
+from swarmbase.tomlcheck import check_input_file
 
 from .constellation import Constellation
 from .errors import OrbitError
+
+
+#: Larger TLE files are refused unread (bytes; 100,000 satellites take about 16 MB).
+MAX_TLE_BYTES = 64 * 1024 * 1024
 
 
 def tle_checksum(line: str) -> int:
@@ -51,6 +57,48 @@ def _check_element_line(line: str, number: str, source: str, lineno: int) -> Non
         raise OrbitError(
             f"{where}: TLE checksum mismatch (line says {line[68]}, computed {expected})"
         )
+
+
+#: Exponent notation with an implied leading decimal point, e.g. ``" 12345-3"`` = 0.12345e-3.
+_IMPLIED = re.compile(r"^[ +-]?\d{5}[+-]\d$")
+
+
+def _float_field(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _check_fields(line1: str, line2: str, source: str, lineno1: int, lineno2: int) -> None:
+    """Every numeric field of a checksummed TLE pair, with its range: a pair
+    with letters in a number or an inclination of 999 deg is refused here
+    instead of producing nonsense orbits (or a failure deep in propagation)."""
+    def bad(lineno: int, what: str, text: str, expected: str) -> OrbitError:
+        return OrbitError(f"{source}:{lineno}: TLE {what} {text.strip()!r} is invalid; expected {expected}")
+
+    if not line1[18:20].isdigit():
+        raise bad(lineno1, "epoch year", line1[18:20], "two digits")
+    day = _float_field(line1[20:32])
+    if day is None or not 1.0 <= day < 367.0:
+        raise bad(lineno1, "epoch day", line1[20:32], "a day of the year in 1..366.99999999")
+    if _float_field(line1[33:43]) is None:
+        raise bad(lineno1, "mean motion derivative", line1[33:43], "a decimal number")
+    for what, field in (("mean motion second derivative", line1[44:52]), ("B* drag term", line1[53:61])):
+        if not _IMPLIED.match(field.strip() if field.strip() else "x"):
+            raise bad(lineno1, what, field, "implied-decimal notation such as ' 12345-3'")
+    ranges = (("inclination", line2[8:16], 0.0, 180.0), ("right ascension", line2[17:25], 0.0, 360.0),
+              ("argument of perigee", line2[34:42], 0.0, 360.0), ("mean anomaly", line2[43:51], 0.0, 360.0))
+    for what, field, lo, hi in ranges:
+        value = _float_field(field)
+        if value is None or not lo <= value <= hi:
+            raise bad(lineno2, f"{what} (deg)", field, f"a number in {lo:g}..{hi:g}")
+    if not line2[26:33].isdigit():
+        raise bad(lineno2, "eccentricity", line2[26:33], "seven digits (implied leading decimal point)")
+    motion = _float_field(line2[52:63])
+    if motion is None or not 0.0 < motion < 20.0:
+        raise bad(lineno2, "mean motion (rev/day)", line2[52:63], "a number in 0..20")
 
 
 def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
@@ -82,6 +130,7 @@ def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
                 f"{source}:{lineno2}: catalog number {line2[2:7].strip()!r} does not match "
                 f"line 1 ({line[2:7].strip()!r})"
             )
+        _check_fields(line, line2, source, lineno, lineno2)
         try:
             sat = Satrec.twoline2rv(line, line2)
         except (ValueError, IndexError) as exc:
@@ -98,11 +147,11 @@ def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
 
 def read_tle(path: str | Path) -> Constellation:
     """Read a TLE file; raises :class:`OrbitError` naming file and line on any defect."""
-    path = Path(path)
+    path = check_input_file(path, OrbitError, "TLE file", max_bytes=MAX_TLE_BYTES)
     try:
         text = path.read_text(encoding="ascii")
-    except FileNotFoundError:
-        raise OrbitError(f"{path}: TLE file not found") from None
+    except OSError as exc:
+        raise OrbitError(f"{path}: cannot read the TLE file ({exc.strerror})") from None
     except UnicodeDecodeError:
         raise OrbitError(f"{path}: TLE file must be plain ASCII text") from None
     return parse_tle_text(text, str(path))
@@ -128,7 +177,3 @@ def write_tle(path: str | Path, constellation: Constellation, with_names: bool =
     path.write_text(format_tle(constellation, with_names), encoding="ascii")
     return path
 
-
-def tle_epoch(sat: Satrec) -> _dt.datetime:
-    """UTC epoch of a satellite's elements."""
-    return sat_epoch_datetime(sat).astimezone(_dt.timezone.utc)

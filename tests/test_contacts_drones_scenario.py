@@ -189,4 +189,4 @@ def test_cli_user_error_is_one_line(tmp_path, capsys):
     p = _write(tmp_path, LEO.replace("step_s = 60.0", "step_s = -5.0"))
     assert _cli(["contacts", str(p), "--no-plot"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: time.step_s") and "\n" not in err
+    assert "contacts: error: " in err and f"{p}: time.step_s" in err and "\n" not in err

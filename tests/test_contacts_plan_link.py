@@ -129,3 +129,24 @@ def test_window_table_sequence_behaviour():
     assert [w.duration_s for w in t] == [10.0, 10.0]
     with pytest.raises(IndexError):
         t[2]
+
+
+def test_acquisition_is_waived_only_within_the_same_round():
+    """The plan's rule: a second transfer on the same window and direction skips
+    the acquisition only in the same round; a window straddling a boundary is
+    acquired again in the next round."""
+    # window 0-3 from 900 s to 1300 s straddles the boundary at 1000 s; 1 MB/s, 10 s acquisition
+    plan = _plan(rate=8e6, acq=10.0)
+    first = plan.schedule(0, 3, 0, 10_000_000)  # round 0: 900 + 10 + 10 = 920
+    assert (first.t_start_s, first.t_end_s) == pytest.approx((900.0, 920.0))
+    same_round = plan.schedule(0, 3, 0, 10_000_000)  # continues at 920, no new acquisition
+    assert (same_round.t_start_s, same_round.t_end_s) == pytest.approx((920.0, 930.0))
+    next_round = plan.schedule(0, 3, 1, 10_000_000)  # round 1 starts at 1000: acquired again
+    assert (next_round.t_start_s, next_round.t_end_s) == pytest.approx((1000.0, 1020.0))
+    [(nb, win)] = [(j, w) for j, w in plan.deliverable(3, 1, 1) if j == 0]
+    assert win.t_start_s == pytest.approx(1020.0)
+    fresh = _plan(rate=8e6, acq=10.0)
+    fresh.schedule(0, 3, 0, 10_000_000)
+    with pytest.raises(ContactError, match="do not fit"):  # no waiver claimed in a later round
+        fresh.record_transfer(0, 3, 1, 10_000_000, 1000.0, 1010.0)
+    assert fresh.record_transfer(0, 3, 1, 10_000_000, 1000.0, 1020.0).t_end_s == pytest.approx(1020.0)

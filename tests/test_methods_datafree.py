@@ -11,7 +11,9 @@ import torch
 from fol.accounting import model_bytes
 from fol.errors import ConfigError
 from fol.methods import SwarmContext, get_method
-from fol.methods.dense import DataFreeConfig, Generator, WeightedEnsemble, distill_data_free, kl_div
+from fol.distill import kd_loss
+from fol.ensemble import WeightedEnsemble
+from fol.methods.dense import DataFreeConfig, Generator, distill_data_free
 from fol.models import ModelSpec, build_model
 from fol.train import TrainConfig, predict_logits
 
@@ -41,7 +43,7 @@ def test_weighted_ensemble_normalizes_weights():
 
 def _disagreement(members, student, x):
     t = WeightedEnsemble(members)(x).detach()
-    return float(kl_div(predict_logits(student, x), t, 1.0))
+    return float(kd_loss(predict_logits(student, x), t, 1.0))
 
 
 @pytest.mark.parametrize("method", ["dense", "co-boosting"])

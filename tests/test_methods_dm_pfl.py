@@ -81,8 +81,8 @@ def test_adaptive_inference_rule():
 def test_dm_pfl_end_to_end(nodes):
     ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=2, seed=0)
     method = get_method("dm-pfl", local_epochs=1, readjust_ratio=0.05)
-    res = method.run(ctx)
-    run = method.last_run
+    run = method.train(ctx)
+    res = method.evaluate(ctx, run)
     spec = nodes[0].spec
     keys = masked_keys(build_model(spec))
     n_pos = sum(build_model(spec).state_dict()[k].numel() for k in keys)

@@ -70,9 +70,9 @@ def test_mtfl_private_patches_never_uploaded(nodes):
     assert any(not torch.equal(up.patches[k], state[k]) for k in priv)  # patches were trained locally
 
     method = get_method("mtfl", private="params")
-    res = method.run(ctx_of(nodes, rounds=2))
+    res, global_state, _ = method.run_with_global(ctx_of(nodes, rounds=2))
     gp = private_keys(model, "params")
-    assert not (set(method.last_global_state) & gp)
+    assert not (set(global_state) & gp)
     expected_up = 2 * tensor_bytes({k: v for k, v in state.items() if k not in gp})
     assert all(r.bytes_up == expected_up for r in res)
     assert res[0].extra["private_bytes"] == tensor_bytes({k: state[k] for k in gp})
@@ -87,8 +87,7 @@ def test_fedavg_adam_averages_moments(nodes):
     assert float(avg["w"]["step"]) == pytest.approx(3.5)
 
     method = get_method("mtfl-adam", private="params")
-    res = method.run(ctx_of(nodes, rounds=1))
-    moments = method.last_global_moments
+    res, _, moments = method.run_with_global(ctx_of(nodes, rounds=1))
     model = build_model(nodes[0].spec)
     federated = [n for n, _ in model.named_parameters() if n not in private_keys(model, "params")]
     assert sorted(moments) == sorted(federated)

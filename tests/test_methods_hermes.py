@@ -106,10 +106,11 @@ def test_group_lasso_is_eq2():
 
 def test_hermes_end_to_end_bytes(nodes):
     method = get_method("hermes", local_epochs=1, acc_threshold=0.0)
-    res = method.run(SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=2, seed=0))
+    res, channel_masks = method.run_with_masks(SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=2, seed=0))
     groups = channel_groups(build_model(SPEC), (3, 16, 16))
     n_masked = sum(build_model(SPEC).state_dict()[k].numel() for keys in groups.values() for k in keys)
-    for r, masks in zip(res, method.last_channel_masks):
+    assert len(res) == len(channel_masks) == len(nodes)
+    for r, masks in zip(res, channel_masks):
         assert math.isfinite(r.test_accuracy) and r.rounds == 2
         assert r.extra["pruned_share"] == pytest.approx(0.3, abs=0.03)
         # up = down + one mask bitmap per round (the server returns the subnetwork without the mask)

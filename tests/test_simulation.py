@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 from contact_sim.errors import ContactError
 from fol.simulation import parse_scenario, run_simulation
 from fol.simulation.partition import orbit_assignment
+from fol.simulation.scenario import result_settings
 from fol.cli import main
 from fol.data import assignment_partition
 from fol.errors import ConfigError
@@ -87,7 +89,7 @@ def _rows(out: Path) -> list[dict[str, str]]:
 @pytest.mark.parametrize(
     ("changes", "match"),
     [
-        ({"data": {"partiton": "orbit"}}, r"data\.partiton: unknown key"),
+        ({"data": {"partiton": "orbit"}}, r"tiny.toml: data: unknown key 'partiton'"),
         ({"data": {"partition": "by-hand"}}, r"data\.partition: expected one of"),
         ({"data": {"psi": -1.0}}, r"data\.psi"),
         ({"models": {"archs": ["vgg99"]}}, r"models\.archs: unknown architecture 'vgg99'"),
@@ -220,9 +222,23 @@ def test_a_node_without_contacts_keeps_its_local_model(tmp_path: Path) -> None:
     assert "| fol |" in (out / "report.md").read_text()
 
 
-def test_resume_after_a_killed_run_gives_the_same_results(tmp_path: Path) -> None:
-    scenario = tmp_path / "leo.toml"
-    scenario.write_text(LEO)
+def _tle_scenario(folder: Path) -> Path:
+    """LEO with its satellites in a TLE file named by a relative path."""
+    from orbits import walker_delta, write_tle
+
+    folder.mkdir(parents=True, exist_ok=True)
+    write_tle(folder / "shell.tle", walker_delta(6, 2, 1, 550.0, 53.0, "2026-06-01T00:00:00Z"))
+    text = LEO.replace('kind = "walker-delta"\ntotal = 6\nplanes = 2\nphasing = 1\naltitude_km = 550.0\n'
+                       'inclination_deg = 53.0\nepoch = "2026-06-01T00:00:00Z"',
+                       'kind = "tle"\ntle_file = "shell.tle"')
+    text = text.replace("[time]\n", '[time]\nstart = "2026-06-01T00:00:00Z"\n')
+    assert 'tle_file = "shell.tle"' in text
+    (folder / "leo.toml").write_text(text)
+    return folder / "leo.toml"
+
+
+def test_resume_after_a_kill_during_pretraining_keeps_finished_nodes(tmp_path: Path, monkeypatch) -> None:
+    scenario = _tle_scenario(tmp_path / "scenarios")
     full = tmp_path / "full"
     assert main(["simulate", str(scenario), "--out", str(full)]) == 0
 
@@ -233,14 +249,19 @@ def test_resume_after_a_killed_run_gives_the_same_results(tmp_path: Path) -> Non
     pretrained = cut / "state" / "seed-0" / "pretrained"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if pretrained.exists() and len(list(pretrained.glob("*.safetensors"))) >= 2:
+        if pretrained.exists() and len(list(pretrained.glob("*.safetensors"))) >= 1:
             break
-        time.sleep(0.05)
+        time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    assert not (cut / "results.csv").exists(), "the run finished before it could be interrupted"
+    kept = {p.name: p.read_bytes() for p in pretrained.glob("*.safetensors")}
+    assert 1 <= len(kept) < 6, f"not killed during pretraining ({len(kept)} of 6 nodes checkpointed)"
 
+    monkeypatch.chdir(tmp_path)  # --resume must not resolve tle_file against the output folder or here
     assert main(["simulate", "--resume", str(cut)]) == 0
+    for name, data in kept.items():  # finished nodes were kept, not pretrained again
+        assert (pretrained / name).read_bytes() == data
+    assert len(list(pretrained.glob("*.safetensors"))) == 6
     a, b = _rows(full), _rows(cut)
     assert len(a) == len(b) == 18
     assert sum(int(r["received_models"]) for r in a if r["method"] == "fol") > 0  # FOL really exchanged models
@@ -248,6 +269,22 @@ def test_resume_after_a_killed_run_gives_the_same_results(tmp_path: Path) -> Non
         assert (ra["method"], ra["node"]) == (rb["method"], rb["node"])
         assert float(ra["test_accuracy"]) == pytest.approx(float(rb["test_accuracy"]), abs=1e-9)
         assert ra["bytes_down"] == rb["bytes_down"]
+
+
+def test_resume_refuses_a_scenario_that_changes_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    base = {"run": ["local", "fol", "fol-a", "fedavg"]}
+    scn = parse_scenario(_doc(methods=base), tmp_path, "tiny.toml")
+    out.mkdir()
+    (out / "scenario.resolved.json").write_text(json.dumps(scn.resolved()))
+    same = parse_scenario(_doc(methods=base, run={"executor": "process", "workers": 2}), tmp_path, "elsewhere.toml")
+    assert result_settings(same.resolved()) == result_settings(scn.resolved())  # executor and file name: neutral
+    for changes in ({"link": {"acquisition_s": 5.0}}, {"models": {"archs": ["cnn-medium"]}},
+                    {"methods": {**base, "fedavg": {"fraction": 0.5}}}, {"rounds": {"count": 2}}, {"scenario": {"seeds": [1]}}):
+        other = parse_scenario(_doc(**{"methods": dict(base), **changes}), tmp_path, "tiny.toml")
+        with pytest.raises(ConfigError, match="differs from the interrupted run's in"):
+            run_simulation(other, out, resume=True)
+    assert sorted(p.name for p in out.iterdir()) == ["scenario.resolved.json"]  # refused before any work
 
 
 def test_refuses_to_overwrite_a_run_without_resume(tmp_path: Path) -> None:

@@ -44,15 +44,15 @@ has the same layout)::
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import os
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from fol.agent.protocol import ProtocolError, check_name
 from fol.errors import ConfigError
+from swarmbase.tomlcheck import Table, read_toml
 
 __all__ = ["AgentConfig", "PeerConfig", "Limits", "Trigger", "check_address"]
 
@@ -104,7 +104,7 @@ class Limits:
     def __post_init__(self) -> None:
         _check_numbers(self, "limits")
         if self.chunk_bytes > 16 * 1024 * 1024:
-            raise ConfigError(f"limits.chunk_bytes must be <= 16 MiB, got {self.chunk_bytes}")
+            raise ConfigError(f"limits.chunk_bytes: expected at most 16 MiB (16777216), got {self.chunk_bytes}")
 
 
 @dataclass(frozen=True)
@@ -117,28 +117,21 @@ class Trigger:
     on_board: bool = True
 
     def __post_init__(self) -> None:
-        if self.models is not None and (not isinstance(self.models, int) or isinstance(self.models, bool) or self.models < 1):
-            raise ConfigError(f"trigger.models must be a positive integer, got {self.models!r}")
-        if isinstance(self.deadline_s, bool) or not isinstance(self.deadline_s, (int, float)) or not (
-            math.isfinite(self.deadline_s) and self.deadline_s >= 0
-        ):
-            raise ConfigError(f"trigger.deadline_s must be a number of seconds >= 0, got {self.deadline_s!r}")
-        for name in ("auto_send", "on_board"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"trigger.{name} must be true or false, got {getattr(self, name)!r}")
+        t = Table(dataclasses.asdict(self), "trigger", error=ConfigError)
+        t.int("models", minimum=1)
+        t.num("deadline_s", nonneg=True)
+        t.bool("auto_send")
+        t.bool("on_board")
 
 
 def _check_numbers(obj: Any, table: str) -> None:
+    """Every field of ``obj`` is a positive integer (``int`` fields) or a positive number."""
+    t = Table(dataclasses.asdict(obj), table, error=ConfigError)
     for f in fields(obj):
-        value = getattr(obj, f.name)
         if f.type == "int":
-            ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
-            expected = "a positive integer"
+            t.int(f.name, minimum=1)
         else:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-            expected = "a positive number"
-        if not ok:
-            raise ConfigError(f"{table}.{f.name} must be {expected}, got {value!r}")
+            t.num(f.name, positive=True)
 
 
 @dataclass
@@ -167,7 +160,7 @@ class AgentConfig:
         """The ``[fol]`` table as a validated :class:`fol.config.FOLConfig` (imports torch)."""
         from fol.config import FOLConfig
 
-        return FOLConfig.from_dict(dict(self.fol), where=f"{self.source} [fol]")
+        return FOLConfig.from_dict(dict(self.fol), where=f"{self.source}: fol")
 
     def expected_models(self, max_neighbours: int) -> int:
         """Q: models per round that trigger personalization."""
@@ -180,116 +173,76 @@ class AgentConfig:
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str]) -> "AgentConfig":
         path = Path(path)
-        try:
-            data = tomllib.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such agent config file") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+        data, _ = read_toml(path, ConfigError, "agent config file")
         return cls.from_dict(data, base_dir=path.resolve().parent, source=str(path))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], base_dir: str | os.PathLike[str] = ".", source: str = "<config>") -> "AgentConfig":
         base = Path(base_dir)
-        _only(data, {"node", "peers", "limits", "trigger", "fol"}, source, "top level")
-        node = data.get("node")
-        if not isinstance(node, dict):
+        doc = Table(data, "", {"node", "peers", "limits", "trigger", "fol"}, error=ConfigError, source=source)
+        if "node" not in doc:
             raise ConfigError(f"{source}: missing [node] table")
-        where = f"{source} [node]"
-        _only(node, {"id", "listen", "control", "secret_key", "trust_dir", "state_dir", "model", "data", "data_root",
-                     "variant"}, source, "[node]")
-
-        def need(key: str) -> Any:
-            if key not in node:
-                raise ConfigError(f"{where}: missing field '{key}'")
-            return node[key]
+        node = doc.table("node", {"id", "listen", "control", "secret_key", "trust_dir", "state_dir", "model", "data",
+                                  "data_root", "variant"})
 
         def path_field(key: str) -> Path:
-            value = need(key)
-            if not isinstance(value, str) or not value:
-                raise ConfigError(f"{where} {key} must be a path string, got {value!r}")
-            p = Path(os.path.expanduser(value))
-            return p if p.is_absolute() else base / p
+            return node.path(key, base, required=True)  # type: ignore[return-value]
 
         try:
-            node_id = check_name(need("id"), f"{where} id")
+            node_id = check_name(node.raw("id", required=True), f"{source}: node.id")
         except ProtocolError as exc:
             raise ConfigError(str(exc)) from None
-        listen = check_address(need("listen"), f"{where} listen", bind=True)
-        control = check_address(node.get("control", "tcp://127.0.0.1:*"), f"{where} control", bind=True)
-        data_spec = node.get("data")
-        if data_spec is not None and (not isinstance(data_spec, str) or not data_spec.strip()):
-            raise ConfigError(f"{where} data must be a node data spec string, got {data_spec!r}")
+        listen = check_address(node.raw("listen", required=True), f"{source}: node.listen", bind=True)
+        control = check_address(node.get("control", "tcp://127.0.0.1:*"), f"{source}: node.control", bind=True)
+        data_spec = node.str("data", nonempty=True)
         if isinstance(data_spec, str) and "=" not in data_spec and not os.path.isabs(data_spec):
             data_spec = str(base / data_spec)  # a folder of class sub-folders, relative to the config
-        data_root = node.get("data_root")
-        if data_root is not None:
-            if not isinstance(data_root, str):
-                raise ConfigError(f"{where} data_root must be a path string, got {data_root!r}")
-            data_root = str(base / os.path.expanduser(data_root))
-        variant = node.get("variant", "fol")
-        if variant not in VARIANT_NAMES:
-            raise ConfigError(f"{where} variant is {variant!r}; expected one of {', '.join(VARIANT_NAMES)}")
+        data_root = node.path("data_root", base)
+        variant = node.str("variant", "fol", choices=VARIANT_NAMES)
         trust_dir = path_field("trust_dir")
 
         peers_raw = data.get("peers", [])
         if not isinstance(peers_raw, list):
-            raise ConfigError(f"{source}: 'peers' must be an array of tables ([[peers]])")
+            raise ConfigError(f"{source}: peers: expected an array of tables ([[peers]])")
         peers: list[PeerConfig] = []
         seen: set[str] = set()
         for i, entry in enumerate(peers_raw):
-            pw = f"{source} [[peers]] #{i + 1}"
-            if not isinstance(entry, dict):
-                raise ConfigError(f"{pw} must be a table")
-            _only(entry, {"id", "address", "public_key"}, source, f"[[peers]] #{i + 1}")
+            pt = Table(entry, f"peers[{i}]", {"id", "address", "public_key"}, error=ConfigError, source=source)
             try:
-                pid = check_name(entry.get("id"), f"{pw} id")
+                pid = check_name(pt.get("id"), f"{source}: peers[{i}].id")
             except ProtocolError as exc:
                 raise ConfigError(str(exc)) from None
             if pid == node_id:
-                raise ConfigError(f"{pw} id {pid!r} is this node's own id")
+                pt.fail("id", f"{pid!r} is this node's own id")
             if pid in seen:
-                raise ConfigError(f"{pw} id {pid!r} is listed twice")
+                pt.fail("id", f"{pid!r} is listed twice")
             seen.add(pid)
-            address = check_address(entry.get("address"), f"{pw} address")
-            key = entry.get("public_key")
+            address = check_address(pt.get("address"), f"{source}: peers[{i}].address")
+            key = pt.str("public_key", nonempty=True)
             if key is None:
                 key = str(trust_dir / f"{pid}.key")
-            elif not isinstance(key, str):
-                raise ConfigError(f"{pw} public_key must be a key file path or 40 Z85 characters, got {key!r}")
             elif not (len(key) == 40 and "/" not in key and not key.endswith(".key")):
                 key = str(base / os.path.expanduser(key))
             peers.append(PeerConfig(pid, address, key))
 
-        limits = _table(Limits, data.get("limits", {}), source, "limits")
-        trigger = _table(Trigger, data.get("trigger", {}), source, "trigger")
+        limits = _table(Limits, doc.table("limits"), source)
+        trigger = _table(Trigger, doc.table("trigger"), source)
         if trigger.on_board and data_spec is None:
-            raise ConfigError(f"{where}: missing field 'data' (needed for on-board personalization; "
-                              f"or set [trigger] on_board = false)")
-        fol_table = data.get("fol", {})
-        if not isinstance(fol_table, dict):
-            raise ConfigError(f"{source}: [fol] must be a table")
+            node.fail("data", "missing (needed for on-board personalization; or set trigger.on_board = false)")
+        fol_table = doc.table("fol")
         return cls(
             node_id=node_id, listen=listen, control=control, secret_key=path_field("secret_key"),
             trust_dir=trust_dir, state_dir=path_field("state_dir"), model=path_field("model"), data=data_spec,
-            data_root=data_root, variant=variant, peers=peers, limits=limits, trigger=trigger,
-            fol=dict(fol_table), source=source,
+            data_root=None if data_root is None else str(data_root), variant=variant, peers=peers, limits=limits,
+            trigger=trigger, fol=dict(fol_table.data), source=source,
         )
 
 
-def _only(table: dict[str, Any], allowed: set[str], source: str, where: str) -> None:
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise ConfigError(
-            f"{source} {where}: unknown field(s) {', '.join(map(repr, unknown))}; expected some of {', '.join(sorted(allowed))}"
-        )
-
-
-def _table(cls: type, value: Any, source: str, name: str) -> Any:
-    if not isinstance(value, dict):
-        raise ConfigError(f"{source}: [{name}] must be a table")
-    _only(value, {f.name for f in fields(cls)}, source, f"[{name}]")
+def _table(cls: type, table: Table, source: str) -> Any:
+    """``cls`` (:class:`Limits` or :class:`Trigger`) from a checked table; its own
+    validation messages get the file name."""
+    Table(table.data, table.where, {f.name for f in fields(cls)}, error=ConfigError, source=source)
     try:
-        return cls(**value)
+        return cls(**table.data)
     except ConfigError as exc:
-        raise ConfigError(f"{source} [{name}]: {exc}") from None
+        raise ConfigError(f"{source}: {exc}") from None

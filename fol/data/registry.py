@@ -33,9 +33,9 @@ import numpy as np
 from fol.data import loaders
 from fol.data.geo import GeoDataset
 from fol.data.synthetic import make_synthetic
-from fol.errors import ConfigError
+from fol.errors import ConfigError, DataError
 
-__all__ = ["load_dataset", "dataset_names", "describe", "SYNTHETIC_DEFAULT_SIZE"]
+__all__ = ["load_dataset", "check_dataset", "dataset_names", "describe", "SYNTHETIC_DEFAULT_SIZE"]
 
 #: Images drawn by ``load_dataset("synthetic-*")`` unless ``n`` is given.
 SYNTHETIC_DEFAULT_SIZE = 12_000
@@ -94,6 +94,11 @@ def load_dataset(name: str, root: str | Path | None = None, **kw: Any) -> GeoDat
     :class:`~fol.errors.ConfigError`; missing or unreadable data raises
     :class:`~fol.errors.DataError` saying where the files are expected.
     """
+    fn = _checked_loader(name, kw)
+    return fn(Path(root).expanduser() if root is not None else None, **kw)
+
+
+def _checked_loader(name: str, kw: dict[str, Any]) -> Callable[..., GeoDataset]:
     if name not in _REGISTRY:
         raise ConfigError(f"unknown dataset {name!r}; expected one of {', '.join(dataset_names())}")
     fn = _REGISTRY[name]
@@ -105,7 +110,32 @@ def load_dataset(name: str, root: str | Path | None = None, **kw: Any) -> GeoDat
         raise ConfigError(
             f"dataset {name!r} does not take option(s) {', '.join(unknown)}; expected a subset of {sorted(allowed)}"
         )
-    return fn(Path(root).expanduser() if root is not None else None, **kw)
+    return fn
+
+
+def check_dataset(name: str, root: str | Path | None = None, **kw: Any) -> None:
+    """What :func:`load_dataset` would check first, without reading any image:
+    the name, the options, and that a real dataset's folder exists and is not
+    empty (synthetic datasets are generated, so always present).
+
+    >>> check_dataset("synthetic-wildfire", n=10)
+    >>> check_dataset("hurricane", root="/nonexistent")
+    Traceback (most recent call last):
+    ...
+    fol.errors.DataError: dataset 'hurricane' not found: no files in /nonexistent/hurricane (unpack it there, or set data.root / --data-root / FOL_DATA_ROOT; see datasets/README.md)
+    """
+    _checked_loader(name, kw)
+    if name.startswith("synthetic-"):
+        return
+    if name == "imagefolder":
+        folder = Path(kw.get("path") or "")
+        if not folder.is_absolute() and root is not None and not folder.exists():
+            folder = Path(root) / folder
+    else:
+        folder = loaders.dataset_dir(name, root)
+    if not folder.is_dir() or not any(folder.iterdir()):
+        raise DataError(f"dataset {name!r} not found: no files in {folder} (unpack it there, or set data.root / "
+                        f"--data-root / FOL_DATA_ROOT; see datasets/README.md)")
 
 
 def describe(ds: GeoDataset) -> str:

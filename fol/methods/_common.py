@@ -9,7 +9,6 @@ or receives and every training FLOP it spends is counted.
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -281,10 +280,6 @@ def masked_fit(model: nn.Module, data: Sequence[torch.Tensor], cfg: TrainConfig,
     cfg0 = replace(cfg, weight_decay=0.0)
     with grad_mask_hooks(model, masks):
         return fit(model, data, cfg0, objective=masked_objective)
-
-
-def clone_model(model: nn.Module) -> nn.Module:
-    return copy.deepcopy(model)
 
 
 def state_of(model: nn.Module) -> dict[str, torch.Tensor]:

@@ -153,6 +153,7 @@ class Method(ABC):
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     multi_round: ClassVar[bool] = False  # a server-based method that uses ctx.rounds
+    one_architecture: ClassVar[bool] = False  # averages parameters: every node must hold the same architecture
 
     @abstractmethod
     def run(self, ctx: SwarmContext) -> list[NodeResult]:

@@ -51,6 +51,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from fol.accounting import inference_flops, model_bytes, training_flops
+from fol.distill import kd_loss
+from fol.ensemble import WeightedEnsemble
 from fol.methods._common import (
     Ledger, check_positive, check_positive_int, init_seed_of, most_common_spec, node_result,
 )
@@ -58,7 +60,7 @@ from fol.methods.base import Method, NodeResult, SwarmContext, register
 from fol.models import build_model
 from fol.train import TrainConfig, fit, seed_everything
 
-__all__ = ["Generator", "DataFreeConfig", "DataFreeResult", "distill_data_free", "kl_div", "DenseMethod", "WeightedEnsemble"]
+__all__ = ["Generator", "DataFreeConfig", "DataFreeResult", "distill_data_free", "DenseMethod"]
 
 
 class Generator(nn.Module):
@@ -98,38 +100,6 @@ class Generator(nn.Module):
             elif isinstance(m, nn.BatchNorm2d):
                 nn.init.normal_(m.weight, 1.0, 0.02)
                 nn.init.zeros_(m.bias)
-
-
-class WeightedEnsemble(nn.Module):
-    """sum_i w_i f_i(x) / sum_i w_i over frozen members (Co-Boosting's
-    ``WEnsemble``; uniform weights give DENSE's ``Ensemble_A``)."""
-
-    def __init__(self, members: Sequence[nn.Module], weights: torch.Tensor | None = None) -> None:
-        super().__init__()
-        self.members = nn.ModuleList(members)
-        for p in self.members.parameters():
-            p.requires_grad_(False)
-        n = len(members)
-        self.weights = torch.full((n,), 1.0 / n) if weights is None else weights
-
-    def train(self, mode: bool = True) -> "WeightedEnsemble":  # members stay in eval mode
-        super().train(False)
-        return self
-
-    def forward(self, x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
-        w = self.weights if weights is None else weights
-        total = sum(w[i] * m(x) for i, m in enumerate(self.members))
-        return total / w.sum()
-
-
-def kl_div(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float = 1.0,
-           reduction: str = "batchmean") -> torch.Tensor:
-    """``T^2 KL(softmax(teacher / T) || softmax(student / T))`` (the published
-    ``kldiv``); ``reduction="none"`` gives one value per sample."""
-    t = temperature
-    kl = F.kl_div(F.log_softmax(student_logits / t, 1), F.log_softmax(teacher_logits / t, 1),
-                  reduction="none", log_target=True).sum(1) * (t * t)
-    return kl if reduction == "none" else kl.mean()
 
 
 class _BNStats:
@@ -216,7 +186,7 @@ def _perturb(x: torch.Tensor, ensemble: WeightedEnsemble, student: nn.Module, ho
         w = torch.rand(t_out.shape, generator=gen) * 2 - 1
         obj = (w * F.softmax(t_out / 4, 1)).sum()
     else:
-        obj = kl_div(student(x), t_out, 1.0)
+        obj = kd_loss(student(x), t_out, 1.0)
     (grad,) = torch.autograd.grad(obj, x)
     return (x + eps * grad.sign()).clamp(0, 1).detach()
 
@@ -229,7 +199,7 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
     server's training FLOPs."""
     c, s = int(input_shape[0]), int(input_shape[-1])
     members = [copy.deepcopy(m).eval() for m in members]
-    ensemble = WeightedEnsemble(members)
+    ensemble = WeightedEnsemble(members, frozen=True)
     gen_rng = torch.Generator().manual_seed(cfg.seed)
     with torch.random.fork_rng(devices=[]):
         seed_everything(cfg.seed)
@@ -274,7 +244,7 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
                     ce = (1 - p).pow(cfg.hard_sample_power) * ce
                 loss_oh = ce.mean()
                 s_out = student(x)
-                kl = kl_div(s_out, t_out, cfg.adv_temperature, reduction="none")
+                kl = kd_loss(s_out, t_out, cfg.adv_temperature, reduction="none")
                 if cfg.adv_mask:
                     kl = kl * (s_out.argmax(1) != t_out.argmax(1)).float()
                 loss_adv = -kl.mean()
@@ -321,7 +291,7 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
                     model.train()
                 with torch.no_grad():
                     t_out = ensemble(xb)
-                return kl_div(model(xb), t_out, temperature)
+                return kd_loss(model(xb), t_out, temperature)
 
             kd_cfg = TrainConfig(epochs=1, batch_size=cfg.kd_batch, lr=cfg.kd_lr, seed=cfg.seed * 7 + epoch,
                                  weight_decay=cfg.kd_weight_decay)
@@ -400,7 +370,6 @@ class _DataFreeMethod(Method):
                                    "pool_size": res.pool_size})
             r.seconds = seconds / max(1, len(ctx.nodes))
             out.append(r)
-        self.last_result = res
         return out
 
 

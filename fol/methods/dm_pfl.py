@@ -299,6 +299,7 @@ class DMPFLRun:
 
 class _DMPFLBase(Method):
     multi_round: ClassVar[bool] = True
+    one_architecture: ClassVar[bool] = True
     adaptive: ClassVar[bool] = False
 
     def __init__(self, sparsity: float = 0.5, readjust_ratio: float = 0.01, readjust_interval: int = 10,
@@ -411,8 +412,10 @@ class _DMPFLBase(Method):
         return DMPFLRun(w_g, m_g, w_c, m_c, personal, ledgers, r1, r2, time.perf_counter() - t0, history)
 
     def run(self, ctx: SwarmContext) -> list[NodeResult]:
-        run = self.train(ctx)
-        self.last_run = run
+        return self.evaluate(ctx, self.train(ctx))
+
+    def evaluate(self, ctx: SwarmContext, run: DMPFLRun) -> list[NodeResult]:
+        """Per-node results of a finished :meth:`train`."""
         spec = ctx.nodes[0].spec
         global_model = build_model(spec)
         global_model.load_state_dict(sparse_view(run.w_g, run.m_g) if run.m_g else run.w_g)

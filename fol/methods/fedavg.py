@@ -70,6 +70,7 @@ class FedAvgMethod(Method):
     name: ClassVar[str] = "fedavg"
     description: ClassVar[str] = "FedAvg, one global model (multi-round, server)"
     multi_round: ClassVar[bool] = True
+    one_architecture: ClassVar[bool] = True
 
     def __init__(self, local_epochs: int = 5, fraction: float = 1.0, lr: float | None = None) -> None:
         self.local_epochs = check_positive_int(self.name, "local_epochs", local_epochs)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -252,6 +252,7 @@ class HermesMethod(Method):
     name: ClassVar[str] = "hermes"
     description: ClassVar[str] = "Hermes: structured-sparse personal subnetworks (multi-round, server)"
     multi_round: ClassVar[bool] = True
+    one_architecture: ClassVar[bool] = True
 
     def __init__(self, prune_rate: float = 0.2, acc_threshold: float = 0.5, target: float = 0.3,
                  local_epochs: int = 5, lam: float = 1e-4, fraction: float = 1.0, lr: float | None = None) -> None:
@@ -264,6 +265,10 @@ class HermesMethod(Method):
         self.lr = None if lr is None else check_positive(self.name, "lr", lr)
 
     def run(self, ctx: SwarmContext) -> list[NodeResult]:
+        return self.run_with_masks(ctx)[0]
+
+    def run_with_masks(self, ctx: SwarmContext) -> tuple[list[NodeResult], list[Any]]:
+        """:meth:`run`, also returning each node's final channel masks."""
         spec = require_homogeneous(ctx, self.name)
         shape = ctx.nodes[0].data.train.images.shape[1:]
         groups = channel_groups(build_model(spec), shape)
@@ -311,5 +316,4 @@ class HermesMethod(Method):
                               extra={"pruned_share": pruned_share(cmasks[k]), "history": led.history})
             res.seconds = seconds / max(1, len(ctx.nodes))
             results.append(res)
-        self.last_channel_masks = cmasks
-        return results
+        return results, cmasks

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -146,6 +146,7 @@ def _moments_bytes(moments: dict[str, dict[str, torch.Tensor]]) -> int:
 
 class _MTFLBase(Method):
     multi_round: ClassVar[bool] = True
+    one_architecture: ClassVar[bool] = True
     adam: ClassVar[bool] = False
 
     def __init__(self, private: str = "params", local_epochs: int = 1, fraction: float = 1.0,
@@ -159,6 +160,10 @@ class _MTFLBase(Method):
         self.adam_lr = check_positive(self.name, "adam_lr", adam_lr)
 
     def run(self, ctx: SwarmContext) -> list[NodeResult]:
+        return self.run_with_global(ctx)[0]
+
+    def run_with_global(self, ctx: SwarmContext) -> tuple[list[NodeResult], dict[str, torch.Tensor], Any]:
+        """:meth:`run`, also returning the final global state and (MTFL-Adam) global Adam moments."""
         spec = require_homogeneous(ctx, self.name)
         model = shared_init(ctx, spec)
         init = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -208,8 +213,7 @@ class _MTFLBase(Method):
                                      "private_bytes": tensor_bytes(patches[k])})
             res.seconds = seconds / max(1, len(ctx.nodes))
             results.append(res)
-        self.last_global_state, self.last_global_moments = global_state, global_moments
-        return results
+        return results, global_state, global_moments
 
 
 @register

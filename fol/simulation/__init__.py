@@ -14,6 +14,7 @@ from typing import Any
 
 _EXPORTS = {
     "SimulationResult": "fol.simulation.result",
+    "check_scenario": "fol.simulation.check",
     "run_simulation": "fol.simulation.runner",
     "SwarmScenario": "fol.simulation.scenario",
     "load_scenario": "fol.simulation.scenario",

@@ -7,10 +7,14 @@ import os
 from importlib import resources
 from pathlib import Path
 
+from fol.errors import ConfigError
+
 __all__ = ["add_simulate_parser", "add_demo_parser", "DEMO_SCENARIO"]
 
 #: The embedded demo scenario (a file shipped inside the package).
 DEMO_SCENARIO = "demo.toml"
+#: Default output folder of ``fol demo``.
+DEMO_OUT = "fol-demo-out"
 
 
 def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,12 +26,17 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=None, help="processes / Ray CPUs")
     p.add_argument("--ray-address", default=None, help="join an existing Ray cluster ('auto' or ray://host:port)")
     p.add_argument("--list-methods", action="store_true", help="list the selectable methods and exit")
+    p.add_argument("--check", action="store_true",
+                   help="only validate the scenario (fields, files, methods vs architectures, dataset, output "
+                        "folder) in seconds and exit; every run does this first")
     p.set_defaults(func=run_simulate_command)
 
 
 def add_demo_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the embedded demo scenario end to end (the README's main job)")
-    p.add_argument("--out", default="fol-demo-out", help="output folder (default: %(default)s; replaced if it holds a finished demo)")
+    p.add_argument("--out", default=None,
+                   help=f"output folder, new or empty (default: {DEMO_OUT}, or {DEMO_OUT}-2, -3, ... if that "
+                        "one is taken; nothing is ever deleted)")
     p.add_argument("--executor", choices=["local", "process", "ray"], default=None,
                    help="where node work runs (default: process pool on machines with several cores)")
     p.set_defaults(func=run_demo_command)
@@ -53,7 +62,6 @@ def _print_outcome(result) -> None:
 
 def run_simulate_command(args: argparse.Namespace) -> int:
     from fol.simulation import load_scenario, run_simulation
-    from fol.errors import ConfigError
 
     if args.list_methods:
         from fol.methods.base import _REGISTRY, method_names
@@ -61,38 +69,64 @@ def run_simulate_command(args: argparse.Namespace) -> int:
         for name in method_names():
             print(f"{name:<14} {_REGISTRY[name].description}")
         return 0
+    base_dir = original = None
     if args.resume:
         source = Path(args.scenario) if args.scenario else Path(args.resume) / "scenario.toml"
         if not source.exists():
             raise ConfigError(f"--resume {args.resume}: no scenario.toml there; give the scenario file too")
+        if not args.scenario:  # the copy: its relative paths belong to the original scenario's folder
+            base_dir, original = _original_location(Path(args.resume))
     elif args.scenario:
         source = Path(args.scenario)
     else:
         raise ConfigError("simulate: a scenario file is required (or --list-methods)")
-    scn = load_scenario(source)
+    scn = load_scenario(source, base_dir, original)
     _apply_overrides(scn, args)
     out = Path(args.resume or args.out or scn.output_dir or Path("runs") / scn.name)
+    if args.check:
+        from fol.simulation.check import check_scenario
+
+        print(check_scenario(scn, out, resume=bool(args.resume)).summary(scn))
+        return 0
     result = run_simulation(scn, out, resume=bool(args.resume))
     _print_outcome(result)
     return 0
 
 
+def _free_folder(base: Path) -> Path:
+    """``base`` if it is absent or empty, else the first absent or empty ``base-2``, ``base-3``, ..."""
+    for k in range(1, 10_000):
+        out = base if k == 1 else base.with_name(f"{base.name}-{k}")
+        if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+            return out
+    raise ConfigError(f"{base}: no free output folder name; give --out")  # pragma: no cover
+
+
+def _original_location(out: Path) -> tuple[Path | None, str | None]:
+    """Folder and name of the scenario file an output folder was started from
+    (recorded in its ``scenario.resolved.json``)."""
+    import json
+
+    try:
+        resolved = json.loads((out / "scenario.resolved.json").read_text())
+    except (OSError, ValueError):
+        raise ConfigError(f"--resume {out}: no readable scenario.resolved.json there "
+                          "(not a simulation output folder)") from None
+    base = resolved.get("base_dir") if isinstance(resolved, dict) else None
+    return (Path(base) if isinstance(base, str) else None), resolved.get("source")
+
+
 def run_demo_command(args: argparse.Namespace) -> int:
-    import shutil
-
-    from fol.simulation import parse_scenario, run_simulation
-    from fol.errors import ConfigError
-
-    text = resources.files("fol.simulation").joinpath(DEMO_SCENARIO).read_text()
     import tomllib
 
+    from fol.simulation import parse_scenario, run_simulation
+
+    text = resources.files("fol.simulation").joinpath(DEMO_SCENARIO).read_text()
     scn = parse_scenario(tomllib.loads(text), Path.cwd(), "demo", text)
     scn.run.executor = args.executor or ("process" if (os.cpu_count() or 1) > 1 else "local")
-    out = Path(args.out)
-    if out.exists() and any(out.iterdir()):
-        if not (out / "report.md").exists():
-            raise ConfigError(f"{out} exists and is not a finished demo output; choose another --out")
-        shutil.rmtree(out)
+    # an existing folder is never deleted: a taken default moves on to the next free name,
+    # a taken --out is refused (by the scenario check in run_simulation)
+    out = Path(args.out) if args.out else _free_folder(Path(DEMO_OUT))
     print(f"fol demo: {scn.name} — contacts, data, pretraining, FOL and baselines; executor {scn.run.executor}")
     result = run_simulation(scn, out)
     _print_outcome(result)

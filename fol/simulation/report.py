@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from contact_sim.plotting import plot_contacts
+from contact_sim.plotting import plot_contacts, save_figure
+from fol.fileio import atomic_write_text, atomic_writer
+from swarmbase.units import format_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from fol.simulation.result import SimulationResult
@@ -61,16 +63,8 @@ def summary_table(rows: Sequence[dict[str, Any]], rounds_used: dict[str, int] | 
         flops = statistics.mean(r["train_flops"] for r in mr) / 1e9
         kept = sum(1 for r in mr if r["kept_local"]) / len({r["seed"] for r in mr})
         rounds = (rounds_used or {}).get(m, max(r["rounds"] for r in mr))
-        lines.append(f"| {m} | {_pm(per_seed)} | {_human_bytes(bytes_node)} | {flops:.2f} | {rounds} | {kept:g} |")
+        lines.append(f"| {m} | {_pm(per_seed)} | {format_bytes(bytes_node)} | {flops:.2f} | {rounds} | {kept:g} |")
     return "\n".join(lines)
-
-
-def _human_bytes(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"  # pragma: no cover
 
 
 def node_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -112,8 +106,7 @@ def _plot_accuracy(rows: Sequence[dict[str, Any]], path: Path) -> None:
     ax.legend(ncol=min(len(methods), 6), fontsize=8, loc="lower right")
     ax.set_title("Per-node test accuracy by method (mean over seeds)")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _plot_accuracy_vs_bytes(rows: Sequence[dict[str, Any]], path: Path) -> None:
@@ -136,18 +129,17 @@ def _plot_accuracy_vs_bytes(rows: Sequence[dict[str, Any]], path: Path) -> None:
     ax.set_title("Accuracy versus communication (dots: nodes, stars: means)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajectories") -> Path:
     """Write results.csv/json, report.md and the plots into ``result.out``; return report.md's path."""
     out, rows = result.out, result.results
-    with open(out / "results.csv", "w", newline="") as fh:
+    with atomic_writer(out / "results.csv", text=True) as fh:
         w = csv.DictWriter(fh, fieldnames=CSV_FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    (out / "results.json").write_text(json.dumps(rows, indent=1, default=str))
+    atomic_write_text(out / "results.json", json.dumps(rows, indent=1, default=str))
 
     w = result.plan.windows
     starts, ends = np.sort(w.t_start_s), np.sort(w.t_end_s)
@@ -171,7 +163,7 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         f"seeds {scn.seeds}, FOL: Q = {scn.fol.max_neighbours}, K = {scn.fol.top_k}, E = {scn.fol.rounds}.",
         f"Contact plan: {s['windows']} windows over {s['horizon_s'] / 3600:.1f} h in {s['rounds']} round(s), "
         f"{s['windows_per_node_mean']:.1f} windows per node on average, mean duration {s['mean_duration_s']:.0f} s, "
-        f"{len(result.plan.transfers)} model transfers recorded (last seed).",
+        f"{len(result.transfers)} model transfers recorded over {len(scn.seeds)} seed(s) (transfers.json).",
         f"Wall time {result.seconds:.0f} s.",
         "",
         "## Summary",
@@ -195,5 +187,5 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         "",
     ]
     path = out / "report.md"
-    path.write_text("\n".join(lines))
+    atomic_write_text(path, "\n".join(lines))
     return path

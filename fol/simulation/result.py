@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,5 +17,6 @@ class SimulationResult:
     out: Path
     results: list[dict[str, Any]]  # one row per (seed, node, method)
     plan: ContactPlan
-    rounds_used: dict[str, int]
+    rounds_used: dict[str, int]  # per method, the most over seeds
     seconds: float
+    transfers: list[dict[str, Any]] = field(default_factory=list)  # every seed's, with a "seed" key

@@ -38,20 +38,21 @@ import numpy as np
 from contact_sim.errors import ContactError
 from contact_sim.plan import ContactPlan
 from contact_sim.scenario import build_constellation, build_trajectories, plan_from_trajectories
+from fol.simulation.check import check_scenario
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.result import SimulationResult
-from fol.simulation.scenario import SwarmScenario
+from fol.simulation.scenario import SwarmScenario, result_settings
 from fol.checkpoint import ModelCard, load_model, model_to_bytes, save_model
 from fol.data import GeoDataset, assignment_partition, dirichlet_partition, load_dataset, region_partition
 from fol.errors import ConfigError, DataError
 from fol.executors import Executor, make_executor
-from fol.fileio import write_json_atomic
+from fol.fileio import atomic_write_bytes, atomic_write_text, write_json_atomic
 from fol.methods import NodeResult, NodeSetup, SwarmContext, get_method
 from fol.models import ModelSpec
 from fol.nodedata import dataset_options
 from fol.nodes import PretrainTask, build_nodes
 
-__all__ = ["run_simulation", "SimulationResult", "node_architectures", "plan_deliveries"]
+__all__ = ["run_simulation", "SimulationResult", "plan_deliveries"]
 
 log = logging.getLogger(__name__)
 
@@ -73,23 +74,6 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"not JSON serializable: {type(o).__name__}")
-
-
-def node_architectures(scn: SwarmScenario, names: Sequence[str], planes: Sequence[int] | None) -> list[str]:
-    """The architecture of each learning node: explicit override, else the rule."""
-    archs = scn.models.archs
-    out = []
-    for k, name in enumerate(names):
-        if name in scn.models.nodes:
-            out.append(scn.models.nodes[name])
-        elif scn.models.rule == "plane" and planes is not None and planes[k] >= 0:
-            out.append(archs[planes[k] % len(archs)])
-        else:
-            out.append(archs[k % len(archs)])
-    unknown = sorted(set(scn.models.nodes) - set(names))
-    if unknown:
-        raise ConfigError(f"models.nodes.{unknown[0]}: no learning node of that name")
-    return out
 
 
 def _load_pool(scn: SwarmScenario, seed: int) -> GeoDataset:
@@ -193,7 +177,7 @@ class ZmqTransport:
     def __call__(self, src: str, dst: str, payload: bytes, round_: int) -> bytes:
         path = self.outbox / f"{src}-round-{round_}.safetensors"
         if not path.exists() or path.read_bytes() != payload:
-            path.write_bytes(payload)
+            atomic_write_bytes(path, payload)
         return self.links.send(src, dst, path).read_bytes()
 
     def close(self) -> None:
@@ -211,21 +195,26 @@ def _pretrained_nodes(scn: SwarmScenario, pool: GeoDataset, shards: list[np.ndar
     # build_nodes does the split and pretraining; reuse it with a map that skips checkpointed nodes.
     saved: dict[int, Path] = {k: state / f"{names[k]}.safetensors" for k in range(len(names))}
 
+    def checkpoint(task: PretrainTask, result: tuple[dict[str, Any], int]) -> None:
+        """Save one node's pretrained model as soon as it finishes (a kill keeps it)."""
+        from fol.models import build_model
+
+        state_dict, flops = result
+        model = build_model(task.spec)
+        model.load_state_dict(state_dict)
+        card = ModelCard(spec=task.spec, class_names=list(pool.class_names), input_shape=[c, h, h],
+                         producer=task.name, round=0, extra={"pretrain_flops": int(flops), "seed": seed})
+        save_model(saved[task.index], model, card)
+
     def resumable_map(fn: Any, tasks: Sequence[PretrainTask]) -> list[Any]:
         todo = [t for t in tasks if not saved[t.index].exists()]
-        done = {t.index: r for t, r in zip(todo, executor.map(fn, todo, desc="pretraining"))} if todo else {}
+        results = executor.map(fn, todo, desc="pretraining",
+                               on_result=lambda i, r: checkpoint(todo[i], r)) if todo else []
+        done = {t.index: r for t, r in zip(todo, results)}
         out = []
         for t in tasks:
             if t.index in done:
-                state_dict, flops = done[t.index]
-                from fol.models import build_model
-
-                model = build_model(t.spec)
-                model.load_state_dict(state_dict)
-                card = ModelCard(spec=t.spec, class_names=list(pool.class_names), input_shape=[c, h, h],
-                                 producer=t.name, round=0, extra={"pretrain_flops": int(flops), "seed": seed})
-                save_model(saved[t.index], model, card)
-                out.append((state_dict, flops))
+                out.append(done[t.index])
             else:
                 loaded = load_model(saved[t.index])
                 if loaded.card.spec != t.spec:
@@ -253,20 +242,25 @@ def run_simulation(
 
     t_start = time.perf_counter()
     out = Path(out)
+    report = check_scenario(scn, out, resume=resume)  # seconds, before any long work
     resolved = scn.resolved()
     resolved_path = out / "scenario.resolved.json"
     if resume:
         if not resolved_path.exists():
             raise ConfigError(f"--resume {out}: no scenario.resolved.json there (not a simulation output folder)")
         before = json.loads(resolved_path.read_text())
-        if before.get("data") != resolved["data"] or before.get("fol") != resolved["fol"] or before.get("seeds") != resolved["seeds"]:
-            raise ConfigError(f"--resume {out}: the scenario differs from the interrupted run's; use a new output folder")
-    elif out.exists() and any(out.iterdir()):
-        raise ConfigError(f"output folder {out} is not empty; use --resume {out} to continue it, or another --out")
-    out.mkdir(parents=True, exist_ok=True)
+        old, new = result_settings(before), result_settings(json.loads(json.dumps(resolved, default=_json_default)))
+        changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        if changed:
+            raise ConfigError(f"--resume {out}: the scenario differs from the interrupted run's in "
+                              f"{', '.join(changed)}; use a new output folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"output folder {out}: cannot be created ({exc.strerror})") from None
     _write_json(resolved_path, resolved)
     if scn.text is not None and not (out / "scenario.toml").exists():
-        (out / "scenario.toml").write_text(scn.text)
+        atomic_write_text(out / "scenario.toml", scn.text)
 
     own_executor = executor is None
     if executor is None:
@@ -278,15 +272,13 @@ def run_simulation(
         base_plan = plan_from_trajectories(traj, scn.contact)
         learners = [i for i, kind in enumerate(base_plan.node_kinds) if kind != "ground_station"]
         names = [base_plan.node_names[i] for i in learners]
-        planes = None
-        if scn.contact.constellation is not None:
-            constellation = build_constellation(scn.contact)
-            by_name = dict(zip(constellation.names, constellation.planes))
-            planes = [by_name.get(n, -1) for n in names]
-        archs = node_architectures(scn, names, planes)
+        by_name = dict(zip(report.nodes, report.archs))
+        archs = [by_name[n] for n in names]
 
         rows: list[dict[str, Any]] = []
         rounds_used: dict[str, int] = {}
+        transfers: list[dict[str, Any]] = []
+        rounds_by_seed: dict[int, dict[str, int]] = {}
         plan = base_plan
         for seed in tqdm(scn.seeds, desc="seeds", disable=None if progress else True):
             seed_dir = out / STATE_DIR / f"seed-{seed}"
@@ -317,13 +309,17 @@ def run_simulation(
                     results = method.run(ctx)
                     log.info("seed %d: %s done in %.1f s", seed, name, time.perf_counter() - t0)
                     _write_json(path, [r.to_dict() for r in results])
-                rounds_used[name] = max((r.rounds for r in results), default=0)
+                used = max((r.rounds for r in results), default=0)
+                rounds_by_seed.setdefault(seed, {})[name] = used
+                rounds_used[name] = max(rounds_used.get(name, 0), used)  # over seeds
                 for r in results:
                     rows.append({"seed": seed, **r.to_dict()})
             if transport is not None:
                 transport.close()
-        _write_json(out / "transfers.json", [t.__dict__ for t in plan.transfers])
-        result = SimulationResult(out, rows, plan, rounds_used, time.perf_counter() - t_start)
+            transfers += [{"seed": seed, **t.__dict__} for t in plan.transfers]
+        _write_json(out / "transfers.json", transfers)
+        _write_json(out / "rounds_used.json", {str(s): r for s, r in rounds_by_seed.items()})
+        result = SimulationResult(out, rows, plan, rounds_used, time.perf_counter() - t_start, transfers)
         from fol.simulation.report import write_report
 
         write_report(scn, result, traj)

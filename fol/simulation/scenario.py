@@ -51,16 +51,17 @@ neighbour's model reaches a node only if a window of that round can carry it.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from contact_sim.scenario import ContactScenario, parse_contact_scenario
 from fol.config import FOLConfig
+from fol.data.registry import dataset_names
 from fol.errors import ConfigError
 from fol.executors import EXECUTORS
 from fol.models import architectures
+from swarmbase.tomlcheck import Table, read_toml
 
 __all__ = ["SwarmScenario", "DataConfig", "ModelsConfig", "RunConfig", "load_scenario", "parse_scenario"]
 
@@ -120,6 +121,7 @@ class SwarmScenario:
         """JSON-ready description of every setting actually used (defaults filled in)."""
         return {
             "name": self.name, "seeds": self.seeds, "source": self.source,
+            "base_dir": str(Path(self.contact.base_dir).resolve()),
             "contact": {k: v for k, v in self.raw.items() if k not in _LEARNING_TABLES},
             "data": asdict(self.data), "models": asdict(self.models), "fol": self.fol.to_dict(),
             "methods": {"run": self.methods, **self.method_options}, "run": asdict(self.run),
@@ -130,33 +132,16 @@ class SwarmScenario:
 _LEARNING_TABLES = ("scenario", "data", "models", "fol", "methods", "run", "output")
 
 
-def _table(doc: dict[str, Any], name: str, allowed: set[str]) -> dict[str, Any]:
-    t = doc.get(name, {})
-    if not isinstance(t, dict):
-        raise ConfigError(f"[{name}]: expected a table")
-    unknown = sorted(set(t) - allowed)
-    if unknown:
-        raise ConfigError(f"{name}.{unknown[0]}: unknown key (allowed: {', '.join(sorted(allowed))})")
-    return t
-
-
-def _typed(t: dict[str, Any], where: str, key: str, kind: type | tuple[type, ...], default: Any) -> Any:
-    if key not in t:
-        return default
-    v = t[key]
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    if isinstance(v, bool) and bool not in kinds or not isinstance(v, kinds):
-        names = " or ".join(k.__name__ for k in kinds)
-        raise ConfigError(f"{where}.{key}: expected {names}, got {v!r}")
-    return float(v) if float in kinds and not isinstance(v, str) else v
+def _table(doc: dict[str, Any], name: str, allowed: set[str], source: str) -> Table:
+    return Table(doc.get(name, {}), name, allowed, error=ConfigError, source=source)
 
 
 def parse_scenario(doc: dict[str, Any], base_dir: Path, source: str = "scenario", text: str | None = None) -> SwarmScenario:
     """Validate a parsed scenario document (contact tables and learning tables)."""
     contact = parse_contact_scenario(doc, base_dir, source)
 
-    s = _table(doc, "scenario", {"name", "seeds", "seed"})
-    name = _typed(s, "scenario", "name", str, Path(source).stem)
+    s = _table(doc, "scenario", {"name", "seeds", "seed"}, source)
+    name = s.str("name", Path(source).stem)
     if "seeds" in s and "seed" in s:
         raise ConfigError("scenario: give seeds or seed, not both")
     seeds = s.get("seeds", [s.get("seed", 0)])
@@ -165,23 +150,25 @@ def parse_scenario(doc: dict[str, Any], base_dir: Path, source: str = "scenario"
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"scenario.seeds: repeated seed in {seeds}")
 
-    d = _table(doc, "data", set(DataConfig.__dataclass_fields__))
+    d = _table(doc, "data", set(DataConfig.__dataclass_fields__), source)
     data = DataConfig(
-        dataset=_typed(d, "data", "dataset", str, "synthetic-hurricane"),
+        dataset=d.str("dataset", "synthetic-hurricane"),
         root=None,
-        size=_typed(d, "data", "size", int, None),
-        image_size=_typed(d, "data", "image_size", int, None),
-        partition=_typed(d, "data", "partition", str, "dirichlet"),
-        psi=_typed(d, "data", "psi", (int, float), 0.5),
-        per_node=_typed(d, "data", "per_node", int, 300),
-        acquisition_s=_typed(d, "data", "acquisition_s", (int, float), None),
-        swath_km=_typed(d, "data", "swath_km", (int, float), 400.0),
-        assign=_typed(d, "data", "assign", str, "uniform"),
-        min_samples=_typed(d, "data", "min_samples", int, 40),
+        size=d.int("size", None),
+        image_size=d.int("image_size", None),
+        partition=d.str("partition", "dirichlet"),
+        psi=d.num("psi", 0.5),
+        per_node=d.int("per_node", 300),
+        acquisition_s=d.num("acquisition_s", None),
+        swath_km=d.num("swath_km", 400.0),
+        assign=d.str("assign", "uniform"),
+        min_samples=d.int("min_samples", 40),
     )
     if "root" in d:
-        root = Path(_typed(d, "data", "root", str, ""))
+        root = Path(d.str("root", ""))
         data.root = str(root if root.is_absolute() else base_dir / root)
+    if data.dataset not in dataset_names():
+        raise ConfigError(f"data.dataset: unknown dataset {data.dataset!r}; expected one of {', '.join(dataset_names())}")
     if data.partition not in PARTITIONS:
         raise ConfigError(f"data.partition: expected one of {', '.join(PARTITIONS)}, got {data.partition!r}")
     if data.partition == "orbit" and contact.constellation is None:
@@ -199,7 +186,7 @@ def parse_scenario(doc: dict[str, Any], base_dir: Path, source: str = "scenario"
     if data.swath_km <= 0:
         raise ConfigError(f"data.swath_km: expected > 0 km, got {data.swath_km}")
 
-    m = _table(doc, "models", {"archs", "arch", "rule", "nodes"})
+    m = _table(doc, "models", {"archs", "arch", "rule", "nodes"}, source)
     if "arch" in m and "archs" in m:
         raise ConfigError("models: give arch or archs, not both")
     archs = m.get("archs", [m["arch"]] if "arch" in m else ["cnn-small"])
@@ -211,7 +198,7 @@ def parse_scenario(doc: dict[str, Any], base_dir: Path, source: str = "scenario"
     for where, a in [("models.archs", a) for a in archs] + [(f"models.nodes.{k}", v) for k, v in nodes.items()]:
         if a not in architectures():
             raise ConfigError(f"{where}: unknown architecture {a!r}; expected one of {', '.join(architectures())}")
-    models = ModelsConfig(list(archs), _typed(m, "models", "rule", str, "cycle"), dict(nodes))
+    models = ModelsConfig(list(archs), m.str("rule", "cycle"), dict(nodes))
     if models.rule not in ("cycle", "plane"):
         raise ConfigError(f"models.rule: expected 'cycle' or 'plane', got {models.rule!r}")
     if models.rule == "plane" and contact.constellation is None:
@@ -221,7 +208,7 @@ def parse_scenario(doc: dict[str, Any], base_dir: Path, source: str = "scenario"
     if not isinstance(f, dict):
         raise ConfigError("[fol]: expected a table")
     plan_rounds = contact.rounds.count or (len(contact.rounds.boundaries_s) - 1 if contact.rounds.boundaries_s else 1)
-    fol_cfg = FOLConfig.from_dict({"rounds": plan_rounds, **f}, where="fol")
+    fol_cfg = FOLConfig.from_dict({"rounds": plan_rounds, **f}, where=f"{source}: fol")
     if fol_cfg.rounds > plan_rounds:
         raise ConfigError(f"fol.rounds: {fol_cfg.rounds} FOL rounds but the contact plan has {plan_rounds} [rounds]")
 
@@ -245,13 +232,13 @@ def parse_scenario(doc: dict[str, Any], base_dir: Path, source: str = "scenario"
             raise ConfigError(f"methods.{key}: expected a table of options of a known method")
         options[key] = dict(value)
 
-    r = _table(doc, "run", {"executor", "workers", "threads", "ray_address", "transport"})
+    r = _table(doc, "run", {"executor", "workers", "threads", "ray_address", "transport"}, source)
     run = RunConfig(
-        executor=_typed(r, "run", "executor", str, "local"),
-        workers=_typed(r, "run", "workers", int, None),
-        threads=_typed(r, "run", "threads", int, 1),
-        ray_address=_typed(r, "run", "ray_address", str, None),
-        transport=_typed(r, "run", "transport", str, "inproc"),
+        executor=r.str("executor", "local"),
+        workers=r.int("workers", None),
+        threads=r.int("threads", 1),
+        ray_address=r.str("ray_address", None),
+        transport=r.str("transport", "inproc"),
     )
     if run.transport not in ("inproc", "zmq"):
         raise ConfigError(f"run.transport: expected 'inproc' or 'zmq', got {run.transport!r}")
@@ -262,24 +249,33 @@ def parse_scenario(doc: dict[str, Any], base_dir: Path, source: str = "scenario"
         if value is not None and value < 1:
             raise ConfigError(f"run.{key}: expected >= 1, got {value}")
 
-    o = _table(doc, "output", {"dir"})
-    out = Path(o["dir"]) if "dir" in o else None
+    o = _table(doc, "output", {"dir"}, source)
+    out = Path(o.str("dir", nonempty=True)) if "dir" in o else None
 
     return SwarmScenario(name, list(seeds), contact, data, models, fol_cfg, list(run_list), options, run, out, doc,
                          source, text)
 
 
-def load_scenario(path: str | Path) -> SwarmScenario:
-    """Read and validate a scenario TOML file."""
+def load_scenario(path: str | Path, base_dir: str | Path | None = None, source: str | None = None) -> SwarmScenario:
+    """Read and validate a scenario TOML file. Relative paths in it resolve
+    against ``base_dir`` (default: the file's folder; ``--resume`` passes the
+    original scenario's folder when it re-reads the copy in the output folder)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: scenario file not found") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not a UTF-8 text file") from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML ({exc})") from None
-    return parse_scenario(doc, path.resolve().parent, str(path), text)
+    doc, text = read_toml(path, ConfigError, "scenario file")
+    return parse_scenario(doc, Path(base_dir) if base_dir is not None else path.resolve().parent,
+                          source or str(path), text)
+
+
+#: ``resolved()`` keys and ``run`` fields that do not change results (``--resume`` may differ in them).
+RESULT_NEUTRAL = ("source", "base_dir", "output")
+RESULT_NEUTRAL_RUN = ("executor", "workers", "ray_address", "transport")
+
+
+def result_settings(resolved: dict[str, Any]) -> dict[str, Any]:
+    """The part of :meth:`SwarmScenario.resolved` that changes results: contact
+    tables, data, models, FOL hyperparameters, methods and their options, seeds,
+    torch threads; not the executor, the transport, the output folder or where
+    the file was read from."""
+    out = {k: v for k, v in resolved.items() if k not in RESULT_NEUTRAL}
+    out["run"] = {k: v for k, v in resolved.get("run", {}).items() if k not in RESULT_NEUTRAL_RUN}
+    return out

@@ -1,0 +1,112 @@
+"""``fol simulate --check``: everything about a scenario that can be validated
+without training, in seconds, so that a run never fails after half an hour.
+
+:func:`check_scenario` runs first in every ``fol simulate`` / ``fol demo`` (and
+:func:`fol.simulation.run_simulation`). On top of the field checks done while
+parsing, it
+
+- reads the files the scenario names (TLE, waypoint CSV) and derives the
+  learning nodes and their architectures (``models.nodes`` must name real nodes);
+- instantiates every selected method with its ``[methods.<name>]`` options and
+  refuses methods that average parameters (``fedavg``, ``hermes``, ``dm-pfl``,
+  ``mtfl``, ...) on a swarm of mixed architectures;
+- checks the dataset name, its options and, for real datasets, that its folder
+  holds files; that a synthetic pool can give every node ``data.min_samples``;
+- checks the output folder: a folder (not a file), writable, and empty unless
+  resuming.
+
+Errors are :class:`~fol.errors.ConfigError` / :class:`~fol.errors.DataError`
+(or the contact side's own), one line naming the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from contact_sim.scenario import check_contact_scenario
+from fol.data.registry import check_dataset
+from fol.errors import ConfigError, DataError
+from fol.fileio import check_output_dir
+from fol.methods import get_method
+from fol.nodedata import dataset_options
+from fol.simulation.scenario import SwarmScenario
+
+__all__ = ["CheckReport", "check_scenario", "check_run_folder", "node_architectures"]
+
+
+@dataclass
+class CheckReport:
+    """What the check established about a scenario."""
+
+    nodes: list[str]
+    archs: list[str]
+    methods: list[str]
+
+    def summary(self, scn: SwarmScenario) -> str:
+        kinds = sorted(set(self.archs))
+        return (f"{scn.source}: OK — {len(self.nodes)} learning nodes ({scn.contact.kind}), architectures "
+                f"{', '.join(kinds)}, dataset {scn.data.dataset} ({scn.data.partition} partition), "
+                f"methods {', '.join(self.methods)}, seeds {scn.seeds}")
+
+
+def node_architectures(scn: SwarmScenario, names: list[str], planes: list[int] | None) -> list[str]:
+    """The architecture of each learning node: explicit override, else the rule."""
+    archs = scn.models.archs
+    out = []
+    for k, name in enumerate(names):
+        if name in scn.models.nodes:
+            out.append(scn.models.nodes[name])
+        elif scn.models.rule == "plane" and planes is not None and planes[k] >= 0:
+            out.append(archs[planes[k] % len(archs)])
+        else:
+            out.append(archs[k % len(archs)])
+    unknown = sorted(set(scn.models.nodes) - set(names))
+    if unknown:
+        raise ConfigError(f"models.nodes.{unknown[0]}: no learning node of that name")
+    return out
+
+
+def check_run_folder(out: Path, resume: bool = False) -> None:
+    """``out`` can hold a run: a writable folder or a name that can be created,
+    empty unless ``resume`` (which needs the folder). Nothing is created."""
+    out = Path(out)
+    if resume and not out.is_dir():
+        raise ConfigError(f"--resume {out}: no such folder")
+    check_output_dir(out, ConfigError)
+    if not resume and out.is_dir() and any(out.iterdir()):
+        raise ConfigError(f"output folder {out} is not empty; use --resume {out} to continue it, or another --out")
+
+
+def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool = False,
+                   check_data: bool = True) -> CheckReport:
+    """Validate ``scn`` (and the output folder ``out`` if given) without training;
+    see the module docstring. ``check_data=False`` skips the dataset's presence."""
+    names, planes = check_contact_scenario(scn.contact)
+    archs = node_architectures(scn, names, planes)
+    if len(names) < 2:
+        raise ConfigError(f"{scn.source}: {len(names)} learning node(s); a swarm needs at least 2")
+
+    for name in scn.methods:
+        method = get_method(name, **scn.method_options.get(name, {}))
+        if type(method).one_architecture and len(set(archs)) > 1:
+            raise ConfigError(
+                f"methods.run: {name!r} averages parameters and needs one architecture for every node, but "
+                f"models gives {', '.join(sorted(set(archs)))}; drop {name!r} or use one architecture")
+
+    d = scn.data
+    if d.size is not None and not d.dataset.startswith("synthetic-"):
+        raise ConfigError(f"data.size: only applies to synthetic datasets, not {d.dataset!r}")
+    options = dataset_options(d.dataset, d.size, 0)
+    if d.image_size is not None:
+        options["image_size"] = d.image_size
+    if check_data:
+        check_dataset(d.dataset, d.root, **options)
+    if d.dataset.startswith("synthetic-") and d.partition == "dirichlet" and d.size is not None \
+            and d.size < len(names) * d.min_samples:
+        raise DataError(f"data.size: {d.size} images cannot give {len(names)} nodes data.min_samples = "
+                        f"{d.min_samples} each")
+
+    if out is not None:
+        check_run_folder(out, resume)
+    return CheckReport(names, archs, list(scn.methods))

@@ -1,0 +1,12 @@
+"""The bottom layer every package may import: small, dependency-free helpers
+(standard library only) that ``orbits``, ``contact_sim`` and ``fol`` share.
+
+- :mod:`swarmbase.tomlcheck`: reading TOML files and checking their tables,
+  with one message style (each package raises its own error type);
+- :mod:`swarmbase.fileio`: the one crash-safe file writer;
+- :mod:`swarmbase.units`: human-readable byte counts.
+
+It imports nothing from the project and no third-party package, so it sits
+below the layering rules (``orbits`` / ``contact_sim`` never import ``fol`` or
+torch; the learning core never imports ``orbits`` / ``contact_sim``).
+"""

@@ -1,0 +1,149 @@
+"""Crash-safe writes: a file is either its old content or its complete new
+content, never a torn mix. Used by the model format, the node agent's state and
+inbox, the simulation's results and reports, and the contact tables.
+
+Files are created with the process's normal permissions (``0o666`` minus the
+umask), like ``open(path, "w")`` would, not the private ``0o600`` of
+:func:`tempfile.mkstemp`.
+
+>>> import tempfile, pathlib, json
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "state.json"
+>>> write_json_atomic(p, {"round": 2})
+>>> json.loads(p.read_text())
+{'round': 2}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import IO, Any, Callable, Iterator
+
+__all__ = ["fsync_dir", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
+           "check_output_dir", "check_output_file"]
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (POSIX; a no-op where not possible)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike[str], text: bool = False) -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path`` for writing (binary, or UTF-8 text
+    with ``newline=""`` when ``text``); on a clean exit it is fsynced and
+    renamed over ``path``, on an error it is removed and ``path`` is untouched.
+    For large outputs written piece by piece (contact tables).
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.csv"
+    >>> with atomic_writer(p, text=True) as fh:
+    ...     _ = fh.write("a,b\\n")
+    >>> p.read_text()
+    'a,b\\n'
+    """
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    # O_EXCL with mode 0o666: the kernel applies the umask, as for any new file
+    while True:
+        tmp = folder / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+            break
+        except FileExistsError:  # pragma: no cover - 48 random bits collided
+            continue
+    try:
+        with (os.fdopen(fd, "w", encoding="utf-8", newline="") if text else os.fdopen(fd, "wb")) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(folder)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` through a fsynced temporary file in the same
+    folder and ``os.replace``; the temporary file never outlives a failure."""
+    with atomic_writer(path) as fh:
+        fh.write(data)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """:func:`atomic_write_bytes` of ``text`` encoded as UTF-8."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: Path, data: Any, *, allow_nan: bool = False,
+                      default: Callable[[Any], Any] | None = float) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (creating the folder).
+    NaN / infinity are refused unless ``allow_nan`` (they are not JSON)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, indent=1, sort_keys=True, allow_nan=allow_nan, default=default)
+    atomic_write_bytes(path, text.encode())
+
+
+def _creatable(path: Path, error: type[Exception], what: str) -> None:
+    """``path`` (absent) can be created: its nearest existing ancestor is a folder
+    in which a probe folder can be made (and is removed at once); permission bits
+    alone say nothing for root or on special file systems such as /proc."""
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise error(f"{what} {path}: cannot be created ({parent} is not a folder)")
+    probe = parent / f".probe-{secrets.token_hex(6)}"
+    try:
+        os.mkdir(probe)
+    except OSError as exc:
+        raise error(f"{what} {path}: cannot be created in {parent} ({exc.strerror})") from None
+    os.rmdir(probe)
+
+
+def check_output_dir(path: str | os.PathLike[str], error: type[Exception], *, empty: bool = False,
+                     what: str = "output folder") -> Path:
+    """Check, before any long work, that ``path`` can receive outputs: an existing
+    writable folder (empty if ``empty``) or a name that can be created. Nothing
+    is created; problems raise ``error`` with one line."""
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir():
+            raise error(f"{what} {path}: exists and is not a folder")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise error(f"{what} {path}: not writable")
+        if empty and any(path.iterdir()):
+            raise error(f"{what} {path}: is not empty")
+        return path
+    _creatable(path, error, what)
+    return path
+
+
+def check_output_file(path: str | os.PathLike[str], error: type[Exception], what: str = "output file") -> Path:
+    """Check, before any long work, that a file can be written at ``path``
+    (replacing a regular file is allowed; a folder there is not)."""
+    path = Path(path)
+    if path.is_dir():
+        raise error(f"{what} {path}: is a folder; expected a file name")
+    if path.exists() and not path.is_file():
+        raise error(f"{what} {path}: exists and is not a regular file")
+    if path.exists():
+        if not os.access(path.parent if str(path.parent) else ".", os.W_OK | os.X_OK):
+            raise error(f"{what} {path}: its folder is not writable")
+        return path
+    _creatable(path, error, what)
+    return path

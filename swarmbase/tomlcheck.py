@@ -1,0 +1,205 @@
+"""Reading TOML files and checking their tables: the one helper behind every
+configuration file of the project (contact scenarios, swarm scenarios, the node
+agent's configuration, FOL hyperparameter files).
+
+Each package raises its own error type, passed as ``error``; the message style
+is the same everywhere, one line naming the file, the table and the key::
+
+    scenario.toml: link.rate_bps: expected a positive number, got -1
+    scenario.toml: link: unknown key 'speed' (allowed: acquisition_s, model, rate_bps)
+
+>>> t = Table({"rate_bps": -1}, "link", {"rate_bps", "model"}, error=ValueError, source="a.toml")
+>>> t.str("model", "constant", choices=("constant", "shannon"))
+'constant'
+>>> t.num("rate_bps", positive=True)
+Traceback (most recent call last):
+...
+ValueError: a.toml: link.rate_bps: expected a positive number, got -1
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Iterable
+
+__all__ = ["Table", "read_toml", "check_input_file", "MAX_TOML_BYTES"]
+
+#: Configuration files larger than this are refused before parsing (bytes).
+MAX_TOML_BYTES = 4 * 1024 * 1024
+
+
+def check_input_file(path: str | os.PathLike[str], error: type[Exception], what: str = "file",
+                     max_bytes: int | None = None) -> Path:
+    """``path`` as a :class:`Path` if it names a readable regular file (at most
+    ``max_bytes``), else ``error`` with one line saying what is wrong."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise error(f"{path}: {what} not found") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what} ({exc.strerror})") from None
+    if path.is_dir():
+        raise error(f"{path}: is a directory; expected a {what}")
+    if not path.is_file():
+        raise error(f"{path}: not a regular file; expected a {what}")
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise error(f"{path}: {st.st_size} bytes; a {what} may have at most {max_bytes}")
+    return path
+
+
+def read_toml(path: str | os.PathLike[str], error: type[Exception], what: str = "TOML file"
+              ) -> tuple[dict[str, Any], str]:
+    """Parse a TOML file; returns ``(document, text)``. A missing file, a folder,
+    a file over :data:`MAX_TOML_BYTES`, non-UTF-8 bytes or invalid TOML raise
+    ``error`` with one line naming the file."""
+    path = check_input_file(path, error, what, MAX_TOML_BYTES)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise error(f"{path}: not a UTF-8 text file; expected a {what}") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what} ({exc.strerror})") from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{path}: invalid TOML ({exc})") from None
+    return doc, text
+
+
+def _number(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+class Table:
+    """Typed, checked access to one TOML table.
+
+    ``where`` names the table in messages (``"link"``, ``"ground_stations[0]"``,
+    ``""`` for the document's top level),
+    ``allowed`` (if given) the keys it may hold, ``source`` the file. Missing
+    optional keys return the given default, unchecked.
+    """
+
+    def __init__(self, data: Any, where: str, allowed: Iterable[str] | None = None, *,
+                 error: type[Exception], source: str | None = None) -> None:
+        self.where, self.error, self.source = where, error, source
+        if not isinstance(data, dict):
+            self._raise(f"{where or 'top level'}: expected a table, got {type(data).__name__}")
+        if allowed is not None:
+            allowed = set(allowed)
+            unknown = sorted(set(data) - allowed)
+            if unknown:
+                self._raise(f"{where or 'top level'}: unknown key {unknown[0]!r} "
+                            f"(allowed: {', '.join(sorted(allowed))})")
+        self.data: dict[str, Any] = data
+
+    # ---------------------------------------------------------------- errors
+    def _raise(self, message: str) -> None:
+        raise self.error(f"{self.source}: {message}" if self.source else message)
+
+    def fail(self, key: str, message: str) -> None:
+        """Raise the error for ``<where>.<key>: <message>``."""
+        self._raise(f"{self.where}.{key}: {message}" if self.where else f"{key}: {message}")
+
+    # ---------------------------------------------------------------- access
+    def __contains__(self, key: str) -> bool:
+        return key in self.data
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value as parsed, unchecked (like :meth:`dict.get`)."""
+        return self.data.get(key, default)
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def raw(self, key: str, default: Any = None, required: bool = False) -> Any:
+        """The value as parsed (no type check)."""
+        if key not in self.data:
+            if required:
+                self.fail(key, "missing (required)")
+            return default
+        return self.data[key]
+
+    def table(self, key: str, allowed: Iterable[str] | None = None) -> "Table":
+        """A sub-table (an empty one when absent), named ``<where>.<key>``."""
+        where = f"{self.where}.{key}" if self.where else key
+        return Table(self.data.get(key, {}), where, allowed, error=self.error, source=self.source)
+
+    def num(self, key: str, default: float | None = None, required: bool = False, *, positive: bool = False,
+            nonneg: bool = False, minimum: float | None = None, maximum: float | None = None) -> float | None:
+        """A finite number (int or float in the file), as float."""
+        v = self.raw(key, default, required)
+        if v is None or key not in self.data:
+            return v
+        if not _number(v):
+            self.fail(key, f"expected a number, got {v!r}")
+        if positive and v <= 0:
+            self.fail(key, f"expected a positive number, got {v}")
+        if nonneg and v < 0:
+            self.fail(key, f"expected a number >= 0, got {v}")
+        if minimum is not None and v < minimum or maximum is not None and v > maximum:
+            lo = "-inf" if minimum is None else f"{minimum:g}"
+            hi = "inf" if maximum is None else f"{maximum:g}"
+            self.fail(key, f"expected a number in {lo}..{hi}, got {v}")
+        return float(v)
+
+    def int(self, key: str, default: int | None = None, required: bool = False, *,
+            minimum: int | None = None, maximum: int | None = None) -> int | None:
+        """An integer within ``minimum..maximum``."""
+        v = self.raw(key, default, required)
+        if v is None or key not in self.data:
+            return v
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.fail(key, f"expected an integer, got {v!r}")
+        if minimum is not None and v < minimum:
+            self.fail(key, f"expected an integer >= {minimum}, got {v}")
+        if maximum is not None and v > maximum:
+            self.fail(key, f"expected an integer <= {maximum}, got {v}")
+        return v
+
+    def str(self, key: str, default: str | None = None, required: bool = False, *,
+            choices: Iterable[str] | None = None, nonempty: bool = False) -> str | None:
+        """A string, one of ``choices`` if given."""
+        v = self.raw(key, default, required)
+        if v is None or key not in self.data:
+            return v
+        if not isinstance(v, str):
+            self.fail(key, f"expected a string, got {v!r}")
+        if nonempty and not v.strip():
+            self.fail(key, "expected a non-empty string")
+        if choices is not None:
+            choices = tuple(choices)
+            if v not in choices:
+                self.fail(key, f"expected one of {', '.join(choices)}, got {v!r}")
+        return v
+
+    def bool(self, key: str, default: bool | None = None, required: bool = False) -> bool | None:
+        """``true`` or ``false``."""
+        v = self.raw(key, default, required)
+        if key in self.data and not isinstance(v, bool):
+            self.fail(key, f"expected true or false, got {v!r}")
+        return v
+
+    def str_list(self, key: str, default: list[str] | None = None, required: bool = False, *,
+                 what: str = "strings") -> list[str] | None:
+        """A non-empty list of strings."""
+        v = self.raw(key, default, required)
+        if v is None or key not in self.data:
+            return v
+        if not isinstance(v, list) or not v or not all(isinstance(x, str) for x in v):
+            self.fail(key, f"expected a non-empty list of {what}, got {v!r}")
+        return list(v)
+
+    def path(self, key: str, base: str | os.PathLike[str], required: bool = False) -> Path | None:
+        """A path string (``~`` expanded), relative ones resolved against ``base``."""
+        v = self.str(key, required=required, nonempty=True)
+        if v is None:
+            return None
+        p = Path(v).expanduser()
+        return p if p.is_absolute() else Path(base) / p

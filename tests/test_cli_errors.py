@@ -1,0 +1,116 @@
+"""User mistakes on the command line end in one line naming the command and
+what is wrong, exit status 2, no traceback; outputs are checked before any long
+work (issue 13, item 9)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from fol.cli import main
+from orbits import walker_delta
+from orbits.tle import format_tle, tle_checksum
+
+DATA = "dataset=synthetic-hurricane,nodes=2,node=0,size=200,image_size=16"
+
+
+def _tle_with(line: int, start: int, text: str) -> str:
+    """A valid 2-satellite TLE with columns ``start..`` (0-based) of element line
+    ``line`` of the first set replaced by ``text`` and the checksum recomputed."""
+    lines = format_tle(walker_delta(2, 1, 0, 550.0, 53.0, "2025-03-01T00:00:00Z")).splitlines()
+    k = 1 if line == 1 else 2
+    s = lines[k]
+    s = s[:start] + text + s[start + len(text):]
+    lines[k] = s[:68] + str(tle_checksum(s))
+    return "\n".join(lines) + "\n"
+
+
+def _tle_scenario(tmp: Path, tle_text: str | None = None, tle_dir: bool = False) -> Path:
+    if tle_dir:
+        (tmp / "shell.tle").mkdir()
+    else:
+        (tmp / "shell.tle").write_text(tle_text or "")
+    path = tmp / "tle.toml"
+    path.write_text('[constellation]\nkind = "tle"\ntle_file = "shell.tle"\n'
+                    '[time]\nstart = "2025-03-01T00:00:00Z"\nduration_s = 3600.0\n'
+                    '[link]\nmax_range_km = 5000.0\n')
+    return path
+
+
+def _waypoint_dir_scenario(tmp: Path) -> Path:
+    (tmp / "wp.csv").mkdir()
+    path = tmp / "drones.toml"
+    path.write_text('[drones]\nradio_range_km = 1.0\nwaypoints_csv = "wp.csv"\n[time]\nduration_s = 600.0\n')
+    return path
+
+
+def _personalize(tmp: Path, out: str) -> list[str]:
+    return ["personalize", "--model", str(tmp / "m.safetensors"), "--data", DATA, "--neighbors", str(tmp),
+            "--out", out]
+
+
+def _existing_file(tmp: Path) -> str:
+    (tmp / "taken").write_text("x")
+    return str(tmp / "taken")
+
+
+def _a_dir(tmp: Path) -> str:
+    (tmp / "adir").mkdir()
+    return str(tmp / "adir")
+
+
+CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
+    "pretrain --lr 1e9": (lambda t: ["pretrain", "--data", DATA, "--lr", "1e9", "--out", str(t / "m.safetensors")],
+                          "--lr"),
+    "pretrain --epochs 0": (lambda t: ["pretrain", "--data", DATA, "--epochs", "0", "--out", str(t / "m.st")],
+                            "--epochs"),
+    "pretrain --out DIR": (lambda t: ["pretrain", "--data", DATA, "--out", _a_dir(t)], "is a folder"),
+    "personalize --out /proc/x": (lambda t: _personalize(t, "/proc/x/out"), "--out /proc/x/out"),
+    "personalize --out FILE": (lambda t: _personalize(t, _existing_file(t)), "exists and is not a folder"),
+    "personalize --config DIR": (lambda t: _personalize(t, str(t / "o")) + ["--config", _a_dir(t)],
+                                 "is a directory"),
+    "contacts DIR": (lambda t: ["contacts", _a_dir(t)], "is a directory"),
+    "simulate DIR": (lambda t: ["simulate", _a_dir(t)], "is a directory"),
+    "agent --config DIR": (lambda t: ["agent", "--config", _a_dir(t)], "is a directory"),
+    "tle_file = DIR": (lambda t: ["contacts", str(_tle_scenario(t, tle_dir=True))], "is a directory"),
+    "waypoints_csv = DIR": (lambda t: ["contacts", str(_waypoint_dir_scenario(t))], "is a directory"),
+    "TLE letters in epoch": (lambda t: ["contacts", str(_tle_scenario(t, _tle_with(1, 20, "25O60.0")))],
+                             "epoch day"),
+    "TLE letters in B*": (lambda t: ["contacts", str(_tle_scenario(t, _tle_with(1, 53, " 1x345-3")))],
+                          "B* drag term"),
+    "TLE epoch day 999": (lambda t: ["contacts", str(_tle_scenario(t, _tle_with(1, 20, "999.00000000")))],
+                          "epoch day"),
+    "TLE inclination 999": (lambda t: ["contacts", str(_tle_scenario(t, _tle_with(2, 8, "999.0000")))],
+                            "inclination"),
+    "contacts error names command and file": (
+        lambda t: ["contacts", str(_tle_scenario(t, "garbage\n"))], "fol contacts: error: "),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_cli_user_error_is_one_line(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    build, needle = CASES[case]
+    argv = build(tmp_path)
+    code = main(argv)
+    captured = capsys.readouterr()
+    lines = [ln for ln in captured.err.splitlines() if ln.strip()]
+    assert code == 2, (code, captured.err)
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    assert lines[0].startswith(f"fol {argv[0]}: error: ") and needle in lines[0], lines[0]
+    if argv[0] == "contacts" and "scenario" not in case:
+        assert argv[1] in lines[0] or "shell.tle" in lines[0] or "wp.csv" in lines[0]
+
+
+def test_training_that_diverges_is_a_project_error() -> None:
+    import torch
+
+    from fol.errors import TrainingError
+    from fol.train import TrainConfig, fit
+
+    model = torch.nn.Linear(2, 2)
+    x = torch.randn(32, 2) * 1e20
+    y = torch.randint(0, 2, (32,))
+    with pytest.raises(TrainingError, match="non-finite"):
+        fit(model, (x, y), TrainConfig(epochs=3, lr=9.0, weight_decay=0.0))

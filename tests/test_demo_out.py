@@ -1,0 +1,61 @@
+"""``fol demo`` never deletes a folder it did not create in this run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import fol.simulation.runner as runner
+from fol.cli import main
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.fixture
+def captured(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Replace the (minutes-long) simulation by a stub recording its output folder."""
+    seen: list[Path] = []
+
+    def fake_run(scn, out, **kw):
+        seen.append(Path(out))
+        raise _Stop()
+
+    monkeypatch.setattr(runner, "run_simulation", fake_run)
+    return seen
+
+
+def _finished_run(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    (folder / "report.md").write_text("# a finished simulation the user keeps\n")
+    (folder / "results.csv").write_text("seed,node\n")
+
+
+def test_demo_out_with_a_finished_run_is_kept(tmp_path: Path, captured: list[Path]) -> None:
+    out = tmp_path / "precious"
+    _finished_run(out)
+    with pytest.raises(_Stop):
+        main(["demo", "--out", str(out)])
+    assert sorted(p.name for p in out.iterdir()) == ["report.md", "results.csv"]
+    assert (out / "report.md").read_text().startswith("# a finished simulation")
+
+
+def test_demo_default_folder_moves_on_instead_of_deleting(tmp_path: Path, captured: list[Path],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _finished_run(tmp_path / "fol-demo-out")
+    with pytest.raises(_Stop):
+        main(["demo"])
+    assert captured == [Path("fol-demo-out-2")]
+    assert (tmp_path / "fol-demo-out" / "report.md").exists()
+
+
+def test_demo_refuses_a_non_empty_out_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "precious"
+    _finished_run(out)
+    assert main(["demo", "--out", str(out)]) == 2  # the real run: its pre-run check refuses
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not empty" in err[-1] and "Traceback" not in err[-1]
+    assert (out / "report.md").exists()

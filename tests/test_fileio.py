@@ -1,0 +1,81 @@
+"""The one crash-safe writer: normal permissions (umask), and the contact
+tables, plots and the simulation's results go through it (a failed write
+leaves the previous file whole and no temporary file behind)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+import swarmbase.fileio as fileio
+from contact_sim import ContactPlan, LinkModel, WindowTable
+from swarmbase.fileio import atomic_write_bytes, atomic_writer, write_json_atomic
+
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def _mode(p: Path) -> int:
+    return stat.S_IMODE(p.stat().st_mode)
+
+
+def test_files_get_normal_permissions(tmp_path: Path, umask_022) -> None:
+    atomic_write_bytes(tmp_path / "a.bin", b"x")
+    write_json_atomic(tmp_path / "b.json", {"k": 1})
+    with atomic_writer(tmp_path / "c.csv", text=True) as fh:
+        fh.write("a,b\n")
+    assert [_mode(tmp_path / n) for n in ("a.bin", "b.json", "c.csv")] == [0o644] * 3
+    os.umask(0o077)
+    atomic_write_bytes(tmp_path / "d.bin", b"x")
+    assert _mode(tmp_path / "d.bin") == 0o600
+
+
+def _plan() -> ContactPlan:
+    w = WindowTable([0, 0], [1, 2], [100.0, 20.0], [700.0, 80.0], [100, 200], [150, 250], [0, 0])
+    return ContactPlan(["n0", "n1", "n2"], w, LinkModel("constant", 8e6, 10.0), [0.0, 1000.0])
+
+
+def _fail_replace(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fileio.os, "replace", boom)
+
+
+@pytest.mark.parametrize("writer", ["to_csv", "to_json", "png"])
+def test_contact_outputs_go_through_the_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, umask_022,
+                                               writer: str) -> None:
+    plan = _plan()
+    path = tmp_path / f"out.{writer}"
+
+    def write() -> None:
+        if writer == "png":
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+
+            from contact_sim.plotting import save_figure
+
+            fig, ax = plt.subplots()
+            ax.plot([0, 1], [0, 1])
+            save_figure(fig, path)
+        else:
+            getattr(plan, writer)(path)
+
+    write()
+    before = path.read_bytes()
+    assert before and _mode(path) == 0o644
+    plan.schedule(0, 1, 0, 1000)  # changes the JSON export (transfers)
+    _fail_replace(monkeypatch)
+    with pytest.raises(OSError, match="No space"):
+        write()
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
