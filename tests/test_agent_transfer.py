@@ -554,13 +554,14 @@ def test_a_failing_command_is_answered_and_the_agent_keeps_running(tmp_path: Pat
             agent.request("send", peer="sender")
         assert agent.running and agent.request("status")["node"] == "receiver"
 
-        # A full disk while a command runs, asked over the control socket.
+        # A full disk while a command writes the state, asked over the control socket.
         def full(*_a: Any, **_k: Any) -> None:
             raise OSError(28, "No space left on device")
 
+        monkeypatch.setattr(agent.inbox, "save", full)
+        with pytest.raises(ConfigError, match="command 'send' failed .*No space left on device"):
+            control_request(node.config(), "send", timeout_s=5, peer="sender")
         monkeypatch.setattr(agent.trust, "reload", full)
-        with pytest.raises(ConfigError, match="No space left on device"):
-            control_request(node.config(), "reload", timeout_s=5)
         with pytest.raises(ConfigError, match="No space left on device"):
             agent.request("reload")
         assert agent.running and control_request(node.config(), "status", timeout_s=5)["node"] == "receiver"
@@ -635,3 +636,21 @@ def test_a_failed_round_is_retried_with_back_off(tmp_path: Path, monkeypatch) ->
     (entry,) = status["history"]
     assert entry["trigger"] == "deadline (retry 1)"
     assert status["last_error"] is None and status["failed_attempts"] == 0
+
+
+def test_a_full_disk_while_storing_is_undone_and_not_held_against_the_sender(tmp_path: Path, pair, monkeypatch) -> None:
+    receiver, s_keys, _ = pair
+    model = _model_file(tmp_path / "m.safetensors", "sender", seed=1)
+    offer = offer_for_file("sender", model, 65536)
+
+    def full(*_a: Any, **_k: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(receiver.agent.inbox, "save", full)
+        res = _send(receiver, model, offer, s_keys)
+    assert res.status == "rejected" and "could not store the model (No space left on device)" in res.detail
+    assert receiver.inbox_files == [] and receiver.partial_files == []
+    assert receiver.agent.running and receiver.agent.request("status")["inbox"] == 0
+    again = _send(receiver, model, offer, s_keys)  # the receiver's fault is not remembered against the sender
+    assert again.status == "delivered", again.detail

@@ -362,7 +362,13 @@ class Inbox:
                   "file": self.relative(target), "time": time.time(), "producer": card.producer,
                   "arch": card.spec.arch}
         self.state.received[offer.model_id] = record
-        self.save()
+        try:
+            self.save()
+        except Exception:  # noqa: BLE001 - e.g. a full disk: undo, so that the sender's REJECT is the truth
+            del self.state.received[offer.model_id]
+            target.unlink(missing_ok=True)
+            self.discard_partial(sender, offer.model_id)
+            raise
         self.discard_partial(sender, offer.model_id)
         log.info("%s: stored %s from %s (%d bytes, round %d)", self.node_id, offer.model_id, sender, offer.size, offer.round)
         return record
