@@ -4,42 +4,56 @@ A model travels between nodes (and lives on disk) as a single safetensors file.
 The tensors are the model's ``state_dict``; the safetensors header's
 ``__metadata__`` carries, under the key ``"fol"``, a JSON *model card*::
 
-    {"format": "fol-model", "version": 1,
+    {"format": "fol-model", "version": 2,
      "spec": {"arch": "cnn-small", "num_classes": 2, "in_channels": 3,
               "input_size": 32, "options": {}},
      "class_names": ["fire", "no_fire"], "input_shape": [3, 32, 32],
      "producer": "sat-12", "round": 0, "pruned": false,
-     "sha256": "<hex digest of the tensors, see tensor_digest>", "extra": {}}
+     "sha256": "<hex digest of the card and the tensors, see model_digest>", "extra": {}}
 
 The spec (:class:`fol.models.ModelSpec`) is enough to rebuild the dense module
 tree; for a structurally pruned model (channels removed with torch-pruning) the
 tensor shapes themselves define the smaller tree (:func:`fol.models.resize_to_state`).
 That replaces torch-pruning's own save path, which is pickle.
 
-Loading validates the whole payload before any of it reaches the pipeline, and
-every failure is a :class:`fol.errors.CheckpointError` whose one-line message
-names the source (file path or ``<bytes>`` label) and what was expected:
+Loading validates the whole payload before any of it reaches the pipeline,
+cheapest checks first, and before any module is built; every failure is a
+:class:`fol.errors.CheckpointError` whose one-line message names the source
+(file path or ``<bytes>`` label) and what was expected. Nothing else leaves the
+loader: an unexpected exception while validating untrusted bytes is reported
+as a ``CheckpointError`` too. In order:
 
-* size over ``max_bytes`` (checked with ``os.stat`` before the file is read);
-* truncated, garbled or non-safetensors bytes; a header that is not JSON;
-* no ``"fol"`` card (a plain safetensors file), or a card that is invalid JSON,
-  of another format/version, names an unknown architecture or has fields that
-  disagree with each other (class names vs ``num_classes``, input shape vs spec);
-* tensors whose sha256 differs from the card's;
-* tensor dtypes other than float32 / float16 / bfloat16 (int64 only where the
-  model has an integer buffer such as BatchNorm's ``num_batches_tracked``);
-* non-finite values (NaN, +-Inf);
-* a missing or unexpected tensor, or a shape that differs from what the spec
-  builds (for a pruned model: larger than the dense layer, or shapes that do not
-  form a working network, found with a shape-only forward pass on the ``meta``
-  device).
+1. size over ``max_bytes`` (checked with ``os.stat`` before the file is read);
+2. the safetensors header: length at most :data:`MAX_HEADER_BYTES`, JSON at most
+   4 levels deep, at most :data:`MAX_TENSORS` tensors, dtypes limited to
+   float32 / float16 / bfloat16 / int64;
+3. the card: present, at most :data:`MAX_CARD_BYTES` characters, JSON at most
+   :data:`MAX_CARD_DEPTH` levels deep with at most :data:`MAX_CARD_ITEMS`
+   values, of this format and version, fields valid and consistent (class
+   names vs ``num_classes``, input shape vs spec);
+4. the architecture arguments within :data:`SPEC_LIMITS` (so a 500-byte card
+   cannot ask for 10,000 residual blocks);
+5. the tensors: a well-formed safetensors payload whose :func:`model_digest`
+   (sha256 over the card *and* the tensors) equals the card's ``sha256``, so
+   a changed class name, producer or round is detected like a changed weight;
+6. finite values (no NaN, +-Inf);
+7. the module tree of the spec, built on the ``meta`` device (no memory)
+   under a budget: building stops as soon as the tree needs more tensors than
+   the file holds; then every tensor must exist with the shape the spec
+   builds (for a pruned model: no larger than the dense layer, and shapes that
+   form a working network, found with a shape-only forward pass).
+
+Format versions: version 2 (this one) covers the whole card by the digest.
+Version 1 files (digest over the tensors only) are refused by the loader,
+since their card could have been altered unnoticed; a version-1 file you
+trust is converted with :func:`upgrade_model_file`.
 
 Floating tensors are loaded into a float32 model (float16 / bfloat16 payloads
 are cast up); the returned model is in eval mode.
 
 This project's choices (not from the FOL paper): one file per model (the
 optional ``<name>.json`` sidecar is for humans only and never read back), the
-card layout above, and :data:`DEFAULT_MAX_BYTES`.
+card layout above, the digest, and every limit named above.
 
 Example::
 
@@ -62,6 +76,7 @@ import json
 import logging
 import os
 import struct
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -73,6 +88,8 @@ from torch import nn
 from fol.errors import CheckpointError, ConfigError
 from fol.fileio import atomic_write_bytes
 from fol.models import ModelSpec, build_model, resize_to_state
+from fol.safejson import check_bounds
+from fol.safejson import loads as bounded_loads
 
 __all__ = [
     "FORMAT_NAME",
@@ -86,12 +103,17 @@ __all__ = [
     "load_model_bytes",
     "read_card",
     "tensor_digest",
+    "model_digest",
+    "upgrade_model_file",
+    "SPEC_LIMITS",
 ]
 
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "fol-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: The previous version (digest over the tensors only); read by :func:`upgrade_model_file` only.
+LEGACY_VERSION = 1
 
 #: Largest model file (bytes) accepted by default: 200 MB. ResNet-18 in float32
 #: is about 45 MB, the other architectures of the zoo are far smaller.
@@ -100,8 +122,27 @@ DEFAULT_MAX_BYTES = 200 * 1000 * 1000
 #: Largest safetensors JSON header (bytes). A ResNet-18 header is about 10 kB.
 MAX_HEADER_BYTES = 8 * 1024 * 1024
 
-#: Largest JSON model card (bytes) inside the header.
+#: Largest JSON model card (characters) inside the header.
 MAX_CARD_BYTES = 256 * 1024
+
+#: Deepest nesting of the card's JSON (containers) and most values in it.
+MAX_CARD_DEPTH = 16
+MAX_CARD_ITEMS = 20_000
+
+#: Most tensors in one model file (ResNet-18 has 122, the largest spec
+#: :data:`SPEC_LIMITS` allows about 3,200).
+MAX_TENSORS = 4096
+
+#: Upper bounds on the architecture arguments a card may ask for, checked
+#: before any module is built: ``field: maximum`` for the spec's integers and
+#: ``option: (maximum, most list entries)`` for its options. Far above the zoo's
+#: presets (ResNet-18: 64-512 channels; resnet-small: 3 stages of 1 block).
+SPEC_LIMITS: dict[str, Any] = {
+    "num_classes": 10_000,
+    "in_channels": 64,
+    "input_size": 4096,
+    "options": {"widths": (4096, 16), "hidden": (65_536, 1), "blocks": (16, 1)},
+}
 
 _METADATA_KEY = "fol"
 _FLOAT_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
@@ -180,9 +221,10 @@ class ModelCard:
         if not isinstance(self.extra, dict):
             raise ConfigError(f"model card field 'extra' must be a JSON object, got {type(self.extra).__name__}")
         try:
+            check_bounds(self.extra, max_depth=MAX_CARD_DEPTH - 1, max_items=MAX_CARD_ITEMS)
             json.dumps(self.extra, allow_nan=False)
         except (TypeError, ValueError) as exc:
-            raise ConfigError(f"model card field 'extra' is not plain JSON: {exc}") from None
+            raise ConfigError(f"model card field 'extra' is not plain JSON: {_one_line(exc)}") from None
 
     def to_dict(self) -> dict[str, Any]:
         """The card as JSON-ready data, including format name and version."""
@@ -209,7 +251,7 @@ class ModelCard:
             raise ConfigError(f"model card must be a JSON object, got {type(data).__name__}")
         if data.get("format") != FORMAT_NAME:
             raise ConfigError(f"model card format is {_short(data.get('format'))}, expected {FORMAT_NAME!r}")
-        if data.get("version") != FORMAT_VERSION or not _is_int(data.get("version")):
+        if data.get("version") not in (FORMAT_VERSION, LEGACY_VERSION) or not _is_int(data.get("version")):
             raise ConfigError(
                 f"model card version is {_short(data.get('version'))}, this toolkit reads version {FORMAT_VERSION}"
             )
@@ -254,6 +296,38 @@ def tensor_digest(state_dict: Mapping[str, torch.Tensor]) -> str:
     True
     """
     h = hashlib.sha256()
+    _hash_tensors(h, state_dict)
+    return h.hexdigest()
+
+
+def model_digest(card: "ModelCard | Mapping[str, Any]", state_dict: Mapping[str, torch.Tensor]) -> str:
+    """The sha256 (hex) a version-2 card carries: it covers the card and the tensors.
+
+    The card (a :class:`ModelCard`, or its :meth:`ModelCard.to_dict` form)
+    minus its ``sha256`` field is written as canonical JSON (sorted keys, no
+    spaces), length-prefixed and hashed, followed by the tensors exactly as
+    in :func:`tensor_digest`. Changing any card field (a class name, the
+    producer, the round, ``extra``) or any tensor changes the digest.
+
+    >>> spec = ModelSpec("cnn-small", num_classes=2)
+    >>> a = ModelCard(spec, ["fire", "no_fire"])
+    >>> b = ModelCard(spec, ["fire", "no_firf"])
+    >>> t = {"w": torch.zeros(2)}
+    >>> model_digest(a, t) == model_digest(a.to_dict(), t), model_digest(a, t) == model_digest(b, t)
+    (True, False)
+    """
+    data = dict(card.to_dict() if isinstance(card, ModelCard) else card)
+    data.pop("sha256", None)
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    h = hashlib.sha256()
+    h.update(b"fol-model-card\x00")
+    h.update(struct.pack("<Q", len(text)))
+    h.update(text)
+    _hash_tensors(h, state_dict)
+    return h.hexdigest()
+
+
+def _hash_tensors(h: Any, state_dict: Mapping[str, torch.Tensor]) -> None:
     for name in sorted(state_dict):
         t = state_dict[name].detach().cpu().contiguous()
         meta = f"{name}\x00{_DTYPE_NAMES.get(t.dtype, str(t.dtype))}\x00{list(t.shape)}".encode()
@@ -262,7 +336,6 @@ def tensor_digest(state_dict: Mapping[str, torch.Tensor]) -> str:
         h.update(meta)
         h.update(struct.pack("<Q", t.numel() * t.element_size()))
         h.update(raw)
-    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------- save
@@ -332,8 +405,12 @@ def _serialize(model: nn.Module, card: ModelCard, source: str, max_bytes: int) -
         raise CheckpointError(f"{source}: card must be a ModelCard, got {type(card).__name__}")
     tensors = {name: t.detach().cpu().contiguous().clone() for name, t in model.state_dict().items()}
     _check_tensors(tensors, source)
+    _check_spec_limits(card.spec, source)
+    if len(tensors) > MAX_TENSORS:
+        raise CheckpointError(f"{source}: model has {len(tensors)} tensors, over the limit of {MAX_TENSORS}")
     pruned, _ = _check_structure(card.spec, tensors, source, pruned=None)
-    final = replace(card, pruned=pruned, sha256=tensor_digest(tensors))
+    unsigned = replace(card, pruned=pruned, sha256="")
+    final = replace(unsigned, sha256=model_digest(unsigned, tensors))
     data = save(tensors, metadata={_METADATA_KEY: final.to_json()})
     if len(data) > max_bytes:
         raise CheckpointError(f"{source}: model is {len(data)} bytes, over the size limit of {max_bytes} bytes")
@@ -355,33 +432,41 @@ def read_card(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) 
     """The card of the model file at ``path``, reading only the header.
 
     Cheap (no tensor is read), so it suits deciding whether a received model
-    is worth loading. It does not verify the tensors: :func:`load_model` does.
+    is worth loading. It checks the header and the card (steps 1-4 of the
+    module docstring) but not the digest or the tensors: :func:`load_model` does.
     """
     source = str(path)
-    size = _stat_size(path, max_bytes)
-    try:
-        with open(path, "rb") as fh:
-            prefix = fh.read(8)
-            header_len = _header_length(prefix, size, source)
-            raw = fh.read(header_len)
-    except OSError as exc:
-        raise CheckpointError(f"{source}: cannot read model file ({exc.strerror or exc})") from None
-    return _card_from_header(_parse_header(raw, header_len, source), source)
+    with _only_project_errors(source):
+        size = _stat_size(path, max_bytes)
+        try:
+            with open(path, "rb") as fh:
+                prefix = fh.read(8)
+                header_len = _header_length(prefix, size, source)
+                raw = fh.read(header_len)
+        except OSError as exc:
+            raise CheckpointError(f"{source}: cannot read model file ({exc.strerror or exc})") from None
+        card, _ = _card_from_header(_parse_header(raw, header_len, source), source, legacy=True)
+        _check_spec_limits(card.spec, source)
+        return card
 
 
-def load_model(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) -> LoadedModel:
+def load_model(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES, *,
+               source: str | None = None) -> LoadedModel:
     """Validate and load the model file at ``path`` (see the module docstring).
 
     The size limit is checked with ``os.stat`` before the file is read.
+    ``source`` names the file in error messages (default: the path; the agent
+    passes a label so that no local path reaches a peer).
     """
-    source = str(path)
-    _stat_size(path, max_bytes)
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise CheckpointError(f"{source}: cannot read model file ({exc.strerror or exc})") from None
-    return load_model_bytes(data, max_bytes=max_bytes, source=source)
+    label = str(path) if source is None else source
+    with _only_project_errors(label):
+        _stat_size(path, max_bytes, label)
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise CheckpointError(f"{label}: cannot read model file ({exc.strerror or 'I/O error'})") from None
+        return _load_bytes(data, max_bytes, label, legacy=False)
 
 
 def load_model_bytes(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES, source: str = "<bytes>") -> LoadedModel:
@@ -390,6 +475,52 @@ def load_model_bytes(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES, source: st
 
     Never raises anything but :class:`fol.errors.CheckpointError` on bad bytes.
     """
+    with _only_project_errors(source):
+        return _load_bytes(data, max_bytes, source, legacy=False)
+
+
+def upgrade_model_file(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = None,
+                       max_bytes: int = DEFAULT_MAX_BYTES) -> ModelCard:
+    """Rewrite a version-1 model file you trust as version 2 (to ``out``, default in place).
+
+    Version 1 covered only the tensors by its digest; the tensors are checked
+    against it and every other check of the loader runs, but the card itself
+    cannot be verified: only upgrade files whose origin you trust. A file that
+    is already version 2 is loaded (fully checked) and written unchanged.
+    Returns the new card.
+    """
+    source = str(path)
+    with _only_project_errors(source):
+        _stat_size(path, max_bytes)
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise CheckpointError(f"{source}: cannot read model file ({exc.strerror or exc})") from None
+        loaded = _load_bytes(data, max_bytes, source, legacy=True)
+    return save_model(Path(out) if out is not None else Path(path), loaded.model, loaded.card, max_bytes=max_bytes)
+
+
+class _only_project_errors:
+    """Context manager: anything but a :class:`CheckpointError` raised while
+    validating untrusted bytes (a bug, ``MemoryError``, ``RecursionError``)
+    leaves as a one-line ``CheckpointError``; the traceback goes to the log."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None or isinstance(exc, CheckpointError) or not isinstance(exc, Exception):
+            return False
+        log.warning("%s: unexpected %s while validating a model", self.source, type(exc).__name__, exc_info=True)
+        raise CheckpointError(
+            f"{self.source}: model could not be validated ({type(exc).__name__}: {_one_line(exc)})"
+        ) from None
+
+
+def _load_bytes(data: Any, max_bytes: int, source: str, legacy: bool) -> LoadedModel:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise CheckpointError(f"{source}: model payload must be bytes, got {type(data).__name__}")
     data = bytes(data)
@@ -397,12 +528,16 @@ def load_model_bytes(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES, source: st
         raise CheckpointError(f"{source}: model is {len(data)} bytes, over the size limit of {max_bytes} bytes")
     header_len = _header_length(data[:8], len(data), source)
     header = _parse_header(data[8 : 8 + header_len], header_len, source)
-    card = _card_from_header(header, source)
+    card, raw_card = _card_from_header(header, source, legacy=legacy)
+    _check_spec_limits(card.spec, source)  # before any tensor is parsed or any module built
     tensors = _parse_tensors(data, source)
-    digest = tensor_digest(tensors)
+    if raw_card["version"] == LEGACY_VERSION:
+        digest, covers = tensor_digest(tensors), "tensor"
+    else:
+        digest, covers = model_digest(card, tensors), "model"
     if digest != card.sha256:
         raise CheckpointError(
-            f"{source}: tensor sha256 {digest[:16]}... does not match the card's {card.sha256[:16]}... "
+            f"{source}: {covers} sha256 {digest[:16]}... does not match the card's {card.sha256[:16]}... "
             f"(corrupted or tampered payload)"
         )
     _check_tensors(tensors, source)
@@ -411,8 +546,8 @@ def load_model_bytes(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES, source: st
     return LoadedModel(model, card)
 
 
-def _stat_size(path: str | os.PathLike[str], max_bytes: int) -> int:
-    source = str(path)
+def _stat_size(path: str | os.PathLike[str], max_bytes: int, source: str | None = None) -> int:
+    source = str(path) if source is None else source
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -444,15 +579,21 @@ def _parse_header(raw: bytes, header_len: int, source: str) -> dict[str, Any]:
     if len(raw) != header_len:
         raise CheckpointError(f"{source}: truncated model file (header cut short)")
     try:
-        header = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # {name: {"dtype", "shape": [...], "data_offsets": [...]}, "__metadata__": {key: str}}: 3 levels.
+        header = bounded_loads(raw, max_depth=3, max_items=12 * MAX_TENSORS + 64)
+    except ValueError as exc:
         raise CheckpointError(f"{source}: safetensors header is not valid JSON ({_one_line(exc)})") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{source}: safetensors header must be a JSON object, got {type(header).__name__}")
+    count = len(header) - ("__metadata__" in header)
+    if count > MAX_TENSORS:
+        raise CheckpointError(f"{source}: file lists {count} tensors, over the limit of {MAX_TENSORS}")
     return header
 
 
-def _card_from_header(header: dict[str, Any], source: str) -> ModelCard:
+def _card_from_header(header: dict[str, Any], source: str, legacy: bool) -> tuple[ModelCard, dict[str, Any]]:
+    """The validated card and its JSON object as read.
+    ``legacy``: also accept a version-1 card (:func:`read_card`, :func:`upgrade_model_file`)."""
     meta = header.get("__metadata__")
     if not isinstance(meta, dict) or _METADATA_KEY not in meta:
         raise CheckpointError(
@@ -464,16 +605,43 @@ def _card_from_header(header: dict[str, Any], source: str) -> ModelCard:
     if len(text) > MAX_CARD_BYTES:
         raise CheckpointError(f"{source}: model card is {len(text)} characters, over the limit of {MAX_CARD_BYTES}")
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
+        data = bounded_loads(text, max_depth=MAX_CARD_DEPTH, max_items=MAX_CARD_ITEMS)
+    except ValueError as exc:
         raise CheckpointError(f"{source}: model card is not valid JSON ({_one_line(exc)})") from None
     try:
         card = ModelCard.from_dict(data)
     except ConfigError as exc:
         raise CheckpointError(f"{source}: {_one_line(exc)}") from None
+    if data["version"] == LEGACY_VERSION and not legacy:
+        raise CheckpointError(
+            f"{source}: model card version 1 is not covered by the file's digest and is no longer loaded; "
+            f"this toolkit reads version {FORMAT_VERSION} (convert a file you trust with "
+            f"fol.checkpoint.upgrade_model_file)"
+        )
     if not card.sha256:
         raise CheckpointError(f"{source}: model card has an empty 'sha256', expected 64 hex digits")
-    return card
+    return card, data
+
+
+def _check_spec_limits(spec: ModelSpec, source: str) -> None:
+    """The architecture arguments within :data:`SPEC_LIMITS` (no module is built)."""
+    for name in ("num_classes", "in_channels", "input_size"):
+        value, limit = getattr(spec, name), SPEC_LIMITS[name]
+        if value > limit:
+            raise CheckpointError(f"{source}: spec {name} is {value}, over the loader's limit of {limit}")
+    for key, value in spec.options.items():
+        if key not in SPEC_LIMITS["options"]:
+            raise CheckpointError(f"{source}: spec option {key!r} has no loader limit; expected one of "
+                                  f"{', '.join(sorted(SPEC_LIMITS['options']))}")
+        maximum, entries = SPEC_LIMITS["options"][key]
+        values = value if isinstance(value, list) else [value]
+        if isinstance(value, list) and len(value) > entries:
+            raise CheckpointError(
+                f"{source}: spec option {key!r} has {len(value)} entries, over the loader's limit of {entries}"
+            )
+        for v in values:
+            if _is_int(v) and v > maximum:
+                raise CheckpointError(f"{source}: spec option {key!r} is {v}, over the loader's limit of {maximum}")
 
 
 def _parse_tensors(data: bytes, source: str) -> dict[str, torch.Tensor]:
@@ -500,11 +668,64 @@ def _check_tensors(tensors: Mapping[str, torch.Tensor], source: str) -> None:
             raise CheckpointError(f"{source}: tensor {name!r} has {bad} non-finite value(s) (NaN or Inf)")
 
 
-def _meta_model(spec: ModelSpec, source: str) -> nn.Module:
-    """The dense model of ``spec`` on the ``meta`` device (no memory, no init cost)."""
+class _OverBudget(Exception):
+    """Raised from a registration hook to stop building a module tree."""
+
+
+class _TensorBudget:
+    """Count the parameters and buffers registered by modules built in this
+    thread (torch's global registration hooks) and stop the build, by raising
+    :class:`_OverBudget`, once there are more than ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+        self.owner = threading.get_ident()
+        self.handles: list[Any] = []
+
+    def _hook(self, module: nn.Module, name: str, tensor: Any) -> None:
+        if tensor is None or threading.get_ident() != self.owner:
+            return
+        self.count += 1
+        if self.count > self.limit:
+            raise _OverBudget(self.limit)
+
+    def __enter__(self) -> "_TensorBudget":
+        from torch.nn.modules import module as torch_module
+
+        self.handles = [torch_module.register_module_parameter_registration_hook(self._hook),
+                        torch_module.register_module_buffer_registration_hook(self._hook)]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+#: Extra registrations a builder may make beyond its final state dict
+#: (torchvision models build a stem layer and then replace it).
+_BUILD_SLACK = 16
+
+
+def _meta_model(spec: ModelSpec, source: str, max_tensors: int | None = None) -> nn.Module:
+    """The dense model of ``spec`` on the ``meta`` device (no memory, no init cost).
+
+    With ``max_tensors`` (the number of tensors the file holds) the build stops
+    as soon as the tree needs clearly more, so its cost is bounded by the file.
+    """
+    budget = _TensorBudget(max_tensors + _BUILD_SLACK) if max_tensors is not None else None
     try:
         with torch.device("meta"):
-            return build_model(spec)
+            if budget is None:
+                return build_model(spec)
+            with budget:
+                return build_model(spec)
+    except _OverBudget:
+        raise CheckpointError(
+            f"{source}: spec {spec.arch!r} with options {_short(spec.options)} needs more than "
+            f"{budget.limit if budget else 0} tensors, the file holds {max_tensors} "
+            f"(architecture arguments do not match the tensors)"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - the spec is untrusted input (e.g. absurd option values)
         raise CheckpointError(f"{source}: cannot build {spec.arch!r} from the card ({_one_line(exc)})") from None
 
@@ -516,7 +737,7 @@ def _check_structure(
     are pruned and the matching module tree on the ``meta`` device. With
     ``pruned=None`` the flag is inferred (saving); with a bool it must agree with
     the shapes (loading)."""
-    model = _meta_model(spec, source)
+    model = _meta_model(spec, source, max_tensors=len(tensors))
     dense = {name: t.detach() for name, t in model.state_dict().items()}
     missing = sorted(set(dense) - set(tensors))
     unexpected = sorted(set(tensors) - set(dense))
@@ -602,10 +823,6 @@ def _materialize(model: nn.Module, spec: ModelSpec, tensors: Mapping[str, torch.
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
 
 
 def _one_line(exc: BaseException, limit: int = 200) -> str:

@@ -149,6 +149,8 @@ def test_protocol_frames_round_trip_and_reject_garbage() -> None:
         [P.PROTOCOL, P.CHUNK, b"{}"],  # CHUNK without payload
         [P.PROTOCOL, P.OFFER, b"{}", b"extra"],
         [P.PROTOCOL, P.OFFER, b" " * (P.MAX_HEADER_BYTES + 1)],
+        [P.PROTOCOL, P.OFFER, b'{"a": ' * 9 + b"1" + b"}" * 9],  # nested deeper than MAX_HEADER_DEPTH
+        [P.PROTOCOL, P.OFFER, b"[" * 5000 + b"]" * 5000],
         [P.PROTOCOL],
     ]
     for frames in bad_frames:
@@ -156,7 +158,9 @@ def test_protocol_frames_round_trip_and_reject_garbage() -> None:
             P.decode(frames)
     for change, needle in [({"version": 2}, "version"), ({"sha256": "xyz"}, "sha256"), ({"size": 0}, "size"),
                            ({"sender": "a/b"}, "sender"), ({"model_id": "../x"}, "model_id"),
-                           ({"round": -1}, "round"), ({"spec": []}, "spec")]:
+                           ({"round": -1}, "round"), ({"spec": []}, "spec"),
+                           ({"spec": {"options": {"widths": [[1]]}}}, "spec"),
+                           ({"spec": {"options": {"widths": list(range(300))}}}, "spec")]:
         with pytest.raises(P.ProtocolError, match=needle):
             P.Offer.from_header({**offer.to_header(), **change})
 

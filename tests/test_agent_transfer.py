@@ -5,7 +5,12 @@ cut link, rejection of bad payloads, duplicates. Every test is bounded in time
 from __future__ import annotations
 
 import hashlib
+import os
+import json
+import re
+import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +22,7 @@ from fol.agent.keys import generate_keypair, load_keypair, revoke_key, trust_key
 from fol.agent.node import Agent
 from fol.agent.protocol import Offer
 from fol.agent.transfer import OutgoingTransfer, PeerLink, offer_for_file, send_model
-from fol.checkpoint import ModelCard, model_to_bytes, save_model, tensor_digest
+from fol.checkpoint import ModelCard, model_digest, model_to_bytes, save_model
 from fol.models import ModelSpec, build_model
 
 CLASSES = ["damage", "no_damage"]
@@ -40,8 +45,11 @@ def _wait(predicate: Any, timeout: float = 10.0, what: str = "condition") -> Non
 class Node:
     """Key pair + trust store + an exchange-only agent (no on-board training)."""
 
-    def __init__(self, root: Path, name: str, trusted: list[Path], **limits: Any) -> None:
+    def __init__(self, root: Path, name: str, trusted: list[Path], *, listen: str = "tcp://127.0.0.1:*",
+                 peers: list[dict[str, str]] | None = None, **limits: Any) -> None:
         self.name = name
+        self.listen = listen
+        self.peers = peers or []
         self.folder = root / name
         self.pub, self.sec = generate_keypair(root / "keys", name)
         self.keys = load_keypair(self.sec)
@@ -55,9 +63,10 @@ class Node:
 
     def config(self) -> AgentConfig:
         return AgentConfig.from_dict({
-            "node": {"id": self.name, "listen": "tcp://127.0.0.1:*", "secret_key": str(self.sec),
+            "node": {"id": self.name, "listen": self.listen, "secret_key": str(self.sec),
                      "trust_dir": str(self.trust_dir), "state_dir": str(self.folder / "state"),
                      "model": str(self.model)},
+            "peers": self.peers,
             "limits": self.limits,
             "trigger": {"on_board": False, "auto_send": False},
         }, source=f"{self.name}.toml")
@@ -241,7 +250,8 @@ def _nonfinite_payload() -> tuple[bytes, ModelCard]:
     spec = ModelSpec("cnn-small", num_classes=2)
     tensors = {k: v.detach().clone().contiguous() for k, v in build_model(spec, seed=3).state_dict().items()}
     tensors["features.0.weight"][0, 0, 0, 0] = float("nan")
-    card = ModelCard(spec=spec, class_names=CLASSES, producer="sender", sha256=tensor_digest(tensors))
+    card = ModelCard(spec=spec, class_names=CLASSES, producer="sender")
+    card = replace(card, sha256=model_digest(card, tensors))
     return save(tensors, metadata={"fol": card.to_json()}), card
 
 
@@ -305,6 +315,8 @@ def test_bad_payload_is_rejected_and_inbox_stays_clean(pair, case) -> None:
     res = _send(receiver, data, offer, s_keys)
     assert res.status == "rejected"
     assert reason in res.detail
+    # Peers get reasons, not the receiver's paths.
+    assert str(receiver.folder) not in res.detail and not re.search(r"(^|[\s'\"])/", res.detail), res.detail
     assert receiver.inbox_files == []
     assert receiver.partial_files == []
     status = receiver.agent.request("status")
@@ -382,3 +394,263 @@ def test_loopback_links_move_models_between_named_nodes(tmp_path: Path) -> None:
         with pytest.raises(FOLError, match="unknown loopback node 'sat-9'"):
             links.send("sat-1", "sat-9", a)
     assert len(list((tmp_path / "links" / "sat-3" / "inbox").rglob("*.safetensors"))) == 2
+
+
+# ---------------------------------------------------------------------------- hostile peers
+
+
+def _hostile_payload(card_edit: Any) -> bytes:
+    """A real cnn-small model whose card is edited after signing, then re-signed
+    with whatever digest the toolkit of the day checks (an attacker can compute it)."""
+    from safetensors.torch import save
+
+    import fol.checkpoint as ck
+
+    spec = ModelSpec("cnn-small", num_classes=2)
+    tensors = {k: v.detach().clone().contiguous() for k, v in build_model(spec, seed=3).state_dict().items()}
+    card = ModelCard(spec=spec, class_names=CLASSES, producer="sender").to_dict()
+    digest = getattr(ck, "model_digest", None)
+    card["sha256"] = digest(ModelCard.from_dict(card), tensors) if digest else ck.tensor_digest(tensors)
+    return save(tensors, metadata={"fol": card_edit(json.dumps(card))})
+
+
+def test_a_rejected_model_is_refused_again_without_a_byte(pair) -> None:
+    receiver, s_keys, _ = pair
+    huge = _hostile_payload(lambda text: text.replace('"options": {}', '"options": {"blocks": 10000}')
+                            .replace('"cnn-small"', '"resnet-small"'))
+    offer = Offer(sender="sender", model_id="evil-1", round=0,
+                  spec={"arch": "resnet-small", "num_classes": 2, "in_channels": 3, "input_size": 32,
+                        "options": {"blocks": 10000}},
+                  size=len(huge), sha256=hashlib.sha256(huge).hexdigest(), chunk_bytes=65536)
+    t0 = time.monotonic()
+    first = _send(receiver, huge, offer, s_keys, timeout_s=20)
+    assert first.status == "rejected" and first.bytes_served == len(huge)
+    assert time.monotonic() - t0 < 5  # the loader refuses it before building anything
+    again = _send(receiver, huge, offer, s_keys)
+    assert again.status == "rejected" and "rejected before" in again.detail
+    assert again.bytes_served == 0 and again.first_fetch_offset is None  # refused from memory, unread
+    renamed = _send(receiver, huge, Offer(**{**offer.to_header(), "model_id": "evil-2"}), s_keys)
+    assert renamed.status == "rejected" and renamed.bytes_served == 0  # same bytes under another id
+    assert receiver.partial_files == [] and receiver.inbox_files == []
+
+
+def test_nested_card_payload_gets_a_reject_and_leaves_no_partial_files(pair) -> None:
+    """Cards nested ~980 levels deep once made the loader raise RecursionError
+    inside the agent: no REJECT, partial files left behind. The exact depth
+    that overflows depends on the stack, so a range is tried."""
+    receiver, s_keys, _ = pair
+    for i, depth in enumerate(range(966, 1000, 3)):
+        nested = '{"a": ' * depth + "1" + "}" * depth
+        data = _hostile_payload(lambda text: text.replace('"extra": {}', f'"extra": {nested}')
+                                .replace('"version": 2', '"version": 1').replace('"round": 0', f'"round": {i}'))
+        offer = Offer(sender="sender", model_id=f"nested-{i}", round=i, spec=ModelSpec("cnn-small", 2).to_dict(),
+                      size=len(data), sha256=hashlib.sha256(data).hexdigest(), chunk_bytes=65536)
+        res = _send(receiver, data, offer, s_keys, timeout_s=5)
+        assert res.status == "rejected", (depth, res.status)
+        assert "nested deeper" in res.detail, res.detail
+        assert receiver.partial_files == [] and receiver.inbox_files == []
+    assert receiver.agent.running and receiver.agent.request("status")["inbox"] == 0
+
+
+def _partial_group(folder: Path, key: str, size: int, age_s: float, parts: tuple[str, ...] = (".part", ".json")) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    when = time.time() - age_s
+    for suffix in parts:
+        path = folder / f"{key}{suffix}"
+        path.write_bytes(b"x" * size if suffix == ".part" else b"{}")
+        os.utime(path, (when, when))
+
+
+def test_abandoned_partial_transfers_are_swept_by_age_and_size(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    s_pub, s_sec = generate_keypair(keys, "sender")
+    s_keys = load_keypair(s_sec)
+    model = _model_file(tmp_path / "m.safetensors", "sender", seed=1)
+    size = model.stat().st_size
+    receiver = Node(tmp_path, "receiver", [s_pub], partial_max_age_s=3600.0, partial_max_bytes=int(2.5 * size))
+    partial = receiver.folder / "state" / "partial"
+    _partial_group(partial, "a" * 32, 1000, age_s=2 * 86400)  # abandoned two days ago
+    _partial_group(partial, "b" * 32, 1000, age_s=600, parts=(".part",))  # its .json never written
+    _partial_group(partial, "c" * 32, size, age_s=300)  # recent, but the oldest of the two left
+    _partial_group(partial, "d" * 32, size // 2, age_s=100)
+    receiver.start()
+    try:
+        _wait(lambda: not (partial / ("a" * 32 + ".part")).exists(), what="sweep at start")
+        names = sorted(p.name for p in partial.iterdir())
+        assert names == sorted(f"{k * 32}{s}" for k in "cd" for s in (".part", ".json"))
+        # A new transfer needs room: the oldest abandoned one goes, the newer stays.
+        res = _send(receiver, model, offer_for_file("sender", model, 65536), s_keys)
+        assert res.status == "delivered", res.detail
+        assert sorted(p.name for p in partial.iterdir()) == [f"{'d' * 32}.json", f"{'d' * 32}.part"]
+    finally:
+        receiver.stop()
+
+
+def test_restarted_receiver_resumes_within_seconds(tmp_path: Path) -> None:
+    """The sender keeps the default 60 s transfer timeout; the receiver is
+    restarted mid-transfer and the model still arrives within seconds."""
+    from fol.agent.loopback import free_port
+
+    keys = tmp_path / "keys"
+    s_pub, s_sec = generate_keypair(keys, "sender")
+    s_keys = load_keypair(s_sec)
+    receiver = Node(tmp_path, "receiver", [s_pub], listen=f"tcp://127.0.0.1:{free_port()}", chunk_bytes=8192,
+                    window_chunks=2, sync_bytes=8192, chunk_timeout_s=0.5)
+    receiver.start()
+    model = _model_file(tmp_path / "big.safetensors", "sender", widths=(32, 64, 128))
+    transfer = OutgoingTransfer("receiver", offer_for_file("sender", model, 8192), model, offer_retry_s=0.3,
+                                transfer_timeout_s=60.0, deadline=time.monotonic() + 30)
+    read = transfer._src.read
+    transfer._src.read = lambda offset, length: (time.sleep(0.01), read(offset, length))[1]  # a slow link
+    ctx = zmq.Context()
+    link = PeerLink(ctx, "receiver", receiver.agent.listen_endpoint, s_keys, receiver.keys.public)
+    stop = threading.Event()
+
+    def sender() -> None:
+        link.add(transfer)
+        while not transfer.finished and not stop.is_set():
+            link.tick(time.monotonic())
+            if link.sock.poll(20):
+                link.handle(link.sock.recv_multipart(copy=False), time.monotonic())
+
+    thread = threading.Thread(target=sender, daemon=True)
+    thread.start()
+    try:
+        _wait(lambda: (s := receiver.agent.request("status")["incoming"]) and s[0]["bytes"] >= 10 * 8192,
+              what="10 chunks")
+        receiver.stop()
+        time.sleep(0.5)
+        restarted = time.monotonic()
+        receiver.start()
+        _wait(lambda: transfer.finished, timeout=15.0, what="delivery after the restart")
+        elapsed = time.monotonic() - restarted
+        assert transfer.status == "delivered", transfer.detail
+        stored = receiver.folder / "state" / "inbox" / "round-0" / "sender.safetensors"
+        assert stored.read_bytes() == model.read_bytes()
+        assert elapsed < 10.0, elapsed
+    finally:
+        stop.set()
+        thread.join(10)
+        link.close()
+        ctx.term()
+        receiver.stop()
+
+
+# ---------------------------------------------------------------------------- commands
+
+
+def test_a_failing_command_is_answered_and_the_agent_keeps_running(tmp_path: Path, monkeypatch) -> None:
+    from fol.agent.node import control_request
+    from fol.errors import ConfigError
+
+    keys = tmp_path / "keys"
+    s_pub, _ = generate_keypair(keys, "sender")
+    node = Node(tmp_path, "receiver", [s_pub], peers=[{"id": "sender", "address": "tcp://127.0.0.1:9"}])
+    agent = node.start()
+    try:
+        # A model file gone from disk: 'send' cannot open it.
+        (node.folder / "state" / "models" / "round-0.safetensors").unlink()
+        with pytest.raises(ConfigError, match="command 'send' failed .*FileNotFoundError"):
+            agent.request("send", peer="sender")
+        assert agent.running and agent.request("status")["node"] == "receiver"
+
+        # A full disk while a command writes the state, asked over the control socket.
+        def full(*_a: Any, **_k: Any) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(agent.inbox, "save", full)
+        with pytest.raises(ConfigError, match="command 'send' failed .*No space left on device"):
+            control_request(node.config(), "send", timeout_s=5, peer="sender")
+        monkeypatch.setattr(agent.trust, "reload", full)
+        with pytest.raises(ConfigError, match="No space left on device"):
+            agent.request("reload")
+        assert agent.running and control_request(node.config(), "status", timeout_s=5)["node"] == "receiver"
+    finally:
+        node.stop()
+
+
+def test_requests_racing_a_stop_get_an_answer_or_an_error_at_once(tmp_path: Path) -> None:
+    from fol.errors import ConfigError
+
+    node = Node(tmp_path, "receiver", [])
+    agent = node.start()
+    outcomes: list[str] = []
+
+    def client() -> None:
+        for _ in range(200):
+            t0 = time.monotonic()
+            try:
+                agent.request("status", timeout=5)
+                outcomes.append("ok")
+            except ConfigError:
+                outcomes.append("error")
+            except Exception as exc:  # noqa: BLE001 - what the test is about
+                outcomes.append(f"{type(exc).__name__} after {time.monotonic() - t0:.1f} s")
+                return
+            if outcomes[-1] == "error":
+                return
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)
+    agent.request("stop")
+    for t in threads:
+        t.join(30)
+    node.agent = None
+    agent.stop()
+    assert all(o in ("ok", "error") for o in outcomes), [o for o in outcomes if o not in ("ok", "error")]
+    with pytest.raises(ConfigError, match="not running"):
+        agent.request("status")
+
+
+def test_a_failed_round_is_retried_with_back_off(tmp_path: Path, monkeypatch) -> None:
+    node = Node(tmp_path, "receiver", [], round_retry_s=0.3, round_retry_max_s=5.0)
+    cfg = node.config()
+    cfg = AgentConfig.from_dict({
+        "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", "secret_key": str(node.sec),
+                 "trust_dir": str(node.trust_dir), "state_dir": str(node.folder / "state"), "model": str(node.model),
+                 "data": "dataset=synthetic-hurricane,nodes=2,node=0,psi=0.5,per_node=20"},
+        "limits": node.limits, "trigger": {"auto_send": False, "deadline_s": 0.1}, "fol": {"rounds": 1},
+    }, source="receiver.toml")
+    agent = Agent(cfg)
+    calls: list[float] = []
+
+    def job(info: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            raise OSError(28, "No space left on device")
+        out = agent.inbox.root / "models" / f"round-{info['round']}.safetensors"
+        out.write_bytes(agent.inbox.path(info["current_model"]).read_bytes())
+        return {"round": info["round"], "trigger": info["trigger"], "model": agent.inbox.relative(out),
+                "report": "", "received": [], "used": [], "kept_local": True, "accuracy_line": "", "time": time.time()}
+
+    monkeypatch.setattr(agent, "_personalize_job", job)
+    agent.start()
+    try:
+        _wait(lambda: agent.request("status")["finished"], timeout=15.0, what="the retried round")
+        status = agent.request("status")
+    finally:
+        agent.stop()
+    assert len(calls) == 2 and calls[1] - calls[0] >= 0.3
+    (entry,) = status["history"]
+    assert entry["trigger"] == "deadline (retry 1)"
+    assert status["last_error"] is None and status["failed_attempts"] == 0
+
+
+def test_a_full_disk_while_storing_is_undone_and_not_held_against_the_sender(tmp_path: Path, pair, monkeypatch) -> None:
+    receiver, s_keys, _ = pair
+    model = _model_file(tmp_path / "m.safetensors", "sender", seed=1)
+    offer = offer_for_file("sender", model, 65536)
+
+    def full(*_a: Any, **_k: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(receiver.agent.inbox, "save", full)
+        res = _send(receiver, model, offer, s_keys)
+    assert res.status == "rejected" and "could not store the model (No space left on device)" in res.detail
+    assert receiver.inbox_files == [] and receiver.partial_files == []
+    assert receiver.agent.running and receiver.agent.request("status")["inbox"] == 0
+    again = _send(receiver, model, offer, s_keys)  # the receiver's fault is not remembered against the sender
+    assert again.status == "delivered", again.detail

@@ -29,6 +29,7 @@ from fol.checkpoint import (
     load_model,
     load_model_bytes,
     model_to_bytes,
+    model_digest,
     read_card,
     save_model,
     tensor_digest,
@@ -91,17 +92,22 @@ def _rebuild(
     fix_sha: bool = True,
 ) -> bytes:
     """Re-encode a valid payload after editing its card dict and / or tensors,
-    refreshing the card's sha256 unless ``fix_sha`` is False (so that each test
+    refreshing the card's sha256 (over the edited card and tensors) unless
+    ``fix_sha`` is False or the edit set the sha256 itself (so that each test
     hits exactly the check it is about)."""
     header = json.loads(data[8 : 8 + _header_len(data)])
     card_dict = json.loads(header["__metadata__"]["fol"])
     named = dict(st_load(data))
     if tensors is not None:
         tensors(named)
-    if fix_sha:
-        card_dict["sha256"] = tensor_digest(named)
+    original_sha = card_dict["sha256"]
     if card is not None:
         card(card_dict)
+    if fix_sha and card_dict.get("sha256", None) == original_sha:
+        try:  # the digest covers the card as the loader normalizes it
+            card_dict["sha256"] = model_digest(ModelCard.from_dict(card_dict), named)
+        except ConfigError:  # an invalid card: rejected before its digest is checked
+            pass
     return st_save(named, metadata={"fol": json.dumps(card_dict)})
 
 
@@ -140,11 +146,11 @@ def test_dense_round_trip_is_exact_with_all_card_fields(saved: tuple[Path, nn.Mo
     assert loaded.card == card
     assert card.spec == SPEC and card.class_names == tuple(CLASSES) and card.input_shape == (3, 16, 16)
     assert (card.producer, card.round, card.pruned, card.extra) == ("sat-1", 2, False, {"val_acc": 0.75})
-    assert card.sha256 == tensor_digest(model.state_dict())
+    assert card.sha256 == model_digest(card, model.state_dict())
     # The card travels inside the safetensors header, as JSON under "fol".
     data = path.read_bytes()
     meta = json.loads(data[8 : 8 + _header_len(data)])["__metadata__"]
-    assert json.loads(meta["fol"])["format"] == "fol-model" and json.loads(meta["fol"])["version"] == 1
+    assert json.loads(meta["fol"])["format"] == "fol-model" and json.loads(meta["fol"])["version"] == 2
 
 
 def test_read_card_reads_only_the_header(saved: tuple[Path, nn.Module, ModelCard]) -> None:
@@ -164,7 +170,7 @@ def test_bytes_round_trip_and_sidecar_is_not_needed(tmp_path: Path) -> None:
     loaded = load_model_bytes(data, source="peer uav-2")
     x = _inputs(SPEC)
     assert torch.equal(_outputs(loaded.model, x), _outputs(model, x))
-    assert loaded.card.sha256 == tensor_digest(model.state_dict()) and loaded.card.producer == "uav-2"
+    assert loaded.card.sha256 == model_digest(loaded.card, model.state_dict()) and loaded.card.producer == "uav-2"
 
     path = tmp_path / "uav-2.safetensors"
     written = save_model(path, model, card, sidecar=True)
@@ -261,9 +267,9 @@ def test_torch_pruning_model_round_trips_exactly(spec: ModelSpec, tmp_path: Path
         (lambda c: c["spec"].update(arch=["cnn"]), "unknown"),
         (lambda c: c["spec"].update(options={"depth": 3}), "depth"),
         (lambda c: c["spec"].update(options={"widths": [-4, 32]}), "widths"),
-        (lambda c: c["spec"].update(options={"hidden": 10**30}), "cnn-small"),
+        (lambda c: c["spec"].update(options={"hidden": 10**30}), "over the loader's limit of 65536"),
         (lambda c: c.update(format="onnx"), "format"),
-        (lambda c: c.update(version=2), "version"),
+        (lambda c: c.update(version=3), "version"),
         (lambda c: c.update(version=True), "version"),
         (lambda c: c.update(class_names=["a", "b"]), "class_names"),
         (lambda c: c.update(class_names=["a", "a", "b"]), "duplicate"),
@@ -467,6 +473,170 @@ def test_missing_paths_and_folders_are_rejected(tmp_path: Path) -> None:
     _assert_rejected(lambda: load_model_bytes("text", source="s"), "s", "bytes")  # type: ignore[arg-type]
 
 
+# ------------------------------------------- hostile cards: bounds, nesting, digest
+
+
+def _hostile_file(spec: dict, extra_json: str = "{}", tensors: dict | None = None) -> bytes:
+    """A tiny, otherwise well-formed file whose card asks for ``spec``; its
+    sha256 is right (an attacker can compute it), so only the bounds stop it."""
+    named = tensors if tensors is not None else {"w": torch.zeros(1)}
+    card = {"format": "fol-model", "version": 2, "spec": spec, "class_names": ["a", "b"], "input_shape": [3, 32, 32],
+            "producer": "x", "round": 0, "pruned": False, "sha256": "0" * 64, "extra": {}}
+    card["input_shape"] = [spec.get("in_channels", 3), spec.get("input_size", 32), spec.get("input_size", 32)]
+    if extra_json == "{}":
+        card["sha256"] = model_digest(ModelCard.from_dict(card), named)
+    text = json.dumps(card).replace('"extra": {}', f'"extra": {extra_json}')
+    return st_save(named, metadata={"fol": text})
+
+
+def _cost(call: Callable[[], Any]) -> tuple[float, float]:
+    """Wall time (s) of ``call``, and its peak traced allocation (MB) in a second run."""
+    import time
+    import tracemalloc
+
+    t0 = time.perf_counter()
+    call()
+    seconds = time.perf_counter() - t0
+    tracemalloc.start()
+    try:
+        call()
+        peak_mb = tracemalloc.get_traced_memory()[1] / 1e6
+    finally:
+        tracemalloc.stop()
+    return seconds, peak_mb
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"arch": "resnet-small", "options": {"blocks": 10_000}}, "'blocks' is 10000, over the loader's limit of 16"),
+        ({"arch": "resnet-small", "options": {"blocks": 200}}, "'blocks' is 200, over the loader's limit"),
+        ({"arch": "cnn", "options": {"widths": [50_000]}}, "'widths' is 50000, over the loader's limit of 4096"),
+        ({"arch": "cnn", "options": {"widths": [1] * 500}}, "'widths' has 500 entries, over the loader's limit"),
+        ({"arch": "cnn", "options": {"hidden": 10**9}}, "'hidden' is 1000000000, over the loader's limit"),
+        ({"arch": "cnn-small", "num_classes": 2, "input_size": 10**6}, "input_size is 1000000, over the loader's"),
+    ],
+)
+def test_huge_architecture_in_a_tiny_file_is_rejected_before_building(options: dict, fragment: str) -> None:
+    spec = {"arch": "cnn", "num_classes": 2, "in_channels": 3, "input_size": 32, **options}
+    data = _hostile_file(spec)
+    assert len(data) < 2000  # the issue's files were 460 bytes; the 500-widths one is ~1.9 kB
+
+    def load() -> None:
+        _assert_rejected(lambda: load_model_bytes(data, source="peer"), "peer", fragment)
+
+    seconds, peak_mb = _cost(load)
+    assert seconds < 0.05 and peak_mb < 50, (seconds, peak_mb)
+
+
+def test_architecture_within_bounds_is_checked_against_the_file_while_building() -> None:
+    """The largest spec the bounds allow (16 stages of 16 residual blocks) with one
+    tensor in the file: the build stops after a few layers, not 256 blocks."""
+    spec = {"arch": "resnet-small", "num_classes": 2, "in_channels": 3, "input_size": 32,
+            "options": {"blocks": 16, "widths": [16] * 16}}
+    data = _hostile_file(spec)
+
+    def load() -> None:
+        _assert_rejected(lambda: load_model_bytes(data, source="peer"), "peer", "the file holds 1")
+
+    seconds, peak_mb = _cost(load)
+    assert seconds < 0.5 and peak_mb < 50, (seconds, peak_mb)
+
+
+def _nested(depth: int) -> str:
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+@pytest.mark.parametrize("depth", [17, 980, 990, 5000])
+def test_deeply_nested_card_is_a_checkpoint_error(depth: int, tmp_path: Path) -> None:
+    spec = {"arch": "cnn-small", "num_classes": 2, "in_channels": 3, "input_size": 32, "options": {}}
+    data = _hostile_file(spec, extra_json=_nested(depth))
+    _assert_rejected(lambda: load_model_bytes(data, source="peer"), "peer", "nested deeper than 16 levels")
+    path = _write(tmp_path, data)
+    _assert_rejected(lambda: read_card(path), str(path), "nested deeper")
+    _assert_rejected(lambda: load_model(path), str(path), "nested deeper")
+
+
+def test_deeply_nested_extra_is_a_config_error_when_built_in_code() -> None:
+    extra: dict = {}
+    inner = extra
+    for _ in range(3000):
+        inner["a"] = {}
+        inner = inner["a"]
+    with pytest.raises(ConfigError, match="nested deeper"):
+        ModelCard(SPEC, CLASSES, extra=extra)
+
+
+def test_unexpected_errors_inside_the_loader_leave_as_checkpoint_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    import fol.checkpoint as ck
+
+    def boom(*_a: Any, **_k: Any) -> Any:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(ck, "_check_tensors", boom)
+    _assert_rejected(lambda: load_model_bytes(_valid_payload(), source="peer"), "peer", "RecursionError")
+
+
+def test_personalize_skips_a_neighbour_with_a_nested_card(tmp_path: Path) -> None:
+    from fol.personalize_cli import scan_neighbours
+
+    folder = tmp_path / "neighbours"
+    folder.mkdir()
+    save_model(folder / "good.safetensors", _model(), spec=SPEC, class_names=CLASSES, producer="good")
+    spec = {"arch": "cnn-small", "num_classes": 2, "in_channels": 3, "input_size": 32, "options": {}}
+    _write(folder, _hostile_file(spec, extra_json=_nested(980)), "nested.safetensors")
+    received, skipped = scan_neighbours(folder)
+    assert [r.name for r in received] == ["good"]
+    assert [s["file"] for s in skipped] == ["nested.safetensors"] and "nested deeper" in skipped[0]["reason"]
+
+
+def _flip_in_card(data: bytes, old: bytes, new: bytes) -> bytes:
+    """Replace one occurrence of ``old`` inside the card (same length: the header length stays)."""
+    assert len(old) == len(new)
+    n = _header_len(data)
+    header = data[8 : 8 + n]
+    assert header.count(old) == 1, old
+    return data[:8] + header.replace(old, new) + data[8 + n :]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [(b"fire", b"fise"), (b"smoke", b"smoka"), (b"sat-1", b"sat-7"), (b'round\\": 2', b'round\\": 3'),
+     (b"0.75", b"0.95")],
+)
+def test_a_changed_card_byte_fails_the_digest(old: bytes, new: bytes, saved: tuple[Path, nn.Module, ModelCard]) -> None:
+    path, _, _ = saved
+    path.write_bytes(_flip_in_card(path.read_bytes(), old, new))
+    _assert_rejected(lambda: load_model(path), str(path), "model sha256")
+
+
+def _v1_file(path: Path, model: nn.Module, class_names: list[str]) -> Path:
+    named = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    card = {**ModelCard(SPEC, class_names, producer="old").to_dict(), "version": 1, "sha256": tensor_digest(named)}
+    path.write_bytes(st_save(named, metadata={"fol": json.dumps(card)}))
+    return path
+
+
+def test_version_1_files_are_refused_and_can_be_upgraded(tmp_path: Path) -> None:
+    from fol.checkpoint import upgrade_model_file
+
+    model = _model(seed=4)
+    old = _v1_file(tmp_path / "old.safetensors", model, CLASSES)
+    _assert_rejected(lambda: load_model(old), str(old), "version 1 is not covered by the file's digest")
+    assert read_card(old).producer == "old"  # the header can still be inspected
+    new = tmp_path / "new.safetensors"
+    card = upgrade_model_file(old, new)
+    loaded = load_model(new)
+    assert loaded.card == card and card.sha256 == model_digest(card, model.state_dict())
+    x = _inputs(SPEC)
+    assert torch.equal(_outputs(loaded.model, x), _outputs(model, x))
+    # Upgrading still checks the tensors against the version-1 digest.
+    bad = bytearray(old.read_bytes())
+    bad[-3] ^= 0x40
+    broken = _write(tmp_path, bytes(bad), "broken.safetensors")
+    _assert_rejected(lambda: upgrade_model_file(broken, tmp_path / "x.safetensors"), str(broken), "tensor sha256")
+
+
 # ------------------------------------------------------------------------ fuzz
 
 FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None,
@@ -486,7 +656,7 @@ def _load_or_reject(data: bytes) -> None:
         assert str(exc).startswith("fuzz: ") and "\n" not in str(exc)
         return
     assert isinstance(result, LoadedModel) and isinstance(result.model, nn.Module)
-    assert result.card.sha256 == tensor_digest(result.model.state_dict())  # float32 payloads: digest survives
+    assert result.card.sha256 == model_digest(result.card, result.model.state_dict())  # float32: digest survives
 
 
 @FUZZ

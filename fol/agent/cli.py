@@ -104,7 +104,9 @@ def format_status(status: dict[str, Any]) -> str:
         lines.append(f"  round {h['round']} ({h['trigger']}): used {', '.join(h['used']) or 'none'} -> {h['model']} "
                      f"{h.get('accuracy_line', '')}".rstrip())
     if status.get("last_error"):
-        lines.append(f"last error: {status['last_error']}")
+        retry = status.get("retry_in_s")
+        lines.append(f"last error: {status['last_error']}"
+                     + (f" (automatic retry in {retry:.0f} s)" if retry is not None and not status["finished"] else ""))
     return "\n".join(lines)
 
 

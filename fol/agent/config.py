@@ -31,6 +31,11 @@ has the same layout)::
     transfer_timeout_s = 60.0               # stalled this long: give up the slot (resumable)
     offer_retry_s = 2.0                     # repeat an unanswered OFFER after this long
     sync_bytes = 4194304                    # fsync + record the confirmed offset every this many bytes
+    partial_max_bytes = 1000000000          # partial/ folder cap; oldest abandoned transfers go first
+    partial_max_age_s = 86400.0             # abandoned partial transfers older than this are deleted
+    reject_memory_s = 3600.0                # a rejected model (id or bytes) from a peer is refused unread this long
+    round_retry_s = 30.0                    # a failed round is retried after this long, doubling each time ...
+    round_retry_max_s = 1800.0              # ... up to this
 
     [trigger]
     models = 2          # personalize when Q models of the round arrived (default: min(#peers, fol.max_neighbours))
@@ -90,7 +95,7 @@ class PeerConfig:
 
 @dataclass(frozen=True)
 class Limits:
-    """Transfer limits (bytes, seconds); see the module docstring."""
+    """Transfer, storage and retry limits (bytes, seconds); see the module docstring."""
 
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     max_concurrent_transfers: int = 4
@@ -100,6 +105,11 @@ class Limits:
     transfer_timeout_s: float = 60.0
     offer_retry_s: float = 2.0
     sync_bytes: int = 4 * 1024 * 1024
+    partial_max_bytes: int = 1000 * 1000 * 1000
+    partial_max_age_s: float = 24 * 3600.0
+    reject_memory_s: float = 3600.0
+    round_retry_s: float = 30.0
+    round_retry_max_s: float = 1800.0
 
     def __post_init__(self) -> None:
         _check_numbers(self, "limits")

@@ -8,6 +8,7 @@ Everything a node must not lose lives in its state folder::
     reports/round-<e>.json           the report of personalization round e
     inbox/round-<r>/<sender>.safetensors   verified models received from peers
     partial/<key>.part, <key>.json   transfers in progress and their confirmed offset
+                                     (swept by age and size: :meth:`Inbox.sweep_partials`)
 
 A received payload reaches the inbox only through :meth:`Inbox.commit`: the
 temporary file's sha256 must equal the offer's, the safe loader
@@ -42,6 +43,8 @@ __all__ = ["AgentState", "Inbox", "file_sha256", "STATE_FORMAT"]
 log = logging.getLogger(__name__)
 
 STATE_FORMAT = "fol-agent-state"
+#: Age (s) after which an incomplete partial transfer (or a stray file in ``partial/``) is deleted.
+STRAY_AGE_S = 60.0
 STATE_VERSION = 1
 MODEL_SUFFIX = ".safetensors"
 
@@ -202,11 +205,12 @@ class Inbox:
 
     # ------------------------------------------------------------------ partial transfers
 
-    def _partial_key(self, sender: str, model_id: str) -> str:
+    def partial_key(self, sender: str, model_id: str) -> str:
+        """The file name stem of a transfer's partial files (no peer-chosen text reaches the file system)."""
         return hashlib.sha256(f"{sender}\0{model_id}".encode()).hexdigest()[:32]
 
     def partial_paths(self, sender: str, model_id: str) -> tuple[Path, Path]:
-        key = self._partial_key(sender, model_id)
+        key = self.partial_key(sender, model_id)
         return self.root / "partial" / f"{key}.part", self.root / "partial" / f"{key}.json"
 
     def open_partial(self, sender: str, offer: Offer) -> tuple[Path, int]:
@@ -245,6 +249,62 @@ class Inbox:
         for p in self.partial_paths(sender, model_id):
             p.unlink(missing_ok=True)
 
+    def sweep_partials(self, *, max_age_s: float, max_bytes: int, keep: set[str] | frozenset[str] = frozenset(),
+                       need_bytes: int = 0, now: float | None = None) -> bool:
+        """Delete abandoned partial transfers; True if ``need_bytes`` more fit under ``max_bytes``.
+
+        A transfer's files (``<key>.part``, ``<key>.json`` and temporary files of
+        their atomic writes) are deleted when their newest modification is older
+        than ``max_age_s``, or older than :data:`STRAY_AGE_S` when incomplete
+        (one of the pair missing) or not a transfer's file at all. Then, if the
+        folder's size plus ``need_bytes`` is over ``max_bytes``, the oldest
+        transfers are deleted until it fits. Keys in ``keep`` (transfers that
+        are running or about to resume) are never touched; their bytes are
+        expected to be part of ``need_bytes``. Disk errors are logged, not raised.
+        """
+        now = time.time() if now is None else now
+        groups: dict[str, list[tuple[Path, int, float]]] = {}
+        try:
+            for path in (self.root / "partial").iterdir():
+                st = path.stat()
+                key = path.name.lstrip(".").split(".")[0]
+                groups.setdefault(key, []).append((path, st.st_size, st.st_mtime))
+        except OSError as exc:
+            log.warning("%s: cannot list partial transfers: %s", self.node_id, exc)
+            return False
+        removed: list[str] = []
+        total = 0
+
+        def drop(key: str, why: str) -> None:
+            for path, _, _ in groups.pop(key):
+                path.unlink(missing_ok=True)
+            removed.append(f"{key} ({why})")
+
+        try:
+            for key in [k for k in groups if k not in keep]:
+                files = groups[key]
+                age = now - max(m for _, _, m in files)
+                names = {p.name for p, _, _ in files}
+                complete = names == {f"{key}.part", f"{key}.json"}
+                if age > max_age_s:
+                    drop(key, f"abandoned {age:.0f} s ago")
+                elif not complete and age > STRAY_AGE_S:
+                    drop(key, "incomplete")
+            total = sum(size for key, files in groups.items() if key not in keep for _, size, _ in files)
+            by_age = sorted((k for k in groups if k not in keep), key=lambda k: max(m for _, _, m in groups[k]))
+            while total + need_bytes > max_bytes and by_age:
+                key = by_age.pop(0)
+                total -= sum(size for _, size, _ in groups[key])
+                drop(key, "partial folder over its size limit")
+        except OSError as exc:
+            log.warning("%s: cannot sweep partial transfers: %s", self.node_id, exc)
+            return False
+        finally:
+            if removed:
+                log.info("%s: removed %d abandoned partial transfer(s): %s", self.node_id, len(removed),
+                         ", ".join(removed))
+        return total + need_bytes <= max_bytes
+
     # ------------------------------------------------------------------ commit
 
     def inbox_path(self, sender: str, model_round: int) -> Path:
@@ -267,7 +327,7 @@ class Inbox:
         if digest != offer.sha256:
             raise ProtocolError(f"payload sha256 {digest[:16]}... does not match the offer's {offer.sha256[:16]}... "
                                 f"(corrupted or tampered in transit)")
-        card = load_model(part, max_bytes=self.max_payload_bytes).card
+        card = load_model(part, max_bytes=self.max_payload_bytes, source=f"model {offer.model_id}").card
         if card.round != offer.round:
             raise ProtocolError(f"model card says round {card.round}, the offer said {offer.round}")
         if card.spec.to_dict() != offer.spec:
@@ -287,23 +347,28 @@ class Inbox:
         On failure the partial file is deleted and the error re-raised; the inbox
         is untouched.
         """
+        target = self.inbox_path(sender, offer.round)
         try:
             card = self.verify(part, offer, digest)
-        except (CheckpointError, ProtocolError, OSError):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists():  # admitted offers never collide; be safe rather than overwrite
+                raise ProtocolError(f"the inbox already holds a round-{offer.round} model from {sender}")
+            os.replace(part, target)
+        except Exception:  # noqa: BLE001 - whatever went wrong, no partial file stays behind
             self.discard_partial(sender, offer.model_id)
             raise
-        target = self.inbox_path(sender, offer.round)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.exists():  # admitted offers never collide; be safe rather than overwrite
-            self.discard_partial(sender, offer.model_id)
-            raise ProtocolError(f"{target} already exists")
-        os.replace(part, target)
         fsync_dir(target.parent)
         record = {"sender": sender, "round": offer.round, "sha256": offer.sha256, "size": offer.size,
                   "file": self.relative(target), "time": time.time(), "producer": card.producer,
                   "arch": card.spec.arch}
         self.state.received[offer.model_id] = record
-        self.save()
+        try:
+            self.save()
+        except Exception:  # noqa: BLE001 - e.g. a full disk: undo, so that the sender's REJECT is the truth
+            del self.state.received[offer.model_id]
+            target.unlink(missing_ok=True)
+            self.discard_partial(sender, offer.model_id)
+            raise
         self.discard_partial(sender, offer.model_id)
         log.info("%s: stored %s from %s (%d bytes, round %d)", self.node_id, offer.model_id, sender, offer.size, offer.round)
         return record

@@ -118,6 +118,8 @@ class Agent:
 
         self._stop = threading.Event()
         self._commands: queue.Queue = queue.Queue()
+        self._commands_lock = threading.Lock()
+        self._accepting = True  # False once the loop has ended: request() then fails at once
         self._thread: threading.Thread | None = None
         self._in_run = False
         self._job: concurrent.futures.Future | None = None
@@ -125,6 +127,8 @@ class Agent:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._force = False
         self.last_error: str | None = None
+        self.failed_attempts = 0  # consecutive failed personalization attempts of the current round
+        self._retry_at = 0.0  # wall clock: no automatic trigger before this (back-off after a failure)
         self._node_data: Any = None
         self.links: dict[str, PeerLink] = {}
         self.closed = False
@@ -244,12 +248,21 @@ class Agent:
         return self._thread is not None and self._thread.is_alive()
 
     def request(self, command: str, timeout: float = 10.0, **args: Any) -> dict[str, Any]:
-        """Run a control command (:data:`COMMANDS`) in the loop thread and return its answer."""
-        if not self.running:
-            raise ConfigError(f"agent {self.node_id} is not running")
+        """Run a control command (:data:`COMMANDS`) in the loop thread and return its answer.
+
+        Every failure is a :class:`fol.errors.FOLError`: the command's own, the
+        agent not running (or stopping while the command waited), or no answer
+        within ``timeout`` s.
+        """
         fut: concurrent.futures.Future = concurrent.futures.Future()
-        self._commands.put((command, args, fut))
-        return fut.result(timeout)
+        with self._commands_lock:  # the loop cannot end between this check and the put
+            if not self.running or not self._accepting:
+                raise ConfigError(f"agent {self.node_id} is not running")
+            self._commands.put((command, args, fut))
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise ConfigError(f"agent {self.node_id} did not answer {command!r} within {timeout:.0f} s") from None
 
     def run(self) -> None:
         """The poll loop; returns after :meth:`stop` (or a ``stop`` command)."""
@@ -258,7 +271,19 @@ class Agent:
         try:
             self._loop()
         finally:
+            self._refuse_commands()
             self._shutdown()
+
+    def _refuse_commands(self) -> None:
+        """Stop accepting commands and answer every queued one with an error."""
+        with self._commands_lock:
+            self._accepting = False
+        while True:
+            try:
+                command, _, fut = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            fut.set_exception(ConfigError(f"agent {self.node_id} stopped before running {command!r}"))
 
     def _loop(self) -> None:
         for peer in self.cfg.peers:
@@ -284,7 +309,7 @@ class Agent:
                     for frames in _drain(sock):
                         done = self._guarded(link.handle, frames, time.monotonic())
                         if done is not None:
-                            self._on_sent(done)
+                            self._guarded(self._on_sent, done)
             if self.control in events:
                 for frames in _drain(self.control, budget=16):
                     self._guarded(self._on_control, frames)
@@ -295,17 +320,26 @@ class Agent:
                     break
                 try:
                     fut.set_result(self._command(command, args))
-                except FOLError as exc:
-                    fut.set_exception(exc)
+                except Exception as exc:  # noqa: BLE001 - every command gets an answer, the loop goes on
+                    fut.set_exception(self._command_error(command, exc))
             self._guarded(self.receiver.tick, now)
             for link in self.links.values():
                 for done in self._guarded(link.tick, now) or []:
-                    self._on_sent(done)
+                    self._guarded(self._on_sent, done)
             if now >= next_trust_check:
                 next_trust_check = now + 1.0
-                self._check_trust()
-            self._check_job()
-            self._check_trigger()
+                self._guarded(self._check_trust)
+            self._guarded(self._check_job)
+            self._guarded(self._check_trigger)
+
+    def _command_error(self, command: str, exc: Exception) -> FOLError:
+        """The project error a failed command answers with (a non-project one is logged in full)."""
+        if isinstance(exc, FOLError):
+            return exc
+        log.error("%s: command %r failed", self.node_id, command, exc_info=exc)
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        return ConfigError(f"{self.node_id}: command {command!r} failed ({type(exc).__name__}: {detail}); "
+                           f"the agent keeps running")
 
     def _guarded(self, fn: Any, *args: Any) -> Any:
         """Run one handler; an unexpected failure (a bug, a full disk) is logged
@@ -411,15 +445,16 @@ class Agent:
         trigger = None
         if self._force:
             trigger = "command"
-        elif self.last_error is None:
+        elif time.time() >= self._retry_at:  # after a failed attempt: only once the back-off has passed
             if len(self._senders(state.round - 1)) >= self.expected:
                 trigger = "models"
             elif self.cfg.trigger.deadline_s and time.time() - state.round_started >= self.cfg.trigger.deadline_s:
                 trigger = "deadline"
         if trigger is None:
             return
+        if self.failed_attempts and trigger != "command":
+            trigger = f"{trigger} (retry {self.failed_attempts})"
         self._force = False
-        self.last_error = None
         records = state.received_for(state.round - 1)
         info = {"round": state.round, "trigger": trigger, "received": [r["model_id"] for r in records],
                 "current_model": state.current_model, "local_model": state.local_model}
@@ -436,10 +471,18 @@ class Agent:
         self._job = None
         try:
             result = job.result()
-        except Exception as exc:  # noqa: BLE001 - report any failure of the round and keep serving
-            self.last_error = f"round {info['round']} failed: {exc}"
-            log.error("%s: personalization %s", self.node_id, self.last_error, exc_info=not isinstance(exc, FOLError))
+        except Exception as exc:  # noqa: BLE001 - report any failure of the round, keep serving, retry later
+            self.failed_attempts += 1
+            lim = self.cfg.limits
+            delay = min(lim.round_retry_s * 2 ** (self.failed_attempts - 1), lim.round_retry_max_s)
+            self._retry_at = time.time() + delay
+            self.last_error = f"round {info['round']} failed (attempt {self.failed_attempts}): {exc}"
+            log.error("%s: personalization %s; retrying in %.0f s", self.node_id, self.last_error, delay,
+                      exc_info=not isinstance(exc, FOLError))
             return
+        self.failed_attempts = 0
+        self._retry_at = 0.0
+        self.last_error = None
         state = self.inbox.state
         if state.round != info["round"]:  # pragma: no cover - rounds only advance here
             return
@@ -525,7 +568,9 @@ class Agent:
             "expected_models": self.expected, "received_this_round": self._senders(state.round - 1),
             "inbox": len(state.received), "outbox": list(state.outbox.values()),
             "incoming": self.receiver.status(), "personalizing": self._job is not None,
-            "last_error": self.last_error, "history": state.history, "refused_messages": self.receiver.refused,
+            "last_error": self.last_error, "failed_attempts": self.failed_attempts,
+            "retry_in_s": max(0.0, self._retry_at - time.time()) if self.failed_attempts else None,
+            "history": state.history, "refused_messages": self.receiver.refused,
             "events": self.receiver.events[-20:], "trusted_peers": sorted(self.trust.peers.values()),
         }
 
@@ -570,7 +615,11 @@ class Agent:
             if kind != P.CTL:
                 raise ProtocolError(f"expected CTL, got {kind.decode()}")
             args = {k: v for k, v in header.items() if k != "command"}
-            answer = self._command(str(header.get("command")), args)
+            command = str(header.get("command"))
+            try:
+                answer = self._command(command, args)
+            except Exception as exc:  # noqa: BLE001 - every command gets an answer, the loop goes on
+                raise self._command_error(command, exc) from None
             _send(self.control, [identity, *P.encode(P.CTL_OK, answer)])
         except FOLError as exc:
             _send(self.control, [identity, *P.encode(P.CTL_ERR, {"reason": str(exc)})])

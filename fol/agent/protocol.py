@@ -26,8 +26,9 @@ routing-id frame in front)::
     frame 3   payload bytes            CHUNK only
 
 A message with another first frame, an unknown type, a header that is not a
-JSON object, or a missing / extra frame is answered with ``ERROR`` (when a reply
-is possible) and otherwise ignored.
+JSON object (or nests deeper than :data:`MAX_HEADER_DEPTH` containers, or holds
+more than :data:`MAX_HEADER_ITEMS` values), or a missing / extra frame is
+answered with ``ERROR`` (when a reply is possible) and otherwise ignored.
 
 Message types
 -------------
@@ -39,8 +40,11 @@ Sender -> receiver:
     pretrained), ``spec`` its architecture spec, ``size`` the file size in bytes
     and ``sha256`` the digest of the whole file (the card inside the file carries
     a second digest of the tensors, checked by the safe loader). ``sender`` must
-    be the peer id the authenticated key belongs to. Offers are idempotent: the
-    sender repeats an unanswered offer every ``offer_retry_s`` seconds.
+    be the peer id the authenticated key belongs to; ``spec`` is at most
+    :data:`MAX_SPEC_DEPTH` containers deep with :data:`MAX_SPEC_ITEMS` values.
+    Offers are idempotent: the sender repeats an unanswered offer every
+    ``offer_retry_s`` seconds, and while sending repeats it after
+    ``offer_retry_s`` without a FETCH (see Resume).
 ``CHUNK``  ``{"sender": str, "model_id": str, "offset": int}`` + payload frame
     The bytes ``[offset, offset + len(payload))`` of the model file, in answer to a
     ``FETCH``. A sender asked for bytes it does not have answers ``ERROR``.
@@ -56,19 +60,28 @@ Receiver -> sender:
     the last confirmed offset for a resumed one.
 ``DONE``   ``{"model_id": str, "file": str}``
     The whole file arrived, its sha256 matched, the safe loader validated it
-    and it was atomically renamed into the inbox.
+    and it was atomically renamed into the inbox (``file`` is relative to the
+    receiver's state folder).
 ``SKIP``   ``{"model_id": str, "reason": str}``
     Not needed: a duplicate (same model id or same bytes already in the inbox),
     a second model from the same sender for the same round, or a stale round.
     The sender treats it as delivered and stops offering.
 ``BUSY``   ``{"model_id": str, "retry_after_s": float}``
-    The receiver is at its limit of concurrent inbound transfers; offer again
-    later.
+    The receiver is at its limit of concurrent inbound transfers, or its
+    folder of transfers in progress has no room (``partial_max_bytes``) even
+    after sweeping abandoned ones; offer again later.
 ``REJECT`` ``{"model_id": str, "reason": str}``
     The offer or the payload was refused: oversized, bad header, sender name
     not matching the key, sha256 mismatch, truncated or extra bytes, or a payload
-    that fails safe-format validation (unknown architecture, wrong shapes,
-    non-finite values). Nothing reaches the inbox; the partial file is deleted.
+    that fails safe-format validation (unknown or oversized architecture, a
+    card the digest does not cover, wrong shapes, non-finite values). Nothing
+    reaches the inbox; the partial file is deleted. ``reason`` never contains
+    a path of the receiver (paths are replaced by ``<state>`` / ``<path>``).
+    The receiver remembers a payload rejection per peer, by model id and by
+    sha256, for ``reject_memory_s``: the same offer is answered at once with
+    REJECT ``"rejected before: <reason>"``, without any FETCH. A failure of the
+    receiver itself (a full disk) is answered with REJECT too but not
+    remembered.
 ``ERROR``  ``{"reason": str, "model_id": str (optional)}``
     A message that could not be parsed or served; it may flow either way. A
     sender's ERROR naming a model id (e.g. a FETCH past the end of its file)
@@ -92,12 +105,27 @@ restarted receiver finds the partial file and its confirmed offset on disk and
 does the same, truncating any unconfirmed tail. A CHUNK at any other offset
 than the next expected one is a leftover from before the drop and is ignored.
 
+A restarted receiver has forgotten the FETCHes it had sent, so it would sit
+silent; the sender therefore repeats its OFFER whenever ``offer_retry_s``
+passes without a FETCH, even while sending. A receiver that still runs the
+transfer ignores such a reminder from the same connection while chunks keep
+arriving (within ``chunk_timeout_s``); otherwise (a restart, or a new
+connection of the sender) it resumes from the confirmed offset. A restart
+therefore costs about ``offer_retry_s`` plus the reconnect, not the sender's
+``transfer_timeout_s``.
+
+Partial transfers nobody resumes are swept: files in ``partial/`` untouched
+for ``partial_max_age_s`` (or incomplete for a minute) are deleted at start and
+every 30 s, and the folder is kept under ``partial_max_bytes`` by deleting the
+oldest abandoned transfers first.
+
 Verification and the inbox
 --------------------------
 When ``size`` bytes have arrived, the receiver checks the file's sha256 against
 the offer, then validates it with the safe loader
-(:func:`fol.checkpoint.load_model`: size limit, safetensors structure, card,
-tensor digest, dtypes, finite values, shapes vs spec), checks that the card's
+(:func:`fol.checkpoint.load_model`, model format version 2: size limit,
+safetensors structure, bounded card, architecture bounds, digest over card and
+tensors, dtypes, finite values, shapes vs spec), checks that the card's
 round and architecture agree with the offer, and only then renames the file
 atomically into ``inbox/round-<r>/<sender>.safetensors`` and records it in the
 persisted state. A CHUNK whose length is not exactly
@@ -108,7 +136,9 @@ Errors
 ------
 Protocol violations raise :class:`ProtocolError` (a :class:`fol.errors.FOLError`)
 inside the node; they are answered with ``REJECT`` / ``ERROR`` and logged, never
-raised to the peer as a traceback.
+raised to the peer as a traceback. Every control command gets an answer: a
+command that fails for any reason (a missing model file, a full disk) is
+answered with ``CTL-ERR`` and the agent keeps running.
 
 This protocol, its frame layout, message names and limits are this project's
 choices.
@@ -122,6 +152,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fol.errors import FOLError
+from fol.safejson import check_bounds
+from fol.safejson import loads as bounded_loads
 
 __all__ = [
     "PROTOCOL",
@@ -142,6 +174,12 @@ PROTOCOL = b"FOL/1"
 VERSION = 1
 #: Largest JSON header frame accepted (bytes).
 MAX_HEADER_BYTES = 64 * 1024
+#: Deepest nesting of a header's JSON (containers) and most values in it.
+MAX_HEADER_DEPTH = 8
+MAX_HEADER_ITEMS = 4096
+#: Largest ``spec`` in an OFFER: nesting (spec -> options -> widths) and values.
+MAX_SPEC_DEPTH = 3
+MAX_SPEC_ITEMS = 256
 ZAP_DOMAIN_PEERS = "fol-peers"
 ZAP_DOMAIN_CONTROL = "fol-control"
 
@@ -213,6 +251,10 @@ class Offer:
         spec = header.get("spec")
         if not isinstance(spec, dict):
             raise ProtocolError(f"header field 'spec' must be a JSON object, got {type(spec).__name__}")
+        try:
+            check_bounds(spec, max_depth=MAX_SPEC_DEPTH, max_items=MAX_SPEC_ITEMS)
+        except ValueError as exc:
+            raise ProtocolError(f"header field 'spec' is too large: {exc}") from None
         return cls(
             sender=check_name(header.get("sender"), "header field 'sender'"),
             model_id=check_model_id(header.get("model_id")),
@@ -230,10 +272,6 @@ def encode(kind: bytes, header: dict[str, Any], payload: bytes | memoryview | No
     if payload is not None:
         frames.append(payload)
     return frames
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
 
 
 def decode(frames: list[Any]) -> tuple[bytes, dict[str, Any], Any]:
@@ -255,8 +293,8 @@ def decode(frames: list[Any]) -> tuple[bytes, dict[str, Any], Any]:
     if len(raw) > MAX_HEADER_BYTES:
         raise ProtocolError(f"header is {len(raw)} bytes, over the limit of {MAX_HEADER_BYTES}")
     try:
-        header = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        header = bounded_loads(raw, max_depth=MAX_HEADER_DEPTH, max_items=MAX_HEADER_ITEMS)
+    except ValueError as exc:
         raise ProtocolError(f"{kind.decode()} header is not valid JSON ({exc})") from None
     if not isinstance(header, dict):
         raise ProtocolError(f"{kind.decode()} header must be a JSON object, got {type(header).__name__}")

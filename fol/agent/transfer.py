@@ -18,7 +18,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -30,7 +32,7 @@ from fol.agent.config import Limits
 from fol.agent.inbox import Inbox, file_sha256
 from fol.agent.keys import KeyPair, TrustStore
 from fol.agent.protocol import Offer, ProtocolError
-from fol.errors import CheckpointError
+from fol.errors import CheckpointError, FOLError
 
 __all__ = [
     "OutgoingTransfer",
@@ -138,8 +140,11 @@ class OutgoingTransfer:
     already has it or does not need it), ``rejected`` (REJECT / ERROR),
     ``interrupted`` (test hook ``stop_after_chunks`` reached) or ``timeout``
     (``deadline`` passed). An unanswered offer is repeated every
-    ``offer_retry_s`` seconds; a transfer without FETCH for
-    ``transfer_timeout_s`` falls back to offering (the receiver then resumes).
+    ``offer_retry_s`` seconds. While sending, an offer is also repeated after
+    ``offer_retry_s`` without a FETCH: a receiver that restarted (and forgot
+    the transfer) answers it by resuming from its confirmed offset, while a
+    receiver that is still receiving ignores it. After ``transfer_timeout_s``
+    without FETCH the transfer falls back to offering.
     """
 
     peer: str
@@ -180,10 +185,15 @@ class OutgoingTransfer:
         if self.deadline is not None and now > self.deadline:
             self._finish("timeout", f"no answer from {self.peer} before the deadline")
             return False
-        if self.status == "sending" and now - self._last_activity > self.transfer_timeout_s:
-            log.info("transfer of %s to %s stalled; offering again", self.offer.model_id, self.peer)
-            self.status = "offering"
-            self._next_offer = now
+        if self.status == "sending":
+            if now - self._last_activity > self.transfer_timeout_s:
+                log.info("transfer of %s to %s stalled; offering again", self.offer.model_id, self.peer)
+                self.status = "offering"
+                self._next_offer = now
+            elif now - self._last_activity > self.offer_retry_s:
+                return now >= self._next_offer  # no FETCH for a while: remind the receiver (it may have restarted)
+            else:
+                return False
         return self.status == "offering" and now >= self._next_offer
 
     def offered(self, now: float) -> None:
@@ -376,6 +386,9 @@ def send_model(
 
 # ---------------------------------------------------------------------- receiver side
 
+#: An absolute path inside a message (a ``/`` not preceded by a name character).
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:<>~-])/[^\s'\",;()\[\]{}]+")
+
 
 @dataclass(frozen=True)
 class ReceiverSettings:
@@ -389,6 +402,9 @@ class ReceiverSettings:
     transfer_timeout_s: float = Limits.transfer_timeout_s
     offer_retry_s: float = Limits.offer_retry_s
     sync_bytes: int = Limits.sync_bytes
+    partial_max_bytes: int = Limits.partial_max_bytes
+    partial_max_age_s: float = Limits.partial_max_age_s
+    reject_memory_s: float = Limits.reject_memory_s
 
     @classmethod
     def from_limits(cls, limits: Any) -> "ReceiverSettings":
@@ -495,7 +511,19 @@ class Receiver:
     benchmark, never used by the agent.
 
     ``on_stored(record)`` is called after a model reached the inbox.
+
+    A payload that was rejected (bad model, protocol violation, offer over the
+    limit) is remembered per peer, by model id and by sha256, for
+    ``reject_memory_s``: the same offer is then refused at once, without
+    receiving or loading anything. Reasons sent to peers never contain a local
+    path. Abandoned partial transfers are swept (:meth:`Inbox.sweep_partials`)
+    every :attr:`SWEEP_INTERVAL_S` and whenever a new transfer needs room.
     """
+
+    #: How many rejected (peer, model id / sha256) pairs are remembered at most.
+    MAX_REMEMBERED = 1024
+    #: Seconds between two sweeps of the partial folder.
+    SWEEP_INTERVAL_S = 30.0
 
     def __init__(self, sock: zmq.Socket, inbox: Inbox, settings: ReceiverSettings, trust: TrustStore | None,
                  on_stored: Callable[[dict[str, Any]], None] | None = None) -> None:
@@ -507,6 +535,8 @@ class Receiver:
         self.active: dict[tuple[str, str], IncomingTransfer] = {}
         self.events: list[dict[str, Any]] = []  # last outcomes, for status and tests
         self.refused = 0
+        self.rejections: OrderedDict[tuple[str, str], tuple[str, float]] = OrderedDict()
+        self._next_sweep = 0.0
 
     @staticmethod
     def configure(sock: zmq.Socket, settings: ReceiverSettings) -> None:
@@ -516,7 +546,31 @@ class Receiver:
         sock.maxmsgsize = settings.chunk_bytes + P.MAX_HEADER_BYTES + 1024
 
     def _reply(self, identity: bytes, kind: bytes, header: dict[str, Any]) -> bool:
+        if isinstance(header.get("reason"), str):
+            header = {**header, "reason": self.for_peer(header["reason"])}
         return _send(self.sock, [identity, *P.encode(kind, header)])
+
+    def for_peer(self, reason: str) -> str:
+        """``reason`` without local paths (peers get reasons, not paths), at most 500 characters."""
+        for root in sorted({str(self.inbox.root), str(self.inbox.root.resolve())}, key=len, reverse=True):
+            reason = reason.replace(root, "<state>")
+        return _ABSOLUTE_PATH.sub("<path>", reason)[:500]
+
+    # ---------------------------------------------------------------- rejections
+
+    def _remember(self, peer: str, offer: Offer, reason: str, now: float) -> None:
+        for key in (offer.model_id, f"sha256:{offer.sha256}"):
+            self.rejections[(peer, key)] = (reason, now)
+            self.rejections.move_to_end((peer, key))
+        while len(self.rejections) > self.MAX_REMEMBERED:
+            self.rejections.popitem(last=False)
+
+    def _remembered(self, peer: str, offer: Offer, now: float) -> str | None:
+        for key in (offer.model_id, f"sha256:{offer.sha256}"):
+            item = self.rejections.get((peer, key))
+            if item is not None and now - item[1] < self.settings.reject_memory_s:
+                return item[0]
+        return None
 
     def _event(self, peer: str, model_id: str, outcome: str, detail: str = "", **extra: Any) -> None:
         self.events.append({"peer": peer, "model_id": model_id, "outcome": outcome, "detail": detail,
@@ -573,9 +627,18 @@ class Receiver:
             self._reply(identity, P.REJECT, {"model_id": offer.model_id, "reason": reason})
             self._event(peer, offer.model_id, "rejected", reason)
             return
+        remembered = self._remembered(peer, offer, now)
+        if remembered is not None:
+            reason = f"rejected before: {remembered}"
+            log.debug("%s: refused %s from %s again (remembered rejection)", self.inbox.node_id, offer.model_id, peer)
+            self._reply(identity, P.REJECT, {"model_id": offer.model_id, "reason": reason})
+            self._event(peer, offer.model_id, "rejected", reason, remembered=True)
+            return
         current = self.active.get((peer, offer.model_id))
         if current is not None:
             if (current.offer.sha256, current.offer.size) == (offer.sha256, offer.size):
+                if current.identity == identity and now - current.last_activity < self.settings.chunk_timeout_s:
+                    return  # a reminder while chunks are flowing: nothing to do
                 current.identity = identity  # the sender lost track (reconnect/restart): resume
                 current.stall(count=False)
                 current.last_activity = current.last_progress = now
@@ -587,12 +650,17 @@ class Receiver:
             self._reply(identity, P.SKIP, {"model_id": offer.model_id, "reason": reason})
             self._event(peer, offer.model_id, "skipped", reason)
             return
+        if decision == "accept" and offer.size > self.settings.partial_max_bytes:
+            decision = "reject"
+            reason = (f"payload of {offer.size} bytes is over this node's space for transfers in progress "
+                      f"({self.settings.partial_max_bytes} bytes)")
         if decision == "reject":
             log.warning("%s: rejected offer %s from %s: %s", self.inbox.node_id, offer.model_id, peer, reason)
+            self._remember(peer, offer, reason, now)
             self._reply(identity, P.REJECT, {"model_id": offer.model_id, "reason": reason})
             self._event(peer, offer.model_id, "rejected", reason)
             return
-        if len(self.active) >= self.settings.max_concurrent_transfers:
+        if len(self.active) >= self.settings.max_concurrent_transfers or not self._make_room(peer, offer):
             self._reply(identity, P.BUSY, {"model_id": offer.model_id, "retry_after_s": self.settings.offer_retry_s})
             return
         part, start = self.inbox.open_partial(peer, offer)
@@ -606,6 +674,15 @@ class Receiver:
             self._finish(t)
         else:
             self._fetch(t)
+
+    def _make_room(self, peer: str, offer: Offer) -> bool:
+        """Whether the partial folder has room for ``offer`` next to the running
+        transfers (sweeping abandoned ones, oldest first, to make it)."""
+        keep = {self.inbox.partial_key(t.peer, t.offer.model_id) for t in self.active.values()}
+        keep.add(self.inbox.partial_key(peer, offer.model_id))
+        need = offer.size + sum(t.offer.size for t in self.active.values())
+        return self.inbox.sweep_partials(max_age_s=self.settings.partial_max_age_s,
+                                         max_bytes=self.settings.partial_max_bytes, keep=keep, need_bytes=need)
 
     def _fetch(self, t: IncomingTransfer) -> None:
         for h in t.next_fetches():
@@ -642,10 +719,20 @@ class Receiver:
         t_commit = time.monotonic()
         try:
             record = self.inbox.commit(t.peer, t.offer, t.part, digest=t.hasher.hexdigest())
-        except (CheckpointError, ProtocolError, OSError) as exc:
-            log.warning("%s: rejected %s from %s: %s", self.inbox.node_id, t.offer.model_id, t.peer, exc)
-            self._reply(t.identity, P.REJECT, {"model_id": t.offer.model_id, "reason": str(exc)})
-            self._event(t.peer, t.offer.model_id, "rejected", str(exc))
+        except (CheckpointError, ProtocolError) as exc:  # the payload's fault: remembered
+            reason = str(exc)
+            log.warning("%s: rejected %s from %s: %s", self.inbox.node_id, t.offer.model_id, t.peer, reason)
+            self._remember(t.peer, t.offer, reason, time.monotonic())
+            self._reply(t.identity, P.REJECT, {"model_id": t.offer.model_id, "reason": reason})
+            self._event(t.peer, t.offer.model_id, "rejected", reason)
+            return
+        except Exception as exc:  # noqa: BLE001 - this node's fault (disk full, a bug): not remembered
+            reason = (f"the receiver could not store the model ({exc.strerror or type(exc).__name__})"
+                      if isinstance(exc, OSError) else f"internal error on the receiver ({type(exc).__name__})")
+            log.error("%s: could not store %s from %s: %s", self.inbox.node_id, t.offer.model_id, t.peer, exc,
+                      exc_info=not isinstance(exc, (OSError, FOLError)))
+            self._reply(t.identity, P.REJECT, {"model_id": t.offer.model_id, "reason": reason})
+            self._event(t.peer, t.offer.model_id, "failed", reason)
             return
         self._reply(t.identity, P.DONE, {"model_id": t.offer.model_id, "file": record["file"]})
         # Wire time since this attempt was accepted (a resumed transfer counts from its resume) and verify time.
@@ -657,6 +744,7 @@ class Receiver:
     def _reject(self, t: IncomingTransfer, reason: str) -> None:
         log.warning("%s: rejected %s from %s: %s", self.inbox.node_id, t.offer.model_id, t.peer, reason)
         self._abort(t, reason, discard=True)  # clean up before the sender hears about it
+        self._remember(t.peer, t.offer, reason, time.monotonic())
         self._reply(t.identity, P.REJECT, {"model_id": t.offer.model_id, "reason": reason})
         self._event(t.peer, t.offer.model_id, "rejected", reason)
 
@@ -670,7 +758,13 @@ class Receiver:
     def tick(self, now: float) -> None:
         """Detect stalled links: refetch after ``chunk_timeout_s``; after
         ``transfer_timeout_s`` without progress free the slot (the partial file
-        and its confirmed offset stay for a resume)."""
+        and its confirmed offset stay for a resume). Every :attr:`SWEEP_INTERVAL_S`
+        (and at the first tick) sweep abandoned partial transfers."""
+        if now >= self._next_sweep:
+            self._next_sweep = now + self.SWEEP_INTERVAL_S
+            keep = {self.inbox.partial_key(t.peer, t.offer.model_id) for t in self.active.values()}
+            self.inbox.sweep_partials(max_age_s=self.settings.partial_max_age_s,
+                                      max_bytes=self.settings.partial_max_bytes, keep=keep)
         for t in list(self.active.values()):
             if now - t.last_progress > self.settings.transfer_timeout_s:
                 self.inbox.record_progress(t.peer, t.offer, t.sync())

@@ -1,0 +1,72 @@
+"""Bounded JSON for untrusted text (model cards, protocol headers).
+
+:func:`loads` parses standard JSON only (``NaN`` / ``Infinity`` are refused)
+and then checks, without recursion, that the value is at most ``max_depth``
+containers deep and holds at most ``max_items`` values in all. Deeply nested
+input can therefore never reach code that walks it recursively (``repr``,
+``==``, ``json.dumps``) and end in a ``RecursionError``. Every failure is a
+:class:`ValueError` with a one-line message; callers turn it into their own
+project error. Imports nothing heavy (the agent's protocol uses it too).
+
+>>> loads('{"a": [1, 2, {"b": null}]}', max_depth=3)
+{'a': [1, 2, {'b': None}]}
+>>> loads('[[[[0]]]]', max_depth=3)
+Traceback (most recent call last):
+...
+ValueError: JSON nested deeper than 3 levels
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["loads", "check_bounds"]
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def loads(text: str | bytes, *, max_depth: int, max_items: int = 100_000) -> Any:
+    """Parse ``text`` and check it with :func:`check_bounds`; :class:`ValueError` on any problem."""
+    try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        value = json.loads(text, parse_constant=_reject_constant)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except RecursionError:
+        raise ValueError(f"JSON nested deeper than {max_depth} levels") from None
+    except ValueError as exc:
+        raise ValueError(" ".join(str(exc).split())) from None
+    check_bounds(value, max_depth=max_depth, max_items=max_items)
+    return value
+
+
+def check_bounds(value: Any, *, max_depth: int, max_items: int = 100_000) -> None:
+    """:class:`ValueError` if ``value`` (parsed JSON) nests containers deeper than
+    ``max_depth`` or holds more than ``max_items`` values. Iterative: safe on any depth.
+
+    >>> check_bounds({"a": {"b": 1}}, max_depth=2)
+    >>> check_bounds([0] * 10, max_depth=1, max_items=5)
+    Traceback (most recent call last):
+    ...
+    ValueError: JSON holds more than 5 values
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    count = 0
+    while stack:
+        item, depth = stack.pop()
+        count += 1
+        if count > max_items:
+            raise ValueError(f"JSON holds more than {max_items} values")
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth >= max_depth:
+            raise ValueError(f"JSON nested deeper than {max_depth} levels")
+        stack.extend((child, depth + 1) for child in children)
