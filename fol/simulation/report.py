@@ -140,7 +140,7 @@ def _plot_accuracy_vs_bytes(rows: Sequence[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajectories") -> Path:
+def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajectories | None") -> Path:
     """Write results.csv/json, report.md and the plots into ``result.out``; return report.md's path."""
     out, rows = result.out, result.results
     with open(out / "results.csv", "w", newline="") as fh:
@@ -149,16 +149,17 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         w.writerows(rows)
     (out / "results.json").write_text(json.dumps(rows, indent=1, default=str))
 
-    w = result.plan.windows
-    starts, ends = np.sort(w.t_start_s), np.sort(w.t_end_s)
-    active = np.searchsorted(starts, traj.times_s, side="right") - np.searchsorted(ends, traj.times_s, side="left")
-    busiest = float(traj.times_s[int(np.argmax(active))]) if len(w) else None
     plots = {
-        "contacts.png": lambda p: plot_contacts(result.plan, traj, p, t_s=busiest,
-                                                title=f"{scn.name}: tracks and contacts at the busiest instant"),
         "accuracy_by_node.png": lambda p: _plot_accuracy(rows, p),
         "accuracy_vs_bytes.png": lambda p: _plot_accuracy_vs_bytes(rows, p),
     }
+    if traj is not None:  # an imported contact plan has no positions to draw
+        w = result.plan.windows
+        starts, ends = np.sort(w.t_start_s), np.sort(w.t_end_s)
+        active = np.searchsorted(starts, traj.times_s, side="right") - np.searchsorted(ends, traj.times_s, side="left")
+        busiest = float(traj.times_s[int(np.argmax(active))]) if len(w) else None
+        plots["contacts.png"] = lambda p: plot_contacts(result.plan, traj, p, t_s=busiest,
+                                                        title=f"{scn.name}: tracks and contacts at the busiest instant")
     for name, draw in plots.items():
         draw(out / name)
 
@@ -187,8 +188,7 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         "",
         "## Figures",
         "",
-        "![contacts](contacts.png)",
-        "",
+        *(["![contacts](contacts.png)", ""] if traj is not None else []),
         "![accuracy by node](accuracy_by_node.png)",
         "",
         "![accuracy vs bytes](accuracy_vs_bytes.png)",

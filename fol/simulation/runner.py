@@ -3,7 +3,8 @@
 For each seed:
 
 1. **Contacts**: trajectories and windows of the scenario (:mod:`contact_sim`),
-   ``contacts.csv``; ground stations relay but hold no data and learn nothing.
+   or an imported ION contact plan (``[contacts] plan_file``), ``contacts.csv``;
+   ground stations relay but hold no data and learn nothing.
 2. **Data**: the dataset pool is partitioned over the learning nodes
    (``orbit``-driven, Dirichlet label skew, or by region), each shard split
    70/15/15.
@@ -37,7 +38,7 @@ import numpy as np
 
 from contact_sim.errors import ContactError
 from contact_sim.plan import ContactPlan
-from contact_sim.scenario import build_constellation, build_trajectories, plan_from_trajectories
+from contact_sim.scenario import build_constellation, build_trajectories, load_plan_file, plan_from_trajectories
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.result import SimulationResult
 from fol.simulation.scenario import SwarmScenario
@@ -273,9 +274,14 @@ def run_simulation(
         executor = make_executor(scn.run.executor, workers=scn.run.workers, threads=scn.run.threads,
                                  ray_address=scn.run.ray_address)
     try:
-        log.info("computing contact windows")
-        traj = build_trajectories(scn.contact)
-        base_plan = plan_from_trajectories(traj, scn.contact)
+        if scn.contact.plan_file is not None:
+            log.info("reading the contact plan %s", scn.contact.plan_file)
+            traj = None
+            base_plan = load_plan_file(scn.contact)
+        else:
+            log.info("computing contact windows")
+            traj = build_trajectories(scn.contact)
+            base_plan = plan_from_trajectories(traj, scn.contact)
         learners = [i for i, kind in enumerate(base_plan.node_kinds) if kind != "ground_station"]
         names = [base_plan.node_names[i] for i in learners]
         planes = None
