@@ -120,6 +120,9 @@ def format_tle(constellation: Constellation, with_names: bool = True) -> str:
         if number > 339999:
             raise OrbitError(f"satellite {name}: catalog number {number} cannot be written as a TLE "
                              "(Alpha-5 ends at 339999 = Z9999); export OMM instead")
+        if number != sat.satnum:
+            raise OrbitError(f"satellite {name}: catalog number {number} differs from its elements' "
+                             f"number {sat.satnum}")
         try:
             l1, l2 = export_tle(sat)
         except ValueError as exc:
