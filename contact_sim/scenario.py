@@ -49,6 +49,15 @@ Sections owned here (every key checked; unknown keys are errors)::
     # duration_s = 21600.0
     # boundaries_s = [0, 3600, 7200]   # or explicit boundaries
 
+    [energy]                   # optional: battery and solar power per node (off when absent)
+    battery_wh = 40.0          # contact_sim.energy; sunlight from orbits.sunlight
+    solar_w = 20.0
+    idle_w = 5.0
+    j_per_flop = 1e-9          # training
+    j_per_byte = 1e-7          # sending a model
+    initial_charge = 1.0       # fraction of the battery at the start
+    sunlight_step_s = 60.0     # eclipse search grid (edges refined to 0.1 s)
+
     [contacts]                 # instead of [constellation]/[drones]: an imported plan
     plan_file = "plan.ion"     # ION contact-plan text (contact_sim.dtn); [time] duration_s
                                # required, [link] takes only acquisition_s (default 0 here)
@@ -71,9 +80,11 @@ from typing import Any
 import numpy as np
 
 from orbits import Constellation, OrbitError, parse_utc, read_omm, read_tle, walker_delta, walker_star
+from orbits.sunlight import eclipse_intervals
 
 from .drones import drone_trajectories, random_waypoints, read_waypoints_csv
 from .errors import ContactError
+from .energy import Battery, EnergyModel
 from .geometry import EARTH_RADIUS_KM
 from .link import LinkModel
 from .plan import ContactPlan
@@ -85,7 +96,7 @@ log = logging.getLogger(__name__)
 #: Top-level tables reserved for the learning side (passed through unchecked).
 RESERVED_TABLES = ("scenario", "data", "models", "fol", "methods", "run", "output")
 #: Tables validated here.
-CONTACT_TABLES = ("constellation", "drones", "ground_stations", "time", "link", "rounds", "contacts")
+CONTACT_TABLES = ("constellation", "drones", "ground_stations", "time", "link", "rounds", "contacts", "energy")
 
 _CONSTELLATION_KEYS = {"kind", "total", "planes", "phasing", "altitude_km", "inclination_deg",
                        "epoch", "tle_file", "omm_file"}
@@ -99,6 +110,7 @@ _LINK_KEYS = {"model", "rate_bps", "max_range_km", "grazing_altitude_km", "acqui
               "max_rate_bps"}
 _ROUND_KEYS = {"count", "duration_s", "boundaries_s"}
 _CONTACTS_KEYS = {"plan_file"}
+_ENERGY_KEYS = {"battery_wh", "solar_w", "idle_w", "j_per_flop", "j_per_byte", "initial_charge", "sunlight_step_s"}
 
 
 @dataclass
@@ -155,6 +167,8 @@ class ContactScenario:
     ground_stations: list[GroundStation] = field(default_factory=list)
     reserved: dict[str, Any] = field(default_factory=dict)
     plan_file: Path | None = None
+    energy: EnergyModel | None = None
+    sunlight_step_s: float = 60.0
 
     @property
     def kind(self) -> str:
@@ -406,9 +420,21 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
                 f"rounds: {n} rounds of {rounds.duration_s} s exceed time.duration_s ({time.duration_s} s)")
         rounds.count = n
 
+    energy, sunlight_step_s = None, 60.0
+    if "energy" in data:
+        et = _Table(data["energy"], "energy", _ENERGY_KEYS)
+        energy = EnergyModel(
+            battery_wh=et.num("battery_wh", required=True, positive=True),
+            solar_w=et.num("solar_w", required=True, nonneg=True),
+            idle_w=et.num("idle_w", required=True, nonneg=True),
+            j_per_flop=et.num("j_per_flop", 0.0, nonneg=True),
+            j_per_byte=et.num("j_per_byte", 0.0, nonneg=True),
+            initial_charge=et.num("initial_charge", 1.0, nonneg=True))
+        sunlight_step_s = et.num("sunlight_step_s", 60.0, positive=True)
+
     reserved = {k: v for k, v in data.items() if k in RESERVED_TABLES}
     return ContactScenario(Path(path) if path else None, base_dir, time, link, geometry, rounds,
-                           constellation, drones, stations, reserved, plan_file)
+                           constellation, drones, stations, reserved, plan_file, energy, sunlight_step_s)
 
 
 def load_contact_scenario(path: str | Path) -> ContactScenario:
@@ -462,6 +488,24 @@ def load_plan_file(scenario: ContactScenario) -> ContactPlan:
         raise ContactError("scenario has no [contacts] plan_file")
     return read_ion(scenario.plan_file, round_boundaries(scenario), scenario.link.acquisition_s,
                     scenario.time.start)
+
+
+def build_batteries(scenario: ContactScenario, plan: ContactPlan) -> dict[int, Battery]:
+    """One :class:`~contact_sim.energy.Battery` per plan node that has one (ground stations have
+    none), with eclipses from the orbit for satellites; empty when ``[energy]`` is absent."""
+    if scenario.energy is None:
+        return {}
+    eclipses: dict[str, list[tuple[float, float]]] = {}
+    if scenario.constellation is not None:
+        constellation = build_constellation(scenario)
+        try:
+            per_sat = eclipse_intervals(constellation, scenario.time.start, scenario.time.duration_s,
+                                        scenario.sunlight_step_s)
+        except OrbitError as exc:
+            raise ContactError(str(exc)) from None
+        eclipses = dict(zip(constellation.names, per_sat))
+    return {i: Battery(scenario.energy, eclipses.get(name, ()))
+            for i, (name, kind) in enumerate(zip(plan.node_names, plan.node_kinds)) if kind != "ground_station"}
 
 
 def build_trajectories(scenario: ContactScenario) -> Trajectories:

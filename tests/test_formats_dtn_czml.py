@@ -138,6 +138,12 @@ run = ["local", "fol"]
 [run]
 executor = "local"
 threads = 1
+[energy]                # starts empty: every transfer waits until the battery has charged enough
+battery_wh = 1.0
+solar_w = 3.0
+idle_w = 1.0
+j_per_byte = 1e-5
+initial_charge = 0.0
 """
 
 
@@ -157,8 +163,15 @@ def test_simulate_driven_by_an_imported_ion_plan(tmp_path: Path) -> None:
     for name in ("a", "b", "c"):
         assert int(rows[("fol", name)]["received_models"]) == 2
     transfers = json.loads((out / "transfers.json").read_text())
-    assert transfers and all(0.0 <= t["t_start_s"] < t["t_end_s"] <= 600.0 for t in transfers)
-    assert "| fol |" in (out / "report.md").read_text() and not (out / "contacts.png").exists()
+    assert transfers and all(0.0 < t["t_start_s"] < t["t_end_s"] <= 600.0 for t in transfers)
+    report = (out / "report.md").read_text()
+    assert "| fol |" in report and not (out / "contacts.png").exists()
+    # energy on: a sender pays size x 1e-5 J at 2 W net, so its first transfer waits size x 5e-6 s
+    energy = json.loads((out / "energy.json").read_text())
+    assert "## Energy" in report and len(energy["waits"]) == len(transfers) == 6
+    first = min(transfers, key=lambda t: t["t_start_s"])
+    assert abs(first["t_start_s"] - first["size_bytes"] * 1e-5 / 2.0) < 1e-6
+    assert sum(n["transfers"] for n in energy["nodes"]) == 6
 
 
 def test_czml_has_one_packet_per_node_and_window(tmp_path: Path) -> None:

@@ -140,6 +140,36 @@ def _plot_accuracy_vs_bytes(rows: Sequence[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def energy_section(energy: dict[str, Any]) -> list[str]:
+    """Markdown lines: energy per node and the transfers that waited for the battery (first seed)."""
+    m = energy["model"]
+    lines = ["## Energy (first seed)", "",
+             f"Battery {m['battery_wh']:g} Wh (start at {100 * m['initial_charge']:.0f} %), solar {m['solar_w']:g} W "
+             f"in sunlight, idle {m['idle_w']:g} W, {m['j_per_flop']:g} J/FLOP, {m['j_per_byte']:g} J/byte sent. "
+             "Transfers and pretraining are scheduled only when the battery can pay for them; the FOL stages' "
+             "training energy (last columns) is booked from the methods' measured FLOPs, after the fact.", ""]
+    methods = sorted({k for n in energy["nodes"] for k in n.get("method_training_j", {})})
+    lines.append("| node | in eclipse | battery end (Wh) | pretraining (J) | transfers | transfer energy (J) | "
+                 + " | ".join(f"{k} training (J)" for k in methods) + " |")
+    lines.append("|---" * (6 + len(methods)) + "|")
+    for n in energy["nodes"]:
+        train = [f"{n.get('method_training_j', {}).get(k, 0.0):.3g}" for k in methods]
+        lines.append(f"| {n['node']} | {100 * n['eclipse_fraction']:.0f} % | {n['battery_end_wh']:.2f} | "
+                     f"{n['pretraining_j']:.3g} | {n['transfers']} | {n['transfer_j']:.3g} | " + " | ".join(train) + " |")
+    waits = energy["waits"]
+    lines += ["", f"{len(waits)} transfer(s) waited for the battery (charging needs sunlight):", ""]
+    if waits:
+        lines += ["| round | from | to | window opened (s) | sent at (s) | waited (s) | sunlit when the window opened |",
+                  "|---|---|---|---|---|---|---|"]
+        for w in waits:
+            sent = "never (round ended)" if w["start_s"] is None else f"{w['start_s']:.1f}"
+            waited = "-" if w["start_s"] is None else f"{w['start_s'] - w['wanted_start_s']:.1f}"
+            lit = {True: "yes", False: "no"}.get(w.get("sunlit_at_wanted"), "-")
+            lines.append(f"| {w['round']} | {w['src']} | {w['dst']} | {w['wanted_start_s']:.1f} | {sent} | "
+                         f"{waited} | {lit} |")
+    return lines + [""]
+
+
 def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajectories | None") -> Path:
     """Write results.csv/json, report.md and the plots into ``result.out``; return report.md's path."""
     out, rows = result.out, result.results
@@ -194,6 +224,8 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         "![accuracy vs bytes](accuracy_vs_bytes.png)",
         "",
     ]
+    if result.energy is not None:
+        lines += energy_section(result.energy)
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path

@@ -1,5 +1,6 @@
 """What one simulation run returns: the output folder, one result row per
-(seed, node, method), the contact plan and the rounds each method used."""
+(seed, node, method), the contact plan, the rounds each method used and, with
+``[energy]``, the energy summary of the first seed."""
 
 from __future__ import annotations
 
@@ -19,3 +20,4 @@ class SimulationResult:
     plan: ContactPlan
     rounds_used: dict[str, int]
     seconds: float
+    energy: dict[str, Any] | None = None  # per-node energy and transfers that waited (when [energy] is on)
