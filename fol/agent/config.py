@@ -40,6 +40,10 @@ has the same layout)::
 
     [fol]               # FOL hyperparameters, see fol.config.FOLConfig
     rounds = 1
+
+    [position]          # optional: the drone's position from its autopilot (fol.agent.position)
+    source = "mavlink"
+    connection = "udpin:127.0.0.1:14550"
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from fol.agent.position import PositionConfig
 from fol.agent.protocol import ProtocolError, check_name
 from fol.errors import ConfigError
 
@@ -160,6 +165,7 @@ class AgentConfig:
     trigger: Trigger = field(default_factory=Trigger)
     fol: dict[str, Any] = field(default_factory=dict)
     source: str = "<config>"
+    position: PositionConfig | None = None
 
     # ------------------------------------------------------------------ derived
 
@@ -191,7 +197,7 @@ class AgentConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any], base_dir: str | os.PathLike[str] = ".", source: str = "<config>") -> "AgentConfig":
         base = Path(base_dir)
-        _only(data, {"node", "peers", "limits", "trigger", "fol"}, source, "top level")
+        _only(data, {"node", "peers", "limits", "trigger", "fol", "position"}, source, "top level")
         node = data.get("node")
         if not isinstance(node, dict):
             raise ConfigError(f"{source}: missing [node] table")
@@ -266,6 +272,7 @@ class AgentConfig:
         if trigger.on_board and data_spec is None:
             raise ConfigError(f"{where}: missing field 'data' (needed for on-board personalization; "
                               f"or set [trigger] on_board = false)")
+        position = _table(PositionConfig, data["position"], source, "position") if "position" in data else None
         fol_table = data.get("fol", {})
         if not isinstance(fol_table, dict):
             raise ConfigError(f"{source}: [fol] must be a table")
@@ -273,7 +280,7 @@ class AgentConfig:
             node_id=node_id, listen=listen, control=control, secret_key=path_field("secret_key"),
             trust_dir=trust_dir, state_dir=path_field("state_dir"), model=path_field("model"), data=data_spec,
             data_root=data_root, variant=variant, peers=peers, limits=limits, trigger=trigger,
-            fol=dict(fol_table), source=source,
+            fol=dict(fol_table), source=source, position=position,
         )
 
 
