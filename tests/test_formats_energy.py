@@ -83,3 +83,24 @@ def test_energy_table_is_validated() -> None:
     with pytest.raises(ContactError, match=r"energy\.initial_charge: expected a fraction"):
         parse_contact_scenario({**base, "energy": {"battery_wh": 1.0, "solar_w": 5.0, "idle_w": 1.0,
                                                    "initial_charge": 2.0}}, ".")
+
+
+def test_batteries_of_a_satellite_scenario_see_their_eclipses() -> None:
+    from contact_sim import compute_contacts
+    from contact_sim.scenario import build_batteries
+
+    doc = {"constellation": {"kind": "walker-delta", "total": 2, "planes": 1, "altitude_km": 550.0,
+                             "inclination_deg": 53.0, "epoch": "2025-03-01T00:00:00Z"},
+           "ground_stations": [{"name": "gs", "lat_deg": 40.0, "lon_deg": 16.0}],
+           "time": {"duration_s": 6000.0, "step_s": 60.0}, "link": {"max_range_km": 5000.0},
+           "energy": {"battery_wh": 10.0, "solar_w": 5.0, "idle_w": 1.0}}
+    scn = parse_contact_scenario(doc, ".")
+    plan = compute_contacts(scn)
+    batteries = build_batteries(scn, plan)
+    assert sorted(batteries) == [0, 1]  # the ground station has no battery
+    expected = eclipse_intervals(walker_delta(2, 1, 0, 550.0, 53.0, "2025-03-01T00:00:00Z"),
+                                 "2025-03-01T00:00:00Z", 6000.0)
+    for k in (0, 1):
+        assert list(batteries[k].eclipses) == expected[k] and expected[k]
+        a, b = expected[k][0]
+        assert not batteries[k].sunlit(0.5 * (a + b)) and batteries[k].sunlit(b + 60.0)
