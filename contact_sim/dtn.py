@@ -27,9 +27,10 @@ exactly.
 
 Import: a window of this simulator is full duplex, so every ``a contact``
 needs its reverse (same interval) in the file; the window carries the smaller
-of the two rates. ``a range`` lines are checked (node numbers, interval) and
-their OWLT kept in ``plan.meta["owlt_s"]``; other ``ionadmin`` commands
-(``1``, ``s``, ``m ...``, ``x``) are ignored.
+of the two rates. A window's OWLT is the largest of the ``a range`` lines of
+the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]`` and
+written back on export); other ``ionadmin`` commands (``1``, ``s``,
+``m ...``, ``x``) are ignored.
 
 Example:
     >>> from contact_sim.windows import WindowTable
@@ -76,6 +77,9 @@ def _rounded(plan: ContactPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     rate = plan.link.mean_rate(w.duration_s, w.volume_bits)
     rng = np.nan_to_num(np.asarray(w.mean_range_km, dtype=float), nan=0.0)
     owlt = np.maximum(np.ceil(rng / SPEED_OF_LIGHT_KM_S - 1e-12), 1.0)
+    imported = plan.meta.get("owlt_s_per_window")
+    if imported is not None and len(imported) == len(w):  # an imported plan keeps its own OWLTs
+        owlt = np.where(np.isnan(np.asarray(imported, dtype=float)), owlt, np.asarray(imported, dtype=float))
     return t0, t1, np.asarray(rate, dtype=float), owlt
 
 
@@ -259,17 +263,21 @@ def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] |
             log.warning("%s:%d: contact %d<->%d has rates %d and %d bytes/s; using the smaller", source, lineno,
                         src, dst, rate, back[0])
         rows.append((index[src], index[dst], t0, t1, 8.0 * min(rate, back[0]) * (t1 - t0)))
-    for t0, t1, src, dst, _, lineno in ion.ranges:
+    ranges: dict[tuple[int, int], list[tuple[float, float, int]]] = {}
+    for t0, t1, src, dst, owlt, lineno in ion.ranges:
         if src not in index or dst not in index:
             raise ContactError(f"{source}:{lineno}: range {src}->{dst} names a node with no contact")
-    rows.sort()
+        ranges.setdefault((min(index[src], index[dst]), max(index[src], index[dst])), []).append((t0, t1, owlt))
+    rows.sort(key=lambda r: (r[2], r[0], r[1]))  # the window table's order: start, then node ids
     a, b, t0s, t1s, vol = (np.array(col) for col in zip(*rows))
+    # OWLT of a window: the largest of the range lines (either direction) that cover it
+    owlt_w = [max((o for r0, r1, o in ranges.get((int(i), int(j)), ()) if r0 <= s0 and s1 <= r1), default=np.nan)
+              for i, j, s0, s1 in zip(a, b, t0s, t1s)]
     nan = np.full(a.size, np.nan)
-    windows = WindowTable(a, b, t0s, t1s, nan, nan, vol)
+    windows = WindowTable(a, b, t0s, t1s, nan, nan, vol, sort=False)
     bounds = (np.asarray(round_boundaries_s, dtype=float) if round_boundaries_s is not None
               else np.array([0.0, float(t1s.max())]))
-    meta = {"source": source, "kind": "plan", "format": "ion",
-            "owlt_s": {f"{s}->{d}": o for _, _, s, d, o, _ in ion.ranges}}
+    meta = {"source": source, "kind": "plan", "format": "ion", "owlt_s_per_window": [float(o) for o in owlt_w]}
     return ContactPlan(names, windows, LinkModel("plan", acquisition_s=acquisition_s), bounds,
                        ion.start, kinds, meta)
 

@@ -361,8 +361,9 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
         start = constellation.epoch
     if start is None and constellation is not None and constellation.kind in ("tle", "omm"):
         raise ContactError(f"time.start: required with a {constellation.kind.upper()} constellation")
-    time = TimeConfig(start, t.num("duration_s", required=True, positive=True),
-                      t.num("step_s", 60.0, positive=True))
+    duration_s = t.num("duration_s", required=True, positive=True)
+    default_step = min(60.0, duration_s) if plan_file is not None else 60.0  # no grid with a plan file
+    time = TimeConfig(start, duration_s, t.num("step_s", default_step, positive=True))
     if time.step_s > time.duration_s:
         raise ContactError(f"time.step_s: {time.step_s} s exceeds time.duration_s ({time.duration_s} s)")
 

@@ -77,6 +77,9 @@ def test_ion_absolute_times_and_foreign_files() -> None:
     plan = ion_to_plan(ion, "x.ion")
     assert plan.node_names == ["ipn-5", "ipn-9"]
     assert int(plan.windows.capacity_bytes[0]) == 1000 * 60  # the smaller of the two directions
+    # a day-long range line covers the window: its OWLT is written back on export
+    ranged = ion_to_plan(parse_ion(text + "a range +0 +86400 5 9 5\n", "x.ion", START), "x.ion")
+    assert "a range +60 +120 1 2 5" in format_ion(ranged) and "a range +60 +120 1 2 1" in format_ion(plan)
 
 
 @pytest.mark.parametrize("text, message", [
@@ -104,6 +107,12 @@ def test_plan_file_scenario_validation(tmp_path: Path) -> None:
         parse_contact_scenario({**doc, "drones": {"count": 2, "radio_range_km": 1.0}}, tmp_path)
     with pytest.raises(ContactError, match="contacts: unknown key 'plan'"):
         parse_contact_scenario({**doc, "contacts": {"plan": "p.ion"}}, tmp_path)
+    # fol contacts reads the plan and re-exports it (HDTN here); CZML needs positions
+    (tmp_path / "p.ion").write_text(format_ion(_hand_plan()))
+    (tmp_path / "s.toml").write_text('[contacts]\nplan_file = "p.ion"\n[time]\nduration_s = 700.0\n')
+    assert contacts_main(["contacts", str(tmp_path / "s.toml"), "--hdtn", "--out", str(tmp_path / "o")]) == 0
+    assert json.loads((tmp_path / "o" / "contacts.hdtn.json").read_text()) == hdtn_contacts(_hand_plan())
+    assert contacts_main(["contacts", str(tmp_path / "s.toml"), "--czml", "--out", str(tmp_path / "o")]) == 2
 
 
 ION_SCENARIO = """

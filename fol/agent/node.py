@@ -144,6 +144,8 @@ class Agent:
             self._setup_sockets()
         except BaseException:
             self._close_sockets()
+            if self._position is not None:
+                self._position.close()
             raise
         self._write_runtime()
         log.info("%s: listening on %s (control %s), round %d, %d peers, trust store %s (%d keys)", self.node_id,

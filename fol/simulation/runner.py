@@ -378,6 +378,7 @@ def run_simulation(
         rounds_used: dict[str, int] = {}
         plan = base_plan
         energy: dict[str, Any] | None = None
+        base_batteries = build_batteries(scn.contact, base_plan)  # {} unless [energy]; eclipses computed once
         for seed in tqdm(scn.seeds, desc="seeds", disable=None if progress else True):
             seed_dir = out / STATE_DIR / f"seed-{seed}"
             (seed_dir / "pretrained").mkdir(parents=True, exist_ok=True)
@@ -390,7 +391,7 @@ def run_simulation(
                      for n in nodes]
             participants = _participants(base_plan, learners, sizes, base_plan.n_rounds)
             plan = copy.deepcopy(base_plan)
-            batteries = build_batteries(scn.contact, plan) if scn.contact.energy is not None else None
+            batteries = copy.deepcopy(base_batteries) if base_batteries else None
             waits: list[dict[str, Any]] = []
             if batteries:
                 _book_pretraining(scn, plan, batteries, learners, nodes)
