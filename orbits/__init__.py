@@ -13,6 +13,7 @@ from .groundtrack import (GroundTrack, geodetic_from_itrs, ground_points_itrs, g
 from .propagation import propagate, propagate_offsets, propagate_pairs
 from .timeutil import julian_date, julian_dates, parse_utc, sgp4_epoch_days, skyfield_times, timescale
 from .omm import OMM_FORMATS, format_omm, omm_records, parse_omm_text, read_omm, write_omm
+from .sunlight import eclipse_intervals, sunlit_samples
 from .tle import format_tle, parse_tle_text, read_tle, tle_checksum, write_tle
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "swath_half_angle_rad", "teme_to_itrs", "teme_to_itrs_matrices", "timescale",
     "tle_checksum", "walker", "walker_delta", "walker_star", "write_tle",
     "OMM_FORMATS", "format_omm", "omm_records", "parse_omm_text", "read_omm", "write_omm",
+    "eclipse_intervals", "sunlit_samples",
 ]
