@@ -12,13 +12,16 @@ Typical use::
 
 from .drones import (Waypoints, drone_trajectories, random_waypoints, read_waypoints_csv,
                      write_waypoints_csv)
+from .czml import czml_packets, write_czml
+from .dtn import format_ion, hdtn_contacts, parse_ion, read_ion, write_hdtn, write_ion
+from .energy import Battery, EnergyModel
 from .errors import ContactError
 from .geometry import (DEFAULT_GRAZING_KM, EARTH_RADIUS_KM, elevation_deg, line_of_sight,
                        los_limit_km, max_los_range_km, range_km, segment_clearance_km, space_visible)
 from .link import LinkModel
 from .plan import ContactPlan, Transfer
 from .scenario import (RESERVED_TABLES, ContactScenario, build_constellation, build_trajectories,
-                       compute_contacts, load_contact_scenario, parse_contact_scenario,
+                       compute_contacts, load_contact_scenario, load_plan_file, parse_contact_scenario,
                        plan_from_trajectories, round_boundaries)
 from .trajectory import GroundStation, Trajectories, satellite_trajectories, time_grid
 from .windows import LinkGeometry, Window, WindowTable, find_windows, windows_from_samples
@@ -32,4 +35,5 @@ __all__ = [
     "plan_from_trajectories", "random_waypoints", "range_km", "read_waypoints_csv",
     "round_boundaries", "satellite_trajectories", "segment_clearance_km", "space_visible",
     "time_grid", "windows_from_samples", "write_waypoints_csv",
+    "Battery", "EnergyModel", "czml_packets", "write_czml", "format_ion", "hdtn_contacts", "load_plan_file", "parse_ion", "read_ion", "write_hdtn", "write_ion",
 ]

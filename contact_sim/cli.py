@@ -1,4 +1,5 @@
-"""``fol contacts <scenario.toml> [--out DIR]``: windows, summary, CSV and PNG.
+"""``fol contacts <scenario.toml> [--out DIR]``: windows, summary, CSV and PNG;
+optionally CZML (Cesium), ION / HDTN contact plans and the orbits as OMM or TLE.
 
 The lead wires :func:`add_contacts_parser` / :func:`run_contacts` into
 ``fol/cli.py``; ``python -m contact_sim.cli`` runs it standalone.
@@ -25,14 +26,21 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``contacts`` sub-command on an argparse ``subparsers`` object."""
     p = subparsers.add_parser(
         "contacts", help="compute contact windows of a scenario",
-        description="Compute contact windows for a scenario TOML; print a summary and write "
-                    "contacts.csv and contacts.png (plus contacts.json with --json).")
+        description="Compute contact windows for a scenario TOML (or read its [contacts] plan_file); print a "
+                    "summary and write contacts.csv and contacts.png (plus contacts.json, contacts.czml, "
+                    "contacts.ion, contacts.hdtn.json and the orbits with the options below).")
     p.add_argument("scenario", type=Path, help="scenario TOML file")
     p.add_argument("--out", type=Path, default=None,
                    help="output folder (default: contacts/ next to the scenario)")
     p.add_argument("--workers", type=int, default=1, help="processes for the window search (default 1)")
     p.add_argument("--json", action="store_true", help="also write contacts.json")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    p.add_argument("--czml", action="store_true", help="also write contacts.czml (open it in Cesium)")
+    p.add_argument("--ion", action="store_true",
+                   help="also write contacts.ion (ION contact plan, bytes/s, node numbers in the header)")
+    p.add_argument("--hdtn", action="store_true", help="also write contacts.hdtn.json (HDTN contact plan, bits/s)")
+    p.add_argument("--export-orbits", choices=("omm", "tle"), default=None,
+                   help="also write the constellation as orbits.omm.json (CCSDS OMM) or orbits.tle")
     p.add_argument("--check", action="store_true",
                    help="only validate the scenario and the files it names (seconds) and exit")
     p.set_defaults(func=run_contacts, prog=p.prog)
@@ -42,14 +50,24 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
 def run_contacts(args: argparse.Namespace) -> int:
     """Run the sub-command; returns the exit code (user errors: one line on stderr
     naming the command and the scenario file, exit status 2)."""
+    from orbits import write_omm, write_tle
+
+    from .czml import write_czml
+    from .dtn import write_hdtn, write_ion
     from .plotting import plot_contacts
-    from .scenario import build_trajectories, check_contact_scenario, load_contact_scenario, plan_from_trajectories
+    from .scenario import (build_constellation, build_trajectories, check_contact_scenario, load_contact_scenario,
+                           load_plan_file, plan_from_trajectories)
 
     try:
         if args.workers < 1:
             raise ContactError(f"--workers: expected >= 1, got {args.workers}")
         scenario = load_contact_scenario(args.scenario)
         names, _ = check_contact_scenario(scenario)
+        if scenario.plan_file is not None and (args.czml or args.export_orbits):
+            raise ContactError(f"{args.scenario}: --czml and --export-orbits need positions; "
+                               "an imported [contacts] plan_file has none")
+        if args.export_orbits and scenario.constellation is None:
+            raise ContactError(f"{args.scenario}: --export-orbits needs a [constellation]")
         out = args.out or (args.scenario.resolve().parent / "contacts")
         check_output_dir(out, ContactError, what="--out")
         if args.check:
@@ -61,15 +79,32 @@ def run_contacts(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise ContactError(f"--out {out}: cannot be created ({exc.strerror})") from None
         t0 = time.perf_counter()
-        traj = build_trajectories(scenario)
-        plan = plan_from_trajectories(traj, scenario, workers=max(1, args.workers))
+        traj = None
+        if scenario.plan_file is not None:
+            plan = load_plan_file(scenario)
+        else:
+            traj = build_trajectories(scenario)
+            plan = plan_from_trajectories(traj, scenario, workers=max(1, args.workers))
         elapsed = time.perf_counter() - t0
         csv_path = plan.to_csv(out / "contacts.csv")
         written = [csv_path]
         if args.json:
             written.append(plan.to_json(out / "contacts.json"))
-        if not args.no_plot:
+        if not args.no_plot and traj is not None:
             written.append(plot_contacts(plan, traj, out / "contacts.png"))
+        if args.czml:
+            written.append(write_czml(out / "contacts.czml", plan, traj, name=args.scenario.stem))
+        if args.ion:
+            written.append(write_ion(out / "contacts.ion", plan))
+        if args.hdtn:
+            written.append(write_hdtn(out / "contacts.hdtn.json", plan))
+        if args.export_orbits == "omm":
+            written.append(write_omm(out / "orbits.omm.json", build_constellation(scenario)))
+        elif args.export_orbits == "tle":
+            try:
+                written.append(write_tle(out / "orbits.tle", build_constellation(scenario)))
+            except OrbitError as exc:
+                raise ContactError(f"--export-orbits tle: {exc}") from None
     except (ContactError, OrbitError) as exc:
         msg = str(exc)
         if str(args.scenario) not in msg:

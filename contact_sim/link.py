@@ -3,6 +3,8 @@
 Two models:
 
 * ``constant``: every contact carries ``rate_bps``.
+* ``plan``: each window has its own rate, given by an imported contact plan
+  (:mod:`contact_sim.dtn`); the window's ``volume_bits`` is rate x duration.
 * ``shannon``: free-space path loss plus Shannon capacity,
 
       FSPL_dB = 20 log10(4 pi d f / c)
@@ -35,6 +37,9 @@ import numpy as np
 
 from .errors import ContactError
 
+#: ``plan``: every window carries its own rate, read from an imported contact plan
+#: (``volume_bits / duration``); there is no range -> rate function.
+LINK_MODELS = ("constant", "shannon", "plan")
 BOLTZMANN_DBW_PER_K_HZ = -228.6
 SPEED_OF_LIGHT_M_S = 299_792_458.0
 
@@ -56,12 +61,12 @@ class LinkModel:
     max_rate_bps: float | None = None
 
     def __post_init__(self) -> None:
-        if self.model not in ("constant", "shannon"):
+        if self.model not in LINK_MODELS:
             raise ContactError(f"link.model: expected 'constant' or 'shannon', got {self.model!r}")
         if self.acquisition_s < 0:
             raise ContactError(f"link.acquisition_s: expected >= 0 s, got {self.acquisition_s}")
-        positive = ["rate_bps"] if self.model == "constant" else [
-            "frequency_hz", "bandwidth_hz", "noise_temperature_k"]
+        positive = {"constant": ["rate_bps"], "plan": []}.get(
+            self.model, ["frequency_hz", "bandwidth_hz", "noise_temperature_k"])
         for name in positive:
             value = getattr(self, name)
             if not np.isfinite(value) or value <= 0:
@@ -79,6 +84,8 @@ class LinkModel:
     def rate_at(self, range_km) -> np.ndarray:
         """Data rate (bit/s) at ``range_km``; vectorized."""
         r = np.asarray(range_km, dtype=float)
+        if self.model == "plan":
+            raise ContactError("link.model 'plan': rates come from the imported contact plan, not from range")
         if self.model == "constant":
             rate = np.full(r.shape, float(self.rate_bps))
         else:

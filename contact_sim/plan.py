@@ -126,7 +126,8 @@ class ContactPlan:
         return self._by_node
 
     # ------------------------------------------------------------------ rounds
-    def _clipped(self, idx: int, round: int, t_from: float | None = None) -> Window | None:
+    def _clipped(self, idx: int, round: int, t_from: float | None = None,
+                 not_before: float | None = None) -> Window | None:
         t0, t1 = self.round_interval(round)
         w = self.windows
         a = max(float(w.t_start_s[idx]), t0)
@@ -136,6 +137,9 @@ class ContactPlan:
             acq = 0.0  # link already acquired by an earlier transfer on this window
         else:
             acq = self.link.acquisition_s
+        if not_before is not None and not_before > a:
+            a = not_before
+            acq = self.link.acquisition_s  # the link is (re)acquired when the transfer starts
         if b <= a:
             return None
         usable = max(b - a - acq, 0.0)
@@ -143,7 +147,8 @@ class ContactPlan:
         return Window(int(w.a[idx]), int(w.b[idx]), a, b, cap, float(w.mean_range_km[idx]),
                       float(w.min_range_km[idx]))
 
-    def _options(self, src: int, dst: int | None, node: int, round: int, size: int):
+    def _options(self, src: int, dst: int | None, node: int, round: int, size: int,
+                 not_before: float | None = None):
         """Yield ``(finish_time, neighbour, window_index, clipped_window, start_time)``."""
         t0, t1 = self.round_interval(round)
         w = self.windows
@@ -155,11 +160,12 @@ class ContactPlan:
             if dst is not None and nb != src:
                 continue
             busy = self._busy_until.get((int(idx), s, d, int(round)))
-            win = self._clipped(int(idx), round, busy)
+            win = self._clipped(int(idx), round, busy, not_before)
             if win is None or win.capacity_bytes < size:
                 continue
             rate = self._mean_rate[idx]
-            acq = 0.0 if busy is not None else self.link.acquisition_s
+            waited = not_before is not None and busy is not None and not_before > busy
+            acq = 0.0 if busy is not None and not waited else self.link.acquisition_s
             start = win.t_start_s
             finish = start + acq + (size * 8.0 / rate if rate > 0 else np.inf)
             yield finish, nb, int(idx), win, start
@@ -180,16 +186,26 @@ class ContactPlan:
                 best[nb] = (finish, win)
         return [(nb, win) for nb, (_, win) in sorted(best.items(), key=lambda kv: (kv[1][0], kv[0]))]
 
-    def schedule(self, src: int, dst: int, round: int, size_bytes: int) -> Transfer:
-        """Record the earliest-finishing transfer ``src -> dst`` of ``size_bytes`` in ``round``."""
+    def earliest_transfer(self, src: int, dst: int, round: int, size_bytes: int,
+                          not_before_s: float | None = None) -> tuple[float, float] | None:
+        """``(start, finish)`` seconds of the earliest-finishing transfer ``src -> dst`` of
+        ``size_bytes`` in ``round`` starting no earlier than ``not_before_s``; ``None`` if none fits.
+        Nothing is recorded."""
         self._check_node(src, "src")
         self._check_node(dst, "dst")
-        opts = sorted(self._options(src, dst, dst, round, size_bytes), key=lambda o: o[0])
-        if not opts:
+        opts = sorted(self._options(src, dst, dst, round, size_bytes, not_before_s), key=lambda o: o[0])
+        return (opts[0][4], opts[0][0]) if opts else None
+
+    def schedule(self, src: int, dst: int, round: int, size_bytes: int,
+                 not_before_s: float | None = None) -> Transfer:
+        """Record the earliest-finishing transfer ``src -> dst`` of ``size_bytes`` in ``round``
+        (starting no earlier than ``not_before_s``, e.g. when the sender's battery allows it)."""
+        best = self.earliest_transfer(src, dst, round, size_bytes, not_before_s)
+        if best is None:
             raise ContactError(
                 f"no contact window can carry {size_bytes} bytes from node {src} to node {dst} "
                 f"in round {round}")
-        finish, _, idx, _, start = opts[0]
+        start, finish = best
         return self.record_transfer(src, dst, round, size_bytes, start, finish)
 
     def record_transfer(self, src: int, dst: int, round: int, size_bytes: int,

@@ -3,8 +3,8 @@ Every field, with type, default and unit: ``docs/scenario.md``.
 
 Sections owned here (every key checked; unknown keys are errors)::
 
-    [constellation]            # or [drones], exactly one of the two
-    kind = "walker-delta"      # "walker-delta" | "walker-star" | "tle"
+    [constellation]            # or [drones], or [contacts] plan_file: exactly one of the three
+    kind = "walker-delta"      # "walker-delta" | "walker-star" | "tle" | "omm"
     total = 24                 # satellites (Walker)
     planes = 3
     phasing = 1
@@ -12,6 +12,7 @@ Sections owned here (every key checked; unknown keys are errors)::
     inclination_deg = 53.0
     epoch = "2025-01-01T00:00:00Z"
     # tle_file = "shell.tle"   # kind = "tle" (path relative to the scenario file)
+    # omm_file = "gp.json"     # kind = "omm": CCSDS OMM / CelesTrak GP as JSON, CSV or XML
 
     [drones]
     count = 12                 # random-waypoint model ...
@@ -49,6 +50,19 @@ Sections owned here (every key checked; unknown keys are errors)::
     # duration_s = 21600.0
     # boundaries_s = [0, 3600, 7200]   # or explicit boundaries
 
+    [energy]                   # optional: battery and solar power per node (off when absent)
+    battery_wh = 40.0          # contact_sim.energy; sunlight from orbits.sunlight
+    solar_w = 20.0
+    idle_w = 5.0
+    j_per_flop = 1e-9          # training
+    j_per_byte = 1e-7          # sending a model
+    initial_charge = 1.0       # fraction of the battery at the start
+    sunlight_step_s = 60.0     # eclipse search grid (edges refined to 0.1 s)
+
+    [contacts]                 # instead of [constellation]/[drones]: an imported plan
+    plan_file = "plan.ion"     # ION contact-plan text (contact_sim.dtn); [time] duration_s
+                               # required, [link] takes only acquisition_s (default 0 here)
+
 Top-level tables owned by the learning side pass through untouched:
 ``scenario``, ``data``, ``models``, ``fol``, ``methods``, ``run``, ``output``.
 Any other top-level key is an error. Relative paths resolve against the
@@ -65,11 +79,14 @@ from typing import Any
 
 import numpy as np
 
-from orbits import Constellation, OrbitError, parse_utc, read_tle, walker_delta, walker_star
+from orbits import Constellation, OrbitError, parse_utc, read_omm, read_tle, walker_delta, walker_star
+from orbits.sunlight import eclipse_intervals
 from swarmbase.tomlcheck import Table, read_toml
 
 from .drones import drone_trajectories, random_waypoints, read_waypoints_csv
 from .errors import ContactError
+from .energy import Battery, EnergyModel
+from .geometry import EARTH_RADIUS_KM
 from .link import LinkModel
 from .plan import ContactPlan
 from .trajectory import GroundStation, Trajectories, satellite_trajectories
@@ -80,10 +97,10 @@ log = logging.getLogger(__name__)
 #: Top-level tables reserved for the learning side (passed through unchecked).
 RESERVED_TABLES = ("scenario", "data", "models", "fol", "methods", "run", "output")
 #: Tables validated here.
-CONTACT_TABLES = ("constellation", "drones", "ground_stations", "time", "link", "rounds")
+CONTACT_TABLES = ("constellation", "drones", "ground_stations", "time", "link", "rounds", "contacts", "energy")
 
 _CONSTELLATION_KEYS = {"kind", "total", "planes", "phasing", "altitude_km", "inclination_deg",
-                       "epoch", "tle_file"}
+                       "epoch", "tle_file", "omm_file"}
 _DRONE_KEYS = {"count", "area_km", "speed_m_s", "altitude_km", "pause_s", "seed", "radio_range_km",
                "waypoints_csv"}
 _STATION_KEYS = {"name", "lat_deg", "lon_deg", "elevation_m"}
@@ -93,6 +110,8 @@ _LINK_KEYS = {"model", "rate_bps", "max_range_km", "grazing_altitude_km", "acqui
               "rx_gain_dbi", "frequency_hz", "bandwidth_hz", "noise_temperature_k", "losses_db",
               "max_rate_bps"}
 _ROUND_KEYS = {"count", "duration_s", "boundaries_s"}
+_CONTACTS_KEYS = {"plan_file"}
+_ENERGY_KEYS = {"battery_wh", "solar_w", "idle_w", "j_per_flop", "j_per_byte", "initial_charge", "sunlight_step_s"}
 
 
 @dataclass
@@ -105,6 +124,7 @@ class ConstellationConfig:
     inclination_deg: float | None = None
     epoch: _dt.datetime | None = None
     tle_file: Path | None = None
+    omm_file: Path | None = None
 
 
 @dataclass
@@ -147,9 +167,14 @@ class ContactScenario:
     drones: DroneConfig | None = None
     ground_stations: list[GroundStation] = field(default_factory=list)
     reserved: dict[str, Any] = field(default_factory=dict)
+    plan_file: Path | None = None
+    energy: EnergyModel | None = None
+    sunlight_step_s: float = 60.0
 
     @property
     def kind(self) -> str:
+        if self.plan_file is not None:
+            return "plan"
         return "constellation" if self.constellation is not None else "drones"
 
 
@@ -192,22 +217,32 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
             raise ContactError(
                 f"{src}: unknown top-level key {key!r} (contact tables: {', '.join(CONTACT_TABLES)}; "
                 f"reserved: {', '.join(RESERVED_TABLES)})")
-    has_c, has_d = "constellation" in data, "drones" in data
-    if has_c == has_d:
-        raise ContactError(f"{src}: expected exactly one of [constellation] or [drones]")
+    has_c, has_d, has_p = "constellation" in data, "drones" in data, "contacts" in data
+    if has_c + has_d + has_p != 1:
+        raise ContactError(f"{src}: expected exactly one of [constellation], [drones] or [contacts] plan_file")
 
-    constellation = drones = None
-    if has_c:
+    constellation = drones = plan_file = None
+    if has_p:
+        plan_file = _Table(data["contacts"], "contacts", _CONTACTS_KEYS, src).path("plan_file", base_dir, required=True)
+        if "ground_stations" in data:
+            raise ContactError("ground_stations: not used with [contacts] plan_file (the plan names its nodes)")
+        if "link" in data and set(data["link"]) - {"acquisition_s"}:
+            extra = sorted(set(data["link"]) - {"acquisition_s"})[0]
+            raise ContactError(f"link.{extra}: not used with [contacts] plan_file (rates come from the plan)")
+    elif has_c:
         t = _Table(data["constellation"], "constellation", _CONSTELLATION_KEYS, src)
-        kind = t.str("kind", required=True, choices=("walker-delta", "walker-star", "tle"))
-        if kind == "tle":
-            for k in ("total", "planes", "phasing", "altitude_km", "inclination_deg", "epoch"):
+        kind = t.str("kind", required=True, choices=("walker-delta", "walker-star", "tle", "omm"))
+        if kind in ("tle", "omm"):
+            other = "omm_file" if kind == "tle" else "tle_file"
+            for k in ("total", "planes", "phasing", "altitude_km", "inclination_deg", "epoch", other):
                 if t.has(k):
-                    raise ContactError(f"constellation.{k}: not used with kind = 'tle'")
-            constellation = ConstellationConfig(kind, tle_file=t.path("tle_file", base_dir, required=True))
+                    raise ContactError(f"constellation.{k}: not used with kind = '{kind}'")
+            constellation = ConstellationConfig(kind, **{f"{kind}_file": t.path(f"{kind}_file", base_dir,
+                                                                                 required=True)})
         else:
-            if t.has("tle_file"):
-                raise ContactError("constellation.tle_file: only used with kind = 'tle'")
+            for k in ("tle_file", "omm_file"):
+                if t.has(k):
+                    raise ContactError(f"constellation.{k}: only used with kind = '{k[:3]}'")
             constellation = ConstellationConfig(
                 kind, total=t.int("total", required=True, minimum=1),
                 planes=t.int("planes", required=True, minimum=1),
@@ -225,7 +260,7 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
                 raise ContactError(
                     f"constellation.planes: {constellation.planes} planes do not divide "
                     f"{constellation.total} satellites evenly")
-    else:
+    elif has_d:
         t = _Table(data["drones"], "drones", _DRONE_KEYS, src)
         drones = DroneConfig(
             radio_range_km=t.num("radio_range_km", required=True, positive=True),
@@ -267,10 +302,11 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
     start = t.time("start")
     if start is None and constellation is not None:
         start = constellation.epoch
-    if start is None and constellation is not None and constellation.kind == "tle":
-        raise ContactError("time.start: required with a TLE constellation")
-    time = TimeConfig(start, t.num("duration_s", required=True, positive=True),
-                      t.num("step_s", 60.0, positive=True))
+    if start is None and constellation is not None and constellation.kind in ("tle", "omm"):
+        raise ContactError(f"time.start: required with a {constellation.kind.upper()} constellation")
+    duration_s = t.num("duration_s", required=True, positive=True)
+    default_step = min(60.0, duration_s) if plan_file is not None else 60.0  # no grid with a plan file
+    time = TimeConfig(start, duration_s, t.num("step_s", default_step, positive=True))
     if time.step_s > time.duration_s:
         raise ContactError(f"time.step_s: {time.step_s} s exceeds time.duration_s ({time.duration_s} s)")
 
@@ -284,8 +320,13 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
             model_kw[key] = lt.num(key)
     if lt.has("acquisition_s"):
         model_kw["acquisition_s"] = lt.num("acquisition_s", nonneg=True)
+    if plan_file is not None:
+        model_kw = {"model": "plan", "acquisition_s": model_kw.get("acquisition_s", 0.0)}
     link = LinkModel(**model_kw)
-    if drones is not None:
+    if plan_file is not None:
+        # unused (the plan lists the windows); kept so every scenario has a geometry
+        geometry = LinkGeometry(max_range_km=EARTH_RADIUS_KM * 1e3, occlusion=False)
+    elif drones is not None:
         for key in ("max_range_km", "grazing_altitude_km", "min_elevation_deg", "station_max_range_km"):
             if lt.has(key):
                 hint = " (use drones.radio_range_km)" if key == "max_range_km" else ""
@@ -323,9 +364,21 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
                 f"rounds: {n} rounds of {rounds.duration_s} s exceed time.duration_s ({time.duration_s} s)")
         rounds.count = n
 
+    energy, sunlight_step_s = None, 60.0
+    if "energy" in data:
+        et = _Table(data["energy"], "energy", _ENERGY_KEYS, src)
+        energy = EnergyModel(
+            battery_wh=et.num("battery_wh", required=True, positive=True),
+            solar_w=et.num("solar_w", required=True, nonneg=True),
+            idle_w=et.num("idle_w", required=True, nonneg=True),
+            j_per_flop=et.num("j_per_flop", 0.0, nonneg=True),
+            j_per_byte=et.num("j_per_byte", 0.0, nonneg=True),
+            initial_charge=et.num("initial_charge", 1.0, nonneg=True))
+        sunlight_step_s = et.num("sunlight_step_s", 60.0, positive=True)
+
     reserved = {k: v for k, v in data.items() if k in RESERVED_TABLES}
     return ContactScenario(Path(path) if path else None, base_dir, time, link, geometry, rounds,
-                           constellation, drones, stations, reserved)
+                           constellation, drones, stations, reserved, plan_file, energy, sunlight_step_s)
 
 
 def load_contact_scenario(path: str | Path) -> ContactScenario:
@@ -349,24 +402,57 @@ def round_boundaries(scenario: ContactScenario) -> np.ndarray:
 
 
 def build_constellation(scenario: ContactScenario) -> Constellation:
-    """The scenario's satellites (Walker shell or TLE file)."""
+    """The scenario's satellites (Walker shell, TLE file or OMM file)."""
     c = scenario.constellation
     if c is None:
         raise ContactError("scenario has no [constellation]")
     try:
         if c.kind == "tle":
             return read_tle(c.tle_file)
+        if c.kind == "omm":
+            return read_omm(c.omm_file)
         build = walker_delta if c.kind == "walker-delta" else walker_star
         return build(c.total, c.planes, c.phasing, c.altitude_km, c.inclination_deg, c.epoch)
     except OrbitError as exc:
         raise ContactError(str(exc)) from None
 
 
+def load_plan_file(scenario: ContactScenario) -> ContactPlan:
+    """The imported contact plan of a ``[contacts] plan_file`` scenario, on the scenario's rounds."""
+    from .dtn import read_ion
+
+    if scenario.plan_file is None:
+        raise ContactError("scenario has no [contacts] plan_file")
+    return read_ion(scenario.plan_file, round_boundaries(scenario), scenario.link.acquisition_s,
+                    scenario.time.start)
+
+
+def build_batteries(scenario: ContactScenario, plan: ContactPlan) -> dict[int, Battery]:
+    """One :class:`~contact_sim.energy.Battery` per plan node that has one (ground stations have
+    none), with eclipses from the orbit for satellites; empty when ``[energy]`` is absent."""
+    if scenario.energy is None:
+        return {}
+    eclipses: dict[str, list[tuple[float, float]]] = {}
+    if scenario.constellation is not None:
+        constellation = build_constellation(scenario)
+        try:
+            per_sat = eclipse_intervals(constellation, scenario.time.start, scenario.time.duration_s,
+                                        scenario.sunlight_step_s)
+        except OrbitError as exc:
+            raise ContactError(str(exc)) from None
+        eclipses = dict(zip(constellation.names, per_sat))
+    return {i: Battery(scenario.energy, eclipses.get(name, ()))
+            for i, (name, kind) in enumerate(zip(plan.node_names, plan.node_kinds)) if kind != "ground_station"}
+
+
 def check_contact_scenario(scenario: ContactScenario) -> tuple[list[str], list[int] | None]:
-    """Read every file the scenario names (TLE, waypoints) and return the
-    moving nodes' names and, for satellites, their orbital planes (``-1`` when
-    unknown, e.g. from a TLE file). No propagation, no window search: seconds.
-    Ground stations are not included (they relay, they do not learn)."""
+    """Read every file the scenario names (TLE / OMM, waypoints, an imported
+    plan) and return the moving nodes' names and, for satellites, their orbital
+    planes (``-1`` when unknown, e.g. from a TLE file). No propagation, no window
+    search: seconds. Ground stations are not included (they relay, they do not learn)."""
+    if scenario.plan_file is not None:
+        plan = load_plan_file(scenario)
+        return [n for n, k in zip(plan.node_names, plan.node_kinds) if k != "ground_station"], None
     if scenario.constellation is not None:
         constellation = build_constellation(scenario)
         return list(constellation.names), [int(p) for p in constellation.planes]
@@ -381,6 +467,8 @@ def check_contact_scenario(scenario: ContactScenario) -> tuple[list[str], list[i
 
 def build_trajectories(scenario: ContactScenario) -> Trajectories:
     """Node trajectories of the scenario on its time grid."""
+    if scenario.plan_file is not None:
+        raise ContactError("contacts.plan_file: an imported plan has no trajectories (no positions)")
     t = scenario.time
     if scenario.constellation is not None:
         constellation = build_constellation(scenario)
@@ -414,7 +502,10 @@ def plan_from_trajectories(traj: Trajectories, scenario: ContactScenario, worker
 
 
 def compute_contacts(scenario: ContactScenario, workers: int = 1) -> ContactPlan:
-    """Build trajectories, find windows and return the :class:`ContactPlan`."""
+    """Build trajectories, find windows and return the :class:`ContactPlan`
+    (or read the imported plan of a ``[contacts] plan_file`` scenario)."""
+    if scenario.plan_file is not None:
+        return load_plan_file(scenario)
     traj = build_trajectories(scenario)
     log.info("%d nodes, %d grid times", traj.n_nodes, traj.times_s.size)
     return plan_from_trajectories(traj, scenario, workers)

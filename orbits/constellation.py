@@ -44,6 +44,9 @@ class Constellation:
 
     ``satrecs[i]`` is the ``sgp4.api.Satrec`` of satellite ``names[i]``;
     ``planes``/``slots`` are -1 when unknown (satellites read from TLE files).
+    ``catalog_numbers[i]`` is the satellite's NORAD catalog number; it defaults
+    to ``satrecs[i].satnum`` and may exceed what the installed sgp4 can hold
+    (339999, the last Alpha-5 number) when read from an OMM file.
     """
 
     names: list[str]
@@ -52,6 +55,7 @@ class Constellation:
     planes: list[int] = field(default_factory=list)
     slots: list[int] = field(default_factory=list)
     description: str = ""
+    catalog_numbers: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if len(self.names) != len(self.satrecs):
@@ -62,6 +66,11 @@ class Constellation:
             self.planes = [-1] * len(self.names)
         if not self.slots:
             self.slots = [-1] * len(self.names)
+        if not self.catalog_numbers:
+            self.catalog_numbers = [int(s.satnum) for s in self.satrecs]
+        if len(self.catalog_numbers) != len(self.satrecs):
+            raise OrbitError(f"constellation: {len(self.catalog_numbers)} catalog numbers for "
+                             f"{len(self.satrecs)} satellites")
 
     def __len__(self) -> int:
         return len(self.satrecs)

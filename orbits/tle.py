@@ -158,9 +158,20 @@ def read_tle(path: str | Path) -> Constellation:
 
 
 def format_tle(constellation: Constellation, with_names: bool = True) -> str:
-    """Three-line (or two-line) TLE text for every satellite, checksums included."""
+    """Three-line (or two-line) TLE text for every satellite, checksums included.
+
+    Catalog numbers 100000..339999 are written in Alpha-5 (``A0000`` ..
+    ``Z9999``); larger ones have no TLE form and raise :class:`OrbitError`
+    (write OMM instead, :func:`orbits.omm.write_omm`).
+    """
     out = []
-    for name, sat in zip(constellation.names, constellation.satrecs):
+    for name, sat, number in zip(constellation.names, constellation.satrecs, constellation.catalog_numbers):
+        if number > 339999:
+            raise OrbitError(f"satellite {name}: catalog number {number} cannot be written as a TLE "
+                             "(Alpha-5 ends at 339999 = Z9999); export OMM instead")
+        if number != sat.satnum:
+            raise OrbitError(f"satellite {name}: catalog number {number} differs from its elements' "
+                             f"number {sat.satnum}")
         try:
             l1, l2 = export_tle(sat)
         except ValueError as exc:

@@ -69,6 +69,10 @@ def accepted_fields(table: str) -> set[str]:
     from fol.simulation.scenario import parse_scenario
 
     doc = copy.deepcopy(DRONES if table == "drones" else SATELLITES)
+    if table == "contacts":  # a plan file replaces the constellation and its ground stations
+        doc.pop("constellation")
+        doc.pop("ground_stations", None)
+        doc["link"] = {}
     if table == "ground_stations":
         doc[table] = [{"lat_deg": 0.0, "lon_deg": 0.0, PROBE: 1}]
     else:
@@ -82,7 +86,7 @@ def accepted_fields(table: str) -> set[str]:
     return accepted
 
 
-TABLES = ["constellation", "drones", "ground_stations", "time", "link", "rounds",
+TABLES = ["constellation", "drones", "ground_stations", "time", "link", "rounds", "contacts", "energy",
           "scenario", "data", "models", "fol", "run", "output"]
 
 
@@ -126,7 +130,8 @@ def test_complete_example_is_valid() -> None:
     doc = tomllib.loads(example)
     scn = parse_scenario(doc, ROOT, "docs-example.toml", example)
     # every table of the reference appears in the complete example
-    assert set(TABLES) - {"drones"} <= set(doc)
+    # (but the alternatives to a constellation and the optional energy model)
+    assert set(TABLES) - {"drones", "contacts", "energy"} <= set(doc)
     assert scn.name == "docs-example" and scn.seeds == [0, 1]
     assert scn.contact.rounds.count == 2 and len(scn.contact.ground_stations) == 1
 

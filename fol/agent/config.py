@@ -45,6 +45,10 @@ has the same layout)::
 
     [fol]               # FOL hyperparameters, see fol.config.FOLConfig
     rounds = 1
+
+    [position]          # optional: the drone's position from its autopilot (fol.agent.position)
+    source = "mavlink"
+    connection = "udpin:127.0.0.1:14550"
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from fol.agent.position import PositionConfig
 from fol.agent.protocol import ProtocolError, check_name
 from fol.errors import ConfigError
 from swarmbase.tomlcheck import Table, read_toml
@@ -163,6 +168,7 @@ class AgentConfig:
     trigger: Trigger = field(default_factory=Trigger)
     fol: dict[str, Any] = field(default_factory=dict)
     source: str = "<config>"
+    position: PositionConfig | None = None
 
     # ------------------------------------------------------------------ derived
 
@@ -189,7 +195,8 @@ class AgentConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any], base_dir: str | os.PathLike[str] = ".", source: str = "<config>") -> "AgentConfig":
         base = Path(base_dir)
-        doc = Table(data, "", {"node", "peers", "limits", "trigger", "fol"}, error=ConfigError, source=source)
+        doc = Table(data, "", {"node", "peers", "limits", "trigger", "fol", "position"}, error=ConfigError,
+                    source=source)
         if "node" not in doc:
             raise ConfigError(f"{source}: missing [node] table")
         node = doc.table("node", {"id", "listen", "control", "secret_key", "trust_dir", "state_dir", "model", "data",
@@ -239,17 +246,18 @@ class AgentConfig:
         trigger = _table(Trigger, doc.table("trigger"), source)
         if trigger.on_board and data_spec is None:
             node.fail("data", "missing (needed for on-board personalization; or set trigger.on_board = false)")
+        position = _table(PositionConfig, doc.table("position"), source) if "position" in doc else None
         fol_table = doc.table("fol")
         return cls(
             node_id=node_id, listen=listen, control=control, secret_key=path_field("secret_key"),
             trust_dir=trust_dir, state_dir=path_field("state_dir"), model=path_field("model"), data=data_spec,
             data_root=None if data_root is None else str(data_root), variant=variant, peers=peers, limits=limits,
-            trigger=trigger, fol=dict(fol_table.data), source=source,
+            trigger=trigger, fol=dict(fol_table.data), source=source, position=position,
         )
 
 
 def _table(cls: type, table: Table, source: str) -> Any:
-    """``cls`` (:class:`Limits` or :class:`Trigger`) from a checked table; its own
+    """``cls`` (:class:`Limits`, :class:`Trigger` or :class:`PositionConfig`) from a checked table; its own
     validation messages get the file name."""
     Table(table.data, table.where, {f.name for f in fields(cls)}, error=ConfigError, source=source)
     try:

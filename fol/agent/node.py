@@ -58,6 +58,8 @@ from fol.agent import protocol as P
 from fol.agent.config import AgentConfig
 from fol.agent.inbox import Inbox
 from fol.agent.keys import KeyPair, TrustStore, load_keypair, load_public_key
+from fol.agent.position import PositionLog, PositionSource
+from fol.agent.systemd import Watchdog, notify
 from fol.agent.protocol import ProtocolError
 from fol.agent.transfer import (
     OutgoingTransfer,
@@ -116,6 +118,14 @@ class Agent:
             os.close(self._lock_fd)
             raise
 
+        self._position: PositionLog | None = None
+        if config.position is not None:
+            try:
+                self._position = PositionLog(PositionSource(config.position), config.state_dir, config.node_id)
+            except BaseException:
+                os.close(self._lock_fd)
+                raise
+        self._watchdog = Watchdog()
         self._stop = threading.Event()
         self._commands: queue.Queue = queue.Queue()
         self._commands_lock = threading.Lock()
@@ -138,6 +148,8 @@ class Agent:
             self._setup_sockets()
         except BaseException:
             self._close_sockets()
+            if self._position is not None:
+                self._position.close()
             raise
         self._write_runtime()
         log.info("%s: listening on %s (control %s), round %d, %d peers, trust store %s (%d keys)", self.node_id,
@@ -298,9 +310,11 @@ class Agent:
             poller.register(link.sock, zmq.POLLIN)
             by_socket[link.sock] = link
         next_trust_check = 0.0
+        notify("READY=1")
         while not self._stop.is_set():
             events = dict(poller.poll(50))
             now = time.monotonic()
+            self._watchdog.ping(now)
             if self.router in events:
                 for frames in _drain(self.router):
                     self._guarded(self.receiver.handle, frames, time.monotonic())
@@ -354,6 +368,7 @@ class Agent:
         if self.closed:
             return
         self.closed = True
+        notify("STOPPING=1")
         if self._job is not None and not self._job.done():
             log.info("%s: waiting for the running personalization to finish", self.node_id)
         if self._executor is not None:
@@ -366,6 +381,8 @@ class Agent:
         for link in self.links.values():
             link.close()
         self._close_sockets()
+        if self._position is not None:
+            self._position.close()
         (self.inbox.root / RUNTIME_FILE).unlink(missing_ok=True)
         log.info("%s: stopped", self.node_id)
 
@@ -426,10 +443,14 @@ class Agent:
         entry["status"] = transfer.status
         entry["detail"] = transfer.detail
         self.inbox.save()
+        if self._position is not None:
+            self._position.record(f"sent ({transfer.status})", transfer.peer, transfer.offer.model_id)
 
     # ------------------------------------------------------------------ receiving
 
     def _on_stored(self, record: dict[str, Any]) -> None:
+        if self._position is not None:
+            self._position.record("received", str(record.get("sender")), str(record.get("model_id")))
         log.info("%s: %d/%d models of round %d in the inbox", self.node_id,
                  len(self._senders(self.inbox.state.round - 1)), self.expected, self.inbox.state.round)
 

@@ -132,7 +132,37 @@ def _plot_accuracy_vs_bytes(rows: Sequence[dict[str, Any]], path: Path) -> None:
     save_figure(fig, path)
 
 
-def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajectories") -> Path:
+def energy_section(energy: dict[str, Any]) -> list[str]:
+    """Markdown lines: energy per node and the transfers that waited for the battery (first seed)."""
+    m = energy["model"]
+    lines = ["## Energy (first seed)", "",
+             f"Battery {m['battery_wh']:g} Wh (start at {100 * m['initial_charge']:.0f} %), solar {m['solar_w']:g} W "
+             f"in sunlight, idle {m['idle_w']:g} W, {m['j_per_flop']:g} J/FLOP, {m['j_per_byte']:g} J/byte sent. "
+             "Transfers and pretraining are scheduled only when the battery can pay for them; the FOL stages' "
+             "training energy (last columns) is booked from the methods' measured FLOPs, after the fact.", ""]
+    methods = sorted({k for n in energy["nodes"] for k in n.get("method_training_j", {})})
+    lines.append("| node | in eclipse | battery end (Wh) | pretraining (J) | transfers | transfer energy (J) | "
+                 + " | ".join(f"{k} training (J)" for k in methods) + " |")
+    lines.append("|---" * (6 + len(methods)) + "|")
+    for n in energy["nodes"]:
+        train = [f"{n.get('method_training_j', {}).get(k, 0.0):.3g}" for k in methods]
+        lines.append(f"| {n['node']} | {100 * n['eclipse_fraction']:.0f} % | {n['battery_end_wh']:.2f} | "
+                     f"{n['pretraining_j']:.3g} | {n['transfers']} | {n['transfer_j']:.3g} | " + " | ".join(train) + " |")
+    waits = energy["waits"]
+    lines += ["", f"{len(waits)} transfer(s) waited for the battery (charging needs sunlight):", ""]
+    if waits:
+        lines += ["| round | from | to | window opened (s) | sent at (s) | waited (s) | sunlit when the window opened |",
+                  "|---|---|---|---|---|---|---|"]
+        for w in waits:
+            sent = "never (round ended)" if w["start_s"] is None else f"{w['start_s']:.1f}"
+            waited = "-" if w["start_s"] is None else f"{w['start_s'] - w['wanted_start_s']:.1f}"
+            lit = {True: "yes", False: "no"}.get(w.get("sunlit_at_wanted"), "-")
+            lines.append(f"| {w['round']} | {w['src']} | {w['dst']} | {w['wanted_start_s']:.1f} | {sent} | "
+                         f"{waited} | {lit} |")
+    return lines + [""]
+
+
+def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajectories | None") -> Path:
     """Write results.csv/json, report.md and the plots into ``result.out``; return report.md's path."""
     out, rows = result.out, result.results
     with atomic_writer(out / "results.csv", text=True) as fh:
@@ -141,16 +171,17 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         w.writerows(rows)
     atomic_write_text(out / "results.json", json.dumps(rows, indent=1, default=str))
 
-    w = result.plan.windows
-    starts, ends = np.sort(w.t_start_s), np.sort(w.t_end_s)
-    active = np.searchsorted(starts, traj.times_s, side="right") - np.searchsorted(ends, traj.times_s, side="left")
-    busiest = float(traj.times_s[int(np.argmax(active))]) if len(w) else None
     plots = {
-        "contacts.png": lambda p: plot_contacts(result.plan, traj, p, t_s=busiest,
-                                                title=f"{scn.name}: tracks and contacts at the busiest instant"),
         "accuracy_by_node.png": lambda p: _plot_accuracy(rows, p),
         "accuracy_vs_bytes.png": lambda p: _plot_accuracy_vs_bytes(rows, p),
     }
+    if traj is not None:  # an imported contact plan has no positions to draw
+        w = result.plan.windows
+        starts, ends = np.sort(w.t_start_s), np.sort(w.t_end_s)
+        active = np.searchsorted(starts, traj.times_s, side="right") - np.searchsorted(ends, traj.times_s, side="left")
+        busiest = float(traj.times_s[int(np.argmax(active))]) if len(w) else None
+        plots["contacts.png"] = lambda p: plot_contacts(result.plan, traj, p, t_s=busiest,
+                                                        title=f"{scn.name}: tracks and contacts at the busiest instant")
     for name, draw in plots.items():
         draw(out / name)
 
@@ -179,13 +210,14 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         "",
         "## Figures",
         "",
-        "![contacts](contacts.png)",
-        "",
+        *(["![contacts](contacts.png)", ""] if traj is not None else []),
         "![accuracy by node](accuracy_by_node.png)",
         "",
         "![accuracy vs bytes](accuracy_vs_bytes.png)",
         "",
     ]
+    if result.energy is not None:
+        lines += energy_section(result.energy)
     path = out / "report.md"
     atomic_write_text(path, "\n".join(lines))
     return path

@@ -1,5 +1,6 @@
 """What one simulation run returns: the output folder, one result row per
-(seed, node, method), the contact plan and the rounds each method used."""
+(seed, node, method), the contact plan, the rounds each method used and, with
+``[energy]``, the energy summary of the first seed."""
 
 from __future__ import annotations
 
@@ -20,3 +21,4 @@ class SimulationResult:
     rounds_used: dict[str, int]  # per method, the most over seeds
     seconds: float
     transfers: list[dict[str, Any]] = field(default_factory=list)  # every seed's, with a "seed" key
+    energy: dict[str, Any] | None = None  # per-node energy and transfers that waited (when [energy] is on)

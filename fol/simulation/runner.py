@@ -3,7 +3,8 @@
 For each seed:
 
 1. **Contacts**: trajectories and windows of the scenario (:mod:`contact_sim`),
-   ``contacts.csv``; ground stations relay but hold no data and learn nothing.
+   or an imported ION contact plan (``[contacts] plan_file``), ``contacts.csv``;
+   ground stations relay but hold no data and learn nothing.
 2. **Data**: the dataset pool is partitioned over the learning nodes
    (``orbit``-driven, Dirichlet label skew, or by region), each shard split
    70/15/15.
@@ -29,15 +30,17 @@ import copy
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from contact_sim.energy import Battery
 from contact_sim.errors import ContactError
 from contact_sim.plan import ContactPlan
-from contact_sim.scenario import build_constellation, build_trajectories, plan_from_trajectories
+from contact_sim.scenario import (build_batteries, build_constellation, build_trajectories, load_plan_file,
+                                  plan_from_trajectories)
 from fol.simulation.check import check_scenario
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.result import SimulationResult
@@ -113,13 +116,37 @@ def _partition(scn: SwarmScenario, pool: GeoDataset, names: list[str], seed: int
     return shards
 
 
-def plan_deliveries(plan: ContactPlan, learners: list[int], sizes: list[int], rounds: int, q: int) -> list[dict[int, list[int]]]:
+def _energy_start(plan: ContactPlan, battery: Battery, src: int, dst: int, r: int, size: int,
+                  joules: float) -> tuple[float, float] | None:
+    """Earliest ``(start, finish)`` of a transfer the sender's battery can pay for when it starts."""
+    _, t_end = plan.round_interval(r)
+    best = plan.earliest_transfer(src, dst, r, size)
+    for _ in range(64):  # each pass moves past a window start the battery could not afford
+        if best is None:
+            return None
+        t_ok = battery.earliest(best[0], joules, t_end)
+        if t_ok is None:
+            return None
+        if t_ok <= best[0] and battery.can_spend(best[0], joules):
+            return best
+        best = plan.earliest_transfer(src, dst, r, size, max(t_ok, best[0] + 1e-3))
+    return None
+
+
+def plan_deliveries(plan: ContactPlan, learners: list[int], sizes: list[int], rounds: int, q: int,
+                    batteries: dict[int, Battery] | None = None,
+                    waits: list[dict[str, Any]] | None = None) -> list[dict[int, list[int]]]:
     """For each round, which learners deliver their model to which learner.
 
     A sender ``j`` reaches ``k`` in round ``r`` when a window of the pair in that
     round can carry ``sizes[j]`` bytes; the at most ``q`` earliest-finishing
     deliveries are recorded in ``plan`` (so a window's capacity is shared by
     the transfers it carries) and returned as learner indices.
+
+    With ``batteries`` (plan node -> :class:`~contact_sim.energy.Battery`), a
+    sender pays ``size x j_per_byte`` joules when its transfer starts, and the
+    transfer starts only once the battery holds that much; a transfer that had
+    to wait is appended to ``waits`` (no battery charge in the round: no transfer).
     """
     pos = {plan_idx: k for k, plan_idx in enumerate(learners)}
     out: list[dict[int, list[int]]] = []
@@ -138,6 +165,24 @@ def plan_deliveries(plan: ContactPlan, learners: list[int], sizes: list[int], ro
             for j in sorted(start, key=lambda j: (start[j], j)):
                 if len(scheduled) >= q:
                     break
+                battery = (batteries or {}).get(learners[j])
+                joules = sizes[j] * battery.model.j_per_byte if battery is not None else 0.0
+                if joules > 0:
+                    free = plan.earliest_transfer(learners[j], dst, r, sizes[j])
+                    paid = _energy_start(plan, battery, learners[j], dst, r, sizes[j], joules)
+                    if free is None or paid is None:
+                        if free is not None and waits is not None:
+                            waits.append({"src": plan.node_names[learners[j]], "dst": plan.node_names[dst], "round": r,
+                                          "wanted_start_s": free[0], "start_s": None, "joules": joules})
+                        continue
+                    tr = plan.schedule(learners[j], dst, r, sizes[j], not_before_s=paid[0])
+                    battery.spend(tr.t_start_s, joules, f"send {plan.node_names[learners[j]]}->{plan.node_names[dst]}")
+                    if tr.t_start_s > free[0] + 1e-6 and waits is not None:
+                        waits.append({"src": plan.node_names[learners[j]], "dst": plan.node_names[dst], "round": r,
+                                      "wanted_start_s": free[0], "start_s": tr.t_start_s, "joules": joules,
+                                      "sunlit_at_wanted": battery.sunlit(free[0])})
+                    scheduled.append(j)
+                    continue
                 try:
                     plan.schedule(learners[j], dst, r, sizes[j])
                 except ContactError:  # capacity taken by a transfer scheduled before it
@@ -182,6 +227,45 @@ class ZmqTransport:
 
     def close(self) -> None:
         self.links.close()
+
+
+# --------------------------------------------------------------------------- energy
+
+
+def _book_pretraining(scn: SwarmScenario, plan: ContactPlan, batteries: dict[int, Battery], learners: list[int],
+                      nodes: Sequence[NodeSetup]) -> None:
+    """Each node pays for its pretraining (FLOPs x J/FLOP) as soon as its battery can, from the start."""
+    for node_idx, node in zip(learners, nodes):
+        battery = batteries.get(node_idx)
+        joules = node.pretrain_flops * scn.contact.energy.j_per_flop
+        if battery is None or joules <= 0:
+            continue
+        t = battery.earliest(0.0, joules, plan.round_boundaries_s[-1])
+        if t is None:
+            raise ContactError(f"energy: pretraining {node.name} needs {joules:.3g} J, more than its battery can "
+                               f"supply within the scenario (energy.battery_wh, energy.solar_w)")
+        battery.spend(t, joules, "pretraining")
+
+
+def _energy_summary(scn: SwarmScenario, plan: ContactPlan, batteries: dict[int, Battery], learners: list[int],
+                    waits: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per node: eclipse share, battery at the end, joules spent by pretraining and transfers; the waits."""
+    horizon = float(plan.round_boundaries_s[-1])
+    nodes = []
+    for node_idx in learners:
+        b = batteries.get(node_idx)
+        if b is None:
+            continue
+        shadow = sum(min(e, horizon) - max(s, 0.0) for s, e in b.eclipses if e > 0 and s < horizon)
+        nodes.append({
+            "node": plan.node_names[node_idx], "eclipse_fraction": shadow / horizon if horizon > 0 else 0.0,
+            "battery_start_wh": b.model.initial_charge * b.model.battery_wh,
+            "battery_end_wh": b.level_at(horizon) / 3600.0,
+            "pretraining_j": sum(j for _, j, label in b.spends if label == "pretraining"),
+            "transfer_j": sum(j for _, j, label in b.spends if label.startswith("send")),
+            "transfers": sum(1 for _, _, label in b.spends if label.startswith("send")),
+        })
+    return {"model": asdict(scn.contact.energy), "nodes": nodes, "waits": waits}
 
 
 # --------------------------------------------------------------------------- pretraining with checkpoints
@@ -267,9 +351,14 @@ def run_simulation(
         executor = make_executor(scn.run.executor, workers=scn.run.workers, threads=scn.run.threads,
                                  ray_address=scn.run.ray_address)
     try:
-        log.info("computing contact windows")
-        traj = build_trajectories(scn.contact)
-        base_plan = plan_from_trajectories(traj, scn.contact)
+        if scn.contact.plan_file is not None:
+            log.info("reading the contact plan %s", scn.contact.plan_file)
+            traj = None
+            base_plan = load_plan_file(scn.contact)
+        else:
+            log.info("computing contact windows")
+            traj = build_trajectories(scn.contact)
+            base_plan = plan_from_trajectories(traj, scn.contact)
         learners = [i for i, kind in enumerate(base_plan.node_kinds) if kind != "ground_station"]
         names = [base_plan.node_names[i] for i in learners]
         by_name = dict(zip(report.nodes, report.archs))
@@ -280,6 +369,8 @@ def run_simulation(
         transfers: list[dict[str, Any]] = []
         rounds_by_seed: dict[int, dict[str, int]] = {}
         plan = base_plan
+        energy: dict[str, Any] | None = None
+        base_batteries = build_batteries(scn.contact, base_plan)  # {} unless [energy]; eclipses computed once
         for seed in tqdm(scn.seeds, desc="seeds", disable=None if progress else True):
             seed_dir = out / STATE_DIR / f"seed-{seed}"
             (seed_dir / "pretrained").mkdir(parents=True, exist_ok=True)
@@ -292,7 +383,14 @@ def run_simulation(
                      for n in nodes]
             participants = _participants(base_plan, learners, sizes, base_plan.n_rounds)
             plan = copy.deepcopy(base_plan)
-            deliveries = plan_deliveries(plan, learners, sizes, scn.fol.rounds, scn.fol.max_neighbours)
+            batteries = copy.deepcopy(base_batteries) if base_batteries else None
+            waits: list[dict[str, Any]] = []
+            if batteries:
+                _book_pretraining(scn, plan, batteries, learners, nodes)
+            deliveries = plan_deliveries(plan, learners, sizes, scn.fol.rounds, scn.fol.max_neighbours,
+                                         batteries, waits)
+            if batteries and seed == scn.seeds[0]:
+                energy = _energy_summary(scn, plan, batteries, learners, waits)
             transport = ZmqTransport(seed_dir / "links", names) if scn.run.transport == "zmq" else None
             ctx = SwarmContext(nodes=nodes, train=scn.fol.pretrain_train(), fol=scn.fol.replace(seed=seed),
                                rounds=plan.n_rounds, participants=participants, deliveries=deliveries, seed=seed,
@@ -319,7 +417,13 @@ def run_simulation(
             transfers += [{"seed": seed, **t.__dict__} for t in plan.transfers]
         _write_json(out / "transfers.json", transfers)
         _write_json(out / "rounds_used.json", {str(s): r for s, r in rounds_by_seed.items()})
-        result = SimulationResult(out, rows, plan, rounds_used, time.perf_counter() - t_start, transfers)
+        if energy is not None:
+            flops = {(r["method"], r["node"]): r["train_flops"] for r in rows if r["seed"] == scn.seeds[0]}
+            for node in energy["nodes"]:
+                node["method_training_j"] = {m: f * scn.contact.energy.j_per_flop
+                                             for (m, n), f in flops.items() if n == node["node"]}
+            _write_json(out / "energy.json", energy)
+        result = SimulationResult(out, rows, plan, rounds_used, time.perf_counter() - t_start, transfers, energy)
         from fol.simulation.report import write_report
 
         write_report(scn, result, traj)

@@ -1,0 +1,300 @@
+"""Contact plans in the DTN tools' formats: ION (text, in and out) and HDTN (JSON, out).
+
+**ION** (``ionadmin`` contact-plan commands), one direction per line::
+
+    a contact +t0 +t1 FROM TO RATE      # RATE in bytes per second
+    a range   +t0 +t1 FROM TO OWLT      # one-way light time, seconds
+
+Times are whole seconds relative to the plan start (``+t``), or absolute UTC
+``yyyy/mm/dd-hh:mm:ss`` when the plan start is known. ION node numbers are
+positive integers; this project writes node ``i`` as ``i + 1`` and keeps the
+names in header comments that :func:`read_ion` reads back::
+
+    # fol-swarm contact plan
+    # start 2025-03-01T00:00:00Z
+    # node 1 WD-P00-S00 satellite
+
+**HDTN** (``contactPlan.json``): ``{"contacts": [{"contact", "source",
+"dest", "startTime", "endTime", "rateBitsPerSec", "owlt"}]}``, integers,
+rates in **bits** per second, one direction per record.
+
+Rounding (both formats take integers): a window ``[t0, t1]`` is written as
+``[ceil(t0), floor(t1)]`` (never longer than the real window), its mean rate
+rounded down (to bytes/s for ION, bits/s for HDTN), and the one-way light
+time of its mean range rounded up to whole seconds (at least 1). A plan whose
+windows already have whole-second edges and whole byte rates round-trips
+exactly.
+
+Import: a window of this simulator is full duplex, so every ``a contact``
+needs its reverse (same interval) in the file; the window carries the smaller
+of the two rates. A window's OWLT is the largest of the ``a range`` lines of
+the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]`` and
+written back on export); other ``ionadmin`` commands (``1``, ``s``,
+``m ...``, ``x``) are ignored.
+
+Example:
+    >>> from contact_sim.windows import WindowTable
+    >>> from contact_sim.link import LinkModel
+    >>> w = WindowTable([0], [1], [0.0], [600.0], [1000.0], [1000.0], [0.0])
+    >>> plan = ContactPlan(["a", "b"], w, LinkModel("constant", 8e6, 0.0), [0.0, 600.0])
+    >>> [ln for ln in format_ion(plan).splitlines() if ln.startswith("a contact")]
+    ['a contact +0 +600 1 2 1000000', 'a contact +0 +600 2 1 1000000']
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from orbits import OrbitError, parse_utc
+
+from .errors import ContactError
+from .link import LinkModel
+from .plan import ContactPlan
+from .windows import WindowTable
+
+log = logging.getLogger(__name__)
+
+SPEED_OF_LIGHT_KM_S = 299_792.458
+#: Plan files larger than this are refused before they are read.
+MAX_PLAN_BYTES = 64 * 1024 * 1024
+_ION_TIME = "%Y/%m/%d-%H:%M:%S"
+_IGNORED = ("1", "s", "m", "x", "q", "e", "h", "?", "l", "w")
+
+
+def _rounded(plan: ContactPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per window: whole-second start/end, mean rate (bit/s) and OWLT (s, >= 1)."""
+    w = plan.windows
+    t0 = np.ceil(w.t_start_s - 1e-9)
+    t1 = np.floor(w.t_end_s + 1e-9)
+    rate = plan.link.mean_rate(w.duration_s, w.volume_bits)
+    rng = np.nan_to_num(np.asarray(w.mean_range_km, dtype=float), nan=0.0)
+    owlt = np.maximum(np.ceil(rng / SPEED_OF_LIGHT_KM_S - 1e-12), 1.0)
+    imported = plan.meta.get("owlt_s_per_window")
+    if imported is not None and len(imported) == len(w):  # an imported plan keeps its own OWLTs
+        owlt = np.where(np.isnan(np.asarray(imported, dtype=float)), owlt, np.asarray(imported, dtype=float))
+    return t0, t1, np.asarray(rate, dtype=float), owlt
+
+
+def _utc(start: _dt.datetime) -> str:
+    return start.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").replace(".000000Z", "Z")
+
+
+def format_ion(plan: ContactPlan) -> str:
+    """ION contact-plan text: header comments (start, node names), then contacts and ranges."""
+    t0, t1, rate, owlt = _rounded(plan)
+    lines = ["# fol-swarm contact plan (ION ionadmin commands; rates in bytes/s, times in s)"]
+    if plan.start is not None:
+        lines.append(f"# start {_utc(plan.start)}")
+    for i, (name, kind) in enumerate(zip(plan.node_names, plan.node_kinds)):
+        if any(c.isspace() for c in name):
+            raise ContactError(f"node {i}: name {name!r} contains whitespace; ION header names cannot")
+        lines.append(f"# node {i + 1} {name} {kind}")
+    contacts, ranges = [], []
+    w = plan.windows
+    for k in np.lexsort((w.b, w.a, t1, t0)):
+        if t1[k] <= t0[k]:
+            continue  # shorter than a whole second once rounded inward
+        a, b = int(w.a[k]) + 1, int(w.b[k]) + 1
+        rate_bytes = int(rate[k] // 8)
+        for src, dst in ((a, b), (b, a)):
+            contacts.append(f"a contact +{int(t0[k])} +{int(t1[k])} {src} {dst} {rate_bytes}")
+            ranges.append(f"a range +{int(t0[k])} +{int(t1[k])} {src} {dst} {int(owlt[k])}")
+    return "\n".join(lines + contacts + ranges) + "\n"
+
+
+def write_ion(path: str | Path, plan: ContactPlan) -> Path:
+    """Write :func:`format_ion` text to ``path``."""
+    path = Path(path)
+    path.write_text(format_ion(plan), encoding="ascii")
+    return path
+
+
+def hdtn_contacts(plan: ContactPlan) -> dict:
+    """HDTN contact plan (``{"contacts": [...]}``, rates in bits/s, node ``i`` as ``i + 1``)."""
+    t0, t1, rate, owlt = _rounded(plan)
+    w = plan.windows
+    out = []
+    for k in np.lexsort((w.b, w.a, t1, t0)):
+        if t1[k] <= t0[k]:
+            continue
+        a, b = int(w.a[k]) + 1, int(w.b[k]) + 1
+        for src, dst in ((a, b), (b, a)):
+            out.append({"contact": len(out), "source": src, "dest": dst, "startTime": int(t0[k]),
+                        "endTime": int(t1[k]), "rateBitsPerSec": int(rate[k]), "owlt": int(owlt[k])})
+    return {"contacts": out}
+
+
+def write_hdtn(path: str | Path, plan: ContactPlan) -> Path:
+    """Write the HDTN JSON contact plan of ``plan`` to ``path``."""
+    path = Path(path)
+    path.write_text(json.dumps(hdtn_contacts(plan), indent=1) + "\n", encoding="ascii")
+    return path
+
+
+# ------------------------------------------------------------------------------------ import
+
+
+@dataclass
+class IonPlan:
+    """The contents of an ION contact-plan file (node numbers as written)."""
+
+    start: _dt.datetime | None
+    names: dict[int, str] = field(default_factory=dict)
+    kinds: dict[int, str] = field(default_factory=dict)
+    #: ``(t0_s, t1_s, from, to, rate_bytes_per_s, line number)``
+    contacts: list[tuple[float, float, int, int, int, int]] = field(default_factory=list)
+    #: ``(t0_s, t1_s, from, to, owlt_s, line number)``
+    ranges: list[tuple[float, float, int, int, int, int]] = field(default_factory=list)
+
+
+def _ion_time(token: str, start: _dt.datetime | None, where: str) -> float:
+    if token.startswith("+"):
+        try:
+            value = float(token[1:])
+        except ValueError:
+            value = float("nan")
+        if not math.isfinite(value) or value < 0:
+            raise ContactError(f"{where}: expected a relative time +SECONDS, got {token!r}")
+        return value
+    try:
+        t = _dt.datetime.strptime(token, _ION_TIME).replace(tzinfo=_dt.timezone.utc)
+    except ValueError:
+        raise ContactError(f"{where}: expected +SECONDS or yyyy/mm/dd-hh:mm:ss, got {token!r}") from None
+    if start is None:
+        raise ContactError(f"{where}: absolute time {token!r} needs the plan start "
+                           "(a '# start ...' header line or time.start)")
+    return (t - start).total_seconds()
+
+
+def _pos_int(token: str, what: str, where: str, allow_zero: bool = False) -> int:
+    try:
+        value = int(token)
+    except ValueError:
+        raise ContactError(f"{where}: expected an integer {what}, got {token!r}") from None
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ContactError(f"{where}: expected a {'non-negative' if allow_zero else 'positive'} {what}, got {value}")
+    return value
+
+
+def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = None) -> IonPlan:
+    """Parse ION contact-plan text; ``start`` is used when the file has no ``# start`` header."""
+    plan = IonPlan(start)
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        where = f"{source}:{lineno}"
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            words = line[1:].split()
+            if len(words) == 2 and words[0] == "start":
+                try:
+                    header_start = parse_utc(words[1], field=f"{where}: start")
+                except OrbitError as exc:
+                    raise ContactError(str(exc)) from None
+                if start is not None and header_start != start:
+                    raise ContactError(f"{where}: the plan starts at {words[1]}, not at time.start "
+                                       f"({_utc(start)}); drop one of the two")
+                plan.start = header_start
+            elif len(words) in (3, 4) and words[0] == "node":
+                number = _pos_int(words[1], "node number", where)
+                if number in plan.names:
+                    raise ContactError(f"{where}: node {number} named twice in the header")
+                plan.names[number] = words[2]
+                plan.kinds[number] = words[3] if len(words) == 4 else "node"
+            continue
+        words = line.split("#", 1)[0].split()
+        if words[0] in _IGNORED:
+            continue
+        if words[0] != "a" or len(words) < 2 or words[1] not in ("contact", "range"):
+            raise ContactError(f"{where}: expected 'a contact' or 'a range', got {line[:40]!r}")
+        if words[1] == "contact" and len(words) not in (7, 8):
+            raise ContactError(f"{where}: expected 'a contact FROM_TIME UNTIL_TIME FROM TO RATE_BYTES_PER_S'")
+        if words[1] == "range" and len(words) != 7:
+            raise ContactError(f"{where}: expected 'a range FROM_TIME UNTIL_TIME FROM TO OWLT_S'")
+        t0 = _ion_time(words[2], plan.start, where)
+        t1 = _ion_time(words[3], plan.start, where)
+        if t1 <= t0:
+            raise ContactError(f"{where}: the end time {words[3]} is not after the start time {words[2]}")
+        src = _pos_int(words[4], "node number", where)
+        dst = _pos_int(words[5], "node number", where)
+        if src == dst:
+            continue  # ION's loopback contacts (a node to itself) carry nothing between nodes
+        value = _pos_int(words[6], "rate (bytes/s)" if words[1] == "contact" else "OWLT (s)", where,
+                         allow_zero=True)
+        (plan.contacts if words[1] == "contact" else plan.ranges).append((t0, t1, src, dst, value, lineno))
+    if not plan.contacts:
+        raise ContactError(f"{source}: no 'a contact' lines between two different nodes")
+    return plan
+
+
+def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] | None = None,
+                acquisition_s: float = 0.0) -> ContactPlan:
+    """A :class:`ContactPlan` from parsed ION contacts (full-duplex windows, per-window rates)."""
+    numbers = sorted(set(ion.names) | {c[2] for c in ion.contacts} | {c[3] for c in ion.contacts})
+    index = {n: i for i, n in enumerate(numbers)}
+    names = [ion.names.get(n, f"ipn-{n}") for n in numbers]
+    if len(set(names)) != len(names):
+        raise ContactError(f"{source}: two header nodes share a name")
+    kinds = [ion.kinds.get(n, "node") for n in numbers]
+    directed: dict[tuple[float, float, int, int], tuple[int, int]] = {}
+    for t0, t1, src, dst, rate, lineno in ion.contacts:
+        key = (t0, t1, src, dst)
+        if key in directed:
+            raise ContactError(f"{source}:{lineno}: contact {src}->{dst} {t0:g}..{t1:g} s listed twice "
+                               f"(first on line {directed[key][1]})")
+        directed[key] = (rate, lineno)
+    rows = []
+    for (t0, t1, src, dst), (rate, lineno) in directed.items():
+        back = directed.get((t0, t1, dst, src))
+        if back is None:
+            raise ContactError(f"{source}:{lineno}: contact {src}->{dst} +{t0:g} +{t1:g} has no reverse contact "
+                               f"{dst}->{src} over the same interval (windows here are full duplex)")
+        if src > dst:
+            continue
+        if back[0] != rate:
+            log.warning("%s:%d: contact %d<->%d has rates %d and %d bytes/s; using the smaller", source, lineno,
+                        src, dst, rate, back[0])
+        rows.append((index[src], index[dst], t0, t1, 8.0 * min(rate, back[0]) * (t1 - t0)))
+    ranges: dict[tuple[int, int], list[tuple[float, float, int]]] = {}
+    for t0, t1, src, dst, owlt, lineno in ion.ranges:
+        if src not in index or dst not in index:
+            raise ContactError(f"{source}:{lineno}: range {src}->{dst} names a node with no contact")
+        ranges.setdefault((min(index[src], index[dst]), max(index[src], index[dst])), []).append((t0, t1, owlt))
+    rows.sort(key=lambda r: (r[2], r[0], r[1]))  # the window table's order: start, then node ids
+    a, b, t0s, t1s, vol = (np.array(col) for col in zip(*rows))
+    # OWLT of a window: the largest of the range lines (either direction) that cover it
+    owlt_w = [max((o for r0, r1, o in ranges.get((int(i), int(j)), ()) if r0 <= s0 and s1 <= r1), default=np.nan)
+              for i, j, s0, s1 in zip(a, b, t0s, t1s)]
+    nan = np.full(a.size, np.nan)
+    windows = WindowTable(a, b, t0s, t1s, nan, nan, vol, sort=False)
+    bounds = (np.asarray(round_boundaries_s, dtype=float) if round_boundaries_s is not None
+              else np.array([0.0, float(t1s.max())]))
+    meta = {"source": source, "kind": "plan", "format": "ion", "owlt_s_per_window": [float(o) for o in owlt_w]}
+    return ContactPlan(names, windows, LinkModel("plan", acquisition_s=acquisition_s), bounds,
+                       ion.start, kinds, meta)
+
+
+def read_ion(path: str | Path, round_boundaries_s: Sequence[float] | None = None, acquisition_s: float = 0.0,
+             start: _dt.datetime | None = None) -> ContactPlan:
+    """Read an ION contact-plan file into a :class:`ContactPlan` (see the module doc for the rules)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise ContactError(f"{path}: contact plan file not found") from None
+    if size > MAX_PLAN_BYTES:
+        raise ContactError(f"{path}: contact plan is {size} bytes, more than the {MAX_PLAN_BYTES} byte limit")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ContactError(f"{path}: contact plan must be UTF-8 text") from None
+    ion = parse_ion(text, str(path), start)
+    return ion_to_plan(ion, str(path), round_boundaries_s, acquisition_s)

@@ -1,0 +1,152 @@
+"""The drone's own position, read from its autopilot over MAVLink, logged with every exchange.
+
+Optional ``[position]`` table of the agent configuration::
+
+    [position]
+    source = "mavlink"                      # the only source so far
+    connection = "udpin:127.0.0.1:14550"    # any pymavlink connection string
+                                            # (a serial port "/dev/ttyACM0", "tcp:host:port", a .tlog file)
+    baud = 57600                            # serial ports only
+    stale_s = 5.0                           # a fix older than this is logged as stale
+
+A background thread reads ``GLOBAL_POSITION_INT`` messages with ``pymavlink``
+(extra ``mavlink``) and keeps the latest fix: latitude/longitude in degrees
+(the message carries degE7), altitude above mean sea level and above home in
+metres (mm in the message), ground velocity in m/s (cm/s) and heading in
+degrees (cdeg; ``None`` when the autopilot sends 65535 for "unknown"). Each
+model sent or received is appended with the fix to ``<state_dir>/positions.jsonl``
+and logged.
+
+Example (no autopilot needed to decode a message):
+    >>> from pymavlink.dialects.v20 import common as mav
+    >>> msg = mav.MAVLink_global_position_int_message(1000, 407123456, 167654321, 512340, 12000, 150, -20, 0, 9000)
+    >>> fix_from_message(msg, received_at=0.0)["lat_deg"]
+    40.7123456
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fol.errors import ConfigError
+
+__all__ = ["PositionConfig", "PositionSource", "PositionLog", "fix_from_message"]
+
+log = logging.getLogger(__name__)
+
+SOURCES = ("mavlink",)
+LOG_FILE = "positions.jsonl"
+
+
+@dataclass(frozen=True)
+class PositionConfig:
+    """Where the drone's position comes from (see the module docstring)."""
+
+    connection: str
+    source: str = "mavlink"
+    baud: int = 57600
+    stale_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ConfigError(f"position.source: expected one of {', '.join(SOURCES)}, got {self.source!r}")
+        if not isinstance(self.connection, str) or not self.connection.strip():
+            raise ConfigError(f"position.connection: expected a pymavlink connection string like "
+                              f"'udpin:127.0.0.1:14550', got {self.connection!r}")
+        if isinstance(self.baud, bool) or not isinstance(self.baud, int) or self.baud <= 0:
+            raise ConfigError(f"position.baud: expected a positive integer, got {self.baud!r}")
+        if (isinstance(self.stale_s, bool) or not isinstance(self.stale_s, (int, float))
+                or not math.isfinite(self.stale_s) or self.stale_s <= 0):
+            raise ConfigError(f"position.stale_s: expected a positive number of seconds, got {self.stale_s!r}")
+
+
+def fix_from_message(msg: Any, received_at: float) -> dict[str, Any]:
+    """A GLOBAL_POSITION_INT message in SI units and degrees."""
+    return {
+        "lat_deg": msg.lat / 1e7, "lon_deg": msg.lon / 1e7,
+        "alt_msl_m": msg.alt / 1000.0, "alt_rel_m": msg.relative_alt / 1000.0,
+        "vel_ned_m_s": [msg.vx / 100.0, msg.vy / 100.0, msg.vz / 100.0],
+        "heading_deg": None if msg.hdg == 65535 else msg.hdg / 100.0,
+        "time_boot_ms": int(msg.time_boot_ms), "system": int(msg.get_srcSystem()), "received_at": received_at,
+    }
+
+
+class PositionSource:
+    """Reads GLOBAL_POSITION_INT in a thread; :meth:`latest` is the newest fix (or ``None``)."""
+
+    def __init__(self, config: PositionConfig) -> None:
+        try:
+            from pymavlink import mavutil
+        except ImportError:
+            raise ConfigError("position: reading MAVLink needs pymavlink: pip install 'fol-swarm[mavlink]'") from None
+        self.config = config
+        try:
+            self._conn = mavutil.mavlink_connection(config.connection, baud=config.baud, autoreconnect=True)
+        except Exception as exc:  # noqa: BLE001 - pymavlink raises many types for a bad connection string
+            raise ConfigError(f"position.connection: cannot open {config.connection!r} ({exc})") from None
+        self._lock = threading.Lock()
+        self._fix: dict[str, Any] | None = None
+        self.messages = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fol-position", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                msg = self._conn.recv_match(type="GLOBAL_POSITION_INT", blocking=True, timeout=0.2)
+            except (OSError, ValueError) as exc:  # a broken link: keep the last fix, try again
+                log.warning("position: %s", exc)
+                time.sleep(0.5)
+                continue
+            if msg is None:
+                continue
+            fix = fix_from_message(msg, time.time())
+            with self._lock:
+                self._fix = fix
+                self.messages += 1
+
+    def latest(self) -> dict[str, Any] | None:
+        """The newest fix with ``age_s`` and ``stale`` added; ``None`` before the first one."""
+        with self._lock:
+            fix = None if self._fix is None else dict(self._fix)
+        if fix is not None:
+            fix["age_s"] = round(time.time() - fix["received_at"], 3)
+            fix["stale"] = fix["age_s"] > self.config.stale_s
+        return fix
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2.0)
+        self._conn.close()
+
+
+class PositionLog:
+    """Appends ``{event, peer, model_id, t, position}`` lines to ``positions.jsonl`` and logs them."""
+
+    def __init__(self, source: PositionSource, state_dir: Path, node_id: str) -> None:
+        self.source = source
+        self.path = Path(state_dir) / LOG_FILE
+        self.node_id = node_id
+
+    def record(self, event: str, peer: str, model_id: str) -> dict[str, Any]:
+        fix = self.source.latest()
+        entry = {"event": event, "peer": peer, "model_id": model_id, "t": time.time(), "position": fix}
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry) + "\n")
+        if fix is None:
+            log.info("%s: %s %s (%s), no position fix yet", self.node_id, event, peer, model_id)
+        else:
+            log.info("%s: %s %s (%s) at %.7f, %.7f, %.1f m%s", self.node_id, event, peer, model_id, fix["lat_deg"],
+                     fix["lon_deg"], fix["alt_msl_m"], " (stale)" if fix["stale"] else "")
+        return entry
+
+    def close(self) -> None:
+        self.source.close()

@@ -1,0 +1,284 @@
+"""Orbit Mean-elements Messages (CCSDS OMM, CelesTrak / Space-Track "GP" data).
+
+Reads OMM files in the three layouts CelesTrak serves (JSON list of records,
+CSV with one header row, CCSDS NDM/XML) through sgp4's own OMM support
+(``sgp4.omm.parse_csv`` / ``parse_xml`` / ``initialize``), and writes a
+:class:`~orbits.constellation.Constellation` back out with
+``sgp4.exporter.export_omm``. Every field sgp4 needs is checked first, so a
+malformed file raises :class:`OrbitError` naming the file, the record and the
+field instead of a bare ``KeyError`` or ``ValueError``.
+
+Catalog numbers. OMM carries ``NORAD_CAT_ID`` as a plain integer, so six-digit
+numbers (the 18th SDS expects to pass 99999 in 2026) are fine in the file. The
+installed sgp4's ``Satrec`` stores the number as an Alpha-5 string and refuses
+anything above 339999 ("Z9999"); since the number plays no part in the
+propagation, such satellites are initialized with number 0 and the real one is
+kept in ``Constellation.catalog_numbers``, which OMM export writes back.
+TLE export (:func:`orbits.tle.format_tle`) writes 100000..339999 in Alpha-5
+and refuses larger numbers with an error that points to OMM.
+
+Example:
+    >>> from orbits.constellation import walker_delta
+    >>> c = walker_delta(2, 1, 0, 550.0, 53.0, "2025-01-01T00:00:00Z")
+    >>> c.catalog_numbers = [123456, 400000]
+    >>> back = parse_omm_text(format_omm(c, "json"), "json", "mem.json")
+    >>> back.catalog_numbers, back.names
+    ([123456, 400000], ['WD-P00-S00', 'WD-P00-S01'])
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import json
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any, Iterable
+
+from sgp4 import omm as _omm
+from sgp4.api import Satrec
+from sgp4.exporter import export_omm
+
+from .constellation import Constellation
+from .errors import OrbitError
+
+#: Largest catalog number the installed sgp4 ``Satrec`` (Alpha-5) can hold.
+SGP4_MAX_SATNUM = 339999
+#: Files larger than this are refused before they are read.
+MAX_OMM_BYTES = 64 * 1024 * 1024
+#: Accepted layouts.
+OMM_FORMATS = ("json", "csv", "xml")
+
+_FLOAT_FIELDS = ("MEAN_MOTION", "ECCENTRICITY", "INCLINATION", "RA_OF_ASC_NODE", "ARG_OF_PERICENTER",
+                 "MEAN_ANOMALY", "BSTAR", "MEAN_MOTION_DOT", "MEAN_MOTION_DDOT")
+_INT_FIELDS = ("NORAD_CAT_ID", "EPHEMERIS_TYPE", "ELEMENT_SET_NO", "REV_AT_EPOCH")
+#: Fields with a harmless default when a file leaves them out (CelesTrak always writes them).
+_DEFAULTS = {"CLASSIFICATION_TYPE": "U", "OBJECT_ID": "UNKNOWN", "EPHEMERIS_TYPE": 0,
+             "ELEMENT_SET_NO": 999, "REV_AT_EPOCH": 0, "BSTAR": 0.0, "MEAN_MOTION_DOT": 0.0,
+             "MEAN_MOTION_DDOT": 0.0}
+_XML_META = ("OBJECT_NAME", "OBJECT_ID", "CENTER_NAME", "REF_FRAME", "TIME_SYSTEM", "MEAN_ELEMENT_THEORY")
+_XML_MEAN = ("EPOCH", "MEAN_MOTION", "ECCENTRICITY", "INCLINATION", "RA_OF_ASC_NODE", "ARG_OF_PERICENTER",
+             "MEAN_ANOMALY")
+_XML_TLE = ("EPHEMERIS_TYPE", "CLASSIFICATION_TYPE", "NORAD_CAT_ID", "ELEMENT_SET_NO", "REV_AT_EPOCH", "BSTAR",
+            "MEAN_MOTION_DOT", "MEAN_MOTION_DDOT")
+
+
+def omm_format(path: str | Path, text: str | None = None) -> str:
+    """``json`` / ``csv`` / ``xml`` from the file extension, else from the first character."""
+    ext = Path(path).suffix.lower().lstrip(".")
+    if ext in OMM_FORMATS:
+        return ext
+    head = (text or "").lstrip()[:1]
+    return "json" if head in "[{" and head else "xml" if head == "<" else "csv"
+
+
+def _epoch_text(value: Any, where: str) -> str:
+    """EPOCH in the exact layout sgp4.omm expects (``%Y-%m-%dT%H:%M:%S.%f``, UTC)."""
+    if not isinstance(value, str) or not value.strip():
+        raise OrbitError(f"{where}.EPOCH: expected an ISO-8601 UTC time like 2025-03-01T12:00:00.000000, got {value!r}")
+    text = value.strip()
+    if text[-1:] in "Zz":
+        text = text[:-1]
+    try:
+        dt = _dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise OrbitError(f"{where}.EPOCH: expected an ISO-8601 UTC time like 2025-03-01T12:00:00.000000, "
+                         f"got {value!r}") from None
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.%f")
+
+
+def _checked_fields(rec: Any, where: str) -> dict[str, Any]:
+    """A copy of one OMM record with every field sgp4 reads validated."""
+    if not isinstance(rec, dict):
+        raise OrbitError(f"{where}: expected a record of OMM fields, got {type(rec).__name__}")
+    fields = {str(k).strip().upper(): (v.strip() if isinstance(v, str) else v) for k, v in rec.items()
+              if k is not None}
+    for key, default in _DEFAULTS.items():
+        if fields.get(key) in (None, ""):
+            fields[key] = default
+    theory = str(fields.get("MEAN_ELEMENT_THEORY") or "SGP4").upper()
+    if theory != "SGP4":
+        raise OrbitError(f"{where}.MEAN_ELEMENT_THEORY: only SGP4 mean elements are supported, got {theory!r}")
+    frame = str(fields.get("REF_FRAME") or "TEME").upper()
+    if frame != "TEME":
+        raise OrbitError(f"{where}.REF_FRAME: SGP4 elements are TEME, got {frame!r}")
+    center = str(fields.get("CENTER_NAME") or "EARTH").upper()
+    if center != "EARTH":
+        raise OrbitError(f"{where}.CENTER_NAME: expected EARTH, got {center!r}")
+    if "EPOCH" not in fields:
+        raise OrbitError(f"{where}.EPOCH: missing (required)")
+    fields["EPOCH"] = _epoch_text(fields["EPOCH"], where)
+    for key in _FLOAT_FIELDS:
+        if key not in fields:
+            raise OrbitError(f"{where}.{key}: missing (required)")
+        try:
+            value = float(fields[key])
+        except (TypeError, ValueError):
+            raise OrbitError(f"{where}.{key}: expected a number, got {fields[key]!r}") from None
+        if not math.isfinite(value):
+            raise OrbitError(f"{where}.{key}: expected a finite number, got {fields[key]!r}")
+        fields[key] = value
+    for key in _INT_FIELDS:
+        if key not in fields:
+            raise OrbitError(f"{where}.{key}: missing (required)")
+        value = fields[key]
+        try:
+            ivalue = int(value) if not isinstance(value, float) or value.is_integer() else None
+        except (TypeError, ValueError):
+            ivalue = None
+        if ivalue is None or isinstance(value, bool):
+            raise OrbitError(f"{where}.{key}: expected an integer, got {value!r}")
+        fields[key] = ivalue
+    if not 0 < fields["NORAD_CAT_ID"] <= 999999999:
+        raise OrbitError(f"{where}.NORAD_CAT_ID: expected a positive catalog number, got {fields['NORAD_CAT_ID']}")
+    if not 0.0 <= fields["ECCENTRICITY"] < 1.0:
+        raise OrbitError(f"{where}.ECCENTRICITY: expected 0 <= e < 1, got {fields['ECCENTRICITY']}")
+    if not 0.0 < fields["MEAN_MOTION"] < 20.0:
+        raise OrbitError(f"{where}.MEAN_MOTION: expected 0..20 revolutions per day, got {fields['MEAN_MOTION']}")
+    if not 0.0 <= fields["INCLINATION"] <= 180.0:
+        raise OrbitError(f"{where}.INCLINATION: expected 0..180 deg, got {fields['INCLINATION']}")
+    fields["CLASSIFICATION_TYPE"] = str(fields["CLASSIFICATION_TYPE"])[:1] or "U"
+    fields["OBJECT_ID"] = str(fields["OBJECT_ID"])
+    return fields
+
+
+def omm_satrec(rec: dict[str, Any], where: str = "OMM record") -> tuple[Satrec, int, str | None]:
+    """``(Satrec, catalog number, OBJECT_NAME)`` of one OMM record, via ``sgp4.omm.initialize``."""
+    fields = _checked_fields(rec, where)
+    catalog = fields["NORAD_CAT_ID"]
+    if catalog > SGP4_MAX_SATNUM:  # sgp4's Alpha-5 field cannot hold it; the number does not affect SGP4
+        fields["NORAD_CAT_ID"] = 0
+    sat = Satrec()
+    try:
+        _omm.initialize(sat, fields)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise OrbitError(f"{where}: sgp4 rejected the record ({exc})") from None
+    if sat.error:
+        raise OrbitError(f"{where}: sgp4 initialization failed with error code {sat.error}")
+    name = fields.get("OBJECT_NAME")
+    return sat, catalog, (str(name).strip() or None) if name is not None else None
+
+
+def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
+    if fmt == "json":
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise OrbitError(f"{source}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
+        if isinstance(doc, dict):
+            doc = [doc]
+        if not isinstance(doc, list):
+            raise OrbitError(f"{source}: expected a JSON list of OMM records")
+        return [(f"{source}: record {i}", rec) for i, rec in enumerate(doc)]
+    if fmt == "csv":
+        reader = _omm.parse_csv(io.StringIO(text))
+        if not reader.fieldnames or "EPOCH" not in [f.strip().upper() for f in reader.fieldnames]:
+            raise OrbitError(f"{source}: expected a CSV header row with OMM field names (EPOCH, MEAN_MOTION, ...)")
+        return [(f"{source}:{reader.line_num}", row) for row in reader]
+    if fmt == "xml":
+        try:
+            return [(f"{source}: segment {i}", rec) for i, rec in enumerate(_omm.parse_xml(io.StringIO(text)))]
+        except ET.ParseError as exc:
+            raise OrbitError(f"{source}: invalid XML ({exc})") from None
+        except AttributeError:
+            raise OrbitError(f"{source}: expected CCSDS OMM segments with metadata, data/meanElements and "
+                             "data/tleParameters") from None
+    raise OrbitError(f"{source}: unknown OMM format {fmt!r}; expected one of {', '.join(OMM_FORMATS)}")
+
+
+def parse_omm_text(text: str, fmt: str, source: str = "<text>") -> Constellation:
+    """Parse OMM text (``fmt`` = json/csv/xml) into a :class:`Constellation`."""
+    names, sats, catalog = [], [], []
+    seen: set[str] = set()
+    for where, rec in _records(text, fmt, source):
+        sat, number, name = omm_satrec(rec, where)
+        name = name or f"SAT-{number}"
+        if name in seen:
+            name = f"{name}-{number}"
+        if name in seen:
+            raise OrbitError(f"{where}.NORAD_CAT_ID: satellite {number} appears twice")
+        seen.add(name)
+        names.append(name)
+        sats.append(sat)
+        catalog.append(number)
+    if not sats:
+        raise OrbitError(f"{source}: no OMM records found")
+    return Constellation(names, sats, None, description=f"OMM file {source}", catalog_numbers=catalog)
+
+
+def read_omm(path: str | Path, fmt: str | None = None) -> Constellation:
+    """Read an OMM file (JSON, CSV or XML; by extension unless ``fmt`` is given)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise OrbitError(f"{path}: OMM file not found") from None
+    if size > MAX_OMM_BYTES:
+        raise OrbitError(f"{path}: OMM file is {size} bytes, more than the {MAX_OMM_BYTES} byte limit")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise OrbitError(f"{path}: OMM file must be UTF-8 text") from None
+    fmt = fmt or omm_format(path, text)
+    if fmt not in OMM_FORMATS:
+        raise OrbitError(f"{path}: unknown OMM format {fmt!r}; expected one of {', '.join(OMM_FORMATS)}")
+    return parse_omm_text(text, fmt, str(path))
+
+
+def omm_records(constellation: Constellation) -> list[dict[str, Any]]:
+    """One OMM record (CelesTrak GP JSON field names) per satellite, via ``sgp4.exporter.export_omm``."""
+    out = []
+    for name, sat, number in zip(constellation.names, constellation.satrecs, constellation.catalog_numbers):
+        known_id = sat.intldesg[:2].isdigit()
+        if not known_id:  # synthetic satellites have no international designator
+            saved, sat.intldesg = sat.intldesg, "00000"
+        try:
+            rec = export_omm(sat, name)
+        finally:
+            if not known_id:
+                sat.intldesg = saved
+        if not known_id:
+            rec["OBJECT_ID"] = "UNKNOWN"
+        rec["NORAD_CAT_ID"] = int(number)
+        out.append(rec)
+    return out
+
+
+def format_omm(constellation: Constellation, fmt: str = "json") -> str:
+    """OMM text of every satellite: ``json`` (CelesTrak GP layout), ``csv`` or ``xml`` (CCSDS NDM)."""
+    records = omm_records(constellation)
+    if fmt == "json":
+        return json.dumps(records, indent=1) + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=list(records[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(records)
+        return buf.getvalue()
+    if fmt == "xml":
+        root = ET.Element("ndm")
+        for rec in records:
+            body = ET.SubElement(ET.SubElement(root, "omm", id="CCSDS_OMM_VERS", version="2.0"), "body")
+            segment = ET.SubElement(body, "segment")
+            meta = ET.SubElement(segment, "metadata")
+            data = ET.SubElement(segment, "data")
+            groups = ((meta, _XML_META), (ET.SubElement(data, "meanElements"), _XML_MEAN),
+                      (ET.SubElement(data, "tleParameters"), _XML_TLE))
+            for parent, keys in groups:
+                for key in keys:
+                    ET.SubElement(parent, key).text = str(rec[key])
+        ET.indent(root)
+        return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    raise OrbitError(f"OMM format: expected one of {', '.join(OMM_FORMATS)}, got {fmt!r}")
+
+
+def write_omm(path: str | Path, constellation: Constellation, fmt: str | None = None) -> Path:
+    """Write ``constellation`` as an OMM file (format from the extension, JSON by default)."""
+    path = Path(path)
+    fmt = fmt or (path.suffix.lower().lstrip(".") if path.suffix.lower().lstrip(".") in OMM_FORMATS else "json")
+    path.write_text(format_omm(constellation, fmt), encoding="utf-8")
+    return path

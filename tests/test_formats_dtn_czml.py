@@ -1,0 +1,218 @@
+"""Contact plans in the DTN tools' formats (ION in/out, HDTN out), a scenario driven by an
+imported ION plan, and the CZML export."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from contact_sim import (ContactError, ContactPlan, LinkModel, WindowTable, build_trajectories, format_ion,
+                         hdtn_contacts, load_contact_scenario, parse_contact_scenario, parse_ion, plan_from_trajectories,
+                         read_ion)
+from contact_sim.cli import main as contacts_main
+from contact_sim.czml import czml_packets
+from fol.cli import main
+
+START = dt.datetime(2026, 8, 1, tzinfo=dt.timezone.utc)
+
+
+def _hand_plan() -> ContactPlan:
+    # node 0 <-> 1 from 0.4 s to 600.7 s, 8 Mbit/s = 1,000,000 bytes/s, 1,000 km apart;
+    # node 1 <-> 2 from 100 s to 160 s at the same rate, 400,000 km apart (OWLT 1.33 s).
+    w = WindowTable([0, 1], [1, 2], [0.4, 100.0], [600.7, 160.0], [900.0, 4e5], [1000.0, 4e5], [0.0, 0.0])
+    return ContactPlan(["sat-a", "sat-b", "gs"], w, LinkModel("constant", 8e6, 0.0), [0.0, 700.0], START,
+                       ["satellite", "satellite", "ground_station"])
+
+
+def test_ion_and_hdtn_units_on_a_hand_checked_plan() -> None:
+    text = format_ion(_hand_plan())
+    body = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    # ION: whole seconds inside the window, bytes per second, one direction per line.
+    assert body == [
+        "a contact +1 +600 1 2 1000000", "a contact +1 +600 2 1 1000000",
+        "a contact +100 +160 2 3 1000000", "a contact +100 +160 3 2 1000000",
+        "a range +1 +600 1 2 1", "a range +1 +600 2 1 1",
+        "a range +100 +160 2 3 2", "a range +100 +160 3 2 2",
+    ]
+    assert "# start 2026-08-01T00:00:00Z" in text and "# node 3 gs ground_station" in text
+    # HDTN: the same contacts in bits per second.
+    assert hdtn_contacts(_hand_plan()) == {"contacts": [
+        {"contact": 0, "source": 1, "dest": 2, "startTime": 1, "endTime": 600, "rateBitsPerSec": 8000000, "owlt": 1},
+        {"contact": 1, "source": 2, "dest": 1, "startTime": 1, "endTime": 600, "rateBitsPerSec": 8000000, "owlt": 1},
+        {"contact": 2, "source": 2, "dest": 3, "startTime": 100, "endTime": 160, "rateBitsPerSec": 8000000, "owlt": 2},
+        {"contact": 3, "source": 3, "dest": 2, "startTime": 100, "endTime": 160, "rateBitsPerSec": 8000000, "owlt": 2},
+    ]}
+
+
+def test_ion_export_import_round_trips_exactly(tmp_path: Path) -> None:
+    # Whole-second edges and whole byte rates: nothing to round, so the round trip is exact.
+    w = WindowTable([0, 0, 1], [1, 2, 2], [0.0, 50.0, 300.0], [120.0, 400.0, 360.0], [1, 1, 1], [1, 1, 1],
+                    [8 * 1000 * 120.0, 8 * 2500 * 350.0, 8 * 7 * 60.0])
+    plan = ContactPlan(["x", "y", "z"], w, LinkModel("plan", acquisition_s=0.0), [0.0, 200.0, 400.0], START,
+                       ["satellite"] * 3)
+    path = tmp_path / "plan.ion"
+    path.write_text(format_ion(plan))
+    back = read_ion(path, plan.round_boundaries_s)
+    assert back.node_names == plan.node_names and back.node_kinds == plan.node_kinds and back.start == START
+    for col in ("a", "b", "t_start_s", "t_end_s", "capacity_bytes"):
+        assert np.array_equal(getattr(back.windows, col), getattr(plan.windows, col)), col
+    assert format_ion(back) == path.read_text()
+    assert [c.capacity_bytes for c in back.windows] == [120_000, 875_000, 420]
+
+
+def test_ion_absolute_times_and_foreign_files() -> None:
+    text = ("1 3 100\ns\n# a plan from elsewhere, no node names\n"
+            "a contact 2026/08/01-00:01:00 2026/08/01-00:02:00 5 9 1000\n"
+            "a contact 2026/08/01-00:01:00 2026/08/01-00:02:00 9 5 2000\n"
+            "a contact +0 +86400 5 5 1000000\n")
+    ion = parse_ion(text, "x.ion", START)
+    assert [(c[0], c[1], c[4]) for c in ion.contacts] == [(60.0, 120.0, 1000), (60.0, 120.0, 2000)]
+    from contact_sim.dtn import ion_to_plan
+
+    plan = ion_to_plan(ion, "x.ion")
+    assert plan.node_names == ["ipn-5", "ipn-9"]
+    assert int(plan.windows.capacity_bytes[0]) == 1000 * 60  # the smaller of the two directions
+    # a day-long range line covers the window: its OWLT is written back on export
+    ranged = ion_to_plan(parse_ion(text + "a range +0 +86400 5 9 5\n", "x.ion", START), "x.ion")
+    assert "a range +60 +120 1 2 5" in format_ion(ranged) and "a range +60 +120 1 2 1" in format_ion(plan)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a contact +0 +60 1 2 100\n", r"p\.ion:1: contact 1->2 \+0 \+60 has no reverse"),
+    ("a contact +0 +60 1 2 fast\na contact +0 +60 2 1 1\n", r"p\.ion:1: expected an integer rate"),
+    ("a contact +60 +0 1 2 1\n", r"p\.ion:1: the end time \+0 is not after"),
+    ("a contact 2026/08/01-00:00:00 +60 1 2 1\n", r"p\.ion:1: absolute time .* needs the plan start"),
+    ("a plan +0 +60 1 2 1\n", r"p\.ion:1: expected 'a contact' or 'a range'"),
+    ("# node 1 a\n", r"p\.ion: no 'a contact' lines"),
+])
+def test_malformed_ion_plan_names_file_and_line(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "p.ion"
+    path.write_text(text)
+    with pytest.raises(ContactError, match=message):
+        read_ion(path)
+
+
+def test_plan_file_scenario_validation(tmp_path: Path) -> None:
+    doc = {"contacts": {"plan_file": "p.ion"}, "time": {"duration_s": 600.0}}
+    scn = parse_contact_scenario(doc, tmp_path)
+    assert scn.kind == "plan" and scn.plan_file == tmp_path / "p.ion" and scn.link.acquisition_s == 0.0
+    with pytest.raises(ContactError, match=r"link\.rate_bps: not used with \[contacts\] plan_file"):
+        parse_contact_scenario({**doc, "link": {"rate_bps": 1e6}}, tmp_path)
+    with pytest.raises(ContactError, match="exactly one of"):
+        parse_contact_scenario({**doc, "drones": {"count": 2, "radio_range_km": 1.0}}, tmp_path)
+    with pytest.raises(ContactError, match="contacts: unknown key 'plan'"):
+        parse_contact_scenario({**doc, "contacts": {"plan": "p.ion"}}, tmp_path)
+    # fol contacts reads the plan and re-exports it (HDTN here); CZML needs positions
+    (tmp_path / "p.ion").write_text(format_ion(_hand_plan()))
+    (tmp_path / "s.toml").write_text('[contacts]\nplan_file = "p.ion"\n[time]\nduration_s = 700.0\n')
+    assert contacts_main(["contacts", str(tmp_path / "s.toml"), "--hdtn", "--out", str(tmp_path / "o")]) == 0
+    assert json.loads((tmp_path / "o" / "contacts.hdtn.json").read_text()) == hdtn_contacts(_hand_plan())
+    assert contacts_main(["contacts", str(tmp_path / "s.toml"), "--czml", "--out", str(tmp_path / "o")]) == 2
+
+
+ION_SCENARIO = """
+[scenario]
+name = "tiny-ion"
+seeds = [0]
+[contacts]
+plan_file = "plan.ion"
+[time]
+duration_s = 600.0
+[link]
+acquisition_s = 1.0
+[rounds]
+count = 1
+[data]
+dataset = "synthetic-wildfire"
+size = 1600
+image_size = 16
+partition = "dirichlet"
+psi = 1.0
+per_node = 100
+[fol]
+max_neighbours = 2
+top_k = 2
+finetune_epochs = 1
+post_finetune_epochs = 1
+gate_epochs = 1
+distill_epochs = 2
+pretrain_epochs = 2
+[methods]
+run = ["local", "fol"]
+[run]
+executor = "local"
+threads = 1
+[energy]                # starts empty: every transfer waits until the battery has charged enough
+battery_wh = 1.0
+solar_w = 3.0
+idle_w = 1.0
+j_per_byte = 1e-5
+initial_charge = 0.0
+"""
+
+
+def test_simulate_driven_by_an_imported_ion_plan(tmp_path: Path) -> None:
+    # a, b, c see each other for 10 minutes at 1 Mbit/s; "far" is in the header but has no contact.
+    lines = ["# start 2026-08-01T00:00:00Z", "# node 1 a drone", "# node 2 b drone", "# node 3 c drone",
+             "# node 4 far drone"]
+    for s, d in ((1, 2), (1, 3), (2, 3)):
+        lines += [f"a contact +0 +600 {s} {d} 125000", f"a contact +0 +600 {d} {s} 125000"]
+    (tmp_path / "plan.ion").write_text("\n".join(lines) + "\n")
+    (tmp_path / "s.toml").write_text(ION_SCENARIO)
+    out = tmp_path / "out"
+    assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(out)]) == 0
+    with open(out / "results.csv") as fh:
+        rows = {(r["method"], r["node"]): r for r in csv.DictReader(fh)}
+    assert rows[("fol", "far")]["kept_local"] == "True" and int(rows[("fol", "far")]["bytes_down"]) == 0
+    for name in ("a", "b", "c"):
+        assert int(rows[("fol", name)]["received_models"]) == 2
+    transfers = json.loads((out / "transfers.json").read_text())
+    assert transfers and all(0.0 < t["t_start_s"] < t["t_end_s"] <= 600.0 for t in transfers)
+    report = (out / "report.md").read_text()
+    assert "| fol |" in report and not (out / "contacts.png").exists()
+    # energy on: a sender pays size x 1e-5 J at 2 W net, so its first transfer waits size x 5e-6 s
+    energy = json.loads((out / "energy.json").read_text())
+    assert "## Energy" in report and len(energy["waits"]) == len(transfers) == 6
+    first = min(transfers, key=lambda t: t["t_start_s"])
+    assert abs(first["t_start_s"] - first["size_bytes"] * 1e-5 / 2.0) < 1e-6
+    assert sum(n["transfers"] for n in energy["nodes"]) == 6
+
+
+def test_czml_has_one_packet_per_node_and_window(tmp_path: Path) -> None:
+    scn = tmp_path / "leo.toml"
+    scn.write_text('[constellation]\nkind = "walker-delta"\ntotal = 12\nplanes = 2\nphasing = 1\naltitude_km = 550.0\n'
+                   'inclination_deg = 53.0\nepoch = "2026-08-01T00:00:00Z"\n[[ground_stations]]\nname = "Matera"\n'
+                   'lat_deg = 40.65\nlon_deg = 16.7\n[time]\nduration_s = 3600.0\nstep_s = 60.0\n'
+                   '[link]\nmax_range_km = 8000.0\n')
+    assert contacts_main(["contacts", str(scn), "--czml", "--ion", "--hdtn", "--no-plot", "--out", str(tmp_path / "o")]) == 0
+    packets = json.loads((tmp_path / "o" / "contacts.czml").read_text())
+    scenario = load_contact_scenario(scn)
+    traj = build_trajectories(scenario)
+    plan = plan_from_trajectories(traj, scenario)
+    assert packets[0]["id"] == "document" and packets[0]["version"] == "1.0"
+    nodes = [p for p in packets if p["id"].startswith("node-")]
+    windows = [p for p in packets if p["id"].startswith("window-")]
+    assert len(packets) == 1 + len(nodes) + len(windows)
+    assert [p["name"] for p in nodes] == plan.node_names and len(windows) == len(plan.windows) > 0
+    sat = nodes[0]["position"]
+    assert sat["referenceFrame"] == "FIXED" and len(sat["cartesian"]) == 4 * traj.times_s.size
+    r_m = np.linalg.norm(np.reshape(sat["cartesian"], (-1, 4))[:, 1:], axis=1)
+    assert np.all(np.abs(r_m - 6_928_000) < 30_000)  # 550 km altitude, Earth-fixed metres
+    station = nodes[-1]["position"]["cartesian"]
+    assert abs(np.linalg.norm(station) - 6_369_000) < 10_000
+    w0 = windows[0]
+    assert w0["polyline"]["positions"]["references"][0].endswith("#position")
+    t0, t1 = (dt.datetime.fromisoformat(x.replace("Z", "+00:00")) for x in w0["availability"].split("/"))
+    assert abs((t1 - t0).total_seconds() - plan.windows.duration_s[0]) < 2e-3
+    assert (tmp_path / "o" / "contacts.ion").stat().st_size > 0
+    assert json.loads((tmp_path / "o" / "contacts.hdtn.json").read_text())["contacts"]
+    with pytest.raises(ContactError, match="CZML export needs a satellite scenario"):
+        drones = parse_contact_scenario({"drones": {"count": 2, "radio_range_km": 1.0},
+                                         "time": {"duration_s": 60.0, "step_s": 10.0}}, tmp_path)
+        dtraj = build_trajectories(drones)
+        czml_packets(plan_from_trajectories(dtraj, drones), dtraj)

@@ -1,0 +1,106 @@
+"""Sunlight (eclipse intervals against a brute-force is_sunlit scan) and the energy model
+(a battery that cannot afford a transfer delays it)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from contact_sim import ContactError, ContactPlan, LinkModel, WindowTable, parse_contact_scenario
+from contact_sim.energy import Battery, EnergyModel
+from fol.simulation.runner import plan_deliveries
+from orbits import walker_delta
+from orbits.sunlight import eclipse_intervals, sunlit_samples
+
+
+def test_eclipses_match_a_brute_force_scan_at_10s() -> None:
+    c = walker_delta(4, 2, 1, 550.0, 53.0, "2025-03-01T00:00:00Z")
+    duration, step = 21600.0, 10.0
+    fast = eclipse_intervals(c, c.epoch, duration)  # 60 s grid, edges bisected
+    grid = np.arange(0.0, duration + step / 2, step)
+    lit = sunlit_samples(c, c.epoch, grid)
+    for k, intervals in enumerate(fast):
+        change = np.flatnonzero(lit[k, 1:] != lit[k, :-1])
+        brute = grid[change] + step / 2  # each edge lies within +-step/2 of this
+        edges = sorted(x for iv in intervals for x in iv if 0.0 < x < duration)
+        assert len(edges) == len(brute) > 0
+        assert np.max(np.abs(np.array(edges) - brute)) <= step
+        # inside every interval the scan agrees: in shadow
+        for a, b in intervals:
+            inside = (grid > a + 1.0) & (grid < b - 1.0)
+            assert not lit[k, inside].any()
+
+
+def _plan() -> ContactPlan:
+    # nodes 0 and 1 in contact 0..3000 s at 8 kbit/s (1,000 bytes/s), one round of an hour
+    w = WindowTable([0], [1], [0.0], [3000.0], [1.0], [1.0], [0.0])
+    return ContactPlan(["sat-0", "sat-1"], w, LinkModel("constant", 8e3, 0.0), [0.0, 3600.0])
+
+
+def test_a_transfer_the_battery_cannot_afford_is_delayed_until_charged() -> None:
+    free = _plan()
+    assert plan_deliveries(free, [0, 1], [1000, 1000], 1, 1)[0] == {0: [1], 1: [0]}
+    assert [t.t_start_s for t in free.transfers] == [0.0, 0.0]
+
+    # sat-0 is in eclipse for the first 1,000 s with an empty battery; sending 1,000 bytes costs 50 J;
+    # in sunlight it gains 12 - 2 = 10 W, so it can pay at 1,000 + 50 / 10 = 1,005 s.
+    model = EnergyModel(battery_wh=1.0, solar_w=12.0, idle_w=2.0, j_per_byte=0.05, initial_charge=0.0)
+    batteries = {0: Battery(model, [(0.0, 1000.0)]), 1: Battery(model, [])}
+    plan, waits = _plan(), []
+    deliveries = plan_deliveries(plan, [0, 1], [1000, 1000], 1, 1, batteries, waits)
+    assert deliveries[0] == {0: [1], 1: [0]}
+    by_src = {t.src: t for t in plan.transfers}
+    assert by_src[0].t_start_s == pytest.approx(1005.0)
+    assert by_src[1].t_start_s == pytest.approx(5.0)  # sat-1 is sunlit from the start: 50 J at 10 W
+    assert {(w["src"], round(w["start_s"], 3), w["sunlit_at_wanted"]) for w in waits} == {
+        ("sat-0", 1005.0, False), ("sat-1", 5.0, True)}
+    assert batteries[0].level_at(1005.0) == pytest.approx(0.0, abs=1e-6)
+
+    # a battery that can never hold the 50 J (solar = idle): no transfer at all, recorded as such
+    dark = {0: Battery(EnergyModel(1.0, 2.0, 2.0, j_per_byte=0.05, initial_charge=0.0), [])}
+    plan, waits = _plan(), []
+    assert plan_deliveries(plan, [0, 1], [1000, 1000], 1, 1, dark, waits)[0] == {0: [1], 1: []}  # receiver -> senders
+    assert waits == [{"src": "sat-0", "dst": "sat-1", "round": 0, "wanted_start_s": 0.0, "start_s": None,
+                      "joules": 50.0}]
+
+
+def test_battery_keeps_later_bookings_affordable() -> None:
+    b = Battery(EnergyModel(battery_wh=0.1, solar_w=1.0, idle_w=0.0, initial_charge=0.0))  # 360 J, 1 W
+    b.spend(300.0, 300.0, "late")
+    assert b.earliest(0.0, 100.0) == pytest.approx(400.0)  # spending before 300 s would starve the booking
+    with pytest.raises(ContactError, match="exceeds what the battery holds"):
+        b.spend(100.0, 50.0)
+    assert b.earliest(0.0, 400.0) is None  # more than the capacity
+
+
+def test_energy_table_is_validated() -> None:
+    base = {"drones": {"count": 2, "radio_range_km": 1.0}, "time": {"duration_s": 60.0, "step_s": 10.0}}
+    scn = parse_contact_scenario({**base, "energy": {"battery_wh": 10.0, "solar_w": 5.0, "idle_w": 1.0}}, ".")
+    assert scn.energy.capacity_j == 36000.0 and scn.energy.j_per_byte == 0.0
+    assert parse_contact_scenario(base, ".").energy is None
+    with pytest.raises(ContactError, match=r"energy\.battery_wh: missing"):
+        parse_contact_scenario({**base, "energy": {"solar_w": 5.0, "idle_w": 1.0}}, ".")
+    with pytest.raises(ContactError, match=r"energy\.initial_charge: expected a fraction"):
+        parse_contact_scenario({**base, "energy": {"battery_wh": 1.0, "solar_w": 5.0, "idle_w": 1.0,
+                                                   "initial_charge": 2.0}}, ".")
+
+
+def test_batteries_of_a_satellite_scenario_see_their_eclipses() -> None:
+    from contact_sim import compute_contacts
+    from contact_sim.scenario import build_batteries
+
+    doc = {"constellation": {"kind": "walker-delta", "total": 2, "planes": 1, "altitude_km": 550.0,
+                             "inclination_deg": 53.0, "epoch": "2025-03-01T00:00:00Z"},
+           "ground_stations": [{"name": "gs", "lat_deg": 40.0, "lon_deg": 16.0}],
+           "time": {"duration_s": 6000.0, "step_s": 60.0}, "link": {"max_range_km": 5000.0},
+           "energy": {"battery_wh": 10.0, "solar_w": 5.0, "idle_w": 1.0}}
+    scn = parse_contact_scenario(doc, ".")
+    plan = compute_contacts(scn)
+    batteries = build_batteries(scn, plan)
+    assert sorted(batteries) == [0, 1]  # the ground station has no battery
+    expected = eclipse_intervals(walker_delta(2, 1, 0, 550.0, 53.0, "2025-03-01T00:00:00Z"),
+                                 "2025-03-01T00:00:00Z", 6000.0)
+    for k in (0, 1):
+        assert list(batteries[k].eclipses) == expected[k] and expected[k]
+        a, b = expected[k][0]
+        assert not batteries[k].sunlit(0.5 * (a + b)) and batteries[k].sunlit(b + 60.0)

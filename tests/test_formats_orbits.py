@@ -1,0 +1,125 @@
+"""OMM / GP orbits: six-digit catalog numbers, the three layouts, malformed files, TLE export limits."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sgp4.api import WGS72, Satrec
+
+from contact_sim import ContactError, compute_contacts, parse_contact_scenario
+from contact_sim.cli import main as contacts_main
+from orbits import (Constellation, OrbitError, circular_satrec, format_omm, format_tle, parse_omm_text, parse_tle_text, propagate_offsets,
+                    read_omm, walker_delta)
+from orbits.timeutil import parse_utc, sgp4_epoch_days
+
+EPOCH = "2026-08-01T06:30:00.000000"
+RECORD = {
+    "OBJECT_NAME": "NEWSAT 1", "OBJECT_ID": "2026-123A", "EPOCH": EPOCH, "MEAN_MOTION": 15.21834587,
+    "ECCENTRICITY": 0.0012345, "INCLINATION": 97.4412, "RA_OF_ASC_NODE": 123.4567, "ARG_OF_PERICENTER": 88.1234,
+    "MEAN_ANOMALY": 272.0011, "EPHEMERIS_TYPE": 0, "CLASSIFICATION_TYPE": "U", "NORAD_CAT_ID": 412345,
+    "ELEMENT_SET_NO": 999, "REV_AT_EPOCH": 123, "BSTAR": 0.00021345, "MEAN_MOTION_DOT": 0.00001234,
+    "MEAN_MOTION_DDOT": 0,
+}
+
+
+def _direct_satrec(rec: dict) -> Satrec:
+    """The same elements given straight to sgp4init (units converted by hand)."""
+    sat = Satrec()
+    xpdotp = 1440.0 / (2.0 * math.pi)  # rev/day per rad/min
+    sat.sgp4init(WGS72, "i", 0, sgp4_epoch_days(parse_utc(rec["EPOCH"])), rec["BSTAR"],
+                 rec["MEAN_MOTION_DOT"] / (xpdotp * 1440.0), rec["MEAN_MOTION_DDOT"] / (xpdotp * 1440.0 * 1440.0),
+                 rec["ECCENTRICITY"], math.radians(rec["ARG_OF_PERICENTER"]), math.radians(rec["INCLINATION"]),
+                 math.radians(rec["MEAN_ANOMALY"]), rec["MEAN_MOTION"] / xpdotp, math.radians(rec["RA_OF_ASC_NODE"]))
+    return sat
+
+
+def test_six_digit_omm_matches_direct_sgp4_within_1m(tmp_path: Path) -> None:
+    path = tmp_path / "gp.json"
+    path.write_text(json.dumps([RECORD, {**RECORD, "OBJECT_NAME": "OLDSAT", "NORAD_CAT_ID": 25544}]))
+    c = read_omm(path)
+    assert c.names == ["NEWSAT 1", "OLDSAT"]
+    assert c.catalog_numbers == [412345, 25544]
+    offsets = np.arange(0.0, 86400.0, 600.0)
+    r_omm, _ = propagate_offsets(c.satrecs[:1], EPOCH + "Z", offsets)
+    r_direct, _ = propagate_offsets([_direct_satrec(RECORD)], EPOCH + "Z", offsets)
+    err_m = np.linalg.norm(r_omm - r_direct, axis=-1).max() * 1e3
+    assert err_m < 1.0
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "xml"])
+def test_omm_round_trip_each_layout(fmt: str) -> None:
+    c = parse_omm_text(json.dumps([RECORD]), "json", "gp.json")
+    back = parse_omm_text(format_omm(c, fmt), fmt, f"gp.{fmt}")
+    assert back.catalog_numbers == [412345] and back.names == ["NEWSAT 1"]
+    r1, _ = propagate_offsets(c, EPOCH, [0.0, 3600.0])
+    r2, _ = propagate_offsets(back, EPOCH, [0.0, 3600.0])
+    assert np.abs(r1 - r2).max() * 1e3 < 1e-3
+
+
+def test_tle_export_alpha5_and_refusal() -> None:
+    epoch = parse_utc("2026-08-01T00:00:00Z")
+    c = Constellation(["a", "b", "c"], [circular_satrec(n, epoch, 550.0, 53.0, 0.0, 10.0 * n % 360)
+                                        for n in (99999, 123456, 339999)])
+    text = format_tle(c)
+    assert "1 C3456U" in text and "1 Z9999U" in text
+    assert [s.satnum for s in parse_tle_text(text).satrecs] == [99999, 123456, 339999]
+    c = parse_omm_text(json.dumps([RECORD]), "json", "gp.json")
+    with pytest.raises(OrbitError, match="catalog number 412345 cannot be written as a TLE"):
+        format_tle(c)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"MEAN_MOTION": "fast"}, r"record 0\.MEAN_MOTION: expected a number"),
+    ({"EPOCH": "yesterday"}, r"record 0\.EPOCH: expected an ISO-8601"),
+    ({"ECCENTRICITY": 1.5}, r"record 0\.ECCENTRICITY: expected 0 <= e < 1"),
+    ({"NORAD_CAT_ID": "abc"}, r"record 0\.NORAD_CAT_ID: expected an integer"),
+    ({"REF_FRAME": "GCRF"}, r"record 0\.REF_FRAME: SGP4 elements are TEME"),
+])
+def test_malformed_omm_names_file_and_field(tmp_path: Path, change: dict, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([{**RECORD, **change}]))
+    with pytest.raises(OrbitError, match=message) as info:
+        read_omm(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_malformed_omm_missing_field_csv_and_bad_xml(tmp_path: Path) -> None:
+    rec = {k: v for k, v in RECORD.items() if k != "INCLINATION"}
+    csv_path = tmp_path / "gp.csv"
+    csv_path.write_text(",".join(rec) + "\n" + ",".join(str(v) for v in rec.values()) + "\n")
+    with pytest.raises(OrbitError, match=r"gp\.csv:2\.INCLINATION: missing"):
+        read_omm(csv_path)
+    xml_path = tmp_path / "gp.xml"
+    xml_path.write_text("<ndm><omm><body><segment><metadata/></segment></body></omm></ndm>")
+    with pytest.raises(OrbitError, match="expected CCSDS OMM segments"):
+        read_omm(xml_path)
+
+
+def test_scenario_kind_omm_and_cli_export(tmp_path: Path, capsys) -> None:
+    c = walker_delta(24, 2, 1, 550.0, 53.0, "2026-08-01T00:00:00Z")
+    c.catalog_numbers = list(range(400001, 400025))
+    (tmp_path / "shell.json").write_text(format_omm(c, "json"))
+    doc = {"constellation": {"kind": "omm", "omm_file": "shell.json"},
+           "time": {"start": "2026-08-01T00:00:00Z", "duration_s": 3600.0, "step_s": 60.0},
+           "link": {"max_range_km": 5000.0}}
+    via_omm = compute_contacts(parse_contact_scenario(doc, tmp_path))
+    direct = compute_contacts(parse_contact_scenario(
+        {**doc, "constellation": {"kind": "walker-delta", "total": 24, "planes": 2, "phasing": 1,
+                                  "altitude_km": 550.0, "inclination_deg": 53.0, "epoch": "2026-08-01T00:00:00Z"}},
+        tmp_path))
+    assert len(via_omm.windows) == len(direct.windows) > 0
+    assert np.allclose(via_omm.windows.t_start_s, direct.windows.t_start_s, atol=1e-3)
+    with pytest.raises(ContactError, match="constellation.total: not used with kind = 'omm'"):
+        parse_contact_scenario({**doc, "constellation": {"kind": "omm", "omm_file": "x.json", "total": 3}}, tmp_path)
+
+    scn = tmp_path / "scn.toml"
+    scn.write_text('[constellation]\nkind = "omm"\nomm_file = "shell.json"\n[time]\nstart = "2026-08-01T00:00:00Z"\n'
+                   'duration_s = 600.0\n[link]\nmax_range_km = 5000.0\n')
+    assert contacts_main(["contacts", str(scn), "--no-plot", "--export-orbits", "omm", "--out", str(tmp_path / "o")]) == 0
+    assert read_omm(tmp_path / "o" / "orbits.omm.json").catalog_numbers == c.catalog_numbers
+    assert contacts_main(["contacts", str(scn), "--no-plot", "--export-orbits", "tle", "--out", str(tmp_path / "t")]) == 2
+    assert "catalog number 400001 cannot be written as a TLE" in capsys.readouterr().err
