@@ -674,32 +674,37 @@ class _OverBudget(Exception):
 
 class _TensorBudget:
     """Count the parameters and buffers registered by modules built in this
-    thread (torch's global registration hooks) and stop the build, by raising
-    :class:`_OverBudget`, once there are more than ``limit``."""
+    thread and stop the build, by raising :class:`_OverBudget`, once there are
+    more than ``limit``. Counting goes through torch's global registration
+    hooks, installed once at import (:func:`_count_registration`); installing
+    and removing them per load could disturb another thread that is
+    building modules at the same time."""
+
+    _active = threading.local()
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.count = 0
-        self.owner = threading.get_ident()
-        self.handles: list[Any] = []
-
-    def _hook(self, module: nn.Module, name: str, tensor: Any) -> None:
-        if tensor is None or threading.get_ident() != self.owner:
-            return
-        self.count += 1
-        if self.count > self.limit:
-            raise _OverBudget(self.limit)
 
     def __enter__(self) -> "_TensorBudget":
-        from torch.nn.modules import module as torch_module
-
-        self.handles = [torch_module.register_module_parameter_registration_hook(self._hook),
-                        torch_module.register_module_buffer_registration_hook(self._hook)]
+        self._active.budget = self
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        for handle in self.handles:
-            handle.remove()
+        self._active.budget = None
+
+
+def _count_registration(module: nn.Module, name: str, tensor: Any) -> None:
+    budget = getattr(_TensorBudget._active, "budget", None)
+    if budget is None or tensor is None:
+        return
+    budget.count += 1
+    if budget.count > budget.limit:
+        raise _OverBudget(budget.limit)
+
+
+torch.nn.modules.module.register_module_parameter_registration_hook(_count_registration)
+torch.nn.modules.module.register_module_buffer_registration_hook(_count_registration)
 
 
 #: Extra registrations a builder may make beyond its final state dict
