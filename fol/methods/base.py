@@ -33,6 +33,7 @@ __all__ = [
     "NodeResult",
     "SwarmContext",
     "Method",
+    "ServerMethod",
     "register",
     "get_method",
     "method_names",
@@ -158,6 +159,15 @@ class Method(ABC):
     @abstractmethod
     def run(self, ctx: SwarmContext) -> list[NodeResult]:
         """Run on every node of ``ctx`` and return one result per node, in node order."""
+
+
+class ServerMethod(Method):
+    """A server-based baseline: runs over every round the contact plan allows
+    and averages parameters, so every node must hold the same architecture
+    (``fol simulate --check`` refuses it on a mixed swarm)."""
+
+    multi_round: ClassVar[bool] = True
+    one_architecture: ClassVar[bool] = True
 
 
 _REGISTRY: dict[str, type[Method]] = {}

@@ -67,7 +67,7 @@ from fol.methods._common import (
     masked_macs_ratio, node_result, require_homogeneous, sample_round, shared_init, state_of, train_flops_of,
     weighted_average,
 )
-from fol.methods.base import Method, NodeResult, SwarmContext, register
+from fol.methods.base import NodeResult, ServerMethod, SwarmContext, register
 from fol.models import ModelSpec, build_model
 from fol.train import TrainConfig, predict_logits
 
@@ -297,9 +297,7 @@ class DMPFLRun:
     m_g_history: list[float] = field(default_factory=list)
 
 
-class _DMPFLBase(Method):
-    multi_round: ClassVar[bool] = True
-    one_architecture: ClassVar[bool] = True
+class _DMPFLBase(ServerMethod):
     adaptive: ClassVar[bool] = False
 
     def __init__(self, sparsity: float = 0.5, readjust_ratio: float = 0.01, readjust_interval: int = 10,

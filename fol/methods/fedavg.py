@@ -37,7 +37,7 @@ from fol.methods._common import (
     Ledger, check_fraction, check_positive, check_positive_int, local_config, node_result, require_homogeneous,
     sample_round, shared_init, train_flops_of, weighted_average,
 )
-from fol.methods.base import Method, NodeResult, SwarmContext, register
+from fol.methods.base import NodeResult, ServerMethod, SwarmContext, register
 from fol.models import ModelSpec, build_model
 from fol.train import TrainConfig, fit
 
@@ -64,13 +64,11 @@ def client_update(task: ClientTask) -> tuple[dict[str, torch.Tensor], int]:
 
 
 @register
-class FedAvgMethod(Method):
+class FedAvgMethod(ServerMethod):
     """FedAvg: global model averaged over sampled clients every round."""
 
     name: ClassVar[str] = "fedavg"
     description: ClassVar[str] = "FedAvg, one global model (multi-round, server)"
-    multi_round: ClassVar[bool] = True
-    one_architecture: ClassVar[bool] = True
 
     def __init__(self, local_epochs: int = 5, fraction: float = 1.0, lr: float | None = None) -> None:
         self.local_epochs = check_positive_int(self.name, "local_epochs", local_epochs)

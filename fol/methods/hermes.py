@@ -54,7 +54,7 @@ from fol.methods._common import (
     Ledger, check_fraction, check_positive, check_positive_int, check_unit, local_config, masked_fit,
     masked_macs_ratio, node_result, require_homogeneous, sample_round, state_of, train_flops_of,
 )
-from fol.methods.base import Method, NodeResult, SwarmContext, register
+from fol.methods.base import NodeResult, ServerMethod, SwarmContext, register
 from fol.models import ModelSpec, build_model
 from fol.pruning import gate_sites, prunable_layers
 from fol.train import TrainConfig, evaluate
@@ -246,13 +246,11 @@ def subnetwork_bytes(state: Mapping[str, torch.Tensor], elem: Mapping[str, torch
 
 
 @register
-class HermesMethod(Method):
+class HermesMethod(ServerMethod):
     """Hermes: structured-pruned personalized subnetworks, intersection-only averaging."""
 
     name: ClassVar[str] = "hermes"
     description: ClassVar[str] = "Hermes: structured-sparse personal subnetworks (multi-round, server)"
-    multi_round: ClassVar[bool] = True
-    one_architecture: ClassVar[bool] = True
 
     def __init__(self, prune_rate: float = 0.2, acc_threshold: float = 0.5, target: float = 0.3,
                  local_epochs: int = 5, lam: float = 1e-4, fraction: float = 1.0, lr: float | None = None) -> None:

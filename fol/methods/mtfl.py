@@ -46,7 +46,7 @@ from fol.methods._common import (
     Ledger, check_fraction, check_positive, check_positive_int, local_config, node_result,
     require_homogeneous, sample_round, shared_init, train_flops_of, weighted_average,
 )
-from fol.methods.base import Method, NodeResult, SwarmContext, register
+from fol.methods.base import NodeResult, ServerMethod, SwarmContext, register
 from fol.models import ModelSpec, build_model
 from fol.train import TrainConfig, fit
 
@@ -144,9 +144,7 @@ def _moments_bytes(moments: dict[str, dict[str, torch.Tensor]]) -> int:
     return sum(tensor_bytes(m) for m in moments.values())
 
 
-class _MTFLBase(Method):
-    multi_round: ClassVar[bool] = True
-    one_architecture: ClassVar[bool] = True
+class _MTFLBase(ServerMethod):
     adam: ClassVar[bool] = False
 
     def __init__(self, private: str = "params", local_epochs: int = 1, fraction: float = 1.0,
