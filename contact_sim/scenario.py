@@ -84,6 +84,7 @@ from orbits.sunlight import eclipse_intervals
 from swarmbase.tomlcheck import Table, read_toml
 
 from .drones import drone_trajectories, random_waypoints, read_waypoints_csv
+from .dtn import read_ion
 from .errors import ContactError
 from .energy import Battery, EnergyModel
 from .geometry import EARTH_RADIUS_KM
@@ -419,8 +420,6 @@ def build_constellation(scenario: ContactScenario) -> Constellation:
 
 def load_plan_file(scenario: ContactScenario) -> ContactPlan:
     """The imported contact plan of a ``[contacts] plan_file`` scenario, on the scenario's rounds."""
-    from .dtn import read_ion
-
     if scenario.plan_file is None:
         raise ContactError("scenario has no [contacts] plan_file")
     return read_ion(scenario.plan_file, round_boundaries(scenario), scenario.link.acquisition_s,
