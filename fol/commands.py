@@ -11,6 +11,8 @@ import logging
 from pathlib import Path
 from typing import Callable
 
+from fol.defaults import DEFAULT_ARCH
+
 log = logging.getLogger(__name__)
 
 
@@ -56,7 +58,7 @@ def add_pretrain_parser(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("pretrain", help="train one node's model on its local data and save it in the safe format")
     add_node_data_arguments(p)
-    p.add_argument("--arch", default="cnn-small", help="model architecture (default: %(default)s)")
+    p.add_argument("--arch", default=DEFAULT_ARCH, help="model architecture (default: %(default)s)")
     p.add_argument("--epochs", type=int, default=30, help="maximum epochs (default: %(default)s)")
     p.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=32)
