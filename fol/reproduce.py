@@ -52,6 +52,7 @@ from fol.defaults import DEFAULT_ARCH
 from fol.errors import ConfigError
 from fol.fileio import atomic_write_bytes, write_json_atomic
 from fol.methods import SwarmContext, get_method
+from fol.methods.base import serial_map
 from fol.methods.fol_method import run_fol_pipeline
 from fol.nodes import build_nodes
 from fol.train import evaluate
@@ -272,13 +273,15 @@ def _round_accuracies(run: Any, k: int, rounds: int, local_acc: float) -> tuple[
 
 
 def run_setting(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: ProtocolConfig, seed: int,
-                progress: Callable[[str], None] = log.info) -> dict[str, list[float]]:
+                progress: Callable[[str], None] = log.info, map: Callable[..., list[Any]] = serial_map,
+                ) -> dict[str, list[float]]:
     """Every row of the table for one swarm and one training seed: row -> test
-    accuracy per node (fractions in [0, 1])."""
+    accuracy per node (fractions in [0, 1]). ``map`` spreads per-node work (an
+    executor's ``map`` from :mod:`fol.executors`; results do not depend on it)."""
     fol_cfg = cfg.fol_config(seed)
     t0 = time.perf_counter()
-    nodes = build_nodes(pool, shards, [cfg.arch], fol_cfg.pretrain_train(), seed)
-    ctx = SwarmContext(nodes=nodes, train=fol_cfg.pretrain_train(), fol=fol_cfg, rounds=1, seed=seed)
+    nodes = build_nodes(pool, shards, [cfg.arch], fol_cfg.pretrain_train(), seed, map=map)
+    ctx = SwarmContext(nodes=nodes, train=fol_cfg.pretrain_train(), fol=fol_cfg, rounds=1, seed=seed, map=map)
     out: dict[str, list[float]] = {"Local": [evaluate(n.pretrained, *n.data.test.tensors()).accuracy for n in nodes]}
     progress(f"pretrained {len(nodes)} nodes ({time.perf_counter() - t0:.0f} s)")
     for use_pruning, (ens_name, stu_name) in ((True, ("FOL-A", "FOL")), (False, ("FOL-AN", "FOL-N"))):
@@ -395,7 +398,8 @@ def _fmt(mean: float, std: float) -> str:
     return f"{mean:.1f} ± {std:.1f}"
 
 
-def run_protocol(cfg: ProtocolConfig, progress: Callable[[str], None] = log.info) -> ProtocolResult:
+def run_protocol(cfg: ProtocolConfig, progress: Callable[[str], None] = log.info,
+                 map: Callable[..., list[Any]] = serial_map) -> ProtocolResult:
     """Run every (dataset, psi, seed) of ``cfg``; see the module docstring."""
     result = ProtocolResult(cfg)
     t_start, cpu_start = time.perf_counter(), time.process_time()
@@ -409,7 +413,8 @@ def run_protocol(cfg: ProtocolConfig, progress: Callable[[str], None] = log.info
             result.settings[(dataset, psi)] = setting
             for seed in cfg.seeds:
                 where = f"{dataset} psi={psi} seed={seed}"
-                setting["acc"][seed] = run_setting(pool, shards, cfg, seed, lambda m: progress(f"{where}: {m}"))
+                setting["acc"][seed] = run_setting(pool, shards, cfg, seed,
+                                                     lambda m: progress(f"{where}: {m}"), map)
                 progress(f"{where}: done ({time.perf_counter() - t_start:.0f} s so far)")
     result.seconds = time.perf_counter() - t_start
     result.cpu_seconds = time.process_time() - cpu_start

@@ -33,7 +33,7 @@ TINY = ["--nodes", "3", "--pool", "150", "--image-size", "16", "--data", "synthe
         "--fol", "pretrain_epochs=2", "finetune_epochs=1", "post_finetune_epochs=1", "gate_epochs=1",
         "distill_epochs=1", "ensemble_steps=5", "max_neighbours=2", "top_k=2",
         "--option", "dense.epochs=1", "dense.g_steps=1", "co-boosting.epochs=1", "co-boosting.g_steps=1",
-        "fedavg.local_epochs=1", "-q"]
+        "fedavg.local_epochs=1", "--executor", "local", "-q"]
 
 
 def test_quick_path_at_tiny_size_writes_every_row(tmp_path, capsys) -> None:
