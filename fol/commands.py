@@ -59,10 +59,11 @@ def add_pretrain_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("pretrain", help="train one node's model on its local data and save it in the safe format")
     add_node_data_arguments(p)
     p.add_argument("--arch", default=DEFAULT_ARCH, help="model architecture (default: %(default)s)")
-    p.add_argument("--epochs", type=int, default=30, help="maximum epochs (default: %(default)s)")
-    p.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--patience", type=int, default=5, help="early-stopping patience on the validation split")
+    p.add_argument("--epochs", type=int, help="maximum epochs (default: FOLConfig's pretrain_epochs)")
+    p.add_argument("--lr", type=float, help="SGD learning rate (default: FOLConfig's pretrain_lr)")
+    p.add_argument("--batch-size", type=int, help="default: FOLConfig's batch_size")
+    p.add_argument("--patience", type=int,
+                   help="early-stopping patience on the validation split (default: FOLConfig's patience)")
     p.add_argument("--init-seed", type=int, default=0, help="seed of the shared initialization (same for every node)")
     p.add_argument("--out", required=True, help="output model file (.safetensors)")
     p.set_defaults(func=_run_pretrain)
@@ -70,6 +71,7 @@ def add_pretrain_parser(sub: argparse._SubParsersAction) -> None:
 
 def _run_pretrain(args: argparse.Namespace) -> int:
     from fol.checkpoint import ModelCard, save_model
+    from fol.config import FOLConfig
     from fol.models import ModelSpec
     from fol.nodedata import load_node_data, parse_node_data
     from fol.stages import pretrain
@@ -79,9 +81,12 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     node = load_node_data(spec_data)
     x, _ = node.train.tensors()
     spec = ModelSpec(args.arch, num_classes=len(node.train.class_names), in_channels=x.shape[1], input_size=x.shape[2])
+    base = FOLConfig().pretrain_train()  # the swarm's pretraining settings, unless overridden here
     cfg = TrainConfig(
-        epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, patience=args.patience,
-        seed=spec_data.seed, progress=True, desc="pretrain",
+        epochs=base.epochs if args.epochs is None else args.epochs, lr=base.lr if args.lr is None else args.lr,
+        batch_size=base.batch_size if args.batch_size is None else args.batch_size,
+        patience=base.patience if args.patience is None else args.patience,
+        momentum=base.momentum, weight_decay=base.weight_decay, seed=spec_data.seed, progress=True, desc="pretrain",
     )
     model = pretrain(spec, node, cfg, init_seed=args.init_seed)
     test = evaluate(model, *node.test.tensors())
