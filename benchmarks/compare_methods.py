@@ -36,6 +36,7 @@ import torch  # noqa: E402
 from _common import machine_line, mean_std  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
+from fol.defaults import DEFAULT_ARCH  # noqa: E402
 from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
 from fol.methods import SwarmContext, get_method, method_names  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
@@ -78,7 +79,7 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=12)
     ap.add_argument("--per-node", type=int, default=300)
     ap.add_argument("--image-size", type=int, default=32)
-    ap.add_argument("--arch", default="cnn-small")
+    ap.add_argument("--arch", default=DEFAULT_ARCH)
     ap.add_argument("--rounds", type=int, default=3, help="communication rounds of the server-based baselines")
     ap.add_argument("--fol-rounds", type=int, default=1, help="FOL exchanges (E)")
     ap.add_argument("--methods", nargs="+", default=None, help="subset of methods (default: all available)")

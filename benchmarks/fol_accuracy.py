@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_line, mean_std  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
+from fol.defaults import DEFAULT_ARCH  # noqa: E402
 from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
 from fol.methods import SwarmContext, get_method  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
@@ -38,7 +39,7 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--q", type=int, default=5)
     ap.add_argument("--k", type=int, default=3)
-    ap.add_argument("--arch", default="cnn-small")
+    ap.add_argument("--arch", default=DEFAULT_ARCH)
     args = ap.parse_args()
 
     print(machine_line())

@@ -1,6 +1,6 @@
 """Wall time of one node's FOL personalization on 2 CPU cores.
 
-Q = 5 received neighbour models (cnn-small, the smallest CNN), about 300
+Q = 5 received neighbour models (the default architecture), about 300
 training images of 32x32 pixels on the node, default FOLConfig; prints the time
 of each stage (summed over the five neighbours for the per-neighbour stages).
 
@@ -20,6 +20,7 @@ from _common import machine_line  # noqa: E402
 
 from fol.checkpoint import ModelCard  # noqa: E402
 from fol.config import FOLConfig  # noqa: E402
+from fol.defaults import DEFAULT_ARCH  # noqa: E402
 from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
 from fol.personalize import NodeState, Received, personalize  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
@@ -29,7 +30,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--q", type=int, default=5)
     ap.add_argument("--train-images", type=int, default=300, help="training images on the node (70 %% of its data)")
-    ap.add_argument("--arch", default="cnn-small")
+    ap.add_argument("--arch", default=DEFAULT_ARCH)
     ap.add_argument("--variant", default="fol")
     args = ap.parse_args()
     print(machine_line())

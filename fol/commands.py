@@ -11,6 +11,8 @@ import logging
 from pathlib import Path
 from typing import Callable
 
+from fol.defaults import DEFAULT_ARCH
+
 log = logging.getLogger(__name__)
 
 
@@ -56,11 +58,12 @@ def add_pretrain_parser(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("pretrain", help="train one node's model on its local data and save it in the safe format")
     add_node_data_arguments(p)
-    p.add_argument("--arch", default="cnn-small", help="model architecture (default: %(default)s)")
-    p.add_argument("--epochs", type=int, default=30, help="maximum epochs (default: %(default)s)")
-    p.add_argument("--lr", type=float, default=0.05, help="SGD learning rate (default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--patience", type=int, default=5, help="early-stopping patience on the validation split")
+    p.add_argument("--arch", default=DEFAULT_ARCH, help="model architecture (default: %(default)s)")
+    p.add_argument("--epochs", type=int, help="maximum epochs (default: FOLConfig's pretrain_epochs)")
+    p.add_argument("--lr", type=float, help="SGD learning rate (default: FOLConfig's pretrain_lr)")
+    p.add_argument("--batch-size", type=int, help="default: FOLConfig's batch_size")
+    p.add_argument("--patience", type=int,
+                   help="early-stopping patience on the validation split (default: FOLConfig's patience)")
     p.add_argument("--init-seed", type=int, default=0, help="seed of the shared initialization (same for every node)")
     p.add_argument("--out", required=True, help="output model file (.safetensors)")
     p.set_defaults(func=_run_pretrain)
@@ -68,6 +71,7 @@ def add_pretrain_parser(sub: argparse._SubParsersAction) -> None:
 
 def _run_pretrain(args: argparse.Namespace) -> int:
     from fol.checkpoint import ModelCard, save_model
+    from fol.config import FOLConfig
     from fol.errors import ConfigError
     from fol.fileio import check_output_file
     from fol.models import ModelSpec, architectures
@@ -76,10 +80,13 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     from fol.train import TrainConfig, evaluate
 
     # every argument and the output path before any data is loaded or trained
-    if args.epochs < 1:
-        raise ConfigError(f"--epochs: expected >= 1 (pretraining with 0 epochs gives an untrained model), got {args.epochs}")
-    if not (0 < args.lr <= 10):
-        raise ConfigError(f"--lr: expected a learning rate in (0, 10], got {args.lr:g}")
+    base = FOLConfig().pretrain_train()  # the swarm's pretraining settings, unless overridden here
+    epochs = base.epochs if args.epochs is None else args.epochs
+    lr = base.lr if args.lr is None else args.lr
+    if epochs < 1:
+        raise ConfigError(f"--epochs: expected >= 1 (pretraining with 0 epochs gives an untrained model), got {epochs}")
+    if not (0 < lr <= 10):
+        raise ConfigError(f"--lr: expected a learning rate in (0, 10], got {lr:g}")
     if args.arch not in architectures():
         raise ConfigError(f"--arch: unknown architecture {args.arch!r}; expected one of {', '.join(architectures())}")
     check_output_file(args.out, ConfigError, "--out")
@@ -88,8 +95,10 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     x, _ = node.train.tensors()
     spec = ModelSpec(args.arch, num_classes=len(node.train.class_names), in_channels=x.shape[1], input_size=x.shape[2])
     cfg = TrainConfig(
-        epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, patience=args.patience,
-        seed=spec_data.seed, progress=True, desc="pretrain",
+        epochs=epochs, lr=lr,
+        batch_size=base.batch_size if args.batch_size is None else args.batch_size,
+        patience=base.patience if args.patience is None else args.patience,
+        momentum=base.momentum, weight_decay=base.weight_decay, seed=spec_data.seed, progress=True, desc="pretrain",
     )
     model = pretrain(spec, node, cfg, init_seed=args.init_seed)
     test = evaluate(model, *node.test.tensors())

@@ -55,8 +55,9 @@ class FOLConfig:
     rounds: int = 1
 
     pretrain_epochs: int = 30
-    pretrain_lr: float = 0.05
-    patience: int = 5
+    # pretrain_lr and patience chosen on validation data only (benchmarks/select_pretrain.py).
+    pretrain_lr: float = 1e-3
+    patience: int = 10
     batch_size: int = 32
     momentum: float = 0.9
     weight_decay: float = 1e-3

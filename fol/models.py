@@ -6,7 +6,7 @@ rebuild the module tree before loading any tensor. Architectures:
 
 ========================  ==================================================
 ``cnn-small``             2 conv blocks (16, 32 channels), 64-unit head
-``cnn-medium``            3 conv blocks (32, 64, 64), 128-unit head
+``cnn-medium``            3 conv blocks (32, 64, 64), 128-unit head; the default
 ``cnn-large``             4 conv blocks (32, 64, 128, 128), 256-unit head
 ``cnn``                   the same family with any ``widths`` / ``hidden``
 ``resnet-small``          CIFAR-style ResNet (basic blocks, widths 16-32-64)
@@ -14,6 +14,7 @@ rebuild the module tree before loading any tensor. Architectures:
 ``mobilenet_v3_small``    torchvision MobileNet-V3-small, stem adapted
 ========================  ==================================================
 
+:data:`DEFAULT_ARCH` (from :mod:`fol.defaults`) names the default architecture.
 Every builder takes ``num_classes``, ``in_channels`` and ``input_size`` (pixels,
 square images).
 
@@ -33,9 +34,11 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from fol.defaults import DEFAULT_ARCH
 from fol.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_ARCH",
     "ModelSpec",
     "build_model",
     "architectures",
@@ -44,6 +47,7 @@ __all__ = [
     "count_parameters",
     "resize_to_state",
 ]
+
 
 
 # --------------------------------------------------------------------------- nets

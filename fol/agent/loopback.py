@@ -44,6 +44,7 @@ from fol.agent.config import AgentConfig
 from fol.agent.inbox import Inbox
 from fol.agent.keys import KeyPair, TrustStore, generate_keypair, load_keypair, trust_key
 from fol.agent.transfer import Receiver, ReceiverSettings, offer_for_file, secure_server, send_model
+from fol.defaults import DEFAULT_ARCH
 from fol.errors import FOLError
 
 __all__ = [
@@ -112,7 +113,7 @@ def prepare_nodes(
     *,
     names: Sequence[str] | None = None,
     data: str = DEFAULT_DATA,
-    arch: str = "cnn-small",
+    arch: str = DEFAULT_ARCH,
     fol: dict[str, Any] | None = None,
     trigger: dict[str, Any] | None = None,
     limits: dict[str, Any] | None = None,

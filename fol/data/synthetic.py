@@ -60,6 +60,7 @@ __all__ = [
     "TASK_CLASSES",
     "DEFAULT_LABEL_NOISE",
     "BLOCK",
+    "make_position_task",
 ]
 
 #: Fraction of labels flipped to the other class by default.
@@ -647,4 +648,49 @@ def make_synthetic(
         lon=lon_all,
         class_names=list(TASK_CLASSES[task]),
         name=f"synthetic-{task}",
+    )
+
+
+def make_position_task(n: int, seed: int, image_size: int = 32, num_classes: int = 4) -> GeoDataset:
+    """A task only a position-aware model can learn: the class is the quadrant
+    (or, for ``num_classes = 2``, the half) of the image that holds one small
+    bright square; the square's colour, size and exact place, and the textured
+    background, are random and carry no class information.
+
+    Global-average-pooled CNNs whose receptive field is far smaller than the
+    image (``cnn-small``) are nearly blind to *where* a pattern is, so they
+    cannot fit it; this is the check the model zoo's default must pass.
+
+    >>> ds = make_position_task(8, seed=0)
+    >>> ds.images.shape, ds.class_names
+    (torch.Size([8, 3, 32, 32]), ['top-left', 'top-right', 'bottom-left', 'bottom-right'])
+    """
+    if num_classes not in (2, 4):
+        raise DataError(f"position task num_classes must be 2 or 4, got {num_classes!r}")
+    if not isinstance(n, (int, np.integer)) or n < 0:
+        raise DataError(f"position task size n must be a non-negative integer, got {n!r}")
+    if not isinstance(image_size, (int, np.integer)) or image_size < 8:
+        raise DataError(f"position task image_size must be an integer >= 8 pixels, got {image_size!r}")
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x905])
+    s = int(image_size)
+    labels = rng.integers(0, num_classes, n)
+    row = labels // 2 if num_classes == 4 else rng.integers(0, 2, n)
+    col = labels % 2
+    side = rng.integers(max(2, s // 8), max(3, s // 4) + 1, n)
+    half = s // 2
+    y0 = row * half + (rng.random(n) * (half - side)).astype(np.int64)
+    x0 = col * half + (rng.random(n) * (half - side)).astype(np.int64)
+    images = 0.25 + 0.5 * rng.random((n, 3, 1, 1)) + 0.15 * rng.standard_normal((n, 3, s, s))
+    colour = rng.random((n, 3))
+    colour[np.arange(n), rng.integers(0, 3, n)] = 1.0  # always one saturated channel: visible on any background
+    for i in range(n):
+        images[i, :, y0[i]:y0[i] + side[i], x0[i]:x0[i] + side[i]] = colour[i][:, None, None]
+    names = ["top-left", "top-right", "bottom-left", "bottom-right"] if num_classes == 4 else ["left", "right"]
+    return GeoDataset(
+        images=torch.from_numpy(np.clip(images, 0, 1).astype(np.float32)),
+        labels=torch.from_numpy(labels.astype(np.int64)),
+        lat=np.full(n, np.nan),
+        lon=np.full(n, np.nan),
+        class_names=names,
+        name=f"position-{num_classes}",
     )

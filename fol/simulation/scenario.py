@@ -22,7 +22,7 @@ Learning tables, every key checked (unknown keys are an error naming them)::
     min_samples = 40           # fewer images on a node is an error
 
     [models]
-    archs = ["cnn-small"]      # cycled over nodes (a list = heterogeneous swarm) ...
+    archs = ["cnn-medium"]     # cycled over nodes (default: fol.defaults.DEFAULT_ARCH) ...
     rule = "cycle"             # ... or "plane": satellites of plane p get archs[p % len]
     # [models.nodes]           # explicit overrides, node name -> arch
     # "WD-P01-S03" = "resnet-small"
@@ -58,6 +58,7 @@ from typing import Any
 from contact_sim.scenario import ContactScenario, parse_contact_scenario
 from fol.config import FOLConfig
 from fol.data.registry import dataset_names
+from fol.defaults import DEFAULT_ARCH
 from fol.errors import ConfigError
 from fol.executors import EXECUTORS
 from fol.models import architectures
@@ -85,7 +86,7 @@ class DataConfig:
 
 @dataclass
 class ModelsConfig:
-    archs: list[str] = field(default_factory=lambda: ["cnn-small"])
+    archs: list[str] = field(default_factory=lambda: [DEFAULT_ARCH])
     rule: str = "cycle"
     nodes: dict[str, str] = field(default_factory=dict)
 
@@ -189,7 +190,7 @@ def parse_scenario(doc: dict[str, Any], base_dir: Path, source: str = "scenario"
     m = _table(doc, "models", {"archs", "arch", "rule", "nodes"}, source)
     if "arch" in m and "archs" in m:
         raise ConfigError("models: give arch or archs, not both")
-    archs = m.get("archs", [m["arch"]] if "arch" in m else ["cnn-small"])
+    archs = m.get("archs", [m["arch"]] if "arch" in m else [DEFAULT_ARCH])
     if not isinstance(archs, list) or not archs or not all(isinstance(a, str) for a in archs):
         raise ConfigError(f"models.archs: expected a non-empty list of architecture names, got {archs!r}")
     nodes = m.get("nodes", {})

@@ -1,0 +1,21 @@
+"""Default names shared by the library and the command line, in a module light
+enough for ``fol --help`` (no torch import).
+
+``DEFAULT_ARCH`` is the architecture used wherever none is named: the CLI's
+``--arch``, scenario files without ``[models] archs``, the demo, the node
+agent's loopback set-up and the benchmarks. It was chosen by measurement with
+``benchmarks/model_zoo.py``: the cheapest architecture of the zoo (fewest
+multiply-accumulates) that fits pooled data (>= 98 % training accuracy) on
+both synthetic tasks and on a task whose class depends on where a pattern is
+in the image, and whose FOL round on one node stays under 30 s on 2 CPU
+cores (``benchmarks/fol_node_time.py``). ``cnn-small`` remains available by
+name; it cannot fit the position task (its receptive field is too small for
+its global average pooling to keep where things are).
+
+>>> DEFAULT_ARCH
+'cnn-medium'
+"""
+
+DEFAULT_ARCH = "cnn-medium"
+
+__all__ = ["DEFAULT_ARCH"]

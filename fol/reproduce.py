@@ -1,0 +1,421 @@
+"""The FOL paper's evaluation protocol (its Tables 1-2) as one function.
+
+:func:`run_protocol` runs, for every dataset and Dirichlet concentration psi, a
+swarm of nodes with varying local-data sizes (the whole pool is split by
+:func:`fol.data.dirichlet_partition` without a fixed per-node size, so label mix
+*and* size vary), pretrains every node (:func:`fol.nodes.build_nodes`), and
+measures the paper's rows on each node's own test split:
+
+* ``Local`` (the pretrained model);
+* ``FOL-A``, ``FOL``, ``FOL-AN``, ``FOL-N`` at E = 1..``rounds``: two FOL
+  pipeline runs (with and without alignment pruning,
+  :func:`fol.methods.fol_method.run_fol_pipeline`); round ``e`` starts from the
+  students of round ``e - 1``, and the ``-A`` rows are the aligned Top-K
+  ensembles of the same runs, so E = 1, 2, 3 all come from one run of E = 3;
+* ``DENSE`` and ``Co-Boosting`` (one-shot, data-free; their default budget
+  presets);
+* ``FedAvg`` at E = 1..``rounds`` (the paper's one-shot FedAvg with E rounds).
+
+**Columns, fixed before any result:** after partitioning (which depends only on
+the data seed, the same for every training seed) the nodes are sorted by local
+data size (ties by index) and the nodes at the size quantiles
+:data:`COLUMN_QUANTILES` (25 %, 50 %, 75 %) are reported by id, plus the mean
+over all nodes. Every cell is mean ± std over the training seeds (node split,
+initialization, shuffling and neighbour draws change with the seed; the swarm
+does not). The paper's published cells for the same task and psi
+(:data:`PAPER_CELLS`; its own satellites, not ours) are shown beside ours.
+
+>>> cfg = ProtocolConfig.quick()
+>>> cfg.psis, cfg.nodes, len(cfg.seeds)
+((0.5,), 6, 1)
+>>> ROWS[:3]
+['Local', 'FOL-A (E=1)', 'FOL-A (E=2)']
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import logging
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from fol.config import FOLConfig
+from fol.data import GeoDataset, dirichlet_partition, load_dataset
+from fol.defaults import DEFAULT_ARCH
+from fol.errors import ConfigError
+from fol.fileio import atomic_write_bytes, write_json_atomic
+from fol.methods import SwarmContext, get_method
+from fol.methods.base import serial_map
+from fol.methods.fol_method import run_fol_pipeline
+from fol.nodes import build_nodes
+from fol.train import evaluate
+
+__all__ = [
+    "ProtocolConfig", "ROWS", "COLUMN_QUANTILES", "PAPER_CELLS", "PAPER_SATELLITES", "column_nodes",
+    "run_setting", "run_protocol", "ProtocolResult", "load_pool", "paper_task",
+]
+
+log = logging.getLogger(__name__)
+
+#: Size quantiles of the nodes reported by id (fixed before any result).
+COLUMN_QUANTILES: tuple[float, ...] = (0.25, 0.5, 0.75)
+_VARIANTS = ("FOL-A", "FOL", "FOL-AN", "FOL-N")
+
+
+def rows_for(rounds: int) -> list[str]:
+    """The table's rows for E = 1..``rounds``, in the paper's order."""
+    es = range(1, rounds + 1)
+    return (["Local"] + [f"{v} (E={e})" for v in _VARIANTS for e in es] + ["DENSE", "Co-Boosting"]
+            + [f"FedAvg (E={e})" for e in es])
+
+
+ROWS: list[str] = rows_for(3)
+
+#: (task, psi) -> the satellites the paper reports for that setting.
+PAPER_SATELLITES: dict[tuple[str, float], tuple[int, ...]] = {
+    ("wildfire", 0.7): (13, 28, 48), ("hurricane", 0.7): (35, 32, 44),
+    ("wildfire", 0.5): (32,), ("wildfire", 0.3): (43,), ("wildfire", 0.1): (48,),
+    ("hurricane", 0.5): (8,), ("hurricane", 0.3): (26,), ("hurricane", 0.1): (44,),
+}
+#: Published test accuracy (%), means only (Tables 1-2), per row, one value per
+#: satellite of :data:`PAPER_SATELLITES`.
+PAPER_CELLS: dict[tuple[str, float], dict[str, tuple[float, ...]]] = {
+    ("wildfire", 0.7): {
+        "Local": (94.23, 94.12, 90.53),
+        "FOL-A (E=1)": (97.19, 97.16, 95.97),
+        "FOL-A (E=2)": (97.5, 97.52, 97.33),
+        "FOL-A (E=3)": (97.53, 97.7, 97.99),
+        "FOL (E=1)": (94.94, 95.21, 91.26),
+        "FOL (E=2)": (95.23, 95.57, 91.6),
+        "FOL (E=3)": (96.32, 95.75, 91.95),
+        "FOL-AN (E=1)": (94.38, 94.86, 91.28),
+        "FOL-AN (E=2)": (95.63, 95.04, 93.29),
+        "FOL-AN (E=3)": (95.94, 96.45, 95.97),
+        "FOL-N (E=1)": (93.44, 94.68, 88.59),
+        "FOL-N (E=2)": (94.69, 94.86, 90.6),
+        "FOL-N (E=3)": (95.31, 95.21, 91.95),
+        "DENSE": (88.75, 87.41, 83.22),
+        "Co-Boosting": (90.31, 89.19, 88.02),
+        "FedAvg (E=1)": (73.19, 73.94, 68.18),
+        "FedAvg (E=2)": (73.13, 72.29, 66.92),
+        "FedAvg (E=3)": (74.61, 71.58, 68.48),
+    },
+    ("wildfire", 0.5): {
+        "Local": (79.07,), "FOL-A (E=1)": (95.35,), "FOL-A (E=2)": (96.52,),
+        "FOL-A (E=3)": (97.67,), "FOL (E=1)": (90.7,), "FOL (E=2)": (91.96,),
+        "FOL (E=3)": (93.02,), "FOL-AN (E=1)": (90.77,), "FOL-AN (E=2)": (93.22,),
+        "FOL-AN (E=3)": (95.35,), "FOL-N (E=1)": (86.05,), "FOL-N (E=2)": (87.35,),
+        "FOL-N (E=3)": (90.54,), "DENSE": (79.91,), "Co-Boosting": (86.05,),
+        "FedAvg (E=1)": (53.11,), "FedAvg (E=2)": (56.03,), "FedAvg (E=3)": (51.07,),
+    },
+    ("wildfire", 0.3): {
+        "Local": (90.37,), "FOL-A (E=1)": (94.07,), "FOL-A (E=2)": (94.92,),
+        "FOL-A (E=3)": (95.76,), "FOL (E=1)": (90.68,), "FOL (E=2)": (91.53,),
+        "FOL (E=3)": (92.37,), "FOL-AN (E=1)": (91.53,), "FOL-AN (E=2)": (93.22,),
+        "FOL-AN (E=3)": (94.07,), "FOL-N (E=1)": (88.14,), "FOL-N (E=2)": (89.83,),
+        "FOL-N (E=3)": (90.06,), "DENSE": (78.63,), "Co-Boosting": (85.59,),
+        "FedAvg (E=1)": (63.25,), "FedAvg (E=2)": (67.52,), "FedAvg (E=3)": (66.1,),
+    },
+    ("wildfire", 0.1): {
+        "Local": (85.5,), "FOL-A (E=1)": (90.63,), "FOL-A (E=2)": (96.14,),
+        "FOL-A (E=3)": (96.88,), "FOL (E=1)": (88.46,), "FOL (E=2)": (90.63,),
+        "FOL (E=3)": (93.75,), "FOL-AN (E=1)": (87.51,), "FOL-AN (E=2)": (90.63,),
+        "FOL-AN (E=3)": (90.94,), "FOL-N (E=1)": (85.13,), "FOL-N (E=2)": (86.38,),
+        "FOL-N (E=3)": (88.47,), "DENSE": (52.08,), "Co-Boosting": (54.51,),
+        "FedAvg (E=1)": (35.33,), "FedAvg (E=2)": (45.16,), "FedAvg (E=3)": (42.86,),
+    },
+    ("hurricane", 0.7): {
+        "Local": (86.93, 87.34, 89.82),
+        "FOL-A (E=1)": (95.34, 96.18, 97.61),
+        "FOL-A (E=2)": (96.59, 96.97, 97.87),
+        "FOL-A (E=3)": (96.9, 97.47, 98.2),
+        "FOL (E=1)": (90.09, 89.87, 91.62),
+        "FOL (E=2)": (91.23, 91.77, 95.21),
+        "FOL (E=3)": (92.26, 92.41, 95.81),
+        "FOL-AN (E=1)": (88.24, 91.14, 92.81),
+        "FOL-AN (E=2)": (90.09, 92.47, 94.01),
+        "FOL-AN (E=3)": (93.19, 93.04, 96.41),
+        "FOL-N (E=1)": (85.76, 89.22, 91.62),
+        "FOL-N (E=2)": (89.16, 90.21, 92.22),
+        "FOL-N (E=3)": (90.71, 90.51, 94.61),
+        "DENSE": (67.49, 69.95, 73.05),
+        "Co-Boosting": (72.14, 74.45, 74.04),
+        "FedAvg (E=1)": (60.21, 62.03, 66.26),
+        "FedAvg (E=2)": (59.44, 64.33, 69.88),
+        "FedAvg (E=3)": (63.7, 65.16, 67.82),
+    },
+    ("hurricane", 0.5): {
+        "Local": (86.77,), "FOL-A (E=1)": (95.04,), "FOL-A (E=2)": (95.34,),
+        "FOL-A (E=3)": (95.87,), "FOL (E=1)": (89.26,), "FOL (E=2)": (90.08,),
+        "FOL (E=3)": (90.91,), "FOL-AN (E=1)": (91.34,), "FOL-AN (E=2)": (92.56,),
+        "FOL-AN (E=3)": (93.39,), "FOL-N (E=1)": (85.95,), "FOL-N (E=2)": (86.74,),
+        "FOL-N (E=3)": (87.6,), "DENSE": (61.1,), "Co-Boosting": (72.29,),
+        "FedAvg (E=1)": (66.12,), "FedAvg (E=2)": (58.79,), "FedAvg (E=3)": (60.33,),
+    },
+    ("hurricane", 0.3): {
+        "Local": (57.14,), "FOL-A (E=1)": (90.48,), "FOL-A (E=2)": (91.72,),
+        "FOL-A (E=3)": (93.65,), "FOL (E=1)": (84.13,), "FOL (E=2)": (85.71,),
+        "FOL (E=3)": (87.3,), "FOL-AN (E=1)": (87.47,), "FOL-AN (E=2)": (88.89,),
+        "FOL-AN (E=3)": (90.48,), "FOL-N (E=1)": (76.19,), "FOL-N (E=2)": (80.95,),
+        "FOL-N (E=3)": (82.54,), "DENSE": (58.73,), "Co-Boosting": (52.38,),
+        "FedAvg (E=1)": (41.27,), "FedAvg (E=2)": (45.16,), "FedAvg (E=3)": (44.44,),
+    },
+    ("hurricane", 0.1): {
+        "Local": (77.78,), "FOL-A (E=1)": (88.89,), "FOL-A (E=2)": (91.67,),
+        "FOL-A (E=3)": (94.44,), "FOL (E=1)": (83.33,), "FOL (E=2)": (84.43,),
+        "FOL (E=3)": (86.11,), "FOL-AN (E=1)": (86.73,), "FOL-AN (E=2)": (88.67,),
+        "FOL-AN (E=3)": (91.39,), "FOL-N (E=1)": (80.56,), "FOL-N (E=2)": (81.94,),
+        "FOL-N (E=3)": (83.37,), "DENSE": (46.14,), "Co-Boosting": (48.78,),
+        "FedAvg (E=1)": (46.14,), "FedAvg (E=2)": (42.61,), "FedAvg (E=3)": (43.33,),
+    },
+}
+
+
+def paper_task(dataset: str) -> str | None:
+    """The paper's task a dataset name stands for (synthetic or real), else None."""
+    for task in ("wildfire", "hurricane"):
+        if dataset in (task, f"synthetic-{task}"):
+            return task
+    return None
+
+
+@dataclass
+class ProtocolConfig:
+    """What :func:`run_protocol` runs. ``datasets`` are :func:`fol.data.load_dataset`
+    names or ``imagefolder:PATH``; ``pool`` is how many images are partitioned
+    (synthetic sets: generated; other data: a seeded class-stratified-by-chance
+    subset when larger, all of it when ``pool = 0``); ``rounds`` is E;
+    ``fol`` holds :class:`FOLConfig` overrides (e.g. ``max_neighbours``);
+    ``method_options`` the options of ``dense`` / ``co-boosting`` / ``fedavg``."""
+
+    datasets: tuple[str, ...] = ("synthetic-wildfire", "synthetic-hurricane")
+    psis: tuple[float, ...] = (0.7, 0.5, 0.3, 0.1)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    nodes: int = 24
+    pool: int = 7200
+    image_size: int = 32
+    arch: str = DEFAULT_ARCH
+    rounds: int = 3
+    min_samples: int = 40
+    data_seed: int = 0
+    fol: dict[str, Any] = field(default_factory=dict)
+    method_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.nodes < 2 or self.rounds < 1 or not self.seeds or not self.psis or not self.datasets:
+            raise ConfigError("protocol: need >= 2 nodes, >= 1 round, and at least one seed, psi and dataset")
+        if any(not (p > 0) for p in self.psis):
+            raise ConfigError(f"protocol: psi values must be > 0, got {list(self.psis)}")
+        if self.pool < 0 or (self.pool and self.pool < self.nodes * self.min_samples):
+            raise ConfigError(f"protocol: pool must be 0 (all) or >= nodes x min_samples = "
+                              f"{self.nodes * self.min_samples}, got {self.pool}")
+        self.fol_config(0)  # validate the overrides now, with a clear error
+
+    @classmethod
+    def quick(cls, **over: Any) -> "ProtocolConfig":
+        """The ``--quick`` preset: psi = 0.5 only, 6 nodes from 900 images, one
+        seed, Q = 3 neighbours (E = 1..3 and every row kept)."""
+        base = dict(psis=(0.5,), seeds=(0,), nodes=6, pool=900, fol={"max_neighbours": 3})
+        return cls(**{**base, **over})
+
+    def fol_config(self, seed: int) -> FOLConfig:
+        try:
+            return FOLConfig.from_dict({**self.fol, "rounds": self.rounds, "seed": seed}, where="protocol fol")
+        except TypeError as exc:
+            raise ConfigError(f"protocol fol: {exc}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def load_pool(dataset: str, cfg: ProtocolConfig) -> GeoDataset:
+    """The images a setting partitions (see :class:`ProtocolConfig`)."""
+    if dataset.startswith("imagefolder:"):
+        ds = load_dataset("imagefolder", path=dataset.split(":", 1)[1], image_size=cfg.image_size)
+    elif dataset.startswith("synthetic-"):
+        ds = load_dataset(dataset, n=cfg.pool or 12_000, seed=cfg.data_seed, image_size=cfg.image_size)
+    else:
+        ds = load_dataset(dataset, image_size=cfg.image_size)
+    if cfg.pool and len(ds) > cfg.pool:
+        keep = np.sort(np.random.default_rng([cfg.data_seed, 0x9001]).choice(len(ds), cfg.pool, replace=False))
+        ds = ds.subset(keep)
+    return ds
+
+
+def column_nodes(sizes: Sequence[int], quantiles: Sequence[float] = COLUMN_QUANTILES) -> list[int]:
+    """Indices of the nodes at the given quantiles of local data size (ties by
+    index): the rule that fixes the reported node ids before any training.
+
+    >>> column_nodes([50, 400, 120, 300, 90])
+    [4, 2, 3]
+    """
+    order = sorted(range(len(sizes)), key=lambda k: (sizes[k], k))
+    return [order[round(q * (len(order) - 1))] for q in quantiles]
+
+
+def _round_accuracies(run: Any, k: int, rounds: int, local_acc: float) -> tuple[list[float], list[float]]:
+    """Test accuracy of node ``k``'s ensemble and student after each round of a
+    pipeline run (a round that received nothing keeps the previous models)."""
+    ens, stu = [], []
+    for e in range(rounds):
+        acc = run.reports[k][e].accuracy if e < len(run.reports[k]) else {}
+        prev_e, prev_s = (ens[-1], stu[-1]) if ens else (local_acc, local_acc)
+        ens.append(acc["ensemble"]["test"] if "ensemble" in acc else prev_e)
+        stu.append(acc["student"]["test"] if "student" in acc else prev_s)
+    return ens, stu
+
+
+def run_setting(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: ProtocolConfig, seed: int,
+                progress: Callable[[str], None] = log.info, map: Callable[..., list[Any]] = serial_map,
+                ) -> dict[str, list[float]]:
+    """Every row of the table for one swarm and one training seed: row -> test
+    accuracy per node (fractions in [0, 1]). ``map`` spreads per-node work (an
+    executor's ``map`` from :mod:`fol.executors`; results do not depend on it)."""
+    fol_cfg = cfg.fol_config(seed)
+    t0 = time.perf_counter()
+    nodes = build_nodes(pool, shards, [cfg.arch], fol_cfg.pretrain_train(), seed, map=map)
+    ctx = SwarmContext(nodes=nodes, train=fol_cfg.pretrain_train(), fol=fol_cfg, rounds=1, seed=seed, map=map)
+    out: dict[str, list[float]] = {"Local": [evaluate(n.pretrained, *n.data.test.tensors()).accuracy for n in nodes]}
+    progress(f"pretrained {len(nodes)} nodes ({time.perf_counter() - t0:.0f} s)")
+    for use_pruning, (ens_name, stu_name) in ((True, ("FOL-A", "FOL")), (False, ("FOL-AN", "FOL-N"))):
+        t0 = time.perf_counter()
+        run = run_fol_pipeline(ctx, use_pruning)
+        per_node = [_round_accuracies(run, k, cfg.rounds, out["Local"][k]) for k in range(len(nodes))]
+        for e in range(cfg.rounds):
+            out[f"{ens_name} (E={e + 1})"] = [pn[0][e] for pn in per_node]
+            out[f"{stu_name} (E={e + 1})"] = [pn[1][e] for pn in per_node]
+        progress(f"{stu_name} / {ens_name}, {cfg.rounds} round(s) ({time.perf_counter() - t0:.0f} s)")
+    for row, name in (("DENSE", "dense"), ("Co-Boosting", "co-boosting")):
+        t0 = time.perf_counter()
+        results = get_method(name, **cfg.method_options.get(name, {})).run(ctx)
+        out[row] = [r.test_accuracy for r in results]
+        progress(f"{row} ({time.perf_counter() - t0:.0f} s)")
+    for e in range(1, cfg.rounds + 1):
+        t0 = time.perf_counter()
+        results = get_method("fedavg", **cfg.method_options.get("fedavg", {})).run(dataclasses.replace(ctx, rounds=e))
+        out[f"FedAvg (E={e})"] = [r.test_accuracy for r in results]
+        progress(f"FedAvg (E={e}) ({time.perf_counter() - t0:.0f} s)")
+    return out
+
+
+def _mean_std(values: Sequence[float]) -> tuple[float, float]:
+    return (100 * statistics.mean(values), 100 * statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+@dataclass
+class ProtocolResult:
+    """Raw per-node accuracies of every setting, and the tables made from them.
+
+    ``settings[(dataset, psi)]`` holds ``sizes`` (images per node), ``columns``
+    (the node indices reported by id) and ``acc[seed][row]`` (one accuracy per
+    node)."""
+
+    config: ProtocolConfig
+    settings: dict[tuple[str, float], dict[str, Any]] = field(default_factory=dict)
+    seconds: float = 0.0  # wall time
+    cpu_seconds: float = 0.0  # CPU time of this process (less sensitive to a busy machine)
+
+    def cell(self, dataset: str, psi: float, row: str, column: int | None) -> tuple[float, float]:
+        """(mean, std) in % over seeds of one node's accuracy (``column`` = node
+        index) or of the mean over all nodes (``column = None``)."""
+        acc = self.settings[(dataset, psi)]["acc"]
+        vals = [(statistics.mean(a[row]) if column is None else a[row][column]) for a in acc.values()]
+        return _mean_std(vals)
+
+    def records(self) -> list[dict[str, Any]]:
+        """One record per (dataset, psi, row, column) with the paper's figure."""
+        out = []
+        for (dataset, psi), s in self.settings.items():
+            task = paper_task(dataset)
+            paper = PAPER_CELLS.get((task, psi), {}) if task else {}
+            for row in rows_for(self.config.rounds):
+                pub = paper.get(row)
+                for col in [*s["columns"], None]:
+                    mean, std = self.cell(dataset, psi, row, col)
+                    out.append({"dataset": dataset, "psi": psi, "row": row,
+                                "column": "mean" if col is None else f"node-{col}",
+                                "node_images": None if col is None else s["sizes"][col],
+                                "mean": round(mean, 2), "std": round(std, 2), "seeds": len(s["acc"]),
+                                "paper_mean": round(statistics.mean(pub), 2) if pub else None,
+                                "paper_cells": list(pub) if pub else None})
+        return out
+
+    def markdown(self) -> str:
+        parts = []
+        for (dataset, psi), s in self.settings.items():
+            task = paper_task(dataset)
+            paper = PAPER_CELLS.get((task, psi), {}) if task else {}
+            sats = PAPER_SATELLITES.get((task, psi), ()) if task else ()
+            cols = s["columns"]
+            parts.append(f"\n#### {dataset}, psi = {psi}: {len(s['sizes'])} nodes ({min(s['sizes'])}-"
+                         f"{max(s['sizes'])} images), {self.config.arch}, {len(s['acc'])} seed(s)\n")
+            head = ["method"] + [f"node-{c} ({s['sizes'][c]} img)" for c in cols] + ["mean over nodes"]
+            if paper:
+                head.append("paper, satellite " + " / ".join(f"#{n}" for n in sats))
+            parts.append("| " + " | ".join(head) + " |")
+            parts.append("|" + "---|" * len(head))
+            for row in rows_for(self.config.rounds):
+                cells = [row] + [_fmt(*self.cell(dataset, psi, row, c)) for c in [*cols, None]]
+                if paper:
+                    cells.append(" / ".join(f"{v:.2f}" for v in paper.get(row, ())) or "-")
+                parts.append("| " + " | ".join(cells) + " |")
+        return "\n".join(parts) + "\n"
+
+    def csv(self) -> str:
+        buf = io.StringIO()
+        recs = self.records()
+        writer = csv.DictWriter(buf, fieldnames=list(recs[0]) if recs else ["dataset"])
+        writer.writeheader()
+        for r in recs:
+            writer.writerow({**r, "paper_cells": " / ".join(map(str, r["paper_cells"] or []))})
+        return buf.getvalue()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"config": self.config.to_dict(), "seconds": self.seconds, "cpu_seconds": self.cpu_seconds,
+                "records": self.records(),
+                "raw": [{"dataset": d, "psi": p, "sizes": s["sizes"], "columns": s["columns"],
+                         "acc": {str(seed): a for seed, a in s["acc"].items()}}
+                        for (d, p), s in self.settings.items()]}
+
+    def write(self, out_dir: Path) -> list[Path]:
+        """``tables.md``, ``tables.csv`` and ``tables.json`` in ``out_dir``."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        paths = [out_dir / "tables.md", out_dir / "tables.csv", out_dir / "tables.json"]
+        atomic_write_bytes(paths[0], self.markdown().encode())
+        atomic_write_bytes(paths[1], self.csv().encode())
+        write_json_atomic(paths[2], self.to_json())
+        return paths
+
+
+def _fmt(mean: float, std: float) -> str:
+    return f"{mean:.1f} ± {std:.1f}"
+
+
+def run_protocol(cfg: ProtocolConfig, progress: Callable[[str], None] = log.info,
+                 map: Callable[..., list[Any]] = serial_map) -> ProtocolResult:
+    """Run every (dataset, psi, seed) of ``cfg``; see the module docstring."""
+    result = ProtocolResult(cfg)
+    t_start, cpu_start = time.perf_counter(), time.process_time()
+    for dataset in cfg.datasets:
+        pool = load_pool(dataset, cfg)
+        for psi in cfg.psis:
+            shards = dirichlet_partition(pool.labels.numpy(), cfg.nodes, psi, seed=cfg.data_seed,
+                                         min_samples=cfg.min_samples)
+            sizes = [int(len(s)) for s in shards]
+            setting = {"sizes": sizes, "columns": column_nodes(sizes), "acc": {}}
+            result.settings[(dataset, psi)] = setting
+            for seed in cfg.seeds:
+                where = f"{dataset} psi={psi} seed={seed}"
+                setting["acc"][seed] = run_setting(pool, shards, cfg, seed,
+                                                     lambda m: progress(f"{where}: {m}"), map)
+                progress(f"{where}: done ({time.perf_counter() - t_start:.0f} s so far)")
+    result.seconds = time.perf_counter() - t_start
+    result.cpu_seconds = time.process_time() - cpu_start
+    return result

@@ -1,0 +1,78 @@
+"""The paper's protocol as one command: the --quick path at a tiny size runs every
+row, writes markdown / CSV / JSON with the paper's cells beside ours, and the
+node columns come from a size rule fixed before training."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from fol.errors import ConfigError
+from fol.reproduce import PAPER_CELLS, ROWS, ProtocolConfig, column_nodes
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("paper_tables", ROOT / "benchmarks" / "paper_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return module
+
+
+TINY = ["--nodes", "3", "--pool", "150", "--image-size", "16", "--data", "synthetic-hurricane",
+        "--fol", "pretrain_epochs=2", "finetune_epochs=1", "post_finetune_epochs=1", "gate_epochs=1",
+        "distill_epochs=1", "ensemble_steps=5", "max_neighbours=2", "top_k=2",
+        "--option", "dense.epochs=1", "dense.g_steps=1", "co-boosting.epochs=1", "co-boosting.g_steps=1",
+        "fedavg.local_epochs=1", "--executor", "local", "-q"]
+
+
+def test_quick_path_at_tiny_size_writes_every_row(tmp_path, capsys) -> None:
+    assert _script().main(["--quick", *TINY, "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    md = (tmp_path / "tables.md").read_text()
+    for row in ROWS:  # every row of the paper, E = 1..3
+        assert f"| {row} |" in md and f"| {row} |" in printed
+    assert "paper, satellite #8" in md  # hurricane psi 0.5: the paper's satellite 8
+    assert "95.87" in md  # ... and its FOL-A (E=3) cell beside ours
+    data = json.loads((tmp_path / "tables.json").read_text())
+    assert data["config"]["psis"] == [0.5] and data["config"]["seeds"] == [0]
+    raw = data["raw"][0]
+    assert len(raw["sizes"]) == 3 and sum(raw["sizes"]) == 150
+    assert raw["columns"] == column_nodes(raw["sizes"])
+    accs = raw["acc"]["0"]
+    assert set(accs) == set(ROWS) and all(len(v) == 3 and all(0 <= a <= 1 for a in v) for v in accs.values())
+    with open(tmp_path / "tables.csv", newline="") as fh:
+        recs = list(csv.DictReader(fh))
+    assert len(recs) == len(ROWS) * 4  # 3 node columns + the mean
+    mean_local = [r for r in recs if r["row"] == "Local" and r["column"] == "mean"][0]
+    assert abs(float(mean_local["mean"]) - 100 * sum(accs["Local"]) / 3) < 0.01
+    assert float(mean_local["paper_mean"]) == PAPER_CELLS[("hurricane", 0.5)]["Local"][0]
+
+
+def test_columns_are_fixed_by_size_quantiles() -> None:
+    sizes = [300, 40, 120, 900, 75, 75, 500, 210]
+    cols = column_nodes(sizes)
+    ranked = sorted(range(len(sizes)), key=lambda k: (sizes[k], k))
+    assert cols == [ranked[2], ranked[4], ranked[5]]  # round(q * 7) for q = 0.25, 0.5, 0.75
+    assert [sizes[c] for c in cols] == sorted(sizes[c] for c in cols)
+
+
+def test_bad_protocol_settings_are_clear_errors(tmp_path, capsys) -> None:
+    with pytest.raises(ConfigError, match="unknown key"):
+        ProtocolConfig(fol={"no_such_key": 1})
+    with pytest.raises(ConfigError, match="pool"):
+        ProtocolConfig(nodes=24, pool=100)
+    missing = tmp_path / "nowhere"
+    assert _script().main(["--quick", "--data", f"imagefolder:{missing}", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "nowhere" in err and "Traceback" not in err
