@@ -101,7 +101,9 @@ class SwarmContext:
     links instead). ``train`` holds the local-training
     settings every method shares; ``fol`` FOL's hyperparameters. ``map`` runs
     a picklable function over items, possibly in other processes or on a Ray
-    cluster: the result must not depend on which.
+    cluster: the result must not depend on which. ``evaluate_rounds`` makes
+    the multi-round methods evaluate every node after every round (their
+    accuracy-versus-rounds curve, ``NodeResult.extra["curve"]``).
     """
 
     nodes: list[NodeSetup]
@@ -114,6 +116,7 @@ class SwarmContext:
     deliveries: list[dict[int, list[int]]] | None = None
     cache: dict[Any, Any] = field(default_factory=dict)
     transport: Callable[[str, str, bytes, int], bytes] | None = None
+    evaluate_rounds: bool = True
 
     def senders_to(self, round_index: int, dst: int, limit: int) -> list[int]:
         """Indices of the nodes whose model reaches node ``dst`` in peer-to-peer
