@@ -66,7 +66,6 @@ dense initial model down once).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -380,8 +379,7 @@ class HermesMethod(ServerMethod):
         return {"slices": slices, "states": states, "masks": [dict(full) for _ in ctx.nodes], "dense": dense,
                 "joined": [False] * len(ctx.nodes), "n_masked": sum(m.numel() for m in masked.values())}
 
-    @staticmethod
-    def client_fn(round_index: int):
+    def client_fn(self, state: dict, round_index: int):
         return hermes_client_update
 
     def client_task(self, state: dict, ctx: SwarmContext, r: int, k: int, cfg: TrainConfig) -> HermesTask:

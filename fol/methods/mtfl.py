@@ -165,8 +165,7 @@ class _MTFLBase(ServerMethod):
                 "patches": [{k: init[k].clone() for k in priv} for _ in ctx.nodes],
                 "private_moments": [{} for _ in ctx.nodes]}
 
-    @staticmethod
-    def client_fn(round_index: int):
+    def client_fn(self, state: dict, round_index: int):
         return mtfl_client_update
 
     def client_task(self, state: dict, ctx: SwarmContext, r: int, k: int, cfg: TrainConfig) -> MTFLTask:

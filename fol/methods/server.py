@@ -46,8 +46,8 @@ A complete method in one file (the toy used by the tests and docs)::
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import torch
@@ -139,8 +139,7 @@ class ServerMethod(Method):
         """The method's initial state (global model, per-node states, masks...)."""
         raise NotImplementedError
 
-    @staticmethod
-    def client_fn(round_index: int) -> Callable[[Any], Any]:
+    def client_fn(self, state: Any, round_index: int) -> Callable[[Any], Any]:
         """The picklable top-level function that runs a client task in round
         ``round_index`` (default :func:`train_client`)."""
         return train_client
@@ -220,7 +219,7 @@ class ServerMethod(Method):
             picked = sample_round(ctx, r, self.fraction, rng)
             if picked:
                 tasks = [self.client_task(state, ctx, r, k, self.local_cfg(ctx, r, k)) for k in picked]
-                updates = ctx.map(self.client_fn(r), tasks)
+                updates = ctx.map(self.client_fn(state, r), tasks)
                 traffic = self.aggregate(state, ctx, r, picked, list(updates))
                 for k, t in zip(picked, traffic):
                     led = ledgers[k]
