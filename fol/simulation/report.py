@@ -208,14 +208,16 @@ def plot_accuracy_vs_rounds(rows: Sequence[dict[str, Any]], path: Path) -> None:
     (at E) and the other single-shot methods (at their round count)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.5, 4.5), dpi=110)
+    order = {m: i for i, m in enumerate(_method_order(rows))}
     for m, pts in round_curves(rows).items():
-        ax.plot([p["round"] for p in pts], [100 * p["test_accuracy"] for p in pts], marker=".", label=m)
+        ax.plot([p["round"] for p in pts], [100 * p["test_accuracy"] for p in pts], marker=".", label=m,
+                color=f"C{order[m] % 10}")
     for m, p in reference_points(rows).items():
         if m == "local":
             ax.axhline(100 * p["test_accuracy"], color="grey", ls=":", lw=1, label="local (no exchange)")
         else:
             ax.scatter([max(1, p["rounds"])], [100 * p["test_accuracy"]], s=90, marker="*", edgecolor="k", zorder=3,
-                       label=f"{m} ({p['rounds']} exchange{'s' * (p['rounds'] != 1)})")
+                       color=f"C{order[m] % 10}", label=f"{m} ({p['rounds']} exchange{'s' * (p['rounds'] != 1)})")
     ax.set_xlabel("communication rounds")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title("Accuracy versus rounds (mean over nodes and seeds)")
@@ -231,20 +233,21 @@ def plot_accuracy_vs_bytes(rows: Sequence[dict[str, Any]], path: Path) -> None:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.5, 4.5), dpi=110)
     curves = round_curves(rows)
-    for m in _method_order(rows):
+    for i, m in enumerate(_method_order(rows)):
+        color = f"C{i % 10}"
         mr = [r for r in rows if r["method"] == m]
         xs = [max(1.0, r["bytes_up"] + r["bytes_down"]) for r in mr]
         ys = [100 * r["test_accuracy"] for r in mr]
-        ax.scatter(xs, ys, s=10, alpha=0.35)
-        color = ax.collections[-1].get_facecolor()[0]
-        ax.scatter([statistics.mean(xs)], [statistics.mean(ys)], s=90, marker="*", edgecolor="k", label=m, color=color)
+        ax.scatter(xs, ys, s=10, alpha=0.3, color=color)
+        ax.scatter([statistics.mean(xs)], [statistics.mean(ys)], s=90, marker="*", edgecolor="k", label=m, color=color,
+                   zorder=3)
         if m in curves:
             pts = curves[m]
-            ax.plot([max(1.0, p["bytes"]) for p in pts], [100 * p["test_accuracy"] for p in pts], color=color, lw=1)
+            ax.plot([max(1.0, p["bytes"]) for p in pts], [100 * p["test_accuracy"] for p in pts], color=color, lw=1.2)
     ax.set_xscale("log")
     ax.set_xlabel("bytes sent + received per node (log; 1 = none)")
     ax.set_ylabel("test accuracy (%)")
-    ax.set_title("Accuracy versus communication (dots: nodes, stars: means, lines: per round)")
+    ax.set_title("Accuracy vs bytes (dots: nodes, stars: means, lines: rounds)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
