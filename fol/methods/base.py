@@ -6,7 +6,9 @@ with :func:`register`; adding a baseline is adding a file. It receives a
 :class:`SwarmContext` (every node's data and pretrained model, how many
 communication rounds the contact plan allows and who can take part in each,
 the shared training settings, and an executor to spread per-node work) and
-returns one :class:`NodeResult` per node.
+returns one :class:`NodeResult` per node. The multi-round, server-based
+baselines are written on one skeleton, :class:`fol.methods.server.ServerMethod`
+(a client update and a server aggregation per method, one loop for the rest).
 
 Everything a method trains goes through :func:`fol.train.fit`, and every method
 accounts for what it sends (:mod:`fol.accounting`): bytes up/down per node,

@@ -1,19 +1,20 @@
 """Hermes (Li et al., MobiCom 2021): structured-pruned personalized subnetworks.
 
-Each node learns a channel-sparse subnetwork of its own model and the virtual
-server averages only the parameters where the subnetworks intersect:
+Each node learns a channel-sparse subnetwork and the virtual server averages
+only the parameters where the subnetworks intersect (a
+:class:`~fol.methods.server.ServerMethod`):
 
 * **Local training with structured sparsity** (Sec. 3.2, Eq. 2-3): the loss is
   cross-entropy + ``lam`` x group lasso over the filters *and* input channels
   of every conv layer and the rows *and* columns of every linear layer.
 * **Pruning** (Algorithm 1, lines 9-11): at the start of a round the node
   evaluates its current subnetwork on its validation split; if the accuracy
-  exceeds ``acc_threshold`` and its pruned share is below ``target``, it
-  removes the lowest-L1-norm output channels of every prunable layer (each
-  Conv2d / hidden Linear, never the classifier) so that the pruned share grows
-  by ``prune_rate`` (capped at ``target``). A pruned channel is zeroed in the
-  layer *and* in the BatchNorm that normalizes it, so it outputs exactly 0.
-  Masks only ever shrink.
+  exceeds ``acc_threshold`` and it has not reached r_target (``target``, read
+  as in ``target_share`` below), it removes the lowest-L1-norm output channels
+  of every prunable layer (each Conv2d / hidden Linear, never the classifier)
+  so that the pruned share of channels grows by ``prune_rate`` (capped at
+  r_target). A pruned channel is zeroed in the layer *and* in the BatchNorm
+  that normalizes it, so it outputs exactly 0. Masks only ever shrink.
 * **Training under the mask** (line 15): ``local_epochs`` epochs with the
   gradients of pruned entries masked to zero.
 * **Communication**: the node uploads the parameters inside its subnetwork
