@@ -203,25 +203,34 @@ def _plt():
     return plt
 
 
+def _colors(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One distinct colour per method (tab10, or tab20 beyond ten methods)."""
+    import matplotlib
+
+    methods = _method_order(rows)
+    cmap = matplotlib.colormaps["tab10" if len(methods) <= 10 else "tab20"]
+    return {m: cmap(i % cmap.N) for i, m in enumerate(methods)}
+
+
 def plot_accuracy_vs_rounds(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """Lines: multi-round methods after every round; markers: FOL's exchanges
     (at E) and the other single-shot methods (at their round count)."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.5, 4.5), dpi=110)
-    order = {m: i for i, m in enumerate(_method_order(rows))}
+    fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=110)
+    colors = _colors(rows)
     for m, pts in round_curves(rows).items():
         ax.plot([p["round"] for p in pts], [100 * p["test_accuracy"] for p in pts], marker=".", label=m,
-                color=f"C{order[m] % 10}")
+                color=colors[m])
     for m, p in reference_points(rows).items():
         if m == "local":
             ax.axhline(100 * p["test_accuracy"], color="grey", ls=":", lw=1, label="local (no exchange)")
         else:
             ax.scatter([max(1, p["rounds"])], [100 * p["test_accuracy"]], s=90, marker="*", edgecolor="k", zorder=3,
-                       color=f"C{order[m] % 10}", label=f"{m} ({p['rounds']} exchange{'s' * (p['rounds'] != 1)})")
+                       color=colors[m], label=f"{m} ({p['rounds']} exchange{'s' * (p['rounds'] != 1)})")
     ax.set_xlabel("communication rounds")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title("Accuracy versus rounds (mean over nodes and seeds)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -231,10 +240,10 @@ def plot_accuracy_vs_bytes(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """Dots: nodes; stars: method means; lines: multi-round methods after
     every round (bytes per node so far)."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.5, 4.5), dpi=110)
-    curves = round_curves(rows)
-    for i, m in enumerate(_method_order(rows)):
-        color = f"C{i % 10}"
+    fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=110)
+    curves, colors = round_curves(rows), _colors(rows)
+    for m in _method_order(rows):
+        color = colors[m]
         mr = [r for r in rows if r["method"] == m]
         xs = [max(1.0, r["bytes_up"] + r["bytes_down"]) for r in mr]
         ys = [100 * r["test_accuracy"] for r in mr]
@@ -248,7 +257,7 @@ def plot_accuracy_vs_bytes(rows: Sequence[dict[str, Any]], path: Path) -> None:
     ax.set_xlabel("bytes sent + received per node (log; 1 = none)")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title("Accuracy vs bytes (dots: nodes, stars: means, lines: rounds)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
