@@ -255,9 +255,13 @@ class ServerMethod(Method):
             final = Ledger(led.bytes_up, led.bytes_down + self.deploy_bytes(run.state, ctx, k), led.train_flops,
                            led.rounds, list(led.history))
             extra = self.result_extra(run.state, ctx, k, led)
-            if self.name in run.curves:
-                extra["curve"] = run.curves[self.name][k]
-            test, val = self.evaluate_node(run.state, ctx, k)[self.name]
+            curve = run.curves.get(self.name, [[]] * len(ctx.nodes))[k]
+            if curve:
+                extra["curve"] = curve
+            if len(curve) == run.rounds and run.rounds > 0:  # the last point is the final model's evaluation
+                test, val = curve[-1]["test_accuracy"], curve[-1]["val_accuracy"]
+            else:
+                test, val = self.evaluate_node(run.state, ctx, k)[self.name]
             res = node_result(node, self.name, None, final, test_accuracy=test, val_accuracy=val, extra=extra,
                               kept_local=self.kept_local(run.state, ctx, k, led))
             res.seconds = run.seconds / max(1, len(ctx.nodes))
