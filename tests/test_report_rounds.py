@@ -53,6 +53,8 @@ def test_rounds_to_match_fol_or_not_within_r():
     at = accuracy_at_rounds_table(ROWS, at=(1, 3, 10))
     assert "after 10 rounds" not in at and "after 4 rounds" in at  # R = 4 < 10
     assert "| fedavg | 50.0 | 80.0 | 85.0 | 4 |" in at
+    one_shot = accuracy_at_rounds_table([r for r in ROWS if r["method"] in ("fol", "local")])
+    assert "| test accuracy (%) |" in one_shot and "| fol | 80.0 | 1 |" in one_shot  # no curves: one column
 
 
 def test_plots_are_written(tmp_path: Path):

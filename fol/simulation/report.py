@@ -183,13 +183,13 @@ def accuracy_at_rounds_table(rows: Sequence[dict[str, Any]], at: Sequence[int] =
     curves, refs = round_curves(rows), reference_points(rows)
     last = max((len(p) for p in curves.values()), default=0)
     cols = [r for r in at if r < last] + ([last] if last else [])
-    lines = ["| method | " + " | ".join(f"after {r} round{'s' * (r > 1)} (%)" for r in cols)
-             + " | rounds used | bytes / node |", "|---|" + "---|" * (len(cols) + 2)]
+    heads = [f"after {r} round{'s' * (r > 1)} (%)" for r in cols] or ["test accuracy (%)"]
+    lines = ["| method | " + " | ".join(heads) + " | rounds used | bytes / node |", "|---|" + "---|" * (len(heads) + 2)]
     for m, pts in curves.items():
         vals = [f"{100 * pts[r - 1]['test_accuracy']:.1f}" if r <= len(pts) else "-" for r in cols]
         lines.append(f"| {m} | " + " | ".join(vals) + f" | {len(pts)} | {_human_bytes(pts[-1]['bytes'])} |")
     for m, p in refs.items():
-        vals = [f"{100 * p['test_accuracy']:.1f}"] * len(cols)
+        vals = [f"{100 * p['test_accuracy']:.1f}"] * len(heads)
         lines.append(f"| {m} | " + " | ".join(vals) + f" | {p['rounds']} | {_human_bytes(p['bytes'])} |")
     return "\n".join(lines)
 
