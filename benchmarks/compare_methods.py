@@ -1,23 +1,29 @@
-"""Paper-style comparison of FOL with every baseline on synthetic imagery.
+"""Paper-style comparison of FOL with every baseline on synthetic imagery, and
+the multi-round picture: how many rounds (and bytes) each server-based
+baseline needs to reach FOL's one exchange.
 
-For each task (hurricane, wildfire), Dirichlet skew psi (0.7, 0.3) and seed:
-render the synthetic pool, give each of the 12 nodes 300 images, pretrain
-every node once (``fol.nodes.build_nodes``), then run every method on those
-same nodes and partitions. Prints, per (task, psi), the test accuracy
-(mean ± std over seeds of the per-seed mean over nodes), mean bytes up / down
-per node, mean training GFLOPs per node, and the FOL paper's published figure
-for the same method where it has one (Tables 1-2; mean over the satellites
-reported; psi = 0.3 has one satellite per task).
+For each task (hurricane, wildfire), Dirichlet skew psi (default 0.5) and
+seed: render the synthetic pool, give each node ``--per-node`` images,
+pretrain every node once (``fol.nodes.build_nodes``), then run every method
+on those same nodes and partitions. The server-based baselines run
+``--rounds`` R rounds (default 20) and are evaluated on every node after
+every round; FOL runs one exchange, and once more for each extra E of
+``--fol-rounds`` (reference points "fol (E=2)", ...). DENSE and Co-Boosting
+run at the synthesis budget ``--budget``.
 
-Server-based baselines get ``--rounds`` communication rounds (default 3, the
-paper's largest E); FOL runs ``--fol-rounds`` exchanges (default 1: one-shot).
-``local`` is the pretrained model; FOL rows appear when ``fol.methods``
-registers them.
+Printed per (task, psi): the paper-style table (test accuracy, mean ± std
+over seeds of the per-seed mean over nodes; bytes up / down and training
+GFLOPs per node; the FOL paper's figure where it has one, Tables 1-2), every
+method's accuracy after 1, 3, 10 and R rounds with bytes per node, and the
+rounds and bytes each multi-round method needs to reach FOL's and FOL-A's
+accuracy ("not within R" otherwise). ``--plots DIR`` writes
+``accuracy_vs_rounds-<task>-<psi>.png`` and ``accuracy_vs_bytes-<task>-<psi>.png``.
 
-    python benchmarks/compare_methods.py                    # full: 2 tasks x 2 psi x 3 seeds
-    python benchmarks/compare_methods.py --quick            # 6 nodes x 150 images, 1 seed, psi 0.7
+    python benchmarks/compare_methods.py                    # 2 tasks, psi 0.5, 3 seeds, 12 nodes x 300 images, R = 20
+    python benchmarks/compare_methods.py --quick            # 6 nodes x 100 images (16 px), 1 seed, R = 10
     python benchmarks/compare_methods.py --tasks hurricane --psi 0.3 --seeds 1 --json out.json
     python benchmarks/compare_methods.py --seeds 1 --first-seed 2 --json seed2.json   # one seed per process
+    python benchmarks/compare_methods.py --methods fol dense co-boosting --budget small   # data-free budgets
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ from fol.defaults import DEFAULT_ARCH  # noqa: E402
 from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
 from fol.methods import SwarmContext, get_method, method_names  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
+from fol.simulation.report import (  # noqa: E402
+    accuracy_at_rounds_table, plot_accuracy_vs_bytes, plot_accuracy_vs_rounds, rounds_to_match_table,
+)
 
 BASELINES = ("fedavg", "hermes", "dm-pfl", "dm-pfl+", "mtfl", "mtfl-adam", "dense", "co-boosting")
 FOL_METHODS = ("local", "fol", "fol-a", "fol-n", "fol-an")
@@ -69,26 +78,36 @@ def paper_figure(task: str, psi: float, method: str, rounds: int) -> str:
     return f"{statistics.mean(vals):.2f}" if vals else "-"
 
 
+def _label(method: str, e: int) -> str:
+    return method if e == 1 else f"{method} (E={e})"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", nargs="+", default=["hurricane", "wildfire"], choices=["hurricane", "wildfire"])
-    ap.add_argument("--psi", nargs="+", type=float, default=[0.7, 0.3])
+    ap.add_argument("--psi", nargs="+", type=float, default=[0.5])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--first-seed", type=int, default=0, help="run seeds first-seed .. first-seed + seeds - 1 "
                     "(to spread seeds over processes; merge their --json outputs)")
     ap.add_argument("--nodes", type=int, default=12)
     ap.add_argument("--per-node", type=int, default=300)
     ap.add_argument("--image-size", type=int, default=32)
-    ap.add_argument("--arch", default=DEFAULT_ARCH)
-    ap.add_argument("--rounds", type=int, default=3, help="communication rounds of the server-based baselines")
-    ap.add_argument("--fol-rounds", type=int, default=1, help="FOL exchanges (E)")
+    ap.add_argument("--arch", default=DEFAULT_ARCH, help="model of every node (default: the project "
+                    "default, %(default)s)")
+    ap.add_argument("--rounds", type=int, default=20, help="R: server rounds of the multi-round baselines")
+    ap.add_argument("--fol-rounds", type=int, nargs="+", default=[1, 2, 3],
+                    help="FOL exchanges E to run (1 is FOL itself; others are reference points)")
+    ap.add_argument("--budget", default="tiny", help="synthesis budget of DENSE / Co-Boosting "
+                    "(tiny, small, medium, paper)")
     ap.add_argument("--methods", nargs="+", default=None, help="subset of methods (default: all available)")
-    ap.add_argument("--quick", action="store_true", help="6 nodes x 150 images, 1 seed, psi 0.7, 2 server rounds")
+    ap.add_argument("--quick", action="store_true", help="defaults of 6 nodes x 100 images of 16 px, 1 seed, R = 10, "
+                    "FOL E = 1 (explicit options still win)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for these small CNNs)")
     ap.add_argument("--json", type=Path, default=None, help="write every per-node result here")
+    ap.add_argument("--plots", type=Path, default=None, help="write accuracy-vs-rounds / -bytes plots here")
+    if "--quick" in sys.argv[1:]:
+        ap.set_defaults(nodes=6, per_node=100, image_size=16, seeds=1, rounds=10, fol_rounds=[1])
     args = ap.parse_args()
-    if args.quick:
-        args.nodes, args.per_node, args.seeds, args.psi, args.rounds = 6, 150, 1, [0.7], 2
     torch.set_num_threads(args.threads)
 
     available = set(method_names())
@@ -97,48 +116,64 @@ def main() -> int:
     if missing:
         print(f"unknown method(s): {', '.join(missing)}", file=sys.stderr)
         return 2
+    options = {m: {"budget": args.budget} for m in ("dense", "co-boosting")}
     print(machine_line())
-    print(f"methods: {', '.join(wanted)}; server rounds {args.rounds}, FOL rounds {args.fol_rounds}")
+    print(f"methods: {', '.join(wanted)}; server rounds R = {args.rounds}, FOL exchanges E in {args.fol_rounds}, "
+          f"data-free budget {args.budget!r}; model {args.arch}")
     records: list[dict] = []
     t_start = time.perf_counter()
     for task in args.tasks:
         for psi in args.psi:
-            acc: dict[str, list[float]] = {m: [] for m in wanted}
-            cost: dict[str, list[tuple[float, float, float]]] = {m: [] for m in wanted}
-            secs: dict[str, float] = {m: 0.0 for m in wanted}
+            rows: list[dict] = []
+            cost: dict[str, list[tuple[float, float, float]]] = {}
+            secs: dict[str, float] = {}
             for seed in range(args.first_seed, args.first_seed + args.seeds):
-                fol_cfg = FOLConfig(rounds=args.fol_rounds, seed=seed)
                 pool = make_synthetic(task, args.nodes * args.per_node * 2, seed=seed, image_size=args.image_size)
                 shards = dirichlet_partition(pool.labels.numpy(), args.nodes, psi, seed,
                                              samples_per_node=args.per_node)
-                nodes = build_nodes(pool, shards, [args.arch], fol_cfg.pretrain_train(), seed)
-                ctx = SwarmContext(nodes=nodes, train=fol_cfg.pretrain_train(), fol=fol_cfg, rounds=args.rounds,
-                                   seed=seed)
+                base = FOLConfig(seed=seed)
+                nodes = build_nodes(pool, shards, [args.arch], base.pretrain_train(), seed)
                 line = []
-                for m in wanted:
-                    t0 = time.perf_counter()
-                    results = get_method(m).run(ctx)
-                    secs[m] += time.perf_counter() - t0
-                    acc[m].append(statistics.mean(r.test_accuracy for r in results))
-                    cost[m].append((statistics.mean(r.bytes_up for r in results),
-                                    statistics.mean(r.bytes_down for r in results),
-                                    statistics.mean(r.train_flops for r in results)))
-                    line.append(f"{m} {100 * acc[m][-1]:.1f}")
-                    for r in results:
-                        records.append({"task": task, "psi": psi, "seed": seed, **r.to_dict()})
+                for e in args.fol_rounds:
+                    ctx = SwarmContext(nodes=nodes, train=base.pretrain_train(), fol=FOLConfig(rounds=e, seed=seed),
+                                       rounds=args.rounds, seed=seed)
+                    for m in wanted:
+                        if e != 1 and m not in ("fol", "fol-a"):
+                            continue  # the other methods do not depend on E
+                        label = _label(m, e)
+                        t0 = time.perf_counter()
+                        results = get_method(m, **options.get(m, {})).run(ctx)
+                        secs[label] = secs.get(label, 0.0) + time.perf_counter() - t0
+                        cost.setdefault(label, []).append((statistics.mean(r.bytes_up for r in results),
+                                                           statistics.mean(r.bytes_down for r in results),
+                                                           statistics.mean(r.train_flops for r in results)))
+                        for r in results:
+                            rows.append({"seed": seed, **r.to_dict(), "method": label})
+                        line.append(f"{label} {100 * statistics.mean(r.test_accuracy for r in results):.1f}")
                 print(f"{task} psi={psi} seed {seed}: " + ", ".join(line)
                       + f"  ({time.perf_counter() - t_start:.0f} s)", flush=True)
+            for r in rows:
+                records.append({"task": task, "psi": psi, **r})
             print(f"\nsynthetic {task}, psi = {psi}: {args.nodes} nodes x {args.per_node} images "
                   f"({args.image_size} px), {args.arch}, {args.seeds} seed(s)")
             print("| method | test acc. (%) | paper (%) | KB up / node | KB down / node | train GFLOPs / node | s / seed |")
             print("|---|---|---|---|---|---|---|")
-            for m in wanted:
-                up = statistics.mean(c[0] for c in cost[m]) / 1e3
-                down = statistics.mean(c[1] for c in cost[m]) / 1e3
-                gf = statistics.mean(c[2] for c in cost[m]) / 1e9
-                print(f"| {m} | {mean_std(acc[m])} | {paper_figure(task, psi, m, args.rounds)} | {up:.1f} | "
-                      f"{down:.1f} | {gf:.2f} | {secs[m] / args.seeds:.0f} |")
-            print(flush=True)
+            for label in cost:
+                accs = [statistics.mean(r["test_accuracy"] for r in rows if r["method"] == label and r["seed"] == s)
+                        for s in sorted({r["seed"] for r in rows})]
+                up = statistics.mean(c[0] for c in cost[label]) / 1e3
+                down = statistics.mean(c[1] for c in cost[label]) / 1e3
+                gf = statistics.mean(c[2] for c in cost[label]) / 1e9
+                print(f"| {label} | {mean_std(accs)} | {paper_figure(task, psi, label, args.rounds)} | {up:.1f} | "
+                      f"{down:.1f} | {gf:.2f} | {secs[label] / args.seeds:.0f} |")
+            print(f"\nAccuracy after rounds (multi-round methods evaluated after every round; mean over nodes, "
+                  f"then seeds):\n{accuracy_at_rounds_table(rows)}")
+            print(f"\nRounds and bytes per node to reach FOL's / FOL-A's accuracy (one exchange):\n"
+                  f"{rounds_to_match_table(rows)}\n", flush=True)
+            if args.plots:
+                args.plots.mkdir(parents=True, exist_ok=True)
+                plot_accuracy_vs_rounds(rows, args.plots / f"accuracy_vs_rounds-{task}-{psi}.png")
+                plot_accuracy_vs_bytes(rows, args.plots / f"accuracy_vs_bytes-{task}-{psi}.png")
     print(f"total {time.perf_counter() - t_start:.0f} s")
     if args.json:
         args.json.write_text(json.dumps(records, indent=1, default=str))

@@ -86,3 +86,21 @@ def test_options_are_validated():
         get_method("dense", nonsense=1)
     with pytest.raises(ConfigError, match="perturb"):
         get_method("co-boosting", perturb="fgsm")
+
+
+def test_budget_presets_and_their_share_of_the_published_budget():
+    from fol.methods.dense import BUDGETS, budget_share, generator_samples
+
+    dense_paper = get_method("dense", budget="paper").options
+    assert (dense_paper["epochs"], dense_paper["g_steps"], dense_paper["synthesis_batch"]) == (200, 30, 256)
+    assert (dense_paper["nz"], dense_paper["ngf"]) == (256, 64)
+    assert generator_samples(get_method("co-boosting", budget="paper").options) == 200 * 30 * 128
+    assert generator_samples(get_method("dense").options) == 15 * 5 * 48  # default: "tiny"
+    assert budget_share("dense", "tiny") == pytest.approx(3600 / 1_536_000)
+    assert budget_share("co-boosting", "tiny") == pytest.approx(3600 / 768_000)
+    assert budget_share("dense", "medium") == pytest.approx(0.075)
+    shares = [budget_share("dense", b) for b in [*BUDGETS, "paper"]]
+    assert shares == sorted(shares) and shares[-1] == 1.0
+    assert get_method("dense", budget="small", epochs=3).options["epochs"] == 3  # explicit option wins
+    with pytest.raises(ConfigError, match="dense.budget"):
+        get_method("dense", budget="huge")

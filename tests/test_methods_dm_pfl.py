@@ -9,12 +9,13 @@ import pytest
 import torch
 
 from fol.accounting import mask_bytes
+from fol.errors import ConfigError
 from fol.methods import SwarmContext, get_method
 from fol.methods.dm_pfl import (
     adaptive_predict, compose_personal, entropy, eq5_aggregate, global_mask, magnitude_mask, masked_keys,
     readjust_mask,
 )
-from fol.models import build_model
+from fol.models import ModelSpec, build_model
 from fol.train import TrainConfig
 
 
@@ -81,19 +82,20 @@ def test_adaptive_inference_rule():
 def test_dm_pfl_end_to_end(nodes):
     ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=2, seed=0)
     method = get_method("dm-pfl", local_epochs=1, readjust_ratio=0.05)
-    run = method.train(ctx)
-    res = method.evaluate(ctx, run)
+    run = method.train_rounds(ctx)
+    res = method.results(ctx, run)
+    st = run.state
     spec = nodes[0].spec
     keys = masked_keys(build_model(spec))
     n_pos = sum(build_model(spec).state_dict()[k].numel() for k in keys)
-    assert run.phase1_rounds == 1 and run.phase2_rounds == 1
+    assert st["phase1_done"] == 1 and st["phase2_done"] == 1
     for k, r in enumerate(res):
         assert math.isfinite(r.test_accuracy) and r.rounds == 2
-        personal = run.personal[k]
+        personal = method.node_state(st, ctx, k)
         for key in keys:
-            shared = run.m_g[key] & run.m_c[k][key]
-            assert torch.equal(personal[key][shared], run.w_g[key][shared])  # shared -> global weights
-            assert torch.count_nonzero(personal[key][~run.m_c[k][key]]) == 0  # sparse personal model
+            shared = st["m_g"][key] & st["m_c"][k][key]
+            assert torch.equal(personal[key][shared], st["w_g"][key][shared])  # shared -> global weights
+            assert torch.count_nonzero(personal[key][~st["m_c"][k][key]]) == 0  # sparse personal model
         density = r.extra["personal_density"]
         assert density == pytest.approx(0.5, abs=0.02)
         # phase-1 upload carries a 1-bit mask over every masked position
@@ -102,3 +104,37 @@ def test_dm_pfl_end_to_end(nodes):
     plus = get_method("dm-pfl+", local_epochs=1, readjust_ratio=0.05).run(ctx)  # same training, cached
     assert [p.bytes_up for p in plus] == [r.bytes_up for r in res]
     assert all(math.isfinite(p.test_accuracy) for p in plus)
+
+
+def test_erk_keeps_the_total_density_and_favours_small_layers():
+    from fol.methods.dm_pfl import erk_densities
+
+    model = build_model(ModelSpec("cnn-medium", 2, 3, 16))
+    sd = model.state_dict()
+    shapes = {k: tuple(sd[k].shape) for k in masked_keys(model)}
+    dens = erk_densities(shapes, 0.5)
+    total = sum(dens[k] * sd[k].numel() for k in shapes) / sum(sd[k].numel() for k in shapes)
+    assert total == pytest.approx(0.5, abs=1e-9)
+    assert all(0 < d <= 1 for d in dens.values())
+    # ERK: the first conv (32 x 3 x 3 x 3, few weights per connection) is denser than the 64 x 64 x 3 x 3 conv
+    assert dens["features.0.weight"] > dens["features.8.weight"]
+    assert dens["classifier.3.weight"] == 1.0  # tiny classifier: dense
+
+
+def test_dm_pfl_schedule_and_init_options(nodes):
+    from fol.methods.dm_pfl import dm_pfl_schedule
+
+    assert dm_pfl_schedule(3, 1, 0.5) == [("1", False), ("1", False), ("2", True)]
+    assert dm_pfl_schedule(5, 2, 0.5) == [("1", False), ("1", False), ("2", True), ("1", False), ("2", True)]
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=3, seed=0)
+    glob = get_method("dm-pfl", local_epochs=1, iterations=1)
+    run = glob.train_rounds(ctx)
+    res = glob.results(ctx, run)
+    assert run.state["phase1_done"] == 2 and run.state["phase2_done"] == 1
+    dense = sum(t.numel() * t.element_size() for t in build_model(nodes[0].spec).state_dict().values())
+    pre = get_method("dm-pfl", local_epochs=1, init="pretrained", distribution="uniform").run(ctx)
+    for g, p in zip(res, pre):
+        assert g.bytes_down - p.bytes_down == dense  # global init: the initial model downloaded once
+        assert [c["round"] for c in g.extra["curve"]] == [1, 2, 3]
+    with pytest.raises(ConfigError, match="distribution"):
+        get_method("dm-pfl", distribution="random")

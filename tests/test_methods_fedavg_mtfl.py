@@ -70,7 +70,9 @@ def test_mtfl_private_patches_never_uploaded(nodes):
     assert any(not torch.equal(up.patches[k], state[k]) for k in priv)  # patches were trained locally
 
     method = get_method("mtfl", private="params")
-    res, global_state, _ = method.run_with_global(ctx_of(nodes, rounds=2))
+    ctx = ctx_of(nodes, rounds=2)
+    run = method.train_rounds(ctx)
+    res, global_state = method.results(ctx, run), run.state["global"]
     gp = private_keys(model, "params")
     assert not (set(global_state) & gp)
     expected_up = 2 * tensor_bytes({k: v for k, v in state.items() if k not in gp})
@@ -87,7 +89,9 @@ def test_fedavg_adam_averages_moments(nodes):
     assert float(avg["w"]["step"]) == pytest.approx(3.5)
 
     method = get_method("mtfl-adam", private="params")
-    res, _, moments = method.run_with_global(ctx_of(nodes, rounds=1))
+    ctx = ctx_of(nodes, rounds=1)
+    run = method.train_rounds(ctx)
+    res, moments = method.results(ctx, run), run.state["moments"]
     model = build_model(nodes[0].spec)
     federated = [n for n, _ in model.named_parameters() if n not in private_keys(model, "params")]
     assert sorted(moments) == sorted(federated)

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from fol.accounting import mask_bytes
+from fol.errors import ConfigError
 from fol.methods import SwarmContext, get_method
 from fol.methods.hermes import (
-    HermesTask, channel_groups, element_masks, group_lasso, hermes_client_update, intersection_aggregate,
+    HermesTask, channel_groups, channel_slices, element_masks, group_lasso, hermes_client_update, intersection_aggregate,
     prune_channels, pruned_share, subnetwork_bytes,
 )
 from fol.models import ModelSpec, build_model
@@ -66,7 +67,7 @@ def test_pruning_removes_lowest_norm_channels_and_only_shrinks():
 
 def test_client_update_prunes_trains_under_mask_and_masks_shrink(nodes):
     node = nodes[0]
-    groups = channel_groups(build_model(SPEC), (3, 16, 16))
+    groups = channel_slices(build_model(SPEC), (3, 16, 16))
     layers = prunable_layers(build_model(SPEC))
     masks = {n: torch.ones(m.weight.shape[0], dtype=torch.bool) for n, m in layers.items()}
     state = node.pretrained.state_dict()
@@ -105,12 +106,16 @@ def test_group_lasso_is_eq2():
 
 
 def test_hermes_end_to_end_bytes(nodes):
-    method = get_method("hermes", local_epochs=1, acc_threshold=0.0)
-    res, channel_masks = method.run_with_masks(SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=2, seed=0))
-    groups = channel_groups(build_model(SPEC), (3, 16, 16))
-    n_masked = sum(build_model(SPEC).state_dict()[k].numel() for keys in groups.values() for k in keys)
-    assert len(res) == len(channel_masks) == len(nodes)
-    for r, masks in zip(res, channel_masks):
+    # the earlier reading: channel-level intersection, r_target = pruned share, from the pretrained models
+    method = get_method("hermes", local_epochs=1, acc_threshold=0.0, intersection="channel", target_share="pruned",
+                        init="pretrained")
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=2, seed=0)
+    run = method.train_rounds(ctx)
+    res = method.results(ctx, run)
+    groups = channel_slices(build_model(SPEC), (3, 16, 16), "channel")
+    masked = {key for per in groups.values() for ch in per for key, _, _ in ch}
+    n_masked = sum(build_model(SPEC).state_dict()[k].numel() for k in masked)
+    for r, masks in zip(res, run.state["masks"], strict=True):
         assert math.isfinite(r.test_accuracy) and r.rounds == 2
         assert r.extra["pruned_share"] == pytest.approx(0.3, abs=0.03)
         # up = down + one mask bitmap per round (the server returns the subnetwork without the mask)
@@ -119,3 +124,47 @@ def test_hermes_end_to_end_bytes(nodes):
                                  element_masks(masks, groups, build_model(SPEC).state_dict()))
         assert r.bytes_down < 2 * sum(t.numel() * 4 for t in build_model(SPEC).state_dict().values())
         assert r.bytes_down >= 2 * final  # round-2 subnetwork is the final (smallest) one
+
+
+def test_parameter_level_intersection_keeps_outgoing_weights_of_pruned_channels_personal():
+    """Hermes Fig. 5 at parameter level: node 1 pruned channel c of features.4, so the
+    classifier's column c (c's outgoing weights) is outside its subnetwork and node 0's
+    column is not averaged with node 1's; the channel-level reading averages it."""
+    model = build_model(SPEC)
+    slices = channel_slices(model, (3, 16, 16))
+    torch.manual_seed(0)
+    states = [{k: torch.randn_like(v) if v.is_floating_point() else v.clone() for k, v in model.state_dict().items()}
+              for _ in range(2)]
+    full = {name: torch.ones(len(per), dtype=torch.bool) for name, per in slices.items()}
+    c = 3
+    pruned = {**full, "features.4": full["features.4"].clone()}
+    pruned["features.4"][c] = False
+    masks = [element_masks(full, slices, states[0]), element_masks(pruned, slices, states[1])]
+    assert not masks[1]["classifier.1.weight"][:, c].any()  # the next layer's input slice of channel c
+    out = intersection_aggregate(states, masks, [1.0, 1.0])
+    col = "classifier.1.weight"
+    assert torch.equal(out[0][col][:, c], states[0][col][:, c])  # stays personal to node 0
+    other = [j for j in range(out[0][col].shape[1]) if j != c]
+    mean = (states[0][col] + states[1][col]) / 2
+    assert torch.allclose(out[0][col][:, other], mean[:, other])  # the intersection is averaged
+    assert torch.equal(out[0]["features.4.weight"][c], states[0]["features.4.weight"][c])
+    # channel level: the outgoing weights are averaged over both nodes
+    ch = channel_slices(model, (3, 16, 16), "channel")
+    out_ch = intersection_aggregate(states, [element_masks(full, ch, states[0]), element_masks(pruned, ch, states[1])],
+                                    [1.0, 1.0])
+    assert torch.allclose(out_ch[0][col][:, c], mean[:, c])
+
+
+def test_hermes_defaults_follow_the_paper(nodes):
+    """init = global (every node starts from one model), r_target = kept share,
+    an accuracy-vs-rounds curve per node."""
+    method = get_method("hermes", local_epochs=1, acc_threshold=0.0, prune_rate=0.4, target=0.5)
+    res = method.run(SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=2, seed=0))
+    dense = sum(t.numel() * t.element_size() for t in build_model(SPEC).state_dict().values())
+    for r in res:
+        assert r.extra["pruned_share"] == pytest.approx(0.5, abs=0.03)  # at most 50 % kept
+        assert r.bytes_down > dense  # the initial global model came down once
+        assert [p["round"] for p in r.extra["curve"]] == [1, 2]
+        assert r.extra["curve"][-1]["test_accuracy"] == pytest.approx(r.test_accuracy)
+    with pytest.raises(ConfigError, match="hermes.init"):
+        get_method("hermes", init="scratch")

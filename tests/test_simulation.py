@@ -191,7 +191,9 @@ gate_epochs = 1
 distill_epochs = 2
 pretrain_epochs = 2
 [methods]
-run = ["local", "fol"]
+run = ["local", "fol", "fedavg"]
+[methods.fedavg]
+local_epochs = 1
 [run]
 executor = "local"
 threads = 1
@@ -217,9 +219,12 @@ def test_a_node_without_contacts_keeps_its_local_model(tmp_path: Path) -> None:
     for name in ("a", "b", "c"):
         assert rows[("fol", name)]["kept_local"] == "False"
         assert int(rows[("fol", name)]["received_models"]) == 2
-    for f in ("report.md", "contacts.csv", "results.json", "contacts.png", "accuracy_by_node.png", "accuracy_vs_bytes.png"):
+    for f in ("report.md", "contacts.csv", "results.json", "contacts.png", "accuracy_by_node.png", "accuracy_vs_bytes.png",
+              "accuracy_vs_rounds.png"):
         assert (out / f).stat().st_size > 0
-    assert "| fol |" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "| fol |" in report and "rounds to fol (" in report and "| fedavg | " in report
+    assert int(rows[("fedavg", "far")]["rounds"]) == 0  # the contact plan keeps "far" out of the server rounds
 
 
 def _tle_scenario(folder: Path) -> Path:

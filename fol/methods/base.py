@@ -6,7 +6,9 @@ with :func:`register`; adding a baseline is adding a file. It receives a
 :class:`SwarmContext` (every node's data and pretrained model, how many
 communication rounds the contact plan allows and who can take part in each,
 the shared training settings, and an executor to spread per-node work) and
-returns one :class:`NodeResult` per node.
+returns one :class:`NodeResult` per node. The multi-round, server-based
+baselines are written on one skeleton, :class:`fol.methods.server.ServerMethod`
+(a client update and a server aggregation per method, one loop for the rest).
 
 Everything a method trains goes through :func:`fol.train.fit`, and every method
 accounts for what it sends (:mod:`fol.accounting`): bytes up/down per node,
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, ClassVar, Iterable, Sequence, TypeVar
+from typing import Any, Callable, ClassVar, Iterable, TypeVar
 
 import numpy as np
 from torch import nn
@@ -33,7 +35,6 @@ __all__ = [
     "NodeResult",
     "SwarmContext",
     "Method",
-    "ServerMethod",
     "register",
     "get_method",
     "method_names",
@@ -102,7 +103,9 @@ class SwarmContext:
     links instead). ``train`` holds the local-training
     settings every method shares; ``fol`` FOL's hyperparameters. ``map`` runs
     a picklable function over items, possibly in other processes or on a Ray
-    cluster: the result must not depend on which.
+    cluster: the result must not depend on which. ``evaluate_rounds`` makes
+    the multi-round methods evaluate every node after every round (their
+    accuracy-versus-rounds curve, ``NodeResult.extra["curve"]``).
     """
 
     nodes: list[NodeSetup]
@@ -115,6 +118,7 @@ class SwarmContext:
     deliveries: list[dict[int, list[int]]] | None = None
     cache: dict[Any, Any] = field(default_factory=dict)
     transport: Callable[[str, str, bytes, int], bytes] | None = None
+    evaluate_rounds: bool = True
 
     def senders_to(self, round_index: int, dst: int, limit: int) -> list[int]:
         """Indices of the nodes whose model reaches node ``dst`` in peer-to-peer
@@ -159,15 +163,6 @@ class Method(ABC):
     @abstractmethod
     def run(self, ctx: SwarmContext) -> list[NodeResult]:
         """Run on every node of ``ctx`` and return one result per node, in node order."""
-
-
-class ServerMethod(Method):
-    """A server-based baseline: runs over every round the contact plan allows
-    and averages parameters, so every node must hold the same architecture
-    (``fol simulate --check`` refuses it on a mixed swarm)."""
-
-    multi_round: ClassVar[bool] = True
-    one_architecture: ClassVar[bool] = True
 
 
 _REGISTRY: dict[str, type[Method]] = {}

@@ -26,9 +26,11 @@ Published defaults (``datafree_kd.py`` / ``co_boosting.sh``): 200 epochs,
 g_steps 30, lr_g 1e-3, batch 128, nz 256, ngf 64, adv 1, oh 1, bn 0, hs 1,
 mu 0.01, wdc 0.99, wa_steps 1, odseta 8 (/255), kd_T 4, kd_lr 0.01, SGD
 momentum 0.9, weight decay 1e-4, cosine schedule, gradient-norm clip 10.
-Scaled for CPU like DENSE: ``epochs = 15``, ``g_steps = 5``,
-``synthesis_batch = kd_batch = 48``, ``nz = 64``, ``ngf = 16``; the rest unchanged,
-except that the student's gradient-norm clip is not applied (the shared
+The synthesis budget is the ``budget`` option shared with DENSE
+(:data:`fol.methods.dense.BUDGETS`; ``"paper"`` is 200 x 30 x 128 = 768,000
+generator samples, the default ``"tiny"`` 15 x 5 x 48 = 3,600, 1/213 of it,
+with a generator 4x narrower); the other hyperparameters are the published
+ones, except that the student's gradient-norm clip is not applied (the shared
 training loop has no clipping hook; the generator's clip is kept).
 """
 
@@ -48,9 +50,9 @@ class CoBoostingMethod(_DataFreeMethod):
 
     name: ClassVar[str] = "co-boosting"
     description: ClassVar[str] = "Co-Boosting: data-free one-shot FL with hard samples and ensemble re-weighting"
+    paper_budget: ClassVar[dict] = dict(epochs=200, g_steps=30, synthesis_batch=128, kd_batch=128, nz=256, ngf=64)
     defaults: ClassVar[dict] = dict(
-        epochs=15, g_steps=5, lr_g=1e-3, synthesis_batch=48, kd_batch=48, nz=64, ngf=16,
-        bn=0.0, oh=1.0, adv=1.0, temperature=4.0, kd_lr=0.01, kd_weight_decay=1e-4, cosine_lr=True,
+        lr_g=1e-3, bn=0.0, oh=1.0, adv=1.0, temperature=4.0, kd_lr=0.01, kd_weight_decay=1e-4, cosine_lr=True,
         grad_clip=10.0, hard_sample_power=1.0, adv_mask=False, adv_temperature=3.0,
         weight_steps=1, weight_lr=0.01, weight_decay_rate=0.99, perturb="ods", epsilon=8.0 / 255.0,
     )

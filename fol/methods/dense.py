@@ -24,13 +24,32 @@ the participants (first in node order on ties) and starts from the swarm's
 shared initialization.
 
 Published defaults (README of github.com/zj-jayzhang/DENSE): 200 epochs,
-g_steps 30, lr_g 1e-3, synthesis batch 256, nz 256, generator width ngf 64,
-bn 1, oh 1, adv 1, T 20, KD lr 0.005 (SGD, momentum 0.9). Scaled here for
-~20 k-parameter students on CPU: ``epochs = 15``, ``g_steps = 5``,
-``synthesis_batch = kd_batch = 48``, ``nz = 64``, ``ngf = 16`` (about 1/60 of the
-published synthesis budget; a 12-node run takes about a minute) (bn / oh / adv, T, lr_g
-and the KD learning rate unchanged). The published code's crop / flip
-augmentation of synthetic samples (kornia) is left out.
+g_steps 30, lr_g 1e-3, synthesis batch 256, distillation batch 256, nz 256,
+generator width ngf 64, bn 1, oh 1, adv 1, T 20, KD lr 0.005 (SGD, momentum
+0.9). The crop / flip augmentation of synthetic samples in the published code
+(kornia) is left out.
+
+**Budget.** ``budget`` picks the synthesis budget: the number of epochs,
+generator steps per epoch, synthesis / distillation batch and the generator
+size (``nz``, ``ngf``); any of them given explicitly overrides the preset.
+The budget is measured in generator samples = epochs x g_steps x synthesis
+batch (published DENSE: 200 x 30 x 256 = 1,536,000; Co-Boosting:
+200 x 30 x 128 = 768,000):
+
+=========  ======  =======  =====  ========  ========  ==================  ========================
+preset     epochs  g_steps  batch  nz / ngf  samples   share of DENSE's    share of Co-Boosting's
+=========  ======  =======  =====  ========  ========  ==================  ========================
+tiny       15      5        48     64 / 16   3,600     1/427 (0.23 %)      1/213 (0.47 %)
+small      30      10       64     128 / 32  19,200    1/80 (1.25 %)       1/40 (2.5 %)
+medium     60      15       128    256 / 64  115,200   1/13.3 (7.5 %)      1/6.7 (15 %)
+paper      200     30       256*   256 / 64  = 1       1                   1
+=========  ======  =======  =====  ========  ========  ==================  ========================
+
+(*) 256 for DENSE, 128 for Co-Boosting. ``tiny`` (the default) also uses a
+generator 4x narrower than the published one (ngf 16 against 64) with a
+4x smaller latent (nz 64 against 256); ``small`` one 2x narrower. A 12-node
+``tiny`` run takes about a minute on one CPU core; :func:`budget_share`
+computes the shares.
 
 Accounting: every participant uploads ``model_bytes`` of its model; every
 node downloads the student once. The server's training FLOPs (generator and
@@ -51,8 +70,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from fol.accounting import inference_flops, model_bytes, training_flops
-from fol.distill import kd_loss
-from fol.ensemble import WeightedEnsemble
 from fol.methods._common import (
     Ledger, check_positive, check_positive_int, init_seed_of, most_common_spec, node_result,
 )
@@ -60,7 +77,7 @@ from fol.methods.base import Method, NodeResult, SwarmContext, register
 from fol.models import build_model
 from fol.train import TrainConfig, fit, seed_everything
 
-__all__ = ["Generator", "DataFreeConfig", "DataFreeResult", "distill_data_free", "DenseMethod"]
+__all__ = ["BUDGETS", "budget_share", "generator_samples", "Generator", "DataFreeConfig", "DataFreeResult", "distill_data_free", "kl_div", "DenseMethod", "WeightedEnsemble"]
 
 
 class Generator(nn.Module):
@@ -100,6 +117,38 @@ class Generator(nn.Module):
             elif isinstance(m, nn.BatchNorm2d):
                 nn.init.normal_(m.weight, 1.0, 0.02)
                 nn.init.zeros_(m.bias)
+
+
+class WeightedEnsemble(nn.Module):
+    """sum_i w_i f_i(x) / sum_i w_i over frozen members (Co-Boosting's
+    ``WEnsemble``; uniform weights give DENSE's ``Ensemble_A``)."""
+
+    def __init__(self, members: Sequence[nn.Module], weights: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+        for p in self.members.parameters():
+            p.requires_grad_(False)
+        n = len(members)
+        self.weights = torch.full((n,), 1.0 / n) if weights is None else weights
+
+    def train(self, mode: bool = True) -> "WeightedEnsemble":  # members stay in eval mode
+        super().train(False)
+        return self
+
+    def forward(self, x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        w = self.weights if weights is None else weights
+        total = sum(w[i] * m(x) for i, m in enumerate(self.members))
+        return total / w.sum()
+
+
+def kl_div(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float = 1.0,
+           reduction: str = "batchmean") -> torch.Tensor:
+    """``T^2 KL(softmax(teacher / T) || softmax(student / T))`` (the published
+    ``kldiv``); ``reduction="none"`` gives one value per sample."""
+    t = temperature
+    kl = F.kl_div(F.log_softmax(student_logits / t, 1), F.log_softmax(teacher_logits / t, 1),
+                  reduction="none", log_target=True).sum(1) * (t * t)
+    return kl if reduction == "none" else kl.mean()
 
 
 class _BNStats:
@@ -186,7 +235,7 @@ def _perturb(x: torch.Tensor, ensemble: WeightedEnsemble, student: nn.Module, ho
         w = torch.rand(t_out.shape, generator=gen) * 2 - 1
         obj = (w * F.softmax(t_out / 4, 1)).sum()
     else:
-        obj = kd_loss(student(x), t_out, 1.0)
+        obj = kl_div(student(x), t_out, 1.0)
     (grad,) = torch.autograd.grad(obj, x)
     return (x + eps * grad.sign()).clamp(0, 1).detach()
 
@@ -199,7 +248,7 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
     server's training FLOPs."""
     c, s = int(input_shape[0]), int(input_shape[-1])
     members = [copy.deepcopy(m).eval() for m in members]
-    ensemble = WeightedEnsemble(members, frozen=True)
+    ensemble = WeightedEnsemble(members)
     gen_rng = torch.Generator().manual_seed(cfg.seed)
     with torch.random.fork_rng(devices=[]):
         seed_everything(cfg.seed)
@@ -244,7 +293,7 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
                     ce = (1 - p).pow(cfg.hard_sample_power) * ce
                 loss_oh = ce.mean()
                 s_out = student(x)
-                kl = kd_loss(s_out, t_out, cfg.adv_temperature, reduction="none")
+                kl = kl_div(s_out, t_out, cfg.adv_temperature, reduction="none")
                 if cfg.adv_mask:
                     kl = kl * (s_out.argmax(1) != t_out.argmax(1)).float()
                 loss_adv = -kl.mean()
@@ -291,7 +340,7 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
                     model.train()
                 with torch.no_grad():
                     t_out = ensemble(xb)
-                return kd_loss(model(xb), t_out, temperature)
+                return kl_div(model(xb), t_out, temperature)
 
             kd_cfg = TrainConfig(epochs=1, batch_size=cfg.kd_batch, lr=cfg.kd_lr, seed=cfg.seed * 7 + epoch,
                                  weight_decay=cfg.kd_weight_decay)
@@ -317,21 +366,60 @@ def node_macs_of(model: nn.Module, input_shape: Sequence[int]) -> int:
     return forward_macs(model, tuple(input_shape))
 
 
+#: Named synthesis budgets below the published one (see the module doc).
+BUDGETS: dict[str, dict[str, int]] = {
+    "tiny": dict(epochs=15, g_steps=5, synthesis_batch=48, kd_batch=48, nz=64, ngf=16),
+    "small": dict(epochs=30, g_steps=10, synthesis_batch=64, kd_batch=64, nz=128, ngf=32),
+    "medium": dict(epochs=60, g_steps=15, synthesis_batch=128, kd_batch=128, nz=256, ngf=64),
+}
+_BUDGET_FIELDS = ("epochs", "g_steps", "synthesis_batch", "kd_batch", "nz", "ngf")
+
+
+def generator_samples(options: dict) -> int:
+    """Synthesis budget in generator samples: epochs x g_steps x synthesis batch."""
+    return int(options["epochs"]) * int(options["g_steps"]) * int(options["synthesis_batch"])
+
+
+def budget_share(method: str, budget: str) -> float:
+    """Share of ``method``'s published synthesis budget (in generator samples) that the preset ``budget`` spends.
+
+    >>> round(1 / budget_share("dense", "tiny")), round(1 / budget_share("co-boosting", "tiny"))
+    (427, 213)
+    """
+    from fol.methods.base import get_method
+
+    cls = type(get_method(method))
+    return generator_samples(cls.budget_options(budget)) / generator_samples(cls.paper_budget)
+
+
 class _DataFreeMethod(Method):
     """Shared driver of DENSE and Co-Boosting: one upload, server-side
     data-free distillation, one broadcast."""
 
     multi_round: ClassVar[bool] = False
     defaults: ClassVar[dict] = {}
+    paper_budget: ClassVar[dict] = {}
 
-    def __init__(self, **options) -> None:
+    @classmethod
+    def budget_options(cls, budget: str) -> dict[str, int]:
+        if budget == "paper":
+            return dict(cls.paper_budget)
+        if budget not in BUDGETS:
+            from fol.errors import ConfigError
+
+            raise ConfigError(f"methods.{cls.name}.budget must be one of {', '.join(map(repr, [*BUDGETS, 'paper']))}, "
+                              f"got {budget!r}")
+        return dict(BUDGETS[budget])
+
+    def __init__(self, budget: str = "tiny", **options) -> None:
         known = {f for f in DataFreeConfig.__dataclass_fields__ if f != "seed"}
         unknown = sorted(set(options) - known)
         if unknown:
             raise TypeError(f"unexpected option(s) {', '.join(unknown)}")
-        values = {**self.defaults, **options}
-        for name in ("epochs", "g_steps", "synthesis_batch", "kd_batch", "nz", "ngf"):
-            values[name] = check_positive_int(self.name, name, values.get(name, getattr(DataFreeConfig, name)))
+        values = {**self.defaults, **self.budget_options(budget), **options}
+        self.budget = budget
+        for name in _BUDGET_FIELDS:
+            values[name] = check_positive_int(self.name, name, values[name])
         for name in ("lr_g", "kd_lr", "temperature", "adv_temperature", "epsilon"):
             if name in values:
                 values[name] = check_positive(self.name, name, values[name])
@@ -365,7 +453,8 @@ class _DataFreeMethod(Method):
         for node, led in zip(ctx.nodes, ledgers):
             led.bytes_down += size
             r = node_result(node, self.name, res.student, led,
-                            extra={"server_flops": res.server_flops, "student_arch": spec.arch,
+                            extra={"server_flops": res.server_flops, "student_arch": spec.arch, "budget": self.budget,
+                                   "generator_samples": generator_samples(self.options),
                                    "ensemble_weights": res.ensemble_weights, "members": len(members),
                                    "pool_size": res.pool_size})
             r.seconds = seconds / max(1, len(ctx.nodes))
@@ -380,7 +469,7 @@ class DenseMethod(_DataFreeMethod):
     name: ClassVar[str] = "dense"
     description: ClassVar[str] = "DENSE: data-free one-shot FL (generator + ensemble distillation)"
     defaults: ClassVar[dict] = dict(
-        epochs=15, g_steps=5, lr_g=1e-3, synthesis_batch=48, kd_batch=48, nz=64, ngf=16,
-        bn=1.0, oh=1.0, adv=1.0, temperature=20.0, kd_lr=0.005, adv_mask=True, adv_temperature=1.0,
+        lr_g=1e-3, bn=1.0, oh=1.0, adv=1.0, temperature=20.0, kd_lr=0.005, adv_mask=True, adv_temperature=1.0,
         hard_sample_power=0.0, weight_steps=0, perturb="none",
     )
+    paper_budget: ClassVar[dict] = dict(epochs=200, g_steps=30, synthesis_batch=256, kd_batch=256, nz=256, ngf=64)

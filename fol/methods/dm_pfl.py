@@ -6,9 +6,12 @@ theta_c = w_g * (m_g & m_c) + w_c * (m_c - m_g). Masks are unstructured, over
 the weights of every Conv2d and Linear layer; biases and BatchNorm values are
 dense and shared (global) in both models.
 
-Training is the paper's two-phase pipeline, with the ``ctx.rounds`` rounds
-the contact plan allows split between the phases (``phase1_share`` of them,
-at least one, to phase 1; one iteration of the two phases):
+Training is the paper's two-phase pipeline (Sec. 3.3.1), run on the server
+skeleton of :mod:`fol.methods.server`. The server rounds (``rounds``, default
+every round the contact plan allows) are split into ``iterations`` cycles
+(Sec. 4.3.2 iterates the two phases; default 1), and each cycle gives
+``phase1_share`` of its rounds (at least one) to phase 1 and the rest to
+phase 2a, followed by phase 2b:
 
 * **Phase 1, train dual masks** (Algorithm 1). A participant receives m_g and
   w_g * m_g, overwrites its personal weights at m_g & m_c with the global ones,
@@ -19,8 +22,8 @@ at least one, to phase 1; one iteration of the two phases):
   same step may grow back; newly grown weights start at 0, as in RigL / FedDST).
   It uploads w_c * m_c and m_c. The server aggregates w_g with the mask-wise
   weighted average of **Eq. 5** (positions no participant covers keep their
-  previous value) and takes as new m_g the top ``1 - sparsity`` share of each
-  tensor's positions by |w_g|, **ignoring positions selected by no more than
+  previous value) and takes as new m_g the top ``1 - sparsity`` share (ERK: the
+  tensor's own density) of each tensor's positions by |w_g|, **ignoring positions selected by no more than
   ``min_client_share`` (30 %) of the participants**.
 * **Phase 2a, refine global weights** (Algorithm 2): FedAvg under the fixed m_g.
 * **Phase 2b, refine personalized weights** (Algorithm 3): every node receives
@@ -37,11 +40,18 @@ one training run (shared through ``ctx.cache``).
 Defaults: ``sparsity = 0.5`` (S, paper A.1.4), ``readjust_ratio = 0.01`` and
 ``readjust_interval = 10`` (alpha_s and the interval, paper A.1.4, taken from
 FedDST), ``min_client_share = 0.3`` (Sec. 3.3.2), ``local_epochs = 5``
-(A.1.4: E = 5). Project choices, not in the paper: uniform per-layer sparsity
-(the paper uses ERK), initial m_c = top-(1 - S) magnitude mask of the node's
-pretrained weights and w_c = those weights, w_g = the swarm's shared
-initialization with an empty m_g before the first aggregation, the readjust
-interval counted in phase-1 rounds, cosine similarity of probabilities.
+(A.1.4: E = 5). ``distribution``: how the sparsity is spread over layers,
+``"erk"`` (default, the paper's Erdos-Renyi-Kernel distribution, Sec. 4.3.1,
+:func:`erk_densities`) or ``"uniform"`` (every layer at S). ``init``:
+``"global"`` (default, the paper trains from scratch: every node starts from
+the swarm's shared initialization, downloaded once at its first round) or
+``"pretrained"`` (each node's own pretrained model, this toolkit's earlier
+behaviour). Project choices, not in the paper: initial m_c = the top
+magnitude mask (at the layer's density) of the node's starting weights,
+w_g = the shared initialization with an empty m_g before the first
+aggregation, the readjust interval counted in phase-1 rounds, cosine
+similarity of probabilities, phase 2b for every node, and a node whose
+swarm never aggregated keeping its pretrained model.
 
 Accounting: values at one float each plus masks at one bit per position;
 training FLOPs scaled by the share of conv/linear MACs the mask keeps (the
@@ -51,29 +61,29 @@ dense-gradient pass of a readjustment counts as dense).
 from __future__ import annotations
 
 import math
-import time
-from dataclasses import dataclass, field
-from typing import ClassVar, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fol.accounting import mask_bytes
+from fol.accounting import mask_bytes, model_bytes
 from fol.data import NodeData
+from fol.errors import ConfigError
 from fol.methods._common import (
-    Ledger, check_fraction, check_positive, check_positive_int, check_unit, local_config, masked_fit,
-    masked_macs_ratio, node_result, require_homogeneous, sample_round, shared_init, state_of, train_flops_of,
-    weighted_average,
+    Ledger, check_fraction, check_positive_int, check_unit, masked_fit, masked_macs_ratio, shared_init, state_of,
+    train_flops_of, weighted_average,
 )
-from fol.methods.base import NodeResult, ServerMethod, SwarmContext, register
+from fol.methods.base import SwarmContext, register
+from fol.methods.server import ServerMethod, Traffic
 from fol.models import ModelSpec, build_model
-from fol.train import TrainConfig, predict_logits
+from fol.train import TrainConfig, evaluate, predict_logits
 
 __all__ = [
     "DMPFLMethod", "DMPFLPlusMethod", "masked_keys", "magnitude_mask", "eq5_aggregate", "global_mask",
-    "compose_personal", "readjust_mask", "adaptive_predict", "DMPFLRun",
+    "compose_personal", "readjust_mask", "adaptive_predict",
 ]
 
 
@@ -117,15 +127,18 @@ def eq5_aggregate(prev: Mapping[str, torch.Tensor], states: Sequence[Mapping[str
 
 
 def global_mask(w_g: Mapping[str, torch.Tensor], client_masks: Sequence[Mapping[str, torch.Tensor]],
-                sparsity: float, min_client_share: float) -> dict[str, torch.Tensor]:
-    """New m_g: per tensor, the top (1 - S) positions by |w_g| among those
-    selected by more than ``min_client_share`` of the clients."""
+                sparsity: float, min_client_share: float,
+                densities: Mapping[str, float] | None = None) -> dict[str, torch.Tensor]:
+    """New m_g: per tensor, the top (1 - S) positions by |w_g| (or the
+    tensor's own density from ``densities``, e.g. ERK) among those selected
+    by more than ``min_client_share`` of the clients."""
     n = len(client_masks)
     out = {}
     for key in client_masks[0]:
         count = torch.stack([m[key] for m in client_masks]).sum(0)
         eligible = count.to(torch.float64) > min_client_share * n + 1e-9
-        out[key] = magnitude_mask(w_g[key], 1.0 - sparsity, eligible)
+        keep = densities[key] if densities is not None else 1.0 - sparsity
+        out[key] = magnitude_mask(w_g[key], keep, eligible)
     return out
 
 
@@ -281,168 +294,216 @@ def adaptive_predict(logits_c: torch.Tensor, logits_g: torch.Tensor, base_c: flo
 # ------------------------------------------------------------ the method
 
 
-@dataclass
-class DMPFLRun:
-    """Everything one DM-PFL training run produced (shared by dm-pfl and dm-pfl+)."""
+def erk_densities(shapes: Mapping[str, Sequence[int]], density: float) -> dict[str, float]:
+    """Erdos-Renyi-Kernel per-layer densities (Evci et al., RigL, ICML 2020; the
+    distribution DM-PFL uses, Sec. 4.3.1): layer l keeps a share proportional to
+    sum(shape_l) / prod(shape_l), scaled so that ``density`` of all positions
+    are kept; layers that would exceed 1 are dense and the rest rescaled.
 
-    w_g: dict[str, torch.Tensor]
-    m_g: dict[str, torch.Tensor] | None
-    w_c: list[dict[str, torch.Tensor]]
-    m_c: list[dict[str, torch.Tensor]]
-    personal: list[dict[str, torch.Tensor]]  # theta_c states after Algorithm 3
-    ledgers: list[Ledger]
-    phase1_rounds: int
-    phase2_rounds: int
-    seconds: float
-    m_g_history: list[float] = field(default_factory=list)
+    >>> d = erk_densities({"conv": (16, 3, 3, 3), "fc": (10, 64)}, 0.5)
+    >>> round(sum(d[k] * n for k, n in (("conv", 432), ("fc", 640))) / 1072, 6)
+    0.5
+    """
+    dense: set[str] = set()
+    sizes = {k: float(np.prod(s)) for k, s in shapes.items()}
+    while True:
+        rhs, divisor, raw = 0.0, 0.0, {}
+        for k, shape in shapes.items():
+            if k in dense:
+                rhs -= sizes[k] * (1.0 - density)
+            else:
+                rhs += sizes[k] * density
+                raw[k] = float(sum(shape)) / sizes[k]
+                divisor += raw[k] * sizes[k]
+        if not raw:
+            return {k: 1.0 for k in shapes}
+        eps = rhs / divisor
+        top = max(raw.values())
+        if top * eps <= 1.0:
+            return {k: (1.0 if k in dense else eps * raw[k]) for k in shapes}
+        dense |= {k for k, v in raw.items() if v == top}
+
+
+def dm_pfl_schedule(rounds: int, iterations: int, phase1_share: float) -> list[tuple[str, bool]]:
+    """Per server round, its phase (``"1"``: train dual masks, ``"2"``: refine
+    global weights) and whether the local refinement of the personalized
+    weights (Algorithm 3) follows it: the ``rounds`` are split as evenly as
+    possible into ``iterations`` cycles, each starting with
+    ``max(1, ceil(phase1_share * cycle))`` phase-1 rounds.
+
+    >>> dm_pfl_schedule(6, 2, 0.5)
+    [('1', False), ('1', False), ('2', True), ('1', False), ('1', False), ('2', True)]
+    """
+    out: list[tuple[str, bool]] = []
+    cycles = min(iterations, rounds)
+    for c in range(cycles):
+        n = rounds // cycles + (1 if c < rounds % cycles else 0)
+        r1 = min(n, max(1, math.ceil(n * phase1_share)))
+        out += [("1", False)] * r1 + [("2", False)] * (n - r1)
+        out[-1] = (out[-1][0], True)
+    return out
 
 
 class _DMPFLBase(ServerMethod):
     adaptive: ClassVar[bool] = False
+    rng_salt: ClassVar[int] = 0xD3
 
     def __init__(self, sparsity: float = 0.5, readjust_ratio: float = 0.01, readjust_interval: int = 10,
-                 min_client_share: float = 0.3, local_epochs: int = 5, phase1_share: float = 0.5,
-                 fraction: float = 1.0, lr: float | None = None) -> None:
+                 min_client_share: float = 0.3, phase1_share: float = 0.5, iterations: int = 1,
+                 distribution: str = "erk", init: str = "global", **common) -> None:
+        super().__init__(**common)
         self.sparsity = check_unit(self.name, "sparsity", sparsity, closed=False)
         self.readjust_ratio = check_unit(self.name, "readjust_ratio", readjust_ratio)
         self.readjust_interval = check_positive_int(self.name, "readjust_interval", readjust_interval)
         self.min_client_share = check_unit(self.name, "min_client_share", min_client_share, closed=False)
-        self.local_epochs = check_positive_int(self.name, "local_epochs", local_epochs)
         self.phase1_share = check_fraction(self.name, "phase1_share", phase1_share)
-        self.fraction = check_fraction(self.name, "fraction", fraction)
-        self.lr = None if lr is None else check_positive(self.name, "lr", lr)
+        self.iterations = check_positive_int(self.name, "iterations", iterations)
+        for opt, value, choices in (("distribution", distribution, ("erk", "uniform")),
+                                    ("init", init, ("global", "pretrained"))):
+            if value not in choices:
+                raise ConfigError(f"methods.{self.name}.{opt} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+        self.distribution, self.init = distribution, init
 
-    def _key(self) -> tuple:
+    def cache_key(self) -> tuple:
         return ("dm-pfl", self.sparsity, self.readjust_ratio, self.readjust_interval, self.min_client_share,
-                self.local_epochs, self.phase1_share, self.fraction, self.lr)
+                self.local_epochs, self.phase1_share, self.iterations, self.distribution, self.init, self.fraction,
+                self.lr, self.rounds)
 
-    def train(self, ctx: SwarmContext) -> DMPFLRun:
-        """The two-phase training (cached in ``ctx.cache`` for the other variant)."""
-        key = self._key()
-        if key not in ctx.cache:
-            ctx.cache[key] = self._train(ctx)
-        return ctx.cache[key]
+    # ------------------------------------------------------------ state
 
-    def _train(self, ctx: SwarmContext) -> DMPFLRun:
-        spec = require_homogeneous(ctx, self.name)
-        shape = ctx.nodes[0].data.train.images.shape[1:]
+    def setup(self, ctx: SwarmContext) -> dict[str, Any]:
+        spec = ctx.nodes[0].spec
         init = shared_init(ctx, spec)
         keys = masked_keys(init)
-        n_pos = sum(init.state_dict()[k].numel() for k in keys)
+        sd = init.state_dict()
         keep = 1.0 - self.sparsity
-        w_g = state_of(init)
-        m_g: dict[str, torch.Tensor] | None = None
-        w_c = [state_of(n.pretrained) for n in ctx.nodes]
-        m_c = [{k: magnitude_mask(w[k], keep) for k in keys} for w in w_c]
-        ledgers = [Ledger(train_flops=n.pretrain_flops) for n in ctx.nodes]
-        sizes = [float(len(n.data.train)) for n in ctx.nodes]
-        rounds = int(ctx.rounds)
-        r1 = min(rounds, max(1, math.ceil(rounds * self.phase1_share))) if rounds else 0
-        rng = np.random.default_rng([ctx.seed, 0xD3])
-        history = []
-        t0 = time.perf_counter()
+        if self.distribution == "erk":
+            density = erk_densities({k: tuple(sd[k].shape) for k in keys}, keep)
+        else:
+            density = {k: keep for k in keys}
+        w_c = [state_of(init) if self.init == "global" else state_of(n.pretrained) for n in ctx.nodes]
+        schedule = dm_pfl_schedule(self.total_rounds(ctx), self.iterations, self.phase1_share)
+        return {"init": init, "keys": keys, "n_pos": sum(sd[k].numel() for k in keys), "w_g": state_of(init),
+                "m_g": None, "w_c": w_c, "m_c": [{k: magnitude_mask(w[k], density[k]) for k in keys} for w in w_c],
+                "density": density,
+                "personal": [None] * len(ctx.nodes), "joined": [False] * len(ctx.nodes),
+                "dense": model_bytes(init) if self.init == "global" else 0, "schedule": schedule,
+                "phase1_done": 0, "phase2_done": 0, "history": [], "current": {}}
 
-        def cfg(r: int, k: int, salt: int = 0) -> TrainConfig:
-            return local_config(ctx, self.local_epochs, ctx.seed * 7919 + r * 1009 + k + salt, self.lr)
+    def _phase(self, state: dict, r: int) -> str:
+        phase = state["schedule"][r][0] if r < len(state["schedule"]) else "1"
+        return "1" if state["m_g"] is None else phase  # no global mask yet: keep training masks
 
-        for r in range(r1):  # Phase 1: train dual masks
-            picked = sample_round(ctx, r, self.fraction, rng)
-            if not picked:
-                continue
-            readjust = r % self.readjust_interval == 0
-            tasks = [Phase1Task(spec, w_c[k], m_c[k], w_g if m_g else None, m_g, ctx.nodes[k].data, cfg(r, k),
-                                readjust, self.readjust_ratio) for k in picked]
-            ups: list[Phase1Update] = ctx.map(phase1_client, tasks)
+    def initial_flops(self, ctx: SwarmContext, k: int) -> int:
+        return ctx.nodes[k].pretrain_flops if self.init == "pretrained" else 0
+
+    # ------------------------------------------------------------ rounds
+
+    def client_fn(self, state: dict, r: int):
+        return phase1_client if self._phase(state, r) == "1" else masked_train
+
+    def client_task(self, state: dict, ctx: SwarmContext, r: int, k: int, cfg: TrainConfig):
+        spec, data = ctx.nodes[k].spec, ctx.nodes[k].data
+        w_g, m_g = state["w_g"], state["m_g"]
+        if self._phase(state, r) == "1":
+            readjust = state["phase1_done"] % self.readjust_interval == 0
+            return Phase1Task(spec, state["w_c"][k], state["m_c"][k], w_g if m_g else None, m_g, data, cfg,
+                              readjust, self.readjust_ratio)
+        return Phase2Task(spec, sparse_view(w_g, m_g), m_g, data, cfg)
+
+    def aggregate(self, state: dict, ctx: SwarmContext, r: int, picked: list[int], ups: list) -> list[Traffic]:
+        spec, shape = ctx.nodes[0].spec, ctx.nodes[0].data.train.images.shape[1:]
+        w_g, m_g, n_pos = state["w_g"], state["m_g"], state["n_pos"]
+        sizes = [float(len(ctx.nodes[k].data.train)) for k in picked]
+        traffic = []
+        if self._phase(state, r) == "1":
             down = values_bytes(w_g, m_g) + mask_bytes(n_pos) if m_g else 0
             for k, up in zip(picked, ups):
-                w_c[k], m_c[k] = up.w_c, up.m_c
-                led = ledgers[k]
-                led.bytes_down += down
-                led.bytes_up += values_bytes(up.w_c, up.m_c) + mask_bytes(n_pos)
-                led.rounds += 1
-                led.train_flops += train_flops_of(spec, shape, up.samples_seen, up.macs_ratio)
-                led.train_flops += train_flops_of(spec, shape, up.dense_samples)
-            psizes = [sizes[k] for k in picked]
-            w_g = eq5_aggregate(w_g, [sparse_view(u.w_c, u.m_c) for u in ups], [u.m_c for u in ups], psizes)
-            m_g = global_mask(w_g, [u.m_c for u in ups], self.sparsity, self.min_client_share)
-            history.append(sum(int(v.sum()) for v in m_g.values()) / n_pos)
-
-        r2 = 0
-        for r in range(r1, rounds):  # Phase 2a: refine global weights under m_g
-            if m_g is None:
-                break
-            picked = sample_round(ctx, r, self.fraction, rng)
-            if not picked:
-                continue
-            start = sparse_view(w_g, m_g)
-            outs = ctx.map(masked_train, [Phase2Task(spec, start, m_g, ctx.nodes[k].data, cfg(r, k)) for k in picked])
-            ratio = masked_macs_ratio(init, m_g, shape)
-            down = values_bytes(w_g, m_g) + mask_bytes(n_pos)
-            for k, (state, seen) in zip(picked, outs):
-                led = ledgers[k]
-                led.bytes_down += down
-                led.bytes_up += values_bytes(state, m_g)
-                led.rounds += 1
-                led.train_flops += train_flops_of(spec, shape, seen, ratio)
-            avg = weighted_average([s for s, _ in outs], [sizes[k] for k in picked])
-            w_g = {k: (torch.where(m_g[k], avg[k], w_g[k]) if k in m_g else avg[k]) for k in avg}
-            r2 += 1
-
-        personal = []
-        if m_g is not None:  # Phase 2b: every node refines its personal positions m_c - m_g
-            tasks = []
-            for k, node in enumerate(ctx.nodes):
-                start = sparse_view(compose_personal(w_c[k], m_c[k], w_g, m_g), m_c[k])
-                only_personal = {key: m_c[k][key] & ~m_g[key] for key in keys}
-                tasks.append(Phase2Task(spec, start, only_personal, node.data, cfg(rounds, k, 0x51), frozen_dense=True))
-            outs = ctx.map(masked_train, tasks)
-            down = values_bytes(w_g, m_g) + mask_bytes(n_pos)
-            for k, (state, seen) in enumerate(outs):
-                led = ledgers[k]
-                led.bytes_down += down
-                ratio = masked_macs_ratio(init, m_c[k], shape)
-                led.train_flops += train_flops_of(spec, shape, seen, ratio)
-                personal.append(state)
-                w_c[k] = {key: (torch.where(m_c[k][key] & ~m_g[key], state[key], w_c[k][key]) if key in m_c[k] else state[key])
-                          for key in state}
+                state["w_c"][k], state["m_c"][k], state["personal"][k] = up.w_c, up.m_c, None
+                first = 0 if state["joined"][k] else state["dense"]
+                traffic.append(Traffic(values_bytes(up.w_c, up.m_c) + mask_bytes(n_pos), down + first,
+                                       up.samples_seen, up.macs_ratio,
+                                       extra_flops=train_flops_of(spec, shape, up.dense_samples)))
+            state["w_g"] = eq5_aggregate(w_g, [sparse_view(u.w_c, u.m_c) for u in ups], [u.m_c for u in ups], sizes)
+            state["m_g"] = global_mask(state["w_g"], [u.m_c for u in ups], self.sparsity, self.min_client_share,
+                                       state["density"])
+            state["history"].append(sum(int(v.sum()) for v in state["m_g"].values()) / n_pos)
+            state["phase1_done"] += 1
         else:
-            personal = [state_of(n.pretrained) for n in ctx.nodes]
-        return DMPFLRun(w_g, m_g, w_c, m_c, personal, ledgers, r1, r2, time.perf_counter() - t0, history)
+            ratio = masked_macs_ratio(state["init"], m_g, shape)
+            down = values_bytes(w_g, m_g) + mask_bytes(n_pos)
+            for k, (st, seen) in zip(picked, ups):
+                first = 0 if state["joined"][k] else state["dense"]
+                traffic.append(Traffic(values_bytes(st, m_g), down + first, seen, ratio))
+            avg = weighted_average([st for st, _ in ups], sizes)
+            state["w_g"] = {key: (torch.where(m_g[key], avg[key], w_g[key]) if key in m_g else avg[key]) for key in avg}
+            state["phase2_done"] += 1
+        for k in picked:
+            state["joined"][k] = True
+        return traffic
 
-    def run(self, ctx: SwarmContext) -> list[NodeResult]:
-        return self.evaluate(ctx, self.train(ctx))
-
-    def evaluate(self, ctx: SwarmContext, run: DMPFLRun) -> list[NodeResult]:
-        """Per-node results of a finished :meth:`train`."""
-        spec = ctx.nodes[0].spec
-        global_model = build_model(spec)
-        global_model.load_state_dict(sparse_view(run.w_g, run.m_g) if run.m_g else run.w_g)
-        global_model.eval()
-        results = []
+    def after_round(self, state: dict, ctx: SwarmContext, r: int, ledgers: list[Ledger]) -> None:
+        """Algorithm 3 at the end of a cycle: every node receives m_g and w_g * m_g
+        once, sets its shared positions to the global weights and trains only
+        m_c - m_g locally (no upload)."""
+        if r >= len(state["schedule"]) or not state["schedule"][r][1] or state["m_g"] is None:
+            return
+        spec, shape = ctx.nodes[0].spec, ctx.nodes[0].data.train.images.shape[1:]
+        w_g, m_g, keys = state["w_g"], state["m_g"], state["keys"]
+        tasks = []
         for k, node in enumerate(ctx.nodes):
-            model = build_model(spec)
-            model.load_state_dict(run.personal[k])
-            model.eval()
-            led = Ledger(run.ledgers[k].bytes_up, run.ledgers[k].bytes_down, run.ledgers[k].train_flops,
-                         run.ledgers[k].rounds)
-            extra = {"phase1_rounds": run.phase1_rounds, "phase2_rounds": run.phase2_rounds,
-                     "global_density": run.m_g_history[-1] if run.m_g_history else None,
-                     "personal_density": float(sum(int(v.sum()) for v in run.m_c[k].values())
-                                               / sum(v.numel() for v in run.m_c[k].values()))}
-            if self.adaptive and run.m_g is not None:
-                accs = []
-                for split in (node.data.test, node.data.val):
-                    x, y = split.tensors()
-                    bc = float(entropy(predict_logits(model, node.data.val.images)).mean())
-                    bg = float(entropy(predict_logits(global_model, node.data.val.images)).mean())
-                    pred = adaptive_predict(predict_logits(model, x), predict_logits(global_model, x), bc, bg)
-                    accs.append(float((pred == y).float().mean()) if len(y) else float("nan"))
-                res = node_result(node, self.name, None, led, test_accuracy=accs[0], val_accuracy=accs[1], extra=extra)
-            else:
-                res = node_result(node, self.name, model, led, extra=extra, kept_local=run.m_g is None)
-            res.seconds = run.seconds / max(1, len(ctx.nodes))
-            results.append(res)
-        return results
+            w_c, m_c = state["w_c"][k], state["m_c"][k]
+            start = sparse_view(compose_personal(w_c, m_c, w_g, m_g), m_c)
+            only_personal = {key: m_c[key] & ~m_g[key] for key in keys}
+            tasks.append(Phase2Task(spec, start, only_personal, node.data, self.local_cfg(ctx, r + 1, k, 0x51),
+                                    frozen_dense=True))
+        outs = ctx.map(masked_train, tasks)
+        down = values_bytes(w_g, m_g) + mask_bytes(state["n_pos"])
+        for k, (st, seen) in enumerate(outs):
+            m_c = state["m_c"][k]
+            ledgers[k].bytes_down += down
+            ledgers[k].train_flops += train_flops_of(spec, shape, seen, masked_macs_ratio(state["init"], m_c, shape))
+            state["personal"][k] = st
+            state["w_c"][k] = {key: (torch.where(m_c[key] & ~m_g[key], st[key], state["w_c"][k][key])
+                                     if key in m_c else st[key]) for key in st}
+
+    # ------------------------------------------------------------ models
+
+    def node_state(self, state: dict, ctx: SwarmContext, k: int) -> dict[str, torch.Tensor]:
+        if state["m_g"] is None:  # nothing aggregated: the node keeps its own model
+            return state_of(ctx.nodes[k].pretrained)
+        if state["personal"][k] is not None:
+            return state["personal"][k]
+        return sparse_view(compose_personal(state["w_c"][k], state["m_c"][k], state["w_g"], state["m_g"]),
+                           state["m_c"][k])
+
+    def evaluate_node(self, state: dict, ctx: SwarmContext, k: int) -> dict[str, tuple[float, float]]:
+        node = ctx.nodes[k]
+        model = self.node_model(state, ctx, k)
+        plain = tuple(evaluate(model, *split.tensors()).accuracy for split in (node.data.test, node.data.val))
+        if state["m_g"] is None:
+            return {"dm-pfl": plain, "dm-pfl+": plain}
+        global_model = build_model(node.spec)
+        global_model.load_state_dict(sparse_view(state["w_g"], state["m_g"]))
+        global_model.eval()
+        bc = float(entropy(predict_logits(model, node.data.val.images)).mean())
+        bg = float(entropy(predict_logits(global_model, node.data.val.images)).mean())
+        accs = []
+        for split in (node.data.test, node.data.val):
+            x, y = split.tensors()
+            pred = adaptive_predict(predict_logits(model, x), predict_logits(global_model, x), bc, bg)
+            accs.append(float((pred == y).float().mean()) if len(y) else float("nan"))
+        return {"dm-pfl": plain, "dm-pfl+": (accs[0], accs[1])}
+
+    def kept_local(self, state: dict, ctx: SwarmContext, k: int, ledger: Ledger) -> bool:
+        return state["m_g"] is None
+
+    def result_extra(self, state: dict, ctx: SwarmContext, k: int, ledger: Ledger) -> dict[str, Any]:
+        m_c = state["m_c"][k]
+        return {"phase1_rounds": state["phase1_done"], "phase2_rounds": state["phase2_done"],
+                "global_density": state["history"][-1] if state["history"] else None,
+                "personal_density": float(sum(int(v.sum()) for v in m_c.values()) / sum(v.numel() for v in m_c.values())),
+                "distribution": self.distribution, "init": self.init}
 
 
 @register

@@ -1,19 +1,20 @@
 """Hermes (Li et al., MobiCom 2021): structured-pruned personalized subnetworks.
 
-Each node learns a channel-sparse subnetwork of its own model and the virtual
-server averages only the parameters where the subnetworks intersect:
+Each node learns a channel-sparse subnetwork and the virtual server averages
+only the parameters where the subnetworks intersect (a
+:class:`~fol.methods.server.ServerMethod`):
 
 * **Local training with structured sparsity** (Sec. 3.2, Eq. 2-3): the loss is
   cross-entropy + ``lam`` x group lasso over the filters *and* input channels
   of every conv layer and the rows *and* columns of every linear layer.
 * **Pruning** (Algorithm 1, lines 9-11): at the start of a round the node
   evaluates its current subnetwork on its validation split; if the accuracy
-  exceeds ``acc_threshold`` and its pruned share is below ``target``, it
-  removes the lowest-L1-norm output channels of every prunable layer (each
-  Conv2d / hidden Linear, never the classifier) so that the pruned share grows
-  by ``prune_rate`` (capped at ``target``). A pruned channel is zeroed in the
-  layer *and* in the BatchNorm that normalizes it, so it outputs exactly 0.
-  Masks only ever shrink.
+  exceeds ``acc_threshold`` and it has not reached r_target (``target``, read
+  as in ``target_share`` below), it removes the lowest-L1-norm output channels
+  of every prunable layer (each Conv2d / hidden Linear, never the classifier)
+  so that the pruned share of channels grows by ``prune_rate`` (capped at
+  r_target). A pruned channel is zeroed in the layer *and* in the BatchNorm
+  that normalizes it, so it outputs exactly 0. Masks only ever shrink.
 * **Training under the mask** (line 15): ``local_epochs`` epochs with the
   gradients of pruned entries masked to zero.
 * **Communication**: the node uploads the parameters inside its subnetwork
@@ -22,45 +23,74 @@ server averages only the parameters where the subnetworks intersect:
 * **Personalization-preserving aggregation** (Sec. 3.3, Fig. 5): per entry,
   the values kept by *every* participant of the round (the intersection) are
   replaced by their training-set-size weighted average; all other entries of
-  each participant's model are left untouched. Tensors without a mask (the
-  classifier, BatchNorm of unmasked layers) are averaged over all
-  participants, as in the reference re-implementation (Plato's Hermes).
+  each participant's model are left untouched. ``intersection`` sets what an
+  entry's mask is:
 
-Defaults (paper Sec. 5.2): ``prune_rate = 0.2`` (r_p), ``acc_threshold = 0.5``,
-``target = 0.3``, ``local_epochs = 5``. The paper's Algorithm 1 compares the
-*pruned share* r_k with r_target (as does Plato's re-implementation), which
-is the reading used here; its Table 2 discussion reads r_target as the kept
-share instead. ``lam`` (lambda of Eq. 3) is not published: 1e-4 is this
-project's choice for the ~20 k-parameter CNNs used on CPU. Every node starts
-from its pretrained model.
+  - ``"parameter"`` (default, the paper: "only the parameters that are
+    intersected across the subnetworks are averaged", Sec. 3.1 and 3.3,
+    Fig. 5): a pruned channel removes its filter, its BatchNorm entries
+    *and* its outgoing connections: the next layer's input slice and, for
+    the last hidden layer, the classifier's column. The dependencies are
+    traced with torch-pruning's ``DependencyGraph`` (flatten, residual and
+    depthwise couplings included), so those outgoing weights stay personal
+    to the nodes that kept the channel;
+  - ``"channel"``: only the pruned layer's own output-channel tensors carry a
+    mask; every other tensor (next-layer inputs, the classifier) is averaged
+    over all participants, as in Plato's re-implementation (this toolkit's
+    earlier behaviour).
+
+  Tensors without a mask (the classifier's bias, BatchNorm of unmasked
+  layers) are averaged over all participants.
+
+Options and defaults (paper Sec. 5.2): ``prune_rate = 0.2`` (r_p),
+``acc_threshold = 0.5``, ``target = 0.3`` (r_target), ``local_epochs = 5``.
+``target_share`` says what r_target measures. Algorithm 1 (line 10) compares
+the current *pruning* rate with r_target, which reads r_target as the pruned
+share (``"pruned"``; also Plato's reading). Sec. 5.6 (Table 2: "a smaller
+r_target results in a more compact subnetwork", communication cost 0.54 at
+0.3 versus 1 at 0.8) and Sec. 5.7 (Table 3, r_target = 0.3: 161 MB against
+537 MB dense, 30 %) read it as the *kept* share, which is the default
+(``"kept"``): nodes prune until at most ``target`` of their prunable channels
+remain. ``init`` is where every node starts: ``"global"`` (default, the
+paper: the server initializes one dense model with random parameters and
+distributes it, Sec. 3.1 and Algorithm 1 line 1; here the swarm's shared
+seed-derived initialization, downloaded once at a node's first round) or
+``"pretrained"`` (each node's own pretrained model). A node that never takes
+part keeps its pretrained model. ``lam`` (lambda of Eq. 3) is not published:
+1e-4 is this project's choice for the small CNNs used on CPU.
 
 Training FLOPs are scaled by the share of conv/linear MACs the mask keeps.
+Bytes: the values inside the subnetwork up and down each round plus the
+mask at one bit per masked position up (and, with ``init = "global"``, the
+dense initial model down once).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
-import numpy as np
+import copy
+
 import torch
 import torch.nn.functional as F
+import torch_pruning as tp
 from torch import nn
 
-from fol.accounting import mask_bytes
+from fol.accounting import mask_bytes, model_bytes
 from fol.data import NodeData
+from fol.errors import ConfigError
 from fol.methods._common import (
-    Ledger, check_fraction, check_positive, check_positive_int, check_unit, local_config, masked_fit,
-    masked_macs_ratio, node_result, require_homogeneous, sample_round, state_of, train_flops_of,
+    Ledger, check_fraction, check_positive, check_unit, masked_fit, masked_macs_ratio, shared_init, state_of,
 )
-from fol.methods.base import NodeResult, ServerMethod, SwarmContext, register
+from fol.methods.base import SwarmContext, register
+from fol.methods.server import ServerMethod, Traffic
 from fol.models import ModelSpec, build_model
 from fol.pruning import gate_sites, prunable_layers
 from fol.train import TrainConfig, evaluate
 
 __all__ = [
-    "HermesMethod", "channel_groups", "element_masks", "group_lasso", "prune_channels",
+    "HermesMethod", "channel_groups", "channel_slices", "element_masks", "group_lasso", "prune_channels",
     "intersection_aggregate", "HermesTask", "hermes_client_update",
 ]
 
@@ -88,14 +118,72 @@ def channel_groups(model: nn.Module, input_shape: Sequence[int]) -> dict[str, li
     return groups
 
 
-def element_masks(channel_masks: Mapping[str, torch.Tensor], groups: Mapping[str, list[str]],
+#: One tensor slice a channel lives in: (state-dict key, dimension, indices along it).
+Slice = tuple[str, int, list[int]]
+
+
+def channel_slices(model: nn.Module, input_shape: Sequence[int], level: str = "parameter") -> dict[str, list[list[Slice]]]:
+    """For every prunable layer and each of its output channels, the tensor
+    slices that belong to that channel.
+
+    ``level = "channel"``: the layer's own weight / bias rows and its
+    BatchNorm's entries (:func:`channel_groups`). ``level = "parameter"``:
+    also every parameter that reads the channel (the next layer's input
+    slice, the classifier's column, coupled residual branches), found with
+    torch-pruning's dependency graph.
+
+    >>> from fol.models import ModelSpec, build_model
+    >>> s = channel_slices(build_model(ModelSpec("cnn-small", 2, 3, 16)), (3, 16, 16))
+    >>> [sl for sl in s["classifier.1"][5] if sl[0].startswith("classifier.3")]
+    [('classifier.3.weight', 1, [5])]
+    """
+    if level not in ("parameter", "channel"):
+        raise ConfigError(f"intersection must be 'parameter' or 'channel', got {level!r}")
+    layers = prunable_layers(model)
+    if level == "channel":
+        groups = channel_groups(model, input_shape)
+        return {name: [[(key, 0, [c]) for key in groups[name]] for c in range(int(mod.weight.shape[0]))]
+                for name, mod in layers.items()}
+    traced = copy.deepcopy(model).eval()
+    names = {id(m): n for n, m in traced.named_modules()}
+    keys = set(traced.state_dict())
+    graph = tp.DependencyGraph().build_dependency(traced, example_inputs=torch.zeros(1, *input_shape))
+    out: dict[str, list[list[Slice]]] = {}
+    for name, mod in layers.items():
+        layer = traced.get_submodule(name)
+        fn = tp.prune_conv_out_channels if isinstance(layer, nn.Conv2d) else tp.prune_linear_out_channels
+        per_channel = []
+        for c in range(int(mod.weight.shape[0])):
+            slices: list[Slice] = []
+            for item in graph.get_pruning_group(layer, fn, idxs=[c]):
+                target = item.dep.target.module
+                prefix = names.get(id(target))
+                if prefix is None:
+                    continue
+                idxs = sorted({int(getattr(i, "idx", i)) for i in item.idxs})
+                reads = getattr(item.dep.handler, "__name__", "") == "prune_in_channels"
+                if isinstance(target, (nn.Conv2d, nn.Linear)) and reads and not (
+                        isinstance(target, nn.Conv2d) and target.groups > 1):
+                    slices.append((f"{prefix}.weight", 1, idxs))
+                    continue
+                for part in ("weight", "bias", "running_mean", "running_var"):
+                    if f"{prefix}.{part}" in keys:
+                        slices.append((f"{prefix}.{part}", 0, idxs))
+            per_channel.append(slices)
+        out[name] = per_channel
+    return out
+
+
+def element_masks(channel_masks: Mapping[str, torch.Tensor], slices: Mapping[str, list[list[Slice]]],
                   state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Per-entry boolean masks of every tensor tied to a channel mask."""
-    out = {}
+    """Per-entry boolean masks of every tensor a channel lives in: an entry is
+    kept unless a pruned channel covers it (:func:`channel_slices`)."""
+    out = {key: torch.ones(state[key].shape, dtype=torch.bool)
+           for per in slices.values() for ch in per for key, _, _ in ch}
     for layer, cm in channel_masks.items():
-        for key in groups[layer]:
-            shape = state[key].shape
-            out[key] = cm.view(-1, *([1] * (len(shape) - 1))).expand(shape).clone()
+        for c in (~cm).nonzero().flatten().tolist():
+            for key, dim, idxs in slices[layer][c]:
+                out[key].index_fill_(dim, torch.tensor(idxs, dtype=torch.long), False)
     return out
 
 
@@ -182,12 +270,12 @@ class HermesTask:
     spec: ModelSpec
     state: dict[str, torch.Tensor]
     channel_masks: dict[str, torch.Tensor]
-    groups: dict[str, list[str]]
+    slices: dict[str, list[list[Slice]]]
     data: NodeData
     cfg: TrainConfig
     prune_rate: float
     acc_threshold: float
-    target: float
+    max_pruned: float  # pruned-share cap: r_target, or 1 - r_target when r_target is the kept share
     lam: float
 
 
@@ -209,10 +297,10 @@ def hermes_client_update(task: HermesTask) -> HermesUpdate:
     masks = task.channel_masks
     share = pruned_share(masks)
     did_prune = False
-    if acc > task.acc_threshold and share < task.target - 1e-9:
-        masks = prune_channels(model, masks, min(task.target, share + task.prune_rate))
+    if acc > task.acc_threshold and share < task.max_pruned - 1e-9:
+        masks = prune_channels(model, masks, min(task.max_pruned, share + task.prune_rate))
         did_prune = True
-    elem = element_masks(masks, task.groups, task.state)
+    elem = element_masks(masks, task.slices, task.state)
     with torch.no_grad():  # W_k <- W_k * M_k
         for key, param in model.state_dict().items():
             if key in elem:
@@ -251,67 +339,78 @@ class HermesMethod(ServerMethod):
 
     name: ClassVar[str] = "hermes"
     description: ClassVar[str] = "Hermes: structured-sparse personal subnetworks (multi-round, server)"
+    rng_salt: ClassVar[int] = 0x4E2
 
     def __init__(self, prune_rate: float = 0.2, acc_threshold: float = 0.5, target: float = 0.3,
-                 local_epochs: int = 5, lam: float = 1e-4, fraction: float = 1.0, lr: float | None = None) -> None:
+                 lam: float = 1e-4, intersection: str = "parameter", target_share: str = "kept",
+                 init: str = "global", **common) -> None:
+        super().__init__(**common)
         self.prune_rate = check_fraction(self.name, "prune_rate", prune_rate)
         self.acc_threshold = check_unit(self.name, "acc_threshold", acc_threshold)
         self.target = check_unit(self.name, "target", target, closed=False)
-        self.local_epochs = check_positive_int(self.name, "local_epochs", local_epochs)
         self.lam = check_positive(self.name, "lam", lam, allow_zero=True)
-        self.fraction = check_fraction(self.name, "fraction", fraction)
-        self.lr = None if lr is None else check_positive(self.name, "lr", lr)
+        for opt, value, choices in (("intersection", intersection, ("parameter", "channel")),
+                                    ("target_share", target_share, ("kept", "pruned")),
+                                    ("init", init, ("global", "pretrained"))):
+            if value not in choices:
+                raise ConfigError(f"methods.{self.name}.{opt} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+        if target_share == "kept" and self.target == 0.0:
+            raise ConfigError(f"methods.{self.name}.target must be > 0 when target_share = 'kept' (some channels must remain)")
+        self.intersection, self.target_share, self.init = intersection, target_share, init
 
-    def run(self, ctx: SwarmContext) -> list[NodeResult]:
-        return self.run_with_masks(ctx)[0]
+    @property
+    def max_pruned(self) -> float:
+        """Pruned share at which a node stops pruning."""
+        return self.target if self.target_share == "pruned" else 1.0 - self.target
 
-    def run_with_masks(self, ctx: SwarmContext) -> tuple[list[NodeResult], list[Any]]:
-        """:meth:`run`, also returning each node's final channel masks."""
-        spec = require_homogeneous(ctx, self.name)
+    def setup(self, ctx: SwarmContext) -> dict[str, Any]:
+        spec = ctx.nodes[0].spec
         shape = ctx.nodes[0].data.train.images.shape[1:]
-        groups = channel_groups(build_model(spec), shape)
-        layers = prunable_layers(build_model(spec))
-        states = [state_of(n.pretrained) for n in ctx.nodes]
-        cmasks = [{name: torch.ones(int(m.weight.shape[0]), dtype=torch.bool) for name, m in layers.items()}
-                  for _ in ctx.nodes]
-        ledgers = [Ledger() for _ in ctx.nodes]
-        for led, node in zip(ledgers, ctx.nodes):
-            led.train_flops = node.pretrain_flops
-        n_masked = sum(states[0][k].numel() for keys in groups.values() for k in keys)
-        rng = np.random.default_rng([ctx.seed, 0x4E2])
-        t0 = time.perf_counter()
-        for r in range(ctx.rounds):
-            picked = sample_round(ctx, r, self.fraction, rng)
-            if not picked:
-                continue
-            tasks = [
-                HermesTask(spec, states[k], cmasks[k], groups, ctx.nodes[k].data,
-                           local_config(ctx, self.local_epochs, ctx.seed * 7919 + r * 1009 + k, self.lr),
-                           self.prune_rate, self.acc_threshold, self.target, self.lam)
-                for k in picked
-            ]
-            ups: list[HermesUpdate] = ctx.map(hermes_client_update, tasks)
-            elems = [element_masks(u.channel_masks, groups, u.state) for u in ups]
-            new_states = intersection_aggregate([u.state for u in ups], elems,
-                                                [len(ctx.nodes[k].data.train) for k in picked])
-            for k, up, elem, new in zip(picked, ups, elems, new_states):
-                led = ledgers[k]
-                sub = subnetwork_bytes(up.state, elem)
-                led.bytes_up += sub + mask_bytes(n_masked)
-                led.bytes_down += sub  # the server returns the aggregated subnetwork
-                led.rounds += 1
-                led.train_flops += train_flops_of(spec, shape, up.samples_seen, up.macs_ratio)
-                led.history.append({"round": r, "pruned_share": pruned_share(up.channel_masks),
-                                    "pruned_now": up.pruned, "val_before": up.val_accuracy_before})
-                states[k], cmasks[k] = new, up.channel_masks
-        seconds = time.perf_counter() - t0
-        results = []
-        for k, (node, led) in enumerate(zip(ctx.nodes, ledgers)):
-            model = build_model(spec)
-            model.load_state_dict(states[k])
-            model.eval()
-            res = node_result(node, self.name, model, led, kept_local=led.rounds == 0,
-                              extra={"pruned_share": pruned_share(cmasks[k]), "history": led.history})
-            res.seconds = seconds / max(1, len(ctx.nodes))
-            results.append(res)
-        return results, cmasks
+        model = build_model(spec)
+        slices = channel_slices(model, shape, self.intersection)
+        full = {name: torch.ones(len(per), dtype=torch.bool) for name, per in slices.items()}
+        if self.init == "global":
+            init = shared_init(ctx, spec)
+            states = [state_of(init) for _ in ctx.nodes]
+            dense = model_bytes(init)
+        else:
+            states = [state_of(n.pretrained) for n in ctx.nodes]
+            dense = 0
+        masked = element_masks(full, slices, model.state_dict())
+        return {"slices": slices, "states": states, "masks": [dict(full) for _ in ctx.nodes], "dense": dense,
+                "joined": [False] * len(ctx.nodes), "n_masked": sum(m.numel() for m in masked.values())}
+
+    def client_fn(self, state: dict, round_index: int):
+        return hermes_client_update
+
+    def client_task(self, state: dict, ctx: SwarmContext, r: int, k: int, cfg: TrainConfig) -> HermesTask:
+        return HermesTask(ctx.nodes[k].spec, state["states"][k], state["masks"][k], state["slices"],
+                          ctx.nodes[k].data, cfg, self.prune_rate, self.acc_threshold, self.max_pruned, self.lam)
+
+    def aggregate(self, state: dict, ctx: SwarmContext, r: int, picked: list[int],
+                  ups: list[HermesUpdate]) -> list[Traffic]:
+        elems = [element_masks(u.channel_masks, state["slices"], u.state) for u in ups]
+        new_states = intersection_aggregate([u.state for u in ups], elems, [len(ctx.nodes[k].data.train) for k in picked])
+        traffic = []
+        for k, up, elem, new in zip(picked, ups, elems, new_states):
+            sub = subnetwork_bytes(up.state, elem)
+            first = 0 if state["joined"][k] else state["dense"]  # the initial global model, once
+            traffic.append(Traffic(sub + mask_bytes(state["n_masked"]), sub + first, up.samples_seen, up.macs_ratio,
+                                   note={"pruned_share": pruned_share(up.channel_masks), "pruned_now": up.pruned,
+                                         "val_before": up.val_accuracy_before}))
+            state["states"][k], state["masks"][k], state["joined"][k] = new, up.channel_masks, True
+        return traffic
+
+    def node_state(self, state: dict, ctx: SwarmContext, k: int) -> dict[str, torch.Tensor]:
+        if not state["joined"][k]:  # never reached the server: keeps its own pretrained model
+            return state_of(ctx.nodes[k].pretrained)
+        return state["states"][k]
+
+    def initial_flops(self, ctx: SwarmContext, k: int) -> int:
+        return ctx.nodes[k].pretrain_flops if self.init == "pretrained" else 0
+
+    def kept_local(self, state: dict, ctx: SwarmContext, k: int, ledger: Ledger) -> bool:
+        return ledger.rounds == 0
+
+    def result_extra(self, state: dict, ctx: SwarmContext, k: int, ledger: Ledger) -> dict[str, Any]:
+        return {"pruned_share": pruned_share(state["masks"][k]), "history": ledger.history}

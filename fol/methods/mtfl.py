@@ -24,29 +24,30 @@ Two optimisation strategies (Sec. 3.3), registered as two methods:
 
 The global model starts from the swarm's shared initialization; the patches
 start from it too (FL starts untrained). Defaults: ``local_epochs = 1`` (the
-paper fixes E = 1 local epoch, Sec. 4.1 / 4.4), ``fraction = 1.0``.
+paper fixes E = 1 local epoch, Sec. 4.1 and 4.4), ``fraction = 1.0``.
+``rounds`` (default: every round the contact plan allows) sets how many
+server rounds run: the paper counts rounds to a target accuracy and runs up
+to 200 (Sec. 4.4) or 500 (Tables 2-3) of them, so a few rounds of one epoch
+from scratch are far from its operating point; give ``rounds`` (and, to
+trade rounds for local work, ``local_epochs``) accordingly.
 After the last round each node downloads the final global model once more and
 evaluates it with its own patches.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
-import numpy as np
 import torch
 from torch import nn
 
 from fol.accounting import tensor_bytes
 from fol.data import NodeData
 from fol.errors import ConfigError
-from fol.methods._common import (
-    Ledger, check_fraction, check_positive, check_positive_int, local_config, node_result,
-    require_homogeneous, sample_round, shared_init, train_flops_of, weighted_average,
-)
-from fol.methods.base import NodeResult, ServerMethod, SwarmContext, register
+from fol.methods._common import Ledger, check_positive, shared_init, state_of, weighted_average
+from fol.methods.base import SwarmContext, register
+from fol.methods.server import ServerMethod, Traffic
 from fol.models import ModelSpec, build_model
 from fol.train import TrainConfig, fit
 
@@ -146,72 +147,54 @@ def _moments_bytes(moments: dict[str, dict[str, torch.Tensor]]) -> int:
 
 class _MTFLBase(ServerMethod):
     adam: ClassVar[bool] = False
+    rng_salt: ClassVar[int] = 0x3F1
+    default_local_epochs: ClassVar[int] = 1
 
-    def __init__(self, private: str = "params", local_epochs: int = 1, fraction: float = 1.0,
-                 lr: float | None = None, adam_lr: float = 1e-3) -> None:
+    def __init__(self, private: str = "params", adam_lr: float = 1e-3, **common) -> None:
+        super().__init__(**common)
         if private not in PRIVATE_CHOICES:
             raise ConfigError(f"methods.{self.name}.private must be one of {', '.join(PRIVATE_CHOICES)}, got {private!r}")
         self.private = private
-        self.local_epochs = check_positive_int(self.name, "local_epochs", local_epochs)
-        self.fraction = check_fraction(self.name, "fraction", fraction)
-        self.lr = None if lr is None else check_positive(self.name, "lr", lr)
         self.adam_lr = check_positive(self.name, "adam_lr", adam_lr)
 
-    def run(self, ctx: SwarmContext) -> list[NodeResult]:
-        return self.run_with_global(ctx)[0]
-
-    def run_with_global(self, ctx: SwarmContext) -> tuple[list[NodeResult], dict[str, torch.Tensor], Any]:
-        """:meth:`run`, also returning the final global state and (MTFL-Adam) global Adam moments."""
-        spec = require_homogeneous(ctx, self.name)
-        model = shared_init(ctx, spec)
-        init = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    def setup(self, ctx: SwarmContext) -> dict:
+        model = shared_init(ctx, ctx.nodes[0].spec)
+        init = state_of(model)
         priv = private_keys(model, self.private)
-        global_state = {k: v for k, v in init.items() if k not in priv}
-        global_moments: dict[str, dict[str, torch.Tensor]] = {}
-        patches = [{k: init[k].clone() for k in priv} for _ in ctx.nodes]
-        priv_moments: list[dict[str, dict[str, torch.Tensor]]] = [{} for _ in ctx.nodes]
-        shape = ctx.nodes[0].data.train.images.shape[1:]
-        ledgers = [Ledger() for _ in ctx.nodes]
-        rng = np.random.default_rng([ctx.seed, 0x3F1])
-        t0 = time.perf_counter()
-        for r in range(ctx.rounds):
-            picked = sample_round(ctx, r, self.fraction, rng)
-            if not picked:
-                continue
-            down = tensor_bytes(global_state) + _moments_bytes(global_moments)
-            tasks = [
-                MTFLTask(spec, global_state, patches[k], ctx.nodes[k].data,
-                         local_config(ctx, self.local_epochs, ctx.seed * 7919 + r * 1009 + k, self.lr),
-                         adam=self.adam, adam_lr=self.adam_lr, global_moments=global_moments,
-                         private_moments=priv_moments[k])
-                for k in picked
-            ]
-            uploads: list[MTFLUpload] = ctx.map(mtfl_client_update, tasks)
-            for k, up in zip(picked, uploads):
-                patches[k], priv_moments[k] = up.patches, up.private_moments
-                led = ledgers[k]
-                led.bytes_down += down
-                led.bytes_up += tensor_bytes(up.state) + _moments_bytes(up.moments)
-                led.rounds += 1
-                led.train_flops += train_flops_of(spec, shape, up.samples_seen)
-            weights = [float(len(ctx.nodes[k].data.train)) for k in picked]
-            global_state = weighted_average([u.state for u in uploads], weights)
-            if self.adam:
-                global_moments = average_moments([u.moments for u in uploads], weights)
-        seconds = time.perf_counter() - t0
-        results = []
-        final = tensor_bytes(global_state)
-        for k, (node, led) in enumerate(zip(ctx.nodes, ledgers)):
-            led.bytes_down += final  # final global model, evaluated with the node's own patches
-            personal = build_model(spec)
-            personal.load_state_dict({**global_state, **patches[k]})
-            personal.eval()
-            res = node_result(node, self.name, personal, led,
-                              extra={"participations": led.rounds, "private": self.private,
-                                     "private_bytes": tensor_bytes(patches[k])})
-            res.seconds = seconds / max(1, len(ctx.nodes))
-            results.append(res)
-        return results, global_state, global_moments
+        return {"global": {k: v for k, v in init.items() if k not in priv}, "moments": {},
+                "patches": [{k: init[k].clone() for k in priv} for _ in ctx.nodes],
+                "private_moments": [{} for _ in ctx.nodes]}
+
+    def client_fn(self, state: dict, round_index: int):
+        return mtfl_client_update
+
+    def client_task(self, state: dict, ctx: SwarmContext, r: int, k: int, cfg: TrainConfig) -> MTFLTask:
+        return MTFLTask(ctx.nodes[k].spec, state["global"], state["patches"][k], ctx.nodes[k].data, cfg,
+                        adam=self.adam, adam_lr=self.adam_lr, global_moments=state["moments"],
+                        private_moments=state["private_moments"][k])
+
+    def aggregate(self, state: dict, ctx: SwarmContext, r: int, picked: list[int],
+                  uploads: list[MTFLUpload]) -> list[Traffic]:
+        down = tensor_bytes(state["global"]) + _moments_bytes(state["moments"])
+        traffic = []
+        for k, up in zip(picked, uploads):
+            state["patches"][k], state["private_moments"][k] = up.patches, up.private_moments
+            traffic.append(Traffic(tensor_bytes(up.state) + _moments_bytes(up.moments), down, up.samples_seen))
+        weights = [float(len(ctx.nodes[k].data.train)) for k in picked]
+        state["global"] = weighted_average([u.state for u in uploads], weights)
+        if self.adam:
+            state["moments"] = average_moments([u.moments for u in uploads], weights)
+        return traffic
+
+    def node_state(self, state: dict, ctx: SwarmContext, k: int) -> dict[str, torch.Tensor]:
+        return {**state["global"], **state["patches"][k]}  # the global model with the node's own patches
+
+    def deploy_bytes(self, state: dict, ctx: SwarmContext, k: int) -> int:
+        return tensor_bytes(state["global"])  # final global model
+
+    def result_extra(self, state: dict, ctx: SwarmContext, k: int, ledger: Ledger) -> dict:
+        return {"participations": ledger.rounds, "private": self.private,
+                "private_bytes": tensor_bytes(state["patches"][k])}
 
 
 @register

@@ -1,6 +1,8 @@
 """The simulation's output folder: ``results.csv`` / ``results.json``, a
 paper-style ``report.md`` and PNG plots (ground tracks with the contact graph,
-per-node accuracy by method, accuracy versus bytes communicated)."""
+per-node accuracy by method, accuracy versus rounds and versus bytes
+communicated), and the tables that compare the multi-round baselines' curves
+with FOL's single exchange (also used by ``benchmarks/compare_methods.py``)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from fol.simulation.scenario import SwarmScenario
     from contact_sim.trajectory import Trajectories
 
-__all__ = ["write_report", "summary_table", "CSV_FIELDS"]
+__all__ = ["write_report", "summary_table", "CSV_FIELDS", "round_curves", "reference_points", "rounds_to_match_table",
+           "accuracy_at_rounds_table", "plot_accuracy_vs_rounds", "plot_accuracy_vs_bytes"]
 
 CSV_FIELDS = ["seed", "node", "method", "test_accuracy", "val_accuracy", "bytes_up", "bytes_down", "train_flops",
               "rounds", "received_models", "kept_local", "seconds"]
@@ -83,11 +86,7 @@ def node_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def _plot_accuracy(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _plt()
     methods = _method_order(rows)
     nodes: list[str] = []
     for r in rows:
@@ -109,25 +108,149 @@ def _plot_accuracy(rows: Sequence[dict[str, Any]], path: Path) -> None:
     save_figure(fig, path)
 
 
-def _plot_accuracy_vs_bytes(rows: Sequence[dict[str, Any]], path: Path) -> None:
+def _curve(row: dict[str, Any]) -> list[dict[str, Any]] | None:
+    extra = row.get("extra")
+    return extra.get("curve") if isinstance(extra, dict) and extra.get("curve") else None
+
+
+def round_curves(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, float]]]:
+    """Per multi-round method (rows carrying ``extra["curve"]``), one point per
+    round: test accuracy (mean over nodes, then over seeds) and bytes sent +
+    received per node so far, including what a node must still download to
+    deploy its model after that round (mean over nodes and seeds)."""
+    out: dict[str, list[dict[str, float]]] = {}
+    for m in _method_order(rows):
+        mr = [r for r in rows if r["method"] == m and _curve(r)]
+        if not mr:
+            continue
+        n = min(len(_curve(r)) for r in mr)
+        points = []
+        for i in range(n):
+            per_seed = [statistics.mean(_curve(r)[i]["test_accuracy"] for r in g) for g in _by(mr, "seed").values()]
+            points.append({"round": _curve(mr[0])[i]["round"], "test_accuracy": statistics.mean(per_seed),
+                           "bytes": statistics.mean(_curve(r)[i]["bytes"] for r in mr)})
+        out[m] = points
+    return out
+
+
+def reference_points(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Methods without a per-round curve (FOL's exchanges, the one-shot
+    baselines, local): rounds used, test accuracy (mean over nodes, then
+    seeds) and bytes sent + received per node."""
+    out = {}
+    for m in _method_order(rows):
+        mr = [r for r in rows if r["method"] == m]
+        if any(_curve(r) for r in mr):
+            continue
+        per_seed = [statistics.mean(r["test_accuracy"] for r in g) for g in _by(mr, "seed").values()]
+        out[m] = {"rounds": max(r["rounds"] for r in mr), "test_accuracy": statistics.mean(per_seed),
+                  "bytes": statistics.mean(r["bytes_up"] + r["bytes_down"] for r in mr)}
+    return out
+
+
+def rounds_to_match_table(rows: Sequence[dict[str, Any]], targets: Sequence[str] = ("fol", "fol-a")) -> str:
+    """Markdown: for each multi-round method, the first round after which its
+    accuracy (:func:`round_curves`) reaches each target method's accuracy, and
+    the bytes per node spent by then, or "not within R"."""
+    curves, refs = round_curves(rows), reference_points(rows)
+    targets = [t for t in targets if t in refs]
+    if not curves or not targets:
+        return "(needs a multi-round method and " + " or ".join(targets or ["fol"]) + " in the run)"
+    head = "| method | " + " | ".join(
+        f"rounds to {t} ({100 * refs[t]['test_accuracy']:.1f} %, {format_bytes(refs[t]['bytes'])}) | bytes / node"
+        for t in targets) + " |"
+    lines = [head, "|---|" + "---|---|" * len(targets)]
+    for m, pts in curves.items():
+        cells = []
+        for t in targets:
+            hit = next((p for p in pts if p["test_accuracy"] >= refs[t]["test_accuracy"]), None)
+            cells += [str(hit["round"]), format_bytes(hit["bytes"])] if hit else [f"not within {len(pts)}", "-"]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def accuracy_at_rounds_table(rows: Sequence[dict[str, Any]], at: Sequence[int] = (1, 3, 10)) -> str:
+    """Markdown: every method's test accuracy after the rounds ``at`` and after
+    its last round R, with bytes per node after R; methods without a curve
+    (FOL, one-shot baselines) appear with their single value."""
+    curves, refs = round_curves(rows), reference_points(rows)
+    last = max((len(p) for p in curves.values()), default=0)
+    cols = [r for r in at if r < last] + ([last] if last else [])
+    heads = [f"after {r} round{'s' * (r > 1)} (%)" for r in cols] or ["test accuracy (%)"]
+    lines = ["| method | " + " | ".join(heads) + " | rounds used | bytes / node |", "|---|" + "---|" * (len(heads) + 2)]
+    for m, pts in curves.items():
+        vals = [f"{100 * pts[r - 1]['test_accuracy']:.1f}" if r <= len(pts) else "-" for r in cols]
+        lines.append(f"| {m} | " + " | ".join(vals) + f" | {len(pts)} | {format_bytes(pts[-1]['bytes'])} |")
+    for m, p in refs.items():
+        vals = [f"{100 * p['test_accuracy']:.1f}"] * len(heads)
+        lines.append(f"| {m} | " + " | ".join(vals) + f" | {p['rounds']} | {format_bytes(p['bytes'])} |")
+    return "\n".join(lines)
+
+
+def _plt():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4.5), dpi=110)
+    return plt
+
+
+def _colors(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One distinct colour per method (tab10, or tab20 beyond ten methods)."""
+    import matplotlib
+
+    methods = _method_order(rows)
+    cmap = matplotlib.colormaps["tab10" if len(methods) <= 10 else "tab20"]
+    return {m: cmap(i % cmap.N) for i, m in enumerate(methods)}
+
+
+def plot_accuracy_vs_rounds(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """Lines: multi-round methods after every round; markers: FOL's exchanges
+    (at E) and the other single-shot methods (at their round count)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=110)
+    colors = _colors(rows)
+    for m, pts in round_curves(rows).items():
+        ax.plot([p["round"] for p in pts], [100 * p["test_accuracy"] for p in pts], marker=".", label=m,
+                color=colors[m])
+    for m, p in reference_points(rows).items():
+        if m == "local":
+            ax.axhline(100 * p["test_accuracy"], color="grey", ls=":", lw=1, label="local (no exchange)")
+        else:
+            ax.scatter([max(1, p["rounds"])], [100 * p["test_accuracy"]], s=90, marker="*", edgecolor="k", zorder=3,
+                       color=colors[m], label=f"{m} ({p['rounds']} exchange{'s' * (p['rounds'] != 1)})")
+    ax.set_xlabel("communication rounds")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title("Accuracy versus rounds (mean over nodes and seeds)")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_accuracy_vs_bytes(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """Dots: nodes; stars: method means; lines: multi-round methods after
+    every round (bytes per node so far)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=110)
+    curves, colors = round_curves(rows), _colors(rows)
     for m in _method_order(rows):
+        color = colors[m]
         mr = [r for r in rows if r["method"] == m]
         xs = [max(1.0, r["bytes_up"] + r["bytes_down"]) for r in mr]
         ys = [100 * r["test_accuracy"] for r in mr]
-        ax.scatter(xs, ys, s=10, alpha=0.35)
-        ax.scatter([statistics.mean(xs)], [statistics.mean(ys)], s=90, marker="*", edgecolor="k", label=m,
-                   color=ax.collections[-1].get_facecolor()[0])
+        ax.scatter(xs, ys, s=10, alpha=0.3, color=color)
+        ax.scatter([statistics.mean(xs)], [statistics.mean(ys)], s=90, marker="*", edgecolor="k", label=m, color=color,
+                   zorder=3)
+        if m in curves:
+            pts = curves[m]
+            ax.plot([max(1.0, p["bytes"]) for p in pts], [100 * p["test_accuracy"] for p in pts], color=color, lw=1.2)
     ax.set_xscale("log")
     ax.set_xlabel("bytes sent + received per node (log; 1 = none)")
     ax.set_ylabel("test accuracy (%)")
-    ax.set_title("Accuracy versus communication (dots: nodes, stars: means)")
-    ax.legend(fontsize=8)
+    ax.set_title("Accuracy vs bytes (dots: nodes, stars: means, lines: rounds)")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     save_figure(fig, path)
 
@@ -173,7 +296,8 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
 
     plots = {
         "accuracy_by_node.png": lambda p: _plot_accuracy(rows, p),
-        "accuracy_vs_bytes.png": lambda p: _plot_accuracy_vs_bytes(rows, p),
+        "accuracy_vs_bytes.png": lambda p: plot_accuracy_vs_bytes(rows, p),
+        "accuracy_vs_rounds.png": lambda p: plot_accuracy_vs_rounds(rows, p),
     }
     if traj is not None:  # an imported contact plan has no positions to draw
         w = result.plan.windows
@@ -204,6 +328,17 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         "Accuracy: mean over nodes, then mean ± std over seeds. Multi-round methods used as many rounds as the "
         "contact plan allows (the *rounds* column); FOL's bytes are the models actually delivered in contact windows.",
         "",
+        "## Accuracy against rounds",
+        "",
+        "Multi-round methods are evaluated on every node after every round of the same run (the contact plan "
+        "decides who takes part); the other methods appear with their single value.",
+        "",
+        accuracy_at_rounds_table(rows),
+        "",
+        "Rounds (and bytes per node by then) each multi-round method needs to reach FOL's and FOL-A's accuracy:",
+        "",
+        rounds_to_match_table(rows),
+        "",
         "## Test accuracy per node (%, mean ± std over seeds)",
         "",
         node_table(rows),
@@ -214,6 +349,8 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         "![accuracy by node](accuracy_by_node.png)",
         "",
         "![accuracy vs bytes](accuracy_vs_bytes.png)",
+        "",
+        "![accuracy vs rounds](accuracy_vs_rounds.png)",
         "",
     ]
     if result.energy is not None:

@@ -1,0 +1,76 @@
+"""The server-round skeleton: a complete method in one file (the one in
+docs/baselines.md) registers and runs, and the loop's per-round curves."""
+
+from __future__ import annotations
+
+import math
+import re
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from fol.accounting import tensor_bytes
+from fol.errors import ConfigError
+from fol.methods import SwarmContext, base, get_method
+from fol.train import TrainConfig
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "baselines.md"
+
+
+@pytest.fixture(scope="module")
+def nodes(tiny_swarm):
+    return tiny_swarm("wildfire", 2, psi=0.5)
+
+
+def _doc_method_source() -> str:
+    text = DOC.read_text()
+    section = text[text.index("## Adding a baseline in one file"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_a_complete_method_in_one_file_from_the_docs(nodes, monkeypatch):
+    source = _doc_method_source()
+    assert len(source.splitlines()) < 80
+    base.method_names()  # load the package's methods first ...
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))  # ... so that only fedper is dropped afterwards
+    module = types.ModuleType("fedper_from_docs")
+    exec(compile(source, str(DOC), "exec"), module.__dict__)
+    method = get_method("fedper", local_epochs=1)
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1, lr=0.05), rounds=2, seed=1)
+    run = method.train_rounds(ctx)
+    res, state = method.results(ctx, run), run.state
+    base_bytes = tensor_bytes(state["base"])
+    for r in res:
+        assert math.isfinite(r.test_accuracy) and r.rounds == 2
+        assert r.bytes_up == 2 * base_bytes and r.bytes_down == 3 * base_bytes  # + the deployment download
+        assert [p["round"] for p in r.extra["curve"]] == [1, 2]
+    heads = state["heads"]
+    key = next(iter(heads[0]))
+    assert not torch.equal(heads[0][key], heads[1][key])  # the classifier stayed personal
+    assert all(not k.startswith("classifier.3") for k in state["base"])
+
+
+def test_curves_follow_the_ledger_and_can_be_switched_off(nodes):
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1, lr=0.05), rounds=3, seed=2,
+                       participants=[[0, 1, 2], [1], [0, 1, 2]])
+    res = get_method("fedavg", local_epochs=1).run(ctx)
+    for r in res:
+        curve = r.extra["curve"]
+        assert [p["round"] for p in curve] == [1, 2, 3]
+        assert curve[-1]["test_accuracy"] == pytest.approx(r.test_accuracy)
+        assert curve[-1]["bytes"] == r.bytes_up + r.bytes_down
+        assert all(a["bytes"] <= b["bytes"] for a, b in zip(curve, curve[1:]))
+    # node 0 sat out round 2: its bytes do not grow there, node 1's do
+    assert res[0].extra["curve"][1]["bytes"] == res[0].extra["curve"][0]["bytes"]
+    assert res[1].extra["curve"][1]["bytes"] > res[1].extra["curve"][0]["bytes"]
+    quiet = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=1, seed=2, evaluate_rounds=False)
+    assert all("curve" not in r.extra for r in get_method("fedavg", local_epochs=1).run(quiet))
+
+
+def test_rounds_option_overrides_the_context(nodes):
+    res = get_method("mtfl", rounds=2).run(SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=5, seed=0))
+    assert all(r.rounds == 2 and len(r.extra["curve"]) == 2 for r in res)
+    with pytest.raises(ConfigError, match="mtfl.rounds"):
+        get_method("mtfl", rounds=0)

@@ -1,0 +1,63 @@
+"""Accuracy against rounds and bytes: the curves, the rounds-to-match table and
+the plots of the simulation report (from hand-made result rows)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fol.simulation.report import (
+    accuracy_at_rounds_table, plot_accuracy_vs_bytes, plot_accuracy_vs_rounds, reference_points, round_curves,
+    rounds_to_match_table,
+)
+
+
+def _row(seed, node, method, acc, rounds=1, bytes_=1000, curve=None):
+    return {"seed": seed, "node": node, "method": method, "test_accuracy": acc, "val_accuracy": acc,
+            "bytes_up": bytes_ // 2, "bytes_down": bytes_ - bytes_ // 2, "train_flops": 1, "rounds": rounds,
+            "received_models": 0, "kept_local": False, "seconds": 0.0,
+            "extra": {"curve": curve} if curve is not None else {}}
+
+
+def _curve(accs, per_round_bytes=100):
+    return [{"round": i + 1, "test_accuracy": a, "val_accuracy": a, "bytes": per_round_bytes * (i + 1)}
+            for i, a in enumerate(accs)]
+
+
+ROWS = (
+    [_row(s, n, "fol", 0.8, bytes_=5000) for s in (0, 1) for n in "ab"]
+    + [_row(s, n, "fol-a", 0.9, bytes_=5000) for s in (0, 1) for n in "ab"]
+    + [_row(s, n, "local", 0.6, rounds=0, bytes_=0) for s in (0, 1) for n in "ab"]
+    # fedavg: node a climbs faster than node b; the mean over nodes crosses 0.8 after round 3
+    + [_row(s, "a", "fedavg", 0.9, rounds=4, curve=_curve([0.5, 0.7, 0.85, 0.9])) for s in (0, 1)]
+    + [_row(s, "b", "fedavg", 0.8, rounds=4, curve=_curve([0.5, 0.6, 0.75, 0.8])) for s in (0, 1)]
+    + [_row(s, n, "mtfl", 0.5, rounds=4, curve=_curve([0.3, 0.4, 0.5, 0.5], 10)) for s in (0, 1) for n in "ab"]
+)
+
+
+def test_curves_average_nodes_then_seeds_and_reference_points_are_single_values():
+    curves = round_curves(ROWS)
+    assert set(curves) == {"fedavg", "mtfl"}
+    assert [round(p["test_accuracy"], 6) for p in curves["fedavg"]] == [0.5, 0.65, 0.8, 0.85]
+    assert curves["fedavg"][2]["bytes"] == 300
+    refs = reference_points(ROWS)
+    assert set(refs) == {"fol", "fol-a", "local"} and refs["fol"]["test_accuracy"] == 0.8
+
+
+def test_rounds_to_match_fol_or_not_within_r():
+    table = rounds_to_match_table(ROWS)
+    fedavg = next(line for line in table.splitlines() if line.startswith("| fedavg |"))
+    mtfl = next(line for line in table.splitlines() if line.startswith("| mtfl |"))
+    assert fedavg.split("|")[2].strip() == "3"  # reaches FOL's 80 % after round 3 ...
+    assert fedavg.split("|")[4].strip() == "not within 4"  # ... never FOL-A's 90 %
+    assert "not within 4" in mtfl.split("|")[2]
+    at = accuracy_at_rounds_table(ROWS, at=(1, 3, 10))
+    assert "after 10 rounds" not in at and "after 4 rounds" in at  # R = 4 < 10
+    assert "| fedavg | 50.0 | 80.0 | 85.0 | 4 |" in at
+    one_shot = accuracy_at_rounds_table([r for r in ROWS if r["method"] in ("fol", "local")])
+    assert "| test accuracy (%) |" in one_shot and "| fol | 80.0 | 1 |" in one_shot  # no curves: one column
+
+
+def test_plots_are_written(tmp_path: Path):
+    plot_accuracy_vs_rounds(ROWS, tmp_path / "r.png")
+    plot_accuracy_vs_bytes(ROWS, tmp_path / "b.png")
+    assert (tmp_path / "r.png").stat().st_size > 1000 and (tmp_path / "b.png").stat().st_size > 1000
