@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import torch
 
 from contact_sim.errors import ContactError
 from contact_sim.plan import ContactPlan
@@ -266,6 +267,11 @@ def run_simulation(
     if executor is None:
         executor = make_executor(scn.run.executor, workers=scn.run.workers, threads=scn.run.threads,
                                  ray_address=scn.run.ray_address)
+    # The parent evaluates models and aggregates too: with the tasks' thread count its
+    # float reductions do not depend on how many cores the machine has.
+    threads_before = torch.get_num_threads()
+    if scn.run.threads:
+        torch.set_num_threads(scn.run.threads)
     try:
         log.info("computing contact windows")
         traj = build_trajectories(scn.contact)
@@ -325,5 +331,6 @@ def run_simulation(
         write_report(scn, result, traj)
         return result
     finally:
+        torch.set_num_threads(threads_before)
         if own_executor:
             executor.close()
