@@ -188,7 +188,7 @@ def test_half_precision_payload_loads_as_float32(tmp_path: Path) -> None:
     path = tmp_path / "half.safetensors"
     save_model(path, model, spec=SPEC, class_names=CLASSES)
     loaded = load_model(path).model
-    for (name, t), (_, u) in zip(model.state_dict().items(), loaded.state_dict().items()):
+    for (name, t), (_, u) in zip(model.state_dict().items(), loaded.state_dict().items(), strict=True):
         assert u.dtype == (torch.float32 if t.is_floating_point() else t.dtype), name
         assert torch.equal(u, t.float() if t.is_floating_point() else t), name
 

@@ -49,7 +49,7 @@ def test_random_waypoints_are_seeded_and_respect_speed():
     a = random_waypoints(4, 3.0, 12.0, 900.0, seed=5)
     b = random_waypoints(4, 3.0, 12.0, 900.0, seed=5)
     c = random_waypoints(4, 3.0, 12.0, 900.0, seed=6)
-    assert all(np.array_equal(x.xyz_km, y.xyz_km) for x, y in zip(a, b))
+    assert all(np.array_equal(x.xyz_km, y.xyz_km) for x, y in zip(a, b, strict=True))
     assert not np.array_equal(a[0].xyz_km, c[0].xyz_km)
     for d in a:
         speed = np.linalg.norm(np.diff(d.xyz_km, axis=0), axis=1) / np.diff(d.t_s)

@@ -25,7 +25,7 @@ def test_dirichlet_full_partition_covers_each_index_once_and_respects_min():
     assert sum(len(p) for p in parts) == len(y)  # every image used
     assert min(len(p) for p in parts) >= 30
     again = dirichlet_partition(y, n_nodes=10, psi=0.5, seed=3, min_samples=30)
-    assert all(np.array_equal(a, b) for a, b in zip(parts, again))
+    assert all(np.array_equal(a, b) for a, b in zip(parts, again, strict=True))
     other = dirichlet_partition(y, n_nodes=10, psi=0.5, seed=4, min_samples=30)
     assert not all(np.array_equal(a, b) for a, b in zip(parts, other))
 
@@ -92,7 +92,7 @@ def test_region_partition_is_compact(method):
     if method == "bisect":
         assert max(map(len, parts)) - min(map(len, parts)) <= 1
     again = region_partition(lat, lon, n_nodes=8, seed=1, method=method, min_samples=20)
-    assert all(np.array_equal(a, b) for a, b in zip(parts, again))
+    assert all(np.array_equal(a, b) for a, b in zip(parts, again, strict=True))
 
 
 def test_region_partition_antimeridian_and_errors():

@@ -74,7 +74,7 @@ def test_distillation_lowers_kl_to_teacher() -> None:
     res = distill(student, x, teacher_logits, TrainConfig(epochs=15, lr=0.05, batch_size=32, weight_decay=0.0), 3.0, 0.0)
     assert res.kl_after < 0.5 * res.kl_before
     # The argument is not modified.
-    assert all(torch.equal(p, q) for p, q in zip(student.parameters(), _student_and_teacher()[0].parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(student.parameters(), _student_and_teacher()[0].parameters(), strict=True))
 
 
 def test_large_lambda_keeps_student_near_its_start() -> None:

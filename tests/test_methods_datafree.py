@@ -76,7 +76,7 @@ def test_one_shot_accounting_with_heterogeneous_clients(nodes):
     assert all(r.bytes_down == student_bytes for r in res)  # one broadcast of the student
     assert res[0].extra["student_arch"] == "cnn-small" and res[0].extra["members"] == 2
     assert all(math.isfinite(r.test_accuracy) for r in res)
-    assert all(r.train_flops == n.pretrain_flops for r, n in zip(res, nodes))
+    assert all(r.train_flops == n.pretrain_flops for r, n in zip(res, nodes, strict=True))
 
 
 def test_options_are_validated():

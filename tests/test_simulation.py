@@ -270,7 +270,7 @@ def test_resume_after_a_kill_during_pretraining_keeps_finished_nodes(tmp_path: P
     a, b = _rows(full), _rows(cut)
     assert len(a) == len(b) == 18
     assert sum(int(r["received_models"]) for r in a if r["method"] == "fol") > 0  # FOL really exchanged models
-    for ra, rb in zip(a, b):
+    for ra, rb in zip(a, b, strict=True):
         assert (ra["method"], ra["node"]) == (rb["method"], rb["node"])
         assert float(ra["test_accuracy"]) == pytest.approx(float(rb["test_accuracy"]), abs=1e-9)
         assert ra["bytes_down"] == rb["bytes_down"]
@@ -309,10 +309,31 @@ def test_local_and_ray_executors_agree(tmp_path: Path) -> None:
     scn.run.executor, scn.run.workers = "ray", 2
     on_ray = run_simulation(scn, tmp_path / "ray", progress=False)
     key = lambda r: (r["method"], r["node"])  # noqa: E731
-    for a, b in zip(sorted(local.results, key=key), sorted(on_ray.results, key=key)):
+    for a, b in zip(sorted(local.results, key=key), sorted(on_ray.results, key=key), strict=True):
         assert key(a) == key(b)
         assert a["test_accuracy"] == pytest.approx(b["test_accuracy"], abs=1e-9)
         assert a["bytes_down"] == b["bytes_down"] and a["bytes_up"] == b["bytes_up"]
+
+
+def test_local_and_process_executors_agree_row_for_row(tmp_path: Path) -> None:
+    """The process pool (the demo's default) gives the same rows, bit for bit, as
+    one process; every seed's transfers and rounds are kept."""
+    scn = parse_scenario(_doc(scenario={"seeds": [0, 1]}, methods={"run": ["local", "fol"]}),
+                         tmp_path, "tiny.toml")
+    local = run_simulation(scn, tmp_path / "local", progress=False)
+    scn.run.executor, scn.run.workers = "process", 2
+    pool = run_simulation(scn, tmp_path / "process", progress=False)
+    assert len(local.results) == len(pool.results) == 2 * 6 * 2
+    assert sum(r["received_models"] for r in local.results if r["method"] == "fol") > 0
+    timing = ("seconds",)
+    for a, b in zip(local.results, pool.results, strict=True):
+        assert {k: v for k, v in a.items() if k not in timing} == {k: v for k, v in b.items() if k not in timing}
+    for run in (local, pool):
+        transfers = json.loads((run.out / "transfers.json").read_text())
+        assert {t["seed"] for t in transfers} == {0, 1} and transfers == run.transfers
+        assert set(json.loads((run.out / "rounds_used.json").read_text())) == {"0", "1"}
+    assert json.loads((tmp_path / "local" / "transfers.json").read_text()) == \
+        json.loads((tmp_path / "process" / "transfers.json").read_text())
 
 
 def test_zmq_transport_delivers_the_same_models_as_in_memory(tmp_path: Path) -> None:
@@ -322,7 +343,7 @@ def test_zmq_transport_delivers_the_same_models_as_in_memory(tmp_path: Path) -> 
     scn.run.transport = "zmq"
     zmq_run = run_simulation(scn, tmp_path / "zmq", progress=False)
     key = lambda r: r["node"]  # noqa: E731
-    for a, b in zip(sorted(inproc.results, key=key), sorted(zmq_run.results, key=key)):
+    for a, b in zip(sorted(inproc.results, key=key), sorted(zmq_run.results, key=key), strict=True):
         assert a["test_accuracy"] == b["test_accuracy"] and a["bytes_down"] == b["bytes_down"]
     inboxes = list((tmp_path / "zmq" / "state" / "seed-0" / "links").glob("*/inbox/round-*/*.safetensors"))
     assert len(inboxes) == sum(r["received_models"] for r in zmq_run.results) > 0

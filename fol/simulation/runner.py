@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import torch
 
 from contact_sim.energy import Battery
 from contact_sim.errors import ContactError
@@ -350,6 +351,11 @@ def run_simulation(
     if executor is None:
         executor = make_executor(scn.run.executor, workers=scn.run.workers, threads=scn.run.threads,
                                  ray_address=scn.run.ray_address)
+    # The parent evaluates models and aggregates too: with the tasks' thread count its
+    # float reductions do not depend on how many cores the machine has.
+    threads_before = torch.get_num_threads()
+    if scn.run.threads:
+        torch.set_num_threads(scn.run.threads)
     try:
         if scn.contact.plan_file is not None:
             log.info("reading the contact plan %s", scn.contact.plan_file)
@@ -429,5 +435,6 @@ def run_simulation(
         write_report(scn, result, traj)
         return result
     finally:
+        torch.set_num_threads(threads_before)
         if own_executor:
             executor.close()
