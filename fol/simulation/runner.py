@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -268,14 +269,20 @@ def run_simulation(
     if scn.text is not None and not (out / "scenario.toml").exists():
         (out / "scenario.toml").write_text(scn.text)
 
+    # contacts first, in run.workers forked processes (default: every core), before the
+    # executor exists: forking a process that already runs Ray's threads is unsafe, so a
+    # caller's Ray executor gets a serial search
+    contact_workers = scn.run.workers or os.cpu_count() or 1
+    if executor is not None and executor.kind == "ray":
+        contact_workers = 1
+    log.info("computing contact windows (%d processes)", contact_workers)
+    traj = build_trajectories(scn.contact)
+    base_plan = plan_from_trajectories(traj, scn.contact, workers=contact_workers)
     own_executor = executor is None
     if executor is None:
         executor = make_executor(scn.run.executor, workers=scn.run.workers, threads=scn.run.threads,
                                  ray_address=scn.run.ray_address)
     try:
-        log.info("computing contact windows")
-        traj = build_trajectories(scn.contact)
-        base_plan = plan_from_trajectories(traj, scn.contact)
         learners = [i for i, kind in enumerate(base_plan.node_kinds) if kind != "ground_station"]
         names = [base_plan.node_names[i] for i in learners]
         planes = None
