@@ -374,9 +374,8 @@ class _PairMap:
         if 2 * (self.used + k.size) > self.keys.size:
             live = self.keys >= 0
             old_k, old_v = self.keys[live], self.vals[live]
-            cap = self.keys.size
-            while 4 * (old_k.size + k.size) > cap:
-                cap *= 2
+            # rebuilt at 2-4x the live keys: grows with them, and shrinks after many deletions
+            cap = 1 << max(4, int(np.ceil(np.log2(4 * (old_k.size + k.size)))))
             self._alloc(cap)
             self._insert(old_k, old_v)
         self._insert(k, np.asarray(v, dtype=np.int64))
