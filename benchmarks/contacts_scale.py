@@ -26,8 +26,13 @@ For each size it prints:
   distance + 1 s as the bound on the error;
 * ``uptime``'s load average before the run (the machine is shared).
 
+With ``--plan-windows N`` it instead times :class:`contact_sim.ContactPlan`
+queries (per-round participation through ``deliverable`` for every node, a
+graph snapshot) and the CSV / JSON exports on a synthetic plan of N windows.
+
 Run:  python benchmarks/contacts_scale.py [--sizes 1584 4408] [--workers 2]
       [--step 60] [--hours 24] [--check-edges 500]
+      python benchmarks/contacts_scale.py --plan-windows 10000000
 """
 
 from __future__ import annotations
@@ -203,6 +208,44 @@ def run_size(size: int, args) -> dict:
             "windows": len(table), "edges": edges, "bad": bad, "err": err, "load": load[0]}
 
 
+def plan_queries(n_windows: int, n_nodes: int, out_dir: str) -> None:
+    """Time ContactPlan queries and exports on a synthetic plan of ``n_windows`` windows."""
+    import datetime as dt
+    import tempfile
+
+    from contact_sim import ContactPlan, LinkModel, WindowTable
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, n_nodes - 1, n_windows)
+    b = a + 1 + rng.integers(0, 2**31, n_windows) % (n_nodes - 1 - a)
+    t0 = rng.uniform(0, 86_400, n_windows)
+    rmin = rng.uniform(100, 4000, n_windows).astype(np.float32)
+    w = WindowTable(a, b, t0, t0 + rng.uniform(1, 3000, n_windows), rmin, rmin + 100, np.zeros(n_windows))
+    del a, b, t0, rmin
+    plan = ContactPlan([f"sat-{i}" for i in range(n_nodes)], w, LinkModel("constant", 10e6, 30.0),
+                       np.linspace(0, 86_400, 4), start=dt.datetime(2025, 3, 1, tzinfo=dt.timezone.utc))
+    print(f"\n== plan queries and exports: {n_windows:,} windows, {n_nodes:,} nodes, 3 rounds; "
+          f"load average before: {os.getloadavg()[0]:.2f}")
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+        for name, fn in (("to_csv", lambda: plan.to_csv(Path(tmp) / "c.csv")),
+                         ("to_json", lambda: plan.to_json(Path(tmp) / "c.json"))):
+            t = time.perf_counter()
+            path = fn()
+            print(f"{name}: {time.perf_counter() - t:.1f} s, {path.stat().st_size / 2**20:,.0f} MB")
+            path.unlink()
+    t = time.perf_counter()
+    plan.deliverable(0, 0, 1)  # builds the per-node index once
+    t_index = time.perf_counter() - t
+    t = time.perf_counter()
+    part = [k for k in range(n_nodes) if plan.deliverable(k, 1, 50_000_000)]
+    print(f"per-node index: {t_index:.1f} s; per-round participation (deliverable for all {n_nodes:,} nodes): "
+          f"{time.perf_counter() - t:.1f} s, {len(part):,} nodes take part")
+    t = time.perf_counter()
+    g = plan.contact_graph(t_s=43_200.0)
+    print(f"graph snapshot at 12 h: {time.perf_counter() - t:.1f} s, {g.number_of_edges():,} edges")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1584, 4408], choices=sorted(SHELLS))
@@ -210,9 +253,15 @@ def main() -> int:
     ap.add_argument("--step", type=float, default=60.0, help="screening grid (s)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--check-edges", type=int, default=500)
+    ap.add_argument("--plan-windows", type=int, default=0, metavar="N",
+                    help="instead: time plan queries and CSV/JSON export on a synthetic N-window plan")
+    ap.add_argument("--plan-nodes", type=int, default=1584)
     args = ap.parse_args()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, "
           f"numpy {np.__version__}")
+    if args.plan_windows:
+        plan_queries(args.plan_windows, args.plan_nodes, "/tmp")
+        return 0
     rows = [run_size(s, args) for s in args.sizes]
     targets = {1584: (60.0, None), 4408: (240.0, 4.0)}
     print("\n| satellites | grid (s) | wall (s) | CPU, all processes (s) | true peak, summed RSS (GB) | windows "
