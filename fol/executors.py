@@ -224,7 +224,11 @@ class RayExecutor(Executor):
             try:
                 ray.init(**kwargs)
             except (ConnectionError, ValueError, RuntimeError) as e:
-                raise ConfigError(f"run.ray_address {address!r}: cannot join a Ray cluster there ({e})") from None
+                hint = ""
+                if address not in (None, "auto") and "RAY_AUTH_MODE" not in os.environ:
+                    hint = ("; a cluster started with 'ray start' uses token authentication: "
+                            "run with RAY_AUTH_MODE=token, or use --ray-address auto on its head machine")
+                raise ConfigError(f"run.ray_address {address!r}: cannot join a Ray cluster there ({e}){hint}") from None
         self.shared_types = tuple(shared_types) if shared_types is not None else _default_shared_types()
         _register_shared(self.shared_types)
         self._remote = ray.remote(num_cpus=1)(_run_on_ray)

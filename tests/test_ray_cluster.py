@@ -8,16 +8,16 @@ private temp folder, only its own processes are ended, also on failure)."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from fol.executors import LocalRayCluster, RayExecutor
+from fol.executors import LocalRayCluster
 from fol.simulation import parse_scenario, run_simulation
 
 pytestmark = pytest.mark.slow
@@ -86,32 +86,43 @@ def test_simulate_on_a_two_raylet_cluster_equals_the_local_run(cluster, tmp_path
                 assert a[k] == b[k], k
 
 
-def _where(data) -> tuple[str, int]:
-    import time
+_PUT_ONCE = r"""
+import json, sys, time
+import numpy as np
+import ray
+from fol.data import make_synthetic, split_node
+from fol.executors import RayExecutor
 
-    import ray
 
+def where(data):
     time.sleep(0.3)  # long enough that the second raylet takes some of the queue
     return ray.get_runtime_context().get_node_id(), len(data.train)
 
 
-def test_node_data_is_put_once_and_tasks_run_on_both_raylets(cluster) -> None:
-    from fol.data import make_synthetic, split_node
+pool = make_synthetic("hurricane", 120, seed=0, image_size=8)
+datas = [split_node(pool.subset(np.arange(i * 40, (i + 1) * 40)), seed=i) for i in range(3)]
+with RayExecutor(sys.argv[1], threads=1) as ex:
+    before = ex.shared_puts
+    first = ex.map(where, datas * 4)  # 12 tasks over 3 data objects
+    second = ex.map(where, datas * 4)
+    print(json.dumps({"puts": ex.shared_puts - before, "sizes": [len(d.train) for d in datas * 4],
+                      "first": first, "second": second,
+                      "alive": sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])}))
+"""
 
-    pool = make_synthetic("hurricane", 120, seed=0, image_size=8)
-    datas = [split_node(pool.subset(np.arange(i * 40, (i + 1) * 40)), seed=i) for i in range(3)]
-    ex = RayExecutor(cluster.address, threads=1)
-    try:
-        before = ex.shared_puts
-        first = ex.map(_where, datas * 4)  # 12 tasks over 3 data objects
-        second = ex.map(_where, datas * 4)
-        assert ex.shared_puts - before == 3  # each node's data crossed once, not once per task
-        assert [n for _, n in first] == [len(d.train) for d in datas * 4] == [n for _, n in second]
-        import ray
 
-        alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
-        assert len(alive) == 2
-        # both raylets ran tasks (one CPU each, 24 queued tasks)
-        assert {node for node, _ in first + second} == alive
-    finally:
-        ex.close()
+def test_node_data_is_put_once_and_tasks_run_on_both_raylets(cluster, tmp_path: Path) -> None:
+    # a fresh driver process: Ray reads its authentication mode once per process
+    script = tmp_path / "put_once.py"
+    script.write_text(_PUT_ONCE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                                          os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, str(script), cluster.address], capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["puts"] == 3  # each node's data crossed once, not once per task or per round
+    assert [n for _, n in got["first"]] == got["sizes"] == [n for _, n in got["second"]]
+    assert len(got["alive"]) == 2
+    # both raylets ran tasks (one CPU each, 24 queued tasks)
+    assert {node for node, _ in got["first"] + got["second"]} == set(got["alive"])
