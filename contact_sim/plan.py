@@ -13,7 +13,10 @@ Rules (this project's choices):
   the acquisition overhead again in the next round.
 * Links are full duplex: a transfer ``j -> k`` consumes capacity of the
   window in the ``j -> k`` direction only; successive transfers on the same
-  window and direction start where the previous one ended.
+  window and direction start where the previous one ended. The acquisition
+  overhead is paid once per window, direction and round: a second transfer
+  in the same round continues on the acquired link, one in a later round
+  acquires it again.
 * ``deliverable(k, e, S)`` lists each neighbour once, with the window that
   completes a transfer of ``S`` bytes earliest; ties by neighbour id.
 
@@ -81,8 +84,8 @@ class ContactPlan:
         self.windows.capacity_bytes = link.capacity_bytes(windows.duration_s, windows.volume_bits)
         self._mean_rate = link.mean_rate(windows.duration_s, windows.volume_bits)
         self.transfers: list[Transfer] = []
-        # per receiving node, per (window index, sender): when the last transfer on it ends
-        self._busy_into: dict[int, dict[tuple[int, int], float]] = {}
+        # per (receiving node, round), per (window index, sender): when the last transfer on it ends
+        self._busy_into: dict[tuple[int, int], dict[tuple[int, int], float]] = {}
         self._by_node: dict[int, np.ndarray] | None = None
         self._graph = None
 
@@ -127,7 +130,8 @@ class ContactPlan:
         return self.windows.select(self._node_index()[int(node)])
 
     # ------------------------------------------------------------------ rounds
-    def _candidates(self, node: int, round: int, size: int, src: int | None = None) -> dict[str, np.ndarray]:
+    def _candidates(self, node: int, round: int, size: int, src: int | None = None,
+                    not_before: float | None = None) -> dict[str, np.ndarray]:
         """Windows of ``node`` (only those with ``src`` if given) that can carry
         ``size`` bytes to ``node`` inside ``round``, as arrays (vectorized over
         the node's windows): window index, neighbour, clipped start / end, remaining
@@ -143,10 +147,14 @@ class ContactPlan:
         start = np.maximum(w.t_start_s[idx], t0)
         end = np.minimum(w.t_end_s[idx], t1)
         acq = np.full(idx.size, float(self.link.acquisition_s))
-        for (k, s_), busy in self._busy_into.get(int(node), {}).items():  # the few windows already in use
+        for (k, s_), busy in self._busy_into.get((int(node), int(round)), {}).items():  # windows in use
             hit = np.flatnonzero((idx == k) & (nb == s_))
             start[hit] = np.maximum(start[hit], busy)
-            acq[hit] = 0.0  # link already acquired by an earlier transfer on this window
+            acq[hit] = 0.0  # link already acquired by an earlier transfer on this window in this round
+        if not_before is not None:
+            late = not_before > start
+            start[late] = not_before
+            acq[late] = self.link.acquisition_s  # the link is (re)acquired when the transfer starts
         rate = self._mean_rate[idx]
         cap = np.floor(rate * np.maximum(end - start - acq, 0.0) / 8.0)
         ok = (end > start) & (cap >= size)
@@ -181,17 +189,29 @@ class ContactPlan:
         best = best[np.lexsort((c["nb"][best], c["finish"][best]))]
         return [(int(c["nb"][i]), self._window(c, i)) for i in best]
 
-    def schedule(self, src: int, dst: int, round: int, size_bytes: int) -> Transfer:
-        """Record the earliest-finishing transfer ``src -> dst`` of ``size_bytes`` in ``round``."""
+    def earliest_transfer(self, src: int, dst: int, round: int, size_bytes: int,
+                          not_before_s: float | None = None) -> tuple[float, float] | None:
+        """``(start, finish)`` seconds of the earliest-finishing transfer ``src -> dst`` of
+        ``size_bytes`` in ``round`` starting no earlier than ``not_before_s``; ``None`` if none fits.
+        Nothing is recorded."""
         self._check_node(src, "src")
         self._check_node(dst, "dst")
-        c = self._candidates(dst, round, size_bytes, src=int(src))
+        c = self._candidates(dst, round, size_bytes, src=int(src), not_before=not_before_s)
         if c["idx"].size == 0:
+            return None
+        i = int(np.lexsort((c["idx"], c["finish"]))[0])
+        return float(c["start"][i]), float(c["finish"][i])
+
+    def schedule(self, src: int, dst: int, round: int, size_bytes: int,
+                 not_before_s: float | None = None) -> Transfer:
+        """Record the earliest-finishing transfer ``src -> dst`` of ``size_bytes`` in ``round``
+        (starting no earlier than ``not_before_s``)."""
+        best = self.earliest_transfer(src, dst, round, size_bytes, not_before_s)
+        if best is None:
             raise ContactError(
                 f"no contact window can carry {size_bytes} bytes from node {src} to node {dst} "
                 f"in round {round}")
-        i = int(np.lexsort((c["idx"], c["finish"]))[0])
-        return self.record_transfer(src, dst, round, size_bytes, float(c["start"][i]), float(c["finish"][i]))
+        return self.record_transfer(src, dst, round, size_bytes, *best)
 
     def record_transfer(self, src: int, dst: int, round: int, size_bytes: int,
                         t_start: float, t_end: float) -> Transfer:
@@ -221,7 +241,7 @@ class ContactPlan:
             raise ContactError(
                 f"transfer {src}->{dst}: no contact window covers [{t_start:.3f}, {t_end:.3f}] s")
         idx = int(cover[0])
-        busy = self._busy_into.get(int(dst), {}).get((idx, int(src)))
+        busy = self._busy_into.get((int(dst), int(round)), {}).get((idx, int(src)))
         if busy is not None and t_start < busy - tol:
             raise ContactError(
                 f"transfer {src}->{dst}: starts at {t_start:.3f} s, before the previous transfer "
@@ -233,7 +253,7 @@ class ContactPlan:
                 f"transfer {src}->{dst}: {size_bytes} bytes do not fit in "
                 f"[{t_start:.3f}, {t_end:.3f}] s (capacity {int(cap)} bytes)")
         tr = Transfer(int(src), int(dst), int(round), int(size_bytes), float(t_start), float(t_end), idx)
-        self._busy_into.setdefault(int(dst), {})[(idx, int(src))] = float(t_end)
+        self._busy_into.setdefault((int(dst), int(round)), {})[(idx, int(src))] = float(t_end)
         self.transfers.append(tr)
         return tr
 

@@ -54,7 +54,7 @@ def _deliverable_reference(plan: ContactPlan, node: int, rnd: int, size: int):
     """The per-window loop the vectorized query replaces."""
     t0, t1 = plan.round_interval(rnd)
     w, best = plan.windows, {}
-    busy = plan._busy_into.get(node, {})
+    busy = plan._busy_into.get((node, rnd), {})
     for i in range(len(w)):
         if node not in (w.a[i], w.b[i]) or w.t_end_s[i] <= t0 or w.t_start_s[i] >= t1:
             continue
@@ -139,3 +139,13 @@ def test_table_writer_numbers_signs_and_utc() -> None:
     write_rows(buf, utc_pieces(dt.datetime(2024, 2, 28, 23, 59, 59), np.array([0.5, 1.0, 86_400.0])))
     assert buf.getvalue() == (b"2024-02-28T23:59:59.500Z2024-02-29T00:00:00.000Z"
                               b"2024-02-29T23:59:59.000Z")
+
+
+def test_not_before_delays_the_start_and_pays_the_acquisition_again() -> None:
+    w = WindowTable([0], [1], [0.0], [500.0], [10.0], [20.0], [0.0])
+    plan = ContactPlan(["a", "b"], w, LinkModel("constant", 8e6, 10.0), [0.0, 1000.0])
+    assert plan.earliest_transfer(1, 0, 0, 1_000_000) == pytest.approx((0.0, 11.0))
+    plan.schedule(1, 0, 0, 1_000_000)
+    assert plan.earliest_transfer(1, 0, 0, 1_000_000) == pytest.approx((11.0, 12.0))  # link kept
+    assert plan.earliest_transfer(1, 0, 0, 1_000_000, not_before_s=100.0) == pytest.approx((100.0, 111.0))
+    assert plan.earliest_transfer(1, 0, 0, 1_000_000, not_before_s=495.0) is None
