@@ -178,6 +178,25 @@ def check_edges(c: Constellation, table, duration_s: float, min_edges: int, seed
     return len(seen), n_edges, bad, max(worst, 0.0)
 
 
+def naive_skyfield(c: Constellation, n_pairs: int, seconds: int, seed: int) -> float:
+    """Seconds per pair-second of a pairwise Skyfield loop (positions recomputed per pair)."""
+    from skyfield.api import EarthSatellite
+
+    from orbits import skyfield_times, timescale
+
+    ts = timescale()
+    rng = np.random.default_rng(seed)
+    t = skyfield_times(c.epoch, np.arange(0.0, float(seconds)))
+    sats = [EarthSatellite.from_satrec(s, ts) for s in c.satrecs]
+    t0 = time.perf_counter()
+    for _ in range(n_pairs):
+        a, b = rng.choice(len(sats), size=2, replace=False)
+        pa = sats[a].at(t).position.km.T
+        pb = sats[b].at(t).position.km.T
+        windows_from_samples(np.arange(seconds), space_visible(pa, pb, MAX_RANGE_KM))
+    return (time.perf_counter() - t0) / (n_pairs * seconds)
+
+
 def run_size(size: int, args) -> dict:
     duration = args.hours * 3600.0
     c = constellation(SHELLS[size])
@@ -204,6 +223,11 @@ def run_size(size: int, args) -> dict:
     print(f"edge check vs brute-force 1 s SGP4 scan: {pairs} pairs, {edges} edges, {bad} pairs with a "
           f"different window count; computed edges at most {excess * 1000:.2f} ms outside the 1 s "
           f"bracket, so max error <= {err:.3f} s")
+    if args.naive_pairs:
+        per_pair_s = naive_skyfield(c, args.naive_pairs, 3600, 2)
+        total = per_pair_s * len(c) * (len(c) - 1) / 2 * duration
+        print(f"naive pairwise Skyfield loop: {per_pair_s * 1e6:.2f} us per pair-second ({args.naive_pairs} pairs "
+              f"x 3600 s), extrapolated {total / 3600:,.0f} h: {total / (t2 - t0):,.0f}x slower")
     return {"size": size, "wall": t2 - t0, "cpu": cpu, "rss_gb": peak.rss_kb / 2**20,
             "windows": len(table), "edges": edges, "bad": bad, "err": err, "load": load[0]}
 
@@ -255,6 +279,8 @@ def main() -> int:
     ap.add_argument("--step", type=float, default=60.0, help="screening grid (s)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--check-edges", type=int, default=500)
+    ap.add_argument("--naive-pairs", type=int, default=0,
+                    help="also time a pairwise Skyfield loop on this many pairs and extrapolate")
     ap.add_argument("--plan-windows", type=int, default=0, metavar="N",
                     help="instead: time plan queries and CSV/JSON export on a synthetic N-window plan")
     ap.add_argument("--plan-nodes", type=int, default=1584)
