@@ -1,21 +1,38 @@
-"""Contact windows at constellation scale: a Starlink-like shell over 24 h.
+"""Contact windows at constellation scale, 24 h: one Starlink-like shell and a
+Starlink-like multi-shell constellation.
 
-Shell: Walker-delta 1584/72/1 at 550 km, 53 deg; 5,000 km maximum range,
-80 km grazing altitude; windows refined to well below 1 s.
+Sizes (``--sizes``):
 
-Prints, in a form the README quotes:
+* ``1584``: Walker-delta 1584/72/1 at 550 km, 53 deg;
+* ``4408``: five shells, Starlink Gen-1 like: 1584/72/1 at 550 km, 53 deg;
+  1584/72/1 at 540 km, 53.2 deg; 720/36/1 at 570 km, 70 deg; 348/6/1 and
+  172/4/1 at 560 km, 97.6 deg.
 
-* wall time (propagation + window search) and peak memory (parent and
-  largest worker, from ``getrusage``);
-* number of windows, mean duration;
-* accuracy: for a sample of pairs, every edge against a brute-force 1 s
-  SGP4 scan with the direct segment-vs-sphere test (maximum deviation
-  beyond the 1 s bracket);
-* speed ratio against a straightforward pairwise Skyfield loop
-  (``EarthSatellite.at`` for both satellites of a pair at 1 s over 1 h,
-  then the visibility test), extrapolated per pair-second to the full run.
+Link: 5,000 km maximum range, 80 km grazing altitude. Edges are refined far
+below 1 s (cubic Hermite roots, see :mod:`contact_sim.windows`).
 
-Run:  python benchmarks/contacts_scale.py [--workers 2] [--step 60] [--hours 24]
+For each size it prints:
+
+* wall time (propagation + window search) and CPU time of all processes;
+* the TRUE peak memory of the whole process tree (this process and its
+  forked workers): the peak of their summed RSS, sampled every 0.2 s from
+  ``/proc`` (pages shared after the fork count once per process, so this is
+  an upper bound);
+* the number of windows;
+* the edge error against a brute-force 1 s SGP4 scan with the direct
+  segment-vs-sphere test on windows sampled at random (seeded) until at least
+  ``--check-edges`` edges are compared: the largest distance of a computed
+  edge outside the 1 s bracket that contains the true edge, and that
+  distance + 1 s as the bound on the error;
+* ``uptime``'s load average before the run (the machine is shared).
+
+With ``--plan-windows N`` it instead times :class:`contact_sim.ContactPlan`
+queries (per-round participation through ``deliverable`` for every node, a
+graph snapshot) and the CSV / JSON exports on a synthetic plan of N windows.
+
+Run:  python benchmarks/contacts_scale.py [--sizes 1584 4408] [--workers 2]
+      [--step 60] [--hours 24] [--check-edges 500]
+      python benchmarks/contacts_scale.py --plan-windows 10000000
 """
 
 from __future__ import annotations
@@ -25,6 +42,7 @@ import os
 import platform
 import resource
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -34,13 +52,88 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from contact_sim import (LinkGeometry, find_windows, satellite_trajectories, space_visible,  # noqa: E402
                          windows_from_samples)
-from orbits import propagate_offsets, skyfield_times, timescale, walker_delta  # noqa: E402
+from orbits import Constellation, propagate_offsets, walker  # noqa: E402
 
 EPOCH = "2025-03-01T00:00:00Z"
+MAX_RANGE_KM = 5000.0
+
+# (total, planes, altitude km, inclination deg): Starlink Gen-1 like shells
+SHELLS = {
+    1584: [(1584, 72, 550.0, 53.0)],
+    4408: [(1584, 72, 550.0, 53.0), (1584, 72, 540.0, 53.2), (720, 36, 570.0, 70.0),
+           (348, 6, 560.0, 97.6), (172, 4, 560.0, 97.6)],
+}
+
+
+def constellation(shells) -> Constellation:
+    """Several Walker-delta shells as one constellation (distinct names and catalogue numbers)."""
+    names, sats, planes, slots = [], [], [], []
+    first, plane0 = 1, 0
+    for i, (total, n_planes, alt, inc) in enumerate(shells):
+        c = walker(total, n_planes, 1, alt, inc, EPOCH, 360.0, f"SH{i}", first)
+        names += c.names
+        sats += c.satrecs
+        planes += [p + plane0 for p in c.planes]
+        slots += c.slots
+        first += total
+        plane0 += n_planes
+        epoch = c.epoch
+    desc = "; ".join(f"{t}/{p}/1 {a:g} km {i:g} deg" for t, p, a, i in shells)
+    return Constellation(names, sats, epoch, planes, slots, desc)
+
+
+# --------------------------------------------------------------------------- true peak memory
+
+def _tree(root: int) -> list[int]:
+    """``root`` and all its descendants (from /proc/<pid>/task/<tid>/children)."""
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                    todo += [int(x) for x in fh.read().split()]
+        except OSError:
+            continue
+    return out
+
+
+_PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * _PAGE_KB
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+class PeakMemory:
+    """Samples the summed RSS of this process tree in a thread (cheap: /proc/<pid>/statm)."""
+
+    def __init__(self, interval_s: float = 0.2) -> None:
+        self.interval_s = interval_s
+        self.rss_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.rss_kb = max(self.rss_kb, sum(_rss_kb(p) for p in _tree(os.getpid())))
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> "PeakMemory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _cpu_s() -> float:
-    """User + system CPU seconds of this process and its (finished) workers."""
     tot = 0.0
     for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
         ru = resource.getrusage(who)
@@ -48,25 +141,33 @@ def _cpu_s() -> float:
     return tot
 
 
-def _rss_mb(who: int) -> float:
-    return resource.getrusage(who).ru_maxrss / 1024.0  # Linux: kB
+# --------------------------------------------------------------------------- edge check
 
+def check_edges(c: Constellation, table, duration_s: float, min_edges: int, seed: int):
+    """Brute-force 1 s check of randomly chosen windows (and all windows of their pairs).
 
-def check_accuracy(c, table, duration_s: float, pairs: int, seed: int) -> tuple[int, int, float]:
-    """Compare sampled pairs against a 1 s brute-force scan; returns (pairs, edges, max excess s)."""
+    Returns (pairs, edges compared, pairs whose window count differs, max
+    distance outside the 1 s bracket in s).
+    """
     rng = np.random.default_rng(seed)
     t = np.arange(0.0, duration_s + 0.5, 1.0)
-    # pairs with at least one window that starts and ends inside the run
     inner = np.flatnonzero((table.t_start_s > 0) & (table.t_end_s < duration_s))
-    chosen = rng.choice(inner, size=min(pairs, inner.size), replace=False)
-    n_edges, worst = 0, 0.0
-    for i in chosen:
+    order = rng.permutation(inner)
+    seen: set[tuple[int, int]] = set()
+    n_edges, worst, bad = 0, 0.0, 0
+    for i in order:
+        if n_edges >= min_edges:
+            break
         a, b = int(table.a[i]), int(table.b[i])
+        if (a, b) in seen:
+            continue
+        seen.add((a, b))
         r, _ = propagate_offsets([c.satrecs[a], c.satrecs[b]], c.epoch, t)
-        ref = windows_from_samples(t, space_visible(r[0], r[1], 5000.0))
+        ref = windows_from_samples(t, space_visible(r[0], r[1], MAX_RANGE_KM))
         got = table.pair(a, b)
         if len(ref) != len(got):
-            raise SystemExit(f"pair {a}-{b}: {len(ref)} brute-force windows vs {len(got)} computed")
+            bad += 1
+            continue
         for (rs, re), s, e in zip(ref, got.t_start_s, got.t_end_s):
             if rs > 0:  # true start in (rs - 1, rs]
                 worst = max(worst, s - rs, (rs - 1.0) - s)
@@ -74,12 +175,14 @@ def check_accuracy(c, table, duration_s: float, pairs: int, seed: int) -> tuple[
             if re < duration_s:  # true end in [re, re + 1)
                 worst = max(worst, re - e, e - (re + 1.0))
                 n_edges += 1
-    return len(chosen), n_edges, max(worst, 0.0)
+    return len(seen), n_edges, bad, max(worst, 0.0)
 
 
-def naive_skyfield(c, n_pairs: int, seconds: int, seed: int) -> float:
+def naive_skyfield(c: Constellation, n_pairs: int, seconds: int, seed: int) -> float:
     """Seconds per pair-second of a pairwise Skyfield loop (positions recomputed per pair)."""
     from skyfield.api import EarthSatellite
+
+    from orbits import skyfield_times, timescale
 
     ts = timescale()
     rng = np.random.default_rng(seed)
@@ -90,60 +193,117 @@ def naive_skyfield(c, n_pairs: int, seconds: int, seed: int) -> float:
         a, b = rng.choice(len(sats), size=2, replace=False)
         pa = sats[a].at(t).position.km.T
         pb = sats[b].at(t).position.km.T
-        windows_from_samples(np.arange(seconds), space_visible(pa, pb, 5000.0))
+        windows_from_samples(np.arange(seconds), space_visible(pa, pb, MAX_RANGE_KM))
     return (time.perf_counter() - t0) / (n_pairs * seconds)
+
+
+def run_size(size: int, args) -> dict:
+    duration = args.hours * 3600.0
+    c = constellation(SHELLS[size])
+    geom = LinkGeometry(max_range_km=MAX_RANGE_KM)
+    load = os.getloadavg()
+    cpu0 = _cpu_s()
+    with PeakMemory() as peak:
+        t0 = time.perf_counter()
+        traj = satellite_trajectories(c, c.epoch, duration, args.step)
+        t1 = time.perf_counter()
+        table = find_windows(traj, geom, workers=args.workers)
+        t2 = time.perf_counter()
+        del traj
+    cpu = _cpu_s() - cpu0
+    print(f"\n== {size} satellites: {c.description}")
+    print(f"{args.hours:g} h, grid {args.step:g} s, workers {args.workers}; "
+          f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"propagation {t1 - t0:.1f} s, window search {t2 - t1:.1f} s, total wall {t2 - t0:.1f} s, "
+          f"CPU (all processes) {cpu:.1f} s")
+    print(f"true peak memory of the process tree (summed RSS, sampled): {peak.rss_kb / 2**20:.2f} GB")
+    print(f"windows: {len(table):,}   mean duration {table.duration_s.mean():.0f} s")
+    pairs, edges, bad, excess = check_edges(c, table, duration, args.check_edges, seed=1)
+    err = excess + 1.0
+    print(f"edge check vs brute-force 1 s SGP4 scan: {pairs} pairs, {edges} edges, {bad} pairs with a "
+          f"different window count; computed edges at most {excess * 1000:.2f} ms outside the 1 s "
+          f"bracket, so max error <= {err:.3f} s")
+    if args.naive_pairs:
+        per_pair_s = naive_skyfield(c, args.naive_pairs, 3600, 2)
+        total = per_pair_s * len(c) * (len(c) - 1) / 2 * duration
+        print(f"naive pairwise Skyfield loop: {per_pair_s * 1e6:.2f} us per pair-second ({args.naive_pairs} pairs "
+              f"x 3600 s), extrapolated {total / 3600:,.0f} h: {total / (t2 - t0):,.0f}x slower")
+    return {"size": size, "wall": t2 - t0, "cpu": cpu, "rss_gb": peak.rss_kb / 2**20,
+            "windows": len(table), "edges": edges, "bad": bad, "err": err, "load": load[0]}
+
+
+def plan_queries(n_windows: int, n_nodes: int, out_dir: str) -> None:
+    """Time ContactPlan queries and exports on a synthetic plan of ``n_windows`` windows."""
+    import datetime as dt
+    import tempfile
+
+    from contact_sim import ContactPlan, LinkModel, WindowTable
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, n_nodes - 1, n_windows)
+    b = a + 1 + rng.integers(0, 2**31, n_windows) % (n_nodes - 1 - a)
+    t0 = rng.uniform(0, 86_400, n_windows)
+    rmin = rng.uniform(100, 4000, n_windows).astype(np.float32)
+    w = WindowTable(a, b, t0, t0 + rng.uniform(1, 3000, n_windows), rmin, rmin + 100, np.zeros(n_windows))
+    del a, b, t0, rmin
+    plan = ContactPlan([f"sat-{i}" for i in range(n_nodes)], w, LinkModel("constant", 10e6, 30.0),
+                       np.linspace(0, 86_400, 4), start=dt.datetime(2025, 3, 1, tzinfo=dt.timezone.utc))
+    print(f"\n== plan queries and exports: {n_windows:,} windows, {n_nodes:,} nodes, 3 rounds; "
+          f"load average before: {os.getloadavg()[0]:.2f}")
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+        for name, fn in (("to_csv", lambda: plan.to_csv(Path(tmp) / "c.csv")),
+                         ("to_json", lambda: plan.to_json(Path(tmp) / "c.json"))):
+            t, c = time.perf_counter(), time.process_time()
+            path = fn()
+            print(f"{name}: {time.perf_counter() - t:.1f} s wall, {time.process_time() - c:.1f} s CPU, "
+                  f"{path.stat().st_size / 2**20:,.0f} MB")
+            path.unlink()
+    t = time.perf_counter()
+    plan.deliverable(0, 0, 1)  # builds the per-node index once
+    t_index = time.perf_counter() - t
+    t, c = time.perf_counter(), time.process_time()
+    part = [k for k in range(n_nodes) if plan.deliverable(k, 1, 50_000_000)]
+    print(f"per-node index: {t_index:.1f} s; per-round participation (deliverable for all {n_nodes:,} nodes): "
+          f"{time.perf_counter() - t:.1f} s wall, {time.process_time() - c:.1f} s CPU, {len(part):,} nodes take part")
+    t, c = time.perf_counter(), time.process_time()
+    g = plan.contact_graph(t_s=43_200.0)
+    print(f"graph snapshot at 12 h: {time.perf_counter() - t:.1f} s wall, {time.process_time() - c:.1f} s CPU, "
+          f"{g.number_of_edges():,} edges")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--total", type=int, default=1584)
-    ap.add_argument("--planes", type=int, default=72)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1584, 4408], choices=sorted(SHELLS))
     ap.add_argument("--hours", type=float, default=24.0)
     ap.add_argument("--step", type=float, default=60.0, help="screening grid (s)")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--check-pairs", type=int, default=10)
-    ap.add_argument("--naive-pairs", type=int, default=10)
-    ap.add_argument("--naive-seconds", type=int, default=3600)
+    ap.add_argument("--check-edges", type=int, default=500)
+    ap.add_argument("--naive-pairs", type=int, default=0,
+                    help="also time a pairwise Skyfield loop on this many pairs and extrapolate")
+    ap.add_argument("--plan-windows", type=int, default=0, metavar="N",
+                    help="instead: time plan queries and CSV/JSON export on a synthetic N-window plan")
+    ap.add_argument("--plan-nodes", type=int, default=1584)
     args = ap.parse_args()
-    duration = args.hours * 3600.0
-
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, "
-          f"workers={args.workers}, numpy {np.__version__}")
-    c = walker_delta(args.total, args.planes, 1, 550.0, 53.0, EPOCH)
-    geom = LinkGeometry(max_range_km=5000.0)
-    cpu0 = _cpu_s()
-    load0 = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    traj = satellite_trajectories(c, c.epoch, duration, args.step)
-    t1 = time.perf_counter()
-    table = find_windows(traj, geom, workers=args.workers)
-    t2 = time.perf_counter()
-    wall = t2 - t0
-    cpu = _cpu_s() - cpu0
-    parent_mb = _rss_mb(resource.RUSAGE_SELF)
-    child_mb = _rss_mb(resource.RUSAGE_CHILDREN)
-    print(f"shell: Walker-delta {args.total}/{args.planes}/1, 550 km, 53 deg; {args.hours:g} h; "
-          f"max range 5000 km, grazing 80 km; grid {args.step:g} s")
-    print(f"propagation: {t1 - t0:.1f} s   window search: {t2 - t1:.1f} s   total: {wall:.1f} s")
-    print(f"CPU time (parent + workers): {cpu:.1f} s  (load average before the run: {load0:.1f})")
-    print(f"peak memory: parent {parent_mb:.0f} MB, largest worker {child_mb:.0f} MB "
-          f"(sum {parent_mb + child_mb:.0f} MB)")
-    print(f"windows: {len(table):,}   mean duration {table.duration_s.mean():.0f} s   "
-          f"per satellite {2 * len(table) / args.total:.0f}")
-    target = "met" if wall < 60 and parent_mb + child_mb < 4096 else "NOT met"
-    print(f"target (< 60 s, < 4 GB on 2 cores): {target}")
-
-    n_pairs, n_edges, excess = check_accuracy(c, table, duration, args.check_pairs, 1)
-    print(f"accuracy: {n_pairs} pairs, {n_edges} edges vs brute-force 1 s SGP4 scan: "
-          f"max deviation beyond the 1 s bracket {excess * 1000:.2f} ms")
-
-    per_pair_s = naive_skyfield(c, args.naive_pairs, args.naive_seconds, 2)
-    pairs_total = args.total * (args.total - 1) / 2
-    naive_total = per_pair_s * pairs_total * duration
-    print(f"naive pairwise Skyfield loop: {per_pair_s * 1e6:.2f} us per pair-second "
-          f"({args.naive_pairs} pairs x {args.naive_seconds} s); extrapolated to "
-          f"{pairs_total:,.0f} pairs x {duration:,.0f} s = {naive_total / 3600:,.0f} h")
-    print(f"speed ratio: {naive_total / wall:,.0f}x")
+          f"numpy {np.__version__}")
+    if args.plan_windows:
+        plan_queries(args.plan_windows, args.plan_nodes, "/tmp")
+        return 0
+    rows = [run_size(s, args) for s in args.sizes]
+    targets = {1584: (60.0, None), 4408: (240.0, 4.0)}
+    print("\n| satellites | grid (s) | wall (s) | CPU, all processes (s) | true peak, summed RSS (GB) | windows "
+          "| edges checked | max edge error (s) | load before |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['size']:,} | {args.step:g} | {r['wall']:.0f} | {r['cpu']:.0f} | {r['rss_gb']:.2f} | {r['windows']:,} "
+              f"| {r['edges']} | {r['err']:.3f} | {r['load']:.2f} |")
+    for r in rows:
+        wall_max, mem_max = targets[r["size"]]
+        ok = r["wall"] <= wall_max and (mem_max is None or r["rss_gb"] <= mem_max) and r["err"] <= 1.0 \
+            and r["bad"] == 0 and r["edges"] >= args.check_edges
+        mem = f", <= {mem_max:g} GB" if mem_max else ""
+        print(f"target {r['size']}: <= {wall_max:g} s{mem}, edge error <= 1 s: {'met' if ok else 'NOT met'}")
     return 0
 
 

@@ -1,18 +1,29 @@
-"""How the swarm simulation scales: nodes per minute for pretrain + FOL on the
-local and process executors, and how wall time grows from 12 to 48 nodes.
+"""How the swarm simulation scales: nodes per minute of a full ``run_simulation``
+(contacts, data, pretraining, one FOL round) on the local executor, a pool of
+local processes, and a real two-raylet Ray cluster (a head and one more raylet,
+each started with ``ray start`` on this machine, one CPU each, joined through
+``run.ray_address``); then a projection for a 1,584-node FOL scenario on a
+K-machine cluster from the measured per-node cost and overhead.
 
-Each run is a full ``run_simulation``: a Walker-delta shell of N satellites
-(550 km, 53 deg, 4 planes), 24 h of contacts, synthetic hurricane imagery
-partitioned by orbit (about 300 images per node), cnn-small, default FOLConfig
-with Q = 3, methods local + fol (+ fol-a, which reuses fol's run).
+Each run: a Walker-delta shell of N satellites (550 km, 53 deg, 4 planes), 24 h
+of contacts on a 60 s grid, synthetic hurricane imagery partitioned by orbit
+(at most 300 images per node, 32x32), cnn-small, default FOLConfig with Q = 3,
+methods local + fol + fol-a (fol-a reuses fol's run), seed 0, 1 torch thread
+per task, 2 workers (process pool: 2 processes; cluster: 2 raylets x 1 CPU).
 
-    python benchmarks/simulate_scale.py                       # README figures
-    python benchmarks/simulate_scale.py --nodes 12 --executors local
+    python benchmarks/simulate_scale.py                                  # 24, 96, 384 nodes
+    python benchmarks/simulate_scale.py --nodes 24 --executors local ray-cluster
+    python benchmarks/simulate_scale.py --profile 12                     # per-node costs, E = 3
+
+``--profile N`` runs N nodes once on the local executor with E = 3 rounds and
+every FOL variant plus DM-PFL, and prints the per-node seconds of each method
+(``NodeResult.seconds``) and the projection for 1,584 nodes on K machines.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -20,9 +31,11 @@ import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import machine_line  # noqa: E402
 
+from fol.executors import LocalRayCluster  # noqa: E402
 from fol.simulation import parse_scenario, run_simulation  # noqa: E402
 
 TEMPLATE = """
@@ -46,7 +59,7 @@ rate_bps = 10e6
 max_range_km = 5000.0
 acquisition_s = 30.0
 [rounds]
-count = 1
+count = {rounds}
 [data]
 dataset = "synthetic-hurricane"
 size = {size}
@@ -55,39 +68,111 @@ per_node = 300
 [fol]
 max_neighbours = 3
 [methods]
-run = ["local", "fol", "fol-a"]
+run = {methods}
 [run]
 executor = "{executor}"
+workers = 2
 threads = 1
 """
 
 
+def _scenario(n: int, executor: str, rounds: int = 1, methods=("local", "fol", "fol-a"), address=None):
+    doc = tomllib.loads(TEMPLATE.format(n=n, size=n * 450, executor=executor, rounds=rounds,
+                                        methods="[" + ", ".join(f'"{m}"' for m in methods) + "]"))
+    scn = parse_scenario(doc, Path("."), f"scale-{n}")
+    scn.run.ray_address = address
+    return scn
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def scaling(nodes: list[int], executors: list[str]) -> None:
+    rows = []
+    cluster = None
+    try:
+        for executor in executors:
+            address = None
+            if executor == "ray-cluster":
+                cluster = LocalRayCluster(workers=1, cpus_per_node=1, timeout_s=300).start()
+                os.environ.update(cluster.env)
+                address = cluster.address
+            for n in nodes:
+                scn = _scenario(n, "ray" if executor == "ray-cluster" else executor, address=address)
+                load = _load()
+                with tempfile.TemporaryDirectory() as tmp:
+                    t0 = time.perf_counter()
+                    result = run_simulation(scn, Path(tmp) / "out", progress=False)
+                    wall = time.perf_counter() - t0
+                fol = [r for r in result.results if r["method"] == "fol"]
+                node_s = sum(r["seconds"] for r in fol) / n
+                rows.append((executor, n, wall, 60.0 * n / wall, node_s, load))
+                print(f"{executor:>11} {n:>4} nodes: {wall:7.1f} s, {60 * n / wall:5.2f} nodes/min, "
+                      f"FOL round {node_s:.1f} s per node (load before: {load})", flush=True)
+            if cluster is not None:
+                cluster.stop()
+                cluster = None
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    print("\n| executor | nodes | wall time (s) | nodes / min | FOL round per node (s) | load before (1, 5, 15 min) |")
+    print("|---|---|---|---|---|---|")
+    for executor, n, wall, npm, node_s, load in rows:
+        print(f"| {executor} | {n} | {wall:.0f} | {npm:.2f} | {node_s:.1f} | {load} |")
+    for executor in executors:
+        mine = [r for r in rows if r[0] == executor]
+        if len(mine) >= 2:  # wall = fixed + slope * n, least squares
+            import numpy as np
+
+            n = np.array([r[1] for r in mine], dtype=float)
+            w = np.array([r[2] for r in mine])
+            slope, fixed = np.polyfit(n, w, 1)
+            print(f"{executor}: wall ~ {fixed:.0f} s + {slope:.1f} s x nodes")
+
+
+def profile(n: int, machines: list[int], cores: int, target: int) -> None:
+    methods = ("local", "fol", "fol-a", "fol-n", "fol-an", "dm-pfl")
+    scn = _scenario(n, "local", rounds=3, methods=methods)
+    scn.fol = scn.fol.replace(rounds=3)
+    load = _load()
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        result = run_simulation(scn, Path(tmp) / "out", progress=False)
+        wall = time.perf_counter() - t0
+    per: dict[str, float] = {}
+    for m in methods:
+        rs = [r for r in result.results if r["method"] == m]
+        per[m] = sum(r["seconds"] for r in rs) / max(len(rs), 1)
+    print(f"\nprofile: {n} nodes, E = 3, local executor, wall {wall:.0f} s (load before: {load})")
+    for m, s in per.items():
+        print(f"  {m:>7}: {s:6.1f} s per node (NodeResult.seconds)")
+    # fol and fol-a come from one pipeline run, as do fol-n and fol-an: count each run once
+    per_node = max(per["fol"], per["fol-a"]) + max(per["fol-n"], per["fol-an"]) + per["dm-pfl"] + per["local"]
+    print(f"  compute per node for E = 3, all FOL variants + DM-PFL: {per_node:.0f} s (pretraining excluded)")
+    print(f"\nprojection, {target:,} nodes, {cores} cores per machine, one task per core:")
+    print("| machines K | compute (h) if perfectly spread | + driver / contacts overhead |")
+    print("|---|---|---|")
+    for k in machines:
+        hours = target * per_node / (k * cores) / 3600.0
+        print(f"| {k} | {hours:.1f} | see docs/scale.md |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--nodes", type=int, nargs="+", default=[12, 24, 48])
-    ap.add_argument("--executors", nargs="+", default=["local", "process"], choices=["local", "process", "ray"])
+    ap.add_argument("--nodes", type=int, nargs="+", default=[24, 96, 384])
+    ap.add_argument("--executors", nargs="+", default=["local", "process", "ray-cluster"],
+                    choices=["local", "process", "ray", "ray-cluster"])
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="instead: per-node costs at N nodes with E = 3, all FOL variants and DM-PFL")
+    ap.add_argument("--machines", type=int, nargs="+", default=[1, 4, 16, 64])
+    ap.add_argument("--cores", type=int, default=2)
     args = ap.parse_args()
     print(machine_line())
-    rows = []
-    for executor in args.executors:
-        for n in args.nodes:
-            doc = tomllib.loads(TEMPLATE.format(n=n, size=n * 450, executor=executor))
-            scn = parse_scenario(doc, Path("."), f"scale-{n}")
-            with tempfile.TemporaryDirectory() as tmp:
-                t0 = time.perf_counter()
-                result = run_simulation(scn, Path(tmp) / "out", progress=False)
-                wall = time.perf_counter() - t0
-            fol = [r for r in result.results if r["method"] == "fol"]
-            rows.append((executor, n, wall, 60.0 * n / wall, sum(r["received_models"] for r in fol) / n))
-            print(f"{executor:>8} {n:>3} nodes: {wall:7.1f} s, {60 * n / wall:5.1f} nodes/min", flush=True)
-
-    print("\n| executor | nodes | wall time (s) | nodes / min | models received / node | time vs. smallest |")
-    print("|---|---|---|---|---|---|")
-    for executor in args.executors:
-        mine = [r for r in rows if r[0] == executor]
-        base = mine[0][2]
-        for _, n, wall, npm, recv in mine:
-            print(f"| {executor} | {n} | {wall:.0f} | {npm:.1f} | {recv:.1f} | x{wall / base:.2f} |")
+    if args.profile:
+        profile(args.profile, args.machines, args.cores, 1584)
+    else:
+        scaling(args.nodes, args.executors)
     return 0
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
+import io
 import json
 import logging
 from dataclasses import asdict, dataclass
@@ -42,10 +43,11 @@ from typing import Sequence
 
 import numpy as np
 
-from swarmbase.fileio import atomic_write_text, atomic_writer
+from swarmbase.fileio import atomic_writer
 
 from .errors import ContactError
 from .link import LinkModel
+from .tablewriter import Fixed, Int, Lit, Lookup, utc_pieces, write_rows
 from .windows import Window, WindowTable
 
 log = logging.getLogger(__name__)
@@ -84,9 +86,8 @@ class ContactPlan:
         self.windows.capacity_bytes = link.capacity_bytes(windows.duration_s, windows.volume_bits)
         self._mean_rate = link.mean_rate(windows.duration_s, windows.volume_bits)
         self.transfers: list[Transfer] = []
-        # bytes already scheduled per (window index, src, dst): next free time
-        #: (window, src, dst, round) -> end of the last transfer recorded there
-        self._busy_until: dict[tuple[int, int, int, int], float] = {}
+        # per (receiving node, round), per (window index, sender): when the last transfer on it ends
+        self._busy_into: dict[tuple[int, int], dict[tuple[int, int], float]] = {}
         self._by_node: dict[int, np.ndarray] | None = None
         self._graph = None
 
@@ -126,49 +127,43 @@ class ContactPlan:
         return self._by_node
 
     # ------------------------------------------------------------------ rounds
-    def _clipped(self, idx: int, round: int, t_from: float | None = None,
-                 not_before: float | None = None) -> Window | None:
+    def _candidates(self, node: int, round: int, size: int, src: int | None = None,
+                    not_before: float | None = None) -> dict[str, np.ndarray]:
+        """Windows of ``node`` (only those with ``src`` if given) that can carry
+        ``size`` bytes to ``node`` inside ``round``, as arrays (vectorized over
+        the node's windows): window index, neighbour, clipped start / end, remaining
+        capacity and the transfer's finish time."""
         t0, t1 = self.round_interval(round)
         w = self.windows
-        a = max(float(w.t_start_s[idx]), t0)
-        b = min(float(w.t_end_s[idx]), t1)
-        if t_from is not None:
-            a = max(a, t_from)
-            acq = 0.0  # link already acquired by an earlier transfer on this window
-        else:
-            acq = self.link.acquisition_s
-        if not_before is not None and not_before > a:
-            a = not_before
-            acq = self.link.acquisition_s  # the link is (re)acquired when the transfer starts
-        if b <= a:
-            return None
-        usable = max(b - a - acq, 0.0)
-        cap = int(np.floor(self._mean_rate[idx] * usable / 8.0))
-        return Window(int(w.a[idx]), int(w.b[idx]), a, b, cap, float(w.mean_range_km[idx]),
-                      float(w.min_range_km[idx]))
+        idx = self._node_index()[int(node)]
+        idx = idx[(w.t_end_s[idx] > t0) & (w.t_start_s[idx] < t1)]
+        nb = np.where(w.a[idx] == node, w.b[idx], w.a[idx]).astype(np.int64)
+        if src is not None:
+            keep = nb == src
+            idx, nb = idx[keep], nb[keep]
+        start = np.maximum(w.t_start_s[idx], t0)
+        end = np.minimum(w.t_end_s[idx], t1)
+        acq = np.full(idx.size, float(self.link.acquisition_s))
+        for (k, s_), busy in self._busy_into.get((int(node), int(round)), {}).items():  # windows in use
+            hit = np.flatnonzero((idx == k) & (nb == s_))
+            start[hit] = np.maximum(start[hit], busy)
+            acq[hit] = 0.0  # link already acquired by an earlier transfer on this window in this round
+        if not_before is not None:
+            late = not_before > start
+            start[late] = not_before
+            acq[late] = self.link.acquisition_s  # the link is (re)acquired when the transfer starts
+        rate = self._mean_rate[idx]
+        cap = np.floor(rate * np.maximum(end - start - acq, 0.0) / 8.0)
+        ok = (end > start) & (cap >= size)
+        with np.errstate(divide="ignore"):
+            finish = start + acq + np.where(rate > 0, size * 8.0 / np.where(rate > 0, rate, 1.0), np.inf)
+        return {"idx": idx[ok], "nb": nb[ok], "start": start[ok], "end": end[ok],
+                "cap": cap[ok].astype(np.int64), "finish": finish[ok]}
 
-    def _options(self, src: int, dst: int | None, node: int, round: int, size: int,
-                 not_before: float | None = None):
-        """Yield ``(finish_time, neighbour, window_index, clipped_window, start_time)``."""
-        t0, t1 = self.round_interval(round)
-        w = self.windows
-        for idx in self._node_index()[int(node)]:
-            if w.t_end_s[idx] <= t0 or w.t_start_s[idx] >= t1:
-                continue
-            nb = int(w.b[idx]) if int(w.a[idx]) == node else int(w.a[idx])
-            s, d = (nb, node) if dst is None else (src, dst)
-            if dst is not None and nb != src:
-                continue
-            busy = self._busy_until.get((int(idx), s, d, int(round)))
-            win = self._clipped(int(idx), round, busy, not_before)
-            if win is None or win.capacity_bytes < size:
-                continue
-            rate = self._mean_rate[idx]
-            waited = not_before is not None and busy is not None and not_before > busy
-            acq = 0.0 if busy is not None and not waited else self.link.acquisition_s
-            start = win.t_start_s
-            finish = start + acq + (size * 8.0 / rate if rate > 0 else np.inf)
-            yield finish, nb, int(idx), win, start
+    def _window(self, c: dict[str, np.ndarray], i: int) -> Window:
+        w, k = self.windows, int(c["idx"][i])
+        return Window(int(w.a[k]), int(w.b[k]), float(c["start"][i]), float(c["end"][i]), int(c["cap"][i]),
+                      float(w.mean_range_km[k]), float(w.min_range_km[k]))
 
     def deliverable(self, node: int, round: int, size_bytes: int) -> list[tuple[int, Window]]:
         """Neighbours able to deliver ``size_bytes`` to ``node`` within ``round``.
@@ -176,15 +171,20 @@ class ContactPlan:
         Returns ``[(neighbour_id, window), ...]`` ordered by the earliest
         completion time of the transfer (then neighbour id); the window is the
         part of the contact inside the round, with its remaining capacity.
+        Vectorized over the node's windows.
         """
         self._check_node(node)
         if size_bytes < 0:
             raise ContactError(f"size_bytes: expected >= 0, got {size_bytes}")
-        best: dict[int, tuple[float, Window]] = {}
-        for finish, nb, _, win, _ in self._options(-1, None, node, round, size_bytes):
-            if nb not in best or finish < best[nb][0]:
-                best[nb] = (finish, win)
-        return [(nb, win) for nb, (_, win) in sorted(best.items(), key=lambda kv: (kv[1][0], kv[0]))]
+        c = self._candidates(node, round, size_bytes)
+        if c["idx"].size == 0:
+            return []
+        # per neighbour, the earliest finish (ties: the earlier window); then by (finish, neighbour)
+        order = np.lexsort((c["idx"], c["finish"], c["nb"]))
+        _, first = np.unique(c["nb"][order], return_index=True)
+        best = order[first]
+        best = best[np.lexsort((c["nb"][best], c["finish"][best]))]
+        return [(int(c["nb"][i]), self._window(c, i)) for i in best]
 
     def earliest_transfer(self, src: int, dst: int, round: int, size_bytes: int,
                           not_before_s: float | None = None) -> tuple[float, float] | None:
@@ -193,8 +193,11 @@ class ContactPlan:
         Nothing is recorded."""
         self._check_node(src, "src")
         self._check_node(dst, "dst")
-        opts = sorted(self._options(src, dst, dst, round, size_bytes, not_before_s), key=lambda o: o[0])
-        return (opts[0][4], opts[0][0]) if opts else None
+        c = self._candidates(dst, round, size_bytes, src=int(src), not_before=not_before_s)
+        if c["idx"].size == 0:
+            return None
+        i = int(np.lexsort((c["idx"], c["finish"]))[0])
+        return float(c["start"][i]), float(c["finish"][i])
 
     def schedule(self, src: int, dst: int, round: int, size_bytes: int,
                  not_before_s: float | None = None) -> Transfer:
@@ -205,8 +208,7 @@ class ContactPlan:
             raise ContactError(
                 f"no contact window can carry {size_bytes} bytes from node {src} to node {dst} "
                 f"in round {round}")
-        start, finish = best
-        return self.record_transfer(src, dst, round, size_bytes, start, finish)
+        return self.record_transfer(src, dst, round, size_bytes, *best)
 
     def record_transfer(self, src: int, dst: int, round: int, size_bytes: int,
                         t_start: float, t_end: float) -> Transfer:
@@ -229,29 +231,28 @@ class ContactPlan:
         w = self.windows
         lo, hi = min(src, dst), max(src, dst)
         tol = 1e-6
-        for idx in self._node_index()[int(dst)]:
-            if int(w.a[idx]) != lo or int(w.b[idx]) != hi:
-                continue
-            if not (w.t_start_s[idx] - tol <= t_start and t_end <= w.t_end_s[idx] + tol):
-                continue
-            busy = self._busy_until.get((int(idx), src, dst, int(round)))
-            if busy is not None and t_start < busy - tol:
-                raise ContactError(
-                    f"transfer {src}->{dst}: starts at {t_start:.3f} s, before the previous transfer "
-                    f"on this window ends ({busy:.3f} s)")
-            acq = 0.0 if busy is not None else self.link.acquisition_s
-            cap = self._mean_rate[idx] * max(t_end - t_start - acq, 0.0) / 8.0
-            if cap + 1e-6 < size_bytes:
-                raise ContactError(
-                    f"transfer {src}->{dst}: {size_bytes} bytes do not fit in "
-                    f"[{t_start:.3f}, {t_end:.3f}] s (capacity {int(cap)} bytes)")
-            tr = Transfer(int(src), int(dst), int(round), int(size_bytes), float(t_start),
-                          float(t_end), int(idx))
-            self._busy_until[(int(idx), src, dst, int(round))] = float(t_end)
-            self.transfers.append(tr)
-            return tr
-        raise ContactError(
-            f"transfer {src}->{dst}: no contact window covers [{t_start:.3f}, {t_end:.3f}] s")
+        idx = self._node_index()[int(dst)]
+        cover = idx[(w.a[idx] == lo) & (w.b[idx] == hi) & (w.t_start_s[idx] - tol <= t_start)
+                    & (t_end <= w.t_end_s[idx] + tol)]
+        if cover.size == 0:
+            raise ContactError(
+                f"transfer {src}->{dst}: no contact window covers [{t_start:.3f}, {t_end:.3f}] s")
+        idx = int(cover[0])
+        busy = self._busy_into.get((int(dst), int(round)), {}).get((idx, int(src)))
+        if busy is not None and t_start < busy - tol:
+            raise ContactError(
+                f"transfer {src}->{dst}: starts at {t_start:.3f} s, before the previous transfer "
+                f"on this window ends ({busy:.3f} s)")
+        acq = 0.0 if busy is not None else self.link.acquisition_s
+        cap = self._mean_rate[idx] * max(t_end - t_start - acq, 0.0) / 8.0
+        if cap + 1e-6 < size_bytes:
+            raise ContactError(
+                f"transfer {src}->{dst}: {size_bytes} bytes do not fit in "
+                f"[{t_start:.3f}, {t_end:.3f}] s (capacity {int(cap)} bytes)")
+        tr = Transfer(int(src), int(dst), int(round), int(size_bytes), float(t_start), float(t_end), idx)
+        self._busy_into.setdefault((int(dst), int(round)), {})[(idx, int(src))] = float(t_end)
+        self.transfers.append(tr)
+        return tr
 
     # ------------------------------------------------------------------ graph & summaries
     @property
@@ -269,13 +270,12 @@ class ContactPlan:
             for i, (name, kind) in enumerate(zip(self.node_names, self.node_kinds)):
                 g.add_node(i, name=name, kind=kind)
             w = self.windows
+            cols = zip(w.a.tolist(), w.b.tolist(), w.t_start_s.tolist(), w.t_end_s.tolist(),
+                       w.capacity_bytes.tolist(), w.mean_range_km.tolist(), w.min_range_km.tolist())
             g.add_edges_from(
-                (int(w.a[i]), int(w.b[i]), {
-                    "t_start_s": float(w.t_start_s[i]), "t_end_s": float(w.t_end_s[i]),
-                    "capacity_bytes": int(w.capacity_bytes[i]),
-                    "mean_range_km": float(w.mean_range_km[i]),
-                    "min_range_km": float(w.min_range_km[i]), "index": i})
-                for i in range(len(w)))
+                (a, b, {"t_start_s": s, "t_end_s": e, "capacity_bytes": c, "mean_range_km": mr,
+                        "min_range_km": mn, "index": i})
+                for i, (a, b, s, e, c, mr, mn) in enumerate(cols))
             self._graph = g
         return self._graph
 
@@ -300,9 +300,10 @@ class ContactPlan:
             n_win = np.bincount(inv)
             dur = np.bincount(inv, weights=w.duration_s[sel])
             cap = np.bincount(inv, weights=w.capacity_bytes[sel].astype(float))
-            for u, n, d, c in zip(uniq, n_win, dur, cap):
-                g.add_edge(int(u // self.n_nodes), int(u % self.n_nodes), windows=int(n),
-                           duration_s=float(d), capacity_bytes=float(c))
+            g.add_edges_from(
+                (a_, b_, {"windows": n, "duration_s": d, "capacity_bytes": c})
+                for a_, b_, n, d, c in zip((uniq // self.n_nodes).tolist(), (uniq % self.n_nodes).tolist(),
+                                           n_win.tolist(), dur.tolist(), cap.tolist()))
         return g
 
     def summary(self) -> dict:
@@ -327,51 +328,68 @@ class ContactPlan:
         }
 
     # ------------------------------------------------------------------ export
-    def _utc(self, t_s: np.ndarray) -> list[str]:
-        if self.start is None:
-            return [""] * len(t_s)
-        base = np.datetime64(self.start.replace(tzinfo=None), "ms")
-        stamps = base + np.round(np.asarray(t_s) * 1000).astype("timedelta64[ms]")
-        return [str(s) + "Z" for s in stamps]
+    def _utc_pieces(self, t_s: np.ndarray) -> list[object]:
+        return utc_pieces(self.start, t_s) if self.start is not None else []
 
     def to_csv(self, path: str | Path) -> Path:
-        """Write one row per window (ids, names, times, UTC, range, capacity, round)."""
+        """Write one row per window (ids, names, times, UTC, range, capacity, round).
+
+        Columns: ``a, b, name_a, name_b, t_start_s, t_end_s, duration_s,
+        start_utc, end_utc, round, capacity_bytes, mean_range_km,
+        min_range_km``; seconds and km with 3 decimals, UTC as
+        ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (empty without a start time), ``round``
+        the plan round containing the window's start. Formatted in numpy
+        (:mod:`contact_sim.tablewriter`), so 10^7 windows take seconds.
+        """
         path = Path(path)
         w = self.windows
-        names = np.asarray(self.node_names, dtype=object)
         rounds = np.searchsorted(self.round_boundaries_s, w.t_start_s, side="right") - 1
-        utc_a, utc_b = self._utc(w.t_start_s), self._utc(w.t_end_s)
-        with atomic_writer(path, text=True) as fh:  # crash-safe: the old table or the whole new one
-            out = csv.writer(fh)
-            out.writerow(["a", "b", "name_a", "name_b", "t_start_s", "t_end_s", "duration_s",
-                          "start_utc", "end_utc", "round", "capacity_bytes", "mean_range_km",
-                          "min_range_km"])
-            for i in range(len(w)):
-                out.writerow([int(w.a[i]), int(w.b[i]), names[w.a[i]], names[w.b[i]],
-                              f"{w.t_start_s[i]:.3f}", f"{w.t_end_s[i]:.3f}",
-                              f"{w.t_end_s[i] - w.t_start_s[i]:.3f}", utc_a[i], utc_b[i],
-                              int(rounds[i]), int(w.capacity_bytes[i]),
-                              f"{w.mean_range_km[i]:.3f}", f"{w.min_range_km[i]:.3f}"])
+        names = []
+        for n in self.node_names:  # csv quoting, once per node
+            buf = io.StringIO()
+            csv.writer(buf, lineterminator="").writerow([n])
+            names.append(buf.getvalue().encode())
+        comma = Lit(b",")
+        pieces = [Int(w.a), comma, Int(w.b), comma, Lookup(names, w.a), comma, Lookup(names, w.b), comma,
+                  Fixed(w.t_start_s), comma, Fixed(w.t_end_s), comma, Fixed(w.t_end_s - w.t_start_s), comma,
+                  *self._utc_pieces(w.t_start_s), comma, *self._utc_pieces(w.t_end_s), comma,
+                  Int(rounds), comma, Int(w.capacity_bytes), comma, Fixed(w.mean_range_km, nan=b"nan"), comma,
+                  Fixed(w.min_range_km, nan=b"nan"), Lit(b"\r\n")]
+        with atomic_writer(path) as fh:  # crash-safe: the old table or the whole new one
+            fh.write(b"a,b,name_a,name_b,t_start_s,t_end_s,duration_s,start_utc,end_utc,round,"
+                     b"capacity_bytes,mean_range_km,min_range_km\r\n")
+            write_rows(fh, pieces)
         return path
 
     def to_json(self, path: str | Path) -> Path:
-        """Write nodes, rounds, link model, windows and transfers as JSON."""
+        """Write nodes, rounds, link model, windows and transfers as JSON.
+
+        ``windows`` is a list of objects ``{"a", "b", "t_start_s", "t_end_s",
+        "capacity_bytes", "mean_range_km", "min_range_km"}`` (seconds and km
+        with 3 decimals), one per line, formatted in numpy like :meth:`to_csv`.
+        """
         path = Path(path)
         w = self.windows
-        doc = {
+        head = {
             "start_utc": self.start.isoformat() if self.start else None,
             "nodes": [{"id": i, "name": n, "kind": k}
                       for i, (n, k) in enumerate(zip(self.node_names, self.node_kinds))],
             "round_boundaries_s": self.round_boundaries_s.tolist(),
             "link": self.link.to_dict(),
             "meta": self.meta,
-            "windows": [
-                {"a": int(w.a[i]), "b": int(w.b[i]), "t_start_s": round(float(w.t_start_s[i]), 3),
-                 "t_end_s": round(float(w.t_end_s[i]), 3), "capacity_bytes": int(w.capacity_bytes[i]),
-                 "mean_range_km": round(float(w.mean_range_km[i]), 3),
-                 "min_range_km": round(float(w.min_range_km[i]), 3)}
-                for i in range(len(w))],
             "transfers": [asdict(t) for t in self.transfers],
         }
-        atomic_write_text(path, json.dumps(doc, indent=1))
+        text = json.dumps(head, indent=1)
+        n = len(w)
+        last = np.zeros(n, dtype=np.int64)
+        if n:
+            last[-1] = 1
+        pieces = [Lit(b'  {"a": '), Int(w.a), Lit(b', "b": '), Int(w.b), Lit(b', "t_start_s": '), Fixed(w.t_start_s),
+                  Lit(b', "t_end_s": '), Fixed(w.t_end_s), Lit(b', "capacity_bytes": '), Int(w.capacity_bytes),
+                  Lit(b', "mean_range_km": '), Fixed(w.mean_range_km, nan=b"null"),
+                  Lit(b', "min_range_km": '), Fixed(w.min_range_km, nan=b"null"), Lit(b"}"), Lookup([b",\n", b"\n"], last)]
+        with atomic_writer(path) as fh:  # crash-safe: the old table or the whole new one
+            fh.write(text[:-1].rstrip().encode() + b',\n "windows": [\n')
+            write_rows(fh, pieces)
+            fh.write(b" ]\n}\n")
         return path

@@ -308,58 +308,210 @@ def _cubic_zeros(c) -> np.ndarray:
 
 # --------------------------------------------------------------------------- accumulator
 
+_EMPTY, _GONE = -1, -2  # free and deleted hash-table keys
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing multiplier
+
+
+class _PairMap:
+    """Vectorized open-addressing hash map ``pair id (int64 >= 0) -> slot``.
+
+    Linear probing, capacity a power of two kept at most half full (deleted
+    keys count until the next rebuild), so a lookup costs one or two gathers;
+    memory is linear in the number of live keys, not in ``n_nodes^2``.
+
+    >>> m = _PairMap()
+    >>> m.put(np.array([7, 10**12]), np.array([0, 1]))
+    >>> m.get(np.array([10**12, 7, 3])).tolist()
+    [1, 0, -1]
+    >>> m.pop(np.array([7])).tolist(), len(m)
+    ([0], 1)
+    """
+
+    def __init__(self, capacity: int = 1 << 12) -> None:
+        self._alloc(max(1 << 4, 1 << int(np.ceil(np.log2(capacity)))))
+        self.live = 0
+
+    def _alloc(self, cap: int) -> None:
+        self.keys = np.full(cap, _EMPTY, dtype=np.int64)
+        self.vals = np.zeros(cap, dtype=np.int64)
+        self.shift = np.uint64(64 - int(np.log2(cap)))
+        self.used = 0  # live + deleted
+
+    def __len__(self) -> int:
+        return self.live
+
+    def _home(self, k: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            return ((k.astype(np.uint64) * _GOLDEN) >> self.shift).astype(np.int64)
+
+    def _find(self, k: np.ndarray) -> np.ndarray:
+        """Table positions of keys ``k`` (-1 where absent)."""
+        k = np.asarray(k, dtype=np.int64)
+        mask = self.keys.size - 1
+        pos = self._home(k)
+        out = np.full(k.size, -1, dtype=np.int64)
+        todo = np.arange(k.size)
+        while todo.size:
+            p = pos[todo]
+            kk = self.keys[p]
+            hit = kk == k[todo]
+            out[todo[hit]] = p[hit]
+            more = ~hit & (kk != _EMPTY)
+            todo = todo[more]
+            pos[todo] = (p[more] + 1) & mask
+        return out
+
+    def get(self, k: np.ndarray) -> np.ndarray:
+        """Slots of keys ``k`` (-1 where absent)."""
+        pos = self._find(k)
+        return np.where(pos >= 0, self.vals[np.maximum(pos, 0)], -1)
+
+    def put(self, k: np.ndarray, v: np.ndarray) -> None:
+        """Insert distinct keys that are not in the map."""
+        k = np.asarray(k, dtype=np.int64)
+        if k.size == 0:
+            return
+        if 2 * (self.used + k.size) > self.keys.size:
+            live = self.keys >= 0
+            old_k, old_v = self.keys[live], self.vals[live]
+            # rebuilt at 2-4x the live keys: grows with them, and shrinks after many deletions
+            cap = 1 << max(4, int(np.ceil(np.log2(4 * (old_k.size + k.size)))))
+            self._alloc(cap)
+            self._insert(old_k, old_v)
+        self._insert(k, np.asarray(v, dtype=np.int64))
+        self.live += k.size
+
+    def _insert(self, k: np.ndarray, v: np.ndarray) -> None:
+        mask = self.keys.size - 1
+        pos = self._home(k)
+        todo = np.arange(k.size)
+        while todo.size:
+            p = pos[todo]
+            free = self.keys[p] < 0
+            # of the keys aiming at the same free cell, the first one takes it
+            cand = todo[free]
+            cells, first = np.unique(p[free], return_index=True)
+            win = cand[first]
+            self.used += int((self.keys[cells] == _EMPTY).sum())
+            self.keys[cells] = k[win]
+            self.vals[cells] = v[win]
+            taken = np.zeros(k.size, dtype=bool)
+            taken[win] = True
+            todo = todo[~taken[todo]]
+            pos[todo] = (pos[todo] + 1) & mask
+
+    def pop(self, k: np.ndarray) -> np.ndarray:
+        """Remove keys ``k`` (all present); returns their slots."""
+        pos = self._find(k)
+        if np.any(pos < 0):  # pragma: no cover - would mean inconsistent bookkeeping
+            raise KeyError("pair id not in the map")
+        vals = self.vals[pos]
+        self.keys[pos] = _GONE
+        self.live -= pos.size
+        return vals
+
+    def items(self) -> tuple[np.ndarray, np.ndarray]:
+        live = self.keys >= 0
+        return self.keys[live], self.vals[live]
+
+
 class _Accumulator:
     """Open windows keyed by pair id ``a * n + b``, plus the emitted windows.
 
-    One packed row per pair id (start time, integral of range, minimum
-    range, integral of rate) so each update touches one cache line.
+    Only open windows hold state: a :class:`_PairMap` gives each one a slot in
+    a growable row pool (start time, integral of range, minimum range,
+    integral of rate; one packed row so each update touches one cache line),
+    and closing a window frees its slot. Memory is linear in the number of
+    pairs in contact (plus the emitted windows), not in ``n_nodes^2``.
     """
 
     START, DINT, DMIN, BITS = 0, 1, 2, 3
 
     def __init__(self, n_nodes: int, rate_fn: RateFn | None) -> None:
-        size = n_nodes * n_nodes
         self.n = n_nodes
         self.rate_fn = rate_fn
-        self.rows = np.zeros((size, 4))
-        self.rows[:, self.START] = np.nan
-        self._rows_void = self.rows.view(_ROW4).ravel()
-        self.left = np.zeros(size, dtype=bool)
-        self.pid_dtype = np.int32 if size < 2**31 else np.int64
+        self.map = _PairMap()
+        self._grow(1 << 12)
+        self.n_slots = 0  # slots ever handed out (high-water mark)
+        self.free: list[np.ndarray] = []  # freed slots, reused first
+        self.pid_dtype = np.int32 if n_nodes * n_nodes < 2**31 else np.int64
         self.out: list[list[np.ndarray | None]] = []
 
+    def _grow(self, cap: int) -> None:
+        rows = np.zeros((cap, 4))
+        left = np.zeros(cap, dtype=bool)
+        if hasattr(self, "rows"):
+            rows[:self.rows.shape[0]] = self.rows
+            left[:self.left.size] = self.left
+        self.rows, self.left = rows, left
+        self._rows_void = self.rows.view(_ROW4).ravel()
+
+    def _new_slots(self, m: int) -> np.ndarray:
+        got = []
+        while m and self.free:
+            f = self.free.pop()
+            take, rest = f[:m], f[m:]
+            if rest.size:
+                self.free.append(rest)
+            got.append(take)
+            m -= take.size
+        if m:
+            if self.n_slots + m > self.rows.shape[0]:
+                cap = self.rows.shape[0]
+                while self.n_slots + m > cap:
+                    cap *= 2
+                self._grow(cap)
+            got.append(np.arange(self.n_slots, self.n_slots + m))
+            self.n_slots += m
+        return np.concatenate(got) if len(got) > 1 else (got[0] if got else np.zeros(0, dtype=np.int64))
+
     def open(self, pid, t, left: bool = False) -> None:
-        n = np.size(pid)
+        pid = np.asarray(pid, dtype=np.int64)
+        n = pid.size
         if n == 0:
             return
-        new = np.zeros((n, 4))
-        new[:, self.START] = t
-        new[:, self.DMIN] = np.inf
-        np.put(self._rows_void, pid, new.view(_ROW4).ravel())
-        self.left[pid] = left
+        slot = self.map.get(pid)
+        miss = np.flatnonzero(slot < 0)
+        if miss.size:
+            new = self._new_slots(miss.size)
+            self.map.put(pid[miss], new)
+            slot[miss] = new
+        row = np.zeros((n, 4))
+        row[:, self.START] = t
+        row[:, self.DMIN] = np.inf
+        np.put(self._rows_void, slot, row.view(_ROW4).ravel())
+        self.left[slot] = left
 
     def add(self, pid, d_int, d_min, bits) -> None:
-        r = np.take(self.rows, pid, axis=0)
+        slot = self.map.get(pid)
+        ok = slot >= 0
+        if not ok.all():  # pragma: no cover - a visible piece of a window never opened
+            log.debug("%d visible pieces without an open window ignored", int((~ok).sum()))
+            slot, d_int, d_min = slot[ok], d_int[ok], d_min[ok]
+            bits = None if bits is None else bits[ok]
+        r = np.take(self.rows, slot, axis=0)
         r[:, self.DINT] += d_int
         np.minimum(r[:, self.DMIN], d_min, out=r[:, self.DMIN])
         if bits is not None:
             r[:, self.BITS] += bits
-        np.put(self._rows_void, pid, r.view(_ROW4).ravel())
+        np.put(self._rows_void, slot, r.view(_ROW4).ravel())
 
     def close(self, pid, t, right: bool = False) -> None:
-        pid = np.asarray(pid)
+        pid = np.asarray(pid, dtype=np.int64)
         if pid.size == 0:
             return
-        r = np.take(self.rows, pid, axis=0)
+        slot = self.map.pop(pid)
+        self.free.append(slot)
+        r = np.take(self.rows, slot, axis=0)
         t = np.broadcast_to(np.asarray(t, dtype=float), pid.shape)
+        left = self.left[slot]
         # compact columns: ids fit in int32 below 46,340 nodes; range statistics in float32
         self.out.append([pid.astype(self.pid_dtype), r[:, self.START].copy(), t.copy(),
                          r[:, self.DINT].astype(np.float32), r[:, self.DMIN].astype(np.float32),
-                         r[:, self.BITS].copy(), self.left[pid], np.full(pid.shape, right)])
-        self.rows[pid, self.START] = np.nan
+                         r[:, self.BITS].copy(), left, np.full(pid.shape, right)])
 
     def open_ids(self) -> np.ndarray:
-        return np.flatnonzero(~np.isnan(self.rows[:, self.START]))
+        return np.sort(self.map.items()[0])
 
     def piece(self, pid, s_lo, s_hi, q, dt) -> None:
         """Add the visible piece ``[s_lo, s_hi]`` (cell units) using Simpson's rule on the range."""

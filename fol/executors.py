@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+import weakref
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Sequence
 
@@ -26,7 +28,7 @@ OnResult = Callable[[int, Any], None] | None
 
 from fol.errors import ConfigError
 
-__all__ = ["Executor", "LocalExecutor", "ProcessExecutor", "RayExecutor", "make_executor", "EXECUTORS"]
+__all__ = ["Executor", "LocalExecutor", "ProcessExecutor", "RayExecutor", "LocalRayCluster", "make_executor", "EXECUTORS"]
 
 log = logging.getLogger(__name__)
 
@@ -133,13 +135,93 @@ class ProcessExecutor(Executor):
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
+# --------------------------------------------------------------------------- Ray
+
+# Objects of the shared types (each node's data) cross to Ray workers once:
+# the driver ray.put()s each such object the first time a task argument holds
+# it, and every later task carries only its ObjectRef. A worker remembers which
+# ref each object came from, so a task that returns the object (a NodeState
+# holds its data) sends back the ref, and the driver maps it to its own copy.
+_DRIVER_SHARED: dict[int, tuple[Any, Any]] = {}  # id(obj) -> (obj, ref), the driver's puts
+_DRIVER_BY_REF: dict[bytes, Any] = {}  # ref binary -> obj (the driver's own object)
+_WORKER_SEEN: dict[int, tuple[Any, Any]] = {}  # id(obj) -> (weakref to obj, ref), objects tasks received
+_PUTS = [0]  # objects put so far by this process (for tests and logs)
+_IS_WORKER = [False]  # this process runs Ray tasks
+
+
+def _default_shared_types() -> tuple[type, ...]:
+    from fol.data import NodeData
+
+    return (NodeData,)
+
+
+def _shared_state(obj: Any) -> Any:
+    """Serializer of a shared object: its ObjectRef (put once per object)."""
+    import ray
+
+    hit = _DRIVER_SHARED.get(id(obj))
+    if hit is not None and hit[0] is obj:
+        return hit[1]
+    seen = _WORKER_SEEN.get(id(obj))
+    if seen is not None and seen[0]() is obj:
+        return seen[1]
+    # the object's fields, not the object: pickling it would call this serializer again
+    ref = ray.put((type(obj), obj.__dict__))
+    _PUTS[0] += 1
+    if not _IS_WORKER[0]:  # a task's own new objects are not kept alive in the worker
+        _DRIVER_SHARED[id(obj)] = (obj, ref)
+        _DRIVER_BY_REF[ref.binary()] = obj
+    return ref
+
+
+def _shared_object(ref: Any) -> Any:
+    """Deserializer: the driver's own object, or the object fetched from the store."""
+    import ray
+
+    own = _DRIVER_BY_REF.get(ref.binary())
+    if own is not None:
+        return own
+    cls, state = ray.get(ref)
+    obj = cls.__new__(cls)
+    obj.__dict__.update(state)
+    if len(_WORKER_SEEN) > 4096:  # forget objects that are gone
+        for key in [k for k, (w, _) in _WORKER_SEEN.items() if w() is None]:
+            del _WORKER_SEEN[key]
+    _WORKER_SEEN[id(obj)] = (weakref.ref(obj), ref)
+    return obj
+
+
+def _register_shared(types: Sequence[type]) -> None:
+    from ray.util import register_serializer
+
+    for cls in types:
+        register_serializer(cls, serializer=_shared_state, deserializer=_shared_object)
+
+
+def _run_on_ray(args: tuple[Callable[[Any], Any], Any, int | None, tuple[type, ...]]) -> Any:
+    fn, item, threads, shared = args
+    _register_shared(shared)  # so that results holding shared objects send refs back
+    _IS_WORKER[0] = True
+    return _run_with_threads((fn, item, threads))
+
+
 class RayExecutor(Executor):
     """Node work as Ray tasks. ``address=None`` starts a local Ray instance;
-    ``"auto"`` (or ``ray://host:port``) joins an existing cluster."""
+    ``"auto"``, ``"host:port"`` (a cluster started with ``ray start``) or
+    ``"ray://host:port"`` (Ray Client) joins an existing cluster.
+
+    Each node's data (objects of ``shared_types``, by default
+    :class:`fol.data.NodeData`) goes to the object store once, with
+    ``ray.put``; tasks carry only its reference, so the same data is not
+    pickled again into every task of every round. Results come back one by
+    one as tasks finish (``ray.wait``), and each is fetched and released at
+    once, so the driver holds no more than the results themselves.
+    """
 
     kind = "ray"
 
-    def __init__(self, address: str | None = None, threads: int | None = 1, num_cpus: int | None = None) -> None:
+    def __init__(self, address: str | None = None, threads: int | None = 1, num_cpus: int | None = None,
+                 shared_types: Sequence[type] | None = None) -> None:
         super().__init__(threads)
         try:
             import ray
@@ -153,24 +235,52 @@ class RayExecutor(Executor):
                 kwargs["address"] = address
             elif num_cpus:
                 kwargs["num_cpus"] = num_cpus
-            ray.init(**kwargs)
-        self._remote = ray.remote(num_cpus=1)(_run_with_threads)
+            try:
+                ray.init(**kwargs)
+            except (ConnectionError, ValueError, RuntimeError) as e:
+                hint = ""
+                if address not in (None, "auto") and "RAY_AUTH_MODE" not in os.environ:
+                    hint = ("; a cluster started with 'ray start' uses token authentication: "
+                            "run with RAY_AUTH_MODE=token, or use --ray-address auto on its head machine")
+                raise ConfigError(f"run.ray_address {address!r}: cannot join a Ray cluster there ({e}){hint}") from None
+        self.shared_types = tuple(shared_types) if shared_types is not None else _default_shared_types()
+        _register_shared(self.shared_types)
+        self._remote = ray.remote(num_cpus=1)(_run_on_ray)
+
+    @property
+    def shared_puts(self) -> int:
+        """Shared objects put in the object store so far (one per distinct node data object)."""
+        return _PUTS[0]
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None,
             on_result: OnResult = None) -> list[Any]:
-        refs = [self._remote.remote((fn, item, self.threads)) for item in items]
-        index = {ref: i for i, ref in enumerate(refs)}
-        pending = list(refs)
-        with _bar(len(refs), desc) as bar:
+        ray = self._ray
+        index = {}
+        for i, item in enumerate(items):
+            index[self._remote.remote((fn, item, self.threads, self.shared_types))] = i
+        out: list[Any] = [None] * len(index)
+        pending = list(index)
+        with _bar(len(pending), desc) as bar:
             while pending:
-                done, pending = self._ray.wait(pending, num_returns=1)
-                if on_result is not None:
-                    for ref in done:
-                        on_result(index[ref], self._ray.get(ref))
+                done, pending = ray.wait(pending, num_returns=1)
+                for ref in done:  # stream: fetch each result as its task ends, then drop the ref
+                    i = index.pop(ref)
+                    out[i] = ray.get(ref)
+                    if on_result is not None:
+                        on_result(i, out[i])
                 bar.update(len(done))
-        return list(self._ray.get(refs))
+        return out
 
     def close(self) -> None:
+        _DRIVER_SHARED.clear()
+        _DRIVER_BY_REF.clear()
+        try:
+            from ray.util import deregister_serializer
+
+            for cls in self.shared_types:
+                deregister_serializer(cls)
+        except Exception:  # pragma: no cover - Ray already shut down
+            pass
         if self._owns and self._ray.is_initialized():
             self._ray.shutdown()
 
@@ -184,3 +294,149 @@ def make_executor(kind: str, *, workers: int | None = None, threads: int | None 
     if kind == "ray":
         return RayExecutor(ray_address, threads if threads is not None else 1, num_cpus=workers)
     raise ConfigError(f"executor {kind!r} is unknown; expected one of {', '.join(EXECUTORS)}")
+
+
+# --------------------------------------------------------------------------- a Ray cluster on this machine
+
+def _free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct TCP ports free on ``host`` right now (bound to port 0, then released)."""
+    import socket
+
+    socks, ports = [], []
+    try:
+        while len(ports) < n:
+            s = socket.socket()
+            s.bind((host, 0))
+            socks.append(s)
+            if s.getsockname()[1] not in ports:
+                ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+class LocalRayCluster:
+    """A real multi-node Ray cluster on this machine: a head raylet plus
+    ``workers`` more raylets, each started with ``ray start`` as separate node
+    processes on ``127.0.0.1``, on distinct free ports and in a private temp
+    folder. :meth:`stop` (or leaving the ``with`` block, also on errors) stops
+    exactly the processes it started (their process groups), never other Ray
+    instances of the machine. ``address`` is what ``--ray-address`` takes.
+
+    Each ``ray start`` runs with ``--block`` in its own session, so ending its
+    process group ends that node's raylet, object store and workers.
+    """
+
+    def __init__(self, workers: int = 1, cpus_per_node: int = 1, object_store_mb: int = 200,
+                 timeout_s: float = 120.0, temp_dir: str | None = None) -> None:
+        import shutil
+        import tempfile
+
+        # the 'ray' next to this Python first (a virtual environment's bin/), then the PATH
+        ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
+        if not os.path.exists(ray_bin):
+            ray_bin = shutil.which("ray") or ray_bin
+        if not os.path.exists(ray_bin):
+            raise ConfigError("LocalRayCluster needs the 'ray' command: pip install 'fol-swarm[ray]'")
+        self.ray_bin = ray_bin
+        self.workers = workers
+        self.cpus_per_node = cpus_per_node
+        self.object_store_bytes = object_store_mb * 2**20
+        self.timeout_s = timeout_s
+        # a short path: Ray's socket names must fit in 107 characters
+        self.temp_dir = temp_dir or tempfile.mkdtemp(prefix="rayc-", dir="/tmp")
+        self.procs: list[Any] = []
+        self.address = ""
+        # Ray >= 2.5x turns on token authentication for clusters started with ``ray start``;
+        # a driver must then run with the same mode (Ray reads the token file itself)
+        self.env = {"RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token"), "RAY_USAGE_STATS_ENABLED": "0"}
+
+    def _node_args(self) -> list[str]:
+        (om, nm, mt, dal, dag, rte) = _free_ports(6)
+        return ["--node-ip-address", "127.0.0.1", f"--object-manager-port={om}", f"--node-manager-port={nm}",
+                f"--metrics-export-port={mt}", f"--dashboard-agent-listen-port={dal}",
+                f"--dashboard-agent-grpc-port={dag}", f"--runtime-env-agent-port={rte}",
+                f"--num-cpus={self.cpus_per_node}", f"--object-store-memory={self.object_store_bytes}",
+                "--block", "--disable-usage-stats", "--include-log-monitor=false"]
+
+    def _spawn(self, args: list[str], log_name: str) -> None:
+        import subprocess
+
+        env = dict(os.environ, **self.env)
+        env.pop("RAY_ADDRESS", None)
+        fh = open(os.path.join(self.temp_dir, log_name), "wb")
+        self.procs.append(subprocess.Popen([self.ray_bin, "start", *args], stdout=fh, stderr=subprocess.STDOUT,
+                                           start_new_session=True, env=env))
+
+    def _nodes_alive(self) -> int:
+        import subprocess
+
+        code = ("import ray, sys; ray.init(address=sys.argv[1], log_to_driver=False, configure_logging=False); "
+                "print(sum(1 for n in ray.nodes() if n['Alive']))")
+        r = subprocess.run([sys.executable, "-c", code, self.address], capture_output=True, text=True,
+                           timeout=60, env=dict(os.environ, **self.env))
+        return int(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 and r.stdout.strip() else 0
+
+    def start(self) -> "LocalRayCluster":
+        import time
+
+        gcs, dash = _free_ports(2)
+        self.address = f"127.0.0.1:{gcs}"
+        head = ["--head", f"--port={gcs}", "--include-dashboard=false", f"--dashboard-port={dash}",
+                f"--temp-dir={self.temp_dir}"]
+        self._spawn(head + self._node_args(), "head.log")
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            self._wait(1, deadline)
+            for i in range(self.workers):
+                self._spawn([f"--address={self.address}"] + self._node_args(), f"worker-{i}.log")
+            self._wait(1 + self.workers, deadline)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait(self, nodes: int, deadline: float) -> None:
+        import time
+
+        while True:
+            dead = [p for p in self.procs if p.poll() is not None]
+            if dead:
+                raise ConfigError(f"ray start exited with code {dead[0].returncode}; see the logs in {self.temp_dir}")
+            try:
+                if self._nodes_alive() >= nodes:
+                    return
+            except Exception:  # not up yet
+                pass
+            if time.monotonic() > deadline:
+                raise ConfigError(f"Ray cluster: {nodes} nodes not up after {self.timeout_s:.0f} s; logs in {self.temp_dir}")
+            time.sleep(1.0)
+
+    def stop(self) -> None:
+        """End every process this cluster started (worker raylets first, then the head)."""
+        import signal
+        import subprocess
+
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    pass
+            try:  # whatever of the node is left in its process group
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            p.wait()
+        self.procs.clear()
+
+    def __enter__(self) -> "LocalRayCluster":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

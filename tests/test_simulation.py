@@ -347,3 +347,26 @@ def test_zmq_transport_delivers_the_same_models_as_in_memory(tmp_path: Path) -> 
         assert a["test_accuracy"] == b["test_accuracy"] and a["bytes_down"] == b["bytes_down"]
     inboxes = list((tmp_path / "zmq" / "state" / "seed-0" / "links").glob("*/inbox/round-*/*.safetensors"))
     assert len(inboxes) == sum(r["received_models"] for r in zmq_run.results) > 0
+
+
+def test_run_workers_sets_the_contact_search_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fol.simulation.runner as runner
+
+    seen: list[int] = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_plan(traj, scenario, workers=1):
+        seen.append(workers)
+        raise Stop
+
+    monkeypatch.setattr(runner, "plan_from_trajectories", fake_plan)
+    scn = parse_scenario(_doc(), tmp_path, "tiny.toml")
+    scn.run.workers = 3
+    with pytest.raises(Stop):
+        run_simulation(scn, tmp_path / "a", progress=False)
+    scn.run.workers = None  # default: every core
+    with pytest.raises(Stop):
+        run_simulation(scn, tmp_path / "b", progress=False)
+    assert seen == [3, os.cpu_count() or 1]

@@ -23,7 +23,7 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="output folder (default: the scenario's output.dir, else runs/<name>)")
     p.add_argument("--resume", metavar="OUT", default=None, help="continue an interrupted run in folder OUT")
     p.add_argument("--executor", choices=["local", "process", "ray"], default=None, help="override run.executor")
-    p.add_argument("--workers", type=int, default=None, help="processes / Ray CPUs")
+    p.add_argument("--workers", type=int, default=None, help="processes / Ray CPUs, also used for the contact search (default: all cores)")
     p.add_argument("--ray-address", default=None, help="join an existing Ray cluster ('auto' or ray://host:port)")
     p.add_argument("--list-methods", action="store_true", help="list the selectable methods and exit")
     p.add_argument("--check", action="store_true",

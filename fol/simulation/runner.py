@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -347,6 +348,20 @@ def run_simulation(
     if scn.text is not None and not (out / "scenario.toml").exists():
         atomic_write_text(out / "scenario.toml", scn.text)
 
+    # contacts first, in run.workers forked processes (default: every core), before the
+    # executor exists: forking a process that already runs Ray's threads is unsafe, so a
+    # caller's Ray executor gets a serial search
+    contact_workers = scn.run.workers or os.cpu_count() or 1
+    if executor is not None and executor.kind == "ray":
+        contact_workers = 1
+    if scn.contact.plan_file is not None:
+        log.info("reading the contact plan %s", scn.contact.plan_file)
+        traj = None
+        base_plan = load_plan_file(scn.contact)
+    else:
+        log.info("computing contact windows (%d processes)", contact_workers)
+        traj = build_trajectories(scn.contact)
+        base_plan = plan_from_trajectories(traj, scn.contact, workers=contact_workers)
     own_executor = executor is None
     if executor is None:
         executor = make_executor(scn.run.executor, workers=scn.run.workers, threads=scn.run.threads,
@@ -357,14 +372,6 @@ def run_simulation(
     if scn.run.threads:
         torch.set_num_threads(scn.run.threads)
     try:
-        if scn.contact.plan_file is not None:
-            log.info("reading the contact plan %s", scn.contact.plan_file)
-            traj = None
-            base_plan = load_plan_file(scn.contact)
-        else:
-            log.info("computing contact windows")
-            traj = build_trajectories(scn.contact)
-            base_plan = plan_from_trajectories(traj, scn.contact)
         learners = [i for i, kind in enumerate(base_plan.node_kinds) if kind != "ground_station"]
         names = [base_plan.node_names[i] for i in learners]
         by_name = dict(zip(report.nodes, report.archs))

@@ -37,7 +37,7 @@ Learning tables, every key checked (unknown keys are an error naming them)::
 
     [run]
     executor = "local"         # "local" | "process" | "ray"
-    workers = 2                # processes / Ray CPUs (default: all cores)
+    workers = 2                # processes / Ray CPUs, and contact-search processes (default: all cores)
     threads = 1                # torch threads per node task
     transport = "inproc"       # "inproc" | "zmq": FOL's model exchange over CURVE links on 127.0.0.1
     # ray_address = "auto"     # join an existing Ray cluster
