@@ -21,6 +21,11 @@ from the repository root::
 
     OMP_NUM_THREADS=1 python benchmarks/calibrate_synthetic.py            # both tasks
     OMP_NUM_THREADS=1 python benchmarks/calibrate_synthetic.py --task hurricane
+
+Measured (cnn-medium, seed 0, ``--local-nodes 8 --lr 0.01 --patience 10``):
+wildfire local 90.8 % vs majority 82.5 %, pooled 95.8 %, far-region drop 16.6;
+hurricane local 90.6 % vs 81.4 %, pooled 98.4 %, drop 10.8. The pooled - local
+target (>= 10 points) is not met (5.0 and 7.9); the other three are.
 """
 
 from __future__ import annotations

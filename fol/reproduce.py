@@ -362,7 +362,8 @@ class ProtocolResult:
             parts.append("| " + " | ".join(head) + " |")
             parts.append("|" + "---|" * len(head))
             for row in rows_for(self.config.rounds):
-                cells = [row] + [_fmt(*self.cell(dataset, psi, row, c)) for c in [*cols, None]]
+                one = len(s["acc"]) == 1  # one seed: no spread to show
+                cells = [row] + [_fmt(*self.cell(dataset, psi, row, c), one) for c in [*cols, None]]
                 if paper:
                     cells.append(" / ".join(f"{v:.2f}" for v in paper.get(row, ())) or "-")
                 parts.append("| " + " | ".join(cells) + " |")
@@ -394,8 +395,8 @@ class ProtocolResult:
         return paths
 
 
-def _fmt(mean: float, std: float) -> str:
-    return f"{mean:.1f} ± {std:.1f}"
+def _fmt(mean: float, std: float, single: bool = False) -> str:
+    return f"{mean:.1f}" if single else f"{mean:.1f} ± {std:.1f}"
 
 
 def run_protocol(cfg: ProtocolConfig, progress: Callable[[str], None] = log.info,
