@@ -64,12 +64,10 @@ STAGE34_OPTIONS: list[tuple[str, Any]] = [
     ("distill_revert", "none"),
     ("temperature", 1.0),
     ("temperature", 6.0),
-    ("distill_epochs", 30),
 ]
 #: Stage-2 (fine-tune strength) options: each needs its own alignment run.
 STAGE2_OPTIONS: list[tuple[str, Any]] = [
     ("finetune_freeze", 2),
-    ("finetune_epochs", 2),
 ]
 
 
@@ -148,6 +146,8 @@ def main() -> int:
                     help="also compare fine-tune strength (one more alignment run per option)")
     ap.add_argument("--synth", action=argparse.BooleanOptionalAction, default=True,
                     help="also compare teacher-synthesized distillation inputs (DENSE's loop; the slowest option)")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                    help="print the table of runs saved with --json (e.g. one process per task or seed) and exit")
     args = ap.parse_args()
     torch.set_num_threads(1)
     print(machine_line())
@@ -158,6 +158,18 @@ def main() -> int:
     configs = {"paper": paper, **{f"{f}={v}": _option_cfg(paper, f, v) for f, v in options}}
     configs["default (current)"] = FOLConfig()
     results: dict[str, dict[str, list[float]]] = {name: {} for name in configs}
+    if args.merge:
+        done = []
+        for path in args.merge:
+            saved = json.loads(Path(path).read_text())
+            for key in ("nodes", "per_node", "psi", "q", "k", "arch", "select_fraction"):
+                setattr(args, key, saved["args"][key])
+            done += saved["done"]
+            for name in configs:
+                for key, values in saved["results"][name].items():
+                    results[name].setdefault(key, []).extend(values)
+        print_table(results, configs, options, args, done)
+        return 0
     t0 = time.perf_counter()
     picks: dict[str, Any] = {}
     done = []

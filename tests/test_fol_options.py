@@ -240,3 +240,19 @@ def test_paper_preset_reproduces_the_behaviour_before_the_options() -> None:
     assert sum(kl, []) == pytest.approx(sum(PINNED["kl"], []), rel=1e-6)
     sums = [float(sum(p.detach().double().sum() for p in s.current_model.parameters())) for s in run.states]
     assert sums == pytest.approx(PINNED["param_sum"], rel=1e-9)
+
+
+def test_simulation_transfer_table_uses_swarm_means_per_seed() -> None:
+    from fol.simulation.report import transfer_table
+
+    def row(seed: int, node: str, local: float, student: float, ensemble: float) -> dict:
+        return {"seed": seed, "node": node, "method": "fol",
+                "extra": {"accuracy": {"local": local, "student": student, "ensemble": ensemble},
+                          "transfer": transfer_share(local, student, ensemble, 0.01)}}
+
+    rows = [row(0, "a", 0.5, 0.6, 0.7), row(0, "b", 0.6, 0.6, 0.6),
+            row(1, "a", 0.5, 0.55, 0.6), row(1, "b", 0.5, 0.5, 0.6)]
+    table = transfer_table(rows)
+    # seed 0: (0.6 - 0.55) / (0.65 - 0.55) = 50 %; seed 1: (0.525 - 0.5) / (0.6 - 0.5) = 25 %
+    assert "| fol (student) / fol-a (ensemble) | 38 ± 18 % | 3 / 4 |" in table
+    assert transfer_table([{"seed": 0, "node": "a", "method": "local", "extra": {}}]) == ""
