@@ -59,8 +59,11 @@ STAGE34_OPTIONS: list[tuple[str, Any]] = [
     ("distill_inputs", "train+aug"),
     ("distill_inputs", "train+val"),
     ("distill_inputs", "synth"),
-    ("distill_mix", "cutmix"),  # with train+aug (the mix only matters there)
     ("distill_revert", "val"),
+]
+#: Further stage-3/4 options (``--more``).
+MORE_OPTIONS: list[tuple[str, Any]] = [
+    ("distill_mix", "cutmix"),  # with train+aug (the mix only matters there)
     ("distill_revert", "none"),
     ("temperature", 1.0),
     ("temperature", 6.0),
@@ -84,9 +87,10 @@ def _option_cfg(base: FOLConfig, field: str, value: Any) -> FOLConfig:
     return base.replace(**changes)
 
 
-def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str, FOLConfig]) -> dict[str, dict[str, list[float]]]:
-    """Accuracy lists (one per node) of local / student / ensemble on the
-    selection slice and on test, for every named config."""
+def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str, FOLConfig]):
+    """Yield, node after node (index order), the accuracies of local /
+    student / ensemble on the selection slice and on test for every named
+    config: ``{config: {key: value}}``."""
     paper = FOLConfig.preset("paper", max_neighbours=args.q, top_k=args.k, rounds=1, seed=seed)
     pool = make_synthetic(task, args.nodes * args.per_node * 2, seed=seed)
     shards = dirichlet_partition(pool.labels.numpy(), args.nodes, args.psi, seed, samples_per_node=args.per_node)
@@ -96,10 +100,10 @@ def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str,
     rng = np.random.default_rng(seed)
     senders = [sorted(rng.choice([j for j in range(len(nodes)) if j != k], size=min(args.q, len(nodes) - 1),
                                  replace=False).tolist()) for k in range(len(nodes))]
-    out: dict[str, dict[str, list[float]]] = {name: {} for name in configs}
+    out: dict[str, dict[str, float]] = {}
 
     def record(name: str, key: str, value: float) -> None:
-        out[name].setdefault(key, []).append(value)
+        out.setdefault(name, {})[key] = value
 
     # Group configs by their stage-2 setting so alignment runs once per group.
     stage2_fields = ("finetune_freeze", "finetune_epochs", "post_finetune_epochs", "finetune_lr")
@@ -126,7 +130,8 @@ def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str,
                 record(name, "fola_sel", evaluate(ens, *sel).accuracy)
                 record(name, "fola_test", evaluate(ens, *test).accuracy)
         print(f"  {task} seed {seed} node {k + 1}/{len(nodes)} done", flush=True)
-    return out
+        yield out
+        out = {}
 
 
 def main() -> int:
@@ -146,6 +151,8 @@ def main() -> int:
                     help="also compare fine-tune strength (one more alignment run per option)")
     ap.add_argument("--synth", action=argparse.BooleanOptionalAction, default=True,
                     help="also compare teacher-synthesized distillation inputs (DENSE's loop; the slowest option)")
+    ap.add_argument("--more", action=argparse.BooleanOptionalAction, default=True,
+                    help="also compare cutmix, no revert rule and temperatures 1 and 6")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                     help="print the table of runs saved with --json (e.g. one process per task or seed) and exit")
     args = ap.parse_args()
@@ -154,7 +161,7 @@ def main() -> int:
 
     paper = FOLConfig.preset("paper")
     options = [o for o in STAGE34_OPTIONS if args.synth or o != ("distill_inputs", "synth")]
-    options += STAGE2_OPTIONS if args.stage2 else []
+    options += (MORE_OPTIONS if args.more else []) + (STAGE2_OPTIONS if args.stage2 else [])
     configs = {"paper": paper, **{f"{f}={v}": _option_cfg(paper, f, v) for f, v in options}}
     configs["default (current)"] = FOLConfig()
     results: dict[str, dict[str, list[float]]] = {name: {} for name in configs}
@@ -175,16 +182,16 @@ def main() -> int:
     done = []
     for seed in range(args.seeds):  # both tasks of a seed first: a cut-short run still covers both
         for task in args.tasks.split(","):
-            one = run_swarm(task, seed, args, configs)
-            for name, rows in one.items():
-                for key, values in rows.items():
-                    results[name].setdefault(key, []).extend(values)
+            for k, one in enumerate(run_swarm(task, seed, args, configs)):
+                for name, row in one.items():
+                    for key, value in row.items():
+                        results[name].setdefault(key, []).append(value)
+                if args.json:  # after every node, so a run cut short keeps its first nodes (in index order)
+                    Path(args.json).write_text(json.dumps({"args": vars(args), "done": done + [
+                        f"{task} seed {seed} nodes 0-{k}"], "results": results, "picks": picks}, indent=1))
             done.append(f"{task} seed {seed}")
             print(f"\n{task} seed {seed} done at {time.perf_counter() - t0:.0f} s", flush=True)
             picks = print_table(results, configs, options, args, done)
-            if args.json:
-                Path(args.json).write_text(json.dumps({"args": vars(args), "done": done, "results": results,
-                                                       "picks": picks}, indent=1))
     print(f"total {time.perf_counter() - t0:.0f} s")
     return 0
 
@@ -198,15 +205,16 @@ def print_table(results: dict[str, dict[str, list[float]]], configs: dict[str, F
 
     print(f"\nsynthetic {', '.join(done)}: {args.nodes} nodes x {args.per_node} images, psi = {args.psi}, "
           f"Q = {args.q}, K = {args.k}, E = 1, {args.arch}; selection slice {args.select_fraction:.0%} of each "
-          f"shard; accuracy in %, mean over swarms x nodes ({len(results['paper']['fol_sel'])} node runs)")
+          f"shard; accuracy in %, mean over swarms x nodes ({len(results['paper']['fol_sel'])} node runs); transfer = "
+          f"(fol - local) / (fol-a - local) of the means, '-' when fol-a gains < 0.5 points")
     header = (f"{'option (vs paper)':<30} {'sel fol':>8} {'sel fol-a':>9} {'sel local':>9} {'transfer':>8} | "
               f"{'test fol':>8} {'test fol-a':>10} {'test local':>10} {'transfer':>8}")
     print(header)
     print("-" * len(header))
     fmt = lambda v: "-" if v is None else f"{100 * v:.0f} %"  # noqa: E731
     for name in configs:
-        sel_t = swarm_transfer(results[name]["local_sel"], results[name]["fol_sel"], results[name]["fola_sel"])["of_means"]
-        test_t = swarm_transfer(results[name]["local_test"], results[name]["fol_test"], results[name]["fola_test"])["of_means"]
+        sel_t = swarm_transfer(results[name]["local_sel"], results[name]["fol_sel"], results[name]["fola_sel"], 0.005)["of_means"]
+        test_t = swarm_transfer(results[name]["local_test"], results[name]["fol_test"], results[name]["fola_test"], 0.005)["of_means"]
         print(f"{name:<30} {mean(name, 'fol_sel'):>8.2f} {mean(name, 'fola_sel'):>9.2f} {mean(name, 'local_sel'):>9.2f} "
               f"{fmt(sel_t):>8} | {mean(name, 'fol_test'):>8.2f} {mean(name, 'fola_test'):>10.2f} "
               f"{mean(name, 'local_test'):>10.2f} {fmt(test_t):>8}")
