@@ -6,7 +6,7 @@ the distilled student from one round to the next. The simulation drives it from
 contact windows, ``fol personalize`` from a folder and the node agent from its
 inbox.
 
-Variants (DESIGN.md): ``fol`` deploys the distilled student; ``fol-a`` deploys
+Variants: ``fol`` deploys the distilled student; ``fol-a`` deploys
 the aligned, weighted Top-K ensemble itself (the teacher; K forward passes per
 prediction); ``fol-n`` / ``fol-an`` are the same without alignment pruning
 (fine-tune only). In every variant the distilled student is the model the node
@@ -131,7 +131,7 @@ def personalize(
     if variant not in ALL_VARIANTS:
         raise ConfigError(f"variant {variant!r} is unknown; expected one of {', '.join(ALL_VARIANTS)}")
     report = RoundReport(node=state.name, round=round, variant=variant)
-    train, val, test = state.data.train.tensors(), state.data.val.tensors(), state.data.test.tensors()
+    val, test = state.data.val.tensors(), state.data.test.tensors()
     t_round = time.perf_counter()
 
     usable: list[Received] = []

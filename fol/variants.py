@@ -1,4 +1,4 @@
-"""FOL's variants by name (DESIGN.md), in a module light enough for ``fol --help``.
+"""FOL's variants by name, in a module light enough for ``fol --help``.
 
 ``VARIANTS[name] = (runs alignment pruning, deploys the ensemble instead of the
 student)``; ``local`` deploys the pretrained model and collects nothing.
