@@ -13,6 +13,12 @@ prediction); ``fol-n`` / ``fol-an`` are the same without alignment pruning
 keeps, shares and starts the next round from (this project's reading: the "-a"
 rows change what is deployed, not what is exchanged). ``local`` is the
 pretrained model alone.
+
+The round is two calls, usable on their own: :func:`align_candidates` (stage
+2) and :func:`ensemble_and_distill` (stages Top-K, 3 and 4), so a benchmark can
+compare stage-3/4 options on one alignment. :func:`transfer_share` and
+:func:`swarm_transfer` measure how much of the ensemble's gain over local the
+student keeps (``RoundReport.transfer``).
 """
 
 from __future__ import annotations
