@@ -20,9 +20,57 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fol.train import History, TrainConfig, fit, predict_logits
+from fol.train import History, TrainConfig, evaluate, fit, predict_logits
 
-__all__ = ["kd_loss", "proximal_term", "distill", "DistillResult"]
+__all__ = ["kd_loss", "proximal_term", "distill", "DistillResult", "augment_inputs", "REVERT_RULES"]
+
+#: When :func:`distill` hands back the starting model instead of the student.
+REVERT_RULES = ("kl", "val", "none")
+
+
+def augment_inputs(x: torch.Tensor, copies: int, mix: str = "mixup", seed: int = 0) -> torch.Tensor:
+    """``copies`` label-free augmented copies of the images ``x`` ([N, C, H, W]),
+    stacked: each copy flips every image horizontally with probability 1/2,
+    takes a random crop of a reflect-padded image (pad = H // 8), then mixes it
+    with another local image (a random permutation): ``"mixup"`` blends pixels
+    with a Beta(1, 1) weight per image, ``"cutmix"`` pastes a random box,
+    ``"none"`` leaves it. No label is produced or read: the distillation
+    teacher labels these inputs, so labels used elsewhere never change.
+    ``x`` is not modified.
+
+    >>> x = torch.rand(4, 3, 8, 8)
+    >>> augment_inputs(x, 2, "cutmix").shape
+    torch.Size([8, 3, 8, 8])
+    """
+    if mix not in ("mixup", "cutmix", "none"):
+        raise ValueError(f"mix must be 'mixup', 'cutmix' or 'none', got {mix!r}")
+    n, _, h, w = x.shape
+    if copies <= 0 or n == 0:
+        return x.new_zeros((0, *x.shape[1:]))
+    gen = torch.Generator().manual_seed(seed)
+    pad = max(1, h // 8)
+    out = []
+    for _ in range(copies):
+        flip = torch.rand(n, generator=gen) < 0.5
+        xc = torch.where(flip[:, None, None, None], x.flip(-1), x)
+        padded = F.pad(xc, (pad, pad, pad, pad), mode="reflect")
+        dy = torch.randint(0, 2 * pad + 1, (n,), generator=gen)
+        dx = torch.randint(0, 2 * pad + 1, (n,), generator=gen)
+        xc = torch.stack([padded[i, :, dy[i]:dy[i] + h, dx[i]:dx[i] + w] for i in range(n)])
+        partner = xc[torch.randperm(n, generator=gen)]
+        if mix == "mixup":
+            lam = torch.rand(n, generator=gen)  # Beta(1, 1) is uniform on [0, 1]
+            xc = lam[:, None, None, None] * xc + (1 - lam[:, None, None, None]) * partner
+        elif mix == "cutmix":
+            ratio = torch.rand(n, generator=gen).sqrt()  # side ratio: box area ~ U(0, 1)
+            xc = xc.clone()
+            for i in range(n):
+                bh, bw = int(round(float(ratio[i]) * h)), int(round(float(ratio[i]) * w))
+                y0 = int(torch.randint(0, h - bh + 1, (1,), generator=gen))
+                x0 = int(torch.randint(0, w - bw + 1, (1,), generator=gen))
+                xc[i, :, y0:y0 + bh, x0:x0 + bw] = partner[i, :, y0:y0 + bh, x0:x0 + bw]
+        out.append(xc)
+    return torch.cat(out)
 
 
 def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float = 1.0,
@@ -65,17 +113,30 @@ def distill(
     cfg: TrainConfig,
     temperature: float,
     lam: float,
+    *,
+    revert: str = "kl",
+    val: tuple[torch.Tensor, torch.Tensor] | None = None,
+    start: nn.Module | None = None,
 ) -> DistillResult:
     """Distill cached ``teacher_logits`` (on inputs ``x``) into a copy of ``student``.
 
-    If training does not lower the KL to the teacher on ``x`` (eval mode) — as
-    happens when the Top-K ensemble is essentially the student itself — the
-    starting model is returned unchanged (``reverted``): distillation never
-    moves the node away from its teacher.
+    ``start`` (default ``student``) is the node's model before this stage: the
+    proximal anchor ``theta_prev`` and what a revert hands back (a caller that
+    pre-trained ``student`` on other inputs passes the node's model here).
+    ``revert`` is the rule that keeps ``start`` instead of the student:
+    ``"kl"`` when training did not lower the KL to the teacher on ``x`` (eval
+    mode; as happens when the Top-K ensemble is essentially the student
+    itself, so distillation never moves the node away from its teacher),
+    ``"val"`` when the student's accuracy on ``val`` is below ``start``'s,
+    ``"none"`` never.
     """
-    start = student
+    if revert not in REVERT_RULES:
+        raise ValueError(f"revert must be one of {REVERT_RULES}, got {revert!r}")
+    if revert == "val" and val is None:
+        raise ValueError("revert='val' needs val=(x, y)")
+    start = student if start is None else start
     student = copy.deepcopy(student)
-    anchor = [p.detach().clone() for p in student.parameters()]
+    anchor = [p.detach().clone() for p in start.parameters()]
 
     def objective(model: nn.Module, batch: Sequence[torch.Tensor]) -> torch.Tensor:
         xb, tb = batch
@@ -85,12 +146,18 @@ def distill(
         return loss
 
     with torch.no_grad():
-        kl_before = float(kd_loss(predict_logits(student, x), teacher_logits, temperature))
+        kl_before = float(kd_loss(predict_logits(start, x), teacher_logits, temperature))
     history = fit(student, (x, teacher_logits.detach()), cfg, objective=objective)
     with torch.no_grad():
         kl_after = float(kd_loss(predict_logits(student, x), teacher_logits, temperature))
-    reverted = kl_after >= kl_before
-    if reverted:  # nothing to learn (the teacher is, in effect, the student): keep the start
+    if revert == "kl":
+        reverted = kl_after >= kl_before
+    elif revert == "val":
+        assert val is not None
+        reverted = evaluate(student, *val).accuracy < evaluate(start, *val).accuracy
+    else:
+        reverted = False
+    if reverted:  # the rule says the student is no better: keep the start
         student = start
         kl_after = kl_before
     with torch.no_grad():

@@ -2,12 +2,14 @@
 logits, with ``w`` on the probability simplex.
 
 The weights are fitted by minimizing cross-entropy of the combined logits on
-D_train. Member logits are computed once (:func:`fol.train.predict_logits`) and
+labelled data: D_train in the paper, or held-out D_val
+(``FOLConfig.ensemble_fit``). Member logits are computed once (:func:`fol.train.predict_logits`) and
 cached, so fitting touches no network: a few hundred full-batch Adam steps on a
 softmax parameterisation ``w = softmax(v)`` starting from uniform weights. This
-project adds one safeguard the paper does not spell out: the fitted weights are
-compared with every single member (each simplex vertex) and the best of them is
-kept, so the ensemble's training loss is never worse than its best member's.
+project adds one optional safeguard the paper does not spell out
+(``vertex=True``, the ``paper`` preset): the fitted weights are compared with
+every single member (each simplex vertex) and the best of them is kept, so the
+ensemble's fitting loss is never worse than its best member's.
 
 >>> import torch
 >>> y = torch.tensor([0, 1, 1, 0])
@@ -40,8 +42,10 @@ def fit_ensemble_weights(
     labels: torch.Tensor,
     steps: int = 200,
     lr: float = 0.1,
+    vertex: bool = True,
 ) -> torch.Tensor:
-    """Simplex weights minimizing the cross-entropy of the weighted logits.
+    """Simplex weights minimizing the cross-entropy of the weighted logits
+    (``vertex``: fall back to the best single member when it fits better).
 
     Returns a 1-D float tensor, non-negative, summing to 1. Deterministic
     (full-batch, zero initialization of the softmax parameters).
@@ -66,7 +70,7 @@ def fit_ensemble_weights(
     with torch.no_grad():
         best_w = torch.softmax(v, 0)
         best = float(loss_of(best_w))
-        for i in range(k):
+        for i in range(k if vertex else 0):
             vertex = F.one_hot(torch.tensor(i), k).float()
             loss_i = float(loss_of(vertex))
             if loss_i < best:

@@ -13,6 +13,12 @@ prediction); ``fol-n`` / ``fol-an`` are the same without alignment pruning
 keeps, shares and starts the next round from (this project's reading: the "-a"
 rows change what is deployed, not what is exchanged). ``local`` is the
 pretrained model alone.
+
+The round is two calls, usable on their own: :func:`align_candidates` (stage
+2) and :func:`ensemble_and_distill` (stages Top-K, 3 and 4), so a benchmark can
+compare stage-3/4 options on one alignment. :func:`transfer_share` and
+:func:`swarm_transfer` measure how much of the ensemble's gain over local the
+student keeps (``RoundReport.transfer``).
 """
 
 from __future__ import annotations
@@ -31,8 +37,8 @@ from fol.accounting import forward_macs, inference_flops, training_flops
 from fol.checkpoint import ModelCard, save_model
 from fol.config import FOLConfig
 from fol.data import NodeData
-from fol.distill import distill
-from fol.ensemble import WeightedEnsemble, fit_ensemble_weights
+from fol.distill import augment_inputs, distill
+from fol.ensemble import WeightedEnsemble, ensemble_logits, fit_ensemble_weights
 from fol.errors import ConfigError
 from fol.fileio import write_json_atomic
 from fol.models import ModelSpec
@@ -40,7 +46,8 @@ from fol.stages import Candidate, align_neighbour, own_candidate, select_top_k
 from fol.train import evaluate, predict_logits
 from fol.variants import ALL_VARIANTS, VARIANTS
 
-__all__ = ["Received", "NodeState", "RoundReport", "personalize", "check_received", "save_ensemble"]
+__all__ = ["Received", "NodeState", "RoundReport", "personalize", "check_received", "save_ensemble",
+           "align_candidates", "ensemble_and_distill", "distillation_inputs", "transfer_share", "swarm_transfer"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +97,9 @@ class RoundReport:
     seconds: dict[str, float] = field(default_factory=dict)
     train_flops: int = 0
     kept_local: bool = False
+    #: share of the ensemble's gain over local the student keeps, per split
+    #: (:func:`transfer_share`; None when undefined or nothing was received)
+    transfer: dict[str, float | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -127,7 +137,7 @@ def personalize(
     if variant not in ALL_VARIANTS:
         raise ConfigError(f"variant {variant!r} is unknown; expected one of {', '.join(ALL_VARIANTS)}")
     report = RoundReport(node=state.name, round=round, variant=variant)
-    train, val, test = state.data.train.tensors(), state.data.val.tensors(), state.data.test.tensors()
+    val, test = state.data.val.tensors(), state.data.test.tensors()
     t_round = time.perf_counter()
 
     usable: list[Received] = []
@@ -152,8 +162,26 @@ def personalize(
         return report
 
     use_pruning, deploy_ensemble = VARIANTS[variant]
+    candidates = align_candidates(state, usable, round, cfg, use_pruning, report, progress)
+    ensemble, student = ensemble_and_distill(state, candidates, round, cfg, report)
+    state.current_model = student
+    state.deployed = ensemble if deploy_ensemble else state.current_model
+    _record_accuracy(report, state, val, test, {"student": state.current_model, "ensemble": ensemble})
+    report.transfer = {split: transfer_share(report.accuracy["local"][split], report.accuracy["student"][split],
+                                             report.accuracy["ensemble"][split], min_gain=1.0 / n)
+                       for split, n in (("val", len(val[1])), ("test", len(test[1])))}
+    report.seconds["round_total"] = time.perf_counter() - t_round
+    state.round = round
+    state.reports.append(report)
+    return report
 
-    # Stage 2: collect and align.
+
+def align_candidates(state: NodeState, usable: Sequence[Received], round: int, cfg: FOLConfig, use_pruning: bool,
+                     report: RoundReport, progress: bool = False) -> list[Candidate]:
+    """Stage 2 of round ``round``: the own candidate and every usable received
+    model aligned to the node (fine-tune, alignment pruning unless
+    ``use_pruning`` is false, post fine-tune, score). Adds FLOPs and seconds
+    to ``report``."""
     own = state.current_model
     candidates: list[Candidate] = [own_candidate(f"{state.name} (own)", own, state.data)]
     from tqdm.auto import tqdm
@@ -166,46 +194,135 @@ def personalize(
             post_finetune=cfg.finetune_train(cfg.post_finetune_epochs, seed + 1, "post fine-tune"),
             prune=cfg.prune(seed + 2) if use_pruning else None,
             arch=item.card.spec.arch,
+            freeze=cfg.finetune_freeze,
         )
         report.train_flops += cand.train_flops
         for stage, secs in cand.seconds.items():
             report.seconds[stage] = report.seconds.get(stage, 0.0) + secs
         candidates.append(cand)
+    return candidates
 
+
+def distillation_inputs(state: NodeState, cfg: FOLConfig, round: int) -> torch.Tensor:
+    """The inputs stage 4 distils on (``cfg.distill_inputs``; ``"synth"`` adds
+    its synthetic inputs inside :func:`ensemble_and_distill`). Only images:
+    the teacher labels them, no stored label is read or changed."""
+    x = state.data.train.images
+    if cfg.distill_inputs == "train+aug":
+        extra = augment_inputs(x, cfg.distill_aug_copies, cfg.distill_mix, seed=_seed(cfg, round, "augment"))
+        return torch.cat([x, extra])
+    if cfg.distill_inputs == "train+val":
+        return torch.cat([x, state.data.val.images])
+    return x
+
+
+def ensemble_and_distill(state: NodeState, candidates: Sequence[Candidate], round: int, cfg: FOLConfig,
+                         report: RoundReport) -> tuple[WeightedEnsemble, nn.Module]:
+    """Stages 3 and 4 of round ``round`` on aligned ``candidates`` (the own one
+    first): Top-K, the weighted ensemble (the teacher) and the distilled
+    student, both returned (eval mode); ``state`` is not changed. Fills the
+    selection, weights and distillation fields of ``report``."""
+    train, val = state.data.train.tensors(), state.data.val.tensors()
+    own = state.current_model
     t0 = time.perf_counter()
     own_val_logits = predict_logits(own, val[0])
-    top = select_top_k(candidates, cfg.top_k, own_val_logits, val[0])
+    top = select_top_k(candidates, cfg.top_k, own_val_logits, val[0], cfg.own_in_top_k, cfg.tie_break)
     report.candidates = [c.summary() for c in candidates]
     report.selected = [c.name for c in top]
     report.seconds["select"] = time.perf_counter() - t0
 
-    # Stage 3: weighted ensemble on cached train logits.
+    # Stage 3: weighted ensemble on cached logits of the fitting split (never test).
     t0 = time.perf_counter()
-    member_logits = [predict_logits(c.model, train[0]) for c in top]
-    weights = fit_ensemble_weights(member_logits, train[1], steps=cfg.ensemble_steps, lr=cfg.ensemble_lr)
+    fit_x, fit_y = train if cfg.ensemble_fit == "train" else val
+    fit_logits = [predict_logits(c.model, fit_x) for c in top]
+    weights = fit_ensemble_weights(fit_logits, fit_y, steps=cfg.ensemble_steps, lr=cfg.ensemble_lr,
+                                   vertex=cfg.ensemble_vertex)
     ensemble = WeightedEnsemble([c.model for c in top], weights).eval()
-    teacher_logits = torch.einsum("k,knc->nc", weights, torch.stack(member_logits))
     report.weights = [float(w) for w in weights]
     report.seconds["ensemble"] = time.perf_counter() - t0
 
     # Stage 4: regularized distillation into the node's own architecture.
     t0 = time.perf_counter()
-    result = distill(own, train[0], teacher_logits, cfg.distill_train(_seed(cfg, round, "distill")),
-                     cfg.temperature, cfg.lam)
+    x = distillation_inputs(state, cfg, round)
+    reuse = cfg.ensemble_fit == "train" and x is train[0]
+    if reuse:  # the paper's path: the teacher's logits are the cached fitting logits
+        teacher_logits = ensemble_logits(fit_logits, weights)
+    else:
+        teacher_logits = ensemble_logits([predict_logits(c.model, x) for c in top], weights)
+    logit_passes = int(fit_x.shape[0]) + (0 if reuse else int(x.shape[0]))
+    shape = tuple(train[0].shape[1:])
+    macs = forward_macs(own, shape)
+    start = own
+    if cfg.distill_inputs == "synth":
+        start, synth_flops = _synthetic_warm_start(own, ensemble, shape, len(state.class_names), cfg, round)
+        report.train_flops += synth_flops
+    result = distill(start, x, teacher_logits, cfg.distill_train(_seed(cfg, round, "distill")),
+                     cfg.temperature, cfg.lam, revert=cfg.distill_revert, val=val, start=own)
     report.distillation = {"kl_before": result.kl_before, "kl_after": result.kl_after, "drift_l2": result.drift,
-                           "reverted": result.reverted}
-    n_train = int(train[0].shape[0])
-    report.train_flops += training_flops(forward_macs(own, train[0].shape[1:]), result.history.samples_seen)
-    report.train_flops += sum(inference_flops(c.macs_after, n_train) for c in top)  # cached teacher logits
+                           "reverted": result.reverted, "inputs": int(x.shape[0])}
+    report.train_flops += training_flops(macs, result.history.samples_seen)
+    report.train_flops += sum(inference_flops(c.macs_after, logit_passes) for c in top)  # cached teacher logits
     report.seconds["distill"] = time.perf_counter() - t0
+    return ensemble, result.student.eval()
 
-    state.current_model = result.student.eval()
-    state.deployed = ensemble if deploy_ensemble else state.current_model
-    _record_accuracy(report, state, val, test, {"student": state.current_model, "ensemble": ensemble})
-    report.seconds["round_total"] = time.perf_counter() - t_round
-    state.round = round
-    state.reports.append(report)
-    return report
+
+def _synthetic_warm_start(own: nn.Module, ensemble: WeightedEnsemble, shape: tuple[int, ...], num_classes: int,
+                          cfg: FOLConfig, round: int) -> tuple[nn.Module, int]:
+    """``distill_inputs = "synth"``: distil the teacher into a copy of ``own`` on
+    inputs synthesized from the teacher by DENSE's generator and loop
+    (:func:`fol.methods.dense.distill_data_free`, with the weighted ensemble as
+    its single member), before the distillation on D_train."""
+    import copy
+
+    from fol.methods.dense import DataFreeConfig, distill_data_free
+
+    dcfg = DataFreeConfig(epochs=cfg.distill_epochs, temperature=cfg.temperature, kd_lr=cfg.distill_lr,
+                          synthesis_batch=cfg.batch_size, kd_batch=cfg.batch_size, seed=_seed(cfg, round, "synth"))
+    result = distill_data_free([ensemble], copy.deepcopy(own), shape, num_classes, dcfg)
+    return result.student, result.server_flops
+
+
+def transfer_share(local: float, student: float, ensemble: float, min_gain: float = 1e-6) -> float | None:
+    """The share of the ensemble's gain over ``local`` that the distilled
+    ``student`` keeps: ``(student - local) / (ensemble - local)``.
+
+    Undefined (None) when the ensemble gained less than ``min_gain`` (e.g. one
+    test image) over local: a ratio to a gain of about zero says nothing. The
+    share can be negative (the student lost accuracy) or above 1 (the student
+    beat its teacher).
+
+    >>> transfer_share(0.60, 0.66, 0.70)
+    0.6
+    >>> transfer_share(0.60, 0.62, 0.60) is None
+    True
+    """
+    gain = ensemble - local
+    if gain < min_gain:
+        return None
+    return round((student - local) / gain, 10)
+
+
+def swarm_transfer(local: Sequence[float], student: Sequence[float], ensemble: Sequence[float],
+                   min_gain: float = 1e-6) -> dict[str, Any]:
+    """The transfer over a swarm (one value per node in each sequence):
+    ``per_node`` shares (:func:`transfer_share`, None where undefined),
+    ``mean_of_nodes`` (mean of the defined per-node shares, None if none is)
+    and ``of_means``: the share computed on the swarm means (the figure to
+    quote: it weights every node's gain the same and is defined whenever the
+    mean gain is), with ``defined`` the number of nodes with a defined share.
+
+    >>> out = swarm_transfer([0.5, 0.6], [0.6, 0.6], [0.7, 0.6])
+    >>> out["per_node"], out["of_means"], out["defined"]
+    ([0.5, None], 0.5, 1)
+    """
+    if not (len(local) == len(student) == len(ensemble)):
+        raise ValueError("swarm_transfer needs one value per node in each sequence")
+    per_node = [transfer_share(a, b, c, min_gain) for a, b, c in zip(local, student, ensemble)]
+    defined = [v for v in per_node if v is not None]
+    n = max(1, len(local))
+    of_means = transfer_share(sum(local) / n, sum(student) / n, sum(ensemble) / n, min_gain) if local else None
+    return {"per_node": per_node, "mean_of_nodes": sum(defined) / len(defined) if defined else None,
+            "of_means": of_means, "defined": len(defined)}
 
 
 def _record_accuracy(report: RoundReport, state: NodeState, val: Any, test: Any, extra: dict[str, nn.Module]) -> None:

@@ -19,7 +19,7 @@ MODEL_SUFFIX = ".safetensors"
 
 def add_personalize_parser(sub: argparse._SubParsersAction) -> None:
     from fol.nodedata import add_node_data_arguments
-    from fol.variants import ALL_VARIANTS
+    from fol.variants import ALL_VARIANTS, PRESET_NAMES
 
     p = sub.add_parser("personalize", help="personalize a node's model with the neighbour models in a folder (one FOL round)")
     p.add_argument("--model", required=True, help="the node's current model (.safetensors, safe format)")
@@ -29,6 +29,9 @@ def add_personalize_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--variant", default="fol", choices=ALL_VARIANTS, help="what to deploy (default: %(default)s)")
     p.add_argument("--top-k", type=int, default=None, help="ensemble size K (overrides the config)")
     p.add_argument("--config", default=None, help="TOML file with a [fol] table of hyperparameters")
+    p.add_argument("--preset", default=None, choices=PRESET_NAMES,
+                   help="FOL options preset the config applies on (default: the config's 'preset' key, else 'default'; "
+                        "'paper' = the paper's equations)")
     p.add_argument("--max-bytes", type=int, default=None, help="largest model file accepted (bytes)")
     p.set_defaults(func=run_personalize)
 
@@ -72,7 +75,7 @@ def run_personalize(args: argparse.Namespace) -> int:
     from fol.fileio import check_output_dir, write_json_atomic
     from fol.personalize import NodeState, check_received, personalize, save_ensemble
 
-    cfg = FOLConfig.from_toml(args.config) if args.config else FOLConfig()
+    cfg = FOLConfig.from_toml(args.config, preset=args.preset) if args.config else FOLConfig.preset(args.preset or "default")
     if args.top_k is not None:
         cfg = cfg.replace(top_k=args.top_k)
     out = check_output_dir(args.out, ConfigError, what="--out")  # before the round, not after it
@@ -145,6 +148,11 @@ def format_summary(report: dict[str, Any]) -> str:
     for key in ("local", "student", "ensemble", "deployed"):
         if key in acc:
             lines.append(f"{key:<10} val {100 * acc[key]['val']:5.1f} %   test {100 * acc[key]['test']:5.1f} %")
+    transfer = report.get("transfer") or {}
+    if transfer:
+        share = {k: "undefined (ensemble gain ~0)" if v is None else f"{100 * v:.0f} %" for k, v in transfer.items()}
+        lines.append(f"transfer (student's share of the ensemble's gain over local): val {share.get('val')}, "
+                     f"test {share.get('test')}")
     secs = report.get("seconds", {})
     if secs:
         lines.append("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in secs.items()))

@@ -6,7 +6,9 @@
    (:func:`fol.pruning.align_and_prune`) -> post fine-tune -> score on D_val.
    Then :func:`select_top_k` ranks the aligned neighbours together with the own
    model by score, ties broken by the cosine similarity of their D_val logits
-   to the own model's.
+   to the own model's (the paper); or, without favouring the own model, keeps
+   the own model and ranks only the neighbours, ties broken by D_val loss
+   (``FOLConfig.own_in_top_k = "always"``, ``tie_break = "val-loss"``).
 
 Stages 3 and 4 are :mod:`fol.ensemble` and :mod:`fol.distill`; the round that
 chains all four is :func:`fol.personalize.personalize`.
@@ -38,6 +40,7 @@ __all__ = [
     "score",
     "logit_cosine",
     "select_top_k",
+    "frozen_prefix",
 ]
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,7 @@ class Candidate:
     score_before: float | None = None  # D_val accuracy as received (before fine-tuning)
     score: float = float("nan")  # D_val accuracy after alignment (the ranking key)
     cosine: float = float("nan")  # cosine similarity of D_val logits to the own model's
+    val_loss: float = float("nan")  # D_val cross-entropy after alignment (the "val-loss" tie-break)
     params_before: int = 0
     params_after: int = 0
     macs_before: int = 0
@@ -71,6 +75,7 @@ class Candidate:
             "score_before": self.score_before,
             "score_after": self.score,
             "cosine_to_own": self.cosine,
+            "val_loss": self.val_loss,
             "params_before": self.params_before,
             "params_after": self.params_after,
             "macs_before": self.macs_before,
@@ -89,10 +94,28 @@ def pretrain(spec: ModelSpec, node: NodeData, cfg: TrainConfig, init_seed: int =
     return model
 
 
-def fine_tune(model: nn.Module, train: tuple[torch.Tensor, torch.Tensor], cfg: TrainConfig) -> tuple[nn.Module, History]:
-    """Train a copy of ``model`` on the node's D_train with cross-entropy."""
+def frozen_prefix(model: nn.Module, n_layers: int) -> list[nn.Parameter]:
+    """The parameters of ``model`` outside its first ``n_layers`` convolution /
+    linear layers (in module order): what fine-tuning with that many frozen
+    early layers trains.
+
+    >>> net = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(2, 2))
+    >>> len(frozen_prefix(net, 0)), len(frozen_prefix(net, 1)), len(frozen_prefix(net, 2))
+    (4, 2, 0)
+    """
+    frozen: set[int] = set()
+    layers = [m for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    for layer in layers[:n_layers]:
+        frozen.update(id(p) for p in layer.parameters(recurse=False))
+    return [p for p in model.parameters() if id(p) not in frozen]
+
+
+def fine_tune(model: nn.Module, train: tuple[torch.Tensor, torch.Tensor], cfg: TrainConfig,
+              freeze: int = 0) -> tuple[nn.Module, History]:
+    """Train a copy of ``model`` on the node's D_train with cross-entropy,
+    leaving its first ``freeze`` convolution / linear layers unchanged."""
     model = copy.deepcopy(model)
-    return model, fit(model, train, cfg)
+    return model, fit(model, train, cfg, params=frozen_prefix(model, freeze) if freeze else None)
 
 
 def score(model: nn.Module, val: tuple[torch.Tensor, torch.Tensor]) -> float:
@@ -115,10 +138,12 @@ def align_neighbour(
     post_finetune: TrainConfig,
     prune: PruneConfig | None,
     arch: str = "",
+    freeze: int = 0,
 ) -> Candidate:
     """Stage 2 for one neighbour model: fine-tune, prune with the alignment
     objective (skipped when ``prune`` is None: the "-n" variants), post
-    fine-tune, score. ``received`` is never modified."""
+    fine-tune, score. ``freeze`` early convolution / linear layers keep their
+    received weights in both fine-tunings. ``received`` is never modified."""
     train, val = node.train.tensors(), node.val.tensors()
     shape = tuple(train[0].shape[1:])
     cand = Candidate(name=name, model=received, arch=arch)
@@ -128,7 +153,7 @@ def align_neighbour(
 
     n = int(train[0].shape[0])
     t0 = time.perf_counter()
-    model, hist = fine_tune(received, train, finetune)
+    model, hist = fine_tune(received, train, finetune, freeze)
     cand.train_flops += training_flops(cand.macs_before, hist.samples_seen)
     cand.seconds["finetune"] = time.perf_counter() - t0
 
@@ -144,13 +169,14 @@ def align_neighbour(
     cand.macs_after = forward_macs(model, shape)
     if prune is not None:
         t0 = time.perf_counter()
-        hist = fit(model, train, post_finetune)
+        hist = fit(model, train, post_finetune, params=frozen_prefix(model, freeze) if freeze else None)
         cand.train_flops += training_flops(cand.macs_after, hist.samples_seen)
         cand.seconds["post_finetune"] = time.perf_counter() - t0
 
     cand.model = model.eval()
     cand.params_after = count_parameters(model)
     cand.score = score(model, val)
+    cand.val_loss = evaluate(model, *val).loss
     return cand
 
 
@@ -158,19 +184,33 @@ def own_candidate(name: str, model: nn.Module, node: NodeData) -> Candidate:
     """The node's own current model as a Top-K candidate (not re-trained)."""
     shape = tuple(node.train.images.shape[1:])
     params, macs = count_parameters(model), forward_macs(model, shape)
-    s = score(model, node.val.tensors())
+    result = evaluate(model, *node.val.tensors())
     return Candidate(
-        name=name, model=model, own=True, score_before=s, score=s,
-        params_before=params, params_after=params, macs_before=macs, macs_after=macs,
+        name=name, model=model, own=True, score_before=result.accuracy, score=result.accuracy,
+        val_loss=result.loss, params_before=params, params_after=params, macs_before=macs, macs_after=macs,
     )
 
 
-def select_top_k(candidates: Sequence[Candidate], k: int, own_val_logits: torch.Tensor, val_x: torch.Tensor) -> list[Candidate]:
-    """Rank by D_val score (higher first); break ties by the cosine similarity of
-    each candidate's D_val logits to the own model's (higher first), then by
-    name for full determinism. Sets ``cosine`` on every candidate and returns
-    the best ``k``."""
+def select_top_k(candidates: Sequence[Candidate], k: int, own_val_logits: torch.Tensor, val_x: torch.Tensor,
+                 own_in_top_k: str = "ranked", tie_break: str = "cosine") -> list[Candidate]:
+    """The Top-K ensemble members.
+
+    ``own_in_top_k = "ranked"`` (the paper): every candidate competes on its
+    D_val score (higher first). ``"always"``: the own candidate takes the first
+    seat and only the others are ranked for the remaining ``k - 1``.
+    Ties are broken by ``tie_break``: ``"cosine"`` (the paper: cosine
+    similarity of the candidate's D_val logits to the own model's, higher
+    first) or ``"val-loss"`` (D_val cross-entropy, lower first), then by name
+    for full determinism. Sets ``cosine`` on every candidate.
+    """
     for cand in candidates:
         cand.cosine = logit_cosine(predict_logits(cand.model, val_x), own_val_logits)
-    ranked = sorted(candidates, key=lambda c: (-c.score, -c.cosine, c.name))
-    return ranked[:k]
+
+    def key(c: Candidate) -> tuple[float, float, str]:
+        tie = -c.cosine if tie_break == "cosine" else c.val_loss
+        return (-c.score, tie, c.name)
+
+    if own_in_top_k == "always":
+        own = [c for c in candidates if c.own]
+        return (own + sorted((c for c in candidates if not c.own), key=key))[:k]
+    return sorted(candidates, key=key)[:k]

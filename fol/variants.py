@@ -2,6 +2,7 @@
 
 ``VARIANTS[name] = (runs alignment pruning, deploys the ensemble instead of the
 student)``; ``local`` deploys the pretrained model and collects nothing.
+:data:`PRESET_NAMES` lists the FOL configuration presets of :mod:`fol.config`.
 """
 
 VARIANTS: dict[str, tuple[bool, bool]] = {
@@ -13,4 +14,7 @@ VARIANTS: dict[str, tuple[bool, bool]] = {
 
 ALL_VARIANTS: tuple[str, ...] = ("local", *VARIANTS)
 
-__all__ = ["VARIANTS", "ALL_VARIANTS"]
+#: Names of ``fol.config.PRESETS`` (the project default first), for the CLI.
+PRESET_NAMES: tuple[str, ...] = ("default", "paper")
+
+__all__ = ["VARIANTS", "ALL_VARIANTS", "PRESET_NAMES"]

@@ -227,6 +227,12 @@ def test_fol_algorithm_lists_every_folconfig_field_with_its_default() -> None:
     fields = {f.name: f.default for f in dataclasses.fields(FOLConfig)}
     assert set(rows) == set(fields), (
         f"docs/fol-algorithm.md: missing {sorted(set(fields) - set(rows))}, stale {sorted(set(rows) - set(fields))}")
-    wrong = {name: (rows[name], default) for name, default in fields.items()
-             if float(rows[name]) != float(default)}
+    def same(doc: str, default: object) -> bool:
+        if isinstance(default, str):
+            return doc == f'"{default}"'
+        if isinstance(default, bool):
+            return doc == str(default).lower()
+        return float(doc) == float(default)
+
+    wrong = {name: (rows[name], default) for name, default in fields.items() if not same(rows[name], default)}
     assert not wrong, f"docs/fol-algorithm.md: documented vs actual defaults differ: {wrong}"

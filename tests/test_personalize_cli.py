@@ -137,3 +137,29 @@ def test_too_small_data_is_one_clear_error(swarm_files: Path, tmp_path: Path, ca
     assert rc == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "samples" in err
+
+
+def test_preset_flag_and_transfer_in_report(swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    neighbours = tmp_path / "received"
+    neighbours.mkdir()
+    for k in (1, 2):
+        shutil.copy(swarm_files / f"node{k}.safetensors", neighbours)
+    out = tmp_path / "out"
+    assert _personalize(swarm_files, neighbours, out, "--preset", "paper") == 0
+    assert "transfer (student's share" in capsys.readouterr().out
+    report = json.loads((out / "report.json").read_text())
+    assert report["config"]["distill_inputs"] == "train" and report["config"]["own_in_top_k"] == "ranked"
+    assert report["config"]["finetune_epochs"] == 2  # the --config table still applies on the preset
+    acc = report["accuracy"]
+    for split in ("val", "test"):
+        gain = acc["ensemble"][split] - acc["local"][split]
+        share = report["transfer"][split]
+        if share is None:
+            assert gain < 1e-3 or gain <= 0
+        else:
+            assert share == pytest.approx((acc["student"][split] - acc["local"][split]) / gain, abs=1e-6)
+    with pytest.raises(SystemExit) as exc:  # argparse rejects an unknown preset before any work
+        main(["personalize", "--model", str(swarm_files / "node0.safetensors"), "--data", DATA.format(k=0),
+              "--neighbors", str(neighbours), "--out", str(out), "--preset", "fast"])
+    assert exc.value.code != 0
+    assert "invalid choice: 'fast'" in capsys.readouterr().err

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from fol.checkpoint import ModelCard, load_model_bytes, model_to_bytes
 from fol.variants import VARIANTS
 from fol.methods.base import Method, NodeResult, SwarmContext, register
-from fol.personalize import NodeState, Received, RoundReport, personalize
+from fol.personalize import NodeState, Received, RoundReport, personalize, transfer_share
 from fol.train import evaluate
 
 __all__ = ["LocalMethod", "FOLMethod", "FOLAMethod", "FOLNMethod", "FOLANMethod", "run_fol_pipeline", "FOLRun"]
@@ -127,6 +127,9 @@ class _FOLVariant(Method):
         for k, (node, state) in enumerate(zip(ctx.nodes, run.states)):
             model = state.deployed if deploy_ensemble else state.current_model
             kept = all(rep.kept_local for rep in run.reports[k])
+            test = node.data.test.tensors()
+            acc = {"local": evaluate(node.pretrained, *test).accuracy, "student": evaluate(state.current_model, *test).accuracy,
+                   "ensemble": evaluate(state.deployed, *test).accuracy}
             out.append(NodeResult(
                 node=node.name, method=self.name,
                 test_accuracy=evaluate(model, *node.data.test.tensors()).accuracy,
@@ -136,7 +139,10 @@ class _FOLVariant(Method):
                 rounds=len(run.reports[k]), seconds=run.seconds[k], received_models=run.received[k],
                 kept_local=kept,
                 extra={"selected": [rep.selected for rep in run.reports[k]],
-                       "weights": [rep.weights for rep in run.reports[k]]},
+                       "weights": [rep.weights for rep in run.reports[k]],
+                       # test accuracies of this pipeline run and the student's share of the ensemble's gain
+                       "accuracy": acc, "transfer": None if kept else transfer_share(
+                           acc["local"], acc["student"], acc["ensemble"], min_gain=1.0 / len(test[1]))},
             ))
         return out
 

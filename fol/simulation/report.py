@@ -24,8 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from fol.simulation.scenario import SwarmScenario
     from contact_sim.trajectory import Trajectories
 
-__all__ = ["write_report", "summary_table", "CSV_FIELDS", "round_curves", "reference_points", "rounds_to_match_table",
-           "accuracy_at_rounds_table", "plot_accuracy_vs_rounds", "plot_accuracy_vs_bytes"]
+__all__ = ["write_report", "summary_table", "transfer_table", "CSV_FIELDS", "round_curves", "reference_points",
+           "rounds_to_match_table", "accuracy_at_rounds_table", "plot_accuracy_vs_rounds", "plot_accuracy_vs_bytes"]
 
 CSV_FIELDS = ["seed", "node", "method", "test_accuracy", "val_accuracy", "bytes_up", "bytes_down", "train_flops",
               "rounds", "received_models", "kept_local", "seconds"]
@@ -68,6 +68,34 @@ def summary_table(rows: Sequence[dict[str, Any]], rounds_used: dict[str, int] | 
         rounds = (rounds_used or {}).get(m, max(r["rounds"] for r in mr))
         lines.append(f"| {m} | {_pm(per_seed)} | {format_bytes(bytes_node)} | {flops:.2f} | {rounds} | {kept:g} |")
     return "\n".join(lines)
+
+
+def transfer_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Markdown: for each FOL pipeline (``fol`` and ``fol-n`` rows), the share
+    of the ensemble's test-accuracy gain over local that the distilled student
+    keeps, computed on the swarm means of each seed (mean ± std over seeds),
+    and how many node shares were defined (ensemble gain of at least one test
+    image). Empty when no FOL row is present."""
+    from fol.personalize import swarm_transfer
+
+    lines = ["| pipeline | student's share of the ensemble's gain | nodes with a defined share |", "|---|---|---|"]
+    found = False
+    for m, teacher in (("fol", "fol-a"), ("fol-n", "fol-an")):
+        mr = [r for r in rows if r["method"] == m and "accuracy" in r.get("extra", {})]
+        if not mr:
+            continue
+        found = True
+        shares, defined, total = [], 0, 0
+        for group in _by(mr, "seed").values():
+            acc = [r["extra"]["accuracy"] for r in group]
+            t = swarm_transfer([a["local"] for a in acc], [a["student"] for a in acc], [a["ensemble"] for a in acc])
+            if t["of_means"] is not None:
+                shares.append(t["of_means"])
+            defined += sum(1 for r in group if r["extra"].get("transfer") is not None)
+            total += len(group)
+        lines.append(f"| {m} (student) / {teacher} (ensemble) | "
+                     f"{_pm(shares, digits=0) + ' %' if shares else 'undefined (no mean gain)'} | {defined} / {total} |")
+    return "\n".join(lines) if found else ""
 
 
 def node_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -339,6 +367,10 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         "",
         rounds_to_match_table(rows),
         "",
+        *(["## Transfer: what the distilled student keeps", "",
+            "(student - local) / (ensemble - local) on test accuracy, from the swarm means of each seed; "
+            "per-node shares are in results.json (`extra.transfer`, null where the ensemble gained less than one "
+            "test image).", "", transfer_table(rows), ""] if transfer_table(rows) else []),
         "## Test accuracy per node (%, mean ± std over seeds)",
         "",
         node_table(rows),

@@ -29,6 +29,7 @@ Learning tables, every key checked (unknown keys are an error naming them)::
 
     [fol]                      # any fol.config.FOLConfig field; rounds = E
     rounds = 1                 # default: the number of [rounds] in the contact plan
+    # preset = "paper"         # the fields above apply on this preset ("default" | "paper")
 
     [methods]
     run = ["local", "fol", "fol-a"]   # any of `fol simulate --list-methods`

@@ -1,0 +1,271 @@
+"""FOL's options beyond the paper and its presets: defining properties, and the
+``paper`` preset pinned to the behaviour before the options existed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fol.config import CHOICES, PAPER_OVERRIDES, PRESETS, FOLConfig
+from fol.distill import augment_inputs, distill
+from fol.errors import ConfigError
+from fol.personalize import (NodeState, Received, RoundReport, align_candidates, distillation_inputs,
+                             ensemble_and_distill, swarm_transfer, transfer_share)
+from fol.stages import Candidate, frozen_prefix, select_top_k
+from fol.train import TrainConfig
+
+# ------------------------------------------------------------------ presets
+
+
+def test_presets_differ_only_in_the_documented_fields() -> None:
+    paper, default = FOLConfig.preset("paper"), FOLConfig.preset("default")
+    assert default == FOLConfig()
+    differing = {f.name for f in dataclasses.fields(FOLConfig) if getattr(paper, f.name) != getattr(default, f.name)}
+    assert differing <= set(PAPER_OVERRIDES)
+    doc = FOLConfig.__doc__ or ""
+    for name in PAPER_OVERRIDES:
+        assert f"``{name}``" in doc, f"{name} is not documented in FOLConfig"
+    assert set(PRESETS) == {"default", "paper"}
+    # The paper preset sets every option beyond the paper to the paper's value
+    # (the first of its choices), whatever the defaults are.
+    for name, values in CHOICES.items():
+        if name != "distill_mix":  # only read with distill_inputs = "train+aug"
+            assert getattr(paper, name) == values[0]
+            assert FOLConfig.preset("paper", **{name: values[-1]}) != paper  # a change on top of the preset is kept
+    assert paper.ensemble_vertex is True and paper.finetune_freeze == 0
+    moved = FOLConfig(**{n: v[-1] for n, v in CHOICES.items()}, ensemble_vertex=False, finetune_freeze=2)
+    assert FOLConfig.from_dict({**moved.to_dict(), "preset": "paper"}) == moved  # explicit keys win over the preset
+    assert dataclasses.replace(moved, **PAPER_OVERRIDES) == paper.replace(distill_mix=moved.distill_mix)
+
+
+def test_preset_from_table_cli_argument_and_errors(tmp_path) -> None:
+    assert FOLConfig.from_dict({"preset": "paper", "top_k": 2}) == FOLConfig.preset("paper", top_k=2)
+    assert FOLConfig.from_dict({"preset": "paper"}, preset="default") == FOLConfig()  # the argument wins
+    path = tmp_path / "c.toml"
+    path.write_text('[fol]\npreset = "paper"\ntemperature = 2.0\n')
+    assert FOLConfig.from_toml(path) == FOLConfig.preset("paper", temperature=2.0)
+    with pytest.raises(ConfigError, match="unknown preset 'fast'"):
+        FOLConfig.from_dict({"preset": "fast"})
+    with pytest.raises(ConfigError, match="distill_inputs must be one of"):
+        FOLConfig(distill_inputs="test")
+    with pytest.raises(ConfigError, match="ensemble_vertex must be true or false"):
+        FOLConfig(ensemble_vertex=1)  # type: ignore[arg-type]
+
+
+def test_scenario_fol_table_takes_a_preset(tmp_path) -> None:
+    from fol.simulation.scenario import load_scenario
+
+    from pathlib import Path
+
+    import fol.simulation as sim
+
+    src = tmp_path / "s.toml"
+    demo = (Path(sim.__file__).parent / "demo.toml").read_text()
+    assert "[fol]" in demo
+    src.write_text(demo.replace("[fol]", '[fol]\npreset = "paper"\nensemble_fit = "val"', 1))
+    fol = load_scenario(src).fol
+    assert fol == FOLConfig.preset("paper", ensemble_fit="val", max_neighbours=fol.max_neighbours, top_k=fol.top_k,
+                                   rounds=fol.rounds)
+    src.write_text(demo.replace("[fol]", '[fol]\npreset = "fast"', 1))
+    with pytest.raises(ConfigError, match="fol.preset: unknown preset 'fast'"):
+        load_scenario(src)
+
+
+# ------------------------------------------------------------------ options on a tiny node
+
+
+@pytest.fixture(scope="module")
+def swarm(tiny_swarm):
+    return tiny_swarm("wildfire", 5, epochs=1, n_nodes=3)
+
+
+def _state(node) -> NodeState:
+    return NodeState.from_pretrained(node.name, node.pretrained, node.spec, node.class_names, node.data)
+
+
+def _received(nodes, k):
+    from fol.checkpoint import ModelCard
+
+    card = ModelCard(spec=nodes[k].spec, class_names=nodes[k].class_names,
+                     input_shape=list(nodes[k].data.train.images.shape[1:]), producer="x", round=0)
+    return [Received(n.name, n.pretrained, card) for j, n in enumerate(nodes) if j != k]
+
+
+FAST = FOLConfig(finetune_epochs=1, post_finetune_epochs=1, gate_epochs=1, distill_epochs=1, top_k=2, seed=1)
+
+
+def test_augmented_inputs_never_change_labels_used_elsewhere(swarm) -> None:
+    node = swarm[0]
+    state = _state(node)
+    before = {s: (getattr(node.data, s).images.clone(), getattr(node.data, s).labels.clone())
+              for s in ("train", "val", "test")}
+    cfg = FAST.replace(distill_inputs="train+aug", distill_aug_copies=2, distill_mix="cutmix")
+    x = distillation_inputs(state, cfg, 1)
+    n = len(node.data.train)
+    assert x.shape == (3 * n, *node.data.train.images.shape[1:])
+    assert torch.equal(x[:n], node.data.train.images)  # the originals come first, unchanged
+    assert not torch.equal(x[n:2 * n], node.data.train.images)  # the copies are augmented
+    assert float(x.min()) >= 0.0 and float(x.max()) <= 1.0
+    report = RoundReport(node.name, 1, "fol")
+    cands = align_candidates(state, _received(swarm, 0), 1, cfg, True, report)
+    ensemble_and_distill(state, cands, 1, cfg, report)
+    assert report.distillation["inputs"] == 3 * n
+    for s, (images, labels) in before.items():  # no split's images or labels changed
+        assert torch.equal(getattr(node.data, s).images, images)
+        assert torch.equal(getattr(node.data, s).labels, labels)
+
+
+@pytest.mark.parametrize("mix", ["mixup", "cutmix", "none"])
+def test_augment_inputs_keeps_its_input_and_is_seeded(mix: str) -> None:
+    x = torch.rand(6, 3, 8, 8)
+    copy_ = x.clone()
+    a, b = augment_inputs(x, 2, mix, seed=3), augment_inputs(x, 2, mix, seed=3)
+    assert torch.equal(x, copy_) and torch.equal(a, b) and a.shape == (12, 3, 8, 8)
+    assert not torch.equal(a, augment_inputs(x, 2, mix, seed=4))
+
+
+def test_held_out_weights_never_see_test_data(swarm) -> None:
+    node = swarm[1]
+    cfg = FAST.replace(ensemble_fit="val", ensemble_vertex=False, distill_inputs="train+val", distill_revert="val")
+    state = _state(node)
+    cands = align_candidates(state, _received(swarm, 1), 1, cfg, True, RoundReport(node.name, 1, "fol"))
+
+    def weights_and_student(test_images: torch.Tensor, test_labels: torch.Tensor, val_labels: torch.Tensor):
+        data = dataclasses.replace(node.data)
+        data.test = dataclasses.replace(node.data.test, images=test_images, labels=test_labels)
+        data.val = dataclasses.replace(node.data.val, labels=val_labels)
+        st = NodeState.from_pretrained(node.name, node.pretrained, node.spec, node.class_names, data)
+        rep = RoundReport(node.name, 1, "fol")
+        _, student = ensemble_and_distill(st, cands, 1, cfg, rep)
+        return rep.weights, [p.detach().clone() for p in student.parameters()]
+
+    test, val = node.data.test, node.data.val
+    w0, s0 = weights_and_student(test.images, test.labels, val.labels)
+    w1, s1 = weights_and_student(torch.rand_like(test.images), 1 - test.labels, val.labels)  # test replaced
+    assert w0 == w1
+    assert all(torch.equal(a, b) for a, b in zip(s0, s1))
+    w2, _ = weights_and_student(test.images, test.labels, 1 - val.labels)  # the weights do read D_val
+    assert w2 != w0
+
+
+def _cand(name: str, score: float, loss: float, own: bool = False, bias: float = 0.0) -> Candidate:
+    layer = nn.Linear(2, 2)
+    with torch.no_grad():
+        layer.weight.copy_(torch.eye(2) + bias)
+        layer.bias.zero_()
+    return Candidate(name=name, model=layer, own=own, score=score, val_loss=loss)
+
+
+def test_unbiased_top_k_gives_the_own_model_no_tie_advantage() -> None:
+    x = torch.randn(20, 2)
+    own = _cand("own", 0.8, 0.50, own=True)
+    a = _cand("a", 0.8, 0.40, bias=0.7)  # same score as own, lower D_val loss, other logits
+    b = _cand("b", 0.7, 0.10, bias=0.3)
+    own_logits = own.model(x).detach()
+    # The paper: a tie with the own model goes to the own model (cosine 1.0).
+    assert [c.name for c in select_top_k([own, a, b], 1, own_logits, x)] == ["own"]
+    # val-loss tie-break: the neighbour with the lower loss wins the tie.
+    assert [c.name for c in select_top_k([own, a, b], 1, own_logits, x, tie_break="val-loss")] == ["a"]
+    # always: the own model takes one seat, the neighbours compete only among themselves.
+    picked = select_top_k([a, b, own], 2, own_logits, x, own_in_top_k="always", tie_break="val-loss")
+    assert [c.name for c in picked] == ["own", "a"]
+
+
+def test_frozen_early_layers_keep_their_weights_in_fine_tuning(swarm) -> None:
+    from fol.stages import fine_tune
+
+    model = swarm[0].pretrained
+    tuned, _ = fine_tune(model, swarm[0].data.train.tensors(), TrainConfig(epochs=1, lr=0.05), freeze=1)
+    layers = [m for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    tuned_layers = [m for m in tuned.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    assert torch.equal(layers[0].weight, tuned_layers[0].weight)
+    assert not torch.equal(layers[1].weight, tuned_layers[1].weight)
+    assert len(frozen_prefix(model, 0)) == len(list(model.parameters()))
+
+
+def test_val_revert_rule_keeps_the_start_when_the_student_is_worse() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(64, 4)
+    y = (x[:, 0] > 0).long()
+    start = nn.Linear(4, 2)
+    with torch.no_grad():
+        start.weight.zero_()
+        start.bias.zero_()
+        start.weight[1, 0], start.weight[0, 0] = 5.0, -5.0  # accurate on y
+    wrong_teacher = F.one_hot(1 - y, 2).float() * 10  # the teacher says the opposite
+    cfg = TrainConfig(epochs=20, lr=0.5, weight_decay=0.0)
+    kept = distill(start, x, wrong_teacher, cfg, 1.0, 0.0, revert="val", val=(x, y))
+    assert kept.reverted and kept.student is start
+    moved = distill(start, x, wrong_teacher, cfg, 1.0, 0.0, revert="none")
+    assert not moved.reverted and moved.student is not start
+
+
+# ------------------------------------------------------------------ transfer
+
+
+def test_transfer_share_definition() -> None:
+    assert transfer_share(0.6, 0.66, 0.7) == pytest.approx(0.6)
+    assert transfer_share(0.6, 0.5, 0.7) == pytest.approx(-1.0)
+    assert transfer_share(0.6, 0.7, 0.6) is None  # no ensemble gain: undefined
+    assert transfer_share(0.6, 0.7, 0.605, min_gain=0.01) is None
+    out = swarm_transfer([0.5, 0.6, 0.5], [0.55, 0.7, 0.6], [0.6, 0.6, 0.7])
+    assert out["per_node"][1] is None and out["defined"] == 2
+    assert out["of_means"] == pytest.approx((0.6167 - 0.5333) / (0.6333 - 0.5333), abs=1e-3)
+
+
+# ------------------------------------------------------------------ the paper preset, pinned
+
+#: Outputs of the project before the options existed (commit 2fba195), on the swarm below.
+PINNED = json.loads("""
+{"fol": [["node-0", 0.46666666865348816, 0.6666666865348816], ["node-1", 1.0, 1.0], ["node-2", 0.9333333373069763, 1.0]],
+ "fol-a": [["node-0", 0.800000011920929, 0.800000011920929], ["node-1", 1.0, 1.0], ["node-2", 0.9333333373069763, 1.0]],
+ "weights": [[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]],
+ "selected": [["node-2", "node-0 (own)"], ["node-1 (own)", "node-2"], ["node-2 (own)", "node-1"]],
+ "kl": [[0.009836441837251186, 0.0067006065510213375], [0.0004679094417952001, 0.0004679094417952001],
+        [7.510520663345233e-05, 7.510520663345233e-05]],
+ "param_sum": [39.82955513060824, 41.58207560296796, 40.02837708482912]}
+""")
+
+
+def test_paper_preset_reproduces_the_behaviour_before_the_options() -> None:
+    from fol.data import dirichlet_partition, make_synthetic
+    from fol.methods import SwarmContext, get_method
+    from fol.nodes import build_nodes
+
+    pool = make_synthetic("wildfire", 600, seed=3, image_size=16)
+    shards = dirichlet_partition(pool.labels.numpy(), 3, 0.5, seed=3, samples_per_node=100)
+    nodes = build_nodes(pool, shards, ["cnn-small"], TrainConfig(epochs=1, lr=0.02), seed=3)
+    cfg = FOLConfig.preset("paper", finetune_epochs=1, post_finetune_epochs=1, gate_epochs=1, distill_epochs=2,
+                           top_k=2, max_neighbours=2, pretrain_epochs=2, seed=3)
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), fol=cfg, seed=3)
+    for m in ("fol", "fol-a"):
+        got = [[r.node, r.test_accuracy, r.val_accuracy] for r in get_method(m).run(ctx)]
+        assert got == PINNED[m]
+    run = ctx.cache[("fol-pipeline", True)]
+    assert [rep[0].weights for rep in run.reports] == PINNED["weights"]
+    assert [rep[0].selected for rep in run.reports] == PINNED["selected"]
+    kl = [[rep[0].distillation["kl_before"], rep[0].distillation["kl_after"]] for rep in run.reports]
+    assert sum(kl, []) == pytest.approx(sum(PINNED["kl"], []), rel=1e-6)
+    sums = [float(sum(p.detach().double().sum() for p in s.current_model.parameters())) for s in run.states]
+    assert sums == pytest.approx(PINNED["param_sum"], rel=1e-9)
+
+
+def test_simulation_transfer_table_uses_swarm_means_per_seed() -> None:
+    from fol.simulation.report import transfer_table
+
+    def row(seed: int, node: str, local: float, student: float, ensemble: float) -> dict:
+        return {"seed": seed, "node": node, "method": "fol",
+                "extra": {"accuracy": {"local": local, "student": student, "ensemble": ensemble},
+                          "transfer": transfer_share(local, student, ensemble, 0.01)}}
+
+    rows = [row(0, "a", 0.5, 0.6, 0.7), row(0, "b", 0.6, 0.6, 0.6),
+            row(1, "a", 0.5, 0.55, 0.6), row(1, "b", 0.5, 0.5, 0.6)]
+    table = transfer_table(rows)
+    # seed 0: (0.6 - 0.55) / (0.65 - 0.55) = 50 %; seed 1: (0.525 - 0.5) / (0.6 - 0.5) = 25 %
+    assert "| fol (student) / fol-a (ensemble) | 38 ± 18 % | 3 / 4 |" in table
+    assert transfer_table([{"seed": 0, "node": "a", "method": "local", "extra": {}}]) == ""
