@@ -204,7 +204,7 @@ class FOLConfig:
         source, _, table = where.rpartition(": ")
         t = Table(data, table, {f.name for f in fields(cls)} | {"preset"}, error=ConfigError, source=source or None)
         data = {k: v for k, v in data.items() if k != "preset"}
-        name = preset or t.str("preset", "default", choices=tuple(PRESETS))
+        name = preset or t.str("preset", "default")
         if name not in PRESETS:
             t.fail("preset", f"unknown preset {name!r}; expected one of {', '.join(PRESETS)}")
         return cls(**{**PRESETS[name], **data})

@@ -220,15 +220,15 @@ def test_transfer_share_definition() -> None:
 
 # ------------------------------------------------------------------ the paper preset, pinned
 
-#: Outputs of the project before the options existed (commit 2fba195), on the swarm below.
+#: Outputs of the FOL code before the options existed (main just before they were merged, with the
+#: recalibrated synthetic data and the one WeightedEnsemble), on the swarm below.
 PINNED = json.loads("""
-{"fol": [["node-0", 0.46666666865348816, 0.6666666865348816], ["node-1", 1.0, 1.0], ["node-2", 0.9333333373069763, 1.0]],
- "fol-a": [["node-0", 0.800000011920929, 0.800000011920929], ["node-1", 1.0, 1.0], ["node-2", 0.9333333373069763, 1.0]],
+{"fol": [["node-0", 0.4000000059604645, 0.3333333432674408], ["node-1", 1.0, 1.0], ["node-2", 1.0, 1.0]],
+ "fol-a": [["node-0", 0.800000011920929, 0.800000011920929], ["node-1", 1.0, 1.0], ["node-2", 1.0, 1.0]],
  "weights": [[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]],
- "selected": [["node-2", "node-0 (own)"], ["node-1 (own)", "node-2"], ["node-2 (own)", "node-1"]],
- "kl": [[0.009836441837251186, 0.0067006065510213375], [0.0004679094417952001, 0.0004679094417952001],
-        [7.510520663345233e-05, 7.510520663345233e-05]],
- "param_sum": [39.82955513060824, 41.58207560296796, 40.02837708482912]}
+ "selected": [["node-2", "node-0 (own)"], ["node-1 (own)", "node-0"], ["node-2 (own)", "node-1"]],
+ "kl": [[0.009483344852924347, 0.006028509698808193], [0.0037465498317033052, 0.0037465498317033052], [5.117822365718894e-05, 5.117822365718894e-05]],
+ "param_sum": [40.019978869188435, 41.584336162817635, 39.99304863771431]}
 """)
 
 
