@@ -77,12 +77,7 @@ def _receiver_process(work: str, curve: bool, chunk: int, window: int, conn: Any
     poller.register(sock, zmq.POLLIN)
     while not conn.poll():
         if poller.poll(20):
-            for _ in range(256):
-                try:
-                    frames = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
-                except zmq.Again:
-                    break
-                receiver.handle(frames, time.monotonic())
+            receiver.drain(sock)
         receiver.tick(time.monotonic())
     conn.recv()
     conn.send(receiver.events)

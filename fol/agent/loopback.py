@@ -317,12 +317,7 @@ class LoopbackLinks:
                 now = time.monotonic()
                 for sock, receiver in by_sock.items():
                     if sock in events:
-                        for _ in range(256):
-                            try:
-                                frames = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
-                            except zmq.Again:
-                                break
-                            receiver.handle(frames, time.monotonic())
+                        receiver.drain(sock)
                     receiver.tick(now)
 
     def send(self, src: str, dst: str, model_file: str | Path, timeout_s: float = 60.0) -> Path:

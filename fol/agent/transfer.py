@@ -755,6 +755,18 @@ class Receiver:
             self.inbox.discard_partial(t.peer, t.offer.model_id)
         log.info("%s: dropped transfer %s from %s: %s", self.inbox.node_id, t.offer.model_id, t.peer, reason)
 
+    def drain(self, sock: zmq.Socket, max_frames: int = 256) -> int:
+        """Handle the messages waiting on ``sock`` (a ROUTER), at most
+        ``max_frames`` so one busy peer cannot starve the caller's loop;
+        returns how many were handled."""
+        for n in range(max_frames):
+            try:
+                frames = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return n
+            self.handle(frames, time.monotonic())
+        return max_frames
+
     def tick(self, now: float) -> None:
         """Detect stalled links: refetch after ``chunk_timeout_s``; after
         ``transfer_timeout_s`` without progress free the slot (the partial file

@@ -19,6 +19,7 @@
 """
 
 from fol.data.geo import DEFAULT_MIN_SAMPLES, DEFAULT_SPLIT, GeoDataset, NodeData, split_node
+from fol.data import loaders as _loaders
 from fol.data.loaders import (
     default_data_root,
     load_cifar10,
@@ -47,15 +48,10 @@ __all__ = [
     "load_dataset",
     "dataset_names",
     "describe",
-    "default_data_root",
-    "load_wildfire",
-    "load_hurricane",
-    "load_image_folder",
-    "load_cifar10",
-    "load_cifar100",
-    "load_svhn",
     "dirichlet_partition",
     "region_partition",
     "assignment_partition",
     "label_entropy",
 ]
+# the loaders re-exported above: the real-dataset readers and the data root
+__all__ += [n for n in _loaders.__all__ if n.startswith("load_") or n == "default_data_root"]
