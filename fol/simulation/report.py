@@ -238,17 +238,24 @@ def plot_accuracy_vs_rounds(rows: Sequence[dict[str, Any]], path: Path) -> None:
     (at E) and the other single-shot methods (at their round count)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=110)
+    from matplotlib.ticker import MaxNLocator
+
     colors = _colors(rows)
+    last = 1
     for m, pts in round_curves(rows).items():
         ax.plot([p["round"] for p in pts], [100 * p["test_accuracy"] for p in pts], marker=".", label=m,
                 color=colors[m])
+        last = max([last] + [p["round"] for p in pts])
     for m, p in reference_points(rows).items():
         if m == "local":
             ax.axhline(100 * p["test_accuracy"], color="grey", ls=":", lw=1, label="local (no exchange)")
         else:
+            last = max(last, p["rounds"])
             ax.scatter([max(1, p["rounds"])], [100 * p["test_accuracy"]], s=90, marker="*", edgecolor="k", zorder=3,
                        color=colors[m], label=f"{m} ({p['rounds']} exchange{'s' * (p['rounds'] != 1)})")
     ax.set_xlabel("communication rounds")
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=min(last, 10), integer=True, min_n_ticks=1))  # whole rounds
+    ax.set_xlim(0.5, last + 0.5)
     ax.set_ylabel("test accuracy (%)")
     ax.set_title("Accuracy versus rounds (mean over nodes and seeds)")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
