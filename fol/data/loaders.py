@@ -251,15 +251,32 @@ def _load_geo_layout(
                        [str(f) for f, good in zip(files, ok) if good])
 
 
-def load_wildfire(
-    path: str | Path | None = None,
-    splits: Sequence[str] = ("train", "valid", "test"),
-    image_size: int = 32,
-    max_per_class: int | None = None,
-    seed: int = 0,
-    skip_corrupt: bool = False,
-    workers: int | None = None,
-) -> GeoDataset:
+def _geo_loader(name: str, default_splits: tuple[str, ...], sep: str, layout: str, url: str, doc: str):
+    """A loader for one of the published geo-tagged layouts (``load_wildfire``,
+    ``load_hurricane``): the same options, the layout's own folders, file-name
+    separator and source."""
+
+    def load(
+        path: str | Path | None = None,
+        splits: Sequence[str] = default_splits,
+        image_size: int = 32,
+        max_per_class: int | None = None,
+        seed: int = 0,
+        skip_corrupt: bool = False,
+        workers: int | None = None,
+    ) -> GeoDataset:
+        base = Path(path) if path is not None else dataset_dir(name)
+        return _load_geo_layout(name, base, splits, TASK_CLASSES[name], sep, image_size, max_per_class, seed,
+                                skip_corrupt, workers, layout, url)
+
+    load.__name__ = load.__qualname__ = f"load_{name}"
+    load.__doc__ = doc
+    return load
+
+
+load_wildfire = _geo_loader(
+    "wildfire", ("train", "valid", "test"), ",",
+    "train/, valid/, test/ each with wildfire/ and nowildfire/ holding '<lon>,<lat>.jpg'", WILDFIRE_URL,
     """The Wildfire Prediction Dataset (Kaggle ``abdelghaniaaba/wildfire-prediction-dataset``).
 
     Layout: ``<path>/{train,valid,test}/{wildfire,nowildfire}/<lon>,<lat>.jpg``
@@ -268,39 +285,21 @@ def load_wildfire(
     picks which published folders to read (they are pooled; the toolkit
     re-partitions and re-splits per node). ``max_per_class`` keeps a seeded
     random subset of each class.
-    """
-    base = Path(path) if path is not None else dataset_dir("wildfire")
-    return _load_geo_layout(
-        "wildfire", base, splits, TASK_CLASSES["wildfire"], ",", image_size, max_per_class, seed, skip_corrupt,
-        workers, "train/, valid/, test/ each with wildfire/ and nowildfire/ holding '<lon>,<lat>.jpg'", WILDFIRE_URL,
-    )
+    """)
 
-
-def load_hurricane(
-    path: str | Path | None = None,
-    splits: Sequence[str] = ("train_another", "validation_another", "test", "test_another"),
-    image_size: int = 32,
-    max_per_class: int | None = None,
-    seed: int = 0,
-    skip_corrupt: bool = False,
-    workers: int | None = None,
-) -> GeoDataset:
+load_hurricane = _geo_loader(
+    "hurricane", ("train_another", "validation_another", "test", "test_another"), "_",
+    "train_another/, validation_another/, test/, test_another/ each with damage/ and no_damage/ "
+    "holding '<lon>_<lat>.jpeg'", HURRICANE_URL,
     """Satellite Images of Hurricane Damage (Cao & Choe 2018; Kaggle
     ``kmader/satellite-images-of-hurricane-damage``, IEEE DataPort).
 
     Layout: ``<path>/{train_another,validation_another,test,test_another}/
     {damage,no_damage}/<lon>_<lat>.jpeg`` (128 x 128 tiles of the Houston area
     after Hurricane Harvey, 2017; default ``path`` is ``datasets/hurricane``).
-    Classes: ``["no_damage", "damage"]`` (label 1 = damage).
-    """
-    base = Path(path) if path is not None else dataset_dir("hurricane")
-    return _load_geo_layout(
-        "hurricane", base, splits, TASK_CLASSES["hurricane"], "_", image_size, max_per_class, seed, skip_corrupt,
-        workers,
-        "train_another/, validation_another/, test/, test_another/ each with damage/ and no_damage/ "
-        "holding '<lon>_<lat>.jpeg'",
-        HURRICANE_URL,
-    )
+    Classes: ``["no_damage", "damage"]`` (label 1 = damage). Options as for
+    :func:`load_wildfire`.
+    """)
 
 
 # ----------------------------------------------------------------- generic
