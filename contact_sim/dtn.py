@@ -54,6 +54,7 @@ from typing import Sequence
 import numpy as np
 
 from orbits import OrbitError, parse_utc
+from swarmbase.tomlcheck import read_text_file
 
 from .errors import ContactError
 from .link import LinkModel
@@ -286,15 +287,6 @@ def read_ion(path: str | Path, round_boundaries_s: Sequence[float] | None = None
              start: _dt.datetime | None = None) -> ContactPlan:
     """Read an ION contact-plan file into a :class:`ContactPlan` (see the module doc for the rules)."""
     path = Path(path)
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise ContactError(f"{path}: contact plan file not found") from None
-    if size > MAX_PLAN_BYTES:
-        raise ContactError(f"{path}: contact plan is {size} bytes, more than the {MAX_PLAN_BYTES} byte limit")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ContactError(f"{path}: contact plan must be UTF-8 text") from None
+    text = read_text_file(path, ContactError, "contact plan file", MAX_PLAN_BYTES)
     ion = parse_ion(text, str(path), start)
     return ion_to_plan(ion, str(path), round_boundaries_s, acquisition_s)

@@ -41,6 +41,8 @@ from sgp4 import omm as _omm
 from sgp4.api import Satrec
 from sgp4.exporter import export_omm
 
+from swarmbase.tomlcheck import read_text_file
+
 from .constellation import Constellation
 from .errors import OrbitError
 
@@ -213,16 +215,7 @@ def parse_omm_text(text: str, fmt: str, source: str = "<text>") -> Constellation
 def read_omm(path: str | Path, fmt: str | None = None) -> Constellation:
     """Read an OMM file (JSON, CSV or XML; by extension unless ``fmt`` is given)."""
     path = Path(path)
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise OrbitError(f"{path}: OMM file not found") from None
-    if size > MAX_OMM_BYTES:
-        raise OrbitError(f"{path}: OMM file is {size} bytes, more than the {MAX_OMM_BYTES} byte limit")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise OrbitError(f"{path}: OMM file must be UTF-8 text") from None
+    text = read_text_file(path, OrbitError, "OMM file", MAX_OMM_BYTES)
     fmt = fmt or omm_format(path, text)
     if fmt not in OMM_FORMATS:
         raise OrbitError(f"{path}: unknown OMM format {fmt!r}; expected one of {', '.join(OMM_FORMATS)}")

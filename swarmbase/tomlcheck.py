@@ -25,7 +25,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["Table", "read_toml", "check_input_file", "MAX_TOML_BYTES"]
+__all__ = ["Table", "read_toml", "read_text_file", "check_input_file", "MAX_TOML_BYTES"]
 
 #: Configuration files larger than this are refused before parsing (bytes).
 MAX_TOML_BYTES = 4 * 1024 * 1024
@@ -51,18 +51,25 @@ def check_input_file(path: str | os.PathLike[str], error: type[Exception], what:
     return path
 
 
+def read_text_file(path: str | os.PathLike[str], error: type[Exception], what: str, max_bytes: int) -> str:
+    """The UTF-8 text of a user file of at most ``max_bytes`` (checked before
+    reading); a missing file, a folder, a larger file or non-UTF-8 bytes raise
+    ``error`` with one line naming the file."""
+    path = check_input_file(path, error, what, max_bytes)
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise error(f"{path}: not a UTF-8 text file; expected a {what}") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what} ({exc.strerror})") from None
+
+
 def read_toml(path: str | os.PathLike[str], error: type[Exception], what: str = "TOML file"
               ) -> tuple[dict[str, Any], str]:
     """Parse a TOML file; returns ``(document, text)``. A missing file, a folder,
     a file over :data:`MAX_TOML_BYTES`, non-UTF-8 bytes or invalid TOML raise
     ``error`` with one line naming the file."""
-    path = check_input_file(path, error, what, MAX_TOML_BYTES)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise error(f"{path}: not a UTF-8 text file; expected a {what}") from None
-    except OSError as exc:
-        raise error(f"{path}: cannot read the {what} ({exc.strerror})") from None
+    text = read_text_file(path, error, what, MAX_TOML_BYTES)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
