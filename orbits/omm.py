@@ -215,7 +215,7 @@ def parse_omm_text(text: str, fmt: str, source: str = "<text>") -> Constellation
 def read_omm(path: str | Path, fmt: str | None = None) -> Constellation:
     """Read an OMM file (JSON, CSV or XML; by extension unless ``fmt`` is given)."""
     path = Path(path)
-    text = read_text_file(path, OrbitError, "OMM file", MAX_OMM_BYTES)
+    text = read_text_file(path, OrbitError, "GP/OMM file", MAX_OMM_BYTES)
     fmt = fmt or omm_format(path, text)
     if fmt not in OMM_FORMATS:
         raise OrbitError(f"{path}: unknown OMM format {fmt!r}; expected one of {', '.join(OMM_FORMATS)}")
