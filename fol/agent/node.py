@@ -45,7 +45,6 @@ import logging
 import os
 import queue
 import shutil
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -67,12 +66,13 @@ from fol.agent.transfer import (
     Receiver,
     ReceiverSettings,
     _send,
+    recv_waiting,
     secure_client,
     secure_server,
     tune_socket,
 )
 from fol.errors import CheckpointError, ConfigError, FOLError
-from fol.fileio import fsync_dir, write_json_atomic
+from fol.fileio import atomic_writer, write_json_atomic
 
 __all__ = ["Agent", "control_request", "COMMANDS"]
 
@@ -316,16 +316,16 @@ class Agent:
             now = time.monotonic()
             self._watchdog.ping(now)
             if self.router in events:
-                for frames in _drain(self.router):
+                for frames in recv_waiting(self.router):
                     self._guarded(self.receiver.handle, frames, time.monotonic())
             for sock, link in by_socket.items():
                 if sock in events:
-                    for frames in _drain(sock):
+                    for frames in recv_waiting(sock):
                         done = self._guarded(link.handle, frames, time.monotonic())
                         if done is not None:
                             self._guarded(self._on_sent, done)
             if self.control in events:
-                for frames in _drain(self.control, budget=16):
+                for frames in recv_waiting(self.control, budget=16):
                     self._guarded(self._on_control, frames)
             while True:
                 try:
@@ -663,28 +663,10 @@ def _lock_state_dir(state_dir: Path, node_id: str) -> int:
     return fd
 
 
-def _drain(sock: zmq.Socket, budget: int = 256) -> list[list[Any]]:
-    out = []
-    for _ in range(budget):
-        try:
-            out.append(sock.recv_multipart(flags=zmq.NOBLOCK, copy=False))
-        except zmq.Again:
-            break
-    return out
-
-
 def _copy_atomic(src: Path, dst: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
-            shutil.copyfileobj(inp, out, 1 << 20)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_dir(dst.parent)
+    """Copy ``src`` to ``dst`` through the one crash-safe writer (normal permissions)."""
+    with atomic_writer(dst) as out, open(src, "rb") as inp:
+        shutil.copyfileobj(inp, out, 1 << 20)
 
 
 def control_request(config: AgentConfig, command: str, timeout_s: float = 10.0, **args: Any) -> dict[str, Any]:

@@ -82,6 +82,18 @@ def secure_client(sock: zmq.Socket, keys: KeyPair, server_key: bytes) -> None:
     sock.curve_serverkey = server_key
 
 
+def recv_waiting(sock: zmq.Socket, budget: int = 256) -> list[list[Any]]:
+    """The messages already waiting on ``sock`` (no blocking), at most
+    ``budget`` of them so one busy socket cannot starve a poll loop."""
+    out = []
+    for _ in range(budget):
+        try:
+            out.append(sock.recv_multipart(flags=zmq.NOBLOCK, copy=False))
+        except zmq.Again:
+            break
+    return out
+
+
 def _send(sock: zmq.Socket, frames: list[Any]) -> bool:
     """Non-blocking send; False when the message cannot be queued (no peer, HWM, gone)."""
     try:
@@ -759,13 +771,10 @@ class Receiver:
         """Handle the messages waiting on ``sock`` (a ROUTER), at most
         ``max_frames`` so one busy peer cannot starve the caller's loop;
         returns how many were handled."""
-        for n in range(max_frames):
-            try:
-                frames = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                return n
+        waiting = recv_waiting(sock, max_frames)
+        for frames in waiting:
             self.handle(frames, time.monotonic())
-        return max_frames
+        return len(waiting)
 
     def tick(self, now: float) -> None:
         """Detect stalled links: refetch after ``chunk_timeout_s``; after
