@@ -41,6 +41,7 @@ __all__ = ["FOLConfig", "PRESETS", "PAPER_OVERRIDES", "CHOICES"]
 CHOICES: dict[str, tuple[str, ...]] = {
     "own_in_top_k": ("ranked", "always"),
     "tie_break": ("cosine", "val-loss"),
+    "align_fallback": ("none", "received"),
     "ensemble_fit": ("train", "val"),
     "distill_inputs": ("train", "train+aug", "train+val", "synth"),
     "distill_mix": ("mixup", "cutmix", "none"),
@@ -86,6 +87,11 @@ class FOLConfig:
     - ``finetune_freeze``: the first N convolution / linear layers of a
       neighbour keep their weights during fine-tuning and post fine-tuning
       (0 = paper: everything is trained), so a neighbour keeps its features.
+    - ``align_fallback``: ``"none"`` (paper: a neighbour competes for the
+      Top-K as aligned) or ``"received"`` (when the aligned model scores lower
+      on D_val than the neighbour model as it was received, the received
+      model is the candidate instead: fine-tuning on a few skewed images must
+      not cost a neighbour what it knew).
     - ``ensemble_fit``: the data the ensemble weights are fitted on:
       ``"train"`` (paper: D_train, where every member has been fitted) or
       ``"val"`` (held-out D_val; the test split is never used).
@@ -147,6 +153,7 @@ class FOLConfig:
     own_in_top_k: str = "ranked"
     tie_break: str = "cosine"
     finetune_freeze: int = 0
+    align_fallback: str = "none"
     ensemble_fit: str = "val"
     ensemble_vertex: bool = True
     distill_inputs: str = "train+val"
@@ -262,6 +269,7 @@ PAPER_OVERRIDES: dict[str, Any] = {
     "own_in_top_k": "ranked",
     "tie_break": "cosine",
     "finetune_freeze": 0,
+    "align_fallback": "none",
     "ensemble_fit": "train",
     "ensemble_vertex": True,
     "distill_inputs": "train",

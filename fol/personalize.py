@@ -42,7 +42,7 @@ from fol.ensemble import WeightedEnsemble, ensemble_logits, fit_ensemble_weights
 from fol.errors import ConfigError
 from fol.fileio import write_json_atomic
 from fol.models import ModelSpec
-from fol.stages import Candidate, align_neighbour, own_candidate, select_top_k
+from fol.stages import Candidate, align_neighbour, fall_back_to_received, own_candidate, select_top_k
 from fol.train import evaluate, predict_logits
 from fol.variants import ALL_VARIANTS, VARIANTS
 
@@ -180,7 +180,9 @@ def align_candidates(state: NodeState, usable: Sequence[Received], round: int, c
                      report: RoundReport, progress: bool = False) -> list[Candidate]:
     """Stage 2 of round ``round``: the own candidate and every usable received
     model aligned to the node (fine-tune, alignment pruning unless
-    ``use_pruning`` is false, post fine-tune, score). Adds FLOPs and seconds
+    ``use_pruning`` is false, post fine-tune, score; with
+    ``cfg.align_fallback = "received"`` a neighbour whose aligned model scores
+    below the model as received competes as received). Adds FLOPs and seconds
     to ``report``."""
     own = state.current_model
     candidates: list[Candidate] = [own_candidate(f"{state.name} (own)", own, state.data)]
@@ -196,6 +198,8 @@ def align_candidates(state: NodeState, usable: Sequence[Received], round: int, c
             arch=item.card.spec.arch,
             freeze=cfg.finetune_freeze,
         )
+        if cfg.align_fallback == "received":
+            cand = fall_back_to_received(cand, item.model, state.data)
         report.train_flops += cand.train_flops
         for stage, secs in cand.seconds.items():
             report.seconds[stage] = report.seconds.get(stage, 0.0) + secs

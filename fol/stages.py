@@ -17,6 +17,7 @@ chains all four is :func:`fol.personalize.personalize`.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ __all__ = [
     "logit_cosine",
     "select_top_k",
     "frozen_prefix",
+    "fall_back_to_received",
 ]
 
 log = logging.getLogger(__name__)
@@ -178,6 +180,26 @@ def align_neighbour(
     cand.score = score(model, val)
     cand.val_loss = evaluate(model, *val).loss
     return cand
+
+
+def fall_back_to_received(cand: Candidate, received: nn.Module, node: NodeData) -> Candidate:
+    """``FOLConfig.align_fallback = "received"``: when the aligned model
+    ``cand`` scores lower on D_val than the neighbour model as it was received,
+    return a candidate holding ``received`` itself (unchanged, its as-received
+    score and size; the alignment's FLOPs and seconds stay counted, they were
+    spent); otherwise ``cand``. Ties keep the aligned model.
+
+    The score compared is the same D_val accuracy every candidate is ranked
+    by, so the fallback never reads the test split.
+    """
+    if cand.score_before is None or not cand.score_before > cand.score:
+        return cand
+    val = node.val.tensors()
+    return dataclasses.replace(
+        cand, model=received.eval(), score=cand.score_before, val_loss=evaluate(received, *val).loss,
+        params_after=cand.params_before, macs_after=cand.macs_before,
+        pruning={**cand.pruning, "fallback": "received"},
+    )
 
 
 def own_candidate(name: str, model: nn.Module, node: NodeData) -> Candidate:

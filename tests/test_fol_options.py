@@ -269,3 +269,37 @@ def test_simulation_transfer_table_uses_swarm_means_per_seed() -> None:
     # seed 0: (0.6 - 0.55) / (0.65 - 0.55) = 50 %; seed 1: (0.525 - 0.5) / (0.6 - 0.5) = 25 %
     assert "| fol (student) / fol-a (ensemble) | 38 ± 18 % | 3 / 4 |" in table
     assert transfer_table([{"seed": 0, "node": "a", "method": "local", "extra": {}}]) == ""
+
+
+def test_align_fallback_never_ranks_a_neighbour_below_its_received_score(swarm, monkeypatch) -> None:
+    """With ``align_fallback = "received"`` no neighbour competes with a D_val
+    score below the one it arrived with, and such a neighbour is the received
+    module itself, unchanged; the paper's ``"none"`` keeps the aligned model.
+    The alignment is made to lose (its model is replaced by a constant one
+    and its score by one below any accuracy), so the test can fail."""
+    import fol.personalize as personalize_module
+    from fol.stages import align_neighbour
+
+    state, received = _state(swarm[0]), _received(swarm, 0)
+    before = [{k: v.clone() for k, v in r.model.state_dict().items()} for r in received]
+
+    class Constant(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(x.shape[0], 2)
+
+    def losing_alignment(*args, **kwargs):
+        cand = align_neighbour(*args, **kwargs)
+        cand.model = Constant()
+        cand.score = -1.0
+        return cand
+
+    monkeypatch.setattr(personalize_module, "align_neighbour", losing_alignment)
+    plain = align_candidates(state, received, 1, FAST, False, RoundReport("n", 1, "fol"))
+    kept = align_candidates(state, received, 1, FAST.replace(align_fallback="received"), False,
+                            RoundReport("n", 1, "fol"))
+    assert all(isinstance(c.model, Constant) for c in plain[1:])
+    assert all(c.score < c.score_before for c in plain[1:])
+    for cand, item, sd in zip(kept[1:], received, before):
+        assert cand.pruning.get("fallback") == "received"
+        assert cand.model is item.model and cand.score == cand.score_before
+        assert all(torch.equal(v, sd[k]) for k, v in item.model.state_dict().items())
