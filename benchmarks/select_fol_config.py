@@ -48,6 +48,7 @@ from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
 from fol.personalize import (NodeState, Received, RoundReport, align_candidates,  # noqa: E402
                              ensemble_and_distill, swarm_transfer)
+from fol.stages import fall_back_to_received  # noqa: E402
 from fol.train import evaluate  # noqa: E402
 
 #: Stage-3/4 options, one at a time against the paper preset: (field, value).
@@ -60,6 +61,7 @@ STAGE34_OPTIONS: list[tuple[str, Any]] = [
     ("distill_inputs", "train+val"),
     ("distill_inputs", "synth"),
     ("distill_revert", "val"),
+    ("align_fallback", "received"),  # applied to the same aligned candidates (no new alignment)
 ]
 #: Further stage-3/4 options (``--more``).
 MORE_OPTIONS: list[tuple[str, Any]] = [
@@ -71,6 +73,7 @@ MORE_OPTIONS: list[tuple[str, Any]] = [
 #: Stage-2 (fine-tune strength) options: each needs its own alignment run.
 STAGE2_OPTIONS: list[tuple[str, Any]] = [
     ("finetune_freeze", 2),
+    ("finetune_lr", 0.001),
 ]
 
 
@@ -119,10 +122,15 @@ def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str,
         for names in groups.values():
             first = configs[names[0]].replace(seed=seed, max_neighbours=args.q, top_k=args.k)
             state = NodeState.from_pretrained(node.name, node.pretrained, node.spec, node.class_names, node.data)
-            candidates = align_candidates(state, received, 1, first, True, RoundReport(node.name, 1, "fol"))
+            aligned = align_candidates(state, received, 1, first.replace(align_fallback="none"), True,
+                                       RoundReport(node.name, 1, "fol"))
             for name in names:
                 cfg = configs[name].replace(seed=seed, max_neighbours=args.q, top_k=args.k)
-                ens, student = ensemble_and_distill(state, copy.copy(candidates), 1, cfg, RoundReport(node.name, 1, "fol"))
+                candidates = copy.copy(aligned)
+                if cfg.align_fallback == "received":  # what align_candidates does, on the same alignment
+                    candidates = aligned[:1] + [fall_back_to_received(c, r.model, node.data)
+                                                for c, r in zip(aligned[1:], received)]
+                ens, student = ensemble_and_distill(state, candidates, 1, cfg, RoundReport(node.name, 1, "fol"))
                 record(name, "local_sel", local_sel)
                 record(name, "local_test", local_test)
                 record(name, "fol_sel", evaluate(student, *sel).accuracy)
