@@ -318,6 +318,8 @@ class _PairMap:
     Linear probing, capacity a power of two kept at most half full (deleted
     keys count until the next rebuild), so a lookup costs one or two gathers;
     memory is linear in the number of live keys, not in ``n_nodes^2``.
+    ``key_dtype`` int32 (keys below 2^31) halves the table, so more of it
+    stays in cache.
 
     >>> m = _PairMap()
     >>> m.put(np.array([7, 10**12]), np.array([0, 1]))
@@ -327,13 +329,14 @@ class _PairMap:
     ([0], 1)
     """
 
-    def __init__(self, capacity: int = 1 << 12) -> None:
+    def __init__(self, capacity: int = 1 << 12, key_dtype=np.int64) -> None:
+        self.key_dtype = np.dtype(key_dtype)
         self._alloc(max(1 << 4, 1 << int(np.ceil(np.log2(capacity)))))
         self.live = 0
 
     def _alloc(self, cap: int) -> None:
-        self.keys = np.full(cap, _EMPTY, dtype=np.int64)
-        self.vals = np.zeros(cap, dtype=np.int64)
+        self.keys = np.full(cap, _EMPTY, dtype=self.key_dtype)
+        self.vals = np.zeros(cap, dtype=np.int32)  # slots
         self.shift = np.uint64(64 - int(np.log2(cap)))
         self.used = 0  # live + deleted
 
@@ -349,16 +352,16 @@ class _PairMap:
 
     def _find(self, k: np.ndarray) -> np.ndarray:
         """Table positions of keys ``k`` (-1 where absent)."""
-        k = np.asarray(k, dtype=np.int64)
+        k = np.asarray(k, dtype=self.key_dtype)
         mask = self.keys.size - 1
         pos = self._home(k)
-        kk = self.keys[pos]  # first probe for all keys at once
+        kk = np.take(self.keys, pos, mode="clip")  # first probe for all keys at once
         hit = kk == k
         out = np.where(hit, pos, -1)
         todo = np.flatnonzero(~hit & (kk != _EMPTY))
         pos = (pos[todo] + 1) & mask
         while todo.size:
-            kk = self.keys[pos]
+            kk = np.take(self.keys, pos, mode="clip")
             hit = kk == k[todo]
             out[todo[hit]] = pos[hit]
             more = ~hit & (kk != _EMPTY)
@@ -369,11 +372,11 @@ class _PairMap:
     def get(self, k: np.ndarray) -> np.ndarray:
         """Slots of keys ``k`` (-1 where absent)."""
         pos = self._find(k)
-        return np.where(pos >= 0, self.vals[np.maximum(pos, 0)], -1)
+        return np.where(pos >= 0, np.take(self.vals, pos, mode="clip"), -1)
 
     def put(self, k: np.ndarray, v: np.ndarray) -> None:
         """Insert distinct keys that are not in the map."""
-        k = np.asarray(k, dtype=np.int64)
+        k = np.asarray(k, dtype=self.key_dtype)
         if k.size == 0:
             return
         if 2 * (self.used + k.size) > self.keys.size:
@@ -383,7 +386,7 @@ class _PairMap:
             cap = 1 << max(4, int(np.ceil(np.log2(4 * (old_k.size + k.size)))))
             self._alloc(cap)
             self._insert(old_k, old_v)
-        self._insert(k, np.asarray(v, dtype=np.int64))
+        self._insert(k, np.asarray(v, dtype=np.int32))
         self.live += k.size
 
     def _insert(self, k: np.ndarray, v: np.ndarray) -> None:
@@ -435,11 +438,11 @@ class _Accumulator:
     def __init__(self, n_nodes: int, rate_fn: RateFn | None) -> None:
         self.n = n_nodes
         self.rate_fn = rate_fn
-        self.map = _PairMap()
+        self.pid_dtype = np.int32 if n_nodes * n_nodes < 2**31 else np.int64
+        self.map = _PairMap(key_dtype=self.pid_dtype)
         self._grow(1 << 12)
         self.n_slots = 0  # slots ever handed out (high-water mark)
         self.free: list[np.ndarray] = []  # freed slots, reused first
-        self.pid_dtype = np.int32 if n_nodes * n_nodes < 2**31 else np.int64
         self.out: list[list[np.ndarray | None]] = []
 
     def _grow(self, cap: int) -> None:
@@ -494,7 +497,7 @@ class _Accumulator:
             log.debug("%d visible pieces without an open window ignored", int((~ok).sum()))
             slot, d_int, d_min = slot[ok], d_int[ok], d_min[ok]
             bits = None if bits is None else bits[ok]
-        r = np.take(self.rows, slot, axis=0)
+        r = np.take(self.rows, slot, axis=0, mode="clip")
         r[:, self.DINT] += d_int
         np.minimum(r[:, self.DMIN], d_min, out=r[:, self.DMIN])
         if bits is not None:
@@ -566,6 +569,11 @@ class _Accumulator:
 
 
 # --------------------------------------------------------------------------- per-cell work
+
+def _gather(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``x[..., idx]`` for valid indices (``np.take`` without wrap-around checks, ~2x faster)."""
+    return np.take(x, idx, axis=-1, mode="clip")
+
 
 def _dot3(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Row-wise dot product of ``(3, n)`` arrays."""
@@ -728,8 +736,8 @@ class _Scanner:
         dt = traj.times_s[k + 1] - t0
         s0, s1 = self.cols[k], self.cols[k + 1]  # (columns, nodes): gathers stay in cache
         P, VR, VL = self.POS, self.VR, self.VL
-        p0 = np.take(s0[P], hi, axis=1) - np.take(s0[P], lo, axis=1)
-        w0 = np.take(s0[VR], hi, axis=1) - np.take(s0[VR], lo, axis=1)
+        p0 = _gather(s0[P], hi) - _gather(s0[P], lo)
+        w0 = _gather(s0[VR], hi) - _gather(s0[VR], lo)
         q0 = _dot3(p0, p0)
         # Lipschitz bound on the range inside the cell: it changes by at most
         # (|w0| + a_rel dt) dt, |w0| the relative speed at t_k and a_rel a bound on
@@ -747,30 +755,33 @@ class _Scanner:
         if keep.size == 0:
             return
         if keep.size < q0.size:
-            lo, hi, p0, w0, q0, grow = lo[keep], hi[keep], p0[:, keep], w0[:, keep], q0[keep], grow[keep]
+            lo, hi, q0, grow = _gather(lo, keep), _gather(hi, keep), _gather(q0, keep), _gather(grow, keep)
+            p0, w0 = _gather(p0, keep), _gather(w0, keep)
         pid = lo.astype(np.int64) * n + hi
-        p1 = np.take(s1[P], hi, axis=1) - np.take(s1[P], lo, axis=1)
+        p1 = _gather(s1[P], hi) - _gather(s1[P], lo)
         q1 = _dot3(p1, p1)
         qd0 = 2.0 * _dot3(p0, w0)
-        qd1 = 2.0 * _dot3(p1, np.take(s1[VL], hi, axis=1) - np.take(s1[VL], lo, axis=1))
+        qd1 = 2.0 * _dot3(p1, _gather(s1[VL], hi) - _gather(s1[VL], lo))
         room = np.maximum(self.inner - grow, 0.0)
         deep = q0 <= room * room
-        if first:
-            acc.open(pid[deep], t0, left=True)
         rest = np.flatnonzero(~deep)
         if rest.size < pid.size:
-            acc.whole(pid[deep], q0[deep], q1[deep], qd0[deep], qd1[deep], dt)
+            d = np.flatnonzero(deep)  # index arrays: faster than boolean masks here
+            dpid = _gather(pid, d)
+            if first:
+                acc.open(dpid, t0, left=True)
+            acc.whole(dpid, _gather(q0, d), _gather(q1, d), _gather(qd0, d), _gather(qd1, d), dt)
         if rest.size == 0:
             return
-        pid, q0, q1, qd0, qd1 = pid[rest], q0[rest], q1[rest], qd0[rest], qd1[rest]
+        pid, q0, q1, qd0, qd1 = (_gather(x, rest) for x in (pid, q0, q1, qd0, qd1))
         R2 = self.geom.max_range_km ** 2
         G0, G1, Dv0, Dv1 = [R2 - q0], [R2 - q1], [-qd0], [-qd1]
         if self.occlusion:
-            lo, hi = lo[rest], hi[rest]
-            L0 = s0[self.TAN, lo] + s0[self.TAN, hi]
-            L1 = s1[self.TAN, lo] + s1[self.TAN, hi]
-            Ld0 = s0[self.TDR, lo] + s0[self.TDR, hi]
-            Ld1 = s1[self.TDL, lo] + s1[self.TDL, hi]
+            lo, hi = _gather(lo, rest), _gather(hi, rest)
+            L0 = _gather(s0[self.TAN], lo) + _gather(s0[self.TAN], hi)
+            L1 = _gather(s1[self.TAN], lo) + _gather(s1[self.TAN], hi)
+            Ld0 = _gather(s0[self.TDR], lo) + _gather(s0[self.TDR], hi)
+            Ld1 = _gather(s1[self.TDL], lo) + _gather(s1[self.TDL], hi)
             G0.append(L0 * L0 - q0)
             G1.append(L1 * L1 - q1)
             Dv0.append(2.0 * L0 * Ld0 - qd0)
