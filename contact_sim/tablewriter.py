@@ -69,25 +69,35 @@ class Lookup:
 
 
 _TAB4 = np.array([list(f"{i:04d}".encode()) for i in range(10_000)], dtype=np.uint8)  # 4 digits per entry
+# as one uint32 per entry, then the same without leading zeros (0 bytes instead; 0 -> 4 zero bytes)
+_TAB4_32 = np.concatenate([
+    _TAB4.view(np.uint32).ravel(),
+    np.array([list(f"{i:>4d}".replace(" ", "\0").encode()) if i else [0] * 4 for i in range(10_000)],
+             dtype=np.uint8).view(np.uint32).ravel()])
 
 
-def _digits(v: np.ndarray) -> np.ndarray:
+def _digits(v: np.ndarray, min_digits: int = 1) -> np.ndarray:  # min_digits: 1 or 4
     """``(n, w)`` ASCII digits of non-negative int64 ``v``, leading zeros as 0 bytes.
 
-    Four digits per step (one ``divmod`` by 10^4 and a table lookup), so a
-    column costs a few passes whatever its width.
+    Four digits per step: one ``divmod`` by 10^4 and one 4-byte table gather
+    (the table without leading zeros where all higher digits are zero), so a
+    column costs a few passes whatever its width. ``min_digits=4`` keeps the
+    lowest group's zeros (``5 -> 0005``); otherwise at least one digit.
     """
     n = v.size
     top = int(v.max()) if n else 0
     groups = max(1, -(-len(str(top)) // 4))
-    out = np.empty((n, 4 * groups), dtype=np.uint8)
+    out = np.empty((n, groups), dtype=np.uint32)
     rest = v
     for j in range(groups - 1, -1, -1):
         rest, r = np.divmod(rest, 10_000)
-        out[:, 4 * j:4 * j + 4] = _TAB4[r]
-    if n:
-        n_dig = np.maximum(np.searchsorted(_POW10, v, side="right"), 1)  # digits of each value
-        out[np.arange(4 * groups)[None, :] < (4 * groups - n_dig)[:, None]] = 0
+        if j == groups - 1 and min_digits == 4:
+            out[:, j] = _TAB4_32[r]
+        else:  # the blank variant where every higher group is zero
+            out[:, j] = _TAB4_32[r + 10_000 * (rest == 0)]
+    out = out.view(np.uint8).reshape(n, 4 * groups)
+    if min_digits == 1 and n:
+        out[:, -1] = np.where(v == 0, np.uint8(48), out[:, -1])  # 0 is "0", not blank
     return out
 
 
@@ -117,12 +127,20 @@ def _fixed_bytes(x: np.ndarray, digits: int, nan: bytes | None = None) -> np.nda
     scale = 10 ** digits
     m = np.rint(np.abs(x) * scale).astype(np.int64)
     neg = (x < 0) & (m > 0)
-    whole = _digits(m // scale)
-    parts = [whole]
-    if digits:
-        frac = _digits(m % scale + scale)[:, 1:]  # fixed width, zeros kept
-        parts += [np.full((x.size, 1), 46, dtype=np.uint8), frac]
-    body = np.hstack(parts)
+    if digits == 3:  # the digits of m, at least 4 ("0500" for 0.5), with the point inserted
+        d = _digits(m, min_digits=4)
+        w = d.shape[1]
+        body = np.empty((x.size, w + 1), dtype=np.uint8)
+        body[:, :w - 3] = d[:, :w - 3]
+        body[:, w - 3] = 46
+        body[:, w - 2:] = d[:, w - 3:]
+    else:
+        whole = _digits(m // scale)
+        parts = [whole]
+        if digits:
+            frac = _digits(m % scale + scale)[:, 1:]  # fixed width, zeros kept
+            parts += [np.full((x.size, 1), 46, dtype=np.uint8), frac]
+        body = np.hstack(parts)
     if not neg.any():
         return body
     return np.hstack([np.where(neg, np.uint8(45), np.uint8(0))[:, None], body])
