@@ -172,7 +172,7 @@ def _block(pieces: Sequence[object], lo: int, hi: int) -> bytes:
         else:  # pragma: no cover - programming error
             raise TypeError(f"unknown table piece {type(p).__name__}")
     mat = np.hstack(cols) if cols else np.zeros((n, 0), dtype=np.uint8)
-    return mat[mat != 0].tobytes()
+    return mat.tobytes().translate(None, b"\0")  # drop the padding (a C loop over the bytes)
 
 
 def write_rows(fh: BinaryIO, pieces: Sequence[object], block_rows: int = BLOCK_ROWS) -> int:
