@@ -4,8 +4,8 @@ Python's ``csv`` module (or ``json.dumps`` of one dict per row) formats each
 value with a Python call, about 1 us per value: a 10^7-window contact plan
 takes minutes. Here every column is turned into ASCII digits with integer
 arithmetic on whole arrays, written into a ``(rows, width)`` byte matrix
-with 0 as padding, and the padding is dropped with one boolean mask, so the
-cost is a few numpy passes per column. Rows are processed in blocks, so
+with 0 as padding, and the padding is dropped with one ``bytes.translate``,
+so the cost is a few numpy passes per column. Rows are processed in blocks, so
 memory stays bounded whatever the table size.
 
 A table is a list of *pieces*, each one of:
