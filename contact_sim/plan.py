@@ -129,7 +129,9 @@ class ContactPlan:
             w = self.windows
             ids = np.concatenate([np.arange(len(w)), np.arange(len(w))])
             ends = np.concatenate([w.a, w.b])
-            order = np.argsort(ends, kind="stable")
+            # stable: each node's window ids come as two sorted runs; uint16 keys
+            # (up to 65,536 nodes) let numpy use its radix sort, ~2x faster
+            order = np.argsort(ends.astype(np.uint16) if self.n_nodes <= 1 << 16 else ends, kind="stable")
             ids, ends = ids[order], ends[order]
             splits = np.searchsorted(ends, np.arange(self.n_nodes + 1))
             self._by_node = {k: np.sort(ids[splits[k]:splits[k + 1]]) for k in range(self.n_nodes)}
