@@ -18,7 +18,8 @@ A table is a list of *pieces*, each one of:
   is given (``b"nan"`` in CSV, ``b"null"`` in JSON: ranges of an imported
   plan are unknown), else refused like infinity;
 * ``Lookup(table, index)``: ``table[index]``, a small set of byte strings
-  (node names, calendar days) gathered per row.
+  (node names, calendar days) gathered per row; ``table`` may also be a
+  ``(entries, width)`` uint8 array, prebuilt once (times of day).
 
 >>> import io, numpy as np
 >>> buf = io.BytesIO()
@@ -64,7 +65,7 @@ class Fixed:
 
 @dataclass(frozen=True)
 class Lookup:
-    table: Sequence[bytes]
+    table: Sequence[bytes] | np.ndarray
     index: np.ndarray
 
 
@@ -146,7 +147,9 @@ def _fixed_bytes(x: np.ndarray, digits: int, nan: bytes | None = None) -> np.nda
     return np.hstack([np.where(neg, np.uint8(45), np.uint8(0))[:, None], body])
 
 
-def _lookup_bytes(table: Sequence[bytes], index: np.ndarray) -> np.ndarray:
+def _lookup_bytes(table: Sequence[bytes] | np.ndarray, index: np.ndarray) -> np.ndarray:
+    if isinstance(table, np.ndarray):  # prebuilt (entries, width) uint8 rows
+        return table[np.asarray(index)]
     width = max((len(t) for t in table), default=0)
     if width == 0:
         return np.zeros((np.size(index), 0), dtype=np.uint8)
@@ -200,16 +203,32 @@ def utc_pieces(start: _dt.datetime, t_s: np.ndarray) -> list[object]:
     base = start.replace(tzinfo=None)
     base_ms = (base - _dt.datetime(1970, 1, 1)) // _dt.timedelta(milliseconds=1)
     ms = base_ms + np.rint(np.asarray(t_s, dtype=np.float64) * 1000.0).astype(np.int64)
-    day = np.floor_divide(ms, 86_400_000)
-    rest = ms - day * 86_400_000
-    days, inv = np.unique(day, return_inverse=True)  # a few calendar days: format them in Python
+    day, rest = np.divmod(ms, 86_400_000)
+    first = int(day.min()) if day.size else 0
+    span = int(day.max()) - first + 1 if day.size else 0
+    if span <= max(day.size, 1):  # a few calendar days: index them directly (no sort)
+        days, inv = np.arange(first, first + span), day - first
+    else:  # times spread over more days than there are rows
+        days, inv = np.unique(day, return_inverse=True)
     labels = [(_dt.date(1970, 1, 1) + _dt.timedelta(days=int(d))).isoformat().encode() + b"T" for d in days]
-    h, rest = np.divmod(rest, 3_600_000)
-    mi, rest = np.divmod(rest, 60_000)
-    s, milli = np.divmod(rest, 1000)
+    sec, milli = np.divmod(rest, 1000)
+    hms, msz = _clock_tables()
+    return [Lookup(labels, inv), Lookup(hms, sec), Lookup(msz, milli)]
 
-    def two(v):  # zero-padded 2 digits
-        return Lookup([f"{i:02d}".encode() for i in range(100)], v)
 
-    return [Lookup(labels, inv), two(h), Lit(b":"), two(mi), Lit(b":"), two(s), Lit(b"."),
-            Lookup([f"{i:03d}".encode() for i in range(1000)], milli), Lit(b"Z")]
+_CLOCK: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _clock_tables() -> tuple[np.ndarray, np.ndarray]:
+    """``HH:MM:SS`` for every second of a day and ``.mmmZ`` for every millisecond, as uint8 rows."""
+    global _CLOCK
+    if _CLOCK is None:
+        s = np.arange(86_400)
+        two = np.array([list(f"{i:02d}".encode()) for i in range(60)], dtype=np.uint8)
+        hms = np.full((86_400, 8), 58, dtype=np.uint8)  # ':' between the fields
+        hms[:, 0:2] = two[s // 3600]
+        hms[:, 3:5] = two[s // 60 % 60]
+        hms[:, 6:8] = two[s % 60]
+        msz = np.array([list(f".{i:03d}Z".encode()) for i in range(1000)], dtype=np.uint8)
+        _CLOCK = (hms, msz)
+    return _CLOCK
