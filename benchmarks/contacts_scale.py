@@ -39,8 +39,8 @@ before each run in brackets; CPU of all processes):
   windows (load 11.68); ``--hours 3``: 145 s, 135 CPU-s, 2.51 GB,
   12,868,917 windows (load 8.67); a 24 h run (~1,050 CPU-s, ~94 M windows,
   over 4 GB) misses both 24 h targets and was not run;
-* ``--plan-windows 10000000``: CSV 22.3 CPU-s, JSON 11.2 CPU-s, per-round
-  participation of 1,584 nodes 6.3 CPU-s (load 8.13).
+* ``--plan-windows 10000000``: CSV 16.6 CPU-s, JSON 11.8 CPU-s, per-round
+  participation of 1,584 nodes 5.9 CPU-s (load 7.00).
 
 Run:  python benchmarks/contacts_scale.py [--sizes 1584 4408] [--workers 2]
       [--step 60] [--hours 24] [--check-edges 500]
