@@ -139,7 +139,7 @@ def _fixed_bytes(x: np.ndarray, digits: int, nan: bytes | None = None) -> np.nda
         whole = _digits(m // scale)
         parts = [whole]
         if digits:
-            frac = _digits(m % scale + scale)[:, 1:]  # fixed width, zeros kept
+            frac = _digits(m % scale + scale)[:, -digits:]  # fixed width, zeros kept
             parts += [np.full((x.size, 1), 46, dtype=np.uint8), frac]
         body = np.hstack(parts)
     if not neg.any():
