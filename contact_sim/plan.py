@@ -50,6 +50,15 @@ from .link import LinkModel
 from .tablewriter import Fixed, Int, Lit, Lookup, utc_pieces, write_rows
 from .windows import Window, WindowTable
 
+
+def _make_window(a, b, t_start_s, t_end_s, capacity_bytes, mean_range_km, min_range_km) -> Window:
+    """``Window(...)`` without the frozen dataclass's per-field ``object.__setattr__``
+    (:class:`Window` has no ``__post_init__``): ~1 us less per window, for millions of them."""
+    win = object.__new__(Window)
+    win.__dict__.update(a=a, b=b, t_start_s=t_start_s, t_end_s=t_end_s, capacity_bytes=capacity_bytes,
+                        mean_range_km=mean_range_km, min_range_km=min_range_km)
+    return win
+
 log = logging.getLogger(__name__)
 
 
@@ -120,7 +129,9 @@ class ContactPlan:
             w = self.windows
             ids = np.concatenate([np.arange(len(w)), np.arange(len(w))])
             ends = np.concatenate([w.a, w.b])
-            order = np.argsort(ends, kind="stable")
+            # stable: each node's window ids come as two sorted runs; uint16 keys
+            # (up to 65,536 nodes) let numpy use its radix sort, ~2x faster
+            order = np.argsort(ends.astype(np.uint16) if self.n_nodes <= 1 << 16 else ends, kind="stable")
             ids, ends = ids[order], ends[order]
             splits = np.searchsorted(ends, np.arange(self.n_nodes + 1))
             self._by_node = {k: np.sort(ids[splits[k]:splits[k + 1]]) for k in range(self.n_nodes)}
@@ -160,10 +171,12 @@ class ContactPlan:
         return {"idx": idx[ok], "nb": nb[ok], "start": start[ok], "end": end[ok],
                 "cap": cap[ok].astype(np.int64), "finish": finish[ok]}
 
-    def _window(self, c: dict[str, np.ndarray], i: int) -> Window:
-        w, k = self.windows, int(c["idx"][i])
-        return Window(int(w.a[k]), int(w.b[k]), float(c["start"][i]), float(c["end"][i]), int(c["cap"][i]),
-                      float(w.mean_range_km[k]), float(w.min_range_km[k]))
+    def _windows(self, c: dict[str, np.ndarray], rows: np.ndarray) -> list[Window]:
+        """:class:`Window` objects of candidate rows ``rows`` (columns converted once, not per value)."""
+        w, k = self.windows, c["idx"][rows]
+        cols = (w.a[k].tolist(), w.b[k].tolist(), c["start"][rows].tolist(), c["end"][rows].tolist(),
+                c["cap"][rows].tolist(), w.mean_range_km[k].tolist(), w.min_range_km[k].tolist())
+        return [_make_window(*v) for v in zip(*cols)]
 
     def deliverable(self, node: int, round: int, size_bytes: int) -> list[tuple[int, Window]]:
         """Neighbours able to deliver ``size_bytes`` to ``node`` within ``round``.
@@ -184,7 +197,7 @@ class ContactPlan:
         _, first = np.unique(c["nb"][order], return_index=True)
         best = order[first]
         best = best[np.lexsort((c["nb"][best], c["finish"][best]))]
-        return [(int(c["nb"][i]), self._window(c, i)) for i in best]
+        return list(zip(c["nb"][best].tolist(), self._windows(c, best)))
 
     def earliest_transfer(self, src: int, dst: int, round: int, size_bytes: int,
                           not_before_s: float | None = None) -> tuple[float, float] | None:

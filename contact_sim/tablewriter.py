@@ -4,8 +4,8 @@ Python's ``csv`` module (or ``json.dumps`` of one dict per row) formats each
 value with a Python call, about 1 us per value: a 10^7-window contact plan
 takes minutes. Here every column is turned into ASCII digits with integer
 arithmetic on whole arrays, written into a ``(rows, width)`` byte matrix
-with 0 as padding, and the padding is dropped with one boolean mask, so the
-cost is a few numpy passes per column. Rows are processed in blocks, so
+with 0 as padding, and the padding is dropped with one ``bytes.translate``,
+so the cost is a few numpy passes per column. Rows are processed in blocks, so
 memory stays bounded whatever the table size.
 
 A table is a list of *pieces*, each one of:
@@ -18,7 +18,8 @@ A table is a list of *pieces*, each one of:
   is given (``b"nan"`` in CSV, ``b"null"`` in JSON: ranges of an imported
   plan are unknown), else refused like infinity;
 * ``Lookup(table, index)``: ``table[index]``, a small set of byte strings
-  (node names, calendar days) gathered per row.
+  (node names, calendar days) gathered per row; ``table`` may also be a
+  ``(entries, width)`` uint8 array, prebuilt once (times of day).
 
 >>> import io, numpy as np
 >>> buf = io.BytesIO()
@@ -64,30 +65,40 @@ class Fixed:
 
 @dataclass(frozen=True)
 class Lookup:
-    table: Sequence[bytes]
+    table: Sequence[bytes] | np.ndarray
     index: np.ndarray
 
 
 _TAB4 = np.array([list(f"{i:04d}".encode()) for i in range(10_000)], dtype=np.uint8)  # 4 digits per entry
+# as one uint32 per entry, then the same without leading zeros (0 bytes instead; 0 -> 4 zero bytes)
+_TAB4_32 = np.concatenate([
+    _TAB4.view(np.uint32).ravel(),
+    np.array([list(f"{i:>4d}".replace(" ", "\0").encode()) if i else [0] * 4 for i in range(10_000)],
+             dtype=np.uint8).view(np.uint32).ravel()])
 
 
-def _digits(v: np.ndarray) -> np.ndarray:
+def _digits(v: np.ndarray, min_digits: int = 1) -> np.ndarray:  # min_digits: 1 or 4
     """``(n, w)`` ASCII digits of non-negative int64 ``v``, leading zeros as 0 bytes.
 
-    Four digits per step (one ``divmod`` by 10^4 and a table lookup), so a
-    column costs a few passes whatever its width.
+    Four digits per step: one ``divmod`` by 10^4 and one 4-byte table gather
+    (the table without leading zeros where all higher digits are zero), so a
+    column costs a few passes whatever its width. ``min_digits=4`` keeps the
+    lowest group's zeros (``5 -> 0005``); otherwise at least one digit.
     """
     n = v.size
     top = int(v.max()) if n else 0
     groups = max(1, -(-len(str(top)) // 4))
-    out = np.empty((n, 4 * groups), dtype=np.uint8)
+    out = np.empty((n, groups), dtype=np.uint32)
     rest = v
     for j in range(groups - 1, -1, -1):
         rest, r = np.divmod(rest, 10_000)
-        out[:, 4 * j:4 * j + 4] = _TAB4[r]
-    if n:
-        n_dig = np.maximum(np.searchsorted(_POW10, v, side="right"), 1)  # digits of each value
-        out[np.arange(4 * groups)[None, :] < (4 * groups - n_dig)[:, None]] = 0
+        if j == groups - 1 and min_digits == 4:
+            out[:, j] = _TAB4_32[r]
+        else:  # the blank variant where every higher group is zero
+            out[:, j] = _TAB4_32[r + 10_000 * (rest == 0)]
+    out = out.view(np.uint8).reshape(n, 4 * groups)
+    if min_digits == 1 and n:
+        out[:, -1] = np.where(v == 0, np.uint8(48), out[:, -1])  # 0 is "0", not blank
     return out
 
 
@@ -117,18 +128,28 @@ def _fixed_bytes(x: np.ndarray, digits: int, nan: bytes | None = None) -> np.nda
     scale = 10 ** digits
     m = np.rint(np.abs(x) * scale).astype(np.int64)
     neg = (x < 0) & (m > 0)
-    whole = _digits(m // scale)
-    parts = [whole]
-    if digits:
-        frac = _digits(m % scale + scale)[:, 1:]  # fixed width, zeros kept
-        parts += [np.full((x.size, 1), 46, dtype=np.uint8), frac]
-    body = np.hstack(parts)
+    if digits == 3:  # the digits of m, at least 4 ("0500" for 0.5), with the point inserted
+        d = _digits(m, min_digits=4)
+        w = d.shape[1]
+        body = np.empty((x.size, w + 1), dtype=np.uint8)
+        body[:, :w - 3] = d[:, :w - 3]
+        body[:, w - 3] = 46
+        body[:, w - 2:] = d[:, w - 3:]
+    else:
+        whole = _digits(m // scale)
+        parts = [whole]
+        if digits:
+            frac = _digits(m % scale + scale)[:, -digits:]  # fixed width, zeros kept
+            parts += [np.full((x.size, 1), 46, dtype=np.uint8), frac]
+        body = np.hstack(parts)
     if not neg.any():
         return body
     return np.hstack([np.where(neg, np.uint8(45), np.uint8(0))[:, None], body])
 
 
-def _lookup_bytes(table: Sequence[bytes], index: np.ndarray) -> np.ndarray:
+def _lookup_bytes(table: Sequence[bytes] | np.ndarray, index: np.ndarray) -> np.ndarray:
+    if isinstance(table, np.ndarray):  # prebuilt (entries, width) uint8 rows
+        return table[np.asarray(index)]
     width = max((len(t) for t in table), default=0)
     if width == 0:
         return np.zeros((np.size(index), 0), dtype=np.uint8)
@@ -154,7 +175,7 @@ def _block(pieces: Sequence[object], lo: int, hi: int) -> bytes:
         else:  # pragma: no cover - programming error
             raise TypeError(f"unknown table piece {type(p).__name__}")
     mat = np.hstack(cols) if cols else np.zeros((n, 0), dtype=np.uint8)
-    return mat[mat != 0].tobytes()
+    return mat.tobytes().translate(None, b"\0")  # drop the padding (a C loop over the bytes)
 
 
 def write_rows(fh: BinaryIO, pieces: Sequence[object], block_rows: int = BLOCK_ROWS) -> int:
@@ -182,16 +203,32 @@ def utc_pieces(start: _dt.datetime, t_s: np.ndarray) -> list[object]:
     base = start.replace(tzinfo=None)
     base_ms = (base - _dt.datetime(1970, 1, 1)) // _dt.timedelta(milliseconds=1)
     ms = base_ms + np.rint(np.asarray(t_s, dtype=np.float64) * 1000.0).astype(np.int64)
-    day = np.floor_divide(ms, 86_400_000)
-    rest = ms - day * 86_400_000
-    days, inv = np.unique(day, return_inverse=True)  # a few calendar days: format them in Python
+    day, rest = np.divmod(ms, 86_400_000)
+    first = int(day.min()) if day.size else 0
+    span = int(day.max()) - first + 1 if day.size else 0
+    if span <= max(day.size, 1):  # a few calendar days: index them directly (no sort)
+        days, inv = np.arange(first, first + span), day - first
+    else:  # times spread over more days than there are rows
+        days, inv = np.unique(day, return_inverse=True)
     labels = [(_dt.date(1970, 1, 1) + _dt.timedelta(days=int(d))).isoformat().encode() + b"T" for d in days]
-    h, rest = np.divmod(rest, 3_600_000)
-    mi, rest = np.divmod(rest, 60_000)
-    s, milli = np.divmod(rest, 1000)
+    sec, milli = np.divmod(rest, 1000)
+    hms, msz = _clock_tables()
+    return [Lookup(labels, inv), Lookup(hms, sec), Lookup(msz, milli)]
 
-    def two(v):  # zero-padded 2 digits
-        return Lookup([f"{i:02d}".encode() for i in range(100)], v)
 
-    return [Lookup(labels, inv), two(h), Lit(b":"), two(mi), Lit(b":"), two(s), Lit(b"."),
-            Lookup([f"{i:03d}".encode() for i in range(1000)], milli), Lit(b"Z")]
+_CLOCK: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _clock_tables() -> tuple[np.ndarray, np.ndarray]:
+    """``HH:MM:SS`` for every second of a day and ``.mmmZ`` for every millisecond, as uint8 rows."""
+    global _CLOCK
+    if _CLOCK is None:
+        s = np.arange(86_400)
+        two = np.array([list(f"{i:02d}".encode()) for i in range(60)], dtype=np.uint8)
+        hms = np.full((86_400, 8), 58, dtype=np.uint8)  # ':' between the fields
+        hms[:, 0:2] = two[s // 3600]
+        hms[:, 3:5] = two[s // 60 % 60]
+        hms[:, 6:8] = two[s % 60]
+        msz = np.array([list(f".{i:03d}Z".encode()) for i in range(1000)], dtype=np.uint8)
+        _CLOCK = (hms, msz)
+    return _CLOCK

@@ -139,6 +139,11 @@ def test_table_writer_numbers_signs_and_utc() -> None:
     write_rows(buf, utc_pieces(dt.datetime(2024, 2, 28, 23, 59, 59), np.array([0.5, 1.0, 86_400.0])))
     assert buf.getvalue() == (b"2024-02-28T23:59:59.500Z2024-02-29T00:00:00.000Z"
                               b"2024-02-29T23:59:59.000Z")
+    # times spread over more calendar days than there are rows; other decimal counts
+    buf = io.BytesIO()
+    write_rows(buf, [*utc_pieces(dt.datetime(2024, 2, 28), np.array([40 * 86_400.0, -0.25])), Lit(b";"),
+                     Fixed(np.array([2.26, -10.04]), 1), Lit(b";"), Fixed(np.array([7.0, 0.375]), 0), Lit(b"\n")])
+    assert buf.getvalue() == b"2024-04-08T00:00:00.000Z;2.3;7\n2024-02-27T23:59:59.750Z;-10.0;0\n"
 
 
 def test_not_before_delays_the_start_and_pays_the_acquisition_again() -> None:
