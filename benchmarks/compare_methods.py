@@ -154,10 +154,10 @@ def main() -> int:
                             records.append({"task": task, "psi": psi, "seed": seed, **r.to_dict(), "method": label,
                                             "method_seconds": secs})
                         line.append(f"{label} {100 * statistics.mean(r.test_accuracy for r in results):.1f}")
+                        if args.json:  # after every method, so a run cut short keeps what it finished
+                            args.json.write_text(json.dumps(records, indent=1, default=str))
                 print(f"{task} psi={psi} seed {seed}: " + ", ".join(line)
                       + f"  ({time.perf_counter() - t_start:.0f} s)", flush=True)
-                if args.json:  # after every swarm, so a run cut short keeps what it finished
-                    args.json.write_text(json.dumps(records, indent=1, default=str))
     report(records, args)
     print(f"total {time.perf_counter() - t_start:.0f} s")
     return 0
