@@ -47,8 +47,7 @@ from fol.config import FOLConfig  # noqa: E402
 from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
 from fol.personalize import (NodeState, Received, RoundReport, align_candidates,  # noqa: E402
-                             ensemble_and_distill, swarm_transfer)
-from fol.stages import fall_back_to_received  # noqa: E402
+                             apply_align_fallback, ensemble_and_distill, swarm_transfer)
 from fol.train import evaluate  # noqa: E402
 
 #: Stage-3/4 options, one at a time against the paper preset: (field, value).
@@ -126,10 +125,8 @@ def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str,
                                        RoundReport(node.name, 1, "fol"))
             for name in names:
                 cfg = configs[name].replace(seed=seed, max_neighbours=args.q, top_k=args.k)
-                candidates = copy.copy(aligned)
-                if cfg.align_fallback == "received":  # what align_candidates does, on the same alignment
-                    candidates = aligned[:1] + [fall_back_to_received(c, r.model, node.data)
-                                                for c, r in zip(aligned[1:], received)]
+                candidates = (apply_align_fallback(aligned, received, node.data) if cfg.align_fallback == "received"
+                              else copy.copy(aligned))  # the fallback on the same alignment
                 ens, student = ensemble_and_distill(state, candidates, 1, cfg, RoundReport(node.name, 1, "fol"))
                 record(name, "local_sel", local_sel)
                 record(name, "local_test", local_test)

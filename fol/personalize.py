@@ -47,7 +47,8 @@ from fol.train import evaluate, predict_logits
 from fol.variants import ALL_VARIANTS, VARIANTS
 
 __all__ = ["Received", "NodeState", "RoundReport", "personalize", "check_received", "save_ensemble",
-           "align_candidates", "ensemble_and_distill", "distillation_inputs", "transfer_share", "swarm_transfer"]
+           "align_candidates", "apply_align_fallback", "ensemble_and_distill", "distillation_inputs",
+           "transfer_share", "swarm_transfer"]
 
 log = logging.getLogger(__name__)
 
@@ -198,13 +199,24 @@ def align_candidates(state: NodeState, usable: Sequence[Received], round: int, c
             arch=item.card.spec.arch,
             freeze=cfg.finetune_freeze,
         )
-        if cfg.align_fallback == "received":
-            cand = fall_back_to_received(cand, item.model, state.data)
         report.train_flops += cand.train_flops
         for stage, secs in cand.seconds.items():
             report.seconds[stage] = report.seconds.get(stage, 0.0) + secs
         candidates.append(cand)
+    if cfg.align_fallback == "received":
+        return apply_align_fallback(candidates, usable, state.data)
     return candidates
+
+
+def apply_align_fallback(candidates: Sequence[Candidate], usable: Sequence[Received],
+                         data: NodeData) -> list[Candidate]:
+    """``FOLConfig.align_fallback = "received"`` on the candidates of
+    :func:`align_candidates` (the own one first, then one per ``usable`` item,
+    in order): every neighbour whose aligned model scores below the model as
+    received competes as received (:func:`fol.stages.fall_back_to_received`).
+    A new list; the aligned candidates are not changed."""
+    return [candidates[0]] + [fall_back_to_received(cand, item.model, data)
+                              for cand, item in zip(candidates[1:], usable, strict=True)]
 
 
 def distillation_inputs(state: NodeState, cfg: FOLConfig, round: int) -> torch.Tensor:
