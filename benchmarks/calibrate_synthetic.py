@@ -26,9 +26,7 @@ Measured (cnn-medium, seed 0, all 24 nodes, defaults lr 1e-3, patience 10):
 wildfire local 85.8 % vs majority 82.2 %, pooled 95.3 %, far-region drop 13.1;
 hurricane local 90.0 % vs 82.3 %, pooled 96.9 %, drop 3.0. Not met: wildfire
 local - majority (3.6), pooled - local on both (9.4, 6.9), hurricane's drop.
-With ``--lr 0.01`` (local on the first 8 nodes): wildfire 90.8 / 82.5 / 95.8,
-drop 16.6; hurricane 90.6 / 81.4 / 98.4, drop 10.8 (only pooled - local missed:
-5.0 and 7.9). docs/evaluation.md discusses both runs.
+docs/evaluation.md discusses this run next to an earlier one with ``--lr 0.01``.
 """
 
 from __future__ import annotations

@@ -14,31 +14,14 @@ error of it, the one that runs the fewest epochs is picked (cheaper).
 
     OMP_NUM_THREADS=1 python benchmarks/select_pretrain.py --nodes 4
 
-Measured (cnn-medium, 4 nodes x 300 images per task, psi 0.5, seed 0, both
-tasks; held-out half of D_val, mean ± s.e. over the 8 nodes):
+Measured on 32 nodes, both tasks (held-out half of D_val, mean ± s.e.)::
 
-=======  ========  ============  ==========
-lr       patience  D_val acc. %  epochs run
-=======  ========  ============  ==========
-0.001    5         87.5 ± 6.3    6.8
-0.01     5         82.6 ± 9.5    6.4
-0.05     5         86.4 ± 7.6    6.9
-0.001    10        91.3 ± 4.6    13.4
-0.01     10        92.4 ± 3.2    14.0
-0.05     10        86.4 ± 7.6    12.6
-=======  ========  ============  ==========
+    OMP_NUM_THREADS=1 python benchmarks/select_pretrain.py --lrs 0.001 0.003 0.01 --patiences 10 --nodes 8 --seeds 2
 
-Best mean: lr 0.01, patience 10; picked by the rule: lr 1e-3 (the paper's
-reported value), patience 10, now ``FOLConfig``'s defaults. Patience matters
-more than lr here: with patience 5, early stopping often ends pretraining
-before the model beats the majority class on a ~45-image D_val. Eight nodes
-give a large standard error; the ranking of lr 1e-3 vs 1e-2 is not
-resolved by this data.
-
-Re-run on 32 nodes (``--lrs 0.001 0.003 0.01 --patiences 10 --nodes 8 --seeds 2``,
-both tasks): lr 1e-3 86.3 ± 2.1, 3e-3 88.0 ± 1.9, 1e-2 89.5 ± 1.6 (epochs 14.4,
-16.3, 15.5): the rule picks lr 1e-2. FOLConfig still defaults to 1e-3 until the
-benchmarks measured with it are re-run (docs/evaluation.md).
+lr 1e-3 86.3 ± 2.1, 3e-3 88.0 ± 1.9, 1e-2 89.5 ± 1.6 (epochs 14.4, 16.3, 15.5):
+the rule picks lr 1e-2. An earlier 8-node run (docs/evaluation.md) had picked
+lr 1e-3, still FOLConfig's default until the benchmarks measured with it are
+re-run.
 """
 
 from __future__ import annotations

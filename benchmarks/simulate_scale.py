@@ -15,10 +15,10 @@ per task, 2 workers (process pool: 2 processes; cluster: 2 raylets x 1 CPU).
     python benchmarks/simulate_scale.py --nodes 24 --executors local ray-cluster
     python benchmarks/simulate_scale.py --profile 12                     # per-node costs, E = 3
 
-Measured so far (shared 2-core machine): 24 nodes on all three executors
-(docs/scale.md). A 96-node ``--executors ray-cluster`` run started at load
-5.30 did not finish within a 15 min bound (load 12.8 by then); 96 and 384
-nodes have not been measured on any executor.
+Not re-measured in the latest session: a 96-node ``--executors ray-cluster``
+run started then did not finish within a 15 min bound on the shared machine;
+96 and 384 nodes have not been measured on any executor (docs/scale.md has the
+earlier 24-node runs).
 
 ``--profile N`` runs N nodes once on the local executor with E = 3 rounds and
 every FOL variant plus DM-PFL, and prints the per-node seconds of each method
