@@ -52,7 +52,7 @@ from fol.defaults import DEFAULT_ARCH
 from fol.errors import ConfigError
 from fol.fileio import atomic_write_bytes, write_json_atomic
 from fol.methods import SwarmContext, get_method
-from fol.methods.base import serial_map
+from fol.methods.base import run_side_by_side, serial_map
 from fol.methods.fol_method import run_fol_pipeline
 from fol.nodes import build_nodes
 from fol.train import evaluate
@@ -292,11 +292,13 @@ def run_setting(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: ProtocolCon
             out[f"{ens_name} (E={e + 1})"] = [pn[0][e] for pn in per_node]
             out[f"{stu_name} (E={e + 1})"] = [pn[1][e] for pn in per_node]
         progress(f"{stu_name} / {ens_name}, {cfg.rounds} round(s) ({time.perf_counter() - t0:.0f} s)")
-    for row, name in (("DENSE", "dense"), ("Co-Boosting", "co-boosting")):
-        t0 = time.perf_counter()
-        results = get_method(name, **cfg.method_options.get(name, {})).run(ctx)
+    # DENSE and Co-Boosting distil on the server, in one process each: run them side by side.
+    t0 = time.perf_counter()
+    data_free = (("DENSE", "dense"), ("Co-Boosting", "co-boosting"))
+    methods = [get_method(name, **cfg.method_options.get(name, {})) for _, name in data_free]
+    for (row, _), results in zip(data_free, run_side_by_side(methods, ctx, desc="data-free baselines")):
         out[row] = [r.test_accuracy for r in results]
-        progress(f"{row} ({time.perf_counter() - t0:.0f} s)")
+    progress(f"DENSE, Co-Boosting ({time.perf_counter() - t0:.0f} s)")
     for e in range(1, cfg.rounds + 1):
         t0 = time.perf_counter()
         results = get_method("fedavg", **cfg.method_options.get("fedavg", {})).run(dataclasses.replace(ctx, rounds=e))

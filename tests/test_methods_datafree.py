@@ -104,3 +104,23 @@ def test_budget_presets_and_their_share_of_the_published_budget():
     assert get_method("dense", budget="small", epochs=3).options["epochs"] == 3  # explicit option wins
     with pytest.raises(ConfigError, match="dense.budget"):
         get_method("dense", budget="huge")
+
+
+def test_side_by_side_in_worker_processes_matches_running_alone(nodes):
+    from fol.executors import make_executor
+    from fol.methods.base import run_side_by_side
+
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=1, seed=3)
+    methods = [get_method("dense", epochs=2, g_steps=2, synthesis_batch=16),
+               get_method("co-boosting", epochs=2, g_steps=2, synthesis_batch=16)]
+    alone = [[r.test_accuracy for r in m.run(ctx)] for m in methods]
+    calls = []
+    with make_executor("process", workers=2, threads=1) as ex:
+        def counting_map(fn, items, desc=None):
+            calls.append(len(items))
+            return ex.map(fn, items, desc=desc)
+        together = run_side_by_side(methods, SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=1,
+                                                          seed=3, map=counting_map))
+    assert calls == [2]  # one task per method, through the executor
+    assert [[r.test_accuracy for r in res] for res in together] == alone
+    assert [res[0].method for res in together] == ["dense", "co-boosting"]

@@ -18,7 +18,7 @@ masks at one bit per position, and training FLOPs.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, ClassVar, Iterable, TypeVar
 
 import numpy as np
@@ -200,3 +200,22 @@ def get_method(name: str, **options: Any) -> Method:
         return _REGISTRY[name](**options)
     except TypeError as exc:
         raise ConfigError(f"methods.{name}: invalid option(s): {exc}") from None
+
+
+def _run_method(args: tuple[Method, SwarmContext]) -> list[NodeResult]:
+    method, ctx = args
+    return method.run(ctx)
+
+
+def run_side_by_side(methods: Iterable[Method], ctx: SwarmContext, desc: str | None = None) -> list[list[NodeResult]]:
+    """Run several methods at once, one task per method through ``ctx.map``.
+
+    Meant for methods whose work is not spread over the nodes (DENSE's and
+    Co-Boosting's server-side distillation run in one process): side by side
+    they keep an executor's workers busy where, one after the other, each would
+    hold one core. Each task gets a copy of ``ctx`` that runs its per-node work
+    in its own process (``serial_map``) and starts with an empty ``cache``, so
+    the results are the ones each method gives when run alone.
+    """
+    inner = replace(ctx, map=serial_map, cache={})
+    return ctx.map(_run_method, [(m, inner) for m in methods], desc=desc)
