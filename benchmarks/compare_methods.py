@@ -7,8 +7,9 @@ seed: render the synthetic pool, give each node ``--per-node`` images,
 pretrain every node once (``fol.nodes.build_nodes``), then run every method
 on those same nodes and partitions. The server-based baselines run
 ``--rounds`` R rounds (default 20) and are evaluated on every node after
-every round; FOL runs one exchange, and once more for each extra E of
-``--fol-rounds`` (reference points "fol (E=2)", ...). DENSE and Co-Boosting
+every round; FOL runs max(``--fol-rounds``) exchanges once, and the
+rows "fol (E=2)", ... are its models after that many exchanges (what a run of
+E rounds gives: a round depends only on the rounds before it). DENSE and Co-Boosting
 run at the synthesis budget ``--budget``.
 
 Printed per (task, psi): the paper-style table (test accuracy, mean ± std
@@ -82,6 +83,53 @@ def _label(method: str, e: int) -> str:
     return method if e == 1 else f"{method} (E={e})"
 
 
+def after_exchanges(result: dict, e: int) -> dict:
+    """A FOL variant's per-node result as a run of ``e`` exchanges gives it,
+    from the run's per-exchange points (``extra["exchanges"]``)."""
+    p = result["extra"]["exchanges"][e - 1]
+    extra = {k: v for k, v in result["extra"].items() if k not in ("exchanges", "selected", "weights")}
+    extra.update(selected=result["extra"]["selected"][:e], weights=result["extra"]["weights"][:e],
+                 accuracy={**result["extra"]["accuracy"], "student": p["student"], "ensemble": p["ensemble"]},
+                 transfer=p["transfer"])
+    return {**result, "test_accuracy": p["test_accuracy"], "val_accuracy": p["val_accuracy"],
+            "bytes_up": p["bytes_up"], "bytes_down": p["bytes_down"], "train_flops": result["train_flops"]
+            - result["extra"]["exchanges"][-1]["train_flops"] + p["train_flops"], "rounds": e,
+            "seconds": p["seconds"], "kept_local": p["kept_local"], "extra": extra}
+
+
+def _read_json(path: Path) -> object:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def merge_records(runs: list[tuple[Path, list[dict]]]) -> list[dict]:
+    """The per-node records of several ``--json`` runs, in order. A (task, psi,
+    seed, method, node) present in two runs is kept once if both measured the
+    same test accuracy; if they differ (runs of different code or settings) the
+    merge is refused, naming both files."""
+    seen: dict[tuple, tuple[Path, float]] = {}
+    out = []
+    for path, records in runs:
+        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+            raise ValueError(f"{path}: expected a JSON list of per-node records (written by --json)")
+        for r in records:
+            try:
+                key = (r["task"], r["psi"], r["seed"], r["method"], r["node"])
+                acc = r["test_accuracy"]
+            except KeyError as exc:
+                raise ValueError(f"{path}: a record has no {exc.args[0]!r} (not written by --json?)") from None
+            if key in seen:
+                if seen[key][1] != acc:
+                    raise ValueError(f"{path} and {seen[key][0]} disagree on {'/'.join(map(str, key))} "
+                                     f"({acc} vs {seen[key][1]}): runs of different code or settings")
+                continue
+            seen[key] = (path, acc)
+            out.append(r)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", nargs="+", default=["hurricane", "wildfire"], choices=["hurricane", "wildfire"])
@@ -122,9 +170,11 @@ def main() -> int:
     options = {m: {"budget": args.budget} for m in ("dense", "co-boosting")}
     print(machine_line())
     if args.merge:
-        records = []
-        for path in args.merge:
-            records += json.loads(path.read_text())
+        try:
+            records = merge_records([(path, _read_json(path)) for path in args.merge])
+        except (OSError, ValueError) as exc:
+            print(f"--merge: {exc}", file=sys.stderr)
+            return 2
         report(records, args)
         return 0
     print(f"methods: {', '.join(wanted)}; server rounds R = {args.rounds}, FOL exchanges E in {args.fol_rounds}, "
@@ -140,22 +190,25 @@ def main() -> int:
                 base = FOLConfig(seed=seed)
                 nodes = build_nodes(pool, shards, [args.arch], base.pretrain_train(), seed)
                 line = []
-                for e in args.fol_rounds:
-                    ctx = SwarmContext(nodes=nodes, train=base.pretrain_train(), fol=FOLConfig(rounds=e, seed=seed),
-                                       rounds=args.rounds, seed=seed)
-                    for m in wanted:
-                        if e != 1 and m not in ("fol", "fol-a"):
-                            continue  # the other methods do not depend on E
+                # FOL runs max(E) exchanges once; the point after exchange e is the E = e run
+                ctx = SwarmContext(nodes=nodes, train=base.pretrain_train(),
+                                   fol=FOLConfig(rounds=max(args.fol_rounds), seed=seed), rounds=args.rounds, seed=seed)
+                for m in wanted:
+                    t0 = time.perf_counter()
+                    results = [r.to_dict() for r in get_method(m, **options.get(m, {})).run(ctx)]
+                    secs = time.perf_counter() - t0
+                    per_e = ({e: [after_exchanges(r, e) for r in results] for e in sorted(args.fol_rounds)}
+                             if m in ("fol", "fol-a") else {1: results})
+                    for e, rows in per_e.items():
                         label = _label(m, e)
-                        t0 = time.perf_counter()
-                        results = get_method(m, **options.get(m, {})).run(ctx)
-                        secs = time.perf_counter() - t0  # a cached FOL run is timed once, in its first variant
-                        for r in results:
-                            records.append({"task": task, "psi": psi, "seed": seed, **r.to_dict(), "method": label,
+                        if m in ("fol", "fol-a"):  # the pipeline's seconds in exchanges 1..e, summed over nodes
+                            secs = sum(r["seconds"] for r in rows)
+                        for r in rows:
+                            records.append({"task": task, "psi": psi, "seed": seed, **r, "method": label,
                                             "method_seconds": secs})
-                        line.append(f"{label} {100 * statistics.mean(r.test_accuracy for r in results):.1f}")
-                        if args.json:  # after every method, so a run cut short keeps what it finished
-                            args.json.write_text(json.dumps(records, indent=1, default=str))
+                        line.append(f"{label} {100 * statistics.mean(r['test_accuracy'] for r in rows):.1f}")
+                    if args.json:  # after every method, so a run cut short keeps what it finished
+                        args.json.write_text(json.dumps(records, indent=1, default=str))
                 print(f"{task} psi={psi} seed {seed}: " + ", ".join(line)
                       + f"  ({time.perf_counter() - t_start:.0f} s)", flush=True)
     report(records, args)

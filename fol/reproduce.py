@@ -260,18 +260,6 @@ def column_nodes(sizes: Sequence[int], quantiles: Sequence[float] = COLUMN_QUANT
     return [order[round(q * (len(order) - 1))] for q in quantiles]
 
 
-def _round_accuracies(run: Any, k: int, rounds: int, local_acc: float) -> tuple[list[float], list[float]]:
-    """Test accuracy of node ``k``'s ensemble and student after each round of a
-    pipeline run (a round that received nothing keeps the previous models)."""
-    ens, stu = [], []
-    for e in range(rounds):
-        acc = run.reports[k][e].accuracy if e < len(run.reports[k]) else {}
-        prev_e, prev_s = (ens[-1], stu[-1]) if ens else (local_acc, local_acc)
-        ens.append(acc["ensemble"]["test"] if "ensemble" in acc else prev_e)
-        stu.append(acc["student"]["test"] if "student" in acc else prev_s)
-    return ens, stu
-
-
 def run_setting(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: ProtocolConfig, seed: int,
                 progress: Callable[[str], None] = log.info, map: Callable[..., list[Any]] = serial_map,
                 ) -> dict[str, list[float]]:
@@ -287,10 +275,10 @@ def run_setting(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: ProtocolCon
     for use_pruning, (ens_name, stu_name) in ((True, ("FOL-A", "FOL")), (False, ("FOL-AN", "FOL-N"))):
         t0 = time.perf_counter()
         run = run_fol_pipeline(ctx, use_pruning)
-        per_node = [_round_accuracies(run, k, cfg.rounds, out["Local"][k]) for k in range(len(nodes))]
+        per_node = [run.exchanges(k, deploy_ensemble=True) for k in range(len(nodes))]
         for e in range(cfg.rounds):
-            out[f"{ens_name} (E={e + 1})"] = [pn[0][e] for pn in per_node]
-            out[f"{stu_name} (E={e + 1})"] = [pn[1][e] for pn in per_node]
+            out[f"{ens_name} (E={e + 1})"] = [pts[e]["ensemble"] for pts in per_node]
+            out[f"{stu_name} (E={e + 1})"] = [pts[e]["student"] for pts in per_node]
         progress(f"{stu_name} / {ens_name}, {cfg.rounds} round(s) ({time.perf_counter() - t0:.0f} s)")
     # DENSE and Co-Boosting distil on the server, in one process each: run them side by side.
     t0 = time.perf_counter()

@@ -68,3 +68,29 @@ def test_two_rounds_chain_students(nodes) -> None:
         assert [rep.round for rep in state.reports] == [1, 2]
         acc = evaluate(state.current_model, *state.data.test.tensors()).accuracy
         assert acc == pytest.approx([r for r in results if r.node == state.name][0].test_accuracy)
+
+
+def test_each_exchange_point_is_the_shorter_run(nodes) -> None:
+    """``extra["exchanges"][e - 1]`` of an E-round run is what an e-round run gives
+    (compare_methods and the protocol read E = 1, 2 off one E = 3 run)."""
+    deliveries = [{0: [1], 1: [2], 2: [3], 3: [0]}, {0: [2], 2: [0]}]  # round 2: nodes 1 and 3 hear nothing
+    cfg = TINY.replace(max_neighbours=1)
+    runs = {}
+    for e in (1, 2):
+        ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), fol=cfg.replace(rounds=e), deliveries=deliveries,
+                           seed=0)
+        runs[e] = {m: get_method(m).run(ctx) for m in ("fol", "fol-a")}
+    for m in ("fol", "fol-a"):
+        for node, short, long in zip(nodes, runs[1][m], runs[2][m], strict=True):
+            one, two = long.extra["exchanges"]
+            assert (one["test_accuracy"], one["val_accuracy"]) == (short.test_accuracy, short.val_accuracy)
+            assert (one["bytes_up"], one["bytes_down"]) == (short.bytes_up, short.bytes_down)
+            assert one["train_flops"] == short.train_flops - node.pretrain_flops  # FOL's own training only
+            assert two["train_flops"] == long.train_flops - node.pretrain_flops
+            assert (two["test_accuracy"], two["bytes_up"], two["bytes_down"]) == (
+                long.test_accuracy, long.bytes_up, long.bytes_down)
+            assert two["kept_local"] == long.kept_local
+    size = _payload_size(nodes[0])
+    by_node = {r.node: r.extra["exchanges"] for r in runs[2]["fol"]}
+    assert by_node[nodes[1].name][1]["bytes_down"] == by_node[nodes[1].name][0]["bytes_down"] == size
+    assert by_node[nodes[0].name][1]["bytes_down"] == 2 * size

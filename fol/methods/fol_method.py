@@ -12,7 +12,7 @@ both costs one run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from fol.checkpoint import ModelCard, load_model_bytes, model_to_bytes
@@ -54,6 +54,38 @@ class FOLRun:
     bytes_down: list[int]
     received: list[int]
     seconds: list[float]
+    bytes_up_by_round: list[list[int]] = field(default_factory=list)  # node -> bytes sent in each round
+    bytes_down_by_round: list[list[int]] = field(default_factory=list)  # node -> bytes received in each round
+
+    def exchanges(self, k: int, deploy_ensemble: bool) -> list[dict[str, Any]]:
+        """Node ``k`` after each exchange: the deployed model's (ensemble's or
+        student's) test and validation accuracy, the student's and ensemble's test
+        accuracy, the student's transfer share, and bytes, training FLOPs and
+        seconds summed up to that exchange. A round that used nothing keeps the
+        previous models; before the first round both are the local model. The
+        point after exchange ``e`` is what a run of ``e`` rounds gives: a round
+        depends only on the rounds before it."""
+        points: list[dict[str, Any]] = []
+        up = down = flops = 0
+        secs = 0.0
+        for e, rep in enumerate(self.reports[k]):
+            prev = points[-1] if points else None
+            acc = {name: rep.accuracy[name] if name in rep.accuracy else (
+                   {"test": prev[name], "val": prev[f"{name}_val"]} if prev else rep.accuracy["local"])
+                   for name in ("student", "ensemble")}
+            up += self.bytes_up_by_round[k][e]
+            down += self.bytes_down_by_round[k][e]
+            flops += rep.train_flops
+            secs += rep.seconds.get("round_total", 0.0)
+            shown = acc["ensemble" if deploy_ensemble else "student"]
+            points.append({"round": e + 1, "test_accuracy": shown["test"], "val_accuracy": shown["val"],
+                           "student": acc["student"]["test"], "student_val": acc["student"]["val"],
+                           "ensemble": acc["ensemble"]["test"], "ensemble_val": acc["ensemble"]["val"],
+                           "transfer": rep.transfer.get("test") if "student" in rep.accuracy else (
+                               prev["transfer"] if prev else None),
+                           "kept_local": rep.kept_local and (prev is None or prev["kept_local"]),
+                           "bytes_up": up, "bytes_down": down, "train_flops": flops, "seconds": secs})
+        return points
 
 
 def run_fol_pipeline(ctx: SwarmContext, use_pruning: bool) -> FOLRun:
@@ -66,8 +98,12 @@ def run_fol_pipeline(ctx: SwarmContext, use_pruning: bool) -> FOLRun:
         NodeState.from_pretrained(node.name, node.pretrained, node.spec, node.class_names, node.data)
         for node in ctx.nodes
     ]
-    run = FOLRun(states, [[] for _ in range(n)], [0] * n, [0] * n, [0] * n, [0.0] * n)
+    run = FOLRun(states, [[] for _ in range(n)], [0] * n, [0] * n, [0] * n, [0.0] * n,
+                 [[] for _ in range(n)], [[] for _ in range(n)])
     for r in range(cfg.rounds):
+        for k in range(n):
+            run.bytes_up_by_round[k].append(0)
+            run.bytes_down_by_round[k].append(0)
         payloads = []
         for node, state in zip(ctx.nodes, states):
             card = ModelCard(spec=node.spec, class_names=node.class_names,
@@ -79,6 +115,8 @@ def run_fol_pipeline(ctx: SwarmContext, use_pruning: bool) -> FOLRun:
             for j in senders:
                 run.bytes_up[j] += len(payloads[j])
                 run.bytes_down[k] += len(payloads[j])
+                run.bytes_up_by_round[j][r] += len(payloads[j])
+                run.bytes_down_by_round[k][r] += len(payloads[j])
             run.received[k] += len(senders)
             arrived = [(ctx.nodes[j].name, payloads[j] if ctx.transport is None
                         else ctx.transport(ctx.nodes[j].name, ctx.nodes[k].name, payloads[j], r + 1)) for j in senders]
@@ -139,6 +177,8 @@ class _FOLVariant(Method):
                 rounds=len(run.reports[k]), seconds=run.seconds[k], received_models=run.received[k],
                 kept_local=kept,
                 extra={"selected": [rep.selected for rep in run.reports[k]],
+                       # the deployed model after each exchange: a run of E rounds also gives E' < E
+                       "exchanges": run.exchanges(k, deploy_ensemble),
                        "weights": [rep.weights for rep in run.reports[k]],
                        # test accuracies of this pipeline run and the student's share of the ensemble's gain
                        "accuracy": acc, "transfer": None if kept else transfer_share(

@@ -1,0 +1,60 @@
+"""benchmarks/compare_methods.py: merging runs saved with --json refuses runs that
+disagree, and FOL's E < max rows are read off the per-exchange points."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("compare_methods", ROOT / "benchmarks" / "compare_methods.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return module
+
+
+def _rec(method, node, acc, seed=0):
+    return {"task": "hurricane", "psi": 0.5, "seed": seed, "method": method, "node": node, "test_accuracy": acc}
+
+
+def test_merge_keeps_agreeing_duplicates_once_and_refuses_disagreeing_ones(script) -> None:
+    a = [_rec("local", "n0", 0.8), _rec("fol", "n0", 0.9)]
+    b = [_rec("local", "n0", 0.8), _rec("fedavg", "n0", 0.85), _rec("local", "n0", 0.8, seed=1)]
+    merged = script.merge_records([(Path("a.json"), a), (Path("b.json"), b)])
+    assert [(r["method"], r["seed"]) for r in merged] == [("local", 0), ("fol", 0), ("fedavg", 0), ("local", 1)]
+    with pytest.raises(ValueError, match=r"b\.json and a\.json disagree on hurricane/0\.5/0/local/n0"):
+        script.merge_records([(Path("a.json"), a), (Path("b.json"), [_rec("local", "n0", 0.7)])])
+    with pytest.raises(ValueError, match=r"c\.json: a record has no 'node'"):
+        script.merge_records([(Path("c.json"), [{"task": "t", "psi": 0.5, "seed": 0, "method": "m"}])])
+
+
+def test_after_exchanges_reads_the_shorter_run_off_the_points(script) -> None:
+    points = [{"round": 1, "test_accuracy": 0.7, "val_accuracy": 0.6, "student": 0.7, "ensemble": 0.8, "transfer": 0.5,
+               "kept_local": False, "bytes_up": 10, "bytes_down": 20, "train_flops": 100, "seconds": 1.0},
+              {"round": 2, "test_accuracy": 0.75, "val_accuracy": 0.65, "student": 0.75, "ensemble": 0.9,
+               "transfer": 0.4, "kept_local": False, "bytes_up": 30, "bytes_down": 50, "train_flops": 250,
+               "seconds": 2.5}]
+    final = {"node": "n0", "method": "fol", "test_accuracy": 0.75, "val_accuracy": 0.65, "bytes_up": 30,
+             "bytes_down": 50, "train_flops": 1250, "rounds": 2, "seconds": 2.5, "kept_local": False,
+             "extra": {"exchanges": points, "selected": [["a"], ["b"]], "weights": [[1.0], [1.0]],
+                       "accuracy": {"local": 0.6, "student": 0.75, "ensemble": 0.9}, "transfer": 0.4}}
+    one = script.after_exchanges(final, 1)
+    assert (one["test_accuracy"], one["bytes_up"], one["bytes_down"], one["rounds"]) == (0.7, 10, 20, 1)
+    assert one["train_flops"] == 1100  # pretraining (1000) + the first exchange's 100
+    assert one["extra"]["selected"] == [["a"]] and one["extra"]["accuracy"] == {"local": 0.6, "student": 0.7,
+                                                                               "ensemble": 0.8}
+    assert "exchanges" not in one["extra"] and one["extra"]["transfer"] == 0.5
+    two = script.after_exchanges(final, 2)
+    assert {k: two[k] for k in ("test_accuracy", "bytes_up", "bytes_down", "train_flops", "rounds")} == {
+        k: final[k] for k in ("test_accuracy", "bytes_up", "bytes_down", "train_flops", "rounds")}
