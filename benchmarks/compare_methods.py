@@ -190,12 +190,16 @@ def main() -> int:
                 base = FOLConfig(seed=seed)
                 nodes = build_nodes(pool, shards, [args.arch], base.pretrain_train(), seed)
                 line = []
-                # FOL runs max(E) exchanges once; the point after exchange e is the E = e run
-                ctx = SwarmContext(nodes=nodes, train=base.pretrain_train(),
-                                   fol=FOLConfig(rounds=max(args.fol_rounds), seed=seed), rounds=args.rounds, seed=seed)
+                # fol / fol-a run max(E) exchanges once (the point after exchange e is the E = e run);
+                # the other methods do not depend on E (fol-n / fol-an run one exchange)
+                ctx = SwarmContext(nodes=nodes, train=base.pretrain_train(), fol=FOLConfig(rounds=1, seed=seed),
+                                   rounds=args.rounds, seed=seed)
+                ctx_e = SwarmContext(nodes=nodes, train=base.pretrain_train(),
+                                     fol=FOLConfig(rounds=max(args.fol_rounds), seed=seed), rounds=args.rounds, seed=seed)
                 for m in wanted:
                     t0 = time.perf_counter()
-                    results = [r.to_dict() for r in get_method(m, **options.get(m, {})).run(ctx)]
+                    results = [r.to_dict() for r in get_method(m, **options.get(m, {})).run(
+                        ctx_e if m in ("fol", "fol-a") else ctx)]
                     secs = time.perf_counter() - t0
                     per_e = ({e: [after_exchanges(r, e) for r in results] for e in sorted(args.fol_rounds)}
                              if m in ("fol", "fol-a") else {1: results})
