@@ -164,6 +164,15 @@ def main() -> int:
     torch.set_num_threads(1)
     print(machine_line())
 
+    if args.merge:  # the runs' own settings (and option set) win over this command line's
+        saved_runs = [json.loads(Path(path).read_text()) for path in args.merge]
+        for key in ("nodes", "per_node", "psi", "q", "k", "arch", "select_fraction", "synth", "more", "stage2"):
+            values = {json.dumps(saved["args"][key]) for saved in saved_runs}
+            if len(values) > 1:
+                print(f"--merge: the runs differ in {key} ({', '.join(sorted(values))}); merge runs of one "
+                      "setting", file=sys.stderr)
+                return 2
+            setattr(args, key, saved_runs[0]["args"][key])
     paper = FOLConfig.preset("paper")
     options = [o for o in STAGE34_OPTIONS if args.synth or o != ("distill_inputs", "synth")]
     options += (MORE_OPTIONS if args.more else []) + (STAGE2_OPTIONS if args.stage2 else [])
@@ -172,10 +181,7 @@ def main() -> int:
     results: dict[str, dict[str, list[float]]] = {name: {} for name in configs}
     if args.merge:
         done = []
-        for path in args.merge:
-            saved = json.loads(Path(path).read_text())
-            for key in ("nodes", "per_node", "psi", "q", "k", "arch", "select_fraction"):
-                setattr(args, key, saved["args"][key])
+        for saved in saved_runs:
             done += saved["done"]
             for name in configs:
                 for key, values in saved["results"][name].items():
