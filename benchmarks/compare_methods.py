@@ -10,7 +10,8 @@ on those same nodes and partitions. The server-based baselines run
 every round; FOL runs max(``--fol-rounds``) exchanges once, and the
 rows "fol (E=2)", ... are its models after that many exchanges (what a run of
 E rounds gives: a round depends only on the rounds before it). DENSE and Co-Boosting
-run at the synthesis budget ``--budget``.
+run once per synthesis budget of ``--budget`` (rows ``dense [small]``, ...,
+with a table of accuracy against generator samples).
 
 Printed per (task, psi): the paper-style table (test accuracy, mean ± std
 over seeds of the per-seed mean over nodes; bytes up / down and training
@@ -24,7 +25,7 @@ accuracy ("not within R" otherwise). ``--plots DIR`` writes
     python benchmarks/compare_methods.py --quick            # 6 nodes x 100 images (16 px), 1 seed, R = 10
     python benchmarks/compare_methods.py --tasks hurricane --psi 0.3 --seeds 1 --json out.json
     python benchmarks/compare_methods.py --seeds 1 --first-seed 2 --json seed2.json   # one seed per process
-    python benchmarks/compare_methods.py --methods fol dense co-boosting --budget small   # data-free budgets
+    python benchmarks/compare_methods.py --methods local fol dense co-boosting --budget tiny small   # budgets
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from fol.config import FOLConfig  # noqa: E402
 from fol.defaults import DEFAULT_ARCH  # noqa: E402
 from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
 from fol.methods import SwarmContext, get_method, method_names  # noqa: E402
+from fol.methods.dense import budget_share  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
 from fol.simulation.report import (  # noqa: E402
     accuracy_at_rounds_table, plot_accuracy_vs_bytes, plot_accuracy_vs_rounds, rounds_to_match_table,
@@ -74,12 +76,21 @@ PAPER = {
 
 def paper_figure(task: str, psi: float, method: str, rounds: int) -> str:
     table = PAPER.get((task, psi), {})
+    method = method.split(" [")[0]  # the paper ran each data-free method at its own budget
     key = f"fedavg(E={rounds})" if method == "fedavg" else method
     vals = table.get(key)
     return f"{statistics.mean(vals):.2f}" if vals else "-"
 
 
-def _label(method: str, e: int) -> str:
+#: One-shot data-free baselines: run once per ``--budget``.
+DATA_FREE = ("dense", "co-boosting")
+
+
+def _label(method: str, e: int, budget: str | None = None) -> str:
+    """Row label: ``fol (E=3)``; a data-free method's budget other than the default ``tiny``
+    in brackets (``dense [small]``), so runs at different budgets merge as different rows."""
+    if budget not in (None, "tiny"):
+        return f"{method} [{budget}]"
     return method if e == 1 else f"{method} (E={e})"
 
 
@@ -145,7 +156,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=20, help="R: server rounds of the multi-round baselines")
     ap.add_argument("--fol-rounds", type=int, nargs="+", default=[1, 2, 3],
                     help="FOL exchanges E to run (1 is FOL itself; others are reference points)")
-    ap.add_argument("--budget", default="tiny", help="synthesis budget of DENSE / Co-Boosting "
+    ap.add_argument("--budget", nargs="+", default=["tiny"], help="synthesis budget(s) of DENSE / Co-Boosting "
                     "(tiny, small, medium, paper)")
     ap.add_argument("--methods", nargs="+", default=None, help="subset of methods (default: all available)")
     ap.add_argument("--quick", action="store_true", help="defaults of 6 nodes x 100 images of 16 px, 1 seed, R = 10, "
@@ -167,7 +178,6 @@ def main() -> int:
     if missing:
         print(f"unknown method(s): {', '.join(missing)}", file=sys.stderr)
         return 2
-    options = {m: {"budget": args.budget} for m in ("dense", "co-boosting")}
     print(machine_line())
     if args.merge:
         try:
@@ -178,7 +188,7 @@ def main() -> int:
         report(records, args)
         return 0
     print(f"methods: {', '.join(wanted)}; server rounds R = {args.rounds}, FOL exchanges E in {args.fol_rounds}, "
-          f"data-free budget {args.budget!r}; model {args.arch}")
+          f"data-free budget(s) {', '.join(args.budget)}; model {args.arch}")
     records: list[dict] = []
     t_start = time.perf_counter()
     for task in args.tasks:
@@ -196,15 +206,16 @@ def main() -> int:
                                    rounds=args.rounds, seed=seed)
                 ctx_e = SwarmContext(nodes=nodes, train=base.pretrain_train(),
                                      fol=FOLConfig(rounds=max(args.fol_rounds), seed=seed), rounds=args.rounds, seed=seed)
-                for m in wanted:
+                runs = [(m, {"budget": b}) for m in wanted for b in (args.budget if m in DATA_FREE else [None])]
+                for m, opts in runs:
                     t0 = time.perf_counter()
-                    results = [r.to_dict() for r in get_method(m, **options.get(m, {})).run(
-                        ctx_e if m in ("fol", "fol-a") else ctx)]
+                    opts = {k: v for k, v in opts.items() if v is not None}
+                    results = [r.to_dict() for r in get_method(m, **opts).run(ctx_e if m in ("fol", "fol-a") else ctx)]
                     secs = time.perf_counter() - t0
                     per_e = ({e: [after_exchanges(r, e) for r in results] for e in sorted(args.fol_rounds)}
                              if m in ("fol", "fol-a") else {1: results})
                     for e, rows in per_e.items():
-                        label = _label(m, e)
+                        label = _label(m, e, opts.get("budget"))
                         if m in ("fol", "fol-a"):  # the pipeline's seconds in exchanges 1..e, summed over nodes
                             secs = sum(r["seconds"] for r in rows)
                         for r in rows:
@@ -218,6 +229,24 @@ def main() -> int:
     report(records, args)
     print(f"total {time.perf_counter() - t_start:.0f} s")
     return 0
+
+
+def budget_table(rows: list[dict]) -> str:
+    """Markdown: each data-free row's budget, generator samples, share of the
+    published budget, server training GFLOPs and test accuracy (mean ± std
+    over seeds of the mean over nodes)."""
+    lines = ["| method | budget | generator samples | share of published | server GFLOPs | test acc. (%) |",
+             "|---|---|---|---|---|---|"]
+    for label in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == label]
+        method, budget = label.split(" [")[0], mine[0]["extra"]["budget"]
+        accs = [statistics.mean(r["test_accuracy"] for r in mine if r["seed"] == s)
+                for s in sorted({r["seed"] for r in mine})]
+        share = budget_share(method, budget)
+        lines.append(f"| {method} | {budget} | {mine[0]['extra']['generator_samples']:,} | "
+                     f"{'1' if share == 1 else f'1/{1 / share:.0f}'} | "
+                     f"{statistics.mean(r['extra']['server_flops'] for r in mine) / 1e9:.0f} | {mean_std(accs)} |")
+    return "\n".join(lines)
 
 
 def report(records: list[dict], args: argparse.Namespace) -> None:
@@ -240,6 +269,9 @@ def report(records: list[dict], args: argparse.Namespace) -> None:
             rounds = max((r["rounds"] for r in mine), default=0)
             print(f"| {label} | {mean_std(accs)} | {paper_figure(task, psi, label, rounds)} | {up:.1f} | "
                   f"{down:.1f} | {gf:.2f} | {secs:.0f} |")
+        budget_rows = [r for r in rows if r["method"].split(" [")[0] in DATA_FREE and "budget" in r.get("extra", {})]
+        if len({(r["method"]) for r in budget_rows}) > 1:
+            print(f"\nData-free baselines against their synthesis budget:\n{budget_table(budget_rows)}")
         print(f"\nAccuracy after rounds (multi-round methods evaluated after every round; mean over nodes, "
               f"then seeds):\n{accuracy_at_rounds_table(rows)}")
         print(f"\nRounds and bytes per node to reach FOL's / FOL-A's accuracy (one exchange):\n"

@@ -58,3 +58,17 @@ def test_after_exchanges_reads_the_shorter_run_off_the_points(script) -> None:
     two = script.after_exchanges(final, 2)
     assert {k: two[k] for k in ("test_accuracy", "bytes_up", "bytes_down", "train_flops", "rounds")} == {
         k: final[k] for k in ("test_accuracy", "bytes_up", "bytes_down", "train_flops", "rounds")}
+
+
+def test_budgets_get_their_own_rows_and_table(script) -> None:
+    assert script._label("dense", 1, "tiny") == "dense" and script._label("fol", 3) == "fol (E=3)"
+    assert script._label("co-boosting", 1, "small") == "co-boosting [small]"
+    assert script.paper_figure("hurricane", 0.3, "dense [small]", 1) == script.paper_figure("hurricane", 0.3, "dense", 1)
+    rows = [{"method": label, "seed": seed, "node": node, "test_accuracy": acc,
+             "extra": {"budget": budget, "generator_samples": samples, "server_flops": 2e9}}
+            for label, budget, samples, accs in (("dense", "tiny", 3600, (0.5, 0.7)),
+                                                 ("dense [small]", "small", 19200, (0.6, 0.8)))
+            for seed, acc in enumerate(accs) for node in ("n0", "n1")]
+    table = script.budget_table(rows).splitlines()
+    assert table[2] == "| dense | tiny | 3,600 | 1/427 | 2 | 60.00 ± 14.14 |"
+    assert table[3].startswith("| dense | small | 19,200 | 1/80 | 2 | 70.00 ± 14.14")
