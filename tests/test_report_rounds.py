@@ -61,3 +61,27 @@ def test_plots_are_written(tmp_path: Path):
     plot_accuracy_vs_rounds(ROWS, tmp_path / "r.png")
     plot_accuracy_vs_bytes(ROWS, tmp_path / "b.png")
     assert (tmp_path / "r.png").stat().st_size > 1000 and (tmp_path / "b.png").stat().st_size > 1000
+
+
+def _fol_row(seed, node, accs, per_exchange_bytes=500):
+    row = _row(seed, node, "fol", accs[-1], rounds=len(accs), bytes_=per_exchange_bytes * len(accs))
+    row["extra"]["exchanges"] = [{"round": i + 1, "test_accuracy": a, "bytes_up": per_exchange_bytes * (i + 1) // 2,
+                                  "bytes_down": per_exchange_bytes * (i + 1) - per_exchange_bytes * (i + 1) // 2}
+                                 for i, a in enumerate(accs)]
+    return row
+
+
+def test_a_fol_run_of_e_exchanges_shows_each_exchange(tmp_path: Path):
+    rows = ([_fol_row(s, n, accs) for s in (0, 1) for n, accs in (("a", [0.6, 0.7, 0.8]), ("b", [0.6, 0.8, 0.9]))]
+            + [r for r in ROWS if r["method"] in ("fedavg", "local")])
+    from fol.simulation.report import exchange_curves
+
+    ex = exchange_curves(rows)
+    assert set(ex) == {"fol"} and [round(p["test_accuracy"], 6) for p in ex["fol"]] == [0.6, 0.75, 0.85]
+    assert [p["bytes"] for p in ex["fol"]] == [500, 1000, 1500]
+    at = accuracy_at_rounds_table(rows, at=(1, 3))  # fedavg's R = 4: columns after 1, 3 and 4 rounds
+    assert "| fol | 60.0 | 85.0 | 85.0 | 3 |" in at  # after min(r, E) exchanges
+    assert "| local | 60.0 | 60.0 | 60.0 | 0 |" in at
+    plot_accuracy_vs_rounds(rows, tmp_path / "r.png")
+    plot_accuracy_vs_bytes(rows, tmp_path / "b.png")
+    assert (tmp_path / "r.png").stat().st_size > 1000 and (tmp_path / "b.png").stat().st_size > 1000

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from contact_sim.trajectory import Trajectories
 
 __all__ = ["write_report", "summary_table", "transfer_table", "CSV_FIELDS", "round_curves", "reference_points",
-           "rounds_to_match_table", "accuracy_at_rounds_table", "plot_accuracy_vs_rounds", "plot_accuracy_vs_bytes"]
+           "exchange_curves", "rounds_to_match_table", "accuracy_at_rounds_table", "plot_accuracy_vs_rounds", "plot_accuracy_vs_bytes"]
 
 CSV_FIELDS = ["seed", "node", "method", "test_accuracy", "val_accuracy", "bytes_up", "bytes_down", "train_flops",
               "rounds", "received_models", "kept_local", "seconds"]
@@ -161,6 +161,30 @@ def round_curves(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, flo
     return out
 
 
+def _exchanges(row: dict[str, Any]) -> list[dict[str, Any]] | None:
+    extra = row.get("extra")
+    return extra.get("exchanges") if isinstance(extra, dict) and extra.get("exchanges") else None
+
+
+def exchange_curves(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, float]]]:
+    """Per FOL variant whose rows carry ``extra["exchanges"]`` (a run of E
+    exchanges records its models after each one), one point per exchange:
+    test accuracy (mean over nodes, then seeds) and bytes sent + received per
+    node so far (mean over nodes and seeds)."""
+    out: dict[str, list[dict[str, float]]] = {}
+    for m in _method_order(rows):
+        mr = [r for r in rows if r["method"] == m and _exchanges(r) and not _curve(r)]
+        if not mr:
+            continue
+        n = min(len(_exchanges(r)) for r in mr)
+        out[m] = [{"round": i + 1,
+                   "test_accuracy": statistics.mean(statistics.mean(_exchanges(r)[i]["test_accuracy"] for r in g)
+                                                    for g in _by(mr, "seed").values()),
+                   "bytes": statistics.mean(_exchanges(r)[i]["bytes_up"] + _exchanges(r)[i]["bytes_down"] for r in mr)}
+                  for i in range(n)]
+    return out
+
+
 def reference_points(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Methods without a per-round curve (FOL's exchanges, the one-shot
     baselines, local): rounds used, test accuracy (mean over nodes, then
@@ -200,8 +224,9 @@ def rounds_to_match_table(rows: Sequence[dict[str, Any]], targets: Sequence[str]
 def accuracy_at_rounds_table(rows: Sequence[dict[str, Any]], at: Sequence[int] = (1, 3, 10)) -> str:
     """Markdown: every method's test accuracy after the rounds ``at`` and after
     its last round R, with bytes per node after R; methods without a curve
-    (FOL, one-shot baselines) appear with their single value."""
-    curves, refs = round_curves(rows), reference_points(rows)
+    (one-shot baselines) appear with their single value, and a FOL run of E
+    exchanges with its value after min(r, E) exchanges."""
+    curves, refs, exchanges = round_curves(rows), reference_points(rows), exchange_curves(rows)
     last = max((len(p) for p in curves.values()), default=0)
     cols = [r for r in at if r < last] + ([last] if last else [])
     heads = [f"after {r} round{'s' * (r > 1)} (%)" for r in cols] or ["test accuracy (%)"]
@@ -210,7 +235,11 @@ def accuracy_at_rounds_table(rows: Sequence[dict[str, Any]], at: Sequence[int] =
         vals = [f"{100 * pts[r - 1]['test_accuracy']:.1f}" if r <= len(pts) else "-" for r in cols]
         lines.append(f"| {m} | " + " | ".join(vals) + f" | {len(pts)} | {format_bytes(pts[-1]['bytes'])} |")
     for m, p in refs.items():
-        vals = [f"{100 * p['test_accuracy']:.1f}"] * len(heads)
+        if m in exchanges and cols:
+            ex = exchanges[m]
+            vals = [f"{100 * ex[min(r, len(ex)) - 1]['test_accuracy']:.1f}" for r in cols]
+        else:
+            vals = [f"{100 * p['test_accuracy']:.1f}"] * len(heads)
         lines.append(f"| {m} | " + " | ".join(vals) + f" | {p['rounds']} | {format_bytes(p['bytes'])} |")
     return "\n".join(lines)
 
@@ -235,7 +264,8 @@ def _colors(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def plot_accuracy_vs_rounds(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """Lines: multi-round methods after every round; markers: FOL's exchanges
-    (at E) and the other single-shot methods (at their round count)."""
+    (at E, with a dashed line through its models after each exchange when
+    E > 1) and the other single-shot methods (at their round count)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=110)
     from matplotlib.ticker import MaxNLocator
@@ -246,11 +276,15 @@ def plot_accuracy_vs_rounds(rows: Sequence[dict[str, Any]], path: Path) -> None:
         ax.plot([p["round"] for p in pts], [100 * p["test_accuracy"] for p in pts], marker=".", label=m,
                 color=colors[m])
         last = max([last] + [p["round"] for p in pts])
+    exchanges = exchange_curves(rows)
     for m, p in reference_points(rows).items():
         if m == "local":
             ax.axhline(100 * p["test_accuracy"], color="grey", ls=":", lw=1, label="local (no exchange)")
         else:
             last = max(last, p["rounds"])
+            if len(exchanges.get(m, [])) > 1:  # the run's models after each exchange
+                ax.plot([q["round"] for q in exchanges[m]], [100 * q["test_accuracy"] for q in exchanges[m]],
+                        ls="--", lw=1, marker=".", color=colors[m])
             ax.scatter([max(1, p["rounds"])], [100 * p["test_accuracy"]], s=90, marker="*", edgecolor="k", zorder=3,
                        color=colors[m], label=f"{m} ({p['rounds']} exchange{'s' * (p['rounds'] != 1)})")
     ax.set_xlabel("communication rounds")
@@ -266,10 +300,10 @@ def plot_accuracy_vs_rounds(rows: Sequence[dict[str, Any]], path: Path) -> None:
 
 def plot_accuracy_vs_bytes(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """Dots: nodes; stars: method means; lines: multi-round methods after
-    every round (bytes per node so far)."""
+    every round, dashed: FOL after each exchange (bytes per node so far)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=110)
-    curves, colors = round_curves(rows), _colors(rows)
+    curves, colors, exchanges = round_curves(rows), _colors(rows), exchange_curves(rows)
     for m in _method_order(rows):
         color = colors[m]
         mr = [r for r in rows if r["method"] == m]
@@ -281,6 +315,10 @@ def plot_accuracy_vs_bytes(rows: Sequence[dict[str, Any]], path: Path) -> None:
         if m in curves:
             pts = curves[m]
             ax.plot([max(1.0, p["bytes"]) for p in pts], [100 * p["test_accuracy"] for p in pts], color=color, lw=1.2)
+        elif len(exchanges.get(m, [])) > 1:  # a FOL run after each exchange
+            pts = exchanges[m]
+            ax.plot([max(1.0, p["bytes"]) for p in pts], [100 * p["test_accuracy"] for p in pts], color=color,
+                    lw=1, ls="--")
     ax.set_xscale("log")
     ax.set_xlabel("bytes sent + received per node (log; 1 = none)")
     ax.set_ylabel("test accuracy (%)")
