@@ -30,17 +30,17 @@ With ``--plan-windows N`` it instead times :class:`contact_sim.ContactPlan`
 queries (per-round participation through ``deliverable`` for every node, a
 graph snapshot) and the CSV / JSON exports on a synthetic plan of N windows.
 
-Measured on the shared 2-core machine (other jobs running; ``uptime`` load
-before each run in brackets; CPU of all processes):
+Measured on the otherwise idle 2-core machine (``uptime`` load before each
+run in brackets; CPU of all processes):
 
-* ``--sizes 1584``: 123 s wall, 118.5 CPU-s, 2.18 GB true peak, 9,495,330
-  windows, 543 edges within 1 s (load 7.52): the <= 60 s target is not met;
-* ``--sizes 4408 --hours 1``: 76 s wall, 47.5 CPU-s, 1.09 GB, 5,137,124
-  windows (load 11.68); ``--hours 3``: 145 s, 135 CPU-s, 2.51 GB,
-  12,868,917 windows (load 8.67); a 24 h run (~1,050 CPU-s, ~94 M windows,
+* ``--sizes 1584``: 54 s wall, 95 CPU-s, 2.29 GB true peak, 9,495,330
+  windows, 543 edges within 1 s (load 0.57): the <= 60 s target is met;
+* ``--sizes 4408 --hours 1``: 23 s wall, 40 CPU-s, 1.04 GB, 5,137,124
+  windows (load 1.32); ``--hours 3``: 70 s, 124 CPU-s, 2.46 GB,
+  12,868,917 windows (load 1.47); a 24 h run (~1,000 CPU-s, ~94 M windows,
   over 4 GB) misses both 24 h targets and was not run;
-* ``--plan-windows 10000000``: CSV 16.6 CPU-s, JSON 11.8 CPU-s, per-round
-  participation of 1,584 nodes 5.9 CPU-s (load 7.00).
+* ``--plan-windows 10000000``: CSV 15.8 CPU-s, JSON 11.4 CPU-s, per-round
+  participation of 1,584 nodes 6.4 CPU-s (load 1.58).
 
 Run:  python benchmarks/contacts_scale.py [--sizes 1584 4408] [--workers 2]
       [--step 60] [--hours 24] [--check-edges 500]
