@@ -7,7 +7,8 @@ K-machine cluster from the measured per-node cost and overhead.
 
 Each run: a Walker-delta shell of N satellites (550 km, 53 deg, 4 planes), 24 h
 of contacts on a 60 s grid, synthetic hurricane imagery partitioned by orbit
-(at most 300 images per node, 32x32), cnn-small, default FOLConfig with Q = 3,
+(at most 300 images per node, 32x32), the default model (cnn-medium; runs
+before it became the default used cnn-small), default FOLConfig with Q = 3,
 methods local + fol + fol-a (fol-a reuses fol's run), seed 0, 1 torch thread
 per task, 2 workers (process pool: 2 processes; cluster: 2 raylets x 1 CPU).
 
