@@ -2,7 +2,26 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _benchmark_script(name: str):
+    """Import ``benchmarks/<name>.py`` as a module (its ``_common`` helper found
+    on a temporary ``sys.path`` entry)."""
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return module
 
 
 def _tiny_swarm(task: str, seed: int, archs=("cnn-small",), psi: float = 0.5, epochs: int = 1, n_nodes: int = 3):
@@ -20,3 +39,9 @@ def tiny_swarm():
     """Factory: ``tiny_swarm(task, seed, archs=..., psi=..., epochs=...)`` gives a few
     pretrained nodes of 100 synthetic 16x16 images each (for method tests)."""
     return _tiny_swarm
+
+
+@pytest.fixture(scope="session")
+def benchmark_script():
+    """Factory: ``benchmark_script("compare_methods")`` imports that benchmark script."""
+    return _benchmark_script

@@ -3,25 +3,14 @@ disagree, and FOL's E < max rows are read off the per-exchange points."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("compare_methods", ROOT / "benchmarks" / "compare_methods.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return module
+def script(benchmark_script):
+    return benchmark_script("compare_methods")
 
 
 def _rec(method, node, acc, seed=0):

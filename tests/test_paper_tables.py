@@ -5,28 +5,12 @@ node columns come from a size rule fixed before training."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 from fol.errors import ConfigError
 from fol.reproduce import PAPER_CELLS, ROWS, ProtocolConfig, column_nodes
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("paper_tables", ROOT / "benchmarks" / "paper_tables.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return module
 
 
 TINY = ["--nodes", "3", "--pool", "150", "--image-size", "16", "--data", "synthetic-hurricane",
@@ -36,8 +20,8 @@ TINY = ["--nodes", "3", "--pool", "150", "--image-size", "16", "--data", "synthe
         "fedavg.local_epochs=1", "--executor", "local", "-q"]
 
 
-def test_quick_path_at_tiny_size_writes_every_row(tmp_path, capsys) -> None:
-    assert _script().main(["--quick", *TINY, "--out", str(tmp_path)]) == 0
+def test_quick_path_at_tiny_size_writes_every_row(tmp_path, capsys, benchmark_script) -> None:
+    assert benchmark_script("paper_tables").main(["--quick", *TINY, "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     md = (tmp_path / "tables.md").read_text()
     for row in ROWS:  # every row of the paper, E = 1..3
@@ -67,12 +51,13 @@ def test_columns_are_fixed_by_size_quantiles() -> None:
     assert [sizes[c] for c in cols] == sorted(sizes[c] for c in cols)
 
 
-def test_bad_protocol_settings_are_clear_errors(tmp_path, capsys) -> None:
+def test_bad_protocol_settings_are_clear_errors(tmp_path, capsys, benchmark_script) -> None:
     with pytest.raises(ConfigError, match="unknown key"):
         ProtocolConfig(fol={"no_such_key": 1})
     with pytest.raises(ConfigError, match="pool"):
         ProtocolConfig(nodes=24, pool=100)
     missing = tmp_path / "nowhere"
-    assert _script().main(["--quick", "--data", f"imagefolder:{missing}", "--out", str(tmp_path / "o")]) == 2
+    assert benchmark_script("paper_tables").main(["--quick", "--data", f"imagefolder:{missing}",
+                                                  "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "nowhere" in err and "Traceback" not in err
