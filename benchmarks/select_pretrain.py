@@ -14,14 +14,10 @@ error of it, the one that runs the fewest epochs is picked (cheaper).
 
     OMP_NUM_THREADS=1 python benchmarks/select_pretrain.py --nodes 4
 
-Measured on 32 nodes, both tasks (held-out half of D_val, mean ± s.e.)::
+The run behind today's defaults (lr 0.01, patience 10; its table and the
+earlier 8-node run are in docs/evaluation.md, section 3)::
 
     OMP_NUM_THREADS=1 python benchmarks/select_pretrain.py --lrs 0.001 0.003 0.01 --patiences 10 --nodes 8 --seeds 2
-
-lr 1e-3 86.3 ± 2.1, 3e-3 88.0 ± 1.9, 1e-2 89.5 ± 1.6 (epochs 14.4, 16.3, 15.5):
-the rule picks lr 1e-2. An earlier 8-node run (docs/evaluation.md) had picked
-lr 1e-3, still FOLConfig's default until the benchmarks measured with it are
-re-run.
 """
 
 from __future__ import annotations
