@@ -12,7 +12,7 @@ both costs one run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from fol.checkpoint import ModelCard, load_model_bytes, model_to_bytes
@@ -50,12 +50,20 @@ class FOLRun:
 
     states: list[NodeState]
     reports: list[list[RoundReport]]
-    bytes_up: list[int]
-    bytes_down: list[int]
+    bytes_up_by_round: list[list[int]]  # node -> bytes sent in each round
+    bytes_down_by_round: list[list[int]]  # node -> bytes received in each round
     received: list[int]
     seconds: list[float]
-    bytes_up_by_round: list[list[int]] = field(default_factory=list)  # node -> bytes sent in each round
-    bytes_down_by_round: list[list[int]] = field(default_factory=list)  # node -> bytes received in each round
+
+    @property
+    def bytes_up(self) -> list[int]:
+        """Bytes each node sent over the whole run."""
+        return [sum(per_round) for per_round in self.bytes_up_by_round]
+
+    @property
+    def bytes_down(self) -> list[int]:
+        """Bytes each node received over the whole run."""
+        return [sum(per_round) for per_round in self.bytes_down_by_round]
 
     def exchanges(self, k: int, deploy_ensemble: bool) -> list[dict[str, Any]]:
         """Node ``k`` after each exchange: the deployed model's (ensemble's or
@@ -98,12 +106,9 @@ def run_fol_pipeline(ctx: SwarmContext, use_pruning: bool) -> FOLRun:
         NodeState.from_pretrained(node.name, node.pretrained, node.spec, node.class_names, node.data)
         for node in ctx.nodes
     ]
-    run = FOLRun(states, [[] for _ in range(n)], [0] * n, [0] * n, [0] * n, [0.0] * n,
-                 [[] for _ in range(n)], [[] for _ in range(n)])
+    run = FOLRun(states, [[] for _ in range(n)], [[0] * cfg.rounds for _ in range(n)],
+                 [[0] * cfg.rounds for _ in range(n)], [0] * n, [0.0] * n)
     for r in range(cfg.rounds):
-        for k in range(n):
-            run.bytes_up_by_round[k].append(0)
-            run.bytes_down_by_round[k].append(0)
         payloads = []
         for node, state in zip(ctx.nodes, states):
             card = ModelCard(spec=node.spec, class_names=node.class_names,
@@ -113,8 +118,6 @@ def run_fol_pipeline(ctx: SwarmContext, use_pruning: bool) -> FOLRun:
         for k in range(n):
             senders = ctx.senders_to(r, k, cfg.max_neighbours)
             for j in senders:
-                run.bytes_up[j] += len(payloads[j])
-                run.bytes_down[k] += len(payloads[j])
                 run.bytes_up_by_round[j][r] += len(payloads[j])
                 run.bytes_down_by_round[k][r] += len(payloads[j])
             run.received[k] += len(senders)
@@ -162,6 +165,7 @@ class _FOLVariant(Method):
         use_pruning, deploy_ensemble = VARIANTS[self.variant]
         run = _cached_run(ctx, use_pruning)
         out = []
+        bytes_up, bytes_down = run.bytes_up, run.bytes_down
         for k, (node, state) in enumerate(zip(ctx.nodes, run.states)):
             model = state.deployed if deploy_ensemble else state.current_model
             kept = all(rep.kept_local for rep in run.reports[k])
@@ -172,7 +176,7 @@ class _FOLVariant(Method):
                 node=node.name, method=self.name,
                 test_accuracy=evaluate(model, *node.data.test.tensors()).accuracy,
                 val_accuracy=evaluate(model, *node.data.val.tensors()).accuracy,
-                bytes_up=run.bytes_up[k], bytes_down=run.bytes_down[k],
+                bytes_up=bytes_up[k], bytes_down=bytes_down[k],
                 train_flops=node.pretrain_flops + sum(rep.train_flops for rep in run.reports[k]),
                 rounds=len(run.reports[k]), seconds=run.seconds[k], received_models=run.received[k],
                 kept_local=kept,
