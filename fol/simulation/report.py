@@ -11,7 +11,7 @@ import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -141,29 +141,38 @@ def _curve(row: dict[str, Any]) -> list[dict[str, Any]] | None:
     return extra.get("curve") if isinstance(extra, dict) and extra.get("curve") else None
 
 
+def _mean_curves(rows: Sequence[dict[str, Any]], points: Callable[[dict[str, Any]], list[dict[str, Any]] | None],
+                 bytes_of: Callable[[dict[str, Any]], float]) -> dict[str, list[dict[str, float]]]:
+    """Per method whose rows have ``points(row)``, one point per index (as far as
+    every row reaches): its round, test accuracy (mean over nodes, then over
+    seeds) and ``bytes_of(point)`` (mean over nodes and seeds)."""
+    out: dict[str, list[dict[str, float]]] = {}
+    for m in _method_order(rows):
+        mr = [r for r in rows if r["method"] == m and points(r)]
+        if not mr:
+            continue
+        n = min(len(points(r)) for r in mr)
+        out[m] = [{"round": points(mr[0])[i]["round"],
+                   "test_accuracy": statistics.mean(statistics.mean(points(r)[i]["test_accuracy"] for r in g)
+                                                    for g in _by(mr, "seed").values()),
+                   "bytes": statistics.mean(bytes_of(points(r)[i]) for r in mr)}
+                  for i in range(n)]
+    return out
+
+
 def round_curves(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, float]]]:
     """Per multi-round method (rows carrying ``extra["curve"]``), one point per
     round: test accuracy (mean over nodes, then over seeds) and bytes sent +
     received per node so far, including what a node must still download to
     deploy its model after that round (mean over nodes and seeds)."""
-    out: dict[str, list[dict[str, float]]] = {}
-    for m in _method_order(rows):
-        mr = [r for r in rows if r["method"] == m and _curve(r)]
-        if not mr:
-            continue
-        n = min(len(_curve(r)) for r in mr)
-        points = []
-        for i in range(n):
-            per_seed = [statistics.mean(_curve(r)[i]["test_accuracy"] for r in g) for g in _by(mr, "seed").values()]
-            points.append({"round": _curve(mr[0])[i]["round"], "test_accuracy": statistics.mean(per_seed),
-                           "bytes": statistics.mean(_curve(r)[i]["bytes"] for r in mr)})
-        out[m] = points
-    return out
+    return _mean_curves(rows, _curve, lambda p: p["bytes"])
 
 
 def _exchanges(row: dict[str, Any]) -> list[dict[str, Any]] | None:
     extra = row.get("extra")
-    return extra.get("exchanges") if isinstance(extra, dict) and extra.get("exchanges") else None
+    if _curve(row) or not isinstance(extra, dict):
+        return None
+    return extra.get("exchanges") or None
 
 
 def exchange_curves(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, float]]]:
@@ -171,18 +180,7 @@ def exchange_curves(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, 
     exchanges records its models after each one), one point per exchange:
     test accuracy (mean over nodes, then seeds) and bytes sent + received per
     node so far (mean over nodes and seeds)."""
-    out: dict[str, list[dict[str, float]]] = {}
-    for m in _method_order(rows):
-        mr = [r for r in rows if r["method"] == m and _exchanges(r) and not _curve(r)]
-        if not mr:
-            continue
-        n = min(len(_exchanges(r)) for r in mr)
-        out[m] = [{"round": i + 1,
-                   "test_accuracy": statistics.mean(statistics.mean(_exchanges(r)[i]["test_accuracy"] for r in g)
-                                                    for g in _by(mr, "seed").values()),
-                   "bytes": statistics.mean(_exchanges(r)[i]["bytes_up"] + _exchanges(r)[i]["bytes_down"] for r in mr)}
-                  for i in range(n)]
-    return out
+    return _mean_curves(rows, _exchanges, lambda p: p["bytes_up"] + p["bytes_down"])
 
 
 def reference_points(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
