@@ -206,10 +206,10 @@ def main() -> int:
                                    rounds=args.rounds, seed=seed)
                 ctx_e = SwarmContext(nodes=nodes, train=base.pretrain_train(),
                                      fol=FOLConfig(rounds=max(args.fol_rounds), seed=seed), rounds=args.rounds, seed=seed)
-                runs = [(m, {"budget": b}) for m in wanted for b in (args.budget if m in DATA_FREE else [None])]
+                runs = [(m, {"budget": b} if m in DATA_FREE else {})
+                        for m in wanted for b in (args.budget if m in DATA_FREE else [None])]
                 for m, opts in runs:
                     t0 = time.perf_counter()
-                    opts = {k: v for k, v in opts.items() if v is not None}
                     results = [r.to_dict() for r in get_method(m, **opts).run(ctx_e if m in ("fol", "fol-a") else ctx)]
                     secs = time.perf_counter() - t0
                     per_e = ({e: [after_exchanges(r, e) for r in results] for e in sorted(args.fol_rounds)}
