@@ -56,6 +56,8 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
@@ -83,6 +85,8 @@ _ROOT_TOL = 1e-9  # cell fraction (60 us for a 60 s cell)
 _BATCH = 262144  # candidate pairs per vectorized batch (bounds temporaries; fewer, larger numpy calls)
 _ROW4 = np.dtype((np.void, 32))  # one packed accumulator row, for np.put
 _MIN_WINDOW_S = 1e-6
+_PART_WINDOWS = 4_000_000  # emitted windows a worker holds before writing a part
+_BLOCK = 1 << 22  # rows per block of the table-wide passes (bounds their temporaries)
 
 
 @dataclass(frozen=True)
@@ -430,7 +434,8 @@ class _Accumulator:
     a growable row pool (start time, integral of range, minimum range,
     integral of rate; one packed row so each update touches one cache line),
     and closing a window frees its slot. Memory is linear in the number of
-    pairs in contact (plus the emitted windows), not in ``n_nodes^2``.
+    pairs in contact (plus the emitted windows, which :meth:`checkpoint` and
+    :meth:`result` hand over in parts), not in ``n_nodes^2``.
     """
 
     START, DINT, DMIN, BITS = 0, 1, 2, 3
@@ -444,6 +449,7 @@ class _Accumulator:
         self.n_slots = 0  # slots ever handed out (high-water mark)
         self.free: list[np.ndarray] = []  # freed slots, reused first
         self.out: list[list[np.ndarray | None]] = []
+        self.n_out = 0  # emitted windows not yet handed over
 
     def _grow(self, cap: int) -> None:
         rows = np.zeros((cap, 4))
@@ -517,9 +523,29 @@ class _Accumulator:
         self.out.append([pid.astype(self.pid_dtype), r[:, self.START].copy(), t.copy(),
                          r[:, self.DINT].astype(np.float32), r[:, self.DMIN].astype(np.float32),
                          r[:, self.BITS].copy(), left, np.full(pid.shape, right)])
+        self.n_out += pid.size
 
     def open_ids(self) -> np.ndarray:
         return np.sort(self.map.items()[0])
+
+    def checkpoint(self, t: float) -> None:
+        """Emit every open window as ending at ``t`` (flagged ``right``) and
+        restart it at ``t`` (flagged ``left``), keeping its slot: the emitted
+        windows can then be handed over as a part, and the part boundary is
+        joined like a chunk boundary (:func:`_assemble`)."""
+        pid, slot = self.map.items()
+        if pid.size == 0:
+            return
+        r = np.take(self.rows, slot, axis=0)
+        self.out.append([pid.astype(self.pid_dtype), r[:, self.START].copy(), np.full(pid.shape, float(t)),
+                         r[:, self.DINT].astype(np.float32), r[:, self.DMIN].astype(np.float32),
+                         r[:, self.BITS].copy(), self.left[slot], np.ones(pid.shape, dtype=bool)])
+        self.n_out += pid.size
+        row = np.zeros((pid.size, 4))
+        row[:, self.START] = t
+        row[:, self.DMIN] = np.inf
+        np.put(self._rows_void, slot, row.view(_ROW4).ravel())
+        self.left[slot] = True
 
     def piece(self, pid, s_lo, s_hi, q, dt) -> None:
         """Add the visible piece ``[s_lo, s_hi]`` (cell units) using Simpson's rule on the range."""
@@ -565,6 +591,7 @@ class _Accumulator:
             for c in self.out:
                 c[j] = None
         self.out = []
+        self.n_out = 0
         return res
 
 
@@ -817,9 +844,18 @@ class _Scanner:
         _process_group(acc, pid, G[0], G[1], Dv[0], Dv[1],
                        (qs[0][0], qs[1][0], qs[0][1], qs[1][1]), t0, dt, first)
 
-    def scan(self, k0: int, k1: int, position: int = 0) -> dict[str, np.ndarray]:
-        """Windows of cells ``k0 .. k1-1`` (open windows closed at the chunk end, flagged)."""
+    def scan(self, k0: int, k1: int, position: int = 0, directory: str | None = None,
+             chunk: int = 0) -> list[tuple[str, int]]:
+        """Windows of cells ``k0 .. k1-1``, written to ``directory`` as parts.
+
+        Whenever ``_PART_WINDOWS`` windows have been emitted, the open ones are
+        checkpointed (:meth:`_Accumulator.checkpoint`) and the part is written,
+        so a worker holds at most one part however long the scenario. Windows
+        still open at the chunk end are closed there, flagged ``right``.
+        Returns ``(path, rows)`` per part, in time order.
+        """
         acc = _Accumulator(self.traj.n_nodes, self.rate_fn)
+        parts: list[tuple[str, int]] = []
         cells = range(k0, k1)
         if tqdm is not None:
             cells = tqdm(cells, desc="contact windows", unit="step", disable=None,
@@ -827,35 +863,133 @@ class _Scanner:
         for k in cells:
             self._space(acc, k, k == k0)
             self._ground(acc, k, k == k0)
+            if acc.n_out >= _PART_WINDOWS and k + 1 < k1:
+                acc.checkpoint(self.traj.times_s[k + 1])
+                parts.append(self._write_part(acc, directory, chunk, len(parts)))
         acc.close(acc.open_ids(), self.traj.times_s[k1], right=True)
-        return acc.result()
+        parts.append(self._write_part(acc, directory, chunk, len(parts)))
+        return parts
+
+    def _write_part(self, acc: _Accumulator, directory: str | None, chunk: int,
+                    index: int) -> tuple[str, int]:
+        """Hand over the emitted windows as one part file, sorted by (start, pair).
+
+        Windows that can no longer be joined (no ``left`` / ``right`` flag) and
+        last under ``_MIN_WINDOW_S`` are dropped here.
+        """
+        res = acc.result()
+        bad = np.isnan(res["t_start"])
+        if bad.any():  # pragma: no cover - would mean inconsistent screening
+            log.warning("dropping %d windows without a start (inconsistent state)", int(bad.sum()))
+        keep = ~bad & ((res["t_end"] - res["t_start"] > _MIN_WINDOW_S) | res["left"] | res["right"])
+        rows = np.flatnonzero(keep)
+        del bad, keep
+        rows = rows[np.lexsort((res["pid"][rows], res["t_start"][rows]))]
+        if self.rate_fn is None:
+            del res["bits"]
+        cols = {}
+        for name in list(res):  # one column at a time keeps the peak low
+            cols[name] = res.pop(name)[rows]
+        path = os.path.join(directory or ".", f"part-{chunk:04d}-{index:05d}.npy")
+        # one structured array per part: a single file, read back without pickling
+        table = np.empty(rows.size, dtype=[(n, c.dtype) for n, c in cols.items()])
+        for name in list(cols):
+            table[name] = cols.pop(name)
+        try:
+            np.save(path, table, allow_pickle=False)
+        except OSError as exc:
+            raise ContactError(f"contact windows: cannot write a part of {rows.size:,} windows to {path} "
+                               f"({exc.strerror or exc}); set TMPDIR to a writable directory with room") from None
+        return path, int(rows.size)
 
 
 _WORKER: _Scanner | None = None
 
 
-def _scan_chunk(args: tuple[int, int, int]) -> dict[str, np.ndarray]:
+def _scan_chunk(args: tuple[int, int, int, str]) -> list[tuple[str, int]]:
     assert _WORKER is not None
-    return _WORKER.scan(*args)
+    k0, k1, position, directory = args
+    return _WORKER.scan(k0, k1, position, directory, chunk=position)
 
 
-def _join(left: dict[str, np.ndarray], right: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Join windows that cross the boundary between two consecutive chunks."""
-    li = np.flatnonzero(left["right"])
-    ri = np.flatnonzero(right["left"])
-    common, lpos, rpos = np.intersect1d(left["pid"][li], right["pid"][ri], return_indices=True)
-    lsel, rsel = li[lpos], ri[rpos]
-    if common.size != li.size or common.size != ri.size:
-        log.debug("chunk join: %d open left, %d open right, %d joined", li.size, ri.size, common.size)
-    merged = left  # updated in place: the caller drops ``left``
-    merged["t_end"][lsel] = right["t_end"][rsel]
-    merged["d_int"][lsel] += right["d_int"][rsel]
-    merged["d_min"][lsel] = np.minimum(merged["d_min"][lsel], right["d_min"][rsel])
-    merged["bits"][lsel] += right["bits"][rsel]
-    merged["right"][lsel] = right["right"][rsel]
-    keep = np.ones(right["pid"].size, dtype=bool)
-    keep[rsel] = False
-    return {k: np.concatenate([merged[k], right[k][keep]]) for k in merged}
+def _is_sorted(t: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether rows are in ``(t, a, b)`` order (checked in blocks: no full-size temporaries)."""
+    for i in range(0, max(t.size - 1, 0), _BLOCK):
+        j = min(i + _BLOCK, t.size - 1)
+        d = t[i + 1:j + 1] - t[i:j]
+        if (d < 0).any():
+            return False
+        tie = np.flatnonzero(d == 0) + i
+        if tie.size:
+            a0, a1, b0, b1 = a[tie], a[tie + 1], b[tie], b[tie + 1]
+            if ((a0 > a1) | ((a0 == a1) & (b0 >= b1))).any():
+                return False
+    return True
+
+
+def _assemble(parts: list[tuple[str, int]], n_nodes: int, with_bits: bool) -> WindowTable:
+    """The window table from the parts of all chunks, in time order.
+
+    Each part is sorted by (start, pair), and a part's windows start within
+    its time span, so writing the parts one after the other gives the table's
+    order without a global sort. A window flagged ``left`` in a part
+    continues the window of the same pair flagged ``right`` in the part
+    before: it extends that row in place (end, range integral and minimum,
+    volume) instead of becoming a row. Memory: the table plus one part.
+    """
+    total = sum(n for _, n in parts)
+    a, b = np.empty(total, dtype=np.int32), np.empty(total, dtype=np.int32)
+    t0, t1 = np.empty(total), np.empty(total)
+    d_int, d_min = np.empty(total, dtype=np.float32), np.empty(total, dtype=np.float32)
+    bits = np.empty(total) if with_bits else None
+    open_pid = np.zeros(0, dtype=np.int64)  # windows open at the last boundary, by pair id
+    open_row = np.zeros(0, dtype=np.int64)  # ... and their rows
+    pos = 0
+    for path, _ in parts:
+        part = np.load(path, allow_pickle=False)
+        pid = part["pid"].astype(np.int64)
+        row_of = np.full(pid.size, -1, dtype=np.int64)
+        cont = np.flatnonzero(part["left"])
+        if cont.size and open_pid.size:
+            i = np.minimum(np.searchsorted(open_pid, pid[cont]), open_pid.size - 1)
+            hit = open_pid[i] == pid[cont]
+            cont, r = cont[hit], open_row[i[hit]]
+            t1[r] = part["t_end"][cont]
+            d_int[r] += part["d_int"][cont]
+            d_min[r] = np.minimum(d_min[r], part["d_min"][cont])
+            if bits is not None:
+                bits[r] += part["bits"][cont]
+            row_of[cont] = r
+        new = np.flatnonzero(row_of < 0)
+        end = pos + new.size
+        row_of[new] = np.arange(pos, end)
+        p = pid[new]
+        a[pos:end], b[pos:end] = p // n_nodes, p % n_nodes
+        t0[pos:end], t1[pos:end] = part["t_start"][new], part["t_end"][new]
+        d_int[pos:end], d_min[pos:end] = part["d_int"][new], part["d_min"][new]
+        if bits is not None:
+            bits[pos:end] = part["bits"][new]
+        pos = end
+        right = np.flatnonzero(part["right"])
+        order = np.argsort(pid[right], kind="stable")
+        open_pid, open_row = pid[right][order], row_of[right][order]
+        del part, pid, row_of, new, p
+        os.unlink(path)
+    a, b, t0, t1, d_min, d_int = a[:pos], b[:pos], t0[:pos], t1[:pos], d_min[:pos], d_int[:pos]
+    cols = [a, b, t0, t1, d_min, d_int]
+    cols.append(bits[:pos] if bits is not None else np.zeros(pos))  # zeros: no pages touched
+    short = np.zeros(0, dtype=np.int64)
+    for i in range(0, pos, _BLOCK):  # mean range = integral / duration, in place
+        dur = t1[i:i + _BLOCK] - t0[i:i + _BLOCK]
+        short = np.concatenate([short, np.flatnonzero(dur <= _MIN_WINDOW_S) + i])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d_int[i:i + _BLOCK] /= dur
+    if short.size:  # windows that closed where they opened, at a chunk edge
+        cols = [np.delete(c, short) for c in cols]
+    if not _is_sorted(cols[2], cols[0], cols[1]):  # pragma: no cover - ties across a part edge
+        log.debug("window parts out of order at a boundary: sorting the table")
+        return WindowTable(*cols)
+    return WindowTable(*cols, sort=False)
 
 
 def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | None = None,
@@ -865,6 +999,12 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
     ``rate_fn(range_km) -> bit/s`` (vectorized), if given, is integrated over
     each window into ``volume_bits``. ``workers > 1`` scans time chunks in
     forked processes (Linux); ``chunks`` defaults to ``workers``.
+
+    Memory: each worker holds the open windows and at most one part of
+    ``_PART_WINDOWS`` emitted windows, which it writes to a temporary
+    directory (``tempfile``: ``TMPDIR``); the parts are then read back one at
+    a time into the table. A 24 h, 4,408-satellite search (~94 M windows)
+    so needs the table's 32 bytes per window plus the trajectories.
     """
     global _WORKER
     if workers < 1:
@@ -872,41 +1012,30 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
     n_cells = traj.times_s.size - 1
     chunks = max(1, min(chunks or workers, n_cells))
     edges = np.linspace(0, n_cells, chunks + 1).round().astype(int)
-    tasks = [(int(edges[i]), int(edges[i + 1]), i) for i in range(chunks) if edges[i + 1] > edges[i]]
+    bounds = [(int(edges[i]), int(edges[i + 1])) for i in range(chunks) if edges[i + 1] > edges[i]]
     scanner = _Scanner(traj, geometry, rate_fn)
     log.info("scanning %d cells, %d nodes, screen radius %.1f km + %.2f km/s x step",
              n_cells, traj.n_nodes, scanner.reach, scanner.v_rel)
-    if workers > 1 and len(tasks) > 1 and "fork" in mp.get_all_start_methods():
-        _WORKER = scanner
-        try:
-            with ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
-                                     mp_context=mp.get_context("fork")) as pool:
-                parts = list(pool.map(_scan_chunk, tasks))
-        finally:
-            _WORKER = None
-    else:
-        parts = [scanner.scan(*t) for t in tasks]
-    res = parts[0]
-    for nxt in parts[1:]:
-        res = _join(res, nxt)
-    bad = np.isnan(res["t_start"])
-    if bad.any():  # pragma: no cover - would mean inconsistent screening
-        log.warning("dropping %d windows without a start (inconsistent state)", int(bad.sum()))
-    dur = res["t_end"] - res["t_start"]
-    keep = np.flatnonzero((dur > _MIN_WINDOW_S) & ~bad)
-    del bad
-    n = traj.n_nodes
-    pid = res.pop("pid")[keep]
-    a, b = (pid // n).astype(np.int32), (pid % n).astype(np.int32)
-    del pid
-    order = np.lexsort((b, a, res["t_start"][keep]))  # by start time, then pair
-    a, b = a[order], b[order]
-    order = keep[order]
-    del keep
-    dur = dur[order]
-    mean = (res.pop("d_int")[order] / dur).astype(np.float32)
-    return WindowTable(a, b, res.pop("t_start")[order], res.pop("t_end")[order],
-                       res.pop("d_min")[order], mean, res.pop("bits")[order], sort=False)
+    try:
+        tmp = tempfile.TemporaryDirectory(prefix="contact-windows-")
+    except OSError as exc:
+        raise ContactError(f"contact windows: cannot create a temporary directory under "
+                           f"{tempfile.gettempdir()} ({exc.strerror or exc}); set TMPDIR to a writable "
+                           f"directory") from None
+    with tmp as directory:
+        tasks = [(k0, k1, i, directory) for i, (k0, k1) in enumerate(bounds)]
+        if workers > 1 and len(tasks) > 1 and "fork" in mp.get_all_start_methods():
+            _WORKER = scanner
+            try:
+                with ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
+                                         mp_context=mp.get_context("fork")) as pool:
+                    parts = list(pool.map(_scan_chunk, tasks))
+            finally:
+                _WORKER = None
+        else:
+            parts = [scanner.scan(k0, k1, i, directory, chunk=i) for k0, k1, i, _ in tasks]
+        del scanner  # the packed node states: not needed to assemble
+        return _assemble([p for chunk in parts for p in chunk], traj.n_nodes, rate_fn is not None)
 
 
 def windows_from_samples(times_s: np.ndarray, visible: np.ndarray) -> list[tuple[float, float]]:
