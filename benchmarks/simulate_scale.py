@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -174,6 +175,10 @@ def main() -> int:
     ap.add_argument("--machines", type=int, nargs="+", default=[1, 4, 16, 64])
     ap.add_argument("--cores", type=int, default=2)
     args = ap.parse_args()
+    # ``kill`` (SIGTERM) ends the run through the ``finally`` that stops the Ray
+    # cluster it started, as Ctrl-C does; by default SIGTERM skips it, and the
+    # cluster's raylets (their own sessions) would outlive the benchmark
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     print(machine_line())
     if args.profile:
         profile(args.profile, args.machines, args.cores, 1584)
