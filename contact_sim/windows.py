@@ -984,8 +984,13 @@ def _assemble(parts: list[tuple[str, int]], n_nodes: int, with_bits: bool) -> Wi
         short = np.concatenate([short, np.flatnonzero(dur <= _MIN_WINDOW_S) + i])
         with np.errstate(divide="ignore", invalid="ignore"):
             d_int[i:i + _BLOCK] /= dur
-    if short.size:  # windows that closed where they opened, at a chunk edge
-        cols = [np.delete(c, short) for c in cols]
+    if short.size:  # windows that closed where they opened, at a chunk edge: compacted in place
+        keep = np.ones(pos, dtype=bool)
+        keep[short] = False
+        m = pos - short.size
+        for c in cols if bits is not None else cols[:6]:  # one column's temporary at a time
+            c[:m] = c[keep]
+        cols = [c[:m] for c in cols[:6]] + [cols[6][:m] if bits is not None else np.zeros(m)]
     if not _is_sorted(cols[2], cols[0], cols[1]):  # pragma: no cover - ties across a part edge
         log.debug("window parts out of order at a boundary: sorting the table")
         return WindowTable(*cols)

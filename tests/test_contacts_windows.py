@@ -153,6 +153,37 @@ def test_scans_written_in_many_parts_agree_with_one_part(shell, monkeypatch, tmp
     assert np.allclose(many.volume_bits, one.volume_bits, rtol=1e-9)
 
 
+def test_parts_are_joined_in_place_and_empty_windows_dropped(tmp_path):
+    """``_assemble`` on two hand-made parts: a window flagged at the end of the
+    first part and the start of the second becomes one row (end, range
+    integral, minimum and volume combined), a window that opens exactly at
+    the part edge keeps its start, and one that opens at the very end (zero
+    length) is dropped."""
+    from contact_sim.windows import _assemble
+
+    dtype = [("pid", np.int32), ("t_start", float), ("t_end", float), ("d_int", np.float32),
+             ("d_min", np.float32), ("bits", float), ("left", bool), ("right", bool)]
+    n = 10  # pair id = a * 10 + b
+    first = np.array([(1, 0.0, 10.0, 1000.0, 90.0, 5.0, False, False),
+                      (2, 5.0, 10.0, 500.0, 80.0, 1.0, False, True),
+                      (3, 10.0, 10.0, 0.0, np.inf, 0.0, False, True)], dtype=dtype)
+    second = np.array([(2, 10.0, 15.0, 600.0, 70.0, 2.0, True, False),
+                       (3, 10.0, 12.0, 300.0, 150.0, 4.0, True, False),
+                       (15, 20.0, 20.0, 0.0, np.inf, 0.0, False, True)], dtype=dtype)
+    parts = []
+    for i, part in enumerate((first, second)):
+        path = tmp_path / f"part-{i}.npy"
+        np.save(path, part)
+        parts.append((str(path), part.size))
+    table = _assemble(parts, n, with_bits=True)
+    assert list(zip(table.a, table.b)) == [(0, 1), (0, 2), (0, 3)]
+    assert table.t_start_s.tolist() == [0.0, 5.0, 10.0] and table.t_end_s.tolist() == [10.0, 15.0, 12.0]
+    assert np.allclose(table.mean_range_km, [100.0, 110.0, 150.0])  # (500 + 600) / 10 for the joined one
+    assert table.min_range_km.tolist() == [90.0, 70.0, 150.0]
+    assert table.volume_bits.tolist() == [5.0, 3.0, 4.0]
+    assert list(tmp_path.iterdir()) == []  # each part is removed once read
+
+
 def test_unwritable_temporary_directory_is_one_clear_error(shell, monkeypatch, tmp_path):
     import contact_sim.windows as win
 
