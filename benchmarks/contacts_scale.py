@@ -307,6 +307,10 @@ def plan_queries(n_windows: int, n_nodes: int, out_dir: str) -> None:
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
+def met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1584, 4408], choices=sorted(SHELLS))
@@ -340,7 +344,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"target {r['size']} (24 h, 60 s grid): <= {wall_max:g} s{mem}: not evaluated "
                   f"({args.hours:g} h, {args.step:g} s grid)")
             continue
-        met = lambda ok: "met" if ok else "NOT met"  # noqa: E731
         parts = [f"wall <= {wall_max:g} s: {met(r['wall'] <= wall_max)} ({r['wall']:.0f} s)"]
         if mem_max is not None:
             parts.append(f"true peak <= {mem_max:g} GB: {met(r['pss_gb'] <= mem_max)} ({r['pss_gb']:.2f} GB)")
