@@ -953,6 +953,9 @@ def _assemble(parts: list[tuple[str, int]], n_nodes: int, with_bits: bool) -> Wi
         if cont.size and open_pid.size:
             i = np.minimum(np.searchsorted(open_pid, pid[cont]), open_pid.size - 1)
             hit = open_pid[i] == pid[cont]
+            if not hit.all() or hit.sum() != open_pid.size:  # pragma: no cover - inconsistent screening
+                log.debug("part edge: %d windows open before, %d flagged after, %d joined",
+                          open_pid.size, cont.size, int(hit.sum()))
             cont, r = cont[hit], open_row[i[hit]]
             t1[r] = part["t_end"][cont]
             d_int[r] += part["d_int"][cont]
