@@ -490,7 +490,11 @@ class _Accumulator:
             new = self._new_slots(miss.size)
             self.map.put(pid[miss], new)
             slot[miss] = new
-        row = np.zeros((n, 4))
+        self._start(slot, t, left)
+
+    def _start(self, slot: np.ndarray, t, left: bool) -> None:
+        """(Re)start the windows in ``slot`` at ``t``: empty statistics, flag ``left``."""
+        row = np.zeros((slot.size, 4))
         row[:, self.START] = t
         row[:, self.DMIN] = np.inf
         np.put(self._rows_void, slot, row.view(_ROW4).ravel())
@@ -516,13 +520,16 @@ class _Accumulator:
             return
         slot = self.map.pop(pid)
         self.free.append(slot)
+        self._emit(pid, slot, t, right)
+
+    def _emit(self, pid: np.ndarray, slot: np.ndarray, t, right: bool) -> None:
+        """Append the windows in ``slot`` as ending at ``t`` to the emitted windows."""
         r = np.take(self.rows, slot, axis=0)
         t = np.broadcast_to(np.asarray(t, dtype=float), pid.shape)
-        left = self.left[slot]
         # compact columns: ids fit in int32 below 46,340 nodes; range statistics in float32
         self.out.append([pid.astype(self.pid_dtype), r[:, self.START].copy(), t.copy(),
                          r[:, self.DINT].astype(np.float32), r[:, self.DMIN].astype(np.float32),
-                         r[:, self.BITS].copy(), left, np.full(pid.shape, right)])
+                         r[:, self.BITS].copy(), self.left[slot], np.full(pid.shape, right)])
         self.n_out += pid.size
 
     def open_ids(self) -> np.ndarray:
@@ -536,16 +543,8 @@ class _Accumulator:
         pid, slot = self.map.items()
         if pid.size == 0:
             return
-        r = np.take(self.rows, slot, axis=0)
-        self.out.append([pid.astype(self.pid_dtype), r[:, self.START].copy(), np.full(pid.shape, float(t)),
-                         r[:, self.DINT].astype(np.float32), r[:, self.DMIN].astype(np.float32),
-                         r[:, self.BITS].copy(), self.left[slot], np.ones(pid.shape, dtype=bool)])
-        self.n_out += pid.size
-        row = np.zeros((pid.size, 4))
-        row[:, self.START] = t
-        row[:, self.DMIN] = np.inf
-        np.put(self._rows_void, slot, row.view(_ROW4).ravel())
-        self.left[slot] = True
+        self._emit(pid, slot, t, right=True)
+        self._start(slot, t, left=True)
 
     def piece(self, pid, s_lo, s_hi, q, dt) -> None:
         """Add the visible piece ``[s_lo, s_hi]`` (cell units) using Simpson's rule on the range."""
@@ -844,9 +843,8 @@ class _Scanner:
         _process_group(acc, pid, G[0], G[1], Dv[0], Dv[1],
                        (qs[0][0], qs[1][0], qs[0][1], qs[1][1]), t0, dt, first)
 
-    def scan(self, k0: int, k1: int, position: int = 0, directory: str | None = None,
-             chunk: int = 0) -> list[tuple[str, int]]:
-        """Windows of cells ``k0 .. k1-1``, written to ``directory`` as parts.
+    def scan(self, k0: int, k1: int, directory: str, chunk: int = 0) -> list[tuple[str, int]]:
+        """Windows of cells ``k0 .. k1-1`` (chunk number ``chunk``), written to ``directory`` as parts.
 
         Whenever ``_PART_WINDOWS`` windows have been emitted, the open ones are
         checkpointed (:meth:`_Accumulator.checkpoint`) and the part is written,
@@ -859,7 +857,7 @@ class _Scanner:
         cells = range(k0, k1)
         if tqdm is not None:
             cells = tqdm(cells, desc="contact windows", unit="step", disable=None,
-                         position=position, leave=False)
+                         position=chunk, leave=False)
         for k in cells:
             self._space(acc, k, k == k0)
             self._ground(acc, k, k == k0)
@@ -870,8 +868,7 @@ class _Scanner:
         parts.append(self._write_part(acc, directory, chunk, len(parts)))
         return parts
 
-    def _write_part(self, acc: _Accumulator, directory: str | None, chunk: int,
-                    index: int) -> tuple[str, int]:
+    def _write_part(self, acc: _Accumulator, directory: str, chunk: int, index: int) -> tuple[str, int]:
         """Hand over the emitted windows as one part file, sorted by (start, pair).
 
         Windows that can no longer be joined (no ``left`` / ``right`` flag) and
@@ -887,14 +884,11 @@ class _Scanner:
         rows = rows[np.lexsort((res["pid"][rows], res["t_start"][rows]))]
         if self.rate_fn is None:
             del res["bits"]
-        cols = {}
-        for name in list(res):  # one column at a time keeps the peak low
-            cols[name] = res.pop(name)[rows]
-        path = os.path.join(directory or ".", f"part-{chunk:04d}-{index:05d}.npy")
         # one structured array per part: a single file, read back without pickling
-        table = np.empty(rows.size, dtype=[(n, c.dtype) for n, c in cols.items()])
-        for name in list(cols):
-            table[name] = cols.pop(name)
+        table = np.empty(rows.size, dtype=[(n, c.dtype) for n, c in res.items()])
+        for name in list(res):  # one column at a time keeps the peak low
+            table[name] = res.pop(name)[rows]
+        path = os.path.join(directory, f"part-{chunk:04d}-{index:05d}.npy")
         try:
             np.save(path, table, allow_pickle=False)
         except OSError as exc:
@@ -906,10 +900,9 @@ class _Scanner:
 _WORKER: _Scanner | None = None
 
 
-def _scan_chunk(args: tuple[int, int, int, str]) -> list[tuple[str, int]]:
+def _scan_chunk(args: tuple[int, int, str, int]) -> list[tuple[str, int]]:
     assert _WORKER is not None
-    k0, k1, position, directory = args
-    return _WORKER.scan(k0, k1, position, directory, chunk=position)
+    return _WORKER.scan(*args)
 
 
 def _is_sorted(t: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
@@ -1031,7 +1024,7 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
                            f"{tempfile.gettempdir()} ({exc.strerror or exc}); set TMPDIR to a writable "
                            f"directory") from None
     with tmp as directory:
-        tasks = [(k0, k1, i, directory) for i, (k0, k1) in enumerate(bounds)]
+        tasks = [(k0, k1, directory, i) for i, (k0, k1) in enumerate(bounds)]
         if workers > 1 and len(tasks) > 1 and "fork" in mp.get_all_start_methods():
             _WORKER = scanner
             try:
@@ -1041,7 +1034,7 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
             finally:
                 _WORKER = None
         else:
-            parts = [scanner.scan(k0, k1, i, directory, chunk=i) for k0, k1, i, _ in tasks]
+            parts = [scanner.scan(*t) for t in tasks]
         del scanner  # the packed node states: not needed to assemble
         return _assemble([p for chunk in parts for p in chunk], traj.n_nodes, rate_fn is not None)
 
