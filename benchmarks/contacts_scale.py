@@ -31,17 +31,18 @@ With ``--plan-windows N`` it instead times :class:`contact_sim.ContactPlan`
 queries (per-round participation through ``deliverable`` for every node, a
 graph snapshot) and the CSV / JSON exports on a synthetic plan of N windows.
 
-Measured on the otherwise idle 2-core machine (``uptime`` load before each
-run in brackets; CPU of all processes):
+Measured on 2026-11-22 (``uptime`` load before each run in brackets; CPU of
+all processes; docs/scale.md has the full table):
 
-* ``--sizes 1584``: 54 s wall, 95 CPU-s, 2.29 GB true peak, 9,495,330
-  windows, 543 edges within 1 s (load 0.57): the <= 60 s target is met;
-* ``--sizes 4408 --hours 1``: 23 s wall, 40 CPU-s, 1.04 GB, 5,137,124
-  windows (load 1.32); ``--hours 3``: 70 s, 124 CPU-s, 2.46 GB,
-  12,868,917 windows (load 1.47); a 24 h run (~1,000 CPU-s, ~94 M windows,
-  over 4 GB) misses both 24 h targets and was not run;
-* ``--plan-windows 10000000``: CSV 15.8 CPU-s, JSON 11.4 CPU-s, per-round
-  participation of 1,584 nodes 6.4 CPU-s (load 1.58).
+* ``--sizes 1584`` (otherwise idle machine): 56 s wall, 105 CPU-s, 1.41 GB
+  true peak, 9,495,330 windows, 543 edges within 1 s (load 1.12): the
+  <= 60 s target is met;
+* ``--sizes 4408`` (sharing the machine with two training jobs): 1,001 s
+  wall, 1,001 CPU-s, 3.53 GB true peak, 94,110,000 windows, 541 edges within
+  1 s (load 2.99): the 4 GB target is met, the 4 min target is not (at least
+  500 s on two idle cores);
+* ``--plan-windows 10000000``: CSV 15.8 CPU-s, JSON 10.8 CPU-s, per-round
+  participation of 1,584 nodes 6.6 CPU-s (load 1.53).
 
 Run:  python benchmarks/contacts_scale.py [--sizes 1584 4408] [--workers 2]
       [--step 60] [--hours 24] [--check-edges 500]

@@ -16,10 +16,9 @@ per task, 2 workers (process pool: 2 processes; cluster: 2 raylets x 1 CPU).
     python benchmarks/simulate_scale.py --nodes 24 --executors local ray-cluster
     python benchmarks/simulate_scale.py --profile 12                     # per-node costs, E = 3
 
-Measured on the otherwise idle 2-core machine (docs/scale.md): process pool
-24 nodes 292.5 s (4.92 nodes/min), 96 nodes 1079.3 s (5.34 nodes/min);
-two-raylet cluster 24 nodes 314.8 s (4.57 nodes/min). The run was stopped
-there, so ``local``, the cluster at 96 nodes and 384 nodes were not measured.
+The measured runs, with their dates and the machine's state, and the
+executors and sizes not yet measured (``local``, the cluster at 96 nodes,
+every 384-node run) are in docs/scale.md.
 
 ``--profile N`` runs N nodes once on the local executor with E = 3 rounds and
 every FOL variant plus DM-PFL, and prints the per-node seconds of each method
