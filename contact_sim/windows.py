@@ -39,8 +39,11 @@ the range constraint is exactly quadratic, so edges are exact.
 
 Per-window statistics (minimum and mean range, and the integral of a
 range-dependent data rate) use Simpson's rule on every visible piece of
-every cell. Time chunks can run in parallel processes; windows that cross a
-chunk boundary are joined afterwards.
+every cell. Steps 2-3 and the bookkeeping of open windows run per pair in
+compiled loops (:mod:`contact_sim._kernels`, numba); this module screens,
+sizes buffers, evaluates the rate model and assembles the table. Time
+chunks can run in parallel processes; windows that cross a chunk boundary
+are joined afterwards.
 
 Example:
     >>> from orbits import walker_delta
@@ -72,6 +75,7 @@ except ImportError:  # pragma: no cover
 
 from orbits import MU_KM3_S2
 
+from . import _kernels as K
 from .errors import ContactError
 from .geometry import DEFAULT_GRAZING_KM, EARTH_RADIUS_KM
 from .trajectory import EARTH_ROTATION_RAD_S, MOVING, STATION, Trajectories
@@ -80,10 +84,7 @@ log = logging.getLogger(__name__)
 
 RateFn = Callable[[np.ndarray], np.ndarray]
 
-_NEWTON_ITERS = 5
-_ROOT_TOL = 1e-9  # cell fraction (60 us for a 60 s cell)
-_BATCH = 262144  # candidate pairs per vectorized batch (bounds temporaries; fewer, larger numpy calls)
-_ROW4 = np.dtype((np.void, 32))  # one packed accumulator row, for np.put
+_BATCH = 65536  # candidate pairs per kernel call (the event buffers stay in cache)
 _MIN_WINDOW_S = 1e-6
 _PART_WINDOWS = 4_000_000  # emitted windows a worker holds before writing a part
 _BLOCK = 1 << 22  # rows per block of the table-wide passes (bounds their temporaries)
@@ -209,476 +210,154 @@ class WindowTable(Sequence[Window]):
         return self.select((self.a == lo) & (self.b == hi))
 
 
-# --------------------------------------------------------------------------- cubic tools
-
-def _hermite_coeffs(g0, g1, m0, m1):
-    """Power-basis coefficients on s in [0, 1] of the cubic Hermite interpolant."""
-    a2 = -3.0 * g0 - 2.0 * m0 + 3.0 * g1 - m1
-    a3 = 2.0 * g0 + m0 - 2.0 * g1 + m1
-    return g0, m0, a2, a3
-
-
-def _cubic(c, s):
-    a0, a1, a2, a3 = c
-    return a0 + s * (a1 + s * (a2 + s * a3))
-
-
-def _cubic_critical(c) -> tuple[np.ndarray, np.ndarray]:
-    """The two critical points of each cubic (NaN where absent)."""
-    a0, a1, a2, a3 = c
-    qa, qb, qc = 3.0 * a3, 2.0 * a2, a1  # derivative: qa s^2 + qb s + qc
-    scale = np.abs(qa) + np.abs(qb) + np.abs(qc) + 1e-300
-    lin = np.abs(qa) <= 1e-12 * scale
-    disc = qb * qb - 4.0 * qa * qc
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sq = np.sqrt(np.maximum(disc, 0.0))
-        q = -0.5 * (qb + np.copysign(sq, qb))
-        r1 = np.where(lin, -qc / qb, q / qa)
-        r2 = np.where(lin, np.nan, qc / q)
-    r1 = np.where((disc >= 0) | lin, r1, np.nan)
-    r2 = np.where(disc >= 0, r2, np.nan)
-    return r1, r2
-
-
-def _cubic_min(c, lo, hi) -> np.ndarray:
-    """Minimum of each cubic over ``[lo, hi]`` (endpoints and interior critical points)."""
-    best = np.minimum(_cubic(c, lo), _cubic(c, hi))
-    for r in _cubic_critical(c):
-        ok = np.isfinite(r) & (r > lo) & (r < hi)
-        best = np.where(ok, np.minimum(best, _cubic(c, np.where(ok, r, lo))), best)
-    return best
-
-
-def _monotone_root(c, lo, hi, flo, fhi) -> np.ndarray:
-    """Zero of cubics with a sign change on ``[lo, hi]`` (vectorized).
-
-    Safeguarded Newton from the secant point (bisection whenever a step
-    leaves the bracket); the few rows not converged after that are finished
-    by plain bisection, so every root is bracketed to ``_ROOT_TOL``.
-    """
-    a0, a1, a2, a3 = c
-    lo, hi, flo = lo.copy(), hi.copy(), flo.copy()
-    x = lo - flo * (hi - lo) / (fhi - flo)  # secant start
-    done = np.zeros(x.shape, dtype=bool)
-    for _ in range(_NEWTON_ITERS):
-        f = a0 + x * (a1 + x * (a2 + x * a3))
-        left = (f * flo) > 0.0
-        lo = np.where(left, x, lo)
-        flo = np.where(left, f, flo)
-        hi = np.where(left, hi, x)
-        df = a1 + x * (2.0 * a2 + x * 3.0 * a3)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            step = f / df
-        xn = x - step
-        done = (np.abs(step) < _ROOT_TOL) | (f == 0.0)
-        bad = ~((xn > lo) & (xn < hi))
-        x = np.where(done, x, np.where(bad, 0.5 * (lo + hi), xn))
-    rest = np.flatnonzero(~done & (hi - lo > _ROOT_TOL))
-    if rest.size:
-        cc = tuple(v[rest] for v in c)
-        rl, rh, rf = lo[rest], hi[rest], flo[rest]
-        while True:
-            mid = 0.5 * (rl + rh)
-            fm = _cubic(cc, mid)
-            same = (fm * rf) > 0.0
-            rl = np.where(same, mid, rl)
-            rf = np.where(same, fm, rf)
-            rh = np.where(same, rh, mid)
-            if (rh - rl).max() <= _ROOT_TOL:
-                break
-        x[rest] = 0.5 * (rl + rh)
-    return x
-
-
-def _cubic_zeros(c) -> np.ndarray:
-    """Sign-changing zeros of the cubics in (0, 1): ``(3, n)`` array, NaN where absent."""
-    n = c[0].shape[0]
-    crit = np.zeros((2, n))
-    for j, r in enumerate(_cubic_critical(c)):
-        crit[j] = np.where(np.isfinite(r) & (r > 0.0) & (r < 1.0), r, 0.0)
-    crit.sort(axis=0)
-    bounds = np.vstack([np.zeros(n), crit, np.ones(n)])  # (4, n): monotone pieces
-    out = np.full((3, n), np.nan)
-    for j in range(3):
-        lo, hi = bounds[j], bounds[j + 1]
-        flo = _cubic(c, lo)
-        fhi = _cubic(c, hi)
-        idx = np.flatnonzero((hi > lo) & (flo * fhi < 0.0))
-        if idx.size == 0:
-            continue
-        out[j, idx] = _monotone_root(tuple(x[idx] for x in c), lo[idx], hi[idx], flo[idx], fhi[idx])
-    return out
-
-
-# --------------------------------------------------------------------------- accumulator
-
-_EMPTY, _GONE = -1, -2  # free and deleted hash-table keys
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing multiplier
-
-
-class _PairMap:
-    """Vectorized open-addressing hash map ``pair id (int64 >= 0) -> slot``.
-
-    Linear probing, capacity a power of two kept at most half full (deleted
-    keys count until the next rebuild), so a lookup costs one or two gathers;
-    memory is linear in the number of live keys, not in ``n_nodes^2``.
-    ``key_dtype`` int32 (keys below 2^31) halves the table, so more of it
-    stays in cache.
-
-    >>> m = _PairMap()
-    >>> m.put(np.array([7, 10**12]), np.array([0, 1]))
-    >>> m.get(np.array([10**12, 7, 3])).tolist()
-    [1, 0, -1]
-    >>> m.pop(np.array([7])).tolist(), len(m)
-    ([0], 1)
-    """
-
-    def __init__(self, capacity: int = 1 << 12, key_dtype=np.int64) -> None:
-        self.key_dtype = np.dtype(key_dtype)
-        self._alloc(max(1 << 4, 1 << int(np.ceil(np.log2(capacity)))))
-        self.live = 0
-
-    def _alloc(self, cap: int) -> None:
-        self.keys = np.full(cap, _EMPTY, dtype=self.key_dtype)
-        self.vals = np.zeros(cap, dtype=np.int32)  # slots
-        self.shift = np.uint64(64 - int(np.log2(cap)))
-        self.used = 0  # live + deleted
-
-    def __len__(self) -> int:
-        return self.live
-
-    def _home(self, k: np.ndarray) -> np.ndarray:
-        h = k.astype(np.uint64)
-        with np.errstate(over="ignore"):
-            h *= _GOLDEN
-        h >>= self.shift
-        return h.view(np.int64)
-
-    def _find(self, k: np.ndarray) -> np.ndarray:
-        """Table positions of keys ``k`` (-1 where absent)."""
-        k = np.asarray(k, dtype=self.key_dtype)
-        mask = self.keys.size - 1
-        pos = self._home(k)
-        kk = np.take(self.keys, pos, mode="clip")  # first probe for all keys at once
-        hit = kk == k
-        out = np.where(hit, pos, -1)
-        todo = np.flatnonzero(~hit & (kk != _EMPTY))
-        pos = (pos[todo] + 1) & mask
-        while todo.size:
-            kk = np.take(self.keys, pos, mode="clip")
-            hit = kk == k[todo]
-            out[todo[hit]] = pos[hit]
-            more = ~hit & (kk != _EMPTY)
-            todo = todo[more]
-            pos = (pos[more] + 1) & mask
-        return out
-
-    def get(self, k: np.ndarray) -> np.ndarray:
-        """Slots of keys ``k`` (-1 where absent)."""
-        pos = self._find(k)
-        return np.where(pos >= 0, np.take(self.vals, pos, mode="clip"), -1)
-
-    def put(self, k: np.ndarray, v: np.ndarray) -> None:
-        """Insert distinct keys that are not in the map."""
-        k = np.asarray(k, dtype=self.key_dtype)
-        if k.size == 0:
-            return
-        if 2 * (self.used + k.size) > self.keys.size:
-            live = self.keys >= 0
-            old_k, old_v = self.keys[live], self.vals[live]
-            # rebuilt at 2-4x the live keys: grows with them, and shrinks after many deletions
-            cap = 1 << max(4, int(np.ceil(np.log2(4 * (old_k.size + k.size)))))
-            self._alloc(cap)
-            self._insert(old_k, old_v)
-        self._insert(k, np.asarray(v, dtype=np.int32))
-        self.live += k.size
-
-    def _insert(self, k: np.ndarray, v: np.ndarray) -> None:
-        mask = self.keys.size - 1
-        pos = self._home(k)
-        todo = np.arange(k.size)
-        while todo.size:
-            p = pos[todo]
-            free = self.keys[p] < 0
-            # of the keys aiming at the same free cell, the first one takes it
-            cand = todo[free]
-            cells, first = np.unique(p[free], return_index=True)
-            win = cand[first]
-            self.used += int((self.keys[cells] == _EMPTY).sum())
-            self.keys[cells] = k[win]
-            self.vals[cells] = v[win]
-            taken = np.zeros(k.size, dtype=bool)
-            taken[win] = True
-            todo = todo[~taken[todo]]
-            pos[todo] = (pos[todo] + 1) & mask
-
-    def pop(self, k: np.ndarray) -> np.ndarray:
-        """Remove keys ``k`` (all present); returns their slots."""
-        pos = self._find(k)
-        if np.any(pos < 0):  # pragma: no cover - would mean inconsistent bookkeeping
-            raise KeyError("pair id not in the map")
-        vals = self.vals[pos]
-        self.keys[pos] = _GONE
-        self.live -= pos.size
-        return vals
-
-    def items(self) -> tuple[np.ndarray, np.ndarray]:
-        live = self.keys >= 0
-        return self.keys[live], self.vals[live]
-
+# --------------------------------------------------------------------------- open windows
 
 class _Accumulator:
     """Open windows keyed by pair id ``a * n + b``, plus the emitted windows.
 
-    Only open windows hold state: a :class:`_PairMap` gives each one a slot in
-    a growable row pool (start time, integral of range, minimum range,
-    integral of rate; one packed row so each update touches one cache line),
-    and closing a window frees its slot. Memory is linear in the number of
-    pairs in contact (plus the emitted windows, which :meth:`checkpoint` and
-    :meth:`result` hand over in parts), not in ``n_nodes^2``.
+    The compiled kernels (:mod:`contact_sim._kernels`) do the work on an
+    open-addressing hash table with one 64-byte row per open window (pair id,
+    start time, integral of range, minimum range, integral of rate, ``left``
+    flag) and on output buffers for the closed windows; this class sizes them
+    before each call. Memory is linear in the number of pairs in contact (plus
+    the emitted windows, which :meth:`checkpoint` and :meth:`result` hand over
+    in parts), not in ``n_nodes^2``.
     """
 
-    START, DINT, DMIN, BITS = 0, 1, 2, 3
-
-    def __init__(self, n_nodes: int, rate_fn: RateFn | None) -> None:
+    def __init__(self, n_nodes: int) -> None:
         self.n = n_nodes
-        self.rate_fn = rate_fn
         self.pid_dtype = np.int32 if n_nodes * n_nodes < 2**31 else np.int64
-        self.map = _PairMap(key_dtype=self.pid_dtype)
-        self._grow(1 << 12)
-        self.n_slots = 0  # slots ever handed out (high-water mark)
-        self.free: list[np.ndarray] = []  # freed slots, reused first
-        self.out: list[list[np.ndarray | None]] = []
-        self.n_out = 0  # emitted windows not yet handed over
+        self.st = np.zeros(3, dtype=np.int64)  # live, out, missed
+        self._alloc_table(1 << 12)
+        self.out_pid = np.zeros(1 << 12, dtype=np.int64)
+        self.out_f = np.zeros((1 << 12, 5))
+        self.out_b = np.zeros((1 << 12, 2), dtype=bool)
 
-    def _grow(self, cap: int) -> None:
-        rows = np.zeros((cap, 4))
-        left = np.zeros(cap, dtype=bool)
-        if hasattr(self, "rows"):
-            rows[:self.rows.shape[0]] = self.rows
-            left[:self.left.size] = self.left
-        self.rows, self.left = rows, left
-        self._rows_void = self.rows.view(_ROW4).ravel()
+    def _alloc_table(self, cap: int) -> None:
+        self.tab = _aligned((cap, K.ROW))  # each row one cache line
+        self.tab[:, K.KEY] = K.EMPTY
+        self.shift = np.uint64(64 - int(np.log2(cap)))
 
-    def _new_slots(self, m: int) -> np.ndarray:
-        got = []
-        while m and self.free:
-            f = self.free.pop()
-            take, rest = f[:m], f[m:]
-            if rest.size:
-                self.free.append(rest)
-            got.append(take)
-            m -= take.size
-        if m:
-            if self.n_slots + m > self.rows.shape[0]:
-                cap = self.rows.shape[0]
-                while self.n_slots + m > cap:
-                    cap *= 2
-                self._grow(cap)
-            got.append(np.arange(self.n_slots, self.n_slots + m))
-            self.n_slots += m
-        return np.concatenate(got) if len(got) > 1 else (got[0] if got else np.zeros(0, dtype=np.int64))
+    def __len__(self) -> int:
+        return int(self.st[K.S_LIVE])
 
-    def open(self, pid, t, left: bool = False) -> None:
-        pid = np.asarray(pid, dtype=np.int64)
-        n = pid.size
-        if n == 0:
-            return
-        slot = self.map.get(pid)
-        miss = np.flatnonzero(slot < 0)
-        if miss.size:
-            new = self._new_slots(miss.size)
-            self.map.put(pid[miss], new)
-            slot[miss] = new
-        self._start(slot, t, left)
+    @property
+    def n_out(self) -> int:
+        return int(self.st[K.S_OUT])
 
-    def _start(self, slot: np.ndarray, t, left: bool) -> None:
-        """(Re)start the windows in ``slot`` at ``t``: empty statistics, flag ``left``."""
-        row = np.zeros((slot.size, 4))
-        row[:, self.START] = t
-        row[:, self.DMIN] = np.inf
-        np.put(self._rows_void, slot, row.view(_ROW4).ravel())
-        self.left[slot] = left
+    def _reserve(self, opens: int, closes: int) -> None:
+        """Room for ``opens`` more open windows and ``closes`` more emitted ones."""
+        st = self.st
+        live, cap, m = int(st[K.S_LIVE]), self.tab.shape[0], opens
+        if 2 * (live + m) > cap or (cap > 1 << 12 and 16 * (live + m) < cap):
+            # rebuilt at 2.5-5x the live rows: grows with them, and shrinks after many deletions
+            old = self.tab
+            self._alloc_table(1 << max(12, int(np.ceil(np.log2(2.5 * (live + m))))))
+            K.table_rebuild(old, self.tab, self.shift, st)
+        need = int(st[K.S_OUT]) + closes
+        if need > self.out_pid.size:
+            cap, n = max(need, 2 * self.out_pid.size), int(st[K.S_OUT])
+            self.out_pid = _grown(self.out_pid, cap, n)
+            self.out_f = _grown(self.out_f, cap, n)
+            self.out_b = _grown(self.out_b, cap, n)
 
-    def add(self, pid, d_int, d_min, bits) -> None:
-        slot = self.map.get(pid)
-        ok = slot >= 0
-        if not ok.all():  # pragma: no cover - a visible piece of a window never opened
-            log.debug("%d visible pieces without an open window ignored", int((~ok).sum()))
-            slot, d_int, d_min = slot[ok], d_int[ok], d_min[ok]
-            bits = None if bits is None else bits[ok]
-        r = np.take(self.rows, slot, axis=0, mode="clip")
-        r[:, self.DINT] += d_int
-        np.minimum(r[:, self.DMIN], d_min, out=r[:, self.DMIN])
-        if bits is not None:
-            r[:, self.BITS] += bits
-        np.put(self._rows_void, slot, r.view(_ROW4).ravel())
-
-    def close(self, pid, t, right: bool = False) -> None:
-        pid = np.asarray(pid, dtype=np.int64)
-        if pid.size == 0:
-            return
-        slot = self.map.pop(pid)
-        self.free.append(slot)
-        self._emit(pid, slot, t, right)
-
-    def _emit(self, pid: np.ndarray, slot: np.ndarray, t, right: bool) -> None:
-        """Append the windows in ``slot`` as ending at ``t`` to the emitted windows."""
-        r = np.take(self.rows, slot, axis=0)
-        t = np.broadcast_to(np.asarray(t, dtype=float), pid.shape)
-        # compact columns: ids fit in int32 below 46,340 nodes; range statistics in float32
-        self.out.append([pid.astype(self.pid_dtype), r[:, self.START].copy(), t.copy(),
-                         r[:, self.DINT].astype(np.float32), r[:, self.DMIN].astype(np.float32),
-                         r[:, self.BITS].copy(), self.left[slot], np.full(pid.shape, right)])
-        self.n_out += pid.size
+    def apply(self, ev_i: np.ndarray, ev_f: np.ndarray, ne: int, bits: np.ndarray) -> None:
+        """Apply events ``0 .. ne-1`` (opens, pieces, closes) in order."""
+        opens, _, closes = np.bincount(ev_i[:ne, 1], minlength=3)
+        self._reserve(int(opens), int(closes))
+        K.apply_events(ev_i, ev_f, bits, ne, self.tab, self.shift, self.st,
+                       self.out_pid, self.out_f, self.out_b)
+        if self.st[K.S_MISSED]:  # pragma: no cover - a piece of a window never opened
+            log.debug("%d events of windows never opened ignored", int(self.st[K.S_MISSED]))
+            self.st[K.S_MISSED] = 0
 
     def open_ids(self) -> np.ndarray:
-        return np.sort(self.map.items()[0])
+        keys = self.tab[:, K.KEY]
+        return np.sort(keys[keys >= 0]).astype(np.int64)
+
+    def close_all(self, t: float, right: bool) -> None:
+        """Close every open window at ``t``."""
+        pid = self.open_ids()
+        ev_i = np.zeros((pid.size, 3), dtype=np.int64)
+        ev_i[:, 0], ev_i[:, 1], ev_i[:, 2] = pid, K.CLOSE, right
+        ev_f = np.zeros((pid.size, 5))
+        ev_f[:, 0] = t
+        self.apply(ev_i, ev_f, pid.size, np.zeros(pid.size))
 
     def checkpoint(self, t: float) -> None:
         """Emit every open window as ending at ``t`` (flagged ``right``) and
-        restart it at ``t`` (flagged ``left``), keeping its slot: the emitted
-        windows can then be handed over as a part, and the part boundary is
-        joined like a chunk boundary (:func:`_assemble`)."""
-        pid, slot = self.map.items()
-        if pid.size == 0:
-            return
-        self._emit(pid, slot, t, right=True)
-        self._start(slot, t, left=True)
-
-    def piece(self, pid, s_lo, s_hi, q, dt) -> None:
-        """Add the visible piece ``[s_lo, s_hi]`` (cell units) using Simpson's rule on the range."""
-        s_mid = 0.5 * (s_lo + s_hi)
-        d_lo = np.sqrt(np.maximum(_cubic(q, s_lo), 0.0))
-        d_mid = np.sqrt(np.maximum(_cubic(q, s_mid), 0.0))
-        d_hi = np.sqrt(np.maximum(_cubic(q, s_hi), 0.0))
-        self._simpson(pid, (s_hi - s_lo) * dt, d_lo, d_mid, d_hi,
-                      (np.arange(np.size(pid)), _cubic_min(q, s_lo, s_hi)))
-
-    def whole(self, pid, q0, q1, qd0, qd1, dt) -> None:
-        """Add a whole visible cell from squared ranges and their derivatives at both ends."""
-        d_lo = np.sqrt(q0)
-        d_hi = np.sqrt(q1)
-        d_mid = np.sqrt(np.maximum(0.5 * (q0 + q1) + 0.125 * dt * (qd0 - qd1), 0.0))
-        inner = np.flatnonzero((qd0 < 0.0) & (qd1 > 0.0))  # closest approach inside the cell
-        q_min = None
-        if inner.size:
-            q = _hermite_coeffs(q0[inner], q1[inner], qd0[inner] * dt, qd1[inner] * dt)
-            q_min = (inner, _cubic_min(q, np.zeros(inner.size), np.ones(inner.size)))
-        self._simpson(pid, dt, d_lo, d_mid, d_hi, q_min)
-
-    def _simpson(self, pid, span, d_lo, d_mid, d_hi, q_min=None) -> None:
-        w = span / 6.0
-        d_int = w * (d_lo + 4.0 * d_mid + d_hi)
-        d_min = np.minimum(np.minimum(d_lo, d_mid), d_hi)
-        if q_min is not None:
-            rows, qm = q_min
-            d_min[rows] = np.minimum(d_min[rows], np.sqrt(np.maximum(qm, 0.0)))
-        bits = None
-        if self.rate_fn is not None:
-            bits = w * (self.rate_fn(d_lo) + 4.0 * self.rate_fn(d_mid) + self.rate_fn(d_hi))
-        self.add(pid, d_int, d_min, bits)
+        restart it at ``t`` (flagged ``left``): the emitted windows can then be
+        handed over as a part, and the part boundary is joined like a chunk
+        boundary (:func:`_assemble`)."""
+        self._reserve(0, len(self))
+        K.checkpoint(self.tab, self.st, t, self.out_pid, self.out_f, self.out_b)
 
     def result(self) -> dict[str, np.ndarray]:
-        names = ("pid", "t_start", "t_end", "d_int", "d_min", "bits", "left", "right")
-        if not self.out:
-            dtypes = (self.pid_dtype, float, float, np.float32, np.float32, float, bool, bool)
-            return {n: np.zeros(0, dtype=d) for n, d in zip(names, dtypes)}
-        res = {}
-        for j, n in enumerate(names):  # one column at a time keeps the peak low
-            res[n] = np.concatenate([c[j] for c in self.out])
-            for c in self.out:
-                c[j] = None
-        self.out = []
-        self.n_out = 0
+        """The emitted windows (columns), handed over: the buffers start empty again."""
+        n = self.n_out
+        f = self.out_f
+        # compact columns: ids fit in int32 below 46,340 nodes; range statistics in float32
+        res = {"pid": self.out_pid[:n].astype(self.pid_dtype), "t_start": f[:n, 0].copy(),
+               "t_end": f[:n, 1].copy(), "d_int": f[:n, 2].astype(np.float32),
+               "d_min": f[:n, 3].astype(np.float32), "bits": f[:n, 4].copy(),
+               "left": self.out_b[:n, 0].copy(), "right": self.out_b[:n, 1].copy()}
+        self.st[K.S_OUT] = 0
         return res
+
+
+def _aligned(shape: tuple[int, ...]) -> np.ndarray:
+    """An uninitialized float64 array whose data starts on a 64-byte (cache line) boundary."""
+    size = int(np.prod(shape))
+    raw = np.empty(size + 8)
+    off = (-raw.ctypes.data % 64) // 8
+    return raw[off:off + size].reshape(shape)
+
+
+def _grown(x: np.ndarray, cap: int, n: int) -> np.ndarray:
+    """``x`` with room for ``cap`` rows, its first ``n`` rows kept."""
+    y = np.zeros((cap,) + x.shape[1:], dtype=x.dtype)
+    y[:n] = x[:n]
+    return y
+
+
+class _Events:
+    """Reusable event buffers of the kernels, grown when a batch overflows them."""
+
+    def __init__(self, cap: int = 1 << 16) -> None:
+        self._alloc(cap)
+
+    def _alloc(self, cap: int) -> None:
+        self.ev_i = np.zeros((cap, 3), dtype=np.int64)  # pair id, kind, flag
+        self.ev_f = np.zeros((cap, 5))  # time or span, then d_lo, d_mid, d_hi, d_min of a piece
+        self.bits = np.zeros(cap)
+
+    def run(self, kernel, *args) -> int:
+        """``kernel(*args, ev_i, ev_f)``, re-run with twice the buffers until they suffice."""
+        while True:
+            ne = kernel(*args, self.ev_i, self.ev_f)
+            if ne >= 0:
+                return ne
+            self._alloc(2 * self.ev_i.shape[0])
+
+    def bits_of(self, ne: int, rate_fn: RateFn | None) -> np.ndarray:
+        """Simpson's rule of ``rate_fn`` over each piece event (zeros without a rate model)."""
+        if rate_fn is None:
+            return self.bits
+        bits = np.zeros(ne)
+        piece = np.flatnonzero(self.ev_i[:ne, 1] == K.PIECE)
+        f = self.ev_f[piece]
+        bits[piece] = f[:, 0] / 6.0 * (rate_fn(f[:, 1]) + 4.0 * rate_fn(f[:, 2]) + rate_fn(f[:, 3]))
+        return bits
 
 
 # --------------------------------------------------------------------------- per-cell work
 
-def _gather(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """``x[..., idx]`` for valid indices (``np.take`` without wrap-around checks, ~2x faster)."""
-    return np.take(x, idx, axis=-1, mode="clip")
-
-
-def _dot3(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Row-wise dot product of ``(3, n)`` arrays."""
-    return u[0] * v[0] + u[1] * v[1] + u[2] * v[2]
-
-
-def _process_group(acc: _Accumulator, pid, G0, G1, D0, D1, Q, t0, dt, first_cell: bool) -> None:
-    """Classify candidate pairs of one cell and update windows.
-
-    ``G0/G1`` constraint values at the cell ends ``(C, n)``, ``D0/D1`` their
-    time derivatives, ``Q = (q0, q1, qd0, qd1)`` the squared range and its
-    derivative at both ends.
-    """
-    q0, q1, qd0, qd1 = Q
-    M0, M1 = D0 * dt, D1 * dt
-    b1 = G0 + M0 / 3.0
-    b2 = G1 - M1 / 3.0
-    pos_c = (G0 > 0) & (b1 > 0) & (b2 > 0) & (G1 > 0)  # (C, n): constraint certainly met
-    all_pos = pos_c.all(axis=0)
-    any_neg = ((G0 < 0) & (b1 < 0) & (b2 < 0) & (G1 < 0)).any(axis=0)
-    vis0 = (G0 >= 0).all(axis=0)
-    vis1 = (G1 >= 0).all(axis=0)
-    if first_cell:
-        acc.open(pid[vis0], t0, left=True)
-    cv = np.flatnonzero(all_pos)
-    if cv.size:
-        acc.whole(pid[cv], q0[cv], q1[cv], qd0[cv], qd1[cv], dt)
-    unc = np.flatnonzero(~(all_pos | any_neg))
-    if unc.size == 0:
-        return
-    n_c = G0.shape[0]
-    upid = pid[unc]
-    cubics = [_hermite_coeffs(G0[c, unc], G1[c, unc], M0[c, unc], M1[c, unc]) for c in range(n_c)]
-    zeros = np.full((3 * n_c, unc.size), np.nan)
-    for c, cb in enumerate(cubics):
-        need = np.flatnonzero(~pos_c[c, unc])  # a certainly-met constraint has no zero
-        if need.size:
-            zeros[3 * c:3 * c + 3, need] = _cubic_zeros(tuple(x[need] for x in cb))
-    zeros = zeros.T  # (n, 3C)
-    zeros = np.where(np.isnan(zeros), 1.0, zeros)
-    zeros.sort(axis=1)
-    n = unc.size
-    # segments 0 and -1 are empty segments carrying the states at s = 0 and
-    # s = 1, so a state change without an interior zero (a margin exactly 0
-    # at a grid time) still produces an edge, at the right end
-    bounds = np.hstack([np.zeros((n, 2)), zeros, np.ones((n, 2))])
-    length = np.diff(bounds, axis=1)
-    nonzero = length > 0.0
-    mid = 0.5 * (bounds[:, :-1] + bounds[:, 1:])
-    h = np.min(np.stack([_cubic(tuple(x[:, None] for x in cb), mid) for cb in cubics]), axis=0)
-    state = h >= 0.0
-    n_seg = state.shape[1]
-    state[:, 0] = vis0[unc]
-    for j in range(1, n_seg - 1):
-        state[:, j] = np.where(nonzero[:, j], state[:, j], state[:, j - 1])
-    state[:, -1] = vis1[unc]
-    q = _hermite_coeffs(q0[unc], q1[unc], qd0[unc] * dt, qd1[unc] * dt)
-    for j in range(n_seg):
-        if j > 0:
-            rise = np.flatnonzero(state[:, j] & ~state[:, j - 1])
-            if rise.size:
-                acc.open(upid[rise], t0 + bounds[rise, j] * dt)
-        vis = np.flatnonzero(state[:, j] & nonzero[:, j])
-        if vis.size:
-            acc.piece(upid[vis], bounds[vis, j], bounds[vis, j + 1],
-                      tuple(x[vis] for x in q), dt)
-        if j + 1 < n_seg:
-            fall = np.flatnonzero(state[:, j] & ~state[:, j + 1])
-            if fall.size:
-                acc.close(upid[fall], t0 + bounds[fall, j + 1] * dt)
-
-
 class _Scanner:
     """Everything a worker needs to scan a range of cells.
 
-    Per grid time, each node's state is packed in columns (position,
-    velocity after, velocity before, tangent length to the grazing sphere and
-    its rates), one contiguous row of node values per column, so a candidate
-    pair's gathers read from a few cached rows.
+    Per grid time, each node's state is packed in one row of columns
+    (position, velocity after, velocity before, tangent length to the grazing
+    sphere and its rates), so a candidate pair reads a few cache lines.
     """
 
     # columns of the packed node state
@@ -703,15 +382,15 @@ class _Scanner:
             n_col = 8
         else:
             n_col = 12
-        # (time, column, node): a candidate pair gathers each column from one
-        # contiguous row of n values, which stays in cache
-        cols = np.empty((pos.shape[0], n_col, pos.shape[1]))
-        cols[:, self.POS] = pos.transpose(0, 2, 1)
-        cols[:, self.VR] = vr.transpose(0, 2, 1)
-        cols[:, self.VL] = vl.transpose(0, 2, 1)
-        cols[:, self.TAN] = tang
-        cols[:, self.TDR] = np.einsum("tni,tni->tn", pos, vr) * inv
-        cols[:, self.TDL] = np.einsum("tni,tni->tn", pos, vl) * inv
+        # (time, node, column): a node's state at a grid time is one cache line
+        # (8 columns) or two, so a candidate pair reads 4 to 8 lines
+        cols = _aligned((pos.shape[0], pos.shape[1], n_col))
+        cols[..., self.POS] = pos
+        cols[..., self.VR] = vr
+        cols[..., self.VL] = vl
+        cols[..., self.TAN] = tang
+        cols[..., self.TDR] = np.einsum("tni,tni->tn", pos, vr) * inv
+        cols[..., self.TDL] = np.einsum("tni,tni->tn", pos, vl) * inv
         self.cols = cols
         vmax = traj.max_speed_km_s()
         self.v_rel = 2.0 * vmax * 1.001 + 1e-9
@@ -719,7 +398,7 @@ class _Scanner:
         inner = geom.max_range_km  # range below which a link certainly exists
         if self.occlusion and self.moving.size:
             r = np.sqrt(r2[:, self.moving])
-            rdot = np.abs(cols[:, self.TDR, self.moving] * tang[:, self.moving]) / np.maximum(r, 1e-9)
+            rdot = np.abs(cols[:, self.moving, self.TDR] * tang[:, self.moving]) / np.maximum(r, 1e-9)
             dt_max = float(np.diff(traj.times_s).max())
             slack = float(rdot.max() * dt_max + 0.1)
             r_max = float(r.max()) + slack
@@ -740,11 +419,11 @@ class _Scanner:
         self.sin_mask = np.sin(np.radians(geom.min_elevation_deg))
         self.st_range = geom.station_max_range_km or geom.max_range_km
 
-    def _space(self, acc: _Accumulator, k: int, first: bool) -> None:
+    def _space(self, acc: _Accumulator, ev: _Events, k: int, first: bool) -> None:
         traj = self.traj
         t0 = traj.times_s[k]
         dt = traj.times_s[k + 1] - t0
-        tree = cKDTree(self.cols[k, self.POS][:, self.moving].T)
+        tree = cKDTree(self.cols[k][self.moving, self.POS])
         pairs = tree.query_pairs(self.reach + self.v_rel * dt, output_type="ndarray")
         if pairs.size == 0:
             return
@@ -752,70 +431,15 @@ class _Scanner:
         lo, hi = pairs[:, 0], pairs[:, 1]
         if self.moving.size < traj.n_nodes:
             lo, hi = self.moving[lo], self.moving[hi]
-        for i in range(0, lo.size, _BATCH):
-            self._space_batch(acc, k, lo[i:i + _BATCH], hi[i:i + _BATCH], first)
+        cols = np.array([self.POS.start, self.VR.start, self.VL.start, self.TAN, self.TDR, self.TDL])
+        acc_rel = -1.0 if self.acc_rel is None else self.acc_rel
+        for i in range(0, lo.size, _BATCH):  # batches: the event buffers stay in cache
+            ne = ev.run(K.space_events, self.cols[k], self.cols[k + 1], lo[i:i + _BATCH],
+                        hi[i:i + _BATCH], cols, traj.n_nodes, t0, dt, self.geom.max_range_km,
+                        self.inner, acc_rel, self.v_rel, self.occlusion, first)
+            acc.apply(ev.ev_i, ev.ev_f, ne, ev.bits_of(ne, self.rate_fn))
 
-    def _space_batch(self, acc: _Accumulator, k: int, lo: np.ndarray, hi: np.ndarray,
-                     first: bool) -> None:
-        traj, n = self.traj, self.traj.n_nodes
-        t0 = traj.times_s[k]
-        dt = traj.times_s[k + 1] - t0
-        s0, s1 = self.cols[k], self.cols[k + 1]  # (columns, nodes): gathers stay in cache
-        P, VR, VL = self.POS, self.VR, self.VL
-        p0 = _gather(s0[P], hi) - _gather(s0[P], lo)
-        w0 = _gather(s0[VR], hi) - _gather(s0[VR], lo)
-        q0 = _dot3(p0, p0)
-        # Lipschitz bound on the range inside the cell: it changes by at most
-        # (|w0| + a_rel dt) dt, |w0| the relative speed at t_k and a_rel a bound on
-        # the relative acceleration. Pairs that cannot come within the link range
-        # are dropped (invisible through the cell); pairs so close that no
-        # constraint can fail ("deep") skip the constraint cubics.
-        if self.acc_rel is None:
-            grow = np.full(q0.size, self.v_rel * dt)
-        else:
-            grow = np.sqrt(_dot3(w0, w0))
-            grow += self.acc_rel * dt
-            grow *= dt
-        far = grow + self.geom.max_range_km
-        keep = np.flatnonzero(q0 <= far * far)
-        if keep.size == 0:
-            return
-        if keep.size < q0.size:
-            lo, hi, q0, grow = _gather(lo, keep), _gather(hi, keep), _gather(q0, keep), _gather(grow, keep)
-            p0, w0 = _gather(p0, keep), _gather(w0, keep)
-        pid = lo.astype(np.int64) * n + hi
-        p1 = _gather(s1[P], hi) - _gather(s1[P], lo)
-        q1 = _dot3(p1, p1)
-        qd0 = 2.0 * _dot3(p0, w0)
-        qd1 = 2.0 * _dot3(p1, _gather(s1[VL], hi) - _gather(s1[VL], lo))
-        room = np.maximum(self.inner - grow, 0.0)
-        deep = q0 <= room * room
-        rest = np.flatnonzero(~deep)
-        if rest.size < pid.size:
-            d = np.flatnonzero(deep)  # index arrays: faster than boolean masks here
-            dpid = _gather(pid, d)
-            if first:
-                acc.open(dpid, t0, left=True)
-            acc.whole(dpid, _gather(q0, d), _gather(q1, d), _gather(qd0, d), _gather(qd1, d), dt)
-        if rest.size == 0:
-            return
-        pid, q0, q1, qd0, qd1 = (_gather(x, rest) for x in (pid, q0, q1, qd0, qd1))
-        R2 = self.geom.max_range_km ** 2
-        G0, G1, Dv0, Dv1 = [R2 - q0], [R2 - q1], [-qd0], [-qd1]
-        if self.occlusion:
-            lo, hi = _gather(lo, rest), _gather(hi, rest)
-            L0 = _gather(s0[self.TAN], lo) + _gather(s0[self.TAN], hi)
-            L1 = _gather(s1[self.TAN], lo) + _gather(s1[self.TAN], hi)
-            Ld0 = _gather(s0[self.TDR], lo) + _gather(s0[self.TDR], hi)
-            Ld1 = _gather(s1[self.TDL], lo) + _gather(s1[self.TDL], hi)
-            G0.append(L0 * L0 - q0)
-            G1.append(L1 * L1 - q1)
-            Dv0.append(2.0 * L0 * Ld0 - qd0)
-            Dv1.append(2.0 * L1 * Ld1 - qd1)
-        _process_group(acc, pid, np.array(G0), np.array(G1), np.array(Dv0), np.array(Dv1),
-                       (q0, q1, qd0, qd1), t0, dt, first)
-
-    def _ground(self, acc: _Accumulator, k: int, first: bool) -> None:
+    def _ground(self, acc: _Accumulator, ev: _Events, k: int, first: bool) -> None:
         traj, n = self.traj, self.traj.n_nodes
         if self.stations.size == 0 or self.moving.size == 0:
             return
@@ -840,8 +464,9 @@ class _Scanner:
             G.append(np.array([self.st_range ** 2 - q, g_el]))
             Dv.append(np.array([-qd, gd_el]))
             qs.append((q, qd))
-        _process_group(acc, pid, G[0], G[1], Dv[0], Dv[1],
-                       (qs[0][0], qs[1][0], qs[0][1], qs[1][1]), t0, dt, first)
+        ne = ev.run(K.group_events, pid, G[0], G[1], Dv[0], Dv[1],
+                    qs[0][0], qs[1][0], qs[0][1], qs[1][1], t0, dt, first)
+        acc.apply(ev.ev_i, ev.ev_f, ne, ev.bits_of(ne, self.rate_fn))
 
     def scan(self, k0: int, k1: int, directory: str, chunk: int = 0) -> list[tuple[str, int]]:
         """Windows of cells ``k0 .. k1-1`` (chunk number ``chunk``), written to ``directory`` as parts.
@@ -852,19 +477,19 @@ class _Scanner:
         still open at the chunk end are closed there, flagged ``right``.
         Returns ``(path, rows)`` per part, in time order.
         """
-        acc = _Accumulator(self.traj.n_nodes, self.rate_fn)
+        acc, ev = _Accumulator(self.traj.n_nodes), _Events()
         parts: list[tuple[str, int]] = []
         cells = range(k0, k1)
         if tqdm is not None:
             cells = tqdm(cells, desc="contact windows", unit="step", disable=None,
                          position=chunk, leave=False)
         for k in cells:
-            self._space(acc, k, k == k0)
-            self._ground(acc, k, k == k0)
+            self._space(acc, ev, k, k == k0)
+            self._ground(acc, ev, k, k == k0)
             if acc.n_out >= _PART_WINDOWS and k + 1 < k1:
                 acc.checkpoint(self.traj.times_s[k + 1])
                 parts.append(self._write_part(acc, directory, chunk, len(parts)))
-        acc.close(acc.open_ids(), self.traj.times_s[k1], right=True)
+        acc.close_all(self.traj.times_s[k1], right=True)
         parts.append(self._write_part(acc, directory, chunk, len(parts)))
         return parts
 
@@ -881,7 +506,7 @@ class _Scanner:
         keep = ~bad & ((res["t_end"] - res["t_start"] > _MIN_WINDOW_S) | res["left"] | res["right"])
         rows = np.flatnonzero(keep)
         del bad, keep
-        rows = rows[np.lexsort((res["pid"][rows], res["t_start"][rows]))]
+        rows = rows[_order_by_start(res["t_start"][rows], res["pid"][rows])]
         if self.rate_fn is None:
             del res["bits"]
         # one structured array per part: a single file, read back without pickling
@@ -895,6 +520,24 @@ class _Scanner:
             raise ContactError(f"contact windows: cannot write a part of {rows.size:,} windows to {path} "
                                f"({exc.strerror or exc}); set TMPDIR to a writable directory with room") from None
         return path, int(rows.size)
+
+
+def _order_by_start(t: np.ndarray, pid: np.ndarray) -> np.ndarray:
+    """The order of rows by (start, pair id): ``np.lexsort((pid, t))``, but the
+    pair ids are only compared within runs of equal start times (windows
+    restarted at a part boundary, or opened at the scan's first grid time),
+    which is three times faster on a part of millions of windows."""
+    order = np.argsort(t, kind="stable")
+    ts = t[order]
+    eq = ts[1:] == ts[:-1]
+    if eq.any():
+        tied = np.zeros(t.size, dtype=bool)
+        tied[1:] |= eq
+        tied[:-1] |= eq
+        at = np.flatnonzero(tied)  # sorted positions inside runs of equal start
+        sub = order[at]
+        order[at] = sub[np.lexsort((pid[sub], t[sub]))]
+    return order
 
 
 _WORKER: _Scanner | None = None

@@ -1,4 +1,4 @@
-"""Constellation scale: the sparse window accumulator's hash map, the vectorized
+"""Constellation scale: the compiled open-window table, the vectorized
 plan queries against a per-window reference, and the numpy CSV / JSON writers
 against Python's own formatting."""
 
@@ -14,27 +14,96 @@ import pytest
 
 from contact_sim import ContactError, ContactPlan, LinkModel, WindowTable
 from contact_sim.tablewriter import Fixed, Int, Lit, Lookup, utc_pieces, write_rows
-from contact_sim.windows import _PairMap
+from contact_sim import _kernels as K
+from contact_sim.windows import _Accumulator, _order_by_start
 
 
-def test_pair_map_matches_a_dict_under_random_inserts_and_deletes() -> None:
+def _events(pid, kind, t, span=None, d=None, right=False):
+    """Event arrays for ``_Accumulator.apply`` (``d`` = (d_lo, d_mid, d_hi, d_min) per row)."""
+    m = pid.size
+    ev_i = np.zeros((m, 3), dtype=np.int64)
+    ev_i[:, 0], ev_i[:, 1], ev_i[:, 2] = pid, kind, right
+    ev_f = np.zeros((m, 5))
+    ev_f[:, 0] = t if span is None else span
+    if d is not None:
+        ev_f[:, 1:] = d
+    return ev_i, ev_f
+
+
+def test_open_window_table_matches_a_dict_under_random_opens_pieces_and_closes() -> None:
+    """The compiled hash table (linear probing, backward-shift deletion, rebuilds
+    to grow and shrink) against a dict, with many pair ids hashing close together."""
     rng = np.random.default_rng(0)
-    m, ref, peak = _PairMap(16), {}, 0
-    for step in range(120):
-        k = np.unique(rng.integers(0, 4408 * 4408, rng.integers(0, 2000)))
-        k = k[[x not in ref for x in k.tolist()]]
-        v = rng.integers(0, 10**6, k.size)
-        m.put(k, v)
-        ref.update(zip(k.tolist(), v.tolist()))
+    acc, ref, emitted, peak, t = _Accumulator(4408), {}, [], 0, 0.0
+    for step in range(150):
+        t += 1.0
+        # opens: new keys, some re-opened (restart), clustered ids (consecutive pairs of a node)
+        base = rng.integers(0, 4408 * 4408 - 3000)
+        new = np.unique(np.concatenate([rng.integers(0, 4408 * 4408, rng.integers(0, 1500)),
+                                        base + np.arange(rng.integers(0, 1500))]))
+        ev_i, ev_f = _events(new, K.OPEN, t)
+        acc.apply(ev_i, ev_f, new.size, np.zeros(new.size))
+        for k in new.tolist():
+            ref[k] = [t, 0.0, np.inf, 0.0]
         peak = max(peak, len(ref))
-        if ref and step % 3 == 0:
-            gone = np.array(list(ref), dtype=np.int64)[rng.random(len(ref)) < 0.5]
-            assert m.pop(gone).tolist() == [ref.pop(x) for x in gone.tolist()]
-        q = np.concatenate([rng.integers(0, 4408 * 4408, 500), np.array(list(ref)[:300], dtype=np.int64)])
-        assert m.get(q).tolist() == [ref.get(x, -1) for x in q.tolist()]
-        assert len(m) == len(ref)
-    # memory follows the live keys, not the key range (4408^2 ~ 2e7 possible pair ids)
-    assert m.keys.size <= 8 * peak
+        live = np.array(list(ref), dtype=np.int64)
+        got = live[rng.random(live.size) < 0.7]
+        d = rng.uniform(1, 100, (got.size, 4))
+        bits = rng.uniform(0, 10, got.size)
+        ev_i, ev_f = _events(got, K.PIECE, t, span=6.0, d=d)
+        acc.apply(ev_i, ev_f, got.size, bits)
+        for k, row, b in zip(got.tolist(), d, bits):
+            r = ref[k]
+            r[1] += row[0] + 4 * row[1] + row[2]
+            r[2] = min(r[2], row[3])
+            r[3] += b
+        gone = live[rng.random(live.size) < (0.9 if step > 120 else 0.3)]
+        ev_i, ev_f = _events(gone, K.CLOSE, t + 0.5)
+        acc.apply(ev_i, ev_f, gone.size, np.zeros(gone.size))
+        for k in gone.tolist():
+            emitted.append((k, *ref.pop(k), t + 0.5))
+        assert len(acc) == len(ref)
+        assert acc.open_ids().tolist() == sorted(ref)
+    res = acc.result()
+    order = np.lexsort((res["pid"], res["t_end"]))
+    exp = sorted(emitted, key=lambda r: (r[5], r[0]))
+    assert res["pid"][order].tolist() == [r[0] for r in exp]
+    np.testing.assert_allclose(res["t_start"][order], [r[1] for r in exp])
+    np.testing.assert_allclose(res["d_int"][order], [r[2] for r in exp], rtol=1e-6)
+    np.testing.assert_allclose(res["d_min"][order], [r[3] for r in exp], rtol=1e-6)
+    np.testing.assert_allclose(res["bits"][order], [r[4] for r in exp])
+    # memory follows the live windows, not the key range (4408^2 ~ 2e7 possible pair ids),
+    # and the table shrank after most windows closed
+    assert peak > 4000 and len(ref) < 100
+    assert acc.tab.shape[0] == 1 << 12  # grew past it while thousands were open
+
+
+def test_checkpoint_emits_open_windows_and_restarts_them() -> None:
+    acc = _Accumulator(100)
+    pid = np.array([5, 17, 230])
+    ev_i, ev_f = _events(pid, K.OPEN, 10.0)
+    acc.apply(ev_i, ev_f, 3, np.zeros(3))
+    ev_i, ev_f = _events(pid, K.PIECE, 0.0, span=6.0, d=np.tile([1.0, 2.0, 3.0, 0.5], (3, 1)))
+    acc.apply(ev_i, ev_f, 3, np.ones(3))
+    acc.checkpoint(20.0)
+    first = acc.result()
+    assert sorted(first["pid"].tolist()) == [5, 17, 230]
+    assert first["right"].all() and not first["left"].any()
+    assert np.allclose(first["d_int"], 12.0) and np.allclose(first["bits"], 1.0)
+    acc.close_all(30.0, right=False)
+    second = acc.result()
+    assert second["left"].all() and not second["right"].any()
+    assert np.allclose(second["t_start"], 20.0) and np.allclose(second["d_int"], 0.0)
+    assert len(acc) == 0
+
+
+def test_order_by_start_equals_lexsort() -> None:
+    rng = np.random.default_rng(1)
+    t = rng.uniform(0, 100, 5000)
+    t[::4] = 50.0  # runs of equal starts (a part boundary)
+    t[1::9] = 0.0
+    pid = rng.integers(0, 300, 5000)
+    assert np.array_equal(_order_by_start(t, pid), np.lexsort((pid, t)))
 
 
 def _random_plan(n_nodes: int = 30, n_win: int = 3000, seed: int = 0) -> ContactPlan:
