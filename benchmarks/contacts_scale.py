@@ -31,18 +31,17 @@ With ``--plan-windows N`` it instead times :class:`contact_sim.ContactPlan`
 queries (per-round participation through ``deliverable`` for every node, a
 graph snapshot) and the CSV / JSON exports on a synthetic plan of N windows.
 
-Measured on 2026-11-22 (``uptime`` load before each run in brackets; CPU of
-all processes; docs/scale.md has the full table):
+Measured on 2026-11-23 with the compiled kernels, the machine otherwise idle
+(``uptime`` load before each run in brackets; CPU of all processes;
+docs/scale.md has the full table):
 
-* ``--sizes 1584`` (otherwise idle machine): 56 s wall, 105 CPU-s, 1.41 GB
-  true peak, 9,495,330 windows, 543 edges within 1 s (load 1.12): the
-  <= 60 s target is met;
-* ``--sizes 4408`` (sharing the machine with two training jobs): 1,001 s
-  wall, 1,001 CPU-s, 3.53 GB true peak, 94,110,000 windows, 541 edges within
-  1 s (load 2.99): the 4 GB target is met, the 4 min target is not (at least
-  500 s on two idle cores);
-* ``--plan-windows 10000000``: CSV 15.8 CPU-s, JSON 10.8 CPU-s, per-round
-  participation of 1,584 nodes 6.6 CPU-s (load 1.53).
+* ``--sizes 1584``: 37 s wall, 66 CPU-s, 1.57 GB true peak, 9,495,330
+  windows, 543 edges within 1 s (load 1.75): the <= 60 s target is met;
+* ``--sizes 4408``, two runs: 282 s and 313 s wall, 529 and 579 CPU-s,
+  3.58 GB true peak, 94,110,000 windows, 541 edges within 1 s (load 1.31
+  and 1.22): the 4 GB target is met, the 4 min target is not;
+* ``--plan-windows 10000000``: CSV 15.4 CPU-s, JSON 9.5 CPU-s, per-round
+  participation of 1,584 nodes 6.2 CPU-s (load 1.45).
 
 Run:  python benchmarks/contacts_scale.py [--sizes 1584 4408] [--workers 2]
       [--step 60] [--hours 24] [--check-edges 500]
