@@ -17,8 +17,8 @@ per task, 2 workers (process pool: 2 processes; cluster: 2 raylets x 1 CPU).
     python benchmarks/simulate_scale.py --profile 12                     # per-node costs, E = 3
 
 The measured runs, with their dates and the machine's state, and the
-executors and sizes not yet measured (the cluster at 96 nodes, ``local`` at
-96, every 384-node run) are in docs/scale.md.
+executors and sizes not yet measured (the cluster at 96 nodes, every
+384-node run) are in docs/scale.md.
 
 ``--profile N`` runs N nodes once on the local executor with E = 3 rounds and
 every FOL variant plus DM-PFL, and prints the per-node seconds of each method
