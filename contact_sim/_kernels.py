@@ -126,6 +126,19 @@ def _hermite(g0, g1, m0, m1):
 # --------------------------------------------------------------------------- events
 
 @njit(**_JIT)
+def _max_events(n_c):
+    """Most events one pair can give on a cell with ``n_c`` constraints: a first-cell
+    open, then an open, a piece and a close per segment (``3 n_c + 3`` segments)."""
+    return 3 * (3 * n_c + 3) + 1
+
+
+@njit(**_JIT)
+def _certainly_met(g0, g1, m0, m1):
+    """All four Bernstein coefficients of the constraint's cubic are positive."""
+    return g0 > 0.0 and g0 + m0 / 3.0 > 0.0 and g1 - m1 / 3.0 > 0.0 and g1 > 0.0
+
+
+@njit(**_JIT)
 def _emit(ev_i, ev_f, ne, pid, kind, t, left):
     ev_i[ne, 0] = pid
     ev_i[ne, 1] = kind
@@ -136,10 +149,7 @@ def _emit(ev_i, ev_f, ne, pid, kind, t, left):
 
 @njit(**_JIT)
 def _piece(ev_i, ev_f, ne, pid, span, d_lo, d_mid, d_hi, d_min):
-    ev_i[ne, 0] = pid
-    ev_i[ne, 1] = PIECE
-    ev_i[ne, 2] = 0
-    ev_f[ne, 0] = span
+    _emit(ev_i, ev_f, ne, pid, PIECE, span, 0)
     ev_f[ne, 1] = d_lo
     ev_f[ne, 2] = d_mid
     ev_f[ne, 3] = d_hi
@@ -174,11 +184,9 @@ def _pair(ev_i, ev_f, ne, pid, n_c, G0, G1, M0, M1, q0, q1, qd0, qd1, t0, dt, fi
     all_pos, any_neg, vis0, vis1 = True, False, True, True
     for c in range(n_c):
         g0, g1 = G0[c], G1[c]
-        b1 = g0 + M0[c] / 3.0  # Bernstein coefficients of the constraint's cubic
-        b2 = g1 - M1[c] / 3.0
-        if not (g0 > 0.0 and b1 > 0.0 and b2 > 0.0 and g1 > 0.0):
+        if not _certainly_met(g0, g1, M0[c], M1[c]):
             all_pos = False
-        if g0 < 0.0 and b1 < 0.0 and b2 < 0.0 and g1 < 0.0:
+        if _certainly_met(-g0, -g1, -M0[c], -M1[c]):  # certainly failed
             any_neg = True
         vis0 = vis0 and g0 >= 0.0
         vis1 = vis1 and g1 >= 0.0
@@ -193,7 +201,7 @@ def _pair(ev_i, ev_f, ne, pid, n_c, G0, G1, M0, M1, q0, q1, qd0, qd1, t0, dt, fi
         g0, g1 = G0[c], G1[c]
         a0, a1, a2, a3 = _hermite(g0, g1, M0[c], M1[c])
         coef[c, 0], coef[c, 1], coef[c, 2], coef[c, 3] = a0, a1, a2, a3
-        if g0 > 0.0 and g0 + M0[c] / 3.0 > 0.0 and g1 - M1[c] / 3.0 > 0.0 and g1 > 0.0:
+        if _certainly_met(g0, g1, M0[c], M1[c]):
             zeros[3 * c] = zeros[3 * c + 1] = zeros[3 * c + 2] = 1.0  # certainly met: no zero
         else:
             _zeros(a0, a1, a2, a3, zeros, 3 * c)
@@ -239,9 +247,6 @@ def _pair(ev_i, ev_f, ne, pid, n_c, G0, G1, M0, M1, q0, q1, qd0, qd1, t0, dt, fi
     return ne
 
 
-MAX_EVENTS_PER_PAIR = 32  # 2 constraints: at most 9 segments, each an open, a piece and a close
-
-
 @njit(**_JIT)
 def space_events(s0, s1, lo, hi, cols, n_nodes, t0, dt, range_km, inner_km, acc_rel, v_rel,
                  occlusion, first, ev_i, ev_f):
@@ -263,7 +268,7 @@ def space_events(s0, s1, lo, hi, cols, n_nodes, t0, dt, range_km, inner_km, acc_
     cap = ev_i.shape[0]
     ne = 0
     for i in range(lo.size):
-        if ne + MAX_EVENTS_PER_PAIR > cap:
+        if ne + _max_events(2) > cap:
             return -1
         a, b = lo[i], hi[i]
         px = s0[b, P] - s0[a, P]
@@ -321,7 +326,7 @@ def group_events(pid, G0, G1, D0, D1, q0, q1, qd0, qd1, t0, dt, first, ev_i, ev_
     zeros, bounds = np.empty(3 * n_c), np.empty(3 * n_c + 4)
     state = np.empty(3 * n_c + 3, dtype=np.bool_)
     coef = np.empty((n_c, 4))
-    per_pair = 3 * (3 * n_c + 3) + 2
+    per_pair = _max_events(n_c)
     cap = ev_i.shape[0]
     ne = 0
     for i in range(pid.size):

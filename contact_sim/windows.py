@@ -416,6 +416,10 @@ class _Scanner:
             self.acc_rel = 2.0 * 1.01 * MU_KM3_S2 / r_min**2
         elif not traj.smooth:
             self.acc_rel = 0.0
+        # the same, as the compiled kernel takes them: column indices, and -1 for no bound
+        self.kernel_cols = np.array([self.POS.start, self.VR.start, self.VL.start,
+                                     self.TAN, self.TDR, self.TDL])
+        self.kernel_acc_rel = -1.0 if self.acc_rel is None else self.acc_rel
         self.sin_mask = np.sin(np.radians(geom.min_elevation_deg))
         self.st_range = geom.station_max_range_km or geom.max_range_km
 
@@ -431,12 +435,10 @@ class _Scanner:
         lo, hi = pairs[:, 0], pairs[:, 1]
         if self.moving.size < traj.n_nodes:
             lo, hi = self.moving[lo], self.moving[hi]
-        cols = np.array([self.POS.start, self.VR.start, self.VL.start, self.TAN, self.TDR, self.TDL])
-        acc_rel = -1.0 if self.acc_rel is None else self.acc_rel
         for i in range(0, lo.size, _BATCH):  # batches: the event buffers stay in cache
             ne = ev.run(K.space_events, self.cols[k], self.cols[k + 1], lo[i:i + _BATCH],
-                        hi[i:i + _BATCH], cols, traj.n_nodes, t0, dt, self.geom.max_range_km,
-                        self.inner, acc_rel, self.v_rel, self.occlusion, first)
+                        hi[i:i + _BATCH], self.kernel_cols, traj.n_nodes, t0, dt, self.geom.max_range_km,
+                        self.inner, self.kernel_acc_rel, self.v_rel, self.occlusion, first)
             acc.apply(ev.ev_i, ev.ev_f, ne, ev.bits_of(ne, self.rate_fn))
 
     def _ground(self, acc: _Accumulator, ev: _Events, k: int, first: bool) -> None:
