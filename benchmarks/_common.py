@@ -1,15 +1,23 @@
-"""Shared helpers of the benchmark scripts (not part of the installed package)."""
+"""Shared helpers of the benchmark scripts (not part of the installed package).
+
+:class:`PeakMemory` is the one memory and CPU probe of the benchmarks: it
+samples a process tree (this process and every descendant: forked workers, a
+process pool, the raylets and workers of a Ray cluster started from here)
+and keeps the peak of its summed PSS, the memory the tree really holds.
+"""
 
 from __future__ import annotations
 
+import os
 import platform
 import statistics
+import threading
 from typing import Sequence
-
-import torch
 
 
 def machine_line() -> str:
+    import torch  # here, so that scripts that never train do not pay torch's import in their memory peak
+
     return (f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
             f"torch {torch.__version__}, python {platform.python_version()}")
 
@@ -19,3 +27,106 @@ def mean_std(values: Sequence[float]) -> str:
     if len(values) == 1:
         return f"{100 * values[0]:.2f}"
     return f"{100 * statistics.mean(values):.2f} ± {100 * statistics.stdev(values):.2f}"
+
+
+# --------------------------------------------------------------------------- true peak memory
+
+def _tree(root: int) -> list[int]:
+    """``root`` and all its descendants (from /proc/<pid>/task/<tid>/children)."""
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                    todo += [int(x) for x in fh.read().split()]
+        except OSError:
+            continue
+    return out
+
+
+_PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * _PAGE_KB
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _pss_kb(pid: int) -> int:
+    """Proportional set size: each page shared by k processes counts 1/k to each."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
+
+
+def _cpu(pid: int) -> tuple[int, float] | None:
+    """(start time in ticks, user + system CPU seconds) of one process, from /proc/<pid>/stat."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return int(fields[19]), (int(fields[11]) + int(fields[12])) * _TICK_S
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class PeakMemory:
+    """Samples the memory and CPU of this process tree in a thread every ``interval_s``.
+
+    ``pss_kb``: the peak of the summed proportional set sizes, the memory the
+    tree really holds (pages shared after a fork count once in total);
+    ``rss_kb``: the peak of the summed resident sizes, which counts shared
+    pages once per process (an upper bound). ``cpu_s``: user + system CPU of
+    every process seen in the tree while sampling, each at its last sample
+    (a process that ends between two samples loses at most ``interval_s``; the
+    final sample is taken on exit, so processes alive then count in full),
+    less what they had used when sampling began.
+    """
+
+    def __init__(self, interval_s: float = 0.2) -> None:
+        self.interval_s = interval_s
+        self.rss_kb = 0
+        self.pss_kb = 0
+        self._cpu: dict[tuple[int, int], float] = {}
+        self._cpu0: dict[tuple[int, int], float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(v - self._cpu0.get(k, 0.0) for k, v in self._cpu.items())
+
+    def _sample(self) -> None:
+        tree = _tree(os.getpid())
+        self.pss_kb = max(self.pss_kb, sum(_pss_kb(p) for p in tree))
+        self.rss_kb = max(self.rss_kb, sum(_rss_kb(p) for p in tree))
+        for pid in tree:
+            got = _cpu(pid)
+            if got is not None:
+                self._cpu[(pid, got[0])] = got[1]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> "PeakMemory":
+        self._sample()
+        self._cpu0 = dict(self._cpu)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()

@@ -55,13 +55,15 @@ import os
 import platform
 import resource
 import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _common import PeakMemory  # noqa: E402
 
 from contact_sim import (LinkGeometry, find_windows, satellite_trajectories, space_visible,  # noqa: E402
                          windows_from_samples)
@@ -93,78 +95,6 @@ def constellation(shells) -> Constellation:
         epoch = c.epoch
     desc = "; ".join(f"{t}/{p}/1 {a:g} km {i:g} deg" for t, p, a, i in shells)
     return Constellation(names, sats, epoch, planes, slots, desc)
-
-
-# --------------------------------------------------------------------------- true peak memory
-
-def _tree(root: int) -> list[int]:
-    """``root`` and all its descendants (from /proc/<pid>/task/<tid>/children)."""
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        try:
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/children") as fh:
-                    todo += [int(x) for x in fh.read().split()]
-        except OSError:
-            continue
-    return out
-
-
-_PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
-
-
-def _rss_kb(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm") as fh:
-            return int(fh.read().split()[1]) * _PAGE_KB
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def _pss_kb(pid: int) -> int:
-    """Proportional set size: each page shared by k processes counts 1/k to each."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as fh:
-            for line in fh:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except (OSError, IndexError, ValueError):
-        pass
-    return 0
-
-
-class PeakMemory:
-    """Samples the memory of this process tree in a thread every ``interval_s``.
-
-    ``pss_kb``: the peak of the summed proportional set sizes, the memory the
-    tree really holds (pages shared after a fork count once in total);
-    ``rss_kb``: the peak of the summed resident sizes, which counts shared
-    pages once per process (an upper bound).
-    """
-
-    def __init__(self, interval_s: float = 0.2) -> None:
-        self.interval_s = interval_s
-        self.rss_kb = 0
-        self.pss_kb = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            tree = _tree(os.getpid())
-            self.pss_kb = max(self.pss_kb, sum(_pss_kb(p) for p in tree))
-            self.rss_kb = max(self.rss_kb, sum(_rss_kb(p) for p in tree))
-            self._stop.wait(self.interval_s)
-
-    def __enter__(self) -> "PeakMemory":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def _cpu_s() -> float:

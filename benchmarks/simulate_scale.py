@@ -12,6 +12,13 @@ before it became the default used cnn-small), default FOLConfig with Q = 3,
 methods local + fol + fol-a (fol-a reuses fol's run), seed 0, 1 torch thread
 per task, 2 workers (process pool: 2 processes; cluster: 2 raylets x 1 CPU).
 
+For each run it prints the wall time, nodes per minute, the FOL round per
+node (``NodeResult.seconds``), the CPU time of all processes and the true peak
+memory of the whole process tree: the peak of the summed PSS, sampled every
+second over this process and all its descendants (the pool's processes, or
+the cluster's raylets, object stores and workers, which ``ray start`` runs as
+children of this process), with :class:`_common.PeakMemory`.
+
     python benchmarks/simulate_scale.py                                  # 24, 96, 384 nodes
     python benchmarks/simulate_scale.py --nodes 24 --executors local ray-cluster
     python benchmarks/simulate_scale.py --profile 12                     # per-node costs, E = 3
@@ -39,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import machine_line  # noqa: E402
+from _common import PeakMemory, machine_line  # noqa: E402
 
 from fol.executors import LocalRayCluster  # noqa: E402
 from fol.simulation import parse_scenario, run_simulation  # noqa: E402
@@ -107,25 +114,28 @@ def scaling(nodes: list[int], executors: list[str]) -> None:
             for n in nodes:
                 scn = _scenario(n, "ray" if executor == "ray-cluster" else executor, address=address)
                 load = _load()
-                with tempfile.TemporaryDirectory() as tmp:
+                with tempfile.TemporaryDirectory() as tmp, PeakMemory(interval_s=1.0) as peak:
                     t0 = time.perf_counter()
                     result = run_simulation(scn, Path(tmp) / "out", progress=False)
                     wall = time.perf_counter() - t0
                 fol = [r for r in result.results if r["method"] == "fol"]
                 node_s = sum(r["seconds"] for r in fol) / n
-                rows.append((executor, n, wall, 60.0 * n / wall, node_s, load))
+                pss_gb = peak.pss_kb / 2**20
+                rows.append((executor, n, wall, 60.0 * n / wall, node_s, peak.cpu_s, pss_gb, load))
                 print(f"{executor:>11} {n:>4} nodes: {wall:7.1f} s, {60 * n / wall:5.2f} nodes/min, "
-                      f"FOL round {node_s:.1f} s per node (load before: {load})", flush=True)
+                      f"FOL round {node_s:.1f} s per node, CPU {peak.cpu_s:.0f} s, true peak {pss_gb:.2f} GB "
+                      f"(load before: {load})", flush=True)
             if cluster is not None:
                 cluster.stop()
                 cluster = None
     finally:
         if cluster is not None:
             cluster.stop()
-    print("\n| executor | nodes | wall time (s) | nodes / min | FOL round per node (s) | load before (1, 5, 15 min) |")
-    print("|---|---|---|---|---|---|")
-    for executor, n, wall, npm, node_s, load in rows:
-        print(f"| {executor} | {n} | {wall:.0f} | {npm:.2f} | {node_s:.1f} | {load} |")
+    print("\n| executor | nodes | wall time (s) | nodes / min | FOL round per node (s) | CPU, all processes (s) "
+          "| true peak, summed PSS (GB) | load before (1, 5, 15 min) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for executor, n, wall, npm, node_s, cpu_s, pss_gb, load in rows:
+        print(f"| {executor} | {n} | {wall:.0f} | {npm:.2f} | {node_s:.1f} | {cpu_s:.0f} | {pss_gb:.2f} | {load} |")
     for executor in executors:
         mine = [r for r in rows if r[0] == executor]
         if len(mine) >= 2:  # wall = fixed + slope * n, least squares

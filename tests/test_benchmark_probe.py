@@ -1,0 +1,50 @@
+"""benchmarks/_common.PeakMemory: the memory and CPU probe of the benchmark scripts."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+
+def _burn(seconds: float) -> None:
+    end = time.process_time() + seconds
+    x = 0
+    while time.process_time() < end:
+        x += 1
+
+
+def test_peak_memory_counts_pages_shared_after_a_fork_once(benchmark_script):
+    common = benchmark_script("_common")
+    big = np.ones(64 * 2**20 // 8)  # 64 MB, touched: resident in the parent, then shared with the child
+    with common.PeakMemory(interval_s=0.05) as peak:
+        pid = os.fork()
+        if pid == 0:  # the child only holds the shared pages
+            time.sleep(0.6)
+            os._exit(0)
+        os.waitpid(pid, 0)
+    assert big.sum() == big.size
+    # summed RSS counts the shared 64 MB in both processes, summed PSS once
+    assert peak.rss_kb - peak.pss_kb > 48 * 1024
+    assert peak.pss_kb > 64 * 1024
+
+
+def test_cpu_counts_children_never_waited_for_and_not_what_came_before(benchmark_script):
+    common = benchmark_script("_common")
+    _burn(0.5)  # before the probe: not counted
+    with common.PeakMemory(interval_s=0.05) as peak:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            _burn(0.6)
+            os.write(w, b"x")
+            time.sleep(0.5)  # alive at the next samples, as a raylet would be
+            os._exit(0)
+        os.read(r, 1)  # the child has burnt its CPU ...
+        time.sleep(0.3)
+        assert peak.cpu_s >= 0.55  # ... and it counts although the child was never reaped
+        os.waitpid(pid, 0)
+        os.close(r)
+        os.close(w)
+    assert 0.55 <= peak.cpu_s <= 1.2
