@@ -18,6 +18,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import numpy as np
 
 from .errors import OrbitError
@@ -65,28 +67,30 @@ def in_swath(point_lat_deg, point_lon_deg, sat_lat_deg: np.ndarray, sat_lon_deg:
     return np.einsum("pk,stk->tps", pts, sub) >= cos_lim
 
 
-def first_coverage(point_lat_deg, point_lon_deg, sat_lat_deg: np.ndarray, sat_lon_deg: np.ndarray,
-                   half_angle_rad: float) -> np.ndarray:
-    """Index of the first time each point is in each satellite's swath, ``(n_points, n_sats)``; -1 if never.
+def coverage_by_satellite(point_lat_deg, point_lon_deg, sat_lat_deg: np.ndarray, sat_lon_deg: np.ndarray,
+                          half_angle_rad: float) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """For each satellite in index order, the points its swath ever covers:
+    yields ``(sat, points, first_step)``, ``points`` sorted (int64) and
+    ``first_step`` the index of the first time step that covers each.
 
-    A footprint covers a tiny share of the points at any instant, so instead of
-    testing every point against every sub-satellite point, the points go into a
-    k-d tree (scipy's ``cKDTree``) on the unit sphere and each sub-satellite
-    point asks for those within the footprint's chord radius; the hits are then
-    checked with the same dot-product test as :func:`in_swath`.
+    One satellite at a time, so a caller can keep memory linear in the points
+    (or in the covering pairs), never points x satellites. A footprint covers
+    a tiny share of the points at any instant, so instead of testing every
+    point against every sub-satellite point, the points go into a k-d tree
+    (scipy's ``cKDTree``) on the unit sphere and each sub-satellite point asks
+    for those within the footprint's chord radius; the hits are then checked
+    with the same dot-product test as :func:`in_swath`.
     """
     from scipy.spatial import cKDTree
 
     pts = _unit(np.atleast_1d(point_lat_deg), np.atleast_1d(point_lon_deg))
     sub = _unit(np.atleast_2d(sat_lat_deg), np.atleast_2d(sat_lon_deg))  # (S, T, 3)
     n_sats, n_times = sub.shape[:2]
-    cos_lim = np.cos(half_angle_rad)
-    first = np.full((pts.shape[0], n_sats), -1, dtype=np.int64)
     if pts.shape[0] == 0 or n_times == 0:
-        return first
+        return
+    cos_lim = np.cos(half_angle_rad)
     tree = cKDTree(pts)
     chord = 2.0 * np.sin(min(half_angle_rad, np.pi) / 2.0) * (1.0 + 1e-9) + 1e-12
-    big = np.iinfo(np.int64).max
     for s in range(n_sats):
         hits = tree.query_ball_point(sub[s], chord)  # one list of point indices per time
         lengths = np.fromiter((len(h) for h in hits), dtype=np.int64, count=n_times)
@@ -95,7 +99,23 @@ def first_coverage(point_lat_deg, point_lon_deg, sat_lat_deg: np.ndarray, sat_lo
         idx = np.fromiter((i for h in hits for i in h), dtype=np.int64, count=int(lengths.sum()))
         times = np.repeat(np.arange(n_times), lengths)
         keep = np.einsum("ij,ij->i", pts[idx], sub[s, times]) >= cos_lim
-        when = np.full(pts.shape[0], big, dtype=np.int64)
-        np.minimum.at(when, idx[keep], times[keep])
-        first[:, s] = np.where(when == big, -1, when)
+        # times are non-decreasing, so a point's first occurrence is its first covering step
+        covered, first = np.unique(idx[keep], return_index=True)
+        if len(covered):
+            yield s, covered, times[keep][first]
+
+
+def first_coverage(point_lat_deg, point_lon_deg, sat_lat_deg: np.ndarray, sat_lon_deg: np.ndarray,
+                   half_angle_rad: float) -> np.ndarray:
+    """Index of the first time each point is in each satellite's swath, ``(n_points, n_sats)``; -1 if never.
+
+    The dense form of :func:`coverage_by_satellite` (points x satellites int64;
+    iterate :func:`coverage_by_satellite` instead when both are large).
+    """
+    n_points = np.atleast_1d(point_lat_deg).shape[0]
+    n_sats = np.atleast_2d(sat_lat_deg).shape[0]
+    first = np.full((n_points, n_sats), -1, dtype=np.int64)
+    for s, points, when in coverage_by_satellite(point_lat_deg, point_lon_deg, sat_lat_deg, sat_lon_deg,
+                                                 half_angle_rad):
+        first[points, s] = when
     return first

@@ -146,6 +146,18 @@ def test_orbit_partition_assigns_every_covered_sample_exactly_once(rule: str) ->
     assigned = owner >= 0
     assert ever[np.flatnonzero(assigned), owner[assigned]].all()  # each owner really covered its sample
 
+    # Which covering satellite, exactly, from the dense (times x points x satellites) mask.
+    mask = in_swath(lat, lon, track.lat_deg, track.lon_deg, swath_half_angle_rad(swath_width_km=swath_km))
+    rows = np.flatnonzero(covered)
+    if rule == "first":  # the earliest covering step, ties to the lowest satellite index
+        first = np.where(mask.any(axis=0), mask.argmax(axis=0), np.iinfo(np.int64).max)
+        expected = first[rows].argmin(axis=1)
+    else:  # the same seeded draw among a point's covering satellites, in index order
+        u = np.random.default_rng([1, 0x5A7]).random(len(lat))
+        expected = np.array([np.flatnonzero(ever[i])[min(int(u[i] * ever[i].sum()), ever[i].sum() - 1)]
+                             for i in rows])
+    assert np.array_equal(owner[rows], expected)
+
     shards = assignment_partition(owner, 4)
     everything = np.concatenate(shards)
     assert len(everything) == len(np.unique(everything)) == covered.sum()

@@ -20,7 +20,7 @@ import datetime as _dt
 import numpy as np
 
 from orbits import Constellation
-from orbits.coverage import first_coverage, swath_half_angle_rad
+from orbits.coverage import coverage_by_satellite, swath_half_angle_rad
 from orbits.groundtrack import ground_track
 
 __all__ = ["orbit_assignment", "GROUND_SPEED_KM_S"]
@@ -49,25 +49,34 @@ def orbit_assignment(
     the ground track is seen; points grazing the swath edge may be missed, as
     with any sampled footprint.
     """
+    if rule not in ("first", "uniform"):
+        raise ValueError(f"rule must be 'first' or 'uniform', got {rule!r}")
     if step_s is None:
         step_s = max(1.0, swath_km / (2.0 * GROUND_SPEED_KM_S))
     offsets = np.arange(0.0, acquisition_s + 1e-9, step_s)
     track = ground_track(constellation, start, offsets)
-    first = first_coverage(lat_deg, lon_deg, track.lat_deg, track.lon_deg, swath_half_angle_rad(swath_width_km=swath_km))
-    covered = first >= 0
-    owner = np.full(first.shape[0], -1, dtype=np.int64)
-    any_cover = covered.any(axis=1)
-    if rule == "first":
-        big = np.iinfo(np.int64).max
-        when = np.where(covered, first, big)
-        owner[any_cover] = np.argmin(when[any_cover], axis=1)  # argmin returns the lowest index on ties
-    elif rule == "uniform":
-        counts = covered.sum(axis=1)
-        u = np.random.default_rng([seed, 0x5A7]).random(first.shape[0])
-        pick = np.minimum((u * counts).astype(np.int64), np.maximum(counts - 1, 0))  # which covering satellite
-        rank = np.cumsum(covered, axis=1) - 1  # rank of each covering satellite among a point's
-        hit = covered & (rank == pick[:, None])
-        owner[any_cover] = np.argmax(hit[any_cover], axis=1)
-    else:
-        raise ValueError(f"rule must be 'first' or 'uniform', got {rule!r}")
+    coverage = coverage_by_satellite(lat_deg, lon_deg, track.lat_deg, track.lon_deg,
+                                     swath_half_angle_rad(swath_width_km=swath_km))
+    # Satellites come one at a time in index order; memory stays linear in the points
+    # ("first") or in the covering pairs ("uniform"), never points x satellites.
+    n = np.asarray(lat_deg).shape[0]
+    owner = np.full(n, -1, dtype=np.int64)
+    if rule == "first":  # the earliest covering step; ties within one step to the lowest satellite index
+        best = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        for s, points, when in coverage:
+            better = when < best[points]
+            best[points[better]] = when[better]
+            owner[points[better]] = s
+        return owner
+    # "uniform": a seeded draw among each point's covering satellites, in index order
+    per_sat = [(s, points.astype(np.int32)) for s, points, _ in coverage]
+    counts = np.zeros(n, dtype=np.int64)
+    for _, points in per_sat:
+        counts[points] += 1  # points are unique within a satellite
+    u = np.random.default_rng([seed, 0x5A7]).random(n)
+    pick = np.minimum((u * counts).astype(np.int64), np.maximum(counts - 1, 0))  # which covering satellite
+    seen = np.zeros(n, dtype=np.int64)
+    for s, points in per_sat:
+        owner[points[seen[points] == pick[points]]] = s
+        seen[points] += 1
     return owner
