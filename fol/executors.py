@@ -105,9 +105,24 @@ class LocalExecutor(Executor):
         return out
 
 
+def _run_pickled(payload: bytes) -> bytes:
+    """A process-pool task: arguments in, result out, each as one plain pickle."""
+    import pickle
+
+    return pickle.dumps(_run_with_threads(pickle.loads(payload)), protocol=pickle.HIGHEST_PROTOCOL)
+
+
 class ProcessExecutor(Executor):
     """A pool of ``workers`` local processes (default: the machine's cores),
-    started with ``spawn`` so no torch state is forked."""
+    started with ``spawn`` so no torch state is forked.
+
+    Arguments and results cross as plain pickles (bytes), not through torch's
+    multiprocessing reductions: those move every tensor sent or received to
+    shared memory and keep one file descriptor open per storage in this
+    process, which a few hundred nodes' models and data exhaust (``Too many
+    open files``). At most ``2 x workers`` tasks are in flight, each pickled
+    only when it is submitted, so memory does not grow with the task count.
+    """
 
     kind = "process"
 
@@ -120,16 +135,36 @@ class ProcessExecutor(Executor):
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None,
             on_result: OnResult = None) -> list[Any]:
-        from concurrent.futures import as_completed
+        import pickle
+        from concurrent.futures import FIRST_COMPLETED, wait
 
-        futures = [self._pool.submit(_run_with_threads, (fn, item, self.threads)) for item in items]
-        index = {f: i for i, f in enumerate(futures)}
-        with _bar(len(futures), desc) as bar:
-            for f in as_completed(futures):
-                if on_result is not None:
-                    on_result(index[f], f.result())
-                bar.update()
-        return [f.result() for f in futures]
+        todo = iter(enumerate(items))
+        pending: dict[Any, int] = {}
+        out: list[Any] = [None] * len(items)
+
+        def submit_next() -> None:
+            for i, item in todo:
+                payload = pickle.dumps((fn, item, self.threads), protocol=pickle.HIGHEST_PROTOCOL)
+                pending[self._pool.submit(_run_pickled, payload)] = i
+                return
+
+        try:
+            for _ in range(2 * self.workers):
+                submit_next()
+            with _bar(len(items), desc) as bar:
+                while pending:
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for f in done:
+                        i = pending.pop(f)
+                        out[i] = pickle.loads(f.result())  # our own worker's pickle
+                        if on_result is not None:
+                            on_result(i, out[i])
+                        bar.update()
+                        submit_next()
+        finally:
+            for f in pending:
+                f.cancel()
+        return out
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
