@@ -24,8 +24,9 @@ children of this process), with :class:`_common.PeakMemory`.
     python benchmarks/simulate_scale.py --profile 12                     # per-node costs, E = 3
 
 The measured runs, with their dates and the machine's state, and the
-executors and sizes not yet measured (the cluster at 96 nodes, every
-384-node run) are in docs/scale.md.
+sizes not yet measured (every 384-node run: the pool's failed with 'Too many
+open files' before the process executor stopped using torch's shared-memory
+reductions, and was not repeated) are in docs/scale.md.
 
 ``--profile N`` runs N nodes once on the local executor with E = 3 rounds and
 every FOL variant plus DM-PFL, and prints the per-node seconds of each method
