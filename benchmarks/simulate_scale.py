@@ -28,6 +28,11 @@ sizes not yet measured (every 384-node run: the pool's failed with 'Too many
 open files' before the process executor stopped using torch's shared-memory
 reductions, and was not repeated) are in docs/scale.md.
 
+``--partition N [N ...]`` times only the orbit partition of each N-node
+scenario (serial in the driver, before pretraining; its covering pairs grow
+with the square of N): CPU seconds, Python's allocation peak, and the
+covering (image, satellite) pairs.
+
 ``--profile N`` runs N nodes once on the local executor with E = 3 rounds and
 every FOL variant plus DM-PFL, and prints the per-node seconds of each method
 (``NodeResult.seconds``) and the projection for 1,584 nodes on K machines.
@@ -175,6 +180,41 @@ def profile(n: int, machines: list[int], cores: int, target: int) -> None:
         print(f"| {k} | {hours:.1f} | see docs/scale.md |")
 
 
+def partition(nodes: list[int]) -> None:
+    """The orbit partition of each N-node scenario alone: every image goes to one of
+    the satellites whose swath covered it in the acquisition period (serial, in the
+    driver, before pretraining)."""
+    import tracemalloc
+
+    import numpy as np
+
+    from contact_sim.scenario import build_constellation
+    from fol.simulation.partition import GROUND_SPEED_KM_S, orbit_assignment
+    from fol.simulation.runner import _load_pool
+    from orbits.coverage import coverage_by_satellite, swath_half_angle_rad
+    from orbits.groundtrack import ground_track
+
+    print("| nodes | images | covering pairs (share of images x satellites) | CPU (s) | allocation peak (MB) |")
+    print("|---|---|---|---|---|")
+    for n in nodes:
+        scn = _scenario(n, "local")
+        d, t = scn.data, scn.contact.time
+        pool = _load_pool(scn, 0)
+        sats = build_constellation(scn.contact)
+        acquisition_s = d.acquisition_s or t.duration_s
+        tracemalloc.start()
+        cpu0 = time.process_time()
+        orbit_assignment(pool.lat, pool.lon, sats, t.start, acquisition_s, d.swath_km, rule=d.assign, seed=0)
+        cpu = time.process_time() - cpu0
+        peak_mb = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        track = ground_track(sats, t.start, np.arange(0.0, acquisition_s + 1e-9, d.swath_km / (2 * GROUND_SPEED_KM_S)))
+        pairs = sum(len(p) for _, p, _ in coverage_by_satellite(pool.lat, pool.lon, track.lat_deg, track.lon_deg,
+                                                                swath_half_angle_rad(swath_width_km=d.swath_km)))
+        print(f"| {n} | {len(pool.lat):,} | {pairs:,} ({pairs / (len(pool.lat) * len(sats)):.2f}) | {cpu:.1f} "
+              f"| {peak_mb:.0f} |", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, nargs="+", default=[24, 96, 384])
@@ -182,6 +222,8 @@ def main() -> int:
                     choices=["local", "process", "ray", "ray-cluster"])
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="instead: per-node costs at N nodes with E = 3, all FOL variants and DM-PFL")
+    ap.add_argument("--partition", type=int, nargs="+", metavar="N",
+                    help="time only the orbit partition of the N-node scenario (its covering pairs, CPU, peak)")
     ap.add_argument("--machines", type=int, nargs="+", default=[1, 4, 16, 64])
     ap.add_argument("--cores", type=int, default=2)
     args = ap.parse_args()
@@ -190,7 +232,9 @@ def main() -> int:
     # cluster's raylets (their own sessions) would outlive the benchmark
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     print(machine_line())
-    if args.profile:
+    if args.partition:
+        partition(args.partition)
+    elif args.profile:
         profile(args.profile, args.machines, args.cores, 1584)
     else:
         scaling(args.nodes, args.executors)
