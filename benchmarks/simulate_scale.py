@@ -186,13 +186,9 @@ def partition(nodes: list[int]) -> None:
     driver, before pretraining)."""
     import tracemalloc
 
-    import numpy as np
-
     from contact_sim.scenario import build_constellation
-    from fol.simulation.partition import GROUND_SPEED_KM_S, orbit_assignment
+    from fol.simulation.partition import orbit_assignment, swath_coverage
     from fol.simulation.runner import _load_pool
-    from orbits.coverage import coverage_by_satellite, swath_half_angle_rad
-    from orbits.groundtrack import ground_track
 
     print("| nodes | images | covering pairs (share of images x satellites) | CPU (s) | allocation peak (MB) |")
     print("|---|---|---|---|---|")
@@ -208,9 +204,8 @@ def partition(nodes: list[int]) -> None:
         cpu = time.process_time() - cpu0
         peak_mb = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
-        track = ground_track(sats, t.start, np.arange(0.0, acquisition_s + 1e-9, d.swath_km / (2 * GROUND_SPEED_KM_S)))
-        pairs = sum(len(p) for _, p, _ in coverage_by_satellite(pool.lat, pool.lon, track.lat_deg, track.lon_deg,
-                                                                swath_half_angle_rad(swath_width_km=d.swath_km)))
+        # the same coverage again, untimed, to count its pairs
+        pairs = sum(len(p) for _, p, _ in swath_coverage(pool.lat, pool.lon, sats, t.start, acquisition_s, d.swath_km))
         print(f"| {n} | {len(pool.lat):,} | {pairs:,} ({pairs / (len(pool.lat) * len(sats)):.2f}) | {cpu:.1f} "
               f"| {peak_mb:.0f} |", flush=True)
 

@@ -143,10 +143,11 @@ class ProcessExecutor(Executor):
         out: list[Any] = [None] * len(items)
 
         def submit_next() -> None:
-            for i, item in todo:
+            nxt = next(todo, None)
+            if nxt is not None:
+                i, item = nxt
                 payload = pickle.dumps((fn, item, self.threads), protocol=pickle.HIGHEST_PROTOCOL)
                 pending[self._pool.submit(_run_pickled, payload)] = i
-                return
 
         try:
             for _ in range(2 * self.workers):

@@ -23,11 +23,23 @@ from orbits import Constellation
 from orbits.coverage import coverage_by_satellite, swath_half_angle_rad
 from orbits.groundtrack import ground_track
 
-__all__ = ["orbit_assignment", "GROUND_SPEED_KM_S"]
+__all__ = ["orbit_assignment", "swath_coverage", "GROUND_SPEED_KM_S"]
 
 #: Upper bound of a LEO sub-satellite point's ground speed (km/s), used to pick
 #: a coverage time step that cannot skip over a point.
 GROUND_SPEED_KM_S = 8.0
+
+
+def swath_coverage(lat_deg: np.ndarray, lon_deg: np.ndarray, constellation: Constellation, start: _dt.datetime,
+                   acquisition_s: float, swath_km: float, step_s: float | None = None):
+    """The satellites' swaths over the acquisition period, one satellite at a time:
+    :func:`orbits.coverage.coverage_by_satellite` on the ground tracks sampled every
+    ``step_s`` seconds (default: see :func:`orbit_assignment`)."""
+    if step_s is None:
+        step_s = max(1.0, swath_km / (2.0 * GROUND_SPEED_KM_S))
+    track = ground_track(constellation, start, np.arange(0.0, acquisition_s + 1e-9, step_s))
+    return coverage_by_satellite(lat_deg, lon_deg, track.lat_deg, track.lon_deg,
+                                 swath_half_angle_rad(swath_width_km=swath_km))
 
 
 def orbit_assignment(
@@ -51,12 +63,7 @@ def orbit_assignment(
     """
     if rule not in ("first", "uniform"):
         raise ValueError(f"rule must be 'first' or 'uniform', got {rule!r}")
-    if step_s is None:
-        step_s = max(1.0, swath_km / (2.0 * GROUND_SPEED_KM_S))
-    offsets = np.arange(0.0, acquisition_s + 1e-9, step_s)
-    track = ground_track(constellation, start, offsets)
-    coverage = coverage_by_satellite(lat_deg, lon_deg, track.lat_deg, track.lon_deg,
-                                     swath_half_angle_rad(swath_width_km=swath_km))
+    coverage = swath_coverage(lat_deg, lon_deg, constellation, start, acquisition_s, swath_km, step_s)
     # Satellites come one at a time in index order; memory stays linear in the points
     # ("first") or in the covering pairs ("uniform"), never points x satellites.
     n = np.asarray(lat_deg).shape[0]
