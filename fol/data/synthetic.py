@@ -13,10 +13,11 @@ stand-in, not a simulation of real sensors; what matters is that
   latitude) and haze. Nodes that see different regions therefore see
   different feature distributions;
 * the **class signal varies with region** in form and strength: a wildfire
-  is a mix of smoke plumes (drifting with a region-dependent wind), hot
-  spots and burn scars whose shares follow vegetation and aridity; hurricane
-  damage is a mix of flood water (low-lying Gulf coast), roof damage, blue
-  tarps and debris. Look-alike **distractors** occur in both classes (clouds,
+  image shows one of smoke plumes (drifting with a region-dependent wind), hot
+  spots or burn scars, with shares that follow vegetation and aridity;
+  hurricane damage shows one of flood water (likelier on the low-lying Gulf
+  coast), roof damage, blue tarps or debris. One form per image, not a mix:
+  a model has to see every form to recognise it. Look-alike **distractors** occur in both classes (clouds,
   dark lakes, red soil; ponds, pools, dirt lots), so a model needs many
   examples from many regions to tell them apart;
 * **regional look-alikes make location matter**: straight-edged fuel-reduction
@@ -375,13 +376,15 @@ def _overlay(img: torch.Tensor, on: np.ndarray, fn) -> torch.Tensor:
 
 
 def _pick_components(rng: np.random.Generator, probs: list[np.ndarray], pos: np.ndarray) -> list[np.ndarray]:
-    """Independent on/off draws per component; an event image with none on gets
-    one at random. Negatives get none."""
+    """One component per event image, drawn with weights ``probs`` (per image);
+    negatives get none. Showing one form at a time (not a mix) means a model must
+    have seen each form, in each region, to recognise it: the many forms are what
+    a node's few hundred images cover thinly and a pooled dataset covers well."""
     b = len(pos)
-    on = [rng.random(b) < p for p in probs]
-    none = ~np.logical_or.reduce(on)
-    pick = rng.integers(0, len(probs), b)
-    return [(o | (none & (pick == i))) & pos for i, o in enumerate(on)]
+    w = np.stack([np.broadcast_to(np.asarray(p, dtype=np.float64), (b,)) for p in probs], 1)
+    cum = np.cumsum(w / w.sum(1, keepdims=True), 1)
+    pick = (rng.random(b)[:, None] > cum).sum(1)
+    return [(pick == i) & pos for i in range(len(probs))]
 
 
 def _wildfire_signal(cv: _Canvas, img: torch.Tensor, pos: np.ndarray, f: dict[str, np.ndarray], lon: np.ndarray,
@@ -445,9 +448,9 @@ def _wildfire_signal(cv: _Canvas, img: torch.Tensor, pos: np.ndarray, f: dict[st
     rd = [rng.uniform(0.05, 0.95, (b, k)), rng.uniform(0.05, 0.95, (b, k)), rs, rs * rng.uniform(0.6, 1, (b, k)),
           rng.uniform(0, math.pi, (b, k))]
     rd_a = rng.uniform(0.35, 0.6, b)
-    cloud_on = rng.random(b) < 0.2 + 0.15 * f["cold"] + 0.1 * f["water"]
-    dark_on = rng.random(b) < 0.2
-    red_on = rng.random(b) < 0.15 + 0.3 * f["arid"]
+    cloud_on = rng.random(b) < 0.1 + 0.08 * f["cold"] + 0.05 * f["water"]
+    dark_on = rng.random(b) < 0.1
+    red_on = rng.random(b) < 0.08 + 0.15 * f["arid"]
 
     def cloud(i: np.ndarray):
         m = cv.blobs(*(a[i] for a in cl)) * (1 + 0.3 * cv.lowfreq(8, len(i))).clamp(0.3, 1.5)
@@ -586,7 +589,7 @@ def _erfinv(y: np.ndarray) -> np.ndarray:
 
 
 #: Difficulty knobs (tuned with ``benchmarks/calibrate_synthetic.py``).
-_STRENGTH = {"wildfire": 1.2, "hurricane": 1.35}
+_STRENGTH = {"wildfire": 1.5, "hurricane": 1.7}
 _PIXEL_NOISE = 0.03
 
 
