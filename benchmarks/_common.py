@@ -104,7 +104,14 @@ class PeakMemory:
 
     @property
     def cpu_s(self) -> float:
-        return sum(v - self._cpu0.get(k, 0.0) for k, v in self._cpu.items())
+        return sum(self.cpu_by_pid().values())
+
+    def cpu_by_pid(self) -> dict[int, float]:
+        """CPU seconds per process id, counted as in :attr:`cpu_s`."""
+        out: dict[int, float] = {}
+        for k, v in self._cpu.items():
+            out[k[0]] = out.get(k[0], 0.0) + v - self._cpu0.get(k, 0.0)
+        return out
 
     def _sample(self) -> None:
         tree = _tree(os.getpid())

@@ -33,6 +33,7 @@ def test_peak_memory_counts_pages_shared_after_a_fork_once(benchmark_script):
 def test_cpu_counts_children_never_waited_for_and_not_what_came_before(benchmark_script):
     common = benchmark_script("_common")
     _burn(0.5)  # before the probe: not counted
+    t0 = time.process_time()
     with common.PeakMemory(interval_s=0.05) as peak:
         r, w = os.pipe()
         pid = os.fork()
@@ -43,8 +44,13 @@ def test_cpu_counts_children_never_waited_for_and_not_what_came_before(benchmark
             os._exit(0)
         os.read(r, 1)  # the child has burnt its CPU ...
         time.sleep(0.3)
-        assert peak.cpu_s >= 0.55  # ... and it counts although the child was never reaped
+        assert peak.cpu_by_pid()[pid] >= 0.55  # ... and it counts although the child was never reaped
         os.waitpid(pid, 0)
         os.close(r)
         os.close(w)
-    assert 0.55 <= peak.cpu_s <= 1.2
+    own = time.process_time() - t0  # this process's CPU while probed (the sampling thread's included)
+    by_pid = peak.cpu_by_pid()
+    assert 0.55 <= by_pid[pid] <= 0.8
+    # this process counts only what it used while probed, not the 0.5 s burnt before
+    assert by_pid[os.getpid()] <= own + 0.1
+    assert peak.cpu_s == sum(by_pid.values())
