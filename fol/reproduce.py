@@ -38,6 +38,7 @@ import csv
 import dataclasses
 import io
 import logging
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -55,11 +56,12 @@ from fol.methods import SwarmContext, get_method
 from fol.methods.base import run_side_by_side, serial_map
 from fol.methods.fol_method import run_fol_pipeline
 from fol.nodes import build_nodes
+from fol.personalize import swarm_transfer
 from fol.train import evaluate
 
 __all__ = [
     "ProtocolConfig", "ROWS", "COLUMN_QUANTILES", "PAPER_CELLS", "PAPER_SATELLITES", "column_nodes",
-    "run_setting", "run_protocol", "ProtocolResult", "load_pool", "paper_task",
+    "run_setting", "run_protocol", "ProtocolResult", "load_pool", "paper_task", "METHOD_GROUPS", "rows_for",
 ]
 
 log = logging.getLogger(__name__)
@@ -67,13 +69,24 @@ log = logging.getLogger(__name__)
 #: Size quantiles of the nodes reported by id (fixed before any result).
 COLUMN_QUANTILES: tuple[float, ...] = (0.25, 0.5, 0.75)
 _VARIANTS = ("FOL-A", "FOL", "FOL-AN", "FOL-N")
+#: The method groups a protocol run can include (Local is always there): ``fol``
+#: gives the FOL-A and FOL rows (the pipeline with pruning), ``fol-n`` FOL-AN and
+#: FOL-N (without), and each baseline its own rows.
+METHOD_GROUPS: tuple[str, ...] = ("fol", "fol-n", "dense", "co-boosting", "fedavg")
 
 
-def rows_for(rounds: int) -> list[str]:
-    """The table's rows for E = 1..``rounds``, in the paper's order."""
+def rows_for(rounds: int, methods: Sequence[str] = METHOD_GROUPS) -> list[str]:
+    """The table's rows for E = 1..``rounds`` and the method groups ``methods``,
+    in the paper's order.
+
+    >>> rows_for(1, ("fol",))
+    ['Local', 'FOL-A (E=1)', 'FOL (E=1)']
+    """
     es = range(1, rounds + 1)
-    return (["Local"] + [f"{v} (E={e})" for v in _VARIANTS for e in es] + ["DENSE", "Co-Boosting"]
-            + [f"FedAvg (E={e})" for e in es])
+    variants = [v for v in _VARIANTS if ("fol-n" if v.endswith("N") else "fol") in methods]
+    return (["Local"] + [f"{v} (E={e})" for v in variants for e in es]
+            + [row for row, group in (("DENSE", "dense"), ("Co-Boosting", "co-boosting")) if group in methods]
+            + ([f"FedAvg (E={e})" for e in es] if "fedavg" in methods else []))
 
 
 ROWS: list[str] = rows_for(3)
@@ -193,7 +206,8 @@ class ProtocolConfig:
     (synthetic sets: generated; other data: a seeded class-stratified-by-chance
     subset when larger, all of it when ``pool = 0``); ``rounds`` is E;
     ``fol`` holds :class:`FOLConfig` overrides (e.g. ``max_neighbours``);
-    ``method_options`` the options of ``dense`` / ``co-boosting`` / ``fedavg``."""
+    ``method_options`` the options of ``dense`` / ``co-boosting`` / ``fedavg``;
+    ``methods`` the method groups run (:data:`METHOD_GROUPS`, all by default)."""
 
     datasets: tuple[str, ...] = ("synthetic-wildfire", "synthetic-hurricane")
     psis: tuple[float, ...] = (0.7, 0.5, 0.3, 0.1)
@@ -207,8 +221,13 @@ class ProtocolConfig:
     data_seed: int = 0
     fol: dict[str, Any] = field(default_factory=dict)
     method_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    methods: tuple[str, ...] = METHOD_GROUPS
 
     def __post_init__(self) -> None:
+        unknown = sorted(set(self.methods) - set(METHOD_GROUPS))
+        if unknown or not self.methods:
+            raise ConfigError(f"protocol methods: expected one or more of {list(METHOD_GROUPS)}, got "
+                              f"{list(self.methods)}")
         if self.nodes < 2 or self.rounds < 1 or not self.seeds or not self.psis or not self.datasets:
             raise ConfigError("protocol: need >= 2 nodes, >= 1 round, and at least one seed, psi and dataset")
         if any(not (p > 0) for p in self.psis):
@@ -273,6 +292,8 @@ def run_setting(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: ProtocolCon
     out: dict[str, list[float]] = {"Local": [evaluate(n.pretrained, *n.data.test.tensors()).accuracy for n in nodes]}
     progress(f"pretrained {len(nodes)} nodes ({time.perf_counter() - t0:.0f} s)")
     for use_pruning, (ens_name, stu_name) in ((True, ("FOL-A", "FOL")), (False, ("FOL-AN", "FOL-N"))):
+        if ("fol" if use_pruning else "fol-n") not in cfg.methods:
+            continue
         t0 = time.perf_counter()
         run = run_fol_pipeline(ctx, use_pruning)
         per_node = [run.exchanges(k, deploy_ensemble=True) for k in range(len(nodes))]
@@ -282,12 +303,14 @@ def run_setting(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: ProtocolCon
         progress(f"{stu_name} / {ens_name}, {cfg.rounds} round(s) ({time.perf_counter() - t0:.0f} s)")
     # DENSE and Co-Boosting distil on the server, in one process each: run them side by side.
     t0 = time.perf_counter()
-    data_free = (("DENSE", "dense"), ("Co-Boosting", "co-boosting"))
-    methods = [get_method(name, **cfg.method_options.get(name, {})) for _, name in data_free]
-    for (row, _), results in zip(data_free, run_side_by_side(methods, ctx, desc="data-free baselines")):
-        out[row] = [r.test_accuracy for r in results]
-    progress(f"DENSE, Co-Boosting ({time.perf_counter() - t0:.0f} s)")
-    for e in range(1, cfg.rounds + 1):
+    data_free = [(row, name) for row, name in (("DENSE", "dense"), ("Co-Boosting", "co-boosting"))
+                 if name in cfg.methods]
+    if data_free:
+        methods = [get_method(name, **cfg.method_options.get(name, {})) for _, name in data_free]
+        for (row, _), results in zip(data_free, run_side_by_side(methods, ctx, desc="data-free baselines")):
+            out[row] = [r.test_accuracy for r in results]
+        progress(f"{', '.join(row for row, _ in data_free)} ({time.perf_counter() - t0:.0f} s)")
+    for e in range(1, cfg.rounds + 1 if "fedavg" in cfg.methods else 1):
         t0 = time.perf_counter()
         results = get_method("fedavg", **cfg.method_options.get("fedavg", {})).run(dataclasses.replace(ctx, rounds=e))
         out[f"FedAvg (E={e})"] = [r.test_accuracy for r in results]
@@ -325,7 +348,7 @@ class ProtocolResult:
         for (dataset, psi), s in self.settings.items():
             task = paper_task(dataset)
             paper = PAPER_CELLS.get((task, psi), {}) if task else {}
-            for row in rows_for(self.config.rounds):
+            for row in rows_for(self.config.rounds, self.config.methods):
                 pub = paper.get(row)
                 for col in [*s["columns"], None]:
                     mean, std = self.cell(dataset, psi, row, col)
@@ -351,13 +374,27 @@ class ProtocolResult:
                 head.append("paper, satellite " + " / ".join(f"#{n}" for n in sats))
             parts.append("| " + " | ".join(head) + " |")
             parts.append("|" + "---|" * len(head))
-            for row in rows_for(self.config.rounds):
+            for row in rows_for(self.config.rounds, self.config.methods):
                 one = len(s["acc"]) == 1  # one seed: no spread to show
                 cells = [row] + [_fmt(*self.cell(dataset, psi, row, c), one) for c in [*cols, None]]
                 if paper:
                     cells.append(" / ".join(f"{v:.2f}" for v in paper.get(row, ())) or "-")
                 parts.append("| " + " | ".join(cells) + " |")
         return "\n".join(parts) + "\n"
+
+    def transfer(self, dataset: str, psi: float, rounds: int = 1) -> dict[str, tuple[float, float]]:
+        """The one-model gain at E = ``rounds``, mean ± std over seeds of the
+        swarm means: ``student`` FOL - Local and ``ensemble`` FOL-A - Local
+        (points), and ``kept``, the share of the ensemble's gain the student
+        keeps (:func:`fol.personalize.swarm_transfer`, % of the swarm means;
+        seeds where the ensemble gains nothing are left out)."""
+        acc = self.settings[(dataset, psi)]["acc"].values()
+        stu, ens = f"FOL (E={rounds})", f"FOL-A (E={rounds})"
+        kept = [swarm_transfer(a["Local"], a[stu], a[ens])["of_means"] for a in acc]
+        return {"student": _mean_std([statistics.mean(a[stu]) - statistics.mean(a["Local"]) for a in acc]),
+                "ensemble": _mean_std([statistics.mean(a[ens]) - statistics.mean(a["Local"]) for a in acc]),
+                "kept": _mean_std([k for k in kept if k is not None]) if any(k is not None for k in kept)
+                else (math.nan, math.nan)}
 
     def csv(self) -> str:
         buf = io.StringIO()

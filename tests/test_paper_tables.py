@@ -10,7 +10,7 @@ import json
 import pytest
 
 from fol.errors import ConfigError
-from fol.reproduce import PAPER_CELLS, ROWS, ProtocolConfig, column_nodes
+from fol.reproduce import PAPER_CELLS, ROWS, ProtocolConfig, column_nodes, rows_for
 
 
 TINY = ["--nodes", "3", "--pool", "150", "--image-size", "16", "--data", "synthetic-hurricane",
@@ -41,6 +41,21 @@ def test_quick_path_at_tiny_size_writes_every_row(tmp_path, capsys, benchmark_sc
     mean_local = [r for r in recs if r["row"] == "Local" and r["column"] == "mean"][0]
     assert abs(float(mean_local["mean"]) - 100 * sum(accs["Local"]) / 3) < 0.01
     assert float(mean_local["paper_mean"]) == PAPER_CELLS[("hurricane", 0.5)]["Local"][0]
+
+
+def test_methods_restrict_the_rows_and_the_work(tmp_path, capsys, benchmark_script) -> None:
+    argv = ["--quick", *TINY, "--rounds", "1", "--methods", "fol", "--out", str(tmp_path)]
+    assert benchmark_script("paper_tables").main(argv) == 0
+    printed = capsys.readouterr().out
+    accs = json.loads((tmp_path / "tables.json").read_text())["raw"][0]["acc"]["0"]
+    assert set(accs) == {"Local", "FOL-A (E=1)", "FOL (E=1)"} == set(rows_for(1, ("fol",)))
+    md = (tmp_path / "tables.md").read_text()
+    assert "| FOL (E=1) |" in md and "DENSE" not in md and "FedAvg" not in md and "FOL-N" not in md
+    # the one-model gain and the share of the ensemble's gain the student keeps, from the same numbers
+    gain = 100 * (sum(accs["FOL (E=1)"]) - sum(accs["Local"])) / 3
+    assert f"FOL - Local = {gain:+.1f}" in printed and "the student keeps" in printed
+    with pytest.raises(ConfigError, match="protocol methods: expected one or more of"):
+        ProtocolConfig(methods=("fol", "hermes"))
 
 
 def test_columns_are_fixed_by_size_quantiles() -> None:
