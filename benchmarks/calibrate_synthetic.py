@@ -23,9 +23,9 @@ from the repository root::
     OMP_NUM_THREADS=1 python benchmarks/calibrate_synthetic.py --task hurricane
 
 Measured (cnn-medium, seed 0, all 24 nodes, defaults lr 0.01, patience 10):
-wildfire local 91.9 % vs majority 82.2 %, pooled 95.8 %, far-region drop 16.6;
-hurricane local 91.6 % vs 82.3 %, pooled 98.4 %, drop 10.8. Not met: pooled -
-local on both (4.0, 6.9); docs/evaluation.md says why.
+wildfire local 90.0 % vs majority 82.2 %, pooled 97.1 %, far-region drop 20.2;
+hurricane local 88.1 % vs 82.3 %, pooled 98.0 %, drop 10.8. Not met: pooled -
+local on both (7.1, 9.8); docs/evaluation.md says why.
 """
 
 from __future__ import annotations
