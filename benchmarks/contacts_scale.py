@@ -53,7 +53,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import resource
 import sys
 import time
 from pathlib import Path
@@ -95,14 +94,6 @@ def constellation(shells) -> Constellation:
         epoch = c.epoch
     desc = "; ".join(f"{t}/{p}/1 {a:g} km {i:g} deg" for t, p, a, i in shells)
     return Constellation(names, sats, epoch, planes, slots, desc)
-
-
-def _cpu_s() -> float:
-    tot = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        ru = resource.getrusage(who)
-        tot += ru.ru_utime + ru.ru_stime
-    return tot
 
 
 # --------------------------------------------------------------------------- edge check
@@ -166,7 +157,6 @@ def run_size(size: int, args) -> dict:
     c = constellation(SHELLS[size])
     geom = LinkGeometry(max_range_km=MAX_RANGE_KM)
     load = os.getloadavg()
-    cpu0 = _cpu_s()
     with PeakMemory() as peak:
         t0 = time.perf_counter()
         traj = satellite_trajectories(c, c.epoch, duration, args.step)
@@ -174,7 +164,7 @@ def run_size(size: int, args) -> dict:
         table = find_windows(traj, geom, workers=args.workers)
         t2 = time.perf_counter()
         del traj
-    cpu = _cpu_s() - cpu0
+    cpu = peak.cpu_s  # every process of the tree, read from /proc while sampling
     print(f"\n== {size} satellites: {c.description}")
     print(f"{args.hours:g} h, grid {args.step:g} s, workers {args.workers}; "
           f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
