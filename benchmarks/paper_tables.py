@@ -135,10 +135,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{dataset} psi={psi}: FOL-A (E=3) - Local = {gain:+.1f} points (mean over nodes; "
                   f"issue target >= +7 at psi 0.5): {'met' if gain >= 7 else 'NOT met'}")
         t = result.transfer(dataset, psi, rounds=1)
+        kept = ("an undefined share (the ensemble gained nothing)" if t["kept"][0] != t["kept"][0]
+                else f"{t['kept'][0]:.0f} ± {t['kept'][1]:.0f} %")
         print(f"{dataset} psi={psi}, E=1: FOL - Local = {t['student'][0]:+.1f} ± {t['student'][1]:.1f}, "
               f"FOL-A - Local = {t['ensemble'][0]:+.1f} ± {t['ensemble'][1]:.1f} points; the student keeps "
-              f"{t['kept'][0]:.0f} ± {t['kept'][1]:.0f} % of the ensemble's gain (of the swarm means; "
-              f"targets +4 points and 60 % at psi 0.5)")
+              f"{kept} of the ensemble's gain (of the swarm means; targets +4 points and 60 % at psi 0.5)")
     paths = result.write(args.out)
     print(f"wrote {', '.join(map(str, paths))}; total {result.seconds:.0f} s wall, "
           f"{_cpu_seconds():.0f} s CPU summed over this process and its workers ({args.executor} executor)")
