@@ -135,8 +135,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{dataset} psi={psi}: FOL-A (E=3) - Local = {gain:+.1f} points (mean over nodes; "
                   f"issue target >= +7 at psi 0.5): {'met' if gain >= 7 else 'NOT met'}")
         t = result.transfer(dataset, psi, rounds=1)
-        kept = ("an undefined share (the ensemble gained nothing)" if t["kept"][0] != t["kept"][0]
-                else f"{t['kept'][0]:.0f} ± {t['kept'][1]:.0f} %")
+        counted, run = t["kept_seeds"]
+        kept = ("an undefined share (the ensemble gained nothing)" if not counted
+                else f"{t['kept'][0]:.0f} ± {t['kept'][1]:.0f} %"
+                + (f" (over the {counted} of {run} seeds where the ensemble gained)" if counted < run else ""))
         print(f"{dataset} psi={psi}, E=1: FOL - Local = {t['student'][0]:+.1f} ± {t['student'][1]:.1f}, "
               f"FOL-A - Local = {t['ensemble'][0]:+.1f} ± {t['ensemble'][1]:.1f} points; the student keeps "
               f"{kept} of the ensemble's gain (of the swarm means; targets +4 points and 60 % at psi 0.5)")

@@ -387,14 +387,16 @@ class ProtocolResult:
         swarm means: ``student`` FOL - Local and ``ensemble`` FOL-A - Local
         (points), and ``kept``, the share of the ensemble's gain the student
         keeps (:func:`fol.personalize.swarm_transfer`, % of the swarm means;
-        seeds where the ensemble gains nothing are left out)."""
+        seeds where the ensemble gains nothing are left out, ``kept_seeds``
+        = (seeds counted, seeds run))."""
         acc = self.settings[(dataset, psi)]["acc"].values()
         stu, ens = f"FOL (E={rounds})", f"FOL-A (E={rounds})"
         kept = [swarm_transfer(a["Local"], a[stu], a[ens])["of_means"] for a in acc]
         return {"student": _mean_std([statistics.mean(a[stu]) - statistics.mean(a["Local"]) for a in acc]),
                 "ensemble": _mean_std([statistics.mean(a[ens]) - statistics.mean(a["Local"]) for a in acc]),
                 "kept": _mean_std([k for k in kept if k is not None]) if any(k is not None for k in kept)
-                else (math.nan, math.nan)}
+                else (math.nan, math.nan),
+                "kept_seeds": (sum(k is not None for k in kept), len(kept))}
 
     def csv(self) -> str:
         buf = io.StringIO()
