@@ -127,9 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"columns: the nodes at the {', '.join(f'{q:.0%}' for q in (0.25, 0.5, 0.75))} quantiles of local data "
           f"size (fixed by the partition, before training); cells mean ± std over seeds {list(cfg.seeds)}; "
           f"paper: its own satellites, published means")
-    for (dataset, psi) in result.settings:
-        if "fol" not in cfg.methods:
-            break
+    for (dataset, psi) in (result.settings if "fol" in cfg.methods else ()):
         if cfg.rounds >= 3:
             gain = result.cell(dataset, psi, "FOL-A (E=3)", None)[0] - result.cell(dataset, psi, "Local", None)[0]
             print(f"{dataset} psi={psi}: FOL-A (E=3) - Local = {gain:+.1f} points (mean over nodes; "

@@ -68,7 +68,10 @@ log = logging.getLogger(__name__)
 
 #: Size quantiles of the nodes reported by id (fixed before any result).
 COLUMN_QUANTILES: tuple[float, ...] = (0.25, 0.5, 0.75)
-_VARIANTS = ("FOL-A", "FOL", "FOL-AN", "FOL-N")
+#: The two FOL pipelines: (method group, alignment pruning, ensemble row, student row).
+_FOL_PIPELINES = (("fol", True, "FOL-A", "FOL"), ("fol-n", False, "FOL-AN", "FOL-N"))
+#: The one-shot data-free baselines: (row, method group).
+_DATA_FREE = (("DENSE", "dense"), ("Co-Boosting", "co-boosting"))
 #: The method groups a protocol run can include (Local is always there): ``fol``
 #: gives the FOL-A and FOL rows (the pipeline with pruning), ``fol-n`` FOL-AN and
 #: FOL-N (without), and each baseline its own rows.
@@ -83,9 +86,10 @@ def rows_for(rounds: int, methods: Sequence[str] = METHOD_GROUPS) -> list[str]:
     ['Local', 'FOL-A (E=1)', 'FOL (E=1)']
     """
     es = range(1, rounds + 1)
-    variants = [v for v in _VARIANTS if ("fol-n" if v.endswith("N") else "fol") in methods]
-    return (["Local"] + [f"{v} (E={e})" for v in variants for e in es]
-            + [row for row, group in (("DENSE", "dense"), ("Co-Boosting", "co-boosting")) if group in methods]
+    return (["Local"]
+            + [f"{v} (E={e})" for group, _, ens, stu in _FOL_PIPELINES if group in methods
+               for v in (ens, stu) for e in es]
+            + [row for row, group in _DATA_FREE if group in methods]
             + ([f"FedAvg (E={e})" for e in es] if "fedavg" in methods else []))
 
 
@@ -291,8 +295,8 @@ def run_setting(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: ProtocolCon
     ctx = SwarmContext(nodes=nodes, train=fol_cfg.pretrain_train(), fol=fol_cfg, rounds=1, seed=seed, map=map)
     out: dict[str, list[float]] = {"Local": [evaluate(n.pretrained, *n.data.test.tensors()).accuracy for n in nodes]}
     progress(f"pretrained {len(nodes)} nodes ({time.perf_counter() - t0:.0f} s)")
-    for use_pruning, (ens_name, stu_name) in ((True, ("FOL-A", "FOL")), (False, ("FOL-AN", "FOL-N"))):
-        if ("fol" if use_pruning else "fol-n") not in cfg.methods:
+    for group, use_pruning, ens_name, stu_name in _FOL_PIPELINES:
+        if group not in cfg.methods:
             continue
         t0 = time.perf_counter()
         run = run_fol_pipeline(ctx, use_pruning)
@@ -303,14 +307,14 @@ def run_setting(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: ProtocolCon
         progress(f"{stu_name} / {ens_name}, {cfg.rounds} round(s) ({time.perf_counter() - t0:.0f} s)")
     # DENSE and Co-Boosting distil on the server, in one process each: run them side by side.
     t0 = time.perf_counter()
-    data_free = [(row, name) for row, name in (("DENSE", "dense"), ("Co-Boosting", "co-boosting"))
-                 if name in cfg.methods]
+    data_free = [(row, name) for row, name in _DATA_FREE if name in cfg.methods]
     if data_free:
         methods = [get_method(name, **cfg.method_options.get(name, {})) for _, name in data_free]
         for (row, _), results in zip(data_free, run_side_by_side(methods, ctx, desc="data-free baselines")):
             out[row] = [r.test_accuracy for r in results]
         progress(f"{', '.join(row for row, _ in data_free)} ({time.perf_counter() - t0:.0f} s)")
-    for e in range(1, cfg.rounds + 1 if "fedavg" in cfg.methods else 1):
+    fedavg_rounds = cfg.rounds if "fedavg" in cfg.methods else 0
+    for e in range(1, fedavg_rounds + 1):
         t0 = time.perf_counter()
         results = get_method("fedavg", **cfg.method_options.get("fedavg", {})).run(dataclasses.replace(ctx, rounds=e))
         out[f"FedAvg (E={e})"] = [r.test_accuracy for r in results]
