@@ -17,9 +17,9 @@ stand-in, not a simulation of real sensors; what matters is that
   spots or burn scars, with shares that follow vegetation and aridity;
   hurricane damage shows one of flood water (likelier on the low-lying Gulf
   coast), roof damage, blue tarps or debris. One form per image, not a mix:
-  a model has to see every form to recognise it. Look-alike **distractors** occur in both classes (clouds,
-  dark lakes, red soil; ponds, pools, dirt lots), so a model needs many
-  examples from many regions to tell them apart;
+  a model has to see every form to recognise it. Look-alike **distractors**
+  occur in both classes (clouds, dark lakes, red soil; ponds, pools, dirt
+  lots), so a model needs many examples from many regions to tell them apart;
 * **regional look-alikes make location matter**: straight-edged fuel-reduction
   burns (black, without smoke or hot spots) are common in south-east Australia
   and painted blue / teal roofs (close to blue tarps) in the Caribbean, and rare
@@ -257,6 +257,11 @@ _ROOFS = np.array(
 )
 
 
+def _categorical(rng: np.random.Generator, p: np.ndarray) -> np.ndarray:
+    """One category index per row of ``p`` ([n, k], rows summing to 1)."""
+    return (rng.random(len(p))[:, None] > np.cumsum(p, 1)).sum(1)
+
+
 def _ground_colour(f: dict[str, np.ndarray], rng: np.random.Generator) -> np.ndarray:
     arid, veg, cold = f["arid"][:, None], f["veg"][:, None], f["cold"][:, None]
     green = _GRASS + (_FOREST - _GRASS) * veg
@@ -282,7 +287,7 @@ def _roof_palette(lat: np.ndarray, lon: np.ndarray, rng: np.random.Generator) ->
         axis=1,
     )
     p /= p.sum(1, keepdims=True)
-    k = (rng.random(len(lat))[:, None] > np.cumsum(p, 1)).sum(1)
+    k = _categorical(rng, p)
     return np.clip(_ROOFS[np.minimum(k, 3)] + rng.normal(0, 0.04, (len(lat), 3)), 0, 1)
 
 
@@ -382,8 +387,7 @@ def _pick_components(rng: np.random.Generator, probs: list[np.ndarray], pos: np.
     a node's few hundred images cover thinly and a pooled dataset covers well."""
     b = len(pos)
     w = np.stack([np.broadcast_to(np.asarray(p, dtype=np.float64), (b,)) for p in probs], 1)
-    cum = np.cumsum(w / w.sum(1, keepdims=True), 1)
-    pick = (rng.random(b)[:, None] > cum).sum(1)
+    pick = _categorical(rng, w / w.sum(1, keepdims=True))
     return [(pick == i) & pos for i in range(len(probs))]
 
 
