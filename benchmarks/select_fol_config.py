@@ -158,6 +158,8 @@ def main() -> int:
                     help="also compare teacher-synthesized distillation inputs (DENSE's loop; the slowest option)")
     ap.add_argument("--more", action=argparse.BooleanOptionalAction, default=True,
                     help="also compare cutmix, no revert rule and temperatures 1 and 6")
+    ap.add_argument("--defaults-only", action="store_true",
+                    help="compare only the paper preset and the current default (e.g. the rule's picks together)")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                     help="print the table of runs saved with --json (e.g. one process per task or seed) and exit")
     args = ap.parse_args()
@@ -166,16 +168,19 @@ def main() -> int:
 
     if args.merge:  # the runs' own settings (and option set) win over this command line's
         saved_runs = [json.loads(Path(path).read_text()) for path in args.merge]
-        for key in ("nodes", "per_node", "psi", "q", "k", "arch", "select_fraction", "synth", "more", "stage2"):
-            values = {json.dumps(saved["args"][key]) for saved in saved_runs}
+        for key in ("nodes", "per_node", "psi", "q", "k", "arch", "select_fraction", "synth", "more", "stage2",
+                    "defaults_only"):
+            values = {json.dumps(saved["args"].get(key, False)) for saved in saved_runs}
             if len(values) > 1:
                 print(f"--merge: the runs differ in {key} ({', '.join(sorted(values))}); merge runs of one "
                       "setting", file=sys.stderr)
                 return 2
-            setattr(args, key, saved_runs[0]["args"][key])
+            setattr(args, key, saved_runs[0]["args"].get(key, False))
     paper = FOLConfig.preset("paper")
     options = [o for o in STAGE34_OPTIONS if args.synth or o != ("distill_inputs", "synth")]
     options += (MORE_OPTIONS if args.more else []) + (STAGE2_OPTIONS if args.stage2 else [])
+    if args.defaults_only:
+        options = []
     configs = {"paper": paper, **{f"{f}={v}": _option_cfg(paper, f, v) for f, v in options}}
     configs["default (current)"] = FOLConfig()
     results: dict[str, dict[str, list[float]]] = {name: {} for name in configs}

@@ -127,7 +127,7 @@ class FOLConfig:
 
     finetune_epochs: int = 5
     post_finetune_epochs: int = 3
-    finetune_lr: float = 0.01
+    finetune_lr: float = 0.001  # selected (see the options below); the paper preset keeps 0.01
 
     # Pruning defaults are fol.pruning.PruneConfig's (reasoning in that module).
     lambda_p: float = PruneConfig.lambda_p
@@ -140,7 +140,7 @@ class FOLConfig:
     ensemble_steps: int = 200
     ensemble_lr: float = 0.1
 
-    temperature: float = 3.0
+    temperature: float = 1.0  # selected (see the options below); the paper preset keeps 3.0
     lam: float = 1e-3
     distill_epochs: int = 10
     distill_lr: float = 0.01
@@ -148,15 +148,17 @@ class FOLConfig:
     # Options beyond the paper. The project default keeps the paper's value of
     # each unless benchmarks/select_fol_config.py measured a better one on
     # held-out validation data by its stated rule (>= 0.5 points for the
-    # student). Its second run (8 nodes x 2 tasks, Q = 5, docs/fol-options.md)
-    # picked nothing, so every option keeps the paper's value.
+    # student). Its run on today's synthetic data (8 nodes x 2 tasks, Q = 5,
+    # docs/fol-options.md) picked distill_inputs = "synth", temperature 1,
+    # finetune_freeze 2 and finetune_lr 1e-3; every other option keeps the
+    # paper's value.
     own_in_top_k: str = "ranked"
     tie_break: str = "cosine"
-    finetune_freeze: int = 0
+    finetune_freeze: int = 2
     align_fallback: str = "none"
     ensemble_fit: str = "train"
     ensemble_vertex: bool = True
-    distill_inputs: str = "train"
+    distill_inputs: str = "synth"
     distill_aug_copies: int = 2
     distill_mix: str = "mixup"
     distill_revert: str = "kl"
@@ -261,19 +263,23 @@ class FOLConfig:
 
 #: The paper's value of every option beyond the paper, which the ``paper``
 #: preset sets whatever the project default is: the paper's Top-K (own model
-#: ranked, cosine tie-break, every layer fine-tuned), ensemble weights fitted on
-#: D_train with the vertex safeguard, distillation on D_train with the KL
-#: revert rule. The ``default`` preset can differ from ``paper`` only in these
-#: fields.
+#: ranked, cosine tie-break, every layer fine-tuned at lr 0.01), ensemble
+#: weights fitted on D_train with the vertex safeguard, distillation on D_train
+#: at temperature 3 with the KL revert rule. (The paper fixes neither the
+#: temperature nor the fine-tune rate; 3 and 0.01 are the values this project
+#: ran its equations with before the options existed.) The ``default`` preset
+#: can differ from ``paper`` only in these fields.
 PAPER_OVERRIDES: dict[str, Any] = {
     "own_in_top_k": "ranked",
     "tie_break": "cosine",
     "finetune_freeze": 0,
+    "finetune_lr": 0.01,
     "align_fallback": "none",
     "ensemble_fit": "train",
     "ensemble_vertex": True,
     "distill_inputs": "train",
     "distill_revert": "kl",
+    "temperature": 3.0,
 }
 
 #: Named presets: field values applied on the dataclass defaults.
