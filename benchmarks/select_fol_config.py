@@ -139,7 +139,7 @@ def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str,
         out = {}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default="hurricane,wildfire")
     ap.add_argument("--nodes", type=int, default=12)
@@ -162,9 +162,7 @@ def main() -> int:
                     help="compare only the paper preset and the current default (e.g. the rule's picks together)")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                     help="print the table of runs saved with --json (e.g. one process per task or seed) and exit")
-    args = ap.parse_args()
-    torch.set_num_threads(1)
-    print(machine_line())
+    args = ap.parse_args(argv)
 
     if args.merge:  # the runs' own settings (and option set) win over this command line's
         saved_runs = [json.loads(Path(path).read_text()) for path in args.merge]
@@ -193,6 +191,8 @@ def main() -> int:
                     results[name].setdefault(key, []).extend(values)
         print_table(results, configs, options, args, done)
         return 0
+    torch.set_num_threads(1)
+    print(machine_line())
     t0 = time.perf_counter()
     picks: dict[str, Any] = {}
     done = []
