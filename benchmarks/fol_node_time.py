@@ -1,10 +1,11 @@
 """Wall time of one node's FOL personalization on 2 CPU cores.
 
 Q = 5 received neighbour models (the default architecture), about 300
-training images of 32x32 pixels on the node, default FOLConfig; prints the time
-of each stage (summed over the five neighbours for the per-neighbour stages).
+training images of 32x32 pixels on the node, the default FOLConfig (or
+``--preset paper``); prints the time of each stage (summed over the five
+neighbours for the per-neighbour stages).
 
-    python benchmarks/fol_node_time.py
+    python benchmarks/fol_node_time.py [--preset paper]
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_line  # noqa: E402
 
 from fol.checkpoint import ModelCard  # noqa: E402
-from fol.config import FOLConfig  # noqa: E402
+from fol.config import PRESET_NAMES, FOLConfig  # noqa: E402
 from fol.defaults import DEFAULT_ARCH  # noqa: E402
 from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
 from fol.personalize import NodeState, Received, personalize  # noqa: E402
@@ -32,6 +33,7 @@ def main() -> int:
     ap.add_argument("--train-images", type=int, default=300, help="training images on the node (70 %% of its data)")
     ap.add_argument("--arch", default=DEFAULT_ARCH)
     ap.add_argument("--variant", default="fol")
+    ap.add_argument("--preset", default="default", choices=PRESET_NAMES)
     args = ap.parse_args()
     print(machine_line())
 
@@ -39,7 +41,7 @@ def main() -> int:
     n = args.q + 1
     pool = make_synthetic("hurricane", n * per_node * 2, seed=0)
     shards = dirichlet_partition(pool.labels.numpy(), n, 0.5, 0, samples_per_node=per_node)
-    cfg = FOLConfig(max_neighbours=args.q)
+    cfg = FOLConfig.preset(args.preset, max_neighbours=args.q)
     nodes = build_nodes(pool, shards, [args.arch], cfg.pretrain_train(), seed=0)
     me = nodes[0]
     shape = list(me.data.train.images.shape[1:])
@@ -51,7 +53,8 @@ def main() -> int:
     report = personalize(state, received, 1, cfg, args.variant)
     total = time.perf_counter() - t0
 
-    print(f"\none node, {len(me.data.train)} training images, Q = {args.q} x {args.arch}, variant {args.variant}")
+    print(f"\none node, {len(me.data.train)} training images, Q = {args.q} x {args.arch}, variant {args.variant}, "
+          f"preset {args.preset}")
     print("| stage | seconds |\n|---|---|")
     for stage, secs in report.seconds.items():
         if stage != "round_total":
