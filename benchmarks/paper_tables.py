@@ -6,7 +6,9 @@ FOL-N at E = 1, 2, 3, DENSE, Co-Boosting, FedAvg at E = 1, 2, 3; columns the
 nodes at the 25 / 50 / 75 % quantiles of local data size (a rule fixed before
 any result) plus the mean over all nodes; mean ± std over seeds; the paper's
 published cells beside ours. Writes ``tables.md``, ``tables.csv`` and
-``tables.json`` to ``--out``. The protocol itself is :mod:`fol.reproduce`.
+``tables.json`` to ``--out``, rewritten (crash-safe) after every finished
+seed, so a long run that is stopped keeps the seeds it finished (the tables
+then say they are partial). The protocol itself is :mod:`fol.reproduce`.
 
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py --quick          # psi 0.5, 6 nodes, 1 seed
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py                  # the full grid (24 nodes, 3 seeds)
@@ -29,7 +31,8 @@ import torch  # noqa: E402
 
 from _common import machine_line  # noqa: E402
 
-from fol.errors import FOLError  # noqa: E402
+from fol.errors import ConfigError, FOLError  # noqa: E402
+from fol.fileio import check_output_dir  # noqa: E402
 from fol.executors import make_executor  # noqa: E402
 from fol.reproduce import METHOD_GROUPS, ProtocolConfig, ProtocolResult, run_protocol  # noqa: E402
 
@@ -116,10 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
         cfg = build_config(args)
+        check_output_dir(args.out, ConfigError, what="--out")  # before hours of work, not after
         print(machine_line(), flush=True)
         say = (lambda m: None) if args.quiet else (lambda m: print(f"[{time.strftime('%H:%M:%S')}] {m}", flush=True))
         with make_executor(args.executor, workers=args.workers, threads=args.threads) as ex:
-            result: ProtocolResult = run_protocol(cfg, progress=say, map=ex.map)
+            # the tables so far are rewritten after every finished seed: a stopped run keeps them
+            result: ProtocolResult = run_protocol(cfg, progress=say, map=ex.map,
+                                                  on_seed=lambda partial: partial.write(args.out))
     except FOLError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

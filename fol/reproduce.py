@@ -338,6 +338,7 @@ class ProtocolResult:
     settings: dict[tuple[str, float], dict[str, Any]] = field(default_factory=dict)
     seconds: float = 0.0  # wall time
     cpu_seconds: float = 0.0  # CPU time of this process (less sensitive to a busy machine)
+    complete: bool = True  # False while :func:`run_protocol` is still running seeds
 
     def cell(self, dataset: str, psi: float, row: str, column: int | None) -> tuple[float, float]:
         """(mean, std) in % over seeds of one node's accuracy (``column`` = node
@@ -365,7 +366,9 @@ class ProtocolResult:
         return out
 
     def markdown(self) -> str:
-        parts = []
+        parts = [] if self.complete else [
+            "\n_Partial: written while the run was still going; the settings and seeds below are those "
+            "finished so far._"]
         for (dataset, psi), s in self.settings.items():
             task = paper_task(dataset)
             paper = PAPER_CELLS.get((task, psi), {}) if task else {}
@@ -412,8 +415,8 @@ class ProtocolResult:
         return buf.getvalue()
 
     def to_json(self) -> dict[str, Any]:
-        return {"config": self.config.to_dict(), "seconds": self.seconds, "cpu_seconds": self.cpu_seconds,
-                "records": self.records(),
+        return {"config": self.config.to_dict(), "complete": self.complete, "seconds": self.seconds,
+                "cpu_seconds": self.cpu_seconds, "records": self.records(),
                 "raw": [{"dataset": d, "psi": p, "sizes": s["sizes"], "columns": s["columns"],
                          "acc": {str(seed): a for seed, a in s["acc"].items()}}
                         for (d, p), s in self.settings.items()]}
@@ -433,9 +436,14 @@ def _fmt(mean: float, std: float, single: bool = False) -> str:
 
 
 def run_protocol(cfg: ProtocolConfig, progress: Callable[[str], None] = log.info,
-                 map: Callable[..., list[Any]] = serial_map) -> ProtocolResult:
-    """Run every (dataset, psi, seed) of ``cfg``; see the module docstring."""
-    result = ProtocolResult(cfg)
+                 map: Callable[..., list[Any]] = serial_map,
+                 on_seed: Callable[[ProtocolResult], None] | None = None) -> ProtocolResult:
+    """Run every (dataset, psi, seed) of ``cfg``; see the module docstring.
+
+    ``on_seed(result)`` is called after every finished (dataset, psi, seed)
+    with the result so far (``complete`` False until the last one), e.g. to
+    write it, so a run stopped after hours keeps every finished seed."""
+    result = ProtocolResult(cfg, complete=False)
     t_start, cpu_start = time.perf_counter(), time.process_time()
     for dataset in cfg.datasets:
         pool = load_pool(dataset, cfg)
@@ -443,13 +451,17 @@ def run_protocol(cfg: ProtocolConfig, progress: Callable[[str], None] = log.info
             shards = dirichlet_partition(pool.labels.numpy(), cfg.nodes, psi, seed=cfg.data_seed,
                                          min_samples=cfg.min_samples)
             sizes = [int(len(s)) for s in shards]
-            setting = {"sizes": sizes, "columns": column_nodes(sizes), "acc": {}}
-            result.settings[(dataset, psi)] = setting
+            setting: dict[str, Any] = {"sizes": sizes, "columns": column_nodes(sizes), "acc": {}}
             for seed in cfg.seeds:
                 where = f"{dataset} psi={psi} seed={seed}"
                 setting["acc"][seed] = run_setting(pool, shards, cfg, seed,
                                                      lambda m: progress(f"{where}: {m}"), map)
-                progress(f"{where}: done ({time.perf_counter() - t_start:.0f} s so far)")
-    result.seconds = time.perf_counter() - t_start
-    result.cpu_seconds = time.process_time() - cpu_start
+                result.settings[(dataset, psi)] = setting  # only settings with a finished seed
+                result.seconds = time.perf_counter() - t_start
+                result.cpu_seconds = time.process_time() - cpu_start
+                result.complete = (dataset, psi, seed) == (cfg.datasets[-1], cfg.psis[-1], cfg.seeds[-1])
+                progress(f"{where}: done ({result.seconds:.0f} s so far)")
+                if on_seed is not None:
+                    on_seed(result)
+    result.complete = True
     return result

@@ -76,3 +76,34 @@ def test_bad_protocol_settings_are_clear_errors(tmp_path, capsys, benchmark_scri
                                                   "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "nowhere" in err and "Traceback" not in err
+
+
+def test_a_run_writes_its_tables_after_every_seed(tmp_path, capsys, benchmark_script) -> None:
+    from fol.reproduce import run_protocol
+
+    fol = {"pretrain_epochs": 2, "finetune_epochs": 1, "post_finetune_epochs": 1, "gate_epochs": 1,
+           "distill_epochs": 1, "ensemble_steps": 5, "max_neighbours": 2, "top_k": 2}
+    cfg = ProtocolConfig.quick(nodes=3, pool=150, image_size=16, datasets=("synthetic-hurricane",), seeds=(0, 1),
+                               rounds=1, methods=("fol",), fol=fol)
+    seen = []
+
+    def snapshot(partial) -> None:
+        partial.write(tmp_path)
+        seen.append((partial.complete, json.loads((tmp_path / "tables.json").read_text()),
+                     (tmp_path / "tables.md").read_text()))
+
+    result = run_protocol(cfg, progress=lambda m: None, on_seed=snapshot)
+    assert [complete for complete, _, _ in seen] == [False, True]
+    first, last = seen[0][1], seen[1][1]
+    assert not first["complete"] and list(first["raw"][0]["acc"]) == ["0"]  # seed 0 kept before seed 1 runs
+    assert "Partial" in seen[0][2] and "1 seed(s)" in seen[0][2]
+    assert last["complete"] and list(last["raw"][0]["acc"]) == ["0", "1"] and "Partial" not in seen[1][2]
+    assert last["raw"][0]["acc"]["0"] == first["raw"][0]["acc"]["0"] == result.settings[
+        ("synthetic-hurricane", 0.5)]["acc"][0]
+    # an --out that cannot receive the tables is refused before any training, in one line
+    blocker = tmp_path / "a-file"
+    blocker.write_text("keep me")
+    assert benchmark_script("paper_tables").main(["--quick", *TINY, "--out", str(blocker)]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "not a folder" in err and "Traceback" not in err
+    assert blocker.read_text() == "keep me"
