@@ -445,6 +445,7 @@ def run_protocol(cfg: ProtocolConfig, progress: Callable[[str], None] = log.info
     write it, so a run stopped after hours keeps every finished seed."""
     result = ProtocolResult(cfg, complete=False)
     t_start, cpu_start = time.perf_counter(), time.process_time()
+    finished = 0
     for dataset in cfg.datasets:
         pool = load_pool(dataset, cfg)
         for psi in cfg.psis:
@@ -459,7 +460,8 @@ def run_protocol(cfg: ProtocolConfig, progress: Callable[[str], None] = log.info
                 result.settings[(dataset, psi)] = setting  # only settings with a finished seed
                 result.seconds = time.perf_counter() - t_start
                 result.cpu_seconds = time.process_time() - cpu_start
-                result.complete = (dataset, psi, seed) == (cfg.datasets[-1], cfg.psis[-1], cfg.seeds[-1])
+                finished += 1
+                result.complete = finished == len(cfg.datasets) * len(cfg.psis) * len(cfg.seeds)
                 progress(f"{where}: done ({result.seconds:.0f} s so far)")
                 if on_seed is not None:
                     on_seed(result)
