@@ -384,9 +384,20 @@ class LocalRayCluster:
         self.temp_dir = temp_dir or tempfile.mkdtemp(prefix="rayc-", dir="/tmp")
         self.procs: list[Any] = []
         self.address = ""
-        # Ray >= 2.5x turns on token authentication for clusters started with ``ray start``;
-        # a driver must then run with the same mode (Ray reads the token file itself)
+        # Ray >= 2.5x turns on token authentication for clusters started with ``ray start``,
+        # and newer releases no longer create a missing token: the cluster gets its own
+        # random token in its private folder (mode 0600), given to every node and driver
+        # through ``env``, unless the caller already names one. ~/.ray is never touched.
         self.env = {"RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token"), "RAY_USAGE_STATS_ENABLED": "0"}
+        if self.env["RAY_AUTH_MODE"] == "token" and not (os.environ.get("RAY_AUTH_TOKEN")
+                                                         or os.environ.get("RAY_AUTH_TOKEN_PATH")):
+            import secrets
+
+            token_path = os.path.join(self.temp_dir, "auth_token")
+            fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_hex(32))
+            self.env["RAY_AUTH_TOKEN_PATH"] = token_path
 
     def _node_args(self) -> list[str]:
         (om, nm, mt, dal, dag, rte) = _free_ports(6)
@@ -433,13 +444,24 @@ class LocalRayCluster:
             raise
         return self
 
+    def _last_log_line(self) -> str:
+        """The last non-empty line the ``ray start`` processes logged (usually the reason)."""
+        last = ""
+        for name in sorted(os.listdir(self.temp_dir)):
+            if name.endswith(".log"):
+                with open(os.path.join(self.temp_dir, name), "rb") as fh:
+                    lines = [ln.strip() for ln in fh.read()[-4096:].decode(errors="replace").splitlines() if ln.strip()]
+                last = lines[-1] if lines else last
+        return last[:300] or "no output"
+
     def _wait(self, nodes: int, deadline: float) -> None:
         import time
 
         while True:
             dead = [p for p in self.procs if p.poll() is not None]
             if dead:
-                raise ConfigError(f"ray start exited with code {dead[0].returncode}; see the logs in {self.temp_dir}")
+                raise ConfigError(f"ray start exited with code {dead[0].returncode}: {self._last_log_line()} "
+                                  f"(logs in {self.temp_dir})")
             try:
                 if self._nodes_alive() >= nodes:
                     return

@@ -126,3 +126,27 @@ def test_node_data_is_put_once_and_tasks_run_on_both_raylets(cluster, tmp_path: 
     assert len(got["alive"]) == 2
     # both raylets ran tasks (one CPU each, 24 queued tasks)
     assert {node for node, _ in got["first"] + got["second"]} == set(got["alive"])
+
+
+def test_the_cluster_gets_a_private_token_and_leaves_a_callers_token_alone(tmp_path: Path, monkeypatch) -> None:
+    """Ray 2.60's ``ray start`` exits when token auth is on and no token exists;
+    the cluster writes its own (owner-only) token file and names it in ``env``,
+    unless the caller already gave one."""
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    (tmp_path / "a").mkdir()
+    c = LocalRayCluster(workers=0, temp_dir=str(tmp_path / "a"))
+    path = Path(c.env["RAY_AUTH_TOKEN_PATH"])
+    assert path.parent == tmp_path / "a" and (path.stat().st_mode & 0o777) == 0o600
+    token = path.read_text()
+    assert len(token) == 64 and int(token, 16) >= 0
+    (tmp_path / "b").mkdir()
+    assert Path(LocalRayCluster(workers=0, temp_dir=str(tmp_path / "b")).env["RAY_AUTH_TOKEN_PATH"]).read_text() != token
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "f" * 64)
+    (tmp_path / "c").mkdir()
+    assert "RAY_AUTH_TOKEN_PATH" not in LocalRayCluster(workers=0, temp_dir=str(tmp_path / "c")).env
+    monkeypatch.delenv("RAY_AUTH_TOKEN")
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    (tmp_path / "d").mkdir()
+    assert "RAY_AUTH_TOKEN_PATH" not in LocalRayCluster(workers=0, temp_dir=str(tmp_path / "d")).env
