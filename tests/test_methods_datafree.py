@@ -124,3 +124,22 @@ def test_side_by_side_in_worker_processes_matches_running_alone(nodes):
     assert calls == [2]  # one task per method, through the executor
     assert [[r.test_accuracy for r in res] for res in together] == alone
     assert [res[0].method for res in together] == ["dense", "co-boosting"]
+
+
+def test_the_loop_trains_only_the_student_and_leaves_the_callers_models_as_they_were():
+    """Members are frozen copies (backward passes compute input gradients only);
+    the student's parameters are frozen during synthesis and handed back
+    trainable; the caller's members keep their weights and flags."""
+    spec = ModelSpec(arch="cnn-small", num_classes=2, input_size=16)
+    members = [build_model(spec, seed=i) for i in range(2)]
+    next(members[1].parameters()).requires_grad_(False)  # a caller's own flag, kept as it was
+    before = [{k: v.clone() for k, v in m.state_dict().items()} for m in members]
+    flags = [[p.requires_grad for p in m.parameters()] for m in members]
+    student = build_model(spec, seed=5)
+    start = {k: v.clone() for k, v in student.state_dict().items()}
+    res = distill_data_free(members, student, (3, 16, 16), 2, DataFreeConfig(epochs=2, g_steps=2, synthesis_batch=8, kd_batch=8))
+    assert res.student is student and all(p.requires_grad for p in student.parameters())
+    assert any(not torch.equal(v, start[k]) for k, v in student.state_dict().items())
+    for m, b, f in zip(members, before, flags):
+        assert all(torch.equal(v, b[k]) for k, v in m.state_dict().items())
+        assert [p.requires_grad for p in m.parameters()] == f

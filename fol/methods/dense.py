@@ -248,6 +248,8 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
     server's training FLOPs."""
     c, s = int(input_shape[0]), int(input_shape[-1])
     members = [copy.deepcopy(m).eval() for m in members]
+    for m in members:  # never trained here: backward passes compute input gradients only
+        m.requires_grad_(False)
     ensemble = WeightedEnsemble(members)
     gen_rng = torch.Generator().manual_seed(cfg.seed)
     with torch.random.fork_rng(devices=[]):
@@ -257,6 +259,11 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
     opt_s = torch.optim.SGD(student.parameters(), lr=cfg.kd_lr, momentum=0.9, weight_decay=cfg.kd_weight_decay)
     pool_x: list[torch.Tensor] = []
     pool_y: list[torch.Tensor] = []
+    # The members' logits on each pooled batch, computed once: without input
+    # perturbation the KD targets of a pooled sample are these logits combined
+    # with the current weights, whatever the epoch.
+    pool_logits: list[torch.Tensor] = []
+    cache_teacher = cfg.perturb == "none"
     member_macs = sum(node_macs_of(m, input_shape) for m in members)
     student_macs = node_macs_of(student, input_shape)
     gen_macs = node_macs_of(generator, (cfg.nz,))
@@ -271,6 +278,8 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
         for epoch in epochs:
             # 1. synthesis
             student.eval()
+            student_grad = [p.requires_grad for p in student.parameters()]
+            student.requires_grad_(False)  # L_adv flows through the student to x only
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(cfg.seed * 100003 + epoch)
                 generator.reset()
@@ -306,10 +315,16 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
                 value = float(loss.detach())
                 if value < best or best_x is None:
                     best, best_x = value, x.detach().clone()
+            for p, g in zip(student.parameters(), student_grad):
+                p.requires_grad_(g)
             flops += training_flops(member_macs + student_macs + gen_macs, cfg.g_steps * cfg.synthesis_batch)
             pool_x.append(best_x)
             pool_y.append(y.clone())
             px, py = torch.cat(pool_x), torch.cat(pool_y)
+            if cache_teacher:
+                with torch.no_grad():
+                    pool_logits.append(torch.stack([m(best_x) for m in members], 1))  # [B, K, C]
+                flops += inference_flops(member_macs, len(best_x))
 
             # 2. ensemble weights (Co-Boosting): signed-gradient steps on CE over the pool
             if cfg.weight_steps > 0 and epoch > 0:
@@ -332,22 +347,27 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
                     g["lr"] = 0.5 * cfg.kd_lr * (1 + math.cos(math.pi * epoch / max(1, cfg.epochs)))
             temperature, how, eps = cfg.temperature, cfg.perturb, cfg.epsilon
 
+            w_now = ensemble.weights
+
             def objective(model: nn.Module, batch: Sequence[torch.Tensor]) -> torch.Tensor:
                 xb = batch[0]
-                if how != "none":
-                    model.eval()
-                    xb = _perturb(xb, ensemble, model, how, eps, gen_rng)
-                    model.train()
+                if cache_teacher:  # ensemble(xb) from the cached member logits
+                    t_out = torch.einsum("k,nkc->nc", w_now, batch[2]) / w_now.sum()
+                    return kl_div(model(xb), t_out, temperature)
+                model.eval()
+                xb = _perturb(xb, ensemble, model, how, eps, gen_rng)
+                model.train()
                 with torch.no_grad():
                     t_out = ensemble(xb)
                 return kl_div(model(xb), t_out, temperature)
 
             kd_cfg = TrainConfig(epochs=1, batch_size=cfg.kd_batch, lr=cfg.kd_lr, seed=cfg.seed * 7 + epoch,
                                  weight_decay=cfg.kd_weight_decay)
-            hist = fit(student, (px, py), kd_cfg, objective=objective, optimizer=opt_s)
-            extra_passes = 2 if how != "none" else 0
-            flops += training_flops(student_macs, hist.samples_seen) + inference_flops(
-                member_macs, hist.samples_seen * (1 + extra_passes))
+            data = (px, py, torch.cat(pool_logits)) if cache_teacher else (px, py)
+            hist = fit(student, data, kd_cfg, objective=objective, optimizer=opt_s)
+            flops += training_flops(student_macs, hist.samples_seen)
+            if not cache_teacher:  # the teacher on every perturbed batch, plus the two passes of the step
+                flops += inference_flops(member_macs, hist.samples_seen * 3)
             history.append({"epoch": epoch, "synthesis_loss": best, "kd_loss": hist.train_loss[-1] if hist.train_loss else None,
                             "weights": [round(float(v), 4) for v in ensemble.weights]})
             if on_epoch is not None:
