@@ -394,6 +394,8 @@ class LocalRayCluster:
             import secrets
 
             token_path = os.path.join(self.temp_dir, "auth_token")
+            if os.path.lexists(token_path):  # a reused folder: a fresh token, created owner-only
+                os.remove(token_path)
             fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as fh:
                 fh.write(secrets.token_hex(32))

@@ -143,6 +143,9 @@ def test_the_cluster_gets_a_private_token_and_leaves_a_callers_token_alone(tmp_p
     assert len(token) == 64 and int(token, 16) >= 0
     (tmp_path / "b").mkdir()
     assert Path(LocalRayCluster(workers=0, temp_dir=str(tmp_path / "b")).env["RAY_AUTH_TOKEN_PATH"]).read_text() != token
+    path.chmod(0o644)  # a reused folder: a fresh token, owner-only again
+    assert LocalRayCluster(workers=0, temp_dir=str(tmp_path / "a")).env["RAY_AUTH_TOKEN_PATH"] == str(path)
+    assert path.read_text() != token and (path.stat().st_mode & 0o777) == 0o600
     monkeypatch.setenv("RAY_AUTH_TOKEN", "f" * 64)
     (tmp_path / "c").mkdir()
     assert "RAY_AUTH_TOKEN_PATH" not in LocalRayCluster(workers=0, temp_dir=str(tmp_path / "c")).env

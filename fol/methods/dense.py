@@ -269,6 +269,12 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
     gen_macs = node_macs_of(generator, (cfg.nz,))
     flops = 0
     history = []
+    student_grad = [p.requires_grad for p in student.parameters()]
+
+    def student_trainable(on: bool) -> None:  # frozen while the generator trains: L_adv reaches x only
+        for p, g in zip(student.parameters(), student_grad):
+            p.requires_grad_(g and on)
+
     epochs = range(cfg.epochs)
     if progress:
         from tqdm.auto import tqdm
@@ -278,8 +284,7 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
         for epoch in epochs:
             # 1. synthesis
             student.eval()
-            student_grad = [p.requires_grad for p in student.parameters()]
-            student.requires_grad_(False)  # L_adv flows through the student to x only
+            student_trainable(False)
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(cfg.seed * 100003 + epoch)
                 generator.reset()
@@ -315,8 +320,7 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
                 value = float(loss.detach())
                 if value < best or best_x is None:
                     best, best_x = value, x.detach().clone()
-            for p, g in zip(student.parameters(), student_grad):
-                p.requires_grad_(g)
+            student_trainable(True)
             flops += training_flops(member_macs + student_macs + gen_macs, cfg.g_steps * cfg.synthesis_batch)
             pool_x.append(best_x)
             pool_y.append(y.clone())
@@ -373,6 +377,7 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
             if on_epoch is not None:
                 on_epoch(epoch, student)
     finally:
+        student_trainable(True)
         if hooks is not None:
             hooks.remove()
     student.eval()
