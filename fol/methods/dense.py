@@ -136,8 +136,13 @@ class WeightedEnsemble(nn.Module):
         return self
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        return self.combine([m(x) for m in self.members], weights)
+
+    def combine(self, member_logits: Sequence[torch.Tensor], weights: torch.Tensor | None = None) -> torch.Tensor:
+        """The ensemble's output from its members' logits (one tensor per
+        member, in member order), e.g. logits cached on a synthetic pool."""
         w = self.weights if weights is None else weights
-        total = sum(w[i] * m(x) for i, m in enumerate(self.members))
+        total = sum(w[i] * logits for i, logits in enumerate(member_logits))
         return total / w.sum()
 
 
@@ -248,9 +253,7 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
     server's training FLOPs."""
     c, s = int(input_shape[0]), int(input_shape[-1])
     members = [copy.deepcopy(m).eval() for m in members]
-    for m in members:  # never trained here: backward passes compute input gradients only
-        m.requires_grad_(False)
-    ensemble = WeightedEnsemble(members)
+    ensemble = WeightedEnsemble(members)  # freezes the copies: backward reaches x only
     gen_rng = torch.Generator().manual_seed(cfg.seed)
     with torch.random.fork_rng(devices=[]):
         seed_everything(cfg.seed)
@@ -355,8 +358,8 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
 
             def objective(model: nn.Module, batch: Sequence[torch.Tensor]) -> torch.Tensor:
                 xb = batch[0]
-                if cache_teacher:  # ensemble(xb) from the cached member logits
-                    t_out = torch.einsum("k,nkc->nc", w_now, batch[2]) / w_now.sum()
+                if cache_teacher:  # ensemble(xb), from the cached member logits
+                    t_out = ensemble.combine(batch[2].unbind(1), w_now)
                     return kl_div(model(xb), t_out, temperature)
                 model.eval()
                 xb = _perturb(xb, ensemble, model, how, eps, gen_rng)
