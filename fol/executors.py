@@ -383,6 +383,7 @@ class LocalRayCluster:
         # a short path: Ray's socket names must fit in 107 characters
         self.temp_dir = temp_dir or tempfile.mkdtemp(prefix="rayc-", dir="/tmp")
         self.procs: list[Any] = []
+        self.logs: list[str] = []  # the log file of each process in ``procs``
         self.address = ""
         # Ray >= 2.5x turns on token authentication for clusters started with ``ray start``,
         # and newer releases no longer create a missing token: the cluster gets its own
@@ -414,9 +415,11 @@ class LocalRayCluster:
 
         env = dict(os.environ, **self.env)
         env.pop("RAY_ADDRESS", None)
-        fh = open(os.path.join(self.temp_dir, log_name), "wb")
+        log = os.path.join(self.temp_dir, log_name)
+        fh = open(log, "wb")
         self.procs.append(subprocess.Popen([self.ray_bin, "start", *args], stdout=fh, stderr=subprocess.STDOUT,
                                            start_new_session=True, env=env))
+        self.logs.append(log)
 
     def _nodes_alive(self) -> int:
         import subprocess
@@ -446,24 +449,22 @@ class LocalRayCluster:
             raise
         return self
 
-    def _last_log_line(self) -> str:
-        """The last non-empty line the ``ray start`` processes logged (usually the reason)."""
-        last = ""
-        for name in sorted(os.listdir(self.temp_dir)):
-            if name.endswith(".log"):
-                with open(os.path.join(self.temp_dir, name), "rb") as fh:
-                    lines = [ln.strip() for ln in fh.read()[-4096:].decode(errors="replace").splitlines() if ln.strip()]
-                last = lines[-1] if lines else last
-        return last[:300] or "no output"
+    @staticmethod
+    def _last_line(log: str) -> str:
+        """The last non-empty line of a ``ray start`` log (usually why it exited)."""
+        with open(log, "rb") as fh:
+            lines = [ln.strip() for ln in fh.read()[-4096:].decode(errors="replace").splitlines() if ln.strip()]
+        return lines[-1][:300] if lines else "no output"
 
     def _wait(self, nodes: int, deadline: float) -> None:
         import time
 
         while True:
-            dead = [p for p in self.procs if p.poll() is not None]
+            dead = [i for i, p in enumerate(self.procs) if p.poll() is not None]
             if dead:
-                raise ConfigError(f"ray start exited with code {dead[0].returncode}: {self._last_log_line()} "
-                                  f"(logs in {self.temp_dir})")
+                i = dead[0]
+                raise ConfigError(f"ray start exited with code {self.procs[i].returncode}: "
+                                  f"{self._last_line(self.logs[i])} (logs in {self.temp_dir})")
             try:
                 if self._nodes_alive() >= nodes:
                     return
@@ -494,6 +495,7 @@ class LocalRayCluster:
                 pass
             p.wait()
         self.procs.clear()
+        self.logs.clear()
 
     def __enter__(self) -> "LocalRayCluster":
         return self.start()

@@ -153,3 +153,17 @@ def test_the_cluster_gets_a_private_token_and_leaves_a_callers_token_alone(tmp_p
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     (tmp_path / "d").mkdir()
     assert "RAY_AUTH_TOKEN_PATH" not in LocalRayCluster(workers=0, temp_dir=str(tmp_path / "d")).env
+
+
+def test_a_ray_start_that_exits_is_reported_with_its_own_last_log_line(tmp_path: Path, monkeypatch) -> None:
+    """A caller's token path that does not exist: the head's ``ray start`` exits
+    at once, and the error quotes the reason from that process's own log."""
+    from fol.errors import ConfigError
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "missing-token"))
+    c = LocalRayCluster(workers=1, timeout_s=60, temp_dir=str(tmp_path))
+    with pytest.raises(ConfigError, match=r"ray start exited with code [1-9].*[Tt]oken"):
+        c.start()
+    assert not c.procs and not c.logs  # stopped what it started
