@@ -659,7 +659,10 @@ def make_synthetic(
     if positive_fraction is not None and not 0.0 <= positive_fraction <= 1.0:
         raise DataError(f"positive_fraction must be in [0, 1], got {positive_fraction!r}")
     boxes = TASK_REGIONS[task] if region is None else (GeoBox("region", *map(float, region)),)
-    imgs, labels, lats, lons = [], [], [], []
+    # rendered block by block into one preallocated tensor, so that the pool never
+    # exists twice (a list of blocks, then their concatenation)
+    images = torch.empty(int(n), 3, int(image_size), int(image_size))
+    labels, lats, lons = [], [], []
     blocks: Iterable[int] = range(math.ceil(n / BLOCK))
     if progress:
         from tqdm.auto import tqdm
@@ -672,17 +675,15 @@ def make_synthetic(
             count = min(BLOCK, n - blk * BLOCK)
             i, y, la, lo = _render_block(task, seed, blk, count, int(image_size), float(label_noise), boxes,
                                          positive_fraction)
-            imgs.append(i)
+            images[blk * BLOCK: blk * BLOCK + count] = i
             labels.append(y)
             lats.append(la)
             lons.append(lo)
     finally:
         torch.set_num_threads(threads)
     if n == 0:
-        images = torch.zeros(0, 3, image_size, image_size)
         y_all, lat_all, lon_all = np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
     else:
-        images = torch.cat(imgs)
         y_all, lat_all, lon_all = np.concatenate(labels), np.concatenate(lats), np.concatenate(lons)
     return GeoDataset(
         images=images,
