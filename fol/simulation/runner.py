@@ -391,6 +391,9 @@ def run_simulation(
             pool = _load_pool(scn, seed)
             shards = _partition(scn, pool, names, seed)
             nodes = _pretrained_nodes(scn, pool, shards, names, archs, seed, seed_dir / "pretrained", executor)
+            # every node holds copies of its shard; the pool (with the images no node
+            # was given) would otherwise stay in the driver through all the rounds
+            del pool, shards
 
             sizes = [len(model_to_bytes(n.pretrained, ModelCard(spec=n.spec, class_names=n.class_names, producer=n.name)))
                      for n in nodes]
