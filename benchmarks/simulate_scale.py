@@ -22,6 +22,7 @@ children of this process), with :class:`_common.PeakMemory`.
     python benchmarks/simulate_scale.py                                  # 24, 96, 384 nodes
     python benchmarks/simulate_scale.py --nodes 24 --executors local ray-cluster
     python benchmarks/simulate_scale.py --profile 12                     # per-node costs, E = 3
+    python benchmarks/simulate_scale.py --budget light                   # overhead at 384 nodes
 
 The measured runs, with their dates and the machine's state, and the
 sizes not yet measured (every 384-node run: the pool's failed with 'Too many
@@ -41,8 +42,10 @@ every FOL variant plus DM-PFL, and prints the per-node seconds of each method
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -86,6 +89,7 @@ partition = "orbit"
 per_node = 300
 [fol]
 max_neighbours = 3
+{fol_extra}
 [methods]
 run = {methods}
 [run]
@@ -95,8 +99,22 @@ threads = 1
 """
 
 
-def _scenario(n: int, executor: str, rounds: int = 1, methods=("local", "fol", "fol-a"), address=None):
-    doc = tomllib.loads(TEMPLATE.format(n=n, size=n * 450, executor=executor, rounds=rounds,
+# ``--budget light``: every stage of pretraining and the FOL round still runs, on
+# the same data, contacts and executors, with the fewest epochs and steps, so
+# that a run's wall time is mostly the work around the nodes' training (contacts,
+# orbit partition, data shipping, scheduling, results). It measures how that
+# overhead grows with the node count at sizes the full budget cannot reach in a
+# session; the per-node training cost comes from the full-budget runs.
+LIGHT_FOL = {
+    "pretrain_epochs": 2, "finetune_epochs": 1, "post_finetune_epochs": 1, "gate_epochs": 1,
+    "ensemble_steps": 20, "distill_epochs": 1, "distill_inputs": '"train"',
+}
+
+
+def _scenario(n: int, executor: str, rounds: int = 1, methods=("local", "fol", "fol-a"), address=None,
+              budget: str = "full"):
+    fol_extra = "\n".join(f"{k} = {v}" for k, v in LIGHT_FOL.items()) if budget == "light" else ""
+    doc = tomllib.loads(TEMPLATE.format(n=n, size=n * 450, executor=executor, rounds=rounds, fol_extra=fol_extra,
                                         methods="[" + ", ".join(f'"{m}"' for m in methods) + "]"))
     scn = parse_scenario(doc, Path("."), f"scale-{n}")
     scn.run.ray_address = address
@@ -107,7 +125,7 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def scaling(nodes: list[int], executors: list[str]) -> None:
+def scaling(nodes: list[int], executors: list[str], budget: str = "full") -> None:
     rows = []
     cluster = None
     try:
@@ -118,17 +136,20 @@ def scaling(nodes: list[int], executors: list[str]) -> None:
                 os.environ.update(cluster.env)
                 address = cluster.address
             for n in nodes:
-                scn = _scenario(n, "ray" if executor == "ray-cluster" else executor, address=address)
+                # each run in a fresh interpreter: a driver that ran a larger swarm
+                # before keeps its freed memory, which would count in the next peak
+                cmd = [sys.executable, __file__, "--one", executor, str(n), "--budget", budget]
+                if address:
+                    cmd += ["--ray-address", address]
                 load = _load()
-                with tempfile.TemporaryDirectory() as tmp, PeakMemory(interval_s=1.0) as peak:
-                    t0 = time.perf_counter()
-                    result = run_simulation(scn, Path(tmp) / "out", progress=False)
-                    wall = time.perf_counter() - t0
-                fol = [r for r in result.results if r["method"] == "fol"]
-                node_s = sum(r["seconds"] for r in fol) / n
+                with PeakMemory(interval_s=1.0) as peak:
+                    done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+                if done.returncode != 0:
+                    raise SystemExit(f"{executor}, {n} nodes: the run exited with code {done.returncode}")
+                wall, node_s = json.loads(done.stdout.strip().splitlines()[-1])
                 pss_gb = peak.pss_kb / 2**20
                 rows.append((executor, n, wall, 60.0 * n / wall, node_s, peak.cpu_s, pss_gb, load))
-                print(f"{executor:>11} {n:>4} nodes: {wall:7.1f} s, {60 * n / wall:5.2f} nodes/min, "
+                print(f"{executor:>11} {n:>4} nodes ({budget} budget): {wall:7.1f} s, {60 * n / wall:5.2f} nodes/min, "
                       f"FOL round {node_s:.1f} s per node, CPU {peak.cpu_s:.0f} s, true peak {pss_gb:.2f} GB "
                       f"(load before: {load})", flush=True)
             if cluster is not None:
@@ -151,6 +172,17 @@ def scaling(nodes: list[int], executors: list[str]) -> None:
             w = np.array([r[2] for r in mine])
             slope, fixed = np.polyfit(n, w, 1)
             print(f"{executor}: wall ~ {fixed:.0f} s + {slope:.1f} s x nodes")
+
+
+def one(executor: str, n: int, budget: str, address: str | None) -> None:
+    """One scaling run in this process; prints ``[wall_s, fol_round_s_per_node]`` as JSON."""
+    scn = _scenario(n, "ray" if executor == "ray-cluster" else executor, address=address, budget=budget)
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        result = run_simulation(scn, Path(tmp) / "out", progress=False)
+        wall = time.perf_counter() - t0
+    fol = [r for r in result.results if r["method"] == "fol"]
+    print(json.dumps([wall, sum(r["seconds"] for r in fol) / n]), flush=True)
 
 
 def profile(n: int, machines: list[int], cores: int, target: int) -> None:
@@ -219,6 +251,11 @@ def main() -> int:
                     help="instead: per-node costs at N nodes with E = 3, all FOL variants and DM-PFL")
     ap.add_argument("--partition", type=int, nargs="+", metavar="N",
                     help="time only the orbit partition of the N-node scenario (its covering pairs, CPU, peak)")
+    ap.add_argument("--budget", choices=["full", "light"], default="full",
+                    help="light: 2 pretraining epochs and one epoch / few steps per FOL stage, to measure "
+                         "the overhead around the training at sizes the full budget cannot reach")
+    ap.add_argument("--one", nargs=2, metavar=("EXECUTOR", "N"), help=argparse.SUPPRESS)
+    ap.add_argument("--ray-address", help=argparse.SUPPRESS)
     ap.add_argument("--machines", type=int, nargs="+", default=[1, 4, 16, 64])
     ap.add_argument("--cores", type=int, default=2)
     args = ap.parse_args()
@@ -226,13 +263,16 @@ def main() -> int:
     # cluster it started, as Ctrl-C does; by default SIGTERM skips it, and the
     # cluster's raylets (their own sessions) would outlive the benchmark
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    if args.one:
+        one(args.one[0], int(args.one[1]), args.budget, args.ray_address)
+        return 0
     print(machine_line())
     if args.partition:
         partition(args.partition)
     elif args.profile:
         profile(args.profile, args.machines, args.cores, 1584)
     else:
-        scaling(args.nodes, args.executors)
+        scaling(args.nodes, args.executors, args.budget)
     return 0
 
 

@@ -12,3 +12,15 @@ def test_partition_counts_covering_pairs_within_images_times_satellites(benchmar
     pairs = int(cells[2].split()[0].replace(",", ""))
     assert 0 < pairs <= 3600 * 8
     assert float(cells[2].split("(")[1].rstrip(")")) == round(pairs / (3600 * 8), 2)
+
+
+def test_light_budget_changes_only_the_training_budget(benchmark_script):
+    ss = benchmark_script("simulate_scale")
+    full, light = ss._scenario(8, "local"), ss._scenario(8, "local", budget="light")
+    assert full.fol.pretrain_epochs == 30 and full.fol.distill_inputs == "synth"  # the defaults
+    assert (light.fol.pretrain_epochs, light.fol.finetune_epochs, light.fol.distill_epochs) == (2, 1, 1)
+    assert light.fol.distill_inputs == "train"
+    # the constellation, contacts, data, methods and executor are the same: only [fol] differs
+    assert {k: v for k, v in light.raw.items() if k != "fol"} == {k: v for k, v in full.raw.items() if k != "fol"}
+    assert (light.data, light.run, light.methods) == (full.data, full.run, full.methods)
+    assert light.fol.replace(**{k: getattr(full.fol, k) for k in ss.LIGHT_FOL}) == full.fol
