@@ -10,7 +10,7 @@ published cells beside ours. Writes ``tables.md``, ``tables.csv`` and
 seed, so a long run that is stopped keeps the seeds it finished (the tables
 then say they are partial). The protocol itself is :mod:`fol.reproduce`.
 
-    OMP_NUM_THREADS=1 python benchmarks/paper_tables.py --quick          # psi 0.5, 6 nodes, 1 seed
+    OMP_NUM_THREADS=1 python benchmarks/paper_tables.py --quick          # psi 0.5, 4 nodes, 1 seed
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py                  # the full grid (24 nodes, 3 seeds)
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py --psi 0.5 --nodes 12
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py --quick --data imagefolder:/path/to/folder
@@ -89,7 +89,7 @@ def build_config(args: argparse.Namespace) -> ProtocolConfig:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__.split("\n\n", 1)[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="psi 0.5 only, 6 nodes from 900 images, 1 seed, Q = 3")
+    ap.add_argument("--quick", action="store_true", help="psi 0.5 only, 4 nodes from 600 images, 1 seed, Q = 3")
     ap.add_argument("--data", nargs="+", help="dataset names (default: synthetic-wildfire synthetic-hurricane) "
                     "or imagefolder:PATH")
     ap.add_argument("--psi", nargs="+", type=float, help="Dirichlet concentrations (default 0.7 0.5 0.3 0.1)")
