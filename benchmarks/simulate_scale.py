@@ -89,7 +89,6 @@ partition = "orbit"
 per_node = 300
 [fol]
 max_neighbours = 3
-{fol_extra}
 [methods]
 run = {methods}
 [run]
@@ -107,17 +106,18 @@ threads = 1
 # session; the per-node training cost comes from the full-budget runs.
 LIGHT_FOL = {
     "pretrain_epochs": 2, "finetune_epochs": 1, "post_finetune_epochs": 1, "gate_epochs": 1,
-    "ensemble_steps": 20, "distill_epochs": 1, "distill_inputs": '"train"',
+    "ensemble_steps": 20, "distill_epochs": 1, "distill_inputs": "train",
 }
 
 
 def _scenario(n: int, executor: str, rounds: int = 1, methods=("local", "fol", "fol-a"), address=None,
               budget: str = "full"):
-    fol_extra = "\n".join(f"{k} = {v}" for k, v in LIGHT_FOL.items()) if budget == "light" else ""
-    doc = tomllib.loads(TEMPLATE.format(n=n, size=n * 450, executor=executor, rounds=rounds, fol_extra=fol_extra,
+    doc = tomllib.loads(TEMPLATE.format(n=n, size=n * 450, executor=executor, rounds=rounds,
                                         methods="[" + ", ".join(f'"{m}"' for m in methods) + "]"))
     scn = parse_scenario(doc, Path("."), f"scale-{n}")
     scn.run.ray_address = address
+    if budget == "light":
+        scn.fol = scn.fol.replace(**LIGHT_FOL)
     return scn
 
 
@@ -174,13 +174,18 @@ def scaling(nodes: list[int], executors: list[str], budget: str = "full") -> Non
             print(f"{executor}: wall ~ {fixed:.0f} s + {slope:.1f} s x nodes")
 
 
-def one(executor: str, n: int, budget: str, address: str | None) -> None:
-    """One scaling run in this process; prints ``[wall_s, fol_round_s_per_node]`` as JSON."""
-    scn = _scenario(n, "ray" if executor == "ray-cluster" else executor, address=address, budget=budget)
+def _timed_run(scn):
+    """``run_simulation`` into a temporary folder: (result, wall seconds)."""
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         result = run_simulation(scn, Path(tmp) / "out", progress=False)
-        wall = time.perf_counter() - t0
+        return result, time.perf_counter() - t0
+
+
+def one(executor: str, n: int, budget: str, address: str | None) -> None:
+    """One scaling run in this process; prints ``[wall_s, fol_round_s_per_node]`` as JSON."""
+    scn = _scenario(n, "ray" if executor == "ray-cluster" else executor, address=address, budget=budget)
+    result, wall = _timed_run(scn)
     fol = [r for r in result.results if r["method"] == "fol"]
     print(json.dumps([wall, sum(r["seconds"] for r in fol) / n]), flush=True)
 
@@ -190,10 +195,7 @@ def profile(n: int, machines: list[int], cores: int, target: int) -> None:
     scn = _scenario(n, "local", rounds=3, methods=methods)
     scn.fol = scn.fol.replace(rounds=3)
     load = _load()
-    with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        result = run_simulation(scn, Path(tmp) / "out", progress=False)
-        wall = time.perf_counter() - t0
+    result, wall = _timed_run(scn)
     per: dict[str, float] = {}
     for m in methods:
         rs = [r for r in result.results if r["method"] == m]
