@@ -42,6 +42,7 @@ __all__ = [
     "predict_logits",
     "cross_entropy_objective",
     "seed_everything",
+    "recompute_bn_stats",
 ]
 
 #: ``objective(model, batch) -> scalar loss``; ``batch`` is the tuple of tensors
@@ -172,6 +173,7 @@ def fit(
         torch.manual_seed(cfg.seed)  # dropout etc. inside the objective
         for epoch in epochs:
             model.train()
+            bns = _training_batchnorms(model)
             perm = torch.randperm(n, generator=gen)
             total = 0.0
             for b in range(n_batches):
@@ -188,6 +190,10 @@ def fit(
                 history.steps += 1
                 history.samples_seen += len(idx)
             history.train_loss.append(total / min(n, n_batches * bs))
+            if bns and (val is not None or epoch == cfg.epochs - 1):
+                # Statistics of the weights as they are now, before they are
+                # evaluated or kept (see recompute_bn_stats).
+                recompute_bn_stats(model, data[0], layers=bns)
             if val is not None:
                 res = evaluate(model, val[0], val[1])
                 history.val_accuracy.append(res.accuracy)
@@ -210,6 +216,56 @@ def fit(
         model.load_state_dict(best_state)
     model.eval()
     return history
+
+
+def _training_batchnorms(model: nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:
+    """The batch-norm layers of ``model`` that update running statistics in its
+    current mode (a wrapper that keeps a frozen network in eval mode has none)."""
+    return [m for m in model.modules()
+            if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training and m.track_running_stats]
+
+
+@torch.no_grad()
+def recompute_bn_stats(model: nn.Module, x: torch.Tensor, batch_size: int = 512,
+                       layers: Sequence[nn.modules.batchnorm._BatchNorm] | None = None) -> None:
+    """Replace the running mean and variance of ``layers`` (default: every
+    batch-norm layer of ``model``) by their average over one pass of ``x`` in
+    training mode, as ``torch.optim.swa_utils.update_bn`` does, but only for
+    those layers: other layers' statistics are left as they are. The model's
+    mode is restored.
+
+    :func:`fit` calls it on the training inputs: PyTorch's running statistics
+    are an exponential average over the last few dozen batches, taken while the
+    weights were still moving, so in eval mode a network trained at a usual
+    learning rate can score far below what its weights compute (measured on
+    synthetic hurricane: 66-89 % training accuracy with the running
+    statistics, 94-99 % with recomputed ones, docs/evaluation.md).
+
+    >>> bn = nn.BatchNorm1d(2)
+    >>> recompute_bn_stats(bn, torch.tensor([[0.0, 1.0], [2.0, 5.0]]))
+    >>> bn.running_mean.tolist(), bn.running_var.tolist(), bn.training
+    ([1.0, 3.0], [2.0, 8.0], True)
+    """
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)] if layers is None else list(layers)
+    bns = [m for m in bns if m.track_running_stats]
+    if not bns or int(x.shape[0]) == 0:
+        return
+    modes = {m: m.training for m in model.modules()}
+    momenta = {m: m.momentum for m in bns}
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None  # a cumulative average over the batches of this pass
+        m.train()
+    try:
+        n = int(x.shape[0])
+        step = batch_size if n % batch_size != 1 else batch_size - 1  # no batch of one sample
+        for i in range(0, n, step):
+            model(x[i:i + step])
+    finally:
+        for m, momentum in momenta.items():
+            m.momentum = momentum
+        for m, mode in modes.items():
+            m.training = mode
 
 
 @torch.no_grad()

@@ -1,0 +1,91 @@
+"""The training loop's batch-norm statistics: after :func:`fit`, the running
+mean and variance of every layer that trained are those of the final weights
+on the training inputs, not an exponential average over moving weights; a
+network kept frozen in eval mode (gate learning) keeps its own statistics."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from fol.pruning import _FrozenNet
+from fol.train import TrainConfig, fit, recompute_bn_stats
+
+
+def _net() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(4, 2))
+
+
+def _data(n: int = 96) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(n, 3, 8, 8, generator=g) * 3 + 1  # far from the initial statistics (mean 0, variance 1)
+    return x, (x[:, 0].mean((1, 2)) > 2.5).long()
+
+
+def _population_stats(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    with torch.no_grad():
+        h = model[0](x)  # the input of the batch-norm layer
+    return h.mean((0, 2, 3)), h.var((0, 2, 3), unbiased=True)
+
+
+def test_fit_leaves_the_statistics_of_the_final_weights() -> None:
+    x, y = _data()
+    model = _net()
+    fit(model, (x, y), TrainConfig(epochs=3, batch_size=16, lr=0.1, seed=0))
+    mean, var = _population_stats(model, x)
+    bn = model[1]
+    assert torch.allclose(bn.running_mean, mean, atol=1e-5)
+    # One pass of batches of 96 (< 512): the batch's unbiased variance is the population's.
+    assert torch.allclose(bn.running_var, var, rtol=1e-4, atol=1e-6)
+    assert bn.momentum == 0.1 and not model.training  # restored; fit leaves eval mode
+
+    # PyTorch's own running average (what fit kept before) is not that: the test can fail.
+    ema = _net()
+    ema.train()
+    opt = torch.optim.SGD(ema.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(3):
+        for i in range(0, 96, 16):
+            loss = nn.functional.cross_entropy(ema(x[i:i + 16]), y[i:i + 16])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    mean_ema, _ = _population_stats(ema, x)
+    assert not torch.allclose(ema[1].running_mean, mean_ema, atol=1e-3)
+
+
+def test_early_stopping_keeps_the_statistics_of_the_restored_weights() -> None:
+    x, y = _data()
+    model = _net()
+    fit(model, (x[:64], y[:64]), TrainConfig(epochs=6, batch_size=16, lr=0.2, patience=2, seed=0),
+        val=(x[64:], y[64:]))
+    mean, _ = _population_stats(model, x[:64])
+    assert torch.allclose(model[1].running_mean, mean, atol=1e-5)
+
+
+def test_a_frozen_network_keeps_its_statistics() -> None:
+    x, y = _data()
+    net = _net()
+    fit(net, (x, y), TrainConfig(epochs=1, seed=0))
+    before = copy.deepcopy(net.state_dict())
+    scale = nn.Parameter(torch.ones(2))
+
+    def objective(model: nn.Module, batch) -> torch.Tensor:
+        return nn.functional.cross_entropy(model(batch[0]) * scale, batch[1])
+
+    wrapper = _FrozenNet(net)
+    fit(wrapper, (x * 2, y), TrainConfig(epochs=2, optimizer="adam", lr=0.01), objective=objective, params=[scale])
+    assert all(torch.equal(v, before[k]) for k, v in net.state_dict().items())
+    assert not torch.equal(scale.detach(), torch.ones(2))  # the gate did train
+
+
+def test_recompute_restores_modes_and_never_makes_a_batch_of_one() -> None:
+    x, _ = _data(9)
+    model = _net().eval()
+    recompute_bn_stats(model, x, batch_size=4)  # 9 = 4 + 4 + 1 would end on one sample: 3 + 3 + 3 instead
+    assert not model.training and not model[1].training and model[1].momentum == 0.1
+    mean, _ = _population_stats(model, x)
+    assert torch.allclose(model[1].running_mean, mean, atol=1e-5)  # equal batches: the population mean
