@@ -44,6 +44,7 @@ from _common import machine_line  # noqa: E402
 
 from fol.checkpoint import ModelCard  # noqa: E402
 from fol.config import FOLConfig  # noqa: E402
+from fol.errors import ConfigError  # noqa: E402
 from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
 from fol.personalize import (NodeState, Received, RoundReport, align_candidates,  # noqa: E402
@@ -80,6 +81,23 @@ def _carve(shard: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, n
     perm = np.random.default_rng(seed).permutation(np.asarray(shard))
     n_sel = int(round(fraction * len(perm)))
     return perm[n_sel:], perm[:n_sel]
+
+
+def _parse_option(text: str) -> tuple[str, Any]:
+    """``"field=value"`` -> ``(field, value)``, the value read as JSON when it
+    parses (numbers, ``true``), else kept as a string.
+
+    >>> _parse_option("distill_inputs=train+synth"), _parse_option("temperature=2")
+    (('distill_inputs', 'train+synth'), ('temperature', 2))
+    """
+    field, sep, raw = text.partition("=")
+    if not sep or not field:
+        raise ValueError(f"expected FIELD=VALUE, got {text!r}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return field.strip(), value
 
 
 def _option_cfg(base: FOLConfig, field: str, value: Any) -> FOLConfig:
@@ -160,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="also compare cutmix, no revert rule and temperatures 1 and 6")
     ap.add_argument("--defaults-only", action="store_true",
                     help="compare only the paper preset and the current default (e.g. the rule's picks together)")
+    ap.add_argument("--option", action="append", default=None, metavar="FIELD=VALUE",
+                    help="compare only these options (repeatable; the value is read as JSON, else as a string)")
+    ap.add_argument("--base", choices=("paper", "default"), default="paper",
+                    help="the configuration the options change one at a time, and the rule compares against")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                     help="print the table of runs saved with --json (e.g. one process per task or seed) and exit")
     args = ap.parse_args(argv)
@@ -167,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.merge:  # the runs' own settings (and option set) win over this command line's
         saved_runs = [json.loads(Path(path).read_text()) for path in args.merge]
         for key in ("nodes", "per_node", "psi", "q", "k", "arch", "select_fraction", "synth", "more", "stage2",
-                    "defaults_only"):
+                    "defaults_only", "option", "base"):
             values = {json.dumps(saved["args"].get(key, False)) for saved in saved_runs}
             if len(values) > 1:
                 print(f"--merge: the runs differ in {key} ({', '.join(sorted(values))}); merge runs of one "
@@ -177,10 +199,21 @@ def main(argv: list[str] | None = None) -> int:
     paper = FOLConfig.preset("paper")
     options = [o for o in STAGE34_OPTIONS if args.synth or o != ("distill_inputs", "synth")]
     options += (MORE_OPTIONS if args.more else []) + (STAGE2_OPTIONS if args.stage2 else [])
+    if args.option:
+        try:
+            options = [_parse_option(text) for text in args.option]
+        except ValueError as exc:
+            print(f"--option: {exc}", file=sys.stderr)
+            return 2
     if args.defaults_only:
         options = []
-    configs = {"paper": paper, **{f"{f}={v}": _option_cfg(paper, f, v) for f, v in options}}
-    configs["default (current)"] = FOLConfig()
+    base = paper if args.base == "paper" else FOLConfig()
+    configs = {"paper": paper, "default (current)": FOLConfig()}
+    try:
+        configs |= {f"{f}={v}": _option_cfg(base, f, v) for f, v in options}
+    except (ConfigError, TypeError) as exc:
+        print(f"--option: {exc}", file=sys.stderr)
+        return 2
     results: dict[str, dict[str, list[float]]] = {name: {} for name in configs}
     if args.merge:
         done = []
@@ -223,7 +256,8 @@ def print_table(results: dict[str, dict[str, list[float]]], configs: dict[str, F
           f"Q = {args.q}, K = {args.k}, E = 1, {args.arch}; selection slice {args.select_fraction:.0%} of each "
           f"shard; accuracy in %, mean over swarms x nodes ({len(results['paper']['fol_sel'])} node runs); transfer = "
           f"(fol - local) / (fol-a - local) of the means, '-' when fol-a gains < 0.5 points")
-    header = (f"{'option (vs paper)':<30} {'sel fol':>8} {'sel fol-a':>9} {'sel local':>9} {'transfer':>8} | "
+    base_row = "paper" if getattr(args, "base", "paper") == "paper" else "default (current)"
+    header = (f"{'option (vs ' + base_row + ')':<30} {'sel fol':>8} {'sel fol-a':>9} {'sel local':>9} {'transfer':>8} | "
               f"{'test fol':>8} {'test fol-a':>10} {'test local':>10} {'transfer':>8}")
     print(header)
     print("-" * len(header))
@@ -236,14 +270,14 @@ def print_table(results: dict[str, dict[str, list[float]]], configs: dict[str, F
               f"{mean(name, 'local_test'):>10.2f} {fmt(test_t):>8}")
 
     # The pre-stated rule: per field, the best value on the selection slice if it gains >= min_gain.
-    base = mean("paper", "fol_sel")
+    base = mean(base_row, "fol_sel")
     picks: dict[str, Any] = {}
     for field in dict.fromkeys(f for f, _ in options):
         best = max(((v, mean(f"{f}={v}", "fol_sel")) for f, v in options if f == field), key=lambda t: t[1])
         if best[1] - base >= args.min_gain:
             picks[field] = best[0]
-    print(f"picked by the rule (student's selection-slice accuracy, >= {args.min_gain} points over paper "
-          f"{base:.2f}): {picks or 'nothing'}", flush=True)
+    print(f"picked by the rule (student's selection-slice accuracy, >= {args.min_gain} points over "
+          f"{base_row} {base:.2f}): {picks or 'nothing'}", flush=True)
     return picks
 
 

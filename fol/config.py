@@ -43,7 +43,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "tie_break": ("cosine", "val-loss"),
     "align_fallback": ("none", "received"),
     "ensemble_fit": ("train", "val"),
-    "distill_inputs": ("train", "train+aug", "train+val", "synth"),
+    "distill_inputs": ("train", "train+aug", "train+val", "synth", "train+synth"),
     "distill_mix": ("mixup", "cutmix", "none"),
     "distill_revert": ("kl", "val", "none"),
 }
@@ -102,8 +102,10 @@ class FOLConfig:
       ``"train+aug"`` (D_train plus ``distill_aug_copies`` label-free augmented
       copies: random flips and crops, then ``distill_mix`` -- mixup or cutmix
       between two local images), ``"train+val"`` (D_train plus the unlabeled
-      D_val inputs) or ``"synth"`` (D_train plus inputs synthesized from the
-      teacher by the DENSE generator of :mod:`fol.methods.dense`).
+      D_val inputs), ``"synth"`` (a warm start on inputs synthesized from the
+      teacher by the DENSE generator of :mod:`fol.methods.dense`, then
+      D_train) or ``"train+synth"`` (the same warm start, then D_train plus
+      those synthesized inputs, so the last distillation keeps seeing them).
     - ``distill_revert``: when the starting model is kept instead of the
       student: ``"kl"`` (paper preset: the KL to the teacher on the inputs did
       not go down), ``"val"`` (the student's D_val accuracy is below the

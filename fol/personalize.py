@@ -220,8 +220,8 @@ def apply_align_fallback(candidates: Sequence[Candidate], usable: Sequence[Recei
 
 
 def distillation_inputs(state: NodeState, cfg: FOLConfig, round: int) -> torch.Tensor:
-    """The inputs stage 4 distils on (``cfg.distill_inputs``; ``"synth"`` adds
-    its synthetic inputs inside :func:`ensemble_and_distill`). Only images:
+    """The inputs stage 4 distils on (``cfg.distill_inputs``; ``"train+synth"``
+    adds its synthetic inputs inside :func:`ensemble_and_distill`). Only images:
     the teacher labels them, no stored label is read or changed."""
     x = state.data.train.images
     if cfg.distill_inputs == "train+aug":
@@ -260,18 +260,20 @@ def ensemble_and_distill(state: NodeState, candidates: Sequence[Candidate], roun
     # Stage 4: regularized distillation into the node's own architecture.
     t0 = time.perf_counter()
     x = distillation_inputs(state, cfg, round)
+    shape = tuple(train[0].shape[1:])
+    start = own
+    if cfg.distill_inputs in ("synth", "train+synth"):
+        start, synth_x, synth_flops = _synthetic_warm_start(own, ensemble, shape, len(state.class_names), cfg, round)
+        report.train_flops += synth_flops
+        if cfg.distill_inputs == "train+synth" and synth_x is not None:
+            x = torch.cat([x, synth_x])
     reuse = cfg.ensemble_fit == "train" and x is train[0]
     if reuse:  # the paper's path: the teacher's logits are the cached fitting logits
         teacher_logits = ensemble_logits(fit_logits, weights)
     else:
         teacher_logits = ensemble_logits([predict_logits(c.model, x) for c in top], weights)
     logit_passes = int(fit_x.shape[0]) + (0 if reuse else int(x.shape[0]))
-    shape = tuple(train[0].shape[1:])
     macs = forward_macs(own, shape)
-    start = own
-    if cfg.distill_inputs == "synth":
-        start, synth_flops = _synthetic_warm_start(own, ensemble, shape, len(state.class_names), cfg, round)
-        report.train_flops += synth_flops
     result = distill(start, x, teacher_logits, cfg.distill_train(_seed(cfg, round, "distill")),
                      cfg.temperature, cfg.lam, revert=cfg.distill_revert, val=val, start=own)
     report.distillation = {"kl_before": result.kl_before, "kl_after": result.kl_after, "drift_l2": result.drift,
@@ -283,11 +285,12 @@ def ensemble_and_distill(state: NodeState, candidates: Sequence[Candidate], roun
 
 
 def _synthetic_warm_start(own: nn.Module, ensemble: WeightedEnsemble, shape: tuple[int, ...], num_classes: int,
-                          cfg: FOLConfig, round: int) -> tuple[nn.Module, int]:
-    """``distill_inputs = "synth"``: distil the teacher into a copy of ``own`` on
-    inputs synthesized from the teacher by DENSE's generator and loop
-    (:func:`fol.methods.dense.distill_data_free`, with the weighted ensemble as
-    its single member), before the distillation on D_train."""
+                          cfg: FOLConfig, round: int) -> tuple[nn.Module, torch.Tensor | None, int]:
+    """``distill_inputs = "synth"`` / ``"train+synth"``: distil the teacher into
+    a copy of ``own`` on inputs synthesized from the teacher by DENSE's
+    generator and loop (:func:`fol.methods.dense.distill_data_free`, with the
+    weighted ensemble as its single member), before the distillation on D_train
+    (and, for ``"train+synth"``, on the synthesized inputs it returns)."""
     import copy
 
     from fol.methods.dense import DataFreeConfig, distill_data_free
@@ -295,7 +298,7 @@ def _synthetic_warm_start(own: nn.Module, ensemble: WeightedEnsemble, shape: tup
     dcfg = DataFreeConfig(epochs=cfg.distill_epochs, temperature=cfg.temperature, kd_lr=cfg.distill_lr,
                           synthesis_batch=cfg.batch_size, kd_batch=cfg.batch_size, seed=_seed(cfg, round, "synth"))
     result = distill_data_free([ensemble], copy.deepcopy(own), shape, num_classes, dcfg)
-    return result.student, result.server_flops
+    return result.student, result.pool, result.server_flops
 
 
 def transfer_share(local: float, student: float, ensemble: float, min_gain: float = 1e-6) -> float | None:

@@ -226,6 +226,7 @@ class DataFreeResult:
     pool_size: int
     server_flops: int
     history: list[dict] = field(default_factory=list)
+    pool: torch.Tensor | None = None  # the synthesized inputs, in synthesis order
 
 
 def _perturb(x: torch.Tensor, ensemble: WeightedEnsemble, student: nn.Module, how: str, eps: float,
@@ -384,7 +385,9 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
         if hooks is not None:
             hooks.remove()
     student.eval()
-    return DataFreeResult(student, [float(v) for v in ensemble.weights], int(sum(len(p) for p in pool_x)), int(flops), history)
+    pool = torch.cat(pool_x) if pool_x else None
+    return DataFreeResult(student, [float(v) for v in ensemble.weights], int(sum(len(p) for p in pool_x)), int(flops),
+                          history, pool)
 
 
 def node_macs_of(model: nn.Module, input_shape: Sequence[int]) -> int:
