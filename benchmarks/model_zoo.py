@@ -4,7 +4,10 @@ For every architecture: parameters, multiply-accumulates of one forward pass at
 32 px (:func:`fol.accounting.forward_macs`), seconds per training epoch on 300
 images, and training / test accuracy when trained on a *pooled* dataset (all
 data in one place, 70 / 15 / 15 split, fixed epochs, no early stopping: the
-question is whether the model can fit, not how well it generalizes). Tasks:
+question is whether the model can fit, not how well it generalizes), with the
+optimizer settings of the nodes' pretraining (``FOLConfig``: SGD, lr 0.01,
+momentum 0.9, weight decay 1e-3, batch 32) and the one training loop
+(:func:`fol.train.fit`). Tasks:
 
 * ``wildfire`` / ``hurricane``: the embedded synthetic generator
   (:func:`fol.data.make_synthetic`);
@@ -39,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_line  # noqa: E402
 
 from fol.accounting import forward_macs  # noqa: E402
+from fol.config import FOLConfig  # noqa: E402
 from fol.data import GeoDataset, load_dataset, make_synthetic, split_node  # noqa: E402
 from fol.data.synthetic import make_position_task  # noqa: E402
 from fol.models import DEFAULT_ARCH, ModelSpec, build_model, count_parameters  # noqa: E402
@@ -99,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", default="wildfire,hurricane,position")
     ap.add_argument("--pool", type=int, default=3000, help="images per task before the 70/15/15 split")
     ap.add_argument("--epochs", type=int, default=20)
-    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--lr", type=float, default=FOLConfig().pretrain_lr,
+                    help="SGD learning rate (default: the pretraining default, chosen on validation data)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", type=Path, help="also write the measurements here")
@@ -107,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     print(machine_line(), flush=True)
     archs, tasks = args.archs.split(","), args.tasks.split(",")
-    cfg = TrainConfig(epochs=args.epochs, batch_size=32, lr=args.lr, momentum=0.9, weight_decay=1e-3, seed=args.seed)
+    base = FOLConfig()  # batch size, momentum and weight decay as the nodes' pretraining uses them
+    cfg = TrainConfig(epochs=args.epochs, batch_size=base.batch_size, lr=args.lr, momentum=base.momentum,
+                      weight_decay=base.weight_decay, seed=args.seed)
     rows: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         data = {t: task_dataset(t, args.pool, args.seed, Path(tmp)) for t in tasks}
