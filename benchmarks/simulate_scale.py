@@ -25,9 +25,9 @@ children of this process), with :class:`_common.PeakMemory`.
     python benchmarks/simulate_scale.py --budget light                   # overhead at 384 nodes
 
 The measured runs, with their dates and the machine's state, and the
-sizes not yet measured (every 384-node run: the pool's failed with 'Too many
-open files' before the process executor stopped using torch's shared-memory
-reductions, and was not repeated) are in docs/scale.md.
+sizes not yet measured (the 384-node runs at the full training budget; at the
+light budget, ``--budget light``, every executor has run 384 nodes) are in
+docs/scale.md.
 
 ``--partition N [N ...]`` times only the orbit partition of each N-node
 scenario (serial in the driver, before pretraining; its covering pairs grow
