@@ -60,6 +60,7 @@ STAGE34_OPTIONS: list[tuple[str, Any]] = [
     ("distill_inputs", "train+aug"),
     ("distill_inputs", "train+val"),
     ("distill_inputs", "synth"),
+    ("distill_inputs", "train+synth"),
     ("distill_revert", "val"),
     ("align_fallback", "received"),  # applied to the same aligned candidates (no new alignment)
 ]
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             setattr(args, key, saved_runs[0]["args"].get(key, False))
     paper = FOLConfig.preset("paper")
-    options = [o for o in STAGE34_OPTIONS if args.synth or o != ("distill_inputs", "synth")]
+    options = [o for o in STAGE34_OPTIONS if args.synth or o[0] != "distill_inputs" or "synth" not in o[1]]
     options += (MORE_OPTIONS if args.more else []) + (STAGE2_OPTIONS if args.stage2 else [])
     if args.option:
         try:

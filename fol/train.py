@@ -237,9 +237,10 @@ def recompute_bn_stats(model: nn.Module, x: torch.Tensor, batch_size: int = 512,
     :func:`fit` calls it on the training inputs: PyTorch's running statistics
     are an exponential average over the last few dozen batches, taken while the
     weights were still moving, so in eval mode a network trained at a usual
-    learning rate can score far below what its weights compute (measured on
-    synthetic hurricane: 66-89 % training accuracy with the running
-    statistics, 94-99 % with recomputed ones, docs/evaluation.md).
+    learning rate can score far below what its weights compute (``cnn-medium``
+    trained 60 epochs on pooled synthetic hurricane: 88.4 % training accuracy
+    with the running statistics, 100.0 % with recomputed ones;
+    docs/evaluation.md, section 1).
 
     >>> bn = nn.BatchNorm1d(2)
     >>> recompute_bn_stats(bn, torch.tensor([[0.0, 1.0], [2.0, 5.0]]))
