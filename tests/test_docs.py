@@ -236,3 +236,29 @@ def test_fol_algorithm_lists_every_folconfig_field_with_its_default() -> None:
 
     wrong = {name: (rows[name], default) for name, default in fields.items() if not same(rows[name], default)}
     assert not wrong, f"docs/fol-algorithm.md: documented vs actual defaults differ: {wrong}"
+
+
+def test_scenario_fol_table_gives_the_folconfig_defaults() -> None:
+    """docs/scenario.md's ``[fol]`` table states the same defaults as
+    ``FOLConfig()`` (a scenario without a key gets exactly that value)."""
+    import dataclasses
+
+    from fol.config import FOLConfig
+
+    text = SCENARIO_MD.read_text(encoding="utf-8")
+    start = text.index("### `[fol]`")
+    section = text[start:text.index("\n### ", start + 1)]
+    rows = dict(re.findall(r"^\| `([a-z_0-9]+)` \| [^|]+ \| `([^`]+)` \|", section, re.M))
+    # ``rounds`` is the one exception: a scenario's default is its plan's round count.
+    fields = {f.name: f.default for f in dataclasses.fields(FOLConfig) if f.name != "rounds"}
+    assert set(fields) <= set(rows), f"docs/scenario.md [fol]: missing {sorted(set(fields) - set(rows))}"
+
+    def same(doc: str, default: object) -> bool:
+        if isinstance(default, str):
+            return doc == f'"{default}"'
+        if isinstance(default, bool):
+            return doc == str(default).lower()
+        return float(doc) == float(default)
+
+    wrong = {name: (rows[name], default) for name, default in fields.items() if not same(rows[name], default)}
+    assert not wrong, f"docs/scenario.md [fol]: documented vs actual defaults differ: {wrong}"
