@@ -216,6 +216,15 @@ def test_doctest_collection_needs_no_optional_extra() -> None:
     assert re.search(r"(\d+) tests? collected", out.stdout) and "fol/pruning.py::fol.pruning" in out.stdout
 
 
+def _same_default(doc: str, default: object) -> bool:
+    """Does a documented default (the text between backticks) state ``default``?"""
+    if isinstance(default, str):
+        return doc == f'"{default}"'
+    if isinstance(default, bool):
+        return doc == str(default).lower()
+    return float(doc) == float(default)
+
+
 def test_fol_algorithm_lists_every_folconfig_field_with_its_default() -> None:
     import dataclasses
 
@@ -227,14 +236,7 @@ def test_fol_algorithm_lists_every_folconfig_field_with_its_default() -> None:
     fields = {f.name: f.default for f in dataclasses.fields(FOLConfig)}
     assert set(rows) == set(fields), (
         f"docs/fol-algorithm.md: missing {sorted(set(fields) - set(rows))}, stale {sorted(set(rows) - set(fields))}")
-    def same(doc: str, default: object) -> bool:
-        if isinstance(default, str):
-            return doc == f'"{default}"'
-        if isinstance(default, bool):
-            return doc == str(default).lower()
-        return float(doc) == float(default)
-
-    wrong = {name: (rows[name], default) for name, default in fields.items() if not same(rows[name], default)}
+    wrong = {name: (rows[name], default) for name, default in fields.items() if not _same_default(rows[name], default)}
     assert not wrong, f"docs/fol-algorithm.md: documented vs actual defaults differ: {wrong}"
 
 
@@ -253,12 +255,5 @@ def test_scenario_fol_table_gives_the_folconfig_defaults() -> None:
     fields = {f.name: f.default for f in dataclasses.fields(FOLConfig) if f.name != "rounds"}
     assert set(fields) <= set(rows), f"docs/scenario.md [fol]: missing {sorted(set(fields) - set(rows))}"
 
-    def same(doc: str, default: object) -> bool:
-        if isinstance(default, str):
-            return doc == f'"{default}"'
-        if isinstance(default, bool):
-            return doc == str(default).lower()
-        return float(doc) == float(default)
-
-    wrong = {name: (rows[name], default) for name, default in fields.items() if not same(rows[name], default)}
+    wrong = {name: (rows[name], default) for name, default in fields.items() if not _same_default(rows[name], default)}
     assert not wrong, f"docs/scenario.md [fol]: documented vs actual defaults differ: {wrong}"
