@@ -189,14 +189,17 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.merge:  # the runs' own settings (and option set) win over this command line's
         saved_runs = [json.loads(Path(path).read_text()) for path in args.merge]
+        # A key a saved run lacks predates its option: the run had it off (False),
+        # or, for --base, compared against the paper preset.
+        missing = {"base": "paper"}
         for key in ("nodes", "per_node", "psi", "q", "k", "arch", "select_fraction", "synth", "more", "stage2",
                     "defaults_only", "option", "base"):
-            values = {json.dumps(saved["args"].get(key, False)) for saved in saved_runs}
+            values = {json.dumps(saved["args"].get(key, missing.get(key, False))) for saved in saved_runs}
             if len(values) > 1:
                 print(f"--merge: the runs differ in {key} ({', '.join(sorted(values))}); merge runs of one "
                       "setting", file=sys.stderr)
                 return 2
-            setattr(args, key, saved_runs[0]["args"].get(key, False))
+            setattr(args, key, saved_runs[0]["args"].get(key, missing.get(key, False)))
     paper = FOLConfig.preset("paper")
     options = [o for o in STAGE34_OPTIONS if args.synth or o[0] != "distill_inputs" or "synth" not in o[1]]
     options += (MORE_OPTIONS if args.more else []) + (STAGE2_OPTIONS if args.stage2 else [])
@@ -257,7 +260,7 @@ def print_table(results: dict[str, dict[str, list[float]]], configs: dict[str, F
           f"Q = {args.q}, K = {args.k}, E = 1, {args.arch}; selection slice {args.select_fraction:.0%} of each "
           f"shard; accuracy in %, mean over swarms x nodes ({len(results['paper']['fol_sel'])} node runs); transfer = "
           f"(fol - local) / (fol-a - local) of the means, '-' when fol-a gains < 0.5 points")
-    base_row = "paper" if getattr(args, "base", "paper") == "paper" else "default (current)"
+    base_row = "paper" if args.base == "paper" else "default (current)"
     header = (f"{'option (vs ' + base_row + ')':<30} {'sel fol':>8} {'sel fol-a':>9} {'sel local':>9} {'transfer':>8} | "
               f"{'test fol':>8} {'test fol-a':>10} {'test local':>10} {'transfer':>8}")
     print(header)

@@ -33,6 +33,7 @@ def test_merge_of_defaults_only_runs_compares_paper_and_default(script, tmp_path
     out = capsys.readouterr().out
     table = [line.split()[0] for line in out.splitlines() if line.startswith(("paper", "default"))]
     assert table == ["paper", "default"]
+    assert "option (vs paper)" in out  # runs saved before --base existed compared against the paper preset
     assert "default (current)                 85.00" in out  # mean of 0.8 and 0.9 over the 4 node runs
 
 
