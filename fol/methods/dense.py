@@ -223,10 +223,13 @@ class DataFreeConfig:
 class DataFreeResult:
     student: nn.Module
     ensemble_weights: list[float]
-    pool_size: int
     server_flops: int
     history: list[dict] = field(default_factory=list)
     pool: torch.Tensor | None = None  # the synthesized inputs, in synthesis order
+
+    @property
+    def pool_size(self) -> int:
+        return 0 if self.pool is None else int(self.pool.shape[0])
 
 
 def _perturb(x: torch.Tensor, ensemble: WeightedEnsemble, student: nn.Module, how: str, eps: float,
@@ -263,6 +266,7 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
     opt_s = torch.optim.SGD(student.parameters(), lr=cfg.kd_lr, momentum=0.9, weight_decay=cfg.kd_weight_decay)
     pool_x: list[torch.Tensor] = []
     pool_y: list[torch.Tensor] = []
+    px: torch.Tensor | None = None  # the pool so far, concatenated once per epoch
     # The members' logits on each pooled batch, computed once: without input
     # perturbation the KD targets of a pooled sample are these logits combined
     # with the current weights, whatever the epoch.
@@ -385,9 +389,7 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
         if hooks is not None:
             hooks.remove()
     student.eval()
-    pool = torch.cat(pool_x) if pool_x else None
-    return DataFreeResult(student, [float(v) for v in ensemble.weights], int(sum(len(p) for p in pool_x)), int(flops),
-                          history, pool)
+    return DataFreeResult(student, [float(v) for v in ensemble.weights], int(flops), history, px)
 
 
 def node_macs_of(model: nn.Module, input_shape: Sequence[int]) -> int:
