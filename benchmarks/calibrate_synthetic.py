@@ -22,10 +22,11 @@ from the repository root::
     OMP_NUM_THREADS=1 python benchmarks/calibrate_synthetic.py            # both tasks
     OMP_NUM_THREADS=1 python benchmarks/calibrate_synthetic.py --task hurricane
 
-Measured (cnn-medium, seed 0, all 24 nodes, defaults lr 0.01, patience 10):
-wildfire local 90.0 % vs majority 82.2 %, pooled 97.1 %, far-region drop 20.2;
-hurricane local 88.1 % vs 82.3 %, pooled 98.0 %, drop 10.8. Not met: pooled -
-local on both (7.1, 9.8); docs/evaluation.md says why.
+Measured on 2026-11-24 with the batch-norm fix (cnn-medium, seed 0, all 24
+nodes, defaults lr 0.01, patience 10): wildfire local 91.6 % vs majority
+82.2 %, pooled 97.3 %, far-region drop 22.9; hurricane local 90.6 % vs
+82.3 %, pooled 97.9 %, drop 9.9. Not met: pooled - local on both (5.7, 7.3)
+and the hurricane drop; docs/evaluation.md says why.
 """
 
 from __future__ import annotations
