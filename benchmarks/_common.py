@@ -15,6 +15,24 @@ import threading
 from typing import Sequence
 
 
+def key_values(items: list[str], what: str) -> dict[str, object]:
+    """``KEY=VALUE`` command-line items as a dict (ints and floats parsed; a
+    malformed item stops the script with one line naming ``what``)."""
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"{what}: expected KEY=VALUE, got {item!r}")
+        try:
+            out[key] = int(value)
+        except ValueError:
+            try:
+                out[key] = float(value)
+            except ValueError:
+                out[key] = value
+    return out
+
+
 def machine_line() -> str:
     import torch  # here, so that scripts that never train do not pay torch's import in their memory peak
 

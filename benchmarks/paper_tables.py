@@ -29,28 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
-from _common import machine_line  # noqa: E402
+from _common import key_values, machine_line  # noqa: E402
 
 from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import check_output_dir  # noqa: E402
 from fol.executors import make_executor  # noqa: E402
 from fol.reproduce import METHOD_GROUPS, ProtocolConfig, ProtocolResult, run_protocol  # noqa: E402
-
-
-def _key_values(items: list[str], what: str) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"{what}: expected KEY=VALUE, got {item!r}")
-        try:
-            out[key] = int(value)
-        except ValueError:
-            try:
-                out[key] = float(value)
-            except ValueError:
-                out[key] = value
-    return out
 
 
 def _cpu_seconds() -> float:
@@ -72,13 +56,13 @@ def build_config(args: argparse.Namespace) -> ProtocolConfig:
             over[{"psi": "psis"}.get(name, name)] = tuple(value) if isinstance(value, list) else value
     if args.seeds is not None:
         over["seeds"] = tuple(range(args.first_seed, args.first_seed + args.seeds))
-    fol = _key_values(args.fol, "--fol")
+    fol = key_values(args.fol, "--fol")
     options: dict[str, dict[str, object]] = {}
     for item in args.option:
         method, dot, rest = item.partition(".")
         if not dot:
             raise SystemExit(f"--option: expected METHOD.KEY=VALUE, got {item!r}")
-        options.setdefault(method, {}).update(_key_values([rest], "--option"))
+        options.setdefault(method, {}).update(key_values([rest], "--option"))
     if args.quick:
         quick = ProtocolConfig.quick()
         fol = {**quick.fol, **fol}

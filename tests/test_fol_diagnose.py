@@ -1,0 +1,50 @@
+"""benchmarks/fol_diagnose.py: one FOL round of the protocol's swarm, node by node.
+At a tiny size its rows must be the round reports' own numbers, and the
+summary must count from them."""
+
+from __future__ import annotations
+
+import json
+
+from fol.reproduce import ProtocolConfig
+
+TINY_FOL = ["pretrain_epochs=2", "finetune_epochs=1", "post_finetune_epochs=1", "gate_epochs=1",
+            "distill_epochs=1", "ensemble_steps=5", "max_neighbours=2", "top_k=2"]
+
+
+def test_rows_and_summary_at_tiny_size(tmp_path, capsys, benchmark_script) -> None:
+    script = benchmark_script("fol_diagnose")
+    out = tmp_path / "d.json"
+    argv = ["--nodes", "3", "--pool", "150", "--image-size", "16", "--fol", *TINY_FOL, "--json", str(out)]
+    assert script.main(argv) == 0
+    printed = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    rows, s = data["rows"], data["summary"]
+    assert [r["node"] for r in rows] == ["node-0", "node-1", "node-2"]
+    assert sum(r["images"] for r in rows) == 150
+    for r in rows:
+        assert 0.5 <= r["majority_share"] <= 1 and 0.5 <= r["val_majority_rate"] <= 1
+        assert len(r["neighbours_val_received"]) == len(r["neighbours_val_aligned"]) == 2  # Q = 2 of 2 others
+        assert 0.0 <= r["own_weight"] <= 1.0
+        assert f"| {r['node']} | {r['images']} |" in printed
+    # the summary counts the rows
+    assert s["neighbours"] == 6 and s["nodes"] == 3
+    assert s["aligned_above_own"] == sum(a > r["own_val"] + 1e-9 for r in rows for a in r["neighbours_val_aligned"])
+    assert s["aligned_at_most_majority"] == sum(
+        a <= r["val_majority_rate"] + 1e-9 for r in rows for a in r["neighbours_val_aligned"])
+    assert f"better than the own model after alignment: {s['aligned_above_own']};" in printed
+    # the same protocol config the protocol benchmark would build: one round, the FOL rows only
+    cfg = ProtocolConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in data["config"].items()})
+    assert cfg.rounds == 1 and cfg.methods == ("fol",) and cfg.fol["max_neighbours"] == 2
+
+
+def test_malformed_override_is_one_line(capsys, benchmark_script) -> None:
+    script = benchmark_script("fol_diagnose")
+    try:
+        script.main(["--nodes", "3", "--pool", "150", "--fol", "oops"])
+    except SystemExit as exc:
+        assert "--fol: expected KEY=VALUE, got 'oops'" in str(exc)
+    else:
+        raise AssertionError("a malformed --fol item must stop the script")
+    assert script.main(["--nodes", "3", "--pool", "150", "--fol", "no_such_field=1"]) == 2
+    assert "protocol fol" in capsys.readouterr().err
