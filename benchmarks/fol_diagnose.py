@@ -37,13 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import key_values, machine_line  # noqa: E402
 
-from fol.data import dirichlet_partition  # noqa: E402
 from fol.errors import FOLError  # noqa: E402
 from fol.fileio import write_json_atomic  # noqa: E402
-from fol.methods import SwarmContext  # noqa: E402
 from fol.methods.fol_method import run_fol_pipeline  # noqa: E402
-from fol.nodes import build_nodes  # noqa: E402
-from fol.reproduce import ProtocolConfig, load_pool  # noqa: E402
+from fol.reproduce import ProtocolConfig, load_pool, partition_pool, pretrained_swarm  # noqa: E402
 
 
 def _majority(labels) -> float:
@@ -54,13 +51,11 @@ def _majority(labels) -> float:
 def diagnose(cfg: ProtocolConfig, dataset: str, psi: float, seed: int) -> list[dict]:
     """One row per node of one FOL-A round on the protocol's swarm."""
     pool = load_pool(dataset, cfg)
-    shards = dirichlet_partition(pool.labels.numpy(), cfg.nodes, psi, seed=cfg.data_seed, min_samples=cfg.min_samples)
-    fol = cfg.fol_config(seed)
-    nodes = build_nodes(pool, shards, [cfg.arch], fol.pretrain_train(), seed)
-    ctx = SwarmContext(nodes=nodes, train=fol.pretrain_train(), fol=fol, rounds=1, seed=seed)
+    shards = partition_pool(pool, cfg, psi)
+    ctx = pretrained_swarm(pool, shards, cfg, seed)
     run = run_fol_pipeline(ctx, use_pruning=True)
     rows = []
-    for k, node in enumerate(nodes):
+    for k, node in enumerate(ctx.nodes):
         rep = run.reports[k][0]
         own = next(c for c in rep.candidates if c["own"])
         others = [c for c in rep.candidates if not c["own"]]

@@ -61,7 +61,7 @@ from fol.train import evaluate
 
 __all__ = [
     "ProtocolConfig", "ROWS", "COLUMN_QUANTILES", "PAPER_CELLS", "PAPER_SATELLITES", "column_nodes",
-    "run_setting", "run_protocol", "ProtocolResult", "load_pool", "paper_task", "METHOD_GROUPS", "rows_for",
+    "partition_pool", "pretrained_swarm", "run_setting", "run_protocol", "ProtocolResult", "load_pool", "paper_task", "METHOD_GROUPS", "rows_for",
 ]
 
 log = logging.getLogger(__name__)
@@ -288,16 +288,30 @@ def column_nodes(sizes: Sequence[int], quantiles: Sequence[float] = COLUMN_QUANT
     return list(dict.fromkeys(order[round(q * (len(order) - 1))] for q in quantiles))
 
 
+def partition_pool(pool: GeoDataset, cfg: ProtocolConfig, psi: float) -> list[np.ndarray]:
+    """The swarm's shards of ``pool`` at Dirichlet ``psi`` (they depend on the
+    data seed only, never on the training seed)."""
+    return dirichlet_partition(pool.labels.numpy(), cfg.nodes, psi, seed=cfg.data_seed, min_samples=cfg.min_samples)
+
+
+def pretrained_swarm(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: ProtocolConfig, seed: int,
+                     map: Callable[..., list[Any]] = serial_map) -> SwarmContext:
+    """Every node of one swarm and training seed, split and pretrained: what
+    every row of :func:`run_setting` starts from."""
+    fol_cfg = cfg.fol_config(seed)
+    nodes = build_nodes(pool, shards, [cfg.arch], fol_cfg.pretrain_train(), seed, map=map)
+    return SwarmContext(nodes=nodes, train=fol_cfg.pretrain_train(), fol=fol_cfg, rounds=1, seed=seed, map=map)
+
+
 def run_setting(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: ProtocolConfig, seed: int,
                 progress: Callable[[str], None] = log.info, map: Callable[..., list[Any]] = serial_map,
                 ) -> dict[str, list[float]]:
     """Every row of the table for one swarm and one training seed: row -> test
     accuracy per node (fractions in [0, 1]). ``map`` spreads per-node work (an
     executor's ``map`` from :mod:`fol.executors`; results do not depend on it)."""
-    fol_cfg = cfg.fol_config(seed)
     t0 = time.perf_counter()
-    nodes = build_nodes(pool, shards, [cfg.arch], fol_cfg.pretrain_train(), seed, map=map)
-    ctx = SwarmContext(nodes=nodes, train=fol_cfg.pretrain_train(), fol=fol_cfg, rounds=1, seed=seed, map=map)
+    ctx = pretrained_swarm(pool, shards, cfg, seed, map)
+    nodes = ctx.nodes
     out: dict[str, list[float]] = {"Local": [evaluate(n.pretrained, *n.data.test.tensors()).accuracy for n in nodes]}
     progress(f"pretrained {len(nodes)} nodes ({time.perf_counter() - t0:.0f} s)")
     for group, use_pruning, ens_name, stu_name in _FOL_PIPELINES:
@@ -454,8 +468,7 @@ def run_protocol(cfg: ProtocolConfig, progress: Callable[[str], None] = log.info
     for dataset in cfg.datasets:
         pool = load_pool(dataset, cfg)
         for psi in cfg.psis:
-            shards = dirichlet_partition(pool.labels.numpy(), cfg.nodes, psi, seed=cfg.data_seed,
-                                         min_samples=cfg.min_samples)
+            shards = partition_pool(pool, cfg, psi)
             sizes = [int(len(s)) for s in shards]
             setting: dict[str, Any] = {"sizes": sizes, "columns": column_nodes(sizes), "acc": {}}
             for seed in cfg.seeds:
