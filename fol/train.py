@@ -259,9 +259,12 @@ def recompute_bn_stats(model: nn.Module, x: torch.Tensor, batch_size: int = 512,
         m.train()
     try:
         n = int(x.shape[0])
-        step = batch_size if n % batch_size != 1 else batch_size - 1  # no batch of one sample
-        for i in range(0, n, step):
-            model(x[i:i + step])
+        step = batch_size if n % batch_size != 1 else batch_size - 1  # no batch of one sample ...
+        starts = list(range(0, n, step))
+        if len(starts) > 1 and n - starts[-1] == 1:
+            starts.pop()  # ... even when n % (batch_size - 1) is 1 too: the last sample joins the batch before
+        for i, j in zip(starts, starts[1:] + [n]):
+            model(x[i:j])
     finally:
         for m, momentum in momenta.items():
             m.momentum = momentum

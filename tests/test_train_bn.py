@@ -89,3 +89,13 @@ def test_recompute_restores_modes_and_never_makes_a_batch_of_one() -> None:
     assert not model.training and not model[1].training and model[1].momentum == 0.1
     mean, _ = _population_stats(model, x)
     assert torch.allclose(model[1].running_mean, mean, atol=1e-5)  # equal batches: the population mean
+
+
+def test_recompute_never_ends_on_one_sample_when_both_steps_would() -> None:
+    # 13 = 4 + 4 + 4 + 1 and 13 = 3 + 3 + 3 + 3 + 1: the last sample joins the batch before (3 + 3 + 3 + 4);
+    # a batch of one would stop BatchNorm1d in training mode.
+    bn = nn.BatchNorm1d(2)
+    x = torch.arange(26, dtype=torch.float32).reshape(13, 2) ** 1.5
+    recompute_bn_stats(bn, x, batch_size=4)
+    chunk_means = torch.stack([x[0:3].mean(0), x[3:6].mean(0), x[6:9].mean(0), x[9:13].mean(0)])
+    assert torch.allclose(bn.running_mean, chunk_means.mean(0))  # the average over those four batches
