@@ -76,12 +76,13 @@ def far_box(task: str):
     return boxes[0], max(boxes[1:], key=dist)
 
 
-def region_drop(task: str, arch: str, n: int, cfg: TrainConfig, seed: int) -> tuple[float, float, str, str]:
+def region_drop(task: str, arch: str, n: int, cfg: TrainConfig, seed: int,
+                classes: str = "event") -> tuple[float, float, str, str]:
     """Accuracy of a model trained on the first box, on that box and on the far box."""
     near, far = far_box(task)
     box = lambda b: (b.lat_min, b.lat_max, b.lon_min, b.lon_max)  # noqa: E731
-    a = make_synthetic(task, n, seed=seed + 101, region=box(near), positive_fraction=0.5)
-    b = make_synthetic(task, n // 4, seed=seed + 202, region=box(far), positive_fraction=0.5)
+    a = make_synthetic(task, n, seed=seed + 101, region=box(near), positive_fraction=0.5, classes=classes)
+    b = make_synthetic(task, n // 4, seed=seed + 202, region=box(far), positive_fraction=0.5, classes=classes)
     nd = split_node(a, seed=seed)
     acc_near, acc_far = train_eval(arch, nd.train, nd.val, [nd.test, b], cfg, seed)
     return acc_near, acc_far, near.name, far.name
@@ -91,7 +92,7 @@ def calibrate(task: str, args: argparse.Namespace) -> dict[str, float]:
     t0 = time.perf_counter()
     over = {k: v for k, v in (("pretrain_lr", args.lr), ("patience", args.patience)) if v is not None}
     cfg = FOLConfig(seed=args.seed, **over).pretrain_train()
-    ds = make_synthetic(task, args.pool, seed=args.seed)
+    ds = make_synthetic(task, args.pool, seed=args.seed, classes=args.classes)
     parts = dirichlet_partition(ds.labels.numpy(), args.nodes, args.psi, seed=args.seed,
                                 samples_per_node=args.per_node)
     nodes = [split_node(ds.subset(p, name=f"node{k}"), seed=args.seed + k) for k, p in enumerate(parts)]
@@ -106,13 +107,14 @@ def calibrate(task: str, args: argparse.Namespace) -> dict[str, float]:
                   f"(majority {majority[-1]:.3f})", flush=True)
     pooled = [GeoDataset.concat([getattr(nd, s) for nd in nodes], name=f"pooled-{s}") for s in ("train", "val", "test")]
     (pooled_acc,) = train_eval(args.arch, pooled[0], pooled[1], [pooled[2]], cfg, seed=args.seed)
-    near_acc, far_acc, near_name, far_name = region_drop(task, args.arch, args.region_images, cfg, args.seed)
+    near_acc, far_acc, near_name, far_name = region_drop(task, args.arch, args.region_images, cfg, args.seed,
+                                                         args.classes)
     loc, maj = 100 * float(np.mean(local)), 100 * float(np.mean(majority))
     out = {"local": loc, "local_std": 100 * float(np.std(local)), "majority": maj, "pooled": 100 * pooled_acc,
            "near": 100 * near_acc, "far": 100 * far_acc, "seconds": time.perf_counter() - t0}
     checks = {"local - majority": loc - maj, "pooled": out["pooled"], "pooled - local": out["pooled"] - loc,
               "far-region drop": out["near"] - out["far"]}
-    print(f"\n{task}: {args.nodes} nodes x {args.per_node} images, psi={args.psi}, seed={args.seed}, {args.arch}, "
+    print(f"\n{ds.name} ({ds.num_classes} classes): {args.nodes} nodes x {args.per_node} images, psi={args.psi}, seed={args.seed}, {args.arch}, "
           f"pretrain lr {cfg.lr}, <= {cfg.epochs} epochs, patience {cfg.patience}"
           + (f" (local over the first {len(local)} nodes)" if len(local) < len(nodes) else ""))
     print(f"  local test accuracy  : {loc:.1f} ± {out['local_std']:.1f} % (mean ± std over nodes)")
@@ -130,6 +132,8 @@ def calibrate(task: str, args: argparse.Namespace) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", choices=["wildfire", "hurricane", "both"], default="both")
+    ap.add_argument("--classes", choices=["event", "type"], default="event",
+                    help="labels: the event or not (2 classes, default), or the form it takes (4 / 5 classes)")
     ap.add_argument("--arch", default=DEFAULT_ARCH)
     ap.add_argument("--nodes", type=int, default=24)
     ap.add_argument("--local-nodes", type=int, default=0, help="train local models on the first N nodes only (0 = all)")

@@ -143,7 +143,9 @@ def merge_records(runs: list[tuple[Path, list[dict]]]) -> list[dict]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tasks", nargs="+", default=["hurricane", "wildfire"], choices=["hurricane", "wildfire"])
+    ap.add_argument("--tasks", nargs="+", default=["hurricane", "wildfire"],
+                    choices=["hurricane", "wildfire", "hurricane-types", "wildfire-types"],
+                    help="synthetic tasks; '-types' labels the same images by the event's form (4 / 5 classes)")
     ap.add_argument("--psi", nargs="+", type=float, default=[0.5])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--first-seed", type=int, default=0, help="run seeds first-seed .. first-seed + seeds - 1 "
@@ -194,7 +196,8 @@ def main() -> int:
     for task in args.tasks:
         for psi in args.psi:
             for seed in range(args.first_seed, args.first_seed + args.seeds):
-                pool = make_synthetic(task, args.nodes * args.per_node * 2, seed=seed, image_size=args.image_size)
+                pool = make_synthetic(task.removesuffix("-types"), args.nodes * args.per_node * 2, seed=seed,
+                                      image_size=args.image_size, classes="type" if task.endswith("-types") else "event")
                 shards = dirichlet_partition(pool.labels.numpy(), args.nodes, psi, seed,
                                              samples_per_node=args.per_node)
                 base = FOLConfig(seed=seed)

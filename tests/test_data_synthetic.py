@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from fol.data import TASK_REGIONS, geo_fields, make_synthetic
-from fol.errors import DataError
+from fol.data import TASK_REGIONS, TASK_TYPE_CLASSES, geo_fields, load_dataset, make_synthetic
+from fol.errors import ConfigError, DataError
 
 
 @pytest.mark.parametrize("task", ["wildfire", "hurricane"])
@@ -93,9 +93,38 @@ def test_generation_speed_and_bad_arguments():
         (dict(label_noise=0.6), "label_noise"),
         (dict(region=(10.0, 5.0, 0.0, 1.0)), "lat_min"),
         (dict(positive_fraction=1.5), "positive_fraction"),
+        (dict(classes="forms"), "classes"),
     ]:
         args = dict(task="wildfire", n=4, seed=0)
         args.update(kw)
         with pytest.raises(DataError, match=field):
             make_synthetic(**args)
     assert len(make_synthetic("wildfire", 0, seed=0)) == 0
+
+
+@pytest.mark.parametrize("task", ["wildfire", "hurricane"])
+def test_event_type_labels_are_the_same_images_with_finer_labels(task):
+    ev = make_synthetic(task, 600, seed=4, image_size=12)
+    ty = make_synthetic(task, 600, seed=4, image_size=12, classes="type")
+    # same images and places; "no event" is class 0 in both; every event image has one form
+    assert torch.equal(ev.images, ty.images) and np.array_equal(ev.lat, ty.lat)
+    assert torch.equal(ev.labels, (ty.labels > 0).long())
+    assert ty.class_names == list(TASK_TYPE_CLASSES[task]) and ty.name == f"synthetic-{task}-types"
+    counts = torch.bincount(ty.labels, minlength=len(TASK_TYPE_CLASSES[task]))
+    assert len(counts) == len(TASK_TYPE_CLASSES[task]) and bool((counts[1:] >= 40).all())
+    # the registry names give the same datasets, and the name fixes the label set
+    assert torch.equal(load_dataset(f"synthetic-{task}-types", n=600, seed=4, image_size=12).labels, ty.labels)
+    with pytest.raises(ConfigError, match="classes"):
+        load_dataset(f"synthetic-{task}", n=4, classes="type")
+
+
+def test_event_type_label_noise_picks_another_class():
+    clean = make_synthetic("hurricane", 2000, seed=5, image_size=8, classes="type")
+    noisy = make_synthetic("hurricane", 2000, seed=5, image_size=8, classes="type", label_noise=0.25)
+    assert torch.equal(clean.images, noisy.images)
+    changed = clean.labels != noisy.labels
+    assert abs(changed.float().mean().item() - 0.25) < 4 * np.sqrt(0.25 * 0.75 / 2000)
+    # a flipped label lands on each other class about equally often, never outside the range
+    shift = torch.bincount((noisy.labels[changed] - clean.labels[changed]) % 5, minlength=5)
+    assert int(noisy.labels.min()) >= 0 and int(noisy.labels.max()) <= 4
+    assert int(shift[0]) == 0 and int(shift[1:].min()) > 0.15 * int(changed.sum())

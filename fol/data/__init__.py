@@ -31,7 +31,14 @@ from fol.data.loaders import (
 )
 from fol.data.partition import assignment_partition, dirichlet_partition, label_entropy, region_partition
 from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, dataset_names, describe, load_dataset
-from fol.data.synthetic import DEFAULT_LABEL_NOISE, TASK_CLASSES, TASK_REGIONS, geo_fields, make_synthetic
+from fol.data.synthetic import (
+    DEFAULT_LABEL_NOISE,
+    TASK_CLASSES,
+    TASK_REGIONS,
+    TASK_TYPE_CLASSES,
+    geo_fields,
+    make_synthetic,
+)
 
 __all__ = [
     "GeoDataset",
@@ -42,6 +49,7 @@ __all__ = [
     "make_synthetic",
     "geo_fields",
     "TASK_CLASSES",
+    "TASK_TYPE_CLASSES",
     "TASK_REGIONS",
     "DEFAULT_LABEL_NOISE",
     "SYNTHETIC_DEFAULT_SIZE",

@@ -5,6 +5,8 @@ name                        what
 ==========================  =====================================================
 ``synthetic-wildfire``      embedded generator, 12,000 images by default (no files)
 ``synthetic-hurricane``     embedded generator, 12,000 images by default (no files)
+``synthetic-wildfire-types``   the same images, labelled by the form the event
+``synthetic-hurricane-types``  takes (4 and 5 classes, "no event" first)
 ``wildfire``                Wildfire Prediction Dataset, ``<root>/wildfire/``
 ``hurricane``               Satellite Images of Hurricane Damage, ``<root>/hurricane/``
 ``cifar10`` / ``cifar100``  torchvision CIFAR, ``<root>/cifar10/``, ``<root>/cifar100/``
@@ -41,11 +43,11 @@ __all__ = ["load_dataset", "check_dataset", "dataset_names", "describe", "SYNTHE
 SYNTHETIC_DEFAULT_SIZE = 12_000
 
 
-def _synthetic(task: str) -> Callable[..., GeoDataset]:
+def _synthetic(task: str, classes: str = "event") -> Callable[..., GeoDataset]:
     def load(root: Path | None, n: int = SYNTHETIC_DEFAULT_SIZE, seed: int = 0, **kw: Any) -> GeoDataset:
-        return make_synthetic(task, n=n, seed=seed, **kw)
+        return make_synthetic(task, n=n, seed=seed, classes=classes, **kw)
 
-    load.__doc__ = f"make_synthetic({task!r}, n={SYNTHETIC_DEFAULT_SIZE}, seed=0, ...)"
+    load.__doc__ = f"make_synthetic({task!r}, n={SYNTHETIC_DEFAULT_SIZE}, seed=0, classes={classes!r}, ...)"
     load.__wrapped__ = make_synthetic  # type: ignore[attr-defined]
     return load
 
@@ -73,6 +75,8 @@ _image_folder.__wrapped__ = loaders.load_image_folder  # type: ignore[attr-defin
 _REGISTRY: dict[str, Callable[..., GeoDataset]] = {
     "synthetic-wildfire": _synthetic("wildfire"),
     "synthetic-hurricane": _synthetic("hurricane"),
+    "synthetic-wildfire-types": _synthetic("wildfire", "type"),
+    "synthetic-hurricane-types": _synthetic("hurricane", "type"),
     "wildfire": _in_root(loaders.load_wildfire, "wildfire"),
     "hurricane": _in_root(loaders.load_hurricane, "hurricane"),
     "cifar10": _in_root(loaders.load_cifar10, "cifar10"),
@@ -104,7 +108,8 @@ def _checked_loader(name: str, kw: dict[str, Any]) -> Callable[..., GeoDataset]:
     fn = _REGISTRY[name]
     target = getattr(fn, "__wrapped__", fn)
     params = inspect.signature(target).parameters
-    allowed = {p for p in params if p not in ("path", "task") or name == "imagefolder"}
+    # the name fixes the task and, for the synthetic sets, the label set
+    allowed = {p for p in params if p not in ("path", "task", "classes") or name == "imagefolder"}
     unknown = sorted(set(kw) - allowed)
     if unknown:
         raise ConfigError(

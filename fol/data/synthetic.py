@@ -25,6 +25,11 @@ stand-in, not a simulation of real sensors; what matters is that
   and painted blue / teal roofs (close to blue tarps) in the Caribbean, and rare
   elsewhere, so a model trained on one region loses accuracy on a far one
   (``benchmarks/calibrate_synthetic.py`` measures the drop);
+* the label is the event or not (two classes, as the paper's datasets), or,
+  with ``classes="type"``, the form the event takes (wildfire: none, smoke,
+  burn scar, hot spots; hurricane: none, flood, roof damage, blue tarps,
+  debris), on the same images. With more classes a label-skewed node is less
+  often nearly one class, so training alone leaves more to learn from others;
 * a fraction ``label_noise`` of the labels is flipped (default
   :data:`DEFAULT_LABEL_NOISE`, 0: the calibration targets, pooled >= 95 %
   and local >= majority rate + 5 points, leave no room for label noise).
@@ -65,6 +70,7 @@ __all__ = [
     "GeoBox",
     "TASK_REGIONS",
     "TASK_CLASSES",
+    "TASK_TYPE_CLASSES",
     "DEFAULT_LABEL_NOISE",
     "BLOCK",
     "make_position_task",
@@ -80,6 +86,12 @@ BLOCK = 256
 TASK_CLASSES: dict[str, tuple[str, str]] = {
     "wildfire": ("nowildfire", "wildfire"),
     "hurricane": ("no_damage", "damage"),
+}
+#: Class names per task when the label is the form the event takes
+#: (``make_synthetic(..., classes="type")``); index 0 is "no event", as above.
+TASK_TYPE_CLASSES: dict[str, tuple[str, ...]] = {
+    "wildfire": ("nowildfire", "smoke", "burn_scar", "active_fire"),
+    "hurricane": ("no_damage", "flood", "roof_damage", "blue_tarp", "debris"),
 }
 _TASK_ID = {"wildfire": 1, "hurricane": 2}
 
@@ -391,12 +403,18 @@ def _pick_components(rng: np.random.Generator, probs: list[np.ndarray], pos: np.
     return [(pick == i) & pos for i in range(len(probs))]
 
 
+def _form_index(on: list[np.ndarray]) -> np.ndarray:
+    """0 for an image without the event, ``i + 1`` for one showing form ``i``."""
+    return sum((i + 1) * m.astype(np.int64) for i, m in enumerate(on))
+
+
 def _wildfire_signal(cv: _Canvas, img: torch.Tensor, pos: np.ndarray, f: dict[str, np.ndarray], lon: np.ndarray,
-                     rng: np.random.Generator, strength: float) -> torch.Tensor:
+                     rng: np.random.Generator, strength: float) -> tuple[torch.Tensor, np.ndarray]:
     """Smoke plumes (likelier over vegetation), burn scars (likelier where
     arid) and hot spots, around one fire source; plus look-alike clouds, dark
     lakes and red soil in both classes, and straight-edged fuel-reduction burns
-    that are common only in south-east Australia."""
+    that are common only in south-east Australia. Returns the images and each
+    one's form (0 none, 1 smoke, 2 burn scar, 3 hot spots)."""
     b = cv.b
     smoke_on, scar_on, hot_on = _pick_components(
         rng, [0.35 + 0.55 * f["veg"], 0.25 + 0.6 * f["arid"], 0.45 + 0.25 * (1 - f["cold"])], pos)
@@ -487,14 +505,16 @@ def _wildfire_signal(cv: _Canvas, img: torch.Tensor, pos: np.ndarray, f: dict[st
     img = _overlay(img, dark_on, dark)
     img = _overlay(img, red_on, red)
     img = _overlay(img, fr_on, fuel_burn)
-    return img
+    return img, _form_index([smoke_on, scar_on, hot_on])
 
 
 def _hurricane_signal(cv: _Canvas, img: torch.Tensor, pos: np.ndarray, f: dict[str, np.ndarray], masks: dict,
-                      lat: np.ndarray, rng: np.random.Generator, strength: float) -> torch.Tensor:
+                      lat: np.ndarray, rng: np.random.Generator, strength: float) -> tuple[torch.Tensor, np.ndarray]:
     """Flood water (likelier on the low Gulf coast), roof damage, blue tarps
     and debris over the street grid; plus look-alike ponds, pools and dirt
-    lots in both classes, and painted blue roofs common only in the tropics."""
+    lots in both classes, and painted blue roofs common only in the tropics.
+    Returns the images and each one's form (0 none, 1 flood, 2 roof damage,
+    3 blue tarps, 4 debris)."""
     b = cv.b
     ix, iy, salt = masks["cell_ix"], masks["cell_iy"], masks["salt"]
     roofs = masks["roof_shape"] * masks["occupied"]
@@ -580,7 +600,7 @@ def _hurricane_signal(cv: _Canvas, img: torch.Tensor, pos: np.ndarray, f: dict[s
     img = _overlay(img, pool_on, pool)
     img = _overlay(img, dirt_on, dirt)
     img = _overlay(img, painted_on, painted)
-    return img
+    return img, _form_index([flood_on, roof_on, tarp_on, debris_on])
 
 
 def _erfinv(y: np.ndarray) -> np.ndarray:
@@ -604,7 +624,8 @@ def _positive_rate(task: str, f: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def _render_block(task: str, seed: int, block: int, count: int, image_size: int, label_noise: float,
-                  boxes: Sequence[GeoBox], positive_fraction: float | None) -> tuple[torch.Tensor, np.ndarray, np.ndarray, np.ndarray]:
+                  boxes: Sequence[GeoBox], positive_fraction: float | None,
+                  classes: str = "event") -> tuple[torch.Tensor, np.ndarray, np.ndarray, np.ndarray]:
     ss = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, _TASK_ID[task], block])
     s_loc, s_lab, s_par, s_pix, s_noise = ss.spawn(5)
     rng_loc, rng_lab, rng_par = (np.random.default_rng(s) for s in (s_loc, s_lab, s_par))
@@ -614,17 +635,22 @@ def _render_block(task: str, seed: int, block: int, count: int, image_size: int,
     f = geo_fields(lat, lon)
     p = _positive_rate(task, f) if positive_fraction is None else np.full(BLOCK, positive_fraction)
     clean = (rng_lab.random(BLOCK) < p).astype(np.int64)
-    flips = np.random.default_rng(s_noise).random(BLOCK) < label_noise
-    labels = np.where(flips, 1 - clean, clean)
     cv = _Canvas(BLOCK, image_size, gen)
     pos = clean.astype(bool)
     if task == "wildfire":
         img, _ = _background(cv, f, lat, lon, rng_par, urban_scene=False)
-        img = _wildfire_signal(cv, img, pos, f, lon, rng_par, _STRENGTH[task])
+        img, form = _wildfire_signal(cv, img, pos, f, lon, rng_par, _STRENGTH[task])
     else:
         img, masks = _background(cv, f, lat, lon, rng_par, urban_scene=True)
-        img = _hurricane_signal(cv, img, pos, f, masks, lat, rng_par, _STRENGTH[task])
+        img, form = _hurricane_signal(cv, img, pos, f, masks, lat, rng_par, _STRENGTH[task])
     img = _finish(cv, img, f, lat, rng_par, _PIXEL_NOISE)
+    rng_noise = np.random.default_rng(s_noise)
+    flips = rng_noise.random(BLOCK) < label_noise
+    if classes == "event":
+        labels = np.where(flips, 1 - clean, clean)
+    else:  # a flipped label becomes one of the other classes, uniformly
+        c = len(TASK_TYPE_CLASSES[task])
+        labels = np.where(flips, (form + rng_noise.integers(1, c, BLOCK)) % c, form)
     return img[:count].contiguous(), labels[:count], lat[:count], lon[:count]
 
 
@@ -637,6 +663,7 @@ def make_synthetic(
     region: tuple[float, float, float, float] | None = None,
     positive_fraction: float | None = None,
     progress: bool = False,
+    classes: str = "event",
 ) -> GeoDataset:
     """Render ``n`` synthetic geo-tagged images for ``task`` ("wildfire" or
     "hurricane"); see the module docstring for what they contain.
@@ -646,7 +673,21 @@ def make_synthetic(
     probability that a label is flipped to the other class. ``region`` =
     ``(lat_min, lat_max, lon_min, lon_max)`` (deg) replaces the task's
     default boxes (:data:`TASK_REGIONS`). ``positive_fraction`` replaces the
-    location-dependent event rate with a constant.
+    location-dependent event rate with a constant (the share of images that
+    show the event, whatever its form).
+
+    ``classes`` chooses the labels of the same images: ``"event"`` (default,
+    :data:`TASK_CLASSES`) two classes, the event or not, as the paper's
+    datasets; ``"type"`` (:data:`TASK_TYPE_CLASSES`) the form the event takes,
+    with "no event" as class 0, so an event-type label is 0 exactly where the
+    event label is 0. The images and locations do not depend on ``classes``.
+
+    >>> ev = make_synthetic("hurricane", n=6, seed=3)
+    >>> ty = make_synthetic("hurricane", n=6, seed=3, classes="type")
+    >>> ty.class_names
+    ['no_damage', 'flood', 'roof_damage', 'blue_tarp', 'debris']
+    >>> bool(torch.equal(ev.images, ty.images) and torch.equal(ev.labels, (ty.labels > 0).long()))
+    True
     """
     if task not in TASK_CLASSES:
         raise DataError(f"synthetic task must be one of {sorted(TASK_CLASSES)}, got {task!r}")
@@ -658,6 +699,8 @@ def make_synthetic(
         raise DataError(f"label_noise must be in [0, 0.5), got {label_noise!r}")
     if positive_fraction is not None and not 0.0 <= positive_fraction <= 1.0:
         raise DataError(f"positive_fraction must be in [0, 1], got {positive_fraction!r}")
+    if classes not in ("event", "type"):
+        raise DataError(f"synthetic classes must be 'event' or 'type', got {classes!r}")
     boxes = TASK_REGIONS[task] if region is None else (GeoBox("region", *map(float, region)),)
     # rendered block by block into one preallocated tensor, so that the pool never
     # exists twice (a list of blocks, then their concatenation)
@@ -674,7 +717,7 @@ def make_synthetic(
         for blk in blocks:
             count = min(BLOCK, n - blk * BLOCK)
             i, y, la, lo = _render_block(task, seed, blk, count, int(image_size), float(label_noise), boxes,
-                                         positive_fraction)
+                                         positive_fraction, classes)
             images[blk * BLOCK: blk * BLOCK + count] = i
             labels.append(y)
             lats.append(la)
@@ -690,8 +733,8 @@ def make_synthetic(
         labels=torch.from_numpy(y_all.astype(np.int64)),
         lat=lat_all,
         lon=lon_all,
-        class_names=list(TASK_CLASSES[task]),
-        name=f"synthetic-{task}",
+        class_names=list((TASK_CLASSES if classes == "event" else TASK_TYPE_CLASSES)[task]),
+        name=f"synthetic-{task}" + ("-types" if classes == "type" else ""),
     )
 
 
