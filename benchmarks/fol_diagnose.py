@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import key_values, machine_line  # noqa: E402
@@ -44,8 +46,13 @@ from fol.reproduce import ProtocolConfig, load_pool, partition_pool, pretrained_
 
 
 def _majority(labels) -> float:
-    p = float(labels.float().mean()) if len(labels) else 0.0
-    return max(p, 1.0 - p)
+    """The share of the most frequent class (any number of classes).
+
+    >>> import torch
+    >>> _majority(torch.tensor([0, 2, 2, 1, 2])), _majority(torch.tensor([1, 1, 0, 1]))
+    (0.6, 0.75)
+    """
+    return float(torch.bincount(labels).max()) / len(labels) if len(labels) else 0.0
 
 
 def diagnose(cfg: ProtocolConfig, dataset: str, psi: float, seed: int) -> list[dict]:

@@ -48,3 +48,12 @@ def test_malformed_override_is_one_line(capsys, benchmark_script) -> None:
         raise AssertionError("a malformed --fol item must stop the script")
     assert script.main(["--nodes", "3", "--pool", "150", "--fol", "no_such_field=1"]) == 2
     assert "protocol fol" in capsys.readouterr().err
+
+
+def test_majority_share_counts_classes_not_a_mean(benchmark_script) -> None:
+    import torch
+
+    script = benchmark_script("fol_diagnose")
+    # five classes: the mean label (2.2) is no share; the most frequent class holds 3 of 5
+    assert script._majority(torch.tensor([4, 4, 4, 0, 0])) == 0.6
+    assert script._majority(torch.tensor([0, 1, 1])) == 2 / 3 and script._majority(torch.tensor([], dtype=torch.long)) == 0.0
