@@ -45,7 +45,7 @@ from _common import machine_line, mean_std  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
 from fol.defaults import DEFAULT_ARCH  # noqa: E402
-from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
+from fol.data import dirichlet_partition, load_dataset  # noqa: E402
 from fol.methods import SwarmContext, get_method, method_names  # noqa: E402
 from fol.methods.dense import budget_share  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
@@ -196,8 +196,8 @@ def main() -> int:
     for task in args.tasks:
         for psi in args.psi:
             for seed in range(args.first_seed, args.first_seed + args.seeds):
-                pool = make_synthetic(task.removesuffix("-types"), args.nodes * args.per_node * 2, seed=seed,
-                                      image_size=args.image_size, classes="type" if task.endswith("-types") else "event")
+                pool = load_dataset(f"synthetic-{task}", n=args.nodes * args.per_node * 2, seed=seed,
+                                    image_size=args.image_size)
                 shards = dirichlet_partition(pool.labels.numpy(), args.nodes, psi, seed,
                                              samples_per_node=args.per_node)
                 base = FOLConfig(seed=seed)

@@ -93,6 +93,11 @@ TASK_TYPE_CLASSES: dict[str, tuple[str, ...]] = {
     "wildfire": ("nowildfire", "smoke", "burn_scar", "active_fire"),
     "hurricane": ("no_damage", "flood", "roof_damage", "blue_tarp", "debris"),
 }
+#: ``make_synthetic``'s ``classes``: the class names per task and the suffix of the dataset name.
+_LABEL_SETS: dict[str, tuple[dict[str, tuple[str, ...]], str]] = {
+    "event": (TASK_CLASSES, ""),
+    "type": (TASK_TYPE_CLASSES, "-types"),
+}
 _TASK_ID = {"wildfire": 1, "hurricane": 2}
 
 
@@ -644,13 +649,12 @@ def _render_block(task: str, seed: int, block: int, count: int, image_size: int,
         img, masks = _background(cv, f, lat, lon, rng_par, urban_scene=True)
         img, form = _hurricane_signal(cv, img, pos, f, masks, lat, rng_par, _STRENGTH[task])
     img = _finish(cv, img, f, lat, rng_par, _PIXEL_NOISE)
+    clean = clean if classes == "event" else form
+    c = len(_LABEL_SETS[classes][0][task])
+    # a flipped label becomes one of the other classes, uniformly (with two classes: the other one)
     rng_noise = np.random.default_rng(s_noise)
     flips = rng_noise.random(BLOCK) < label_noise
-    if classes == "event":
-        labels = np.where(flips, 1 - clean, clean)
-    else:  # a flipped label becomes one of the other classes, uniformly
-        c = len(TASK_TYPE_CLASSES[task])
-        labels = np.where(flips, (form + rng_noise.integers(1, c, BLOCK)) % c, form)
+    labels = np.where(flips, (clean + rng_noise.integers(1, c, BLOCK)) % c, clean)
     return img[:count].contiguous(), labels[:count], lat[:count], lon[:count]
 
 
@@ -699,7 +703,7 @@ def make_synthetic(
         raise DataError(f"label_noise must be in [0, 0.5), got {label_noise!r}")
     if positive_fraction is not None and not 0.0 <= positive_fraction <= 1.0:
         raise DataError(f"positive_fraction must be in [0, 1], got {positive_fraction!r}")
-    if classes not in ("event", "type"):
+    if classes not in _LABEL_SETS:
         raise DataError(f"synthetic classes must be 'event' or 'type', got {classes!r}")
     boxes = TASK_REGIONS[task] if region is None else (GeoBox("region", *map(float, region)),)
     # rendered block by block into one preallocated tensor, so that the pool never
@@ -733,8 +737,8 @@ def make_synthetic(
         labels=torch.from_numpy(y_all.astype(np.int64)),
         lat=lat_all,
         lon=lon_all,
-        class_names=list((TASK_CLASSES if classes == "event" else TASK_TYPE_CLASSES)[task]),
-        name=f"synthetic-{task}" + ("-types" if classes == "type" else ""),
+        class_names=list(_LABEL_SETS[classes][0][task]),
+        name=f"synthetic-{task}{_LABEL_SETS[classes][1]}",
     )
 
 
