@@ -14,8 +14,10 @@ run once per synthesis budget of ``--budget`` (rows ``dense [small]``, ...,
 with a table of accuracy against generator samples).
 
 Printed per (task, psi): the paper-style table (test accuracy, mean ± std
-over seeds of the per-seed mean over nodes; bytes up / down and training
-GFLOPs per node; the FOL paper's figure where it has one, Tables 1-2), every
+over seeds of the per-seed mean over nodes; the difference to local paired
+by seed and node, and how many nodes score above / below local; bytes up /
+down and training GFLOPs per node; the FOL paper's figure where it has one,
+Tables 1-2), every
 method's accuracy after 1, 3, 10 and R rounds with bytes per node, and the
 rounds and bytes each multi-round method needs to reach FOL's and FOL-A's
 accuracy ("not within R" otherwise). ``--plots DIR`` writes
@@ -252,6 +254,25 @@ def budget_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def versus_local(rows: list[dict], label: str) -> tuple[str, str]:
+    """``label``'s difference to ``local``, paired by seed and node: the
+    per-seed difference of the means over nodes (points, mean ± std over
+    seeds), and how many (node, seed) pairs score above / below local.
+    ``("-", "-")`` for local itself or when no local row shares a seed and
+    node with ``label``'s rows."""
+    if label == "local":
+        return "-", "-"
+    local = {(r["seed"], r["node"]): r["test_accuracy"] for r in rows if r["method"] == "local"}
+    pairs = [(r["seed"], r["test_accuracy"] - local[r["seed"], r["node"]])
+             for r in rows if r["method"] == label and (r["seed"], r["node"]) in local]
+    if not pairs:
+        return "-", "-"
+    diffs = [statistics.mean(d for s, d in pairs if s == seed) for seed in sorted({s for s, _ in pairs})]
+    gain = f"{100 * diffs[0]:+.2f}" if len(diffs) == 1 else \
+        f"{100 * statistics.mean(diffs):+.2f} ± {100 * statistics.stdev(diffs):.2f}"
+    return gain, f"{sum(d > 0 for _, d in pairs)} / {sum(d < 0 for _, d in pairs)}"
+
+
 def report(records: list[dict], args: argparse.Namespace) -> None:
     """Print the tables (and write the plots) of ``records``: per (task, psi),
     every method and seed found in them, whichever run produced them."""
@@ -260,8 +281,9 @@ def report(records: list[dict], args: argparse.Namespace) -> None:
         seeds = sorted({r["seed"] for r in rows})
         nodes = len({r["node"] for r in rows})
         print(f"\nsynthetic {task}, psi = {psi}: {nodes} nodes, seeds {seeds}")
-        print("| method | test acc. (%) | paper (%) | KB up / node | KB down / node | train GFLOPs / node | s / seed |")
-        print("|---|---|---|---|---|---|---|")
+        print("| method | test acc. (%) | − local (points, paired) | nodes above / below local | paper (%) | "
+              "KB up / node | KB down / node | train GFLOPs / node | s / seed |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for label in dict.fromkeys(r["method"] for r in rows):
             mine = [r for r in rows if r["method"] == label]
             by_seed = sorted({r["seed"] for r in mine})
@@ -270,7 +292,8 @@ def report(records: list[dict], args: argparse.Namespace) -> None:
             up, down = (statistics.mean(r[k] for r in mine) / 1e3 for k in ("bytes_up", "bytes_down"))
             gf = statistics.mean(r["train_flops"] for r in mine) / 1e9
             rounds = max((r["rounds"] for r in mine), default=0)
-            print(f"| {label} | {mean_std(accs)} | {paper_figure(task, psi, label, rounds)} | {up:.1f} | "
+            gain, above_below = versus_local(rows, label)
+            print(f"| {label} | {mean_std(accs)} | {gain} | {above_below} | {paper_figure(task, psi, label, rounds)} | {up:.1f} | "
                   f"{down:.1f} | {gf:.2f} | {secs:.0f} |")
         budget_rows = [r for r in rows if r["method"].split(" [")[0] in DATA_FREE and "budget" in r.get("extra", {})]
         if len({(r["method"]) for r in budget_rows}) > 1:

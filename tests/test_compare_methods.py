@@ -61,3 +61,18 @@ def test_budgets_get_their_own_rows_and_table(script) -> None:
     table = script.budget_table(rows).splitlines()
     assert table[2] == "| dense | tiny | 3,600 | 1/427 | 2 | 60.00 ± 14.14 |"
     assert table[3].startswith("| dense | small | 19,200 | 1/80 | 2 | 70.00 ± 14.14")
+
+
+def test_the_difference_to_local_is_paired_by_seed_and_node(script) -> None:
+    rows = [{"method": m, "seed": seed, "node": node, "test_accuracy": acc}
+            for m, seed, node, acc in (("local", 0, "n0", 0.80), ("local", 0, "n1", 0.90),
+                                       ("local", 1, "n0", 0.60), ("local", 1, "n1", 0.70),
+                                       ("fol", 0, "n0", 0.85), ("fol", 0, "n1", 0.90),
+                                       ("fol", 1, "n0", 0.65), ("fol", 1, "n1", 0.60),
+                                       ("fedavg", 2, "n0", 0.99))]
+    # seed 0: +0.05 and 0 -> +2.5 points; seed 1: +0.05 and -0.10 -> -2.5 points
+    assert script.versus_local(rows, "fol") == ("+0.00 ± 3.54", "2 / 1")
+    assert script.versus_local(rows, "local") == ("-", "-")
+    assert script.versus_local(rows, "fedavg") == ("-", "-")  # no local row on seed 2
+    one_seed = [r for r in rows if r["seed"] == 0]
+    assert script.versus_local(one_seed, "fol") == ("+2.50", "1 / 0")
