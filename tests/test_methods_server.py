@@ -33,6 +33,8 @@ def _doc_method_source() -> str:
 def test_a_complete_method_in_one_file_from_the_docs(nodes, monkeypatch):
     source = _doc_method_source()
     assert len(source.splitlines()) < 80
+    readme = (DOC.parents[1] / "README.md").read_text()  # the README quotes the length
+    assert f"(FedPer, {len(source.splitlines())} lines)" in readme
     base.method_names()  # load the package's methods first ...
     monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))  # ... so that only fedper is dropped afterwards
     module = types.ModuleType("fedper_from_docs")
