@@ -40,11 +40,13 @@ def machine_line() -> str:
             f"torch {torch.__version__}, python {platform.python_version()}")
 
 
-def mean_std(values: Sequence[float]) -> str:
-    """'mean ± std' in percent of fractions in [0, 1]."""
+def mean_std(values: Sequence[float], signed: bool = False) -> str:
+    """'mean ± std' in percent of fractions in [0, 1] (with ``signed``, the
+    mean carries its sign, for differences)."""
+    sign = "+" if signed else ""
     if len(values) == 1:
-        return f"{100 * values[0]:.2f}"
-    return f"{100 * statistics.mean(values):.2f} ± {100 * statistics.stdev(values):.2f}"
+        return f"{100 * values[0]:{sign}.2f}"
+    return f"{100 * statistics.mean(values):{sign}.2f} ± {100 * statistics.stdev(values):.2f}"
 
 
 # --------------------------------------------------------------------------- true peak memory

@@ -268,9 +268,7 @@ def versus_local(rows: list[dict], label: str) -> tuple[str, str]:
     if not pairs:
         return "-", "-"
     diffs = [statistics.mean(d for s, d in pairs if s == seed) for seed in sorted({s for s, _ in pairs})]
-    gain = f"{100 * diffs[0]:+.2f}" if len(diffs) == 1 else \
-        f"{100 * statistics.mean(diffs):+.2f} ± {100 * statistics.stdev(diffs):.2f}"
-    return gain, f"{sum(d > 0 for _, d in pairs)} / {sum(d < 0 for _, d in pairs)}"
+    return mean_std(diffs, signed=True), f"{sum(d > 0 for _, d in pairs)} / {sum(d < 0 for _, d in pairs)}"
 
 
 def report(records: list[dict], args: argparse.Namespace) -> None:
@@ -293,8 +291,8 @@ def report(records: list[dict], args: argparse.Namespace) -> None:
             gf = statistics.mean(r["train_flops"] for r in mine) / 1e9
             rounds = max((r["rounds"] for r in mine), default=0)
             gain, above_below = versus_local(rows, label)
-            print(f"| {label} | {mean_std(accs)} | {gain} | {above_below} | {paper_figure(task, psi, label, rounds)} | {up:.1f} | "
-                  f"{down:.1f} | {gf:.2f} | {secs:.0f} |")
+            print(f"| {label} | {mean_std(accs)} | {gain} | {above_below} | {paper_figure(task, psi, label, rounds)} | "
+                  f"{up:.1f} | {down:.1f} | {gf:.2f} | {secs:.0f} |")
         budget_rows = [r for r in rows if r["method"].split(" [")[0] in DATA_FREE and "budget" in r.get("extra", {})]
         if len({(r["method"]) for r in budget_rows}) > 1:
             print(f"\nData-free baselines against their synthesis budget:\n{budget_table(budget_rows)}")

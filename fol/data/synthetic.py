@@ -649,12 +649,12 @@ def _render_block(task: str, seed: int, block: int, count: int, image_size: int,
         img, masks = _background(cv, f, lat, lon, rng_par, urban_scene=True)
         img, form = _hurricane_signal(cv, img, pos, f, masks, lat, rng_par, _STRENGTH[task])
     img = _finish(cv, img, f, lat, rng_par, _PIXEL_NOISE)
-    clean = clean if classes == "event" else form
+    true = clean if classes == "event" else form  # the noise-free label in the chosen label set
     c = len(_LABEL_SETS[classes][0][task])
     # a flipped label becomes one of the other classes, uniformly (with two classes: the other one)
     rng_noise = np.random.default_rng(s_noise)
     flips = rng_noise.random(BLOCK) < label_noise
-    labels = np.where(flips, (clean + rng_noise.integers(1, c, BLOCK)) % c, clean)
+    labels = np.where(flips, (true + rng_noise.integers(1, c, BLOCK)) % c, true)
     return img[:count].contiguous(), labels[:count], lat[:count], lon[:count]
 
 
