@@ -25,6 +25,8 @@ def test_rows_and_summary_at_tiny_size(tmp_path, capsys, benchmark_script) -> No
     for r in rows:
         assert 0.5 <= r["majority_share"] <= 1 and 0.5 <= r["val_majority_rate"] <= 1
         assert len(r["neighbours_val_received"]) == len(r["neighbours_val_aligned"]) == 2  # Q = 2 of 2 others
+        assert len(r["neighbours_val_prior"]) == 2 and all(0.0 <= p <= 1.0 for p in r["neighbours_val_prior"])
+        assert -1.0 <= r["prior_ensemble_minus_local"] <= 1.0
         assert 0.0 <= r["own_weight"] <= 1.0
         assert f"| {r['node']} | {r['images']} |" in printed
     # the summary counts the rows
@@ -33,6 +35,8 @@ def test_rows_and_summary_at_tiny_size(tmp_path, capsys, benchmark_script) -> No
     assert s["aligned_at_most_majority"] == sum(
         a <= r["val_majority_rate"] + 1e-9 for r in rows for a in r["neighbours_val_aligned"])
     assert f"better than the own model after alignment: {s['aligned_above_own']};" in printed
+    assert s["prior_above_own"] == sum(p > r["own_val"] + 1e-9 for r in rows for p in r["neighbours_val_prior"])
+    assert f"{s['prior_above_own']} better than the own model" in printed
     # the same protocol config the protocol benchmark would build: one round, the FOL rows only
     cfg = ProtocolConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in data["config"].items()})
     assert cfg.rounds == 1 and cfg.methods == ("fol",) and cfg.fol["max_neighbours"] == 2
@@ -57,3 +61,21 @@ def test_majority_share_counts_classes_not_a_mean(benchmark_script) -> None:
     # five classes: the mean label (2.2) is no share; the most frequent class holds 3 of 5
     assert script._majority(torch.tensor([4, 4, 4, 0, 0])) == 0.6
     assert script._majority(torch.tensor([0, 1, 1])) == 2 / 3 and script._majority(torch.tensor([], dtype=torch.long)) == 0.0
+
+
+def test_prior_bias_recovers_a_shifted_class_prior(benchmark_script) -> None:
+    """Labels drawn from a logistic model whose intercept is 1.5 above the
+    logits': the fitted bias must put the class-1 offset back, near 1.5, and
+    leave a model that already matches its labels' prior unchanged."""
+    import torch
+
+    script = benchmark_script("fol_diagnose")
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(20000, generator=g)
+    logits = torch.stack([torch.zeros_like(x), x], dim=1)
+    shifted = (torch.rand(20000, generator=g) < torch.sigmoid(x + 1.5)).long()
+    b = script.prior_bias(logits, shifted)
+    assert abs(float(b[1] - b[0]) - 1.5) < 0.1
+    matched = (torch.rand(20000, generator=g) < torch.sigmoid(x)).long()
+    b = script.prior_bias(logits, matched)
+    assert abs(float(b[1] - b[0])) < 0.1
