@@ -14,7 +14,12 @@ measures the paper's rows on each node's own test split:
   ensembles of the same runs, so E = 1, 2, 3 all come from one run of E = 3;
 * ``DENSE`` and ``Co-Boosting`` (one-shot, data-free; their default budget
   presets);
-* ``FedAvg`` at E = 1..``rounds`` (the paper's one-shot FedAvg with E rounds).
+* ``FedAvg`` at E = 1..``rounds`` (the paper's one-shot FedAvg with E rounds);
+* ``Pooled`` and ``Pooled + FT`` (not in the paper; not federated): one model
+  trained on every node's data in one place, and that model fine-tuned on
+  each node's own data (:mod:`fol.methods.pooled`). They measure how much room
+  the setting leaves a personalization method: the ceiling the FOL rows are
+  read against.
 
 **Columns, fixed before any result:** after partitioning (which depends only on
 the data seed, the same for every training seed) the nodes are sorted by local
@@ -72,10 +77,15 @@ COLUMN_QUANTILES: tuple[float, ...] = (0.25, 0.5, 0.75)
 _FOL_PIPELINES = (("fol", True, "FOL-A", "FOL"), ("fol-n", False, "FOL-AN", "FOL-N"))
 #: The one-shot data-free baselines: (row, method group).
 _DATA_FREE = (("DENSE", "dense"), ("Co-Boosting", "co-boosting"))
+#: The references of the ``pooled`` group: (row, method). Not federated: every
+#: node's data in one place (:mod:`fol.methods.pooled`), the ceiling the other
+#: rows are read against.
+_POOLED = (("Pooled", "pooled"), ("Pooled + FT", "pooled-ft"))
 #: The method groups a protocol run can include (Local is always there): ``fol``
 #: gives the FOL-A and FOL rows (the pipeline with pruning), ``fol-n`` FOL-AN and
-#: FOL-N (without), and each baseline its own rows.
-METHOD_GROUPS: tuple[str, ...] = ("fol", "fol-n", "dense", "co-boosting", "fedavg")
+#: FOL-N (without), each baseline its own rows, and ``pooled`` the two
+#: references trained on all nodes' data pooled (Pooled, Pooled + FT).
+METHOD_GROUPS: tuple[str, ...] = ("fol", "fol-n", "dense", "co-boosting", "fedavg", "pooled")
 
 
 def rows_for(rounds: int, methods: Sequence[str] = METHOD_GROUPS) -> list[str]:
@@ -90,7 +100,8 @@ def rows_for(rounds: int, methods: Sequence[str] = METHOD_GROUPS) -> list[str]:
             + [f"{v} (E={e})" for group, _, ens, stu in _FOL_PIPELINES if group in methods
                for v in (ens, stu) for e in es]
             + [row for row, group in _DATA_FREE if group in methods]
-            + ([f"FedAvg (E={e})" for e in es] if "fedavg" in methods else []))
+            + ([f"FedAvg (E={e})" for e in es] if "fedavg" in methods else [])
+            + ([row for row, _ in _POOLED] if "pooled" in methods else []))
 
 
 ROWS: list[str] = rows_for(3)
@@ -245,9 +256,12 @@ class ProtocolConfig:
     def quick(cls, **over: Any) -> "ProtocolConfig":
         """The ``--quick`` preset: psi = 0.5 only, 4 nodes from 600 images, one
         seed, Q = 3 neighbours, so every node takes every other (E = 1..3 and
-        every row kept). A smoke test of the whole table within 10 minutes on
-        two cores, not evidence: its test splits hold a few dozen images."""
-        base = dict(psis=(0.5,), seeds=(0,), nodes=4, pool=600, fol={"max_neighbours": 3})
+        every row of the paper kept; the pooled references are left out to
+        stay within the time). A smoke test of the whole table within 10
+        minutes on two cores, not evidence: its test splits hold a few dozen
+        images."""
+        base = dict(psis=(0.5,), seeds=(0,), nodes=4, pool=600, fol={"max_neighbours": 3},
+                    methods=tuple(g for g in METHOD_GROUPS if g != "pooled"))
         return cls(**{**base, **over})
 
     def fol_config(self, seed: int) -> FOLConfig:
@@ -338,6 +352,11 @@ def run_setting(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: ProtocolCon
         results = get_method("fedavg", **cfg.method_options.get("fedavg", {})).run(dataclasses.replace(ctx, rounds=e))
         out[f"FedAvg (E={e})"] = [r.test_accuracy for r in results]
         progress(f"FedAvg (E={e}) ({time.perf_counter() - t0:.0f} s)")
+    if "pooled" in cfg.methods:
+        t0 = time.perf_counter()
+        for row, name in _POOLED:  # one pooled training (ctx.cache), then the per-node fine-tunes
+            out[row] = [r.test_accuracy for r in get_method(name).run(ctx)]
+        progress(f"{', '.join(row for row, _ in _POOLED)} ({time.perf_counter() - t0:.0f} s)")
     return out
 
 

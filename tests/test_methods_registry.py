@@ -19,6 +19,8 @@ BASELINES = {
     "mtfl-adam": {},
     "dense": dict(epochs=2, g_steps=2, synthesis_batch=16),
     "co-boosting": dict(epochs=2, g_steps=2, synthesis_batch=16),
+    "pooled": {},  # the references (not federated), run like every baseline
+    "pooled-ft": {},
 }
 
 

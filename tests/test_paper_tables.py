@@ -10,7 +10,9 @@ import json
 import pytest
 
 from fol.errors import ConfigError
-from fol.reproduce import PAPER_CELLS, ROWS, ProtocolConfig, column_nodes, rows_for
+from fol.reproduce import PAPER_CELLS, ProtocolConfig, column_nodes, rows_for
+
+ROWS = rows_for(3, ProtocolConfig.quick().methods)  # the paper's rows; --quick leaves out the pooled references
 
 
 TINY = ["--nodes", "3", "--pool", "150", "--image-size", "16", "--data", "synthetic-hurricane",
@@ -26,6 +28,7 @@ def test_quick_path_at_tiny_size_writes_every_row(tmp_path, capsys, benchmark_sc
     md = (tmp_path / "tables.md").read_text()
     for row in ROWS:  # every row of the paper, E = 1..3
         assert f"| {row} |" in md and f"| {row} |" in printed
+    assert "Pooled" not in md and len(ROWS) == 18
     assert "paper, satellite #8" in md  # hurricane psi 0.5: the paper's satellite 8
     assert "95.87" in md  # ... and its FOL-A (E=3) cell beside ours
     data = json.loads((tmp_path / "tables.json").read_text())
@@ -56,6 +59,17 @@ def test_methods_restrict_the_rows_and_the_work(tmp_path, capsys, benchmark_scri
     assert f"FOL - Local = {gain:+.1f}" in printed and "the student keeps" in printed
     with pytest.raises(ConfigError, match="protocol methods: expected one or more of"):
         ProtocolConfig(methods=("fol", "hermes"))
+
+
+def test_pooled_references_measure_the_room(tmp_path, capsys, benchmark_script) -> None:
+    argv = ["--quick", *TINY, "--rounds", "1", "--methods", "fol", "pooled", "--out", str(tmp_path)]
+    assert benchmark_script("paper_tables").main(argv) == 0
+    printed = capsys.readouterr().out
+    accs = json.loads((tmp_path / "tables.json").read_text())["raw"][0]["acc"]["0"]
+    assert set(accs) == set(rows_for(1, ("fol", "pooled"))) and {"Pooled", "Pooled + FT"} <= set(accs)
+    room = 100 * (sum(accs["Pooled + FT"]) - sum(accs["Local"])) / 3
+    assert f"Pooled + FT - Local = {room:+.1f} points" in printed
+    assert "| Pooled + FT |" in (tmp_path / "tables.md").read_text()
 
 
 def test_columns_are_fixed_by_size_quantiles() -> None:
