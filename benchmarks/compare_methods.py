@@ -51,6 +51,7 @@ from fol.data import dirichlet_partition, load_dataset  # noqa: E402
 from fol.methods import SwarmContext, get_method, method_names  # noqa: E402
 from fol.methods.dense import budget_share  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
+from fol.reproduce import paired_difference  # noqa: E402
 from fol.simulation.report import (  # noqa: E402
     accuracy_at_rounds_table, plot_accuracy_vs_bytes, plot_accuracy_vs_rounds, rounds_to_match_table,
 )
@@ -263,12 +264,15 @@ def versus_local(rows: list[dict], label: str) -> tuple[str, str]:
     if label == "local":
         return "-", "-"
     local = {(r["seed"], r["node"]): r["test_accuracy"] for r in rows if r["method"] == "local"}
-    pairs = [(r["seed"], r["test_accuracy"] - local[r["seed"], r["node"]])
-             for r in rows if r["method"] == label and (r["seed"], r["node"]) in local]
-    if not pairs:
+    mine: dict[int, list[dict]] = {}
+    for r in rows:
+        if r["method"] == label and (r["seed"], r["node"]) in local:
+            mine.setdefault(r["seed"], []).append(r)
+    if not mine:
         return "-", "-"
-    diffs = [statistics.mean(d for s, d in pairs if s == seed) for seed in sorted({s for s, _ in pairs})]
-    return mean_std(diffs, signed=True), f"{sum(d > 0 for _, d in pairs)} / {sum(d < 0 for _, d in pairs)}"
+    d = paired_difference({s: [r["test_accuracy"] for r in rs] for s, rs in sorted(mine.items())},
+                          {s: [local[s, r["node"]] for r in rs] for s, rs in sorted(mine.items())})
+    return mean_std(d.per_seed, signed=True), f"{d.above} / {d.below}"
 
 
 def report(records: list[dict], args: argparse.Namespace) -> None:

@@ -66,6 +66,7 @@ from fol.train import evaluate
 
 __all__ = [
     "ProtocolConfig", "ROWS", "COLUMN_QUANTILES", "PAPER_CELLS", "PAPER_SATELLITES", "column_nodes",
+    "Paired", "paired_difference", "merge_results",
     "partition_pool", "pretrained_swarm", "run_setting", "run_protocol", "ProtocolResult", "load_pool", "paper_task", "METHOD_GROUPS", "rows_for",
 ]
 
@@ -364,6 +365,58 @@ def _mean_std(values: Sequence[float]) -> tuple[float, float]:
     return (100 * statistics.mean(values), 100 * statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
+@dataclass(frozen=True)
+class Paired:
+    """One method against a baseline on the same nodes and seeds
+    (:func:`paired_difference`). ``per_seed`` holds, per seed, the difference
+    of the swarm means (fractions); ``diff`` is their (mean, std) in points;
+    ``above`` / ``below``
+    count the (node, seed) pairs where the method scores above / below the
+    baseline (the rest are ties); ``nonzero`` and ``p`` are the Wilcoxon
+    signed-rank test over nodes: each node's difference averaged over the
+    seeds, zero differences dropped, two-sided (``p`` is None when no node
+    differs)."""
+
+    per_seed: tuple[float, ...]
+    above: int
+    below: int
+    pairs: int
+    nonzero: int
+    p: float | None
+
+    @property
+    def diff(self) -> tuple[float, float]:
+        """(mean, std) over seeds of the per-seed difference, in points."""
+        return _mean_std(self.per_seed)
+
+
+def paired_difference(method: dict[Any, Sequence[float]], base: dict[Any, Sequence[float]]) -> Paired:
+    """``method`` against ``base``, paired by seed and node: both map a seed to
+    one accuracy per node (fractions), the same nodes in the same order; only
+    the seeds both have are compared. See :class:`Paired`.
+
+    >>> r = paired_difference({0: [0.9, 0.8, 0.7], 1: [0.9, 0.9, 0.7]}, {0: [0.8, 0.8, 0.7], 1: [0.8, 0.8, 0.7]})
+    >>> round(r.diff[0], 2), r.above, r.below, r.pairs, r.nonzero
+    (5.0, 3, 0, 6, 2)
+    """
+    from scipy.stats import wilcoxon
+
+    seeds = [s for s in method if s in base]
+    if not seeds:
+        raise ConfigError("paired difference: the method and the baseline share no seed")
+    if len({len(method[s]) for s in seeds} | {len(base[s]) for s in seeds}) != 1:
+        raise ConfigError("paired difference: every seed of the method and the baseline must hold the same "
+                          "number of nodes")
+    per_seed = [[a - b for a, b in zip(method[s], base[s])] for s in seeds]
+    flat = [d for row in per_seed for d in row]
+    per_node = [statistics.mean(col) for col in zip(*per_seed)]
+    nonzero = [d for d in per_node if abs(d) > 1e-12]
+    p = float(wilcoxon(nonzero).pvalue) if nonzero else None
+    return Paired(per_seed=tuple(statistics.mean(row) for row in per_seed),
+                  above=sum(d > 1e-12 for d in flat), below=sum(d < -1e-12 for d in flat), pairs=len(flat),
+                  nonzero=len(nonzero), p=p)
+
+
 @dataclass
 class ProtocolResult:
     """Raw per-node accuracies of every setting, and the tables made from them.
@@ -425,7 +478,24 @@ class ProtocolResult:
                 if paper:
                     cells.append(" / ".join(f"{v:.2f}" for v in paper.get(row, ())) or "-")
                 parts.append("| " + " | ".join(cells) + " |")
+            others = [r for r in rows_for(self.config.rounds, self.config.methods) if r != "Local"]
+            if others:
+                parts.append(f"\nPaired with Local on the same nodes and seeds ({len(s['acc'])} seed(s)):\n")
+                parts.append("| method | − Local (points, mean ± std over seeds) | (node, seed) pairs above / below "
+                             "Local | Wilcoxon signed-rank p (nodes that differ) |")
+                parts.append("|---|---|---|---|")
+                for row in others:
+                    d = self.paired(dataset, psi, row)
+                    test = "-" if d.p is None else f"{d.p:.2g} ({d.nonzero})"
+                    parts.append(f"| {row} | {d.diff[0]:+.1f} ± {d.diff[1]:.1f} | {d.above} / {d.below} of "
+                                 f"{d.pairs} | {test} |")
         return "\n".join(parts) + "\n"
+
+    def paired(self, dataset: str, psi: float, row: str, base: str = "Local") -> Paired:
+        """``row`` against ``base`` in one setting (:func:`paired_difference`)."""
+        acc = self.settings[(dataset, psi)]["acc"]
+        return paired_difference({seed: a[row] for seed, a in acc.items()},
+                                 {seed: a[base] for seed, a in acc.items()})
 
     def transfer(self, dataset: str, psi: float, rounds: int = 1) -> dict[str, tuple[float, float]]:
         """The one-model gain at E = ``rounds``, mean ± std over seeds of the
@@ -459,6 +529,57 @@ class ProtocolResult:
                          "acc": {str(seed): a for seed, a in s["acc"].items()}}
                         for (d, p), s in self.settings.items()]}
 
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> "ProtocolResult":
+        """The result that :meth:`to_json` wrote, checked field by field
+        (``where`` names the file in the one-line error)."""
+        def bad(field_: str, expected: str) -> ConfigError:
+            return ConfigError(f"{where}: {field_}: expected {expected}")
+
+        if not isinstance(data, dict) or not isinstance(data.get("config"), dict) \
+                or not isinstance(data.get("raw"), list):
+            raise bad("top level", "the tables.json of benchmarks/paper_tables.py (an object with 'config' and 'raw')")
+        raw_cfg = dict(data["config"])
+        names = {f.name for f in dataclasses.fields(ProtocolConfig)}
+        if set(raw_cfg) != names:
+            raise bad("config", f"exactly the keys {sorted(names)}")
+        for key in ("datasets", "psis", "seeds", "methods"):
+            if not isinstance(raw_cfg[key], list):
+                raise bad(f"config.{key}", "a list")
+            raw_cfg[key] = tuple(raw_cfg[key])
+        try:
+            config = ProtocolConfig(**raw_cfg)
+        except (ConfigError, TypeError) as exc:
+            raise bad("config", f"a valid protocol configuration ({exc})") from None
+        rows = rows_for(config.rounds, config.methods)
+        result = cls(config, seconds=float(data.get("seconds") or 0.0),
+                     cpu_seconds=float(data.get("cpu_seconds") or 0.0), complete=bool(data.get("complete")))
+        for i, item in enumerate(data["raw"]):
+            at = f"raw[{i}]"
+            if not isinstance(item, dict) or not isinstance(item.get("dataset"), str) \
+                    or not isinstance(item.get("psi"), (int, float)) or not isinstance(item.get("acc"), dict):
+                raise bad(at, "an object with 'dataset' (text), 'psi' (a number), 'sizes', 'columns' and 'acc'")
+            sizes, columns = item.get("sizes"), item.get("columns")
+            if not (isinstance(sizes, list) and sizes and all(isinstance(n, int) and n > 0 for n in sizes)):
+                raise bad(f"{at}.sizes", "a list of positive image counts, one per node")
+            if columns != column_nodes(sizes):
+                raise bad(f"{at}.columns", f"the nodes at the size quantiles, {column_nodes(sizes)}")
+            acc: dict[int, dict[str, list[float]]] = {}
+            for seed, per_row in item["acc"].items():
+                if not (isinstance(seed, str) and seed.lstrip("-").isdigit()) or not isinstance(per_row, dict) \
+                        or set(per_row) != set(rows):
+                    raise bad(f"{at}.acc[{seed!r}]", f"a seed number mapping exactly the rows {rows}")
+                for row, values in per_row.items():
+                    if not (isinstance(values, list) and len(values) == len(sizes)
+                            and all(isinstance(v, (int, float)) and 0.0 <= v <= 1.0 for v in values)):
+                        raise bad(f"{at}.acc[{seed!r}][{row!r}]",
+                                  f"{len(sizes)} accuracies in [0, 1], one per node")
+                acc[int(seed)] = {row: [float(v) for v in per_row[row]] for row in rows}
+            if not acc:
+                raise bad(f"{at}.acc", "at least one finished seed")
+            result.settings[(item["dataset"], float(item["psi"]))] = {"sizes": sizes, "columns": columns, "acc": acc}
+        return result
+
     def write(self, out_dir: Path) -> list[Path]:
         """``tables.md``, ``tables.csv`` and ``tables.json`` in ``out_dir``."""
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -467,6 +588,50 @@ class ProtocolResult:
         atomic_write_bytes(paths[1], self.csv().encode())
         write_json_atomic(paths[2], self.to_json())
         return paths
+
+
+#: The protocol settings that may differ between the runs :func:`merge_results` joins.
+_MERGEABLE = ("datasets", "psis", "seeds")
+
+
+def merge_results(results: Sequence[tuple[str, ProtocolResult]]) -> ProtocolResult:
+    """One result from runs of the same protocol (e.g. one process per task,
+    or per seed): ``results`` are (name, result) pairs, the names for errors.
+    Their configurations may differ only in datasets, psi values and seeds; a
+    setting in several runs must have the same swarm (node sizes) and
+    different seeds."""
+    if not results:
+        raise ConfigError("merge: no results to merge")
+    first_name, first = results[0]
+    fixed = {k: v for k, v in first.config.to_dict().items() if k not in _MERGEABLE}
+    settings: dict[tuple[str, float], dict[str, Any]] = {}
+    for name, res in results:
+        other = {k: v for k, v in res.config.to_dict().items() if k not in _MERGEABLE}
+        differ = sorted(k for k in fixed if fixed[k] != other[k])
+        if differ:
+            raise ConfigError(f"merge: {name} and {first_name} differ in {', '.join(differ)}; only "
+                              f"{', '.join(_MERGEABLE)} may differ")
+        for key, s in res.settings.items():
+            if key not in settings:
+                settings[key] = {"sizes": s["sizes"], "columns": s["columns"], "acc": dict(s["acc"])}
+                continue
+            have = settings[key]
+            if have["sizes"] != s["sizes"]:
+                raise ConfigError(f"merge: {name}: {key[0]} psi={key[1]} is a different swarm (node sizes) "
+                                  f"than in the runs before it")
+            twice = sorted(set(have["acc"]) & set(s["acc"]))
+            if twice:
+                raise ConfigError(f"merge: {name}: {key[0]} psi={key[1]} seed(s) {twice} are already in "
+                                  f"the runs before it")
+            have["acc"].update(s["acc"])
+    for s in settings.values():
+        s["acc"] = dict(sorted(s["acc"].items()))
+    pick = lambda key: tuple(dict.fromkeys(v for _, r in results for v in getattr(r.config, key)))  # noqa: E731
+    config = dataclasses.replace(first.config, datasets=pick("datasets"), psis=pick("psis"),
+                                 seeds=tuple(sorted(pick("seeds"))))
+    return ProtocolResult(config, settings=settings, seconds=sum(r.seconds for _, r in results),
+                          cpu_seconds=sum(r.cpu_seconds for _, r in results),
+                          complete=all(r.complete for _, r in results))
 
 
 def _fmt(mean: float, std: float, single: bool = False) -> str:

@@ -121,3 +121,77 @@ def test_a_run_writes_its_tables_after_every_seed(tmp_path, capsys, benchmark_sc
     err = capsys.readouterr().err
     assert "--out" in err and "not a folder" in err and "Traceback" not in err
     assert blocker.read_text() == "keep me"
+
+
+def _fake_run(tmp_path, name, dataset, seeds, rounds=1, sizes=(60, 120, 90, 45)):
+    """A protocol result with known accuracies (no training), written as a run writes it."""
+    from fol.reproduce import ProtocolResult
+
+    cfg = ProtocolConfig(datasets=(dataset,), psis=(0.5,), seeds=tuple(seeds), nodes=len(sizes), pool=0,
+                         rounds=rounds, methods=("fol",))
+    rows = rows_for(rounds, ("fol",))
+    acc = {s: {row: [round(0.5 + 0.1 * k + 0.01 * i + 0.001 * s, 4) for k in range(len(sizes))]
+               for i, row in enumerate(rows)} for s in seeds}
+    res = ProtocolResult(cfg, settings={(dataset, 0.5): {"sizes": list(sizes), "columns": column_nodes(list(sizes)),
+                                                         "acc": acc}}, seconds=10.0)
+    res.write(tmp_path / name)
+    return tmp_path / name / "tables.json", acc
+
+
+def test_merge_joins_separate_runs_without_running_anything(tmp_path, capsys, benchmark_script) -> None:
+    a, acc_a = _fake_run(tmp_path, "a", "synthetic-hurricane", [0, 1])
+    b, acc_b = _fake_run(tmp_path, "b", "synthetic-hurricane", [2])
+    c, _ = _fake_run(tmp_path, "c", "synthetic-wildfire", [0])
+    script = benchmark_script("paper_tables")
+    assert script.main(["--merge", str(a), str(b), str(c), "--out", str(tmp_path / "both")]) == 0
+    printed = capsys.readouterr().out
+    merged = json.loads((tmp_path / "both" / "tables.json").read_text())
+    assert merged["config"]["seeds"] == [0, 1, 2] and merged["config"]["datasets"] == [
+        "synthetic-hurricane", "synthetic-wildfire"]
+    hur = next(r for r in merged["raw"] if r["dataset"] == "synthetic-hurricane")
+    assert hur["acc"] == {str(s): v for s, v in {**acc_a, **acc_b}.items()}
+    assert "synthetic-hurricane, psi = 0.5: 4 nodes (45-120 images), cnn-medium, 3 seed(s)" in printed
+    assert "Paired with Local" in printed and "| FOL (E=1) |" in printed
+    # FOL is 0.02 above Local on every node and seed: +2.0 points, 12 of 12 pairs above
+    assert "| FOL (E=1) | +2.0 ± 0.0 | 12 / 0 of 12 |" in printed
+    # the same runs merged twice: every seed would count twice
+    assert script.main(["--merge", str(a), str(a)]) == 2
+    assert "seed(s) [0, 1] are already in" in capsys.readouterr().err
+
+
+def test_merge_refuses_runs_of_another_protocol_and_bad_files(tmp_path, capsys, benchmark_script) -> None:
+    a, _ = _fake_run(tmp_path, "a", "synthetic-hurricane", [0])
+    r3, _ = _fake_run(tmp_path, "r3", "synthetic-hurricane", [1], rounds=3)
+    other, _ = _fake_run(tmp_path, "other", "synthetic-hurricane", [1], sizes=(60, 120, 90, 46))
+    garbage = tmp_path / "garbage.json"
+    garbage.write_bytes(b"\x00not json")
+    tampered = json.loads(a.read_text())
+    tampered["raw"][0]["acc"]["0"]["FOL (E=1)"][1] = 7.5  # not an accuracy
+    bad_acc = tmp_path / "bad.json"
+    bad_acc.write_text(json.dumps(tampered))
+    script = benchmark_script("paper_tables")
+    for argv, words in (([a, r3], "differ in rounds"), ([a, other], "different swarm"),
+                        ([garbage], "cannot read it as JSON"), ([bad_acc], "acc['0']['FOL (E=1)']"),
+                        ([tmp_path / "missing.json"], "missing.json")):
+        assert script.main(["--merge", *map(str, argv)]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_paired_difference_is_the_wilcoxon_test_over_nodes() -> None:
+    from scipy.stats import wilcoxon
+
+    from fol.reproduce import paired_difference
+
+    base = {0: [0.8, 0.7, 0.9, 0.6, 0.75], 1: [0.8, 0.6, 0.9, 0.65, 0.7]}
+    meth = {0: [0.9, 0.7, 0.95, 0.7, 0.7], 1: [0.85, 0.7, 0.9, 0.75, 0.72], 2: [1.0] * 5}  # seed 2: no pair
+    r = paired_difference(meth, base)
+    per_node = [((meth[0][k] - base[0][k]) + (meth[1][k] - base[1][k])) / 2 for k in range(5)]
+    nonzero = [d for d in per_node if abs(d) > 1e-12]
+    assert r.pairs == 10 and r.nonzero == len(nonzero) == 5
+    assert r.above == 7 and r.below == 1  # two ties
+    assert abs(r.p - wilcoxon(nonzero).pvalue) < 1e-12
+    assert abs(r.diff[0] - 100 * sum(per_node) / 5) < 1e-9
+    assert paired_difference(base, base).p is None  # no node differs: no test
+    with pytest.raises(ConfigError, match="share no seed"):
+        paired_difference({5: [0.1]}, {0: [0.1]})
