@@ -370,12 +370,11 @@ class Paired:
     """One method against a baseline on the same nodes and seeds
     (:func:`paired_difference`). ``per_seed`` holds, per seed, the difference
     of the swarm means (fractions); ``diff`` is their (mean, std) in points;
-    ``above`` / ``below``
-    count the (node, seed) pairs where the method scores above / below the
-    baseline (the rest are ties); ``nonzero`` and ``p`` are the Wilcoxon
-    signed-rank test over nodes: each node's difference averaged over the
-    seeds, zero differences dropped, two-sided (``p`` is None when no node
-    differs)."""
+    ``above`` / ``below`` count the (node, seed) pairs where the method
+    scores above / below the baseline (the rest are ties); ``nonzero`` and
+    ``p`` are the Wilcoxon signed-rank test over nodes: each node's
+    difference averaged over the seeds, zero differences dropped, two-sided
+    (``p`` is None when no node differs)."""
 
     per_seed: tuple[float, ...]
     above: int
@@ -551,9 +550,12 @@ class ProtocolResult:
             config = ProtocolConfig(**raw_cfg)
         except (ConfigError, TypeError) as exc:
             raise bad("config", f"a valid protocol configuration ({exc})") from None
+        for key in ("seconds", "cpu_seconds"):
+            if not isinstance(data.get(key, 0.0), (int, float)) or not data.get(key, 0.0) >= 0:
+                raise bad(key, "a number of seconds >= 0")
         rows = rows_for(config.rounds, config.methods)
-        result = cls(config, seconds=float(data.get("seconds") or 0.0),
-                     cpu_seconds=float(data.get("cpu_seconds") or 0.0), complete=bool(data.get("complete")))
+        result = cls(config, seconds=float(data.get("seconds", 0.0)), cpu_seconds=float(data.get("cpu_seconds", 0.0)),
+                     complete=data.get("complete") is True)
         for i, item in enumerate(data["raw"]):
             at = f"raw[{i}]"
             if not isinstance(item, dict) or not isinstance(item.get("dataset"), str) \

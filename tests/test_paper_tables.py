@@ -169,9 +169,12 @@ def test_merge_refuses_runs_of_another_protocol_and_bad_files(tmp_path, capsys, 
     tampered["raw"][0]["acc"]["0"]["FOL (E=1)"][1] = 7.5  # not an accuracy
     bad_acc = tmp_path / "bad.json"
     bad_acc.write_text(json.dumps(tampered))
+    bad_time = tmp_path / "bad-time.json"
+    bad_time.write_text(json.dumps({**json.loads(a.read_text()), "seconds": "an hour"}))
     script = benchmark_script("paper_tables")
     for argv, words in (([a, r3], "differ in rounds"), ([a, other], "different swarm"),
                         ([garbage], "cannot read it as JSON"), ([bad_acc], "acc['0']['FOL (E=1)']"),
+                        ([bad_time], "seconds: expected a number"),
                         ([tmp_path / "missing.json"], "missing.json")):
         assert script.main(["--merge", *map(str, argv)]) == 2
         err = capsys.readouterr().err
