@@ -270,8 +270,9 @@ def versus_local(rows: list[dict], label: str) -> tuple[str, str]:
             mine.setdefault(r["seed"], []).append(r)
     if not mine:
         return "-", "-"
-    d = paired_difference({s: [r["test_accuracy"] for r in rs] for s, rs in sorted(mine.items())},
-                          {s: [local[s, r["node"]] for r in rs] for s, rs in sorted(mine.items())})
+    by_seed = sorted(mine.items())
+    d = paired_difference({s: [r["test_accuracy"] for r in rs] for s, rs in by_seed},
+                          {s: [local[s, r["node"]] for r in rs] for s, rs in by_seed})
     return mean_std(d.per_seed, signed=True), f"{d.above} / {d.below}"
 
 

@@ -506,8 +506,7 @@ class ProtocolResult:
         acc = self.settings[(dataset, psi)]["acc"].values()
         stu, ens = f"FOL (E={rounds})", f"FOL-A (E={rounds})"
         kept = [swarm_transfer(a["Local"], a[stu], a[ens])["of_means"] for a in acc]
-        return {"student": _mean_std([statistics.mean(a[stu]) - statistics.mean(a["Local"]) for a in acc]),
-                "ensemble": _mean_std([statistics.mean(a[ens]) - statistics.mean(a["Local"]) for a in acc]),
+        return {"student": self.paired(dataset, psi, stu).diff, "ensemble": self.paired(dataset, psi, ens).diff,
                 "kept": _mean_std([k for k in kept if k is not None]) if any(k is not None for k in kept)
                 else (math.nan, math.nan),
                 "kept_seeds": (sum(k is not None for k in kept), len(kept))}
