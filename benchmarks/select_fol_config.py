@@ -86,13 +86,19 @@ def _carve(shard: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, n
 
 def _parse_option(text: str) -> tuple[str, Any]:
     """``"field=value"`` -> ``(field, value)``, the value read as JSON when it
-    parses (numbers, ``true``), else kept as a string.
+    parses (numbers, ``true``), else kept as a string. Several changes that
+    form one option, ``"f1=v1,f2=v2"``, give ``("f1,f2", (v1, v2))``.
 
     >>> _parse_option("distill_inputs=train+synth"), _parse_option("temperature=2")
     (('distill_inputs', 'train+synth'), ('temperature', 2))
+    >>> _parse_option("distill_inputs=function-matching,distill_epochs=60")
+    ('distill_inputs,distill_epochs', ('function-matching', 60))
     """
+    if "," in text:
+        parts = [_parse_option(part) for part in text.split(",")]
+        return ",".join(f for f, _ in parts), tuple(v for _, v in parts)
     field, sep, raw = text.partition("=")
-    if not sep or not field:
+    if not sep or not field.strip():
         raise ValueError(f"expected FIELD=VALUE, got {text!r}")
     try:
         value = json.loads(raw)
@@ -101,9 +107,20 @@ def _parse_option(text: str) -> tuple[str, Any]:
     return field.strip(), value
 
 
+def _changes(field: str, value: Any) -> dict[str, Any]:
+    if "," in field:
+        return dict(zip(field.split(","), value))
+    return {field: value}
+
+
+def _option_name(field: str, value: Any) -> str:
+    """The row name of an option: ``field=value`` (each change of a combined one)."""
+    return ",".join(f"{f}={v}" for f, v in _changes(field, value).items())
+
+
 def _option_cfg(base: FOLConfig, field: str, value: Any) -> FOLConfig:
-    changes = {field: value}
-    if field == "distill_mix":
+    changes = _changes(field, value)
+    if set(changes) == {"distill_mix"}:
         changes["distill_inputs"] = "train+aug"
     return base.replace(**changes)
 
@@ -180,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--defaults-only", action="store_true",
                     help="compare only the paper preset and the current default (e.g. the rule's picks together)")
     ap.add_argument("--option", action="append", default=None, metavar="FIELD=VALUE",
-                    help="compare only these options (repeatable; the value is read as JSON, else as a string)")
+                    help="compare only these options (repeatable; the value is read as JSON, else as a string; "
+                         "FIELD=VALUE,FIELD=VALUE is one option of several changes)")
     ap.add_argument("--base", choices=("paper", "default"), default="paper",
                     help="the configuration the options change one at a time, and the rule compares against")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
@@ -214,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     base = paper if args.base == "paper" else FOLConfig()
     configs = {"paper": paper, "default (current)": FOLConfig()}
     try:
-        configs |= {f"{f}={v}": _option_cfg(base, f, v) for f, v in options}
+        configs |= {_option_name(f, v): _option_cfg(base, f, v) for f, v in options}
     except (ConfigError, TypeError) as exc:
         print(f"--option: {exc}", file=sys.stderr)
         return 2
@@ -277,7 +295,8 @@ def print_table(results: dict[str, dict[str, list[float]]], configs: dict[str, F
     base = mean(base_row, "fol_sel")
     picks: dict[str, Any] = {}
     for field in dict.fromkeys(f for f, _ in options):
-        best = max(((v, mean(f"{f}={v}", "fol_sel")) for f, v in options if f == field), key=lambda t: t[1])
+        best = max(((v, mean(_option_name(f, v), "fol_sel")) for f, v in options if f == field),
+                   key=lambda t: t[1])
         if best[1] - base >= args.min_gain:
             picks[field] = best[0]
     print(f"picked by the rule (student's selection-slice accuracy, >= {args.min_gain} points over "

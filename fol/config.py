@@ -43,7 +43,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "tie_break": ("cosine", "val-loss"),
     "align_fallback": ("none", "received"),
     "ensemble_fit": ("train", "val"),
-    "distill_inputs": ("train", "train+aug", "train+val", "synth", "train+synth"),
+    "distill_inputs": ("train", "train+aug", "train+val", "synth", "train+synth", "function-matching"),
     "distill_mix": ("mixup", "cutmix", "none"),
     "distill_revert": ("kl", "val", "none"),
 }
@@ -105,7 +105,11 @@ class FOLConfig:
       D_val inputs), ``"synth"`` (a warm start on inputs synthesized from the
       teacher by the DENSE generator of :mod:`fol.methods.dense`, then
       D_train) or ``"train+synth"`` (the same warm start, then D_train plus
-      those synthesized inputs, so the last distillation keeps seeing them).
+      those synthesized inputs, so the last distillation keeps seeing them)
+      or ``"function-matching"`` (every mini-batch of D_train is replaced by
+      a fresh augmented view -- flip, crop, then ``distill_mix`` -- that the
+      teacher labels then and there, so teacher and student see the same view
+      and no view twice; meant for longer ``distill_epochs``).
     - ``distill_revert``: when the starting model is kept instead of the
       student: ``"kl"`` (paper preset: the KL to the teacher on the inputs did
       not go down), ``"val"`` (the student's D_val accuracy is below the

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -22,21 +22,57 @@ from torch import nn
 
 from fol.train import History, TrainConfig, evaluate, fit, predict_logits
 
-__all__ = ["kd_loss", "proximal_term", "distill", "DistillResult", "augment_inputs", "REVERT_RULES"]
+__all__ = ["kd_loss", "proximal_term", "distill", "DistillResult", "augment_inputs", "augment_views",
+           "REVERT_RULES"]
 
 #: When :func:`distill` hands back the starting model instead of the student.
 REVERT_RULES = ("kl", "val", "none")
 
 
+def augment_views(x: torch.Tensor, mix: str, gen: torch.Generator) -> torch.Tensor:
+    """One label-free augmented view of each image of ``x`` ([N, C, H, W]),
+    drawn from ``gen``: a horizontal flip with probability 1/2, a random crop
+    of a reflect-padded image (pad = H // 8), then a mix with another image of
+    ``x`` (a random permutation): ``"mixup"`` blends pixels with a Beta(1, 1)
+    weight per image, ``"cutmix"`` pastes a random box, ``"none"`` leaves it.
+    No label is produced or read. ``x`` is not modified.
+
+    >>> x = torch.rand(4, 3, 8, 8)
+    >>> augment_views(x, "mixup", torch.Generator().manual_seed(0)).shape
+    torch.Size([4, 3, 8, 8])
+    """
+    if mix not in ("mixup", "cutmix", "none"):
+        raise ValueError(f"mix must be 'mixup', 'cutmix' or 'none', got {mix!r}")
+    n, _, h, w = x.shape
+    if n == 0:
+        return x.clone()
+    pad = max(1, h // 8)
+    flip = torch.rand(n, generator=gen) < 0.5
+    xc = torch.where(flip[:, None, None, None], x.flip(-1), x)
+    padded = F.pad(xc, (pad, pad, pad, pad), mode="reflect")
+    dy = torch.randint(0, 2 * pad + 1, (n,), generator=gen)
+    dx = torch.randint(0, 2 * pad + 1, (n,), generator=gen)
+    xc = torch.stack([padded[i, :, dy[i]:dy[i] + h, dx[i]:dx[i] + w] for i in range(n)])
+    partner = xc[torch.randperm(n, generator=gen)]
+    if mix == "mixup":
+        lam = torch.rand(n, generator=gen)  # Beta(1, 1) is uniform on [0, 1]
+        xc = lam[:, None, None, None] * xc + (1 - lam[:, None, None, None]) * partner
+    elif mix == "cutmix":
+        ratio = torch.rand(n, generator=gen).sqrt()  # side ratio: box area ~ U(0, 1)
+        xc = xc.clone()
+        for i in range(n):
+            bh, bw = int(round(float(ratio[i]) * h)), int(round(float(ratio[i]) * w))
+            y0 = int(torch.randint(0, h - bh + 1, (1,), generator=gen))
+            x0 = int(torch.randint(0, w - bw + 1, (1,), generator=gen))
+            xc[i, :, y0:y0 + bh, x0:x0 + bw] = partner[i, :, y0:y0 + bh, x0:x0 + bw]
+    return xc
+
+
 def augment_inputs(x: torch.Tensor, copies: int, mix: str = "mixup", seed: int = 0) -> torch.Tensor:
     """``copies`` label-free augmented copies of the images ``x`` ([N, C, H, W]),
-    stacked: each copy flips every image horizontally with probability 1/2,
-    takes a random crop of a reflect-padded image (pad = H // 8), then mixes it
-    with another local image (a random permutation): ``"mixup"`` blends pixels
-    with a Beta(1, 1) weight per image, ``"cutmix"`` pastes a random box,
-    ``"none"`` leaves it. No label is produced or read: the distillation
-    teacher labels these inputs, so labels used elsewhere never change.
-    ``x`` is not modified.
+    stacked: :func:`augment_views` ``copies`` times from one generator seeded
+    with ``seed``. The distillation teacher labels these inputs, so labels used
+    elsewhere never change. ``x`` is not modified.
 
     >>> x = torch.rand(4, 3, 8, 8)
     >>> augment_inputs(x, 2, "cutmix").shape
@@ -44,33 +80,10 @@ def augment_inputs(x: torch.Tensor, copies: int, mix: str = "mixup", seed: int =
     """
     if mix not in ("mixup", "cutmix", "none"):
         raise ValueError(f"mix must be 'mixup', 'cutmix' or 'none', got {mix!r}")
-    n, _, h, w = x.shape
-    if copies <= 0 or n == 0:
+    if copies <= 0 or x.shape[0] == 0:
         return x.new_zeros((0, *x.shape[1:]))
     gen = torch.Generator().manual_seed(seed)
-    pad = max(1, h // 8)
-    out = []
-    for _ in range(copies):
-        flip = torch.rand(n, generator=gen) < 0.5
-        xc = torch.where(flip[:, None, None, None], x.flip(-1), x)
-        padded = F.pad(xc, (pad, pad, pad, pad), mode="reflect")
-        dy = torch.randint(0, 2 * pad + 1, (n,), generator=gen)
-        dx = torch.randint(0, 2 * pad + 1, (n,), generator=gen)
-        xc = torch.stack([padded[i, :, dy[i]:dy[i] + h, dx[i]:dx[i] + w] for i in range(n)])
-        partner = xc[torch.randperm(n, generator=gen)]
-        if mix == "mixup":
-            lam = torch.rand(n, generator=gen)  # Beta(1, 1) is uniform on [0, 1]
-            xc = lam[:, None, None, None] * xc + (1 - lam[:, None, None, None]) * partner
-        elif mix == "cutmix":
-            ratio = torch.rand(n, generator=gen).sqrt()  # side ratio: box area ~ U(0, 1)
-            xc = xc.clone()
-            for i in range(n):
-                bh, bw = int(round(float(ratio[i]) * h)), int(round(float(ratio[i]) * w))
-                y0 = int(torch.randint(0, h - bh + 1, (1,), generator=gen))
-                x0 = int(torch.randint(0, w - bw + 1, (1,), generator=gen))
-                xc[i, :, y0:y0 + bh, x0:x0 + bw] = partner[i, :, y0:y0 + bh, x0:x0 + bw]
-        out.append(xc)
-    return torch.cat(out)
+    return torch.cat([augment_views(x, mix, gen) for _ in range(copies)])
 
 
 def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float = 1.0,
@@ -117,8 +130,17 @@ def distill(
     revert: str = "kl",
     val: tuple[torch.Tensor, torch.Tensor] | None = None,
     start: nn.Module | None = None,
+    teacher: nn.Module | None = None,
+    views: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> DistillResult:
     """Distill cached ``teacher_logits`` (on inputs ``x``) into a copy of ``student``.
+
+    With ``views`` (and the ``teacher`` module), every mini-batch is replaced
+    by a fresh view ``views(batch)`` that the teacher labels then and there, so
+    the student matches the teacher on the same view, never twice on the same
+    one (function matching, Beyer et al., "Knowledge distillation: A good
+    teacher is patient and consistent", CVPR 2022). ``teacher_logits`` (on the
+    plain ``x``) then serve only the ``"kl"`` revert rule.
 
     ``start`` (default ``student``) is the node's model before this stage: the
     proximal anchor ``theta_prev`` and what a revert hands back (a caller that
@@ -134,12 +156,21 @@ def distill(
         raise ValueError(f"revert must be one of {REVERT_RULES}, got {revert!r}")
     if revert == "val" and val is None:
         raise ValueError("revert='val' needs val=(x, y)")
+    if views is not None and teacher is None:
+        raise ValueError("views need the teacher module to label each view")
+    if teacher is not None:
+        teacher.eval()
     start = student if start is None else start
     student = copy.deepcopy(student)
     anchor = [p.detach().clone() for p in start.parameters()]
 
     def objective(model: nn.Module, batch: Sequence[torch.Tensor]) -> torch.Tensor:
         xb, tb = batch
+        if views is not None:
+            assert teacher is not None
+            xb = views(xb)
+            with torch.no_grad():
+                tb = teacher(xb)
         loss = kd_loss(model(xb), tb, temperature)
         if lam > 0:
             loss = loss + lam * proximal_term(model, anchor)

@@ -23,6 +23,7 @@ student keeps (``RoundReport.transfer``).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import zlib
@@ -37,7 +38,7 @@ from fol.accounting import forward_macs, inference_flops, training_flops
 from fol.checkpoint import ModelCard, save_model
 from fol.config import FOLConfig
 from fol.data import NodeData
-from fol.distill import augment_inputs, distill
+from fol.distill import augment_inputs, augment_views, distill
 from fol.ensemble import WeightedEnsemble, ensemble_logits, fit_ensemble_weights
 from fol.errors import ConfigError
 from fol.fileio import write_json_atomic
@@ -273,13 +274,20 @@ def ensemble_and_distill(state: NodeState, candidates: Sequence[Candidate], roun
     else:
         teacher_logits = ensemble_logits([predict_logits(c.model, x) for c in top], weights)
     logit_passes = int(fit_x.shape[0]) + (0 if reuse else int(x.shape[0]))
+    views = None
+    if cfg.distill_inputs == "function-matching":  # a fresh view of every image at every step
+        gen = torch.Generator().manual_seed(_seed(cfg, round, "augment"))
+        views = functools.partial(augment_views, mix=cfg.distill_mix, gen=gen)
     macs = forward_macs(own, shape)
     result = distill(start, x, teacher_logits, cfg.distill_train(_seed(cfg, round, "distill")),
-                     cfg.temperature, cfg.lam, revert=cfg.distill_revert, val=val, start=own)
+                     cfg.temperature, cfg.lam, revert=cfg.distill_revert, val=val, start=own,
+                     teacher=ensemble if views is not None else None, views=views)
     report.distillation = {"kl_before": result.kl_before, "kl_after": result.kl_after, "drift_l2": result.drift,
                            "reverted": result.reverted, "inputs": int(x.shape[0])}
     report.train_flops += training_flops(macs, result.history.samples_seen)
-    report.train_flops += sum(inference_flops(c.macs_after, logit_passes) for c in top)  # cached teacher logits
+    if views is not None:  # the teacher labels every view it is shown
+        logit_passes += result.history.samples_seen
+    report.train_flops += sum(inference_flops(c.macs_after, logit_passes) for c in top)  # teacher logits
     report.seconds["distill"] = time.perf_counter() - t0
     return ensemble, result.student.eval()
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fol.config import CHOICES, PAPER_OVERRIDES, PRESETS, FOLConfig
-from fol.distill import augment_inputs, distill
+from fol.distill import augment_inputs, augment_views, distill
 from fol.errors import ConfigError
 from fol.personalize import (NodeState, Received, RoundReport, align_candidates, distillation_inputs,
                              ensemble_and_distill, swarm_transfer, transfer_share)
@@ -141,6 +141,71 @@ def test_train_plus_synth_distils_on_the_synthesized_inputs_too(swarm) -> None:
         assert torch.equal(getattr(node.data, s).labels, labels)
 
 
+def test_function_matching_labels_every_fresh_view_with_the_teacher() -> None:
+    # Every input has feature 1 = 0, so distillation on the plain inputs can
+    # never learn the teacher's weight on it; the views add noise there, and
+    # the teacher labels each view as it is drawn.
+    torch.manual_seed(0)
+    x = torch.randn(64, 2)
+    x[:, 1] = 0.0
+    teacher = nn.Linear(2, 2)
+    with torch.no_grad():
+        teacher.weight.copy_(torch.tensor([[2.0, 3.0], [-2.0, -3.0]]))
+        teacher.bias.zero_()
+    student = nn.Linear(2, 2)
+    with torch.no_grad():
+        student.weight.zero_()
+        student.bias.zero_()
+    seen: list[torch.Tensor] = []
+    gen = torch.Generator().manual_seed(1)
+
+    def views(xb: torch.Tensor) -> torch.Tensor:
+        v = xb.clone()
+        v[:, 1] = torch.randn(len(xb), generator=gen)
+        seen.append(v)
+        return v
+
+    labelled: list[torch.Tensor] = []
+    teacher.register_forward_hook(lambda m, inp, out: labelled.append(inp[0]))
+    with torch.no_grad():
+        plain_logits = teacher(x)
+    labelled.clear()
+    cfg = TrainConfig(epochs=60, batch_size=16, lr=0.2, weight_decay=0.0)
+    plain = distill(student, x, plain_logits, cfg, 1.0, 0.0, revert="none")
+    fm = distill(student, x, plain_logits, cfg, 1.0, 0.0, revert="none", teacher=teacher, views=views)
+    assert len(seen) == 60 * 4 and len(labelled) == len(seen)  # one fresh view per step, each labelled
+    assert all(a is b for a, b in zip(seen, labelled))
+    assert len({tuple(v[:, 1].tolist()) for v in seen}) == len(seen)  # never the same view twice
+    assert float(plain.student.weight.detach()[0, 1] - plain.student.weight.detach()[1, 1]) == 0.0
+    w = fm.student.weight.detach()
+    assert float(w[0, 1] - w[1, 1]) > 3.0  # learned from the views only (teacher: 6)
+    with pytest.raises(ValueError, match="teacher"):
+        distill(student, x, plain_logits, cfg, 1.0, 0.0, views=views)
+
+
+def test_function_matching_round_changes_no_split_and_counts_teacher_passes(swarm) -> None:
+    node = swarm[1]
+    state = _state(node)
+    before = {s: (getattr(node.data, s).images.clone(), getattr(node.data, s).labels.clone())
+              for s in ("train", "val", "test")}
+    cfg = FAST.replace(distill_epochs=2, batch_size=8, distill_revert="none")
+    cands = align_candidates(state, _received(swarm, 1), 1, cfg, True, RoundReport(node.name, 1, "fol"))
+    reports, students = {}, {}
+    for name, choice in (("train", "train"), ("fm", "function-matching"), ("fm again", "function-matching")):
+        reports[name] = RoundReport(node.name, 1, "fol")
+        _, students[name] = ensemble_and_distill(state, cands, 1, cfg.replace(distill_inputs=choice), reports[name])
+    n = len(node.data.train)
+    assert reports["fm"].distillation["inputs"] == n
+    # The teacher labels every view it is shown: more teacher passes than on D_train alone.
+    assert reports["fm"].train_flops > reports["train"].train_flops
+    same = [torch.equal(a, b) for a, b in zip(students["fm"].parameters(), students["fm again"].parameters())]
+    assert all(same)  # seeded: the same round gives the same student
+    assert not all(torch.equal(a, b) for a, b in zip(students["fm"].parameters(), students["train"].parameters()))
+    for s, (images, labels) in before.items():
+        assert torch.equal(getattr(node.data, s).images, images)
+        assert torch.equal(getattr(node.data, s).labels, labels)
+
+
 @pytest.mark.parametrize("mix", ["mixup", "cutmix", "none"])
 def test_augment_inputs_keeps_its_input_and_is_seeded(mix: str) -> None:
     x = torch.rand(6, 3, 8, 8)
@@ -148,6 +213,8 @@ def test_augment_inputs_keeps_its_input_and_is_seeded(mix: str) -> None:
     a, b = augment_inputs(x, 2, mix, seed=3), augment_inputs(x, 2, mix, seed=3)
     assert torch.equal(x, copy_) and torch.equal(a, b) and a.shape == (12, 3, 8, 8)
     assert not torch.equal(a, augment_inputs(x, 2, mix, seed=4))
+    gen = torch.Generator().manual_seed(3)  # the copies are views drawn one after the other
+    assert torch.equal(a, torch.cat([augment_views(x, mix, gen), augment_views(x, mix, gen)]))
 
 
 def test_held_out_weights_never_see_test_data(swarm) -> None:
