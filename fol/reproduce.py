@@ -305,8 +305,13 @@ def column_nodes(sizes: Sequence[int], quantiles: Sequence[float] = COLUMN_QUANT
 
 def partition_pool(pool: GeoDataset, cfg: ProtocolConfig, psi: float) -> list[np.ndarray]:
     """The swarm's shards of ``pool`` at Dirichlet ``psi`` (they depend on the
-    data seed only, never on the training seed)."""
-    return dirichlet_partition(pool.labels.numpy(), cfg.nodes, psi, seed=cfg.data_seed, min_samples=cfg.min_samples)
+    data seed only, never on the training seed). Where no Dirichlet draw gives
+    every node ``min_samples`` images (psi = 0.1 with two classes and 24
+    nodes), the best draw is topped up with each short node's majority class
+    (``short="top-up"`` of :func:`~fol.data.dirichlet_partition`); settings
+    a draw can satisfy are unchanged by that rule."""
+    return dirichlet_partition(pool.labels.numpy(), cfg.nodes, psi, seed=cfg.data_seed, min_samples=cfg.min_samples,
+                               short="top-up")
 
 
 def pretrained_swarm(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: ProtocolConfig, seed: int,
@@ -650,10 +655,15 @@ def run_protocol(cfg: ProtocolConfig, progress: Callable[[str], None] = log.info
     result = ProtocolResult(cfg, complete=False)
     t_start, cpu_start = time.perf_counter(), time.process_time()
     finished = 0
+    # Every pool and partition first: a setting that cannot be built fails
+    # before hours of training on the others.
+    pools = {dataset: load_pool(dataset, cfg) for dataset in cfg.datasets}
+    partitions = {(dataset, psi): partition_pool(pools[dataset], cfg, psi)
+                  for dataset in cfg.datasets for psi in cfg.psis}
     for dataset in cfg.datasets:
-        pool = load_pool(dataset, cfg)
+        pool = pools[dataset]
         for psi in cfg.psis:
-            shards = partition_pool(pool, cfg, psi)
+            shards = partitions[(dataset, psi)]
             sizes = [int(len(s)) for s in shards]
             setting: dict[str, Any] = {"sizes": sizes, "columns": column_nodes(sizes), "acc": {}}
             for seed in cfg.seeds:

@@ -115,3 +115,36 @@ def test_assignment_partition_exact():
         assignment_partition([0, 4], n_nodes=4)
     with pytest.raises(DataError, match="integer"):
         assignment_partition([0, 1.5], n_nodes=4)
+
+
+def test_top_up_completes_a_draw_no_redraw_can_and_changes_no_feasible_one() -> None:
+    y = np.repeat([0, 1], 3600)
+    with pytest.raises(DataError, match="fewer than 40"):
+        dirichlet_partition(y, n_nodes=24, psi=0.1, seed=0, min_samples=40, max_retries=50)
+    parts = dirichlet_partition(y, n_nodes=24, psi=0.1, seed=0, min_samples=40, max_retries=50, short="top-up")
+    flat = np.concatenate(parts)
+    assert len(flat) == len(y) == len(set(flat.tolist()))  # every image once
+    assert min(len(p) for p in parts) == 40
+    feasible = dirichlet_partition(y, n_nodes=10, psi=0.5, seed=3, min_samples=30)
+    same = dirichlet_partition(y, n_nodes=10, psi=0.5, seed=3, min_samples=30, short="top-up")
+    assert all(np.array_equal(a, b) for a, b in zip(feasible, same))
+    with pytest.raises(DataError, match="short"):
+        dirichlet_partition(y, n_nodes=10, psi=0.5, seed=3, short="pad")
+
+
+def test_top_up_adds_only_the_short_nodes_majority_class() -> None:
+    from fol.data.partition import _top_up
+
+    y = np.array([0] * 60 + [1] * 40)
+    parts = [list(range(0, 50)) + list(range(60, 90)),  # 80 images: the donor
+             list(range(50, 52)) + [90],                # 3 images, majority class 0
+             list(range(91, 100)),                      # 9 images, all class 1
+             list(range(52, 60)),                       # 8 images of class 0
+             []]                                        # empty: takes the most common class (0)
+    out = _top_up(parts, y, min_samples=10)
+    assert sorted(i for q in out for i in q) == list(range(100)) and min(map(len, out)) == 10
+    assert len(parts[4]) == 0  # the input is not changed
+    for before, after in zip(parts[1:], out[1:]):
+        added = set(after) - set(before)
+        majority = int(np.bincount(y[before]).argmax()) if before else 0
+        assert set(before) <= set(after) and {int(y[i]) for i in added} <= {majority}

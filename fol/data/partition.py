@@ -55,6 +55,7 @@ def dirichlet_partition(
     min_samples: int = 10,
     samples_per_node: int | None = None,
     max_retries: int = 1000,
+    short: str = "redraw",
 ) -> list[np.ndarray]:
     """Dirichlet label-skew partition with concentration ``psi``.
 
@@ -62,7 +63,18 @@ def dirichlet_partition(
     (2019) / NIID-Bench (Li et al., 2022). For each class ``c`` the proportions
     ``p_c ~ Dir(psi * 1_nodes)`` split that class's images over the nodes (a
     node that already holds ``N / n_nodes`` images gets no more). The draw is
-    repeated until every node has at least ``min_samples`` images.
+    repeated until every node has at least ``min_samples`` images. When no
+    draw of ``max_retries`` does (with few classes, a small ``psi`` and many
+    nodes that is all but certain: at psi = 0.1, two classes and 24 nodes,
+    each node gets next to nothing of a class with probability about 0.6),
+    ``short`` decides: ``"redraw"`` raises :class:`~fol.errors.DataError`;
+    ``"top-up"`` takes the draw whose smallest node is largest (the first
+    such) and tops up every node short of ``min_samples``, smallest first,
+    with images of its own majority class (a node with none takes the most
+    common class), moved from the node that holds most of that class among
+    those that stay at ``min_samples`` or above. The top-up only makes short
+    nodes more skewed, never less; a draw that succeeds is returned as is,
+    so settings that ``"redraw"`` can partition give the same shards.
 
     With ``samples_per_node = m`` (a fixed-size node out of a larger pool, e.g.
     24 nodes x 300 images from 12,000): each node ``k`` draws its label mix
@@ -77,6 +89,8 @@ def dirichlet_partition(
     """
     y = np.asarray(labels).astype(np.int64).reshape(-1)
     _check_nodes(n_nodes)
+    if short not in ("redraw", "top-up"):
+        raise DataError(f"short must be 'redraw' or 'top-up', got {short!r}")
     if not (psi > 0 and np.isfinite(psi)):
         raise DataError(f"Dirichlet concentration psi must be > 0, got {psi!r}")
     if y.size and y.min() < 0:
@@ -89,6 +103,7 @@ def dirichlet_partition(
         if n < need:
             raise DataError(f"{n} samples cannot give {n_nodes} nodes at least {min_samples} each (need {need})")
         by_class = [np.flatnonzero(y == c) for c in classes]
+        best: list[list[int]] | None = None
         for attempt in range(max_retries):
             parts: list[list[int]] = [[] for _ in range(n_nodes)]
             for idx in by_class:
@@ -105,6 +120,12 @@ def dirichlet_partition(
             if min(len(q) for q in parts) >= min_samples:
                 log.debug("dirichlet_partition: accepted draw %d", attempt)
                 return [np.sort(np.asarray(q, dtype=np.int64)) for q in parts]
+            if short == "top-up" and (best is None or min(map(len, parts)) > min(map(len, best))):
+                best = parts
+        if short == "top-up" and best is not None:
+            log.info("dirichlet_partition: no draw of %d gave every node %d images (psi=%s); topping up the best one",
+                     max_retries, min_samples, psi)
+            return [np.sort(np.asarray(q, dtype=np.int64)) for q in _top_up(best, y, min_samples)]
         raise DataError(
             f"Dirichlet partition (psi={psi}) of {n} samples over {n_nodes} nodes left a node with fewer than "
             f"{min_samples} samples after {max_retries} draws; use fewer nodes, a larger psi or a lower min_samples"
@@ -141,6 +162,32 @@ def dirichlet_partition(
         f"Dirichlet partition (psi={psi}) cannot draw {n_nodes} x {m} samples from {n} ({counts}) "
         f"after {max_retries} draws; use a larger pool, fewer nodes or a larger psi"
     )
+
+
+def _top_up(parts: list[list[int]], y: np.ndarray, min_samples: int) -> list[list[int]]:
+    """Move images until every node of ``parts`` holds ``min_samples`` (see
+    :func:`dirichlet_partition`, ``short="top-up"``); ``parts`` is not changed.
+    Needs ``len(y) >= len(parts) * min_samples``."""
+    parts = [list(q) for q in parts]
+    largest_class = int(np.bincount(y).argmax())
+    while True:
+        sizes = [len(q) for q in parts]
+        short_nodes = [k for k, size in enumerate(sizes) if size < min_samples]
+        if not short_nodes:
+            return parts
+        k = min(short_nodes, key=lambda j: (sizes[j], j))
+        c = int(np.bincount(y[parts[k]]).argmax()) if parts[k] else largest_class
+        donors = [j for j, size in enumerate(sizes) if size > min_samples and (y[parts[j]] == c).any()]
+        if not donors:  # no spare image of that class: the largest node gives of its own majority class
+            j = max((j for j, size in enumerate(sizes) if size > min_samples), key=lambda i: (sizes[i], -i))
+            c = int(np.bincount(y[parts[j]]).argmax())
+        else:
+            j = max(donors, key=lambda i: (int((y[parts[i]] == c).sum()), -i))
+        of_c = [i for i in parts[j] if y[i] == c]
+        move = of_c[len(of_c) - min(min_samples - sizes[k], sizes[j] - min_samples, len(of_c)):]
+        moved = set(move)
+        parts[j] = [i for i in parts[j] if i not in moved]
+        parts[k].extend(move)
 
 
 def _unit_vectors(lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
