@@ -182,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-node", type=int, default=300)
     ap.add_argument("--psi", type=float, default=0.5)
     ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="seeds first-seed .. first-seed + seeds - 1 (fresh seeds for a confirmatory run)")
     ap.add_argument("--q", type=int, default=5)
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--arch", default="cnn-medium")
@@ -251,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     picks: dict[str, Any] = {}
     done = []
-    for seed in range(args.seeds):  # both tasks of a seed first: a cut-short run still covers both
+    for seed in range(args.first_seed, args.first_seed + args.seeds):  # both tasks of a seed first: a cut-short run still covers both
         for task in args.tasks.split(","):
             for k, one in enumerate(run_swarm(task, seed, args, configs)):
                 for name, row in one.items():
