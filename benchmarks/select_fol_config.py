@@ -2,7 +2,8 @@
 
 Synthetic hurricane and wildfire, ``--nodes`` nodes of ``--per-node`` images,
 Dirichlet psi = 0.5, ``--arch`` (cnn-medium), Q = 5 neighbours drawn per node
-(seeded), K = 3, E = 1, ``--seeds`` seeds. Before the usual 70 / 15 / 15 split a
+(seeded), K = each config's own (3 in both presets; ``--k`` sets it for all, a
+``top_k`` option for one), E = 1, ``--seeds`` seeds. Before the usual 70 / 15 / 15 split a
 selection slice (``--select-fraction`` of every node's shard, stratified by
 nothing, drawn by a seeded permutation) is set aside: no option trains, ranks,
 fits weights or decides a revert on it, so it is an unbiased validation set
@@ -125,11 +126,22 @@ def _option_cfg(base: FOLConfig, field: str, value: Any) -> FOLConfig:
     return base.replace(**changes)
 
 
+def build_configs(args: argparse.Namespace, options: list[tuple[str, Any]]) -> dict[str, FOLConfig]:
+    """The compared configs by row name: the paper preset, the current default
+    and every option applied on ``--base``; Q from ``--q`` for all, K from
+    ``--k`` for all when given, else each config's own (an option may set it)."""
+    fixed = {"max_neighbours": args.q} | ({} if args.k is None else {"top_k": args.k})
+    paper = FOLConfig.preset("paper", **fixed)
+    base = paper if args.base == "paper" else FOLConfig(**fixed)
+    configs = {"paper": paper, "default (current)": FOLConfig(**fixed)}
+    return configs | {_option_name(f, v): _option_cfg(base, f, v) for f, v in options}
+
+
 def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str, FOLConfig]):
     """Yield, node after node (index order), the accuracies of local /
     student / ensemble on the selection slice and on test for every named
     config: ``{config: {key: value}}``."""
-    paper = FOLConfig.preset("paper", max_neighbours=args.q, top_k=args.k, rounds=1, seed=seed)
+    paper = FOLConfig.preset("paper", rounds=1, seed=seed)
     pool = make_synthetic(task, args.nodes * args.per_node * 2, seed=seed)
     shards = dirichlet_partition(pool.labels.numpy(), args.nodes, args.psi, seed, samples_per_node=args.per_node)
     kept, selection = zip(*(_carve(np.asarray(s), args.select_fraction, seed * 7919 + k) for k, s in enumerate(shards)))
@@ -155,12 +167,12 @@ def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str,
         sel, test = sel_sets[k], node.data.test.tensors()
         local_sel, local_test = evaluate(node.pretrained, *sel).accuracy, evaluate(node.pretrained, *test).accuracy
         for names in groups.values():
-            first = configs[names[0]].replace(seed=seed, max_neighbours=args.q, top_k=args.k)
+            first = configs[names[0]].replace(seed=seed)
             state = NodeState.from_pretrained(node.name, node.pretrained, node.spec, node.class_names, node.data)
             aligned = align_candidates(state, received, 1, first.replace(align_fallback="none"), True,
                                        RoundReport(node.name, 1, "fol"))
             for name in names:
-                cfg = configs[name].replace(seed=seed, max_neighbours=args.q, top_k=args.k)
+                cfg = configs[name].replace(seed=seed)
                 candidates = (apply_align_fallback(aligned, received, node.data) if cfg.align_fallback == "received"
                               else copy.copy(aligned))  # the fallback on the same alignment
                 ens, student = ensemble_and_distill(state, candidates, 1, cfg, RoundReport(node.name, 1, "fol"))
@@ -185,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--first-seed", type=int, default=0,
                     help="seeds first-seed .. first-seed + seeds - 1 (fresh seeds for a confirmatory run)")
     ap.add_argument("--q", type=int, default=5)
-    ap.add_argument("--k", type=int, default=3)
+    ap.add_argument("--k", type=int, default=None,
+                    help="K for every config (default: each config's own; an option may set top_k)")
     ap.add_argument("--arch", default="cnn-medium")
     ap.add_argument("--select-fraction", type=float, default=0.15)
     ap.add_argument("--min-gain", type=float, default=0.5, help="points over the paper value an option must gain")
@@ -220,7 +233,6 @@ def main(argv: list[str] | None = None) -> int:
                       "setting", file=sys.stderr)
                 return 2
             setattr(args, key, saved_runs[0]["args"].get(key, missing.get(key, False)))
-    paper = FOLConfig.preset("paper")
     options = [o for o in STAGE34_OPTIONS if args.synth or o[0] != "distill_inputs" or "synth" not in o[1]]
     options += (MORE_OPTIONS if args.more else []) + (STAGE2_OPTIONS if args.stage2 else [])
     if args.option:
@@ -229,12 +241,14 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"--option: {exc}", file=sys.stderr)
             return 2
+    if any(f == "max_neighbours" for field, _ in options for f in field.split(",")):
+        print("--option: Q is the same for every option (the neighbours are drawn once); set it with --q",
+              file=sys.stderr)
+        return 2
     if args.defaults_only:
         options = []
-    base = paper if args.base == "paper" else FOLConfig()
-    configs = {"paper": paper, "default (current)": FOLConfig()}
     try:
-        configs |= {_option_name(f, v): _option_cfg(base, f, v) for f, v in options}
+        configs = build_configs(args, options)
     except (ConfigError, TypeError) as exc:
         print(f"--option: {exc}", file=sys.stderr)
         return 2
@@ -276,8 +290,9 @@ def print_table(results: dict[str, dict[str, list[float]]], configs: dict[str, F
     def mean(name: str, key: str) -> float:
         return 100 * statistics.mean(results[name][key])
 
+    k_text = "each config's own" if args.k is None else args.k
     print(f"\nsynthetic {', '.join(done)}: {args.nodes} nodes x {args.per_node} images, psi = {args.psi}, "
-          f"Q = {args.q}, K = {args.k}, E = 1, {args.arch}; selection slice {args.select_fraction:.0%} of each "
+          f"Q = {args.q}, K = {k_text}, E = 1, {args.arch}; selection slice {args.select_fraction:.0%} of each "
           f"shard; accuracy in %, mean over swarms x nodes ({len(results['paper']['fol_sel'])} node runs); transfer = "
           f"(fol - local) / (fol-a - local) of the means, '-' when fol-a gains < 0.5 points")
     base_row = "paper" if args.base == "paper" else "default (current)"

@@ -43,3 +43,28 @@ def test_merge_refuses_a_defaults_only_run_with_a_run_of_every_option(script, tm
     b = _run(tmp_path / "combo.json", "hurricane", {"defaults_only": True}, rows)
     assert script.main(["--merge", a, b]) == 2
     assert "differ in defaults_only" in capsys.readouterr().err
+
+
+def _args(*argv):
+    import argparse
+    ns = argparse.Namespace(q=5, k=None, base="default")  # the command line's defaults
+    for text in argv:
+        key, value = text.split("=")
+        setattr(ns, key, None if value == "None" else (int(value) if value.isdigit() else value))
+    return ns
+
+
+def test_a_top_k_option_keeps_its_own_k_and_k_given_sets_every_config(script) -> None:
+    options = [script._parse_option("top_k=5"), script._parse_option("distill_inputs=train+aug")]
+    configs = script.build_configs(_args(), options)
+    assert {name: cfg.top_k for name, cfg in configs.items()} == {
+        "paper": 3, "default (current)": 3, "top_k=5": 5, "distill_inputs=train+aug": 3}
+    assert all(cfg.max_neighbours == 5 for cfg in configs.values())
+    assert configs["top_k=5"].replace(top_k=3) == configs["default (current)"]  # K is the only change
+    forced = script.build_configs(_args("k=2", "q=4"), [])
+    assert [(c.top_k, c.max_neighbours) for c in forced.values()] == [(2, 4), (2, 4)]
+
+
+def test_an_option_may_not_change_q(script, capsys) -> None:
+    assert script.main(["--option", "max_neighbours=3", "--seeds", "0"]) == 2
+    assert "set it with --q" in capsys.readouterr().err
