@@ -325,10 +325,15 @@ def pretrained_swarm(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: Protoc
 
 def run_setting(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: ProtocolConfig, seed: int,
                 progress: Callable[[str], None] = log.info, map: Callable[..., list[Any]] = serial_map,
-                ) -> dict[str, list[float]]:
+                reverted: dict[str, list[bool | None]] | None = None) -> dict[str, list[float]]:
     """Every row of the table for one swarm and one training seed: row -> test
     accuracy per node (fractions in [0, 1]). ``map`` spreads per-node work (an
-    executor's ``map`` from :mod:`fol.executors`; results do not depend on it)."""
+    executor's ``map`` from :mod:`fol.executors`; results do not depend on it).
+
+    ``reverted``, when given, receives for every student row (``FOL (E=e)``,
+    ``FOL-N (E=e)``) one entry per node: whether round ``e``'s distillation
+    handed back its starting model (the revert rule, ``FOLConfig.distill_revert``),
+    None when the node distilled nothing that round (no usable model arrived)."""
     t0 = time.perf_counter()
     ctx = pretrained_swarm(pool, shards, cfg, seed, map)
     nodes = ctx.nodes
@@ -343,6 +348,10 @@ def run_setting(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: ProtocolCon
         for e in range(cfg.rounds):
             out[f"{ens_name} (E={e + 1})"] = [pts[e]["ensemble"] for pts in per_node]
             out[f"{stu_name} (E={e + 1})"] = [pts[e]["student"] for pts in per_node]
+            if reverted is not None:
+                reverted[f"{stu_name} (E={e + 1})"] = [
+                    bool(reps[e].distillation["reverted"]) if "reverted" in reps[e].distillation else None
+                    for reps in run.reports]
         progress(f"{stu_name} / {ens_name}, {cfg.rounds} round(s) ({time.perf_counter() - t0:.0f} s)")
     # DENSE and Co-Boosting distil on the server, in one process each: run them side by side.
     t0 = time.perf_counter()
@@ -426,8 +435,9 @@ class ProtocolResult:
     """Raw per-node accuracies of every setting, and the tables made from them.
 
     ``settings[(dataset, psi)]`` holds ``sizes`` (images per node), ``columns``
-    (the node indices reported by id) and ``acc[seed][row]`` (one accuracy per
-    node)."""
+    (the node indices reported by id), ``acc[seed][row]`` (one accuracy per
+    node) and, for runs that recorded it, ``reverted[seed][row]`` (per node,
+    whether that student row's distillation reverted; see :func:`run_setting`)."""
 
     config: ProtocolConfig
     settings: dict[tuple[str, float], dict[str, Any]] = field(default_factory=dict)
@@ -493,7 +503,22 @@ class ProtocolResult:
                     test = "-" if d.p is None else f"{d.p:.2g} ({d.nonzero})"
                     parts.append(f"| {row} | {d.diff[0]:+.1f} ± {d.diff[1]:.1f} | {d.above} / {d.below} of "
                                  f"{d.pairs} | {test} |")
+            reverts = self.reverts(dataset, psi)
+            if reverts:
+                parts.append("\nDistillation reverted (the student handed back its starting model): " + "; ".join(
+                    f"{row} {r} of {n} node runs" for row, (r, n) in reverts.items()) + ".")
         return "\n".join(parts) + "\n"
+
+    def reverts(self, dataset: str, psi: float) -> dict[str, tuple[int, int]]:
+        """Per student row, (node runs whose distillation reverted, node runs
+        that distilled), over the seeds that recorded it; empty when none did."""
+        counts: dict[str, list[int]] = {}
+        for per_row in self.settings[(dataset, psi)].get("reverted", {}).values():
+            for row, flags in per_row.items():
+                c = counts.setdefault(row, [0, 0])
+                c[0] += sum(f is True for f in flags)
+                c[1] += sum(f is not None for f in flags)
+        return {row: (c[0], c[1]) for row, c in counts.items()}
 
     def paired(self, dataset: str, psi: float, row: str, base: str = "Local") -> Paired:
         """``row`` against ``base`` in one setting (:func:`paired_difference`)."""
@@ -529,7 +554,8 @@ class ProtocolResult:
         return {"config": self.config.to_dict(), "complete": self.complete, "seconds": self.seconds,
                 "cpu_seconds": self.cpu_seconds, "records": self.records(),
                 "raw": [{"dataset": d, "psi": p, "sizes": s["sizes"], "columns": s["columns"],
-                         "acc": {str(seed): a for seed, a in s["acc"].items()}}
+                         "acc": {str(seed): a for seed, a in s["acc"].items()},
+                         "reverted": {str(seed): r for seed, r in s.get("reverted", {}).items()}}
                         for (d, p), s in self.settings.items()]}
 
     @classmethod
@@ -583,7 +609,22 @@ class ProtocolResult:
                 acc[int(seed)] = {row: [float(v) for v in per_row[row]] for row in rows}
             if not acc:
                 raise bad(f"{at}.acc", "at least one finished seed")
-            result.settings[(item["dataset"], float(item["psi"]))] = {"sizes": sizes, "columns": columns, "acc": acc}
+            reverted: dict[int, dict[str, list[bool | None]]] = {}
+            raw_rev = item.get("reverted", {})  # absent in runs made before it was recorded
+            if not isinstance(raw_rev, dict):
+                raise bad(f"{at}.reverted", "an object mapping a seed to its student rows")
+            for seed, per_row in raw_rev.items():
+                if not (isinstance(seed, str) and seed.lstrip("-").isdigit() and int(seed) in acc) \
+                        or not isinstance(per_row, dict) or not set(per_row) <= set(rows):
+                    raise bad(f"{at}.reverted[{seed!r}]", "a seed of 'acc' mapping rows of the table")
+                for row, flags in per_row.items():
+                    if not (isinstance(flags, list) and len(flags) == len(sizes)
+                            and all(f is None or isinstance(f, bool) for f in flags)):
+                        raise bad(f"{at}.reverted[{seed!r}][{row!r}]",
+                                  f"{len(sizes)} entries true / false / null, one per node")
+                reverted[int(seed)] = {row: list(flags) for row, flags in per_row.items()}
+            result.settings[(item["dataset"], float(item["psi"]))] = {"sizes": sizes, "columns": columns, "acc": acc,
+                                                                      "reverted": reverted}
         return result
 
     def write(self, out_dir: Path) -> list[Path]:
@@ -619,7 +660,8 @@ def merge_results(results: Sequence[tuple[str, ProtocolResult]]) -> ProtocolResu
                               f"{', '.join(_MERGEABLE)} may differ")
         for key, s in res.settings.items():
             if key not in settings:
-                settings[key] = {"sizes": s["sizes"], "columns": s["columns"], "acc": dict(s["acc"])}
+                settings[key] = {"sizes": s["sizes"], "columns": s["columns"], "acc": dict(s["acc"]),
+                                 "reverted": dict(s.get("reverted", {}))}
                 continue
             have = settings[key]
             if have["sizes"] != s["sizes"]:
@@ -630,8 +672,10 @@ def merge_results(results: Sequence[tuple[str, ProtocolResult]]) -> ProtocolResu
                 raise ConfigError(f"merge: {name}: {key[0]} psi={key[1]} seed(s) {twice} are already in "
                                   f"the runs before it")
             have["acc"].update(s["acc"])
+            have["reverted"].update(s.get("reverted", {}))
     for s in settings.values():
         s["acc"] = dict(sorted(s["acc"].items()))
+        s["reverted"] = dict(sorted(s["reverted"].items()))
     pick = lambda key: tuple(dict.fromkeys(v for _, r in results for v in getattr(r.config, key)))  # noqa: E731
     config = dataclasses.replace(first.config, datasets=pick("datasets"), psis=pick("psis"),
                                  seeds=tuple(sorted(pick("seeds"))))
@@ -665,11 +709,13 @@ def run_protocol(cfg: ProtocolConfig, progress: Callable[[str], None] = log.info
         for psi in cfg.psis:
             shards = partitions[(dataset, psi)]
             sizes = [int(len(s)) for s in shards]
-            setting: dict[str, Any] = {"sizes": sizes, "columns": column_nodes(sizes), "acc": {}}
+            setting: dict[str, Any] = {"sizes": sizes, "columns": column_nodes(sizes), "acc": {}, "reverted": {}}
             for seed in cfg.seeds:
                 where = f"{dataset} psi={psi} seed={seed}"
+                setting["reverted"][seed] = {}
                 setting["acc"][seed] = run_setting(pool, shards, cfg, seed,
-                                                     lambda m: progress(f"{where}: {m}"), map)
+                                                     lambda m: progress(f"{where}: {m}"), map,
+                                                     reverted=setting["reverted"][seed])
                 result.settings[(dataset, psi)] = setting  # only settings with a finished seed
                 result.seconds = time.perf_counter() - t_start
                 result.cpu_seconds = time.process_time() - cpu_start

@@ -114,6 +114,14 @@ def test_a_run_writes_its_tables_after_every_seed(tmp_path, capsys, benchmark_sc
     assert last["complete"] and list(last["raw"][0]["acc"]) == ["0", "1"] and "Partial" not in seen[1][2]
     assert last["raw"][0]["acc"]["0"] == first["raw"][0]["acc"]["0"] == result.settings[
         ("synthetic-hurricane", 0.5)]["acc"][0]
+    # every node's distillation of every seed: reverted or not (None: it distilled nothing)
+    rev = last["raw"][0]["reverted"]
+    assert set(rev) == {"0", "1"} and all(set(r) == {"FOL (E=1)"} for r in rev.values())
+    flags = [f for r in rev.values() for f in r["FOL (E=1)"]]
+    assert len(flags) == 6 and all(f in (True, False, None) for f in flags)
+    reverted, distilled = sum(f is True for f in flags), sum(f is not None for f in flags)
+    assert distilled >= 1 and result.reverts("synthetic-hurricane", 0.5) == {"FOL (E=1)": (reverted, distilled)}
+    assert f"FOL (E=1) {reverted} of {distilled} node runs" in seen[1][2]
     # an --out that cannot receive the tables is refused before any training, in one line
     blocker = tmp_path / "a-file"
     blocker.write_text("keep me")
@@ -124,7 +132,8 @@ def test_a_run_writes_its_tables_after_every_seed(tmp_path, capsys, benchmark_sc
 
 
 def _fake_run(tmp_path, name, dataset, seeds, rounds=1, sizes=(60, 120, 90, 45)):
-    """A protocol result with known accuracies (no training), written as a run writes it."""
+    """A protocol result with known accuracies and distillation reverts (node 0
+    reverted, node 1 distilled nothing), no training, written as a run writes it."""
     from fol.reproduce import ProtocolResult
 
     cfg = ProtocolConfig(datasets=(dataset,), psis=(0.5,), seeds=tuple(seeds), nodes=len(sizes), pool=0,
@@ -132,8 +141,10 @@ def _fake_run(tmp_path, name, dataset, seeds, rounds=1, sizes=(60, 120, 90, 45))
     rows = rows_for(rounds, ("fol",))
     acc = {s: {row: [round(0.5 + 0.1 * k + 0.01 * i + 0.001 * s, 4) for k in range(len(sizes))]
                for i, row in enumerate(rows)} for s in seeds}
+    reverted = {s: {f"FOL (E={e})": [True, None] + [False] * (len(sizes) - 2) for e in range(1, rounds + 1)}
+                for s in seeds}
     res = ProtocolResult(cfg, settings={(dataset, 0.5): {"sizes": list(sizes), "columns": column_nodes(list(sizes)),
-                                                         "acc": acc}}, seconds=10.0)
+                                                         "acc": acc, "reverted": reverted}}, seconds=10.0)
     res.write(tmp_path / name)
     return tmp_path / name / "tables.json", acc
 
@@ -154,6 +165,13 @@ def test_merge_joins_separate_runs_without_running_anything(tmp_path, capsys, be
     assert "Paired with Local" in printed and "| FOL (E=1) |" in printed
     # FOL is 0.02 above Local on every node and seed: +2.0 points, 12 of 12 pairs above
     assert "| FOL (E=1) | +2.0 ± 0.0 | 12 / 0 of 12 |" in printed
+    assert sorted(hur["reverted"]) == ["0", "1", "2"]  # the reverts of every run, joined
+    assert "FOL (E=1) 3 of 9 node runs" in printed  # node 0 of 3 seeds; node 1 distilled nothing
+    old = json.loads(c.read_text())
+    del old["raw"][0]["reverted"]  # a run made before reverts were recorded still merges
+    c.write_text(json.dumps(old))
+    assert script.main(["--merge", str(a), str(c)]) == 0
+    assert "Distillation reverted" in capsys.readouterr().out
     # the same runs merged twice: every seed would count twice
     assert script.main(["--merge", str(a), str(a)]) == 2
     assert "seed(s) [0, 1] are already in" in capsys.readouterr().err
@@ -169,12 +187,17 @@ def test_merge_refuses_runs_of_another_protocol_and_bad_files(tmp_path, capsys, 
     tampered["raw"][0]["acc"]["0"]["FOL (E=1)"][1] = 7.5  # not an accuracy
     bad_acc = tmp_path / "bad.json"
     bad_acc.write_text(json.dumps(tampered))
+    tampered = json.loads(a.read_text())
+    tampered["raw"][0]["reverted"]["0"]["FOL (E=1)"] = [True, "yes", False, False]
+    bad_rev = tmp_path / "bad-rev.json"
+    bad_rev.write_text(json.dumps(tampered))
     bad_time = tmp_path / "bad-time.json"
     bad_time.write_text(json.dumps({**json.loads(a.read_text()), "seconds": "an hour"}))
     script = benchmark_script("paper_tables")
     for argv, words in (([a, r3], "differ in rounds"), ([a, other], "different swarm"),
                         ([garbage], "cannot read it as JSON"), ([bad_acc], "acc['0']['FOL (E=1)']"),
                         ([bad_time], "seconds: expected a number"),
+                        ([bad_rev], "reverted['0']['FOL (E=1)']: expected 4 entries true / false / null"),
                         ([tmp_path / "missing.json"], "missing.json")):
         assert script.main(["--merge", *map(str, argv)]) == 2
         err = capsys.readouterr().err
