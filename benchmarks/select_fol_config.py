@@ -56,6 +56,7 @@ from fol.train import evaluate  # noqa: E402
 STAGE34_OPTIONS: list[tuple[str, Any]] = [
     ("own_in_top_k", "always"),
     ("tie_break", "val-loss"),
+    ("top_k_rule", "greedy"),
     ("ensemble_fit", "val"),
     ("ensemble_vertex", False),
     ("distill_inputs", "train+aug"),

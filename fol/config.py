@@ -41,6 +41,7 @@ __all__ = ["FOLConfig", "PRESETS", "PAPER_OVERRIDES", "CHOICES"]
 CHOICES: dict[str, tuple[str, ...]] = {
     "own_in_top_k": ("ranked", "always"),
     "tie_break": ("cosine", "val-loss"),
+    "top_k_rule": ("score", "greedy"),
     "align_fallback": ("none", "received"),
     "ensemble_fit": ("train", "val"),
     "distill_inputs": ("train", "train+aug", "train+val", "synth", "train+synth", "function-matching"),
@@ -84,6 +85,11 @@ class FOLConfig:
     - ``tie_break``: ``"cosine"`` (paper: cosine similarity of D_val logits to
       the own model's, which gives the own model 1.0 and every tie) or
       ``"val-loss"`` (lower D_val cross-entropy first; no model is favoured).
+    - ``top_k_rule``: ``"score"`` (paper: the K best-ranked candidates) or
+      ``"greedy"`` (the best-ranked first, then each next seat to the
+      candidate that most lowers the D_val cross-entropy of the members'
+      averaged probabilities: forward ensemble selection, so a member is
+      chosen for what it adds, not for what it repeats).
     - ``finetune_freeze``: the first N convolution / linear layers of a
       neighbour keep their weights during fine-tuning and post fine-tuning
       (0 = paper: everything is trained), so a neighbour keeps its features.
@@ -161,6 +167,7 @@ class FOLConfig:
     # strength included, keeps the paper's value.
     own_in_top_k: str = "ranked"
     tie_break: str = "cosine"
+    top_k_rule: str = "score"
     finetune_freeze: int = 0
     align_fallback: str = "none"
     ensemble_fit: str = "val"
@@ -279,6 +286,7 @@ class FOLConfig:
 PAPER_OVERRIDES: dict[str, Any] = {
     "own_in_top_k": "ranked",
     "tie_break": "cosine",
+    "top_k_rule": "score",
     "finetune_freeze": 0,
     "finetune_lr": 0.01,
     "align_fallback": "none",

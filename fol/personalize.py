@@ -243,7 +243,8 @@ def ensemble_and_distill(state: NodeState, candidates: Sequence[Candidate], roun
     own = state.current_model
     t0 = time.perf_counter()
     own_val_logits = predict_logits(own, val[0])
-    top = select_top_k(candidates, cfg.top_k, own_val_logits, val[0], cfg.own_in_top_k, cfg.tie_break)
+    top = select_top_k(candidates, cfg.top_k, own_val_logits, val[0], cfg.own_in_top_k, cfg.tie_break,
+                       rule=cfg.top_k_rule, val_y=val[1])
     report.candidates = [c.summary() for c in candidates]
     report.selected = [c.name for c in top]
     report.seconds["select"] = time.perf_counter() - t0

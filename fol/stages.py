@@ -8,7 +8,9 @@
    model by score, ties broken by the cosine similarity of their D_val logits
    to the own model's (the paper); or, without favouring the own model, keeps
    the own model and ranks only the neighbours, ties broken by D_val loss
-   (``FOLConfig.own_in_top_k = "always"``, ``tie_break = "val-loss"``).
+   (``FOLConfig.own_in_top_k = "always"``, ``tie_break = "val-loss"``); or
+   fills the seats after the first by forward ensemble selection on D_val
+   (``FOLConfig.top_k_rule = "greedy"``).
 
 Stages 3 and 4 are :mod:`fol.ensemble` and :mod:`fol.distill`; the round that
 chains all four is :func:`fol.personalize.personalize`.
@@ -214,7 +216,8 @@ def own_candidate(name: str, model: nn.Module, node: NodeData) -> Candidate:
 
 
 def select_top_k(candidates: Sequence[Candidate], k: int, own_val_logits: torch.Tensor, val_x: torch.Tensor,
-                 own_in_top_k: str = "ranked", tie_break: str = "cosine") -> list[Candidate]:
+                 own_in_top_k: str = "ranked", tie_break: str = "cosine", rule: str = "score",
+                 val_y: torch.Tensor | None = None) -> list[Candidate]:
     """The Top-K ensemble members.
 
     ``own_in_top_k = "ranked"`` (the paper): every candidate competes on its
@@ -224,9 +227,18 @@ def select_top_k(candidates: Sequence[Candidate], k: int, own_val_logits: torch.
     similarity of the candidate's D_val logits to the own model's, higher
     first) or ``"val-loss"`` (D_val cross-entropy, lower first), then by name
     for full determinism. Sets ``cosine`` on every candidate.
+
+    ``rule = "score"`` (the paper) fills the seats in that order.
+    ``rule = "greedy"`` (forward ensemble selection, Caruana et al., ICML
+    2004) fills only the first seat so (the own model with ``"always"``);
+    every next seat goes to the candidate whose addition gives the members'
+    averaged probabilities the lowest cross-entropy on D_val (``val_y``),
+    ties in that order again. A second copy of what the ensemble already
+    knows then loses to a weaker model that is right where it is wrong.
     """
+    logits = {id(c): predict_logits(c.model, val_x) for c in candidates}
     for cand in candidates:
-        cand.cosine = logit_cosine(predict_logits(cand.model, val_x), own_val_logits)
+        cand.cosine = logit_cosine(logits[id(cand)], own_val_logits)
 
     def key(c: Candidate) -> tuple[float, float, str]:
         tie = -c.cosine if tie_break == "cosine" else c.val_loss
@@ -234,5 +246,22 @@ def select_top_k(candidates: Sequence[Candidate], k: int, own_val_logits: torch.
 
     if own_in_top_k == "always":
         own = [c for c in candidates if c.own]
-        return (own + sorted((c for c in candidates if not c.own), key=key))[:k]
-    return sorted(candidates, key=key)[:k]
+        ranked = own + sorted((c for c in candidates if not c.own), key=key)
+    else:
+        ranked = sorted(candidates, key=key)
+    if rule == "score" or k <= 1 or len(ranked) <= 1:
+        return ranked[:k]
+    if val_y is None:
+        raise ValueError("select_top_k(rule='greedy') needs the D_val labels (val_y)")
+    probs = {id(c): F.softmax(logits[id(c)].float(), dim=1) for c in ranked}
+    chosen, rest = ranked[:1], ranked[1:]
+    total = probs[id(chosen[0])].clone()
+    while rest and len(chosen) < k:
+        def loss_with(c: Candidate) -> float:
+            mean = (total + probs[id(c)]) / (len(chosen) + 1)
+            return float(F.nll_loss(torch.log(mean.clamp_min(1e-12)), val_y))
+        best = min(rest, key=lambda c: (round(loss_with(c), 9), rest.index(c)))  # ties: the ranked order
+        chosen.append(best)
+        rest.remove(best)
+        total += probs[id(best)]
+    return chosen

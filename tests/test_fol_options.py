@@ -264,6 +264,46 @@ def test_unbiased_top_k_gives_the_own_model_no_tie_advantage() -> None:
     assert [c.name for c in picked] == ["own", "a"]
 
 
+def _fixed_logits(name: str, logits: list[list[float]], own: bool = False) -> Candidate:
+    """A candidate whose D_val logits are ``logits`` (row i for the one-hot input i)."""
+    table = torch.tensor(logits, dtype=torch.float32)
+    layer = nn.Linear(len(logits), table.shape[1], bias=False)
+    with torch.no_grad():
+        layer.weight.copy_(table.T)
+    y = torch.tensor([0, 0, 0, 1])
+    return Candidate(name=name, model=layer, own=own, score=float((table.argmax(1) == y).float().mean()),
+                     val_loss=float(F.cross_entropy(table, y)))
+
+
+def test_greedy_top_k_takes_the_member_that_adds_what_the_ensemble_lacks() -> None:
+    x, y = torch.eye(4), torch.tensor([0, 0, 0, 1])  # D_val: three of class 0, one of class 1
+    own = _fixed_logits("own", [[3, 0], [3, 0], [3, 0], [2, 0]], own=True)  # 0.75: misses the class-1 image
+    twin = _fixed_logits("twin", [[3, 0], [3, 0], [3, 0], [2, 0]])  # 0.75: the own model again
+    other = _fixed_logits("other", [[2, 0], [2, 0], [0, 1], [0, 3]])  # 0.75: right on class 1, wrong elsewhere
+    weak = _fixed_logits("weak", [[0, 1], [0, 1], [0, 1], [0, 3]])  # 0.25
+    cands = [own, twin, other, weak]
+    own_logits = own.model(x).detach()
+    assert [c.score for c in cands] == [0.75, 0.75, 0.75, 0.25]
+    # By score (the paper) the twin wins the tie with its cosine 1.0 to the own model.
+    assert [c.name for c in select_top_k(cands, 2, own_logits, x)] == ["own", "twin"]
+    # Greedy: the same first seat, then the member that lowers the pair's D_val loss most.
+    greedy = select_top_k(cands, 2, own_logits, x, rule="greedy", val_y=y)
+    assert [c.name for c in greedy] == ["own", "other"]
+
+    @torch.no_grad()
+    def pair_loss(c: Candidate) -> float:
+        mean = (F.softmax(own.model(x), 1) + F.softmax(c.model(x), 1)) / 2
+        return float(F.nll_loss(mean.log(), y))
+    assert pair_loss(other) < min(pair_loss(twin), pair_loss(weak))  # the property greedy selection uses
+    # K = 1 and K = all are the same set under both rules; "always" keeps the own seat first.
+    assert select_top_k(cands, 1, own_logits, x, rule="greedy", val_y=y) == select_top_k(cands, 1, own_logits, x)
+    assert {c.name for c in select_top_k(cands, 4, own_logits, x, rule="greedy", val_y=y)} == {c.name for c in cands}
+    first = select_top_k([weak, other, own], 2, own_logits, x, own_in_top_k="always", rule="greedy", val_y=y)
+    assert first[0].name == "own"
+    with pytest.raises(ValueError, match="val_y"):
+        select_top_k(cands, 2, own_logits, x, rule="greedy")
+
+
 def test_frozen_early_layers_keep_their_weights_in_fine_tuning(swarm) -> None:
     from fol.stages import fine_tune
 
