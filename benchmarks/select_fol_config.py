@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"--option: {exc}", file=sys.stderr)
             return 2
-    if any(f == "max_neighbours" for field, _ in options for f in field.split(",")):
+    if any("max_neighbours" in _changes(field, value) for field, value in options):
         print("--option: Q is the same for every option (the neighbours are drawn once); set it with --q",
               file=sys.stderr)
         return 2

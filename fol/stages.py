@@ -260,7 +260,7 @@ def select_top_k(candidates: Sequence[Candidate], k: int, own_val_logits: torch.
         def loss_with(c: Candidate) -> float:
             mean = (total + probs[id(c)]) / (len(chosen) + 1)
             return float(F.nll_loss(torch.log(mean.clamp_min(1e-12)), val_y))
-        best = min(rest, key=lambda c: (round(loss_with(c), 9), rest.index(c)))  # ties: the ranked order
+        best = min(rest, key=lambda c: round(loss_with(c), 9))  # min keeps the first of equals: ranked order
         chosen.append(best)
         rest.remove(best)
         total += probs[id(best)]
