@@ -15,8 +15,10 @@ then say they are partial). Every setting's table is followed by each row
 paired with Local on the same nodes and seeds: the difference, the (node,
 seed) pairs above and below, and a Wilcoxon signed-rank test over nodes.
 ``--merge`` joins the tables.json of runs made in separate processes (one per
-task or per seed) into one table without re-running anything. The protocol
-itself is :mod:`fol.reproduce`.
+task, per seed, or per method group: ``--methods fol`` in one, ``--methods
+dense fedavg`` in another) into one table without re-running anything; runs
+of the same seed must agree on Local to the last node. The protocol itself is
+:mod:`fol.reproduce`.
 
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py --quick          # psi 0.5, 4 nodes, 1 seed
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py                  # the full grid (24 nodes, 3 seeds)
@@ -91,8 +93,10 @@ def summary(result: ProtocolResult) -> list[str]:
              f"columns: the nodes at the {', '.join(f'{q:.0%}' for q in COLUMN_QUANTILES)} quantiles of local data "
              f"size (fixed by the partition, before training); cells mean ± std over seeds {seeds}; "
              f"paper: its own satellites, published means"]
-    for (dataset, psi) in (result.settings if "fol" in cfg.methods else ()):
-        for e in range(1, cfg.rounds + 1):
+    for (dataset, psi) in result.settings:
+        rows = result.rows(dataset, psi)
+        rounds = [e for e in range(1, cfg.rounds + 1) if f"FOL (E={e})" in rows and f"FOL-A (E={e})" in rows]
+        for e in rounds:
             t = result.transfer(dataset, psi, rounds=e)
             counted, run = t["kept_seeds"]
             kept = ("an undefined share (the ensemble gained nothing)" if not counted
@@ -102,19 +106,20 @@ def summary(result: ProtocolResult) -> list[str]:
                          f"FOL-A - Local = {t['ensemble'][0]:+.1f} ± {t['ensemble'][1]:.1f} points; the student "
                          f"keeps {kept} of the ensemble's gain (of the swarm means"
                          + ("; targets +4 points and 60 %)" if e == 1 and psi == 0.5 else ")"))
-        if cfg.rounds >= 3 and psi == 0.5:
+        if 3 in rounds and psi == 0.5:
             gain = result.cell(dataset, psi, "FOL-A (E=3)", None)[0] - result.cell(dataset, psi, "Local", None)[0]
             judged = ", ".join(f">= +{t}: {'met' if gain >= t else 'NOT met'}" for t in (7, 8))
             lines.append(f"{dataset} psi={psi}: FOL-A (E=3) - Local = {gain:+.1f} points (mean over nodes; "
                          f"the targets: {judged})")
-    for (dataset, psi) in (result.settings if "pooled" in cfg.methods else ()):
+        if "Pooled + FT" not in rows:
+            continue
         local = result.cell(dataset, psi, "Local", None)[0]
         room = {row: result.cell(dataset, psi, row, None)[0] - local for row in ("Pooled", "Pooled + FT")}
         line = (f"{dataset} psi={psi}: the room (not federated, all data in one place): Pooled - Local = "
                 f"{room['Pooled']:+.1f}, Pooled + FT - Local = {room['Pooled + FT']:+.1f} points (mean over nodes)")
-        if "fol" in cfg.methods and room["Pooled + FT"] > 0:
-            gain = result.cell(dataset, psi, f"FOL-A (E={cfg.rounds})", None)[0] - local
-            line += f"; FOL-A (E={cfg.rounds}) gains {100 * gain / room['Pooled + FT']:.0f} % of Pooled + FT's"
+        if rounds and room["Pooled + FT"] > 0:
+            gain = result.cell(dataset, psi, f"FOL-A (E={rounds[-1]})", None)[0] - local
+            line += f"; FOL-A (E={rounds[-1]}) gains {100 * gain / room['Pooled + FT']:.0f} % of Pooled + FT's"
         lines.append(line)
     return lines
 
@@ -170,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="output folder (default: paper_tables; with --merge: none, "
                                              "the merged tables are only printed)")
     ap.add_argument("--merge", type=Path, nargs="+", metavar="TABLES_JSON",
-                    help="run nothing: join the tables.json of earlier runs (e.g. one process per task or per "
-                         "seed), print their tables and summary, and write them to --out if given")
+                    help="run nothing: join the tables.json of earlier runs (e.g. one process per task, per "
+                         "seed or per method group), print their tables and summary, and write them to --out if given")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per worker (1 is fastest for small CNNs)")
     ap.add_argument("--executor", choices=["local", "process"], default="process",
                     help="where per-node work runs (default: %(default)s; results do not depend on it)")

@@ -445,6 +445,14 @@ class ProtocolResult:
     cpu_seconds: float = 0.0  # CPU time of this process (less sensitive to a busy machine)
     complete: bool = True  # False while :func:`run_protocol` is still running seeds
 
+    def rows(self, dataset: str, psi: float) -> list[str]:
+        """The rows one setting holds, in the paper's order: those of
+        ``config.rounds`` and ``config.methods`` for one run; for runs of
+        different method groups joined by :func:`merge_results`, the rows they
+        ran (every seed of a setting holds the same rows)."""
+        present = set(next(iter(self.settings[(dataset, psi)]["acc"].values())))
+        return [row for row in rows_for(self.config.rounds, METHOD_GROUPS) if row in present]
+
     def cell(self, dataset: str, psi: float, row: str, column: int | None) -> tuple[float, float]:
         """(mean, std) in % over seeds of one node's accuracy (``column`` = node
         index) or of the mean over all nodes (``column = None``)."""
@@ -458,7 +466,7 @@ class ProtocolResult:
         for (dataset, psi), s in self.settings.items():
             task = paper_task(dataset)
             paper = PAPER_CELLS.get((task, psi), {}) if task else {}
-            for row in rows_for(self.config.rounds, self.config.methods):
+            for row in self.rows(dataset, psi):
                 pub = paper.get(row)
                 for col in [*s["columns"], None]:
                     mean, std = self.cell(dataset, psi, row, col)
@@ -486,13 +494,13 @@ class ProtocolResult:
                 head.append("paper, satellite " + " / ".join(f"#{n}" for n in sats))
             parts.append("| " + " | ".join(head) + " |")
             parts.append("|" + "---|" * len(head))
-            for row in rows_for(self.config.rounds, self.config.methods):
+            for row in self.rows(dataset, psi):
                 one = len(s["acc"]) == 1  # one seed: no spread to show
                 cells = [row] + [_fmt(*self.cell(dataset, psi, row, c), one) for c in [*cols, None]]
                 if paper:
                     cells.append(" / ".join(f"{v:.2f}" for v in paper.get(row, ())) or "-")
                 parts.append("| " + " | ".join(cells) + " |")
-            others = [r for r in rows_for(self.config.rounds, self.config.methods) if r != "Local"]
+            others = [r for r in self.rows(dataset, psi) if r != "Local"]
             if others:
                 parts.append(f"\nPaired with Local on the same nodes and seeds ({len(s['acc'])} seed(s)):\n")
                 parts.append("| method | − Local (points, mean ± std over seeds) | (node, seed) pairs above / below "
@@ -597,16 +605,20 @@ class ProtocolResult:
             if columns != column_nodes(sizes):
                 raise bad(f"{at}.columns", f"the nodes at the size quantiles, {column_nodes(sizes)}")
             acc: dict[int, dict[str, list[float]]] = {}
+            held: set[str] | None = None  # a merged file may hold fewer rows than its config names; every seed the same
             for seed, per_row in item["acc"].items():
                 if not (isinstance(seed, str) and seed.lstrip("-").isdigit()) or not isinstance(per_row, dict) \
-                        or set(per_row) != set(rows):
-                    raise bad(f"{at}.acc[{seed!r}]", f"a seed number mapping exactly the rows {rows}")
+                        or "Local" not in per_row or not set(per_row) <= set(rows) \
+                        or (held is not None and set(per_row) != held):
+                    raise bad(f"{at}.acc[{seed!r}]", f"a seed number mapping Local and rows of {rows}, the same rows "
+                                                     f"for every seed")
+                held = set(per_row)
                 for row, values in per_row.items():
                     if not (isinstance(values, list) and len(values) == len(sizes)
                             and all(isinstance(v, (int, float)) and 0.0 <= v <= 1.0 for v in values)):
                         raise bad(f"{at}.acc[{seed!r}][{row!r}]",
                                   f"{len(sizes)} accuracies in [0, 1], one per node")
-                acc[int(seed)] = {row: [float(v) for v in per_row[row]] for row in rows}
+                acc[int(seed)] = {row: [float(v) for v in per_row[row]] for row in rows if row in per_row}
             if not acc:
                 raise bad(f"{at}.acc", "at least one finished seed")
             reverted: dict[int, dict[str, list[bool | None]]] = {}
@@ -637,16 +649,20 @@ class ProtocolResult:
         return paths
 
 
-#: The protocol settings that may differ between the runs :func:`merge_results` joins.
-_MERGEABLE = ("datasets", "psis", "seeds")
+#: The protocol settings that may differ between the runs :func:`merge_results`
+#: joins: which settings and seeds they ran, and which rows (method groups, E).
+_MERGEABLE = ("datasets", "psis", "seeds", "methods", "rounds")
 
 
 def merge_results(results: Sequence[tuple[str, ProtocolResult]]) -> ProtocolResult:
-    """One result from runs of the same protocol (e.g. one process per task,
-    or per seed): ``results`` are (name, result) pairs, the names for errors.
-    Their configurations may differ only in datasets, psi values and seeds; a
-    setting in several runs must have the same swarm (node sizes) and
-    different seeds."""
+    """One result from runs of the same protocol: ``results`` are (name,
+    result) pairs, the names for errors. Runs may differ in datasets, psi
+    values and seeds (e.g. one process per task, or per seed) and in the rows
+    they ran (``methods`` and ``rounds``, e.g. one process per method group).
+    A setting in several runs must have the same swarm (node sizes); a seed in
+    several runs must have the same Local row to the last node (the same
+    pretrained swarm), and its other rows are joined, each from one run only.
+    Every seed of a merged setting must end with the same rows."""
     if not results:
         raise ConfigError("merge: no results to merge")
     first_name, first = results[0]
@@ -659,26 +675,35 @@ def merge_results(results: Sequence[tuple[str, ProtocolResult]]) -> ProtocolResu
             raise ConfigError(f"merge: {name} and {first_name} differ in {', '.join(differ)}; only "
                               f"{', '.join(_MERGEABLE)} may differ")
         for key, s in res.settings.items():
-            if key not in settings:
-                settings[key] = {"sizes": s["sizes"], "columns": s["columns"], "acc": dict(s["acc"]),
-                                 "reverted": dict(s.get("reverted", {}))}
-                continue
-            have = settings[key]
+            where = f"merge: {name}: {key[0]} psi={key[1]}"
+            have = settings.setdefault(key, {"sizes": s["sizes"], "columns": s["columns"], "acc": {}, "reverted": {}})
             if have["sizes"] != s["sizes"]:
-                raise ConfigError(f"merge: {name}: {key[0]} psi={key[1]} is a different swarm (node sizes) "
-                                  f"than in the runs before it")
-            twice = sorted(set(have["acc"]) & set(s["acc"]))
-            if twice:
-                raise ConfigError(f"merge: {name}: {key[0]} psi={key[1]} seed(s) {twice} are already in "
-                                  f"the runs before it")
-            have["acc"].update(s["acc"])
-            have["reverted"].update(s.get("reverted", {}))
-    for s in settings.values():
-        s["acc"] = dict(sorted(s["acc"].items()))
-        s["reverted"] = dict(sorted(s["reverted"].items()))
+                raise ConfigError(f"{where} is a different swarm (node sizes) than in the runs before it")
+            for seed, rows in s["acc"].items():
+                mine = have["acc"].setdefault(seed, {"Local": rows["Local"]})
+                if mine["Local"] != rows["Local"]:
+                    raise ConfigError(f"{where} seed {seed}: its Local row differs from the runs before it (another "
+                                      f"pretraining); only runs of the same swarm and seed can add rows to it")
+                twice = [row for row in rows if row != "Local" and row in mine]
+                if twice:
+                    raise ConfigError(f"{where}: seed {seed} already has the rows {twice} from the runs before it")
+                mine.update(rows)
+                have["reverted"].setdefault(seed, {}).update(s.get("reverted", {}).get(seed, {}))
+    order = rows_for(max(r.config.rounds for _, r in results), METHOD_GROUPS)
+    for (dataset, psi), s in settings.items():
+        s["acc"] = {seed: {row: rows[row] for row in order if row in rows} for seed, rows in sorted(s["acc"].items())}
+        s["reverted"] = {seed: r for seed, r in sorted(s["reverted"].items()) if r}
+        held = {seed: set(rows) for seed, rows in s["acc"].items()}
+        first_seed = next(iter(held))
+        for seed, rows in held.items():
+            if rows != held[first_seed]:
+                raise ConfigError(f"merge: {dataset} psi={psi}: seeds {first_seed} and {seed} hold different rows "
+                                  f"({sorted(rows ^ held[first_seed])}); merge runs that give every seed the same rows")
     pick = lambda key: tuple(dict.fromkeys(v for _, r in results for v in getattr(r.config, key)))  # noqa: E731
+    methods = tuple(g for g in METHOD_GROUPS if g in pick("methods"))
     config = dataclasses.replace(first.config, datasets=pick("datasets"), psis=pick("psis"),
-                                 seeds=tuple(sorted(pick("seeds"))))
+                                 seeds=tuple(sorted(pick("seeds"))), methods=methods,
+                                 rounds=max(r.config.rounds for _, r in results))
     return ProtocolResult(config, settings=settings, seconds=sum(r.seconds for _, r in results),
                           cpu_seconds=sum(r.cpu_seconds for _, r in results),
                           complete=all(r.complete for _, r in results))

@@ -131,17 +131,18 @@ def test_a_run_writes_its_tables_after_every_seed(tmp_path, capsys, benchmark_sc
     assert blocker.read_text() == "keep me"
 
 
-def _fake_run(tmp_path, name, dataset, seeds, rounds=1, sizes=(60, 120, 90, 45)):
-    """A protocol result with known accuracies and distillation reverts (node 0
-    reverted, node 1 distilled nothing), no training, written as a run writes it."""
+def _fake_run(tmp_path, name, dataset, seeds, rounds=1, sizes=(60, 120, 90, 45), methods=("fol",)):
+    """A protocol result with known accuracies (Local the same in every run of
+    a seed) and distillation reverts (node 0 reverted, node 1 distilled
+    nothing), no training, written as a run writes it."""
     from fol.reproduce import ProtocolResult
 
     cfg = ProtocolConfig(datasets=(dataset,), psis=(0.5,), seeds=tuple(seeds), nodes=len(sizes), pool=0,
-                         rounds=rounds, methods=("fol",))
-    rows = rows_for(rounds, ("fol",))
+                         rounds=rounds, methods=tuple(methods))
+    rows = rows_for(rounds, methods)
     acc = {s: {row: [round(0.5 + 0.1 * k + 0.01 * i + 0.001 * s, 4) for k in range(len(sizes))]
                for i, row in enumerate(rows)} for s in seeds}
-    reverted = {s: {f"FOL (E={e})": [True, None] + [False] * (len(sizes) - 2) for e in range(1, rounds + 1)}
+    reverted = {s: {row: [True, None] + [False] * (len(sizes) - 2) for row in rows if row.startswith("FOL (")}
                 for s in seeds}
     res = ProtocolResult(cfg, settings={(dataset, 0.5): {"sizes": list(sizes), "columns": column_nodes(list(sizes)),
                                                          "acc": acc, "reverted": reverted}}, seconds=10.0)
@@ -174,7 +175,42 @@ def test_merge_joins_separate_runs_without_running_anything(tmp_path, capsys, be
     assert "Distillation reverted" in capsys.readouterr().out
     # the same runs merged twice: every seed would count twice
     assert script.main(["--merge", str(a), str(a)]) == 2
-    assert "seed(s) [0, 1] are already in" in capsys.readouterr().err
+    assert "seed 0 already has the rows ['FOL-A (E=1)', 'FOL (E=1)']" in capsys.readouterr().err
+
+
+def test_merge_joins_runs_of_different_method_groups_on_the_same_seeds(tmp_path, capsys, benchmark_script) -> None:
+    """One process per method group (FOL at E = 1; the baselines at E = 1..3)
+    gives one table; a seed's Local row must agree to the last node."""
+    fol, acc_fol = _fake_run(tmp_path, "fol", "synthetic-hurricane", [0, 1])
+    base, acc_base = _fake_run(tmp_path, "base", "synthetic-hurricane", [0, 1], rounds=3, methods=("dense", "fedavg"))
+    script = benchmark_script("paper_tables")
+    assert script.main(["--merge", str(base), str(fol), "--out", str(tmp_path / "joined")]) == 0
+    printed = capsys.readouterr().out
+    merged = json.loads((tmp_path / "joined" / "tables.json").read_text())
+    assert merged["config"]["methods"] == ["fol", "dense", "fedavg"] and merged["config"]["rounds"] == 3
+    rows = ["Local", "FOL-A (E=1)", "FOL (E=1)", "DENSE", "FedAvg (E=1)", "FedAvg (E=2)", "FedAvg (E=3)"]
+    for seed in ("0", "1"):
+        assert sorted(merged["raw"][0]["acc"][seed]) == sorted(rows)
+        for row in rows:
+            assert merged["raw"][0]["acc"][seed][row] == {**acc_base[int(seed)], **acc_fol[int(seed)]}[row]
+    table = [ln.split(" |")[0] for ln in printed.splitlines() if ln.startswith("| ") and " img)" not in ln]
+    assert table[:7] == [f"| {r}" for r in rows]  # the paper's order, whichever run came first
+    assert "FOL-A (E=2)" not in printed and "synthetic-hurricane psi=0.5, E=1: FOL - Local" in printed
+    # the merged file is a run like any other: it merges again with a new seed of both groups
+    fol2, _ = _fake_run(tmp_path, "fol2", "synthetic-hurricane", [2])
+    base2, _ = _fake_run(tmp_path, "base2", "synthetic-hurricane", [2], rounds=3, methods=("dense", "fedavg"))
+    assert script.main(["--merge", str(tmp_path / "joined" / "tables.json"), str(fol2), str(base2)]) == 0
+    assert "3 seed(s)" in capsys.readouterr().out
+    # another pretraining of the same seed, or a seed that lacks the other group's rows, is refused
+    tampered = json.loads(base.read_text())
+    tampered["raw"][0]["acc"]["1"]["Local"][3] = 0.123
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(tampered))
+    for argv, words in (([fol, other], "seed 1: its Local row differs"),
+                        ([fol, base, fol2], "seeds 0 and 2 hold different rows")):
+        assert script.main(["--merge", *map(str, argv)]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_merge_refuses_runs_of_another_protocol_and_bad_files(tmp_path, capsys, benchmark_script) -> None:
@@ -194,7 +230,7 @@ def test_merge_refuses_runs_of_another_protocol_and_bad_files(tmp_path, capsys, 
     bad_time = tmp_path / "bad-time.json"
     bad_time.write_text(json.dumps({**json.loads(a.read_text()), "seconds": "an hour"}))
     script = benchmark_script("paper_tables")
-    for argv, words in (([a, r3], "differ in rounds"), ([a, other], "different swarm"),
+    for argv, words in (([a, r3], "seeds 0 and 1 hold different rows"), ([a, other], "different swarm"),
                         ([garbage], "cannot read it as JSON"), ([bad_acc], "acc['0']['FOL (E=1)']"),
                         ([bad_time], "seconds: expected a number"),
                         ([bad_rev], "reverted['0']['FOL (E=1)']: expected 4 entries true / false / null"),
