@@ -11,7 +11,9 @@ for every option, including those that use D_val ("train+val" distillation
 inputs, weights fitted on D_val, the "val" revert rule).
 
 Stage 2 (fine-tune, alignment pruning, post fine-tune) runs once per node and
-fine-tune setting; every stage-3/4 option reuses those aligned candidates.
+stage-2 setting (fine-tune strength, pruning settings, and pruning itself:
+``--option align_pruning=false`` aligns without it, the FOL-N pipeline);
+every stage-3/4 option reuses those aligned candidates.
 Options are compared one at a time against the ``paper`` preset.
 
 The selection rule, fixed before any result was seen: for every option field,
@@ -120,11 +122,30 @@ def _option_name(field: str, value: Any) -> str:
     return ",".join(f"{f}={v}" for f, v in _changes(field, value).items())
 
 
+#: An option of this script, not a ``FOLConfig`` field: ``align_pruning=false``
+#: aligns without the pruning step, i.e. the FOL-N / FOL-AN pipeline (the
+#: ``fol-n`` variant), so pruning itself can be compared on the selection slice.
+PRUNING = "align_pruning"
+
+
 def _option_cfg(base: FOLConfig, field: str, value: Any) -> FOLConfig:
     changes = _changes(field, value)
+    changes.pop(PRUNING, None)
     if set(changes) == {"distill_mix"}:
         changes["distill_inputs"] = "train+aug"
     return base.replace(**changes)
+
+
+def without_pruning(options: list[tuple[str, Any]]) -> set[str]:
+    """The row names of the options that align without pruning (``align_pruning=false``)."""
+    out = set()
+    for f, v in options:
+        flag = _changes(f, v).get(PRUNING, True)
+        if not isinstance(flag, bool):
+            raise ConfigError(f"{PRUNING} must be true or false, got {flag!r}")
+        if not flag:
+            out.add(_option_name(f, v))
+    return out
 
 
 def build_configs(args: argparse.Namespace, options: list[tuple[str, Any]]) -> dict[str, FOLConfig]:
@@ -138,10 +159,27 @@ def build_configs(args: argparse.Namespace, options: list[tuple[str, Any]]) -> d
     return configs | {_option_name(f, v): _option_cfg(base, f, v) for f, v in options}
 
 
-def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str, FOLConfig]):
+#: The FOLConfig fields stage 2 (fine-tune, alignment pruning, post fine-tune) reads.
+STAGE2_FIELDS = ("finetune_freeze", "finetune_epochs", "post_finetune_epochs", "finetune_lr", "prune_ratio",
+                 "lambda_p", "gamma_shared", "gamma_unshared", "gate_epochs", "gate_lr")
+
+
+def stage2_groups(configs: dict[str, FOLConfig], no_pruning: set[str] = frozenset()) -> dict[tuple, list[str]]:
+    """The configs grouped by their stage-2 setting, keyed by (prunes, the
+    values of :data:`STAGE2_FIELDS`), so alignment runs once per group and
+    every config of a group ranks, ensembles and distils the same candidates."""
+    groups: dict[tuple, list[str]] = {}
+    for name, cfg in configs.items():
+        groups.setdefault((name not in no_pruning, *(getattr(cfg, f) for f in STAGE2_FIELDS)), []).append(name)
+    return groups
+
+
+def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str, FOLConfig],
+              no_pruning: set[str] = frozenset()):
     """Yield, node after node (index order), the accuracies of local /
     student / ensemble on the selection slice and on test for every named
-    config: ``{config: {key: value}}``."""
+    config (those in ``no_pruning`` aligned without the pruning step):
+    ``{config: {key: value}}``."""
     paper = FOLConfig.preset("paper", rounds=1, seed=seed)
     pool = make_synthetic(task, args.nodes * args.per_node * 2, seed=seed)
     shards = dirichlet_partition(pool.labels.numpy(), args.nodes, args.psi, seed, samples_per_node=args.per_node)
@@ -156,21 +194,17 @@ def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str,
     def record(name: str, key: str, value: float) -> None:
         out.setdefault(name, {})[key] = value
 
-    # Group configs by their stage-2 setting so alignment runs once per group.
-    stage2_fields = ("finetune_freeze", "finetune_epochs", "post_finetune_epochs", "finetune_lr")
-    groups: dict[tuple, list[str]] = {}
-    for name, cfg in configs.items():
-        groups.setdefault(tuple(getattr(cfg, f) for f in stage2_fields), []).append(name)
+    groups = stage2_groups(configs, no_pruning)
     for k, node in enumerate(nodes):
         card = ModelCard(spec=node.spec, class_names=node.class_names,
                          input_shape=list(node.data.train.images.shape[1:]), producer=node.name, round=0)
         received = [Received(nodes[j].name, nodes[j].pretrained, card) for j in senders[k]]
         sel, test = sel_sets[k], node.data.test.tensors()
         local_sel, local_test = evaluate(node.pretrained, *sel).accuracy, evaluate(node.pretrained, *test).accuracy
-        for names in groups.values():
+        for (use_pruning, *_), names in groups.items():
             first = configs[names[0]].replace(seed=seed)
             state = NodeState.from_pretrained(node.name, node.pretrained, node.spec, node.class_names, node.data)
-            aligned = align_candidates(state, received, 1, first.replace(align_fallback="none"), True,
+            aligned = align_candidates(state, received, 1, first.replace(align_fallback="none"), use_pruning,
                                        RoundReport(node.name, 1, "fol"))
             for name in names:
                 cfg = configs[name].replace(seed=seed)
@@ -250,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         options = []
     try:
         configs = build_configs(args, options)
+        no_pruning = without_pruning(options)
     except (ConfigError, TypeError) as exc:
         print(f"--option: {exc}", file=sys.stderr)
         return 2
@@ -270,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     done = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):  # both tasks of a seed first: a cut-short run still covers both
         for task in args.tasks.split(","):
-            for k, one in enumerate(run_swarm(task, seed, args, configs)):
+            for k, one in enumerate(run_swarm(task, seed, args, configs, no_pruning)):
                 for name, row in one.items():
                     for key, value in row.items():
                         results[name].setdefault(key, []).append(value)

@@ -68,3 +68,19 @@ def test_a_top_k_option_keeps_its_own_k_and_k_given_sets_every_config(script) ->
 def test_an_option_may_not_change_q(script, capsys) -> None:
     assert script.main(["--option", "max_neighbours=3", "--seeds", "0"]) == 2
     assert "set it with --q" in capsys.readouterr().err
+
+
+def test_align_pruning_false_aligns_the_same_config_without_pruning_in_its_own_group(script, capsys) -> None:
+    options = [script._parse_option("align_pruning=false"), script._parse_option("top_k_rule=greedy"),
+               script._parse_option("finetune_lr=0.001")]
+    configs = script.build_configs(_args(), options)
+    assert configs["align_pruning=False"] == configs["default (current)"]  # not a FOLConfig field: the pipeline
+    no_pruning = script.without_pruning(options)
+    assert no_pruning == {"align_pruning=False"}
+    groups = script.stage2_groups(configs, no_pruning)
+    assert sorted((key[0], names) for key, names in groups.items()) == [
+        (False, ["align_pruning=False"]), (True, ["finetune_lr=0.001"]),
+        (True, ["paper", "default (current)", "top_k_rule=greedy"])]
+    assert script.main(["--option", "align_pruning=sometimes", "--seeds", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "align_pruning must be true or false" in err and "Traceback" not in err
