@@ -112,6 +112,22 @@ def _run_pickled(payload: bytes) -> bytes:
     return pickle.dumps(_run_with_threads(pickle.loads(payload)), protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def _exit_with_parent(parent_pid: int, every_s: float = 1.0) -> None:
+    """A pool worker's initializer: a daemon thread ends the worker once its
+    parent is gone. A parent stopped by a signal (``kill``, a scheduler's
+    time limit) runs no clean-up, and its workers would otherwise compute on,
+    unseen, for as long as their current task lasts."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(every_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 class ProcessExecutor(Executor):
     """A pool of ``workers`` local processes (default: the machine's cores),
     started with ``spawn`` so no torch state is forked.
@@ -122,6 +138,8 @@ class ProcessExecutor(Executor):
     process, which a few hundred nodes' models and data exhaust (``Too many
     open files``). At most ``2 x workers`` tasks are in flight, each pickled
     only when it is submitted, so memory does not grow with the task count.
+    A worker ends itself within a second of its parent's death, however the
+    parent was stopped.
     """
 
     kind = "process"
@@ -131,7 +149,8 @@ class ProcessExecutor(Executor):
         import multiprocessing as mp
 
         self.workers = workers or os.cpu_count() or 1
-        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"))
+        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
+                                         initializer=_exit_with_parent, initargs=(os.getpid(),))
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None,
             on_result: OnResult = None) -> list[Any]:

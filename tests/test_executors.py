@@ -37,3 +37,44 @@ def test_a_failing_task_raises_in_the_caller_and_the_pool_still_works():
         with pytest.raises(ValueError, match="math domain error"):
             ex.map(math.sqrt, [4.0, -1.0, 9.0, 16.0, 25.0, 36.0])
         assert ex.map(math.sqrt, [4.0, 9.0]) == [2.0, 3.0]
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (an orphan's zombie may
+    wait for a reaper that a container's init never is)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_worker_ends_when_its_parent_is_killed():
+    """A parent stopped by SIGKILL runs no clean-up; its worker, busy on a
+    two-minute task, must not compute on unseen."""
+    import subprocess
+    import sys
+    import time
+
+    code = ("import time\n"
+            "from fol.executors import ProcessExecutor\n"
+            "ex = ProcessExecutor(workers=1)\n"
+            "ex.map(time.sleep, [0])\n"
+            "print(*[p.pid for p in ex._pool._processes.values()], flush=True)\n"
+            "ex.map(time.sleep, [120])\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        workers = [int(pid) for pid in parent.stdout.readline().split()]
+        assert len(workers) == 1 and _running(workers[0])
+        time.sleep(0.5)  # the worker is inside its two-minute task
+        assert _running(workers[0])
+    finally:
+        parent.kill()
+        parent.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    while _running(workers[0]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    alive = _running(workers[0])
+    if alive:
+        os.kill(workers[0], 9)  # stop what the test started
+    assert not alive
