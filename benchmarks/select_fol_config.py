@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import statistics
 import sys
@@ -159,18 +160,23 @@ def build_configs(args: argparse.Namespace, options: list[tuple[str, Any]]) -> d
     return configs | {_option_name(f, v): _option_cfg(base, f, v) for f, v in options}
 
 
-#: The FOLConfig fields stage 2 (fine-tune, alignment pruning, post fine-tune) reads.
-STAGE2_FIELDS = ("finetune_freeze", "finetune_epochs", "post_finetune_epochs", "finetune_lr", "prune_ratio",
-                 "lambda_p", "gamma_shared", "gamma_unshared", "gate_epochs", "gate_lr")
+def _stage2_key(cfg: FOLConfig, prunes: bool) -> tuple:
+    """What stage 2 reads of ``cfg``, from the config's own per-stage views:
+    whether it prunes, the frozen layers, the fine-tune and post fine-tune
+    training settings, and the pruning settings (none without pruning)."""
+    return (prunes, cfg.finetune_freeze,
+            dataclasses.astuple(cfg.finetune_train(cfg.finetune_epochs, 0, "fine-tune")),
+            dataclasses.astuple(cfg.finetune_train(cfg.post_finetune_epochs, 0, "post fine-tune")),
+            dataclasses.astuple(cfg.prune(0)) if prunes else None)
 
 
 def stage2_groups(configs: dict[str, FOLConfig], no_pruning: set[str] = frozenset()) -> dict[tuple, list[str]]:
-    """The configs grouped by their stage-2 setting, keyed by (prunes, the
-    values of :data:`STAGE2_FIELDS`), so alignment runs once per group and
+    """The configs grouped by their stage-2 setting (:func:`_stage2_key`, whose
+    first item says whether they prune), so alignment runs once per group and
     every config of a group ranks, ensembles and distils the same candidates."""
     groups: dict[tuple, list[str]] = {}
     for name, cfg in configs.items():
-        groups.setdefault((name not in no_pruning, *(getattr(cfg, f) for f in STAGE2_FIELDS)), []).append(name)
+        groups.setdefault(_stage2_key(cfg, name not in no_pruning), []).append(name)
     return groups
 
 

@@ -689,7 +689,8 @@ def merge_results(results: Sequence[tuple[str, ProtocolResult]]) -> ProtocolResu
                     raise ConfigError(f"{where}: seed {seed} already has the rows {twice} from the runs before it")
                 mine.update(rows)
                 have["reverted"].setdefault(seed, {}).update(s.get("reverted", {}).get(seed, {}))
-    order = rows_for(max(r.config.rounds for _, r in results), METHOD_GROUPS)
+    rounds = max(r.config.rounds for _, r in results)
+    order = rows_for(rounds, METHOD_GROUPS)
     for (dataset, psi), s in settings.items():
         s["acc"] = {seed: {row: rows[row] for row in order if row in rows} for seed, rows in sorted(s["acc"].items())}
         s["reverted"] = {seed: r for seed, r in sorted(s["reverted"].items()) if r}
@@ -703,7 +704,7 @@ def merge_results(results: Sequence[tuple[str, ProtocolResult]]) -> ProtocolResu
     methods = tuple(g for g in METHOD_GROUPS if g in pick("methods"))
     config = dataclasses.replace(first.config, datasets=pick("datasets"), psis=pick("psis"),
                                  seeds=tuple(sorted(pick("seeds"))), methods=methods,
-                                 rounds=max(r.config.rounds for _, r in results))
+                                 rounds=rounds)
     return ProtocolResult(config, settings=settings, seconds=sum(r.seconds for _, r in results),
                           cpu_seconds=sum(r.cpu_seconds for _, r in results),
                           complete=all(r.complete for _, r in results))
