@@ -88,8 +88,9 @@ class FOLConfig:
     - ``top_k_rule``: ``"score"`` (paper: the K best-ranked candidates) or
       ``"greedy"`` (the best-ranked first, then each next seat to the
       candidate that most lowers the D_val cross-entropy of the members'
-      averaged probabilities: forward ensemble selection, so a member is
-      chosen for what it adds, not for what it repeats).
+      averaged logits, the combination stage 3 deploys: forward ensemble
+      selection, so a member is chosen for what it adds, not for what it
+      repeats).
     - ``finetune_freeze``: the first N convolution / linear layers of a
       neighbour keep their weights during fine-tuning and post fine-tuning
       (0 = paper: everything is trained), so a neighbour keeps its features.

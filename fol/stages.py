@@ -232,9 +232,12 @@ def select_top_k(candidates: Sequence[Candidate], k: int, own_val_logits: torch.
     ``rule = "greedy"`` (forward ensemble selection, Caruana et al., ICML
     2004) fills only the first seat so (the own model with ``"always"``);
     every next seat goes to the candidate whose addition gives the members'
-    averaged probabilities the lowest cross-entropy on D_val (``val_y``),
-    ties in that order again. A second copy of what the ensemble already
-    knows then loses to a weaker model that is right where it is wrong.
+    averaged logits the lowest cross-entropy on D_val (``val_y``), ties in
+    that order again. Logits, not probabilities, are averaged because stage 3
+    combines the members' logits (uniform weights are where its weight fit
+    starts), so the seats are judged by the combination that is deployed. A
+    second copy of what the ensemble already knows then loses to a weaker
+    model that is right where it is wrong.
     """
     logits = {id(c): predict_logits(c.model, val_x) for c in candidates}
     for cand in candidates:
@@ -253,15 +256,15 @@ def select_top_k(candidates: Sequence[Candidate], k: int, own_val_logits: torch.
         return ranked[:k]
     if val_y is None:
         raise ValueError("select_top_k(rule='greedy') needs the D_val labels (val_y)")
-    probs = {id(c): F.softmax(logits[id(c)].float(), dim=1) for c in ranked}
+    val_logits = {id(c): logits[id(c)].float() for c in ranked}
     chosen, rest = ranked[:1], ranked[1:]
-    total = probs[id(chosen[0])].clone()
+    total = val_logits[id(chosen[0])].clone()
     while rest and len(chosen) < k:
         def loss_with(c: Candidate) -> float:
-            mean = (total + probs[id(c)]) / (len(chosen) + 1)
-            return float(F.nll_loss(torch.log(mean.clamp_min(1e-12)), val_y))
+            mean = (total + val_logits[id(c)]) / (len(chosen) + 1)
+            return float(F.cross_entropy(mean, val_y))
         best = min(rest, key=lambda c: round(loss_with(c), 9))  # min keeps the first of equals: ranked order
         chosen.append(best)
         rest.remove(best)
-        total += probs[id(best)]
+        total += val_logits[id(best)]
     return chosen

@@ -13,6 +13,7 @@ from torch import nn
 
 from fol.config import CHOICES, PAPER_OVERRIDES, PRESETS, FOLConfig
 from fol.distill import augment_inputs, augment_views, distill
+from fol.ensemble import ensemble_logits
 from fol.errors import ConfigError
 from fol.personalize import (NodeState, Received, RoundReport, align_candidates, distillation_inputs,
                              ensemble_and_distill, swarm_transfer, transfer_share)
@@ -291,9 +292,8 @@ def test_greedy_top_k_takes_the_member_that_adds_what_the_ensemble_lacks() -> No
     assert [c.name for c in greedy] == ["own", "other"]
 
     @torch.no_grad()
-    def pair_loss(c: Candidate) -> float:
-        mean = (F.softmax(own.model(x), 1) + F.softmax(c.model(x), 1)) / 2
-        return float(F.nll_loss(mean.log(), y))
+    def pair_loss(c: Candidate) -> float:  # the deployed combination: the members' averaged logits
+        return float(F.cross_entropy((own.model(x) + c.model(x)) / 2, y))
     assert pair_loss(other) < min(pair_loss(twin), pair_loss(weak))  # the property greedy selection uses
     # K = 1 and K = all are the same set under both rules; "always" keeps the own seat first.
     assert select_top_k(cands, 1, own_logits, x, rule="greedy", val_y=y) == select_top_k(cands, 1, own_logits, x)
@@ -451,3 +451,27 @@ def test_align_fallback_never_ranks_a_neighbour_below_its_received_score(swarm, 
         assert cand.pruning.get("fallback") == "received"
         assert cand.model is item.model and cand.score == cand.score_before
         assert all(torch.equal(v, sd[k]) for k, v in item.model.state_dict().items())
+
+
+def test_greedy_top_k_judges_a_seat_by_the_averaged_logits_the_ensemble_deploys() -> None:
+    """Stage 3 combines logits, so a member that is loudly right where the own
+    model is wrong adds more than its capped vote in averaged probabilities
+    would say: greedy selection must judge by the logits."""
+    x, y = torch.eye(4), torch.tensor([0, 0, 0, 1])
+    own = _fixed_logits("own", [[3, 0], [3, 0], [3, 0], [2, 0]], own=True)
+    steady = _fixed_logits("steady", [[4, 1], [3, 4], [2, 0], [0, 2]])  # 0.75, mildly right on the missed image
+    loud = _fixed_logits("loud", [[2, 0], [3, 2], [0, 3], [0, 9]])  # 0.75, loudly right on it
+    own_logits = own.model(x).detach()
+
+    @torch.no_grad()
+    def pair_losses(c: Candidate) -> tuple[float, float]:
+        logit_mean = (own.model(x) + c.model(x)) / 2
+        prob_mean = (F.softmax(own.model(x), 1) + F.softmax(c.model(x), 1)) / 2
+        return float(F.cross_entropy(logit_mean, y)), float(F.nll_loss(prob_mean.log(), y))
+    (logit_steady, prob_steady), (logit_loud, prob_loud) = pair_losses(steady), pair_losses(loud)
+    assert prob_steady < prob_loud and logit_loud < logit_steady  # the two combinations disagree here
+    picked = select_top_k([own, steady, loud], 2, own_logits, x, rule="greedy", val_y=y)
+    assert [c.name for c in picked] == ["own", "loud"]
+    # The deployed ensemble (uniform weights, where stage 3's fit starts) agrees with the pick.
+    pair = ensemble_logits([own.model(x).detach(), loud.model(x).detach()], torch.tensor([0.5, 0.5]))
+    assert float(F.cross_entropy(pair, y)) == pytest.approx(logit_loud, abs=1e-6)
