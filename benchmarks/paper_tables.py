@@ -17,7 +17,9 @@ seed) pairs above and below, and a Wilcoxon signed-rank test over nodes.
 ``--merge`` joins the tables.json of runs made in separate processes (one per
 task, per seed, or per method group: ``--methods fol`` in one, ``--methods
 dense fedavg`` in another) into one table without re-running anything; runs
-of the same seed must agree on Local to the last node. The protocol itself is
+of the same seed must agree on Local to the last node, and on any other row
+both hold (a repeat, e.g. E = 1 again in a run of E = 1-3, is kept once). The
+protocol itself is
 :mod:`fol.reproduce`.
 
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py --quick          # psi 0.5, 4 nodes, 1 seed

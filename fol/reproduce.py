@@ -661,8 +661,11 @@ def merge_results(results: Sequence[tuple[str, ProtocolResult]]) -> ProtocolResu
     they ran (``methods`` and ``rounds``, e.g. one process per method group).
     A setting in several runs must have the same swarm (node sizes); a seed in
     several runs must have the same Local row to the last node (the same
-    pretrained swarm), and its other rows are joined, each from one run only.
-    Every seed of a merged setting must end with the same rows."""
+    pretrained swarm), and its other rows are joined. A row two runs both
+    hold for one seed must also be the same to the last node (a repeat of the
+    same code and seed, e.g. E = 1 again in a run of E = 1-3): it is kept
+    once, and a repeat that differs is refused. Every seed of a merged
+    setting must end with the same rows."""
     if not results:
         raise ConfigError("merge: no results to merge")
     first_name, first = results[0]
@@ -684,9 +687,11 @@ def merge_results(results: Sequence[tuple[str, ProtocolResult]]) -> ProtocolResu
                 if mine["Local"] != rows["Local"]:
                     raise ConfigError(f"{where} seed {seed}: its Local row differs from the runs before it (another "
                                       f"pretraining); only runs of the same swarm and seed can add rows to it")
-                twice = [row for row in rows if row != "Local" and row in mine]
-                if twice:
-                    raise ConfigError(f"{where}: seed {seed} already has the rows {twice} from the runs before it")
+                differ = [row for row in rows if row != "Local" and row in mine and mine[row] != rows[row]]
+                if differ:
+                    raise ConfigError(f"{where}: seed {seed} already has the rows {differ} from the runs before it, "
+                                      f"with other accuracies; a row two runs both hold must be the same to the last "
+                                      f"node (a repeat of the same code and seed)")
                 mine.update(rows)
                 have["reverted"].setdefault(seed, {}).update(s.get("reverted", {}).get(seed, {}))
     rounds = max(r.config.rounds for _, r in results)

@@ -173,9 +173,19 @@ def test_merge_joins_separate_runs_without_running_anything(tmp_path, capsys, be
     c.write_text(json.dumps(old))
     assert script.main(["--merge", str(a), str(c)]) == 0
     assert "Distillation reverted" in capsys.readouterr().out
-    # the same runs merged twice: every seed would count twice
-    assert script.main(["--merge", str(a), str(a)]) == 2
-    assert "seed 0 already has the rows ['FOL-A (E=1)', 'FOL (E=1)']" in capsys.readouterr().err
+    # a run merged with itself holds every row twice, the same to the last node: each seed counts once
+    assert script.main(["--merge", str(a), str(a), "--out", str(tmp_path / "self")]) == 0
+    capsys.readouterr()
+    again = json.loads((tmp_path / "self" / "tables.json").read_text())
+    assert again["raw"] == json.loads(a.read_text())["raw"]
+    # a row held twice with other accuracies (another code or seed) is refused
+    changed = json.loads(a.read_text())
+    changed["raw"][0]["acc"]["1"]["FOL (E=1)"][2] = 0.25
+    (tmp_path / "changed.json").write_text(json.dumps(changed))
+    assert script.main(["--merge", str(a), str(tmp_path / "changed.json")]) == 2
+    err = capsys.readouterr().err
+    assert "seed 1 already has the rows ['FOL (E=1)'] from the runs before it, with other accuracies" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_merge_joins_runs_of_different_method_groups_on_the_same_seeds(tmp_path, capsys, benchmark_script) -> None:
