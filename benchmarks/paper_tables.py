@@ -132,8 +132,11 @@ def merge(paths: list[Path], out: Path | None) -> int:
     import json
 
     try:
-        runs = []
+        runs, seen = [], set()
         for path in paths:
+            if path.resolve() in seen:
+                raise ConfigError(f"--merge {path}: listed twice; give each run's tables.json once")
+            seen.add(path.resolve())
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, ValueError) as exc:

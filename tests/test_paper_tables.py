@@ -173,8 +173,14 @@ def test_merge_joins_separate_runs_without_running_anything(tmp_path, capsys, be
     c.write_text(json.dumps(old))
     assert script.main(["--merge", str(a), str(c)]) == 0
     assert "Distillation reverted" in capsys.readouterr().out
-    # a run merged with itself holds every row twice, the same to the last node: each seed counts once
-    assert script.main(["--merge", str(a), str(a), "--out", str(tmp_path / "self")]) == 0
+    # the same file listed twice is refused; a copy of a run holds every row again, the same to the
+    # last node (a repeat of the same code and seed): each seed counts once
+    assert script.main(["--merge", str(a), str(tmp_path / "a" / ".." / "a" / "tables.json")]) == 2
+    err = capsys.readouterr().err
+    assert "listed twice" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    copy = tmp_path / "copy.json"
+    copy.write_text(a.read_text())
+    assert script.main(["--merge", str(a), str(copy), "--out", str(tmp_path / "self")]) == 0
     capsys.readouterr()
     again = json.loads((tmp_path / "self" / "tables.json").read_text())
     assert again["raw"] == json.loads(a.read_text())["raw"]
