@@ -31,6 +31,7 @@ from torch import nn
 
 from fol.accounting import forward_macs, training_flops
 from fol.data import NodeData
+from fol.ensemble import ensemble_logits
 from fol.models import ModelSpec, build_model, count_parameters
 from fol.pruning import PruneConfig, align_and_prune
 from fol.train import History, TrainConfig, evaluate, fit, predict_logits
@@ -256,15 +257,13 @@ def select_top_k(candidates: Sequence[Candidate], k: int, own_val_logits: torch.
         return ranked[:k]
     if val_y is None:
         raise ValueError("select_top_k(rule='greedy') needs the D_val labels (val_y)")
-    val_logits = {id(c): logits[id(c)].float() for c in ranked}
     chosen, rest = ranked[:1], ranked[1:]
-    total = val_logits[id(chosen[0])].clone()
     while rest and len(chosen) < k:
         def loss_with(c: Candidate) -> float:
-            mean = (total + val_logits[id(c)]) / (len(chosen) + 1)
-            return float(F.cross_entropy(mean, val_y))
+            members = [logits[id(m)].float() for m in (*chosen, c)]
+            uniform = torch.full((len(members),), 1.0 / len(members))
+            return float(F.cross_entropy(ensemble_logits(members, uniform), val_y))
         best = min(rest, key=lambda c: round(loss_with(c), 9))  # min keeps the first of equals: ranked order
         chosen.append(best)
         rest.remove(best)
-        total += val_logits[id(best)]
     return chosen
