@@ -257,3 +257,48 @@ def test_scenario_fol_table_gives_the_folconfig_defaults() -> None:
 
     wrong = {name: (rows[name], default) for name, default in fields.items() if not _same_default(rows[name], default)}
     assert not wrong, f"docs/scenario.md [fol]: documented vs actual defaults differ: {wrong}"
+
+
+def _table_rows(table: str) -> dict[str, tuple[str, str]]:
+    """``docs/scenario.md``'s rows of ``[table]``: field -> (default cell, meaning cell)."""
+    text = SCENARIO_MD.read_text(encoding="utf-8")
+    start = text.index(f"### `[{table}]`")
+    end = text.find("\n### ", start + 1)
+    section = text[start:end if end > 0 else len(text)]
+    return {m[0]: (m[1].strip(), m[2]) for m in re.findall(r"^\| `([a-z_0-9]+)` \| [^|]+ \|([^|]+)\|(.*)\|$", section, re.M)}
+
+
+@pytest.mark.parametrize("table", ["data", "models", "run"])
+def test_scenario_learning_tables_state_the_code_defaults(table: str) -> None:
+    """Every literal default ``docs/scenario.md`` gives for ``[data]``,
+    ``[models]`` and ``[run]`` is the value a scenario without that key gets
+    (the dataclass default; ``None`` there means "resolved later", and its
+    row says how in words)."""
+    import dataclasses
+
+    from fol.simulation.scenario import DataConfig, ModelsConfig, RunConfig
+
+    cls = {"data": DataConfig, "models": ModelsConfig, "run": RunConfig}[table]
+    defaults = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+                for f in dataclasses.fields(cls)}
+    rows = _table_rows(table)
+    checked, wrong = 0, {}
+    for name, value in defaults.items():
+        if value is None or name not in rows:
+            continue
+        literal = re.match(r"`([^`]+)`", rows[name][0])
+        assert literal, f"docs/scenario.md [{table}] {name}: default {value!r} is not stated"
+        stated = tomllib.loads(f"v = {literal.group(1)}")["v"]
+        checked += 1
+        if stated != value:
+            wrong[name] = (stated, value)
+    assert checked >= 2 and not wrong, f"docs/scenario.md [{table}]: documented vs actual defaults differ: {wrong}"
+
+
+def test_scenario_data_and_models_list_every_dataset_and_architecture() -> None:
+    from fol.data.registry import dataset_names
+    from fol.models import architectures
+
+    missing = [n for n in dataset_names() if f"`{n}`" not in _table_rows("data")["dataset"][1]]
+    missing += [a for a in architectures() if f"`{a}`" not in _table_rows("models")["archs"][1]]
+    assert not missing, f"docs/scenario.md: list {missing}"

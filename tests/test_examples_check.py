@@ -39,7 +39,8 @@ def test_every_example_passes_the_check(path: Path, tmp_path: Path, monkeypatch:
         try:
             check_scenario(scn)
         except DataError as exc:  # the real data is not unpacked on this machine: said in one line
-            assert f"dataset {scn.data.dataset!r} not found" in str(exc)
+            expected = "image folder" if scn.data.dataset == "imagefolder" else f"dataset {scn.data.dataset!r}"
+            assert f"{expected} " in str(exc) and " not found" in str(exc) and "\n" not in str(exc)
         report = check_scenario(scn, check_data=False)
     else:
         assert main(["simulate", "--check", str(path)]) == 0

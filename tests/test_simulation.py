@@ -98,6 +98,15 @@ def _rows(out: Path) -> list[dict[str, str]]:
         ({"fol": {"top_k": 0}}, r"fol\.top_k must be > 0"),
         ({"run": {"executor": "slurm"}}, r"run\.executor: expected one of"),
         ({"scenario": {"seeds": []}}, r"scenario\.seeds"),
+        ({"data": {"dataset": "imagefolder", "partition": "dirichlet"}},
+         r"tiny.toml: data\.path: dataset 'imagefolder' needs path"),
+        ({"data": {"path": "my_images"}}, r"tiny.toml: data\.path: only applies to dataset 'imagefolder'"),
+        ({"data": {"coords": "filename"}}, r"data\.coords: only applies to dataset 'imagefolder'"),
+        ({"data": {"dataset": "imagefolder", "path": "x", "coords": "gps"}}, r"data\.coords: expected one of"),
+        ({"data": {"dataset": "imagefolder", "path": "x"}},
+         r"data\.partition: 'orbit' places images by their coordinates, but data\.coords is 'none'"),
+        ({"data": {"skip_corrupt": True}}, r"data\.skip_corrupt: only applies to the datasets read from image files "
+                                           r"\(wildfire, hurricane, imagefolder\), not 'synthetic-hurricane'"),
     ],
 )
 def test_learning_sections_are_validated(changes: dict, match: str) -> None:
@@ -237,6 +246,67 @@ def test_a_node_without_contacts_keeps_its_local_model(tmp_path: Path) -> None:
     report = (out / "report.md").read_text()
     assert "| fol |" in report and "rounds to fol (" in report and "| fedavg | " in report
     assert int(rows[("fedavg", "far")]["rounds"]) == 0  # the contact plan keeps "far" out of the server rounds
+
+
+def _image_folder(root: Path, per_class: int, coords: bool) -> None:
+    """Three classes told apart by brightness; with ``coords`` the files are named
+    ``<lon>,<lat>.png`` (the wildfire / hurricane sets' convention)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for c, level in enumerate((30, 120, 210)):
+        (root / f"class{c}").mkdir(parents=True)
+        for i in range(per_class):
+            pixels = np.clip(rng.normal(level, 20, (12, 12, 3)), 0, 255).astype(np.uint8)
+            stem = f"{rng.uniform(-70, -60):.5f},{rng.uniform(45, 50):.5f}" if coords else f"img{i}"
+            Image.fromarray(pixels).save(root / f"class{c}" / f"{stem}.png")
+
+
+def test_a_swarm_runs_on_a_users_image_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``dataset = "imagefolder"`` with ``path`` (relative to the scenario file)
+    and coordinates from the file names: the region partition places the images
+    and every node learns its classes; ``skip_corrupt`` passes over a broken file."""
+    _image_folder(tmp_path / "my_images", per_class=60, coords=True)
+    (tmp_path / "my_images" / "class1" / "-65.0,47.0.png").write_bytes(b"not an image")
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\n" + "".join(
+        f"{n},0,{0.1 * k},0,0.1\n{n},600,{0.1 * k + 0.2},0,0.1\n" for k, n in enumerate("abc")))
+    text = DRONES.replace('dataset = "synthetic-wildfire"\nsize = 1600\nimage_size = 16\npartition = "dirichlet"\n'
+                          'psi = 1.0\nper_node = 100',
+                          'dataset = "imagefolder"\npath = "my_images"\ncoords = "filename"\nskip_corrupt = true\nimage_size = 12\n'
+                          'partition = "region"\nmin_samples = 20')
+    assert 'path = "my_images"' in text
+    text = text.replace('run = ["local", "fol", "fedavg"]', 'run = ["local", "fol"]')
+    (tmp_path / "s.toml").write_text(text.replace("skip_corrupt = true\n", ""))
+    assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(tmp_path / "refused")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "-65.0,47.0.png: cannot read image" in err[0], err
+    (tmp_path / "s.toml").write_text(text)
+    out = tmp_path / "out"
+    assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(out)]) == 0
+    rows = _rows(out)
+    local = [r for r in rows if r["method"] == "local"]
+    assert sorted(r["node"] for r in local) == ["a", "b", "c"]
+    assert sum(float(r["test_accuracy"]) for r in local) / 3 > 0.6  # three brightness classes: chance is 1/3
+    assert {r["node"] for r in rows if r["method"] == "fol"} == {"a", "b", "c"}
+    resolved = json.loads((out / "scenario.resolved.json").read_text())["data"]
+    assert Path(resolved["path"]) == (tmp_path / "my_images").resolve() and resolved["coords"] == "filename"
+
+
+def test_the_check_refuses_a_missing_image_folder_or_coordinates_file(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    _image_folder(tmp_path / "imgs", per_class=2, coords=False)
+    base = DRONES.replace('dataset = "synthetic-wildfire"\nsize = 1600', 'dataset = "imagefolder"\npath = "PATH"')
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\n")
+    for path, extra, expected in [("nope", "", "image folder"), ("imgs", 'coords = "csv"\npartition = "region"\n',
+                                                                  "coordinates file")]:
+        scenario = tmp_path / "s.toml"
+        scenario.write_text(base.replace('path = "PATH"', f'path = "{path}"\n{extra}').replace(
+            'partition = "dirichlet"\n' if extra else "@", ""))
+        assert main(["simulate", "--check", str(scenario)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and expected in err[0] and "Traceback" not in err[0], err
+    (tmp_path / "imgs" / "coords.csv").write_text("file,lat,lon\n")
+    assert main(["simulate", "--check", str(scenario)]) == 0
 
 
 def _tle_scenario(folder: Path) -> Path:

@@ -37,7 +37,7 @@ from fol.data.geo import GeoDataset
 from fol.data.synthetic import make_synthetic
 from fol.errors import ConfigError, DataError
 
-__all__ = ["load_dataset", "check_dataset", "dataset_names", "describe", "SYNTHETIC_DEFAULT_SIZE"]
+__all__ = ["load_dataset", "check_dataset", "dataset_accepts", "dataset_names", "describe", "SYNTHETIC_DEFAULT_SIZE"]
 
 #: Images drawn by ``load_dataset("synthetic-*")`` unless ``n`` is given.
 SYNTHETIC_DEFAULT_SIZE = 12_000
@@ -102,6 +102,19 @@ def load_dataset(name: str, root: str | Path | None = None, **kw: Any) -> GeoDat
     return fn(Path(root).expanduser() if root is not None else None, **kw)
 
 
+def dataset_accepts(name: str, option: str) -> bool:
+    """Does dataset ``name``'s loader take keyword ``option``?
+
+    >>> dataset_accepts("wildfire", "skip_corrupt"), dataset_accepts("synthetic-wildfire", "skip_corrupt")
+    (True, False)
+    """
+    try:
+        _checked_loader(name, {option: None})
+    except ConfigError:
+        return False
+    return True
+
+
 def _checked_loader(name: str, kw: dict[str, Any]) -> Callable[..., GeoDataset]:
     if name not in _REGISTRY:
         raise ConfigError(f"unknown dataset {name!r}; expected one of {', '.join(dataset_names())}")
@@ -136,8 +149,14 @@ def check_dataset(name: str, root: str | Path | None = None, **kw: Any) -> None:
         folder = Path(kw.get("path") or "")
         if not folder.is_absolute() and root is not None and not folder.exists():
             folder = Path(root) / folder
-    else:
-        folder = loaders.dataset_dir(name, root)
+        if not folder.is_dir() or not any(folder.iterdir()):
+            raise DataError(f"image folder {folder} not found or empty: expected {folder}/<class>/<image files>")
+        if kw.get("coords") == "csv":
+            table = Path(kw.get("coords_csv") or folder / "coords.csv")
+            if not table.is_file():
+                raise DataError(f"coordinates file {table} not found: coords = 'csv' needs it (columns file, lat, lon)")
+        return
+    folder = loaders.dataset_dir(name, root)
     if not folder.is_dir() or not any(folder.iterdir()):
         raise DataError(f"dataset {name!r} not found: no files in {folder} (unpack it there, or set data.root / "
                         f"--data-root / FOL_DATA_ROOT; see datasets/README.md)")

@@ -29,7 +29,6 @@ from fol.data.registry import check_dataset
 from fol.errors import ConfigError, DataError
 from fol.fileio import check_output_dir
 from fol.methods import get_method
-from fol.nodedata import dataset_options
 from fol.simulation.scenario import SwarmScenario
 
 __all__ = ["CheckReport", "check_scenario", "check_run_folder", "node_architectures"]
@@ -97,11 +96,8 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
     d = scn.data
     if d.size is not None and not d.dataset.startswith("synthetic-"):
         raise ConfigError(f"data.size: only applies to synthetic datasets, not {d.dataset!r}")
-    options = dataset_options(d.dataset, d.size, 0)
-    if d.image_size is not None:
-        options["image_size"] = d.image_size
     if check_data:
-        check_dataset(d.dataset, d.root, **options)
+        check_dataset(d.dataset, d.root, **d.loader_options(0))
     if d.dataset.startswith("synthetic-") and d.partition == "dirichlet" and d.size is not None \
             and d.size < len(names) * d.min_samples:
         raise DataError(f"data.size: {d.size} images cannot give {len(names)} nodes data.min_samples = "

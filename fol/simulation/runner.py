@@ -54,7 +54,6 @@ from fol.executors import Executor, make_executor
 from fol.fileio import atomic_write_bytes, atomic_write_text, write_json_atomic
 from fol.methods import NodeResult, NodeSetup, SwarmContext, get_method
 from fol.models import ModelSpec
-from fol.nodedata import dataset_options
 from fol.nodes import PretrainTask, build_nodes
 
 __all__ = ["run_simulation", "SimulationResult", "plan_deliveries"]
@@ -82,10 +81,7 @@ def _json_default(o: Any) -> Any:
 
 
 def _load_pool(scn: SwarmScenario, seed: int) -> GeoDataset:
-    kwargs = dataset_options(scn.data.dataset, scn.data.size, seed)
-    if scn.data.image_size is not None:
-        kwargs["image_size"] = scn.data.image_size
-    return load_dataset(scn.data.dataset, root=scn.data.root, **kwargs)
+    return load_dataset(scn.data.dataset, root=scn.data.root, **scn.data.loader_options(seed))
 
 
 def _partition(scn: SwarmScenario, pool: GeoDataset, names: list[str], seed: int) -> list[np.ndarray]:

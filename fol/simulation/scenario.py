@@ -11,8 +11,11 @@ Learning tables, every key checked (unknown keys are an error naming them)::
     [data]
     dataset = "synthetic-hurricane"   # any name `fol data info` accepts
     # root = "datasets"        # folder of real datasets (relative to this file)
+    # path = "my_images"       # dataset = "imagefolder": <path>/<class>/<image> (relative to this file)
+    # coords = "filename"      # imagefolder: "none" | "filename" (<lon>,<lat>.<ext>) | "csv" (<path>/coords.csv)
+    # skip_corrupt = true      # real images: skip (and log) unreadable files instead of stopping
     size = 9000                # pool size of a synthetic dataset
-    image_size = 32            # synthetic images only (pixels)
+    image_size = 32            # image side (pixels): synthetic drawn at it, real resized to it
     partition = "orbit"        # "orbit" | "dirichlet" | "region"
     psi = 0.5                  # Dirichlet concentration (partition = "dirichlet")
     per_node = 300             # at most this many images per node
@@ -58,11 +61,12 @@ from typing import Any
 
 from contact_sim.scenario import ContactScenario, parse_contact_scenario
 from fol.config import FOLConfig
-from fol.data.registry import dataset_names
+from fol.data.registry import dataset_accepts, dataset_names
 from fol.defaults import DEFAULT_ARCH
 from fol.errors import ConfigError
 from fol.executors import EXECUTORS
 from fol.models import architectures
+from fol.nodedata import dataset_options
 from swarmbase.tomlcheck import Table, read_toml
 
 __all__ = ["SwarmScenario", "DataConfig", "ModelsConfig", "RunConfig", "load_scenario", "parse_scenario"]
@@ -83,6 +87,21 @@ class DataConfig:
     swath_km: float = 400.0
     assign: str = "uniform"
     min_samples: int = 40
+    path: str | None = None
+    coords: str = "none"
+    skip_corrupt: bool = False
+
+    def loader_options(self, seed: int) -> dict[str, Any]:
+        """Keyword arguments of :func:`fol.data.load_dataset` for this table:
+        the pool of ``seed`` (a synthetic pool is drawn with it)."""
+        options = dataset_options(self.dataset, self.size, seed, self.path)
+        if self.image_size is not None:
+            options["image_size"] = self.image_size
+        if self.dataset == "imagefolder":
+            options["coords"] = self.coords
+        if self.skip_corrupt:
+            options["skip_corrupt"] = True
+        return options
 
 
 @dataclass
@@ -134,13 +153,50 @@ class SwarmScenario:
 _LEARNING_TABLES = ("scenario", "data", "models", "fol", "methods", "run", "output")
 
 
+IMAGE_FOLDER_COORDS = ("none", "filename", "csv")
+
+
+def _check_image_folder(data: DataConfig) -> None:
+    """``path`` and ``coords`` belong to ``dataset = "imagefolder"``, which needs
+    ``path``; a partition by place needs coordinates from the files;
+    ``skip_corrupt`` belongs to the datasets read from image files."""
+    if data.skip_corrupt and not dataset_accepts(data.dataset, "skip_corrupt"):
+        readers = ", ".join(n for n in dataset_names() if dataset_accepts(n, "skip_corrupt"))
+        raise ConfigError(f"data.skip_corrupt: only applies to the datasets read from image files ({readers}), "
+                          f"not {data.dataset!r}")
+    if data.dataset != "imagefolder":
+        for key, unset in (("path", data.path is None), ("coords", data.coords == "none")):
+            if not unset:
+                raise ConfigError(f"data.{key}: only applies to dataset 'imagefolder', not {data.dataset!r} "
+                                  f"(real datasets are found under data.root)")
+        return
+    if data.path is None:
+        raise ConfigError("data.path: dataset 'imagefolder' needs path = <folder with one sub-folder per class> "
+                          "(relative to the scenario file)")
+    if data.partition in ("orbit", "region") and data.coords == "none":
+        raise ConfigError(f"data.partition: {data.partition!r} places images by their coordinates, but data.coords "
+                          f"is 'none'; set coords = 'filename' (<lon>,<lat>.<ext>) or 'csv' (<path>/coords.csv), "
+                          f"or use partition = 'dirichlet'")
+
+
 def _table(doc: dict[str, Any], name: str, allowed: set[str], source: str) -> Table:
     return Table(doc.get(name, {}), name, allowed, error=ConfigError, source=source)
 
 
 def parse_scenario(doc: dict[str, Any], base_dir: Path, source: str = "scenario", text: str | None = None) -> SwarmScenario:
-    """Validate a parsed scenario document (contact tables and learning tables)."""
+    """Validate a parsed scenario document (contact tables and learning tables).
+    A learning-table error names the file first, as the contact side's do."""
     contact = parse_contact_scenario(doc, base_dir, source)
+    try:
+        return _parse_learning(doc, base_dir, source, text, contact)
+    except ConfigError as exc:
+        if str(exc).startswith(f"{source}: "):
+            raise
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str | None,
+                    contact: ContactScenario) -> SwarmScenario:
 
     s = _table(doc, "scenario", {"name", "seeds", "seed"}, source)
     name = s.str("name", Path(source).stem)
@@ -165,12 +221,17 @@ def parse_scenario(doc: dict[str, Any], base_dir: Path, source: str = "scenario"
         swath_km=d.num("swath_km", 400.0),
         assign=d.str("assign", "uniform"),
         min_samples=d.int("min_samples", 40),
+        coords=d.str("coords", "none", choices=IMAGE_FOLDER_COORDS),
+        skip_corrupt=d.bool("skip_corrupt", False),
     )
     if "root" in d:
         root = Path(d.str("root", ""))
         data.root = str(root if root.is_absolute() else base_dir / root)
+    if "path" in d:
+        data.path = str(d.path("path", base_dir))
     if data.dataset not in dataset_names():
         raise ConfigError(f"data.dataset: unknown dataset {data.dataset!r}; expected one of {', '.join(dataset_names())}")
+    _check_image_folder(data)
     if data.partition not in PARTITIONS:
         raise ConfigError(f"data.partition: expected one of {', '.join(PARTITIONS)}, got {data.partition!r}")
     if data.partition == "orbit" and contact.constellation is None:
