@@ -62,7 +62,7 @@ def node_architectures(scn: SwarmScenario, names: list[str], planes: list[int] |
             out.append(archs[k % len(archs)])
     unknown = sorted(set(scn.models.nodes) - set(names))
     if unknown:
-        raise ConfigError(f"models.nodes.{unknown[0]}: no learning node of that name")
+        raise ConfigError(f"{scn.source}: models.nodes.{unknown[0]}: no learning node of that name")
     return out
 
 
@@ -90,17 +90,17 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
         method = get_method(name, **scn.method_options.get(name, {}))
         if type(method).one_architecture and len(set(archs)) > 1:
             raise ConfigError(
-                f"methods.run: {name!r} averages parameters and needs one architecture for every node, but "
+                f"{scn.source}: methods.run: {name!r} averages parameters and needs one architecture for every node, but "
                 f"models gives {', '.join(sorted(set(archs)))}; drop {name!r} or use one architecture")
 
     d = scn.data
     if d.size is not None and not d.dataset.startswith("synthetic-"):
-        raise ConfigError(f"data.size: only applies to synthetic datasets, not {d.dataset!r}")
+        raise ConfigError(f"{scn.source}: data.size: only applies to synthetic datasets, not {d.dataset!r}")
     if check_data:
         check_dataset(d.dataset, d.root, **d.loader_options(0))
     if d.dataset.startswith("synthetic-") and d.partition == "dirichlet" and d.size is not None \
             and d.size < len(names) * d.min_samples:
-        raise DataError(f"data.size: {d.size} images cannot give {len(names)} nodes data.min_samples = "
+        raise DataError(f"{scn.source}: data.size: {d.size} images cannot give {len(names)} nodes data.min_samples = "
                         f"{d.min_samples} each")
 
     if out is not None:
