@@ -106,6 +106,8 @@ def test_check_finds_data_method_and_node_mistakes(tmp_path: Path, patch: tuple[
     with pytest.raises((ConfigError, DataError), match="^.*$") as exc:
         check_scenario(load_scenario(path))
     assert needle in str(exc.value) and "\n" not in str(exc.value)
+    if needle.startswith(("data.", "methods.", "models.")):  # a field of the file: the file is named first
+        assert str(exc.value).startswith(f"{path}: "), str(exc.value)
 
 
 def test_check_refuses_an_output_that_is_a_file_or_not_empty(tmp_path: Path) -> None:

@@ -87,7 +87,10 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
         raise ConfigError(f"{scn.source}: {len(names)} learning node(s); a swarm needs at least 2")
 
     for name in scn.methods:
-        method = get_method(name, **scn.method_options.get(name, {}))
+        try:
+            method = get_method(name, **scn.method_options.get(name, {}))
+        except ConfigError as exc:  # a [methods.<name>] option: name the file, as for every field
+            raise ConfigError(f"{scn.source}: {exc}") from None
         if type(method).one_architecture and len(set(archs)) > 1:
             raise ConfigError(
                 f"{scn.source}: methods.run: {name!r} averages parameters and needs one architecture for every node, but "
