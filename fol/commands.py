@@ -38,15 +38,31 @@ def add_data_parser(sub: argparse._SubParsersAction) -> None:
     info = dsub.add_parser("info", help="size, image shape, class balance and coordinates of a dataset")
     info.add_argument("name", help="dataset name, e.g. synthetic-hurricane, wildfire, cifar10, or imagefolder:PATH")
     info.add_argument("--data-root", default=None, help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT)")
+    info.add_argument("--coords", choices=("none", "filename", "csv"), default=None,
+                      help="imagefolder:PATH only: read each image's coordinates from its file name (<lon>,<lat>.<ext>) "
+                           "or from PATH/coords.csv, as a scenario's data.coords does")
+    info.add_argument("--skip-corrupt", action="store_true",
+                      help="datasets read from image files: skip unreadable images (a warning names them) instead of "
+                           "stopping at the first, as a scenario's data.skip_corrupt does")
     info.set_defaults(func=_run_data_info)
 
 
 def _run_data_info(args: argparse.Namespace) -> int:
     from fol.data import describe, load_dataset
+    from fol.data.registry import dataset_accepts, dataset_names
+    from fol.errors import ConfigError
 
     name, _, path = args.name.partition(":")
-    ds = load_dataset(name, root=args.data_root, **({"path": path} if path else {}))
-    print(describe(ds))
+    options: dict[str, object] = {"path": path} if path else {}
+    if args.coords is not None:
+        if name != "imagefolder":
+            raise ConfigError(f"--coords: only applies to imagefolder:PATH, not {name!r}")
+        options["coords"] = args.coords
+    if args.skip_corrupt:
+        if name in dataset_names() and not dataset_accepts(name, "skip_corrupt"):
+            raise ConfigError(f"--skip-corrupt: only applies to datasets read from image files, not {name!r}")
+        options["skip_corrupt"] = True
+    print(describe(load_dataset(name, root=args.data_root, **options)))
     return 0
 
 

@@ -193,3 +193,26 @@ def _img_folder(tmp_path: Path) -> Path:
     _write(tmp_path / "f" / "a" / "1.png", (5, 5, 5))
     _write(tmp_path / "f" / "b" / "2.png", (9, 9, 9))
     return tmp_path / "f"
+
+
+def test_data_info_reads_an_image_folders_coordinates_and_skips_broken_files(tmp_path, capsys):
+    """``fol data info imagefolder:PATH`` takes a scenario's ``coords`` and
+    ``skip_corrupt`` as ``--coords`` / ``--skip-corrupt``: a user checks a folder
+    before a region-partitioned run; both refuse datasets they do not apply to."""
+    from fol.cli import main
+
+    _write(tmp_path / "f" / "burnt" / "-120.5,38.25.png", (200, 50, 0))
+    _write(tmp_path / "f" / "intact" / "-121.0,39.5.png", (0, 150, 0))
+    (tmp_path / "f" / "intact" / "-121.5,39.0.png").write_bytes(b"\x89PNG not really")
+    folder = f"imagefolder:{tmp_path / 'f'}"
+    assert main(["data", "info", folder, "--coords", "filename"]) == 2  # the broken file stops it, in one line
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "-121.5,39.0.png: cannot read image" in err[0]
+    assert main(["data", "info", folder, "--coords", "filename", "--skip-corrupt"]) == 0
+    out = capsys.readouterr().out
+    assert "2 images" in out and "coordinates: 2/2 images; latitude 38.250 .. 39.500 deg" in out
+    assert "longitude -121.000 .. -120.500 deg" in out
+    for flag, needle in ((["--coords", "csv"], "--coords: only applies to imagefolder"),
+                         (["--skip-corrupt"], "--skip-corrupt: only applies to datasets read from image files")):
+        assert main(["data", "info", "synthetic-wildfire", *flag]) == 2
+        assert needle in capsys.readouterr().err
