@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from fol.defaults import DEFAULT_ARCH
+from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def add_data_parser(sub: argparse._SubParsersAction) -> None:
     info = dsub.add_parser("info", help="size, image shape, class balance and coordinates of a dataset")
     info.add_argument("name", help="dataset name, e.g. synthetic-hurricane, wildfire, cifar10, or imagefolder:PATH")
     info.add_argument("--data-root", default=None, help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT)")
-    info.add_argument("--coords", choices=("none", "filename", "csv"), default=None,
+    info.add_argument("--coords", choices=IMAGE_FOLDER_COORDS, default=None,
                       help="imagefolder:PATH only: read each image's coordinates from its file name (<lon>,<lat>.<ext>) "
                            "or from PATH/coords.csv, as a scenario's data.coords does")
     info.add_argument("--skip-corrupt", action="store_true",

@@ -12,10 +12,17 @@ cores (``benchmarks/fol_node_time.py``). ``cnn-small`` remains available by
 name; it cannot fit the position task (its receptive field is too small for
 its global average pooling to keep where things are).
 
+``IMAGE_FOLDER_COORDS`` are the places an image folder's coordinates can come
+from (``load_image_folder``'s ``coords``, a scenario's ``data.coords``,
+``fol data info --coords``).
+
 >>> DEFAULT_ARCH
 'cnn-medium'
 """
 
 DEFAULT_ARCH = "cnn-medium"
 
-__all__ = ["DEFAULT_ARCH"]
+#: ``"none"`` (NaN), ``"filename"`` (``<lon>,<lat>.<ext>``) or ``"csv"`` (``<folder>/coords.csv``).
+IMAGE_FOLDER_COORDS = ("none", "filename", "csv")
+
+__all__ = ["DEFAULT_ARCH", "IMAGE_FOLDER_COORDS"]

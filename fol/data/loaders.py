@@ -39,6 +39,7 @@ import torch
 
 from fol.data.geo import GeoDataset
 from fol.data.synthetic import TASK_CLASSES
+from fol.defaults import IMAGE_FOLDER_COORDS
 from fol.errors import DataError
 
 __all__ = [
@@ -373,7 +374,7 @@ def load_image_folder(
         classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
     if not classes:
         raise DataError(f"image folder {root} has no class sub-folders (expected {root}/<class>/<image files>)")
-    if coords not in ("none", "filename", "csv"):
+    if coords not in IMAGE_FOLDER_COORDS:
         raise DataError(f"coords must be 'none', 'filename' or 'csv', got {coords!r}")
     files: list[Path] = []
     labels: list[int] = []

@@ -62,7 +62,7 @@ from typing import Any
 from contact_sim.scenario import ContactScenario, parse_contact_scenario
 from fol.config import FOLConfig
 from fol.data.registry import dataset_accepts, dataset_names
-from fol.defaults import DEFAULT_ARCH
+from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS
 from fol.errors import ConfigError
 from fol.executors import EXECUTORS
 from fol.models import architectures
@@ -152,8 +152,6 @@ class SwarmScenario:
 
 _LEARNING_TABLES = ("scenario", "data", "models", "fol", "methods", "run", "output")
 
-
-IMAGE_FOLDER_COORDS = ("none", "filename", "csv")
 
 
 def _check_image_folder(data: DataConfig) -> None:
