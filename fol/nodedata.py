@@ -20,7 +20,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from fol.errors import ConfigError
+from fol.errors import ConfigError, DataError
 
 if TYPE_CHECKING:  # fol.data imports torch; the CLI's --help must not
     from fol.data import NodeData
@@ -117,7 +117,13 @@ def load_node_data(spec: NodeDataSpec) -> "NodeData":
     if spec.partition == "all":
         shard = ds
     elif spec.partition == "dirichlet":
-        parts = dirichlet_partition(ds.labels.numpy(), spec.nodes, spec.psi, spec.seed, samples_per_node=spec.per_node)
+        try:
+            parts = dirichlet_partition(ds.labels.numpy(), spec.nodes, spec.psi, spec.seed,
+                                        samples_per_node=spec.per_node)
+        except DataError as exc:  # in the spec's terms
+            raise DataError(f"--data: {len(ds)} images of {spec.dataset} cannot give nodes={spec.nodes} "
+                            f"per_node={spec.per_node} images each at psi={spec.psi} ({exc}); lower per_node or "
+                            f"nodes") from None
         shard = ds.subset(parts[spec.node], name=f"{ds.name}/{spec.node_name}")
     else:
         parts = region_partition(ds.lat, ds.lon, spec.nodes, spec.seed)

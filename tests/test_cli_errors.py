@@ -66,6 +66,10 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
                           "--lr"),
     "pretrain --epochs 0": (lambda t: ["pretrain", "--data", DATA, "--epochs", "0", "--out", str(t / "m.st")],
                             "--epochs"),
+    "pretrain: pool too small for the spec": (lambda t: ["pretrain", "--data", "dataset=synthetic-hurricane,nodes=2,"
+                                                         "node=0,size=200", "--out", str(t / "m.st")],
+                                              "--data: 200 images of synthetic-hurricane cannot give nodes=2 "
+                                              "per_node=300 images each"),
     "pretrain --out DIR": (lambda t: ["pretrain", "--data", DATA, "--out", _a_dir(t)], "is a folder"),
     "personalize --out /proc/x": (lambda t: _personalize(t, "/proc/x/out"), "--out /proc/x/out"),
     "personalize --out FILE": (lambda t: _personalize(t, _existing_file(t)), "exists and is not a folder"),

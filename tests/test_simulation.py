@@ -309,6 +309,24 @@ def test_the_check_refuses_a_missing_image_folder_or_coordinates_file(tmp_path: 
     assert main(["simulate", "--check", str(scenario)]) == 0
 
 
+@pytest.mark.parametrize("partition, needle", [
+    ('partition = "dirichlet"', "cannot give 3 nodes data.per_node = 300 images each at data.psi = 1.0"),
+    ('partition = "region"\ncoords = "filename"', "cannot give 3 nodes data.min_samples = 40 images each"),
+])
+def test_a_pool_too_small_for_the_partition_names_the_fields_before_pretraining(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], partition: str, needle: str) -> None:
+    _image_folder(tmp_path / "imgs", per_class=10, coords=True)
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\nc,0,0.4,0,0.1\n")
+    text = DRONES.replace('dataset = "synthetic-wildfire"\nsize = 1600\nimage_size = 16\npartition = "dirichlet"\n'
+                          'psi = 1.0\nper_node = 100', f'dataset = "imagefolder"\npath = "imgs"\n{partition}\npsi = 1.0')
+    (tmp_path / "s.toml").write_text(text)
+    assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"fol simulate: error: {tmp_path / 's.toml'}: data: the imagefolder "
+                                               f"pool of 30 images {needle}"), err
+    assert not list((tmp_path / "out").rglob("*.safetensors"))  # stopped before any node was pretrained
+
+
 def _tle_scenario(folder: Path) -> Path:
     """LEO with its satellites in a TLE file named by a relative path."""
     from orbits import walker_delta, write_tle

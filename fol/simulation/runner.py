@@ -86,12 +86,19 @@ def _load_pool(scn: SwarmScenario, seed: int) -> GeoDataset:
 
 def _partition(scn: SwarmScenario, pool: GeoDataset, names: list[str], seed: int) -> list[np.ndarray]:
     d, n = scn.data, len(names)
-    if d.partition == "dirichlet":
-        return dirichlet_partition(pool.labels.numpy(), n, d.psi, seed, min_samples=d.min_samples,
-                                   samples_per_node=d.per_node)
-    if d.partition == "region":
-        shards = region_partition(pool.lat, pool.lon, n, seed, min_samples=d.min_samples)
-    else:
+    try:
+        if d.partition == "dirichlet":
+            return dirichlet_partition(pool.labels.numpy(), n, d.psi, seed, min_samples=d.min_samples,
+                                       samples_per_node=d.per_node)
+        if d.partition == "region":
+            shards = region_partition(pool.lat, pool.lon, n, seed, min_samples=d.min_samples)
+    except DataError as exc:  # say it in the scenario's terms: which pool, which fields
+        asked, remedy = ((f"data.per_node = {d.per_node} images each at data.psi = {d.psi}",
+                          "lower data.per_node, use fewer nodes or a larger pool") if d.partition == "dirichlet" else
+                         (f"data.min_samples = {d.min_samples} images each", "lower data.min_samples or use fewer nodes"))
+        raise DataError(f"{scn.source}: data: the {d.dataset} pool of {len(pool)} images cannot give {n} nodes "
+                        f"{asked} ({exc}); {remedy}") from None
+    if d.partition != "region":
         constellation = build_constellation(scn.contact)
         index = {name: i for i, name in enumerate(constellation.names)}
         owner_sat = orbit_assignment(pool.lat, pool.lon, constellation, scn.contact.time.start,
@@ -107,9 +114,12 @@ def _partition(scn: SwarmScenario, pool: GeoDataset, names: list[str], seed: int
         shards = [np.sort(rng.choice(s, d.per_node, replace=False)) if len(s) > d.per_node else s for s in shards]
     for name, s in zip(names, shards):
         if len(s) < d.min_samples:
+            remedy = ("enlarge data.acquisition_s or data.swath_km" if d.partition == "orbit" else "use fewer nodes")
+            if d.dataset.startswith("synthetic-"):
+                remedy += ", or data.size"
             raise DataError(
-                f"data: node {name} holds {len(s)} images, fewer than data.min_samples = {d.min_samples} "
-                f"({d.partition} partition); enlarge data.size, data.acquisition_s or data.swath_km"
+                f"{scn.source}: data: node {name} holds {len(s)} images, fewer than data.min_samples = "
+                f"{d.min_samples} ({d.partition} partition); {remedy}, or lower data.min_samples"
             )
     return shards
 
