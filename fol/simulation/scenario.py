@@ -154,7 +154,7 @@ _LEARNING_TABLES = ("scenario", "data", "models", "fol", "methods", "run", "outp
 
 
 
-def _check_image_folder(data: DataConfig) -> None:
+def _check_image_file_fields(data: DataConfig) -> None:
     """``path`` and ``coords`` belong to ``dataset = "imagefolder"``, which needs
     ``path``; a partition by place needs coordinates from the files;
     ``skip_corrupt`` belongs to the datasets read from image files."""
@@ -229,7 +229,7 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         data.path = str(d.path("path", base_dir))
     if data.dataset not in dataset_names():
         raise ConfigError(f"data.dataset: unknown dataset {data.dataset!r}; expected one of {', '.join(dataset_names())}")
-    _check_image_folder(data)
+    _check_image_file_fields(data)
     if data.partition not in PARTITIONS:
         raise ConfigError(f"data.partition: expected one of {', '.join(PARTITIONS)}, got {data.partition!r}")
     if data.partition == "orbit" and contact.constellation is None:
