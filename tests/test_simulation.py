@@ -327,6 +327,31 @@ def test_a_pool_too_small_for_the_partition_names_the_fields_before_pretraining(
     assert not list((tmp_path / "out").rglob("*.safetensors"))  # stopped before any node was pretrained
 
 
+def test_a_place_based_partition_of_a_pool_without_coordinates_says_so(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """SVHN has no coordinates: the region partition stops in one line naming the
+    field, after the pool is read and before any node is pretrained."""
+    import scipy.io
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "data" / "svhn").mkdir(parents=True)
+    scipy.io.savemat(tmp_path / "data" / "svhn" / "train_32x32.mat",
+                     {"X": rng.integers(0, 256, (32, 32, 3, 90), dtype=np.uint8),
+                      "y": rng.integers(1, 11, (90, 1)).astype(np.uint8)})
+    scipy.io.savemat(tmp_path / "data" / "svhn" / "test_32x32.mat",
+                     {"X": rng.integers(0, 256, (32, 32, 3, 30), dtype=np.uint8),
+                      "y": rng.integers(1, 11, (30, 1)).astype(np.uint8)})
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\n")
+    text = DRONES.replace('dataset = "synthetic-wildfire"\nsize = 1600\nimage_size = 16\npartition = "dirichlet"\n'
+                          'psi = 1.0\nper_node = 100', 'dataset = "svhn"\nroot = "data"\npartition = "region"')
+    (tmp_path / "s.toml").write_text(text)
+    assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "data.partition: 'region' places images by their coordinates, but 120 of the 120 " \
+        "images of the svhn pool have none; use partition = 'dirichlet'" in err[0], err
+    assert not list((tmp_path / "out").rglob("*.safetensors"))
+
+
 def _tle_scenario(folder: Path) -> Path:
     """LEO with its satellites in a TLE file named by a relative path."""
     from orbits import walker_delta, write_tle

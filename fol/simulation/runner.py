@@ -86,6 +86,12 @@ def _load_pool(scn: SwarmScenario, seed: int) -> GeoDataset:
 
 def _partition(scn: SwarmScenario, pool: GeoDataset, names: list[str], seed: int) -> list[np.ndarray]:
     d, n = scn.data, len(names)
+    if d.partition != "dirichlet":
+        missing = int((~np.isfinite(np.asarray(pool.lat, dtype=np.float64) + np.asarray(pool.lon, dtype=np.float64))).sum())
+        if missing:
+            raise DataError(f"{scn.source}: data.partition: {d.partition!r} places images by their coordinates, but "
+                            f"{missing} of the {len(pool)} images of the {d.dataset} pool have none; "
+                            f"use partition = 'dirichlet'" + (", or data.coords" if d.dataset == "imagefolder" else ""))
     try:
         if d.partition == "dirichlet":
             return dirichlet_partition(pool.labels.numpy(), n, d.psi, seed, min_samples=d.min_samples,
