@@ -247,10 +247,8 @@ def test_scenario_fol_table_gives_the_folconfig_defaults() -> None:
 
     from fol.config import FOLConfig
 
-    text = SCENARIO_MD.read_text(encoding="utf-8")
-    start = text.index("### `[fol]`")
-    section = text[start:text.index("\n### ", start + 1)]
-    rows = dict(re.findall(r"^\| `([a-z_0-9]+)` \| [^|]+ \| `([^`]+)` \|", section, re.M))
+    rows = {name: literal.group(1) for name, (cell, _) in _table_rows("fol").items()
+            if (literal := re.fullmatch(r"`([^`]+)`", cell))}
     # ``rounds`` is the one exception: a scenario's default is its plan's round count.
     fields = {f.name: f.default for f in dataclasses.fields(FOLConfig) if f.name != "rounds"}
     assert set(fields) <= set(rows), f"docs/scenario.md [fol]: missing {sorted(set(fields) - set(rows))}"

@@ -262,6 +262,12 @@ def _image_folder(root: Path, per_class: int, coords: bool) -> None:
             Image.fromarray(pixels).save(root / f"class{c}" / f"{stem}.png")
 
 
+def _drones_with_data(data: str) -> str:
+    """The ``DRONES`` scenario with another ``[data]`` table."""
+    before = DRONES[DRONES.index("[data]\n"):DRONES.index("[fol]\n")]
+    return DRONES.replace(before, f"[data]\n{data}\n")
+
+
 def test_a_swarm_runs_on_a_users_image_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``dataset = "imagefolder"`` with ``path`` (relative to the scenario file)
     and coordinates from the file names: the region partition places the images
@@ -270,11 +276,8 @@ def test_a_swarm_runs_on_a_users_image_folder(tmp_path: Path, capsys: pytest.Cap
     (tmp_path / "my_images" / "class1" / "-65.0,47.0.png").write_bytes(b"not an image")
     (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\n" + "".join(
         f"{n},0,{0.1 * k},0,0.1\n{n},600,{0.1 * k + 0.2},0,0.1\n" for k, n in enumerate("abc")))
-    text = DRONES.replace('dataset = "synthetic-wildfire"\nsize = 1600\nimage_size = 16\npartition = "dirichlet"\n'
-                          'psi = 1.0\nper_node = 100',
-                          'dataset = "imagefolder"\npath = "my_images"\ncoords = "filename"\nskip_corrupt = true\nimage_size = 12\n'
-                          'partition = "region"\nmin_samples = 20')
-    assert 'path = "my_images"' in text
+    text = _drones_with_data('dataset = "imagefolder"\npath = "my_images"\ncoords = "filename"\nskip_corrupt = true\n'
+                             'image_size = 12\npartition = "region"\nmin_samples = 20')
     text = text.replace('run = ["local", "fol", "fedavg"]', 'run = ["local", "fol"]')
     (tmp_path / "s.toml").write_text(text.replace("skip_corrupt = true\n", ""))
     assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(tmp_path / "refused")]) == 2
@@ -295,13 +298,12 @@ def test_a_swarm_runs_on_a_users_image_folder(tmp_path: Path, capsys: pytest.Cap
 def test_the_check_refuses_a_missing_image_folder_or_coordinates_file(tmp_path: Path,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     _image_folder(tmp_path / "imgs", per_class=2, coords=False)
-    base = DRONES.replace('dataset = "synthetic-wildfire"\nsize = 1600', 'dataset = "imagefolder"\npath = "PATH"')
     (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\n")
-    for path, extra, expected in [("nope", "", "image folder"), ("imgs", 'coords = "csv"\npartition = "region"\n',
-                                                                  "coordinates file")]:
+    for path, partition, expected in [("nope", 'partition = "dirichlet"', "image folder"),
+                                      ("imgs", 'coords = "csv"\npartition = "region"', "coordinates file")]:
         scenario = tmp_path / "s.toml"
-        scenario.write_text(base.replace('path = "PATH"', f'path = "{path}"\n{extra}').replace(
-            'partition = "dirichlet"\n' if extra else "@", ""))
+        scenario.write_text(_drones_with_data(f'dataset = "imagefolder"\npath = "{path}"\nimage_size = 16\n'
+                                              f'{partition}\npsi = 1.0\nper_node = 100'))
         assert main(["simulate", "--check", str(scenario)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and expected in err[0] and "Traceback" not in err[0], err
@@ -317,9 +319,7 @@ def test_a_pool_too_small_for_the_partition_names_the_fields_before_pretraining(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], partition: str, needle: str) -> None:
     _image_folder(tmp_path / "imgs", per_class=10, coords=True)
     (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\nc,0,0.4,0,0.1\n")
-    text = DRONES.replace('dataset = "synthetic-wildfire"\nsize = 1600\nimage_size = 16\npartition = "dirichlet"\n'
-                          'psi = 1.0\nper_node = 100', f'dataset = "imagefolder"\npath = "imgs"\n{partition}\npsi = 1.0')
-    (tmp_path / "s.toml").write_text(text)
+    (tmp_path / "s.toml").write_text(_drones_with_data(f'dataset = "imagefolder"\npath = "imgs"\n{partition}\npsi = 1.0'))
     assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"fol simulate: error: {tmp_path / 's.toml'}: data: the imagefolder "
@@ -342,9 +342,7 @@ def test_a_place_based_partition_of_a_pool_without_coordinates_says_so(tmp_path:
                      {"X": rng.integers(0, 256, (32, 32, 3, 30), dtype=np.uint8),
                       "y": rng.integers(1, 11, (30, 1)).astype(np.uint8)})
     (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\n")
-    text = DRONES.replace('dataset = "synthetic-wildfire"\nsize = 1600\nimage_size = 16\npartition = "dirichlet"\n'
-                          'psi = 1.0\nper_node = 100', 'dataset = "svhn"\nroot = "data"\npartition = "region"')
-    (tmp_path / "s.toml").write_text(text)
+    (tmp_path / "s.toml").write_text(_drones_with_data('dataset = "svhn"\nroot = "data"\npartition = "region"'))
     assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "data.partition: 'region' places images by their coordinates, but 120 of the 120 " \

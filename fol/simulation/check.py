@@ -29,7 +29,7 @@ from fol.data.registry import check_dataset
 from fol.errors import ConfigError, DataError
 from fol.fileio import check_output_dir
 from fol.methods import get_method
-from fol.simulation.scenario import SwarmScenario
+from fol.simulation.scenario import SwarmScenario, errors_name_the_file
 
 __all__ = ["CheckReport", "check_scenario", "check_run_folder", "node_architectures"]
 
@@ -62,7 +62,7 @@ def node_architectures(scn: SwarmScenario, names: list[str], planes: list[int] |
             out.append(archs[k % len(archs)])
     unknown = sorted(set(scn.models.nodes) - set(names))
     if unknown:
-        raise ConfigError(f"{scn.source}: models.nodes.{unknown[0]}: no learning node of that name")
+        raise ConfigError(f"models.nodes.{unknown[0]}: no learning node of that name")
     return out
 
 
@@ -81,24 +81,22 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
                    check_data: bool = True) -> CheckReport:
     """Validate ``scn`` (and the output folder ``out`` if given) without training;
     see the module docstring. ``check_data=False`` skips the dataset's presence."""
-    names, planes = check_contact_scenario(scn.contact)
-    archs = node_architectures(scn, names, planes)
-    if len(names) < 2:
-        raise ConfigError(f"{scn.source}: {len(names)} learning node(s); a swarm needs at least 2")
+    with errors_name_the_file(scn.source):
+        names, planes = check_contact_scenario(scn.contact)
+        archs = node_architectures(scn, names, planes)
+        if len(names) < 2:
+            raise ConfigError(f"{len(names)} learning node(s); a swarm needs at least 2")
 
-    for name in scn.methods:
-        try:
+        for name in scn.methods:
             method = get_method(name, **scn.method_options.get(name, {}))
-        except ConfigError as exc:  # a [methods.<name>] option: name the file, as for every field
-            raise ConfigError(f"{scn.source}: {exc}") from None
-        if type(method).one_architecture and len(set(archs)) > 1:
-            raise ConfigError(
-                f"{scn.source}: methods.run: {name!r} averages parameters and needs one architecture for every node, but "
-                f"models gives {', '.join(sorted(set(archs)))}; drop {name!r} or use one architecture")
+            if type(method).one_architecture and len(set(archs)) > 1:
+                raise ConfigError(
+                    f"methods.run: {name!r} averages parameters and needs one architecture for every node, but "
+                    f"models gives {', '.join(sorted(set(archs)))}; drop {name!r} or use one architecture")
 
-    d = scn.data
-    if d.size is not None and not d.dataset.startswith("synthetic-"):
-        raise ConfigError(f"{scn.source}: data.size: only applies to synthetic datasets, not {d.dataset!r}")
+        d = scn.data
+        if d.size is not None and not d.dataset.startswith("synthetic-"):
+            raise ConfigError(f"data.size: only applies to synthetic datasets, not {d.dataset!r}")
     if check_data:
         check_dataset(d.dataset, d.root, **d.loader_options(0))
     if d.dataset.startswith("synthetic-") and d.partition == "dirichlet" and d.size is not None \

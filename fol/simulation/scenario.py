@@ -55,9 +55,10 @@ neighbour's model reaches a node only if a window of that round can carry it.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from contact_sim.scenario import ContactScenario, parse_contact_scenario
 from fol.config import FOLConfig
@@ -153,6 +154,17 @@ class SwarmScenario:
 _LEARNING_TABLES = ("scenario", "data", "models", "fol", "methods", "run", "output")
 
 
+@contextmanager
+def errors_name_the_file(source: str) -> Iterator[None]:
+    """A :class:`ConfigError` about a scenario's fields raised inside names the
+    file first (``<source>: <table>.<key>: ...``), as the contact side's do."""
+    try:
+        yield
+    except ConfigError as exc:
+        if str(exc).startswith(f"{source}: "):
+            raise
+        raise ConfigError(f"{source}: {exc}") from None
+
 
 def _check_image_file_fields(data: DataConfig) -> None:
     """``path`` and ``coords`` belong to ``dataset = "imagefolder"``, which needs
@@ -185,17 +197,12 @@ def parse_scenario(doc: dict[str, Any], base_dir: Path, source: str = "scenario"
     """Validate a parsed scenario document (contact tables and learning tables).
     A learning-table error names the file first, as the contact side's do."""
     contact = parse_contact_scenario(doc, base_dir, source)
-    try:
+    with errors_name_the_file(source):
         return _parse_learning(doc, base_dir, source, text, contact)
-    except ConfigError as exc:
-        if str(exc).startswith(f"{source}: "):
-            raise
-        raise ConfigError(f"{source}: {exc}") from None
 
 
 def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str | None,
                     contact: ContactScenario) -> SwarmScenario:
-
     s = _table(doc, "scenario", {"name", "seeds", "seed"}, source)
     name = s.str("name", Path(source).stem)
     if "seeds" in s and "seed" in s:
