@@ -104,7 +104,7 @@ def _partition(scn: SwarmScenario, pool: GeoDataset, names: list[str], seed: int
                          (f"data.min_samples = {d.min_samples} images each", "lower data.min_samples or use fewer nodes"))
         raise DataError(f"{scn.source}: data: the {d.dataset} pool of {len(pool)} images cannot give {n} nodes "
                         f"{asked} ({exc}); {remedy}") from None
-    if d.partition != "region":
+    if d.partition == "orbit":
         constellation = build_constellation(scn.contact)
         index = {name: i for i, name in enumerate(constellation.names)}
         owner_sat = orbit_assignment(pool.lat, pool.lon, constellation, scn.contact.time.start,
