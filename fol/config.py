@@ -47,6 +47,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "distill_inputs": ("train", "train+aug", "train+val", "synth", "train+synth", "function-matching"),
     "distill_mix": ("mixup", "cutmix", "none"),
     "distill_revert": ("kl", "val", "none"),
+    "keep_received": ("round", "all"),
 }
 
 
@@ -56,7 +57,7 @@ class FOLConfig:
 
     Collection: ``max_neighbours`` (Q, models taken per round; extra ones are
     ignored in arrival order), ``top_k`` (K, ensemble size including the own
-    model when it ranks), ``rounds`` (E).
+    model when it ranks), ``rounds`` (E), ``keep_received`` (below).
 
     Pretrain: ``pretrain_epochs`` (max), ``pretrain_lr``, ``patience`` (early
     stopping on D_val), shared ``batch_size``, ``momentum``, ``weight_decay``.
@@ -122,6 +123,16 @@ class FOLConfig:
       not go down), ``"val"`` (the student's D_val accuracy is below the
       starting model's) or ``"none"``.
 
+    - ``keep_received``: which received models compete for the Top-K in
+      round ``e``: ``"round"`` (paper: only the models received in round
+      ``e``) or ``"all"`` (also every model received in rounds ``1..e-1``,
+      as it was aligned when it arrived: no byte more is sent and no model is
+      aligned twice; in round 1 both are the same). It needs a node state
+      that lives across rounds (:class:`fol.personalize.NodeState`, as in
+      ``fol simulate`` and the benchmarks); the node agent and
+      ``fol personalize``, which rebuild the state from files every round,
+      refuse it.
+
     ``seed`` drives every random choice of the run.
     """
 
@@ -177,6 +188,7 @@ class FOLConfig:
     distill_aug_copies: int = 2
     distill_mix: str = "cutmix"
     distill_revert: str = "kl"
+    keep_received: str = "round"
 
     seed: int = 0
 
@@ -242,6 +254,16 @@ class FOLConfig:
         table = data.get("fol", data)
         return cls.from_dict(table, where=f"{path}: fol" if "fol" in data else f"{path}: top level", preset=preset)
 
+    def for_one_round_per_call(self, where: str) -> "FOLConfig":
+        """This config, checked for a caller that rebuilds the node's state from
+        files every round (``where`` names it: the node agent, ``fol
+        personalize``): ``keep_received = "all"`` needs a state that lives
+        across rounds, so it is refused there rather than silently ignored."""
+        if self.keep_received != "round":
+            raise ConfigError(f"{where}: fol.keep_received = {self.keep_received!r} needs a node state kept across "
+                              "rounds (fol simulate, the benchmarks); this runs one round per call, use 'round'")
+        return self
+
     def replace(self, **changes: Any) -> "FOLConfig":
         return dataclasses.replace(self, **changes)
 
@@ -280,7 +302,8 @@ class FOLConfig:
 #: preset sets whatever the project default is: the paper's Top-K (own model
 #: ranked, cosine tie-break, every layer fine-tuned at lr 0.01), ensemble
 #: weights fitted on D_train with the vertex safeguard, distillation on D_train
-#: at temperature 3 with the KL revert rule. (The paper fixes neither the
+#: at temperature 3 with the KL revert rule, and only the round's own received
+#: models as candidates. (The paper fixes neither the
 #: temperature nor the fine-tune rate; 3 and 0.01 are the values this project
 #: ran its equations with before the options existed.) The ``default`` preset
 #: can differ from ``paper`` only in these fields.
@@ -296,6 +319,7 @@ PAPER_OVERRIDES: dict[str, Any] = {
     "distill_inputs": "train",
     "distill_revert": "kl",
     "temperature": 3.0,
+    "keep_received": "round",
 }
 
 #: Named presets: field values applied on the dataclass defaults.

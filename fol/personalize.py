@@ -23,6 +23,7 @@ student keeps (``RoundReport.transfer``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -76,6 +77,10 @@ class NodeState:
     deployed: nn.Module | None = None  # what the chosen variant serves
     round: int = 0
     reports: list["RoundReport"] = field(default_factory=list)
+    #: neighbours' candidates of earlier rounds, as aligned when they arrived
+    #: (filled only with ``FOLConfig.keep_received = "all"``; each named
+    #: ``"<sender> (round <e>)"``)
+    pool: list[Candidate] = field(default_factory=list)
 
     @classmethod
     def from_pretrained(cls, name: str, model: nn.Module, spec: ModelSpec, class_names: Sequence[str], data: NodeData) -> "NodeState":
@@ -165,7 +170,12 @@ def personalize(
 
     use_pruning, deploy_ensemble = VARIANTS[variant]
     candidates = align_candidates(state, usable, round, cfg, use_pruning, report, progress)
+    fresh = candidates[1:]
+    if cfg.keep_received == "all":  # earlier rounds' neighbours compete again, as aligned then
+        candidates = [candidates[0], *state.pool, *fresh]
     ensemble, student = ensemble_and_distill(state, candidates, round, cfg, report)
+    if cfg.keep_received == "all":
+        state.pool.extend(dataclasses.replace(c, name=f"{c.name} (round {round})") for c in fresh)
     state.current_model = student
     state.deployed = ensemble if deploy_ensemble else state.current_model
     _record_accuracy(report, state, val, test, {"student": state.current_model, "ensemble": ensemble})

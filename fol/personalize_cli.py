@@ -78,6 +78,7 @@ def run_personalize(args: argparse.Namespace) -> int:
     cfg = FOLConfig.from_toml(args.config, preset=args.preset) if args.config else FOLConfig.preset(args.preset or "default")
     if args.top_k is not None:
         cfg = cfg.replace(top_k=args.top_k)
+    cfg.for_one_round_per_call(str(args.config) if args.config else "fol personalize")
     out = check_output_dir(args.out, ConfigError, what="--out")  # before the round, not after it
     own = load_model(Path(args.model), max_bytes=args.max_bytes or DEFAULT_MAX_BYTES)
     data_spec = parse_node_data(args.data, root=args.data_root)

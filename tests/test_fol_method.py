@@ -94,3 +94,22 @@ def test_each_exchange_point_is_the_shorter_run(nodes) -> None:
     by_node = {r.node: r.extra["exchanges"] for r in runs[2]["fol"]}
     assert by_node[nodes[1].name][1]["bytes_down"] == by_node[nodes[1].name][0]["bytes_down"] == size
     assert by_node[nodes[0].name][1]["bytes_down"] == 2 * size
+
+
+def test_keeping_earlier_rounds_models_costs_no_byte(nodes) -> None:
+    """``keep_received = "all"`` over a swarm: the same bytes cross the links as
+    with ``"round"`` (only the current student is ever sent), and in round 2
+    every node ranks round 1's neighbour again beside round 2's."""
+    cfg = TINY.replace(rounds=2, max_neighbours=1)
+    out = {}
+    for keep in ("round", "all"):
+        ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), fol=cfg.replace(keep_received=keep), seed=0)
+        get_method("fol-n").run(ctx)
+        out[keep] = ctx.cache[("fol-pipeline", False)]
+    assert out["all"].bytes_down_by_round == out["round"].bytes_down_by_round
+    assert out["all"].bytes_up_by_round == out["round"].bytes_up_by_round
+    for k in range(len(nodes)):
+        first, second = out["all"].reports[k]
+        assert len(first.candidates) == 2 and len(second.candidates) == 3
+        assert second.candidates[1]["name"] == f"{first.candidates[1]['name']} (round 1)"
+        assert len(out["round"].reports[k][1].candidates) == 2

@@ -16,7 +16,7 @@ from fol.distill import augment_inputs, augment_views, distill
 from fol.ensemble import ensemble_logits
 from fol.errors import ConfigError
 from fol.personalize import (NodeState, Received, RoundReport, align_candidates, distillation_inputs,
-                             ensemble_and_distill, swarm_transfer, transfer_share)
+                             ensemble_and_distill, personalize, swarm_transfer, transfer_share)
 from fol.stages import Candidate, frozen_prefix, select_top_k
 from fol.train import TrainConfig
 
@@ -475,3 +475,36 @@ def test_greedy_top_k_judges_a_seat_by_the_averaged_logits_the_ensemble_deploys(
     # The deployed ensemble (uniform weights, where stage 3's fit starts) agrees with the pick.
     pair = ensemble_logits([own.model(x).detach(), loud.model(x).detach()], torch.tensor([0.5, 0.5]))
     assert float(F.cross_entropy(pair, y)) == pytest.approx(logit_loud, abs=1e-6)
+
+
+def test_keep_received_all_puts_earlier_rounds_models_back_as_aligned(swarm) -> None:
+    """``keep_received = "all"``: round 2 ranks round 1's neighbour again, as it
+    was aligned then (no second alignment, no new bytes), beside round 2's;
+    round 1 is the same as with ``"round"``, which ranks only round 2's."""
+    node = swarm[0]
+    rec = _received(swarm, 0)  # node-1's and node-2's models
+    cfg = FAST.replace(top_k=3, distill_inputs="train", ensemble_fit="train")
+    reports, states = {}, {}
+    for keep in ("round", "all"):
+        state = _state(node)
+        one = personalize(state, rec[:1], 1, cfg.replace(keep_received=keep), "fol-n")
+        pooled = [dataclasses.replace(c) for c in state.pool]
+        two = personalize(state, rec[1:], 2, cfg.replace(keep_received=keep), "fol-n")
+        reports[keep], states[keep] = (one, two, pooled), state
+    one_r, two_r, pool_r = reports["round"]
+    one_a, two_a, pool_a = reports["all"]
+    assert pool_r == [] and states["round"].pool == []
+    assert (one_a.selected, one_a.weights, one_a.distillation) == (one_r.selected, one_r.weights, one_r.distillation)
+    assert [c["name"] for c in one_a.candidates] == [c["name"] for c in one_r.candidates]
+    first = rec[0].name
+    assert [c["name"] for c in two_r.candidates] == [f"{node.name} (own)", rec[1].name]
+    assert [c["name"] for c in two_a.candidates] == [f"{node.name} (own)", f"{first} (round 1)", rec[1].name]
+    # the round-1 candidate competes with the weights it was aligned to then
+    (kept,) = pool_a
+    again = states["all"].pool[0]
+    assert again.name == f"{first} (round 1)" and again.model is kept.model
+    assert two_a.candidates[1]["score_after"] == kept.score and two_a.candidates[1]["train_flops"] == kept.train_flops
+    assert len(states["all"].pool) == 2 and states["all"].pool[1].name == f"{rec[1].name} (round 2)"
+    # round 2's own model is aligned exactly as without the option (same start, same seed)
+    fresh_a, fresh_r = two_a.candidates[2], two_r.candidates[1]
+    assert (fresh_a["score_after"], fresh_a["train_flops"]) == (fresh_r["score_after"], fresh_r["train_flops"])

@@ -163,3 +163,21 @@ def test_preset_flag_and_transfer_in_report(swarm_files: Path, tmp_path: Path, c
               "--neighbors", str(neighbours), "--out", str(out), "--preset", "fast"])
     assert exc.value.code != 0
     assert "invalid choice: 'fast'" in capsys.readouterr().err
+
+
+def test_keep_received_all_is_refused_in_one_line(swarm_files: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """``fol personalize`` runs one round from files: a pool of earlier rounds'
+    models cannot exist there, so the option is an error, not silently ignored."""
+    neighbours = tmp_path / "received"
+    neighbours.mkdir()
+    shutil.copy(swarm_files / "node1.safetensors", neighbours)
+    config = tmp_path / "keep.toml"
+    config.write_text(FAST + 'keep_received = "all"\n')
+    out = tmp_path / "out"
+    rc = main(["personalize", "--model", str(swarm_files / "node0.safetensors"), "--data", DATA.format(k=0),
+               "--neighbors", str(neighbours), "--out", str(out), "--config", str(config)])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(config) in err[0] and "keep_received" in err[0] and "'round'" in err[0]
+    assert not out.exists()
