@@ -2,7 +2,9 @@
 
 :func:`personalize` is the multi-round API: call it once per collection round
 ``e = 1..E`` with the models received in that round; the node's state carries
-the distilled student from one round to the next. The simulation drives it from
+the distilled student from one round to the next (and, with
+``FOLConfig.keep_received = "all"``, the aligned neighbours of earlier rounds,
+which compete again). The simulation drives it from
 contact windows, ``fol personalize`` from a folder and the node agent from its
 inbox.
 
