@@ -3,7 +3,7 @@
 Synthetic hurricane and wildfire, ``--nodes`` nodes of ``--per-node`` images,
 Dirichlet psi = 0.5, ``--arch`` (cnn-medium), Q = 5 neighbours drawn per node
 (seeded), K = each config's own (3 in both presets; ``--k`` sets it for all, a
-``top_k`` option for one), E = 1, ``--seeds`` seeds. Before the usual 70 / 15 / 15 split a
+``top_k`` option for one), E = ``--rounds`` (1), ``--seeds`` seeds. Before the usual 70 / 15 / 15 split a
 selection slice (``--select-fraction`` of every node's shard, stratified by
 nothing, drawn by a seeded permutation) is set aside: no option trains, ranks,
 fits weights or decides a revert on it, so it is an unbiased validation set
@@ -15,6 +15,15 @@ stage-2 setting (fine-tune strength, pruning settings, and pruning itself:
 ``--option align_pruning=false`` aligns without it, the FOL-N pipeline);
 every stage-3/4 option reuses those aligned candidates.
 Options are compared one at a time against the ``paper`` preset.
+
+With ``--rounds E`` > 1 (for options that act across rounds, such as
+``keep_received``), every config runs the whole swarm for E rounds through
+the simulation's own loop (:func:`fol.methods.fol_method.run_fol_pipeline`:
+in every round each node receives the current students of Q others, drawn
+per round and seeded, and personalizes), on the same pretrained nodes; the
+student and the ensemble after round E are scored. After round 1 the
+students differ, so nothing is shared between configs: each costs a full
+run.
 
 The selection rule, fixed before any result was seen: for every option field,
 take the value with the highest mean selection-slice accuracy of the deployed
@@ -50,6 +59,8 @@ from fol.checkpoint import ModelCard  # noqa: E402
 from fol.config import FOLConfig  # noqa: E402
 from fol.errors import ConfigError  # noqa: E402
 from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
+from fol.methods import SwarmContext  # noqa: E402
+from fol.methods.fol_method import run_fol_pipeline  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
 from fol.personalize import (NodeState, Received, RoundReport, align_candidates,  # noqa: E402
                              apply_align_fallback, ensemble_and_distill, swarm_transfer)
@@ -180,18 +191,53 @@ def stage2_groups(configs: dict[str, FOLConfig], no_pruning: set[str] = frozense
     return groups
 
 
+def _swarm(task: str, seed: int, args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
+    """The pretrained nodes (pretraining of the paper preset, which every
+    preset shares) and each node's selection slice, carved off its shard
+    before the nodes' own split."""
+    paper = FOLConfig.preset("paper", rounds=1, seed=seed)
+    pool = make_synthetic(task, args.nodes * args.per_node * 2, seed=seed)
+    shards = dirichlet_partition(pool.labels.numpy(), args.nodes, args.psi, seed, samples_per_node=args.per_node)
+    kept, selection = zip(*(_carve(np.asarray(s), args.select_fraction, seed * 7919 + k) for k, s in enumerate(shards)))
+    nodes = build_nodes(pool, kept, [args.arch], paper.pretrain_train(), seed)
+    return nodes, [pool.subset(np.asarray(s, dtype=np.int64)).tensors() for s in selection]
+
+
+def _scores(node: Any, sel: Any, student: Any, ensemble: Any) -> dict[str, float]:
+    test = node.data.test.tensors()
+    return {"local_sel": evaluate(node.pretrained, *sel).accuracy, "local_test": evaluate(node.pretrained, *test).accuracy,
+            "fol_sel": evaluate(student, *sel).accuracy, "fol_test": evaluate(student, *test).accuracy,
+            "fola_sel": evaluate(ensemble, *sel).accuracy, "fola_test": evaluate(ensemble, *test).accuracy}
+
+
+def run_swarm_rounds(task: str, seed: int, args: argparse.Namespace, configs: dict[str, FOLConfig],
+                     no_pruning: set[str] = frozenset()):
+    """``--rounds E`` > 1: every config runs E rounds of the whole swarm in
+    the simulation's loop; then yield, node after node, what
+    :func:`run_swarm` yields, for the student and ensemble after round E."""
+    nodes, sel_sets = _swarm(task, seed, args)
+    scores: dict[str, list[dict[str, float]]] = {}
+    for name, cfg in configs.items():
+        ctx = SwarmContext(nodes=nodes, train=FOLConfig.preset("paper").pretrain_train(),
+                           fol=cfg.replace(seed=seed, rounds=args.rounds), seed=seed)
+        run = run_fol_pipeline(ctx, use_pruning=name not in no_pruning)
+        scores[name] = [_scores(node, sel, state.current_model, state.deployed)
+                        for node, sel, state in zip(nodes, sel_sets, run.states, strict=True)]
+        print(f"  {task} seed {seed} {name}: {args.rounds} rounds done", flush=True)
+    for k in range(len(nodes)):
+        yield {name: rows[k] for name, rows in scores.items()}
+
+
 def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str, FOLConfig],
               no_pruning: set[str] = frozenset()):
     """Yield, node after node (index order), the accuracies of local /
     student / ensemble on the selection slice and on test for every named
     config (those in ``no_pruning`` aligned without the pruning step):
     ``{config: {key: value}}``."""
-    paper = FOLConfig.preset("paper", rounds=1, seed=seed)
-    pool = make_synthetic(task, args.nodes * args.per_node * 2, seed=seed)
-    shards = dirichlet_partition(pool.labels.numpy(), args.nodes, args.psi, seed, samples_per_node=args.per_node)
-    kept, selection = zip(*(_carve(np.asarray(s), args.select_fraction, seed * 7919 + k) for k, s in enumerate(shards)))
-    nodes = build_nodes(pool, kept, [args.arch], paper.pretrain_train(), seed)
-    sel_sets = [pool.subset(np.asarray(s, dtype=np.int64)).tensors() for s in selection]
+    if getattr(args, "rounds", 1) > 1:
+        yield from run_swarm_rounds(task, seed, args, configs, no_pruning)
+        return
+    nodes, sel_sets = _swarm(task, seed, args)
     rng = np.random.default_rng(seed)
     senders = [sorted(rng.choice([j for j in range(len(nodes)) if j != k], size=min(args.q, len(nodes) - 1),
                                  replace=False).tolist()) for k in range(len(nodes))]
@@ -205,8 +251,7 @@ def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str,
         card = ModelCard(spec=node.spec, class_names=node.class_names,
                          input_shape=list(node.data.train.images.shape[1:]), producer=node.name, round=0)
         received = [Received(nodes[j].name, nodes[j].pretrained, card) for j in senders[k]]
-        sel, test = sel_sets[k], node.data.test.tensors()
-        local_sel, local_test = evaluate(node.pretrained, *sel).accuracy, evaluate(node.pretrained, *test).accuracy
+        sel = sel_sets[k]
         for (use_pruning, *_), names in groups.items():
             first = configs[names[0]].replace(seed=seed)
             state = NodeState.from_pretrained(node.name, node.pretrained, node.spec, node.class_names, node.data)
@@ -217,12 +262,8 @@ def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str,
                 candidates = (apply_align_fallback(aligned, received, node.data) if cfg.align_fallback == "received"
                               else copy.copy(aligned))  # the fallback on the same alignment
                 ens, student = ensemble_and_distill(state, candidates, 1, cfg, RoundReport(node.name, 1, "fol"))
-                record(name, "local_sel", local_sel)
-                record(name, "local_test", local_test)
-                record(name, "fol_sel", evaluate(student, *sel).accuracy)
-                record(name, "fol_test", evaluate(student, *test).accuracy)
-                record(name, "fola_sel", evaluate(ens, *sel).accuracy)
-                record(name, "fola_test", evaluate(ens, *test).accuracy)
+                for key, value in _scores(node, sel, student, ens).items():
+                    record(name, key, value)
         print(f"  {task} seed {seed} node {k + 1}/{len(nodes)} done", flush=True)
         yield out
         out = {}
@@ -240,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--q", type=int, default=5)
     ap.add_argument("--k", type=int, default=None,
                     help="K for every config (default: each config's own; an option may set top_k)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="E: > 1 runs every config's E rounds over the whole swarm and scores round E")
     ap.add_argument("--arch", default="cnn-medium")
     ap.add_argument("--select-fraction", type=float, default=0.15)
     ap.add_argument("--min-gain", type=float, default=0.5, help="points over the paper value an option must gain")
@@ -265,9 +308,9 @@ def main(argv: list[str] | None = None) -> int:
         saved_runs = [json.loads(Path(path).read_text()) for path in args.merge]
         # A key a saved run lacks predates its option: the run had it off (False),
         # or, for --base, compared against the paper preset.
-        missing = {"base": "paper"}
+        missing = {"base": "paper", "rounds": 1}
         for key in ("nodes", "per_node", "psi", "q", "k", "arch", "select_fraction", "synth", "more", "stage2",
-                    "defaults_only", "option", "base"):
+                    "defaults_only", "option", "base", "rounds"):
             values = {json.dumps(saved["args"].get(key, missing.get(key, False))) for saved in saved_runs}
             if len(values) > 1:
                 print(f"--merge: the runs differ in {key} ({', '.join(sorted(values))}); merge runs of one "
@@ -282,6 +325,10 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"--option: {exc}", file=sys.stderr)
             return 2
+    if args.rounds < 1 or any("rounds" in _changes(field, value) for field, value in options):
+        print(f"--rounds: E is the same for every option and at least 1 (got --rounds {args.rounds}); "
+              "set it with --rounds, not --option", file=sys.stderr)
+        return 2
     if any("max_neighbours" in _changes(field, value) for field, value in options):
         print("--option: Q is the same for every option (the neighbours are drawn once); set it with --q",
               file=sys.stderr)
@@ -334,7 +381,7 @@ def print_table(results: dict[str, dict[str, list[float]]], configs: dict[str, F
 
     k_text = "each config's own" if args.k is None else args.k
     print(f"\nsynthetic {', '.join(done)}: {args.nodes} nodes x {args.per_node} images, psi = {args.psi}, "
-          f"Q = {args.q}, K = {k_text}, E = 1, {args.arch}; selection slice {args.select_fraction:.0%} of each "
+          f"Q = {args.q}, K = {k_text}, E = {getattr(args, 'rounds', 1)}, {args.arch}; selection slice {args.select_fraction:.0%} of each "
           f"shard; accuracy in %, mean over swarms x nodes ({len(results['paper']['fol_sel'])} node runs); transfer = "
           f"(fol - local) / (fol-a - local) of the means, '-' when fol-a gains < 0.5 points")
     base_row = "paper" if args.base == "paper" else "default (current)"

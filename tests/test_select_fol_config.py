@@ -84,3 +84,35 @@ def test_align_pruning_false_aligns_the_same_config_without_pruning_in_its_own_g
     assert script.main(["--option", "align_pruning=sometimes", "--seeds", "0"]) == 2
     err = capsys.readouterr().err
     assert "align_pruning must be true or false" in err and "Traceback" not in err
+
+
+def test_rounds_mode_runs_every_config_through_the_simulation_loop(script, capsys, tmp_path, monkeypatch) -> None:
+    """``--rounds 2``: each config runs the swarm's two rounds; keep_received,
+    an option that acts only from round 2 on, gets its own row, and the
+    saved figures are one per node and config."""
+    build = script.build_configs
+    short = dict(finetune_epochs=1, post_finetune_epochs=1, gate_epochs=1, distill_epochs=1, ensemble_steps=20)
+    monkeypatch.setattr(script, "build_configs",  # one epoch per stage: the loop is tested, not the figures
+                        lambda *a: {name: cfg.replace(**short) for name, cfg in build(*a).items()})
+    out = tmp_path / "sel.json"
+    argv = ["--tasks", "hurricane", "--nodes", "3", "--per-node", "80", "--seeds", "1", "--q", "1", "--k", "2",
+            "--arch", "cnn-small", "--rounds", "2", "--option", "keep_received=all", "--base", "default",
+            "--json", str(out)]
+    assert script.main(argv) == 0
+    text = capsys.readouterr().out
+    assert "E = 2" in text and "keep_received=all" in text and "option (vs default (current))" in text
+    saved = json.loads(out.read_text())
+    assert saved["args"]["rounds"] == 2
+    assert set(saved["results"]) == {"paper", "default (current)", "keep_received=all"}
+    for rows in saved["results"].values():
+        assert all(len(rows[key]) == 3 for key in KEYS)
+        assert all(0.0 <= v <= 1.0 for key in KEYS for v in rows[key])
+    # the local model is the same pretrained node in every config
+    assert saved["results"]["paper"]["local_test"] == saved["results"]["keep_received=all"]["local_test"]
+
+
+def test_rounds_must_be_positive_and_not_an_option(script, capsys) -> None:
+    assert script.main(["--rounds", "0", "--seeds", "0"]) == 2
+    assert script.main(["--option", "rounds=3", "--seeds", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("--rounds: E is the same for every option") == 2 and "Traceback" not in err
