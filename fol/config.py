@@ -128,10 +128,10 @@ class FOLConfig:
       ``e``) or ``"all"`` (also every model received in rounds ``1..e-1``,
       as it was aligned when it arrived: no byte more is sent and no model is
       aligned twice; in round 1 both are the same). It needs a node state
-      that lives across rounds (:class:`fol.personalize.NodeState`, as in
-      ``fol simulate`` and the benchmarks); the node agent and
-      ``fol personalize``, which rebuild the state from files every round,
-      refuse it.
+      that lives across rounds: :class:`fol.personalize.NodeState` in
+      ``fol simulate`` and the benchmarks, the state folder in the node agent
+      (:func:`fol.personalize.save_pool_round`); ``fol personalize``, one
+      round per call, refuses it.
 
     ``seed`` drives every random choice of the run.
     """
@@ -255,13 +255,13 @@ class FOLConfig:
         return cls.from_dict(table, where=f"{path}: fol" if "fol" in data else f"{path}: top level", preset=preset)
 
     def for_one_round_per_call(self, where: str) -> "FOLConfig":
-        """This config, checked for a caller that rebuilds the node's state from
-        files every round (``where`` names it: the node agent, ``fol
+        """This config, checked for a caller that runs one round per call from
+        files and keeps nothing between calls (``where`` names it: ``fol
         personalize``): ``keep_received = "all"`` needs a state that lives
         across rounds, so it is refused there rather than silently ignored."""
         if self.keep_received != "round":
             raise ConfigError(f"{where}: fol.keep_received = {self.keep_received!r} needs a node state kept across "
-                              "rounds (fol simulate, the benchmarks); this runs one round per call, use 'round'")
+                              "rounds (fol simulate, the benchmarks, the node agent); this runs one round per call, use 'round'")
         return self
 
     def replace(self, **changes: Any) -> "FOLConfig":

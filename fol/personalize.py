@@ -51,6 +51,7 @@ from fol.train import evaluate, predict_logits
 from fol.variants import ALL_VARIANTS, VARIANTS
 
 __all__ = ["Received", "NodeState", "RoundReport", "personalize", "check_received", "save_ensemble",
+           "save_pool_round", "load_pool",
            "align_candidates", "apply_align_fallback", "ensemble_and_distill", "distillation_inputs",
            "transfer_share", "swarm_transfer"]
 
@@ -177,7 +178,7 @@ def personalize(
         candidates = [candidates[0], *state.pool, *fresh]
     ensemble, student = ensemble_and_distill(state, candidates, round, cfg, report)
     if cfg.keep_received == "all":
-        state.pool.extend(dataclasses.replace(c, name=f"{c.name} (round {round})") for c in fresh)
+        state.pool.extend(dataclasses.replace(c, name=f"{c.name} (round {round})", round=round) for c in fresh)
     state.current_model = student
     state.deployed = ensemble if deploy_ensemble else state.current_model
     _record_accuracy(report, state, val, test, {"student": state.current_model, "ensemble": ensemble})
@@ -370,6 +371,74 @@ def _record_accuracy(report: RoundReport, state: NodeState, val: Any, test: Any,
     for key, model in models.items():
         assert model is not None
         report.accuracy[key] = {"val": evaluate(model, *val).accuracy, "test": evaluate(model, *test).accuracy}
+
+
+def save_pool_round(folder: Path, state: NodeState, round: int, received: Sequence[Received]) -> list[Path]:
+    """``keep_received = "all"`` for a caller that rebuilds the node's state
+    every round (the node agent): write the candidates that joined
+    ``state.pool`` in ``round`` to ``folder/round-<round>/``, one safe-format
+    file each (``candidate-<i>.safetensors``), the candidate's name and what
+    alignment did to it in the card's ``extra``. The folder is emptied first,
+    so a round run again after a crash leaves exactly its own candidates;
+    the caller reads it back only in later rounds, after this round is
+    committed. Returns the files written."""
+    import shutil
+
+    out = folder / f"round-{round}"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    shape = list(state.data.train.images.shape[1:])
+    specs = {f"{r.name} (round {round})": r.card.spec for r in received}
+    written = []
+    for i, cand in enumerate(c for c in state.pool if c.round == round):
+        card = ModelCard(spec=specs[cand.name], class_names=list(state.class_names), input_shape=shape, producer=state.name, round=round,
+                         extra={"candidate": cand.name, "score_before": cand.score_before,
+                                "params_before": cand.params_before, "macs_before": cand.macs_before,
+                                "pruning": cand.pruning})
+        path = out / f"candidate-{i}.safetensors"
+        save_model(path, cand.model, card)
+        written.append(path)
+    return written
+
+
+def load_pool(folder: Path, state: NodeState, before_round: int, max_bytes: int) -> list[Candidate]:
+    """The candidates :func:`save_pool_round` wrote for rounds ``1 ..
+    before_round - 1``, in round and file order, read with the safe loader
+    and scored again on the node's D_val (the ranking key is recomputed, not
+    trusted from the file). A missing round folder is a round that kept
+    nothing. :class:`CheckpointError` names a file that cannot be used."""
+    from fol.checkpoint import load_model
+    from fol.models import count_parameters
+    from fol.errors import CheckpointError
+
+    shape = tuple(state.data.train.images.shape[1:])
+    val = state.data.val.tensors()
+    pool: list[Candidate] = []
+    for e in range(1, before_round):
+        files = sorted((folder / f"round-{e}").glob("candidate-*.safetensors"),
+                       key=lambda p: int(p.stem.rpartition("-")[2]) if p.stem.rpartition("-")[2].isdigit() else -1)
+        for path in files:
+            loaded = load_model(path, max_bytes=max_bytes)
+            extra = loaded.card.extra
+            name = extra.get("candidate")
+            if not isinstance(name, str) or loaded.card.round != e or list(loaded.card.class_names) != state.class_names:
+                raise CheckpointError(f"{path}: not a candidate this node kept in round {e} (card: candidate name, "
+                                      f"round {loaded.card.round}, classes {loaded.card.class_names})")
+            model = loaded.model.eval()
+            result = evaluate(model, *val)
+
+            def number(key: str) -> Any:  # what alignment recorded; a value of the wrong type is dropped
+                value = extra.get(key)
+                return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+            pool.append(Candidate(
+                name=name, model=model, arch=loaded.card.spec.arch, score=result.accuracy, val_loss=result.loss,
+                score_before=number("score_before"), params_before=int(number("params_before") or 0),
+                params_after=count_parameters(model), macs_before=int(number("macs_before") or 0),
+                macs_after=forward_macs(model, shape),
+                pruning=extra["pruning"] if isinstance(extra.get("pruning"), dict) else {}, round=e))
+    return pool
 
 
 def save_ensemble(folder: Path, state: NodeState, report: RoundReport, received: Sequence[Received]) -> Path:

@@ -70,6 +70,7 @@ class Candidate:
     pruning: dict[str, Any] = field(default_factory=dict)
     train_flops: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
+    round: int = 0  # the round it was aligned in, once it is kept for later rounds (0: this round's)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready description (no tensors)."""
@@ -88,6 +89,7 @@ class Candidate:
             "pruning": self.pruning,
             "train_flops": self.train_flops,
             "seconds": self.seconds,
+            "round": self.round,
         }
 
 

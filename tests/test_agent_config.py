@@ -80,18 +80,6 @@ def test_bad_fol_table_is_reported_with_the_file(tmp_path: Path) -> None:
         cfg.fol_config()
 
 
-def test_agent_refuses_keeping_earlier_rounds_models(tmp_path: Path) -> None:
-    """The agent rebuilds the node's state from its inbox every round, so it
-    cannot keep earlier rounds' aligned models: the option is refused."""
-    data = _base(tmp_path)
-    data["fol"] = {"keep_received": "all"}
-    cfg = AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
-    with pytest.raises(ConfigError, match=r"^node.toml: fol.keep_received = 'all' needs a node state"):
-        cfg.fol_config()
-    data["fol"] = {"keep_received": "round"}
-    assert AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml").fol_config().keep_received == "round"
-
-
 def test_missing_or_broken_toml(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="agent config file not found"):
         AgentConfig.from_toml(tmp_path / "nope.toml")

@@ -79,6 +79,31 @@ def test_three_agents_exchange_models_and_each_personalizes(tmp_path: Path, pret
         assert state["current_model"] == "models/round-1.safetensors" and state["finished"]
 
 
+def test_two_rounds_keeping_earlier_models_on_disk(tmp_path: Path, pretrained: dict[str, Path]) -> None:
+    """``keep_received = "all"`` on agents: round 1's aligned (and pruned)
+    neighbours go to ``models/pool/round-1/`` and compete again in round 2,
+    beside the students the peers sent in round 2."""
+    nodes = prepare_nodes(tmp_path, 3, data=DATA, fol={**TINY_FOL, "rounds": 2, "keep_received": "all"},
+                          models=pretrained)
+    with LoopbackSwarm(nodes) as swarm:
+        statuses = swarm.wait_finished(timeout_s=180)
+    for files in nodes:
+        status = statuses[files.node]
+        assert status["finished"] and status["round"] == 3 and status["last_error"] is None
+        state_dir = files.folder / "state"
+        others = sorted(n.node for n in nodes if n.node != files.node)
+        kept = sorted(load_model(p).card.extra["candidate"]
+                      for p in (state_dir / "models" / "pool" / "round-1").glob("candidate-*.safetensors"))
+        assert kept == [f"{o} (round 1)" for o in others]
+        report = json.loads((state_dir / "reports" / "round-2.json").read_text())
+        names = [c["name"] for c in report["candidates"]]
+        assert names[0] == f"{files.node} (own)"  # then the kept ones, then this round's, each in arrival order
+        assert sorted(names[1:3]) == kept and sorted(names[3:]) == others
+        assert [c["round"] for c in report["candidates"]] == [0, 1, 1, 0, 0]
+        assert sorted(p.name for p in (state_dir / "models" / "pool" / "round-2").iterdir()) == [
+            "candidate-0.safetensors", "candidate-1.safetensors"]
+
+
 def _solo_node(tmp_path: Path, pretrained: dict[str, Path], trigger: dict[str, Any]) -> tuple[list[Any], AgentConfig]:
     nodes = prepare_nodes(tmp_path, 3, data=DATA, fol=TINY_FOL, models=pretrained,
                           trigger={"auto_send": False, **trigger})

@@ -508,3 +508,43 @@ def test_keep_received_all_puts_earlier_rounds_models_back_as_aligned(swarm) -> 
     # round 2's own model is aligned exactly as without the option (same start, same seed)
     fresh_a, fresh_r = two_a.candidates[2], two_r.candidates[1]
     assert (fresh_a["score_after"], fresh_a["train_flops"]) == (fresh_r["score_after"], fresh_r["train_flops"])
+
+
+def test_the_agents_pool_on_disk_gives_the_same_round_as_the_pool_in_memory(swarm, tmp_path) -> None:
+    """The node agent rebuilds its state every round: the candidates it keeps
+    in ``models/pool/`` (:func:`save_pool_round`, :func:`load_pool`) must make
+    round 2 exactly what the simulation's in-memory state makes it."""
+    from fol.checkpoint import DEFAULT_MAX_BYTES
+    from fol.errors import CheckpointError
+    from fol.personalize import load_pool, save_pool_round
+    from fol.train import predict_logits
+
+    node = swarm[1]
+    rec = _received(swarm, 1)
+    cfg = FAST.replace(top_k=3, distill_inputs="train", ensemble_fit="train", keep_received="all")
+    memory = _state(node)
+    personalize(memory, rec[:1], 1, cfg, "fol-n")
+    folder = tmp_path / "pool"
+    save_pool_round(folder, memory, 1, rec[:1])
+    disk = NodeState(node.name, node.spec, node.class_names, node.data, local_model=node.pretrained,
+                     current_model=memory.current_model, deployed=memory.current_model, round=1)
+    disk.pool = load_pool(folder, disk, 2, DEFAULT_MAX_BYTES)
+    x = node.data.val.images
+    assert [(c.name, c.round, c.score, c.val_loss) for c in disk.pool] == [
+        (c.name, c.round, c.score, c.val_loss) for c in memory.pool]
+    for a, b in zip(disk.pool, memory.pool, strict=True):
+        assert torch.equal(predict_logits(a.model, x), predict_logits(b.model, x))
+    two_memory = personalize(memory, rec[1:], 2, cfg, "fol-n")
+    two_disk = personalize(disk, rec[1:], 2, cfg, "fol-n")
+    assert [c["name"] for c in two_disk.candidates] == [c["name"] for c in two_memory.candidates]
+    assert two_disk.selected == two_memory.selected
+    assert two_disk.weights == pytest.approx(two_memory.weights)
+    assert two_disk.accuracy == two_memory.accuracy
+    # a round run again leaves exactly its own candidates; a damaged file is named
+    save_pool_round(folder, _state(node), 1, [])
+    assert list((folder / "round-1").iterdir()) == []
+    save_pool_round(folder, memory, 2, rec[1:])
+    (bad,) = (folder / "round-2").glob("candidate-*.safetensors")
+    bad.write_bytes(b"not a model")
+    with pytest.raises(CheckpointError, match="candidate-0.safetensors"):
+        load_pool(folder, disk, 3, DEFAULT_MAX_BYTES)

@@ -176,7 +176,7 @@ class AgentConfig:
         """The ``[fol]`` table as a validated :class:`fol.config.FOLConfig` (imports torch)."""
         from fol.config import FOLConfig
 
-        return FOLConfig.from_dict(dict(self.fol), where=f"{self.source}: fol").for_one_round_per_call(self.source)
+        return FOLConfig.from_dict(dict(self.fol), where=f"{self.source}: fol")
 
     def expected_models(self, max_neighbours: int) -> int:
         """Q: models per round that trigger personalization."""

@@ -535,7 +535,7 @@ class Agent:
     def _personalize_job(self, info: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
         """One FOL round in the worker thread; writes the model and the report, touches no state."""
         from fol.checkpoint import ModelCard, load_model, save_model
-        from fol.personalize import NodeState, Received, personalize, save_ensemble
+        from fol.personalize import NodeState, Received, load_pool, personalize, save_ensemble, save_pool_round
 
         round_ = info["round"]
         limit = self.cfg.limits.max_payload_bytes
@@ -554,9 +554,14 @@ class Agent:
         state = NodeState(self.node_id, spec, names, data, local_model=local.model, current_model=current.model,
                           deployed=current.model, round=round_ - 1)
         assert self.fol_cfg is not None
-        report = personalize(state, received, round_, self.fol_cfg, self.cfg.variant)
-
         models = self.inbox.root / "models"
+        keep = self.fol_cfg.keep_received == "all"  # earlier rounds' aligned neighbours, kept on disk
+        if keep:
+            state.pool = load_pool(models / "pool", state, round_, limit)
+        report = personalize(state, received, round_, self.fol_cfg, self.cfg.variant)
+        if keep:  # read back only by later rounds, after this one commits
+            save_pool_round(models / "pool", state, round_, received)
+
         out = models / f"round-{round_}.safetensors"
         card = ModelCard(spec=spec, class_names=names, input_shape=current.card.input_shape, producer=self.node_id,
                          round=round_, extra={"variant": self.cfg.variant, "personalized_from": info["current_model"],
