@@ -392,8 +392,8 @@ def save_pool_round(folder: Path, state: NodeState, round: int, received: Sequen
     specs = {f"{r.name} (round {round})": r.card.spec for r in received}
     written = []
     for i, cand in enumerate(c for c in state.pool if c.round == round):
-        card = ModelCard(spec=specs[cand.name], class_names=list(state.class_names), input_shape=shape, producer=state.name, round=round,
-                         extra={"candidate": cand.name, "score_before": cand.score_before,
+        card = ModelCard(spec=specs[cand.name], class_names=list(state.class_names), input_shape=shape,
+                         producer=state.name, round=round, extra={"candidate": cand.name, "score_before": cand.score_before,
                                 "params_before": cand.params_before, "macs_before": cand.macs_before,
                                 "pruning": cand.pruning})
         path = out / f"candidate-{i}.safetensors"
@@ -417,7 +417,7 @@ def load_pool(folder: Path, state: NodeState, before_round: int, max_bytes: int)
     pool: list[Candidate] = []
     for e in range(1, before_round):
         files = sorted((folder / f"round-{e}").glob("candidate-*.safetensors"),
-                       key=lambda p: int(p.stem.rpartition("-")[2]) if p.stem.rpartition("-")[2].isdigit() else -1)
+                       key=lambda p: (len(p.name), p.name))  # candidate-2 before candidate-10
         for path in files:
             loaded = load_model(path, max_bytes=max_bytes)
             extra = loaded.card.extra
