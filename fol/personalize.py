@@ -393,7 +393,8 @@ def save_pool_round(folder: Path, state: NodeState, round: int, received: Sequen
     written = []
     for i, cand in enumerate(c for c in state.pool if c.round == round):
         card = ModelCard(spec=specs[cand.name], class_names=list(state.class_names), input_shape=shape,
-                         producer=state.name, round=round, extra={"candidate": cand.name, "score_before": cand.score_before,
+                         producer=state.name, round=round,
+                         extra={"candidate": cand.name, "score_before": cand.score_before,
                                 "params_before": cand.params_before, "macs_before": cand.macs_before,
                                 "pruning": cand.pruning})
         path = out / f"candidate-{i}.safetensors"
