@@ -205,7 +205,8 @@ def _swarm(task: str, seed: int, args: argparse.Namespace) -> tuple[list[Any], l
 
 def _scores(node: Any, sel: Any, student: Any, ensemble: Any) -> dict[str, float]:
     test = node.data.test.tensors()
-    return {"local_sel": evaluate(node.pretrained, *sel).accuracy, "local_test": evaluate(node.pretrained, *test).accuracy,
+    return {"local_sel": evaluate(node.pretrained, *sel).accuracy,
+            "local_test": evaluate(node.pretrained, *test).accuracy,
             "fol_sel": evaluate(student, *sel).accuracy, "fol_test": evaluate(student, *test).accuracy,
             "fola_sel": evaluate(ensemble, *sel).accuracy, "fola_test": evaluate(ensemble, *test).accuracy}
 
