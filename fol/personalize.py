@@ -46,7 +46,8 @@ from fol.ensemble import WeightedEnsemble, ensemble_logits, fit_ensemble_weights
 from fol.errors import ConfigError
 from fol.fileio import write_json_atomic
 from fol.models import ModelSpec
-from fol.stages import Candidate, align_neighbour, fall_back_to_received, own_candidate, select_top_k
+from fol.stages import (Candidate, align_neighbour, fall_back_to_received, own_candidate, scored_candidate,
+                        select_top_k)
 from fol.train import evaluate, predict_logits
 from fol.variants import ALL_VARIANTS, VARIANTS
 
@@ -126,6 +127,11 @@ def check_received(state: NodeState, item: Received) -> str | None:
     return None
 
 
+def _pooled_name(sender: str, round_: int) -> str:
+    """The name a neighbour's candidate keeps in ``NodeState.pool`` after its round."""
+    return f"{sender} (round {round_})"
+
+
 def _seed(cfg: FOLConfig, round_: int, name: str) -> int:
     return (cfg.seed * 1_000_003 + round_ * 10_007 + zlib.crc32(name.encode())) % (2**31)
 
@@ -178,7 +184,7 @@ def personalize(
         candidates = [candidates[0], *state.pool, *fresh]
     ensemble, student = ensemble_and_distill(state, candidates, round, cfg, report)
     if cfg.keep_received == "all":
-        state.pool.extend(dataclasses.replace(c, name=f"{c.name} (round {round})", round=round) for c in fresh)
+        state.pool.extend(dataclasses.replace(c, name=_pooled_name(c.name, round), round=round) for c in fresh)
     state.current_model = student
     state.deployed = ensemble if deploy_ensemble else state.current_model
     _record_accuracy(report, state, val, test, {"student": state.current_model, "ensemble": ensemble})
@@ -389,7 +395,7 @@ def save_pool_round(folder: Path, state: NodeState, round: int, received: Sequen
         shutil.rmtree(out)
     out.mkdir(parents=True)
     shape = list(state.data.train.images.shape[1:])
-    specs = {f"{r.name} (round {round})": r.card.spec for r in received}
+    specs = {_pooled_name(r.name, round): r.card.spec for r in received}
     written = []
     for i, cand in enumerate(c for c in state.pool if c.round == round):
         card = ModelCard(spec=specs[cand.name], class_names=list(state.class_names), input_shape=shape,
@@ -410,11 +416,8 @@ def load_pool(folder: Path, state: NodeState, before_round: int, max_bytes: int)
     trusted from the file). A missing round folder is a round that kept
     nothing. :class:`CheckpointError` names a file that cannot be used."""
     from fol.checkpoint import load_model
-    from fol.models import count_parameters
     from fol.errors import CheckpointError
 
-    shape = tuple(state.data.train.images.shape[1:])
-    val = state.data.val.tensors()
     pool: list[Candidate] = []
     for e in range(1, before_round):
         files = sorted((folder / f"round-{e}").glob("candidate-*.safetensors"),
@@ -426,18 +429,12 @@ def load_pool(folder: Path, state: NodeState, before_round: int, max_bytes: int)
             if not isinstance(name, str) or loaded.card.round != e or list(loaded.card.class_names) != state.class_names:
                 raise CheckpointError(f"{path}: not a candidate this node kept in round {e} (card: candidate name, "
                                       f"round {loaded.card.round}, classes {loaded.card.class_names})")
-            model = loaded.model.eval()
-            result = evaluate(model, *val)
-
-            def number(key: str) -> Any:  # what alignment recorded; a value of the wrong type is dropped
-                value = extra.get(key)
-                return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-            pool.append(Candidate(
-                name=name, model=model, arch=loaded.card.spec.arch, score=result.accuracy, val_loss=result.loss,
-                score_before=number("score_before"), params_before=int(number("params_before") or 0),
-                params_after=count_parameters(model), macs_before=int(number("macs_before") or 0),
-                macs_after=forward_macs(model, shape),
+            number = {key: value for key in ("score_before", "params_before", "macs_before")  # what alignment
+                      if isinstance(value := extra.get(key), (int, float)) and not isinstance(value, bool)}  # recorded
+            pool.append(scored_candidate(
+                name, loaded.model.eval(), state.data, arch=loaded.card.spec.arch,
+                score_before=number.get("score_before"), params_before=int(number.get("params_before", 0)),
+                macs_before=int(number.get("macs_before", 0)),
                 pruning=extra["pruning"] if isinstance(extra.get("pruning"), dict) else {}, round=e))
     return pool
 

@@ -207,15 +207,22 @@ def fall_back_to_received(cand: Candidate, received: nn.Module, node: NodeData) 
     )
 
 
-def own_candidate(name: str, model: nn.Module, node: NodeData) -> Candidate:
-    """The node's own current model as a Top-K candidate (not re-trained)."""
+def scored_candidate(name: str, model: nn.Module, node: NodeData, **recorded: Any) -> Candidate:
+    """``model`` as a Top-K candidate as it is (not re-trained): scored on
+    ``node``'s D_val, its size measured; ``recorded`` sets the other fields
+    (what happened to it before, e.g. ``score_before``, ``params_before``).
+    Without them it is unchanged: the "before" fields equal the "after" ones."""
     shape = tuple(node.train.images.shape[1:])
     params, macs = count_parameters(model), forward_macs(model, shape)
     result = evaluate(model, *node.val.tensors())
-    return Candidate(
-        name=name, model=model, own=True, score_before=result.accuracy, score=result.accuracy,
-        val_loss=result.loss, params_before=params, params_after=params, macs_before=macs, macs_after=macs,
-    )
+    fields = dict(score_before=result.accuracy, params_before=params, macs_before=macs) | recorded
+    return Candidate(name=name, model=model, score=result.accuracy, val_loss=result.loss, params_after=params,
+                     macs_after=macs, **fields)
+
+
+def own_candidate(name: str, model: nn.Module, node: NodeData) -> Candidate:
+    """The node's own current model as a Top-K candidate (not re-trained)."""
+    return scored_candidate(name, model, node, own=True)
 
 
 def select_top_k(candidates: Sequence[Candidate], k: int, own_val_logits: torch.Tensor, val_x: torch.Tensor,
