@@ -235,7 +235,7 @@ def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str,
     student / ensemble on the selection slice and on test for every named
     config (those in ``no_pruning`` aligned without the pruning step):
     ``{config: {key: value}}``."""
-    if getattr(args, "rounds", 1) > 1:
+    if args.rounds > 1:
         yield from run_swarm_rounds(task, seed, args, configs, no_pruning)
         return
     nodes, sel_sets = _swarm(task, seed, args)
@@ -382,7 +382,7 @@ def print_table(results: dict[str, dict[str, list[float]]], configs: dict[str, F
 
     k_text = "each config's own" if args.k is None else args.k
     print(f"\nsynthetic {', '.join(done)}: {args.nodes} nodes x {args.per_node} images, psi = {args.psi}, "
-          f"Q = {args.q}, K = {k_text}, E = {getattr(args, 'rounds', 1)}, {args.arch}; selection slice {args.select_fraction:.0%} of each "
+          f"Q = {args.q}, K = {k_text}, E = {args.rounds}, {args.arch}; selection slice {args.select_fraction:.0%} of each "
           f"shard; accuracy in %, mean over swarms x nodes ({len(results['paper']['fol_sel'])} node runs); transfer = "
           f"(fol - local) / (fol-a - local) of the means, '-' when fol-a gains < 0.5 points")
     base_row = "paper" if args.base == "paper" else "default (current)"
