@@ -2,10 +2,11 @@
 
 Q = 5 received neighbour models (the default architecture), about 300
 training images of 32x32 pixels on the node, the default FOLConfig (or
-``--preset paper``); prints the time of each stage (summed over the five
-neighbours for the per-neighbour stages).
+``--preset paper``, and ``--fol KEY=VALUE`` overrides on either, to time an
+option before it becomes a default); prints the time of each stage (summed
+over the five neighbours for the per-neighbour stages).
 
-    python benchmarks/fol_node_time.py [--preset paper]
+    python benchmarks/fol_node_time.py [--preset paper] [--fol distill_inputs=function-matching distill_epochs=60]
 """
 
 from __future__ import annotations
@@ -17,31 +18,37 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine_line  # noqa: E402
+from _common import key_values, machine_line  # noqa: E402
 
 from fol.checkpoint import ModelCard  # noqa: E402
 from fol.config import PRESET_NAMES, FOLConfig  # noqa: E402
 from fol.defaults import DEFAULT_ARCH  # noqa: E402
+from fol.errors import FOLError  # noqa: E402
 from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
 from fol.personalize import NodeState, Received, personalize  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--q", type=int, default=5)
     ap.add_argument("--train-images", type=int, default=300, help="training images on the node (70 %% of its data)")
     ap.add_argument("--arch", default=DEFAULT_ARCH)
     ap.add_argument("--variant", default="fol")
     ap.add_argument("--preset", default="default", choices=PRESET_NAMES)
-    args = ap.parse_args()
+    ap.add_argument("--fol", nargs="*", default=[], metavar="KEY=VALUE", help="FOLConfig overrides on the preset")
+    args = ap.parse_args(argv)
+    try:
+        cfg = FOLConfig.from_dict({"preset": args.preset, **key_values(args.fol, "--fol"), "max_neighbours": args.q})
+    except FOLError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(machine_line())
 
     per_node = round(args.train_images / 0.7)
     n = args.q + 1
     pool = make_synthetic("hurricane", n * per_node * 2, seed=0)
     shards = dirichlet_partition(pool.labels.numpy(), n, 0.5, 0, samples_per_node=per_node)
-    cfg = FOLConfig.preset(args.preset, max_neighbours=args.q)
     nodes = build_nodes(pool, shards, [args.arch], cfg.pretrain_train(), seed=0)
     me = nodes[0]
     shape = list(me.data.train.images.shape[1:])
@@ -54,7 +61,7 @@ def main() -> int:
     total = time.perf_counter() - t0
 
     print(f"\none node, {len(me.data.train)} training images, Q = {args.q} x {args.arch}, variant {args.variant}, "
-          f"preset {args.preset}")
+          f"preset {args.preset}" + (f", {' '.join(args.fol)}" if args.fol else ""))
     print("| stage | seconds |\n|---|---|")
     for stage, secs in report.seconds.items():
         if stage != "round_total":
