@@ -17,7 +17,7 @@ def test_partition_counts_covering_pairs_within_images_times_satellites(benchmar
 def test_light_budget_changes_only_the_training_budget(benchmark_script):
     ss = benchmark_script("simulate_scale")
     full, light = ss._scenario(8, "local"), ss._scenario(8, "local", budget="light")
-    assert full.fol.pretrain_epochs == 30 and full.fol.distill_inputs == "synth"  # the defaults
+    assert full.fol.pretrain_epochs == 30 and full.fol.distill_inputs == "function-matching"  # the defaults
     assert (light.fol.pretrain_epochs, light.fol.finetune_epochs, light.fol.distill_epochs) == (2, 1, 1)
     assert light.fol.distill_inputs == "train"
     # the constellation, contacts, data, methods and executor are the same: only [fol] differs
