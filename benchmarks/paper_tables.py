@@ -101,9 +101,10 @@ def summary(result: ProtocolResult) -> list[str]:
         for e in rounds:
             t = result.transfer(dataset, psi, rounds=e)
             counted, run = t["kept_seeds"]
-            kept = ("an undefined share (the ensemble gained nothing)" if not counted
+            kept = ("an undefined share (the ensemble gained under half a point)" if not counted
                     else f"{t['kept'][0]:.0f} ± {t['kept'][1]:.0f} %"
-                    + (f" (over the {counted} of {run} seeds where the ensemble gained)" if counted < run else ""))
+                    + (f" (over the {counted} of {run} seeds where the ensemble gained half a point or more)"
+                       if counted < run else ""))
             lines.append(f"{dataset} psi={psi}, E={e}: FOL - Local = {t['student'][0]:+.1f} ± {t['student'][1]:.1f}, "
                          f"FOL-A - Local = {t['ensemble'][0]:+.1f} ± {t['ensemble'][1]:.1f} points; the student "
                          f"keeps {kept} of the ensemble's gain (of the swarm means"

@@ -54,7 +54,7 @@ from fol.variants import ALL_VARIANTS, VARIANTS
 __all__ = ["Received", "NodeState", "RoundReport", "personalize", "check_received", "save_ensemble",
            "save_pool_round", "load_pool",
            "align_candidates", "apply_align_fallback", "ensemble_and_distill", "distillation_inputs",
-           "transfer_share", "swarm_transfer"]
+           "transfer_share", "swarm_transfer", "SWARM_SHARE_MIN_GAIN"]
 
 log = logging.getLogger(__name__)
 
@@ -349,14 +349,23 @@ def transfer_share(local: float, student: float, ensemble: float, min_gain: floa
     return round((student - local) / gain, 10)
 
 
+#: The least gain of the ensemble's swarm mean over local's (0.5 points) for which a swarm's share
+#: is reported: below it the ratio divides by a handful of test images (one image on one of 24
+#: nodes moves a swarm mean by about 0.1 point) and can print any value. The selection script's
+#: transfer columns use the same floor.
+SWARM_SHARE_MIN_GAIN = 0.005
+
+
 def swarm_transfer(local: Sequence[float], student: Sequence[float], ensemble: Sequence[float],
-                   min_gain: float = 1e-6) -> dict[str, Any]:
+                   min_gain: float = 1e-6, mean_min_gain: float = SWARM_SHARE_MIN_GAIN) -> dict[str, Any]:
     """The transfer over a swarm (one value per node in each sequence):
     ``per_node`` shares (:func:`transfer_share`, None where undefined),
     ``mean_of_nodes`` (mean of the defined per-node shares, None if none is)
     and ``of_means``: the share computed on the swarm means (the figure to
-    quote: it weights every node's gain the same and is defined whenever the
-    mean gain is), with ``defined`` the number of nodes with a defined share.
+    quote: it weights every node's gain the same), defined when the
+    ensemble's mean gain is at least ``mean_min_gain``
+    (:data:`SWARM_SHARE_MIN_GAIN`, half a point), with ``defined`` the number
+    of nodes with a defined share (``min_gain`` per node).
 
     >>> out = swarm_transfer([0.5, 0.6], [0.6, 0.6], [0.7, 0.6])
     >>> out["per_node"], out["of_means"], out["defined"]
@@ -367,7 +376,7 @@ def swarm_transfer(local: Sequence[float], student: Sequence[float], ensemble: S
     per_node = [transfer_share(a, b, c, min_gain) for a, b, c in zip(local, student, ensemble)]
     defined = [v for v in per_node if v is not None]
     n = max(1, len(local))
-    of_means = transfer_share(sum(local) / n, sum(student) / n, sum(ensemble) / n, min_gain) if local else None
+    of_means = transfer_share(sum(local) / n, sum(student) / n, sum(ensemble) / n, mean_min_gain) if local else None
     return {"per_node": per_node, "mean_of_nodes": sum(defined) / len(defined) if defined else None,
             "of_means": of_means, "defined": len(defined)}
 

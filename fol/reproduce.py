@@ -539,8 +539,9 @@ class ProtocolResult:
         swarm means: ``student`` FOL - Local and ``ensemble`` FOL-A - Local
         (points), and ``kept``, the share of the ensemble's gain the student
         keeps (:func:`fol.personalize.swarm_transfer`, % of the swarm means;
-        seeds where the ensemble gains nothing are left out, ``kept_seeds``
-        = (seeds counted, seeds run))."""
+        seeds where the ensemble's mean gains under half a point are left out,
+        :data:`fol.personalize.SWARM_SHARE_MIN_GAIN`; ``kept_seeds`` = (seeds
+        counted, seeds run))."""
         acc = self.settings[(dataset, psi)]["acc"].values()
         stu, ens = f"FOL (E={rounds})", f"FOL-A (E={rounds})"
         kept = [swarm_transfer(a["Local"], a[stu], a[ens])["of_means"] for a in acc]

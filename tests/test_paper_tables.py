@@ -273,3 +273,26 @@ def test_paired_difference_is_the_wilcoxon_test_over_nodes() -> None:
     assert paired_difference(base, base).p is None  # no node differs: no test
     with pytest.raises(ConfigError, match="share no seed"):
         paired_difference({5: [0.1]}, {0: [0.1]})
+
+
+def test_share_leaves_out_a_seed_whose_ensemble_gains_under_half_a_point() -> None:
+    """A seed where the ensemble's swarm mean gains one test image on one node (+0.07
+    points) would print a share of about -1,000 %: it is left out and said to be."""
+    from fol.personalize import SWARM_SHARE_MIN_GAIN, swarm_transfer
+    from fol.reproduce import ProtocolResult
+
+    local = [0.9] * 24
+    tiny = {"Local": local, "FOL-A (E=1)": [0.9 + 1 / 60] + [0.9] * 23, "FOL (E=1)": [0.9 - 1 / 60] + [0.9] * 23}
+    clear = {"Local": local, "FOL-A (E=1)": [0.95] * 24, "FOL (E=1)": [0.93] * 24}
+    assert swarm_transfer(tiny["Local"], tiny["FOL (E=1)"], tiny["FOL-A (E=1)"])["of_means"] is None
+    assert swarm_transfer(clear["Local"], clear["FOL (E=1)"], clear["FOL-A (E=1)"])["of_means"] == pytest.approx(0.6)
+    # just above the floor the share is defined, as the selection script's floor
+    edge = [0.9 + 2 * SWARM_SHARE_MIN_GAIN] * 24
+    assert swarm_transfer(local, local, edge)["of_means"] == 0.0
+    cfg = ProtocolConfig(datasets=("synthetic-hurricane",), psis=(0.5,), seeds=(0, 1), nodes=24, pool=0,
+                         rounds=1, methods=("fol",))
+    res = ProtocolResult(cfg, settings={("synthetic-hurricane", 0.5): {
+        "sizes": [60] * 24, "columns": column_nodes([60] * 24), "acc": {0: tiny, 1: clear}}})
+    t = res.transfer("synthetic-hurricane", 0.5, rounds=1)
+    assert t["kept_seeds"] == (1, 2)
+    assert t["kept"][0] == pytest.approx(60.0)

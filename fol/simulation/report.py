@@ -73,9 +73,11 @@ def summary_table(rows: Sequence[dict[str, Any]], rounds_used: dict[str, int] | 
 def transfer_table(rows: Sequence[dict[str, Any]]) -> str:
     """Markdown: for each FOL pipeline (``fol`` and ``fol-n`` rows), the share
     of the ensemble's test-accuracy gain over local that the distilled student
-    keeps, computed on the swarm means of each seed (mean ± std over seeds),
-    and how many node shares were defined (ensemble gain of at least one test
-    image). Empty when no FOL row is present."""
+    keeps, computed on the swarm means of each seed (mean ± std over seeds;
+    a seed whose ensemble gains under half a point on the swarm mean is left
+    out, :func:`fol.personalize.swarm_transfer`), and how many node shares
+    were defined (ensemble gain of at least one test image). Empty when no
+    FOL row is present."""
     from fol.personalize import swarm_transfer
 
     lines = ["| pipeline | student's share of the ensemble's gain | nodes with a defined share |", "|---|---|---|"]
@@ -94,7 +96,7 @@ def transfer_table(rows: Sequence[dict[str, Any]]) -> str:
             defined += sum(1 for r in group if r["extra"].get("transfer") is not None)
             total += len(group)
         lines.append(f"| {m} (student) / {teacher} (ensemble) | "
-                     f"{_pm(shares, digits=0) + ' %' if shares else 'undefined (no mean gain)'} | {defined} / {total} |")
+                     f"{_pm(shares, digits=0) + ' %' if shares else 'undefined (mean gain under half a point)'} | {defined} / {total} |")
     return "\n".join(lines) if found else ""
 
 
