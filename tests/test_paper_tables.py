@@ -277,7 +277,8 @@ def test_paired_difference_is_the_wilcoxon_test_over_nodes() -> None:
 
 def test_share_leaves_out_a_seed_whose_ensemble_gains_under_half_a_point() -> None:
     """A seed where the ensemble's swarm mean gains one test image on one node (+0.07
-    points) would print a share of about -1,000 %: it is left out and said to be."""
+    points) makes the share a ratio to that one image (here -100 %; a real hurricane seed
+    printed -998 %): it is left out, and the seeds counted say so."""
     from fol.personalize import SWARM_SHARE_MIN_GAIN, swarm_transfer
     from fol.reproduce import ProtocolResult
 
