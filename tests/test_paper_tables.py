@@ -287,7 +287,7 @@ def test_share_leaves_out_a_seed_whose_ensemble_gains_under_half_a_point() -> No
     clear = {"Local": local, "FOL-A (E=1)": [0.95] * 24, "FOL (E=1)": [0.93] * 24}
     assert swarm_transfer(tiny["Local"], tiny["FOL (E=1)"], tiny["FOL-A (E=1)"])["of_means"] is None
     assert swarm_transfer(clear["Local"], clear["FOL (E=1)"], clear["FOL-A (E=1)"])["of_means"] == pytest.approx(0.6)
-    # just above the floor the share is defined, as the selection script's floor
+    # at twice the floor (one point) the share is defined
     edge = [0.9 + 2 * SWARM_SHARE_MIN_GAIN] * 24
     assert swarm_transfer(local, local, edge)["of_means"] == 0.0
     cfg = ProtocolConfig(datasets=("synthetic-hurricane",), psis=(0.5,), seeds=(0, 1), nodes=24, pool=0,
