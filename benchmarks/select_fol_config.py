@@ -63,8 +63,7 @@ from fol.methods import SwarmContext  # noqa: E402
 from fol.methods.fol_method import run_fol_pipeline  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
 from fol.personalize import (NodeState, Received, RoundReport, align_candidates,  # noqa: E402
-                             SWARM_SHARE_MIN_GAIN, apply_align_fallback, ensemble_and_distill,
-                             swarm_transfer)
+                             apply_align_fallback, ensemble_and_distill, swarm_transfer)
 from fol.train import evaluate  # noqa: E402
 
 #: Stage-3/4 options, one at a time against the paper preset: (field, value).
@@ -393,10 +392,8 @@ def print_table(results: dict[str, dict[str, list[float]]], configs: dict[str, F
     print("-" * len(header))
     fmt = lambda v: "-" if v is None else f"{100 * v:.0f} %"  # noqa: E731
     for name in configs:
-        sel_t = swarm_transfer(results[name]["local_sel"], results[name]["fol_sel"], results[name]["fola_sel"],
-                               SWARM_SHARE_MIN_GAIN)["of_means"]
-        test_t = swarm_transfer(results[name]["local_test"], results[name]["fol_test"], results[name]["fola_test"],
-                                SWARM_SHARE_MIN_GAIN)["of_means"]
+        sel_t = swarm_transfer(results[name]["local_sel"], results[name]["fol_sel"], results[name]["fola_sel"])["of_means"]
+        test_t = swarm_transfer(results[name]["local_test"], results[name]["fol_test"], results[name]["fola_test"])["of_means"]
         print(f"{name:<30} {mean(name, 'fol_sel'):>8.2f} {mean(name, 'fola_sel'):>9.2f} {mean(name, 'local_sel'):>9.2f} "
               f"{fmt(sel_t):>8} | {mean(name, 'fol_test'):>8.2f} {mean(name, 'fola_test'):>10.2f} "
               f"{mean(name, 'local_test'):>10.2f} {fmt(test_t):>8}")
