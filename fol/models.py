@@ -64,6 +64,31 @@ def _positive_ints(name: str, values: Any) -> tuple[int, ...]:
     return tuple(values)
 
 
+class MaxPool2d(nn.MaxPool2d):
+    """``nn.MaxPool2d`` that, when no gradient is being recorded, pools a
+    channels-last copy of its input and hands back the usual contiguous
+    layout.
+
+    The values are the same bit for bit (a maximum does not round), but on
+    CPU torch's channels-last max-pool kernel is several times faster than
+    the default-layout one: in the default ``cnn-medium`` the three pools took
+    longer than the three convolutions at inference. Inference (teacher
+    logits in every distillation step, evaluation, batch-norm statistics)
+    takes the fast path; training keeps the default path, whose backward is
+    the faster one there.
+
+    >>> x = torch.randn(2, 3, 8, 8)
+    >>> with torch.no_grad():
+    ...     bool(torch.equal(MaxPool2d(2)(x), nn.MaxPool2d(2)(x)))
+    True
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled() or x.dim() != 4:
+            return super().forward(x)
+        return super().forward(x.contiguous(memory_format=torch.channels_last)).contiguous()
+
+
 class ConvNet(nn.Module):
     """Plain CNN: ``[conv3x3 -> BN -> ReLU -> maxpool2] * len(widths)``, global
     average pooling, one hidden fully connected layer, classifier.
@@ -90,7 +115,7 @@ class ConvNet(nn.Module):
             pool = size >= 2
             blocks += [nn.Conv2d(c, w, 3, padding=1, bias=False), nn.BatchNorm2d(w), nn.ReLU(inplace=True)]
             if pool:
-                blocks.append(nn.MaxPool2d(2))
+                blocks.append(MaxPool2d(2))
                 size //= 2
             c = w
         self.features = nn.Sequential(*blocks)

@@ -244,3 +244,24 @@ def test_default_arch_fits_a_task_where_position_matters() -> None:
         accs[arch] = evaluate(model, *ds.tensors()).accuracy
     assert accs[DEFAULT_ARCH] >= 0.98, accs
     assert accs["cnn-small"] < 0.9, accs  # the check can fail: a model that cannot fit it is caught
+
+
+@pytest.mark.parametrize("size", [32, 15, 7])
+def test_convnet_pool_fast_path_gives_the_same_bits_and_gradients(size: int) -> None:
+    """The pool's channels-last path (taken only without autograd) must give
+    the very values of torch's default pool, on odd sizes too; with autograd
+    it is torch's own pool, gradients included."""
+    from fol.models import MaxPool2d
+
+    x = torch.randn(3, 5, size, size).relu()  # after a ReLU, as in ConvNet: many tied zeros
+    ours, ref = MaxPool2d(2), torch.nn.MaxPool2d(2)
+    with torch.no_grad():
+        fast = ours(x)
+    assert fast.is_contiguous() and torch.equal(fast, ref(x))
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ours(xa).square().sum().backward()
+    ref(xb).square().sum().backward()
+    assert torch.equal(xa.grad, xb.grad)
+    model = build_model(ModelSpec("cnn-medium", num_classes=3), seed=0)
+    pools = [m for m in model.modules() if isinstance(m, torch.nn.MaxPool2d)]
+    assert len(pools) == 3 and all(type(m) is MaxPool2d for m in pools)
