@@ -64,29 +64,52 @@ def _positive_ints(name: str, values: Any) -> tuple[int, ...]:
     return tuple(values)
 
 
-class MaxPool2d(nn.MaxPool2d):
-    """``nn.MaxPool2d`` that, when no gradient is being recorded, pools a
-    channels-last copy of its input and hands back the usual contiguous
-    layout.
+class _ChannelsLastMaxPool(torch.autograd.Function):
+    """Max pooling computed on a channels-last copy, handed back in the input's
+    default layout; the backward is torch's own, on the default layout, from
+    the same indices (so gradients are the same bits as ``F.max_pool2d``'s)."""
 
-    The values are the same bit for bit (a maximum does not round), but on
-    CPU torch's channels-last max-pool kernel is several times faster than
-    the default-layout one: in the default ``cnn-medium`` the three pools took
-    longer than the three convolutions at inference. Inference (teacher
-    logits in every distillation step, evaluation, batch-norm statistics)
-    takes the fast path; training keeps the default path, whose backward is
-    the faster one there.
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, kernel: list[int], stride: list[int], padding: list[int],
+                dilation: list[int], ceil_mode: bool) -> torch.Tensor:
+        out, idx = torch.ops.aten.max_pool2d_with_indices(
+            x.contiguous(memory_format=torch.channels_last), kernel, stride, padding, dilation, ceil_mode)
+        idx = idx.contiguous()
+        ctx.save_for_backward(x, idx)
+        ctx.args = (kernel, stride, padding, dilation, ceil_mode)
+        return out.contiguous()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, idx = ctx.saved_tensors
+        dx = torch.ops.aten.max_pool2d_with_indices_backward(grad.contiguous(), x, *ctx.args, idx)
+        return dx, None, None, None, None, None
+
+
+class MaxPool2d(nn.MaxPool2d):
+    """``nn.MaxPool2d`` that pools a channels-last copy of its input and hands
+    back the usual contiguous layout.
+
+    Values, chosen indices and gradients are the same bits as torch's default
+    pool (a maximum does not round; the backward is torch's own from the same
+    indices), but on CPU torch's default-layout max-pool forward is several
+    times slower than its channels-last one: in the default ``cnn-medium`` the
+    three pools took about a quarter of a training step and longer than the
+    three convolutions at inference.
 
     >>> x = torch.randn(2, 3, 8, 8)
-    >>> with torch.no_grad():
-    ...     bool(torch.equal(MaxPool2d(2)(x), nn.MaxPool2d(2)(x)))
+    >>> bool(torch.equal(MaxPool2d(2)(x), nn.MaxPool2d(2)(x)))
     True
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled() or x.dim() != 4:
+        if self.return_indices or x.dim() != 4:
             return super().forward(x)
-        return super().forward(x.contiguous(memory_format=torch.channels_last)).contiguous()
+        if not (torch.is_grad_enabled() and x.requires_grad):
+            return super().forward(x.contiguous(memory_format=torch.channels_last)).contiguous()
+        pair = lambda v: [int(v), int(v)] if isinstance(v, int) else [int(t) for t in v]  # noqa: E731
+        return _ChannelsLastMaxPool.apply(x, pair(self.kernel_size), pair(self.stride or self.kernel_size),
+                                          pair(self.padding), pair(self.dilation), bool(self.ceil_mode))
 
 
 class ConvNet(nn.Module):

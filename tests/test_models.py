@@ -248,12 +248,13 @@ def test_default_arch_fits_a_task_where_position_matters() -> None:
 
 @pytest.mark.parametrize("size", [32, 15, 7])
 def test_convnet_pool_fast_path_gives_the_same_bits_and_gradients(size: int) -> None:
-    """The pool's channels-last path (taken only without autograd) must give
-    the very values of torch's default pool, on odd sizes too; with autograd
-    it is torch's own pool, gradients included."""
+    """The pool's channels-last paths (without autograd, and the custom
+    autograd function with it) must give the very values and gradients of
+    torch's default pool, on odd sizes and with tied maxima too."""
     from fol.models import MaxPool2d
 
     x = torch.randn(3, 5, size, size).relu()  # after a ReLU, as in ConvNet: many tied zeros
+    x[0, 0, :2, :2] = 1.5  # and a tied non-zero maximum: the gradient must go where torch's goes
     ours, ref = MaxPool2d(2), torch.nn.MaxPool2d(2)
     with torch.no_grad():
         fast = ours(x)
