@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
+from torch.nn.modules.utils import _pair
 
 from fol.defaults import DEFAULT_ARCH
 from fol.errors import ConfigError
@@ -43,6 +44,7 @@ __all__ = [
     "build_model",
     "architectures",
     "ConvNet",
+    "MaxPool2d",
     "SmallResNet",
     "count_parameters",
     "resize_to_state",
@@ -70,8 +72,8 @@ class _ChannelsLastMaxPool(torch.autograd.Function):
     the same indices (so gradients are the same bits as ``F.max_pool2d``'s)."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, kernel: list[int], stride: list[int], padding: list[int],
-                dilation: list[int], ceil_mode: bool) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, kernel: tuple[int, int], stride: tuple[int, int],
+                padding: tuple[int, int], dilation: tuple[int, int], ceil_mode: bool) -> torch.Tensor:
         out, idx = torch.ops.aten.max_pool2d_with_indices(
             x.contiguous(memory_format=torch.channels_last), kernel, stride, padding, dilation, ceil_mode)
         idx = idx.contiguous()
@@ -107,9 +109,8 @@ class MaxPool2d(nn.MaxPool2d):
             return super().forward(x)
         if not (torch.is_grad_enabled() and x.requires_grad):
             return super().forward(x.contiguous(memory_format=torch.channels_last)).contiguous()
-        pair = lambda v: [int(v), int(v)] if isinstance(v, int) else [int(t) for t in v]  # noqa: E731
-        return _ChannelsLastMaxPool.apply(x, pair(self.kernel_size), pair(self.stride or self.kernel_size),
-                                          pair(self.padding), pair(self.dilation), bool(self.ceil_mode))
+        return _ChannelsLastMaxPool.apply(x, _pair(self.kernel_size), _pair(self.stride), _pair(self.padding),
+                                          _pair(self.dilation), bool(self.ceil_mode))
 
 
 class ConvNet(nn.Module):

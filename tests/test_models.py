@@ -11,6 +11,7 @@ from torch import nn
 from fol.errors import ConfigError
 from fol.models import (
     ConvNet,
+    MaxPool2d,
     ModelSpec,
     SmallResNet,
     architectures,
@@ -251,8 +252,6 @@ def test_convnet_pool_fast_path_gives_the_same_bits_and_gradients(size: int) -> 
     """The pool's channels-last paths (without autograd, and the custom
     autograd function with it) must give the very values and gradients of
     torch's default pool, on odd sizes and with tied maxima too."""
-    from fol.models import MaxPool2d
-
     x = torch.randn(3, 5, size, size).relu()  # after a ReLU, as in ConvNet: many tied zeros
     x[0, 0, :2, :2] = 1.5  # and a tied non-zero maximum: the gradient must go where torch's goes
     ours, ref = MaxPool2d(2), torch.nn.MaxPool2d(2)
