@@ -1,6 +1,8 @@
 """Choose FOL's project-default options on held-out VALIDATION data (never test).
 
-Synthetic hurricane and wildfire, ``--nodes`` nodes of ``--per-node`` images,
+Synthetic hurricane and wildfire, ``--nodes`` nodes of ``--per-node`` images
+(``--swarm protocol``: the protocol's swarm instead, ``--pool`` images over
+``--nodes`` nodes of varying size, as :mod:`fol.reproduce` builds it),
 Dirichlet psi = 0.5, ``--arch`` (cnn-medium), Q = 5 neighbours drawn per node
 (seeded), K = each config's own (3 in both presets; ``--k`` sets it for all, a
 ``top_k`` option for one), E = ``--rounds`` (1), ``--seeds`` seeds. Before the usual 70 / 15 / 15 split a
@@ -34,6 +36,7 @@ for reporting, in separate columns, and chooses nothing.
 
     nice -n 15 env OMP_NUM_THREADS=1 python benchmarks/select_fol_config.py
     python benchmarks/select_fol_config.py --nodes 6 --seeds 1 --tasks hurricane   # quick look
+    OMP_NUM_THREADS=1 python benchmarks/select_fol_config.py --swarm protocol --nodes 24 --first-seed 3 --k 3
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from fol.methods.fol_method import run_fol_pipeline  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
 from fol.personalize import (NodeState, Received, RoundReport, align_candidates,  # noqa: E402
                              apply_align_fallback, ensemble_and_distill, swarm_transfer)
+from fol.reproduce import ProtocolConfig, load_pool, partition_pool  # noqa: E402
 from fol.train import evaluate  # noqa: E402
 
 #: Stage-3/4 options, one at a time against the paper preset: (field, value).
@@ -191,14 +195,34 @@ def stage2_groups(configs: dict[str, FOLConfig], no_pruning: set[str] = frozense
     return groups
 
 
+def swarm_shards(task: str, seed: int, args: argparse.Namespace) -> tuple[Any, list[np.ndarray], list[np.ndarray]]:
+    """The image pool of one task and seed, and every node's kept shard and
+    selection slice (indices into the pool; the slice carved off the shard by
+    a seeded permutation, before the node's own 70 / 15 / 15 split).
+
+    ``--swarm equal``: ``--nodes`` shards of ``--per-node`` images each.
+    ``--swarm protocol``: the protocol's swarm (:mod:`fol.reproduce`): a pool of
+    ``--pool`` images partitioned over ``--nodes`` nodes whose sizes vary
+    (Dirichlet without a fixed size, at least 40 images each), with this seed
+    as the data seed, so the pool and the partition differ from the protocol's
+    own runs (data seed 0) on every seed but 0."""
+    if args.swarm == "protocol":
+        proto = ProtocolConfig(datasets=(f"synthetic-{task}",), psis=(args.psi,), seeds=(seed,), nodes=args.nodes,
+                               pool=args.pool, data_seed=seed)
+        pool = load_pool(f"synthetic-{task}", proto)
+        shards = partition_pool(pool, proto, args.psi)
+    else:
+        pool = make_synthetic(task, args.nodes * args.per_node * 2, seed=seed)
+        shards = dirichlet_partition(pool.labels.numpy(), args.nodes, args.psi, seed, samples_per_node=args.per_node)
+    kept, selection = zip(*(_carve(np.asarray(s), args.select_fraction, seed * 7919 + k) for k, s in enumerate(shards)))
+    return pool, list(kept), list(selection)
+
+
 def _swarm(task: str, seed: int, args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
     """The pretrained nodes (pretraining of the paper preset, which every
-    preset shares) and each node's selection slice, carved off its shard
-    before the nodes' own split."""
+    preset shares) and each node's selection slice (:func:`swarm_shards`)."""
     paper = FOLConfig.preset("paper", rounds=1, seed=seed)
-    pool = make_synthetic(task, args.nodes * args.per_node * 2, seed=seed)
-    shards = dirichlet_partition(pool.labels.numpy(), args.nodes, args.psi, seed, samples_per_node=args.per_node)
-    kept, selection = zip(*(_carve(np.asarray(s), args.select_fraction, seed * 7919 + k) for k, s in enumerate(shards)))
+    pool, kept, selection = swarm_shards(task, seed, args)
     nodes = build_nodes(pool, kept, [args.arch], paper.pretrain_train(), seed)
     return nodes, [pool.subset(np.asarray(s, dtype=np.int64)).tensors() for s in selection]
 
@@ -274,7 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default="hurricane,wildfire")
     ap.add_argument("--nodes", type=int, default=12)
-    ap.add_argument("--per-node", type=int, default=300)
+    ap.add_argument("--per-node", type=int, default=300, help="images per node (--swarm equal)")
+    ap.add_argument("--swarm", choices=("equal", "protocol"), default="equal",
+                    help="equal: --nodes x --per-node images; protocol: the protocol's swarm, --pool images over "
+                         "--nodes nodes of varying size")
+    ap.add_argument("--pool", type=int, default=7200, help="images partitioned over the swarm (--swarm protocol)")
     ap.add_argument("--psi", type=float, default=0.5)
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--first-seed", type=int, default=0,
@@ -309,9 +337,9 @@ def main(argv: list[str] | None = None) -> int:
         saved_runs = [json.loads(Path(path).read_text()) for path in args.merge]
         # A key a saved run lacks predates its option: the run had it off (False),
         # or, for --base, compared against the paper preset.
-        missing = {"base": "paper", "rounds": 1}
+        missing = {"base": "paper", "rounds": 1, "swarm": "equal", "pool": 7200}
         for key in ("nodes", "per_node", "psi", "q", "k", "arch", "select_fraction", "synth", "more", "stage2",
-                    "defaults_only", "option", "base", "rounds"):
+                    "defaults_only", "option", "base", "rounds", "swarm", "pool"):
             values = {json.dumps(saved["args"].get(key, missing.get(key, False))) for saved in saved_runs}
             if len(values) > 1:
                 print(f"--merge: the runs differ in {key} ({', '.join(sorted(values))}); merge runs of one "
@@ -336,6 +364,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.defaults_only:
         options = []
+    if args.swarm == "protocol":
+        try:
+            ProtocolConfig(nodes=args.nodes, pool=args.pool)
+        except ConfigError as exc:
+            print(f"--swarm protocol: {exc}", file=sys.stderr)
+            return 2
     try:
         configs = build_configs(args, options)
         no_pruning = without_pruning(options)
@@ -381,7 +415,9 @@ def print_table(results: dict[str, dict[str, list[float]]], configs: dict[str, F
         return 100 * statistics.mean(results[name][key])
 
     k_text = "each config's own" if args.k is None else args.k
-    print(f"\nsynthetic {', '.join(done)}: {args.nodes} nodes x {args.per_node} images, psi = {args.psi}, "
+    swarm = (f"{args.nodes} nodes of varying size from {args.pool} images (the protocol's swarm)"
+             if getattr(args, "swarm", "equal") == "protocol" else f"{args.nodes} nodes x {args.per_node} images")
+    print(f"\nsynthetic {', '.join(done)}: {swarm}, psi = {args.psi}, "
           f"Q = {args.q}, K = {k_text}, E = {args.rounds}, {args.arch}; selection slice {args.select_fraction:.0%} of each "
           f"shard; accuracy in %, mean over swarms x nodes ({len(results['paper']['fol_sel'])} node runs); transfer = "
           f"(fol - local) / (fol-a - local) of the means, '-' when fol-a gains < 0.5 points")

@@ -50,7 +50,8 @@ def _args(*argv):
     ns = argparse.Namespace(q=5, k=None, base="default")  # the command line's defaults
     for text in argv:
         key, value = text.split("=")
-        setattr(ns, key, None if value == "None" else (int(value) if value.isdigit() else value))
+        setattr(ns, key, None if value == "None" else (int(value) if value.isdigit() else
+                                                      float(value) if value.replace(".", "", 1).isdigit() else value))
     return ns
 
 
@@ -86,21 +87,25 @@ def test_align_pruning_false_aligns_the_same_config_without_pruning_in_its_own_g
     assert "align_pruning must be true or false" in err and "Traceback" not in err
 
 
-def test_rounds_mode_runs_every_config_through_the_simulation_loop(script, capsys, tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("swarm", [["--per-node", "80"], ["--swarm", "protocol", "--pool", "150"]])
+def test_rounds_mode_runs_every_config_through_the_simulation_loop(script, capsys, tmp_path, monkeypatch,
+                                                                   swarm) -> None:
     """``--rounds 2``: each config runs the swarm's two rounds; keep_received,
     an option that acts only from round 2 on, gets its own row, and the
-    saved figures are one per node and config."""
+    saved figures are one per node and config (on equal nodes, and on the
+    protocol's swarm)."""
     build = script.build_configs
     short = dict(finetune_epochs=1, post_finetune_epochs=1, gate_epochs=1, distill_epochs=1, ensemble_steps=20)
     monkeypatch.setattr(script, "build_configs",  # one epoch per stage: the loop is tested, not the figures
                         lambda *a: {name: cfg.replace(**short) for name, cfg in build(*a).items()})
     out = tmp_path / "sel.json"
-    argv = ["--tasks", "hurricane", "--nodes", "3", "--per-node", "80", "--seeds", "1", "--q", "1", "--k", "2",
+    argv = ["--tasks", "hurricane", "--nodes", "3", *swarm, "--seeds", "1", "--q", "1", "--k", "2",
             "--arch", "cnn-small", "--rounds", "2", "--option", "keep_received=all", "--base", "default",
             "--json", str(out)]
     assert script.main(argv) == 0
     text = capsys.readouterr().out
     assert "E = 2" in text and "keep_received=all" in text and "option (vs default (current))" in text
+    assert ("from 150 images (the protocol's swarm)" in text) == ("protocol" in swarm)
     saved = json.loads(out.read_text())
     assert saved["args"]["rounds"] == 2
     assert set(saved["results"]) == {"paper", "default (current)", "keep_received=all"}
@@ -116,3 +121,31 @@ def test_rounds_must_be_positive_and_not_an_option(script, capsys) -> None:
     assert script.main(["--option", "rounds=3", "--seeds", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("--rounds: E is the same for every option") == 2 and "Traceback" not in err
+
+
+def test_protocol_swarm_has_the_protocols_varying_sizes_and_disjoint_selection_slices(script) -> None:
+    """``--swarm protocol`` partitions the protocol's pool (``fol.reproduce``),
+    with the run's seed as the data seed; every selection slice is carved off
+    its node's shard, disjoint from what the node keeps."""
+    from fol.reproduce import ProtocolConfig, load_pool, partition_pool
+
+    args = _args("swarm=protocol", "nodes=6", "pool=600", "psi=0.5", "select_fraction=0.3")
+    pool, kept, selection = script.swarm_shards("hurricane", 4, args)
+    proto = ProtocolConfig(nodes=6, pool=600, data_seed=4)
+    expected = partition_pool(load_pool("synthetic-hurricane", proto), proto, 0.5)
+    assert len(pool) == 600 and len(kept) == len(selection) == 6
+    for k, (keep, sel, shard) in enumerate(zip(kept, selection, expected, strict=True)):
+        assert sorted(keep.tolist() + sel.tolist()) == sorted(shard.tolist())  # the protocol's shard, split in two
+        assert not set(keep.tolist()) & set(sel.tolist())
+        assert len(sel) == round(0.3 * len(shard))
+    assert len({len(s) for s in expected}) > 1  # sizes vary, unlike --swarm equal
+    equal = script.swarm_shards("hurricane", 4, _args("swarm=equal", "nodes=6", "per_node=50", "psi=0.5",
+                                                     "select_fraction=0.3"))
+    assert {len(k) + len(s) for k, s in zip(equal[1], equal[2])} == {50}
+
+
+def test_protocol_swarm_too_small_a_pool_is_one_line(script, capsys) -> None:
+    assert script.main(["--swarm", "protocol", "--nodes", "24", "--pool", "100", "--seeds", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("--swarm protocol: protocol: pool must be 0 (all) or >= nodes x min_samples") and \
+        "Traceback" not in err
