@@ -195,6 +195,15 @@ def stage2_groups(configs: dict[str, FOLConfig], no_pruning: set[str] = frozense
     return groups
 
 
+def protocol_config(task: str, seed: int, args: argparse.Namespace) -> ProtocolConfig:
+    """The protocol settings ``--swarm protocol`` partitions one task and seed
+    with (validated by :class:`~fol.reproduce.ProtocolConfig`; ``main`` builds
+    it once before any training, so a bad ``--pool`` / ``--nodes`` / ``--psi``
+    is one line)."""
+    return ProtocolConfig(datasets=(f"synthetic-{task}",), psis=(args.psi,), seeds=(seed,), nodes=args.nodes,
+                          pool=args.pool, data_seed=seed)
+
+
 def swarm_shards(task: str, seed: int, args: argparse.Namespace) -> tuple[Any, list[np.ndarray], list[np.ndarray]]:
     """The image pool of one task and seed, and every node's kept shard and
     selection slice (indices into the pool; the slice carved off the shard by
@@ -207,8 +216,7 @@ def swarm_shards(task: str, seed: int, args: argparse.Namespace) -> tuple[Any, l
     as the data seed, so the pool and the partition differ from the protocol's
     own runs (data seed 0) on every seed but 0."""
     if args.swarm == "protocol":
-        proto = ProtocolConfig(datasets=(f"synthetic-{task}",), psis=(args.psi,), seeds=(seed,), nodes=args.nodes,
-                               pool=args.pool, data_seed=seed)
+        proto = protocol_config(task, seed, args)
         pool = load_pool(f"synthetic-{task}", proto)
         shards = partition_pool(pool, proto, args.psi)
     else:
@@ -366,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         options = []
     if args.swarm == "protocol":
         try:
-            ProtocolConfig(nodes=args.nodes, pool=args.pool)
+            protocol_config(args.tasks.split(",")[0], args.first_seed, args)
         except ConfigError as exc:
             print(f"--swarm protocol: {exc}", file=sys.stderr)
             return 2
@@ -416,7 +424,7 @@ def print_table(results: dict[str, dict[str, list[float]]], configs: dict[str, F
 
     k_text = "each config's own" if args.k is None else args.k
     swarm = (f"{args.nodes} nodes of varying size from {args.pool} images (the protocol's swarm)"
-             if getattr(args, "swarm", "equal") == "protocol" else f"{args.nodes} nodes x {args.per_node} images")
+             if args.swarm == "protocol" else f"{args.nodes} nodes x {args.per_node} images")
     print(f"\nsynthetic {', '.join(done)}: {swarm}, psi = {args.psi}, "
           f"Q = {args.q}, K = {k_text}, E = {args.rounds}, {args.arch}; selection slice {args.select_fraction:.0%} of each "
           f"shard; accuracy in %, mean over swarms x nodes ({len(results['paper']['fol_sel'])} node runs); transfer = "
