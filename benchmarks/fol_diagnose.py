@@ -34,7 +34,6 @@ quotes its output.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
