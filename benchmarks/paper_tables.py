@@ -18,15 +18,19 @@ seed) pairs above and below, and a Wilcoxon signed-rank test over nodes.
 task, per seed, or per method group: ``--methods fol`` in one, ``--methods
 dense fedavg`` in another) into one table without re-running anything; runs
 of the same seed must agree on Local to the last node, and on any other row
-both hold (a repeat, e.g. E = 1 again in a run of E = 1-3, is kept once). The
-protocol itself is
-:mod:`fol.reproduce`.
+both hold (a repeat, e.g. E = 1 again in a run of E = 1-3, is kept once).
+``--compare BASE OTHER`` sets two runs of the same swarms that differ in FOL's
+(or the baselines') options side by side, e.g. ``--fol preset=paper`` against
+the default: every row both hold, paired by seed and node on the seeds both
+ran (Local must agree to the last node), with the same paired statistics. The
+protocol itself is :mod:`fol.reproduce`.
 
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py --quick          # psi 0.5, 4 nodes, 1 seed
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py                  # the full grid (24 nodes, 3 seeds)
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py --psi 0.5 --nodes 12
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py --quick --data imagefolder:/path/to/folder
     python benchmarks/paper_tables.py --merge wildfire/tables.json hurricane/tables.json --out both
+    python benchmarks/paper_tables.py --compare default/tables.json paper/tables.json
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import check_output_dir  # noqa: E402
 from fol.executors import make_executor  # noqa: E402
 from fol.reproduce import (COLUMN_QUANTILES, METHOD_GROUPS, ProtocolConfig, ProtocolResult,  # noqa: E402
-                           merge_results, run_protocol)
+                           compare_results, merge_results, run_protocol)
 
 
 def _cpu_seconds() -> float:
@@ -127,23 +131,58 @@ def summary(result: ProtocolResult) -> list[str]:
     return lines
 
 
+def read_runs(paths: list[Path], flag: str) -> list[tuple[str, ProtocolResult]]:
+    """(path, result) of runs' tables.json files; a file listed twice, or one
+    that is not such a file, is a one-line :class:`ConfigError` naming it."""
+    import json
+
+    runs, seen = [], set()
+    for path in paths:
+        if path.resolve() in seen:
+            raise ConfigError(f"{flag} {path}: listed twice; give each run's tables.json once")
+        seen.add(path.resolve())
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise ConfigError(f"{flag} {path}: cannot read it as JSON ({exc.__class__.__name__}: {exc})") from None
+        runs.append((str(path), ProtocolResult.from_json(data, where=f"{flag} {path}")))
+    return runs
+
+
+def compare(paths: list[Path]) -> int:
+    """``--compare BASE OTHER``: every row two runs of the same swarms hold,
+    other against base, paired by seed and node (:func:`fol.reproduce.compare_results`)."""
+    try:
+        (base_name, base), (other_name, other) = read_runs(paths, "--compare")
+        rows = compare_results(base, other)
+    except FOLError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    lines = [f"other: {other_name} (fol options {other.config.fol}, baseline options {other.config.method_options})",
+             f"base:  {base_name} (fol options {base.config.fol}, baseline options {base.config.method_options})",
+             "cells: % mean ± std over the seeds both ran, of the mean over nodes; other - base paired by seed and "
+             "node; p: Wilcoxon signed-rank over nodes (each node's difference averaged over the seeds)"]
+    for key in dict.fromkeys((c.dataset, c.psi) for c in rows):
+        mine = [c for c in rows if (c.dataset, c.psi) == key]
+        seeds, local = mine[0].seeds, mine[0].local
+        lines += ["", f"#### {key[0]}, psi = {key[1]}: {len(base.settings[key]['sizes'])} nodes, seeds "
+                      f"{list(seeds)}; Local {local[0]:.1f} ± {local[1]:.1f} in both",
+                  "", "| row | base | other | other - base | (node, seed) pairs above / below | p |",
+                  "|---|---|---|---|---|---|"]
+        for c in mine:
+            d = c.paired.diff
+            p = "-" if c.paired.p is None else f"{c.paired.p:.2g}"
+            lines.append(f"| {c.row} | {c.base[0]:.1f} ± {c.base[1]:.1f} | {c.other[0]:.1f} ± {c.other[1]:.1f} | "
+                         f"{d[0]:+.1f} ± {d[1]:.1f} | {c.paired.above} / {c.paired.below} of {c.paired.pairs} | {p} |")
+    print("\n".join(lines))
+    return 0
+
+
 def merge(paths: list[Path], out: Path | None) -> int:
     """``--merge``: the tables and summary of finished (or partial) runs'
     tables.json files, joined; written to ``out`` when given."""
-    import json
-
     try:
-        runs, seen = [], set()
-        for path in paths:
-            if path.resolve() in seen:
-                raise ConfigError(f"--merge {path}: listed twice; give each run's tables.json once")
-            seen.add(path.resolve())
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, ValueError) as exc:
-                raise ConfigError(f"--merge {path}: cannot read it as JSON ({exc.__class__.__name__}: {exc})") from None
-            runs.append((str(path), ProtocolResult.from_json(data, where=f"--merge {path}")))
-        result = merge_results(runs)
+        result = merge_results(read_runs(paths, "--merge"))
         if out is not None:
             check_output_dir(out, ConfigError, what="--out")
     except FOLError as exc:
@@ -183,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--merge", type=Path, nargs="+", metavar="TABLES_JSON",
                     help="run nothing: join the tables.json of earlier runs (e.g. one process per task, per "
                          "seed or per method group), print their tables and summary, and write them to --out if given")
+    ap.add_argument("--compare", type=Path, nargs=2, metavar=("BASE_JSON", "OTHER_JSON"),
+                    help="run nothing: set two runs of the same swarms that differ in FOL's or the baselines' "
+                         "options side by side (other - base, paired by seed and node) and exit")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per worker (1 is fastest for small CNNs)")
     ap.add_argument("--executor", choices=["local", "process"], default="process",
                     help="where per-node work runs (default: %(default)s; results do not depend on it)")
@@ -191,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.merge:
         return merge(args.merge, args.out)
+    if args.compare:
+        return compare(args.compare)
     args.out = args.out or Path("paper_tables")
     torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")

@@ -66,7 +66,7 @@ from fol.train import evaluate
 
 __all__ = [
     "ProtocolConfig", "ROWS", "COLUMN_QUANTILES", "PAPER_CELLS", "PAPER_SATELLITES", "column_nodes",
-    "Paired", "paired_difference", "merge_results",
+    "Paired", "paired_difference", "merge_results", "RowComparison", "compare_results",
     "partition_pool", "pretrained_swarm", "run_setting", "run_protocol", "ProtocolResult", "load_pool", "paper_task", "METHOD_GROUPS", "rows_for",
 ]
 
@@ -714,6 +714,78 @@ def merge_results(results: Sequence[tuple[str, ProtocolResult]]) -> ProtocolResu
     return ProtocolResult(config, settings=settings, seconds=sum(r.seconds for _, r in results),
                           cpu_seconds=sum(r.cpu_seconds for _, r in results),
                           complete=all(r.complete for _, r in results))
+
+
+#: What two runs :func:`compare_results` sets side by side may differ in, besides
+#: what :func:`merge_results` allows: the options of FOL and of the baselines.
+_COMPARABLE = _MERGEABLE + ("fol", "method_options")
+
+
+@dataclass(frozen=True)
+class RowComparison:
+    """One row of two runs on the same swarms (:func:`compare_results`):
+    ``local`` (the same in both), ``base`` and ``other`` are (mean, std) in %
+    over ``seeds`` of the swarm means; ``paired`` is other against base
+    (:class:`Paired`)."""
+
+    dataset: str
+    psi: float
+    row: str
+    seeds: tuple[int, ...]
+    local: tuple[float, float]
+    base: tuple[float, float]
+    other: tuple[float, float]
+    paired: Paired
+
+
+def compare_results(base: ProtocolResult, other: ProtocolResult) -> list[RowComparison]:
+    """``other`` against ``base``, paired by setting, seed and node: two runs of
+    the same protocol that differ in FOL's or the baselines' options (e.g.
+    ``--fol preset=paper`` against the default), which :func:`merge_results`
+    cannot join (their FOL rows have the same names). Only the settings and
+    seeds both ran are compared, and on every one of those seeds Local must
+    agree to the last node (the same pretrained swarm); every row both hold
+    but Local is compared, in the paper's order.
+
+    >>> cfg = ProtocolConfig(datasets=("d",), psis=(0.5,), seeds=(0,), nodes=2, pool=0, rounds=1, methods=("fol",))
+    >>> run = lambda fol: ProtocolResult(cfg, settings={("d", 0.5): {"sizes": [50, 60], "columns": [0, 1, 1],
+    ...     "acc": {0: {"Local": [0.8, 0.9], "FOL (E=1)": fol}}}})
+    >>> [(c.row, round(c.paired.diff[0], 1), c.paired.above) for c in compare_results(run([0.8, 0.9]), run([0.9, 0.9]))]
+    [('FOL (E=1)', 5.0, 1)]
+    """
+    fixed, theirs = base.config.to_dict(), other.config.to_dict()
+    differ = sorted(k for k in fixed if k not in _COMPARABLE and fixed[k] != theirs[k])
+    if differ:
+        raise ConfigError(f"compare: the two runs differ in {', '.join(differ)}; only "
+                          f"{', '.join(_COMPARABLE)} may differ (the same swarms, pretrained alike)")
+    out: list[RowComparison] = []
+    for key, mine in base.settings.items():
+        if key not in other.settings:
+            continue
+        yours = other.settings[key]
+        where = f"compare: {key[0]} psi={key[1]}"
+        if mine["sizes"] != yours["sizes"]:
+            raise ConfigError(f"{where}: the two runs partitioned the data differently (node sizes differ)")
+        seeds = tuple(s for s in mine["acc"] if s in yours["acc"])
+        for seed in seeds:
+            if mine["acc"][seed]["Local"] != yours["acc"][seed]["Local"]:
+                raise ConfigError(f"{where} seed {seed}: Local differs between the runs (another pretraining); "
+                                  f"only runs of the same swarm and seed can be compared")
+        if not seeds:
+            continue
+        held = [row for row in next(iter(mine["acc"].values())) if row != "Local"
+                and row in next(iter(yours["acc"].values()))]
+        local = _mean_std([statistics.mean(mine["acc"][s]["Local"]) for s in seeds])
+        for row in held:
+            a = {s: mine["acc"][s][row] for s in seeds}
+            b = {s: yours["acc"][s][row] for s in seeds}
+            out.append(RowComparison(key[0], key[1], row, seeds, local,
+                                     _mean_std([statistics.mean(v) for v in a.values()]),
+                                     _mean_std([statistics.mean(v) for v in b.values()]),
+                                     paired_difference(b, a)))
+    if not out:
+        raise ConfigError("compare: the two runs share no setting and seed with a row besides Local")
+    return out
 
 
 def _fmt(mean: float, std: float, single: bool = False) -> str:

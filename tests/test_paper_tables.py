@@ -297,3 +297,46 @@ def test_share_leaves_out_a_seed_whose_ensemble_gains_under_half_a_point() -> No
     t = res.transfer("synthetic-hurricane", 0.5, rounds=1)
     assert t["kept_seeds"] == (1, 2)
     assert t["kept"][0] == pytest.approx(60.0)
+
+
+def test_compare_pairs_two_runs_of_the_same_swarms_that_differ_in_options(tmp_path, capsys, benchmark_script) -> None:
+    base, acc = _fake_run(tmp_path, "base", "synthetic-hurricane", [0, 1])
+    data = json.loads(base.read_text())
+    data["config"]["fol"] = {"preset": "paper"}  # another FOL configuration on the same pretrained swarm
+    for seed in ("0", "1"):
+        data["raw"][0]["acc"][seed]["FOL (E=1)"][0] += 0.1  # node 0 gains 10 points on both seeds, the rest tie
+    other = tmp_path / "paper.json"
+    other.write_text(json.dumps(data))
+    script = benchmark_script("paper_tables")
+    assert script.main(["--compare", str(base), str(other)]) == 0
+    out = capsys.readouterr().out
+    assert "{'preset': 'paper'}" in out and "seeds [0, 1]" in out
+    local = 100 * sum(sum(acc[s]["Local"]) / 4 for s in (0, 1)) / 2
+    assert f"Local {local:.1f}" in out
+    fol = next(line for line in out.splitlines() if line.startswith("| FOL (E=1) |"))
+    assert "| +2.5 ± 0.0 | 2 / 0 of 8 |" in fol  # 10 points on one node of four, on both seeds
+    fola = next(line for line in out.splitlines() if line.startswith("| FOL-A (E=1) |"))
+    assert "| +0.0 ± 0.0 | 0 / 0 of 8 | - |" in fola  # no node differs: no test
+    # only the seeds both ran are paired
+    later, _ = _fake_run(tmp_path, "later", "synthetic-hurricane", [1, 2])
+    assert script.main(["--compare", str(base), str(later)]) == 0
+    assert "seeds [1]" in capsys.readouterr().out
+
+
+def test_compare_refuses_runs_that_are_not_the_same_swarms(tmp_path, capsys, benchmark_script) -> None:
+    base, _ = _fake_run(tmp_path, "base", "synthetic-hurricane", [0])
+    data = json.loads(base.read_text())
+    data["raw"][0]["acc"]["0"]["Local"][2] = 0.3
+    retrained = tmp_path / "retrained.json"
+    retrained.write_text(json.dumps(data))
+    data = json.loads(base.read_text())
+    data["config"]["arch"] = "cnn-small"
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps(data))
+    elsewhere, _ = _fake_run(tmp_path, "elsewhere", "synthetic-hurricane", [5])
+    script = benchmark_script("paper_tables")
+    for other, words in ((retrained, "seed 0: Local differs"), (small, "differ in arch"),
+                         (elsewhere, "share no setting and seed"), (base, "listed twice")):
+        assert script.main(["--compare", str(base), str(other)]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
