@@ -35,6 +35,9 @@ def test_merge_of_defaults_only_runs_compares_paper_and_default(script, tmp_path
     assert table == ["paper", "default"]
     assert "option (vs paper)" in out  # runs saved before --base existed compared against the paper preset
     assert "default (current)                 85.00" in out  # mean of 0.8 and 0.9 over the 4 node runs
+    # node run by node run against the base: +10 points on 2 of the 4 runs, a tie on the others
+    paired = next(line for line in out.splitlines() if line.startswith("  default (current)"))
+    assert paired.split(None, 2)[2] == "+5.00 points, 2 above / 0 below of 4 runs, p = 0.5"
 
 
 def test_merge_refuses_a_defaults_only_run_with_a_run_of_every_option(script, tmp_path, capsys) -> None:
