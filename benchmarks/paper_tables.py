@@ -49,7 +49,7 @@ import torch  # noqa: E402
 from _common import key_values, machine_line  # noqa: E402
 
 from fol.errors import ConfigError, FOLError  # noqa: E402
-from fol.fileio import check_output_dir  # noqa: E402
+from fol.fileio import atomic_write_text, check_output_dir  # noqa: E402
 from fol.executors import make_executor  # noqa: E402
 from fol.reproduce import (COLUMN_QUANTILES, METHOD_GROUPS, ProtocolConfig, ProtocolResult,  # noqa: E402
                            compare_results, merge_results, run_protocol)
@@ -149,12 +149,15 @@ def read_runs(paths: list[Path], flag: str) -> list[tuple[str, ProtocolResult]]:
     return runs
 
 
-def compare(paths: list[Path]) -> int:
+def compare(paths: list[Path], out: Path | None) -> int:
     """``--compare BASE OTHER``: every row two runs of the same swarms hold,
-    other against base, paired by seed and node (:func:`fol.reproduce.compare_results`)."""
+    other against base, paired by seed and node (:func:`fol.reproduce.compare_results`);
+    also written to ``out/compare.md`` when ``out`` is given."""
     try:
         (base_name, base), (other_name, other) = read_runs(paths, "--compare")
         rows = compare_results(base, other)
+        if out is not None:
+            check_output_dir(out, ConfigError, what="--out")
     except FOLError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -175,6 +178,10 @@ def compare(paths: list[Path]) -> int:
             lines.append(f"| {c.row} | {c.base[0]:.1f} ± {c.base[1]:.1f} | {c.other[0]:.1f} ± {c.other[1]:.1f} | "
                          f"{d[0]:+.1f} ± {d[1]:.1f} | {c.paired.above} / {c.paired.below} of {c.paired.pairs} | {p} |")
     print("\n".join(lines))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "compare.md", "\n".join(lines) + "\n")
+        print(f"wrote {out / 'compare.md'}")
     return 0
 
 
@@ -217,14 +224,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fol", nargs="*", default=[], metavar="KEY=VALUE", help="FOLConfig overrides")
     ap.add_argument("--option", nargs="*", default=[], metavar="METHOD.KEY=VALUE",
                     help="baseline options, e.g. dense.epochs=5 fedavg.local_epochs=1")
-    ap.add_argument("--out", type=Path, help="output folder (default: paper_tables; with --merge: none, "
-                                             "the merged tables are only printed)")
+    ap.add_argument("--out", type=Path, help="output folder (default: paper_tables; with --merge / --compare: "
+                                             "none, the tables are only printed)")
     ap.add_argument("--merge", type=Path, nargs="+", metavar="TABLES_JSON",
                     help="run nothing: join the tables.json of earlier runs (e.g. one process per task, per "
                          "seed or per method group), print their tables and summary, and write them to --out if given")
     ap.add_argument("--compare", type=Path, nargs=2, metavar=("BASE_JSON", "OTHER_JSON"),
                     help="run nothing: set two runs of the same swarms that differ in FOL's or the baselines' "
-                         "options side by side (other - base, paired by seed and node) and exit")
+                         "options side by side (other - base, paired by seed and node; with --out also to OUT/compare.md) "
+                         "and exit")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per worker (1 is fastest for small CNNs)")
     ap.add_argument("--executor", choices=["local", "process"], default="process",
                     help="where per-node work runs (default: %(default)s; results do not depend on it)")
@@ -234,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.merge:
         return merge(args.merge, args.out)
     if args.compare:
-        return compare(args.compare)
+        return compare(args.compare, args.out)
     args.out = args.out or Path("paper_tables")
     torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")

@@ -308,9 +308,10 @@ def test_compare_pairs_two_runs_of_the_same_swarms_that_differ_in_options(tmp_pa
     other = tmp_path / "paper.json"
     other.write_text(json.dumps(data))
     script = benchmark_script("paper_tables")
-    assert script.main(["--compare", str(base), str(other)]) == 0
+    assert script.main(["--compare", str(base), str(other), "--out", str(tmp_path / "cmp")]) == 0
     out = capsys.readouterr().out
     assert "{'preset': 'paper'}" in out and "seeds [0, 1]" in out
+    assert (tmp_path / "cmp" / "compare.md").read_text() in out  # the printed table, written as it was printed
     local = 100 * sum(sum(acc[s]["Local"]) / 4 for s in (0, 1)) / 2
     assert f"Local {local:.1f}" in out
     fol = next(line for line in out.splitlines() if line.startswith("| FOL (E=1) |"))
@@ -340,3 +341,10 @@ def test_compare_refuses_runs_that_are_not_the_same_swarms(tmp_path, capsys, ben
         assert script.main(["--compare", str(base), str(other)]) == 2
         err = capsys.readouterr().err
         assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    a_file = tmp_path / "a-file"
+    a_file.write_text("kept")
+    paper, _ = _fake_run(tmp_path, "paper", "synthetic-hurricane", [0])
+    assert script.main(["--compare", str(base), str(paper), "--out", str(a_file)]) == 2  # not a folder
+    err = capsys.readouterr().err
+    assert "--out" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert a_file.read_text() == "kept"
