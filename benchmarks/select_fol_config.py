@@ -67,7 +67,7 @@ from fol.methods.fol_method import run_fol_pipeline  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
 from fol.personalize import (NodeState, Received, RoundReport, align_candidates,  # noqa: E402
                              apply_align_fallback, ensemble_and_distill, swarm_transfer)
-from fol.reproduce import ProtocolConfig, load_pool, partition_pool  # noqa: E402
+from fol.reproduce import ProtocolConfig, load_pool, paired_difference, partition_pool  # noqa: E402
 from fol.train import evaluate  # noqa: E402
 
 #: Stage-3/4 options, one at a time against the paper preset: (field, value).
@@ -418,18 +418,16 @@ def main(argv: list[str] | None = None) -> int:
 def paired_line(values: list[float], base: list[float]) -> str:
     """``values`` against ``base`` on the same node runs: the mean difference
     in points, the runs above / below, and the two-sided Wilcoxon
-    signed-rank p over the runs that differ ('-' when none does).
+    signed-rank p over the runs that differ ('-' when none does); the
+    protocol's own :func:`~fol.reproduce.paired_difference`, every node run
+    taken as one node of one seed.
 
     >>> paired_line([0.9, 0.8, 0.7, 0.6], [0.8, 0.8, 0.6, 0.6])
     '+5.00 points, 2 above / 0 below of 4 runs, p = 0.5'
     """
-    from scipy.stats import wilcoxon
-
-    diff = [a - b for a, b in zip(values, base, strict=True)]
-    differ = [d for d in diff if abs(d) > 1e-12]
-    p = f"{wilcoxon(differ).pvalue:.2g}" if differ else "-"
-    return (f"{100 * statistics.mean(diff):+.2f} points, {sum(d > 1e-12 for d in diff)} above / "
-            f"{sum(d < -1e-12 for d in diff)} below of {len(diff)} runs, p = {p}")
+    r = paired_difference({0: values}, {0: base})
+    p = "-" if r.p is None else f"{r.p:.2g}"
+    return f"{r.diff[0]:+.2f} points, {r.above} above / {r.below} below of {r.pairs} runs, p = {p}"
 
 
 def print_table(results: dict[str, dict[str, list[float]]], configs: dict[str, FOLConfig],
