@@ -28,3 +28,47 @@ def test_summary_is_the_mean_of_the_nodes(classes, name, k, capsys, benchmark_sc
     assert abs(printed_local - local) < 0.2 and abs(printed_majority - majority) < 0.2
     assert abs(float(re.search(r"local - majority : +(-?[\d.]+)", out).group(1)) - (printed_local - printed_majority)) < 0.2
     assert len(re.findall(r"\(target >= \d+\) (met|NOT met)", out)) == 4
+
+
+def test_seeds_are_summarized_and_saved(tmp_path, capsys, benchmark_script) -> None:
+    """--seeds 2: each seed is its own full run (another pool, partition and
+    model); the summary is the mean over the seeds' printed figures, counts the
+    seeds that meet each target, and --json holds the same figures."""
+    import doctest
+    import json
+    import statistics
+
+    script = benchmark_script("calibrate_synthetic")
+    assert doctest.testmod(script).failed == 0  # summarize's example (benchmarks/ is not collected)
+    path = tmp_path / "cal.json"
+    argv = ["--task", "hurricane", "--nodes", "3", "--per-node", "40", "--pool", "600", "--region-images", "80",
+            "--seeds", "2", "--seed", "4", "--json", str(path)]
+    assert script.main(argv) == 0
+    out = capsys.readouterr().out
+    assert re.findall(r"psi=0.5, seed=(\d+),", out) == ["4", "5"]
+    local = [float(v) for v in re.findall(r"local test accuracy  : ([\d.]+)", out)]
+    drops = [float(v) for v in re.findall(r"far-region drop  : +(-?[\d.]+) \(target", out)]
+    met = re.findall(r"far-region drop  : +-?[\d.]+ \(target >= 10\) (met|NOT met)", out)
+    assert len(local) == 2 and len(drops) == 2
+    summary = out.split("mean ± std over seeds 4-5 (2 seeds)")[1]
+    m = re.search(r"local +: +([\d.]+) ± ([\d.]+) +\(seeds 4, 5: ([\d.]+), ([\d.]+)\)", summary)
+    assert m and [float(m.group(3)), float(m.group(4))] == local
+    assert abs(float(m.group(1)) - statistics.mean(local)) < 0.06
+    d = re.search(r"far-region drop +: +(-?[\d.]+) ± [\d.]+ +\(seeds 4, 5: (-?[\d.]+), (-?[\d.]+); "
+                  r"target >= 10: met on (\d) of 2 seeds\)", summary)
+    assert d and abs(float(d.group(2)) - drops[0]) < 0.06 and abs(float(d.group(3)) - drops[1]) < 0.06
+    assert int(d.group(4)) == met.count("met")
+    saved = json.loads(path.read_text())
+    runs = saved["runs"]["hurricane"]
+    assert [r["seed"] for r in runs] == [4, 5] and saved["args"]["seeds"] == 2
+    assert all(abs(r["local"] - v) < 0.06 for r, v in zip(runs, local))
+    assert all(len(r["local_per_node"]) == 3 for r in runs)
+    assert runs[0]["local"] != runs[1]["local"] or runs[0]["pooled"] != runs[1]["pooled"]
+
+
+def test_unwritable_json_fails_before_training(tmp_path, capsys, benchmark_script) -> None:
+    script = benchmark_script("calibrate_synthetic")
+    assert script.main(["--task", "wildfire", "--json", str(tmp_path)]) == 2  # a folder, not a file name
+    err = capsys.readouterr()
+    assert err.err.count("\n") == 1 and "--json" in err.err and "is a folder" in err.err
+    assert "machine:" not in err.out  # nothing ran
