@@ -22,8 +22,11 @@ both hold (a repeat, e.g. E = 1 again in a run of E = 1-3, is kept once).
 ``--compare BASE OTHER`` sets two runs of the same swarms that differ in FOL's
 (or the baselines') options side by side, e.g. ``--fol preset=paper`` against
 the default: every row both hold, paired by seed and node on the seeds both
-ran (Local must agree to the last node), with the same paired statistics. The
-protocol itself is :mod:`fol.reproduce`.
+ran (Local must agree to the last node), with the same paired statistics.
+``--methods local`` only pretrains and reports Local (minutes, not hours):
+``--merge`` it with a saved run to check that this machine pretrains that
+run's swarms to the same Local before comparing with it. The protocol itself
+is :mod:`fol.reproduce`.
 
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py --quick          # psi 0.5, 4 nodes, 1 seed
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py                  # the full grid (24 nodes, 3 seeds)
@@ -31,6 +34,8 @@ protocol itself is :mod:`fol.reproduce`.
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py --quick --data imagefolder:/path/to/folder
     python benchmarks/paper_tables.py --merge wildfire/tables.json hurricane/tables.json --out both
     python benchmarks/paper_tables.py --compare default/tables.json paper/tables.json
+    OMP_NUM_THREADS=1 python benchmarks/paper_tables.py --data synthetic-wildfire --psi 0.7 --methods local --out check
+    python benchmarks/paper_tables.py --merge saved/tables.json check/tables.json --out checked
 """
 
 from __future__ import annotations

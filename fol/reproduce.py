@@ -85,8 +85,11 @@ _POOLED = (("Pooled", "pooled"), ("Pooled + FT", "pooled-ft"))
 #: The method groups a protocol run can include (Local is always there): ``fol``
 #: gives the FOL-A and FOL rows (the pipeline with pruning), ``fol-n`` FOL-AN and
 #: FOL-N (without), each baseline its own rows, and ``pooled`` the two
-#: references trained on all nodes' data pooled (Pooled, Pooled + FT).
-METHOD_GROUPS: tuple[str, ...] = ("fol", "fol-n", "dense", "co-boosting", "fedavg", "pooled")
+#: references trained on all nodes' data pooled (Pooled, Pooled + FT). ``local``
+#: adds nothing: a run of ``("local",)`` only pretrains and reports Local, which
+#: is how to check, in minutes, that a machine pretrains a saved run's swarms
+#: alike before comparing with it (``--merge`` refuses runs whose Local differs).
+METHOD_GROUPS: tuple[str, ...] = ("fol", "fol-n", "dense", "co-boosting", "fedavg", "pooled", "local")
 
 
 def rows_for(rounds: int, methods: Sequence[str] = METHOD_GROUPS) -> list[str]:

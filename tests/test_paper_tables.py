@@ -61,6 +61,28 @@ def test_methods_restrict_the_rows_and_the_work(tmp_path, capsys, benchmark_scri
         ProtocolConfig(methods=("fol", "hermes"))
 
 
+def test_local_only_run_checks_a_saved_runs_pretraining(tmp_path, capsys, benchmark_script) -> None:
+    """--methods local pretrains and reports Local only; merged with a saved run of
+    the same swarm and seed it passes when this machine pretrains alike, and is
+    refused, naming Local, when one node's Local differs."""
+    script = benchmark_script("paper_tables")
+    saved, check = tmp_path / "saved", tmp_path / "check"
+    assert script.main(["--quick", *TINY, "--rounds", "1", "--methods", "fol", "--out", str(saved)]) == 0
+    assert script.main(["--quick", *TINY, "--rounds", "1", "--methods", "local", "--out", str(check)]) == 0
+    capsys.readouterr()
+    data = json.loads((check / "tables.json").read_text())
+    assert set(data["raw"][0]["acc"]["0"]) == {"Local"} == set(rows_for(1, ("local",)))
+    assert data["raw"][0]["acc"]["0"]["Local"] == json.loads((saved / "tables.json").read_text())["raw"][0]["acc"]["0"]["Local"]
+    assert script.main(["--merge", str(saved / "tables.json"), str(check / "tables.json"), "--out", str(tmp_path / "m")]) == 0
+    capsys.readouterr()
+    local = data["raw"][0]["acc"]["0"]["Local"]
+    local[1] = 0.0 if local[1] > 0 else 1.0  # one node pretrained otherwise
+    (check / "tables.json").write_text(json.dumps(data))
+    assert script.main(["--merge", str(saved / "tables.json"), str(check / "tables.json")]) == 2
+    err = capsys.readouterr().err
+    assert "Local row differs" in err and len(err.strip().splitlines()) == 1
+
+
 def test_pooled_references_measure_the_room(tmp_path, capsys, benchmark_script) -> None:
     argv = ["--quick", *TINY, "--rounds", "1", "--methods", "fol", "pooled", "--out", str(tmp_path)]
     assert benchmark_script("paper_tables").main(argv) == 0
