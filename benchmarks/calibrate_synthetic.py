@@ -227,9 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         for seed in seeds:
             runs.append(calibrate(task, args, seed))
             if args.json is not None:
-                write_json_atomic(args.json, {"args": {k: str(v) if isinstance(v, Path) else v
-                                                       for k, v in vars(args).items()},
-                                              "targets": TARGETS, "runs": saved})
+                # the one non-JSON argument is the --json path itself: written as text
+                write_json_atomic(args.json, {"args": vars(args), "targets": TARGETS, "runs": saved}, default=str)
         if len(runs) > 1:
             print(f"\n{runs[0]['dataset']}: mean ± std over seeds {seeds[0]}-{seeds[-1]} ({len(runs)} seeds)")
             print("\n".join(summarize(runs)), flush=True)
