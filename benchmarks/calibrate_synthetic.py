@@ -234,8 +234,10 @@ def main(argv: list[str] | None = None) -> int:
         for seed in seeds:
             runs.append(calibrate(task, args, seed))
             if args.json is not None:
-                # the one non-JSON argument is the --json path itself: written as text
-                write_json_atomic(args.json, {"args": vars(args), "targets": TARGETS, "runs": saved}, default=str)
+                # the one non-JSON argument is the --json path itself: written as text; the
+                # writer's own hook keeps turning any numpy number in the figures into a float
+                write_json_atomic(args.json, {"args": {**vars(args), "json": str(args.json)}, "targets": TARGETS,
+                                              "runs": saved})
         if len(runs) > 1:
             print(f"\n{runs[0]['dataset']}: mean ± std over seeds {seeds[0]}-{seeds[-1]} ({len(runs)} seeds)")
             print("\n".join(summarize(runs)), flush=True)
