@@ -31,7 +31,7 @@ from swarmbase.fileio import atomic_writer
 from swarmbase.tomlcheck import check_input_file
 
 from .errors import ContactError
-from .trajectory import MOVING, Trajectories, time_grid
+from .trajectory import MOVING, Trajectories, check_trajectory_size, time_grid
 
 WAYPOINT_COLUMNS = ("node_id", "t_s", "x_km", "y_km", "z_km")
 
@@ -104,6 +104,19 @@ def write_waypoints_csv(path: str | Path, drones: list[Waypoints]) -> Path:
     return path
 
 
+#: Mean distance between two points drawn uniformly in a unit square.
+_MEAN_UNIT_SQUARE_DISTANCE = 0.5214
+
+
+def expected_turns(count: int, area_km: float, speed_m_s: float, duration_s: float,
+                   pause_s: float = 0.0) -> float:
+    """Expected number of waypoint times :func:`random_waypoints` draws over all
+    drones (each becomes a time sample of every drone's trajectory)."""
+    leg_s = max(_MEAN_UNIT_SQUARE_DISTANCE * area_km * 1000.0 / speed_m_s, 1e-3)
+    per_drone = duration_s / (leg_s + pause_s) * (2 if pause_s > 0 else 1) + 2
+    return count * per_drone
+
+
 def random_waypoints(count: int, area_km: float, speed_m_s: float, duration_s: float, seed: int,
                      altitude_km: float = 0.1, pause_s: float = 0.0) -> list[Waypoints]:
     """Random-waypoint mobility in a square ``area_km`` wide at ``altitude_km``.
@@ -120,6 +133,8 @@ def random_waypoints(count: int, area_km: float, speed_m_s: float, duration_s: f
         raise ContactError(f"drones.speed_m_s: expected > 0 m/s, got {speed_m_s}")
     if pause_s < 0:
         raise ContactError(f"drones.pause_s: expected >= 0 s, got {pause_s}")
+    turns = expected_turns(count, area_km, speed_m_s, duration_s, pause_s)
+    check_trajectory_size(turns, count, waypoint_times=turns)
     rng = np.random.default_rng(seed)
     speed = speed_m_s / 1000.0
     out = []

@@ -80,17 +80,18 @@ from typing import Any
 import numpy as np
 
 from orbits import Constellation, OrbitError, parse_utc, read_omm, read_tle, walker_delta, walker_star
-from orbits.sunlight import eclipse_intervals
+from orbits.sunlight import MAX_SUNLIGHT_SAMPLES, eclipse_intervals
 from swarmbase.tomlcheck import Table, read_toml
 
-from .drones import drone_trajectories, random_waypoints, read_waypoints_csv
+from .drones import drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
 from .dtn import read_ion
 from .errors import ContactError
 from .energy import Battery, EnergyModel
 from .geometry import EARTH_RADIUS_KM
 from .link import LinkModel
 from .plan import ContactPlan
-from .trajectory import GroundStation, Trajectories, satellite_trajectories
+from .trajectory import (GroundStation, Trajectories, check_trajectory_size, grid_samples,
+                         satellite_trajectories)
 from .windows import LinkGeometry, find_windows
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,8 @@ _LINK_KEYS = {"model", "rate_bps", "max_range_km", "grazing_altitude_km", "acqui
               "rx_gain_dbi", "frequency_hz", "bandwidth_hz", "noise_temperature_k", "losses_db",
               "max_rate_bps"}
 _ROUND_KEYS = {"count", "duration_s", "boundaries_s"}
+#: Most rounds a scenario may define (each round keeps per-node state in the plan and the simulation).
+MAX_ROUNDS = 10_000
 _CONTACTS_KEYS = {"plan_file"}
 _ENERGY_KEYS = {"battery_wh", "solar_w", "idle_w", "j_per_flop", "j_per_byte", "initial_charge", "sunlight_step_s"}
 
@@ -207,10 +210,19 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
                            ) -> ContactScenario:
     """Validate the contact sections of a parsed TOML document.
 
-    ``base_dir`` resolves relative paths; ``path`` is only used in messages.
+    ``base_dir`` resolves relative paths; ``path`` is only used in messages,
+    every one of which names it first (``<path>: <table>.<key>: ...``).
     """
-    base_dir = Path(base_dir)
     src = str(path) if path is not None else "scenario"
+    try:
+        return _parse_contact_scenario(data, Path(base_dir), path, src)
+    except ContactError as exc:
+        if str(exc).startswith(f"{src}: "):
+            raise
+        raise ContactError(f"{src}: {exc}") from None
+
+
+def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None, src: str) -> ContactScenario:
     if not isinstance(data, dict):
         raise ContactError(f"{src}: expected a TOML document (table)")
     for key in data:
@@ -342,6 +354,8 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
 
     rt = _Table(data.get("rounds", {}), "rounds", _ROUND_KEYS, src)
     rounds = RoundConfig(rt.int("count", None, minimum=1), rt.num("duration_s", None, positive=True))
+    if rounds.count is not None and rounds.count > MAX_ROUNDS:
+        raise ContactError(f"rounds.count: expected at most {MAX_ROUNDS:,} rounds, got {rounds.count:,}")
     if rt.has("boundaries_s"):
         b = rt.data["boundaries_s"]
         if rounds.duration_s is not None:
@@ -354,6 +368,8 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
         if b[0] < 0 or b[-1] > time.duration_s + 1e-9:
             raise ContactError(
                 f"rounds.boundaries_s: expected times within 0..{time.duration_s} s (time.duration_s)")
+        if len(b) - 1 > MAX_ROUNDS:
+            raise ContactError(f"rounds.boundaries_s: expected at most {MAX_ROUNDS:,} rounds, got {len(b) - 1:,}")
         if rounds.count is not None and rounds.count != len(b) - 1:
             raise ContactError(
                 f"rounds.count: {rounds.count} does not match {len(b) - 1} rounds in boundaries_s")
@@ -363,6 +379,9 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
         if n < 1 or n * rounds.duration_s > time.duration_s + 1e-6:
             raise ContactError(
                 f"rounds: {n} rounds of {rounds.duration_s} s exceed time.duration_s ({time.duration_s} s)")
+        if n > MAX_ROUNDS:
+            raise ContactError(f"rounds.duration_s: {rounds.duration_s} s makes {n:,} rounds of "
+                               f"time.duration_s, expected at most {MAX_ROUNDS:,}")
         rounds.count = n
 
     energy, sunlight_step_s = None, 60.0
@@ -376,10 +395,31 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
             j_per_byte=et.num("j_per_byte", 0.0, nonneg=True),
             initial_charge=et.num("initial_charge", 1.0, nonneg=True))
         sunlight_step_s = et.num("sunlight_step_s", 60.0, positive=True)
+        if time.duration_s / sunlight_step_s > MAX_SUNLIGHT_SAMPLES:
+            raise ContactError(
+                f"energy.sunlight_step_s: {sunlight_step_s} s over time.duration_s makes "
+                f"{time.duration_s / sunlight_step_s:,.0f} samples per satellite, expected at most "
+                f"{MAX_SUNLIGHT_SAMPLES:,}; raise energy.sunlight_step_s")
 
     reserved = {k: v for k, v in data.items() if k in RESERVED_TABLES}
-    return ContactScenario(Path(path) if path else None, base_dir, time, link, geometry, rounds,
-                           constellation, drones, stations, reserved, plan_file, energy, sunlight_step_s)
+    scenario = ContactScenario(Path(path) if path else None, base_dir, time, link, geometry, rounds,
+                               constellation, drones, stations, reserved, plan_file, energy, sunlight_step_s)
+    if plan_file is None:
+        # the node count is known here for Walker shells and random-waypoint drones; files
+        # (TLE, OMM, waypoints) are checked once read, still before anything is propagated
+        known = constellation is not None and constellation.kind.startswith("walker")
+        _check_grid(scenario, constellation.total + len(stations) if known else 1)
+    return scenario
+
+
+def _check_grid(scenario: ContactScenario, n_nodes: int, turns: float = 0.0) -> None:
+    """Refuse a time grid whose trajectory table would be too large, before it is built.
+    Random-waypoint drones add their expected waypoint times to the grid."""
+    t, d = scenario.time, scenario.drones
+    if d is not None and d.count is not None:
+        n_nodes = d.count
+        turns = expected_turns(d.count, d.area_km, d.speed_m_s, t.duration_s, d.pause_s)
+    check_trajectory_size(grid_samples(t.duration_s, t.step_s) + turns, n_nodes, waypoint_times=turns)
 
 
 def load_contact_scenario(path: str | Path) -> ContactScenario:
@@ -454,10 +494,12 @@ def check_contact_scenario(scenario: ContactScenario) -> tuple[list[str], list[i
         return [n for n, k in zip(plan.node_names, plan.node_kinds) if k != "ground_station"], None
     if scenario.constellation is not None:
         constellation = build_constellation(scenario)
+        _check_grid(scenario, len(constellation.names) + len(scenario.ground_stations))
         return list(constellation.names), [int(p) for p in constellation.planes]
     d = scenario.drones
     if d.waypoints_csv is not None:
         wps = read_waypoints_csv(d.waypoints_csv)
+        _check_grid(scenario, len(wps), sum(w.t_s.size for w in wps))
     else:
         wps = random_waypoints(d.count, d.area_km, d.speed_m_s, min(scenario.time.duration_s, 1.0), d.seed,
                                d.altitude_km, d.pause_s)
@@ -471,11 +513,13 @@ def build_trajectories(scenario: ContactScenario) -> Trajectories:
     t = scenario.time
     if scenario.constellation is not None:
         constellation = build_constellation(scenario)
+        _check_grid(scenario, len(constellation.names) + len(scenario.ground_stations))
         return satellite_trajectories(constellation, t.start, t.duration_s, t.step_s,
                                       scenario.ground_stations or None)
     d = scenario.drones
     if d.waypoints_csv is not None:
         wps = read_waypoints_csv(d.waypoints_csv)
+        _check_grid(scenario, len(wps), sum(w.t_s.size for w in wps))
     else:
         wps = random_waypoints(d.count, d.area_km, d.speed_m_s, t.duration_s, d.seed,
                                d.altitude_km, d.pause_s)

@@ -81,12 +81,38 @@ class Trajectories:
                          np.sqrt((self.vel_left**2).sum(-1)).max()))
 
 
+#: Largest trajectory table a scenario may ask for: positions and the velocity on
+#: both sides of every sample, float64 (72 bytes per node and time sample).
+MAX_TRAJECTORY_BYTES = 8 * 2**30
+TRAJECTORY_BYTES_PER_SAMPLE = 3 * 3 * 8
+
+
+def grid_samples(duration_s: float, step_s: float) -> int:
+    """Number of times :func:`time_grid` returns, computed without building it."""
+    return int(np.floor(duration_s / step_s + 1e-9)) + 2
+
+
+def check_trajectory_size(n_times: float, n_nodes: int, waypoint_times: float = 0.0) -> None:
+    """Refuse, before anything is allocated, a grid whose trajectory table would
+    exceed :data:`MAX_TRAJECTORY_BYTES`. ``n_times`` counts every time sample,
+    ``waypoint_times`` of them the drones' turns (either may be an estimate)."""
+    need = float(n_times) * max(int(n_nodes), 1) * TRAJECTORY_BYTES_PER_SAMPLE
+    if need > MAX_TRAJECTORY_BYTES:
+        turns = waypoint_times > n_times / 2
+        field, fix = (("time.duration_s", "shorten time.duration_s (every waypoint time is a sample)") if turns
+                      else ("time.step_s", "raise time.step_s or shorten time.duration_s"))
+        raise ContactError(
+            f"{field}: {float(n_times):,.0f} time samples x {max(int(n_nodes), 1):,} node(s) would need "
+            f"{need / 2**30:,.1f} GiB of trajectories (limit {MAX_TRAJECTORY_BYTES / 2**30:.0f} GiB); {fix}")
+
+
 def time_grid(duration_s: float, step_s: float) -> np.ndarray:
     """Grid ``0, step, 2 step, ..., duration`` (the last cell may be shorter)."""
     if not np.isfinite(duration_s) or duration_s <= 0:
         raise ContactError(f"time.duration_s: expected a positive number of seconds, got {duration_s}")
     if not np.isfinite(step_s) or step_s <= 0:
         raise ContactError(f"time.step_s: expected a positive number of seconds, got {step_s}")
+    check_trajectory_size(grid_samples(duration_s, step_s), 1)
     n = int(np.floor(duration_s / step_s + 1e-9))
     grid = np.arange(n + 1) * float(step_s)
     if duration_s - grid[-1] > 1e-6:

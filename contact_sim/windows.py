@@ -115,7 +115,7 @@ class LinkGeometry:
                 f"link.grazing_altitude_km: expected >= 0 km, got {self.grazing_altitude_km}")
         if not -90 < self.min_elevation_deg < 90:
             raise ContactError(
-                f"ground_stations.min_elevation_deg: expected -90..90 deg, got {self.min_elevation_deg}")
+                f"link.min_elevation_deg: expected -90..90 deg, got {self.min_elevation_deg}")
         if self.station_max_range_km is not None and self.station_max_range_km <= 0:
             raise ContactError(
                 f"link.station_max_range_km: expected a positive distance, got {self.station_max_range_km}")

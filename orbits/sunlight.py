@@ -33,6 +33,8 @@ from .timeutil import parse_utc, skyfield_times, timescale
 
 #: Ephemeris file inside the skyfield-data package.
 EPHEMERIS_FILE = "de421.bsp"
+#: Most samples of the eclipse search grid per satellite (2,000,000: 23 days at 1 s).
+MAX_SUNLIGHT_SAMPLES = 2_000_000
 
 
 @lru_cache(maxsize=1)
@@ -78,6 +80,10 @@ def eclipse_intervals(constellation: Constellation, start: _dt.datetime | str, d
         raise OrbitError(f"time.duration_s: expected a positive number of seconds, got {duration_s}")
     if not step_s > 0 or not tol_s > 0:
         raise OrbitError(f"sunlight: step_s and tol_s must be positive, got {step_s}, {tol_s}")
+    if duration_s / step_s > MAX_SUNLIGHT_SAMPLES:
+        raise OrbitError(f"sunlight: step_s = {step_s} s over {duration_s} s makes "
+                         f"{duration_s / step_s:,.0f} samples per satellite, expected at most "
+                         f"{MAX_SUNLIGHT_SAMPLES:,}")
     start = parse_utc(start, field="time.start")
     n = int(np.ceil(duration_s / step_s))
     grid = np.minimum(np.arange(n + 1) * float(step_s), float(duration_s))

@@ -140,6 +140,76 @@ def test_scenario_errors_are_one_line(tmp_path, patch, match):
     assert "\n" not in str(exc.value)
 
 
+@pytest.mark.parametrize("patch, match", [
+    # a few characters asking for terabytes of trajectories are refused when read
+    (("step_s = 60.0", "step_s = 1e-9"), r"time.step_s: .* would need .* GiB of trajectories \(limit 8 GiB\)"),
+    (("duration_s = 3600.0", "duration_s = 1e15"), r"time.step_s: .* GiB of trajectories"),
+    (("count = 2", "count = 1000000000"), r"rounds.count: expected at most 10,000 rounds"),
+    (("max_range_km = 5000.0", "max_range_km = 5000.0\nmin_elevation_deg = 95.0"),
+     r"link.min_elevation_deg: expected -90..90"),
+    (("count = 2", "count = 2\n[energy]\nbattery_wh = 1.0\nsolar_w = 1.0\nidle_w = 0.5\n"
+                   "sunlight_step_s = 0.0001"), r"energy.sunlight_step_s: .* expected at most 2,000,000"),
+])
+def test_oversized_requests_are_refused_before_anything_is_built(tmp_path, patch, match):
+    import tracemalloc
+
+    p = _write(tmp_path, LEO.replace(*patch))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ContactError, match=match) as exc:
+            load_contact_scenario(p)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(exc.value).startswith(f"{p}: ") and "\n" not in str(exc.value)
+    assert peak < 20e6
+
+
+def test_drone_waypoint_times_count_toward_the_grid(tmp_path):
+    """Random-waypoint drones add every turn to the grid: a long flight with a
+    coarse step is refused on the waypoints, not attempted."""
+    p = _write(tmp_path, """
+        [drones]
+        count = 12
+        radio_range_km = 1.0
+        area_km = 4.0
+        speed_m_s = 15.0
+        [time]
+        duration_s = 1e10
+        step_s = 1e9
+        """)
+    with pytest.raises(ContactError, match=r"time.duration_s: .* \(every waypoint time is a sample\)"):
+        load_contact_scenario(p)
+    with pytest.raises(ContactError, match=r"GiB of trajectories"):
+        random_waypoints(12, 4.0, 15.0, 1e10, seed=0)
+    # the example's size passes, and the estimate is of the right order
+    from contact_sim.drones import expected_turns
+
+    wps = random_waypoints(12, 4.0, 15.0, 3600.0, seed=0)
+    drawn = sum(w.t_s.size for w in wps)
+    assert 0.5 * drawn < expected_turns(12, 4.0, 15.0, 3600.0) < 2.0 * drawn
+
+
+def test_tle_grid_is_checked_once_the_file_is_read(tmp_path):
+    from orbits import walker_delta, write_tle
+
+    write_tle(tmp_path / "shell.tle", walker_delta(6, 2, 1, 550.0, 53.0, "2025-03-01T00:00:00Z"))
+    p = _write(tmp_path, """
+        [constellation]
+        kind = "tle"
+        tle_file = "shell.tle"
+        [time]
+        start = "2025-03-01T00:00:00Z"
+        duration_s = 5e7
+        step_s = 1.0
+        [link]
+        max_range_km = 4000.0
+        """)
+    sc = load_contact_scenario(p)  # 5e7 samples of one node pass; of six nodes they do not
+    with pytest.raises(ContactError, match=r"x 6 node\(s\) would need"):
+        compute_contacts(sc)
+
+
 def test_scenario_needs_exactly_one_node_source():
     with pytest.raises(ContactError, match="exactly one of"):
         parse_contact_scenario({"time": {"duration_s": 10.0}}, ".")
