@@ -119,6 +119,33 @@ def test_bad_coordinate_file_name(tmp_path):
         loaders.parse_lonlat("10,95.jpg", ",")
 
 
+def test_oversized_pools_are_refused_before_decoding(tmp_path):
+    """The pool's size is checked from the file count and image_size before any
+    image is decoded or any array allocated."""
+    import tracemalloc
+
+    root = tmp_path / "imgs"
+    _write(root / "a" / "x.png", (0, 255, 0))
+    _write(root / "b" / "y.png", (255, 0, 0))
+    for size, needle in [(4, "image_size must be an integer of 8..1024"), (5000, "8..1024"),
+                         (True, "image_size must be an integer")]:
+        with pytest.raises(DataError, match=needle):
+            load_dataset("imagefolder", path=root, image_size=size)
+    from fol.data.geo import check_pool_size
+    from fol.data.synthetic import make_synthetic
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataError, match=r"synthetic wildfire: 100,000,000 images of 1024x1024 .* GiB"):
+            make_synthetic("wildfire", 100_000_000, seed=0, image_size=1024)
+        assert tracemalloc.get_traced_memory()[1] < 20e6
+    finally:
+        tracemalloc.stop()
+    check_pool_size(600, 1024, "ok")  # 7.0 GiB: under the 8 GiB limit
+    with pytest.raises(DataError, match=r"x: 1,000 images of 1024x1024 pixels would need 11.7 GiB"):
+        check_pool_size(1_000, 1024, "x")
+
+
 def test_image_folder_png_csv_and_filename_coordinates(tmp_path):
     root = tmp_path / "imgs"
     _write(root / "intact" / "a.png", (0, 255, 0))

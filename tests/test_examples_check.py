@@ -99,6 +99,10 @@ def test_fedavg_on_mixed_architectures_is_refused_before_any_work(tmp_path: Path
     (('run = ["local", "fol", "dense"]', 'run = ["fol"]\n[methods.fol]\nbogus = 1'), "methods.fol"),
     (('archs = ["cnn-small", "cnn-medium"]', 'archs = ["cnn-small"]\nnodes = {"nope" = "cnn-small"}'),
      "models.nodes.nope"),
+    # a few characters must not make the run draw terabytes of images
+    (('size = 2000', 'size = 1000000000000'), "data.size: 1,000,000,000,000 images of 32x32 pixels would need"),
+    (('size = 2000', 'size = 2000\nimage_size = 100000'), "data.image_size: expected an integer of 8..1024"),
+    (('size = 2000', 'size = 2000\nimage_size = 0'), "data.image_size: expected an integer of 8..1024"),
 ])
 def test_check_finds_data_method_and_node_mistakes(tmp_path: Path, patch: tuple[str, str], needle: str) -> None:
     path = tmp_path / "s.toml"

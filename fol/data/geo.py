@@ -43,6 +43,25 @@ DEFAULT_SPLIT: tuple[float, float, float] = (0.7, 0.15, 0.15)
 DEFAULT_MIN_SAMPLES = 20
 
 
+#: Largest image pool a loader may build (float32, 3 channels), and the widest image side.
+MAX_POOL_BYTES = 8 * 2**30
+MAX_IMAGE_SIZE = 1024
+
+
+def check_pool_size(n_images: int, image_size: int, where: str) -> None:
+    """Refuse, before anything is allocated, an image side outside 8..MAX_IMAGE_SIZE
+    or a pool of ``n_images`` that would exceed :data:`MAX_POOL_BYTES` as float32.
+    ``where`` names the source (a dataset, a folder) in the one-line message."""
+    if isinstance(image_size, bool) or not isinstance(image_size, (int, np.integer)) or not (
+            8 <= image_size <= MAX_IMAGE_SIZE):
+        raise DataError(f"{where}: image_size must be an integer of 8..{MAX_IMAGE_SIZE} pixels, got {image_size!r}")
+    need = float(n_images) * 3 * int(image_size) ** 2 * 4
+    if need > MAX_POOL_BYTES:
+        raise DataError(f"{where}: {int(n_images):,} images of {image_size}x{image_size} pixels would need "
+                        f"{need / 2**30:,.1f} GiB as float32 (limit {MAX_POOL_BYTES / 2**30:.0f} GiB); "
+                        f"lower image_size or the number of images")
+
+
 @dataclass(repr=False)
 class GeoDataset:
     """Images + labels + coordinates (see the module docstring for dtypes/units).

@@ -37,7 +37,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
-from fol.data.geo import GeoDataset
+from fol.data.geo import GeoDataset, check_pool_size
 from fol.data.synthetic import TASK_CLASSES
 from fol.defaults import IMAGE_FOLDER_COORDS
 from fol.errors import DataError
@@ -136,6 +136,7 @@ def _read_many(
     files: Sequence[Path], image_size: int, skip_corrupt: bool, workers: int | None, desc: str
 ) -> tuple[np.ndarray, np.ndarray]:
     """Decode ``files`` in a thread pool; returns ``(uint8 [n_ok, 3, S, S], ok mask)``."""
+    check_pool_size(len(files), image_size, desc)
     out = np.zeros((len(files), 3, image_size, image_size), dtype=np.uint8)
     ok = np.ones(len(files), dtype=bool)
     bad: list[str] = []
@@ -411,8 +412,9 @@ def load_image_folder(
 # --------------------------------------------------------- torchvision sets
 
 
-def _resize_uint8(x: np.ndarray, image_size: int) -> torch.Tensor:
+def _resize_uint8(x: np.ndarray, image_size: int, where: str) -> torch.Tensor:
     """uint8 [N, 3, H, W] -> float32 [N, 3, S, S] in [0, 1]."""
+    check_pool_size(x.shape[0], image_size, where)
     t = torch.from_numpy(np.ascontiguousarray(x)).float().div_(255.0)
     if t.shape[-1] != image_size or t.shape[-2] != image_size:
         t = torch.nn.functional.interpolate(t, size=(image_size, image_size), mode="bilinear",
@@ -447,7 +449,7 @@ def _load_cifar(kind: str, path: str | Path | None, train: bool | None, download
         names = list(ds.classes)
     x = np.concatenate(xs)
     n = len(x)
-    return GeoDataset(_resize_uint8(x, image_size), torch.from_numpy(np.concatenate(ys)),
+    return GeoDataset(_resize_uint8(x, image_size, kind), torch.from_numpy(np.concatenate(ys)),
                       np.full(n, np.nan), np.full(n, np.nan), names or [], kind)
 
 
@@ -510,5 +512,5 @@ def load_svhn(path: str | Path | None = None, splits: Iterable[str] = ("train", 
         ys.append(y)
     x = np.concatenate(xs)
     n = len(x)
-    return GeoDataset(_resize_uint8(x, image_size), torch.from_numpy(np.concatenate(ys)),
+    return GeoDataset(_resize_uint8(x, image_size, "svhn"), torch.from_numpy(np.concatenate(ys)),
                       np.full(n, np.nan), np.full(n, np.nan), [str(d) for d in range(10)], "svhn")

@@ -61,7 +61,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fol.data.geo import GeoDataset
+from fol.data.geo import GeoDataset, check_pool_size
 from fol.errors import DataError
 
 __all__ = [
@@ -697,8 +697,7 @@ def make_synthetic(
         raise DataError(f"synthetic task must be one of {sorted(TASK_CLASSES)}, got {task!r}")
     if not isinstance(n, (int, np.integer)) or n < 0:
         raise DataError(f"synthetic dataset size n must be a non-negative integer, got {n!r}")
-    if not isinstance(image_size, (int, np.integer)) or image_size < 8:
-        raise DataError(f"synthetic image_size must be an integer >= 8 pixels, got {image_size!r}")
+    check_pool_size(n, image_size, f"synthetic {task}")
     if not 0.0 <= label_noise < 0.5:
         raise DataError(f"label_noise must be in [0, 0.5), got {label_noise!r}")
     if positive_fraction is not None and not 0.0 <= positive_fraction <= 1.0:

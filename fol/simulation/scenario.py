@@ -62,9 +62,10 @@ from typing import Any, Iterator
 
 from contact_sim.scenario import ContactScenario, parse_contact_scenario
 from fol.config import FOLConfig
-from fol.data.registry import dataset_accepts, dataset_names
+from fol.data.geo import MAX_IMAGE_SIZE, check_pool_size
+from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, dataset_accepts, dataset_names
 from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS
-from fol.errors import ConfigError
+from fol.errors import ConfigError, DataError
 from fol.executors import EXECUTORS
 from fol.models import architectures
 from fol.nodedata import dataset_options
@@ -249,6 +250,13 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         raise ConfigError(f"data.per_node: expected >= 1, got {data.per_node}")
     if data.size is not None and data.size < 1:
         raise ConfigError(f"data.size: expected >= 1, got {data.size}")
+    if data.image_size is not None and not 8 <= data.image_size <= MAX_IMAGE_SIZE:
+        raise ConfigError(f"data.image_size: expected an integer of 8..{MAX_IMAGE_SIZE} pixels, got {data.image_size}")
+    if data.dataset.startswith("synthetic-"):
+        try:  # the pool is drawn whole: refuse one that could not be held before drawing it
+            check_pool_size(data.size or SYNTHETIC_DEFAULT_SIZE, data.image_size or 32, "data.size")
+        except DataError as exc:
+            raise ConfigError(str(exc)) from None
     if data.acquisition_s is not None and data.acquisition_s <= 0:
         raise ConfigError(f"data.acquisition_s: expected > 0 s, got {data.acquisition_s}")
     if data.swath_km <= 0:
