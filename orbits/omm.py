@@ -171,6 +171,8 @@ def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise OrbitError(f"{source}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
+        except RecursionError:
+            raise OrbitError(f"{source}: invalid JSON (arrays or objects nested too deeply)") from None
         if isinstance(doc, dict):
             doc = [doc]
         if not isinstance(doc, list):

@@ -97,6 +97,10 @@ def test_malformed_omm_missing_field_csv_and_bad_xml(tmp_path: Path) -> None:
     xml_path.write_text("<ndm><omm><body><segment><metadata/></segment></body></omm></ndm>")
     with pytest.raises(OrbitError, match="expected CCSDS OMM segments"):
         read_omm(xml_path)
+    deep = tmp_path / "deep.json"  # 200 kB of brackets: a RecursionError inside json, not a traceback
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(OrbitError, match=r"deep\.json: invalid JSON \(arrays or objects nested too deeply\)"):
+        read_omm(deep)
 
 
 def test_scenario_kind_omm_and_cli_export(tmp_path: Path, capsys) -> None:
