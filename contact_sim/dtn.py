@@ -156,14 +156,19 @@ class IonPlan:
     ranges: list[tuple[float, float, int, int, int, int]] = field(default_factory=list)
 
 
+#: Latest relative time an ION plan may name (about 317 years after its start).
+MAX_ION_OFFSET_S = 1e10
+
+
 def _ion_time(token: str, start: _dt.datetime | None, where: str) -> float:
     if token.startswith("+"):
         try:
             value = float(token[1:])
         except ValueError:
             value = float("nan")
-        if not math.isfinite(value) or value < 0:
-            raise ContactError(f"{where}: expected a relative time +SECONDS, got {token!r}")
+        if not math.isfinite(value) or value < 0 or value > MAX_ION_OFFSET_S:
+            raise ContactError(f"{where}: expected a relative time +SECONDS of 0..{MAX_ION_OFFSET_S:.0e}, "
+                               f"got {token!r}")
         return value
     try:
         t = _dt.datetime.strptime(token, _ION_TIME).replace(tzinfo=_dt.timezone.utc)
@@ -172,7 +177,11 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str) -> float:
     if start is None:
         raise ContactError(f"{where}: absolute time {token!r} needs the plan start "
                            "(a '# start ...' header line or time.start)")
-    return (t - start).total_seconds()
+    offset = (t - start).total_seconds()
+    if not 0 <= offset <= MAX_ION_OFFSET_S:
+        raise ContactError(f"{where}: {token} is {'before' if offset < 0 else 'too long after'} the plan start "
+                           f"{_utc(start)}")
+    return offset
 
 
 def _pos_int(token: str, what: str, where: str, allow_zero: bool = False) -> int:

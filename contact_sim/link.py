@@ -108,10 +108,12 @@ class LinkModel:
             return np.where(duration_s > 0, np.asarray(volume_bits) / duration_s, 0.0)
 
     def capacity_bytes(self, duration_s: np.ndarray, volume_bits: np.ndarray | None) -> np.ndarray:
-        """Bytes a window can carry after the acquisition overhead (int64)."""
+        """Bytes a window can carry after the acquisition overhead (int64; at most
+        2**62, 4.6 EB, so that no rate x duration wraps around to a negative count)."""
         duration_s = np.asarray(duration_s, dtype=float)
         usable = np.maximum(duration_s - self.acquisition_s, 0.0)
-        return np.floor(self.mean_rate(duration_s, volume_bits) * usable / 8.0).astype(np.int64)
+        return np.minimum(np.floor(self.mean_rate(duration_s, volume_bits) * usable / 8.0),
+                          float(2**62)).astype(np.int64)
 
     def to_dict(self) -> dict:
         return asdict(self)

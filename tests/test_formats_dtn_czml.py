@@ -65,6 +65,16 @@ def test_ion_export_import_round_trips_exactly(tmp_path: Path) -> None:
     assert [c.capacity_bytes for c in back.windows] == [120_000, 875_000, 420]
 
 
+def test_ion_capacity_never_wraps_around() -> None:
+    """A rate x duration past int64 is held at 2**62 bytes, not wrapped to a negative count."""
+    from contact_sim.dtn import ion_to_plan
+
+    huge = "9" * 30
+    plan = ion_to_plan(parse_ion(f"a contact +0 +9000000000 1 2 {huge}\na contact +0 +9000000000 2 1 {huge}\n",
+                                 "x.ion"), "x.ion")
+    assert int(plan.windows.capacity_bytes[0]) == 2**62
+
+
 def test_ion_absolute_times_and_foreign_files() -> None:
     text = ("1 3 100\ns\n# a plan from elsewhere, no node names\n"
             "a contact 2026/08/01-00:01:00 2026/08/01-00:02:00 5 9 1000\n"
@@ -89,6 +99,9 @@ def test_ion_absolute_times_and_foreign_files() -> None:
     ("a contact 2026/08/01-00:00:00 +60 1 2 1\n", r"p\.ion:1: absolute time .* needs the plan start"),
     ("a plan +0 +60 1 2 1\n", r"p\.ion:1: expected 'a contact' or 'a range'"),
     ("# node 1 a\n", r"p\.ion: no 'a contact' lines"),
+    ("a contact +0 +999999999999999999 1 2 1\n", r"p\.ion:1: expected a relative time \+SECONDS of 0\.\.1e\+10"),
+    ("# start 2026-08-01T00:00:00Z\na contact 2026/07/01-00:00:00 +60 1 2 1\n",
+     r"p\.ion:2: 2026/07/01-00:00:00 is before the plan start 2026-08-01T00:00:00Z"),
 ])
 def test_malformed_ion_plan_names_file_and_line(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "p.ion"
