@@ -119,6 +119,28 @@ def test_bad_coordinate_file_name(tmp_path):
         loaders.parse_lonlat("10,95.jpg", ",")
 
 
+def test_high_bit_depth_single_band_images_are_scaled_not_clipped(tmp_path):
+    """Pillow's own RGB conversion clips 16-bit values to white and [0, 1] floats
+    to black; a mid-grey 16-bit PNG, 16-bit PGM and float TIFF load as mid-grey."""
+    root = tmp_path / "imgs"
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    Image.fromarray(np.full((20, 20), 32768, np.uint16)).save(root / "a" / "g16.png")
+    Image.fromarray(np.full((20, 20), 32768, np.uint16)).save(root / "a" / "g16.pgm")
+    Image.fromarray(np.full((20, 20), 0.25, np.float32)).save(root / "b" / "f.tif")
+    Image.fromarray(np.full((20, 20), 1000, np.int32)).save(root / "b" / "i.tif")
+    ds = load_dataset("imagefolder", path=root, image_size=8)
+    means = {Path(s).name: round(float(im.mean()), 3) for s, im in zip(ds.sources, ds.images)}
+    assert means == {"g16.png": 0.502, "g16.pgm": 0.502, "f.tif": 0.251, "i.tif": 0.016}, means
+    Image.fromarray(np.full((20, 20), 70000, np.int32)).save(root / "b" / "i.tif")
+    with pytest.raises(DataError, match=r"i\.tif: 32-bit integer image .* outside 0\.\.65535"):
+        load_dataset("imagefolder", path=root, image_size=8)
+    (root / "b" / "i.tif").unlink()
+    Image.fromarray(np.full((20, 20), 3.0, np.float32)).save(root / "b" / "f.tif")
+    with pytest.raises(DataError, match=r"f\.tif: floating-point image .* outside \[0, 1\]"):
+        load_dataset("imagefolder", path=root, image_size=8)
+
+
 def test_oversized_pools_are_refused_before_decoding(tmp_path):
     """The pool's size is checked from the file count and image_size before any
     image is decoded or any array allocated."""

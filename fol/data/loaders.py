@@ -60,7 +60,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".pgm", ".bmp", ".tif", ".tiff", ".webp")
 WILDFIRE_URL = "https://www.kaggle.com/datasets/abdelghaniaaba/wildfire-prediction-dataset"
 HURRICANE_URL = "https://www.kaggle.com/datasets/kmader/satellite-images-of-hurricane-damage"
 
@@ -111,11 +111,39 @@ def _locate(base: Path, required: Sequence[str]) -> Path | None:
 # -------------------------------------------------------------------- images
 
 
+def _single_band_to_8bit(im, path: str | Path):
+    """A single-band image of more than 8 bits as an 8-bit one (Pillow mode ``L``).
+
+    16-bit bands (``I;16*``, or ``I`` holding 0..65535) are scaled by 255 / 65535, as
+    torchvision scales uint16 to [0, 1]; floating-point bands (``F``) must hold
+    values in [0, 1]. Anything else has no fixed range to map: a :class:`DataError`
+    naming the file, never a silent clip (Pillow's own conversion clips every
+    16-bit value above 255 to white and every float image to black).
+    """
+    from PIL import Image
+
+    a = np.asarray(im, dtype=np.float64)
+    if im.mode == "F":
+        if a.size and not (np.isfinite(a).all() and a.min() >= 0.0 and a.max() <= 1.0):
+            raise DataError(f"{path}: floating-point image (Pillow mode F) with values outside [0, 1] "
+                            f"({a.min():g}..{a.max():g}); save it scaled to [0, 1] or as 8- or 16-bit")
+        scaled = a * 255.0
+    else:
+        if a.size and (a.min() < 0 or a.max() > 65535):
+            raise DataError(f"{path}: 32-bit integer image (Pillow mode {im.mode}) with values outside "
+                            f"0..65535 ({a.min():g}..{a.max():g}); save it as 8- or 16-bit")
+        scaled = a * (255.0 / 65535.0)
+    return Image.fromarray(np.round(scaled).astype(np.uint8), mode="L")
+
+
 def read_image(path: str | Path, image_size: int) -> np.ndarray:
     """Read one image file as ``uint8 [3, S, S]`` (RGB, bilinear resize).
 
-    Raises :class:`~fol.errors.DataError` naming the file when it cannot be
-    decoded (truncated, not an image, unsupported format).
+    Grey, palette, RGBA and CMYK images are converted to RGB; 16-bit and
+    [0, 1] floating-point single-band images are scaled to 8 bits first
+    (:func:`_single_band_to_8bit`). Raises :class:`~fol.errors.DataError`
+    naming the file when it cannot be decoded (truncated, not an image,
+    unsupported format) or has no fixed value range.
     """
     from PIL import Image, UnidentifiedImageError
 
@@ -123,6 +151,8 @@ def read_image(path: str | Path, image_size: int) -> np.ndarray:
         with Image.open(path) as im:
             if im.format == "JPEG":
                 im.draft("RGB", (image_size, image_size))  # decode at reduced scale: much faster
+            if im.mode in ("I", "F") or im.mode.startswith("I;16"):
+                im = _single_band_to_8bit(im, path)
             im = im.convert("RGB")
             if im.size != (image_size, image_size):
                 im = im.resize((image_size, image_size), Image.Resampling.BILINEAR)
