@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +36,16 @@ def add_personalize_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_personalize)
 
 
-def scan_neighbours(folder: Path, max_bytes: int | None = None) -> tuple[list[Any], list[dict[str, str]]]:
+def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable[[Any], str | None] | None = None,
+                    limit: int | None = None) -> tuple[list[Any], list[dict[str, str]]]:
     """Load every model file of ``folder`` through the safe loader.
 
     Returns ``(received, skipped)``: the usable models and, for every other
     file, its name and the reason it was skipped. Raises when the folder does
-    not exist or holds no files at all.
+    not exist or holds no files at all. Files are read in name order; once
+    ``limit`` of them pass ``usable`` (a reason, or None when the node can use
+    the model), the later model files are listed as skipped without being read,
+    so that a folder of many models costs no more than the round takes (Q).
     """
     from fol.checkpoint import DEFAULT_MAX_BYTES, load_model
     from fol.errors import CheckpointError, DataError
@@ -53,17 +57,24 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None) -> tuple[list[An
     if not files:
         raise DataError(f"neighbours folder {folder} is empty; expected received models (*{MODEL_SUFFIX})")
     received, skipped = [], []
+    n_usable = 0
     for path in files:
         if path.suffix != MODEL_SUFFIX:
             if path.suffix != ".json":  # sidecar cards are expected next to models
                 skipped.append({"file": path.name, "reason": f"not a model file (expected *{MODEL_SUFFIX})"})
+            continue
+        if limit is not None and n_usable >= limit:
+            skipped.append({"file": path.name, "reason": f"not read: the per-round limit Q = {limit} was reached "
+                                                         f"by files earlier in name order"})
             continue
         try:
             loaded = load_model(path, max_bytes=max_bytes or DEFAULT_MAX_BYTES)
         except CheckpointError as exc:
             skipped.append({"file": path.name, "reason": str(exc)})
             continue
-        received.append(Received(name=path.stem, model=loaded.model, card=loaded.card))
+        item = Received(name=path.stem, model=loaded.model, card=loaded.card)
+        received.append(item)
+        n_usable += usable is None or usable(item) is None
     return received, skipped
 
 
@@ -89,11 +100,12 @@ def run_personalize(args: argparse.Namespace) -> int:
     if list(own.card.input_shape) != shape:
         raise DataError(f"{args.model}: model input shape {own.card.input_shape} differs from the data's {shape}")
 
-    received, skipped = scan_neighbours(Path(args.neighbors), args.max_bytes)
-    for item in skipped:
-        log.warning("skipping %s: %s", item["file"], item["reason"])
     name = own.card.producer or data_spec.node_name
     state = NodeState.from_pretrained(name, own.model, own.card.spec, own.card.class_names, node)
+    received, skipped = scan_neighbours(Path(args.neighbors), args.max_bytes,
+                                        usable=lambda r: check_received(state, r), limit=cfg.max_neighbours)
+    for item in skipped:
+        log.warning("skipping %s: %s", item["file"], item["reason"])
     usable = [r for r in received if check_received(state, r) is None]
     if args.variant != "local" and not usable:
         reasons = "; ".join(f"{s['file']}: {s['reason']}" for s in skipped) or "none"

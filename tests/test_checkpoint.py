@@ -593,6 +593,32 @@ def test_personalize_skips_a_neighbour_with_a_nested_card(tmp_path: Path) -> Non
     assert [s["file"] for s in skipped] == ["nested.safetensors"] and "nested deeper" in skipped[0]["reason"]
 
 
+def test_personalize_reads_no_more_neighbours_than_the_round_takes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files are read in name order until Q usable models are in hand; an unusable one
+    does not count, and later files are listed as skipped without being read."""
+    from fol import checkpoint as ck
+    from fol.personalize_cli import scan_neighbours
+
+    folder = tmp_path / "neighbours"
+    folder.mkdir()
+    for name in ("a", "b", "c", "d", "e"):
+        save_model(folder / f"{name}.safetensors", _model(), spec=SPEC, class_names=CLASSES, producer=name)
+    (folder / "e.safetensors").write_bytes(b"garbage")  # past the limit: never opened, so never judged
+    reads: list[str] = []
+    real = ck.load_model
+
+    def counting(path, *a, **k):
+        reads.append(Path(path).name)
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(ck, "load_model", counting)
+    received, skipped = scan_neighbours(folder, usable=lambda r: "wrong" if r.name == "b" else None, limit=2)
+    assert reads == ["a.safetensors", "b.safetensors", "c.safetensors"]
+    assert [r.name for r in received] == ["a", "b", "c"]  # b is kept: personalize reports its reason
+    assert [s["file"] for s in skipped] == ["d.safetensors", "e.safetensors"]
+    assert all("not read: the per-round limit Q = 2" in s["reason"] for s in skipped)
+
+
 def _flip_in_card(data: bytes, old: bytes, new: bytes) -> bytes:
     """Replace one occurrence of ``old`` inside the card (same length: the header length stays)."""
     assert len(old) == len(new)
