@@ -74,6 +74,8 @@ def read_toml(path: str | os.PathLike[str], error: type[Exception], what: str = 
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{path}: invalid TOML ({exc})") from None
+    except RecursionError:  # tomllib parses nested arrays / inline tables recursively
+        raise error(f"{path}: invalid TOML (arrays or inline tables nested too deeply)") from None
     return doc, text
 
 
