@@ -32,7 +32,7 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("scenario", type=Path, help="scenario TOML file")
     p.add_argument("--out", type=Path, default=None,
                    help="output folder (default: contacts/ next to the scenario)")
-    p.add_argument("--workers", type=int, default=1, help="processes for the window search (default 1)")
+    p.add_argument("--workers", type=int, default=1, help="processes for the window search (default 1; at most one per core is used)")
     p.add_argument("--json", action="store_true", help="also write contacts.json")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
     p.add_argument("--czml", action="store_true", help="also write contacts.czml (open it in Cesium)")

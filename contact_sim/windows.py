@@ -644,7 +644,7 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
 
     ``rate_fn(range_km) -> bit/s`` (vectorized), if given, is integrated over
     each window into ``volume_bits``. ``workers > 1`` scans time chunks in
-    forked processes (Linux); ``chunks`` defaults to ``workers``.
+    forked processes (Linux; at most one per core); ``chunks`` defaults to ``workers``.
 
     Memory: each worker holds the open windows and at most one part of
     ``_PART_WINDOWS`` emitted windows, which it writes to a temporary
@@ -673,7 +673,7 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
         if workers > 1 and len(tasks) > 1 and "fork" in mp.get_all_start_methods():
             _WORKER = scanner
             try:
-                with ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
+                with ProcessPoolExecutor(max_workers=min(workers, len(tasks), os.cpu_count() or 1),
                                          mp_context=mp.get_context("fork")) as pool:
                     parts = list(pool.map(_scan_chunk, tasks))
             finally:

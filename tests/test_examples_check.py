@@ -103,6 +103,9 @@ def test_fedavg_on_mixed_architectures_is_refused_before_any_work(tmp_path: Path
     (('size = 2000', 'size = 1000000000000'), "data.size: 1,000,000,000,000 images of 32x32 pixels would need"),
     (('size = 2000', 'size = 2000\nimage_size = 100000'), "data.image_size: expected an integer of 8..1024"),
     (('size = 2000', 'size = 2000\nimage_size = 0'), "data.image_size: expected an integer of 8..1024"),
+    # one process per node, each loading torch, from a typo
+    (('[methods]', '[run]\nexecutor = "process"\nworkers = 100000\n[methods]'), "run.workers (or --workers): 100000"),
+    (('[methods]', '[run]\nthreads = 100000\n[methods]'), "run.threads: 100000 on this machine"),
 ])
 def test_check_finds_data_method_and_node_mistakes(tmp_path: Path, patch: tuple[str, str], needle: str) -> None:
     path = tmp_path / "s.toml"

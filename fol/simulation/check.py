@@ -21,6 +21,7 @@ Errors are :class:`~fol.errors.ConfigError` / :class:`~fol.errors.DataError`
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +78,24 @@ def check_run_folder(out: Path, resume: bool = False) -> None:
         raise ConfigError(f"output folder {out} is not empty; use --resume {out} to continue it, or another --out")
 
 
+#: Processes or torch threads per core beyond which a run on this machine is refused.
+MAX_PER_CORE = 4
+
+
+def check_local_parallelism(executor: str, ray_address: str | None, workers: int | None, threads: int | None) -> None:
+    """Refuse more processes or threads than this machine can use: beyond
+    :data:`MAX_PER_CORE` per core they only slow a CPU-bound run, and a typo
+    (``workers = 100000``) would start one process per node, each loading torch.
+    A Ray cluster (``ray_address``) counts its own CPUs and is not checked here."""
+    if executor == "ray" and ray_address:
+        return
+    cores = os.cpu_count() or 1
+    for key, value in (("run.workers (or --workers)", workers), ("run.threads", threads)):
+        if value is not None and value > MAX_PER_CORE * cores:
+            raise ConfigError(f"{key}: {value} on this machine of {cores} core(s); "
+                              f"expected at most {MAX_PER_CORE * cores} ({MAX_PER_CORE} per core)")
+
+
 def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool = False,
                    check_data: bool = True) -> CheckReport:
     """Validate ``scn`` (and the output folder ``out`` if given) without training;
@@ -93,6 +112,8 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
                 raise ConfigError(
                     f"methods.run: {name!r} averages parameters and needs one architecture for every node, but "
                     f"models gives {', '.join(sorted(set(archs)))}; drop {name!r} or use one architecture")
+
+        check_local_parallelism(scn.run.executor, scn.run.ray_address, scn.run.workers, scn.run.threads)
 
         d = scn.data
         if d.size is not None and not d.dataset.startswith("synthetic-"):
