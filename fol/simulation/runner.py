@@ -360,7 +360,7 @@ def run_simulation(
     if scn.text is not None and not (out / "scenario.toml").exists():
         atomic_write_text(out / "scenario.toml", scn.text)
 
-    # contacts first, in run.workers forked processes (default: every core), before the
+    # contacts first, in run.workers forked processes (at most one per core), before the
     # executor exists: forking a process that already runs Ray's threads is unsafe, so a
     # caller's Ray executor gets a serial search
     contact_workers = scn.run.workers or os.cpu_count() or 1
