@@ -655,6 +655,7 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
     global _WORKER
     if workers < 1:
         raise ContactError(f"workers: expected >= 1, got {workers}")
+    workers = min(workers, os.cpu_count() or 1)  # more forks than cores only add chunks and processes
     n_cells = traj.times_s.size - 1
     chunks = max(1, min(chunks or workers, n_cells))
     edges = np.linspace(0, n_cells, chunks + 1).round().astype(int)
@@ -673,7 +674,7 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
         if workers > 1 and len(tasks) > 1 and "fork" in mp.get_all_start_methods():
             _WORKER = scanner
             try:
-                with ProcessPoolExecutor(max_workers=min(workers, len(tasks), os.cpu_count() or 1),
+                with ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
                                          mp_context=mp.get_context("fork")) as pool:
                     parts = list(pool.map(_scan_chunk, tasks))
             finally:
