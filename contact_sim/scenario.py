@@ -80,7 +80,7 @@ from typing import Any
 import numpy as np
 
 from orbits import Constellation, OrbitError, parse_utc, read_omm, read_tle, walker_delta, walker_star
-from orbits.sunlight import MAX_SUNLIGHT_SAMPLES, eclipse_intervals
+from orbits.sunlight import check_sunlight_steps, eclipse_intervals
 from swarmbase.tomlcheck import Table, read_toml
 
 from .drones import drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
@@ -395,11 +395,10 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
             j_per_byte=et.num("j_per_byte", 0.0, nonneg=True),
             initial_charge=et.num("initial_charge", 1.0, nonneg=True))
         sunlight_step_s = et.num("sunlight_step_s", 60.0, positive=True)
-        if time.duration_s / sunlight_step_s > MAX_SUNLIGHT_SAMPLES:
-            raise ContactError(
-                f"energy.sunlight_step_s: {sunlight_step_s} s over time.duration_s makes "
-                f"{time.duration_s / sunlight_step_s:,.0f} samples per satellite, expected at most "
-                f"{MAX_SUNLIGHT_SAMPLES:,}; raise energy.sunlight_step_s")
+        try:
+            check_sunlight_steps(time.duration_s, sunlight_step_s, "energy.sunlight_step_s")
+        except OrbitError as exc:
+            raise ContactError(str(exc)) from None
 
     reserved = {k: v for k, v in data.items() if k in RESERVED_TABLES}
     scenario = ContactScenario(Path(path) if path else None, base_dir, time, link, geometry, rounds,

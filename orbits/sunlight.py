@@ -68,6 +68,14 @@ def sunlit_samples(constellation: Constellation, start: _dt.datetime | str, offs
     return np.stack([_sunlit(EarthSatellite.from_satrec(s, ts), start, offsets) for s in constellation.satrecs])
 
 
+def check_sunlight_steps(duration_s: float, step_s: float, field: str = "sunlight: step_s") -> None:
+    """Refuse an eclipse-search grid of more than :data:`MAX_SUNLIGHT_SAMPLES` steps per
+    satellite before it is built; ``field`` names the setting in the one-line message."""
+    if duration_s / step_s > MAX_SUNLIGHT_SAMPLES:
+        raise OrbitError(f"{field}: {step_s} s over {duration_s} s makes {duration_s / step_s:,.0f} samples "
+                         f"per satellite, expected at most {MAX_SUNLIGHT_SAMPLES:,}; raise the step")
+
+
 def eclipse_intervals(constellation: Constellation, start: _dt.datetime | str, duration_s: float,
                       step_s: float = 60.0, tol_s: float = 0.1) -> list[list[tuple[float, float]]]:
     """Eclipse (not sunlit) intervals of each satellite, seconds from ``start``, edges to ``tol_s``.
@@ -80,10 +88,7 @@ def eclipse_intervals(constellation: Constellation, start: _dt.datetime | str, d
         raise OrbitError(f"time.duration_s: expected a positive number of seconds, got {duration_s}")
     if not step_s > 0 or not tol_s > 0:
         raise OrbitError(f"sunlight: step_s and tol_s must be positive, got {step_s}, {tol_s}")
-    if duration_s / step_s > MAX_SUNLIGHT_SAMPLES:
-        raise OrbitError(f"sunlight: step_s = {step_s} s over {duration_s} s makes "
-                         f"{duration_s / step_s:,.0f} samples per satellite, expected at most "
-                         f"{MAX_SUNLIGHT_SAMPLES:,}")
+    check_sunlight_steps(duration_s, step_s)
     start = parse_utc(start, field="time.start")
     n = int(np.ceil(duration_s / step_s))
     grid = np.minimum(np.arange(n + 1) * float(step_s), float(duration_s))
