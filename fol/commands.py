@@ -124,6 +124,10 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         producer=spec_data.node_name, round=0,
         extra={"val_accuracy": val.accuracy, "test_accuracy": test.accuracy, "data": args.data},
     )
+    try:  # check_output_file accepted a name in folders that do not exist yet: make them
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {args.out}: its folder cannot be created ({exc.strerror})") from None
     save_model(Path(args.out), model, card)
     print(
         f"{spec_data.node_name}: {len(node.train)} train / {len(node.val)} val / {len(node.test)} test images; "

@@ -181,3 +181,13 @@ def test_keep_received_all_is_refused_in_one_line(swarm_files: Path, tmp_path: P
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(config) in err[0] and "keep_received" in err[0] and "'round'" in err[0]
     assert not out.exists()
+
+
+def test_pretrain_out_in_a_folder_not_yet_made_creates_it(tmp_path: Path) -> None:
+    """``--out`` passes the output check when its folders can be created; they
+    are, rather than the save failing after the training."""
+    out = tmp_path / "received" / "deeper" / "node1.safetensors"
+    rc = main(["pretrain", "--data", "dataset=synthetic-hurricane,nodes=2,node=1,per_node=60,size=400",
+               "--arch", "cnn-small", "--epochs", "1", "--out", str(out)])
+    assert rc == 0
+    assert load_model(out).card.producer == "node-1"
