@@ -83,7 +83,7 @@ def run_personalize(args: argparse.Namespace) -> int:
     from fol.config import FOLConfig
     from fol.errors import ConfigError, DataError
     from fol.nodedata import load_node_data, parse_node_data
-    from fol.fileio import check_output_dir, write_json_atomic
+    from fol.fileio import check_output_dir, check_output_file, write_json_atomic
     from fol.personalize import NodeState, check_received, personalize, save_ensemble
 
     cfg = FOLConfig.from_toml(args.config, preset=args.preset) if args.config else FOLConfig.preset(args.preset or "default")
@@ -91,6 +91,10 @@ def run_personalize(args: argparse.Namespace) -> int:
         cfg = cfg.replace(top_k=args.top_k)
     cfg.for_one_round_per_call(str(args.config) if args.config else "fol personalize")
     out = check_output_dir(args.out, ConfigError, what="--out")  # before the round, not after it
+    if out.is_dir():  # the files the round writes there: not folders
+        names = ["model.safetensors", "report.json"] + (["ensemble.json"] if args.variant in ("fol-a", "fol-an") else [])
+        for name in names:
+            check_output_file(out / name, ConfigError, "--out")
     own = load_model(Path(args.model), max_bytes=args.max_bytes or DEFAULT_MAX_BYTES)
     data_spec = parse_node_data(args.data, root=args.data_root)
     node = load_node_data(data_spec)
@@ -123,14 +127,18 @@ def run_personalize(args: argparse.Namespace) -> int:
     )
     files = {"model": "model.safetensors"}
     save_model(out / files["model"], state.current_model, card)
-    if args.variant in ("fol-a", "fol-an") and not report.kept_local:
-        save_ensemble(out, state, report, received)
-        files["ensemble"] = "ensemble.json"
     full = {
         "node": name, "variant": args.variant, "round": round_, "config": cfg.to_dict(),
         "skipped_files": skipped, "outputs": files, **report.to_dict(),
     }
-    write_json_atomic(out / "report.json", full)
+    try:
+        if args.variant in ("fol-a", "fol-an") and not report.kept_local:
+            save_ensemble(out, state, report, received)
+            files["ensemble"] = "ensemble.json"
+        write_json_atomic(out / "report.json", full)
+    except OSError as exc:
+        target = Path(exc.filename2 or exc.filename or out)  # os.replace names the temporary file first
+        raise ConfigError(f"--out {out}: cannot write {target.name} ({exc.strerror or exc})") from None
     print(format_summary(full))
     print(f"\nwrote {out / files['model']}" + (f" and {out / 'ensemble.json'}" if "ensemble" in files else "")
           + f"; report: {out / 'report.json'}")

@@ -61,6 +61,11 @@ def _a_dir(tmp: Path) -> str:
     return str(tmp / "adir")
 
 
+def _out_with_folder(tmp: Path, name: str) -> str:
+    (tmp / "out" / name).mkdir(parents=True)
+    return str(tmp / "out")
+
+
 CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "pretrain --lr 1e9": (lambda t: ["pretrain", "--data", DATA, "--lr", "1e9", "--out", str(t / "m.safetensors")],
                           "--lr"),
@@ -73,6 +78,11 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "pretrain --out DIR": (lambda t: ["pretrain", "--data", DATA, "--out", _a_dir(t)], "is a folder"),
     "personalize --out /proc/x": (lambda t: _personalize(t, "/proc/x/out"), "--out /proc/x/out"),
     "personalize --out FILE": (lambda t: _personalize(t, _existing_file(t)), "exists and is not a folder"),
+    "personalize --out DIR holding a folder report.json": (
+        lambda t: _personalize(t, _out_with_folder(t, "report.json")), "report.json: is a folder"),
+    "personalize --out DIR holding a folder ensemble.json": (
+        lambda t: _personalize(t, _out_with_folder(t, "ensemble.json")) + ["--variant", "fol-a"],
+        "ensemble.json: is a folder"),
     "personalize --config DIR": (lambda t: _personalize(t, str(t / "o")) + ["--config", _a_dir(t)],
                                  "is a directory"),
     "contacts DIR": (lambda t: ["contacts", _a_dir(t)], "is a directory"),
