@@ -424,6 +424,31 @@ def test_refuses_to_overwrite_a_run_without_resume(tmp_path: Path) -> None:
         run_simulation(scn, out)
 
 
+def test_resume_refuses_saved_results_that_are_broken_and_keeps_them(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A saved per-method result file that is truncated, of other types or of
+    another method is one line naming it on ``--resume`` (it was a traceback),
+    and the file is left as it was."""
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\n" + "".join(
+        f"{n},0,{0.1 * k},0,0.1\n{n},600,{0.1 * k + 0.2},0,0.1\n" for k, n in enumerate("abc")))
+    (tmp_path / "s.toml").write_text(DRONES.replace('run = ["local", "fol", "fedavg"]', 'run = ["local"]'))
+    out = tmp_path / "out"
+    assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(out)]) == 0
+    saved = out / "state" / "seed-0" / "results" / "local.json"
+    good = saved.read_text()
+    capsys.readouterr()
+    for bad, needle in ((good[:40], "Expecting"), ('{"node": "a"}', "expected a list"),
+                        ('[{"node": 1, "method": "local", "test_accuracy": 0.5}]', "node: expected str"),
+                        (good.replace('"local"', '"fol"'), "of method 'fol'")):
+        saved.write_text(bad)
+        assert main(["simulate", "--resume", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(saved) in err[0] and needle in err[0], err
+        assert saved.read_text() == bad
+    saved.write_text(good)
+    assert main(["simulate", "--resume", str(out)]) == 0
+
+
 def test_local_and_ray_executors_agree(tmp_path: Path) -> None:
     import ray  # noqa: F401  (in the dev extra: CI runs this test, never skips it)
     scn = parse_scenario(_doc(), tmp_path, "tiny.toml")

@@ -27,6 +27,7 @@ This subpackage is the one place where the contact side (:mod:`orbits`,
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import os
@@ -78,6 +79,43 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def _saved_results(path: Path, method: str, names: list[str]) -> list[NodeResult]:
+    """The results an interrupted run saved for ``method`` (``--resume``), checked:
+    a list of one object per node of this swarm with the fields of :class:`NodeResult`.
+    A bad file is an error naming it; nothing is deleted."""
+    fields = {f.name: f for f in dataclasses.fields(NodeResult)}
+    try:
+        rows = json.loads(path.read_text())
+        if not isinstance(rows, list):
+            raise ValueError(f"expected a list of per-node results, got {type(rows).__name__}")
+        results = []
+        for row in rows:
+            if not isinstance(row, dict):
+                raise ValueError(f"expected an object per node, got {type(row).__name__}")
+            unknown = sorted(set(row) - set(fields))
+            if unknown:
+                raise ValueError(f"unknown field {unknown[0]!r}")
+            missing = [k for k in ("node", "method", "test_accuracy") if k not in row]
+            if missing:
+                raise ValueError(f"field {missing[0]!r} is missing")
+            for key, value in row.items():
+                kind = fields[key].type
+                ok = (isinstance(value, str) if kind == "str" else isinstance(value, bool) if kind == "bool"
+                      else isinstance(value, dict) if key == "extra"
+                      else isinstance(value, (int, float)) and not isinstance(value, bool))
+                if not ok:
+                    raise ValueError(f"{key}: expected {kind}, got {type(value).__name__}")
+            result = NodeResult(**row)
+            if result.method != method or result.node not in names:
+                raise ValueError(f"a result of method {result.method!r} on node {result.node!r}, not of {method!r} "
+                                 "on a node of this swarm")
+            results.append(result)
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConfigError(f"--resume: {path}: not the saved results of method {method!r} ({exc}); move the file "
+                          f"away to run {method!r} again") from None
+    return results
 
 
 def _load_pool(scn: SwarmScenario, seed: int) -> GeoDataset:
@@ -428,7 +466,7 @@ def run_simulation(
             for name in tqdm(scn.methods, desc=f"methods (seed {seed})", leave=False, disable=None if progress else True):
                 path = seed_dir / "results" / f"{name}.json"
                 if resume and path.exists():
-                    results = [NodeResult(**r) for r in json.loads(path.read_text())]
+                    results = _saved_results(path, name, names)
                 else:
                     t0 = time.perf_counter()
                     method = get_method(name, **scn.method_options.get(name, {}))
