@@ -415,6 +415,34 @@ def test_resume_refuses_a_scenario_that_changes_results(tmp_path: Path, capsys: 
     assert sorted(p.name for p in out.iterdir()) == ["scenario.resolved.json"]  # refused before any work
 
 
+@pytest.mark.parametrize("record", ["[1]", '{"source": 7}', '{"base_dir": ["x"]}', "{\"source\": \"tiny", ""])
+def test_resume_refuses_a_broken_run_record_in_one_line(record: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A hand-edited or truncated ``scenario.resolved.json`` is one line (it was
+    an AttributeError / TypeError / JSONDecodeError traceback), with or without
+    the scenario file, and the record is left as it was."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "scenario.resolved.json").write_text(record)
+    (out / "scenario.toml").write_text(LEO)
+    (tmp_path / "tiny.toml").write_text(LEO)
+    for argv in (["simulate", "--resume", str(out)], ["simulate", str(tmp_path / "tiny.toml"), "--resume", str(out)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--resume {out}: " in err[0] and "scenario.resolved.json" in err[0], err
+    assert (out / "scenario.resolved.json").read_text() == record
+    assert sorted(p.name for p in out.iterdir()) == ["scenario.resolved.json", "scenario.toml"]
+
+
+def test_resume_with_a_hand_edited_run_table_says_it_differs(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    scn = parse_scenario(_doc(), tmp_path, "tiny.toml")
+    (out / "scenario.resolved.json").write_text(json.dumps({**scn.resolved(), "run": [1]}))
+    with pytest.raises(ConfigError, match="differs from the interrupted run's in run"):
+        run_simulation(scn, out, resume=True)
+
+
 def test_refuses_to_overwrite_a_run_without_resume(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()

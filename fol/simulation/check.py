@@ -21,9 +21,11 @@ Errors are :class:`~fol.errors.ConfigError` / :class:`~fol.errors.DataError`
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from contact_sim.scenario import check_contact_scenario
 from fol.data.registry import check_dataset
@@ -32,7 +34,7 @@ from fol.fileio import check_output_dir
 from fol.methods import get_method
 from fol.simulation.scenario import SwarmScenario, errors_name_the_file
 
-__all__ = ["CheckReport", "check_scenario", "check_run_folder", "node_architectures"]
+__all__ = ["CheckReport", "check_scenario", "check_run_folder", "read_run_record", "node_architectures"]
 
 
 @dataclass
@@ -76,6 +78,21 @@ def check_run_folder(out: Path, resume: bool = False) -> None:
     check_output_dir(out, ConfigError)
     if not resume and out.is_dir() and any(out.iterdir()):
         raise ConfigError(f"output folder {out} is not empty; use --resume {out} to continue it, or another --out")
+
+
+def read_run_record(out: Path) -> dict[str, Any]:
+    """The ``scenario.resolved.json`` a run wrote in ``out``, for ``--resume``:
+    a JSON object whose ``source`` and ``base_dir`` are text (or absent)."""
+    path = Path(out) / "scenario.resolved.json"
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise ConfigError(f"--resume {out}: no readable {path.name} there (not a simulation output folder)") from None
+    if not isinstance(record, dict) or any(not isinstance(record.get(k), (str, type(None)))
+                                           for k in ("source", "base_dir")):
+        raise ConfigError(f"--resume {out}: {path.name} is not a run record (expected a JSON object with text "
+                          "'source' and 'base_dir'); use a new output folder")
+    return record
 
 
 #: Processes or torch threads per core beyond which a run on this machine is refused.

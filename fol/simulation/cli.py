@@ -105,15 +105,11 @@ def _free_folder(base: Path) -> Path:
 def _original_location(out: Path) -> tuple[Path | None, str | None]:
     """Folder and name of the scenario file an output folder was started from
     (recorded in its ``scenario.resolved.json``)."""
-    import json
+    from fol.simulation.check import read_run_record
 
-    try:
-        resolved = json.loads((out / "scenario.resolved.json").read_text())
-    except (OSError, ValueError):
-        raise ConfigError(f"--resume {out}: no readable scenario.resolved.json there "
-                          "(not a simulation output folder)") from None
-    base = resolved.get("base_dir") if isinstance(resolved, dict) else None
-    return (Path(base) if isinstance(base, str) else None), resolved.get("source")
+    resolved = read_run_record(out)
+    base = resolved.get("base_dir")
+    return (Path(base) if base is not None else None), resolved.get("source")
 
 
 def run_demo_command(args: argparse.Namespace) -> int:

@@ -44,7 +44,7 @@ from contact_sim.errors import ContactError
 from contact_sim.plan import ContactPlan
 from contact_sim.scenario import (build_batteries, build_constellation, build_trajectories, load_plan_file,
                                   plan_from_trajectories)
-from fol.simulation.check import check_scenario
+from fol.simulation.check import check_scenario, read_run_record
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.result import SimulationResult
 from fol.simulation.scenario import SwarmScenario, result_settings
@@ -382,9 +382,7 @@ def run_simulation(
     resolved = scn.resolved()
     resolved_path = out / "scenario.resolved.json"
     if resume:
-        if not resolved_path.exists():
-            raise ConfigError(f"--resume {out}: no scenario.resolved.json there (not a simulation output folder)")
-        before = json.loads(resolved_path.read_text())
+        before = read_run_record(out)
         old, new = result_settings(before), result_settings(json.loads(json.dumps(resolved, default=_json_default)))
         changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
         if changed:

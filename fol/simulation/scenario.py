@@ -353,5 +353,6 @@ def result_settings(resolved: dict[str, Any]) -> dict[str, Any]:
     torch threads; not the executor, the transport, the output folder or where
     the file was read from."""
     out = {k: v for k, v in resolved.items() if k not in RESULT_NEUTRAL}
-    out["run"] = {k: v for k, v in resolved.get("run", {}).items() if k not in RESULT_NEUTRAL_RUN}
+    run = resolved.get("run", {})  # a hand-edited record: compared as it is, and differs
+    out["run"] = {k: v for k, v in run.items() if k not in RESULT_NEUTRAL_RUN} if isinstance(run, dict) else run
     return out
