@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from orbits import OrbitError
-from swarmbase.fileio import check_output_dir
+from swarmbase.fileio import check_output_dir, check_output_file
 from swarmbase.units import format_bytes
 
 from .errors import ContactError
@@ -47,6 +47,15 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def _one_line(args: argparse.Namespace, exc: Exception) -> int:
+    """Print a user error as one line naming the scenario file; exit status 2."""
+    msg = str(exc)
+    if str(args.scenario) not in msg:
+        msg = f"{args.scenario}: {msg}"
+    print(f"{getattr(args, 'prog', 'contacts')}: error: {msg}", file=sys.stderr)
+    return 2
+
+
 def run_contacts(args: argparse.Namespace) -> int:
     """Run the sub-command; returns the exit code (user errors: one line on stderr
     naming the command and the scenario file, exit status 2)."""
@@ -70,6 +79,13 @@ def run_contacts(args: argparse.Namespace) -> int:
             raise ContactError(f"{args.scenario}: --export-orbits needs a [constellation]")
         out = args.out or (args.scenario.resolve().parent / "contacts")
         check_output_dir(out, ContactError, what="--out")
+        outputs = {"contacts.csv": True, "contacts.json": args.json,
+                   "contacts.png": not args.no_plot and scenario.plan_file is None, "contacts.czml": args.czml,
+                   "contacts.ion": args.ion, "contacts.hdtn.json": args.hdtn,
+                   "orbits.omm.json": args.export_orbits == "omm", "orbits.tle": args.export_orbits == "tle"}
+        if out.is_dir():  # the files written there: not folders, before the window search
+            for name in (name for name, wanted in outputs.items() if wanted):
+                check_output_file(out / name, ContactError, what="--out")
         if args.check:
             print(f"{args.scenario}: OK — {len(names)} {scenario.kind} nodes, "
                   f"{len(scenario.ground_stations)} ground station(s)")
@@ -86,6 +102,9 @@ def run_contacts(args: argparse.Namespace) -> int:
             traj = build_trajectories(scenario)
             plan = plan_from_trajectories(traj, scenario, workers=max(1, args.workers))
         elapsed = time.perf_counter() - t0
+    except (ContactError, OrbitError) as exc:
+        return _one_line(args, exc)
+    try:
         csv_path = plan.to_csv(out / "contacts.csv")
         written = [csv_path]
         if args.json:
@@ -105,12 +124,11 @@ def run_contacts(args: argparse.Namespace) -> int:
                 written.append(write_tle(out / "orbits.tle", build_constellation(scenario)))
             except OrbitError as exc:
                 raise ContactError(f"--export-orbits tle: {exc}") from None
+    except OSError as exc:
+        target = Path(exc.filename2 or exc.filename or out)  # os.replace names the temporary file first
+        return _one_line(args, ContactError(f"--out {out}: cannot write {target.name} ({exc.strerror or exc})"))
     except (ContactError, OrbitError) as exc:
-        msg = str(exc)
-        if str(args.scenario) not in msg:
-            msg = f"{args.scenario}: {msg}"
-        print(f"{getattr(args, 'prog', 'contacts')}: error: {msg}", file=sys.stderr)
-        return 2
+        return _one_line(args, exc)
     s = plan.summary()
     print(f"scenario   {args.scenario}  ({scenario.kind}, {s['nodes']} nodes, "
           f"{s['horizon_s']:.0f} s, {s['rounds']} round(s))")

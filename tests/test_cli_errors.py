@@ -61,6 +61,16 @@ def _a_dir(tmp: Path) -> str:
     return str(tmp / "adir")
 
 
+WALKER = ('[constellation]\nkind = "walker-delta"\ntotal = 4\nplanes = 2\nphasing = 1\naltitude_km = 550.0\n'
+          'inclination_deg = 53.0\nepoch = "2026-06-01T00:00:00Z"\n[time]\nduration_s = 3600.0\nstep_s = 60.0\n'
+          '[link]\nmax_range_km = 5000.0\n')
+
+
+def _walker_scenario(tmp: Path) -> str:
+    (tmp / "walker.toml").write_text(WALKER)
+    return str(tmp / "walker.toml")
+
+
 def _out_with_folder(tmp: Path, name: str) -> str:
     (tmp / "out" / name).mkdir(parents=True)
     return str(tmp / "out")
@@ -85,6 +95,12 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
         "ensemble.json: is a folder"),
     "personalize --config DIR": (lambda t: _personalize(t, str(t / "o")) + ["--config", _a_dir(t)],
                                  "is a directory"),
+    "contacts --out DIR holding a folder contacts.czml": (
+        lambda t: ["contacts", _walker_scenario(t), "--czml", "--out", _out_with_folder(t, "contacts.czml")],
+        "contacts.czml: is a folder"),
+    "contacts --out DIR holding a folder orbits.omm.json": (
+        lambda t: ["contacts", _walker_scenario(t), "--export-orbits", "omm", "--no-plot", "--out",
+                   _out_with_folder(t, "orbits.omm.json")], "orbits.omm.json: is a folder"),
     "contacts DIR": (lambda t: ["contacts", _a_dir(t)], "is a directory"),
     "simulate DIR": (lambda t: ["simulate", _a_dir(t)], "is a directory"),
     "agent --config DIR": (lambda t: ["agent", "--config", _a_dir(t)], "is a directory"),
@@ -128,3 +144,19 @@ def test_training_that_diverges_is_a_project_error() -> None:
     y = torch.randint(0, 2, (32,))
     with pytest.raises(TrainingError, match="non-finite"):
         fit(model, (x, y), TrainConfig(epochs=3, lr=9.0, weight_decay=0.0))
+
+
+def test_contacts_output_that_cannot_be_written_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """An OSError while writing the tables (a full disk) is one line naming the file, not a traceback."""
+    import errno
+
+    import contact_sim.dtn
+
+    def full(path: Path, *args: object, **kwargs: object) -> Path:
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(contact_sim.dtn, "write_ion", full)
+    assert main(["contacts", _walker_scenario(tmp_path), "--ion", "--no-plot", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "contacts.ion" in err[0] and "No space left" in err[0], err
