@@ -130,6 +130,20 @@ def test_malformed_key_file_is_a_config_error(tmp_path: Path) -> None:
         TrustStore(tmp_path / "none").reload()
 
 
+def test_key_and_store_folders_that_cannot_be_made_are_config_errors(tmp_path: Path) -> None:
+    """``fol keys gen --dir`` / ``trust --store`` under a file or in /proc: one
+    line naming the folder (they were FileExistsError / FileNotFoundError tracebacks)."""
+    (tmp_path / "afile").write_text("x")
+    for folder, why in ((tmp_path / "afile", "exists and is not a folder"), (tmp_path / "afile" / "sub", "Not a"),
+                        (Path("/proc/fol-no-such"), "No such file")):
+        with pytest.raises(ConfigError, match=f"{folder}: cannot write the key pair there .*{why}"):
+            generate_keypair(folder, "drone-1")
+    pub, _ = generate_keypair(tmp_path / "keys", "drone-1")
+    with pytest.raises(ConfigError, match="afile: cannot be used as a trust store folder .exists and is not a folder"):
+        trust_key(tmp_path / "afile", pub)
+    assert (tmp_path / "afile").read_text() == "x"
+
+
 # ---------------------------------------------------------------------------- protocol
 
 

@@ -84,10 +84,13 @@ def generate_keypair(folder: str | os.PathLike[str], name: str, overwrite: bool 
     public, secret = folder / f"{name}{PUBLIC_SUFFIX}", folder / f"{name}{SECRET_SUFFIX}"
     if not overwrite and (public.exists() or secret.exists()):
         raise ConfigError(f"{secret if secret.exists() else public}: key file already exists (pass --force to replace it)")
-    folder.mkdir(parents=True, exist_ok=True)
     old_umask = os.umask(0o077)
     try:
+        folder.mkdir(parents=True, exist_ok=True)
         pub_name, sec_name = zmq.auth.create_certificates(str(folder), name, metadata={"node": name})
+    except OSError as exc:
+        why = "exists and is not a folder" if isinstance(exc, FileExistsError) else exc.strerror or exc
+        raise ConfigError(f"{folder}: cannot write the key pair there ({why})") from None
     finally:
         os.umask(old_umask)
     os.chmod(sec_name, 0o600)
@@ -136,17 +139,25 @@ def trust_key(trust_dir: str | os.PathLike[str], key_file: str | os.PathLike[str
         raise ConfigError(f"{src}: {exc}") from None
     public = load_public_key(src)
     store = Path(trust_dir)
-    store.mkdir(parents=True, exist_ok=True)
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = "exists and is not a folder" if isinstance(exc, FileExistsError) else exc.strerror or exc
+        raise ConfigError(f"{store}: cannot be used as a trust store folder ({why})") from None
     existing = TrustStore(store).reload()
     if public in existing and existing[public] != peer:
         raise ConfigError(f"{src}: this key is already trusted as {existing[public]!r}")
     target = store / f"{peer}{PUBLIC_SUFFIX}"
     tmp = store / f".{peer}{PUBLIC_SUFFIX}.tmp"
-    tmp.write_text(
-        "#   ZeroMQ CURVE public key of a trusted FOL peer\n"
-        f"metadata\n    node = {peer}\ncurve\n    public-key = \"{public.decode()}\"\n"
-    )
-    os.replace(tmp, target)
+    try:
+        tmp.write_text(
+            "#   ZeroMQ CURVE public key of a trusted FOL peer\n"
+            f"metadata\n    node = {peer}\ncurve\n    public-key = \"{public.decode()}\"\n"
+        )
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"{target}: cannot write the trusted key ({exc.strerror or exc})") from None
     log.info("trusted %s (%s) in %s", peer, public.decode(), store)
     return target
 
