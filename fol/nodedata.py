@@ -94,8 +94,8 @@ def parse_node_data(text: str, root: str | None = None) -> NodeDataSpec:
         raise ConfigError(f"--data: partition={spec.partition!r}; expected dirichlet, region or all")
     if spec.nodes < 1 or not 0 <= spec.node < spec.nodes:
         raise ConfigError(f"--data: node={spec.node} must be in [0, nodes={spec.nodes})")
-    if not spec.psi > 0:
-        raise ConfigError(f"--data: psi={spec.psi} must be > 0")
+    if not 0 < spec.psi < float("inf"):
+        raise ConfigError(f"--data: psi={spec.psi} must be a finite number > 0")
     return spec
 
 

@@ -85,6 +85,8 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
                                                          "node=0,size=200", "--out", str(t / "m.st")],
                                               "--data: 200 images of synthetic-hurricane cannot give nodes=2 "
                                               "per_node=300 images each"),
+    "pretrain --data psi=inf": (lambda t: ["pretrain", "--data", "dataset=synthetic-hurricane,nodes=2,node=0,psi=inf",
+                                           "--out", str(t / "m.st")], "--data: psi=inf must be a finite number > 0"),
     "pretrain --out DIR": (lambda t: ["pretrain", "--data", DATA, "--out", _a_dir(t)], "is a folder"),
     "personalize --out /proc/x": (lambda t: _personalize(t, "/proc/x/out"), "--out /proc/x/out"),
     "personalize --out FILE": (lambda t: _personalize(t, _existing_file(t)), "exists and is not a folder"),
