@@ -100,6 +100,19 @@ def test_corrupt_image_names_the_file(tmp_path):
     assert len(ds) == 7 and all(str(bad) != s for s in ds.sources)
 
 
+def test_skip_corrupt_refuses_a_folder_where_no_image_reads(tmp_path):
+    """Skipping broken files must not turn a folder of only broken files into an
+    empty dataset that fails (or, for ``fol data info``, passes) further on."""
+    for name in ("a/1.png", "b/2.png"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"\x89PNG not really")
+    with pytest.raises(DataError, match=r"none of the 2 image\(s\) could be read") as err:
+        loaders.load_image_folder(tmp_path, image_size=8, skip_corrupt=True)
+    assert "\n" not in str(err.value)
+    _write(tmp_path / "a" / "3.png", (10, 20, 30))
+    assert len(loaders.load_image_folder(tmp_path, image_size=8, skip_corrupt=True)) == 1
+
+
 def test_truncated_jpeg_is_reported(tmp_path):
     good = tmp_path / "x" / "a" / "1.jpg"
     _write(good, (10, 20, 30), size=64)

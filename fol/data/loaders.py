@@ -192,6 +192,9 @@ def _read_many(
             with ThreadPoolExecutor(n_workers) as pool:
                 for _ in pool.map(one, range(len(files))):
                     bar.update()
+    if bad and len(bad) == len(files):  # skipping every file would hand on an empty dataset
+        raise DataError(f"{desc}: none of the {len(files)} image(s) could be read (e.g. {sorted(bad)[0]}); "
+                        "skip_corrupt skips some broken files, not all of them")
     if bad:
         log.warning("skipped %d unreadable image(s): %s", len(bad), ", ".join(sorted(bad)[:5]) + (" ..." if len(bad) > 5 else ""))
     return out[ok], ok
