@@ -90,6 +90,8 @@ def run_personalize(args: argparse.Namespace) -> int:
     if args.top_k is not None:
         cfg = cfg.replace(top_k=args.top_k)
     cfg.for_one_round_per_call(str(args.config) if args.config else "fol personalize")
+    if args.max_bytes is not None and args.max_bytes < 1:
+        raise ConfigError(f"--max-bytes {args.max_bytes}: expected a positive number of bytes")
     out = check_output_dir(args.out, ConfigError, what="--out")  # before the round, not after it
     if out.is_dir():  # the files the round writes there: not folders
         names = ["model.safetensors", "report.json"] + (["ensemble.json"] if args.variant in ("fol-a", "fol-an") else [])

@@ -95,6 +95,8 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "personalize --out DIR holding a folder ensemble.json": (
         lambda t: _personalize(t, _out_with_folder(t, "ensemble.json")) + ["--variant", "fol-a"],
         "ensemble.json: is a folder"),
+    "personalize --max-bytes 0": (lambda t: _personalize(t, str(t / "o")) + ["--max-bytes", "0"],
+                                  "--max-bytes 0: expected a positive number of bytes"),
     "personalize --config DIR": (lambda t: _personalize(t, str(t / "o")) + ["--config", _a_dir(t)],
                                  "is a directory"),
     "contacts --out DIR holding a folder contacts.czml": (
