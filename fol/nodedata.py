@@ -126,7 +126,11 @@ def load_node_data(spec: NodeDataSpec) -> "NodeData":
                             f"nodes") from None
         shard = ds.subset(parts[spec.node], name=f"{ds.name}/{spec.node_name}")
     else:
-        parts = region_partition(ds.lat, ds.lon, spec.nodes, spec.seed)
+        try:
+            parts = region_partition(ds.lat, ds.lon, spec.nodes, spec.seed)
+        except DataError as exc:  # in the spec's terms, as above
+            raise DataError(f"--data: {len(ds)} images of {spec.dataset} cannot give nodes={spec.nodes} regional "
+                            f"shards ({exc}); lower nodes") from None
         shard = ds.subset(parts[spec.node], name=f"{ds.name}/{spec.node_name}")
     return split_node(shard, seed=spec.seed + spec.node)
 

@@ -95,6 +95,9 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "personalize --out DIR holding a folder ensemble.json": (
         lambda t: _personalize(t, _out_with_folder(t, "ensemble.json")) + ["--variant", "fol-a"],
         "ensemble.json: is a folder"),
+    "pretrain --data partition=region with too many nodes": (
+        lambda t: ["pretrain", "--data", "dataset=synthetic-hurricane,size=200,nodes=300,node=0,partition=region",
+                   "--out", str(t / "m.safetensors")], "--data: 200 images of synthetic-hurricane cannot give nodes=300"),
     "personalize --max-bytes 0": (lambda t: _personalize(t, str(t / "o")) + ["--max-bytes", "0"],
                                   "--max-bytes 0: expected a positive number of bytes"),
     "personalize --config DIR": (lambda t: _personalize(t, str(t / "o")) + ["--config", _a_dir(t)],
