@@ -247,3 +247,22 @@ def test_fol_cli_reports_a_bad_agent_config_in_one_line(tmp_path: Path, capsys: 
     assert main(["agent", "--config", str(tmp_path / "missing.toml")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("fol agent: error:") and "agent config file not found" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("timeout", ["-1", "nan", "inf", "0"])
+def test_ctl_timeout_that_is_not_a_positive_number_is_refused_at_once(tmp_path: Path, timeout: str,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A negative timeout used to poll forever (zmq: -1 = no timeout); nan / inf ended in a traceback."""
+    import time
+
+    from fol.cli import main
+
+    (tmp_path / "node.toml").write_text(toml_text(_base(tmp_path)))
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "agent.json").write_text(json.dumps({"control": "tcp://127.0.0.1:1", "pid": 1}))
+    generate_keypair(tmp_path / "keys", "drone-1")
+    t0 = time.monotonic()
+    assert main(["agent", "ctl", str(tmp_path / "node.toml"), "status", f"--timeout={timeout}"]) == 2
+    assert time.monotonic() - t0 < 5
+    err = capsys.readouterr().err.strip()
+    assert "--timeout" in err and "expected a number of seconds" in err and "\n" not in err

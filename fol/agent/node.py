@@ -42,6 +42,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import logging
+import math
 import os
 import queue
 import shutil
@@ -80,6 +81,8 @@ log = logging.getLogger(__name__)
 
 COMMANDS = ("status", "personalize", "send", "reload", "stop")
 RUNTIME_FILE = "agent.json"
+#: Longest wait for an answer of the running agent (s); ``zmq`` polls take whole milliseconds.
+MAX_CONTROL_TIMEOUT_S = 86400.0
 
 
 class Agent:
@@ -677,6 +680,10 @@ def _copy_atomic(src: Path, dst: Path) -> None:
 def control_request(config: AgentConfig, command: str, timeout_s: float = 10.0, **args: Any) -> dict[str, Any]:
     """Send one control command to the running agent of ``config`` (over its
     CURVE control socket, with the node's own key pair) and return the answer."""
+    if (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not math.isfinite(timeout_s)
+            or not 0 < timeout_s <= MAX_CONTROL_TIMEOUT_S):
+        raise ConfigError(f"control timeout (--timeout): expected a number of seconds in (0, {MAX_CONTROL_TIMEOUT_S:.0f}], "
+                          f"got {timeout_s!r}")
     runtime = config.state_dir / RUNTIME_FILE
     try:
         info = json.loads(runtime.read_text())
