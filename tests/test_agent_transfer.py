@@ -654,3 +654,23 @@ def test_a_full_disk_while_storing_is_undone_and_not_held_against_the_sender(tmp
     assert receiver.agent.running and receiver.agent.request("status")["inbox"] == 0
     again = _send(receiver, model, offer, s_keys)  # the receiver's fault is not remembered against the sender
     assert again.status == "delivered", again.detail
+
+
+def test_a_listen_address_in_use_is_one_config_error_and_frees_the_state_folder(tmp_path: Path) -> None:
+    """Binding used to raise zmq.ZMQError (a traceback from 'fol agent'); now it names the field."""
+    import socket
+
+    from fol.errors import ConfigError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        node = Node(tmp_path, "receiver", [], listen=f"tcp://127.0.0.1:{port}")
+        with pytest.raises(ConfigError, match=rf"receiver.toml: node.listen: cannot bind tcp://127.0.0.1:{port} "
+                                              r"\(Address already in use\)"):
+            Agent(node.config(), load_fol=False)
+    node.listen = "tcp://127.0.0.1:*"
+    agent = node.start()  # the state folder lock was released
+    assert agent.request("status")["node"] == "receiver"
+    node.stop()

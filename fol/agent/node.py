@@ -212,13 +212,13 @@ class Agent:
         self.router = self.ctx.socket(zmq.ROUTER)
         Receiver.configure(self.router, settings)
         secure_server(self.router, self.keys, P.ZAP_DOMAIN_PEERS)
-        self.router.bind(self.cfg.listen)
+        _bind(self.router, self.cfg.listen, f"{self.cfg.source}: node.listen")
         self.listen_endpoint = self.router.last_endpoint.decode()
         self.control = self.ctx.socket(zmq.ROUTER)
         tune_socket(self.control)
         self.control.maxmsgsize = P.MAX_HEADER_BYTES + 1024
         secure_server(self.control, self.keys, P.ZAP_DOMAIN_CONTROL)
-        self.control.bind(self.cfg.control)
+        _bind(self.control, self.cfg.control, f"{self.cfg.source}: node.control")
         self.control_endpoint = self.control.last_endpoint.decode()
         self.receiver = Receiver(self.router, self.inbox, settings, self.trust, on_stored=self._on_stored)
 
@@ -669,6 +669,14 @@ def _lock_state_dir(state_dir: Path, node_id: str) -> int:
         raise ConfigError(f"{state_dir}: another agent is already running on this state folder "
                           f"(node {node_id}); stop it first") from None
     return fd
+
+
+def _bind(sock: zmq.Socket, endpoint: str, where: str) -> None:
+    """Bind ``sock``; an address that cannot be bound (in use, not local, no such host) is a :class:`ConfigError`."""
+    try:
+        sock.bind(endpoint)
+    except zmq.ZMQError as exc:
+        raise ConfigError(f"{where}: cannot bind {endpoint} ({zmq.strerror(exc.errno)})") from None
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:
