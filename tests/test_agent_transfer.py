@@ -674,3 +674,28 @@ def test_a_listen_address_in_use_is_one_config_error_and_frees_the_state_folder(
     agent = node.start()  # the state folder lock was released
     assert agent.request("status")["node"] == "receiver"
     node.stop()
+
+
+def test_a_peer_address_that_cannot_be_connected_ends_the_agent_with_one_error(tmp_path: Path) -> None:
+    """connect() raised zmq.ZMQError from run() and the half-made DEALER socket was never closed, so the
+    shutdown's context term() blocked for ever: 'fol agent' hung after a traceback."""
+    from fol.errors import ConfigError
+
+    s_pub, _ = generate_keypair(tmp_path / "keys", "sender")
+    node = Node(tmp_path, "receiver", [s_pub], peers=[{"id": "sender", "address": "tcp://no such host:5602"}])
+    agent = Agent(node.config(), load_fol=False)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            agent.run()
+        except BaseException as exc:  # noqa: BLE001 - what the test is about
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(15)
+    assert not thread.is_alive(), "the agent hung while shutting down"
+    (err,) = errors
+    assert isinstance(err, ConfigError) and "peer sender: cannot connect to tcp://no such host:5602" in str(err)
+    assert agent.closed

@@ -32,7 +32,7 @@ from fol.agent.config import Limits
 from fol.agent.inbox import Inbox, file_sha256
 from fol.agent.keys import KeyPair, TrustStore
 from fol.agent.protocol import Offer, ProtocolError
-from fol.errors import CheckpointError, FOLError
+from fol.errors import CheckpointError, ConfigError, FOLError
 
 __all__ = [
     "OutgoingTransfer",
@@ -279,11 +279,17 @@ class PeerLink:
         tune_socket(self.sock, heartbeat_ms=heartbeat_ms)
         self.sock.immediate = True  # do not queue messages for a peer that is not connected
         self.sock.maxmsgsize = P.MAX_HEADER_BYTES + 1024  # the peer only sends small control messages here
-        if keys is not None:
-            if server_key is None:
-                raise ValueError("a CURVE client needs the server's public key")
-            secure_client(self.sock, keys, server_key)
-        self.sock.connect(endpoint)
+        try:
+            if keys is not None:
+                if server_key is None:
+                    raise ValueError("a CURVE client needs the server's public key")
+                secure_client(self.sock, keys, server_key)
+            self.sock.connect(endpoint)
+        except BaseException as exc:  # an open socket would block the context's term() for ever
+            self.sock.close(linger=0)
+            if isinstance(exc, zmq.ZMQError):
+                raise ConfigError(f"peer {peer}: cannot connect to {endpoint} ({zmq.strerror(exc.errno)})") from None
+            raise
         self.transfers: dict[str, OutgoingTransfer] = {}
 
     def add(self, transfer: OutgoingTransfer) -> None:
