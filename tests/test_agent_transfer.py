@@ -699,3 +699,22 @@ def test_a_peer_address_that_cannot_be_connected_ends_the_agent_with_one_error(t
     (err,) = errors
     assert isinstance(err, ConfigError) and "peer sender: cannot connect to tcp://no such host:5602" in str(err)
     assert agent.closed
+
+
+def test_an_ipc_address_on_an_existing_file_is_refused_and_the_file_kept(tmp_path: Path) -> None:
+    """ZeroMQ unlinks an ipc:// path before binding: 'control = ipc://node.toml' deleted the file."""
+    from fol.errors import ConfigError
+
+    node = Node(tmp_path, "receiver", [])
+    precious = tmp_path / "notes.txt"
+    precious.write_text("keep me")
+    cfg = node.config()
+    cfg.control = f"ipc://{precious}"
+    with pytest.raises(ConfigError, match=r"receiver.toml: node.control: .*notes.txt exists and is not a socket"):
+        Agent(cfg, load_fol=False)
+    assert precious.read_text() == "keep me"
+    cfg.control = f"ipc://{tmp_path / 'control.sock'}"
+    for _ in range(2):  # a socket file left by an earlier run is fine
+        agent = Agent(cfg, load_fol=False).start()
+        assert agent.request("status")["node"] == "receiver"
+        agent.stop(10)

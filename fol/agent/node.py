@@ -46,6 +46,7 @@ import math
 import os
 import queue
 import shutil
+import stat
 import threading
 import time
 from pathlib import Path
@@ -672,7 +673,12 @@ def _lock_state_dir(state_dir: Path, node_id: str) -> int:
 
 
 def _bind(sock: zmq.Socket, endpoint: str, where: str) -> None:
-    """Bind ``sock``; an address that cannot be bound (in use, not local, no such host) is a :class:`ConfigError`."""
+    """Bind ``sock``; an address that cannot be bound (in use, not local, no such host) is a :class:`ConfigError`.
+    An ``ipc://`` path that exists and is not a socket is refused (ZeroMQ would delete the file to bind)."""
+    path = endpoint[len("ipc://"):] if endpoint.startswith("ipc://") else ""
+    if path and not path.startswith("@") and os.path.lexists(path) and not stat.S_ISSOCK(os.lstat(path).st_mode):
+        raise ConfigError(f"{where}: {path} exists and is not a socket; binding {endpoint} would replace it "
+                          f"(expected a new path or an old agent's socket)")
     try:
         sock.bind(endpoint)
     except zmq.ZMQError as exc:
