@@ -718,3 +718,19 @@ def test_an_ipc_address_on_an_existing_file_is_refused_and_the_file_kept(tmp_pat
         agent = Agent(cfg, load_fol=False).start()
         assert agent.request("status")["node"] == "receiver"
         agent.stop(10)
+
+
+@pytest.mark.parametrize("blocked", [".", "partial"])
+def test_a_state_folder_that_is_a_file_is_one_config_error(tmp_path: Path, blocked: str) -> None:
+    """mkdir raised FileExistsError (a traceback from 'fol agent'); the file is left as it was."""
+    from fol.errors import ConfigError
+
+    node = Node(tmp_path, "receiver", [])
+    state = node.folder / "state"
+    if blocked != ".":
+        state.mkdir()
+    (state / blocked if blocked != "." else state).write_text("not a folder")
+    with pytest.raises(ConfigError, match=r"state.*(cannot be used as the state folder.*|cannot create the state "
+                                          r"sub-folder) \(File exists\); expected a writable folder"):
+        Agent(node.config(), load_fol=False)
+    assert (state / blocked if blocked != "." else state).read_text() == "not a folder"

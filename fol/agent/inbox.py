@@ -129,7 +129,11 @@ class Inbox:
         #: (set by an on-board agent from its own model); None accepts any.
         self.compatible: tuple[tuple[str, ...], tuple[int, ...]] | None = None
         for sub in ("models", "reports", "inbox", "partial"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+            try:
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"{self.root / sub}: cannot create the state sub-folder ({exc.strerror}); "
+                                  f"expected a writable folder") from None
         self.state_path = self.root / "state.json"
         self.is_new = not self.state_path.exists()
         if self.is_new:

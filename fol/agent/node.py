@@ -661,8 +661,12 @@ def _lock_state_dir(state_dir: Path, node_id: str) -> int:
     process dies, so a crash never leaves a stale lock."""
     import fcntl
 
-    state_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(state_dir / "agent.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(state_dir / "agent.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise ConfigError(f"{state_dir}: cannot be used as the state folder of node {node_id} "
+                          f"({exc.strerror}); expected a writable folder") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
