@@ -734,3 +734,18 @@ def test_a_state_folder_that_is_a_file_is_one_config_error(tmp_path: Path, block
                                           r"sub-folder) \(File exists\); expected a writable folder"):
         Agent(node.config(), load_fol=False)
     assert (state / blocked if blocked != "." else state).read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("record", ["[1, 2]", "null", '{"sender": "sender", "sha256": "%s", "size": %d, "confirmed": 1e400}'])
+def test_a_corrupt_partial_record_restarts_the_transfer(tmp_path: Path, pair, record: str) -> None:
+    """A partial record that is JSON but not an object (or whose offset is infinite) raised AttributeError /
+    OverflowError on every offer of that model: it could not be received until the record aged out (24 h)."""
+    receiver, s_keys, _ = pair
+    model = _model_file(tmp_path / "m.safetensors", "sender", seed=1)
+    offer = offer_for_file("sender", model, 65536)
+    part, meta = receiver.agent.inbox.partial_paths("sender", offer.model_id)
+    part.write_bytes(model.read_bytes()[:1000])
+    meta.write_text(record % (offer.sha256, offer.size) if "%" in record else record)
+    res = _send(receiver, model, offer, s_keys, timeout_s=10.0)
+    assert res.status == "delivered" and res.first_fetch_offset == 0, (res.status, res.detail)
+    assert receiver.partial_files == []

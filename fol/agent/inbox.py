@@ -229,11 +229,15 @@ class Inbox:
         if meta.exists() and part.exists():
             try:
                 info = json.loads(meta.read_text())
+                if not isinstance(info, dict):
+                    raise ValueError(f"expected a JSON object, got {type(info).__name__}")
                 same = (info.get("sender") == sender and info.get("sha256") == offer.sha256
                         and info.get("size") == offer.size)
                 if same:
                     confirmed = max(0, min(int(info.get("confirmed", 0)), part.stat().st_size, offer.size))
-            except (OSError, ValueError, TypeError):
+            except (OSError, ValueError, TypeError, OverflowError) as exc:
+                log.warning("%s: %s: unreadable partial-transfer record (%s); receiving %s from the start",
+                            self.node_id, meta, exc, offer.model_id)
                 confirmed = 0
         if confirmed == 0:
             part.unlink(missing_ok=True)
