@@ -749,3 +749,28 @@ def test_a_corrupt_partial_record_restarts_the_transfer(tmp_path: Path, pair, re
     res = _send(receiver, model, offer, s_keys, timeout_s=10.0)
     assert res.status == "delivered" and res.first_fetch_offset == 0, (res.status, res.detail)
     assert receiver.partial_files == []
+
+
+def test_an_on_board_node_skips_models_of_rounds_it_will_never_collect(tmp_path: Path) -> None:
+    """Every card round >= the one being collected was accepted: a trusted peer could fill the inbox (and
+    state.json) with valid models of rounds 1, 2, 3, ... that a node running [fol] rounds = 1 never uses."""
+    s_pub, _ = generate_keypair(tmp_path / "keys", "sender")
+    s_keys = load_keypair(tmp_path / "keys" / "sender.key_secret")
+    node = Node(tmp_path, "receiver", [s_pub])
+    cfg = AgentConfig.from_dict({
+        "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", "secret_key": str(node.sec),
+                 "trust_dir": str(node.trust_dir), "state_dir": str(node.folder / "state"), "model": str(node.model),
+                 "data": "dataset=synthetic-hurricane,nodes=2,node=0,psi=0.5,per_node=20"},
+        "limits": node.limits, "trigger": {"auto_send": False, "models": 5}, "fol": {"rounds": 2},
+    }, source="receiver.toml")
+    node.agent = Agent(cfg).start()
+    try:
+        for round_, outcome in [(2, "skipped"), (7, "skipped"), (1, "delivered"), (0, "delivered")]:
+            model = _model_file(tmp_path / f"r{round_}.safetensors", "sender", seed=round_, round_=round_)
+            res = _send(node, model, offer_for_file("sender", model, 65536), s_keys)
+            assert res.status == outcome, (round_, res.status, res.detail)
+            if outcome == "skipped":
+                assert res.bytes_served == 0 and "collects models up to round 1" in res.detail
+        assert [p.parent.name for p in node.inbox_files] == ["round-0", "round-1"]
+    finally:
+        node.stop()

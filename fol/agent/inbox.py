@@ -20,7 +20,9 @@ state does not list), so a model is never lost and never counted twice.
 
 Duplicate detection: an offer is skipped when its model id, or its payload
 sha256, is already in the inbox, or when the same sender already delivered a
-model for that round.
+model for that round. An on-board node also skips rounds it will never use
+(older than the one it collects, or after its last one), so the inbox holds at
+most one model per trusted peer and round.
 """
 
 from __future__ import annotations
@@ -128,6 +130,9 @@ class Inbox:
         #: ``(class_names, input_shape)`` a received model must have to be useful here
         #: (set by an on-board agent from its own model); None accepts any.
         self.compatible: tuple[tuple[str, ...], tuple[int, ...]] | None = None
+        #: The newest card round this node will ever collect (an on-board agent: its last round - 1);
+        #: later rounds are skipped, so a peer cannot fill the inbox with models nobody uses. None: no bound.
+        self.last_round: int | None = None
         for sub in ("models", "reports", "inbox", "partial"):
             try:
                 (self.root / sub).mkdir(parents=True, exist_ok=True)
@@ -205,6 +210,9 @@ class Inbox:
             wanted = self.state.round - 1
             if offer.round < wanted:
                 return "skip", f"stale: model of round {offer.round}, this node collects round-{wanted} models"
+            if self.last_round is not None and offer.round > self.last_round:
+                return "skip", (f"not needed: model of round {offer.round}, this node collects models up to "
+                                f"round {self.last_round}")
         return "accept", ""
 
     # ------------------------------------------------------------------ partial transfers

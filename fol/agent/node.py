@@ -169,6 +169,7 @@ class Agent:
 
             card = read_card(self.inbox.path(self.inbox.state.current_model), max_bytes=self.cfg.limits.max_payload_bytes)
             self.inbox.compatible = (tuple(card.class_names), tuple(card.input_shape or ()))
+            self.inbox.last_round = self.rounds - 1
 
     def _init_models(self) -> None:
         state = self.inbox.state

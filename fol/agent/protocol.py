@@ -64,7 +64,8 @@ Receiver -> sender:
     receiver's state folder).
 ``SKIP``   ``{"model_id": str, "reason": str}``
     Not needed: a duplicate (same model id or same bytes already in the inbox),
-    a second model from the same sender for the same round, or a stale round.
+    a second model from the same sender for the same round, a stale round, or
+    a round after the last one an on-board node collects (``[fol] rounds - 1``).
     The sender treats it as delivered and stops offering.
 ``BUSY``   ``{"model_id": str, "retry_after_s": float}``
     The receiver is at its limit of concurrent inbound transfers, or its
