@@ -266,3 +266,17 @@ def test_ctl_timeout_that_is_not_a_positive_number_is_refused_at_once(tmp_path: 
     assert time.monotonic() - t0 < 5
     err = capsys.readouterr().err.strip()
     assert "--timeout" in err and "expected a number of seconds" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("runtime, needle", [("[1]", "no running agent"), ('{"control": 5}', "no running agent"),
+                                             ('{"control": "garbage"}', "control address 'garbage'")])
+def test_ctl_with_a_malformed_runtime_file_is_one_line(tmp_path: Path, runtime: str, needle: str) -> None:
+    """state/agent.json that is not an object, or holds no usable address, raised TypeError / zmq.ZMQError."""
+    from fol.agent.node import control_request
+
+    cfg = AgentConfig.from_dict(_base(tmp_path), base_dir=tmp_path, source="node.toml")
+    generate_keypair(tmp_path / "keys", "drone-1")
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "agent.json").write_text(runtime)
+    with pytest.raises(ConfigError, match=needle):
+        control_request(cfg, "status", timeout_s=0.3)

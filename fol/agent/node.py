@@ -707,7 +707,9 @@ def control_request(config: AgentConfig, command: str, timeout_s: float = 10.0, 
     try:
         info = json.loads(runtime.read_text())
         endpoint = info["control"]
-    except (OSError, ValueError, KeyError):
+        if not isinstance(endpoint, str):
+            raise TypeError(endpoint)
+    except (OSError, ValueError, KeyError, TypeError):
         raise ConfigError(f"{runtime}: no running agent for node {config.node_id} (start it with 'fol agent --config')") from None
     keys = load_keypair(config.secret_key)
     ctx = zmq.Context()
@@ -715,7 +717,11 @@ def control_request(config: AgentConfig, command: str, timeout_s: float = 10.0, 
     try:
         tune_socket(sock)
         secure_client(sock, keys, keys.public)
-        sock.connect(endpoint)
+        try:
+            sock.connect(endpoint)
+        except zmq.ZMQError as exc:
+            raise ConfigError(f"{runtime}: control address {endpoint!r} of node {config.node_id} cannot be "
+                              f"connected ({zmq.strerror(exc.errno)})") from None
         sock.send_multipart(P.encode(P.CTL, {"command": command, **args}))
         if not sock.poll(int(timeout_s * 1000)):
             raise ConfigError(f"agent {config.node_id} at {endpoint} did not answer within {timeout_s:.0f} s "
