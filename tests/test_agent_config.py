@@ -173,6 +173,10 @@ def test_protocol_frames_round_trip_and_reject_garbage() -> None:
     for change, needle in [({"version": 2}, "version"), ({"sha256": "xyz"}, "sha256"), ({"size": 0}, "size"),
                            ({"sender": "a/b"}, "sender"), ({"model_id": "../x"}, "model_id"),
                            ({"round": -1}, "round"), ({"spec": []}, "spec"),
+                           # a round no deployment reaches (it named an inbox folder too long to create, so the
+                           # failure was not remembered and the peer could make the node fetch it again and again)
+                           ({"round": P.MAX_ROUND + 1}, r"'round' must be an integer in \[0, 1000000\]"),
+                           ({"round": 10**300}, "an integer of 301 digits"), ({"size": 2**63}, "size"),
                            ({"spec": {"options": {"widths": [[1]]}}}, "spec"),
                            ({"spec": {"options": {"widths": list(range(300))}}}, "spec")]:
         with pytest.raises(P.ProtocolError, match=needle):

@@ -181,6 +181,10 @@ MAX_HEADER_ITEMS = 4096
 #: Largest ``spec`` in an OFFER: nesting (spec -> options -> widths) and values.
 MAX_SPEC_DEPTH = 3
 MAX_SPEC_ITEMS = 256
+#: Largest integer a header field may hold (sizes, offsets: what a file offset can be).
+MAX_HEADER_INT = 2**63 - 1
+#: Largest model round an OFFER may name (a round is one model exchange; far above any deployment).
+MAX_ROUND = 1_000_000
 ZAP_DOMAIN_PEERS = "fol-peers"
 ZAP_DOMAIN_CONTROL = "fol-control"
 
@@ -214,10 +218,11 @@ def check_model_id(value: Any) -> str:
     return value
 
 
-def _int_field(header: dict[str, Any], key: str, minimum: int = 0) -> int:
+def _int_field(header: dict[str, Any], key: str, minimum: int = 0, maximum: int = MAX_HEADER_INT) -> int:
     value = header.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ProtocolError(f"header field {key!r} must be an integer >= {minimum}, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
+        shown = value if not isinstance(value, int) or abs(value) < 10**30 else f"an integer of {len(str(value))} digits"
+        raise ProtocolError(f"header field {key!r} must be an integer in [{minimum}, {maximum}], got {shown!r}")
     return value
 
 
@@ -259,7 +264,7 @@ class Offer:
         return cls(
             sender=check_name(header.get("sender"), "header field 'sender'"),
             model_id=check_model_id(header.get("model_id")),
-            round=_int_field(header, "round"),
+            round=_int_field(header, "round", maximum=MAX_ROUND),
             spec=spec,
             size=_int_field(header, "size", 1),
             sha256=sha,
