@@ -40,6 +40,20 @@ def test_config_round_trip_through_toml_resolves_relative_paths(tmp_path: Path) 
     assert cfg.fol_config().top_k == 2
 
 
+def test_relative_ipc_addresses_resolve_against_the_config_folder(tmp_path: Path, monkeypatch) -> None:
+    """Like every path of the config: started from another folder, the agent binds the same socket."""
+    data = _base(tmp_path)
+    data["node"].update(listen="ipc://state/in.sock", control="ipc:///run/fol/ctl.sock")
+    data["peers"][0]["address"] = "ipc://../drone-2/state/in.sock"
+    path = tmp_path / "node.toml"
+    path.write_text(toml_text(data))
+    monkeypatch.chdir("/")
+    cfg = AgentConfig.from_toml(path)
+    assert cfg.listen == f"ipc://{tmp_path / 'state' / 'in.sock'}"
+    assert cfg.control == "ipc:///run/fol/ctl.sock"  # absolute: as written
+    assert cfg.peers[0].address == f"ipc://{tmp_path / '..' / 'drone-2' / 'state' / 'in.sock'}"
+
+
 def test_default_payload_limit_matches_the_safe_format() -> None:
     from fol.checkpoint import DEFAULT_MAX_BYTES
 

@@ -72,11 +72,20 @@ VARIANT_NAMES = ("local", "fol", "fol-a", "fol-n", "fol-an")
 DEFAULT_MAX_PAYLOAD_BYTES = 200 * 1000 * 1000
 
 
-def check_address(value: Any, where: str, bind: bool = False) -> str:
-    """A ZeroMQ endpoint ``tcp://host:port`` (``port`` may be ``*`` or 0 when binding) or ``ipc://path``."""
+def check_address(value: Any, where: str, bind: bool = False, base: Path | None = None) -> str:
+    """A ZeroMQ endpoint ``tcp://host:port`` (``port`` may be ``*`` or 0 when binding) or ``ipc://path``;
+    a relative ``ipc://`` path is resolved against ``base`` (the config file's folder), like every path
+    of the config, not against the folder the agent was started from.
+
+    >>> check_address("ipc://state/ctl.sock", "node.control", base=Path("/etc/fol"))
+    'ipc:///etc/fol/state/ctl.sock'
+    """
     if not isinstance(value, str):
         raise ConfigError(f"{where} must be a string like 'tcp://127.0.0.1:5601', got {value!r}")
     if value.startswith("ipc://") and len(value) > 6:
+        path = value[len("ipc://"):]
+        if base is not None and not path.startswith(("/", "@")):  # '@': a Linux abstract socket, no file
+            return f"ipc://{Path(base) / path}"
         return value
     if value.startswith("tcp://"):
         host, sep, port = value[6:].rpartition(":")
@@ -209,8 +218,8 @@ class AgentConfig:
             node_id = check_name(node.raw("id", required=True), f"{source}: node.id")
         except ProtocolError as exc:
             raise ConfigError(str(exc)) from None
-        listen = check_address(node.raw("listen", required=True), f"{source}: node.listen", bind=True)
-        control = check_address(node.get("control", "tcp://127.0.0.1:*"), f"{source}: node.control", bind=True)
+        listen = check_address(node.raw("listen", required=True), f"{source}: node.listen", bind=True, base=base)
+        control = check_address(node.get("control", "tcp://127.0.0.1:*"), f"{source}: node.control", bind=True, base=base)
         data_spec = node.str("data", nonempty=True)
         if isinstance(data_spec, str) and "=" not in data_spec and not os.path.isabs(data_spec):
             data_spec = str(base / data_spec)  # a folder of class sub-folders, relative to the config
@@ -234,7 +243,7 @@ class AgentConfig:
             if pid in seen:
                 pt.fail("id", f"{pid!r} is listed twice")
             seen.add(pid)
-            address = check_address(pt.get("address"), f"{source}: peers[{i}].address")
+            address = check_address(pt.get("address"), f"{source}: peers[{i}].address", base=base)
             key = pt.str("public_key", nonempty=True)
             if key is None:
                 key = str(trust_dir / f"{pid}.key")
