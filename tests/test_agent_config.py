@@ -298,3 +298,24 @@ def test_ctl_with_a_malformed_runtime_file_is_one_line(tmp_path: Path, runtime: 
     (tmp_path / "state" / "agent.json").write_text(runtime)
     with pytest.raises(ConfigError, match=needle):
         control_request(cfg, "status", timeout_s=0.3)
+
+
+def test_a_key_path_that_is_a_folder_or_an_open_secret_key_is_said_so(tmp_path: Path, caplog) -> None:
+    """A folder where a key file belongs is 'cannot read' (it was 'not found'); a secret key
+    other users can read still loads, with a warning naming the file and the fix."""
+    import logging
+    import os
+
+    (tmp_path / "d.key_secret").mkdir()
+    with pytest.raises(ConfigError, match=r"d.key_secret: cannot read key file \(Is a directory\)"):
+        load_keypair(tmp_path / "d.key_secret")
+    (tmp_path / "p.key").mkdir()
+    with pytest.raises(ConfigError, match=r"p.key: cannot read public key file \(Is a directory\)"):
+        load_public_key(tmp_path / "p.key")
+    _, secret = generate_keypair(tmp_path / "keys", "drone-1")
+    with caplog.at_level(logging.WARNING, logger="fol.agent.keys"):
+        load_keypair(secret)
+        assert not caplog.records  # as 'fol keys gen' writes it: 0600
+        os.chmod(secret, 0o644)
+        load_keypair(secret)
+    assert len(caplog.records) == 1 and "readable by other users (mode 644)" in caplog.records[0].getMessage()

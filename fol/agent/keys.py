@@ -102,12 +102,17 @@ def load_keypair(path: str | os.PathLike[str]) -> KeyPair:
     """The key pair in a ``.key_secret`` certificate file."""
     try:
         public, secret = zmq.auth.load_certificate(str(path))
-    except OSError:
+    except FileNotFoundError:
         raise ConfigError(f"{path}: key file not found") from None
+    except OSError as exc:  # a folder, no permission
+        raise ConfigError(f"{path}: cannot read key file ({exc.strerror or exc})") from None
     except ValueError:
         raise ConfigError(f"{path}: not a ZeroMQ certificate (no public-key line)") from None
     if secret is None:
         raise ConfigError(f"{path}: holds no secret key; expected the node's <name>{SECRET_SUFFIX} file")
+    if os.stat(path).st_mode & 0o077:
+        log.warning("%s: the secret key is readable by other users (mode %o); 'chmod 600 %s' as "
+                    "'fol keys gen' writes it", path, os.stat(path).st_mode & 0o777, path)
     return KeyPair(_check_z85(public, f"{path} public-key"), _check_z85(secret, f"{path} secret-key"))
 
 
@@ -118,8 +123,10 @@ def load_public_key(path_or_key: str | os.PathLike[str]) -> bytes:
         return _check_z85(text.encode("ascii", "replace"), "public key")
     try:
         public, _ = zmq.auth.load_certificate(text)
-    except OSError:
+    except FileNotFoundError:
         raise ConfigError(f"{text}: public key file not found") from None
+    except OSError as exc:  # a folder, no permission
+        raise ConfigError(f"{text}: cannot read public key file ({exc.strerror or exc})") from None
     except ValueError:
         raise ConfigError(f"{text}: not a ZeroMQ certificate (no public-key line)") from None
     return _check_z85(public, f"{text} public-key")
