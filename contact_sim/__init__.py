@@ -13,7 +13,7 @@ Typical use::
 from .drones import (Waypoints, drone_trajectories, random_waypoints, read_waypoints_csv,
                      write_waypoints_csv)
 from .czml import czml_packets, write_czml
-from .dtn import format_ion, hdtn_contacts, parse_ion, read_ion, write_hdtn, write_ion
+from .dtn import format_ion, hdtn_contacts, parse_hdtn, parse_ion, read_hdtn, read_ion, read_plan, write_hdtn, write_ion
 from .energy import Battery, EnergyModel
 from .errors import ContactError
 from .geometry import (DEFAULT_GRAZING_KM, EARTH_RADIUS_KM, elevation_deg, line_of_sight,
@@ -35,5 +35,5 @@ __all__ = [
     "plan_from_trajectories", "random_waypoints", "range_km", "read_waypoints_csv",
     "round_boundaries", "satellite_trajectories", "segment_clearance_km", "space_visible",
     "time_grid", "windows_from_samples", "write_waypoints_csv",
-    "Battery", "EnergyModel", "czml_packets", "write_czml", "format_ion", "hdtn_contacts", "load_plan_file", "parse_ion", "read_ion", "write_hdtn", "write_ion",
+    "Battery", "EnergyModel", "czml_packets", "write_czml", "format_ion", "hdtn_contacts", "load_plan_file", "parse_hdtn", "parse_ion", "read_hdtn", "read_ion", "read_plan", "write_hdtn", "write_ion",
 ]

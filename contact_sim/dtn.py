@@ -1,4 +1,4 @@
-"""Contact plans in the DTN tools' formats: ION (text, in and out) and HDTN (JSON, out).
+"""Contact plans in the DTN tools' formats: ION (text) and HDTN (JSON), in and out.
 
 **ION** (``ionadmin`` contact-plan commands), one direction per line::
 
@@ -25,8 +25,9 @@ time of its mean range rounded up to whole seconds (at least 1). A plan whose
 windows already have whole-second edges and whole byte rates round-trips
 exactly.
 
-Import: a window of this simulator is full duplex, so every ``a contact``
-needs its reverse (same interval) in the file; the window carries the smaller
+Import (ION with :func:`read_ion`, HDTN with :func:`read_hdtn`, either by file name with
+:func:`read_plan`): a window of this simulator is full duplex, so every ``a contact``
+(HDTN: every record) needs its reverse (same interval) in the file; the window carries the smaller
 of the two rates. A window's OWLT is the largest of the ``a range`` lines of
 the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]`` and
 written back on export); other ``ionadmin`` commands (``1``, ``s``,
@@ -145,15 +146,19 @@ def write_hdtn(path: str | Path, plan: ContactPlan) -> Path:
 
 @dataclass
 class IonPlan:
-    """The contents of an ION contact-plan file (node numbers as written)."""
+    """The contents of an ION contact-plan file, or of an HDTN one read into the same
+    fields (node numbers as written)."""
 
     start: _dt.datetime | None
     names: dict[int, str] = field(default_factory=dict)
     kinds: dict[int, str] = field(default_factory=dict)
-    #: ``(t0_s, t1_s, from, to, rate_bytes_per_s, line number)``
-    contacts: list[tuple[float, float, int, int, int, int]] = field(default_factory=list)
-    #: ``(t0_s, t1_s, from, to, owlt_s, line number)``
-    ranges: list[tuple[float, float, int, int, int, int]] = field(default_factory=list)
+    #: ``(t0_s, t1_s, from, to, rate_bytes_per_s, where)``; ``where`` names the file and the line
+    #: (ION) or the record (HDTN) for error messages
+    contacts: list[tuple[float, float, int, int, float, str]] = field(default_factory=list)
+    #: ``(t0_s, t1_s, from, to, owlt_s, where)``
+    ranges: list[tuple[float, float, int, int, int, str]] = field(default_factory=list)
+    #: the file format it was read from: ``"ion"`` or ``"hdtn"``
+    format: str = "ion"
 
 
 #: Latest relative time an ION plan may name (about 317 years after its start).
@@ -239,7 +244,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             continue  # ION's loopback contacts (a node to itself) carry nothing between nodes
         value = _pos_int(words[6], "rate (bytes/s)" if words[1] == "contact" else "OWLT (s)", where,
                          allow_zero=True)
-        (plan.contacts if words[1] == "contact" else plan.ranges).append((t0, t1, src, dst, value, lineno))
+        (plan.contacts if words[1] == "contact" else plan.ranges).append((t0, t1, src, dst, value, where))
     if not plan.contacts:
         raise ContactError(f"{source}: no 'a contact' lines between two different nodes")
     return plan
@@ -254,29 +259,29 @@ def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] |
     if len(set(names)) != len(names):
         raise ContactError(f"{source}: two header nodes share a name")
     kinds = [ion.kinds.get(n, "node") for n in numbers]
-    directed: dict[tuple[float, float, int, int], tuple[int, int]] = {}
-    for t0, t1, src, dst, rate, lineno in ion.contacts:
+    directed: dict[tuple[float, float, int, int], tuple[float, str]] = {}
+    for t0, t1, src, dst, rate, where in ion.contacts:
         key = (t0, t1, src, dst)
         if key in directed:
-            raise ContactError(f"{source}:{lineno}: contact {src}->{dst} {t0:g}..{t1:g} s listed twice "
-                               f"(first on line {directed[key][1]})")
-        directed[key] = (rate, lineno)
+            raise ContactError(f"{where}: contact {src}->{dst} {t0:g}..{t1:g} s listed twice "
+                               f"(first at {directed[key][1]})")
+        directed[key] = (rate, where)
     rows = []
-    for (t0, t1, src, dst), (rate, lineno) in directed.items():
+    for (t0, t1, src, dst), (rate, where) in directed.items():
         back = directed.get((t0, t1, dst, src))
         if back is None:
-            raise ContactError(f"{source}:{lineno}: contact {src}->{dst} +{t0:g} +{t1:g} has no reverse contact "
+            raise ContactError(f"{where}: contact {src}->{dst} +{t0:g} +{t1:g} has no reverse contact "
                                f"{dst}->{src} over the same interval (windows here are full duplex)")
         if src > dst:
             continue
         if back[0] != rate:
-            log.warning("%s:%d: contact %d<->%d has rates %d and %d bytes/s; using the smaller", source, lineno,
+            log.warning("%s: contact %d<->%d has rates %g and %g bytes/s; using the smaller", where,
                         src, dst, rate, back[0])
         rows.append((index[src], index[dst], t0, t1, 8.0 * min(rate, back[0]) * (t1 - t0)))
     ranges: dict[tuple[int, int], list[tuple[float, float, int]]] = {}
-    for t0, t1, src, dst, owlt, lineno in ion.ranges:
+    for t0, t1, src, dst, owlt, where in ion.ranges:
         if src not in index or dst not in index:
-            raise ContactError(f"{source}:{lineno}: range {src}->{dst} names a node with no contact")
+            raise ContactError(f"{where}: range {src}->{dst} names a node with no contact")
         ranges.setdefault((min(index[src], index[dst]), max(index[src], index[dst])), []).append((t0, t1, owlt))
     rows.sort(key=lambda r: (r[2], r[0], r[1]))  # the window table's order: start, then node ids
     a, b, t0s, t1s, vol = (np.array(col) for col in zip(*rows))
@@ -287,9 +292,111 @@ def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] |
     windows = WindowTable(a, b, t0s, t1s, nan, nan, vol, sort=False)
     bounds = (np.asarray(round_boundaries_s, dtype=float) if round_boundaries_s is not None
               else np.array([0.0, float(t1s.max())]))
-    meta = {"source": source, "kind": "plan", "format": "ion", "owlt_s_per_window": [float(o) for o in owlt_w]}
+    meta = {"source": source, "kind": "plan", "format": ion.format, "owlt_s_per_window": [float(o) for o in owlt_w]}
     return ContactPlan(names, windows, LinkModel("plan", acquisition_s=acquisition_s), bounds,
                        ion.start, kinds, meta)
+
+
+#: HDTN times at or after this many seconds are Unix times (2000-01-01T00:00:00Z), as HDTN writes them
+#: with ``--use-unix-timestamp``; smaller ones are seconds after the plan start (HDTN's default epoch).
+HDTN_UNIX_FROM_S = 946_684_800
+_HDTN_KEYS = {"contact", "source", "dest", "startTime", "endTime", "rateBitsPerSec", "rate", "owlt",
+              "finalDestination"}
+
+
+def _hdtn_int(record: dict, key: str, where: str, positive: bool = False) -> int:
+    value = record.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
+        raise ContactError(f"{where}: {key}: expected a{' positive' if positive else ' non-negative'} integer, "
+                           f"got {str(value)[:40]!r}")
+    return value
+
+
+def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = None) -> IonPlan:
+    """Parse an HDTN contact plan (``contactPlan.json``) into the fields an ION file gives.
+
+    Each record of ``"contacts"`` is one direction: ``source`` -> ``dest`` (node numbers) from
+    ``startTime`` to ``endTime`` (whole seconds) at ``rateBitsPerSec`` (or HDTN's deprecated ``rate``,
+    Mbit/s), with an optional one-way light time ``owlt`` (s); ``contact`` and ``finalDestination``
+    are HDTN's own bookkeeping and are not used. Times are seconds after the plan start (HDTN's
+    default: its epoch is the moment it loads the plan), or Unix times when every ``startTime`` is
+    after 2000-01-01 (HDTN's ``--use-unix-timestamp``), which need ``start`` to be converted.
+
+    >>> plan = parse_hdtn('{"contacts": [{"contact": 0, "source": 1, "dest": 2, "startTime": 0, '
+    ...                   '"endTime": 60, "rateBitsPerSec": 8000, "owlt": 1}]}')
+    >>> plan.contacts, plan.ranges
+    ([(0.0, 60.0, 1, 2, 1000.0, '<text>: contacts[0]')], [(0.0, 60.0, 1, 2, 1, '<text>: contacts[0]')])
+    """
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ContactError(f"{source}: invalid JSON ({exc.msg} at line {exc.lineno}); expected an HDTN contact "
+                           "plan") from None
+    except RecursionError:
+        raise ContactError(f"{source}: invalid JSON (arrays or objects nested too deeply)") from None
+    records = doc.get("contacts") if isinstance(doc, dict) else None
+    if not isinstance(records, list):
+        raise ContactError(f"{source}: expected an HDTN contact plan, a JSON object with a \"contacts\" list")
+    plan = IonPlan(start, format="hdtn")
+    rows = []
+    for i, record in enumerate(records):
+        where = f"{source}: contacts[{i}]"
+        if not isinstance(record, dict):
+            raise ContactError(f"{where}: expected an object, got {type(record).__name__}")
+        unknown = sorted(set(record) - _HDTN_KEYS)
+        if unknown:
+            raise ContactError(f"{where}: unknown key {unknown[0]!r}; expected {', '.join(sorted(_HDTN_KEYS))}")
+        src, dst = _hdtn_int(record, "source", where, True), _hdtn_int(record, "dest", where, True)
+        t0, t1 = _hdtn_int(record, "startTime", where), _hdtn_int(record, "endTime", where)
+        if "rateBitsPerSec" in record:
+            rate_bps = _hdtn_int(record, "rateBitsPerSec", where)
+        elif "rate" in record:
+            rate_bps = _hdtn_int(record, "rate", where) * 1_000_000
+        else:
+            raise ContactError(f"{where}: expected rateBitsPerSec (or HDTN's older rate, Mbit/s)")
+        owlt = _hdtn_int(record, "owlt", where) if "owlt" in record else None
+        rows.append((t0, t1, src, dst, rate_bps, owlt, where))
+    offset = 0.0
+    if rows and min(r[0] for r in rows) >= HDTN_UNIX_FROM_S:
+        if start is None:
+            raise ContactError(f"{source}: the times are Unix times (every startTime after 2000-01-01); "
+                               "set time.start to the plan start to read them")
+        offset = start.timestamp()
+    for t0, t1, src, dst, rate_bps, owlt, where in rows:
+        t0_s, t1_s = t0 - offset, t1 - offset
+        for value, key in ((t0_s, "startTime"), (t1_s, "endTime")):
+            if not 0 <= value <= MAX_ION_OFFSET_S:
+                raise ContactError(f"{where}: {key} {value + offset:.0f} is "
+                                   f"{'before' if value < 0 else 'too long after'} the plan start"
+                                   + (f" {_utc(start)}" if start is not None else ""))
+        if t1_s <= t0_s:
+            raise ContactError(f"{where}: endTime {t1} is not after startTime {t0}")
+        if src == dst:
+            continue  # a contact of a node with itself carries nothing between nodes
+        plan.contacts.append((float(t0_s), float(t1_s), src, dst, rate_bps / 8.0, where))
+        if owlt is not None:
+            plan.ranges.append((float(t0_s), float(t1_s), src, dst, owlt, where))
+    if not plan.contacts:
+        raise ContactError(f"{source}: no contacts between two different nodes")
+    return plan
+
+
+def read_hdtn(path: str | Path, round_boundaries_s: Sequence[float] | None = None, acquisition_s: float = 0.0,
+              start: _dt.datetime | None = None) -> ContactPlan:
+    """Read an HDTN contact-plan file (JSON) into a :class:`ContactPlan`: the rules of
+    :func:`read_ion` (full-duplex windows, the smaller rate of the two directions), nodes named
+    ``ipn-N``."""
+    path = Path(path)
+    text = read_text_file(path, ContactError, "contact plan file", MAX_PLAN_BYTES)
+    return ion_to_plan(parse_hdtn(text, str(path), start), str(path), round_boundaries_s, acquisition_s)
+
+
+def read_plan(path: str | Path, round_boundaries_s: Sequence[float] | None = None, acquisition_s: float = 0.0,
+              start: _dt.datetime | None = None) -> ContactPlan:
+    """Read a contact-plan file by its name: ``.json`` is HDTN (:func:`read_hdtn`), anything else
+    ION (:func:`read_ion`)."""
+    reader = read_hdtn if Path(path).suffix.lower() == ".json" else read_ion
+    return reader(path, round_boundaries_s, acquisition_s, start)
 
 
 def read_ion(path: str | Path, round_boundaries_s: Sequence[float] | None = None, acquisition_s: float = 0.0,

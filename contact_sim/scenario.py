@@ -60,7 +60,7 @@ Sections owned here (every key checked; unknown keys are errors)::
     sunlight_step_s = 60.0     # eclipse search grid (edges refined to 0.1 s)
 
     [contacts]                 # instead of [constellation]/[drones]: an imported plan
-    plan_file = "plan.ion"     # ION contact-plan text (contact_sim.dtn); [time] duration_s
+    plan_file = "plan.ion"     # ION contact-plan text, or HDTN JSON (.json; contact_sim.dtn); [time] duration_s
                                # required, [link] takes only acquisition_s (default 0 here)
 
 Top-level tables owned by the learning side pass through untouched:
@@ -84,7 +84,7 @@ from orbits.sunlight import check_sunlight_steps, eclipse_intervals
 from swarmbase.tomlcheck import Table, read_toml
 
 from .drones import drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
-from .dtn import read_ion
+from .dtn import read_plan
 from .errors import ContactError
 from .energy import Battery, EnergyModel
 from .geometry import EARTH_RADIUS_KM
@@ -461,7 +461,7 @@ def load_plan_file(scenario: ContactScenario) -> ContactPlan:
     """The imported contact plan of a ``[contacts] plan_file`` scenario, on the scenario's rounds."""
     if scenario.plan_file is None:
         raise ContactError("scenario has no [contacts] plan_file")
-    return read_ion(scenario.plan_file, round_boundaries(scenario), scenario.link.acquisition_s,
+    return read_plan(scenario.plan_file, round_boundaries(scenario), scenario.link.acquisition_s,
                     scenario.time.start)
 
 

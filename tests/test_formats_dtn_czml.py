@@ -1,5 +1,5 @@
 """Contact plans in the DTN tools' formats (ION in/out, HDTN out), a scenario driven by an
-imported ION plan, and the CZML export."""
+imported ION and HDTN plans, and the CZML export."""
 
 from __future__ import annotations
 
@@ -108,6 +108,77 @@ def test_malformed_ion_plan_names_file_and_line(tmp_path: Path, text: str, messa
     path.write_text(text)
     with pytest.raises(ContactError, match=message):
         read_ion(path)
+
+
+def test_hdtn_import_reads_back_what_the_ion_twin_gives(tmp_path: Path) -> None:
+    """An exported HDTN plan reads back to the windows its ION twin gives (node names aside:
+    HDTN's JSON has none), and a [contacts] plan_file ending in .json is read as HDTN."""
+    from contact_sim import read_hdtn, read_plan
+
+    plan = _hand_plan()
+    (tmp_path / "p.ion").write_text(format_ion(plan))
+    (tmp_path / "p.json").write_text(json.dumps(hdtn_contacts(plan)))
+    ion, hdtn = read_ion(tmp_path / "p.ion", [0.0, 700.0]), read_hdtn(tmp_path / "p.json", [0.0, 700.0])
+    assert hdtn.node_names == ["ipn-1", "ipn-2", "ipn-3"] and hdtn.meta["format"] == "hdtn"
+    for col in ("a", "b", "t_start_s", "t_end_s", "capacity_bytes"):
+        assert np.array_equal(getattr(hdtn.windows, col), getattr(ion.windows, col)), col
+    assert hdtn.meta["owlt_s_per_window"] == ion.meta["owlt_s_per_window"] == [1.0, 2.0]
+    assert hdtn_contacts(hdtn) == hdtn_contacts(plan)  # and out again, record for record
+    assert read_plan(tmp_path / "p.json").meta["format"] == "hdtn" and read_plan(tmp_path / "p.ion").meta["format"] == "ion"
+    (tmp_path / "s.toml").write_text('[contacts]\nplan_file = "p.json"\n[time]\nduration_s = 700.0\n')
+    assert contacts_main(["contacts", str(tmp_path / "s.toml"), "--ion", "--out", str(tmp_path / "o")]) == 0
+    assert [ln for ln in (tmp_path / "o" / "contacts.ion").read_text().splitlines() if ln.startswith("a ")] == \
+        [ln for ln in format_ion(plan).splitlines() if ln.startswith("a ")]
+
+
+def test_hdtn_rates_older_fields_unix_times_and_loopbacks() -> None:
+    from contact_sim import parse_hdtn
+
+    def rec(**kw):
+        return {"contact": 0, "source": 1, "dest": 2, "startTime": 10, "endTime": 70, **kw}
+
+    doc = {"contacts": [rec(rate=2), rec(source=2, dest=1, rateBitsPerSec=8_000_000, finalDestination=2),
+                        rec(source=3, dest=3, rateBitsPerSec=1)]}
+    plan = parse_hdtn(json.dumps(doc), "h.json")
+    # 'rate' is HDTN's older field in Mbit/s; the loopback 3 -> 3 is left out; no owlt, no range
+    assert [(c[2], c[3], c[4]) for c in plan.contacts] == [(1, 2, 250_000.0), (2, 1, 1_000_000.0)]
+    assert plan.ranges == []
+    unix0 = int(START.timestamp())
+    both = [rec(startTime=unix0 + 60, endTime=unix0 + 120, rateBitsPerSec=8),
+            rec(source=2, dest=1, startTime=unix0 + 60, endTime=unix0 + 120, rateBitsPerSec=8)]
+    assert [c[:2] for c in parse_hdtn(json.dumps({"contacts": both}), "h.json", START).contacts] == [(60.0, 120.0)] * 2
+    with pytest.raises(ContactError, match=r"h\.json: the times are Unix times .* set time\.start"):
+        parse_hdtn(json.dumps({"contacts": both}), "h.json")
+
+
+@pytest.mark.parametrize("doc, message", [
+    ("[1, 2]", r"p\.json: expected an HDTN contact plan, a JSON object with a \"contacts\" list"),
+    ("{not json", r"p\.json: invalid JSON"),
+    ("[" * 100_000 + "]" * 100_000, r"p\.json: invalid JSON \(arrays or objects nested too deeply\)"),
+    ('{"contacts": [7]}', r"p\.json: contacts\[0\]: expected an object, got int"),
+    ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60}]}',
+     r"contacts\[0\]: expected rateBitsPerSec"),
+    ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 1, "speed": 3}]}',
+     r"contacts\[0\]: unknown key 'speed'"),
+    ('{"contacts": [{"source": 0, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 1}]}',
+     r"contacts\[0\]: source: expected a positive integer, got '0'"),
+    ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 6.5, "rateBitsPerSec": 1}]}',
+     r"contacts\[0\]: endTime: expected a non-negative integer"),
+    ('{"contacts": [{"source": 1, "dest": 2, "startTime": 60, "endTime": 60, "rateBitsPerSec": 1}]}',
+     r"contacts\[0\]: endTime 60 is not after startTime 60"),
+    ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 99999999999, "rateBitsPerSec": 1}]}',
+     r"contacts\[0\]: endTime 99999999999 is too long after the plan start"),
+    ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 1}]}',
+     r"p\.json: contacts\[0\]: contact 1->2 \+0 \+60 has no reverse contact 2->1"),
+    ('{"contacts": []}', r"p\.json: no contacts between two different nodes"),
+])
+def test_malformed_hdtn_plan_names_file_and_record(tmp_path: Path, doc: str, message: str) -> None:
+    from contact_sim import read_hdtn
+
+    path = tmp_path / "p.json"
+    path.write_text(doc)
+    with pytest.raises(ContactError, match=message):
+        read_hdtn(path)
 
 
 def test_plan_file_scenario_validation(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 For each seed:
 
 1. **Contacts**: trajectories and windows of the scenario (:mod:`contact_sim`),
-   or an imported ION contact plan (``[contacts] plan_file``), ``contacts.csv``;
+   or an imported ION or HDTN contact plan (``[contacts] plan_file``), ``contacts.csv``;
    ground stations relay but hold no data and learn nothing.
 2. **Data**: the dataset pool is partitioned over the learning nodes
    (``orbit``-driven, Dirichlet label skew, or by region), each shard split
