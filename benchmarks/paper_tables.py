@@ -18,7 +18,8 @@ seed) pairs above and below, and a Wilcoxon signed-rank test over nodes.
 task, per seed, or per method group: ``--methods fol`` in one, ``--methods
 dense fedavg`` in another) into one table without re-running anything; runs
 of the same seed must agree on Local to the last node, and on any other row
-both hold (a repeat, e.g. E = 1 again in a run of E = 1-3, is kept once).
+both hold (a repeat, e.g. E = 1 again in a run of E = 1-3, is kept once);
+a stopped run merged with a run of the seeds it missed is complete.
 ``--compare BASE OTHER`` sets two runs of the same swarms that differ in FOL's
 (or the baselines') options side by side, e.g. ``--fol preset=paper`` against
 the default: every row both hold, paired by seed and node on the seeds both

@@ -483,8 +483,8 @@ class ProtocolResult:
 
     def markdown(self) -> str:
         parts = [] if self.complete else [
-            "\n_Partial: written while the run was still going; the settings and seeds below are those "
-            "finished so far._"]
+            "\n_Partial: not every setting holds every planned seed (a run still going or stopped, or merged "
+            "runs of unequal seeds); the settings and seeds below are those finished._"]
         for (dataset, psi), s in self.settings.items():
             task = paper_task(dataset)
             paper = PAPER_CELLS.get((task, psi), {}) if task else {}
@@ -669,7 +669,9 @@ def merge_results(results: Sequence[tuple[str, ProtocolResult]]) -> ProtocolResu
     hold for one seed must also be the same to the last node (a repeat of the
     same code and seed, e.g. E = 1 again in a run of E = 1-3): it is kept
     once, and a repeat that differs is refused. Every seed of a merged
-    setting must end with the same rows."""
+    setting must end with the same rows. The merged result is complete when
+    it holds every seed of every setting the runs planned: a stopped run
+    joined with a run of the seeds it missed is."""
     if not results:
         raise ConfigError("merge: no results to merge")
     first_name, first = results[0]
@@ -714,9 +716,12 @@ def merge_results(results: Sequence[tuple[str, ProtocolResult]]) -> ProtocolResu
     config = dataclasses.replace(first.config, datasets=pick("datasets"), psis=pick("psis"),
                                  seeds=tuple(sorted(pick("seeds"))), methods=methods,
                                  rounds=rounds)
+    # complete when every setting and seed the runs planned is held (a stopped run joined with a run of
+    # the seeds it missed is complete; two complete runs of different seeds of one setting are too)
+    complete = all((d, p) in settings and set(settings[(d, p)]["acc"]) >= set(config.seeds)
+                   for d in config.datasets for p in config.psis)
     return ProtocolResult(config, settings=settings, seconds=sum(r.seconds for _, r in results),
-                          cpu_seconds=sum(r.cpu_seconds for _, r in results),
-                          complete=all(r.complete for _, r in results))
+                          cpu_seconds=sum(r.cpu_seconds for _, r in results), complete=complete)
 
 
 #: What two runs :func:`compare_results` sets side by side may differ in, besides

@@ -216,6 +216,24 @@ def test_merge_joins_separate_runs_without_running_anything(tmp_path, capsys, be
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+def test_merge_of_a_stopped_run_and_its_missing_seed_is_complete(tmp_path, capsys, benchmark_script) -> None:
+    """A run stopped after seeds 0-1 of a planned 0-2 is partial; joined with a run of seed 2
+    it holds every planned seed, and the tables no longer say they are partial."""
+    stopped, _ = _fake_run(tmp_path, "stopped", "synthetic-hurricane", [0, 1])
+    doc = json.loads(stopped.read_text())
+    doc["config"]["seeds"], doc["complete"] = [0, 1, 2], False  # as a run stopped during seed 2 leaves it
+    stopped.write_text(json.dumps(doc))
+    rest, _ = _fake_run(tmp_path, "rest", "synthetic-hurricane", [2])
+    other, _ = _fake_run(tmp_path, "other", "synthetic-wildfire", [0])
+    script = benchmark_script("paper_tables")
+    for argv, partial in (([stopped], True), ([stopped, rest], False), ([stopped, other], True),
+                          ([stopped, rest, other], True)):  # wildfire planned seeds 0-2 from the merge: has 0
+        assert script.main(["--merge", *map(str, argv), "--out", str(tmp_path / "m")]) == 0
+        printed = capsys.readouterr().out
+        assert ("_Partial:" in printed) is partial, argv
+        assert json.loads((tmp_path / "m" / "tables.json").read_text())["complete"] is (not partial)
+
+
 def test_merge_joins_runs_of_different_method_groups_on_the_same_seeds(tmp_path, capsys, benchmark_script) -> None:
     """One process per method group (FOL at E = 1; the baselines at E = 1..3)
     gives one table; a seed's Local row must agree to the last node."""
