@@ -71,6 +71,15 @@ class Node:
             "trigger": {"on_board": False, "auto_send": False},
         }, source=f"{self.name}.toml")
 
+    def on_board_config(self, trigger: dict[str, Any], fol: dict[str, Any]) -> AgentConfig:
+        """A node that personalizes on board (a small synthetic shard), with no peers."""
+        return AgentConfig.from_dict({
+            "node": {"id": self.name, "listen": "tcp://127.0.0.1:*", "secret_key": str(self.sec),
+                     "trust_dir": str(self.trust_dir), "state_dir": str(self.folder / "state"), "model": str(self.model),
+                     "data": "dataset=synthetic-hurricane,nodes=2,node=0,psi=0.5,per_node=20"},
+            "limits": self.limits, "trigger": trigger, "fol": fol,
+        }, source=f"{self.name}.toml")
+
     def start(self) -> Agent:
         self.agent = Agent(self.config(), load_fol=False).start()
         return self.agent
@@ -606,14 +615,7 @@ def test_requests_racing_a_stop_get_an_answer_or_an_error_at_once(tmp_path: Path
 
 def test_a_failed_round_is_retried_with_back_off(tmp_path: Path, monkeypatch) -> None:
     node = Node(tmp_path, "receiver", [], round_retry_s=0.3, round_retry_max_s=5.0)
-    cfg = node.config()
-    cfg = AgentConfig.from_dict({
-        "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", "secret_key": str(node.sec),
-                 "trust_dir": str(node.trust_dir), "state_dir": str(node.folder / "state"), "model": str(node.model),
-                 "data": "dataset=synthetic-hurricane,nodes=2,node=0,psi=0.5,per_node=20"},
-        "limits": node.limits, "trigger": {"auto_send": False, "deadline_s": 0.1}, "fol": {"rounds": 1},
-    }, source="receiver.toml")
-    agent = Agent(cfg)
+    agent = Agent(node.on_board_config({"auto_send": False, "deadline_s": 0.1}, {"rounds": 1}))
     calls: list[float] = []
 
     def job(info: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -757,13 +759,7 @@ def test_an_on_board_node_skips_models_of_rounds_it_will_never_collect(tmp_path:
     s_pub, _ = generate_keypair(tmp_path / "keys", "sender")
     s_keys = load_keypair(tmp_path / "keys" / "sender.key_secret")
     node = Node(tmp_path, "receiver", [s_pub])
-    cfg = AgentConfig.from_dict({
-        "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", "secret_key": str(node.sec),
-                 "trust_dir": str(node.trust_dir), "state_dir": str(node.folder / "state"), "model": str(node.model),
-                 "data": "dataset=synthetic-hurricane,nodes=2,node=0,psi=0.5,per_node=20"},
-        "limits": node.limits, "trigger": {"auto_send": False, "models": 5}, "fol": {"rounds": 2},
-    }, source="receiver.toml")
-    node.agent = Agent(cfg).start()
+    node.agent = Agent(node.on_board_config({"auto_send": False, "models": 5}, {"rounds": 2})).start()
     try:
         for round_, outcome in [(2, "skipped"), (7, "skipped"), (1, "delivered"), (0, "delivered")]:
             model = _model_file(tmp_path / f"r{round_}.safetensors", "sender", seed=round_, round_=round_)
