@@ -207,6 +207,15 @@ def test_image_folder_png_csv_and_filename_coordinates(tmp_path):
         load_dataset("imagefolder")
 
 
+def test_coords_csv_with_a_byte_order_mark(tmp_path):
+    """Excel's "CSV UTF-8" starts the file with a BOM; the header is still read."""
+    root = tmp_path / "imgs"
+    _write(root / "a" / "x.png", (1, 2, 3))
+    (root / "coords.csv").write_bytes("\ufefffile,lat,lon\na/x.png,10,20\n".encode("utf-8"))
+    ds = load_dataset("imagefolder", path=root, image_size=8, coords="csv")
+    assert ds.lat.tolist() == [10.0] and ds.lon.tolist() == [20.0]
+
+
 def test_cifar_missing_gives_clear_error(tmp_path):
     for name, folder in (("cifar10", "cifar-10-batches-py"), ("cifar100", "cifar-100-python")):
         with pytest.raises(DataError) as err:

@@ -347,7 +347,7 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
     if not csv_path.is_file():
         raise DataError(f"{csv_path}: coordinates CSV not found")
     try:
-        with csv_path.open(newline="", encoding="utf-8") as fh:
+        with csv_path.open(newline="", encoding="utf-8-sig") as fh:  # -sig: Excel's "CSV UTF-8" starts with a BOM
             reader = csv.DictReader(fh)
             header = {h.strip().lower(): h for h in (reader.fieldnames or [])}
             pick = lambda names: next((header[n] for n in names if n in header), None)  # noqa: E731
