@@ -216,6 +216,19 @@ def test_coords_csv_with_a_byte_order_mark(tmp_path):
     assert ds.lat.tolist() == [10.0] and ds.lon.tolist() == [20.0]
 
 
+def test_coords_csv_row_listed_twice_with_other_coordinates(tmp_path):
+    """Two images named x.png in two class folders and two bare 'x.png' rows: which
+    row is which image is unknown (every x.png took the last row's place)."""
+    root = tmp_path / "imgs"
+    _write(root / "a" / "x.png", (1, 2, 3))
+    _write(root / "b" / "x.png", (1, 2, 3))
+    (root / "coords.csv").write_text("file,lat,lon\nx.png,10,20\nx.png,30,40\n")
+    with pytest.raises(DataError, match=r"coords.csv:3: 'x.png' is listed again with other coordinates \(first on line 2\)"):
+        load_dataset("imagefolder", path=root, image_size=8, coords="csv")
+    (root / "coords.csv").write_text("file,lat,lon\nx.png,10,20\nx.png,10,20\n")  # the same row twice: harmless
+    assert load_dataset("imagefolder", path=root, image_size=8, coords="csv").lat.tolist() == [10.0, 10.0]
+
+
 def test_cifar_missing_gives_clear_error(tmp_path):
     for name, folder in (("cifar10", "cifar-10-batches-py"), ("cifar100", "cifar-100-python")):
         with pytest.raises(DataError) as err:

@@ -343,7 +343,8 @@ load_hurricane = _geo_loader(
 def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
     """``{file: (lat, lon)}`` from a CSV with a header naming a file column
     (``file``/``filename``/``path``/``image``) and ``lat``/``latitude``,
-    ``lon``/``longitude`` columns. Keys are stored as given and by base name."""
+    ``lon``/``longitude`` columns. Keys are stored as given and by base name.
+    A file listed twice with different coordinates is an error naming both lines."""
     if not csv_path.is_file():
         raise DataError(f"{csv_path}: coordinates CSV not found")
     try:
@@ -359,6 +360,7 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
                     f"lon/longitude columns; got {reader.fieldnames}"
                 )
             table: dict[str, tuple[float, float]] = {}
+            first_line: dict[str, int] = {}
             for line, row in enumerate(reader, start=2):
                 try:
                     lat, lon = float(row[c_lat]), float(row[c_lon])
@@ -367,6 +369,11 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
                 if not (-90 <= lat <= 90 and -180 <= lon <= 180):
                     raise DataError(f"{csv_path}:{line}: coordinates out of range (lat {lat}, lon {lon}; degrees)")
                 key = str(row[c_file]).strip().replace("\\", "/")
+                if key in first_line and table[key] != (lat, lon):
+                    raise DataError(f"{csv_path}:{line}: {key!r} is listed again with other coordinates (first on "
+                                    f"line {first_line[key]}); give each image one row, by its path relative to "
+                                    f"the image folder (<class>/<file>) where two images share a file name")
+                first_line.setdefault(key, line)
                 table[key] = (lat, lon)
                 table.setdefault(key.rsplit("/", 1)[-1], (lat, lon))
     except UnicodeDecodeError:
