@@ -229,6 +229,23 @@ def test_coords_csv_row_listed_twice_with_other_coordinates(tmp_path):
     assert load_dataset("imagefolder", path=root, image_size=8, coords="csv").lat.tolist() == [10.0, 10.0]
 
 
+def test_coords_csv_row_of_one_folder_is_not_another_folders_file(tmp_path):
+    """A row 'a/x.png' gives a/x.png its place, not b/x.png (which took it by file name)."""
+    root = tmp_path / "imgs"
+    _write(root / "a" / "x.png", (1, 2, 3))
+    _write(root / "b" / "x.png", (1, 2, 3))
+    (root / "coords.csv").write_text("file,lat,lon\na/x.png,10,20\n")
+    with pytest.raises(DataError, match=r"b/x.png: no coordinates for this image in the CSV"):
+        load_dataset("imagefolder", path=root, image_size=8, coords="csv")
+    (root / "coords.csv").write_text(f"file,lat,lon\n{root}/a/x.png,10,20\nb/x.png,30,40\n")  # absolute paths match
+    assert load_dataset("imagefolder", path=root, image_size=8, coords="csv").lat.tolist() == [10.0, 30.0]
+    (root / "coords.csv").write_text("file,lat,lon\na/x.png,10,20\nb/x.png,30,40\nx.png,50,60\n")
+    assert load_dataset("imagefolder", path=root, image_size=8, coords="csv").lat.tolist() == [10.0, 30.0]
+    (root / "coords.csv").write_text(f"file,lat,lon\n{root}/a/x.png,10,20\nx.png,50,60\nb/x.png,30,40\n")
+    with pytest.raises(DataError, match=r"a/x.png: the CSV's rows .* all name this image, with different"):
+        load_dataset("imagefolder", path=root, image_size=8, coords="csv")
+
+
 def test_cifar_missing_gives_clear_error(tmp_path):
     for name, folder in (("cifar10", "cifar-10-batches-py"), ("cifar100", "cifar-100-python")):
         with pytest.raises(DataError) as err:

@@ -343,7 +343,7 @@ load_hurricane = _geo_loader(
 def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
     """``{file: (lat, lon)}`` from a CSV with a header naming a file column
     (``file``/``filename``/``path``/``image``) and ``lat``/``latitude``,
-    ``lon``/``longitude`` columns. Keys are stored as given and by base name.
+    ``lon``/``longitude`` columns. Keys are stored as given (``\\`` read as ``/``).
     A file listed twice with different coordinates is an error naming both lines."""
     if not csv_path.is_file():
         raise DataError(f"{csv_path}: coordinates CSV not found")
@@ -375,7 +375,6 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
                                     f"the image folder (<class>/<file>) where two images share a file name")
                 first_line.setdefault(key, line)
                 table[key] = (lat, lon)
-                table.setdefault(key.rsplit("/", 1)[-1], (lat, lon))
     except UnicodeDecodeError:
         raise DataError(f"{csv_path}: not a UTF-8 text CSV") from None
     return table
@@ -401,8 +400,9 @@ def load_image_folder(
     ``"filename"`` (``"<lon><name_separator><lat>.<ext>"``, as in the
     wildfire and hurricane sets) or ``"csv"`` (``coords_csv``, default
     ``<path>/coords.csv``, with columns file, lat, lon; ``file`` is the path
-    relative to ``path`` or the bare file name). An image without coordinates
-    in the chosen source is an error naming it.
+    relative to ``path``, a longer path ending in it, or the bare file name).
+    An image without coordinates in the chosen source, or named by CSV rows
+    with different ones, is an error naming it.
     """
     root = Path(path)
     label = name or root.name or "imagefolder"
@@ -432,13 +432,23 @@ def load_image_folder(
         lat_lon = np.array([parse_lonlat(f.name, name_separator) for f in files], dtype=np.float64).reshape(-1, 2)
     elif coords == "csv":
         table = _read_coords_csv(Path(coords_csv) if coords_csv is not None else root / "coords.csv")
+        by_name: dict[str, list[str]] = {}
+        for key in table:
+            by_name.setdefault(key.rsplit("/", 1)[-1], []).append(key)
         lat_lon = np.empty((len(files), 2))
         for i, f in enumerate(files):
+            # its row by the path relative to the folder, else by its bare name or a longer path
+            # ending in that one (an absolute path, say); never another folder's file of that name
             rel = f.relative_to(root).as_posix()
-            hit = table.get(rel) or table.get(f.name)
-            if hit is None:
-                raise DataError(f"{f}: no coordinates for this image in the CSV (looked up {rel!r} and {f.name!r})")
-            lat_lon[i] = hit
+            keys = [rel] if rel in table else [k for k in by_name.get(f.name, ()) if k == f.name or k.endswith("/" + rel)]
+            places = {table[k] for k in keys}
+            if not places:
+                raise DataError(f"{f}: no coordinates for this image in the CSV (looked up {rel!r}, {f.name!r} "
+                                f"and paths ending in '/{rel}')")
+            if len(places) > 1:
+                raise DataError(f"{f}: the CSV's rows {', '.join(map(repr, keys))} all name this image, with "
+                                "different coordinates; keep one")
+            lat_lon[i] = places.pop()
     else:
         lat_lon = np.full((len(files), 2), np.nan)
     keep = _subsample(np.asarray(labels), max_per_class, seed)
