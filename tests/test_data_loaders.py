@@ -154,6 +154,22 @@ def test_high_bit_depth_single_band_images_are_scaled_not_clipped(tmp_path):
         load_dataset("imagefolder", path=root, image_size=8)
 
 
+@pytest.mark.parametrize("ext", ["jpg", "png"])
+def test_exif_orientation_is_applied(tmp_path, ext):
+    """A phone photo stored landscape with EXIF orientation 6 (turn 90 degrees clockwise)
+    is shown upright: stored left half red / right half blue, shown top red / bottom blue."""
+    pixels = np.zeros((16, 32, 3), np.uint8)
+    pixels[:, :16, 0] = 255
+    pixels[:, 16:, 2] = 255
+    im = Image.fromarray(pixels)
+    exif = im.getexif()
+    exif[0x0112] = 6
+    im.save(tmp_path / f"p.{ext}", exif=exif, quality=95)
+    arr = loaders.read_image(tmp_path / f"p.{ext}", 8)
+    assert arr[:, 0, 0].argmax() == 0 and arr[:, 0, 7].argmax() == 0  # top row: red
+    assert arr[:, 7, 0].argmax() == 2 and arr[:, 7, 7].argmax() == 2  # bottom row: blue
+
+
 def test_oversized_pools_are_refused_before_decoding(tmp_path):
     """The pool's size is checked from the file count and image_size before any
     image is decoded or any array allocated."""

@@ -139,7 +139,9 @@ def _single_band_to_8bit(im, path: str | Path):
 def read_image(path: str | Path, image_size: int) -> np.ndarray:
     """Read one image file as ``uint8 [3, S, S]`` (RGB, bilinear resize).
 
-    Grey, palette, RGBA and CMYK images are converted to RGB; 16-bit and
+    An EXIF orientation (phone and camera photos) is applied, so the image
+    is used as viewers show it. Grey, palette, RGBA and CMYK images are
+    converted to RGB; 16-bit and
     [0, 1] floating-point single-band images are scaled to 8 bits first
     (:func:`_single_band_to_8bit`). Raises :class:`~fol.errors.DataError`
     naming the file when it cannot be decoded (truncated, not an image,
@@ -151,11 +153,20 @@ def read_image(path: str | Path, image_size: int) -> np.ndarray:
         with Image.open(path) as im:
             if im.format == "JPEG":
                 im.draft("RGB", (image_size, image_size))  # decode at reduced scale: much faster
+            try:  # the orientation a camera or phone records: the image is used as viewers show it
+                orientation = im.getexif().get(0x0112)
+            except Exception:  # an unreadable EXIF block: the image is used as stored
+                orientation = None
             if im.mode in ("I", "F") or im.mode.startswith("I;16"):
                 im = _single_band_to_8bit(im, path)
             im = im.convert("RGB")
             if im.size != (image_size, image_size):
                 im = im.resize((image_size, image_size), Image.Resampling.BILINEAR)
+            T = Image.Transpose  # as PIL.ImageOps.exif_transpose; the square output is turned after resizing
+            turn = {2: T.FLIP_LEFT_RIGHT, 3: T.ROTATE_180, 4: T.FLIP_TOP_BOTTOM, 5: T.TRANSPOSE, 6: T.ROTATE_270,
+                    7: T.TRANSVERSE, 8: T.ROTATE_90}.get(orientation)
+            if turn is not None:
+                im = im.transpose(turn)
             arr = np.asarray(im, dtype=np.uint8)
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         raise DataError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from None
