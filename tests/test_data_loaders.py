@@ -154,6 +154,18 @@ def test_high_bit_depth_single_band_images_are_scaled_not_clipped(tmp_path):
         load_dataset("imagefolder", path=root, image_size=8)
 
 
+def test_hidden_files_are_not_images(tmp_path):
+    """macOS writes '._<name>' metadata beside each file copied to a non-Mac disk;
+    like hidden class folders they are skipped (the load stopped at the first)."""
+    root = tmp_path / "imgs"
+    _write(root / "a" / "x.jpg", (1, 2, 3))
+    _write(root / "b" / "y.jpg", (1, 2, 3))
+    (root / "a" / "._x.jpg").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ")
+    _write(root / ".cache" / "z.jpg", (1, 2, 3))
+    ds = load_dataset("imagefolder", path=root, image_size=8)
+    assert ds.class_names == ["a", "b"] and [Path(s).name for s in ds.sources] == ["x.jpg", "y.jpg"]
+
+
 @pytest.mark.parametrize("ext", ["jpg", "png"])
 def test_exif_orientation_is_applied(tmp_path, ext):
     """A phone photo stored landscape with EXIF orientation 6 (turn 90 degrees clockwise)

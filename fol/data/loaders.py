@@ -227,7 +227,10 @@ def _to_dataset(
 
 
 def _image_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+    """The image files of ``folder``, sorted; hidden ones (macOS's ``._x.jpg``
+    metadata beside every file copied to a non-Mac disk) are no images."""
+    return sorted(p for p in folder.iterdir()
+                  if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS and not p.name.startswith("."))
 
 
 def parse_lonlat(filename: str, sep: str) -> tuple[float, float]:
