@@ -7,6 +7,7 @@ import csv
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -309,6 +310,23 @@ def test_the_check_refuses_a_missing_image_folder_or_coordinates_file(tmp_path: 
         assert len(err) == 1 and expected in err[0] and "Traceback" not in err[0], err
     (tmp_path / "imgs" / "coords.csv").write_text("file,lat,lon\n")
     assert main(["simulate", "--check", str(scenario)]) == 0
+
+
+def test_the_check_refuses_an_image_folder_of_one_class(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One class folder: refused by the check, naming the field, before any contact
+    or image work (it stopped after both with 'model num_classes must be at least 2')."""
+    _image_folder(tmp_path / "imgs", per_class=2, coords=False)
+    for extra in ("class1", "class2"):
+        shutil.rmtree(tmp_path / "imgs" / extra)
+    (tmp_path / "imgs" / ".thumbs").mkdir()
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\n")
+    (tmp_path / "s.toml").write_text(_drones_with_data('dataset = "imagefolder"\npath = "imgs"\nimage_size = 16\n'
+                                                       'partition = "dirichlet"\npsi = 1.0\nper_node = 100'))
+    assert main(["simulate", "--check", str(tmp_path / "s.toml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0] == (f"fol simulate: error: {tmp_path / 's.toml'}: data.path: {tmp_path / 'imgs'} "
+                                        "has 1 class sub-folder(s) ['class0']; a classifier needs at least 2 "
+                                        "(<path>/<class>/<image files>)"), err
 
 
 @pytest.mark.parametrize("partition, needle", [

@@ -11,7 +11,7 @@ parsing, it
   refuses methods that average parameters (``fedavg``, ``hermes``, ``dm-pfl``,
   ``mtfl``, ...) on a swarm of mixed architectures;
 - checks the dataset name, its options and, for real datasets, that its folder
-  holds files; that a synthetic pool can give every node ``data.min_samples``;
+  holds files (an image folder at least two class sub-folders); that a synthetic pool can give every node ``data.min_samples``;
 - checks the output folder: a folder (not a file), writable, and empty unless
   resuming.
 
@@ -137,6 +137,12 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
             raise ConfigError(f"data.size: only applies to synthetic datasets, not {d.dataset!r}")
     if check_data:
         check_dataset(d.dataset, d.root, **d.loader_options(0))
+        if d.dataset == "imagefolder":  # its classes are the sub-folders (hidden ones aside), as the loader reads them
+            folder = Path(d.path or "")
+            classes = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+            if len(classes) < 2:
+                raise DataError(f"{scn.source}: data.path: {folder} has {len(classes)} class sub-folder(s) "
+                                f"{classes}; a classifier needs at least 2 (<path>/<class>/<image files>)")
     if d.dataset.startswith("synthetic-") and d.partition == "dirichlet" and d.size is not None \
             and d.size < len(names) * d.min_samples:
         raise DataError(f"{scn.source}: data.size: {d.size} images cannot give {len(names)} nodes data.min_samples = "
