@@ -62,7 +62,7 @@ from typing import Any, Iterator
 
 from contact_sim.scenario import ContactScenario, parse_contact_scenario
 from fol.config import FOLConfig
-from fol.data.geo import MAX_IMAGE_SIZE, check_pool_size
+from fol.data.geo import DEFAULT_MIN_SAMPLES, MAX_IMAGE_SIZE, check_pool_size
 from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, dataset_accepts, dataset_names
 from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS
 from fol.errors import ConfigError, DataError
@@ -246,6 +246,9 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         raise ConfigError(f"data.assign: expected 'uniform' or 'first', got {data.assign!r}")
     if data.psi <= 0:
         raise ConfigError(f"data.psi: expected > 0, got {data.psi}")
+    if data.min_samples < DEFAULT_MIN_SAMPLES:  # below it the node's split stops the run after the data is read
+        raise ConfigError(f"data.min_samples: expected >= {DEFAULT_MIN_SAMPLES} (every node's images are split "
+                          f"70/15/15 into train/val/test, which needs {DEFAULT_MIN_SAMPLES}), got {data.min_samples}")
     if data.per_node is not None and data.per_node < 1:
         raise ConfigError(f"data.per_node: expected >= 1, got {data.per_node}")
     if data.size is not None and data.size < 1:
