@@ -166,6 +166,27 @@ def test_hidden_files_are_not_images(tmp_path):
     assert ds.class_names == ["a", "b"] and [Path(s).name for s in ds.sources] == ["x.jpg", "y.jpg"]
 
 
+def test_class_folders_are_read_with_their_sub_folders_as_torchvision_does(tmp_path):
+    """'burnt/2020/x.png' is a burnt image (it was silently left out); hidden sub-folders,
+    a top-level __MACOSX/ from a macOS zip and a link looping back are not read."""
+    import os
+
+    root = tmp_path / "imgs"
+    _write(root / "burnt" / "a.png", (200, 0, 0))
+    _write(root / "burnt" / "2020" / "b.png", (200, 0, 0))
+    _write(root / "burnt" / "2020" / "06" / "c.png", (200, 0, 0))
+    _write(root / "burnt" / ".thumbs" / "d.png", (200, 0, 0))
+    _write(root / "intact" / "e.png", (0, 200, 0))
+    (root / "__MACOSX" / "burnt").mkdir(parents=True)
+    (root / "__MACOSX" / "burnt" / "._a.png").write_bytes(b"\x00\x05\x16\x07")
+    os.symlink(root / "burnt", root / "burnt" / "2020" / "loop")
+    ds = load_dataset("imagefolder", path=root, image_size=8)
+    assert ds.class_names == ["burnt", "intact"]
+    rel = [Path(s).relative_to(root).as_posix() for s in ds.sources]
+    assert rel == ["burnt/2020/06/c.png", "burnt/2020/b.png", "burnt/a.png", "intact/e.png"]
+    assert ds.labels.tolist() == [0, 0, 0, 1]
+
+
 @pytest.mark.parametrize("ext", ["jpg", "png"])
 def test_exif_orientation_is_applied(tmp_path, ext):
     """A phone photo stored landscape with EXIF orientation 6 (turn 90 degrees clockwise)

@@ -226,11 +226,29 @@ def _to_dataset(
     )
 
 
+#: Folders that are never classes: what macOS's zip puts beside the files (hidden folders neither).
+NOT_CLASSES = frozenset({"__MACOSX"})
+
+
+def class_folder_names(root: Path) -> list[str]:
+    """The class sub-folders of an image folder, sorted: every folder but hidden ones and
+    :data:`NOT_CLASSES`."""
+    return sorted(d.name for d in Path(root).iterdir()
+                  if d.is_dir() and not d.name.startswith(".") and d.name not in NOT_CLASSES)
+
+
 def _image_files(folder: Path) -> list[Path]:
-    """The image files of ``folder``, sorted; hidden ones (macOS's ``._x.jpg``
-    metadata beside every file copied to a non-Mac disk) are no images."""
-    return sorted(p for p in folder.iterdir()
-                  if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS and not p.name.startswith("."))
+    """The image files in ``folder`` and its sub-folders (as torchvision's
+    ``ImageFolder`` reads a class folder), sorted by path; hidden files and
+    folders (macOS's ``._x.jpg`` metadata beside every file copied to a
+    non-Mac disk) are skipped, and links to folders are not followed (no
+    loops)."""
+    found = []
+    for top, dirs, names in os.walk(folder, followlinks=False):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found += [Path(top) / n for n in names
+                  if not n.startswith(".") and Path(n).suffix.lower() in IMAGE_EXTENSIONS and (Path(top) / n).is_file()]
+    return sorted(found)
 
 
 def parse_lonlat(filename: str, sep: str) -> tuple[float, float]:
@@ -426,7 +444,7 @@ def load_image_folder(
             f"(e.g. under datasets/; see datasets/README.md)"
         )
     if classes is None:
-        classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
+        classes = class_folder_names(root)
     if not classes:
         raise DataError(f"image folder {root} has no class sub-folders (expected {root}/<class>/<image files>)")
     if coords not in IMAGE_FOLDER_COORDS:
