@@ -163,6 +163,10 @@ class IonPlan:
 
 #: Latest relative time an ION plan may name (about 317 years after its start).
 MAX_ION_OFFSET_S = 1e10
+#: Largest integer (node number, rate, OWLT, HDTN time) a plan may give: far beyond any real link
+#: (rates past int64 are held at 2**62 bytes of capacity), yet rate x 1e10 s stays a finite float;
+#: a 10^400 does not even convert to floating point.
+MAX_PLAN_INT = 10**100
 
 
 def _ion_time(token: str, start: _dt.datetime | None, where: str) -> float:
@@ -196,6 +200,8 @@ def _pos_int(token: str, what: str, where: str, allow_zero: bool = False) -> int
         raise ContactError(f"{where}: expected an integer {what}, got {token!r}") from None
     if value < 0 or (value == 0 and not allow_zero):
         raise ContactError(f"{where}: expected a {'non-negative' if allow_zero else 'positive'} {what}, got {value}")
+    if value > MAX_PLAN_INT:
+        raise ContactError(f"{where}: {what} {token[:40]!r} is too large; expected at most 1e100")
     return value
 
 
@@ -309,6 +315,8 @@ def _hdtn_int(record: dict, key: str, where: str, positive: bool = False) -> int
     if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
         raise ContactError(f"{where}: {key}: expected a{' positive' if positive else ' non-negative'} integer, "
                            f"got {str(value)[:40]!r}")
+    if value > MAX_PLAN_INT:
+        raise ContactError(f"{where}: {key}: expected an integer of at most 1e100, got {str(value)[:40]!r}")
     return value
 
 

@@ -102,6 +102,11 @@ def test_ion_absolute_times_and_foreign_files() -> None:
     ("a contact +0 +999999999999999999 1 2 1\n", r"p\.ion:1: expected a relative time \+SECONDS of 0\.\.1e\+10"),
     ("# start 2026-08-01T00:00:00Z\na contact 2026/07/01-00:00:00 +60 1 2 1\n",
      r"p\.ion:2: 2026/07/01-00:00:00 is before the plan start 2026-08-01T00:00:00Z"),
+    # integers too large for a float: one line, not an OverflowError
+    ("a contact +0 +60 1 2 1%s\na contact +0 +60 2 1 1%s\n" % ("0" * 400, "0" * 400),
+     r"p\.ion:1: rate \(bytes/s\) '10+' is too large; expected at most 1e100"),
+    ("a contact +0 +60 1 2 1\na contact +0 +60 2 1 1\na range +0 +60 1 2 1%s\n" % ("0" * 400),
+     r"p\.ion:3: OWLT \(s\) '10+' is too large"),
 ])
 def test_malformed_ion_plan_names_file_and_line(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "p.ion"
@@ -171,6 +176,10 @@ def test_hdtn_rates_older_fields_unix_times_and_loopbacks() -> None:
     ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 1}]}',
      r"p\.json: contacts\[0\]: contact 1->2 \+0 \+60 has no reverse contact 2->1"),
     ('{"contacts": []}', r"p\.json: no contacts between two different nodes"),
+    ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 1%s, "rateBitsPerSec": 1}]}' % ("0" * 400),
+     r"contacts\[0\]: endTime: expected an integer of at most 1e100"),
+    ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 1%s}]}' % ("0" * 400),
+     r"contacts\[0\]: rateBitsPerSec: expected an integer of at most 1e100"),
 ])
 def test_malformed_hdtn_plan_names_file_and_record(tmp_path: Path, doc: str, message: str) -> None:
     from contact_sim import read_hdtn
