@@ -48,6 +48,7 @@ import datetime as _dt
 import json
 import logging
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -342,6 +343,9 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
                            "plan") from None
     except RecursionError:
         raise ContactError(f"{source}: invalid JSON (arrays or objects nested too deeply)") from None
+    except ValueError:  # int() refuses more than sys.get_int_max_str_digits() digits
+        raise ContactError(f"{source}: invalid JSON (an integer longer than {sys.get_int_max_str_digits():,} "
+                           "digits)") from None
     records = doc.get("contacts") if isinstance(doc, dict) else None
     if not isinstance(records, list):
         raise ContactError(f"{source}: expected an HDTN contact plan, a JSON object with a \"contacts\" list")

@@ -33,6 +33,7 @@ import datetime as _dt
 import io
 import json
 import math
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Iterable
@@ -173,6 +174,9 @@ def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
             raise OrbitError(f"{source}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
         except RecursionError:
             raise OrbitError(f"{source}: invalid JSON (arrays or objects nested too deeply)") from None
+        except ValueError:  # int() refuses more than sys.get_int_max_str_digits() digits
+            raise OrbitError(f"{source}: invalid JSON (an integer longer than {sys.get_int_max_str_digits():,} "
+                             "digits)") from None
         if isinstance(doc, dict):
             doc = [doc]
         if not isinstance(doc, list):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any, Iterable
@@ -76,6 +77,8 @@ def read_toml(path: str | os.PathLike[str], error: type[Exception], what: str = 
         raise error(f"{path}: invalid TOML ({exc})") from None
     except RecursionError:  # tomllib parses nested arrays / inline tables recursively
         raise error(f"{path}: invalid TOML (arrays or inline tables nested too deeply)") from None
+    except ValueError:  # int() refuses more than sys.get_int_max_str_digits() digits
+        raise error(f"{path}: invalid TOML (an integer longer than {sys.get_int_max_str_digits():,} digits)") from None
     return doc, text
 
 

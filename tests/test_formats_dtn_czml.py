@@ -160,6 +160,7 @@ def test_hdtn_rates_older_fields_unix_times_and_loopbacks() -> None:
     ("[1, 2]", r"p\.json: expected an HDTN contact plan, a JSON object with a \"contacts\" list"),
     ("{not json", r"p\.json: invalid JSON"),
     ("[" * 100_000 + "]" * 100_000, r"p\.json: invalid JSON \(arrays or objects nested too deeply\)"),
+    ('{"contacts": [%s]}' % ("9" * 5_000), r"p\.json: invalid JSON \(an integer longer than 4,300 digits\)"),
     ('{"contacts": [7]}', r"p\.json: contacts\[0\]: expected an object, got int"),
     ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60}]}',
      r"contacts\[0\]: expected rateBitsPerSec"),

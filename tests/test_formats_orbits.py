@@ -101,6 +101,10 @@ def test_malformed_omm_missing_field_csv_and_bad_xml(tmp_path: Path) -> None:
     deep.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(OrbitError, match=r"deep\.json: invalid JSON \(arrays or objects nested too deeply\)"):
         read_omm(deep)
+    long = tmp_path / "long.json"  # 5 kB of digits: int() refuses them with a ValueError inside json
+    long.write_text('[{"NORAD_CAT_ID": %s}]' % ("9" * 5_000))
+    with pytest.raises(OrbitError, match=r"long\.json: invalid JSON \(an integer longer than 4,300 digits\)"):
+        read_omm(long)
 
 
 def test_scenario_kind_omm_and_cli_export(tmp_path: Path, capsys) -> None:

@@ -40,7 +40,8 @@ def test_table_checks_types_ranges_and_unknown_keys() -> None:
 @pytest.mark.parametrize("error", [ContactError, ConfigError])
 def test_read_toml_refuses_bad_files_in_one_line(tmp_path: Path, error: type[Exception]) -> None:
     cases = {"missing.toml": None, "dir.toml": "DIR", "bin.toml": b"\xff\xfe\x00", "bad.toml": b"[a\nb=",
-             "deep.toml": b"x = " + b"[" * 50_000 + b"]" * 50_000}  # 100 kB: a RecursionError inside tomllib
+             "deep.toml": b"x = " + b"[" * 50_000 + b"]" * 50_000,  # 100 kB: a RecursionError inside tomllib
+             "long.toml": b"x = " + b"9" * 5_000}  # int() refuses over 4,300 digits: a ValueError inside tomllib
     for name, content in cases.items():
         p = tmp_path / name
         if content == "DIR":
@@ -53,6 +54,7 @@ def test_read_toml_refuses_bad_files_in_one_line(tmp_path: Path, error: type[Exc
         assert str(p) in msg and "\n" not in msg
     assert "is a directory" in _msg(read_toml, tmp_path / "dir.toml", error)
     assert "nested too deeply" in _msg(read_toml, tmp_path / "deep.toml", error)
+    assert "an integer longer than 4,300 digits" in _msg(read_toml, tmp_path / "long.toml", error)
     good = tmp_path / "good.toml"
     good.write_text("[a]\nb = 1\n")
     assert read_toml(good, error) == ({"a": {"b": 1}}, "[a]\nb = 1\n")
