@@ -2,7 +2,9 @@
 
 Accepted layouts: plain pairs of lines ``1 ...`` / ``2 ...`` or three-line
 sets with a name line before each pair (``0 NAME`` or ``NAME``). Blank lines
-are skipped. Every element line is checked for length (69 characters), line
+are skipped. Satellites are named by their name lines (``SAT-<catalog number>``
+without one); a name used by two satellites gets ``-<catalog number>`` on its
+second use, and the same name and number twice is an error. Every element line is checked for length (69 characters), line
 number, modulo-10 checksum and matching catalog numbers; any problem raises
 :class:`OrbitError` naming the file and line number.
 
@@ -106,6 +108,8 @@ def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
     raw = text.splitlines()
     lines = [(i + 1, ln.rstrip()) for i, ln in enumerate(raw) if ln.strip()]
     names, sats = [], []
+    seen: set[str] = set()
+    sets: set[tuple[str, str]] = set()
     k = 0
     while k < len(lines):
         lineno, line = lines[k]
@@ -137,7 +141,17 @@ def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
             raise OrbitError(f"{source}:{lineno}: malformed TLE fields ({exc})") from None
         if sat.error:
             raise OrbitError(f"{source}:{lineno}: SGP4 rejected the elements (error code {sat.error})")
-        names.append(name or f"SAT-{line[2:7].strip()}")
+        number = line[2:7].strip()
+        name = name or f"SAT-{number}"
+        if (name, number) in sets:
+            raise OrbitError(f"{source}:{lineno}: satellite {name} ({number}) appears twice")
+        sets.add((name, number))
+        if name in seen:  # two satellites with one name: the catalog number tells them apart, as in OMM
+            name = f"{name}-{number}"
+        if name in seen:
+            raise OrbitError(f"{source}:{lineno}: satellite name {name!r} is used twice")
+        seen.add(name)
+        names.append(name)
         sats.append(sat)
         k += 2
     if not sats:

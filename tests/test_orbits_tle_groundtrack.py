@@ -67,6 +67,19 @@ def test_catalog_mismatch_detected_with_valid_checksums():
         parse_tle_text("\n".join([text[0], text[3]]), "<t>")
 
 
+def test_tle_names_are_unique_and_a_repeated_set_is_refused():
+    """Node names key the plan, the batteries and the learners: two satellites with one name
+    get their catalog numbers appended (as OMM does), the same set twice is an error."""
+    text = format_tle(walker_delta(3, 1, 0, 550.0, 53.0, EPOCH)).splitlines()
+    same_name = "\n".join("0 SHELL" if ln.startswith("0 ") else ln for ln in text)
+    assert parse_tle_text(same_name, "<t>").names == ["SHELL", "SHELL-00002", "SHELL-00003"]
+    bare = [ln for ln in text if not ln.startswith("0 ")]
+    with pytest.raises(OrbitError, match=r"<t>:7: satellite SAT-00001 \(00001\) appears twice"):
+        parse_tle_text("\n".join(bare + bare[:2]), "<t>")
+    with pytest.raises(OrbitError, match=r"<t>:5: satellite ISS \(ZARYA\) \(25544\) appears twice"):
+        parse_tle_text(ISS + ISS, "<t>")
+
+
 def test_missing_tle_file():
     with pytest.raises(OrbitError, match="not found"):
         read_tle("/nonexistent/x.tle")
