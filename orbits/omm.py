@@ -202,13 +202,17 @@ def parse_omm_text(text: str, fmt: str, source: str = "<text>") -> Constellation
     """Parse OMM text (``fmt`` = json/csv/xml) into a :class:`Constellation`."""
     names, sats, catalog = [], [], []
     seen: set[str] = set()
+    records: set[tuple[str, int]] = set()
     for where, rec in _records(text, fmt, source):
         sat, number, name = omm_satrec(rec, where)
         name = name or f"SAT-{number}"
+        if (name, number) in records:  # the same satellite twice (not only on its third copy)
+            raise OrbitError(f"{where}.NORAD_CAT_ID: satellite {number} appears twice")
+        records.add((name, number))
         if name in seen:
             name = f"{name}-{number}"
         if name in seen:
-            raise OrbitError(f"{where}.NORAD_CAT_ID: satellite {number} appears twice")
+            raise OrbitError(f"{where}.OBJECT_NAME: satellite name {name!r} is used twice")
         seen.add(name)
         names.append(name)
         sats.append(sat)

@@ -87,6 +87,16 @@ def test_malformed_omm_names_file_and_field(tmp_path: Path, change: dict, messag
     assert str(path) in str(info.value) and "\n" not in str(info.value)
 
 
+def test_omm_names_are_unique_and_a_repeated_record_is_refused() -> None:
+    """Two satellites sharing a name get their catalog numbers appended; the same record twice
+    is an error on its second copy (it used to become a second node, named NAME-<number>)."""
+    other = {**RECORD, "NORAD_CAT_ID": RECORD["NORAD_CAT_ID"] + 1}
+    c = parse_omm_text(json.dumps([RECORD, other]), "json", "gp.json")
+    assert c.names == [RECORD["OBJECT_NAME"], f"{RECORD['OBJECT_NAME']}-{other['NORAD_CAT_ID']}"]
+    with pytest.raises(OrbitError, match=r"gp\.json: record 1\.NORAD_CAT_ID: satellite \d+ appears twice"):
+        parse_omm_text(json.dumps([RECORD, RECORD]), "json", "gp.json")
+
+
 def test_malformed_omm_missing_field_csv_and_bad_xml(tmp_path: Path) -> None:
     rec = {k: v for k, v in RECORD.items() if k != "INCLINATION"}
     csv_path = tmp_path / "gp.csv"
