@@ -306,8 +306,12 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
                 raise ContactError(f"ground_stations[{i}].lat_deg: expected -90..90, got {lat}")
             if not -180 <= lon <= 360:
                 raise ContactError(f"ground_stations[{i}].lon_deg: expected -180..360, got {lon}")
-            stations.append(GroundStation(st.str("name", f"GS-{i}"), lat, lon,
-                                          st.num("elevation_m", 0.0)))
+            name = st.str("name", f"GS-{i}")
+            twin = next((j for j, s in enumerate(stations) if s.name == name), None)
+            if twin is not None:
+                raise ContactError(f"ground_stations[{i}].name: {name!r} is already the name of "
+                                   f"ground_stations[{twin}]; node names must be unique")
+            stations.append(GroundStation(name, lat, lon, st.num("elevation_m", 0.0)))
 
     if "time" not in data:
         raise ContactError(f"{src}: missing [time] table (start, duration_s, step_s)")
@@ -421,6 +425,15 @@ def _check_grid(scenario: ContactScenario, n_nodes: int, turns: float = 0.0) -> 
     check_trajectory_size(grid_samples(t.duration_s, t.step_s) + turns, n_nodes, waypoint_times=turns)
 
 
+def _check_station_names(scenario: ContactScenario, constellation: Constellation) -> None:
+    """A ground station may not share a satellite's name (names key the plan's nodes)."""
+    sats = set(constellation.names)
+    for i, station in enumerate(scenario.ground_stations):
+        if station.name in sats:
+            raise ContactError(f"ground_stations[{i}].name: {station.name!r} is also the name of a satellite; "
+                               "node names must be unique")
+
+
 def load_contact_scenario(path: str | Path) -> ContactScenario:
     """Read and validate a scenario TOML file."""
     path = Path(path)
@@ -493,6 +506,7 @@ def check_contact_scenario(scenario: ContactScenario) -> tuple[list[str], list[i
         return [n for n, k in zip(plan.node_names, plan.node_kinds) if k != "ground_station"], None
     if scenario.constellation is not None:
         constellation = build_constellation(scenario)
+        _check_station_names(scenario, constellation)
         _check_grid(scenario, len(constellation.names) + len(scenario.ground_stations))
         return list(constellation.names), [int(p) for p in constellation.planes]
     d = scenario.drones
@@ -512,6 +526,7 @@ def build_trajectories(scenario: ContactScenario) -> Trajectories:
     t = scenario.time
     if scenario.constellation is not None:
         constellation = build_constellation(scenario)
+        _check_station_names(scenario, constellation)
         _check_grid(scenario, len(constellation.names) + len(scenario.ground_stations))
         return satellite_trajectories(constellation, t.start, t.duration_s, t.step_s,
                                       scenario.ground_stations or None)

@@ -190,6 +190,20 @@ def test_drone_waypoint_times_count_toward_the_grid(tmp_path):
     assert 0.5 * drawn < expected_turns(12, 4.0, 15.0, 3600.0) < 2.0 * drawn
 
 
+def test_ground_station_names_are_unique(tmp_path):
+    """Names key the plan's nodes (batteries, learners, ION headers): a station may share
+    neither another station's name nor a satellite's."""
+    gs = '\n[[ground_stations]]\nname = "{}"\nlat_deg = 0.0\nlon_deg = 0.0\n'
+    p = _write(tmp_path, LEO + gs.format("Matera") + gs.format("Matera"))
+    with pytest.raises(ContactError, match=r"ground_stations\[1\]\.name: 'Matera' is already the name of "
+                                           r"ground_stations\[0\]"):
+        load_contact_scenario(p)
+    p = _write(tmp_path, LEO + gs.format("Matera") + gs.format("WD-P01-S02"))
+    with pytest.raises(ContactError, match=r"ground_stations\[1\]\.name: 'WD-P01-S02' is also the name of "
+                                           r"a satellite"):
+        compute_contacts(load_contact_scenario(p))
+
+
 def test_scenario_needs_exactly_one_node_source():
     with pytest.raises(ContactError, match="exactly one of"):
         parse_contact_scenario({"time": {"duration_s": 10.0}}, ".")
