@@ -80,7 +80,7 @@ from typing import Any
 import numpy as np
 
 from orbits import Constellation, OrbitError, parse_utc, read_omm, read_tle, walker_delta, walker_star
-from orbits.sunlight import check_sunlight_steps, eclipse_intervals
+from orbits.sunlight import check_sunlight_span, check_sunlight_steps, eclipse_intervals
 from swarmbase.tomlcheck import Table, read_toml
 
 from .drones import drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
@@ -401,6 +401,8 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
         sunlight_step_s = et.num("sunlight_step_s", 60.0, positive=True)
         try:
             check_sunlight_steps(time.duration_s, sunlight_step_s, "energy.sunlight_step_s")
+            if constellation is not None:  # satellites' eclipses need the Sun over the whole horizon
+                check_sunlight_span(time.start, time.duration_s, "time.start")
         except OrbitError as exc:
             raise ContactError(str(exc)) from None
 

@@ -2,7 +2,8 @@
 
 The Sun's position comes from the JPL DE421 ephemeris shipped inside the
 ``skyfield-data`` package (extra ``energy``); nothing is downloaded at run
-time. DE421 covers 1900-2050.
+time. DE421 covers 1899-07-29 to 2053-10-09; :func:`check_sunlight_span` refuses horizons
+outside it (a day inside each end).
 
 Algorithm: evaluate Skyfield's ``ICRF.is_sunlit`` (whether the Earth hides
 the Sun as seen from the satellite) on a grid of ``step_s``, then refine
@@ -35,6 +36,9 @@ from .timeutil import parse_utc, skyfield_times, timescale
 EPHEMERIS_FILE = "de421.bsp"
 #: Most samples of the eclipse search grid per satellite (2,000,000: 23 days at 1 s).
 MAX_SUNLIGHT_SAMPLES = 2_000_000
+#: UTC span DE421 covers (its segments run from 1899-07-29 to 2053-10-09 TDB), a day inside each end.
+EPHEMERIS_SPAN = (_dt.datetime(1899, 7, 30, tzinfo=_dt.timezone.utc),
+                  _dt.datetime(2053, 10, 8, tzinfo=_dt.timezone.utc))
 
 
 @lru_cache(maxsize=1)
@@ -76,6 +80,16 @@ def check_sunlight_steps(duration_s: float, step_s: float, field: str = "sunligh
                          f"per satellite, expected at most {MAX_SUNLIGHT_SAMPLES:,}; raise the step")
 
 
+def check_sunlight_span(start: _dt.datetime | str, duration_s: float, field: str = "time.start") -> None:
+    """Refuse a horizon the ephemeris does not cover (Skyfield would fail deep inside the search)."""
+    start = parse_utc(start, field=field)
+    first, last = EPHEMERIS_SPAN
+    if start < first or start + _dt.timedelta(seconds=float(duration_s)) > last:
+        raise OrbitError(f"{field}: the horizon from {start:%Y-%m-%dT%H:%M:%SZ} over {duration_s:g} s leaves "
+                         f"{first:%Y-%m-%d}..{last:%Y-%m-%d}, the span of the {EPHEMERIS_FILE} ephemeris "
+                         "that gives the Sun's position")
+
+
 def eclipse_intervals(constellation: Constellation, start: _dt.datetime | str, duration_s: float,
                       step_s: float = 60.0, tol_s: float = 0.1) -> list[list[tuple[float, float]]]:
     """Eclipse (not sunlit) intervals of each satellite, seconds from ``start``, edges to ``tol_s``.
@@ -89,6 +103,7 @@ def eclipse_intervals(constellation: Constellation, start: _dt.datetime | str, d
     if not step_s > 0 or not tol_s > 0:
         raise OrbitError(f"sunlight: step_s and tol_s must be positive, got {step_s}, {tol_s}")
     check_sunlight_steps(duration_s, step_s)
+    check_sunlight_span(start, duration_s)
     start = parse_utc(start, field="time.start")
     n = int(np.ceil(duration_s / step_s))
     grid = np.minimum(np.arange(n + 1) * float(step_s), float(duration_s))

@@ -9,7 +9,7 @@ import pytest
 from contact_sim import ContactError, ContactPlan, LinkModel, WindowTable, parse_contact_scenario
 from contact_sim.energy import Battery, EnergyModel
 from fol.simulation.runner import plan_deliveries
-from orbits import walker_delta
+from orbits import OrbitError, walker_delta
 from orbits.sunlight import eclipse_intervals, sunlit_samples
 
 
@@ -83,6 +83,23 @@ def test_energy_table_is_validated() -> None:
     with pytest.raises(ContactError, match=r"energy\.initial_charge: expected a fraction"):
         parse_contact_scenario({**base, "energy": {"battery_wh": 1.0, "solar_w": 5.0, "idle_w": 1.0,
                                                    "initial_charge": 2.0}}, ".")
+
+
+def test_energy_refuses_a_horizon_the_ephemeris_does_not_cover() -> None:
+    """DE421 ends in 2053: a later satellite scenario with [energy] is refused when read (it was a
+    Skyfield EphemerisRangeError traceback once the contacts had been computed)."""
+    doc = {"constellation": {"kind": "walker-delta", "total": 2, "planes": 1, "altitude_km": 550.0,
+                             "inclination_deg": 53.0, "epoch": "2060-03-01T00:00:00Z"},
+           "time": {"duration_s": 6000.0}, "link": {"max_range_km": 5000.0},
+           "energy": {"battery_wh": 10.0, "solar_w": 5.0, "idle_w": 1.0}}
+    with pytest.raises(ContactError, match=r"time\.start: the horizon from 2060-03-01T00:00:00Z over 6000 s "
+                                           r"leaves 1899-07-30\.\.2053-10-08, the span of the de421\.bsp"):
+        parse_contact_scenario(doc, ".")
+    with pytest.raises(OrbitError, match=r"time\.start: the horizon from 2053-10-07T23:00:00Z"):
+        eclipse_intervals(walker_delta(2, 1, 0, 550.0, 53.0, "2053-10-07T23:00:00Z"), "2053-10-07T23:00:00Z",
+                          86400.0)
+    del doc["energy"]
+    assert parse_contact_scenario(doc, ".").energy is None  # without [energy] no Sun is needed
 
 
 def test_batteries_of_a_satellite_scenario_see_their_eclipses() -> None:
