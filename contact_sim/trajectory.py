@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from orbits import Constellation, OrbitError, ground_points_itrs, itrs_to_teme, parse_utc
+from orbits import Constellation, OrbitError, ground_points_itrs, itrs_to_teme, julian_date, parse_utc
 from orbits.propagation import propagate_offsets
 
 from .errors import ContactError
@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 MOVING, STATION = 0, 1
 #: Earth rotation rate (rad/s) used for ground-station velocities in TEME.
 EARTH_ROTATION_RAD_S = 7.2921158553e-5
+#: Elements farther than this from the horizon (days) get a warning: SGP4 mean elements drift by
+#: kilometres a day away from their epoch (drag, unmodelled manoeuvres).
+MAX_ELEMENT_AGE_DAYS = 30.0
 
 
 @dataclass
@@ -132,6 +135,22 @@ def station_positions_teme(stations: list[GroundStation], start: _dt.datetime,
     return np.ascontiguousarray(pos), np.ascontiguousarray(vel)
 
 
+def _warn_old_elements(constellation: Constellation, start: _dt.datetime, duration_s: float) -> None:
+    """Warn when satellites' element epochs lie more than :data:`MAX_ELEMENT_AGE_DAYS` from the
+    horizon (e.g. a TLE file years older than ``time.start``): SGP4 still propagates, silently wrong."""
+    jd0 = sum(julian_date(start))
+    epochs = np.array([s.jdsatepoch + s.jdsatepochF for s in constellation.satrecs])
+    # days from each epoch to the nearest instant of the horizon [start, start + duration]
+    age = np.maximum(jd0 - epochs, epochs - (jd0 + duration_s / 86400.0)).clip(min=0.0)
+    old = np.flatnonzero(age > MAX_ELEMENT_AGE_DAYS)
+    if old.size:
+        worst = int(old[np.argmax(age[old])])
+        log.warning("%d of %d satellites have elements more than %g days from the horizon (%s: %.0f days); "
+                    "SGP4 drifts by kilometres a day away from the epoch: use elements near time.start",
+                    old.size, len(constellation.satrecs), MAX_ELEMENT_AGE_DAYS, constellation.names[worst],
+                    age[worst])
+
+
 def satellite_trajectories(constellation: Constellation, start: _dt.datetime | str,
                            duration_s: float, step_s: float = 60.0,
                            stations: list[GroundStation] | None = None) -> Trajectories:
@@ -143,6 +162,7 @@ def satellite_trajectories(constellation: Constellation, start: _dt.datetime | s
     """
     start = parse_utc(start, field="time.start")
     grid = time_grid(duration_s, step_s)
+    _warn_old_elements(constellation, start, duration_s)
     try:
         r, v = propagate_offsets(constellation, start, grid)
     except OrbitError as exc:

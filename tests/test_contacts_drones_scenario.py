@@ -235,6 +235,34 @@ def test_tle_scenario(tmp_path):
         compute_contacts(load_contact_scenario(p))
 
 
+def test_elements_far_from_the_horizon_are_warned_about(tmp_path, caplog):
+    """A TLE years older than time.start still propagates (SGP4 reports no error) but its
+    positions are fiction: a warning names the satellite and the age; recent elements give none."""
+    import logging
+
+    from orbits import walker_delta, write_tle
+
+    write_tle(tmp_path / "shell.tle", walker_delta(6, 2, 1, 550.0, 53.0, "2020-03-01T00:00:00Z"))
+    text = """
+        [constellation]
+        kind = "tle"
+        tle_file = "shell.tle"
+        [time]
+        start = "2025-03-01T00:00:00Z"
+        duration_s = 600.0
+        [link]
+        max_range_km = 4000.0
+        """
+    with caplog.at_level(logging.WARNING, logger="contact_sim.trajectory"):
+        compute_contacts(load_contact_scenario(_write(tmp_path, text)))
+    assert "6 of 6 satellites have elements more than 30 days from the horizon (WD-P00-S00: 1826 days)" \
+        in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="contact_sim.trajectory"):
+        compute_contacts(load_contact_scenario(_write(tmp_path, text.replace("2025-03-01", "2020-03-20"))))
+    assert "elements more than" not in caplog.text
+
+
 def _cli(argv):
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="cmd")
