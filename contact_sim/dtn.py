@@ -97,8 +97,9 @@ def format_ion(plan: ContactPlan) -> str:
     if plan.start is not None:
         lines.append(f"# start {_utc(plan.start)}")
     for i, (name, kind) in enumerate(zip(plan.node_names, plan.node_kinds)):
-        if any(c.isspace() for c in name):
-            raise ContactError(f"node {i}: name {name!r} contains whitespace; ION header names cannot")
+        if " ".join(name.split()) != name or any(c.isspace() for c in kind):  # single inner spaces read back
+            raise ContactError(f"node {i}: name {name!r} (kind {kind!r}) has leading, trailing, repeated or "
+                               "non-space whitespace; an ION header line cannot carry it")
         lines.append(f"# node {i + 1} {name} {kind}")
     contacts, ranges = [], []
     w = plan.windows
@@ -225,12 +226,13 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
                     raise ContactError(f"{where}: the plan starts at {words[1]}, not at time.start "
                                        f"({_utc(start)}); drop one of the two")
                 plan.start = header_start
-            elif len(words) in (3, 4) and words[0] == "node":
+            elif len(words) >= 3 and words[0] == "node":
                 number = _pos_int(words[1], "node number", where)
                 if number in plan.names:
                     raise ContactError(f"{where}: node {number} named twice in the header")
-                plan.names[number] = words[2]
-                plan.kinds[number] = words[3] if len(words) == 4 else "node"
+                # '# node N NAME [KIND]'; a name with spaces ('ISS (ZARYA)') is written with its kind last
+                plan.names[number] = " ".join(words[2:-1]) if len(words) > 4 else words[2]
+                plan.kinds[number] = words[-1] if len(words) >= 4 else "node"
             continue
         words = line.split("#", 1)[0].split()
         if words[0] in _IGNORED:

@@ -65,6 +65,22 @@ def test_ion_export_import_round_trips_exactly(tmp_path: Path) -> None:
     assert [c.capacity_bytes for c in back.windows] == [120_000, 875_000, 420]
 
 
+def test_ion_names_with_spaces_round_trip(tmp_path: Path) -> None:
+    """CelesTrak names such as 'ISS (ZARYA)' are written and read back whole ('fol contacts
+    --ion' stopped on them after the window search); a name that would not read back is refused."""
+    plan = _hand_plan()
+    named = ContactPlan(["ISS (ZARYA)", "CSS (TIANHE)", "Matera GS"], plan.windows, plan.link,
+                        plan.round_boundaries_s, START, plan.node_kinds)
+    (tmp_path / "p.ion").write_text(format_ion(named))
+    assert "# node 1 ISS (ZARYA) satellite" in format_ion(named)
+    back = read_ion(tmp_path / "p.ion")
+    assert back.node_names == named.node_names and back.node_kinds == named.node_kinds
+    for bad in ("two  spaces", " lead", "tab\there", "new\nline"):
+        odd = ContactPlan([bad, "b", "c"], plan.windows, plan.link, plan.round_boundaries_s, START, plan.node_kinds)
+        with pytest.raises(ContactError, match="an ION header line cannot carry it"):
+            format_ion(odd)
+
+
 def test_ion_capacity_never_wraps_around() -> None:
     """A rate x duration past int64 is held at 2**62 bytes, not wrapped to a negative count."""
     from contact_sim.dtn import ion_to_plan
