@@ -371,6 +371,10 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
         owlt = _hdtn_int(record, "owlt", where) if "owlt" in record else None
         rows.append((t0, t1, src, dst, rate_bps, owlt, where))
     offset = 0.0
+    unix = [r[6] for r in rows if r[0] >= HDTN_UNIX_FROM_S]
+    if unix and len(unix) < len(rows):  # read as relative, the Unix ones would sit decades out, unused
+        raise ContactError(f"{unix[0]}: startTime is a Unix time (after 2000-01-01) where other records give "
+                           "seconds after the plan start; use one kind of time in a plan")
     if rows and min(r[0] for r in rows) >= HDTN_UNIX_FROM_S:
         if start is None:
             raise ContactError(f"{source}: the times are Unix times (every startTime after 2000-01-01); "

@@ -476,8 +476,13 @@ def load_plan_file(scenario: ContactScenario) -> ContactPlan:
     """The imported contact plan of a ``[contacts] plan_file`` scenario, on the scenario's rounds."""
     if scenario.plan_file is None:
         raise ContactError("scenario has no [contacts] plan_file")
-    return read_plan(scenario.plan_file, round_boundaries(scenario), scenario.link.acquisition_s,
-                    scenario.time.start)
+    plan = read_plan(scenario.plan_file, round_boundaries(scenario), scenario.link.acquisition_s,
+                     scenario.time.start)
+    late = int(np.count_nonzero(plan.windows.t_start_s >= scenario.time.duration_s))
+    if late:  # a plan of a longer horizon, or of Unix times read as relative ones
+        log.warning("%s: %d of %d windows start after time.duration_s = %g s and are not used",
+                    scenario.plan_file, late, len(plan.windows.t_start_s), scenario.time.duration_s)
+    return plan
 
 
 def build_batteries(scenario: ContactScenario, plan: ContactPlan) -> dict[int, Battery]:

@@ -193,6 +193,9 @@ def test_hdtn_rates_older_fields_unix_times_and_loopbacks() -> None:
     ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 1}]}',
      r"p\.json: contacts\[0\]: contact 1->2 \+0 \+60 has no reverse contact 2->1"),
     ('{"contacts": []}', r"p\.json: no contacts between two different nodes"),
+    ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 1}, '
+     '{"source": 2, "dest": 1, "startTime": 1800000000, "endTime": 1800000060, "rateBitsPerSec": 1}]}',
+     r"p\.json: contacts\[1\]: startTime is a Unix time .* where other records give seconds after the plan start"),
     ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 1%s, "rateBitsPerSec": 1}]}' % ("0" * 400),
      r"contacts\[0\]: endTime: expected an integer of at most 1e100"),
     ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 1%s}]}' % ("0" * 400),
@@ -205,6 +208,22 @@ def test_malformed_hdtn_plan_names_file_and_record(tmp_path: Path, doc: str, mes
     path.write_text(doc)
     with pytest.raises(ContactError, match=message):
         read_hdtn(path)
+
+
+def test_plan_windows_after_the_horizon_are_said_to_be_unused(tmp_path: Path, caplog) -> None:
+    import logging
+
+    from contact_sim import load_plan_file
+
+    (tmp_path / "p.ion").write_text(format_ion(_hand_plan()))  # windows start at 1 s and 100 s
+    for duration, late in ((700.0, 0), (50.0, 1)):
+        scn = parse_contact_scenario({"contacts": {"plan_file": "p.ion"}, "time": {"duration_s": duration}}, tmp_path)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="contact_sim.scenario"):
+            assert len(load_plan_file(scn).windows.t_start_s) == 2
+        said = [r.getMessage() for r in caplog.records]
+        assert said == ([] if not late else [f"{tmp_path / 'p.ion'}: 1 of 2 windows start after "
+                                             "time.duration_s = 50 s and are not used"])
 
 
 def test_plan_file_scenario_validation(tmp_path: Path) -> None:
