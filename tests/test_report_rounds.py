@@ -85,3 +85,17 @@ def test_a_fol_run_of_e_exchanges_shows_each_exchange(tmp_path: Path):
     plot_accuracy_vs_rounds(rows, tmp_path / "r.png")
     plot_accuracy_vs_bytes(rows, tmp_path / "b.png")
     assert (tmp_path / "r.png").stat().st_size > 1000 and (tmp_path / "b.png").stat().st_size > 1000
+
+
+def test_node_table_says_how_many_test_images_each_accuracy_is_of() -> None:
+    """A node at 100 % of 3 test images and one at 90 % of 200 read differently; the table
+    says so (per node, a range where seeds' partitions differ), and results.csv has the sizes."""
+    from fol.simulation.report import CSV_FIELDS, node_table
+
+    rows = [{"seed": s, "node": n, "method": "local", "test_accuracy": acc, "n_train": 10 * t, "n_val": 2, "n_test": t}
+            for s, n, acc, t in [(0, "a", 1.0, 3), (1, "a", 1.0, 4), (0, "b", 0.9, 200), (1, "b", 0.9, 200)]]
+    table = node_table(rows).splitlines()
+    assert table[0] == "| method | a | b | average |"
+    assert table[-1] == "| test images | 3-4 | 200 | total 203-204 |"
+    assert node_table([{k: v for k, v in r.items() if k != "n_test"} for r in rows]).count("test images") == 0
+    assert CSV_FIELDS[-3:] == ["n_train", "n_val", "n_test"]

@@ -28,7 +28,7 @@ __all__ = ["write_report", "summary_table", "transfer_table", "CSV_FIELDS", "rou
            "exchange_curves", "rounds_to_match_table", "accuracy_at_rounds_table", "plot_accuracy_vs_rounds", "plot_accuracy_vs_bytes"]
 
 CSV_FIELDS = ["seed", "node", "method", "test_accuracy", "val_accuracy", "bytes_up", "bytes_down", "train_flops",
-              "rounds", "received_models", "kept_local", "seconds"]
+              "rounds", "received_models", "kept_local", "seconds", "n_train", "n_val", "n_test"]
 
 
 def _pm(values: Sequence[float], scale: float = 100.0, digits: int = 2) -> str:
@@ -112,6 +112,11 @@ def node_table(rows: Sequence[dict[str, Any]]) -> str:
         vals = [_pm([r["test_accuracy"] for r in cells[(m, n)]], digits=1) for n in nodes]
         per_seed = [statistics.mean(r["test_accuracy"] for r in g) for g in _by([r for r in rows if r["method"] == m], "seed").values()]
         lines.append(f"| {m} | " + " | ".join(vals) + f" | {_pm(per_seed, digits=1)} |")
+    if all("n_test" in r for r in rows):  # how many images each accuracy is of (a few test images: coarse steps)
+        counts = [sorted({r["n_test"] for r in rows if r["node"] == n}) for n in nodes]
+        span = lambda lo, hi: str(lo) if lo == hi else f"{lo}-{hi}"  # noqa: E731 - over seeds, when they differ
+        lines.append("| test images | " + " | ".join(span(c[0], c[-1]) for c in counts)
+                     + f" | total {span(sum(c[0] for c in counts), sum(c[-1] for c in counts))} |")
     return "\n".join(lines)
 
 

@@ -474,8 +474,9 @@ def run_simulation(
                 used = max((r.rounds for r in results), default=0)
                 rounds_by_seed.setdefault(seed, {})[name] = used
                 rounds_used[name] = max(rounds_used.get(name, 0), used)  # over seeds
-                for r in results:
-                    rows.append({"seed": seed, **r.to_dict()})
+                sizes = {n.name: dict(zip(("n_train", "n_val", "n_test"), n.data.sizes())) for n in nodes}
+                for r in results:  # with the node's split sizes: an accuracy is read against its test count
+                    rows.append({"seed": seed, **r.to_dict(), **sizes.get(r.node, {})})
             if transport is not None:
                 transport.close()
             transfers += [{"seed": seed, **t.__dict__} for t in plan.transfers]
