@@ -95,6 +95,8 @@ def _rows(out: Path) -> list[dict[str, str]]:
         ({"data": {"psi": -1.0}}, r"data\.psi"),
         ({"data": {"min_samples": 5}}, r"tiny.toml: data\.min_samples: expected >= 20 \(every node's images are "
                                        r"split 70/15/15 into train/val/test, which needs 20\), got 5"),
+        ({"data": {"per_node": 30}}, r"tiny.toml: data\.per_node: expected >= data\.min_samples = 40 \(a node "
+                                     r"holds at most per_node images\), got 30"),
         ({"models": {"archs": ["vgg99"]}}, r"models\.archs: unknown architecture 'vgg99'"),
         ({"methods": {"run": ["fol", "fedsgd"]}}, r"methods\.run: unknown method 'fedsgd'"),
         ({"fol": {"rounds": 3}}, r"fol\.rounds: 3 FOL rounds but the contact plan has 1"),

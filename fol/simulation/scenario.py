@@ -249,8 +249,9 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     if data.min_samples < DEFAULT_MIN_SAMPLES:  # below it the node's split stops the run after the data is read
         raise ConfigError(f"data.min_samples: expected >= {DEFAULT_MIN_SAMPLES} (every node's images are split "
                           f"70/15/15 into train/val/test, which needs {DEFAULT_MIN_SAMPLES}), got {data.min_samples}")
-    if data.per_node is not None and data.per_node < 1:
-        raise ConfigError(f"data.per_node: expected >= 1, got {data.per_node}")
+    if data.per_node is not None and data.per_node < data.min_samples:  # no node could hold min_samples
+        raise ConfigError(f"data.per_node: expected >= data.min_samples = {data.min_samples} (a node holds at "
+                          f"most per_node images), got {data.per_node}")
     if data.size is not None and data.size < 1:
         raise ConfigError(f"data.size: expected >= 1, got {data.size}")
     if data.image_size is not None and not 8 <= data.image_size <= MAX_IMAGE_SIZE:
