@@ -99,3 +99,28 @@ def test_node_table_says_how_many_test_images_each_accuracy_is_of() -> None:
     assert table[-1] == "| test images | 3-4 | 200 | total 203-204 |"
     assert node_table([{k: v for k, v in r.items() if k != "n_test"} for r in rows]).count("test images") == 0
     assert CSV_FIELDS[-3:] == ["n_train", "n_val", "n_test"]
+
+
+def test_plots_go_through_the_crash_safe_writer(tmp_path: Path, monkeypatch) -> None:
+    """A plot that fails while it is written leaves the previous file as it was
+    (docs/architecture.md, "One crash-safe writer": plots included);
+    accuracy_vs_rounds.png was written in place and left truncated."""
+    import matplotlib.figure
+    import pytest
+
+    def broken_savefig(self, target, *args, **kwargs):
+        if isinstance(target, (str, Path)):
+            Path(target).write_bytes(b"partial")
+        else:
+            target.write(b"partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", broken_savefig)
+    for plot, name in ((plot_accuracy_vs_rounds, "accuracy_vs_rounds.png"),
+                       (plot_accuracy_vs_bytes, "accuracy_vs_bytes.png")):
+        target = tmp_path / name
+        target.write_bytes(b"previous plot")
+        with pytest.raises(OSError, match="disk full"):
+            plot(ROWS, target)
+        assert target.read_bytes() == b"previous plot", name
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary file left

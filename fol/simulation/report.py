@@ -299,8 +299,7 @@ def plot_accuracy_vs_rounds(rows: Sequence[dict[str, Any]], path: Path) -> None:
     ax.set_title("Accuracy versus rounds (mean over nodes and seeds)")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def plot_accuracy_vs_bytes(rows: Sequence[dict[str, Any]], path: Path) -> None:
