@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from orbits import teme_to_itrs
+from swarmbase.fileio import atomic_write_text
 
 from .errors import ContactError
 from .plan import ContactPlan
@@ -114,5 +115,5 @@ def czml_packets(plan: ContactPlan, traj: Trajectories, name: str = "fol-swarm c
 def write_czml(path: str | Path, plan: ContactPlan, traj: Trajectories, name: str = "fol-swarm contacts") -> Path:
     """Write the CZML document of ``plan`` / ``traj`` to ``path``."""
     path = Path(path)
-    path.write_text(json.dumps(czml_packets(plan, traj, name), separators=(",", ":")), encoding="utf-8")
+    atomic_write_text(path, json.dumps(czml_packets(plan, traj, name), separators=(",", ":")))  # crash-safe
     return path

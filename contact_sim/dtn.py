@@ -56,6 +56,7 @@ from typing import Sequence
 import numpy as np
 
 from orbits import OrbitError, parse_utc
+from swarmbase.fileio import atomic_write_bytes
 from swarmbase.tomlcheck import read_text_file
 
 from .errors import ContactError
@@ -115,9 +116,14 @@ def format_ion(plan: ContactPlan) -> str:
 
 
 def write_ion(path: str | Path, plan: ContactPlan) -> Path:
-    """Write :func:`format_ion` text to ``path``."""
+    """Write :func:`format_ion` text to ``path`` (crash-safe: the old file or the whole new one)."""
     path = Path(path)
-    path.write_text(format_ion(plan), encoding="ascii")
+    try:
+        data = format_ion(plan).encode("ascii")
+    except UnicodeEncodeError as exc:
+        raise ContactError(f"{path}: an ION plan is ASCII text; a node name holds {exc.object[exc.start:exc.end]!r}") \
+            from None
+    atomic_write_bytes(path, data)
     return path
 
 
@@ -139,7 +145,7 @@ def hdtn_contacts(plan: ContactPlan) -> dict:
 def write_hdtn(path: str | Path, plan: ContactPlan) -> Path:
     """Write the HDTN JSON contact plan of ``plan`` to ``path``."""
     path = Path(path)
-    path.write_text(json.dumps(hdtn_contacts(plan), indent=1) + "\n", encoding="ascii")
+    atomic_write_bytes(path, (json.dumps(hdtn_contacts(plan), indent=1) + "\n").encode("ascii"))  # numbers only
     return path
 
 

@@ -42,6 +42,7 @@ from sgp4 import omm as _omm
 from sgp4.api import Satrec
 from sgp4.exporter import export_omm
 
+from swarmbase.fileio import atomic_write_text
 from swarmbase.tomlcheck import read_text_file
 
 from .constellation import Constellation
@@ -283,5 +284,5 @@ def write_omm(path: str | Path, constellation: Constellation, fmt: str | None = 
     """Write ``constellation`` as an OMM file (format from the extension, JSON by default)."""
     path = Path(path)
     fmt = fmt or (path.suffix.lower().lstrip(".") if path.suffix.lower().lstrip(".") in OMM_FORMATS else "json")
-    path.write_text(format_omm(constellation, fmt), encoding="utf-8")
+    atomic_write_text(path, format_omm(constellation, fmt))  # crash-safe: the old file or the whole new one
     return path

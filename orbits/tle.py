@@ -25,6 +25,7 @@ from pathlib import Path
 from sgp4.api import Satrec
 from sgp4.exporter import export_tle
 
+from swarmbase.fileio import atomic_write_bytes
 from swarmbase.tomlcheck import check_input_file
 
 from .constellation import Constellation
@@ -199,6 +200,11 @@ def format_tle(constellation: Constellation, with_names: bool = True) -> str:
 def write_tle(path: str | Path, constellation: Constellation, with_names: bool = True) -> Path:
     """Write ``constellation`` as a TLE file (3-line sets by default); returns the path."""
     path = Path(path)
-    path.write_text(format_tle(constellation, with_names), encoding="ascii")
+    try:
+        data = format_tle(constellation, with_names).encode("ascii")
+    except UnicodeEncodeError as exc:
+        raise OrbitError(f"{path}: a TLE file is ASCII text; a satellite name holds "
+                         f"{exc.object[exc.start:exc.end]!r} (write it without names, or as OMM)") from None
+    atomic_write_bytes(path, data)  # crash-safe: the old file or the whole new one
     return path
 

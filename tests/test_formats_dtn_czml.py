@@ -345,3 +345,29 @@ def test_czml_has_one_packet_per_node_and_window(tmp_path: Path) -> None:
                                          "time": {"duration_s": 60.0, "step_s": 10.0}}, tmp_path)
         dtraj = build_trajectories(drones)
         czml_packets(plan_from_trajectories(dtraj, drones), dtraj)
+
+
+def test_exports_go_through_the_crash_safe_writer(tmp_path: Path, monkeypatch) -> None:
+    """A failed export leaves the previous file as it was (docs/architecture.md, "One
+    crash-safe writer"); they were written in place, so a full disk left a torn plan."""
+    import os
+
+    from contact_sim import write_hdtn, write_ion
+    from orbits import walker_delta, write_omm, write_tle
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    shell = walker_delta(4, 2, 1, 550.0, 53.0, epoch="2026-08-01T00:00:00Z")
+    for name, write in (("p.ion", lambda p: write_ion(p, _hand_plan())), ("p.json", lambda p: write_hdtn(p, _hand_plan())),
+                        ("o.json", lambda p: write_omm(p, shell)), ("o.tle", lambda p: write_tle(p, shell))):
+        target = tmp_path / name
+        target.write_text("previous\n")
+        with pytest.raises(OSError, match="No space left"):
+            write(target)
+        assert target.read_text() == "previous\n", name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.json", "o.tle", "p.ion", "p.json"]  # no temporary left
+    with pytest.raises(ContactError, match=r"an ION plan is ASCII text; a node name holds 'é'"):
+        write_ion(tmp_path / "n.ion", ContactPlan(["Matéra", "b", "c"], _hand_plan().windows, _hand_plan().link,
+                                                  [0.0, 700.0], START, _hand_plan().node_kinds))
