@@ -86,6 +86,14 @@ def test_options_are_validated():
         get_method("dense", nonsense=1)
     with pytest.raises(ConfigError, match="perturb"):
         get_method("co-boosting", perturb="fgsm")
+    # options the loop reads only from its second epoch on, or as a flag: a wrong type is refused here,
+    # not met as a TypeError (or a string "false" read as true) deep in the distillation
+    for name, value in [("weight_steps", "2"), ("weight_steps", 1.5), ("weight_steps", -1),
+                        ("weight_decay_rate", "x"), ("weight_decay_rate", math.inf),
+                        ("adv_mask", "no"), ("cosine_lr", "false"), ("cosine_lr", 1)]:
+        with pytest.raises(ConfigError, match=f"methods.dense.{name} must be"):
+            get_method("dense", **{name: value})
+    assert get_method("co-boosting", weight_steps=0, cosine_lr=False).options["weight_steps"] == 0
 
 
 def test_budget_presets_and_their_share_of_the_published_budget():

@@ -456,9 +456,17 @@ class _DataFreeMethod(Method):
         for name in ("lr_g", "kd_lr", "temperature", "adv_temperature", "epsilon"):
             if name in values:
                 values[name] = check_positive(self.name, name, values[name])
-        for name in ("bn", "oh", "adv", "hard_sample_power", "weight_lr", "kd_weight_decay", "grad_clip"):
+        for name in ("bn", "oh", "adv", "hard_sample_power", "weight_lr", "kd_weight_decay", "grad_clip",
+                     "weight_decay_rate"):
             if name in values:
                 values[name] = check_positive(self.name, name, values[name], allow_zero=True)
+        if "weight_steps" in values:
+            values["weight_steps"] = check_positive_int(self.name, "weight_steps", values["weight_steps"], allow_zero=True)
+        for name in ("adv_mask", "cosine_lr"):
+            if name in values and not isinstance(values[name], bool):
+                from fol.errors import ConfigError
+
+                raise ConfigError(f"methods.{self.name}.{name} must be true or false, got {values[name]!r}")
         if values.get("perturb", "none") not in ("none", "ods", "disagreement"):
             from fol.errors import ConfigError
 
