@@ -123,8 +123,15 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
         if len(names) < 2:
             raise ConfigError(f"{len(names)} learning node(s); a swarm needs at least 2")
 
+        r = scn.contact.rounds
+        plan_rounds = r.count or (len(r.boundaries_s) - 1 if r.boundaries_s else 1)
         for name in scn.methods:
             method = get_method(name, **scn.method_options.get(name, {}))
+            rounds = getattr(method, "rounds", None)
+            if type(method).multi_round and rounds is not None and rounds > plan_rounds:
+                # rounds past the plan's have no participant: each would only re-evaluate every node
+                raise ConfigError(f"methods.{name}.rounds: {rounds} server rounds but the contact plan has "
+                                  f"{plan_rounds} [rounds]")
             if type(method).one_architecture and len(set(archs)) > 1:
                 raise ConfigError(
                     f"methods.run: {name!r} averages parameters and needs one architecture for every node, but "
