@@ -321,8 +321,10 @@ def _synthetic_warm_start(own: nn.Module, ensemble: WeightedEnsemble, shape: tup
     (and, for ``"train+synth"``, on the synthesized inputs it returns)."""
     import copy
 
-    from fol.methods.dense import DataFreeConfig, distill_data_free
+    from fol.methods.dense import DataFreeConfig, check_synthesis_size, distill_data_free
 
+    check_synthesis_size(cfg.distill_epochs, cfg.batch_size, DataFreeConfig.nz, DataFreeConfig.ngf, shape,
+                         f"fol.batch_size (the synthesis batch of distill_inputs = {cfg.distill_inputs!r})")
     dcfg = DataFreeConfig(epochs=cfg.distill_epochs, temperature=cfg.temperature, kd_lr=cfg.distill_lr,
                           synthesis_batch=cfg.batch_size, kd_batch=cfg.batch_size, seed=_seed(cfg, round, "synth"))
     result = distill_data_free([ensemble], copy.deepcopy(own), shape, num_classes, dcfg)

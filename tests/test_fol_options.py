@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 import torch
@@ -140,6 +141,21 @@ def test_train_plus_synth_distils_on_the_synthesized_inputs_too(swarm) -> None:
     for s, (images, labels) in before.items():
         assert torch.equal(getattr(node.data, s).images, images)
         assert torch.equal(getattr(node.data, s).labels, labels)
+
+
+def test_a_synthesis_batch_too_large_to_hold_is_refused_naming_batch_size() -> None:
+    # batch_size is harmless elsewhere (a stage takes min(batch_size, images)), but it is also
+    # the synthesis batch of "synth": 1e12 used to try a 256 TB allocation (a traceback)
+    from fol.methods.dense import WeightedEnsemble
+    from fol.models import ModelSpec, build_model
+    from fol.personalize import _synthetic_warm_start
+
+    own = build_model(ModelSpec("cnn-small", num_classes=2, input_size=16), seed=0).eval()
+    for choice in ("synth", "train+synth"):
+        cfg = FOLConfig(batch_size=10**12, distill_inputs=choice)
+        with pytest.raises(ConfigError, match=rf"^fol\.batch_size \(the synthesis batch of distill_inputs = '{re.escape(choice)}'\): "
+                                              r"a synthesis batch of 1,000,000,000,000 images of 16x16 pixels"):
+            _synthetic_warm_start(own, WeightedEnsemble([own]), (3, 16, 16), 2, cfg, 1)
 
 
 def test_function_matching_labels_every_fresh_view_with_the_teacher() -> None:

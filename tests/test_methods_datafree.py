@@ -96,6 +96,13 @@ def test_options_are_validated():
     assert get_method("co-boosting", weight_steps=0, cosine_lr=False).options["weight_steps"] == 0
 
 
+def test_a_generator_too_large_to_hold_is_refused_before_it_is_built(nodes):
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1, seed=0))
+    for options in (dict(ngf=100_000), dict(nz=10**9), dict(synthesis_batch=10**9)):
+        with pytest.raises(ConfigError, match=r"^methods\.dense: synthesis_batch / nz / ngf / epochs: .* GiB \(limit 8 GiB\)$"):
+            get_method("dense", epochs=1, **options).run(ctx)
+
+
 def test_budget_presets_and_their_share_of_the_published_budget():
     from fol.methods.dense import BUDGETS, budget_share, generator_samples
 

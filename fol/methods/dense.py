@@ -249,6 +249,33 @@ def _perturb(x: torch.Tensor, ensemble: WeightedEnsemble, student: nn.Module, ho
     return (x + eps * grad.sign()).clamp(0, 1).detach()
 
 
+def synthesis_bytes(epochs: int, synthesis_batch: int, nz: int, ngf: int, input_shape: Sequence[int]) -> float:
+    """A lower bound on the float32 bytes of the synthesis loop: the generator's
+    parameters, one synthesis batch through it (activations and their
+    gradients) and the pool of ``epochs`` batches it keeps."""
+    c, s = int(input_shape[0]), int(input_shape[-1])
+    i = max(1, s // 4)
+    params = nz * 2 * ngf * i * i + 9 * (2 * ngf) ** 2 + 9 * 2 * ngf * ngf + 9 * ngf * c
+    per_sample = nz + 2 * (2 * 2 * ngf * i * i + 4 * 2 * ngf * (2 * i) ** 2 + 2 * ngf * (4 * i) ** 2
+                           + 3 * ngf * (4 * i) ** 2 + 3 * c * s * s)
+    return 4.0 * (float(params) + float(synthesis_batch) * per_sample + float(epochs) * synthesis_batch * c * s * s)
+
+
+def check_synthesis_size(epochs: int, synthesis_batch: int, nz: int, ngf: int, input_shape: Sequence[int],
+                         where: str) -> None:
+    """Refuse, before the generator is built, a synthesis that could not be held
+    in :data:`fol.data.geo.MAX_POOL_BYTES`; ``where`` names the options that set it."""
+    from fol.data.geo import MAX_POOL_BYTES
+    from fol.errors import ConfigError
+
+    need = synthesis_bytes(epochs, synthesis_batch, nz, ngf, input_shape)
+    if need > MAX_POOL_BYTES:
+        s = int(input_shape[-1])
+        raise ConfigError(f"{where}: a synthesis batch of {int(synthesis_batch):,} images of {s}x{s} pixels "
+                          f"(nz {nz}, ngf {ngf}, {epochs} epochs) would need about {need / 2**30:,.1f} GiB "
+                          f"(limit {MAX_POOL_BYTES / 2**30:.0f} GiB)")
+
+
 def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_shape: Sequence[int], num_classes: int,
                       cfg: DataFreeConfig, progress: bool = False,
                       on_epoch: Callable[[int, nn.Module], None] | None = None) -> DataFreeResult:
@@ -484,6 +511,8 @@ class _DataFreeMethod(Method):
         student = build_model(spec, seed=init_seed_of(ctx))
         shape = tuple(ctx.nodes[0].data.train.images.shape[1:])
         cfg = DataFreeConfig(**self.options, seed=ctx.seed)
+        check_synthesis_size(cfg.epochs, cfg.synthesis_batch, cfg.nz, cfg.ngf, shape,
+                             f"methods.{self.name}: synthesis_batch / nz / ngf / epochs")
         res = distill_data_free(members, student, shape, spec.num_classes, cfg, progress=ctx.train.progress)
         size = model_bytes(res.student)
         for k in senders:
