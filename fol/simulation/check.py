@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contact_sim.scenario import check_contact_scenario
+from contact_sim.scenario import check_contact_scenario, round_boundaries
 from fol.data.registry import check_dataset
 from fol.errors import ConfigError, DataError
 from fol.fileio import check_output_dir
@@ -123,8 +123,7 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
         if len(names) < 2:
             raise ConfigError(f"{len(names)} learning node(s); a swarm needs at least 2")
 
-        r = scn.contact.rounds
-        plan_rounds = r.count or (len(r.boundaries_s) - 1 if r.boundaries_s else 1)
+        plan_rounds = len(round_boundaries(scn.contact)) - 1
         for name in scn.methods:
             method = get_method(name, **scn.method_options.get(name, {}))
             rounds = getattr(method, "rounds", None)

@@ -60,7 +60,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from contact_sim.scenario import ContactScenario, parse_contact_scenario
+from contact_sim.scenario import ContactScenario, parse_contact_scenario, round_boundaries
 from fol.config import FOLConfig
 from fol.data.geo import DEFAULT_MIN_SAMPLES, MAX_IMAGE_SIZE, check_pool_size
 from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, dataset_accepts, dataset_names
@@ -287,7 +287,7 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     f = doc.get("fol", {})
     if not isinstance(f, dict):
         raise ConfigError("[fol]: expected a table")
-    plan_rounds = contact.rounds.count or (len(contact.rounds.boundaries_s) - 1 if contact.rounds.boundaries_s else 1)
+    plan_rounds = len(round_boundaries(contact)) - 1
     fol_cfg = FOLConfig.from_dict({"rounds": plan_rounds, **f}, where=f"{source}: fol")
     if fol_cfg.rounds > plan_rounds:
         raise ConfigError(f"fol.rounds: {fol_cfg.rounds} FOL rounds but the contact plan has {plan_rounds} [rounds]")
