@@ -51,6 +51,9 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Most augmented copies of D_train ``"train+aug"`` distils on (each is held in memory).
+MAX_AUG_COPIES = 32
+
 @dataclass
 class FOLConfig:
     """Every hyperparameter of the four FOL stages.
@@ -226,6 +229,9 @@ class FOLConfig:
                 raise ConfigError(f"fol.{name} must be >= 0, got {getattr(self, name)}")
         if not 0.0 <= self.prune_ratio < 1.0:
             raise ConfigError(f"fol.prune_ratio must be in [0, 1), got {self.prune_ratio}")
+        if self.distill_aug_copies > MAX_AUG_COPIES:  # each copy is one more D_train held in memory
+            raise ConfigError(f"fol.distill_aug_copies must be at most {MAX_AUG_COPIES} (each is a copy of D_train "
+                              f"held in memory), got {self.distill_aug_copies}")
 
     # ------------------------------------------------------------ loading
 

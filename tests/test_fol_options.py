@@ -78,6 +78,13 @@ def test_scenario_fol_table_takes_a_preset(tmp_path) -> None:
         load_scenario(src)
 
 
+def test_augmented_copies_are_bounded() -> None:
+    """Each copy is one more D_train in memory: 10**6 copies would have been built."""
+    assert FOLConfig(distill_aug_copies=32).distill_aug_copies == 32
+    with pytest.raises(ConfigError, match=r"fol\.distill_aug_copies must be at most 32 .* got 1000000"):
+        FOLConfig(distill_aug_copies=10**6)
+
+
 # ------------------------------------------------------------------ options on a tiny node
 
 
