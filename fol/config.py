@@ -255,7 +255,10 @@ class FOLConfig:
         name = preset or t.str("preset", "default")
         if name not in PRESETS:
             t.fail("preset", f"unknown preset {name!r}; expected one of {', '.join(PRESETS)}")
-        return cls(**{**PRESETS[name], **data})
+        try:
+            return cls(**{**PRESETS[name], **data})
+        except ConfigError as exc:  # a bad value: name the file too, as an unknown key does
+            raise ConfigError(f"{source}: {exc}" if source and source not in str(exc) else str(exc)) from None
 
     @classmethod
     def from_toml(cls, path: str | Path, preset: str | None = None) -> "FOLConfig":

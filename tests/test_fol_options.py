@@ -574,3 +574,10 @@ def test_the_agents_pool_on_disk_gives_the_same_round_as_the_pool_in_memory(swar
     bad.write_bytes(b"not a model")
     with pytest.raises(CheckpointError, match="candidate-0.safetensors"):
         load_pool(folder, disk, 3, DEFAULT_MAX_BYTES)
+
+
+def test_a_bad_value_in_a_fol_config_file_names_the_file(tmp_path) -> None:
+    src = tmp_path / "fol.toml"
+    src.write_text('[fol]\ntop_k = "3"\n')
+    with pytest.raises(ConfigError, match=r"^.*fol\.toml: fol\.top_k must be an integer, got '3'$"):
+        FOLConfig.from_toml(src)
