@@ -255,6 +255,13 @@ class ProtocolConfig:
             raise ConfigError(f"protocol: pool must be 0 (all) or >= nodes x min_samples = "
                               f"{self.nodes * self.min_samples}, got {self.pool}")
         self.fol_config(0)  # validate the overrides now, with a clear error
+        # and the baselines' options, before hours of pretraining (only these methods take options here)
+        optional = [name for _, name in _DATA_FREE] + ["fedavg"]
+        for name, options in self.method_options.items():
+            if name not in optional:
+                raise ConfigError(f"protocol method options: {name!r} takes no options here; expected one of "
+                                  f"{optional}")
+            get_method(name, **options)
 
     @classmethod
     def quick(cls, **over: Any) -> "ProtocolConfig":

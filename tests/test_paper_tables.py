@@ -114,6 +114,21 @@ def test_bad_protocol_settings_are_clear_errors(tmp_path, capsys, benchmark_scri
     assert "nowhere" in err and "Traceback" not in err
 
 
+def test_baseline_options_are_checked_before_any_training(tmp_path, capsys, benchmark_script) -> None:
+    """--option of an unknown method, or a key or value the method refuses, is one line before
+    pretraining starts (a typo such as coboosting.epochs=5 used to run hours with the defaults)."""
+    script = benchmark_script("paper_tables")
+    for option, words in (("coboosting.epochs=5", "'coboosting' takes no options here"),
+                          ("fol.top_k=3", "'fol' takes no options here"),
+                          ("dense.no_such_option=1", "methods.dense: invalid option(s)"),
+                          ("fedavg.local_epochs=-2", "methods.fedavg.local_epochs must be an integer >= 1")):
+        assert script.main(["--quick", *TINY, "--option", option, "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "o").exists()
+    assert ProtocolConfig(method_options={"dense": {"epochs": 2}}).method_options == {"dense": {"epochs": 2}}
+
+
 def test_a_run_writes_its_tables_after_every_seed(tmp_path, capsys, benchmark_script) -> None:
     from fol.reproduce import run_protocol
 
