@@ -330,6 +330,21 @@ def test_paired_difference_is_the_wilcoxon_test_over_nodes() -> None:
         paired_difference({5: [0.1]}, {0: [0.1]})
 
 
+def test_paired_difference_ranks_equal_differences_as_ties() -> None:
+    """Six nodes gain 0.1 and one loses 0.1: all seven differences tie in rank. In floats
+    0.9 - 0.8 and 0.8 - 0.7 differ in the last bit, which ranked the loss lowest (p 0.094
+    instead of 0.125)."""
+    from scipy.stats import wilcoxon
+
+    from fol.reproduce import paired_difference
+
+    base = {0: [0.8, 0.7, 0.6, 0.5, 0.3, 0.2, 0.9]}
+    meth = {0: [0.9, 0.8, 0.7, 0.6, 0.4, 0.3, 0.8]}
+    r = paired_difference(meth, base)
+    assert (r.above, r.below, r.nonzero) == (6, 1, 7)
+    assert r.p == pytest.approx(wilcoxon([0.1] * 6 + [-0.1]).pvalue)
+
+
 def test_share_leaves_out_a_seed_whose_ensemble_gains_under_half_a_point() -> None:
     """A seed where the ensemble's swarm mean gains one test image on one node (+0.07
     points) makes the share a ratio to that one image (here -100 %; a real hurricane seed
