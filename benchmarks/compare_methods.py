@@ -47,6 +47,8 @@ from _common import machine_line, mean_std  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
 from fol.defaults import DEFAULT_ARCH  # noqa: E402
+from fol.errors import ConfigError  # noqa: E402
+from fol.fileio import atomic_write_text, check_output_file  # noqa: E402
 from fol.data import dirichlet_partition, load_dataset  # noqa: E402
 from fol.methods import SwarmContext, get_method, method_names  # noqa: E402
 from fol.methods.dense import budget_share  # noqa: E402
@@ -192,6 +194,12 @@ def main() -> int:
             return 2
         report(records, args)
         return 0
+    if args.json:
+        try:
+            check_output_file(args.json, ConfigError, what="--json")  # before the training, not after
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     print(f"methods: {', '.join(wanted)}; server rounds R = {args.rounds}, FOL exchanges E in {args.fol_rounds}, "
           f"data-free budget(s) {', '.join(args.budget)}; model {args.arch}")
     records: list[dict] = []
@@ -229,7 +237,7 @@ def main() -> int:
                                             "method_seconds": secs})
                         line.append(f"{label} {100 * statistics.mean(r['test_accuracy'] for r in rows):.1f}")
                     if args.json:  # after every method, so a run cut short keeps what it finished
-                        args.json.write_text(json.dumps(records, indent=1, default=str))
+                        atomic_write_text(args.json, json.dumps(records, indent=1, default=str))
                 print(f"{task} psi={psi} seed {seed}: " + ", ".join(line)
                       + f"  ({time.perf_counter() - t_start:.0f} s)", flush=True)
     report(records, args)

@@ -76,3 +76,15 @@ def test_the_difference_to_local_is_paired_by_seed_and_node(script) -> None:
     assert script.versus_local(rows, "fedavg") == ("-", "-")  # no local row on seed 2
     one_seed = [r for r in rows if r["seed"] == 0]
     assert script.versus_local(one_seed, "fol") == ("+2.50", "1 / 0")
+
+
+def test_a_json_path_that_cannot_be_written_is_refused_before_training(script, tmp_path, monkeypatch, capsys) -> None:
+    """--json naming a folder stopped with a traceback after the first method had trained."""
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained before checking --json")
+
+    monkeypatch.setattr(script, "build_nodes", no_training)
+    monkeypatch.setattr("sys.argv", ["compare_methods.py", "--quick", "--methods", "local", "--json", str(tmp_path)])
+    assert script.main() == 2
+    err = capsys.readouterr().err
+    assert f"--json {tmp_path}: is a folder" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
