@@ -47,9 +47,10 @@ from _common import machine_line, mean_std  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
 from fol.defaults import DEFAULT_ARCH  # noqa: E402
-from fol.errors import ConfigError  # noqa: E402
+from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import atomic_write_text, check_output_file  # noqa: E402
 from fol.data import dirichlet_partition, load_dataset  # noqa: E402
+from fol.data.geo import check_pool_size  # noqa: E402
 from fol.methods import SwarmContext, get_method, method_names  # noqa: E402
 from fol.methods.dense import budget_share  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
@@ -194,12 +195,22 @@ def main() -> int:
             return 2
         report(records, args)
         return 0
-    if args.json:
-        try:
-            check_output_file(args.json, ConfigError, what="--json")  # before the training, not after
-        except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    for flag, value, least in (("--seeds", args.seeds, 1), ("--nodes", args.nodes, 2), ("--per-node", args.per_node, 1),
+                               ("--rounds", args.rounds, 1), ("--fol-rounds", min(args.fol_rounds), 1)):
+        if value < least:
+            ap.error(f"{flag} must be >= {least}, got {value}")
+    if any(not psi > 0 for psi in args.psi):
+        ap.error(f"--psi: Dirichlet concentrations must be > 0, got {args.psi}")
+    try:
+        check_pool_size(args.nodes * args.per_node * 2, args.image_size, "--nodes x --per-node x 2 synthetic images")
+        for m in wanted:  # the methods' options (a --budget they refuse) before the training, not after
+            for b in (args.budget if m in DATA_FREE else [None]):
+                get_method(m, **({"budget": b} if b else {}))
+        if args.json:
+            check_output_file(args.json, ConfigError, what="--json")
+    except FOLError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(f"methods: {', '.join(wanted)}; server rounds R = {args.rounds}, FOL exchanges E in {args.fol_rounds}, "
           f"data-free budget(s) {', '.join(args.budget)}; model {args.arch}")
     records: list[dict] = []

@@ -88,3 +88,28 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_training(script, t
     assert script.main() == 2
     err = capsys.readouterr().err
     assert f"--json {tmp_path}: is a folder" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--budget", "bogus", "--methods", "local", "dense"], "error: methods.dense.budget must be one of"),
+    (["--per-node", "1000000000"], "12,000,000,000 images of 16x16 pixels would need"),
+    (["--image-size", "4"], "image_size must be an integer of 8..1024"),
+    (["--nodes", "0"], "--nodes must be >= 2, got 0"),
+    (["--fol-rounds", "1", "0"], "--fol-rounds must be >= 1, got 0"),
+    (["--psi", "0"], "--psi: Dirichlet concentrations must be > 0"),
+])
+def test_bad_settings_are_one_line_before_training(script, monkeypatch, capsys, argv, words) -> None:
+    """Each stopped with a traceback, --budget only after the swarm was pretrained and the methods
+    before it had run; --per-node 10^9 reached the synthetic renderer."""
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained before checking the settings")
+
+    monkeypatch.setattr(script, "build_nodes", no_training)
+    monkeypatch.setattr(script, "load_dataset", no_training)
+    monkeypatch.setattr("sys.argv", ["compare_methods.py", "--quick", "--methods", "local", *argv])
+    try:
+        rc = script.main()
+    except SystemExit as exc:  # argparse's error: usage, then one line
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2 and words in err and "Traceback" not in err
