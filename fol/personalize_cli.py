@@ -114,7 +114,8 @@ def run_personalize(args: argparse.Namespace) -> int:
         log.warning("skipping %s: %s", item["file"], item["reason"])
     usable = [r for r in received if check_received(state, r) is None]
     if args.variant != "local" and not usable:
-        reasons = "; ".join(f"{s['file']}: {s['reason']}" for s in skipped) or "none"
+        reasons = "; ".join([f"{s['file']}: {s['reason']}" for s in skipped]  # and the models this node cannot use
+                            + [f"{r.name}{MODEL_SUFFIX}: {check_received(state, r)}" for r in received]) or "none"
         raise DataError(f"no usable neighbour model in {args.neighbors} (skipped: {reasons})")
     round_ = own.card.round + 1
     report = personalize(state, received, round_, cfg, args.variant, progress=True)

@@ -131,6 +131,22 @@ def test_model_with_other_class_set_is_skipped(swarm_files: Path, tmp_path: Path
     assert "wild" in skipped[0]["name"]
 
 
+def test_only_models_of_another_class_set_name_why_in_the_error(swarm_files: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Every model read but none usable: the one line says why (it said 'skipped: none')."""
+    other = tmp_path / "other"
+    other.mkdir()
+    rc = main(["pretrain", "--data", "dataset=synthetic-wildfire,nodes=4,node=1,per_node=150,size=1600",
+               "--epochs", "1", "--out", str(other / "wild.safetensors")])
+    assert rc == 0
+    capsys.readouterr()
+    assert _personalize(swarm_files, other, tmp_path / "out") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "skipped: none" not in err[0]
+    assert "wild.safetensors: class set ['nowildfire', 'wildfire'] differs" in err[0]
+    assert not (tmp_path / "out").exists()
+
+
 def test_too_small_data_is_one_clear_error(swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["pretrain", "--data", "dataset=synthetic-hurricane,nodes=4,node=0,per_node=8,size=400",
                "--out", str(tmp_path / "m.safetensors")])
