@@ -342,7 +342,20 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     if args.merge:  # the runs' own settings (and option set) win over this command line's
-        saved_runs = [json.loads(Path(path).read_text()) for path in args.merge]
+        saved_runs = []
+        for path in args.merge:
+            try:
+                saved = json.loads(Path(path).read_text())
+            except (OSError, UnicodeDecodeError, ValueError) as exc:
+                print(f"--merge {path}: cannot read it as JSON ({exc.__class__.__name__}: {exc})", file=sys.stderr)
+                return 2
+            if not (isinstance(saved, dict) and isinstance(saved.get("args"), dict)
+                    and isinstance(saved.get("done"), list) and all(isinstance(d, str) for d in saved["done"])
+                    and isinstance(saved.get("results"), dict)):
+                print(f"--merge {path}: expected a --json file of this script (an object with 'args', 'done' and "
+                      f"'results')", file=sys.stderr)
+                return 2
+            saved_runs.append(saved)
         # A key a saved run lacks predates its option: the run had it off (False),
         # or, for --base, compared against the paper preset.
         missing = {"base": "paper", "rounds": 1, "swarm": "equal", "pool": 7200}
@@ -354,6 +367,15 @@ def main(argv: list[str] | None = None) -> int:
                       "setting", file=sys.stderr)
                 return 2
             setattr(args, key, saved_runs[0]["args"].get(key, missing.get(key, False)))
+        covered: dict[str, str] = {}
+        for path, saved in zip(args.merge, saved_runs):
+            # a (task, seed) in two runs would count its node runs twice (the means and the Wilcoxon test)
+            for swarm in dict.fromkeys(d.split(" nodes ")[0] for d in saved["done"]):
+                if swarm in covered:
+                    print(f"--merge {path}: {swarm} is also in {covered[swarm]}; merge runs of different tasks or "
+                          f"seeds (each node run once)", file=sys.stderr)
+                    return 2
+                covered[swarm] = path
     options = [o for o in STAGE34_OPTIONS if args.synth or o[0] != "distill_inputs" or "synth" not in o[1]]
     options += (MORE_OPTIONS if args.more else []) + (STAGE2_OPTIONS if args.stage2 else [])
     if args.option:

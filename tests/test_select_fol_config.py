@@ -152,3 +152,21 @@ def test_protocol_swarm_too_small_a_pool_is_one_line(script, capsys) -> None:
     err = capsys.readouterr().err
     assert err.startswith("--swarm protocol: protocol: pool must be 0 (all) or >= nodes x min_samples") and \
         "Traceback" not in err
+
+
+def test_merge_refuses_a_task_and_seed_in_two_runs_and_unreadable_files(script, tmp_path, capsys) -> None:
+    """The same run listed twice (or two runs of one task and seed) counted every node run twice:
+    the same means, but a Wilcoxon p over twice the runs."""
+    rows = {"paper": [(0.8, 0.8)] * 6, "default (current)": [(0.8, 0.9)] * 6}
+    a = _run(tmp_path / "h.json", "hurricane", {"defaults_only": True}, rows)
+    again = _run(tmp_path / "h2.json", "hurricane", {"defaults_only": True}, rows)
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{not json")
+    listed = tmp_path / "list.json"
+    listed.write_text("[]")
+    for argv, words in (([a, a], "hurricane seed 0 is also in"), ([a, again], "hurricane seed 0 is also in"),
+                        ([str(garbage)], "cannot read it as JSON"), ([str(tmp_path / "missing.json")], "missing.json"),
+                        ([str(listed)], "expected a --json file of this script")):
+        assert script.main(["--merge", *argv]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
