@@ -61,6 +61,7 @@ from _common import machine_line  # noqa: E402
 from fol.checkpoint import ModelCard  # noqa: E402
 from fol.config import FOLConfig  # noqa: E402
 from fol.errors import ConfigError  # noqa: E402
+from fol.fileio import atomic_write_text, check_output_file  # noqa: E402
 from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
 from fol.methods import SwarmContext  # noqa: E402
 from fol.methods.fol_method import run_fol_pipeline  # noqa: E402
@@ -416,6 +417,12 @@ def main(argv: list[str] | None = None) -> int:
                     results[name].setdefault(key, []).extend(values)
         print_table(results, configs, options, args, done)
         return 0
+    if args.json:
+        try:
+            check_output_file(args.json, ConfigError, what="--json")  # before the training, not after
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     torch.set_num_threads(1)
     print(machine_line())
     t0 = time.perf_counter()
@@ -428,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
                     for key, value in row.items():
                         results[name].setdefault(key, []).append(value)
                 if args.json:  # after every node, so a run cut short keeps its first nodes (in index order)
-                    Path(args.json).write_text(json.dumps({"args": vars(args), "done": done + [
+                    atomic_write_text(Path(args.json), json.dumps({"args": vars(args), "done": done + [
                         f"{task} seed {seed} nodes 0-{k}"], "results": results, "picks": picks}, indent=1))
             done.append(f"{task} seed {seed}")
             print(f"\n{task} seed {seed} done at {time.perf_counter() - t0:.0f} s", flush=True)

@@ -170,3 +170,15 @@ def test_merge_refuses_a_task_and_seed_in_two_runs_and_unreadable_files(script, 
         assert script.main(["--merge", *argv]) == 2
         err = capsys.readouterr().err
         assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_json_path_that_cannot_be_written_is_refused_before_training(script, tmp_path, monkeypatch, capsys) -> None:
+    """--json naming a folder stopped with a traceback after the first node had run."""
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained before checking --json")
+
+    monkeypatch.setattr(script, "run_swarm", no_training)
+    assert script.main(["--tasks", "hurricane", "--nodes", "2", "--seeds", "1", "--defaults-only",
+                        "--json", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"--json {tmp_path}: is a folder" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
