@@ -68,8 +68,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_line  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
-from fol.data import TASK_REGIONS, GeoDataset, dirichlet_partition, make_synthetic, split_node  # noqa: E402
-from fol.errors import ConfigError  # noqa: E402
+from fol.data import DEFAULT_MIN_SAMPLES, TASK_REGIONS, GeoDataset, dirichlet_partition, make_synthetic, split_node  # noqa: E402
+from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import check_output_file, write_json_atomic  # noqa: E402
 from fol.models import DEFAULT_ARCH, ModelSpec, build_model  # noqa: E402
 from fol.train import TrainConfig, evaluate, fit  # noqa: E402
@@ -219,6 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.seeds < 1:
         ap.error(f"--seeds must be a positive number of seeds, got {args.seeds}")
+    for flag, value, least in (("--nodes", args.nodes, 1), ("--per-node", args.per_node, 1),
+                               ("--local-nodes", args.local_nodes, 0),
+                               ("--region-images", args.region_images, DEFAULT_MIN_SAMPLES)):
+        if value < least:  # --region-images is only used after every local and the pooled model trained
+            ap.error(f"{flag} must be >= {least}, got {value}")
     if args.json is not None:
         try:
             check_output_file(args.json, ConfigError, what="--json")  # before the training, not after
@@ -232,7 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     for task in (["wildfire", "hurricane"] if args.task == "both" else [args.task]):
         runs = saved.setdefault(task, [])
         for seed in seeds:
-            runs.append(calibrate(task, args, seed))
+            try:
+                runs.append(calibrate(task, args, seed))
+            except FOLError as exc:  # a setting the data or the training refuses (--psi, --pool, --lr, ...)
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
             if args.json is not None:
                 # the one non-JSON argument is the --json path itself: written as text; the
                 # writer's own hook keeps turning any numpy number in the figures into a float
