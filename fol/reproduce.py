@@ -611,19 +611,26 @@ class ProtocolResult:
             if not isinstance(item, dict) or not isinstance(item.get("dataset"), str) \
                     or not isinstance(item.get("psi"), (int, float)) or not isinstance(item.get("acc"), dict):
                 raise bad(at, "an object with 'dataset' (text), 'psi' (a number), 'sizes', 'columns' and 'acc'")
+            if item["dataset"] not in config.datasets or item["psi"] not in config.psis \
+                    or (item["dataset"], float(item["psi"])) in result.settings:
+                raise bad(at, f"a setting of config.datasets and config.psis {list(config.psis)}, each once; got "
+                              f"{item['dataset']!r} psi={item['psi']!r}")
             sizes, columns = item.get("sizes"), item.get("columns")
-            if not (isinstance(sizes, list) and sizes and all(isinstance(n, int) and n > 0 for n in sizes)):
-                raise bad(f"{at}.sizes", "a list of positive image counts, one per node")
+            if not (isinstance(sizes, list) and len(sizes) == config.nodes
+                    and all(isinstance(n, int) and n > 0 for n in sizes)):
+                raise bad(f"{at}.sizes", f"a list of positive image counts, one per node (config.nodes = "
+                                         f"{config.nodes})")
             if columns != column_nodes(sizes):
                 raise bad(f"{at}.columns", f"the nodes at the size quantiles, {column_nodes(sizes)}")
             acc: dict[int, dict[str, list[float]]] = {}
             held: set[str] | None = None  # a merged file may hold fewer rows than its config names; every seed the same
             for seed, per_row in item["acc"].items():
-                if not (isinstance(seed, str) and seed.lstrip("-").isdigit()) or not isinstance(per_row, dict) \
+                if not (isinstance(seed, str) and seed.lstrip("-").isdigit() and int(seed) in config.seeds) \
+                        or not isinstance(per_row, dict) \
                         or "Local" not in per_row or not set(per_row) <= set(rows) \
                         or (held is not None and set(per_row) != held):
-                    raise bad(f"{at}.acc[{seed!r}]", f"a seed number mapping Local and rows of {rows}, the same rows "
-                                                     f"for every seed")
+                    raise bad(f"{at}.acc[{seed!r}]", f"a seed of config.seeds {list(config.seeds)} mapping Local and "
+                                                     f"rows of {rows}, the same rows for every seed")
                 held = set(per_row)
                 for row, values in per_row.items():
                     if not (isinstance(values, list) and len(values) == len(sizes)

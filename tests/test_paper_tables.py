@@ -311,6 +311,41 @@ def test_merge_refuses_runs_of_another_protocol_and_bad_files(tmp_path, capsys, 
         assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+def test_merge_refuses_raw_data_that_does_not_match_its_config(tmp_path, capsys, benchmark_script) -> None:
+    """A hand-edited tables.json whose node list, seed or setting is not its config's was read as it
+    stood: 3 nodes printed under a config of 4, a seed outside config.seeds, a setting given twice (the
+    second silently replaced the first)."""
+    a, _ = _fake_run(tmp_path, "a", "synthetic-hurricane", [0])
+    data = json.loads(a.read_text())
+
+    def edited(name, change):
+        d = json.loads(json.dumps(data))
+        change(d)
+        (tmp_path / name).write_text(json.dumps(d))
+        return tmp_path / name
+
+    def three_nodes(d):
+        raw = d["raw"][0]
+        raw["sizes"] = raw["sizes"][:3]
+        raw["columns"] = column_nodes(raw["sizes"])
+        raw["acc"] = {s: {row: v[:3] for row, v in rows.items()} for s, rows in raw["acc"].items()}
+        raw["reverted"] = {s: {row: v[:3] for row, v in rows.items()} for s, rows in raw["reverted"].items()}
+
+    script = benchmark_script("paper_tables")
+    for path, words in ((edited("nodes.json", three_nodes), "raw[0].sizes: expected a list of positive image counts, "
+                                                            "one per node (config.nodes = 4)"),
+                        (edited("seed.json", lambda d: d["raw"][0]["acc"].update({"7": d["raw"][0]["acc"]["0"]})),
+                         "raw[0].acc['7']: expected a seed of config.seeds [0]"),
+                        (edited("twice.json", lambda d: d["raw"].append(d["raw"][0])),
+                         "raw[1]: expected a setting of config.datasets and config.psis"),
+                        (edited("psi.json", lambda d: d["raw"][0].update(psi=0.3)),
+                         "raw[0]: expected a setting of config.datasets and config.psis [0.5]")):
+        assert script.main(["--merge", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert script.main(["--merge", str(a)]) == 0
+
+
 def test_paired_difference_is_the_wilcoxon_test_over_nodes() -> None:
     from scipy.stats import wilcoxon
 
