@@ -249,6 +249,10 @@ class ProtocolConfig:
                               f"{list(self.methods)}")
         if self.nodes < 2 or self.rounds < 1 or not self.seeds or not self.psis or not self.datasets:
             raise ConfigError("protocol: need >= 2 nodes, >= 1 round, and at least one seed, psi and dataset")
+        for name in ("datasets", "psis", "seeds", "methods"):  # a repeat would run (and overwrite) a setting twice
+            values = list(getattr(self, name))
+            if len(set(values)) != len(values):
+                raise ConfigError(f"protocol {name}: each value once, got {values}")
         if any(not (p > 0) for p in self.psis):
             raise ConfigError(f"protocol: psi values must be > 0, got {list(self.psis)}")
         if self.pool < 0 or (self.pool and self.pool < self.nodes * self.min_samples):

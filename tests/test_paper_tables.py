@@ -129,6 +129,18 @@ def test_baseline_options_are_checked_before_any_training(tmp_path, capsys, benc
     assert ProtocolConfig(method_options={"dense": {"epochs": 2}}).method_options == {"dense": {"epochs": 2}}
 
 
+def test_a_setting_given_twice_is_refused_before_any_training(tmp_path, capsys, benchmark_script) -> None:
+    """--psi 0.5 0.5 ran the setting twice, the second run silently replacing the first."""
+    script = benchmark_script("paper_tables")
+    for argv, words in ((["--psi", "0.5", "0.5"], "protocol psis: each value once, got [0.5, 0.5]"),
+                        (["--data", "synthetic-hurricane", "synthetic-hurricane"], "protocol datasets: each value once"),
+                        (["--methods", "fol", "fol"], "protocol methods: each value once")):
+        assert script.main(["--quick", *TINY, *argv, "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "o").exists()
+
+
 def test_a_run_writes_its_tables_after_every_seed(tmp_path, capsys, benchmark_script) -> None:
     from fol.reproduce import run_protocol
 
