@@ -141,6 +141,22 @@ def test_a_setting_given_twice_is_refused_before_any_training(tmp_path, capsys, 
         assert not (tmp_path / "o").exists()
 
 
+def test_threads_and_workers_are_checked_before_any_work(tmp_path, capsys, benchmark_script) -> None:
+    """--threads 0 and --workers -1 were tracebacks; --workers 10000 started a process (each loading torch)
+    per task in flight, as many as the swarm's nodes."""
+    import os
+
+    script = benchmark_script("paper_tables")
+    cap = 4 * (os.cpu_count() or 1)
+    for argv, words in ((["--threads", "0"], f"--threads: expected 1..{cap}"),
+                        (["--workers", "-1"], f"--workers: expected 1..{cap}"),
+                        (["--workers", "10000"], f"--workers: expected 1..{cap} (4 per core of this machine), got 10000")):
+        assert script.main(["--quick", *TINY, *argv, "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "o").exists()
+
+
 def test_a_run_writes_its_tables_after_every_seed(tmp_path, capsys, benchmark_script) -> None:
     from fol.reproduce import run_protocol
 
