@@ -33,6 +33,19 @@ def key_values(items: list[str], what: str) -> dict[str, object]:
     return out
 
 
+def set_threads(ap, threads: int) -> None:
+    """Check ``--threads`` (1 .. 4 per core, the limit of a scenario's ``run.threads``) and apply it;
+    another value stops the script with argparse's one error line, before any work."""
+    import torch
+
+    from fol.simulation.check import MAX_PER_CORE
+
+    cap = MAX_PER_CORE * (os.cpu_count() or 1)
+    if not 1 <= threads <= cap:
+        ap.error(f"--threads: expected 1..{cap} ({MAX_PER_CORE} per core of this machine), got {threads}")
+    torch.set_num_threads(threads)
+
+
 def machine_line() -> str:
     import torch  # here, so that scripts that never train do not pay torch's import in their memory peak
 

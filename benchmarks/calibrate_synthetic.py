@@ -61,11 +61,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine_line  # noqa: E402
+from _common import machine_line, set_threads  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
 from fol.data import DEFAULT_MIN_SAMPLES, TASK_REGIONS, GeoDataset, dirichlet_partition, make_synthetic, split_node  # noqa: E402
@@ -230,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-    torch.set_num_threads(args.threads)
+    set_threads(ap, args.threads)
     print(machine_line(), flush=True)
     seeds = list(range(args.seed, args.seed + args.seeds))
     saved: dict[str, list[dict]] = {}

@@ -41,9 +41,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import torch  # noqa: E402
 
-from _common import machine_line, mean_std  # noqa: E402
+from _common import machine_line, mean_std, set_threads  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
 from fol.defaults import DEFAULT_ARCH  # noqa: E402
@@ -178,7 +177,7 @@ def main() -> int:
     if "--quick" in sys.argv[1:]:
         ap.set_defaults(nodes=6, per_node=100, image_size=16, seeds=1, rounds=10, fol_rounds=[1])
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    set_threads(ap, args.threads)
 
     available = set(method_names())
     wanted = args.methods or [m for m in FOL_METHODS + BASELINES if m in available]

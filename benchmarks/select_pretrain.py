@@ -28,11 +28,10 @@ import sys
 import time
 from pathlib import Path
 
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine_line  # noqa: E402
+from _common import machine_line, set_threads  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
 from fol.data import dirichlet_partition, make_synthetic, split_node  # noqa: E402
@@ -54,7 +53,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default=DEFAULT_ARCH)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    for flag, values, ok in (("--seeds", [args.seeds], lambda v: v >= 1), ("--nodes", [args.nodes], lambda v: v >= 1),
+                             ("--per-node", [args.per_node], lambda v: v >= 20), ("--psi", [args.psi], lambda v: v > 0),
+                             ("--lrs", args.lrs, lambda v: 0 < v < float("inf")), ("--patiences", args.patiences,
+                                                                                   lambda v: v >= 0)):
+        bad = [v for v in values if not ok(v)]
+        if bad:
+            ap.error(f"{flag}: {bad[0]} is out of range (seeds, nodes >= 1; per-node >= 20, the fewest a "
+                     "70/15/15 split takes; psi and learning rates > 0; patiences >= 0)")
+    set_threads(ap, args.threads)
     print(machine_line(), flush=True)
     cands = [(lr, p) for p in args.patiences for lr in args.lrs]
     scores: dict[tuple[float, int], list[float]] = {c: [] for c in cands}

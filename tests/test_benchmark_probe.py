@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import numpy as np
+import pytest
 
 
 def _burn(seconds: float) -> None:
@@ -54,3 +56,17 @@ def test_cpu_counts_children_never_waited_for_and_not_what_came_before(benchmark
     # this process counts only what it used while probed, not the 0.5 s burnt before
     assert by_pid[os.getpid()] <= own + 0.1
     assert peak.cpu_s == sum(by_pid.values())
+
+
+@pytest.mark.parametrize("name, argv", [("compare_methods", ["--threads", "0"]), ("calibrate_synthetic", ["--threads", "0"]),
+                                        ("select_pretrain", ["--threads", "99999"]), ("select_pretrain", ["--seeds", "0"]),
+                                        ("select_pretrain", ["--lrs", "0.01", "-1"])])
+def test_benchmark_settings_out_of_range_stop_before_any_work(name, argv, benchmark_script, monkeypatch, capsys) -> None:
+    """--threads 0 was a traceback in three scripts; select_pretrain took --seeds 0 and a negative rate."""
+    script = benchmark_script(name)
+    monkeypatch.setattr(sys, "argv", [f"{name}.py", *argv])
+    with pytest.raises(SystemExit) as stop:
+        script.main() if name == "compare_methods" else script.main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "Traceback" not in err
+    assert f"error: {argv[0]}" in err
