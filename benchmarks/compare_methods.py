@@ -41,7 +41,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
 from _common import machine_line, mean_std, set_threads  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
