@@ -124,3 +124,16 @@ def test_plots_go_through_the_crash_safe_writer(tmp_path: Path, monkeypatch) -> 
             plot(ROWS, target)
         assert target.read_bytes() == b"previous plot", name
         assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary file left
+
+
+def test_node_table_total_test_images_is_the_swarm_total_of_each_seed():
+    """Seeds that deal the test images out differently: the total is 30 in both,
+    not the sum of each node's smallest and largest count (20-40)."""
+    from fol.simulation.report import node_table
+
+    rows = [dict(_row(s, n, "local", 0.5, rounds=0, bytes_=0), n_test=t)
+            for s, n, t in [(0, "a", 10), (0, "b", 20), (1, "a", 20), (1, "b", 10)]]
+    rows += [dict(_row(s, n, "fol", 0.5), n_test=t) for s, n, t in [(0, "a", 10), (0, "b", 20), (1, "a", 20), (1, "b", 10)]]
+    assert node_table(rows).splitlines()[-1] == "| test images | 10-20 | 10-20 | total 30 |"
+    rows = [dict(r, n_test=r["n_test"] + 5 * r["seed"]) for r in rows]  # seed 1 holds 10 more in all
+    assert node_table(rows).splitlines()[-1] == "| test images | 10-25 | 15-20 | total 30-40 |"

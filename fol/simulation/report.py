@@ -115,8 +115,11 @@ def node_table(rows: Sequence[dict[str, Any]]) -> str:
     if all("n_test" in r for r in rows):  # how many images each accuracy is of (a few test images: coarse steps)
         counts = [sorted({r["n_test"] for r in rows if r["node"] == n}) for n in nodes]
         span = lambda lo, hi: str(lo) if lo == hi else f"{lo}-{hi}"  # noqa: E731 - over seeds, when they differ
+        # the swarm's total in each seed (one row per node: the first method's), not the sum of per-node extremes
+        first = _method_order(rows)[0]
+        totals = sorted(sum(r["n_test"] for r in g) for g in _by([r for r in rows if r["method"] == first], "seed").values())
         lines.append("| test images | " + " | ".join(span(c[0], c[-1]) for c in counts)
-                     + f" | total {span(sum(c[0] for c in counts), sum(c[-1] for c in counts))} |")
+                     + f" | total {span(totals[0], totals[-1])} |")
     return "\n".join(lines)
 
 
