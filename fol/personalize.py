@@ -346,7 +346,9 @@ def transfer_share(local: float, student: float, ensemble: float, min_gain: floa
     True
     """
     gain = ensemble - local
-    if gain < min_gain:
+    # accuracies are float32 fractions: a gain of exactly one test image can come out a few 1e-8
+    # below 1 / n (11/15 -> 12/15 gains 0.06666666), which is not "less than one image"
+    if gain < min_gain * (1 - 1e-4):
         return None
     return round((student - local) / gain, 10)
 

@@ -137,3 +137,24 @@ def test_node_table_total_test_images_is_the_swarm_total_of_each_seed():
     assert node_table(rows).splitlines()[-1] == "| test images | 10-20 | 10-20 | total 30 |"
     rows = [dict(r, n_test=r["n_test"] + 5 * r["seed"]) for r in rows]  # seed 1 holds 10 more in all
     assert node_table(rows).splitlines()[-1] == "| test images | 10-25 | 15-20 | total 30-40 |"
+
+
+def test_a_gain_of_one_test_image_defines_the_share_despite_float32_accuracies():
+    """Accuracies are float32 fractions: 11/15 -> 12/15 is a gain of one of 15 test
+    images, though 0.8000000119 - 0.7333333492 falls 4e-9 short of 1/15. The node's
+    share is defined (it was None: 'the ensemble gained less than one test image')
+    and counted in the report's transfer table."""
+    import numpy as np
+
+    from fol.personalize import transfer_share
+    from fol.simulation.report import transfer_table
+
+    local, student, ensemble = (float(np.float32(k / 15)) for k in (11, 11, 12))
+    assert transfer_share(local, student, ensemble, min_gain=1 / 15) == 0.0
+    assert transfer_share(local, student, float(np.float32(11.5 / 15)), min_gain=1 / 15) is None  # half an image
+    for n, k in ((3, 2), (5, 4), (7, 6), (9, 3)):  # and the other sizes where float32 rounds the gain down
+        assert transfer_share(*(float(np.float32(i / n)) for i in (k, k + 1, k + 1)), min_gain=1 / n) == 1.0
+    rows = [dict(_row(0, n, "fol", 0.8), extra={"accuracy": {"local": local, "student": ensemble, "ensemble": ensemble},
+                                                "transfer": transfer_share(local, ensemble, ensemble, 1 / 15)})
+            for n in "ab"]
+    assert transfer_table(rows).splitlines()[-1].endswith("| 2 / 2 |")
