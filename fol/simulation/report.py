@@ -341,8 +341,8 @@ def energy_section(energy: dict[str, Any]) -> list[str]:
     lines = ["## Energy (first seed)", "",
              f"Battery {m['battery_wh']:g} Wh (start at {100 * m['initial_charge']:.0f} %), solar {m['solar_w']:g} W "
              f"in sunlight, idle {m['idle_w']:g} W, {m['j_per_flop']:g} J/FLOP, {m['j_per_byte']:g} J/byte sent. "
-             "Transfers and pretraining are scheduled only when the battery can pay for them; the FOL stages' "
-             "training energy (last columns) is booked from the methods' measured FLOPs, after the fact.", ""]
+             "Transfers and pretraining are scheduled only when the battery can pay for them; each method's "
+             "training energy (last columns) is booked from its measured FLOPs, after the fact.", ""]
     methods = sorted({k for n in energy["nodes"] for k in n.get("method_training_j", {})})
     lines.append("| node | in eclipse | battery end (Wh) | pretraining (J) | transfers | transfer energy (J) | "
                  + " | ".join(f"{k} training (J)" for k in methods) + " |")
@@ -354,7 +354,7 @@ def energy_section(energy: dict[str, Any]) -> list[str]:
     waits = energy["waits"]
     lines += ["", f"{len(waits)} transfer(s) waited for the battery (charging needs sunlight):", ""]
     if waits:
-        lines += ["| round | from | to | window opened (s) | sent at (s) | waited (s) | sunlit when the window opened |",
+        lines += ["| round | from | to | could start (s) | sent at (s) | waited (s) | sunlit when it could start |",
                   "|---|---|---|---|---|---|---|"]
         for w in waits:
             sent = "never (round ended)" if w["start_s"] is None else f"{w['start_s']:.1f}"
@@ -397,7 +397,7 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         f"{n_nodes} learning nodes ({scn.contact.kind}), dataset `{scn.data.dataset}` ({scn.data.partition} partition), "
         f"seeds {scn.seeds}, FOL: Q = {scn.fol.max_neighbours}, K = {scn.fol.top_k}, E = {scn.fol.rounds}.",
         f"Contact plan: {s['windows']} windows over {s['horizon_s'] / 3600:.1f} h in {s['rounds']} round(s), "
-        f"{s['windows_per_node_mean']:.1f} windows per node on average, mean duration {s['mean_duration_s']:.0f} s, "
+        f"{s['windows_per_node_mean']:.1f} windows per plan node on average (ground stations included), mean duration {s['mean_duration_s']:.0f} s, "
         f"{len(result.transfers)} model transfers recorded over {len(scn.seeds)} seed(s) (transfers.json).",
         f"Wall time {result.seconds:.0f} s.",
         "",
