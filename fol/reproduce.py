@@ -638,7 +638,8 @@ class ProtocolResult:
                 held = set(per_row)
                 for row, values in per_row.items():
                     if not (isinstance(values, list) and len(values) == len(sizes)
-                            and all(isinstance(v, (int, float)) and 0.0 <= v <= 1.0 for v in values)):
+                            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0
+                                    for v in values)):  # a JSON true / false is no accuracy
                         raise bad(f"{at}.acc[{seed!r}][{row!r}]",
                                   f"{len(sizes)} accuracies in [0, 1], one per node")
                 acc[int(seed)] = {row: [float(v) for v in per_row[row]] for row in rows if row in per_row}

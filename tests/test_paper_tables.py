@@ -367,7 +367,9 @@ def test_merge_refuses_raw_data_that_does_not_match_its_config(tmp_path, capsys,
                         (edited("twice.json", lambda d: d["raw"].append(d["raw"][0])),
                          "raw[1]: expected a setting of config.datasets and config.psis"),
                         (edited("psi.json", lambda d: d["raw"][0].update(psi=0.3)),
-                         "raw[0]: expected a setting of config.datasets and config.psis [0.5]")):
+                         "raw[0]: expected a setting of config.datasets and config.psis [0.5]"),
+                        (edited("bool.json", lambda d: d["raw"][0]["acc"]["0"]["Local"].__setitem__(0, True)),
+                         "raw[0].acc['0']['Local']: expected 4 accuracies in [0, 1], one per node")):
         assert script.main(["--merge", str(path)]) == 2
         err = capsys.readouterr().err
         assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
