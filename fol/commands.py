@@ -105,6 +105,12 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         raise ConfigError(f"--lr: expected a learning rate in (0, 10], got {lr:g}")
     if args.arch not in architectures():
         raise ConfigError(f"--arch: unknown architecture {args.arch!r}; expected one of {', '.join(architectures())}")
+    batch_size = base.batch_size if args.batch_size is None else args.batch_size
+    patience = base.patience if args.patience is None else args.patience
+    if batch_size < 1:
+        raise ConfigError(f"--batch-size: expected >= 1, got {batch_size}")
+    if patience < 0:
+        raise ConfigError(f"--patience: expected >= 0 epochs, got {patience}")
     check_output_file(args.out, ConfigError, "--out")
     spec_data = parse_node_data(args.data, root=args.data_root)
     node = load_node_data(spec_data)
@@ -112,8 +118,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     spec = ModelSpec(args.arch, num_classes=len(node.train.class_names), in_channels=x.shape[1], input_size=x.shape[2])
     cfg = TrainConfig(
         epochs=epochs, lr=lr,
-        batch_size=base.batch_size if args.batch_size is None else args.batch_size,
-        patience=base.patience if args.patience is None else args.patience,
+        batch_size=batch_size, patience=patience,
         momentum=base.momentum, weight_decay=base.weight_decay, seed=spec_data.seed, progress=True, desc="pretrain",
     )
     model = pretrain(spec, node, cfg, init_seed=args.init_seed)

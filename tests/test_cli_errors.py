@@ -88,6 +88,10 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "pretrain --data psi=inf": (lambda t: ["pretrain", "--data", "dataset=synthetic-hurricane,nodes=2,node=0,psi=inf",
                                            "--out", str(t / "m.st")], "--data: psi=inf must be a finite number > 0"),
     "pretrain --out DIR": (lambda t: ["pretrain", "--data", DATA, "--out", _a_dir(t)], "is a folder"),
+    "pretrain --batch-size 0": (lambda t: ["pretrain", "--data", DATA, "--batch-size", "0", "--out", str(t / "m.st")],
+                                "--batch-size: expected >= 1, got 0"),
+    "pretrain --patience -1": (lambda t: ["pretrain", "--data", DATA, "--patience", "-1", "--out", str(t / "m.st")],
+                               "--patience: expected >= 0 epochs, got -1"),
     "personalize --out /proc/x": (lambda t: _personalize(t, "/proc/x/out"), "--out /proc/x/out"),
     "personalize --out FILE": (lambda t: _personalize(t, _existing_file(t)), "exists and is not a folder"),
     "personalize --out DIR holding a folder report.json": (
