@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -133,8 +134,16 @@ def merge_records(runs: list[tuple[Path, list[dict]]]) -> list[dict]:
             try:
                 key = (r["task"], r["psi"], r["seed"], r["method"], r["node"])
                 acc = r["test_accuracy"]
+                numbers = [r[k] for k in ("psi", "test_accuracy", "seconds", "method_seconds", "bytes_up", "bytes_down",
+                                          "train_flops", "rounds")]
             except KeyError as exc:
                 raise ValueError(f"{path}: a record has no {exc.args[0]!r} (not written by --json?)") from None
+            number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)  # noqa: E731
+            if (not all(isinstance(r[k], str) for k in ("task", "method", "node")) or not isinstance(r["seed"], int)
+                    or isinstance(r["seed"], bool) or not all(number(v) for v in numbers) or not 0 <= acc <= 1):
+                raise ValueError(f"{path}: the record {'/'.join(map(str, key))} has a field of the wrong type or "
+                                 "range (text task, method, node; an integer seed; finite numbers; an accuracy in "
+                                 "[0, 1]): not as --json writes it")
             if key in seen:
                 if seen[key][1] != acc:
                     raise ValueError(f"{path} and {seen[key][0]} disagree on {'/'.join(map(str, key))} "

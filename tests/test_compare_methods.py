@@ -14,7 +14,8 @@ def script(benchmark_script):
 
 
 def _rec(method, node, acc, seed=0):
-    return {"task": "hurricane", "psi": 0.5, "seed": seed, "method": method, "node": node, "test_accuracy": acc}
+    return {"task": "hurricane", "psi": 0.5, "seed": seed, "method": method, "node": node, "test_accuracy": acc,
+            "seconds": 1.0, "method_seconds": 2.0, "bytes_up": 10, "bytes_down": 20, "train_flops": 30, "rounds": 1}
 
 
 def test_merge_keeps_agreeing_duplicates_once_and_refuses_disagreeing_ones(script) -> None:
@@ -26,6 +27,11 @@ def test_merge_keeps_agreeing_duplicates_once_and_refuses_disagreeing_ones(scrip
         script.merge_records([(Path("a.json"), a), (Path("b.json"), [_rec("local", "n0", 0.7)])])
     with pytest.raises(ValueError, match=r"c\.json: a record has no 'node'"):
         script.merge_records([(Path("c.json"), [{"task": "t", "psi": 0.5, "seed": 0, "method": "m"}])])
+    # hand-edited records of the wrong type or range ended in a traceback inside the report
+    for change in ({"test_accuracy": "0.9"}, {"test_accuracy": True}, {"test_accuracy": 1.5}, {"seed": "0"},
+                   {"bytes_up": None}, {"node": 3}, {"seconds": float("nan")}):
+        with pytest.raises(ValueError, match=r"d\.json: the record hurricane/0\.5/.*wrong type or range"):
+            script.merge_records([(Path("d.json"), [{**_rec("local", "n0", 0.8), **change}])])
 
 
 def test_after_exchanges_reads_the_shorter_run_off_the_points(script) -> None:
