@@ -33,16 +33,28 @@ def key_values(items: list[str], what: str) -> dict[str, object]:
     return out
 
 
-def set_threads(ap, threads: int) -> None:
-    """Check ``--threads`` (1 .. 4 per core, the limit of a scenario's ``run.threads``) and apply it;
-    another value stops the script with argparse's one error line, before any work."""
-    import torch
-
+def check_per_core(flag: str, value: int) -> None:
+    """A benchmark's ``--threads`` / ``--workers``: 1 .. 4 per core, the limit of a scenario's
+    ``run.threads`` / ``run.workers``; another value is a :class:`fol.errors.ConfigError` naming ``flag``."""
+    from fol.errors import ConfigError
     from fol.simulation.check import MAX_PER_CORE
 
     cap = MAX_PER_CORE * (os.cpu_count() or 1)
-    if not 1 <= threads <= cap:
-        ap.error(f"--threads: expected 1..{cap} ({MAX_PER_CORE} per core of this machine), got {threads}")
+    if not 1 <= value <= cap:
+        raise ConfigError(f"{flag}: expected 1..{cap} ({MAX_PER_CORE} per core of this machine), got {value}")
+
+
+def set_threads(ap, threads: int) -> None:
+    """Check ``--threads`` (:func:`check_per_core`) and apply it; another value stops the script
+    with argparse's one error line, before any work."""
+    import torch
+
+    from fol.errors import ConfigError
+
+    try:
+        check_per_core("--threads", threads)
+    except ConfigError as exc:
+        ap.error(str(exc))
     torch.set_num_threads(threads)
 
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -53,12 +52,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
-from _common import key_values, machine_line  # noqa: E402
+from _common import check_per_core, key_values, machine_line  # noqa: E402
 
 from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import atomic_write_text, check_output_dir  # noqa: E402
 from fol.executors import make_executor  # noqa: E402
-from fol.simulation.check import MAX_PER_CORE  # noqa: E402
 from fol.reproduce import (COLUMN_QUANTILES, METHOD_GROUPS, ProtocolConfig, ProtocolResult,  # noqa: E402
                            compare_results, merge_results, run_protocol)
 
@@ -254,10 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out = args.out or Path("paper_tables")
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
-        cap = MAX_PER_CORE * (os.cpu_count() or 1)  # as a scenario's run.workers / run.threads
-        for flag, value in (("--threads", args.threads), ("--workers", args.workers)):
-            if not 1 <= value <= cap:
-                raise ConfigError(f"{flag}: expected 1..{cap} ({MAX_PER_CORE} per core of this machine), got {value}")
+        check_per_core("--threads", args.threads)
+        check_per_core("--workers", args.workers)
         torch.set_num_threads(args.threads)
         cfg = build_config(args)
         check_output_dir(args.out, ConfigError, what="--out")  # before hours of work, not after
