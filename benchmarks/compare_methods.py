@@ -120,6 +120,10 @@ def _read_json(path: Path) -> object:
         raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
 
 
+def _finite_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def merge_records(runs: list[tuple[Path, list[dict]]]) -> list[dict]:
     """The per-node records of several ``--json`` runs, in order. A (task, psi,
     seed, method, node) present in two runs is kept once if both measured the
@@ -138,9 +142,8 @@ def merge_records(runs: list[tuple[Path, list[dict]]]) -> list[dict]:
                                           "train_flops", "rounds")]
             except KeyError as exc:
                 raise ValueError(f"{path}: a record has no {exc.args[0]!r} (not written by --json?)") from None
-            number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)  # noqa: E731
             if (not all(isinstance(r[k], str) for k in ("task", "method", "node")) or not isinstance(r["seed"], int)
-                    or isinstance(r["seed"], bool) or not all(number(v) for v in numbers) or not 0 <= acc <= 1):
+                    or isinstance(r["seed"], bool) or not all(map(_finite_number, numbers)) or not 0 <= acc <= 1):
                 raise ValueError(f"{path}: the record {'/'.join(map(str, key))} has a field of the wrong type or "
                                  "range (text task, method, node; an integer seed; finite numbers; an accuracy in "
                                  "[0, 1]): not as --json writes it")
