@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 from sgp4.api import Satrec
@@ -74,6 +75,34 @@ class Constellation:
 
     def __len__(self) -> int:
         return len(self.satrecs)
+
+
+class SatelliteNames:
+    """How the TLE and OMM readers name satellites: by the file's name (``SAT-<catalog number>``
+    without one); a name two satellites share gets ``-<catalog number>`` on its second use, and the
+    same name and number twice is an error (the names key the contact plan's nodes).
+
+    >>> book = SatelliteNames()
+    >>> [book.claim("ISS", 25544, "twice", lambda n: n), book.claim("ISS", 99999, "twice", lambda n: n)]
+    ['ISS', 'ISS-99999']
+    """
+
+    def __init__(self) -> None:
+        self._names: set[str] = set()
+        self._sets: set[tuple[str, object]] = set()
+
+    def claim(self, name: str, number: object, repeated: str, clash: Callable[[str], str]) -> str:
+        """The unique name of satellite ``name`` / ``number``; :class:`OrbitError` with the message
+        ``repeated`` when this pair came before, ``clash(name)`` when even the numbered name is taken."""
+        if (name, number) in self._sets:
+            raise OrbitError(repeated)
+        self._sets.add((name, number))
+        if name in self._names:
+            name = f"{name}-{number}"
+        if name in self._names:
+            raise OrbitError(clash(name))
+        self._names.add(name)
+        return name
 
 
 def mean_motion_rad_min(altitude_km: float) -> float:

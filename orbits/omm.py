@@ -45,7 +45,7 @@ from sgp4.exporter import export_omm
 from swarmbase.fileio import atomic_write_text
 from swarmbase.tomlcheck import read_text_file
 
-from .constellation import Constellation
+from .constellation import Constellation, SatelliteNames
 from .errors import OrbitError
 
 #: Largest catalog number the installed sgp4 ``Satrec`` (Alpha-5) can hold.
@@ -202,20 +202,12 @@ def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
 def parse_omm_text(text: str, fmt: str, source: str = "<text>") -> Constellation:
     """Parse OMM text (``fmt`` = json/csv/xml) into a :class:`Constellation`."""
     names, sats, catalog = [], [], []
-    seen: set[str] = set()
-    records: set[tuple[str, int]] = set()
+    book = SatelliteNames()
     for where, rec in _records(text, fmt, source):
         sat, number, name = omm_satrec(rec, where)
-        name = name or f"SAT-{number}"
-        if (name, number) in records:  # the same satellite twice (not only on its third copy)
-            raise OrbitError(f"{where}.NORAD_CAT_ID: satellite {number} appears twice")
-        records.add((name, number))
-        if name in seen:
-            name = f"{name}-{number}"
-        if name in seen:
-            raise OrbitError(f"{where}.OBJECT_NAME: satellite name {name!r} is used twice")
-        seen.add(name)
-        names.append(name)
+        names.append(book.claim(name or f"SAT-{number}", number,
+                                f"{where}.NORAD_CAT_ID: satellite {number} appears twice",
+                                lambda n: f"{where}.OBJECT_NAME: satellite name {n!r} is used twice"))
         sats.append(sat)
         catalog.append(number)
     if not sats:

@@ -28,7 +28,7 @@ from sgp4.exporter import export_tle
 from swarmbase.fileio import atomic_write_bytes
 from swarmbase.tomlcheck import check_input_file
 
-from .constellation import Constellation
+from .constellation import Constellation, SatelliteNames
 from .errors import OrbitError
 
 
@@ -109,8 +109,7 @@ def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
     raw = text.splitlines()
     lines = [(i + 1, ln.rstrip()) for i, ln in enumerate(raw) if ln.strip()]
     names, sats = [], []
-    seen: set[str] = set()
-    sets: set[tuple[str, str]] = set()
+    book = SatelliteNames()
     k = 0
     while k < len(lines):
         lineno, line = lines[k]
@@ -144,15 +143,8 @@ def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
             raise OrbitError(f"{source}:{lineno}: SGP4 rejected the elements (error code {sat.error})")
         number = line[2:7].strip()
         name = name or f"SAT-{number}"
-        if (name, number) in sets:
-            raise OrbitError(f"{source}:{lineno}: satellite {name} ({number}) appears twice")
-        sets.add((name, number))
-        if name in seen:  # two satellites with one name: the catalog number tells them apart, as in OMM
-            name = f"{name}-{number}"
-        if name in seen:
-            raise OrbitError(f"{source}:{lineno}: satellite name {name!r} is used twice")
-        seen.add(name)
-        names.append(name)
+        names.append(book.claim(name, number, f"{source}:{lineno}: satellite {name} ({number}) appears twice",
+                                lambda n: f"{source}:{lineno}: satellite name {n!r} is used twice"))
         sats.append(sat)
         k += 2
     if not sats:
