@@ -461,6 +461,8 @@ def run_simulation(
                                map=executor.map, transport=transport)
             if seed == scn.seeds[0]:
                 plan.to_csv(out / "contacts.csv")
+            # each node's split sizes, with every row: an accuracy is read against its test count
+            sizes = {n.name: dict(zip(("n_train", "n_val", "n_test"), n.data.sizes())) for n in nodes}
             for name in tqdm(scn.methods, desc=f"methods (seed {seed})", leave=False, disable=None if progress else True):
                 path = seed_dir / "results" / f"{name}.json"
                 if resume and path.exists():
@@ -474,8 +476,7 @@ def run_simulation(
                 used = max((r.rounds for r in results), default=0)
                 rounds_by_seed.setdefault(seed, {})[name] = used
                 rounds_used[name] = max(rounds_used.get(name, 0), used)  # over seeds
-                sizes = {n.name: dict(zip(("n_train", "n_val", "n_test"), n.data.sizes())) for n in nodes}
-                for r in results:  # with the node's split sizes: an accuracy is read against its test count
+                for r in results:
                     rows.append({"seed": seed, **r.to_dict(), **sizes.get(r.node, {})})
             if transport is not None:
                 transport.close()
