@@ -89,13 +89,17 @@ def generate_keypair(folder: str | os.PathLike[str], name: str, overwrite: bool 
         folder.mkdir(parents=True, exist_ok=True)
         pub_name, sec_name = zmq.auth.create_certificates(str(folder), name, metadata={"node": name})
     except OSError as exc:
-        why = "exists and is not a folder" if isinstance(exc, FileExistsError) else exc.strerror or exc
-        raise ConfigError(f"{folder}: cannot write the key pair there ({why})") from None
+        raise ConfigError(f"{folder}: cannot write the key pair there ({_folder_failure(exc)})") from None
     finally:
         os.umask(old_umask)
     os.chmod(sec_name, 0o600)
     os.chmod(pub_name, 0o644)
     return Path(pub_name), Path(sec_name)
+
+
+def _folder_failure(exc: OSError) -> str:
+    """Why a key folder could not be made: a file in its place, or the system's reason."""
+    return "exists and is not a folder" if isinstance(exc, FileExistsError) else str(exc.strerror or exc)
 
 
 def load_keypair(path: str | os.PathLike[str]) -> KeyPair:
@@ -110,9 +114,10 @@ def load_keypair(path: str | os.PathLike[str]) -> KeyPair:
         raise ConfigError(f"{path}: not a ZeroMQ certificate (no public-key line)") from None
     if secret is None:
         raise ConfigError(f"{path}: holds no secret key; expected the node's <name>{SECRET_SUFFIX} file")
-    if os.stat(path).st_mode & 0o077:
+    mode = os.stat(path).st_mode & 0o777
+    if mode & 0o077:
         log.warning("%s: the secret key is readable by other users (mode %o); 'chmod 600 %s' as "
-                    "'fol keys gen' writes it", path, os.stat(path).st_mode & 0o777, path)
+                    "'fol keys gen' writes it", path, mode, path)
     return KeyPair(_check_z85(public, f"{path} public-key"), _check_z85(secret, f"{path} secret-key"))
 
 
@@ -149,8 +154,7 @@ def trust_key(trust_dir: str | os.PathLike[str], key_file: str | os.PathLike[str
     try:
         store.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        why = "exists and is not a folder" if isinstance(exc, FileExistsError) else exc.strerror or exc
-        raise ConfigError(f"{store}: cannot be used as a trust store folder ({why})") from None
+        raise ConfigError(f"{store}: cannot be used as a trust store folder ({_folder_failure(exc)})") from None
     existing = TrustStore(store).reload()
     if public in existing and existing[public] != peer:
         raise ConfigError(f"{src}: this key is already trusted as {existing[public]!r}")
