@@ -312,6 +312,19 @@ def ensemble_and_distill(state: NodeState, candidates: Sequence[Candidate], roun
     return ensemble, result.student.eval()
 
 
+def check_synthesized_inputs(cfg: FOLConfig, shape: Sequence[int]) -> None:
+    """Refuse a ``distill_inputs = "synth"`` / ``"train+synth"`` whose synthesis
+    (``batch_size`` images per step, ``distill_epochs`` batches kept) could not be
+    held in memory for images of ``shape``; other inputs need no check. Run by
+    ``fol simulate --check`` and again when the synthesis starts."""
+    if cfg.distill_inputs not in ("synth", "train+synth"):
+        return
+    from fol.methods.dense import DataFreeConfig, check_synthesis_size
+
+    check_synthesis_size(cfg.distill_epochs, cfg.batch_size, DataFreeConfig.nz, DataFreeConfig.ngf, shape,
+                         f"fol.batch_size (the synthesis batch of distill_inputs = {cfg.distill_inputs!r})")
+
+
 def _synthetic_warm_start(own: nn.Module, ensemble: WeightedEnsemble, shape: tuple[int, ...], num_classes: int,
                           cfg: FOLConfig, round: int) -> tuple[nn.Module, torch.Tensor | None, int]:
     """``distill_inputs = "synth"`` / ``"train+synth"``: distil the teacher into
@@ -321,10 +334,9 @@ def _synthetic_warm_start(own: nn.Module, ensemble: WeightedEnsemble, shape: tup
     (and, for ``"train+synth"``, on the synthesized inputs it returns)."""
     import copy
 
-    from fol.methods.dense import DataFreeConfig, check_synthesis_size, distill_data_free
+    from fol.methods.dense import DataFreeConfig, distill_data_free
 
-    check_synthesis_size(cfg.distill_epochs, cfg.batch_size, DataFreeConfig.nz, DataFreeConfig.ngf, shape,
-                         f"fol.batch_size (the synthesis batch of distill_inputs = {cfg.distill_inputs!r})")
+    check_synthesized_inputs(cfg, shape)
     dcfg = DataFreeConfig(epochs=cfg.distill_epochs, temperature=cfg.temperature, kd_lr=cfg.distill_lr,
                           synthesis_batch=cfg.batch_size, kd_batch=cfg.batch_size, seed=_seed(cfg, round, "synth"))
     result = distill_data_free([ensemble], copy.deepcopy(own), shape, num_classes, dcfg)

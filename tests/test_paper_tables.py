@@ -129,6 +129,26 @@ def test_baseline_options_are_checked_before_any_training(tmp_path, capsys, benc
     assert ProtocolConfig(method_options={"dense": {"epochs": 2}}).method_options == {"dense": {"epochs": 2}}
 
 
+def test_a_synthesis_too_large_is_refused_before_any_training(tmp_path, capsys, benchmark_script, monkeypatch) -> None:
+    """A DENSE / Co-Boosting synthesis batch, or FOL's "synth" distillation batch, too large
+    for memory was refused only when its synthesis started, after every node had pretrained."""
+    import fol.reproduce
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("the swarm was pretrained before the options were checked")
+
+    monkeypatch.setattr(fol.reproduce, "pretrained_swarm", no_training)
+    script = benchmark_script("paper_tables")
+    for argv, words in ((["--option", "co-boosting.synthesis_batch=1000000000"],
+                         "methods.co-boosting: synthesis_batch / nz / ngf / epochs: a synthesis batch of 1,000,000,000"),
+                        (["--fol", "distill_inputs=synth", "batch_size=1000000000"],
+                         "fol.batch_size (the synthesis batch of distill_inputs = 'synth'): a synthesis batch of")):
+        assert script.main(["--quick", *TINY, *argv, "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "GiB" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "o").exists()
+
+
 def test_a_setting_given_twice_is_refused_before_any_training(tmp_path, capsys, benchmark_script) -> None:
     """--psi 0.5 0.5 ran the setting twice, the second run silently replacing the first."""
     script = benchmark_script("paper_tables")

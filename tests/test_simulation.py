@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
+import re
 import os
 import shutil
 import signal
@@ -577,3 +578,23 @@ def test_run_workers_sets_the_contact_search_processes(tmp_path: Path, monkeypat
     with pytest.raises(Stop):
         run_simulation(scn, tmp_path / "b", progress=False)
     assert seen == [3, os.cpu_count() or 1]
+
+
+@pytest.mark.parametrize("edit, words", [
+    (('run = ["local", "fol", "fedavg"]', 'run = ["local", "dense"]\n[methods.dense]\nsynthesis_batch = 1000000000'),
+     r"methods\.dense: synthesis_batch / nz / ngf / epochs: a synthesis batch of 1,000,000,000 images of 16x16"),
+    (("distill_epochs = 2", 'distill_epochs = 2\ndistill_inputs = "synth"\nbatch_size = 1000000000'),
+     r"fol\.batch_size \(the synthesis batch of distill_inputs = 'synth'\): a synthesis batch of 1,000,000,000"),
+])
+def test_the_check_refuses_a_synthesis_too_large_before_pretraining(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                    edit: tuple[str, str], words: str) -> None:
+    """A DENSE (or FOL "synth") synthesis too large for memory was refused only when the
+    synthesis started, after every node had pretrained; now ``--check`` refuses it."""
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\n")
+    (tmp_path / "s.toml").write_text(DRONES.replace(*edit))
+    for argv in (["simulate", "--check", str(tmp_path / "s.toml")],
+                 ["simulate", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and re.search(words, err[0]) and "GiB" in err[0], err
+    assert not (tmp_path / "out").exists()

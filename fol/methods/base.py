@@ -164,6 +164,12 @@ class Method(ABC):
     def run(self, ctx: SwarmContext) -> list[NodeResult]:
         """Run on every node of ``ctx`` and return one result per node, in node order."""
 
+    def check_inputs(self, shape: tuple[int, ...], fol: FOLConfig) -> None:
+        """Refuse, before any training, options this method could not run with on
+        images of ``shape`` (channels, height, width) and FOL settings ``fol``
+        (e.g. a synthesis too large for memory); ``fol simulate --check`` calls
+        it. Most methods need no such check."""
+
 
 _REGISTRY: dict[str, type[Method]] = {}
 

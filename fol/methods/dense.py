@@ -70,6 +70,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fol.accounting import inference_flops, model_bytes, training_flops
+from fol.config import FOLConfig
 from fol.methods._common import (
     Ledger, check_positive, check_positive_int, init_seed_of, most_common_spec, node_result,
 )
@@ -500,6 +501,14 @@ class _DataFreeMethod(Method):
             raise ConfigError(f"methods.{self.name}.perturb must be 'none', 'ods' or 'disagreement', got {values['perturb']!r}")
         self.options = values
 
+    def check_inputs(self, shape: tuple[int, ...], fol: FOLConfig | None = None) -> None:
+        """Refuse options whose synthesis could not be held in memory for images
+        of ``shape`` (channels, height, width); run by ``fol simulate --check``
+        and again when the synthesis starts."""
+        o = self.options
+        check_synthesis_size(o["epochs"], o["synthesis_batch"], o["nz"], o["ngf"], shape,
+                             f"methods.{self.name}: synthesis_batch / nz / ngf / epochs")
+
     def run(self, ctx: SwarmContext) -> list[NodeResult]:
         t0 = time.perf_counter()
         senders = ctx.participants_in(0) if ctx.rounds > 0 else []
@@ -510,9 +519,8 @@ class _DataFreeMethod(Method):
         spec = most_common_spec([ctx.nodes[k] for k in senders])
         student = build_model(spec, seed=init_seed_of(ctx))
         shape = tuple(ctx.nodes[0].data.train.images.shape[1:])
+        self.check_inputs(shape)
         cfg = DataFreeConfig(**self.options, seed=ctx.seed)
-        check_synthesis_size(cfg.epochs, cfg.synthesis_batch, cfg.nz, cfg.ngf, shape,
-                             f"methods.{self.name}: synthesis_batch / nz / ngf / epochs")
         res = distill_data_free(members, student, shape, spec.num_classes, cfg, progress=ctx.train.progress)
         size = model_bytes(res.student)
         for k in senders:

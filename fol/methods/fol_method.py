@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from fol.checkpoint import ModelCard, load_model_bytes, model_to_bytes
+from fol.config import FOLConfig
 from fol.variants import VARIANTS
 from fol.methods.base import Method, NodeResult, SwarmContext, register
-from fol.personalize import NodeState, Received, RoundReport, personalize, transfer_share
+from fol.personalize import NodeState, Received, RoundReport, check_synthesized_inputs, personalize, transfer_share
 from fol.train import evaluate
 
 __all__ = ["LocalMethod", "FOLMethod", "FOLAMethod", "FOLNMethod", "FOLANMethod", "run_fol_pipeline", "FOLRun"]
@@ -160,6 +161,9 @@ class LocalMethod(Method):
 
 class _FOLVariant(Method):
     variant: ClassVar[str] = "fol"
+
+    def check_inputs(self, shape: tuple[int, ...], fol: FOLConfig) -> None:
+        check_synthesized_inputs(fol, shape)
 
     def run(self, ctx: SwarmContext) -> list[NodeResult]:
         use_pruning, deploy_ensemble = VARIANTS[self.variant]

@@ -7,8 +7,10 @@ parsing, it
 
 - reads the files the scenario names (TLE, waypoint CSV) and derives the
   learning nodes and their architectures (``models.nodes`` must name real nodes);
-- instantiates every selected method with its ``[methods.<name>]`` options and
-  refuses methods that average parameters (``fedavg``, ``hermes``, ``dm-pfl``,
+- instantiates every selected method with its ``[methods.<name>]`` options,
+  asks each whether it can run on the scenario's image size (a DENSE or
+  Co-Boosting synthesis, or FOL's synthesized distillation inputs, too large
+  for memory is refused here, not after pretraining), and refuses methods that average parameters (``fedavg``, ``hermes``, ``dm-pfl``,
   ``mtfl``, ...) on a swarm of mixed architectures;
 - checks the dataset name, its options and, for real datasets, that its folder
   holds files (an image folder at least two class sub-folders); that a synthetic pool can give every node ``data.min_samples``;
@@ -131,6 +133,8 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
                 # rounds past the plan's have no participant: each would only re-evaluate every node
                 raise ConfigError(f"methods.{name}.rounds: {rounds} server rounds but the contact plan has "
                                   f"{plan_rounds} [rounds]")
+            side = scn.data.image_size or 32  # every loader's default side
+            method.check_inputs((3, side, side), scn.fol)
             if type(method).one_architecture and len(set(archs)) > 1:
                 raise ConfigError(
                     f"methods.run: {name!r} averages parameters and needs one architecture for every node, but "
