@@ -138,3 +138,20 @@ def test_dm_pfl_schedule_and_init_options(nodes):
         assert [c["round"] for c in g.extra["curve"]] == [1, 2, 3]
     with pytest.raises(ConfigError, match="distribution"):
         get_method("dm-pfl", distribution="random")
+
+
+def test_phase_2b_charges_the_initial_model_to_a_node_that_never_reached_the_server(nodes):
+    """Node 2 is never in a round, but the local phase 2b reaches every node: it trains
+    m_c - m_g from the shared initialization, so with ``init = "global"`` it downloads
+    that initial model once (at its first phase 2b), besides m_g and w_g * m_g per cycle."""
+    from fol.accounting import model_bytes
+    from fol.methods.dm_pfl import values_bytes
+
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=4, seed=0, participants=[[0, 1]] * 4)
+    method = get_method("dm-pfl", local_epochs=1, iterations=2)
+    run = method.train_rounds(ctx)
+    res = method.results(ctx, run)
+    st = run.state
+    down = values_bytes(st["w_g"], st["m_g"]) + mask_bytes(st["n_pos"])  # one phase-2b download
+    assert res[2].rounds == 0 and res[2].bytes_up == 0
+    assert res[2].bytes_down == 2 * down + model_bytes(build_model(nodes[0].spec))  # two cycles, the init once

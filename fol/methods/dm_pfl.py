@@ -461,7 +461,9 @@ class _DMPFLBase(ServerMethod):
         down = values_bytes(w_g, m_g) + mask_bytes(state["n_pos"])
         for k, (st, seen) in enumerate(outs):
             m_c = state["m_c"][k]
-            ledgers[k].bytes_down += down
+            # a node that never reached the server starts m_c - m_g from the initial model: downloaded now, once
+            ledgers[k].bytes_down += down + (0 if state["joined"][k] else state["dense"])
+            state["joined"][k] = True
             ledgers[k].train_flops += train_flops_of(spec, shape, seen, masked_macs_ratio(state["init"], m_c, shape))
             state["personal"][k] = st
             state["w_c"][k] = {key: (torch.where(m_c[key] & ~m_g[key], st[key], state["w_c"][k][key])
