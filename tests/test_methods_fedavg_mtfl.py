@@ -111,3 +111,14 @@ def test_fedavg_adam_averages_moments(nodes):
     # three tensors (weights + 2 moments) per federated parameter: ~3x FedAvg's upload
     fedavg_up = tensor_bytes({k: v for k, v in state.items() if k not in private_keys(model, "params")})
     assert 2.9 * fedavg_up < res[0].bytes_up < 3.1 * fedavg_up
+
+
+def test_mtfl_adam_refuses_lr_it_would_ignore(nodes):
+    """FedAvg-Adam's local optimiser runs at adam_lr, so a given lr changed nothing:
+    the option is refused, naming the one that sets the rate."""
+    with pytest.raises(ConfigError, match="adam_lr"):
+        get_method("mtfl-adam", lr=0.5)
+    assert get_method("mtfl", lr=0.5).lr == 0.5  # plain MTFL trains with SGD at lr
+    a = get_method("mtfl-adam", adam_lr=0.5).train_rounds(ctx_of(nodes, rounds=1)).state["global"]
+    b = get_method("mtfl-adam", adam_lr=1e-6).train_rounds(ctx_of(nodes, rounds=1)).state["global"]
+    assert any(not torch.equal(a[k], b[k]) for k in a)  # adam_lr reaches the optimiser

@@ -20,7 +20,8 @@ Two optimisation strategies (Sec. 3.3), registered as two methods:
   weights and averaged by the server alongside them ("3x the communication of
   FedAvg per round"); the moments of the private parameters stay on the node.
   Default Adam learning rate 1e-3 (Kingma & Ba's default; the paper tunes it
-  per scenario and publishes no single value).
+  per scenario and publishes no single value), set by ``adam_lr``; the common
+  option ``lr`` is refused here (it would not reach the Adam optimiser).
 
 The global model starts from the swarm's shared initialization; the patches
 start from it too (FL starts untrained). Defaults: ``local_epochs = 1`` (the
@@ -156,6 +157,9 @@ class _MTFLBase(ServerMethod):
             raise ConfigError(f"methods.{self.name}.private must be one of {', '.join(PRIVATE_CHOICES)}, got {private!r}")
         self.private = private
         self.adam_lr = check_positive(self.name, "adam_lr", adam_lr)
+        if self.adam and self.lr is not None:  # the local Adam steps run at adam_lr: lr would be ignored
+            raise ConfigError(f"methods.{self.name}.lr is not used: the local Adam learning rate is "
+                              f"methods.{self.name}.adam_lr (default 1e-3)")
 
     def setup(self, ctx: SwarmContext) -> dict:
         model = shared_init(ctx, ctx.nodes[0].spec)
