@@ -85,9 +85,17 @@ def sgp4_epoch_days(instant: _dt.datetime) -> float:
 
 
 def skyfield_times(start: _dt.datetime, offsets_s):
-    """Skyfield ``Time`` array for ``start + offsets_s`` (UTC seconds)."""
+    """Skyfield ``Time`` array for ``start + offsets_s`` (UTC seconds).
+
+    The same instants as :func:`julian_dates` (SGP4's UTC Julian dates, 86,400 s
+    to every day): the offsets are cut into whole days and seconds of the day,
+    so a horizon across a leap second does not slip by it (Skyfield counts
+    seconds past the given day's end as SI seconds, leap seconds included).
+    """
     ts = timescale()
     start = parse_utc(start)
     offsets = np.asarray(offsets_s, dtype=float)
-    return ts.utc(start.year, start.month, start.day, start.hour, start.minute,
-                  start.second + start.microsecond * 1e-6 + offsets)
+    second_of_day = (start.hour * 3600.0 + start.minute * 60.0 + start.second
+                     + start.microsecond * 1e-6 + offsets)
+    days = np.floor(second_of_day / DAY_S)
+    return ts.utc(start.year, start.month, start.day + days, 0, 0, second_of_day - days * DAY_S)

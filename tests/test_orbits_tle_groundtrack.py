@@ -105,6 +105,21 @@ def test_ground_track_matches_skyfield_subpoint():
     assert 520 < gt.height_km.mean() < 580
 
 
+def test_ground_track_across_a_leap_second_matches_skyfield_at_the_utc_instant():
+    # SGP4 takes offsets as UTC Julian-date seconds (86,400 to a day); the Earth
+    # rotation must be taken at the same UTC instant, not one leap second early
+    from skyfield.api import EarthSatellite, wgs84
+
+    from orbits import timescale
+
+    c = walker_delta(1, 1, 0, 550.0, 53.0, "2016-12-31T23:00:00Z")
+    gt = ground_track(c, c.epoch, [7200.0])  # 2017-01-01T01:00:00Z, after the leap second
+    geo = EarthSatellite.from_satrec(c.satrecs[0], timescale()).at(timescale().utc(2017, 1, 1, 1, 0, 0))
+    lat, lon = wgs84.latlon_of(geo)
+    assert gt.lat_deg[0, 0] == pytest.approx(lat.degrees, abs=1e-6)
+    assert (gt.lon_deg[0, 0] - lon.degrees + 180) % 360 - 180 == pytest.approx(0.0, abs=1e-6)
+
+
 def test_swath_half_angle():
     assert swath_half_angle_rad(swath_width_km=200.0) == pytest.approx(100.0 / 6371.0)
     small = swath_half_angle_rad(off_nadir_deg=1.0, altitude_km=550.0)
