@@ -13,7 +13,9 @@ exactly when the range is at most
 which for two satellites at altitude ``h`` gives Hypatia's maximum ISL length
 ``2 sqrt((R + h)^2 - (R + 80 km)^2)``.
 
-A ground station sees a node when its elevation is at least a mask angle.
+A ground station sees a node when its elevation above the station's local
+horizontal (normal to the WGS-84 ellipsoid, :func:`geodetic_up`) is at least a
+mask angle.
 
 Example:
     >>> round(max_los_range_km(550.0), 1)
@@ -78,6 +80,19 @@ def elevation_deg(station: np.ndarray, target: np.ndarray, up: np.ndarray | None
         up = station / np.linalg.norm(station, axis=-1, keepdims=True)
     s = np.einsum("...i,...i->...", rel, up) / np.linalg.norm(rel, axis=-1)
     return np.degrees(np.arcsin(np.clip(s, -1.0, 1.0)))
+
+
+def geodetic_up(pos_km: np.ndarray) -> np.ndarray:
+    """Unit local vertical (the WGS-84 ellipsoid normal, as in Skyfield's ``altaz``) at
+    positions ``(..., 3)`` km in a frame whose z axis is the Earth's axis (ITRS or TEME)."""
+    from orbits.groundtrack import geodetic_from_itrs
+
+    pos = np.asarray(pos_km, dtype=float)
+    lat = np.radians(geodetic_from_itrs(pos)[0])
+    rho = np.hypot(pos[..., 0], pos[..., 1])
+    safe = np.where(rho > 0, rho, 1.0)
+    cos_lat = np.where(rho > 0, np.cos(lat), 0.0)
+    return np.stack([cos_lat * pos[..., 0] / safe, cos_lat * pos[..., 1] / safe, np.sin(lat)], axis=-1)
 
 
 def space_visible(pos_a: np.ndarray, pos_b: np.ndarray, max_range_km: float,

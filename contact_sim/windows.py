@@ -18,7 +18,8 @@ Algorithm (exact to the interpolation error, no window missed by the screen):
    * Earth occlusion: ``g = L(r_a, r_b)^2 - |p|^2``, ``L`` the tangent-length
      sum of :mod:`contact_sim.geometry` (exactly equivalent to the segment
      clearing ``R_earth + grazing``);
-   * ground station elevation mask: ``g = p . u - |p| sin(mask)``.
+   * ground station elevation mask: ``g = p . u - |p| sin(mask)``, ``u`` the
+     station's local vertical (WGS-84 ellipsoid normal, as Skyfield's ``altaz``).
 
    The cubic's Bernstein coefficients bound it (convex-hull property): if all
    four are positive for every constraint the pair is visible through the
@@ -77,7 +78,7 @@ from orbits import MU_KM3_S2
 
 from . import _kernels as K
 from .errors import ContactError
-from .geometry import DEFAULT_GRAZING_KM, EARTH_RADIUS_KM
+from .geometry import DEFAULT_GRAZING_KM, EARTH_RADIUS_KM, geodetic_up
 from .trajectory import EARTH_ROTATION_RAD_S, MOVING, STATION, Trajectories
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ class LinkGeometry:
 
     ``occlusion``: apply the Earth-grazing test to space-space pairs (off for
     drones in a local frame). Ground-station links use ``min_elevation_deg``
-    (against the geocentric radial) and ``station_max_range_km`` (defaults to
+    (above the local horizontal: normal to the WGS-84 ellipsoid) and ``station_max_range_km`` (defaults to
     ``max_range_km``).
     """
 
@@ -458,7 +459,7 @@ class _Scanner:
             q = np.einsum("ij,ij->i", p, p)
             qd = 2.0 * np.einsum("ij,ij->i", p, w)
             d = np.sqrt(q)
-            u = P[st] / np.linalg.norm(P[st], axis=1, keepdims=True)
+            u = np.repeat(geodetic_up(P[self.stations]), self.moving.size, axis=0)  # each station's vertical
             du = np.cross(omega, u)
             g_el = np.einsum("ij,ij->i", p, u) - d * self.sin_mask
             gd_el = (np.einsum("ij,ij->i", w, u) + np.einsum("ij,ij->i", p, du)

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 
 from contact_sim import (EARTH_RADIUS_KM, ContactError, GroundStation, LinkGeometry, LinkModel,
-                         Trajectories, elevation_deg, find_windows, line_of_sight, los_limit_km,
+                         Trajectories, find_windows, line_of_sight, los_limit_km,
                          max_los_range_km, satellite_trajectories, space_visible,
                          windows_from_samples)
 from orbits import propagate_offsets, walker_delta
-from orbits.groundtrack import ground_points_itrs, itrs_to_teme
 
 EPOCH = "2025-03-01T00:00:00Z"
 DUR = 7200.0
@@ -200,12 +199,18 @@ def test_ground_station_windows_match_elevation_scan(shell):
     traj = satellite_trajectories(c, c.epoch, DUR, 60.0, stations=[gs])
     g = LinkGeometry(max_range_km=4000.0, min_elevation_deg=10.0, station_max_range_km=3000.0)
     table = find_windows(traj, g)
-    itrs = ground_points_itrs([gs.lat_deg], [gs.lon_deg], [gs.elevation_m])
-    st = itrs_to_teme(np.repeat(itrs[:, None, :], t.size, axis=1), c.epoch, t)[0]
+    # the reference: Skyfield's topocentric elevation (above the WGS-84 local horizontal) and range
+    from skyfield.api import EarthSatellite, wgs84
+
+    from orbits import skyfield_times, timescale
+
+    top = wgs84.latlon(gs.lat_deg, gs.lon_deg, gs.elevation_m)
+    when = skyfield_times(c.epoch, t)
     st_id = len(c)
     total = 0
     for s in range(len(c)):
-        vis = (elevation_deg(st, r[s]) >= 10.0) & (np.linalg.norm(r[s] - st, axis=1) <= 3000.0)
+        alt, _, dist = (EarthSatellite.from_satrec(c.satrecs[s], timescale()) - top).at(when).altaz()
+        vis = (alt.degrees >= 10.0) & (dist.km <= 3000.0)
         ref = windows_from_samples(t, vis)
         got = table.pair(s, st_id)
         _assert_edges_close(ref, list(zip(got.t_start_s, got.t_end_s)), DUR)
