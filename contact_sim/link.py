@@ -1,6 +1,6 @@
 """Link model: range -> data rate, window -> capacity in bytes.
 
-Two models:
+Three models:
 
 * ``constant``: every contact carries ``rate_bps``.
 * ``plan``: each window has its own rate, given by an imported contact plan
