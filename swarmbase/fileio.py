@@ -107,25 +107,37 @@ def _creatable(path: Path, error: type[Exception], what: str) -> None:
         parent = parent.parent
     if not parent.is_dir():
         raise error(f"{what} {path}: cannot be created ({parent} is not a folder)")
-    probe = parent / f".probe-{secrets.token_hex(6)}"
     try:
-        os.mkdir(probe)
+        _probe(parent)
     except OSError as exc:
         raise error(f"{what} {path}: cannot be created in {parent} ({exc.strerror})") from None
+
+
+def _probe(folder: Path) -> None:
+    """Make a probe folder in ``folder`` and remove it at once (``OSError`` when
+    nothing can be created there)."""
+    probe = folder / f".probe-{secrets.token_hex(6)}"
+    os.mkdir(probe)
     os.rmdir(probe)
 
 
 def check_output_dir(path: str | os.PathLike[str], error: type[Exception], *, empty: bool = False,
                      what: str = "output folder") -> Path:
     """Check, before any long work, that ``path`` can receive outputs: an existing
-    writable folder (empty if ``empty``) or a name that can be created. Nothing
-    is created; problems raise ``error`` with one line."""
+    writable folder (empty if ``empty``) or a name that can be created. Writable
+    means a probe folder can be made in it (or in the name's nearest existing
+    parent) and is removed at once; nothing else is created. Problems raise
+    ``error`` with one line."""
     path = Path(path)
     if path.exists():
         if not path.is_dir():
             raise error(f"{what} {path}: exists and is not a folder")
         if not os.access(path, os.W_OK | os.X_OK):
             raise error(f"{what} {path}: not writable")
+        try:
+            _probe(path)
+        except OSError as exc:
+            raise error(f"{what} {path}: not writable ({exc.strerror})") from None
         if empty and any(path.iterdir()):
             raise error(f"{what} {path}: is not empty")
         return path

@@ -79,3 +79,24 @@ def test_contact_outputs_go_through_the_writer(tmp_path: Path, monkeypatch: pyte
         write()
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_an_existing_output_folder_is_probed_not_judged_by_its_permission_bits(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root, or on /proc and /sys, permission bits say a folder is writable
+    when nothing can be created in it: the check makes (and removes) a probe
+    folder in an existing output folder too, as in a folder's nearest parent."""
+    out = tmp_path / "out"
+    out.mkdir()
+    fileio.check_output_dir(out, ValueError)  # a writable folder passes and is left empty
+    assert not any(out.iterdir())
+    real_mkdir = os.mkdir
+
+    def refuse(path, *args, **kwargs):  # what mkdir in /sys/kernel/debug does while os.access says yes
+        if Path(path).parent == out:
+            raise OSError(30, "Read-only file system")
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", refuse)
+    with pytest.raises(ValueError, match=r"^output folder .*out: not writable \(Read-only file system\)$"):
+        fileio.check_output_dir(out, ValueError)
