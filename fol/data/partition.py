@@ -72,9 +72,13 @@ def dirichlet_partition(
     such) and tops up every node short of ``min_samples``, smallest first,
     with images of its own majority class (a node with none takes the most
     common class), moved from the node that holds most of that class among
-    those that stay at ``min_samples`` or above. The top-up only makes short
-    nodes more skewed, never less; a draw that succeeds is returned as is,
-    so settings that ``"redraw"`` can partition give the same shards.
+    those that stay at ``min_samples`` or above; when no node above
+    ``min_samples`` holds an image of that class, the largest node gives
+    images of its own majority class instead (the only case in which a short
+    node receives another class than its majority, so otherwise the top-up
+    only makes short nodes more skewed, never less). A draw that succeeds is
+    returned as is, so settings that ``"redraw"`` can partition give the same
+    shards.
 
     With ``samples_per_node = m`` (a fixed-size node out of a larger pool, e.g.
     24 nodes x 300 images from 12,000): each node ``k`` draws its label mix
