@@ -322,8 +322,9 @@ def partition_pool(pool: GeoDataset, cfg: ProtocolConfig, psi: float) -> list[np
     """The swarm's shards of ``pool`` at Dirichlet ``psi`` (they depend on the
     data seed only, never on the training seed). Where no Dirichlet draw gives
     every node ``min_samples`` images (psi = 0.1 with two classes and 24
-    nodes), the best draw is topped up with each short node's majority class
-    (``short="top-up"`` of :func:`~fol.data.dirichlet_partition`); settings
+    nodes), the best draw is topped up, as a rule with each short node's
+    majority class (``short="top-up"`` of :func:`~fol.data.dirichlet_partition`,
+    which says where the images come from); settings
     a draw can satisfy are unchanged by that rule."""
     return dirichlet_partition(pool.labels.numpy(), cfg.nodes, psi, seed=cfg.data_seed, min_samples=cfg.min_samples,
                                short="top-up")
