@@ -73,11 +73,13 @@ def range_km(pos_a: np.ndarray, pos_b: np.ndarray) -> np.ndarray:
 
 
 def elevation_deg(station: np.ndarray, target: np.ndarray, up: np.ndarray | None = None) -> np.ndarray:
-    """Elevation (deg) of ``target`` seen from ``station``; ``up`` defaults to the geocentric radial."""
+    """Elevation (deg) of ``target`` seen from ``station`` (Earth-fixed km); ``up``
+    defaults to the station's local vertical, :func:`geodetic_up` (the rule the
+    window finder applies to the elevation mask)."""
     station = np.asarray(station, dtype=float)
     rel = np.asarray(target, dtype=float) - station
     if up is None:
-        up = station / np.linalg.norm(station, axis=-1, keepdims=True)
+        up = geodetic_up(station)
     s = np.einsum("...i,...i->...", rel, up) / np.linalg.norm(rel, axis=-1)
     return np.degrees(np.arcsin(np.clip(s, -1.0, 1.0)))
 

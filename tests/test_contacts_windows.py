@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from contact_sim import (EARTH_RADIUS_KM, ContactError, GroundStation, LinkGeometry, LinkModel,
-                         Trajectories, find_windows, line_of_sight, los_limit_km,
+                         Trajectories, elevation_deg, find_windows, line_of_sight, los_limit_km,
                          max_los_range_km, satellite_trajectories, space_visible,
                          windows_from_samples)
 from orbits import propagate_offsets, walker_delta
@@ -223,3 +223,20 @@ def test_bad_geometry_rejected():
         LinkGeometry(max_range_km=0.0)
     with pytest.raises(ContactError, match="grazing"):
         LinkGeometry(max_range_km=10.0, grazing_altitude_km=-1.0)
+
+
+def test_elevation_is_measured_above_the_local_horizontal_as_the_window_finder_does():
+    """elevation_deg's default vertical was the geocentric radial while the window
+    finder's mask uses the WGS-84 normal: the two disagreed by up to 0.19 deg."""
+    from skyfield.api import wgs84
+
+    station = wgs84.latlon(45.0, 10.0, 0.0).itrs_xyz.km
+    zenith = station + 1000.0 * np.array([np.cos(np.radians(45.0)) * np.cos(np.radians(10.0)),
+                                          np.cos(np.radians(45.0)) * np.sin(np.radians(10.0)),
+                                          np.sin(np.radians(45.0))])  # along the geodetic normal
+    assert float(elevation_deg(station, zenith)) == pytest.approx(90.0, abs=1e-6)
+
+
+def test_an_unknown_link_model_names_every_model():
+    with pytest.raises(ContactError, match=r"link.model: expected one of 'constant', .*'plan'.*, got 'laser'"):
+        LinkModel(model="laser")
