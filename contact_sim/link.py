@@ -62,7 +62,7 @@ class LinkModel:
 
     def __post_init__(self) -> None:
         if self.model not in LINK_MODELS:
-            raise ContactError(f"link.model: expected 'constant' or 'shannon', got {self.model!r}")
+            raise ContactError(f"link.model: expected one of {', '.join(map(repr, LINK_MODELS))}, got {self.model!r}")
         if self.acquisition_s < 0:
             raise ContactError(f"link.acquisition_s: expected >= 0 s, got {self.acquisition_s}")
         positive = {"constant": ["rate_bps"], "plan": []}.get(
