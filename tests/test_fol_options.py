@@ -36,7 +36,7 @@ def test_presets_differ_only_in_the_documented_fields() -> None:
     # The paper preset sets every option beyond the paper to the paper's value
     # (the first of its choices), whatever the defaults are.
     for name, values in CHOICES.items():
-        if name != "distill_mix":  # only read with distill_inputs = "train+aug"
+        if name != "distill_mix":  # only read with distill_inputs = "train+aug" or "function-matching"
             assert getattr(paper, name) == values[0]
             assert FOLConfig.preset("paper", **{name: values[-1]}) != paper  # a change on top of the preset is kept
     assert paper.ensemble_vertex is True and paper.finetune_freeze == 0

@@ -13,7 +13,7 @@ parsing, it
   for memory is refused here, not after pretraining), and refuses methods that average parameters (``fedavg``, ``hermes``, ``dm-pfl``,
   ``mtfl``, ...) on a swarm of mixed architectures;
 - checks the dataset name, its options and, for real datasets, that its folder
-  holds files (an image folder at least two class sub-folders); that a synthetic pool can give every node ``data.min_samples``;
+  holds files (an image folder at least two class sub-folders); that a synthetic pool of ``data.size`` images can give every node ``data.min_samples`` (dirichlet partition);
 - checks the output folder: a folder (not a file), writable, and empty unless
   resuming.
 
