@@ -460,10 +460,12 @@ def load_model(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES,
     """
     label = str(path) if source is None else source
     with _only_project_errors(label):
-        _stat_size(path, max_bytes, label)
+        size = _stat_size(path, max_bytes, label)
         try:
             with open(path, "rb") as fh:
-                data = fh.read(max_bytes + 1)
+                # read() sets aside the whole count it is given: ask for what the file holds (one
+                # byte more shows a file that grew since the stat), not for max_bytes
+                data = fh.read(min(size, max_bytes) + 1)
         except OSError as exc:
             raise CheckpointError(f"{label}: cannot read model file ({exc.strerror or 'I/O error'})") from None
         return _load_bytes(data, max_bytes, label, legacy=False)

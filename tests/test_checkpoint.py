@@ -467,6 +467,15 @@ def test_size_limit_is_checked_before_reading(tmp_path: Path) -> None:
     assert load_model(small, max_bytes=len(data)).card.sha256
 
 
+@pytest.mark.parametrize("limit", [10**15, 2**64])
+def test_a_generous_size_limit_reads_only_what_the_file_holds(limit: int, tmp_path: Path) -> None:
+    """The limit caps the file; the read asks for the file's size, so a limit
+    far above the memory (``--max-bytes 1e15``) still loads a small file."""
+    data = _valid_payload()
+    path = _write(tmp_path, data, "small.safetensors")
+    assert load_model(path, max_bytes=limit).card.sha256
+
+
 def test_missing_paths_and_folders_are_rejected(tmp_path: Path) -> None:
     _assert_rejected(lambda: load_model(tmp_path / "nope.safetensors"), str(tmp_path / "nope.safetensors"), "not found")
     _assert_rejected(lambda: read_card(tmp_path), str(tmp_path), "not a regular file")
