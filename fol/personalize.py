@@ -43,7 +43,7 @@ from fol.config import FOLConfig
 from fol.data import NodeData
 from fol.distill import augment_inputs, augment_views, distill
 from fol.ensemble import WeightedEnsemble, ensemble_logits, fit_ensemble_weights
-from fol.errors import ConfigError
+from fol.errors import ConfigError, TrainingError
 from fol.fileio import write_json_atomic
 from fol.models import ModelSpec
 from fol.stages import (Candidate, align_neighbour, fall_back_to_received, own_candidate, scored_candidate,
@@ -203,28 +203,40 @@ def align_candidates(state: NodeState, usable: Sequence[Received], round: int, c
     model aligned to the node (fine-tune, alignment pruning unless
     ``use_pruning`` is false, post fine-tune, score; with
     ``cfg.align_fallback = "received"`` a neighbour whose aligned model scores
-    below the model as received competes as received). Adds FLOPs and seconds
-    to ``report``."""
+    below the model as received competes as received). A neighbour whose
+    fine-tuning fails (:class:`fol.errors.TrainingError`, e.g. a non-finite loss
+    from huge weights) is left out and marked unused in ``report.received``
+    with the reason. Adds FLOPs and seconds to ``report``."""
     own = state.current_model
     candidates: list[Candidate] = [own_candidate(f"{state.name} (own)", own, state.data)]
     from tqdm.auto import tqdm
 
+    aligned: list[Received] = []
     for item in tqdm(usable, desc=f"{state.name} align", disable=None if progress else True, leave=False):
         seed = _seed(cfg, round, item.name)
-        cand = align_neighbour(
-            item.name, item.model, own, state.data,
-            finetune=cfg.finetune_train(cfg.finetune_epochs, seed, "fine-tune"),
-            post_finetune=cfg.finetune_train(cfg.post_finetune_epochs, seed + 1, "post fine-tune"),
-            prune=cfg.prune(seed + 2) if use_pruning else None,
-            arch=item.card.spec.arch,
-            freeze=cfg.finetune_freeze,
-        )
+        try:
+            cand = align_neighbour(
+                item.name, item.model, own, state.data,
+                finetune=cfg.finetune_train(cfg.finetune_epochs, seed, "fine-tune"),
+                post_finetune=cfg.finetune_train(cfg.post_finetune_epochs, seed + 1, "post fine-tune"),
+                prune=cfg.prune(seed + 2) if use_pruning else None,
+                arch=item.card.spec.arch,
+                freeze=cfg.finetune_freeze,
+            )
+        except TrainingError as exc:  # a neighbour's weights (e.g. finite but huge) must not end the round
+            reason = f"alignment failed: {exc}"
+            log.warning("%s: skipping %s: %s", state.name, item.name, reason)
+            entry = next((e for e in report.received if e["name"] == item.name and e["used"]), None)
+            if entry is not None:
+                entry.update(used=False, reason=reason)
+            continue
         report.train_flops += cand.train_flops
         for stage, secs in cand.seconds.items():
             report.seconds[stage] = report.seconds.get(stage, 0.0) + secs
         candidates.append(cand)
+        aligned.append(item)
     if cfg.align_fallback == "received":
-        return apply_align_fallback(candidates, usable, state.data)
+        return apply_align_fallback(candidates, aligned, state.data)
     return candidates
 
 

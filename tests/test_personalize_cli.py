@@ -207,3 +207,30 @@ def test_pretrain_out_in_a_folder_not_yet_made_creates_it(tmp_path: Path) -> Non
                "--arch", "cnn-small", "--epochs", "1", "--out", str(out)])
     assert rc == 0
     assert load_model(out).card.producer == "node-1"
+
+
+def test_a_neighbour_whose_fine_tuning_diverges_is_skipped_not_fatal(swarm_files: Path, tmp_path: Path) -> None:
+    """Finite but huge weights pass the loader (every value is finite) and make
+    the fine-tuning loss non-finite: that neighbour is left out with the reason,
+    the round goes on with the others."""
+    import torch
+
+    from fol.checkpoint import save_model
+
+    neighbours = tmp_path / "received"
+    neighbours.mkdir()
+    shutil.copy(swarm_files / "node1.safetensors", neighbours)
+    loaded = load_model(swarm_files / "node2.safetensors")
+    with torch.no_grad():
+        for p in loaded.model.parameters():
+            if p.dim() > 1:
+                p.fill_(1e30)
+    save_model(neighbours / "huge.safetensors", loaded.model, loaded.card)
+    out = tmp_path / "out"
+    assert _personalize(swarm_files, neighbours, out) == 0
+    report = json.loads((out / "report.json").read_text())
+    used = {r["name"]: r for r in report["received"]}
+    assert used["node1"]["used"] and not used["huge"]["used"]
+    assert "alignment failed" in used["huge"]["reason"] and "non-finite" in used["huge"]["reason"]
+    assert [c["name"] for c in report["candidates"]] == ["node-0 (own)", "node1"]
+    assert load_model(out / "model.safetensors").card.round == 1
