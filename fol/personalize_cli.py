@@ -53,12 +53,20 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
 
     if not folder.is_dir():
         raise DataError(f"neighbours folder {folder} does not exist or is not a folder")
-    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
-    if not files:
+    entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+    files = [p for p in entries if p.is_file()]
+    # a folder, broken link or link loop named like a model: listed, not passed over in silence
+    odd = [p for p in entries if p.suffix == MODEL_SUFFIX and not p.is_file()]
+    if not files and not odd:
         raise DataError(f"neighbours folder {folder} is empty; expected received models (*{MODEL_SUFFIX})")
     received, skipped = [], []
     n_usable = 0
-    for path in files:
+    for path in entries:
+        if not path.is_file():
+            if path in odd:
+                skipped.append({"file": path.name, "reason": "not a regular file (a folder, a broken link or a "
+                                                             "link loop), expected a model file"})
+            continue
         if path.suffix != MODEL_SUFFIX:
             if path.suffix != ".json":  # sidecar cards are expected next to models
                 skipped.append({"file": path.name, "reason": f"not a model file (expected *{MODEL_SUFFIX})"})

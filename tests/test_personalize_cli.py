@@ -234,3 +234,19 @@ def test_a_neighbour_whose_fine_tuning_diverges_is_skipped_not_fatal(swarm_files
     assert "alignment failed" in used["huge"]["reason"] and "non-finite" in used["huge"]["reason"]
     assert [c["name"] for c in report["candidates"]] == ["node-0 (own)", "node1"]
     assert load_model(out / "model.safetensors").card.round == 1
+
+
+def test_entries_named_like_models_that_are_not_files_are_named(swarm_files: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder or a link loop called *.safetensors is not an empty neighbours folder:
+    the error names each entry and why it was not read."""
+    folder = tmp_path / "received"
+    folder.mkdir()
+    (folder / "sub.safetensors").mkdir()
+    (folder / "loop.safetensors").symlink_to(folder / "loop2")
+    (folder / "loop2").symlink_to(folder / "loop.safetensors")
+    assert _personalize(swarm_files, folder, tmp_path / "out") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is empty" not in err[0] and "no usable neighbour model" in err[0]
+    for name in ("sub.safetensors", "loop.safetensors"):
+        assert f"{name}: not a regular file" in err[0]
