@@ -25,8 +25,7 @@ as a ``CheckpointError`` too. In order:
 
 1. size over ``max_bytes`` (checked with ``os.stat`` before the file is read);
 2. the safetensors header: length at most :data:`MAX_HEADER_BYTES`, JSON at most
-   4 levels deep, at most :data:`MAX_TENSORS` tensors, dtypes limited to
-   float32 / float16 / bfloat16 / int64;
+   3 levels deep, at most :data:`MAX_TENSORS` tensors;
 3. the card: present, at most :data:`MAX_CARD_BYTES` characters, JSON at most
    :data:`MAX_CARD_DEPTH` levels deep with at most :data:`MAX_CARD_ITEMS`
    values, of this format and version, fields valid and consistent (class
@@ -36,7 +35,7 @@ as a ``CheckpointError`` too. In order:
 5. the tensors: a well-formed safetensors payload whose :func:`model_digest`
    (sha256 over the card *and* the tensors) equals the card's ``sha256``, so
    a changed class name, producer or round is detected like a changed weight;
-6. finite values (no NaN, +-Inf);
+6. dtypes limited to float32 / float16 / bfloat16 / int64, finite values (no NaN, +-Inf);
 7. the module tree of the spec, built on the ``meta`` device (no memory)
    under a budget: building stops as soon as the tree needs more tensors than
    the file holds; then every tensor must exist with the shape the spec
