@@ -46,6 +46,8 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
     ``limit`` of them pass ``usable`` (a reason, or None when the node can use
     the model), the later model files are listed as skipped without being read,
     so that a folder of many models costs no more than the round takes (Q).
+    A model that ``usable`` refuses is returned for its card only: its tensors
+    are moved to the ``meta`` device (no memory).
     """
     from fol.checkpoint import DEFAULT_MAX_BYTES, load_model
     from fol.errors import CheckpointError, DataError
@@ -82,7 +84,10 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
             continue
         item = Received(name=path.stem, model=loaded.model, card=loaded.card)
         received.append(item)
-        n_usable += usable is None or usable(item) is None
+        if usable is None or usable(item) is None:
+            n_usable += 1
+        else:  # kept for its card (the report says why it is unused); its weights are let go, so that
+            item.model.to("meta")  # a folder of many unusable models does not pile up in memory
     return received, skipped
 
 

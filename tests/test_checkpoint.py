@@ -624,6 +624,9 @@ def test_personalize_reads_no_more_neighbours_than_the_round_takes(tmp_path: Pat
     received, skipped = scan_neighbours(folder, usable=lambda r: "wrong" if r.name == "b" else None, limit=2)
     assert reads == ["a.safetensors", "b.safetensors", "c.safetensors"]
     assert [r.name for r in received] == ["a", "b", "c"]  # b is kept: personalize reports its reason
+    weights = {r.name: [p.is_meta for p in r.model.parameters()] for r in received}
+    assert not any(weights["a"]) and not any(weights["c"])
+    assert all(weights["b"])  # kept for its card only: a folder of unusable models does not fill the memory
     assert [s["file"] for s in skipped] == ["d.safetensors", "e.safetensors"]
     assert all("not read: the per-round limit Q = 2" in s["reason"] for s in skipped)
 
