@@ -388,6 +388,9 @@ def save_model(
             raise CheckpointError(f"{source}: {exc}") from None
     elif spec is not None or class_names is not None or input_shape is not None or extra is not None:
         raise CheckpointError(f"{source}: pass either card= or the card fields to save_model, not both")
+    if sidecar and target.with_suffix(".json") == target:
+        raise CheckpointError(f"{source}: the sidecar card <name>.json would replace the model itself; "
+                              f"expected a model file name such as *.safetensors")
     data, final_card = _serialize(model, card, source, max_bytes)
     _atomic_write(target, data)
     if sidecar:

@@ -779,6 +779,15 @@ def test_failed_write_keeps_the_old_file(monkeypatch: pytest.MonkeyPatch, saved:
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
 
 
+def test_sidecar_never_replaces_the_model_it_describes(tmp_path: Path) -> None:
+    path = tmp_path / "model.json"
+    save_model(path, _model(), spec=SPEC, class_names=CLASSES)
+    before = path.read_bytes()
+    _assert_rejected(lambda: save_model(path, _model(), spec=SPEC, class_names=CLASSES, sidecar=True),
+                     str(path), "would replace the model")
+    assert path.read_bytes() == before and load_model(path).card.spec == SPEC
+
+
 def test_save_validates_its_arguments(tmp_path: Path) -> None:
     path = tmp_path / "m.safetensors"
     model = _model()
