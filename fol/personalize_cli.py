@@ -55,7 +55,10 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
 
     if not folder.is_dir():
         raise DataError(f"neighbours folder {folder} does not exist or is not a folder")
-    entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+    try:
+        entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+    except OSError as exc:
+        raise DataError(f"neighbours folder {folder} cannot be listed ({exc.strerror or exc})") from None
     files = [p for p in entries if p.is_file()]
     # a folder, broken link or link loop named like a model: listed, not passed over in silence
     odd = [p for p in entries if p.suffix == MODEL_SUFFIX and not p.is_file()]

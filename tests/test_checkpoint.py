@@ -631,6 +631,21 @@ def test_personalize_reads_no_more_neighbours_than_the_round_takes(tmp_path: Pat
     assert all("not read: the per-round limit Q = 2" in s["reason"] for s in skipped)
 
 
+def test_an_unreadable_neighbours_folder_is_one_data_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fol.errors import DataError
+    from fol.personalize_cli import scan_neighbours
+
+    folder = tmp_path / "neighbours"
+    folder.mkdir()
+
+    def denied(self: Path):  # what listing a folder without read permission does (the tests may run as root)
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "iterdir", denied)
+    with pytest.raises(DataError, match=r"neighbours folder .* cannot be listed \(Permission denied\)"):
+        scan_neighbours(folder)
+
+
 def _flip_in_card(data: bytes, old: bytes, new: bytes) -> bytes:
     """Replace one occurrence of ``old`` inside the card (same length: the header length stays)."""
     assert len(old) == len(new)
