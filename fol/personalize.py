@@ -211,7 +211,6 @@ def align_candidates(state: NodeState, usable: Sequence[Received], round: int, c
     candidates: list[Candidate] = [own_candidate(f"{state.name} (own)", own, state.data)]
     from tqdm.auto import tqdm
 
-    aligned: list[Received] = []
     for item in tqdm(usable, desc=f"{state.name} align", disable=None if progress else True, leave=False):
         seed = _seed(cfg, round, item.name)
         try:
@@ -234,21 +233,24 @@ def align_candidates(state: NodeState, usable: Sequence[Received], round: int, c
         for stage, secs in cand.seconds.items():
             report.seconds[stage] = report.seconds.get(stage, 0.0) + secs
         candidates.append(cand)
-        aligned.append(item)
     if cfg.align_fallback == "received":
-        return apply_align_fallback(candidates, aligned, state.data)
+        return apply_align_fallback(candidates, usable, state.data)
     return candidates
 
 
 def apply_align_fallback(candidates: Sequence[Candidate], usable: Sequence[Received],
                          data: NodeData) -> list[Candidate]:
     """``FOLConfig.align_fallback = "received"`` on the candidates of
-    :func:`align_candidates` (the own one first, then one per ``usable`` item,
-    in order): every neighbour whose aligned model scores below the model as
-    received competes as received (:func:`fol.stages.fall_back_to_received`).
-    A new list; the aligned candidates are not changed."""
-    return [candidates[0]] + [fall_back_to_received(cand, item.model, data)
-                              for cand, item in zip(candidates[1:], usable, strict=True)]
+    :func:`align_candidates` (the own one first, then the aligned neighbours,
+    each matched by name to its ``usable`` item; a neighbour left out by the
+    alignment has no candidate): every neighbour whose aligned model scores
+    below the model as received competes as received
+    (:func:`fol.stages.fall_back_to_received`). A new list; the aligned
+    candidates are not changed."""
+    received = {item.name: item.model for item in usable}
+    if len(received) != len(usable):
+        raise ValueError("apply_align_fallback: the received models' names must be unique")
+    return [candidates[0]] + [fall_back_to_received(cand, received[cand.name], data) for cand in candidates[1:]]
 
 
 def distillation_inputs(state: NodeState, cfg: FOLConfig, round: int) -> torch.Tensor:

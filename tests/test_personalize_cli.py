@@ -209,10 +209,13 @@ def test_pretrain_out_in_a_folder_not_yet_made_creates_it(tmp_path: Path) -> Non
     assert load_model(out).card.producer == "node-1"
 
 
-def test_a_neighbour_whose_fine_tuning_diverges_is_skipped_not_fatal(swarm_files: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("fallback", ["none", "received"])
+def test_a_neighbour_whose_fine_tuning_diverges_is_skipped_not_fatal(swarm_files: Path, tmp_path: Path,
+                                                                     fallback: str) -> None:
     """Finite but huge weights pass the loader (every value is finite) and make
     the fine-tuning loss non-finite: that neighbour is left out with the reason,
-    the round goes on with the others."""
+    the round goes on with the others (also when the others may fall back to
+    their models as received, which pairs each candidate with its own model)."""
     import torch
 
     from fol.checkpoint import save_model
@@ -227,7 +230,10 @@ def test_a_neighbour_whose_fine_tuning_diverges_is_skipped_not_fatal(swarm_files
                 p.fill_(1e30)
     save_model(neighbours / "huge.safetensors", loaded.model, loaded.card)
     out = tmp_path / "out"
-    assert _personalize(swarm_files, neighbours, out) == 0
+    config = tmp_path / "fallback.toml"
+    config.write_text(FAST + f'align_fallback = "{fallback}"\n')
+    assert main(["personalize", "--model", str(swarm_files / "node0.safetensors"), "--data", DATA.format(k=0),
+                 "--neighbors", str(neighbours), "--out", str(out), "--config", str(config)]) == 0
     report = json.loads((out / "report.json").read_text())
     used = {r["name"]: r for r in report["received"]}
     assert used["node1"]["used"] and not used["huge"]["used"]
