@@ -1,0 +1,58 @@
+"""examples/drone_swarm: ``run_swarm.py`` runs at a tiny size (three agents on
+127.0.0.1, keys, pretraining, one exchange, on-board FOL), and the systemd unit
+agrees with the node template it deploys (the command, the working folder, the
+one folder it may write)."""
+
+from __future__ import annotations
+
+import configparser
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from fol.checkpoint import load_model
+
+FOLDER = Path(__file__).resolve().parents[1] / "examples" / "drone_swarm"
+
+
+def test_run_swarm_personalizes_every_drone(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, str(FOLDER / "run_swarm.py"), "--out", str(out), "--per-node", "60",
+                             "--epochs", "1", "--timeout", "240"], cwd=tmp_path, start_new_session=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        log, _ = proc.communicate(timeout=360)
+    finally:
+        if proc.poll() is None:  # stop the script and the agents it started
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, log[-3000:]
+    for k in range(3):
+        state = out / f"drone-{k}" / "state"
+        model = load_model(state / "models" / "round-1.safetensors")
+        assert model.card.round == 1 and model.card.producer == f"drone-{k}"
+        assert (state / "reports" / "round-1.json").is_file()
+        assert f"drone-{k}: round 1 done, used models from" in log
+    assert not list(out.glob("drone-*/keys/*.key_secret"))[0].stat().st_mode & 0o077  # the secret stays private
+
+
+def test_the_systemd_unit_matches_the_node_template() -> None:
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str
+    unit.read_string((FOLDER / "fol-agent.service").read_text())
+    service = unit["Service"]
+    workdir = Path(service["WorkingDirectory"])
+    command = service["ExecStart"].split()
+    assert command[1:3] == ["agent", "--config"] and Path(command[0]).name == "fol"
+    assert Path(command[3]).parent == workdir
+    state_dir = next(line.split("=", 1)[1].split("#")[0].strip().strip('"')
+                     for line in (FOLDER / "node.toml.template").read_text().splitlines()
+                     if line.startswith("state_dir"))
+    # the agent writes its state folder only, and that folder is the unit's one writable path
+    assert Path(service["ReadWritePaths"]) == workdir / state_dir
+    assert service["ProtectSystem"] == "strict" and service["Type"] == "notify"
+    deploy = (FOLDER / "DEPLOY.md").read_text()
+    assert f"mkdir -p {workdir.name}/{state_dir}" in deploy  # created before the unit starts, as it must be
