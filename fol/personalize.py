@@ -480,20 +480,34 @@ def load_pool(folder: Path, state: NodeState, before_round: int, max_bytes: int)
 
 def save_ensemble(folder: Path, state: NodeState, report: RoundReport, received: Sequence[Received]) -> Path:
     """Write the ensemble a ``fol-a`` / ``fol-an`` round deployed: one safe-format
-    file per member (``member-<i>.safetensors``, its source in the card) and
-    ``ensemble.json`` with the weights; returns the JSON's path."""
+    file per member (``member-<i>-<tag>.safetensors``, its source in the card)
+    and ``ensemble.json`` with the weights; returns the JSON's path.
+
+    Write-then-switch: the members go to names no earlier save used (``<tag>``
+    is fresh for each save), ``ensemble.json`` is replaced atomically once they
+    are all written, and only then are the member files no longer listed
+    removed. A save that fails part-way leaves the previous ``ensemble.json``
+    and every member it names intact."""
+    import secrets
+
     ensemble = state.deployed
     if not isinstance(ensemble, WeightedEnsemble):
         raise ConfigError(f"{state.name}: round {report.round} deployed no ensemble (variant {report.variant})")
     folder.mkdir(parents=True, exist_ok=True)
     specs = {r.name: r.card.spec for r in received}
     shape = list(state.data.train.images.shape[1:])
+    tag = secrets.token_hex(4)
     members = []
     for i, (member, source) in enumerate(zip(ensemble.members, report.selected)):
         card = ModelCard(spec=specs.get(source, state.spec), class_names=list(state.class_names), input_shape=shape,
                          producer=state.name, round=report.round, extra={"source": source})
-        save_model(folder / f"member-{i}.safetensors", member, card)  # save_model records 'pruned'
-        members.append({"file": f"member-{i}.safetensors", "source": source, "weight": float(ensemble.weights[i])})
+        name = f"member-{i}-{tag}.safetensors"
+        save_model(folder / name, member, card)  # save_model records 'pruned'
+        members.append({"file": name, "source": source, "weight": float(ensemble.weights[i])})
     path = folder / "ensemble.json"
     write_json_atomic(path, {"members": members, "combine": "sum_i w_i * logits_i"})
+    listed = {m["file"] for m in members}
+    for old in folder.glob("member-*.safetensors"):  # earlier saves' members, no longer listed
+        if old.name not in listed:
+            old.unlink(missing_ok=True)
     return path

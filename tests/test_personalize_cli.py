@@ -256,3 +256,41 @@ def test_entries_named_like_models_that_are_not_files_are_named(swarm_files: Pat
     assert len(err) == 1 and "is empty" not in err[0] and "no usable neighbour model" in err[0]
     for name in ("sub.safetensors", "loop.safetensors"):
         assert f"{name}: not a regular file" in err[0]
+
+
+def test_a_failed_ensemble_save_leaves_the_previous_ensemble_whole(swarm_files: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """save_ensemble wrote member-<i> over the previous members, then ensemble.json:
+    a write failing after them left the old ensemble.json naming the new members
+    with the old weights. Now the previous ensemble stays whole, and the next save
+    removes the members no longer listed."""
+    import fol.personalize
+
+    neighbours = tmp_path / "received"
+    neighbours.mkdir()
+    shutil.copy(swarm_files / "node2.safetensors", neighbours)
+    out = tmp_path / "out"
+    run = lambda *extra: _personalize(swarm_files, neighbours, out, "--variant", "fol-an", "--top-k", "2", *extra)
+    assert run() == 0
+
+    def snapshot() -> dict[str, bytes]:
+        ens = json.loads((out / "ensemble.json").read_text())
+        return {m["file"]: (out / m["file"]).read_bytes() for m in ens["members"]}
+
+    before = snapshot()
+    real_write = fol.personalize.write_json_atomic
+
+    def failing_write(path, *args, **kwargs):  # the disk fills up once the members are written
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(fol.personalize, "write_json_atomic", failing_write)
+    for old in neighbours.iterdir():  # another neighbour: other members
+        old.unlink()
+    shutil.copy(swarm_files / "node3.safetensors", neighbours)
+    assert run() == 2  # one line naming the file (the CLI's write error)
+    assert snapshot() == before  # the previous ensemble.json and every member it names, unchanged
+    monkeypatch.setattr(fol.personalize, "write_json_atomic", real_write)
+    assert run() == 0
+    after = json.loads((out / "ensemble.json").read_text())
+    assert sorted(p.name for p in out.glob("member-*.safetensors")) == sorted(m["file"] for m in after["members"])
+    assert all(load_model(out / m["file"]).card.round == 1 for m in after["members"])
