@@ -82,10 +82,11 @@ class WeightedEnsemble(nn.Module):
     """``sum_i w_i f_i(x) / sum_i w_i`` over the members' logits.
 
     FOL-A deploys this module itself (K forward passes per prediction, simplex
-    weights from :func:`fit_ensemble_weights`). The data-free baselines use it
-    as their teacher: uniform weights by default (DENSE's ``Ensemble_A``),
-    ``frozen=True`` (members never trained and always in eval mode), and
-    weights passed per call while Co-Boosting re-weights its members.
+    weights from :func:`fit_ensemble_weights`). Uniform weights by default
+    (DENSE's ``Ensemble_A``); ``frozen=True`` keeps the members untrained and
+    in eval mode; weights can be passed per call. (The data-free baselines use
+    their own teacher, :class:`fol.methods.dense.WeightedEnsemble`, which
+    always freezes deep copies of its members.)
 
     >>> lin = nn.Linear(2, 2)
     >>> ens = WeightedEnsemble([lin, lin], torch.tensor([1.0, 3.0]))
