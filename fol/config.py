@@ -37,7 +37,8 @@ from fol.variants import PRESET_NAMES
 
 __all__ = ["FOLConfig", "PRESETS", "PAPER_OVERRIDES", "CHOICES"]
 
-#: Allowed values of the string-valued options (first = the paper's).
+#: Allowed values of the string-valued options (first = the paper's; except distill_mix, which the
+#: paper's D_train-only distillation never reads: both presets keep "cutmix").
 CHOICES: dict[str, tuple[str, ...]] = {
     "own_in_top_k": ("ranked", "always"),
     "tie_break": ("cosine", "val-loss"),
