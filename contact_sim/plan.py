@@ -186,18 +186,27 @@ class ContactPlan:
         part of the contact inside the round, with its remaining capacity.
         Vectorized over the node's windows.
         """
+        c, best = self._best_per_neighbour(node, round, size_bytes)
+        return list(zip(c["nb"][best].tolist(), self._windows(c, best)))
+
+    def arrivals(self, node: int, round: int, size_bytes: int) -> list[tuple[int, float]]:
+        """``[(neighbour_id, finish_s), ...]``: when each neighbour's transfer of
+        ``size_bytes`` to ``node`` would end, in the order of :meth:`deliverable`."""
+        c, best = self._best_per_neighbour(node, round, size_bytes)
+        return list(zip(c["nb"][best].tolist(), c["finish"][best].tolist()))
+
+    def _best_per_neighbour(self, node: int, round: int, size_bytes: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
         self._check_node(node)
         if size_bytes < 0:
             raise ContactError(f"size_bytes: expected >= 0, got {size_bytes}")
         c = self._candidates(node, round, size_bytes)
         if c["idx"].size == 0:
-            return []
+            return c, np.zeros(0, dtype=np.int64)
         # per neighbour, the earliest finish (ties: the earlier window); then by (finish, neighbour)
         order = np.lexsort((c["idx"], c["finish"], c["nb"]))
         _, first = np.unique(c["nb"][order], return_index=True)
         best = order[first]
-        best = best[np.lexsort((c["nb"][best], c["finish"][best]))]
-        return list(zip(c["nb"][best].tolist(), self._windows(c, best)))
+        return c, best[np.lexsort((c["nb"][best], c["finish"][best]))]
 
     def earliest_transfer(self, src: int, dst: int, round: int, size_bytes: int,
                           not_before_s: float | None = None) -> tuple[float, float] | None:

@@ -150,3 +150,23 @@ def test_acquisition_is_waived_only_within_the_same_round():
     with pytest.raises(ContactError, match="do not fit"):  # no waiver claimed in a later round
         fresh.record_transfer(0, 3, 1, 10_000_000, 1000.0, 1010.0)
     assert fresh.record_transfer(0, 3, 1, 10_000_000, 1000.0, 1020.0).t_end_s == pytest.approx(1020.0)
+
+
+def test_plan_deliveries_takes_the_earliest_arrivals_not_the_earliest_window_starts():
+    """Q = 1: the model that arrives first is taken (docs: later arrivals are ignored).
+    By hand, 1 MB = 8 Mbit to node 0, no acquisition time:
+    * per-window rates: node 1 from 0 s at 80 kbit/s ends at 100 s, node 2 from 10 s
+      at 80 Mbit/s ends at 10.1 s -> node 2;
+    * one rate (8 Mbit/s), two sizes: node 1's 8 MB from 0 s ends at 8 s, node 2's
+      1 MB from 5 s ends at 6 s -> node 2."""
+    from fol.simulation.runner import plan_deliveries
+
+    w = WindowTable([0, 0], [1, 2], [0.0, 10.0], [1000.0, 100.0], [1, 1], [1, 1], [8e4 * 1000, 8e7 * 90])
+    plan = ContactPlan(["r", "slow", "fast"], w, LinkModel("plan", acquisition_s=0.0), [0.0, 1000.0])
+    assert plan.arrivals(0, 0, 1_000_000) == [(2, pytest.approx(10.1)), (1, pytest.approx(100.0))]
+    assert plan_deliveries(plan, [0, 1, 2], [1_000_000] * 3, 1, 1)[0][0] == [2]
+    assert [(t.src, t.t_start_s, t.t_end_s) for t in plan.transfers if t.dst == 0] == [(2, 10.0, pytest.approx(10.1))]
+
+    w = WindowTable([0, 0], [1, 2], [0.0, 5.0], [100.0, 100.0], [1, 1], [1, 1], [0, 0])
+    plan = ContactPlan(["r", "big", "small"], w, LinkModel("constant", 8e6, 0.0), [0.0, 1000.0])
+    assert plan_deliveries(plan, [0, 1, 2], [1_000_000, 8_000_000, 1_000_000], 1, 1)[0][0] == [2]

@@ -205,16 +205,16 @@ def plan_deliveries(plan: ContactPlan, learners: list[int], sizes: list[int], ro
     for r in range(rounds):
         per_round: dict[int, list[int]] = {}
         for k, dst in enumerate(learners):
-            # Candidates per payload size, in the plan's earliest-completion order; across
-            # sizes (heterogeneous swarms) merged by window start, then learner index.
-            start: dict[int, float] = {}
+            # Candidates per payload size with the time their transfer would end; across
+            # sizes (heterogeneous swarms) and window rates, earliest finish first, then learner index.
+            finish: dict[int, float] = {}
             for size in sorted(set(sizes)):
-                for nb, win in plan.deliverable(dst, r, size):
+                for nb, t_end in plan.arrivals(dst, r, size):
                     j = pos.get(nb)
-                    if j is not None and sizes[j] == size and j not in start:
-                        start[j] = float(win.t_start_s)
+                    if j is not None and sizes[j] == size and j not in finish:
+                        finish[j] = t_end
             scheduled: list[int] = []
-            for j in sorted(start, key=lambda j: (start[j], j)):
+            for j in sorted(finish, key=lambda j: (finish[j], j)):
                 if len(scheduled) >= q:
                     break
                 battery = (batteries or {}).get(learners[j])
