@@ -360,12 +360,13 @@ class ContactPlan:
         start_utc, end_utc, round, capacity_bytes, mean_range_km,
         min_range_km``; seconds and km with 3 decimals, UTC as
         ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (empty without a start time), ``round``
-        the plan round containing the window's start. Formatted in numpy
+        the plan round containing the window's start (-1 outside the rounds, as :meth:`round_of`). Formatted in numpy
         (:mod:`contact_sim.tablewriter`), so 10^7 windows take seconds.
         """
         path = Path(path)
         w = self.windows
         rounds = np.searchsorted(self.round_boundaries_s, w.t_start_s, side="right") - 1
+        rounds[rounds >= self.n_rounds] = -1  # after the last round, like round_of (before the first: -1 already)
         names = []
         for n in self.node_names:  # csv quoting, once per node
             buf = io.StringIO()

@@ -170,3 +170,14 @@ def test_plan_deliveries_takes_the_earliest_arrivals_not_the_earliest_window_sta
     w = WindowTable([0, 0], [1, 2], [0.0, 5.0], [100.0, 100.0], [1, 1], [1, 1], [0, 0])
     plan = ContactPlan(["r", "big", "small"], w, LinkModel("constant", 8e6, 0.0), [0.0, 1000.0])
     assert plan_deliveries(plan, [0, 1, 2], [1_000_000, 8_000_000, 1_000_000], 1, 1)[0][0] == [2]
+
+
+def test_csv_round_column_is_minus_one_outside_the_rounds(tmp_path):
+    # rounds [100, 1000) and [1000, 2000); windows start at 50 (before), 150, 1500 and 2500 (after the last)
+    w = WindowTable([0, 0, 0, 0], [1, 1, 1, 1], [50.0, 150.0, 1500.0, 2500.0], [60.0, 160.0, 1600.0, 2600.0],
+                    [1, 1, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0])
+    plan = ContactPlan(["a", "b"], w, LinkModel("constant", 8e6, 0.0), [100.0, 1000.0, 2000.0])
+    rows = list(csv.DictReader(open(plan.to_csv(tmp_path / "c.csv"))))
+    assert [(r["t_start_s"], r["round"]) for r in rows] == [
+        ("50.000", "-1"), ("150.000", "0"), ("1500.000", "1"), ("2500.000", "-1")]
+    assert [plan.round_of(t) for t in (50.0, 150.0, 1500.0, 2500.0)] == [-1, 0, 1, -1]
