@@ -341,7 +341,8 @@ def energy_section(energy: dict[str, Any]) -> list[str]:
     lines = ["## Energy (first seed)", "",
              f"Battery {m['battery_wh']:g} Wh (start at {100 * m['initial_charge']:.0f} %), solar {m['solar_w']:g} W "
              f"in sunlight, idle {m['idle_w']:g} W, {m['j_per_flop']:g} J/FLOP, {m['j_per_byte']:g} J/byte sent. "
-             "Transfers and pretraining are scheduled only when the battery can pay for them; each method's "
+             "FOL's model transfers and pretraining are scheduled only when the battery can pay for them (the "
+             "server-based baselines' uploads are not charged); each method's "
              "training energy (last columns) is booked from its measured FLOPs, after the fact.", ""]
     methods = sorted({k for n in energy["nodes"] for k in n.get("method_training_j", {})})
     lines.append("| node | in eclipse | battery end (Wh) | pretraining (J) | transfers | transfer energy (J) | "
