@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import csv
 import json
 import math
@@ -181,3 +183,30 @@ def test_csv_round_column_is_minus_one_outside_the_rounds(tmp_path):
     assert [(r["t_start_s"], r["round"]) for r in rows] == [
         ("50.000", "-1"), ("150.000", "0"), ("1500.000", "1"), ("2500.000", "-1")]
     assert [plan.round_of(t) for t in (50.0, 150.0, 1500.0, 2500.0)] == [-1, 0, 1, -1]
+
+
+def test_fol_payload_sizes_are_the_bytes_fol_sends_in_each_round(tiny_swarm):
+    """The plan sized every round's transfer with a round-0 card without the input
+    shape; the payloads FOL sends carry the round, so from the 11th exchange on they
+    were 8 bytes longer than the capacity the plan had checked."""
+    from fol.checkpoint import model_to_bytes
+    from fol.methods.fol_method import payload_card
+    from fol.simulation.runner import fol_payload_sizes, plan_deliveries
+
+    base = tiny_swarm("hurricane", 0)[:2]
+    # names of 1..8 characters: one of them puts the header at an 8-byte boundary,
+    # so a two-digit round makes the padded payload longer
+    nodes = next(pair for pair in ([dataclasses.replace(n, name=f"{'x' * length}{k}") for k, n in enumerate(base)]
+                                   for length in range(1, 9))
+                 if len(model_to_bytes(pair[0].pretrained, payload_card(pair[0], 10)))
+                 > len(model_to_bytes(pair[0].pretrained, payload_card(pair[0], 0))))
+    sizes = fol_payload_sizes(nodes, 12)
+    for r in (0, 9, 10, 11):
+        assert sizes[r] == [len(model_to_bytes(n.pretrained, payload_card(n, r))) for n in nodes]
+    assert sizes[10][0] > sizes[9][0] == sizes[0][0]
+    # one window of exactly the round-0 payload in each of two rounds: the larger payload does not fit
+    w = WindowTable([0, 0], [1, 1], [0.0, 100.0], [10.0, 110.0], [1, 1], [1, 1], [0, 0])
+    rate = 8 * max(sizes[0]) / 10.0
+    plan = ContactPlan(["a", "b"], w, LinkModel("constant", rate, 0.0), [0.0, 50.0, 200.0])
+    got = plan_deliveries(plan, [0, 1], [sizes[0], [max(sizes[0]) + 8] * 2], 2, 1)
+    assert got == [{0: [1], 1: [0]}, {0: [], 1: []}]

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from fol.checkpoint import ModelCard, load_model_bytes, model_to_bytes
 from fol.config import FOLConfig
 from fol.variants import VARIANTS
-from fol.methods.base import Method, NodeResult, SwarmContext, register
+from fol.methods.base import Method, NodeResult, NodeSetup, SwarmContext, register
 from fol.personalize import NodeState, Received, RoundReport, check_synthesized_inputs, personalize, transfer_share
 from fol.train import evaluate
 
@@ -97,6 +97,13 @@ class FOLRun:
         return points
 
 
+def payload_card(node: NodeSetup, round: int) -> ModelCard:
+    """The card of the model ``node`` sends in exchange ``round`` (0-based); the
+    simulation sizes its contact-plan transfers with the same card."""
+    return ModelCard(spec=node.spec, class_names=node.class_names,
+                     input_shape=list(node.data.train.images.shape[1:]), producer=node.name, round=round)
+
+
 def run_fol_pipeline(ctx: SwarmContext, use_pruning: bool) -> FOLRun:
     """Run E rounds of FOL on every node of ``ctx`` (deploying the ensemble, so
     both the student and the ensemble are kept)."""
@@ -112,9 +119,7 @@ def run_fol_pipeline(ctx: SwarmContext, use_pruning: bool) -> FOLRun:
     for r in range(cfg.rounds):
         payloads = []
         for node, state in zip(ctx.nodes, states):
-            card = ModelCard(spec=node.spec, class_names=node.class_names,
-                             input_shape=list(node.data.train.images.shape[1:]), producer=node.name, round=r)
-            payloads.append(model_to_bytes(state.current_model, card))
+            payloads.append(model_to_bytes(state.current_model, payload_card(node, r)))
         tasks = []
         for k in range(n):
             senders = ctx.senders_to(r, k, cfg.max_neighbours)

@@ -54,6 +54,7 @@ from fol.errors import ConfigError, DataError
 from fol.executors import Executor, make_executor
 from fol.fileio import atomic_write_bytes, atomic_write_text, write_json_atomic
 from fol.methods import NodeResult, NodeSetup, SwarmContext, get_method
+from fol.methods.fol_method import payload_card
 from fol.models import ModelSpec
 from fol.nodes import PretrainTask, build_nodes
 
@@ -185,13 +186,30 @@ def _energy_start(plan: ContactPlan, battery: Battery, src: int, dst: int, r: in
     return None
 
 
-def plan_deliveries(plan: ContactPlan, learners: list[int], sizes: list[int], rounds: int, q: int,
-                    batteries: dict[int, Battery] | None = None,
+def fol_payload_sizes(nodes: Sequence[NodeSetup], rounds: int) -> list[list[int]]:
+    """``sizes[r][j]``: the bytes of node ``j``'s FOL payload in exchange ``r``,
+    the model with its :func:`~fol.methods.fol_method.payload_card`. The student
+    keeps its architecture, so only the card's round changes the size, and only
+    with its number of digits: one serialization per node and digit count."""
+    by_digits: dict[int, list[int]] = {}
+    out = []
+    for r in range(rounds):
+        digits = len(str(r))
+        if digits not in by_digits:
+            by_digits[digits] = [len(model_to_bytes(n.pretrained, payload_card(n, r))) for n in nodes]
+        out.append(by_digits[digits])
+    return out
+
+
+def plan_deliveries(plan: ContactPlan, learners: list[int], sizes: Sequence[int] | Sequence[Sequence[int]],
+                    rounds: int, q: int, batteries: dict[int, Battery] | None = None,
                     waits: list[dict[str, Any]] | None = None) -> list[dict[int, list[int]]]:
     """For each round, which learners deliver their model to which learner.
 
+    ``sizes`` holds each learner's payload bytes, the same in every round, or one
+    such list per round (``sizes[r][j]``, as :func:`fol_payload_sizes` gives).
     A sender ``j`` reaches ``k`` in round ``r`` when a window of the pair in that
-    round can carry ``sizes[j]`` bytes; the at most ``q`` earliest-finishing
+    round can carry its payload's bytes; the at most ``q`` earliest-finishing
     deliveries are recorded in ``plan`` (so a window's capacity is shared by
     the transfers it carries) and returned as learner indices.
 
@@ -201,8 +219,13 @@ def plan_deliveries(plan: ContactPlan, learners: list[int], sizes: list[int], ro
     to wait is appended to ``waits`` (no battery charge in the round: no transfer).
     """
     pos = {plan_idx: k for k, plan_idx in enumerate(learners)}
+    per_round_sizes = sizes and np.ndim(sizes[0]) == 1
+    by_round = [list(s) for s in sizes] if per_round_sizes else [list(sizes)] * rounds
+    if len(by_round) < rounds:
+        raise ValueError(f"plan_deliveries: sizes for {len(by_round)} round(s), {rounds} needed")
     out: list[dict[int, list[int]]] = []
     for r in range(rounds):
+        sizes = by_round[r]  # this round's payload bytes per learner
         per_round: dict[int, list[int]] = {}
         for k, dst in enumerate(learners):
             # Candidates per payload size with the time their transfer would end; across
@@ -443,9 +466,8 @@ def run_simulation(
             # was given) would otherwise stay in the driver through all the rounds
             del pool, shards
 
-            sizes = [len(model_to_bytes(n.pretrained, ModelCard(spec=n.spec, class_names=n.class_names, producer=n.name)))
-                     for n in nodes]
-            participants = _participants(base_plan, learners, sizes, base_plan.n_rounds)
+            sizes = fol_payload_sizes(nodes, max(1, scn.fol.rounds))
+            participants = _participants(base_plan, learners, sizes[0], base_plan.n_rounds)
             plan = copy.deepcopy(base_plan)
             batteries = copy.deepcopy(base_batteries) if base_batteries else None
             waits: list[dict[str, Any]] = []
