@@ -103,6 +103,28 @@ def test_split_node_skewed_classes_and_determinism():
     assert not torch.equal(a.test.images, c.test.images)
 
 
+def test_split_node_class_counts_stay_within_the_documented_bound_of_their_quota():
+    """The docstring's promise, checked on random class mixes: split sizes are
+    N * fraction rounded by largest remainders and a class's count in a split is less than one image
+    under its quota and less than two over it. 18 + 17 images is a mix where a
+    cell is more than one image over (13 training images of 17, quota 11.9)."""
+    from fol.data.geo import _stratified_counts
+
+    fr = np.array([0.7, 0.15, 0.15])
+    rng = np.random.default_rng(0)
+    mixes = [np.array([18, 17])] + [rng.integers(0, 60, rng.integers(1, 8)) for _ in range(600)]
+    for sizes in mixes:
+        if sizes.sum() < 20:
+            continue
+        counts = _stratified_counts(sizes, fr)
+        n = int(sizes.sum())
+        assert counts.sum(1).tolist() == sizes.tolist()
+        assert (np.abs(counts.sum(0) - n * fr) < 1).all()
+        quota = sizes[:, None] * fr
+        assert (counts - quota > -1).all() and (counts - quota < 2).all(), (sizes, counts)
+    assert np.abs(_stratified_counts(np.array([18, 17]), fr) - np.array([[18], [17]]) * fr).max() > 1
+
+
 def test_split_node_too_small_says_counts():
     ds = _toy(12)
     with pytest.raises(DataError, match=r"has 12 samples.*at least 20"):

@@ -247,9 +247,12 @@ def split_node(
     """Split one node's data into stratified train / val / test sets.
 
     Each class is shuffled with a generator seeded by ``seed`` and cut so that
-    both the split sizes (``round(N * fraction)``, largest remainders) and every
-    class's share of each split match ``fractions`` as closely as integers allow.
-    Indices within a split keep the dataset's order.
+    the split sizes are ``N * fraction`` rounded by largest remainders (each
+    less than one image off, summing to ``N``) and every class's count in each
+    split is near its quota (class size x fraction): less than one image
+    under it and less than two over it (within one image for most class
+    mixes; not always the closest integers allow). Indices within a split
+    keep the dataset's order.
 
     Raises :class:`~fol.errors.DataError` when the node has fewer than
     ``min_samples`` images or a split would be empty.
