@@ -128,3 +128,18 @@ def test_event_type_label_noise_picks_another_class():
     shift = torch.bincount((noisy.labels[changed] - clean.labels[changed]) % 5, minlength=5)
     assert int(noisy.labels.min()) >= 0 and int(noisy.labels.max()) <= 4
     assert int(shift[0]) == 0 and int(shift[1:].min()) > 0.15 * int(changed.sum())
+
+
+def test_noisy_event_and_type_labels_flip_the_same_images_but_need_not_agree_on_no_event():
+    """What make_synthetic's docstring says of label noise over the two label sets:
+    the same images are flipped in both; without noise type 0 is exactly event 0,
+    with noise a flipped form can land on another form where the event label is 0."""
+    kw = dict(n=1024, seed=1, image_size=8)
+    ev, ty = make_synthetic("hurricane", **kw), make_synthetic("hurricane", classes="type", **kw)
+    ev_n = make_synthetic("hurricane", label_noise=0.3, **kw)
+    ty_n = make_synthetic("hurricane", classes="type", label_noise=0.3, **kw)
+    assert torch.equal(ty.labels == 0, ev.labels == 0)
+    assert torch.equal(ev_n.labels != ev.labels, ty_n.labels != ty.labels)
+    disagree = (ty_n.labels == 0) != (ev_n.labels == 0)
+    assert int(disagree.sum()) > 0
+    assert bool((ev.labels[disagree] == 1).all() and (ty_n.labels[disagree] > 0).all())

@@ -76,7 +76,7 @@ __all__ = [
     "make_position_task",
 ]
 
-#: Fraction of labels flipped to the other class by default.
+#: Fraction of labels flipped to another class by default.
 DEFAULT_LABEL_NOISE = 0.0
 #: Images rendered per block (fixed so that output is independent of ``n``).
 BLOCK = 256
@@ -674,7 +674,8 @@ def make_synthetic(
 
     ``image_size`` is the side S in pixels (>= 8; every feature is defined in
     image units, so the scene is the same at any S). ``label_noise`` is the
-    probability that a label is flipped to the other class. ``region`` =
+    probability that a label is flipped to another class (uniformly among
+    the others; with two classes, the other one). ``region`` =
     ``(lat_min, lat_max, lon_min, lon_max)`` (deg) replaces the task's
     default boxes (:data:`TASK_REGIONS`). ``positive_fraction`` replaces the
     location-dependent event rate with a constant (the share of images that
@@ -683,8 +684,11 @@ def make_synthetic(
     ``classes`` chooses the labels of the same images: ``"event"`` (default,
     :data:`TASK_CLASSES`) two classes, the event or not, as the paper's
     datasets; ``"type"`` (:data:`TASK_TYPE_CLASSES`) the form the event takes,
-    with "no event" as class 0, so an event-type label is 0 exactly where the
-    event label is 0. The images and locations do not depend on ``classes``.
+    with "no event" as class 0, so without label noise an event-type label is
+    0 exactly where the event label is 0. With noise the same images' labels
+    are flipped in both label sets, but a flipped form can land on another
+    form where the flipped event label is 0. The images and locations do not
+    depend on ``classes``.
 
     >>> ev = make_synthetic("hurricane", n=6, seed=3)
     >>> ty = make_synthetic("hurricane", n=6, seed=3, classes="type")
