@@ -15,7 +15,7 @@ with a table of accuracy against generator samples).
 
 Printed per (task, psi): the paper-style table (test accuracy, mean ± std
 over seeds of the per-seed mean over nodes; the difference to local paired
-by seed and node, and how many nodes score above / below local; bytes up /
+by seed and node, and how many (node, seed) pairs score above / below local; bytes up /
 down and training GFLOPs per node; the FOL paper's figure where it has one,
 Tables 1-2), every
 method's accuracy after 1, 3, 10 and R rounds with bytes per node, and the
@@ -313,7 +313,7 @@ def report(records: list[dict], args: argparse.Namespace) -> None:
         seeds = sorted({r["seed"] for r in rows})
         nodes = len({r["node"] for r in rows})
         print(f"\nsynthetic {task}, psi = {psi}: {nodes} nodes, seeds {seeds}")
-        print("| method | test acc. (%) | − local (points, paired) | nodes above / below local | paper (%) | "
+        print("| method | test acc. (%) | − local (points, paired) | (node, seed) pairs above / below local | paper (%) | "
               "KB up / node | KB down / node | train GFLOPs / node | s / seed |")
         print("|---|---|---|---|---|---|---|---|---|")
         for label in dict.fromkeys(r["method"] for r in rows):

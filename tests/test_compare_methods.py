@@ -119,3 +119,18 @@ def test_bad_settings_are_one_line_before_training(script, monkeypatch, capsys, 
         rc = exc.code
     err = capsys.readouterr().err
     assert rc == 2 and words in err and "Traceback" not in err
+
+
+def test_the_above_below_column_is_named_for_what_it_counts(script, capsys) -> None:
+    """Two nodes over three seeds: fol is above local on all six (node, seed) pairs, so
+    the column shows 6 / 0, which a header of "nodes above / below" misnamed (2 nodes)."""
+    import argparse
+
+    recs = [_rec(m, node, acc + (0.05 if m == "fol" else 0.0), seed=seed)
+            for m in ("local", "fol") for seed, acc in enumerate((0.7, 0.8, 0.9)) for node in ("n0", "n1")]
+    script.report(recs, argparse.Namespace(plots=None))
+    lines = capsys.readouterr().out.splitlines()
+    head = next(line for line in lines if line.startswith("| method | test acc."))
+    fol = next(line for line in lines if line.startswith("| fol |"))
+    column = head.split(" | ").index("(node, seed) pairs above / below local")
+    assert fol.split(" | ")[column] == "6 / 0"
