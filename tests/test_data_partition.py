@@ -115,6 +115,9 @@ def test_assignment_partition_exact():
         assignment_partition([0, 4], n_nodes=4)
     with pytest.raises(DataError, match="integer"):
         assignment_partition([0, 1.5], n_nodes=4)
+    for bad in (float("inf"), float("-inf"), float("nan")):  # inf was an OverflowError traceback
+        with pytest.raises(DataError, match="integer"):
+            assignment_partition([0, bad], n_nodes=4)
 
 
 def test_top_up_completes_a_draw_no_redraw_can_and_changes_no_feasible_one() -> None:

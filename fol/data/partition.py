@@ -291,7 +291,7 @@ def assignment_partition(assign: Sequence[int | None] | np.ndarray, n_nodes: int
     ids = np.array([-1 if a is None else a for a in assign], dtype=object)
     try:
         ids_int = ids.astype(np.int64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite id
         raise DataError("assignment must hold integer node ids or None") from None
     if ids.size and not all(float(a) == int(a) for a in ids):
         raise DataError("assignment must hold integer node ids or None")
