@@ -82,10 +82,13 @@ def dirichlet_partition(
 
     With ``samples_per_node = m`` (a fixed-size node out of a larger pool, e.g.
     24 nodes x 300 images from 12,000): each node ``k`` draws its label mix
-    ``q_k,c ∝ prior_c * G_k,c`` with ``G_k,c ~ Gamma(psi, 1)``, i.e. the same
-    per-node label distribution the first scheme yields, and receives ``m``
-    images drawn without replacement with that mix. The draw is repeated when
-    a class's pool runs out. ``min_samples`` must then be ``<= m``.
+    ``q_k,c ∝ prior_c * G_k,c`` with ``G_k,c ~ Gamma(psi, 1)`` (the first
+    scheme's Gamma draws before it normalises each class over the nodes and
+    stops filling full nodes: a similar skew, not the same distribution; the
+    first scheme gives somewhat more nearly one-class nodes), and receives
+    ``m`` images drawn without replacement with that mix. The draw is
+    repeated when a class's pool runs out. ``min_samples`` must then be
+    ``<= m``.
 
     Raises :class:`~fol.errors.DataError` when the data cannot satisfy the
     request after ``max_retries`` draws (say how many images there are and how
