@@ -803,8 +803,9 @@ def compare_results(base: ProtocolResult, other: ProtocolResult) -> list[RowComp
                                   f"only runs of the same swarm and seed can be compared")
         if not seeds:
             continue
-        held = [row for row in next(iter(mine["acc"].values())) if row != "Local"
-                and row in next(iter(yours["acc"].values()))]
+        first_mine, first_yours = next(iter(mine["acc"].values())), next(iter(yours["acc"].values()))
+        order = rows_for(max(base.config.rounds, other.config.rounds), METHOD_GROUPS)  # run_setting interleaves E
+        held = [row for row in order if row != "Local" and row in first_mine and row in first_yours]
         local = _mean_std([statistics.mean(mine["acc"][s]["Local"]) for s in seeds])
         for row in held:
             a = {s: mine["acc"][s][row] for s in seeds}

@@ -503,3 +503,17 @@ def test_compare_refuses_runs_that_are_not_the_same_swarms(tmp_path, capsys, ben
     err = capsys.readouterr().err
     assert "--out" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert a_file.read_text() == "kept"
+
+
+def test_compare_lists_rows_in_the_paper_order_even_from_a_run_in_memory() -> None:
+    """run_setting records FOL-A (E=1), FOL (E=1), FOL-A (E=2), ...; compare_results
+    promises the paper's order (every E of FOL-A, then of FOL), as from tables.json."""
+    from fol.reproduce import ProtocolConfig, ProtocolResult, compare_results, rows_for
+
+    cfg = ProtocolConfig(datasets=("d",), psis=(0.5,), seeds=(0,), nodes=2, pool=0, rounds=2, methods=("fol",))
+    interleaved = ["Local", "FOL-A (E=1)", "FOL (E=1)", "FOL-A (E=2)", "FOL (E=2)"]
+    run = lambda v: ProtocolResult(cfg, settings={("d", 0.5): {  # noqa: E731
+        "sizes": [50, 60], "columns": [0, 1], "acc": {0: {row: [0.8, 0.7 if row == "Local" else v]
+                                                         for row in interleaved}}}})
+    rows = [c.row for c in compare_results(run(0.8), run(0.9))]
+    assert rows == rows_for(2, ("fol",))[1:] == ["FOL-A (E=1)", "FOL-A (E=2)", "FOL (E=1)", "FOL (E=2)"]
