@@ -135,7 +135,7 @@ def calibrate(task: str, args: argparse.Namespace, seed: int) -> dict[str, float
     near_acc, far_acc, near_name, far_name = region_drop(task, args.arch, args.region_images, cfg, seed,
                                                          args.classes)
     loc, maj = 100 * float(np.mean(local)), 100 * float(np.mean(majority))
-    out = {"local": loc, "local_std": 100 * float(np.std(local)), "majority": maj, "pooled": 100 * pooled_acc,
+    out = {"local": loc, "local_std": 100 * float(np.std(local, ddof=1)) if len(local) > 1 else 0.0, "majority": maj, "pooled": 100 * pooled_acc,
            "near": 100 * near_acc, "far": 100 * far_acc, "seconds": time.perf_counter() - t0}
     checks = target_checks(out)
     out.update({"seed": seed, "dataset": ds.name, "near_region": near_name, "far_region": far_name,
@@ -143,7 +143,7 @@ def calibrate(task: str, args: argparse.Namespace, seed: int) -> dict[str, float
     print(f"\n{ds.name} ({ds.num_classes} classes): {args.nodes} nodes x {args.per_node} images, psi={args.psi}, seed={seed}, {args.arch}, "
           f"pretrain lr {cfg.lr}, <= {cfg.epochs} epochs, patience {cfg.patience}"
           + (f" (local over the first {len(local)} nodes)" if len(local) < len(nodes) else ""))
-    print(f"  local test accuracy  : {loc:.1f} ± {out['local_std']:.1f} % (mean ± std over nodes)")
+    print(f"  local test accuracy  : {loc:.1f} ± {out['local_std']:.1f} % (mean ± sample std over nodes)")
     print(f"  majority-class rate  : {maj:.1f} %")
     print(f"  pooled test accuracy : {out['pooled']:.1f} % ({len(pooled[0])} train images)")
     print(f"  far region           : trained on {near_name} ({args.region_images} images, balanced): "

@@ -4,6 +4,7 @@ the node lines, the label set follows --classes, and every target is judged."""
 from __future__ import annotations
 
 import re
+import statistics
 
 import pytest
 
@@ -26,6 +27,8 @@ def test_summary_is_the_mean_of_the_nodes(classes, name, k, capsys, benchmark_sc
     printed_local = float(re.search(r"local test accuracy  : ([\d.]+)", out).group(1))
     printed_majority = float(re.search(r"majority-class rate  : ([\d.]+)", out).group(1))
     assert abs(printed_local - local) < 0.2 and abs(printed_majority - majority) < 0.2
+    spread = float(re.search(r"local test accuracy  : [\d.]+ ± ([\d.]+) % \(mean ± sample std over nodes\)", out).group(1))
+    assert abs(spread - 100 * statistics.stdev(float(a) for _, a, _ in nodes)) < 0.06  # n - 1, as every other table
     assert abs(float(re.search(r"local - majority : +(-?[\d.]+)", out).group(1)) - (printed_local - printed_majority)) < 0.2
     assert len(re.findall(r"\(target >= \d+\) (met|NOT met)", out)) == 4
 
