@@ -137,6 +137,24 @@ def test_simulate_cli_reports_a_bad_field_in_one_line(tmp_path: Path, capsys: py
     assert len(err) == 1 and "data.partition" in err[0]
 
 
+
+@pytest.mark.parametrize("workers", ["-1", "0", "two"])
+def test_simulate_refuses_workers_below_one_before_any_work(workers: str, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """``--workers -1`` passed ``--check`` and then failed after the output folder
+    was started; ``--workers 0`` was silently ignored. Both are a usage error now."""
+    path = tmp_path / "tiny.toml"
+    path.write_text(LEO)
+    out = tmp_path / "out"
+    for extra in (["--check"], []):
+        with pytest.raises(SystemExit) as stop:
+            main(["simulate", str(path), "--out", str(out), f"--workers={workers}", *extra])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert "argument --workers: expected a whole number >= 1" in err and "Traceback" not in err, err
+    assert not out.exists()
+
+
 # ------------------------------------------------------------------ orbit-driven partition
 
 

@@ -17,13 +17,24 @@ DEMO_SCENARIO = "demo.toml"
 DEMO_OUT = "fol-demo-out"
 
 
+def _at_least_one(text: str) -> int:
+    """``--workers``: a whole number >= 1 (argparse turns the error into one usage line)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
 def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="run a swarm scenario: contacts, data, pretraining, FOL and baselines, report")
     p.add_argument("scenario", nargs="?", help="scenario TOML file (see examples/)")
     p.add_argument("--out", default=None, help="output folder (default: the scenario's output.dir, else runs/<name>)")
     p.add_argument("--resume", metavar="OUT", default=None, help="continue an interrupted run in folder OUT")
     p.add_argument("--executor", choices=["local", "process", "ray"], default=None, help="override run.executor")
-    p.add_argument("--workers", type=int, default=None, help="processes / Ray CPUs, also used for the contact search (default: all cores)")
+    p.add_argument("--workers", type=_at_least_one, default=None, help="processes / Ray CPUs, also used for the contact search (default: all cores)")
     p.add_argument("--ray-address", default=None, help="join an existing Ray cluster ('auto' or ray://host:port)")
     p.add_argument("--list-methods", action="store_true", help="list the selectable methods and exit")
     p.add_argument("--check", action="store_true",
