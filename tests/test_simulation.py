@@ -518,6 +518,29 @@ def test_resume_refuses_saved_results_that_are_broken_and_keeps_them(tmp_path: P
     assert main(["simulate", "--resume", str(out)]) == 0
 
 
+
+def test_resume_refuses_a_pretrained_checkpoint_of_another_node(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A checkpoint in another node's place (copied or renamed by hand) was taken as
+    that node's pretrained model and silently changed every result; it is now one
+    line naming the file, and nothing saved is changed."""
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\n" + "".join(
+        f"{n},0,{0.1 * k},0,0.1\n{n},600,{0.1 * k + 0.2},0,0.1\n" for k, n in enumerate("abc")))
+    (tmp_path / "s.toml").write_text(DRONES.replace('run = ["local", "fol", "fedavg"]', 'run = ["local"]'))
+    out = tmp_path / "out"
+    assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(out)]) == 0
+    state = out / "state" / "seed-0"
+    (state / "results" / "local.json").unlink()  # interrupted before the methods
+    a, b = state / "pretrained" / "a.safetensors", state / "pretrained" / "b.safetensors"
+    a.write_bytes(b.read_bytes())
+    kept = {p.name: p.read_bytes() for p in state.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["simulate", "--resume", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(a) in err[0] and "node 'b' seed 0, not of node 'a' seed 0" in err[0], err
+    assert {p.name: p.read_bytes() for p in state.rglob("*") if p.is_file()} == kept
+
+
 def test_local_and_ray_executors_agree(tmp_path: Path) -> None:
     import ray  # noqa: F401  (in the dev extra: CI runs this test, never skips it)
     scn = parse_scenario(_doc(), tmp_path, "tiny.toml")

@@ -379,6 +379,10 @@ def _pretrained_nodes(scn: SwarmScenario, pool: GeoDataset, shards: list[np.ndar
                 if loaded.card.spec != t.spec:
                     raise ConfigError(f"{saved[t.index]}: checkpoint architecture differs from the scenario's; "
                                       "use a fresh output folder")
+                if loaded.card.producer != t.name or loaded.card.extra.get("seed") != seed:
+                    raise ConfigError(f"--resume: {saved[t.index]}: the pretrained model of node "
+                                      f"{loaded.card.producer!r} seed {loaded.card.extra.get('seed')!r}, not of node "
+                                      f"{t.name!r} seed {seed}; move the file away to pretrain {t.name!r} again")
                 out.append((loaded.model.state_dict(), int(loaded.card.extra.get("pretrain_flops", 0))))
         return out
 
