@@ -49,6 +49,32 @@ def test_every_example_passes_the_check(path: Path, tmp_path: Path, monkeypatch:
     assert len(report.nodes) == len(report.archs) >= 2
 
 
+
+def test_every_data_file_of_the_examples_is_named_by_an_example() -> None:
+    """A shipped data file that no scenario names (even in a comment) is dead weight."""
+    tomls = "".join(p.read_text() for p in EXAMPLES)
+    data = sorted(p.name for p in (ROOT / "examples").iterdir() if p.is_file() and p.suffix != ".toml")
+    assert data and all(f'"{name}"' in tomls for name in data), data
+
+
+def test_the_waypoint_variant_of_drone_contacts_passes_the_check() -> None:
+    """``drone_contacts.toml`` offers, in a comment, to fly ``drone_waypoints.csv``
+    instead of random waypoints: that variant, made as the comment says, is valid
+    and flies the CSV's drones (the CSV is exercised by no other scenario)."""
+    from contact_sim.scenario import parse_contact_scenario
+
+    path = ROOT / "examples" / "drone_contacts.toml"
+    text = path.read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("# waypoints_csv = "))
+    dropped = line.split("then drop ", 1)[1].split(")", 1)[0].split("/")
+    assert dropped == ["count", "area_km", "speed_m_s", "altitude_km", "pause_s", "seed"]
+    doc = tomllib.loads(text)
+    doc["drones"] = {k: v for k, v in doc["drones"].items() if k not in dropped}
+    doc["drones"]["waypoints_csv"] = tomllib.loads(line[2:])["waypoints_csv"]
+    names, planes = check_contact_scenario(parse_contact_scenario(doc, path.parent, path))
+    assert names == ["alpha", "bravo", "charlie", "delta"] and planes is None
+
+
 MIXED = """
 [scenario]
 name = "mixed"
