@@ -406,6 +406,13 @@ def run_simulation(
     t_start = time.perf_counter()
     out = Path(out)
     report = check_scenario(scn, out, resume=resume)  # seconds, before any long work
+    # the first seed's pool, read and partitioned before the output folder is started: a pool
+    # that cannot give every node its images stops a new run without leaving a folder behind
+    first = None
+    if not resume:
+        pool = _load_pool(scn, scn.seeds[0])
+        first = (pool, _partition(scn, pool, report.nodes, scn.seeds[0]))
+        del pool
     resolved = scn.resolved()
     resolved_path = out / "scenario.resolved.json"
     if resume:
@@ -463,8 +470,12 @@ def run_simulation(
             seed_dir = out / STATE_DIR / f"seed-{seed}"
             (seed_dir / "pretrained").mkdir(parents=True, exist_ok=True)
             (seed_dir / "results").mkdir(exist_ok=True)
-            pool = _load_pool(scn, seed)
-            shards = _partition(scn, pool, names, seed)
+            if first is not None and seed == scn.seeds[0] and names == report.nodes:
+                pool, shards = first
+            else:
+                pool = _load_pool(scn, seed)
+                shards = _partition(scn, pool, names, seed)
+            first = None
             nodes = _pretrained_nodes(scn, pool, shards, names, archs, seed, seed_dir / "pretrained", executor)
             # every node holds copies of its shard; the pool (with the images no node
             # was given) would otherwise stay in the driver through all the rounds
