@@ -28,7 +28,8 @@ OnResult = Callable[[int, Any], None] | None
 
 from fol.errors import ConfigError
 
-__all__ = ["Executor", "LocalExecutor", "ProcessExecutor", "RayExecutor", "LocalRayCluster", "make_executor", "EXECUTORS"]
+__all__ = ["Executor", "LocalExecutor", "ProcessExecutor", "RayExecutor", "LocalRayCluster", "make_executor", "EXECUTORS",
+           "check_ray_address"]
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +261,28 @@ def _run_on_ray(args: tuple[Callable[[Any], Any], Any, int | None, tuple[type, .
     return _run_with_threads((fn, item, threads))
 
 
+def check_ray_address(address: str | None, timeout_s: float = 5.0) -> None:
+    """Refuse in seconds a ``host:port`` or ``ray://host:port`` address where
+    nothing accepts a connection: Ray itself retries such an address for
+    minutes (about 40 s per attempt, 20 attempts) and does not stop on Ctrl-C
+    or ``kill`` meanwhile. ``None``, ``"auto"`` and other forms are left to Ray."""
+    import socket
+
+    if not address or address == "auto":
+        return
+    hostport = address.removeprefix("ray://").rstrip("/")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    host = host.strip("[]")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except (OSError, ValueError) as exc:  # refused, unreachable, unknown host, timed out, port out of range
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise ConfigError(f"run.ray_address {address!r}: no Ray cluster answers at {host}:{port} ({reason}); "
+                          "start it first (ray start --head) or correct the address") from None
+
+
 class RayExecutor(Executor):
     """Node work as Ray tasks. ``address=None`` starts a local Ray instance;
     ``"auto"``, ``"host:port"`` (a cluster started with ``ray start``) or
@@ -285,6 +308,7 @@ class RayExecutor(Executor):
         self._ray = ray
         self._owns = not ray.is_initialized()
         if self._owns:
+            check_ray_address(address)
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
             if address:
                 kwargs["address"] = address

@@ -155,6 +155,34 @@ def test_simulate_refuses_workers_below_one_before_any_work(workers: str, tmp_pa
     assert not out.exists()
 
 
+
+def test_a_ray_address_where_nothing_listens_is_refused_in_seconds(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Ray retries an address where no cluster listens for minutes, deaf to Ctrl-C
+    and kill; the check (and the executor) refuse it in one line instead."""
+    import socket
+
+    from fol.executors import RayExecutor
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = tmp_path / "tiny.toml"
+    path.write_text(LEO)
+    out = tmp_path / "out"
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        for extra in (["--check"], []):
+            t0 = time.monotonic()
+            assert main(["simulate", str(path), "--out", str(out), "--ray-address", address, *extra]) == 2
+            assert time.monotonic() - t0 < 30
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and f"run.ray_address '{address}': no Ray cluster answers at 127.0.0.1:{port}" \
+                in err[0] and str(path) in err[0], err
+    assert not out.exists()
+    with pytest.raises(ConfigError, match="no Ray cluster answers"):
+        RayExecutor(f"127.0.0.1:{port}")
+
+
 # ------------------------------------------------------------------ orbit-driven partition
 
 

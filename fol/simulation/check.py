@@ -10,10 +10,13 @@ parsing, it
 - instantiates every selected method with its ``[methods.<name>]`` options,
   asks each whether it can run on the scenario's image size (a DENSE or
   Co-Boosting synthesis, or FOL's synthesized distillation inputs, too large
-  for memory is refused here, not after pretraining), and refuses methods that average parameters (``fedavg``, ``hermes``, ``dm-pfl``,
-  ``mtfl``, ...) on a swarm of mixed architectures;
+  for memory is refused here, not after pretraining), and refuses methods that
+  average parameters (``fedavg``, ``hermes``, ``dm-pfl``, ``mtfl``, ...) on a
+  swarm of mixed architectures;
 - checks the dataset name, its options and, for real datasets, that its folder
   holds files (an image folder at least two class sub-folders); that a synthetic pool of ``data.size`` images can give every node ``data.min_samples`` (dirichlet partition);
+- with the ``ray`` executor and a ``host:port`` address, that something
+  accepts a connection there;
 - checks the output folder: a folder (not a file), writable, and empty unless
   resuming.
 
@@ -32,6 +35,7 @@ from typing import Any
 from contact_sim.scenario import check_contact_scenario, round_boundaries
 from fol.data.registry import check_dataset
 from fol.errors import ConfigError, DataError
+from fol.executors import check_ray_address
 from fol.fileio import check_output_dir
 from fol.methods import get_method
 from fol.simulation.scenario import SwarmScenario, errors_name_the_file
@@ -141,6 +145,8 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
                     f"models gives {', '.join(sorted(set(archs)))}; drop {name!r} or use one architecture")
 
         check_local_parallelism(scn.run.executor, scn.run.ray_address, scn.run.workers, scn.run.threads)
+        if scn.run.executor == "ray":
+            check_ray_address(scn.run.ray_address)
 
         d = scn.data
         if d.size is not None and not d.dataset.startswith("synthetic-"):
