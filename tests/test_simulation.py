@@ -503,6 +503,22 @@ def test_resume_refuses_a_broken_run_record_in_one_line(record: str, tmp_path: P
     assert sorted(p.name for p in out.iterdir()) == ["scenario.resolved.json", "scenario.toml"]
 
 
+
+def test_resume_with_another_out_is_refused_not_ignored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--resume A --out B`` wrote everything to A and said nothing about B."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "scenario.toml").write_text(LEO)
+    scn = parse_scenario(_doc(), tmp_path, "tiny.toml")
+    (out / "scenario.resolved.json").write_text(json.dumps(scn.resolved()))
+    other = tmp_path / "other"
+    assert main(["simulate", "--resume", str(out), "--out", str(other), "--check"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--out {other}: a resumed run continues in its own folder --resume {out}" in err[0], err
+    assert not other.exists()
+    assert main(["simulate", "--resume", str(out), "--out", str(out), "--check"]) == 0  # the same folder: fine
+
+
 def test_resume_with_a_hand_edited_run_table_says_it_differs(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()

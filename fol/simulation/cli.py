@@ -81,6 +81,9 @@ def run_simulate_command(args: argparse.Namespace) -> int:
             print(f"{name:<14} {_REGISTRY[name].description}")
         return 0
     base_dir = original = None
+    if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
+        raise ConfigError(f"--out {args.out}: a resumed run continues in its own folder --resume {args.resume}; "
+                          "drop --out")
     if args.resume:
         source = Path(args.scenario) if args.scenario else Path(args.resume) / "scenario.toml"
         if not source.exists():
