@@ -155,3 +155,30 @@ def test_phase_2b_charges_the_initial_model_to_a_node_that_never_reached_the_ser
     down = values_bytes(st["w_g"], st["m_g"]) + mask_bytes(st["n_pos"])  # one phase-2b download
     assert res[2].rounds == 0 and res[2].bytes_up == 0
     assert res[2].bytes_down == 2 * down + model_bytes(build_model(nodes[0].spec))  # two cycles, the init once
+
+
+def test_curve_bytes_count_the_global_model_a_node_deploys_before_it_downloaded_it(nodes):
+    """Before the cycle's phase 2b a node's model is composed with the server's latest
+    global weights, and DM-PFL+ runs the global model at inference: the curves counted
+    no download of them (FedAvg and MTFL count theirs). Round 1 of a 3-round cycle:
+    every node needs the latest w_g * m_g and m_g, plus the initial model if it has not
+    joined; after phase 2b (round 3) nothing more, so the last point is the final total."""
+    from fol.accounting import model_bytes
+    from fol.methods.dm_pfl import values_bytes
+
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=3, seed=0, participants=[[0, 1]] * 3)
+    plain, plus = get_method("dm-pfl", local_epochs=1), get_method("dm-pfl+", local_epochs=1)
+    run = plain.train_rounds(ctx)
+    res, res_plus = plain.results(ctx, run), plus.results(ctx, run)
+    st = run.state
+    down = values_bytes(st["w_g"], st["m_g"]) + mask_bytes(st["n_pos"])  # sizes fixed by the global mask
+    dense = model_bytes(build_model(nodes[0].spec))
+    for k in range(3):
+        for r in (res[k], res_plus[k]):
+            first, last = r.extra["curve"][0], r.extra["curve"][-1]
+            assert last["bytes"] == r.bytes_up + r.bytes_down  # after phase 2b: the final total
+            # after round 1 the node holds none of the new global model (node 2 not even the initial one)
+            joined_bytes = 0 if k < 2 else dense
+            assert first["bytes"] >= down + joined_bytes
+    # a node in round 1 uploaded and downloaded; its curve point adds exactly one global model
+    assert res[0].extra["curve"][0]["bytes"] == res_plus[0].extra["curve"][0]["bytes"]

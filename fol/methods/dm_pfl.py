@@ -387,6 +387,7 @@ class _DMPFLBase(ServerMethod):
                 "m_g": None, "w_c": w_c, "m_c": [{k: magnitude_mask(w[k], density[k]) for k in keys} for w in w_c],
                 "density": density,
                 "personal": [None] * len(ctx.nodes), "joined": [False] * len(ctx.nodes),
+                "fresh": [False] * len(ctx.nodes),  # node holds the server's latest w_g and m_g
                 "dense": model_bytes(init) if self.init == "global" else 0, "schedule": schedule,
                 "phase1_done": 0, "phase2_done": 0, "history": [], "current": {}}
 
@@ -429,6 +430,7 @@ class _DMPFLBase(ServerMethod):
                                        state["density"])
             state["history"].append(sum(int(v.sum()) for v in state["m_g"].values()) / n_pos)
             state["phase1_done"] += 1
+            state["fresh"] = [False] * len(ctx.nodes)  # a new global model: on the server only
         else:
             ratio = masked_macs_ratio(state["init"], m_g, shape)
             down = values_bytes(w_g, m_g) + mask_bytes(n_pos)
@@ -438,6 +440,7 @@ class _DMPFLBase(ServerMethod):
             avg = weighted_average([st for st, _ in ups], sizes)
             state["w_g"] = {key: (torch.where(m_g[key], avg[key], w_g[key]) if key in m_g else avg[key]) for key in avg}
             state["phase2_done"] += 1
+            state["fresh"] = [False] * len(ctx.nodes)
         for k in picked:
             state["joined"][k] = True
         return traffic
@@ -463,7 +466,7 @@ class _DMPFLBase(ServerMethod):
             m_c = state["m_c"][k]
             # a node that never reached the server starts m_c - m_g from the initial model: downloaded now, once
             ledgers[k].bytes_down += down + (0 if state["joined"][k] else state["dense"])
-            state["joined"][k] = True
+            state["joined"][k] = state["fresh"][k] = True
             ledgers[k].train_flops += train_flops_of(spec, shape, seen, masked_macs_ratio(state["init"], m_c, shape))
             state["personal"][k] = st
             state["w_c"][k] = {key: (torch.where(m_c[key] & ~m_g[key], st[key], state["w_c"][k][key])
@@ -478,6 +481,21 @@ class _DMPFLBase(ServerMethod):
             return state["personal"][k]
         return sparse_view(compose_personal(state["w_c"][k], state["m_c"][k], state["w_g"], state["m_g"]),
                            state["m_c"][k])
+
+    def deploy_bytes(self, state: dict, ctx: SwarmContext, k: int, variant: str | None = None) -> int:
+        """The server's latest global weights and mask, when the deployed model
+        needs them and node ``k`` does not hold them: before the cycle's phase 2b
+        (the personalized model is composed with the latest global weights) and,
+        for DM-PFL+, whenever the global model changed after the node's last
+        download (its adaptive inference runs the global model too). A node that
+        never reached the server also needs the initial model (``init =
+        "global"``). Nothing once phase 2b has sent the final global model."""
+        if state["m_g"] is None or state["fresh"][k]:
+            return 0
+        if (variant or self.name) != "dm-pfl+" and state["personal"][k] is not None:
+            return 0
+        return (values_bytes(state["w_g"], state["m_g"]) + mask_bytes(state["n_pos"])
+                + (0 if state["joined"][k] else state["dense"]))
 
     def evaluate_node(self, state: dict, ctx: SwarmContext, k: int) -> dict[str, tuple[float, float]]:
         node = ctx.nodes[k]

@@ -61,5 +61,5 @@ class FedAvgMethod(ServerMethod):
     def node_state(self, state: dict, ctx: SwarmContext, k: int) -> dict[str, torch.Tensor]:
         return state["global"]
 
-    def deploy_bytes(self, state: dict, ctx: SwarmContext, k: int) -> int:
+    def deploy_bytes(self, state: dict, ctx: SwarmContext, k: int, variant: str | None = None) -> int:
         return state["size"]  # final broadcast of the global model

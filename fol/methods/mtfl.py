@@ -193,7 +193,7 @@ class _MTFLBase(ServerMethod):
     def node_state(self, state: dict, ctx: SwarmContext, k: int) -> dict[str, torch.Tensor]:
         return {**state["global"], **state["patches"][k]}  # the global model with the node's own patches
 
-    def deploy_bytes(self, state: dict, ctx: SwarmContext, k: int) -> int:
+    def deploy_bytes(self, state: dict, ctx: SwarmContext, k: int, variant: str | None = None) -> int:
         return tensor_bytes(state["global"])  # final global model
 
     def result_extra(self, state: dict, ctx: SwarmContext, k: int, ledger: Ledger) -> dict:

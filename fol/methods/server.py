@@ -163,9 +163,11 @@ class ServerMethod(Method):
         """The state dict node ``k`` would deploy now."""
         raise NotImplementedError
 
-    def deploy_bytes(self, state: Any, ctx: SwarmContext, k: int) -> int:
-        """Bytes node ``k`` must still download to deploy its model now (e.g.
-        the final broadcast of a global model); 0 by default."""
+    def deploy_bytes(self, state: Any, ctx: SwarmContext, k: int, variant: str | None = None) -> int:
+        """Bytes node ``k`` must still download to deploy the model of ``variant``
+        (default: this method) now, e.g. the final broadcast of a global model;
+        0 by default. One run can serve several variants (:meth:`evaluate_node`),
+        whose models may need different downloads."""
         return 0
 
     def evaluate_node(self, state: Any, ctx: SwarmContext, k: int) -> dict[str, tuple[float, float]]:
@@ -241,9 +243,9 @@ class ServerMethod(Method):
     def _record(self, state: Any, ctx: SwarmContext, r: int, ledgers: list[Ledger],
                 curves: dict[str, list[list[dict[str, float]]]]) -> None:
         for k, led in enumerate(ledgers):
-            deploy = self.deploy_bytes(state, ctx, k)
             for variant, (test, val) in self.evaluate_node(state, ctx, k).items():
                 per_node = curves.setdefault(variant, [[] for _ in ledgers])
+                deploy = self.deploy_bytes(state, ctx, k, variant)
                 per_node[k].append({"round": r + 1, "test_accuracy": float(test), "val_accuracy": float(val),
                                     "bytes": int(led.bytes_up + led.bytes_down + deploy)})
 
@@ -257,7 +259,7 @@ class ServerMethod(Method):
         results = []
         for k, node in enumerate(ctx.nodes):
             led = run.ledgers[k]
-            final = Ledger(led.bytes_up, led.bytes_down + self.deploy_bytes(run.state, ctx, k), led.train_flops,
+            final = Ledger(led.bytes_up, led.bytes_down + self.deploy_bytes(run.state, ctx, k, self.name), led.train_flops,
                            led.rounds, list(led.history))
             extra = self.result_extra(run.state, ctx, k, led)
             curve = run.curves.get(self.name, [[]] * len(ctx.nodes))[k]
