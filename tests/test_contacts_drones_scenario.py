@@ -225,6 +225,17 @@ def test_tle_scenario(tmp_path):
         """)
     plan = compute_contacts(load_contact_scenario(p))
     assert plan.n_nodes == 6 and len(plan.windows) > 0
+    # the TLE file's satellites are the Walker shell's: same names, same windows (TLE rounding: < 1 ms)
+    walker = ('kind = "walker-delta"\ntotal = 6\nplanes = 2\nphasing = 1\naltitude_km = 550.0\n'
+              'inclination_deg = 53.0\nepoch = "2025-03-01T00:00:00Z"')
+    text = p.read_text()
+    assert 'kind = "tle"\ntle_file = "shell.tle"' in text
+    direct = compute_contacts(load_contact_scenario(
+        _write(tmp_path, text.replace('kind = "tle"\ntle_file = "shell.tle"', walker), "direct.toml")))
+    assert plan.node_names == direct.node_names == [f"WD-P0{i}-S0{k}" for i in range(2) for k in range(3)]
+    w, d = plan.windows, direct.windows
+    assert (w.a.tolist(), w.b.tolist()) == (d.a.tolist(), d.b.tolist())
+    assert np.allclose(w.t_start_s, d.t_start_s, atol=1e-3) and np.allclose(w.t_end_s, d.t_end_s, atol=1e-3)
     # the grid is checked once the file says how many satellites there are, before propagation:
     # 5e7 samples of one node pass when the scenario is read; of six nodes they do not
     p.write_text(p.read_text().replace("duration_s = 1800.0", "duration_s = 5e7\nstep_s = 1.0"))
