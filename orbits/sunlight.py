@@ -16,9 +16,9 @@ crosses the eclipse limit.
 Example:
     >>> from orbits import walker_delta
     >>> c = walker_delta(2, 1, 0, 550.0, 53.0, "2025-03-01T00:00:00Z")
-    >>> ecl = eclipse_intervals(c, c.epoch, 6000.0)   # doctest: +SKIP
-    >>> [round(sum(b - a for a, b in e) / 6000.0, 2) for e in ecl]   # doctest: +SKIP
-    [0.35, 0.35]
+    >>> ecl = eclipse_intervals(c, c.epoch, 6000.0)   # 6,000 s: one ~95-min orbit and a bit more
+    >>> [round(sum(b - a for a, b in e) / 6000.0, 2) for e in ecl]   # the 2nd: eclipsed at both ends
+    [0.35, 0.4]
 """
 
 from __future__ import annotations
