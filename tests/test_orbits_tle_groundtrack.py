@@ -124,6 +124,19 @@ def test_swath_half_angle():
     assert swath_half_angle_rad(swath_width_km=200.0) == pytest.approx(100.0 / 6371.0)
     small = swath_half_angle_rad(off_nadir_deg=1.0, altitude_km=550.0)
     assert small * 6371.0 == pytest.approx(550.0 * np.tan(np.radians(1.0)), rel=0.01)
+    # wide sensors, where a flat Earth is far off: the line of sight's slant range to the sphere
+    # (d from the satellite at R + h, angle eta to nadir) and the central angle it spans
+    R = 6371.0
+    for eta_deg, h in ((30.0, 550.0), (55.0, 550.0), (40.0, 2000.0)):
+        eta = np.radians(eta_deg)
+        d = (R + h) * np.cos(eta) - np.sqrt(R**2 - ((R + h) * np.sin(eta)) ** 2)
+        expected = np.arcsin(d * np.sin(eta) / R)
+        assert swath_half_angle_rad(off_nadir_deg=eta_deg, altitude_km=h) == pytest.approx(expected, rel=1e-9)
+        assert expected * R > h * np.tan(eta)  # the flat-Earth footprint is smaller
+    # past the horizon (sin eta > R / (R + h)): the footprint is the horizon circle
+    horizon = np.arccos(R / (R + 550.0))
+    assert swath_half_angle_rad(off_nadir_deg=80.0, altitude_km=550.0) == pytest.approx(horizon, rel=1e-9)
+    assert swath_half_angle_rad(off_nadir_deg=67.0, altitude_km=550.0) < horizon
     with pytest.raises(OrbitError):
         swath_half_angle_rad()
     with pytest.raises(OrbitError):
