@@ -128,8 +128,11 @@ def merge_records(runs: list[tuple[Path, list[dict]]]) -> list[dict]:
     """The per-node records of several ``--json`` runs, in order. A (task, psi,
     seed, method, node) present in two runs is kept once if both measured the
     same test accuracy; if they differ (runs of different code or settings) the
-    merge is refused, naming both files."""
+    merge is refused, naming both files. So is a (task, psi) whose seeds and
+    methods do not all hold the same number of nodes (runs with different
+    ``--nodes``, or hand-edited records), naming a file of each."""
     seen: dict[tuple, tuple[Path, float]] = {}
+    groups: dict[tuple, dict[tuple, tuple[Path, set]]] = {}  # (task, psi) -> (seed, method) -> (first file, nodes)
     out = []
     for path, records in runs:
         if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
@@ -153,7 +156,15 @@ def merge_records(runs: list[tuple[Path, list[dict]]]) -> list[dict]:
                                      f"({acc} vs {seen[key][1]}): runs of different code or settings")
                 continue
             seen[key] = (path, acc)
+            groups.setdefault(key[:2], {}).setdefault(key[2:4], (path, set()))[1].add(key[4])
             out.append(r)
+    for (task, psi), by_group in groups.items():
+        (seed0, method0), (path0, nodes0) = next(iter(by_group.items()))
+        for (seed, method), (path, nodes) in by_group.items():
+            if len(nodes) != len(nodes0):
+                raise ValueError(f"{path}: {task} psi {psi} seed {seed} {method} has {len(nodes)} node(s), but seed "
+                                 f"{seed0} {method0} ({path0}) has {len(nodes0)}: every seed and method of a task "
+                                 "and psi must hold the same number of nodes (runs with the same --nodes)")
     return out
 
 

@@ -134,3 +134,24 @@ def test_the_above_below_column_is_named_for_what_it_counts(script, capsys) -> N
     fol = next(line for line in lines if line.startswith("| fol |"))
     column = head.split(" | ").index("(node, seed) pairs above / below local")
     assert fol.split(" | ")[column] == "6 / 0"
+
+
+def test_merge_refuses_seeds_with_different_node_counts_in_one_line(script, tmp_path, monkeypatch, capsys) -> None:
+    """Runs of 2 and 3 nodes merged: the report stopped with a traceback in the paired difference to local."""
+    import json
+
+    a = [_rec(m, node, 0.8) for m in ("local", "fol") for node in ("n0", "n1")]
+    b = [_rec(m, node, 0.8, seed=1) for m in ("local", "fol") for node in ("n0", "n1", "n2")]
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    monkeypatch.setattr("sys.argv", ["compare_methods.py", "--merge", str(tmp_path / "a.json"),
+                                     str(tmp_path / "b.json")])
+    assert script.main() == 2
+    err = capsys.readouterr().err
+    assert f"b.json: hurricane psi 0.5 seed 1 local has 3 node(s), but seed 0 local ({tmp_path / 'a.json'}) has 2" \
+        in err and "same --nodes" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    # within one seed too (a method run on fewer nodes)
+    with pytest.raises(ValueError, match=r"c\.json: hurricane psi 0\.5 seed 0 fol has 1 node"):
+        script.merge_records([(Path("c.json"), a[:3])])
+    fedavg = [_rec("fedavg", node, 0.7) for node in ("n0", "n1")]
+    assert len(script.merge_records([(Path("a.json"), a), (Path("d.json"), fedavg)])) == 6
