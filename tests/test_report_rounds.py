@@ -158,3 +158,14 @@ def test_a_gain_of_one_test_image_defines_the_share_despite_float32_accuracies()
                                                 "transfer": transfer_share(local, ensemble, ensemble, 1 / 15)})
             for n in "ab"]
     assert transfer_table(rows).splitlines()[-1].endswith("| 2 / 2 |")
+
+
+def test_summary_table_counts_the_node_runs_that_kept_the_local_model():
+    """Five of nine node runs (three nodes, three seeds) kept the local model: the column
+    printed the per-seed average 1.66667 under a header that said "nodes"."""
+    from fol.simulation.report import summary_table
+
+    kept = {(0, "a"), (0, "b"), (1, "a"), (2, "b"), (2, "c")}
+    rows = [{**_row(s, n, "fol", 0.8), "kept_local": (s, n) in kept} for s in (0, 1, 2) for n in "abc"]
+    head, _, fol = summary_table(rows).splitlines()
+    assert head.endswith("| kept the local model |") and fol.endswith("| 5 of 9 node runs |")

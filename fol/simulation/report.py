@@ -56,17 +56,18 @@ def _method_order(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def summary_table(rows: Sequence[dict[str, Any]], rounds_used: dict[str, int] | None = None) -> str:
-    """Markdown: one line per method with the mean over nodes (mean ± std over seeds)."""
-    lines = ["| method | test accuracy (%) | bytes sent + received / node | training GFLOPs / node | rounds | nodes that kept the local model |",
+    """Markdown: one line per method with the mean over nodes (mean ± std over seeds), and
+    how many of its node runs (nodes x seeds) kept the local model (``5 of 36 node runs``)."""
+    lines = ["| method | test accuracy (%) | bytes sent + received / node | training GFLOPs / node | rounds | kept the local model |",
              "|---|---|---|---|---|---|"]
     for m in _method_order(rows):
         mr = [r for r in rows if r["method"] == m]
         per_seed = [statistics.mean(r["test_accuracy"] for r in g) for g in _by(mr, "seed").values()]
         bytes_node = statistics.mean(r["bytes_up"] + r["bytes_down"] for r in mr)
         flops = statistics.mean(r["train_flops"] for r in mr) / 1e9
-        kept = sum(1 for r in mr if r["kept_local"]) / len({r["seed"] for r in mr})
+        kept = sum(1 for r in mr if r["kept_local"])
         rounds = (rounds_used or {}).get(m, max(r["rounds"] for r in mr))
-        lines.append(f"| {m} | {_pm(per_seed)} | {format_bytes(bytes_node)} | {flops:.2f} | {rounds} | {kept:g} |")
+        lines.append(f"| {m} | {_pm(per_seed)} | {format_bytes(bytes_node)} | {flops:.2f} | {rounds} | {kept} of {len(mr)} node runs |")
     return "\n".join(lines)
 
 
