@@ -683,3 +683,26 @@ def test_the_check_refuses_a_synthesis_too_large_before_pretraining(tmp_path: Pa
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and re.search(words, err[0]) and "GiB" in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_resume_reports_the_wall_time_of_the_whole_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """After --resume the report's wall time counted only the resumed part: the run
+    folder keeps the time so far, and a resumed run adds it (or says it has none)."""
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\n" + "".join(
+        f"{n},0,{0.1 * k},0,0.1\n{n},600,{0.1 * k + 0.2},0,0.1\n" for k, n in enumerate("abc")))
+    (tmp_path / "s.toml").write_text(DRONES.replace('run = ["local", "fol", "fedavg"]', 'run = ["local"]'))
+    out = tmp_path / "out"
+    assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(out)]) == 0
+    wall = out / "state" / "wall_seconds.json"
+    first = json.loads(wall.read_text())["seconds"]
+    assert first > 0 and re.search(r"^Wall time \d+ s\.$", (out / "report.md").read_text(), re.M)
+    wall.write_text(json.dumps({"seconds": 5000.0}))  # as if the interrupted part had taken 5000 s
+    assert main(["simulate", "--resume", str(out)]) == 0
+    report = (out / "report.md").read_text()
+    assert re.search(r"^Wall time 50\d\d s: 5000 s before --resume \(up to the last saved result\) and \d+ s after\.$",
+                     report, re.M), report
+    assert 5000 < json.loads(wall.read_text())["seconds"] < 5000 + 600
+    wall.unlink()  # a run made before the time was kept
+    assert main(["simulate", "--resume", str(out)]) == 0
+    assert re.search(r"^Wall time \d+ s after --resume only \(the interrupted part's time was not recorded\)\.$",
+                     (out / "report.md").read_text(), re.M)

@@ -55,6 +55,18 @@ def _method_order(rows: Sequence[dict[str, Any]]) -> list[str]:
     return seen
 
 
+def _wall_time(result: Any) -> str:
+    """The report's wall-time sentence; a resumed run's counts the interrupted sessions it recorded."""
+    earlier = result.earlier_seconds
+    if earlier is None:
+        return (f"Wall time {result.seconds:.0f} s after --resume only (the interrupted part's time was not "
+                "recorded).")
+    if earlier > 0:
+        return (f"Wall time {result.seconds:.0f} s: {earlier:.0f} s before --resume (up to the last saved result) "
+                f"and {result.seconds - earlier:.0f} s after.")
+    return f"Wall time {result.seconds:.0f} s."
+
+
 def summary_table(rows: Sequence[dict[str, Any]], rounds_used: dict[str, int] | None = None) -> str:
     """Markdown: one line per method with the mean over nodes (mean ± std over seeds), and
     how many of its node runs (nodes x seeds) kept the local model (``5 of 36 node runs``)."""
@@ -401,7 +413,7 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         f"Contact plan: {s['windows']} windows over {s['horizon_s'] / 3600:.1f} h in {s['rounds']} round(s), "
         f"{s['windows_per_node_mean']:.1f} windows per plan node on average (ground stations included), mean duration {s['mean_duration_s']:.0f} s, "
         f"{len(result.transfers)} model transfers recorded over {len(scn.seeds)} seed(s) (transfers.json).",
-        f"Wall time {result.seconds:.0f} s.",
+        _wall_time(result),
         "",
         "## Summary",
         "",

@@ -63,6 +63,8 @@ __all__ = ["run_simulation", "SimulationResult", "plan_deliveries"]
 log = logging.getLogger(__name__)
 
 STATE_DIR = "state"
+#: In STATE_DIR: the run's wall time so far, over the sessions of a resumed run ({"seconds": ...}).
+WALL_FILE = "wall_seconds.json"
 
 
 # --------------------------------------------------------------------------- helpers
@@ -167,6 +169,18 @@ def _partition(scn: SwarmScenario, pool: GeoDataset, names: list[str], seed: int
                 f"{d.min_samples} ({d.partition} partition); {remedy}, or lower data.min_samples"
             )
     return shards
+
+
+def _earlier_wall_seconds(out: Path) -> float | None:
+    """The wall time the interrupted sessions of a run recorded (up to their last saved
+    result); None when they recorded none (a run made before it was kept) or it does not read."""
+    try:
+        seconds = json.loads((out / STATE_DIR / WALL_FILE).read_text())["seconds"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 <= seconds < float("inf"):
+        return None
+    return float(seconds)
 
 
 def _energy_start(plan: ContactPlan, battery: Battery, src: int, dst: int, r: int, size: int,
@@ -422,6 +436,14 @@ def run_simulation(
         if changed:
             raise ConfigError(f"--resume {out}: the scenario differs from the interrupted run's in "
                               f"{', '.join(changed)}; use a new output folder")
+    earlier = _earlier_wall_seconds(out) if resume else 0.0
+
+    def wall_seconds() -> float:
+        """This session's wall time so far plus the recorded earlier sessions', saved in the run folder."""
+        seconds = (earlier or 0.0) + time.perf_counter() - t_start
+        _write_json(out / STATE_DIR / WALL_FILE, {"seconds": seconds})
+        return seconds
+
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -477,6 +499,7 @@ def run_simulation(
                 shards = _partition(scn, pool, names, seed)
             first = None
             nodes = _pretrained_nodes(scn, pool, shards, names, archs, seed, seed_dir / "pretrained", executor)
+            wall_seconds()
             # every node holds copies of its shard; the pool (with the images no node
             # was given) would otherwise stay in the driver through all the rounds
             del pool, shards
@@ -510,6 +533,7 @@ def run_simulation(
                     results = method.run(ctx)
                     log.info("seed %d: %s done in %.1f s", seed, name, time.perf_counter() - t0)
                     _write_json(path, [r.to_dict() for r in results])
+                    wall_seconds()
                 used = max((r.rounds for r in results), default=0)
                 rounds_by_seed.setdefault(seed, {})[name] = used
                 rounds_used[name] = max(rounds_used.get(name, 0), used)  # over seeds
@@ -526,7 +550,7 @@ def run_simulation(
                 node["method_training_j"] = {m: f * scn.contact.energy.j_per_flop
                                              for (m, n), f in flops.items() if n == node["node"]}
             _write_json(out / "energy.json", energy)
-        result = SimulationResult(out, rows, plan, rounds_used, time.perf_counter() - t_start, transfers, energy)
+        result = SimulationResult(out, rows, plan, rounds_used, wall_seconds(), transfers, energy, earlier)
         from fol.simulation.report import write_report
 
         write_report(scn, result, traj)
