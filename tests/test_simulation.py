@@ -706,3 +706,33 @@ def test_resume_reports_the_wall_time_of_the_whole_run(tmp_path: Path, capsys: p
     assert main(["simulate", "--resume", str(out)]) == 0
     assert re.search(r"^Wall time \d+ s after --resume only \(the interrupted part's time was not recorded\)\.$",
                      (out / "report.md").read_text(), re.M)
+
+
+def test_the_zmq_transport_is_closed_when_a_method_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Library use: a method that raised left the seed's CURVE links (sockets, threads) open."""
+    import fol.simulation.runner as runner
+
+    closed: list[bool] = []
+
+    class Spy(runner.ZmqTransport):
+        def close(self) -> None:
+            super().close()
+            closed.append(True)
+
+    class Boom(Exception):
+        pass
+
+    class Failing:
+        def run(self, ctx):
+            raise Boom
+
+    monkeypatch.setattr(runner, "ZmqTransport", Spy)
+    monkeypatch.setattr(runner, "get_method", lambda name, **opts: Failing())
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\n" + "".join(
+        f"{n},0,{0.1 * k},0,0.1\n{n},600,{0.1 * k + 0.2},0,0.1\n" for k, n in enumerate("abc")))
+    scn = parse_scenario(tomllib.loads(DRONES.replace('run = ["local", "fol", "fedavg"]', 'run = ["local"]')),
+                         tmp_path, "s.toml")
+    scn.run.transport = "zmq"
+    with pytest.raises(Boom):
+        run_simulation(scn, tmp_path / "out", progress=False)
+    assert closed == [True]

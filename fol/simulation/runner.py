@@ -475,6 +475,7 @@ def run_simulation(
     threads_before = torch.get_num_threads()
     if scn.run.threads:
         torch.set_num_threads(scn.run.threads)
+    transport: ZmqTransport | None = None  # a seed's, closed after its methods or, if one raises, below
     try:
         learners = [i for i, kind in enumerate(base_plan.node_kinds) if kind != "ground_station"]
         names = [base_plan.node_names[i] for i in learners]
@@ -541,6 +542,7 @@ def run_simulation(
                     rows.append({"seed": seed, **r.to_dict(), **sizes.get(r.node, {})})
             if transport is not None:
                 transport.close()
+                transport = None
             transfers += [{"seed": seed, **t.__dict__} for t in plan.transfers]
         _write_json(out / "transfers.json", transfers)
         _write_json(out / "rounds_used.json", {str(s): r for s, r in rounds_by_seed.items()})
@@ -556,6 +558,8 @@ def run_simulation(
         write_report(scn, result, traj)
         return result
     finally:
+        if transport is not None:
+            transport.close()
         torch.set_num_threads(threads_before)
         if own_executor:
             executor.close()
