@@ -118,6 +118,11 @@ def test_assignment_partition_exact():
     for bad in (float("inf"), float("-inf"), float("nan")):  # inf was an OverflowError traceback
         with pytest.raises(DataError, match="integer"):
             assignment_partition([0, bad], n_nodes=4)
+    for bad in ("1", b"1", np.str_("1"), True, np.bool_(True)):  # were taken as node 1
+        with pytest.raises(DataError, match=r"^assignment must hold integer node ids or None$"):
+            assignment_partition([0, bad], n_nodes=4)
+    assert [p.tolist() for p in assignment_partition(np.array([1, 0, -1]), 2)] == [[1], [0]]
+    assert [p.tolist() for p in assignment_partition(np.array([1.0, 0.0]), 2)] == [[1], [0]]
 
 
 def test_top_up_completes_a_draw_no_redraw_can_and_changes_no_feasible_one() -> None:

@@ -22,6 +22,7 @@ the global NumPy RNG.
 from __future__ import annotations
 
 import logging
+import numbers
 from typing import Sequence
 
 import numpy as np
@@ -292,6 +293,9 @@ def assignment_partition(assign: Sequence[int | None] | np.ndarray, n_nodes: int
     """
     _check_nodes(n_nodes)
     ids = np.array([-1 if a is None else a for a in assign], dtype=object)
+    # numbers only: a text '1' (or a bool) converted to a node id without a word
+    if not all(isinstance(a, numbers.Real) and not isinstance(a, (bool, np.bool_)) for a in ids):
+        raise DataError("assignment must hold integer node ids or None")
     try:
         ids_int = ids.astype(np.int64)
     except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite id
