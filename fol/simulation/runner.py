@@ -231,6 +231,9 @@ def plan_deliveries(plan: ContactPlan, learners: list[int], sizes: Sequence[int]
     sender pays ``size x j_per_byte`` joules when its transfer starts, and the
     transfer starts only once the battery holds that much; a transfer that had
     to wait is appended to ``waits`` (no battery charge in the round: no transfer).
+    The ``q`` senders are still ranked by their finish without the battery: a
+    delayed one keeps its place even when it then ends after one left out;
+    only a sender that cannot pay within the round gives its place to the next.
     """
     pos = {plan_idx: k for k, plan_idx in enumerate(learners)}
     per_round_sizes = sizes and np.ndim(sizes[0]) == 1
