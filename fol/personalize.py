@@ -487,7 +487,7 @@ def save_ensemble(folder: Path, state: NodeState, report: RoundReport, received:
     is fresh for each save), ``ensemble.json`` is replaced atomically once they
     are all written, and only then are the member files no longer listed
     removed. A save that fails part-way leaves the previous ``ensemble.json``
-    and every member it names intact."""
+    and every member it names intact, and removes the members it wrote."""
     import secrets
 
     ensemble = state.deployed
@@ -498,14 +498,19 @@ def save_ensemble(folder: Path, state: NodeState, report: RoundReport, received:
     shape = list(state.data.train.images.shape[1:])
     tag = secrets.token_hex(4)
     members = []
-    for i, (member, source) in enumerate(zip(ensemble.members, report.selected)):
-        card = ModelCard(spec=specs.get(source, state.spec), class_names=list(state.class_names), input_shape=shape,
-                         producer=state.name, round=report.round, extra={"source": source})
-        name = f"member-{i}-{tag}.safetensors"
-        save_model(folder / name, member, card)  # save_model records 'pruned'
-        members.append({"file": name, "source": source, "weight": float(ensemble.weights[i])})
     path = folder / "ensemble.json"
-    write_json_atomic(path, {"members": members, "combine": "sum_i w_i * logits_i"})
+    try:
+        for i, (member, source) in enumerate(zip(ensemble.members, report.selected)):
+            card = ModelCard(spec=specs.get(source, state.spec), class_names=list(state.class_names),
+                             input_shape=shape, producer=state.name, round=report.round, extra={"source": source})
+            name = f"member-{i}-{tag}.safetensors"
+            save_model(folder / name, member, card)  # save_model records 'pruned'
+            members.append({"file": name, "source": source, "weight": float(ensemble.weights[i])})
+        write_json_atomic(path, {"members": members, "combine": "sum_i w_i * logits_i"})
+    except BaseException:  # this save's members are named nowhere: removed, not left behind
+        for m in members:
+            (folder / m["file"]).unlink(missing_ok=True)
+        raise
     listed = {m["file"] for m in members}
     for old in folder.glob("member-*.safetensors"):  # earlier saves' members, no longer listed
         if old.name not in listed:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import secrets
 from pathlib import Path
 from typing import Any, Callable
 
@@ -95,11 +97,12 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
 
 
 def run_personalize(args: argparse.Namespace) -> int:
-    from fol.checkpoint import DEFAULT_MAX_BYTES, ModelCard, load_model, save_model
+    from fol.checkpoint import DEFAULT_MAX_BYTES, ModelCard, load_model, model_to_bytes
     from fol.config import FOLConfig
-    from fol.errors import ConfigError, DataError
+    from fol.errors import CheckpointError, ConfigError, DataError
     from fol.nodedata import load_node_data, parse_node_data
-    from fol.fileio import check_output_dir, check_output_file, write_json_atomic
+    from fol.fileio import (atomic_write_bytes, check_output_dir, check_output_file, fsync_dir,
+                            write_json_atomic)
     from fol.personalize import NodeState, check_received, personalize, save_ensemble
 
     cfg = FOLConfig.from_toml(args.config, preset=args.preset) if args.config else FOLConfig.preset(args.preset or "default")
@@ -145,19 +148,39 @@ def run_personalize(args: argparse.Namespace) -> int:
         extra={"variant": args.variant, "personalized_from": Path(args.model).name},
     )
     files = {"model": "model.safetensors"}
-    save_model(out / files["model"], state.current_model, card)
+    with_ensemble = args.variant in ("fol-a", "fol-an") and not report.kept_local
+    if with_ensemble:
+        files["ensemble"] = "ensemble.json"
     full = {
         "node": name, "variant": args.variant, "round": round_, "config": cfg.to_dict(),
         "skipped_files": skipped, "outputs": files, **report.to_dict(),
     }
     try:
-        if args.variant in ("fol-a", "fol-an") and not report.kept_local:
+        data = model_to_bytes(state.current_model, card)
+    except CheckpointError as exc:  # checked as the loader would: name the file it was to become
+        raise CheckpointError(str(exc).replace("<bytes>", str(out / files["model"]), 1)) from None
+    # Write-then-switch: the model and the report go to temporary names first, then the
+    # ensemble (itself write-then-switch), and only then are the model and the report
+    # renamed into place, so a write that fails leaves --out with its previous outputs.
+    tag = secrets.token_hex(4)
+    staged = {out / f".{n}.{tag}.tmp": out / n for n in (files["model"], "report.json")}
+    tmp_model, tmp_report = staged
+    writing = files["model"]  # the output being written, for the error
+    try:
+        atomic_write_bytes(tmp_model, data)
+        writing = "report.json"
+        write_json_atomic(tmp_report, full)
+        if with_ensemble:
+            writing = "ensemble.json"
             save_ensemble(out, state, report, received)
-            files["ensemble"] = "ensemble.json"
-        write_json_atomic(out / "report.json", full)
+        for writing, (tmp, path) in zip((files["model"], "report.json"), staged.items()):
+            os.replace(tmp, path)
+        fsync_dir(out)
     except OSError as exc:
-        target = Path(exc.filename2 or exc.filename or out)  # os.replace names the temporary file first
-        raise ConfigError(f"--out {out}: cannot write {target.name} ({exc.strerror or exc})") from None
+        raise ConfigError(f"--out {out}: cannot write {writing} ({exc.strerror or exc})") from None
+    finally:
+        for tmp in staged:
+            tmp.unlink(missing_ok=True)
     print(format_summary(full))
     print(f"\nwrote {out / files['model']}" + (f" and {out / 'ensemble.json'}" if "ensemble" in files else "")
           + f"; report: {out / 'report.json'}")

@@ -294,3 +294,45 @@ def test_a_failed_ensemble_save_leaves_the_previous_ensemble_whole(swarm_files: 
     after = json.loads((out / "ensemble.json").read_text())
     assert sorted(p.name for p in out.glob("member-*.safetensors")) == sorted(m["file"] for m in after["members"])
     assert all(load_model(out / m["file"]).card.round == 1 for m in after["members"])
+
+
+@pytest.mark.parametrize("failing", ["report.json", "ensemble.json"])
+def test_a_failed_write_leaves_the_previous_outputs_together(swarm_files: Path, tmp_path: Path, failing: str,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """model.safetensors was replaced before ensemble.json and report.json were written: a
+    write failing after it left the new model next to the previous report. Now --out keeps
+    every previous output, and no temporary file."""
+    import fol.fileio
+    import fol.personalize
+
+    neighbours = tmp_path / "received"
+    neighbours.mkdir()
+    shutil.copy(swarm_files / "node2.safetensors", neighbours)
+    out = tmp_path / "out"
+    run = lambda: _personalize(swarm_files, neighbours, out, "--variant", "fol-an", "--top-k", "2")  # noqa: E731
+    assert run() == 0
+    (out / "model.safetensors").write_bytes(b"the previous model")  # so that any new model differs
+    (out / "report.json").write_text('{"the": "previous report"}')
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real_write = fol.fileio.write_json_atomic
+
+    def failing_write(path, *args, **kwargs):
+        if Path(path).name == failing or Path(path).name.startswith(f".{failing}."):
+            raise OSError(28, "No space left on device", str(path))
+        real_write(path, *args, **kwargs)
+
+    monkeypatch.setattr(fol.fileio, "write_json_atomic", failing_write)
+    monkeypatch.setattr(fol.personalize, "write_json_atomic", failing_write)
+    capsys.readouterr()
+    assert run() == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--out {out}: cannot write {failing} (No space left on device)" in err[0], err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    monkeypatch.setattr(fol.fileio, "write_json_atomic", real_write)
+    monkeypatch.setattr(fol.personalize, "write_json_atomic", real_write)
+    assert run() == 0
+    assert load_model(out / "model.safetensors").card.round == 1
+    assert json.loads((out / "report.json").read_text())["outputs"] == {"model": "model.safetensors",
+                                                                        "ensemble": "ensemble.json"}
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
