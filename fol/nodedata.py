@@ -66,7 +66,7 @@ _INT_FIELDS = {"nodes", "node", "per_node", "size", "seed"}
 def parse_node_data(text: str, root: str | None = None) -> NodeDataSpec:
     """Parse a ``--data`` spec (see :data:`NODE_DATA_HELP`)."""
     text = text.strip()
-    if "=" not in text:
+    if "=" not in text or (text and Path(text).is_dir()):  # a folder may have '=' in its name (run=1/)
         path = Path(text)
         if not path.is_dir():
             raise ConfigError(f"--data {text!r}: not a folder and not key=value pairs ({NODE_DATA_HELP})")
