@@ -37,9 +37,10 @@ def _wildfire_tree(base: Path) -> Path:
 
 
 def _hurricane_tree(base: Path) -> Path:
-    for split in ("train_another", "validation_another", "test", "test_another"):
-        _write(base / split / "damage" / f"-95.061275_29.831535{split[:2]}.jpeg".replace(split[:2] + ".", "."), (120, 100, 60))
-        _write(base / split / "no_damage" / "-95.5_29.5.jpeg", (90, 90, 90))
+    for k, split in enumerate(("train_another", "validation_another", "test", "test_another")):
+        # one place per class, a different tile of it in each split (identical copies are used once)
+        _write(base / split / "damage" / "-95.061275_29.831535.jpeg", (120, 100 + 10 * k, 60))
+        _write(base / split / "no_damage" / "-95.5_29.5.jpeg", (90, 90, 90 + 10 * k))
     return base
 
 
@@ -366,3 +367,17 @@ def test_data_info_reads_an_image_folders_coordinates_and_skips_broken_files(tmp
                          (["--skip-corrupt"], "--skip-corrupt: only applies to datasets read from image files")):
         assert main(["data", "info", "synthetic-wildfire", *flag]) == 2
         assert needle in capsys.readouterr().err
+
+
+def test_an_image_in_two_published_splits_is_used_once(tmp_path, caplog):
+    # pooled and re-split per node, a copy could otherwise be in a node's training and test split
+    base = _wildfire_tree(tmp_path / "wildfire")
+    dup = base / "train" / "wildfire" / "-73.4586,45.5837.jpg"
+    (base / "test" / "wildfire" / dup.name).write_bytes(dup.read_bytes())
+    _write(base / "valid" / "wildfire" / "-72.1,46.25.jpg", (10, 20, 250))  # same place, another tile: kept
+    with caplog.at_level("WARNING", logger="fol.data.loaders"):
+        ds = loaders.load_wildfire(base, image_size=8)
+    assert len(ds) == 8
+    assert sum(s.endswith("-73.4586,45.5837.jpg") for s in ds.sources) == 1
+    assert sum(s.endswith("-72.1,46.25.jpg") for s in ds.sources) == 2
+    assert "1 image(s) are copies" in caplog.text and "test/wildfire/-73.4586,45.5837.jpg" in caplog.text

@@ -27,6 +27,7 @@ files are ever unpickled.
 from __future__ import annotations
 
 import csv
+import hashlib
 import logging
 import os
 import re
@@ -307,6 +308,7 @@ def _load_geo_layout(
             labels += [ci] * len(found)
     if not files:
         raise _missing(name, base, layout, source)
+    files, labels = _drop_copies(name, root, files, labels)
     coords = np.array([parse_lonlat(f.name, sep) for f in files], dtype=np.float64).reshape(-1, 2)
     keep = _subsample(np.asarray(labels), max_per_class, seed)
     files = [files[i] for i in keep]
@@ -316,6 +318,51 @@ def _load_geo_layout(
     log.info("loaded %s: %d images from %s (%s)", name, len(kept), root, ", ".join(splits))
     return _to_dataset(pixels, lab, coords[kept, 0], coords[kept, 1], classes, name,
                        [str(f) for f, good in zip(files, ok) if good])
+
+
+def _drop_copies(name: str, root: Path, files: list[Path], labels: list[int]) -> tuple[list[Path], list[int]]:
+    """Keep one copy of an image found in several published folders.
+
+    The published splits are pooled and re-split per node, so a file present in
+    two of them (the same ``<lon><sep><lat>`` name and the same bytes) could land
+    in both a node's training and test split. Such a copy with the same label is
+    dropped (the first folder read keeps it) and counted in a logged warning; one
+    labelled differently is kept and warned about. Files that merely share a name
+    (other bytes: another tile of that place) are all kept."""
+    by_name: dict[str, list[int]] = {}
+    for i, f in enumerate(files):
+        by_name.setdefault(f.name.lower(), []).append(i)
+    drop: set[int] = set()
+    copies: list[str] = []
+    conflicts: list[str] = []
+    for idxs in by_name.values():
+        if len(idxs) < 2:
+            continue
+        first: dict[bytes, int] = {}
+        for i in idxs:
+            try:
+                digest = hashlib.sha256(files[i].read_bytes()).digest()
+            except OSError:  # reported, naming the file, when it is decoded
+                continue
+            j = first.setdefault(digest, i)
+            if j == i:
+                continue
+            pair = f"{files[i].relative_to(root).as_posix()} = {files[j].relative_to(root).as_posix()}"
+            if labels[i] == labels[j]:
+                drop.add(i)
+                copies.append(pair)
+            else:
+                conflicts.append(pair)
+    if copies:
+        log.warning("%s: %d image(s) are copies of one in another published folder; each is used once "
+                    "(e.g. %s)", name, len(copies), copies[0])
+    if conflicts:
+        log.warning("%s: %d image(s) are copies of one with another label in another folder; both are kept "
+                    "(e.g. %s)", name, len(conflicts), conflicts[0])
+    if not drop:
+        return files, labels
+    keep = [i for i in range(len(files)) if i not in drop]
+    return [files[i] for i in keep], [labels[i] for i in keep]
 
 
 def _geo_loader(name: str, default_splits: tuple[str, ...], sep: str, layout: str, url: str, doc: str):
