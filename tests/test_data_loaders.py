@@ -381,3 +381,12 @@ def test_an_image_in_two_published_splits_is_used_once(tmp_path, caplog):
     assert sum(s.endswith("-73.4586,45.5837.jpg") for s in ds.sources) == 1
     assert sum(s.endswith("-72.1,46.25.jpg") for s in ds.sources) == 2
     assert "1 image(s) are copies" in caplog.text and "test/wildfire/-73.4586,45.5837.jpg" in caplog.text
+
+
+def test_an_empty_published_folder_is_an_error_not_a_smaller_split(tmp_path):
+    base = _wildfire_tree(tmp_path / "wildfire")
+    for f in (base / "valid").rglob("*.jpg"):  # an archive unpacked only in part
+        f.unlink()
+    with pytest.raises(DataError, match=r"no images in valid/nowildfire, valid/wildfire"):
+        loaders.load_wildfire(base, image_size=8)
+    assert len(loaders.load_wildfire(base, splits=("train", "test"), image_size=8)) == 5

@@ -298,16 +298,22 @@ def _load_geo_layout(
         raise _missing(name, base, layout, source)
     files: list[Path] = []
     labels: list[int] = []
+    empty: list[str] = []
     for split in splits:
         for ci, cls in enumerate(classes):
             folder = root / split / cls
             if not folder.is_dir():
                 raise DataError(f"dataset {name!r}: folder {folder} is missing (expected layout: {layout})")
             found = _image_files(folder)
+            if not found:
+                empty.append(f"{split}/{cls}")
             files += found
             labels += [ci] * len(found)
     if not files:
         raise _missing(name, base, layout, source)
+    if empty:  # every published folder holds images: an empty one is an incomplete copy, not a smaller split
+        raise DataError(f"dataset {name!r}: no images in {', '.join(empty)} under {root} (an incomplete copy? "
+                        f"unpack the archive again, or leave that split out with splits=)")
     files, labels = _drop_copies(name, root, files, labels)
     coords = np.array([parse_lonlat(f.name, sep) for f in files], dtype=np.float64).reshape(-1, 2)
     keep = _subsample(np.asarray(labels), max_per_class, seed)
