@@ -85,7 +85,8 @@ def czml_packets(plan: ContactPlan, traj: Trajectories, name: str = "fol-swarm c
                           "fillColor": {"rgba": _STATION_COLOR}},
             })
             continue
-        samples = np.column_stack([traj.times_s, itrs_m[i]]).round(1).ravel().tolist()
+        # times to the millisecond (the resolution of the ISO times here), positions to 0.1 m
+        samples = np.column_stack([np.round(traj.times_s, 3), itrs_m[i].round(1)]).ravel().tolist()
         packets.append({
             "id": pid, "name": node, "availability": interval,
             "description": f"satellite {node}",
