@@ -73,6 +73,10 @@ def czml_packets(plan: ContactPlan, traj: Trajectories, name: str = "fol-swarm c
                   "range": "LOOP_STOP", "step": "SYSTEM_CLOCK_MULTIPLIER"},
     }]
     itrs_m = teme_to_itrs(traj.pos.transpose(1, 0, 2), start, traj.times_s) * 1e3  # (node, time, 3)
+    # sample times count from the epoch as written (to the millisecond), not from a start between two
+    epoch = _iso(start, 0.0)
+    shift_s = (start - _dt.datetime.fromisoformat(epoch.replace("Z", "+00:00"))).total_seconds()
+    sample_t = np.round(traj.times_s + shift_s, 6)
     for i, node in enumerate(traj.names):
         pid = f"node-{i}"
         if traj.kinds[i] == STATION:
@@ -85,12 +89,11 @@ def czml_packets(plan: ContactPlan, traj: Trajectories, name: str = "fol-swarm c
                           "fillColor": {"rgba": _STATION_COLOR}},
             })
             continue
-        # times to the millisecond (the resolution of the ISO times here), positions to 0.1 m
-        samples = np.column_stack([np.round(traj.times_s, 3), itrs_m[i].round(1)]).ravel().tolist()
+        samples = np.column_stack([sample_t, itrs_m[i].round(1)]).ravel().tolist()  # positions to 0.1 m
         packets.append({
             "id": pid, "name": node, "availability": interval,
             "description": f"satellite {node}",
-            "position": {"epoch": _iso(start, 0.0), "referenceFrame": "FIXED", "interpolationAlgorithm": "LAGRANGE",
+            "position": {"epoch": epoch, "referenceFrame": "FIXED", "interpolationAlgorithm": "LAGRANGE",
                          "interpolationDegree": 5, "cartesian": samples},
             "point": {"pixelSize": 6, "color": {"rgba": _SAT_COLOR}},
             "label": {"text": node, "font": "9pt sans-serif", "pixelOffset": {"cartesian2": [8, 0]},

@@ -398,3 +398,27 @@ def test_czml_sample_times_match_their_positions_off_the_tenth_second() -> None:
     for t_s, *xyz in samples[[0, 1, -1]]:
         ref_m = sat.at(ts.from_datetime(epoch + dt.timedelta(seconds=float(t_s)))).frame_xyz(itrs).m
         assert np.linalg.norm(np.asarray(xyz) - ref_m) < 1.0
+
+
+def test_czml_samples_stay_on_time_for_a_start_between_milliseconds() -> None:
+    """ISO times are written to the millisecond; a start 0.8 ms past one must not shift every
+    sample by 0.8 ms (~6 m in LEO) against Skyfield's Earth-fixed position at epoch + t."""
+    from skyfield.api import EarthSatellite
+    from skyfield.framelib import itrs
+
+    from contact_sim.scenario import build_constellation
+    from orbits.timeutil import timescale
+
+    doc = {"constellation": {"kind": "walker-delta", "total": 2, "planes": 1, "altitude_km": 550.0,
+                             "inclination_deg": 53.0, "epoch": "2025-01-01T00:00:00Z"},
+           "time": {"start": "2025-01-01T00:00:00.000800Z", "duration_s": 600.0, "step_s": 60.0},
+           "link": {"max_range_km": 5000.0}}
+    scenario = parse_contact_scenario(doc, ".")
+    traj = build_trajectories(scenario)
+    pos = czml_packets(plan_from_trajectories(traj, scenario), traj)[1]["position"]
+    epoch = dt.datetime.fromisoformat(pos["epoch"].replace("Z", "+00:00"))
+    ts = timescale()
+    sat = EarthSatellite.from_satrec(build_constellation(scenario).satrecs[0], ts)
+    for t_s, *xyz in np.reshape(pos["cartesian"], (-1, 4))[[0, 5, -1]]:
+        ref_m = sat.at(ts.from_datetime(epoch + dt.timedelta(seconds=float(t_s)))).frame_xyz(itrs).m
+        assert np.linalg.norm(np.asarray(xyz) - ref_m) < 1.0
