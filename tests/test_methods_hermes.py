@@ -115,15 +115,38 @@ def test_hermes_end_to_end_bytes(nodes):
     groups = channel_slices(build_model(SPEC), (3, 16, 16), "channel")
     masked = {key for per in groups.values() for ch in per for key, _, _ in ch}
     n_masked = sum(build_model(SPEC).state_dict()[k].numel() for k in masked)
+    model = build_model(SPEC)
+    dense = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    # per prunable layer: (channels, bytes of one output channel's own entries), from the architecture
+    per_channel_bytes = {}
+    for seq in ("features", "classifier"):
+        mods = list(getattr(model, seq).children())
+        for i, mod in enumerate(mods):
+            if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear)) and not (seq == "classifier" and i == len(mods) - 1):
+                floats = mod.weight[0].numel() + (mod.bias is not None)
+                if i + 1 < len(mods) and isinstance(mods[i + 1], torch.nn.BatchNorm2d):
+                    floats += 4  # weight, bias, running_mean, running_var
+                per_channel_bytes[f"{seq}.{i}"] = (mod.weight.shape[0], 4 * floats)
+    assert per_channel_bytes == {"features.0": (16, 4 * 31), "features.4": (32, 4 * 148), "classifier.1": (64, 4 * 33)}
     for r, masks in zip(res, run.state["masks"], strict=True):
         assert math.isfinite(r.test_accuracy) and r.rounds == 2
         assert r.extra["pruned_share"] == pytest.approx(0.3, abs=0.03)
         # up = down + one mask bitmap per round (the server returns the subnetwork without the mask)
         assert r.bytes_up - r.bytes_down == 2 * mask_bytes(n_masked)
+        # down: each round the node receives its subnetwork, i.e. the dense model minus, for every
+        # channel pruned so far, that channel's own tensors (its filter row / bias and the entries of
+        # the BatchNorm it feeds). Per layer round(share * n) channels are pruned, the share growing
+        # by prune_rate = 0.2 per round up to target = 0.3 (acc_threshold = 0: a node prunes every round).
+        assert [h["pruned_now"] for h in r.extra["history"]] == [True, True]
+        expected_down = 0
+        for share in (0.2, 0.3):
+            pruned = {name: int(round(share * per_channel_bytes[name][0])) for name in per_channel_bytes}
+            expected_down += dense - sum(n * per_channel_bytes[name][1] for name, n in pruned.items())
+        assert r.bytes_down == expected_down
+        assert {name: int((~m).sum()) for name, m in masks.items()} == pruned  # the final masks: round 2's
         final = subnetwork_bytes(build_model(SPEC).state_dict(),
                                  element_masks(masks, groups, build_model(SPEC).state_dict()))
-        assert r.bytes_down < 2 * sum(t.numel() * 4 for t in build_model(SPEC).state_dict().values())
-        assert r.bytes_down >= 2 * final  # round-2 subnetwork is the final (smallest) one
+        assert final == dense - sum(int((~m).sum()) * per_channel_bytes[name][1] for name, m in masks.items())
 
 
 def test_parameter_level_intersection_keeps_outgoing_weights_of_pruned_channels_personal():
