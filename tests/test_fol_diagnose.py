@@ -12,8 +12,36 @@ TINY_FOL = ["pretrain_epochs=2", "finetune_epochs=1", "post_finetune_epochs=1", 
             "distill_epochs=1", "ensemble_steps=5", "max_neighbours=2", "top_k=2"]
 
 
-def test_rows_and_summary_at_tiny_size(tmp_path, capsys, benchmark_script) -> None:
+def test_rows_and_summary_at_tiny_size(tmp_path, capsys, monkeypatch, benchmark_script) -> None:
     script = benchmark_script("fol_diagnose")
+    seen = {}  # the swarm, its shards and the FOL run the script builds, to read the round reports
+
+    def spy(name):
+        real = getattr(script, name)
+
+        def wrapped(*args, **kwargs):
+            seen[name] = result = real(*args, **kwargs)
+            return result
+        monkeypatch.setattr(script, name, wrapped)
+
+    for name in ("load_pool", "partition_pool", "pretrained_swarm", "run_fol_pipeline"):
+        spy(name)
+    real_run = script.run_fol_pipeline
+
+    def distinct_reports(*args, **kwargs):
+        """At this size many report figures coincide (own score before = after, student = ensemble,
+        the own model first in the selection...): give every figure the rows read its own value,
+        so a row reading the wrong one shows."""
+        run = real_run(*args, **kwargs)
+        for k, (rep,) in enumerate(run.reports):
+            for i, c in enumerate(rep.candidates):
+                c["score_before"], c["score_after"] = 0.01 * (10 * k + i + 1), 0.01 * (10 * k + i + 1) + 0.005
+            weights = [0.1 * (i + 1) + 0.01 * k for i in range(len(rep.selected))]
+            rep.selected, rep.weights = rep.selected[::-1], weights[::-1]  # the own model is not first
+            for j, variant in enumerate(("local", "student", "ensemble", "deployed")):
+                rep.accuracy[variant] = {"val": 0.05 * (j + 1) + 0.01 * k, "test": 0.1 * (j + 1) + 0.01 * k}
+        return run
+    monkeypatch.setattr(script, "run_fol_pipeline", distinct_reports)
     out = tmp_path / "d.json"
     argv = ["--nodes", "3", "--pool", "150", "--image-size", "16", "--fol", *TINY_FOL, "--json", str(out)]
     assert script.main(argv) == 0
@@ -22,12 +50,31 @@ def test_rows_and_summary_at_tiny_size(tmp_path, capsys, benchmark_script) -> No
     rows, s = data["rows"], data["summary"]
     assert [r["node"] for r in rows] == ["node-0", "node-1", "node-2"]
     assert sum(r["images"] for r in rows) == 150
-    for r in rows:
-        assert 0.5 <= r["majority_share"] <= 1 and 0.5 <= r["val_majority_rate"] <= 1
-        assert len(r["neighbours_val_received"]) == len(r["neighbours_val_aligned"]) == 2  # Q = 2 of 2 others
+    pool, shards, ctx, run = (seen[n] for n in ("load_pool", "partition_pool", "pretrained_swarm", "run_fol_pipeline"))
+    for k, r in enumerate(rows):
+        # the data figures: the node's shard of the pool and its validation split
+        labels = pool.labels[shards[k]].tolist()
+        assert r["images"] == len(labels)
+        assert r["majority_share"] == round(max(labels.count(c) for c in set(labels)) / len(labels), 4)
+        val = ctx.nodes[k].data.val.labels.tolist()
+        assert r["val_majority_rate"] == round(max(val.count(c) for c in set(val)) / len(val), 4)
+        # the FOL figures: node k's own round-1 report
+        (rep,) = run.reports[k]
+        assert rep.node == r["node"] == ctx.nodes[k].name
+        own = [c for c in rep.candidates if c["own"]]
+        others = [c for c in rep.candidates if not c["own"]]
+        assert len(own) == 1 and len(others) == 2  # Q = 2 of 2 others
+        assert r["own_val"] == own[0]["score_after"]
+        assert r["neighbours_val_received"] == [c["score_before"] for c in others]
+        assert r["neighbours_val_aligned"] == [c["score_after"] for c in others]
+        weights = dict(zip(rep.selected, rep.weights, strict=True))
+        assert r["own_weight"] == weights.get(own[0]["name"], 0.0)
+        acc = rep.accuracy
+        assert r["ensemble_minus_local"] == acc["ensemble"]["test"] - acc["local"]["test"]
+        assert r["student_minus_local"] == acc["student"]["test"] - acc["local"]["test"]
+        # the prior-corrected figures are the script's own (no report holds them)
         assert len(r["neighbours_val_prior"]) == 2 and all(0.0 <= p <= 1.0 for p in r["neighbours_val_prior"])
         assert -1.0 <= r["prior_ensemble_minus_local"] <= 1.0
-        assert 0.0 <= r["own_weight"] <= 1.0
         assert f"| {r['node']} | {r['images']} |" in printed
     # the summary counts the rows
     assert s["neighbours"] == 6 and s["nodes"] == 3
