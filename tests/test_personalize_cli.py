@@ -9,9 +9,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from fol.checkpoint import load_model, read_card
 from fol.cli import main
+from fol.nodedata import load_node_data, parse_node_data
+from fol.train import evaluate
 
 DATA = "dataset=synthetic-hurricane,nodes=4,node={k},psi=0.5,per_node=150,size=1600,seed=3"
 FAST = """[fol]
@@ -49,7 +52,9 @@ def test_personalize_with_heterogeneous_neighbours(swarm_files: Path, tmp_path: 
     out = tmp_path / "out"
     assert _personalize(swarm_files, neighbours, out) == 0
     printed = capsys.readouterr().out
-    assert "node0" in printed or "node-0" in printed
+    # the node is named by its model's producer, which `fol pretrain` set from the data spec (node=0)
+    assert read_card(swarm_files / "node0.safetensors").producer == "node-0"
+    assert printed.splitlines()[0] == "FOL round 1 on node-0 (variant fol)"
     assert "skipped file notes.txt" in printed
 
     report = json.loads((out / "report.json").read_text())
@@ -69,6 +74,15 @@ def test_personalize_with_heterogeneous_neighbours(swarm_files: Path, tmp_path: 
     loaded = load_model(out / "model.safetensors")
     assert loaded.card.spec.arch == "cnn-small"
     assert loaded.card.round == 1
+    assert report["node"] == loaded.card.producer == "node-0" and report["variant"] == "fol"
+    # Variant fol deploys the student: the saved model scores the student's (and the deployed) accuracy on
+    # the node's own splits, and it is not the node's own model (whose accuracy may coincide at this size).
+    data = load_node_data(parse_node_data(DATA.format(k=0)))
+    model = loaded.model.eval()
+    saved = {"val": evaluate(model, *data.val.tensors()).accuracy, "test": evaluate(model, *data.test.tensors()).accuracy}
+    assert report["accuracy"]["student"] == saved and report["accuracy"]["deployed"] == saved
+    own = load_model(swarm_files / "node0.safetensors").model.state_dict()
+    assert any(not torch.equal(t, own[k]) for k, t in loaded.model.state_dict().items())
     dist = report["distillation"]
     assert dist["kl_after"] < dist["kl_before"] or (dist["reverted"] and dist["kl_after"] == dist["kl_before"])
 
