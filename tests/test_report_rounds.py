@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from fol.simulation.report import (
-    accuracy_at_rounds_table, plot_accuracy_vs_bytes, plot_accuracy_vs_rounds, reference_points, round_curves,
+    accuracy_at_rounds_table, exchange_curves, plot_accuracy_vs_bytes, plot_accuracy_vs_rounds, reference_points, round_curves,
     rounds_to_match_table,
 )
 
@@ -57,10 +59,84 @@ def test_rounds_to_match_fol_or_not_within_r():
     assert "| test accuracy (%) |" in one_shot and "| fol | 80.0 | 1 |" in one_shot  # no curves: one column
 
 
-def test_plots_are_written(tmp_path: Path):
-    plot_accuracy_vs_rounds(ROWS, tmp_path / "r.png")
-    plot_accuracy_vs_bytes(ROWS, tmp_path / "b.png")
-    assert (tmp_path / "r.png").stat().st_size > 1000 and (tmp_path / "b.png").stat().st_size > 1000
+def _drawn(monkeypatch, plot, rows, path: Path):
+    """Draw ``plot`` of ``rows`` to ``path``; the file must be a PNG of the documented
+    8.5 x 4.5 in at 110 dpi. Returns the figure's axes, caught as it is saved."""
+    import fol.simulation.report as report
+    from PIL import Image
+
+    caught = []
+    real = report.save_figure
+
+    def spy(fig, target):
+        caught.append(fig.axes)
+        return real(fig, target)
+
+    monkeypatch.setattr(report, "save_figure", spy)
+    plot(rows, path)
+    monkeypatch.setattr(report, "save_figure", real)
+    ((ax,),) = caught
+    with Image.open(path) as im:
+        im.verify()
+    with Image.open(path) as im:
+        assert im.format == "PNG" and im.size == (935, 495)
+    return ax
+
+
+def _same(a, b) -> bool:
+    """Nested lists / dicts of numbers equal up to float rounding."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return bool(np.isclose(a, b, rtol=1e-9, atol=1e-9))
+
+
+def _xy(points, x="round"):
+    return [[float(p[x]) for p in points], [100 * p["test_accuracy"] for p in points]]
+
+
+def _line(line):
+    return [[float(v) for v in line.get_xdata()], [float(v) for v in line.get_ydata()]]
+
+
+def _check_rounds_plot(ax, rows):
+    """What plot_accuracy_vs_rounds draws is the prepared data: a line per round curve, a dashed line
+    per FOL run of several exchanges, a star per single-shot method at its rounds, local's level."""
+    curves, refs, ex = round_curves(rows), reference_points(rows), exchange_curves(rows)
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    for m, pts in curves.items():
+        assert _same(_line(lines[m]), _xy(pts)), m
+    assert _same(list(lines["local (no exchange)"].get_ydata()), [100 * refs["local"]["test_accuracy"]] * 2)
+    dashed = [_line(line) for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert _same(dashed, [_xy(ex[m]) for m in refs if m != "local" and len(ex.get(m, [])) > 1])
+    stars = {c.get_label(): c.get_offsets().tolist() for c in ax.collections}
+    assert _same(stars, {f"{m} ({p['rounds']} exchange{'s' * (p['rounds'] != 1)})":
+                         [[max(1, p["rounds"]), 100 * p["test_accuracy"]]]
+                         for m, p in refs.items() if m != "local"})
+
+
+def _check_bytes_plot(ax, rows):
+    """What plot_accuracy_vs_bytes draws: every node run's (bytes, accuracy), a star at each method's
+    mean, and the round curves (FOL's exchanges, dashed) against bytes per node."""
+    curves, ex = round_curves(rows), exchange_curves(rows)
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    runs = {m: [[max(1.0, r["bytes_up"] + r["bytes_down"]), 100 * r["test_accuracy"]] for r in rows
+                if r["method"] == m] for m in methods}
+    labelled = {c.get_label(): c.get_offsets().tolist() for c in ax.collections if not c.get_label().startswith("_")}
+    assert _same(labelled, {m: [np.mean(runs[m], axis=0).tolist()] for m in methods})
+    dots = sorted(p for c in ax.collections if c.get_label().startswith("_") for p in c.get_offsets().tolist())
+    assert _same(dots, sorted(p for m in methods for p in runs[m]))
+    drawn = sorted(_line(line) for line in ax.get_lines())
+    expected = [[[max(1.0, x) for x in xs], ys] for xs, ys in
+                [_xy(pts, "bytes") for pts in curves.values()]
+                + [_xy(pts, "bytes") for m, pts in ex.items() if m not in curves and len(pts) > 1]]
+    assert _same(drawn, sorted(expected))
+
+
+def test_plots_are_written(tmp_path: Path, monkeypatch):
+    _check_rounds_plot(_drawn(monkeypatch, plot_accuracy_vs_rounds, ROWS, tmp_path / "r.png"), ROWS)
+    _check_bytes_plot(_drawn(monkeypatch, plot_accuracy_vs_bytes, ROWS, tmp_path / "b.png"), ROWS)
 
 
 def _fol_row(seed, node, accs, per_exchange_bytes=500):
@@ -71,20 +147,19 @@ def _fol_row(seed, node, accs, per_exchange_bytes=500):
     return row
 
 
-def test_a_fol_run_of_e_exchanges_shows_each_exchange(tmp_path: Path):
+def test_a_fol_run_of_e_exchanges_shows_each_exchange(tmp_path: Path, monkeypatch):
     rows = ([_fol_row(s, n, accs) for s in (0, 1) for n, accs in (("a", [0.6, 0.7, 0.8]), ("b", [0.6, 0.8, 0.9]))]
             + [r for r in ROWS if r["method"] in ("fedavg", "local")])
-    from fol.simulation.report import exchange_curves
-
     ex = exchange_curves(rows)
     assert set(ex) == {"fol"} and [round(p["test_accuracy"], 6) for p in ex["fol"]] == [0.6, 0.75, 0.85]
     assert [p["bytes"] for p in ex["fol"]] == [500, 1000, 1500]
     at = accuracy_at_rounds_table(rows, at=(1, 3))  # fedavg's R = 4: columns after 1, 3 and 4 rounds
     assert "| fol | 60.0 | 85.0 | 85.0 | 3 |" in at  # after min(r, E) exchanges
     assert "| local | 60.0 | 60.0 | 60.0 | 0 |" in at
-    plot_accuracy_vs_rounds(rows, tmp_path / "r.png")
-    plot_accuracy_vs_bytes(rows, tmp_path / "b.png")
-    assert (tmp_path / "r.png").stat().st_size > 1000 and (tmp_path / "b.png").stat().st_size > 1000
+    ax = _drawn(monkeypatch, plot_accuracy_vs_rounds, rows, tmp_path / "r.png")
+    _check_rounds_plot(ax, rows)
+    assert len([line for line in ax.get_lines() if line.get_linestyle() == "--"]) == 1  # FOL's three exchanges
+    _check_bytes_plot(_drawn(monkeypatch, plot_accuracy_vs_bytes, rows, tmp_path / "b.png"), rows)
 
 
 def test_node_table_says_how_many_test_images_each_accuracy_is_of() -> None:
