@@ -373,9 +373,10 @@ def test_exports_go_through_the_crash_safe_writer(tmp_path: Path, monkeypatch) -
                                                   [0.0, 700.0], START, _hand_plan().node_kinds))
 
 
-def test_czml_sample_times_match_their_positions_off_the_tenth_second() -> None:
-    """Each [t, x, y, z] sample is where Skyfield puts the satellite (Earth-fixed, metres) at epoch + t,
-    also for a horizon ending between tenths of a second (the last grid point is the horizon)."""
+def _czml_samples_against_skyfield(start: str, duration_s: float, rows: list[int]) -> np.ndarray:
+    """The first satellite's CZML samples [t, x, y, z] of a two-satellite shell from
+    ``start``; the ``rows`` given are checked within 1 m of Skyfield's Earth-fixed
+    position (metres) at the written epoch + t."""
     from skyfield.api import EarthSatellite
     from skyfield.framelib import itrs
 
@@ -384,41 +385,29 @@ def test_czml_sample_times_match_their_positions_off_the_tenth_second() -> None:
 
     doc = {"constellation": {"kind": "walker-delta", "total": 2, "planes": 1, "altitude_km": 550.0,
                              "inclination_deg": 53.0, "epoch": "2025-01-01T00:00:00Z"},
-           "time": {"start": "2025-01-01T00:00:00Z", "duration_s": 600.37, "step_s": 60.0},
-           "link": {"max_range_km": 5000.0}}
-    scenario = parse_contact_scenario(doc, ".")
-    traj = build_trajectories(scenario)
-    packets = czml_packets(plan_from_trajectories(traj, scenario), traj)
-    pos = packets[1]["position"]
-    epoch = dt.datetime.fromisoformat(pos["epoch"].replace("Z", "+00:00"))
-    samples = np.reshape(pos["cartesian"], (-1, 4))
-    assert samples[-1, 0] == pytest.approx(600.37, abs=1e-3)
-    ts = timescale()
-    sat = EarthSatellite.from_satrec(build_constellation(scenario).satrecs[0], ts)
-    for t_s, *xyz in samples[[0, 1, -1]]:
-        ref_m = sat.at(ts.from_datetime(epoch + dt.timedelta(seconds=float(t_s)))).frame_xyz(itrs).m
-        assert np.linalg.norm(np.asarray(xyz) - ref_m) < 1.0
-
-
-def test_czml_samples_stay_on_time_for_a_start_between_milliseconds() -> None:
-    """ISO times are written to the millisecond; a start 0.8 ms past one must not shift every
-    sample by 0.8 ms (~6 m in LEO) against Skyfield's Earth-fixed position at epoch + t."""
-    from skyfield.api import EarthSatellite
-    from skyfield.framelib import itrs
-
-    from contact_sim.scenario import build_constellation
-    from orbits.timeutil import timescale
-
-    doc = {"constellation": {"kind": "walker-delta", "total": 2, "planes": 1, "altitude_km": 550.0,
-                             "inclination_deg": 53.0, "epoch": "2025-01-01T00:00:00Z"},
-           "time": {"start": "2025-01-01T00:00:00.000800Z", "duration_s": 600.0, "step_s": 60.0},
+           "time": {"start": start, "duration_s": duration_s, "step_s": 60.0},
            "link": {"max_range_km": 5000.0}}
     scenario = parse_contact_scenario(doc, ".")
     traj = build_trajectories(scenario)
     pos = czml_packets(plan_from_trajectories(traj, scenario), traj)[1]["position"]
     epoch = dt.datetime.fromisoformat(pos["epoch"].replace("Z", "+00:00"))
+    samples = np.reshape(pos["cartesian"], (-1, 4))
     ts = timescale()
     sat = EarthSatellite.from_satrec(build_constellation(scenario).satrecs[0], ts)
-    for t_s, *xyz in np.reshape(pos["cartesian"], (-1, 4))[[0, 5, -1]]:
+    for t_s, *xyz in samples[rows]:
         ref_m = sat.at(ts.from_datetime(epoch + dt.timedelta(seconds=float(t_s)))).frame_xyz(itrs).m
         assert np.linalg.norm(np.asarray(xyz) - ref_m) < 1.0
+    return samples
+
+
+def test_czml_sample_times_match_their_positions_off_the_tenth_second() -> None:
+    """Each [t, x, y, z] sample is where Skyfield puts the satellite (Earth-fixed, metres) at epoch + t,
+    also for a horizon ending between tenths of a second (the last grid point is the horizon)."""
+    samples = _czml_samples_against_skyfield("2025-01-01T00:00:00Z", 600.37, rows=[0, 1, -1])
+    assert samples[-1, 0] == pytest.approx(600.37, abs=1e-3)
+
+
+def test_czml_samples_stay_on_time_for_a_start_between_milliseconds() -> None:
+    """ISO times are written to the millisecond; a start 0.8 ms past one must not shift every
+    sample by 0.8 ms (~6 m in LEO) against Skyfield's Earth-fixed position at epoch + t."""
+    _czml_samples_against_skyfield("2025-01-01T00:00:00.000800Z", 600.0, rows=[0, 5, -1])

@@ -542,11 +542,7 @@ def test_resume_refuses_saved_results_that_are_broken_and_keeps_them(tmp_path: P
     """A saved per-method result file that is truncated, of other types or of
     another method is one line naming it on ``--resume`` (it was a traceback),
     and the file is left as it was."""
-    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\n" + "".join(
-        f"{n},0,{0.1 * k},0,0.1\n{n},600,{0.1 * k + 0.2},0,0.1\n" for k, n in enumerate("abc")))
-    (tmp_path / "s.toml").write_text(DRONES.replace('run = ["local", "fol", "fedavg"]', 'run = ["local"]'))
-    out = tmp_path / "out"
-    assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(out)]) == 0
+    out = _local_only_run(tmp_path)
     saved = out / "state" / "seed-0" / "results" / "local.json"
     good = saved.read_text()
     capsys.readouterr()
@@ -563,16 +559,22 @@ def test_resume_refuses_saved_results_that_are_broken_and_keeps_them(tmp_path: P
 
 
 
-def test_resume_refuses_a_pretrained_checkpoint_of_another_node(tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """A checkpoint in another node's place (copied or renamed by hand) was taken as
-    that node's pretrained model and silently changed every result; it is now one
-    line naming the file, and nothing saved is changed."""
+def _local_only_run(tmp_path: Path) -> Path:
+    """A finished run of the three-drone scenario with the local method only; its folder."""
     (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\n" + "".join(
         f"{n},0,{0.1 * k},0,0.1\n{n},600,{0.1 * k + 0.2},0,0.1\n" for k, n in enumerate("abc")))
     (tmp_path / "s.toml").write_text(DRONES.replace('run = ["local", "fol", "fedavg"]', 'run = ["local"]'))
     out = tmp_path / "out"
     assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(out)]) == 0
+    return out
+
+
+def test_resume_refuses_a_pretrained_checkpoint_of_another_node(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A checkpoint in another node's place (copied or renamed by hand) was taken as
+    that node's pretrained model and silently changed every result; it is now one
+    line naming the file, and nothing saved is changed."""
+    out = _local_only_run(tmp_path)
     state = out / "state" / "seed-0"
     (state / "results" / "local.json").unlink()  # interrupted before the methods
     a, b = state / "pretrained" / "a.safetensors", state / "pretrained" / "b.safetensors"
@@ -688,11 +690,7 @@ def test_the_check_refuses_a_synthesis_too_large_before_pretraining(tmp_path: Pa
 def test_resume_reports_the_wall_time_of_the_whole_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """After --resume the report's wall time counted only the resumed part: the run
     folder keeps the time so far, and a resumed run adds it (or says it has none)."""
-    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\n" + "".join(
-        f"{n},0,{0.1 * k},0,0.1\n{n},600,{0.1 * k + 0.2},0,0.1\n" for k, n in enumerate("abc")))
-    (tmp_path / "s.toml").write_text(DRONES.replace('run = ["local", "fol", "fedavg"]', 'run = ["local"]'))
-    out = tmp_path / "out"
-    assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(out)]) == 0
+    out = _local_only_run(tmp_path)
     wall = out / "state" / "wall_seconds.json"
     first = json.loads(wall.read_text())["seconds"]
     assert first > 0 and re.search(r"^Wall time \d+ s\.$", (out / "report.md").read_text(), re.M)
