@@ -340,14 +340,16 @@ def _hash_tensors(h: Any, state_dict: Mapping[str, torch.Tensor]) -> None:
 # --------------------------------------------------------------------------- save
 
 
-def model_to_bytes(model: nn.Module, card: ModelCard, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+def model_to_bytes(model: nn.Module, card: ModelCard, *, max_bytes: int = DEFAULT_MAX_BYTES,
+                   source: str = "<bytes>") -> bytes:
     """Serialize ``model`` with ``card`` to the bytes of a model file.
 
     ``card.pruned`` and ``card.sha256`` are recomputed from the tensors. The
     model is checked exactly as the loader would (dtypes, finite values, shapes
-    against ``card.spec``), so the bytes always load back.
+    against ``card.spec``), so the bytes always load back; errors name ``source``
+    (e.g. the file the bytes are to become), as :func:`load_model_bytes` does.
     """
-    return _serialize(model, card, "<bytes>", max_bytes)[0]
+    return _serialize(model, card, source, max_bytes)[0]
 
 
 def save_model(

@@ -99,7 +99,7 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
 def run_personalize(args: argparse.Namespace) -> int:
     from fol.checkpoint import DEFAULT_MAX_BYTES, ModelCard, load_model, model_to_bytes
     from fol.config import FOLConfig
-    from fol.errors import CheckpointError, ConfigError, DataError
+    from fol.errors import ConfigError, DataError
     from fol.nodedata import load_node_data, parse_node_data
     from fol.fileio import (atomic_write_bytes, check_output_dir, check_output_file, fsync_dir,
                             write_json_atomic)
@@ -155,16 +155,13 @@ def run_personalize(args: argparse.Namespace) -> int:
         "node": name, "variant": args.variant, "round": round_, "config": cfg.to_dict(),
         "skipped_files": skipped, "outputs": files, **report.to_dict(),
     }
-    try:
-        data = model_to_bytes(state.current_model, card)
-    except CheckpointError as exc:  # checked as the loader would: name the file it was to become
-        raise CheckpointError(str(exc).replace("<bytes>", str(out / files["model"]), 1)) from None
+    data = model_to_bytes(state.current_model, card, source=str(out / files["model"]))  # checked as loaded
     # Write-then-switch: the model and the report go to temporary names first, then the
     # ensemble (itself write-then-switch), and only then are the model and the report
     # renamed into place, so a write that fails leaves --out with its previous outputs.
     tag = secrets.token_hex(4)
-    staged = {out / f".{n}.{tag}.tmp": out / n for n in (files["model"], "report.json")}
-    tmp_model, tmp_report = staged
+    staged = [(out / f".{n}.{tag}.tmp", out / n) for n in (files["model"], "report.json")]
+    (tmp_model, _), (tmp_report, _) = staged
     writing = files["model"]  # the output being written, for the error
     try:
         atomic_write_bytes(tmp_model, data)
@@ -173,13 +170,14 @@ def run_personalize(args: argparse.Namespace) -> int:
         if with_ensemble:
             writing = "ensemble.json"
             save_ensemble(out, state, report, received)
-        for writing, (tmp, path) in zip((files["model"], "report.json"), staged.items()):
+        for tmp, path in staged:
+            writing = path.name
             os.replace(tmp, path)
         fsync_dir(out)
     except OSError as exc:
         raise ConfigError(f"--out {out}: cannot write {writing} ({exc.strerror or exc})") from None
     finally:
-        for tmp in staged:
+        for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
     print(format_summary(full))
     print(f"\nwrote {out / files['model']}" + (f" and {out / 'ensemble.json'}" if "ensemble" in files else "")

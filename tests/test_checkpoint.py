@@ -163,6 +163,19 @@ def test_read_card_reads_only_the_header(saved: tuple[Path, nn.Module, ModelCard
     _assert_rejected(lambda: load_model(path), str(path), "sha256")
 
 
+def test_model_to_bytes_errors_name_the_given_source() -> None:
+    """A model that would not load back is refused naming ``source`` (fol personalize names
+    the file the bytes are to become), or ``<bytes>`` by default."""
+    model = _model()
+    with torch.no_grad():
+        next(model.parameters()).view(-1)[0] = float("nan")
+    card = ModelCard(SPEC, CLASSES)
+    for kwargs, label in (({}, "<bytes>"), ({"source": "out/model.safetensors"}, "out/model.safetensors")):
+        with pytest.raises(CheckpointError, match="non-finite") as info:
+            model_to_bytes(model, card, **kwargs)
+        assert str(info.value).startswith(label)
+
+
 def test_bytes_round_trip_and_sidecar_is_not_needed(tmp_path: Path) -> None:
     model = _model(seed=3)
     card = ModelCard(SPEC, CLASSES, producer="uav-2")
