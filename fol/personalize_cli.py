@@ -61,16 +61,13 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
         entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     except OSError as exc:
         raise DataError(f"neighbours folder {folder} cannot be listed ({exc.strerror or exc})") from None
-    files = [p for p in entries if p.is_file()]
-    # a folder, broken link or link loop named like a model: listed, not passed over in silence
-    odd = [p for p in entries if p.suffix == MODEL_SUFFIX and not p.is_file()]
-    if not files and not odd:
+    if not any(p.is_file() or p.suffix == MODEL_SUFFIX for p in entries):
         raise DataError(f"neighbours folder {folder} is empty; expected received models (*{MODEL_SUFFIX})")
     received, skipped = [], []
     n_usable = 0
     for path in entries:
         if not path.is_file():
-            if path in odd:
+            if path.suffix == MODEL_SUFFIX:  # a folder, broken link or link loop named like a model: listed
                 skipped.append({"file": path.name, "reason": "not a regular file (a folder, a broken link or a "
                                                              "link loop), expected a model file"})
             continue
