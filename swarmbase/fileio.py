@@ -132,9 +132,7 @@ def check_output_dir(path: str | os.PathLike[str], error: type[Exception], *, em
     if path.exists():
         if not path.is_dir():
             raise error(f"{what} {path}: exists and is not a folder")
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise error(f"{what} {path}: not writable")
-        try:
+        try:  # a probe, not the permission bits: those say nothing for root or on a read-only mount
             _probe(path)
         except OSError as exc:
             raise error(f"{what} {path}: not writable ({exc.strerror})") from None
