@@ -261,12 +261,13 @@ class ProtocolConfig:
         fol = self.fol_config(0)  # validate the overrides now, with a clear error
         # and the baselines' options, before hours of pretraining (only these methods take options here)
         optional = [name for _, name in _DATA_FREE] + ["fedavg"]
+        shape = (3, self.image_size, self.image_size)
         for name, options in self.method_options.items():
             if name not in optional:
                 raise ConfigError(f"protocol method options: {name!r} takes no options here; expected one of "
                                   f"{optional}")
-            get_method(name, **options).check_inputs((3, self.image_size, self.image_size), fol)
-        get_method("fol").check_inputs((3, self.image_size, self.image_size), fol)  # a "synth" distillation's size
+            get_method(name, **options).check_inputs(shape, fol)
+        get_method("fol").check_inputs(shape, fol)  # a "synth" distillation's size
 
     @classmethod
     def quick(cls, **over: Any) -> "ProtocolConfig":

@@ -130,6 +130,7 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
             raise ConfigError(f"{len(names)} learning node(s); a swarm needs at least 2")
 
         plan_rounds = len(round_boundaries(scn.contact)) - 1
+        shape = (3, scn.data.side_px, scn.data.side_px)
         for name in scn.methods:
             method = get_method(name, **scn.method_options.get(name, {}))
             rounds = getattr(method, "rounds", None)
@@ -137,8 +138,7 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
                 # rounds past the plan's have no participant: each would only re-evaluate every node
                 raise ConfigError(f"methods.{name}.rounds: {rounds} server rounds but the contact plan has "
                                   f"{plan_rounds} [rounds]")
-            side = scn.data.image_size or 32  # every loader's default side
-            method.check_inputs((3, side, side), scn.fol)
+            method.check_inputs(shape, scn.fol)
             if type(method).one_architecture and len(set(archs)) > 1:
                 raise ConfigError(
                     f"methods.run: {name!r} averages parameters and needs one architecture for every node, but "

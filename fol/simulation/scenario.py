@@ -93,6 +93,11 @@ class DataConfig:
     coords: str = "none"
     skip_corrupt: bool = False
 
+    @property
+    def side_px(self) -> int:
+        """The images' side in pixels as the loaders give them: ``image_size``, else their default 32."""
+        return self.image_size or 32
+
     def loader_options(self, seed: int) -> dict[str, Any]:
         """Keyword arguments of :func:`fol.data.load_dataset` for this table:
         the pool of ``seed`` (a synthetic pool is drawn with it)."""
@@ -258,7 +263,7 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         raise ConfigError(f"data.image_size: expected an integer of 8..{MAX_IMAGE_SIZE} pixels, got {data.image_size}")
     if data.dataset.startswith("synthetic-"):
         try:  # the pool is drawn whole: refuse one that could not be held before drawing it
-            check_pool_size(data.size or SYNTHETIC_DEFAULT_SIZE, data.image_size or 32, "data.size")
+            check_pool_size(data.size or SYNTHETIC_DEFAULT_SIZE, data.side_px, "data.size")
         except DataError as exc:
             raise ConfigError(str(exc)) from None
     if data.acquisition_s is not None and data.acquisition_s <= 0:
