@@ -319,3 +319,18 @@ def test_a_key_path_that_is_a_folder_or_an_open_secret_key_is_said_so(tmp_path: 
         os.chmod(secret, 0o644)
         load_keypair(secret)
     assert len(caplog.records) == 1 and "readable by other users (mode 644)" in caplog.records[0].getMessage()
+
+
+def test_a_peer_key_given_as_z85_text_is_used_even_when_it_holds_a_slash(tmp_path: Path) -> None:
+    """Z85 has '/' among its 85 characters (about a third of all public keys hold one):
+    such a key written inline in node.toml is the key, not a path under the config folder."""
+    import zmq
+
+    keys = [zmq.curve_keypair()[0] for _ in range(200)]
+    with_slash = next(k for k in keys if b"/" in k)
+    data = _base(tmp_path)
+    data["peers"][0]["public_key"] = with_slash.decode()
+    data["peers"].append({"id": "drone-3", "address": "tcp://127.0.0.1:5603", "public_key": "keys/drone-3.key"})
+    cfg = AgentConfig.from_dict(data, base_dir=tmp_path)
+    assert load_public_key(cfg.peers[0].public_key) == with_slash
+    assert cfg.peers[1].public_key == str(tmp_path / "keys" / "drone-3.key")  # a path stays a path

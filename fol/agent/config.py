@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,8 @@ VARIANT_NAMES = ("local", "fol", "fol-a", "fol-n", "fol-an")
 #: Default payload limit (bytes); equal to :data:`fol.checkpoint.DEFAULT_MAX_BYTES`, repeated
 #: here so that reading a config (e.g. for ``fol agent ctl``) does not import torch.
 DEFAULT_MAX_PAYLOAD_BYTES = 200 * 1000 * 1000
+#: A CURVE public key written as text: 40 characters of Z85's alphabet (which holds '/', so a key can look like a path).
+_Z85_KEY_RE = re.compile(r"^[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}$")
 
 
 def check_address(value: Any, where: str, bind: bool = False, base: Path | None = None) -> str:
@@ -247,8 +250,8 @@ class AgentConfig:
             key = pt.str("public_key", nonempty=True)
             if key is None:
                 key = str(trust_dir / f"{pid}.key")
-            elif not (len(key) == 40 and "/" not in key and not key.endswith(".key")):
-                key = str(base / os.path.expanduser(key))
+            elif not _Z85_KEY_RE.match(key) or key.endswith(".key") or (base / key).is_file():
+                key = str(base / os.path.expanduser(key))  # a key file, not the key's 40 Z85 characters
             peers.append(PeerConfig(pid, address, key))
 
         limits = _table(Limits, doc.table("limits"), source)
