@@ -334,3 +334,27 @@ def test_a_peer_key_given_as_z85_text_is_used_even_when_it_holds_a_slash(tmp_pat
     cfg = AgentConfig.from_dict(data, base_dir=tmp_path)
     assert load_public_key(cfg.peers[0].public_key) == with_slash
     assert cfg.peers[1].public_key == str(tmp_path / "keys" / "drone-3.key")  # a path stays a path
+
+
+@pytest.mark.parametrize("text", ["curve\n    public-key\n", "curve\n    public-key = \"" + "a" * 40 + "\"\n    secret-key\n"])
+def test_a_key_line_without_equals_sign_is_one_line_not_a_traceback(tmp_path: Path, text: str,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """pyzmq's certificate reader indexes the split of a key line; 'public-key' alone was an IndexError
+    traceback from 'fol keys list', the agent's start and every trust-store reload."""
+    from fol.cli import main
+
+    store = tmp_path / "trusted"
+    store.mkdir()
+    (store / "drone-2.key").write_text(text)
+    for load in (load_keypair, load_public_key):
+        with pytest.raises(ConfigError, match="drone-2.key: not a ZeroMQ certificate"):
+            load(store / "drone-2.key")
+    with pytest.raises(ConfigError, match="drone-2.key: not a ZeroMQ certificate"):
+        TrustStore(store).reload()
+    assert main(["keys", "list", "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert "not a ZeroMQ certificate" in err and err.count("\n") == 1
+    with pytest.raises(ConfigError, match=r"nothing.key: public key file not found$"):
+        load_public_key(tmp_path / "nothing.key")
+    with pytest.raises(ConfigError, match=r"nothing.key_secret: key file not found$"):
+        load_keypair(tmp_path / "nothing.key_secret")

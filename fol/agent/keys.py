@@ -102,16 +102,23 @@ def _folder_failure(exc: OSError) -> str:
     return "exists and is not a folder" if isinstance(exc, FileExistsError) else str(exc.strerror or exc)
 
 
+def _read_certificate(path: str | os.PathLike[str], kind: str) -> tuple[bytes, bytes | None]:
+    """``(public, secret or None)`` as written in a ZeroMQ certificate file (not yet checked as
+    Z85); a missing, unreadable or malformed file is one :class:`ConfigError` line."""
+    if not os.path.exists(path):  # pyzmq says "Invalid certificate file" for a missing one
+        raise ConfigError(f"{path}: {kind} file not found")
+    try:
+        return zmq.auth.load_certificate(path)
+    except OSError as exc:  # a folder, no permission
+        raise ConfigError(f"{path}: cannot read {kind} file ({exc.strerror or exc})") from None
+    except (ValueError, IndexError):  # no public-key line, or a key line without '=' (pyzmq indexes the split)
+        raise ConfigError(f"{path}: not a ZeroMQ certificate "
+                          f"(expected a line public-key = \"<40 Z85 characters>\")") from None
+
+
 def load_keypair(path: str | os.PathLike[str]) -> KeyPair:
     """The key pair in a ``.key_secret`` certificate file."""
-    try:
-        public, secret = zmq.auth.load_certificate(str(path))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: key file not found") from None
-    except OSError as exc:  # a folder, no permission
-        raise ConfigError(f"{path}: cannot read key file ({exc.strerror or exc})") from None
-    except ValueError:
-        raise ConfigError(f"{path}: not a ZeroMQ certificate (no public-key line)") from None
+    public, secret = _read_certificate(path, "key")
     if secret is None:
         raise ConfigError(f"{path}: holds no secret key; expected the node's <name>{SECRET_SUFFIX} file")
     mode = os.stat(path).st_mode & 0o777
@@ -126,14 +133,7 @@ def load_public_key(path_or_key: str | os.PathLike[str]) -> bytes:
     text = os.fspath(path_or_key)
     if len(text) == 40 and not os.path.exists(text):
         return _check_z85(text.encode("ascii", "replace"), "public key")
-    try:
-        public, _ = zmq.auth.load_certificate(text)
-    except FileNotFoundError:
-        raise ConfigError(f"{text}: public key file not found") from None
-    except OSError as exc:  # a folder, no permission
-        raise ConfigError(f"{text}: cannot read public key file ({exc.strerror or exc})") from None
-    except ValueError:
-        raise ConfigError(f"{text}: not a ZeroMQ certificate (no public-key line)") from None
+    public, _ = _read_certificate(text, "public key")
     return _check_z85(public, f"{text} public-key")
 
 
