@@ -156,7 +156,10 @@ def test_sender_cannot_offer_in_another_peers_name(tmp_path: Path, pair) -> None
     assert receiver.inbox_files == []
 
 
-def test_revoked_key_cannot_deliver_even_on_an_open_connection(tmp_path: Path, pair) -> None:
+@pytest.mark.parametrize("broken_file", [False, True], ids=["store-ok", "another-key-file-broken"])
+def test_revoked_key_cannot_deliver_even_on_an_open_connection(tmp_path: Path, pair, broken_file: bool) -> None:
+    """A revocation takes effect within a second, also when another file of the store cannot be read
+    (the re-read fails; the key whose file is gone is dropped all the same)."""
     receiver, s_keys, _ = pair
     ctx = zmq.Context()
     link = PeerLink(ctx, "receiver", receiver.agent.listen_endpoint, s_keys, receiver.keys.public)
@@ -173,6 +176,8 @@ def test_revoked_key_cannot_deliver_even_on_an_open_connection(tmp_path: Path, p
         t1 = OutgoingTransfer("receiver", offer_for_file("sender", first, 65536), first, offer_retry_s=0.3)
         run(t1)
         assert t1.status == "delivered"
+        if broken_file:
+            (receiver.trust_dir / "drone-9.key").write_text("curve\n    public-key = \"short\"\n")
         revoke_key(receiver.trust_dir, "sender")
         _wait(lambda: "sender" not in receiver.agent.request("status")["trusted_peers"], what="trust reload")
         second = _model_file(tmp_path / "b.safetensors", "sender", seed=2, round_=1)

@@ -10,7 +10,8 @@ peer: the file name (without ``.key``) is the peer's id, and only these keys are
 admitted by the node's ZAP authenticator. ``fol keys trust peer.key`` copies a
 key in; deleting the file (``fol keys revoke <peer-id>``) revokes it: a running
 agent notices the change within a second and refuses the key from then on, even
-on connections opened before.
+on connections opened before (and even when another file of the store cannot be
+read: the store is then not re-read, but keys whose files are gone are dropped).
 
 Example::
 
@@ -224,3 +225,19 @@ class TrustStore:
         self.peers = peers
         self._signature = signature
         return dict(peers)
+
+    def drop_missing(self) -> list[str]:
+        """After a failed :meth:`reload`: forget the peers whose key file is gone or no longer
+        holds their key (a revocation must not wait until another file's mistake is fixed), and
+        take the folder as seen (no new attempt until it changes again); returns their ids."""
+        gone = []
+        for key, peer in list(self.peers.items()):
+            try:
+                kept = load_public_key(self.folder / f"{peer}{PUBLIC_SUFFIX}") == key
+            except ConfigError:
+                kept = False
+            if not kept:
+                del self.peers[key]
+                gone.append(peer)
+        self._signature = self._current_signature()
+        return gone

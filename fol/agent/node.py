@@ -414,7 +414,9 @@ class Agent:
             before = set(self.trust.peers.values())
             self.trust.reload()
         except ConfigError as exc:
-            log.error("%s: trust store not reloaded: %s", self.node_id, exc)
+            revoked = self.trust.drop_missing()
+            log.error("%s: trust store not reloaded: %s (revoked all the same: %s)", self.node_id, exc,
+                      ", ".join(revoked) or "none")
             return
         self.auth.configure_curve(domain=P.ZAP_DOMAIN_PEERS, location=str(self.cfg.trust_dir))
         after = set(self.trust.peers.values())
