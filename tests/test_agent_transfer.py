@@ -583,6 +583,20 @@ def test_a_failing_command_is_answered_and_the_agent_keeps_running(tmp_path: Pat
         node.stop()
 
 
+def test_reload_of_a_trust_store_with_a_broken_file_answers_the_error(pair) -> None:
+    """'ctl reload' said which peers are trusted as if all went well; the operator must hear that the
+    store was not read (the running agent keeps the keys it had, minus revoked ones)."""
+    from fol.errors import ConfigError
+
+    receiver, _, _ = pair
+    (receiver.trust_dir / "drone-9.key").write_text("not a certificate\n")
+    with pytest.raises(ConfigError, match=r"trust store not reloaded: .*drone-9.key: not a ZeroMQ certificate"):
+        receiver.agent.request("reload")
+    assert receiver.agent.request("status")["trusted_peers"] == ["sender"]
+    (receiver.trust_dir / "drone-9.key").unlink()
+    assert receiver.agent.request("reload") == {"trusted_peers": ["sender"]}
+
+
 def test_requests_racing_a_stop_get_an_answer_or_an_error_at_once(tmp_path: Path) -> None:
     from fol.errors import ConfigError
 

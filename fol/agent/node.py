@@ -406,10 +406,11 @@ class Agent:
 
     # ------------------------------------------------------------------ trust
 
-    def _check_trust(self, force: bool = False) -> None:
-        """Re-read the trust store if it changed (or ``force``) and re-configure ZAP."""
+    def _check_trust(self, force: bool = False) -> str | None:
+        """Re-read the trust store if it changed (or ``force``) and re-configure ZAP;
+        returns why the store could not be read, None when it was (or had not changed)."""
         if not force and not self.trust.changed():
-            return
+            return None
         try:
             before = set(self.trust.peers.values())
             self.trust.reload()
@@ -417,11 +418,12 @@ class Agent:
             revoked = self.trust.drop_missing()
             log.error("%s: trust store not reloaded: %s (revoked all the same: %s)", self.node_id, exc,
                       ", ".join(revoked) or "none")
-            return
+            return str(exc)
         self.auth.configure_curve(domain=P.ZAP_DOMAIN_PEERS, location=str(self.cfg.trust_dir))
         after = set(self.trust.peers.values())
         log.info("%s: trust store reloaded (added %s, revoked %s)", self.node_id, sorted(after - before) or "none",
                  sorted(before - after) or "none")
+        return None
 
     # ------------------------------------------------------------------ sending
 
@@ -631,7 +633,10 @@ class Agent:
             self._start_send(peer, model_id)
             return {"queued": model_id, "peer": peer}
         if command == "reload":
-            self._check_trust(force=True)
+            error = self._check_trust(force=True)
+            if error is not None:
+                raise ConfigError(f"{self.node_id}: trust store not reloaded: {error}; still trusted: "
+                                  f"{', '.join(sorted(self.trust.peers.values())) or 'none'}")
             return {"trusted_peers": sorted(self.trust.peers.values())}
         if command == "stop":
             self._stop.set()
