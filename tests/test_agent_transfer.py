@@ -633,9 +633,19 @@ def test_requests_racing_a_stop_get_an_answer_or_an_error_at_once(tmp_path: Path
         agent.request("status")
 
 
-def test_a_failed_round_is_retried_with_back_off(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("clock_step_s", [0.0, -3600.0], ids=["steady-clock", "clock-stepped-back"])
+def test_a_failed_round_is_retried_with_back_off(tmp_path: Path, monkeypatch, clock_step_s: float) -> None:
+    """Also when the wall clock steps back an hour after the round started (a companion computer
+    syncing its time): the deadline and the retry are counted on the monotonic clock (they waited an hour)."""
+    import types
+
+    import fol.agent.node as node_module
+
     node = Node(tmp_path, "receiver", [], round_retry_s=0.3, round_retry_max_s=5.0)
     agent = Agent(node.on_board_config({"auto_send": False, "deadline_s": 0.1}, {"rounds": 1}))
+    shifted = types.SimpleNamespace(**{k: getattr(time, k) for k in ("monotonic", "sleep", "perf_counter")},
+                                    time=lambda: time.time() + clock_step_s)
+    monkeypatch.setattr(node_module, "time", shifted)
     calls: list[float] = []
 
     def job(info: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:

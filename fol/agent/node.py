@@ -142,7 +142,11 @@ class Agent:
         self._force = False
         self.last_error: str | None = None
         self.failed_attempts = 0  # consecutive failed personalization attempts of the current round
-        self._retry_at = 0.0  # wall clock: no automatic trigger before this (back-off after a failure)
+        self._retry_at = 0.0  # monotonic: no automatic trigger before this (back-off after a failure)
+        # The round's age is taken from the wall clock once (state.round_started survives restarts), then
+        # counted on the monotonic clock: a clock step (a companion computer without RTC syncing its time
+        # from GPS / NTP after boot) neither fires the deadline at once nor postpones it.
+        self._round_clock = (time.monotonic(), max(0.0, time.time() - self.inbox.state.round_started))
         self._node_data: Any = None
         self.links: dict[str, PeerLink] = {}
         self.closed = False
@@ -468,6 +472,11 @@ class Agent:
 
     # ------------------------------------------------------------------ personalization
 
+    def _round_age_s(self) -> float:
+        """Seconds since the current round started (see ``_round_clock``)."""
+        since, age_then = self._round_clock
+        return age_then + time.monotonic() - since
+
     def _check_trigger(self) -> None:
         state = self.inbox.state
         if not self.cfg.trigger.on_board or state.finished or self._job is not None:
@@ -475,10 +484,10 @@ class Agent:
         trigger = None
         if self._force:
             trigger = "command"
-        elif time.time() >= self._retry_at:  # after a failed attempt: only once the back-off has passed
+        elif time.monotonic() >= self._retry_at:  # after a failed attempt: only once the back-off has passed
             if len(self._senders(state.round - 1)) >= self.expected:
                 trigger = "models"
-            elif self.cfg.trigger.deadline_s and time.time() - state.round_started >= self.cfg.trigger.deadline_s:
+            elif self.cfg.trigger.deadline_s and self._round_age_s() >= self.cfg.trigger.deadline_s:
                 trigger = "deadline"
         if trigger is None:
             return
@@ -505,7 +514,7 @@ class Agent:
             self.failed_attempts += 1
             lim = self.cfg.limits
             delay = min(lim.round_retry_s * 2 ** (self.failed_attempts - 1), lim.round_retry_max_s)
-            self._retry_at = time.time() + delay
+            self._retry_at = time.monotonic() + delay
             self.last_error = f"round {info['round']} failed (attempt {self.failed_attempts}): {exc}"
             log.error("%s: personalization %s; retrying in %.0f s", self.node_id, self.last_error, delay,
                       exc_info=not isinstance(exc, FOLError))
@@ -523,6 +532,7 @@ class Agent:
         state.current_model = result["model"]
         state.round += 1
         state.round_started = time.time()
+        self._round_clock = (time.monotonic(), 0.0)
         state.finished = state.round > self.rounds
         if not state.finished and self.cfg.trigger.auto_send:
             for peer in self.cfg.peers:
@@ -604,7 +614,7 @@ class Agent:
             "inbox": len(state.received), "outbox": list(state.outbox.values()),
             "incoming": self.receiver.status(), "personalizing": self._job is not None,
             "last_error": self.last_error, "failed_attempts": self.failed_attempts,
-            "retry_in_s": max(0.0, self._retry_at - time.time()) if self.failed_attempts else None,
+            "retry_in_s": max(0.0, self._retry_at - time.monotonic()) if self.failed_attempts else None,
             "history": state.history, "refused_messages": self.receiver.refused,
             "events": self.receiver.events[-20:], "trusted_peers": sorted(self.trust.peers.values()),
         }
