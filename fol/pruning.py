@@ -57,7 +57,8 @@ Choices of this project where the paper is silent
   contribute nothing, and a group without any gated layer is left unpruned.
 * **Ratio**: local pruning (``global_pruning=False``, ``round_to=None``): every
   dependency group, hence every prunable layer, keeps
-  ``floor(n * (1 - ratio))`` of its ``n`` channels (torch-pruning's rounding).
+  ``floor(n * (1 - ratio))`` of its ``n`` channels (torch-pruning's rounding),
+  but at least one: where that floor is 0 the layer keeps one channel.
   Layers with a single channel are never pruned.
 * **Defaults** (``lambda_p = 3e-3``, ``gamma_shared = gamma_unshared = 1e-3``,
   Adam ``gate_lr = 0.05``, 3 epochs). Adam rescales each gate's gradient, so
@@ -471,6 +472,19 @@ class GatedNormImportance(tp.importance.Importance):
         return total if seen else None
 
 
+def _one_channel_ratios(model: nn.Module, ratio: float) -> dict[nn.Module, float]:
+    """Per-layer ratios for the prunable layers of ``model`` whose ``n`` channels
+    torch-pruning would cut to ``int(n * (1 - ratio)) = 0``: a ratio that keeps
+    exactly one. (torch-pruning refuses to empty a layer and then leaves it
+    whole, so a higher ratio would prune less.)"""
+    ratios = {}
+    for layer in prunable_layers(model).values():
+        n = _channels(layer)
+        if n > 1 and int(n * (1 - ratio)) < 1:
+            ratios[layer] = 1.0 - 1.5 / n  # int(n * 1.5 / n) = 1, safe from rounding
+    return ratios
+
+
 def _run_pruner(
     model: nn.Module, importance: tp.importance.Importance, ratio: float, example_input: torch.Tensor
 ) -> dict[str, list[int]]:
@@ -482,6 +496,7 @@ def _run_pruner(
         example_input,
         importance=importance,
         pruning_ratio=ratio,
+        pruning_ratio_dict=_one_channel_ratios(model, ratio) or None,
         global_pruning=False,
         ignored_layers=[head],
         round_to=None,

@@ -311,6 +311,24 @@ def test_ratio_zero_keeps_every_channel() -> None:
     assert result.report["removed_channels"] == {}
 
 
+@pytest.mark.parametrize("arch", ["cnn-small", "resnet-small"])
+def test_a_high_ratio_keeps_one_channel_where_the_share_rounds_to_zero(arch: str) -> None:
+    """Where floor(n * (1 - ratio)) is 0 a layer keeps one channel: a higher
+    ratio never prunes less (torch-pruning refuses to empty a layer and then
+    left the whole layer unpruned, so 0.99 removed nothing)."""
+    n, size = SMALL_INPUT.get(arch, (16, 32))
+    x, y = toy_data(n, seed=8, size=size)
+    kept = {}
+    for ratio in (0.9, 0.95, 0.99):
+        result = align_and_prune(model(arch), model(arch), (x, y), PruneConfig(ratio=ratio, gate_epochs=0))
+        for name, (before, after) in result.report["channels"].items():
+            assert after == max(1, kept_share(before, ratio)), (ratio, name, before, after)
+            assert after <= kept.get(name, before), (ratio, name)
+            kept[name] = after
+        with torch.no_grad():
+            assert result.model(x[:2]).shape == (2, 2)
+
+
 # ---------------------------------------------------------- round trip
 
 
