@@ -148,7 +148,8 @@ def personalize(
 
     Updates ``state`` in place (current model, deployed model, round, reports)
     and returns the round's report. Unusable models are skipped and listed with
-    their reason; if nothing usable arrived the node keeps its model.
+    their reason; if nothing usable arrived, or every usable model failed its
+    alignment, the node keeps its model (``kept_local``).
     """
     if variant not in ALL_VARIANTS:
         raise ConfigError(f"variant {variant!r} is unknown; expected one of {', '.join(ALL_VARIANTS)}")
@@ -168,7 +169,7 @@ def personalize(
         else:
             log.warning("%s: skipping %s: %s", state.name, item.name, reason)
 
-    if variant == "local" or not usable:
+    def keep_model() -> RoundReport:
         report.kept_local = True
         if variant == "local":
             state.deployed = state.local_model
@@ -177,11 +178,16 @@ def personalize(
         state.reports.append(report)
         return report
 
+    if variant == "local" or not usable:
+        return keep_model()
+
     use_pruning, deploy_ensemble = VARIANTS[variant]
     candidates = align_candidates(state, usable, round, cfg, use_pruning, report, progress)
     fresh = candidates[1:]
     if cfg.keep_received == "all":  # earlier rounds' neighbours compete again, as aligned then
         candidates = [candidates[0], *state.pool, *fresh]
+    if len(candidates) == 1:  # every usable neighbour failed its alignment: nothing was used
+        return keep_model()
     ensemble, student = ensemble_and_distill(state, candidates, round, cfg, report)
     if cfg.keep_received == "all":
         state.pool.extend(dataclasses.replace(c, name=_pooled_name(c.name, round), round=round) for c in fresh)

@@ -581,3 +581,30 @@ def test_a_bad_value_in_a_fol_config_file_names_the_file(tmp_path) -> None:
     src.write_text('[fol]\ntop_k = "3"\n')
     with pytest.raises(ConfigError, match=r"^.*fol\.toml: fol\.top_k must be an integer, got '3'$"):
         FOLConfig.from_toml(src)
+
+
+@pytest.mark.parametrize("variant", ["fol", "fol-a"])
+def test_a_round_whose_every_neighbour_fails_alignment_keeps_the_model(swarm, variant: str) -> None:
+    """Every usable neighbour's fine-tuning diverges (finite but huge weights):
+    nothing was used, so the node keeps its model and says so (``kept_local``),
+    as when nothing usable arrived; it does not distil its own model into
+    itself (with ``distill_revert = "none"`` that moved the model) or deploy a
+    one-member 'ensemble' of itself."""
+    import copy
+
+    node = swarm[0]
+    rec = _received(swarm, 0)
+    for item in rec:
+        item.model = copy.deepcopy(item.model)
+        with torch.no_grad():
+            for p in item.model.parameters():
+                if p.dim() > 1:
+                    p.fill_(1e30)
+    state = _state(node)
+    before = [p.detach().clone() for p in state.current_model.parameters()]
+    report = personalize(state, rec, 1, FAST.replace(distill_revert="none"), variant)
+    assert [r["used"] for r in report.received] == [False, False]
+    assert all("alignment failed" in r["reason"] for r in report.received)
+    assert report.kept_local and report.distillation == {} and report.selected == []
+    assert all(torch.equal(a, b) for a, b in zip(before, state.current_model.parameters()))
+    assert state.deployed is state.current_model and state.round == 1
