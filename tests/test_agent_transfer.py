@@ -800,3 +800,35 @@ def test_an_on_board_node_skips_models_of_rounds_it_will_never_collect(tmp_path:
         assert [p.parent.name for p in node.inbox_files] == ["round-0", "round-1"]
     finally:
         node.stop()
+
+
+def test_a_second_model_of_a_round_waits_while_the_first_is_still_arriving(tmp_path: Path) -> None:
+    """Two models of one sender and round (or the same bytes twice) never run at once:
+    the inbox keeps one, so the second would otherwise be refused only after it had
+    arrived in full, holding transfer slots meanwhile. It gets BUSY, and the
+    first's end decides."""
+    keys = tmp_path / "keys"
+    s_pub, s_sec = generate_keypair(keys, "sender")
+    s_keys = load_keypair(s_sec)
+    receiver = Node(tmp_path, "receiver", [s_pub], max_concurrent_transfers=4, chunk_bytes=8192, window_chunks=1,
+                    chunk_timeout_s=0.3, transfer_timeout_s=3.0)
+    receiver.start()
+    try:
+        first = _model_file(tmp_path / "first.safetensors", "sender", widths=(32, 64, 128))
+        first_offer = offer_for_file("sender", first, 8192)
+        cut = _send(receiver, first, first_offer, s_keys, stop_after_chunks=2, timeout_s=5)
+        assert cut.status == "interrupted" and len(receiver.agent.request("status")["incoming"]) == 1
+        # the same bytes under another id, while the first is still held open: asked to wait
+        renamed = Offer(**{**first_offer.to_header(), "model_id": "renamed"})
+        waited = _send(receiver, first, renamed, s_keys, offer_retry_s=0.2, timeout_s=1.0)
+        assert waited.status != "delivered" and waited.busy_replies >= 1 and waited.bytes_served == 0
+        # another model of the same round: it waits until the stalled first is dropped, then arrives
+        second = _model_file(tmp_path / "second.safetensors", "sender", seed=3)
+        res = _send(receiver, second, offer_for_file("sender", second, 8192), s_keys, offer_retry_s=0.2, timeout_s=12)
+        assert res.status == "delivered" and res.busy_replies >= 1
+        # the first, offered again, is now the second model of the round: skipped, not a collision
+        again = _send(receiver, first, first_offer, s_keys)
+        assert again.status == "skipped" and "already holds a round-0 model from sender" in again.detail
+        assert len(receiver.inbox_files) == 1
+    finally:
+        receiver.stop()

@@ -367,7 +367,7 @@ class Inbox:
         try:
             card = self.verify(part, offer, digest)
             target.parent.mkdir(parents=True, exist_ok=True)
-            if target.exists():  # admitted offers never collide; be safe rather than overwrite
+            if target.exists():  # the receiver runs one transfer per sender and round; be safe rather than overwrite
                 raise ProtocolError(f"the inbox already holds a round-{offer.round} model from {sender}")
             os.replace(part, target)
         except Exception:  # noqa: BLE001 - whatever went wrong, no partial file stays behind

@@ -70,7 +70,10 @@ Receiver -> sender:
 ``BUSY``   ``{"model_id": str, "retry_after_s": float}``
     The receiver is at its limit of concurrent inbound transfers, or its
     folder of transfers in progress has no room (``partial_max_bytes``) even
-    after sweeping abandoned ones; offer again later.
+    after sweeping abandoned ones, or it is already receiving a model of the
+    same sender and round, or the same bytes (one of the two would be
+    skipped; which one, only the running transfer's end tells); offer again
+    later.
 ``REJECT`` ``{"model_id": str, "reason": str}``
     The offer or the payload was refused: oversized, bad header, sender name
     not matching the key, sha256 mismatch, truncated or extra bytes, or a payload

@@ -678,7 +678,13 @@ class Receiver:
             self._reply(identity, P.REJECT, {"model_id": offer.model_id, "reason": reason})
             self._event(peer, offer.model_id, "rejected", reason)
             return
-        if len(self.active) >= self.settings.max_concurrent_transfers or not self._make_room(peer, offer):
+        # One transfer per (sender, round) and per payload at a time: the inbox keeps one model of each, so a
+        # second would only be refused once it had fully arrived (and could hold every transfer slot meanwhile).
+        # BUSY, not SKIP: if the running one fails, this one is still wanted.
+        overlapping = any(t.offer.sha256 == offer.sha256 or (t.peer == peer and t.offer.round == offer.round)
+                          for t in self.active.values())
+        if (overlapping or len(self.active) >= self.settings.max_concurrent_transfers
+                or not self._make_room(peer, offer)):
             self._reply(identity, P.BUSY, {"model_id": offer.model_id, "retry_after_s": self.settings.offer_retry_s})
             return
         part, start = self.inbox.open_partial(peer, offer)
