@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -191,3 +192,58 @@ def test_hermes_defaults_follow_the_paper(nodes):
         assert r.extra["curve"][-1]["test_accuracy"] == pytest.approx(r.test_accuracy)
     with pytest.raises(ConfigError, match="hermes.init"):
         get_method("hermes", init="scratch")
+
+
+def test_hermes_round_averages_only_the_intersection_of_the_node_masks(nodes):
+    """The method's own round (not only :func:`intersection_aggregate`): after one
+    round each node's model holds, on the entries every participant's subnetwork
+    keeps, the training-set-size weighted average of the uploaded updates, and
+    its own upload everywhere else (e.g. the outgoing weights of a channel
+    another node pruned). The nodes start from their own pretrained models, so
+    their L1-norm pruning picks different channels."""
+    captured = []
+
+    def capturing_map(fn, items):
+        out = [fn(t) for t in items]
+        captured.extend(out)
+        return out
+
+    # unequal training sets, so the average's weights matter
+    nodes = [replace(nodes[0], data=replace(nodes[0].data, train=nodes[0].data.train.subset(range(40)))), *nodes[1:]]
+    method = get_method("hermes", local_epochs=1, acc_threshold=0.0, init="pretrained")
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=1, seed=0, map=capturing_map,
+                       evaluate_rounds=False)
+    run = method.train_rounds(ctx)
+    n = len(nodes)
+    assert len(captured) == n >= 2
+    elems = [element_masks(u.channel_masks, run.state["slices"], u.state) for u in captured]
+    w = torch.tensor([float(len(node.data.train)) for node in nodes], dtype=torch.float64)
+    w = w / w.sum()
+    finals = run.state["states"]
+    personal = 0
+    for key in captured[0].state:
+        ups = [u.state[key] for u in captured]
+        mean = sum(w[k] * ups[k].double() for k in range(n)).to(ups[0].dtype)
+        if key not in elems[0]:  # no mask: averaged over all participants
+            if ups[0].is_floating_point():
+                assert all(torch.allclose(finals[k][key], mean) for k in range(n)), key
+            continue
+        inter = torch.stack([e[key] for e in elems]).all(0)
+        for k in range(n):
+            assert torch.allclose(finals[k][key][inter], mean[inter]), key
+            assert torch.equal(finals[k][key][~inter], ups[k][~inter]), key
+            personal += int((elems[k][key] & ~inter).sum())
+    assert personal > 0  # the subnetworks differ: some kept entries are outside the intersection
+    # parameter level: every slice of a channel node 0 kept and another node pruned, the
+    # outgoing weights (the next layer's input slice) included, keeps node 0's trained values
+    outgoing = 0
+    for layer, per_channel in run.state["slices"].items():
+        kept = captured[0].channel_masks[layer] & ~torch.stack([u.channel_masks[layer] for u in captured]).all(0)
+        for c in kept.nonzero().flatten().tolist():
+            for key, dim, idxs in per_channel[c]:
+                own = captured[0].state[key].index_select(dim, torch.tensor(idxs))
+                assert torch.equal(finals[0][key].index_select(dim, torch.tensor(idxs)), own), (layer, c, key)
+                if dim == 1:
+                    outgoing += 1
+                    assert own.abs().sum() > 0  # a real value, not the others' zeros averaged in
+    assert outgoing > 0
