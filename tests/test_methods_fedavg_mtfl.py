@@ -80,6 +80,39 @@ def test_mtfl_private_patches_never_uploaded(nodes):
     assert res[0].extra["private_bytes"] == tensor_bytes({k: state[k] for k in gp})
 
 
+
+def test_mtfl_each_node_trains_and_deploys_its_own_patches(nodes):
+    """Algorithm 1, lines 7-9 and 13-15: a node's next round starts from the global
+    model with the patches it saved itself, and its deployed model is the global
+    model with those patches, not another node's (the patches differ between nodes)."""
+    tasks, uploads = [], []
+
+    def capturing_map(fn, items):
+        items = list(items)
+        out = [fn(t) for t in items]
+        tasks.append(items)
+        uploads.append(out)
+        return out
+
+    method = get_method("mtfl", private="params")
+    ctx = ctx_of(nodes, rounds=2, map=capturing_map)
+    run = method.train_rounds(ctx)
+    n = len(nodes)
+    assert [len(t) for t in tasks] == [n, n]
+    keys = sorted(uploads[0][0].patches)
+    assert keys and any(not torch.equal(uploads[0][0].patches[k], uploads[0][1].patches[k]) for k in keys)
+    for k in range(n):
+        for key in keys:  # round 2 starts from node k's own round-1 patches
+            assert torch.equal(tasks[1][k].patches[key], uploads[0][k].patches[key]), (k, key)
+        deployed = method.node_state(run.state, ctx, k)
+        for key in keys:  # deployed: node k's own round-2 patches
+            assert torch.equal(deployed[key], uploads[1][k].patches[key]), (k, key)
+        for key, value in run.state["global"].items():
+            assert torch.equal(deployed[key], value), (k, key)
+        model = method.node_model(run.state, ctx, k)
+        assert all(torch.equal(model.state_dict()[key], uploads[1][k].patches[key]) for key in keys)
+
+
 def test_fedavg_adam_averages_moments(nodes):
     a = {"w": {"exp_avg": torch.ones(3), "exp_avg_sq": torch.full((3,), 4.0), "step": torch.tensor(2.0)}}
     b = {"w": {"exp_avg": torch.full((3,), 3.0), "exp_avg_sq": torch.zeros(3), "step": torch.tensor(4.0)}}
