@@ -182,3 +182,43 @@ def test_curve_bytes_count_the_global_model_a_node_deploys_before_it_downloaded_
             assert first["bytes"] >= down + joined_bytes
     # a node in round 1 uploaded and downloaded; its curve point adds exactly one global model
     assert res[0].extra["curve"][0]["bytes"] == res_plus[0].extra["curve"][0]["bytes"]
+
+
+def test_phase_1_round_sends_the_eq5_weights_and_the_30_percent_global_mask(nodes):
+    """The method's own wiring of Algorithm 1 (not only the helpers): the w_g and
+    m_g a node receives in the second phase-1 round are Eq. 5 over the first
+    round's uploads (starting from the shared initialization) and the top
+    positions of w_g among those more than ``min_client_share`` of the
+    participants selected."""
+    from fol.methods._common import shared_init, state_of
+    from fol.methods.dm_pfl import Phase1Task, sparse_view
+
+    calls = []
+
+    def capturing_map(fn, items, desc=None):
+        items = list(items)
+        out = [fn(t) for t in items]
+        calls.append((items, out))
+        return out
+
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=2, seed=0, map=capturing_map,
+                       evaluate_rounds=False)
+    method = get_method("dm-pfl", local_epochs=1, readjust_ratio=0.05, phase1_share=1.0, init="pretrained",
+                        min_client_share=0.5)
+    run = method.train_rounds(ctx)
+    (tasks1, ups1), (tasks2, _) = calls[0], calls[1]
+    assert all(isinstance(t, Phase1Task) for t in tasks1 + tasks2)
+    assert all(t.w_g is None and t.m_g is None for t in tasks1)  # nothing aggregated yet
+    sizes = [float(len(n.data.train)) for n in nodes]
+    masks = [u.m_c for u in ups1]
+    w_g = eq5_aggregate(state_of(shared_init(ctx, nodes[0].spec)), [sparse_view(u.w_c, u.m_c) for u in ups1],
+                        masks, sizes)
+    m_g = global_mask(w_g, masks, method.sparsity, 0.5, run.state["density"])
+    assert any(not torch.equal(m_g[k], global_mask(w_g, masks, method.sparsity, 0.0, run.state["density"])[k])
+               for k in m_g)  # the share rule matters here
+    plain = {k: sum(s * u.w_c[k] * u.m_c[k] for s, u in zip(sizes, ups1)) / sum(sizes) for k in masks[0]}
+    assert any(not torch.allclose(plain[k], w_g[k]) for k in masks[0])  # Eq. 5 is not the plain average
+    for t in tasks2:
+        assert t.w_g.keys() == w_g.keys() and t.m_g.keys() == m_g.keys()
+        assert all(torch.allclose(t.w_g[k], w_g[k], atol=1e-6) for k in w_g)
+        assert all(torch.equal(t.m_g[k], m_g[k]) for k in m_g)
