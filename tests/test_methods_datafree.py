@@ -158,3 +158,72 @@ def test_the_loop_trains_only_the_student_and_leaves_the_callers_models_as_they_
     for m, b, f in zip(members, before, flags):
         assert all(torch.equal(v, b[k]) for k, v in m.state_dict().items())
         assert [p.requires_grad for p in m.parameters()] == f
+
+
+def test_generator_loss_terms_follow_the_published_code():
+    """DENSE's L_adv counts only the samples where student and ensemble disagree;
+    Co-Boosting's acts on every sample at T = 3 and weights the cross-entropy by
+    (1 - p_y)^hs; the BN term enters with weight ``bn``."""
+    from fol.methods.dense import generator_loss
+
+    t_out = torch.tensor([[3.0, 0.0, 0.0], [0.0, 2.0, 0.0], [1.0, 0.0, 2.0], [0.0, 0.0, 1.0]])
+    s_out = torch.tensor([[2.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 3.0], [2.0, 0.0, 0.0]])
+    y = torch.tensor([0, 1, 1, 2])
+    x = torch.zeros(4, 1)
+    student = lambda _: s_out  # noqa: E731
+
+    def kl(t):  # T^2 KL(softmax(t_out / T) || softmax(s_out / T)) per sample
+        pt, ps = torch.softmax(t_out / t, 1), torch.softmax(s_out / t, 1)
+        return (pt * (pt.log() - ps.log())).sum(1) * t * t
+
+    adv_only = dict(bn=0.0, oh=0.0, adv=1.0)
+    disagree = torch.tensor([0.0, 1.0, 0.0, 1.0])  # argmax: 0/0, 1/0, 2/2, 2/0
+    dense = generator_loss(t_out, y, torch.zeros(()), student, x, DataFreeConfig(**adv_only, adv_mask=True))
+    assert float(dense) == pytest.approx(float(-(kl(1.0) * disagree).mean()), rel=1e-5)
+    cob = generator_loss(t_out, y, torch.zeros(()), student, x,
+                         DataFreeConfig(**adv_only, adv_mask=False, adv_temperature=3.0))
+    assert float(cob) == pytest.approx(float(-kl(3.0).mean()), rel=1e-5)
+    ce = torch.nn.functional.cross_entropy(t_out, y, reduction="none")
+    p_y = torch.softmax(t_out, 1)[torch.arange(4), y]
+    oh_only = dict(bn=0.0, oh=1.0, adv=0.0)
+    plain = generator_loss(t_out, y, torch.zeros(()), student, x, DataFreeConfig(**oh_only))
+    hard = generator_loss(t_out, y, torch.zeros(()), student, x, DataFreeConfig(**oh_only, hard_sample_power=2.0))
+    assert float(plain) == pytest.approx(float(ce.mean()), rel=1e-5)
+    assert float(hard) == pytest.approx(float(((1 - p_y) ** 2 * ce).mean()), rel=1e-5)
+    bn = generator_loss(t_out, y, torch.tensor(2.0), student, x, DataFreeConfig(bn=0.5, oh=0.0, adv=0.0))
+    assert float(bn) == pytest.approx(1.0)
+
+
+def test_bn_statistics_loss_matches_mean_and_variance():
+    """DeepInversion's term: ||running_var - var|| + ||running_mean - mean|| at the
+    input of every BatchNorm2d (biased batch variance over batch and pixels)."""
+    from fol.methods.dense import _BNStats
+
+    bn = torch.nn.BatchNorm2d(2).eval()
+    bn.running_mean.copy_(torch.tensor([1.0, -1.0]))
+    bn.running_var.copy_(torch.tensor([2.0, 0.5]))
+    x = torch.randn(5, 2, 3, 3, generator=torch.Generator().manual_seed(0))
+    hooks = _BNStats([torch.nn.Sequential(bn)])
+    hooks.active = True
+    bn(x)
+    mean, var = x.mean((0, 2, 3)), x.transpose(0, 1).flatten(1).var(1, unbiased=False)
+    expected = torch.linalg.vector_norm(bn.running_var - var) + torch.linalg.vector_norm(bn.running_mean - mean)
+    assert float(hooks.pop()) == pytest.approx(float(expected), rel=1e-5)
+    hooks.remove()
+
+
+def test_ensemble_weight_steps_descend_the_pool_cross_entropy():
+    """Co-Boosting's weight update moves weight towards the member that is right on
+    the pool's labels (signed descent, clipped to [0, 1])."""
+    from fol.methods.dense import WeightedEnsemble as Teacher, ensemble_weight_steps
+
+    right, wrong = torch.nn.Linear(2, 2, bias=False), torch.nn.Linear(2, 2, bias=False)
+    with torch.no_grad():
+        right.weight.copy_(5 * torch.eye(2))
+        wrong.weight.copy_(-5 * torch.eye(2))
+    px = torch.randn(16, 2, generator=torch.Generator().manual_seed(0))
+    py = px.argmax(1)
+    ens = Teacher([right, wrong])
+    one = ensemble_weight_steps(ens, px, py, 0.1, 1, 16)
+    assert one.tolist() == pytest.approx([0.6, 0.4])
+    assert ensemble_weight_steps(ens, px, py, 0.1, 10, 16).tolist() == pytest.approx([1.0, 0.0])

@@ -78,7 +78,7 @@ from fol.methods.base import Method, NodeResult, SwarmContext, register
 from fol.models import build_model
 from fol.train import TrainConfig, fit, seed_everything
 
-__all__ = ["BUDGETS", "budget_share", "generator_samples", "Generator", "DataFreeConfig", "DataFreeResult", "distill_data_free", "kl_div", "DenseMethod", "WeightedEnsemble"]
+__all__ = ["BUDGETS", "budget_share", "generator_samples", "Generator", "DataFreeConfig", "DataFreeResult", "distill_data_free", "generator_loss", "ensemble_weight_steps", "kl_div", "DenseMethod", "WeightedEnsemble"]
 
 
 class Generator(nn.Module):
@@ -250,6 +250,47 @@ def _perturb(x: torch.Tensor, ensemble: WeightedEnsemble, student: nn.Module, ho
     return (x + eps * grad.sign()).clamp(0, 1).detach()
 
 
+def generator_loss(t_out: torch.Tensor, y: torch.Tensor, loss_bn: torch.Tensor, student: nn.Module, x: torch.Tensor,
+                   cfg: DataFreeConfig) -> torch.Tensor:
+    """The generator's loss on one synthesized batch ``x``: ``bn * L_BN + oh *
+    L_CE + adv * L_adv`` from the ensemble's logits ``t_out``, the target
+    classes ``y``, the BatchNorm-statistics loss ``loss_bn`` and the
+    ``student``'s logits on ``x``.
+    L_CE is the cross-entropy, per sample weighted by (1 - p_y)^hs when
+    ``hard_sample_power`` (hs) > 0 (Co-Boosting); L_adv = -mean(KL(ensemble ||
+    student) at ``adv_temperature``), with ``adv_mask`` counting only samples on
+    which the two disagree (DENSE)."""
+    ce = F.cross_entropy(t_out, y, reduction="none")
+    if cfg.hard_sample_power > 0:
+        p = F.softmax(t_out, 1).gather(1, y[:, None]).squeeze(1).detach()
+        ce = (1 - p).pow(cfg.hard_sample_power) * ce
+    loss_oh = ce.mean()
+    s_out = student(x)
+    kl = kl_div(s_out, t_out, cfg.adv_temperature, reduction="none")
+    if cfg.adv_mask:
+        kl = kl * (s_out.argmax(1) != t_out.argmax(1)).float()
+    loss_adv = -kl.mean()
+    return cfg.bn * loss_bn + cfg.oh * loss_oh + cfg.adv * loss_adv
+
+
+def ensemble_weight_steps(ensemble: WeightedEnsemble, px: torch.Tensor, py: torch.Tensor, step: float, steps: int,
+                          batch: int) -> torch.Tensor:
+    """Co-Boosting's ensemble-weight update: ``steps`` passes over the pool
+    (``px``, labels ``py``) in batches of ``batch``, each batch one signed
+    gradient-descent step of size ``step`` on the cross-entropy of the weighted
+    ensemble, clipped to [0, 1] (all zero: reset to 1e-3 each). Returns the new weights."""
+    w = ensemble.weights.clone()
+    for _ in range(steps):
+        for i in range(0, len(px), batch):
+            wv = w.clone().requires_grad_(True)
+            loss_w = F.cross_entropy(ensemble(px[i:i + batch], wv), py[i:i + batch])
+            (gw,) = torch.autograd.grad(loss_w, wv)
+            w = (w - step * gw.sign()).clamp(0.0, 1.0)
+            if float(w.sum()) <= 0:
+                w = torch.full_like(w, 1e-3)
+    return w.detach()
+
+
 def synthesis_bytes(epochs: int, synthesis_batch: int, nz: int, ngf: int, input_shape: Sequence[int]) -> float:
     """A lower bound on the float32 bytes of the synthesis loop: the generator's
     parameters, one synthesis batch through it (activations and their
@@ -337,17 +378,7 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
                 if hooks is not None:
                     hooks.active = False
                 loss_bn = hooks.pop() if hooks is not None else torch.zeros(())
-                ce = F.cross_entropy(t_out, y, reduction="none")
-                if cfg.hard_sample_power > 0:
-                    p = F.softmax(t_out, 1).gather(1, y[:, None]).squeeze(1).detach()
-                    ce = (1 - p).pow(cfg.hard_sample_power) * ce
-                loss_oh = ce.mean()
-                s_out = student(x)
-                kl = kl_div(s_out, t_out, cfg.adv_temperature, reduction="none")
-                if cfg.adv_mask:
-                    kl = kl * (s_out.argmax(1) != t_out.argmax(1)).float()
-                loss_adv = -kl.mean()
-                loss = cfg.bn * loss_bn + cfg.oh * loss_oh + cfg.adv * loss_adv
+                loss = generator_loss(t_out, y, loss_bn, student, x, cfg)
                 opt_g.zero_grad(set_to_none=True)
                 loss.backward()
                 if cfg.grad_clip > 0:
@@ -369,16 +400,7 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
             # 2. ensemble weights (Co-Boosting): signed-gradient steps on CE over the pool
             if cfg.weight_steps > 0 and epoch > 0:
                 step = cfg.weight_lr * cfg.weight_decay_rate ** epoch
-                w = ensemble.weights.clone()
-                for _ in range(cfg.weight_steps):
-                    for i in range(0, len(px), cfg.kd_batch):
-                        wv = w.clone().requires_grad_(True)
-                        loss_w = F.cross_entropy(ensemble(px[i:i + cfg.kd_batch], wv), py[i:i + cfg.kd_batch])
-                        (gw,) = torch.autograd.grad(loss_w, wv)
-                        w = (w - step * gw.sign()).clamp(0.0, 1.0)
-                        if float(w.sum()) <= 0:
-                            w = torch.full_like(w, 1e-3)
-                ensemble.weights = w.detach()
+                ensemble.weights = ensemble_weight_steps(ensemble, px, py, step, cfg.weight_steps, cfg.kd_batch)
                 flops += inference_flops(member_macs, len(px)) * 3 * cfg.weight_steps
 
             # 3. distillation: one pass over the pool
