@@ -56,7 +56,10 @@ paper: the server initializes one dense model with random parameters and
 distributes it, Sec. 3.1 and Algorithm 1 line 1; here the swarm's shared
 seed-derived initialization, downloaded once at a node's first round) or
 ``"pretrained"`` (each node's own pretrained model). A node that never takes
-part keeps its pretrained model. ``lam`` (lambda of Eq. 3) is not published:
+part keeps its pretrained model. A node that first takes part in a later
+round starts from the initial model too (Algorithm 1, line 6, hands it the
+current global model under its mask; the aggregation here keeps one model per
+node, so there is no single current global model to hand it). ``lam`` (lambda of Eq. 3) is not published:
 1e-4 is this project's choice for the small CNNs used on CPU.
 
 Training FLOPs are scaled by the share of conv/linear MACs the mask keeps.
