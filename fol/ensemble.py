@@ -84,9 +84,9 @@ class WeightedEnsemble(nn.Module):
     FOL-A deploys this module itself (K forward passes per prediction, simplex
     weights from :func:`fit_ensemble_weights`). Uniform weights by default
     (DENSE's ``Ensemble_A``); ``frozen=True`` keeps the members untrained and
-    in eval mode; weights can be passed per call. (The data-free baselines use
-    their own teacher, :class:`fol.methods.dense.WeightedEnsemble`, which
-    always freezes deep copies of its members.)
+    in eval mode; weights can be passed per call. (The data-free baselines'
+    teacher, :class:`fol.methods.dense.WeightedEnsemble`, is this class frozen,
+    summing the members' logits one by one as the published code does.)
 
     >>> lin = nn.Linear(2, 2)
     >>> ens = WeightedEnsemble([lin, lin], torch.tensor([1.0, 3.0]))

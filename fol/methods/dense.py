@@ -69,6 +69,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import fol.ensemble
 from fol.accounting import inference_flops, model_bytes, training_flops
 from fol.config import FOLConfig
 from fol.methods._common import (
@@ -120,21 +121,15 @@ class Generator(nn.Module):
                 nn.init.zeros_(m.bias)
 
 
-class WeightedEnsemble(nn.Module):
-    """sum_i w_i f_i(x) / sum_i w_i over frozen members (Co-Boosting's
-    ``WEnsemble``; uniform weights give DENSE's ``Ensemble_A``)."""
+class WeightedEnsemble(fol.ensemble.WeightedEnsemble):
+    """FOL's :class:`fol.ensemble.WeightedEnsemble`, frozen: sum_i w_i f_i(x) / sum_i w_i
+    over members that stay untrained and in eval mode (Co-Boosting's ``WEnsemble``;
+    uniform weights give DENSE's ``Ensemble_A``). The weights are summed member by
+    member, in member order, as the published code does (:meth:`combine`, also used on
+    logits cached over the synthetic pool)."""
 
     def __init__(self, members: Sequence[nn.Module], weights: torch.Tensor | None = None) -> None:
-        super().__init__()
-        self.members = nn.ModuleList(members)
-        for p in self.members.parameters():
-            p.requires_grad_(False)
-        n = len(members)
-        self.weights = torch.full((n,), 1.0 / n) if weights is None else weights
-
-    def train(self, mode: bool = True) -> "WeightedEnsemble":  # members stay in eval mode
-        super().train(False)
-        return self
+        super().__init__(members, weights, frozen=True)
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
         return self.combine([m(x) for m in self.members], weights)
