@@ -193,7 +193,7 @@ def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
             return [(f"{source}: segment {i}", rec) for i, rec in enumerate(_omm.parse_xml(io.StringIO(text)))]
         except ET.ParseError as exc:
             raise OrbitError(f"{source}: invalid XML ({exc})") from None
-        except AttributeError:
+        except (AttributeError, TypeError):  # sgp4 reads data/... of a segment, then iterates each group
             raise OrbitError(f"{source}: expected CCSDS OMM segments with metadata, data/meanElements and "
                              "data/tleParameters") from None
     raise OrbitError(f"{source}: unknown OMM format {fmt!r}; expected one of {', '.join(OMM_FORMATS)}")

@@ -141,3 +141,15 @@ def test_scenario_kind_omm_and_cli_export(tmp_path: Path, capsys) -> None:
     assert read_omm(tmp_path / "o" / "orbits.omm.json").catalog_numbers == c.catalog_numbers
     assert contacts_main(["contacts", str(scn), "--no-plot", "--export-orbits", "tle", "--out", str(tmp_path / "t")]) == 2
     assert "catalog number 400001 cannot be written as a TLE" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("group", ["metadata", "meanElements", "tleParameters"])
+def test_omm_xml_segment_missing_a_group_is_one_line(tmp_path: Path, group: str) -> None:
+    """A segment whose metadata, meanElements or tleParameters is absent made sgp4's parse_xml
+    iterate over None: a bare TypeError traceback instead of the file's one-line error."""
+    import re
+    c = parse_omm_text(json.dumps([RECORD]), "json", "gp.json")
+    path = tmp_path / "gp.xml"
+    path.write_text(re.sub(rf"<{group}>.*?</{group}>", "", format_omm(c, "xml"), flags=re.S))
+    with pytest.raises(OrbitError, match=r"gp\.xml: expected CCSDS OMM segments with metadata"):
+        read_omm(path)
