@@ -110,6 +110,9 @@ def _checked_fields(rec: Any, where: str) -> dict[str, Any]:
     frame = str(fields.get("REF_FRAME") or "TEME").upper()
     if frame != "TEME":
         raise OrbitError(f"{where}.REF_FRAME: SGP4 elements are TEME, got {frame!r}")
+    clock = str(fields.get("TIME_SYSTEM") or "UTC").upper()
+    if clock != "UTC":  # a TT epoch read as UTC is 69 s (~500 km along a LEO orbit) off, a GPS one 18 s
+        raise OrbitError(f"{where}.TIME_SYSTEM: SGP4 epochs are UTC, got {fields['TIME_SYSTEM']!r}")
     center = str(fields.get("CENTER_NAME") or "EARTH").upper()
     if center != "EARTH":
         raise OrbitError(f"{where}.CENTER_NAME: expected EARTH, got {center!r}")

@@ -78,6 +78,7 @@ def test_tle_export_alpha5_and_refusal() -> None:
     ({"ECCENTRICITY": 1.5}, r"record 0\.ECCENTRICITY: expected 0 <= e < 1"),
     ({"NORAD_CAT_ID": "abc"}, r"record 0\.NORAD_CAT_ID: expected an integer"),
     ({"REF_FRAME": "GCRF"}, r"record 0\.REF_FRAME: SGP4 elements are TEME"),
+    ({"TIME_SYSTEM": "TT"}, r"record 0\.TIME_SYSTEM: SGP4 epochs are UTC, got 'TT'"),
 ])
 def test_malformed_omm_names_file_and_field(tmp_path: Path, change: dict, message: str) -> None:
     path = tmp_path / "bad.json"
