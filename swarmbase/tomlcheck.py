@@ -54,11 +54,12 @@ def check_input_file(path: str | os.PathLike[str], error: type[Exception], what:
 
 def read_text_file(path: str | os.PathLike[str], error: type[Exception], what: str, max_bytes: int) -> str:
     """The UTF-8 text of a user file of at most ``max_bytes`` (checked before
-    reading); a missing file, a folder, a larger file or non-UTF-8 bytes raise
+    reading), without the byte-order mark Windows editors and Excel's "CSV UTF-8"
+    put first; a missing file, a folder, a larger file or non-UTF-8 bytes raise
     ``error`` with one line naming the file."""
     path = check_input_file(path, error, what, max_bytes)
     try:
-        return path.read_bytes().decode("utf-8")
+        return path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError:
         raise error(f"{path}: not a UTF-8 text file; expected a {what}") from None
     except OSError as exc:

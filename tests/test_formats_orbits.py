@@ -154,3 +154,12 @@ def test_omm_xml_segment_missing_a_group_is_one_line(tmp_path: Path, group: str)
     path.write_text(re.sub(rf"<{group}>.*?</{group}>", "", format_omm(c, "xml"), flags=re.S))
     with pytest.raises(OrbitError, match=r"gp\.xml: expected CCSDS OMM segments with metadata"):
         read_omm(path)
+
+
+def test_omm_csv_saved_with_a_bom_keeps_its_names(tmp_path: Path) -> None:
+    """Excel's "CSV UTF-8" starts the file with a byte-order mark; it stuck to the first header
+    (OBJECT_NAME in CelesTrak's CSV), so every satellite was silently renamed SAT-<number>."""
+    c = parse_omm_text(json.dumps([RECORD]), "json", "gp.json")
+    path = tmp_path / "gp.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + format_omm(c, "csv").encode("utf-8"))
+    assert read_omm(path).names == ["NEWSAT 1"]
