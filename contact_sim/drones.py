@@ -28,12 +28,14 @@ from pathlib import Path
 import numpy as np
 
 from swarmbase.fileio import atomic_writer
-from swarmbase.tomlcheck import check_input_file
+from swarmbase.tomlcheck import read_text_file
 
 from .errors import ContactError
 from .trajectory import MOVING, Trajectories, check_trajectory_size, time_grid
 
 WAYPOINT_COLUMNS = ("node_id", "t_s", "x_km", "y_km", "z_km")
+#: Larger waypoint files are refused unread (bytes; a million waypoints take about 50 MB).
+MAX_WAYPOINT_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -46,14 +48,9 @@ class Waypoints:
 
 
 def read_waypoints_csv(path: str | Path) -> list[Waypoints]:
-    """Read a waypoint CSV; errors name the file and line."""
-    path = check_input_file(path, ContactError, "waypoint file")
-    try:
-        fh = io.StringIO(path.read_text(encoding="utf-8"), newline="")
-    except OSError as exc:
-        raise ContactError(f"{path}: cannot read the waypoint file ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise ContactError(f"{path}: not a UTF-8 text file; expected a waypoint CSV") from None
+    """Read a waypoint CSV (at most :data:`MAX_WAYPOINT_BYTES`); errors name the file and line."""
+    path = Path(path)
+    fh = io.StringIO(read_text_file(path, ContactError, "waypoint file", MAX_WAYPOINT_BYTES), newline="")
     rows: dict[str, list[tuple[float, float, float, float]]] = {}
     with fh:
         reader = csv.reader(fh)

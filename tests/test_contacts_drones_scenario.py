@@ -96,6 +96,19 @@ def test_waypoint_csv_round_trip_and_errors(tmp_path):
         read_waypoints_csv(bad)
 
 
+def test_waypoint_csv_with_a_bom_is_read_and_a_huge_one_refused_unread(tmp_path, monkeypatch):
+    """Excel's "CSV UTF-8" begins with a byte-order mark: it stuck to node_id and the file was
+    refused with 'expected header node_id,... got node_id,...' (the mark is invisible). A file over
+    MAX_WAYPOINT_BYTES is refused before it is read."""
+    import contact_sim.drones as drones
+    p = tmp_path / "excel.csv"
+    p.write_bytes(b"\xef\xbb\xbfnode_id,t_s,x_km,y_km,z_km\r\na,0,0,0,0.1\r\na,10,1,0,0.1\r\n")
+    assert [w.name for w in read_waypoints_csv(p)] == ["a"]
+    monkeypatch.setattr(drones, "MAX_WAYPOINT_BYTES", 10)
+    with pytest.raises(ContactError, match=r"excel\.csv: \d+ bytes; a waypoint file may have at most 10"):
+        read_waypoints_csv(p)
+
+
 def test_scenario_passes_reserved_tables_and_resolves_paths(tmp_path):
     (tmp_path / "wp.csv").write_text(
         "node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\na,100,1,0,0.1\nb,0,0.5,0,0.1\nb,100,0.5,0,0.1\n")
