@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import calendar
 import math
 import re
 from pathlib import Path
@@ -83,9 +84,12 @@ def _check_fields(line1: str, line2: str, source: str, lineno1: int, lineno2: in
 
     if not line1[18:20].isdigit():
         raise bad(lineno1, "epoch year", line1[18:20], "two digits")
+    year = int(line1[18:20]) + (1900 if int(line1[18:20]) >= 57 else 2000)  # the TLE convention (and sgp4's)
+    days = 366 if calendar.isleap(year) else 365
     day = _float_field(line1[20:32])
-    if day is None or not 1.0 <= day < 367.0:
-        raise bad(lineno1, "epoch day", line1[20:32], "a day of the year in 1..366.99999999")
+    if day is None or not 1.0 <= day < days + 1:
+        raise bad(lineno1, "epoch day", line1[20:32],
+                  f"a day of the year in 1..{days}.99999999 ({year} has {days} days)")
     if _float_field(line1[33:43]) is None:
         raise bad(lineno1, "mean motion derivative", line1[33:43], "a decimal number")
     for what, field in (("mean motion second derivative", line1[44:52]), ("B* drag term", line1[53:61])):

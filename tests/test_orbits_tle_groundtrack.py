@@ -184,3 +184,18 @@ def test_first_coverage_matches_brute_force_on_many_points():
     first = first_coverage(plat, plon, gt.lat_deg, gt.lon_deg, lam)
     assert (expected >= 0).sum() > 500  # the check is not vacuous
     assert np.array_equal(first, expected)
+
+
+def test_epoch_day_past_the_end_of_its_year_is_refused():
+    """Day 366 exists only in leap years: '25366.5' was read as 2026-01-01 12:00 without a word."""
+    def pair(epoch: str) -> str:
+        l1, l2 = ISS.splitlines()[1:]
+        l1 = l1[:18] + epoch + l1[32:68]
+        return f"{l1}{tle_checksum(l1)}\n{l2}\n"
+    assert parse_tle_text(pair("24366.50000000"), "<t>").satrecs[0].epochdays == 366.5  # 2024 is a leap year
+    assert parse_tle_text(pair("00366.50000000"), "<t>").satrecs[0].epochyr == 0        # so is 2000
+    with pytest.raises(OrbitError, match=r"<t>:1: TLE epoch day '366\.50000000' is invalid; expected a day of "
+                                         r"the year in 1\.\.365\.99999999 \(2025 has 365 days\)"):
+        parse_tle_text(pair("25366.50000000"), "<t>")
+    with pytest.raises(OrbitError, match=r"\(1999 has 365 days\)"):
+        parse_tle_text(pair("99366.00000000"), "<t>")
