@@ -111,6 +111,9 @@ _LINK_KEYS = {"model", "rate_bps", "max_range_km", "grazing_altitude_km", "acqui
               "min_elevation_deg", "station_max_range_km", "tx_power_dbw", "tx_gain_dbi",
               "rx_gain_dbi", "frequency_hz", "bandwidth_hz", "noise_temperature_k", "losses_db",
               "max_rate_bps"}
+#: ``[link]`` fields of the Shannon model only.
+_SHANNON_KEYS = {"tx_power_dbw", "tx_gain_dbi", "rx_gain_dbi", "frequency_hz", "bandwidth_hz",
+                 "noise_temperature_k", "losses_db"}
 _ROUND_KEYS = {"count", "duration_s", "boundaries_s"}
 #: Most rounds a scenario may define (each round keeps per-node state in the plan and the simulation).
 MAX_ROUNDS = 10_000
@@ -329,6 +332,13 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
 
     lt = _Table(data.get("link", {}), "link", _LINK_KEYS, src)
     model_kw: dict[str, Any] = {"model": lt.str("model", "constant", choices=("constant", "shannon"))}
+    for key in sorted(_SHANNON_KEYS) if model_kw["model"] == "constant" else ():
+        if lt.has(key):  # the other model's field would be silently ignored
+            raise ContactError(f"link.{key}: only used with model = 'shannon' (the constant model carries "
+                               "rate_bps)")
+    if model_kw["model"] == "shannon" and lt.has("rate_bps"):
+        raise ContactError("link.rate_bps: not used with model = 'shannon' (the rate follows from the range; "
+                           "max_rate_bps caps it)")
     for key in ("rate_bps", "frequency_hz", "bandwidth_hz", "noise_temperature_k", "max_rate_bps"):
         if lt.has(key):
             model_kw[key] = lt.num(key, positive=True)

@@ -145,6 +145,10 @@ def test_scenario_passes_reserved_tables_and_resolves_paths(tmp_path):
     (("max_range_km = 5000.0", ""), r"link.max_range_km: missing"),
     (("kind = \"walker-delta\"", "kind = \"walker-gamma\""), "constellation.kind: expected one of"),
     (("total = 12", "total = \"12\""), "constellation.total: expected an integer"),
+    # a link field of the other model was silently ignored (e.g. Shannon parameters without model = "shannon")
+    (("rate_bps = 1e8", "rate_bps = 1e8\nfrequency_hz = 2.2e9"),
+     r"link.frequency_hz: only used with model = 'shannon'"),
+    (("model = \"constant\"", "model = \"shannon\""), r"link.rate_bps: not used with model = 'shannon'"),
 ])
 def test_scenario_errors_are_one_line(tmp_path, patch, match):
     p = _write(tmp_path, LEO.replace(*patch))
