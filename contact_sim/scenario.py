@@ -285,7 +285,7 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
             speed_m_s=t.num("speed_m_s", 15.0, positive=True),
             altitude_km=t.num("altitude_km", 0.1),
             pause_s=t.num("pause_s", 0.0, nonneg=True),
-            seed=t.int("seed", 0),
+            seed=t.int("seed", 0, minimum=0),
             waypoints_csv=t.path("waypoints_csv", base_dir))
         if (drones.count is None) == (drones.waypoints_csv is None):
             raise ContactError("drones: give either count (random waypoints) or waypoints_csv")

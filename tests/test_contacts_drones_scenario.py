@@ -221,6 +221,21 @@ def test_ground_station_names_are_unique(tmp_path):
         compute_contacts(load_contact_scenario(p))
 
 
+def test_negative_drone_seed_is_one_line(tmp_path, capsys):
+    """numpy's default_rng refuses a negative seed with a bare ValueError: it came out of
+    `fol contacts --check` as a traceback; now the scenario check names drones.seed."""
+    doc = {"drones": {"count": 3, "radio_range_km": 1.0, "seed": -1}, "time": {"duration_s": 600.0}}
+    with pytest.raises(ContactError, match=r"drones\.seed: expected an integer >= 0, got -1"):
+        parse_contact_scenario(doc, tmp_path)
+    p = _write(tmp_path, "[drones]\ncount = 3\nradio_range_km = 1.0\nseed = -1\n[time]\nduration_s = 600.0\n")
+    parser = argparse.ArgumentParser()
+    add_contacts_parser(parser.add_subparsers())
+    args = parser.parse_args(["contacts", str(p), "--check"])
+    assert run_contacts(args) == 2
+    err = capsys.readouterr().err
+    assert "drones.seed" in err and len(err.strip().splitlines()) == 1
+
+
 def test_scenario_needs_exactly_one_node_source():
     with pytest.raises(ContactError, match="exactly one of"):
         parse_contact_scenario({"time": {"duration_s": 10.0}}, ".")
