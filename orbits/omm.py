@@ -33,6 +33,7 @@ import datetime as _dt
 import io
 import json
 import math
+import re
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -187,6 +188,9 @@ def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
             raise OrbitError(f"{source}: expected a JSON list of OMM records")
         return [(f"{source}: record {i}", rec) for i, rec in enumerate(doc)]
     if fmt == "csv":
+        if re.match(r"\s*CCSDS_OMM_VERS\s*=", text):  # Space-Track's "kvn" format, not a CSV header
+            raise OrbitError(f"{source}: OMM in KVN layout ('KEY = value' lines) is not supported; expected JSON, "
+                             "CSV or XML (CelesTrak and Space-Track serve all three)")
         reader = _omm.parse_csv(io.StringIO(text))
         if not reader.fieldnames or "EPOCH" not in [f.strip().upper() for f in reader.fieldnames]:
             raise OrbitError(f"{source}: expected a CSV header row with OMM field names (EPOCH, MEAN_MOTION, ...)")

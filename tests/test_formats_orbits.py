@@ -163,3 +163,14 @@ def test_omm_csv_saved_with_a_bom_keeps_its_names(tmp_path: Path) -> None:
     path = tmp_path / "gp.csv"
     path.write_bytes(b"\xef\xbb\xbf" + format_omm(c, "csv").encode("utf-8"))
     assert read_omm(path).names == ["NEWSAT 1"]
+
+
+def test_omm_in_kvn_layout_is_named_as_such(tmp_path: Path) -> None:
+    """Space-Track also serves OMM as CCSDS KVN ('KEY = value' lines), which sgp4 cannot read: the
+    file was blamed for a missing CSV header; the message now says the layout is KVN."""
+    path = tmp_path / "iss.kvn"
+    path.write_text("CCSDS_OMM_VERS = 2.0\nCOMMENT from Space-Track\nOBJECT_NAME = ISS (ZARYA)\n"
+                    "EPOCH = 2026-08-01T06:30:00.000000\nMEAN_MOTION = 15.5 [rev/day]\n")
+    with pytest.raises(OrbitError, match=r"iss\.kvn: OMM in KVN layout \('KEY = value' lines\) is not "
+                                         r"supported; expected JSON, CSV or XML"):
+        read_omm(path)
