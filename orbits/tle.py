@@ -27,7 +27,7 @@ from sgp4.api import Satrec
 from sgp4.exporter import export_tle
 
 from swarmbase.fileio import atomic_write_bytes
-from swarmbase.tomlcheck import check_input_file
+from swarmbase.tomlcheck import read_text_file
 
 from .constellation import Constellation, SatelliteNames
 from .errors import OrbitError
@@ -158,13 +158,10 @@ def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
 
 def read_tle(path: str | Path) -> Constellation:
     """Read a TLE file; raises :class:`OrbitError` naming file and line on any defect."""
-    path = check_input_file(path, OrbitError, "TLE file", max_bytes=MAX_TLE_BYTES)
-    try:
-        text = path.read_text(encoding="ascii")
-    except OSError as exc:
-        raise OrbitError(f"{path}: cannot read the TLE file ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise OrbitError(f"{path}: TLE file must be plain ASCII text") from None
+    path = Path(path)
+    text = read_text_file(path, OrbitError, "TLE file", MAX_TLE_BYTES)  # UTF-8, a byte-order mark dropped
+    if not text.isascii():
+        raise OrbitError(f"{path}: TLE file must be plain ASCII text")
     return parse_tle_text(text, str(path))
 
 

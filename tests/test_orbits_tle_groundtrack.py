@@ -199,3 +199,18 @@ def test_epoch_day_past_the_end_of_its_year_is_refused():
         parse_tle_text(pair("25366.50000000"), "<t>")
     with pytest.raises(OrbitError, match=r"\(1999 has 365 days\)"):
         parse_tle_text(pair("99366.00000000"), "<t>")
+
+
+def test_tle_file_with_a_bom_is_read_and_other_text_refused(tmp_path):
+    """A TLE saved as 'UTF-8 with BOM' was refused as 'not plain ASCII text' although every
+    character is ASCII; the mark is dropped like in every other input file. Non-ASCII text
+    (here a name) is still refused in one line."""
+    p = tmp_path / "iss.tle"
+    p.write_bytes(b"\xef\xbb\xbf" + ISS.encode("ascii"))
+    assert read_tle(p).names == ["ISS (ZARYA)"]
+    p.write_bytes(ISS.replace("ZARYA", "ZARJA\u00e9").encode("utf-8"))
+    with pytest.raises(OrbitError, match=r"iss\.tle: TLE file must be plain ASCII text"):
+        read_tle(p)
+    p.write_bytes(b"\xff\xfe" + ISS.encode("utf-16-le"))
+    with pytest.raises(OrbitError, match=r"iss\.tle: "):
+        read_tle(p)
