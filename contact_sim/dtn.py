@@ -98,9 +98,9 @@ def format_ion(plan: ContactPlan) -> str:
     if plan.start is not None:
         lines.append(f"# start {_utc(plan.start)}")
     for i, (name, kind) in enumerate(zip(plan.node_names, plan.node_kinds)):
-        if " ".join(name.split()) != name or any(c.isspace() for c in kind):  # single inner spaces read back
-            raise ContactError(f"node {i}: name {name!r} (kind {kind!r}) has leading, trailing, repeated or "
-                               "non-space whitespace; an ION header line cannot carry it")
+        if not name or " ".join(name.split()) != name or any(c.isspace() for c in kind):  # single inner spaces
+            raise ContactError(f"node {i}: name {name!r} (kind {kind!r}) is empty or has leading, trailing, "
+                               "repeated or non-space whitespace; an ION header line cannot carry it")
         lines.append(f"# node {i + 1} {name} {kind}")
     contacts, ranges = [], []
     w = plan.windows

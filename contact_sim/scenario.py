@@ -310,6 +310,9 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
             if not -180 <= lon <= 360:
                 raise ContactError(f"ground_stations[{i}].lon_deg: expected -180..360, got {lon}")
             name = st.str("name", f"GS-{i}")
+            if not name or " ".join(name.split()) != name:  # what a plan's '# node N NAME KIND' header carries
+                raise ContactError(f"ground_stations[{i}].name: expected a name with single spaces between words "
+                                   f"(no leading, trailing or other whitespace), got {name!r}")
             twin = next((j for j, s in enumerate(stations) if s.name == name), None)
             if twin is not None:
                 raise ContactError(f"ground_stations[{i}].name: {name!r} is already the name of "

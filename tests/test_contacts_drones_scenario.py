@@ -221,6 +221,19 @@ def test_ground_station_names_are_unique(tmp_path):
         compute_contacts(load_contact_scenario(p))
 
 
+@pytest.mark.parametrize("name", ["", "  ", " Matera", "Matera ", "Mat  era", "Mat\\tera"])
+def test_ground_station_name_must_survive_the_plan_headers(tmp_path, name):
+    """An empty station name was accepted and its ION header '# node N  ground_station' read back
+    as a learner named 'ground_station'; whitespace the header cannot carry failed only at
+    --ion export, after the window search. Both are refused when the scenario is read."""
+    gs = f'\n[[ground_stations]]\nname = "{name}"\nlat_deg = 0.0\nlon_deg = 0.0\n'
+    with pytest.raises(ContactError, match=r"ground_stations\[0\]\.name: expected a name with single spaces "
+                                           r"between words"):
+        load_contact_scenario(_write(tmp_path, LEO + gs))
+    ok = '\n[[ground_stations]]\nname = "Matera (ASI)"\nlat_deg = 0.0\nlon_deg = 0.0\n'
+    assert [g.name for g in load_contact_scenario(_write(tmp_path, LEO + ok)).ground_stations] == ["Matera (ASI)"]
+
+
 def test_negative_drone_seed_is_one_line(tmp_path, capsys):
     """numpy's default_rng refuses a negative seed with a bare ValueError: it came out of
     `fol contacts --check` as a traceback; now the scenario check names drones.seed."""

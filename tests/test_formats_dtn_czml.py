@@ -371,6 +371,9 @@ def test_exports_go_through_the_crash_safe_writer(tmp_path: Path, monkeypatch) -
     with pytest.raises(ContactError, match=r"an ION plan is ASCII text; a node name holds 'é'"):
         write_ion(tmp_path / "n.ion", ContactPlan(["Matéra", "b", "c"], _hand_plan().windows, _hand_plan().link,
                                                   [0.0, 700.0], START, _hand_plan().node_kinds))
+    with pytest.raises(ContactError, match=r"node 0: name '' .* is empty"):  # it read back as a node 'KIND'
+        write_ion(tmp_path / "n.ion", ContactPlan(["", "b", "c"], _hand_plan().windows, _hand_plan().link,
+                                                  [0.0, 700.0], START, _hand_plan().node_kinds))
 
 
 def _czml_samples_against_skyfield(start: str, duration_s: float, rows: list[int]) -> np.ndarray:
