@@ -63,6 +63,9 @@ def _check_element_line(line: str, number: str, source: str, lineno: int) -> Non
         )
 
 
+#: The catalog-number field: up to five digits right-aligned, or Alpha-5 (A..Z without I and O, as
+#: letters and digits would be confused; sgp4 itself reads I as J and O as P).
+_CATALOG = re.compile(r"^(?: *\d+|[A-HJ-NP-Z]\d{4})$")
 #: Exponent notation with an implied leading decimal point, e.g. ``" 12345-3"`` = 0.12345e-3.
 _IMPLIED = re.compile(r"^[ +-]?\d{5}[+-]\d$")
 
@@ -82,6 +85,9 @@ def _check_fields(line1: str, line2: str, source: str, lineno1: int, lineno2: in
     def bad(lineno: int, what: str, text: str, expected: str) -> OrbitError:
         return OrbitError(f"{source}:{lineno}: TLE {what} {text.strip()!r} is invalid; expected {expected}")
 
+    if not _CATALOG.match(line1[2:7]):  # quoted unstripped: a misaligned field shows its spaces
+        raise OrbitError(f"{source}:{lineno1}: TLE catalog number {line1[2:7]!r} is invalid; expected five digits "
+                         "or Alpha-5 (a capital letter other than I and O, then four digits) in columns 3-7")
     if not line1[18:20].isdigit():
         raise bad(lineno1, "epoch year", line1[18:20], "two digits")
     year = int(line1[18:20]) + (1900 if int(line1[18:20]) >= 57 else 2000)  # the TLE convention (and sgp4's)

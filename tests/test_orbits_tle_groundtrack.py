@@ -214,3 +214,24 @@ def test_tle_file_with_a_bom_is_read_and_other_text_refused(tmp_path):
     p.write_bytes(b"\xff\xfe" + ISS.encode("utf-16-le"))
     with pytest.raises(OrbitError, match=r"iss\.tle: "):
         read_tle(p)
+
+
+def _with_catalog(field: str) -> str:
+    l1, l2 = ISS.splitlines()[1:]
+    l1, l2 = l1[:2] + field + l1[7:68], l2[:2] + field + l2[7:68]
+    return f"{l1}{tle_checksum(l1)}\n{l2}{tle_checksum(l2)}\n"
+
+
+@pytest.mark.parametrize("field", ["I0000", "O0000", "a0000", "1234 ", "-1234", "12 34"])
+def test_malformed_catalog_number_is_refused(field):
+    """sgp4 reads Alpha-5's excluded letters I and O as J and P (I0000 and J0000 were both 180000),
+    lowercase as numbers past Z9999, a left-aligned '1234 ' as 12340 (named SAT-1234) and '-1234'
+    as a negative catalog number; all were accepted."""
+    with pytest.raises(OrbitError, match=rf"<t>:1: TLE catalog number '{field}' is invalid; expected five "
+                                         r"digits or Alpha-5"):
+        parse_tle_text(_with_catalog(field), "<t>")
+
+
+def test_valid_catalog_number_layouts_are_read():
+    assert [parse_tle_text(_with_catalog(f), "<t>").catalog_numbers[0] for f in ("A0000", "Z9999", " 1234", "01234")] \
+        == [100000, 339999, 1234, 1234]
