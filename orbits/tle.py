@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import calendar
+import datetime as _dt
 import math
 import re
 from pathlib import Path
@@ -29,10 +30,13 @@ from sgp4.exporter import export_tle
 from swarmbase.fileio import atomic_write_bytes
 from swarmbase.tomlcheck import read_text_file
 
+from .constants import SGP4_EPOCH_ORIGIN_JD
 from .constellation import Constellation, SatelliteNames
 from .errors import OrbitError
 
 
+#: Day 0 of SGP4's epoch count (1949-12-31 00:00 UTC).
+_SGP4_ORIGIN = _dt.datetime(1949, 12, 31)
 #: Larger TLE files are refused unread (bytes; 100,000 satellites take about 16 MB).
 MAX_TLE_BYTES = 64 * 1024 * 1024
 
@@ -175,14 +179,19 @@ def format_tle(constellation: Constellation, with_names: bool = True) -> str:
     """Three-line (or two-line) TLE text for every satellite, checksums included.
 
     Catalog numbers 100000..339999 are written in Alpha-5 (``A0000`` ..
-    ``Z9999``); larger ones have no TLE form and raise :class:`OrbitError`
-    (write OMM instead, :func:`orbits.omm.write_omm`).
+    ``Z9999``); larger ones, and epochs outside 1957..2056 (the two-digit
+    year's span), have no TLE form and raise :class:`OrbitError` (write OMM
+    instead, :func:`orbits.omm.write_omm`).
     """
     out = []
     for name, sat, number in zip(constellation.names, constellation.satrecs, constellation.catalog_numbers):
         if number > 339999:
             raise OrbitError(f"satellite {name}: catalog number {number} cannot be written as a TLE "
                              "(Alpha-5 ends at 339999 = Z9999); export OMM instead")
+        epoch = _SGP4_ORIGIN + _dt.timedelta(days=(sat.jdsatepoch - SGP4_EPOCH_ORIGIN_JD) + sat.jdsatepochF)
+        if not 1957 <= epoch.year <= 2056:  # a two-digit year would read back a century off
+            raise OrbitError(f"satellite {name}: epoch {epoch:%Y-%m-%dT%H:%M:%S}Z has no TLE form (two-digit "
+                             "years cover 1957..2056); export OMM instead")
         if number != sat.satnum:
             raise OrbitError(f"satellite {name}: catalog number {number} differs from its elements' "
                              f"number {sat.satnum}")

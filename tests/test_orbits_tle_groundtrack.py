@@ -235,3 +235,15 @@ def test_malformed_catalog_number_is_refused(field):
 def test_valid_catalog_number_layouts_are_read():
     assert [parse_tle_text(_with_catalog(f), "<t>").catalog_numbers[0] for f in ("A0000", "Z9999", " 1234", "01234")] \
         == [100000, 339999, 1234, 1234]
+
+
+@pytest.mark.parametrize("epoch", ["2057-01-01T00:00:00Z", "1956-12-31T00:00:00Z"])
+def test_tle_export_refuses_an_epoch_its_two_digit_year_cannot_hold(epoch):
+    """A TLE year has two digits, read as 1957..2056: a 2057 epoch was written as '57001...' and read
+    back 100 years early (and a 1956 one 100 years late), without a word."""
+    c = walker_delta(2, 1, 0, 550.0, 53.0, epoch)
+    with pytest.raises(OrbitError, match=r"satellite WD-P00-S00: epoch \d{4}-\d\d-\d\d.* has no TLE form "
+                                         r"\(two-digit years cover 1957\.\.2056\); export OMM instead"):
+        format_tle(c)
+    edge = walker_delta(1, 1, 0, 550.0, 53.0, "2056-12-31T23:00:00Z")
+    assert parse_tle_text(format_tle(edge)).satrecs[0].jdsatepoch == edge.satrecs[0].jdsatepoch
