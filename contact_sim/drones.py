@@ -34,6 +34,11 @@ from .errors import ContactError
 from .trajectory import MOVING, Trajectories, check_trajectory_size, time_grid
 
 WAYPOINT_COLUMNS = ("node_id", "t_s", "x_km", "y_km", "z_km")
+#: Largest distance from the origin of the drones' flat local East-North-Up frame (km): the
+#: area's side, the flight altitude, the radio range and every waypoint coordinate stay within
+#: it (a flat frame that size is already far from the curved Earth; larger values are typing
+#: mistakes, and 1e200 overflowed the window search).
+MAX_LOCAL_KM = 1000.0
 #: Larger waypoint files are refused unread (bytes; a million waypoints take about 50 MB).
 MAX_WAYPOINT_BYTES = 64 * 1024 * 1024
 
@@ -75,6 +80,9 @@ def read_waypoints_csv(path: str | Path) -> list[Waypoints]:
                 raise ContactError(f"{path}:{lineno}: t_s, x_km, y_km, z_km must be numbers") from None
             if not all(math.isfinite(v) for v in vals):
                 raise ContactError(f"{path}:{lineno}: values must be finite")
+            if max(abs(v) for v in vals[1:]) > MAX_LOCAL_KM:
+                raise ContactError(f"{path}:{lineno}: x_km, y_km, z_km must lie within {MAX_LOCAL_KM:g} km of "
+                                   "the local frame's origin")
             prev = rows.setdefault(name, [])
             if prev and vals[0] <= prev[-1][0]:
                 raise ContactError(

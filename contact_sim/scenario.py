@@ -83,7 +83,7 @@ from orbits import Constellation, OrbitError, parse_utc, read_omm, read_tle, wal
 from orbits.sunlight import check_sunlight_span, check_sunlight_steps, eclipse_intervals
 from swarmbase.tomlcheck import Table, read_toml
 
-from .drones import drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
+from .drones import MAX_LOCAL_KM, drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
 from .dtn import read_plan
 from .errors import ContactError
 from .energy import Battery, EnergyModel
@@ -279,11 +279,11 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
     elif has_d:
         t = _Table(data["drones"], "drones", _DRONE_KEYS, src)
         drones = DroneConfig(
-            radio_range_km=t.num("radio_range_km", required=True, positive=True),
+            radio_range_km=t.num("radio_range_km", required=True, positive=True, maximum=MAX_LOCAL_KM),
             count=t.int("count", None, minimum=1),
-            area_km=t.num("area_km", 5.0, positive=True),
+            area_km=t.num("area_km", 5.0, positive=True, maximum=MAX_LOCAL_KM),
             speed_m_s=t.num("speed_m_s", 15.0, positive=True),
-            altitude_km=t.num("altitude_km", 0.1),
+            altitude_km=t.num("altitude_km", 0.1, minimum=-MAX_LOCAL_KM, maximum=MAX_LOCAL_KM),
             pause_s=t.num("pause_s", 0.0, nonneg=True),
             seed=t.int("seed", 0, minimum=0),
             waypoints_csv=t.path("waypoints_csv", base_dir))
@@ -317,7 +317,7 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
             if twin is not None:
                 raise ContactError(f"ground_stations[{i}].name: {name!r} is already the name of "
                                    f"ground_stations[{twin}]; node names must be unique")
-            stations.append(GroundStation(name, lat, lon, st.num("elevation_m", 0.0)))
+            stations.append(GroundStation(name, lat, lon, st.num("elevation_m", 0.0, minimum=-1000.0, maximum=10000.0)))
 
     if "time" not in data:
         raise ContactError(f"{src}: missing [time] table (start, duration_s, step_s)")
@@ -365,7 +365,7 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
     else:
         geometry = LinkGeometry(
             max_range_km=lt.num("max_range_km", required=True, positive=True),
-            grazing_altitude_km=lt.num("grazing_altitude_km", 80.0, nonneg=True),
+            grazing_altitude_km=lt.num("grazing_altitude_km", 80.0, nonneg=True, maximum=50000.0),
             min_elevation_deg=lt.num("min_elevation_deg", 10.0),
             station_max_range_km=lt.num("station_max_range_km", None, positive=True))
 

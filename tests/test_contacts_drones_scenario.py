@@ -182,6 +182,41 @@ def test_oversized_requests_are_refused_before_anything_is_built(tmp_path, patch
     assert peak < 20e6
 
 
+DRONES = """
+[drones]
+count = 3
+radio_range_km = 1.0
+
+[time]
+duration_s = 600.0
+step_s = 10.0
+"""
+
+
+@pytest.mark.parametrize("text, patch, match", [
+    # magnitudes no swarm has: a typing mistake, refused when read (1e200 overflowed the window search)
+    (DRONES, ("count = 3", "count = 3\narea_km = 1e200"), r"drones.area_km: expected a number in -inf..1000"),
+    (DRONES, ("count = 3", "count = 3\naltitude_km = -5e3"), r"drones.altitude_km: expected a number in -1000..1000"),
+    (DRONES, ("radio_range_km = 1.0", "radio_range_km = 1e200"), r"drones.radio_range_km: expected a number in"),
+    (LEO, ("max_range_km = 5000.0", "max_range_km = 5000.0\ngrazing_altitude_km = 1e160"),
+     r"link.grazing_altitude_km: expected a number in -inf..50000"),
+    (LEO, ("[rounds]", "[[ground_stations]]\nlat_deg = 1.0\nlon_deg = 2.0\nelevation_m = 1e9\n[rounds]"),
+     r"ground_stations\[0\].elevation_m: expected a number in -1000..10000"),
+])
+def test_absurd_magnitudes_are_refused_when_read(tmp_path, text, patch, match):
+    p = _write(tmp_path, text.replace(*patch))
+    with pytest.raises(ContactError, match=match) as exc:
+        load_contact_scenario(p)
+    assert "\n" not in str(exc.value)
+
+
+def test_a_waypoint_far_outside_the_local_frame_is_refused(tmp_path):
+    csv = tmp_path / "wp.csv"
+    csv.write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\na,10,1e200,0,0.1\n")
+    with pytest.raises(ContactError, match=r"wp.csv:3: x_km, y_km, z_km must lie within 1000 km"):
+        read_waypoints_csv(csv)
+
+
 def test_drone_waypoint_times_count_toward_the_grid(tmp_path):
     """Random-waypoint drones add every turn to the grid: a long flight with a
     coarse step is refused on the waypoints, not attempted."""
