@@ -558,6 +558,27 @@ def test_resume_refuses_saved_results_that_are_broken_and_keeps_them(tmp_path: P
     assert main(["simulate", "--resume", str(out)]) == 0
 
 
+def test_resume_refuses_saved_results_that_miss_or_repeat_a_node(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A saved per-method result file must hold every node of the swarm once: one
+    without a node's row (left out of the report's means) or with a node twice
+    (counted twice) was taken as the method's result; it is one line naming it."""
+    out = _local_only_run(tmp_path)
+    saved = out / "state" / "seed-0" / "results" / "local.json"
+    good = saved.read_text()
+    rows = json.loads(good)
+    assert sorted(r["node"] for r in rows) == ["a", "b", "c"]
+    capsys.readouterr()
+    for bad, needle in ((rows[:2], "no result for node 'c'"), (rows + rows[:1], "node 'a' twice")):
+        saved.write_text(json.dumps(bad))
+        assert main(["simulate", "--resume", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(saved) in err[0] and needle in err[0], err
+        assert json.loads(saved.read_text()) == bad
+    saved.write_text(good)
+    assert main(["simulate", "--resume", str(out)]) == 0
+
+
 
 def _local_only_run(tmp_path: Path) -> Path:
     """A finished run of the three-drone scenario with the local method only; its folder."""

@@ -86,7 +86,8 @@ def _json_default(o: Any) -> Any:
 
 def _saved_results(path: Path, method: str, names: list[str]) -> list[NodeResult]:
     """The results an interrupted run saved for ``method`` (``--resume``), checked:
-    a list of one object per node of this swarm with the fields of :class:`NodeResult`.
+    a list of one object per node of this swarm (every node once) with the fields of
+    :class:`NodeResult`.
     A bad file is an error naming it; nothing is deleted."""
     fields = {f.name: f for f in dataclasses.fields(NodeResult)}
     try:
@@ -114,7 +115,12 @@ def _saved_results(path: Path, method: str, names: list[str]) -> list[NodeResult
             if result.method != method or result.node not in names:
                 raise ValueError(f"a result of method {result.method!r} on node {result.node!r}, not of {method!r} "
                                  "on a node of this swarm")
+            if any(r.node == result.node for r in results):
+                raise ValueError(f"node {result.node!r} twice")
             results.append(result)
+        missing = [n for n in names if n not in {r.node for r in results}]
+        if missing:
+            raise ValueError(f"no result for node {missing[0]!r} ({len(missing)} of the {len(names)} nodes missing)")
     except (OSError, ValueError, TypeError) as exc:
         raise ConfigError(f"--resume: {path}: not the saved results of method {method!r} ({exc}); move the file "
                           f"away to run {method!r} again") from None
