@@ -53,7 +53,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fol.config import FOLConfig
-from fol.data import GeoDataset, dirichlet_partition, load_dataset
+from fol.data import DEFAULT_MIN_SAMPLES, GeoDataset, dirichlet_partition, load_dataset
 from fol.defaults import DEFAULT_ARCH
 from fol.errors import ConfigError
 from fol.fileio import atomic_write_bytes, write_json_atomic
@@ -253,6 +253,9 @@ class ProtocolConfig:
             values = list(getattr(self, name))
             if len(set(values)) != len(values):
                 raise ConfigError(f"protocol {name}: each value once, got {values}")
+        if self.min_samples < DEFAULT_MIN_SAMPLES:  # else a small node stops the run when its setting is pretrained
+            raise ConfigError(f"protocol: min_samples must be >= {DEFAULT_MIN_SAMPLES} (every node's images are split "
+                              f"70/15/15 into train/val/test, which needs {DEFAULT_MIN_SAMPLES}), got {self.min_samples}")
         if any(not (p > 0) for p in self.psis):
             raise ConfigError(f"protocol: psi values must be > 0, got {list(self.psis)}")
         if self.pool < 0 or (self.pool and self.pool < self.nodes * self.min_samples):

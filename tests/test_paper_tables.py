@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from fol.data import DEFAULT_MIN_SAMPLES
 from fol.errors import ConfigError
 from fol.reproduce import PAPER_CELLS, ProtocolConfig, column_nodes, rows_for
 
@@ -107,6 +108,11 @@ def test_bad_protocol_settings_are_clear_errors(tmp_path, capsys, benchmark_scri
         ProtocolConfig(fol={"no_such_key": 1})
     with pytest.raises(ConfigError, match="pool"):
         ProtocolConfig(nodes=24, pool=100)
+    # a node below the split's minimum stopped the run only when its setting was pretrained (after the others)
+    for low in (-1, 0, DEFAULT_MIN_SAMPLES - 1):
+        with pytest.raises(ConfigError, match=f"min_samples must be >= {DEFAULT_MIN_SAMPLES}.*got {low}"):
+            ProtocolConfig(min_samples=low)
+    assert ProtocolConfig(min_samples=DEFAULT_MIN_SAMPLES).min_samples == DEFAULT_MIN_SAMPLES
     missing = tmp_path / "nowhere"
     assert benchmark_script("paper_tables").main(["--quick", "--data", f"imagefolder:{missing}",
                                                   "--out", str(tmp_path / "o")]) == 2
