@@ -62,7 +62,7 @@ from fol.checkpoint import ModelCard  # noqa: E402
 from fol.config import FOLConfig  # noqa: E402
 from fol.errors import ConfigError  # noqa: E402
 from fol.fileio import atomic_write_text, check_output_file  # noqa: E402
-from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
+from fol.data import DEFAULT_MIN_SAMPLES, dirichlet_partition, make_synthetic  # noqa: E402
 from fol.methods import SwarmContext  # noqa: E402
 from fol.methods.fol_method import run_fol_pipeline  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
@@ -417,6 +417,27 @@ def main(argv: list[str] | None = None) -> int:
                     results[name].setdefault(key, []).extend(values)
         print_table(results, configs, options, args, done)
         return 0
+    # the swarm's settings, before any training: each bad value one line (they were tracebacks from the
+    # partition or the split, a swarm of one node, or --seeds 0 running nothing and exiting 0)
+    tasks = args.tasks.split(",")
+    smallest = args.per_node if args.swarm == "equal" else ProtocolConfig.min_samples
+    bad = next((f"{flag}: expected {want}, got {value}" for flag, value, ok, want in (
+        ("--tasks", args.tasks, all(t in ("hurricane", "wildfire") for t in tasks) and len(set(tasks)) == len(tasks),
+         "hurricane and / or wildfire, comma-separated, each once"),
+        ("--seeds", args.seeds, args.seeds >= 1, "a number of seeds >= 1"),
+        ("--nodes", args.nodes, args.nodes >= 2, "a swarm of >= 2 nodes"),
+        ("--psi", args.psi, args.psi > 0, "a Dirichlet concentration > 0"),
+        ("--select-fraction", args.select_fraction, 0 < args.select_fraction < 1,
+         "a share of each node's images strictly between 0 and 1"),
+        # the smallest node (--per-node, or the protocol's min_samples) keeps the split's minimum beside its slice
+        ("--per-node / --select-fraction", f"{smallest} images and {args.select_fraction}",
+         smallest - round(args.select_fraction * smallest) >= DEFAULT_MIN_SAMPLES,
+         f"the smallest node to keep >= {DEFAULT_MIN_SAMPLES} images besides its selection slice (the 70/15/15 "
+         "split's minimum)"),
+    ) if not ok), None)
+    if bad:
+        print(bad, file=sys.stderr)
+        return 2
     if args.json:
         try:
             check_output_file(args.json, ConfigError, what="--json")  # before the training, not after

@@ -182,3 +182,22 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_training(script, t
                         "--json", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"--json {tmp_path}: is a folder" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--seeds", "0"], "--seeds: expected a number of seeds >= 1, got 0"),
+    (["--nodes", "1"], "--nodes: expected a swarm of >= 2 nodes, got 1"),
+    (["--psi", "-1"], "--psi: expected a Dirichlet concentration > 0"),
+    (["--select-fraction", "1"], "--select-fraction: expected a share of each node's images strictly between 0 and 1"),
+    (["--per-node", "20"], "--per-node / --select-fraction: expected the smallest node to keep >= 20 images"),
+    (["--swarm", "protocol", "--select-fraction", "0.6"], "--per-node / --select-fraction"),
+    (["--tasks", "hurricane,fire"], "--tasks: expected hurricane and / or wildfire"),
+])
+def test_bad_swarm_arguments_are_one_line_before_any_work(script, capsys, argv, needle) -> None:
+    """Each was a traceback from the partition or the split, a swarm of one node
+    that ran, or (--seeds 0) a run of nothing that exited 0."""
+    assert script.main(["--defaults-only", *argv]) == 2
+    out = capsys.readouterr()
+    err = out.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(needle), err
+    assert "machine:" not in out.out  # stopped before the run started
