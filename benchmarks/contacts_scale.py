@@ -244,6 +244,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="instead: time plan queries and CSV/JSON export on a synthetic N-window plan")
     ap.add_argument("--plan-nodes", type=int, default=1584)
     args = ap.parse_args(argv)
+    # every value before any work, one argparse line each (they were tracebacks, some after the propagation)
+    for flag, value, ok, want in (
+            ("--hours", args.hours, 0 < args.hours < float("inf"), "a positive number of hours"),
+            ("--step", args.step, 0 < args.step < float("inf"), "a positive grid step in seconds"),
+            ("--workers", args.workers, args.workers >= 1, "at least 1 process"),
+            ("--check-edges", args.check_edges, args.check_edges >= 1, "at least 1 edge to check"),
+            ("--naive-pairs", args.naive_pairs, args.naive_pairs >= 0, "0 (off) or a number of pairs"),
+            ("--plan-windows", args.plan_windows, args.plan_windows >= 0, "0 (off) or a number of windows"),
+            ("--plan-nodes", args.plan_nodes, args.plan_nodes >= 2, "a plan of at least 2 nodes")):
+        if not ok:
+            ap.error(f"{flag}: expected {want}, got {value}")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, "
           f"numpy {np.__version__}")
     if args.plan_windows:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 
 def test_contacts_scale_runs_at_a_tiny_size(benchmark_script, capsys):
     cs = benchmark_script("contacts_scale")
@@ -15,3 +17,23 @@ def test_contacts_scale_runs_at_a_tiny_size(benchmark_script, capsys):
     # the error bound means something only over the edges asked for (with none compared it is 1.000 too)
     assert err <= 1.0 and edges >= 20 and windows > 0
     assert f"{edges} edges, 0 pairs with a different window count" in out
+
+
+def test_bad_arguments_are_one_line_before_any_work(benchmark_script, capsys):
+    """Each was a traceback (numpy's for --plan-nodes 1 or --plan-windows -5, the contact
+    side's for --step 0 or --workers 0 after building the constellation), and
+    --check-edges -1 ran and judged the edges on none."""
+    cs = benchmark_script("contacts_scale")
+    for argv, needle in ((["--hours", "-1"], "--hours: expected a positive number of hours"),
+                         (["--hours", "nan"], "--hours: expected a positive number of hours"),
+                         (["--step", "0"], "--step: expected a positive grid step"),
+                         (["--workers", "0"], "--workers: expected at least 1 process"),
+                         (["--check-edges", "-1"], "--check-edges: expected at least 1"),
+                         (["--naive-pairs", "-2"], "--naive-pairs: expected 0 (off)"),
+                         (["--plan-windows", "-5"], "--plan-windows: expected 0 (off)"),
+                         (["--plan-windows", "10", "--plan-nodes", "1"], "--plan-nodes: expected a plan of at least 2")):
+        with pytest.raises(SystemExit) as stop:
+            cs.main(argv)
+        assert stop.value.code == 2
+        out = capsys.readouterr()
+        assert needle in out.err and "Traceback" not in out.err and "machine:" not in out.out, (argv, out)
