@@ -244,7 +244,7 @@ def partition(nodes: list[int]) -> None:
               f"| {peak_mb:.0f} |", flush=True)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, nargs="+", default=[24, 96, 384])
     ap.add_argument("--executors", nargs="+", default=["local", "process", "ray-cluster"],
@@ -260,7 +260,18 @@ def main() -> int:
     ap.add_argument("--ray-address", help=argparse.SUPPRESS)
     ap.add_argument("--machines", type=int, nargs="+", default=[1, 4, 16, 64])
     ap.add_argument("--cores", type=int, default=2)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    # every value before any work, one argparse line each (a bad node count was a traceback from the
+    # scenario, in the child run of the scaling loop after the runs before it; --cores 0 divided by zero)
+    sizes = [("--nodes", n) for n in args.nodes] + [("--partition", n) for n in args.partition or []] \
+        + ([("--profile", args.profile)] if args.profile else [])
+    for flag, n in sizes:
+        if n < 4 or n % 4:
+            ap.error(f"{flag}: expected a node count that is a positive multiple of 4 (the scenario's 4 planes), "
+                     f"got {n}")
+    for flag, values in (("--machines", args.machines), ("--cores", [args.cores])):
+        if min(values) < 1:
+            ap.error(f"{flag}: expected whole numbers >= 1, got {values if flag == '--machines' else values[0]}")
     # ``kill`` (SIGTERM) ends the run through the ``finally`` that stops the Ray
     # cluster it started, as Ctrl-C does; by default SIGTERM skips it, and the
     # cluster's raylets (their own sessions) would outlive the benchmark

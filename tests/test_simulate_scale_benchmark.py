@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 
 def test_partition_counts_covering_pairs_within_images_times_satellites(benchmark_script, capsys):
     ss = benchmark_script("simulate_scale")
@@ -24,3 +26,20 @@ def test_light_budget_changes_only_the_training_budget(benchmark_script):
     assert {k: v for k, v in light.raw.items() if k != "fol"} == {k: v for k, v in full.raw.items() if k != "fol"}
     assert (light.data, light.run, light.methods) == (full.data, full.run, full.methods)
     assert light.fol.replace(**{k: getattr(full.fol, k) for k in ss.LIGHT_FOL}) == full.fol
+
+
+def test_bad_arguments_are_one_line_before_any_work(benchmark_script, capsys):
+    """A node count the scenario's 4 planes cannot hold was a traceback from the
+    scenario (in the scaling loop: after the runs before it), --cores 0 a division by zero."""
+
+    ss = benchmark_script("simulate_scale")
+    for argv, needle in ((["--nodes", "24", "6"], "--nodes: expected a node count that is a positive multiple of 4"),
+                         (["--partition", "0"], "--partition: expected a node count"),
+                         (["--profile", "-4"], "--profile: expected a node count"),
+                         (["--profile", "12", "--cores", "0"], "--cores: expected whole numbers >= 1, got 0"),
+                         (["--profile", "12", "--machines", "4", "0"], "--machines: expected whole numbers >= 1")):
+        with pytest.raises(SystemExit) as stop:
+            ss.main(argv)
+        assert stop.value.code == 2
+        out = capsys.readouterr()
+        assert needle in out.err and "Traceback" not in out.err and "machine:" not in out.out, (argv, out)
