@@ -214,8 +214,10 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     if "seeds" in s and "seed" in s:
         raise ConfigError("scenario: give seeds or seed, not both")
     seeds = s.get("seeds", [s.get("seed", 0)])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and not isinstance(x, bool) for x in seeds):
-        raise ConfigError(f"scenario.seeds: expected a non-empty list of integers, got {seeds!r}")
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                                            for x in seeds):
+        # the generators seeded by [seed, ...] take non-negative integers only
+        raise ConfigError(f"scenario.seeds: expected a non-empty list of integers >= 0, got {seeds!r}")
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"scenario.seeds: repeated seed in {seeds}")
 
