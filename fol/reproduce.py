@@ -253,6 +253,10 @@ class ProtocolConfig:
             values = list(getattr(self, name))
             if len(set(values)) != len(values):
                 raise ConfigError(f"protocol {name}: each value once, got {values}")
+        if any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in (*self.seeds, self.data_seed)):
+            # the generators seeded by [seed, ...] take non-negative integers only (FedAvg's stopped a run there)
+            raise ConfigError(f"protocol: seeds and data_seed must be integers >= 0, got seeds {list(self.seeds)}, "
+                              f"data_seed {self.data_seed!r}")
         if self.min_samples < DEFAULT_MIN_SAMPLES:  # else a small node stops the run when its setting is pretrained
             raise ConfigError(f"protocol: min_samples must be >= {DEFAULT_MIN_SAMPLES} (every node's images are split "
                               f"70/15/15 into train/val/test, which needs {DEFAULT_MIN_SAMPLES}), got {self.min_samples}")

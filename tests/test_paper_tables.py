@@ -113,6 +113,10 @@ def test_bad_protocol_settings_are_clear_errors(tmp_path, capsys, benchmark_scri
         with pytest.raises(ConfigError, match=f"min_samples must be >= {DEFAULT_MIN_SAMPLES}.*got {low}"):
             ProtocolConfig(min_samples=low)
     assert ProtocolConfig(min_samples=DEFAULT_MIN_SAMPLES).min_samples == DEFAULT_MIN_SAMPLES
+    # a negative seed ran until FedAvg seeded its generator with it, after the FOL rows' training
+    for over in ({"seeds": (0, -2)}, {"data_seed": -1}):
+        with pytest.raises(ConfigError, match="seeds and data_seed must be integers >= 0"):
+            ProtocolConfig(**over)
     missing = tmp_path / "nowhere"
     assert benchmark_script("paper_tables").main(["--quick", "--data", f"imagefolder:{missing}",
                                                   "--out", str(tmp_path / "o")]) == 2
