@@ -216,7 +216,7 @@ def main() -> int:
             return 2
         report(records, args)
         return 0
-    for flag, value, least in (("--seeds", args.seeds, 1), ("--nodes", args.nodes, 2), ("--per-node", args.per_node, 1),
+    for flag, value, least in (("--seeds", args.seeds, 1), ("--first-seed", args.first_seed, 0), ("--nodes", args.nodes, 2), ("--per-node", args.per_node, 1),
                                ("--rounds", args.rounds, 1), ("--fol-rounds", min(args.fol_rounds), 1)):
         if value < least:
             ap.error(f"{flag} must be >= {least}, got {value}")

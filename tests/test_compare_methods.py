@@ -103,6 +103,7 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_training(script, t
     (["--nodes", "0"], "--nodes must be >= 2, got 0"),
     (["--fol-rounds", "1", "0"], "--fol-rounds must be >= 1, got 0"),
     (["--psi", "0"], "--psi: Dirichlet concentrations must be > 0"),
+    (["--first-seed", "-1"], "--first-seed must be >= 0, got -1"),  # FedAvg's generator refused it, after training
 ])
 def test_bad_settings_are_one_line_before_training(script, monkeypatch, capsys, argv, words) -> None:
     """Each stopped with a traceback, --budget only after the swarm was pretrained and the methods
