@@ -425,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         ("--tasks", args.tasks, all(t in ("hurricane", "wildfire") for t in tasks) and len(set(tasks)) == len(tasks),
          "hurricane and / or wildfire, comma-separated, each once"),
         ("--seeds", args.seeds, args.seeds >= 1, "a number of seeds >= 1"),
+        ("--first-seed", args.first_seed, args.first_seed >= 0, "a seed >= 0"),
         ("--nodes", args.nodes, args.nodes >= 2, "a swarm of >= 2 nodes"),
         ("--psi", args.psi, args.psi > 0, "a Dirichlet concentration > 0"),
         ("--select-fraction", args.select_fraction, 0 < args.select_fraction < 1,

@@ -187,6 +187,7 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_training(script, t
 @pytest.mark.parametrize("argv, needle", [
     (["--seeds", "0"], "--seeds: expected a number of seeds >= 1, got 0"),
     (["--nodes", "1"], "--nodes: expected a swarm of >= 2 nodes, got 1"),
+    (["--first-seed", "-1"], "--first-seed: expected a seed >= 0, got -1"),
     (["--psi", "-1"], "--psi: expected a Dirichlet concentration > 0"),
     (["--select-fraction", "1"], "--select-fraction: expected a share of each node's images strictly between 0 and 1"),
     (["--per-node", "20"], "--per-node / --select-fraction: expected the smallest node to keep >= 20 images"),
