@@ -171,7 +171,8 @@ def run_size(size: int, args) -> dict:
     print(f"propagation {t1 - t0:.1f} s, window search {t2 - t1:.1f} s, total wall {t2 - t0:.1f} s, "
           f"CPU (all processes) {cpu:.1f} s")
     print(f"true peak memory of the process tree (summed PSS, sampled): {peak.pss_kb / 2**20:.2f} GB "
-          f"(summed RSS, shared pages once per process: {peak.rss_kb / 2**20:.2f} GB)")
+          f"(summed RSS, shared pages once per process: {peak.rss_kb / 2**20:.2f} GB; the kernel's per-process "
+          f"peaks summed, an upper bound: {peak.hwm_kb / 2**20:.2f} GB)")
     print(f"windows: {len(table):,}   mean duration {table.duration_s.mean():.0f} s")
     pairs, edges, bad, excess = check_edges(c, table, duration, args.check_edges, seed=1)
     err = excess + 1.0
@@ -183,7 +184,7 @@ def run_size(size: int, args) -> dict:
         total = per_pair_s * len(c) * (len(c) - 1) / 2 * duration
         print(f"naive pairwise Skyfield loop: {per_pair_s * 1e6:.2f} us per pair-second ({args.naive_pairs} pairs "
               f"x 3600 s), extrapolated {total / 3600:,.0f} h: {total / (t2 - t0):,.0f}x slower")
-    return {"size": size, "wall": t2 - t0, "cpu": cpu, "pss_gb": peak.pss_kb / 2**20, "rss_gb": peak.rss_kb / 2**20,
+    return {"size": size, "wall": t2 - t0, "cpu": cpu, "pss_gb": peak.pss_kb / 2**20, "rss_gb": peak.rss_kb / 2**20, "hwm_gb": peak.hwm_kb / 2**20,
             "windows": len(table), "edges": edges, "bad": bad, "err": err, "load": load[0]}
 
 

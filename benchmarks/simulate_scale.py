@@ -151,6 +151,7 @@ def scaling(nodes: list[int], executors: list[str], budget: str = "full") -> Non
                 rows.append((executor, n, wall, 60.0 * n / wall, node_s, peak.cpu_s, pss_gb, load))
                 print(f"{executor:>11} {n:>4} nodes ({budget} budget): {wall:7.1f} s, {60 * n / wall:5.2f} nodes/min, "
                       f"FOL round {node_s:.1f} s per node, CPU {peak.cpu_s:.0f} s, true peak {pss_gb:.2f} GB "
+                      f"(the kernel's per-process peaks summed, an upper bound: {peak.hwm_kb / 2**20:.2f} GB) "
                       f"(load before: {load})", flush=True)
             if cluster is not None:
                 cluster.stop()

@@ -70,3 +70,27 @@ def test_benchmark_settings_out_of_range_stop_before_any_work(name, argv, benchm
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "Traceback" not in err
     assert f"error: {argv[0]}" in err
+
+
+def test_a_spike_between_two_samples_is_caught_by_the_kernels_peak_record(benchmark_script):
+    """A child that holds 200 MB for a moment between two samples: the sampled sums can miss
+    it, the summed per-process peak records (VmHWM) cannot; what came before the probe does
+    not count."""
+    import subprocess
+
+    common = benchmark_script("_common")
+    before = np.ones(96 * 2**20 // 8)  # touched, then freed: this process's record is reset on entry
+    del before
+    code = ("import sys, time\n"
+            "b = bytearray(200 * 2**20)\n"
+            "for i in range(0, len(b), 4096): b[i] = 1\n"
+            "del b\n"
+            "sys.stdout.write('x'); sys.stdout.flush(); time.sleep(2.5)\n")
+    with common.PeakMemory(interval_s=1.0) as peak:
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+        assert child.stdout.read(1) == b"x"  # allocated, touched and freed
+        time.sleep(1.3)  # at least one sample while the child is alive
+        child.wait(10)
+    assert peak.hwm_kb >= 200 * 1024  # the child's 200 MB, whenever the samples fell
+    # the 96 MB touched and freed before the probe is not in it (the records start at the current size)
+    assert peak.hwm_kb < peak.rss_kb + 200 * 1024 + 48 * 1024
