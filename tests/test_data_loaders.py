@@ -188,6 +188,54 @@ def test_class_folders_are_read_with_their_sub_folders_as_torchvision_does(tmp_p
     assert ds.labels.tolist() == [0, 0, 0, 1]
 
 
+def _png_declaring(path: Path, width: int, height: int, mode: str = "L") -> None:
+    """A small PNG whose header declares ``width`` x ``height`` (the pixel data is an 8 x 8 image's):
+    what a decompression bomb looks like until it is decoded."""
+    import struct
+    import zlib
+
+    Image.new(mode, (8, 8)).save(path)
+    data = bytearray(path.read_bytes())
+    ihdr = 8 + 8  # signature, then the IHDR chunk's length and type
+    data[ihdr:ihdr + 8] = struct.pack(">II", width, height)
+    data[ihdr + 13:ihdr + 17] = struct.pack(">I", zlib.crc32(bytes(data[ihdr - 4:ihdr + 13])))
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("width, height", [(10_000, 9_000), (20_000, 20_000)])
+def test_images_of_too_many_pixels_are_refused_before_decoding(tmp_path, width, height):
+    """A 280 kB 16-bit PNG of 12,000 x 12,000 zeros made ``fol data info`` use 4.4 GB: Pillow only
+    warns between 89 and 179 million pixels and decodes. Every image over 89 million pixels is
+    refused from its header, in one line naming the file, without Pillow's warning."""
+    import warnings
+
+    path = tmp_path / "big.png"
+    _png_declaring(path, width, height, "I;16")
+    with warnings.catch_warnings(), pytest.raises(DataError) as err:
+        warnings.simplefilter("ignore")  # read_image alone: Pillow's warning, then the error
+        loaders.read_image(path, 8)
+    msg = str(err.value)
+    size = f"{width:,} x {height:,}" if width * height < 2 * 89_478_485 else f"{width * height:,}"  # Pillow's own refusal
+    assert msg.startswith(f"{path}: {size} pixels, more than the 89,478,485 pixels") and "\n" not in msg, msg
+    (tmp_path / "a").mkdir()
+    path.rename(tmp_path / "a" / "big.png")
+    with warnings.catch_warnings(record=True) as seen, pytest.raises(DataError, match="more than the 89,478,485"):
+        loaders.load_image_folder(tmp_path, image_size=8)  # the loaders' one line, without Pillow's warning first
+    assert not seen, [str(w.message) for w in seen]
+    _png_declaring(path, 9_459, 9_459)  # 89,472,681 pixels: under the limit, decoded (and found truncated)
+    with pytest.raises(DataError, match="cannot read image"):
+        loaders.read_image(path, 8)
+
+
+def test_sixteen_bit_values_map_to_the_nearest_eight_bit_level(tmp_path):
+    """Every 16-bit value v is read as round(v * 255 / 65535)."""
+    values = np.arange(65536, dtype=np.uint16).reshape(256, 256)
+    Image.fromarray(values).save(tmp_path / "all.png")
+    with Image.open(tmp_path / "all.png") as im:
+        got = np.asarray(loaders._single_band_to_8bit(im, "all.png"))
+    assert np.array_equal(got, np.round(values * (255 / 65535)).astype(np.uint8))
+
+
 @pytest.mark.parametrize("ext", ["jpg", "png"])
 def test_exif_orientation_is_applied(tmp_path, ext):
     """A phone photo stored landscape with EXIF orientation 6 (turn 90 degrees clockwise)

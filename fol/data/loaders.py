@@ -31,12 +31,14 @@ import hashlib
 import logging
 import os
 import re
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 import torch
+from PIL import Image
 
 from fol.data.geo import GeoDataset, check_pool_size
 from fol.data.synthetic import TASK_CLASSES
@@ -121,20 +123,32 @@ def _single_band_to_8bit(im, path: str | Path):
     naming the file, never a silent clip (Pillow's own conversion clips every
     16-bit value above 255 to white and every float image to black).
     """
-    from PIL import Image
-
-    a = np.asarray(im, dtype=np.float64)
+    a = np.asarray(im)  # in the image's own type: no float64 copies of a large band
     if im.mode == "F":
         if a.size and not (np.isfinite(a).all() and a.min() >= 0.0 and a.max() <= 1.0):
             raise DataError(f"{path}: floating-point image (Pillow mode F) with values outside [0, 1] "
                             f"({a.min():g}..{a.max():g}); save it scaled to [0, 1] or as 8- or 16-bit")
-        scaled = a * 255.0
+        scaled = a.astype(np.float64)
+        scaled *= 255.0
+        out = np.round(scaled, out=scaled).astype(np.uint8)
     else:
         if a.size and (a.min() < 0 or a.max() > 65535):
             raise DataError(f"{path}: 32-bit integer image (Pillow mode {im.mode}) with values outside "
                             f"0..65535 ({a.min():g}..{a.max():g}); save it as 8- or 16-bit")
-        scaled = a * (255.0 / 65535.0)
-    return Image.fromarray(np.round(scaled).astype(np.uint8), mode="L")
+        # round(v * 255 / 65535) = round(v / 257) in integers (v / 257 never ends in exactly .5)
+        out = ((a.astype(np.uint32) * 510 + 65535) // 131070).astype(np.uint8)
+    return Image.fromarray(out, mode="L")
+
+
+#: Most pixels an image file may have (Pillow's decompression-bomb threshold, about 9,459 x 9,459):
+#: a larger one is refused from its header, before it is decoded. Pillow itself only warns up to
+#: twice this and decodes, so that a 280 kB PNG of 12,000 x 12,000 zeros took 4 GB of memory.
+MAX_IMAGE_PIXELS = 89_478_485
+
+
+def _too_large(path: str | Path, size: str) -> DataError:
+    return DataError(f"{path}: {size} pixels, more than the {MAX_IMAGE_PIXELS:,} pixels an image may have (a "
+                     f"decompression bomb, or a whole scene: cut it into tiles of the size the model sees)")
 
 
 def read_image(path: str | Path, image_size: int) -> np.ndarray:
@@ -146,12 +160,15 @@ def read_image(path: str | Path, image_size: int) -> np.ndarray:
     [0, 1] floating-point single-band images are scaled to 8 bits first
     (:func:`_single_band_to_8bit`). Raises :class:`~fol.errors.DataError`
     naming the file when it cannot be decoded (truncated, not an image,
-    unsupported format) or has no fixed value range.
+    unsupported format), has no fixed value range or has more than
+    :data:`MAX_IMAGE_PIXELS` pixels (checked before it is decoded).
     """
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
     try:
         with Image.open(path) as im:
+            if im.width * im.height > MAX_IMAGE_PIXELS:
+                raise _too_large(path, f"{im.width:,} x {im.height:,}")
             if im.format == "JPEG":
                 im.draft("RGB", (image_size, image_size))  # decode at reduced scale: much faster
             try:  # the orientation a camera or phone records: the image is used as viewers show it
@@ -169,7 +186,10 @@ def read_image(path: str | Path, image_size: int) -> np.ndarray:
             if turn is not None:
                 im = im.transpose(turn)
             arr = np.asarray(im, dtype=np.uint8)
-    except (OSError, UnidentifiedImageError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+    except Image.DecompressionBombError as exc:  # more than twice the limit: Pillow refuses it in open()
+        found = re.search(r"\((\d+) pixels\)", str(exc))
+        raise _too_large(path, f"{int(found.group(1)):,}" if found else "too many") from None
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
         raise DataError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from None
     return arr.transpose(2, 0, 1)
 
@@ -195,7 +215,11 @@ def _read_many(
     n_workers = workers if workers is not None else min(4, os.cpu_count() or 1)
     from tqdm.auto import tqdm
 
-    with tqdm(total=len(files), desc=desc, leave=False, disable=None if len(files) > 2000 else True) as bar:
+    with tqdm(total=len(files), desc=desc, leave=False, disable=None if len(files) > 2000 else True) as bar, \
+            warnings.catch_warnings():
+        # Pillow warns of images over MAX_IMAGE_PIXELS as it opens them; read_image refuses each
+        # with an error naming the file, which the warning, printed first, would only repeat
+        warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
         if n_workers <= 1:
             for i in range(len(files)):
                 one(i)
