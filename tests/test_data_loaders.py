@@ -314,6 +314,22 @@ def test_coords_csv_with_a_byte_order_mark(tmp_path):
     assert ds.lat.tolist() == [10.0] and ds.lon.tolist() == [20.0]
 
 
+def test_coords_csv_that_the_csv_module_refuses_is_one_line(tmp_path):
+    """A stray quote opens a field that runs to the end of the file; past 131,072
+    characters the csv module raises its own error, which ended in a traceback."""
+    root = tmp_path / "imgs"
+    _write(root / "a" / "x.png", (1, 2, 3))
+    rows = "".join(f"a/{k}.png,10,20\n" for k in range(20_000))
+    (root / "coords.csv").write_text('file,lat,lon\na/x.png,10,20\n"a/y.png,10,20\n' + rows)
+    with pytest.raises(DataError) as err:
+        load_dataset("imagefolder", path=root, image_size=8, coords="csv")
+    msg = str(err.value)
+    assert msg.startswith(f"{root / 'coords.csv'}:3: not a valid CSV") and "field larger" in msg, msg
+    assert "\n" not in msg
+    (root / "coords.csv").write_text('"file,lat,lon\n' + rows)  # in the header
+    with pytest.raises(DataError, match=r"coords.csv:1: not a valid CSV"):
+        load_dataset("imagefolder", path=root, image_size=8, coords="csv")
+
 def test_coords_csv_row_listed_twice_with_other_coordinates(tmp_path):
     """Two images named x.png in two class folders and two bare 'x.png' rows: which
     row is which image is unknown (every x.png took the last row's place)."""

@@ -459,6 +459,7 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
     try:
         with csv_path.open(newline="", encoding="utf-8-sig") as fh:  # -sig: Excel's "CSV UTF-8" starts with a BOM
             reader = csv.DictReader(fh)
+            starts = 1  # the physical line the next record starts on, for csv.Error
             header = {h.strip().lower(): h for h in (reader.fieldnames or [])}
             pick = lambda names: next((header[n] for n in names if n in header), None)  # noqa: E731
             c_file = pick(("file", "filename", "path", "image"))
@@ -470,6 +471,7 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
                 )
             table: dict[str, tuple[float, float]] = {}
             first_line: dict[str, int] = {}
+            starts = reader.line_num + 1
             for line, row in enumerate(reader, start=2):
                 try:
                     lat, lon = float(row[c_lat]), float(row[c_lon])
@@ -484,8 +486,12 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
                                     f"the image folder (<class>/<file>) where two images share a file name")
                 first_line.setdefault(key, line)
                 table[key] = (lat, lon)
+                starts = reader.line_num + 1
     except UnicodeDecodeError:
         raise DataError(f"{csv_path}: not a UTF-8 text CSV") from None
+    except csv.Error as exc:  # e.g. a stray quote whose field runs past the csv module's field limit
+        raise DataError(f"{csv_path}:{starts}: not a valid CSV record from this line on ({exc}); "
+                        f"a quote left open?") from None
     return table
 
 
