@@ -167,6 +167,26 @@ def test_hidden_files_are_not_images(tmp_path):
     assert ds.class_names == ["a", "b"] and [Path(s).name for s in ds.sources] == ["x.jpg", "y.jpg"]
 
 
+def test_a_broken_link_named_like_an_image_is_reported_not_left_out(tmp_path, caplog):
+    """A class folder of links into a store, one of which points nowhere (a file moved, a disk
+    not mounted): the image was silently left out. It stops the load naming the link, or with
+    skip_corrupt is skipped with the warning that names skipped files."""
+    root = tmp_path / "imgs"
+    _write(root / "a" / "x.jpg", (1, 2, 3))
+    _write(root / "b" / "y.jpg", (1, 2, 3))
+    gone = root / "a" / "gone.jpg"
+    gone.symlink_to(tmp_path / "store" / "gone.jpg")
+    _write(tmp_path / "store" / "z.jpg", (4, 5, 6))
+    (root / "a" / "z.jpg").symlink_to(tmp_path / "store" / "z.jpg")  # a link that works is an image
+    (root / "b" / "sub.jpg").mkdir()  # a folder named like an image is a folder
+    with pytest.raises(DataError) as err:
+        load_dataset("imagefolder", path=root, image_size=8)
+    assert str(err.value) == f"{gone}: a link to {tmp_path / 'store' / 'gone.jpg'}, which does not exist"
+    with caplog.at_level("WARNING", logger="fol.data.loaders"):
+        ds = load_dataset("imagefolder", path=root, image_size=8, skip_corrupt=True)
+    assert [Path(s).name for s in ds.sources] == ["x.jpg", "z.jpg", "y.jpg"]
+    assert f"skipped 1 unreadable image(s): {gone}" in caplog.text
+
 def test_class_folders_are_read_with_their_sub_folders_as_torchvision_does(tmp_path):
     """'burnt/2020/x.png' is a burnt image (it was silently left out); hidden sub-folders,
     a top-level __MACOSX/ from a macOS zip and a link looping back are not read."""

@@ -189,6 +189,10 @@ def read_image(path: str | Path, image_size: int) -> np.ndarray:
     except Image.DecompressionBombError as exc:  # more than twice the limit: Pillow refuses it in open()
         found = re.search(r"\((\d+) pixels\)", str(exc))
         raise _too_large(path, f"{int(found.group(1)):,}" if found else "too many") from None
+    except FileNotFoundError as exc:
+        if Path(path).is_symlink():
+            raise DataError(f"{path}: a link to {os.readlink(path)}, which does not exist") from None
+        raise DataError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from None
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
         raise DataError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from None
     return arr.transpose(2, 0, 1)
@@ -267,12 +271,16 @@ def _image_files(folder: Path) -> list[Path]:
     ``ImageFolder`` reads a class folder), sorted by path; hidden files and
     folders (macOS's ``._x.jpg`` metadata beside every file copied to a
     non-Mac disk) are skipped, and links to folders are not followed (no
-    loops)."""
+    loops). A link that points nowhere is listed (:func:`read_image` says so),
+    not left out."""
     found = []
     for top, dirs, names in os.walk(folder, followlinks=False):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
-        found += [Path(top) / n for n in names
-                  if not n.startswith(".") and Path(n).suffix.lower() in IMAGE_EXTENSIONS and (Path(top) / n).is_file()]
+        for n in names:
+            p = Path(top) / n
+            if not n.startswith(".") and p.suffix.lower() in IMAGE_EXTENSIONS and (
+                    p.is_file() or (p.is_symlink() and not p.exists())):
+                found.append(p)
     return sorted(found)
 
 
