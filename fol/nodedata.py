@@ -73,11 +73,15 @@ def parse_node_data(text: str, root: str | None = None) -> NodeDataSpec:
         return NodeDataSpec(dataset="imagefolder", path=str(path), partition="all", per_node=None, root=root)
     known = {f.name for f in dataclasses.fields(NodeDataSpec)}
     values: dict[str, object] = {"root": root}
+    given: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or key not in known:
             raise ConfigError(f"--data: unknown or malformed entry {part!r}; expected keys {', '.join(sorted(known))}")
+        if key in given:
+            raise ConfigError(f"--data: {key!r} is given twice ({key}={given[key].strip()}, then {part}); keep one")
+        given[key] = value
         try:
             if key in _INT_FIELDS:
                 values[key] = None if value.lower() == "none" else int(value)
@@ -102,6 +106,8 @@ def parse_node_data(text: str, root: str | None = None) -> NodeDataSpec:
 def dataset_options(name: str, size: int | None, seed: int, path: str | None = None) -> dict[str, object]:
     """Loader keyword arguments: a synthetic pool is drawn with ``seed`` (so every
     node given the same spec sees the same pool) and ``size`` images."""
+    if path is not None and name != "imagefolder":
+        raise ConfigError(f"--data: path= only applies to dataset=imagefolder, not {name!r}")
     if name.startswith("synthetic-"):
         return {"seed": seed, **({"n": size} if size is not None else {})}
     if size is not None:

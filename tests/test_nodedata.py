@@ -18,3 +18,19 @@ def test_a_folder_whose_name_holds_an_equals_sign_is_a_folder(tmp_path: Path) ->
     with pytest.raises(ConfigError, match="unknown or malformed entry"):
         parse_node_data(str(tmp_path / "missing=1"))  # not a folder: still read as key=value pairs
     assert parse_node_data("dataset=synthetic-wildfire,nodes=2,node=1").node == 1
+
+
+def test_an_entry_that_would_be_ignored_is_refused(tmp_path: Path) -> None:
+    """A key given twice (the last one won) and path= for a dataset that is not read from a
+    folder of one's choosing (it was dropped: the dataset came from the data root instead)."""
+    from fol.nodedata import dataset_options
+
+    with pytest.raises(ConfigError, match=r"--data: 'node' is given twice \(node=1, then node=2\)"):
+        parse_node_data("dataset=synthetic-wildfire,nodes=4,node=1,node=2")
+    spec = parse_node_data(f"dataset=cifar10,path={tmp_path}")
+    with pytest.raises(ConfigError, match=r"--data: path= only applies to dataset=imagefolder, not 'cifar10'"):
+        dataset_options(spec.dataset, spec.size, spec.seed, spec.path)
+    with pytest.raises(ConfigError, match=r"path= only applies to dataset=imagefolder, not 'synthetic-wildfire'"):
+        dataset_options("synthetic-wildfire", None, 0, str(tmp_path))
+    spec = parse_node_data(f"dataset=imagefolder,path={tmp_path},nodes=2")
+    assert dataset_options(spec.dataset, spec.size, spec.seed, spec.path) == {"path": str(tmp_path)}
