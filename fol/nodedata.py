@@ -25,7 +25,7 @@ from fol.errors import ConfigError, DataError
 if TYPE_CHECKING:  # fol.data imports torch; the CLI's --help must not
     from fol.data import NodeData
 
-__all__ = ["NodeDataSpec", "parse_node_data", "load_node_data", "dataset_options", "NODE_DATA_HELP", "add_node_data_arguments"]
+__all__ = ["NodeDataSpec", "parse_node_data", "split_fields", "load_node_data", "dataset_options", "NODE_DATA_HELP", "add_node_data_arguments"]
 
 NODE_DATA_HELP = (
     "node data: a folder with one sub-folder per class, or key=value pairs "
@@ -101,6 +101,12 @@ def parse_node_data(text: str, root: str | None = None) -> NodeDataSpec:
     if not 0 < spec.psi < float("inf"):
         raise ConfigError(f"--data: psi={spec.psi} must be a finite number > 0")
     return spec
+
+
+def split_fields(spec: NodeDataSpec) -> tuple[object, ...]:
+    """What fixes a node's shard and its train / val / test split: every field but where the
+    files are (``root``, ``path``), so that two specs with equal fields give the same split."""
+    return tuple(getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name not in ("root", "path"))
 
 
 def dataset_options(name: str, size: int | None, seed: int, path: str | None = None) -> dict[str, object]:

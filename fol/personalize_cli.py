@@ -97,7 +97,7 @@ def run_personalize(args: argparse.Namespace) -> int:
     from fol.checkpoint import DEFAULT_MAX_BYTES, ModelCard, load_model, model_to_bytes
     from fol.config import FOLConfig
     from fol.errors import ConfigError, DataError
-    from fol.nodedata import load_node_data, parse_node_data
+    from fol.nodedata import load_node_data, parse_node_data, split_fields
     from fol.fileio import (atomic_write_bytes, check_output_dir, check_output_file, fsync_dir,
                             write_json_atomic)
     from fol.personalize import NodeState, check_received, personalize, save_ensemble
@@ -115,6 +115,15 @@ def run_personalize(args: argparse.Namespace) -> int:
             check_output_file(out / name, ConfigError, "--out")
     own = load_model(Path(args.model), max_bytes=args.max_bytes or DEFAULT_MAX_BYTES)
     data_spec = parse_node_data(args.data, root=args.data_root)
+    trained_on = own.card.extra.get("data")  # the --data of `fol pretrain`, kept by every round since
+    try:
+        earlier = parse_node_data(trained_on) if isinstance(trained_on, str) else None
+    except ConfigError:  # a folder since moved: nothing to compare
+        earlier = None
+    if earlier is not None and split_fields(earlier) != split_fields(data_spec):
+        raise DataError(f"{args.model}: pretrained on --data {trained_on}, but --data {args.data} gives another "
+                        f"shard or split, whose validation and test images may be ones the model trained on; "
+                        f"give the spec it was pretrained on")
     node = load_node_data(data_spec)
     shape = list(node.train.images.shape[1:])
     if list(own.card.class_names) != list(node.train.class_names):
@@ -142,7 +151,8 @@ def run_personalize(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out {out}: cannot be created ({exc.strerror})") from None
     card = ModelCard(
         spec=own.card.spec, class_names=list(state.class_names), input_shape=shape, producer=name, round=round_,
-        extra={"variant": args.variant, "personalized_from": Path(args.model).name},
+        extra={"variant": args.variant, "personalized_from": Path(args.model).name,
+               "data": trained_on if earlier is not None else args.data},
     )
     files = {"model": "model.safetensors"}
     with_ensemble = args.variant in ("fol-a", "fol-an") and not report.kept_local

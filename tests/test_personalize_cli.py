@@ -350,3 +350,35 @@ def test_a_failed_write_leaves_the_previous_outputs_together(swarm_files: Path, 
     assert json.loads((out / "report.json").read_text())["outputs"] == {"model": "model.safetensors",
                                                                         "ensemble": "ensemble.json"}
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_data_that_splits_otherwise_than_the_models_pretraining_is_refused(
+        swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """node0's model was pretrained on node=0's shard; with node=1's (or another seed's) split, its
+    'test' images could be ones it trained on and its accuracies would be inflated without a word.
+    A personalized model's card keeps the spec, so the next round is checked too."""
+    neighbours = tmp_path / "received"
+    neighbours.mkdir()
+    shutil.copy(swarm_files / "node1.safetensors", neighbours)
+    for other in (DATA.format(k=1), DATA.format(k=0).replace("seed=3", "seed=4")):
+        rc = main(["personalize", "--model", str(swarm_files / "node0.safetensors"), "--data", other,
+                   "--neighbors", str(neighbours), "--out", str(tmp_path / "out"), "--config",
+                   str(swarm_files / "fol.toml")])
+        assert rc == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(swarm_files / "node0.safetensors") in err[0], err
+        assert f"pretrained on --data {DATA.format(k=0)}" in err[0] and other in err[0], err
+        assert not (tmp_path / "out").exists()
+    # the same shard written otherwise (keys in another order, a data root) is the same split
+    same = ",".join(reversed(DATA.format(k=0).split(","))) + f",root={tmp_path}"
+    assert _personalize(swarm_files, neighbours, tmp_path / "out") == 0
+    assert read_card(tmp_path / "out" / "model.safetensors").extra["data"] == DATA.format(k=0)
+    shutil.copy(tmp_path / "out" / "model.safetensors", tmp_path / "round1.safetensors")
+    rc = main(["personalize", "--model", str(tmp_path / "round1.safetensors"), "--data", same,
+               "--neighbors", str(neighbours), "--out", str(tmp_path / "out2"), "--config",
+               str(swarm_files / "fol.toml")])
+    assert rc == 0
+    rc = main(["personalize", "--model", str(tmp_path / "round1.safetensors"), "--data", DATA.format(k=2),
+               "--neighbors", str(neighbours), "--out", str(tmp_path / "out3"), "--config",
+               str(swarm_files / "fol.toml")])
+    assert rc == 2 and "pretrained on --data" in capsys.readouterr().err
