@@ -133,6 +133,22 @@ def test_bad_coordinate_file_name(tmp_path):
         loaders.parse_lonlat("10,95.jpg", ",")
 
 
+def test_a_file_name_without_coordinates_is_named_by_its_path(tmp_path):
+    """Class folders often hold files of the same name ('0001.jpg'); the error named only
+    'photo.jpg', not which folder's."""
+    root = tmp_path / "imgs"
+    _write(root / "a" / "-70,45.png", (1, 2, 3))
+    _write(root / "b" / "2020" / "photo.png", (1, 2, 3))
+    with pytest.raises(DataError) as err:
+        load_dataset("imagefolder", path=root, image_size=8, coords="filename")
+    assert str(err.value).startswith(f"{root / 'b' / '2020' / 'photo.png'}: file name is not '<longitude>,<latitude>")
+    bad = tmp_path / "wildfire" / "train" / "wildfire" / "fire_001.jpg"
+    _write(bad, (200, 0, 0))
+    _write(tmp_path / "wildfire" / "train" / "nowildfire" / "-70,45.jpg", (0, 200, 0))
+    with pytest.raises(DataError) as err:
+        loaders.load_wildfire(tmp_path / "wildfire", splits=("train",))
+    assert str(err.value).startswith(f"{bad}: file name is not")
+
 def test_high_bit_depth_single_band_images_are_scaled_not_clipped(tmp_path):
     """Pillow's own RGB conversion clips 16-bit values to white and [0, 1] floats
     to black; a mid-grey 16-bit PNG, 16-bit PGM and float TIFF load as mid-grey."""

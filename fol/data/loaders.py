@@ -285,7 +285,8 @@ def _image_files(folder: Path) -> list[Path]:
 
 
 def parse_lonlat(filename: str, sep: str) -> tuple[float, float]:
-    """``(lat, lon)`` in degrees from a file name ``"<lon><sep><lat>.<ext>"``.
+    """``(lat, lon)`` in degrees from a file name ``"<lon><sep><lat>.<ext>"`` (or a path
+    ending in one: an error names the whole path given).
 
     >>> parse_lonlat("-73.4586,45.5837.jpg", ",")
     (45.5837, -73.4586)
@@ -347,7 +348,7 @@ def _load_geo_layout(
         raise DataError(f"dataset {name!r}: no images in {', '.join(empty)} under {root} (an incomplete copy? "
                         f"unpack the archive again, or leave that split out with splits=)")
     files, labels = _drop_copies(name, root, files, labels)
-    coords = np.array([parse_lonlat(f.name, sep) for f in files], dtype=np.float64).reshape(-1, 2)
+    coords = np.array([parse_lonlat(str(f), sep) for f in files], dtype=np.float64).reshape(-1, 2)
     keep = _subsample(np.asarray(labels), max_per_class, seed)
     files = [files[i] for i in keep]
     pixels, ok = _read_many(files, image_size, skip_corrupt, workers, desc=name)
@@ -552,7 +553,7 @@ def load_image_folder(
         files += found
         labels += [ci] * len(found)
     if coords == "filename":
-        lat_lon = np.array([parse_lonlat(f.name, name_separator) for f in files], dtype=np.float64).reshape(-1, 2)
+        lat_lon = np.array([parse_lonlat(str(f), name_separator) for f in files], dtype=np.float64).reshape(-1, 2)
     elif coords == "csv":
         table = _read_coords_csv(Path(coords_csv) if coords_csv is not None else root / "coords.csv")
         by_name: dict[str, list[str]] = {}
