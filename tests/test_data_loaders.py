@@ -203,6 +203,24 @@ def test_a_broken_link_named_like_an_image_is_reported_not_left_out(tmp_path, ca
     assert [Path(s).name for s in ds.sources] == ["x.jpg", "z.jpg", "y.jpg"]
     assert f"skipped 1 unreadable image(s): {gone}" in caplog.text
 
+def test_a_file_reached_by_several_paths_is_one_image(tmp_path, caplog):
+    """A link (or hard link) to an image of the folder made it two images, which the
+    per-node split could put in training and test both."""
+    import os
+
+    root = tmp_path / "imgs"
+    _write(root / "a" / "x.jpg", (1, 2, 3))
+    _write(root / "b" / "y.jpg", (4, 5, 6))
+    (root / "a" / "sub").mkdir()
+    (root / "a" / "sub" / "again.jpg").symlink_to(root / "a" / "x.jpg")
+    os.link(root / "a" / "x.jpg", root / "a" / "z.jpg")
+    (root / "b" / "x.jpg").symlink_to(root / "a" / "x.jpg")  # in another class: kept, with a warning
+    with caplog.at_level("WARNING", logger="fol.data.loaders"):
+        ds = load_dataset("imagefolder", path=root, image_size=8)
+    assert [Path(s).relative_to(root).as_posix() for s in ds.sources] == ["a/sub/again.jpg", "b/x.jpg", "b/y.jpg"]
+    assert "2 image(s) are links to a file already read; each file is used once (e.g. a/x.jpg = a/sub/again.jpg)" in caplog.text
+    assert "1 image(s) are links to a file of another class; both are kept (e.g. b/x.jpg = a/sub/again.jpg)" in caplog.text
+
 def test_class_folders_are_read_with_their_sub_folders_as_torchvision_does(tmp_path):
     """'burnt/2020/x.png' is a burnt image (it was silently left out); hidden sub-folders,
     a top-level __MACOSX/ from a macOS zip and a link looping back are not read."""

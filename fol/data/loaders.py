@@ -347,7 +347,7 @@ def _load_geo_layout(
     if empty:  # every published folder holds images: an empty one is an incomplete copy, not a smaller split
         raise DataError(f"dataset {name!r}: no images in {', '.join(empty)} under {root} (an incomplete copy? "
                         f"unpack the archive again, or leave that split out with splits=)")
-    files, labels = _drop_copies(name, root, files, labels)
+    files, labels = _drop_copies(name, root, *_drop_links(name, root, files, labels))
     coords = np.array([parse_lonlat(str(f), sep) for f in files], dtype=np.float64).reshape(-1, 2)
     keep = _subsample(np.asarray(labels), max_per_class, seed)
     files = [files[i] for i in keep]
@@ -398,6 +398,43 @@ def _drop_copies(name: str, root: Path, files: list[Path], labels: list[int]) ->
     if conflicts:
         log.warning("%s: %d image(s) are copies of one with another label in another folder; both are kept "
                     "(e.g. %s)", name, len(conflicts), conflicts[0])
+    if not drop:
+        return files, labels
+    keep = [i for i in range(len(files)) if i not in drop]
+    return [files[i] for i in keep], [labels[i] for i in keep]
+
+
+def _drop_links(name: str, root: Path, files: list[Path], labels: list[int]) -> tuple[list[Path], list[int]]:
+    """Keep one path to a file that several paths reach (a link to it, or a hard link).
+
+    Such an image would be drawn twice and, the pool being split per node, could be
+    in a node's training and test splits both. A second path with the same label is
+    dropped (the first in path order is kept) and counted in a logged warning; one in
+    another class is kept and warned about, as :func:`_drop_copies` does for copies."""
+    first: dict[tuple[int, int], int] = {}
+    drop: set[int] = set()
+    same: list[str] = []
+    other: list[str] = []
+    for i, f in enumerate(files):
+        try:
+            st = f.stat()
+        except OSError:  # reported, naming the file, when it is decoded
+            continue
+        j = first.setdefault((st.st_dev, st.st_ino), i)
+        if j == i:
+            continue
+        pair = f"{f.relative_to(root).as_posix()} = {files[j].relative_to(root).as_posix()}"
+        if labels[i] == labels[j]:
+            drop.add(i)
+            same.append(pair)
+        else:
+            other.append(pair)
+    if same:
+        log.warning("%s: %d image(s) are links to a file already read; each file is used once (e.g. %s)",
+                    name, len(same), same[0])
+    if other:
+        log.warning("%s: %d image(s) are links to a file of another class; both are kept (e.g. %s)",
+                    name, len(other), other[0])
     if not drop:
         return files, labels
     keep = [i for i in range(len(files)) if i not in drop]
@@ -552,6 +589,7 @@ def load_image_folder(
             raise DataError(f"image folder {root}: class folder {folder} has no images ({', '.join(IMAGE_EXTENSIONS)})")
         files += found
         labels += [ci] * len(found)
+    files, labels = _drop_links(label, root, files, labels)
     if coords == "filename":
         lat_lon = np.array([parse_lonlat(str(f), name_separator) for f in files], dtype=np.float64).reshape(-1, 2)
     elif coords == "csv":
