@@ -149,6 +149,23 @@ def test_a_file_name_without_coordinates_is_named_by_its_path(tmp_path):
         loaders.load_wildfire(tmp_path / "wildfire", splits=("train",))
     assert str(err.value).startswith(f"{bad}: file name is not")
 
+def test_a_palette_png_with_transparency_is_read_without_pillows_warning(tmp_path):
+    """Optimised PNGs are often palette images with a transparency chunk; reading one printed
+    Pillow's 'should be converted to RGBA images' warning, as if the file were wrong."""
+    import warnings
+
+    pixels = np.zeros((8, 8, 3), np.uint8)
+    pixels[:, 4:] = (200, 30, 60)
+    Image.fromarray(pixels).convert("P", palette=Image.Palette.ADAPTIVE, colors=2).save(
+        tmp_path / "p.png", transparency=b"\x00" * 2)
+    with Image.open(tmp_path / "p.png") as im:
+        assert im.mode == "P" and isinstance(im.info.get("transparency"), bytes)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        arr = loaders.read_image(tmp_path / "p.png", 8)
+    assert not seen, [str(w.message) for w in seen]
+    assert np.array_equal(arr.transpose(1, 2, 0), pixels)  # the palette's colours, the alpha dropped
+
 def test_high_bit_depth_single_band_images_are_scaled_not_clipped(tmp_path):
     """Pillow's own RGB conversion clips 16-bit values to white and [0, 1] floats
     to black; a mid-grey 16-bit PNG, 16-bit PGM and float TIFF load as mid-grey."""

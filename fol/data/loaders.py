@@ -177,6 +177,8 @@ def read_image(path: str | Path, image_size: int) -> np.ndarray:
                 orientation = None
             if im.mode in ("I", "F") or im.mode.startswith("I;16"):
                 im = _single_band_to_8bit(im, path)
+            if im.mode == "P" and "transparency" in im.info:  # as Pillow asks (else it warns): same colours
+                im = im.convert("RGBA")
             im = im.convert("RGB")
             if im.size != (image_size, image_size):
                 im = im.resize((image_size, image_size), Image.Resampling.BILINEAR)
