@@ -111,7 +111,11 @@ def test_skip_corrupt_refuses_a_folder_where_no_image_reads(tmp_path):
         loaders.load_image_folder(tmp_path, image_size=8, skip_corrupt=True)
     assert "\n" not in str(err.value)
     _write(tmp_path / "a" / "3.png", (10, 20, 30))
-    assert len(loaders.load_image_folder(tmp_path, image_size=8, skip_corrupt=True)) == 1
+    # class b has no image left: a class folder without images is an error, and so is this
+    with pytest.raises(DataError, match=r"none of the 1 image\(s\) of class 'b' could be read \(e\.g\. .*2\.png\)"):
+        loaders.load_image_folder(tmp_path, image_size=8, skip_corrupt=True)
+    _write(tmp_path / "b" / "4.png", (10, 20, 30))
+    assert len(loaders.load_image_folder(tmp_path, image_size=8, skip_corrupt=True)) == 2
 
 
 def test_truncated_jpeg_is_reported(tmp_path):

@@ -242,6 +242,17 @@ def _read_many(
     return out[ok], ok
 
 
+def _check_no_class_emptied(desc: str, classes: Sequence[str], labels: np.ndarray, ok: np.ndarray,
+                            files: Sequence[Path]) -> None:
+    """With ``skip_corrupt``, skipping must not leave a class without images: a class folder
+    without images is an error, and so is one whose every image was unreadable."""
+    for c in np.unique(labels):
+        if not ok[labels == c].any():
+            first = files[int(np.flatnonzero(labels == c)[0])]
+            raise DataError(f"{desc}: none of the {int((labels == c).sum())} image(s) of class {classes[c]!r} could "
+                            f"be read (e.g. {first}); skip_corrupt skips some broken files, not a whole class")
+
+
 def _to_dataset(
     pixels: np.ndarray, labels: Sequence[int], lat: np.ndarray, lon: np.ndarray, classes: Sequence[str],
     name: str, sources: list[str] | None,
@@ -354,6 +365,7 @@ def _load_geo_layout(
     keep = _subsample(np.asarray(labels), max_per_class, seed)
     files = [files[i] for i in keep]
     pixels, ok = _read_many(files, image_size, skip_corrupt, workers, desc=name)
+    _check_no_class_emptied(name, classes, np.asarray(labels)[keep], ok, files)
     kept = keep[ok]
     lab = np.asarray(labels)[kept]
     log.info("loaded %s: %d images from %s (%s)", name, len(kept), root, ", ".join(splits))
@@ -618,6 +630,7 @@ def load_image_folder(
     keep = _subsample(np.asarray(labels), max_per_class, seed)
     files = [files[i] for i in keep]
     pixels, ok = _read_many(files, image_size, skip_corrupt, workers, desc=label)
+    _check_no_class_emptied(label, classes, np.asarray(labels)[keep], ok, files)
     kept = keep[ok]
     return _to_dataset(pixels, np.asarray(labels)[kept], lat_lon[kept, 0], lat_lon[kept, 1], classes, label,
                        [str(f) for f, good in zip(files, ok) if good])
