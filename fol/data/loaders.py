@@ -133,7 +133,7 @@ def _single_band_to_8bit(im, path: str | Path):
         out = np.round(scaled, out=scaled).astype(np.uint8)
     else:
         if a.size and (a.min() < 0 or a.max() > 65535):
-            raise DataError(f"{path}: 32-bit integer image (Pillow mode {im.mode}) with values outside "
+            raise DataError(f"{path}: integer image (Pillow mode {im.mode}) with values outside "
                             f"0..65535 ({a.min():g}..{a.max():g}); save it as 8- or 16-bit")
         # round(v * 255 / 65535) = round(v / 257) in integers (v / 257 never ends in exactly .5)
         out = ((a.astype(np.uint32) * 510 + 65535) // 131070).astype(np.uint8)
