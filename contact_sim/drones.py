@@ -57,8 +57,8 @@ def read_waypoints_csv(path: str | Path) -> list[Waypoints]:
     path = Path(path)
     fh = io.StringIO(read_text_file(path, ContactError, "waypoint file", MAX_WAYPOINT_BYTES), newline="")
     rows: dict[str, list[tuple[float, float, float, float]]] = {}
-    with fh:
-        reader = csv.reader(fh)
+    reader = csv.reader(fh)
+    try:
         header = next(reader, None)
         if header is None:
             raise ContactError(f"{path}: empty waypoint file (expected header {','.join(WAYPOINT_COLUMNS)})")
@@ -88,6 +88,8 @@ def read_waypoints_csv(path: str | Path) -> list[Waypoints]:
                 raise ContactError(
                     f"{path}:{lineno}: times of node {name!r} must increase (got {vals[0]} after {prev[-1][0]})")
             prev.append(vals)
+    except csv.Error as exc:  # e.g. a quote left open: its field runs past the csv module's limit
+        raise ContactError(f"{path}:{reader.line_num}: not a valid CSV record ({exc}); a quote left open?") from None
     if not rows:
         raise ContactError(f"{path}: no waypoints")
     out = []

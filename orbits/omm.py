@@ -192,9 +192,12 @@ def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
             raise OrbitError(f"{source}: OMM in KVN layout ('KEY = value' lines) is not supported; expected JSON, "
                              "CSV or XML (CelesTrak and Space-Track serve all three)")
         reader = _omm.parse_csv(io.StringIO(text))
-        if not reader.fieldnames or "EPOCH" not in [f.strip().upper() for f in reader.fieldnames]:
-            raise OrbitError(f"{source}: expected a CSV header row with OMM field names (EPOCH, MEAN_MOTION, ...)")
-        return [(f"{source}:{reader.line_num}", row) for row in reader]
+        try:
+            if not reader.fieldnames or "EPOCH" not in [f.strip().upper() for f in reader.fieldnames]:
+                raise OrbitError(f"{source}: expected a CSV header row with OMM field names (EPOCH, MEAN_MOTION, ...)")
+            return [(f"{source}:{reader.line_num}", row) for row in reader]
+        except csv.Error as exc:  # e.g. a quote left open: its field runs past the csv module's limit
+            raise OrbitError(f"{source}:{reader.line_num}: not a valid CSV record ({exc}); a quote left open?") from None
     if fmt == "xml":
         try:
             return [(f"{source}: segment {i}", rec) for i, rec in enumerate(_omm.parse_xml(io.StringIO(text)))]

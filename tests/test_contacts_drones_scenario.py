@@ -378,3 +378,13 @@ def test_cli_user_error_is_one_line(tmp_path, capsys):
     assert _cli(["contacts", str(p), "--no-plot"]) == 2
     err = capsys.readouterr().err.strip()
     assert "contacts: error: " in err and f"{p}: time.step_s" in err and "\n" not in err
+
+
+def test_a_waypoint_csv_the_csv_module_refuses_is_one_line(tmp_path):
+    """A quote left open makes its field run past the csv module's limit: that was a
+    _csv.Error traceback."""
+    csv = tmp_path / "wp.csv"
+    csv.write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\n\"b" + "x" * 140_000 + "\n")
+    with pytest.raises(ContactError, match=r"wp.csv:\d+: not a valid CSV record .*field limit") as exc:
+        read_waypoints_csv(csv)
+    assert "\n" not in str(exc.value)

@@ -174,3 +174,13 @@ def test_omm_in_kvn_layout_is_named_as_such(tmp_path: Path) -> None:
     with pytest.raises(OrbitError, match=r"iss\.kvn: OMM in KVN layout \('KEY = value' lines\) is not "
                                          r"supported; expected JSON, CSV or XML"):
         read_omm(path)
+
+
+def test_an_omm_csv_the_csv_module_refuses_is_one_line(tmp_path):
+    """A quote left open makes its field run past the csv module's limit: that was a
+    _csv.Error traceback."""
+    bad = tmp_path / "gp.csv"
+    bad.write_text("OBJECT_NAME,EPOCH,MEAN_MOTION\n\"b" + "x" * 140_000 + "\n")
+    with pytest.raises(OrbitError, match=r"gp.csv:\d+: not a valid CSV record .*field limit") as exc:
+        read_omm(bad)
+    assert "\n" not in str(exc.value)
