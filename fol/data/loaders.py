@@ -34,7 +34,7 @@ import re
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -373,6 +373,38 @@ def _load_geo_layout(
                        [str(f) for f, good in zip(files, ok) if good])
 
 
+def _repeats(root: Path, files: list[Path], labels: list[int], groups: Iterable[Sequence[int]],
+             key: Callable[[Path], object]) -> tuple[set[int], list[str], list[str]]:
+    """Within each group of file indices, the files whose ``key`` an earlier file of the
+    group already had: ``(indices to drop: same label, pairs with the same label, pairs
+    with another label)``, pairs as ``"<file> = <first>"``. A file that cannot be read
+    is left to be reported, naming it, when it is decoded."""
+    drop: set[int] = set()
+    same: list[str] = []
+    other: list[str] = []
+    for idxs in groups:
+        first: dict[object, int] = {}
+        for i in idxs:
+            try:
+                j = first.setdefault(key(files[i]), i)
+            except OSError:
+                continue
+            if j == i:
+                continue
+            pair = f"{files[i].relative_to(root).as_posix()} = {files[j].relative_to(root).as_posix()}"
+            if labels[i] == labels[j]:
+                drop.add(i)
+                same.append(pair)
+            else:
+                other.append(pair)
+    return drop, same, other
+
+
+def _without(files: list[Path], labels: list[int], drop: set[int]) -> tuple[list[Path], list[int]]:
+    keep = [i for i in range(len(files)) if i not in drop]
+    return [files[i] for i in keep], [labels[i] for i in keep]
+
+
 def _drop_copies(name: str, root: Path, files: list[Path], labels: list[int]) -> tuple[list[Path], list[int]]:
     """Keep one copy of an image found in several published folders.
 
@@ -385,37 +417,15 @@ def _drop_copies(name: str, root: Path, files: list[Path], labels: list[int]) ->
     by_name: dict[str, list[int]] = {}
     for i, f in enumerate(files):
         by_name.setdefault(f.name.lower(), []).append(i)
-    drop: set[int] = set()
-    copies: list[str] = []
-    conflicts: list[str] = []
-    for idxs in by_name.values():
-        if len(idxs) < 2:
-            continue
-        first: dict[bytes, int] = {}
-        for i in idxs:
-            try:
-                digest = hashlib.sha256(files[i].read_bytes()).digest()
-            except OSError:  # reported, naming the file, when it is decoded
-                continue
-            j = first.setdefault(digest, i)
-            if j == i:
-                continue
-            pair = f"{files[i].relative_to(root).as_posix()} = {files[j].relative_to(root).as_posix()}"
-            if labels[i] == labels[j]:
-                drop.add(i)
-                copies.append(pair)
-            else:
-                conflicts.append(pair)
+    drop, copies, conflicts = _repeats(root, files, labels, (g for g in by_name.values() if len(g) > 1),
+                                       lambda f: hashlib.sha256(f.read_bytes()).digest())
     if copies:
         log.warning("%s: %d image(s) are copies of one in another published folder; each is used once "
                     "(e.g. %s)", name, len(copies), copies[0])
     if conflicts:
         log.warning("%s: %d image(s) are copies of one with another label in another folder; both are kept "
                     "(e.g. %s)", name, len(conflicts), conflicts[0])
-    if not drop:
-        return files, labels
-    keep = [i for i in range(len(files)) if i not in drop]
-    return [files[i] for i in keep], [labels[i] for i in keep]
+    return _without(files, labels, drop) if drop else (files, labels)
 
 
 def _drop_links(name: str, root: Path, files: list[Path], labels: list[int]) -> tuple[list[Path], list[int]]:
@@ -425,34 +435,18 @@ def _drop_links(name: str, root: Path, files: list[Path], labels: list[int]) -> 
     in a node's training and test splits both. A second path with the same label is
     dropped (the first in path order is kept) and counted in a logged warning; one in
     another class is kept and warned about, as :func:`_drop_copies` does for copies."""
-    first: dict[tuple[int, int], int] = {}
-    drop: set[int] = set()
-    same: list[str] = []
-    other: list[str] = []
-    for i, f in enumerate(files):
-        try:
-            st = f.stat()
-        except OSError:  # reported, naming the file, when it is decoded
-            continue
-        j = first.setdefault((st.st_dev, st.st_ino), i)
-        if j == i:
-            continue
-        pair = f"{f.relative_to(root).as_posix()} = {files[j].relative_to(root).as_posix()}"
-        if labels[i] == labels[j]:
-            drop.add(i)
-            same.append(pair)
-        else:
-            other.append(pair)
+    def inode(f: Path) -> tuple[int, int]:
+        st = f.stat()
+        return st.st_dev, st.st_ino
+
+    drop, same, other = _repeats(root, files, labels, [range(len(files))], inode)
     if same:
         log.warning("%s: %d image(s) are links to a file already read; each file is used once (e.g. %s)",
                     name, len(same), same[0])
     if other:
         log.warning("%s: %d image(s) are links to a file of another class; both are kept (e.g. %s)",
                     name, len(other), other[0])
-    if not drop:
-        return files, labels
-    keep = [i for i in range(len(files)) if i not in drop]
-    return [files[i] for i in keep], [labels[i] for i in keep]
+    return _without(files, labels, drop) if drop else (files, labels)
 
 
 def _geo_loader(name: str, default_splits: tuple[str, ...], sep: str, layout: str, url: str, doc: str):
