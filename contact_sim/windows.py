@@ -97,8 +97,9 @@ class LinkGeometry:
 
     ``occlusion``: apply the Earth-grazing test to space-space pairs (off for
     drones in a local frame). Ground-station links use ``min_elevation_deg``
-    (above the local horizontal: normal to the WGS-84 ellipsoid) and ``station_max_range_km`` (defaults to
-    ``max_range_km``).
+    (0..90 above the local horizontal: normal to the WGS-84 ellipsoid; they have
+    no Earth-occlusion test, which a mask at or above the horizon makes
+    unneeded) and ``station_max_range_km`` (defaults to ``max_range_km``).
     """
 
     max_range_km: float
@@ -114,9 +115,10 @@ class LinkGeometry:
         if self.grazing_altitude_km < 0:
             raise ContactError(
                 f"link.grazing_altitude_km: expected >= 0 km, got {self.grazing_altitude_km}")
-        if not -90 < self.min_elevation_deg < 90:
+        if not 0 <= self.min_elevation_deg < 90:  # below the horizon, a station's ray enters the ground
             raise ContactError(
-                f"link.min_elevation_deg: expected -90..90 deg, got {self.min_elevation_deg}")
+                f"link.min_elevation_deg: expected 0..90 deg (a mask below the horizon would let a "
+                f"station link pass through the Earth), got {self.min_elevation_deg}")
         if self.station_max_range_km is not None and self.station_max_range_km <= 0:
             raise ContactError(
                 f"link.station_max_range_km: expected a positive distance, got {self.station_max_range_km}")

@@ -163,7 +163,7 @@ def test_scenario_errors_are_one_line(tmp_path, patch, match):
     (("duration_s = 3600.0", "duration_s = 1e15"), r"time.step_s: .* GiB of trajectories"),
     (("count = 2", "count = 1000000000"), r"rounds.count: expected at most 10,000 rounds"),
     (("max_range_km = 5000.0", "max_range_km = 5000.0\nmin_elevation_deg = 95.0"),
-     r"link.min_elevation_deg: expected -90..90"),
+     r"link.min_elevation_deg: expected 0..90"),
     (("count = 2", "count = 2\n[energy]\nbattery_wh = 1.0\nsolar_w = 1.0\nidle_w = 0.5\n"
                    "sunlight_step_s = 0.0001"), r"energy.sunlight_step_s: .* expected at most 2,000,000"),
 ])

@@ -243,3 +243,22 @@ def test_elevation_is_measured_above_the_local_horizontal_as_the_window_finder_d
 def test_an_unknown_link_model_names_every_model():
     with pytest.raises(ContactError, match=r"link.model: expected one of 'constant', .*'plan'.*, got 'laser'"):
         LinkModel(model="laser")
+
+
+def test_a_mask_below_the_horizon_is_refused_it_would_link_through_the_earth():
+    """A negative elevation mask was accepted (-90..90), and the window finder, which
+    checks only the mask and the range for station links, then gave windows whose
+    line of sight crosses the Earth: the ray from a station on the ellipsoid below its
+    local horizontal enters the ground at once."""
+    c = walker_delta(12, 3, 1, 550.0, 53.0, EPOCH)
+    st = len(c)
+    traj = satellite_trajectories(c, c.epoch, 7200.0, 60.0, stations=[GroundStation("X", 40.0, 16.0, 0.0)])
+    windows = find_windows(traj, LinkGeometry(max_range_km=8000.0, min_elevation_deg=0.0))
+    station = windows.select(windows.b == st)
+    assert len(station) >= 3
+    for a, s, e in zip(station.a, station.t_start_s, station.t_end_s):  # a mask of 0 deg: all above ground
+        k = int(round((s + e) / 2 / 60.0))
+        assert line_of_sight(traj.pos[k, a], traj.pos[k, st], 0.0, 6356.0)
+    for mask in (-10.0, -0.5):
+        with pytest.raises(ContactError, match=r"link.min_elevation_deg: expected 0\.\.90 deg .*through the Earth"):
+            LinkGeometry(max_range_km=8000.0, min_elevation_deg=mask)
