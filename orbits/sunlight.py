@@ -7,8 +7,8 @@ outside it (a day inside each end).
 
 Algorithm: evaluate Skyfield's ``ICRF.is_sunlit`` (whether the Earth hides
 the Sun as seen from the satellite) on a grid of ``step_s``, then refine
-every change of state by bisection to ``tol_s``, all satellites' edges of one
-iteration in one vectorized Skyfield call. An eclipse shorter than
+every change of state by bisection to ``tol_s``, all of a satellite's edges of
+one iteration in one vectorized Skyfield call (one call per satellite). An eclipse shorter than
 ``step_s`` that starts and ends between two grid points is not seen; LEO
 eclipses last tens of minutes except in the few orbits where the beta angle
 crosses the eclipse limit.
