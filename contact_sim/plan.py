@@ -165,9 +165,11 @@ class ContactPlan:
             acq[late] = self.link.acquisition_s  # the link is (re)acquired when the transfer starts
         rate = self._mean_rate[idx]
         cap = np.floor(rate * np.maximum(end - start - acq, 0.0) / 8.0)
-        ok = (end > start) & (cap >= size)
         with np.errstate(divide="ignore"):
             finish = start + acq + np.where(rate > 0, size * 8.0 / np.where(rate > 0, rate, 1.0), np.inf)
+        # the transfer must also end inside the window: an empty payload fits any capacity, but
+        # not a window shorter than the acquisition or one of rate 0 (as record_transfer checks)
+        ok = (end > start) & (cap >= size) & (finish <= end + 1e-6)
         return {"idx": idx[ok], "nb": nb[ok], "start": start[ok], "end": end[ok],
                 "cap": cap[ok].astype(np.int64), "finish": finish[ok]}
 
