@@ -29,8 +29,8 @@ Import (ION with :func:`read_ion`, HDTN with :func:`read_hdtn`, either by file n
 :func:`read_plan`): a window of this simulator is full duplex, so every ``a contact``
 (HDTN: every record) needs its reverse (same interval) in the file; the window carries the smaller
 of the two rates. A window's OWLT is the largest of the ``a range`` lines of
-the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]`` and
-written back on export); other ``ionadmin`` commands (``1``, ``s``,
+the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]``, ``None``
+where no line covers it, and written back on export); other ``ionadmin`` commands (``1``, ``s``,
 ``m ...``, ``x``) are ignored.
 
 Example:
@@ -82,8 +82,9 @@ def _rounded(plan: ContactPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     rng = np.nan_to_num(np.asarray(w.mean_range_km, dtype=float), nan=0.0)
     owlt = np.maximum(np.ceil(rng / SPEED_OF_LIGHT_KM_S - 1e-12), 1.0)
     imported = plan.meta.get("owlt_s_per_window")
-    if imported is not None and len(imported) == len(w):  # an imported plan keeps its own OWLTs
-        owlt = np.where(np.isnan(np.asarray(imported, dtype=float)), owlt, np.asarray(imported, dtype=float))
+    if imported is not None and len(imported) == len(w):  # an imported plan keeps its own OWLTs (None: none)
+        own = np.array([np.nan if o is None else o for o in imported], dtype=float)
+        owlt = np.where(np.isnan(own), owlt, own)
     return t0, t1, np.asarray(rate, dtype=float), owlt
 
 
@@ -307,7 +308,9 @@ def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] |
     windows = WindowTable(a, b, t0s, t1s, nan, nan, vol, sort=False)
     bounds = (np.asarray(round_boundaries_s, dtype=float) if round_boundaries_s is not None
               else np.array([0.0, float(t1s.max())]))
-    meta = {"source": source, "kind": "plan", "format": ion.format, "owlt_s_per_window": [float(o) for o in owlt_w]}
+    # None (JSON null), not NaN, for a window no range line covers: plan.to_json writes meta as JSON
+    meta = {"source": source, "kind": "plan", "format": ion.format,
+            "owlt_s_per_window": [None if np.isnan(o) else float(o) for o in owlt_w]}
     return ContactPlan(names, windows, LinkModel("plan", acquisition_s=acquisition_s), bounds,
                        ion.start, kinds, meta)
 

@@ -414,3 +414,22 @@ def test_czml_samples_stay_on_time_for_a_start_between_milliseconds() -> None:
     """ISO times are written to the millisecond; a start 0.8 ms past one must not shift every
     sample by 0.8 ms (~6 m in LEO) against Skyfield's Earth-fixed position at epoch + t."""
     _czml_samples_against_skyfield("2025-01-01T00:00:00.000800Z", 600.0, rows=[0, 5, -1])
+
+
+def test_plan_json_of_an_imported_plan_without_range_lines_is_standard_json(tmp_path: Path) -> None:
+    """A window with no covering 'a range' line kept a NaN OWLT in plan.meta, which
+    ContactPlan.to_json (fol contacts --json) wrote as the bare token NaN: not JSON (RFC 8259),
+    refused by strict readers. It is null now, and export still writes the default OWLT."""
+    (tmp_path / "p.ion").write_text("a contact +0 +60 1 2 1000\na contact +0 +60 2 1 1000\n"
+                                    "a contact +100 +160 1 2 1000\na contact +100 +160 2 1 1000\n"
+                                    "a range +100 +160 1 2 7\n")
+    plan = read_ion(tmp_path / "p.ion", [0.0, 600.0])
+    plan.to_json(tmp_path / "c.json")
+
+    def refuse(token):
+        raise ValueError(f"non-standard JSON constant {token}")
+
+    doc = json.loads((tmp_path / "c.json").read_text(), parse_constant=refuse)
+    assert doc["meta"]["owlt_s_per_window"] == [None, 7.0]
+    assert [ln for ln in format_ion(plan).splitlines() if ln.startswith("a range")] == [
+        "a range +0 +60 1 2 1", "a range +0 +60 2 1 1", "a range +100 +160 1 2 7", "a range +100 +160 2 1 7"]
