@@ -58,4 +58,6 @@ def test_demo_refuses_a_non_empty_out_in_one_line(tmp_path: Path, capsys: pytest
     assert main(["demo", "--out", str(out)]) == 2  # the real run: its pre-run check refuses
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not empty" in err[-1] and "Traceback" not in err[-1]
+    # the way to continue it names a command that has the option (`fol demo` has no --resume)
+    assert f"fol simulate --resume {out}" in err[-1]
     assert (out / "report.md").exists()

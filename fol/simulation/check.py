@@ -83,7 +83,8 @@ def check_run_folder(out: Path, resume: bool = False) -> None:
         raise ConfigError(f"--resume {out}: no such folder")
     check_output_dir(out, ConfigError)
     if not resume and out.is_dir() and any(out.iterdir()):
-        raise ConfigError(f"output folder {out} is not empty; use --resume {out} to continue it, or another --out")
+        raise ConfigError(f"output folder {out} is not empty; continue it with fol simulate --resume {out}, "
+                          "or give another --out")
 
 
 def read_run_record(out: Path) -> dict[str, Any]:
