@@ -508,6 +508,29 @@ def test_data_info_reads_an_image_folders_coordinates_and_skips_broken_files(tmp
         assert needle in capsys.readouterr().err
 
 
+def test_a_relative_image_folder_is_found_under_the_default_data_root(tmp_path, monkeypatch, capsys):
+    """``imagefolder:NAME`` is looked up under the data root when NAME is not in
+    the current folder, whether the root is given (``--data-root``) or is the
+    default one (``$FOL_DATA_ROOT``, else datasets/), as ``--data-root``'s help
+    says; the check a scenario runs first finds it in the same place."""
+    from fol.cli import main
+    from fol.data.registry import check_dataset
+
+    root = tmp_path / "data"
+    _write(root / "my_images" / "burnt" / "1.png", (200, 50, 0))
+    _write(root / "my_images" / "intact" / "2.png", (0, 150, 0))
+    monkeypatch.chdir(tmp_path)  # no my_images here
+    monkeypatch.setenv("FOL_DATA_ROOT", str(root))
+    check_dataset("imagefolder", path="my_images")
+    assert len(load_dataset("imagefolder", path="my_images", image_size=8)) == 2
+    assert main(["data", "info", "imagefolder:my_images"]) == 0
+    assert "2 images" in capsys.readouterr().out
+    assert main(["data", "info", "imagefolder:my_images", "--data-root", str(root)]) == 0
+    monkeypatch.delenv("FOL_DATA_ROOT")  # the default root is the checkout's datasets/: no my_images there
+    assert main(["data", "info", "imagefolder:my_images"]) == 2
+    assert "image folder my_images not found" in capsys.readouterr().err
+
+
 def test_an_image_in_two_published_splits_is_used_once(tmp_path, caplog):
     # pooled and re-split per node, a copy could otherwise be in a node's training and test split
     base = _wildfire_tree(tmp_path / "wildfire")

@@ -61,13 +61,22 @@ def _in_root(fn: Callable[..., GeoDataset], name: str) -> Callable[..., GeoDatas
     return load
 
 
+def _image_folder_path(path: str | Path, root: str | Path | None) -> Path:
+    """Where ``imagefolder``'s ``path`` is: as given when it is absolute or
+    exists, else under the data root (``root``, default
+    :func:`~fol.data.loaders.default_data_root`); a folder found in neither is
+    named under a given root, else as given."""
+    p = Path(path)
+    if p.is_absolute() or p.exists():
+        return p
+    under = (Path(root).expanduser() if root is not None else loaders.default_data_root()) / p
+    return under if root is not None or under.exists() else p
+
+
 def _image_folder(root: Path | None, path: str | Path | None = None, **kw: Any) -> GeoDataset:
     if path is None:
         raise ConfigError("dataset 'imagefolder' needs path=<folder with one sub-folder per class>")
-    p = Path(path)
-    if not p.is_absolute() and root is not None and not p.exists():
-        p = Path(root) / p
-    return loaders.load_image_folder(p, **kw)
+    return loaders.load_image_folder(_image_folder_path(path, root), **kw)
 
 
 _image_folder.__wrapped__ = loaders.load_image_folder  # type: ignore[attr-defined]
@@ -146,9 +155,7 @@ def check_dataset(name: str, root: str | Path | None = None, **kw: Any) -> None:
     if name.startswith("synthetic-"):
         return
     if name == "imagefolder":
-        folder = Path(kw.get("path") or "")
-        if not folder.is_absolute() and root is not None and not folder.exists():
-            folder = Path(root) / folder
+        folder = _image_folder_path(kw.get("path") or "", root)
         if not folder.is_dir() or not any(folder.iterdir()):
             raise DataError(f"image folder {folder} not found or empty: expected {folder}/<class>/<image files>")
         if kw.get("coords") == "csv":
