@@ -168,7 +168,7 @@ class FOLConfig:
     ensemble_steps: int = 200
     ensemble_lr: float = 0.1
 
-    temperature: float = 3.0  # selected with function matching (see the options below); the paper's value too
+    temperature: float = 3.0  # selected with function matching (see the options below); the paper fixes none
     lam: float = 1e-3
     distill_epochs: int = 30  # chosen on validation for function matching (docs/fol-options.md); the paper preset keeps 10
     distill_lr: float = 0.01

@@ -657,7 +657,7 @@ def _load_cifar(kind: str, path: str | Path | None, train: bool | None, download
     base = Path(path) if path is not None else dataset_dir(kind)
     if not download and not (base / folder).is_dir():
         raise _missing(kind, base, f"'{folder}/' (the official python-version archive, unpacked)",
-                       f"{archive} (or pass download=True)")
+                       f"{archive} (or, from Python, load it with download=True)")
     xs, ys, names = [], [], None
     for is_train in _split_names(train):
         try:
@@ -712,7 +712,7 @@ def load_svhn(path: str | Path | None = None, splits: Iterable[str] = ("train", 
         if not f.is_file():
             if not download:
                 raise _missing("svhn", base, f"'{_SVHN_FILES[split]}'", "http://ufldl.stanford.edu/housenumbers/ "
-                               "(format 2, or pass download=True)")
+                               "(format 2; or, from Python, load it with download=True)")
             from torchvision import datasets as tvd
 
             try:
