@@ -47,7 +47,7 @@ from _common import machine_line, mean_std, set_threads  # noqa: E402
 from fol.config import FOLConfig  # noqa: E402
 from fol.defaults import DEFAULT_ARCH  # noqa: E402
 from fol.errors import ConfigError, FOLError  # noqa: E402
-from fol.fileio import atomic_write_text, check_output_file  # noqa: E402
+from fol.fileio import atomic_write_text, check_output_dir, check_output_file  # noqa: E402
 from fol.data import dirichlet_partition, load_dataset  # noqa: E402
 from fol.data.geo import check_pool_size  # noqa: E402
 from fol.methods import SwarmContext, get_method, method_names  # noqa: E402
@@ -207,6 +207,12 @@ def main() -> int:
     if missing:
         print(f"unknown method(s): {', '.join(missing)}", file=sys.stderr)
         return 2
+    if args.plots:  # before the training (or the merged tables), not after
+        try:
+            check_output_dir(args.plots, ConfigError, what="--plots")
+        except FOLError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     print(machine_line())
     if args.merge:
         try:

@@ -156,3 +156,27 @@ def test_merge_refuses_seeds_with_different_node_counts_in_one_line(script, tmp_
         script.merge_records([(Path("c.json"), a[:3])])
     fedavg = [_rec("fedavg", node, 0.7) for node in ("n0", "n1")]
     assert len(script.merge_records([(Path("a.json"), a), (Path("d.json"), fedavg)])) == 6
+
+
+@pytest.mark.parametrize("merge", [False, True])
+def test_a_plots_folder_that_cannot_be_made_is_refused_before_any_work(script, tmp_path, monkeypatch, capsys,
+                                                                      merge) -> None:
+    """--plots under a regular file stopped with a NotADirectoryError traceback in the report, after
+    every method had trained (and, with --merge, after the tables were printed)."""
+    import json
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained before checking --plots")
+
+    monkeypatch.setattr(script, "build_nodes", no_training)
+    monkeypatch.setattr(script, "load_dataset", no_training)
+    (tmp_path / "file").write_text("x")
+    plots = tmp_path / "file" / "plots"
+    runs = tmp_path / "a.json"
+    runs.write_text(json.dumps([_rec(m, node, 0.8) for m in ("local", "fol") for node in ("n0", "n1")]))
+    argv = ["--merge", str(runs)] if merge else ["--quick", "--methods", "local"]
+    monkeypatch.setattr("sys.argv", ["compare_methods.py", *argv, "--plots", str(plots)])
+    assert script.main() == 2
+    captured = capsys.readouterr()
+    assert f"--plots {plots}" in captured.err and "Traceback" not in captured.err
+    assert len(captured.err.strip().splitlines()) == 1 and "| method |" not in captured.out
