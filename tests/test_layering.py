@@ -104,6 +104,19 @@ def test_contact_side_imports_no_learning_code(pkg: str, forbidden: set[str]) ->
     assert not bad, f"{pkg} must not import {sorted(forbidden)}: {bad}"
 
 
+def _outside_stdlib(tops: dict[str, set[str]], pkg: str) -> dict[str, list[str]]:
+    """Per module of ``pkg``: the imported top-level names that are neither the
+    standard library nor ``pkg`` itself."""
+    allowed = set(sys.stdlib_module_names) | {"__future__", pkg}
+    return {m: sorted(tops[m] - allowed) for m in tops if _package(m) == pkg and tops[m] - allowed}
+
+
+def test_swarmbase_imports_only_the_standard_library() -> None:
+    """Rule 0 of docs/architecture.md: no project package and no third-party package
+    at all (the list above names only some of them)."""
+    assert not _outside_stdlib(TOPS, "swarmbase"), _outside_stdlib(TOPS, "swarmbase")
+
+
 def test_learning_core_imports_no_orbit_code() -> None:
     bad = {m: sorted(TOPS[m] & {"orbits", "contact_sim"}) for m in TOPS
            if _package(m) == "fol" and not m.startswith(JOINERS) and TOPS[m] & {"orbits", "contact_sim"}}
@@ -123,16 +136,20 @@ def test_no_module_cycles() -> None:
 
 
 def test_checker_finds_a_cycle(tmp_path: Path) -> None:
-    """The checks above can fail: a two-file cycle and a contact-side torch import are seen."""
+    """The checks above can fail: a two-file cycle, a contact-side torch import and a
+    third-party import in swarmbase are seen."""
     for pkg in PACKAGES:
         (tmp_path / pkg).mkdir()
         (tmp_path / pkg / "__init__.py").write_text("")
     (tmp_path / "fol" / "a.py").write_text("from fol.b import x\n")
     (tmp_path / "fol" / "b.py").write_text("def f():\n    from fol import a\n")
     (tmp_path / "contact_sim" / "c.py").write_text("def g():\n    import torch\n    from fol.a import y\n")
+    (tmp_path / "swarmbase" / "u.py").write_text("import os\nfrom . import v\ndef h():\n    import networkx\n")
+    (tmp_path / "swarmbase" / "v.py").write_text("")
     graph, tops = import_graph(tmp_path)
     assert ["fol.a", "fol.b"] in [sorted(c) for c in nx.simple_cycles(graph)]
     assert {"torch", "fol"} <= tops["contact_sim.c"]
+    assert _outside_stdlib(tops, "swarmbase") == {"swarmbase.u": ["networkx"]}
 
 
 def _modules_after(code: str) -> set[str]:
