@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -156,6 +157,30 @@ def test_key_and_store_folders_that_cannot_be_made_are_config_errors(tmp_path: P
     with pytest.raises(ConfigError, match="afile: cannot be used as a trust store folder .exists and is not a folder"):
         trust_key(tmp_path / "afile", pub)
     assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_a_trusted_key_is_written_by_the_crash_safe_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``trust_key`` renamed its own temporary file over the key without an fsync, so
+    after a power cut the trust store could hold an empty or torn key file (which
+    stops every later reload); it is now fsynced, file and folder, like every
+    other output, and a failed write still leaves the old key and no temporary file."""
+    pub, _ = generate_keypair(tmp_path / "keys", "drone-1")
+    other, _ = generate_keypair(tmp_path / "keys2", "drone-1")
+    store = tmp_path / "trusted"
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    stored = trust_key(store, pub)
+    assert len(synced) >= 2  # the key file's bytes, then the folder's entry
+    before = stored.read_text()
+    revoke_key(store, "drone-1")
+    stored.write_text(before)
+    def failing_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(ConfigError, match="drone-1.key: cannot write the trusted key .Input/output error"):
+        trust_key(store, other)
+    assert stored.read_text() == before and sorted(p.name for p in store.iterdir()) == ["drone-1.key"]
 
 
 # ---------------------------------------------------------------------------- protocol

@@ -36,6 +36,7 @@ import zmq.auth
 
 from fol.agent.protocol import ProtocolError, check_name
 from fol.errors import ConfigError
+from fol.fileio import atomic_write_text
 
 __all__ = [
     "KeyPair",
@@ -160,15 +161,10 @@ def trust_key(trust_dir: str | os.PathLike[str], key_file: str | os.PathLike[str
     if public in existing and existing[public] != peer:
         raise ConfigError(f"{src}: this key is already trusted as {existing[public]!r}")
     target = store / f"{peer}{PUBLIC_SUFFIX}"
-    tmp = store / f".{peer}{PUBLIC_SUFFIX}.tmp"
-    try:
-        tmp.write_text(
-            "#   ZeroMQ CURVE public key of a trusted FOL peer\n"
-            f"metadata\n    node = {peer}\ncurve\n    public-key = \"{public.decode()}\"\n"
-        )
-        os.replace(tmp, target)
+    try:  # crash-safe: the old key file or the whole new one, never a torn one
+        atomic_write_text(target, "#   ZeroMQ CURVE public key of a trusted FOL peer\n"
+                          f"metadata\n    node = {peer}\ncurve\n    public-key = \"{public.decode()}\"\n")
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise ConfigError(f"{target}: cannot write the trusted key ({exc.strerror or exc})") from None
     log.info("trusted %s (%s) in %s", peer, public.decode(), store)
     return target
