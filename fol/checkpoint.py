@@ -191,6 +191,10 @@ class ModelCard:
             raise ConfigError(f"model card field 'class_names' must be a list of strings, got {type(names).__name__}")
         if not all(isinstance(n, str) and n for n in names):
             raise ConfigError("model card field 'class_names' must hold non-empty strings")
+        bad = next((n for n in names if not _is_utf8(n)), None)
+        if bad is not None:
+            raise ConfigError(f"model card field 'class_names' has {_short(bad)}, which is not valid UTF-8 text "
+                              f"(a non-UTF-8 folder name?)")
         if len(set(names)) != len(names):
             raise ConfigError("model card field 'class_names' has duplicate names")
         if len(names) != self.spec.num_classes:
@@ -209,6 +213,8 @@ class ModelCard:
         object.__setattr__(self, "input_shape", expected)
         if not isinstance(self.producer, str):
             raise ConfigError(f"model card field 'producer' must be a string, got {type(self.producer).__name__}")
+        if not _is_utf8(self.producer):
+            raise ConfigError(f"model card field 'producer' is {_short(self.producer)}, not valid UTF-8 text")
         if not _is_int(self.round) or self.round < 0:
             raise ConfigError(f"model card field 'round' must be a non-negative integer, got {_short(self.round)}")
         if not isinstance(self.pruned, bool):
@@ -221,7 +227,7 @@ class ModelCard:
             raise ConfigError(f"model card field 'extra' must be a JSON object, got {type(self.extra).__name__}")
         try:
             check_bounds(self.extra, max_depth=MAX_CARD_DEPTH - 1, max_items=MAX_CARD_ITEMS)
-            json.dumps(self.extra, allow_nan=False)
+            json.dumps(self.extra, allow_nan=False, ensure_ascii=False).encode()  # as model_digest writes it
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"model card field 'extra' is not plain JSON: {_one_line(exc)}") from None
 
@@ -834,6 +840,16 @@ def _materialize(model: nn.Module, spec: ModelSpec, tensors: Mapping[str, torch.
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_utf8(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (no lone surrogates, which JSON
+    escapes and non-UTF-8 file names produce); the digest hashes the card as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _one_line(exc: BaseException, limit: int = 200) -> str:

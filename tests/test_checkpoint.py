@@ -308,6 +308,25 @@ def test_bad_card_fields_are_rejected(edit: Callable[[dict], Any], fragment: str
 
 
 @pytest.mark.parametrize(
+    ("field", "value"),
+    [("class_names", ["fire", "smoke", "caf\udce9"]), ("producer", "sat-\ud800"), ("extra", {"note": "\udce9"})],
+)
+def test_text_that_is_not_utf8_is_refused_naming_the_field(field: str, value: Any, tmp_path: Path) -> None:
+    """A lone surrogate (what Python makes of a non-UTF-8 folder name) cannot be
+    written as UTF-8 JSON: the card refuses it by field, at save and at load."""
+    with pytest.raises(ConfigError, match=field):
+        ModelCard(SPEC, **{"class_names": CLASSES, field: value})
+    path = tmp_path / "m.safetensors"
+    fields = {"class_names": CLASSES, field: value}
+    _assert_rejected(lambda: save_model(path, _model(), spec=SPEC, **fields), str(path), field)
+    assert not path.exists()
+    # a peer's card: JSON escapes can spell a lone surrogate
+    escaped = json.dumps(value)
+    data = _rebuild(_valid_payload(), card=lambda c: c.update({field: json.loads(escaped)}), fix_sha=False)
+    _assert_rejected(lambda: load_model_bytes(data, source="peer"), "peer", field)
+
+
+@pytest.mark.parametrize(
     ("metadata", "fragment"),
     [
         (None, "not a FOL model file"),
