@@ -25,10 +25,10 @@ as a ``CheckpointError`` too. In order:
 
 1. size over ``max_bytes`` (checked with ``os.stat`` before the file is read);
 2. the safetensors header: length at most :data:`MAX_HEADER_BYTES`, JSON at most
-   3 levels deep, at most :data:`MAX_TENSORS` tensors;
+   3 levels deep with no key given twice, at most :data:`MAX_TENSORS` tensors;
 3. the card: present, at most :data:`MAX_CARD_BYTES` characters, JSON at most
    :data:`MAX_CARD_DEPTH` levels deep with at most :data:`MAX_CARD_ITEMS`
-   values, of this format and version, fields valid and consistent (class
+   values and no key given twice, of this format and version, fields valid and consistent (class
    names vs ``num_classes``, input shape vs spec);
 4. the architecture arguments within :data:`SPEC_LIMITS` (so a 500-byte card
    cannot ask for 10,000 residual blocks);

@@ -1,6 +1,7 @@
 """Bounded JSON for untrusted text (model cards, protocol headers).
 
-:func:`loads` parses standard JSON only (``NaN`` / ``Infinity`` are refused)
+:func:`loads` parses standard JSON only (``NaN`` / ``Infinity`` are refused,
+and so is an object that gives a key twice, which readers resolve differently)
 and then checks, without recursion, that the value is at most ``max_depth``
 containers deep and holds at most ``max_items`` values in all. Deeply nested
 input can therefore never reach code that walks it recursively (``repr``,
@@ -28,12 +29,21 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key[:60]!r} in a JSON object")
+        out[key] = value
+    return out
+
+
 def loads(text: str | bytes, *, max_depth: int, max_items: int = 100_000) -> Any:
     """Parse ``text`` and check it with :func:`check_bounds`; :class:`ValueError` on any problem."""
     try:
         if isinstance(text, bytes):
             text = text.decode("utf-8")
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except RecursionError:

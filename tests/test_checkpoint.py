@@ -307,6 +307,28 @@ def test_bad_card_fields_are_rejected(edit: Callable[[dict], Any], fragment: str
     _assert_rejected(lambda: load_model(path), str(path), fragment)
 
 
+def test_duplicate_json_keys_are_refused_in_the_card_and_the_header() -> None:
+    """A key given twice is ambiguous (Python keeps the last, other readers the
+    first or refuse): a card with two producers is refused, even signed over
+    the one Python keeps, and so is a header that lists a tensor twice."""
+    data = _valid_payload()
+    header_text = data[8 : 8 + _header_len(data)].decode().rstrip()
+    header = json.loads(header_text)
+    card = json.loads(header["__metadata__"]["fol"])
+    card["producer"] = "sat-9"
+    named = dict(st_load(data))
+    card["sha256"] = model_digest(ModelCard.from_dict(card), named)
+    text = json.dumps(card).replace('"producer": "sat-9"', '"producer": "sat-1", "producer": "sat-9"')
+    assert text.count('"producer"') == 2
+    _assert_rejected(lambda: load_model_bytes(st_save(named, metadata={"fol": text}), source="peer"), "peer",
+                     "duplicate key 'producer'")
+    name = next(k for k in header if k != "__metadata__")
+    twice = header_text[:-1] + "," + json.dumps(name) + ":" + json.dumps(header[name]) + "}"
+    raw = twice.encode()
+    payload = struct.pack("<Q", len(raw)) + raw + data[8 + _header_len(data):]
+    _assert_rejected(lambda: load_model_bytes(payload, source="peer"), "peer", f"duplicate key {name!r}")
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [("class_names", ["fire", "smoke", "caf\udce9"]), ("producer", "sat-\ud800"), ("extra", {"note": "\udce9"})],
