@@ -79,6 +79,33 @@ def test_position_source_decodes_global_position_int_over_udp() -> None:
         source.close()
 
 
+def test_position_source_reads_a_tlog_and_stops_promptly(tmp_path: Path) -> None:
+    """A .tlog connection (documented): the last fix of the log is kept, and
+    close() ends the reader at once; pymavlink's blocking read of a log at its
+    end ignores the timeout, so a reader waiting in it held close() for the
+    whole 2 s join and then had its file closed under it."""
+    import struct
+
+    from pymavlink.dialects.v20 import common as mav
+
+    packer = mav.MAVLink(None, srcSystem=7, srcComponent=1)
+    path = tmp_path / "flight.tlog"
+    with path.open("wb") as fh:
+        for i in range(3):
+            msg = mav.MAVLink_global_position_int_message(100 * i, LAT_E7 + i, LON_E7, ALT_MM, 12000, 0, 0, 0, 65535)
+            fh.write(struct.pack(">Q", int((time.time() + i) * 1e6)) + msg.pack(packer))
+    source = PositionSource(PositionConfig(connection=str(path)))
+    try:
+        fix = _wait(lambda: source.messages == 3 and source.latest(), 5.0)
+        assert fix["lat_deg"] == pytest.approx(40.7123458) and fix["heading_deg"] is None
+        assert fix["time_boot_ms"] == 200 and fix["system"] == 7
+    finally:
+        t0 = time.monotonic()
+        source.close()
+        took = time.monotonic() - t0
+    assert took < 1.0 and not source._thread.is_alive()
+
+
 def test_agent_logs_its_position_with_each_received_model(tmp_path: Path) -> None:
     spec = ModelSpec("cnn-small", num_classes=4)
     model = tmp_path / "m.safetensors"

@@ -101,12 +101,14 @@ class PositionSource:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                msg = self._conn.recv_match(type="GLOBAL_POSITION_INT", blocking=True, timeout=0.2)
+                # Not pymavlink's blocking read: on a log file at its end it waits forever, past any timeout.
+                msg = self._conn.recv_match(type="GLOBAL_POSITION_INT", blocking=False)
             except (OSError, ValueError) as exc:  # a broken link: keep the last fix, try again
                 log.warning("position: %s", exc)
-                time.sleep(0.5)
+                self._stop.wait(0.5)
                 continue
             if msg is None:
+                self._stop.wait(0.05)
                 continue
             fix = fix_from_message(msg, time.time())
             with self._lock:
