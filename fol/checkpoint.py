@@ -394,7 +394,8 @@ def save_model(
             )
         except ConfigError as exc:
             raise CheckpointError(f"{source}: {exc}") from None
-    elif spec is not None or class_names is not None or input_shape is not None or extra is not None:
+    elif (spec is not None or class_names is not None or input_shape is not None or extra is not None
+          or producer != "" or round != 0):
         raise CheckpointError(f"{source}: pass either card= or the card fields to save_model, not both")
     if sidecar and target.with_suffix(".json") == target:
         raise CheckpointError(f"{source}: the sidecar card <name>.json would replace the model itself; "

@@ -863,6 +863,8 @@ def test_save_validates_its_arguments(tmp_path: Path) -> None:
     _assert_rejected(lambda: save_model(path, model), str(path), "spec= and class_names=")
     _assert_rejected(lambda: save_model(path, model, spec=SPEC, class_names=["a"]), str(path), "class_names")
     _assert_rejected(lambda: save_model(path, model, ModelCard(SPEC, CLASSES), spec=SPEC), str(path), "not both")
+    for field in ({"producer": "sat-9"}, {"round": 3}):  # not silently dropped in favour of the card's
+        _assert_rejected(lambda: save_model(path, model, ModelCard(SPEC, CLASSES), **field), str(path), "not both")
     other = ModelSpec("cnn-medium", 3, 3, 16)
     _assert_rejected(lambda: save_model(path, model, spec=other, class_names=CLASSES), str(path), "missing")
     _assert_rejected(lambda: save_model(path, model, spec=SPEC, class_names=CLASSES, max_bytes=1000), str(path),
