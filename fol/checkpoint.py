@@ -37,10 +37,11 @@ as a ``CheckpointError`` too. In order:
    a changed class name, producer or round is detected like a changed weight;
 6. dtypes limited to float32 / float16 / bfloat16 / int64, finite values (no NaN, +-Inf);
 7. the module tree of the spec, built on the ``meta`` device (no memory)
-   under a budget: building stops as soon as the tree needs more tensors than
-   the file holds; then every tensor must exist with the shape the spec
-   builds (for a pruned model: no larger than the dense layer, and shapes that
-   form a working network, found with a shape-only forward pass).
+   under a budget: building stops as soon as the tree needs more than the
+   file's tensor count plus 16 (layers a builder replaces while building);
+   then every tensor must exist with the shape the spec builds (for a pruned
+   model: no larger than the dense layer, and shapes that form a working
+   network, found with a shape-only forward pass).
 
 Format versions: version 2 (this one) covers the whole card by the digest.
 Version 1 files (digest over the tensors only) are refused by the loader,
@@ -161,7 +162,7 @@ class ModelCard:
 
     ``spec`` rebuilds the dense module tree; ``class_names`` label the outputs
     (one per class, in logit order); ``input_shape`` is ``(C, H, W)`` in pixels
-    and defaults to ``(in_channels, input_size, input_size)`` of the spec;
+    and must be (``None`` gives) ``(in_channels, input_size, input_size)`` of the spec;
     ``producer`` is the node that trained the model and ``round`` the FOL round
     it belongs to (0 = pretrained). ``pruned`` and ``sha256`` are filled in by
     :func:`save_model` / :func:`model_to_bytes` (whatever the caller passed is
