@@ -54,6 +54,20 @@ class Autopilot:
         self.conn.close()
 
 
+def _tlog(path: Path) -> Path:
+    """A telemetry log of three GLOBAL_POSITION_INT from system 7 (heading unknown)."""
+    import struct
+
+    from pymavlink.dialects.v20 import common as mav
+
+    packer = mav.MAVLink(None, srcSystem=7, srcComponent=1)
+    with path.open("wb") as fh:
+        for i in range(3):
+            msg = mav.MAVLink_global_position_int_message(100 * i, LAT_E7 + i, LON_E7, ALT_MM, 12000, 0, 0, 0, 65535)
+            fh.write(struct.pack(">Q", int((time.time() + i) * 1e6)) + msg.pack(packer))
+    return path
+
+
 def _wait(predicate, timeout: float):
     deadline = time.monotonic() + timeout
     while not (value := predicate()):
@@ -84,17 +98,7 @@ def test_position_source_reads_a_tlog_and_stops_promptly(tmp_path: Path) -> None
     close() ends the reader at once; pymavlink's blocking read of a log at its
     end ignores the timeout, so a reader waiting in it held close() for the
     whole 2 s join and then had its file closed under it."""
-    import struct
-
-    from pymavlink.dialects.v20 import common as mav
-
-    packer = mav.MAVLink(None, srcSystem=7, srcComponent=1)
-    path = tmp_path / "flight.tlog"
-    with path.open("wb") as fh:
-        for i in range(3):
-            msg = mav.MAVLink_global_position_int_message(100 * i, LAT_E7 + i, LON_E7, ALT_MM, 12000, 0, 0, 0, 65535)
-            fh.write(struct.pack(">Q", int((time.time() + i) * 1e6)) + msg.pack(packer))
-    source = PositionSource(PositionConfig(connection=str(path)))
+    source = PositionSource(PositionConfig(connection=str(_tlog(tmp_path / "flight.tlog"))))
     try:
         fix = _wait(lambda: source.messages == 3 and source.latest(), 5.0)
         assert fix["lat_deg"] == pytest.approx(40.7123458) and fix["heading_deg"] is None
@@ -104,6 +108,29 @@ def test_position_source_reads_a_tlog_and_stops_promptly(tmp_path: Path) -> None
         source.close()
         took = time.monotonic() - t0
     assert took < 1.0 and not source._thread.is_alive()
+
+
+def test_fix_age_ignores_wall_clock_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The age of a fix (and so ``stale``) is measured on the monotonic clock: a
+    companion computer's wall clock set back (GPS or NTP time arriving after
+    boot) must not make the fix of a silent autopilot look fresh."""
+    import types
+
+    import fol.agent.position as position
+
+    source = PositionSource(PositionConfig(connection=str(_tlog(tmp_path / "flight.tlog")), stale_s=5.0))
+    try:
+        fix = _wait(lambda: source.messages == 3 and source.latest(), 5.0)
+        assert not fix["stale"] and 0 <= fix["age_s"] < 5.0
+        real = time.time, time.monotonic
+        clock = types.SimpleNamespace(time=lambda: real[0]() - 3600.0,  # the clock is set back an hour ...
+                                      monotonic=lambda: real[1]() + 10.0)  # ... and the autopilot is silent 10 s
+        monkeypatch.setattr(position, "time", clock)
+        late = source.latest()
+        assert late["stale"] and 10.0 <= late["age_s"] < 15.0 and late["received_at"] == fix["received_at"]
+    finally:
+        monkeypatch.undo()
+        source.close()
 
 
 def test_agent_logs_its_position_with_each_received_model(tmp_path: Path) -> None:

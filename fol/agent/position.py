@@ -93,6 +93,7 @@ class PositionSource:
             raise ConfigError(f"position.connection: cannot open {config.connection!r} ({exc})") from None
         self._lock = threading.Lock()
         self._fix: dict[str, Any] | None = None
+        self._fix_mono = 0.0  # time.monotonic() when self._fix arrived
         self.messages = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fol-position", daemon=True)
@@ -112,15 +113,17 @@ class PositionSource:
                 continue
             fix = fix_from_message(msg, time.time())
             with self._lock:
-                self._fix = fix
+                self._fix, self._fix_mono = fix, time.monotonic()
                 self.messages += 1
 
     def latest(self) -> dict[str, Any] | None:
-        """The newest fix with ``age_s`` and ``stale`` added; ``None`` before the first one."""
+        """The newest fix with ``age_s`` (seconds since it arrived, on the monotonic
+        clock) and ``stale`` added; ``None`` before the first one."""
         with self._lock:
             fix = None if self._fix is None else dict(self._fix)
-        if fix is not None:
-            fix["age_s"] = round(time.time() - fix["received_at"], 3)
+            received = self._fix_mono
+        if fix is not None:  # on the monotonic clock: a wall clock set back or forward does not age a fix
+            fix["age_s"] = round(time.monotonic() - received, 3)
             fix["stale"] = fix["age_s"] > self.config.stale_s
         return fix
 
