@@ -41,7 +41,8 @@ as a ``CheckpointError`` too. In order:
    file's tensor count plus 16 (layers a builder replaces while building);
    then every tensor must exist with the shape the spec builds (for a pruned
    model: no larger than the dense layer, and shapes that form a working
-   network, found with a shape-only forward pass).
+   network, found with a shape-only forward pass), and batch-norm running
+   variances must not be negative.
 
 Format versions: version 2 (this one) covers the whole card by the digest.
 Version 1 files (digest over the tensors only) are refused by the loader,
@@ -777,6 +778,14 @@ def _check_structure(
                 f"{source}: tensor {name!r} has dtype {str(got.dtype).removeprefix('torch.')}, "
                 f"expected {str(want.dtype).removeprefix('torch.')}"
             )
+    for module_name, module in model.named_modules():
+        if isinstance(module, nn.modules.batchnorm._NormBase) and module.running_var is not None:
+            name = f"{module_name}.running_var" if module_name else "running_var"
+            negative = int((tensors[name] < 0).sum())
+            if negative:  # finite, yet every output of the layer would be NaN
+                raise CheckpointError(
+                    f"{source}: tensor {name!r} has {negative} negative value(s), expected running variances >= 0"
+                )
     if pruned is None:
         pruned = bool(differing)
     if not pruned:

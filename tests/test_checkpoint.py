@@ -402,6 +402,10 @@ def _weight_as_int(t: dict) -> None:
     t["classifier.3.bias"] = torch.zeros(3, dtype=torch.int64)
 
 
+def _negative_variance(t: dict) -> None:  # finite, but no input normalizes to a number: sqrt(-1 + eps)
+    t["features.5.running_var"][2] = -1.0
+
+
 @pytest.mark.parametrize(
     ("edit", "fragment"),
     [
@@ -414,6 +418,7 @@ def _weight_as_int(t: dict) -> None:
         (_to_int32, "int32"),
         (_counter_as_float, "expected int64"),
         (_weight_as_int, "expected float32"),
+        (_negative_variance, "'features.5.running_var' has 1 negative value(s)"),
     ],
 )
 def test_bad_tensors_are_rejected_even_with_a_matching_sha256(
