@@ -59,8 +59,13 @@ def test_fedavg_rejects_heterogeneous_swarm(nodes):
 
 def test_mtfl_private_patches_never_uploaded(nodes):
     model = build_model(nodes[0].spec)
+    # cnn-small's BatchNorm layers are features.1 and features.5 (after its two convolutions); the
+    # convolutions and the classifier's linear layers are never private
+    params = {f"features.{i}.{p}" for i in (1, 5) for p in ("weight", "bias")}
+    stats = {f"features.{i}.{p}" for i in (1, 5) for p in ("running_mean", "running_var", "num_batches_tracked")}
+    assert private_keys(model, "params") == params and private_keys(model, "stats") == stats
     priv = private_keys(model, "all")
-    assert priv and all(".running" in k or k.endswith(("weight", "bias", "num_batches_tracked")) for k in priv)
+    assert priv == params | stats
     state = model.state_dict()
     task = MTFLTask(nodes[0].spec, {k: v for k, v in state.items() if k not in priv},
                     {k: v for k, v in state.items() if k in priv}, nodes[0].data, TrainConfig(epochs=1))
