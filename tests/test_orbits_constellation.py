@@ -56,6 +56,14 @@ def test_walker_delta_geometry():
     assert mo[4] - mo[0] == pytest.approx(360 * 2 / 24)
     assert np.degrees(c.satrecs[0].inclo) == pytest.approx(60.0)
     assert set(c.planes) == set(range(6)) and max(c.slots) == 3
+    # Walker i:T/P/F, satellite j of plane p: RAAN 360 p / P, mean anomaly 360 j / (T / P) + 360 F p / T
+    # (the 4 satellites of a plane 90 deg apart), for every satellite, plane-major as the names say
+    assert list(c.planes) == [p for p in range(6) for _ in range(4)] and list(c.slots) == [0, 1, 2, 3] * 6
+    assert c.names[5] == "WD-P01-S01"
+    for k, (p, j) in enumerate(zip(c.planes, c.slots)):
+        assert raan[k] == pytest.approx(360.0 * p / 6)
+        assert (mo[k] - (90.0 * j + 30.0 * p) + 180.0) % 360.0 - 180.0 == pytest.approx(0.0, abs=1e-9), k
+        assert np.degrees(c.satrecs[k].inclo) == pytest.approx(60.0)
 
 
 def test_walker_star_spreads_planes_over_180_degrees():
