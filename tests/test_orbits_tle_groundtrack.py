@@ -137,10 +137,15 @@ def test_swath_half_angle():
     horizon = np.arccos(R / (R + 550.0))
     assert swath_half_angle_rad(off_nadir_deg=80.0, altitude_km=550.0) == pytest.approx(horizon, rel=1e-9)
     assert swath_half_angle_rad(off_nadir_deg=67.0, altitude_km=550.0) < horizon
-    with pytest.raises(OrbitError):
-        swath_half_angle_rad()
-    with pytest.raises(OrbitError):
-        swath_half_angle_rad(off_nadir_deg=20.0)
+    for kwargs, message in [({}, "give exactly one of swath_width_km or off_nadir_deg"),
+                            (dict(swath_width_km=200.0, off_nadir_deg=20.0, altitude_km=550.0), "exactly one of"),
+                            (dict(off_nadir_deg=20.0), "off_nadir_deg needs a positive altitude_km"),
+                            (dict(off_nadir_deg=20.0, altitude_km=-550.0), "needs a positive altitude_km"),
+                            (dict(swath_width_km=0.0), r"swath_width_km: expected 0 < width < 20015 km, got 0\.0"),
+                            (dict(swath_width_km=25000.0), "swath_width_km: expected 0 < width"),
+                            (dict(off_nadir_deg=95.0, altitude_km=550.0), "off_nadir_deg: expected 0..90 deg, got 95")]:
+        with pytest.raises(OrbitError, match=message):
+            swath_half_angle_rad(**kwargs)
 
 
 def test_swath_coverage_and_first_pass():
