@@ -185,9 +185,15 @@ def test_hermes_defaults_follow_the_paper(nodes):
     method = get_method("hermes", local_epochs=1, acc_threshold=0.0, prune_rate=0.4, target=0.5)
     res = method.run(SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=2, seed=0))
     dense = sum(t.numel() * t.element_size() for t in build_model(SPEC).state_dict().values())
+    # parameter level (the default): a channel's entries include the next layer's input slice
+    slices = channel_slices(build_model(SPEC), (3, 16, 16))
+    masked = {key for per in slices.values() for ch in per for key, _, _ in ch}
+    n_masked = sum(build_model(SPEC).state_dict()[k].numel() for k in masked)
     for r in res:
         assert r.extra["pruned_share"] == pytest.approx(0.5, abs=0.03)  # at most 50 % kept
-        assert r.bytes_down > dense  # the initial global model came down once
+        # each round the subnetwork goes up with its mask and comes back down; the initial global
+        # model came down once, at the node's first round
+        assert r.bytes_down == r.bytes_up - 2 * mask_bytes(n_masked) + dense
         assert [p["round"] for p in r.extra["curve"]] == [1, 2]
         assert r.extra["curve"][-1]["test_accuracy"] == pytest.approx(r.test_accuracy)
     with pytest.raises(ConfigError, match="hermes.init"):
