@@ -40,7 +40,7 @@ def swath_half_angle_rad(swath_width_km: float | None = None, off_nadir_deg: flo
     if altitude_km is None or altitude_km <= 0:
         raise OrbitError("swath: off_nadir_deg needs a positive altitude_km")
     if not 0 < off_nadir_deg < 90:
-        raise OrbitError(f"off_nadir_deg: expected 0..90 deg, got {off_nadir_deg}")
+        raise OrbitError(f"off_nadir_deg: expected 0 < angle < 90 deg, got {off_nadir_deg}")
     eta = np.radians(off_nadir_deg)
     s = (MEAN_EARTH_RADIUS_KM + altitude_km) / MEAN_EARTH_RADIUS_KM * np.sin(eta)
     if s >= 1.0:  # beyond the horizon: footprint limited by the horizon itself

@@ -93,16 +93,16 @@ def check_positive(method: str, name: str, value: float, *, allow_zero: bool = F
 # ------------------------------------------------------------ swarm helpers
 
 
-def require_homogeneous(ctx: SwarmContext, method: str) -> ModelSpec:
-    """The one architecture of the swarm; a ConfigError naming ``method`` when
-    the nodes hold different architectures (parameter averaging needs one)."""
+def require_homogeneous(ctx: SwarmContext, method: str, why: str = "averages parameters") -> ModelSpec:
+    """The one architecture of the swarm; a ConfigError naming ``method`` (and
+    ``why`` it needs one) when the nodes hold different architectures."""
     if not ctx.nodes:
         raise ConfigError(f"method {method!r} needs at least one node")
     spec = ctx.nodes[0].spec
     others = sorted({n.spec.arch for n in ctx.nodes if n.spec != spec})
     if others:
         raise ConfigError(
-            f"method {method!r} averages parameters and needs one architecture for every node; "
+            f"method {method!r} {why} and needs one architecture for every node; "
             f"got {spec.arch!r} and {', '.join(map(repr, others))}"
         )
     return spec

@@ -60,7 +60,7 @@ def pooled_state(ctx: SwarmContext) -> tuple[dict[str, torch.Tensor], int]:
     once per context, then shared through ``ctx.cache``)."""
     key = ("pooled", ctx.seed)
     if key not in ctx.cache:
-        spec = require_homogeneous(ctx, "pooled")
+        spec = require_homogeneous(ctx, "pooled", "trains one model on every node's data")
         model = shared_init(ctx, spec)
         x = torch.cat([n.data.train.images for n in ctx.nodes])
         y = torch.cat([n.data.train.labels for n in ctx.nodes])
