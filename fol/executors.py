@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 OnResult = Callable[[int, Any], None] | None
 
-from fol.errors import ConfigError
+from fol.errors import ConfigError, FOLError
 
 __all__ = ["Executor", "LocalExecutor", "ProcessExecutor", "RayExecutor", "LocalRayCluster", "make_executor", "EXECUTORS",
            "check_ray_address"]
@@ -140,7 +140,10 @@ class ProcessExecutor(Executor):
     open files``). At most ``2 x workers`` tasks are in flight, each pickled
     only when it is submitted, so memory does not grow with the task count.
     A worker ends itself within a second of its parent's death, however the
-    parent was stopped.
+    parent was stopped. A task's exception is raised in the caller as it
+    was; a worker that dies without one (killed, e.g. by the out-of-memory
+    killer) ends ``map`` with one :class:`fol.errors.FOLError` line, and the
+    pool cannot run tasks again.
     """
 
     kind = "process"
@@ -157,6 +160,8 @@ class ProcessExecutor(Executor):
             on_result: OnResult = None) -> list[Any]:
         import pickle
         from concurrent.futures import FIRST_COMPLETED, wait
+
+        from concurrent.futures.process import BrokenProcessPool
 
         todo = iter(enumerate(items))
         pending: dict[Any, int] = {}
@@ -182,6 +187,12 @@ class ProcessExecutor(Executor):
                             on_result(i, out[i])
                         bar.update()
                         submit_next()
+        except BrokenProcessPool:
+            # a worker died without raising (SIGKILL, the out-of-memory killer, a crash in native
+            # code): concurrent.futures says only that, and the pool is unusable from now on
+            raise FOLError(f"a worker process of the process executor ended abruptly{f' during {desc}' if desc else ''} "
+                           "(killed by a signal, e.g. the out-of-memory killer, or crashed); fewer workers "
+                           "(--workers, run.workers) need less memory") from None
         finally:
             for f in pending:
                 f.cancel()

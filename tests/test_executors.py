@@ -78,3 +78,23 @@ def test_a_worker_ends_when_its_parent_is_killed():
     if alive:
         os.kill(workers[0], 9)  # stop what the test started
     assert not alive
+
+
+def _die_on_two(x: int) -> int:
+    """A task whose worker is killed (as the out-of-memory killer would) on item 2."""
+    import signal
+
+    if x == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x
+
+
+def test_a_killed_worker_is_one_clear_error_not_a_traceback_or_a_hang():
+    from fol.errors import FOLError
+
+    with make_executor("process", workers=2, threads=1) as ex:
+        with pytest.raises(FOLError, match=r"worker process .*ended abruptly .*signal") as info:
+            ex.map(_die_on_two, [0, 1, 2, 3], desc="pretraining")
+        assert "\n" not in str(info.value) and "pretraining" in str(info.value)
+        with pytest.raises(FOLError, match="ended abruptly"):  # the pool stays broken: same line, at once
+            ex.map(_die_on_two, [0])
