@@ -43,10 +43,13 @@ def forward_macs(model: nn.Module, input_shape: Iterable[int]) -> int:
     """Multiply-accumulates of one forward pass on one input of shape (C, H, W)."""
     import torch_pruning as tp
 
-    was_training = model.training
+    modes = {m: m.training for m in model.modules()}
     model.eval()
-    macs, _ = tp.utils.count_ops_and_params(model, torch.zeros(1, *input_shape))
-    model.train(was_training)
+    try:
+        macs, _ = tp.utils.count_ops_and_params(model, torch.zeros(1, *input_shape))
+    finally:  # every layer's own mode, as fol.train.predict_logits restores it
+        for m, mode in modes.items():
+            m.training = mode
     return int(macs)
 
 

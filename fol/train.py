@@ -277,18 +277,25 @@ def recompute_bn_stats(model: nn.Module, x: torch.Tensor, batch_size: int = 512,
 @torch.no_grad()
 def predict_logits(model: nn.Module, x: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
     """Logits of ``model`` on ``x`` in eval mode (the cache FOL's ensemble and
-    distillation stages train against)."""
-    was_training = model.training
+    distillation stages train against), ``batch_size`` inputs at a time; the
+    mode of every layer is restored afterwards, also when the forward raises
+    (a layer the caller froze in eval mode inside a training model stays so)."""
+    modes = {m: m.training for m in model.modules()}
     model.eval()
-    out = [model(x[i : i + batch_size]) for i in range(0, int(x.shape[0]), batch_size)]
-    model.train(was_training)
+    try:
+        out = [model(x[i : i + batch_size]) for i in range(0, int(x.shape[0]), batch_size)]
+    finally:
+        for m, mode in modes.items():
+            m.training = mode
     if not out:
         return torch.empty(0)
     return torch.cat(out)
 
 
 def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 512) -> EvalResult:
-    """Accuracy (fraction in [0, 1]) and mean cross-entropy of ``model`` on ``(x, y)``."""
+    """Accuracy (fraction in [0, 1]) and mean cross-entropy of ``model`` on
+    ``(x, y)``, in eval mode (:func:`predict_logits`: the caller's modes are
+    restored)."""
     n = int(y.shape[0])
     if n == 0:
         return EvalResult(float("nan"), float("nan"), 0)

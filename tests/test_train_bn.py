@@ -99,3 +99,30 @@ def test_recompute_never_ends_on_one_sample_when_both_steps_would() -> None:
     recompute_bn_stats(bn, x, batch_size=4)
     chunk_means = torch.stack([x[0:3].mean(0), x[3:6].mean(0), x[6:9].mean(0), x[9:13].mean(0)])
     assert torch.allclose(bn.running_mean, chunk_means.mean(0))  # the average over those four batches
+
+
+def test_evaluate_restores_each_layers_mode_also_after_an_error() -> None:
+    """A caller that keeps one batch-norm layer frozen (eval) inside a training
+    model gets that mix back from evaluate(); a forward that raises leaves the
+    caller's modes too, and predict_logits' batching does not change a logit."""
+    from fol.train import evaluate, predict_logits
+
+    model = _net().train()
+    model[1].eval()  # frozen statistics inside a training model
+    x, y = _data(40)
+    expected = {m: m.training for m in model.modules()}
+    res = evaluate(model, x, y)
+    assert {m: m.training for m in model.modules()} == expected
+    assert res.n == 40 and 0.0 <= res.accuracy <= 1.0
+    try:
+        predict_logits(model, x[:, :2])  # wrong channel count: the first convolution raises
+    except RuntimeError:
+        pass
+    else:  # pragma: no cover
+        raise AssertionError("a forward on two channels should raise")
+    assert {m: m.training for m in model.modules()} == expected
+    assert torch.allclose(predict_logits(model, x, batch_size=7), predict_logits(model, x, batch_size=512), atol=1e-6)
+    from fol.accounting import forward_macs
+
+    assert forward_macs(model, (3, 8, 8)) > 0
+    assert {m: m.training for m in model.modules()} == expected  # counting MACs restores them the same way
