@@ -60,7 +60,9 @@ class TrainConfig:
     ``lr`` is the learning rate, ``momentum`` the SGD momentum (ignored by Adam),
     ``patience`` the number of epochs without a validation-accuracy improvement
     before stopping early (0 disables early stopping; needs ``val``). With early
-    stopping the best-validation weights are restored at the end.
+    stopping the best-validation weights are restored at the end; only a
+    strictly higher accuracy counts as an improvement, so among epochs of equal
+    validation accuracy the earliest is kept (``History.best_epoch``).
     """
 
     epochs: int = 10
