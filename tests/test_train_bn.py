@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from fol.pruning import _FrozenNet
-from fol.train import TrainConfig, fit, recompute_bn_stats
+from fol.train import TrainConfig, evaluate, fit, recompute_bn_stats
 
 
 def _net() -> nn.Module:
@@ -126,3 +126,20 @@ def test_evaluate_restores_each_layers_mode_also_after_an_error() -> None:
 
     assert forward_macs(model, (3, 8, 8)) > 0
     assert {m: m.training for m in model.modules()} == expected  # counting MACs restores them the same way
+
+
+def test_early_stopping_restores_the_earliest_of_equally_good_epochs() -> None:
+    """Validation accuracies 0.531, 0.875, ..., 0.969 (epoch 6), 0.938, 0.969 (epoch 8), ...:
+    the weights restored are exactly those after epoch 6, the first of the tie."""
+    x, y = _data()
+    train, val = (x[:64], y[:64]), (x[64:], y[64:])
+    cfg = dict(batch_size=16, lr=0.2, seed=0)
+    model = _net()
+    hist = fit(model, train, TrainConfig(epochs=12, patience=3, **cfg), val=val)
+    best = max(hist.val_accuracy)
+    assert hist.stopped_early and hist.val_accuracy.count(best) >= 2  # a tie to break
+    assert hist.best_epoch == hist.val_accuracy.index(best)
+    again = _net()  # the same run cut after the best epoch, nothing restored
+    fit(again, train, TrainConfig(epochs=hist.best_epoch + 1, **cfg), val=val)
+    assert all(torch.equal(v, again.state_dict()[k]) for k, v in model.state_dict().items())
+    assert evaluate(model, *val).accuracy == best
