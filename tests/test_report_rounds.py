@@ -244,3 +244,17 @@ def test_summary_table_counts_the_node_runs_that_kept_the_local_model():
     rows = [{**_row(s, n, "fol", 0.8), "kept_local": (s, n) in kept} for s in (0, 1, 2) for n in "abc"]
     head, _, fol = summary_table(rows).splitlines()
     assert head.endswith("| kept the local model |") and fol.endswith("| 5 of 9 node runs |")
+
+
+def test_the_transfer_share_says_over_how_many_seeds_it_is_taken():
+    """Seed 0's ensemble gains 10 points (the student keeps 60 %), seed 1's none: the share is
+    seed 0's alone, and the cell says so instead of passing for a mean over both seeds."""
+    from fol.simulation.report import transfer_table
+
+    acc = {0: {"local": 0.5, "student": 0.56, "ensemble": 0.6}, 1: {"local": 0.5, "student": 0.5, "ensemble": 0.5}}
+    rows = [dict(_row(s, n, "fol", acc[s]["student"]), extra={"accuracy": acc[s], "transfer": None})
+            for s in (0, 1) for n in "ab"]
+    cell = transfer_table(rows).splitlines()[-1].split("|")[2].strip()
+    assert cell == "60 % (over 1 of 2 seeds: the others' ensembles gained under half a point)"
+    both = [dict(r, extra={"accuracy": acc[0], "transfer": 0.6}) for r in rows]
+    assert transfer_table(both).splitlines()[-1].split("|")[2].strip() == "60 ± 0 %"

@@ -88,7 +88,8 @@ def transfer_table(rows: Sequence[dict[str, Any]]) -> str:
     of the ensemble's test-accuracy gain over local that the distilled student
     keeps, computed on the swarm means of each seed (mean ± std over seeds;
     a seed whose ensemble gains under half a point on the swarm mean is left
-    out, :func:`fol.personalize.swarm_transfer`), and how many node shares
+    out, :func:`fol.personalize.swarm_transfer`, and the cell then says over
+    how many seeds the share is taken), and how many node shares
     were defined (ensemble gain of at least one test image). Empty when no
     FOL row is present."""
     from fol.personalize import swarm_transfer
@@ -101,15 +102,21 @@ def transfer_table(rows: Sequence[dict[str, Any]]) -> str:
             continue
         found = True
         shares, defined, total = [], 0, 0
-        for group in _by(mr, "seed").values():
+        seeds = _by(mr, "seed")
+        for group in seeds.values():
             acc = [r["extra"]["accuracy"] for r in group]
             t = swarm_transfer([a["local"] for a in acc], [a["student"] for a in acc], [a["ensemble"] for a in acc])
             if t["of_means"] is not None:
                 shares.append(t["of_means"])
             defined += sum(1 for r in group if r["extra"].get("transfer") is not None)
             total += len(group)
-        lines.append(f"| {m} (student) / {teacher} (ensemble) | "
-                     f"{_pm(shares, digits=0) + ' %' if shares else 'undefined (mean gain under half a point)'} | {defined} / {total} |")
+        if not shares:
+            share = "undefined (mean gain under half a point)"
+        else:  # a mean over the seeds it is defined in: say so when that is not every seed
+            share = _pm(shares, digits=0) + " %" + (
+                f" (over {len(shares)} of {len(seeds)} seeds: the others' ensembles gained under half a point)"
+                if len(shares) < len(seeds) else "")
+        lines.append(f"| {m} (student) / {teacher} (ensemble) | {share} | {defined} / {total} |")
     return "\n".join(lines) if found else ""
 
 
@@ -434,7 +441,8 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         rounds_to_match_table(rows),
         "",
         *(["## Transfer: what the distilled student keeps", "",
-            "(student - local) / (ensemble - local) on test accuracy, from the swarm means of each seed; "
+            "(student - local) / (ensemble - local) on test accuracy, from the swarm means of each seed (mean ± "
+            "std over the seeds whose ensemble gained at least half a point on the swarm mean); "
             "per-node shares are in results.json (`extra.transfer`, null where the ensemble gained less than one "
             "test image).", "", transfer_table(rows), ""] if transfer_table(rows) else []),
         "## Test accuracy per node (%, mean ± std over seeds)",
