@@ -4,10 +4,11 @@ Bytes are what would cross a link: tensors at their stored dtype size, binary
 masks at one bit per position (rounded up to whole bytes). Training FLOPs use
 the usual estimate of 3 forward passes per training sample (forward + backward
 ~ 2x forward), 2 FLOPs per multiply-accumulate. Only the gradient steps are
-counted, by the same rule for every method: the forward passes that evaluate
-(early stopping on D_val, scoring, the ensemble's logits) and the pass per
-epoch that re-estimates batch-norm statistics are not (with them, pretraining
-costs about 1.4 times the figure).
+counted (plus, where a method labels inputs with a teacher, the teacher's
+forward passes), by the same rule for every method: the forward passes that
+only evaluate (early stopping on D_val, Top-K scoring) and the pass per epoch
+that re-estimates batch-norm statistics are not (with them, pretraining costs
+about 1.4 times the figure).
 
 >>> import torch
 >>> tensor_bytes({"w": torch.zeros(10, 10), "b": torch.zeros(10)})
