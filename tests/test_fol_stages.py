@@ -91,6 +91,23 @@ def test_kd_loss_is_zero_for_identical_logits_and_positive_otherwise() -> None:
     assert float(kd_loss(z, -z, 2.0)) > 0.1
 
 
+def test_kd_loss_is_t_squared_kl_from_teacher_to_student() -> None:
+    """The documented definition, written out by hand: ``T^2 * sum_c p_t log(p_t / p_s)``
+    with ``p = softmax(logits / T)``, averaged over the batch. KL is not symmetric, so
+    these logits tell KL(teacher || student) from KL(student || teacher); T = 4 tells
+    the T^2 factor (Hinton et al.'s gradient scale) from none."""
+    student = torch.tensor([[4.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    teacher = torch.tensor([[0.0, 8.0, 0.0], [0.0, 0.0, 3.0]])
+    for temperature in (1.0, 4.0):
+        p_t = torch.softmax(teacher / temperature, dim=1)
+        p_s = torch.softmax(student / temperature, dim=1)
+        per_sample = temperature**2 * (p_t * (p_t / p_s).log()).sum(1)
+        reverse = temperature**2 * (p_s * (p_s / p_t).log()).sum(1)
+        assert float((per_sample - reverse).abs().min()) > 0.05  # the example tells the two directions apart
+        torch.testing.assert_close(kd_loss(student, teacher, temperature, reduction="none"), per_sample)
+        assert float(kd_loss(student, teacher, temperature)) == pytest.approx(float(per_sample.mean()), rel=1e-5)
+
+
 # ------------------------------------------------------------------ Top-K
 
 
