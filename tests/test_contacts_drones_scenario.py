@@ -83,7 +83,10 @@ def test_waypoint_csv_round_trip_and_errors(tmp_path):
     p = write_waypoints_csv(tmp_path / "w.csv", wps)
     back = read_waypoints_csv(p)
     assert [w.name for w in back] == [w.name for w in wps]
-    assert np.allclose(back[0].xyz_km, wps[0].xyz_km, atol=1e-6)
+    for got, want in zip(back, wps, strict=True):  # every drone, every waypoint: times and positions
+        assert got.t_s.shape == want.t_s.shape and got.xyz_km.shape == want.xyz_km.shape
+        assert np.allclose(got.t_s, want.t_s, rtol=0.0, atol=5e-4)  # written to the millisecond
+        assert np.allclose(got.xyz_km, want.xyz_km, rtol=0.0, atol=1e-6)  # written to the millimetre
     bad = tmp_path / "bad.csv"
     bad.write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0\na,10,1,x,0\n")
     with pytest.raises(ContactError, match=r"bad.csv:3: .*numbers"):
