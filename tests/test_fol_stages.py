@@ -38,6 +38,33 @@ def test_ensemble_weights_on_simplex_and_no_worse_than_best_member(seed: int) ->
     assert ens_loss <= best_member + 1e-6
 
 
+def test_ensemble_weights_find_the_best_mix_when_no_single_member_is_best() -> None:
+    """Above, the best member is also the best ensemble, so the fall-back to the best
+    vertex passes whatever the weight fit does. Here member A knows the first 200
+    images, B the last 100 and C is noise: the lowest cross-entropy is an interior
+    mix of A and B, found independently by a grid search over the simplex (step 0.01),
+    and the fitted weights must reach it."""
+    g = torch.Generator().manual_seed(0)
+    n, c = 300, 3
+    y = torch.randint(0, c, (n,), generator=g)
+    onehot = F.one_hot(y, c).float()
+    first = (torch.arange(n) < 200).float()[:, None]
+    members = [4 * onehot * first + torch.randn(n, c, generator=g) * 0.5,
+               4 * onehot * (1 - first) + torch.randn(n, c, generator=g) * 0.5,
+               torch.randn(n, c, generator=g) * 2.0]
+    grid = torch.tensor([(i / 100, j / 100, 1 - (i + j) / 100) for i in range(101) for j in range(101 - i)])
+    mixed = torch.einsum("gk,knc->gnc", grid, torch.stack(members))  # every grid point's ensemble logits
+    losses = F.cross_entropy(mixed.permute(0, 2, 1), y.expand(len(grid), n), reduction="none").mean(1)
+    best = int(losses.argmin())
+    vertices = [float(F.cross_entropy(m, y)) for m in members]
+    assert float(losses[best]) < min(vertices) - 0.1  # a real mix wins, by a margin
+    for vertex in (False, True):
+        w = fit_ensemble_weights(members, y, vertex=vertex)
+        fitted = float(F.cross_entropy(ensemble_logits(members, w), y))
+        assert fitted <= float(losses[best]) + 0.005
+        assert float((w - grid[best]).abs().max()) < 0.03, (w, grid[best])
+
+
 def test_ensemble_prefers_the_informative_member() -> None:
     g = torch.Generator().manual_seed(0)
     y = torch.randint(0, 2, (300,), generator=g)
