@@ -109,7 +109,15 @@ def test_large_lambda_keeps_student_near_its_start() -> None:
     cfg = TrainConfig(epochs=8, lr=0.02, batch_size=32, weight_decay=0.0)
     free = distill(student, x, teacher_logits, cfg, 3.0, lam=0.0)
     held = distill(student, x, teacher_logits, cfg, 3.0, lam=10.0)
-    assert held.drift < 0.25 * free.drift
+    # both students are kept (a reverted one has drift 0 whatever the proximal term did) and
+    # the held one still learned from the teacher: the term holds it near, not back
+    assert not free.reverted and not held.reverted
+    assert held.kl_after < held.kl_before
+    assert 0 < held.drift < 0.25 * free.drift
+    for res in (free, held):  # drift is ||theta - theta_prev||_2 of the returned student
+        with torch.no_grad():
+            dist = sum(((p - q) ** 2).sum() for p, q in zip(res.student.parameters(), student.parameters()))
+        assert res.drift == pytest.approx(float(dist.sqrt()), rel=1e-5)
 
 
 def test_kd_loss_is_zero_for_identical_logits_and_positive_otherwise() -> None:
