@@ -216,6 +216,51 @@ def test_loading_never_unpickles(monkeypatch: pytest.MonkeyPatch, saved: tuple[P
     assert load_model(saved[0]).card == saved[2]
 
 
+class _Planted:
+    """Unpickling this object calls ``os.mkdir(path)``: what any hostile pickle can do with any call."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return os.mkdir, (str(self.path),)
+
+
+@pytest.mark.parametrize("kind", ["pickle", "torch.save"])
+def test_a_pickled_model_file_is_refused_without_being_unpickled(kind: str, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test above loads a valid file, which no loader would unpickle; what must never be
+    unpickled is a pickle (a legacy ``torch.save`` file, or a peer's payload): every entry point
+    refuses it, and the object planted in it never runs (the folder it would create is absent)."""
+    from fol.checkpoint import upgrade_model_file
+
+    marker = tmp_path / "unpickled"
+    payload = {"features.0.weight": torch.zeros(1), "planted": _Planted(marker)}
+    path = tmp_path / "model.pt"
+    if kind == "pickle":
+        path.write_bytes(pickle.dumps(payload))
+    else:
+        torch.save(payload, path)
+    data = path.read_bytes()
+    calls: list[str] = []
+    for module, name in ((torch, "load"), (pickle, "load"), (pickle, "loads")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _n=name, _r=real, **k: (calls.append(_n), _r(*a, **k))[1])
+    for load in (lambda: load_model(path), lambda: read_card(path), lambda: load_model_bytes(data, source="peer"),
+                 lambda: upgrade_model_file(path, tmp_path / "upgraded.safetensors")):
+        with pytest.raises(CheckpointError):
+            load()
+    assert calls == [] and not marker.exists()
+    assert not (tmp_path / "upgraded.safetensors").exists()
+    monkeypatch.undo()
+    # the check can fail: unpickling the file does run the planted call
+    if kind == "pickle":
+        pickle.loads(data)
+    else:
+        torch.load(path, weights_only=False)
+    assert marker.is_dir()
+
+
 def test_tensor_digest_is_canonical() -> None:
     a = {"w": torch.arange(6.0).reshape(2, 3), "n": torch.tensor(3)}
     base = tensor_digest(a)
