@@ -13,7 +13,7 @@ from fol.cli import main
 from orbits import walker_delta
 from orbits.tle import format_tle, tle_checksum
 
-DATA = "dataset=synthetic-hurricane,nodes=2,node=0,size=200,image_size=16"
+DATA = "dataset=synthetic-hurricane,nodes=2,node=0,size=200"
 
 
 def _tle_with(line: int, start: int, text: str) -> str:
