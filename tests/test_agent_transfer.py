@@ -371,13 +371,17 @@ def test_duplicate_offers_are_skipped_and_state_persists(tmp_path: Path, pair) -
     assert len(receiver.inbox_files) == 1
 
 
-def test_busy_receiver_asks_sender_to_retry(tmp_path: Path) -> None:
-    keys = tmp_path / "keys"
-    s_pub, s_sec = generate_keypair(keys, "sender")
-    s_keys = load_keypair(s_sec)
-    receiver = Node(tmp_path, "receiver", [s_pub], max_concurrent_transfers=1, chunk_bytes=8192, window_chunks=1,
-                    chunk_timeout_s=0.3, transfer_timeout_s=1.0)
+def _slow_receiver(tmp_path: Path, **limits: Any) -> tuple[Node, Any]:
+    """A started receiver trusting a fresh "sender" (whose keys are returned), that fetches
+    one 8 kB chunk at a time and drops a stalled transfer after ``transfer_timeout_s``."""
+    s_pub, s_sec = generate_keypair(tmp_path / "keys", "sender")
+    receiver = Node(tmp_path, "receiver", [s_pub], chunk_bytes=8192, window_chunks=1, chunk_timeout_s=0.3, **limits)
     receiver.start()
+    return receiver, load_keypair(s_sec)
+
+
+def test_busy_receiver_asks_sender_to_retry(tmp_path: Path) -> None:
+    receiver, s_keys = _slow_receiver(tmp_path, max_concurrent_transfers=1, transfer_timeout_s=1.0)
     try:
         big = _model_file(tmp_path / "big.safetensors", "sender", widths=(32, 64, 128))
         cut = _send(receiver, big, offer_for_file("sender", big, 8192), s_keys, stop_after_chunks=2, timeout_s=5)
@@ -807,12 +811,7 @@ def test_a_second_model_of_a_round_waits_while_the_first_is_still_arriving(tmp_p
     the inbox keeps one, so the second would otherwise be refused only after it had
     arrived in full, holding transfer slots meanwhile. It gets BUSY, and the
     first's end decides."""
-    keys = tmp_path / "keys"
-    s_pub, s_sec = generate_keypair(keys, "sender")
-    s_keys = load_keypair(s_sec)
-    receiver = Node(tmp_path, "receiver", [s_pub], max_concurrent_transfers=4, chunk_bytes=8192, window_chunks=1,
-                    chunk_timeout_s=0.3, transfer_timeout_s=3.0)
-    receiver.start()
+    receiver, s_keys = _slow_receiver(tmp_path, max_concurrent_transfers=4, transfer_timeout_s=3.0)
     try:
         first = _model_file(tmp_path / "first.safetensors", "sender", widths=(32, 64, 128))
         first_offer = offer_for_file("sender", first, 8192)
