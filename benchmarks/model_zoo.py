@@ -29,7 +29,7 @@ repository root::
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import sys
 import tempfile
 import time
@@ -39,16 +39,19 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine_line  # noqa: E402
+from _common import machine_line, set_threads  # noqa: E402
 
 from fol.accounting import forward_macs  # noqa: E402
 from fol.config import FOLConfig  # noqa: E402
-from fol.data import GeoDataset, load_dataset, make_synthetic, split_node  # noqa: E402
+from fol.data import DEFAULT_MIN_SAMPLES, GeoDataset, load_dataset, make_synthetic, split_node  # noqa: E402
+from fol.errors import ConfigError  # noqa: E402
+from fol.fileio import check_output_file, write_json_atomic  # noqa: E402
 from fol.data.synthetic import make_position_task  # noqa: E402
-from fol.models import DEFAULT_ARCH, ModelSpec, build_model, count_parameters  # noqa: E402
+from fol.models import DEFAULT_ARCH, ModelSpec, architectures, build_model, count_parameters  # noqa: E402
 from fol.train import TrainConfig, evaluate, fit  # noqa: E402
 
 FIT_TARGET = 0.98
+TASKS = ("wildfire", "hurricane", "position")
 
 
 def write_image_folder(ds: GeoDataset, root: Path) -> Path:
@@ -109,9 +112,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", type=Path, help="also write the measurements here")
     args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    print(machine_line(), flush=True)
     archs, tasks = args.archs.split(","), args.tasks.split(",")
+    for flag, names, known in (("--archs", archs, architectures()), ("--tasks", tasks, TASKS)):
+        for name in names:
+            if name not in known:
+                ap.error(f"{flag}: unknown {'architecture' if flag == '--archs' else 'task'} {name!r}; "
+                         f"expected a comma-separated list of {', '.join(known)}")
+    for flag, value, least in (("--pool", args.pool, DEFAULT_MIN_SAMPLES), ("--epochs", args.epochs, 1),
+                               ("--seed", args.seed, 0)):
+        if value < least:  # --pool: the fewest images a 70/15/15 split takes
+            ap.error(f"{flag} must be >= {least}, got {value}")
+    if not (args.lr > 0 and math.isfinite(args.lr)):
+        ap.error(f"--lr must be > 0, got {args.lr}")
+    if args.json is not None:
+        try:
+            check_output_file(args.json, ConfigError, what="--json")  # before the training, not after
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    set_threads(ap, args.threads)
+    print(machine_line(), flush=True)
     base = FOLConfig()  # batch size, momentum and weight decay as the nodes' pretraining uses them
     cfg = TrainConfig(epochs=args.epochs, batch_size=base.batch_size, lr=args.lr, momentum=base.momentum,
                       weight_decay=base.weight_decay, seed=args.seed)
@@ -140,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rule: cheapest (MACs) architecture with >= {100 * FIT_TARGET:.0f} % pooled train accuracy on every task "
           f"-> {pick or 'none of them'}; current default: {DEFAULT_ARCH}")
     if args.json:
-        args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "rows": rows}, indent=1))
+        write_json_atomic(args.json, {"args": vars(args) | {"json": str(args.json)}, "rows": rows})
     return 0
 
 
