@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import key_values, machine_line  # noqa: E402
 
-from fol.errors import FOLError  # noqa: E402
-from fol.fileio import write_json_atomic  # noqa: E402
+from fol.errors import ConfigError, FOLError  # noqa: E402
+from fol.fileio import check_output_file, write_json_atomic  # noqa: E402
 from fol.methods.fol_method import run_fol_pipeline  # noqa: E402
 from fol.reproduce import ProtocolConfig, load_pool, partition_pool, pretrained_swarm  # noqa: E402
 from fol.train import predict_logits  # noqa: E402
@@ -172,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = ProtocolConfig(datasets=(args.data,), psis=(args.psi,), seeds=(args.seed,), nodes=args.nodes,
                              pool=args.pool, image_size=args.image_size, rounds=1, methods=("fol",),
                              fol=key_values(args.fol, "--fol"))
+        if args.json is not None:
+            check_output_file(args.json, ConfigError, what="--json")  # before the round, not after
         print(machine_line())
         rows = diagnose(cfg, args.data, args.psi, args.seed)
     except FOLError as exc:

@@ -126,3 +126,14 @@ def test_prior_bias_recovers_a_shifted_class_prior(benchmark_script) -> None:
     matched = (torch.rand(20000, generator=g) < torch.sigmoid(x)).long()
     b = script.prior_bias(logits, matched)
     assert abs(float(b[1] - b[0])) < 0.1
+
+
+def test_unwritable_json_fails_before_the_round(tmp_path, capsys, monkeypatch, benchmark_script) -> None:
+    """An unwritable --json was a traceback after the whole swarm had trained and its round had run."""
+    import pytest
+
+    script = benchmark_script("fol_diagnose")
+    monkeypatch.setattr(script, "diagnose", lambda *a, **k: pytest.fail("ran before --json was checked"))
+    assert script.main(["--nodes", "3", "--pool", "150", "--json", str(tmp_path)]) == 2  # a folder
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--json" in err and "is a folder" in err
