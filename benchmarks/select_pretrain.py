@@ -35,8 +35,9 @@ from _common import machine_line, set_threads  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
 from fol.data import dirichlet_partition, make_synthetic, split_node  # noqa: E402
+from fol.data.synthetic import TASK_CLASSES  # noqa: E402
 from fol.defaults import DEFAULT_ARCH  # noqa: E402
-from fol.models import ModelSpec, build_model  # noqa: E402
+from fol.models import ModelSpec, architectures, build_model  # noqa: E402
 from fol.train import evaluate, fit  # noqa: E402
 
 
@@ -61,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             ap.error(f"{flag}: {bad[0]} is out of range (seeds, nodes >= 1; per-node >= 20, the fewest a "
                      "70/15/15 split takes; psi and learning rates > 0; patiences >= 0)")
+    for flag, names, known in (("--tasks", args.tasks, sorted(TASK_CLASSES)), ("--arch", [args.arch], architectures())):
+        bad = [v for v in names if v not in known]
+        if bad:  # a task is only drawn when its turn comes, after every task before it trained
+            ap.error(f"{flag}: unknown name {bad[0]!r}; expected {', '.join(known)}")
     set_threads(ap, args.threads)
     print(machine_line(), flush=True)
     cands = [(lr, p) for p in args.patiences for lr in args.lrs]

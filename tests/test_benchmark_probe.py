@@ -60,11 +60,16 @@ def test_cpu_counts_children_never_waited_for_and_not_what_came_before(benchmark
 
 @pytest.mark.parametrize("name, argv", [("compare_methods", ["--threads", "0"]), ("calibrate_synthetic", ["--threads", "0"]),
                                         ("select_pretrain", ["--threads", "99999"]), ("select_pretrain", ["--seeds", "0"]),
-                                        ("select_pretrain", ["--lrs", "0.01", "-1"])])
+                                        ("select_pretrain", ["--lrs", "0.01", "-1"]),
+                                        ("select_pretrain", ["--tasks", "wildfire", "nope"]),
+                                        ("select_pretrain", ["--arch", "nope"])])
 def test_benchmark_settings_out_of_range_stop_before_any_work(name, argv, benchmark_script, monkeypatch, capsys) -> None:
-    """--threads 0 was a traceback in three scripts; select_pretrain took --seeds 0 and a negative rate."""
+    """--threads 0 was a traceback in three scripts; select_pretrain took --seeds 0 and a negative rate,
+    and stopped on an unknown --tasks name only when it came to it, after training every task before."""
     script = benchmark_script(name)
     monkeypatch.setattr(sys, "argv", [f"{name}.py", *argv])
+    if name == "select_pretrain":
+        monkeypatch.setattr(script, "make_synthetic", lambda *a, **k: pytest.fail("data drawn before the check"))
     with pytest.raises(SystemExit) as stop:
         script.main() if name == "compare_methods" else script.main(argv)
     err = capsys.readouterr().err
