@@ -12,6 +12,7 @@ over the five neighbours for the per-neighbour stages).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -24,8 +25,10 @@ from fol.checkpoint import ModelCard  # noqa: E402
 from fol.config import PRESET_NAMES, FOLConfig  # noqa: E402
 from fol.defaults import DEFAULT_ARCH  # noqa: E402
 from fol.errors import FOLError  # noqa: E402
-from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
+from fol.data import DEFAULT_MIN_SAMPLES, dirichlet_partition, make_synthetic  # noqa: E402
+from fol.models import architectures  # noqa: E402
 from fol.personalize import NodeState, Received, personalize  # noqa: E402
+from fol.variants import ALL_VARIANTS  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
 
 
@@ -34,10 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--q", type=int, default=5)
     ap.add_argument("--train-images", type=int, default=300, help="training images on the node (70 %% of its data)")
     ap.add_argument("--arch", default=DEFAULT_ARCH)
-    ap.add_argument("--variant", default="fol")
+    ap.add_argument("--variant", default="fol", choices=ALL_VARIANTS)
     ap.add_argument("--preset", default="default", choices=PRESET_NAMES)
     ap.add_argument("--fol", nargs="*", default=[], metavar="KEY=VALUE", help="FOLConfig overrides on the preset")
     args = ap.parse_args(argv)
+    if args.arch not in architectures():
+        ap.error(f"--arch: unknown architecture {args.arch!r}; expected one of {', '.join(architectures())}")
+    least = math.ceil(0.7 * DEFAULT_MIN_SAMPLES)  # the node's images, train / 0.7, must take a 70/15/15 split
+    if args.train_images < least:
+        ap.error(f"--train-images must be >= {least}, got {args.train_images}")
     try:
         cfg = FOLConfig.from_dict({"preset": args.preset, **key_values(args.fol, "--fol"), "max_neighbours": args.q})
     except FOLError as exc:

@@ -33,3 +33,18 @@ def test_a_bad_override_is_one_line_and_exit_2(capsys, benchmark_script) -> None
     assert script.main(["--fol", "distill_inputs=telepathy"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "distill_inputs" in err and "telepathy" in err
+
+
+def test_bad_settings_stop_before_any_training(capsys, monkeypatch, benchmark_script) -> None:
+    """An unknown --variant was refused only after the node and its neighbours had been pretrained;
+    an unknown --arch and a --train-images too few for a split were tracebacks."""
+    import pytest
+
+    script = benchmark_script("fol_node_time")
+    monkeypatch.setattr(script, "make_synthetic", lambda *a, **k: pytest.fail("data drawn before the check"))
+    for argv, words in ((["--variant", "nope"], "--variant"), (["--arch", "nope"], "--arch: unknown architecture 'nope'"),
+                        (["--train-images", "-5"], "--train-images must be >= 14, got -5")):
+        with pytest.raises(SystemExit) as stop:
+            script.main(argv)
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and words in err and "Traceback" not in err
