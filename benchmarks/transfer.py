@@ -45,6 +45,8 @@ from fol.agent.transfer import Receiver, ReceiverSettings, offer_for_file, secur
 from fol.checkpoint import save_model  # noqa: E402
 from fol.models import ModelSpec, build_model  # noqa: E402
 
+MAX_CHUNK_KIB = 16 * 1024
+
 
 def _model(path: Path, widths: list[int], hidden: int, round_: int = 0, seed: int = 0) -> Path:
     spec = ModelSpec("cnn", num_classes=2, options={"widths": widths, "hidden": hidden})
@@ -156,12 +158,18 @@ def agent_latency(work: Path, model_dir: Path, repeats: int) -> list[float]:
     return times
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--chunk-kib", type=int, default=256)
     ap.add_argument("--window", type=int, default=8)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.repeats < 1:
+        ap.error(f"--repeats must be >= 1, got {args.repeats}")
+    if not 1 <= args.chunk_kib <= MAX_CHUNK_KIB:  # a node's limits.chunk_bytes takes at most 16 MiB
+        ap.error(f"--chunk-kib must be 1..{MAX_CHUNK_KIB}, got {args.chunk_kib}")
+    if args.window < 1:
+        ap.error(f"--window must be >= 1, got {args.window}")
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
