@@ -11,7 +11,8 @@ the end-to-end time of a 1 MB model through a running node agent.
    validation, the atomic rename and the fsynced state write).
 2. Latency: a ~1 MB model (widths 32/64/128/128) offered to a running agent
    (CURVE, ZAP, persisted state) over a fresh connection, from the first OFFER
-   to the DONE, i.e. verified in the inbox; median of ``--repeats``.
+   to the DONE, i.e. verified in the inbox; median of ``--repeats`` runs, at
+   least 5.
 
 MB = 10^6 bytes. Run from the repository root::
 
