@@ -11,7 +11,9 @@ default architecture (:data:`fol.models.DEFAULT_ARCH`):
 * one model on the union of all train splits (early stopping on the union of
   val splits), evaluated on the union of test splits ("pooled");
 * the **far-region drop**: one model trained on images from the task's first
-  region box (:data:`fol.data.TASK_REGIONS`, balanced classes) and tested on
+  region box (:data:`fol.data.TASK_REGIONS`, half of them events: balanced
+  classes with ``--classes event``, the event forms sharing their half with
+  ``--classes type``) and tested on
   held-out images of that box and of the box farthest from it; the drop is the
   accuracy lost on the far box.
 
@@ -102,7 +104,8 @@ def far_box(task: str):
 
 def region_drop(task: str, arch: str, n: int, cfg: TrainConfig, seed: int,
                 classes: str = "event") -> tuple[float, float, str, str]:
-    """Accuracy of a model trained on the first box, on that box and on the far box."""
+    """Accuracy of a model trained on the first box, on that box and on the far box
+    (``n`` images there, ``n // 4`` on the far box; half of each are events)."""
     near, far = far_box(task)
     box = lambda b: (b.lat_min, b.lat_max, b.lon_min, b.lon_max)  # noqa: E731
     a = make_synthetic(task, n, seed=seed + 101, region=box(near), positive_fraction=0.5, classes=classes)
@@ -146,7 +149,7 @@ def calibrate(task: str, args: argparse.Namespace, seed: int) -> dict[str, float
     print(f"  local test accuracy  : {loc:.1f} ± {out['local_std']:.1f} % (mean ± sample std over nodes)")
     print(f"  majority-class rate  : {maj:.1f} %")
     print(f"  pooled test accuracy : {out['pooled']:.1f} % ({len(pooled[0])} train images)")
-    print(f"  far region           : trained on {near_name} ({args.region_images} images, balanced): "
+    print(f"  far region           : trained on {near_name} ({args.region_images} images, half of them events): "
           f"{out['near']:.1f} % there, {out['far']:.1f} % on {far_name}")
     for name, value in checks.items():
         ok = value >= TARGETS[name]
