@@ -72,7 +72,7 @@ from fol.config import FOLConfig  # noqa: E402
 from fol.data import DEFAULT_MIN_SAMPLES, TASK_REGIONS, GeoDataset, dirichlet_partition, make_synthetic, split_node  # noqa: E402
 from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import check_output_file, write_json_atomic  # noqa: E402
-from fol.models import DEFAULT_ARCH, ModelSpec, build_model  # noqa: E402
+from fol.models import DEFAULT_ARCH, ModelSpec, architectures, build_model  # noqa: E402
 from fol.train import TrainConfig, evaluate, fit  # noqa: E402
 
 TARGETS = {"local - majority": 5.0, "pooled": 95.0, "pooled - local": 10.0, "far-region drop": 10.0}
@@ -221,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.seeds < 1:
         ap.error(f"--seeds must be a positive number of seeds, got {args.seeds}")
+    if args.arch not in architectures():  # otherwise refused only once the pool is drawn
+        ap.error(f"--arch: unknown architecture {args.arch!r}; expected one of {', '.join(architectures())}")
     for flag, value, least in (("--nodes", args.nodes, 1), ("--per-node", args.per_node, 1),
                                ("--local-nodes", args.local_nodes, 0),
                                ("--region-images", args.region_images, DEFAULT_MIN_SAMPLES)):

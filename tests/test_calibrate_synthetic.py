@@ -80,15 +80,19 @@ def test_unwritable_json_fails_before_training(tmp_path, capsys, benchmark_scrip
 def test_bad_settings_are_one_line_and_region_images_is_checked_before_training(tmp_path, capsys, monkeypatch,
                                                                                 benchmark_script) -> None:
     """Each was a traceback; a --region-images below the split's minimum only after every local model and
-    the pooled one had trained."""
+    the pooled one had trained; an unknown --arch only after the pool had been drawn."""
     script = benchmark_script("calibrate_synthetic")
     small = ["--task", "hurricane", "--nodes", "2", "--per-node", "40", "--pool", "400"]
     monkeypatch.setattr(script, "train_eval", lambda *a, **k: pytest.fail("trained before the settings were checked"))
+    monkeypatch.setattr(script, "make_synthetic", lambda *a, **k: pytest.fail("data drawn before the settings were checked"))
     for argv, words in ((["--region-images", "3"], "--region-images must be >= 20, got 3"),
-                        (["--local-nodes", "-1"], "--local-nodes must be >= 0, got -1")):
+                        (["--local-nodes", "-1"], "--local-nodes must be >= 0, got -1"),
+                        (["--arch", "nope"], "--arch: unknown architecture 'nope'")):
         with pytest.raises(SystemExit) as exc:  # argparse: usage, then the one line
             script.main(small + argv)
         assert exc.value.code == 2 and words in capsys.readouterr().err
+    monkeypatch.undo()
+    monkeypatch.setattr(script, "train_eval", lambda *a, **k: pytest.fail("trained before the settings were checked"))
     for argv, words in ((["--psi", "0"], "error: Dirichlet concentration psi must be > 0"),
                         (["--lr", "-1"], "error: fol.pretrain_lr must be > 0")):
         assert script.main(small + argv) == 2
