@@ -5,8 +5,9 @@ partition, splits and pretraining for a given dataset, psi and seed), runs one
 FOL round (FOL-A: alignment pruning on, the default ``FOLConfig`` unless
 ``--fol`` overrides it) and prints, per node, what its round report holds:
 
-* images and the majority-class share of the node's data, and the rate of
-  predicting the node's majority class on its validation split;
+* images and the majority-class share of the node's data, and the share of
+  its validation split's own most frequent class (the accuracy of the best
+  constant prediction there, the "val majority rate");
 * the own model's validation accuracy, and every received neighbour's as
   received and after alignment (fine-tune, pruning, post fine-tune);
 * the weight the ensemble gives the own model, and the ensemble's and the
