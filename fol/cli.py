@@ -5,13 +5,16 @@ an ``add_*_parser(subparsers)`` function; the heavy modules (torch, skyfield) ar
 imported only when their command runs, so ``fol --help`` is instant.
 
 User errors (a bad file, field or payload) end in one line on stderr and exit
-status 2; nothing is printed as a traceback unless ``--debug`` is given.
+status 2; nothing is printed as a traceback unless ``--debug`` is given. A
+reader that stops reading the output (``fol ... | head -1``) ends the command
+quietly with status 141, as a command ended by SIGPIPE.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Callable, Sequence
 
@@ -50,6 +53,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _main(argv)
+        finally:  # the output still buffered (all of it, when it goes to a pipe): written here, not at exit
+            if sys.stdout is not None:  # None: started with stdout closed
+                sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        return 141
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's last flush at exit
+    does not fail again on the closed pipe (an 'Exception ignored' message)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout has no file descriptor (captured, or None)
+        pass
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.DEBUG if args.debug else logging.WARNING if args.quiet else logging.INFO

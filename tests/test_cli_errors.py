@@ -171,3 +171,28 @@ def test_contacts_output_that_cannot_be_written_is_one_line(tmp_path: Path, monk
     assert main(["contacts", _walker_scenario(tmp_path), "--ion", "--no-plot", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "contacts.ion" in err[0] and "No space left" in err[0], err
+
+
+@pytest.mark.parametrize("argv, unbuffered", [(["--help"], False), (["contacts", "SCENARIO", "--check"], False),
+                                              (["contacts", "SCENARIO", "--check"], True)])
+def test_output_reader_gone_is_quiet(argv: list[str], unbuffered: bool, tmp_path: Path) -> None:
+    """`fol ... | head -1`: the reader closes the pipe before fol writes; fol stops quietly with
+    the status of a command ended by SIGPIPE (141), no traceback, no 'Exception ignored'."""
+    import os
+    import subprocess
+    import sys
+
+    argv = [_walker_scenario(tmp_path) if a == "SCENARIO" else a for a in argv]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone
+    try:
+        proc = subprocess.run([sys.executable, "-c", "import sys; from fol.cli import main; sys.exit(main())", *argv],
+                              stdout=w, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+    finally:
+        os.close(w)
+    assert proc.returncode == 141 and proc.stderr == "", (proc.returncode, proc.stderr)
+
