@@ -5,9 +5,10 @@ an ``add_*_parser(subparsers)`` function; the heavy modules (torch, skyfield) ar
 imported only when their command runs, so ``fol --help`` is instant.
 
 User errors (a bad file, field or payload) end in one line on stderr and exit
-status 2; nothing is printed as a traceback unless ``--debug`` is given. A
-reader that stops reading the output (``fol ... | head -1``) ends the command
-quietly with status 141, as a command ended by SIGPIPE.
+status 2; nothing is printed as a traceback unless ``--debug`` is given. Ctrl-C
+ends in one line and exit status 130. A reader that stops reading the output
+(``fol ... | head -1``) ends the command quietly with status 141, as a command
+ended by SIGPIPE.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _discard_stdout()
         return 141
+    except KeyboardInterrupt:  # before a sub-command runs: while its modules are imported
+        print("fol: interrupted", file=sys.stderr)
+        return 130
 
 
 def _discard_stdout() -> None:

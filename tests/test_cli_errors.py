@@ -196,3 +196,16 @@ def test_output_reader_gone_is_quiet(argv: list[str], unbuffered: bool, tmp_path
         os.close(w)
     assert proc.returncode == 141 and proc.stderr == "", (proc.returncode, proc.stderr)
 
+
+def test_interrupt_while_starting_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C in the first second (the sub-commands' modules are still being imported): one line, 130."""
+    import fol.cli
+
+    def interrupted() -> list:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fol.cli, "_registrars", interrupted)
+    assert main(["contacts", "x.toml"]) == 130
+    captured = capsys.readouterr()
+    assert captured.err == "fol: interrupted\n" and captured.out == "", captured
