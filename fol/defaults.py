@@ -12,6 +12,11 @@ cores (``benchmarks/fol_node_time.py``). ``cnn-small`` remains available by
 name; it cannot fit the position task (its receptive field is too small for
 its global average pooling to keep where things are).
 
+``MAX_SEED`` is the largest seed a user may give (a scenario's ``seeds``,
+``--data seed=``, ``--init-seed``): the data generators use a seed's low 32
+bits only, and a larger one overflows torch's 64-bit generator seed once a
+node index is mixed in.
+
 ``IMAGE_FOLDER_COORDS`` are the places an image folder's coordinates can come
 from (``load_image_folder``'s ``coords``, a scenario's ``data.coords``,
 ``fol data info --coords``).
@@ -22,7 +27,9 @@ from (``load_image_folder``'s ``coords``, a scenario's ``data.coords``,
 
 DEFAULT_ARCH = "cnn-medium"
 
+MAX_SEED = 2**32 - 1
+
 #: ``"none"`` (NaN), ``"filename"`` (``<lon>,<lat>.<ext>``) or ``"csv"`` (``<folder>/coords.csv``).
 IMAGE_FOLDER_COORDS = ("none", "filename", "csv")
 
-__all__ = ["DEFAULT_ARCH", "IMAGE_FOLDER_COORDS"]
+__all__ = ["DEFAULT_ARCH", "MAX_SEED", "IMAGE_FOLDER_COORDS"]

@@ -76,6 +76,15 @@ def _out_with_folder(tmp: Path, name: str) -> str:
     return str(tmp / "out")
 
 
+def _learning_scenario(tmp: Path, seeds: str) -> str:
+    """The demo scenario with another ``seeds`` line."""
+    from importlib import resources
+
+    text = resources.files("fol.simulation").joinpath("demo.toml").read_text()
+    (tmp / "learn.toml").write_text(text.replace("seeds = [0]", seeds, 1))
+    return str(tmp / "learn.toml")
+
+
 CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "pretrain --lr 1e9": (lambda t: ["pretrain", "--data", DATA, "--lr", "1e9", "--out", str(t / "m.safetensors")],
                           "--lr"),
@@ -125,6 +134,13 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
                           "epoch day"),
     "TLE inclination 999": (lambda t: ["contacts", str(_tle_scenario(t, _tle_with(2, 8, "999.0000")))],
                             "inclination"),
+    "pretrain --data seed=10**26": (lambda t: ["pretrain", "--data", DATA + f",seed={10**26}", "--out", str(t / "m.st")],
+                                    "--data: seed=100000000000000000000000000: expected an integer in 0..4294967295"),
+    "pretrain --init-seed 10**26": (lambda t: ["pretrain", "--data", DATA, "--init-seed", str(10**26),
+                                               "--out", str(t / "m.st")],
+                                    "--init-seed: expected an integer in 0..4294967295"),
+    "simulate seeds = [10**30]": (lambda t: ["simulate", _learning_scenario(t, f"seeds = [{10**30}]"), "--check"],
+                                  "scenario.seeds: expected a non-empty list of integers in 0..4294967295"),
     "contacts error names command and file": (
         lambda t: ["contacts", str(_tle_scenario(t, "garbage\n"))], "fol contacts: error: "),
 }
