@@ -141,6 +141,8 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
                                     "--init-seed: expected an integer in 0..4294967295"),
     "simulate seeds = [10**30]": (lambda t: ["simulate", _learning_scenario(t, f"seeds = [{10**30}]"), "--check"],
                                   "scenario.seeds: expected a non-empty list of integers in 0..4294967295"),
+    "keys list --store FILE": (lambda t: ["keys", "list", "--store", _existing_file(t)],
+                               "taken: trust store folder exists and is not a folder"),
     "contacts error names command and file": (
         lambda t: ["contacts", str(_tle_scenario(t, "garbage\n"))], "fol contacts: error: "),
 }

@@ -207,6 +207,8 @@ class TrustStore:
 
     def reload(self) -> dict[bytes, str]:
         """Read every ``*.key`` file; a malformed one is a :class:`ConfigError`."""
+        if self.folder.exists() and not self.folder.is_dir():
+            raise ConfigError(f"{self.folder}: trust store folder exists and is not a folder")
         if not self.folder.is_dir():
             raise ConfigError(f"{self.folder}: trust store folder does not exist (create it with 'fol keys trust')")
         signature = self._current_signature()
