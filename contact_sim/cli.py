@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from orbits import OrbitError
+from swarmbase.cli import run_command
 from swarmbase.fileio import check_output_dir, check_output_file
 from swarmbase.units import format_bytes
 
@@ -144,6 +145,10 @@ def run_contacts(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return run_command("contact_sim", lambda: _main(argv))  # Ctrl-C, a closed output pipe
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="contact_sim")
     sub = parser.add_subparsers(dest="command", required=True)
     add_contacts_parser(sub)

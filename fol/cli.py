@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from typing import Callable, Sequence
+
+from swarmbase.cli import run_command
 
 __all__ = ["main", "build_parser"]
 
@@ -54,29 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        try:
-            return _main(argv)
-        finally:  # the output still buffered (all of it, when it goes to a pipe): written here, not at exit
-            if sys.stdout is not None:  # None: started with stdout closed
-                sys.stdout.flush()
-    except BrokenPipeError:
-        _discard_stdout()
-        return 141
-    except KeyboardInterrupt:  # before a sub-command runs: while its modules are imported
-        print("fol: interrupted", file=sys.stderr)
-        return 130
-
-
-def _discard_stdout() -> None:
-    """Point stdout at the null device, so that the interpreter's last flush at exit
-    does not fail again on the closed pipe (an 'Exception ignored' message)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # stdout has no file descriptor (captured, or None)
-        pass
+    return run_command("fol", lambda: _main(argv))  # Ctrl-C before the command runs, a closed output pipe
 
 
 def _main(argv: Sequence[str] | None) -> int:

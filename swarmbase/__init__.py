@@ -4,7 +4,9 @@
 - :mod:`swarmbase.tomlcheck`: reading TOML files and checking their tables,
   with one message style (each package raises its own error type);
 - :mod:`swarmbase.fileio`: the one crash-safe file writer;
-- :mod:`swarmbase.units`: human-readable byte counts.
+- :mod:`swarmbase.units`: human-readable byte counts;
+- :mod:`swarmbase.cli`: what every command-line entry point does on Ctrl-C
+  and on a closed output pipe.
 
 It imports nothing from the project and no third-party package, so it sits
 below the layering rules (``orbits`` / ``contact_sim`` never import ``fol`` or

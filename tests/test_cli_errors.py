@@ -191,9 +191,11 @@ def test_contacts_output_that_cannot_be_written_is_one_line(tmp_path: Path, monk
     assert len(err) == 1 and "contacts.ion" in err[0] and "No space left" in err[0], err
 
 
-@pytest.mark.parametrize("argv, unbuffered", [(["--help"], False), (["contacts", "SCENARIO", "--check"], False),
-                                              (["contacts", "SCENARIO", "--check"], True)])
-def test_output_reader_gone_is_quiet(argv: list[str], unbuffered: bool, tmp_path: Path) -> None:
+@pytest.mark.parametrize("entry, argv, unbuffered", [
+    ("fol.cli", ["--help"], False), ("fol.cli", ["contacts", "SCENARIO", "--check"], False),
+    ("fol.cli", ["contacts", "SCENARIO", "--check"], True),
+    ("contact_sim.cli", ["contacts", "SCENARIO", "--check"], False)])  # the documented standalone entry point
+def test_output_reader_gone_is_quiet(entry: str, argv: list[str], unbuffered: bool, tmp_path: Path) -> None:
     """`fol ... | head -1`: the reader closes the pipe before fol writes; fol stops quietly with
     the status of a command ended by SIGPIPE (141), no traceback, no 'Exception ignored'."""
     import os
@@ -208,7 +210,7 @@ def test_output_reader_gone_is_quiet(argv: list[str], unbuffered: bool, tmp_path
     r, w = os.pipe()
     os.close(r)  # the reader is gone
     try:
-        proc = subprocess.run([sys.executable, "-c", "import sys; from fol.cli import main; sys.exit(main())", *argv],
+        proc = subprocess.run([sys.executable, "-c", f"import sys; from {entry} import main; sys.exit(main())", *argv],
                               stdout=w, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
     finally:
         os.close(w)
@@ -227,3 +229,17 @@ def test_interrupt_while_starting_is_one_line(monkeypatch: pytest.MonkeyPatch,
     assert main(["contacts", "x.toml"]) == 130
     captured = capsys.readouterr()
     assert captured.err == "fol: interrupted\n" and captured.out == "", captured
+
+
+def test_contact_sim_standalone_interrupt_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m contact_sim.cli contacts ...`` (documented for large searches): Ctrl-C is one line, 130."""
+    import contact_sim.cli
+
+    def interrupted(args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(contact_sim.cli, "run_contacts", interrupted)
+    assert contact_sim.cli.main(["contacts", _walker_scenario(tmp_path)]) == 130
+    captured = capsys.readouterr()
+    assert captured.err == "contact_sim: interrupted\n" and captured.out == "", captured
