@@ -29,6 +29,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from swarmbase.tomlcheck import is_finite_number
+
 from .errors import ContactError
 
 _EPS_J = 1e-9
@@ -48,7 +50,7 @@ class EnergyModel:
     def __post_init__(self) -> None:
         for name in ("battery_wh", "solar_w", "idle_w", "j_per_flop", "j_per_byte"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            if not is_finite_number(v) or v < 0:
                 raise ContactError(f"energy.{name}: expected a number >= 0, got {v!r}")
         if self.battery_wh <= 0:
             raise ContactError(f"energy.battery_wh: expected a positive capacity, got {self.battery_wh}")

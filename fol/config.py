@@ -24,7 +24,6 @@ the fields of :data:`PAPER_OVERRIDES`:
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from typing import Any
 from fol.errors import ConfigError
 from fol.pruning import PruneConfig
 from fol.train import TrainConfig
-from swarmbase.tomlcheck import Table, read_toml
+from swarmbase.tomlcheck import Table, is_finite_number, read_toml
 from fol.variants import PRESET_NAMES
 
 __all__ = ["FOLConfig", "PRESETS", "PAPER_OVERRIDES", "CHOICES"]
@@ -208,7 +207,7 @@ class FOLConfig:
                 if not isinstance(value, int) or isinstance(value, bool):
                     raise ConfigError(f"fol.{f.name} must be an integer, got {value!r}")
             elif f.type == "float":
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                if not is_finite_number(value):
                     raise ConfigError(f"fol.{f.name} must be a finite number, got {value!r}")
                 setattr(self, f.name, float(value))
             elif f.type == "bool":

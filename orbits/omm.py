@@ -125,6 +125,8 @@ def _checked_fields(rec: Any, where: str) -> dict[str, Any]:
             raise OrbitError(f"{where}.{key}: missing (required)")
         try:
             value = float(fields[key])
+        except OverflowError:  # a JSON integer beyond the float range
+            value = math.inf
         except (TypeError, ValueError):
             raise OrbitError(f"{where}.{key}: expected a number, got {fields[key]!r}") from None
         if not math.isfinite(value):

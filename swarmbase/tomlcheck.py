@@ -26,7 +26,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["Table", "read_toml", "read_text_file", "check_input_file", "MAX_TOML_BYTES"]
+__all__ = ["Table", "read_toml", "read_text_file", "check_input_file", "is_finite_number", "MAX_TOML_BYTES"]
 
 #: Configuration files larger than this are refused before parsing (bytes).
 MAX_TOML_BYTES = 4 * 1024 * 1024
@@ -83,8 +83,19 @@ def read_toml(path: str | os.PathLike[str], error: type[Exception], what: str = 
     return doc, text
 
 
-def _number(v: Any) -> bool:
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+def is_finite_number(v: Any) -> bool:
+    """``v`` is an int or a float (not a bool), finite and within the float range:
+    TOML and JSON integers have no size limit, and ``10**400`` is no float.
+
+    >>> is_finite_number(3), is_finite_number(float("nan")), is_finite_number(10**400), is_finite_number(True)
+    (True, False, False, False)
+    """
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an integer beyond the float range
+        return False
 
 
 class Table:
@@ -150,7 +161,7 @@ class Table:
         v = self.raw(key, default, required)
         if v is None or key not in self.data:
             return v
-        if not _number(v):
+        if not is_finite_number(v):
             self.fail(key, f"expected a number, got {v!r}")
         if positive and v <= 0:
             self.fail(key, f"expected a positive number, got {v}")

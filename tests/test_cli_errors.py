@@ -85,6 +85,27 @@ def _learning_scenario(tmp: Path, seeds: str) -> str:
     return str(tmp / "learn.toml")
 
 
+def _big_number_file(tmp: Path, name: str, text: str, old: str, key: str) -> str:
+    """``text`` with line ``old`` replaced by (or, when ``old`` is empty, ending with) ``key = 10**400``."""
+    line = f"{key} = {10**400}"
+    (tmp / name).write_text(text.replace(old, line) if old else text + line + "\n")
+    return str(tmp / name)
+
+
+def _omm_scenario(tmp: Path, key: str, value: object) -> str:
+    import json
+
+    from orbits import write_omm
+
+    write_omm(tmp / "gp.json", walker_delta(2, 1, 0, 550.0, 53.0, "2025-03-01T00:00:00Z"))
+    records = json.loads((tmp / "gp.json").read_text())
+    records[0][key] = value
+    (tmp / "gp.json").write_text(json.dumps(records))
+    (tmp / "omm.toml").write_text('[constellation]\nkind = "omm"\nomm_file = "gp.json"\n[time]\n'
+                                  'start = "2025-03-01T00:00:00Z"\nduration_s = 3600.0\n[link]\nmax_range_km = 5000.0\n')
+    return str(tmp / "omm.toml")
+
+
 CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "pretrain --lr 1e9": (lambda t: ["pretrain", "--data", DATA, "--lr", "1e9", "--out", str(t / "m.safetensors")],
                           "--lr"),
@@ -143,6 +164,15 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
                                   "scenario.seeds: expected a non-empty list of integers in 0..4294967295"),
     "keys list --store FILE": (lambda t: ["keys", "list", "--store", _existing_file(t)],
                                "taken: trust store folder exists and is not a folder"),
+    # TOML and JSON integers have no size limit; one beyond the float range is not a number of the range
+    "altitude_km = 10**400": (lambda t: ["contacts", _big_number_file(t, "walker.toml", WALKER, "altitude_km = 550.0",
+                                                                      "altitude_km")],
+                              "constellation.altitude_km: expected a number, got 1000"),
+    "personalize --config finetune_lr = 10**400": (
+        lambda t: _personalize(t, str(t / "o")) + ["--config", _big_number_file(t, "fol.toml", "", "", "finetune_lr")],
+        "fol.finetune_lr must be a finite number, got 1000"),
+    "OMM MEAN_MOTION = 10**400": (lambda t: ["contacts", _omm_scenario(t, "MEAN_MOTION", 10**400)],
+                                  "MEAN_MOTION: expected a finite number, got 1000"),
     "contacts error names command and file": (
         lambda t: ["contacts", str(_tle_scenario(t, "garbage\n"))], "fol contacts: error: "),
 }
@@ -243,3 +273,12 @@ def test_contact_sim_standalone_interrupt_is_one_line(tmp_path: Path, monkeypatc
     assert contact_sim.cli.main(["contacts", _walker_scenario(tmp_path)]) == 130
     captured = capsys.readouterr()
     assert captured.err == "contact_sim: interrupted\n" and captured.out == "", captured
+
+
+def test_position_stale_s_beyond_the_float_range_is_a_config_error() -> None:
+    """[position] stale_s = 10**400 in an agent's TOML: a ConfigError, not an OverflowError."""
+    from fol.agent.position import PositionConfig
+    from fol.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="position.stale_s: expected a positive number of seconds"):
+        PositionConfig(connection="udpin:127.0.0.1:14550", stale_s=10**400)

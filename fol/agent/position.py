@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import threading
 import time
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from fol.errors import ConfigError
+from swarmbase.tomlcheck import is_finite_number
 
 __all__ = ["PositionConfig", "PositionSource", "PositionLog", "fix_from_message"]
 
@@ -62,8 +62,7 @@ class PositionConfig:
                               f"'udpin:127.0.0.1:14550', got {self.connection!r}")
         if isinstance(self.baud, bool) or not isinstance(self.baud, int) or self.baud <= 0:
             raise ConfigError(f"position.baud: expected a positive integer, got {self.baud!r}")
-        if (isinstance(self.stale_s, bool) or not isinstance(self.stale_s, (int, float))
-                or not math.isfinite(self.stale_s) or self.stale_s <= 0):
+        if not is_finite_number(self.stale_s) or self.stale_s <= 0:
             raise ConfigError(f"position.stale_s: expected a positive number of seconds, got {self.stale_s!r}")
 
 
