@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+import sys
 import threading
 from typing import Sequence
 
@@ -74,6 +75,22 @@ def mean_std(values: Sequence[float], signed: bool = False) -> str:
     if len(values) == 1:
         return f"{100 * values[0]:{sign}.2f}"
     return f"{100 * statistics.mean(values):{sign}.2f} ± {100 * statistics.stdev(values):.2f}"
+
+
+def unwritable_output(path: object, flag: str = "--json") -> bool:
+    """Whether the output file ``path`` (None: not asked for) cannot be written, said in
+    one ``error:`` line on stderr; a script calls it before any work, not after."""
+    if path is None or path == "":
+        return False
+    from fol.errors import ConfigError
+    from fol.fileio import check_output_file
+
+    try:
+        check_output_file(path, ConfigError, what=flag)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return True
+    return False
 
 
 # --------------------------------------------------------------------------- true peak memory

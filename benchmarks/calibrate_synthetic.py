@@ -66,12 +66,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine_line, set_threads  # noqa: E402
+from _common import machine_line, set_threads, unwritable_output  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
 from fol.data import DEFAULT_MIN_SAMPLES, TASK_REGIONS, GeoDataset, dirichlet_partition, make_synthetic, split_node  # noqa: E402
-from fol.errors import ConfigError, FOLError  # noqa: E402
-from fol.fileio import check_output_file, write_json_atomic  # noqa: E402
+from fol.errors import FOLError  # noqa: E402
+from fol.fileio import write_json_atomic  # noqa: E402
 from fol.models import DEFAULT_ARCH, ModelSpec, architectures, build_model  # noqa: E402
 from fol.train import TrainConfig, evaluate, fit  # noqa: E402
 
@@ -228,12 +228,8 @@ def main(argv: list[str] | None = None) -> int:
                                ("--region-images", args.region_images, DEFAULT_MIN_SAMPLES)):
         if value < least:  # --region-images is only used after every local and the pooled model trained
             ap.error(f"{flag} must be >= {least}, got {value}")
-    if args.json is not None:
-        try:
-            check_output_file(args.json, ConfigError, what="--json")  # before the training, not after
-        except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    if unwritable_output(args.json):  # before the training, not after
+        return 2
     set_threads(ap, args.threads)
     print(machine_line(), flush=True)
     seeds = list(range(args.seed, args.seed + args.seeds))

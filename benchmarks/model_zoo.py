@@ -39,13 +39,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine_line, set_threads  # noqa: E402
+from _common import machine_line, set_threads, unwritable_output  # noqa: E402
 
 from fol.accounting import forward_macs  # noqa: E402
 from fol.config import FOLConfig  # noqa: E402
 from fol.data import DEFAULT_MIN_SAMPLES, GeoDataset, load_dataset, make_synthetic, split_node  # noqa: E402
-from fol.errors import ConfigError  # noqa: E402
-from fol.fileio import check_output_file, write_json_atomic  # noqa: E402
+from fol.fileio import write_json_atomic  # noqa: E402
 from fol.data.synthetic import make_position_task  # noqa: E402
 from fol.models import DEFAULT_ARCH, ModelSpec, architectures, build_model, count_parameters  # noqa: E402
 from fol.train import TrainConfig, evaluate, fit  # noqa: E402
@@ -124,12 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"{flag} must be >= {least}, got {value}")
     if not (args.lr > 0 and math.isfinite(args.lr)):
         ap.error(f"--lr must be > 0, got {args.lr}")
-    if args.json is not None:
-        try:
-            check_output_file(args.json, ConfigError, what="--json")  # before the training, not after
-        except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    if unwritable_output(args.json):  # before the training, not after
+        return 2
     set_threads(ap, args.threads)
     print(machine_line(), flush=True)
     base = FOLConfig()  # batch size, momentum and weight decay as the nodes' pretraining uses them

@@ -56,12 +56,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine_line  # noqa: E402
+from _common import machine_line, unwritable_output  # noqa: E402
 
 from fol.checkpoint import ModelCard  # noqa: E402
 from fol.config import FOLConfig  # noqa: E402
 from fol.errors import ConfigError  # noqa: E402
-from fol.fileio import atomic_write_text, check_output_file  # noqa: E402
+from fol.fileio import atomic_write_text  # noqa: E402
 from fol.data import DEFAULT_MIN_SAMPLES, dirichlet_partition, make_synthetic  # noqa: E402
 from fol.methods import SwarmContext  # noqa: E402
 from fol.methods.fol_method import run_fol_pipeline  # noqa: E402
@@ -439,12 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         print(bad, file=sys.stderr)
         return 2
-    if args.json:
-        try:
-            check_output_file(args.json, ConfigError, what="--json")  # before the training, not after
-        except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    if unwritable_output(args.json):  # before the training, not after
+        return 2
     torch.set_num_threads(1)
     print(machine_line())
     t0 = time.perf_counter()
