@@ -56,13 +56,11 @@ def forward_macs(model: nn.Module, input_shape: Iterable[int]) -> int:
     (:class:`fol.models.MaxPool2d`) is not counted."""
     import torch_pruning as tp
 
-    modes = {m: m.training for m in model.modules()}
-    model.eval()
-    try:
+    from fol.train import layer_modes_kept
+
+    with layer_modes_kept(model):
+        model.eval()
         macs, _ = tp.utils.count_ops_and_params(model, torch.zeros(1, *input_shape))
-    finally:  # every layer's own mode, as fol.train.predict_logits restores it
-        for m, mode in modes.items():
-            m.training = mode
     return int(macs)
 
 

@@ -21,11 +21,12 @@ if it trains something other than the model's own parameters, ``params``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -45,6 +46,7 @@ __all__ = [
     "cross_entropy_objective",
     "seed_everything",
     "recompute_bn_stats",
+    "layer_modes_kept",
 ]
 
 #: ``objective(model, batch) -> scalar loss``; ``batch`` is the tuple of tensors
@@ -255,23 +257,34 @@ def recompute_bn_stats(model: nn.Module, x: torch.Tensor, batch_size: int = 512,
     bns = [m for m in bns if m.track_running_stats]
     if not bns or int(x.shape[0]) == 0:
         return
-    modes = {m: m.training for m in model.modules()}
     momenta = {m: m.momentum for m in bns}
-    for m in bns:
-        m.reset_running_stats()
-        m.momentum = None  # a cumulative average over the batches of this pass
-        m.train()
+    with layer_modes_kept(model):
+        for m in bns:
+            m.reset_running_stats()
+            m.momentum = None  # a cumulative average over the batches of this pass
+            m.train()
+        try:
+            n = int(x.shape[0])
+            step = batch_size if n % batch_size != 1 else batch_size - 1  # no batch of one sample ...
+            starts = list(range(0, n, step))
+            if len(starts) > 1 and n - starts[-1] == 1:
+                starts.pop()  # ... even when n % (batch_size - 1) is 1 too: the last sample joins the batch before
+            for i, j in zip(starts, starts[1:] + [n]):
+                model(x[i:j])
+        finally:
+            for m, momentum in momenta.items():
+                m.momentum = momentum
+
+
+@contextlib.contextmanager
+def layer_modes_kept(model: nn.Module) -> Iterator[None]:
+    """Restore the train / eval mode of every layer of ``model`` on leaving, also when
+    the body raises (a layer the caller froze in eval mode inside a training model
+    stays so, which ``model.train(was)`` would undo)."""
+    modes = {m: m.training for m in model.modules()}
     try:
-        n = int(x.shape[0])
-        step = batch_size if n % batch_size != 1 else batch_size - 1  # no batch of one sample ...
-        starts = list(range(0, n, step))
-        if len(starts) > 1 and n - starts[-1] == 1:
-            starts.pop()  # ... even when n % (batch_size - 1) is 1 too: the last sample joins the batch before
-        for i, j in zip(starts, starts[1:] + [n]):
-            model(x[i:j])
+        yield
     finally:
-        for m, momentum in momenta.items():
-            m.momentum = momentum
         for m, mode in modes.items():
             m.training = mode
 
@@ -282,13 +295,9 @@ def predict_logits(model: nn.Module, x: torch.Tensor, batch_size: int = 512) -> 
     distillation stages train against), ``batch_size`` inputs at a time; the
     mode of every layer is restored afterwards, also when the forward raises
     (a layer the caller froze in eval mode inside a training model stays so)."""
-    modes = {m: m.training for m in model.modules()}
-    model.eval()
-    try:
+    with layer_modes_kept(model):
+        model.eval()
         out = [model(x[i : i + batch_size]) for i in range(0, int(x.shape[0]), batch_size)]
-    finally:
-        for m, mode in modes.items():
-            m.training = mode
     if not out:
         return torch.empty(0)
     return torch.cat(out)
