@@ -122,28 +122,27 @@ def _rss_kb(pid: int) -> int:
         return 0
 
 
-def _pss_kb(pid: int) -> int:
-    """Proportional set size: each page shared by k processes counts 1/k to each."""
+def _proc_kb(pid: int, file: str, field: str) -> int:
+    """The kB value of the line ``<field>: <n> kB`` of ``/proc/<pid>/<file>``; 0 when the
+    process is gone or the line is missing."""
     try:
-        with open(f"/proc/{pid}/smaps_rollup") as fh:
+        with open(f"/proc/{pid}/{file}") as fh:
             for line in fh:
-                if line.startswith("Pss:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
     except (OSError, IndexError, ValueError):
         pass
     return 0
+
+
+def _pss_kb(pid: int) -> int:
+    """Proportional set size: each page shared by k processes counts 1/k to each."""
+    return _proc_kb(pid, "smaps_rollup", "Pss")
 
 
 def _hwm_kb(pid: int) -> int:
     """The kernel's record of the process's peak resident size (``VmHWM``), in kB."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except (OSError, IndexError, ValueError):
-        pass
-    return 0
+    return _proc_kb(pid, "status", "VmHWM")
 
 
 def _reset_hwm(pid: int) -> None:
@@ -216,8 +215,7 @@ class PeakMemory:
             got = _cpu(pid)
             if got is not None:
                 self._cpu[(pid, got[0])] = got[1]
-                hwm = _hwm_kb(pid)
-                self._hwm[(pid, got[0])] = max(self._hwm.get((pid, got[0]), 0), hwm)
+                self._hwm[(pid, got[0])] = max(self._hwm.get((pid, got[0]), 0), _hwm_kb(pid))
 
     @property
     def hwm_kb(self) -> int:
