@@ -23,6 +23,7 @@ from .constants import DAY_S, SGP4_EPOCH_ORIGIN_JD
 from .errors import OrbitError
 
 _J2000_UNIX = _dt.datetime(2000, 1, 1, 12, tzinfo=_dt.timezone.utc)
+_SGP4_ORIGIN = _dt.datetime(1949, 12, 31, tzinfo=_dt.timezone.utc)  # day 0 of SGP4's epoch count
 _JD_J2000 = 2451545.0
 
 
@@ -82,6 +83,18 @@ def sgp4_epoch_days(instant: _dt.datetime) -> float:
     """Days since 1949-12-31 00:00 UTC, the epoch argument of ``Satrec.sgp4init``."""
     whole, frac = julian_date(instant)
     return (whole - SGP4_EPOCH_ORIGIN_JD) + frac
+
+
+def satrec_epoch(sat) -> _dt.datetime:
+    """The UTC epoch of an SGP4 satellite record (the inverse of :func:`sgp4_epoch_days`).
+
+    >>> from orbits import circular_satrec
+    >>> sat = circular_satrec(1, parse_utc("2060-05-01T06:00:00Z"), 550.0, 53.0, 0.0, 0.0)
+    >>> satrec_epoch(sat).isoformat()
+    '2060-05-01T06:00:00+00:00'
+    """
+    days = (sat.jdsatepoch - SGP4_EPOCH_ORIGIN_JD) + sat.jdsatepochF
+    return _SGP4_ORIGIN + _dt.timedelta(days=days)
 
 
 def skyfield_times(start: _dt.datetime, offsets_s):

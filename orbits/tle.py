@@ -19,7 +19,6 @@ Example:
 from __future__ import annotations
 
 import calendar
-import datetime as _dt
 import math
 import re
 from pathlib import Path
@@ -30,13 +29,11 @@ from sgp4.exporter import export_tle
 from swarmbase.fileio import atomic_write_bytes
 from swarmbase.tomlcheck import read_text_file
 
-from .constants import SGP4_EPOCH_ORIGIN_JD
 from .constellation import Constellation, SatelliteNames
 from .errors import OrbitError
+from .timeutil import satrec_epoch
 
 
-#: Day 0 of SGP4's epoch count (1949-12-31 00:00 UTC).
-_SGP4_ORIGIN = _dt.datetime(1949, 12, 31)
 #: Larger TLE files are refused unread (bytes; 100,000 satellites take about 16 MB).
 MAX_TLE_BYTES = 64 * 1024 * 1024
 
@@ -188,7 +185,7 @@ def format_tle(constellation: Constellation, with_names: bool = True) -> str:
         if number > 339999:
             raise OrbitError(f"satellite {name}: catalog number {number} cannot be written as a TLE "
                              "(Alpha-5 ends at 339999 = Z9999); export OMM instead")
-        epoch = _SGP4_ORIGIN + _dt.timedelta(days=(sat.jdsatepoch - SGP4_EPOCH_ORIGIN_JD) + sat.jdsatepochF)
+        epoch = satrec_epoch(sat)
         if not 1957 <= epoch.year <= 2056:  # a two-digit year would read back a century off
             raise OrbitError(f"satellite {name}: epoch {epoch:%Y-%m-%dT%H:%M:%S}Z has no TLE form (two-digit "
                              "years cover 1957..2056); export OMM instead")
