@@ -92,6 +92,12 @@ def _utc(start: _dt.datetime) -> str:
     return start.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").replace(".000000Z", "Z")
 
 
+def header_name_ok(name: str) -> bool:
+    """Whether a node name reads back from an ION plan's ``# node N NAME KIND`` header:
+    not empty, words separated by single spaces, no other whitespace."""
+    return bool(name) and " ".join(name.split()) == name
+
+
 def format_ion(plan: ContactPlan) -> str:
     """ION contact-plan text: header comments (start, node names), then contacts and ranges."""
     t0, t1, rate, owlt = _rounded(plan)
@@ -99,7 +105,7 @@ def format_ion(plan: ContactPlan) -> str:
     if plan.start is not None:
         lines.append(f"# start {_utc(plan.start)}")
     for i, (name, kind) in enumerate(zip(plan.node_names, plan.node_kinds)):
-        if not name or " ".join(name.split()) != name or any(c.isspace() for c in kind):  # single inner spaces
+        if not header_name_ok(name) or any(c.isspace() for c in kind):
             raise ContactError(f"node {i}: name {name!r} (kind {kind!r}) is empty or has leading, trailing, "
                                "repeated or non-space whitespace; an ION header line cannot carry it")
         lines.append(f"# node {i + 1} {name} {kind}")

@@ -84,7 +84,7 @@ from orbits.sunlight import check_sunlight_span, check_sunlight_steps, eclipse_i
 from swarmbase.tomlcheck import Table, read_toml
 
 from .drones import MAX_LOCAL_KM, drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
-from .dtn import read_plan
+from .dtn import header_name_ok, read_plan
 from .errors import ContactError
 from .energy import Battery, EnergyModel
 from .geometry import EARTH_RADIUS_KM
@@ -310,7 +310,7 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
             if not -180 <= lon <= 360:
                 raise ContactError(f"ground_stations[{i}].lon_deg: expected -180..360, got {lon}")
             name = st.str("name", f"GS-{i}")
-            if not name or " ".join(name.split()) != name:  # what a plan's '# node N NAME KIND' header carries
+            if not header_name_ok(name):  # what a plan's '# node N NAME KIND' header carries
                 raise ContactError(f"ground_stations[{i}].name: expected a name with single spaces between words "
                                    f"(no leading, trailing or other whitespace), got {name!r}")
             twin = next((j for j, s in enumerate(stations) if s.name == name), None)
