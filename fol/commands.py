@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED
+from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED, is_seed
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         raise ConfigError(f"--batch-size: expected >= 1, got {batch_size}")
     if patience < 0:
         raise ConfigError(f"--patience: expected >= 0 epochs, got {patience}")
-    if not 0 <= args.init_seed <= MAX_SEED:
+    if not is_seed(args.init_seed):
         raise ConfigError(f"--init-seed: expected an integer in 0..{MAX_SEED}, got {args.init_seed}")
     check_output_file(args.out, ConfigError, "--out")
     spec_data = parse_node_data(args.data, root=args.data_root)

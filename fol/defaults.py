@@ -29,7 +29,16 @@ DEFAULT_ARCH = "cnn-medium"
 
 MAX_SEED = 2**32 - 1
 
+
+def is_seed(value: object) -> bool:
+    """Whether ``value`` is a seed a user may give: an integer (not a bool) in 0..``MAX_SEED``.
+
+    >>> is_seed(0), is_seed(-1), is_seed(2**32), is_seed(True)
+    (True, False, False, False)
+    """
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SEED
+
 #: ``"none"`` (NaN), ``"filename"`` (``<lon>,<lat>.<ext>``) or ``"csv"`` (``<folder>/coords.csv``).
 IMAGE_FOLDER_COORDS = ("none", "filename", "csv")
 
-__all__ = ["DEFAULT_ARCH", "MAX_SEED", "IMAGE_FOLDER_COORDS"]
+__all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "IMAGE_FOLDER_COORDS"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from fol.defaults import MAX_SEED
+from fol.defaults import MAX_SEED, is_seed
 from fol.errors import ConfigError, DataError
 
 if TYPE_CHECKING:  # fol.data imports torch; the CLI's --help must not
@@ -101,7 +101,7 @@ def parse_node_data(text: str, root: str | None = None) -> NodeDataSpec:
         raise ConfigError(f"--data: node={spec.node} must be in [0, nodes={spec.nodes})")
     if not 0 < spec.psi < float("inf"):
         raise ConfigError(f"--data: psi={spec.psi} must be a finite number > 0")
-    if not 0 <= spec.seed <= MAX_SEED:
+    if not is_seed(spec.seed):
         raise ConfigError(f"--data: seed={spec.seed}: expected an integer in 0..{MAX_SEED}")
     return spec
 

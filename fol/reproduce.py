@@ -54,7 +54,7 @@ import numpy as np
 
 from fol.config import FOLConfig
 from fol.data import DEFAULT_MIN_SAMPLES, GeoDataset, dirichlet_partition, load_dataset
-from fol.defaults import DEFAULT_ARCH, MAX_SEED
+from fol.defaults import DEFAULT_ARCH, MAX_SEED, is_seed
 from fol.errors import ConfigError
 from fol.fileio import atomic_write_bytes, write_json_atomic
 from fol.methods import SwarmContext, get_method
@@ -253,8 +253,7 @@ class ProtocolConfig:
             values = list(getattr(self, name))
             if len(set(values)) != len(values):
                 raise ConfigError(f"protocol {name}: each value once, got {values}")
-        if any(not isinstance(s, int) or isinstance(s, bool) or not 0 <= s <= MAX_SEED
-               for s in (*self.seeds, self.data_seed)):
+        if not all(is_seed(s) for s in (*self.seeds, self.data_seed)):
             # the generators seeded by [seed, ...] take non-negative integers only (FedAvg's stopped a run there),
             # and a seed past MAX_SEED stopped a scenario's run after its data (as here after hours)
             raise ConfigError(f"protocol: seeds and data_seed must be integers in 0..{MAX_SEED}, got seeds "

@@ -64,7 +64,7 @@ from contact_sim.scenario import ContactScenario, parse_contact_scenario, round_
 from fol.config import FOLConfig
 from fol.data.geo import DEFAULT_MIN_SAMPLES, MAX_IMAGE_SIZE, check_pool_size
 from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, dataset_accepts, dataset_names
-from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED
+from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED, is_seed
 from fol.errors import ConfigError, DataError
 from fol.executors import EXECUTORS
 from fol.models import architectures
@@ -214,8 +214,7 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     if "seeds" in s and "seed" in s:
         raise ConfigError("scenario: give seeds or seed, not both")
     seeds = s.get("seeds", [s.get("seed", 0)])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and not isinstance(x, bool)
-                                                            and 0 <= x <= MAX_SEED for x in seeds):
+    if not isinstance(seeds, list) or not seeds or not all(is_seed(x) for x in seeds):
         # the generators seeded by [seed, ...] take non-negative integers only, torch's at most 64 bits
         raise ConfigError(f"scenario.seeds: expected a non-empty list of integers in 0..{MAX_SEED}, got {seeds!r}")
     if len(set(seeds)) != len(seeds):
