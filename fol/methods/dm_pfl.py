@@ -430,7 +430,6 @@ class _DMPFLBase(ServerMethod):
                                        state["density"])
             state["history"].append(sum(int(v.sum()) for v in state["m_g"].values()) / n_pos)
             state["phase1_done"] += 1
-            state["fresh"] = [False] * len(ctx.nodes)  # a new global model: on the server only
         else:
             ratio = masked_macs_ratio(state["init"], m_g, shape)
             down = values_bytes(w_g, m_g) + mask_bytes(n_pos)
@@ -440,7 +439,7 @@ class _DMPFLBase(ServerMethod):
             avg = weighted_average([st for st, _ in ups], sizes)
             state["w_g"] = {key: (torch.where(m_g[key], avg[key], w_g[key]) if key in m_g else avg[key]) for key in avg}
             state["phase2_done"] += 1
-            state["fresh"] = [False] * len(ctx.nodes)
+        state["fresh"] = [False] * len(ctx.nodes)  # a new global model (either phase): on the server only
         for k in picked:
             state["joined"][k] = True
         return traffic
