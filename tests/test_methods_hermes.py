@@ -35,6 +35,19 @@ def test_channel_groups_tie_layers_to_their_batchnorm():
     assert "classifier.3" not in groups  # the classifier is never pruned
 
 
+def test_channel_groups_and_macs_ratio_keep_every_layer_mode():
+    """A batch-norm layer the caller froze in eval mode inside a training model
+    stays frozen after the tracing passes (``model.train(was)`` would unfreeze it)."""
+    from fol.methods._common import masked_macs_ratio
+
+    model = build_model(SPEC).train()
+    model.features[1].eval()
+    channel_groups(model, (3, 16, 16))
+    masked_macs_ratio(model, {}, (3, 16, 16))
+    assert model.training and not model.features[1].training
+    assert sum(m.training for m in model.modules()) == len(list(model.modules())) - 1
+
+
 def test_aggregation_leaves_non_intersecting_parameters_untouched():
     torch.manual_seed(0)
     states = [{"w": torch.randn(4, 3), "b": torch.randn(5)} for _ in range(3)]

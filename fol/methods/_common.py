@@ -22,7 +22,7 @@ from fol.accounting import forward_macs, training_flops
 from fol.errors import ConfigError
 from fol.methods.base import NodeResult, NodeSetup, SwarmContext
 from fol.models import ModelSpec, build_model
-from fol.train import TrainConfig, evaluate
+from fol.train import TrainConfig, evaluate, layer_modes_kept
 
 log = logging.getLogger(__name__)
 
@@ -180,13 +180,13 @@ def masked_macs_ratio(model: nn.Module, masks: Mapping[str, torch.Tensor], input
             def hook(m, inp, out, name=name):
                 spatial[name] = int(out[0, 0].numel()) if isinstance(m, nn.Conv2d) else 1
             hooks.append(mod.register_forward_hook(hook))
-    was = model.training
-    model.eval()
-    with torch.no_grad():
-        model(torch.zeros(1, *input_shape))
-    model.train(was)
-    for h in hooks:
-        h.remove()
+    try:
+        with layer_modes_kept(model), torch.no_grad():
+            model.eval()
+            model(torch.zeros(1, *input_shape))
+    finally:
+        for h in hooks:
+            h.remove()
     dense = kept = 0.0
     mods = dict(model.named_modules())
     for name, pos in spatial.items():

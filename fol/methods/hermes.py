@@ -90,7 +90,7 @@ from fol.methods.base import SwarmContext, register
 from fol.methods.server import ServerMethod, Traffic
 from fol.models import ModelSpec, build_model
 from fol.pruning import gate_sites, prunable_layers
-from fol.train import TrainConfig, evaluate
+from fol.train import TrainConfig, evaluate, layer_modes_kept
 
 __all__ = [
     "HermesMethod", "channel_groups", "channel_slices", "element_masks", "group_lasso", "prune_channels",
@@ -104,12 +104,9 @@ def channel_groups(model: nn.Module, input_shape: Sequence[int]) -> dict[str, li
     and those of the affine BatchNorm fed directly by its output (the same
     tracing FOL's gates use, :func:`fol.pruning.gate_sites`)."""
     layers = prunable_layers(model)
-    was = model.training
-    model.eval()  # the trace must not touch BatchNorm statistics
-    try:
+    with layer_modes_kept(model):
+        model.eval()  # the trace must not touch BatchNorm statistics
         sites = gate_sites(model, torch.zeros(1, *input_shape), layers)
-    finally:
-        model.train(was)
     state = model.state_dict()
     groups: dict[str, list[str]] = {}
     for name, mod in layers.items():
