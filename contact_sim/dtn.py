@@ -21,7 +21,9 @@ rates in **bits** per second, one direction per record.
 Rounding (both formats take integers): a window ``[t0, t1]`` is written as
 ``[ceil(t0), floor(t1)]`` (never longer than the real window), its mean rate
 rounded down (to bytes/s for ION, bits/s for HDTN), and the one-way light
-time of its mean range rounded up to whole seconds (at least 1). A plan whose
+time of its mean range rounded up to whole seconds (at least 1). A rate either
+tool cannot hold (ION: above 2**32 - 1 bytes/s, ``ionadmin``'s 32-bit rate;
+HDTN: above 2**64 - 1 bits/s) is refused, naming the contact. A plan whose
 windows already have whole-second edges and whole byte rates round-trips
 exactly.
 
@@ -67,6 +69,11 @@ from .windows import WindowTable
 log = logging.getLogger(__name__)
 
 SPEED_OF_LIGHT_KM_S = 299_792.458
+#: Largest ``a contact`` rate ION holds: ``ionadmin`` reads it into a 32-bit ``unsigned int`` (bytes/s,
+#: about 34.4 Gbit/s), so a larger one would wrap around to a small rate without a word.
+ION_MAX_RATE_BYTES_S = 2**32 - 1
+#: Largest ``rateBitsPerSec`` HDTN reads (a ``uint64_t``); a larger one is not read at all.
+HDTN_MAX_RATE_BPS = 2**64 - 1
 #: Plan files larger than this are refused before they are read.
 MAX_PLAN_BYTES = 64 * 1024 * 1024
 _ION_TIME = "%Y/%m/%d-%H:%M:%S"
@@ -98,6 +105,13 @@ def header_name_ok(name: str) -> bool:
     return bool(name) and " ".join(name.split()) == name
 
 
+def _too_fast(plan: ContactPlan, k: int, t0: float, t1: float, rate: str, limit: str, hint: str) -> str:
+    """The message for window ``k``, whose rate a DTN tool's contact plan cannot hold."""
+    a, b = int(plan.windows.a[k]), int(plan.windows.b[k])
+    return (f"contact {plan.node_names[a]} - {plan.node_names[b]} (nodes {a + 1}, {b + 1}) +{int(t0)} +{int(t1)}: "
+            f"mean rate {rate} is above {limit}; {hint}")
+
+
 def format_ion(plan: ContactPlan) -> str:
     """ION contact-plan text: header comments (start, node names), then contacts and ranges."""
     t0, t1, rate, owlt = _rounded(plan)
@@ -116,6 +130,11 @@ def format_ion(plan: ContactPlan) -> str:
             continue  # shorter than a whole second once rounded inward
         a, b = int(w.a[k]) + 1, int(w.b[k]) + 1
         rate_bytes = int(rate[k] // 8)
+        if rate_bytes > ION_MAX_RATE_BYTES_S:
+            raise ContactError(_too_fast(
+                plan, k, t0[k], t1[k], f"{rate[k] / 8:.6g} bytes/s",
+                f"ION's limit of {ION_MAX_RATE_BYTES_S} bytes/s (ionadmin reads a 32-bit rate)",
+                f"export HDTN (--hdtn) or cap the rate (link.max_rate_bps <= {8 * ION_MAX_RATE_BYTES_S})"))
         for src, dst in ((a, b), (b, a)):
             contacts.append(f"a contact +{int(t0[k])} +{int(t1[k])} {src} {dst} {rate_bytes}")
             ranges.append(f"a range +{int(t0[k])} +{int(t1[k])} {src} {dst} {int(owlt[k])}")
@@ -143,6 +162,11 @@ def hdtn_contacts(plan: ContactPlan) -> dict:
         if t1[k] <= t0[k]:
             continue
         a, b = int(w.a[k]) + 1, int(w.b[k]) + 1
+        if int(rate[k]) > HDTN_MAX_RATE_BPS:
+            raise ContactError(_too_fast(
+                plan, k, t0[k], t1[k], f"{rate[k]:.6g} bit/s",
+                f"HDTN's limit of {HDTN_MAX_RATE_BPS} bit/s (rateBitsPerSec is a 64-bit integer)",
+                f"cap the rate (link.max_rate_bps <= {HDTN_MAX_RATE_BPS})"))
         for src, dst in ((a, b), (b, a)):
             out.append({"contact": len(out), "source": src, "dest": dst, "startTime": int(t0[k]),
                         "endTime": int(t1[k]), "rateBitsPerSec": int(rate[k]), "owlt": int(owlt[k])})

@@ -91,6 +91,24 @@ def test_ion_capacity_never_wraps_around() -> None:
     assert int(plan.windows.capacity_bytes[0]) == 2**62
 
 
+def test_dtn_exports_refuse_a_rate_the_tool_cannot_hold() -> None:
+    """ionadmin reads an 'a contact' rate into a 32-bit unsigned int (bytes/s): a 40 Gbit/s optical
+    crosslink (5e9 bytes/s) was written as is and would wrap to 705 MB/s in ION. HDTN's
+    rateBitsPerSec is a uint64_t."""
+    def plan_at(rate_bps: float) -> ContactPlan:
+        w = WindowTable([0], [1], [0.0], [60.0], [1000.0], [1000.0], [0.0])
+        return ContactPlan(["sat-a", "sat-b"], w, LinkModel("constant", rate_bps, 0.0), [0.0, 60.0], START)
+
+    fastest = plan_at(8.0 * (2**32 - 1))  # ION's largest rate still exports, exactly
+    assert "a contact +0 +60 1 2 4294967295" in format_ion(fastest).splitlines()
+    with pytest.raises(ContactError, match=r"^contact sat-a - sat-b \(nodes 1, 2\) \+0 \+60: mean rate 5e\+09 "
+                                           r"bytes/s is above ION's limit of 4294967295 bytes/s"):
+        format_ion(plan_at(40e9))
+    assert hdtn_contacts(plan_at(40e9))["contacts"][0]["rateBitsPerSec"] == 40_000_000_000
+    with pytest.raises(ContactError, match=r"above HDTN's limit of 18446744073709551615 bit/s"):
+        hdtn_contacts(plan_at(2e19))
+
+
 def test_ion_absolute_times_and_foreign_files() -> None:
     text = ("1 3 100\ns\n# a plan from elsewhere, no node names\n"
             "a contact 2026/08/01-00:01:00 2026/08/01-00:02:00 5 9 1000\n"
