@@ -168,8 +168,10 @@ class Table:
         if nonneg and v < 0:
             self.fail(key, f"expected a number >= 0, got {v}")
         if minimum is not None and v < minimum or maximum is not None and v > maximum:
-            lo = "-inf" if minimum is None else f"{minimum:g}"
             hi = "inf" if maximum is None else f"{maximum:g}"
+            if minimum is None and positive:  # the range starts above 0, not at -inf
+                self.fail(key, f"expected a positive number of at most {hi}, got {v}")
+            lo = f"{minimum:g}" if minimum is not None else "0" if nonneg else "-inf"
             self.fail(key, f"expected a number in {lo}..{hi}, got {v}")
         return float(v)
 
