@@ -40,6 +40,9 @@ from .errors import ContactError
 #: ``plan``: every window carries its own rate, read from an imported contact plan
 #: (``volume_bits / duration``); there is no range -> rate function.
 LINK_MODELS = ("constant", "shannon", "plan")
+#: Largest ``rate_bps`` / ``max_rate_bps`` accepted (1 Pbit/s): thousands of times the fastest space
+#: laser link demonstrated (about 2e11 bit/s), so a larger value is a typing mistake, not a link.
+MAX_RATE_BPS = 1e15
 BOLTZMANN_DBW_PER_K_HZ = -228.6
 SPEED_OF_LIGHT_M_S = 299_792_458.0
 
@@ -71,8 +74,11 @@ class LinkModel:
             value = getattr(self, name)
             if not np.isfinite(value) or value <= 0:
                 raise ContactError(f"link.{name}: expected a positive number, got {value}")
-        if self.max_rate_bps is not None and self.max_rate_bps <= 0:
-            raise ContactError(f"link.max_rate_bps: expected a positive number, got {self.max_rate_bps}")
+        for name in ("rate_bps", "max_rate_bps"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value <= MAX_RATE_BPS:
+                raise ContactError(f"link.{name}: expected a positive number of at most {MAX_RATE_BPS:g} (bit/s), "
+                                   f"got {value}")
 
     def snr_db(self, range_km) -> np.ndarray:
         """Signal-to-noise ratio (dB) at ``range_km`` (Shannon model parameters)."""

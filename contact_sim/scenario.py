@@ -88,7 +88,7 @@ from .dtn import header_name_ok, read_plan
 from .errors import ContactError
 from .energy import Battery, EnergyModel
 from .geometry import EARTH_RADIUS_KM
-from .link import LinkModel
+from .link import MAX_RATE_BPS, LinkModel
 from .plan import ContactPlan
 from .trajectory import (GroundStation, Trajectories, check_trajectory_size, grid_samples,
                          satellite_trajectories)
@@ -342,7 +342,10 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
     if model_kw["model"] == "shannon" and lt.has("rate_bps"):
         raise ContactError("link.rate_bps: not used with model = 'shannon' (the rate follows from the range; "
                            "max_rate_bps caps it)")
-    for key in ("rate_bps", "frequency_hz", "bandwidth_hz", "noise_temperature_k", "max_rate_bps"):
+    for key in ("rate_bps", "max_rate_bps"):
+        if lt.has(key):
+            model_kw[key] = lt.num(key, positive=True, maximum=MAX_RATE_BPS)
+    for key in ("frequency_hz", "bandwidth_hz", "noise_temperature_k"):
         if lt.has(key):
             model_kw[key] = lt.num(key, positive=True)
     for key in ("tx_power_dbw", "tx_gain_dbi", "rx_gain_dbi", "losses_db"):

@@ -205,6 +205,11 @@ step_s = 10.0
      r"link.grazing_altitude_km: expected a number in 0..50000, got 1e\+160"),
     (LEO, ("[rounds]", "[[ground_stations]]\nlat_deg = 1.0\nlon_deg = 2.0\nelevation_m = 1e9\n[rounds]"),
      r"ground_stations\[0\].elevation_m: expected a number in -1000..10000"),
+    # a rate no link has (1e308 bit/s was accepted, its capacities held at 2**62 bytes)
+    (LEO, ("rate_bps = 1e8", "rate_bps = 1e308"),
+     r"\.toml: link.rate_bps: expected a positive number of at most 1e\+15, got 1e\+308$"),
+    (LEO, ("rate_bps = 1e8", "rate_bps = 1e8\nmax_rate_bps = 2e16"),
+     r"link.max_rate_bps: expected a positive number of at most 1e\+15, got 2e\+16"),
 ])
 def test_absurd_magnitudes_are_refused_when_read(tmp_path, text, patch, match):
     p = _write(tmp_path, text.replace(*patch))

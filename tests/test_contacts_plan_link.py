@@ -48,6 +48,8 @@ def test_capacity_after_acquisition():
     (dict(model="laser"), "link.model"), (dict(rate_bps=0.0), "link.rate_bps"),
     (dict(acquisition_s=-1.0), "link.acquisition_s"),
     (dict(model="shannon", bandwidth_hz=-5.0), "link.bandwidth_hz"),
+    (dict(rate_bps=1e308), r"link.rate_bps: expected a positive number of at most 1e\+15"),
+    (dict(model="shannon", max_rate_bps=2e15), r"link.max_rate_bps: expected a positive number of at most 1e\+15"),
 ])
 def test_bad_link_parameters(kwargs, field):
     with pytest.raises(ContactError, match=field):

@@ -105,8 +105,10 @@ def test_dtn_exports_refuse_a_rate_the_tool_cannot_hold() -> None:
                                            r"bytes/s is above ION's limit of 4294967295 bytes/s"):
         format_ion(plan_at(40e9))
     assert hdtn_contacts(plan_at(40e9))["contacts"][0]["rateBitsPerSec"] == 40_000_000_000
+    w = WindowTable([0], [1], [0.0], [60.0], [1000.0], [1000.0], [2e19 * 60])  # an imported plan's own rate
+    imported = ContactPlan(["sat-a", "sat-b"], w, LinkModel("plan", acquisition_s=0.0), [0.0, 60.0], START)
     with pytest.raises(ContactError, match=r"above HDTN's limit of 18446744073709551615 bit/s"):
-        hdtn_contacts(plan_at(2e19))
+        hdtn_contacts(imported)
 
 
 def test_ion_absolute_times_and_foreign_files() -> None:
