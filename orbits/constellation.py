@@ -80,20 +80,28 @@ class Constellation:
 class SatelliteNames:
     """How the TLE and OMM readers name satellites: by the file's name (``SAT-<catalog number>``
     without one); a name two satellites share gets ``-<catalog number>`` on its second use, and the
-    same name and number twice is an error (the names key the contact plan's nodes).
+    same name and number twice is an error (the names key the contact plan's nodes). The catalog
+    number is written in decimal, unpadded, whichever way the file spells it (TLE ``00001`` and OMM
+    ``1`` are both ``SAT-1``, Alpha-5 ``A0000`` is ``SAT-100000``), so one satellite has one name in
+    either format.
 
     >>> book = SatelliteNames()
     >>> [book.claim("ISS", 25544, "twice", lambda n: n), book.claim("ISS", 99999, "twice", lambda n: n)]
     ['ISS', 'ISS-99999']
+    >>> book.claim("", 1, "twice", lambda n: n)
+    'SAT-1'
     """
 
     def __init__(self) -> None:
         self._names: set[str] = set()
-        self._sets: set[tuple[str, object]] = set()
+        self._sets: set[tuple[str, int]] = set()
 
-    def claim(self, name: str, number: object, repeated: str, clash: Callable[[str], str]) -> str:
-        """The unique name of satellite ``name`` / ``number``; :class:`OrbitError` with the message
-        ``repeated`` when this pair came before, ``clash(name)`` when even the numbered name is taken."""
+    def claim(self, name: str | None, number: int, repeated: str, clash: Callable[[str], str]) -> str:
+        """The unique name of satellite ``name`` (``None`` or ``""``: unnamed) / catalog ``number``;
+        :class:`OrbitError` with the message ``repeated`` when this pair came before, ``clash(name)``
+        when even the numbered name is taken."""
+        number = int(number)
+        name = name or f"SAT-{number}"
         if (name, number) in self._sets:
             raise OrbitError(repeated)
         self._sets.add((name, number))

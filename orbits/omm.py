@@ -217,8 +217,7 @@ def parse_omm_text(text: str, fmt: str, source: str = "<text>") -> Constellation
     book = SatelliteNames()
     for where, rec in _records(text, fmt, source):
         sat, number, name = omm_satrec(rec, where)
-        names.append(book.claim(name or f"SAT-{number}", number,
-                                f"{where}.NORAD_CAT_ID: satellite {number} appears twice",
+        names.append(book.claim(name, number, f"{where}.NORAD_CAT_ID: satellite {number} appears twice",
                                 lambda n: f"{where}.OBJECT_NAME: satellite name {n!r} is used twice"))
         sats.append(sat)
         catalog.append(number)

@@ -3,8 +3,9 @@
 Accepted layouts: plain pairs of lines ``1 ...`` / ``2 ...`` or three-line
 sets with a name line before each pair (``0 NAME`` or ``NAME``). Blank lines
 are skipped. Satellites are named by their name lines (``SAT-<catalog number>``
-without one); a name used by two satellites gets ``-<catalog number>`` on its
-second use, and the same name and number twice is an error. Every element line is checked for length (69 characters), line
+without one, the number decimal as OMM gives it: ``00001`` is ``SAT-1``); a name used by two
+satellites gets ``-<catalog number>`` on its second use, and the same name and number twice is
+an error (:class:`orbits.constellation.SatelliteNames`). Every element line is checked for length (69 characters), line
 number, modulo-10 checksum and matching catalog numbers; any problem raises
 :class:`OrbitError` naming the file and line number.
 
@@ -152,9 +153,9 @@ def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
             raise OrbitError(f"{source}:{lineno}: malformed TLE fields ({exc})") from None
         if sat.error:
             raise OrbitError(f"{source}:{lineno}: SGP4 rejected the elements (error code {sat.error})")
-        number = line[2:7].strip()
-        name = name or f"SAT-{number}"
-        names.append(book.claim(name, number, f"{source}:{lineno}: satellite {name} ({number}) appears twice",
+        number = int(sat.satnum)  # the catalog number, Alpha-5 decoded (A0000 is 100000)
+        names.append(book.claim(name, number, f"{source}:{lineno}: satellite {name or f'SAT-{number}'} "
+                                f"({line[2:7].strip()}) appears twice",
                                 lambda n: f"{source}:{lineno}: satellite name {n!r} is used twice"))
         sats.append(sat)
         k += 2

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
-from orbits import (OrbitError, first_coverage, format_tle, ground_track, in_swath,
+from orbits import (OrbitError, first_coverage, format_tle, ground_track, in_swath, omm_records, parse_omm_text,
                     parse_tle_text, propagate_offsets, read_tle, swath_half_angle_rad,
                     tle_checksum, walker_delta, write_tle)
 
@@ -72,9 +74,9 @@ def test_tle_names_are_unique_and_a_repeated_set_is_refused():
     get their catalog numbers appended (as OMM does), the same set twice is an error."""
     text = format_tle(walker_delta(3, 1, 0, 550.0, 53.0, EPOCH)).splitlines()
     same_name = "\n".join("0 SHELL" if ln.startswith("0 ") else ln for ln in text)
-    assert parse_tle_text(same_name, "<t>").names == ["SHELL", "SHELL-00002", "SHELL-00003"]
+    assert parse_tle_text(same_name, "<t>").names == ["SHELL", "SHELL-2", "SHELL-3"]
     bare = [ln for ln in text if not ln.startswith("0 ")]
-    with pytest.raises(OrbitError, match=r"<t>:7: satellite SAT-00001 \(00001\) appears twice"):
+    with pytest.raises(OrbitError, match=r"<t>:7: satellite SAT-1 \(00001\) appears twice"):
         parse_tle_text("\n".join(bare + bare[:2]), "<t>")
     with pytest.raises(OrbitError, match=r"<t>:5: satellite ISS \(ZARYA\) \(25544\) appears twice"):
         parse_tle_text(ISS + ISS, "<t>")
@@ -236,6 +238,19 @@ def test_malformed_catalog_number_is_refused(field):
     with pytest.raises(OrbitError, match=rf"<t>:1: TLE catalog number '{field}' is invalid; expected five "
                                          r"digits or Alpha-5"):
         parse_tle_text(_with_catalog(field), "<t>")
+
+
+def test_a_satellite_has_one_name_in_tle_and_omm():
+    """An unnamed satellite was SAT-00001 from a TLE file but SAT-1 from OMM (and a shared name got
+    -00002 or -2), so one satellite became two nodes; ' 1234' and '01234', one catalog number, were
+    not seen as the same set twice."""
+    c = walker_delta(3, 1, 0, 550.0, 53.0, EPOCH)
+    bare = format_tle(c, with_names=False)
+    omm = json.dumps([{k: v for k, v in r.items() if k != "OBJECT_NAME"} for r in omm_records(c)])
+    assert parse_tle_text(bare).names == parse_omm_text(omm, "json").names == ["SAT-1", "SAT-2", "SAT-3"]
+    assert parse_tle_text(_with_catalog("A0000")).names == ["SAT-100000"]  # Alpha-5, as OMM's 100000
+    with pytest.raises(OrbitError, match=r"<t>:3: satellite SAT-1234 \(01234\) appears twice"):
+        parse_tle_text(_with_catalog(" 1234") + _with_catalog("01234"), "<t>")
 
 
 def test_valid_catalog_number_layouts_are_read():
