@@ -43,6 +43,13 @@ LINK_MODELS = ("constant", "shannon", "plan")
 #: Largest ``rate_bps`` / ``max_rate_bps`` accepted (1 Pbit/s): thousands of times the fastest space
 #: laser link demonstrated (about 2e11 bit/s), so a larger value is a typing mistake, not a link.
 MAX_RATE_BPS = 1e15
+#: Accepted range of each Shannon-model field: every real terminal, radio or optical, lies well inside,
+#: and within them the SNR stays a finite number (10**(SNR/10) overflowed to inf past ~3,000 dB, giving
+#: NaN rates) and ``1 + SNR`` keeps the rate (a too-wide band read as 0 bit/s). The bandwidth is also at
+#: most the carrier frequency.
+SHANNON_RANGES = {"tx_power_dbw": (-100.0, 100.0), "tx_gain_dbi": (-100.0, 200.0), "rx_gain_dbi": (-100.0, 200.0),
+                  "frequency_hz": (1e3, 1e16), "bandwidth_hz": (1.0, 1e16), "noise_temperature_k": (1.0, 1e7),
+                  "losses_db": (-100.0, 1000.0)}
 BOLTZMANN_DBW_PER_K_HZ = -228.6
 SPEED_OF_LIGHT_M_S = 299_792_458.0
 
@@ -74,6 +81,14 @@ class LinkModel:
             value = getattr(self, name)
             if not np.isfinite(value) or value <= 0:
                 raise ContactError(f"link.{name}: expected a positive number, got {value}")
+        if self.model == "shannon":
+            for name, (lo, hi) in SHANNON_RANGES.items():
+                value = getattr(self, name)
+                if not lo <= value <= hi:
+                    raise ContactError(f"link.{name}: expected a number in {lo:g}..{hi:g}, got {value}")
+            if self.bandwidth_hz > self.frequency_hz:
+                raise ContactError(f"link.bandwidth_hz: {self.bandwidth_hz:g} Hz exceeds the carrier "
+                                   f"(link.frequency_hz = {self.frequency_hz:g} Hz)")
         for name in ("rate_bps", "max_rate_bps"):
             value = getattr(self, name)
             if value is not None and not 0 < value <= MAX_RATE_BPS:

@@ -88,7 +88,7 @@ from .dtn import header_name_ok, read_plan
 from .errors import ContactError
 from .energy import Battery, EnergyModel
 from .geometry import EARTH_RADIUS_KM
-from .link import MAX_RATE_BPS, LinkModel
+from .link import MAX_RATE_BPS, SHANNON_RANGES, LinkModel
 from .plan import ContactPlan
 from .trajectory import (GroundStation, Trajectories, check_trajectory_size, grid_samples,
                          satellite_trajectories)
@@ -345,12 +345,9 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
     for key in ("rate_bps", "max_rate_bps"):
         if lt.has(key):
             model_kw[key] = lt.num(key, positive=True, maximum=MAX_RATE_BPS)
-    for key in ("frequency_hz", "bandwidth_hz", "noise_temperature_k"):
+    for key, (lo, hi) in SHANNON_RANGES.items():
         if lt.has(key):
-            model_kw[key] = lt.num(key, positive=True)
-    for key in ("tx_power_dbw", "tx_gain_dbi", "rx_gain_dbi", "losses_db"):
-        if lt.has(key):
-            model_kw[key] = lt.num(key)
+            model_kw[key] = lt.num(key, minimum=lo, maximum=hi)
     if lt.has("acquisition_s"):
         model_kw["acquisition_s"] = lt.num("acquisition_s", nonneg=True)
     if plan_file is not None:

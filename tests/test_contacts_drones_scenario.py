@@ -210,6 +210,14 @@ step_s = 10.0
      r"\.toml: link.rate_bps: expected a positive number of at most 1e\+15, got 1e\+308$"),
     (LEO, ("rate_bps = 1e8", "rate_bps = 1e8\nmax_rate_bps = 2e16"),
      r"link.max_rate_bps: expected a positive number of at most 1e\+15, got 2e\+16"),
+    # Shannon fields no terminal has: 4000 dBW overflowed the SNR to inf ('fol contacts --ion' then died on
+    # a NaN rate), a 1e300 Hz band gave 0 bit/s (1 + SNR rounded to 1)
+    (LEO, ('model = "constant"\nrate_bps = 1e8', 'model = "shannon"\ntx_power_dbw = 4000.0'),
+     r"link.tx_power_dbw: expected a number in -100..100, got 4000"),
+    (LEO, ('model = "constant"\nrate_bps = 1e8', 'model = "shannon"\nbandwidth_hz = 1e300'),
+     r"link.bandwidth_hz: expected a number in 1..1e\+16, got 1e\+300"),
+    (LEO, ('model = "constant"\nrate_bps = 1e8', 'model = "shannon"\nbandwidth_hz = 1e12\nfrequency_hz = 26e9'),
+     r"link.bandwidth_hz: 1e\+12 Hz exceeds the carrier \(link.frequency_hz = 2.6e\+10 Hz\)"),
 ])
 def test_absurd_magnitudes_are_refused_when_read(tmp_path, text, patch, match):
     p = _write(tmp_path, text.replace(*patch))
