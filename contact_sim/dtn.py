@@ -23,7 +23,8 @@ Rounding (both formats take integers): a window ``[t0, t1]`` is written as
 rounded down (to bytes/s for ION, bits/s for HDTN), and the one-way light
 time of its mean range rounded up to whole seconds (at least 1). A rate either
 tool cannot hold (ION: above 2**32 - 1 bytes/s, ``ionadmin``'s 32-bit rate;
-HDTN: above 2**64 - 1 bits/s) is refused, naming the contact. A plan whose
+HDTN: above 2**64 - 1 bits/s), or a time HDTN cannot (after 2**31 - 1 s), is refused, naming the
+contact. A plan whose
 windows already have whole-second edges and whole byte rates round-trips
 exactly.
 
@@ -74,6 +75,9 @@ SPEED_OF_LIGHT_KM_S = 299_792.458
 ION_MAX_RATE_BYTES_S = 2**32 - 1
 #: Largest ``rateBitsPerSec`` HDTN reads (a ``uint64_t``); a larger one is not read at all.
 HDTN_MAX_RATE_BPS = 2**64 - 1
+#: Latest ``startTime`` / ``endTime`` HDTN reads: its router takes them as ``int`` (32 bits) with a
+#: default of 0, so a later time (past 68 years) would silently become 0.
+HDTN_MAX_TIME_S = 2**31 - 1
 #: Plan files larger than this are refused before they are read.
 MAX_PLAN_BYTES = 64 * 1024 * 1024
 _ION_TIME = "%Y/%m/%d-%H:%M:%S"
@@ -162,6 +166,10 @@ def hdtn_contacts(plan: ContactPlan) -> dict:
         if t1[k] <= t0[k]:
             continue
         a, b = int(w.a[k]) + 1, int(w.b[k]) + 1
+        if t1[k] > HDTN_MAX_TIME_S:
+            raise ContactError(f"contact {plan.node_names[int(w.a[k])]} - {plan.node_names[int(w.b[k])]} "
+                               f"(nodes {a}, {b}) +{int(t0[k])} +{int(t1[k])}: ends after HDTN's latest time, "
+                               f"{HDTN_MAX_TIME_S} s (startTime and endTime are 32-bit integers)")
         if int(rate[k]) > HDTN_MAX_RATE_BPS:
             raise ContactError(_too_fast(
                 plan, k, t0[k], t1[k], f"{rate[k]:.6g} bit/s",

@@ -91,7 +91,7 @@ def test_ion_capacity_never_wraps_around() -> None:
     assert int(plan.windows.capacity_bytes[0]) == 2**62
 
 
-def test_dtn_exports_refuse_a_rate_the_tool_cannot_hold() -> None:
+def test_dtn_exports_refuse_a_rate_or_time_the_tool_cannot_hold() -> None:
     """ionadmin reads an 'a contact' rate into a 32-bit unsigned int (bytes/s): a 40 Gbit/s optical
     crosslink (5e9 bytes/s) was written as is and would wrap to 705 MB/s in ION. HDTN's
     rateBitsPerSec is a uint64_t."""
@@ -109,6 +109,13 @@ def test_dtn_exports_refuse_a_rate_the_tool_cannot_hold() -> None:
     imported = ContactPlan(["sat-a", "sat-b"], w, LinkModel("plan", acquisition_s=0.0), [0.0, 60.0], START)
     with pytest.raises(ContactError, match=r"above HDTN's limit of 18446744073709551615 bit/s"):
         hdtn_contacts(imported)
+    # HDTN's router reads startTime / endTime as a 32-bit int, a later one as 0
+    late = WindowTable([0], [1], [3e9], [3e9 + 60], [1000.0], [1000.0], [8e6 * 60])
+    far = ContactPlan(["sat-a", "sat-b"], late, LinkModel("plan", acquisition_s=0.0), [0.0, 4e9], START)
+    assert "a contact +3000000000 +3000000060 1 2 1000000" in format_ion(far)
+    with pytest.raises(ContactError, match=r"^contact sat-a - sat-b \(nodes 1, 2\) \+3000000000 \+3000000060: "
+                                           r"ends after HDTN's latest time, 2147483647 s"):
+        hdtn_contacts(far)
 
 
 def test_ion_absolute_times_and_foreign_files() -> None:
