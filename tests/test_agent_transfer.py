@@ -831,3 +831,29 @@ def test_a_second_model_of_a_round_waits_while_the_first_is_still_arriving(tmp_p
         assert len(receiver.inbox_files) == 1
     finally:
         receiver.stop()
+
+
+def test_zap_admits_exactly_the_message_level_trusted_keys_after_a_failed_reload(tmp_path: Path, pair) -> None:
+    """The CURVE handshake (ZAP) kept its own copy of the trust store, re-read only after a successful
+    reload: with another key file broken, a revoked key still completed new handshakes, and a key
+    added meanwhile was admitted by ZAP but not trusted by the agent. Both now answer from one set."""
+    from fol.errors import ConfigError
+
+    receiver, s_keys, _ = pair
+    (receiver.trust_dir / "drone-9.key").write_text("not a certificate\n")
+    newcomer_pub, newcomer_sec = generate_keypair(tmp_path / "new", "newcomer")
+    (receiver.trust_dir / "newcomer.key").write_bytes(newcomer_pub.read_bytes())  # store not re-read: not trusted
+    revoke_key(receiver.trust_dir, "sender")  # gone from the store: revoked
+    with pytest.raises(ConfigError, match="trust store not reloaded"):
+        receiver.agent.request("reload")
+    assert receiver.agent.request("status")["trusted_peers"] == []
+    for name, keys in (("sender", s_keys), ("newcomer", load_keypair(newcomer_sec))):
+        model = _model_file(tmp_path / f"{name}.safetensors", name, seed=3)
+        res = _send(receiver, model, offer_for_file(name, model, 64 * 1024), keys, timeout_s=1.5)
+        assert res.status == "timeout" and res.bytes_served == 0, (name, res.status, res.detail)  # no handshake
+    (receiver.trust_dir / "drone-9.key").unlink()
+    assert receiver.agent.request("reload") == {"trusted_peers": ["newcomer"]}
+    model = _model_file(tmp_path / "n2.safetensors", "newcomer", seed=4)
+    res = _send(receiver, model, offer_for_file("newcomer", model, 64 * 1024), load_keypair(newcomer_sec))
+    assert res.status == "delivered", res.detail
+    assert len(receiver.inbox_files) == 1

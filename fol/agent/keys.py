@@ -30,6 +30,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import zmq
 import zmq.auth
@@ -46,6 +47,7 @@ __all__ = [
     "trust_key",
     "revoke_key",
     "TrustStore",
+    "ZapKeyCheck",
 ]
 
 log = logging.getLogger(__name__)
@@ -177,6 +179,22 @@ def revoke_key(trust_dir: str | os.PathLike[str], peer: str) -> Path:
         raise ConfigError(f"{target}: no trusted key for peer {peer!r}")
     target.unlink()
     return target
+
+
+class ZapKeyCheck:
+    """A ZAP credentials provider (pyzmq's ``configure_curve_callback``) that admits a client's
+    Z85 public key when ``admits(key)`` is true; called in the authenticator's thread.
+
+    The agent's peer domain asks its :class:`TrustStore` (``key in store.peers``), so the keys
+    admitted to a CURVE handshake are always the keys the agent trusts at the message level,
+    after any reload, successful or failed.
+    """
+
+    def __init__(self, admits: Callable[[bytes], bool]) -> None:
+        self.admits = admits
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return bool(self.admits(key))
 
 
 class TrustStore:

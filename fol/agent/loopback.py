@@ -42,7 +42,7 @@ from zmq.auth.thread import ThreadAuthenticator
 from fol.agent import protocol as P
 from fol.agent.config import AgentConfig
 from fol.agent.inbox import Inbox
-from fol.agent.keys import KeyPair, TrustStore, generate_keypair, load_keypair, trust_key
+from fol.agent.keys import KeyPair, TrustStore, ZapKeyCheck, generate_keypair, load_keypair, trust_key
 from fol.agent.transfer import Receiver, ReceiverSettings, offer_for_file, secure_server, send_model
 from fol.defaults import DEFAULT_ARCH
 from fol.errors import FOLError
@@ -290,7 +290,7 @@ class LoopbackLinks:
         self.ctx = zmq.Context()
         self.auth = ThreadAuthenticator(self.ctx)
         self.auth.start()
-        self.auth.configure_curve(domain=P.ZAP_DOMAIN_PEERS, location=str(trust_dir))
+        self.auth.configure_curve_callback(P.ZAP_DOMAIN_PEERS, ZapKeyCheck(lambda key: key in self.trust.peers))
         self.endpoints: dict[str, str] = {}
         self.receivers: dict[str, Receiver] = {}
         self._lock = threading.Lock()

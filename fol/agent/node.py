@@ -9,7 +9,7 @@
 * a control ROUTER (``[node] control``) for ``fol agent ctl``, admitted only
   to the node's own key pair,
 * a ZAP authenticator (pyzmq's :class:`zmq.auth.thread.ThreadAuthenticator`)
-  loaded from the trust store and reloaded when the store changes,
+  admitting exactly the keys of the trust store (re-read when it changes),
 * the persisted state (:class:`fol.agent.inbox.Inbox`),
 * a worker thread that runs a FOL round (:func:`fol.personalize.personalize`)
   when the trigger fires, while the poll loop keeps serving transfers.
@@ -58,7 +58,7 @@ from zmq.auth.thread import ThreadAuthenticator
 from fol.agent import protocol as P
 from fol.agent.config import AgentConfig
 from fol.agent.inbox import Inbox
-from fol.agent.keys import KeyPair, TrustStore, load_keypair, load_public_key
+from fol.agent.keys import KeyPair, TrustStore, ZapKeyCheck, load_keypair, load_public_key
 from fol.agent.position import PositionLog, PositionSource
 from fol.agent.systemd import Watchdog, notify
 from fol.agent.protocol import ProtocolError
@@ -206,13 +206,11 @@ class Agent:
     def _setup_sockets(self) -> None:
         self.auth = ThreadAuthenticator(self.ctx, log=logging.getLogger("fol.agent.zap"))
         self.auth.start()
-        self.auth.configure_curve(domain=P.ZAP_DOMAIN_PEERS, location=str(self.cfg.trust_dir))
-        control_keys = self.inbox.root / "control_keys"
-        if control_keys.exists():
-            shutil.rmtree(control_keys)
-        control_keys.mkdir()
-        (control_keys / f"{self.node_id}.key").write_text(f"curve\n    public-key = \"{self.keys.public.decode()}\"\n")
-        self.auth.configure_curve(domain=P.ZAP_DOMAIN_CONTROL, location=str(control_keys))
+        # ZAP answers from the trust store the messages are checked against (one set of trusted keys,
+        # whatever a reload did), and admits only the node's own key to the control socket.
+        self.auth.configure_curve_callback(P.ZAP_DOMAIN_PEERS, ZapKeyCheck(lambda key: key in self.trust.peers))
+        self.auth.configure_curve_callback(P.ZAP_DOMAIN_CONTROL, ZapKeyCheck(lambda key: key == self.keys.public))
+        shutil.rmtree(self.inbox.root / "control_keys", ignore_errors=True)  # written by earlier versions
 
         settings = ReceiverSettings.from_limits(self.cfg.limits)
         self.router = self.ctx.socket(zmq.ROUTER)
@@ -411,8 +409,8 @@ class Agent:
     # ------------------------------------------------------------------ trust
 
     def _check_trust(self, force: bool = False) -> str | None:
-        """Re-read the trust store if it changed (or ``force``) and re-configure ZAP;
-        returns why the store could not be read, None when it was (or had not changed)."""
+        """Re-read the trust store if it changed (or ``force``; ZAP answers from it, see
+        :class:`fol.agent.keys.ZapKeyCheck`); returns why the store could not be read, None when it was (or had not changed)."""
         if not force and not self.trust.changed():
             return None
         try:
@@ -423,7 +421,6 @@ class Agent:
             log.error("%s: trust store not reloaded: %s (revoked all the same: %s)", self.node_id, exc,
                       ", ".join(revoked) or "none")
             return str(exc)
-        self.auth.configure_curve(domain=P.ZAP_DOMAIN_PEERS, location=str(self.cfg.trust_dir))
         after = set(self.trust.peers.values())
         log.info("%s: trust store reloaded (added %s, revoked %s)", self.node_id, sorted(after - before) or "none",
                  sorted(before - after) or "none")
