@@ -857,3 +857,50 @@ def test_zap_admits_exactly_the_message_level_trusted_keys_after_a_failed_reload
     res = _send(receiver, model, offer_for_file("newcomer", model, 64 * 1024), load_keypair(newcomer_sec))
     assert res.status == "delivered", res.detail
     assert len(receiver.inbox_files) == 1
+
+
+def test_the_round_age_survives_a_restart_across_wall_clock_steps(tmp_path: Path, monkeypatch) -> None:
+    """After a restart the round's age was wall time minus the saved wall-clock start: a clock
+    stepped forward while the agent ran (GPS / NTP sync of a companion computer without RTC) made
+    a fresh round look weeks old at the next start (the deadline fired at once), and a clock set
+    back restarted the wait from zero. The agent now saves the age it counted (monotonic) with the
+    wall time of that count; a restart adds only the downtime, never a negative one."""
+    import types
+
+    import fol.agent.node as node_module
+    from fol.errors import ConfigError
+
+    day = 86400.0
+    step = [0.0]
+    monkeypatch.setattr(node_module, "time", types.SimpleNamespace(
+        monotonic=time.monotonic, sleep=time.sleep, perf_counter=time.perf_counter, time=lambda: time.time() + step[0]))
+    node = Node(tmp_path, "receiver", [])
+    cfg = node.on_board_config({"auto_send": False, "deadline_s": 600.0}, {"rounds": 1})
+    state_path = node.folder / "state" / "state.json"
+
+    def edit_state(**fields: float) -> None:
+        state = json.loads(state_path.read_text())
+        state.update(fields)
+        state_path.write_text(json.dumps(state))
+
+    agent = Agent(cfg)  # a new round
+    assert agent.status()["round_age_s"] < 5.0
+    step[0] = 30 * day  # the clock is set a month ahead while the agent runs
+    agent.stop()
+    agent = Agent(cfg)
+    assert agent.status()["round_age_s"] < 5.0  # not a month: the deadline does not fire at once
+    agent.stop()
+    step[0] = 0.0  # set back a month while stopped: the age counted so far is kept
+    edit_state(round_age_s=500.0)
+    agent = Agent(cfg)
+    assert 500.0 <= agent.status()["round_age_s"] < 505.0
+    agent.stop()
+    edit_state(round_age_s=100.0, round_age_at=time.time() - 200.0)  # 200 s of downtime count
+    agent = Agent(cfg)
+    assert 300.0 <= agent.status()["round_age_s"] < 305.0
+    agent.stop()
+    for field, value in (("round_age_s", -1.0), ("round_age_at", "yesterday"), ("round_started", 1e400)):
+        edit_state(**{field: value})
+        with pytest.raises(ConfigError, match=rf"state.json: field '{field}' must be a non-negative number of seconds"):
+            Agent(cfg)
+        edit_state(**{field: 0.0})

@@ -34,11 +34,12 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from fol.agent.protocol import Offer, ProtocolError
 from fol.errors import CheckpointError, ConfigError
 from fol.fileio import fsync_dir, write_json_atomic
+from swarmbase.tomlcheck import is_finite_number
 
 __all__ = ["AgentState", "Inbox", "file_sha256", "STATE_FORMAT"]
 
@@ -65,8 +66,12 @@ class AgentState:
     """What a node persists (``state.json``).
 
     ``round`` is the collection round in progress (1-based; ``rounds done = round - 1``),
-    ``round_started`` its wall-clock start (s since the epoch, so deadlines survive a
-    restart). ``current_model`` / ``local_model`` are paths relative to the state
+    ``round_started`` its wall-clock start (s since the epoch, for the record).
+    ``round_age_s`` is the round's age as the agent counted it (on the monotonic
+    clock) at wall time ``round_age_at``, both written with every save: after a
+    restart the age goes on from there plus the downtime ``now - round_age_at``
+    (none if negative, a clock set back), so a wall clock stepped while the agent
+    ran does not move the ``[trigger] deadline_s``. ``current_model`` / ``local_model`` are paths relative to the state
     folder. ``models`` maps the node's own model ids to ``{round, file, sha256, size}``;
     ``received`` maps received model ids to ``{sender, round, sha256, size, file, time}``;
     ``outbox`` maps ``"<peer>|<model_id>"`` to ``{peer, model_id, status, detail}``
@@ -77,6 +82,8 @@ class AgentState:
     node: str
     round: int = 1
     round_started: float = field(default_factory=time.time)
+    round_age_s: float = 0.0
+    round_age_at: float | None = None  # None: round_started (a new state, or one written before these fields)
     finished: bool = False
     current_model: str = ""
     local_model: str = ""
@@ -84,6 +91,10 @@ class AgentState:
     received: dict[str, dict[str, Any]] = field(default_factory=dict)
     outbox: dict[str, dict[str, Any]] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.round_age_at is None:
+            self.round_age_at = self.round_started
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": STATE_FORMAT, "version": STATE_VERSION, **asdict(self)}
@@ -102,6 +113,10 @@ class AgentState:
             raise ConfigError(f"{source}: malformed state ({exc})") from None
         if not isinstance(state.round, int) or state.round < 1:
             raise ConfigError(f"{source}: field 'round' must be a positive integer, got {state.round!r}")
+        for name in ("round_started", "round_age_s", "round_age_at"):
+            value = getattr(state, name)
+            if not is_finite_number(value) or value < 0:
+                raise ConfigError(f"{source}: field {name!r} must be a non-negative number of seconds, got {value!r}")
         for name in ("models", "received", "outbox"):
             if not isinstance(getattr(state, name), dict):
                 raise ConfigError(f"{source}: field {name!r} must be an object")
@@ -139,6 +154,8 @@ class Inbox:
             except OSError as exc:
                 raise ConfigError(f"{self.root / sub}: cannot create the state sub-folder ({exc.strerror}); "
                                   f"expected a writable folder") from None
+        #: Set by the agent: ``() -> (round age in s, wall time)``, stamped into the state at every save.
+        self.round_clock: Callable[[], tuple[float, float]] | None = None
         self.state_path = self.root / "state.json"
         self.is_new = not self.state_path.exists()
         if self.is_new:
@@ -157,6 +174,8 @@ class Inbox:
     # ------------------------------------------------------------------ state
 
     def save(self) -> None:
+        if self.round_clock is not None:
+            self.state.round_age_s, self.state.round_age_at = self.round_clock()
         write_json_atomic(self.state_path, self.state.to_dict())
 
     def path(self, relative: str) -> Path:

@@ -82,6 +82,8 @@ log = logging.getLogger(__name__)
 
 COMMANDS = ("status", "personalize", "send", "reload", "stop")
 RUNTIME_FILE = "agent.json"
+#: Interval (s) at which a node waiting for a round's deadline saves the round's age (see AgentState).
+ROUND_CLOCK_SAVE_S = 60.0
 #: Longest wait for an answer of the running agent (s); ``zmq`` polls take whole milliseconds.
 MAX_CONTROL_TIMEOUT_S = 86400.0
 
@@ -143,10 +145,14 @@ class Agent:
         self.last_error: str | None = None
         self.failed_attempts = 0  # consecutive failed personalization attempts of the current round
         self._retry_at = 0.0  # monotonic: no automatic trigger before this (back-off after a failure)
-        # The round's age is taken from the wall clock once (state.round_started survives restarts), then
-        # counted on the monotonic clock: a clock step (a companion computer without RTC syncing its time
-        # from GPS / NTP after boot) neither fires the deadline at once nor postpones it.
-        self._round_clock = (time.monotonic(), max(0.0, time.time() - self.inbox.state.round_started))
+        # The round's age is counted on the monotonic clock and saved with every state write (with the wall
+        # time of the count, see AgentState): a clock step while the agent runs (a companion computer without
+        # RTC syncing its time from GPS / NTP after boot) neither fires the deadline at once nor postpones it,
+        # now or after a restart. A restart adds the downtime by the wall clock, never a negative one.
+        state = self.inbox.state
+        assert state.round_age_at is not None
+        self._round_clock = (time.monotonic(), state.round_age_s + max(0.0, time.time() - state.round_age_at))
+        self.inbox.round_clock = lambda: (round(self._round_age_s(), 3), time.time())
         self._node_data: Any = None
         self.links: dict[str, PeerLink] = {}
         self.closed = False
@@ -196,7 +202,8 @@ class Agent:
         rel = self.inbox.relative(target)
         state.current_model = state.local_model = rel
         state.round = loaded.card.round + 1
-        state.round_started = time.time()
+        state.round_started = state.round_age_at = time.time()
+        state.round_age_s = 0.0
         if self.cfg.trigger.auto_send:
             for peer in self.cfg.peers:
                 self._queue_outbox(peer.id, model_id)
@@ -317,6 +324,7 @@ class Agent:
             poller.register(link.sock, zmq.POLLIN)
             by_socket[link.sock] = link
         next_trust_check = 0.0
+        next_clock_save = time.monotonic() + ROUND_CLOCK_SAVE_S
         notify("READY=1")
         while not self._stop.is_set():
             events = dict(poller.poll(50))
@@ -350,6 +358,10 @@ class Agent:
             if now >= next_trust_check:
                 next_trust_check = now + 1.0
                 self._guarded(self._check_trust)
+            if now >= next_clock_save:
+                next_clock_save = now + ROUND_CLOCK_SAVE_S
+                if self._counts_round_age():
+                    self._guarded(self.inbox.save)  # a crash loses at most this much of the round's age
             self._guarded(self._check_job)
             self._guarded(self._check_trigger)
 
@@ -383,8 +395,10 @@ class Agent:
             self._check_job()
         try:
             self.receiver.flush()
+            if self._counts_round_age():
+                self.inbox.save()  # the round's age so far
         except OSError as exc:  # pragma: no cover - disk trouble at shutdown
-            log.warning("%s: could not flush transfers: %s", self.node_id, exc)
+            log.warning("%s: could not flush transfers or save the state: %s", self.node_id, exc)
         for link in self.links.values():
             link.close()
         self._close_sockets()
@@ -473,6 +487,10 @@ class Agent:
         """Seconds since the current round started (see ``_round_clock``)."""
         since, age_then = self._round_clock
         return age_then + time.monotonic() - since
+
+    def _counts_round_age(self) -> bool:
+        """The round's age matters: a deadline is waiting."""
+        return bool(self.cfg.trigger.on_board and self.cfg.trigger.deadline_s and not self.inbox.state.finished)
 
     def _check_trigger(self) -> None:
         state = self.inbox.state
@@ -606,8 +624,8 @@ class Agent:
         state = self.inbox.state
         return {
             "node": self.node_id, "pid": os.getpid(), "listen": self.listen_endpoint, "round": state.round,
-            "rounds": self.rounds, "finished": state.finished, "current_model": state.current_model,
-            "expected_models": self.expected, "received_this_round": self._senders(state.round - 1),
+            "rounds": self.rounds, "round_age_s": round(self._round_age_s(), 1), "finished": state.finished,
+            "current_model": state.current_model, "expected_models": self.expected, "received_this_round": self._senders(state.round - 1),
             "inbox": len(state.received), "outbox": list(state.outbox.values()),
             "incoming": self.receiver.status(), "personalizing": self._job is not None,
             "last_error": self.last_error, "failed_attempts": self.failed_attempts,
