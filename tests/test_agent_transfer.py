@@ -904,3 +904,24 @@ def test_the_round_age_survives_a_restart_across_wall_clock_steps(tmp_path: Path
         with pytest.raises(ConfigError, match=rf"state.json: field '{field}' must be a non-negative number of seconds"):
             Agent(cfg)
         edit_state(**{field: 0.0})
+
+
+def test_ctl_status_of_a_long_running_swarm_node_is_answered_in_full(tmp_path: Path) -> None:
+    """The control client read the agent's answer with the 64 KiB / 4,096-value limit of peer
+    messages: once the outbox held some hundred entries (30 peers, 20 rounds) 'fol agent ctl
+    status' only said 'header is 78188 bytes, over the limit'. Answers of the node's own agent
+    (CURVE, its own key) have their own, larger bound."""
+    from fol.agent.node import control_request
+
+    node = Node(tmp_path, "receiver", [])
+    agent = node.start()
+    try:
+        entries = {f"drone-{p}|receiver:r{r}:0123456789abcdef": {
+            "peer": f"drone-{p}", "model_id": f"receiver:r{r}:0123456789abcdef", "status": "delivered",
+            "detail": f"inbox/round-{r}/receiver.safetensors"} for r in range(20) for p in range(30)}
+        agent.request("status")  # the loop is up; the outbox is only read by 'status' below
+        agent.inbox.state.outbox.update(entries)
+        status = control_request(node.config(), "status", timeout_s=5)
+        assert len(status["outbox"]) == 600 and status["node"] == "receiver"
+    finally:
+        node.stop()

@@ -748,6 +748,7 @@ def control_request(config: AgentConfig, command: str, timeout_s: float = 10.0, 
     sock = ctx.socket(zmq.DEALER)
     try:
         tune_socket(sock)
+        sock.maxmsgsize = P.MAX_CONTROL_REPLY_BYTES + 1024
         secure_client(sock, keys, keys.public)
         try:
             sock.connect(endpoint)
@@ -758,7 +759,8 @@ def control_request(config: AgentConfig, command: str, timeout_s: float = 10.0, 
         if not sock.poll(int(timeout_s * 1000)):
             raise ConfigError(f"agent {config.node_id} at {endpoint} did not answer within {timeout_s:.0f} s "
                               f"(not running, or pid {info.get('pid')} crashed)")
-        kind, header, _ = P.decode(sock.recv_multipart())
+        kind, header, _ = P.decode(sock.recv_multipart(), max_header_bytes=P.MAX_CONTROL_REPLY_BYTES,
+                                   max_items=P.MAX_CONTROL_REPLY_ITEMS)
     finally:
         sock.close(linger=0)
         ctx.term()

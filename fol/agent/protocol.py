@@ -95,7 +95,9 @@ Control (local operator, ``fol agent ctl``), on a separate CURVE ROUTER whose
 ZAP domain :data:`ZAP_DOMAIN_CONTROL` admits only the node's own key pair:
 ``CTL`` ``{"command": "status" | "personalize" | "send" | "reload" | "stop",
 "peer": str (send only)}`` answered by ``CTL-OK`` ``{...}`` or ``CTL-ERR``
-``{"reason": str}``.
+``{"reason": str}``. An answer's header may be up to
+:data:`MAX_CONTROL_REPLY_BYTES` with :data:`MAX_CONTROL_REPLY_ITEMS` values
+(``status`` lists the whole outbox and history).
 
 Resume
 ------
@@ -181,6 +183,10 @@ MAX_HEADER_BYTES = 64 * 1024
 #: Deepest nesting of a header's JSON (containers) and most values in it.
 MAX_HEADER_DEPTH = 8
 MAX_HEADER_ITEMS = 4096
+#: Largest answer of a node's own agent to its control client (``CTL-OK``: ``status`` lists the whole
+#: outbox and history, which grow with peers and rounds): bytes and values. Only the node's key gets one.
+MAX_CONTROL_REPLY_BYTES = 16 * 1024 * 1024
+MAX_CONTROL_REPLY_ITEMS = 1_000_000
 #: Largest ``spec`` in an OFFER: nesting (spec -> options -> widths) and values.
 MAX_SPEC_DEPTH = 3
 MAX_SPEC_ITEMS = 256
@@ -283,12 +289,15 @@ def encode(kind: bytes, header: dict[str, Any], payload: bytes | memoryview | No
     return frames
 
 
-def decode(frames: list[Any]) -> tuple[bytes, dict[str, Any], Any]:
+def decode(frames: list[Any], *, max_header_bytes: int = MAX_HEADER_BYTES,
+           max_items: int = MAX_HEADER_ITEMS) -> tuple[bytes, dict[str, Any], Any]:
     """Split a message (without routing id) into ``(type, header, payload or None)``.
 
     ``frames`` may hold bytes or :class:`zmq.Frame` objects; the payload is
     returned as it came (a Frame keeps zero-copy access through ``.buffer``).
-    Raises :class:`ProtocolError` on any deviation from the frame layout.
+    Raises :class:`ProtocolError` on any deviation from the frame layout. The
+    header limits are the peers' unless given (the control client reads its
+    agent's answers with :data:`MAX_CONTROL_REPLY_BYTES` / ``_ITEMS``).
     """
     if len(frames) not in (3, 4):
         raise ProtocolError(f"message has {len(frames)} frames, expected 3 or 4")
@@ -299,10 +308,10 @@ def decode(frames: list[Any]) -> tuple[bytes, dict[str, Any], Any]:
     if kind not in MESSAGE_TYPES:
         raise ProtocolError(f"unknown message type {kind[:16]!r}")
     raw = _as_bytes(frames[2])
-    if len(raw) > MAX_HEADER_BYTES:
-        raise ProtocolError(f"header is {len(raw)} bytes, over the limit of {MAX_HEADER_BYTES}")
+    if len(raw) > max_header_bytes:
+        raise ProtocolError(f"header is {len(raw)} bytes, over the limit of {max_header_bytes}")
     try:
-        header = bounded_loads(raw, max_depth=MAX_HEADER_DEPTH, max_items=MAX_HEADER_ITEMS)
+        header = bounded_loads(raw, max_depth=MAX_HEADER_DEPTH, max_items=max_items)
     except ValueError as exc:
         raise ProtocolError(f"{kind.decode()} header is not valid JSON ({exc})") from None
     if not isinstance(header, dict):
