@@ -259,7 +259,10 @@ class Agent:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Ask the loop to end and wait up to ``timeout`` s for it (and a running
-        personalization) to finish; always releases the sockets."""
+        personalization) to finish. The loop releases the sockets and the state
+        folder as it ends: a personalization still running after ``timeout`` holds
+        them until it finishes (the loop thread goes on; :attr:`running` tells).
+        An agent that was never started is released at once."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
