@@ -925,3 +925,30 @@ def test_ctl_status_of_a_long_running_swarm_node_is_answered_in_full(tmp_path: P
         assert len(status["outbox"]) == 600 and status["node"] == "receiver"
     finally:
         node.stop()
+
+
+@pytest.mark.parametrize("field, value, expected", [
+    ("received", {"x": 5}, "field 'received' entry 'x' must be an object"),
+    ("received", {"x": {"round": 0}}, "field 'received' entry 'x': 'sender' must be"),
+    ("models", {"m": []}, "field 'models' entry 'm' must be an object"),
+    ("outbox", {"a": {"peer": "p", "model_id": 3, "status": "pending", "detail": ""}},
+     "field 'outbox' entry 'a': 'model_id' must be"),
+    ("history", 3, "field 'history' must be a list"),
+    ("finished", "no", "field 'finished' must be true or false"),
+    ("current_model", 5, "field 'current_model' must be a string"),
+])
+def test_a_damaged_state_file_is_one_line_naming_the_field(tmp_path: Path, field: str, value: Any,
+                                                           expected: str) -> None:
+    """A hand-edited or damaged state.json stopped the agent with a TypeError / KeyError traceback
+    (or started it with a state it would trip over later)."""
+    from fol.errors import ConfigError
+
+    node = Node(tmp_path, "receiver", [])
+    Agent(node.config(), load_fol=False).stop()
+    state_path = node.folder / "state" / "state.json"
+    state = json.loads(state_path.read_text())
+    state_path.write_text(json.dumps({**state, field: value}))
+    with pytest.raises(ConfigError, match=re.escape(f"state.json: {expected}")):
+        Agent(node.config(), load_fol=False)
+    state_path.write_text(json.dumps(state))
+    Agent(node.config(), load_fol=False).stop()  # the state folder was released

@@ -61,6 +61,15 @@ def file_sha256(path: Path, block: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+#: The fields of the state's records the agent reads, and their types.
+_RECORD_FIELDS: dict[str, dict[str, type]] = {
+    "models": {"round": int, "file": str, "sha256": str, "size": int, "spec": dict},
+    "received": {"sender": str, "round": int, "sha256": str, "size": int, "file": str},
+    "outbox": {"peer": str, "model_id": str, "status": str, "detail": str},
+}
+_TYPE_NAMES = {int: "an integer", str: "a string", dict: "an object"}
+
+
 @dataclass
 class AgentState:
     """What a node persists (``state.json``).
@@ -117,9 +126,25 @@ class AgentState:
             value = getattr(state, name)
             if not is_finite_number(value) or value < 0:
                 raise ConfigError(f"{source}: field {name!r} must be a non-negative number of seconds, got {value!r}")
-        for name in ("models", "received", "outbox"):
-            if not isinstance(getattr(state, name), dict):
+        if not isinstance(state.finished, bool):
+            raise ConfigError(f"{source}: field 'finished' must be true or false, got {state.finished!r}")
+        for name in ("node", "current_model", "local_model"):
+            if not isinstance(getattr(state, name), str):
+                raise ConfigError(f"{source}: field {name!r} must be a string, got {getattr(state, name)!r}")
+        for name, required in _RECORD_FIELDS.items():
+            records = getattr(state, name)
+            if not isinstance(records, dict):
                 raise ConfigError(f"{source}: field {name!r} must be an object")
+            for key, record in records.items():
+                if not isinstance(record, dict):
+                    raise ConfigError(f"{source}: field {name!r} entry {key!r} must be an object")
+                for fname, ftype in required.items():
+                    value = record.get(fname)
+                    if not isinstance(value, ftype) or isinstance(value, bool):
+                        raise ConfigError(f"{source}: field {name!r} entry {key!r}: {fname!r} must be "
+                                          f"{_TYPE_NAMES[ftype]}, got {value!r}")
+        if not isinstance(state.history, list) or not all(isinstance(h, dict) for h in state.history):
+            raise ConfigError(f"{source}: field 'history' must be a list of objects")
         return state
 
     def received_for(self, model_round: int) -> list[dict[str, Any]]:
