@@ -8,7 +8,8 @@ User errors (a bad file, field or payload) end in one line on stderr and exit
 status 2; nothing is printed as a traceback unless ``--debug`` is given. Ctrl-C
 ends in one line and exit status 130. A reader that stops reading the output
 (``fol ... | head -1``) ends the command quietly with status 141, as a command
-ended by SIGPIPE.
+ended by SIGPIPE. Standard output that cannot be written (``fol ... > /dev/full``,
+a full disk) ends the command in one line and exit status 1.
 """
 
 from __future__ import annotations

@@ -1,42 +1,92 @@
 """What every command-line entry point does around its work (``fol``, and
 ``python -m contact_sim.cli`` standalone): Ctrl-C ends in one line and exit
-status 130, and a reader that stops reading the output (``... | head -1``)
+status 130; a reader that stops reading the output (``... | head -1``)
 ends the command quietly with status 141, as a command ended by SIGPIPE, with
-no traceback and no 'Exception ignored' message at exit.
+no traceback and no 'Exception ignored' message at exit; standard output that
+cannot be written (``... > /dev/full``, a full disk) ends the command with the
+line ``<prog>: cannot write to standard output: <reason>`` and status 1. Files
+already saved by the crash-safe writer are complete either way.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Callable
+from typing import Any, Callable
 
 __all__ = ["run_command"]
 
 
+class _OutputLost(BaseException):
+    """Standard output failed (not a closed pipe). A ``BaseException``, as Ctrl-C is:
+    it ends the command through every ``except OSError`` / ``except Exception`` that
+    is about the command's own files, and argparse's help, which ignores ``OSError``."""
+
+    def __init__(self, exc: OSError) -> None:
+        super().__init__(exc.strerror or str(exc))
+
+
+class _GuardedStdout:
+    """``sys.stdout`` whose write errors other than a closed pipe raise :class:`_OutputLost`."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def _guarded(self, name: str, *args: Any) -> Any:
+        try:
+            return getattr(self._stream, name)(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _OutputLost(exc) from None
+
+    def write(self, text: str) -> int:
+        return self._guarded("write", text)
+
+    def writelines(self, lines: Any) -> None:
+        self._guarded("writelines", lines)
+
+    def flush(self) -> None:
+        self._guarded("flush")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def run_command(prog: str, run: Callable[[], int]) -> int:
     """``run()``'s exit status; 130 (after the line ``<prog>: interrupted``) on
-    Ctrl-C, 141 when stdout is a pipe whose reader went away."""
+    Ctrl-C, 141 when stdout is a pipe whose reader went away, 1 (after one line)
+    when stdout cannot be written."""
+    stdout = sys.stdout
+    if stdout is not None:  # None: started with stdout closed
+        sys.stdout = _GuardedStdout(stdout)
     try:
         try:
             return run()
         finally:  # the output still buffered (all of it, when it goes to a pipe): written here, not at exit
-            if sys.stdout is not None:  # None: started with stdout closed
+            if sys.stdout is not None:
                 sys.stdout.flush()
     except BrokenPipeError:
-        _discard_stdout()
+        _discard_stdout(stdout)
         return 141
+    except _OutputLost as exc:
+        _discard_stdout(stdout)
+        print(f"{prog}: cannot write to standard output: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if isinstance(sys.stdout, _GuardedStdout):
+            sys.stdout = stdout
 
 
-def _discard_stdout() -> None:
-    """Point stdout at the null device, so that the interpreter's last flush at exit
-    does not fail again on the closed pipe (an 'Exception ignored' message)."""
+def _discard_stdout(stdout: Any) -> None:
+    """Point ``stdout`` at the null device, so that the interpreter's last flush at exit
+    does not fail again on the closed pipe or full device (an 'Exception ignored' message)."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stdout.fileno())
         os.close(devnull)
     except (OSError, ValueError, AttributeError):  # stdout has no file descriptor (captured, or None)
         pass

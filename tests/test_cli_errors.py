@@ -247,6 +247,33 @@ def test_output_reader_gone_is_quiet(entry: str, argv: list[str], unbuffered: bo
     assert proc.returncode == 141 and proc.stderr == "", (proc.returncode, proc.stderr)
 
 
+@pytest.mark.parametrize("entry, prog, argv, unbuffered", [
+    ("fol.cli", "fol", ["contacts", "SCENARIO", "--check"], False),
+    ("fol.cli", "fol", ["contacts", "SCENARIO", "--check"], True),
+    ("fol.cli", "fol", ["--help"], False),  # argparse alone would drop the error and exit 0
+    ("contact_sim.cli", "contact_sim", ["contacts", "SCENARIO", "--check"], False)])
+def test_output_that_cannot_be_written_is_one_line(entry: str, prog: str, argv: list[str], unbuffered: bool,
+                                                   tmp_path: Path) -> None:
+    """`fol ... > /dev/full`: writing stdout fails (ENOSPC, not a closed pipe); one line on stderr
+    naming standard output and the reason, exit status 1, no traceback, no 'Exception ignored'."""
+    import os
+    import subprocess
+    import sys
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    argv = [_walker_scenario(tmp_path) if a == "SCENARIO" else a for a in argv]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-c", f"import sys; from {entry} import main; sys.exit(main())", *argv],
+                              stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert proc.stderr == f"{prog}: cannot write to standard output: No space left on device\n", proc.stderr
+
+
 def test_interrupt_while_starting_is_one_line(monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     """Ctrl-C in the first second (the sub-commands' modules are still being imported): one line, 130."""
