@@ -15,7 +15,7 @@ from pathlib import Path
 
 from orbits import OrbitError
 from swarmbase.cli import run_command
-from swarmbase.fileio import check_output_dir, check_output_file
+from swarmbase.fileio import check_output_dir, check_output_file, staged_outputs
 from swarmbase.units import format_bytes
 
 from .errors import ContactError
@@ -105,26 +105,27 @@ def run_contacts(args: argparse.Namespace) -> int:
         elapsed = time.perf_counter() - t0
     except (ContactError, OrbitError) as exc:
         return _one_line(args, exc)
-    try:
-        csv_path = plan.to_csv(out / "contacts.csv")
-        written = [csv_path]
-        if args.json:
-            written.append(plan.to_json(out / "contacts.json"))
-        if not args.no_plot and traj is not None:
-            written.append(plot_contacts(plan, traj, out / "contacts.png"))
-        if args.czml:
-            written.append(write_czml(out / "contacts.czml", plan, traj, name=args.scenario.stem))
-        if args.ion:
-            written.append(write_ion(out / "contacts.ion", plan))
-        if args.hdtn:
-            written.append(write_hdtn(out / "contacts.hdtn.json", plan))
-        if args.export_orbits == "omm":
-            written.append(write_omm(out / "orbits.omm.json", build_constellation(scenario)))
-        elif args.export_orbits == "tle":
-            try:
-                written.append(write_tle(out / "orbits.tle", build_constellation(scenario)))
-            except OrbitError as exc:
-                raise ContactError(f"--export-orbits tle: {exc}") from None
+    try:  # the whole set into a staging folder, then swapped in: Ctrl-C or an error keeps the previous set
+        with staged_outputs(out) as stage:
+            written = [plan.to_csv(stage / "contacts.csv")]
+            if args.json:
+                written.append(plan.to_json(stage / "contacts.json"))
+            if not args.no_plot and traj is not None:
+                written.append(plot_contacts(plan, traj, stage / "contacts.png"))
+            if args.czml:
+                written.append(write_czml(stage / "contacts.czml", plan, traj, name=args.scenario.stem))
+            if args.ion:
+                written.append(write_ion(stage / "contacts.ion", plan))
+            if args.hdtn:
+                written.append(write_hdtn(stage / "contacts.hdtn.json", plan))
+            if args.export_orbits == "omm":
+                written.append(write_omm(stage / "orbits.omm.json", build_constellation(scenario)))
+            elif args.export_orbits == "tle":
+                try:
+                    written.append(write_tle(stage / "orbits.tle", build_constellation(scenario)))
+                except OrbitError as exc:
+                    raise ContactError(f"--export-orbits tle: {exc}") from None
+        written = [out / p.name for p in written]
     except OSError as exc:
         target = Path(exc.filename2 or exc.filename or out)  # os.replace names the temporary file first
         return _one_line(args, ContactError(f"--out {out}: cannot write {target.name} ({exc.strerror or exc})"))

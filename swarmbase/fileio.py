@@ -19,11 +19,13 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
+import signal
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
 __all__ = ["fsync_dir", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
-           "check_output_dir", "check_output_file"]
+           "staged_outputs", "check_output_dir", "check_output_file"]
 
 
 def fsync_dir(folder: Path) -> None:
@@ -96,6 +98,33 @@ def write_json_atomic(path: Path, data: Any, *, allow_nan: bool = False,
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(data, indent=1, sort_keys=True, allow_nan=allow_nan, default=default)
     atomic_write_bytes(path, text.encode())
+
+
+@contextlib.contextmanager
+def staged_outputs(folder: str | os.PathLike[str]) -> Iterator[Path]:
+    """A set of output files replaced together: yields a temporary folder inside
+    ``folder`` (which must exist) to write the set into; on a clean exit each
+    file there is renamed over its namesake in ``folder`` (Ctrl-C is held off
+    during these renames), on an error or Ctrl-C the temporary folder is removed
+    and ``folder`` still holds the previous set. Other files in ``folder`` are
+    left alone. Only a power loss during the final renames can mix the sets."""
+    folder = Path(folder)
+    stage = folder / f".staged-{secrets.token_hex(6)}.tmp"
+    os.mkdir(stage)
+    try:
+        yield stage
+        names = sorted(p.name for p in stage.iterdir())
+        sigint = hasattr(signal, "pthread_sigmask") and hasattr(signal, "SIGINT")
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if sigint else None
+        try:
+            for name in names:
+                os.replace(stage / name, folder / name)
+        finally:
+            if blocked is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        fsync_dir(folder)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def _creatable(path: Path, error: type[Exception], what: str) -> None:

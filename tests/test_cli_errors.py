@@ -221,6 +221,39 @@ def test_contacts_output_that_cannot_be_written_is_one_line(tmp_path: Path, monk
     assert len(err) == 1 and "contacts.ion" in err[0] and "No space left" in err[0], err
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, OSError(28, "No space left on device")])
+def test_contacts_stopped_while_writing_keeps_the_old_set(stop: BaseException, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C (or a full disk) after contacts.csv is written but before contacts.ion: the folder
+    still holds the previous run's whole set, not a new table beside an old plan, and no temporaries."""
+    import contact_sim.dtn
+
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "contacts.csv").write_text("old csv")
+    (out / "contacts.ion").write_text("old ion")
+    (out / "notes.txt").write_text("the user's")
+
+    def stopped(path: Path, *args: object, **kwargs: object) -> Path:
+        raise stop
+
+    monkeypatch.setattr(contact_sim.dtn, "write_ion", stopped)
+    code = main(["contacts", _walker_scenario(tmp_path), "--ion", "--no-plot", "--out", str(out)])
+    assert code == (130 if stop is KeyboardInterrupt else 2)
+    assert sorted(p.name for p in out.iterdir()) == ["contacts.csv", "contacts.ion", "notes.txt"]
+    assert (out / "contacts.csv").read_text() == "old csv" and (out / "contacts.ion").read_text() == "old ion"
+
+
+def test_contacts_replaces_the_set_it_writes(tmp_path: Path) -> None:
+    """A completed run replaces the files it writes and leaves no temporaries."""
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "contacts.csv").write_text("old csv")
+    assert main(["contacts", _walker_scenario(tmp_path), "--ion", "--no-plot", "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["contacts.csv", "contacts.ion"]
+    assert (out / "contacts.csv").read_text() != "old csv" and (out / "contacts.ion").stat().st_size > 0
+
+
 @pytest.mark.parametrize("entry, argv, unbuffered", [
     ("fol.cli", ["--help"], False), ("fol.cli", ["contacts", "SCENARIO", "--check"], False),
     ("fol.cli", ["contacts", "SCENARIO", "--check"], True),
