@@ -34,7 +34,8 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="output folder (default: the scenario's output.dir, else runs/<name>)")
     p.add_argument("--resume", metavar="OUT", default=None, help="continue an interrupted run in folder OUT")
     p.add_argument("--executor", choices=["local", "process", "ray"], default=None, help="override run.executor")
-    p.add_argument("--workers", type=_at_least_one, default=None, help="processes / Ray CPUs, also used for the contact search (default: all cores)")
+    p.add_argument("--workers", type=_at_least_one, default=None, help="override run.workers: processes / Ray CPUs, also used for the contact search "
+                   "(default: the scenario's run.workers, else all cores)")
     p.add_argument("--ray-address", default=None, help="join an existing Ray cluster: 'auto' (on its head machine), host:port (started with ray start) or ray://host:port (Ray Client)")
     p.add_argument("--list-methods", action="store_true", help="list the selectable methods and exit")
     p.add_argument("--check", action="store_true",
