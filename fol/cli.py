@@ -4,7 +4,8 @@ Each sub-command lives with the code it drives and registers itself here through
 an ``add_*_parser(subparsers)`` function; the heavy modules (torch, skyfield) are
 imported only when their command runs, so ``fol --help`` is instant.
 
-User errors (a bad file, field or payload) end in one line on stderr and exit
+User errors (a bad file, field or payload), and a file that cannot be read or
+written after the checks passed (a full disk), end in one line on stderr and exit
 status 2; nothing is printed as a traceback unless ``--debug`` is given. Ctrl-C
 ends in one line and exit status 130. A reader that stops reading the output
 (``fol ... | head -1``) ends the command quietly with status 141, as a command
@@ -74,6 +75,14 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.debug:
             raise
         print(f"fol {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # the reader of stdout went away: swarmbase.cli.run_command
+        raise
+    except OSError as exc:  # a file that cannot be read or written after the checks passed (a full disk)
+        if args.debug:
+            raise
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        print(f"fol {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"fol {args.command}: interrupted", file=sys.stderr)

@@ -221,6 +221,24 @@ def test_contacts_output_that_cannot_be_written_is_one_line(tmp_path: Path, monk
     assert len(err) == 1 and "contacts.ion" in err[0] and "No space left" in err[0], err
 
 
+def test_simulate_output_that_cannot_be_written_later_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The disk fills after the output check passed: one line naming the file and the reason, status 2."""
+    import errno
+
+    import fol.simulation.runner
+
+    def full(path: Path, data: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(fol.simulation.runner, "_write_json", full)
+    code = main(["simulate", _learning_scenario(tmp_path, "seeds = [0]"), "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, (code, err)
+    assert len(err) == 1 and err[0].startswith("fol simulate: error: ") and "scenario.resolved.json" in err[0] \
+        and "No space left on device" in err[0], err
+
+
 @pytest.mark.parametrize("stop", [KeyboardInterrupt, OSError(28, "No space left on device")])
 def test_contacts_stopped_while_writing_keeps_the_old_set(stop: BaseException, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
