@@ -46,7 +46,8 @@ def fsync_dir(folder: Path) -> None:
 def atomic_writer(path: str | os.PathLike[str], text: bool = False) -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path`` for writing (binary, or UTF-8 text
     with ``newline=""`` when ``text``); on a clean exit it is fsynced and
-    renamed over ``path``, on an error it is removed and ``path`` is untouched.
+    renamed over ``path``, on an error it is removed and ``path`` is untouched
+    (an ``OSError`` that names no file, such as a full disk, is raised naming ``path``).
     For large outputs written piece by piece (contact tables).
 
     >>> import tempfile, pathlib
@@ -72,8 +73,10 @@ def atomic_writer(path: str | os.PathLike[str], text: bool = False) -> Iterator[
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc  # write()'s errors name no file
         raise
     fsync_dir(folder)
 

@@ -100,3 +100,19 @@ def test_an_existing_output_folder_is_probed_not_judged_by_its_permission_bits(
     monkeypatch.setattr(os, "mkdir", refuse)
     with pytest.raises(ValueError, match=r"^output folder .*out: not writable \(Read-only file system\)$"):
         fileio.check_output_dir(out, ValueError)
+
+
+def test_a_failed_write_names_the_target_file(tmp_path: Path) -> None:
+    """A write that fails on a full disk raises an OSError without a file name; the writer
+    names the file it was writing (the command's one-line error then says which), and keeps
+    the previous content."""
+    import errno
+
+    target = tmp_path / "results.json"
+    target.write_text("previous")
+    with pytest.raises(OSError) as info:
+        with atomic_writer(target) as fh:
+            fh.write(b"new")
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(target)
+    assert target.read_text() == "previous" and sorted(tmp_path.iterdir()) == [target]
