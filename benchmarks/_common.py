@@ -10,12 +10,14 @@ two samples escapes.
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
 import platform
 import statistics
 import sys
 import threading
-from typing import Sequence
+from typing import Callable, Sequence
 
 
 def key_values(items: list[str], what: str) -> dict[str, object]:
@@ -36,28 +38,71 @@ def key_values(items: list[str], what: str) -> dict[str, object]:
     return out
 
 
-def check_per_core(flag: str, value: int) -> None:
+def checked(parse: Callable[[str], object], ok: Callable[[object], bool], want: str) -> Callable[[str], object]:
+    """An argparse ``type=``: ``parse`` the text, and refuse it unless ``ok`` holds. A bad value stops
+    the script while the command line is read, before any work, with argparse's one error line
+    ``argument --flag: expected <want>, got <text>``, the same in every benchmark."""
+
+    def convert(text: str) -> object:
+        try:
+            value = parse(text)
+        except (ValueError, OverflowError):
+            value = None
+        if value is None or not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {want}, got {text}")
+        return value
+
+    convert.__name__ = want  # what argparse would name the type in any other message
+    return convert
+
+
+def int_in(lo: int, hi: int | None = None, why: str = "") -> Callable[[str], object]:
+    """An integer ``lo`` .. ``hi`` (no upper limit when ``hi`` is None); ``why`` says what the range is for."""
+    want = f"an integer >= {lo}" if hi is None else f"an integer in {lo}..{hi}"
+    return checked(int, lambda v: lo <= v and (hi is None or v <= hi), want + (f" ({why})" if why else ""))
+
+
+def positive_float(what: str = "a number") -> Callable[[str], object]:
+    """A finite number > 0 (not nan, not inf), described as ``what``."""
+    return checked(float, lambda v: 0 < v < math.inf, f"{what} > 0")
+
+
+def fraction(what: str = "a number") -> Callable[[str], object]:
+    """A number strictly between 0 and 1, described as ``what``."""
+    return checked(float, lambda v: 0 < v < 1, f"{what} strictly between 0 and 1")
+
+
+def comma_names(known: Sequence[str], unique: bool = False) -> Callable[[str], object]:
+    """Comma-separated names, each one of ``known`` (and with ``unique``, each at most once); the
+    value stays the text."""
+
+    def ok(text: str) -> bool:
+        names = text.split(",")
+        return all(name in known for name in names) and (not unique or len(set(names)) == len(names))
+
+    return checked(str, ok, f"a comma-separated list of {', '.join(known)}" + (", each once" if unique else ""))
+
+
+def user_seed(text: str) -> object:
+    """A seed a user may give (:func:`fol.defaults.is_seed`): an integer 0 .. ``MAX_SEED``."""
+    from fol.defaults import MAX_SEED, is_seed
+
+    return checked(int, is_seed, f"a seed in 0..{MAX_SEED}")(text)
+
+
+def per_core(text: str) -> object:
     """A benchmark's ``--threads`` / ``--workers``: 1 .. 4 per core, the limit of a scenario's
-    ``run.threads`` / ``run.workers``; another value is a :class:`fol.errors.ConfigError` naming ``flag``."""
-    from fol.errors import ConfigError
+    ``run.threads`` / ``run.workers``."""
     from fol.simulation.check import MAX_PER_CORE
 
     cap = MAX_PER_CORE * (os.cpu_count() or 1)
-    if not 1 <= value <= cap:
-        raise ConfigError(f"{flag}: expected 1..{cap} ({MAX_PER_CORE} per core of this machine), got {value}")
+    return checked(int, lambda v: 1 <= v <= cap, f"1..{cap} ({MAX_PER_CORE} per core of this machine)")(text)
 
 
-def set_threads(ap, threads: int) -> None:
-    """Check ``--threads`` (:func:`check_per_core`) and apply it; another value stops the script
-    with argparse's one error line, before any work."""
+def set_threads(threads: int) -> None:
+    """Apply ``--threads`` (checked by its ``type=per_core``) to torch."""
     import torch
 
-    from fol.errors import ConfigError
-
-    try:
-        check_per_core("--threads", threads)
-    except ConfigError as exc:
-        ap.error(str(exc))
     torch.set_num_threads(threads)
 
 

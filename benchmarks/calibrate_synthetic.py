@@ -66,7 +66,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine_line, set_threads, unwritable_output  # noqa: E402
+from _common import (int_in, machine_line, per_core, positive_float, set_threads, unwritable_output,  # noqa: E402
+                     user_seed)
 
 from fol.config import FOLConfig  # noqa: E402
 from fol.data import DEFAULT_MIN_SAMPLES, TASK_REGIONS, GeoDataset, dirichlet_partition, make_synthetic, split_node  # noqa: E402
@@ -203,34 +204,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--task", choices=["wildfire", "hurricane", "both"], default="both")
     ap.add_argument("--classes", choices=["event", "type"], default="event",
                     help="labels: the event or not (2 classes, default), or the form it takes (4 / 5 classes)")
-    ap.add_argument("--arch", default=DEFAULT_ARCH)
-    ap.add_argument("--nodes", type=int, default=24)
-    ap.add_argument("--local-nodes", type=int, default=0, help="train local models on the first N nodes only (0 = all)")
-    ap.add_argument("--per-node", type=int, default=300)
+    ap.add_argument("--arch", default=DEFAULT_ARCH, choices=architectures())
+    ap.add_argument("--nodes", type=int_in(1), default=24)
+    ap.add_argument("--local-nodes", type=int_in(0), default=0, help="train local models on the first N nodes only (0 = all)")
+    ap.add_argument("--per-node", type=int_in(1), default=300)
     ap.add_argument("--pool", type=int, default=12000, help="synthetic images drawn before partitioning")
-    ap.add_argument("--region-images", type=int, default=2000, help="images of the first region box (far-region test)")
-    ap.add_argument("--psi", type=float, default=0.5, help="Dirichlet concentration")
-    ap.add_argument("--seed", type=int, default=0, help="the first seed")
-    ap.add_argument("--seeds", type=int, default=1, help="how many seeds, from --seed on (default 1)")
+    # --region-images is only used after every local and the pooled model trained
+    ap.add_argument("--region-images", type=int_in(DEFAULT_MIN_SAMPLES, why="the fewest a 70/15/15 split takes"),
+                    default=2000, help="images of the first region box (far-region test)")
+    ap.add_argument("--psi", type=positive_float("a Dirichlet concentration"), default=0.5, help="Dirichlet concentration")
+    ap.add_argument("--seed", type=user_seed, default=0, help="the first seed")
+    ap.add_argument("--seeds", type=int_in(1), default=1, help="how many seeds, from --seed on (default 1)")
     ap.add_argument("--json", type=Path, default=None,
                     help="also write every seed's figures to this file (rewritten after each seed)")
-    ap.add_argument("--lr", type=float, help="pretraining lr (default: FOLConfig's pretrain_lr)")
-    ap.add_argument("--patience", type=int, help="early-stopping patience (default: FOLConfig's)")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--lr", type=positive_float("a learning rate"), help="pretraining lr (default: FOLConfig's pretrain_lr)")
+    ap.add_argument("--patience", type=int_in(0), help="early-stopping patience (default: FOLConfig's)")
+    ap.add_argument("--threads", type=per_core, default=1)
     ap.add_argument("-v", "--verbose", action="store_true", help="print every node")
     args = ap.parse_args(argv)
-    if args.seeds < 1:
-        ap.error(f"--seeds must be a positive number of seeds, got {args.seeds}")
-    if args.arch not in architectures():  # otherwise refused only once the pool is drawn
-        ap.error(f"--arch: unknown architecture {args.arch!r}; expected one of {', '.join(architectures())}")
-    for flag, value, least in (("--nodes", args.nodes, 1), ("--per-node", args.per_node, 1),
-                               ("--local-nodes", args.local_nodes, 0),
-                               ("--region-images", args.region_images, DEFAULT_MIN_SAMPLES)):
-        if value < least:  # --region-images is only used after every local and the pooled model trained
-            ap.error(f"{flag} must be >= {least}, got {value}")
     if unwritable_output(args.json):  # before the training, not after
         return 2
-    set_threads(ap, args.threads)
+    set_threads(args.threads)
     print(machine_line(), flush=True)
     seeds = list(range(args.seed, args.seed + args.seeds))
     saved: dict[str, list[dict]] = {}

@@ -42,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine_line, mean_std, set_threads  # noqa: E402
+from _common import int_in, machine_line, mean_std, per_core, positive_float, set_threads, user_seed  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
 from fol.defaults import DEFAULT_ARCH  # noqa: E402
@@ -173,24 +173,24 @@ def main() -> int:
     ap.add_argument("--tasks", nargs="+", default=["hurricane", "wildfire"],
                     choices=["hurricane", "wildfire", "hurricane-types", "wildfire-types"],
                     help="synthetic tasks; '-types' labels the same images by the event's form (4 / 5 classes)")
-    ap.add_argument("--psi", nargs="+", type=float, default=[0.5])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--first-seed", type=int, default=0, help="run seeds first-seed .. first-seed + seeds - 1 "
+    ap.add_argument("--psi", nargs="+", type=positive_float("a Dirichlet concentration"), default=[0.5])
+    ap.add_argument("--seeds", type=int_in(1), default=3)
+    ap.add_argument("--first-seed", type=user_seed, default=0, help="run seeds first-seed .. first-seed + seeds - 1 "
                     "(to spread seeds over processes; merge their --json outputs)")
-    ap.add_argument("--nodes", type=int, default=12)
-    ap.add_argument("--per-node", type=int, default=300)
+    ap.add_argument("--nodes", type=int_in(2), default=12)
+    ap.add_argument("--per-node", type=int_in(1), default=300)
     ap.add_argument("--image-size", type=int, default=32)
     ap.add_argument("--arch", default=DEFAULT_ARCH, help="model of every node (default: the project "
                     "default, %(default)s)")
-    ap.add_argument("--rounds", type=int, default=20, help="R: server rounds of the multi-round baselines")
-    ap.add_argument("--fol-rounds", type=int, nargs="+", default=[1, 2, 3],
+    ap.add_argument("--rounds", type=int_in(1), default=20, help="R: server rounds of the multi-round baselines")
+    ap.add_argument("--fol-rounds", type=int_in(1), nargs="+", default=[1, 2, 3],
                     help="FOL exchanges E to run (1 is FOL itself; others are reference points)")
     ap.add_argument("--budget", nargs="+", default=["tiny"], help="synthesis budget(s) of DENSE / Co-Boosting "
                     "(tiny, small, medium, paper)")
     ap.add_argument("--methods", nargs="+", default=None, help="subset of methods (default: all available)")
     ap.add_argument("--quick", action="store_true", help="defaults of 6 nodes x 100 images of 16 px, 1 seed, R = 10, "
                     "FOL E = 1 (explicit options still win)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for these small CNNs)")
+    ap.add_argument("--threads", type=per_core, default=1, help="torch threads (1 is fastest for these small CNNs)")
     ap.add_argument("--json", type=Path, default=None, help="write every per-node result here")
     ap.add_argument("--plots", type=Path, default=None, help="write accuracy-vs-rounds / -bytes plots here")
     ap.add_argument("--merge", type=Path, nargs="+", default=None, metavar="JSON",
@@ -199,7 +199,7 @@ def main() -> int:
     if "--quick" in sys.argv[1:]:
         ap.set_defaults(nodes=6, per_node=100, image_size=16, seeds=1, rounds=10, fol_rounds=[1])
     args = ap.parse_args()
-    set_threads(ap, args.threads)
+    set_threads(args.threads)
 
     available = set(method_names())
     wanted = args.methods or [m for m in FOL_METHODS + BASELINES if m in available]
@@ -222,12 +222,6 @@ def main() -> int:
             return 2
         report(records, args)
         return 0
-    for flag, value, least in (("--seeds", args.seeds, 1), ("--first-seed", args.first_seed, 0), ("--nodes", args.nodes, 2), ("--per-node", args.per_node, 1),
-                               ("--rounds", args.rounds, 1), ("--fol-rounds", min(args.fol_rounds), 1)):
-        if value < least:
-            ap.error(f"{flag} must be >= {least}, got {value}")
-    if any(not psi > 0 for psi in args.psi):
-        ap.error(f"--psi: Dirichlet concentrations must be > 0, got {args.psi}")
     try:
         check_pool_size(args.nodes * args.per_node * 2, args.image_size, "--nodes x --per-node x 2 synthetic images")
         for m in wanted:  # the methods' options (a --budget they refuse) before the training, not after

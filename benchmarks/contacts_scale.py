@@ -62,7 +62,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import PeakMemory  # noqa: E402
+from _common import PeakMemory, int_in, positive_float  # noqa: E402
 
 from contact_sim import (LinkGeometry, find_windows, satellite_trajectories, space_visible,  # noqa: E402
                          windows_from_samples)
@@ -235,27 +235,16 @@ def met(ok: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1584, 4408], choices=sorted(SHELLS))
-    ap.add_argument("--hours", type=float, default=24.0)
-    ap.add_argument("--step", type=float, default=60.0, help="screening grid (s)")
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--check-edges", type=int, default=500)
-    ap.add_argument("--naive-pairs", type=int, default=0,
+    ap.add_argument("--hours", type=positive_float("a number of hours"), default=24.0)
+    ap.add_argument("--step", type=positive_float("a grid step in seconds"), default=60.0, help="screening grid (s)")
+    ap.add_argument("--workers", type=int_in(1, why="processes"), default=2)
+    ap.add_argument("--check-edges", type=int_in(1, why="edges to check"), default=500)
+    ap.add_argument("--naive-pairs", type=int_in(0, why="0: off"), default=0,
                     help="also time a pairwise Skyfield loop on this many pairs and extrapolate")
-    ap.add_argument("--plan-windows", type=int, default=0, metavar="N",
+    ap.add_argument("--plan-windows", type=int_in(0, why="0: off"), default=0, metavar="N",
                     help="instead: time plan queries and CSV/JSON export on a synthetic N-window plan")
-    ap.add_argument("--plan-nodes", type=int, default=1584)
+    ap.add_argument("--plan-nodes", type=int_in(2, why="nodes of the plan"), default=1584)
     args = ap.parse_args(argv)
-    # every value before any work, one argparse line each (they were tracebacks, some after the propagation)
-    for flag, value, ok, want in (
-            ("--hours", args.hours, 0 < args.hours < float("inf"), "a positive number of hours"),
-            ("--step", args.step, 0 < args.step < float("inf"), "a positive grid step in seconds"),
-            ("--workers", args.workers, args.workers >= 1, "at least 1 process"),
-            ("--check-edges", args.check_edges, args.check_edges >= 1, "at least 1 edge to check"),
-            ("--naive-pairs", args.naive_pairs, args.naive_pairs >= 0, "0 (off) or a number of pairs"),
-            ("--plan-windows", args.plan_windows, args.plan_windows >= 0, "0 (off) or a number of windows"),
-            ("--plan-nodes", args.plan_nodes, args.plan_nodes >= 2, "a plan of at least 2 nodes")):
-        if not ok:
-            ap.error(f"{flag}: expected {want}, got {value}")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, "
           f"numpy {np.__version__}")
     if args.plan_windows:

@@ -19,28 +19,30 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine_line, mean_std  # noqa: E402
+from _common import int_in, machine_line, mean_std, positive_float  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
 from fol.defaults import DEFAULT_ARCH  # noqa: E402
-from fol.data import dirichlet_partition, make_synthetic  # noqa: E402
+from fol.data import DEFAULT_MIN_SAMPLES, dirichlet_partition, make_synthetic  # noqa: E402
 from fol.methods import SwarmContext, get_method  # noqa: E402
+from fol.models import architectures  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
 
 METHODS = ("local", "fol", "fol-a", "fol-n", "fol-an")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", default="hurricane", choices=["hurricane", "wildfire"])
-    ap.add_argument("--nodes", type=int, default=12)
-    ap.add_argument("--per-node", type=int, default=300)
-    ap.add_argument("--psi", type=float, default=0.5)
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--q", type=int, default=5)
-    ap.add_argument("--k", type=int, default=3)
-    ap.add_argument("--arch", default=DEFAULT_ARCH)
-    args = ap.parse_args()
+    ap.add_argument("--nodes", type=int_in(2), default=12)
+    ap.add_argument("--per-node", type=int_in(DEFAULT_MIN_SAMPLES, why="the fewest a 70/15/15 split takes"),
+                    default=300)
+    ap.add_argument("--psi", type=positive_float("a Dirichlet concentration"), default=0.5)
+    ap.add_argument("--seeds", type=int_in(1), default=3)
+    ap.add_argument("--q", type=int_in(1), default=5)
+    ap.add_argument("--k", type=int_in(1), default=3)
+    ap.add_argument("--arch", default=DEFAULT_ARCH, choices=architectures())
+    args = ap.parse_args(argv)
 
     print(machine_line())
     per_seed: dict[str, list[float]] = {m: [] for m in METHODS}

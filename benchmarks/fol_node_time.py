@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import key_values, machine_line  # noqa: E402
+from _common import int_in, key_values, machine_line  # noqa: E402
 
 from fol.checkpoint import ModelCard  # noqa: E402
 from fol.config import PRESET_NAMES, FOLConfig  # noqa: E402
@@ -34,18 +34,15 @@ from fol.nodes import build_nodes  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--q", type=int, default=5)
-    ap.add_argument("--train-images", type=int, default=300, help="training images on the node (70 %% of its data)")
-    ap.add_argument("--arch", default=DEFAULT_ARCH)
+    ap.add_argument("--q", type=int_in(1), default=5)
+    least = math.ceil(0.7 * DEFAULT_MIN_SAMPLES)  # the node's images, train / 0.7, must take a 70/15/15 split
+    ap.add_argument("--train-images", type=int_in(least, why="70 % of the fewest a 70/15/15 split takes"),
+                    default=300, help="training images on the node (70 %% of its data)")
+    ap.add_argument("--arch", default=DEFAULT_ARCH, choices=architectures())
     ap.add_argument("--variant", default="fol", choices=ALL_VARIANTS)
     ap.add_argument("--preset", default="default", choices=PRESET_NAMES)
     ap.add_argument("--fol", nargs="*", default=[], metavar="KEY=VALUE", help="FOLConfig overrides on the preset")
     args = ap.parse_args(argv)
-    if args.arch not in architectures():
-        ap.error(f"--arch: unknown architecture {args.arch!r}; expected one of {', '.join(architectures())}")
-    least = math.ceil(0.7 * DEFAULT_MIN_SAMPLES)  # the node's images, train / 0.7, must take a 70/15/15 split
-    if args.train_images < least:
-        ap.error(f"--train-images must be >= {least}, got {args.train_images}")
     try:
         cfg = FOLConfig.from_dict({"preset": args.preset, **key_values(args.fol, "--fol"), "max_neighbours": args.q})
     except FOLError as exc:

@@ -29,7 +29,6 @@ repository root::
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tempfile
 import time
@@ -39,7 +38,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine_line, set_threads, unwritable_output  # noqa: E402
+from _common import (comma_names, int_in, machine_line, per_core, positive_float, set_threads,  # noqa: E402
+                     unwritable_output, user_seed)
 
 from fol.accounting import forward_macs  # noqa: E402
 from fol.config import FOLConfig  # noqa: E402
@@ -101,31 +101,21 @@ def pooled_fit(arch: str, ds: GeoDataset, cfg: TrainConfig, seed: int) -> dict[s
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--archs", default="cnn-small,cnn-medium,cnn-large,resnet-small")
-    ap.add_argument("--tasks", default="wildfire,hurricane,position")
-    ap.add_argument("--pool", type=int, default=3000, help="images per task before the 70/15/15 split")
-    ap.add_argument("--epochs", type=int, default=20)
-    ap.add_argument("--lr", type=float, default=FOLConfig().pretrain_lr,
+    ap.add_argument("--archs", type=comma_names(architectures()), default="cnn-small,cnn-medium,cnn-large,resnet-small")
+    ap.add_argument("--tasks", type=comma_names(TASKS), default="wildfire,hurricane,position")
+    ap.add_argument("--pool", type=int_in(DEFAULT_MIN_SAMPLES, why="the fewest a 70/15/15 split takes"), default=3000,
+                    help="images per task before the 70/15/15 split")
+    ap.add_argument("--epochs", type=int_in(1), default=20)
+    ap.add_argument("--lr", type=positive_float("a learning rate"), default=FOLConfig().pretrain_lr,
                     help="SGD learning rate (default: the pretraining default, chosen on validation data)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=user_seed, default=0)
+    ap.add_argument("--threads", type=per_core, default=1)
     ap.add_argument("--json", type=Path, help="also write the measurements here")
     args = ap.parse_args(argv)
     archs, tasks = args.archs.split(","), args.tasks.split(",")
-    for flag, names, known in (("--archs", archs, architectures()), ("--tasks", tasks, TASKS)):
-        for name in names:
-            if name not in known:
-                ap.error(f"{flag}: unknown {'architecture' if flag == '--archs' else 'task'} {name!r}; "
-                         f"expected a comma-separated list of {', '.join(known)}")
-    for flag, value, least in (("--pool", args.pool, DEFAULT_MIN_SAMPLES), ("--epochs", args.epochs, 1),
-                               ("--seed", args.seed, 0)):
-        if value < least:  # --pool: the fewest images a 70/15/15 split takes
-            ap.error(f"{flag} must be >= {least}, got {value}")
-    if not (args.lr > 0 and math.isfinite(args.lr)):
-        ap.error(f"--lr must be > 0, got {args.lr}")
     if unwritable_output(args.json):  # before the training, not after
         return 2
-    set_threads(ap, args.threads)
+    set_threads(args.threads)
     print(machine_line(), flush=True)
     base = FOLConfig()  # batch size, momentum and weight decay as the nodes' pretraining uses them
     cfg = TrainConfig(epochs=args.epochs, batch_size=base.batch_size, lr=args.lr, momentum=base.momentum,

@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
-from _common import check_per_core, key_values, machine_line  # noqa: E402
+from _common import key_values, machine_line, per_core  # noqa: E402
 
 from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import atomic_write_text, check_output_dir  # noqa: E402
@@ -239,10 +239,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="run nothing: set two runs of the same swarms that differ in FOL's or the baselines' "
                          "options side by side (other - base, paired by seed and node; with --out also to OUT/compare.md) "
                          "and exit")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads per worker (1 is fastest for small CNNs)")
+    ap.add_argument("--threads", type=per_core, default=1, help="torch threads per worker (1 is fastest for small CNNs)")
     ap.add_argument("--executor", choices=["local", "process"], default="process",
                     help="where per-node work runs (default: %(default)s; results do not depend on it)")
-    ap.add_argument("--workers", type=int, default=2, help="processes of the process executor (default: %(default)s)")
+    ap.add_argument("--workers", type=per_core, default=2, help="processes of the process executor (default: %(default)s)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     args = ap.parse_args(argv)
     if args.merge:
@@ -252,8 +252,6 @@ def main(argv: list[str] | None = None) -> int:
     args.out = args.out or Path("paper_tables")
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
-        check_per_core("--threads", args.threads)
-        check_per_core("--workers", args.workers)
         torch.set_num_threads(args.threads)
         cfg = build_config(args)
         check_output_dir(args.out, ConfigError, what="--out")  # before hours of work, not after

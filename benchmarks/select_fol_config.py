@@ -56,7 +56,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine_line, unwritable_output  # noqa: E402
+from _common import (comma_names, fraction, int_in, machine_line, positive_float, unwritable_output,  # noqa: E402
+                     user_seed)
 
 from fol.checkpoint import ModelCard  # noqa: E402
 from fol.config import FOLConfig  # noqa: E402
@@ -305,24 +306,25 @@ def run_swarm(task: str, seed: int, args: argparse.Namespace, configs: dict[str,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tasks", default="hurricane,wildfire")
-    ap.add_argument("--nodes", type=int, default=12)
+    ap.add_argument("--tasks", type=comma_names(("hurricane", "wildfire"), unique=True),
+                    default="hurricane,wildfire")
+    ap.add_argument("--nodes", type=int_in(2, why="a swarm"), default=12)
     ap.add_argument("--per-node", type=int, default=300, help="images per node (--swarm equal)")
     ap.add_argument("--swarm", choices=("equal", "protocol"), default="equal",
                     help="equal: --nodes x --per-node images; protocol: the protocol's swarm, --pool images over "
                          "--nodes nodes of varying size")
     ap.add_argument("--pool", type=int, default=7200, help="images partitioned over the swarm (--swarm protocol)")
-    ap.add_argument("--psi", type=float, default=0.5)
-    ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--first-seed", type=int, default=0,
+    ap.add_argument("--psi", type=positive_float("a Dirichlet concentration"), default=0.5)
+    ap.add_argument("--seeds", type=int_in(1), default=2)
+    ap.add_argument("--first-seed", type=user_seed, default=0,
                     help="seeds first-seed .. first-seed + seeds - 1 (fresh seeds for a confirmatory run)")
-    ap.add_argument("--q", type=int, default=5)
-    ap.add_argument("--k", type=int, default=None,
+    ap.add_argument("--q", type=int_in(1), default=5)
+    ap.add_argument("--k", type=int_in(1), default=None,
                     help="K for every config (default: each config's own; an option may set top_k)")
-    ap.add_argument("--rounds", type=int, default=1,
+    ap.add_argument("--rounds", type=int_in(1), default=1,
                     help="E: > 1 runs every config's E rounds over the whole swarm and scores round E")
     ap.add_argument("--arch", default="cnn-medium")
-    ap.add_argument("--select-fraction", type=float, default=0.15)
+    ap.add_argument("--select-fraction", type=fraction("a share of each node's images"), default=0.15)
     ap.add_argument("--min-gain", type=float, default=0.5, help="points over the paper value an option must gain")
     ap.add_argument("--json", default=None, help="also write every per-node figure to this file")
     ap.add_argument("--stage2", action=argparse.BooleanOptionalAction, default=True,
@@ -385,9 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"--option: {exc}", file=sys.stderr)
             return 2
-    if args.rounds < 1 or any("rounds" in _changes(field, value) for field, value in options):
-        print(f"--rounds: E is the same for every option and at least 1 (got --rounds {args.rounds}); "
-              "set it with --rounds, not --option", file=sys.stderr)
+    if any("rounds" in _changes(field, value) for field, value in options):
+        print("--option: E is the same for every option; set it with --rounds", file=sys.stderr)
         return 2
     if any("max_neighbours" in _changes(field, value) for field, value in options):
         print("--option: Q is the same for every option (the neighbours are drawn once); set it with --q",
@@ -418,18 +419,9 @@ def main(argv: list[str] | None = None) -> int:
         print_table(results, configs, options, args, done)
         return 0
     # the swarm's settings, before any training: each bad value one line (they were tracebacks from the
-    # partition or the split, a swarm of one node, or --seeds 0 running nothing and exiting 0)
-    tasks = args.tasks.split(",")
+    # partition or the split; each value alone is checked by its type= as it is read)
     smallest = args.per_node if args.swarm == "equal" else ProtocolConfig.min_samples
     bad = next((f"{flag}: expected {want}, got {value}" for flag, value, ok, want in (
-        ("--tasks", args.tasks, all(t in ("hurricane", "wildfire") for t in tasks) and len(set(tasks)) == len(tasks),
-         "hurricane and / or wildfire, comma-separated, each once"),
-        ("--seeds", args.seeds, args.seeds >= 1, "a number of seeds >= 1"),
-        ("--first-seed", args.first_seed, args.first_seed >= 0, "a seed >= 0"),
-        ("--nodes", args.nodes, args.nodes >= 2, "a swarm of >= 2 nodes"),
-        ("--psi", args.psi, args.psi > 0, "a Dirichlet concentration > 0"),
-        ("--select-fraction", args.select_fraction, 0 < args.select_fraction < 1,
-         "a share of each node's images strictly between 0 and 1"),
         # the smallest node (--per-node, or the protocol's min_samples) keeps the split's minimum beside its slice
         ("--per-node / --select-fraction", f"{smallest} images and {args.select_fraction}",
          smallest - round(args.select_fraction * smallest) >= DEFAULT_MIN_SAMPLES,

@@ -31,10 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine_line, set_threads  # noqa: E402
+from _common import int_in, machine_line, per_core, positive_float, set_threads  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
-from fol.data import dirichlet_partition, make_synthetic, split_node  # noqa: E402
+from fol.data import DEFAULT_MIN_SAMPLES, dirichlet_partition, make_synthetic, split_node  # noqa: E402
 from fol.data.synthetic import TASK_CLASSES  # noqa: E402
 from fol.defaults import DEFAULT_ARCH  # noqa: E402
 from fol.models import ModelSpec, architectures, build_model  # noqa: E402
@@ -43,30 +43,20 @@ from fol.train import evaluate, fit  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lrs", nargs="+", type=float, default=[1e-3, 1e-2, 5e-2])
-    ap.add_argument("--patiences", nargs="+", type=int, default=[5, 10],
+    ap.add_argument("--lrs", nargs="+", type=positive_float("a learning rate"), default=[1e-3, 1e-2, 5e-2])
+    ap.add_argument("--patiences", nargs="+", type=int_in(0), default=[5, 10],
                     help="early-stopping patience candidates (epochs without a D_val improvement)")
-    ap.add_argument("--tasks", nargs="+", default=["wildfire", "hurricane"])
-    ap.add_argument("--nodes", type=int, default=6)
-    ap.add_argument("--per-node", type=int, default=300)
-    ap.add_argument("--psi", type=float, default=0.5)
-    ap.add_argument("--seeds", type=int, default=1)
-    ap.add_argument("--arch", default=DEFAULT_ARCH)
-    ap.add_argument("--threads", type=int, default=1)
+    # every name and value is checked here: a task is only drawn when its turn comes, after every task before it trained
+    ap.add_argument("--tasks", nargs="+", default=["wildfire", "hurricane"], choices=sorted(TASK_CLASSES))
+    ap.add_argument("--nodes", type=int_in(1), default=6)
+    ap.add_argument("--per-node", type=int_in(DEFAULT_MIN_SAMPLES, why="the fewest a 70/15/15 split takes"),
+                    default=300)
+    ap.add_argument("--psi", type=positive_float("a Dirichlet concentration"), default=0.5)
+    ap.add_argument("--seeds", type=int_in(1), default=1)
+    ap.add_argument("--arch", default=DEFAULT_ARCH, choices=architectures())
+    ap.add_argument("--threads", type=per_core, default=1)
     args = ap.parse_args(argv)
-    for flag, values, ok in (("--seeds", [args.seeds], lambda v: v >= 1), ("--nodes", [args.nodes], lambda v: v >= 1),
-                             ("--per-node", [args.per_node], lambda v: v >= 20), ("--psi", [args.psi], lambda v: v > 0),
-                             ("--lrs", args.lrs, lambda v: 0 < v < float("inf")), ("--patiences", args.patiences,
-                                                                                   lambda v: v >= 0)):
-        bad = [v for v in values if not ok(v)]
-        if bad:
-            ap.error(f"{flag}: {bad[0]} is out of range (seeds, nodes >= 1; per-node >= 20, the fewest a "
-                     "70/15/15 split takes; psi and learning rates > 0; patiences >= 0)")
-    for flag, names, known in (("--tasks", args.tasks, sorted(TASK_CLASSES)), ("--arch", [args.arch], architectures())):
-        bad = [v for v in names if v not in known]
-        if bad:  # a task is only drawn when its turn comes, after every task before it trained
-            ap.error(f"{flag}: unknown name {bad[0]!r}; expected {', '.join(known)}")
-    set_threads(ap, args.threads)
+    set_threads(args.threads)
     print(machine_line(), flush=True)
     cands = [(lr, p) for p in args.patiences for lr in args.lrs]
     scores: dict[tuple[float, int], list[float]] = {c: [] for c in cands}

@@ -55,7 +55,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import PeakMemory, machine_line  # noqa: E402
+from _common import PeakMemory, checked, int_in, machine_line  # noqa: E402
 
 from fol.executors import LocalRayCluster  # noqa: E402
 from fol.simulation import parse_scenario, run_simulation  # noqa: E402
@@ -246,33 +246,28 @@ def partition(nodes: list[int]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # every value is checked as it is read, before any work (a bad node count was a traceback from the
+    # scenario, in the child run of the scaling loop after the runs before it; --cores 0 divided by zero)
+    fits = lambda n: n >= 4 and n % 4 == 0  # noqa: E731
+    count = "a node count that is a positive multiple of 4 (the scenario's 4 planes)"
+    node_count = checked(int, fits, count)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--nodes", type=int, nargs="+", default=[24, 96, 384])
+    ap.add_argument("--nodes", type=node_count, nargs="+", default=[24, 96, 384])
     ap.add_argument("--executors", nargs="+", default=["local", "process", "ray-cluster"],
                     choices=["local", "process", "ray", "ray-cluster"])
-    ap.add_argument("--profile", type=int, default=0, metavar="N",
+    ap.add_argument("--profile", type=checked(int, lambda n: n == 0 or fits(n), f"0 (off) or {count}"), default=0,
+                    metavar="N",
                     help="instead: per-node costs at N nodes with E = 3, all FOL variants and DM-PFL")
-    ap.add_argument("--partition", type=int, nargs="+", metavar="N",
+    ap.add_argument("--partition", type=node_count, nargs="+", metavar="N",
                     help="time only the orbit partition of the N-node scenario (its covering pairs, CPU, peak)")
     ap.add_argument("--budget", choices=["full", "light"], default="full",
                     help="light: 2 pretraining epochs and one epoch / few steps per FOL stage, to measure "
                          "the overhead around the training at sizes the full budget cannot reach")
     ap.add_argument("--one", nargs=2, metavar=("EXECUTOR", "N"), help=argparse.SUPPRESS)
     ap.add_argument("--ray-address", help=argparse.SUPPRESS)
-    ap.add_argument("--machines", type=int, nargs="+", default=[1, 4, 16, 64])
-    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--machines", type=int_in(1), nargs="+", default=[1, 4, 16, 64])
+    ap.add_argument("--cores", type=int_in(1), default=2)
     args = ap.parse_args(argv)
-    # every value before any work, one argparse line each (a bad node count was a traceback from the
-    # scenario, in the child run of the scaling loop after the runs before it; --cores 0 divided by zero)
-    sizes = [("--nodes", n) for n in args.nodes] + [("--partition", n) for n in args.partition or []] \
-        + ([("--profile", args.profile)] if args.profile else [])
-    for flag, n in sizes:
-        if n < 4 or n % 4:
-            ap.error(f"{flag}: expected a node count that is a positive multiple of 4 (the scenario's 4 planes), "
-                     f"got {n}")
-    for flag, values in (("--machines", args.machines), ("--cores", [args.cores])):
-        if min(values) < 1:
-            ap.error(f"{flag}: expected whole numbers >= 1, got {values if flag == '--machines' else values[0]}")
     # ``kill`` (SIGTERM) ends the run through the ``finally`` that stops the Ray
     # cluster it started, as Ctrl-C does; by default SIGTERM skips it, and the
     # cluster's raylets (their own sessions) would outlive the benchmark

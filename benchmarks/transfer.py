@@ -36,7 +36,7 @@ from zmq.auth.thread import ThreadAuthenticator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import machine_line  # noqa: E402
+from benchmarks._common import int_in, machine_line  # noqa: E402
 from fol.agent import protocol as P  # noqa: E402
 from fol.agent.config import AgentConfig  # noqa: E402
 from fol.agent.inbox import Inbox  # noqa: E402
@@ -161,16 +161,11 @@ def agent_latency(work: Path, model_dir: Path, repeats: int) -> list[float]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--chunk-kib", type=int, default=256)
-    ap.add_argument("--window", type=int, default=8)
+    ap.add_argument("--repeats", type=int_in(1), default=3)
+    # a node's limits.chunk_bytes takes at most 16 MiB
+    ap.add_argument("--chunk-kib", type=int_in(1, MAX_CHUNK_KIB), default=256)
+    ap.add_argument("--window", type=int_in(1), default=8)
     args = ap.parse_args(argv)
-    if args.repeats < 1:
-        ap.error(f"--repeats must be >= 1, got {args.repeats}")
-    if not 1 <= args.chunk_kib <= MAX_CHUNK_KIB:  # a node's limits.chunk_bytes takes at most 16 MiB
-        ap.error(f"--chunk-kib must be 1..{MAX_CHUNK_KIB}, got {args.chunk_kib}")
-    if args.window < 1:
-        ap.error(f"--window must be >= 1, got {args.window}")
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

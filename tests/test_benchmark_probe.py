@@ -58,23 +58,37 @@ def test_cpu_counts_children_never_waited_for_and_not_what_came_before(benchmark
     assert peak.cpu_s == sum(by_pid.values())
 
 
-@pytest.mark.parametrize("name, argv", [("compare_methods", ["--threads", "0"]), ("calibrate_synthetic", ["--threads", "0"]),
-                                        ("select_pretrain", ["--threads", "99999"]), ("select_pretrain", ["--seeds", "0"]),
-                                        ("select_pretrain", ["--lrs", "0.01", "-1"]),
-                                        ("select_pretrain", ["--tasks", "wildfire", "nope"]),
-                                        ("select_pretrain", ["--arch", "nope"])])
-def test_benchmark_settings_out_of_range_stop_before_any_work(name, argv, benchmark_script, monkeypatch, capsys) -> None:
+@pytest.mark.parametrize("name, argv, words", [
+    ("compare_methods", ["--threads", "0"], "expected 1.."), ("calibrate_synthetic", ["--threads", "0"], "expected 1.."),
+    ("select_pretrain", ["--threads", "99999"], "expected 1.."),
+    ("select_pretrain", ["--seeds", "0"], "expected an integer >= 1, got 0"),
+    ("select_pretrain", ["--per-node", "19"], "expected an integer >= 20 (the fewest a 70/15/15 split takes), got 19"),
+    ("select_pretrain", ["--patiences", "5", "-1"], "expected an integer >= 0, got -1"),
+    ("select_pretrain", ["--lrs", "0.01", "-1"], "expected a learning rate > 0, got -1"),
+    ("select_pretrain", ["--lrs", "inf"], "expected a learning rate > 0, got inf"),
+    ("select_pretrain", ["--psi", "0"], "expected a Dirichlet concentration > 0, got 0"),
+    ("select_pretrain", ["--tasks", "wildfire", "nope"], "invalid choice: 'nope'"),
+    ("select_pretrain", ["--arch", "nope"], "invalid choice: 'nope'"),
+    ("fol_accuracy", ["--seeds", "0"], "expected an integer >= 1, got 0"),
+    ("fol_accuracy", ["--nodes", "1"], "expected an integer >= 2, got 1"),
+    ("fol_accuracy", ["--per-node", "5"], "expected an integer >= 20 (the fewest a 70/15/15 split takes), got 5"),
+    ("fol_accuracy", ["--q", "0"], "expected an integer >= 1, got 0"),
+    ("fol_accuracy", ["--psi", "nan"], "expected a Dirichlet concentration > 0, got nan")])
+def test_benchmark_settings_out_of_range_stop_before_any_work(name, argv, words, benchmark_script, monkeypatch,
+                                                              capsys) -> None:
     """--threads 0 was a traceback in three scripts; select_pretrain took --seeds 0 and a negative rate,
-    and stopped on an unknown --tasks name only when it came to it, after training every task before."""
+    and stopped on an unknown --tasks name only when it came to it, after training every task before;
+    fol_accuracy checked nothing (--seeds 0 trained nothing and then failed on an empty mean, --q 0 was a
+    traceback from FOLConfig). Every refusal is argparse's one line naming the option and its range."""
     script = benchmark_script(name)
     monkeypatch.setattr(sys, "argv", [f"{name}.py", *argv])
-    if name == "select_pretrain":
+    if name in ("select_pretrain", "fol_accuracy"):
         monkeypatch.setattr(script, "make_synthetic", lambda *a, **k: pytest.fail("data drawn before the check"))
     with pytest.raises(SystemExit) as stop:
         script.main() if name == "compare_methods" else script.main(argv)
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "Traceback" not in err
-    assert f"error: {argv[0]}" in err
+    assert f"error: argument {argv[0]}: {words}" in err  # the option and the range it takes
 
 
 def test_a_spike_between_two_samples_is_caught_by_the_kernels_peak_record(benchmark_script):
@@ -99,3 +113,29 @@ def test_a_spike_between_two_samples_is_caught_by_the_kernels_peak_record(benchm
     assert peak.hwm_kb >= 200 * 1024  # the child's 200 MB, whenever the samples fell
     # the 96 MB touched and freed before the probe is not in it (the records start at the current size)
     assert peak.hwm_kb < peak.rss_kb + 200 * 1024 + 48 * 1024
+
+
+def test_argument_types_return_the_value_or_one_uniform_refusal(benchmark_script) -> None:
+    """The benchmarks' argparse types: the parsed value, or ``expected <range>, got <text>`` (text that is
+    not a number at all included, not argparse's 'invalid <function name> value')."""
+    import argparse
+
+    common = benchmark_script("_common")
+    assert common.int_in(1)("3") == 3 and common.int_in(1, 4)("4") == 4 and common.user_seed("4294967295") == 2**32 - 1
+    assert common.positive_float()("0.5") == 0.5 and common.fraction()("0.15") == 0.15
+    assert common.comma_names(("a", "b"), unique=True)("b,a") == "b,a"
+    for convert, text, message in ((common.int_in(1), "0", "expected an integer >= 1, got 0"),
+                                   (common.int_in(1), "three", "expected an integer >= 1, got three"),
+                                   (common.int_in(1), "2.5", "expected an integer >= 1, got 2.5"),
+                                   (common.int_in(1, 4, why="slots"), "5", "expected an integer in 1..4 (slots), got 5"),
+                                   (common.positive_float("a rate"), "nan", "expected a rate > 0, got nan"),
+                                   (common.positive_float("a rate"), "inf", "expected a rate > 0, got inf"),
+                                   (common.fraction("a share"), "0", "expected a share strictly between 0 and 1, got 0"),
+                                   (common.user_seed, "-1", "expected a seed in 0..4294967295, got -1"),
+                                   (common.user_seed, str(2**32), f"expected a seed in 0..4294967295, got {2**32}"),
+                                   (common.comma_names(("a", "b"), unique=True), "a,a",
+                                    "expected a comma-separated list of a, b, each once, got a,a"),
+                                   (common.comma_names(("a", "b")), "a,c", "expected a comma-separated list of a, b, got a,c")):
+        with pytest.raises(argparse.ArgumentTypeError) as refused:
+            convert(text)
+        assert str(refused.value) == message

@@ -85,16 +85,21 @@ def test_bad_settings_are_one_line_and_region_images_is_checked_before_training(
     small = ["--task", "hurricane", "--nodes", "2", "--per-node", "40", "--pool", "400"]
     monkeypatch.setattr(script, "train_eval", lambda *a, **k: pytest.fail("trained before the settings were checked"))
     monkeypatch.setattr(script, "make_synthetic", lambda *a, **k: pytest.fail("data drawn before the settings were checked"))
-    for argv, words in ((["--region-images", "3"], "--region-images must be >= 20, got 3"),
-                        (["--local-nodes", "-1"], "--local-nodes must be >= 0, got -1"),
-                        (["--arch", "nope"], "--arch: unknown architecture 'nope'")):
+    for argv, words in ((["--region-images", "3"], "argument --region-images: expected an integer >= 20 (the fewest a "
+                                                   "70/15/15 split takes), got 3"),
+                        (["--local-nodes", "-1"], "argument --local-nodes: expected an integer >= 0, got -1"),
+                        (["--seeds", "0"], "argument --seeds: expected an integer >= 1, got 0"),
+                        (["--seed", "-1"], "argument --seed: expected a seed in 0..4294967295, got -1"),
+                        (["--psi", "0"], "argument --psi: expected a Dirichlet concentration > 0, got 0"),
+                        (["--lr", "-1"], "argument --lr: expected a learning rate > 0, got -1"),
+                        (["--lr", "nan"], "argument --lr: expected a learning rate > 0, got nan"),
+                        (["--arch", "nope"], "argument --arch: invalid choice: 'nope'")):
         with pytest.raises(SystemExit) as exc:  # argparse: usage, then the one line
             script.main(small + argv)
         assert exc.value.code == 2 and words in capsys.readouterr().err
     monkeypatch.undo()
     monkeypatch.setattr(script, "train_eval", lambda *a, **k: pytest.fail("trained before the settings were checked"))
-    for argv, words in ((["--psi", "0"], "error: Dirichlet concentration psi must be > 0"),
-                        (["--lr", "-1"], "error: fol.pretrain_lr must be > 0")):
+    for argv, words in ((["--pool", "30"], "error: 30 samples cannot give 2 nodes 40 samples each"),):
         assert script.main(small + argv) == 2
         err = capsys.readouterr().err
         assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

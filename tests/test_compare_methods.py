@@ -100,10 +100,13 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_training(script, t
     (["--budget", "bogus", "--methods", "local", "dense"], "error: methods.dense.budget must be one of"),
     (["--per-node", "1000000000"], "12,000,000,000 images of 16x16 pixels would need"),
     (["--image-size", "4"], "image_size must be an integer of 8..1024"),
-    (["--nodes", "0"], "--nodes must be >= 2, got 0"),
-    (["--fol-rounds", "1", "0"], "--fol-rounds must be >= 1, got 0"),
-    (["--psi", "0"], "--psi: Dirichlet concentrations must be > 0"),
-    (["--first-seed", "-1"], "--first-seed must be >= 0, got -1"),  # FedAvg's generator refused it, after training
+    (["--nodes", "0"], "error: argument --nodes: expected an integer >= 2, got 0"),
+    (["--seeds", "0"], "error: argument --seeds: expected an integer >= 1, got 0"),
+    (["--fol-rounds", "1", "0"], "error: argument --fol-rounds: expected an integer >= 1, got 0"),
+    (["--psi", "0.5", "0"], "error: argument --psi: expected a Dirichlet concentration > 0, got 0"),
+    # FedAvg's generator refused a negative one, after training
+    (["--first-seed", "-1"], "error: argument --first-seed: expected a seed in 0..4294967295, got -1"),
+    (["--first-seed", str(2**32)], f"error: argument --first-seed: expected a seed in 0..4294967295, got {2**32}"),
 ])
 def test_bad_settings_are_one_line_before_training(script, monkeypatch, capsys, argv, words) -> None:
     """Each stopped with a traceback, --budget only after the swarm was pretrained and the methods

@@ -24,14 +24,15 @@ def test_bad_arguments_are_one_line_before_any_work(benchmark_script, capsys):
     side's for --step 0 or --workers 0 after building the constellation), and
     --check-edges -1 ran and judged the edges on none."""
     cs = benchmark_script("contacts_scale")
-    for argv, needle in ((["--hours", "-1"], "--hours: expected a positive number of hours"),
-                         (["--hours", "nan"], "--hours: expected a positive number of hours"),
-                         (["--step", "0"], "--step: expected a positive grid step"),
-                         (["--workers", "0"], "--workers: expected at least 1 process"),
-                         (["--check-edges", "-1"], "--check-edges: expected at least 1"),
-                         (["--naive-pairs", "-2"], "--naive-pairs: expected 0 (off)"),
-                         (["--plan-windows", "-5"], "--plan-windows: expected 0 (off)"),
-                         (["--plan-windows", "10", "--plan-nodes", "1"], "--plan-nodes: expected a plan of at least 2")):
+    for argv, needle in ((["--hours", "-1"], "argument --hours: expected a number of hours > 0, got -1"),
+                         (["--hours", "nan"], "argument --hours: expected a number of hours > 0, got nan"),
+                         (["--step", "0"], "argument --step: expected a grid step in seconds > 0, got 0"),
+                         (["--workers", "0"], "argument --workers: expected an integer >= 1 (processes), got 0"),
+                         (["--check-edges", "-1"], "argument --check-edges: expected an integer >= 1 (edges to check)"),
+                         (["--naive-pairs", "-2"], "argument --naive-pairs: expected an integer >= 0 (0: off), got -2"),
+                         (["--plan-windows", "-5"], "argument --plan-windows: expected an integer >= 0 (0: off)"),
+                         (["--plan-windows", "10", "--plan-nodes", "1"],
+                          "argument --plan-nodes: expected an integer >= 2 (nodes of the plan), got 1")):
         with pytest.raises(SystemExit) as stop:
             cs.main(argv)
         assert stop.value.code == 2

@@ -42,8 +42,11 @@ def test_bad_settings_stop_before_any_training(capsys, monkeypatch, benchmark_sc
 
     script = benchmark_script("fol_node_time")
     monkeypatch.setattr(script, "make_synthetic", lambda *a, **k: pytest.fail("data drawn before the check"))
-    for argv, words in ((["--variant", "nope"], "--variant"), (["--arch", "nope"], "--arch: unknown architecture 'nope'"),
-                        (["--train-images", "-5"], "--train-images must be >= 14, got -5")):
+    for argv, words in ((["--variant", "nope"], "argument --variant: invalid choice: 'nope'"),
+                        (["--arch", "nope"], "argument --arch: invalid choice: 'nope'"),
+                        (["--q", "0"], "argument --q: expected an integer >= 1, got 0"),
+                        (["--train-images", "-5"], "argument --train-images: expected an integer >= 14 (70 % of the "
+                                                   "fewest a 70/15/15 split takes), got -5")):
         with pytest.raises(SystemExit) as stop:
             script.main(argv)
         err = capsys.readouterr().err

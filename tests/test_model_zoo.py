@@ -9,13 +9,14 @@ import pytest
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--threads", "0"], "--threads"),
-    (["--archs", "cnn-small,nope"], "--archs: unknown architecture 'nope'"),
-    (["--tasks", "wildfire,nope"], "--tasks: unknown task 'nope'"),
-    (["--pool", "10"], "--pool must be >= 20, got 10"),
-    (["--epochs", "0"], "--epochs must be >= 1, got 0"),
-    (["--lr", "-0.1"], "--lr must be > 0"),
-    (["--seed", "-1"], "--seed must be >= 0, got -1"),
+    (["--threads", "0"], "argument --threads: expected 1.."),
+    (["--archs", "cnn-small,nope"], "argument --archs: expected a comma-separated list of cnn, "),
+    (["--tasks", "wildfire,nope"], "argument --tasks: expected a comma-separated list of wildfire, hurricane, position, "
+                                   "got wildfire,nope"),
+    (["--pool", "10"], "argument --pool: expected an integer >= 20 (the fewest a 70/15/15 split takes), got 10"),
+    (["--epochs", "0"], "argument --epochs: expected an integer >= 1, got 0"),
+    (["--lr", "-0.1"], "argument --lr: expected a learning rate > 0, got -0.1"),
+    (["--seed", "-1"], "argument --seed: expected a seed in 0..4294967295, got -1"),
 ])
 def test_bad_settings_stop_before_any_work(argv, words, capsys, monkeypatch, benchmark_script) -> None:
     script = benchmark_script("model_zoo")

@@ -16,6 +16,12 @@ def script(benchmark_script):
     return benchmark_script("select_fol_config")
 
 
+@pytest.fixture
+def no_run(script, monkeypatch):
+    """A test of a refused setting: running the swarm fails it (the refusal must come first)."""
+    monkeypatch.setattr(script, "run_swarm", lambda *a, **k: pytest.fail("ran before the settings were checked"))
+
+
 def _run(path, task, args, rows):
     base = {"nodes": 2, "per_node": 300, "psi": 0.5, "q": 5, "k": 3, "arch": "cnn-medium", "select_fraction": 0.15,
             "synth": True, "more": True, "stage2": True}
@@ -69,12 +75,12 @@ def test_a_top_k_option_keeps_its_own_k_and_k_given_sets_every_config(script) ->
     assert [(c.top_k, c.max_neighbours) for c in forced.values()] == [(2, 4), (2, 4)]
 
 
-def test_an_option_may_not_change_q(script, capsys) -> None:
-    assert script.main(["--option", "max_neighbours=3", "--seeds", "0"]) == 2
+def test_an_option_may_not_change_q(script, capsys, no_run) -> None:
+    assert script.main(["--option", "max_neighbours=3"]) == 2
     assert "set it with --q" in capsys.readouterr().err
 
 
-def test_align_pruning_false_aligns_the_same_config_without_pruning_in_its_own_group(script, capsys) -> None:
+def test_align_pruning_false_aligns_the_same_config_without_pruning_in_its_own_group(script, capsys, no_run) -> None:
     options = [script._parse_option("align_pruning=false"), script._parse_option("top_k_rule=greedy"),
                script._parse_option("finetune_lr=0.001")]
     configs = script.build_configs(_args(), options)
@@ -85,7 +91,7 @@ def test_align_pruning_false_aligns_the_same_config_without_pruning_in_its_own_g
     assert sorted((key[0], names) for key, names in groups.items()) == [
         (False, ["align_pruning=False"]), (True, ["finetune_lr=0.001"]),
         (True, ["paper", "default (current)", "top_k_rule=greedy"])]
-    assert script.main(["--option", "align_pruning=sometimes", "--seeds", "0"]) == 2
+    assert script.main(["--option", "align_pruning=sometimes"]) == 2
     err = capsys.readouterr().err
     assert "align_pruning must be true or false" in err and "Traceback" not in err
 
@@ -119,11 +125,13 @@ def test_rounds_mode_runs_every_config_through_the_simulation_loop(script, capsy
     assert saved["results"]["paper"]["local_test"] == saved["results"]["keep_received=all"]["local_test"]
 
 
-def test_rounds_must_be_positive_and_not_an_option(script, capsys) -> None:
-    assert script.main(["--rounds", "0", "--seeds", "0"]) == 2
-    assert script.main(["--option", "rounds=3", "--seeds", "0"]) == 2
+def test_rounds_must_be_positive_and_not_an_option(script, capsys, no_run) -> None:
+    with pytest.raises(SystemExit) as stop:  # argparse: usage, then the one line
+        script.main(["--rounds", "0"])
+    assert stop.value.code == 2 and "error: argument --rounds: expected an integer >= 1, got 0" in capsys.readouterr().err
+    assert script.main(["--option", "rounds=3"]) == 2
     err = capsys.readouterr().err
-    assert err.count("--rounds: E is the same for every option") == 2 and "Traceback" not in err
+    assert err == "--option: E is the same for every option; set it with --rounds\n"
 
 
 def test_protocol_swarm_has_the_protocols_varying_sizes_and_disjoint_selection_slices(script) -> None:
@@ -147,8 +155,8 @@ def test_protocol_swarm_has_the_protocols_varying_sizes_and_disjoint_selection_s
     assert {len(k) + len(s) for k, s in zip(equal[1], equal[2])} == {50}
 
 
-def test_protocol_swarm_too_small_a_pool_is_one_line(script, capsys) -> None:
-    assert script.main(["--swarm", "protocol", "--nodes", "24", "--pool", "100", "--seeds", "0"]) == 2
+def test_protocol_swarm_too_small_a_pool_is_one_line(script, capsys, no_run) -> None:
+    assert script.main(["--swarm", "protocol", "--nodes", "24", "--pool", "100"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("--swarm protocol: protocol: pool must be 0 (all) or >= nodes x min_samples") and \
         "Traceback" not in err
@@ -185,18 +193,36 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_training(script, t
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--seeds", "0"], "--seeds: expected a number of seeds >= 1, got 0"),
-    (["--nodes", "1"], "--nodes: expected a swarm of >= 2 nodes, got 1"),
-    (["--first-seed", "-1"], "--first-seed: expected a seed >= 0, got -1"),
-    (["--psi", "-1"], "--psi: expected a Dirichlet concentration > 0"),
-    (["--select-fraction", "1"], "--select-fraction: expected a share of each node's images strictly between 0 and 1"),
+    (["--seeds", "0"], "error: argument --seeds: expected an integer >= 1, got 0"),
+    (["--nodes", "1"], "error: argument --nodes: expected an integer >= 2 (a swarm), got 1"),
+    (["--first-seed", "-1"], "error: argument --first-seed: expected a seed in 0..4294967295, got -1"),
+    (["--psi", "-1"], "error: argument --psi: expected a Dirichlet concentration > 0, got -1"),
+    (["--q", "0"], "error: argument --q: expected an integer >= 1, got 0"),
+    (["--k", "0"], "error: argument --k: expected an integer >= 1, got 0"),
+    (["--select-fraction", "1"],
+     "error: argument --select-fraction: expected a share of each node's images strictly between 0 and 1, got 1"),
+    (["--tasks", "hurricane,fire"], "error: argument --tasks: expected a comma-separated list of hurricane, wildfire, "
+                                    "each once, got hurricane,fire"),
+    (["--tasks", "hurricane,hurricane"], "error: argument --tasks: expected a comma-separated list of hurricane, "
+                                         "wildfire, each once"),
+])
+def test_bad_values_are_argparse_lines_before_any_work(script, capsys, no_run, argv, needle) -> None:
+    """Each value alone is checked as it is read (--seeds 0 was a run of nothing that exited 0, --q 0
+    an error blamed on --option)."""
+    with pytest.raises(SystemExit) as stop:
+        script.main(["--defaults-only", *argv])
+    out = capsys.readouterr()
+    assert stop.value.code == 2 and needle in out.err and "Traceback" not in out.err
+    assert "machine:" not in out.out
+
+
+@pytest.mark.parametrize("argv, needle", [
     (["--per-node", "20"], "--per-node / --select-fraction: expected the smallest node to keep >= 20 images"),
     (["--swarm", "protocol", "--select-fraction", "0.6"], "--per-node / --select-fraction"),
-    (["--tasks", "hurricane,fire"], "--tasks: expected hurricane and / or wildfire"),
 ])
 def test_bad_swarm_arguments_are_one_line_before_any_work(script, capsys, argv, needle) -> None:
     """Each was a traceback from the partition or the split, a swarm of one node
-    that ran, or (--seeds 0) a run of nothing that exited 0."""
+    that ran."""
     assert script.main(["--defaults-only", *argv]) == 2
     out = capsys.readouterr()
     err = out.err.strip().splitlines()

@@ -33,11 +33,12 @@ def test_bad_arguments_are_one_line_before_any_work(benchmark_script, capsys):
     scenario (in the scaling loop: after the runs before it), --cores 0 a division by zero."""
 
     ss = benchmark_script("simulate_scale")
-    for argv, needle in ((["--nodes", "24", "6"], "--nodes: expected a node count that is a positive multiple of 4"),
-                         (["--partition", "0"], "--partition: expected a node count"),
-                         (["--profile", "-4"], "--profile: expected a node count"),
-                         (["--profile", "12", "--cores", "0"], "--cores: expected whole numbers >= 1, got 0"),
-                         (["--profile", "12", "--machines", "4", "0"], "--machines: expected whole numbers >= 1")):
+    for argv, needle in ((["--nodes", "24", "6"], "argument --nodes: expected a node count that is a positive multiple "
+                                                  "of 4 (the scenario's 4 planes), got 6"),
+                         (["--partition", "0"], "argument --partition: expected a node count"),
+                         (["--profile", "-4"], "argument --profile: expected 0 (off) or a node count"),
+                         (["--profile", "12", "--cores", "0"], "argument --cores: expected an integer >= 1, got 0"),
+                         (["--profile", "12", "--machines", "4", "0"], "argument --machines: expected an integer >= 1")):
         with pytest.raises(SystemExit) as stop:
             ss.main(argv)
         assert stop.value.code == 2

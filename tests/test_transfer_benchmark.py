@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.mark.parametrize("argv, words", [(["--repeats", "0"], "--repeats must be >= 1, got 0"),
-                                         (["--chunk-kib", "0"], "--chunk-kib must be 1..16384, got 0"),
-                                         (["--chunk-kib", "20000"], "--chunk-kib must be 1..16384, got 20000"),
-                                         (["--window", "-2"], "--window must be >= 1, got -2")])
+@pytest.mark.parametrize("argv, words", [(["--repeats", "0"], "argument --repeats: expected an integer >= 1, got 0"),
+                                         (["--chunk-kib", "0"], "argument --chunk-kib: expected an integer in 1..16384, got 0"),
+                                         (["--chunk-kib", "20000"],
+                                          "argument --chunk-kib: expected an integer in 1..16384, got 20000"),
+                                         (["--window", "-2"], "argument --window: expected an integer >= 1, got -2")])
 def test_bad_settings_stop_before_any_work(argv, words, capsys, monkeypatch, benchmark_script) -> None:
     """--repeats 0 was an IndexError after the settings line; a zero chunk or window reached the transfer."""
     script = benchmark_script("transfer")
