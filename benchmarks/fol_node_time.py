@@ -4,7 +4,10 @@ Q = 5 received neighbour models (the default architecture), about 300
 training images of 32x32 pixels on the node, the default FOLConfig (or
 ``--preset paper``, and ``--fol KEY=VALUE`` overrides on either, to time an
 option before it becomes a default); prints the time of each stage (summed
-over the five neighbours for the per-neighbour stages).
+over the five neighbours for the per-neighbour stages). The header states the
+seeds (0 for the data, the partition and the pretraining; FOLConfig's
+``seed`` for the round) and torch's thread count, which follows
+``OMP_NUM_THREADS`` (the README's runs set 2).
 
     python benchmarks/fol_node_time.py [--preset paper] [--fol distill_inputs=function-matching distill_epochs=60]
 """
@@ -16,6 +19,8 @@ import math
 import sys
 import time
 from pathlib import Path
+
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -30,6 +35,8 @@ from fol.models import architectures  # noqa: E402
 from fol.personalize import NodeState, Received, personalize  # noqa: E402
 from fol.variants import ALL_VARIANTS  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
+
+DATA_SEED = 0  # of the pool, the partition and the pretraining (the FOL round takes FOLConfig's seed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,9 +59,9 @@ def main(argv: list[str] | None = None) -> int:
 
     per_node = round(args.train_images / 0.7)
     n = args.q + 1
-    pool = make_synthetic("hurricane", n * per_node * 2, seed=0)
-    shards = dirichlet_partition(pool.labels.numpy(), n, 0.5, 0, samples_per_node=per_node)
-    nodes = build_nodes(pool, shards, [args.arch], cfg.pretrain_train(), seed=0)
+    pool = make_synthetic("hurricane", n * per_node * 2, seed=DATA_SEED)
+    shards = dirichlet_partition(pool.labels.numpy(), n, 0.5, DATA_SEED, samples_per_node=per_node)
+    nodes = build_nodes(pool, shards, [args.arch], cfg.pretrain_train(), seed=DATA_SEED)
     me = nodes[0]
     shape = list(me.data.train.images.shape[1:])
     received = [Received(nb.name, nb.pretrained, ModelCard(spec=nb.spec, class_names=nb.class_names,
@@ -66,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - t0
 
     print(f"\none node, {len(me.data.train)} training images, Q = {args.q} x {args.arch}, variant {args.variant}, "
-          f"preset {args.preset}" + (f", {' '.join(args.fol)}" if args.fol else ""))
+          f"preset {args.preset}" + (f", {' '.join(args.fol)}" if args.fol else "")
+          + f"; seeds: data, partition and pretraining {DATA_SEED}, FOL round {cfg.seed}; "
+          f"{torch.get_num_threads()} torch threads")
     print("| stage | seconds |\n|---|---|")
     for stage, secs in report.seconds.items():
         if stage != "round_total":

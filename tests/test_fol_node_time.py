@@ -28,6 +28,20 @@ def test_prints_each_stage_and_a_total_that_covers_them(capsys, benchmark_script
     assert re.search(r"target total < 30 s: (met|NOT met)", printed)
 
 
+def test_the_header_states_the_seeds_and_the_torch_threads(capsys, benchmark_script) -> None:
+    """The seeds were fixed and never printed, and the thread count (the README runs it with
+    OMP_NUM_THREADS=2) was not beside the figures it sets."""
+    import torch
+
+    script = benchmark_script("fol_node_time")
+    argv = ["--q", "1", "--train-images", "30", "--fol", *TINY, "top_k=1", "distill_inputs=train",
+            "distill_epochs=1", "seed=7"]
+    assert script.main(argv) == 0
+    header = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("one node,"))
+    assert "seeds: data, partition and pretraining 0, FOL round 7" in header
+    assert header.endswith(f"; {torch.get_num_threads()} torch threads")
+
+
 def test_a_bad_override_is_one_line_and_exit_2(capsys, benchmark_script) -> None:
     script = benchmark_script("fol_node_time")
     assert script.main(["--fol", "distill_inputs=telepathy"]) == 2
