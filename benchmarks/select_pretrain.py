@@ -86,7 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{args.arch}, {args.nodes} nodes x {args.per_node} images per task and seed, psi {args.psi}, "
           f"SGD momentum {cfg0.momentum}, wd {cfg0.weight_decay}, batch {cfg0.batch_size}, "
           f"<= {cfg0.pretrain_epochs} epochs; early stopping on half of D_val, score on the other half")
-    print("| lr | patience | held-out D_val accuracy % (mean ± s.e. over nodes) | epochs run (mean) |\n|---|---|---|---|")
+    runs = f"{len(args.tasks) * args.seeds * args.nodes} node runs: {len(args.tasks)} tasks x {args.seeds} seeds x " \
+        f"{args.nodes} nodes"  # every run one sample of the mean and the standard error
+    print(f"| lr | patience | held-out D_val accuracy % (mean ± s.e. over {runs}) | epochs run (mean) |\n"
+          "|---|---|---|---|")
     stats = {}
     for c in cands:
         m = 100 * statistics.mean(scores[c])

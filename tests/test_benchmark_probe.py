@@ -139,3 +139,17 @@ def test_argument_types_return_the_value_or_one_uniform_refusal(benchmark_script
         with pytest.raises(argparse.ArgumentTypeError) as refused:
             convert(text)
         assert str(refused.value) == message
+
+
+def test_select_pretrain_says_its_standard_error_pools_tasks_seeds_and_nodes(benchmark_script, monkeypatch,
+                                                                             capsys) -> None:
+    """The table's standard error is over every (task, seed, node) run, not over the nodes."""
+    from types import SimpleNamespace
+
+    script = benchmark_script("select_pretrain")
+    monkeypatch.setattr(script, "fit", lambda *a, **k: SimpleNamespace(train_loss=[0.0, 0.0]))
+    monkeypatch.setattr(script, "evaluate", lambda *a, **k: SimpleNamespace(accuracy=0.5))
+    assert script.main(["--tasks", "wildfire", "hurricane", "--nodes", "2", "--per-node", "20", "--seeds", "3",
+                        "--lrs", "0.01", "--patiences", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "(mean ± s.e. over 12 node runs: 2 tasks x 3 seeds x 2 nodes)" in out and "over nodes" not in out
