@@ -52,6 +52,7 @@ from fol.data import dirichlet_partition, load_dataset  # noqa: E402
 from fol.data.geo import check_pool_size  # noqa: E402
 from fol.methods import SwarmContext, get_method, method_names  # noqa: E402
 from fol.methods.dense import budget_share  # noqa: E402
+from fol.models import architectures  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
 from fol.reproduce import paired_difference  # noqa: E402
 from fol.simulation.report import (  # noqa: E402
@@ -180,7 +181,7 @@ def main() -> int:
     ap.add_argument("--nodes", type=int_in(2), default=12)
     ap.add_argument("--per-node", type=int_in(1), default=300)
     ap.add_argument("--image-size", type=int, default=32)
-    ap.add_argument("--arch", default=DEFAULT_ARCH, help="model of every node (default: the project "
+    ap.add_argument("--arch", default=DEFAULT_ARCH, choices=architectures(), help="model of every node (default: the project "
                     "default, %(default)s)")
     ap.add_argument("--rounds", type=int_in(1), default=20, help="R: server rounds of the multi-round baselines")
     ap.add_argument("--fol-rounds", type=int_in(1), nargs="+", default=[1, 2, 3],

@@ -66,6 +66,7 @@ from fol.fileio import atomic_write_text  # noqa: E402
 from fol.data import DEFAULT_MIN_SAMPLES, dirichlet_partition, make_synthetic  # noqa: E402
 from fol.methods import SwarmContext  # noqa: E402
 from fol.methods.fol_method import run_fol_pipeline  # noqa: E402
+from fol.models import architectures  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
 from fol.personalize import (NodeState, Received, RoundReport, align_candidates,  # noqa: E402
                              apply_align_fallback, ensemble_and_distill, swarm_transfer)
@@ -323,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="K for every config (default: each config's own; an option may set top_k)")
     ap.add_argument("--rounds", type=int_in(1), default=1,
                     help="E: > 1 runs every config's E rounds over the whole swarm and scores round E")
-    ap.add_argument("--arch", default="cnn-medium")
+    ap.add_argument("--arch", default="cnn-medium", choices=architectures())
     ap.add_argument("--select-fraction", type=fraction("a share of each node's images"), default=0.15)
     ap.add_argument("--min-gain", type=float, default=0.5, help="points over the paper value an option must gain")
     ap.add_argument("--json", default=None, help="also write every per-node figure to this file")

@@ -203,6 +203,7 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_training(script, t
      "error: argument --select-fraction: expected a share of each node's images strictly between 0 and 1, got 1"),
     (["--tasks", "hurricane,fire"], "error: argument --tasks: expected a comma-separated list of hurricane, wildfire, "
                                     "each once, got hurricane,fire"),
+    (["--arch", "nope"], "error: argument --arch: invalid choice: 'nope'"),  # a traceback once the pool was drawn
     (["--tasks", "hurricane,hurricane"], "error: argument --tasks: expected a comma-separated list of hurricane, "
                                          "wildfire, each once"),
 ])
