@@ -86,6 +86,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
+from fol.defaults import class_name
 from fol.errors import CheckpointError, ConfigError
 from fol.fileio import atomic_write_bytes
 from fol.models import ModelSpec, build_model, resize_to_state
@@ -162,7 +163,9 @@ class ModelCard:
     """What a model file says about its tensors.
 
     ``spec`` rebuilds the dense module tree; ``class_names`` label the outputs
-    (one per class, in logit order); ``input_shape`` is ``(C, H, W)`` in pixels
+    (one per class, in logit order; kept in Unicode NFC, :func:`fol.defaults.class_name`,
+    so that cards from nodes whose file systems wrote a name in other forms compare
+    equal); ``input_shape`` is ``(C, H, W)`` in pixels
     and must be (``None`` gives) ``(in_channels, input_size, input_size)`` of the spec;
     ``producer`` is the node that trained the model and ``round`` the FOL round
     it belongs to (0 = pretrained). ``pruned`` and ``sha256`` are filled in by
@@ -197,14 +200,15 @@ class ModelCard:
         if bad is not None:
             raise ConfigError(f"model card field 'class_names' has {_short(bad)}, which is not valid UTF-8 text "
                               f"(a non-UTF-8 folder name?)")
+        names = tuple(class_name(n) for n in names)  # NFC: macOS's and Linux's 'café' are one class
         if len(set(names)) != len(names):
-            raise ConfigError("model card field 'class_names' has duplicate names")
+            raise ConfigError("model card field 'class_names' has duplicate names (in Unicode NFC)")
         if len(names) != self.spec.num_classes:
             raise ConfigError(
                 f"model card field 'class_names' has {len(names)} names, expected {self.spec.num_classes} "
                 f"(spec num_classes)"
             )
-        object.__setattr__(self, "class_names", tuple(names))
+        object.__setattr__(self, "class_names", names)
         expected = (self.spec.in_channels, self.spec.input_size, self.spec.input_size)
         shape = expected if self.input_shape is None else self.input_shape
         if not isinstance(shape, (list, tuple)) or not all(_is_int(v) for v in shape) or tuple(shape) != expected:
@@ -314,7 +318,9 @@ def model_digest(card: "ModelCard | Mapping[str, Any]", state_dict: Mapping[str,
     minus its ``sha256`` field is written as canonical JSON (sorted keys, no
     spaces), length-prefixed and hashed, followed by the tensors exactly as
     in :func:`tensor_digest`. Changing any card field (a class name, the
-    producer, the round, ``extra``) or any tensor changes the digest.
+    producer, the round, ``extra``) or any tensor changes the digest. The
+    loader hashes the class names as the file holds them (a file written
+    before names were kept in NFC may hold another form).
 
     >>> spec = ModelSpec("cnn-small", num_classes=2)
     >>> a = ModelCard(spec, ["fire", "no_fire"])
@@ -548,8 +554,8 @@ def _load_bytes(data: Any, max_bytes: int, source: str, legacy: bool) -> LoadedM
     tensors = _parse_tensors(data, source)
     if raw_card["version"] == LEGACY_VERSION:
         digest, covers = tensor_digest(tensors), "tensor"
-    else:
-        digest, covers = model_digest(card, tensors), "model"
+    else:  # over the class names as the file holds them: one written before they were kept in NFC still loads
+        digest, covers = model_digest({**card.to_dict(), "class_names": raw_card["class_names"]}, tensors), "model"
     if digest != card.sha256:
         raise CheckpointError(
             f"{source}: {covers} sha256 {digest[:16]}... does not match the card's {card.sha256[:16]}... "

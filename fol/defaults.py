@@ -17,6 +17,10 @@ its global average pooling to keep where things are).
 bits only, and a larger one overflows torch's 64-bit generator seed once a
 node index is mixed in.
 
+``class_name`` is the one rule for comparing class names: Unicode NFC, so that
+a class folder 'café' that macOS keeps decomposed (NFD) and Linux as typed (NFC)
+names one class wherever models and data meet.
+
 ``IMAGE_FOLDER_COORDS`` are the places an image folder's coordinates can come
 from (``load_image_folder``'s ``coords``, a scenario's ``data.coords``,
 ``fol data info --coords``).
@@ -24,6 +28,8 @@ from (``load_image_folder``'s ``coords``, a scenario's ``data.coords``,
 >>> DEFAULT_ARCH
 'cnn-medium'
 """
+
+import unicodedata
 
 DEFAULT_ARCH = "cnn-medium"
 
@@ -38,7 +44,19 @@ def is_seed(value: object) -> bool:
     """
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SEED
 
+def class_name(name: str) -> str:
+    """A class name as the toolkit keeps it: in Unicode normal form NFC (ASCII names are
+    unchanged). Applied where class names come in (image-folder names, a
+    ``GeoDataset``'s ``class_names``, a model card's ``class_names``), so that every
+    comparison of class lists is one of NFC names.
+
+    >>> class_name("cafe\u0301") == "caf\u00e9", class_name("no_fire")
+    (True, 'no_fire')
+    """
+    return unicodedata.normalize("NFC", name)
+
+
 #: ``"none"`` (NaN), ``"filename"`` (``<lon>,<lat>.<ext>``) or ``"csv"`` (``<folder>/coords.csv``).
 IMAGE_FOLDER_COORDS = ("none", "filename", "csv")
 
-__all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "IMAGE_FOLDER_COORDS"]
+__all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "class_name", "IMAGE_FOLDER_COORDS"]

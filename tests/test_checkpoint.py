@@ -924,3 +924,27 @@ def test_save_validates_its_arguments(tmp_path: Path) -> None:
     assert not path.exists()
     with pytest.raises(ConfigError, match="extra"):
         ModelCard(SPEC, CLASSES, extra={"bad": {1, 2}})
+
+
+def test_class_names_are_compared_in_unicode_nfc(tmp_path: Path) -> None:
+    """A model pretrained on macOS (folder 'café' kept decomposed, NFD) and one from
+    Linux (NFC) name the same classes: both cards give the NFC names. A file written
+    before names were normalized (its digest over the NFD names it holds) still loads."""
+    import unicodedata
+
+    nfd, nfc = unicodedata.normalize("NFD", "café"), unicodedata.normalize("NFC", "café")
+    assert nfd != nfc
+    assert ModelCard(SPEC, [nfd, "smoke", "clear"]) == ModelCard(SPEC, [nfc, "smoke", "clear"])
+    assert ModelCard(SPEC, CLASSES).class_names == tuple(CLASSES)  # ASCII names unchanged
+
+    def written_decomposed(card: dict) -> None:  # as a writer that kept the folder's NFD name wrote it
+        card["class_names"] = [nfd, "smoke", "clear"]
+        unsigned = {k: v for k, v in card.items() if k != "sha256"}
+        card["sha256"] = model_digest(unsigned, dict(st_load(_valid_payload())))
+
+    path = _write(tmp_path, _rebuild(_valid_payload(), card=written_decomposed), "mac.safetensors")
+    assert load_model(path).card.class_names == (nfc, "smoke", "clear")
+    assert read_card(path).class_names == (nfc, "smoke", "clear")
+    # two forms of one name are one name twice
+    with pytest.raises(ConfigError, match="duplicate"):
+        ModelCard(SPEC, [nfd, nfc, "clear"])

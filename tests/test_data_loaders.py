@@ -552,3 +552,39 @@ def test_an_empty_published_folder_is_an_error_not_a_smaller_split(tmp_path):
     with pytest.raises(DataError, match=r"no images in valid/nowildfire, valid/wildfire"):
         loaders.load_wildfire(base, image_size=8)
     assert len(loaders.load_wildfire(base, splits=("train", "test"), image_size=8)) == 5
+
+
+def test_class_folder_names_are_unicode_nfc_whatever_form_the_disk_keeps(tmp_path):
+    """macOS (HFS+) keeps 'café' decomposed (NFD), Linux as typed (NFC): the same
+    folders copied from one to the other must give the same classes, in the same
+    order (sorted NFD, 'café' came before 'caff'; sorted NFC, after it)."""
+    import unicodedata
+
+    classes = {}
+    for form in ("NFC", "NFD"):
+        root = tmp_path / form
+        for i, name in enumerate(("café", "caff", "tea")):
+            _write(root / unicodedata.normalize(form, name) / "x.png", (10 * i, 2, 3))
+        ds = load_dataset("imagefolder", path=root, image_size=8)
+        classes[form] = ds.class_names
+        assert loaders.class_folder_names(root) == ds.class_names
+        # a class named in either form finds its folder
+        named = load_dataset("imagefolder", path=root, image_size=8,
+                             classes=[unicodedata.normalize("NFD", "café"), "tea"])
+        assert named.class_names == ["café", "tea"] and len(named) == 2
+    assert classes["NFC"] == classes["NFD"] == ["caff", "café", "tea"]
+    assert all(unicodedata.is_normalized("NFC", n) for n in classes["NFD"])
+    # ASCII names are left as they are
+    assert load_dataset("imagefolder", path=tmp_path / "NFC", image_size=8, classes=["tea", "caff"]).class_names \
+        == ["tea", "caff"]
+
+
+def test_one_class_name_in_two_unicode_forms_is_one_clear_error(tmp_path):
+    import unicodedata
+
+    root = tmp_path / "imgs"
+    for form in ("NFC", "NFD"):
+        _write(root / unicodedata.normalize(form, "café") / "x.png", (1, 2, 3))
+    _write(root / "tea" / "y.png", (1, 2, 3))
+    with pytest.raises(DataError, match="same class name 'café'"):
+        load_dataset("imagefolder", path=root, image_size=8)

@@ -382,3 +382,38 @@ def test_data_that_splits_otherwise_than_the_models_pretraining_is_refused(
                "--neighbors", str(neighbours), "--out", str(tmp_path / "out3"), "--config",
                str(swarm_files / "fol.toml")])
     assert rc == 2 and "pretrained on --data" in capsys.readouterr().err
+
+
+def _image_folder(root: Path, names: list[str], per_class: int = 12, seed: int = 0) -> Path:
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for ci, name in enumerate(names):
+        (root / name).mkdir(parents=True)
+        for i in range(per_class):
+            pixels = rng.integers(0, 80, (16, 16, 3)).astype(np.uint8)
+            pixels[..., ci % 3] += 150
+            Image.fromarray(pixels).save(root / name / f"{i}.png")
+    return root
+
+
+def test_image_folders_from_macos_and_linux_are_one_class_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A class folder 'café' that macOS keeps decomposed (NFD) and Linux as typed (NFC) is one class:
+    a Linux node uses the model a macOS node pretrained (it was refused as another class set)."""
+    import unicodedata
+
+    for form, node in (("NFC", "linux"), ("NFD", "mac")):
+        data = _image_folder(tmp_path / node, [unicodedata.normalize(form, n) for n in ("café", "caff", "tea")])
+        assert main(["pretrain", "--data", str(data), "--arch", "cnn-small", "--epochs", "1",
+                     "--out", str(tmp_path / f"{node}.safetensors")]) == 0
+    neighbours = tmp_path / "received"
+    neighbours.mkdir()
+    shutil.copy(tmp_path / "mac.safetensors", neighbours)
+    (tmp_path / "fol.toml").write_text(FAST.replace("top_k = 2", "top_k = 1"))
+    rc = main(["personalize", "--model", str(tmp_path / "linux.safetensors"), "--data", str(tmp_path / "linux"),
+               "--neighbors", str(neighbours), "--out", str(tmp_path / "out"), "--config", str(tmp_path / "fol.toml")])
+    assert rc == 0, capsys.readouterr().err
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert [r["used"] for r in report["received"]] == [True]
+    assert read_card(tmp_path / "out" / "model.safetensors").class_names == ("caff", "café", "tea")

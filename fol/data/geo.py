@@ -32,6 +32,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from fol.defaults import class_name
 from fol.errors import DataError
 
 __all__ = ["GeoDataset", "NodeData", "split_node", "DEFAULT_SPLIT", "DEFAULT_MIN_SAMPLES"]
@@ -68,7 +69,8 @@ class GeoDataset:
 
     The constructor validates shapes, dtypes and ranges and raises
     :class:`~fol.errors.DataError` naming the field that is wrong. ``lat`` and
-    ``lon`` may be given as any array-like; they are stored as float64 arrays.
+    ``lon`` may be given as any array-like; they are stored as float64 arrays;
+    ``class_names`` are stored in Unicode NFC (:func:`fol.defaults.class_name`).
     """
 
     images: torch.Tensor
@@ -93,9 +95,10 @@ class GeoDataset:
             raise DataError(f"{where}: labels must be a 1-D tensor of length {n}, got {shape}")
         if self.labels.dtype != torch.int64:
             raise DataError(f"{where}: labels must be int64, got {self.labels.dtype}")
-        self.class_names = [str(c) for c in self.class_names]
+        self.class_names = [class_name(str(c)) for c in self.class_names]  # NFC, as model cards keep them
         if len(self.class_names) < 1 or len(set(self.class_names)) != len(self.class_names):
-            raise DataError(f"{where}: class_names must be non-empty and unique, got {self.class_names}")
+            raise DataError(f"{where}: class_names must be non-empty and unique (in Unicode NFC), "
+                            f"got {self.class_names}")
         if n and (int(self.labels.min()) < 0 or int(self.labels.max()) >= len(self.class_names)):
             raise DataError(
                 f"{where}: labels must lie in [0, {len(self.class_names) - 1}] "

@@ -42,7 +42,7 @@ from PIL import Image
 
 from fol.data.geo import GeoDataset, check_pool_size
 from fol.data.synthetic import TASK_CLASSES
-from fol.defaults import IMAGE_FOLDER_COORDS
+from fol.defaults import IMAGE_FOLDER_COORDS, class_name
 from fol.errors import DataError
 
 __all__ = [
@@ -272,11 +272,25 @@ def _to_dataset(
 NOT_CLASSES = frozenset({"__MACOSX"})
 
 
+def class_folders(root: Path) -> dict[str, Path]:
+    """The class sub-folders of an image folder by class name, sorted by name: every folder
+    but hidden ones and :data:`NOT_CLASSES`. A class name is its folder's name in Unicode NFC
+    (:func:`fol.defaults.class_name`): macOS keeps 'café' decomposed, Linux as typed, and
+    both name one class (sorted alike). Two folders of one name in both forms are an error."""
+    found: dict[str, Path] = {}
+    for d in sorted(Path(root).iterdir()):
+        if d.is_dir() and not d.name.startswith(".") and d.name not in NOT_CLASSES:
+            name = class_name(d.name)
+            if name in found:
+                raise DataError(f"image folder {root}: folders {found[name].name!r} and {d.name!r} are the same "
+                                f"class name {name!r} written in two Unicode forms; merge them into one folder")
+            found[name] = d
+    return dict(sorted(found.items()))
+
+
 def class_folder_names(root: Path) -> list[str]:
-    """The class sub-folders of an image folder, sorted: every folder but hidden ones and
-    :data:`NOT_CLASSES`."""
-    return sorted(d.name for d in Path(root).iterdir()
-                  if d.is_dir() and not d.name.startswith(".") and d.name not in NOT_CLASSES)
+    """The class names of an image folder's sub-folders, sorted (:func:`class_folders`)."""
+    return list(class_folders(root))
 
 
 def _image_files(folder: Path) -> list[Path]:
@@ -564,7 +578,8 @@ def load_image_folder(
 ) -> GeoDataset:
     """Any ``<path>/<class>/<image>`` folder (torchvision ``ImageFolder`` layout).
 
-    ``classes`` fixes the class order (default: sorted sub-folder names).
+    ``classes`` fixes the class order (default: sorted sub-folder names);
+    class names are compared in Unicode NFC (:func:`class_folders`).
     ``coords`` says where coordinates come from: ``"none"`` (NaN),
     ``"filename"`` (``"<lon><name_separator><lat>.<ext>"``, as in the
     wildfire and hurricane sets) or ``"csv"`` (``coords_csv``, default
@@ -580,8 +595,8 @@ def load_image_folder(
             f"image folder {root} not found: expected {root}/<class>/<image files> "
             f"(e.g. under datasets/; see datasets/README.md)"
         )
-    if classes is None:
-        classes = class_folder_names(root)
+    folders = class_folders(root)
+    classes = list(folders) if classes is None else [class_name(c) for c in classes]
     if not classes:
         raise DataError(f"image folder {root} has no class sub-folders (expected {root}/<class>/<image files>)")
     if coords not in IMAGE_FOLDER_COORDS:
@@ -589,7 +604,7 @@ def load_image_folder(
     files: list[Path] = []
     labels: list[int] = []
     for ci, cls in enumerate(classes):
-        folder = root / cls
+        folder = folders.get(cls, root / cls)
         if not folder.is_dir():
             raise DataError(f"image folder {root}: class folder {folder} is missing")
         found = _image_files(folder)
