@@ -44,7 +44,8 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
 
     Returns ``(received, skipped)``: the usable models and, for every other
     file, its name and the reason it was skipped. Raises when the folder does
-    not exist or holds no files at all. Files are read in name order; once
+    not exist or holds no model file (hidden entries aside; sub-folders are not
+    read). Files are read in name order; once
     ``limit`` of them pass ``usable`` (a reason, or None when the node can use
     the model), the later model files are listed as skipped without being read,
     so that a folder of many models costs no more than the round takes (Q).
@@ -61,8 +62,12 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
         entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     except OSError as exc:
         raise DataError(f"neighbours folder {folder} cannot be listed ({exc.strerror or exc})") from None
-    if not any(p.is_file() or p.suffix == MODEL_SUFFIX for p in entries):
+    if not entries:
         raise DataError(f"neighbours folder {folder} is empty; expected received models (*{MODEL_SUFFIX})")
+    if not any(p.suffix == MODEL_SUFFIX for p in entries):  # sidecar cards, notes, sub-folders: say what is there
+        shown = [p.name + ("/ (sub-folders are not read)" if p.is_dir() else "") for p in entries[:5]]
+        raise DataError(f"neighbours folder {folder} holds no model file (*{MODEL_SUFFIX}), only "
+                        f"{', '.join(shown)}{' ...' if len(entries) > 5 else ''}; put the received models in it")
     received, skipped = [], []
     n_usable = 0
     for path in entries:

@@ -417,3 +417,24 @@ def test_image_folders_from_macos_and_linux_are_one_class_set(tmp_path: Path, ca
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert [r["used"] for r in report["received"]] == [True]
     assert read_card(tmp_path / "out" / "model.safetensors").class_names == ("caff", "café", "tea")
+
+
+def test_a_neighbours_folder_without_model_files_says_what_it_holds(swarm_files: Path, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Only a sidecar card and a sub-folder of models: the one line said 'is empty' (it is not)
+    or 'no usable neighbour model (skipped: none)'; it names what is there and that no model file is."""
+    for layout in ("sidecar", "sub-folder", "both"):
+        folder = tmp_path / layout
+        folder.mkdir()
+        if layout != "sub-folder":
+            (folder / "node1.json").write_text("{}")
+        if layout != "sidecar":
+            (folder / "round-1").mkdir()
+            shutil.copy(swarm_files / "node1.safetensors", folder / "round-1")
+        assert _personalize(swarm_files, folder, tmp_path / "out") == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "is empty" not in err[0] and "skipped: none" not in err[0], err
+        assert f"neighbours folder {folder} holds no model file (*.safetensors)" in err[0], err
+        assert ("node1.json" in err[0]) == (layout != "sub-folder")
+        assert ("round-1/ (sub-folders are not read)" in err[0]) == (layout != "sidecar")
+        assert not (tmp_path / "out").exists()
