@@ -117,7 +117,14 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     spec_data = parse_node_data(args.data, root=args.data_root)
     node = load_node_data(spec_data)
     x, _ = node.train.tensors()
-    spec = ModelSpec(args.arch, num_classes=len(node.train.class_names), in_channels=x.shape[1], input_size=x.shape[2])
+    # what the model and its card will say of the data, checked before training: one class only,
+    # a class folder whose name is not UTF-8 (the card could not be written after the training)
+    try:
+        spec = ModelSpec(args.arch, num_classes=len(node.train.class_names), in_channels=x.shape[1],
+                         input_size=x.shape[2])
+        ModelCard(spec=spec, class_names=list(node.train.class_names), input_shape=list(x.shape[1:]))
+    except ConfigError as exc:
+        raise ConfigError(f"--data {args.data}: {exc}") from None
     cfg = TrainConfig(
         epochs=epochs, lr=lr,
         batch_size=batch_size, patience=patience,

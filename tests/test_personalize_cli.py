@@ -438,3 +438,21 @@ def test_a_neighbours_folder_without_model_files_says_what_it_holds(swarm_files:
         assert ("node1.json" in err[0]) == (layout != "sub-folder")
         assert ("round-1/ (sub-folders are not read)" in err[0]) == (layout != "sidecar")
         assert not (tmp_path / "out").exists()
+
+
+def test_pretrain_refuses_a_class_name_no_model_card_can_hold_before_training(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A class folder whose name is not UTF-8 (copied from an old Windows or Latin-1 disk) cannot be
+    written into the model card: the one line came after the whole training, naming no folder."""
+    import os
+
+    import fol.stages
+
+    data = _image_folder(tmp_path / "imgs", ["a", "b"])
+    os.rename(os.fsencode(data / "b"), os.fsencode(data) + b"/caf\xe9")
+    trained = []
+    monkeypatch.setattr(fol.stages, "pretrain", lambda *a, **k: trained.append(1))
+    assert main(["pretrain", "--data", str(data), "--epochs", "1", "--out", str(tmp_path / "m.safetensors")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--data {data}" in err[0] and "not valid UTF-8" in err[0], err
+    assert not trained and not (tmp_path / "m.safetensors").exists()
