@@ -588,3 +588,28 @@ def test_one_class_name_in_two_unicode_forms_is_one_clear_error(tmp_path):
     _write(root / "tea" / "y.png", (1, 2, 3))
     with pytest.raises(DataError, match="same class name 'café'"):
         load_dataset("imagefolder", path=root, image_size=8)
+
+
+def test_coords_csv_names_an_image_in_either_unicode_form(tmp_path):
+    """A CSV typed on Linux or Windows (NFC) for a folder unpacked on macOS (NFD names): every
+    image of folder 'café' (and file 'né.png') had 'no coordinates', the two names printing alike."""
+    import unicodedata
+
+    nfd = lambda s: unicodedata.normalize("NFD", s)  # noqa: E731
+    root = tmp_path / "imgs"
+    _write(root / nfd("café") / "x.png", (1, 2, 3))
+    _write(root / "tea" / nfd("né.png"), (1, 2, 3))
+    (root / "coords.csv").write_text("file,lat,lon\ncafé/x.png,10,20\nné.png,30,40\n", encoding="utf-8")
+    ds = load_dataset("imagefolder", path=root, image_size=8, coords="csv")
+    assert ds.lat.tolist() == [10.0, 30.0] and ds.lon.tolist() == [20.0, 40.0]
+    # and the other way round: a CSV written with the decomposed names, folders as typed
+    other = tmp_path / "other"
+    _write(other / "café" / "x.png", (1, 2, 3))
+    _write(other / "tea" / "y.png", (1, 2, 3))
+    (other / "coords.csv").write_text(f"file,lat,lon\n{nfd('café')}/x.png,10,20\ntea/y.png,30,40\n", encoding="utf-8")
+    assert load_dataset("imagefolder", path=other, image_size=8, coords="csv").lat.tolist() == [10.0, 30.0]
+    # one path in two forms with other coordinates is one path listed twice
+    (other / "coords.csv").write_text(f"file,lat,lon\ncafé/x.png,10,20\n{nfd('café')}/x.png,1,2\ntea/y.png,30,40\n",
+                                      encoding="utf-8")
+    with pytest.raises(DataError, match="listed again with other coordinates"):
+        load_dataset("imagefolder", path=other, image_size=8, coords="csv")

@@ -31,6 +31,7 @@ import hashlib
 import logging
 import os
 import re
+import unicodedata
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -520,7 +521,7 @@ load_hurricane = _geo_loader(
 def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
     """``{file: (lat, lon)}`` from a CSV with a header naming a file column
     (``file``/``filename``/``path``/``image``) and ``lat``/``latitude``,
-    ``lon``/``longitude`` columns. Keys are stored as given (``\\`` read as ``/``).
+    ``lon``/``longitude`` columns. Keys are stored as given (``\\`` read as ``/``), in Unicode NFC.
     A file listed twice with different coordinates is an error naming both lines."""
     if not csv_path.is_file():
         raise DataError(f"{csv_path}: coordinates CSV not found")
@@ -547,7 +548,9 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
                     raise DataError(f"{csv_path}:{line}: lat/lon must be numbers, got {row[c_lat]!r}, {row[c_lon]!r}") from None
                 if not (-90 <= lat <= 90 and -180 <= lon <= 180):
                     raise DataError(f"{csv_path}:{line}: coordinates out of range (lat {lat}, lon {lon}; degrees)")
-                key = str(row[c_file]).strip().replace("\\", "/")
+                # in NFC, as the images' paths are looked up: a CSV typed on Linux or Windows names the
+                # files of a folder unpacked on macOS (decomposed names) and the other way round
+                key = unicodedata.normalize("NFC", str(row[c_file]).strip().replace("\\", "/"))
                 if key in first_line and table[key] != (lat, lon):
                     raise DataError(f"{csv_path}:{line}: {key!r} is listed again with other coordinates (first on "
                                     f"line {first_line[key]}); give each image one row, by its path relative to "
@@ -624,11 +627,12 @@ def load_image_folder(
         for i, f in enumerate(files):
             # its row by the path relative to the folder, else by its bare name or a longer path
             # ending in that one (an absolute path, say); never another folder's file of that name
-            rel = f.relative_to(root).as_posix()
-            keys = [rel] if rel in table else [k for k in by_name.get(f.name, ()) if k == f.name or k.endswith("/" + rel)]
+            rel = unicodedata.normalize("NFC", f.relative_to(root).as_posix())  # as the CSV's keys
+            base = rel.rsplit("/", 1)[-1]
+            keys = [rel] if rel in table else [k for k in by_name.get(base, ()) if k == base or k.endswith("/" + rel)]
             places = {table[k] for k in keys}
             if not places:
-                raise DataError(f"{f}: no coordinates for this image in the CSV (looked up {rel!r}, {f.name!r} "
+                raise DataError(f"{f}: no coordinates for this image in the CSV (looked up {rel!r}, {base!r} "
                                 f"and paths ending in '/{rel}')")
             if len(places) > 1:
                 raise DataError(f"{f}: the CSV's rows {', '.join(map(repr, keys))} all name this image, with "
