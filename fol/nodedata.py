@@ -106,10 +106,18 @@ def parse_node_data(text: str, root: str | None = None) -> NodeDataSpec:
     return spec
 
 
+#: The fields each partition does not read (:func:`load_node_data`): ``all`` takes the whole
+#: dataset, ``region`` cuts ``nodes`` regions by the images' places.
+_UNREAD = {"all": ("nodes", "psi", "per_node"), "region": ("psi", "per_node"), "dirichlet": ()}
+
+
 def split_fields(spec: NodeDataSpec) -> tuple[object, ...]:
     """What fixes a node's shard and its train / val / test split: every field but where the
-    files are (``root``, ``path``), so that two specs with equal fields give the same split."""
-    return tuple(getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name not in ("root", "path"))
+    files are (``root``, ``path``) and the ones its partition does not read, so that two specs
+    with equal fields give the same split (a folder given as a path and as
+    ``dataset=imagefolder,path=...,partition=all`` among them)."""
+    skip = ("root", "path", *_UNREAD.get(spec.partition, ()))
+    return tuple(getattr(spec, f.name) if f.name not in skip else None for f in dataclasses.fields(spec))
 
 
 def dataset_options(name: str, size: int | None, seed: int, path: str | None = None) -> dict[str, object]:

@@ -34,3 +34,32 @@ def test_an_entry_that_would_be_ignored_is_refused(tmp_path: Path) -> None:
         dataset_options("synthetic-wildfire", None, 0, str(tmp_path))
     spec = parse_node_data(f"dataset=imagefolder,path={tmp_path},nodes=2")
     assert dataset_options(spec.dataset, spec.size, spec.seed, spec.path) == {"path": str(tmp_path)}
+
+
+def test_specs_of_one_shard_and_split_have_equal_split_fields(tmp_path: Path) -> None:
+    """A folder given as a path and as dataset=imagefolder,path=...,partition=all is one shard and one
+    split (the whole folder, seed 0): fol personalize refused the model pretrained with the other form,
+    saying it gave 'another shard or split'. Fields a partition does not read do not count; the
+    ones it reads do."""
+    from fol.nodedata import load_node_data, split_fields
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    same = [(str(folder), f"dataset=imagefolder,path={folder},partition=all"),
+            (f"dataset=imagefolder,path={folder},partition=all,psi=2,per_node=10,nodes=3",
+             f"dataset=imagefolder,path={folder},partition=all"),
+            ("dataset=wildfire,partition=region,nodes=4,node=1,psi=0.1,per_node=5",
+             "dataset=wildfire,partition=region,nodes=4,node=1")]
+    for a, b in same:
+        assert split_fields(parse_node_data(a)) == split_fields(parse_node_data(b)), (a, b)
+    other = [(str(folder), f"dataset=imagefolder,path={folder},partition=all,seed=1"),
+             (f"dataset=imagefolder,path={folder},partition=all,nodes=2,node=1", str(folder)),  # split seed + node
+             ("dataset=wildfire,partition=region,nodes=4,node=1", "dataset=wildfire,partition=region,nodes=5,node=1"),
+             ("dataset=wildfire,nodes=4,psi=0.5", "dataset=wildfire,nodes=4,psi=0.6"),
+             ("dataset=wildfire,nodes=4,per_node=300", "dataset=wildfire,nodes=4,per_node=none")]
+    for a, b in other:
+        assert split_fields(parse_node_data(a)) != split_fields(parse_node_data(b)), (a, b)
+    # the fields left out are ones the loader does not read: one synthetic pool, split alike
+    a, b = (load_node_data(parse_node_data(f"dataset=synthetic-wildfire,size=60,partition=all{extra}"))
+            for extra in ("", ",psi=3,per_node=7,nodes=2"))
+    assert a.train.sources == b.train.sources and bool((a.train.images == b.train.images).all())
