@@ -613,3 +613,23 @@ def test_coords_csv_names_an_image_in_either_unicode_form(tmp_path):
                                       encoding="utf-8")
     with pytest.raises(DataError, match="listed again with other coordinates"):
         load_dataset("imagefolder", path=other, image_size=8, coords="csv")
+
+
+def test_a_class_folder_link_that_points_nowhere_stops_the_load(tmp_path):
+    """Class folders linked from a store, one link broken (a folder moved, a disk not mounted): that
+    class was silently left out, and a model trained on one class fewer. As for a broken link to an
+    image, the load stops naming it."""
+    store = tmp_path / "store"
+    _write(store / "a" / "x.png", (1, 2, 3))
+    _write(store / "b" / "y.png", (1, 2, 3))
+    root = tmp_path / "imgs"
+    root.mkdir()
+    for c in ("a", "b", "c"):
+        (root / c).symlink_to(store / c)
+    (root / ".old").symlink_to(store / "old")  # hidden: not a class, broken or not
+    with pytest.raises(DataError) as err:
+        load_dataset("imagefolder", path=root, image_size=8)
+    assert str(err.value).startswith(f"image folder {root}: {root / 'c'} is a link to {store / 'c'}, which does not "
+                                     f"exist"), err.value
+    (root / "c").unlink()
+    assert load_dataset("imagefolder", path=root, image_size=8).class_names == ["a", "b"]  # links that work

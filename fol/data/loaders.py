@@ -277,9 +277,14 @@ def class_folders(root: Path) -> dict[str, Path]:
     """The class sub-folders of an image folder by class name, sorted by name: every folder
     but hidden ones and :data:`NOT_CLASSES`. A class name is its folder's name in Unicode NFC
     (:func:`fol.defaults.class_name`): macOS keeps 'café' decomposed, Linux as typed, and
-    both name one class (sorted alike). Two folders of one name in both forms are an error."""
+    both name one class (sorted alike). Two folders of one name in both forms are an error, and
+    so is a link that points nowhere (a class folder moved, a disk not mounted): that class
+    would be left out without a word."""
     found: dict[str, Path] = {}
     for d in sorted(Path(root).iterdir()):
+        if d.is_symlink() and not d.exists() and not d.name.startswith("."):
+            raise DataError(f"image folder {root}: {d} is a link to {os.readlink(d)}, which does not exist (a class "
+                            f"folder moved, or a disk not mounted?); restore it or remove the link")
         if d.is_dir() and not d.name.startswith(".") and d.name not in NOT_CLASSES:
             name = class_name(d.name)
             if name in found:
