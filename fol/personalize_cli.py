@@ -39,7 +39,7 @@ def add_personalize_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable[[Any], str | None] | None = None,
-                    limit: int | None = None) -> tuple[list[Any], list[dict[str, str]]]:
+                    limit: int | None = None, own_sha256: str | None = None) -> tuple[list[Any], list[dict[str, str]]]:
     """Load every model file of ``folder`` through the safe loader.
 
     Returns ``(received, skipped)``: the usable models and, for every other
@@ -50,7 +50,10 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
     the model), the later model files are listed as skipped without being read,
     so that a folder of many models costs no more than the round takes (Q).
     A model that ``usable`` refuses is returned for its card only: its tensors
-    are moved to the ``meta`` device (no memory).
+    are moved to the ``meta`` device (no memory). Each model is used once, as
+    the node agent's inbox keeps it: a file whose card ``sha256`` (over the
+    card and the tensors) an earlier file had, or the node's own model
+    (``own_sha256``), is skipped.
     """
     from fol.checkpoint import DEFAULT_MAX_BYTES, load_model
     from fol.errors import CheckpointError, DataError
@@ -70,6 +73,7 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
                         f"{', '.join(shown)}{' ...' if len(entries) > 5 else ''}; put the received models in it")
     received, skipped = [], []
     n_usable = 0
+    seen: dict[str, str] = {}  # sha256 -> the file first read with it
     for path in entries:
         if not path.is_file():
             if path.suffix == MODEL_SUFFIX:  # a folder, broken link or link loop named like a model: listed
@@ -89,6 +93,12 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
         except CheckpointError as exc:
             skipped.append({"file": path.name, "reason": str(exc)})
             continue
+        sha = loaded.card.sha256
+        if sha == own_sha256 or sha in seen:
+            skipped.append({"file": path.name, "reason": "the node's own model (--model), not a neighbour's"
+                            if sha == own_sha256 else f"the same model as {seen[sha]} (equal sha256), used once"})
+            continue
+        seen[sha] = path.name
         item = Received(name=path.stem, model=loaded.model, card=loaded.card)
         received.append(item)
         if usable is None or usable(item) is None:
@@ -139,7 +149,8 @@ def run_personalize(args: argparse.Namespace) -> int:
     name = own.card.producer or data_spec.node_name
     state = NodeState.from_pretrained(name, own.model, own.card.spec, own.card.class_names, node)
     received, skipped = scan_neighbours(Path(args.neighbors), args.max_bytes,
-                                        usable=lambda r: check_received(state, r), limit=cfg.max_neighbours)
+                                        usable=lambda r: check_received(state, r), limit=cfg.max_neighbours,
+                                        own_sha256=own.card.sha256)
     for item in skipped:
         log.warning("skipping %s: %s", item["file"], item["reason"])
     usable = [r for r in received if check_received(state, r) is None]

@@ -948,3 +948,25 @@ def test_class_names_are_compared_in_unicode_nfc(tmp_path: Path) -> None:
     # two forms of one name are one name twice
     with pytest.raises(ConfigError, match="duplicate"):
         ModelCard(SPEC, [nfd, nfc, "clear"])
+
+
+def test_personalize_reads_each_model_of_a_neighbours_folder_once(tmp_path: Path) -> None:
+    """A model under two names (a copy kept as 'node1_copy.safetensors') or the node's own model
+    dropped among the received ones took a Top-K seat twice, or competed with itself, and filled
+    the per-round limit Q; the node agent's inbox skips such copies. Each is skipped, with why."""
+    import shutil
+
+    from fol.personalize_cli import scan_neighbours
+
+    folder = tmp_path / "neighbours"
+    folder.mkdir()
+    own = save_model(folder / "0-own.safetensors", _model(seed=0), spec=SPEC, class_names=CLASSES, producer="me")
+    save_model(folder / "node1.safetensors", _model(seed=1), spec=SPEC, class_names=CLASSES, producer="node1")
+    shutil.copy(folder / "node1.safetensors", folder / "node1_copy.safetensors")
+    save_model(folder / "node2.safetensors", _model(seed=2), spec=SPEC, class_names=CLASSES, producer="node2")
+    received, skipped = scan_neighbours(folder, own_sha256=own.sha256, limit=2)
+    assert [r.name for r in received] == ["node1", "node2"]  # the copy does not count towards Q = 2
+    assert skipped == [
+        {"file": "0-own.safetensors", "reason": "the node's own model (--model), not a neighbour's"},
+        {"file": "node1_copy.safetensors", "reason": "the same model as node1.safetensors (equal sha256), used once"},
+    ]
