@@ -141,7 +141,10 @@ class ProcessExecutor(Executor):
     only when it is submitted, so memory does not grow with the task count.
     A worker ends itself within a second of its parent's death, however the
     parent was stopped. A task's exception is raised in the caller as it
-    was; a worker that dies without one (killed, e.g. by the out-of-memory
+    was, at once: the tasks not yet started are dropped and the workers still
+    running others are terminated (an error, or Ctrl-C, does not wait for
+    the rest of the work); the next ``map`` starts a fresh pool. A worker
+    that dies without an exception (killed, e.g. by the out-of-memory
     killer) ends ``map`` with one :class:`fol.errors.FOLError` line, and the
     pool cannot run tasks again.
     """
@@ -153,8 +156,35 @@ class ProcessExecutor(Executor):
         import multiprocessing as mp
 
         self.workers = workers or os.cpu_count() or 1
-        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
+        self._context = mp.get_context("spawn")
+        self._pool: ProcessPoolExecutor | None = None
+        self._start_pool()
+
+    def _start_pool(self) -> ProcessPoolExecutor:
+        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context,
                                          initializer=_exit_with_parent, initargs=(os.getpid(),))
+        return self._pool
+
+    def _stop_workers(self) -> None:
+        """End the pool now: cancel what has not started, terminate the workers
+        (also those computing a task), and wait until they are gone, so no
+        process outlives the failed ``map``."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        processes = list((pool._processes or {}).values())  # shutdown() forgets them
+        manager = pool._executor_manager_thread
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in processes:
+            if p.is_alive():
+                p.terminate()
+        if manager is not None:  # it sees the workers gone, fails their futures and joins them
+            manager.join(timeout=30)
+        for p in processes:
+            p.join(timeout=5)
+            if p.is_alive():  # pragma: no cover - a worker that ignored SIGTERM
+                p.kill()
+                p.join()
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None,
             on_result: OnResult = None) -> list[Any]:
@@ -163,6 +193,7 @@ class ProcessExecutor(Executor):
 
         from concurrent.futures.process import BrokenProcessPool
 
+        pool = self._pool or self._start_pool()  # a map that failed ended the last one
         todo = iter(enumerate(items))
         pending: dict[Any, int] = {}
         out: list[Any] = [None] * len(items)
@@ -172,7 +203,7 @@ class ProcessExecutor(Executor):
             if nxt is not None:
                 i, item = nxt
                 payload = pickle.dumps((fn, item, self.threads), protocol=pickle.HIGHEST_PROTOCOL)
-                pending[self._pool.submit(_run_pickled, payload)] = i
+                pending[pool.submit(_run_pickled, payload)] = i
 
         try:
             for _ in range(2 * self.workers):
@@ -193,13 +224,20 @@ class ProcessExecutor(Executor):
             raise FOLError(f"a worker process of the process executor ended abruptly{f' during {desc}' if desc else ''} "
                            "(killed by a signal, e.g. the out-of-memory killer, or crashed); fewer workers "
                            "(--workers, run.workers) need less memory") from None
+        except BaseException:
+            # a task raised, on_result raised, or Ctrl-C: the caller hears it now, not once
+            # every task already started (or queued in the workers' pipe) has run to its end
+            if any(not f.done() for f in pending):
+                self._stop_workers()
+            raise
         finally:
             for f in pending:
                 f.cancel()
         return out
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 # --------------------------------------------------------------------------- Ray

@@ -39,6 +39,37 @@ def test_a_failing_task_raises_in_the_caller_and_the_pool_still_works():
         assert ex.map(math.sqrt, [4.0, 9.0]) == [2.0, 3.0]
 
 
+def _fail_or_sleep(x: float) -> float:
+    """A node's work: ``x`` seconds long, or a failure at once when ``x`` is negative."""
+    import time
+
+    if x < 0:
+        raise ValueError("node failed")
+    time.sleep(x)
+    return x
+
+
+def test_a_failing_task_is_raised_at_once_and_stops_the_other_workers():
+    """One node's error must reach the user now, not after every other running
+    (or already queued) node has finished: the workers are terminated, none is
+    left behind, results already handed to on_result stay, and the executor
+    runs tasks again afterwards."""
+    import time
+
+    got = []
+    with make_executor("process", workers=2, threads=1) as ex:
+        ex.map(_fail_or_sleep, [0, 0])  # the workers are up
+        workers = [p.pid for p in ex._pool._processes.values()]
+        t0 = time.monotonic()
+        with pytest.raises(ValueError, match="node failed"):
+            ex.map(_fail_or_sleep, [0, 20, -1, 20, 20], on_result=lambda i, r: got.append((i, r)))
+        assert time.monotonic() - t0 < 15  # not after the 20 s nodes
+        assert not any(_running(pid) for pid in workers)
+        assert got == [(0, 0)]
+        t0 = time.monotonic()
+    assert time.monotonic() - t0 < 15  # nor when the executor is closed
+
+
 def _running(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie (an orphan's zombie may
     wait for a reaper that a container's init never is)."""
