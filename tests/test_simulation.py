@@ -758,3 +758,15 @@ def test_the_zmq_transport_is_closed_when_a_method_raises(tmp_path: Path, monkey
     with pytest.raises(Boom):
         run_simulation(scn, tmp_path / "out", progress=False)
     assert closed == [True]
+
+
+def test_a_run_without_a_fol_variant_books_no_peer_to_peer_transfers(tmp_path: Path) -> None:
+    """Only the FOL variants exchange models peer to peer: a run of 'local' and
+    FedAvg must not list (nor report) FOL transfers that never happened."""
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\n"
+                                     "a,0,0,0,0.1\na,600,0.3,0,0.1\nb,0,0.2,0,0.1\nb,600,0.5,0,0.1\n")
+    (tmp_path / "s.toml").write_text(DRONES.replace('run = ["local", "fol", "fedavg"]', 'run = ["local"]'))
+    out = tmp_path / "out"
+    assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(out)]) == 0
+    assert json.loads((out / "transfers.json").read_text()) == []
+    assert ", 0 model transfers recorded" in (out / "report.md").read_text()

@@ -13,7 +13,8 @@ For each seed:
 4. **Rounds**: in FOL round ``e`` a neighbour's model reaches a node only if a
    window of plan round ``e - 1`` can carry it after the acquisition overhead;
    the transfer is recorded in the plan and its bytes counted. At most Q
-   deliveries per node, earliest-finishing first. Server-based baselines get
+   deliveries per node, earliest-finishing first; none when no FOL variant
+   runs (only they exchange models peer to peer). Server-based baselines get
    every plan round; a node takes part in a round when a window of that round
    can carry its model up and the aggregate back (to a ground station when the
    scenario has any).
@@ -57,6 +58,7 @@ from fol.methods import NodeResult, NodeSetup, SwarmContext, get_method
 from fol.methods.fol_method import payload_card
 from fol.models import ModelSpec
 from fol.nodes import PretrainTask, build_nodes
+from fol.variants import VARIANTS
 
 __all__ = ["run_simulation", "SimulationResult", "plan_deliveries"]
 
@@ -521,8 +523,11 @@ def run_simulation(
             waits: list[dict[str, Any]] = []
             if batteries:
                 _book_pretraining(scn, plan, batteries, learners, nodes)
-            deliveries = plan_deliveries(plan, learners, sizes, scn.fol.rounds, scn.fol.max_neighbours,
-                                         batteries, waits)
+            # only the FOL variants exchange models peer to peer: without one, no transfer happens
+            # (none is booked, listed in transfers.json or charged to a battery)
+            deliveries = (plan_deliveries(plan, learners, sizes, scn.fol.rounds, scn.fol.max_neighbours,
+                                          batteries, waits) if any(m in VARIANTS for m in scn.methods)
+                          else [{} for _ in range(scn.fol.rounds)])
             if batteries and seed == scn.seeds[0]:
                 energy = _energy_summary(scn, plan, batteries, learners, waits)
             transport = ZmqTransport(seed_dir / "links", names) if scn.run.transport == "zmq" else None
