@@ -551,7 +551,10 @@ def test_resume_refuses_saved_results_that_are_broken_and_keeps_them(tmp_path: P
     capsys.readouterr()
     for bad, needle in ((good[:40], "Expecting"), ('{"node": "a"}', "expected a list"),
                         ('[{"node": 1, "method": "local", "test_accuracy": 0.5}]', "node: expected str"),
-                        (good.replace('"local"', '"fol"'), "of method 'fol'")):
+                        (good.replace('"local"', '"fol"'), "of method 'fol'"),
+                        # counts are whole numbers: a float or negative one was taken into the report
+                        (good.replace('"rounds": 0', '"rounds": 2.5', 1), "rounds: expected a whole number >= 0, got 2.5"),
+                        (good.replace('"bytes_up": 0', '"bytes_up": -5', 1), "bytes_up: expected a whole number >= 0, got -5")):
         saved.write_text(bad)
         assert main(["simulate", "--resume", str(out)]) == 2
         err = capsys.readouterr().err.strip().splitlines()

@@ -108,6 +108,10 @@ def _saved_results(path: Path, method: str, names: list[str]) -> list[NodeResult
                 raise ValueError(f"field {missing[0]!r} is missing")
             for key, value in row.items():
                 kind = fields[key].type
+                if kind == "int":  # counts: bytes, FLOPs, rounds, models
+                    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                        raise ValueError(f"{key}: expected a whole number >= 0, got {value!r}")
+                    continue
                 ok = (isinstance(value, str) if kind == "str" else isinstance(value, bool) if kind == "bool"
                       else isinstance(value, dict) if key == "extra"
                       else isinstance(value, (int, float)) and not isinstance(value, bool))
