@@ -141,7 +141,8 @@ class ProcessExecutor(Executor):
     only when it is submitted, so memory does not grow with the task count.
     A worker ends itself within a second of its parent's death, however the
     parent was stopped. A task's exception is raised in the caller as it
-    was, at once: the tasks not yet started are dropped and the workers still
+    was, at once (after ``on_result`` for every task that finished before or
+    with it): the tasks not yet started are dropped and the workers still
     running others are terminated (an error, or Ctrl-C, does not wait for
     the rest of the work); the next ``map`` starts a fresh pool. A worker
     that dies without an exception (killed, e.g. by the out-of-memory
@@ -211,7 +212,9 @@ class ProcessExecutor(Executor):
             with _bar(len(items), desc) as bar:
                 while pending:
                     done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                    for f in done:
+                    # the successes first: a task that failed beside them must not cost their
+                    # results (on_result checkpoints them) when its exception is raised
+                    for f in sorted(done, key=lambda f: (f.exception() is not None, pending[f])):
                         i = pending.pop(f)
                         out[i] = pickle.loads(f.result())  # our own worker's pickle
                         if on_result is not None:

@@ -129,3 +129,24 @@ def test_a_killed_worker_is_one_clear_error_not_a_traceback_or_a_hang():
         assert "\n" not in str(info.value) and "pretraining" in str(info.value)
         with pytest.raises(FOLError, match="ended abruptly"):  # the pool stays broken: same line, at once
             ex.map(_die_on_two, [0])
+
+
+def test_results_finished_with_a_failure_are_handed_over_before_it_is_raised(monkeypatch):
+    """Tasks that end together (one wait returns several) with one failing:
+    the successful ones still reach on_result (the runner checkpoints a node's
+    model there, for --resume) before the failure is raised, whatever the
+    order in which the wait lists them."""
+    import concurrent.futures as cf
+
+    real_wait = cf.wait
+
+    def wait_all_failures_first(fs, timeout=None, return_when=None):
+        done, not_done = real_wait(fs, timeout, cf.ALL_COMPLETED)
+        return sorted(done, key=lambda f: f.exception() is None), not_done
+
+    got = []
+    with make_executor("process", workers=1, threads=1) as ex:
+        monkeypatch.setattr(cf, "wait", wait_all_failures_first)
+        with pytest.raises(ValueError, match="node failed"):
+            ex.map(_fail_or_sleep, [0, -1], on_result=lambda i, r: got.append(i))
+    assert got == [0]
