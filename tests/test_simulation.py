@@ -300,6 +300,7 @@ def test_a_node_without_contacts_keeps_its_local_model(tmp_path: Path) -> None:
         assert (out / f).stat().st_size > 0
     report = (out / "report.md").read_text()
     assert "| fol |" in report and "rounds to fol (" in report and "| fedavg | " in report
+    assert "mean ± std over seeds (std: the sample standard deviation, n - 1 in the denominator" in report
     assert int(rows[("fedavg", "far")]["rounds"]) == 0  # the contact plan keeps "far" out of the server rounds
 
 

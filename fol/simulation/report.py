@@ -426,7 +426,8 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         "",
         summary_table(rows, result.rounds_used),
         "",
-        "Accuracy: mean over nodes, then mean ± std over seeds. Multi-round methods used as many rounds as the "
+        "Accuracy: mean over nodes, then mean ± std over seeds (std: the sample standard deviation, n - 1 in "
+        "the denominator; one seed gives the mean alone). Multi-round methods used as many rounds as the "
         "contact plan allows (the *rounds* column); FOL's bytes are the models actually delivered in contact windows.",
         "",
         "## Accuracy against rounds",
