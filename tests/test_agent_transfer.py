@@ -952,3 +952,38 @@ def test_a_damaged_state_file_is_one_line_naming_the_field(tmp_path: Path, field
         Agent(node.config(), load_fol=False)
     state_path.write_text(json.dumps(state))
     Agent(node.config(), load_fol=False).stop()  # the state folder was released
+
+
+def test_a_failed_runtime_file_write_releases_everything_and_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Writing agent.json is the last step of the start; when it failed (a full disk) the sockets, the ZAP
+    thread and the state folder lock stayed held: the same process could not start the agent again."""
+    import errno
+
+    from fol.agent import node as node_module
+    from fol.agent.loopback import free_port, toml_text
+    from fol.cli import main
+
+    def full_disk(path: Path, *args: Any, **kw: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    node = Node(tmp_path, "receiver", [], listen=f"tcp://127.0.0.1:{free_port()}")
+    toml = tmp_path / "receiver.toml"
+    toml.write_text(toml_text({
+        "node": {"id": "receiver", "listen": node.listen, "secret_key": str(node.sec), "trust_dir": str(node.trust_dir),
+                 "state_dir": str(node.folder / "state"), "model": str(node.model)},
+        "trigger": {"on_board": False, "auto_send": False}}))
+    threads = set(threading.enumerate())
+    with monkeypatch.context() as m:
+        m.setattr(node_module, "write_json_atomic", full_disk)
+        with pytest.raises(OSError, match="No space left on device"):
+            Agent(node.config(), load_fol=False)
+        assert set(threading.enumerate()) <= threads  # the ZAP authenticator thread was stopped
+        assert main(["agent", "--config", str(toml)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"fol agent: error: {node.folder / 'state' / 'agent.json'}: No space left on device"
+    assert set(threading.enumerate()) <= threads
+    agent = node.start()  # the lock and the listen port were released
+    try:
+        assert agent.request("status")["listen"] == node.listen
+    finally:
+        node.stop()

@@ -115,22 +115,6 @@ class Agent:
 
             assert config.data is not None
             self._data_spec = parse_node_data(config.data, root=config.data_root)
-        self._lock_fd = _lock_state_dir(config.state_dir, config.node_id)
-        try:
-            self.inbox = Inbox(config.state_dir, config.node_id, config.limits.max_payload_bytes,
-                               accept_any_round=not config.trigger.on_board)
-            self._init_state()
-        except BaseException:
-            os.close(self._lock_fd)
-            raise
-
-        self._position: PositionLog | None = None
-        if config.position is not None:
-            try:
-                self._position = PositionLog(PositionSource(config.position), config.state_dir, config.node_id)
-            except BaseException:
-                os.close(self._lock_fd)
-                raise
         self._watchdog = Watchdog()
         self._stop = threading.Event()
         self._commands: queue.Queue = queue.Queue()
@@ -145,6 +129,33 @@ class Agent:
         self.last_error: str | None = None
         self.failed_attempts = 0  # consecutive failed personalization attempts of the current round
         self._retry_at = 0.0  # monotonic: no automatic trigger before this (back-off after a failure)
+        self._node_data: Any = None
+        self.links: dict[str, PeerLink] = {}
+        self.closed = False
+        self._lock_fd: int | None = _lock_state_dir(config.state_dir, config.node_id)
+        self._position: PositionLog | None = None
+        try:  # from here on, a failure releases what was acquired (in reverse order) before it is raised
+            self._open(config)
+        except BaseException:
+            self._close_sockets()
+            if self._position is not None:
+                self._position.close()
+            self._release_lock()
+            raise
+        log.info("%s: listening on %s (control %s), round %d, %d peers, trust store %s (%d keys)", self.node_id,
+                 self.listen_endpoint, self.control_endpoint, self.inbox.state.round, len(config.peers),
+                 config.trust_dir, len(self.trust.peers))
+
+    # ------------------------------------------------------------------ setup
+
+    def _open(self, config: AgentConfig) -> None:
+        """Everything the constructor does once the state folder is locked: the state, the
+        position source, the sockets with their ZAP thread, and last the runtime file."""
+        self.inbox = Inbox(config.state_dir, config.node_id, config.limits.max_payload_bytes,
+                           accept_any_round=not config.trigger.on_board)
+        self._init_state()
+        if config.position is not None:
+            self._position = PositionLog(PositionSource(config.position), config.state_dir, config.node_id)
         # The round's age is counted on the monotonic clock and saved with every state write (with the wall
         # time of the count, see AgentState): a clock step while the agent runs (a companion computer without
         # RTC syncing its time from GPS / NTP after boot) neither fires the deadline at once nor postpones it,
@@ -153,24 +164,9 @@ class Agent:
         assert state.round_age_at is not None
         self._round_clock = (time.monotonic(), state.round_age_s + max(0.0, time.time() - state.round_age_at))
         self.inbox.round_clock = lambda: (round(self._round_age_s(), 3), time.time())
-        self._node_data: Any = None
-        self.links: dict[str, PeerLink] = {}
-        self.closed = False
-
         self.ctx = zmq.Context()
-        try:
-            self._setup_sockets()
-        except BaseException:
-            self._close_sockets()
-            if self._position is not None:
-                self._position.close()
-            raise
+        self._setup_sockets()
         self._write_runtime()
-        log.info("%s: listening on %s (control %s), round %d, %d peers, trust store %s (%d keys)", self.node_id,
-                 self.listen_endpoint, self.control_endpoint, self.inbox.state.round, len(config.peers),
-                 config.trust_dir, len(self.trust.peers))
-
-    # ------------------------------------------------------------------ setup
 
     def _init_state(self) -> None:
         self._init_models()
@@ -408,9 +404,11 @@ class Agent:
         if self._position is not None:
             self._position.close()
         (self.inbox.root / RUNTIME_FILE).unlink(missing_ok=True)
+        self._release_lock()  # last: a new agent on this folder finds no stale runtime file of this one
         log.info("%s: stopped", self.node_id)
 
     def _close_sockets(self) -> None:
+        """Close the ROUTER sockets, stop the ZAP thread and end the context (whichever exist)."""
         for name in ("router", "control"):
             sock = getattr(self, name, None)
             if sock is not None:
@@ -418,7 +416,11 @@ class Agent:
         auth = getattr(self, "auth", None)
         if auth is not None:
             auth.stop()
-        self.ctx.term()
+        ctx = getattr(self, "ctx", None)
+        if ctx is not None:
+            ctx.term()
+
+    def _release_lock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the state folder lock
             self._lock_fd = None
