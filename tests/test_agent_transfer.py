@@ -987,3 +987,23 @@ def test_a_failed_runtime_file_write_releases_everything_and_is_one_line(tmp_pat
         assert agent.request("status")["listen"] == node.listen
     finally:
         node.stop()
+
+
+def test_new_inbox_and_state_folders_are_made_durable_in_their_parents(tmp_path: Path, monkeypatch) -> None:
+    """A new inbox/round-<r>/ folder was fsynced, but not inbox/ that holds its entry: after a power loss
+    the folder (and the model the state lists in it) could be gone. The same for a new state folder."""
+    from fol.agent import inbox as inbox_module
+    from fol.agent.inbox import Inbox
+
+    synced: list[Path] = []
+    real = inbox_module.fsync_dir
+    monkeypatch.setattr(inbox_module, "fsync_dir", lambda folder: (synced.append(Path(folder)), real(folder)))
+    root = tmp_path / "drone" / "state"
+    inbox = Inbox(root, "receiver", 10**8, accept_any_round=True)
+    assert {tmp_path, tmp_path / "drone", root} <= set(synced)
+    data, card = _good_payload()
+    part = tmp_path / "m.part"
+    part.write_bytes(data)
+    synced.clear()
+    inbox.commit("sender", _offer(data, card.spec), part)
+    assert root / "inbox" in synced and root / "inbox" / "round-0" in synced

@@ -41,7 +41,7 @@ from fol.errors import CheckpointError, ConfigError
 from fol.fileio import fsync_dir, write_json_atomic
 from swarmbase.tomlcheck import is_finite_number
 
-__all__ = ["AgentState", "Inbox", "file_sha256", "STATE_FORMAT"]
+__all__ = ["AgentState", "Inbox", "file_sha256", "make_dirs", "STATE_FORMAT"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,15 @@ def file_sha256(path: Path, block: int = 1 << 20) -> str:
         while chunk := fh.read(block):
             h.update(chunk)
     return h.hexdigest()
+
+
+def make_dirs(folder: Path) -> None:
+    """``folder.mkdir(parents=True, exist_ok=True)``, and each folder it creates is made
+    durable: POSIX makes a new entry survive a power loss only once its parent is fsynced."""
+    new = [p for p in (folder, *folder.parents) if not p.exists()]
+    folder.mkdir(parents=True, exist_ok=True)
+    for created in reversed(new):
+        fsync_dir(created.parent)
 
 
 #: The fields of the state's records the agent reads, and their types.
@@ -175,7 +184,7 @@ class Inbox:
         self.last_round: int | None = None
         for sub in ("models", "reports", "inbox", "partial"):
             try:
-                (self.root / sub).mkdir(parents=True, exist_ok=True)
+                make_dirs(self.root / sub)
             except OSError as exc:
                 raise ConfigError(f"{self.root / sub}: cannot create the state sub-folder ({exc.strerror}); "
                                   f"expected a writable folder") from None
@@ -410,7 +419,7 @@ class Inbox:
         target = self.inbox_path(sender, offer.round)
         try:
             card = self.verify(part, offer, digest)
-            target.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(target.parent)
             if target.exists():  # the receiver runs one transfer per sender and round; be safe rather than overwrite
                 raise ProtocolError(f"the inbox already holds a round-{offer.round} model from {sender}")
             os.replace(part, target)

@@ -57,7 +57,7 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from fol.agent import protocol as P
 from fol.agent.config import AgentConfig
-from fol.agent.inbox import Inbox
+from fol.agent.inbox import Inbox, make_dirs
 from fol.agent.keys import KeyPair, TrustStore, ZapKeyCheck, load_keypair, load_public_key
 from fol.agent.position import PositionLog, PositionSource
 from fol.agent.systemd import Watchdog, notify
@@ -700,7 +700,7 @@ def _lock_state_dir(state_dir: Path, node_id: str) -> int:
     import fcntl
 
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(state_dir)
         fd = os.open(state_dir / "agent.lock", os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise ConfigError(f"{state_dir}: cannot be used as the state folder of node {node_id} "
