@@ -1007,3 +1007,34 @@ def test_new_inbox_and_state_folders_are_made_durable_in_their_parents(tmp_path:
     synced.clear()
     inbox.commit("sender", _offer(data, card.spec), part)
     assert root / "inbox" in synced and root / "inbox" / "round-0" in synced
+
+
+def test_an_exchange_only_inbox_is_capped_by_max_inbox_bytes(tmp_path: Path) -> None:
+    """An exchange-only node kept one model per peer and round for every round up to 1,000,000: a trusted
+    peer offering ever-new rounds filled the disk. The inbox is now capped; over it, an offer is refused
+    before any byte moves (and not remembered: the same model is taken once there is room)."""
+    keys = tmp_path / "keys"
+    s_pub, _ = generate_keypair(keys, "sender")
+    s_keys = load_keypair(keys / "sender.key_secret")
+    models = [_model_file(tmp_path / f"m{r}.safetensors", "sender", seed=r, round_=r) for r in range(3)]
+    size = models[0].stat().st_size
+    receiver = Node(tmp_path, "receiver", [s_pub], max_inbox_bytes=2 * size + size // 2)
+    receiver.start()
+    try:
+        for model in models[:2]:
+            res = _send(receiver, model, offer_for_file("sender", model, 64 * 1024), s_keys)
+            assert res.status == "delivered", res.detail
+        res = _send(receiver, models[2], offer_for_file("sender", models[2], 64 * 1024), s_keys)
+        assert res.status == "rejected" and res.bytes_served == 0
+        assert res.detail == (f"inbox full: it holds {2 * size} bytes of received models, this node keeps at most "
+                              f"{2 * size + size // 2} (max_inbox_bytes)")
+        assert len(receiver.inbox_files) == 2 and receiver.partial_files == []
+    finally:
+        receiver.stop()
+    (receiver.folder / "state" / "inbox" / "round-0" / "sender.safetensors").unlink()  # collected by its user
+    receiver.start()  # the restart drops the record of the file that is gone
+    try:
+        res = _send(receiver, models[2], offer_for_file("sender", models[2], 64 * 1024), s_keys)
+        assert res.status == "delivered", res.detail
+    finally:
+        receiver.stop()

@@ -32,6 +32,7 @@ has the same layout)::
     offer_retry_s = 2.0                     # repeat an unanswered OFFER after this long
     sync_bytes = 4194304                    # fsync + record the confirmed offset every this many bytes
     partial_max_bytes = 1000000000          # partial/ folder cap; oldest abandoned transfers go first
+    max_inbox_bytes = 10000000000           # received models kept at most (inbox/); over it, offers get REJECT
     partial_max_age_s = 86400.0             # abandoned partial transfers older than this are deleted
     reject_memory_s = 3600.0                # a rejected model (id or bytes) from a peer is refused unread this long
     round_retry_s = 30.0                    # a failed round is retried after this long, doubling each time ...
@@ -123,6 +124,7 @@ class Limits:
     offer_retry_s: float = 2.0
     sync_bytes: int = 4 * 1024 * 1024
     partial_max_bytes: int = 1000 * 1000 * 1000
+    max_inbox_bytes: int = 10 * 1000 * 1000 * 1000
     partial_max_age_s: float = 24 * 3600.0
     reject_memory_s: float = 3600.0
     round_retry_s: float = 30.0

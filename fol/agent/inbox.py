@@ -22,7 +22,9 @@ Duplicate detection: an offer is skipped when its model id, or its payload
 sha256, is already in the inbox, or when the same sender already delivered a
 model for that round. An on-board node also skips rounds it will never use
 (older than the one it collects, or after its last one), so the inbox holds at
-most one model per trusted peer and round.
+most one model per trusted peer and round. The receiver also refuses offers that
+would bring the received models over ``[limits] max_inbox_bytes``
+(:meth:`Inbox.received_bytes`).
 """
 
 from __future__ import annotations
@@ -267,6 +269,10 @@ class Inbox:
                 return "skip", (f"not needed: model of round {offer.round}, this node collects models up to "
                                 f"round {self.last_round}")
         return "accept", ""
+
+    def received_bytes(self) -> int:
+        """Bytes of the received models the inbox holds (checked against ``[limits] max_inbox_bytes``)."""
+        return sum(rec["size"] for rec in self.state.received.values())
 
     # ------------------------------------------------------------------ partial transfers
 

@@ -70,7 +70,8 @@ Receiver -> sender:
 ``BUSY``   ``{"model_id": str, "retry_after_s": float}``
     The receiver is at its limit of concurrent inbound transfers, or its
     folder of transfers in progress has no room (``partial_max_bytes``) even
-    after sweeping abandoned ones, or it is already receiving a model of the
+    after sweeping abandoned ones, or the running transfers may fill its
+    inbox (``max_inbox_bytes``), or it is already receiving a model of the
     same sender and round, or the same bytes (one of the two would be
     skipped; which one, only the running transfer's end tells); offer again
     later.
@@ -85,7 +86,8 @@ Receiver -> sender:
     sha256, for ``reject_memory_s``: the same offer is answered at once with
     REJECT ``"rejected before: <reason>"``, without any FETCH. A failure of the
     receiver itself (a full disk) is answered with REJECT too but not
-    remembered.
+    remembered, and so is an offer that would pass the inbox's cap
+    (``max_inbox_bytes``, reason ``"inbox full: ..."``), before any FETCH.
 ``ERROR``  ``{"reason": str, "model_id": str (optional)}``
     A message that could not be parsed or served; it may flow either way. A
     sender's ERROR naming a model id (e.g. a FETCH past the end of its file)

@@ -421,6 +421,7 @@ class ReceiverSettings:
     offer_retry_s: float = Limits.offer_retry_s
     sync_bytes: int = Limits.sync_bytes
     partial_max_bytes: int = Limits.partial_max_bytes
+    max_inbox_bytes: int = Limits.max_inbox_bytes
     partial_max_age_s: float = Limits.partial_max_age_s
     reject_memory_s: float = Limits.reject_memory_s
 
@@ -534,7 +535,8 @@ class Receiver:
     limit) is remembered per peer, by model id and by sha256, for
     ``reject_memory_s``: the same offer is then refused at once, without
     receiving or loading anything. Reasons sent to peers never contain a local
-    path. Abandoned partial transfers are swept (:meth:`Inbox.sweep_partials`)
+    path. An offer that would bring the inbox over ``max_inbox_bytes`` is refused
+    (not remembered). Abandoned partial transfers are swept (:meth:`Inbox.sweep_partials`)
     every :attr:`SWEEP_INTERVAL_S` and whenever a new transfer needs room.
     """
 
@@ -672,6 +674,15 @@ class Receiver:
             decision = "reject"
             reason = (f"payload of {offer.size} bytes is over this node's space for transfers in progress "
                       f"({self.settings.partial_max_bytes} bytes)")
+        held = self.inbox.received_bytes()
+        if decision == "accept" and held + offer.size > self.settings.max_inbox_bytes:
+            # This node's state, not the payload's fault: not remembered (the model is taken once there is room).
+            reason = (f"inbox full: it holds {held} bytes of received models, this node keeps at most "
+                      f"{self.settings.max_inbox_bytes} (max_inbox_bytes)")
+            log.warning("%s: rejected offer %s from %s: %s", self.inbox.node_id, offer.model_id, peer, reason)
+            self._reply(identity, P.REJECT, {"model_id": offer.model_id, "reason": reason})
+            self._event(peer, offer.model_id, "rejected", reason)
+            return
         if decision == "reject":
             log.warning("%s: rejected offer %s from %s: %s", self.inbox.node_id, offer.model_id, peer, reason)
             self._remember(peer, offer, reason, now)
@@ -683,7 +694,9 @@ class Receiver:
         # BUSY, not SKIP: if the running one fails, this one is still wanted.
         overlapping = any(t.offer.sha256 == offer.sha256 or (t.peer == peer and t.offer.round == offer.round)
                           for t in self.active.values())
-        if (overlapping or len(self.active) >= self.settings.max_concurrent_transfers
+        # The running transfers may fill the inbox: BUSY, not REJECT, as one of them may still fail.
+        inbox_room = held + offer.size + sum(t.offer.size for t in self.active.values()) <= self.settings.max_inbox_bytes
+        if (overlapping or not inbox_room or len(self.active) >= self.settings.max_concurrent_transfers
                 or not self._make_room(peer, offer)):
             self._reply(identity, P.BUSY, {"model_id": offer.model_id, "retry_after_s": self.settings.offer_retry_s})
             return
