@@ -1038,3 +1038,35 @@ def test_an_exchange_only_inbox_is_capped_by_max_inbox_bytes(tmp_path: Path) -> 
         assert res.status == "delivered", res.detail
     finally:
         receiver.stop()
+
+
+def test_a_round_that_cannot_be_recorded_at_shutdown_still_releases_the_state_folder(tmp_path: Path) -> None:
+    """The stop records a personalization that finished meanwhile; when that failed (a full disk), the
+    shutdown ended there: sockets, ZAP thread and state folder lock stayed held."""
+    import concurrent.futures
+    import errno
+
+    node = Node(tmp_path, "receiver", [])
+    agent = node.start()
+    threads = set(threading.enumerate()) - {agent._thread}
+    agent.request("status")
+    job: concurrent.futures.Future = concurrent.futures.Future()  # a round that finishes as the agent stops
+    executor = agent._executor
+    assert executor is not None
+    stop_executor = executor.shutdown
+
+    def finish_round(wait: bool = True) -> None:
+        stop_executor(wait)
+        job.set_result({"round": 1, "model": "models/round-1.safetensors"})
+
+    def full_disk(*args: Any) -> str:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "state.json")
+
+    executor.shutdown = finish_round  # type: ignore[method-assign]
+    agent.inbox.register_own_model = full_disk  # type: ignore[method-assign]
+    agent._job_info, agent._job = {"round": agent.inbox.state.round}, job
+    agent.stop(10)
+    assert agent.closed and not agent.running
+    assert set(threading.enumerate()) <= threads  # the ZAP authenticator thread was stopped
+    node.start()  # the state folder was released
+    node.stop()

@@ -391,7 +391,7 @@ class Agent:
             log.info("%s: waiting for the running personalization to finish", self.node_id)
         if self._executor is not None:
             self._executor.shutdown(wait=True)
-            self._check_job()
+            self._guarded(self._check_job)  # a round it cannot record (a full disk) runs again after a restart
         try:
             self.receiver.flush()
             if self._counts_round_age():
