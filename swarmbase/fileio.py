@@ -24,7 +24,7 @@ import signal
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
-__all__ = ["fsync_dir", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
+__all__ = ["fsync_dir", "make_dirs", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
            "staged_outputs", "check_output_dir", "check_output_file"]
 
 
@@ -40,6 +40,16 @@ def fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def make_dirs(folder: Path) -> None:
+    """``folder.mkdir(parents=True, exist_ok=True)``, and each folder it creates is made
+    durable: POSIX makes a new entry survive a power loss only once its parent is fsynced."""
+    folder = Path(folder)
+    new = [p for p in (folder, *folder.parents) if not p.exists()]
+    folder.mkdir(parents=True, exist_ok=True)
+    for created in reversed(new):
+        fsync_dir(created.parent)
 
 
 @contextlib.contextmanager
@@ -98,7 +108,7 @@ def write_json_atomic(path: Path, data: Any, *, allow_nan: bool = False,
     """Write ``data`` as JSON to ``path`` atomically (creating the folder).
     NaN / infinity are refused unless ``allow_nan`` (they are not JSON)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     text = json.dumps(data, indent=1, sort_keys=True, allow_nan=allow_nan, default=default)
     atomic_write_bytes(path, text.encode())
 

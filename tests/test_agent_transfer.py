@@ -995,9 +995,12 @@ def test_new_inbox_and_state_folders_are_made_durable_in_their_parents(tmp_path:
     from fol.agent import inbox as inbox_module
     from fol.agent.inbox import Inbox
 
+    from swarmbase import fileio
+
     synced: list[Path] = []
-    real = inbox_module.fsync_dir
-    monkeypatch.setattr(inbox_module, "fsync_dir", lambda folder: (synced.append(Path(folder)), real(folder)))
+    real = fileio.fsync_dir
+    for module in (fileio, inbox_module):  # make_dirs lives in the crash-safe writer's module
+        monkeypatch.setattr(module, "fsync_dir", lambda folder: (synced.append(Path(folder)), real(folder)))
     root = tmp_path / "drone" / "state"
     inbox = Inbox(root, "receiver", 10**8, accept_any_round=True)
     assert {tmp_path, tmp_path / "drone", root} <= set(synced)

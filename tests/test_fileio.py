@@ -116,3 +116,13 @@ def test_a_failed_write_names_the_target_file(tmp_path: Path) -> None:
             raise OSError(errno.ENOSPC, "No space left on device")
     assert info.value.errno == errno.ENOSPC and info.value.filename == str(target)
     assert target.read_text() == "previous" and sorted(tmp_path.iterdir()) == [target]
+
+
+def test_folders_write_json_atomic_creates_are_made_durable_in_their_parents(tmp_path, monkeypatch) -> None:
+    """A JSON file written into folders that did not exist: each new folder's entry is fsynced in its
+    parent (make_dirs), or after a power loss the file could be gone with its folder."""
+    synced = []
+    real = fileio.fsync_dir
+    monkeypatch.setattr(fileio, "fsync_dir", lambda folder: (synced.append(folder), real(folder)))
+    fileio.write_json_atomic(tmp_path / "a" / "b" / "x.json", {"k": 1})
+    assert {tmp_path, tmp_path / "a", tmp_path / "a" / "b"} <= set(synced)

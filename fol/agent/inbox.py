@@ -40,10 +40,10 @@ from typing import Any, Callable
 
 from fol.agent.protocol import Offer, ProtocolError
 from fol.errors import CheckpointError, ConfigError
-from fol.fileio import fsync_dir, write_json_atomic
+from fol.fileio import fsync_dir, make_dirs, write_json_atomic
 from swarmbase.tomlcheck import is_finite_number
 
-__all__ = ["AgentState", "Inbox", "file_sha256", "make_dirs", "STATE_FORMAT"]
+__all__ = ["AgentState", "Inbox", "file_sha256", "STATE_FORMAT"]
 
 log = logging.getLogger(__name__)
 
@@ -61,15 +61,6 @@ def file_sha256(path: Path, block: int = 1 << 20) -> str:
         while chunk := fh.read(block):
             h.update(chunk)
     return h.hexdigest()
-
-
-def make_dirs(folder: Path) -> None:
-    """``folder.mkdir(parents=True, exist_ok=True)``, and each folder it creates is made
-    durable: POSIX makes a new entry survive a power loss only once its parent is fsynced."""
-    new = [p for p in (folder, *folder.parents) if not p.exists()]
-    folder.mkdir(parents=True, exist_ok=True)
-    for created in reversed(new):
-        fsync_dir(created.parent)
 
 
 #: The fields of the state's records the agent reads, and their types.

@@ -57,7 +57,7 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from fol.agent import protocol as P
 from fol.agent.config import AgentConfig
-from fol.agent.inbox import Inbox, make_dirs
+from fol.agent.inbox import Inbox
 from fol.agent.keys import KeyPair, TrustStore, ZapKeyCheck, load_keypair, load_public_key
 from fol.agent.position import PositionLog, PositionSource
 from fol.agent.systemd import Watchdog, notify
@@ -74,7 +74,7 @@ from fol.agent.transfer import (
     tune_socket,
 )
 from fol.errors import CheckpointError, ConfigError, FOLError
-from fol.fileio import atomic_writer, write_json_atomic
+from fol.fileio import atomic_writer, make_dirs, write_json_atomic
 
 __all__ = ["Agent", "control_request", "COMMANDS"]
 
