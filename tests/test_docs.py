@@ -149,6 +149,27 @@ def test_every_scenario_example_in_docs_is_valid() -> None:
         parse_scenario(doc, ROOT, f"docs/{name}")
 
 
+def test_every_markdown_example_runs_with_the_suite() -> None:
+    """The ``>>>`` examples of markdown pages run only because pytest collects
+    them: ``--doctest-glob=*.md`` over the ``testpaths``. Every page that holds
+    one (any tracked ``*.md``, not only ``docs/``) lies in a collected folder."""
+    import doctest
+
+    ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert "--doctest-glob=*.md" in ini["addopts"].split()
+    collected = [ROOT / p for p in ini["testpaths"]]
+    tracked = subprocess.run(["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    pages = ([ROOT / n for n in tracked.stdout.split()] if tracked.returncode == 0
+             else sorted(ROOT.glob("**/*.md")))
+    parser = doctest.DocTestParser()
+    with_examples = [p for p in pages if p.is_file()
+                     and parser.get_examples(p.read_text(encoding="utf-8"), name=p.name)]
+    assert {"architecture.md", "fol-algorithm.md"} <= {p.name for p in with_examples}
+    uncollected = [str(p.relative_to(ROOT)) for p in with_examples
+                   if not any(p.is_relative_to(folder) for folder in collected)]
+    assert not uncollected, f"these pages' >>> examples are never run (not under {ini['testpaths']}): {uncollected}"
+
+
 # --------------------------------------------------------------------- the repository stands alone
 
 
