@@ -149,6 +149,38 @@ def test_every_scenario_example_in_docs_is_valid() -> None:
         parse_scenario(doc, ROOT, f"docs/{name}")
 
 
+#: Top-level tables of TOML blocks in docs/ that belong to the node agent's
+#: configuration, not to a scenario (``fol/agent/config.py``).
+AGENT_TABLES = {"node", "peers", "limits", "trigger", "position"}
+
+
+def test_every_scenario_fragment_in_docs_is_valid() -> None:
+    """A TOML block of a docs page without a ``[time]`` table is a fragment
+    (one or a few tables, e.g. a ``[fol]`` option set): on top of a minimal
+    valid scenario it passes validation, so a misspelt key or a value out of
+    range in a fragment is caught. Blocks of the agent's configuration are
+    checked there instead."""
+    from contact_sim.scenario import CONTACT_TABLES, RESERVED_TABLES
+    from fol.agent.config import Limits
+    from fol.simulation.scenario import parse_scenario
+
+    checked = 0
+    for page in sorted(DOCS.glob("*.md")):
+        for block in re.findall(r"```toml\n(.*?)```", page.read_text(encoding="utf-8"), re.S):
+            fragment = tomllib.loads(block)
+            if "time" in fragment:  # a complete scenario: test_every_scenario_example_in_docs_is_valid
+                continue
+            if set(fragment) <= AGENT_TABLES:
+                if "limits" in fragment:
+                    Limits(**fragment["limits"])
+                continue
+            assert set(fragment) <= set(CONTACT_TABLES) | set(RESERVED_TABLES), (page.name, sorted(fragment))
+            base = copy.deepcopy(SATELLITES if "constellation" in fragment else DRONES)
+            parse_scenario({**base, **fragment}, ROOT, f"docs/{page.name}")
+            checked += 1
+    assert checked >= 3
+
+
 def test_every_markdown_example_runs_with_the_suite() -> None:
     """The ``>>>`` examples of markdown pages run only because pytest collects
     them: ``--doctest-glob=*.md`` over the ``testpaths``. Every page that holds
