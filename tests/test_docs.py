@@ -2,7 +2,9 @@
 
 - ``docs/scenario.md`` lists exactly the fields the scenario validators accept
   (read from the validators' own "unknown key" messages), and its complete
-  example passes validation;
+  example passes validation, as do every other TOML scenario and fragment of
+  ``docs/`` (the agent's ``[limits]`` by the agent's own class);
+- every markdown page with ``>>>`` examples lies where the test run collects it;
 - every relative link in ``docs/`` points at a file of the repository, and no
   file of the tree cites a design note that is not in it;
 - collecting the packages' docstring examples (``--doctest-modules``) works
