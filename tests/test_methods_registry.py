@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -50,3 +51,13 @@ def test_unknown_option_names_the_method():
     for name in BASELINES:
         with pytest.raises(ConfigError, match=name.replace("+", r"\+")):
             get_method(name, no_such_option=1)
+
+
+@pytest.mark.parametrize("name, option", [("fedavg", "fraction"), ("fedavg", "lr"), ("hermes", "acc_threshold"),
+                                          ("hermes", "lam"), ("dm-pfl", "sparsity"), ("mtfl-adam", "adam_lr")])
+@pytest.mark.parametrize("value", [10**400, float("nan"), float("inf")], ids=["10**400", "nan", "inf"])
+def test_a_number_option_beyond_the_float_range_is_one_config_error(name, option, value):
+    # TOML integers have no size limit: 10**400 in [methods.<name>] must be refused in one line naming
+    # the option, as nan and inf are, not escape as an OverflowError (or a numpy message)
+    with pytest.raises(ConfigError, match=rf"^methods\.{re.escape(name)}\.{option} must be a .*number"):
+        get_method(name, **{option: value})

@@ -23,6 +23,7 @@ from fol.errors import ConfigError
 from fol.methods.base import NodeResult, NodeSetup, SwarmContext
 from fol.models import ModelSpec, build_model
 from fol.train import TrainConfig, evaluate, layer_modes_kept
+from swarmbase.tomlcheck import is_finite_number
 
 log = logging.getLogger(__name__)
 
@@ -61,15 +62,14 @@ class Ledger:
 
 def check_fraction(method: str, name: str, value: float) -> float:
     """``value`` in (0, 1], else a ConfigError naming ``methods.<method>.<name>``."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 < float(value) <= 1.0:
+    if not is_finite_number(value) or not 0.0 < float(value) <= 1.0:
         raise ConfigError(f"methods.{method}.{name} must be a number in (0, 1], got {value!r}")
     return float(value)
 
 
 def check_unit(method: str, name: str, value: float, *, closed: bool = True) -> float:
     """``value`` in [0, 1] (``closed``) or [0, 1)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    ok = ok and (0.0 <= float(value) <= 1.0 if closed else 0.0 <= float(value) < 1.0)
+    ok = is_finite_number(value) and (0.0 <= float(value) <= 1.0 if closed else 0.0 <= float(value) < 1.0)
     if not ok:
         raise ConfigError(f"methods.{method}.{name} must be a number in [0, 1{']' if closed else ')'}, got {value!r}")
     return float(value)
@@ -83,8 +83,7 @@ def check_positive_int(method: str, name: str, value: int, *, allow_zero: bool =
 
 
 def check_positive(method: str, name: str, value: float, *, allow_zero: bool = False) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
-    ok = ok and (float(value) >= 0 if allow_zero else float(value) > 0)
+    ok = is_finite_number(value) and (float(value) >= 0 if allow_zero else float(value) > 0)
     if not ok:
         raise ConfigError(f"methods.{method}.{name} must be a {'non-negative' if allow_zero else 'positive'} number, got {value!r}")
     return float(value)
