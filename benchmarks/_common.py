@@ -90,6 +90,20 @@ def user_seed(text: str) -> object:
     return checked(int, is_seed, f"a seed in 0..{MAX_SEED}")(text)
 
 
+def seed_range(ap: argparse.ArgumentParser, first: int, count: int, flags: str) -> range:
+    """The seeds ``first`` .. ``first + count - 1`` that ``flags`` (a first seed and a number of seeds,
+    each checked by its ``type=``) ask for. When the last one is past ``MAX_SEED``, argparse's one
+    error line and exit 2, before any work: the data generators use a seed's low 32 bits, so seed
+    ``MAX_SEED + 1`` would draw seed 0's pool again and count it as another seed."""
+    from fol.defaults import MAX_SEED
+
+    last = first + count - 1
+    if last > MAX_SEED:
+        ap.error(f"{flags}: expected seeds in 0..{MAX_SEED}, got {first}..{last} (at most {MAX_SEED - first + 1} "
+                 f"seeds from {first})")
+    return range(first, first + count)
+
+
 def per_core(text: str) -> object:
     """A benchmark's ``--threads`` / ``--workers``: 1 .. 4 per core, the limit of a scenario's
     ``run.threads`` / ``run.workers``."""

@@ -66,8 +66,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (int_in, machine_line, per_core, positive_float, set_threads, unwritable_output,  # noqa: E402
-                     user_seed)
+from _common import (int_in, machine_line, per_core, positive_float, seed_range, set_threads,  # noqa: E402
+                     unwritable_output, user_seed)
 
 from fol.config import FOLConfig  # noqa: E402
 from fol.data import DEFAULT_MIN_SAMPLES, TASK_REGIONS, GeoDataset, dirichlet_partition, make_synthetic, split_node  # noqa: E402
@@ -222,11 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=per_core, default=1)
     ap.add_argument("-v", "--verbose", action="store_true", help="print every node")
     args = ap.parse_args(argv)
+    seeds = list(seed_range(ap, args.seed, args.seeds, "--seed / --seeds"))
     if unwritable_output(args.json):  # before the training, not after
         return 2
     set_threads(args.threads)
     print(machine_line(), flush=True)
-    seeds = list(range(args.seed, args.seed + args.seeds))
     saved: dict[str, list[dict]] = {}
     for task in (["wildfire", "hurricane"] if args.task == "both" else [args.task]):
         runs = saved.setdefault(task, [])

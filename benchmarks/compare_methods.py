@@ -42,7 +42,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import int_in, machine_line, mean_std, per_core, positive_float, set_threads, user_seed  # noqa: E402
+from _common import (int_in, machine_line, mean_std, per_core, positive_float, seed_range, set_threads,  # noqa: E402
+                     user_seed)
 
 from fol.config import FOLConfig  # noqa: E402
 from fol.defaults import DEFAULT_ARCH  # noqa: E402
@@ -223,6 +224,7 @@ def main() -> int:
             return 2
         report(records, args)
         return 0
+    seeds = seed_range(ap, args.first_seed, args.seeds, "--first-seed / --seeds")
     try:
         check_pool_size(args.nodes * args.per_node * 2, args.image_size, "--nodes x --per-node x 2 synthetic images")
         for m in wanted:  # the methods' options (a --budget they refuse) before the training, not after
@@ -239,7 +241,7 @@ def main() -> int:
     t_start = time.perf_counter()
     for task in args.tasks:
         for psi in args.psi:
-            for seed in range(args.first_seed, args.first_seed + args.seeds):
+            for seed in seeds:
                 pool = load_dataset(f"synthetic-{task}", n=args.nodes * args.per_node * 2, seed=seed,
                                     image_size=args.image_size)
                 shards = dirichlet_partition(pool.labels.numpy(), args.nodes, psi, seed,

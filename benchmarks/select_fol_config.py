@@ -56,8 +56,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (comma_names, fraction, int_in, machine_line, positive_float, unwritable_output,  # noqa: E402
-                     user_seed)
+from _common import (comma_names, fraction, int_in, machine_line, positive_float, seed_range,  # noqa: E402
+                     unwritable_output, user_seed)
 
 from fol.checkpoint import ModelCard  # noqa: E402
 from fol.config import FOLConfig  # noqa: E402
@@ -432,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         print(bad, file=sys.stderr)
         return 2
+    seeds = seed_range(ap, args.first_seed, args.seeds, "--first-seed / --seeds")
     if unwritable_output(args.json):  # before the training, not after
         return 2
     torch.set_num_threads(1)
@@ -439,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     picks: dict[str, Any] = {}
     done = []
-    for seed in range(args.first_seed, args.first_seed + args.seeds):  # both tasks of a seed first: a cut-short run still covers both
+    for seed in seeds:  # both tasks of a seed first: a cut-short run still covers both
         for task in args.tasks.split(","):
             for k, one in enumerate(run_swarm(task, seed, args, configs, no_pruning)):
                 for name, row in one.items():

@@ -93,7 +93,10 @@ def test_bad_settings_are_one_line_and_region_images_is_checked_before_training(
                         (["--psi", "0"], "argument --psi: expected a Dirichlet concentration > 0, got 0"),
                         (["--lr", "-1"], "argument --lr: expected a learning rate > 0, got -1"),
                         (["--lr", "nan"], "argument --lr: expected a learning rate > 0, got nan"),
-                        (["--arch", "nope"], "argument --arch: invalid choice: 'nope'")):
+                        (["--arch", "nope"], "argument --arch: invalid choice: 'nope'"),
+                        # seed 2**32 draws seed 0's pool again (the generators use 32 bits), counted as a new seed
+                        (["--seed", str(2**32 - 1), "--seeds", "2"], "error: --seed / --seeds: expected seeds in "
+                                                                       "0..4294967295, got 4294967295..4294967296")):
         with pytest.raises(SystemExit) as exc:  # argparse: usage, then the one line
             script.main(small + argv)
         assert exc.value.code == 2 and words in capsys.readouterr().err

@@ -108,6 +108,9 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_training(script, t
     (["--first-seed", "-1"], "error: argument --first-seed: expected a seed in 0..4294967295, got -1"),
     (["--first-seed", str(2**32)], f"error: argument --first-seed: expected a seed in 0..4294967295, got {2**32}"),
     (["--arch", "nope"], "error: argument --arch: invalid choice: 'nope'"),  # a traceback once the pool was drawn
+    # seed 2**32 draws seed 0's pool again (the generators use 32 bits), counted as a new seed
+    (["--first-seed", str(2**32 - 1), "--seeds", "2"],
+     "error: --first-seed / --seeds: expected seeds in 0..4294967295, got 4294967295..4294967296 (at most 1 seeds"),
 ])
 def test_bad_settings_are_one_line_before_training(script, monkeypatch, capsys, argv, words) -> None:
     """Each stopped with a traceback, --budget only after the swarm was pretrained and the methods

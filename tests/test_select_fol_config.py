@@ -206,6 +206,9 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_training(script, t
     (["--arch", "nope"], "error: argument --arch: invalid choice: 'nope'"),  # a traceback once the pool was drawn
     (["--tasks", "hurricane,hurricane"], "error: argument --tasks: expected a comma-separated list of hurricane, "
                                          "wildfire, each once"),
+    # seed 2**32 draws seed 0's pool again (the generators use 32 bits), counted as a new seed
+    (["--first-seed", str(2**32 - 1)], "error: --first-seed / --seeds: expected seeds in 0..4294967295, got "
+                                       "4294967295..4294967296"),
 ])
 def test_bad_values_are_argparse_lines_before_any_work(script, capsys, no_run, argv, needle) -> None:
     """Each value alone is checked as it is read (--seeds 0 was a run of nothing that exited 0, --q 0
