@@ -104,6 +104,19 @@ def seed_range(ap: argparse.ArgumentParser, first: int, count: int, flags: str) 
     return range(first, first + count)
 
 
+def pool_fits(ap: argparse.ArgumentParser, n_images: int, image_size: int, what: str) -> None:
+    """Refuse, with argparse's one error line and exit 2, a synthetic pool of ``n_images`` images of
+    ``image_size`` pixels that :func:`fol.data.geo.check_pool_size` would refuse when it is drawn
+    (``what`` names the arguments that size it), before anything is drawn or trained."""
+    from fol.data.geo import check_pool_size
+    from fol.errors import DataError
+
+    try:
+        check_pool_size(n_images, image_size, what)
+    except DataError as exc:
+        ap.error(str(exc))
+
+
 def per_core(text: str) -> object:
     """A benchmark's ``--threads`` / ``--workers``: 1 .. 4 per core, the limit of a scenario's
     ``run.threads`` / ``run.workers``."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import int_in, machine_line, mean_std, positive_float  # noqa: E402
+from _common import int_in, machine_line, mean_std, pool_fits, positive_float  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
 from fol.defaults import DEFAULT_ARCH  # noqa: E402
@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int_in(1), default=3)
     ap.add_argument("--arch", default=DEFAULT_ARCH, choices=architectures())
     args = ap.parse_args(argv)
+    pool_fits(ap, args.nodes * args.per_node * 2, 32, "--nodes x --per-node x 2 synthetic images")
 
     print(machine_line())
     per_seed: dict[str, list[float]] = {m: [] for m in METHODS}

@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import int_in, key_values, machine_line  # noqa: E402
+from _common import int_in, key_values, machine_line, pool_fits  # noqa: E402
 
 from fol.checkpoint import ModelCard  # noqa: E402
 from fol.config import PRESET_NAMES, FOLConfig  # noqa: E402
@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--preset", default="default", choices=PRESET_NAMES)
     ap.add_argument("--fol", nargs="*", default=[], metavar="KEY=VALUE", help="FOLConfig overrides on the preset")
     args = ap.parse_args(argv)
+    per_node = round(args.train_images / 0.7)
+    n = args.q + 1
+    pool_fits(ap, n * per_node * 2, 32, "--q + 1 nodes x --train-images / 0.7 x 2 synthetic images")
     try:
         cfg = FOLConfig.from_dict({"preset": args.preset, **key_values(args.fol, "--fol"), "max_neighbours": args.q})
     except FOLError as exc:
@@ -57,8 +60,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(machine_line())
 
-    per_node = round(args.train_images / 0.7)
-    n = args.q + 1
     pool = make_synthetic("hurricane", n * per_node * 2, seed=DATA_SEED)
     shards = dirichlet_partition(pool.labels.numpy(), n, 0.5, DATA_SEED, samples_per_node=per_node)
     nodes = build_nodes(pool, shards, [args.arch], cfg.pretrain_train(), seed=DATA_SEED)

@@ -56,7 +56,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (comma_names, fraction, int_in, machine_line, positive_float, seed_range,  # noqa: E402
+from _common import (comma_names, fraction, int_in, machine_line, pool_fits, positive_float, seed_range,  # noqa: E402
                      unwritable_output, user_seed)
 
 from fol.checkpoint import ModelCard  # noqa: E402
@@ -433,6 +433,8 @@ def main(argv: list[str] | None = None) -> int:
         print(bad, file=sys.stderr)
         return 2
     seeds = seed_range(ap, args.first_seed, args.seeds, "--first-seed / --seeds")
+    if args.swarm == "equal":  # the pool swarm() draws whole (--swarm protocol: its --pool, checked above)
+        pool_fits(ap, args.nodes * args.per_node * 2, 32, "--nodes x --per-node x 2 synthetic images")
     if unwritable_output(args.json):  # before the training, not after
         return 2
     torch.set_num_threads(1)

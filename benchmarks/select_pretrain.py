@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import int_in, machine_line, per_core, positive_float, set_threads  # noqa: E402
+from _common import int_in, machine_line, per_core, pool_fits, positive_float, set_threads  # noqa: E402
 
 from fol.config import FOLConfig  # noqa: E402
 from fol.data import DEFAULT_MIN_SAMPLES, dirichlet_partition, make_synthetic, split_node  # noqa: E402
@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default=DEFAULT_ARCH, choices=architectures())
     ap.add_argument("--threads", type=per_core, default=1)
     args = ap.parse_args(argv)
+    pool_fits(ap, args.nodes * args.per_node * 2, 32, "--nodes x --per-node x 2 synthetic images")
     set_threads(args.threads)
     print(machine_line(), flush=True)
     cands = [(lr, p) for p in args.patiences for lr in args.lrs]

@@ -60,7 +60,10 @@ def test_bad_settings_stop_before_any_training(capsys, monkeypatch, benchmark_sc
                         (["--arch", "nope"], "argument --arch: invalid choice: 'nope'"),
                         (["--q", "0"], "argument --q: expected an integer >= 1, got 0"),
                         (["--train-images", "-5"], "argument --train-images: expected an integer >= 14 (70 % of the "
-                                                   "fewest a 70/15/15 split takes), got -5")):
+                                                   "fewest a 70/15/15 split takes), got -5"),
+                        # a Q that sizes a pool past the limit: refused by the pool's size, as compare_methods does
+                        (["--q", "100000000"], "error: --q + 1 nodes x --train-images / 0.7 x 2 synthetic images: "
+                                               "85,800,000,858 images of 32x32 pixels would need")):
         with pytest.raises(SystemExit) as stop:
             script.main(argv)
         err = capsys.readouterr().err

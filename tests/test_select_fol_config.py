@@ -209,6 +209,9 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_training(script, t
     # seed 2**32 draws seed 0's pool again (the generators use 32 bits), counted as a new seed
     (["--first-seed", str(2**32 - 1)], "error: --first-seed / --seeds: expected seeds in 0..4294967295, got "
                                        "4294967295..4294967296"),
+    # the pool is drawn whole: refused by its size before the run, not by the renderer
+    (["--nodes", "100000", "--per-node", "100000"], "error: --nodes x --per-node x 2 synthetic images: "
+                                                    "20,000,000,000 images of 32x32 pixels would need"),
 ])
 def test_bad_values_are_argparse_lines_before_any_work(script, capsys, no_run, argv, needle) -> None:
     """Each value alone is checked as it is read (--seeds 0 was a run of nothing that exited 0, --q 0
