@@ -28,6 +28,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from fol.defaults import MAX_SEED, is_seed
 from fol.errors import ConfigError
 from fol.pruning import PruneConfig
 from fol.train import TrainConfig
@@ -227,6 +228,8 @@ class FOLConfig:
         for name in non_negative:
             if getattr(self, name) < 0:
                 raise ConfigError(f"fol.{name} must be >= 0, got {getattr(self, name)}")
+        if not is_seed(self.seed):  # torch's generators take 64 bits; a user's seeds are 0..MAX_SEED everywhere
+            raise ConfigError(f"fol.seed must be an integer in 0..{MAX_SEED}, got {self.seed!r}")
         if not 0.0 <= self.prune_ratio < 1.0:
             raise ConfigError(f"fol.prune_ratio must be in [0, 1), got {self.prune_ratio}")
         if self.distill_aug_copies > MAX_AUG_COPIES:  # each copy is one more D_train held in memory

@@ -608,3 +608,12 @@ def test_a_round_whose_every_neighbour_fails_alignment_keeps_the_model(swarm, va
     assert report.kept_local and report.distillation == {} and report.selected == []
     assert all(torch.equal(a, b) for a, b in zip(before, state.current_model.parameters()))
     assert state.deployed is state.current_model and state.round == 1
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 2**70])
+def test_a_seed_outside_the_user_range_is_refused_naming_fol_seed(seed: int) -> None:
+    """fol.seed took any integer: one past 64 bits (a node agent's [fol] seed) reached torch's generator
+    in pretrain_train() as a ValueError traceback; a user's seeds are 0..MAX_SEED everywhere else."""
+    with pytest.raises(ConfigError, match=rf"^fol\.seed must be an integer in 0\.\.4294967295, got {seed}$"):
+        FOLConfig.from_dict({"seed": seed})
+    assert FOLConfig.from_dict({"seed": 2**32 - 1}).seed == 2**32 - 1
