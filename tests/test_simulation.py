@@ -103,6 +103,9 @@ def _rows(out: Path) -> list[dict[str, str]]:
                                      r"holds at most per_node images\), got 30"),
         ({"models": {"archs": ["vgg99"]}}, r"models\.archs: unknown architecture 'vgg99'"),
         ({"methods": {"run": ["fol", "fedsgd"]}}, r"methods\.run: unknown method 'fedsgd'"),
+        # a repeat ran the method twice per seed, over the same results file, and put its rows in twice
+        ({"methods": {"run": ["local", "fol", "local"]}}, r"tiny.toml: methods\.run: repeated method 'local' in "
+                                                          r"\['local', 'fol', 'local'\]"),
         ({"fol": {"rounds": 3}}, r"fol\.rounds: 3 FOL rounds but the contact plan has 1"),
         ({"fol": {"top_k": 0}}, r"fol\.top_k must be > 0"),
         ({"run": {"executor": "slurm"}}, r"run\.executor: expected one of"),

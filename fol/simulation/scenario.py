@@ -310,6 +310,9 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     for x in run_list:
         if x not in known:
             raise ConfigError(f"methods.run: unknown method {x!r}; expected some of {', '.join(known)}")
+    repeated = next((x for i, x in enumerate(run_list) if x in run_list[:i]), None)
+    if repeated is not None:  # it would run twice per seed, over one results file, and count its rows twice
+        raise ConfigError(f"methods.run: repeated method {repeated!r} in {run_list}")
     options = {}
     for key, value in meth.items():
         if key == "run":
