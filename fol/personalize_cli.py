@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import secrets
 from pathlib import Path
 from typing import Any, Callable
 
 log = logging.getLogger(__name__)
 
 MODEL_SUFFIX = ".safetensors"
+#: What a deployed ensemble leaves in --out (``fol.personalize.save_ensemble``): an earlier
+#: run's are replaced, or removed by a run that deploys no ensemble.
+ENSEMBLE_FILES = ("ensemble.json", "member-*.safetensors")
 
 
 def add_personalize_parser(sub: argparse._SubParsersAction) -> None:
@@ -113,8 +114,7 @@ def run_personalize(args: argparse.Namespace) -> int:
     from fol.config import FOLConfig
     from fol.errors import ConfigError, DataError
     from fol.nodedata import load_node_data, parse_node_data, split_fields
-    from fol.fileio import (atomic_write_bytes, check_output_dir, check_output_file, fsync_dir,
-                            write_json_atomic)
+    from fol.fileio import atomic_write_bytes, check_output_dir, check_output_file, staged_outputs, write_json_atomic
     from fol.personalize import NodeState, check_received, personalize, save_ensemble
 
     cfg = FOLConfig.from_toml(args.config, preset=args.preset) if args.config else FOLConfig.preset(args.preset or "default")
@@ -179,29 +179,23 @@ def run_personalize(args: argparse.Namespace) -> int:
         "skipped_files": skipped, "outputs": files, **report.to_dict(),
     }
     data = model_to_bytes(state.current_model, card, source=str(out / files["model"]))  # checked as loaded
-    # Write-then-switch: the model and the report go to temporary names first, then the
-    # ensemble (itself write-then-switch), and only then are the model and the report
-    # renamed into place, so a write that fails leaves --out with its previous outputs.
-    tag = secrets.token_hex(4)
-    staged = [(out / f".{n}.{tag}.tmp", out / n) for n in (files["model"], "report.json")]
-    (tmp_model, _), (tmp_report, _) = staged
-    writing = files["model"]  # the output being written, for the error
+    # The whole set goes to a staging folder inside --out and is swapped in together, taking
+    # with it an earlier run's ensemble this run does not replace: an error or Ctrl-C while
+    # writing leaves --out with its previous outputs.
+    writing: str | None = files["model"]  # the output being written, for the error
     try:
-        atomic_write_bytes(tmp_model, data)
-        writing = "report.json"
-        write_json_atomic(tmp_report, full)
-        if with_ensemble:
-            writing = "ensemble.json"
-            save_ensemble(out, state, report, received)
-        for tmp, path in staged:
-            writing = path.name
-            os.replace(tmp, path)
-        fsync_dir(out)
+        with staged_outputs(out, replaces=ENSEMBLE_FILES) as stage:
+            atomic_write_bytes(stage / files["model"], data)
+            writing = "report.json"
+            write_json_atomic(stage / "report.json", full)
+            if with_ensemble:
+                writing = "ensemble.json"
+                save_ensemble(stage, state, report, received)
+            writing = None
     except OSError as exc:
+        if writing is None:  # the swap: os.replace names the staged file, then its target
+            writing = Path(exc.filename2 or exc.filename or out).name
         raise ConfigError(f"--out {out}: cannot write {writing} ({exc.strerror or exc})") from None
-    finally:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
     print(format_summary(full))
     print(f"\nwrote {out / files['model']}" + (f" and {out / 'ensemble.json'}" if "ensemble" in files else "")
           + f"; report: {out / 'report.json'}")

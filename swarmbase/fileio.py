@@ -22,7 +22,7 @@ import secrets
 import shutil
 import signal
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any, Callable, Iterator, Sequence
 
 __all__ = ["fsync_dir", "make_dirs", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
            "staged_outputs", "check_output_dir", "check_output_file"]
@@ -114,13 +114,25 @@ def write_json_atomic(path: Path, data: Any, *, allow_nan: bool = False,
 
 
 @contextlib.contextmanager
-def staged_outputs(folder: str | os.PathLike[str]) -> Iterator[Path]:
+def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = ()) -> Iterator[Path]:
     """A set of output files replaced together: yields a temporary folder inside
     ``folder`` (which must exist) to write the set into; on a clean exit each
-    file there is renamed over its namesake in ``folder`` (Ctrl-C is held off
-    during these renames), on an error or Ctrl-C the temporary folder is removed
-    and ``folder`` still holds the previous set. Other files in ``folder`` are
-    left alone. Only a power loss during the final renames can mix the sets."""
+    file there is renamed over its namesake in ``folder``, then the files of
+    ``folder`` matching one of the glob patterns ``replaces`` (outputs an
+    earlier set may hold and this one does not) that the new set did not bring
+    are removed (Ctrl-C is held off during these renames and removals). On an
+    error or Ctrl-C the temporary folder is removed and ``folder`` still holds
+    the previous set. Other files in ``folder`` are left alone. Only a power
+    loss during the final renames can mix the sets.
+
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (out / "old-part.bin").write_bytes(b"x")
+    >>> with staged_outputs(out, replaces=["*-part.bin"]) as stage:
+    ...     _ = (stage / "new-part.bin").write_bytes(b"y")
+    >>> sorted(p.name for p in out.iterdir())
+    ['new-part.bin']
+    """
     folder = Path(folder)
     stage = folder / f".staged-{secrets.token_hex(6)}.tmp"
     os.mkdir(stage)
@@ -132,6 +144,10 @@ def staged_outputs(folder: str | os.PathLike[str]) -> Iterator[Path]:
         try:
             for name in names:
                 os.replace(stage / name, folder / name)
+            stale = {p for pattern in replaces for p in folder.glob(pattern)
+                     if p.name not in names and not p.is_dir()}
+            for path in sorted(stale):
+                path.unlink(missing_ok=True)
         finally:
             if blocked is not None:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

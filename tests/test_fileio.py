@@ -126,3 +126,19 @@ def test_folders_write_json_atomic_creates_are_made_durable_in_their_parents(tmp
     monkeypatch.setattr(fileio, "fsync_dir", lambda folder: (synced.append(folder), real(folder)))
     fileio.write_json_atomic(tmp_path / "a" / "b" / "x.json", {"k": 1})
     assert {tmp_path, tmp_path / "a", tmp_path / "a" / "b"} <= set(synced)
+
+
+def test_staged_outputs_replaces_removes_only_stale_matches_and_only_on_success(tmp_path: Path) -> None:
+    """``replaces``: files of an earlier set matching a pattern go with the swap, the new
+    set's files and other files stay; an error in the body changes nothing."""
+    (tmp_path / "member-old.bin").write_bytes(b"old")
+    (tmp_path / "ensemble.json").write_text("old")
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(OSError):
+        with fileio.staged_outputs(tmp_path, replaces=["ensemble.json", "member-*.bin"]) as stage:
+            (stage / "member-new.bin").write_bytes(b"new")
+            raise OSError(28, "No space left on device")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ensemble.json", "member-old.bin", "notes.txt"]
+    with fileio.staged_outputs(tmp_path, replaces=["ensemble.json", "member-*.bin"]) as stage:
+        (stage / "member-new.bin").write_bytes(b"new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["member-new.bin", "notes.txt"]

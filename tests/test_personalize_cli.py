@@ -456,3 +456,52 @@ def test_pretrain_refuses_a_class_name_no_model_card_can_hold_before_training(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"--data {data}" in err[0] and "not valid UTF-8" in err[0], err
     assert not trained and not (tmp_path / "m.safetensors").exists()
+
+
+def test_ctrl_c_after_the_ensemble_is_written_keeps_the_previous_outputs(swarm_files: Path, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The ensemble was switched into --out before the model and the report were renamed in:
+    Ctrl-C (or an error) between the two left the new ensemble.json beside the previous model
+    and report. Now the whole set is staged and swapped in together (swarmbase's
+    staged_outputs): --out keeps every previous output, byte for byte, and no staging folder."""
+    import fol.personalize
+
+    neighbours = tmp_path / "received"
+    neighbours.mkdir()
+    shutil.copy(swarm_files / "node2.safetensors", neighbours)
+    out = tmp_path / "out"
+    run = lambda: _personalize(swarm_files, neighbours, out, "--variant", "fol-an", "--top-k", "2")  # noqa: E731
+    assert run() == 0
+    (out / "notes.txt").write_text("the user's own file")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real_save = fol.personalize.save_ensemble
+
+    def interrupted_save(*args, **kwargs):  # Ctrl-C as soon as the ensemble is written
+        real_save(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fol.personalize, "save_ensemble", interrupted_save)
+    for old in neighbours.iterdir():  # another neighbour: other members
+        old.unlink()
+    shutil.copy(swarm_files / "node3.safetensors", neighbours)
+    capsys.readouterr()
+    assert run() == 130
+    assert capsys.readouterr().err.strip().splitlines() == ["fol personalize: interrupted"]
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_round_without_ensemble_removes_the_previous_rounds_ensemble(swarm_files: Path, tmp_path: Path) -> None:
+    """A --variant fol run into the --out of an earlier fol-an run left that run's
+    ensemble.json and member files beside the new model and report (a stale ensemble
+    that no longer matches the model). Now they go with the swap; other files stay."""
+    neighbours = tmp_path / "received"
+    neighbours.mkdir()
+    shutil.copy(swarm_files / "node2.safetensors", neighbours)
+    out = tmp_path / "out"
+    assert _personalize(swarm_files, neighbours, out, "--variant", "fol-an", "--top-k", "2") == 0
+    assert (out / "ensemble.json").exists() and list(out.glob("member-*.safetensors"))
+    (out / "notes.txt").write_text("the user's own file")
+    assert _personalize(swarm_files, neighbours, out, "--variant", "fol") == 0
+    assert sorted(p.name for p in out.iterdir()) == ["model.safetensors", "notes.txt", "report.json"]
+    assert json.loads((out / "report.json").read_text())["outputs"] == {"model": "model.safetensors"}
