@@ -777,3 +777,16 @@ def test_a_run_without_a_fol_variant_books_no_peer_to_peer_transfers(tmp_path: P
     assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(out)]) == 0
     assert json.loads((out / "transfers.json").read_text()) == []
     assert ", 0 model transfers recorded" in (out / "report.md").read_text()
+
+
+def test_resume_of_a_file_or_a_missing_folder_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--resume FILE`` or a missing folder said 'no scenario.toml there; give the scenario
+    file too', pointing at the wrong fix (and a scenario given too then said 'no such folder'
+    of a file). Now the line says what the path is, with or without a scenario."""
+    (tmp_path / "file").write_text("not a run")
+    (tmp_path / "tiny.toml").write_text(LEO)
+    for path, what in ((tmp_path / "file", "exists and is not a folder"), (tmp_path / "absent", "no such folder")):
+        for scenario in ([], [str(tmp_path / "tiny.toml")]):
+            assert main(["simulate", *scenario, "--resume", str(path), "--check"]) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert err == [f"fol simulate: error: --resume {path}: {what}"], err

@@ -80,7 +80,7 @@ def check_run_folder(out: Path, resume: bool = False) -> None:
     empty unless ``resume`` (which needs the folder). Nothing is created."""
     out = Path(out)
     if resume and not out.is_dir():
-        raise ConfigError(f"--resume {out}: no such folder")
+        raise ConfigError(f"--resume {out}: {'exists and is not a folder' if out.exists() else 'no such folder'}")
     check_output_dir(out, ConfigError)
     if not resume and out.is_dir() and any(out.iterdir()):
         raise ConfigError(f"output folder {out} is not empty; continue it with fol simulate --resume {out}, "

@@ -86,6 +86,9 @@ def run_simulate_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out {args.out}: a resumed run continues in its own folder --resume {args.resume}; "
                           "drop --out")
     if args.resume:
+        from fol.simulation.check import check_run_folder
+
+        check_run_folder(Path(args.resume), resume=True)  # a file or a missing folder, named as such
         source = Path(args.scenario) if args.scenario else Path(args.resume) / "scenario.toml"
         if not source.exists():
             raise ConfigError(f"--resume {args.resume}: no scenario.toml there; give the scenario file too")
