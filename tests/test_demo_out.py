@@ -36,8 +36,8 @@ def _finished_run(folder: Path) -> None:
 def test_demo_out_with_a_finished_run_is_kept(tmp_path: Path, captured: list[Path]) -> None:
     out = tmp_path / "precious"
     _finished_run(out)
-    with pytest.raises(_Stop):
-        main(["demo", "--out", str(out)])
+    assert main(["demo", "--out", str(out)]) == 2  # refused before the run starts
+    assert captured == []
     assert sorted(p.name for p in out.iterdir()) == ["report.md", "results.csv"]
     assert (out / "report.md").read_text().startswith("# a finished simulation")
 
@@ -61,3 +61,20 @@ def test_demo_refuses_a_non_empty_out_in_one_line(tmp_path: Path, capsys: pytest
     # the way to continue it names a command that has the option (`fol demo` has no --resume)
     assert f"fol simulate --resume {out}" in err[-1]
     assert (out / "report.md").exists()
+
+
+@pytest.mark.parametrize("kind", ["file", "full folder"])
+def test_demo_refuses_a_bad_out_before_its_banner(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   captured: list[Path]) -> None:
+    """``fol demo --out FILE`` printed its 'contacts, data, pretraining...' banner and then the
+    error: the command seemed to start. Now --out is checked first and the error is alone."""
+    out = tmp_path / "taken"
+    if kind == "file":
+        out.write_text("not a folder")
+    else:
+        _finished_run(out)
+    assert main(["demo", "--out", str(out)]) == 2
+    captured_io = capsys.readouterr()
+    assert captured_io.out == "" and captured == []
+    err = captured_io.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"fol demo: error: output folder {out}"), err

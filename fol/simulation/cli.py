@@ -134,6 +134,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
     import tomllib
 
     from fol.simulation import parse_scenario, run_simulation
+    from fol.simulation.check import check_run_folder
 
     text = resources.files("fol.simulation").joinpath(DEMO_SCENARIO).read_text()
     scn = parse_scenario(tomllib.loads(text), Path.cwd(), "demo", text)
@@ -141,6 +142,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
     # an existing folder is never deleted: a taken default moves on to the next free name,
     # a taken --out is refused (by the scenario check in run_simulation)
     out = Path(args.out) if args.out else _free_folder(Path(DEMO_OUT))
+    check_run_folder(out)  # a bad --out is refused before the banner says the run starts
     print(f"fol demo: {scn.name} — contacts, data, pretraining, FOL and baselines; executor {scn.run.executor}")
     result = run_simulation(scn, out)
     _print_outcome(result)
