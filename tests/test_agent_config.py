@@ -383,3 +383,14 @@ def test_a_key_line_without_equals_sign_is_one_line_not_a_traceback(tmp_path: Pa
         load_public_key(tmp_path / "nothing.key")
     with pytest.raises(ConfigError, match=r"nothing.key_secret: key file not found$"):
         load_keypair(tmp_path / "nothing.key_secret")
+
+
+def test_keys_revoke_names_a_store_that_is_not_a_folder(tmp_path: Path) -> None:
+    """``fol keys revoke P --store FILE`` said 'FILE/P.key: no trusted key', as if the store were
+    a folder without that key; a missing store said the same. Now each says what the store is."""
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(ConfigError, match=r"file: trust store folder exists and is not a folder$"):
+        revoke_key(tmp_path / "file", "drone-1")
+    with pytest.raises(ConfigError, match=r"absent: trust store folder does not exist$"):
+        revoke_key(tmp_path / "absent", "drone-1")
+

@@ -174,7 +174,11 @@ def trust_key(trust_dir: str | os.PathLike[str], key_file: str | os.PathLike[str
 
 def revoke_key(trust_dir: str | os.PathLike[str], peer: str) -> Path:
     """Remove a peer's key from a trust store; returns the removed file."""
-    target = Path(trust_dir) / f"{peer}{PUBLIC_SUFFIX}"
+    store = Path(trust_dir)
+    if not store.is_dir():
+        raise ConfigError(f"{store}: trust store folder "
+                          f"{'exists and is not a folder' if store.exists() else 'does not exist'}")
+    target = store / f"{peer}{PUBLIC_SUFFIX}"
     if not target.is_file():
         raise ConfigError(f"{target}: no trusted key for peer {peer!r}")
     target.unlink()
