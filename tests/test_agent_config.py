@@ -394,3 +394,15 @@ def test_keys_revoke_names_a_store_that_is_not_a_folder(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"absent: trust store folder does not exist$"):
         revoke_key(tmp_path / "absent", "drone-1")
 
+
+def test_keys_revoke_refuses_a_peer_id_that_leaves_the_store(tmp_path: Path) -> None:
+    """``fol keys revoke ../drone-1 --store trusted`` removed trusted/../drone-1.key: a file
+    outside the store (here the node's own public key beside its secret). The peer id is
+    now checked as 'fol keys trust' checks it, and nothing is removed."""
+    pub, _ = generate_keypair(tmp_path, "drone-1")
+    store = tmp_path / "trusted"
+    trust_key(store, pub)
+    with pytest.raises(ConfigError, match=r"peer id '\.\./drone-1' is invalid"):
+        revoke_key(store, "../drone-1")
+    assert pub.exists() and (store / "drone-1.key").exists()
+

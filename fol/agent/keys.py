@@ -174,6 +174,10 @@ def trust_key(trust_dir: str | os.PathLike[str], key_file: str | os.PathLike[str
 
 def revoke_key(trust_dir: str | os.PathLike[str], peer: str) -> Path:
     """Remove a peer's key from a trust store; returns the removed file."""
+    try:
+        check_name(peer, "peer id")  # no path separators: only a file of the store is removed
+    except ProtocolError as exc:
+        raise ConfigError(str(exc)) from None
     store = Path(trust_dir)
     if not store.is_dir():
         raise ConfigError(f"{store}: trust store folder "
