@@ -32,6 +32,11 @@ __all__ = ["Table", "read_toml", "read_text_file", "check_input_file", "is_finit
 MAX_TOML_BYTES = 4 * 1024 * 1024
 
 
+def _a(what: str) -> str:
+    """``what`` with its indefinite article: "an agent config file", "a TLE file"."""
+    return f"{'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
+
+
 def check_input_file(path: str | os.PathLike[str], error: type[Exception], what: str = "file",
                      max_bytes: int | None = None) -> Path:
     """``path`` as a :class:`Path` if it names a readable regular file (at most
@@ -44,11 +49,11 @@ def check_input_file(path: str | os.PathLike[str], error: type[Exception], what:
     except OSError as exc:
         raise error(f"{path}: cannot read the {what} ({exc.strerror})") from None
     if path.is_dir():
-        raise error(f"{path}: is a directory; expected a {what}")
+        raise error(f"{path}: is a directory; expected {_a(what)}")
     if not path.is_file():
-        raise error(f"{path}: not a regular file; expected a {what}")
+        raise error(f"{path}: not a regular file; expected {_a(what)}")
     if max_bytes is not None and st.st_size > max_bytes:
-        raise error(f"{path}: {st.st_size} bytes; a {what} may have at most {max_bytes}")
+        raise error(f"{path}: {st.st_size} bytes; {_a(what)} may have at most {max_bytes}")
     return path
 
 
@@ -61,7 +66,7 @@ def read_text_file(path: str | os.PathLike[str], error: type[Exception], what: s
     try:
         return path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise error(f"{path}: not a UTF-8 text file; expected a {what}") from None
+        raise error(f"{path}: not a UTF-8 text file; expected {_a(what)}") from None
     except OSError as exc:
         raise error(f"{path}: cannot read the {what} ({exc.strerror})") from None
 

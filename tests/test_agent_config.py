@@ -406,3 +406,8 @@ def test_keys_revoke_refuses_a_peer_id_that_leaves_the_store(tmp_path: Path) -> 
         revoke_key(store, "../drone-1")
     assert pub.exists() and (store / "drone-1.key").exists()
 
+
+def test_a_folder_given_as_the_agent_config_says_an_agent_config_file(tmp_path: Path) -> None:
+    """The one line read 'expected a agent config file'."""
+    with pytest.raises(ConfigError, match=r": is a directory; expected an agent config file$"):
+        AgentConfig.from_toml(tmp_path)
