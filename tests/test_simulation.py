@@ -790,3 +790,10 @@ def test_resume_of_a_file_or_a_missing_folder_says_so(tmp_path: Path, capsys: py
             assert main(["simulate", *scenario, "--resume", str(path), "--check"]) == 2
             err = capsys.readouterr().err.strip().splitlines()
             assert err == [f"fol simulate: error: --resume {path}: {what}"], err
+
+
+def test_simulate_without_a_scenario_says_so_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """The line read 'fol simulate: error: simulate: a scenario file is required'."""
+    assert main(["simulate"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "fol simulate: error: a scenario file is required (or --list-methods, or --resume OUT)"]

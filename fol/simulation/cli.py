@@ -97,7 +97,7 @@ def run_simulate_command(args: argparse.Namespace) -> int:
     elif args.scenario:
         source = Path(args.scenario)
     else:
-        raise ConfigError("simulate: a scenario file is required (or --list-methods)")
+        raise ConfigError("a scenario file is required (or --list-methods, or --resume OUT)")
     scn = load_scenario(source, base_dir, original)
     _apply_overrides(scn, args)
     out = Path(args.resume or args.out or scn.output_dir or Path("runs") / scn.name)
