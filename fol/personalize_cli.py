@@ -128,6 +128,9 @@ def run_personalize(args: argparse.Namespace) -> int:
         names = ["model.safetensors", "report.json"] + (["ensemble.json"] if args.variant in ("fol-a", "fol-an") else [])
         for name in names:
             check_output_file(out / name, ConfigError, "--out")
+    neighbours = Path(args.neighbors)
+    if not neighbours.is_dir():  # a mistyped folder: said before the model and the data are loaded
+        raise DataError(f"--neighbors {neighbours}: {'is not a folder' if neighbours.exists() else 'does not exist'}")
     own = load_model(Path(args.model), max_bytes=args.max_bytes or DEFAULT_MAX_BYTES)
     data_spec = parse_node_data(args.data, root=args.data_root)
     trained_on = own.card.extra.get("data")  # the --data of `fol pretrain`, kept by every round since
@@ -148,7 +151,7 @@ def run_personalize(args: argparse.Namespace) -> int:
 
     name = own.card.producer or data_spec.node_name
     state = NodeState.from_pretrained(name, own.model, own.card.spec, own.card.class_names, node)
-    received, skipped = scan_neighbours(Path(args.neighbors), args.max_bytes,
+    received, skipped = scan_neighbours(neighbours, args.max_bytes,
                                         usable=lambda r: check_received(state, r), limit=cfg.max_neighbours,
                                         own_sha256=own.card.sha256)
     for item in skipped:

@@ -505,3 +505,26 @@ def test_a_round_without_ensemble_removes_the_previous_rounds_ensemble(swarm_fil
     assert _personalize(swarm_files, neighbours, out, "--variant", "fol") == 0
     assert sorted(p.name for p in out.iterdir()) == ["model.safetensors", "notes.txt", "report.json"]
     assert json.loads((out / "report.json").read_text())["outputs"] == {"model": "model.safetensors"}
+
+
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_a_bad_neighbours_folder_is_refused_before_the_data_is_loaded(kind: str, swarm_files: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing (mistyped) --neighbors was found only after the model and the node's whole
+    dataset had been loaded (minutes for a large image folder). Now it is checked with
+    --out, before any long work, and the line says which of the two it is."""
+    import fol.nodedata
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the node's data was loaded before --neighbors was checked")
+
+    monkeypatch.setattr(fol.nodedata, "load_node_data", no_load)
+    folder = tmp_path / "received"
+    if kind == "file":
+        folder.write_text("not a folder")
+    assert _personalize(swarm_files, folder, tmp_path / "out") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    what = "does not exist" if kind == "missing" else "is not a folder"
+    assert err == [f"fol personalize: error: --neighbors {folder}: {what}"], err
+    assert not (tmp_path / "out").exists()
