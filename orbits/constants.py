@@ -17,6 +17,8 @@ MU_KM3_S2: float = wgs72.mu
 EARTH_RADIUS_KM: float = wgs72.radiusearthkm
 #: Second zonal harmonic (WGS-72), dimensionless.
 J2: float = wgs72.j2
+#: Largest catalog number the installed sgp4 ``Satrec`` can hold (Alpha-5 ``Z9999``).
+SGP4_MAX_SATNUM: int = 339999
 #: Julian date of the SGP4 epoch origin, 1949-12-31 00:00 UTC.
 SGP4_EPOCH_ORIGIN_JD: float = 2433281.5
 #: Seconds per day.

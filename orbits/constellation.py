@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 from sgp4.api import Satrec
 
-from .constants import EARTH_RADIUS_KM, MU_KM3_S2, SGP4_GRAVITY
+from .constants import EARTH_RADIUS_KM, MU_KM3_S2, SGP4_GRAVITY, SGP4_MAX_SATNUM
 from .errors import OrbitError
 from .timeutil import parse_utc, sgp4_epoch_days
 
@@ -148,12 +148,16 @@ def circular_satrec(satnum: int, epoch: _dt.datetime, altitude_km: float,
 
 
 def _check_walker(total: int, planes: int, phasing: int, altitude_km: float,
-                  inclination_deg: float) -> None:
+                  inclination_deg: float, first_satnum: int = 1) -> None:
     for name, value in (("total", total), ("planes", planes), ("phasing", phasing)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise OrbitError(f"constellation.{name}: expected an integer, got {value!r}")
     if total < 1:
         raise OrbitError(f"constellation.total: expected a positive satellite count, got {total}")
+    if first_satnum + total - 1 > SGP4_MAX_SATNUM:  # checked before any record is built
+        raise OrbitError(f"constellation.total: expected at most {SGP4_MAX_SATNUM - first_satnum + 1} satellites "
+                         f"(numbered from {first_satnum}; sgp4's catalog numbers end at {SGP4_MAX_SATNUM}), "
+                         f"got {total}")
     if planes < 1:
         raise OrbitError(f"constellation.planes: expected a positive plane count, got {planes}")
     if total % planes:
@@ -176,7 +180,7 @@ def walker(total: int, planes: int, phasing: int, altitude_km: float, inclinatio
            epoch: _dt.datetime | str, raan_spread_deg: float = 360.0,
            name_prefix: str = "WD", first_satnum: int = 1) -> Constellation:
     """Generic Walker shell; ``raan_spread_deg`` 360 (delta) or 180 (star)."""
-    _check_walker(total, planes, phasing, altitude_km, inclination_deg)
+    _check_walker(total, planes, phasing, altitude_km, inclination_deg, first_satnum)
     epoch = parse_utc(epoch, field="constellation.epoch")
     per_plane = total // planes
     names, sats, plane_ids, slot_ids = [], [], [], []

@@ -46,11 +46,10 @@ from sgp4.exporter import export_omm
 from swarmbase.fileio import atomic_write_text
 from swarmbase.tomlcheck import read_text_file
 
+from .constants import SGP4_MAX_SATNUM
 from .constellation import Constellation, SatelliteNames
 from .errors import OrbitError
 
-#: Largest catalog number the installed sgp4 ``Satrec`` (Alpha-5) can hold.
-SGP4_MAX_SATNUM = 339999
 #: Files larger than this are refused before they are read.
 MAX_OMM_BYTES = 64 * 1024 * 1024
 #: Accepted layouts.

@@ -86,6 +86,22 @@ def test_walker_rejects_bad_parameters(kwargs, match):
                      args["inclination_deg"], args["epoch"])
 
 
+def test_walker_refuses_more_satellites_than_sgp4_numbers_before_building_any():
+    """sgp4 numbers satellites up to 339999 (Alpha-5 Z9999): a larger shell is one
+    OrbitError naming constellation.total, raised before 339,999 records are built."""
+    import time
+
+    from orbits.constellation import walker
+
+    began = time.perf_counter()
+    with pytest.raises(OrbitError, match=r"constellation\.total: .*339999"):
+        walker_delta(340_000, 1, 0, 550.0, 53.0, EPOCH)
+    assert time.perf_counter() - began < 1.0
+    with pytest.raises(OrbitError, match=r"constellation\.total: .*339999"):
+        walker(2, 1, 0, 550.0, 53.0, EPOCH, first_satnum=339_999)
+    assert len(walker(1, 1, 0, 550.0, 53.0, EPOCH, first_satnum=339_999)) == 1
+
+
 def test_bad_epoch_is_a_one_line_error():
     with pytest.raises(OrbitError, match="epoch"):
         walker_delta(4, 2, 0, 550.0, 53.0, "yesterday")
