@@ -11,8 +11,12 @@ Walker notation ``i: T/P/F``: ``T`` satellites in ``P`` equally spaced planes
 Orbits are circular (eccentricity ``1e-7``; SGP4 needs ``e > 0``), with the
 SGP4 (Kozai) mean motion set to the Keplerian value ``sqrt(mu / a^3)`` for
 ``a = R_earth + altitude`` (WGS-72 ``mu`` and ``R_earth``, as SGP4 uses).
-J2 makes the measured nodal period differ from ``2 pi sqrt(a^3/mu)`` by
-about ``1.5 J2 (R/a)^2 (3 - 4 sin^2 i)`` (0.06 % at 550 km, 53 deg).
+J2 makes the measured nodal period shorter than ``2 pi sqrt(a^3/mu)`` by
+about ``0.75 J2 (R/a)^2 (5 cos^2 i - 1)``: 0.06 % at 550 km and 53 deg,
+0.19 % at 30 deg, and 0.06 % longer at 97.6 deg (sun-synchronous), as
+SGP4 turns the Kozai mean motion into Brouwer's before adding the J2 rates.
+For the same reason the mean orbital radius is ``a`` only to a few km (for
+550 km: 546.8 km above ``R`` at 0 deg, 549.9 at 53 deg, 551.5 at 97.6 deg).
 
 Example:
     >>> from orbits.timeutil import parse_utc

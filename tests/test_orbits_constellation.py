@@ -46,6 +46,20 @@ def test_550km_period_matches_kepler_within_0p1_percent():
     assert abs(radius.mean() - a) < 15.0
 
 
+@pytest.mark.parametrize("inclination_deg", [30.0, 53.0, 97.6])
+def test_nodal_period_follows_the_documented_j2_formula(inclination_deg):
+    """orbits/constellation.py: SGP4's nodal period is shorter than Kepler's by about
+    0.75 J2 (R/a)^2 (5 cos^2 i - 1) (Kozai mean motion in; longer past 63.4 deg)."""
+    from orbits.constants import J2
+
+    c = walker_delta(1, 1, 0, 550.0, inclination_deg, EPOCH)
+    nodes = _ascending_node_times(c, c.epoch, 3 * 5800.0)
+    shorter = 1.0 - np.diff(nodes).mean() / keplerian_period_s(550.0)
+    a = EARTH_RADIUS_KM + 550.0
+    expected = 0.75 * J2 * (EARTH_RADIUS_KM / a) ** 2 * (5 * math.cos(math.radians(inclination_deg)) ** 2 - 1)
+    assert shorter == pytest.approx(expected, rel=0.05)
+
+
 def test_walker_delta_geometry():
     c = walker_delta(24, 6, 2, 700.0, 60.0, EPOCH)
     assert len(c) == 24 and len(set(c.names)) == 24
