@@ -62,6 +62,8 @@ _INT_FIELDS = ("NORAD_CAT_ID", "EPHEMERIS_TYPE", "ELEMENT_SET_NO", "REV_AT_EPOCH
 _DEFAULTS = {"CLASSIFICATION_TYPE": "U", "OBJECT_ID": "UNKNOWN", "EPHEMERIS_TYPE": 0,
              "ELEMENT_SET_NO": 999, "REV_AT_EPOCH": 0, "BSTAR": 0.0, "MEAN_MOTION_DOT": 0.0,
              "MEAN_MOTION_DDOT": 0.0}
+#: An international (COSPAR) designator as OBJECT_ID writes it: launch year, launch number, piece.
+_COSPAR_ID = re.compile(r"^\d{4}-\d{3}[A-Z]{1,3}$")
 _XML_META = ("OBJECT_NAME", "OBJECT_ID", "CENTER_NAME", "REF_FRAME", "TIME_SYSTEM", "MEAN_ELEMENT_THEORY")
 _XML_MEAN = ("EPOCH", "MEAN_MOTION", "ECCENTRICITY", "INCLINATION", "RA_OF_ASC_NODE", "ARG_OF_PERICENTER",
              "MEAN_ANOMALY")
@@ -168,6 +170,8 @@ def omm_satrec(rec: dict[str, Any], where: str = "OMM record") -> tuple[Satrec, 
         raise OrbitError(f"{where}: sgp4 rejected the record ({exc})") from None
     if sat.error:
         raise OrbitError(f"{where}: sgp4 initialization failed with error code {sat.error}")
+    if not _COSPAR_ID.match(fields["OBJECT_ID"]):  # sgp4 keeps OBJECT_ID[2:] whatever it is ('UNKNOWN' -> 'KNOWN')
+        sat.intldesg = ""  # a TLE export leaves the designator blank, an OMM export writes UNKNOWN
     name = fields.get("OBJECT_NAME")
     return sat, catalog, (str(name).strip() or None) if name is not None else None
 

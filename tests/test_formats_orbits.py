@@ -184,3 +184,16 @@ def test_an_omm_csv_the_csv_module_refuses_is_one_line(tmp_path):
     with pytest.raises(OrbitError, match=r"gp.csv:\d+: not a valid CSV record .*field limit") as exc:
         read_omm(bad)
     assert "\n" not in str(exc.value)
+
+
+def test_tle_export_of_omm_satellites_keeps_only_real_international_designators() -> None:
+    """sgp4 takes a TLE's designator from OBJECT_ID[2:] whatever it holds, so the 'UNKNOWN' that OMM
+    export writes for synthetic satellites became the designator 'KNOWN' in an exported TLE (and
+    'TBD-X' became 'DX'); only a COSPAR designator YYYY-NNNP.. is kept, anything else is left blank."""
+    shell = parse_omm_text(format_omm(walker_delta(2, 1, 0, 550.0, 53.0, "2026-08-01T00:00:00Z"), "json"), "json")
+    odd = parse_omm_text(json.dumps([{**RECORD, "OBJECT_ID": "TBD-X", "NORAD_CAT_ID": 70001}]), "json")
+    real = parse_omm_text(json.dumps([{**RECORD, "NORAD_CAT_ID": 70002}]), "json")
+    line1 = [ln for c in (shell, odd, real) for ln in format_tle(c).splitlines() if ln.startswith("1 ")]
+    assert [ln[9:17] for ln in line1] == [" " * 8, " " * 8, " " * 8, "26123A  "]
+    assert [r["OBJECT_ID"] for c in (shell, odd, real) for r in json.loads(format_omm(c, "json"))] \
+        == ["UNKNOWN", "UNKNOWN", "UNKNOWN", "2026-123A"]
