@@ -173,6 +173,8 @@ def omm_satrec(rec: dict[str, Any], where: str = "OMM record") -> tuple[Satrec, 
     if not _COSPAR_ID.match(fields["OBJECT_ID"]):  # sgp4 keeps OBJECT_ID[2:] whatever it is ('UNKNOWN' -> 'KNOWN')
         sat.intldesg = ""  # a TLE export leaves the designator blank, an OMM export writes UNKNOWN
     name = fields.get("OBJECT_NAME")
+    if name is not None and not str(name).isprintable():  # no export could be read back (TLE lines, XML 1.0)
+        raise OrbitError(f"{where}.OBJECT_NAME: expected a name on one line without control characters, got {name!r}")
     return sat, catalog, (str(name).strip() or None) if name is not None else None
 
 

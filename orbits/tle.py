@@ -2,7 +2,7 @@
 
 Accepted layouts: plain pairs of lines ``1 ...`` / ``2 ...`` or three-line
 sets with a name line before each pair (``0 NAME`` or ``NAME``). Blank lines
-are skipped. Satellites are named by their name lines (``SAT-<catalog number>``
+are skipped. Satellites are named by their name lines (no control characters; ``SAT-<catalog number>``
 without one, the number decimal as OMM gives it: ``00001`` is ``SAT-1``); a name used by two
 satellites gets ``-<catalog number>`` on its second use, and the same name and number twice is
 an error (:class:`orbits.constellation.SatelliteNames`). Every element line is checked for length (69 characters), line
@@ -130,6 +130,9 @@ def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
             if line.startswith("2 "):
                 raise OrbitError(f"{source}:{lineno}: TLE line 2 without a preceding line 1")
             name = line[2:].strip() if line.startswith("0 ") else line.strip()
+            if not name.isprintable():  # a tab or a control character would not survive an export
+                raise OrbitError(f"{source}:{lineno}: TLE name line: expected a name without control "
+                                 f"characters, got {name!r}")
             k += 1
             if k >= len(lines):
                 raise OrbitError(f"{source}:{lineno}: name line {name!r} is not followed by TLE lines")

@@ -197,3 +197,17 @@ def test_tle_export_of_omm_satellites_keeps_only_real_international_designators(
     assert [ln[9:17] for ln in line1] == [" " * 8, " " * 8, " " * 8, "26123A  "]
     assert [r["OBJECT_ID"] for c in (shell, odd, real) for r in json.loads(format_omm(c, "json"))] \
         == ["UNKNOWN", "UNKNOWN", "UNKNOWN", "2026-123A"]
+
+
+def test_a_satellite_name_with_control_characters_is_refused_when_read() -> None:
+    """An OBJECT_NAME holding a newline or a control character was accepted and then written into
+    exports that no reader takes back: '0 A\\nB' splits a TLE name line, '\\x01' is not XML 1.0."""
+    for name in ("A\nB", "C\x01D", "E\tF"):
+        with pytest.raises(OrbitError, match=r"^gp\.json: record 0\.OBJECT_NAME: expected a name on one line "
+                                             r"without control characters, got "):
+            parse_omm_text(json.dumps([{**RECORD, "OBJECT_NAME": name}]), "json", "gp.json")
+    tle = format_tle(walker_delta(1, 1, 0, 550.0, 53.0, "2026-08-01T00:00:00Z")).replace("0 WD-P00-S00", "0 WD\x01P00")
+    with pytest.raises(OrbitError, match=r"^x\.tle:1: TLE name line: expected a name without control characters, "
+                                         r"got 'WD\\x01P00'$"):
+        parse_tle_text(tle, "x.tle")
+    assert parse_omm_text(json.dumps([{**RECORD, "OBJECT_NAME": "NEWSAT Ñ 1"}]), "json").names == ["NEWSAT Ñ 1"]
