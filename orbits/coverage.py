@@ -64,7 +64,10 @@ def in_swath(point_lat_deg, point_lon_deg, sat_lat_deg: np.ndarray, sat_lon_deg:
     pts = _unit(np.atleast_1d(point_lat_deg), np.atleast_1d(point_lon_deg))  # (P, 3)
     sub = _unit(np.atleast_2d(sat_lat_deg), np.atleast_2d(sat_lon_deg))  # (S, T, 3)
     cos_lim = np.cos(half_angle_rad)
-    return np.einsum("pk,stk->tps", pts, sub) >= cos_lim
+    mask = np.empty((sub.shape[1], pts.shape[0], sub.shape[0]), dtype=bool)
+    for t in range(sub.shape[1]):  # one (P, S) product at a time: no float P x S x T array
+        np.greater_equal(pts @ sub[:, t].T, cos_lim, out=mask[t])
+    return mask
 
 
 def coverage_by_satellite(point_lat_deg, point_lon_deg, sat_lat_deg: np.ndarray, sat_lon_deg: np.ndarray,
