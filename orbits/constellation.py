@@ -8,7 +8,8 @@ Walker notation ``i: T/P/F``: ``T`` satellites in ``P`` equally spaced planes
   ``spread = 360 deg`` (Walker delta) or ``180 deg`` (Walker star / polar);
 * mean anomaly ``M = 360 deg * (j / S + F * p / T)``.
 
-Orbits are circular (eccentricity ``1e-7``; SGP4 needs ``e > 0``), with the
+Orbits are circular (eccentricity ``1e-7``, which SGP4 propagates like 0, to 1e-9 km: it
+clamps its working eccentricity at ``1e-6``), with the
 SGP4 (Kozai) mean motion set to the Keplerian value ``sqrt(mu / a^3)`` for
 ``a = R_earth + altitude`` (WGS-72 ``mu`` and ``R_earth``, as SGP4 uses).
 J2 makes the measured nodal period shorter than ``2 pi sqrt(a^3/mu)`` by
@@ -39,7 +40,7 @@ from .constants import EARTH_RADIUS_KM, MU_KM3_S2, SGP4_GRAVITY, SGP4_MAX_SATNUM
 from .errors import OrbitError
 from .timeutil import parse_utc, sgp4_epoch_days
 
-#: Eccentricity used for "circular" orbits (SGP4 rejects exactly zero in places).
+#: Eccentricity of the "circular" orbits; SGP4 raises anything below 1e-6 to 1e-6, so 0 gives the same positions.
 CIRCULAR_ECCENTRICITY = 1e-7
 
 
