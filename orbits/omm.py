@@ -58,6 +58,9 @@ OMM_FORMATS = ("json", "csv", "xml")
 _FLOAT_FIELDS = ("MEAN_MOTION", "ECCENTRICITY", "INCLINATION", "RA_OF_ASC_NODE", "ARG_OF_PERICENTER",
                  "MEAN_ANOMALY", "BSTAR", "MEAN_MOTION_DOT", "MEAN_MOTION_DDOT")
 _INT_FIELDS = ("NORAD_CAT_ID", "EPHEMERIS_TYPE", "ELEMENT_SET_NO", "REV_AT_EPOCH")
+#: Ranges of the TLE-related integers: one digit and four digits as in a TLE; the revolution count
+#: (five digits in a TLE, which wraps it) may be written whole.
+_INT_RANGES = {"EPHEMERIS_TYPE": 9, "ELEMENT_SET_NO": 9999, "REV_AT_EPOCH": 999999999}
 #: Fields with a harmless default when a file leaves them out (CelesTrak always writes them).
 _DEFAULTS = {"CLASSIFICATION_TYPE": "U", "OBJECT_ID": "UNKNOWN", "EPHEMERIS_TYPE": 0,
              "ELEMENT_SET_NO": 999, "REV_AT_EPOCH": 0, "BSTAR": 0.0, "MEAN_MOTION_DOT": 0.0,
@@ -144,6 +147,9 @@ def _checked_fields(rec: Any, where: str) -> dict[str, Any]:
         if ivalue is None or isinstance(value, bool):
             raise OrbitError(f"{where}.{key}: expected an integer, got {value!r}")
         fields[key] = ivalue
+    for key, top in _INT_RANGES.items():  # sgp4 keeps them in C integers (10**20 overflowed there)
+        if not 0 <= fields[key] <= top:
+            raise OrbitError(f"{where}.{key}: expected an integer in 0..{top}, got {fields[key]}")
     if not 0 < fields["NORAD_CAT_ID"] <= 999999999:
         raise OrbitError(f"{where}.NORAD_CAT_ID: expected a positive catalog number, got {fields['NORAD_CAT_ID']}")
     if not 0.0 <= fields["ECCENTRICITY"] < 1.0:

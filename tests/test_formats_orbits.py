@@ -79,6 +79,12 @@ def test_tle_export_alpha5_and_refusal() -> None:
     ({"NORAD_CAT_ID": "abc"}, r"record 0\.NORAD_CAT_ID: expected an integer"),
     ({"REF_FRAME": "GCRF"}, r"record 0\.REF_FRAME: SGP4 elements are TEME"),
     ({"TIME_SYSTEM": "TT"}, r"record 0\.TIME_SYSTEM: SGP4 epochs are UTC, got 'TT'"),
+    # integers sgp4 stores in C fields: 10**20 was an OverflowError traceback
+    ({"REV_AT_EPOCH": 10**20}, r"record 0\.REV_AT_EPOCH: expected an integer in 0\.\.999999999, got 1000"),
+    ({"REV_AT_EPOCH": -5}, r"record 0\.REV_AT_EPOCH: expected an integer in 0\.\.999999999, got -5"),
+    ({"ELEMENT_SET_NO": 10**20}, r"record 0\.ELEMENT_SET_NO: expected an integer in 0\.\.9999, got 1000"),
+    ({"ELEMENT_SET_NO": 12345}, r"record 0\.ELEMENT_SET_NO: expected an integer in 0\.\.9999, got 12345"),
+    ({"EPHEMERIS_TYPE": 10**20}, r"record 0\.EPHEMERIS_TYPE: expected an integer in 0\.\.9, got 1000"),
 ])
 def test_malformed_omm_names_file_and_field(tmp_path: Path, change: dict, message: str) -> None:
     path = tmp_path / "bad.json"
