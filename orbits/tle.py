@@ -182,7 +182,9 @@ def format_tle(constellation: Constellation, with_names: bool = True) -> str:
     Catalog numbers 100000..339999 are written in Alpha-5 (``A0000`` ..
     ``Z9999``); larger ones, and epochs outside 1957..2056 (the two-digit
     year's span), have no TLE form and raise :class:`OrbitError` (write OMM
-    instead, :func:`orbits.omm.write_omm`).
+    instead, :func:`orbits.omm.write_omm`). A revolution count past 99999
+    (OMM's ``REV_AT_EPOCH`` may hold one) is written modulo 100000, as the
+    TLE's five-digit counter rolls over.
     """
     out = []
     for name, sat, number in zip(constellation.names, constellation.satrecs, constellation.catalog_numbers):
@@ -196,10 +198,14 @@ def format_tle(constellation: Constellation, with_names: bool = True) -> str:
         if number != sat.satnum:
             raise OrbitError(f"satellite {name}: catalog number {number} differs from its elements' "
                              f"number {sat.satnum}")
+        revnum = sat.revnum
+        sat.revnum = revnum % 100000  # the TLE's five-digit revolution counter rolls over
         try:
             l1, l2 = export_tle(sat)
         except ValueError as exc:
             raise OrbitError(f"satellite {name}: cannot be written as a TLE ({exc})") from None
+        finally:
+            sat.revnum = revnum
         if with_names:
             out.append(f"0 {name}")
         out.extend([l1, l2])

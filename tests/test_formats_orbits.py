@@ -217,3 +217,14 @@ def test_a_satellite_name_with_control_characters_is_refused_when_read() -> None
                                          r"got 'WD\\x01P00'$"):
         parse_tle_text(tle, "x.tle")
     assert parse_omm_text(json.dumps([{**RECORD, "OBJECT_NAME": "NEWSAT Ñ 1"}]), "json").names == ["NEWSAT Ñ 1"]
+
+
+def test_tle_export_wraps_a_six_digit_revolution_count() -> None:
+    """An OMM REV_AT_EPOCH of 123456 made the exported TLE's line 2 70 characters long (no reader,
+    ours included, takes it back); a TLE's five-digit counter rolls over, so 23456 is written."""
+    c = parse_omm_text(json.dumps([{**RECORD, "NORAD_CAT_ID": 70003, "REV_AT_EPOCH": 123456}]), "json")
+    text = format_tle(c)
+    assert all(len(ln) == 69 for ln in text.splitlines()[1:])
+    back = parse_tle_text(text)
+    assert back.satrecs[0].revnum == 23456 and c.satrecs[0].revnum == 123456
+    assert json.loads(format_omm(c, "json"))[0]["REV_AT_EPOCH"] == 123456  # OMM keeps the whole count
