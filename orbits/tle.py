@@ -184,7 +184,8 @@ def format_tle(constellation: Constellation, with_names: bool = True) -> str:
     year's span), have no TLE form and raise :class:`OrbitError` (write OMM
     instead, :func:`orbits.omm.write_omm`). A revolution count past 99999
     (OMM's ``REV_AT_EPOCH`` may hold one) is written modulo 100000, as the
-    TLE's five-digit counter rolls over.
+    TLE's five-digit counter rolls over; elements that would overflow their
+    columns (a B* of 1e-12, whose exponent has two digits) raise :class:`OrbitError`.
     """
     out = []
     for name, sat, number in zip(constellation.names, constellation.satrecs, constellation.catalog_numbers):
@@ -206,6 +207,11 @@ def format_tle(constellation: Constellation, with_names: bool = True) -> str:
             raise OrbitError(f"satellite {name}: cannot be written as a TLE ({exc})") from None
         finally:
             sat.revnum = revnum
+        for number_, line in (("1", l1), ("2", l2)):
+            if len(line) != 69:  # e.g. B* -3e-12: the implied-decimal fields take a one-digit exponent
+                raise OrbitError(f"satellite {name}: its elements do not fit the TLE's columns (line {number_} "
+                                 f"would be {len(line)} characters; B* and the mean motion derivatives take "
+                                 "a one-digit exponent); export OMM instead")
         if with_names:
             out.append(f"0 {name}")
         out.extend([l1, l2])

@@ -228,3 +228,13 @@ def test_tle_export_wraps_a_six_digit_revolution_count() -> None:
     back = parse_tle_text(text)
     assert back.satrecs[0].revnum == 23456 and c.satrecs[0].revnum == 123456
     assert json.loads(format_omm(c, "json"))[0]["REV_AT_EPOCH"] == 123456  # OMM keeps the whole count
+
+
+@pytest.mark.parametrize("change", [{"BSTAR": -3e-12}, {"BSTAR": 1e12}, {"MEAN_MOTION_DDOT": 1e9}])
+def test_tle_export_refuses_elements_its_columns_cannot_hold(change: dict) -> None:
+    """A TLE's B* and second derivative carry a one-digit exponent: an OMM B* of -3e-12 was written
+    as '-30000-11', a 71-character line 1 that no reader takes back; now one line pointing to OMM."""
+    c = parse_omm_text(json.dumps([{**RECORD, "NORAD_CAT_ID": 70004, **change}]), "json")
+    with pytest.raises(OrbitError, match=r"^satellite NEWSAT 1: its elements do not fit the TLE's columns "
+                                         r"\(line 1 would be 71 characters; B\* .*\); export OMM instead$"):
+        format_tle(c)
