@@ -493,9 +493,9 @@ def test_abandoned_partial_transfers_are_swept_by_age_and_size(tmp_path: Path) -
     _partial_group(partial, "d" * 32, size // 2, age_s=100)
     receiver.start()
     try:
-        _wait(lambda: not (partial / ("a" * 32 + ".part")).exists(), what="sweep at start")
-        names = sorted(p.name for p in partial.iterdir())
-        assert names == sorted(f"{k * 32}{s}" for k in "cd" for s in (".part", ".json"))
+        # The sweep at start deletes a transfer's files one by one: wait for the whole set it leaves.
+        expected = sorted(f"{k * 32}{s}" for k in "cd" for s in (".part", ".json"))
+        _wait(lambda: sorted(p.name for p in partial.iterdir()) == expected, what="the sweep at start to leave c and d")
         # A new transfer needs room: the oldest abandoned one goes, the newer stays.
         res = _send(receiver, model, offer_for_file("sender", model, 65536), s_keys)
         assert res.status == "delivered", res.detail
