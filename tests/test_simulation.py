@@ -126,6 +126,23 @@ def test_learning_sections_are_validated(changes: dict, match: str) -> None:
         parse_scenario(_doc(**changes), Path("."), "tiny.toml")
 
 
+@pytest.mark.parametrize(("table", "match"), [
+    # a table of a method not in methods.run was never checked: its typo or bad value went unnoticed
+    ({"fedavg": {"local_epoch": 5}}, r"^tiny\.toml: methods\.fedavg: invalid option\(s\): .*local_epoch"),
+    ({"hermes": {"prune_rate": 2.0}}, r"^tiny\.toml: methods\.hermes\.prune_rate must be a number in \(0, 1\]"),
+    ({"fol": {"top_k": 2}}, r"^tiny\.toml: methods\.fol: invalid option\(s\)"),
+    # a table of no method says which names exist
+    ({"fedsgd": {"fraction": 0.5}}, r"^tiny\.toml: methods\.fedsgd: unknown method 'fedsgd'; expected a table of "
+                                    r"options of one of .*fedavg.*mtfl"),
+    ({"fedavg": 3}, r"^tiny\.toml: methods\.fedavg: expected a table of options, got 3"),
+])
+def test_every_method_options_table_is_validated_run_or_not(table: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        parse_scenario(_doc(methods=table), Path("."), "tiny.toml")
+    ok = parse_scenario(_doc(methods={"fedavg": {"fraction": 0.5}}), Path("."), "tiny.toml")  # valid, not run: kept
+    assert ok.method_options == {"fedavg": {"fraction": 0.5}} and "fedavg" not in ok.methods
+
+
 def test_contact_sections_are_validated_too() -> None:
     with pytest.raises(ContactError, match="planes"):
         parse_scenario(_doc(constellation={"planes": 4}), Path("."), "tiny.toml")

@@ -301,7 +301,7 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     meth = doc.get("methods", {})
     if not isinstance(meth, dict):
         raise ConfigError("[methods]: expected a table")
-    from fol.methods import method_names
+    from fol.methods import get_method, method_names
 
     known = method_names()
     run_list = meth.get("run", ["local", "fol", "fol-a"])
@@ -317,8 +317,12 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     for key, value in meth.items():
         if key == "run":
             continue
-        if key not in known or not isinstance(value, dict):
-            raise ConfigError(f"methods.{key}: expected a table of options of a known method")
+        if key not in known:
+            raise ConfigError(f"methods.{key}: unknown method {key!r}; expected a table of options of one of "
+                              f"{', '.join(known)}")
+        if not isinstance(value, dict):
+            raise ConfigError(f"methods.{key}: expected a table of options, got {value!r}")
+        get_method(key, **value)  # every table, run or not: a typo or a bad value is refused, never ignored
         options[key] = dict(value)
 
     r = _table(doc, "run", {"executor", "workers", "threads", "ray_address", "transport"}, source)
