@@ -45,7 +45,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import key_values, machine_line  # noqa: E402
+from _common import key_values, machine_line, positive_float  # noqa: E402
 
 from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import check_output_file, write_json_atomic  # noqa: E402
@@ -160,7 +160,7 @@ def summary(rows: list[dict]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="synthetic-hurricane")
-    ap.add_argument("--psi", type=float, default=0.5)
+    ap.add_argument("--psi", type=positive_float("a Dirichlet concentration psi"), default=0.5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--nodes", type=int, default=24)
     ap.add_argument("--pool", type=int, default=7200)

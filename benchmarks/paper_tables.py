@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
-from _common import key_values, machine_line, per_core  # noqa: E402
+from _common import key_values, machine_line, per_core, positive_float  # noqa: E402
 
 from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import atomic_write_text, check_output_dir  # noqa: E402
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="psi 0.5 only, 4 nodes from 600 images, 1 seed, Q = 3")
     ap.add_argument("--data", nargs="+", help="dataset names (default: synthetic-wildfire synthetic-hurricane) "
                     "or imagefolder:PATH")
-    ap.add_argument("--psi", nargs="+", type=float, help="Dirichlet concentrations (default 0.7 0.5 0.3 0.1)")
+    ap.add_argument("--psi", nargs="+", type=positive_float("a Dirichlet concentration psi"), help="Dirichlet concentrations (default 0.7 0.5 0.3 0.1)")
     ap.add_argument("--seeds", type=int, help="number of training seeds (default 3)")
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--nodes", type=int, help="swarm size (default 24)")

@@ -63,6 +63,7 @@ from fol.methods.fol_method import run_fol_pipeline
 from fol.nodes import build_nodes
 from fol.personalize import swarm_transfer
 from fol.train import evaluate
+from swarmbase.tomlcheck import is_finite_number
 
 __all__ = [
     "ProtocolConfig", "ROWS", "COLUMN_QUANTILES", "PAPER_CELLS", "PAPER_SATELLITES", "column_nodes",
@@ -261,8 +262,8 @@ class ProtocolConfig:
         if self.min_samples < DEFAULT_MIN_SAMPLES:  # else a small node stops the run when its setting is pretrained
             raise ConfigError(f"protocol: min_samples must be >= {DEFAULT_MIN_SAMPLES} (every node's images are split "
                               f"70/15/15 into train/val/test, which needs {DEFAULT_MIN_SAMPLES}), got {self.min_samples}")
-        if any(not (p > 0) for p in self.psis):
-            raise ConfigError(f"protocol: psi values must be > 0, got {list(self.psis)}")
+        if not all(is_finite_number(p) and p > 0 for p in self.psis):  # Dirichlet concentrations
+            raise ConfigError(f"protocol: psi values must be finite numbers > 0, got {list(self.psis)}")
         if self.pool < 0 or (self.pool and self.pool < self.nodes * self.min_samples):
             raise ConfigError(f"protocol: pool must be 0 (all) or >= nodes x min_samples = "
                               f"{self.nodes * self.min_samples}, got {self.pool}")

@@ -529,3 +529,16 @@ def test_compare_lists_rows_in_the_paper_order_even_from_a_run_in_memory() -> No
                                                          for row in interleaved}}}})
     rows = [c.row for c in compare_results(run(0.8), run(0.9))]
     assert rows == rows_for(2, ("fol",))[1:] == ["FOL-A (E=1)", "FOL-A (E=2)", "FOL (E=1)", "FOL (E=2)"]
+
+
+@pytest.mark.parametrize("psi", ["inf", "nan", "0", "-0.5"])
+def test_psi_must_be_a_finite_positive_number(psi, tmp_path, capsys, benchmark_script) -> None:
+    """psi = inf passed the protocol's check (only ``> 0`` was asked) and reached the Dirichlet draw."""
+    with pytest.raises(ConfigError, match=r"protocol: psi values must be finite numbers > 0, got \[0\.5, "):
+        ProtocolConfig(psis=(0.5, float(psi)))
+    for name in ("paper_tables", "fol_diagnose"):
+        with pytest.raises(SystemExit) as stop:  # argparse: usage, then the one line, before any work
+            benchmark_script(name).main(["--psi", psi, "--nodes", "3", "--pool", "150"])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and f"argument --psi: expected a Dirichlet concentration psi > 0, got {psi}" in err
+        assert "Traceback" not in err
