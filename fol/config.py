@@ -224,10 +224,12 @@ class FOLConfig:
                 raise ConfigError(f"fol.{name} must be > 0, got {getattr(self, name)}")
         non_negative = ("pretrain_epochs", "patience", "finetune_epochs", "post_finetune_epochs", "gate_epochs",
                         "ensemble_steps", "distill_epochs", "finetune_freeze", "distill_aug_copies", "lambda_p", "gamma_shared", "gamma_unshared",
-                        "lam", "weight_decay", "momentum")
+                        "lam", "weight_decay")
         for name in non_negative:
             if getattr(self, name) < 0:
                 raise ConfigError(f"fol.{name} must be >= 0, got {getattr(self, name)}")
+        if not 0.0 <= self.momentum < 1.0:  # at 1 or more a past gradient never fades: SGD diverges
+            raise ConfigError(f"fol.momentum must be in [0, 1) (SGD momentum), got {self.momentum}")
         if not is_seed(self.seed):  # torch's generators take 64 bits; a user's seeds are 0..MAX_SEED everywhere
             raise ConfigError(f"fol.seed must be an integer in 0..{MAX_SEED}, got {self.seed!r}")
         if not 0.0 <= self.prune_ratio < 1.0:

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fol.errors import ConfigError, TrainingError
+from swarmbase.tomlcheck import is_finite_number
 
 __all__ = [
     "TrainConfig",
@@ -88,6 +89,8 @@ class TrainConfig:
             )
         if not (self.lr > 0 and math.isfinite(self.lr)) or self.weight_decay < 0:
             raise ConfigError(f"lr must be > 0 and weight_decay >= 0, got {self.lr}, {self.weight_decay}")
+        if not (is_finite_number(self.momentum) and 0 <= self.momentum < 1):  # at 1 or more SGD diverges
+            raise ConfigError(f"momentum must be a number in [0, 1) (SGD momentum), got {self.momentum!r}")
 
 
 @dataclass

@@ -617,3 +617,18 @@ def test_a_seed_outside_the_user_range_is_refused_naming_fol_seed(seed: int) -> 
     with pytest.raises(ConfigError, match=rf"^fol\.seed must be an integer in 0\.\.4294967295, got {seed}$"):
         FOLConfig.from_dict({"seed": seed})
     assert FOLConfig.from_dict({"seed": 2**32 - 1}).seed == 2**32 - 1
+
+
+@pytest.mark.parametrize("momentum", [1, 1.0, 1.5, -0.1])
+def test_sgd_momentum_must_be_below_one(momentum: float) -> None:
+    """fol.momentum = 1 (or more) was accepted: SGD's velocity then never lets a past gradient fade and the
+    training diverges; TrainConfig (the one training loop's settings) did not check momentum at all."""
+    shown = re.escape(str(momentum))
+    with pytest.raises(ConfigError, match=rf"^fol\.momentum must be in \[0, 1\) \(SGD momentum\), got {shown}"):
+        FOLConfig.from_dict({"momentum": momentum})
+    with pytest.raises(ConfigError, match=rf"^momentum must be a number in \[0, 1\) \(SGD momentum\), got {shown}$"):
+        TrainConfig(momentum=momentum)
+    for ok in (0, 0.0, 0.9, 0.99):
+        assert FOLConfig.from_dict({"momentum": ok}).momentum == TrainConfig(momentum=ok).momentum == ok
+    with pytest.raises(ConfigError, match=r"^momentum must be a number in \[0, 1\)"):
+        TrainConfig(momentum=float("nan"))
