@@ -85,7 +85,27 @@ def read_toml(path: str | os.PathLike[str], error: type[Exception], what: str = 
         raise error(f"{path}: invalid TOML (arrays or inline tables nested too deeply)") from None
     except ValueError:  # int() refuses more than sys.get_int_max_str_digits() digits
         raise error(f"{path}: invalid TOML (an integer longer than {sys.get_int_max_str_digits():,} digits)") from None
+    if _has_overlong_int(doc):  # a hex / octal / binary one is parsed at any size, but no message could show it
+        raise error(f"{path}: invalid TOML (an integer longer than {sys.get_int_max_str_digits():,} digits)")
     return doc, text
+
+
+def _has_overlong_int(doc: Any) -> bool:
+    """Whether ``doc`` holds an integer of more decimal digits than ``str()``
+    converts (``sys.get_int_max_str_digits()``; 0 means no limit)."""
+    digits = sys.get_int_max_str_digits()
+    if not digits:
+        return False
+    bound, stack = 10**digits, [doc]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) >= bound:
+            return True
+    return False
 
 
 def is_finite_number(v: Any) -> bool:

@@ -41,7 +41,10 @@ def test_table_checks_types_ranges_and_unknown_keys() -> None:
 def test_read_toml_refuses_bad_files_in_one_line(tmp_path: Path, error: type[Exception]) -> None:
     cases = {"missing.toml": None, "dir.toml": "DIR", "bin.toml": b"\xff\xfe\x00", "bad.toml": b"[a\nb=",
              "deep.toml": b"x = " + b"[" * 50_000 + b"]" * 50_000,  # 100 kB: a RecursionError inside tomllib
-             "long.toml": b"x = " + b"9" * 5_000}  # int() refuses over 4,300 digits: a ValueError inside tomllib
+             "long.toml": b"x = " + b"9" * 5_000,  # int() refuses over 4,300 digits: a ValueError inside tomllib
+             # a hex (octal, binary) integer is parsed at any size, and str() of it then failed in the
+             # first message that showed it: a ValueError traceback after the file had been read
+             "hex.toml": b"[a]\nx = [1, 0x" + b"f" * 5_000 + b"]", "oct.toml": b"x = {y = 0o" + b"7" * 5_000 + b"}"}
     for name, content in cases.items():
         p = tmp_path / name
         if content == "DIR":
@@ -54,7 +57,11 @@ def test_read_toml_refuses_bad_files_in_one_line(tmp_path: Path, error: type[Exc
         assert str(p) in msg and "\n" not in msg
     assert "is a directory" in _msg(read_toml, tmp_path / "dir.toml", error)
     assert "nested too deeply" in _msg(read_toml, tmp_path / "deep.toml", error)
-    assert "an integer longer than 4,300 digits" in _msg(read_toml, tmp_path / "long.toml", error)
+    for name in ("long.toml", "hex.toml", "oct.toml"):
+        assert "an integer longer than 4,300 digits" in _msg(read_toml, tmp_path / name, error)
+    edge = tmp_path / "edge.toml"  # 4,300 digits is still an integer (a field's own range check names it)
+    edge.write_text(f"x = {10**4300 - 1}\ny = {hex(10**4300 - 1)}\n")
+    assert read_toml(edge, error)[0] == {"x": 10**4300 - 1, "y": 10**4300 - 1}
     good = tmp_path / "good.toml"
     good.write_text("[a]\nb = 1\n")
     assert read_toml(good, error) == ({"a": {"b": 1}}, "[a]\nb = 1\n")
