@@ -32,7 +32,7 @@ from fol.defaults import MAX_SEED, is_seed
 from fol.errors import ConfigError
 from fol.pruning import PruneConfig
 from fol.train import TrainConfig
-from swarmbase.tomlcheck import Table, is_finite_number, read_toml
+from swarmbase.tomlcheck import Table, is_finite_number, read_toml, shown
 from fol.variants import PRESET_NAMES
 
 __all__ = ["FOLConfig", "PRESETS", "PAPER_OVERRIDES", "CHOICES"]
@@ -206,37 +206,37 @@ class FOLConfig:
             value = getattr(self, f.name)
             if f.type == "int":
                 if not isinstance(value, int) or isinstance(value, bool):
-                    raise ConfigError(f"fol.{f.name} must be an integer, got {value!r}")
+                    raise ConfigError(f"fol.{f.name} must be an integer, got {shown(value)}")
             elif f.type == "float":
                 if not is_finite_number(value):
-                    raise ConfigError(f"fol.{f.name} must be a finite number, got {value!r}")
+                    raise ConfigError(f"fol.{f.name} must be a finite number, got {shown(value)}")
                 setattr(self, f.name, float(value))
             elif f.type == "bool":
                 if not isinstance(value, bool):
-                    raise ConfigError(f"fol.{f.name} must be true or false, got {value!r}")
+                    raise ConfigError(f"fol.{f.name} must be true or false, got {shown(value)}")
             elif f.type == "str":
                 if value not in CHOICES[f.name]:
-                    raise ConfigError(f"fol.{f.name} must be one of {', '.join(map(repr, CHOICES[f.name]))}, got {value!r}")
+                    raise ConfigError(f"fol.{f.name} must be one of {', '.join(map(repr, CHOICES[f.name]))}, got {shown(value)}")
         positive = ("max_neighbours", "top_k", "rounds", "batch_size", "pretrain_lr", "finetune_lr",
                     "gate_lr", "ensemble_lr", "distill_lr", "temperature")
         for name in positive:
             if getattr(self, name) <= 0:
-                raise ConfigError(f"fol.{name} must be > 0, got {getattr(self, name)}")
+                raise ConfigError(f"fol.{name} must be > 0, got {shown(getattr(self, name))}")
         non_negative = ("pretrain_epochs", "patience", "finetune_epochs", "post_finetune_epochs", "gate_epochs",
                         "ensemble_steps", "distill_epochs", "finetune_freeze", "distill_aug_copies", "lambda_p", "gamma_shared", "gamma_unshared",
                         "lam", "weight_decay")
         for name in non_negative:
             if getattr(self, name) < 0:
-                raise ConfigError(f"fol.{name} must be >= 0, got {getattr(self, name)}")
+                raise ConfigError(f"fol.{name} must be >= 0, got {shown(getattr(self, name))}")
         if not 0.0 <= self.momentum < 1.0:  # at 1 or more a past gradient never fades: SGD diverges
-            raise ConfigError(f"fol.momentum must be in [0, 1) (SGD momentum), got {self.momentum}")
+            raise ConfigError(f"fol.momentum must be in [0, 1) (SGD momentum), got {shown(self.momentum)}")
         if not is_seed(self.seed):  # torch's generators take 64 bits; a user's seeds are 0..MAX_SEED everywhere
-            raise ConfigError(f"fol.seed must be an integer in 0..{MAX_SEED}, got {self.seed!r}")
+            raise ConfigError(f"fol.seed must be an integer in 0..{MAX_SEED}, got {shown(self.seed)}")
         if not 0.0 <= self.prune_ratio < 1.0:
-            raise ConfigError(f"fol.prune_ratio must be in [0, 1), got {self.prune_ratio}")
+            raise ConfigError(f"fol.prune_ratio must be in [0, 1), got {shown(self.prune_ratio)}")
         if self.distill_aug_copies > MAX_AUG_COPIES:  # each copy is one more D_train held in memory
             raise ConfigError(f"fol.distill_aug_copies must be at most {MAX_AUG_COPIES} (each is a copy of D_train "
-                              f"held in memory), got {self.distill_aug_copies}")
+                              f"held in memory), got {shown(self.distill_aug_copies)}")
 
     # ------------------------------------------------------------ loading
 
@@ -244,7 +244,7 @@ class FOLConfig:
     def preset(cls, name: str, **changes: Any) -> "FOLConfig":
         """The named preset (``"default"`` or ``"paper"``) with ``changes`` on top."""
         if name not in PRESETS:
-            raise ConfigError(f"fol.preset: unknown preset {name!r}; expected one of {', '.join(PRESETS)}")
+            raise ConfigError(f"fol.preset: unknown preset {shown(name)}; expected one of {', '.join(PRESETS)}")
         return cls(**{**PRESETS[name], **changes})
 
     @classmethod
@@ -259,7 +259,7 @@ class FOLConfig:
         data = {k: v for k, v in data.items() if k != "preset"}
         name = preset or t.str("preset", "default")
         if name not in PRESETS:
-            t.fail("preset", f"unknown preset {name!r}; expected one of {', '.join(PRESETS)}")
+            t.fail("preset", f"unknown preset {shown(name)}; expected one of {', '.join(PRESETS)}")
         try:
             return cls(**{**PRESETS[name], **data})
         except ConfigError as exc:  # a bad value: name the file too, as an unknown key does

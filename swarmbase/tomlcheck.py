@@ -26,7 +26,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["Table", "read_toml", "read_text_file", "check_input_file", "is_finite_number", "MAX_TOML_BYTES"]
+__all__ = ["Table", "read_toml", "read_text_file", "check_input_file", "is_finite_number", "shown", "MAX_TOML_BYTES"]
 
 #: Configuration files larger than this are refused before parsing (bytes).
 MAX_TOML_BYTES = 4 * 1024 * 1024
@@ -123,6 +123,26 @@ def is_finite_number(v: Any) -> bool:
         return False
 
 
+def shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` for a one-line error message, at most about ``limit``
+    characters: a long integer keeps its first digits and says how many it has,
+    any other long value is cut with ``...`` (a TOML integer or string has no
+    size limit, and a message is meant to be read).
+
+    >>> shown(10**400), shown("x" * 100, 12), shown(0.5)
+    ('10000000000000000000... (401 digits)', "'xxxxxxxx...", '0.5')
+    """
+    try:
+        text = " ".join(repr(value).split())
+    except ValueError:  # an integer str() refuses (more than sys.get_int_max_str_digits() digits)
+        return f"an integer of more than {sys.get_int_max_str_digits():,} digits"
+    if len(text) <= limit:
+        return text
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{text[:20]}... ({len(text.lstrip('-')):,} digits)"
+    return text[: max(limit - 3, 1)] + "..."
+
+
 class Table:
     """Typed, checked access to one TOML table.
 
@@ -141,7 +161,7 @@ class Table:
             allowed = set(allowed)
             unknown = sorted(set(data) - allowed)
             if unknown:
-                self._raise(f"{where or 'top level'}: unknown key {unknown[0]!r} "
+                self._raise(f"{where or 'top level'}: unknown key {shown(unknown[0])} "
                             f"(allowed: {', '.join(sorted(allowed))})")
         self.data: dict[str, Any] = data
 
@@ -187,17 +207,17 @@ class Table:
         if v is None or key not in self.data:
             return v
         if not is_finite_number(v):
-            self.fail(key, f"expected a number, got {v!r}")
+            self.fail(key, f"expected a number, got {shown(v)}")
         if positive and v <= 0:
-            self.fail(key, f"expected a positive number, got {v}")
+            self.fail(key, f"expected a positive number, got {shown(v)}")
         if nonneg and v < 0:
-            self.fail(key, f"expected a number >= 0, got {v}")
+            self.fail(key, f"expected a number >= 0, got {shown(v)}")
         if minimum is not None and v < minimum or maximum is not None and v > maximum:
             hi = "inf" if maximum is None else f"{maximum:g}"
             if minimum is None and positive:  # the range starts above 0, not at -inf
-                self.fail(key, f"expected a positive number of at most {hi}, got {v}")
+                self.fail(key, f"expected a positive number of at most {hi}, got {shown(v)}")
             lo = f"{minimum:g}" if minimum is not None else "0" if nonneg else "-inf"
-            self.fail(key, f"expected a number in {lo}..{hi}, got {v}")
+            self.fail(key, f"expected a number in {lo}..{hi}, got {shown(v)}")
         return float(v)
 
     def int(self, key: str, default: int | None = None, required: bool = False, *,
@@ -207,11 +227,11 @@ class Table:
         if v is None or key not in self.data:
             return v
         if isinstance(v, bool) or not isinstance(v, int):
-            self.fail(key, f"expected an integer, got {v!r}")
+            self.fail(key, f"expected an integer, got {shown(v)}")
         if minimum is not None and v < minimum:
-            self.fail(key, f"expected an integer >= {minimum}, got {v}")
+            self.fail(key, f"expected an integer >= {minimum}, got {shown(v)}")
         if maximum is not None and v > maximum:
-            self.fail(key, f"expected an integer <= {maximum}, got {v}")
+            self.fail(key, f"expected an integer <= {maximum}, got {shown(v)}")
         return v
 
     def str(self, key: str, default: str | None = None, required: bool = False, *,
@@ -221,20 +241,20 @@ class Table:
         if v is None or key not in self.data:
             return v
         if not isinstance(v, str):
-            self.fail(key, f"expected a string, got {v!r}")
+            self.fail(key, f"expected a string, got {shown(v)}")
         if nonempty and not v.strip():
             self.fail(key, "expected a non-empty string")
         if choices is not None:
             choices = tuple(choices)
             if v not in choices:
-                self.fail(key, f"expected one of {', '.join(choices)}, got {v!r}")
+                self.fail(key, f"expected one of {', '.join(choices)}, got {shown(v)}")
         return v
 
     def bool(self, key: str, default: bool | None = None, required: bool = False) -> bool | None:
         """``true`` or ``false``."""
         v = self.raw(key, default, required)
         if key in self.data and not isinstance(v, bool):
-            self.fail(key, f"expected true or false, got {v!r}")
+            self.fail(key, f"expected true or false, got {shown(v)}")
         return v
 
     def str_list(self, key: str, default: list[str] | None = None, required: bool = False, *,
@@ -244,7 +264,7 @@ class Table:
         if v is None or key not in self.data:
             return v
         if not isinstance(v, list) or not v or not all(isinstance(x, str) for x in v):
-            self.fail(key, f"expected a non-empty list of {what}, got {v!r}")
+            self.fail(key, f"expected a non-empty list of {what}, got {shown(v)}")
         return list(v)
 
     def path(self, key: str, base: str | os.PathLike[str], required: bool = False) -> Path | None:

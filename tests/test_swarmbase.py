@@ -78,3 +78,47 @@ def _msg(fn, *args) -> str:
 def test_format_bytes() -> None:
     assert [format_bytes(n) for n in (0, 999, 1000, 189_712, 3_200_000_000, 5e12)] == [
         "0 B", "999 B", "1.0 kB", "189.7 kB", "3.2 GB", "5.0 TB"]
+
+
+def test_a_huge_value_is_shown_shortened_in_every_message() -> None:
+    """A 400-digit TOML integer (or a 100,000-character string) was printed in full in the one-line
+    error, burying the field name in a screen of digits; the value shown is now bounded."""
+    from fol.config import FOLConfig
+    from fol.methods import get_method
+    from fol.simulation import parse_scenario
+
+    big, long = 10**400, "x" * 100_000
+
+    def demo(**tables: dict) -> dict:
+        import tomllib
+        from importlib import resources
+
+        return {**tomllib.loads(resources.files("fol.simulation").joinpath("demo.toml").read_text()), **tables}
+
+    calls = [(lambda: Table({"n": big}, "tbl", error=_Err).num("n"), "tbl.n: expected a number"),
+             (lambda: Table({"n": big}, "tbl", error=_Err).int("n", maximum=5), "tbl.n: expected an integer <= 5"),
+             (lambda: Table({"s": long}, "tbl", error=_Err).str("s", choices=("a",)), "tbl.s: expected one of a"),
+             (lambda: Table({"s": [long]}, "tbl", error=_Err).bool("s"), "tbl.s: expected true or false"),
+             (lambda: Table({long: 1}, "tbl", {"a"}, error=_Err), "tbl: unknown key 'xxx"),
+             (lambda: FOLConfig(momentum=big), "fol.momentum must be a finite number"),
+             (lambda: FOLConfig(top_k=-big), "fol.top_k must be > 0"),
+             (lambda: FOLConfig(distill_inputs=long), "fol.distill_inputs must be one of"),
+             (lambda: get_method("fedavg", fraction=big), "methods.fedavg.fraction must be a number in (0, 1]"),
+             (lambda: get_method("hermes", rounds=-big), "methods.hermes.rounds must be an integer >= 1"),
+             (lambda: get_method("hermes", intersection=long), "methods.hermes.intersection must be one of"),
+             (lambda: get_method("dense", perturb=long), "methods.dense.perturb must be"),
+             (lambda: parse_scenario(demo(scenario={"name": "x", "seeds": [big]}), Path("."), "s.toml"),
+              "s.toml: scenario.seeds: expected a non-empty list of integers"),
+             (lambda: parse_scenario(demo(methods={"run": [long]}), Path("."), "s.toml"), "s.toml: methods.run:"),
+             (lambda: parse_scenario(demo(methods={"fedavg": [big]}), Path("."), "s.toml"),
+              "s.toml: methods.fedavg: expected a table of options")]
+    for call, words in calls:
+        with pytest.raises(Exception) as exc:  # noqa: PT011 - the message is what is tested
+            call()
+        msg = str(exc.value)
+        assert len(msg) < 300 and words in msg and ("(401 digits)" in msg or "..." in msg), msg[:400]
+    from swarmbase.tomlcheck import shown
+
+    assert shown(10**400) == "10000000000000000000... (401 digits)" and shown(-(10**400)).endswith("(401 digits)")
+    assert shown(int("f" * 5000, 16)) == "an integer of more than 4,300 digits"
+    assert shown("abc") == "'abc'" and shown(True) == "True" and len(shown(list(range(10**4)))) <= 60

@@ -23,7 +23,7 @@ from fol.errors import ConfigError
 from fol.methods.base import NodeResult, NodeSetup, SwarmContext
 from fol.models import ModelSpec, build_model
 from fol.train import TrainConfig, evaluate, layer_modes_kept
-from swarmbase.tomlcheck import is_finite_number
+from swarmbase.tomlcheck import is_finite_number, shown
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class Ledger:
 def check_fraction(method: str, name: str, value: float) -> float:
     """``value`` in (0, 1], else a ConfigError naming ``methods.<method>.<name>``."""
     if not is_finite_number(value) or not 0.0 < float(value) <= 1.0:
-        raise ConfigError(f"methods.{method}.{name} must be a number in (0, 1], got {value!r}")
+        raise ConfigError(f"methods.{method}.{name} must be a number in (0, 1], got {shown(value)}")
     return float(value)
 
 
@@ -71,21 +71,21 @@ def check_unit(method: str, name: str, value: float, *, closed: bool = True) -> 
     """``value`` in [0, 1] (``closed``) or [0, 1)."""
     ok = is_finite_number(value) and (0.0 <= float(value) <= 1.0 if closed else 0.0 <= float(value) < 1.0)
     if not ok:
-        raise ConfigError(f"methods.{method}.{name} must be a number in [0, 1{']' if closed else ')'}, got {value!r}")
+        raise ConfigError(f"methods.{method}.{name} must be a number in [0, 1{']' if closed else ')'}, got {shown(value)}")
     return float(value)
 
 
 def check_positive_int(method: str, name: str, value: int, *, allow_zero: bool = False) -> int:
     low = 0 if allow_zero else 1
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ConfigError(f"methods.{method}.{name} must be an integer >= {low}, got {value!r}")
+        raise ConfigError(f"methods.{method}.{name} must be an integer >= {low}, got {shown(value)}")
     return int(value)
 
 
 def check_positive(method: str, name: str, value: float, *, allow_zero: bool = False) -> float:
     ok = is_finite_number(value) and (float(value) >= 0 if allow_zero else float(value) > 0)
     if not ok:
-        raise ConfigError(f"methods.{method}.{name} must be a {'non-negative' if allow_zero else 'positive'} number, got {value!r}")
+        raise ConfigError(f"methods.{method}.{name} must be a {'non-negative' if allow_zero else 'positive'} number, got {shown(value)}")
     return float(value)
 
 

@@ -29,6 +29,7 @@ from fol.data import NodeData
 from fol.errors import ConfigError
 from fol.models import ModelSpec
 from fol.train import TrainConfig
+from swarmbase.tomlcheck import shown
 
 __all__ = [
     "NodeSetup",
@@ -201,7 +202,7 @@ def get_method(name: str, **options: Any) -> Method:
     """Instantiate the registered method ``name`` with its options."""
     _load_all()
     if name not in _REGISTRY:
-        raise ConfigError(f"method {name!r} is unknown; expected one of {', '.join(sorted(_REGISTRY))}")
+        raise ConfigError(f"method {shown(name)} is unknown; expected one of {', '.join(sorted(_REGISTRY))}")
     try:
         return _REGISTRY[name](**options)
     except TypeError as exc:

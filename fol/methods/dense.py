@@ -78,6 +78,7 @@ from fol.methods._common import (
 from fol.methods.base import Method, NodeResult, SwarmContext, register
 from fol.models import build_model
 from fol.train import TrainConfig, fit, seed_everything
+from swarmbase.tomlcheck import shown
 
 __all__ = ["BUDGETS", "budget_share", "generator_samples", "Generator", "DataFreeConfig", "DataFreeResult", "distill_data_free", "generator_loss", "ensemble_weight_steps", "kl_div", "DenseMethod", "WeightedEnsemble"]
 
@@ -486,7 +487,7 @@ class _DataFreeMethod(Method):
             from fol.errors import ConfigError
 
             raise ConfigError(f"methods.{cls.name}.budget must be one of {', '.join(map(repr, [*BUDGETS, 'paper']))}, "
-                              f"got {budget!r}")
+                              f"got {shown(budget)}")
         return dict(BUDGETS[budget])
 
     def __init__(self, budget: str = "tiny", **options) -> None:
@@ -511,11 +512,11 @@ class _DataFreeMethod(Method):
             if name in values and not isinstance(values[name], bool):
                 from fol.errors import ConfigError
 
-                raise ConfigError(f"methods.{self.name}.{name} must be true or false, got {values[name]!r}")
+                raise ConfigError(f"methods.{self.name}.{name} must be true or false, got {shown(values[name])}")
         if values.get("perturb", "none") not in ("none", "ods", "disagreement"):
             from fol.errors import ConfigError
 
-            raise ConfigError(f"methods.{self.name}.perturb must be 'none', 'ods' or 'disagreement', got {values['perturb']!r}")
+            raise ConfigError(f"methods.{self.name}.perturb must be 'none', 'ods' or 'disagreement', got {shown(values['perturb'])}")
         self.options = values
 
     def check_inputs(self, shape: tuple[int, ...], fol: FOLConfig | None = None) -> None:

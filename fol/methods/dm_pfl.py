@@ -80,6 +80,7 @@ from fol.methods.base import SwarmContext, register
 from fol.methods.server import ServerMethod, Traffic
 from fol.models import ModelSpec, build_model
 from fol.train import TrainConfig, evaluate, predict_logits
+from swarmbase.tomlcheck import shown
 
 __all__ = [
     "DMPFLMethod", "DMPFLPlusMethod", "masked_keys", "magnitude_mask", "eq5_aggregate", "global_mask",
@@ -361,7 +362,7 @@ class _DMPFLBase(ServerMethod):
         for opt, value, choices in (("distribution", distribution, ("erk", "uniform")),
                                     ("init", init, ("global", "pretrained"))):
             if value not in choices:
-                raise ConfigError(f"methods.{self.name}.{opt} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+                raise ConfigError(f"methods.{self.name}.{opt} must be one of {', '.join(map(repr, choices))}, got {shown(value)}")
         self.distribution, self.init = distribution, init
 
     def cache_key(self) -> tuple:

@@ -91,6 +91,7 @@ from fol.methods.server import ServerMethod, Traffic
 from fol.models import ModelSpec, build_model
 from fol.pruning import gate_sites, prunable_layers
 from fol.train import TrainConfig, evaluate, layer_modes_kept
+from swarmbase.tomlcheck import shown
 
 __all__ = [
     "HermesMethod", "channel_groups", "channel_slices", "element_masks", "group_lasso", "prune_channels",
@@ -138,7 +139,7 @@ def channel_slices(model: nn.Module, input_shape: Sequence[int], level: str = "p
     [('classifier.3.weight', 1, [5])]
     """
     if level not in ("parameter", "channel"):
-        raise ConfigError(f"intersection must be 'parameter' or 'channel', got {level!r}")
+        raise ConfigError(f"intersection must be 'parameter' or 'channel', got {shown(level)}")
     layers = prunable_layers(model)
     if level == "channel":
         groups = channel_groups(model, input_shape)
@@ -353,7 +354,7 @@ class HermesMethod(ServerMethod):
                                     ("target_share", target_share, ("kept", "pruned")),
                                     ("init", init, ("global", "pretrained"))):
             if value not in choices:
-                raise ConfigError(f"methods.{self.name}.{opt} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+                raise ConfigError(f"methods.{self.name}.{opt} must be one of {', '.join(map(repr, choices))}, got {shown(value)}")
         if target_share == "kept" and self.target == 0.0:
             raise ConfigError(f"methods.{self.name}.target must be > 0 when target_share = 'kept' (some channels must remain)")
         self.intersection, self.target_share, self.init = intersection, target_share, init

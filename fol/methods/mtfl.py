@@ -51,6 +51,7 @@ from fol.methods.base import SwarmContext, register
 from fol.methods.server import ServerMethod, Traffic
 from fol.models import ModelSpec, build_model
 from fol.train import TrainConfig, fit
+from swarmbase.tomlcheck import shown
 
 __all__ = ["MTFLMethod", "MTFLAdamMethod", "private_keys", "MTFLTask", "mtfl_client_update", "PRIVATE_CHOICES"]
 
@@ -154,7 +155,7 @@ class _MTFLBase(ServerMethod):
     def __init__(self, private: str = "params", adam_lr: float = 1e-3, **common) -> None:
         super().__init__(**common)
         if private not in PRIVATE_CHOICES:
-            raise ConfigError(f"methods.{self.name}.private must be one of {', '.join(PRIVATE_CHOICES)}, got {private!r}")
+            raise ConfigError(f"methods.{self.name}.private must be one of {', '.join(PRIVATE_CHOICES)}, got {shown(private)}")
         self.private = private
         self.adam_lr = check_positive(self.name, "adam_lr", adam_lr)
         if self.adam and self.lr is not None:  # the local Adam steps run at adam_lr: lr would be ignored

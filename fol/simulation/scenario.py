@@ -69,7 +69,7 @@ from fol.errors import ConfigError, DataError
 from fol.executors import EXECUTORS
 from fol.models import architectures
 from fol.nodedata import dataset_options
-from swarmbase.tomlcheck import Table, read_toml
+from swarmbase.tomlcheck import Table, read_toml, shown
 
 __all__ = ["SwarmScenario", "DataConfig", "ModelsConfig", "RunConfig", "load_scenario", "parse_scenario"]
 
@@ -179,18 +179,18 @@ def _check_image_file_fields(data: DataConfig) -> None:
     if data.skip_corrupt and not dataset_accepts(data.dataset, "skip_corrupt"):
         readers = ", ".join(n for n in dataset_names() if dataset_accepts(n, "skip_corrupt"))
         raise ConfigError(f"data.skip_corrupt: only applies to the datasets read from image files ({readers}), "
-                          f"not {data.dataset!r}")
+                          f"not {shown(data.dataset)}")
     if data.dataset != "imagefolder":
         for key, unset in (("path", data.path is None), ("coords", data.coords == "none")):
             if not unset:
-                raise ConfigError(f"data.{key}: only applies to dataset 'imagefolder', not {data.dataset!r} "
+                raise ConfigError(f"data.{key}: only applies to dataset 'imagefolder', not {shown(data.dataset)} "
                                   f"(real datasets are found under data.root)")
         return
     if data.path is None:
         raise ConfigError("data.path: dataset 'imagefolder' needs path = <folder with one sub-folder per class> "
                           "(relative to the scenario file)")
     if data.partition in ("orbit", "region") and data.coords == "none":
-        raise ConfigError(f"data.partition: {data.partition!r} places images by their coordinates, but data.coords "
+        raise ConfigError(f"data.partition: {shown(data.partition)} places images by their coordinates, but data.coords "
                           f"is 'none'; set coords = 'filename' (<lon>,<lat>.<ext>) or 'csv' (<path>/coords.csv), "
                           f"or use partition = 'dirichlet'")
 
@@ -216,7 +216,7 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     seeds = s.get("seeds", [s.get("seed", 0)])
     if not isinstance(seeds, list) or not seeds or not all(is_seed(x) for x in seeds):
         # the generators seeded by [seed, ...] take non-negative integers only, torch's at most 64 bits
-        raise ConfigError(f"scenario.seeds: expected a non-empty list of integers in 0..{MAX_SEED}, got {seeds!r}")
+        raise ConfigError(f"scenario.seeds: expected a non-empty list of integers in 0..{MAX_SEED}, got {shown(seeds)}")
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"scenario.seeds: repeated seed in {seeds}")
 
@@ -242,51 +242,51 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     if "path" in d:
         data.path = str(d.path("path", base_dir))
     if data.dataset not in dataset_names():
-        raise ConfigError(f"data.dataset: unknown dataset {data.dataset!r}; expected one of {', '.join(dataset_names())}")
+        raise ConfigError(f"data.dataset: unknown dataset {shown(data.dataset)}; expected one of {', '.join(dataset_names())}")
     _check_image_file_fields(data)
     if data.partition not in PARTITIONS:
-        raise ConfigError(f"data.partition: expected one of {', '.join(PARTITIONS)}, got {data.partition!r}")
+        raise ConfigError(f"data.partition: expected one of {', '.join(PARTITIONS)}, got {shown(data.partition)}")
     if data.partition == "orbit" and contact.constellation is None:
         raise ConfigError("data.partition: 'orbit' needs a [constellation] (drone swarms: dirichlet or region)")
     if data.assign not in ("uniform", "first"):
-        raise ConfigError(f"data.assign: expected 'uniform' or 'first', got {data.assign!r}")
+        raise ConfigError(f"data.assign: expected 'uniform' or 'first', got {shown(data.assign)}")
     if data.psi <= 0:
-        raise ConfigError(f"data.psi: expected > 0, got {data.psi}")
+        raise ConfigError(f"data.psi: expected > 0, got {shown(data.psi)}")
     if data.min_samples < DEFAULT_MIN_SAMPLES:  # below it the node's split stops the run after the data is read
         raise ConfigError(f"data.min_samples: expected >= {DEFAULT_MIN_SAMPLES} (every node's images are split "
-                          f"70/15/15 into train/val/test, which needs {DEFAULT_MIN_SAMPLES}), got {data.min_samples}")
+                          f"70/15/15 into train/val/test, which needs {DEFAULT_MIN_SAMPLES}), got {shown(data.min_samples)}")
     if data.per_node is not None and data.per_node < data.min_samples:  # no node could hold min_samples
         raise ConfigError(f"data.per_node: expected >= data.min_samples = {data.min_samples} (a node holds at "
-                          f"most per_node images), got {data.per_node}")
+                          f"most per_node images), got {shown(data.per_node)}")
     if data.size is not None and data.size < 1:
-        raise ConfigError(f"data.size: expected >= 1, got {data.size}")
+        raise ConfigError(f"data.size: expected >= 1, got {shown(data.size)}")
     if data.image_size is not None and not 8 <= data.image_size <= MAX_IMAGE_SIZE:
-        raise ConfigError(f"data.image_size: expected an integer of 8..{MAX_IMAGE_SIZE} pixels, got {data.image_size}")
+        raise ConfigError(f"data.image_size: expected an integer of 8..{MAX_IMAGE_SIZE} pixels, got {shown(data.image_size)}")
     if data.dataset.startswith("synthetic-"):
         try:  # the pool is drawn whole: refuse one that could not be held before drawing it
             check_pool_size(data.size or SYNTHETIC_DEFAULT_SIZE, data.side_px, "data.size")
         except DataError as exc:
             raise ConfigError(str(exc)) from None
     if data.acquisition_s is not None and data.acquisition_s <= 0:
-        raise ConfigError(f"data.acquisition_s: expected > 0 s, got {data.acquisition_s}")
+        raise ConfigError(f"data.acquisition_s: expected > 0 s, got {shown(data.acquisition_s)}")
     if data.swath_km <= 0:
-        raise ConfigError(f"data.swath_km: expected > 0 km, got {data.swath_km}")
+        raise ConfigError(f"data.swath_km: expected > 0 km, got {shown(data.swath_km)}")
 
     m = _table(doc, "models", {"archs", "arch", "rule", "nodes"}, source)
     if "arch" in m and "archs" in m:
         raise ConfigError("models: give arch or archs, not both")
     archs = m.get("archs", [m["arch"]] if "arch" in m else [DEFAULT_ARCH])
     if not isinstance(archs, list) or not archs or not all(isinstance(a, str) for a in archs):
-        raise ConfigError(f"models.archs: expected a non-empty list of architecture names, got {archs!r}")
+        raise ConfigError(f"models.archs: expected a non-empty list of architecture names, got {shown(archs)}")
     nodes = m.get("nodes", {})
     if not isinstance(nodes, dict) or not all(isinstance(v, str) for v in nodes.values()):
         raise ConfigError("models.nodes: expected a table of node name = architecture")
     for where, a in [("models.archs", a) for a in archs] + [(f"models.nodes.{k}", v) for k, v in nodes.items()]:
         if a not in architectures():
-            raise ConfigError(f"{where}: unknown architecture {a!r}; expected one of {', '.join(architectures())}")
+            raise ConfigError(f"{where}: unknown architecture {shown(a)}; expected one of {', '.join(architectures())}")
     models = ModelsConfig(list(archs), m.str("rule", "cycle"), dict(nodes))
     if models.rule not in ("cycle", "plane"):
-        raise ConfigError(f"models.rule: expected 'cycle' or 'plane', got {models.rule!r}")
+        raise ConfigError(f"models.rule: expected 'cycle' or 'plane', got {shown(models.rule)}")
     if models.rule == "plane" and contact.constellation is None:
         raise ConfigError("models.rule: 'plane' needs a [constellation]")
 
@@ -306,22 +306,22 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     known = method_names()
     run_list = meth.get("run", ["local", "fol", "fol-a"])
     if not isinstance(run_list, list) or not run_list or not all(isinstance(x, str) for x in run_list):
-        raise ConfigError(f"methods.run: expected a non-empty list of method names, got {run_list!r}")
+        raise ConfigError(f"methods.run: expected a non-empty list of method names, got {shown(run_list)}")
     for x in run_list:
         if x not in known:
-            raise ConfigError(f"methods.run: unknown method {x!r}; expected some of {', '.join(known)}")
+            raise ConfigError(f"methods.run: unknown method {shown(x)}; expected some of {', '.join(known)}")
     repeated = next((x for i, x in enumerate(run_list) if x in run_list[:i]), None)
     if repeated is not None:  # it would run twice per seed, over one results file, and count its rows twice
-        raise ConfigError(f"methods.run: repeated method {repeated!r} in {run_list}")
+        raise ConfigError(f"methods.run: repeated method {shown(repeated)} in {shown(run_list)}")
     options = {}
     for key, value in meth.items():
         if key == "run":
             continue
         if key not in known:
-            raise ConfigError(f"methods.{key}: unknown method {key!r}; expected a table of options of one of "
+            raise ConfigError(f"methods.{key}: unknown method {shown(key)}; expected a table of options of one of "
                               f"{', '.join(known)}")
         if not isinstance(value, dict):
-            raise ConfigError(f"methods.{key}: expected a table of options, got {value!r}")
+            raise ConfigError(f"methods.{key}: expected a table of options, got {shown(value)}")
         get_method(key, **value)  # every table, run or not: a typo or a bad value is refused, never ignored
         options[key] = dict(value)
 
@@ -334,13 +334,13 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         transport=r.str("transport", "inproc"),
     )
     if run.transport not in ("inproc", "zmq"):
-        raise ConfigError(f"run.transport: expected 'inproc' or 'zmq', got {run.transport!r}")
+        raise ConfigError(f"run.transport: expected 'inproc' or 'zmq', got {shown(run.transport)}")
     if run.executor not in EXECUTORS:
-        raise ConfigError(f"run.executor: expected one of {', '.join(EXECUTORS)}, got {run.executor!r}")
+        raise ConfigError(f"run.executor: expected one of {', '.join(EXECUTORS)}, got {shown(run.executor)}")
     for key in ("workers", "threads"):
         value = getattr(run, key)
         if value is not None and value < 1:
-            raise ConfigError(f"run.{key}: expected >= 1, got {value}")
+            raise ConfigError(f"run.{key}: expected >= 1, got {shown(value)}")
 
     o = _table(doc, "output", {"dir"}, source)
     out = Path(o.str("dir", nonempty=True)) if "dir" in o else None
