@@ -11,9 +11,12 @@ any result) plus the mean over all nodes; mean ± std over seeds; the paper's
 published cells beside ours. Writes ``tables.md``, ``tables.csv`` and
 ``tables.json`` to ``--out``, rewritten (crash-safe) after every finished
 seed, so a long run that is stopped keeps the seeds it finished (the tables
-then say they are partial). Every setting's table is followed by each row
-paired with Local on the same nodes and seeds: the difference, the (node,
-seed) pairs above and below, and a Wilcoxon signed-rank test over nodes.
+then say they are partial); an ``--out`` that already holds such tables is
+refused before any work (the run would replace them): give every run its own
+folder and join them with ``--merge``. Every setting's table is followed by
+each row paired with Local on the same nodes and seeds: the difference, the
+(node, seed) pairs above and below, and a Wilcoxon signed-rank test over
+nodes.
 ``--merge`` joins the tables.json of runs made in separate processes (one per
 task, per seed, or per method group: ``--methods fol`` in one, ``--methods
 dense fedavg`` in another) into one table without re-running anything; runs
@@ -58,7 +61,7 @@ from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import atomic_write_text, check_output_dir  # noqa: E402
 from fol.executors import make_executor  # noqa: E402
 from fol.reproduce import (COLUMN_QUANTILES, METHOD_GROUPS, ProtocolConfig, ProtocolResult,  # noqa: E402
-                           compare_results, merge_results, run_protocol)
+                           check_fresh_output, compare_results, merge_results, run_protocol)
 
 
 def _cpu_seconds() -> float:
@@ -255,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
         cfg = build_config(args)
         check_output_dir(args.out, ConfigError, what="--out")  # before hours of work, not after
+        check_fresh_output(args.out)  # a run writes its tables after its first seed: never over another run's
         print(machine_line(), flush=True)
         say = (lambda m: None) if args.quiet else (lambda m: print(f"[{time.strftime('%H:%M:%S')}] {m}", flush=True))
         with make_executor(args.executor, workers=args.workers, threads=args.threads) as ex:

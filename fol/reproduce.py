@@ -67,6 +67,7 @@ from swarmbase.tomlcheck import is_finite_number
 
 __all__ = [
     "ProtocolConfig", "ROWS", "COLUMN_QUANTILES", "PAPER_CELLS", "PAPER_SATELLITES", "column_nodes",
+    "TABLE_FILES", "check_fresh_output",
     "Paired", "paired_difference", "merge_results", "RowComparison", "compare_results",
     "partition_pool", "pretrained_swarm", "run_setting", "run_protocol", "ProtocolResult", "load_pool", "paper_task", "METHOD_GROUPS", "rows_for",
 ]
@@ -676,13 +677,28 @@ class ProtocolResult:
         return result
 
     def write(self, out_dir: Path) -> list[Path]:
-        """``tables.md``, ``tables.csv`` and ``tables.json`` in ``out_dir``."""
+        """``tables.md``, ``tables.csv`` and ``tables.json`` (:data:`TABLE_FILES`) in ``out_dir``."""
         out_dir.mkdir(parents=True, exist_ok=True)
-        paths = [out_dir / "tables.md", out_dir / "tables.csv", out_dir / "tables.json"]
+        paths = [out_dir / name for name in TABLE_FILES]
         atomic_write_bytes(paths[0], self.markdown().encode())
         atomic_write_bytes(paths[1], self.csv().encode())
         write_json_atomic(paths[2], self.to_json())
         return paths
+
+
+#: The files :meth:`ProtocolResult.write` writes (and rewrites after every finished seed).
+TABLE_FILES: tuple[str, ...] = ("tables.md", "tables.csv", "tables.json")
+
+
+def check_fresh_output(out_dir: Path, what: str = "--out") -> None:
+    """Refuse, with one :class:`ConfigError` line, an ``out_dir`` that already
+    holds a result's tables (:data:`TABLE_FILES`): writing there would replace an
+    earlier run's seeds by this one's (after its first seed). Runs are joined
+    with :func:`merge_results`."""
+    held = [name for name in TABLE_FILES if (Path(out_dir) / name).exists()]
+    if held:
+        raise ConfigError(f"{what} {out_dir}: already holds {', '.join(held)} of an earlier run, which this one "
+                          f"would replace; give another --out (join runs with --merge)")
 
 
 #: The protocol settings that may differ between the runs :func:`merge_results`

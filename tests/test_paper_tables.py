@@ -542,3 +542,19 @@ def test_psi_must_be_a_finite_positive_number(psi, tmp_path, capsys, benchmark_s
         err = capsys.readouterr().err
         assert stop.value.code == 2 and f"argument --psi: expected a Dirichlet concentration psi > 0, got {psi}" in err
         assert "Traceback" not in err
+
+
+def test_a_run_never_overwrites_the_tables_of_an_earlier_run(tmp_path, capsys, benchmark_script) -> None:
+    """An --out that already holds a run's tables (e.g. a stopped three-seed run, whose
+    missing seed is then run with the default --out by mistake) is refused before any
+    training, in one line naming the file: the run would rewrite it with its own seeds
+    after its first one. Runs are joined with --merge (whose --out may be rewritten: a
+    merge is made again from its inputs), never by writing into one folder."""
+    saved, _ = _fake_run(tmp_path, "saved", "synthetic-hurricane", [0, 1])
+    before = saved.read_bytes()
+    script = benchmark_script("paper_tables")
+    argv = ["--quick", *TINY, "--rounds", "1", "--methods", "local", "--out", str(saved.parent)]
+    assert script.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "tables.json" in err and "--merge" in err and len(err.strip().splitlines()) == 1
+    assert saved.read_bytes() == before
