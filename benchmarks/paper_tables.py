@@ -81,8 +81,11 @@ def build_config(args: argparse.Namespace) -> ProtocolConfig:
         value = getattr(args, name)
         if value is not None:
             over[{"psi": "psis"}.get(name, name)] = tuple(value) if isinstance(value, list) else value
-    if args.seeds is not None:
-        over["seeds"] = tuple(range(args.first_seed, args.first_seed + args.seeds))
+    if args.seeds is not None or args.first_seed is not None:  # --first-seed alone: the preset's number of seeds
+        count = args.seeds if args.seeds is not None else len((ProtocolConfig.quick() if args.quick
+                                                                else ProtocolConfig()).seeds)
+        first = args.first_seed or 0
+        over["seeds"] = tuple(range(first, first + count))
     fol = key_values(args.fol, "--fol")
     options: dict[str, dict[str, object]] = {}
     for item in args.option:
@@ -219,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                     "or imagefolder:PATH")
     ap.add_argument("--psi", nargs="+", type=positive_float("a Dirichlet concentration psi"), help="Dirichlet concentrations (default 0.7 0.5 0.3 0.1)")
     ap.add_argument("--seeds", type=int, help="number of training seeds (default 3)")
-    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--first-seed", type=int, help="run seeds FIRST .. FIRST + seeds - 1 (default 0)")
     ap.add_argument("--nodes", type=int, help="swarm size (default 24)")
     ap.add_argument("--pool", type=int, help="images partitioned over the swarm (default 7200; 0 = all of the data)")
     ap.add_argument("--image-size", type=int)

@@ -558,3 +558,14 @@ def test_a_run_never_overwrites_the_tables_of_an_earlier_run(tmp_path, capsys, b
     err = capsys.readouterr().err
     assert "--out" in err and "tables.json" in err and "--merge" in err and len(err.strip().splitlines()) == 1
     assert saved.read_bytes() == before
+
+
+def test_first_seed_alone_moves_the_seeds(tmp_path, capsys, benchmark_script) -> None:
+    """--first-seed without --seeds runs the preset's number of seeds from it (one with
+    --quick): it was ignored, and the run recorded seed 0 for a request of seed 5."""
+    out = tmp_path / "s5"
+    argv = ["--quick", *TINY, "--rounds", "1", "--methods", "local", "--first-seed", "5", "--out", str(out)]
+    assert benchmark_script("paper_tables").main(argv) == 0
+    capsys.readouterr()
+    data = json.loads((out / "tables.json").read_text())
+    assert data["config"]["seeds"] == [5] and list(data["raw"][0]["acc"]) == ["5"]
