@@ -517,6 +517,15 @@ class ProtocolResult:
             cols = s["columns"]
             parts.append(f"\n#### {dataset}, psi = {psi}: {len(s['sizes'])} nodes ({min(s['sizes'])}-"
                          f"{max(s['sizes'])} images), {self.config.arch}, {len(s['acc'])} seed(s)\n")
+            seeds = sorted(s["acc"])
+            spread = ("seed {} (one value per cell, no spread)" if len(seeds) == 1
+                      else "mean ± std over seeds {} (sample std, n − 1)").format(seeds)
+            parts.append(f"Test accuracy (%) on each node's own test split, {spread}: of one node's accuracy in "
+                         f"the node columns (the nodes at the "
+                         f"{' / '.join(f'{100 * q:.0f}' for q in COLUMN_QUANTILES)} % quantiles of local data "
+                         f"size, fixed by the partition before training), of the mean over all nodes in the last"
+                         + ("; paper: its published means for its own satellites, not these nodes.\n" if paper
+                            else ".\n"))
             head = ["method"] + [f"node-{c} ({s['sizes'][c]} img)" for c in cols] + ["mean over nodes"]
             if paper:
                 head.append("paper, satellite " + " / ".join(f"#{n}" for n in sats))

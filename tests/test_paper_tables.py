@@ -569,3 +569,21 @@ def test_first_seed_alone_moves_the_seeds(tmp_path, capsys, benchmark_script) ->
     capsys.readouterr()
     data = json.loads((out / "tables.json").read_text())
     assert data["config"]["seeds"] == [5] and list(data["raw"][0]["acc"]) == ["5"]
+
+
+def test_tables_md_says_what_its_cells_are(tmp_path) -> None:
+    """tables.md stands alone: each setting says its cells are mean ± sample std (n - 1)
+    over which seeds, of a node's accuracy or of the mean over nodes, and how the node
+    columns were picked; the std in a cell is that sample std."""
+    import statistics
+
+    path, acc = _fake_run(tmp_path, "a", "synthetic-hurricane", [0, 1, 3])
+    md = (path.parent / "tables.md").read_text()
+    assert "mean ± std over seeds [0, 1, 3] (sample std, n − 1)" in md
+    assert "25 / 50 / 75 % quantiles of local data size" in md and "mean over all nodes" in md
+    node = column_nodes([60, 120, 90, 45])[0]
+    vals = [100 * acc[s]["FOL (E=1)"][node] for s in (0, 1, 3)]
+    cell = f"{statistics.mean(vals):.1f} ± {statistics.stdev(vals):.1f}"
+    assert f"| FOL (E=1) | {cell} |" in md and f"{statistics.stdev(vals):.1f}" != f"{statistics.pstdev(vals):.1f}"
+    one, _ = _fake_run(tmp_path, "b", "synthetic-hurricane", [2])
+    assert "seed [2] (one value per cell, no spread)" in (one.parent / "tables.md").read_text()
