@@ -100,6 +100,13 @@ def build_config(args: argparse.Namespace) -> ProtocolConfig:
     return ProtocolConfig(**over, fol=fol, method_options=options)
 
 
+def _pm(mean_std: tuple[float, float], n: int, spec: str = "+.1f") -> str:
+    """``mean ± std`` of ``n`` values; one value alone, as the tables show a single seed:
+    a "± 0" over one value would read as seeds that agree."""
+    mean, std = mean_std
+    return f"{mean:{spec}}" + (f" ± {std:{spec.lstrip('+')}}" if n > 1 else "")
+
+
 def summary(result: ProtocolResult) -> list[str]:
     """The tables, then what the issues' targets read from them: per setting
     and round, the one-model gain over Local, the ensemble's, and the share of
@@ -118,11 +125,11 @@ def summary(result: ProtocolResult) -> list[str]:
             t = result.transfer(dataset, psi, rounds=e)
             counted, run = t["kept_seeds"]
             kept = ("an undefined share (the ensemble gained under half a point)" if not counted
-                    else f"{t['kept'][0]:.0f} ± {t['kept'][1]:.0f} %"
+                    else f"{_pm(t['kept'], counted, '.0f')} %"
                     + (f" (over the {counted} of {run} seeds where the ensemble gained half a point or more)"
                        if counted < run else ""))
-            lines.append(f"{dataset} psi={psi}, E={e}: FOL - Local = {t['student'][0]:+.1f} ± {t['student'][1]:.1f}, "
-                         f"FOL-A - Local = {t['ensemble'][0]:+.1f} ± {t['ensemble'][1]:.1f} points; the student "
+            lines.append(f"{dataset} psi={psi}, E={e}: FOL - Local = {_pm(t['student'], run)}, "
+                         f"FOL-A - Local = {_pm(t['ensemble'], run)} points; the student "
                          f"keeps {kept} of the ensemble's gain (of the swarm means"
                          + ("; targets +4 points and 60 %)" if e == 1 and psi == 0.5 else ")"))
         if 3 in rounds and psi == 0.5:
@@ -181,14 +188,15 @@ def compare(paths: list[Path], out: Path | None) -> int:
         mine = [c for c in rows if (c.dataset, c.psi) == key]
         seeds, local = mine[0].seeds, mine[0].local
         lines += ["", f"#### {key[0]}, psi = {key[1]}: {len(base.settings[key]['sizes'])} nodes, seeds "
-                      f"{list(seeds)}; Local {local[0]:.1f} ± {local[1]:.1f} in both",
+                      f"{list(seeds)}; Local {_pm(local, len(seeds), '.1f')} in both",
                   "", "| row | base | other | other - base | (node, seed) pairs above / below | p |",
                   "|---|---|---|---|---|---|"]
         for c in mine:
             d = c.paired.diff
             p = "-" if c.paired.p is None else f"{c.paired.p:.2g}"
-            lines.append(f"| {c.row} | {c.base[0]:.1f} ± {c.base[1]:.1f} | {c.other[0]:.1f} ± {c.other[1]:.1f} | "
-                         f"{d[0]:+.1f} ± {d[1]:.1f} | {c.paired.above} / {c.paired.below} of {c.paired.pairs} | {p} |")
+            n = len(c.seeds)
+            lines.append(f"| {c.row} | {_pm(c.base, n, '.1f')} | {_pm(c.other, n, '.1f')} | "
+                         f"{_pm(d, n)} | {c.paired.above} / {c.paired.below} of {c.paired.pairs} | {p} |")
     print("\n".join(lines))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

@@ -546,7 +546,8 @@ class ProtocolResult:
                 for row in others:
                     d = self.paired(dataset, psi, row)
                     test = "-" if d.p is None else f"{d.p:.2g} ({d.nonzero})"
-                    parts.append(f"| {row} | {d.diff[0]:+.1f} ± {d.diff[1]:.1f} | {d.above} / {d.below} of "
+                    diff = f"{d.diff[0]:+.1f}" + (f" ± {d.diff[1]:.1f}" if len(d.per_seed) > 1 else "")  # one seed
+                    parts.append(f"| {row} | {diff} | {d.above} / {d.below} of "
                                  f"{d.pairs} | {test} |")
             reverts = self.reverts(dataset, psi)
             if reverts:

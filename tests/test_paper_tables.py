@@ -488,7 +488,8 @@ def test_compare_pairs_two_runs_of_the_same_swarms_that_differ_in_options(tmp_pa
     # only the seeds both ran are paired
     later, _ = _fake_run(tmp_path, "later", "synthetic-hurricane", [1, 2])
     assert script.main(["--compare", str(base), str(later)]) == 0
-    assert "seeds [1]" in capsys.readouterr().out
+    one = capsys.readouterr().out
+    assert "seeds [1]" in one and "± 0.0" not in one  # one seed paired: one value per cell, no spread
 
 
 def test_compare_refuses_runs_that_are_not_the_same_swarms(tmp_path, capsys, benchmark_script) -> None:
@@ -587,3 +588,29 @@ def test_tables_md_says_what_its_cells_are(tmp_path) -> None:
     assert f"| FOL (E=1) | {cell} |" in md and f"{statistics.stdev(vals):.1f}" != f"{statistics.pstdev(vals):.1f}"
     one, _ = _fake_run(tmp_path, "b", "synthetic-hurricane", [2])
     assert "seed [2] (one value per cell, no spread)" in (one.parent / "tables.md").read_text()
+
+
+def test_a_spread_over_one_value_is_not_shown_as_zero(benchmark_script) -> None:
+    """A share counted on one seed of two (the other's ensemble gained under half a point),
+    and every difference of a one-seed run, are one value each: no '± 0' spread, which
+    would read as seeds that agree; two seeds that agree still show '± 0.0'."""
+    from fol.reproduce import ProtocolResult
+
+    local = [0.9] * 24
+    tiny = {"Local": local, "FOL-A (E=1)": [0.9 + 1 / 60] + [0.9] * 23, "FOL (E=1)": [0.9 - 1 / 60] + [0.9] * 23}
+    clear = {"Local": local, "FOL-A (E=1)": [0.95] * 24, "FOL (E=1)": [0.93] * 24}
+
+    def result(acc):
+        cfg = ProtocolConfig(datasets=("synthetic-hurricane",), psis=(0.5,), seeds=tuple(acc), nodes=24, pool=0,
+                             rounds=1, methods=("fol",))
+        return ProtocolResult(cfg, settings={("synthetic-hurricane", 0.5): {
+            "sizes": [60] * 24, "columns": column_nodes([60] * 24), "acc": acc}})
+
+    summary = benchmark_script("paper_tables").summary
+    text = "\n".join(summary(result({0: tiny, 1: clear})))
+    assert "keeps 60 % (over the 1 of 2 seeds" in text and "60 ± 0" not in text
+    one = "\n".join(summary(result({0: clear})))
+    assert "FOL - Local = +3.0, FOL-A - Local = +5.0 points; the student keeps 60 % of" in one
+    assert "| FOL (E=1) | +3.0 | 24 / 0 of 24 |" in one and "± 0.0" not in one
+    two = "\n".join(summary(result({0: clear, 1: clear})))
+    assert "FOL - Local = +3.0 ± 0.0" in two and "keeps 60 ± 0 %" in two and "| FOL (E=1) | +3.0 ± 0.0 |" in two
