@@ -232,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, help="number of training seeds (default 3)")
     ap.add_argument("--first-seed", type=int, help="run seeds FIRST .. FIRST + seeds - 1 (default 0)")
     ap.add_argument("--nodes", type=int, help="swarm size (default 24)")
-    ap.add_argument("--pool", type=int, help="images partitioned over the swarm (default 7200; 0 = all of the data)")
+    ap.add_argument("--pool", type=int, help="images partitioned over the swarm (default 7200; 0 = all of the data, "
+                                          "12000 generated for a synthetic set)")
     ap.add_argument("--image-size", type=int)
     ap.add_argument("--arch", help="model architecture (default: the zoo default)")
     ap.add_argument("--rounds", type=int, help="E, FOL and FedAvg rounds reported (default 3)")

@@ -224,8 +224,8 @@ def paper_task(dataset: str) -> str | None:
 class ProtocolConfig:
     """What :func:`run_protocol` runs. ``datasets`` are :func:`fol.data.load_dataset`
     names or ``imagefolder:PATH``; ``pool`` is how many images are partitioned
-    (synthetic sets: generated; other data: a seeded class-stratified-by-chance
-    subset when larger, all of it when ``pool = 0``); ``rounds`` is E;
+    (synthetic sets: generated, 12,000 when ``pool = 0``; other data: a seeded
+    class-stratified-by-chance subset when larger, all of it when ``pool = 0``); ``rounds`` is E;
     ``fol`` holds :class:`FOLConfig` overrides (e.g. ``max_neighbours``);
     ``method_options`` the options of ``dense`` / ``co-boosting`` / ``fedavg``;
     ``methods`` the method groups run (:data:`METHOD_GROUPS`, all by default)."""
