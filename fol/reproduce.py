@@ -52,6 +52,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from contact_sim.scenario import MAX_ROUNDS
 from fol.config import FOLConfig
 from fol.data import DEFAULT_MIN_SAMPLES, GeoDataset, dirichlet_partition, load_dataset
 from fol.defaults import DEFAULT_ARCH, MAX_SEED, is_seed
@@ -251,6 +252,9 @@ class ProtocolConfig:
                               f"{list(self.methods)}")
         if self.nodes < 2 or self.rounds < 1 or not self.seeds or not self.psis or not self.datasets:
             raise ConfigError("protocol: need >= 2 nodes, >= 1 round, and at least one seed, psi and dataset")
+        if self.rounds > MAX_ROUNDS:  # E sizes the table and every FOL run's per-node lists
+            raise ConfigError(f"protocol: rounds must be at most {MAX_ROUNDS:,} (the most rounds a scenario may "
+                              f"define), got {self.rounds:,}")
         for name in ("datasets", "psis", "seeds", "methods"):  # a repeat would run (and overwrite) a setting twice
             values = list(getattr(self, name))
             if len(set(values)) != len(values):

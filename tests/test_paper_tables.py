@@ -614,3 +614,26 @@ def test_a_spread_over_one_value_is_not_shown_as_zero(benchmark_script) -> None:
     assert "| FOL (E=1) | +3.0 | 24 / 0 of 24 |" in one and "± 0.0" not in one
     two = "\n".join(summary(result({0: clear, 1: clear})))
     assert "FOL - Local = +3.0 ± 0.0" in two and "keeps 60 ± 0 %" in two and "| FOL (E=1) | +3.0 ± 0.0 |" in two
+
+
+def test_a_huge_round_count_is_refused_before_any_work(tmp_path, capsys, benchmark_script) -> None:
+    """E sizes the table (rows_for builds rows x E names) and the FOL run (per-node lists of E
+    entries): --rounds 1000000000 pretrained every node and then hung building the table,
+    and a tables.json naming such a count hung --merge. Both are one line now: at most
+    contact_sim's MAX_ROUNDS, the most rounds a scenario may define."""
+    from contact_sim.scenario import MAX_ROUNDS
+
+    with pytest.raises(ConfigError, match="rounds"):
+        ProtocolConfig(rounds=MAX_ROUNDS + 1)
+    assert ProtocolConfig(rounds=MAX_ROUNDS).rounds == MAX_ROUNDS
+    path, _ = _fake_run(tmp_path, "a", "synthetic-hurricane", [0])
+    doc = json.loads(path.read_text())
+    doc["config"]["rounds"] = MAX_ROUNDS + 1
+    path.write_text(json.dumps(doc))
+    script = benchmark_script("paper_tables")
+    assert script.main(["--merge", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "rounds" in err and len(err.strip().splitlines()) == 1
+    assert script.main(["--quick", *TINY, "--rounds", "1000000000", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "rounds" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
