@@ -60,7 +60,7 @@ from _common import key_values, machine_line, per_core, positive_float  # noqa: 
 from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import atomic_write_text, check_output_dir  # noqa: E402
 from fol.executors import make_executor  # noqa: E402
-from fol.reproduce import (COLUMN_QUANTILES, METHOD_GROUPS, ProtocolConfig, ProtocolResult,  # noqa: E402
+from fol.reproduce import (METHOD_GROUPS, ProtocolConfig, ProtocolResult,  # noqa: E402
                            check_fresh_output, compare_results, merge_results, run_protocol)
 
 
@@ -113,11 +113,7 @@ def summary(result: ProtocolResult) -> list[str]:
     it the student keeps; at psi = 0.5 (where the targets are set) FOL-A at
     E = 3 against them; the room the pooled references measure."""
     cfg = result.config
-    seeds = sorted({seed for s in result.settings.values() for seed in s["acc"]})
-    lines = [result.markdown(),
-             f"columns: the nodes at the {', '.join(f'{q:.0%}' for q in COLUMN_QUANTILES)} quantiles of local data "
-             f"size (fixed by the partition, before training); cells mean ± std over seeds {seeds}; "
-             f"paper: its own satellites, published means"]
+    lines = [result.markdown()]  # each setting's caption says what its cells are, over its own seeds
     for (dataset, psi) in result.settings:
         rows = result.rows(dataset, psi)
         rounds = [e for e in range(1, cfg.rounds + 1) if f"FOL (E={e})" in rows and f"FOL-A (E={e})" in rows]

@@ -637,3 +637,15 @@ def test_a_huge_round_count_is_refused_before_any_work(tmp_path, capsys, benchma
     assert script.main(["--quick", *TINY, "--rounds", "1000000000", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "rounds" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
+def test_each_setting_states_its_own_seeds_in_a_merged_summary(tmp_path, capsys, benchmark_script) -> None:
+    """A merge of hurricane seeds 0-1 and wildfire seed 0: the summary labelled every cell
+    'mean ± std over seeds [0, 1]' (the union), which wildfire's cells are not; each
+    setting's caption states its own seeds, and nothing claims the union."""
+    a, _ = _fake_run(tmp_path, "a", "synthetic-hurricane", [0, 1])
+    b, _ = _fake_run(tmp_path, "b", "synthetic-wildfire", [0])
+    assert benchmark_script("paper_tables").main(["--merge", str(a), str(b)]) == 0
+    printed = capsys.readouterr().out
+    assert "over seeds [0, 1] (sample std, n − 1)" in printed and "seed [0] (one value per cell" in printed
+    assert printed.count("seeds [0, 1]") == 1
