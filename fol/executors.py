@@ -345,7 +345,13 @@ class RayExecutor(Executor):
     ``ray.put``; tasks carry only its reference, so the same data is not
     pickled again into every task of every round. Results come back one by
     one as tasks finish (``ray.wait``), and each is fetched and released at
-    once, so the driver holds no more than the results themselves.
+    once, so the driver holds no more than the results themselves. When a
+    task fails (or ``on_result`` raises, or Ctrl-C), the results of the tasks
+    that finished before or with it reach ``on_result`` first, then every task
+    still queued or running is cancelled (``ray.cancel(force=True)``, which
+    ends the worker process of a running one) before the error reaches the
+    caller: on a cluster the driver joined, which outlives it, no node work is
+    left holding CPUs.
     """
 
     kind = "ray"
@@ -386,20 +392,47 @@ class RayExecutor(Executor):
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None,
             on_result: OnResult = None) -> list[Any]:
         ray = self._ray
-        index = {}
-        for i, item in enumerate(items):
-            index[self._remote.remote((fn, item, self.threads, self.shared_types))] = i
-        out: list[Any] = [None] * len(index)
-        pending = list(index)
-        with _bar(len(pending), desc) as bar:
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                for ref in done:  # stream: fetch each result as its task ends, then drop the ref
-                    i = index.pop(ref)
-                    out[i] = ray.get(ref)
-                    if on_result is not None:
-                        on_result(i, out[i])
-                bar.update(len(done))
+        index: dict[Any, int] = {}
+        pending: list[Any] = []
+        out: list[Any] = [None] * len(items)
+
+        def take(ref: Any) -> None:
+            i = index.pop(ref)
+            out[i] = ray.get(ref)
+            if on_result is not None:
+                on_result(i, out[i])
+
+        try:
+            for i, item in enumerate(items):
+                pending.append(self._remote.remote((fn, item, self.threads, self.shared_types)))
+                index[pending[-1]] = i
+            with _bar(len(pending), desc) as bar:
+                while pending:
+                    done, pending = ray.wait(pending, num_returns=1)
+                    try:  # stream: fetch each result as its task ends, then drop the ref
+                        take(done[0])
+                    except ray.exceptions.RayError:
+                        # the tasks that finished beside the failure: their results (on_result
+                        # checkpoints them) are handed over before it is raised
+                        ready, pending = (ray.wait(pending, num_returns=len(pending), timeout=0) if pending
+                                          else ([], []))
+                        for ref in ready:
+                            try:
+                                take(ref)
+                            except ray.exceptions.RayError:
+                                pass
+                        raise
+                    bar.update(1)
+        except BaseException:
+            # a task failed, on_result raised, or Ctrl-C: the tasks still queued or running are
+            # cancelled, the running ones with their worker, so that they do not hold a cluster's
+            # CPUs (a joined cluster is not shut down with this driver) once the caller has the error
+            for ref in pending:
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # pragma: no cover - finished meanwhile, or the cluster is gone
+                    pass
+            raise
         return out
 
     def close(self) -> None:

@@ -150,3 +150,88 @@ def test_results_finished_with_a_failure_are_handed_over_before_it_is_raised(mon
         with pytest.raises(ValueError, match="node failed"):
             ex.map(_fail_or_sleep, [0, -1], on_result=lambda i, r: got.append(i))
     assert got == [0]
+
+
+# --------------------------------------------------------------------------- Ray
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One small Ray instance on 127.0.0.1 for the Ray tests here (started by the
+    caller, as a driver that joins a cluster: the executor's close() does not shut it
+    down, so whatever a failed map leaves running would stay running), shut down at the end."""
+    ray = pytest.importorskip("ray")  # in the dev extra: CI runs these
+    import sys
+
+    assert not ray.is_initialized()
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import this file
+    ray.init(num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+        ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+def _pid_then_fail_or_sleep(args: tuple[str, float]) -> float:
+    """:func:`_fail_or_sleep`, after writing this worker's pid into the folder ``args[0]``."""
+    folder, x = args
+    with open(os.path.join(folder, f"{x}-{os.getpid()}"), "w"):
+        pass
+    return _fail_or_sleep(x)
+
+
+def test_a_failing_ray_task_is_raised_at_once_and_cancels_the_other_tasks(local_ray, tmp_path):
+    """On a cluster the executor joined, one node's error must stop the node work
+    still queued or running (it would otherwise hold the cluster's CPUs after the
+    user saw the error), after the results finished before it reached on_result;
+    the executor runs tasks again afterwards."""
+    import time
+
+    from fol.executors import RayExecutor
+
+    got = []
+    ex = RayExecutor(threads=1)
+    try:
+        assert ex.map(_fail_or_sleep, [0, 0]) == [0, 0]  # workers are up
+        t0 = time.monotonic()
+        with pytest.raises(ValueError, match="node failed"):
+            ex.map(_pid_then_fail_or_sleep, [(str(tmp_path), x) for x in (0, 30, -1, 30, 30)],
+                   on_result=lambda i, r: got.append((i, r)))
+        assert time.monotonic() - t0 < 20  # not after the 30 s nodes
+        assert got == [(0, 0)]
+        assert any(p.name.startswith("30") for p in tmp_path.iterdir())  # a 30 s node ran beside the failure
+        time.sleep(3)  # a cancelled task that was starting meanwhile has started (and is stopped) by now
+        deadline = time.monotonic() + 10
+        while (alive := [p.name for p in tmp_path.iterdir() if p.name.startswith("30")
+                         and _running(int(p.name.split("-")[-1]))]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not alive  # no 30 s node left computing
+        assert ex.map(_fail_or_sleep, [0, 0]) == [0, 0]
+    finally:
+        ex.close()
+
+
+def test_ray_results_finished_with_a_failure_are_handed_over_before_it_is_raised(local_ray, monkeypatch):
+    """As the process executor: tasks that ended with a failing one still reach
+    on_result (the runner's checkpoints) even when the wait lists the failure first."""
+    from fol.executors import RayExecutor
+
+    real_wait = local_ray.wait
+
+    def wait_all_failure_first(refs, num_returns=1, timeout=None, **kw):
+        if num_returns != 1:
+            return real_wait(refs, num_returns=num_returns, timeout=timeout, **kw)
+        real_wait(refs, num_returns=len(refs))
+        return [refs[-1]], list(refs[:-1])  # the last item is the failing one
+
+    got = []
+    ex = RayExecutor(threads=1)
+    try:
+        monkeypatch.setattr(local_ray, "wait", wait_all_failure_first)
+        with pytest.raises(ValueError, match="node failed"):
+            ex.map(_fail_or_sleep, [0, 0, -1], on_result=lambda i, r: got.append(i))
+    finally:
+        ex.close()
+    assert sorted(got) == [0, 1]
