@@ -313,6 +313,27 @@ def _run_on_ray(args: tuple[Callable[[Any], Any], Any, int | None, tuple[type, .
     return _run_with_threads((fn, item, threads))
 
 
+def _ray_failure(exc: BaseException, desc: str | None) -> BaseException:
+    """What the caller sees of a task that failed on Ray: the task's own
+    exception as it raised it (Ray's ``RayTaskError`` wraps it with the remote
+    traceback, in colour, into its message; the traceback is kept as a note,
+    shown with ``--debug``), or, when the task ended without one of its own
+    (its worker or node died, it ran out of memory, its code could not be
+    loaded on the cluster), one :class:`fol.errors.FOLError` line."""
+    from ray.exceptions import RayError, RayTaskError
+
+    if isinstance(exc, RayTaskError):
+        cause = exc.cause
+        if isinstance(cause, BaseException) and not isinstance(cause, RayError):
+            cause.add_note(f"raised in a Ray task: {exc}")
+            return cause
+        exc = cause if isinstance(cause, RayError) else exc
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip() and not ln.lstrip().startswith("\x1b")]
+    reason = next((ln for ln in lines if not ln.startswith("At least one of the input arguments")), type(exc).__name__)
+    return FOLError(f"a Ray task{f' during {desc}' if desc else ''} ended without a result: {reason[:300]} "
+                    f"({type(exc).__name__})")
+
+
 def check_ray_address(address: str | None, timeout_s: float = 5.0) -> None:
     """Refuse in seconds a ``host:port`` or ``ray://host:port`` address where
     nothing accepts a connection: Ray itself retries such an address for
@@ -351,7 +372,10 @@ class RayExecutor(Executor):
     still queued or running is cancelled (``ray.cancel(force=True)``, which
     ends the worker process of a running one) before the error reaches the
     caller: on a cluster the driver joined, which outlives it, no node work is
-    left holding CPUs.
+    left holding CPUs. A task's exception is raised as the task raised it
+    (not as Ray's ``RayTaskError``, whose message is the remote traceback); a
+    task that ended without one (its worker or node died after Ray's retries,
+    its code could not be loaded) is one :class:`fol.errors.FOLError` line.
     """
 
     kind = "ray"
@@ -421,7 +445,8 @@ class RayExecutor(Executor):
                                 take(ref)
                             except ray.exceptions.RayError:
                                 pass
-                        raise
+                        failure = sys.exc_info()[1]
+                        raise _ray_failure(failure, desc) from None
                     bar.update(1)
         except BaseException:
             # a task failed, on_result raised, or Ctrl-C: the tasks still queued or running are

@@ -1,4 +1,5 @@
-"""The process executor: results in order, errors raised, and no file descriptor per tensor."""
+"""The process and Ray executors: results in order, errors raised as the task raised them and at
+once, the other tasks stopped, and no file descriptor per tensor."""
 
 from __future__ import annotations
 
@@ -235,3 +236,51 @@ def test_ray_results_finished_with_a_failure_are_handed_over_before_it_is_raised
     finally:
         ex.close()
     assert sorted(got) == [0, 1]
+
+
+def _raise_data_error(x: int) -> int:
+    from fol.errors import DataError
+
+    if x:
+        raise DataError(f"node {x}: bad shard")
+    return x
+
+
+def test_a_ray_task_error_reaches_the_caller_as_itself_in_one_line(local_ray):
+    """A task's exception is raised as the task raised it (the CLI prints a
+    FOLError as one line), not as Ray's RayTaskError with the remote traceback
+    in colour; a task whose worker died is one FOLError line naming the stage,
+    as with the process executor. The process executor gives the same."""
+    from fol.errors import DataError, FOLError
+    from fol.executors import RayExecutor
+
+    with make_executor("process", workers=1, threads=1) as pex:
+        with pytest.raises(DataError) as by_process:
+            pex.map(_raise_data_error, [0, 3])
+    ex = RayExecutor(threads=1)
+    try:
+        with pytest.raises(DataError) as by_ray:
+            ex.map(_raise_data_error, [0, 3])
+        assert type(by_ray.value) is type(by_process.value) is DataError
+        assert str(by_ray.value) == str(by_process.value) == "node 3: bad shard"
+    finally:
+        ex.close()
+
+
+def test_a_ray_task_without_an_exception_of_its_own_is_one_folerror_line():
+    """A worker killed (Ray's retries spent), or the task's code missing on a
+    cluster machine: one FOLError line naming the stage, as the process
+    executor's killed worker, not Ray's multi-line message as a traceback."""
+    ray = pytest.importorskip("ray")
+    from fol.errors import FOLError
+    from fol.executors import _ray_failure
+
+    crashed = _ray_failure(ray.exceptions.WorkerCrashedError(), "pretraining")
+    missing = _ray_failure(ray.exceptions.RayTaskError(
+        "_run_on_ray", "Traceback (most recent call last):\n  ...", ray.exceptions.RaySystemError(
+            "No module named 'fol'")).as_instanceof_cause(), "pretraining")
+    for error in (crashed, missing):
+        assert type(error) is FOLError and "\n" not in str(error) and "\x1b" not in str(error)
+        assert str(error).startswith("a Ray task during pretraining ended without a result: ")
+    assert "The worker died unexpectedly" in str(crashed) and "WorkerCrashedError" in str(crashed)
+    assert "No module named 'fol'" in str(missing)
