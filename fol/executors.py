@@ -357,7 +357,9 @@ def check_ray_address(address: str | None, timeout_s: float = 5.0) -> None:
 
 
 class RayExecutor(Executor):
-    """Node work as Ray tasks. ``address=None`` starts a local Ray instance;
+    """Node work as Ray tasks. ``address=None`` starts a local Ray instance
+    (with ``num_cpus`` CPUs; also when ``RAY_ADDRESS`` is set or a cluster
+    started with ``ray start`` runs on this machine);
     ``"auto"``, ``"host:port"`` (a cluster started with ``ray start``) or
     ``"ray://host:port"`` (Ray Client) joins an existing cluster.
 
@@ -394,11 +396,15 @@ class RayExecutor(Executor):
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
             if address:
                 kwargs["address"] = address
-            elif num_cpus:
-                kwargs["num_cpus"] = num_cpus
+            else:  # 'local': Ray would otherwise join whatever RAY_ADDRESS or a running 'ray start' names
+                kwargs["address"] = "local"
+                if num_cpus:
+                    kwargs["num_cpus"] = num_cpus
             try:
                 ray.init(**kwargs)
             except (ConnectionError, ValueError, RuntimeError) as e:
+                if not address:
+                    raise ConfigError(f"executor 'ray': cannot start a local Ray instance ({e})") from None
                 hint = ""
                 if address not in (None, "auto") and "RAY_AUTH_MODE" not in os.environ:
                     hint = ("; a cluster started with 'ray start' uses token authentication: "

@@ -156,6 +156,23 @@ def test_results_finished_with_a_failure_are_handed_over_before_it_is_raised(mon
 # --------------------------------------------------------------------------- Ray
 
 
+@pytest.mark.slow
+def test_a_ray_executor_without_an_address_starts_its_own_instance(monkeypatch):
+    """``address=None`` starts a local Ray instance (with ``num_cpus``), as
+    documented; Ray's own lookup would join whatever RAY_ADDRESS names or a
+    cluster that ``ray start`` runs on this machine (another user's, a test's),
+    and then refuse ``num_cpus``. Runs before the tests that share one instance."""
+    ray = pytest.importorskip("ray")
+    from fol.executors import RayExecutor, _free_ports
+
+    assert not ray.is_initialized()
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{_free_ports(1)[0]}")  # nothing there
+    with RayExecutor(threads=1, num_cpus=1) as ex:
+        assert ex.map(abs, [-1, 2]) == [1, 2]
+        assert ray.cluster_resources().get("CPU") == 1
+    assert not ray.is_initialized()
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     """One small Ray instance on 127.0.0.1 for the Ray tests here (started by the
@@ -166,7 +183,7 @@ def local_ray():
 
     assert not ray.is_initialized()
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import this file
-    ray.init(num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False,
              configure_logging=False)
     try:
         yield ray
