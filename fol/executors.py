@@ -250,8 +250,10 @@ class ProcessExecutor(Executor):
 # it, and every later task carries only its ObjectRef. A worker remembers which
 # ref each object came from, so a task that returns the object (a NodeState
 # holds its data) sends back the ref, and the driver maps it to its own copy.
-_DRIVER_SHARED: dict[int, tuple[Any, Any]] = {}  # id(obj) -> (obj, ref), the driver's puts
-_DRIVER_BY_REF: dict[bytes, Any] = {}  # ref binary -> obj (the driver's own object)
+# The driver's entries hold the object weakly: once the caller drops it (a
+# finished seed's nodes), its entry and ref go, and the store's copy with them.
+_DRIVER_SHARED: dict[int, tuple[Any, Any]] = {}  # id(obj) -> (weakref to obj, ref), the driver's puts
+_DRIVER_BY_REF: dict[bytes, Any] = {}  # ref binary -> weakref to obj (the driver's own object)
 _WORKER_SEEN: dict[int, tuple[Any, Any]] = {}  # id(obj) -> (weakref to obj, ref), objects tasks received
 _PUTS = [0]  # objects put so far by this process (for tests and logs)
 _IS_WORKER = [False]  # this process runs Ray tasks
@@ -268,7 +270,7 @@ def _shared_state(obj: Any) -> Any:
     import ray
 
     hit = _DRIVER_SHARED.get(id(obj))
-    if hit is not None and hit[0] is obj:
+    if hit is not None and hit[0]() is obj:
         return hit[1]
     seen = _WORKER_SEEN.get(id(obj))
     if seen is not None and seen[0]() is obj:
@@ -277,16 +279,27 @@ def _shared_state(obj: Any) -> Any:
     ref = ray.put((type(obj), obj.__dict__))
     _PUTS[0] += 1
     if not _IS_WORKER[0]:  # a task's own new objects are not kept alive in the worker
-        _DRIVER_SHARED[id(obj)] = (obj, ref)
-        _DRIVER_BY_REF[ref.binary()] = obj
+        key, binary = id(obj), ref.binary()
+        _DRIVER_SHARED[key] = (weakref.ref(obj), ref)
+        _DRIVER_BY_REF[binary] = _DRIVER_SHARED[key][0]
+        weakref.finalize(obj, _forget_shared, key, binary).atexit = False
     return ref
+
+
+def _forget_shared(key: int, binary: bytes) -> None:
+    """The driver dropped a shared object: drop its entries (and so its ref)."""
+    _DRIVER_BY_REF.pop(binary, None)
+    hit = _DRIVER_SHARED.get(key)
+    if hit is not None and hit[1].binary() == binary:
+        del _DRIVER_SHARED[key]
 
 
 def _shared_object(ref: Any) -> Any:
     """Deserializer: the driver's own object, or the object fetched from the store."""
     import ray
 
-    own = _DRIVER_BY_REF.get(ref.binary())
+    mine = _DRIVER_BY_REF.get(ref.binary())
+    own = mine() if mine is not None else None
     if own is not None:
         return own
     cls, state = ray.get(ref)

@@ -301,3 +301,38 @@ def test_a_ray_task_without_an_exception_of_its_own_is_one_folerror_line():
         assert str(error).startswith("a Ray task during pretraining ended without a result: ")
     assert "The worker died unexpectedly" in str(crashed) and "WorkerCrashedError" in str(crashed)
     assert "No module named 'fol'" in str(missing)
+
+
+def _train_size(data) -> int:
+    return len(data.train)
+
+
+def test_ray_node_data_of_a_finished_seed_is_released(local_ray):
+    """Each node's data is put once and reused while the driver holds it; once
+    the driver drops it (the runner's next seed builds new nodes), the executor
+    must not keep it alive, in the driver or, through its reference, in the
+    object store, until the whole run ends (one more copy of every node's data
+    per seed)."""
+    import gc
+    import weakref
+
+    import numpy as np
+
+    from fol.data import make_synthetic, split_node
+    from fol.executors import _DRIVER_BY_REF, _DRIVER_SHARED, RayExecutor
+
+    ex = RayExecutor(threads=1)
+    try:
+        pool = make_synthetic("hurricane", 80, seed=0, image_size=8)
+        datas = [split_node(pool.subset(np.arange(i * 40, (i + 1) * 40)), seed=i) for i in range(2)]
+        before = ex.shared_puts
+        assert ex.map(_train_size, datas * 2) == [len(d.train) for d in datas * 2]
+        assert ex.map(_train_size, datas) == [len(d.train) for d in datas]
+        assert ex.shared_puts - before == 2  # once per object, while it lives
+        gone = [weakref.ref(d) for d in datas]
+        del pool, datas
+        gc.collect()
+        assert all(w() is None for w in gone)
+        assert not _DRIVER_SHARED and not _DRIVER_BY_REF  # nor their refs, which pin the store's copies
+    finally:
+        ex.close()
