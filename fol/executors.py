@@ -471,13 +471,31 @@ class RayExecutor(Executor):
             # a task failed, on_result raised, or Ctrl-C: the tasks still queued or running are
             # cancelled, the running ones with their worker, so that they do not hold a cluster's
             # CPUs (a joined cluster is not shut down with this driver) once the caller has the error
-            for ref in pending:
+            self._cancel(pending)
+            raise
+        return out
+
+    def _cancel(self, refs: list[Any], timeout_s: float = 10.0) -> None:
+        """Cancel the tasks of ``refs`` (force: a running one's worker is ended),
+        again for those not confirmed ended a second later (Ray's cancel is best
+        effort), for up to ``timeout_s``."""
+        import time
+
+        ray = self._ray
+        deadline = time.monotonic() + timeout_s
+        while refs:
+            for ref in refs:
                 try:
                     ray.cancel(ref, force=True)
                 except Exception:  # pragma: no cover - finished meanwhile, or the cluster is gone
                     pass
-            raise
-        return out
+            if time.monotonic() > deadline:
+                log.warning("%d Ray task(s) did not confirm their cancellation within %.0f s", len(refs), timeout_s)
+                return
+            try:
+                _, refs = ray.wait(refs, num_returns=len(refs), timeout=1.0, fetch_local=False)
+            except Exception:  # pragma: no cover - the cluster is gone
+                return
 
     def close(self) -> None:
         _DRIVER_SHARED.clear()
