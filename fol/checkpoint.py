@@ -86,6 +86,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
+from swarmbase.tomlcheck import shown
+
 from fol.defaults import class_name
 from fol.errors import CheckpointError, ConfigError
 from fol.fileio import atomic_write_bytes
@@ -198,7 +200,7 @@ class ModelCard:
             raise ConfigError("model card field 'class_names' must hold non-empty strings")
         bad = next((n for n in names if not _is_utf8(n)), None)
         if bad is not None:
-            raise ConfigError(f"model card field 'class_names' has {_short(bad)}, which is not valid UTF-8 text "
+            raise ConfigError(f"model card field 'class_names' has {shown(bad)}, which is not valid UTF-8 text "
                               f"(a non-UTF-8 folder name?)")
         names = tuple(class_name(n) for n in names)  # NFC: macOS's and Linux's 'café' are one class
         if len(set(names)) != len(names):
@@ -213,22 +215,22 @@ class ModelCard:
         shape = expected if self.input_shape is None else self.input_shape
         if not isinstance(shape, (list, tuple)) or not all(_is_int(v) for v in shape) or tuple(shape) != expected:
             raise ConfigError(
-                f"model card field 'input_shape' is {_short(shape)}, expected {list(expected)} "
+                f"model card field 'input_shape' is {shown(shape)}, expected {list(expected)} "
                 f"(spec in_channels, input_size, input_size)"
             )
         object.__setattr__(self, "input_shape", expected)
         if not isinstance(self.producer, str):
             raise ConfigError(f"model card field 'producer' must be a string, got {type(self.producer).__name__}")
         if not _is_utf8(self.producer):
-            raise ConfigError(f"model card field 'producer' is {_short(self.producer)}, not valid UTF-8 text")
+            raise ConfigError(f"model card field 'producer' is {shown(self.producer)}, not valid UTF-8 text")
         if not _is_int(self.round) or self.round < 0:
-            raise ConfigError(f"model card field 'round' must be a non-negative integer, got {_short(self.round)}")
+            raise ConfigError(f"model card field 'round' must be a non-negative integer, got {shown(self.round)}")
         if not isinstance(self.pruned, bool):
-            raise ConfigError(f"model card field 'pruned' must be true or false, got {_short(self.pruned)}")
+            raise ConfigError(f"model card field 'pruned' must be true or false, got {shown(self.pruned)}")
         if not isinstance(self.sha256, str) or (
             self.sha256 and (len(self.sha256) != 64 or any(c not in "0123456789abcdef" for c in self.sha256))
         ):
-            raise ConfigError(f"model card field 'sha256' must be 64 lowercase hex digits, got {_short(self.sha256)}")
+            raise ConfigError(f"model card field 'sha256' must be 64 lowercase hex digits, got {shown(self.sha256)}")
         if not isinstance(self.extra, dict):
             raise ConfigError(f"model card field 'extra' must be a JSON object, got {type(self.extra).__name__}")
         try:
@@ -261,10 +263,10 @@ class ModelCard:
         if not isinstance(data, dict):
             raise ConfigError(f"model card must be a JSON object, got {type(data).__name__}")
         if data.get("format") != FORMAT_NAME:
-            raise ConfigError(f"model card format is {_short(data.get('format'))}, expected {FORMAT_NAME!r}")
+            raise ConfigError(f"model card format is {shown(data.get('format'))}, expected {FORMAT_NAME!r}")
         if data.get("version") not in (FORMAT_VERSION, LEGACY_VERSION) or not _is_int(data.get("version")):
             raise ConfigError(
-                f"model card version is {_short(data.get('version'))}, this toolkit reads version {FORMAT_VERSION}"
+                f"model card version is {shown(data.get('version'))}, this toolkit reads version {FORMAT_VERSION}"
             )
         unknown = sorted(set(data) - _CARD_FIELDS)
         if unknown:
@@ -748,7 +750,7 @@ def _meta_model(spec: ModelSpec, source: str, max_tensors: int | None = None) ->
                 return build_model(spec)
     except _OverBudget:
         raise CheckpointError(
-            f"{source}: spec {spec.arch!r} with options {_short(spec.options)} needs more than "
+            f"{source}: spec {spec.arch!r} with options {shown(spec.options)} needs more than "
             f"{budget.limit if budget else 0} tensors, the file holds {max_tensors} "
             f"(architecture arguments do not match the tensors)"
         ) from None
@@ -871,9 +873,4 @@ def _is_utf8(text: str) -> bool:
 
 def _one_line(exc: BaseException, limit: int = 200) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = " ".join(repr(value).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -215,7 +215,9 @@ def test_protocol_frames_round_trip_and_reject_garbage() -> None:
                            # a round no deployment reaches (it named an inbox folder too long to create, so the
                            # failure was not remembered and the peer could make the node fetch it again and again)
                            ({"round": P.MAX_ROUND + 1}, r"'round' must be an integer in \[0, 1000000\]"),
-                           ({"round": 10**300}, "an integer of 301 digits"), ({"size": 2**63}, "size"),
+                           ({"round": 10**300}, r"got 10000000000000000000\.\.\. \(301 digits\)$"),
+                           ({"sender": "a/" * 30_000}, r"^header field 'sender' 'a/a/.{40,60}\.\.\. is invalid"),
+                           ({"round": "x" * 60_000}, r"got 'xxxxxxxx.{40,60}\.\.\.$"), ({"size": 2**63}, "size"),
                            ({"spec": {"options": {"widths": [[1]]}}}, "spec"),
                            ({"spec": {"options": {"widths": list(range(300))}}}, "spec")]:
         with pytest.raises(P.ProtocolError, match=needle):

@@ -335,6 +335,8 @@ def test_torch_pruning_model_round_trips_exactly(spec: ModelSpec, tmp_path: Path
         (lambda c: c.update(input_shape=[3, 32, 32]), "input_shape"),
         (lambda c: c.update(input_shape=[[3], 16, 16]), "input_shape"),
         (lambda c: c.update(round=-1), "round"),
+        # a huge integer is shown by its first digits and its length, as in every other message
+        (lambda c: c.update(round=-(10**400)), "got -1000000000000000000... (401 digits)"),
         (lambda c: c.update(pruned="yes"), "pruned"),
         (lambda c: c.update(producer=7), "producer"),
         (lambda c: c.update(extra=[1]), "extra"),

@@ -159,6 +159,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from swarmbase.tomlcheck import shown
+
 from fol.errors import FOLError
 from fol.safejson import check_bounds
 from fol.safejson import loads as bounded_loads
@@ -217,7 +219,7 @@ def check_name(value: Any, what: str = "node id") -> str:
     """A node id: 1-64 characters of letters, digits, ``.``, ``_``, ``-`` (no path separators)."""
     if not isinstance(value, str) or not _NAME_RE.match(value):
         raise ProtocolError(
-            f"{what} {value!r} is invalid; expected 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+            f"{what} {shown(value)} is invalid; expected 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
         )
     return value
 
@@ -225,15 +227,14 @@ def check_name(value: Any, what: str = "node id") -> str:
 def check_model_id(value: Any) -> str:
     """A model id: 1-128 characters of letters, digits, ``.``, ``_``, ``:``, ``-``."""
     if not isinstance(value, str) or not _MODEL_ID_RE.match(value):
-        raise ProtocolError(f"model_id {value!r} is invalid; expected 1-128 letters, digits, '.', '_', ':' or '-'")
+        raise ProtocolError(f"model_id {shown(value)} is invalid; expected 1-128 letters, digits, '.', '_', ':' or '-'")
     return value
 
 
 def _int_field(header: dict[str, Any], key: str, minimum: int = 0, maximum: int = MAX_HEADER_INT) -> int:
     value = header.get(key)
     if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
-        shown = value if not isinstance(value, int) or abs(value) < 10**30 else f"an integer of {len(str(value))} digits"
-        raise ProtocolError(f"header field {key!r} must be an integer in [{minimum}, {maximum}], got {shown!r}")
+        raise ProtocolError(f"header field {key!r} must be an integer in [{minimum}, {maximum}], got {shown(value)}")
     return value
 
 
@@ -261,10 +262,10 @@ class Offer:
         """Parse and validate an offer header; :class:`ProtocolError` names the bad field."""
         version = header.get("version")
         if version != VERSION:
-            raise ProtocolError(f"offer protocol version {version!r} is not supported; this node speaks {VERSION}")
+            raise ProtocolError(f"offer protocol version {shown(version)} is not supported; this node speaks {VERSION}")
         sha = header.get("sha256")
         if not isinstance(sha, str) or not _HEX64_RE.match(sha):
-            raise ProtocolError(f"header field 'sha256' must be 64 lowercase hex digits, got {sha!r}")
+            raise ProtocolError(f"header field 'sha256' must be 64 lowercase hex digits, got {shown(sha)}")
         spec = header.get("spec")
         if not isinstance(spec, dict):
             raise ProtocolError(f"header field 'spec' must be a JSON object, got {type(spec).__name__}")
