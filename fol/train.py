@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fol.errors import ConfigError, TrainingError
-from swarmbase.tomlcheck import is_finite_number
+from swarmbase.tomlcheck import is_finite_number, shown
 
 __all__ = [
     "TrainConfig",
@@ -87,10 +87,12 @@ class TrainConfig:
                 f"epochs >= 0, batch_size >= 1 and patience >= 0 expected, got "
                 f"{self.epochs}, {self.batch_size}, {self.patience}"
             )
-        if not (self.lr > 0 and math.isfinite(self.lr)) or self.weight_decay < 0:
-            raise ConfigError(f"lr must be > 0 and weight_decay >= 0, got {self.lr}, {self.weight_decay}")
+        if not (is_finite_number(self.lr) and self.lr > 0):
+            raise ConfigError(f"lr must be a finite number > 0, got {shown(self.lr)}")
+        if not (is_finite_number(self.weight_decay) and self.weight_decay >= 0):
+            raise ConfigError(f"weight_decay must be a finite number >= 0, got {shown(self.weight_decay)}")
         if not (is_finite_number(self.momentum) and 0 <= self.momentum < 1):  # at 1 or more SGD diverges
-            raise ConfigError(f"momentum must be a number in [0, 1) (SGD momentum), got {self.momentum!r}")
+            raise ConfigError(f"momentum must be a number in [0, 1) (SGD momentum), got {shown(self.momentum)}")
 
 
 @dataclass

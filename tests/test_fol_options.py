@@ -632,3 +632,22 @@ def test_sgd_momentum_must_be_below_one(momentum: float) -> None:
         assert FOLConfig.from_dict({"momentum": ok}).momentum == TrainConfig(momentum=ok).momentum == ok
     with pytest.raises(ConfigError, match=r"^momentum must be a number in \[0, 1\)"):
         TrainConfig(momentum=float("nan"))
+
+
+@pytest.mark.parametrize(("field", "value", "needle"), [
+    ("weight_decay", float("nan"), r"^weight_decay must be a finite number >= 0, got nan$"),
+    ("weight_decay", float("inf"), r"^weight_decay must be a finite number >= 0, got inf$"),
+    ("weight_decay", -0.1, r"^weight_decay must be a finite number >= 0, got -0\.1$"),
+    ("weight_decay", "0.1", r"^weight_decay must be a finite number >= 0, got '0\.1'$"),
+    ("lr", float("nan"), r"^lr must be a finite number > 0, got nan$"),
+    ("lr", 10**400, r"^lr must be a finite number > 0, got 1000000000000000000\d\.\.\. \(401 digits\)$"),
+    ("lr", True, r"^lr must be a finite number > 0, got True$"),
+    ("lr", 0, r"^lr must be a finite number > 0, got 0$"),
+], ids=["wd-nan", "wd-inf", "wd-negative", "wd-str", "lr-nan", "lr-huge-int", "lr-bool", "lr-zero"])
+def test_train_config_refuses_non_finite_rates(field: str, value: object, needle: str) -> None:
+    """TrainConfig (the one training loop's settings) took a NaN or infinite weight_decay (NaN < 0 is
+    false) and passed it to the optimizer, which made every weight NaN; a 400-digit lr was an
+    OverflowError traceback and a string a TypeError. It now refuses them as FOLConfig does."""
+    with pytest.raises(ConfigError, match=needle):
+        TrainConfig(**{field: value})
+    assert TrainConfig(lr=1, weight_decay=0).lr == 1
