@@ -55,6 +55,7 @@ import numpy as np
 from contact_sim.scenario import MAX_ROUNDS
 from fol.config import FOLConfig
 from fol.data import DEFAULT_MIN_SAMPLES, GeoDataset, dirichlet_partition, load_dataset
+from fol.data.geo import MAX_IMAGE_SIZE
 from fol.defaults import DEFAULT_ARCH, MAX_SEED, is_seed
 from fol.errors import ConfigError
 from fol.fileio import atomic_write_bytes, write_json_atomic
@@ -64,7 +65,7 @@ from fol.methods.fol_method import run_fol_pipeline
 from fol.nodes import build_nodes
 from fol.personalize import swarm_transfer
 from fol.train import evaluate
-from swarmbase.tomlcheck import is_finite_number
+from swarmbase.tomlcheck import is_finite_number, shown
 
 __all__ = [
     "ProtocolConfig", "ROWS", "COLUMN_QUANTILES", "PAPER_CELLS", "PAPER_SATELLITES", "column_nodes",
@@ -267,6 +268,10 @@ class ProtocolConfig:
         if self.min_samples < DEFAULT_MIN_SAMPLES:  # else a small node stops the run when its setting is pretrained
             raise ConfigError(f"protocol: min_samples must be >= {DEFAULT_MIN_SAMPLES} (every node's images are split "
                               f"70/15/15 into train/val/test, which needs {DEFAULT_MIN_SAMPLES}), got {self.min_samples}")
+        if isinstance(self.image_size, bool) or not isinstance(self.image_size, (int, np.integer)) or not (
+                8 <= self.image_size <= MAX_IMAGE_SIZE):  # the loaders' bounds, named here before any pool is drawn
+            raise ConfigError(f"protocol: image_size must be an integer of 8..{MAX_IMAGE_SIZE} pixels, "
+                              f"got {shown(self.image_size)}")
         if not all(is_finite_number(p) and p > 0 for p in self.psis):  # Dirichlet concentrations
             raise ConfigError(f"protocol: psi values must be finite numbers > 0, got {list(self.psis)}")
         if self.pool < 0 or (self.pool and self.pool < self.nodes * self.min_samples):

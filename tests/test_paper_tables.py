@@ -649,3 +649,17 @@ def test_each_setting_states_its_own_seeds_in_a_merged_summary(tmp_path, capsys,
     printed = capsys.readouterr().out
     assert "over seeds [0, 1] (sample std, n − 1)" in printed and "seed [0] (one value per cell" in printed
     assert printed.count("seeds [0, 1]") == 1
+
+
+@pytest.mark.parametrize("size", [4, 7, 1025, 10**400, 2.5, "32", True],
+                         ids=["4", "7", "1025", "huge", "float", "str", "bool"])
+def test_image_size_is_checked_by_the_protocol_naming_the_field(size, tmp_path, capsys, benchmark_script) -> None:
+    """ProtocolConfig did not check image_size: a bad one was refused only when the first pool was
+    loaded, in a message naming the dataset ("synthetic wildfire: image_size ..."), and a string or
+    a huge integer passed the config. It is now refused with the same bounds as the loaders."""
+    with pytest.raises(ConfigError, match=r"^protocol: image_size must be an integer of 8\.\.1024 pixels, got "):
+        ProtocolConfig(image_size=size)
+    assert ProtocolConfig(image_size=8).image_size == 8 and ProtocolConfig(image_size=1024).image_size == 1024
+    assert benchmark_script("paper_tables").main(["--quick", "--image-size", "4", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "error: protocol: image_size must be an integer of 8..1024 pixels, got 4" in err and "Traceback" not in err
