@@ -26,7 +26,10 @@ from orbits.groundtrack import ground_track
 __all__ = ["orbit_assignment", "swath_coverage", "GROUND_SPEED_KM_S"]
 
 #: Upper bound of a LEO sub-satellite point's ground speed (km/s), used to pick
-#: a coverage time step that cannot skip over a point.
+#: the coverage time step: the footprint advances at most half a swath width per
+#: step (16 km swaths and wider), so points near the track are always seen;
+#: points near the swath edge can fall between two samples (see
+#: :func:`orbit_assignment`).
 GROUND_SPEED_KM_S = 8.0
 
 
@@ -56,10 +59,10 @@ def orbit_assignment(
     """Satellite index per sample (``-1``: never covered during the period).
 
     Coverage is sampled every ``step_s`` seconds, by default
-    ``swath_km / (2 * GROUND_SPEED_KM_S)``: the footprint advances at most half
-    a swath width between samples, so every point within ~0.43 swath widths of
-    the ground track is seen; points grazing the swath edge may be missed, as
-    with any sampled footprint.
+    ``max(1, swath_km / (2 * GROUND_SPEED_KM_S))``: for a swath of 16 km or
+    more the footprint advances at most half a swath width between samples, so
+    every point within ~0.43 swath widths of the ground track is seen; points
+    grazing the swath edge may be missed, as with any sampled footprint.
     """
     if rule not in ("first", "uniform"):
         raise ValueError(f"rule must be 'first' or 'uniform', got {rule!r}")
