@@ -32,6 +32,7 @@ from torch import nn
 from fol.accounting import forward_macs, training_flops
 from fol.data import NodeData
 from fol.ensemble import ensemble_logits
+from fol.errors import TrainingError
 from fol.models import ModelSpec, build_model, count_parameters
 from fol.pruning import PruneConfig, align_and_prune
 from fol.train import History, TrainConfig, evaluate, fit, predict_logits
@@ -46,6 +47,7 @@ __all__ = [
     "select_top_k",
     "frozen_prefix",
     "fall_back_to_received",
+    "has_finite_outputs",
 ]
 
 log = logging.getLogger(__name__)
@@ -150,7 +152,13 @@ def align_neighbour(
     """Stage 2 for one neighbour model: fine-tune, prune with the alignment
     objective (skipped when ``prune`` is None: the "-n" variants), post
     fine-tune, score. ``freeze`` early convolution / linear layers keep their
-    received weights in both fine-tunings. ``received`` is never modified."""
+    received weights in both fine-tunings. ``received`` is never modified.
+
+    Raises :class:`fol.errors.TrainingError` when a training step diverges or
+    when the aligned model's outputs on the node's D_train or D_val are not
+    all finite (finite but huge weights that no training step touched, e.g.
+    with no fine-tuning epoch): such a model cannot be ranked, weighted or
+    distilled from."""
     train, val = node.train.tensors(), node.val.tensors()
     shape = tuple(train[0].shape[1:])
     cand = Candidate(name=name, model=received, arch=arch)
@@ -181,10 +189,17 @@ def align_neighbour(
         cand.seconds["post_finetune"] = time.perf_counter() - t0
 
     cand.model = model.eval()
+    if not has_finite_outputs(model, train[0], val[0]):
+        raise TrainingError(f"{name}: the aligned model's outputs on the node's data are not finite")
     cand.params_after = count_parameters(model)
     cand.score = score(model, val)
     cand.val_loss = evaluate(model, *val).loss
     return cand
+
+
+def has_finite_outputs(model: nn.Module, *inputs: torch.Tensor) -> bool:
+    """Whether every logit of ``model`` (eval mode) on each of ``inputs`` is finite."""
+    return all(bool(torch.isfinite(predict_logits(model, x)).all()) for x in inputs)
 
 
 def fall_back_to_received(cand: Candidate, received: nn.Module, node: NodeData) -> Candidate:
@@ -192,7 +207,8 @@ def fall_back_to_received(cand: Candidate, received: nn.Module, node: NodeData) 
     ``cand`` scores lower on D_val than the neighbour model as it was received,
     return a candidate holding ``received`` itself (unchanged, its as-received
     score and size; the alignment's FLOPs and seconds stay counted, they were
-    spent); otherwise ``cand``. Ties keep the aligned model.
+    spent); otherwise ``cand``. Ties keep the aligned model, and so does a
+    received model whose outputs on the node's data are not all finite.
 
     The score compared is the same D_val accuracy every candidate is ranked
     by, so the fallback never reads the test split.
@@ -200,6 +216,8 @@ def fall_back_to_received(cand: Candidate, received: nn.Module, node: NodeData) 
     if cand.score_before is None or not cand.score_before > cand.score:
         return cand
     val = node.val.tensors()
+    if not has_finite_outputs(received, node.train.images, val[0]):
+        return cand
     return dataclasses.replace(
         cand, model=received.eval(), score=cand.score_before, val_loss=evaluate(received, *val).loss,
         params_after=cand.params_before, macs_after=cand.macs_before,

@@ -651,3 +651,50 @@ def test_train_config_refuses_non_finite_rates(field: str, value: object, needle
     with pytest.raises(ConfigError, match=needle):
         TrainConfig(**{field: value})
     assert TrainConfig(lr=1, weight_decay=0).lr == 1
+
+
+@pytest.mark.parametrize("variant", ["fol-n", "fol"])
+def test_a_huge_neighbour_that_no_training_step_touches_is_skipped_not_fatal(swarm, variant: str) -> None:
+    """With no fine-tuning epoch (and, for "fol", no gate or post fine-tune
+    epoch) a neighbour of finite but huge weights never meets the training
+    loss's divergence check: it must be left out for its non-finite outputs,
+    not ranked, weighted and distilled from (a non-finite teacher ended the
+    round with a traceback)."""
+    import copy
+
+    node = swarm[0]
+    rec = _received(swarm, 0)
+    rec[0].model = copy.deepcopy(rec[0].model)
+    with torch.no_grad():
+        for p in rec[0].model.parameters():
+            if p.dim() > 1:
+                p.fill_(1e30)
+    state = _state(node)
+    cfg = FAST.replace(finetune_epochs=0, post_finetune_epochs=0, gate_epochs=0, top_k=3)
+    report = personalize(state, rec, 1, cfg, variant)
+    assert [r["used"] for r in report.received] == [False, True]
+    assert "alignment failed" in report.received[0]["reason"] and "not finite" in report.received[0]["reason"]
+    assert rec[0].name not in report.selected and len(report.candidates) == 2
+    assert all(torch.isfinite(p).all() for p in state.current_model.parameters())
+    assert all(v == v for split in report.accuracy.values() for v in split.values())  # no NaN accuracy
+
+
+def test_align_fallback_never_returns_to_a_received_model_of_non_finite_outputs(swarm) -> None:
+    """A neighbour whose batch-norm running means are huge gives infinite
+    logits as received (its argmax can still score well on D_val) while its
+    fine-tuned copy, trained on batch statistics, is sound: the fallback must
+    keep the aligned model, not hand stage 3 a member whose logits are inf."""
+    import copy
+
+    from fol.stages import fall_back_to_received, has_finite_outputs, scored_candidate
+
+    node = swarm[0]
+    aligned = node.pretrained
+    received = copy.deepcopy(swarm[1].pretrained)
+    with torch.no_grad():
+        for m in received.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                m.running_mean.fill_(-1e37)
+    assert not has_finite_outputs(received, node.data.val.images)
+    cand = dataclasses.replace(scored_candidate("n1", aligned, node.data), score=0.0, score_before=1.0)
+    assert fall_back_to_received(cand, received, node.data) is cand
