@@ -55,6 +55,13 @@ CHOICES: dict[str, tuple[str, ...]] = {
 #: Most augmented copies of D_train ``"train+aug"`` distils on (each is held in memory).
 MAX_AUG_COPIES = 32
 
+#: The range of ``temperature``. The distillation loss ``T^2 * KL`` is computed in float32:
+#: at T = 300 its rounding error can be as large as the KL of a student close to its teacher
+#: (the ``"kl"`` revert rule then compares noise), at T = 1e4 the "KL" can come out negative
+#: and above about 2e19 (T^2 overflows) it is NaN; below the range the student's gradient (of
+#: size T) all but vanishes, and below about 1e-22 the loss is exactly 0.
+MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
+
 @dataclass
 class FOLConfig:
     """Every hyperparameter of the four FOL stages.
@@ -75,7 +82,7 @@ class FOLConfig:
     Ensemble: ``ensemble_steps`` full-batch Adam steps at ``ensemble_lr`` on
     cached logits.
 
-    Distill: ``temperature`` (T), ``lam`` (lambda, proximal weight on
+    Distill: ``temperature`` (T, in [0.01, 100]), ``lam`` (lambda, proximal weight on
     ||theta - theta_prev||^2), ``distill_epochs``, ``distill_lr``.
 
     Options beyond the paper (the ``paper`` preset sets each to the paper's
@@ -232,6 +239,10 @@ class FOLConfig:
             raise ConfigError(f"fol.momentum must be in [0, 1) (SGD momentum), got {shown(self.momentum)}")
         if not is_seed(self.seed):  # torch's generators take 64 bits; a user's seeds are 0..MAX_SEED everywhere
             raise ConfigError(f"fol.seed must be an integer in 0..{MAX_SEED}, got {shown(self.seed)}")
+        if not MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE:  # the float32 loss T^2 * KL must mean something
+            raise ConfigError(f"fol.temperature must be in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}] (the distillation "
+                              f"loss T^2 * KL is computed in float32: far above the range it is rounding noise or NaN, "
+                              f"far below it zero), got {shown(self.temperature)}")
         if not 0.0 <= self.prune_ratio < 1.0:
             raise ConfigError(f"fol.prune_ratio must be in [0, 1), got {shown(self.prune_ratio)}")
         if self.distill_aug_copies > MAX_AUG_COPIES:  # each copy is one more D_train held in memory

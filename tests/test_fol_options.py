@@ -698,3 +698,15 @@ def test_align_fallback_never_returns_to_a_received_model_of_non_finite_outputs(
     assert not has_finite_outputs(received, node.data.val.images)
     cand = dataclasses.replace(scored_candidate("n1", aligned, node.data), score=0.0, score_before=1.0)
     assert fall_back_to_received(cand, received, node.data) is cand
+
+
+@pytest.mark.parametrize("temperature", [1e-30, 1e-3, 300.0, 1e6, 1e30])
+def test_a_temperature_outside_the_range_the_float32_loss_can_hold_is_refused(temperature: float) -> None:
+    """fol.temperature took any finite T > 0. The float32 distillation loss
+    T^2 * KL is then rounding noise (T = 1e6: a negative KL that decides the
+    revert rule), zero (T = 1e-30: T^2 underflows, the student never moves)
+    or NaN (T = 1e30: the round ended with a traceback blaming the learning
+    rate). Refused in one line naming the field; the ends of the range run."""
+    with pytest.raises(ConfigError, match=r"^fol\.temperature must be in \[0\.01, 100\]"):
+        FOLConfig.from_dict({"temperature": temperature})
+    assert FOLConfig(temperature=0.01).temperature == 0.01 and FOLConfig(temperature=100).temperature == 100.0
