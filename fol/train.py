@@ -156,7 +156,9 @@ def fit(
     calls (FedAvg-Adam) passes its own ``optimizer``.
 
     Shuffling uses a private generator seeded with ``cfg.seed``, so the same
-    inputs give the same result on CPU.
+    inputs give the same result on CPU. A non-finite loss, or trained weights
+    that are not all finite at the end of an epoch, raise
+    :class:`fol.errors.TrainingError`.
     """
     if not data:
         raise ConfigError("fit() needs at least one data tensor")
@@ -201,6 +203,10 @@ def fit(
                 history.steps += 1
                 history.samples_seen += len(idx)
             history.train_loss.append(total / min(n, n_batches * bs))
+            if not all(bool(torch.isfinite(p).all()) for g in opt.param_groups for p in g["params"]):
+                # the loss is checked before each step, so the epoch's last step is checked here
+                raise TrainingError(f"{cfg.desc}: the weights became non-finite at epoch {epoch} (learning rate "
+                                    f"{cfg.lr:g}; a smaller one usually fixes this)")
             if bns and (val is not None or epoch == cfg.epochs - 1):
                 # Statistics of the weights as they are now, before they are
                 # evaluated or kept (see recompute_bn_stats).

@@ -360,3 +360,19 @@ def test_position_stale_s_beyond_the_float_range_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match="position.stale_s: expected a positive number of seconds"):
         PositionConfig(connection="udpin:127.0.0.1:14550", stale_s=10**400)
+
+
+def test_training_whose_last_step_diverges_is_a_project_error() -> None:
+    """The loss is checked before each step, so a step that sends the weights to
+    inf after the last finite loss went unseen: fit returned a model of infinite
+    weights (a distilled student then replaced the node's model and scored from
+    NaN logits)."""
+    import torch
+
+    from fol.errors import TrainingError
+    from fol.train import TrainConfig, fit
+
+    model = torch.nn.Linear(2, 2)
+    x, y = torch.full((8, 2), 1e3), torch.tensor([0, 1] * 4)
+    with pytest.raises(TrainingError, match="non-finite at epoch 0"):
+        fit(model, (x, y), TrainConfig(epochs=1, batch_size=8, lr=1e37, momentum=0.0, weight_decay=0.0))
