@@ -89,8 +89,9 @@ def augment_inputs(x: torch.Tensor, copies: int, mix: str = "mixup", seed: int =
 def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float = 1.0,
             reduction: str = "batchmean") -> torch.Tensor:
     """``T^2 * KL(softmax(teacher/T) || softmax(student/T))``, mean over the batch
-    (``reduction="none"``: one value per sample). FOL's distillation and the
-    data-free baselines (DENSE's ``kldiv``) use this one loss.
+    (``reduction="none"``: one value per sample). FOL's distillation uses it; the
+    data-free baselines keep their own copy of the same formula
+    (:func:`fol.methods.dense.kl_div`, DENSE's ``kldiv``).
 
     >>> z = torch.tensor([[2.0, -1.0]])
     >>> float(kd_loss(z, z, 4.0)), bool(kd_loss(z, -z, 1.0, reduction="none")[0] > 0)
