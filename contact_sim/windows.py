@@ -33,10 +33,14 @@ Algorithm (exact to the interpolation error, no window missed by the screen):
    then vectorized safeguarded Newton / bisection to 1e-9 of the cell), and
    visibility between consecutive zeros decides which zeros are window edges.
 
-For LEO at a 60 s grid the Hermite interpolation of positions is within
-~0.3 m of SGP4, i.e. edges to a few milliseconds except at grazing
-tangencies; for piecewise linear drone motion with its turn times on the grid
-the range constraint is exactly quadratic, so edges are exact.
+For LEO at a 60 s grid these cubics put the edges of links between
+satellites, and of station links at a 10 deg mask, within a few milliseconds
+of SGP4's (except at grazing tangencies); a station constraint curves more
+the higher its mask (a tenth of a second at 40 deg), and the error grows
+with the fourth power of the step, so a coarse grid shifts edges by tens of
+seconds and misses short windows (docs/scenario.md, ``time.step_s``). For
+piecewise linear drone motion with its turn times on the grid the range
+constraint is exactly quadratic, so edges are exact.
 
 Per-window statistics (minimum and mean range, and the integral of a
 range-dependent data rate) use Simpson's rule on every visible piece of
