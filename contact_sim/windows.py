@@ -101,7 +101,7 @@ class LinkGeometry:
 
     ``occlusion``: apply the Earth-grazing test to space-space pairs (off for
     drones in a local frame). Ground-station links use ``min_elevation_deg``
-    (0..90 above the local horizontal: normal to the WGS-84 ellipsoid; they have
+    (0..90, 90 excluded, above the local horizontal: normal to the WGS-84 ellipsoid; they have
     no Earth-occlusion test, which a mask at or above the horizon makes
     unneeded) and ``station_max_range_km`` (defaults to ``max_range_km``).
     """
@@ -119,6 +119,10 @@ class LinkGeometry:
         if self.grazing_altitude_km < 0:
             raise ContactError(
                 f"link.grazing_altitude_km: expected >= 0 km, got {self.grazing_altitude_km}")
+        if self.min_elevation_deg >= 90:  # only the zenith itself: no window of any length
+            raise ContactError(
+                f"link.min_elevation_deg: expected 0..90 deg, 90 excluded (a mask of 90 deg or more leaves "
+                f"at most the zenith point, no window), got {self.min_elevation_deg}")
         if not 0 <= self.min_elevation_deg < 90:  # below the horizon, a station's ray enters the ground
             raise ContactError(
                 f"link.min_elevation_deg: expected 0..90 deg (a mask below the horizon would let a "

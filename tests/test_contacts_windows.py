@@ -262,3 +262,12 @@ def test_a_mask_below_the_horizon_is_refused_it_would_link_through_the_earth():
     for mask in (-10.0, -0.5):
         with pytest.raises(ContactError, match=r"link.min_elevation_deg: expected 0\.\.90 deg .*through the Earth"):
             LinkGeometry(max_range_km=8000.0, min_elevation_deg=mask)
+
+
+def test_a_mask_of_90_deg_is_refused_with_a_message_that_does_not_list_90_as_allowed():
+    """A 90 deg mask was refused with "expected 0..90 deg ..., got 90.0": the message
+    named 90 as allowed while refusing it."""
+    with pytest.raises(ContactError, match=r"link.min_elevation_deg: expected 0..90 deg, 90 excluded .*zenith") as exc:
+        LinkGeometry(max_range_km=8000.0, min_elevation_deg=90.0)
+    assert "\n" not in str(exc.value)
+    LinkGeometry(max_range_km=8000.0, min_elevation_deg=89.9)  # just below is a (narrow) mask
