@@ -305,10 +305,15 @@ def space_events(s0, s1, lo, hi, cols, n_nodes, t0, dt, range_km, inner_km, acc_
             continue
         G0[0], G1[0], M0[0], M1[0] = R2 - q0, R2 - q1, -qd0 * dt, -qd1 * dt
         if occlusion:
-            L0 = s0[a, TAN] + s0[b, TAN]
-            L1 = s1[a, TAN] + s1[b, TAN]
-            Ld0 = s0[a, TDR] + s0[b, TDR]
-            Ld1 = s1[a, TDL] + s1[b, TDL]
+            # a node inside the grazing sphere (tangent length 0) sees nothing: every
+            # segment from it crosses the sphere, so the limit is 0 there, not the other's length
+            L0 = L1 = Ld0 = Ld1 = 0.0
+            if s0[a, TAN] > 0.0 and s0[b, TAN] > 0.0:
+                L0 = s0[a, TAN] + s0[b, TAN]
+                Ld0 = s0[a, TDR] + s0[b, TDR]
+            if s1[a, TAN] > 0.0 and s1[b, TAN] > 0.0:
+                L1 = s1[a, TAN] + s1[b, TAN]
+                Ld1 = s1[a, TDL] + s1[b, TDL]
             G0[1], G1[1] = L0 * L0 - q0, L1 * L1 - q1
             M0[1], M1[1] = (2.0 * L0 * Ld0 - qd0) * dt, (2.0 * L1 * Ld1 - qd1) * dt
         ne = _pair(ev_i, ev_f, ne, pid, n_c, G0, G1, M0, M1, q0, q1, qd0, qd1, t0, dt, first,

@@ -9,7 +9,8 @@ exactly when the range is at most
 
     L(r_a, r_b) = sqrt(r_a^2 - rho^2) + sqrt(r_b^2 - rho^2)
 
-(the two tangent lengths; the segment is tangent to the sphere at equality),
+(the two tangent lengths; the segment is tangent to the sphere at equality;
+``L`` is 0 when a node is inside the sphere, since every segment from it crosses the sphere),
 which for two satellites at altitude ``h`` gives Hypatia's maximum ISL length
 ``2 sqrt((R + h)^2 - (R + 80 km)^2)``.
 
@@ -46,7 +47,7 @@ def los_limit_km(r_a_km, r_b_km, rho_km: float) -> np.ndarray:
     """Tangent-length sum ``L(r_a, r_b)``; 0 when a node is inside the grazing sphere."""
     ta = np.sqrt(np.maximum(np.square(r_a_km) - rho_km**2, 0.0))
     tb = np.sqrt(np.maximum(np.square(r_b_km) - rho_km**2, 0.0))
-    return ta + tb
+    return np.where((ta > 0) & (tb > 0), ta + tb, 0.0)  # from inside the sphere, every segment crosses it
 
 
 def segment_clearance_km(pos_a: np.ndarray, pos_b: np.ndarray) -> np.ndarray:

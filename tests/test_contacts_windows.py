@@ -271,3 +271,32 @@ def test_a_mask_of_90_deg_is_refused_with_a_message_that_does_not_list_90_as_all
         LinkGeometry(max_range_km=8000.0, min_elevation_deg=90.0)
     assert "\n" not in str(exc.value)
     LinkGeometry(max_range_km=8000.0, min_elevation_deg=89.9)  # just below is a (narrow) mask
+
+
+def test_a_node_below_the_grazing_altitude_sees_no_satellite():
+    """A node inside the grazing sphere (altitude below link.grazing_altitude_km) was
+    given windows with nodes above it: the occlusion limit took its tangent length as 0
+    and kept the other node's, although every segment from inside the sphere crosses it
+    (los_limit_km's docstring already said 0). Brute force: direct segment test, 1 s."""
+    from orbits import Constellation
+    from orbits.constellation import circular_satrec
+
+    from contact_sim.geometry import segment_clearance_km
+
+    epoch = walker_delta(1, 1, 0, 550.0, 53.0, EPOCH).epoch
+    c = Constellation(["LOW", "HIGH"], [circular_satrec(1, epoch, 400.0, 53.0, 0.0, 0.0),
+                                        circular_satrec(2, epoch, 1000.0, 53.0, 0.0, 10.0)], epoch)
+    t = np.arange(0.0, 3600.0 + 0.5, 1.0)
+    r, _ = propagate_offsets(c, c.epoch, t)
+    traj = satellite_trajectories(c, c.epoch, 3600.0, 60.0)
+    for grazing in (300.0, 500.0):  # the low node above, then below the grazing altitude
+        geom = LinkGeometry(max_range_km=10000.0, grazing_altitude_km=grazing)
+        vis = segment_clearance_km(r[0], r[1]) >= geom.grazing_radius_km
+        ref = windows_from_samples(t, vis)
+        got = find_windows(traj, geom)
+        _assert_edges_close(ref, [(w.t_start_s, w.t_end_s) for w in got], 3600.0)
+        assert bool(ref) == (grazing == 300.0)
+    rho = EARTH_RADIUS_KM + 500.0
+    assert los_limit_km(EARTH_RADIUS_KM + 400.0, EARTH_RADIUS_KM + 1000.0, rho) == 0.0
+    assert max_los_range_km(400.0, 1000.0, grazing_km=500.0) == 0.0
+    assert los_limit_km(EARTH_RADIUS_KM + 600.0, EARTH_RADIUS_KM + 1000.0, rho) > 0.0
