@@ -52,7 +52,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from contact_sim.scenario import MAX_ROUNDS
 from fol.config import FOLConfig
 from fol.data import DEFAULT_MIN_SAMPLES, GeoDataset, dirichlet_partition, load_dataset
 from fol.data.geo import MAX_IMAGE_SIZE
@@ -220,6 +219,12 @@ def paper_task(dataset: str) -> str | None:
         if dataset in (task, f"synthetic-{task}"):
             return task
     return None
+
+
+#: Most collection rounds E a protocol run may ask for: the bound a scenario puts on its plan
+#: rounds (``contact_sim.scenario.MAX_ROUNDS``; the learning core does not import contact_sim,
+#: so the value is repeated here and a test holds the two equal).
+MAX_ROUNDS = 10_000
 
 
 @dataclass

@@ -622,7 +622,9 @@ def test_a_huge_round_count_is_refused_before_any_work(tmp_path, capsys, benchma
     and a tables.json naming such a count hung --merge. Both are one line now: at most
     contact_sim's MAX_ROUNDS, the most rounds a scenario may define."""
     from contact_sim.scenario import MAX_ROUNDS
+    from fol.reproduce import MAX_ROUNDS as protocol_max_rounds
 
+    assert protocol_max_rounds == MAX_ROUNDS  # one bound, written in both layers
     with pytest.raises(ConfigError, match="rounds"):
         ProtocolConfig(rounds=MAX_ROUNDS + 1)
     assert ProtocolConfig(rounds=MAX_ROUNDS).rounds == MAX_ROUNDS
