@@ -20,7 +20,7 @@ FOLDER = Path(__file__).resolve().parents[1] / "examples" / "drone_swarm"
 def test_run_swarm_personalizes_every_drone(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, str(FOLDER / "run_swarm.py"), "--out", str(out), "--per-node", "60",
-                             "--epochs", "1", "--timeout", "240"], cwd=tmp_path, start_new_session=True,
+                             "--pool-size", "600", "--epochs", "1", "--timeout", "240"], cwd=tmp_path, start_new_session=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

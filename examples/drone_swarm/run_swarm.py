@@ -67,6 +67,8 @@ def main() -> int:
     ap.add_argument("--dataset", default="synthetic-hurricane")
     ap.add_argument("--per-node", type=int, default=200, help="images per drone (default: %(default)s)")
     ap.add_argument("--epochs", type=int, default=10, help="pretraining epochs (default: %(default)s)")
+    ap.add_argument("--pool-size", type=int, default=None,
+                    help="images in the synthetic pool the drones' shards are drawn from (default: the dataset's own)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the round")
     args = ap.parse_args()
 
@@ -83,7 +85,8 @@ def main() -> int:
             if other != name and not (out / name / "trusted" / f"{other}.key").exists():
                 run("keys", "trust", f"../{other}/keys/{other}.key", "--store", "trusted", cwd=out / name)
     for i, name in enumerate(names):
-        data = f"dataset={args.dataset},nodes=3,node={i},psi=0.5,per_node={args.per_node}"
+        size = "" if args.pool_size is None else f",size={args.pool_size}"
+        data = f"dataset={args.dataset}{size},nodes=3,node={i},psi=0.5,per_node={args.per_node}"
         folder = out / name
         if not (folder / "pretrained.safetensors").exists():
             run("pretrain", "--data", data, "--arch", "cnn-small", "--epochs", str(args.epochs),
