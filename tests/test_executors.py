@@ -268,7 +268,7 @@ def test_a_ray_task_error_reaches_the_caller_as_itself_in_one_line(local_ray):
     FOLError as one line), not as Ray's RayTaskError with the remote traceback
     in colour; a task whose worker died is one FOLError line naming the stage,
     as with the process executor. The process executor gives the same."""
-    from fol.errors import DataError, FOLError
+    from fol.errors import DataError
     from fol.executors import RayExecutor
 
     with make_executor("process", workers=1, threads=1) as pex:
