@@ -61,7 +61,7 @@ from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import atomic_write_text, check_output_dir  # noqa: E402
 from fol.executors import make_executor  # noqa: E402
 from fol.reproduce import (METHOD_GROUPS, ProtocolConfig, ProtocolResult,  # noqa: E402
-                           check_fresh_output, compare_results, merge_results, run_protocol)
+                           check_fresh_output, compare_results, mean_pm, merge_results, run_protocol)
 
 
 def _cpu_seconds() -> float:
@@ -100,13 +100,6 @@ def build_config(args: argparse.Namespace) -> ProtocolConfig:
     return ProtocolConfig(**over, fol=fol, method_options=options)
 
 
-def _pm(mean_std: tuple[float, float], n: int, spec: str = "+.1f") -> str:
-    """``mean ± std`` of ``n`` values; one value alone, as the tables show a single seed:
-    a "± 0" over one value would read as seeds that agree."""
-    mean, std = mean_std
-    return f"{mean:{spec}}" + (f" ± {std:{spec.lstrip('+')}}" if n > 1 else "")
-
-
 def summary(result: ProtocolResult) -> list[str]:
     """The tables, then what the issues' targets read from them: per setting
     and round, the one-model gain over Local, the ensemble's, and the share of
@@ -121,11 +114,11 @@ def summary(result: ProtocolResult) -> list[str]:
             t = result.transfer(dataset, psi, rounds=e)
             counted, run = t["kept_seeds"]
             kept = ("an undefined share (the ensemble gained under half a point)" if not counted
-                    else f"{_pm(t['kept'], counted, '.0f')} %"
+                    else f"{mean_pm(t['kept'], counted, '.0f')} %"
                     + (f" (over the {counted} of {run} seeds where the ensemble gained half a point or more)"
                        if counted < run else ""))
-            lines.append(f"{dataset} psi={psi}, E={e}: FOL - Local = {_pm(t['student'], run)}, "
-                         f"FOL-A - Local = {_pm(t['ensemble'], run)} points; the student "
+            lines.append(f"{dataset} psi={psi}, E={e}: FOL - Local = {mean_pm(t['student'], run, '+.1f')}, "
+                         f"FOL-A - Local = {mean_pm(t['ensemble'], run, '+.1f')} points; the student "
                          f"keeps {kept} of the ensemble's gain (of the swarm means"
                          + ("; targets +4 points and 60 %)" if e == 1 and psi == 0.5 else ")"))
         if 3 in rounds and psi == 0.5:
@@ -184,15 +177,15 @@ def compare(paths: list[Path], out: Path | None) -> int:
         mine = [c for c in rows if (c.dataset, c.psi) == key]
         seeds, local = mine[0].seeds, mine[0].local
         lines += ["", f"#### {key[0]}, psi = {key[1]}: {len(base.settings[key]['sizes'])} nodes, seeds "
-                      f"{list(seeds)}; Local {_pm(local, len(seeds), '.1f')} in both",
+                      f"{list(seeds)}; Local {mean_pm(local, len(seeds), '.1f')} in both",
                   "", "| row | base | other | other - base | (node, seed) pairs above / below | p |",
                   "|---|---|---|---|---|---|"]
         for c in mine:
             d = c.paired.diff
             p = "-" if c.paired.p is None else f"{c.paired.p:.2g}"
             n = len(c.seeds)
-            lines.append(f"| {c.row} | {_pm(c.base, n, '.1f')} | {_pm(c.other, n, '.1f')} | "
-                         f"{_pm(d, n)} | {c.paired.above} / {c.paired.below} of {c.paired.pairs} | {p} |")
+            lines.append(f"| {c.row} | {mean_pm(c.base, n, '.1f')} | {mean_pm(c.other, n, '.1f')} | "
+                         f"{mean_pm(d, n, '+.1f')} | {c.paired.above} / {c.paired.below} of {c.paired.pairs} | {p} |")
     print("\n".join(lines))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

@@ -68,7 +68,7 @@ from swarmbase.tomlcheck import is_finite_number, shown
 
 __all__ = [
     "ProtocolConfig", "ROWS", "COLUMN_QUANTILES", "PAPER_CELLS", "PAPER_SATELLITES", "column_nodes",
-    "TABLE_FILES", "check_fresh_output",
+    "TABLE_FILES", "check_fresh_output", "mean_pm",
     "Paired", "paired_difference", "merge_results", "RowComparison", "compare_results",
     "partition_pool", "pretrained_swarm", "run_setting", "run_protocol", "ProtocolResult", "load_pool", "paper_task", "METHOD_GROUPS", "rows_for",
 ]
@@ -546,8 +546,7 @@ class ProtocolResult:
             parts.append("| " + " | ".join(head) + " |")
             parts.append("|" + "---|" * len(head))
             for row in self.rows(dataset, psi):
-                one = len(s["acc"]) == 1  # one seed: no spread to show
-                cells = [row] + [_fmt(*self.cell(dataset, psi, row, c), one) for c in [*cols, None]]
+                cells = [row] + [mean_pm(self.cell(dataset, psi, row, c), len(s["acc"])) for c in [*cols, None]]
                 if paper:
                     cells.append(" / ".join(f"{v:.2f}" for v in paper.get(row, ())) or "-")
                 parts.append("| " + " | ".join(cells) + " |")
@@ -560,8 +559,7 @@ class ProtocolResult:
                 for row in others:
                     d = self.paired(dataset, psi, row)
                     test = "-" if d.p is None else f"{d.p:.2g} ({d.nonzero})"
-                    diff = f"{d.diff[0]:+.1f}" + (f" ± {d.diff[1]:.1f}" if len(d.per_seed) > 1 else "")  # one seed
-                    parts.append(f"| {row} | {diff} | {d.above} / {d.below} of "
+                    parts.append(f"| {row} | {mean_pm(d.diff, len(d.per_seed), '+.1f')} | {d.above} / {d.below} of "
                                  f"{d.pairs} | {test} |")
             reverts = self.reverts(dataset, psi)
             if reverts:
@@ -869,8 +867,16 @@ def compare_results(base: ProtocolResult, other: ProtocolResult) -> list[RowComp
     return out
 
 
-def _fmt(mean: float, std: float, single: bool = False) -> str:
-    return f"{mean:.1f}" if single else f"{mean:.1f} ± {std:.1f}"
+def mean_pm(mean_std: tuple[float, float], n: int, spec: str = ".1f") -> str:
+    """``mean ± std`` of ``n`` values in format ``spec`` (the std without its sign); one
+    value alone, as the tables show a single seed: a "± 0" over one value would read as
+    seeds that agree.
+
+    >>> mean_pm((2.0, 0.5), 3, "+.1f"), mean_pm((2.0, 0.0), 1)
+    ('+2.0 ± 0.5', '2.0')
+    """
+    mean, std = mean_std
+    return f"{mean:{spec}}" + (f" ± {std:{spec.lstrip('+')}}" if n > 1 else "")
 
 
 def run_protocol(cfg: ProtocolConfig, progress: Callable[[str], None] = log.info,
