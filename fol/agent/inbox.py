@@ -41,7 +41,7 @@ from typing import Any, Callable
 from fol.agent.protocol import Offer, ProtocolError
 from fol.errors import CheckpointError, ConfigError
 from fol.fileio import fsync_dir, make_dirs, write_json_atomic
-from swarmbase.tomlcheck import is_finite_number
+from swarmbase.tomlcheck import is_finite_number, shown
 
 __all__ = ["AgentState", "Inbox", "file_sha256", "STATE_FORMAT"]
 
@@ -115,7 +115,7 @@ class AgentState:
         if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
             raise ConfigError(f"{source}: not a FOL agent state file")
         if data.get("version") != STATE_VERSION:
-            raise ConfigError(f"{source}: state version {data.get('version')!r}, this agent reads {STATE_VERSION}")
+            raise ConfigError(f"{source}: state version {shown(data.get('version'))}, this agent reads {STATE_VERSION}")
         known = set(cls.__dataclass_fields__)
         values = {k: v for k, v in data.items() if k in known}
         try:
@@ -123,28 +123,28 @@ class AgentState:
         except TypeError as exc:
             raise ConfigError(f"{source}: malformed state ({exc})") from None
         if not isinstance(state.round, int) or state.round < 1:
-            raise ConfigError(f"{source}: field 'round' must be a positive integer, got {state.round!r}")
+            raise ConfigError(f"{source}: field 'round' must be a positive integer, got {shown(state.round)}")
         for name in ("round_started", "round_age_s", "round_age_at"):
             value = getattr(state, name)
             if not is_finite_number(value) or value < 0:
-                raise ConfigError(f"{source}: field {name!r} must be a non-negative number of seconds, got {value!r}")
+                raise ConfigError(f"{source}: field {name!r} must be a non-negative number of seconds, got {shown(value)}")
         if not isinstance(state.finished, bool):
-            raise ConfigError(f"{source}: field 'finished' must be true or false, got {state.finished!r}")
+            raise ConfigError(f"{source}: field 'finished' must be true or false, got {shown(state.finished)}")
         for name in ("node", "current_model", "local_model"):
             if not isinstance(getattr(state, name), str):
-                raise ConfigError(f"{source}: field {name!r} must be a string, got {getattr(state, name)!r}")
+                raise ConfigError(f"{source}: field {name!r} must be a string, got {shown(getattr(state, name))}")
         for name, required in _RECORD_FIELDS.items():
             records = getattr(state, name)
             if not isinstance(records, dict):
                 raise ConfigError(f"{source}: field {name!r} must be an object")
             for key, record in records.items():
                 if not isinstance(record, dict):
-                    raise ConfigError(f"{source}: field {name!r} entry {key!r} must be an object")
+                    raise ConfigError(f"{source}: field {name!r} entry {shown(key)} must be an object")
                 for fname, ftype in required.items():
                     value = record.get(fname)
                     if not isinstance(value, ftype) or isinstance(value, bool):
-                        raise ConfigError(f"{source}: field {name!r} entry {key!r}: {fname!r} must be "
-                                          f"{_TYPE_NAMES[ftype]}, got {value!r}")
+                        raise ConfigError(f"{source}: field {name!r} entry {shown(key)}: {fname!r} must be "
+                                          f"{_TYPE_NAMES[ftype]}, got {shown(value)}")
         if not isinstance(state.history, list) or not all(isinstance(h, dict) for h in state.history):
             raise ConfigError(f"{source}: field 'history' must be a list of objects")
         return state
