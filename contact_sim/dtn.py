@@ -109,11 +109,15 @@ def header_name_ok(name: str) -> bool:
     return bool(name) and " ".join(name.split()) == name
 
 
+def _contact(plan: ContactPlan, k: int, t0: float, t1: float) -> str:
+    """Window ``k`` as an error message names it: its nodes (names and plan numbers) and times."""
+    a, b = int(plan.windows.a[k]), int(plan.windows.b[k])
+    return f"contact {plan.node_names[a]} - {plan.node_names[b]} (nodes {a + 1}, {b + 1}) +{int(t0)} +{int(t1)}"
+
+
 def _too_fast(plan: ContactPlan, k: int, t0: float, t1: float, rate: str, limit: str, hint: str) -> str:
     """The message for window ``k``, whose rate a DTN tool's contact plan cannot hold."""
-    a, b = int(plan.windows.a[k]), int(plan.windows.b[k])
-    return (f"contact {plan.node_names[a]} - {plan.node_names[b]} (nodes {a + 1}, {b + 1}) +{int(t0)} +{int(t1)}: "
-            f"mean rate {rate} is above {limit}; {hint}")
+    return f"{_contact(plan, k, t0, t1)}: mean rate {rate} is above {limit}; {hint}"
 
 
 def format_ion(plan: ContactPlan) -> str:
@@ -167,8 +171,7 @@ def hdtn_contacts(plan: ContactPlan) -> dict:
             continue
         a, b = int(w.a[k]) + 1, int(w.b[k]) + 1
         if t1[k] > HDTN_MAX_TIME_S:
-            raise ContactError(f"contact {plan.node_names[int(w.a[k])]} - {plan.node_names[int(w.b[k])]} "
-                               f"(nodes {a}, {b}) +{int(t0[k])} +{int(t1[k])}: ends after HDTN's latest time, "
+            raise ContactError(f"{_contact(plan, k, t0[k], t1[k])}: ends after HDTN's latest time, "
                                f"{HDTN_MAX_TIME_S} s (startTime and endTime are 32-bit integers)")
         if int(rate[k]) > HDTN_MAX_RATE_BPS:
             raise ContactError(_too_fast(
