@@ -31,6 +31,8 @@ import numpy as np
 EARTH_RADIUS_KM = 6378.135
 #: Default grazing altitude of an inter-satellite link, km.
 DEFAULT_GRAZING_KM = 80.0
+#: Largest grazing altitude a link geometry takes, km (the TOML and the API share it).
+MAX_GRAZING_KM = 50000.0
 
 
 def max_los_range_km(altitude_a_km: float, altitude_b_km: float | None = None,

@@ -87,7 +87,7 @@ from .drones import MAX_LOCAL_KM, drone_trajectories, expected_turns, random_way
 from .dtn import header_name_ok, read_plan
 from .errors import ContactError
 from .energy import Battery, EnergyModel
-from .geometry import EARTH_RADIUS_KM
+from .geometry import EARTH_RADIUS_KM, MAX_GRAZING_KM
 from .link import MAX_RATE_BPS, SHANNON_RANGES, LinkModel
 from .plan import ContactPlan
 from .trajectory import (GroundStation, Trajectories, check_trajectory_size, grid_samples,
@@ -365,7 +365,7 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
     else:
         geometry = LinkGeometry(
             max_range_km=lt.num("max_range_km", required=True, positive=True),
-            grazing_altitude_km=lt.num("grazing_altitude_km", 80.0, nonneg=True, maximum=50000.0),
+            grazing_altitude_km=lt.num("grazing_altitude_km", 80.0, nonneg=True, maximum=MAX_GRAZING_KM),
             min_elevation_deg=lt.num("min_elevation_deg", 10.0),
             station_max_range_km=lt.num("station_max_range_km", None, positive=True))
 

@@ -82,7 +82,7 @@ from orbits import MU_KM3_S2
 
 from . import _kernels as K
 from .errors import ContactError
-from .geometry import DEFAULT_GRAZING_KM, EARTH_RADIUS_KM, geodetic_up
+from .geometry import DEFAULT_GRAZING_KM, EARTH_RADIUS_KM, MAX_GRAZING_KM, geodetic_up
 from .trajectory import EARTH_ROTATION_RAD_S, MOVING, STATION, Trajectories
 
 log = logging.getLogger(__name__)
@@ -116,9 +116,12 @@ class LinkGeometry:
     def __post_init__(self) -> None:
         if not np.isfinite(self.max_range_km) or self.max_range_km <= 0:
             raise ContactError(f"link.max_range_km: expected a positive distance, got {self.max_range_km}")
-        if self.grazing_altitude_km < 0:
-            raise ContactError(
-                f"link.grazing_altitude_km: expected >= 0 km, got {self.grazing_altitude_km}")
+        # NaN fails every comparison: a NaN radius would silently switch the occlusion test off
+        if not 0 <= self.grazing_altitude_km <= MAX_GRAZING_KM:
+            raise ContactError(f"link.grazing_altitude_km: expected a number in 0..{MAX_GRAZING_KM:g} km, "
+                               f"got {self.grazing_altitude_km}")
+        if not 0 < self.earth_radius_km < np.inf:
+            raise ContactError(f"earth_radius_km: expected a positive distance, got {self.earth_radius_km}")
         if self.min_elevation_deg >= 90:  # only the zenith itself: no window of any length
             raise ContactError(
                 f"link.min_elevation_deg: expected 0..90 deg, 90 excluded (a mask of 90 deg or more leaves "
@@ -127,7 +130,7 @@ class LinkGeometry:
             raise ContactError(
                 f"link.min_elevation_deg: expected 0..90 deg (a mask below the horizon would let a "
                 f"station link pass through the Earth), got {self.min_elevation_deg}")
-        if self.station_max_range_km is not None and self.station_max_range_km <= 0:
+        if self.station_max_range_km is not None and not 0 < self.station_max_range_km < np.inf:
             raise ContactError(
                 f"link.station_max_range_km: expected a positive distance, got {self.station_max_range_km}")
 

@@ -228,6 +228,24 @@ def test_bad_geometry_rejected():
         LinkGeometry(max_range_km=10.0, grazing_altitude_km=-1.0)
 
 
+@pytest.mark.parametrize("field, value, match", [
+    ("grazing_altitude_km", math.nan, r"link.grazing_altitude_km: expected a number in 0..50000 km, got nan"),
+    ("grazing_altitude_km", math.inf, r"link.grazing_altitude_km: expected a number in 0..50000 km, got inf"),
+    ("grazing_altitude_km", 1e160, r"link.grazing_altitude_km: expected a number in 0..50000 km"),
+    ("station_max_range_km", math.nan, r"link.station_max_range_km: expected a positive distance, got nan"),
+    ("station_max_range_km", math.inf, r"link.station_max_range_km: expected a positive distance, got inf"),
+    ("earth_radius_km", math.nan, r"earth_radius_km: expected a positive distance, got nan"),
+    ("earth_radius_km", -1.0, r"earth_radius_km: expected a positive distance, got -1.0"),
+])
+def test_a_non_finite_geometry_is_refused_through_the_api_as_from_toml(field, value, match):
+    """The TOML path refused a NaN grazing altitude but LinkGeometry(...) took it: every
+    comparison against a NaN radius is False, so the occlusion test never fired and a
+    6-satellite shell got 15 windows (links through the Earth) instead of 8; an
+    infinite one gave none."""
+    with pytest.raises(ContactError, match=match):
+        LinkGeometry(max_range_km=20000.0, **{field: value})
+
+
 def test_elevation_is_measured_above_the_local_horizontal_as_the_window_finder_does():
     """elevation_deg's default vertical was the geocentric radial while the window
     finder's mask uses the WGS-84 normal: the two disagreed by up to 0.19 deg."""
