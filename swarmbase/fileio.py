@@ -122,8 +122,11 @@ def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = ())
     earlier set may hold and this one does not) that the new set did not bring
     are removed (Ctrl-C is held off during these renames and removals). On an
     error or Ctrl-C the temporary folder is removed and ``folder`` still holds
-    the previous set. Other files in ``folder`` are left alone. Only a power
-    loss during the final renames can mix the sets.
+    the previous set; so it does when one of the final renames fails (the old
+    files are kept aside in a hidden folder until the whole set is in place, and
+    the renames already made are undone). Other files in ``folder`` are left
+    alone. Only a power loss during the final renames can mix the sets (the old
+    files are then in a hidden ``.staged-*.old`` folder).
 
     >>> import tempfile, pathlib
     >>> out = pathlib.Path(tempfile.mkdtemp())
@@ -142,18 +145,51 @@ def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = ())
         sigint = hasattr(signal, "pthread_sigmask") and hasattr(signal, "SIGINT")
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if sigint else None
         try:
-            for name in names:
-                os.replace(stage / name, folder / name)
-            stale = {p for pattern in replaces for p in folder.glob(pattern)
-                     if p.name not in names and not p.is_dir()}
-            for path in sorted(stale):
-                path.unlink(missing_ok=True)
+            _swap(stage, folder, names, replaces)
         finally:
             if blocked is not None:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        fsync_dir(folder)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def _swap(stage: Path, folder: Path, names: list[str], replaces: Sequence[str]) -> None:
+    """Move the files ``names`` of ``stage`` into ``folder``: each file they replace, and
+    each stale match of ``replaces``, is first moved into a hidden folder beside them,
+    removed once every move succeeded. If a move fails, the moves made are undone in
+    reverse order (so ``folder`` holds the previous set again) and the error is raised;
+    should an undo fail too, the kept-aside files stay in that hidden folder."""
+    aside = folder / f"{stage.name[:-len('.tmp')]}.old"
+    undo: list[tuple[Path, Path]] = []  # (moved to, moved from)
+
+    def move(src: Path, dst: Path) -> None:
+        os.replace(src, dst)
+        undo.append((dst, src))
+
+    try:
+        os.mkdir(aside)
+        for name in names:
+            target = folder / name
+            if os.path.lexists(target) and (target.is_symlink() or not target.is_dir()):
+                # a folder is never moved aside (a file renamed onto it fails, and is undone)
+                move(target, aside / name)
+            move(stage / name, target)
+        stale = {p for pattern in replaces for p in folder.glob(pattern) if p.name not in names and not p.is_dir()}
+        for path in sorted(stale):
+            move(path, aside / path.name)
+    except BaseException:
+        undone = True
+        for dst, src in reversed(undo):
+            try:
+                os.replace(dst, src)
+            except OSError:  # the folder failed twice: keep what was set aside
+                undone = False
+        fsync_dir(folder)
+        if undone:
+            shutil.rmtree(aside, ignore_errors=True)
+        raise
+    fsync_dir(folder)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _creatable(path: Path, error: type[Exception], what: str) -> None:

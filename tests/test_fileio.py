@@ -142,3 +142,61 @@ def test_staged_outputs_replaces_removes_only_stale_matches_and_only_on_success(
     with fileio.staged_outputs(tmp_path, replaces=["ensemble.json", "member-*.bin"]) as stage:
         (stage / "member-new.bin").write_bytes(b"new")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["member-new.bin", "notes.txt"]
+
+
+def _listing(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("fail_at", range(1, 10))
+def test_staged_outputs_a_rename_failing_mid_swap_leaves_the_previous_set(tmp_path: Path, monkeypatch,
+                                                                          fail_at: int) -> None:
+    """The swap renamed the new files one by one and removed the stale ones with no way
+    back: a rename failing on the second of three left new a.csv beside old b.csv and
+    c.csv. Whichever rename or removal fails, the folder now holds the previous set
+    (and nothing hidden is left behind); when none fails, the new set."""
+    old = {"a.csv": b"old a", "b.csv": b"old b", "c.csv": b"old c", "part-9.bin": b"old part",
+           "notes.txt": b"mine"}
+    for name, data in old.items():
+        (tmp_path / name).write_bytes(data)
+    real_replace, real_unlink, calls = os.replace, Path.unlink, [0]
+
+    def counted(fn):
+        def wrapper(*args, **kwargs):
+            calls[0] += 1
+            if calls[0] == fail_at:
+                raise OSError(5, "Input/output error")
+            return fn(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(os, "replace", counted(real_replace))
+    monkeypatch.setattr(os, "rename", counted(os.rename))
+    monkeypatch.setattr(Path, "unlink", counted(real_unlink))
+    new = {"a.csv": b"new a", "b.csv": b"new b", "c.csv": b"new c"}
+    try:
+        with fileio.staged_outputs(tmp_path, replaces=["*.csv", "part-*.bin"]) as stage:
+            calls[0] = 0  # count the swap's own operations only
+            for name, data in new.items():
+                (stage / name).write_bytes(data)
+    except OSError as exc:
+        assert "Input/output error" in str(exc)
+        monkeypatch.undo()
+        assert _listing(tmp_path) == old
+    else:
+        monkeypatch.undo()
+        assert _listing(tmp_path) == {**new, "notes.txt": b"mine"}
+
+
+def test_staged_outputs_an_output_name_taken_by_a_folder_leaves_the_previous_set(tmp_path: Path) -> None:
+    """No injected fault: a folder named like the second output makes its rename fail
+    (a file cannot replace a folder); the first output was already swapped in."""
+    (tmp_path / "a.csv").write_bytes(b"old a")
+    (tmp_path / "b.csv").mkdir()
+    (tmp_path / "b.csv" / "x").write_bytes(b"x")
+    with pytest.raises(OSError):
+        with fileio.staged_outputs(tmp_path) as stage:
+            (stage / "a.csv").write_bytes(b"new a")
+            (stage / "b.csv").write_bytes(b"new b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "b.csv"]
+    assert (tmp_path / "a.csv").read_bytes() == b"old a"
+    assert (tmp_path / "b.csv" / "x").read_bytes() == b"x"
