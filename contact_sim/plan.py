@@ -363,7 +363,9 @@ class ContactPlan:
         min_range_km``; seconds and km with 3 decimals, UTC as
         ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (empty without a start time), ``round``
         the plan round containing the window's start (-1 outside the rounds, as :meth:`round_of`). Formatted in numpy
-        (:mod:`contact_sim.tablewriter`), so 10^7 windows take seconds.
+        (:mod:`contact_sim.tablewriter`), so 10^7 windows take seconds. A window the
+        search cut at the horizon (open at its start or end) is not flagged: its
+        ``t_start_s`` is 0 or its ``t_end_s`` the horizon (:func:`~contact_sim.windows.find_windows`).
         """
         path = Path(path)
         w = self.windows

@@ -660,6 +660,10 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
     each window into ``volume_bits``. ``workers > 1`` scans time chunks in
     forked processes (Linux; at most one per core); ``chunks`` defaults to ``workers``.
 
+    Windows are cut at the ends of ``traj.times_s``: one already open at the
+    first time starts exactly there, one still open at the last time ends
+    exactly there, and nothing else marks them as cut.
+
     Memory: each worker holds the open windows and at most one part of
     ``_PART_WINDOWS`` emitted windows, which it writes to a temporary
     directory (``tempfile``: ``TMPDIR``); the parts are then read back one at

@@ -318,3 +318,19 @@ def test_a_node_below_the_grazing_altitude_sees_no_satellite():
     assert los_limit_km(EARTH_RADIUS_KM + 400.0, EARTH_RADIUS_KM + 1000.0, rho) == 0.0
     assert max_los_range_km(400.0, 1000.0, grazing_km=500.0) == 0.0
     assert los_limit_km(EARTH_RADIUS_KM + 600.0, EARTH_RADIUS_KM + 1000.0, rho) > 0.0
+
+
+def test_windows_cut_at_the_horizon_start_and_end_exactly_on_it():
+    """docs/formats.md tells users a window cut at the horizon is recognised by
+    t_start_s == 0 or t_end_s == time.duration_s exactly (no flag column); with a
+    horizon off the grid and the search split in chunks."""
+    c = walker_delta(12, 3, 1, 550.0, 53.0, EPOCH)
+    horizon = 3630.5
+    traj = satellite_trajectories(c, c.epoch, horizon, 60.0)
+    for chunks in (1, 3):
+        table = find_windows(traj, LinkGeometry(max_range_km=5000.0), chunks=chunks)
+        assert table.t_start_s.min() == 0.0 and table.t_end_s.max() == horizon
+        cut = (table.t_start_s == 0.0) | (table.t_end_s == horizon)
+        assert 0 < cut.sum() < len(table)
+        inner = table.t_start_s[~cut], table.t_end_s[~cut]
+        assert inner[0].min() > 60.0 and inner[1].max() < horizon - 60.0
