@@ -73,8 +73,8 @@ class LinkModel:
     def __post_init__(self) -> None:
         if self.model not in LINK_MODELS:
             raise ContactError(f"link.model: expected one of {', '.join(map(repr, LINK_MODELS))}, got {self.model!r}")
-        if self.acquisition_s < 0:
-            raise ContactError(f"link.acquisition_s: expected >= 0 s, got {self.acquisition_s}")
+        if not 0 <= self.acquisition_s < np.inf:  # NaN too: it made every capacity -2**63 bytes
+            raise ContactError(f"link.acquisition_s: expected a number of seconds >= 0, got {self.acquisition_s}")
         positive = {"constant": ["rate_bps"], "plan": []}.get(
             self.model, ["frequency_hz", "bandwidth_hz", "noise_temperature_k"])
         for name in positive:

@@ -47,6 +47,9 @@ def test_capacity_after_acquisition():
 @pytest.mark.parametrize("kwargs, field", [
     (dict(model="laser"), "link.model"), (dict(rate_bps=0.0), "link.rate_bps"),
     (dict(acquisition_s=-1.0), "link.acquisition_s"),
+    # NaN passed the '< 0' check and every capacity became -2**63 bytes; inf made them all 0
+    (dict(acquisition_s=float("nan")), r"link.acquisition_s: expected a number of seconds >= 0, got nan"),
+    (dict(acquisition_s=float("inf")), r"link.acquisition_s: expected a number of seconds >= 0, got inf"),
     (dict(model="shannon", bandwidth_hz=-5.0), "link.bandwidth_hz"),
     (dict(rate_bps=1e308), r"link.rate_bps: expected a positive number of at most 1e\+15"),
     (dict(model="shannon", max_rate_bps=2e15), r"link.max_rate_bps: expected a positive number of at most 1e\+15"),
