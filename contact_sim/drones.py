@@ -134,12 +134,18 @@ def random_waypoints(count: int, area_km: float, speed_m_s: float, duration_s: f
     """
     if count < 1:
         raise ContactError(f"drones.count: expected >= 1, got {count}")
-    if area_km <= 0:
-        raise ContactError(f"drones.area_km: expected > 0 km, got {area_km}")
-    if speed_m_s <= 0:
-        raise ContactError(f"drones.speed_m_s: expected > 0 m/s, got {speed_m_s}")
-    if pause_s < 0:
-        raise ContactError(f"drones.pause_s: expected >= 0 s, got {pause_s}")
+    # the scenario file's bounds; written so that NaN (which fails every comparison) is refused too
+    if not 0 < area_km <= MAX_LOCAL_KM:
+        raise ContactError(f"drones.area_km: expected a positive number of at most {MAX_LOCAL_KM:g} km, got {area_km}")
+    if not 0 < speed_m_s < math.inf:
+        raise ContactError(f"drones.speed_m_s: expected a positive number of m/s, got {speed_m_s}")
+    if not 0 <= pause_s < math.inf:
+        raise ContactError(f"drones.pause_s: expected a number of seconds >= 0, got {pause_s}")
+    if not -MAX_LOCAL_KM <= altitude_km <= MAX_LOCAL_KM:
+        raise ContactError(f"drones.altitude_km: expected a number in -{MAX_LOCAL_KM:g}..{MAX_LOCAL_KM:g} km, "
+                           f"got {altitude_km}")
+    if not 0 < duration_s < math.inf:
+        raise ContactError(f"time.duration_s: expected a positive number of seconds, got {duration_s}")
     turns = expected_turns(count, area_km, speed_m_s, duration_s, pause_s)
     check_trajectory_size(turns, count, waypoint_times=turns)
     rng = np.random.default_rng(seed)

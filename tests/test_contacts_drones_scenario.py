@@ -57,6 +57,23 @@ def test_random_waypoints_are_seeded_and_respect_speed():
         assert (d.xyz_km[:, :2] >= 0).all() and (d.xyz_km[:, :2] <= 3.0).all()
 
 
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(area_km=float("nan")), r"drones.area_km: expected a positive number of at most 1000 km, got nan"),
+    (dict(area_km=1e200), r"drones.area_km: expected a positive number of at most 1000 km, got 1e\+200"),
+    (dict(speed_m_s=float("nan")), r"drones.speed_m_s: expected a positive number of m/s, got nan"),
+    (dict(pause_s=float("nan")), r"drones.pause_s: expected a number of seconds >= 0, got nan"),
+    (dict(altitude_km=float("nan")), r"drones.altitude_km: expected a number in -1000..1000 km, got nan"),
+    (dict(duration_s=float("nan")), r"time.duration_s: expected a positive number of seconds, got nan"),
+])
+def test_random_waypoints_refuse_what_the_scenario_file_refuses(kwargs, match):
+    """Through the API a NaN area died in numpy (OverflowError), a NaN speed or altitude
+    in the k-d tree (ValueError), and a NaN pause was silently no pause; the TOML path
+    refused each. Now one ContactError line, with the file's bounds."""
+    args = dict(count=3, area_km=2.0, speed_m_s=10.0, duration_s=600.0, seed=1) | kwargs
+    with pytest.raises(ContactError, match=match):
+        random_waypoints(**args)
+
+
 def test_drone_windows_match_brute_force_scan():
     wps = random_waypoints(8, 3.0, 15.0, 1800.0, seed=3, pause_s=15.0)
     traj = drone_trajectories(wps, 1800.0, 30.0)
