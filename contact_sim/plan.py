@@ -88,8 +88,8 @@ class ContactPlan:
         self.start = start
         self.meta = dict(meta or {})
         bounds = np.asarray(round_boundaries_s, dtype=float)
-        if bounds.ndim != 1 or bounds.size < 2 or np.any(np.diff(bounds) <= 0):
-            raise ContactError("rounds: expected at least two strictly increasing boundaries (s)")
+        if bounds.ndim != 1 or bounds.size < 2 or not np.isfinite(bounds).all() or np.any(np.diff(bounds) <= 0):
+            raise ContactError("rounds: expected at least two strictly increasing finite boundaries (s)")
         self.round_boundaries_s = bounds
         self.windows = windows
         self.windows.capacity_bytes = link.capacity_bytes(windows.duration_s, windows.volume_bits)

@@ -59,6 +59,15 @@ def test_bad_link_parameters(kwargs, field):
         LinkModel(**kwargs)
 
 
+@pytest.mark.parametrize("bounds", [(0.0, float("nan")), (float("nan"), 1000.0), (0.0, 1000.0, float("inf")),
+                                    (0.0, 2000.0, 1000.0), (0.0,)])
+def test_round_boundaries_must_be_finite_and_increasing(bounds):
+    """A NaN boundary passed the 'strictly increasing' check (NaN compares False): the plan
+    was built with a NaN horizon and no window deliverable in any round, silently."""
+    with pytest.raises(ContactError, match=r"rounds: expected at least two strictly increasing finite boundaries"):
+        _plan(bounds=bounds)
+
+
 def test_deliverable_orders_by_completion_and_respects_size_and_round():
     plan = _plan()
     # round 0 = [0, 1000): windows with 1 (100..700) and 2 (20..80) and 3 (900..1000 part)
