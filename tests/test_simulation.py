@@ -3,6 +3,7 @@ nodes, resuming an interrupted run, and executors agreeing."""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import datetime as dt
 import json
@@ -21,6 +22,7 @@ import pytest
 
 from contact_sim.errors import ContactError
 from fol.simulation import parse_scenario, run_simulation
+from fol.simulation.cli import _apply_overrides
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.scenario import result_settings
 from fol.cli import main
@@ -204,6 +206,34 @@ def test_a_ray_address_where_nothing_listens_is_refused_in_seconds(tmp_path: Pat
     assert not out.exists()
     with pytest.raises(ConfigError, match="no Ray cluster answers"):
         RayExecutor(f"127.0.0.1:{port}")
+
+
+def test_a_ray_address_with_another_executor_is_refused_not_ignored(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """An address of a Ray cluster with the local or process executor was silently
+    ignored (the run went on without Ray); it is refused in one line naming the
+    fields and the flags, from the command line and from the file alike."""
+    path = tmp_path / "tiny.toml"
+    out = tmp_path / "out"
+    message = ("run.ray_address (or --ray-address) '127.0.0.1:1' only applies to the ray executor, but "
+               "run.executor (or --executor) is 'process'")
+    path.write_text(LEO)
+    path_conflict = tmp_path / "conflict.toml"
+    path_conflict.write_text(LEO.replace('executor = "local"', 'executor = "process"\nray_address = "127.0.0.1:1"'))
+    for argv in (["simulate", str(path), "--executor", "process", "--ray-address", "127.0.0.1:1"],
+                 ["simulate", str(path_conflict)]):
+        for extra in (["--check"], []):
+            assert main([*argv, "--out", str(out), *extra]) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and message in err[0] and argv[1] in err[0], err
+    assert not out.exists()
+    # an address alone means Ray, in the file as on the command line (--ray-address without --executor)
+    alone = parse_scenario({**_doc(), "run": {"ray_address": "auto"}}, tmp_path)
+    assert (alone.run.executor, alone.run.ray_address) == ("ray", "auto")
+    # --executor local or process on the command line replaces the file's Ray executor, address and all
+    on_ray = parse_scenario(_doc(run={"executor": "ray", "ray_address": "auto"}), tmp_path)
+    _apply_overrides(on_ray, argparse.Namespace(executor="process", workers=None, ray_address=None))
+    assert (on_ray.run.executor, on_ray.run.ray_address) == ("process", None)
 
 
 # ------------------------------------------------------------------ orbit-driven partition

@@ -39,6 +39,7 @@ from fol.executors import check_ray_address
 from fol.fileio import check_output_dir
 from fol.methods import get_method
 from fol.simulation.scenario import SwarmScenario, errors_name_the_file
+from swarmbase.tomlcheck import shown
 
 __all__ = ["CheckReport", "check_scenario", "check_run_folder", "read_run_record", "node_architectures"]
 
@@ -145,6 +146,10 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
                     f"methods.run: {name!r} averages parameters and needs one architecture for every node, but "
                     f"models gives {', '.join(sorted(set(archs)))}; drop {name!r} or use one architecture")
 
+        if scn.run.ray_address and scn.run.executor != "ray":  # it would be ignored: the run would not use Ray
+            raise ConfigError(f"run.ray_address (or --ray-address) {shown(scn.run.ray_address)} only applies to the "
+                              f"ray executor, but run.executor (or --executor) is {shown(scn.run.executor)}; "
+                              "use executor 'ray' or drop the address")
         check_local_parallelism(scn.run.executor, scn.run.ray_address, scn.run.workers, scn.run.threads)
         if scn.run.executor == "ray":
             check_ray_address(scn.run.ray_address)

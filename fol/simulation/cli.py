@@ -33,10 +33,10 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("scenario", nargs="?", help="scenario TOML file (see examples/)")
     p.add_argument("--out", default=None, help="output folder (default: the scenario's output.dir, else runs/<name>)")
     p.add_argument("--resume", metavar="OUT", default=None, help="continue an interrupted run in folder OUT")
-    p.add_argument("--executor", choices=["local", "process", "ray"], default=None, help="override run.executor")
+    p.add_argument("--executor", choices=["local", "process", "ray"], default=None, help="override run.executor ('local' or 'process' also drops the scenario's run.ray_address)")
     p.add_argument("--workers", type=_at_least_one, default=None, help="override run.workers: processes / Ray CPUs, also used for the contact search "
                    "(default: the scenario's run.workers, else all cores)")
-    p.add_argument("--ray-address", default=None, help="join an existing Ray cluster: 'auto' (on its head machine), host:port (started with ray start) or ray://host:port (Ray Client)")
+    p.add_argument("--ray-address", default=None, help="join an existing Ray cluster: 'auto' (on its head machine), host:port (started with ray start) or ray://host:port (Ray Client); implies --executor ray")
     p.add_argument("--list-methods", action="store_true", help="list the selectable methods and exit")
     p.add_argument("--check", action="store_true",
                    help="only validate the scenario (fields, files, methods vs architectures, dataset, output "
@@ -56,6 +56,8 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
 
 def _apply_overrides(scn, args: argparse.Namespace) -> None:
     if getattr(args, "executor", None):
+        if args.executor != "ray" and not getattr(args, "ray_address", None):
+            scn.run.ray_address = None  # the scenario's cluster address belongs to the Ray executor replaced here
         scn.run.executor = args.executor
     if getattr(args, "workers", None):
         scn.run.workers = args.workers

@@ -40,11 +40,11 @@ Learning tables, every key checked (unknown keys are an error naming them)::
     # fraction = 0.5
 
     [run]
-    executor = "local"         # "local" | "process" | "ray"
+    executor = "local"         # "local" | "process" | "ray" (default "ray" when ray_address is set)
     workers = 2                # processes / Ray CPUs, and contact-search processes (default: all cores)
     threads = 1                # torch threads per node task
     transport = "inproc"       # "inproc" | "zmq": FOL's model exchange over CURVE links on 127.0.0.1
-    # ray_address = "auto"     # join an existing Ray cluster
+    # ray_address = "auto"     # join an existing Ray cluster (executor "ray" only)
 
     [output]
     dir = "runs/leo-hurricane" # relative to the working directory
@@ -326,8 +326,8 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         options[key] = dict(value)
 
     r = _table(doc, "run", {"executor", "workers", "threads", "ray_address", "transport"}, source)
-    run = RunConfig(
-        executor=r.str("executor", "local"),
+    run = RunConfig(  # an address alone means Ray, as --ray-address alone does
+        executor=r.str("executor", "ray" if "ray_address" in r else "local"),
         workers=r.int("workers", None),
         threads=r.int("threads", 1),
         ray_address=r.str("ray_address", None),
