@@ -173,6 +173,11 @@ class ProcessExecutor(Executor):
         pool, self._pool = self._pool, None
         if pool is None:
             return
+        # Private attributes, on purpose: before Python 3.14 (terminate_workers()) concurrent.futures
+        # has no public way to end a worker that is running a task; shutdown(cancel_futures=True) only
+        # drops the queued ones and then waits for (or, wait=False, leaves running) the rest. Our own
+        # handles would need other internals (a context whose Process records its instances), and the
+        # manager thread is what fails the futures of the ended workers and joins them.
         processes = list((pool._processes or {}).values())  # shutdown() forgets them
         manager = pool._executor_manager_thread
         pool.shutdown(wait=False, cancel_futures=True)
