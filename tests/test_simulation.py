@@ -764,6 +764,28 @@ def test_the_check_refuses_a_synthesis_too_large_before_pretraining(tmp_path: Pa
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(("fields", "words"), [
+    ("acquisition_s = 1e12", r"data\.acquisition_s: 1e\+12 s of ground tracks every 25 s"),
+    # the default period is the scenario's, but the coverage step follows the swath, not time.step_s
+    ("swath_km = 2.0\n[time]\nduration_s = 5e8\nstep_s = 1e5", r"data\.acquisition_s: 5e\+08 s of ground tracks every 1 s"),
+])
+def test_the_check_refuses_an_orbit_partition_too_long_to_track(fields: str, words: str, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The orbit partition samples the ground tracks every swath_km / 16 s over the
+    acquisition period: a long period allocated the whole table at once (298 GiB for
+    1e12 s, a traceback or the out-of-memory killer); the check refuses it in one line."""
+    doc = LEO.replace("per_node = 100", "per_node = 100\n" + fields.split("\n[time]")[0])
+    if "[time]" in fields:
+        doc = doc.replace("duration_s = 86400.0\nstep_s = 120.0", fields.split("[time]\n")[1])
+    (tmp_path / "s.toml").write_text(doc)
+    for argv in (["simulate", "--check", str(tmp_path / "s.toml")],
+                 ["simulate", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and re.search(words, err[0]) and "GiB" in err[0] and "s.toml" in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
 def test_resume_reports_the_wall_time_of_the_whole_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """After --resume the report's wall time counted only the resumed part: the run
     folder keeps the time so far, and a resumed run adds it (or says it has none)."""

@@ -33,11 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from contact_sim.scenario import check_contact_scenario, round_boundaries
+from contact_sim.trajectory import MAX_TRAJECTORY_BYTES, TRAJECTORY_BYTES_PER_SAMPLE, grid_samples
 from fol.data.registry import check_dataset
 from fol.errors import ConfigError, DataError
 from fol.executors import check_ray_address
 from fol.fileio import check_output_dir
 from fol.methods import get_method
+from fol.simulation.partition import GROUND_SPEED_KM_S, coverage_step_s
 from fol.simulation.scenario import SwarmScenario, errors_name_the_file
 from swarmbase.tomlcheck import shown
 
@@ -121,6 +123,20 @@ def check_local_parallelism(executor: str, ray_address: str | None, workers: int
                               f"expected at most {MAX_PER_CORE * cores} ({MAX_PER_CORE} per core)")
 
 
+def _check_ground_tracks(acquisition_s: float, swath_km: float, n_sats: int) -> None:
+    """Refuse an orbit partition whose ground tracks (every satellite over the
+    acquisition period, one sample per coverage step) would exceed the contact
+    side's trajectory budget: they are computed as one table."""
+    step_s = coverage_step_s(swath_km)
+    samples = grid_samples(acquisition_s, step_s)
+    need = float(samples) * max(n_sats, 1) * TRAJECTORY_BYTES_PER_SAMPLE
+    if need > MAX_TRAJECTORY_BYTES:
+        raise ConfigError(f"data.acquisition_s: {acquisition_s:g} s of ground tracks every {step_s:g} s "
+                          f"(data.swath_km / {2 * GROUND_SPEED_KM_S:g} km/s) x {n_sats:,} satellite(s) would need "
+                          f"{need / 2**30:,.1f} GiB (limit {MAX_TRAJECTORY_BYTES / 2**30:.0f} GiB); shorten "
+                          "data.acquisition_s (default: time.duration_s) or widen data.swath_km")
+
+
 def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool = False,
                    check_data: bool = True) -> CheckReport:
     """Validate ``scn`` (and the output folder ``out`` if given) without training;
@@ -155,6 +171,8 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
             check_ray_address(scn.run.ray_address)
 
         d = scn.data
+        if d.partition == "orbit":
+            _check_ground_tracks(d.acquisition_s or scn.contact.time.duration_s, d.swath_km, len(names))
         if d.size is not None and not d.dataset.startswith("synthetic-"):
             raise ConfigError(f"data.size: only applies to synthetic datasets, not {d.dataset!r}")
     if check_data:

@@ -23,7 +23,7 @@ from orbits import Constellation
 from orbits.coverage import coverage_by_satellite, swath_half_angle_rad
 from orbits.groundtrack import ground_track
 
-__all__ = ["orbit_assignment", "swath_coverage", "GROUND_SPEED_KM_S"]
+__all__ = ["orbit_assignment", "swath_coverage", "coverage_step_s", "GROUND_SPEED_KM_S"]
 
 #: Upper bound of a LEO sub-satellite point's ground speed (km/s), used to pick
 #: the coverage time step: the footprint advances at most half a swath width per
@@ -33,13 +33,19 @@ __all__ = ["orbit_assignment", "swath_coverage", "GROUND_SPEED_KM_S"]
 GROUND_SPEED_KM_S = 8.0
 
 
+def coverage_step_s(swath_km: float) -> float:
+    """The default coverage time step (s): the footprint advances at most half a
+    swath width per step, and steps are at least 1 s."""
+    return max(1.0, swath_km / (2.0 * GROUND_SPEED_KM_S))
+
+
 def swath_coverage(lat_deg: np.ndarray, lon_deg: np.ndarray, constellation: Constellation, start: _dt.datetime,
                    acquisition_s: float, swath_km: float, step_s: float | None = None):
     """The satellites' swaths over the acquisition period, one satellite at a time:
     :func:`orbits.coverage.coverage_by_satellite` on the ground tracks sampled every
     ``step_s`` seconds (default: see :func:`orbit_assignment`)."""
     if step_s is None:
-        step_s = max(1.0, swath_km / (2.0 * GROUND_SPEED_KM_S))
+        step_s = coverage_step_s(swath_km)
     track = ground_track(constellation, start, np.arange(0.0, acquisition_s + 1e-9, step_s))
     return coverage_by_satellite(lat_deg, lon_deg, track.lat_deg, track.lon_deg,
                                  swath_half_angle_rad(swath_width_km=swath_km))
