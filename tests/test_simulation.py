@@ -119,6 +119,10 @@ def _rows(out: Path) -> list[dict[str, str]]:
         ({"data": {"dataset": "imagefolder", "path": "x", "coords": "gps"}}, r"data\.coords: expected one of"),
         ({"data": {"dataset": "imagefolder", "path": "x"}},
          r"data\.partition: 'orbit' places images by their coordinates, but data\.coords is 'none'"),
+        # a swath wider than half the Earth's circumference passed the check and stopped the run at the
+        # partition with orbits' own 'swath_width_km' message, naming neither the file nor the field
+        ({"data": {"swath_km": 30000.0}}, r"^tiny\.toml: data\.swath_km: expected a width of 0 < swath_km < "
+                                          r"20015 km \(half the Earth's circumference\), got 30000\.0"),
         ({"data": {"skip_corrupt": True}}, r"data\.skip_corrupt: only applies to the datasets read from image files "
                                            r"\(wildfire, hurricane, imagefolder\), not 'synthetic-hurricane'"),
     ],

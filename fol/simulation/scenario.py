@@ -55,6 +55,7 @@ neighbour's model reaches a node only if a window of that round can carry it.
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -69,11 +70,14 @@ from fol.errors import ConfigError, DataError
 from fol.executors import EXECUTORS
 from fol.models import architectures
 from fol.nodedata import dataset_options
+from orbits.coverage import MEAN_EARTH_RADIUS_KM
 from swarmbase.tomlcheck import Table, read_toml, shown
 
 __all__ = ["SwarmScenario", "DataConfig", "ModelsConfig", "RunConfig", "load_scenario", "parse_scenario"]
 
 PARTITIONS = ("orbit", "dirichlet", "region")
+#: Widest imaging swath (km): half the Earth's circumference, a footprint reaching the antipode.
+MAX_SWATH_KM = math.pi * MEAN_EARTH_RADIUS_KM
 
 
 @dataclass
@@ -269,8 +273,9 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
             raise ConfigError(str(exc)) from None
     if data.acquisition_s is not None and data.acquisition_s <= 0:
         raise ConfigError(f"data.acquisition_s: expected > 0 s, got {shown(data.acquisition_s)}")
-    if data.swath_km <= 0:
-        raise ConfigError(f"data.swath_km: expected > 0 km, got {shown(data.swath_km)}")
+    if not 0 < data.swath_km < MAX_SWATH_KM:  # the footprint of orbits.coverage.swath_half_angle_rad
+        raise ConfigError(f"data.swath_km: expected a width of 0 < swath_km < {MAX_SWATH_KM:.0f} km (half the "
+                          f"Earth's circumference), got {shown(data.swath_km)}")
 
     m = _table(doc, "models", {"archs", "arch", "rule", "nodes"}, source)
     if "arch" in m and "archs" in m:
