@@ -15,8 +15,11 @@ parsing, it
   swarm of mixed architectures;
 - checks the dataset name, its options and, for real datasets, that its folder
   holds files (an image folder at least two class sub-folders); that a synthetic pool of ``data.size`` images can give every node ``data.min_samples`` (dirichlet partition);
-- with the ``ray`` executor and a ``host:port`` address, that something
-  accepts a connection there;
+- refuses a Ray address with another executor than ``ray`` (it would be
+  ignored); with the ``ray`` executor and a ``host:port`` address, checks
+  that something accepts a connection there;
+- with the orbit partition, that the satellites' ground tracks over
+  ``data.acquisition_s`` fit the contact side's trajectory budget;
 - checks the output folder: a folder (not a file), writable, and empty unless
   resuming.
 
