@@ -82,11 +82,12 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.optimizer not in ("sgd", "adam"):
             raise ConfigError(f"optimizer must be 'sgd' or 'adam', got {self.optimizer!r}")
-        if self.epochs < 0 or self.batch_size < 1 or self.patience < 0:
-            raise ConfigError(
-                f"epochs >= 0, batch_size >= 1 and patience >= 0 expected, got "
-                f"{self.epochs}, {self.batch_size}, {self.patience}"
-            )
+        for name, least in (("epochs", 0), ("batch_size", 1), ("patience", 0)):  # a float or bool is no count
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ConfigError(f"{name} must be an integer >= {least}, got {shown(value)}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
+            raise ConfigError(f"seed must be an integer in 0..2**64 - 1 (torch's generators), got {shown(self.seed)}")
         if not (is_finite_number(self.lr) and self.lr > 0):
             raise ConfigError(f"lr must be a finite number > 0, got {shown(self.lr)}")
         if not (is_finite_number(self.weight_decay) and self.weight_decay >= 0):

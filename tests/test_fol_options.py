@@ -710,3 +710,30 @@ def test_a_temperature_outside_the_range_the_float32_loss_can_hold_is_refused(te
     with pytest.raises(ConfigError, match=r"^fol\.temperature must be in \[0\.01, 100\]"):
         FOLConfig.from_dict({"temperature": temperature})
     assert FOLConfig(temperature=0.01).temperature == 0.01 and FOLConfig(temperature=100).temperature == 100.0
+
+
+@pytest.mark.parametrize(("field", "value", "needle"), [
+    ("epochs", 2.5, r"^epochs must be an integer >= 0, got 2\.5$"),
+    ("epochs", True, r"^epochs must be an integer >= 0, got True$"),
+    ("epochs", "3", r"^epochs must be an integer >= 0, got '3'$"),
+    ("epochs", -1, r"^epochs must be an integer >= 0, got -1$"),
+    ("batch_size", 4.0, r"^batch_size must be an integer >= 1, got 4\.0$"),
+    ("batch_size", 0, r"^batch_size must be an integer >= 1, got 0$"),
+    ("patience", 1.5, r"^patience must be an integer >= 0, got 1\.5$"),
+    ("seed", 1.5, r"^seed must be an integer in 0\.\.2\*\*64 - 1 \(torch's generators\), got 1\.5$"),
+    ("seed", 2**70, r"^seed must be an integer in 0\.\.2\*\*64 - 1 \(torch's generators\), got 1180591620717411303424$"),
+    ("seed", -1, r"^seed must be an integer in 0\.\.2\*\*64 - 1 \(torch's generators\), got -1$"),
+    ("epochs", -10**400, r"^epochs must be an integer >= 0, got -1000000000000000000\.\.\. \(401 digits\)$"),
+], ids=["epochs-float", "epochs-bool", "epochs-str", "epochs-negative", "batch-float", "batch-zero", "patience-float",
+        "seed-float", "seed-past-64-bits", "seed-negative", "epochs-huge-negative"])
+def test_train_config_refuses_counts_that_are_not_integers(field: str, value: object, needle: str) -> None:
+    """TrainConfig (the one training loop's settings, public through fol.train.fit) checked only the
+    sign of epochs, batch_size and patience and nothing of seed: epochs = 2.5 or batch_size = 4.0
+    ended deep in fit() in a TypeError traceback, a seed of 1.5 or past 64 bits in torch's
+    generator, epochs = True trained one epoch and patience = 1.5 was taken; a string was a
+    TypeError from the comparison. Each is now one ConfigError naming the field, bounded as
+    FOLConfig's are."""
+    with pytest.raises(ConfigError, match=needle):
+        TrainConfig(**{field: value})
+    cfg = TrainConfig(epochs=0, batch_size=1, patience=0, seed=2**64 - 1)
+    assert (cfg.epochs, cfg.batch_size, cfg.patience, cfg.seed) == (0, 1, 0, 2**64 - 1)
