@@ -117,6 +117,8 @@ def run_personalize(args: argparse.Namespace) -> int:
     from fol.fileio import atomic_write_bytes, check_output_dir, check_output_file, staged_outputs, write_json_atomic
     from fol.personalize import NodeState, check_received, personalize, save_ensemble
 
+    if args.top_k is not None and args.top_k < 1:  # named as typed, not as the field it overrides (fol.top_k)
+        raise ConfigError(f"--top-k: expected an ensemble size K >= 1, got {args.top_k}")
     cfg = FOLConfig.from_toml(args.config, preset=args.preset) if args.config else FOLConfig.preset(args.preset or "default")
     if args.top_k is not None:
         cfg = cfg.replace(top_k=args.top_k)

@@ -134,6 +134,9 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
                    "--out", str(t / "m.safetensors")], "--data: 200 images of synthetic-hurricane cannot give nodes=300"),
     "personalize --max-bytes 0": (lambda t: _personalize(t, str(t / "o")) + ["--max-bytes", "0"],
                                   "--max-bytes 0: expected a positive number of bytes"),
+    # named as the flag the user typed, not as the config field it overrides (fol.top_k)
+    "personalize --top-k 0": (lambda t: _personalize(t, str(t / "o")) + ["--top-k", "0"],
+                              "--top-k: expected an ensemble size K >= 1, got 0"),
     "personalize --config DIR": (lambda t: _personalize(t, str(t / "o")) + ["--config", _a_dir(t)],
                                  "is a directory"),
     "contacts --out DIR holding a folder contacts.czml": (
