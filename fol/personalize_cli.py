@@ -1,7 +1,8 @@
 """``fol personalize``: one FOL round on files.
 
 Reads the node's model (safe format), its local data and a folder of received
-neighbour models; writes the personalized model in the safe format and
+neighbour models (none for ``--variant local``, which deploys the pretrained
+model and reads no neighbour); writes the personalized model in the safe format and
 ``report.json`` to ``--out``, and prints a summary table.
 """
 
@@ -27,7 +28,8 @@ def add_personalize_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("personalize", help="personalize a node's model with the neighbour models in a folder (one FOL round)")
     p.add_argument("--model", required=True, help="the node's current model (.safetensors, safe format)")
     add_node_data_arguments(p)
-    p.add_argument("--neighbors", "--neighbours", dest="neighbors", required=True, help="folder of received neighbour models")
+    p.add_argument("--neighbors", "--neighbours", dest="neighbors", default=None,
+                   help="folder of received neighbour models (required, except by --variant local, which reads none)")
     p.add_argument("--out", required=True, help="output folder (model, report.json)")
     p.add_argument("--variant", default="fol", choices=ALL_VARIANTS, help="what to deploy (default: %(default)s)")
     p.add_argument("--top-k", type=int, default=None, help="ensemble size K (overrides the config)")
@@ -130,8 +132,13 @@ def run_personalize(args: argparse.Namespace) -> int:
         names = ["model.safetensors", "report.json"] + (["ensemble.json"] if args.variant in ("fol-a", "fol-an") else [])
         for name in names:
             check_output_file(out / name, ConfigError, "--out")
-    neighbours = Path(args.neighbors)
-    if not neighbours.is_dir():  # a mistyped folder: said before the model and the data are loaded
+    if args.neighbors is None and args.variant != "local":
+        raise ConfigError(f"--neighbors: required by --variant {args.variant} (the folder of received neighbour "
+                          f"models); only --variant local reads none")
+    if args.variant == "local" and args.neighbors is not None:  # deploys the pretrained model: nothing collected
+        log.info("--variant local reads no neighbour model; --neighbors %s is not read", args.neighbors)
+    neighbours = None if args.variant == "local" else Path(args.neighbors)
+    if neighbours is not None and not neighbours.is_dir():  # a mistyped folder: said before the model and the data are loaded
         raise DataError(f"--neighbors {neighbours}: {'is not a folder' if neighbours.exists() else 'does not exist'}")
     own = load_model(Path(args.model), max_bytes=args.max_bytes or DEFAULT_MAX_BYTES)
     data_spec = parse_node_data(args.data, root=args.data_root)
@@ -153,9 +160,9 @@ def run_personalize(args: argparse.Namespace) -> int:
 
     name = own.card.producer or data_spec.node_name
     state = NodeState.from_pretrained(name, own.model, own.card.spec, own.card.class_names, node)
-    received, skipped = scan_neighbours(neighbours, args.max_bytes,
-                                        usable=lambda r: check_received(state, r), limit=cfg.max_neighbours,
-                                        own_sha256=own.card.sha256)
+    received, skipped = ([], []) if neighbours is None else scan_neighbours(
+        neighbours, args.max_bytes, usable=lambda r: check_received(state, r), limit=cfg.max_neighbours,
+        own_sha256=own.card.sha256)
     for item in skipped:
         log.warning("skipping %s: %s", item["file"], item["reason"])
     usable = [r for r in received if check_received(state, r) is None]

@@ -114,6 +114,32 @@ def test_empty_neighbours_folder_is_one_clear_error(swarm_files: Path, tmp_path:
     assert not (tmp_path / "out").exists()
 
 
+def test_local_variant_needs_no_neighbours_folder(swarm_files: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """--variant local deploys the pretrained model and collects nothing, yet --neighbors was a
+    required argument and its folder had to hold a model file: the local row of a node that has
+    received nothing could not be written. Now local reads no neighbour folder (one given is not
+    read) and every other variant still needs one, said in one line naming the flag."""
+    base = ["personalize", "--model", str(swarm_files / "node0.safetensors"), "--data", DATA.format(k=0),
+            "--config", str(swarm_files / "fol.toml")]
+    out = tmp_path / "out"
+    assert main([*base, "--out", str(out), "--variant", "local"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["variant"] == "local" and report["received"] == [] and report["skipped_files"] == []
+    own = load_model(swarm_files / "node0.safetensors").model.state_dict()
+    deployed = load_model(out / "model.safetensors")
+    assert deployed.card.round == 1 and all(torch.equal(own[k], v) for k, v in deployed.model.state_dict().items())
+    empty = tmp_path / "empty"
+    empty.mkdir()  # a folder given with local is not read: an empty one is no error
+    assert main([*base, "--out", str(tmp_path / "out2"), "--variant", "local", "--neighbors", str(empty)]) == 0
+    assert json.loads((tmp_path / "out2" / "report.json").read_text())["received"] == []
+    capsys.readouterr()
+    assert main([*base, "--out", str(tmp_path / "out3"), "--variant", "fol"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fol personalize: error: --neighbors: ") and "local" in err[0], err
+    assert not (tmp_path / "out3").exists()
+
+
 def test_only_invalid_payloads_fail_with_reasons(swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad"
     bad.mkdir()
