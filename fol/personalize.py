@@ -160,6 +160,11 @@ def personalize(
     usable: list[Received] = []
     for item in received:
         reason = check_received(state, item)
+        if reason is None and variant == "local":  # not a fault of the model: nothing is used
+            report.received.append({"name": item.name, "producer": item.card.producer, "arch": item.card.spec.arch,
+                                    "used": False, "reason": "variant 'local' deploys the pretrained model and "
+                                                              "uses no neighbour model"})
+            continue
         if reason is None and len(usable) >= cfg.max_neighbours:
             reason = f"over the per-round limit Q = {cfg.max_neighbours}"
         report.received.append({"name": item.name, "producer": item.card.producer, "arch": item.card.spec.arch,

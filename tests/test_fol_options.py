@@ -737,3 +737,16 @@ def test_train_config_refuses_counts_that_are_not_integers(field: str, value: ob
         TrainConfig(**{field: value})
     cfg = TrainConfig(epochs=0, batch_size=1, patience=0, seed=2**64 - 1)
     assert (cfg.epochs, cfg.batch_size, cfg.patience, cfg.seed) == (0, 1, 0, 2**64 - 1)
+
+
+def test_local_variant_reports_every_received_model_unused(swarm) -> None:
+    """The local variant deploys the pretrained model and uses no neighbour, but its round report
+    (report.json, the node agent's round history) listed every usable received model as used."""
+    from fol.personalize import personalize
+
+    state = _state(swarm[0])
+    report = personalize(state, _received(swarm, 0), 1, FAST, "local")
+    assert report.kept_local and state.deployed is state.local_model
+    assert len(report.received) == 2
+    for entry in report.received:
+        assert entry["used"] is False and "local" in entry["reason"], entry
