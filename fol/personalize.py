@@ -195,7 +195,9 @@ def personalize(
         return keep_model()
     ensemble, student = ensemble_and_distill(state, candidates, round, cfg, report)
     if cfg.keep_received == "all":
-        state.pool.extend(dataclasses.replace(c, name=_pooled_name(c.name, round), round=round) for c in fresh)
+        specs = {item.name: item.card.spec for item in usable}
+        state.pool.extend(dataclasses.replace(c, name=_pooled_name(c.name, round), round=round, spec=specs[c.name])
+                          for c in fresh)
     state.current_model = student
     state.deployed = ensemble if deploy_ensemble else state.current_model
     _record_accuracy(report, state, val, test, {"student": state.current_model, "ensemble": ensemble})
@@ -485,7 +487,8 @@ def load_pool(folder: Path, state: NodeState, before_round: int, max_bytes: int)
                 name, loaded.model.eval(), state.data, arch=loaded.card.spec.arch,
                 score_before=number.get("score_before"), params_before=int(number.get("params_before", 0)),
                 macs_before=int(number.get("macs_before", 0)),
-                pruning=extra["pruning"] if isinstance(extra.get("pruning"), dict) else {}, round=e))
+                pruning=extra["pruning"] if isinstance(extra.get("pruning"), dict) else {}, round=e,
+                spec=loaded.card.spec))
     return pool
 
 
@@ -505,7 +508,8 @@ def save_ensemble(folder: Path, state: NodeState, report: RoundReport, received:
     if not isinstance(ensemble, WeightedEnsemble):
         raise ConfigError(f"{state.name}: round {report.round} deployed no ensemble (variant {report.variant})")
     folder.mkdir(parents=True, exist_ok=True)
-    specs = {r.name: r.card.spec for r in received}
+    specs = {c.name: c.spec for c in state.pool if c.spec is not None}  # kept from earlier rounds
+    specs.update({r.name: r.card.spec for r in received})
     shape = list(state.data.train.images.shape[1:])
     tag = secrets.token_hex(4)
     members = []

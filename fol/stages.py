@@ -73,6 +73,9 @@ class Candidate:
     train_flops: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     round: int = 0  # the round it was aligned in, once it is kept for later rounds (0: this round's)
+    #: the model card's spec, kept with a neighbour's candidate once it is kept for later rounds
+    #: (its round's received models, which named it, are gone by then)
+    spec: ModelSpec | None = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready description (no tensors)."""

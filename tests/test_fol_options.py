@@ -750,3 +750,28 @@ def test_local_variant_reports_every_received_model_unused(swarm) -> None:
     assert len(report.received) == 2
     for entry in report.received:
         assert entry["used"] is False and "local" in entry["reason"], entry
+
+
+def test_an_ensemble_member_kept_from_an_earlier_round_is_saved_with_its_own_spec(tiny_swarm, tmp_path) -> None:
+    """keep_received = "all" with fol-a (the node agent): a neighbour of another architecture kept
+    from round 1 and selected in round 2 was saved by save_ensemble with the node's own spec (only
+    this round's received models were looked up by name), so writing it failed with a shape
+    mismatch and the agent's round could never finish. Its member file now carries its own spec."""
+    from fol.checkpoint import ModelCard, load_model
+    from fol.personalize import save_ensemble
+
+    own, other = tiny_swarm("wildfire", 5, archs=("cnn-small", "cnn-medium"), epochs=1, n_nodes=2)
+    assert own.spec.arch != other.spec.arch
+    card = ModelCard(spec=other.spec, class_names=other.class_names,
+                     input_shape=list(other.data.train.images.shape[1:]), producer=other.name)
+    cfg = FAST.replace(top_k=3, distill_inputs="train", ensemble_fit="train", keep_received="all",
+                       ensemble_vertex=False)
+    state = _state(own)
+    personalize(state, [Received("peer", other.pretrained, card)], 1, cfg, "fol-a")
+    again = [Received("peer-again", other.pretrained, card)]
+    report = personalize(state, again, 2, cfg, "fol-a")
+    assert "peer (round 1)" in report.selected
+    path = save_ensemble(tmp_path, state, report, again)
+    members = json.loads(path.read_text())["members"]
+    kept = next(m for m in members if m["source"] == "peer (round 1)")
+    assert load_model(tmp_path / kept["file"]).card.spec.arch == other.spec.arch
