@@ -669,8 +669,14 @@ class LocalRayCluster:
                 raise ConfigError(f"Ray cluster: {nodes} nodes not up after {self.timeout_s:.0f} s; logs in {self.temp_dir}")
             time.sleep(1.0)
 
+    #: seconds a node's process group is given to end after SIGTERM before it is killed
+    #: (a worker raylet ends in under a second; the head's GCS server ignores SIGTERM,
+    #: measured: still running 30 s later, so a longer grace only delays the kill)
+    STOP_GRACE_S = 5.0
+
     def stop(self) -> None:
-        """End every process this cluster started (worker raylets first, then the head)."""
+        """End every process this cluster started (worker raylets first, then the head):
+        SIGTERM to its process group, SIGKILL to what is left after :attr:`STOP_GRACE_S`."""
         import signal
         import subprocess
 
@@ -681,7 +687,7 @@ class LocalRayCluster:
                 except ProcessLookupError:
                     pass
                 try:
-                    p.wait(timeout=20)
+                    p.wait(timeout=self.STOP_GRACE_S)
                 except subprocess.TimeoutExpired:
                     pass
             try:  # whatever of the node is left in its process group
