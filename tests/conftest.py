@@ -45,3 +45,35 @@ def tiny_swarm():
 def benchmark_script():
     """Factory: ``benchmark_script("compare_methods")`` imports that benchmark script."""
     return _benchmark_script
+
+
+def tiny_leo_text() -> str:
+    """The tiny LEO scenario ``LEO`` of test_simulation.py (6 satellites, 16x16
+    images, seed 0; the string literal only, read without importing that module)."""
+    src = (Path(__file__).with_name("test_simulation.py")).read_text()
+    start = src.index('LEO = """')
+    ns: dict = {}
+    exec(src[start:src.index('"""\n', start + 9) + 4], ns)
+    return ns["LEO"]
+
+
+@pytest.fixture(scope="session")
+def tiny_leo_local(tmp_path_factory):
+    """The tiny LEO scenario run once with the local executor over seeds 0 and 1
+    (its methods: local, fol, fol-a): the reference that the process pool, Ray
+    and the two-raylet cluster must reproduce row for row (each test runs only
+    its own executor). A seed's rows do not depend on the other seeds of a run
+    (the per-seed derivation), so a one-seed run is compared with its seed's rows.
+    Returns ``(text, doc, result)``: the scenario's text (seed 0 only), the
+    run's scenario as a TOML dict (seeds 0 and 1) and the run's result."""
+    import tomllib
+
+    from fol.simulation import parse_scenario, run_simulation
+
+    text = tiny_leo_text()
+    doc = tomllib.loads(text)
+    assert doc["scenario"]["seeds"] == [0]
+    doc["scenario"]["seeds"] = [0, 1]
+    folder = tmp_path_factory.mktemp("tiny-leo-local")
+    result = run_simulation(parse_scenario(doc, folder, "tiny.toml"), folder / "out", progress=False)
+    return text, doc, result

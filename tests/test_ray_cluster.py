@@ -12,27 +12,13 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
 from fol.executors import LocalRayCluster
-from fol.simulation import parse_scenario, run_simulation
 
 pytestmark = pytest.mark.slow
-
-SCENARIO = Path(__file__).with_name("test_simulation.py")
-
-
-def _tiny_leo() -> str:
-    """The tiny LEO scenario of test_simulation.py (6 satellites, 16x16 images)."""
-    ns: dict = {}
-    src = SCENARIO.read_text()
-    start = src.index('LEO = """')
-    exec(src[start:src.index('"""\n', start + 9) + 4], ns)  # the string literal only
-    return ns["LEO"]
-
 
 @pytest.fixture(scope="module")
 def cluster():
@@ -59,8 +45,10 @@ def _rows(out: Path) -> list[dict[str, str]]:
         return sorted(csv.DictReader(fh), key=lambda r: (r["seed"], r["method"], r["node"]))
 
 
-def test_simulate_on_a_two_raylet_cluster_equals_the_local_run(cluster, tmp_path: Path) -> None:
-    text = _tiny_leo()
+def test_simulate_on_a_two_raylet_cluster_equals_the_local_run(cluster, tiny_leo_local, tmp_path: Path) -> None:
+    """``fol simulate --ray-address`` on the cluster gives the local executor's rows
+    (those of seed 0 of the shared local run: the tiny LEO scenario, seed 0)."""
+    text, _, local_run = tiny_leo_local
     (tmp_path / "tiny.toml").write_text(text)
     out_ray = tmp_path / "ray"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
@@ -70,12 +58,11 @@ def test_simulate_on_a_two_raylet_cluster_equals_the_local_run(cluster, tmp_path
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
-    scn = parse_scenario(tomllib.loads(text), tmp_path, "tiny.toml")
-    run_simulation(scn, tmp_path / "local", progress=False)
-    local, on_ray = _rows(tmp_path / "local"), _rows(out_ray)
-    assert len(local) == len(on_ray) > 0
+    local = [r for r in _rows(local_run.out) if r["seed"] == "0"]
+    on_ray = _rows(out_ray)
+    assert len(local) == len(on_ray) == 6 * 3
     assert sum(int(r["received_models"]) for r in local if r["method"] == "fol") > 0
-    for a, b in zip(local, on_ray):
+    for a, b in zip(local, on_ray, strict=True):
         assert set(a) == set(b)
         for k in a:
             if k in ("seconds", "wall_s", "time_s") or k.endswith("_seconds"):
