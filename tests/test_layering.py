@@ -174,3 +174,13 @@ def test_learning_core_never_imports_orbits_at_run_time(module: str) -> None:
     mods = _modules_after(f"import {module}")
     assert module in mods
     assert not {m for m in mods if m == "orbits" or m.startswith("orbits.") or m.startswith("contact_sim")}
+
+
+def test_the_command_line_starts_without_the_heavy_libraries() -> None:
+    """Every sub-command registers itself without importing what it drives:
+    ``fol --help`` (and the set-up of ``fol keys``, ``fol agent ctl``) loads
+    neither torch nor the contact search's numba and scipy (2 s on these cores)."""
+    mods = _modules_after("from fol.cli import build_parser, _user_error_types\n"
+                          "build_parser().format_help(); _user_error_types()")
+    assert {"contact_sim.cli", "fol.agent.cli", "contact_sim.errors"} <= mods
+    assert not {"torch", "numba", "scipy", "skyfield"} & {m.split(".")[0] for m in mods}
