@@ -331,8 +331,11 @@ def load_pool(dataset: str, cfg: ProtocolConfig) -> GeoDataset:
 
 def column_nodes(sizes: Sequence[int], quantiles: Sequence[float] = COLUMN_QUANTILES) -> list[int]:
     """Indices of the nodes at the given quantiles of local data size (ties by
-    index): the rule that fixes the reported node ids before any training. In a
-    small swarm two quantiles can fall on the same node; it is reported once.
+    index): the rule that fixes the reported node ids before any training. The
+    quantile ``q`` is the node of rank ``q * (n - 1)`` in that order, rounded to
+    the nearest rank (a tie to the even rank, as Python's ``round``: rank 11.5 of
+    24 nodes is 12). In a small swarm two quantiles can fall on the same node; it
+    is reported once.
 
     >>> column_nodes([50, 400, 120, 300, 90])
     [4, 2, 3]
