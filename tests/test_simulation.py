@@ -138,8 +138,10 @@ def test_learning_sections_are_validated(changes: dict, match: str) -> None:
     ({"hermes": {"prune_rate": 2.0}}, r"^tiny\.toml: methods\.hermes\.prune_rate must be a number in \(0, 1\]"),
     ({"fol": {"top_k": 2}}, r"^tiny\.toml: methods\.fol: invalid option\(s\)"),
     # a table of no method says which names exist
-    ({"fedsgd": {"fraction": 0.5}}, r"^tiny\.toml: methods\.fedsgd: unknown method 'fedsgd'; expected a table of "
+    ({"fedsgd": {"fraction": 0.5}}, r"^tiny\.toml: methods: unknown method table 'fedsgd'; expected a table of "
                                     r"options of one of .*fedavg.*mtfl"),
+    # a key of any length is shown bounded
+    ({"x" * 5000: {"a": 1}}, r"^tiny\.toml: methods: unknown method table 'x{8,80}\.\.\.; expected .{,300}$"),
     ({"fedavg": 3}, r"^tiny\.toml: methods\.fedavg: expected a table of options, got 3"),
 ])
 def test_every_method_options_table_is_validated_run_or_not(table: dict, match: str) -> None:

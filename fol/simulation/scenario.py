@@ -323,8 +323,8 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         if key == "run":
             continue
         if key not in known:
-            raise ConfigError(f"methods.{key}: unknown method {shown(key)}; expected a table of options of one of "
-                              f"{', '.join(known)}")
+            raise ConfigError(f"methods: unknown method table {shown(key)}; expected a table of options of one of "
+                              f"{', '.join(known)}")  # the key shown bounded: a TOML key has no size limit
         if not isinstance(value, dict):
             raise ConfigError(f"methods.{key}: expected a table of options, got {shown(value)}")
         get_method(key, **value)  # every table, run or not: a typo or a bad value is refused, never ignored
