@@ -15,12 +15,25 @@ def _stages(printed: str) -> dict[str, float]:
     return {m[1]: float(m[2]) for m in re.finditer(r"^\| (\S[^|]*?) \| \**([0-9.]+)\** \|$", printed, re.M)}
 
 
-def test_prints_each_stage_and_a_total_that_covers_them(capsys, benchmark_script) -> None:
+def test_prints_each_stage_and_a_total_that_covers_them(capsys, monkeypatch, benchmark_script) -> None:
     script = benchmark_script("fol_node_time")
+    timed = []  # the round the script times: its received models and its config
+
+    def recording(state, received, round_, cfg, variant):
+        timed.append((len(received), cfg, variant))
+        return personalize(state, received, round_, cfg, variant)
+
+    personalize = script.personalize
+    monkeypatch.setattr(script, "personalize", recording)
     argv = ["--q", "2", "--train-images", "40", "--fol", *TINY, "distill_inputs=train", "distill_epochs=2"]
     assert script.main(argv) == 0
     printed = capsys.readouterr().out
     assert "Q = 2" in printed and "distill_inputs=train distill_epochs=2" in printed
+    # the header only echoes the command line: the overrides must reach the config of the timed round
+    [(n_received, cfg, variant)] = timed
+    assert (n_received, cfg.max_neighbours, variant) == (2, 2, "fol")
+    assert (cfg.distill_inputs, cfg.distill_epochs, cfg.top_k, cfg.ensemble_steps) == ("train", 2, 2, 5)
+    assert (cfg.pretrain_epochs, cfg.finetune_epochs, cfg.post_finetune_epochs, cfg.gate_epochs) == (1, 1, 1, 1)
     stages = _stages(printed)
     total = stages.pop("**total**")  # printed in bold
     assert {"distill", "ensemble"} <= set(stages)
