@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
-from fol.checkpoint import ModelCard, model_to_bytes
+from fol.checkpoint import ModelCard, load_model_bytes, model_to_bytes
 from fol.config import FOLConfig
 from fol.data import dirichlet_partition, make_synthetic
 from fol.methods import SwarmContext, get_method, method_names
+from fol.methods.base import serial_map
 from fol.nodes import build_nodes
 from fol.train import TrainConfig, evaluate
 
@@ -59,11 +61,38 @@ def test_contact_plan_deliveries_drive_bytes_and_isolated_node_keeps_local(nodes
     assert all(len(w) == 2 for w in fol_a[nodes[0].name].extra["weights"])
 
 
+def _weights(model) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_two_rounds_chain_students(nodes) -> None:
-    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), fol=TINY.replace(rounds=2, max_neighbours=1), seed=0)
+    """Round 2 starts from round 1: what a node sends in round 2 is the student it
+    ended round 1 with (not its pretrained model again), carded as round 1."""
+    students, arrived = [], []  # per round: each node's student after it; what each node received
+
+    def recording_map(fn, tasks, desc=None):
+        arrived.append([[load_model_bytes(payload) for _, payload in t.payloads] for t in tasks])
+        out = serial_map(fn, tasks)
+        students.append([_weights(state.current_model) for state, _ in out])
+        return out
+
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), fol=TINY.replace(rounds=2, max_neighbours=1), seed=0,
+                       map=recording_map)
     results = get_method("fol-n").run(ctx)
     assert all(r.rounds == 2 and r.received_models == 2 for r in results)
     run = ctx.cache[("fol-pipeline", False)]
+    chained = 0
+    for k in range(len(nodes)):
+        [first], [second] = arrived[0][k], arrived[1][k]
+        [i], [j] = ctx.senders_to(0, k, 1), ctx.senders_to(1, k, 1)
+        assert _same(_weights(first.model), _weights(nodes[i].pretrained)) and first.card.round == 0
+        assert _same(_weights(second.model), students[0][j]) and second.card.round == 1
+        chained += not _same(students[0][j], _weights(nodes[j].pretrained))
+    assert chained  # at least one round-1 student differs from its pretrained model: the check above can tell
     for state in run.states:
         assert [rep.round for rep in state.reports] == [1, 2]
         acc = evaluate(state.current_model, *state.data.test.tensors()).accuracy
