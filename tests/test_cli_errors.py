@@ -192,7 +192,11 @@ def test_cli_user_error_is_one_line(case: str, tmp_path: Path, capsys: pytest.Ca
     assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
     assert lines[0].startswith(f"fol {argv[0]}: error: ") and needle in lines[0], lines[0]
     if argv[0] == "contacts" and "scenario" not in case:
-        assert argv[1] in lines[0] or "shell.tle" in lines[0] or "wp.csv" in lines[0]
+        # the scenario file first, then the file it points to that holds the mistake
+        assert lines[0].startswith(f"fol contacts: error: {argv[1]}: "), lines[0]
+        for data_file in ("shell.tle", "wp.csv", "gp.json"):
+            if (tmp_path / data_file).exists():
+                assert f"{argv[1]}: {tmp_path / data_file}" in lines[0], lines[0]
 
 
 def test_training_that_diverges_is_a_project_error() -> None:
