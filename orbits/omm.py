@@ -44,7 +44,7 @@ from sgp4.api import Satrec
 from sgp4.exporter import export_omm
 
 from swarmbase.fileio import atomic_write_text
-from swarmbase.tomlcheck import read_text_file
+from swarmbase.tomlcheck import read_text_file, shown
 
 from .constants import SGP4_MAX_SATNUM
 from .constellation import Constellation, SatelliteNames
@@ -86,7 +86,7 @@ def omm_format(path: str | Path, text: str | None = None) -> str:
 def _epoch_text(value: Any, where: str) -> str:
     """EPOCH in the exact layout sgp4.omm expects (``%Y-%m-%dT%H:%M:%S.%f``, UTC)."""
     if not isinstance(value, str) or not value.strip():
-        raise OrbitError(f"{where}.EPOCH: expected an ISO-8601 UTC time like 2025-03-01T12:00:00.000000, got {value!r}")
+        raise OrbitError(f"{where}.EPOCH: expected an ISO-8601 UTC time like 2025-03-01T12:00:00.000000, got {shown(value)}")
     text = value.strip()
     if text[-1:] in "Zz":
         text = text[:-1]
@@ -94,7 +94,7 @@ def _epoch_text(value: Any, where: str) -> str:
         dt = _dt.datetime.fromisoformat(text)
     except ValueError:
         raise OrbitError(f"{where}.EPOCH: expected an ISO-8601 UTC time like 2025-03-01T12:00:00.000000, "
-                         f"got {value!r}") from None
+                         f"got {shown(value)}") from None
     if dt.tzinfo is not None:
         dt = dt.astimezone(_dt.timezone.utc).replace(tzinfo=None)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.%f")
@@ -111,16 +111,16 @@ def _checked_fields(rec: Any, where: str) -> dict[str, Any]:
             fields[key] = default
     theory = str(fields.get("MEAN_ELEMENT_THEORY") or "SGP4").upper()
     if theory != "SGP4":
-        raise OrbitError(f"{where}.MEAN_ELEMENT_THEORY: only SGP4 mean elements are supported, got {theory!r}")
+        raise OrbitError(f"{where}.MEAN_ELEMENT_THEORY: only SGP4 mean elements are supported, got {shown(theory)}")
     frame = str(fields.get("REF_FRAME") or "TEME").upper()
     if frame != "TEME":
-        raise OrbitError(f"{where}.REF_FRAME: SGP4 elements are TEME, got {frame!r}")
+        raise OrbitError(f"{where}.REF_FRAME: SGP4 elements are TEME, got {shown(frame)}")
     clock = str(fields.get("TIME_SYSTEM") or "UTC").upper()
     if clock != "UTC":  # a TT epoch read as UTC is 69 s (~500 km along a LEO orbit) off, a GPS one 18 s
-        raise OrbitError(f"{where}.TIME_SYSTEM: SGP4 epochs are UTC, got {fields['TIME_SYSTEM']!r}")
+        raise OrbitError(f"{where}.TIME_SYSTEM: SGP4 epochs are UTC, got {shown(fields['TIME_SYSTEM'])}")
     center = str(fields.get("CENTER_NAME") or "EARTH").upper()
     if center != "EARTH":
-        raise OrbitError(f"{where}.CENTER_NAME: expected EARTH, got {center!r}")
+        raise OrbitError(f"{where}.CENTER_NAME: expected EARTH, got {shown(center)}")
     if "EPOCH" not in fields:
         raise OrbitError(f"{where}.EPOCH: missing (required)")
     fields["EPOCH"] = _epoch_text(fields["EPOCH"], where)
@@ -132,9 +132,9 @@ def _checked_fields(rec: Any, where: str) -> dict[str, Any]:
         except OverflowError:  # a JSON integer beyond the float range
             value = math.inf
         except (TypeError, ValueError):
-            raise OrbitError(f"{where}.{key}: expected a number, got {fields[key]!r}") from None
+            raise OrbitError(f"{where}.{key}: expected a number, got {shown(fields[key])}") from None
         if not math.isfinite(value):
-            raise OrbitError(f"{where}.{key}: expected a finite number, got {fields[key]!r}")
+            raise OrbitError(f"{where}.{key}: expected a finite number, got {shown(fields[key])}")
         fields[key] = value
     for key in _INT_FIELDS:
         if key not in fields:
@@ -145,13 +145,13 @@ def _checked_fields(rec: Any, where: str) -> dict[str, Any]:
         except (TypeError, ValueError):
             ivalue = None
         if ivalue is None or isinstance(value, bool):
-            raise OrbitError(f"{where}.{key}: expected an integer, got {value!r}")
+            raise OrbitError(f"{where}.{key}: expected an integer, got {shown(value)}")
         fields[key] = ivalue
     for key, top in _INT_RANGES.items():  # sgp4 keeps them in C integers (10**20 overflowed there)
         if not 0 <= fields[key] <= top:
-            raise OrbitError(f"{where}.{key}: expected an integer in 0..{top}, got {fields[key]}")
+            raise OrbitError(f"{where}.{key}: expected an integer in 0..{top}, got {shown(fields[key])}")
     if not 0 < fields["NORAD_CAT_ID"] <= 999999999:
-        raise OrbitError(f"{where}.NORAD_CAT_ID: expected a positive catalog number, got {fields['NORAD_CAT_ID']}")
+        raise OrbitError(f"{where}.NORAD_CAT_ID: expected a positive catalog number, got {shown(fields['NORAD_CAT_ID'])}")
     if not 0.0 <= fields["ECCENTRICITY"] < 1.0:
         raise OrbitError(f"{where}.ECCENTRICITY: expected 0 <= e < 1, got {fields['ECCENTRICITY']}")
     if not 0.0 < fields["MEAN_MOTION"] < 20.0:
@@ -180,7 +180,7 @@ def omm_satrec(rec: dict[str, Any], where: str = "OMM record") -> tuple[Satrec, 
         sat.intldesg = ""  # a TLE export leaves the designator blank, an OMM export writes UNKNOWN
     name = fields.get("OBJECT_NAME")
     if name is not None and not str(name).isprintable():  # no export could be read back (TLE lines, XML 1.0)
-        raise OrbitError(f"{where}.OBJECT_NAME: expected a name on one line without control characters, got {name!r}")
+        raise OrbitError(f"{where}.OBJECT_NAME: expected a name on one line without control characters, got {shown(name)}")
     return sat, catalog, (str(name).strip() or None) if name is not None else None
 
 
@@ -229,7 +229,7 @@ def parse_omm_text(text: str, fmt: str, source: str = "<text>") -> Constellation
     for where, rec in _records(text, fmt, source):
         sat, number, name = omm_satrec(rec, where)
         names.append(book.claim(name, number, f"{where}.NORAD_CAT_ID: satellite {number} appears twice",
-                                lambda n: f"{where}.OBJECT_NAME: satellite name {n!r} is used twice"))
+                                lambda n: f"{where}.OBJECT_NAME: satellite name {shown(n)} is used twice"))
         sats.append(sat)
         catalog.append(number)
     if not sats:

@@ -191,6 +191,8 @@ def test_cli_user_error_is_one_line(case: str, tmp_path: Path, capsys: pytest.Ca
     assert code == 2, (code, captured.err)
     assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
     assert lines[0].startswith(f"fol {argv[0]}: error: ") and needle in lines[0], lines[0]
+    # a value read from the user is shown bounded (a huge integer by its first digits and its length)
+    assert len(lines[0].replace(str(tmp_path), "T")) < 300, lines[0]
     if argv[0] == "contacts" and "scenario" not in case:
         # the scenario file first, then the file it points to that holds the mistake
         assert lines[0].startswith(f"fol contacts: error: {argv[1]}: "), lines[0]

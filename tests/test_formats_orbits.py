@@ -124,6 +124,23 @@ def test_malformed_omm_missing_field_csv_and_bad_xml(tmp_path: Path) -> None:
         read_omm(long)
 
 
+@pytest.mark.parametrize(("key", "value", "shown"), [
+    ("MEAN_MOTION", 10**400, "expected a finite number, got 10000000000000000000... (401 digits)"),
+    ("NORAD_CAT_ID", 10**400, "expected a positive catalog number, got 10000000000000000000... (401 digits)"),
+    ("REV_AT_EPOCH", -(10**300), "expected an integer in 0..999999999, got -1000000000000000000... (301 digits)"),
+    ("ELEMENT_SET_NO", "9x" * 2000, "expected an integer, got '9x9x9x9x9x"),
+    ("EPOCH", "2026-" + "1" * 4000, "expected an ISO-8601 UTC time like 2025-03-01T12:00:00.000000, got '2026-111"),
+    ("TIME_SYSTEM", "TT" * 2000, "SGP4 epochs are UTC, got 'TTTTTTTT"),
+])
+def test_a_huge_value_in_an_omm_record_is_shown_bounded(key: str, value: object, shown: str) -> None:
+    """A value of an OMM file is quoted in the error as every other message quotes one: a huge integer by
+    its first digits and its length, a long text cut; the whole value was written (a 400-digit line)."""
+    with pytest.raises(OrbitError) as info:
+        parse_omm_text(json.dumps([{**RECORD, key: value}]), "json", "gp.json")
+    msg = str(info.value)
+    assert msg.startswith(f"gp.json: record 0.{key}: ") and shown in msg and len(msg) < 200, msg
+
+
 def test_scenario_kind_omm_and_cli_export(tmp_path: Path, capsys) -> None:
     c = walker_delta(24, 2, 1, 550.0, 53.0, "2026-08-01T00:00:00Z")
     c.catalog_numbers = list(range(400001, 400025))
