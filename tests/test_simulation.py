@@ -134,9 +134,14 @@ def test_learning_sections_are_validated(changes: dict, match: str) -> None:
 
 @pytest.mark.parametrize(("table", "match"), [
     # a table of a method not in methods.run was never checked: its typo or bad value went unnoticed
-    ({"fedavg": {"local_epoch": 5}}, r"^tiny\.toml: methods\.fedavg: invalid option\(s\): .*local_epoch"),
+    # the unknown option named, with the ones the method takes (not Python's "unexpected keyword argument")
+    ({"fedavg": {"local_epoch": 5}}, r"^tiny\.toml: methods\.fedavg: invalid option\(s\): unknown 'local_epoch'; "
+                                     r"expected some of local_epochs, fraction, lr, rounds$"),
+    ({"pooled": {"epochs": 5}}, r"^tiny\.toml: methods\.pooled: invalid option\(s\): unknown 'epochs'; "
+                                r"it takes no options$"),
     ({"hermes": {"prune_rate": 2.0}}, r"^tiny\.toml: methods\.hermes\.prune_rate must be a number in \(0, 1\]"),
-    ({"fol": {"top_k": 2}}, r"^tiny\.toml: methods\.fol: invalid option\(s\)"),
+    ({"fol": {"top_k": 2}}, r"^tiny\.toml: methods\.fol: invalid option\(s\): unknown 'top_k'; it takes no "
+                            r"options \(FOL's settings are the scenario's \[fol\] table\)$"),
     # a table of no method says which names exist
     ({"fedsgd": {"fraction": 0.5}}, r"^tiny\.toml: methods: unknown method table 'fedsgd'; expected a table of "
                                     r"options of one of .*fedavg.*mtfl"),

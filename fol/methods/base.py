@@ -17,6 +17,7 @@ masks at one bit per position, and training FLOPs.
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, ClassVar, Iterable, TypeVar
@@ -160,6 +161,8 @@ class Method(ABC):
     description: ClassVar[str] = ""
     multi_round: ClassVar[bool] = False  # a server-based method that uses ctx.rounds
     one_architecture: ClassVar[bool] = False  # averages parameters: every node must hold the same architecture
+    #: where its settings are given instead, for a method whose table takes no option
+    settings_elsewhere: ClassVar[str] = ""
 
     @abstractmethod
     def run(self, ctx: SwarmContext) -> list[NodeResult]:
@@ -203,8 +206,18 @@ def get_method(name: str, **options: Any) -> Method:
     _load_all()
     if name not in _REGISTRY:
         raise ConfigError(f"method {shown(name)} is unknown; expected one of {', '.join(sorted(_REGISTRY))}")
+    cls = _REGISTRY[name]
+    params = inspect.signature(cls).parameters.values()
+    if not any(p.kind is p.VAR_KEYWORD for p in params):  # the options it takes are its keyword parameters
+        accepted = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        unknown = [k for k in options if k not in accepted]
+        if unknown:
+            takes = f"expected some of {', '.join(accepted)}" if accepted else \
+                "it takes no options" + (f" ({cls.settings_elsewhere})" if cls.settings_elsewhere else "")
+            raise ConfigError(f"methods.{name}: invalid option(s): unknown {', '.join(shown(k) for k in unknown)}; "
+                              f"{takes}")
     try:
-        return _REGISTRY[name](**options)
+        return cls(**options)
     except TypeError as exc:
         raise ConfigError(f"methods.{name}: invalid option(s): {exc}") from None
 

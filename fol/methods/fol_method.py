@@ -166,6 +166,7 @@ class LocalMethod(Method):
 
 class _FOLVariant(Method):
     variant: ClassVar[str] = "fol"
+    settings_elsewhere: ClassVar[str] = "FOL's settings are the scenario's [fol] table"
 
     def check_inputs(self, shape: tuple[int, ...], fol: FOLConfig) -> None:
         check_synthesized_inputs(fol, shape)
