@@ -46,8 +46,8 @@ from fol.ensemble import WeightedEnsemble, ensemble_logits, fit_ensemble_weights
 from fol.errors import ConfigError, TrainingError
 from fol.fileio import write_json_atomic
 from fol.models import ModelSpec
-from fol.stages import (Candidate, align_neighbour, fall_back_to_received, own_candidate, scored_candidate,
-                        select_top_k)
+from fol.stages import (Candidate, align_neighbour, candidate_val_logits, fall_back_to_received, own_candidate,
+                        scored_candidate, select_top_k)
 from fol.train import evaluate, predict_logits
 from fol.variants import ALL_VARIANTS, VARIANTS
 
@@ -196,7 +196,8 @@ def personalize(
     ensemble, student = ensemble_and_distill(state, candidates, round, cfg, report)
     if cfg.keep_received == "all":
         specs = {item.name: item.card.spec for item in usable}
-        state.pool.extend(dataclasses.replace(c, name=_pooled_name(c.name, round), round=round, spec=specs[c.name])
+        state.pool.extend(dataclasses.replace(c, name=_pooled_name(c.name, round), round=round, spec=specs[c.name],
+                                              val_logits=None)  # logits are shared within a round, not kept
                           for c in fresh)
     state.current_model = student
     state.deployed = ensemble if deploy_ensemble else state.current_model
@@ -288,7 +289,8 @@ def ensemble_and_distill(state: NodeState, candidates: Sequence[Candidate], roun
     train, val = state.data.train.tensors(), state.data.val.tensors()
     own = state.current_model
     t0 = time.perf_counter()
-    own_val_logits = predict_logits(own, val[0])
+    first = candidates[0]
+    own_val_logits = candidate_val_logits(first, val[0]) if first.model is own else predict_logits(own, val[0])
     top = select_top_k(candidates, cfg.top_k, own_val_logits, val[0], cfg.own_in_top_k, cfg.tie_break,
                        rule=cfg.top_k_rule, val_y=val[1])
     report.candidates = [c.summary() for c in candidates]
@@ -298,7 +300,8 @@ def ensemble_and_distill(state: NodeState, candidates: Sequence[Candidate], roun
     # Stage 3: weighted ensemble on cached logits of the fitting split (never test).
     t0 = time.perf_counter()
     fit_x, fit_y = train if cfg.ensemble_fit == "train" else val
-    fit_logits = [predict_logits(c.model, fit_x) for c in top]
+    fit_logits = [candidate_val_logits(c, fit_x) if cfg.ensemble_fit == "val" else predict_logits(c.model, fit_x)
+                  for c in top]
     weights = fit_ensemble_weights(fit_logits, fit_y, steps=cfg.ensemble_steps, lr=cfg.ensemble_lr,
                                    vertex=cfg.ensemble_vertex)
     ensemble = WeightedEnsemble([c.model for c in top], weights).eval()

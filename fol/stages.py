@@ -35,7 +35,7 @@ from fol.ensemble import ensemble_logits
 from fol.errors import TrainingError
 from fol.models import ModelSpec, build_model, count_parameters
 from fol.pruning import PruneConfig, align_and_prune
-from fol.train import History, TrainConfig, evaluate, fit, predict_logits
+from fol.train import History, TrainConfig, evaluate, fit, logit_scores, predict_logits
 
 __all__ = [
     "Candidate",
@@ -76,6 +76,9 @@ class Candidate:
     #: the model card's spec, kept with a neighbour's candidate once it is kept for later rounds
     #: (its round's received models, which named it, are gone by then)
     spec: ModelSpec | None = None
+    # its logits on the node's D_val from the pass that scored it, which the Top-K
+    # selection and the ensemble fit share (None: not scored here, computed there)
+    val_logits: torch.Tensor | None = field(default=None, repr=False, compare=False)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready description (no tensors)."""
@@ -192,11 +195,12 @@ def align_neighbour(
         cand.seconds["post_finetune"] = time.perf_counter() - t0
 
     cand.model = model.eval()
-    if not has_finite_outputs(model, train[0], val[0]):
+    val_logits = predict_logits(model, val[0])  # the one pass over D_val: checked, scored, kept
+    if not has_finite_outputs(model, train[0]) or not bool(torch.isfinite(val_logits).all()):
         raise TrainingError(f"{name}: the aligned model's outputs on the node's data are not finite")
     cand.params_after = count_parameters(model)
-    cand.score = score(model, val)
-    cand.val_loss = evaluate(model, *val).loss
+    result = logit_scores(val_logits, val[1])
+    cand.score, cand.val_loss, cand.val_logits = result.accuracy, result.loss, val_logits
     return cand
 
 
@@ -219,11 +223,14 @@ def fall_back_to_received(cand: Candidate, received: nn.Module, node: NodeData) 
     if cand.score_before is None or not cand.score_before > cand.score:
         return cand
     val = node.val.tensors()
-    if not has_finite_outputs(received, node.train.images, val[0]):
+    if not has_finite_outputs(received, node.train.images):
+        return cand
+    val_logits = predict_logits(received, val[0])
+    if not bool(torch.isfinite(val_logits).all()):
         return cand
     return dataclasses.replace(
-        cand, model=received.eval(), score=cand.score_before, val_loss=evaluate(received, *val).loss,
-        params_after=cand.params_before, macs_after=cand.macs_before,
+        cand, model=received.eval(), score=cand.score_before, val_loss=logit_scores(val_logits, val[1]).loss,
+        val_logits=val_logits, params_after=cand.params_before, macs_after=cand.macs_before,
         pruning={**cand.pruning, "fallback": "received"},
     )
 
@@ -235,10 +242,18 @@ def scored_candidate(name: str, model: nn.Module, node: NodeData, **recorded: An
     Without them it is unchanged: the "before" fields equal the "after" ones."""
     shape = tuple(node.train.images.shape[1:])
     params, macs = count_parameters(model), forward_macs(model, shape)
-    result = evaluate(model, *node.val.tensors())
+    val_logits = predict_logits(model, node.val.images)
+    result = logit_scores(val_logits, node.val.labels)
     fields = dict(score_before=result.accuracy, params_before=params, macs_before=macs) | recorded
     return Candidate(name=name, model=model, score=result.accuracy, val_loss=result.loss, params_after=params,
-                     macs_after=macs, **fields)
+                     macs_after=macs, val_logits=val_logits, **fields)
+
+
+def candidate_val_logits(cand: Candidate, val_x: torch.Tensor) -> torch.Tensor:
+    """``cand``'s logits on the node's D_val images ``val_x``: those kept by
+    the pass that scored it, else computed now (:func:`fol.train.predict_logits`,
+    the same pass, so the same values)."""
+    return cand.val_logits if cand.val_logits is not None else predict_logits(cand.model, val_x)
 
 
 def own_candidate(name: str, model: nn.Module, node: NodeData) -> Candidate:
@@ -269,8 +284,11 @@ def select_top_k(candidates: Sequence[Candidate], k: int, own_val_logits: torch.
     starts), so the seats are judged by the combination that is deployed. A
     second copy of what the ensemble already knows then loses to a weaker
     model that is right where it is wrong.
+
+    A candidate's ``val_logits`` (its logits on ``val_x``, kept by the pass
+    that scored it) are used as they are; only the others are computed.
     """
-    logits = {id(c): predict_logits(c.model, val_x) for c in candidates}
+    logits = {id(c): candidate_val_logits(c, val_x) for c in candidates}
     for cand in candidates:
         cand.cosine = logit_cosine(logits[id(cand)], own_val_logits)
 

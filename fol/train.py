@@ -43,6 +43,7 @@ __all__ = [
     "Objective",
     "fit",
     "evaluate",
+    "logit_scores",
     "predict_logits",
     "cross_entropy_objective",
     "seed_everything",
@@ -319,10 +320,18 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
     """Accuracy (fraction in [0, 1]) and mean cross-entropy of ``model`` on
     ``(x, y)``, in eval mode (:func:`predict_logits`: the caller's modes are
     restored)."""
+    if int(y.shape[0]) == 0:
+        return EvalResult(float("nan"), float("nan"), 0)
+    return logit_scores(predict_logits(model, x, batch_size), y)
+
+
+def logit_scores(logits: torch.Tensor, y: torch.Tensor) -> EvalResult:
+    """What :func:`evaluate` reports of a model whose logits on the inputs of
+    ``y`` are ``logits`` (for a caller that has them already): accuracy and
+    mean cross-entropy, NaN for no labels."""
     n = int(y.shape[0])
     if n == 0:
         return EvalResult(float("nan"), float("nan"), 0)
-    logits = predict_logits(model, x, batch_size)
     return EvalResult(
         accuracy=float((logits.argmax(1) == y).float().mean()),
         loss=float(F.cross_entropy(logits, y)),

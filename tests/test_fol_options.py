@@ -775,3 +775,35 @@ def test_an_ensemble_member_kept_from_an_earlier_round_is_saved_with_its_own_spe
     members = json.loads(path.read_text())["members"]
     kept = next(m for m in members if m["source"] == "peer (round 1)")
     assert load_model(tmp_path / kept["file"]).card.spec.arch == other.spec.arch
+
+
+@pytest.mark.parametrize("over", [{}, {"ensemble_fit": "train", "top_k_rule": "greedy", "tie_break": "val-loss"}])
+def test_stages_2_to_4_run_each_candidate_over_d_val_once(swarm, over: dict) -> None:
+    """Stage 2 scores an aligned model on D_val once: its finiteness check, its
+    accuracy, its loss, its Top-K cosine and (``ensemble_fit = "val"``) its
+    ensemble-fitting logits all share that one pass; the own model and each
+    received one (its score as received) are run over D_val once too."""
+    node = swarm[0]
+    state = _state(node)
+    rec = _received(swarm, 0)
+    val_x = node.data.val.images
+    passes: dict[nn.Module, int] = {}
+
+    def count(module: nn.Module, inputs: tuple) -> None:
+        if inputs[0].untyped_storage().data_ptr() == val_x.untyped_storage().data_ptr():
+            passes[module] = passes.get(module, 0) + 1
+
+    roots = [state.current_model, *(r.model for r in rec)]
+    handles = [m.register_forward_pre_hook(count) for m in roots]  # copies made from them keep the hook
+    try:
+        cfg = FAST.replace(top_k=3, **over)
+        report = RoundReport(node.name, 1, "fol")
+        cands = align_candidates(state, rec, 1, cfg, True, report)
+        ensemble_and_distill(state, cands, 1, cfg, report)
+    finally:
+        for h in handles:
+            h.remove()
+    assert len(cands) == 3 and len(report.selected) == 3
+    assert {m: passes.get(m, 0) for m in roots} == {m: 1 for m in roots}
+    assert [passes.get(c.model, 0) for c in cands[1:]] == [1, 1]
+    assert sum(passes.values()) == 5  # no other model (a copy made on the way) saw D_val
