@@ -278,9 +278,21 @@ class FOLConfig:
 
     @classmethod
     def from_toml(cls, path: str | Path, preset: str | None = None) -> "FOLConfig":
-        """Read a TOML file holding either a ``[fol]`` table or the keys at top level."""
+        """Read a TOML file holding either a ``[fol]`` table or the keys at top level.
+
+        With a ``[fol]`` table, only it is read: other tables are let be (a scenario or a node
+        agent's file may be given), but a FOL key at top level (written above ``[fol]``, so
+        outside it) is refused rather than ignored."""
         path = Path(path)
         data, _ = read_toml(path, ConfigError, "FOL config file")
+        if "fol" in data:
+            names = {f.name for f in fields(cls)} | {"preset"}
+            stray = [k for k, v in data.items() if k in names and not isinstance(v, dict)]  # a [rounds] table is a scenario's
+            if stray:
+                one = len(stray) == 1
+                raise ConfigError(f"{path}: {', '.join(stray)}: {'a FOL key' if one else 'FOL keys'} at top level, "
+                                  f"outside the [fol] table, which is all that is read; move {'it' if one else 'them'} "
+                                  f"into [fol]")
         table = data.get("fol", data)
         return cls.from_dict(table, where=f"{path}: fol" if "fol" in data else f"{path}: top level", preset=preset)
 

@@ -807,3 +807,18 @@ def test_stages_2_to_4_run_each_candidate_over_d_val_once(swarm, over: dict) -> 
     assert {m: passes.get(m, 0) for m in roots} == {m: 1 for m in roots}
     assert [passes.get(c.model, 0) for c in cands[1:]] == [1, 1]
     assert sum(passes.values()) == 5  # no other model (a copy made on the way) saw D_val
+
+
+def test_fol_keys_above_the_fol_table_are_refused_not_ignored(tmp_path) -> None:
+    """``top_k = 2`` written above ``[fol]`` is a top-level key, outside the table: it was silently
+    ignored (the run used K = 3). Other top-level tables, a scenario's ``[rounds]`` among them, are
+    still allowed, so that a scenario or agent file can be given as the config."""
+    src = tmp_path / "fol.toml"
+    src.write_text('top_k = 2\npreset = "paper"\n\n[fol]\nlam = 0.5\n')
+    with pytest.raises(ConfigError, match=r"^\S*fol\.toml: top_k, preset: FOL keys at top level, outside the \[fol\] "
+                                          r"table, which is all that is read; move them into \[fol\]$"):
+        FOLConfig.from_toml(src)
+    src.write_text('name = "x"\n[rounds]\ncount = 2\n[scenario]\nseed = 1\n[fol]\ntop_k = 2\n')
+    assert FOLConfig.from_toml(src) == FOLConfig(top_k=2)
+    src.write_text("top_k = 2\nlam = 0.5\n")  # no [fol] table: the top level is the table
+    assert FOLConfig.from_toml(src) == FOLConfig(top_k=2, lam=0.5)
