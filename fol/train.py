@@ -82,7 +82,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.optimizer not in ("sgd", "adam"):
-            raise ConfigError(f"optimizer must be 'sgd' or 'adam', got {self.optimizer!r}")
+            raise ConfigError(f"optimizer must be 'sgd' or 'adam', got {shown(self.optimizer)}")
         for name, least in (("epochs", 0), ("batch_size", 1), ("patience", 0)):  # a float or bool is no count
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:

@@ -653,6 +653,15 @@ def test_train_config_refuses_non_finite_rates(field: str, value: object, needle
     assert TrainConfig(lr=1, weight_decay=0).lr == 1
 
 
+def test_train_config_shows_an_unknown_optimizer_bounded() -> None:
+    """An unknown optimizer was shown with its whole repr (a string of any length: a message as long), where
+    every other field is shown bounded (swarmbase.tomlcheck.shown)."""
+    with pytest.raises(ConfigError, match=r"^optimizer must be 'sgd' or 'adam', got 'x{50,60}\.\.\.$"):
+        TrainConfig(optimizer="x" * 1_000_000)
+    with pytest.raises(ConfigError, match=r"^optimizer must be 'sgd' or 'adam', got 'adamw'$"):
+        TrainConfig(optimizer="adamw")
+
+
 @pytest.mark.parametrize("variant", ["fol-n", "fol"])
 def test_a_huge_neighbour_that_no_training_step_touches_is_skipped_not_fatal(swarm, variant: str) -> None:
     """With no fine-tuning epoch (and, for "fol", no gate or post fine-tune
