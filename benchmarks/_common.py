@@ -20,14 +20,23 @@ import threading
 from typing import Callable, Sequence
 
 
+def fail(message: str, code: int = 2) -> int:
+    """Print ``message`` as the script's one error line on stderr, ``<script>: error: <message>``,
+    the style of argparse's own refusals of its command line (``<script>`` is argparse's program
+    name: the base name of ``sys.argv[0]``), and return ``code`` for ``main`` to return (or
+    ``raise SystemExit(fail(...))``). Every error line of the benchmarks goes through here."""
+    print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
+    return code
+
+
 def key_values(items: list[str], what: str) -> dict[str, object]:
     """``KEY=VALUE`` command-line items as a dict (ints and floats parsed; a
-    malformed item stops the script with one line naming ``what``)."""
+    malformed item stops the script with one error line naming ``what``, exit 1)."""
     out: dict[str, object] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise SystemExit(f"{what}: expected KEY=VALUE, got {item!r}")
+            raise SystemExit(fail(f"{what}: expected KEY=VALUE, got {item!r}", 1))
         try:
             out[key] = int(value)
         except ValueError:
@@ -151,7 +160,7 @@ def mean_std(values: Sequence[float], signed: bool = False) -> str:
 
 def unwritable_output(path: object, flag: str = "--json") -> bool:
     """Whether the output file ``path`` (None: not asked for) cannot be written, said in
-    one ``error:`` line on stderr; a script calls it before any work, not after."""
+    one error line on stderr (:func:`fail`); a script calls it before any work, not after."""
     if path is None or path == "":
         return False
     from fol.errors import ConfigError
@@ -160,7 +169,7 @@ def unwritable_output(path: object, flag: str = "--json") -> bool:
     try:
         check_output_file(path, ConfigError, what=flag)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        fail(str(exc))
         return True
     return False
 

@@ -66,7 +66,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (int_in, machine_line, per_core, positive_float, seed_range, set_threads,  # noqa: E402
+from _common import (fail, int_in, machine_line, per_core, positive_float, seed_range, set_threads,  # noqa: E402
                      unwritable_output, user_seed)
 
 from fol.config import FOLConfig  # noqa: E402
@@ -234,8 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 runs.append(calibrate(task, args, seed))
             except FOLError as exc:  # a setting the data or the training refuses (--psi, --pool, --lr, ...)
-                print(f"error: {exc}", file=sys.stderr)
-                return 2
+                return fail(str(exc))
             if args.json is not None:
                 # the one non-JSON argument is the --json path itself: written as text; the
                 # writer's own hook keeps turning any numpy number in the figures into a float

@@ -42,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (int_in, machine_line, mean_std, per_core, positive_float, seed_range, set_threads,  # noqa: E402
+from _common import (fail, int_in, machine_line, mean_std, per_core, positive_float, seed_range, set_threads,  # noqa: E402
                      user_seed)
 
 from fol.config import FOLConfig  # noqa: E402
@@ -207,21 +207,18 @@ def main() -> int:
     wanted = args.methods or [m for m in FOL_METHODS + BASELINES if m in available]
     missing = [m for m in wanted if m not in available]
     if missing:
-        print(f"unknown method(s): {', '.join(missing)}", file=sys.stderr)
-        return 2
+        return fail(f"unknown method(s): {', '.join(missing)}")
     if args.plots:  # before the training (or the merged tables), not after
         try:
             check_output_dir(args.plots, ConfigError, what="--plots")
         except FOLError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return fail(str(exc))
     print(machine_line())
     if args.merge:
         try:
             records = merge_records([(path, _read_json(path)) for path in args.merge])
         except (OSError, ValueError) as exc:
-            print(f"--merge: {exc}", file=sys.stderr)
-            return 2
+            return fail(f"--merge: {exc}")
         report(records, args)
         return 0
     seeds = seed_range(ap, args.first_seed, args.seeds, "--first-seed / --seeds")
@@ -233,8 +230,7 @@ def main() -> int:
         if args.json:
             check_output_file(args.json, ConfigError, what="--json")
     except FOLError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc))
     print(f"methods: {', '.join(wanted)}; server rounds R = {args.rounds}, FOL exchanges E in {args.fol_rounds}, "
           f"data-free budget(s) {', '.join(args.budget)}; model {args.arch}")
     records: list[dict] = []

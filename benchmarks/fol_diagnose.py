@@ -45,7 +45,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import key_values, machine_line, positive_float  # noqa: E402
+from _common import fail, key_values, machine_line, positive_float  # noqa: E402
 
 from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import check_output_file, write_json_atomic  # noqa: E402
@@ -178,8 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         print(machine_line())
         rows = diagnose(cfg, args.data, args.psi, args.seed)
     except FOLError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc))
     fmt = lambda v: "-" if v is None else f"{100 * v:.0f}"  # noqa: E731
     print(f"{args.data}, psi = {args.psi}, seed {args.seed}: one FOL-A round, accuracies in %")
     print("| node | images | majority share | val majority rate | own val | neighbours val, received "

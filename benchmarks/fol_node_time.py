@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import int_in, key_values, machine_line, pool_fits  # noqa: E402
+from _common import fail, int_in, key_values, machine_line, pool_fits  # noqa: E402
 
 from fol.checkpoint import ModelCard  # noqa: E402
 from fol.config import PRESET_NAMES, FOLConfig  # noqa: E402
@@ -56,8 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = FOLConfig.from_dict({"preset": args.preset, **key_values(args.fol, "--fol"), "max_neighbours": args.q})
     except FOLError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc))
     print(machine_line())
 
     pool = make_synthetic("hurricane", n * per_node * 2, seed=DATA_SEED)

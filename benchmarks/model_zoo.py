@@ -38,7 +38,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (comma_names, int_in, machine_line, per_core, positive_float, set_threads,  # noqa: E402
+from _common import (comma_names, fail, int_in, machine_line, per_core, positive_float, set_threads,  # noqa: E402
                      unwritable_output, user_seed)
 
 from fol.accounting import forward_macs  # noqa: E402
@@ -71,7 +71,7 @@ def task_dataset(task: str, n: int, seed: int, tmp: Path) -> GeoDataset:
     if task == "position":
         folder = write_image_folder(make_position_task(n, seed=seed), tmp / "position")
         return load_dataset("imagefolder", path=str(folder), image_size=32)
-    raise SystemExit(f"unknown task {task!r}")
+    raise SystemExit(fail(f"unknown task {task!r}", 1))
 
 
 def epoch_seconds(arch: str, num_classes: int, epochs: int = 2) -> float:

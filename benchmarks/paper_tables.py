@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
-from _common import key_values, machine_line, per_core, positive_float  # noqa: E402
+from _common import fail, key_values, machine_line, per_core, positive_float  # noqa: E402
 
 from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import atomic_write_text, check_output_dir  # noqa: E402
@@ -91,7 +91,7 @@ def build_config(args: argparse.Namespace) -> ProtocolConfig:
     for item in args.option:
         method, dot, rest = item.partition(".")
         if not dot:
-            raise SystemExit(f"--option: expected METHOD.KEY=VALUE, got {item!r}")
+            raise SystemExit(fail(f"--option: expected METHOD.KEY=VALUE, got {item!r}", 1))
         options.setdefault(method, {}).update(key_values([rest], "--option"))
     if args.quick:
         quick = ProtocolConfig.quick()
@@ -167,8 +167,7 @@ def compare(paths: list[Path], out: Path | None) -> int:
         if out is not None:
             check_output_dir(out, ConfigError, what="--out")
     except FOLError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc))
     lines = [f"other: {other_name} (fol options {other.config.fol}, baseline options {other.config.method_options})",
              f"base:  {base_name} (fol options {base.config.fol}, baseline options {base.config.method_options})",
              "cells: % mean ± std over the seeds both ran, of the mean over nodes; other - base paired by seed and "
@@ -202,8 +201,7 @@ def merge(paths: list[Path], out: Path | None) -> int:
         if out is not None:
             check_output_dir(out, ConfigError, what="--out")
     except FOLError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc))
     for line in summary(result):
         print(line)
     if out is not None:
@@ -267,8 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             result: ProtocolResult = run_protocol(cfg, progress=say, map=ex.map,
                                                   on_seed=lambda partial: partial.write(args.out))
     except FOLError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc))
     for line in summary(result):
         print(line)
     paths = result.write(args.out)

@@ -56,7 +56,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (comma_names, fraction, int_in, machine_line, pool_fits, positive_float, seed_range,  # noqa: E402
+from _common import (comma_names, fail, fraction, int_in, machine_line, pool_fits, positive_float, seed_range,  # noqa: E402
                      unwritable_output, user_seed)
 
 from fol.checkpoint import ModelCard  # noqa: E402
@@ -351,14 +351,12 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 saved = json.loads(Path(path).read_text())
             except (OSError, UnicodeDecodeError, ValueError) as exc:
-                print(f"--merge {path}: cannot read it as JSON ({exc.__class__.__name__}: {exc})", file=sys.stderr)
-                return 2
+                return fail(f"--merge {path}: cannot read it as JSON ({exc.__class__.__name__}: {exc})")
             if not (isinstance(saved, dict) and isinstance(saved.get("args"), dict)
                     and isinstance(saved.get("done"), list) and all(isinstance(d, str) for d in saved["done"])
                     and isinstance(saved.get("results"), dict)):
-                print(f"--merge {path}: expected a --json file of this script (an object with 'args', 'done' and "
-                      f"'results')", file=sys.stderr)
-                return 2
+                return fail(f"--merge {path}: expected a --json file of this script (an object with 'args', 'done' and "
+                            f"'results')")
             saved_runs.append(saved)
         # A key a saved run lacks predates its option: the run had it off (False),
         # or, for --base, compared against the paper preset.
@@ -367,18 +365,16 @@ def main(argv: list[str] | None = None) -> int:
                     "defaults_only", "option", "base", "rounds", "swarm", "pool"):
             values = {json.dumps(saved["args"].get(key, missing.get(key, False))) for saved in saved_runs}
             if len(values) > 1:
-                print(f"--merge: the runs differ in {key} ({', '.join(sorted(values))}); merge runs of one "
-                      "setting", file=sys.stderr)
-                return 2
+                return fail(f"--merge: the runs differ in {key} ({', '.join(sorted(values))}); merge runs of one "
+                            "setting")
             setattr(args, key, saved_runs[0]["args"].get(key, missing.get(key, False)))
         covered: dict[str, str] = {}
         for path, saved in zip(args.merge, saved_runs):
             # a (task, seed) in two runs would count its node runs twice (the means and the Wilcoxon test)
             for swarm in dict.fromkeys(d.split(" nodes ")[0] for d in saved["done"]):
                 if swarm in covered:
-                    print(f"--merge {path}: {swarm} is also in {covered[swarm]}; merge runs of different tasks or "
-                          f"seeds (each node run once)", file=sys.stderr)
-                    return 2
+                    return fail(f"--merge {path}: {swarm} is also in {covered[swarm]}; merge runs of different tasks or "
+                                f"seeds (each node run once)")
                 covered[swarm] = path
     options = [o for o in STAGE34_OPTIONS if args.synth or o[0] != "distill_inputs" or "synth" not in o[1]]
     options += (MORE_OPTIONS if args.more else []) + (STAGE2_OPTIONS if args.stage2 else [])
@@ -386,29 +382,23 @@ def main(argv: list[str] | None = None) -> int:
         try:
             options = [_parse_option(text) for text in args.option]
         except ValueError as exc:
-            print(f"--option: {exc}", file=sys.stderr)
-            return 2
+            return fail(f"--option: {exc}")
     if any("rounds" in _changes(field, value) for field, value in options):
-        print("--option: E is the same for every option; set it with --rounds", file=sys.stderr)
-        return 2
+        return fail("--option: E is the same for every option; set it with --rounds")
     if any("max_neighbours" in _changes(field, value) for field, value in options):
-        print("--option: Q is the same for every option (the neighbours are drawn once); set it with --q",
-              file=sys.stderr)
-        return 2
+        return fail("--option: Q is the same for every option (the neighbours are drawn once); set it with --q")
     if args.defaults_only:
         options = []
     if args.swarm == "protocol":
         try:
             protocol_config(args.tasks.split(",")[0], args.first_seed, args)
         except ConfigError as exc:
-            print(f"--swarm protocol: {exc}", file=sys.stderr)
-            return 2
+            return fail(f"--swarm protocol: {exc}")
     try:
         configs = build_configs(args, options)
         no_pruning = without_pruning(options)
     except (ConfigError, TypeError) as exc:
-        print(f"--option: {exc}", file=sys.stderr)
-        return 2
+        return fail(f"--option: {exc}")
     results: dict[str, dict[str, list[float]]] = {name: {} for name in configs}
     if args.merge:
         done = []
@@ -430,8 +420,7 @@ def main(argv: list[str] | None = None) -> int:
          "split's minimum)"),
     ) if not ok), None)
     if bad:
-        print(bad, file=sys.stderr)
-        return 2
+        return fail(bad)
     seeds = seed_range(ap, args.first_seed, args.seeds, "--first-seed / --seeds")
     if args.swarm == "equal":  # the pool swarm() draws whole (--swarm protocol: its --pool, checked above)
         pool_fits(ap, args.nodes * args.per_node * 2, 32, "--nodes x --per-node x 2 synthetic images")

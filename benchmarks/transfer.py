@@ -36,7 +36,7 @@ from zmq.auth.thread import ThreadAuthenticator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import int_in, machine_line  # noqa: E402
+from benchmarks._common import fail, int_in, machine_line  # noqa: E402
 from fol.agent import protocol as P  # noqa: E402
 from fol.agent.config import AgentConfig  # noqa: E402
 from fol.agent.inbox import Inbox  # noqa: E402
@@ -103,7 +103,7 @@ def throughput(work: Path, models: list[Path], curve: bool, chunk: int, window: 
     proc.start()
     try:
         if not parent.poll(120):
-            raise SystemExit("receiver process did not start")
+            raise SystemExit(fail("receiver process did not start", 1))
         endpoint = parent.recv()
         e2e = []
         ctx = zmq.Context()
@@ -114,7 +114,7 @@ def throughput(work: Path, models: list[Path], curve: bool, chunk: int, window: 
                                 server_key=r_keys.public if curve else None, timeout_s=300, context=ctx)
             total = time.perf_counter() - t0
             if result.status != "delivered":
-                raise SystemExit(f"transfer failed: {result.status} {result.detail}")
+                raise SystemExit(fail(f"transfer failed: {result.status} {result.detail}", 1))
             e2e.append(path.stat().st_size / total / 1e6)
         ctx.term()
         parent.send("stop")
@@ -153,7 +153,7 @@ def agent_latency(work: Path, model_dir: Path, repeats: int) -> list[float]:
             res = send_model(agent.listen_endpoint, path, offer, keys=s_keys, server_key=r_pub, timeout_s=60)
             times.append(time.perf_counter() - t0)
             if res.status != "delivered":
-                raise SystemExit(f"1 MB transfer failed: {res.status} {res.detail}")
+                raise SystemExit(fail(f"1 MB transfer failed: {res.status} {res.detail}", 1))
     finally:
         agent.stop()
     return times
