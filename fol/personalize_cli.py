@@ -140,6 +140,9 @@ def run_personalize(args: argparse.Namespace) -> int:
     neighbours = None if args.variant == "local" else Path(args.neighbors)
     if neighbours is not None and not neighbours.is_dir():  # a mistyped folder: said before the model and the data are loaded
         raise DataError(f"--neighbors {neighbours}: {'is not a folder' if neighbours.exists() else 'does not exist'}")
+    if neighbours is not None and out.is_dir() and out.samefile(neighbours):  # a symlink or "x/." is the same folder
+        raise ConfigError(f"--out {out}: is the --neighbors folder; the round's outputs (its model, its ensemble "
+                          f"members) would be read as neighbour models by the next run; give --out another folder")
     own = load_model(Path(args.model), max_bytes=args.max_bytes or DEFAULT_MAX_BYTES)
     data_spec = parse_node_data(args.data, root=args.data_root)
     trained_on = own.card.extra.get("data")  # the --data of `fol pretrain`, kept by every round since

@@ -554,3 +554,27 @@ def test_a_bad_neighbours_folder_is_refused_before_the_data_is_loaded(kind: str,
     what = "does not exist" if kind == "missing" else "is not a folder"
     assert err == [f"fol personalize: error: --neighbors {folder}: {what}"], err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("spelling", ["same", "dot", "link"])
+def test_out_in_the_neighbours_folder_is_refused_before_any_work(spelling: str, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """--out the --neighbors folder wrote the student and the ensemble members among the received
+    models, and the next run read them back as neighbours. It is refused in one line, before the
+    model or the data is read, however the folder is spelled. (--out inside --neighbors is fine:
+    sub-folders of --neighbors are not read.)"""
+    import fol.checkpoint
+
+    monkeypatch.setattr(fol.checkpoint, "load_model", lambda *a, **k: pytest.fail("read before --out was checked"))
+    received = tmp_path / "received"
+    received.mkdir()
+    (received / "node1.safetensors").write_bytes(b"never read")
+    (tmp_path / "alias").symlink_to(received)
+    out = {"same": received, "dot": received / ".", "link": tmp_path / "alias"}[spelling]
+    assert main(["personalize", "--model", str(tmp_path / "own.safetensors"), "--data", DATA.format(k=0),
+                 "--neighbors", str(received), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"fol personalize: error: --out {Path(out)}: is the --neighbors "
+                                               f"folder"), err
+    assert sorted(p.name for p in received.iterdir()) == ["node1.safetensors"]
