@@ -31,12 +31,13 @@ def fail(message: str, code: int = 2) -> int:
 
 def key_values(items: list[str], what: str) -> dict[str, object]:
     """``KEY=VALUE`` command-line items as a dict (ints and floats parsed; a
-    malformed item stops the script with one error line naming ``what``, exit 1)."""
+    malformed item stops the script with one error line naming ``what``, exit 2 as a
+    command-line refusal of argparse)."""
     out: dict[str, object] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise SystemExit(fail(f"{what}: expected KEY=VALUE, got {item!r}", 1))
+            raise SystemExit(fail(f"{what}: expected KEY=VALUE, got {item!r}"))
         try:
             out[key] = int(value)
         except ValueError:

@@ -91,7 +91,7 @@ def build_config(args: argparse.Namespace) -> ProtocolConfig:
     for item in args.option:
         method, dot, rest = item.partition(".")
         if not dot:
-            raise SystemExit(fail(f"--option: expected METHOD.KEY=VALUE, got {item!r}", 1))
+            raise SystemExit(fail(f"--option: expected METHOD.KEY=VALUE, got {item!r}"))
         options.setdefault(method, {}).update(key_values([rest], "--option"))
     if args.quick:
         quick = ProtocolConfig.quick()

@@ -24,9 +24,9 @@ def _run(script, argv, monkeypatch, name):
     ("calibrate_synthetic", ["--task", "wildfire", "--json", "{tmp}"], 2, "--json"),  # a folder, not a file
     ("model_zoo", ["--json", "{tmp}"], 2, "--json"),
     ("fol_node_time", ["--fol", "distill_inputs=telepathy"], 2, "telepathy"),
-    ("fol_diagnose", ["--nodes", "3", "--pool", "150", "--fol", "oops"], 1, "--fol: expected KEY=VALUE, got 'oops'"),
+    ("fol_diagnose", ["--nodes", "3", "--pool", "150", "--fol", "oops"], 2, "--fol: expected KEY=VALUE, got 'oops'"),
     ("fol_diagnose", ["--nodes", "3", "--pool", "150", "--json", "{tmp}"], 2, "--json"),
-    ("paper_tables", ["--quick", "--option", "oops"], 1, "--option: expected METHOD.KEY=VALUE, got 'oops'"),
+    ("paper_tables", ["--quick", "--option", "oops"], 2, "--option: expected METHOD.KEY=VALUE, got 'oops'"),
     ("paper_tables", ["--merge", "{tmp}/none.json"], 2, "none.json"),
     ("select_fol_config", ["--option", "rounds=2"], 2, "--option: E is the same for every option"),
     ("select_fol_config", ["--merge", "{tmp}/none.json"], 2, "cannot read it as JSON"),

@@ -94,7 +94,7 @@ def test_malformed_override_is_one_line(capsys, benchmark_script) -> None:
     try:
         script.main(["--nodes", "3", "--pool", "150", "--fol", "oops"])
     except SystemExit as exc:
-        assert exc.code == 1 and "error: --fol: expected KEY=VALUE, got 'oops'" in capsys.readouterr().err
+        assert exc.code == 2 and "error: --fol: expected KEY=VALUE, got 'oops'" in capsys.readouterr().err
     else:
         raise AssertionError("a malformed --fol item must stop the script")
     assert script.main(["--nodes", "3", "--pool", "150", "--fol", "no_such_field=1"]) == 2
