@@ -5,6 +5,7 @@ paths (empty folder, non-model files, invalid payloads, other class sets)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -151,9 +152,14 @@ def test_only_invalid_payloads_fail_with_reasons(swarm_files: Path, tmp_path: Pa
     (bad / "garbage.safetensors").write_bytes(b"\x00" * 64)
     assert _personalize(swarm_files, bad, tmp_path / "out") == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1
-    for name in ("truncated", "tampered", "garbage"):
-        assert name in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    # each file is named with the reason the loader refused it (not just listed)
+    for name, reason in (("truncated", r"not a valid safetensors payload"),
+                         ("tampered", r"model sha256 [0-9a-f]+\.\.\. does not match the card's [0-9a-f]+\.\.\. "
+                                      r"\(corrupted or tampered payload\)"),
+                         ("garbage", r"safetensors header is not valid JSON")):
+        assert re.search(rf"{name}\.safetensors: {re.escape(str(bad / name))}\.safetensors: {reason}", err), (name, err)
+    assert not (tmp_path / "out").exists()
 
 
 def test_model_with_other_class_set_is_skipped(swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
