@@ -124,9 +124,15 @@ def test_bad_protocol_settings_are_clear_errors(tmp_path, capsys, benchmark_scri
     assert "nowhere" in err and "Traceback" not in err
 
 
-def test_baseline_options_are_checked_before_any_training(tmp_path, capsys, benchmark_script) -> None:
+def test_baseline_options_are_checked_before_any_training(tmp_path, capsys, benchmark_script, monkeypatch) -> None:
     """--option of an unknown method, or a key or value the method refuses, is one line before
     pretraining starts (a typo such as coboosting.epochs=5 used to run hours with the defaults)."""
+    import fol.reproduce
+
+    def no_training(*args, **kwargs):  # a refusal after pretraining also leaves --out unmade: this tells them apart
+        raise AssertionError("the swarm was pretrained before the options were checked")
+
+    monkeypatch.setattr(fol.reproduce, "pretrained_swarm", no_training)
     script = benchmark_script("paper_tables")
     for option, words in (("coboosting.epochs=5", "'coboosting' takes no options here"),
                           ("fol.top_k=3", "'fol' takes no options here"),
