@@ -117,7 +117,9 @@ def test_walker_refuses_more_satellites_than_sgp4_numbers_before_building_any():
 
 
 def test_bad_epoch_is_a_one_line_error():
-    with pytest.raises(OrbitError, match="epoch"):
+    """The whole message: one line naming the scenario field, what was expected and the value."""
+    with pytest.raises(OrbitError, match=r"\Aconstellation\.epoch: expected an ISO-8601 UTC time like "
+                                         r"2025-03-01T00:00:00Z, got 'yesterday'\Z"):
         walker_delta(4, 2, 0, 550.0, 53.0, "yesterday")
 
 
