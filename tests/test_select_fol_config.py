@@ -107,6 +107,14 @@ def test_rounds_mode_runs_every_config_through_the_simulation_loop(script, capsy
     short = dict(finetune_epochs=1, post_finetune_epochs=1, gate_epochs=1, distill_epochs=1, ensemble_steps=20)
     monkeypatch.setattr(script, "build_configs",  # one epoch per stage: the loop is tested, not the figures
                         lambda *a: {name: cfg.replace(**short) for name, cfg in build(*a).items()})
+    pipeline, rounds_run = script.run_fol_pipeline, []
+
+    def counted(ctx, *args, **kwargs):  # the simulation's loop, run as it is; what it did is recorded
+        run = pipeline(ctx, *args, **kwargs)
+        rounds_run.append((ctx.fol.keep_received, [[r.round for r in reports] for reports in run.reports]))
+        return run
+
+    monkeypatch.setattr(script, "run_fol_pipeline", counted)
     out = tmp_path / "sel.json"
     argv = ["--tasks", "hurricane", "--nodes", "3", *swarm, "--seeds", "1", "--q", "1", "--k", "2",
             "--arch", "cnn-small", "--rounds", "2", "--option", "keep_received=all", "--base", "default",
@@ -117,6 +125,8 @@ def test_rounds_mode_runs_every_config_through_the_simulation_loop(script, capsy
     assert ("from 150 images (the protocol's swarm)" in text) == ("protocol" in swarm)
     saved = json.loads(out.read_text())
     assert saved["args"]["rounds"] == 2
+    # every config really ran the swarm's two rounds on each of the 3 nodes, keep_received=all with its option
+    assert sorted(rounds_run) == [("all", [[1, 2]] * 3), ("round", [[1, 2]] * 3), ("round", [[1, 2]] * 3)]
     assert set(saved["results"]) == {"paper", "default (current)", "keep_received=all"}
     for rows in saved["results"].values():
         assert all(len(rows[key]) == 3 for key in KEYS)
