@@ -6,8 +6,6 @@ bare ``error: ...`` or only the flag, so the same script spoke in two voices."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 
