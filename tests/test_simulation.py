@@ -139,6 +139,17 @@ def test_learning_sections_are_validated(changes: dict, match: str) -> None:
                                      r"expected some of local_epochs, fraction, lr, rounds$"),
     ({"pooled": {"epochs": 5}}, r"^tiny\.toml: methods\.pooled: invalid option\(s\): unknown 'epochs'; "
                                 r"it takes no options$"),
+    # also where the options are forwarded to the server skeleton (**common) or checked by the method itself
+    ({"hermes": {"prune": 0.2}}, r"^tiny\.toml: methods\.hermes: invalid option\(s\): unknown 'prune'; expected some "
+                                 r"of prune_rate, acc_threshold, target, lam, intersection, target_share, init, "
+                                 r"local_epochs, fraction, lr, rounds$"),
+    ({"mtfl-adam": {"adam_lrate": 0.1}}, r"^tiny\.toml: methods\.mtfl-adam: invalid option\(s\): unknown "
+                                         r"'adam_lrate'; expected some of private, adam_lr, local_epochs, "
+                                         r"fraction, lr, rounds$"),
+    ({"dm-pfl": {"sparse": 0.5}}, r"^tiny\.toml: methods\.dm-pfl: invalid option\(s\): unknown 'sparse'; "
+                                  r"expected some of sparsity, .*, init, local_epochs, fraction, lr, rounds$"),
+    ({"dense": {"epoch": 5}}, r"^tiny\.toml: methods\.dense: invalid option\(s\): unknown 'epoch'; expected "
+                              r"some of budget, epochs, g_steps, .*, epsilon$"),
     ({"hermes": {"prune_rate": 2.0}}, r"^tiny\.toml: methods\.hermes\.prune_rate must be a number in \(0, 1\]"),
     ({"fol": {"top_k": 2}}, r"^tiny\.toml: methods\.fol: invalid option\(s\): unknown 'top_k'; it takes no "
                             r"options \(FOL's settings are the scenario's \[fol\] table\)$"),
@@ -153,6 +164,9 @@ def test_every_method_options_table_is_validated_run_or_not(table: dict, match: 
     with pytest.raises(ConfigError, match=match):
         parse_scenario(_doc(methods=table), Path("."), "tiny.toml")
     ok = parse_scenario(_doc(methods={"fedavg": {"fraction": 0.5}}), Path("."), "tiny.toml")  # valid, not run: kept
+    for name, options in {"hermes": {"target": 0.5, "local_epochs": 2}, "mtfl-adam": {"adam_lr": 0.01, "rounds": 3},
+                          "dense": {"budget": "small", "epochs": 2}, "co-boosting": {"perturb": "ods"}}.items():
+        assert parse_scenario(_doc(methods={name: options}), Path("."), "tiny.toml").method_options == {name: options}
     assert ok.method_options == {"fedavg": {"fraction": 0.5}} and "fedavg" not in ok.methods
 
 

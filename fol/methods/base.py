@@ -164,6 +164,26 @@ class Method(ABC):
     #: where its settings are given instead, for a method whose table takes no option
     settings_elsewhere: ClassVar[str] = ""
 
+    @classmethod
+    def option_names(cls) -> list[str] | None:
+        """The options the method takes: the keyword parameters of its
+        ``__init__`` and, where that forwards ``**kwargs`` to
+        ``super().__init__``, those of the classes above it (a method that
+        checks its ``**kwargs`` itself overrides this); ``None`` if unknown."""
+        names: list[str] = []
+        for klass in cls.__mro__:
+            if klass is object:
+                return names
+            init = klass.__dict__.get("__init__")
+            if init is None:
+                continue
+            params = list(inspect.signature(init).parameters.values())[1:]  # without self
+            names += [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                      and p.name not in names]
+            if not any(p.kind is p.VAR_KEYWORD for p in params):
+                return names
+        return None  # pragma: no cover (every class ends at object)
+
     @abstractmethod
     def run(self, ctx: SwarmContext) -> list[NodeResult]:
         """Run on every node of ``ctx`` and return one result per node, in node order."""
@@ -207,9 +227,8 @@ def get_method(name: str, **options: Any) -> Method:
     if name not in _REGISTRY:
         raise ConfigError(f"method {shown(name)} is unknown; expected one of {', '.join(sorted(_REGISTRY))}")
     cls = _REGISTRY[name]
-    params = inspect.signature(cls).parameters.values()
-    if not any(p.kind is p.VAR_KEYWORD for p in params):  # the options it takes are its keyword parameters
-        accepted = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    accepted = cls.option_names()
+    if accepted is not None:
         unknown = [k for k in options if k not in accepted]
         if unknown:
             takes = f"expected some of {', '.join(accepted)}" if accepted else \

@@ -490,8 +490,13 @@ class _DataFreeMethod(Method):
                               f"got {shown(budget)}")
         return dict(BUDGETS[budget])
 
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """``budget`` and the fields of :class:`DataFreeConfig` but its seed."""
+        return ["budget", *(f for f in DataFreeConfig.__dataclass_fields__ if f != "seed")]
+
     def __init__(self, budget: str = "tiny", **options) -> None:
-        known = {f for f in DataFreeConfig.__dataclass_fields__ if f != "seed"}
+        known = set(self.option_names()) - {"budget"}
         unknown = sorted(set(options) - known)
         if unknown:
             raise TypeError(f"unexpected option(s) {', '.join(unknown)}")
