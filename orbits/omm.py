@@ -158,6 +158,9 @@ def _checked_fields(rec: Any, where: str) -> dict[str, Any]:
         raise OrbitError(f"{where}.MEAN_MOTION: expected 0..20 revolutions per day, got {fields['MEAN_MOTION']}")
     if not 0.0 <= fields["INCLINATION"] <= 180.0:
         raise OrbitError(f"{where}.INCLINATION: expected 0..180 deg, got {fields['INCLINATION']}")
+    for key in ("RA_OF_ASC_NODE", "ARG_OF_PERICENTER", "MEAN_ANOMALY"):  # CCSDS angles; sgp4 takes any value
+        if not -360.0 <= fields[key] <= 360.0:  # (a mean anomaly of 1e300 deg gave a position, silently wrong)
+            raise OrbitError(f"{where}.{key}: expected -360..360 deg, got {fields[key]}")
     fields["CLASSIFICATION_TYPE"] = str(fields["CLASSIFICATION_TYPE"])[:1] or "U"
     fields["OBJECT_ID"] = str(fields["OBJECT_ID"])
     return fields

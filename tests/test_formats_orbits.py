@@ -85,6 +85,10 @@ def test_tle_export_alpha5_and_refusal() -> None:
     ({"ELEMENT_SET_NO": 10**20}, r"record 0\.ELEMENT_SET_NO: expected an integer in 0\.\.9999, got 1000"),
     ({"ELEMENT_SET_NO": 12345}, r"record 0\.ELEMENT_SET_NO: expected an integer in 0\.\.9999, got 12345"),
     ({"EPHEMERIS_TYPE": 10**20}, r"record 0\.EPHEMERIS_TYPE: expected an integer in 0\.\.9, got 1000"),
+    # angles outside the CCSDS range: sgp4 took a mean anomaly of 1e300 deg and gave a position, silently wrong
+    ({"MEAN_ANOMALY": 1e300}, r"record 0\.MEAN_ANOMALY: expected -360\.\.360 deg, got 1e\+300$"),
+    ({"ARG_OF_PERICENTER": 1e20}, r"record 0\.ARG_OF_PERICENTER: expected -360\.\.360 deg, got 1e\+20$"),
+    ({"RA_OF_ASC_NODE": 720}, r"record 0\.RA_OF_ASC_NODE: expected -360\.\.360 deg, got 720\.0$"),
 ])
 def test_malformed_omm_names_file_and_field(tmp_path: Path, change: dict, message: str) -> None:
     path = tmp_path / "bad.json"
