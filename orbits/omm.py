@@ -187,6 +187,12 @@ def omm_satrec(rec: dict[str, Any], where: str = "OMM record") -> tuple[Satrec, 
     return sat, catalog, (str(name).strip() or None) if name is not None else None
 
 
+def _blank_row(row: dict[Any, Any]) -> bool:
+    """Whether a CSV row holds nothing but blanks (a spreadsheet saves an emptied row as bare commas)."""
+    values = [v for k, v in row.items() if k is not None] + list(row.get(None) or ())
+    return all(v is None or not v.strip() for v in values)
+
+
 def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
     if fmt == "json":
         try:
@@ -211,7 +217,7 @@ def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
         try:
             if not reader.fieldnames or "EPOCH" not in [f.strip().upper() for f in reader.fieldnames]:
                 raise OrbitError(f"{source}: expected a CSV header row with OMM field names (EPOCH, MEAN_MOTION, ...)")
-            return [(f"{source}:{reader.line_num}", row) for row in reader]
+            return [(f"{source}:{reader.line_num}", row) for row in reader if not _blank_row(row)]
         except csv.Error as exc:  # e.g. a quote left open: its field runs past the csv module's limit
             raise OrbitError(f"{source}:{reader.line_num}: not a valid CSV record ({exc}); a quote left open?") from None
     if fmt == "xml":

@@ -192,6 +192,20 @@ def test_omm_csv_saved_with_a_bom_keeps_its_names(tmp_path: Path) -> None:
     assert read_omm(path).names == ["NEWSAT 1"]
 
 
+def test_omm_csv_rows_left_blank_by_a_spreadsheet_are_skipped(tmp_path: Path) -> None:
+    """A spreadsheet saves emptied rows as bare commas (and editors leave whitespace lines): such a
+    row was read as a record and refused ('gp.csv:3.EPOCH: expected an ISO-8601 UTC time ..., got ''),
+    though the CSV reader already skips empty lines, as the TLE reader skips blank ones."""
+    text = format_omm(parse_omm_text(json.dumps([RECORD]), "json", "gp.json"), "csv")
+    path = tmp_path / "gp.csv"
+    path.write_text(text + "," * (len(RECORD) - 1) + "\n  \n" + ", ," + "\n")
+    c = read_omm(path)
+    assert c.names == ["NEWSAT 1"] and c.catalog_numbers == [RECORD["NORAD_CAT_ID"]]
+    path.write_text(text + ",,,,\n" + text.splitlines()[1] + "\n")
+    with pytest.raises(OrbitError, match=r"gp\.csv:4\.NORAD_CAT_ID: satellite 412345 appears twice"):
+        read_omm(path)  # a row after a blank one keeps its line number
+
+
 def test_omm_in_kvn_layout_is_named_as_such(tmp_path: Path) -> None:
     """Space-Track also serves OMM as CCSDS KVN ('KEY = value' lines), which sgp4 cannot read: the
     file was blamed for a missing CSV header; the message now says the layout is KVN."""
