@@ -150,8 +150,9 @@ def _checked_fields(rec: Any, where: str) -> dict[str, Any]:
     for key, top in _INT_RANGES.items():  # sgp4 keeps them in C integers (10**20 overflowed there)
         if not 0 <= fields[key] <= top:
             raise OrbitError(f"{where}.{key}: expected an integer in 0..{top}, got {shown(fields[key])}")
-    if not 0 < fields["NORAD_CAT_ID"] <= 999999999:
-        raise OrbitError(f"{where}.NORAD_CAT_ID: expected a positive catalog number, got {shown(fields['NORAD_CAT_ID'])}")
+    if not 0 <= fields["NORAD_CAT_ID"] <= 999999999:  # 0 as a TLE's 00000 (custom satellites), which OMM export writes
+        raise OrbitError(f"{where}.NORAD_CAT_ID: expected a catalog number in 0..999999999, "
+                         f"got {shown(fields['NORAD_CAT_ID'])}")
     if not 0.0 <= fields["ECCENTRICITY"] < 1.0:
         raise OrbitError(f"{where}.ECCENTRICITY: expected 0 <= e < 1, got {fields['ECCENTRICITY']}")
     if not 0.0 < fields["MEAN_MOTION"] < 20.0:

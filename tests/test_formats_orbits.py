@@ -130,7 +130,7 @@ def test_malformed_omm_missing_field_csv_and_bad_xml(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("key", "value", "shown"), [
     ("MEAN_MOTION", 10**400, "expected a finite number, got 10000000000000000000... (401 digits)"),
-    ("NORAD_CAT_ID", 10**400, "expected a positive catalog number, got 10000000000000000000... (401 digits)"),
+    ("NORAD_CAT_ID", 10**400, "expected a catalog number in 0..999999999, got 10000000000000000000... (401 digits)"),
     ("REV_AT_EPOCH", -(10**300), "expected an integer in 0..999999999, got -1000000000000000000... (301 digits)"),
     ("ELEMENT_SET_NO", "9x" * 2000, "expected an integer, got '9x9x9x9x9x"),
     ("EPOCH", "2026-" + "1" * 4000, "expected an ISO-8601 UTC time like 2025-03-01T12:00:00.000000, got '2026-111"),

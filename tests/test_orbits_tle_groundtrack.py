@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from orbits import (OrbitError, first_coverage, format_tle, ground_track, in_swath, omm_records, parse_omm_text,
+from orbits import (OrbitError, first_coverage, format_omm, format_tle, ground_track, in_swath, omm_records, parse_omm_text,
                     parse_tle_text, propagate_offsets, read_tle, swath_half_angle_rad,
                     tle_checksum, walker_delta, write_tle)
 
@@ -256,6 +256,22 @@ def test_a_satellite_has_one_name_in_tle_and_omm():
 def test_valid_catalog_number_layouts_are_read():
     assert [parse_tle_text(_with_catalog(f), "<t>").catalog_numbers[0] for f in ("A0000", "Z9999", " 1234", "01234")] \
         == [100000, 339999, 1234, 1234]
+
+
+def test_a_tle_satellite_numbered_00000_survives_an_omm_round_trip():
+    """TLE generators often number custom satellites 00000, which the TLE reader takes; the OMM
+    export wrote NORAD_CAT_ID 0 and the OMM reader refused its own file ('expected a positive
+    catalog number, got 0'), so `--export-orbits omm` of such a file could not be read back."""
+    c = parse_tle_text(_with_catalog("00000"), "<t>")
+    assert c.catalog_numbers == [0]
+    back = parse_omm_text(format_omm(c, "json"), "json", "<omm>")
+    assert back.catalog_numbers == [0] and back.names == ["SAT-0"]
+    r1, _ = propagate_offsets(c, "2008-09-20T12:25:40Z", [0.0, 3600.0])
+    r2, _ = propagate_offsets(back, "2008-09-20T12:25:40Z", [0.0, 3600.0])
+    assert np.abs(r1 - r2).max() < 1e-3  # km: the same orbit (OMM keeps the epoch to the microsecond)
+    with pytest.raises(OrbitError, match=r"<omm>: record 0\.NORAD_CAT_ID: expected a catalog number in "
+                                         r"0\.\.999999999, got -1$"):
+        parse_omm_text(format_omm(c, "json").replace('"NORAD_CAT_ID": 0', '"NORAD_CAT_ID": -1'), "json", "<omm>")
 
 
 @pytest.mark.parametrize("epoch", ["2057-01-01T00:00:00Z", "1956-12-31T00:00:00Z"])
