@@ -176,6 +176,20 @@ def read_tle(path: str | Path) -> Constellation:
     return parse_tle_text(text, str(path))
 
 
+class _TleView:
+    """A satellite record as ``sgp4.exporter.export_tle`` should see it: the TLE's five-digit
+    revolution counter rolls over, and the angles are given in 0..2 pi (export_tle refuses the
+    negative ones an OMM may hold). The record itself is left as it is (its angles are read-only)."""
+
+    def __init__(self, sat: Satrec) -> None:
+        self._sat = sat
+        self.revnum = sat.revnum % 100000
+        self.nodeo, self.argpo, self.mo = (a % (2.0 * math.pi) for a in (sat.nodeo, sat.argpo, sat.mo))
+
+    def __getattr__(self, key: str):
+        return getattr(self._sat, key)
+
+
 def format_tle(constellation: Constellation, with_names: bool = True) -> str:
     """Three-line (or two-line) TLE text for every satellite, checksums included.
 
@@ -184,7 +198,8 @@ def format_tle(constellation: Constellation, with_names: bool = True) -> str:
     year's span), have no TLE form and raise :class:`OrbitError` (write OMM
     instead, :func:`orbits.omm.write_omm`). A revolution count past 99999
     (OMM's ``REV_AT_EPOCH`` may hold one) is written modulo 100000, as the
-    TLE's five-digit counter rolls over; elements that would overflow their
+    TLE's five-digit counter rolls over; negative angles (an OMM may hold them) are written
+    as the same angle in 0..360 deg; elements that would overflow their
     columns (a B* of 1e-12, whose exponent has two digits) raise :class:`OrbitError`.
     """
     out = []
@@ -199,14 +214,10 @@ def format_tle(constellation: Constellation, with_names: bool = True) -> str:
         if number != sat.satnum:
             raise OrbitError(f"satellite {name}: catalog number {number} differs from its elements' "
                              f"number {sat.satnum}")
-        revnum = sat.revnum
-        sat.revnum = revnum % 100000  # the TLE's five-digit revolution counter rolls over
         try:
-            l1, l2 = export_tle(sat)
+            l1, l2 = export_tle(_TleView(sat))
         except ValueError as exc:
             raise OrbitError(f"satellite {name}: cannot be written as a TLE ({exc})") from None
-        finally:
-            sat.revnum = revnum
         for number_, line in (("1", l1), ("2", l2)):
             if len(line) != 69:  # e.g. B* -3e-12: the implied-decimal fields take a one-digit exponent
                 raise OrbitError(f"satellite {name}: its elements do not fit the TLE's columns (line {number_} "

@@ -265,6 +265,22 @@ def test_tle_export_wraps_a_six_digit_revolution_count() -> None:
     assert json.loads(format_omm(c, "json"))[0]["REV_AT_EPOCH"] == 123456  # OMM keeps the whole count
 
 
+def test_tle_export_writes_negative_omm_angles_in_0_to_360() -> None:
+    """OMM angles may be negative (CCSDS allows -360..360); sgp4's export_tle refuses them, so an OMM
+    with RA_OF_ASC_NODE = -10.5 could not be exported as TLE ('cannot be written as a TLE (('RAAN must be
+    between 0 and 2 pi, got %r', -0.18...))'). They are written as the same angle in 0..360."""
+    negative = {"RA_OF_ASC_NODE": -10.5, "ARG_OF_PERICENTER": -359.9, "MEAN_ANOMALY": -0.25}
+    positive = {"RA_OF_ASC_NODE": 349.5, "ARG_OF_PERICENTER": 0.1, "MEAN_ANOMALY": 359.75}
+    c = parse_omm_text(json.dumps([{**RECORD, "NORAD_CAT_ID": 70005, **negative}]), "json")
+    text = format_tle(c)
+    assert text == format_tle(parse_omm_text(json.dumps([{**RECORD, "NORAD_CAT_ID": 70005, **positive}]), "json"))
+    back = parse_tle_text(text)
+    r1, _ = propagate_offsets(c, EPOCH, [0.0, 3600.0])
+    r2, _ = propagate_offsets(back, EPOCH, [0.0, 3600.0])
+    assert np.abs(r1 - r2).max() < 0.05  # km: the TLE's columns round the epoch and angles
+    assert [round(math.degrees(a), 6) for a in (c.satrecs[0].nodeo, c.satrecs[0].argpo)] == [-10.5, -359.9]
+
+
 @pytest.mark.parametrize("change", [{"BSTAR": -3e-12}, {"BSTAR": 1e12}, {"MEAN_MOTION_DDOT": 1e9}])
 def test_tle_export_refuses_elements_its_columns_cannot_hold(change: dict) -> None:
     """A TLE's B* and second derivative carry a one-digit exponent: an OMM B* of -3e-12 was written
