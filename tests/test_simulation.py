@@ -749,6 +749,25 @@ def test_zmq_transport_delivers_the_same_models_as_in_memory(tmp_path: Path) -> 
     assert len(inboxes) == sum(r["received_models"] for r in zmq_run.results) > 0
 
 
+def test_node_names_from_element_files_run_with_either_transport(tmp_path: Path) -> None:
+    """Node names come from TLE / OMM name lines (or a waypoints CSV) as written: CelesTrak's hold
+    spaces, parentheses and path separators ('SL-16 R/B'). The pretrained checkpoint
+    '<node>.safetensors' of 'SL-16 R/B' was a missing folder ('cannot write model file'), and the
+    zmq transport refused 'ISS (ZARYA)' as a key name, after pretraining every node."""
+    names = ["SL-16 R/B", "ISS (ZARYA)", "c"]
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\n" + "".join(
+        f'"{n}",0,{0.1 * k},0,0.1\n"{n}",600,{0.1 * k + 0.2},0,0.1\n' for k, n in enumerate(names)))
+    scn = parse_scenario(tomllib.loads(DRONES.replace('run = ["local", "fol", "fedavg"]', 'run = ["fol"]')),
+                         tmp_path, "s.toml")
+    scn.run.transport = "zmq"
+    run = run_simulation(scn, tmp_path / "out", progress=False)
+    assert sorted(r["node"] for r in run.results) == sorted(names)
+    assert sum(r["received_models"] for r in run.results) > 0
+    state = tmp_path / "out" / "state" / "seed-0"
+    assert sorted(p.name for p in (state / "pretrained").iterdir()) == \
+        ["ISS%20%28ZARYA%29.safetensors", "SL-16%20R%2FB.safetensors", "c.safetensors"]
+
+
 def test_run_workers_sets_the_contact_search_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import fol.simulation.runner as runner
 

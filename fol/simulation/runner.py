@@ -36,6 +36,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
+from urllib.parse import quote
 
 import numpy as np
 import torch
@@ -311,23 +312,32 @@ def _participants(plan: ContactPlan, learners: list[int], sizes: list[int], roun
     return [[k for k, node in enumerate(learners) if reachable(node, r, sizes[k])] for r in range(rounds)]
 
 
+def node_file_stem(name: str) -> str:
+    """A node's name as a file name in the run's state folder: as it is when it holds only letters,
+    digits, '.', '_', '-' and '~', else with the other characters percent-encoded (TLE / OMM names
+    hold spaces and path separators: 'SL-16 R/B' is 'SL-16%20R%2FB'); distinct names stay distinct."""
+    return quote(name, safe="")
+
+
 class ZmqTransport:
     """FOL's peer-to-peer payloads over the node agent's CURVE links on
     127.0.0.1 (one authenticated, encrypted, chunked and verified transfer per
-    delivery), instead of in memory."""
+    delivery), instead of in memory. The links know the nodes as ``node-<index>``:
+    the agent's node ids are letters, digits, '.', '_' and '-', which satellite names are not."""
 
     def __init__(self, workdir: Path, names: Sequence[str]) -> None:
         from fol.agent.loopback import LoopbackLinks
 
         self.outbox = workdir / "outbox"
         self.outbox.mkdir(parents=True, exist_ok=True)
-        self.links = LoopbackLinks(workdir, names)
+        self.ids = {name: f"node-{k}" for k, name in enumerate(names)}
+        self.links = LoopbackLinks(workdir, list(self.ids.values()))
 
     def __call__(self, src: str, dst: str, payload: bytes, round_: int) -> bytes:
-        path = self.outbox / f"{src}-round-{round_}.safetensors"
+        path = self.outbox / f"{self.ids[src]}-round-{round_}.safetensors"
         if not path.exists() or path.read_bytes() != payload:
             atomic_write_bytes(path, payload)
-        return self.links.send(src, dst, path).read_bytes()
+        return self.links.send(self.ids[src], self.ids[dst], path).read_bytes()
 
     def close(self) -> None:
         self.links.close()
@@ -381,7 +391,7 @@ def _pretrained_nodes(scn: SwarmScenario, pool: GeoDataset, shards: list[np.ndar
     c, h, _ = pool.images.shape[1:]
     specs = [ModelSpec(a, len(pool.class_names), c, h) for a in archs]
     # build_nodes does the split and pretraining; reuse it with a map that skips checkpointed nodes.
-    saved: dict[int, Path] = {k: state / f"{names[k]}.safetensors" for k in range(len(names))}
+    saved: dict[int, Path] = {k: state / f"{node_file_stem(names[k])}.safetensors" for k in range(len(names))}
 
     def checkpoint(task: PretrainTask, result: tuple[dict[str, Any], int]) -> None:
         """Save one node's pretrained model as soon as it finishes (a kill keeps it)."""
