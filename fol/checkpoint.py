@@ -686,8 +686,10 @@ def _check_tensors(tensors: Mapping[str, torch.Tensor], source: str) -> None:
                 f"{source}: tensor {name!r} has dtype {str(t.dtype).removeprefix('torch.')}, "
                 f"expected float32, float16, bfloat16 or int64"
             )
-        if t.dtype in _FLOAT_DTYPES and not bool(torch.isfinite(t).all()):
-            bad = int((~torch.isfinite(t)).sum())
+        # flat: torch reduces at most 64 dimensions, a file's tensor may have any number (refused for its shape)
+        finite = torch.isfinite(t.reshape(-1)) if t.dtype in _FLOAT_DTYPES else None
+        if finite is not None and not bool(finite.all()):
+            bad = int((~finite).sum())
             raise CheckpointError(f"{source}: tensor {name!r} has {bad} non-finite value(s) (NaN or Inf)")
 
 

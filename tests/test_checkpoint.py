@@ -475,6 +475,26 @@ def test_bad_tensors_are_rejected_even_with_a_matching_sha256(
     _assert_rejected(lambda: load_model(path), str(path), fragment)
 
 
+def _many_dims(ones: int, name: str = "classifier.3.bias") -> Callable[[dict], None]:
+    """The right values of tensor ``name``, in a tensor of ``ones`` more dimensions of size 1."""
+
+    def edit(t: dict) -> None:
+        t[name] = t[name].reshape(list(t[name].shape) + [1] * ones)
+
+    return edit
+
+
+@pytest.mark.parametrize("name", ["classifier.3.bias", "features.1.running_var"])
+def test_a_tensor_of_more_than_64_dimensions_is_a_shape_mismatch(name: str, tmp_path: Path) -> None:
+    """Torch reduces tensors of at most 64 dimensions: the finite-values check of such a
+    tensor (safetensors reads any rank) failed inside torch, which reached the user as
+    'model could not be validated (RuntimeError ...)' and a logged traceback; it is
+    checked like any tensor and refused for its shape."""
+    path = _write(tmp_path, _rebuild(_valid_payload(), tensors=_many_dims(65, name)))
+    err = _assert_rejected(lambda: load_model(path), str(path), f"{name!r} has shape [")
+    assert "could not be validated" not in str(err)
+
+
 def test_spec_tensor_mismatch_names_the_tensor_and_both_shapes(tmp_path: Path) -> None:
     """A card whose spec differs from the network the tensors came from."""
     path = _write(tmp_path, _rebuild(_valid_payload(), card=lambda c: c["spec"].update(options={"widths": [16, 40]})))
