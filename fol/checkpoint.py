@@ -683,14 +683,14 @@ def _check_tensors(tensors: Mapping[str, torch.Tensor], source: str) -> None:
     for name, t in tensors.items():
         if t.dtype not in _DTYPE_NAMES:
             raise CheckpointError(
-                f"{source}: tensor {name!r} has dtype {str(t.dtype).removeprefix('torch.')}, "
+                f"{source}: tensor {shown(name)} has dtype {str(t.dtype).removeprefix('torch.')}, "
                 f"expected float32, float16, bfloat16 or int64"
             )
         # flat: torch reduces at most 64 dimensions, a file's tensor may have any number (refused for its shape)
         finite = torch.isfinite(t.reshape(-1)) if t.dtype in _FLOAT_DTYPES else None
         if finite is not None and not bool(finite.all()):
             bad = int((~finite).sum())
-            raise CheckpointError(f"{source}: tensor {name!r} has {bad} non-finite value(s) (NaN or Inf)")
+            raise CheckpointError(f"{source}: tensor {shown(name)} has {bad} non-finite value(s) (NaN or Inf)")
 
 
 class _OverBudget(Exception):
@@ -777,7 +777,7 @@ def _check_structure(
         )
     if unexpected:
         raise CheckpointError(
-            f"{source}: unexpected tensor {unexpected[0]!r} for {spec.arch!r} ({len(unexpected)} unexpected in all)"
+            f"{source}: unexpected tensor {shown(unexpected[0])} for {spec.arch!r} ({len(unexpected)} unexpected in all)"
         )
     shapes = {name: tuple(t.shape) for name, t in tensors.items()}
     differing = [n for n in dense if tuple(dense[n].shape) != shapes[n]]  # network order
@@ -802,7 +802,7 @@ def _check_structure(
         if differing:
             name = differing[0]
             raise CheckpointError(
-                f"{source}: tensor {name!r} has shape {list(shapes[name])}, spec {spec.arch!r} expects "
+                f"{source}: tensor {name!r} has shape {shown(list(shapes[name]))}, spec {spec.arch!r} expects "
                 f"{list(dense[name].shape)} (and the card does not say pruned)"
             )
         return False, model
@@ -813,7 +813,7 @@ def _check_structure(
         got = shapes[name]
         if len(got) != len(want) or any(g < 1 or g > w for g, w in zip(got, want)):
             raise CheckpointError(
-                f"{source}: pruned tensor {name!r} has shape {list(got)}, expected the same rank as the dense "
+                f"{source}: pruned tensor {name!r} has shape {shown(list(got))}, expected the same rank as the dense "
                 f"{list(want)} with every dimension between 1 and the dense size"
             )
     try:
@@ -824,7 +824,7 @@ def _check_structure(
     for name in sorted(dense):
         if tuple(rebuilt[name].shape) != shapes[name]:
             raise CheckpointError(
-                f"{source}: pruned tensor {name!r} has shape {list(shapes[name])}, but the rebuilt layer "
+                f"{source}: pruned tensor {name!r} has shape {shown(list(shapes[name]))}, but the rebuilt layer "
                 f"expects {list(rebuilt[name].shape)}"
             )
     c, h, w = spec.in_channels, spec.input_size, spec.input_size

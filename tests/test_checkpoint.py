@@ -475,6 +475,16 @@ def test_bad_tensors_are_rejected_even_with_a_matching_sha256(
     _assert_rejected(lambda: load_model(path), str(path), fragment)
 
 
+_LONG = "w" * 100_000  # a tensor name: the header allows names of any length
+
+
+def _long_extra(dtype: torch.dtype = torch.float32, value: float = 0.0) -> Callable[[dict], None]:
+    def edit(t: dict) -> None:
+        t[_LONG] = torch.full((2,), value, dtype=dtype)
+
+    return edit
+
+
 def _many_dims(ones: int, name: str = "classifier.3.bias") -> Callable[[dict], None]:
     """The right values of tensor ``name``, in a tensor of ``ones`` more dimensions of size 1."""
 
@@ -493,6 +503,26 @@ def test_a_tensor_of_more_than_64_dimensions_is_a_shape_mismatch(name: str, tmp_
     path = _write(tmp_path, _rebuild(_valid_payload(), tensors=_many_dims(65, name)))
     err = _assert_rejected(lambda: load_model(path), str(path), f"{name!r} has shape [")
     assert "could not be validated" not in str(err)
+
+
+@pytest.mark.parametrize(
+    ("edit", "pruned", "fragment"),
+    [
+        (_long_extra(), False, "unexpected tensor 'wwwww"),
+        (_long_extra(torch.float64), False, "has dtype float64"),
+        (_long_extra(value=float("nan")), False, "non-finite"),
+        (_many_dims(3000), False, "'classifier.3.bias' has shape [3, 1, 1,"),
+        (_many_dims(3000), True, "pruned tensor 'classifier.3.bias' has shape [3, 1, 1,"),
+    ],
+)
+def test_a_huge_tensor_name_or_shape_is_shown_bounded(edit: Callable[[dict], Any], pruned: bool, fragment: str,
+                                                      tmp_path: Path) -> None:
+    """Tensor names and shapes come from the file: a 100,000-character name or a
+    3,001-dimension shape is shown cut, not copied whole into the one-line error
+    (which the agent logs, remembers and records, and personalize writes to its report)."""
+    data = _rebuild(_valid_payload(), tensors=edit, card=(lambda c: c.update(pruned=True)) if pruned else None)
+    path = _write(tmp_path, data)
+    _assert_rejected(lambda: load_model(path), str(path), fragment)
 
 
 def test_spec_tensor_mismatch_names_the_tensor_and_both_shapes(tmp_path: Path) -> None:
