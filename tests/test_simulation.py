@@ -693,6 +693,31 @@ def test_resume_refuses_a_pretrained_checkpoint_of_another_node(tmp_path: Path,
     assert {p.name: p.read_bytes() for p in state.rglob("*") if p.is_file()} == kept
 
 
+@pytest.mark.parametrize("flops", ["lots", [1], 1.5e300, -5, True])
+def test_resume_refuses_a_checkpoint_whose_pretraining_flops_are_not_a_count(flops: object, tmp_path: Path) -> None:
+    """A pretrained checkpoint's card carries its pretraining FLOPs (they feed every result's
+    train FLOPs and energy). A value that is not a non-negative integer stopped --resume with
+    int()'s traceback ('lots', [1]) or was taken as it came (1.5e300, -5, true): it is one line
+    naming the file and the field, and a count is taken as it is."""
+    import torch
+
+    from fol.checkpoint import save_model
+    from fol.models import ModelSpec, build_model
+    from fol.simulation.runner import _resumed_pretraining
+
+    spec = ModelSpec("cnn", 2, 1, 8, options={"widths": [2], "hidden": 0})
+    model = build_model(spec, seed=0)
+    path = tmp_path / "a.safetensors"
+    save_model(path, model, spec=spec, class_names=["x", "y"], producer="a", extra={"pretrain_flops": 1234, "seed": 0})
+    state, count = _resumed_pretraining(path, spec, "a", 0)
+    assert count == 1234 and all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+    save_model(path, model, spec=spec, class_names=["x", "y"], producer="a", extra={"pretrain_flops": flops, "seed": 0})
+    with pytest.raises(ConfigError) as info:
+        _resumed_pretraining(path, spec, "a", 0)
+    msg = str(info.value)
+    assert msg.startswith(f"--resume: {path}: ") and "'pretrain_flops' is " in msg and "\n" not in msg, msg
+
+
 def test_local_and_ray_executors_agree(tiny_leo_local, tmp_path: Path) -> None:
     import ray  # noqa: F401  (in the dev extra: CI runs this test, never skips it)
     text, _, local = tiny_leo_local

@@ -46,6 +46,7 @@ from contact_sim.errors import ContactError
 from contact_sim.plan import ContactPlan
 from contact_sim.scenario import (build_batteries, build_constellation, build_trajectories, load_plan_file,
                                   plan_from_trajectories)
+from swarmbase.tomlcheck import shown
 from fol.simulation.check import check_scenario, read_run_record
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.result import SimulationResult
@@ -385,6 +386,26 @@ def _energy_summary(scn: SwarmScenario, plan: ContactPlan, batteries: dict[int, 
 # --------------------------------------------------------------------------- pretraining with checkpoints
 
 
+def _resumed_pretraining(path: Path, spec: ModelSpec, name: str, seed: int) -> tuple[dict[str, Any], int]:
+    """The state dict and pretraining FLOPs of node ``name``'s checkpoint ``path``
+    (written by :func:`_pretrained_nodes` of an earlier run of this scenario);
+    :class:`ConfigError` naming the file if it is another model's."""
+    loaded = load_model(path)
+    card = loaded.card
+    if card.spec != spec:
+        raise ConfigError(f"{path}: checkpoint architecture differs from the scenario's; use a fresh output folder")
+    if card.producer != name or card.extra.get("seed") != seed:
+        raise ConfigError(f"--resume: {path}: the pretrained model of node {shown(card.producer)} seed "
+                          f"{shown(card.extra.get('seed'))}, not of node {name!r} seed {seed}; move the file away "
+                          f"to pretrain {name!r} again")
+    flops = card.extra.get("pretrain_flops", 0)
+    if not isinstance(flops, int) or isinstance(flops, bool) or flops < 0:
+        raise ConfigError(f"--resume: {path}: card extra 'pretrain_flops' is {shown(flops)}, expected a "
+                          f"non-negative integer (the FLOPs the run recorded for pretraining {name!r}); move the "
+                          f"file away to pretrain {name!r} again")
+    return loaded.model.state_dict(), flops
+
+
 def _pretrained_nodes(scn: SwarmScenario, pool: GeoDataset, shards: list[np.ndarray], names: list[str],
                       archs: list[str], seed: int, state: Path, executor: Executor) -> list[NodeSetup]:
     """Pretrain every node, reusing models checkpointed by an earlier run."""
@@ -414,15 +435,7 @@ def _pretrained_nodes(scn: SwarmScenario, pool: GeoDataset, shards: list[np.ndar
             if t.index in done:
                 out.append(done[t.index])
             else:
-                loaded = load_model(saved[t.index])
-                if loaded.card.spec != t.spec:
-                    raise ConfigError(f"{saved[t.index]}: checkpoint architecture differs from the scenario's; "
-                                      "use a fresh output folder")
-                if loaded.card.producer != t.name or loaded.card.extra.get("seed") != seed:
-                    raise ConfigError(f"--resume: {saved[t.index]}: the pretrained model of node "
-                                      f"{loaded.card.producer!r} seed {loaded.card.extra.get('seed')!r}, not of node "
-                                      f"{t.name!r} seed {seed}; move the file away to pretrain {t.name!r} again")
-                out.append((loaded.model.state_dict(), int(loaded.card.extra.get("pretrain_flops", 0))))
+                out.append(_resumed_pretraining(saved[t.index], t.spec, t.name, seed))
         return out
 
     return build_nodes(pool, shards, specs, scn.fol.pretrain_train(), seed, names=names, map=resumable_map)
