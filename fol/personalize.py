@@ -50,6 +50,7 @@ from fol.stages import (Candidate, align_neighbour, candidate_val_logits, fall_b
                         scored_candidate, select_top_k)
 from fol.train import evaluate, predict_logits
 from fol.variants import ALL_VARIANTS, VARIANTS
+from swarmbase.tomlcheck import shown
 
 __all__ = ["Received", "NodeState", "RoundReport", "personalize", "check_received", "save_ensemble",
            "save_pool_round", "load_pool",
@@ -120,7 +121,8 @@ def check_received(state: NodeState, item: Received) -> str | None:
     """Why ``item`` cannot be used by this node, or None when it can."""
     card = item.card
     if list(card.class_names) != list(state.class_names):
-        return f"class set {list(card.class_names)} differs from the node's {list(state.class_names)}"
+        return (f"class set {shown(list(card.class_names), 200)} differs from the node's "
+                f"{shown(list(state.class_names), 200)}")
     shape = list(state.data.train.images.shape[1:])
     if list(card.input_shape) != shape:
         return f"input shape {list(card.input_shape)} differs from the node's {shape}"

@@ -1073,3 +1073,23 @@ def test_a_round_that_cannot_be_recorded_at_shutdown_still_releases_the_state_fo
     assert set(threading.enumerate()) <= threads  # the ZAP authenticator thread was stopped
     node.start()  # the state folder was released
     node.stop()
+
+
+def test_a_model_of_no_use_is_refused_in_a_bounded_line(tmp_path: Path) -> None:
+    """A peer's card may name up to the loader's 10,000 classes: the refusal of a model for
+    other classes quoted the whole list (here 96 kB), in the line the receiver logs,
+    remembers and records; the lists are now shown cut."""
+    from fol.agent.inbox import Inbox
+    from fol.agent.protocol import ProtocolError
+
+    spec = ModelSpec("cnn", num_classes=3000, options={"widths": [2], "hidden": 0})
+    names = [f"a-class-of-a-long-name-{i:05d}" for i in range(3000)]
+    data = model_to_bytes(build_model(spec, seed=0), ModelCard(spec=spec, class_names=names, producer="sender"))
+    inbox = Inbox(tmp_path / "state", "receiver", 10**8, accept_any_round=True)
+    inbox.compatible = (tuple(CLASSES), (3, 32, 32))
+    part = tmp_path / "m.part"
+    part.write_bytes(data)
+    with pytest.raises(ProtocolError, match="of no use to this node") as info:
+        inbox.verify(part, _offer(data, spec))
+    msg = str(info.value)
+    assert "'a-class-of-a-long-name-00000'" in msg and "\n" not in msg and len(msg) < 600, len(msg)

@@ -595,3 +595,22 @@ def test_out_in_the_neighbours_folder_is_refused_before_any_work(spelling: str, 
     assert len(err) == 1 and err[0].startswith(f"fol personalize: error: --out {Path(out)}: is the --neighbors "
                                                f"folder"), err
     assert sorted(p.name for p in received.iterdir()) == ["node1.safetensors"]
+
+
+def test_a_neighbour_of_other_classes_is_skipped_for_a_bounded_reason() -> None:
+    """A neighbour's card may name up to the loader's 10,000 classes: the reason it is of
+    no use quoted the whole list (here 96 kB), in the warning, the report and the error
+    when no neighbour is usable; the lists are now shown cut."""
+    from types import SimpleNamespace
+
+    from fol.checkpoint import ModelCard
+    from fol.models import ModelSpec
+    from fol.personalize import check_received
+
+    names = [f"a-class-of-a-long-name-{i:05d}" for i in range(3000)]
+    card = ModelCard(ModelSpec("cnn-small", 3000), names)
+    state = SimpleNamespace(class_names=["fire", "smoke"],
+                            data=SimpleNamespace(train=SimpleNamespace(images=torch.zeros(1, 3, 32, 32))))
+    reason = check_received(state, SimpleNamespace(card=card))
+    assert reason is not None and reason.startswith("class set ['a-class-of-a-long-name-00000', ")
+    assert "differs from the node's ['fire', 'smoke']" in reason and len(reason) < 500, len(reason)

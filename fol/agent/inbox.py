@@ -402,8 +402,8 @@ class Inbox:
             names, shape = self.compatible
             if tuple(card.class_names) != names or tuple(card.input_shape or ()) != shape:
                 raise ProtocolError(
-                    f"model for classes {list(card.class_names)} and input {list(card.input_shape or ())} is of no use "
-                    f"to this node (classes {list(names)}, input {list(shape)})"
+                    f"model for classes {shown(list(card.class_names), 200)} and input {list(card.input_shape or ())} "
+                    f"is of no use to this node (classes {shown(list(names), 200)}, input {list(shape)})"
                 )
         return card
 
