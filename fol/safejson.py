@@ -3,7 +3,10 @@
 :func:`loads` parses standard JSON only (``NaN`` / ``Infinity`` are refused,
 and so is an object that gives a key twice, which readers resolve differently)
 and then checks, without recursion, that the value is at most ``max_depth``
-containers deep and holds at most ``max_items`` values in all. Deeply nested
+containers deep and holds at most ``max_items`` values in all. Text whose
+commas outside strings (a lower bound of its values) already pass
+``max_items`` is refused before it is parsed, so that a short text of many
+tiny values (``[{},{},...]``: 3 bytes a Python object) is not built first. Deeply nested
 input can therefore never reach code that walks it recursively (``repr``,
 ``==``, ``json.dumps``) and end in a ``RecursionError``. Every failure is a
 :class:`ValueError` with a one-line message; callers turn it into their own
@@ -20,6 +23,7 @@ ValueError: JSON nested deeper than 3 levels
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 __all__ = ["loads", "check_bounds"]
@@ -38,11 +42,19 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+#: A JSON string, escapes included; one left open runs to the end. Every match attempt
+#: succeeds without backtracking, so that a pass over any text is linear.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
+
+
 def loads(text: str | bytes, *, max_depth: int, max_items: int = 100_000) -> Any:
     """Parse ``text`` and check it with :func:`check_bounds`; :class:`ValueError` on any problem."""
     try:
         if isinstance(text, bytes):
             text = text.decode("utf-8")
+        # n commas outside strings separate at least n + 1 values: too many is refused unparsed
+        if text.count(",") >= max_items and _STRING.sub("", text).count(",") >= max_items:
+            raise ValueError(f"JSON holds more than {max_items} values")
         value = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None

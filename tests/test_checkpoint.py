@@ -725,6 +725,27 @@ def test_deeply_nested_card_is_a_checkpoint_error(depth: int, tmp_path: Path) ->
     _assert_rejected(lambda: load_model(path), str(path), "nested deeper")
 
 
+@pytest.mark.parametrize("item", [b"{}", b"[]", b"0"])
+def test_a_header_of_many_small_values_is_refused_before_it_is_parsed(item: bytes) -> None:
+    """The header's value count (at most 12 per tensor) was measured after parsing: a 1 MB
+    header of ``{},{},...`` made 350,000 Python objects (about 50 MB, half a second; an 8 MiB
+    header 400 MB and 6 s) before it was refused. Its commas outside strings are a lower bound
+    of its values, counted first; a legitimate header (commas in its names and card) still loads."""
+    body = b'{"a":[' + b",".join([item] * 350_000) + b"]}"
+    data = struct.pack("<Q", len(body)) + body
+
+    def load() -> None:
+        _assert_rejected(lambda: load_model_bytes(data, source="peer"), "peer", "JSON holds more than")
+
+    seconds, peak_mb = _cost(load)
+    assert peak_mb < 6 * len(data) / 1e6 and seconds < 0.2, (seconds, peak_mb)  # it was 50x the size
+    # commas inside strings (the card, itself a string of the header) are not values: the header is read
+    spec = {"arch": "cnn-small", "num_classes": 2, "in_channels": 3, "input_size": 32, "options": {}}
+    commas = _hostile_file(spec, extra_json='{"note": "' + "," * 60_000 + '", "x": "\\\\\\",,"}')
+    assert commas[8 : 8 + _header_len(commas)].count(b",") > 60_000
+    _assert_rejected(lambda: load_model_bytes(commas, source="peer"), "peer", "does not match the card's")
+
+
 def test_deeply_nested_extra_is_a_config_error_when_built_in_code() -> None:
     extra: dict = {}
     inner = extra
