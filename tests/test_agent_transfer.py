@@ -1093,3 +1093,20 @@ def test_a_model_of_no_use_is_refused_in_a_bounded_line(tmp_path: Path) -> None:
         inbox.verify(part, _offer(data, spec))
     msg = str(info.value)
     assert "'a-class-of-a-long-name-00000'" in msg and "\n" not in msg and len(msg) < 600, len(msg)
+
+
+def test_an_offer_whose_spec_differs_from_the_card_is_refused_in_a_bounded_line(tmp_path: Path) -> None:
+    """The OFFER's spec is only bounded in size (a 60 kB architecture name fits a header):
+    the refusal quoted it whole in the line the receiver logs, remembers and records."""
+    from fol.agent.inbox import Inbox
+    from fol.agent.protocol import ProtocolError
+
+    data, card = _good_payload()
+    offer = replace(_offer(data, card.spec), spec={**card.spec.to_dict(), "arch": "x" * 60_000})
+    inbox = Inbox(tmp_path / "state", "receiver", 10**8, accept_any_round=True)
+    part = tmp_path / "m.part"
+    part.write_bytes(data)
+    with pytest.raises(ProtocolError, match="differs from the offer's") as info:
+        inbox.verify(part, offer)
+    msg = str(info.value)
+    assert "'arch': 'cnn-small'" in msg and "'arch': 'xxxx" in msg and len(msg) < 600, len(msg)

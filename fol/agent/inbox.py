@@ -397,7 +397,8 @@ class Inbox:
         if card.round != offer.round:
             raise ProtocolError(f"model card says round {card.round}, the offer said {offer.round}")
         if card.spec.to_dict() != offer.spec:
-            raise ProtocolError(f"model card spec {card.spec.to_dict()} differs from the offer's {offer.spec}")
+            raise ProtocolError(f"model card spec {card.spec.to_dict()} differs from the offer's "
+                                f"{shown(offer.spec, 200)}")
         if self.compatible is not None:
             names, shape = self.compatible
             if tuple(card.class_names) != names or tuple(card.input_shape or ()) != shape:
