@@ -103,6 +103,9 @@ def parse_node_data(text: str, root: str | None = None) -> NodeDataSpec:
         raise ConfigError(f"--data: psi={spec.psi} must be a finite number > 0")
     if not is_seed(spec.seed):
         raise ConfigError(f"--data: seed={spec.seed}: expected an integer in 0..{MAX_SEED}")
+    if spec.partition == "region" and spec.dataset == "imagefolder":  # known before any image is read
+        raise ConfigError("--data: partition=region places images by their coordinates, and a --data spec reads "
+                          "none from an image folder; use partition=dirichlet or all (or a scenario with data.coords)")
     return spec
 
 
@@ -134,6 +137,8 @@ def dataset_options(name: str, size: int | None, seed: int, path: str | None = N
 
 def load_node_data(spec: NodeDataSpec) -> "NodeData":
     """Load the dataset, take this node's shard and split it 70/15/15 (stratified)."""
+    import numpy as np
+
     from fol.data import dirichlet_partition, load_dataset, region_partition, split_node
 
     ds = load_dataset(spec.dataset, root=spec.root, **dataset_options(spec.dataset, spec.size, spec.seed, spec.path))
@@ -149,6 +154,10 @@ def load_node_data(spec: NodeDataSpec) -> "NodeData":
                             f"nodes") from None
         shard = ds.subset(parts[spec.node], name=f"{ds.name}/{spec.node_name}")
     else:
+        missing = int((~(np.isfinite(ds.lat) & np.isfinite(ds.lon))).sum())
+        if missing:  # no node count helps: say what is missing, not "lower nodes"
+            raise DataError(f"--data: partition=region places images by their coordinates, and {missing} of the "
+                            f"{len(ds)} images of {spec.dataset} have none; use partition=dirichlet or all")
         try:
             parts = region_partition(ds.lat, ds.lon, spec.nodes, spec.seed)
         except DataError as exc:  # in the spec's terms, as above

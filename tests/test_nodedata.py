@@ -63,3 +63,35 @@ def test_specs_of_one_shard_and_split_have_equal_split_fields(tmp_path: Path) ->
     a, b = (load_node_data(parse_node_data(f"dataset=synthetic-wildfire,size=60,partition=all{extra}"))
             for extra in ("", ",psi=3,per_node=7,nodes=2"))
     assert a.train.sources == b.train.sources and bool((a.train.images == b.train.images).all())
+
+
+def test_region_partition_without_coordinates_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """partition=region places images by their coordinates. An image folder in a --data spec has
+    none (the spec has no coords key), so it is refused before any image is read; a dataset that
+    loads without them is refused naming that, not with 'lower nodes' (no node count helps)."""
+    import numpy as np
+    import torch
+
+    import fol.data as fol_data
+    from fol.data.geo import GeoDataset
+    from fol.errors import DataError
+    from fol.nodedata import load_node_data
+
+    for cls in ("a", "b"):
+        (tmp_path / cls).mkdir()
+        (tmp_path / cls / "x.png").write_bytes(b"not a png")  # unread: refused before the images are read
+    with pytest.raises(ConfigError, match=r"^--data: partition=region places images by their coordinates, and a "
+                                          r"--data spec reads none from an image folder; use partition=dirichlet or "
+                                          r"all \(or a scenario with data.coords\)$"):
+        parse_node_data(f"dataset=imagefolder,path={tmp_path},partition=region,nodes=2")
+
+    n = 8
+    bare = GeoDataset(torch.zeros(n, 3, 4, 4), torch.arange(n) % 2, np.full(n, np.nan), np.full(n, np.nan),
+                      ["a", "b"], "cifar10")
+    monkeypatch.setattr(fol_data, "load_dataset", lambda *a, **k: bare)
+    with pytest.raises(DataError) as info:
+        load_node_data(parse_node_data("dataset=cifar10,partition=region,nodes=2"))
+    assert str(info.value) == ("--data: partition=region places images by their coordinates, and 8 of the 8 images "
+                               "of cifar10 have none; use partition=dirichlet or all")
+    for partition in ("all", "dirichlet"):  # the partitions that need no coordinates still take the folder
+        assert parse_node_data(f"dataset=imagefolder,path={tmp_path},partition={partition}").partition == partition
