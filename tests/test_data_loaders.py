@@ -531,6 +531,27 @@ def test_a_relative_image_folder_is_found_under_the_default_data_root(tmp_path, 
     assert "image folder my_images not found" in capsys.readouterr().err
 
 
+def test_an_image_folder_under_the_home_folder_may_be_written_with_a_tilde(tmp_path, monkeypatch, capsys):
+    """``imagefolder:~/my_images`` (and ``path=~/...`` in a --data spec): the shell expands no ``~``
+    after ``imagefolder:`` or ``path=``, so the loader does, as a scenario's data.path and
+    --data-root do; the folder was looked up as a relative '~' folder and reported missing."""
+    from fol.cli import main
+    from fol.data.registry import check_dataset
+    from fol.nodedata import load_node_data, parse_node_data
+
+    for i in range(10):  # a node's train/val/test split needs 20 images
+        _write(tmp_path / "my_images" / "burnt" / f"{i}.png", (200, 50, i), size=4)
+        _write(tmp_path / "my_images" / "intact" / f"{i}.png", (0, 150, i), size=4)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path / "my_images")  # no '~' folder here
+    check_dataset("imagefolder", path="~/my_images")
+    assert len(load_dataset("imagefolder", path="~/my_images", image_size=8)) == 20
+    assert main(["data", "info", "imagefolder:~/my_images"]) == 0
+    assert "dataset my_images: 20 images" in capsys.readouterr().out
+    node = load_node_data(parse_node_data("dataset=imagefolder,path=~/my_images,partition=all"))
+    assert len(node.train) + len(node.val) + len(node.test) == 20
+
+
 def test_an_image_in_two_published_splits_is_used_once(tmp_path, caplog):
     # pooled and re-split per node, a copy could otherwise be in a node's training and test split
     base = _wildfire_tree(tmp_path / "wildfire")

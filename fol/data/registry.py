@@ -62,11 +62,12 @@ def _in_root(fn: Callable[..., GeoDataset], name: str) -> Callable[..., GeoDatas
 
 
 def _image_folder_path(path: str | Path, root: str | Path | None) -> Path:
-    """Where ``imagefolder``'s ``path`` is: as given when it is absolute or
-    exists, else under the data root (``root``, default
-    :func:`~fol.data.loaders.default_data_root`); a folder found in neither is
-    named under a given root, else as given."""
-    p = Path(path)
+    """Where ``imagefolder``'s ``path`` is (``~`` expanded, as in a scenario's
+    ``data.path``: no shell expands it after ``imagefolder:`` or ``path=``): as
+    given when it is absolute or exists, else under the data root (``root``,
+    default :func:`~fol.data.loaders.default_data_root`); a folder found in
+    neither is named under a given root, else as given."""
+    p = Path(path).expanduser()
     if p.is_absolute() or p.exists():
         return p
     under = (Path(root).expanduser() if root is not None else loaders.default_data_root()) / p
