@@ -263,6 +263,31 @@ def test_class_folders_are_read_with_their_sub_folders_as_torchvision_does(tmp_p
     assert ds.labels.tolist() == [0, 0, 0, 1]
 
 
+def test_a_sub_folder_that_cannot_be_listed_stops_the_load_naming_it(tmp_path, monkeypatch):
+    """A class's sub-folder that cannot be listed (no permission: copied from another user's
+    disk) was skipped without a word by os.walk, and its images with it; the load now stops
+    with one line naming that folder."""
+    import os
+
+    root = tmp_path / "imgs"
+    _write(root / "burnt" / "a.png", (200, 0, 0))
+    _write(root / "burnt" / "2020" / "b.png", (200, 0, 0))
+    _write(root / "intact" / "e.png", (0, 200, 0))
+    locked = root / "burnt" / "2020"
+    scandir = os.scandir
+
+    def refusing(path="."):  # as the kernel does for a folder without read permission (root is exempt)
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    with pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=root, image_size=8)
+    assert str(info.value) == f"{locked}: cannot list this folder (PermissionError: Permission denied); its images " \
+                              "would be left out"
+
+
 def _png_declaring(path: Path, width: int, height: int, mode: str = "L") -> None:
     """A small PNG whose header declares ``width`` x ``height`` (the pixel data is an 8 x 8 image's):
     what a decompression bomb looks like until it is decoded."""

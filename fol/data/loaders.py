@@ -305,9 +305,14 @@ def _image_files(folder: Path) -> list[Path]:
     folders (macOS's ``._x.jpg`` metadata beside every file copied to a
     non-Mac disk) are skipped, and links to folders are not followed (no
     loops). A link that points nowhere is listed (:func:`read_image` says so),
-    not left out."""
+    not left out; a folder that cannot be listed (no permission) is a
+    :class:`DataError` naming it, not a folder left out."""
+    def unlisted(exc: OSError) -> None:  # os.walk's default is to skip the folder without a word
+        raise DataError(f"{exc.filename}: cannot list this folder ({type(exc).__name__}: {exc.strerror}); "
+                        f"its images would be left out")
+
     found = []
-    for top, dirs, names in os.walk(folder, followlinks=False):
+    for top, dirs, names in os.walk(folder, onerror=unlisted, followlinks=False):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for n in names:
             p = Path(top) / n
