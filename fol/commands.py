@@ -53,6 +53,11 @@ def _run_data_info(args: argparse.Namespace) -> int:
     from fol.errors import ConfigError
 
     name, _, path = args.name.partition(":")
+    # NAME:PATH of another dataset: the loader would refuse an 'option path', which nobody typed
+    if path and name != "imagefolder" and name in dataset_names():
+        where = "generated, from no folder" if name.startswith("synthetic-") else \
+            f"read from <data root>/{name} (--data-root, or FOL_DATA_ROOT)"
+        raise ConfigError(f"{args.name}: NAME:PATH only applies to imagefolder:PATH; dataset {name!r} is {where}")
     options: dict[str, object] = {"path": path} if path else {}
     if args.coords is not None:
         if name != "imagefolder":

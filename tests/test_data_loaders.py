@@ -533,6 +533,19 @@ def test_data_info_reads_an_image_folders_coordinates_and_skips_broken_files(tmp
         assert needle in capsys.readouterr().err
 
 
+def test_data_info_name_colon_path_is_for_image_folders_only(tmp_path, capsys):
+    """``fol data info wildfire:PATH`` said the dataset 'does not take option(s) path', an
+    option nobody typed; it now says ':PATH' is for imagefolder and where a named dataset is found."""
+    from fol.cli import main
+
+    assert main(["data", "info", f"wildfire:{tmp_path}"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"fol data: error: wildfire:{tmp_path}: NAME:PATH only applies to imagefolder:PATH; dataset 'wildfire' is "
+        f"read from <data root>/wildfire (--data-root, or FOL_DATA_ROOT)"]
+    assert main(["data", "info", f"synthetic-wildfire:{tmp_path}"]) == 2
+    assert "dataset 'synthetic-wildfire' is generated, from no folder" in capsys.readouterr().err
+
+
 def test_a_relative_image_folder_is_found_under_the_default_data_root(tmp_path, monkeypatch, capsys):
     """``imagefolder:NAME`` is looked up under the data root when NAME is not in
     the current folder, whether the root is given (``--data-root``) or is the
