@@ -288,6 +288,38 @@ def test_a_sub_folder_that_cannot_be_listed_stops_the_load_naming_it(tmp_path, m
                               "would be left out"
 
 
+def _multiband_tiff(path: Path, bands: int) -> None:
+    """An 8 x 8 16-bit TIFF of ``bands`` bands, as GDAL writes a multispectral scene
+    (photometric min-is-black, the bands after the first as extra samples)."""
+    import struct
+
+    data = np.zeros(8 * 8 * bands, "<u2").tobytes()
+    arrays = struct.pack(f"<{bands}H", *[16] * bands) + struct.pack(f"<{bands - 1}H", *[0] * (bands - 1))
+    tags = [(256, 4, 1, 8), (257, 4, 1, 8), (258, 3, bands, 8 + 2 + 11 * 12 + 4), (259, 3, 1, 1), (262, 3, 1, 1),
+            (273, 4, 1, 8 + 2 + 11 * 12 + 4 + len(arrays)), (277, 3, 1, bands), (278, 4, 1, 8), (279, 4, 1, len(data)),
+            (284, 3, 1, 1), (338, 3, bands - 1, 8 + 2 + 11 * 12 + 4 + 2 * bands)]
+    ifd = struct.pack("<H", len(tags)) + b"".join(struct.pack("<HHII", *t) for t in tags) + struct.pack("<I", 0)
+    path.write_bytes(b"II*\0" + struct.pack("<I", 8) + ifd + arrays + data)
+
+
+@pytest.mark.parametrize("bands", [4, 13])
+def test_a_multispectral_tiff_is_one_line_naming_its_bands(tmp_path, caplog, bands):
+    """A multispectral TIFF (4-band PlanetScope, 13-band Sentinel-2 as GDAL writes them) is
+    one Pillow cannot read: the error said only 'cannot identify image file' and, over 6
+    bands, Pillow logged a second line naming no file. It now says how many bands the file
+    has and what is read, and nothing else is logged."""
+    import logging
+
+    root = tmp_path / "imgs"
+    _multiband_tiff((root / "burnt").mkdir(parents=True) or root / "burnt" / "scene.tif", bands)
+    _write(root / "intact" / "e.png", (0, 200, 0))
+    with caplog.at_level(logging.DEBUG), pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=root, image_size=8)
+    assert str(info.value) == (f"{root / 'burnt' / 'scene.tif'}: a TIFF of {bands} bands of 16 bits, which cannot "
+                               f"be read as an image; save 1 (grey) or 3 (RGB) of its bands, of 8 or 16 bits")
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
 def _png_declaring(path: Path, width: int, height: int, mode: str = "L") -> None:
     """A small PNG whose header declares ``width`` x ``height`` (the pixel data is an 8 x 8 image's):
     what a decompression bomb looks like until it is decoded."""

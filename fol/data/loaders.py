@@ -152,6 +152,36 @@ def _too_large(path: str | Path, size: str) -> DataError:
                      f"decompression bomb, or a whole scene: cut it into tiles of the size the model sees)")
 
 
+def _tiff_bands(path: str | Path) -> tuple[int, tuple[int, ...]] | None:
+    """``(bands, bits per band)`` from a TIFF's first directory, None if it is no TIFF or
+    those tags cannot be read: what to say of a TIFF Pillow cannot open (a multispectral scene)."""
+    from PIL import TiffImagePlugin
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if head[:4] not in (b"II*\0", b"MM\0*"):
+                return None
+            ifd = TiffImagePlugin.ImageFileDirectory_v2(head)
+            fh.seek(ifd.next)
+            ifd.load(fh)
+            bands, bits = int(ifd.get(277, 1)), ifd.get(258, (1,))
+            return bands, tuple(int(b) for b in (bits if isinstance(bits, tuple) else (bits,)))
+    except Exception:  # a damaged header: the caller says 'cannot read image'
+        return None
+
+
+class _NoBandCountLog(logging.Filter):
+    """Drops Pillow's log line of a TIFF with more bands than it decodes (it names no file):
+    :func:`read_image` says so in its error, which names the file."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("More samples per pixel")
+
+
+logging.getLogger("PIL.TiffImagePlugin").addFilter(_NoBandCountLog())
+
+
 def read_image(path: str | Path, image_size: int) -> np.ndarray:
     """Read one image file as ``uint8 [3, S, S]`` (RGB, bilinear resize).
 
@@ -197,6 +227,11 @@ def read_image(path: str | Path, image_size: int) -> np.ndarray:
             raise DataError(f"{path}: a link to {os.readlink(path)}, which does not exist") from None
         raise DataError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from None
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
+        tiff = _tiff_bands(path) if isinstance(exc, UnidentifiedImageError) else None
+        if tiff is not None:
+            bits = "/".join(map(str, sorted(set(tiff[1]))))
+            raise DataError(f"{path}: a TIFF of {tiff[0]} bands of {bits} bits, which cannot be read as an image; "
+                            f"save 1 (grey) or 3 (RGB) of its bands, of 8 or 16 bits") from None
         raise DataError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from None
     return arr.transpose(2, 0, 1)
 
