@@ -181,10 +181,16 @@ class _TleView:
     revolution counter rolls over, and the angles are given in 0..2 pi (export_tle refuses the
     negative ones an OMM may hold). The record itself is left as it is (its angles are read-only)."""
 
-    def __init__(self, sat: Satrec) -> None:
+    def __init__(self, sat: Satrec, year: int) -> None:
         self._sat = sat
         self.revnum = sat.revnum % 100000
         self.nodeo, self.argpo, self.mo = (a % (2.0 * math.pi) for a in (sat.nodeo, sat.argpo, sat.mo))
+        # the day is written with 8 decimals: an epoch in the year's last 0.43 ms would read
+        # 'day 366' (367 in a leap year), a day the year has not; it is the next year's day 1
+        self.year = year
+        if round(sat.epochdays, 8) >= (366 if calendar.isleap(year) else 365) + 1:
+            self.year, self.epochdays = year + 1, 1.0
+        self.epochyr = self.year % 100
 
     def __getattr__(self, key: str):
         return getattr(self._sat, key)
@@ -208,14 +214,15 @@ def format_tle(constellation: Constellation, with_names: bool = True) -> str:
             raise OrbitError(f"satellite {name}: catalog number {number} cannot be written as a TLE "
                              "(Alpha-5 ends at 339999 = Z9999); export OMM instead")
         epoch = satrec_epoch(sat)
-        if not 1957 <= epoch.year <= 2056:  # a two-digit year would read back a century off
+        view = _TleView(sat, epoch.year)
+        if not 1957 <= view.year <= 2056:  # a two-digit year would read back a century off
             raise OrbitError(f"satellite {name}: epoch {epoch:%Y-%m-%dT%H:%M:%S}Z has no TLE form (two-digit "
                              "years cover 1957..2056); export OMM instead")
         if number != sat.satnum:
             raise OrbitError(f"satellite {name}: catalog number {number} differs from its elements' "
                              f"number {sat.satnum}")
         try:
-            l1, l2 = export_tle(_TleView(sat))
+            l1, l2 = export_tle(view)
         except ValueError as exc:
             raise OrbitError(f"satellite {name}: cannot be written as a TLE ({exc})") from None
         for number_, line in (("1", l1), ("2", l2)):

@@ -286,6 +286,21 @@ def test_tle_export_refuses_an_epoch_its_two_digit_year_cannot_hold(epoch):
     assert parse_tle_text(format_tle(edge)).satrecs[0].jdsatepoch == edge.satrecs[0].jdsatepoch
 
 
+@pytest.mark.parametrize(("epoch", "field"), [("2025-12-31T23:59:59.99998Z", "26001.00000000"),   # 365 days
+                                              ("2024-12-31T23:59:59.99998Z", "25001.00000000"),   # leap year
+                                              ("2024-12-31T12:00:00Z", "24366.50000000")])
+def test_tle_export_writes_the_last_instant_of_a_year_as_the_next_years_first_day(epoch, field):
+    """The TLE day has 8 decimals: an epoch in a year's last 0.43 ms was written as day 366.00000000
+    (367 in a leap year), a day that year does not have, which the TLE reader then refused."""
+    c = walker_delta(1, 1, 0, 550.0, 53.0, epoch)
+    text = format_tle(c)
+    assert text.splitlines()[1][18:32] == field
+    back = parse_tle_text(text).satrecs[0]
+    assert abs((back.jdsatepoch + back.jdsatepochF) - (c.satrecs[0].jdsatepoch + c.satrecs[0].jdsatepochF)) < 1e-8
+    with pytest.raises(OrbitError, match=r"epoch 2056-12-31T23:59:59Z has no TLE form"):  # it would be '57001'
+        format_tle(walker_delta(1, 1, 0, 550.0, 53.0, "2056-12-31T23:59:59.99999Z"))
+
+
 def test_in_swath_works_one_time_step_at_a_time():
     """The module promised one matrix product per time step; one einsum over every time built a
     float64 points x satellites x times array, 8 times the mask (1.2 GB and seconds for the
