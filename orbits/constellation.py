@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -36,9 +37,13 @@ from typing import Callable
 import numpy as np
 from sgp4.api import Satrec
 
+from swarmbase.tomlcheck import shown
+
 from .constants import EARTH_RADIUS_KM, MU_KM3_S2, SGP4_GRAVITY, SGP4_MAX_SATNUM
 from .errors import OrbitError
 from .timeutil import parse_utc, sgp4_epoch_days
+
+log = logging.getLogger(__name__)
 
 #: Eccentricity of the "circular" orbits; SGP4 raises anything below 1e-6 to 1e-6, so 0 gives the same positions.
 CIRCULAR_ECCENTRICITY = 1e-7
@@ -100,16 +105,25 @@ class SatelliteNames:
     def __init__(self) -> None:
         self._names: set[str] = set()
         self._sets: set[tuple[str, int]] = set()
+        self._first: dict[int, str] = {}  # catalog number -> the first name it came with
 
-    def claim(self, name: str | None, number: int, repeated: str, clash: Callable[[str], str]) -> str:
+    def claim(self, name: str | None, number: int, repeated: str, clash: Callable[[str], str],
+              where: str = "") -> str:
         """The unique name of satellite ``name`` (``None`` or ``""``: unnamed) / catalog ``number``;
         :class:`OrbitError` with the message ``repeated`` when this pair came before, ``clash(name)``
-        when even the numbered name is taken."""
+        when even the numbered name is taken. A catalog number other than 0 (which home-made
+        element sets share) that came before under another name is a warning naming ``where``:
+        two element sets of one satellite (two downloads that name it differently) are two
+        nodes at one place, always in contact."""
         number = int(number)
         name = name or f"SAT-{number}"
         if (name, number) in self._sets:
             raise OrbitError(repeated)
         self._sets.add((name, number))
+        first = self._first.setdefault(number, name)
+        if first != name and number != 0:
+            log.warning("%s: catalog number %d is also satellite %s: two element sets of one satellite "
+                        "make two nodes at one place; keep one of them", where or "elements", number, shown(first))
         if name in self._names:
             name = f"{name}-{number}"
         if name in self._names:

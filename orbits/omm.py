@@ -239,7 +239,8 @@ def parse_omm_text(text: str, fmt: str, source: str = "<text>") -> Constellation
     for where, rec in _records(text, fmt, source):
         sat, number, name = omm_satrec(rec, where)
         names.append(book.claim(name, number, f"{where}.NORAD_CAT_ID: satellite {number} appears twice",
-                                lambda n: f"{where}.OBJECT_NAME: satellite name {shown(n)} is used twice"))
+                                lambda n: f"{where}.OBJECT_NAME: satellite name {shown(n)} is used twice",
+                                where=where))
         sats.append(sat)
         catalog.append(number)
     if not sats:

@@ -159,7 +159,8 @@ def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
         number = int(sat.satnum)  # the catalog number, Alpha-5 decoded (A0000 is 100000)
         names.append(book.claim(name, number, f"{source}:{lineno}: satellite {name or f'SAT-{number}'} "
                                 f"({line[2:7].strip()}) appears twice",
-                                lambda n: f"{source}:{lineno}: satellite name {n!r} is used twice"))
+                                lambda n: f"{source}:{lineno}: satellite name {n!r} is used twice",
+                                where=f"{source}:{lineno}"))
         sats.append(sat)
         k += 2
     if not sats:

@@ -13,7 +13,7 @@ from sgp4.api import WGS72, Satrec
 from contact_sim import ContactError, compute_contacts, parse_contact_scenario
 from contact_sim.cli import main as contacts_main
 from orbits import (Constellation, OrbitError, circular_satrec, format_omm, format_tle, parse_omm_text, parse_tle_text, propagate_offsets,
-                    read_omm, walker_delta)
+                    read_omm, tle_checksum, walker_delta)
 from orbits.timeutil import parse_utc, sgp4_epoch_days
 
 EPOCH = "2026-08-01T06:30:00.000000"
@@ -289,3 +289,25 @@ def test_tle_export_refuses_elements_its_columns_cannot_hold(change: dict) -> No
     with pytest.raises(OrbitError, match=r"^satellite NEWSAT 1: its elements do not fit the TLE's columns "
                                          r"\(line 1 would be 71 characters; B\* .*\); export OMM instead$"):
         format_tle(c)
+
+
+def test_one_catalog_number_under_two_names_is_a_warning(caplog) -> None:
+    """Two downloads that name one satellite differently ('ISS (ZARYA)', 'ISS') concatenated into one
+    file were read as two satellites at one place, always in contact, without a word; it is now a
+    warning naming the file, line and the first name (0, which home-made element sets share, is not)."""
+    import logging
+
+    lines = format_tle(walker_delta(2, 1, 0, 550.0, 53.0, "2026-06-01T00:00:00Z")).splitlines()
+    twice = "\n".join(lines[:3] + ["ISS"] + lines[1:3]) + "\n"
+    with caplog.at_level(logging.WARNING, logger="orbits"):
+        assert parse_tle_text(twice, "x.tle").names == ["WD-P00-S00", "ISS"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "x.tle:5: catalog number 1 is also satellite 'WD-P00-S00': two element sets of one satellite make two "
+        "nodes at one place; keep one of them"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="orbits"):
+        parse_tle_text("\n".join(lines) + "\n", "x.tle")  # two satellites, two numbers
+        zero = [ln.replace("00001", "00000", 1)[:-1] for ln in lines[1:3]]
+        zero = [ln + str(tle_checksum(ln)) for ln in zero]
+        parse_tle_text("\n".join(["A", *zero, "B", *zero]) + "\n", "home.tle")  # 00000 twice: home-made
+    assert caplog.records == []
