@@ -378,8 +378,9 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
         if rounds.duration_s is not None:
             raise ContactError("rounds: give either duration_s or boundaries_s, not both")
         if (not isinstance(b, list) or len(b) < 2
-                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in b)):
-            raise ContactError("rounds.boundaries_s: expected a list of at least two numbers (s)")
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x) for x in b)):
+            # NaN compares False, so it would pass every check below
+            raise ContactError("rounds.boundaries_s: expected a list of at least two finite numbers (s)")
         if any(y <= x for x, y in zip(b, b[1:])):
             raise ContactError("rounds.boundaries_s: expected strictly increasing times")
         if b[0] < 0 or b[-1] > time.duration_s + 1e-9:

@@ -243,6 +243,17 @@ def test_absurd_magnitudes_are_refused_when_read(tmp_path, text, patch, match):
     assert "\n" not in str(exc.value)
 
 
+@pytest.mark.parametrize("bounds", ["[0.0, nan]", "[nan, 600.0]", "[0.0, 300.0, nan]"])
+def test_a_nan_round_boundary_is_refused_when_read(tmp_path, bounds):
+    """NaN compares False, so it passed the 'strictly increasing' and 'within the horizon'
+    checks: `fol contacts --check` and `fol simulate --check` said OK, and the run stopped
+    only after the window search, when the plan was built."""
+    p = _write(tmp_path, DRONES + f"\n[rounds]\nboundaries_s = {bounds}\n")
+    with pytest.raises(ContactError, match=r"\.toml: rounds.boundaries_s: expected a list of at least two "
+                                           r"finite numbers \(s\)$"):
+        load_contact_scenario(p)
+
+
 def test_a_waypoint_far_outside_the_local_frame_is_refused(tmp_path):
     csv = tmp_path / "wp.csv"
     csv.write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\na,10,1e200,0,0.1\n")
