@@ -146,6 +146,28 @@ def test_check_finds_data_method_and_node_mistakes(tmp_path: Path, patch: tuple[
         assert str(exc.value).startswith(f"{path}: "), str(exc.value)
 
 
+def test_plane_rule_with_satellites_of_unknown_plane_is_refused(tmp_path: Path) -> None:
+    """Satellites read from a TLE file have no known plane (-1): rule = "plane" silently gave
+    every node the "cycle" architecture instead. It is refused in one line when read."""
+    from orbits import walker_delta, write_tle
+
+    write_tle(tmp_path / "shell.tle", walker_delta(6, 2, 1, 550.0, 53.0, "2026-06-01T00:00:00Z"))
+    walker = ('kind = "walker-delta"\ntotal = 6\nplanes = 2\nphasing = 1\naltitude_km = 550.0\n'
+              'inclination_deg = 53.0\nepoch = "2026-06-01T00:00:00Z"')
+    text = (MIXED.replace('"fedavg"', '"dense"').replace(walker, 'kind = "tle"\ntle_file = "shell.tle"')
+            .replace("[time]\n", '[time]\nstart = "2026-06-01T00:00:00Z"\n'))
+    assert 'tle_file = "shell.tle"' in text and 'rule = "plane"' in text
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as exc:
+        load_scenario(path)
+    assert str(exc.value) == (f"{path}: models.rule: 'plane' needs satellites of known orbital planes (a Walker "
+                              "[constellation]); those read from a TLE or OMM file have none, use 'cycle' or "
+                              "[models.nodes]")
+    path.write_text(text.replace('rule = "plane"', 'rule = "cycle"'))
+    load_scenario(path)
+
+
 def test_check_refuses_an_output_that_is_a_file_or_not_empty(tmp_path: Path) -> None:
     path = tmp_path / "s.toml"
     path.write_text(MIXED.replace('"fedavg"', '"dense"'))

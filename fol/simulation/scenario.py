@@ -294,6 +294,9 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         raise ConfigError(f"models.rule: expected 'cycle' or 'plane', got {shown(models.rule)}")
     if models.rule == "plane" and contact.constellation is None:
         raise ConfigError("models.rule: 'plane' needs a [constellation]")
+    if models.rule == "plane" and contact.constellation.kind in ("tle", "omm"):  # planes unknown: it would cycle
+        raise ConfigError("models.rule: 'plane' needs satellites of known orbital planes (a Walker [constellation]); "
+                          "those read from a TLE or OMM file have none, use 'cycle' or [models.nodes]")
 
     f = doc.get("fol", {})
     if not isinstance(f, dict):
