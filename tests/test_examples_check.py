@@ -168,6 +168,28 @@ def test_plane_rule_with_satellites_of_unknown_plane_is_refused(tmp_path: Path) 
     load_scenario(path)
 
 
+@pytest.mark.parametrize("partition, field, value, needs", [
+    ("dirichlet", "swath_km", "100.0", "orbit"), ("dirichlet", "assign", '"first"', "orbit"),
+    ("region", "acquisition_s", "100.0", "orbit"), ("orbit", "psi", "0.1", "dirichlet"),
+    ("region", "psi", "0.1", "dirichlet"),
+])
+def test_a_field_of_another_partition_is_refused(tmp_path: Path, partition: str, field: str, value: str,
+                                                 needs: str) -> None:
+    """A partition's own field given with another partition was silently ignored (psi = 0.1 with
+    the orbit partition ran at the orbit's skew); it is refused in one line when read."""
+    def scenario(part: str) -> Path:
+        path = tmp_path / f"{part}.toml"
+        path.write_text(MIXED.replace('"fedavg"', '"dense"').replace('partition = "orbit"', f'partition = "{part}"')
+                        .replace("[models]", f"{field} = {value}\n[models]"))
+        return path
+
+    with pytest.raises(ConfigError) as exc:
+        load_scenario(scenario(partition))
+    assert str(exc.value) == (f"{scenario(partition)}: data.{field}: only applies to partition = '{needs}', "
+                              f"not '{partition}'")
+    load_scenario(scenario(needs))
+
+
 def test_check_refuses_an_output_that_is_a_file_or_not_empty(tmp_path: Path) -> None:
     path = tmp_path / "s.toml"
     path.write_text(MIXED.replace('"fedavg"', '"dense"'))

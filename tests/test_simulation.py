@@ -430,11 +430,11 @@ def test_the_check_refuses_a_missing_image_folder_or_coordinates_file(tmp_path: 
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     _image_folder(tmp_path / "imgs", per_class=2, coords=False)
     (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\n")
-    for path, partition, expected in [("nope", 'partition = "dirichlet"', "image folder"),
+    for path, partition, expected in [("nope", 'partition = "dirichlet"\npsi = 1.0', "image folder"),
                                       ("imgs", 'coords = "csv"\npartition = "region"', "coordinates file")]:
         scenario = tmp_path / "s.toml"
         scenario.write_text(_drones_with_data(f'dataset = "imagefolder"\npath = "{path}"\nimage_size = 16\n'
-                                              f'{partition}\npsi = 1.0\nper_node = 100'))
+                                              f'{partition}\nper_node = 100'))
         assert main(["simulate", "--check", str(scenario)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and expected in err[0] and "Traceback" not in err[0], err
@@ -460,14 +460,14 @@ def test_the_check_refuses_an_image_folder_of_one_class(tmp_path: Path, capsys: 
 
 
 @pytest.mark.parametrize("partition, needle", [
-    ('partition = "dirichlet"', "cannot give 3 nodes data.per_node = 300 images each at data.psi = 1.0"),
+    ('partition = "dirichlet"\npsi = 1.0', "cannot give 3 nodes data.per_node = 300 images each at data.psi = 1.0"),
     ('partition = "region"\ncoords = "filename"', "cannot give 3 nodes data.min_samples = 40 images each"),
 ])
 def test_a_pool_too_small_for_the_partition_names_the_fields_before_pretraining(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], partition: str, needle: str) -> None:
     _image_folder(tmp_path / "imgs", per_class=10, coords=True)
     (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\nc,0,0.4,0,0.1\n")
-    (tmp_path / "s.toml").write_text(_drones_with_data(f'dataset = "imagefolder"\npath = "imgs"\n{partition}\npsi = 1.0'))
+    (tmp_path / "s.toml").write_text(_drones_with_data(f'dataset = "imagefolder"\npath = "imgs"\n{partition}'))
     assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"fol simulate: error: {tmp_path / 's.toml'}: data: the imagefolder "

@@ -276,6 +276,9 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     if not 0 < data.swath_km < MAX_SWATH_KM:  # the footprint of orbits.coverage.swath_half_angle_rad
         raise ConfigError(f"data.swath_km: expected a width of 0 < swath_km < {MAX_SWATH_KM:.0f} km (half the "
                           f"Earth's circumference), got {shown(data.swath_km)}")
+    for key, needs in (("psi", "dirichlet"), ("acquisition_s", "orbit"), ("swath_km", "orbit"), ("assign", "orbit")):
+        if key in d and data.partition != needs:  # another partition would silently ignore it
+            raise ConfigError(f"data.{key}: only applies to partition = {needs!r}, not {shown(data.partition)}")
 
     m = _table(doc, "models", {"archs", "arch", "rule", "nodes"}, source)
     if "arch" in m and "archs" in m:
