@@ -17,7 +17,7 @@ Learning tables, every key checked (unknown keys are an error naming them)::
     size = 9000                # pool size of a synthetic dataset
     image_size = 32            # image side (pixels): synthetic drawn at it, real resized to it
     partition = "orbit"        # "orbit" | "dirichlet" | "region"
-    psi = 0.5                  # Dirichlet concentration (partition = "dirichlet")
+    # psi = 0.5                # partition = "dirichlet" only: Dirichlet concentration
     per_node = 300             # images per node: exactly this many (dirichlet), at most (orbit, region)
     acquisition_s = 86400.0    # orbit: the acquisition period from the start (s)
     swath_km = 400.0           # orbit: imaging swath width (km)
