@@ -328,6 +328,9 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
     if start is None and constellation is not None and constellation.kind in ("tle", "omm"):
         raise ContactError(f"time.start: required with a {constellation.kind.upper()} constellation")
     duration_s = t.num("duration_s", required=True, positive=True)
+    if plan_file is not None and t.has("step_s"):  # it would be ignored
+        raise ContactError("time.step_s: not used with [contacts] plan_file (the plan lists the windows; "
+                           "no grid is searched)")
     default_step = min(60.0, duration_s) if plan_file is not None else 60.0  # no grid with a plan file
     time = TimeConfig(start, duration_s, t.num("step_s", default_step, positive=True))
     if time.step_s > time.duration_s:

@@ -263,6 +263,10 @@ def test_plan_file_scenario_validation(tmp_path: Path) -> None:
         parse_contact_scenario({**doc, "drones": {"count": 2, "radio_range_km": 1.0}}, tmp_path)
     with pytest.raises(ContactError, match="contacts: unknown key 'plan'"):
         parse_contact_scenario({**doc, "contacts": {"plan": "p.ion"}}, tmp_path)
+    # no grid is searched with a plan: a step was accepted and silently ignored
+    with pytest.raises(ContactError, match=r"^scenario: time\.step_s: not used with \[contacts\] plan_file \(the plan "
+                                           r"lists the windows; no grid is searched\)$"):
+        parse_contact_scenario({**doc, "time": {"duration_s": 600.0, "step_s": 10.0}}, tmp_path)
     # fol contacts reads the plan and re-exports it (HDTN here); CZML needs positions
     (tmp_path / "p.ion").write_text(format_ion(_hand_plan()))
     (tmp_path / "s.toml").write_text('[contacts]\nplan_file = "p.ion"\n[time]\nduration_s = 700.0\n')
