@@ -132,6 +132,19 @@ def test_learning_sections_are_validated(changes: dict, match: str) -> None:
         parse_scenario(_doc(**changes), Path("."), "tiny.toml")
 
 
+@pytest.mark.parametrize("name", ["", "..", "a/b", "/tmp/x", "..\\x", "a\x00b", "a\nb"])
+def test_scenario_name_must_be_one_folder_name(name: str) -> None:
+    """The name is the default output folder runs/<name>: "" wrote into runs/ itself, "a/../../b"
+    or "/tmp/x" outside runs/, "a\\x00b" stopped with a traceback. It is refused in one line;
+    output.dir places a run anywhere."""
+    with pytest.raises(ConfigError) as exc:
+        parse_scenario(_doc(scenario={"name": name}), Path("."), "tiny.toml")
+    assert str(exc.value) == ("tiny.toml: scenario.name: expected a printable name with no slash or backslash, not "
+                              "'.' or '..' (the default output folder is runs/<name>; output.dir sets another), "
+                              f"got {name!r}")
+    assert parse_scenario(_doc(scenario={"name": "leo run 2"}), Path("."), "tiny.toml").name == "leo run 2"
+
+
 @pytest.mark.parametrize(("table", "match"), [
     # a table of a method not in methods.run was never checked: its typo or bad value went unnoticed
     # the unknown option named, with the ones the method takes (not Python's "unexpected keyword argument")

@@ -215,6 +215,9 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
                     contact: ContactScenario) -> SwarmScenario:
     s = _table(doc, "scenario", {"name", "seeds", "seed"}, source)
     name = s.str("name", Path(source).stem)
+    if name in ("", ".", "..") or "/" in name or "\\" in name or not name.isprintable():  # one folder in runs/
+        raise ConfigError(f"scenario.name: expected a printable name with no slash or backslash, not '.' or '..' (the "
+                          f"default output folder is runs/<name>; output.dir sets another), got {shown(name)}")
     if "seeds" in s and "seed" in s:
         raise ConfigError("scenario: give seeds or seed, not both")
     seeds = s.get("seeds", [s.get("seed", 0)])
