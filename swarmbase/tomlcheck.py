@@ -272,5 +272,7 @@ class Table:
         v = self.str(key, required=required, nonempty=True)
         if v is None:
             return None
+        if "\0" in v:  # no file system takes one: opening it raised ValueError
+            self.fail(key, f"expected a path without a NUL character, got {shown(v)}")
         p = Path(v).expanduser()
         return p if p.is_absolute() else Path(base) / p

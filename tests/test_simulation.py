@@ -111,6 +111,9 @@ def _rows(out: Path) -> list[dict[str, str]]:
         ({"fol": {"rounds": 3}}, r"fol\.rounds: 3 FOL rounds but the contact plan has 1"),
         ({"fol": {"top_k": 0}}, r"fol\.top_k must be > 0"),
         ({"run": {"executor": "slurm"}}, r"run\.executor: expected one of"),
+        # a NUL stopped the run with a traceback (ValueError: embedded null byte) when the folder was made
+        ({"output": {"dir": "a\x00b"}}, r"^tiny\.toml: output\.dir: expected a path without a NUL character, got "
+                                         r"'a\\x00b'$"),
         ({"scenario": {"seeds": []}}, r"scenario\.seeds"),
         ({"data": {"dataset": "imagefolder", "partition": "dirichlet"}},
          r"tiny.toml: data\.path: dataset 'imagefolder' needs path"),

@@ -30,6 +30,9 @@ def test_table_checks_types_ranges_and_unknown_keys() -> None:
                          (lambda: t.str("s", choices=("z",)), "tbl.s: expected one of z, got 'a'"),
                          (lambda: t.bool("n"), "tbl.n: expected true or false"),
                          (lambda: t.raw("p", required=True), "tbl.p: missing (required)"),
+                         # a NUL stopped the caller with a traceback (ValueError: embedded null byte) once opened
+                         (lambda: Table({"p": "a\x00b"}, "tbl", {"p"}, error=_Err).path("p", "/base"),
+                          "tbl.p: expected a path without a NUL character, got 'a\\x00b'"),
                          (lambda: Table({"zz": 1}, "tbl", {"a"}, error=_Err), "tbl: unknown key 'zz' (allowed: a)"),
                          (lambda: Table([], "tbl", error=_Err), "tbl: expected a table, got list")]:
         with pytest.raises(_Err, match="^.*$") as exc:

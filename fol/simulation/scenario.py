@@ -357,7 +357,12 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
             raise ConfigError(f"run.{key}: expected >= 1, got {shown(value)}")
 
     o = _table(doc, "output", {"dir"}, source)
-    out = Path(o.str("dir", nonempty=True)) if "dir" in o else None
+    out = None
+    if "dir" in o:
+        out_dir = o.str("dir", nonempty=True)
+        if "\0" in out_dir:  # no file system takes one: making the folder raised ValueError
+            raise ConfigError(f"output.dir: expected a path without a NUL character, got {shown(out_dir)}")
+        out = Path(out_dir)
 
     return SwarmScenario(name, list(seeds), contact, data, models, fol_cfg, list(run_list), options, run, out, doc,
                          source, text)
