@@ -126,6 +126,12 @@ def _rows(out: Path) -> list[dict[str, str]]:
         # partition with orbits' own 'swath_width_km' message, naming neither the file nor the field
         ({"data": {"swath_km": 30000.0}}, r"^tiny\.toml: data\.swath_km: expected a width of 0 < swath_km < "
                                           r"20015 km \(half the Earth's circumference\), got 30000\.0"),
+        # a root was silently ignored by the datasets not read from it
+        ({"data": {"root": "datasets"}}, r"^tiny\.toml: data\.root: only applies to the datasets read from "
+                                         r"<root>/<name>/ \(wildfire, hurricane, cifar10, cifar100, svhn\), not "
+                                         r"'synthetic-hurricane'$"),
+        ({"data": {"dataset": "imagefolder", "path": "x", "coords": "filename", "root": "datasets"}},
+         r"^tiny\.toml: data\.root: only applies to .*, not 'imagefolder' \(its images are in data\.path\)$"),
         ({"data": {"skip_corrupt": True}}, r"data\.skip_corrupt: only applies to the datasets read from image files "
                                            r"\(wildfire, hurricane, imagefolder\), not 'synthetic-hurricane'"),
     ],

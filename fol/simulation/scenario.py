@@ -179,11 +179,17 @@ def errors_name_the_file(source: str) -> Iterator[None]:
 def _check_image_file_fields(data: DataConfig) -> None:
     """``path`` and ``coords`` belong to ``dataset = "imagefolder"``, which needs
     ``path``; a partition by place needs coordinates from the files;
-    ``skip_corrupt`` belongs to the datasets read from image files."""
+    ``skip_corrupt`` belongs to the datasets read from image files, ``root``
+    to those read from ``<root>/<name>/``."""
     if data.skip_corrupt and not dataset_accepts(data.dataset, "skip_corrupt"):
         readers = ", ".join(n for n in dataset_names() if dataset_accepts(n, "skip_corrupt"))
         raise ConfigError(f"data.skip_corrupt: only applies to the datasets read from image files ({readers}), "
                           f"not {shown(data.dataset)}")
+    if data.root is not None and (data.dataset.startswith("synthetic-") or data.dataset == "imagefolder"):
+        real = ", ".join(n for n in dataset_names() if not n.startswith("synthetic-") and n != "imagefolder")
+        where = " (its images are in data.path)" if data.dataset == "imagefolder" else ""
+        raise ConfigError(f"data.root: only applies to the datasets read from <root>/<name>/ ({real}), "
+                          f"not {shown(data.dataset)}{where}")
     if data.dataset != "imagefolder":
         for key, unset in (("path", data.path is None), ("coords", data.coords == "none")):
             if not unset:
