@@ -76,6 +76,9 @@ def run_contacts(args: argparse.Namespace) -> int:
         if scenario.plan_file is not None and (args.czml or args.export_orbits):
             raise ContactError(f"{args.scenario}: --czml and --export-orbits need positions; "
                                "an imported [contacts] plan_file has none")
+        if args.czml and scenario.plan_file is None and scenario.constellation is None:  # before the search
+            raise ContactError(f"{args.scenario}: --czml needs a satellite scenario ([constellation]); drone "
+                               "positions are in a local frame with no place on the globe")
         if args.export_orbits and scenario.constellation is None:
             raise ContactError(f"{args.scenario}: --export-orbits needs a [constellation]")
         out = args.out or (args.scenario.resolve().parent / "contacts")

@@ -13,6 +13,7 @@ from fol.cli import main
 from orbits import walker_delta
 from orbits.tle import format_tle, tle_checksum
 
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 DATA = "dataset=synthetic-hurricane,nodes=2,node=0,size=200"
 
 
@@ -146,6 +147,10 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
         lambda t: ["contacts", _walker_scenario(t), "--export-orbits", "omm", "--no-plot", "--out",
                    _out_with_folder(t, "orbits.omm.json")], "orbits.omm.json: is a folder"),
     "contacts DIR": (lambda t: ["contacts", _a_dir(t)], "is a directory"),
+    # said OK at --check, and stopped only after the window search
+    "contacts --czml of drones": (lambda t: ["contacts", str(EXAMPLES / "drone_contacts.toml"), "--czml", "--check",
+                                             "--out", str(t / "o")],
+                                  "drone_contacts.toml: --czml needs a satellite scenario ([constellation])"),
     "simulate DIR": (lambda t: ["simulate", _a_dir(t)], "is a directory"),
     "agent --config DIR": (lambda t: ["agent", "--config", _a_dir(t)], "is a directory"),
     "tle_file = DIR": (lambda t: ["contacts", str(_tle_scenario(t, tle_dir=True))], "is a directory"),
