@@ -57,7 +57,7 @@ Sections owned here (every key checked; unknown keys are errors)::
     j_per_flop = 1e-9          # training
     j_per_byte = 1e-7          # sending a model
     initial_charge = 1.0       # fraction of the battery at the start
-    sunlight_step_s = 60.0     # eclipse search grid (edges refined to 0.1 s)
+    sunlight_step_s = 60.0     # eclipse search grid (edges refined to 0.1 s); [constellation] only
 
     [contacts]                 # instead of [constellation]/[drones]: an imported plan
     plan_file = "plan.ion"     # ION contact-plan text, or HDTN JSON (.json; contact_sim.dtn); [time] duration_s
@@ -415,6 +415,9 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
             j_per_flop=et.num("j_per_flop", 0.0, nonneg=True),
             j_per_byte=et.num("j_per_byte", 0.0, nonneg=True),
             initial_charge=et.num("initial_charge", 1.0, nonneg=True))
+        if constellation is None and et.has("sunlight_step_s"):  # it would be ignored
+            raise ContactError("energy.sunlight_step_s: only used with a [constellation] (drones and the nodes "
+                               "of an imported plan have no orbit and are taken as always sunlit)")
         sunlight_step_s = et.num("sunlight_step_s", 60.0, positive=True)
         try:
             check_sunlight_steps(time.duration_s, sunlight_step_s, "energy.sunlight_step_s")

@@ -177,7 +177,9 @@ def test_every_scenario_fragment_in_docs_is_valid() -> None:
                     Limits(**fragment["limits"])
                 continue
             assert set(fragment) <= set(CONTACT_TABLES) | set(RESERVED_TABLES), (page.name, sorted(fragment))
-            base = copy.deepcopy(SATELLITES if "constellation" in fragment else DRONES)
+            # energy.sunlight_step_s is refused outside satellite scenarios (only satellites have eclipses)
+            satellites = "constellation" in fragment or "sunlight_step_s" in fragment.get("energy", {})
+            base = copy.deepcopy(SATELLITES if satellites else DRONES)
             parse_scenario({**base, **fragment}, ROOT, f"docs/{page.name}")
             checked += 1
     assert checked >= 3

@@ -121,3 +121,22 @@ def test_batteries_of_a_satellite_scenario_see_their_eclipses() -> None:
         assert list(batteries[k].eclipses) == expected[k] and expected[k]
         a, b = expected[k][0]
         assert not batteries[k].sunlit(0.5 * (a + b)) and batteries[k].sunlit(b + 60.0)
+
+
+def test_sunlight_step_is_refused_where_no_eclipse_is_searched(tmp_path) -> None:
+    """Only satellites get eclipses (drones and an imported plan's nodes are always sunlit): in those
+    scenarios energy.sunlight_step_s would be ignored, so it is refused in one line naming it."""
+    energy = {"battery_wh": 10.0, "solar_w": 5.0, "idle_w": 1.0, "sunlight_step_s": 30.0}
+    drones = {"drones": {"count": 2, "radio_range_km": 1.0}, "time": {"duration_s": 60.0, "step_s": 10.0}}
+    (tmp_path / "plan.ion").write_text("a contact +0 +600 1 2 125000\n")
+    plan = {"contacts": {"plan_file": "plan.ion"}, "time": {"duration_s": 600.0}}
+    for base in (drones, plan):
+        with pytest.raises(ContactError, match=r"energy\.sunlight_step_s: only used with a \[constellation\]") as e:
+            parse_contact_scenario({**base, "energy": energy}, tmp_path)
+        assert "\n" not in str(e.value)
+        rest = {k: v for k, v in energy.items() if k != "sunlight_step_s"}
+        assert parse_contact_scenario({**base, "energy": rest}, tmp_path).energy.solar_w == 5.0
+    satellites = {"constellation": {"kind": "walker-delta", "total": 2, "planes": 1, "altitude_km": 550.0,
+                                    "inclination_deg": 53.0, "epoch": "2025-03-01T00:00:00Z"},
+                  "time": {"duration_s": 6000.0}, "link": {"max_range_km": 5000.0}}
+    assert parse_contact_scenario({**satellites, "energy": energy}, ".").sunlight_step_s == 30.0
