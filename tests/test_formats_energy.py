@@ -140,3 +140,23 @@ def test_sunlight_step_is_refused_where_no_eclipse_is_searched(tmp_path) -> None
                                     "inclination_deg": 53.0, "epoch": "2025-03-01T00:00:00Z"},
                   "time": {"duration_s": 6000.0}, "link": {"max_range_km": 5000.0}}
     assert parse_contact_scenario({**satellites, "energy": energy}, ".").sunlight_step_s == 30.0
+
+
+@pytest.mark.parametrize("j_per_byte", [0.0, 0.05])
+def test_a_node_sends_its_model_only_after_paying_for_its_pretraining(j_per_byte) -> None:
+    """sat-0 starts with 50 J in a 1,000 s eclipse (2 W idle: empty at 25 s, then nothing to lose) and
+    pays for its 1,000 J pretraining at 1,000 + 1,000 / 10 = 1,100 s: its model exists only then, so
+    its transfer starts then (plus 5 s to collect the 50 J it costs at 10 W when sending costs energy),
+    not at the window's opening (0 s) as the battery alone would allow."""
+    model = EnergyModel(battery_wh=1.0, solar_w=12.0, idle_w=2.0, j_per_flop=1.0, j_per_byte=j_per_byte,
+                        initial_charge=50.0 / 3600.0)
+    batteries = {0: Battery(model, [(0.0, 1000.0)]), 1: Battery(model, [])}
+    batteries[0].spend(batteries[0].earliest(0.0, 1000.0), 1000.0, "pretraining")
+    assert batteries[0].spends[0][0] == pytest.approx(1100.0)
+    plan, waits = _plan(), []
+    assert plan_deliveries(plan, [0, 1], [1000, 1000], 1, 1, batteries, waits)[0] == {0: [1], 1: [0]}
+    by_src = {t.src: t for t in plan.transfers}
+    sent = 1105.0 if j_per_byte else 1100.0
+    assert by_src[0].t_start_s == pytest.approx(sent)
+    assert by_src[1].t_start_s == 0.0  # sat-1 (no pretraining booked) holds its 50 J from the start
+    assert [(w["src"], round(w["start_s"], 3)) for w in waits if w["src"] == "sat-0"] == [("sat-0", sent)]

@@ -197,11 +197,18 @@ def _earlier_wall_seconds(out: Path) -> float | None:
     return float(seconds)
 
 
+def _pretrained_at(battery: Battery | None) -> float | None:
+    """When the node paid for its pretraining (its model exists from then on), or ``None`` if it did not."""
+    booked = [t for t, _, label in battery.spends if label == "pretraining"] if battery is not None else []
+    return max(booked) if booked else None
+
+
 def _energy_start(plan: ContactPlan, battery: Battery, src: int, dst: int, r: int, size: int,
-                  joules: float) -> tuple[float, float] | None:
-    """Earliest ``(start, finish)`` of a transfer the sender's battery can pay for when it starts."""
+                  joules: float, not_before_s: float | None = None) -> tuple[float, float] | None:
+    """Earliest ``(start, finish)`` of a transfer, from ``not_before_s`` on, the sender's battery
+    can pay for when it starts."""
     _, t_end = plan.round_interval(r)
-    best = plan.earliest_transfer(src, dst, r, size)
+    best = plan.earliest_transfer(src, dst, r, size, not_before_s)
     for _ in range(64):  # each pass moves past a window start the battery could not afford
         if best is None:
             return None
@@ -243,8 +250,10 @@ def plan_deliveries(plan: ContactPlan, learners: list[int], sizes: Sequence[int]
 
     With ``batteries`` (plan node -> :class:`~contact_sim.energy.Battery`), a
     sender pays ``size x j_per_byte`` joules when its transfer starts, and the
-    transfer starts only once the battery holds that much; a transfer that had
-    to wait is appended to ``waits`` (no battery charge in the round: no transfer).
+    transfer starts only once the battery holds that much and not before the
+    sender's pretraining was paid for (booked as ``"pretraining"``: its model
+    exists from then on); a transfer that had to wait is appended to ``waits``
+    (no battery charge in the round: no transfer).
     The ``q`` senders are still ranked by their finish without the battery: a
     delayed one keeps its place even when it then ends after one left out;
     only a sender that cannot pay within the round gives its place to the next.
@@ -273,16 +282,19 @@ def plan_deliveries(plan: ContactPlan, learners: list[int], sizes: Sequence[int]
                     break
                 battery = (batteries or {}).get(learners[j])
                 joules = sizes[j] * battery.model.j_per_byte if battery is not None else 0.0
-                if joules > 0:
+                ready = _pretrained_at(battery)  # no model to send before its pretraining is paid for
+                if joules > 0 or ready is not None:
                     free = plan.earliest_transfer(learners[j], dst, r, sizes[j])
-                    paid = _energy_start(plan, battery, learners[j], dst, r, sizes[j], joules)
+                    paid = _energy_start(plan, battery, learners[j], dst, r, sizes[j], joules, ready)
                     if free is None or paid is None:
                         if free is not None and waits is not None:
                             waits.append({"src": plan.node_names[learners[j]], "dst": plan.node_names[dst], "round": r,
                                           "wanted_start_s": free[0], "start_s": None, "joules": joules})
                         continue
                     tr = plan.schedule(learners[j], dst, r, sizes[j], not_before_s=paid[0])
-                    battery.spend(tr.t_start_s, joules, f"send {plan.node_names[learners[j]]}->{plan.node_names[dst]}")
+                    if joules > 0:
+                        battery.spend(tr.t_start_s, joules,
+                                      f"send {plan.node_names[learners[j]]}->{plan.node_names[dst]}")
                     if tr.t_start_s > free[0] + 1e-6 and waits is not None:
                         waits.append({"src": plan.node_names[learners[j]], "dst": plan.node_names[dst], "round": r,
                                       "wanted_start_s": free[0], "start_s": tr.t_start_s, "joules": joules,
