@@ -160,3 +160,21 @@ def test_a_node_sends_its_model_only_after_paying_for_its_pretraining(j_per_byte
     assert by_src[0].t_start_s == pytest.approx(sent)
     assert by_src[1].t_start_s == 0.0  # sat-1 (no pretraining booked) holds its 50 J from the start
     assert [(w["src"], round(w["start_s"], 3)) for w in waits if w["src"] == "sat-0"] == [("sat-0", sent)]
+
+
+@pytest.mark.parametrize("j_per_byte", [0.0, 0.05])
+def test_energy_summary_counts_every_transfer_even_when_sending_is_free(j_per_byte) -> None:
+    """The per-node 'transfers' of energy.json / the report's Energy table are the node's model
+    transfers, also when they cost no energy (j_per_byte = 0)."""
+    from types import SimpleNamespace
+
+    from fol.simulation.runner import _energy_summary
+
+    model = EnergyModel(battery_wh=1.0, solar_w=12.0, idle_w=2.0, j_per_byte=j_per_byte)
+    batteries = {0: Battery(model, []), 1: Battery(model, [])}
+    plan = _plan()
+    assert plan_deliveries(plan, [0, 1], [1000, 1000], 1, 1, batteries, [])[0] == {0: [1], 1: [0]}
+    scn = SimpleNamespace(contact=SimpleNamespace(energy=model))
+    nodes = _energy_summary(scn, plan, batteries, [0, 1], [])["nodes"]
+    assert [(n["node"], n["transfers"], n["transfer_j"]) for n in nodes] == [
+        ("sat-0", 1, 1000 * j_per_byte), ("sat-1", 1, 1000 * j_per_byte)]

@@ -390,7 +390,7 @@ def _energy_summary(scn: SwarmScenario, plan: ContactPlan, batteries: dict[int, 
             "battery_end_wh": b.level_at(horizon) / 3600.0,
             "pretraining_j": sum(j for _, j, label in b.spends if label == "pretraining"),
             "transfer_j": sum(j for _, j, label in b.spends if label.startswith("send")),
-            "transfers": sum(1 for _, _, label in b.spends if label.startswith("send")),
+            "transfers": sum(1 for t in plan.transfers if t.src == node_idx),  # also the free ones (j_per_byte = 0)
         })
     return {"model": asdict(scn.contact.energy), "nodes": nodes, "waits": waits}
 
