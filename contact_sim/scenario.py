@@ -80,7 +80,7 @@ from typing import Any
 import numpy as np
 
 from orbits import Constellation, OrbitError, parse_utc, read_omm, read_tle, walker_delta, walker_star
-from orbits.sunlight import check_sunlight_span, check_sunlight_steps, eclipse_intervals
+from orbits.sunlight import check_sunlight_span, check_sunlight_steps, eclipse_intervals, ephemeris
 from swarmbase.tomlcheck import Table, read_toml
 
 from .drones import MAX_LOCAL_KM, drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
@@ -544,6 +544,17 @@ def check_contact_scenario(scenario: ContactScenario) -> tuple[list[str], list[i
         wps = random_waypoints(d.count, d.area_km, d.speed_m_s, min(scenario.time.duration_s, 1.0), d.seed,
                                d.altitude_km, d.pause_s)
     return [w.name for w in wps], None
+
+
+def check_energy_inputs(scenario: ContactScenario) -> None:
+    """Load the Sun's ephemeris (package ``skyfield-data``, extra ``energy``) when
+    :func:`build_batteries` will need it, a satellite scenario with ``[energy]``, so
+    that a missing package stops a simulation before its window search."""
+    if scenario.energy is not None and scenario.constellation is not None:
+        try:
+            ephemeris()
+        except OrbitError as exc:
+            raise ContactError(str(exc)) from None
 
 
 def build_trajectories(scenario: ContactScenario) -> Trajectories:

@@ -178,3 +178,34 @@ def test_energy_summary_counts_every_transfer_even_when_sending_is_free(j_per_by
     nodes = _energy_summary(scn, plan, batteries, [0, 1], [])["nodes"]
     assert [(n["node"], n["transfers"], n["transfer_j"]) for n in nodes] == [
         ("sat-0", 1, 1000 * j_per_byte), ("sat-1", 1, 1000 * j_per_byte)]
+
+
+def test_check_refuses_energy_on_satellites_without_the_ephemeris(monkeypatch) -> None:
+    """Without the skyfield-data package (extra 'energy') a satellite scenario with [energy] is refused
+    by fol simulate's checks (--check, and before the window search), not after the contacts;
+    fol contacts, which draws no battery, still accepts it."""
+    import sys
+    from pathlib import Path
+
+    from contact_sim.scenario import check_contact_scenario
+    from fol.simulation.check import check_scenario
+    from fol.simulation.scenario import parse_scenario
+    from orbits import sunlight
+
+    doc = {"constellation": {"kind": "walker-delta", "total": 2, "planes": 1, "altitude_km": 550.0,
+                             "inclination_deg": 53.0, "epoch": "2025-03-01T00:00:00Z"},
+           "time": {"duration_s": 6000.0}, "link": {"max_range_km": 5000.0},
+           "energy": {"battery_wh": 10.0, "solar_w": 5.0, "idle_w": 1.0}}
+    root = Path(__file__).resolve().parents[1]
+    sunlight.ephemeris.cache_clear()
+    monkeypatch.setitem(sys.modules, "skyfield_data", None)  # as if not installed
+    try:
+        scn = parse_scenario(doc, root, "s.toml")
+        assert check_contact_scenario(scn.contact)[0] == ["WD-P00-S00", "WD-P00-S01"]  # fol contacts --check
+        with pytest.raises(ContactError, match=r"sunlight needs the ephemeris package skyfield-data"):
+            check_scenario(scn, check_data=False)
+        del doc["energy"]
+        assert check_scenario(parse_scenario(doc, root, "s.toml"), check_data=False).nodes == [
+            "WD-P00-S00", "WD-P00-S01"]
+    finally:
+        sunlight.ephemeris.cache_clear()

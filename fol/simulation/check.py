@@ -5,8 +5,8 @@ without training, in seconds, so that a run never fails after half an hour.
 :func:`fol.simulation.run_simulation`). On top of the field checks done while
 parsing, it
 
-- reads the files the scenario names (TLE, waypoint CSV) and derives the
-  learning nodes and their architectures (``models.nodes`` must name real nodes);
+- reads the files the scenario names (TLE, waypoint CSV; the Sun's ephemeris of
+  a satellite scenario with ``[energy]``) and derives the learning nodes and their architectures (``models.nodes`` must name real nodes);
 - instantiates every selected method with its ``[methods.<name>]`` options,
   asks each whether it can run on the scenario's image size (a DENSE or
   Co-Boosting synthesis, or FOL's synthesized distillation inputs, too large
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contact_sim.scenario import check_contact_scenario, round_boundaries
+from contact_sim.scenario import check_contact_scenario, check_energy_inputs, round_boundaries
 from contact_sim.trajectory import MAX_TRAJECTORY_BYTES, TRAJECTORY_BYTES_PER_SAMPLE, grid_samples
 from fol.data.registry import check_dataset
 from fol.errors import ConfigError, DataError
@@ -146,6 +146,7 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
     see the module docstring. ``check_data=False`` skips the dataset's presence."""
     with errors_name_the_file(scn.source):
         names, planes = check_contact_scenario(scn.contact)
+        check_energy_inputs(scn.contact)
         archs = node_architectures(scn, names, planes)
         if len(names) < 2:
             raise ConfigError(f"{len(names)} learning node(s); a swarm needs at least 2")
