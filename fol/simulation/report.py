@@ -363,7 +363,8 @@ def energy_section(energy: dict[str, Any]) -> list[str]:
              f"in sunlight, idle {m['idle_w']:g} W, {m['j_per_flop']:g} J/FLOP, {m['j_per_byte']:g} J/byte sent. "
              "FOL's model transfers and pretraining are scheduled only when the battery can pay for them (the "
              "server-based baselines' uploads are not charged); each method's "
-             "training energy (last columns) is booked from its measured FLOPs, after the fact.", ""]
+             "training energy (last columns) is computed from its measured FLOPs after the run, not drawn from the "
+             "battery (the battery at the end leaves it out).", ""]
     methods = sorted({k for n in energy["nodes"] for k in n.get("method_training_j", {})})
     lines.append("| node | in eclipse | battery end (Wh) | pretraining (J) | transfers | transfer energy (J) | "
                  + " | ".join(f"{k} training (J)" for k in methods) + " |")
