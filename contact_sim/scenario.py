@@ -420,8 +420,8 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
                                "of an imported plan have no orbit and are taken as always sunlit)")
         sunlight_step_s = et.num("sunlight_step_s", 60.0, positive=True)
         try:
-            check_sunlight_steps(time.duration_s, sunlight_step_s, "energy.sunlight_step_s")
-            if constellation is not None:  # satellites' eclipses need the Sun over the whole horizon
+            if constellation is not None:  # satellites' eclipses: a search grid and the Sun over the horizon
+                check_sunlight_steps(time.duration_s, sunlight_step_s, "energy.sunlight_step_s")
                 check_sunlight_span(time.start, time.duration_s, "time.start")
         except OrbitError as exc:
             raise ContactError(str(exc)) from None
