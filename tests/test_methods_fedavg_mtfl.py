@@ -160,3 +160,19 @@ def test_mtfl_adam_refuses_lr_it_would_ignore(nodes):
     a = get_method("mtfl-adam", adam_lr=0.5).train_rounds(ctx_of(nodes, rounds=1)).state["global"]
     b = get_method("mtfl-adam", adam_lr=1e-6).train_rounds(ctx_of(nodes, rounds=1)).state["global"]
     assert any(not torch.equal(a[k], b[k]) for k in a)  # adam_lr reaches the optimiser
+
+
+def test_mtfl_adam_divergence_names_the_adam_rate(nodes):
+    """When FedAvg-Adam's local training diverges, the error names the rate the
+    Adam steps ran at (adam_lr), not the swarm's SGD rate it never used."""
+    from fol.errors import TrainingError
+
+    model = build_model(nodes[0].spec)
+    state = model.state_dict()
+    priv = private_keys(model, "params")
+    task = MTFLTask(nodes[0].spec, {k: v for k, v in state.items() if k not in priv},
+                    {k: v for k, v in state.items() if k in priv}, nodes[0].data,
+                    TrainConfig(epochs=2, lr=0.0123), adam=True, adam_lr=1e30)
+    with pytest.raises(TrainingError, match=r"learning rate 1e\+30") as err:
+        mtfl_client_update(task)
+    assert "0.0123" not in str(err.value)

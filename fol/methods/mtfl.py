@@ -37,7 +37,7 @@ evaluates it with its own patches.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import torch
@@ -107,14 +107,16 @@ def mtfl_client_update(task: MTFLTask) -> MTFLUpload:
     model.load_state_dict(state)
     private = set(task.patches)
     optimizer = None
+    cfg = task.cfg
     named = dict(model.named_parameters())
     if task.adam:
+        cfg = replace(cfg, lr=task.adam_lr)  # the rate the steps run at (what a divergence error reports)
         optimizer = torch.optim.Adam(model.parameters(), lr=task.adam_lr, weight_decay=task.cfg.weight_decay)
         for name, p in named.items():
             src = task.private_moments if name in private else task.global_moments
             if name in src:
                 optimizer.state[p] = {k: v.clone() for k, v in src[name].items()}
-    hist = fit(model, task.data.train.tensors(), task.cfg, optimizer=optimizer)
+    hist = fit(model, task.data.train.tensors(), cfg, optimizer=optimizer)
     new = {k: v.detach().clone() for k, v in model.state_dict().items()}
     moments: dict[str, dict[str, torch.Tensor]] = {}
     priv_moments: dict[str, dict[str, torch.Tensor]] = {}
