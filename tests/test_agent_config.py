@@ -413,3 +413,36 @@ def test_a_folder_given_as_the_agent_config_says_an_agent_config_file(tmp_path: 
     """The one line read 'expected a agent config file'."""
     with pytest.raises(ConfigError, match=r": is a directory; expected an agent config file$"):
         AgentConfig.from_toml(tmp_path)
+
+
+def test_position_log_file_resolves_against_the_config_folder(tmp_path: Path, monkeypatch) -> None:
+    """A .tlog (or serial device) path in [position] is a path of the config like any other: relative to
+    the TOML's folder, and a missing one is one line naming the file and the field, at load time."""
+    data = _base(tmp_path)
+    data["position"] = {"connection": "flight.tlog"}
+    path = tmp_path / "node.toml"
+    path.write_text(toml_text(data))
+    monkeypatch.chdir("/")
+    with pytest.raises(ConfigError, match=r"node\.toml: position\.connection: .*flight\.tlog: no such file or "
+                                          r"serial device") as err:
+        AgentConfig.from_toml(path)
+    assert "\n" not in str(err.value)
+    (tmp_path / "flight.tlog").write_bytes(b"")
+    assert AgentConfig.from_toml(path).position.connection == str(tmp_path / "flight.tlog")
+    data["position"]["connection"] = "udpin:127.0.0.1:14550"  # a network connection string: as written
+    path.write_text(toml_text(data))
+    assert AgentConfig.from_toml(path).position.connection == "udpin:127.0.0.1:14550"
+
+
+def test_serial_position_port_without_pyserial_says_what_to_install(tmp_path: Path, monkeypatch) -> None:
+    """pymavlink (the 'mavlink' extra) opens a serial port only with pyserial, which it does not require:
+    the documented '/dev/ttyAMA0' must not fail later with "No module named 'serial'"."""
+    import fol.agent.config as agent_config
+
+    monkeypatch.setattr(agent_config, "_pyserial_installed", lambda: False)
+    data = _base(tmp_path)
+    data["position"] = {"connection": "/dev/null", "baud": 921600}  # a character device, like /dev/ttyAMA0
+    with pytest.raises(ConfigError, match=r"position\.connection: '/dev/null' is a serial port.*pip install pyserial"):
+        AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
+    monkeypatch.setattr(agent_config, "_pyserial_installed", lambda: True)
+    assert AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml").position.connection == "/dev/null"

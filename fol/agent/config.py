@@ -261,6 +261,8 @@ class AgentConfig:
         if trigger.on_board and data_spec is None:
             node.fail("data", "missing (needed for on-board personalization; or set trigger.on_board = false)")
         position = _table(PositionConfig, doc.table("position"), source) if "position" in doc else None
+        if position is not None:
+            position = _position_device(position, base, source)
         fol_table = doc.table("fol")
         return cls(
             node_id=node_id, listen=listen, control=control, secret_key=path_field("secret_key"),
@@ -268,6 +270,28 @@ class AgentConfig:
             data_root=None if data_root is None else str(data_root), variant=variant, peers=peers, limits=limits,
             trigger=trigger, fol=dict(fol_table.data), source=source, position=position,
         )
+
+
+def _pyserial_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("serial") is not None
+
+
+def _position_device(position: PositionConfig, base: Path, source: str) -> PositionConfig:
+    """A ``[position]`` connection without ':' is a log file or a serial device: resolved against the config's
+    folder like every path, and checked now (pymavlink would take a missing file for a serial port, and opens a
+    serial port only with pyserial, which it does not require)."""
+    if ":" in position.connection:  # udpin:/tcp:/... or host:port: a network connection, as written
+        return position
+    path = base / os.path.expanduser(position.connection)
+    where = f"{source}: position.connection"
+    if not path.exists():
+        raise ConfigError(f"{where}: {path}: no such file or serial device")
+    if not path.is_file() and not _pyserial_installed():
+        raise ConfigError(f"{where}: {position.connection!r} is a serial port, which pymavlink opens only with "
+                          f"pyserial: pip install pyserial")
+    return dataclasses.replace(position, connection=str(path))
 
 
 def _table(cls: type, table: Table, source: str) -> Any:

@@ -5,7 +5,8 @@ Optional ``[position]`` table of the agent configuration::
     [position]
     source = "mavlink"                      # the only source so far
     connection = "udpin:127.0.0.1:14550"    # any pymavlink connection string
-                                            # (a serial port "/dev/ttyACM0", "tcp:host:port", a .tlog file)
+                                            # (a serial port "/dev/ttyACM0" (needs pyserial), "tcp:host:port",
+                                            # a .tlog file; a path is relative to the config's folder)
     baud = 57600                            # serial ports only
     stale_s = 5.0                           # a fix older than this is logged as stale
 
