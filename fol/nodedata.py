@@ -64,13 +64,14 @@ class NodeDataSpec:
 _INT_FIELDS = {"nodes", "node", "per_node", "size", "seed"}
 
 
-def parse_node_data(text: str, root: str | None = None) -> NodeDataSpec:
-    """Parse a ``--data`` spec (see :data:`NODE_DATA_HELP`)."""
+def parse_node_data(text: str, root: str | None = None, where: str = "--data") -> NodeDataSpec:
+    """Parse a ``--data`` spec (see :data:`NODE_DATA_HELP`); errors name it ``where`` (an agent: its
+    config file and ``node.data``)."""
     text = text.strip()
     if "=" not in text or (text and Path(text).is_dir()):  # a folder may have '=' in its name (run=1/)
         path = Path(text)
         if not path.is_dir():
-            raise ConfigError(f"--data {text!r}: not a folder and not key=value pairs ({NODE_DATA_HELP})")
+            raise ConfigError(f"{where} {text!r}: not a folder and not key=value pairs ({NODE_DATA_HELP})")
         return NodeDataSpec(dataset="imagefolder", path=str(path), partition="all", per_node=None, root=root)
     known = {f.name for f in dataclasses.fields(NodeDataSpec)}
     values: dict[str, object] = {"root": root}
@@ -79,9 +80,9 @@ def parse_node_data(text: str, root: str | None = None) -> NodeDataSpec:
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or key not in known:
-            raise ConfigError(f"--data: unknown or malformed entry {part!r}; expected keys {', '.join(sorted(known))}")
+            raise ConfigError(f"{where}: unknown or malformed entry {part!r}; expected keys {', '.join(sorted(known))}")
         if key in given:
-            raise ConfigError(f"--data: {key!r} is given twice ({key}={given[key].strip()}, then {part}); keep one")
+            raise ConfigError(f"{where}: {key!r} is given twice ({key}={given[key].strip()}, then {part}); keep one")
         given[key] = value
         try:
             if key in _INT_FIELDS:
@@ -91,20 +92,20 @@ def parse_node_data(text: str, root: str | None = None) -> NodeDataSpec:
             else:
                 values[key] = value.strip()
         except ValueError:
-            raise ConfigError(f"--data: {key}={value!r} is not a valid {'integer' if key in _INT_FIELDS else 'number'}") from None
+            raise ConfigError(f"{where}: {key}={value!r} is not a valid {'integer' if key in _INT_FIELDS else 'number'}") from None
     if "dataset" not in values:
-        raise ConfigError("--data: 'dataset=NAME' is required")
+        raise ConfigError(f"{where}: 'dataset=NAME' is required")
     spec = NodeDataSpec(**values)  # type: ignore[arg-type]
     if spec.partition not in ("dirichlet", "region", "all"):
-        raise ConfigError(f"--data: partition={spec.partition!r}; expected dirichlet, region or all")
+        raise ConfigError(f"{where}: partition={spec.partition!r}; expected dirichlet, region or all")
     if spec.nodes < 1 or not 0 <= spec.node < spec.nodes:
-        raise ConfigError(f"--data: node={spec.node} must be in [0, nodes={spec.nodes})")
+        raise ConfigError(f"{where}: node={spec.node} must be in [0, nodes={spec.nodes})")
     if not 0 < spec.psi < float("inf"):
-        raise ConfigError(f"--data: psi={spec.psi} must be a finite number > 0")
+        raise ConfigError(f"{where}: psi={spec.psi} must be a finite number > 0")
     if not is_seed(spec.seed):
-        raise ConfigError(f"--data: seed={spec.seed}: expected an integer in 0..{MAX_SEED}")
+        raise ConfigError(f"{where}: seed={spec.seed}: expected an integer in 0..{MAX_SEED}")
     if spec.partition == "region" and spec.dataset == "imagefolder":  # known before any image is read
-        raise ConfigError("--data: partition=region places images by their coordinates, and a --data spec reads "
+        raise ConfigError(f"{where}: partition=region places images by their coordinates, and a --data spec reads "
                           "none from an image folder; use partition=dirichlet or all (or a scenario with data.coords)")
     return spec
 

@@ -1110,3 +1110,19 @@ def test_an_offer_whose_spec_differs_from_the_card_is_refused_in_a_bounded_line(
         inbox.verify(part, offer)
     msg = str(info.value)
     assert "'arch': 'cnn-small'" in msg and "'arch': 'xxxx" in msg and len(msg) < 600, len(msg)
+
+
+@pytest.mark.parametrize("data, message", [
+    ("dataset=synthetic-hurricane,nodes=2,node=5", r"node=5 must be in \[0, nodes=2\)"),
+    ("dataset=synthetic-hurricane,nodes=2,node=0,color=red", r"unknown or malformed entry 'color=red'"),
+])
+def test_a_bad_data_spec_names_the_config_file_and_node_data(tmp_path: Path, data: str, message: str) -> None:
+    """'fol agent' has no --data option: a mistake in node.toml's data is reported as node.data of that file."""
+    from fol.errors import ConfigError
+
+    node = Node(tmp_path, "receiver", [])
+    cfg = node.on_board_config({"auto_send": False}, {"rounds": 1})
+    cfg.data = data
+    with pytest.raises(ConfigError, match=rf"^receiver\.toml: node\.data: {message}") as err:
+        Agent(cfg, load_fol=False)
+    assert "--data" not in str(err.value)

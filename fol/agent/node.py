@@ -114,7 +114,7 @@ class Agent:
             from fol.nodedata import parse_node_data
 
             assert config.data is not None
-            self._data_spec = parse_node_data(config.data, root=config.data_root)
+            self._data_spec = parse_node_data(config.data, root=config.data_root, where=f"{config.source}: node.data")
         self._watchdog = Watchdog()
         self._stop = threading.Event()
         self._commands: queue.Queue = queue.Queue()
