@@ -446,3 +446,33 @@ def test_serial_position_port_without_pyserial_says_what_to_install(tmp_path: Pa
         AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
     monkeypatch.setattr(agent_config, "_pyserial_installed", lambda: True)
     assert AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml").position.connection == "/dev/null"
+
+
+def test_a_key_file_that_is_a_fifo_or_huge_is_refused_unread(tmp_path: Path) -> None:
+    """A key file is a few hundred bytes of text: a FIFO (or /dev/zero) given as one blocked or grew without
+    bound while pyzmq read it line by line; a huge file was read whole. Both are one line, without reading."""
+    import threading
+
+    fifo = tmp_path / "drone-2.key"
+    os.mkfifo(fifo)
+    result: dict[str, str] = {}
+
+    def trust() -> None:
+        try:
+            trust_key(tmp_path / "trusted", fifo)
+        except ConfigError as exc:
+            result["error"] = str(exc)
+
+    thread = threading.Thread(target=trust, daemon=True)
+    thread.start()
+    thread.join(2.0)
+    if thread.is_alive():  # blocked in open(): give it a writer so that the thread ends, then fail
+        with open(fifo, "w"):
+            pass
+        thread.join(2.0)
+        pytest.fail("reading a FIFO given as a key file blocked")
+    assert result["error"] == f"{fifo}: not a regular file; expected a public key file"
+    big = tmp_path / "drone-3.key"
+    big.write_bytes(b"x" * (1 << 20))
+    with pytest.raises(ConfigError, match=r"drone-3\.key: 1048576 bytes, too large for a public key file"):
+        trust_key(tmp_path / "trusted", big)

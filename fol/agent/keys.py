@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -106,11 +107,25 @@ def _folder_failure(exc: OSError) -> str:
     return "exists and is not a folder" if isinstance(exc, FileExistsError) else str(exc.strerror or exc)
 
 
+#: A ZeroMQ certificate file is a few hundred bytes; anything larger is not one (refused unread).
+MAX_CERTIFICATE_BYTES = 64 * 1024
+
+
 def _read_certificate(path: str | os.PathLike[str], kind: str) -> tuple[bytes, bytes | None]:
     """``(public, secret or None)`` as written in a ZeroMQ certificate file (not yet checked as
     Z85); a missing, unreadable or malformed file is one :class:`ConfigError` line."""
     if not os.path.exists(path):  # pyzmq says "Invalid certificate file" for a missing one
         raise ConfigError(f"{path}: {kind} file not found")
+    try:  # pyzmq reads line by line: a FIFO or /dev/zero would block or grow without bound
+        info = os.stat(path)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {kind} file ({exc.strerror or exc})") from None
+    if not stat.S_ISDIR(info.st_mode):  # a folder: the OSError below
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{path}: not a regular file; expected a {kind} file")
+        if info.st_size > MAX_CERTIFICATE_BYTES:
+            raise ConfigError(f"{path}: {info.st_size} bytes, too large for a {kind} file "
+                              f"(at most {MAX_CERTIFICATE_BYTES})")
     try:
         return zmq.auth.load_certificate(path)
     except OSError as exc:  # a folder, no permission
