@@ -287,7 +287,7 @@ class Agent:
         try:
             return fut.result(timeout)
         except concurrent.futures.TimeoutError:
-            raise ConfigError(f"agent {self.node_id} did not answer {command!r} within {timeout:.0f} s") from None
+            raise ConfigError(f"agent {self.node_id} did not answer {command!r} within {timeout:g} s") from None
 
     def run(self) -> None:
         """The poll loop; returns after :meth:`stop` (or a ``stop`` command)."""
@@ -762,7 +762,7 @@ def control_request(config: AgentConfig, command: str, timeout_s: float = 10.0, 
                               f"connected ({zmq.strerror(exc.errno)})") from None
         sock.send_multipart(P.encode(P.CTL, {"command": command, **args}))
         if not sock.poll(int(timeout_s * 1000)):
-            raise ConfigError(f"agent {config.node_id} at {endpoint} did not answer within {timeout_s:.0f} s "
+            raise ConfigError(f"agent {config.node_id} at {endpoint} did not answer within {timeout_s:g} s "
                               f"(not running, or pid {info.get('pid')} crashed)")
         kind, header, _ = P.decode(sock.recv_multipart(), max_header_bytes=P.MAX_CONTROL_REPLY_BYTES,
                                    max_items=P.MAX_CONTROL_REPLY_ITEMS)
