@@ -73,6 +73,9 @@ def test_default_payload_limit_matches_the_safe_format() -> None:
         (lambda d: d["peers"][0].update(address="tcp://127.0.0.1:*"), "peers[0].address"),
         (lambda d: d["limits"].update(max_payload_bytes=-5), "limits.max_payload_bytes: expected an integer >= 1"),
         (lambda d: d["limits"].update(chunk_timeout_s="soon"), "limits.chunk_timeout_s"),
+        # a back-off cap below its first step was taken: every retry waited the cap, not 30 s, 60 s, ...
+        (lambda d: d["limits"].update(round_retry_s=60.0, round_retry_max_s=10.0),
+         "limits.round_retry_max_s: expected at least limits.round_retry_s (60 s), got 10"),
         (lambda d: d["trigger"].update(models=0), "trigger.models: expected an integer >= 1"),
         (lambda d: d["trigger"].update(on_board="yes"), "trigger.on_board: expected true or false"),
         (lambda d: d["node"].pop("data"), "node.data: missing"),

@@ -36,7 +36,7 @@ has the same layout)::
     partial_max_age_s = 86400.0             # abandoned partial transfers older than this are deleted
     reject_memory_s = 3600.0                # a rejected model (id or bytes) from a peer is refused unread this long
     round_retry_s = 30.0                    # a failed round is retried after this long, doubling each time ...
-    round_retry_max_s = 1800.0              # ... up to this
+    round_retry_max_s = 1800.0              # ... up to this (at least round_retry_s)
 
     [trigger]
     models = 2          # personalize when Q models of the round arrived (default: min(#peers, fol.max_neighbours))
@@ -134,6 +134,9 @@ class Limits:
         _check_numbers(self, "limits")
         if self.chunk_bytes > 16 * 1024 * 1024:
             raise ConfigError(f"limits.chunk_bytes: expected at most 16 MiB (16777216), got {self.chunk_bytes}")
+        if self.round_retry_max_s < self.round_retry_s:  # the back-off would start above its cap
+            raise ConfigError(f"limits.round_retry_max_s: expected at least limits.round_retry_s "
+                              f"({self.round_retry_s:g} s), got {self.round_retry_max_s:g}")
 
 
 @dataclass(frozen=True)
