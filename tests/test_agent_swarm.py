@@ -158,6 +158,9 @@ def test_control_command_personalizes_with_what_arrived(tmp_path: Path, pretrain
         assert status["history"] == []  # 1 of Q = 2: not triggered
         assert control_request(cfg, "personalize")["started"]
         status = _wait(lambda: (s := control_request(cfg, "status"))["finished"] and s, 60, "personalization")
+        with pytest.raises(ConfigError) as done:  # the node named once ('agent X: X: ...' before)
+            control_request(cfg, "personalize")
+        assert str(done.value) == f"agent {cfg.node_id}: all 1 round(s) are done"
     finally:
         agent.stop()
     (entry,) = status["history"]

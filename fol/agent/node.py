@@ -370,7 +370,7 @@ class Agent:
             return exc
         log.error("%s: command %r failed", self.node_id, command, exc_info=exc)
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-        return ConfigError(f"{self.node_id}: command {command!r} failed ({type(exc).__name__}: {detail}); "
+        return ConfigError(f"command {command!r} failed ({type(exc).__name__}: {detail}); "
                            f"the agent keeps running")
 
     def _guarded(self, fn: Any, *args: Any) -> Any:
@@ -644,9 +644,9 @@ class Agent:
             return self.status()
         if command == "personalize":
             if not self.cfg.trigger.on_board:
-                raise ConfigError(f"{self.node_id}: on-board personalization is off ([trigger] on_board = false)")
+                raise ConfigError("on-board personalization is off ([trigger] on_board = false)")
             if self.inbox.state.finished:
-                raise ConfigError(f"{self.node_id}: all {self.rounds} round(s) are done")
+                raise ConfigError(f"all {self.rounds} round(s) are done")
             if self._job is not None:
                 return {"started": False, "detail": "a personalization is already running"}
             self._force = True
@@ -654,7 +654,7 @@ class Agent:
         if command == "send":
             peer = args.get("peer")
             if peer not in self.links:
-                raise ConfigError(f"{self.node_id}: unknown peer {peer!r}; configured peers: "
+                raise ConfigError(f"unknown peer {peer!r}; configured peers: "
                                   f"{', '.join(self.links) or 'none'}")
             model_id = self.inbox.own_model_id(self.inbox.state.current_model)
             assert model_id is not None
@@ -665,7 +665,7 @@ class Agent:
         if command == "reload":
             error = self._check_trust(force=True)
             if error is not None:
-                raise ConfigError(f"{self.node_id}: trust store not reloaded: {error}; still trusted: "
+                raise ConfigError(f"trust store not reloaded: {error}; still trusted: "
                                   f"{', '.join(sorted(self.trust.peers.values())) or 'none'}")
             return {"trusted_peers": sorted(self.trust.peers.values())}
         if command == "stop":
