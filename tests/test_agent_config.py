@@ -479,3 +479,14 @@ def test_a_key_file_that_is_a_fifo_or_huge_is_refused_unread(tmp_path: Path) -> 
     big.write_bytes(b"x" * (1 << 20))
     with pytest.raises(ConfigError, match=r"drone-3\.key: 1048576 bytes, too large for a public key file"):
         trust_key(tmp_path / "trusted", big)
+
+
+def test_ctl_refuses_a_peer_id_its_command_would_ignore(tmp_path: Path, capsys) -> None:
+    """'fol agent ctl node.toml status drone-2' ran status and dropped drone-2 without a word;
+    only 'send' takes a peer id. Refused in one line before the configuration is read."""
+    from fol.cli import main
+
+    assert main(["agent", "ctl", str(tmp_path / "absent.toml"), "status", "drone-2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["fol agent: error: fol agent ctl NODE status: takes no peer id (only 'send PEER' does), "
+                   "got 'drone-2'"]

@@ -68,13 +68,17 @@ def _run_ctl(args: argparse.Namespace) -> int:
     from fol.agent.config import AgentConfig
     from fol.agent.node import control_request
     from fol.errors import ConfigError
+    from swarmbase.tomlcheck import shown
 
-    cfg = AgentConfig.from_toml(args.node)
     extra = {}
     if args.action == "send":
         if not args.peer:
             raise ConfigError("fol agent ctl NODE send PEER: the peer id is missing")
         extra["peer"] = args.peer
+    elif args.peer is not None:  # it would be ignored: a mistyped command line
+        raise ConfigError(f"fol agent ctl NODE {args.action}: takes no peer id (only 'send PEER' does), "
+                          f"got {shown(args.peer)}")
+    cfg = AgentConfig.from_toml(args.node)
     answer = control_request(cfg, args.action, timeout_s=args.timeout, **extra)
     if args.json or args.action != "status":
         print(json.dumps(answer, indent=2, sort_keys=True))
