@@ -152,6 +152,11 @@ _METADATA_KEY = "fol"
 _FLOAT_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
 _INT_DTYPES = {torch.int64: "I64"}
 _DTYPE_NAMES = {**_FLOAT_DTYPES, **_INT_DTYPES}
+_DTYPES_EXPECTED = "expected float32, float16, bfloat16 or int64"
+#: safetensors' names of the dtypes torch also has, as torch names them (the others are shown as written)
+_SAFETENSORS_DTYPES = {"F64": "float64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
+                       "U16": "uint16", "U32": "uint32", "U64": "uint64", "BOOL": "bool",
+                       "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
 _CARD_FIELDS = {
     "format", "version", "spec", "class_names", "input_shape", "producer", "round", "pruned", "sha256", "extra",
 }
@@ -611,6 +616,11 @@ def _parse_header(raw: bytes, header_len: int, source: str) -> dict[str, Any]:
     count = len(header) - ("__metadata__" in header)
     if count > MAX_TENSORS:
         raise CheckpointError(f"{source}: file lists {count} tensors, over the limit of {MAX_TENSORS}")
+    for name, entry in header.items():  # a dtype torch has no name for (F4, F8_E8M0) said only 'not valid'
+        dtype = entry.get("dtype") if isinstance(entry, dict) and name != "__metadata__" else None
+        if isinstance(dtype, str) and dtype not in _DTYPE_NAMES.values():
+            raise CheckpointError(f"{source}: tensor {shown(name)} has dtype "
+                                  f"{_SAFETENSORS_DTYPES.get(dtype, shown(dtype))}, {_DTYPES_EXPECTED}")
     return header
 
 
@@ -683,8 +693,7 @@ def _check_tensors(tensors: Mapping[str, torch.Tensor], source: str) -> None:
     for name, t in tensors.items():
         if t.dtype not in _DTYPE_NAMES:
             raise CheckpointError(
-                f"{source}: tensor {shown(name)} has dtype {str(t.dtype).removeprefix('torch.')}, "
-                f"expected float32, float16, bfloat16 or int64"
+                f"{source}: tensor {shown(name)} has dtype {str(t.dtype).removeprefix('torch.')}, {_DTYPES_EXPECTED}"
             )
         # flat: torch reduces at most 64 dimensions, a file's tensor may have any number (refused for its shape)
         finite = torch.isfinite(t.reshape(-1)) if t.dtype in _FLOAT_DTYPES else None

@@ -1043,3 +1043,19 @@ def test_personalize_reads_each_model_of_a_neighbours_folder_once(tmp_path: Path
         {"file": "0-own.safetensors", "reason": "the node's own model (--model), not a neighbour's"},
         {"file": "node1_copy.safetensors", "reason": "the same model as node1.safetensors (equal sha256), used once"},
     ]
+
+
+@pytest.mark.parametrize(("dtype", "shown_as"), [("F8_E8M0", "'F8_E8M0'"), ("F4", "'F4'"), ("F64", "float64"),
+                                                 ("U8", "uint8")])
+def test_a_dtype_torch_cannot_read_is_named_with_the_ones_expected(dtype: str, shown_as: str) -> None:
+    """A tensor of a dtype safetensors knows but torch does not load (F4, F8_E8M0) was refused as
+    'not a valid safetensors payload ('F4')', naming neither the tensor nor what was expected."""
+    data = _valid_payload()
+    n = _header_len(data)
+    header = json.loads(data[8:8 + n])
+    name = next(k for k in header if k != "__metadata__")
+    header[name]["dtype"] = dtype
+    raw = json.dumps(header).encode()
+    forged = struct.pack("<Q", len(raw)) + raw + data[8 + n:]
+    _assert_rejected(lambda: load_model_bytes(forged, source="peer.safetensors"), "peer.safetensors",
+                     f"tensor '{name}' has dtype {shown_as}, expected float32, float16, bfloat16 or int64")
