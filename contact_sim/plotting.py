@@ -60,9 +60,12 @@ def plot_contacts(plan: ContactPlan, traj: Trajectories, path: str | Path, t_s: 
         itrs_k = teme_to_itrs(pos[:, k:k + 1], traj.start, traj.times_s[k:k + 1])
         lat_k, lon_k, _ = geodetic_from_itrs(itrs_k[:, 0])
         for a, b in edges:
-            if abs(lon_k[a] - lon_k[b]) < 180:
-                ax.plot([lon_k[a], lon_k[b]], [lat_k[a], lat_k[b]], lw=0.5, color="tab:blue",
-                        alpha=0.5, zorder=2)
+            # a link across the +-180 deg meridian is drawn the short way: once from each side, the
+            # axis limits keep the half that is on the map (it was left out, yet counted as shown)
+            wrap = 0.0 if abs(lon_k[a] - lon_k[b]) < 180 else (360.0 if lon_k[b] < lon_k[a] else -360.0)
+            for shift in ((0.0,) if wrap == 0.0 else (0.0, -wrap)):
+                ax.plot([lon_k[a] + shift, lon_k[b] + wrap + shift], [lat_k[a], lat_k[b]], lw=0.5,
+                        color="tab:blue", alpha=0.5, zorder=2)
         sat = traj.kinds == 0
         ax.scatter(lon_k[sat], lat_k[sat], s=6, color="tab:red", zorder=3, label="satellites")
         if (~sat).any():

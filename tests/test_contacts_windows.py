@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import tomllib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -334,3 +336,32 @@ def test_windows_cut_at_the_horizon_start_and_end_exactly_on_it():
         assert 0 < cut.sum() < len(table)
         inner = table.t_start_s[~cut], table.t_end_s[~cut]
         assert inner[0].min() > 60.0 and inner[1].max() < horizon - 60.0
+
+
+def test_plot_draws_links_across_the_antimeridian(tmp_path: Path, monkeypatch) -> None:
+    """A satellite link whose ends lie either side of the +-180 deg meridian was left off the
+    map, yet counted in the title's 'links shown'; it is drawn from both sides (each half on the map)."""
+    import contact_sim.plotting as plotting
+    from contact_sim import build_trajectories, parse_contact_scenario, plan_from_trajectories
+    from orbits import geodetic_from_itrs, teme_to_itrs
+
+    doc = tomllib.loads('[constellation]\nkind = "walker-delta"\ntotal = 12\nplanes = 3\nphasing = 1\n'
+                        'altitude_km = 550.0\ninclination_deg = 53.0\nepoch = "2026-06-01T00:00:00Z"\n'
+                        '[time]\nduration_s = 6000.0\nstep_s = 60.0\n[link]\nmax_range_km = 5000.0\n')
+    scn = parse_contact_scenario(doc, tmp_path)
+    traj = build_trajectories(scn)
+    plan = plan_from_trajectories(traj, scn)
+    pos = traj.pos.transpose(1, 0, 2)
+    _, lon, _ = geodetic_from_itrs(teme_to_itrs(pos, traj.start, traj.times_s))
+    crossing = [(k, plotting._edges_at(plan, float(traj.times_s[k]))) for k in range(len(traj.times_s))]
+    k, edges = next((k, e) for k, e in crossing if any(abs(lon[a, k] - lon[b, k]) >= 180 for a, b in e))
+    across = sum(abs(lon[a, k] - lon[b, k]) >= 180 for a, b in edges)
+    figures = []
+    monkeypatch.setattr(plotting, "save_figure", lambda fig, path: figures.append(fig) or Path(path))
+    plotting.plot_contacts(plan, traj, tmp_path / "c.png", t_s=float(traj.times_s[k]))
+    lines = [ln for ln in figures[0].axes[0].get_lines() if ln.get_color() == "tab:blue"]  # the links
+    assert across >= 1 and len(lines) == len(edges) + across
+    assert f"{len(edges)} links shown" in figures[0].axes[0].get_title()
+    for ln in lines:  # each drawn the short way: less than 180 deg of longitude apart
+        x = ln.get_xdata()
+        assert abs(x[1] - x[0]) < 180
