@@ -27,6 +27,7 @@ This subpackage is the one place where the contact side (:mod:`orbits`,
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import json
@@ -263,6 +264,8 @@ def plan_deliveries(plan: ContactPlan, learners: list[int], sizes: Sequence[int]
     by_round = [list(s) for s in sizes] if per_round_sizes else [list(sizes)] * rounds
     if len(by_round) < rounds:
         raise ValueError(f"plan_deliveries: sizes for {len(by_round)} round(s), {rounds} needed")
+    # when each learner's pretraining was paid for: no model to send before it (bookings made here are sends)
+    pretrained_s = [_pretrained_at((batteries or {}).get(node)) for node in learners]
     out: list[dict[int, list[int]]] = []
     for r in range(rounds):
         sizes = by_round[r]  # this round's payload bytes per learner
@@ -282,7 +285,7 @@ def plan_deliveries(plan: ContactPlan, learners: list[int], sizes: Sequence[int]
                     break
                 battery = (batteries or {}).get(learners[j])
                 joules = sizes[j] * battery.model.j_per_byte if battery is not None else 0.0
-                ready = _pretrained_at(battery)  # no model to send before its pretraining is paid for
+                ready = pretrained_s[j]
                 if joules > 0 or ready is not None:
                     free = plan.earliest_transfer(learners[j], dst, r, sizes[j])
                     paid = _energy_start(plan, battery, learners[j], dst, r, sizes[j], joules, ready)
@@ -378,6 +381,7 @@ def _energy_summary(scn: SwarmScenario, plan: ContactPlan, batteries: dict[int, 
                     waits: list[dict[str, Any]]) -> dict[str, Any]:
     """Per node: eclipse share, battery at the end, joules spent by pretraining and transfers; the waits."""
     horizon = float(plan.round_boundaries_s[-1])
+    sent = collections.Counter(t.src for t in plan.transfers)  # also the free ones (j_per_byte = 0)
     nodes = []
     for node_idx in learners:
         b = batteries.get(node_idx)
@@ -390,7 +394,7 @@ def _energy_summary(scn: SwarmScenario, plan: ContactPlan, batteries: dict[int, 
             "battery_end_wh": b.level_at(horizon) / 3600.0,
             "pretraining_j": sum(j for _, j, label in b.spends if label == "pretraining"),
             "transfer_j": sum(j for _, j, label in b.spends if label.startswith("send")),
-            "transfers": sum(1 for t in plan.transfers if t.src == node_idx),  # also the free ones (j_per_byte = 0)
+            "transfers": sent[node_idx],
         })
     return {"model": asdict(scn.contact.energy), "nodes": nodes, "waits": waits}
 
