@@ -38,6 +38,7 @@ from fol.data import DEFAULT_MIN_SAMPLES, dirichlet_partition, make_synthetic, s
 from fol.data.synthetic import TASK_CLASSES  # noqa: E402
 from fol.defaults import DEFAULT_ARCH  # noqa: E402
 from fol.models import ModelSpec, architectures, build_model  # noqa: E402
+from fol.seeds import node_seed  # noqa: E402
 from fol.train import evaluate, fit  # noqa: E402
 
 
@@ -69,12 +70,12 @@ def main(argv: list[str] | None = None) -> int:
             shards = dirichlet_partition(pool.labels.numpy(), args.nodes, args.psi, seed=100 + seed,
                                          samples_per_node=args.per_node)
             for k, shard in enumerate(shards):
-                nd = split_node(pool.subset(shard), seed=seed * 1000 + k)
+                nd = split_node(pool.subset(shard), seed=node_seed(seed, k))
                 xv, yv = nd.val.tensors()
                 half = len(yv) // 2
                 stop, score = (xv[:half], yv[:half]), (xv[half:], yv[half:])
                 for lr, patience in cands:
-                    cfg = FOLConfig(pretrain_lr=lr, patience=patience, seed=seed * 1000 + k).pretrain_train()
+                    cfg = FOLConfig(pretrain_lr=lr, patience=patience, seed=node_seed(seed, k)).pretrain_train()
                     c, h, _ = nd.train.image_shape
                     model = build_model(ModelSpec(args.arch, nd.train.num_classes, c, h), seed=seed)
                     hist = fit(model, nd.train.tensors(), cfg, val=stop)

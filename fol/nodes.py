@@ -22,6 +22,7 @@ from fol.accounting import forward_macs, training_flops
 from fol.data import GeoDataset, NodeData, split_node
 from fol.methods.base import NodeSetup, serial_map
 from fol.models import ModelSpec, build_model
+from fol.seeds import node_seed
 from fol.train import TrainConfig, fit
 
 __all__ = ["build_nodes", "node_specs", "PretrainTask", "pretrain_node"]
@@ -77,8 +78,8 @@ def build_nodes(
     tasks = []
     for k, idx in enumerate(shards):
         shard = pool.subset(np.asarray(list(idx), dtype=np.int64), name=f"{pool.name}/{names[k]}")
-        data = split_node(shard, seed=seed * 1000 + k)
-        cfg = TrainConfig(**{**train.__dict__, "seed": seed * 1000 + k, "progress": False})
+        data = split_node(shard, seed=node_seed(seed, k))
+        cfg = TrainConfig(**{**train.__dict__, "seed": node_seed(seed, k), "progress": False})
         tasks.append(PretrainTask(k, names[k], specs[k], data, cfg, seed if init_seed is None else init_seed))
     results = map(pretrain_node, tasks)
     nodes = []

@@ -14,6 +14,7 @@ from fol.methods import NodeSetup, SwarmContext, get_method
 from fol.methods._common import local_config, shared_init
 from fol.methods.mtfl import MTFLTask, average_moments, mtfl_client_update, private_keys
 from fol.models import ModelSpec, build_model
+from fol.seeds import round_seed
 from fol.train import TrainConfig
 
 
@@ -142,7 +143,7 @@ def test_fedavg_adam_averages_moments(nodes):
         gp = private_keys(model, "params")
         ups.append(mtfl_client_update(MTFLTask(node.spec, {k2: v for k2, v in init.items() if k2 not in gp},
                                                {k2: v for k2, v in init.items() if k2 in gp}, node.data,
-                                               local_config(ctx, 1, ctx.seed * 7919 + k), adam=True)))
+                                               local_config(ctx, 1, round_seed(ctx.seed, 0, k)), adam=True)))
     ref = average_moments([u.moments for u in ups], [len(n.data.train) for n in nodes])
     name = federated[0]
     assert torch.allclose(ref[name]["exp_avg"], moments[name]["exp_avg"], atol=1e-6)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from fol.accounting import tensor_bytes
+from fol.defaults import MAX_SEED
 from fol.errors import ConfigError
 from fol.methods import SwarmContext, base, get_method
 from fol.train import TrainConfig
@@ -76,3 +77,21 @@ def test_rounds_option_overrides_the_context(nodes):
     assert all(r.rounds == 2 and len(r.extra["curve"]) == 2 for r in res)
     with pytest.raises(ConfigError, match="mtfl.rounds"):
         get_method("mtfl", rounds=0)
+
+
+def test_per_node_seeds_never_repeat_within_a_run_and_keep_the_small_swarm_arithmetic():
+    """Node k of seed s splits and pretrains with s * 1000 + k below 1,000 nodes and a
+    server round shuffles with s * 7919 + r * 1009 + k below 1,009 (every measured figure
+    used these); past those bounds the arithmetic would hand node 1,000 of seed s the
+    stream of node 0 of seed s + 1, and node 1,009 of round r that of node 0 of round r + 1."""
+    from fol.seeds import node_seed, round_seed
+
+    assert [node_seed(5, k) for k in (0, 999)] == [5000, 5999]
+    assert round_seed(5, 2, 1000, 8) == 5 * 7919 + 2 * 1009 + 1008
+    nodes = [node_seed(s, k) for s in range(3) for k in range(2500)]
+    assert len(set(nodes)) == len(nodes)
+    rounds = [round_seed(0, r, k) for r in range(4) for k in range(2500)]
+    assert len(set(rounds)) == len(rounds)
+    big = node_seed(MAX_SEED, 10**6), round_seed(MAX_SEED, 10**6, 10**6, 0x51)
+    assert all(2**48 <= v < 2**64 for v in big)  # above every arithmetic seed, within torch's 64 bits
+    torch.Generator().manual_seed(big[1])

@@ -43,6 +43,7 @@ from fol.accounting import model_bytes
 from fol.methods._common import Ledger, node_result, require_homogeneous, shared_init, state_of, train_flops_of
 from fol.methods.base import Method, NodeResult, NodeSetup, SwarmContext, register
 from fol.models import ModelSpec, build_model
+from fol.seeds import node_seed
 from fol.train import TrainConfig, evaluate, fit
 
 __all__ = ["PooledMethod", "PooledFinetuneMethod", "finetune_node"]
@@ -127,7 +128,7 @@ class PooledFinetuneMethod(PooledMethod):
         state, seen = pooled_state(ctx)
         spec = ctx.nodes[0].spec
         shape = tuple(ctx.nodes[0].data.train.images.shape[1:])
-        tasks = [(node.spec, state, node.data, replace(ctx.train, seed=ctx.seed * 1000 + k, progress=False))
+        tasks = [(node.spec, state, node.data, replace(ctx.train, seed=node_seed(ctx.seed, k), progress=False))
                  for k, node in enumerate(ctx.nodes)]
         tuned = ctx.map(finetune_node, tasks, desc="pooled-ft")
         out = []

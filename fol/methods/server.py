@@ -60,6 +60,7 @@ from fol.methods._common import (
 )
 from fol.methods.base import Method, NodeResult, SwarmContext
 from fol.models import ModelSpec, build_model
+from fol.seeds import round_seed
 from fol.train import TrainConfig, evaluate, fit
 
 __all__ = ["ServerMethod", "Traffic", "ClientTask", "train_client", "RoundsRun"]
@@ -203,7 +204,7 @@ class ServerMethod(Method):
 
     def local_cfg(self, ctx: SwarmContext, round_index: int, k: int, salt: int = 0) -> TrainConfig:
         """Local-training settings of node ``k`` in ``round_index`` (seeded per node and round)."""
-        return local_config(ctx, self.local_epochs, ctx.seed * 7919 + round_index * 1009 + k + salt, self.lr)
+        return local_config(ctx, self.local_epochs, round_seed(ctx.seed, round_index, k, salt), self.lr)
 
     def train_rounds(self, ctx: SwarmContext) -> RoundsRun:
         """The one server-round loop (cached in ``ctx.cache`` when :meth:`cache_key` is set)."""
