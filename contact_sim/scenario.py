@@ -12,7 +12,7 @@ Sections owned here (every key checked; unknown keys are errors)::
     inclination_deg = 53.0
     epoch = "2025-01-01T00:00:00Z"
     # tle_file = "shell.tle"   # kind = "tle" (path relative to the scenario file)
-    # omm_file = "gp.json"     # kind = "omm": CCSDS OMM / CelesTrak GP as JSON, CSV or XML
+    # omm_file = "gp.json"     # kind = "omm": CCSDS OMM / CelesTrak GP as JSON, CSV, XML or KVN
 
     [drones]
     count = 12                 # random-waypoint model ...

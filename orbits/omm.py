@@ -2,7 +2,9 @@
 
 Reads OMM files in the three layouts CelesTrak serves (JSON list of records,
 CSV with one header row, CCSDS NDM/XML) through sgp4's own OMM support
-(``sgp4.omm.parse_csv`` / ``parse_xml`` / ``initialize``), and writes a
+(``sgp4.omm.parse_csv`` / ``parse_xml`` / ``initialize``), and the CCSDS KVN
+layout (``KEY = value`` lines, Space-Track's ``format/kvn``; sgp4 has no
+reader for it, so :func:`_kvn_records` turns it into the same records), and writes a
 :class:`~orbits.constellation.Constellation` back out with
 ``sgp4.exporter.export_omm``. Every field sgp4 needs is checked first, so a
 malformed file raises :class:`OrbitError` naming the file, the record and the
@@ -53,7 +55,7 @@ from .errors import OrbitError
 #: Files larger than this are refused before they are read.
 MAX_OMM_BYTES = 64 * 1024 * 1024
 #: Accepted layouts.
-OMM_FORMATS = ("json", "csv", "xml")
+OMM_FORMATS = ("json", "csv", "xml", "kvn")
 
 _FLOAT_FIELDS = ("MEAN_MOTION", "ECCENTRICITY", "INCLINATION", "RA_OF_ASC_NODE", "ARG_OF_PERICENTER",
                  "MEAN_ANOMALY", "BSTAR", "MEAN_MOTION_DOT", "MEAN_MOTION_DDOT")
@@ -72,10 +74,22 @@ _XML_MEAN = ("EPOCH", "MEAN_MOTION", "ECCENTRICITY", "INCLINATION", "RA_OF_ASC_N
              "MEAN_ANOMALY")
 _XML_TLE = ("EPHEMERIS_TYPE", "CLASSIFICATION_TYPE", "NORAD_CAT_ID", "ELEMENT_SET_NO", "REV_AT_EPOCH", "BSTAR",
             "MEAN_MOTION_DOT", "MEAN_MOTION_DDOT")
+#: A KVN line ``KEY = value`` (CCSDS keywords: letters, digits and underscores), the value maybe ending in ``[unit]``.
+_KVN_LINE = re.compile(r"([A-Za-z][A-Za-z0-9_]*)\s*=\s*(.*)")
+_KVN_UNIT = re.compile(r"(.*?)\s*\[([^\[\]]*)\]")
+#: The units CCSDS 502.0-B gives the fields sgp4 reads (compared without case or blanks); a KVN value
+#: in another unit (``MEAN_MOTION = 0.0011 [rad/s]``) is refused rather than read as the expected one.
+_KVN_UNITS = {"MEAN_MOTION": "rev/day", "INCLINATION": "deg", "RA_OF_ASC_NODE": "deg", "ARG_OF_PERICENTER": "deg",
+              "MEAN_ANOMALY": "deg", "BSTAR": "1/er", "MEAN_MOTION_DOT": "rev/day**2", "MEAN_MOTION_DDOT": "rev/day**3"}
+#: The first line of a KVN message.
+_KVN_START = re.compile(r"\s*CCSDS_OMM_VERS\s*=")
 
 
 def omm_format(path: str | Path, text: str | None = None) -> str:
-    """``json`` / ``csv`` / ``xml`` from the file extension, else from the first character."""
+    """``kvn`` when the text starts with ``CCSDS_OMM_VERS =`` (no other layout can), else ``json`` /
+    ``csv`` / ``xml`` / ``kvn`` from the file extension, else from the first character."""
+    if text and _KVN_START.match(text):
+        return "kvn"
     ext = Path(path).suffix.lower().lstrip(".")
     if ext in OMM_FORMATS:
         return ext
@@ -194,6 +208,54 @@ def _blank_row(row: dict[Any, Any]) -> bool:
     return all(v is None or not v.strip() for v in values)
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _kvn_records(text: str, source: str) -> list[tuple[str, dict[str, str], dict[str, int]]]:
+    """``(where, fields, line of each field)`` of every message of a KVN text (CCSDS 502.0-B section 6:
+    ``KEY = value`` lines, ``COMMENT`` lines and blank lines; each message starts with ``CCSDS_OMM_VERS``)."""
+    out: list[tuple[str, dict[str, str], dict[str, int]]] = []
+    fields: dict[str, str] = {}
+    lines: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        body = line.strip()
+        if not body or body == "COMMENT" or body.startswith("COMMENT "):
+            continue
+        match = _KVN_LINE.fullmatch(body)
+        if match is None:
+            raise OrbitError(f"{source}:{number}: expected a 'KEY = value' line or a COMMENT line, got {shown(body)}")
+        key, value = match.group(1).upper(), match.group(2)
+        if key == "CCSDS_OMM_VERS":
+            fields, lines = {}, {}
+            out.append((f"{source}:{number}", fields, lines))
+        elif not out:
+            raise OrbitError(f"{source}:{number}: {key}: an OMM message must start with a CCSDS_OMM_VERS line")
+        elif key in lines:
+            raise OrbitError(f"{source}:{number}: {key}: given twice in one message (first on line {lines[key]})")
+        unit = _KVN_UNIT.fullmatch(value)
+        if unit is not None and (key in _KVN_UNITS or _is_number(unit.group(1))):  # 'NAME [DEB]' keeps its brackets
+            value, given = unit.group(1), unit.group(2)
+            expected = _KVN_UNITS.get(key)
+            if expected is not None and re.sub(r"\s", "", given).lower().replace("^", "**") != expected:
+                raise OrbitError(f"{source}:{number}: {key}: expected the unit [{expected}] or none, got {shown(given)}")
+        fields[key], lines[key] = value, number
+    return out
+
+
+def _at_field_line(exc: OrbitError, where: str, lines: dict[str, int]) -> OrbitError:
+    """An error about field KEY of the KVN message at ``where`` (``file:line``), moved to KEY's own line."""
+    match = re.match(re.escape(where) + r"\.([A-Z0-9_]+):", str(exc))
+    if match is None or match.group(1) not in lines:
+        return exc
+    source = where.rsplit(":", 1)[0]
+    return OrbitError(f"{source}:{lines[match.group(1)]}.{str(exc)[len(where) + 1:]}")
+
+
 def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
     if fmt == "json":
         try:
@@ -211,9 +273,8 @@ def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
             raise OrbitError(f"{source}: expected a JSON list of OMM records")
         return [(f"{source}: record {i}", rec) for i, rec in enumerate(doc)]
     if fmt == "csv":
-        if re.match(r"\s*CCSDS_OMM_VERS\s*=", text):  # Space-Track's "kvn" format, not a CSV header
-            raise OrbitError(f"{source}: OMM in KVN layout ('KEY = value' lines) is not supported; expected JSON, "
-                             "CSV or XML (CelesTrak and Space-Track serve all three)")
+        if _KVN_START.match(text):  # Space-Track's "kvn" format, not a CSV header
+            raise OrbitError(f"{source}: holds OMM in KVN layout ('KEY = value' lines), not CSV; read it as kvn")
         reader = _omm.parse_csv(io.StringIO(text))
         try:
             if not reader.fieldnames or "EPOCH" not in [f.strip().upper() for f in reader.fieldnames]:
@@ -233,14 +294,19 @@ def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
 
 
 def parse_omm_text(text: str, fmt: str, source: str = "<text>") -> Constellation:
-    """Parse OMM text (``fmt`` = json/csv/xml) into a :class:`Constellation`."""
+    """Parse OMM text (``fmt`` = json/csv/xml/kvn) into a :class:`Constellation`."""
     names, sats, catalog = [], [], []
     book = SatelliteNames()
-    for where, rec in _records(text, fmt, source):
-        sat, number, name = omm_satrec(rec, where)
-        names.append(book.claim(name, number, f"{where}.NORAD_CAT_ID: satellite {number} appears twice",
-                                lambda n: f"{where}.OBJECT_NAME: satellite name {shown(n)} is used twice",
-                                where=where))
+    records = (_kvn_records(text, source) if fmt == "kvn"
+               else [(where, rec, {}) for where, rec in _records(text, fmt, source)])
+    for where, rec, lines in records:
+        try:
+            sat, number, name = omm_satrec(rec, where)
+            names.append(book.claim(name, number, f"{where}.NORAD_CAT_ID: satellite {number} appears twice",
+                                    lambda n: f"{where}.OBJECT_NAME: satellite name {shown(n)} is used twice",
+                                    where=where))
+        except OrbitError as exc:  # a KVN field's error names the field's own line
+            raise _at_field_line(exc, where, lines) from None
         sats.append(sat)
         catalog.append(number)
     if not sats:
@@ -249,7 +315,7 @@ def parse_omm_text(text: str, fmt: str, source: str = "<text>") -> Constellation
 
 
 def read_omm(path: str | Path, fmt: str | None = None) -> Constellation:
-    """Read an OMM file (JSON, CSV or XML; by extension unless ``fmt`` is given)."""
+    """Read an OMM file (JSON, CSV, XML or KVN; see :func:`omm_format` unless ``fmt`` is given)."""
     path = Path(path)
     text = read_text_file(path, OrbitError, "GP/OMM file", MAX_OMM_BYTES)
     fmt = fmt or omm_format(path, text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -206,15 +207,65 @@ def test_omm_csv_rows_left_blank_by_a_spreadsheet_are_skipped(tmp_path: Path) ->
         read_omm(path)  # a row after a blank one keeps its line number
 
 
-def test_omm_in_kvn_layout_is_named_as_such(tmp_path: Path) -> None:
-    """Space-Track also serves OMM as CCSDS KVN ('KEY = value' lines), which sgp4 cannot read: the
-    file was blamed for a missing CSV header; the message now says the layout is KVN."""
-    path = tmp_path / "iss.kvn"
-    path.write_text("CCSDS_OMM_VERS = 2.0\nCOMMENT from Space-Track\nOBJECT_NAME = ISS (ZARYA)\n"
-                    "EPOCH = 2026-08-01T06:30:00.000000\nMEAN_MOTION = 15.5 [rev/day]\n")
-    with pytest.raises(OrbitError, match=r"iss\.kvn: OMM in KVN layout \('KEY = value' lines\) is not "
-                                         r"supported; expected JSON, CSV or XML"):
+def _kvn(rec: dict, units: bool = True) -> str:
+    """One OMM message in CCSDS KVN layout as Space-Track writes it (units as CCSDS 502.0-B gives them)."""
+    unit = {"MEAN_MOTION": "rev/day", "INCLINATION": "deg", "RA_OF_ASC_NODE": "deg", "ARG_OF_PERICENTER": "deg",
+            "MEAN_ANOMALY": "deg", "BSTAR": "1/ER", "MEAN_MOTION_DOT": "rev/day**2", "MEAN_MOTION_DDOT": "rev/day**3"}
+    head = ("CCSDS_OMM_VERS = 2.0\nCOMMENT GENERATED VIA SPACE-TRACK.ORG API\nCREATION_DATE = 2026-08-01T07:00:00\n"
+            "ORIGINATOR = 18 SPCS\n\nCENTER_NAME = EARTH\nREF_FRAME = TEME\nTIME_SYSTEM = UTC\nMEAN_ELEMENT_THEORY = SGP4\n")
+    return head + "".join(f"{k} = {v}" + (f" [{unit[k]}]" if units and k in unit else "") + "\n" for k, v in rec.items())
+
+
+KVN_PAIR = [RECORD, {**RECORD, "OBJECT_NAME": "OLDSAT [DEB]", "NORAD_CAT_ID": 25544, "MEAN_ANOMALY": 12.5}]
+
+
+def test_omm_in_kvn_layout_reads_as_the_same_json(tmp_path: Path) -> None:
+    """Space-Track's format/kvn ('KEY = value' lines, CCSDS 502.0-B's own layout) was refused with a line
+    saying KVN is not supported; two concatenated messages now give the satellites the JSON gives."""
+    path = tmp_path / "gp.kvn"
+    path.write_text(_kvn(KVN_PAIR[0]) + "\n" + _kvn(KVN_PAIR[1], units=False))
+    kvn, js = read_omm(path), parse_omm_text(json.dumps(KVN_PAIR), "json", "gp.json")
+    assert kvn.names == js.names == ["NEWSAT 1", "OLDSAT [DEB]"] and kvn.catalog_numbers == [412345, 25544]
+    offsets = np.arange(0.0, 86400.0 + 1.0, 3600.0)
+    r_kvn, _ = propagate_offsets(kvn, EPOCH + "Z", offsets)
+    r_js, _ = propagate_offsets(js, EPOCH + "Z", offsets)
+    assert np.linalg.norm(r_kvn - r_js, axis=-1).max() * 1e3 < 1.0
+    for name in ("gp.omm", "gp.txt", "gp.csv"):  # found by its first line whatever the file is called
+        (tmp_path / name).write_text("\n" + path.read_text())
+        assert read_omm(tmp_path / name).catalog_numbers == [412345, 25544]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda t: t.replace("ORIGINATOR = 18 SPCS", "ORIGINATOR 18 SPCS"),
+     r"^gp\.kvn:4: expected a 'KEY = value' line or a COMMENT line, got 'ORIGINATOR 18 SPCS'$"),
+    (lambda t: "OBJECT_NAME = X\n" + t, r"^gp\.kvn:1: OBJECT_NAME: an OMM message must start with a CCSDS_OMM_VERS line$"),
+    (lambda t: t.replace("EPHEMERIS_TYPE = 0", "EPHEMERIS_TYPE = 0\nInclination = 3.0"),
+     r"^gp\.kvn:20: INCLINATION: given twice in one message \(first on line 15\)$"),
+    (lambda t: t.replace("MEAN_MOTION = 15.21834587 [rev/day]", "MEAN_MOTION = 0.0011 [rad/s]"),
+     r"^gp\.kvn:13: MEAN_MOTION: expected the unit \[rev/day\] or none, got 'rad/s'$"),
+    (lambda t: t.replace("MEAN_MOTION = 15.21834587", "MEAN_MOTION = fast"),  # the checks of every layout, at the line
+     r"^gp\.kvn:13\.MEAN_MOTION: expected a number, got 'fast'$"),
+    (lambda t: t.replace("EPOCH = 2026", "EPOCH = 1e9"), r"^gp\.kvn:12\.EPOCH: expected an ISO-8601 UTC time"),
+    (lambda t: t.replace("MEAN_ELEMENT_THEORY = SGP4", "MEAN_ELEMENT_THEORY = DSST"),
+     r"^gp\.kvn:9\.MEAN_ELEMENT_THEORY: only SGP4 mean elements are supported, got 'DSST'$"),
+    (lambda t: t.replace("INCLINATION = 97.4412 [deg]\n", ""), r"^gp\.kvn:1\.INCLINATION: missing \(required\)$"),
+    (lambda t: t + t, r"^gp\.kvn:47\.NORAD_CAT_ID: satellite 412345 appears twice$"),
+])
+def test_malformed_kvn_is_one_line_naming_the_line(tmp_path: Path, change, message: str) -> None:
+    path = tmp_path / "gp.kvn"
+    path.write_text(change(_kvn(RECORD)))
+    with pytest.raises(OrbitError, match=message.replace("gp\\.kvn", re.escape(str(path)))):
         read_omm(path)
+
+
+def test_a_bad_kvn_file_stops_fol_contacts_with_one_line(tmp_path: Path, capsys) -> None:
+    (tmp_path / "gp.kvn").write_text(_kvn(RECORD).replace("ECCENTRICITY = 0.0012345", "ECCENTRICITY = 1.5"))
+    scn = tmp_path / "scn.toml"
+    scn.write_text('[constellation]\nkind = "omm"\nomm_file = "gp.kvn"\n[time]\nstart = "2026-08-01T00:00:00Z"\n'
+                   'duration_s = 600.0\n[link]\nmax_range_km = 5000.0\n')
+    assert contacts_main(["contacts", str(scn), "--no-plot", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "gp.kvn:14.ECCENTRICITY: expected 0 <= e < 1, got 1.5" in err, err
 
 
 def test_an_omm_csv_the_csv_module_refuses_is_one_line(tmp_path):
