@@ -344,7 +344,7 @@ def omm_records(constellation: Constellation) -> list[dict[str, Any]]:
 
 
 def format_omm(constellation: Constellation, fmt: str = "json") -> str:
-    """OMM text of every satellite: ``json`` (CelesTrak GP layout), ``csv`` or ``xml`` (CCSDS NDM)."""
+    """OMM text of every satellite: ``json`` (CelesTrak GP layout), ``csv``, ``xml`` (CCSDS NDM) or ``kvn``."""
     records = omm_records(constellation)
     if fmt == "json":
         return json.dumps(records, indent=1) + "\n"
@@ -368,6 +368,12 @@ def format_omm(constellation: Constellation, fmt: str = "json") -> str:
                     ET.SubElement(parent, key).text = str(rec[key])
         ET.indent(root)
         return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    if fmt == "kvn":  # one message per satellite, in the order and with the units of CCSDS 502.0-B
+        created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        return "\n".join(f"CCSDS_OMM_VERS = 2.0\nCREATION_DATE = {created}\nORIGINATOR = fol-swarm\n" + "".join(
+            f"{key} = {rec[key]}" + (f" [{_KVN_UNITS[key].upper() if key == 'BSTAR' else _KVN_UNITS[key]}]"
+                                     if key in _KVN_UNITS else "") + "\n"
+            for key in _XML_META + _XML_MEAN + _XML_TLE) for rec in records)
     raise OrbitError(f"OMM format: expected one of {', '.join(OMM_FORMATS)}, got {fmt!r}")
 
 

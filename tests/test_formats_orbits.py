@@ -14,7 +14,7 @@ from sgp4.api import WGS72, Satrec
 from contact_sim import ContactError, compute_contacts, parse_contact_scenario
 from contact_sim.cli import main as contacts_main
 from orbits import (Constellation, OrbitError, circular_satrec, format_omm, format_tle, parse_omm_text, parse_tle_text, propagate_offsets,
-                    read_omm, tle_checksum, walker_delta)
+                    read_omm, tle_checksum, walker_delta, write_omm)
 from orbits.timeutil import parse_utc, sgp4_epoch_days
 
 EPOCH = "2026-08-01T06:30:00.000000"
@@ -51,7 +51,7 @@ def test_six_digit_omm_matches_direct_sgp4_within_1m(tmp_path: Path) -> None:
     assert err_m < 1.0
 
 
-@pytest.mark.parametrize("fmt", ["json", "csv", "xml"])
+@pytest.mark.parametrize("fmt", ["json", "csv", "xml", "kvn"])
 def test_omm_round_trip_each_layout(fmt: str) -> None:
     c = parse_omm_text(json.dumps([RECORD]), "json", "gp.json")
     back = parse_omm_text(format_omm(c, fmt), fmt, f"gp.{fmt}")
@@ -256,6 +256,19 @@ def test_malformed_kvn_is_one_line_naming_the_line(tmp_path: Path, change, messa
     path.write_text(change(_kvn(RECORD)))
     with pytest.raises(OrbitError, match=message.replace("gp\\.kvn", re.escape(str(path)))):
         read_omm(path)
+
+
+def test_kvn_export_round_trips_every_satrec_field(tmp_path: Path) -> None:
+    """write_omm / format_omm write KVN (CCSDS_OMM_VERS and header per message, CCSDS units) that reads
+    back to the same elements; format_omm(c, "kvn") was refused."""
+    c = parse_omm_text(json.dumps(KVN_PAIR), "json", "gp.json")
+    text = write_omm(tmp_path / "out.kvn", c).read_text()
+    assert text.count("CCSDS_OMM_VERS = 2.0\nCREATION_DATE = ") == 2 and re.search(r"\nMEAN_MOTION = 15\.218345\d* \[rev/day\]\n", text)
+    back = read_omm(tmp_path / "out.kvn")
+    assert back.names == c.names and back.catalog_numbers == c.catalog_numbers
+    fields = ("jdsatepoch", "jdsatepochF", "no_kozai", "ecco", "inclo", "nodeo", "argpo", "mo", "bstar", "ndot",
+              "nddot", "revnum", "elnum", "intldesg", "classification")
+    assert [[getattr(s, f) for f in fields] for s in back.satrecs] == [[getattr(s, f) for f in fields] for s in c.satrecs]
 
 
 def test_a_bad_kvn_file_stops_fol_contacts_with_one_line(tmp_path: Path, capsys) -> None:
