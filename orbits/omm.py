@@ -293,8 +293,29 @@ def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
     raise OrbitError(f"{source}: unknown OMM format {fmt!r}; expected one of {', '.join(OMM_FORMATS)}")
 
 
+def _server_answer(text: str, source: str) -> None:
+    """Refuse, quoting it, a server's error answer saved in place of the data: Space-Track answers a bad
+    query with a JSON object ``{"error": "..."}``, CelesTrak with one line of text (``No GP data found``);
+    each was blamed on a missing EPOCH or CSV header, or on invalid JSON or XML."""
+    body = text.strip()
+    if body.startswith("{") and len(body) <= 100_000:
+        try:
+            doc = json.loads(body)
+        except (ValueError, RecursionError):
+            return
+        error = ([v for k, v in doc.items() if k.lower() == "error"]
+                 if isinstance(doc, dict) and not {k.upper() for k in doc} & {"EPOCH", "MEAN_MOTION"} else [])
+        if error:
+            raise OrbitError(f"{source}: holds a server's error message, not OMM data: {shown(error[0], 200)}")
+    elif body and "\n" not in body and not body.startswith(("[", "<")) and "," not in body \
+            and "EPOCH" not in body.upper() and not _KVN_LINE.fullmatch(body):
+        raise OrbitError(f"{source}: holds one line of text, not OMM data: {shown(body, 200)} (a server's error "
+                         "message saved as the file?)")
+
+
 def parse_omm_text(text: str, fmt: str, source: str = "<text>") -> Constellation:
     """Parse OMM text (``fmt`` = json/csv/xml/kvn) into a :class:`Constellation`."""
+    _server_answer(text, source)
     names, sats, catalog = [], [], []
     book = SatelliteNames()
     records = (_kvn_records(text, source) if fmt == "kvn"

@@ -281,6 +281,22 @@ def test_a_bad_kvn_file_stops_fol_contacts_with_one_line(tmp_path: Path, capsys)
     assert err.count("\n") == 1 and "gp.kvn:14.ECCENTRICITY: expected 0 <= e < 1, got 1.5" in err, err
 
 
+@pytest.mark.parametrize("ext", ["json", "csv", "xml", "kvn", "txt"])
+def test_a_saved_server_error_answer_is_named_and_quoted(tmp_path: Path, ext: str) -> None:
+    """Space-Track answers a bad query with {"error": "..."} and CelesTrak with a line of text; saved as the
+    data they were blamed on a missing EPOCH, a missing CSV header or invalid JSON / XML."""
+    path = tmp_path / f"gp.{ext}"
+    path.write_text(json.dumps({"error": "You must be logged in to complete this action " + "x" * 5000}))
+    with pytest.raises(OrbitError, match=r"gp\.\w+: holds a server's error message, not OMM data: 'You must be "
+                                         r"logged in to complete this action xxx") as info:
+        read_omm(path)
+    assert len(str(info.value)) - len(str(path)) < 320
+    path.write_text("No GP data found\n")
+    with pytest.raises(OrbitError, match=r"gp\.\w+: holds one line of text, not OMM data: 'No GP data found' "
+                                         r"\(a server's error message saved as the file\?\)$"):
+        read_omm(path)
+
+
 def test_an_omm_csv_the_csv_module_refuses_is_one_line(tmp_path):
     """A quote left open makes its field run past the csv module's limit: that was a
     _csv.Error traceback."""
