@@ -76,7 +76,6 @@ _XML_TLE = ("EPHEMERIS_TYPE", "CLASSIFICATION_TYPE", "NORAD_CAT_ID", "ELEMENT_SE
             "MEAN_MOTION_DOT", "MEAN_MOTION_DDOT")
 #: A KVN line ``KEY = value`` (CCSDS keywords: letters, digits and underscores), the value maybe ending in ``[unit]``.
 _KVN_LINE = re.compile(r"([A-Za-z][A-Za-z0-9_]*)\s*=\s*(.*)")
-_KVN_UNIT = re.compile(r"(.*?)\s*\[([^\[\]]*)\]")
 #: The units CCSDS 502.0-B gives the fields sgp4 reads (compared without case or blanks); a KVN value
 #: in another unit (``MEAN_MOTION = 0.0011 [rad/s]``) is refused rather than read as the expected one.
 _KVN_UNITS = {"MEAN_MOTION": "rev/day", "INCLINATION": "deg", "RA_OF_ASC_NODE": "deg", "ARG_OF_PERICENTER": "deg",
@@ -216,6 +215,15 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def _kvn_unit(value: str) -> tuple[str, str] | None:
+    """``(number, unit)`` of a KVN value ending in ``[unit]``, else None (no regular expression: a
+    lazy one took seconds on a line of a few thousand blanks)."""
+    start = value.rfind("[")
+    if start < 0 or not value.endswith("]") or "]" in value[start + 1:-1]:
+        return None
+    return value[:start].rstrip(), value[start + 1:-1]
+
+
 def _kvn_records(text: str, source: str) -> list[tuple[str, dict[str, str], dict[str, int]]]:
     """``(where, fields, line of each field)`` of every message of a KVN text (CCSDS 502.0-B section 6:
     ``KEY = value`` lines, ``COMMENT`` lines and blank lines; each message starts with ``CCSDS_OMM_VERS``)."""
@@ -237,9 +245,9 @@ def _kvn_records(text: str, source: str) -> list[tuple[str, dict[str, str], dict
             raise OrbitError(f"{source}:{number}: {key}: an OMM message must start with a CCSDS_OMM_VERS line")
         elif key in lines:
             raise OrbitError(f"{source}:{number}: {key}: given twice in one message (first on line {lines[key]})")
-        unit = _KVN_UNIT.fullmatch(value)
-        if unit is not None and (key in _KVN_UNITS or _is_number(unit.group(1))):  # 'NAME [DEB]' keeps its brackets
-            value, given = unit.group(1), unit.group(2)
+        unit = _kvn_unit(value)
+        if unit is not None and (key in _KVN_UNITS or _is_number(unit[0])):  # 'NAME [DEB]' keeps its brackets
+            value, given = unit
             expected = _KVN_UNITS.get(key)
             if expected is not None and re.sub(r"\s", "", given).lower().replace("^", "**") != expected:
                 raise OrbitError(f"{source}:{number}: {key}: expected the unit [{expected}] or none, got {shown(given)}")

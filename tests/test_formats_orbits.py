@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -250,12 +251,17 @@ def test_omm_in_kvn_layout_reads_as_the_same_json(tmp_path: Path) -> None:
      r"^gp\.kvn:9\.MEAN_ELEMENT_THEORY: only SGP4 mean elements are supported, got 'DSST'$"),
     (lambda t: t.replace("INCLINATION = 97.4412 [deg]\n", ""), r"^gp\.kvn:1\.INCLINATION: missing \(required\)$"),
     (lambda t: t + t, r"^gp\.kvn:47\.NORAD_CAT_ID: satellite 412345 appears twice$"),
+    # a regular expression for the unit took 0.6 s on 20,000 blanks (quadratic; minutes for a 64 MB line)
+    (lambda t: t.replace("BSTAR = 0.00021345", "BSTAR = 1" + " " * 200_000 + "x"),
+     r"^gp\.kvn:24\.BSTAR: expected a number, got '1 x'$"),
 ])
 def test_malformed_kvn_is_one_line_naming_the_line(tmp_path: Path, change, message: str) -> None:
     path = tmp_path / "gp.kvn"
     path.write_text(change(_kvn(RECORD)))
+    t0 = time.perf_counter()
     with pytest.raises(OrbitError, match=message.replace("gp\\.kvn", re.escape(str(path)))):
         read_omm(path)
+    assert time.perf_counter() - t0 < 5.0  # milliseconds; a minute with the quadratic unit pattern
 
 
 def test_kvn_export_round_trips_every_satrec_field(tmp_path: Path) -> None:
