@@ -80,6 +80,8 @@ _KVN_LINE = re.compile(r"([A-Za-z][A-Za-z0-9_]*)\s*=\s*(.*)")
 #: in another unit (``MEAN_MOTION = 0.0011 [rad/s]``) is refused rather than read as the expected one.
 _KVN_UNITS = {"MEAN_MOTION": "rev/day", "INCLINATION": "deg", "RA_OF_ASC_NODE": "deg", "ARG_OF_PERICENTER": "deg",
               "MEAN_ANOMALY": "deg", "BSTAR": "1/er", "MEAN_MOTION_DOT": "rev/day**2", "MEAN_MOTION_DDOT": "rev/day**3"}
+#: A CCSDS day-of-year date (``2026-213T06:30:00``), which ``datetime.fromisoformat`` does not read.
+_DAY_OF_YEAR = re.compile(r"(\d{4}-\d{3})(?=T|$)")
 #: The first line of a KVN message.
 _KVN_START = re.compile(r"\s*CCSDS_OMM_VERS\s*=")
 
@@ -104,6 +106,10 @@ def _epoch_text(value: Any, where: str) -> str:
     if text[-1:] in "Zz":
         text = text[:-1]
     try:
+        ordinal = _DAY_OF_YEAR.match(text)  # CCSDS also allows YYYY-DDDThh:mm:ss (its own examples use it)
+        if ordinal:
+            day = _dt.datetime.strptime(ordinal.group(1), "%Y-%j").strftime("%Y-%m-%d")
+            text = day + text[len(ordinal.group(1)):]
         dt = _dt.datetime.fromisoformat(text)
     except ValueError:
         raise OrbitError(f"{where}.EPOCH: expected an ISO-8601 UTC time like 2025-03-01T12:00:00.000000, "

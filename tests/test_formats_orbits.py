@@ -277,6 +277,16 @@ def test_kvn_export_round_trips_every_satrec_field(tmp_path: Path) -> None:
     assert [[getattr(s, f) for f in fields] for s in back.satrecs] == [[getattr(s, f) for f in fields] for s in c.satrecs]
 
 
+def test_a_day_of_year_epoch_reads_as_the_calendar_date() -> None:
+    """CCSDS writes epochs as YYYY-MM-DDThh:mm:ss or YYYY-DDDThh:mm:ss (the day-of-year form is the one
+    of its KVN examples); the second was refused as 'expected an ISO-8601 UTC time'."""
+    doy = parse_omm_text(_kvn({**RECORD, "EPOCH": "2026-213T06:30:00.000000"}), "kvn", "gp.kvn").satrecs[0]
+    iso = parse_omm_text(json.dumps([RECORD]), "json", "gp.json").satrecs[0]
+    assert (doy.jdsatepoch, doy.jdsatepochF) == (iso.jdsatepoch, iso.jdsatepochF)
+    with pytest.raises(OrbitError, match=r"gp\.kvn:12\.EPOCH: expected an ISO-8601 UTC time .*, got '2026-367T00:00:00'"):
+        parse_omm_text(_kvn({**RECORD, "EPOCH": "2026-367T00:00:00"}), "kvn", "gp.kvn")
+
+
 def test_a_bad_kvn_file_stops_fol_contacts_with_one_line(tmp_path: Path, capsys) -> None:
     (tmp_path / "gp.kvn").write_text(_kvn(RECORD).replace("ECCENTRICITY = 0.0012345", "ECCENTRICITY = 1.5"))
     scn = tmp_path / "scn.toml"
