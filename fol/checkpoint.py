@@ -32,7 +32,10 @@ as a ``CheckpointError`` too. In order:
    names vs ``num_classes``, input shape vs spec);
 4. the architecture arguments within :data:`SPEC_LIMITS` (so a 500-byte card
    cannot ask for 10,000 residual blocks);
-5. the tensors: a well-formed safetensors payload whose :func:`model_digest`
+5. the tensors: a well-formed safetensors payload (byte ranges that follow one
+   another and each hold its shape's bytes, checked before any tensor is
+   allocated; each tensor is then read straight into its own storage, so
+   loading a file peaks near its size, ``benchmarks/load_memory.py``) whose :func:`model_digest`
    (sha256 over the card *and* the tensors) equals the card's ``sha256``, so
    a changed class name, producer or round is detected like a changed weight;
 6. dtypes limited to float32 / float16 / bfloat16 / int64, finite values (no NaN, +-Inf);
@@ -75,8 +78,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import struct
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -489,12 +494,12 @@ def load_model(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES,
         size = _stat_size(path, max_bytes, label)
         try:
             with open(path, "rb") as fh:
-                # read() sets aside the whole count it is given: ask for what the file holds (one
-                # byte more shows a file that grew since the stat), not for max_bytes
-                data = fh.read(min(size, max_bytes) + 1)
+                header_len = _header_length(fh.read(8), size, label)
+                raw = fh.read(header_len)
+                # the tensors are read one by one straight into their own storage (no copy of the whole file)
+                return _load(raw, header_len, size, _FileTensors(fh, label), label, legacy=False)
         except OSError as exc:
             raise CheckpointError(f"{label}: cannot read model file ({exc.strerror or 'I/O error'})") from None
-        return _load_bytes(data, max_bytes, label, legacy=False)
 
 
 def load_model_bytes(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES, source: str = "<bytes>") -> LoadedModel:
@@ -551,14 +556,57 @@ class _only_project_errors:
 def _load_bytes(data: Any, max_bytes: int, source: str, legacy: bool) -> LoadedModel:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise CheckpointError(f"{source}: model payload must be bytes, got {type(data).__name__}")
-    data = bytes(data)
-    if len(data) > max_bytes:
-        raise CheckpointError(f"{source}: model is {len(data)} bytes, over the size limit of {max_bytes} bytes")
-    header_len = _header_length(data[:8], len(data), source)
-    header = _parse_header(data[8 : 8 + header_len], header_len, source)
+    view = memoryview(data)
+    view = (view if view.c_contiguous else memoryview(bytes(view))).cast("B")
+    if view.nbytes > max_bytes:
+        raise CheckpointError(f"{source}: model is {view.nbytes} bytes, over the size limit of {max_bytes} bytes")
+    header_len = _header_length(view[:8], view.nbytes, source)
+    raw = bytes(view[8 : 8 + header_len])
+    return _load(raw, header_len, view.nbytes, _BytesTensors(view[8 + header_len :]), source, legacy)
+
+
+class _BytesTensors:
+    """The tensor bytes of a payload held in memory: each tensor's byte range is copied into it."""
+
+    def __init__(self, payload: memoryview) -> None:
+        self.payload = payload
+
+    def fill(self, dst: memoryview, begin: int) -> None:
+        dst[:] = self.payload[begin : begin + dst.nbytes]
+
+    def finish(self) -> None:
+        return None
+
+
+class _FileTensors:
+    """The tensor bytes of an open model file, read in file order (the byte ranges are checked to
+    follow one another from the end of the header) into each tensor."""
+
+    def __init__(self, fh: Any, source: str) -> None:
+        self.fh = fh
+        self.source = source
+
+    def fill(self, dst: memoryview, begin: int) -> None:
+        done = 0
+        while done < dst.nbytes:
+            got = self.fh.readinto(dst[done:])
+            if not got:
+                raise CheckpointError(f"{self.source}: truncated model file (it shrank while being read)")
+            done += got
+
+    def finish(self) -> None:
+        if self.fh.read(1):
+            raise CheckpointError(f"{self.source}: model file grew while being read, expected its size unchanged")
+
+
+def _load(raw: bytes, header_len: int, total: int, payload: "_BytesTensors | _FileTensors", source: str,
+          legacy: bool) -> LoadedModel:
+    """Validate and load a model file of ``total`` bytes whose header is ``raw``; its
+    tensors come from ``payload``, read only once the header and the card have passed."""
+    header = _parse_header(raw, header_len, source)
     card, raw_card = _card_from_header(header, source, legacy=legacy)
-    _check_spec_limits(card.spec, source)  # before any tensor is parsed or any module built
-    tensors = _parse_tensors(data, source)
+    _check_spec_limits(card.spec, source)  # before any tensor is read or any module built
+    tensors = _read_tensors(header, total - 8 - header_len, payload, source)
     if raw_card["version"] == LEGACY_VERSION:
         digest, covers = tensor_digest(tensors), "tensor"
     else:  # over the class names as the file holds them: one written before they were kept in NFC still loads
@@ -677,15 +725,72 @@ def _check_spec_limits(spec: ModelSpec, source: str) -> None:
                 raise CheckpointError(f"{source}: spec option {key!r} is {v}, over the loader's limit of {maximum}")
 
 
-def _parse_tensors(data: bytes, source: str) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load
+#: torch's dtype of each safetensors dtype name the format takes
+_TORCH_DTYPES = {name: dtype for dtype, name in _DTYPE_NAMES.items()}
+#: the largest tensor dimension torch can hold (int64)
+_MAX_DIM = 2**63 - 1
 
-    try:
-        return load(data)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as exc:  # noqa: BLE001 - the Rust parser panics with a BaseException subclass
-        raise CheckpointError(f"{source}: not a valid safetensors payload ({_one_line(exc)})") from None
+
+def _tensor_layout(header: Mapping[str, Any], payload_len: int,
+                   source: str) -> list[tuple[str, torch.dtype, list[int], int, int]]:
+    """The tensors of a parsed header, in file order, as ``(name, dtype, shape, begin, end)``
+    (byte range in the payload of ``payload_len`` bytes), checked as the safetensors library
+    checks a payload before any of it is allocated: metadata values are strings; every entry
+    has a dtype this format takes, a shape of non-negative integers and two offsets; in offset
+    order the ranges follow one another from 0 with no gap or overlap up to the payload's end,
+    and each holds exactly its shape's bytes."""
+
+    def bad(why: str) -> CheckpointError:
+        return CheckpointError(f"{source}: not a valid safetensors payload ({why})")
+
+    meta = header.get("__metadata__", {})
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise bad("'__metadata__' must map names to strings")
+    entries = []
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= entry.keys():
+            raise bad(f"tensor {shown(name)} needs 'dtype', 'shape' and 'data_offsets'")
+        dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+        if dtype not in _TORCH_DTYPES:  # a string outside them is refused by _parse_header, naming it
+            raise bad(f"tensor {shown(name)} has dtype {shown(dtype)}")
+        if not isinstance(shape, list) or not all(_is_int(d) and 0 <= d <= _MAX_DIM for d in shape):
+            raise bad(f"tensor {shown(name)} has shape {shown(shape)}, expected non-negative integers")
+        if (not isinstance(offsets, list) or len(offsets) != 2
+                or not all(_is_int(o) and 0 <= o <= payload_len for o in offsets)):
+            raise bad(f"tensor {shown(name)} has data_offsets {shown(offsets)}, expected [begin, end] within "
+                      f"the {payload_len} bytes of tensor data")
+        entries.append((name, _TORCH_DTYPES[dtype], shape, offsets[0], offsets[1]))
+    entries.sort(key=lambda e: (e[3], e[4]))
+    at = 0
+    for name, dtype, shape, begin, end in entries:
+        if begin != at or end < begin:
+            raise bad(f"invalid offset for tensor {shown(name)}")
+        if math.prod(shape) * dtype.itemsize != end - begin:
+            raise bad(f"tensor {shown(name)} holds {end - begin} bytes, its shape {shape} needs "
+                      f"{math.prod(shape) * dtype.itemsize}")
+        at = end
+    if at != payload_len:
+        raise bad(f"the tensors cover {at} of the {payload_len} bytes of tensor data")
+    return entries
+
+
+def _read_tensors(header: Mapping[str, Any], payload_len: int, payload: "_BytesTensors | _FileTensors",
+                  source: str) -> dict[str, torch.Tensor]:
+    """The tensors of a checked layout (:func:`_tensor_layout`), each read straight into its
+    own new storage: the whole payload is never held a second time, and no tensor is a view
+    of the caller's bytes or of the file (which may change after loading)."""
+    if sys.byteorder != "little":
+        raise CheckpointError(f"{source}: model files (little-endian) are loaded on little-endian machines only")
+    tensors: dict[str, torch.Tensor] = {}
+    for name, dtype, shape, begin, _ in _tensor_layout(header, payload_len, source):
+        t = torch.empty(shape, dtype=dtype)
+        if t.numel():
+            payload.fill(memoryview(t.reshape(-1).view(torch.uint8).numpy()), begin)
+        tensors[name] = t
+    payload.finish()
+    return dict(sorted(tensors.items()))  # name order, as safetensors gives them
 
 
 def _check_tensors(tensors: Mapping[str, torch.Tensor], source: str) -> None:
@@ -695,11 +800,18 @@ def _check_tensors(tensors: Mapping[str, torch.Tensor], source: str) -> None:
             raise CheckpointError(
                 f"{source}: tensor {shown(name)} has dtype {str(t.dtype).removeprefix('torch.')}, {_DTYPES_EXPECTED}"
             )
-        # flat: torch reduces at most 64 dimensions, a file's tensor may have any number (refused for its shape)
-        finite = torch.isfinite(t.reshape(-1)) if t.dtype in _FLOAT_DTYPES else None
-        if finite is not None and not bool(finite.all()):
-            bad = int((~finite).sum())
+        if t.dtype not in _FLOAT_DTYPES:
+            continue
+        # flat: torch reduces at most 64 dimensions, a file's tensor may have any number (refused for its shape);
+        # in slices, since isfinite makes temporaries as large as its input
+        flat = t.reshape(-1)
+        if not all(bool(torch.isfinite(part).all()) for part in flat.split(_FINITE_CHUNK)):
+            bad = sum(int((~torch.isfinite(part)).sum()) for part in flat.split(_FINITE_CHUNK))
             raise CheckpointError(f"{source}: tensor {shown(name)} has {bad} non-finite value(s) (NaN or Inf)")
+
+
+#: Values checked for NaN / Inf at a time (a few MB of temporaries, whatever the tensor's size).
+_FINITE_CHUNK = 1 << 20
 
 
 class _OverBudget(Exception):
@@ -852,9 +964,10 @@ def _check_structure(
     return True, model
 
 
-def _materialize(model: nn.Module, spec: ModelSpec, tensors: Mapping[str, torch.Tensor], source: str) -> nn.Module:
-    """Assign the loaded tensors to the checked ``meta`` module tree ``model``."""
-    state = {name: (t.float() if t.is_floating_point() else t) for name, t in tensors.items()}
+def _materialize(model: nn.Module, spec: ModelSpec, tensors: dict[str, torch.Tensor], source: str) -> nn.Module:
+    """Assign the loaded tensors to the checked ``meta`` module tree ``model`` (``tensors`` is emptied)."""
+    # float16 / bfloat16 are cast one tensor at a time, each half-precision copy dropped as it goes
+    state = {name: (t.float() if t.is_floating_point() else t) for name, t in _drained(tensors)}
     try:
         model.load_state_dict(state, strict=True, assign=True)
     except RuntimeError as exc:  # checked above; kept so that a surprise is still one line
@@ -863,6 +976,13 @@ def _materialize(model: nn.Module, spec: ModelSpec, tensors: Mapping[str, torch.
     if left:
         raise CheckpointError(f"{source}: model tensor {left[0]!r} was not provided by the file")
     return model.eval()
+
+
+def _drained(tensors: dict[str, torch.Tensor]) -> Any:
+    """The items of ``tensors``, each removed from it as it is given."""
+    while tensors:
+        name = next(iter(tensors))
+        yield name, tensors.pop(name)
 
 
 # --------------------------------------------------------------------------- helpers

@@ -638,6 +638,101 @@ def test_missing_paths_and_folders_are_rejected(tmp_path: Path) -> None:
     _assert_rejected(lambda: load_model_bytes("text", source="s"), "s", "bytes")  # type: ignore[arg-type]
 
 
+
+@functools.lru_cache(maxsize=None)
+def _one_mb_payload() -> bytes:
+    spec = ModelSpec("cnn", num_classes=2, options={"widths": [32, 64, 128, 128], "hidden": 64})
+    return model_to_bytes(build_model(spec, seed=0), ModelCard(spec, ["a", "b"]))
+
+
+def test_loading_holds_no_second_copy_of_the_tensor_data(tmp_path: Path) -> None:
+    """The tensors are read straight into their own storage: neither the file's bytes nor a
+    per-tensor copy of a payload is held as Python bytes while loading (the loader read the
+    whole file, then copied every tensor out of it: about 2x the file in Python objects).
+    tracemalloc sees Python's allocations, not torch's storage: what remains is the header,
+    the card and the module tree's bookkeeping."""
+    import tracemalloc
+
+    data = _one_mb_payload()
+    path = _write(tmp_path, data, "m.safetensors")
+    for load in (lambda: load_model(path), lambda: load_model_bytes(data)):
+        load()  # imports and caches outside the measurement
+        tracemalloc.start()
+        try:
+            load()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < len(data) / 4, (peak, len(data))
+
+
+def test_loaded_tensors_are_their_own_memory(tmp_path: Path) -> None:
+    """No loaded tensor is a view of the caller's buffer or of the file: changing
+    either after loading leaves the model as validated, and its weights can be trained in place."""
+    data = _valid_payload()
+    x = _inputs(SPEC)
+    want = _outputs(load_model_bytes(data).model, x)
+    buffer = bytearray(data)
+    path = _write(tmp_path, data)
+    for loaded in (load_model_bytes(buffer), load_model_bytes(memoryview(buffer)), load_model(path)):
+        start = 8 + _header_len(data)
+        buffer[start:] = bytes(len(buffer) - start)  # zero every tensor byte
+        path.write_bytes(bytes(buffer))
+        assert torch.equal(_outputs(loaded.model, x), want)
+        buffer[:] = data
+        with torch.no_grad():
+            next(loaded.model.parameters()).add_(1.0)  # writable, as training needs
+
+
+def _layout(entries: dict[str, dict], payload: bytes, metadata: dict | None = None) -> bytes:
+    """A safetensors file with the header ``entries`` (and ``__metadata__``) written as given."""
+    header = {**({"__metadata__": metadata} if metadata is not None else {}), **entries}
+    raw = json.dumps(header).encode()
+    return struct.pack("<Q", len(raw)) + raw + payload
+
+
+_CARD = json.dumps({"format": "fol-model", "version": 2, "spec": {"arch": "cnn-small", "num_classes": 2},
+                    "class_names": ["a", "b"], "sha256": "0" * 64})
+
+
+@pytest.mark.parametrize(
+    ("entries", "payload", "metadata", "fragment"),
+    [
+        ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, 12, None, "invalid offset for tensor 'a'"),
+        ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+          "b": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, 4, None, "invalid offset"),
+        ({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, 8, None, "its shape [3] needs 12"),
+        ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, 8, None, "cover 4 of the 8 bytes"),
+        ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 40]}}, 8, None, "within the 8 bytes"),
+        ({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}}, 4, None, "non-negative integers"),
+        ({"a": {"dtype": "F32", "shape": [2.0], "data_offsets": [0, 8]}}, 8, None, "non-negative integers"),
+        ({"a": {"dtype": "F32", "shape": [2**64, 0], "data_offsets": [0, 0]}}, 0, None, "non-negative integers"),
+        ({"a": {"dtype": "F32", "data_offsets": [0, 4]}}, 4, None, "needs 'dtype', 'shape' and 'data_offsets'"),
+        ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, 4, {"fol": _CARD, "n": 1},
+         "'__metadata__' must map names to strings"),
+    ],
+)
+def test_tensor_layouts_are_checked_before_any_tensor_is_read(entries: dict, payload: int, metadata: dict | None,
+                                                              fragment: str, tmp_path: Path) -> None:
+    """Byte ranges with gaps or overlaps, ranges that do not hold their shape or run past the data,
+    bad shapes: refused as safetensors refuses them, before a tensor is allocated."""
+    data = _layout(entries, bytes(payload), metadata if metadata is not None else {"fol": _CARD})
+    path = _write(tmp_path, data)
+    for call, source in ((lambda: load_model(path), str(path)), (lambda: load_model_bytes(data, source="p"), "p")):
+        assert "not a valid safetensors payload (" in str(_assert_rejected(call, source, fragment))
+
+
+@pytest.mark.parametrize("change", ["grew", "shrank"])
+def test_a_file_changed_since_its_size_was_read_is_refused(change: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import fol.checkpoint as ck
+
+    data = _valid_payload()
+    path = _write(tmp_path, data + b"\0" if change == "grew" else data[:-10])
+    monkeypatch.setattr(ck, "_stat_size", lambda *args, **kwargs: len(data))  # the size before the change
+    _assert_rejected(lambda: load_model(path), str(path), change)
+
+
 # ------------------------------------------- hostile cards: bounds, nesting, digest
 
 
