@@ -199,7 +199,7 @@ def personalize(
     if cfg.keep_received == "all":
         specs = {item.name: item.card.spec for item in usable}
         state.pool.extend(dataclasses.replace(c, name=_pooled_name(c.name, round), round=round, spec=specs[c.name],
-                                              val_logits=None)  # logits are shared within a round, not kept
+                                              val_logits=None, received_val_logits=None)  # shared within a round
                           for c in fresh)
     state.current_model = student
     state.deployed = ensemble if deploy_ensemble else state.current_model

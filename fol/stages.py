@@ -79,6 +79,9 @@ class Candidate:
     # its logits on the node's D_val from the pass that scored it, which the Top-K
     # selection and the ensemble fit share (None: not scored here, computed there)
     val_logits: torch.Tensor | None = field(default=None, repr=False, compare=False)
+    # a neighbour's: the received model's logits on D_val from the pass that gave ``score_before``,
+    # which the ``align_fallback = "received"`` candidate reuses (None: computed there)
+    received_val_logits: torch.Tensor | None = field(default=None, repr=False, compare=False)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready description (no tensors)."""
@@ -168,7 +171,8 @@ def align_neighbour(
     train, val = node.train.tensors(), node.val.tensors()
     shape = tuple(train[0].shape[1:])
     cand = Candidate(name=name, model=received, arch=arch)
-    cand.score_before = score(received, val)
+    cand.received_val_logits = predict_logits(received, val[0])  # what score() computes, kept for the fallback
+    cand.score_before = logit_scores(cand.received_val_logits, val[1]).accuracy
     cand.params_before = count_parameters(received)
     cand.macs_before = forward_macs(received, shape)
 
@@ -225,7 +229,7 @@ def fall_back_to_received(cand: Candidate, received: nn.Module, node: NodeData) 
     val = node.val.tensors()
     if not has_finite_outputs(received, node.train.images):
         return cand
-    val_logits = predict_logits(received, val[0])
+    val_logits = cand.received_val_logits if cand.received_val_logits is not None else predict_logits(received, val[0])
     if not bool(torch.isfinite(val_logits).all()):
         return cand
     return dataclasses.replace(

@@ -469,8 +469,23 @@ def test_align_fallback_never_ranks_a_neighbour_below_its_received_score(swarm, 
 
     monkeypatch.setattr(personalize_module, "align_neighbour", losing_alignment)
     plain = align_candidates(state, received, 1, FAST, False, RoundReport("n", 1, "fol"))
+    val_x = state.data.val.images
+    val_rows = [0] * len(received)  # rows of D_val each received model is run over
+
+    def counter(i):
+        def hook(module, inputs, output):
+            x = inputs[0]  # the hook travels with a deep copy (the aligned model): count the received one only
+            if module is received[i].model and x.shape[1:] == val_x.shape[1:] and any(torch.equal(x, val_x[j : j + len(x)])
+                                                      for j in range(0, len(val_x) - len(x) + 1, len(x))):
+                val_rows[i] += len(x)
+        return hook
+
+    hooks = [r.model.register_forward_hook(counter(i)) for i, r in enumerate(received)]
     kept = align_candidates(state, received, 1, FAST.replace(align_fallback="received"), False,
                             RoundReport("n", 1, "fol"))
+    for h in hooks:
+        h.remove()
+    assert val_rows == [len(val_x)] * len(received)  # once: the fallback reuses the pass that scored it as received
     assert all(isinstance(c.model, Constant) for c in plain[1:])
     assert all(c.score < c.score_before for c in plain[1:])
     for cand, item, sd in zip(kept[1:], received, before):
