@@ -105,7 +105,7 @@ def parse_node_data(text: str, root: str | None = None, where: str = "--data") -
     if not is_seed(spec.seed):
         raise ConfigError(f"{where}: seed={spec.seed}: expected an integer in 0..{MAX_SEED}")
     if spec.partition == "region" and spec.dataset == "imagefolder":  # known before any image is read
-        raise ConfigError(f"{where}: partition=region places images by their coordinates, and a --data spec reads "
+        raise ConfigError(f"{where}: partition=region places images by their coordinates, and a data spec reads "
                           "none from an image folder; use partition=dirichlet or all (or a scenario with data.coords)")
     return spec
 
@@ -124,25 +124,27 @@ def split_fields(spec: NodeDataSpec) -> tuple[object, ...]:
     return tuple(getattr(spec, f.name) if f.name not in skip else None for f in dataclasses.fields(spec))
 
 
-def dataset_options(name: str, size: int | None, seed: int, path: str | None = None) -> dict[str, object]:
+def dataset_options(name: str, size: int | None, seed: int, path: str | None = None,
+                    where: str = "--data") -> dict[str, object]:
     """Loader keyword arguments: a synthetic pool is drawn with ``seed`` (so every
-    node given the same spec sees the same pool) and ``size`` images."""
+    node given the same spec sees the same pool) and ``size`` images. Errors name the spec ``where``."""
     if path is not None and name != "imagefolder":
-        raise ConfigError(f"--data: path= only applies to dataset=imagefolder, not {name!r}")
+        raise ConfigError(f"{where}: path= only applies to dataset=imagefolder, not {name!r}")
     if name.startswith("synthetic-"):
         return {"seed": seed, **({"n": size} if size is not None else {})}
     if size is not None:
-        raise ConfigError(f"--data: size= only applies to synthetic datasets, not {name!r}")
+        raise ConfigError(f"{where}: size= only applies to synthetic datasets, not {name!r}")
     return {"path": path} if name == "imagefolder" else {}
 
 
-def load_node_data(spec: NodeDataSpec) -> "NodeData":
-    """Load the dataset, take this node's shard and split it 70/15/15 (stratified)."""
+def load_node_data(spec: NodeDataSpec, where: str = "--data") -> "NodeData":
+    """Load the dataset, take this node's shard and split it 70/15/15 (stratified). Errors about the
+    spec name it ``where``, as :func:`parse_node_data` does (an agent: its config file and ``node.data``)."""
     import numpy as np
 
     from fol.data import dirichlet_partition, load_dataset, region_partition, split_node
 
-    ds = load_dataset(spec.dataset, root=spec.root, **dataset_options(spec.dataset, spec.size, spec.seed, spec.path))
+    ds = load_dataset(spec.dataset, root=spec.root, **dataset_options(spec.dataset, spec.size, spec.seed, spec.path, where))
     if spec.partition == "all":
         shard = ds
     elif spec.partition == "dirichlet":
@@ -150,19 +152,19 @@ def load_node_data(spec: NodeDataSpec) -> "NodeData":
             parts = dirichlet_partition(ds.labels.numpy(), spec.nodes, spec.psi, spec.seed,
                                         samples_per_node=spec.per_node)
         except DataError as exc:  # in the spec's terms
-            raise DataError(f"--data: {len(ds)} images of {spec.dataset} cannot give nodes={spec.nodes} "
+            raise DataError(f"{where}: {len(ds)} images of {spec.dataset} cannot give nodes={spec.nodes} "
                             f"per_node={spec.per_node} images each at psi={spec.psi} ({exc}); lower per_node or "
                             f"nodes") from None
         shard = ds.subset(parts[spec.node], name=f"{ds.name}/{spec.node_name}")
     else:
         missing = int((~(np.isfinite(ds.lat) & np.isfinite(ds.lon))).sum())
         if missing:  # no node count helps: say what is missing, not "lower nodes"
-            raise DataError(f"--data: partition=region places images by their coordinates, and {missing} of the "
+            raise DataError(f"{where}: partition=region places images by their coordinates, and {missing} of the "
                             f"{len(ds)} images of {spec.dataset} have none; use partition=dirichlet or all")
         try:
             parts = region_partition(ds.lat, ds.lon, spec.nodes, spec.seed)
         except DataError as exc:  # in the spec's terms, as above
-            raise DataError(f"--data: {len(ds)} images of {spec.dataset} cannot give nodes={spec.nodes} regional "
+            raise DataError(f"{where}: {len(ds)} images of {spec.dataset} cannot give nodes={spec.nodes} regional "
                             f"shards ({exc}); lower nodes") from None
         shard = ds.subset(parts[spec.node], name=f"{ds.name}/{spec.node_name}")
     return split_node(shard, seed=spec.seed + spec.node)

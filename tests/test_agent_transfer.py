@@ -26,11 +26,13 @@ from fol.checkpoint import ModelCard, model_digest, model_to_bytes, save_model
 from fol.models import ModelSpec, build_model
 
 CLASSES = ["damage", "no_damage"]
+HURRICANE_CLASSES = ["no_damage", "damage"]  # synthetic-hurricane's, in its order: an on-board node's data
 
 
-def _model_file(path: Path, producer: str, seed: int = 0, widths: tuple[int, ...] = (16, 32), round_: int = 0) -> Path:
+def _model_file(path: Path, producer: str, seed: int = 0, widths: tuple[int, ...] = (16, 32), round_: int = 0,
+                classes: list[str] = CLASSES) -> Path:
     spec = ModelSpec("cnn", num_classes=2, options={"widths": list(widths), "hidden": 64})
-    save_model(path, build_model(spec, seed=seed), spec=spec, class_names=CLASSES, producer=producer, round=round_)
+    save_model(path, build_model(spec, seed=seed), spec=spec, class_names=classes, producer=producer, round=round_)
     return path
 
 
@@ -72,11 +74,12 @@ class Node:
         }, source=f"{self.name}.toml")
 
     def on_board_config(self, trigger: dict[str, Any], fol: dict[str, Any]) -> AgentConfig:
-        """A node that personalizes on board (a small synthetic shard), with no peers."""
+        """A node that personalizes on board (a small synthetic shard, a model of its classes), with no peers."""
+        model = _model_file(self.folder / "own-hurricane.safetensors", self.name, classes=HURRICANE_CLASSES)
         return AgentConfig.from_dict({
             "node": {"id": self.name, "listen": "tcp://127.0.0.1:*", "secret_key": str(self.sec),
-                     "trust_dir": str(self.trust_dir), "state_dir": str(self.folder / "state"), "model": str(self.model),
-                     "data": "dataset=synthetic-hurricane,nodes=2,node=0,psi=0.5,per_node=20"},
+                     "trust_dir": str(self.trust_dir), "state_dir": str(self.folder / "state"), "model": str(model),
+                     "data": "dataset=synthetic-hurricane,nodes=2,node=0,psi=0.5,per_node=20,size=200"},
             "limits": self.limits, "trigger": trigger, "fol": fol,
         }, source=f"{self.name}.toml")
 
@@ -796,7 +799,8 @@ def test_an_on_board_node_skips_models_of_rounds_it_will_never_collect(tmp_path:
     node.agent = Agent(node.on_board_config({"auto_send": False, "models": 5}, {"rounds": 2})).start()
     try:
         for round_, outcome in [(2, "skipped"), (7, "skipped"), (1, "delivered"), (0, "delivered")]:
-            model = _model_file(tmp_path / f"r{round_}.safetensors", "sender", seed=round_, round_=round_)
+            model = _model_file(tmp_path / f"r{round_}.safetensors", "sender", seed=round_, round_=round_,
+                                classes=HURRICANE_CLASSES)
             res = _send(node, model, offer_for_file("sender", model, 65536), s_keys)
             assert res.status == outcome, (round_, res.status, res.detail)
             if outcome == "skipped":
@@ -1126,3 +1130,57 @@ def test_a_bad_data_spec_names_the_config_file_and_node_data(tmp_path: Path, dat
     with pytest.raises(ConfigError, match=rf"^receiver\.toml: node\.data: {message}") as err:
         Agent(cfg, load_fol=False)
     assert "--data" not in str(err.value)
+
+
+def _image_folder(root: Path, classes: dict[str, int], corrupt: str | None = None) -> Path:
+    """``root/<class>/<i>.png``: ``classes[name]`` tiny images per class; ``corrupt`` names one class
+    whose first file is not an image."""
+    import numpy as np
+    from PIL import Image
+
+    for name, count in classes.items():
+        (root / name).mkdir(parents=True)
+        for i in range(count):
+            Image.fromarray(np.full((8, 8, 3), 40 * i % 255, dtype=np.uint8)).save(root / name / f"{i}.png")
+    if corrupt is not None:
+        (root / corrupt / "0.png").write_bytes(b"not a png")
+    return root
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: d.mkdir() or d, r"has no class sub-folders"),
+    (lambda d: _image_folder(d, {"damage": 12, "no_damage": 0}), r"class folder .*no_damage has no images"),
+    (lambda d: _image_folder(d, {"damage": 12, "no_damage": 12}, corrupt="damage"), r"0\.png"),
+    (lambda d: _image_folder(d, {"cat": 12, "dog": 12}), r"the data.s classes \[.cat., .dog.\] differ from the model's "
+                                                          r"\['damage', 'no_damage'\]"),
+    (lambda d: "dataset=synthetic-hurricane,nodes=2,node=0,per_node=500,size=60", r"cannot give nodes=2 per_node=500"),
+], ids=["empty-folder", "class-without-images", "corrupt-image", "other-classes", "shard-too-large"])
+def test_the_node_data_is_loaded_and_checked_at_start_up(tmp_path: Path, make: Any, message: str) -> None:
+    """Bad node data used to pass the start-up and fail only the first personalization, maybe hours into
+    a flight; now the agent refuses to start, naming the config file and node.data (not the CLI's --data)."""
+    from fol.errors import ConfigError
+
+    node = Node(tmp_path, "receiver", [])
+    cfg = node.on_board_config({"auto_send": False}, {"rounds": 1})
+    cfg.model, cfg.data = node.model, str(make(tmp_path / "data"))  # a model of classes damage, no_damage
+    with pytest.raises(ConfigError, match=rf"^receiver\.toml: node\.data: .*{message}") as err:
+        Agent(cfg, load_fol=False)
+    assert "--data" not in str(err.value) and "\n" not in str(err.value)
+    Agent(node.config(), load_fol=False).stop()  # the state folder was released
+
+
+def test_good_node_data_is_loaded_once_at_start_up(tmp_path: Path, monkeypatch) -> None:
+    import fol.nodedata
+
+    loads: list[Any] = []
+    real = fol.nodedata.load_node_data
+    monkeypatch.setattr(fol.nodedata, "load_node_data", lambda *a, **k: loads.append(a) or real(*a, **k))
+    node = Node(tmp_path, "receiver", [])
+    cfg = node.on_board_config({"auto_send": False}, {"rounds": 1})
+    cfg.model, cfg.data = node.model, str(_image_folder(tmp_path / "data", {"damage": 12, "no_damage": 12}))
+    agent = Agent(cfg, load_fol=False)
+    try:
+        assert len(loads) == 1
+        assert agent._load_node_data().train.class_names == CLASSES and len(loads) == 1  # kept for the first round
+    finally:
+        agent.stop()

@@ -81,7 +81,7 @@ def test_region_partition_without_coordinates_says_so(tmp_path: Path, monkeypatc
         (tmp_path / cls).mkdir()
         (tmp_path / cls / "x.png").write_bytes(b"not a png")  # unread: refused before the images are read
     with pytest.raises(ConfigError, match=r"^--data: partition=region places images by their coordinates, and a "
-                                          r"--data spec reads none from an image folder; use partition=dirichlet or "
+                                          r"data spec reads none from an image folder; use partition=dirichlet or "
                                           r"all \(or a scenario with data.coords\)$"):
         parse_node_data(f"dataset=imagefolder,path={tmp_path},partition=region,nodes=2")
 

@@ -91,8 +91,9 @@ MAX_CONTROL_TIMEOUT_S = 86400.0
 class Agent:
     """A node agent built from an :class:`AgentConfig` (see the module docstring).
 
-    The constructor validates everything (keys, trust store, model, data spec,
-    FOL settings), restores or initializes the state folder and binds both
+    The constructor validates everything (keys, trust store, model, FOL settings,
+    and the node's data, which it loads for the first round, checking its classes
+    against the model's), restores or initializes the state folder and binds both
     ROUTER sockets (``listen_endpoint`` / ``control_endpoint`` hold the bound
     addresses, useful with ``tcp://127.0.0.1:*``). :meth:`run` is the poll loop
     (blocking); :meth:`start` runs it in a thread; :meth:`stop` ends it.
@@ -173,9 +174,35 @@ class Agent:
         if self.cfg.trigger.on_board:
             from fol.checkpoint import read_card
 
-            card = read_card(self.inbox.path(self.inbox.state.current_model), max_bytes=self.cfg.limits.max_payload_bytes)
+            current = self.inbox.path(self.inbox.state.current_model)
+            card = read_card(current, max_bytes=self.cfg.limits.max_payload_bytes)
             self.inbox.compatible = (tuple(card.class_names), tuple(card.input_shape or ()))
             self.inbox.last_round = self.rounds - 1
+            if not self.inbox.state.finished:
+                self._node_data = self._checked_node_data(card, current)
+
+    def _checked_node_data(self, card: Any, model: Path) -> Any:
+        """The node's data, loaded at start-up (the first round reads it: a missing, empty or unreadable
+        folder, a corrupt image, a shard the dataset cannot give or classes other than the model's are
+        refused now, not at the first personalization, maybe hours into a flight)."""
+        from fol.nodedata import load_node_data
+
+        where = f"{self.cfg.source}: node.data"
+        try:
+            data = load_node_data(self._data_spec, where=where)
+        except FOLError as exc:  # the loaders' own messages name the folder or file, not the config field
+            text = str(exc)
+            raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
+        except OSError as exc:  # e.g. a folder it may not list
+            raise ConfigError(f"{where}: {exc.filename or self.cfg.data}: {exc.strerror or exc}") from None
+        names, shape = list(data.train.class_names), list(data.train.images.shape[1:])
+        if names != list(card.class_names):
+            raise ConfigError(f"{where}: the data's classes {names} differ from the model's {list(card.class_names)} "
+                              f"({model}); give the data the model was trained on")
+        if card.input_shape and list(card.input_shape) != shape:
+            raise ConfigError(f"{where}: the data's images are {shape} (C, H, W), the model ({model}) takes "
+                              f"{list(card.input_shape)}")
+        return data
 
     def _init_models(self) -> None:
         state = self.inbox.state
