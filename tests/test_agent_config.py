@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -88,6 +89,29 @@ def test_bad_config_names_the_field(tmp_path: Path, mutate, needle: str) -> None
     with pytest.raises(ConfigError) as err:
         AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
     assert needle in str(err.value) and "node.toml" in str(err.value)
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    # each drives an allocation or a count: FETCH credits (one dict entry and one message each, so a
+    # tiny chunk_bytes with a huge window made one per byte of the payload), open transfer files,
+    # a received model read whole into memory, or how long a stalled transfer / retry waits
+    ("window_chunks", 10**9, "limits.window_chunks: expected an integer <= 1024, got 1000000000"),
+    ("max_concurrent_transfers", 100_000, "limits.max_concurrent_transfers: expected an integer <= 256"),
+    ("max_payload_bytes", 10**15, "limits.max_payload_bytes: expected an integer <= 4000000000"),
+    ("chunk_bytes", 2**30, "limits.chunk_bytes: expected an integer <= 16777216"),
+    ("transfer_timeout_s", 1e300, "limits.transfer_timeout_s: expected a positive number of at most 86400"),
+    ("chunk_timeout_s", 1e9, "limits.chunk_timeout_s: expected a positive number of at most 3600"),
+    ("offer_retry_s", 1e9, "limits.offer_retry_s: expected a positive number of at most 3600"),
+])
+def test_limits_have_upper_bounds(tmp_path: Path, field: str, value: float, needle: str) -> None:
+    from fol.agent.config import LIMITS_MAXIMA
+
+    data = _base(tmp_path)
+    data["limits"] = {field: value}
+    with pytest.raises(ConfigError, match="^node.toml: " + re.escape(needle)):
+        AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
+    data["limits"] = {field: LIMITS_MAXIMA[field]}  # the bound itself is taken
+    assert getattr(AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml").limits, field) == LIMITS_MAXIMA[field]
 
 
 def test_bad_fol_table_is_reported_with_the_file(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ has the same layout)::
     reject_memory_s = 3600.0                # a rejected model (id or bytes) from a peer is refused unread this long
     round_retry_s = 30.0                    # a failed round is retried after this long, doubling each time ...
     round_retry_max_s = 1800.0              # ... up to this (at least round_retry_s)
+    # every number > 0; upper bounds in LIMITS_MAXIMA (e.g. window_chunks <= 1024)
 
     [trigger]
     models = 2          # personalize when Q models of the round arrived (default: min(#peers, fol.max_neighbours))
@@ -66,7 +67,7 @@ from fol.agent.protocol import ProtocolError, check_name
 from fol.errors import ConfigError
 from swarmbase.tomlcheck import Table, read_toml
 
-__all__ = ["AgentConfig", "PeerConfig", "Limits", "Trigger", "check_address"]
+__all__ = ["AgentConfig", "PeerConfig", "Limits", "LIMITS_MAXIMA", "Trigger", "check_address"]
 
 VARIANT_NAMES = ("local", "fol", "fol-a", "fol-n", "fol-an")
 #: Default payload limit (bytes); equal to :data:`fol.checkpoint.DEFAULT_MAX_BYTES`, repeated
@@ -111,6 +112,25 @@ class PeerConfig:
     public_key: str
 
 
+#: Upper bounds of ``[limits]`` fields, generous but safe (the defaults are far below): what each
+#: drives, sized or counted by it. A received model is read whole into memory to be checked
+#: (``max_payload_bytes``); each inbound transfer holds an open file and ``window_chunks`` FETCH
+#: credits of ``chunk_bytes`` each (one receive buffer per message); a stalled transfer keeps its
+#: slot for ``transfer_timeout_s``; an unanswered offer or a failed round waits ``offer_retry_s`` /
+#: ``round_retry_*`` before the next try. Fields not listed bound disk use or ages only.
+LIMITS_MAXIMA: dict[str, float] = {
+    "max_payload_bytes": 4 * 1000 * 1000 * 1000,  # 4 GB, 20x the default
+    "max_concurrent_transfers": 256,
+    "chunk_bytes": 16 * 1024 * 1024,  # 16 MiB
+    "window_chunks": 1024,
+    "chunk_timeout_s": 3600.0,
+    "transfer_timeout_s": 86400.0,
+    "offer_retry_s": 3600.0,
+    "round_retry_s": 86400.0,
+    "round_retry_max_s": 86400.0,
+}
+
+
 @dataclass(frozen=True)
 class Limits:
     """Transfer, storage and retry limits (bytes, seconds); see the module docstring."""
@@ -131,9 +151,7 @@ class Limits:
     round_retry_max_s: float = 1800.0
 
     def __post_init__(self) -> None:
-        _check_numbers(self, "limits")
-        if self.chunk_bytes > 16 * 1024 * 1024:
-            raise ConfigError(f"limits.chunk_bytes: expected at most 16 MiB (16777216), got {self.chunk_bytes}")
+        _check_numbers(self, "limits", LIMITS_MAXIMA)
         if self.round_retry_max_s < self.round_retry_s:  # the back-off would start above its cap
             raise ConfigError(f"limits.round_retry_max_s: expected at least limits.round_retry_s "
                               f"({self.round_retry_s:g} s), got {self.round_retry_max_s:g}")
@@ -156,14 +174,16 @@ class Trigger:
         t.bool("on_board")
 
 
-def _check_numbers(obj: Any, table: str) -> None:
-    """Every field of ``obj`` is a positive integer (``int`` fields) or a positive number."""
+def _check_numbers(obj: Any, table: str, maxima: dict[str, float]) -> None:
+    """Every field of ``obj`` is a positive integer (``int`` fields) or a positive number,
+    at most ``maxima[field]`` where given."""
     t = Table(dataclasses.asdict(obj), table, error=ConfigError)
     for f in fields(obj):
         if f.type == "int":
-            t.int(f.name, minimum=1)
+            top = maxima.get(f.name)
+            t.int(f.name, minimum=1, maximum=None if top is None else int(top))
         else:
-            t.num(f.name, positive=True)
+            t.num(f.name, positive=True, maximum=maxima.get(f.name))
 
 
 @dataclass
