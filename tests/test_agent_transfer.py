@@ -1184,3 +1184,23 @@ def test_good_node_data_is_loaded_once_at_start_up(tmp_path: Path, monkeypatch) 
         assert agent._load_node_data().train.class_names == CLASSES and len(loads) == 1  # kept for the first round
     finally:
         agent.stop()
+
+
+def test_the_retry_back_off_stays_at_its_cap_after_many_failures(tmp_path: Path) -> None:
+    """round_retry_s * 2 ** (failures - 1) overflowed a float at the 1,025th failed attempt (about three
+    weeks of retries 30 min apart): the error left the next attempt due at once, at every turn of the loop."""
+    import concurrent.futures
+
+    node = Node(tmp_path, "receiver", [], round_retry_s=30.0, round_retry_max_s=1800.0)
+    agent = Agent(node.config(), load_fol=False)
+    try:
+        for failures in (3, 1100):
+            job: concurrent.futures.Future = concurrent.futures.Future()
+            job.set_exception(OSError(28, "No space left on device"))
+            agent._job, agent._job_info, agent.failed_attempts = job, {"round": 1}, failures
+            agent._check_job()
+            assert agent.failed_attempts == failures + 1 and "No space left" in agent.last_error
+            delay = agent._retry_at - time.monotonic()
+            assert (240 - 1 < delay <= 240) if failures == 3 else (1800 - 1 < delay <= 1800), delay  # 30 s * 2 ** 3
+    finally:
+        agent.stop()

@@ -560,7 +560,9 @@ class Agent:
         except Exception as exc:  # noqa: BLE001 - report any failure of the round, keep serving, retry later
             self.failed_attempts += 1
             lim = self.cfg.limits
-            delay = min(lim.round_retry_s * 2 ** (self.failed_attempts - 1), lim.round_retry_max_s)
+            # the exponent is capped: 2 ** 1024 is past any float (30 min apart, the 1025th failure came after
+            # three weeks, and its OverflowError left _retry_at behind: a retry at every turn of the loop)
+            delay = min(lim.round_retry_s * 2.0 ** min(self.failed_attempts - 1, 64), lim.round_retry_max_s)
             self._retry_at = time.monotonic() + delay
             self.last_error = f"round {info['round']} failed (attempt {self.failed_attempts}): {exc}"
             log.error("%s: personalization %s; retrying in %.0f s", self.node_id, self.last_error, delay,
