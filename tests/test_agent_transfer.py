@@ -1204,3 +1204,24 @@ def test_the_retry_back_off_stays_at_its_cap_after_many_failures(tmp_path: Path)
             assert (240 - 1 < delay <= 240) if failures == 3 else (1800 - 1 < delay <= 1800), delay  # 30 s * 2 ** 3
     finally:
         agent.stop()
+
+
+def test_node_data_other_than_the_pretraining_split_is_refused_at_start_up(tmp_path: Path) -> None:
+    """'fol personalize' refuses data whose split differs from the one the model was pretrained on (its
+    validation and test images could be training ones); the agent took any node.data."""
+    from fol.errors import ConfigError
+
+    node = Node(tmp_path, "receiver", [])
+    cfg = node.on_board_config({"auto_send": False}, {"rounds": 1})
+    spec = ModelSpec("cnn", num_classes=2, options={"widths": [16, 32], "hidden": 64})
+    pretrained = tmp_path / "pretrained.safetensors"
+    save_model(pretrained, build_model(spec, seed=0), spec=spec, class_names=HURRICANE_CLASSES, producer="receiver",
+               extra={"data": cfg.data.replace("node=0", "node=1")})
+    cfg.model = pretrained
+    with pytest.raises(ConfigError, match=r"^receiver\.toml: node\.data: the model .* was pretrained on --data "
+                                          r"dataset=synthetic-hurricane,nodes=2,node=1,.* another shard or split"):
+        Agent(cfg, load_fol=False)
+    save_model(pretrained, build_model(spec, seed=0), spec=spec, class_names=HURRICANE_CLASSES, producer="receiver",
+               extra={"data": cfg.data})
+    cfg.state_dir = tmp_path / "fresh-state"  # the first start kept the other model as the node's round 0
+    Agent(cfg, load_fol=False).stop()  # the same spec starts

@@ -185,9 +185,20 @@ class Agent:
         """The node's data, loaded at start-up (the first round reads it: a missing, empty or unreadable
         folder, a corrupt image, a shard the dataset cannot give or classes other than the model's are
         refused now, not at the first personalization, maybe hours into a flight)."""
-        from fol.nodedata import load_node_data
+        from fol.checkpoint import read_card
+        from fol.nodedata import load_node_data, parse_node_data, split_fields
 
         where = f"{self.cfg.source}: node.data"
+        local = self.inbox.path(self.inbox.state.local_model)
+        trained_on = read_card(local, max_bytes=self.cfg.limits.max_payload_bytes).extra.get("data")  # fol pretrain's --data
+        try:
+            earlier = parse_node_data(trained_on) if isinstance(trained_on, str) else None
+        except ConfigError:  # a folder since moved: nothing to compare (as 'fol personalize')
+            earlier = None
+        if earlier is not None and split_fields(earlier) != split_fields(self._data_spec):
+            raise ConfigError(f"{where}: the model ({local}) was pretrained on --data {trained_on}, and this spec "
+                              f"gives another shard or split, whose validation and test images may be ones the "
+                              f"model trained on; give the spec it was pretrained on")
         try:
             data = load_node_data(self._data_spec, where=where)
         except FOLError as exc:  # the loaders' own messages name the folder or file, not the config field
