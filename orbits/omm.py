@@ -69,6 +69,10 @@ _DEFAULTS = {"CLASSIFICATION_TYPE": "U", "OBJECT_ID": "UNKNOWN", "EPHEMERIS_TYPE
              "MEAN_MOTION_DDOT": 0.0}
 #: An international (COSPAR) designator as OBJECT_ID writes it: launch year, launch number, piece.
 _COSPAR_ID = re.compile(r"^\d{4}-\d{3}[A-Z]{1,3}$")
+#: MEAN_ELEMENT_THEORY values naming the elements SGP4 takes: Space-Track and CelesTrak write SGP4,
+#: the CCSDS 502.0-B standard's own example SGP/SGP4; SDP4 is SGP4's deep-space branch, which the
+#: sgp4 library picks by itself from the period (SGP4-XP elements are another theory and are refused)
+_SGP4_THEORIES = ("SGP4", "SGP/SGP4", "SDP4", "SGP4/SDP4")
 _XML_META = ("OBJECT_NAME", "OBJECT_ID", "CENTER_NAME", "REF_FRAME", "TIME_SYSTEM", "MEAN_ELEMENT_THEORY")
 _XML_MEAN = ("EPOCH", "MEAN_MOTION", "ECCENTRICITY", "INCLINATION", "RA_OF_ASC_NODE", "ARG_OF_PERICENTER",
              "MEAN_ANOMALY")
@@ -129,8 +133,9 @@ def _checked_fields(rec: Any, where: str) -> dict[str, Any]:
         if fields.get(key) in (None, ""):
             fields[key] = default
     theory = str(fields.get("MEAN_ELEMENT_THEORY") or "SGP4").upper()
-    if theory != "SGP4":
-        raise OrbitError(f"{where}.MEAN_ELEMENT_THEORY: only SGP4 mean elements are supported, got {shown(theory)}")
+    if theory not in _SGP4_THEORIES:
+        raise OrbitError(f"{where}.MEAN_ELEMENT_THEORY: only SGP4 mean elements are supported "
+                         f"({', '.join(_SGP4_THEORIES)}), got {shown(theory)}")
     frame = str(fields.get("REF_FRAME") or "TEME").upper()
     if frame != "TEME":
         raise OrbitError(f"{where}.REF_FRAME: SGP4 elements are TEME, got {shown(frame)}")

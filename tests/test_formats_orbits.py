@@ -234,6 +234,9 @@ def test_omm_in_kvn_layout_reads_as_the_same_json(tmp_path: Path) -> None:
     for name in ("gp.omm", "gp.txt", "gp.csv"):  # found by its first line whatever the file is called
         (tmp_path / name).write_text("\n" + path.read_text())
         assert read_omm(tmp_path / name).catalog_numbers == [412345, 25544]
+    for theory in ("SGP/SGP4", "SDP4"):  # the CCSDS standard's example writes SGP/SGP4: the same elements
+        path.write_text(_kvn(KVN_PAIR[0]).replace("MEAN_ELEMENT_THEORY = SGP4", f"MEAN_ELEMENT_THEORY = {theory}"))
+        assert read_omm(path).catalog_numbers == [412345]
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -248,7 +251,10 @@ def test_omm_in_kvn_layout_reads_as_the_same_json(tmp_path: Path) -> None:
      r"^gp\.kvn:13\.MEAN_MOTION: expected a number, got 'fast'$"),
     (lambda t: t.replace("EPOCH = 2026", "EPOCH = 1e9"), r"^gp\.kvn:12\.EPOCH: expected an ISO-8601 UTC time"),
     (lambda t: t.replace("MEAN_ELEMENT_THEORY = SGP4", "MEAN_ELEMENT_THEORY = DSST"),
-     r"^gp\.kvn:9\.MEAN_ELEMENT_THEORY: only SGP4 mean elements are supported, got 'DSST'$"),
+     r"^gp\.kvn:9\.MEAN_ELEMENT_THEORY: only SGP4 mean elements are supported \(SGP4, SGP/SGP4, SDP4, SGP4/SDP4\), "
+     r"got 'DSST'$"),
+    (lambda t: t.replace("MEAN_ELEMENT_THEORY = SGP4", "MEAN_ELEMENT_THEORY = SGP4-XP"),
+     r"^gp\.kvn:9\.MEAN_ELEMENT_THEORY: only SGP4 mean elements .* got 'SGP4-XP'$"),
     (lambda t: t.replace("INCLINATION = 97.4412 [deg]\n", ""), r"^gp\.kvn:1\.INCLINATION: missing \(required\)$"),
     (lambda t: t + t, r"^gp\.kvn:47\.NORAD_CAT_ID: satellite 412345 appears twice$"),
     # a regular expression for the unit took 0.6 s on 20,000 blanks (quadratic; minutes for a 64 MB line)
