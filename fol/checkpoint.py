@@ -790,7 +790,7 @@ def _read_tensors(header: Mapping[str, Any], payload_len: int, payload: "_BytesT
             payload.fill(memoryview(t.reshape(-1).view(torch.uint8).numpy()), begin)
         tensors[name] = t
     payload.finish()
-    return dict(sorted(tensors.items()))  # name order, as safetensors gives them
+    return dict(sorted(tensors.items()))  # name order (the digest sorts names itself; this is for readers)
 
 
 def _check_tensors(tensors: Mapping[str, torch.Tensor], source: str) -> None:

@@ -722,6 +722,28 @@ def test_tensor_layouts_are_checked_before_any_tensor_is_read(entries: dict, pay
         assert "not a valid safetensors payload (" in str(_assert_rejected(call, source, fragment))
 
 
+def test_the_tensor_reader_agrees_with_the_safetensors_library() -> None:
+    """The loader reads tensors itself (into their own storage, byte ranges checked first);
+    on payloads the safetensors library writes, with every dtype the format takes, a scalar,
+    an empty tensor and several dimensions, it gives exactly the library's tensors."""
+    from safetensors.torch import load as st_load, save as st_save
+
+    import fol.checkpoint as ck
+
+    g = torch.Generator().manual_seed(0)
+    state = {"w": torch.randn(3, 4, 5, generator=g), "h": torch.randn(7, generator=g).half(),
+             "b": torch.randn(2, 3, generator=g).bfloat16(), "n": torch.tensor(12, dtype=torch.int64),
+             "e": torch.empty(0, 3), "z": torch.arange(6, dtype=torch.int64).reshape(1, 2, 3)}
+    data = st_save(state, metadata={"k": "v"})
+    header_len = ck._header_length(data[:8], len(data), "p")
+    header = ck._parse_header(data[8:8 + header_len], header_len, "p")
+    ours = ck._read_tensors(header, len(data) - 8 - header_len, ck._BytesTensors(memoryview(data)[8 + header_len:]), "p")
+    theirs = st_load(data)
+    assert sorted(ours) == sorted(theirs) == sorted(state)
+    for name, t in theirs.items():
+        assert ours[name].dtype == t.dtype and ours[name].shape == t.shape and torch.equal(ours[name], t), name
+
+
 @pytest.mark.parametrize("change", ["grew", "shrank"])
 def test_a_file_changed_since_its_size_was_read_is_refused(change: str, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
