@@ -44,6 +44,10 @@ def add_data_parser(sub: argparse._SubParsersAction) -> None:
     info.add_argument("--skip-corrupt", action="store_true",
                       help="datasets read from image files: skip unreadable images (a warning names them) instead of "
                            "stopping at the first, as a scenario's data.skip_corrupt does")
+    info.add_argument("--splits", metavar="A,B,...", default=None,
+                      help="datasets published in split folders (wildfire, hurricane, svhn, or imagefolder:PATH laid "
+                           "out as PATH/<split>/<class>/): the split folders to pool, comma-separated, as a "
+                           "scenario's data.splits does")
     info.set_defaults(func=_run_data_info)
 
 
@@ -67,6 +71,10 @@ def _run_data_info(args: argparse.Namespace) -> int:
         if name in dataset_names() and not dataset_accepts(name, "skip_corrupt"):
             raise ConfigError(f"--skip-corrupt: only applies to datasets read from image files, not {name!r}")
         options["skip_corrupt"] = True
+    if args.splits is not None:
+        if name in dataset_names() and not dataset_accepts(name, "splits"):
+            raise ConfigError(f"--splits: only applies to datasets published in split folders, not {name!r}")
+        options["splits"] = [s.strip() for s in args.splits.split(",") if s.strip()]
     print(describe(load_dataset(name, root=args.data_root, **options)))
     return 0
 

@@ -30,7 +30,8 @@ __all__ = ["NodeDataSpec", "parse_node_data", "split_fields", "load_node_data", 
 
 NODE_DATA_HELP = (
     "node data: a folder with one sub-folder per class, or key=value pairs "
-    "'dataset=NAME,nodes=N,node=K[,partition=dirichlet|region][,psi=0.5][,per_node=300][,size=M][,seed=S]'"
+    "'dataset=NAME,nodes=N,node=K[,partition=dirichlet|region][,psi=0.5][,per_node=300][,size=M][,seed=S]"
+    "[,path=DIR][,splits=A+B]'"
 )
 
 
@@ -43,6 +44,8 @@ class NodeDataSpec:
     images' coordinates) or ``all`` (the node holds the whole dataset).
     ``size`` is the pool size for synthetic datasets (default: the dataset's
     own). ``seed`` drives the partition and the train/val/test split.
+    ``splits`` names the published split folders to pool (``train+valid``;
+    ``+``, as ``,`` separates the pairs), for the datasets whose loader takes them.
     """
 
     dataset: str
@@ -55,6 +58,7 @@ class NodeDataSpec:
     seed: int = 0
     root: str | None = None
     path: str | None = None  # the folder of an ``imagefolder`` dataset
+    splits: str | None = None  # split folders to pool, '+'-separated (``train+valid``)
 
     @property
     def node_name(self) -> str:
@@ -144,7 +148,10 @@ def load_node_data(spec: NodeDataSpec, where: str = "--data") -> "NodeData":
 
     from fol.data import dirichlet_partition, load_dataset, region_partition, split_node
 
-    ds = load_dataset(spec.dataset, root=spec.root, **dataset_options(spec.dataset, spec.size, spec.seed, spec.path, where))
+    options = dataset_options(spec.dataset, spec.size, spec.seed, spec.path, where)
+    if spec.splits is not None:
+        options["splits"] = [s.strip() for s in spec.splits.split("+") if s.strip()]
+    ds = load_dataset(spec.dataset, root=spec.root, **options)
     if spec.partition == "all":
         shard = ds
     elif spec.partition == "dirichlet":

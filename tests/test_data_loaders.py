@@ -724,3 +724,118 @@ def test_a_class_folder_link_that_points_nowhere_stops_the_load(tmp_path):
                                      f"exist"), err.value
     (root / "c").unlink()
     assert load_dataset("imagefolder", path=root, image_size=8).class_names == ["a", "b"]  # links that work
+
+
+def _split_first_tree(base: Path) -> Path:
+    """A Kaggle-style folder: split first, then class; 'smoke' is only in train."""
+    _write(base / "train" / "fire" / "-120.5,38.25.png", (220, 40, 0))
+    _write(base / "train" / "fire" / "-121.0,39.0.png", (210, 50, 0))
+    _write(base / "train" / "nofire" / "-119.0,37.0.png", (0, 160, 40))
+    _write(base / "train" / "smoke" / "-118.0,36.0.png", (150, 150, 150))
+    _write(base / "valid" / "fire" / "-122.0,40.0.png", (230, 30, 0))
+    _write(base / "valid" / "nofire" / "-117.0,35.0.png", (0, 170, 30))
+    _write(base / "test" / "nofire" / "-116.0,34.0.png", (0, 150, 50))
+    return base
+
+
+def test_a_split_first_folder_is_refused_in_one_line_not_read_as_classes_train_valid_test(tmp_path):
+    """It was read as a 3-class dataset 'test', 'train', 'valid': every label wrong, no word said."""
+    root = _split_first_tree(tmp_path / "kaggle")
+    with pytest.raises(DataError) as err:
+        load_dataset("imagefolder", path=root, image_size=8)
+    msg = str(err.value)
+    assert "\n" not in msg and str(root) in msg and "laid out by split first (test/, train/, valid/" in msg
+    assert "class folders fire, nofire, smoke" in msg and "splits=test,train,valid" in msg
+    assert loaders.split_first_layout(root) == {"test": ["nofire"], "train": ["fire", "nofire", "smoke"],
+                                                "valid": ["fire", "nofire"]}
+
+
+def test_a_split_first_folder_pools_the_splits_named(tmp_path):
+    root = _split_first_tree(tmp_path / "kaggle")
+    ds = load_dataset("imagefolder", path=root, image_size=8, splits=["train", "valid"])
+    assert ds.class_names == ["fire", "nofire", "smoke"]  # the union over the splits read, sorted
+    rel = [Path(s).relative_to(root).as_posix() for s in ds.sources]
+    assert sorted(zip(rel, ds.labels.tolist())) == [
+        ("train/fire/-120.5,38.25.png", 0), ("train/fire/-121.0,39.0.png", 0), ("train/nofire/-119.0,37.0.png", 1),
+        ("train/smoke/-118.0,36.0.png", 2), ("valid/fire/-122.0,40.0.png", 0), ("valid/nofire/-117.0,35.0.png", 1)]
+    red = ds.images[:, 0].mean((1, 2)) > ds.images[:, 1].mean((1, 2))  # fire painted red, every label right
+    assert torch.equal(red, ds.labels == 0)
+    only_test = loaders.load_image_folder(root, splits=("test",), image_size=8)
+    assert only_test.class_names == ["nofire"] and len(only_test) == 1
+    for bad, needle in ((["train", "bogus"], "no split folder bogus in .* \\(found: test, train, valid\\)"),
+                        ("train", "must be a list of split folder names"), ([], "splits is empty"),
+                        (["train", "train"], "names train twice")):
+        with pytest.raises(DataError, match=needle):
+            loaders.load_image_folder(root, splits=bad, image_size=8)
+    with pytest.raises(DataError, match=r"class 'rare' is missing in split\(s\) train, valid"):
+        loaders.load_image_folder(root, splits=("train", "valid"), classes=["fire", "rare"], image_size=8)
+
+
+def test_a_split_first_folder_reads_coordinates_from_names_and_from_a_csv_with_the_split_folder(tmp_path):
+    root = _split_first_tree(tmp_path / "kaggle")
+    ds = loaders.load_image_folder(root, splits=("train", "test"), coords="filename", image_size=8)
+    by_file = {Path(s).name: (la, lo) for s, la, lo in zip(ds.sources, ds.lat, ds.lon)}
+    assert by_file["-120.5,38.25.png"] == (38.25, -120.5) and by_file["-116.0,34.0.png"] == (34.0, -116.0)
+    # the same name in two splits, two places: the CSV's path relative to the folder starts with the split
+    _write(root / "test" / "fire" / "a.png", (200, 0, 0))
+    _write(root / "train" / "fire" / "a.png", (201, 0, 0))
+    rows = ["file,lat,lon", "test/fire/a.png,1,2", "train/fire/a.png,3,4"]
+    rows += [f'"{p.relative_to(root).as_posix()}",0,0' for p in sorted(root.rglob("*,*.png"))]
+    (root / "coords.csv").write_text("\n".join(rows) + "\n")
+    geo = loaders.load_image_folder(root, splits=("train", "test"), coords="csv", image_size=8)
+    places = {Path(s).relative_to(root).as_posix(): (la, lo) for s, la, lo in zip(geo.sources, geo.lat, geo.lon)}
+    assert places["test/fire/a.png"] == (1.0, 2.0) and places["train/fire/a.png"] == (3.0, 4.0)
+
+
+def test_an_image_in_two_splits_of_a_split_first_folder_is_used_once(tmp_path, caplog):
+    root = _split_first_tree(tmp_path / "kaggle")
+    copy = root / "train" / "nofire" / "-119.0,37.0.png"
+    (root / "valid" / "nofire" / copy.name).write_bytes(copy.read_bytes())
+    with caplog.at_level("WARNING", logger="fol.data.loaders"):
+        ds = loaders.load_image_folder(root, splits=("train", "valid"), image_size=8)
+    assert sum(s.endswith(copy.name) for s in ds.sources) == 1 and "1 image(s) are copies" in caplog.text
+
+
+def test_class_folders_with_image_sub_folders_are_still_classes_not_splits(tmp_path):
+    """torchvision's layout allows 'burnt/2020/*.png': folders whose names are not split
+    names, and split-named folders holding images directly, are classes as before."""
+    root = tmp_path / "imgs"
+    for cls in ("burnt", "intact"):
+        _write(root / cls / "2020" / "a.png", (9, 9, 9))
+        _write(root / cls / "2021" / "b.png", (9, 9, 9))
+    ds = load_dataset("imagefolder", path=root, image_size=8)
+    assert ds.class_names == ["burnt", "intact"] and ds.labels.tolist() == [0, 0, 1, 1]
+    assert loaders.split_first_layout(root) is None
+    flat = tmp_path / "flat"  # classes that happen to be called 'test' and 'train', images directly inside
+    _write(flat / "test" / "x" / "a.png", (9, 9, 9))
+    _write(flat / "test" / "b.png", (9, 9, 9))
+    _write(flat / "train" / "c.png", (9, 9, 9))
+    assert load_dataset("imagefolder", path=flat, image_size=8).class_names == ["test", "train"]
+    # a split-first folder read as classes on purpose: the split folders named as classes
+    kaggle = _split_first_tree(tmp_path / "kaggle")
+    assert loaders.load_image_folder(kaggle, classes=["train", "test"], image_size=8).class_counts().tolist() == [4, 1]
+
+
+def test_split_first_folders_are_read_through_every_way_of_naming_a_dataset(tmp_path, capsys, monkeypatch):
+    """--splits of fol data info, data.splits of a scenario and splits= of a --data spec
+    all reach the loader; the first two refuse datasets not read from split folders."""
+    from fol.cli import main
+    from fol.nodedata import load_node_data, parse_node_data
+    from fol.simulation.scenario import DataConfig
+
+    root = _split_first_tree(tmp_path / "kaggle")
+    assert main(["data", "info", f"imagefolder:{root}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "laid out by split first" in err[0] and "--splits test,train,valid" in err[0]
+    assert main(["data", "info", f"imagefolder:{root}", "--splits", "train,valid"]) == 0
+    out = capsys.readouterr().out
+    assert "6 images" in out and "classes (3):" in out and "smoke" in out
+    assert main(["data", "info", "synthetic-wildfire", "--splits", "train"]) == 2
+    assert "--splits: only applies to datasets published in split folders" in capsys.readouterr().err
+    options = DataConfig(dataset="imagefolder", path=str(root), splits=["valid", "test"]).loader_options(0)
+    assert options["splits"] == ["valid", "test"]
+    assert load_dataset("imagefolder", **options).class_counts().tolist() == [1, 2]
+    spec = parse_node_data(f"dataset=imagefolder,path={root},partition=all,splits=train+test")
+    monkeypatch.setattr("fol.data.split_node", lambda ds, seed: ds)  # the node's whole pool, unsplit
+    pool = load_node_data(spec)
+    assert spec.splits == "train+test" and len(pool) == 5 and pool.class_names == ["fire", "nofire", "smoke"]

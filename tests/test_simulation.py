@@ -134,6 +134,10 @@ def _rows(out: Path) -> list[dict[str, str]]:
          r"^tiny\.toml: data\.root: only applies to .*, not 'imagefolder' \(its images are in data\.path\)$"),
         ({"data": {"skip_corrupt": True}}, r"data\.skip_corrupt: only applies to the datasets read from image files "
                                            r"\(wildfire, hurricane, imagefolder\), not 'synthetic-hurricane'"),
+        ({"data": {"splits": ["train"]}}, r"data\.splits: only applies to the datasets read from split folders "
+                                          r"\(wildfire, hurricane, svhn, imagefolder\), not 'synthetic-hurricane'"),
+        ({"data": {"dataset": "wildfire", "splits": "train"}}, r"data\.splits: expected a non-empty list of split "
+                                                               r"folder names, got 'train'"),
     ],
 )
 def test_learning_sections_are_validated(changes: dict, match: str) -> None:
@@ -479,6 +483,22 @@ def test_the_check_refuses_an_image_folder_of_one_class(tmp_path: Path, capsys: 
     assert len(err) == 1 and err[0] == (f"fol simulate: error: {tmp_path / 's.toml'}: data.path: {tmp_path / 'imgs'} "
                                         "has 1 class sub-folder(s) ['class0']; a classifier needs at least 2 "
                                         "(<path>/<class>/<image files>)"), err
+
+
+def test_the_check_refuses_a_folder_laid_out_by_split_first_unless_its_splits_are_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """train/<class>/, test/<class>/ passed the check as two classes 'test', 'train' (every label wrong)."""
+    for split in ("train", "test"):
+        _image_folder(tmp_path / "imgs" / split, per_class=1, coords=False)
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\n")
+    data = 'dataset = "imagefolder"\npath = "imgs"\nimage_size = 16\npartition = "dirichlet"\npsi = 1.0\nper_node = 100'
+    (tmp_path / "s.toml").write_text(_drones_with_data(data))
+    assert main(["simulate", "--check", str(tmp_path / "s.toml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "laid out by split first (test/, train/ each holding class folders class0, class1, " \
+                             "class2)" in err[0] and "data.splits = ['test', 'train'] in a scenario" in err[0], err
+    (tmp_path / "s.toml").write_text(_drones_with_data(data + '\nsplits = ["train"]'))
+    assert main(["simulate", "--check", str(tmp_path / "s.toml")]) == 0
 
 
 @pytest.mark.parametrize("partition, needle", [

@@ -55,6 +55,8 @@ __all__ = [
     "load_wildfire",
     "load_hurricane",
     "load_image_folder",
+    "split_first_layout",
+    "image_folder_classes",
     "load_cifar10",
     "load_cifar100",
     "load_svhn",
@@ -392,6 +394,99 @@ def _subsample(labels: np.ndarray, max_per_class: int | None, seed: int) -> np.n
     return np.sort(np.concatenate(keep)) if keep else np.arange(0)
 
 
+# ------------------------------------------------------------------ splits
+
+#: First words of folder names that mark a published split, not a class
+#: (:func:`split_first_layout`): ``train``, ``valid``, ``test_another``, ``val2017`` ...
+SPLIT_WORDS = frozenset({"train", "training", "trainval", "val", "valid", "validation", "dev", "test", "testing",
+                         "eval", "evaluation", "holdout"})
+
+
+def _is_split_name(name: str) -> bool:
+    return re.split(r"[^a-z]", name.lower(), maxsplit=1)[0] in SPLIT_WORDS
+
+
+def _holds_images(folder: Path, directly: bool) -> bool:
+    """Does ``folder`` hold an image file (as :func:`_image_files` counts them), directly or
+    anywhere below? Stops at the first one found."""
+    for top, dirs, names in os.walk(folder, followlinks=False):
+        dirs[:] = [] if directly else [d for d in dirs if not d.startswith(".")]
+        if any(not n.startswith(".") and Path(n).suffix.lower() in IMAGE_EXTENSIONS and (Path(top) / n).is_file()
+               for n in names):
+            return True
+    return False
+
+
+def split_first_layout(root: Path) -> dict[str, list[str]] | None:
+    """``{split: [class, ...]}`` when ``root`` is laid out by split first
+    (``<root>/<split>/<class>/<images>``, as Kaggle sets are published), else None.
+
+    The rule: every top-level folder (:func:`class_folders`) is named like a split
+    (its first word is one of :data:`SPLIT_WORDS`: ``train``, ``valid``, ``test``,
+    ``test_another`` ...), holds no image directly, and holds sub-folders with
+    images; with two splits or more, at least one sub-folder name occurs in two of
+    them. A folder of classes whose images sit in sub-folders (``burnt/2020/*.png``)
+    is not split-first: its class names are not split names."""
+    tops = class_folders(root)
+    if not tops or not all(_is_split_name(n) for n in tops):
+        return None
+    layout: dict[str, list[str]] = {}
+    for split, folder in tops.items():
+        if _holds_images(folder, directly=True):
+            return None
+        layout[split] = [c for c, d in class_folders(folder).items() if _holds_images(d, directly=False)]
+        if not layout[split]:
+            return None
+    names = [c for cs in layout.values() for c in cs]
+    if len(layout) > 1 and len(set(names)) == len(names):
+        return None
+    return layout
+
+
+def _chosen_splits(desc: str, root: Path, splits: Sequence[str], available: Iterable[str]) -> list[str]:
+    """``splits`` checked against the split folders ``available`` in ``root``: a non-empty
+    list of distinct names of folders that exist (compared in Unicode NFC)."""
+    if isinstance(splits, (str, bytes)):
+        raise DataError(f"{desc}: splits must be a list of split folder names, e.g. ['train', 'valid'], "
+                        f"got the string {splits!r}")
+    chosen = [class_name(str(s)) for s in splits]
+    have = list(available)
+    if not chosen:
+        raise DataError(f"{desc}: splits is empty; name one or more of the split folders in {root} "
+                        f"({', '.join(have) or 'none found'})")
+    twice = sorted({s for s in chosen if chosen.count(s) > 1})
+    if twice:
+        raise DataError(f"{desc}: splits names {', '.join(twice)} twice; name each split folder once")
+    missing = [s for s in chosen if s not in have]
+    if missing:
+        raise DataError(f"{desc}: no split folder {', '.join(missing)} in {root} (found: {', '.join(have) or 'none'})")
+    return chosen
+
+
+def _pooled_split_files(root: Path, splits: Sequence[str], classes: Sequence[str]
+                        ) -> tuple[list[Path], list[int], list[str], list[str]]:
+    """The images of ``<root>/<split>/<class>/`` for every chosen split and class, pooled (the
+    toolkit re-partitions and re-splits per node): ``(files, labels, missing, empty)`` where
+    ``missing`` and ``empty`` list the ``split/class`` folders absent or without images."""
+    files: list[Path] = []
+    labels: list[int] = []
+    missing: list[str] = []
+    empty: list[str] = []
+    for split in splits:
+        present = class_folders(root / split)
+        for ci, cls in enumerate(classes):
+            folder = present.get(class_name(cls))
+            if folder is None:
+                missing.append(f"{split}/{cls}")
+                continue
+            found = _image_files(folder)
+            if not found:
+                empty.append(f"{split}/{cls}")
+            files += found
+            labels += [ci] * len(found)
+    return files, labels, missing, empty
+
+
 # -------------------------------------------------------- geo-tagged layouts
 
 
@@ -399,22 +494,15 @@ def _load_geo_layout(
     name: str, base: Path, splits: Sequence[str], classes: Sequence[str], sep: str, image_size: int,
     max_per_class: int | None, seed: int, skip_corrupt: bool, workers: int | None, layout: str, source: str,
 ) -> GeoDataset:
+    if isinstance(splits, (str, bytes)):
+        splits = _chosen_splits(f"dataset {name!r}", base, splits, ())  # the error: a string is no list
     root = _locate(base, list(splits))
     if root is None:
         raise _missing(name, base, layout, source)
-    files: list[Path] = []
-    labels: list[int] = []
-    empty: list[str] = []
-    for split in splits:
-        for ci, cls in enumerate(classes):
-            folder = root / split / cls
-            if not folder.is_dir():
-                raise DataError(f"dataset {name!r}: folder {folder} is missing (expected layout: {layout})")
-            found = _image_files(folder)
-            if not found:
-                empty.append(f"{split}/{cls}")
-            files += found
-            labels += [ci] * len(found)
+    splits = _chosen_splits(f"dataset {name!r}", root, splits, class_folders(root))
+    files, labels, missing, empty = _pooled_split_files(root, splits, classes)
+    if missing:
+        raise DataError(f"dataset {name!r}: folder {root / missing[0]} is missing (expected layout: {layout})")
     if not files:
         raise _missing(name, base, layout, source)
     if empty:  # every published folder holds images: an empty one is an incomplete copy, not a smaller split
@@ -611,6 +699,78 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
     return table
 
 
+def _refuse_split_first(root: Path, classes: Sequence[str] | None) -> None:
+    """A folder laid out by split first, read without ``splits``, is one clear error naming its
+    splits and how to name them (unless its split folders are named as ``classes``)."""
+    layout = split_first_layout(root)
+    if layout is not None and (classes is None or {class_name(c) for c in classes} - set(layout)):
+        split_names = ", ".join(f"{s}/" for s in layout)
+        class_names = ", ".join(sorted({c for cs in layout.values() for c in cs}))
+        raise DataError(f"image folder {root} is laid out by split first ({split_names} each holding class folders "
+                        f"{class_names}), not <class>/<images>: name the split folders to pool, e.g. splits="
+                        f"{','.join(layout)} (--splits {','.join(layout)} in fol data info, data.splits = "
+                        f"{list(layout)} in a scenario, splits={'+'.join(layout)} in a --data spec)")
+
+
+def image_folder_classes(root: Path, splits: Sequence[str] | None = None) -> list[str]:
+    """The classes :func:`load_image_folder` would read from ``root`` with ``splits``, without
+    decoding any image: the sorted class folder names (of the chosen split folders,
+    pooled); a folder laid out by split first, without ``splits``, is refused as the loader does."""
+    folders = class_folders(root)
+    if splits is None:
+        _refuse_split_first(root, None)
+        return list(folders)
+    chosen = _chosen_splits(f"image folder {root}", root, splits, folders)
+    return sorted({c for split in chosen for c in class_folders(folders[split])})
+
+
+def _class_folder_files(root: Path, classes: Sequence[str] | None, folders: dict[str, Path],
+                        label: str) -> tuple[list[Path], list[int], list[str]]:
+    """``(files, labels, classes)`` of ``<root>/<class>/<image>``; a folder laid out by
+    split first is refused unless its split folders are named as ``classes``."""
+    _refuse_split_first(root, classes)
+    classes = list(folders) if classes is None else [class_name(c) for c in classes]
+    if not classes:
+        raise DataError(f"image folder {root} has no class sub-folders (expected {root}/<class>/<image files>)")
+    files: list[Path] = []
+    labels: list[int] = []
+    for ci, cls in enumerate(classes):
+        folder = folders.get(cls, root / cls)
+        if not folder.is_dir():
+            raise DataError(f"image folder {root}: class folder {folder} is missing")
+        found = _image_files(folder)
+        if not found:
+            raise DataError(f"image folder {root}: class folder {folder} has no images ({', '.join(IMAGE_EXTENSIONS)})")
+        files += found
+        labels += [ci] * len(found)
+    return (*_drop_links(label, root, files, labels), classes)
+
+
+def _split_folder_files(root: Path, splits: Sequence[str], classes: Sequence[str] | None, folders: dict[str, Path],
+                        label: str) -> tuple[list[Path], list[int], list[str]]:
+    """``(files, labels, classes)`` of ``<root>/<split>/<class>/<image>`` pooled over ``splits``
+    (see :func:`load_image_folder`)."""
+    chosen = _chosen_splits(f"image folder {root}", root, splits, folders)
+    for split in chosen:
+        if _holds_images(folders[split], directly=True):
+            raise DataError(f"image folder {root}: split folder {folders[split]} holds images directly; with splits= "
+                            f"each split folder holds class folders (<split>/<class>/<images>)")
+    found = {c for split in chosen for c in class_folders(folders[split])}
+    classes = sorted(found) if classes is None else [class_name(c) for c in classes]
+    if not classes:
+        raise DataError(f"image folder {root}: split folder(s) {', '.join(chosen)} hold no class sub-folders "
+                        f"(expected {root}/<split>/<class>/<image files>)")
+    files, labels, _, _ = _pooled_split_files(root, [folders[s].name for s in chosen], classes)
+    counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=len(classes))
+    for cls, n in zip(classes, counts):
+        if not n:
+            where = "has no images" if cls in found else "is missing"
+            raise DataError(f"image folder {root}: class {cls!r} {where} in split(s) {', '.join(chosen)} "
+                            f"({', '.join(IMAGE_EXTENSIONS)})")
+    files, labels = _drop_copies(label, root, *_drop_links(label, root, files, labels))
+    return files, labels, classes
+
+
 def load_image_folder(
     path: str | Path,
     image_size: int = 32,
@@ -623,16 +783,30 @@ def load_image_folder(
     skip_corrupt: bool = False,
     workers: int | None = None,
     name: str | None = None,
+    splits: Sequence[str] | None = None,
 ) -> GeoDataset:
-    """Any ``<path>/<class>/<image>`` folder (torchvision ``ImageFolder`` layout).
+    """Any ``<path>/<class>/<image>`` folder (torchvision ``ImageFolder`` layout),
+    or one laid out by split first, ``<path>/<split>/<class>/<image>``.
 
     ``classes`` fixes the class order (default: sorted sub-folder names);
     class names are compared in Unicode NFC (:func:`class_folders`).
+    A folder laid out by split first (the rule: :func:`split_first_layout`;
+    e.g. ``train/``, ``valid/``, ``test/`` each with the class folders) is
+    refused, naming its splits, unless ``splits`` names the split folders to
+    read: their images are pooled (the toolkit makes its own train / val /
+    test split per node), the classes are the sorted union of the class
+    folders in those splits (a class may be absent from some of them) and an
+    image found in two splits (same name, same bytes) is used once, as the
+    named loaders' ``splits`` do. ``splits`` reads ``<path>/<split>/<class>/``
+    whatever the split folders are called. To read such a folder as classes
+    named ``train``, ``test`` ... anyway, name them in ``classes``.
     ``coords`` says where coordinates come from: ``"none"`` (NaN),
     ``"filename"`` (``"<lon><name_separator><lat>.<ext>"``, as in the
     wildfire and hurricane sets) or ``"csv"`` (``coords_csv``, default
     ``<path>/coords.csv``, with columns file, lat, lon; ``file`` is the path
-    relative to ``path``, a longer path ending in it, or the bare file name).
+    relative to ``path``, a longer path ending in it, or the bare file name;
+    with ``splits``, the path relative to ``path`` starts with the split
+    folder: ``train/burnt/a.png``).
     An image without coordinates in the chosen source, or named by CSV rows
     with different ones, is an error naming it.
     """
@@ -644,23 +818,12 @@ def load_image_folder(
             f"(e.g. under datasets/; see datasets/README.md)"
         )
     folders = class_folders(root)
-    classes = list(folders) if classes is None else [class_name(c) for c in classes]
-    if not classes:
-        raise DataError(f"image folder {root} has no class sub-folders (expected {root}/<class>/<image files>)")
     if coords not in IMAGE_FOLDER_COORDS:
         raise DataError(f"coords must be 'none', 'filename' or 'csv', got {coords!r}")
-    files: list[Path] = []
-    labels: list[int] = []
-    for ci, cls in enumerate(classes):
-        folder = folders.get(cls, root / cls)
-        if not folder.is_dir():
-            raise DataError(f"image folder {root}: class folder {folder} is missing")
-        found = _image_files(folder)
-        if not found:
-            raise DataError(f"image folder {root}: class folder {folder} has no images ({', '.join(IMAGE_EXTENSIONS)})")
-        files += found
-        labels += [ci] * len(found)
-    files, labels = _drop_links(label, root, files, labels)
+    if splits is not None:
+        files, labels, classes = _split_folder_files(root, splits, classes, folders, label)
+    else:
+        files, labels, classes = _class_folder_files(root, classes, folders, label)
     if coords == "filename":
         lat_lon = np.array([parse_lonlat(str(f), name_separator) for f in files], dtype=np.float64).reshape(-1, 2)
     elif coords == "csv":

@@ -182,10 +182,10 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
     if check_data:
         check_dataset(d.dataset, d.root, **d.loader_options(0))
         if d.dataset == "imagefolder":  # its classes are the sub-folders (hidden ones aside), as the loader reads them
-            from fol.data.loaders import class_folder_names
+            from fol.data.loaders import image_folder_classes
 
             folder = Path(d.path or "")
-            classes = class_folder_names(folder)
+            classes = image_folder_classes(folder, d.splits)
             if len(classes) < 2:
                 raise DataError(f"{scn.source}: data.path: {folder} has {len(classes)} class sub-folder(s) "
                                 f"{classes}; a classifier needs at least 2 (<path>/<class>/<image files>)")

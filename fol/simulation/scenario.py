@@ -14,6 +14,7 @@ Learning tables, every key checked (unknown keys are an error naming them)::
     # path = "my_images"       # dataset = "imagefolder": <path>/<class>/<image> (relative to this file)
     # coords = "filename"      # imagefolder: "none" | "filename" (<lon>,<lat>.<ext>) | "csv" (<path>/coords.csv)
     # skip_corrupt = true      # real images: skip (and log) unreadable files instead of stopping
+    # splits = ["train", "valid"]  # published split folders to pool (wildfire, hurricane, svhn, imagefolder)
     size = 9000                # pool size of a synthetic dataset
     image_size = 32            # image side (pixels): synthetic drawn at it, real resized to it
     partition = "orbit"        # "orbit" | "dirichlet" | "region"
@@ -96,6 +97,7 @@ class DataConfig:
     path: str | None = None
     coords: str = "none"
     skip_corrupt: bool = False
+    splits: list[str] | None = None
 
     @property
     def side_px(self) -> int:
@@ -112,6 +114,8 @@ class DataConfig:
             options["coords"] = self.coords
         if self.skip_corrupt:
             options["skip_corrupt"] = True
+        if self.splits is not None:
+            options["splits"] = list(self.splits)
         return options
 
 
@@ -185,6 +189,10 @@ def _check_image_file_fields(data: DataConfig) -> None:
         readers = ", ".join(n for n in dataset_names() if dataset_accepts(n, "skip_corrupt"))
         raise ConfigError(f"data.skip_corrupt: only applies to the datasets read from image files ({readers}), "
                           f"not {shown(data.dataset)}")
+    if data.splits is not None and not dataset_accepts(data.dataset, "splits"):
+        readers = ", ".join(n for n in dataset_names() if dataset_accepts(n, "splits"))
+        raise ConfigError(f"data.splits: only applies to the datasets read from split folders ({readers}), "
+                          f"not {shown(data.dataset)}")
     if data.root is not None and (data.dataset.startswith("synthetic-") or data.dataset == "imagefolder"):
         real = ", ".join(n for n in dataset_names() if not n.startswith("synthetic-") and n != "imagefolder")
         where = " (its images are in data.path)" if data.dataset == "imagefolder" else ""
@@ -248,6 +256,7 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         min_samples=d.int("min_samples", 40),
         coords=d.str("coords", "none", choices=IMAGE_FOLDER_COORDS),
         skip_corrupt=d.bool("skip_corrupt", False),
+        splits=d.str_list("splits", None, what="split folder names"),
     )
     if "root" in d:
         root = Path(d.str("root", ""))
