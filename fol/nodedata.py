@@ -80,9 +80,15 @@ def parse_node_data(text: str, root: str | None = None, where: str = "--data") -
     known = {f.name for f in dataclasses.fields(NodeDataSpec)}
     values: dict[str, object] = {"root": root}
     given: dict[str, str] = {}
+    last = ""
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
         key = key.strip()
+        if not sep and last == "path":  # 'path=/data/a,b': the comma cut the folder's name
+            raise ConfigError(f"{where}: path={given['path'].strip()} is followed by {part!r}: ',' separates the "
+                              f"key=value pairs, so path= cannot hold a comma; give the folder itself as {where} "
+                              f"(the node then holds all of it), or path= a link to it whose name has no comma")
+        last = key
         if not sep or key not in known:
             raise ConfigError(f"{where}: unknown or malformed entry {part!r}; expected keys {', '.join(sorted(known))}")
         if key in given:

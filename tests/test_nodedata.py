@@ -95,3 +95,16 @@ def test_region_partition_without_coordinates_says_so(tmp_path: Path, monkeypatc
                                "of cifar10 have none; use partition=dirichlet or all")
     for partition in ("all", "dirichlet"):  # the partitions that need no coordinates still take the folder
         assert parse_node_data(f"dataset=imagefolder,path={tmp_path},partition={partition}").partition == partition
+
+
+def test_a_path_cut_by_a_comma_is_refused_saying_why(tmp_path: Path) -> None:
+    """'path=/x/a,b' said "unknown or malformed entry 'b'", which does not say the comma cut the path."""
+    folder = tmp_path / "a,b:c"  # commas and colons are legal in folder names (and ':' in Windows paths)
+    (folder / "burnt").mkdir(parents=True)
+    with pytest.raises(ConfigError) as err:
+        parse_node_data(f"dataset=imagefolder,path={folder},partition=all")
+    assert str(err.value) == (f"--data: path={tmp_path / 'a'} is followed by 'b:c': ',' separates the key=value pairs, "
+                              f"so path= cannot hold a comma; give the folder itself as --data (the node then holds "
+                              f"all of it), or path= a link to it whose name has no comma")
+    assert parse_node_data(str(folder)).path == str(folder)  # the folder itself is read, colon and comma included
+    assert parse_node_data(f"dataset=imagefolder,path={tmp_path / 'x:y'},nodes=2").path == str(tmp_path / "x:y")
