@@ -839,3 +839,23 @@ def test_split_first_folders_are_read_through_every_way_of_naming_a_dataset(tmp_
     monkeypatch.setattr("fol.data.split_node", lambda ds, seed: ds)  # the node's whole pool, unsplit
     pool = load_node_data(spec)
     assert spec.splits == "train+test" and len(pool) == 5 and pool.class_names == ["fire", "nofire", "smoke"]
+
+
+def test_a_large_sixteen_bit_or_float_band_is_converted_without_wide_copies_of_it(tmp_path):
+    """The 8-bit conversion made uint32 / float64 copies of the whole band: 10 bytes of Python-side
+    memory per pixel of a 16-bit image (13 of a float one), near 1 GB for an image at the pixel limit,
+    in each of the reading threads. It now converts a chunk at a time: the band as Pillow hands it
+    over and the 8-bit result, plus one chunk."""
+    import tracemalloc
+
+    side = 3000
+    Image.fromarray(np.zeros((side, side), np.uint16)).save(tmp_path / "z16.png")
+    Image.fromarray(np.zeros((side, side), np.float32)).save(tmp_path / "zf.tif")
+    for name, most in (("z16.png", 6), ("zf.tif", 11)):  # bytes per pixel
+        tracemalloc.start()
+        try:
+            assert loaders.read_image(tmp_path / name, 8).shape == (3, 8, 8)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < most * side * side, (name, peak / side / side)

@@ -131,16 +131,28 @@ def _single_band_to_8bit(im, path: str | Path):
         if a.size and not (np.isfinite(a).all() and a.min() >= 0.0 and a.max() <= 1.0):
             raise DataError(f"{path}: floating-point image (Pillow mode F) with values outside [0, 1] "
                             f"({a.min():g}..{a.max():g}); save it scaled to [0, 1] or as 8- or 16-bit")
-        scaled = a.astype(np.float64)
-        scaled *= 255.0
-        out = np.round(scaled, out=scaled).astype(np.uint8)
-    else:
-        if a.size and (a.min() < 0 or a.max() > 65535):
-            raise DataError(f"{path}: integer image (Pillow mode {im.mode}) with values outside "
-                            f"0..65535 ({a.min():g}..{a.max():g}); save it as 8- or 16-bit")
-        # round(v * 255 / 65535) = round(v / 257) in integers (v / 257 never ends in exactly .5)
-        out = ((a.astype(np.uint32) * 510 + 65535) // 131070).astype(np.uint8)
-    return Image.fromarray(out, mode="L")
+    elif a.size and (a.min() < 0 or a.max() > 65535):
+        raise DataError(f"{path}: integer image (Pillow mode {im.mode}) with values outside "
+                        f"0..65535 ({a.min():g}..{a.max():g}); save it as 8- or 16-bit")
+    flat = a.reshape(-1)
+    out = np.empty(flat.shape, dtype=np.uint8)
+    for i in range(0, flat.size, _CONVERT_CHUNK):  # wide temporaries of one chunk, not of the whole band
+        if im.mode == "F":
+            part = flat[i:i + _CONVERT_CHUNK].astype(np.float64)
+            part *= 255.0
+            np.round(part, out=part)
+        else:  # round(v * 255 / 65535) = round(v / 257) in integers (v / 257 never ends in exactly .5)
+            part = flat[i:i + _CONVERT_CHUNK].astype(np.uint32)
+            part *= 510
+            part += 65535
+            part //= 131070
+        out[i:i + _CONVERT_CHUNK] = part
+    return Image.fromarray(out.reshape(a.shape), mode="L")
+
+
+#: Pixels :func:`_single_band_to_8bit` converts at a time (8 MiB of float64): its
+#: memory beyond the band and the 8-bit result stays this small whatever the image's size.
+_CONVERT_CHUNK = 1 << 20
 
 
 #: Most pixels an image file may have (Pillow's decompression-bomb threshold, about 9,459 x 9,459):
