@@ -77,7 +77,7 @@ def build_config(args: argparse.Namespace) -> ProtocolConfig:
     if args.data:
         over["datasets"] = tuple(args.data)
     for name in ("psi", "seeds", "nodes", "pool", "image_size", "arch", "rounds", "min_samples", "data_seed",
-                 "methods"):
+                 "methods", "splits"):
         value = getattr(args, name)
         if value is not None:
             over[{"psi": "psis"}.get(name, name)] = tuple(value) if isinstance(value, list) else value
@@ -215,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="psi 0.5 only, 4 nodes from 600 images, 1 seed, Q = 3")
     ap.add_argument("--data", nargs="+", help="dataset names (default: synthetic-wildfire synthetic-hurricane) "
                     "or imagefolder:PATH")
+    ap.add_argument("--splits", nargs="+", metavar="SPLIT",
+                    help="for an imagefolder:PATH laid out by split first (PATH/<split>/<class>/, as Kaggle sets "
+                    "are published): the split folders to pool, e.g. train valid test (the protocol partitions "
+                    "the pool itself)")
     ap.add_argument("--psi", nargs="+", type=positive_float("a Dirichlet concentration psi"), help="Dirichlet concentrations (default 0.7 0.5 0.3 0.1)")
     ap.add_argument("--seeds", type=int, help="number of training seeds (default 3)")
     ap.add_argument("--first-seed", type=int, help="run seeds FIRST .. FIRST + seeds - 1 (default 0)")

@@ -235,7 +235,9 @@ class ProtocolConfig:
     class-stratified-by-chance subset when larger, all of it when ``pool = 0``); ``rounds`` is E;
     ``fol`` holds :class:`FOLConfig` overrides (e.g. ``max_neighbours``);
     ``method_options`` the options of ``dense`` / ``co-boosting`` / ``fedavg``;
-    ``methods`` the method groups run (:data:`METHOD_GROUPS`, all by default)."""
+    ``methods`` the method groups run (:data:`METHOD_GROUPS`, all by default);
+    ``splits`` the split folders pooled from an ``imagefolder:PATH`` laid out by split
+    first (``PATH/<split>/<class>/``; empty: none, the folder is ``PATH/<class>/``)."""
 
     datasets: tuple[str, ...] = ("synthetic-wildfire", "synthetic-hurricane")
     psis: tuple[float, ...] = (0.7, 0.5, 0.3, 0.1)
@@ -250,8 +252,12 @@ class ProtocolConfig:
     fol: dict[str, Any] = field(default_factory=dict)
     method_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     methods: tuple[str, ...] = METHOD_GROUPS
+    splits: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.splits and not any(d.startswith("imagefolder:") for d in self.datasets):
+            raise ConfigError(f"protocol splits: only for an imagefolder:PATH dataset laid out by split first, "
+                              f"got splits {list(self.splits)} with datasets {list(self.datasets)}")
         unknown = sorted(set(self.methods) - set(METHOD_GROUPS))
         if unknown or not self.methods:
             raise ConfigError(f"protocol methods: expected one or more of {list(METHOD_GROUPS)}, got "
@@ -318,7 +324,8 @@ class ProtocolConfig:
 def load_pool(dataset: str, cfg: ProtocolConfig) -> GeoDataset:
     """The images a setting partitions (see :class:`ProtocolConfig`)."""
     if dataset.startswith("imagefolder:"):
-        ds = load_dataset("imagefolder", path=dataset.split(":", 1)[1], image_size=cfg.image_size)
+        ds = load_dataset("imagefolder", path=dataset.split(":", 1)[1], image_size=cfg.image_size,
+                          splits=list(cfg.splits) or None)
     elif dataset.startswith("synthetic-"):
         ds = load_dataset(dataset, n=cfg.pool or 12_000, seed=cfg.data_seed, image_size=cfg.image_size)
     else:
@@ -630,11 +637,11 @@ class ProtocolResult:
         if not isinstance(data, dict) or not isinstance(data.get("config"), dict) \
                 or not isinstance(data.get("raw"), list):
             raise bad("top level", "the tables.json of benchmarks/paper_tables.py (an object with 'config' and 'raw')")
-        raw_cfg = dict(data["config"])
+        raw_cfg = {"splits": [], **data["config"]}  # tables written before splits existed have none
         names = {f.name for f in dataclasses.fields(ProtocolConfig)}
         if set(raw_cfg) != names:
             raise bad("config", f"exactly the keys {sorted(names)}")
-        for key in ("datasets", "psis", "seeds", "methods"):
+        for key in ("datasets", "psis", "seeds", "methods", "splits"):
             if not isinstance(raw_cfg[key], list):
                 raise bad(f"config.{key}", "a list")
             raw_cfg[key] = tuple(raw_cfg[key])

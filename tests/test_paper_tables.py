@@ -124,6 +124,32 @@ def test_bad_protocol_settings_are_clear_errors(tmp_path, capsys, benchmark_scri
     assert "nowhere" in err and "Traceback" not in err
 
 
+def test_a_split_first_image_folder_runs_the_protocol_through_splits(tmp_path, capsys, benchmark_script) -> None:
+    """imagefolder:PATH of a folder laid out by split first (PATH/<split>/<class>/) is refused
+    naming --splits, which pools the named split folders; splits without such a dataset are refused."""
+    import numpy as np
+    from PIL import Image
+
+    from fol.reproduce import load_pool
+
+    root = tmp_path / "kaggle"
+    for split, n, shade in (("train", 3, 0), ("valid", 2, 100)):
+        for c, channel in (("fire", 0), ("nofire", 1)):
+            (root / split / c).mkdir(parents=True)
+            for i in range(n):  # every image distinct (copies across splits are used once)
+                pixels = np.zeros((8, 8, 3), np.uint8)
+                pixels[..., channel], pixels[..., 2] = 200, shade + i
+                Image.fromarray(pixels).save(root / split / c / f"{i}.png")
+    data = f"imagefolder:{root}"
+    assert benchmark_script("paper_tables").main(["--quick", "--data", data, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "laid out by split first" in err[0] and "--splits train valid in benchmarks" in err[0]
+    pool = load_pool(data, ProtocolConfig(datasets=(data,), splits=("train", "valid"), pool=0, image_size=8))
+    assert pool.class_names == ["fire", "nofire"] and pool.class_counts().tolist() == [5, 5]
+    with pytest.raises(ConfigError, match=r"protocol splits: only for an imagefolder:PATH dataset"):
+        ProtocolConfig(splits=("train",))
+
+
 def test_baseline_options_are_checked_before_any_training(tmp_path, capsys, benchmark_script, monkeypatch) -> None:
     """--option of an unknown method, or a key or value the method refuses, is one line before
     pretraining starts (a typo such as coboosting.epochs=5 used to run hours with the defaults)."""

@@ -721,7 +721,8 @@ def _refuse_split_first(root: Path, classes: Sequence[str] | None) -> None:
         raise DataError(f"image folder {root} is laid out by split first ({split_names} each holding class folders "
                         f"{class_names}), not <class>/<images>: name the split folders to pool, e.g. splits="
                         f"{','.join(layout)} (--splits {','.join(layout)} in fol data info, data.splits = "
-                        f"{list(layout)} in a scenario, splits={'+'.join(layout)} in a --data spec)")
+                        f"{list(layout)} in a scenario, splits={'+'.join(layout)} in a --data spec, "
+                        f"--splits {' '.join(layout)} in benchmarks/paper_tables.py)")
 
 
 def image_folder_classes(root: Path, splits: Sequence[str] | None = None) -> list[str]:
