@@ -46,8 +46,8 @@ from fol.ensemble import WeightedEnsemble, ensemble_logits, fit_ensemble_weights
 from fol.errors import ConfigError, TrainingError
 from fol.fileio import write_json_atomic
 from fol.models import ModelSpec
-from fol.stages import (Candidate, align_neighbour, candidate_val_logits, fall_back_to_received, own_candidate,
-                        scored_candidate, select_top_k)
+from fol.stages import (Candidate, align_neighbour, candidate_train_logits, candidate_val_logits,
+                        fall_back_to_received, own_candidate, scored_candidate, select_top_k)
 from fol.train import evaluate, predict_logits
 from fol.variants import ALL_VARIANTS, VARIANTS
 from swarmbase.tomlcheck import shown
@@ -199,7 +199,8 @@ def personalize(
     if cfg.keep_received == "all":
         specs = {item.name: item.card.spec for item in usable}
         state.pool.extend(dataclasses.replace(c, name=_pooled_name(c.name, round), round=round, spec=specs[c.name],
-                                              val_logits=None, received_val_logits=None)  # shared within a round
+                                              val_logits=None, train_logits=None,  # shared within a round
+                                              received_val_logits=None)
                           for c in fresh)
     state.current_model = student
     state.deployed = ensemble if deploy_ensemble else state.current_model
@@ -299,11 +300,12 @@ def ensemble_and_distill(state: NodeState, candidates: Sequence[Candidate], roun
     report.selected = [c.name for c in top]
     report.seconds["select"] = time.perf_counter() - t0
 
-    # Stage 3: weighted ensemble on cached logits of the fitting split (never test).
+    # Stage 3: weighted ensemble on cached logits of the fitting split (never test): those the
+    # candidates kept from stage 2 where they have them.
     t0 = time.perf_counter()
     fit_x, fit_y = train if cfg.ensemble_fit == "train" else val
-    fit_logits = [candidate_val_logits(c, fit_x) if cfg.ensemble_fit == "val" else predict_logits(c.model, fit_x)
-                  for c in top]
+    on_fit = candidate_val_logits if cfg.ensemble_fit == "val" else candidate_train_logits
+    fit_logits = [on_fit(c, fit_x) for c in top]
     weights = fit_ensemble_weights(fit_logits, fit_y, steps=cfg.ensemble_steps, lr=cfg.ensemble_lr,
                                    vertex=cfg.ensemble_vertex)
     ensemble = WeightedEnsemble([c.model for c in top], weights).eval()
@@ -323,8 +325,12 @@ def ensemble_and_distill(state: NodeState, candidates: Sequence[Candidate], roun
     reuse = cfg.ensemble_fit == "train" and x is train[0]
     if reuse:  # the paper's path: the teacher's logits are the cached fitting logits
         teacher_logits = ensemble_logits(fit_logits, weights)
+    elif x is train[0]:  # exactly D_train's images: the logits the candidates kept from stage 2
+        teacher_logits = ensemble_logits([candidate_train_logits(c, x) for c in top], weights)
     else:
         teacher_logits = ensemble_logits([predict_logits(c.model, x) for c in top], weights)
+    # The algorithm's logical passes (the fitting split's and the teacher's on x), whether or not
+    # their logits were kept from stage 2's finiteness check.
     logit_passes = int(fit_x.shape[0]) + (0 if reuse else int(x.shape[0]))
     views = None
     if cfg.distill_inputs == "function-matching":  # a fresh view of every image at every step

@@ -79,6 +79,10 @@ class Candidate:
     # its logits on the node's D_val from the pass that scored it, which the Top-K
     # selection and the ensemble fit share (None: not scored here, computed there)
     val_logits: torch.Tensor | None = field(default=None, repr=False, compare=False)
+    # an aligned neighbour's: its logits on the node's D_train images from the pass that checked them
+    # finite (:func:`fol.train.predict_logits`, its default batching), which stage 3 (``ensemble_fit =
+    # "train"``) and stage 4 (the teacher's logits on D_train) share (None: computed there)
+    train_logits: torch.Tensor | None = field(default=None, repr=False, compare=False)
     # a neighbour's: the received model's logits on D_val from the pass that gave ``score_before``,
     # which the ``align_fallback = "received"`` candidate reuses (None: computed there)
     received_val_logits: torch.Tensor | None = field(default=None, repr=False, compare=False)
@@ -200,11 +204,13 @@ def align_neighbour(
 
     cand.model = model.eval()
     val_logits = predict_logits(model, val[0])  # the one pass over D_val: checked, scored, kept
-    if not has_finite_outputs(model, train[0]) or not bool(torch.isfinite(val_logits).all()):
+    train_logits = predict_logits(model, train[0])  # the one pass over D_train: checked, kept
+    if not bool(torch.isfinite(train_logits).all()) or not bool(torch.isfinite(val_logits).all()):
         raise TrainingError(f"{name}: the aligned model's outputs on the node's data are not finite")
     cand.params_after = count_parameters(model)
     result = logit_scores(val_logits, val[1])
-    cand.score, cand.val_loss, cand.val_logits = result.accuracy, result.loss, val_logits
+    cand.score, cand.val_loss = result.accuracy, result.loss
+    cand.val_logits, cand.train_logits = val_logits, train_logits
     return cand
 
 
@@ -227,14 +233,16 @@ def fall_back_to_received(cand: Candidate, received: nn.Module, node: NodeData) 
     if cand.score_before is None or not cand.score_before > cand.score:
         return cand
     val = node.val.tensors()
-    if not has_finite_outputs(received, node.train.images):
+    train_logits = predict_logits(received, node.train.images)  # checked finite, kept: the candidate's own
+    if not bool(torch.isfinite(train_logits).all()):
         return cand
     val_logits = cand.received_val_logits if cand.received_val_logits is not None else predict_logits(received, val[0])
     if not bool(torch.isfinite(val_logits).all()):
         return cand
     return dataclasses.replace(
         cand, model=received.eval(), score=cand.score_before, val_loss=logit_scores(val_logits, val[1]).loss,
-        val_logits=val_logits, params_after=cand.params_before, macs_after=cand.macs_before,
+        val_logits=val_logits, train_logits=train_logits, params_after=cand.params_before,
+        macs_after=cand.macs_before,
         pruning={**cand.pruning, "fallback": "received"},
     )
 
@@ -258,6 +266,14 @@ def candidate_val_logits(cand: Candidate, val_x: torch.Tensor) -> torch.Tensor:
     the pass that scored it, else computed now (:func:`fol.train.predict_logits`,
     the same pass, so the same values)."""
     return cand.val_logits if cand.val_logits is not None else predict_logits(cand.model, val_x)
+
+
+def candidate_train_logits(cand: Candidate, train_x: torch.Tensor) -> torch.Tensor:
+    """``cand``'s logits on the node's D_train images ``train_x`` (exactly
+    those, in their order): those kept by the pass that checked them, else
+    computed now (:func:`fol.train.predict_logits` with the same batching, so
+    the same values, bit for bit)."""
+    return cand.train_logits if cand.train_logits is not None else predict_logits(cand.model, train_x)
 
 
 def own_candidate(name: str, model: nn.Module, node: NodeData) -> Candidate:

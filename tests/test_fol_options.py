@@ -546,6 +546,9 @@ def test_keep_received_all_puts_earlier_rounds_models_back_as_aligned(swarm) -> 
     assert again.name == f"{first} (round 1)" and again.model is kept.model
     assert two_a.candidates[1]["score_after"] == kept.score and two_a.candidates[1]["train_flops"] == kept.train_flops
     assert len(states["all"].pool) == 2 and states["all"].pool[1].name == f"{rec[1].name} (round 2)"
+    # the logits a round's candidates share are not kept with them: memory does not grow with the pool
+    assert all(c.val_logits is None and c.train_logits is None and c.received_val_logits is None
+               for c in states["all"].pool)
     # round 2's own model is aligned exactly as without the option (same start, same seed)
     fresh_a, fresh_r = two_a.candidates[2], two_r.candidates[1]
     assert (fresh_a["score_after"], fresh_a["train_flops"]) == (fresh_r["score_after"], fresh_r["train_flops"])
@@ -831,6 +834,65 @@ def test_stages_2_to_4_run_each_candidate_over_d_val_once(swarm, over: dict) -> 
     assert {m: passes.get(m, 0) for m in roots} == {m: 1 for m in roots}
     assert [passes.get(c.model, 0) for c in cands[1:]] == [1, 1]
     assert sum(passes.values()) == 5  # no other model (a copy made on the way) saw D_val
+
+
+
+@pytest.mark.parametrize("over", [{}, {"ensemble_fit": "train"}, {"ensemble_fit": "train", "distill_inputs": "train"}])
+def test_stages_2_to_4_run_each_aligned_model_over_d_train_once(swarm, over: dict) -> None:
+    """Stage 2 checks an aligned model's logits on D_train finite and keeps
+    them: the ensemble fit (``ensemble_fit = "train"``) and the teacher's logits
+    on D_train (stage 4) use those, not another pass over D_train; the round
+    gives bit for bit what it gives with the logits computed again there."""
+    node = swarm[0]
+    state = _state(node)
+    rec = _received(swarm, 0)
+    train_x = node.data.train.images
+    n = int(train_x.shape[0])
+    rows: dict[nn.Module, int] = {}
+
+    def count(module: nn.Module, inputs: tuple) -> None:  # eval-mode passes over the whole of D_train
+        x = inputs[0]  # (not BN recomputes, nor the pruning's few probe images)
+        if not module.training and x.data_ptr() == train_x.data_ptr() and x.shape == train_x.shape:
+            rows[module] = rows.get(module, 0) + int(x.shape[0])
+
+    handles = [r.model.register_forward_pre_hook(count) for r in rec]  # copies made from them keep the hook
+    cfg = FAST.replace(top_k=3, ensemble_vertex=False, **over)  # fitted weights: every member's logits count
+    try:
+        report = RoundReport(node.name, 1, "fol")
+        cands = align_candidates(state, rec, 1, cfg, True, report)
+        stage_2_flops = report.train_flops
+        _, student = ensemble_and_distill(state, cands, 1, cfg, report)
+    finally:
+        for h in handles:
+            h.remove()
+    assert len(cands) == 3 and len(report.selected) == 3 and min(report.weights) > 0
+    assert [rows.get(c.model, 0) for c in cands[1:]] == [n, n]  # was 2 n: checked, then run again
+    from fol.train import predict_logits
+
+    assert all(torch.equal(c.train_logits, predict_logits(c.model, train_x)) for c in cands[1:])
+    again = RoundReport(node.name, 1, "fol")  # the same round with the kept logits dropped: computed there
+    _, student_again = ensemble_and_distill(state, [dataclasses.replace(c, train_logits=None) for c in cands], 1,
+                                            cfg, again)
+    assert again.weights == report.weights and again.distillation == report.distillation
+    assert again.train_flops == report.train_flops - stage_2_flops  # the logical passes are counted as before
+    assert all(torch.equal(a, b) for a, b in zip(student.state_dict().values(), student_again.state_dict().values()))
+
+
+def test_a_fallback_candidate_keeps_the_received_models_d_train_logits(swarm) -> None:
+    """The candidate that falls back to the model as received carries that
+    model's logits on D_train, not those the aligned model kept."""
+    from fol.stages import fall_back_to_received, scored_candidate
+    from fol.train import predict_logits
+
+    node = swarm[0]
+    aligned, received = node.pretrained, swarm[1].pretrained
+    kept = predict_logits(aligned, node.data.train.images)
+    cand = dataclasses.replace(scored_candidate("n1", aligned, node.data), score=0.0, score_before=1.0,
+                               train_logits=kept)
+    back = fall_back_to_received(cand, received, node.data)
+    assert back.model is received and back.train_logits is not None
+    assert torch.equal(back.train_logits, predict_logits(received, node.data.train.images))
+    assert not torch.equal(back.train_logits, kept)
 
 
 def test_fol_keys_above_the_fol_table_are_refused_not_ignored(tmp_path) -> None:
