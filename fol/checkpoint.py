@@ -114,6 +114,8 @@ __all__ = [
     "tensor_digest",
     "model_digest",
     "upgrade_model_file",
+    "read_state_dict",
+    "import_state_dict",
     "SPEC_LIMITS",
 ]
 
@@ -531,6 +533,93 @@ def upgrade_model_file(path: str | os.PathLike[str], out: str | os.PathLike[str]
             raise CheckpointError(f"{source}: cannot read model file ({exc.strerror or exc})") from None
         loaded = _load_bytes(data, max_bytes, source, legacy=True)
     return save_model(Path(out) if out is not None else Path(path), loaded.model, loaded.card, max_bytes=max_bytes)
+
+
+#: What a pickle-based checkpoint starts with: a zip archive (``torch.save`` since PyTorch 1.6, numpy's
+#: ``.npz``) or a pickle of protocol 2 to 5 (older ``torch.save``, ``pickle.dump``).
+_PICKLE_MAGIC = (b"PK\x03\x04", b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
+#: File name endings of pickle-based checkpoints (PyTorch, Lightning, Hugging Face's ``pytorch_model.bin``).
+_PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle", ".tar", ".npz")
+
+
+def read_state_dict(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, torch.Tensor]:
+    """The tensors of a plain safetensors file (a ``state_dict`` saved elsewhere with
+    ``safetensors.torch.save_file``), in name order, checked as the loader checks a
+    model file's (size, header, layout, dtypes the format takes) but without a card.
+
+    A pickle-based checkpoint (``.pt``, ``.pth``, ``.bin``, a zip or pickle inside)
+    is refused by its name or first bytes, never unpickled.
+    """
+    source = str(path)
+    with _only_project_errors(source):
+        size = _stat_size(path, max_bytes)
+        try:
+            with open(path, "rb") as fh:
+                prefix = fh.read(8)
+                if prefix.startswith(_PICKLE_MAGIC) or Path(path).suffix.lower() in _PICKLE_SUFFIXES:
+                    raise CheckpointError(
+                        f"{source}: a pickle-based checkpoint (PyTorch .pt/.pth/.bin), which this tool never "
+                        f"unpickles (loading a pickle can run any code); convert it in your own environment "
+                        f"with safetensors.torch.save_file(model.state_dict(), 'weights.safetensors')"
+                    )
+                header_len = _header_length(prefix, size, source)
+                raw = fh.read(header_len)
+                header = _parse_header(raw, header_len, source)
+                meta = header.get("__metadata__")
+                if isinstance(meta, dict) and _METADATA_KEY in meta:
+                    raise CheckpointError(f"{source}: already a FOL model file (it has a model card); "
+                                          f"`fol model info` shows it, it needs no import")
+                return _read_tensors(header, size - 8 - header_len, _FileTensors(fh, source), source)
+        except OSError as exc:
+            raise CheckpointError(f"{source}: cannot read file ({exc.strerror or 'I/O error'})") from None
+
+
+def _listed(names: list[str], limit: int = 4) -> str:
+    shown_names = ", ".join(names[:limit])
+    return shown_names + (f", ... {len(names) - limit} more" if len(names) > limit else "")
+
+
+def import_state_dict(weights: str | os.PathLike[str], out: str | os.PathLike[str], card: ModelCard,
+                      max_bytes: int = DEFAULT_MAX_BYTES) -> LoadedModel:
+    """Turn the plain safetensors ``state_dict`` at ``weights`` (trained elsewhere) into a
+    model file at ``out`` with ``card``, and return the written file loaded back by
+    :func:`load_model`.
+
+    The tensors are read by :func:`read_state_dict` (never unpickled); their names and
+    shapes must be exactly those of the dense model ``card.spec`` builds (every missing,
+    unexpected or differently shaped tensor is listed, a few of each, in one line); values
+    must be finite. The file is written by :func:`save_model` (atomically) and then
+    loaded back with every check of the loader.
+    """
+    source = str(weights)
+    tensors = read_state_dict(weights, max_bytes)
+    with _only_project_errors(source):
+        _check_spec_limits(card.spec, source)
+        skeleton = _meta_model(card.spec, source)
+        dense = {name: tuple(t.shape) for name, t in skeleton.state_dict().items()}
+        missing = [n for n in dense if n not in tensors]  # network order
+        unexpected = [n for n in tensors if n not in dense]
+        differing = [f"{n} {list(tensors[n].shape)} (expected {list(dense[n])})"
+                     for n in dense if n in tensors and tuple(tensors[n].shape) != dense[n]]
+        if missing or unexpected or differing:
+            spec = card.spec
+            parts = [f"{len(missing)} missing: {_listed(missing)}" if missing else "",
+                     f"{len(unexpected)} unexpected: {_listed([shown(n) for n in unexpected])}" if unexpected else "",
+                     f"{len(differing)} of another shape: {_listed(differing)}" if differing else ""]
+            raise CheckpointError(
+                f"{source}: tensors do not match {spec.arch!r} with {spec.num_classes} classes, "
+                f"{spec.in_channels} input channels, input size {spec.input_size}: "
+                + "; ".join(p for p in parts if p)
+                + ("; the zoo's resnet18 has torchvision's 7x7 stem only for input size 96 or more"
+                   if spec.arch == "resnet18" and spec.input_size < 96 and any(d.startswith("conv1.") for d in differing)
+                   else "")
+            )
+        _check_tensors(tensors, source)
+        # integer / float kinds and running variances, as the loader checks them
+        _, skeleton = _check_structure(card.spec, tensors, source, pruned=False)
+        model = _materialize(skeleton, card.spec, tensors, source)
+    save_model(out, model, card, max_bytes=max_bytes)
+    return load_model(out, max_bytes)
 
 
 class _only_project_errors:

@@ -22,10 +22,11 @@ def registrars() -> list[Callable[[argparse._SubParsersAction], None]]:
     from fol.simulation.cli import add_demo_parser, add_simulate_parser
     from fol.agent.cli import add_agent_parser, add_keys_parser
     from fol.personalize_cli import add_personalize_parser
+    from fol.model_cli import add_model_parser
 
     return [
         add_demo_parser, add_simulate_parser, add_contacts_parser, add_data_parser, add_pretrain_parser,
-        add_personalize_parser, add_agent_parser, add_keys_parser,
+        add_personalize_parser, add_model_parser, add_agent_parser, add_keys_parser,
     ]
 
 

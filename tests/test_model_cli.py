@@ -1,0 +1,120 @@
+"""``fol model info`` and ``fol model import``: model files summarized through the
+safe loader; a plain safetensors state dict trained elsewhere brought into the
+format, pickle checkpoints refused without unpickling."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from fol.checkpoint import load_model, save_model
+from fol.cli import main
+from fol.models import ModelSpec, build_model
+
+SPEC = ModelSpec("cnn-small", num_classes=2)
+
+
+def _good(path: Path) -> torch.nn.Module:
+    model = build_model(SPEC, seed=0).eval()
+    save_model(path, model, spec=SPEC, class_names=["fire", "no_fire"], producer="node-3", round=2)
+    return model
+
+
+def test_info_reports_each_file_and_fails_on_a_corrupted_one(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    good, bad = tmp_path / "good.safetensors", tmp_path / "bad.safetensors"
+    _good(good)
+    data = bytearray(good.read_bytes())
+    data[-3] ^= 1  # one bit of one weight
+    bad.write_bytes(bytes(data))
+    assert main(["model", "info", str(bad), str(good)]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and str(bad) in err and "does not match the card" in err
+    assert f"{good}: valid, format version 2, digest verified" in out
+    for text in ("cnn-small", "dense (not pruned)", "7,378 parameters", "fire, no_fire", "3 x 32 x 32",
+                 "node-3, round 2", f"{good.stat().st_size:,} bytes"):
+        assert text in out
+    assert main(["model", "info", "--json", str(good), str(bad)]) == 2
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [d["valid"] for d in lines] == [True, False]
+    assert lines[0]["parameters"] == 7378 and lines[0]["digest_verified"] and lines[0]["producer"] == "node-3"
+    assert str(bad) in lines[1]["error"]
+    assert main(["model", "info", str(good)]) == 0
+
+
+def test_import_round_trips_a_safetensors_state_dict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = build_model(ModelSpec("resnet-small", num_classes=3), seed=1).eval()
+    with torch.no_grad():  # trained-looking batch-norm statistics, not the initial ones
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-1, 1)
+                m.running_var.uniform_(0.5, 2)
+    save_file(model.state_dict(), str(tmp_path / "w.safetensors"))
+    out = tmp_path / "sub" / "m.safetensors"
+    assert main(["model", "import", str(tmp_path / "w.safetensors"), "--arch", "resnet-small",
+                 "--classes", "a, b,c", "--producer", "lab", "--out", str(out)]) == 0
+    assert "loaded back and verified" in capsys.readouterr().out
+    loaded = load_model(out)
+    assert loaded.card.class_names == ("a", "b", "c") and loaded.card.producer == "lab"
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(loaded.model(x), model(x))
+
+
+def test_import_refuses_a_pickle_without_unpickling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    state = build_model(SPEC, seed=0).state_dict()
+    torch.save(state, tmp_path / "w.pt")
+    (tmp_path / "w.safetensors").write_bytes(pickle.dumps(dict(state)))  # a pickle under a safetensors name
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("unpickled")
+
+    for name in ("load", "loads", "Unpickler"):
+        monkeypatch.setattr(pickle, name, forbidden)
+    monkeypatch.setattr(torch, "load", forbidden)
+    for src in ("w.pt", "w.safetensors"):
+        assert main(["model", "import", str(tmp_path / src), "--arch", "cnn-small", "--classes", "a,b",
+                     "--out", str(tmp_path / "m.safetensors")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "never unpickles" in err and "safetensors.torch.save_file" in err
+    assert not (tmp_path / "m.safetensors").exists()
+
+
+def test_import_lists_mismatched_tensors_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = dict(build_model(SPEC, seed=0).state_dict())
+    state["extra.weight"] = torch.zeros(2)
+    del state["classifier.3.bias"]
+    state["features.0.weight"] = torch.zeros(16, 3, 5, 5)
+    save_file(state, str(tmp_path / "w.safetensors"))
+    assert main(["model", "import", str(tmp_path / "w.safetensors"), "--arch", "cnn-small", "--classes", "a,b",
+                 "--out", str(tmp_path / "m.safetensors")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "1 missing: classifier.3.bias" in err and "1 unexpected: 'extra.weight'" in err
+    assert "features.0.weight [16, 3, 5, 5] (expected [16, 3, 3, 3])" in err
+    # torchvision's ResNet-18 (its 7x7 stem) fits the zoo's only at 96 px or more: said so
+    save_file({"conv1.weight": torch.zeros(64, 3, 7, 7)}, str(tmp_path / "r.safetensors"))
+    assert main(["model", "import", str(tmp_path / "r.safetensors"), "--arch", "resnet18", "--classes", "a,b",
+                 "--out", str(tmp_path / "m.safetensors")]) == 2
+    assert "7x7 stem only for input size 96 or more" in capsys.readouterr().err
+    assert not (tmp_path / "m.safetensors").exists()
+
+
+def test_import_output_checked_first_and_replaced_like_pretrain(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    save_file(build_model(SPEC, seed=0).state_dict(), str(tmp_path / "w.safetensors"))
+    args = ["model", "import", str(tmp_path / "w.safetensors"), "--arch", "cnn-small", "--classes", "a,b", "--out"]
+    (tmp_path / "file").write_text("x")
+    assert main([*args, str(tmp_path / "file" / "m.safetensors")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out" in err and "cannot be created" in err
+    assert main([*args, str(tmp_path / "w.safetensors")]) == 2  # the input itself
+    assert "is the weights file itself" in capsys.readouterr().err
+    assert main([*args, str(tmp_path / "file")]) == 0  # an existing file is replaced, as fol pretrain --out does
+    assert load_model(tmp_path / "file").card.class_names == ("a", "b")
