@@ -87,17 +87,14 @@ def run_model_info(args: argparse.Namespace) -> int:
         try:
             loaded = load_model(path, max_bytes)
             size = os.stat(path).st_size
-        except CheckpointError as exc:
+        except (CheckpointError, OSError) as exc:  # OSError: the file went away after loading
             failed += 1
+            why = str(exc) if isinstance(exc, CheckpointError) else f"{path}: {exc.strerror or exc}"
             if args.json:
-                print(json.dumps({"file": path, "valid": False, "error": str(exc)}, ensure_ascii=False), flush=True)
+                print(json.dumps({"file": path, "valid": False, "error": why}, ensure_ascii=False), flush=True)
             else:
                 sys.stdout.flush()  # in file order on a terminal
-                print(f"fol model info: error: {exc}", file=sys.stderr, flush=True)
-            continue
-        except OSError as exc:  # the file went away after loading
-            failed += 1
-            print(f"fol model info: error: {path}: {exc.strerror or exc}", file=sys.stderr, flush=True)
+                print(f"fol model info: error: {why}", file=sys.stderr, flush=True)
             continue
         d = describe_model(path, loaded, size)
         del loaded

@@ -45,6 +45,11 @@ def test_info_reports_each_file_and_fails_on_a_corrupted_one(tmp_path: Path,
     assert lines[0]["parameters"] == 7378 and lines[0]["digest_verified"] and lines[0]["producer"] == "node-3"
     assert str(bad) in lines[1]["error"]
     assert main(["model", "info", str(good)]) == 0
+    capsys.readouterr()
+    # over --max-bytes, or absent: one JSON line each, not a traceback
+    assert main(["model", "info", "--json", "--max-bytes", "100", str(good), str(tmp_path / "none")]) == 2
+    errors = [json.loads(line)["error"] for line in capsys.readouterr().out.splitlines()]
+    assert "over the size limit of 100 bytes" in errors[0] and errors[1].endswith("model file not found")
 
 
 def test_import_round_trips_a_safetensors_state_dict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
