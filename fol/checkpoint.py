@@ -547,8 +547,10 @@ def read_state_dict(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_B
     ``safetensors.torch.save_file``), in name order, checked as the loader checks a
     model file's (size, header, layout, dtypes the format takes) but without a card.
 
-    A pickle-based checkpoint (``.pt``, ``.pth``, ``.bin``, a zip or pickle inside)
-    is refused by its name or first bytes, never unpickled.
+    A pickle-based checkpoint (a zip or a pickle inside, as ``torch.save`` writes) is
+    refused by its first bytes, never unpickled; so is a file named like one (``.pt``,
+    ``.pth``, ``.bin`` ...) unless its bytes are a safetensors file's (8 bytes of header
+    length, then the header's ``{``): a safetensors file named ``model.bin`` is read.
     """
     source = str(path)
     with _only_project_errors(source):
@@ -556,7 +558,10 @@ def read_state_dict(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_B
         try:
             with open(path, "rb") as fh:
                 prefix = fh.read(8)
-                if prefix.startswith(_PICKLE_MAGIC) or Path(path).suffix.lower() in _PICKLE_SUFFIXES:
+                looks_safetensors = len(prefix) == 8 and fh.read(1) == b"{"
+                fh.seek(8)
+                if prefix.startswith(_PICKLE_MAGIC) or (
+                        Path(path).suffix.lower() in _PICKLE_SUFFIXES and not looks_safetensors):
                     raise CheckpointError(
                         f"{source}: a pickle-based checkpoint (PyTorch .pt/.pth/.bin), which this tool never "
                         f"unpickles (loading a pickle can run any code); convert it in your own environment "

@@ -89,6 +89,12 @@ def test_import_refuses_a_pickle_without_unpickling(tmp_path: Path, monkeypatch:
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "never unpickles" in err and "safetensors.torch.save_file" in err
     assert not (tmp_path / "m.safetensors").exists()
+    # the name alone decides nothing: a safetensors file called model.bin (as Hugging Face names
+    # weights) is read; it was refused as a pickle by its name
+    save_file(state, str(tmp_path / "model.bin"))
+    assert main(["model", "import", str(tmp_path / "model.bin"), "--arch", "cnn-small", "--classes", "a,b",
+                 "--out", str(tmp_path / "m.safetensors")]) == 0
+    assert load_model(tmp_path / "m.safetensors").card.class_names == ("a", "b")
 
 
 def test_import_lists_mismatched_tensors_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
