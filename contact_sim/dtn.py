@@ -33,8 +33,11 @@ Import (ION with :func:`read_ion`, HDTN with :func:`read_hdtn`, either by file n
 (HDTN: every record) needs its reverse (same interval) in the file; the window carries the smaller
 of the two rates. A window's OWLT is the largest of the ``a range`` lines of
 the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]``, ``None``
-where no line covers it, and written back on export); other ``ionadmin`` commands (``1``, ``s``,
-``m ...``, ``x``) are ignored.
+where no line covers it, and written back on export). ``ionadmin``'s edits apply in file order
+(``@`` moves the time ``+ss`` counts from; ``d contact`` / ``d range`` delete, ``c contact``
+changes an earlier line's); registration (start ``-1``) and hypothetical (stop ``0``) contacts
+carry no scheduled data and are skipped; other ``ionadmin`` commands (``1``, ``s``, ``m ...``,
+``^`` (all regions are read into one plan), ``v``, ``x``) are ignored.
 
 Example:
     >>> from contact_sim.windows import WindowTable
@@ -81,7 +84,7 @@ HDTN_MAX_TIME_S = 2**31 - 1
 #: Plan files larger than this are refused before they are read.
 MAX_PLAN_BYTES = 64 * 1024 * 1024
 _ION_TIME = "%Y/%m/%d-%H:%M:%S"
-_IGNORED = ("1", "s", "m", "x", "q", "e", "h", "?", "l", "w")
+_IGNORED = ("1", "s", "m", "x", "q", "e", "h", "?", "l", "w", "v", "i", "^")
 
 
 def _rounded(plan: ContactPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -219,13 +222,15 @@ MAX_ION_OFFSET_S = 1e10
 MAX_PLAN_INT = 10**100
 
 
-def _ion_time(token: str, start: _dt.datetime | None, where: str) -> float:
+def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: float = 0.0) -> float:
+    """Seconds after the plan start of an ION time: ``+ss`` after the reference time (``@``;
+    the plan start unless moved), or absolute ``yyyy/mm/dd-hh:mm:ss``."""
     if token.startswith("+"):
         try:
-            value = float(token[1:])
+            value = reference_s + float(token[1:])
         except ValueError:
             value = float("nan")
-        if not math.isfinite(value) or value < 0 or value > MAX_ION_OFFSET_S:
+        if not math.isfinite(value) or value < reference_s or value > MAX_ION_OFFSET_S:
             raise ContactError(f"{where}: expected a relative time +SECONDS of 0..{MAX_ION_OFFSET_S:.0e}, "
                                f"got {token!r}")
         return value
@@ -256,8 +261,18 @@ def _pos_int(token: str, what: str, where: str, allow_zero: bool = False) -> int
 
 
 def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = None) -> IonPlan:
-    """Parse ION contact-plan text; ``start`` is used when the file has no ``# start`` header."""
+    """Parse ION contact-plan text; ``start`` is used when the file has no ``# start`` header.
+
+    ``ionadmin``'s own edits are applied in file order: ``@`` moves the reference time of the
+    relative times after it, ``d contact`` / ``d range`` delete and ``c contact`` changes what an
+    earlier line added; registration (start ``-1``) and hypothetical (stop ``0``) contacts carry
+    no scheduled data and are skipped."""
     plan = IonPlan(start)
+    reference = 0.0  # seconds after the plan start that '+ss' counts from ('@' moves it)
+    # the live 'a contact' / 'a range' lines by (start, from, to), and their starts by (from, to),
+    # so that 'd' and 'c' find theirs without a scan of the file so far
+    live: dict[str, dict[tuple[float, int, int], list]] = {"contact": {}, "range": {}}
+    starts: dict[str, dict[tuple[int, int], set[float]]] = {"contact": {}, "range": {}}
     for lineno, raw in enumerate(text.splitlines(), 1):
         where = f"{source}:{lineno}"
         line = raw.strip()
@@ -285,14 +300,24 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
         words = line.split("#", 1)[0].split()
         if words[0] in _IGNORED:
             continue
+        if words[0] == "@":
+            if len(words) != 2:
+                raise ContactError(f"{where}: expected '@ TIME' (+SECONDS or yyyy/mm/dd-hh:mm:ss)")
+            reference = _ion_time(words[1], plan.start, where, reference)
+            continue
+        if words[0] in ("d", "c") and len(words) >= 2 and words[1] in ("contact", "range"):
+            _edit_ion(words, where, plan, reference, live, starts)
+            continue
         if words[0] != "a" or len(words) < 2 or words[1] not in ("contact", "range"):
             raise ContactError(f"{where}: expected 'a contact' or 'a range', got {line[:40]!r}")
         if words[1] == "contact" and len(words) not in (7, 8):
             raise ContactError(f"{where}: expected 'a contact FROM_TIME UNTIL_TIME FROM TO RATE_BYTES_PER_S'")
         if words[1] == "range" and len(words) != 7:
             raise ContactError(f"{where}: expected 'a range FROM_TIME UNTIL_TIME FROM TO OWLT_S'")
-        t0 = _ion_time(words[2], plan.start, where)
-        t1 = _ion_time(words[3], plan.start, where)
+        if words[1] == "contact" and (words[2] == "-1" or words[3] == "0"):
+            continue  # a registration or a hypothetical contact: no scheduled data
+        t0 = _ion_time(words[2], plan.start, where, reference)
+        t1 = _ion_time(words[3], plan.start, where, reference)
         if t1 <= t0:
             raise ContactError(f"{where}: the end time {words[3]} is not after the start time {words[2]}")
         src = _pos_int(words[4], "node number", where)
@@ -301,10 +326,50 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             continue  # ION's loopback contacts (a node to itself) carry nothing between nodes
         value = _pos_int(words[6], "rate (bytes/s)" if words[1] == "contact" else "OWLT (s)", where,
                          allow_zero=True)
-        (plan.contacts if words[1] == "contact" else plan.ranges).append((t0, t1, src, dst, value, where))
+        entry = [t0, t1, src, dst, value, where]
+        live[words[1]][(t0, src, dst)] = entry
+        starts[words[1]].setdefault((src, dst), set()).add(t0)
+        (plan.contacts if words[1] == "contact" else plan.ranges).append(entry)
+    plan.contacts = [tuple(c) for c in plan.contacts if c[4] is not None]
+    plan.ranges = [tuple(r) for r in plan.ranges if r[4] is not None]
     if not plan.contacts:
         raise ContactError(f"{source}: no 'a contact' lines between two different nodes")
     return plan
+
+
+def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
+              live: dict[str, dict[tuple[float, int, int], list]],
+              starts: dict[str, dict[tuple[int, int], set[float]]]) -> None:
+    """Apply a ``d contact`` / ``d range`` (start ``*``: every one of the pair) or ``c contact``
+    line to the entries added so far; a deleted entry's value becomes ``None``."""
+    kind = words[1]
+    if words[0] == "c" and kind == "range":
+        raise ContactError(f"{where}: expected 'c contact START FROM TO RATE_BYTES_PER_S'")
+    if words[0] == "d" and len(words) != 5:
+        raise ContactError(f"{where}: expected 'd {kind} START FROM TO'")
+    if words[0] == "c" and len(words) not in (6, 7):
+        raise ContactError(f"{where}: expected 'c contact START FROM TO RATE_BYTES_PER_S'")
+    if kind == "contact" and words[2] in ("-1", "0"):
+        return  # a registration or a hypothetical contact, which were skipped
+    src = _pos_int(words[3], "node number", where)
+    dst = _pos_int(words[4], "node number", where)
+    if words[0] == "d" and words[2] == "*":
+        t0s = starts[kind].pop((src, dst), set())
+    else:
+        t0s = {_ion_time(words[2], plan.start, where, reference)}
+    for t0 in t0s:
+        entry = live[kind].get((t0, src, dst))
+        if entry is None or entry[4] is None:
+            if src == dst:
+                return  # a loopback, which was skipped
+            raise ContactError(f"{where}: no {kind} {src}->{dst} starting at {words[2]} to "
+                               f"{'delete' if words[0] == 'd' else 'change'} (an 'a {kind}' line must come first)")
+        if words[0] == "c":
+            entry[4] = _pos_int(words[5], "rate (bytes/s)", where, allow_zero=True)
+        else:
+            entry[4] = None
+            del live[kind][(t0, src, dst)]
+            starts[kind].get((src, dst), set()).discard(t0)
 
 
 def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] | None = None,

@@ -464,3 +464,33 @@ def test_plan_json_of_an_imported_plan_without_range_lines_is_standard_json(tmp_
     assert doc["meta"]["owlt_s_per_window"] == [None, 7.0]
     assert [ln for ln in format_ion(plan).splitlines() if ln.startswith("a range")] == [
         "a range +0 +60 1 2 1", "a range +0 +60 2 1 1", "a range +100 +160 1 2 7", "a range +100 +160 2 1 7"]
+
+
+def test_ion_reads_ionadmins_own_commands() -> None:
+    """Real ionrc files use '@' (reference time), '^' (region), 'v', registration (start -1) and
+    hypothetical (stop 0) contacts, and 'd' / 'c' edits; these used to stop the import at their line."""
+    from contact_sim.dtn import ion_to_plan
+
+    text = ("## begin ionadmin\r\n1 1 ''\r\nv\r\n^ 1\r\ns\r\n"
+            "a contact -1 -1 1 1 0\r\na contact +0 0 1 7 0\r\n"
+            "@ 2026/08/01-00:10:00\r\n"                        # '+ss' now counts from 600 s
+            "a contact +0 +60 1 2 1000\r\na contact +0 +60 2 1 1000\r\n"
+            "a contact +100 +160 1 3 500\r\na contact +100 +160 3 1 500\r\n"
+            "c contact +0 1 2 4000\r\nc contact +0 2 1 3000\r\n"
+            "a range +0 +60 1 2 4\r\na range +0 +60 2 1 9\r\nd range +0 2 1\r\n"
+            "d contact * 1 3\r\nd contact +100 3 1\r\n"
+            "@ +1000\r\na contact +0 +30 1 4 100\r\na contact +0 +30 4 1 100\r\n## end ionadmin\r\n")
+    ion = parse_ion(text, "x.ion", START)
+    assert [(c[0], c[1], c[2], c[3], c[4]) for c in ion.contacts] == [
+        (600.0, 660.0, 1, 2, 4000), (600.0, 660.0, 2, 1, 3000), (1600.0, 1630.0, 1, 4, 100), (1600.0, 1630.0, 4, 1, 100)]
+    assert [r[:5] for r in ion.ranges] == [(600.0, 660.0, 1, 2, 4)]
+    plan = ion_to_plan(ion, "x.ion")
+    assert plan.node_names == ["ipn-1", "ipn-2", "ipn-4"]
+    assert plan.meta["owlt_s_per_window"] == [4.0, None]
+    for text, message in (("d contact +0 1 2\n", r"x\.ion:1: no contact 1->2 starting at \+0 to delete"),
+                          ("a contact +0 +9 1 2 1\nc contact +5 1 2 7\n", r"x\.ion:2: no contact 1->2 starting at \+5"),
+                          ("c range +0 1 2 3\n", r"x\.ion:1: expected 'c contact START"),
+                          ("@ 2026/07/01-00:00:00\n", r"x\.ion:1: 2026/07/01-00:00:00 is before the plan start"),
+                          ("@\n", r"x\.ion:1: expected '@ TIME'")):
+        with pytest.raises(ContactError, match=message):
+            parse_ion(text, "x.ion", START)
