@@ -73,6 +73,22 @@ def test_battery_keeps_later_bookings_affordable() -> None:
     assert b.earliest(0.0, 400.0) is None  # more than the capacity
 
 
+
+def test_battery_earliest_does_not_stall_on_rounding() -> None:
+    """A 10 kWh battery whose level, summed over 240 orbital steps, ended 2e-9 J short of the
+    charge sought (below one unit in the last place, above the old fixed 1e-9 J tolerance): the
+    charging step could not move the time any more and the search gave up after 10,000 passes,
+    returning None, i.e. "the battery can never afford it", for an affordable activity."""
+    m = EnergyModel(battery_wh=10000.0, solar_w=38.470583999210184, idle_w=1.0, initial_charge=0.0010530266755553463)
+    b = Battery(m, [(k * 5400.0 + 3000.0, k * 5400.0 + 5000.0) for k in range(200)])
+    for t, joules in ((385373.9379017957, 9015272.543687783), (622662.9904743215, 5505947.984581334),
+                      (1234959.935023021, 16403124.813306034), (1293998.858679527, 2212222.9480940653)):
+        b.spend(t, joules)
+    t = b.earliest(1295142.4713925915, 17014216.43701187)
+    assert t is not None and b.can_spend(t, 17014216.43701187)
+    assert b.level_at(t) == pytest.approx(17014216.43701187, abs=1e-3)
+
+
 def test_energy_table_is_validated() -> None:
     base = {"drones": {"count": 2, "radio_range_km": 1.0}, "time": {"duration_s": 60.0, "step_s": 10.0}}
     scn = parse_contact_scenario({**base, "energy": {"battery_wh": 10.0, "solar_w": 5.0, "idle_w": 1.0}}, ".")
