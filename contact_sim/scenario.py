@@ -331,7 +331,7 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
     if plan_file is not None and t.has("step_s"):  # it would be ignored
         raise ContactError("time.step_s: not used with [contacts] plan_file (the plan lists the windows; "
                            "no grid is searched)")
-    default_step = min(60.0, duration_s) if plan_file is not None else 60.0  # no grid with a plan file
+    default_step = min(60.0, duration_s)  # a run shorter than a minute searches one cell, not a refused grid
     time = TimeConfig(start, duration_s, t.num("step_s", default_step, positive=True))
     if time.step_s > time.duration_s:
         raise ContactError(f"time.step_s: {time.step_s} s exceeds time.duration_s ({time.duration_s} s)")

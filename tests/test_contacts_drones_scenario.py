@@ -156,6 +156,26 @@ def test_scenario_passes_reserved_tables_and_resolves_paths(tmp_path):
     assert plan.windows[0].t_end_s == pytest.approx(80.0, abs=1e-6)
 
 
+def test_a_run_shorter_than_the_default_step_needs_no_step_s(tmp_path):
+    """Without step_s a 30-s drone run was refused with 'time.step_s: 60.0 s exceeds
+    time.duration_s', naming a field the file never set; the default grid is now at most the
+    run, and a step_s the file sets is still checked against it."""
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\na,30,1,0,0.1\n"
+                                     "b,0,0.5,0,0.1\nb,30,0.5,0,0.1\n")
+    text = """
+        [drones]
+        radio_range_km = 0.3
+        waypoints_csv = "wp.csv"
+        [time]
+        duration_s = 30.0
+        """
+    sc = load_contact_scenario(_write(tmp_path, text))
+    assert sc.time.step_s == 30.0
+    assert len(compute_contacts(sc).windows) == 1
+    with pytest.raises(ContactError, match=r"time.step_s: 60.0 s exceeds time.duration_s \(30.0 s\)"):
+        load_contact_scenario(_write(tmp_path, text + "        step_s = 60.0\n"))
+
+
 @pytest.mark.parametrize("patch, match", [
     (("[rounds]", "[bogus]\nx = 1\n[rounds]"), "unknown top-level key 'bogus'"),
     (("rate_bps = 1e8", "rate_bps = 1e8\nspeed = 3"), r"link: unknown key 'speed'"),
