@@ -78,7 +78,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 import struct
 import sys
@@ -823,6 +822,8 @@ def _check_spec_limits(spec: ModelSpec, source: str) -> None:
 _TORCH_DTYPES = {name: dtype for dtype, name in _DTYPE_NAMES.items()}
 #: the largest tensor dimension torch can hold (int64)
 _MAX_DIM = 2**63 - 1
+#: element counts reach this (usize overflow) and the safetensors library and torch refuse the shape
+_COUNT_OVERFLOW = 2**64
 
 
 def _tensor_layout(header: Mapping[str, Any], payload_len: int,
@@ -832,7 +833,8 @@ def _tensor_layout(header: Mapping[str, Any], payload_len: int,
     checks a payload before any of it is allocated: metadata values are strings; every entry
     has a dtype this format takes, a shape of non-negative integers and two offsets; in offset
     order the ranges follow one another from 0 with no gap or overlap up to the payload's end,
-    and each holds exactly its shape's bytes."""
+    and each holds exactly its shape's bytes; a shape whose element count passes 64 bits on
+    the way is refused (even with a 0 after it), as the library refuses it."""
 
     def bad(why: str) -> CheckpointError:
         return CheckpointError(f"{source}: not a valid safetensors payload ({why})")
@@ -855,19 +857,24 @@ def _tensor_layout(header: Mapping[str, Any], payload_len: int,
                 or not all(_is_int(o) and 0 <= o <= payload_len for o in offsets)):
             raise bad(f"tensor {shown(name)} has data_offsets {shown(offsets)}, expected [begin, end] within "
                       f"the {payload_len} bytes of tensor data")
-        entries.append((name, _TORCH_DTYPES[dtype], shape, offsets[0], offsets[1]))
+        count = 1
+        for d in shape:  # stops at the overflow: multiplying out thousands of huge dimensions takes seconds
+            count *= d
+            if count >= _COUNT_OVERFLOW:
+                raise bad(f"tensor {shown(name)} has shape {shown(shape)}, whose element count overflows 64 bits")
+        torch_dtype = _TORCH_DTYPES[dtype]
+        entries.append((name, torch_dtype, shape, offsets[0], offsets[1], count * torch_dtype.itemsize))
     entries.sort(key=lambda e: (e[3], e[4]))
     at = 0
-    for name, dtype, shape, begin, end in entries:
+    for name, dtype, shape, begin, end, nbytes in entries:
         if begin != at or end < begin:
             raise bad(f"invalid offset for tensor {shown(name)}")
-        if math.prod(shape) * dtype.itemsize != end - begin:
-            raise bad(f"tensor {shown(name)} holds {end - begin} bytes, its shape {shape} needs "
-                      f"{math.prod(shape) * dtype.itemsize}")
+        if nbytes != end - begin:
+            raise bad(f"tensor {shown(name)} holds {end - begin} bytes, its shape {shown(shape)} needs {nbytes}")
         at = end
     if at != payload_len:
         raise bad(f"the tensors cover {at} of the {payload_len} bytes of tensor data")
-    return entries
+    return [entry[:5] for entry in entries]
 
 
 def _read_tensors(header: Mapping[str, Any], payload_len: int, payload: "_BytesTensors | _FileTensors",

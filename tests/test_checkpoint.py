@@ -707,6 +707,8 @@ _CARD = json.dumps({"format": "fol-model", "version": 2, "spec": {"arch": "cnn-s
         ({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}}, 4, None, "non-negative integers"),
         ({"a": {"dtype": "F32", "shape": [2.0], "data_offsets": [0, 8]}}, 8, None, "non-negative integers"),
         ({"a": {"dtype": "F32", "shape": [2**64, 0], "data_offsets": [0, 0]}}, 0, None, "non-negative integers"),
+        # an empty tensor whose element count overflows 64 bits on the way (safetensors: "overflow")
+        ({"a": {"dtype": "F32", "shape": [2**31] * 4 + [0], "data_offsets": [0, 0]}}, 0, None, "overflows 64 bits"),
         ({"a": {"dtype": "F32", "data_offsets": [0, 4]}}, 4, None, "needs 'dtype', 'shape' and 'data_offsets'"),
         ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, 4, {"fol": _CARD, "n": 1},
          "'__metadata__' must map names to strings"),
@@ -742,6 +744,18 @@ def test_the_tensor_reader_agrees_with_the_safetensors_library() -> None:
     assert sorted(ours) == sorted(theirs) == sorted(state)
     for name, t in theirs.items():
         assert ours[name].dtype == t.dtype and ours[name].shape == t.shape and torch.equal(ours[name], t), name
+
+
+def test_a_shape_of_many_huge_dimensions_is_refused_at_once(tmp_path: Path) -> None:
+    """A header of some 40,000 dimensions of 2**63 - 1 (about 800 kB, under the header limit) is refused
+    as soon as the element count passes 64 bits, in one short line: multiplying them all out took seconds."""
+    import time
+
+    data = _layout({"a": {"dtype": "F32", "shape": [2**63 - 1] * 40_000, "data_offsets": [0, 4]}}, bytes(4),
+                   {"fol": _CARD})
+    start = time.perf_counter()
+    _assert_rejected(lambda: load_model_bytes(data, source="p"), "p", "overflows 64 bits")
+    assert time.perf_counter() - start < 0.5
 
 
 @pytest.mark.parametrize("change", ["grew", "shrank"])
