@@ -1184,6 +1184,11 @@ def test_good_node_data_is_loaded_once_at_start_up(tmp_path: Path, monkeypatch) 
         assert agent._load_node_data().train.class_names == CLASSES and len(loads) == 1  # kept for the first round
     finally:
         agent.stop()
+    agent = Agent(cfg, load_fol=False)  # a restart resumes from the state folder and loads the data once again
+    try:
+        assert len(loads) == 2 and agent._load_node_data().train.class_names == CLASSES and len(loads) == 2
+    finally:
+        agent.stop()
 
 
 def test_the_retry_back_off_stays_at_its_cap_after_many_failures(tmp_path: Path) -> None:
@@ -1223,5 +1228,12 @@ def test_node_data_other_than_the_pretraining_split_is_refused_at_start_up(tmp_p
         Agent(cfg, load_fol=False)
     save_model(pretrained, build_model(spec, seed=0), spec=spec, class_names=HURRICANE_CLASSES, producer="receiver",
                extra={"data": cfg.data})
-    cfg.state_dir = tmp_path / "fresh-state"  # the first start kept the other model as the node's round 0
-    Agent(cfg, load_fol=False).stop()  # the same spec starts
+    # the refused start adopted nothing: the same state folder starts with the model pretrained on this spec
+    # (it kept the refused model as the node's round 0, and every later start was refused for it)
+    agent = Agent(cfg, load_fol=False)
+    try:
+        from fol.checkpoint import read_card
+
+        assert read_card(agent.inbox.path(agent.inbox.state.local_model)).extra["data"] == cfg.data
+    finally:
+        agent.stop()

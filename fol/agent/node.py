@@ -178,19 +178,20 @@ class Agent:
             card = read_card(current, max_bytes=self.cfg.limits.max_payload_bytes)
             self.inbox.compatible = (tuple(card.class_names), tuple(card.input_shape or ()))
             self.inbox.last_round = self.rounds - 1
-            if not self.inbox.state.finished:
-                self._node_data = self._checked_node_data(card, current)
+            if not self.inbox.state.finished and self._node_data is None:  # a first start checked it already
+                local = self.inbox.path(self.inbox.state.local_model)
+                local_card = read_card(local, max_bytes=self.cfg.limits.max_payload_bytes)
+                self._node_data = self._checked_node_data(card, current, local_card, local)
 
-    def _checked_node_data(self, card: Any, model: Path) -> Any:
+    def _checked_node_data(self, card: Any, model: Path, local_card: Any, local: Path) -> Any:
         """The node's data, loaded at start-up (the first round reads it: a missing, empty or unreadable
         folder, a corrupt image, a shard the dataset cannot give or classes other than the model's are
-        refused now, not at the first personalization, maybe hours into a flight)."""
-        from fol.checkpoint import read_card
+        refused now, not at the first personalization, maybe hours into a flight). ``card`` is the
+        current model's (at ``model``), ``local_card`` the node's round-0 model's (at ``local``)."""
         from fol.nodedata import load_node_data, parse_node_data, split_fields
 
         where = f"{self.cfg.source}: node.data"
-        local = self.inbox.path(self.inbox.state.local_model)
-        trained_on = read_card(local, max_bytes=self.cfg.limits.max_payload_bytes).extra.get("data")  # fol pretrain's --data
+        trained_on = local_card.extra.get("data")  # fol pretrain's --data
         try:
             earlier = parse_node_data(trained_on) if isinstance(trained_on, str) else None
         except ConfigError:  # a folder since moved: nothing to compare (as 'fol personalize')
@@ -230,6 +231,9 @@ class Agent:
             loaded = load_model(self.cfg.model, max_bytes=self.cfg.limits.max_payload_bytes)
         except CheckpointError as exc:
             raise ConfigError(f"{self.cfg.source} [node] model: {exc}") from None
+        if self.cfg.trigger.on_board:  # before the model is adopted: a start refused for its data leaves no round 0
+            model = Path(self.cfg.model)  # behind, so a model file replaced to fit the data is read by the next start
+            self._node_data = self._checked_node_data(loaded.card, model, loaded.card, model)
         target = self.inbox.root / "models" / f"round-{loaded.card.round}.safetensors"
         _copy_atomic(Path(self.cfg.model), target)
         model_id = self.inbox.register_own_model(target, loaded.card.round)
