@@ -111,9 +111,12 @@ def _epoch_text(value: Any, where: str) -> str:
         text = text[:-1]
     try:
         ordinal = _DAY_OF_YEAR.match(text)  # CCSDS also allows YYYY-DDDThh:mm:ss (its own examples use it)
-        if ordinal:
-            day = _dt.datetime.strptime(ordinal.group(1), "%Y-%j").strftime("%Y-%m-%d")
-            text = day + text[len(ordinal.group(1)):]
+        if ordinal:  # strptime's %j takes day 366 of a common year as January 1 of the next
+            year, day = (int(part) for part in ordinal.group(1).split("-"))
+            if not 1 <= day <= (366 if _dt.date(year, 12, 31).timetuple().tm_yday == 366 else 365):
+                raise ValueError(ordinal.group(1))
+            date = _dt.date(year, 1, 1) + _dt.timedelta(days=day - 1)
+            text = date.isoformat() + text[len(ordinal.group(1)):]
         dt = _dt.datetime.fromisoformat(text)
     except ValueError:
         raise OrbitError(f"{where}.EPOCH: expected an ISO-8601 UTC time like 2025-03-01T12:00:00.000000, "

@@ -291,6 +291,11 @@ def test_a_day_of_year_epoch_reads_as_the_calendar_date() -> None:
     assert (doy.jdsatepoch, doy.jdsatepochF) == (iso.jdsatepoch, iso.jdsatepochF)
     with pytest.raises(OrbitError, match=r"gp\.kvn:12\.EPOCH: expected an ISO-8601 UTC time .*, got '2026-367T00:00:00'"):
         parse_omm_text(_kvn({**RECORD, "EPOCH": "2026-367T00:00:00"}), "kvn", "gp.kvn")
+    leap = parse_omm_text(_kvn({**RECORD, "EPOCH": "2024-366T00:00:00"}), "kvn", "gp.kvn").satrecs[0]
+    assert (leap.epochyr, leap.epochdays) == (24, 366.0)
+    for bad in ("2026-366T00:00:00", "2026-000T00:00:00", "0000-001T00:00:00"):  # 2026-366 was read as 2027-01-01
+        with pytest.raises(OrbitError, match=rf"gp\.kvn:12\.EPOCH: expected an ISO-8601 UTC time .*, got '{bad}'"):
+            parse_omm_text(_kvn({**RECORD, "EPOCH": bad}), "kvn", "gp.kvn")
 
 
 def test_a_bad_kvn_file_stops_fol_contacts_with_one_line(tmp_path: Path, capsys) -> None:
