@@ -260,7 +260,8 @@ def _kvn_records(text: str, source: str) -> list[tuple[str, dict[str, str], dict
         elif key in lines:
             raise OrbitError(f"{source}:{number}: {key}: given twice in one message (first on line {lines[key]})")
         unit = _kvn_unit(value)
-        if unit is not None and (key in _KVN_UNITS or _is_number(unit[0])):  # 'NAME [DEB]' keeps its brackets
+        # a number's unit is dropped; text keeps its brackets ('NAME [DEB]', and a name '12 [3]' too)
+        if unit is not None and (key in _KVN_UNITS or (key not in _XML_META and _is_number(unit[0]))):
             value, given = unit
             expected = _KVN_UNITS.get(key)
             if expected is not None and re.sub(r"\s", "", given).lower().replace("^", "**") != expected:

@@ -278,6 +278,8 @@ def test_kvn_export_round_trips_every_satrec_field(tmp_path: Path) -> None:
     assert text.count("CCSDS_OMM_VERS = 2.0\nCREATION_DATE = ") == 2 and re.search(r"\nMEAN_MOTION = 15\.218345\d* \[rev/day\]\n", text)
     back = read_omm(tmp_path / "out.kvn")
     assert back.names == c.names and back.catalog_numbers == c.catalog_numbers
+    c.names = ["12 [3]", "2026 [DEB]"]  # a name that is a number and a bracket read back as '12': a unit dropped
+    assert read_omm(write_omm(tmp_path / "out.kvn", c)).names == c.names
     fields = ("jdsatepoch", "jdsatepochF", "no_kozai", "ecco", "inclo", "nodeo", "argpo", "mo", "bstar", "ndot",
               "nddot", "revnum", "elnum", "intldesg", "classification")
     assert [[getattr(s, f) for f in fields] for s in back.satrecs] == [[getattr(s, f) for f in fields] for s in c.satrecs]
