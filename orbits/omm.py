@@ -246,7 +246,7 @@ def _kvn_records(text: str, source: str) -> list[tuple[str, dict[str, str], dict
     lines: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), 1):
         body = line.strip()
-        if not body or body == "COMMENT" or body.startswith("COMMENT "):
+        if not body or body.split(None, 1)[0] == "COMMENT":  # its text after a blank or a tab
             continue
         match = _KVN_LINE.fullmatch(body)
         if match is None:
