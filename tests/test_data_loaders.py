@@ -787,6 +787,24 @@ def test_a_split_first_folder_reads_coordinates_from_names_and_from_a_csv_with_t
     assert places["test/fire/a.png"] == (1.0, 2.0) and places["train/fire/a.png"] == (3.0, 4.0)
 
 
+def test_a_split_first_folder_with_an_unlabelled_test_split_is_refused_not_read_as_classes(tmp_path):
+    """Kaggle competitions publish train/<class>/ beside a test/ of bare, unlabelled images: that
+    test/ holding images directly made the folder 'not split-first', read as classes test, train."""
+    root = tmp_path / "comp"
+    _write(root / "train" / "fire" / "a.png", (230, 30, 0))
+    _write(root / "train" / "nofire" / "b.png", (0, 170, 30))
+    _write(root / "test" / "1.png", (9, 9, 9))
+    (root / "valid" / "fire").mkdir(parents=True)  # an emptied split
+    assert loaders.split_first_layout(root) == {"train": ["fire", "nofire"]}
+    with pytest.raises(DataError, match=r"split first \(train/ each holding class folders fire, nofire; test/, "
+                                        r"valid/ without class folders of images\).*splits=train \("):
+        load_dataset("imagefolder", path=root, image_size=8)
+    assert loaders.load_image_folder(root, splits=["train"], image_size=8).class_names == ["fire", "nofire"]
+    _write(root / "valid" / "c.png", (9, 9, 9))
+    named = loaders.load_image_folder(root, classes=["test", "train", "valid"], image_size=8)  # as classes, on purpose
+    assert named.labels.tolist() == [0, 1, 1, 2]
+
+
 def test_an_image_in_two_splits_of_a_split_first_folder_is_used_once(tmp_path, caplog):
     root = _split_first_tree(tmp_path / "kaggle")
     copy = root / "train" / "nofire" / "-119.0,37.0.png"

@@ -435,20 +435,25 @@ def split_first_layout(root: Path) -> dict[str, list[str]] | None:
 
     The rule: every top-level folder (:func:`class_folders`) is named like a split
     (its first word is one of :data:`SPLIT_WORDS`: ``train``, ``valid``, ``test``,
-    ``test_another`` ...), holds no image directly, and holds sub-folders with
-    images; with two splits or more, at least one sub-folder name occurs in two of
-    them. A folder of classes whose images sit in sub-folders (``burnt/2020/*.png``)
-    is not split-first: its class names are not split names."""
+    ``test_another`` ...), and at least one of them holds no image directly and
+    sub-folders with images (the splits returned); the others hold no class
+    folder with images (an unlabelled ``test/`` of bare images, as Kaggle
+    competitions publish it, or an emptied split). With two splits or more
+    returned, at least one sub-folder name occurs in two of them. A folder of
+    classes whose images sit in sub-folders (``burnt/2020/*.png``) is not
+    split-first: its class names are not split names."""
     tops = class_folders(root)
     if not tops or not all(_is_split_name(n) for n in tops):
         return None
     layout: dict[str, list[str]] = {}
     for split, folder in tops.items():
         if _holds_images(folder, directly=True):
-            return None
-        layout[split] = [c for c, d in class_folders(folder).items() if _holds_images(d, directly=False)]
-        if not layout[split]:
-            return None
+            continue  # unlabelled, or a class named like a split (then no split below holds class folders)
+        classes = [c for c, d in class_folders(folder).items() if _holds_images(d, directly=False)]
+        if classes:
+            layout[split] = classes
+    if not layout:
+        return None
     names = [c for cs in layout.values() for c in cs]
     if len(layout) > 1 and len(set(names)) == len(names):
         return None
@@ -715,11 +720,14 @@ def _refuse_split_first(root: Path, classes: Sequence[str] | None) -> None:
     """A folder laid out by split first, read without ``splits``, is one clear error naming its
     splits and how to name them (unless its split folders are named as ``classes``)."""
     layout = split_first_layout(root)
-    if layout is not None and (classes is None or {class_name(c) for c in classes} - set(layout)):
+    tops = list(class_folders(root))
+    if layout is not None and (classes is None or {class_name(c) for c in classes} - set(tops)):
         split_names = ", ".join(f"{s}/" for s in layout)
         class_names = ", ".join(sorted({c for cs in layout.values() for c in cs}))
+        others = [t for t in tops if t not in layout]  # e.g. a test/ of unlabelled images
+        unlabelled = f"; {', '.join(f'{t}/' for t in others)} without class folders of images" if others else ""
         raise DataError(f"image folder {root} is laid out by split first ({split_names} each holding class folders "
-                        f"{class_names}), not <class>/<images>: name the split folders to pool, e.g. splits="
+                        f"{class_names}{unlabelled}), not <class>/<images>: name the split folders to pool, e.g. splits="
                         f"{','.join(layout)} (--splits {','.join(layout)} in fol data info, data.splits = "
                         f"{list(layout)} in a scenario, splits={'+'.join(layout)} in a --data spec, "
                         f"--splits {' '.join(layout)} in benchmarks/paper_tables.py)")
