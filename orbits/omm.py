@@ -86,13 +86,14 @@ _KVN_UNITS = {"MEAN_MOTION": "rev/day", "INCLINATION": "deg", "RA_OF_ASC_NODE": 
               "MEAN_ANOMALY": "deg", "BSTAR": "1/er", "MEAN_MOTION_DOT": "rev/day**2", "MEAN_MOTION_DDOT": "rev/day**3"}
 #: A CCSDS day-of-year date (``2026-213T06:30:00``), which ``datetime.fromisoformat`` does not read.
 _DAY_OF_YEAR = re.compile(r"(\d{4}-\d{3})(?=T|$)")
-#: The first line of a KVN message.
-_KVN_START = re.compile(r"\s*CCSDS_OMM_VERS\s*=")
+#: The first line of a KVN message, after any blank or COMMENT lines (keys in any case, as the reader takes them).
+#: Possessive (``*+``), so a long run of blank or COMMENT lines is scanned once, never backtracked over.
+_KVN_START = re.compile(r"(?:\s|COMMENT(?:[ \t][^\n]*+)?+(?=[\r\n]|\Z))*+(?i:CCSDS_OMM_VERS)\s*=")
 
 
 def omm_format(path: str | Path, text: str | None = None) -> str:
-    """``kvn`` when the text starts with ``CCSDS_OMM_VERS =`` (no other layout can), else ``json`` /
-    ``csv`` / ``xml`` / ``kvn`` from the file extension, else from the first character."""
+    """``kvn`` when the text starts with ``CCSDS_OMM_VERS =`` (after blank or COMMENT lines; no other
+    layout can), else ``json`` / ``csv`` / ``xml`` / ``kvn`` from the file extension, else from the first character."""
     if text and _KVN_START.match(text):
         return "kvn"
     ext = Path(path).suffix.lower().lstrip(".")

@@ -234,6 +234,11 @@ def test_omm_in_kvn_layout_reads_as_the_same_json(tmp_path: Path) -> None:
     for name in ("gp.omm", "gp.txt", "gp.csv"):  # found by its first line whatever the file is called
         (tmp_path / name).write_text("\n" + path.read_text())
         assert read_omm(tmp_path / name).catalog_numbers == [412345, 25544]
+        # a COMMENT line first, or lowercase keys (read in .kvn files), were taken for a CSV header
+        (tmp_path / name).write_text("COMMENT from a script\r\nCOMMENT\r\n\n" + path.read_text())
+        assert read_omm(tmp_path / name).catalog_numbers == [412345, 25544]
+        (tmp_path / name).write_text(path.read_text().replace("CCSDS_OMM_VERS", "ccsds_omm_vers"))
+        assert read_omm(tmp_path / name).catalog_numbers == [412345, 25544]
     path.write_text(_kvn(KVN_PAIR[0]).replace("COMMENT ", "COMMENT\t").replace(" = ", "\t=\t"))  # tabs, as blanks
     assert read_omm(path).catalog_numbers == [412345]  # 'COMMENT\tGENERATED ...' was not a COMMENT line
     for theory in ("SGP/SGP4", "SDP4"):  # the CCSDS standard's example writes SGP/SGP4: the same elements
