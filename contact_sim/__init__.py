@@ -1,7 +1,8 @@
 """Contact simulation: line of sight, contact windows, link capacity, contact plans.
 
-Torch-free. Satellites come from :mod:`orbits`; drones from waypoint files or
-a random-waypoint model; both go through the same window finder.
+Torch-free. Satellites come from :mod:`orbits`; drones from waypoint files,
+QGroundControl / Mission Planner missions or a random-waypoint model; both go
+through the same window finder.
 
 Typical use::
 
@@ -45,6 +46,9 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys([
         "LinkModel"],
         "link"),
+    **dict.fromkeys([
+        "enu_km", "read_missions"],
+        "missions"),
     **dict.fromkeys([
         "ContactPlan", "Transfer"],
         "plan"),

@@ -1,0 +1,203 @@
+"""Drone missions from QGroundControl .plan and QGC WPL 110 .waypoints files become
+timed ENU waypoints (contact_sim.missions)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from contact_sim import missions
+from contact_sim.errors import ContactError
+from contact_sim.missions import enu_km, mission_waypoints, read_missions
+
+HOME = (47.0, 8.0, 400.0)
+
+
+def _item(command: int, lat: float = 0.0, lon: float = 0.0, alt: float = 0.0, p1: float = 0.0, p2: float = 0.0,
+          frame: int = 3) -> dict:
+    return {"type": "SimpleItem", "command": command, "frame": frame, "autoContinue": True,
+            "params": [p1, p2, 0, None, lat, lon, alt]}
+
+
+def _plan(path: Path, items: list, home=HOME, **mission) -> Path:
+    doc = {"fileType": "Plan", "version": 1, "groundStation": "QGroundControl",
+           "mission": {"version": 2, "firmwareType": 12, "vehicleType": 2, "hoverSpeed": 5, "cruiseSpeed": 15,
+                       "plannedHomePosition": list(home), "items": items, **mission}}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _wpl(path: Path, home, items: list) -> Path:
+    """The same items as a QGC WPL 110 file (home first, tab-separated)."""
+    lines = ["QGC WPL 110", "\t".join(str(v) for v in (0, 1, 0, 16, 0, 0, 0, 0, *home, 1))]
+    for i, it in enumerate(items, start=1):
+        p = [0 if v is None else v for v in it["params"]]
+        lines.append("\t".join(str(v) for v in (i, 0, it["frame"], it["command"], *p, 1)))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# 0.001 deg north of home, then 0.001 deg east of that, 50 m above home; hover speed 5 m/s
+MISSION = [_item(22, *HOME[:2], 50.0), _item(16, 47.001, 8.0, 50.0, p1=10.0), _item(178, p1=1, p2=10.0, frame=2),
+           _item(16, 47.001, 8.001, 50.0)]
+
+
+def _independent_enu(lat: float, lon: float, h: float, origin=HOME) -> np.ndarray:
+    """Small offsets from the WGS-84 radii of curvature (meridian M, prime vertical N), in m."""
+    a, f = 6378137.0, 1 / 298.257223563
+    e2 = f * (2 - f)
+    phi = math.radians(origin[0])
+    w = 1 - e2 * math.sin(phi) ** 2
+    m, n = a * (1 - e2) / w ** 1.5, a / math.sqrt(w)
+    return np.array([(n + origin[2]) * math.cos(phi) * math.radians(lon - origin[1]),
+                     (m + origin[2]) * math.radians(lat - origin[0]), h - origin[2]])
+
+
+def test_enu_of_a_known_point() -> None:
+    # a quarter turn east on the equator: x = a east of the origin, a below its horizon
+    assert np.allclose(enu_km([0.0], [90.0], [0.0], (0.0, 0.0, 0.0)), [[6378.137, 0.0, -6378.137]], atol=1e-9)
+    assert np.allclose(enu_km([90.0], [0.0], [0.0], (0.0, 0.0, 0.0)), [[0.0, 6356.752314, -6378.137]], atol=1e-6)
+
+
+def test_a_plan_gives_its_positions_and_times(tmp_path: Path) -> None:
+    w, origin = mission_waypoints(_plan(tmp_path / "alpha.plan", MISSION), None, 15.0)
+    assert w.name == "alpha" and origin == HOME
+    expect = [_independent_enu(*HOME), _independent_enu(*HOME[:2], 450.0), _independent_enu(47.001, 8.0, 450.0),
+              _independent_enu(47.001, 8.0, 450.0), _independent_enu(47.001, 8.001, 450.0)]
+    assert np.abs(w.xyz_km * 1000.0 - np.array(expect)).max() < 1.0  # metres
+    north, east = expect[2][1], expect[4][0] - expect[2][0]
+    assert north == pytest.approx(111.18, abs=0.05) and east == pytest.approx(75.82, abs=0.5)
+    # climb 50 m at 5 m/s, fly north at 5 m/s, hold 10 s, fly east at the changed 10 m/s
+    t1 = 10.0
+    t2 = t1 + np.linalg.norm(w.xyz_km[2] - w.xyz_km[1]) * 1000 / 5.0
+    t4 = t2 + 10.0 + np.linalg.norm(w.xyz_km[4] - w.xyz_km[3]) * 1000 / 10.0
+    assert np.allclose(w.t_s, [0.0, t1, t2, t2 + 10.0, t4])
+    assert t2 == pytest.approx(10 + north / 5, abs=0.01)
+
+
+def test_a_waypoints_file_is_the_same_mission(tmp_path: Path) -> None:
+    a, _ = mission_waypoints(_plan(tmp_path / "a.plan", MISSION), None, 15.0)
+    b, _ = mission_waypoints(_wpl(tmp_path / "a.waypoints", HOME, MISSION), None, 5.0)  # no speed in the file
+    assert np.allclose(a.t_s, b.t_s) and np.allclose(a.xyz_km, b.xyz_km)
+
+
+def test_the_waypoints_reader_agrees_with_pymavlink(tmp_path: Path) -> None:
+    mavwp = pytest.importorskip("pymavlink.mavwp")
+    path = _wpl(tmp_path / "a.waypoints", HOME, MISSION)
+    loader = mavwp.MAVWPLoader()
+    loader.load(str(path))
+    home, targets = missions.read_mission(path, 5.0)
+    ref = [loader.wp(i) for i in range(loader.count())]
+    assert home == (ref[0].x, ref[0].y, ref[0].z)
+    nav = [w for w in ref[1:] if w.command == 16]
+    assert [(t[0], t[1], t[2] - HOME[2], t[4]) for t in targets[2:]] == [(w.x, w.y, w.z, w.param1) for w in nav]
+
+
+def test_plan_speeds_rtl_land_and_default_speed(tmp_path: Path) -> None:
+    items = [_item(16, 47.001, 8.0, 0.0), _item(20, frame=2)]
+    w, _ = mission_waypoints(_plan(tmp_path / "a.plan", items, hoverSpeed=2.0), None, 15.0)
+    d = np.linalg.norm(w.xyz_km[1] - w.xyz_km[0]) * 1000
+    assert np.allclose(w.xyz_km[-1], 0.0) and w.t_s[-1] == pytest.approx(2 * d / 2.0)
+    fixed, _ = mission_waypoints(_plan(tmp_path / "b.plan", items, vehicleType=1, cruiseSpeed=20.0), None, 15.0)
+    assert fixed.t_s[-1] == pytest.approx(2 * d / 20.0)
+    doc = json.loads((tmp_path / "b.plan").read_text())
+    del doc["mission"]["cruiseSpeed"], doc["mission"]["hoverSpeed"]
+    (tmp_path / "c.plan").write_text(json.dumps(doc))
+    assert mission_waypoints(tmp_path / "c.plan", None, 4.0)[0].t_s[-1] == pytest.approx(2 * d / 4.0)
+    # land at the item's position: fly there at altitude, then descend to home's altitude
+    land = [_item(22, *HOME[:2], 30.0), _item(21, 47.001, 8.0, 0.0)]
+    w, _ = mission_waypoints(_plan(tmp_path / "d.plan", land), None, 15.0)
+    assert np.allclose(w.xyz_km[-1] * 1000, _independent_enu(47.001, 8.0, HOME[2]), atol=1.0)
+    assert w.xyz_km[-2][2] * 1000 == pytest.approx(30.0, abs=0.01)
+
+
+def test_survey_items_are_flown_and_an_uncomputed_one_refused(tmp_path: Path) -> None:
+    survey = {"type": "ComplexItem", "complexItemType": "survey", "version": 5,
+              "TransectStyleComplexItem": {"Items": [_item(206, p1=25, frame=2), _item(16, 47.001, 8.0, 50.0),
+                                                     _item(16, 47.001, 8.001, 50.0)]}}
+    w, _ = mission_waypoints(_plan(tmp_path / "a.plan", [survey]), None, 15.0)
+    assert len(w.t_s) == 3
+    bare = {"type": "ComplexItem", "complexItemType": "StructureScan", "polygon": []}
+    with pytest.raises(ContactError, match=r"b.plan: mission.items\[1\]: complex item 'StructureScan' holds no"):
+        mission_waypoints(_plan(tmp_path / "b.plan", [_item(22, *HOME[:2], 5.0), bare]), None, 15.0)
+
+
+BAD_PLANS = [
+    ("{", "invalid JSON"),
+    ('{"fileType": "Mission"}', 'expected a JSON object with "fileType": "Plan"'),
+    ([_item(82, 47.001, 8.0, 50.0)], "mission.items[0]: unsupported command 82 (supported: 16 waypoint"),
+    ([_item(177, p1=1, p2=3, frame=2)], "mission.items[0]: unsupported command 177"),
+    ([_item(112, p1=30, frame=2)], "mission.items[0]: unsupported command 112"),
+    ([_item(16, 47.001, 8.0, 50.0, frame=10)], "mission.items[0]: waypoint in unsupported frame 10"),
+    ([_item(16, None, 8.0, 50.0)], "mission.items[0]: expected latitude -90..90"),
+    ([_item(16, 91.0, 8.0, 50.0)], "mission.items[0]: expected latitude -90..90"),
+    ([_item(16, 47.001, 8.0, 1e12)], "mission.items[0]: expected an altitude within"),
+    ([_item(16, 57.0, 8.0, 50.0)], "mission.items[0]: lies more than 1000 km from the drones' origin"),
+    ([_item(16, 47.001, 8.0, 50.0, p1=-5)], "mission.items[0]: waypoint hold time p1 must be"),
+    ([_item(178, p1=1, p2=1e9, frame=2)], "mission.items[0] (change-speed p2): expected a speed of"),
+    ([{"type": "SimpleItem", "command": 16, "frame": 3, "params": [0, 0]}], "expected 'params' as 7 numbers"),
+    ([["not", "an", "item"]], "mission.items[0]: expected a mission item"),
+]
+
+
+@pytest.mark.parametrize("content, message", BAD_PLANS, ids=[m for _, m in BAD_PLANS])
+def test_a_bad_plan_is_one_line_naming_file_and_item(tmp_path: Path, content, message: str) -> None:
+    path = tmp_path / "bad.plan"
+    if isinstance(content, str):
+        path.write_text(content)
+    else:
+        _plan(path, content)
+    with pytest.raises(ContactError) as exc:
+        mission_waypoints(path, None, 15.0)
+    assert str(exc.value).startswith(f"{path}") and message in str(exc.value) and "\n" not in str(exc.value)
+
+
+BAD_WPL = [
+    ("QGC WPL 100\n0\t1\t0\t16\t0\t0\t0\t0\t47\t8\t400\t1\n", "expected a first line 'QGC WPL 110'"),
+    ("QGC WPL 110\n", "no items"),
+    ("QGC WPL 110\n0\t1\t0\t16\t0\t0\t0\t0\t47\t8\t400\t1\n1\t0\t3\t16\t0\t0\t0\t0\t47\t8\n", ":3: expected 12"),
+    ("QGC WPL 110\n0\t1\t0\t16\t0\t0\t0\t0\t47\t8\t400\t1\n1\t0\t3\tWP\t0\t0\t0\t0\t47\t8\t5\t1\n",
+     ":3: frame and command must be integers"),
+    ("QGC WPL 110\n0\t1\t0\t16\t0\t0\t0\t0\t47\t8\t400\t1\n1\t0\t3\t16\t0\t0\t0\t0\tnan\t8\t5\t1\n",
+     "line 3: expected latitude"),
+    ("QGC WPL 110\n0\t1\t0\t16\t0\t0\t0\t0\t47\t8\t400\t1\n1\t0\t3\t31\t0\t0\t0\t0\t47\t8\t5\t1\n",
+     "line 3: unsupported command 31"),
+]
+
+
+@pytest.mark.parametrize("content, message", BAD_WPL, ids=[m for _, m in BAD_WPL])
+def test_a_bad_waypoints_file_is_one_line_naming_file_and_line(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.waypoints"
+    path.write_text(content)
+    with pytest.raises(ContactError) as exc:
+        mission_waypoints(path, None, 15.0)
+    assert str(exc.value).startswith(f"{path}") and message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_oversized_unknown_and_twin_files_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _plan(tmp_path / "a.plan", MISSION)
+    monkeypatch.setattr(missions, "MAX_MISSION_BYTES", 100)
+    with pytest.raises(ContactError, match=r"a.plan: \d+ bytes; a mission file may have at most 100"):
+        mission_waypoints(path, None, 15.0)
+    monkeypatch.undo()
+    (tmp_path / "a.txt").write_text("x")
+    with pytest.raises(ContactError, match=r"a.txt: expected a QGroundControl .plan or a QGC WPL 110 .waypoints"):
+        mission_waypoints(tmp_path / "a.txt", None, 15.0)
+    twin = _wpl(tmp_path / "a.waypoints", HOME, MISSION)
+    with pytest.raises(ContactError, match=r"a.waypoints: drone name 'a' \(the file's stem\) is also that of .*a.plan"):
+        read_missions([path, twin], None, 15.0)
+
+
+def test_every_mission_shares_the_first_home_or_the_given_origin(tmp_path: Path) -> None:
+    a = _plan(tmp_path / "a.plan", [_item(16, 47.001, 8.0, 0.0)])
+    b = _plan(tmp_path / "b.plan", [_item(16, 47.0, 8.0, 0.0)], home=(47.001, 8.0, 400.0))
+    wa, wb = read_missions([a, b], None, 15.0)
+    assert np.allclose(wb.xyz_km[0], wa.xyz_km[1]) and np.allclose(wb.xyz_km[1], 0.0, atol=1e-9)
+    wa2, _ = read_missions([a, b], (47.0, 8.0, 0.0), 15.0)
+    assert np.allclose(wa2.xyz_km[:, :2], wa.xyz_km[:, :2], atol=1e-9)
+    assert np.allclose(wa2.xyz_km[:, 2], wa.xyz_km[:, 2] + 0.4, atol=1e-6)
+
