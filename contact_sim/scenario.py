@@ -23,6 +23,10 @@ Sections owned here (every key checked; unknown keys are errors)::
     seed = 0
     radio_range_km = 1.5
     # waypoints_csv = "drone_waypoints.csv"   # ... or waypoints from a file
+    # missions = ["a.plan", "b.waypoints"]     # ... or QGroundControl / Mission Planner missions
+    # origin_lat_deg = 47.0                    # (their ENU origin; default: the first mission's home)
+    # origin_lon_deg = 8.0
+    # origin_alt_m = 0.0
 
     [[ground_stations]]        # optional, satellite scenarios only
     name = "Svalbard"
@@ -83,9 +87,10 @@ from orbits import Constellation, OrbitError, parse_utc, read_omm, read_tle, wal
 from orbits.sunlight import check_sunlight_span, check_sunlight_steps, eclipse_intervals, ephemeris
 from swarmbase.tomlcheck import Table, read_toml
 
-from .drones import MAX_LOCAL_KM, drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
+from .drones import MAX_LOCAL_KM, Waypoints, drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
 from .dtn import header_name_ok, read_plan
 from .errors import ContactError
+from .missions import MAX_SPEED_M_S, MIN_SPEED_M_S, read_missions
 from .energy import Battery, EnergyModel
 from .geometry import EARTH_RADIUS_KM, MAX_GRAZING_KM
 from .link import MAX_RATE_BPS, SHANNON_RANGES, LinkModel
@@ -104,7 +109,7 @@ CONTACT_TABLES = ("constellation", "drones", "ground_stations", "time", "link", 
 _CONSTELLATION_KEYS = {"kind", "total", "planes", "phasing", "altitude_km", "inclination_deg",
                        "epoch", "tle_file", "omm_file"}
 _DRONE_KEYS = {"count", "area_km", "speed_m_s", "altitude_km", "pause_s", "seed", "radio_range_km",
-               "waypoints_csv"}
+               "waypoints_csv", "missions", "origin_lat_deg", "origin_lon_deg", "origin_alt_m"}
 _STATION_KEYS = {"name", "lat_deg", "lon_deg", "elevation_m"}
 _TIME_KEYS = {"start", "duration_s", "step_s"}
 _LINK_KEYS = {"model", "rate_bps", "max_range_km", "grazing_altitude_km", "acquisition_s",
@@ -144,6 +149,8 @@ class DroneConfig:
     pause_s: float = 0.0
     seed: int = 0
     waypoints_csv: Path | None = None
+    missions: list[Path] | None = None
+    origin: tuple[float, float, float] | None = None
 
 
 @dataclass
@@ -205,6 +212,17 @@ class _Table(Table):
             return parse_utc(v, field=f"{self.where}.{key}")
         except OrbitError as exc:
             self._raise(str(exc))
+
+
+def _paths(t: _Table, key: str, base_dir: Path) -> list[Path] | None:
+    """A non-empty list of path strings, relative ones resolved against ``base_dir``."""
+    names = t.str_list(key, what="paths")
+    if names is None:
+        return None
+    for name in names:
+        if not name or "\0" in name:
+            t.fail(key, f"expected non-empty paths without a NUL character, got {name!r}")
+    return [p if p.is_absolute() else base_dir / p for p in (Path(n).expanduser() for n in names)]
 
 
 # ---------------------------------------------------------------------------- parsing
@@ -286,13 +304,27 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
             altitude_km=t.num("altitude_km", 0.1, minimum=-MAX_LOCAL_KM, maximum=MAX_LOCAL_KM),
             pause_s=t.num("pause_s", 0.0, nonneg=True),
             seed=t.int("seed", 0, minimum=0),
-            waypoints_csv=t.path("waypoints_csv", base_dir))
-        if (drones.count is None) == (drones.waypoints_csv is None):
-            raise ContactError("drones: give either count (random waypoints) or waypoints_csv")
-        if drones.waypoints_csv is not None:
-            for k in ("area_km", "speed_m_s", "pause_s", "seed", "altitude_km"):
+            waypoints_csv=t.path("waypoints_csv", base_dir),
+            missions=_paths(t, "missions", base_dir))
+        given = [k for k in ("count", "waypoints_csv", "missions") if t.has(k)]
+        if len(given) != 1:
+            raise ContactError("drones: give exactly one of count (random waypoints), waypoints_csv or missions")
+        if drones.count is None:
+            for k in ("area_km", "pause_s", "seed", "altitude_km") + (("speed_m_s",) if drones.missions is None else ()):
                 if t.has(k):
-                    raise ContactError(f"drones.{k}: not used with waypoints_csv")
+                    raise ContactError(f"drones.{k}: not used with {given[0]}")
+        if drones.missions is None:
+            for k in ("origin_lat_deg", "origin_lon_deg", "origin_alt_m"):
+                if t.has(k):
+                    raise ContactError(f"drones.{k}: only used with missions")
+        elif t.has("origin_lat_deg") or t.has("origin_lon_deg") or t.has("origin_alt_m"):
+            if not (t.has("origin_lat_deg") and t.has("origin_lon_deg")):
+                raise ContactError("drones: give origin_lat_deg and origin_lon_deg together")
+            drones.origin = (t.num("origin_lat_deg", minimum=-90.0, maximum=90.0),
+                             t.num("origin_lon_deg", minimum=-180.0, maximum=360.0),
+                             t.num("origin_alt_m", 0.0, minimum=-MAX_LOCAL_KM * 1000.0, maximum=MAX_LOCAL_KM * 1000.0))
+        if drones.missions is not None and t.has("speed_m_s"):
+            drones.speed_m_s = t.num("speed_m_s", minimum=MIN_SPEED_M_S, maximum=MAX_SPEED_M_S)
 
     stations: list[GroundStation] = []
     gs = data.get("ground_stations", [])
@@ -537,13 +569,23 @@ def check_contact_scenario(scenario: ContactScenario) -> tuple[list[str], list[i
         _check_grid(scenario, len(constellation.names) + len(scenario.ground_stations))
         return list(constellation.names), [int(p) for p in constellation.planes]
     d = scenario.drones
-    if d.waypoints_csv is not None:
-        wps = read_waypoints_csv(d.waypoints_csv)
-        _check_grid(scenario, len(wps), sum(w.t_s.size for w in wps))
+    if d.count is None:
+        wps = _read_drone_files(scenario)
     else:
         wps = random_waypoints(d.count, d.area_km, d.speed_m_s, min(scenario.time.duration_s, 1.0), d.seed,
                                d.altitude_km, d.pause_s)
     return [w.name for w in wps], None
+
+
+def _read_drone_files(scenario: ContactScenario) -> list[Waypoints]:
+    """The drones of a waypoint CSV or of mission files, once the grid they make is checked."""
+    d = scenario.drones
+    if d.waypoints_csv is not None:
+        wps = read_waypoints_csv(d.waypoints_csv)
+    else:
+        wps = read_missions(d.missions, d.origin, d.speed_m_s)
+    _check_grid(scenario, len(wps), sum(w.t_s.size for w in wps))
+    return wps
 
 
 def check_energy_inputs(scenario: ContactScenario) -> None:
@@ -569,9 +611,8 @@ def build_trajectories(scenario: ContactScenario) -> Trajectories:
         return satellite_trajectories(constellation, t.start, t.duration_s, t.step_s,
                                       scenario.ground_stations or None)
     d = scenario.drones
-    if d.waypoints_csv is not None:
-        wps = read_waypoints_csv(d.waypoints_csv)
-        _check_grid(scenario, len(wps), sum(w.t_s.size for w in wps))
+    if d.count is None:
+        wps = _read_drone_files(scenario)
     else:
         wps = random_waypoints(d.count, d.area_km, d.speed_m_s, t.duration_s, d.seed,
                                d.altitude_km, d.pause_s)

@@ -201,3 +201,63 @@ def test_every_mission_shares_the_first_home_or_the_given_origin(tmp_path: Path)
     assert np.allclose(wa2.xyz_km[:, :2], wa.xyz_km[:, :2], atol=1e-9)
     assert np.allclose(wa2.xyz_km[:, 2], wa.xyz_km[:, 2] + 0.4, atol=1e-6)
 
+
+def _scenario(tmp_path: Path, drones: str) -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text(f"[drones]\nradio_range_km = 0.5\n{drones}\n[time]\nduration_s = 200.0\nstep_s = 10.0\n")
+    return path
+
+
+def test_two_drones_flying_head_on_meet_as_their_csv_track_does(tmp_path: Path) -> None:
+    from contact_sim.drones import write_waypoints_csv
+    from contact_sim.scenario import compute_contacts, load_contact_scenario
+
+    east = (HOME[0], HOME[1] + 0.02, HOME[2])  # about 1.52 km east
+    _plan(tmp_path / "west.plan", [_item(16, *east[:2], 0.0)], hoverSpeed=10.0)
+    _wpl(tmp_path / "east.waypoints", east, [_item(16, *HOME[:2], 0.0)])
+    plan = compute_contacts(load_contact_scenario(
+        _scenario(tmp_path, 'missions = ["west.plan", "east.waypoints"]\nspeed_m_s = 10.0')))
+    assert len(plan.windows) == 1
+    w = plan.windows[0]
+    d = enu_km([east[0]], [east[1]], [east[2]], HOME)[0, 0] * 1000  # the chord, m
+    # closing at 20 m/s from d m, in range (500 m) until they are 500 m apart again
+    assert w.t_start_s == pytest.approx((d - 500) / 20, abs=1e-3) and w.t_end_s == pytest.approx((d + 500) / 20, abs=1e-3)
+    wps = read_missions([tmp_path / "west.plan", tmp_path / "east.waypoints"], None, 10.0)
+    write_waypoints_csv(tmp_path / "wp.csv", wps)
+    csv_plan = compute_contacts(load_contact_scenario(_scenario(tmp_path, 'waypoints_csv = "wp.csv"')))
+    c = csv_plan.windows[0]
+    assert len(csv_plan.windows) == 1 and c.t_start_s == pytest.approx(w.t_start_s, abs=1e-2)
+    assert c.t_end_s == pytest.approx(w.t_end_s, abs=1e-2) and plan.node_names == csv_plan.node_names
+
+
+@pytest.mark.parametrize("drones, message", [
+    ('missions = ["a.plan"]\ncount = 2', "drones: give exactly one of count (random waypoints), waypoints_csv or missions"),
+    ('missions = ["a.plan"]\narea_km = 2.0', "drones.area_km: not used with missions"),
+    ('count = 2\norigin_lat_deg = 47.0\norigin_lon_deg = 8.0', "drones.origin_lat_deg: only used with missions"),
+    ('missions = ["a.plan"]\norigin_lat_deg = 47.0', "drones: give origin_lat_deg and origin_lon_deg together"),
+    ('missions = ["a.plan"]\norigin_lat_deg = 95.0\norigin_lon_deg = 8.0', "drones.origin_lat_deg: expected a number in"),
+    ('missions = ["a.plan"]\nspeed_m_s = 5000.0', "drones.speed_m_s: expected a number in 0.01..1000"),
+    ('missions = []', "drones.missions: expected a non-empty list of paths"),
+    ('missions = ["a\\u0000.plan"]', "drones.missions: expected non-empty paths without a NUL character"),
+])
+def test_bad_mission_fields_are_one_line(tmp_path: Path, drones: str, message: str) -> None:
+    from contact_sim.scenario import load_contact_scenario
+
+    _plan(tmp_path / "a.plan", MISSION)
+    with pytest.raises(ContactError) as exc:
+        load_contact_scenario(_scenario(tmp_path, drones))
+    assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_missing_mission_file_is_named_by_the_check(tmp_path: Path) -> None:
+    from contact_sim.scenario import check_contact_scenario, load_contact_scenario
+
+    _plan(tmp_path / "a.plan", MISSION)
+    sc = load_contact_scenario(_scenario(tmp_path, 'missions = ["a.plan", "b.plan"]\norigin_lat_deg = 47.0\n'
+                                                  'origin_lon_deg = 8.0'))
+    assert sc.drones.origin == (47.0, 8.0, 0.0)
+    with pytest.raises(ContactError, match=r"b.plan: mission file not found"):
+        check_contact_scenario(sc)
+    _wpl(tmp_path / "b.waypoints", HOME, MISSION)
+    sc.drones.missions[1] = tmp_path / "b.waypoints"
+    assert check_contact_scenario(sc) == (["a", "b"], None)
