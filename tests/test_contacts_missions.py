@@ -261,3 +261,14 @@ def test_a_missing_mission_file_is_named_by_the_check(tmp_path: Path) -> None:
     _wpl(tmp_path / "b.waypoints", HOME, MISSION)
     sc.drones.missions[1] = tmp_path / "b.waypoints"
     assert check_contact_scenario(sc) == (["a", "b"], None)
+
+
+def test_the_docs_waypoints_example_is_the_shipped_one() -> None:
+    """docs/formats.md shows examples/mission_south.waypoints (flown by examples/drone_missions.toml,
+    which tests/test_examples_check.py checks)."""
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "formats.md").read_text(encoding="utf-8")
+    block = text.split("```text\nQGC WPL 110\n", 1)[1].split("```", 1)[0]
+    assert "QGC WPL 110\n" + block == (root / "examples" / "mission_south.waypoints").read_text()
+    home, targets = missions.read_mission(root / "examples" / "mission_south.waypoints", 6.0)
+    assert home == (47.397, 8.545, 488.0) and [t[4] for t in targets] == [0.0, 0.0, 5.0, 0.0, 0.0]
