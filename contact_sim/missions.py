@@ -41,7 +41,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from orbits import ground_points_itrs
-from swarmbase.tomlcheck import read_text_file
+from swarmbase.tomlcheck import read_text_file, shown
 
 from .drones import MAX_LOCAL_KM, Waypoints
 from .dtn import header_name_ok
@@ -103,10 +103,13 @@ def _number(v: Any) -> float:
         return math.nan
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError
-    return float(v)
+    try:
+        return float(v)
+    except OverflowError:  # an integer of hundreds of digits
+        raise ValueError from None
 
 
-def _plan_items(path: Path, items: Any, where: str) -> Iterator[_Item]:
+def _plan_items(path: Path, items: Any, where: str, nested: bool = False) -> Iterator[_Item]:
     if not isinstance(items, list):
         raise ContactError(f"{path}: {where}: expected a list of mission items")
     for i, obj in enumerate(items):
@@ -114,17 +117,18 @@ def _plan_items(path: Path, items: Any, where: str) -> Iterator[_Item]:
         if not isinstance(obj, dict):
             raise ContactError(f"{path}: {here}: expected a mission item (JSON object)")
         kind = obj.get("type")
-        if kind == "ComplexItem":
+        if kind == "ComplexItem" and not nested:
             inner = obj.get("TransectStyleComplexItem")
             if not isinstance(inner, dict) or not isinstance(inner.get("Items"), list):
                 raise ContactError(
-                    f"{path}: {here}: complex item {obj.get('complexItemType')!r} holds no computed waypoints "
+                    f"{path}: {here}: complex item {shown(obj.get('complexItemType'))} holds no computed waypoints "
                     "(TransectStyleComplexItem.Items); only surveys and corridor scans saved by "
                     "QGroundControl carry them")
-            yield from _plan_items(path, inner["Items"], f"{here}.Items")
+            yield from _plan_items(path, inner["Items"], f"{here}.Items", nested=True)
             continue
         if kind != "SimpleItem":
-            raise ContactError(f"{path}: {here}: expected type 'SimpleItem' or 'ComplexItem', got {kind!r}")
+            allowed = "'SimpleItem'" if nested else "'SimpleItem' or 'ComplexItem'"
+            raise ContactError(f"{path}: {here}: expected type {allowed}, got {shown(kind)}")
         command, frame, params = obj.get("command"), obj.get("frame"), obj.get("params")
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (command, frame)):
             raise ContactError(f"{path}: {here}: expected integer 'command' and 'frame'")
@@ -157,14 +161,12 @@ def _read_plan(path: Path, text: str) -> tuple[tuple[float, float, float], float
         raise ContactError(f"{path}: mission.plannedHomePosition: expected [lat, lon, alt]") from None
     key = "cruiseSpeed" if mission.get("vehicleType") == 1 else "hoverSpeed"
     speed = None
-    for k in (key, "cruiseSpeed"):
-        if k in mission:
-            try:
-                speed = _number(mission[k])
-            except ValueError:
-                speed = math.nan
-            _check_speed(path, f"mission.{k}", speed)
-            break
+    if key in mission:
+        try:
+            speed = _number(mission[key])
+        except ValueError:
+            speed = math.nan
+        _check_speed(path, f"mission.{key}", speed)
     return (lat, lon, alt), speed, list(_plan_items(path, mission.get("items"), "mission.items"))
 
 

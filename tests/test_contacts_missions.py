@@ -108,6 +108,10 @@ def test_plan_speeds_rtl_land_and_default_speed(tmp_path: Path) -> None:
     del doc["mission"]["cruiseSpeed"], doc["mission"]["hoverSpeed"]
     (tmp_path / "c.plan").write_text(json.dumps(doc))
     assert mission_waypoints(tmp_path / "c.plan", None, 4.0)[0].t_s[-1] == pytest.approx(2 * d / 4.0)
+    # a multirotor flies at hoverSpeed: a plan without one takes the default, not cruiseSpeed
+    doc["mission"]["vehicleType"], doc["mission"]["cruiseSpeed"] = 2, 20.0
+    (tmp_path / "e.plan").write_text(json.dumps(doc))
+    assert mission_waypoints(tmp_path / "e.plan", None, 4.0)[0].t_s[-1] == pytest.approx(2 * d / 4.0)
     # land at the item's position: fly there at altitude, then descend to home's altitude
     land = [_item(22, *HOME[:2], 30.0), _item(21, 47.001, 8.0, 0.0)]
     w, _ = mission_waypoints(_plan(tmp_path / "d.plan", land), None, 15.0)
@@ -141,6 +145,11 @@ BAD_PLANS = [
     ([_item(178, p1=1, p2=1e9, frame=2)], "mission.items[0] (change-speed p2): expected a speed of"),
     ([{"type": "SimpleItem", "command": 16, "frame": 3, "params": [0, 0]}], "expected 'params' as 7 numbers"),
     ([["not", "an", "item"]], "mission.items[0]: expected a mission item"),
+    ([_item(16, 10 ** 400, 8.0, 50.0)], "mission.items[0]: expected 'params' as 7 numbers"),
+    ([{"type": "ComplexItem", "complexItemType": "survey", "TransectStyleComplexItem": {"Items": [
+        {"type": "ComplexItem", "TransectStyleComplexItem": {"Items": []}}]}}],
+     "mission.items[0].Items[0]: expected type 'SimpleItem', got 'ComplexItem'"),
+    ([{"type": "ComplexItem", "complexItemType": "x" * 10 ** 5}], "complex item 'xxxxx"),
 ]
 
 
@@ -154,6 +163,7 @@ def test_a_bad_plan_is_one_line_naming_file_and_item(tmp_path: Path, content, me
     with pytest.raises(ContactError) as exc:
         mission_waypoints(path, None, 15.0)
     assert str(exc.value).startswith(f"{path}") and message in str(exc.value) and "\n" not in str(exc.value)
+    assert len(str(exc.value)) < 400
 
 
 BAD_WPL = [
