@@ -86,8 +86,9 @@ def plot_contacts(plan: ContactPlan, traj: Trajectories, path: str | Path, t_s: 
         ax.set_xlabel("east (km)")
         ax.set_ylabel("north (km)")
     s = plan.summary()
-    ax.set_title(title or (f"{s['nodes']} nodes, {s['windows']} windows; "
-                           f"{len(edges)} links shown at t = {traj.times_s[k]:.0f} s"), fontsize=10)
+    ax.set_title(title or (f"{s['nodes']} nodes, {s['windows']} window{'s' * (s['windows'] != 1)}; "
+                           f"{len(edges)} link{'s' * (len(edges) != 1)} shown at t = {traj.times_s[k]:.0f} s"),
+                 fontsize=10)
     ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
     save_figure(fig, path)
