@@ -361,7 +361,7 @@ def test_plot_draws_links_across_the_antimeridian(tmp_path: Path, monkeypatch) -
     plotting.plot_contacts(plan, traj, tmp_path / "c.png", t_s=float(traj.times_s[k]))
     lines = [ln for ln in figures[0].axes[0].get_lines() if ln.get_color() == "tab:blue"]  # the links
     assert across >= 1 and len(lines) == len(edges) + across
-    assert f"{len(edges)} links shown" in figures[0].axes[0].get_title()
+    assert f"{len(edges)} link{'s' * (len(edges) != 1)} shown" in figures[0].axes[0].get_title()
     for ln in lines:  # each drawn the short way: less than 180 deg of longitude apart
         x = ln.get_xdata()
         assert abs(x[1] - x[0]) < 180
