@@ -27,6 +27,11 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["write_report", "summary_table", "transfer_table", "CSV_FIELDS", "round_curves", "reference_points",
            "exchange_curves", "rounds_to_match_table", "accuracy_at_rounds_table", "plot_accuracy_vs_rounds", "plot_accuracy_vs_bytes"]
 
+# Per-node outputs (the per-node bar chart, the report's per-node accuracy and energy tables) are drawn for
+# swarms of at most this many learning nodes; a larger swarm gets distributions over its nodes instead, and
+# the per-node values stay in results.csv, results.json and energy.json.
+PER_NODE_MAX = 48
+
 CSV_FIELDS = ["seed", "node", "method", "test_accuracy", "val_accuracy", "bytes_up", "bytes_down", "train_flops",
               "rounds", "received_models", "kept_local", "seconds", "n_train", "n_val", "n_test"]
 
@@ -143,14 +148,35 @@ def node_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _nodes(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The nodes in the order of their first row."""
+    return list(dict.fromkeys(r["node"] for r in rows))
+
+
 def _plot_accuracy(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """Bars per node and method (mean over seeds); beyond :data:`PER_NODE_MAX` nodes, each method's
+    empirical distribution over nodes (share of nodes at or below each accuracy), one line per method."""
     plt = _plt()
     methods = _method_order(rows)
-    nodes: list[str] = []
-    for r in rows:
-        if r["node"] not in nodes:
-            nodes.append(r["node"])
+    nodes = _nodes(rows)
     cells = _by(rows, "method", "node")
+    if len(nodes) > PER_NODE_MAX:
+        colors = _colors(rows)
+        fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=110)
+        for m in methods:
+            ys = np.sort([100 * statistics.mean(r["test_accuracy"] for r in cells[(m, n)]) for n in nodes if (m, n) in cells])
+            share = np.arange(1, ys.size + 1) / ys.size
+            ax.step(np.concatenate([[0.0], ys, [100.0]]), np.concatenate([[0.0], share, [1.0]]), where="post",
+                    color=colors[m], lw=1.2, label=f"{m} (median {np.median(ys):.1f} %)")
+        ax.set_xlim(0, 100)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("test accuracy of a node (%, mean over seeds)")
+        ax.set_ylabel("share of nodes at or below")
+        ax.set_title(f"Per-node test accuracy by method: distribution over {len(nodes)} nodes")
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        fig.tight_layout()
+        save_figure(fig, path)
+        return
     fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(nodes) * max(1, len(methods)) / 2), 4.5), dpi=110)
     width = 0.8 / len(methods)
     x = np.arange(len(nodes))
