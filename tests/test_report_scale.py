@@ -53,3 +53,130 @@ def test_a_swarm_at_the_threshold_keeps_its_bars(tmp_path: Path, monkeypatch):
     assert len(ax.patches) == n * len(METHODS)
     assert [t.get_text() for t in ax.get_xticklabels()] == [f"sat-{i:04d}" for i in range(n)]
     assert size[0] == pytest.approx(0.45 * n * len(METHODS) / 2 * 110)
+
+
+def _energy(nodes: list[str], waits: int) -> dict:
+    return {"model": {"battery_wh": 20.0, "initial_charge": 0.8, "solar_w": 10.0, "idle_w": 2.0, "j_per_flop": 1e-10,
+                      "j_per_byte": 1e-6},
+            "nodes": [{"node": n, "eclipse_fraction": 0.3 + (i % 5) / 20, "battery_start_wh": 16.0,
+                       "battery_end_wh": 12.0 + i % 7, "pretraining_j": 20.0 + i % 3, "transfer_j": 3.0 + i % 4,
+                       "transfers": i % 4, "method_training_j": {m: 20.0 + i % 2 for m in METHODS}}
+                      for i, n in enumerate(nodes)],
+            "waits": [{"src": nodes[i % len(nodes)], "dst": nodes[(i + 1) % len(nodes)], "round": i % 2,
+                       "wanted_start_s": 100.0 + i, "start_s": None if i % 3 == 0 else 160.0 + 2 * i, "joules": 1.0,
+                       "sunlit_at_wanted": i % 2 == 0} for i in range(waits)]}
+
+
+def _report(tmp_path: Path, monkeypatch, rows: list[dict], energy: dict | None, plots: bool = False) -> str:
+    """report.md of a satellite run of ``rows`` with an imported plan (no tracks to draw)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from contact_sim.link import LinkModel
+    from contact_sim.plan import ContactPlan
+    from contact_sim.windows import WindowTable
+    from fol.simulation.result import SimulationResult
+
+    if not plots:
+        for name in ("_plot_accuracy", "plot_accuracy_vs_bytes", "plot_accuracy_vs_rounds"):
+            monkeypatch.setattr(report, name, lambda rows, path: None)
+    nodes = list(dict.fromkeys(r["node"] for r in rows))
+    windows = WindowTable(np.array([0], np.int32), np.array([1], np.int32), np.array([10.0]), np.array([70.0]),
+                          np.array([900.0], np.float32), np.array([1000.0], np.float32), np.zeros(1))
+    plan = ContactPlan(nodes, windows, LinkModel(), [0.0, 3600.0])
+    seeds = sorted({r["seed"] for r in rows})
+    scn = SimpleNamespace(name="fabricated", contact=SimpleNamespace(kind="constellation"), seeds=seeds,
+                          data=SimpleNamespace(dataset="synthetic", partition="orbit"),
+                          fol=SimpleNamespace(max_neighbours=4, top_k=2, rounds=1))
+    result = SimulationResult(tmp_path, rows, plan, {m: j for j, m in enumerate(METHODS)}, 12.0, [], energy)
+    return report.write_report(scn, result, None).read_text()
+
+
+def test_report_md_of_2000_nodes_has_no_per_node_columns(tmp_path: Path, monkeypatch):
+    """The per-node accuracy table of 1,584 nodes was one 21,790-character line per method;
+    now a distribution over the nodes, with the per-node values left to results.csv."""
+    n = 2000
+    md = _report(tmp_path, monkeypatch, _rows(n), None)
+    lines = md.splitlines()
+    assert len(lines) < 120 and max(map(len, lines)) < 600
+    assert "sat-0001" not in md and "results.csv" in md
+    table = lines[lines.index("| method | lowest node | 10th percentile | median | 90th percentile | highest node "
+                              "| average |"):]
+    assert table[2].startswith("| local | 0.0 | 9.9 | 49.5 | 89.1 | 99.0 | 49.5 |")
+    assert table[len(METHODS) + 2] == "| test images | 30 | 30 | 31 | 32 | 32 | total 61999 |"
+    assert sum(1 for r in (tmp_path / "results.csv").read_text().splitlines()) == 1 + n * len(METHODS)
+
+
+# report.md of two nodes, two seeds, three methods and three waits for the battery, as written before
+# the distributions for large swarms were added (commit 6f3d45f): small swarms' reports must not change
+SMALL_REPORT = """\
+# Swarm simulation: fabricated
+
+2 learning nodes (constellation), dataset `synthetic` (orbit partition), seeds [0, 1], FOL: Q = 4, K = 2, E = 1.
+Contact plan: 1 windows over 1.0 h in 1 round(s), 1.0 windows per plan node on average (ground stations included), mean duration 60 s, 0 model transfers recorded over 2 seed(s) (transfers.json).
+Wall time 12 s.
+
+## Summary
+
+| method | test accuracy (%) | bytes sent + received / node | training GFLOPs / node | rounds | kept the local model |
+|---|---|---|---|---|---|
+| local | 24.00 ± 7.78 | 0 B | 1.00 | 0 | 4 of 4 node runs |
+| fol | 29.00 ± 7.78 | 20 B | 1.00 | 1 | 0 of 4 node runs |
+| fedavg | 34.00 ± 7.78 | 40 B | 1.00 | 2 | 0 of 4 node runs |
+
+Accuracy: mean over nodes, then mean ± std over seeds (std: the sample standard deviation, n - 1 in the denominator; one seed gives the mean alone). Multi-round methods used as many rounds as the contact plan allows (the *rounds* column); FOL's bytes are the models actually delivered in contact windows.
+
+## Accuracy against rounds
+
+Multi-round methods are evaluated on every node after every round of the same run (the contact plan decides who takes part); the other methods appear with their single value.
+
+| method | test accuracy (%) | rounds used | bytes / node |
+|---|---|---|---|
+| local | 24.0 | 0 | 0 B |
+| fol | 29.0 | 1 | 20 B |
+| fedavg | 34.0 | 2 | 40 B |
+
+Rounds (and bytes per node by then) each multi-round method needs to reach FOL's and FOL-A's accuracy:
+
+(needs a multi-round method and fol in the run)
+
+## Test accuracy per node (%, mean ± std over seeds)
+
+| method | sat-0000 | sat-0001 | average |
+|---|---|---|---|
+| local | 5.5 ± 7.8 | 42.5 ± 7.8 | 24.0 ± 7.8 |
+| fol | 10.5 ± 7.8 | 47.5 ± 7.8 | 29.0 ± 7.8 |
+| fedavg | 15.5 ± 7.8 | 52.5 ± 7.8 | 34.0 ± 7.8 |
+| test images | 30 | 31 | total 61 |
+
+## Figures
+
+![accuracy by node](accuracy_by_node.png)
+
+![accuracy vs bytes](accuracy_vs_bytes.png)
+
+![accuracy vs rounds](accuracy_vs_rounds.png)
+
+## Energy (first seed)
+
+Battery 20 Wh (start at 80 %), solar 10 W in sunlight, idle 2 W, 1e-10 J/FLOP, 1e-06 J/byte sent. FOL's model transfers and pretraining are scheduled only when the battery can pay for them (the server-based baselines' uploads are not charged); each method's training energy (last columns) is computed from its measured FLOPs after the run, not drawn from the battery (the battery at the end leaves it out).
+
+| node | in eclipse | battery end (Wh) | pretraining (J) | transfers | transfer energy (J) | fedavg training (J) | fol training (J) | local training (J) |
+|---|---|---|---|---|---|---|---|---|
+| sat-0000 | 30 % | 12.00 | 20 | 0 | 3 | 20 | 20 | 20 |
+| sat-0001 | 35 % | 13.00 | 21 | 1 | 4 | 21 | 21 | 21 |
+
+3 transfer(s) waited for the battery (charging needs sunlight):
+
+| round | from | to | could start (s) | sent at (s) | waited (s) | sunlit when it could start |
+|---|---|---|---|---|---|---|
+| 0 | sat-0000 | sat-0001 | 100.0 | never (round ended) | - | yes |
+| 1 | sat-0001 | sat-0000 | 101.0 | 162.0 | 61.0 | no |
+| 0 | sat-0000 | sat-0001 | 102.0 | 164.0 | 62.0 | yes |
+"""
+
+
+def test_a_small_swarm_report_is_unchanged(tmp_path: Path, monkeypatch):
+    md = _report(tmp_path, monkeypatch, _rows(2, seeds=(0, 1)), _energy(["sat-0000", "sat-0001"], 3))
+    assert md == SMALL_REPORT

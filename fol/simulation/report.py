@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from fol.simulation.scenario import SwarmScenario
     from contact_sim.trajectory import Trajectories
 
-__all__ = ["write_report", "summary_table", "transfer_table", "CSV_FIELDS", "round_curves", "reference_points",
+__all__ = ["write_report", "summary_table", "transfer_table", "node_table", "node_distribution_table", "CSV_FIELDS",
+           "round_curves", "reference_points",
            "exchange_curves", "rounds_to_match_table", "accuracy_at_rounds_table", "plot_accuracy_vs_rounds", "plot_accuracy_vs_bytes"]
 
 # Per-node outputs (the per-node bar chart, the report's per-node accuracy and energy tables) are drawn for
@@ -145,6 +146,30 @@ def node_table(rows: Sequence[dict[str, Any]]) -> str:
         totals = sorted(sum(r["n_test"] for r in g) for g in _by([r for r in rows if r["method"] == first], "seed").values())
         lines.append("| test images | " + " | ".join(span(c[0], c[-1]) for c in counts)
                      + f" | total {span(totals[0], totals[-1])} |")
+    return "\n".join(lines)
+
+
+def node_distribution_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Markdown for a swarm too large for :func:`node_table`: per method, the lowest, 10th
+    percentile, median, 90th percentile and highest of the nodes' test accuracies (each
+    node's mean over seeds), and the average of :func:`node_table`; then the same
+    statistics of the nodes' test images (over seeds and nodes) and the swarm's total."""
+    cols = "| lowest node | 10th percentile | median | 90th percentile | highest node |"
+    lines = ["| method " + cols + " average |", "|---" * 7 + "|"]
+    stats = lambda v: [np.min(v), np.percentile(v, 10), np.median(v), np.percentile(v, 90), np.max(v)]  # noqa: E731
+    for m in _method_order(rows):
+        mr = [r for r in rows if r["method"] == m]
+        per_node = [statistics.mean(r["test_accuracy"] for r in g) for g in _by(mr, "node").values()]
+        per_seed = [statistics.mean(r["test_accuracy"] for r in g) for g in _by(mr, "seed").values()]
+        lines.append(f"| {m} | " + " | ".join(f"{100 * v:.1f}" for v in stats(per_node))
+                     + f" | {_pm(per_seed, digits=1)} |")
+    if all("n_test" in r for r in rows):
+        first_method = _method_order(rows)[0]
+        first = [r for r in rows if r["method"] == first_method]
+        totals = sorted(sum(r["n_test"] for r in g) for g in _by(first, "seed").values())
+        total = str(totals[0]) if totals[0] == totals[-1] else f"{totals[0]}-{totals[-1]}"
+        lines.append("| test images | " + " | ".join(f"{v:.0f}" for v in stats([r["n_test"] for r in first]))
+                     + f" | total {total} |")
     return "\n".join(lines)
 
 
@@ -473,10 +498,11 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
             "std over the seeds whose ensemble gained at least half a point on the swarm mean); "
             "per-node shares are in results.json (`extra.transfer`, null where the ensemble gained less than one "
             "test image).", "", transfer_table(rows), ""] if transfer_table(rows) else []),
-        "## Test accuracy per node (%, mean ± std over seeds)",
-        "",
-        node_table(rows),
-        "",
+        *(["## Test accuracy per node (%, mean ± std over seeds)", "", node_table(rows), ""] if n_nodes <= PER_NODE_MAX
+          else [f"## Test accuracy over the {n_nodes} nodes (%)", "",
+                "Each node's accuracy is its mean over seeds; *average*: mean over nodes, then mean ± std over seeds. "
+                f"More than {PER_NODE_MAX} nodes: the per-node values are in results.csv (one row per seed, node "
+                "and method) and results.json.", "", node_distribution_table(rows), ""]),
         "## Figures",
         "",
         *(["![contacts](contacts.png)", ""] if traj is not None else []),
