@@ -108,6 +108,23 @@ def test_report_md_of_2000_nodes_has_no_per_node_columns(tmp_path: Path, monkeyp
     assert sum(1 for r in (tmp_path / "results.csv").read_text().splitlines()) == 1 + n * len(METHODS)
 
 
+def test_the_energy_section_of_2000_nodes_has_no_per_node_or_per_wait_rows(tmp_path: Path, monkeypatch):
+    """The energy tables of 1,584 nodes had one row per node and one per transfer that waited for the
+    battery (9,500 lines); now the lowest, median and highest node and the swarm's total of each figure,
+    and the waits in numbers, with every node's figures and every wait left to energy.json."""
+    n = 2000
+    md = _report(tmp_path, monkeypatch, _rows(n), _energy([f"sat-{i:04d}" for i in range(n)], 5 * n))
+    lines = md.splitlines()
+    assert len(lines) < 120 and max(map(len, lines)) < 600
+    assert "sat-0001" not in md and "energy.json" in md and "(last rows)" in md
+    energy = lines[lines.index("| per node | lowest | median | highest | swarm total |"):]
+    assert energy[2:6] == ["| in eclipse (%) | 30 | 40 | 50 | - |", "| battery end (Wh) | 12.00 | 15.00 | 18.00 | 29995.00 |",
+                           "| pretraining (J) | 20 | 21 | 22 | 4.2e+04 |", "| transfers | 0 | 2 | 3 | 3000 |"]
+    assert len([line for line in energy if line.endswith("training (J) | 20 | 20.5 | 21 | 4.1e+04 |")]) == len(METHODS)
+    assert energy[6 + 1 + len(METHODS) + 1] == (
+        "10000 transfer(s) waited for the battery (charging needs sunlight): 3334 never sent (the round ended), "
+        "the others waited 5059.5 s (median), 10058.0 s at most; 5000 could have started in sunlight.")
+
 # report.md of two nodes, two seeds, three methods and three waits for the battery, as written before
 # the distributions for large swarms were added (commit 6f3d45f): small swarms' reports must not change
 SMALL_REPORT = """\

@@ -414,9 +414,11 @@ def energy_section(energy: dict[str, Any]) -> list[str]:
              f"in sunlight, idle {m['idle_w']:g} W, {m['j_per_flop']:g} J/FLOP, {m['j_per_byte']:g} J/byte sent. "
              "FOL's model transfers and pretraining are scheduled only when the battery can pay for them (the "
              "server-based baselines' uploads are not charged); each method's "
-             "training energy (last columns) is computed from its measured FLOPs after the run, not drawn from the "
+             f"training energy (last {'rows' if len(energy['nodes']) > PER_NODE_MAX else 'columns'}) is computed from its measured FLOPs after the run, not drawn from the "
              "battery (the battery at the end leaves it out).", ""]
     methods = sorted({k for n in energy["nodes"] for k in n.get("method_training_j", {})})
+    if len(energy["nodes"]) > PER_NODE_MAX:
+        return lines + _energy_distribution(energy, methods)
     lines.append("| node | in eclipse | battery end (Wh) | pretraining (J) | transfers | transfer energy (J) | "
                  + " | ".join(f"{k} training (J)" for k in methods) + " |")
     lines.append("|---" * (6 + len(methods)) + "|")
@@ -435,6 +437,32 @@ def energy_section(energy: dict[str, Any]) -> list[str]:
             lit = {True: "yes", False: "no"}.get(w.get("sunlit_at_wanted"), "-")
             lines.append(f"| {w['round']} | {w['src']} | {w['dst']} | {w['wanted_start_s']:.1f} | {sent} | "
                          f"{waited} | {lit} |")
+    return lines + [""]
+
+
+def _energy_distribution(energy: dict[str, Any], methods: list[str]) -> list[str]:
+    """:func:`energy_section`'s tables for a swarm of more than :data:`PER_NODE_MAX` nodes: the
+    lowest, median and highest node and the swarm's total of each figure, and the waits in numbers."""
+    nodes, waits = energy["nodes"], energy["waits"]
+    figures = [("in eclipse (%)", lambda n: 100 * n["eclipse_fraction"], ".0f", False),
+               ("battery end (Wh)", lambda n: n["battery_end_wh"], ".2f", True),
+               ("pretraining (J)", lambda n: n["pretraining_j"], ".3g", True),
+               ("transfers", lambda n: n["transfers"], ".0f", True),
+               ("transfer energy (J)", lambda n: n["transfer_j"], ".3g", True)]
+    figures += [(f"{k} training (J)", lambda n, k=k: n.get("method_training_j", {}).get(k, 0.0), ".3g", True)
+                for k in methods]
+    lines = [f"Over the {len(nodes)} nodes (every node's figures and every wait are in energy.json):", "",
+             "| per node | lowest | median | highest | swarm total |", "|---|---|---|---|---|"]
+    for name, get, fmt, summed in figures:
+        v = np.array([get(n) for n in nodes], dtype=float)
+        lines.append(f"| {name} | {np.min(v):{fmt}} | {np.median(v):{fmt}} | {np.max(v):{fmt}} | "
+                     + (f"{v.sum():{fmt}} |" if summed else "- |"))
+    sent = [w["start_s"] - w["wanted_start_s"] for w in waits if w["start_s"] is not None]
+    lit = sum(1 for w in waits if w.get("sunlit_at_wanted") is True)
+    lines += ["", f"{len(waits)} transfer(s) waited for the battery (charging needs sunlight)"
+              + (f": {len(waits) - len(sent)} never sent (the round ended), "
+                 + (f"the others waited {np.median(sent):.1f} s (median), {max(sent):.1f} s at most; " if sent else "")
+                 + f"{lit} could have started in sunlight." if waits else ".")]
     return lines + [""]
 
 
