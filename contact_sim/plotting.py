@@ -2,8 +2,9 @@
 
 Satellites: ground tracks over about one orbit around the chosen instant plus the contact
 edges at one instant between sub-satellite points. Drones: paths in the local
-frame plus contact edges at one instant. Edge counts are capped (a
-deterministic subsample) so big constellations stay readable.
+frame plus contact edges at one instant. Edge and track counts are capped (a
+deterministic subsample: at most ``MAX_EDGES`` links and ``MAX_TRACKS`` ground
+tracks or drone paths; every node's position is drawn) so big swarms stay readable.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ from .plan import ContactPlan
 from .trajectory import Trajectories
 
 MAX_EDGES = 1500
+MAX_TRACKS = 200
+
+
+def _tracks(nodes: np.ndarray) -> np.ndarray:
+    """At most ``MAX_TRACKS`` of ``nodes``, evenly spread over them."""
+    return nodes if nodes.size <= MAX_TRACKS else nodes[np.linspace(0, nodes.size - 1, MAX_TRACKS).astype(int)]
 
 
 def _edges_at(plan: ContactPlan, t_s: float) -> np.ndarray:
@@ -47,7 +54,7 @@ def plot_contacts(plan: ContactPlan, traj: Trajectories, path: str | Path, t_s: 
 
         span = np.abs(traj.times_s - traj.times_s[k]) <= 3000.0  # about one LEO orbit of track around the instant
         moving = np.flatnonzero(traj.kinds == 0)
-        show = moving if moving.size <= 200 else moving[np.linspace(0, moving.size - 1, 200).astype(int)]
+        show = _tracks(moving)
         pos = traj.pos[:, :, :].transpose(1, 0, 2)
         itrs = teme_to_itrs(pos[:, span], traj.start, traj.times_s[span])
         lat, lon, _ = geodetic_from_itrs(itrs)
@@ -76,12 +83,13 @@ def plot_contacts(plan: ContactPlan, traj: Trajectories, path: str | Path, t_s: 
         ax.set_xlabel("longitude (deg)")
         ax.set_ylabel("latitude (deg)")
     else:
-        for i in range(traj.n_nodes):
+        for i in _tracks(np.arange(traj.n_nodes)):
             ax.plot(traj.pos[:, i, 0], traj.pos[:, i, 1], lw=0.6, color="0.75", zorder=1)
         p = traj.pos[k]
         for a, b in edges:
             ax.plot([p[a, 0], p[b, 0]], [p[a, 1], p[b, 1]], lw=0.8, color="tab:blue", alpha=0.6, zorder=2)
-        ax.scatter(p[:, 0], p[:, 1], s=14, color="tab:red", zorder=3, label="drones")
+        ax.scatter(p[:, 0], p[:, 1], s=14 if traj.n_nodes <= MAX_TRACKS else 6, color="tab:red", zorder=3,
+                   label="drones")
         ax.set_aspect("equal")
         ax.set_xlabel("east (km)")
         ax.set_ylabel("north (km)")

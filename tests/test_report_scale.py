@@ -197,3 +197,37 @@ Battery 20 Wh (start at 80 %), solar 10 W in sunlight, idle 2 W, 1e-10 J/FLOP, 1
 def test_a_small_swarm_report_is_unchanged(tmp_path: Path, monkeypatch):
     md = _report(tmp_path, monkeypatch, _rows(2, seeds=(0, 1)), _energy(["sat-0000", "sat-0001"], 3))
     assert md == SMALL_REPORT
+
+
+def _drone_plot(monkeypatch, tmp_path: Path, n: int):
+    """contacts.png of ``n`` drones on a three-sample grid with two links at t = 10 s: its axes."""
+    import numpy as np
+
+    import contact_sim.plotting as plotting
+    from contact_sim.link import LinkModel
+    from contact_sim.plan import ContactPlan
+    from contact_sim.trajectory import Trajectories
+    from contact_sim.windows import WindowTable
+
+    pos = np.random.default_rng(0).uniform(0, 10, (3, n, 3))
+    traj = Trajectories([f"d{i}" for i in range(n)], np.zeros(n), np.array([0.0, 10.0, 20.0]), pos, pos, pos,
+                        None, "ENU", False)
+    windows = WindowTable(np.array([0, 1], np.int32), np.array([1, 2], np.int32), np.array([5.0, 5.0]),
+                          np.array([15.0, 15.0]), np.ones(2, np.float32), np.ones(2, np.float32), np.zeros(2))
+    caught = []
+    real = plotting.save_figure
+    monkeypatch.setattr(plotting, "save_figure", lambda fig, path: (caught.append(fig.axes[0]), real(fig, path))[1])
+    plotting.plot_contacts(ContactPlan(traj.names, windows, LinkModel(), [0.0, 20.0]), traj, tmp_path / "c.png", t_s=10.0)
+    return caught[0]
+
+
+def test_a_drone_swarm_plot_draws_at_most_max_tracks_paths(tmp_path: Path, monkeypatch):
+    """2,000 drones drew 2,000 paths, a grey blanket over the whole area; like satellites' ground
+    tracks, at most MAX_TRACKS paths are drawn now (every drone's position still is), and fewer
+    drones draw every path as before."""
+    from contact_sim.plotting import MAX_TRACKS
+
+    for n, paths in ((MAX_TRACKS + 300, MAX_TRACKS), (12, 12)):
+        ax = _drone_plot(monkeypatch, tmp_path, n)
+        assert len(ax.get_lines()) == paths + 2  # the paths and the two links
+        assert len(ax.collections[0].get_offsets()) == n
