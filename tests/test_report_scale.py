@@ -231,3 +231,27 @@ def test_a_drone_swarm_plot_draws_at_most_max_tracks_paths(tmp_path: Path, monke
         ax = _drone_plot(monkeypatch, tmp_path, n)
         assert len(ax.get_lines()) == paths + 2  # the paths and the two links
         assert len(ax.collections[0].get_offsets()) == n
+
+
+
+def test_results_json_is_streamed_not_built_in_memory(tmp_path: Path, monkeypatch):
+    """results.json of 2,000 nodes, 5 seeds and 15 methods is 234 MB; it was built in memory before
+    writing (the list of its pieces, the joined string, its UTF-8 copy: 9 times the file's size
+    here), and the run's peak memory went from 1.2 to 2.5 GB. Now it is written piece by piece, with
+    the same bytes: the report's allocations stay well under the file's size."""
+    import json
+    import tracemalloc
+
+    rows = _rows(60, seeds=(0, 1))
+    for r in rows:
+        r["extra"] = {"curve": [{"round": k, "test_accuracy": 0.5, "val_accuracy": 0.5, "bytes": 1000 * k}
+                                for k in range(1, 21)]}
+    tracemalloc.start()
+    try:
+        _report(tmp_path, monkeypatch, rows, None)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    text = (tmp_path / "results.json").read_text()
+    assert json.loads(text) == rows and text == json.dumps(rows, indent=1, default=str)
+    assert peak < len(text) / 2, (peak, len(text))

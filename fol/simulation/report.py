@@ -473,7 +473,8 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         w = csv.DictWriter(fh, fieldnames=CSV_FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    atomic_write_text(out / "results.json", json.dumps(rows, indent=1, default=str))
+    with atomic_writer(out / "results.json", text=True) as fh:  # streamed: a large run's rows are hundreds of MB as text
+        json.dump(rows, fh, indent=1, default=str)
 
     plots = {
         "accuracy_by_node.png": lambda p: _plot_accuracy(rows, p),
