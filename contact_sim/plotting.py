@@ -94,9 +94,13 @@ def plot_contacts(plan: ContactPlan, traj: Trajectories, path: str | Path, t_s: 
         ax.set_xlabel("east (km)")
         ax.set_ylabel("north (km)")
     s = plan.summary()
-    ax.set_title(title or (f"{s['nodes']} nodes, {s['windows']} window{'s' * (s['windows'] != 1)}; "
-                           f"{len(edges)} link{'s' * (len(edges) != 1)} shown at t = {traj.times_s[k]:.0f} s"),
-                 fontsize=10)
+    w, t_k = plan.windows, float(traj.times_s[k])
+    active = int(np.count_nonzero((w.t_start_s <= t_k) & (w.t_end_s >= t_k)))
+    links = f"{len(edges)} link{'s' * (len(edges) != 1)}"
+    shown = f"{len(edges)} of {active} links shown" if active > len(edges) else f"{links} shown"
+    ax.set_title(f"{title} ({shown})" if title and active > len(edges) else
+                 title or f"{s['nodes']} nodes, {s['windows']} window{'s' * (s['windows'] != 1)}; {shown} "
+                          f"at t = {t_k:.0f} s", fontsize=10)
     ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
     save_figure(fig, path)

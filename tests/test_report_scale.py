@@ -199,7 +199,7 @@ def test_a_small_swarm_report_is_unchanged(tmp_path: Path, monkeypatch):
     assert md == SMALL_REPORT
 
 
-def _drone_plot(monkeypatch, tmp_path: Path, n: int):
+def _drone_plot(monkeypatch, tmp_path: Path, n: int, title: str | None = None):
     """contacts.png of ``n`` drones on a three-sample grid with two links at t = 10 s: its axes."""
     import numpy as np
 
@@ -217,7 +217,8 @@ def _drone_plot(monkeypatch, tmp_path: Path, n: int):
     caught = []
     real = plotting.save_figure
     monkeypatch.setattr(plotting, "save_figure", lambda fig, path: (caught.append(fig.axes[0]), real(fig, path))[1])
-    plotting.plot_contacts(ContactPlan(traj.names, windows, LinkModel(), [0.0, 20.0]), traj, tmp_path / "c.png", t_s=10.0)
+    plotting.plot_contacts(ContactPlan(traj.names, windows, LinkModel(), [0.0, 20.0]), traj, tmp_path / "c.png", t_s=10.0,
+                           title=title)
     return caught[0]
 
 
@@ -255,3 +256,15 @@ def test_results_json_is_streamed_not_built_in_memory(tmp_path: Path, monkeypatc
     text = (tmp_path / "results.json").read_text()
     assert json.loads(text) == rows and text == json.dumps(rows, indent=1, default=str)
     assert peak < len(text) / 2, (peak, len(text))
+
+
+def test_a_contact_plot_says_when_its_links_are_a_subsample(tmp_path: Path, monkeypatch):
+    """The simulation's contacts.png of 1,584 satellites drew 1,500 of the busiest instant's links under
+    a title that did not say so; a plot that shows every link keeps its title."""
+    import contact_sim.plotting as plotting
+
+    assert _drone_plot(monkeypatch, tmp_path, 12, "swarm").get_title() == "swarm"
+    assert _drone_plot(monkeypatch, tmp_path, 12).get_title() == "12 nodes, 2 windows; 2 links shown at t = 10 s"
+    monkeypatch.setattr(plotting, "MAX_EDGES", 1)
+    assert _drone_plot(monkeypatch, tmp_path, 12, "swarm").get_title() == "swarm (1 of 2 links shown)"
+    assert _drone_plot(monkeypatch, tmp_path, 12).get_title() == "12 nodes, 2 windows; 1 of 2 links shown at t = 10 s"
