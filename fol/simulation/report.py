@@ -1,7 +1,8 @@
 """The simulation's output folder: ``results.csv`` / ``results.json``, a
 paper-style ``report.md`` and PNG plots (ground tracks with the contact graph,
 per-node accuracy by method, accuracy versus rounds and versus bytes
-communicated), and the tables that compare the multi-round baselines' curves
+communicated; beyond ``PER_NODE_MAX`` nodes the per-node figure and tables
+become distributions over the nodes), and the tables that compare the multi-round baselines' curves
 with FOL's single exchange (also used by ``benchmarks/compare_methods.py``)."""
 
 from __future__ import annotations
