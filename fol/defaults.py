@@ -56,7 +56,8 @@ def class_name(name: str) -> str:
     return unicodedata.normalize("NFC", name)
 
 
-#: ``"none"`` (NaN), ``"filename"`` (``<lon>,<lat>.<ext>``) or ``"csv"`` (``<folder>/coords.csv``).
-IMAGE_FOLDER_COORDS = ("none", "filename", "csv")
+#: ``"none"`` (NaN), ``"filename"`` (``<lon>,<lat>.<ext>``), ``"csv"`` (``<folder>/coords.csv``)
+#: or ``"exif"`` (each image's EXIF GPS tags).
+IMAGE_FOLDER_COORDS = ("none", "filename", "csv", "exif")
 
 __all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "class_name", "IMAGE_FOLDER_COORDS"]

@@ -979,3 +979,26 @@ def test_simulate_without_a_scenario_says_so_once(capsys: pytest.CaptureFixture[
     assert main(["simulate"]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         "fol simulate: error: a scenario file is required (or --list-methods, or --resume OUT)"]
+
+
+def test_a_scenario_reads_image_places_from_exif_gps_tags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``data.coords = "exif"`` passes the scenario check with a place-based partition and
+    gives the pool the images' GPS places (south and west negative), as a run loads it."""
+    from PIL import Image
+    from fol.data import load_dataset
+    from fol.simulation.scenario import load_scenario
+
+    places = {"class0/a.jpg": (-33.5, -70.25), "class1/b.jpg": (48.75, 2.5)}
+    for rel, (lat, lon) in places.items():
+        exif = Image.Exif()
+        exif[0x8825] = {1: "S" if lat < 0 else "N", 2: (abs(lat), 0.0, 0.0), 3: "W" if lon < 0 else "E",
+                        4: (abs(lon), 0.0, 0.0)}
+        (tmp_path / "imgs" / rel).parent.mkdir(parents=True)
+        Image.new("RGB", (8, 8), (200, 0, 0)).save(tmp_path / "imgs" / rel, exif=exif)
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\n")
+    (tmp_path / "s.toml").write_text(_drones_with_data('dataset = "imagefolder"\npath = "imgs"\ncoords = "exif"\n'
+                                                       'image_size = 8\npartition = "region"\nper_node = 100'))
+    assert main(["simulate", "--check", str(tmp_path / "s.toml")]) == 0, capsys.readouterr().err
+    data = load_scenario(tmp_path / "s.toml").data
+    pool = load_dataset(data.dataset, **data.loader_options(0))
+    np.testing.assert_allclose(np.c_[pool.lat, pool.lon], list(places.values()), atol=1e-6, rtol=0)

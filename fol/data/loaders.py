@@ -208,18 +208,88 @@ def read_image(path: str | Path, image_size: int) -> np.ndarray:
     unsupported format), has no fixed value range or has more than
     :data:`MAX_IMAGE_PIXELS` pixels (checked before it is decoded).
     """
+    return _read_image_and_place(path, image_size, None)[0]
+
+
+class _Unplaced(DataError):
+    """A readable image without a place in the tags its ``coords`` reads: stops the load
+    even with ``skip_corrupt`` (which skips unreadable files, not unplaced ones)."""
+
+
+#: EXIF's GPS IFD (pointer tag 0x8825) and the entries read from it.
+_GPS_IFD = 0x8825
+_GPS_TAGS = {1: "GPSLatitudeRef", 2: "GPSLatitude", 3: "GPSLongitudeRef", 4: "GPSLongitude"}
+
+
+def _exif_gps_angle(path: str | Path, gps: dict, tag: int, refs: str, limit: float) -> float:
+    """Signed degrees from the GPS IFD's ``tag`` (degrees, minutes, seconds) and the ref
+    before it (``refs``: positive, negative letter); a :class:`_Unplaced` naming the tag otherwise."""
+    name, ref_name = _GPS_TAGS[tag], _GPS_TAGS[tag - 1]
+    if tag not in gps:
+        raise _Unplaced(f"{path}: EXIF {name} is missing (the GPS IFD holds tags {sorted(gps)})")
+    value = gps[tag]
+    try:
+        dms = tuple(float(x) for x in (value if isinstance(value, tuple) else (value,)))
+    except (TypeError, ValueError):
+        dms = ()
+    shown = value if not dms else "(" + ", ".join(map(repr, dms)) + ")"
+    if len(dms) != 3 or not all(np.isfinite(dms)) or min(dms) < 0:
+        raise _Unplaced(f"{path}: EXIF {name} {shown}: expected three finite rationals, degrees, minutes and seconds "
+                        f"(not negative; a zero denominator reads as nan)")
+    if dms[1] >= 60 or dms[2] >= 60:
+        raise _Unplaced(f"{path}: EXIF {name} {shown}: minutes and seconds must be below 60")
+    degrees = dms[0] + dms[1] / 60 + dms[2] / 3600
+    if degrees > limit:
+        raise _Unplaced(f"{path}: EXIF {name} {shown} is {degrees:g} degrees, more than {limit:g}")
+    ref = gps.get(tag - 1)
+    letter = ref.decode("latin-1") if isinstance(ref, bytes) else ref
+    letter = letter.strip("\0 ").upper() if isinstance(letter, str) else None
+    if letter is None or letter not in refs:
+        said = "is missing" if ref is None else f"is {ref!r}"
+        raise _Unplaced(f"{path}: EXIF {ref_name} {said}, expected {refs[0]!r} or {refs[1]!r}")
+    return -degrees if letter == refs[1] else degrees
+
+
+def _exif_lat_lon(path: str | Path, im: Image.Image, exif: Image.Exif | None) -> tuple[float, float]:
+    """``(lat, lon)`` in signed degrees (south and west negative) from the image's EXIF GPS IFD."""
+    try:
+        gps = dict(exif.get_ifd(_GPS_IFD)) if exif is not None else None
+    except Exception as exc:  # a damaged GPS IFD: Pillow's errors vary
+        raise _Unplaced(f"{path}: its EXIF GPS IFD cannot be read ({type(exc).__name__}: {exc})") from None
+    if gps is None:
+        raise _Unplaced(f"{path}: its EXIF block cannot be read, so no GPS tags")
+    if not gps:
+        raise _Unplaced(f"{path}: no EXIF GPS tags (GPSLatitude, GPSLongitude), where coords = 'exif' reads "
+                        f"each image's place")
+    lat = _exif_gps_angle(path, gps, 2, "NS", 90.0)
+    return lat, _exif_gps_angle(path, gps, 4, "EW", 180.0)
+
+
+#: ``coords`` read from each image's own tags, as it is opened to be decoded: the place reader.
+_PLACE_READERS: dict[str, Callable[..., tuple[float, float]]] = {"exif": _exif_lat_lon}
+
+
+def _read_image_and_place(path: str | Path, image_size: int,
+                          place: str | None) -> tuple[np.ndarray, tuple[float, float] | None]:
+    """:func:`read_image`, and with ``place`` (a key of :data:`_PLACE_READERS`) the image's
+    ``(lat, lon)`` from its tags, read in the same open after the size check and before
+    the pixels are decoded; None without ``place``."""
     from PIL import UnidentifiedImageError
 
+    where = None
     try:
         with Image.open(path) as im:
             if im.width * im.height > MAX_IMAGE_PIXELS:
                 raise _too_large(path, f"{im.width:,} x {im.height:,}")
+            try:  # the orientation a camera or phone records: the image is used as viewers show it
+                exif = im.getexif()
+                orientation = exif.get(0x0112)
+            except Exception:  # an unreadable EXIF block: the image is used as stored
+                exif, orientation = None, None
+            if place is not None:  # from the tags Pillow parsed on opening: no pixel is decoded for it
+                where = _PLACE_READERS[place](path, im, exif)
             if im.format == "JPEG":
                 im.draft("RGB", (image_size, image_size))  # decode at reduced scale: much faster
-            try:  # the orientation a camera or phone records: the image is used as viewers show it
-                orientation = im.getexif().get(0x0112)
-            except Exception:  # an unreadable EXIF block: the image is used as stored
-                orientation = None
             if im.mode in ("I", "F") or im.mode.startswith("I;16"):
                 im = _single_band_to_8bit(im, path)
             if im.mode == "P" and "transparency" in im.info:  # as Pillow asks (else it warns): same colours
@@ -247,21 +317,29 @@ def read_image(path: str | Path, image_size: int) -> np.ndarray:
             raise DataError(f"{path}: a TIFF of {tiff[0]} bands of {bits} bits, which cannot be read as an image; "
                             f"save 1 (grey) or 3 (RGB) of its bands, of 8 or 16 bits") from None
         raise DataError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from None
-    return arr.transpose(2, 0, 1)
+    return arr.transpose(2, 0, 1), where
 
 
 def _read_many(
-    files: Sequence[Path], image_size: int, skip_corrupt: bool, workers: int | None, desc: str
-) -> tuple[np.ndarray, np.ndarray]:
-    """Decode ``files`` in a thread pool; returns ``(uint8 [n_ok, 3, S, S], ok mask)``."""
+    files: Sequence[Path], image_size: int, skip_corrupt: bool, workers: int | None, desc: str,
+    place: str | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Decode ``files`` in a thread pool; returns ``(uint8 [n_ok, 3, S, S], ok mask, [n, 2] lat/lon)``,
+    the places read from each image's tags with ``place`` (see :func:`_read_image_and_place`), else NaN.
+    ``skip_corrupt`` skips unreadable files; a readable one without a place stops the load."""
     check_pool_size(len(files), image_size, desc)
     out = np.zeros((len(files), 3, image_size, image_size), dtype=np.uint8)
+    places = np.full((len(files), 2), np.nan)
     ok = np.ones(len(files), dtype=bool)
     bad: list[str] = []
 
     def one(i: int) -> None:
         try:
-            out[i] = read_image(files[i], image_size)
+            out[i], where = _read_image_and_place(files[i], image_size, place)
+            if where is not None:
+                places[i] = where
+        except _Unplaced:
+            raise
         except DataError:
             if not skip_corrupt:
                 raise
@@ -289,7 +367,7 @@ def _read_many(
                         "skip_corrupt skips some broken files, not all of them")
     if bad:
         log.warning("skipped %d unreadable image(s): %s", len(bad), ", ".join(sorted(bad)[:5]) + (" ..." if len(bad) > 5 else ""))
-    return out[ok], ok
+    return out[ok], ok, places
 
 
 def _check_no_class_emptied(desc: str, classes: Sequence[str], labels: np.ndarray, ok: np.ndarray,
@@ -529,7 +607,7 @@ def _load_geo_layout(
     coords = np.array([parse_lonlat(str(f), sep) for f in files], dtype=np.float64).reshape(-1, 2)
     keep = _subsample(np.asarray(labels), max_per_class, seed)
     files = [files[i] for i in keep]
-    pixels, ok = _read_many(files, image_size, skip_corrupt, workers, desc=name)
+    pixels, ok, _ = _read_many(files, image_size, skip_corrupt, workers, desc=name)
     _check_no_class_emptied(name, classes, np.asarray(labels)[keep], ok, files)
     kept = keep[ok]
     lab = np.asarray(labels)[kept]
@@ -827,9 +905,12 @@ def load_image_folder(
     ``<path>/coords.csv``, with columns file, lat, lon; ``file`` is the path
     relative to ``path``, a longer path ending in it, or the bare file name;
     with ``splits``, the path relative to ``path`` starts with the split
-    folder: ``train/burnt/a.png``).
+    folder: ``train/burnt/a.png``) or ``"exif"`` (each image's EXIF GPS tags,
+    as drones and phones write them: GPSLatitude / GPSLongitude with their
+    N/S, E/W refs, read in the same open as the pixels).
     An image without coordinates in the chosen source, or named by CSV rows
-    with different ones, is an error naming it.
+    with different ones, is an error naming it, also with ``skip_corrupt``
+    (which skips unreadable images only).
     """
     root = Path(path)
     label = name or root.name or "imagefolder"
@@ -840,7 +921,7 @@ def load_image_folder(
         )
     folders = class_folders(root)
     if coords not in IMAGE_FOLDER_COORDS:
-        raise DataError(f"coords must be 'none', 'filename' or 'csv', got {coords!r}")
+        raise DataError(f"coords must be one of {', '.join(map(repr, IMAGE_FOLDER_COORDS))}, got {coords!r}")
     if splits is not None:
         files, labels, classes = _split_folder_files(root, splits, classes, folders, label)
     else:
@@ -867,14 +948,16 @@ def load_image_folder(
                 raise DataError(f"{f}: the CSV's rows {', '.join(map(repr, keys))} all name this image, with "
                                 "different coordinates; keep one")
             lat_lon[i] = places.pop()
-    else:
+    else:  # none, or read from each image's tags as it is decoded
         lat_lon = np.full((len(files), 2), np.nan)
     keep = _subsample(np.asarray(labels), max_per_class, seed)
     files = [files[i] for i in keep]
-    pixels, ok = _read_many(files, image_size, skip_corrupt, workers, desc=label)
+    pixels, ok, places = _read_many(files, image_size, skip_corrupt, workers, desc=label,
+                                    place=coords if coords in _PLACE_READERS else None)
+    lat_lon = places if coords in _PLACE_READERS else lat_lon[keep]
     _check_no_class_emptied(label, classes, np.asarray(labels)[keep], ok, files)
     kept = keep[ok]
-    return _to_dataset(pixels, np.asarray(labels)[kept], lat_lon[kept, 0], lat_lon[kept, 1], classes, label,
+    return _to_dataset(pixels, np.asarray(labels)[kept], lat_lon[ok, 0], lat_lon[ok, 1], classes, label,
                        [str(f) for f, good in zip(files, ok) if good])
 
 
