@@ -41,7 +41,8 @@ def add_data_parser(sub: argparse._SubParsersAction) -> None:
     info.add_argument("--data-root", default=None, help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT)")
     info.add_argument("--coords", choices=IMAGE_FOLDER_COORDS, default=None,
                       help="imagefolder:PATH only: read each image's coordinates from its file name (<lon>,<lat>.<ext>), "
-                           "from PATH/coords.csv or from its EXIF GPS tags, as a scenario's data.coords does")
+                           "from PATH/coords.csv, from its EXIF GPS tags or from its GeoTIFF georeferencing (the image's "
+                           "centre), as a scenario's data.coords does")
     info.add_argument("--skip-corrupt", action="store_true",
                       help="datasets read from image files: skip unreadable images (a warning names them) instead of "
                            "stopping at the first, as a scenario's data.skip_corrupt does")

@@ -56,8 +56,8 @@ def class_name(name: str) -> str:
     return unicodedata.normalize("NFC", name)
 
 
-#: ``"none"`` (NaN), ``"filename"`` (``<lon>,<lat>.<ext>``), ``"csv"`` (``<folder>/coords.csv``)
-#: or ``"exif"`` (each image's EXIF GPS tags).
-IMAGE_FOLDER_COORDS = ("none", "filename", "csv", "exif")
+#: ``"none"`` (NaN), ``"filename"`` (``<lon>,<lat>.<ext>``), ``"csv"`` (``<folder>/coords.csv``),
+#: ``"exif"`` (each image's EXIF GPS tags) or ``"geotiff"`` (a GeoTIFF's centre).
+IMAGE_FOLDER_COORDS = ("none", "filename", "csv", "exif", "geotiff")
 
 __all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "class_name", "IMAGE_FOLDER_COORDS"]

@@ -127,3 +127,92 @@ def test_exif_coords_through_load_dataset_and_fol_data_info(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{root / 'burnt' / 'nogps.jpg'}: no EXIF GPS tags" in err[0], err
 
+
+
+def _geotiff(path: Path, keys: tuple[int, ...], tie=None, scale=None, transform=None, size=(8, 6),
+             mode: str = "RGB") -> Path:
+    """A tiny TIFF with GeoTIFF tags written through Pillow's ``tiffinfo``; ``keys``: the
+    GeoKeyDirectoryTag's (id, location, count, value) entries, flattened."""
+    from PIL import TiffTags
+    from PIL.TiffImagePlugin import ImageFileDirectory_v2
+
+    info = ImageFileDirectory_v2()
+    for tag, value in ((33922, tie), (33550, scale), (34264, transform)):
+        if value is not None:
+            info[tag] = tuple(float(v) for v in value)
+            info.tagtype[tag] = TiffTags.DOUBLE
+    info[34735] = (1, 1, 0, len(keys) // 4, *keys)
+    info.tagtype[34735] = TiffTags.SHORT
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if mode == "I;16":  # a 16-bit single band, as satellite exports come
+        image = Image.fromarray((np.arange(size[0] * size[1]).reshape(size[1], size[0]) * 900).astype(np.uint16))
+    else:
+        image = Image.new(mode, size, (90, 120, 60))
+    image.save(path, tiffinfo=info)
+    return path
+
+
+WGS84 = (1024, 0, 1, 2, 1025, 0, 1, 1, 2048, 0, 1, 4326)  # geographic, pixel is area, EPSG:4326
+
+
+def test_a_geotiffs_centre_is_its_place(tmp_path):
+    """Tie point + pixel scale (8 x 6 px of 0.01 x 0.02 deg from (10 E, 50 N)): the centre is
+    4 px east, 3 px south; the same from a transformation matrix (rotated by 90 degrees here),
+    in a 16-bit single-band file, and for a raster of pixel centres (PixelIsPoint: half a pixel less)."""
+    root = tmp_path / "f"
+    _geotiff(root / "a" / "tie.tif", WGS84, tie=(0, 0, 0, 10.0, 50.0, 0), scale=(0.01, 0.02, 0))
+    _geotiff(root / "a" / "grey16.tif", WGS84, tie=(0, 0, 0, -70.0, -33.0, 0), scale=(0.5, 0.25, 0), mode="I;16")
+    # lon = 20 + 0.1 j, lat = -10 + 0.1 i: centre (i, j) = (4, 3)
+    _geotiff(root / "b" / "matrix.tif", (1024, 0, 1, 2), transform=(0, 0.1, 0, 20, 0.1, 0, 0, -10, 0, 0, 0, 0, 0, 0, 0, 1))
+    _geotiff(root / "b" / "point.tif", (1024, 0, 1, 2, 1025, 0, 1, 2, 2048, 0, 1, 4326),
+             tie=(0, 0, 0, 10.0, 50.0, 0), scale=(0.01, 0.02, 0))
+    ds = loaders.load_image_folder(root, image_size=8, coords="geotiff")
+    assert [Path(s).name for s in ds.sources] == ["grey16.tif", "tie.tif", "matrix.tif", "point.tif"]
+    np.testing.assert_allclose(np.c_[ds.lat, ds.lon], [[-33.75, -68.0], [49.94, 10.04], [-9.6, 20.3], [49.95, 10.035]],
+                               atol=1e-9, rtol=0)
+
+
+@pytest.mark.parametrize("keys, kw, needle", [
+    ((1024, 0, 1, 1, 3072, 0, 1, 32633), {}, "projected CRS EPSG:32633 (ProjectedCSTypeGeoKey), not latitude and "
+     "longitude: reproject it to EPSG:4326"),
+    ((3072, 0, 1, 32633,), {}, "projected CRS EPSG:32633"),
+    ((1024, 0, 1, 1, 3072, 0, 1, 32767), {}, "projected CRS (user-defined)"),
+    ((1024, 0, 1, 3), {}, "GTModelTypeGeoKey 3 (geocentric), not geographic (2)"),
+    ((1024, 0, 1, 2, 2054, 0, 1, 9101), {}, "GeogAngularUnitsGeoKey 9101, not degrees (9102)"),
+    ((1025, 0, 1, 1), {}, "no GTModelTypeGeoKey or GeographicTypeGeoKey"),
+    (WGS84, {"tie": None, "scale": None}, "no ModelTiepointTag (33922) with ModelPixelScaleTag (33550), "
+     "nor ModelTransformationTag (34264)"),
+    (WGS84, {"tie": (0, 0, 0, 10, 50, 0, 5, 5, 0, 11, 49, 0), "scale": None}, "no ModelTiepointTag (33922) with"),
+    (WGS84, {"scale": (0.0, float("nan"), 0)}, "centre at latitude nan, longitude 10 is not finite"),
+    (WGS84, {"tie": (0, 0, 0, 200.0, 50.0, 0)}, "centre at latitude 49.94, longitude 200.04 is out of range"),
+])
+def test_a_geotiff_without_a_geographic_place_is_one_line(tmp_path, keys, kw, needle):
+    """Projected (UTM) tiles are refused naming their EPSG code: reprojection needs a
+    projection library the toolkit does not carry."""
+    root = tmp_path / "f"
+    _geotiff(root / "a" / "ok.tif", WGS84, tie=(0, 0, 0, 10.0, 50.0, 0), scale=(0.01, 0.02, 0))
+    args = {"tie": (0, 0, 0, 10.0, 50.0, 0), "scale": (0.01, 0.02, 0), **kw}
+    bad = _geotiff(root / "b" / "bad.tif", keys, **args)
+    with pytest.raises(DataError) as err:
+        loaders.load_image_folder(root, image_size=8, coords="geotiff", skip_corrupt=True)
+    line = str(err.value)
+    assert "\n" not in line and line.startswith(f"{bad}: ") and needle in line, line
+
+
+def test_geotiff_coords_need_a_geotiff(tmp_path, capsys):
+    """A PNG or a TIFF without GeoKeyDirectoryTag is one line; ``fol data info --coords geotiff``."""
+    from fol.cli import main
+
+    root = tmp_path / "f"
+    _geotiff(root / "a" / "ok.tif", WGS84, tie=(0, 0, 0, 10.0, 50.0, 0), scale=(0.01, 0.02, 0))
+    _geotiff(root / "b" / "ok.tif", WGS84, tie=(0, 0, 0, 11.0, 51.0, 0), scale=(0.01, 0.02, 0))
+    assert main(["data", "info", f"imagefolder:{root}", "--coords", "geotiff"]) == 0
+    assert "coordinates: 2/2 images; latitude 49.940 .. 50.940 deg" in capsys.readouterr().out
+    Image.new("RGB", (4, 4)).save(root / "b" / "plain.tif")
+    assert main(["data", "info", f"imagefolder:{root}", "--coords", "geotiff"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{root / 'b' / 'plain.tif'}: no GeoKeyDirectoryTag (34735)" in err[0], err
+    (root / "b" / "plain.tif").unlink()
+    Image.new("RGB", (4, 4)).save(root / "b" / "plain.png")
+    with pytest.raises(DataError, match=r"plain.png: a PNG image, not a TIFF: no GeoTIFF tags"):
+        loaders.load_image_folder(root, image_size=8, coords="geotiff")

@@ -265,8 +265,79 @@ def _exif_lat_lon(path: str | Path, im: Image.Image, exif: Image.Exif | None) ->
     return lat, _exif_gps_angle(path, gps, 4, "EW", 180.0)
 
 
+def _floats(value: object) -> tuple[float, ...]:
+    """A TIFF tag's numbers as floats (Pillow gives one value bare, several as a tuple); () if not numbers."""
+    try:
+        return tuple(float(x) for x in (value if isinstance(value, tuple) else (value,)))
+    except (TypeError, ValueError):
+        return ()
+
+
+def _geokeys(path: str | Path, directory: object) -> dict[int, int]:
+    """The GeoKeys a GeoKeyDirectoryTag holds in itself (location 0: SHORT values, which
+    the model type, raster type, CRS codes and units are); those stored in the double or
+    ASCII parameter tags (citations, ellipsoid sizes) are not needed here."""
+    v = directory if isinstance(directory, tuple) else (directory,)
+    if not (len(v) >= 4 and all(isinstance(x, int) for x in v) and len(v) >= 4 + 4 * v[3]):
+        raise _Unplaced(f"{path}: GeoKeyDirectoryTag (34735) is malformed (expected a header of 4 SHORTs and 4 per "
+                        f"key, got {len(v)} values)")
+    entries = [v[4 + 4 * k: 8 + 4 * k] for k in range(v[3])]
+    return {key: value for key, location, _, value in entries if location == 0}
+
+
+#: GTModelTypeGeoKey's values.
+_MODEL_TYPES = {1: "projected", 2: "geographic", 3: "geocentric"}
+
+
+def _geotiff_lat_lon(path: str | Path, im: Image.Image, exif: Image.Exif | None) -> tuple[float, float]:
+    """``(lat, lon)`` of a GeoTIFF's centre, in a geographic CRS (latitude and longitude in
+    degrees). Georeferenced by a tie point and a pixel scale, or a transformation matrix;
+    a projected CRS is refused naming its EPSG code (the toolkit carries no projection library)."""
+    tags = getattr(im, "tag_v2", None)
+    if im.format != "TIFF" or tags is None:
+        raise _Unplaced(f"{path}: a {im.format} image, not a TIFF: no GeoTIFF tags, where coords = 'geotiff' reads "
+                        f"each image's place")
+    if 34735 not in tags:
+        raise _Unplaced(f"{path}: no GeoKeyDirectoryTag (34735): a TIFF without GeoTIFF tags, whose CRS is unknown")
+    keys = _geokeys(path, tags[34735])
+    model = keys.get(1024)
+    if model == 1 or (model is None and 3072 in keys):
+        code = keys.get(3072)
+        crs = "(user-defined)" if code in (None, 32767) else f"EPSG:{code}"
+        raise _Unplaced(f"{path}: GeoTIFF in projected CRS {crs} (ProjectedCSTypeGeoKey), not latitude and longitude: "
+                        f"reproject it to EPSG:4326 first (e.g. gdalwarp -t_srs EPSG:4326); the toolkit does not")
+    if model is None and 2048 not in keys:
+        raise _Unplaced(f"{path}: GeoTIFF with no GTModelTypeGeoKey or GeographicTypeGeoKey: its CRS is unknown")
+    if model not in (None, 2):
+        raise _Unplaced(f"{path}: GeoTIFF of GTModelTypeGeoKey {model} ({_MODEL_TYPES.get(model, 'unknown')}), "
+                        f"not geographic (2): latitude and longitude are needed")
+    if keys.get(2054, 9102) not in (9102, 9122):  # EPSG's degree codes
+        raise _Unplaced(f"{path}: GeoTIFF of GeogAngularUnitsGeoKey {keys[2054]}, not degrees (9102)")
+    w, h = im.size
+    # the image centre in raster space: pixel corners from (0, 0), or pixel centres (PixelIsPoint)
+    i, j = ((w - 1) / 2, (h - 1) / 2) if keys.get(1025) == 2 else (w / 2, h / 2)
+    matrix = _floats(tags.get(34264))
+    tie, scale = _floats(tags.get(33922)), _floats(tags.get(33550))
+    if len(matrix) == 16:
+        lon = matrix[0] * i + matrix[1] * j + matrix[3]
+        lat = matrix[4] * i + matrix[5] * j + matrix[7]
+    elif len(tie) >= 6 and len(tie) % 6 == 0 and len(scale) >= 2:
+        lon = tie[3] + (i - tie[0]) * scale[0]
+        lat = tie[4] - (j - tie[1]) * scale[1]
+    else:  # several tie points without a scale are ground control points: a warp, not a grid
+        raise _Unplaced(f"{path}: GeoTIFF with no ModelTiepointTag (33922) with ModelPixelScaleTag (33550), nor "
+                        f"ModelTransformationTag (34264) of 16 numbers: not georeferenced on a grid")
+    if not (np.isfinite(lat) and np.isfinite(lon)):
+        raise _Unplaced(f"{path}: GeoTIFF centre at latitude {lat:g}, longitude {lon:g} is not finite (a scale or "
+                        f"matrix of NaN or infinity)")
+    if not (-90 <= lat <= 90 and -180 <= lon <= 180):
+        raise _Unplaced(f"{path}: GeoTIFF centre at latitude {lat:g}, longitude {lon:g} is out of range "
+                        f"(-90..90, -180..180 degrees)")
+    return float(lat), float(lon)
+
+
 #: ``coords`` read from each image's own tags, as it is opened to be decoded: the place reader.
-_PLACE_READERS: dict[str, Callable[..., tuple[float, float]]] = {"exif": _exif_lat_lon}
+_PLACE_READERS: dict[str, Callable[..., tuple[float, float]]] = {"exif": _exif_lat_lon, "geotiff": _geotiff_lat_lon}
 
 
 def _read_image_and_place(path: str | Path, image_size: int,
@@ -907,7 +978,9 @@ def load_image_folder(
     with ``splits``, the path relative to ``path`` starts with the split
     folder: ``train/burnt/a.png``) or ``"exif"`` (each image's EXIF GPS tags,
     as drones and phones write them: GPSLatitude / GPSLongitude with their
-    N/S, E/W refs, read in the same open as the pixels).
+    N/S, E/W refs, read in the same open as the pixels) or ``"geotiff"``
+    (the centre of a GeoTIFF in a geographic CRS, from its tie point and
+    pixel scale or its transformation matrix; a projected CRS is refused).
     An image without coordinates in the chosen source, or named by CSV rows
     with different ones, is an error naming it, also with ``skip_corrupt``
     (which skips unreadable images only).

@@ -12,7 +12,7 @@ Learning tables, every key checked (unknown keys are an error naming them)::
     dataset = "synthetic-hurricane"   # any name `fol data info` accepts
     # root = "datasets"        # folder of real datasets (relative to this file)
     # path = "my_images"       # dataset = "imagefolder": <path>/<class>/<image> (relative to this file)
-    # coords = "filename"      # imagefolder: "none" | "filename" (<lon>,<lat>.<ext>) | "csv" (<path>/coords.csv) | "exif" (GPS tags)
+    # coords = "filename"      # imagefolder: "none" | "filename" (<lon>,<lat>.<ext>) | "csv" (<path>/coords.csv) | "exif" (GPS tags) | "geotiff"
     # skip_corrupt = true      # real images: skip (and log) unreadable files instead of stopping
     # splits = ["train", "valid"]  # published split folders to pool (wildfire, hurricane, svhn, imagefolder)
     size = 9000                # pool size of a synthetic dataset
@@ -209,7 +209,8 @@ def _check_image_file_fields(data: DataConfig) -> None:
                           "(relative to the scenario file)")
     if data.partition in ("orbit", "region") and data.coords == "none":
         raise ConfigError(f"data.partition: {shown(data.partition)} places images by their coordinates, but data.coords "
-                          f"is 'none'; set coords = 'filename' (<lon>,<lat>.<ext>), 'csv' (<path>/coords.csv) or 'exif' (EXIF GPS tags), "
+                          f"is 'none'; set coords = 'filename' (<lon>,<lat>.<ext>), 'csv' (<path>/coords.csv), 'exif' (EXIF GPS tags) "
+                          f"or 'geotiff' (a GeoTIFF's centre), "
                           f"or use partition = 'dirichlet'")
 
 
