@@ -84,6 +84,8 @@ def test_exif_gps_in_a_tiff(tmp_path):
     ({1: "X", 2: _dms(1.0), 3: "E", 4: _dms(1.0)}, "EXIF GPSLatitudeRef is 'X', expected 'N' or 'S'"),
     ({2: _dms(1.0), 3: "E", 4: _dms(1.0)}, "EXIF GPSLatitudeRef is missing, expected 'N' or 'S'"),
     ({1: "N", 2: _dms(1.0), 3: "N", 4: _dms(1.0)}, "EXIF GPSLongitudeRef is 'N', expected 'E' or 'W'"),
+    ({1: "", 2: _dms(1.0), 3: "E", 4: _dms(1.0)}, "EXIF GPSLatitudeRef is '', expected 'N' or 'S'"),
+    ({1: "N", 2: _dms(1.0), 3: "EW", 4: _dms(1.0)}, "EXIF GPSLongitudeRef is 'EW', expected 'E' or 'W'"),
 ])
 def test_an_image_without_a_readable_gps_place_is_one_line_naming_it_and_the_tag(tmp_path, gps, needle):
     """Also with ``skip_corrupt``: the image is readable, its place is not (as a file name

@@ -244,7 +244,7 @@ def _exif_gps_angle(path: str | Path, gps: dict, tag: int, refs: str, limit: flo
     ref = gps.get(tag - 1)
     letter = ref.decode("latin-1") if isinstance(ref, bytes) else ref
     letter = letter.strip("\0 ").upper() if isinstance(letter, str) else None
-    if letter is None or letter not in refs:
+    if letter is None or letter not in (refs[0], refs[1]):  # one letter, not an empty or longer string
         said = "is missing" if ref is None else f"is {ref!r}"
         raise _Unplaced(f"{path}: EXIF {ref_name} {said}, expected {refs[0]!r} or {refs[1]!r}")
     return -degrees if letter == refs[1] else degrees
