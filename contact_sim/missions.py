@@ -61,14 +61,21 @@ MOVING = {NAV_WAYPOINT: "waypoint", NAV_LOITER_TIME: "loiter-time", NAV_RETURN_T
           NAV_LAND: "land", NAV_TAKEOFF: "takeoff"}
 #: Frames of moving items: absolute (0, 5) and relative to home (3, 6) altitude.
 FRAMES = {0: False, 5: False, 3: True, 6: True}
+#: Commands of 176..252 that move the drone, stop, pause or redirect its flight, or change where the
+#: mission goes on (MAV_CMD enum): refused, not skipped. DO_SET_MODE (176) may switch to a return or
+#: land mode, 185 terminates the flight, 186 changes altitude, 190 / 191 land or abort a landing,
+#: 192 repositions, 193 pauses, 213 sets a yaw and speed, 221 / 222 hand over or limit guided
+#: flight, 224 sets the current item, 246 reboots or shuts down, 252 pauses or goes to a position.
+_NOT_SKIPPED = frozenset({176, DO_JUMP, DO_CHANGE_SPEED, DO_SET_HOME, 185, 186, 190, 191, 192, 193, 213, 221,
+                          222, 224, 246, 252})
 _SUPPORTED = ("supported: 16 waypoint, 19 loiter-time, 20 return-to-launch, 21 land, 22 takeoff, "
-              "178 change-speed, and DO_ commands 176..252 that do not move the drone (not 177 jump or "
-              "179 set-home), camera commands 530..532, 2000..2001, 2500..2501")
+              "178 change-speed, and commands 176..252 that do not move, stop or redirect the drone "
+              "(camera, gimbal, servo ...), camera commands 530..532, 2000..2001, 2500..2501")
 
 
 def _skipped(command: int) -> bool:
     """Commands that neither move the drone nor change its timing."""
-    return ((176 <= command <= 252 and command not in (DO_JUMP, DO_CHANGE_SPEED, DO_SET_HOME))
+    return ((176 <= command <= 252 and command not in _NOT_SKIPPED)
             or 530 <= command <= 532 or 2000 <= command <= 2001 or 2500 <= command <= 2501)
 
 

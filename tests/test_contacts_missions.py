@@ -136,6 +136,9 @@ BAD_PLANS = [
     ([_item(82, 47.001, 8.0, 50.0)], "mission.items[0]: unsupported command 82 (supported: 16 waypoint"),
     ([_item(177, p1=1, p2=3, frame=2)], "mission.items[0]: unsupported command 177"),
     ([_item(112, p1=30, frame=2)], "mission.items[0]: unsupported command 112"),
+    # DO_ commands that move the drone, stop or delay its flight, or jump in the mission are not skipped
+    *[([_item(c, 47.001, 8.0, 50.0, frame=3)], f"mission.items[0]: unsupported command {c} ")
+      for c in (176, 185, 186, 190, 191, 192, 193, 213, 221, 222, 224, 246, 252)],
     ([_item(16, 47.001, 8.0, 50.0, frame=10)], "mission.items[0]: waypoint in unsupported frame 10"),
     ([_item(16, None, 8.0, 50.0)], "mission.items[0]: expected latitude -90..90"),
     ([_item(16, 91.0, 8.0, 50.0)], "mission.items[0]: expected latitude -90..90"),
