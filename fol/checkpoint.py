@@ -82,7 +82,8 @@ import os
 import struct
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -469,14 +470,9 @@ def read_card(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) 
     """
     source = str(path)
     with _only_project_errors(source):
-        size = _stat_size(path, max_bytes)
-        try:
-            with open(path, "rb") as fh:
-                prefix = fh.read(8)
-                header_len = _header_length(prefix, size, source)
-                raw = fh.read(header_len)
-        except OSError as exc:
-            raise CheckpointError(f"{source}: cannot read model file ({exc.strerror or exc})") from None
+        with _opened(path, max_bytes, source) as (fh, size):
+            header_len = _header_length(fh.read(8), size, source)
+            raw = fh.read(header_len)
         card, _ = _card_from_header(_parse_header(raw, header_len, source), source, legacy=True)
         _check_spec_limits(card.spec, source)
         return card
@@ -492,15 +488,11 @@ def load_model(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES,
     """
     label = str(path) if source is None else source
     with _only_project_errors(label):
-        size = _stat_size(path, max_bytes, label)
-        try:
-            with open(path, "rb") as fh:
-                header_len = _header_length(fh.read(8), size, label)
-                raw = fh.read(header_len)
-                # the tensors are read one by one straight into their own storage (no copy of the whole file)
-                return _load(raw, header_len, size, _FileTensors(fh, label), label, legacy=False)
-        except OSError as exc:
-            raise CheckpointError(f"{label}: cannot read model file ({exc.strerror or 'I/O error'})") from None
+        with _opened(path, max_bytes, label) as (fh, size):
+            header_len = _header_length(fh.read(8), size, label)
+            raw = fh.read(header_len)
+            # the tensors are read one by one straight into their own storage (no copy of the whole file)
+            return _load(raw, header_len, size, _FileTensors(fh, label), label, legacy=False)
 
 
 def load_model_bytes(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES, source: str = "<bytes>") -> LoadedModel:
@@ -553,29 +545,25 @@ def read_state_dict(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_B
     """
     source = str(path)
     with _only_project_errors(source):
-        size = _stat_size(path, max_bytes)
-        try:
-            with open(path, "rb") as fh:
-                prefix = fh.read(8)
-                looks_safetensors = len(prefix) == 8 and fh.read(1) == b"{"
-                fh.seek(8)
-                if prefix.startswith(_PICKLE_MAGIC) or (
-                        Path(path).suffix.lower() in _PICKLE_SUFFIXES and not looks_safetensors):
-                    raise CheckpointError(
-                        f"{source}: a pickle-based checkpoint (PyTorch .pt/.pth/.bin), which this tool never "
-                        f"unpickles (loading a pickle can run any code); convert it in your own environment "
-                        f"with safetensors.torch.save_file(model.state_dict(), 'weights.safetensors')"
-                    )
-                header_len = _header_length(prefix, size, source)
-                raw = fh.read(header_len)
-                header = _parse_header(raw, header_len, source)
-                meta = header.get("__metadata__")
-                if isinstance(meta, dict) and _METADATA_KEY in meta:
-                    raise CheckpointError(f"{source}: already a FOL model file (it has a model card); "
-                                          f"`fol model info` shows it, it needs no import")
-                return _read_tensors(header, size - 8 - header_len, _FileTensors(fh, source), source)
-        except OSError as exc:
-            raise CheckpointError(f"{source}: cannot read file ({exc.strerror or 'I/O error'})") from None
+        with _opened(path, max_bytes, source, what="file") as (fh, size):
+            prefix = fh.read(8)
+            looks_safetensors = len(prefix) == 8 and fh.read(1) == b"{"
+            fh.seek(8)
+            if prefix.startswith(_PICKLE_MAGIC) or (
+                    Path(path).suffix.lower() in _PICKLE_SUFFIXES and not looks_safetensors):
+                raise CheckpointError(
+                    f"{source}: a pickle-based checkpoint (PyTorch .pt/.pth/.bin), which this tool never "
+                    f"unpickles (loading a pickle can run any code); convert it in your own environment "
+                    f"with safetensors.torch.save_file(model.state_dict(), 'weights.safetensors')"
+                )
+            header_len = _header_length(prefix, size, source)
+            raw = fh.read(header_len)
+            header = _parse_header(raw, header_len, source)
+            meta = header.get("__metadata__")
+            if isinstance(meta, dict) and _METADATA_KEY in meta:
+                raise CheckpointError(f"{source}: already a FOL model file (it has a model card); "
+                                      f"`fol model info` shows it, it needs no import")
+            return _read_tensors(header, size - 8 - header_len, _FileTensors(fh, source), source)
 
 
 def _listed(names: list[str], limit: int = 4) -> str:
@@ -713,6 +701,19 @@ def _load(raw: bytes, header_len: int, total: int, payload: "_BytesTensors | _Fi
     _, skeleton = _check_structure(card.spec, tensors, source, pruned=card.pruned)
     model = _materialize(skeleton, card.spec, tensors, source)
     return LoadedModel(model, card)
+
+
+@contextmanager
+def _opened(path: str | os.PathLike[str], max_bytes: int, source: str,
+            what: str = "model file") -> Iterator[tuple[Any, int]]:
+    """``(binary file, its size)`` of ``path``, the size limit checked with ``os.stat``
+    first; an ``OSError`` while it is open is one :class:`CheckpointError` line."""
+    size = _stat_size(path, max_bytes, source)
+    try:
+        with open(path, "rb") as fh:
+            yield fh, size
+    except OSError as exc:
+        raise CheckpointError(f"{source}: cannot read {what} ({exc.strerror or 'I/O error'})") from None
 
 
 def _stat_size(path: str | os.PathLike[str], max_bytes: int, source: str | None = None) -> int:
