@@ -29,9 +29,11 @@ windows already have whole-second edges and whole byte rates round-trips
 exactly.
 
 Import (ION with :func:`read_ion`, HDTN with :func:`read_hdtn`, either by file name with
-:func:`read_plan`): a window of this simulator is full duplex, so every ``a contact``
-(HDTN: every record) needs its reverse (same interval) in the file; the window carries the smaller
-of the two rates. A window's OWLT is the largest of the ``a range`` lines of
+:func:`read_plan`): a window of this simulator is full duplex, so it exists where both directions
+are up: for each pair of nodes, each overlap in time of an A->B contact and a B->A contact is a
+window, carrying the smaller of the two rates. Contact time in one direction only is left out, with
+one warning per file giving the contact-seconds dropped; a plan in which nothing pairs is an error.
+Contacts of one direction must not overlap one another. A window's OWLT is the largest of the ``a range`` lines of
 the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]``, ``None``
 where no line covers it, and written back on export). ``ionadmin``'s edits apply in file order
 (``@`` moves the time ``+ss`` counts from; ``d contact`` / ``d range`` delete, ``c contact``
@@ -372,6 +374,70 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
             starts[kind].get((src, dst), set()).discard(t0)
 
 
+def _seconds(value: float) -> str:
+    """A count of seconds as written in a warning: ``12345``, or ``0.5`` when not whole."""
+    return f"{value:.12g}"
+
+
+def _duplex_windows(contacts: Sequence[tuple[float, float, int, int, float, str]], source: str
+                    ) -> tuple[list[tuple[int, int, float, float, float]], float, float, int]:
+    """The full-duplex windows of one-direction contacts ``(t0, t1, from, to, rate, where)``.
+
+    For each pair of nodes, a window is each stretch where an A->B contact and a B->A contact are
+    both up (their intersection), its capacity the smaller of the two rates over that stretch. The
+    contacts of one direction must not overlap one another (their rate there would be ambiguous;
+    ``ionadmin`` refuses such a contact too). Sorting each direction and sweeping the two lists
+    together visits each contact at most twice: O(n log n) for n contacts.
+
+    Returns ``(rows, dropped_s, total_s, unequal)``: rows ``(low node, high node, t0, t1,
+    capacity_bits)``, the contact-seconds in one direction only, all contact-seconds, and how many
+    windows have different rates in the two directions."""
+    by_direction: dict[tuple[int, int], list[tuple[float, float, float, int, str]]] = {}
+    total_s = 0.0
+    for order, (t0, t1, src, dst, rate, where) in enumerate(contacts):
+        by_direction.setdefault((src, dst), []).append((t0, t1, rate, order, where))
+        total_s += t1 - t0
+    for (src, dst), own in by_direction.items():
+        own.sort()
+        for prev, cur in zip(own, own[1:]):
+            if cur[0] < prev[1]:
+                first, second = sorted((prev, cur), key=lambda c: c[3])  # name the later line in the file
+                if (first[0], first[1]) == (second[0], second[1]):
+                    raise ContactError(f"{second[4]}: contact {src}->{dst} +{second[0]:g} +{second[1]:g} "
+                                       f"listed twice (first at {first[4]})")
+                raise ContactError(f"{second[4]}: contact {src}->{dst} +{second[0]:g} +{second[1]:g} overlaps "
+                                   f"the contact +{first[0]:g} +{first[1]:g} at {first[4]}; contacts of one "
+                                   "direction must not overlap")
+    rows = []
+    used_s = 0.0
+    unequal = 0
+    for (src, dst), forward in by_direction.items():
+        backward = by_direction.get((dst, src))
+        if src > dst or backward is None:
+            continue
+        i = j = 0
+        while i < len(forward) and j < len(backward):
+            f0, f1, f_rate = forward[i][:3]
+            b0, b1, b_rate = backward[j][:3]
+            t0, t1 = max(f0, b0), min(f1, b1)
+            if t1 > t0:
+                rows.append((src, dst, t0, t1, 8.0 * min(f_rate, b_rate) * (t1 - t0)))
+                used_s += t1 - t0
+                unequal += f_rate != b_rate
+            # the contact that ends first meets no later contact of the other direction
+            if f1 <= b1:
+                i += 1
+            if b1 <= f1:
+                j += 1
+    if not rows:
+        n = len(contacts)
+        raise ContactError(f"{source}: no contact has a reverse contact at the same time ({n} contact"
+                           f"{'' if n == 1 else 's'}, all one-way); a window here is full duplex, so a plan "
+                           "needs both directions of a link up together")
+    dropped_s = total_s - 2.0 * used_s
+    return rows, (dropped_s if dropped_s > 1e-9 * total_s else 0.0), total_s, unequal
+
+
 def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] | None = None,
                 acquisition_s: float = 0.0) -> ContactPlan:
     """A :class:`ContactPlan` from parsed ION contacts (full-duplex windows, per-window rates)."""
@@ -381,25 +447,15 @@ def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] |
     if len(set(names)) != len(names):
         raise ContactError(f"{source}: two header nodes share a name")
     kinds = [ion.kinds.get(n, "node") for n in numbers]
-    directed: dict[tuple[float, float, int, int], tuple[float, str]] = {}
-    for t0, t1, src, dst, rate, where in ion.contacts:
-        key = (t0, t1, src, dst)
-        if key in directed:
-            raise ContactError(f"{where}: contact {src}->{dst} {t0:g}..{t1:g} s listed twice "
-                               f"(first at {directed[key][1]})")
-        directed[key] = (rate, where)
-    rows = []
-    for (t0, t1, src, dst), (rate, where) in directed.items():
-        back = directed.get((t0, t1, dst, src))
-        if back is None:
-            raise ContactError(f"{where}: contact {src}->{dst} +{t0:g} +{t1:g} has no reverse contact "
-                               f"{dst}->{src} over the same interval (windows here are full duplex)")
-        if src > dst:
-            continue
-        if back[0] != rate:
-            log.warning("%s: contact %d<->%d has rates %g and %g bytes/s; using the smaller", where,
-                        src, dst, rate, back[0])
-        rows.append((index[src], index[dst], t0, t1, 8.0 * min(rate, back[0]) * (t1 - t0)))
+    rows, dropped_s, total_s, unequal = _duplex_windows(ion.contacts, source)
+    rows = [(index[src], index[dst], t0, t1, vol) for src, dst, t0, t1, vol in rows]
+    if dropped_s:
+        log.warning("%s: %s of %s contact-seconds have no reverse contact at the same time and are not used "
+                    "(a window here is full duplex: both directions up)", source, _seconds(dropped_s),
+                    _seconds(total_s))
+    if unequal:
+        log.warning("%s: %d of %d windows have different rates in the two directions; each carries the "
+                    "smaller", source, unequal, len(rows))
     ranges: dict[tuple[int, int], list[tuple[float, float, int]]] = {}
     for t0, t1, src, dst, owlt, where in ion.ranges:
         if src not in index or dst not in index:
@@ -517,8 +573,8 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
 def read_hdtn(path: str | Path, round_boundaries_s: Sequence[float] | None = None, acquisition_s: float = 0.0,
               start: _dt.datetime | None = None) -> ContactPlan:
     """Read an HDTN contact-plan file (JSON) into a :class:`ContactPlan`: the rules of
-    :func:`read_ion` (full-duplex windows, the smaller rate of the two directions), nodes named
-    ``ipn-N``."""
+    :func:`read_ion` (a window where both directions are up, the smaller rate of the two), nodes
+    named ``ipn-N``."""
     path = Path(path)
     text = read_text_file(path, ContactError, "contact plan file", MAX_PLAN_BYTES)
     return ion_to_plan(parse_hdtn(text, str(path), start), str(path), round_boundaries_s, acquisition_s)

@@ -49,8 +49,9 @@ def test_ion_and_hdtn_units_on_a_hand_checked_plan() -> None:
     ]}
 
 
-def test_ion_export_import_round_trips_exactly(tmp_path: Path) -> None:
-    # Whole-second edges and whole byte rates: nothing to round, so the round trip is exact.
+def test_ion_export_import_round_trips_exactly(tmp_path: Path, caplog) -> None:
+    # Whole-second edges and whole byte rates: nothing to round, so the round trip is exact; a
+    # symmetric plan's windows are its contacts, with nothing left out and nothing to warn about.
     w = WindowTable([0, 0, 1], [1, 2, 2], [0.0, 50.0, 300.0], [120.0, 400.0, 360.0], [1, 1, 1], [1, 1, 1],
                     [8 * 1000 * 120.0, 8 * 2500 * 350.0, 8 * 7 * 60.0])
     plan = ContactPlan(["x", "y", "z"], w, LinkModel("plan", acquisition_s=0.0), [0.0, 200.0, 400.0], START,
@@ -58,6 +59,7 @@ def test_ion_export_import_round_trips_exactly(tmp_path: Path) -> None:
     path = tmp_path / "plan.ion"
     path.write_text(format_ion(plan))
     back = read_ion(path, plan.round_boundaries_s)
+    assert not [r for r in caplog.records if r.name == "contact_sim.dtn"]
     assert back.node_names == plan.node_names and back.node_kinds == plan.node_kinds and back.start == START
     for col in ("a", "b", "t_start_s", "t_end_s", "capacity_bytes"):
         assert np.array_equal(getattr(back.windows, col), getattr(plan.windows, col)), col
@@ -136,12 +138,18 @@ def test_ion_absolute_times_and_foreign_files() -> None:
 
 
 @pytest.mark.parametrize("text, message", [
-    ("a contact +0 +60 1 2 100\n", r"p\.ion:1: contact 1->2 \+0 \+60 has no reverse"),
+    ("a contact +0 +60 1 2 100\n", r"p\.ion: no contact has a reverse contact at the same time \(1 contact, all one-way\)"),
     ("a contact +0 +60 1 2 fast\na contact +0 +60 2 1 1\n", r"p\.ion:1: expected an integer rate"),
     ("a contact +60 +0 1 2 1\n", r"p\.ion:1: the end time \+0 is not after"),
     ("a contact 2026/08/01-00:00:00 +60 1 2 1\n", r"p\.ion:1: absolute time .* needs the plan start"),
     ("a plan +0 +60 1 2 1\n", r"p\.ion:1: expected 'a contact' or 'a range'"),
     ("# node 1 a\n", r"p\.ion: no 'a contact' lines"),
+    ("a contact +0 +10 1 2 1\na contact +20 +30 2 1 1\na contact +10 +20 1 3 1\na contact +0 +10 3 1 1\n",
+     r"p\.ion: no contact has a reverse contact at the same time \(4 contacts, all one-way\)"),
+    ("a contact +0 +100 1 2 1\na contact +0 +150 2 1 1\na contact +50 +150 1 2 1\n",
+     r"p\.ion:3: contact 1->2 \+50 \+150 overlaps the contact \+0 \+100 at .*p\.ion:1; contacts of one direction"),
+    ("a contact +0 +60 1 2 1\na contact +0 +60 2 1 1\na contact +0 +60 1 2 2\n",
+     r"p\.ion:3: contact 1->2 \+0 \+60 listed twice \(first at .*p\.ion:1\)"),
     ("a contact +0 +999999999999999999 1 2 1\n", r"p\.ion:1: expected a relative time \+SECONDS of 0\.\.1e\+10"),
     ("# start 2026-08-01T00:00:00Z\na contact 2026/07/01-00:00:00 +60 1 2 1\n",
      r"p\.ion:2: 2026/07/01-00:00:00 is before the plan start 2026-08-01T00:00:00Z"),
@@ -156,6 +164,42 @@ def test_malformed_ion_plan_names_file_and_line(tmp_path: Path, text: str, messa
     path.write_text(text)
     with pytest.raises(ContactError, match=message):
         read_ion(path)
+
+
+# A->B 0-100 and B->A 50-150 overlap over 50-100; 3->4 is split in two (rates 10 and 20 bytes/s)
+# under one 4->3 contact at 15 bytes/s; 1->3 has no reverse at all.
+_ONE_WAY = [(0, 100, 1, 2, 1000), (50, 150, 2, 1, 1000), (0, 50, 3, 4, 10), (50, 100, 3, 4, 20),
+            (20, 80, 4, 3, 15), (0, 40, 1, 3, 500)]
+
+
+@pytest.mark.parametrize("fmt", ["ion", "json"])
+def test_a_window_is_where_both_directions_are_up(tmp_path: Path, caplog, fmt: str) -> None:
+    """Real plans are not symmetric (uplink and downlink windows of different lengths and rates):
+    a window is each overlap of an A->B and a B->A contact at the smaller rate, and the one-way
+    contact time left out is said in one line per file."""
+    import logging
+
+    from contact_sim import read_plan
+
+    path = tmp_path / f"p.{fmt}"
+    if fmt == "ion":
+        path.write_text("".join(f"a contact +{t0} +{t1} {a} {b} {r}\n" for t0, t1, a, b, r in _ONE_WAY))
+    else:
+        path.write_text(json.dumps({"contacts": [
+            {"contact": k, "source": a, "dest": b, "startTime": t0, "endTime": t1, "rateBitsPerSec": 8 * r}
+            for k, (t0, t1, a, b, r) in enumerate(_ONE_WAY)]}))
+    with caplog.at_level(logging.WARNING, logger="contact_sim.dtn"):
+        plan = read_plan(path)
+    w = plan.windows
+    assert plan.node_names == ["ipn-1", "ipn-2", "ipn-3", "ipn-4"]
+    assert list(zip(w.a.tolist(), w.b.tolist(), w.t_start_s.tolist(), w.t_end_s.tolist())) == [
+        (2, 3, 20.0, 50.0), (0, 1, 50.0, 100.0), (2, 3, 50.0, 80.0)]
+    assert w.capacity_bytes.tolist() == [10 * 30, 1000 * 50, 15 * 30]  # each direction's rate over the overlap
+    # one-way seconds: 1->2 0-50, 2->1 100-150, 3->4 0-20 and 80-100, 1->3 0-40
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: 180 of 400 contact-seconds have no reverse contact at the same time and are not used "
+        "(a window here is full duplex: both directions up)",
+        f"{path}: 2 of 3 windows have different rates in the two directions; each carries the smaller"]
 
 
 def test_hdtn_import_reads_back_what_the_ion_twin_gives(tmp_path: Path) -> None:
@@ -218,7 +262,7 @@ def test_hdtn_rates_older_fields_unix_times_and_loopbacks() -> None:
     ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 99999999999, "rateBitsPerSec": 1}]}',
      r"contacts\[0\]: endTime 99999999999 is too long after the plan start"),
     ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 1}]}',
-     r"p\.json: contacts\[0\]: contact 1->2 \+0 \+60 has no reverse contact 2->1"),
+     r"p\.json: no contact has a reverse contact at the same time \(1 contact, all one-way\)"),
     ('{"contacts": []}', r"p\.json: no contacts between two different nodes"),
     ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 1}, '
      '{"source": 2, "dest": 1, "startTime": 1800000000, "endTime": 1800000060, "rateBitsPerSec": 1}]}',
