@@ -52,6 +52,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import datetime as _dt
 import json
 import logging
@@ -438,6 +439,38 @@ def _duplex_windows(contacts: Sequence[tuple[float, float, int, int, float, str]
     return rows, (dropped_s if dropped_s > 1e-9 * total_s else 0.0), total_s, unequal
 
 
+def _largest_covering(ranges: Sequence[tuple[float, float, float]], spans: Sequence[tuple[float, float, int]]
+                      ) -> list[float]:
+    """For each span ``(s0, s1, _)``, the largest value of the ranges ``(r0, r1, value)`` with
+    ``r0 <= s0`` and ``s1 <= r1`` (NaN if none): the ranges enter in order of ``r0`` as the spans
+    are taken in order of ``s0``, into a Fenwick tree of running maxima indexed by ``r1`` from the
+    latest down, so each span asks only among the ranges that reach past its end.
+    O((n + m) log m) rather than a scan of every range for every span."""
+    if not ranges:
+        return [np.nan] * len(spans)
+    ends = sorted({r1 for _, r1, _ in ranges})
+    tree = [-math.inf] * (len(ends) + 1)
+    by_start = sorted(ranges, key=lambda r: r[0])
+    out = [np.nan] * len(spans)
+    nxt = 0
+    for k in sorted(range(len(spans)), key=lambda k: spans[k][0]):
+        s0, s1, _ = spans[k]
+        while nxt < len(by_start) and by_start[nxt][0] <= s0:
+            _, r1, value = by_start[nxt]
+            pos = len(ends) - bisect.bisect_left(ends, r1)  # 1 for the latest end
+            while pos <= len(ends):
+                tree[pos] = max(tree[pos], value)
+                pos += pos & -pos
+            nxt += 1
+        pos, best = len(ends) - bisect.bisect_left(ends, s1), -math.inf  # the ends at or after s1
+        while pos > 0:
+            best = max(best, tree[pos])
+            pos -= pos & -pos
+        if best > -math.inf:
+            out[k] = best
+    return out
+
+
 def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] | None = None,
                 acquisition_s: float = 0.0) -> ContactPlan:
     """A :class:`ContactPlan` from parsed ION contacts (full-duplex windows, per-window rates)."""
@@ -464,8 +497,13 @@ def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] |
     rows.sort(key=lambda r: (r[2], r[0], r[1]))  # the window table's order: start, then node ids
     a, b, t0s, t1s, vol = (np.array(col) for col in zip(*rows))
     # OWLT of a window: the largest of the range lines (either direction) that cover it
-    owlt_w = [max((o for r0, r1, o in ranges.get((int(i), int(j)), ()) if r0 <= s0 and s1 <= r1), default=np.nan)
-              for i, j, s0, s1 in zip(a, b, t0s, t1s)]
+    owlt_w = [np.nan] * a.size
+    spans: dict[tuple[int, int], list[tuple[float, float, int]]] = {}
+    for k, (i, j, s0, s1) in enumerate(zip(a.tolist(), b.tolist(), t0s.tolist(), t1s.tolist())):
+        spans.setdefault((i, j), []).append((s0, s1, k))
+    for pair, pair_spans in spans.items():
+        for k, owlt in zip((k for _, _, k in pair_spans), _largest_covering(ranges.get(pair, []), pair_spans)):
+            owlt_w[k] = owlt
     nan = np.full(a.size, np.nan)
     windows = WindowTable(a, b, t0s, t1s, nan, nan, vol, sort=False)
     bounds = (np.asarray(round_boundaries_s, dtype=float) if round_boundaries_s is not None
