@@ -19,7 +19,7 @@ from fol.agent.config import AgentConfig  # noqa: E402
 from fol.agent.keys import load_keypair  # noqa: E402
 from fol.agent.loopback import free_port, prepare_nodes  # noqa: E402
 from fol.agent.node import Agent  # noqa: E402
-from fol.agent.position import PositionConfig, PositionSource  # noqa: E402
+from fol.agent.position import PositionConfig, open_source  # noqa: E402
 from fol.agent.systemd import Watchdog, notify  # noqa: E402
 from fol.agent.transfer import offer_for_file, send_model  # noqa: E402
 from fol.checkpoint import save_model  # noqa: E402
@@ -79,7 +79,7 @@ def _wait(predicate, timeout: float):
 
 def test_position_source_decodes_global_position_int_over_udp() -> None:
     port = free_port()
-    source = PositionSource(PositionConfig(connection=f"udpin:127.0.0.1:{port}", stale_s=1.0))
+    source = open_source(PositionConfig(connection=f"udpin:127.0.0.1:{port}", stale_s=1.0))
     try:
         with Autopilot(port):
             fix = _wait(source.latest, 10.0)
@@ -98,7 +98,7 @@ def test_position_source_reads_a_tlog_and_stops_promptly(tmp_path: Path) -> None
     close() ends the reader at once; pymavlink's blocking read of a log at its
     end ignores the timeout, so a reader waiting in it held close() for the
     whole 2 s join and then had its file closed under it."""
-    source = PositionSource(PositionConfig(connection=str(_tlog(tmp_path / "flight.tlog"))))
+    source = open_source(PositionConfig(connection=str(_tlog(tmp_path / "flight.tlog"))))
     try:
         fix = _wait(lambda: source.messages == 3 and source.latest(), 5.0)
         assert fix["lat_deg"] == pytest.approx(40.7123458) and fix["heading_deg"] is None
@@ -118,7 +118,7 @@ def test_fix_age_ignores_wall_clock_steps(tmp_path: Path, monkeypatch: pytest.Mo
 
     import fol.agent.position as position
 
-    source = PositionSource(PositionConfig(connection=str(_tlog(tmp_path / "flight.tlog")), stale_s=5.0))
+    source = open_source(PositionConfig(connection=str(_tlog(tmp_path / "flight.tlog")), stale_s=5.0))
     try:
         fix = _wait(lambda: source.messages == 3 and source.latest(), 5.0)
         assert not fix["stale"] and 0 <= fix["age_s"] < 5.0

@@ -59,7 +59,7 @@ from fol.agent import protocol as P
 from fol.agent.config import AgentConfig
 from fol.agent.inbox import Inbox
 from fol.agent.keys import KeyPair, TrustStore, ZapKeyCheck, load_keypair, load_public_key
-from fol.agent.position import PositionLog, PositionSource
+from fol.agent.position import PositionLog, open_source
 from fol.agent.systemd import Watchdog, notify
 from fol.agent.protocol import ProtocolError
 from fol.agent.transfer import (
@@ -156,7 +156,7 @@ class Agent:
                            accept_any_round=not config.trigger.on_board)
         self._init_state()
         if config.position is not None:
-            self._position = PositionLog(PositionSource(config.position), config.state_dir, config.node_id)
+            self._position = PositionLog(open_source(config.position), config.state_dir, config.node_id)
         # The round's age is counted on the monotonic clock and saved with every state write (with the wall
         # time of the count, see AgentState): a clock step while the agent runs (a companion computer without
         # RTC syncing its time from GPS / NTP after boot) neither fires the deadline at once nor postpones it,

@@ -38,7 +38,7 @@ from typing import Any
 from fol.errors import ConfigError
 from swarmbase.tomlcheck import is_finite_number
 
-__all__ = ["PositionConfig", "PositionSource", "PositionLog", "fix_from_message"]
+__all__ = ["PositionConfig", "PositionSource", "MavlinkSource", "PositionLog", "fix_from_message", "open_source"]
 
 log = logging.getLogger(__name__)
 
@@ -79,18 +79,15 @@ def fix_from_message(msg: Any, received_at: float) -> dict[str, Any]:
 
 
 class PositionSource:
-    """Reads GLOBAL_POSITION_INT in a thread; :meth:`latest` is the newest fix (or ``None``)."""
+    """A link to a position device read in a background thread; :meth:`latest` is the newest fix (or ``None``).
+
+    A source opens its link in :meth:`_open` and returns the next fix from :meth:`_read` (``None`` when
+    nothing is waiting); this class keeps the newest fix, its age and staleness, and stops the thread.
+    :func:`open_source` picks the class for ``config.source``."""
 
     def __init__(self, config: PositionConfig) -> None:
-        try:
-            from pymavlink import mavutil
-        except ImportError:
-            raise ConfigError("position: reading MAVLink needs pymavlink: pip install 'fol-swarm[mavlink]'") from None
         self.config = config
-        try:
-            self._conn = mavutil.mavlink_connection(config.connection, baud=config.baud, autoreconnect=True)
-        except Exception as exc:  # noqa: BLE001 - pymavlink raises many types for a bad connection string
-            raise ConfigError(f"position.connection: cannot open {config.connection!r} ({exc})") from None
+        self._open()
         self._lock = threading.Lock()
         self._fix: dict[str, Any] | None = None
         self._fix_mono = 0.0  # time.monotonic() when self._fix arrived
@@ -99,19 +96,26 @@ class PositionSource:
         self._thread = threading.Thread(target=self._run, name="fol-position", daemon=True)
         self._thread.start()
 
+    def _open(self) -> None:
+        raise NotImplementedError
+
+    def _read(self) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def _close_link(self) -> None:
+        raise NotImplementedError
+
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                # Not pymavlink's blocking read: on a log file at its end it waits forever, past any timeout.
-                msg = self._conn.recv_match(type="GLOBAL_POSITION_INT", blocking=False)
+                fix = self._read()
             except (OSError, ValueError) as exc:  # a broken link: keep the last fix, try again
                 log.warning("position: %s", exc)
                 self._stop.wait(0.5)
                 continue
-            if msg is None:
+            if fix is None:
                 self._stop.wait(0.05)
                 continue
-            fix = fix_from_message(msg, time.time())
             with self._lock:
                 self._fix, self._fix_mono = fix, time.monotonic()
                 self.messages += 1
@@ -130,7 +134,38 @@ class PositionSource:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(2.0)
+        self._close_link()
+
+
+class MavlinkSource(PositionSource):
+    """``GLOBAL_POSITION_INT`` from an autopilot through pymavlink."""
+
+    def _open(self) -> None:
+        try:
+            from pymavlink import mavutil
+        except ImportError:
+            raise ConfigError("position: reading MAVLink needs pymavlink: pip install 'fol-swarm[mavlink]'") from None
+        config = self.config
+        try:
+            self._conn = mavutil.mavlink_connection(config.connection, baud=config.baud, autoreconnect=True)
+        except Exception as exc:  # noqa: BLE001 - pymavlink raises many types for a bad connection string
+            raise ConfigError(f"position.connection: cannot open {config.connection!r} ({exc})") from None
+
+    def _read(self) -> dict[str, Any] | None:
+        # Not pymavlink's blocking read: on a log file at its end it waits forever, past any timeout.
+        msg = self._conn.recv_match(type="GLOBAL_POSITION_INT", blocking=False)
+        return None if msg is None else fix_from_message(msg, time.time())
+
+    def _close_link(self) -> None:
         self._conn.close()
+
+
+def open_source(config: PositionConfig) -> PositionSource:
+    """The reader for ``config.source``, its thread started."""
+    return SOURCE_CLASSES[config.source](config)
+
+
+SOURCE_CLASSES: dict[str, type[PositionSource]] = {"mavlink": MavlinkSource}
 
 
 class PositionLog:
