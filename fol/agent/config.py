@@ -48,7 +48,7 @@ has the same layout)::
     [fol]               # FOL hyperparameters, see fol.config.FOLConfig
     rounds = 1
 
-    [position]          # optional: the drone's position from its autopilot (fol.agent.position)
+    [position]          # optional: the drone's position from its autopilot or GPS (fol.agent.position)
     source = "mavlink"
     connection = "udpin:127.0.0.1:14550"
 """
@@ -303,8 +303,8 @@ def _pyserial_installed() -> bool:
 
 def _position_device(position: PositionConfig, base: Path, source: str) -> PositionConfig:
     """A ``[position]`` connection without ':' is a log file or a serial device: resolved against the config's
-    folder like every path, and checked now (pymavlink would take a missing file for a serial port, and opens a
-    serial port only with pyserial, which it does not require)."""
+    folder like every path, and checked now (pymavlink would take a missing file for a serial port; a serial
+    port is read only with pyserial, which neither pymavlink nor pynmeagps requires)."""
     if ":" in position.connection:  # udpin:/tcp:/... or host:port: a network connection, as written
         return position
     path = base / os.path.expanduser(position.connection)
@@ -312,7 +312,8 @@ def _position_device(position: PositionConfig, base: Path, source: str) -> Posit
     if not path.exists():
         raise ConfigError(f"{where}: {path}: no such file or serial device")
     if not path.is_file() and not _pyserial_installed():
-        raise ConfigError(f"{where}: {position.connection!r} is a serial port, which pymavlink opens only with "
+        reader = "pymavlink opens" if position.source == "mavlink" else "the agent reads"
+        raise ConfigError(f"{where}: {position.connection!r} is a serial port, which {reader} only with "
                           f"pyserial: pip install pyserial")
     return dataclasses.replace(position, connection=str(path))
 

@@ -1,13 +1,14 @@
-"""The drone's own position, read from its autopilot over MAVLink, logged with every exchange.
+"""The drone's own position, read from its autopilot over MAVLink or from a GPS receiver's NMEA 0183 sentences,
+logged with every exchange.
 
 Optional ``[position]`` table of the agent configuration::
 
     [position]
-    source = "mavlink"                      # the only source so far
-    connection = "udpin:127.0.0.1:14550"    # any pymavlink connection string
+    source = "mavlink"                      # or "nmea"
+    connection = "udpin:127.0.0.1:14550"    # mavlink: any pymavlink connection string
                                             # (a serial port "/dev/ttyACM0" (needs pyserial), "tcp:host:port",
                                             # a .tlog file; a path is relative to the config's folder)
-    baud = 57600                            # serial ports only
+    baud = 57600                            # serial ports only (default 57600 for mavlink, 9600 for nmea)
     stale_s = 5.0                           # a fix older than this is logged as stale
 
 A background thread reads ``GLOBAL_POSITION_INT`` messages with ``pymavlink``
@@ -17,6 +18,20 @@ metres (mm in the message), ground velocity in m/s (cm/s) and heading in
 degrees (cdeg; ``None`` when the autopilot sends 65535 for "unknown"). Each
 model sent or received is appended with the fix to ``<state_dir>/positions.jsonl``
 and logged.
+
+With ``source = "nmea"`` (extra ``nmea``: pynmeagps, pyserial) the connection is
+a serial device, a file of logged sentences (replayed), ``"tcp:HOST:PORT"`` (a
+GPS-to-network bridge), ``"udpin:HOST:PORT"`` or ``"gpsd:HOST[:PORT]"`` (gpsd's
+raw NMEA, port 2947 by default). GGA sentences of any talker (GP, GN, GL, GA, GB,
+BD, ...) give latitude, longitude, altitude above mean sea level, ``fix_quality``
+and ``satellites``; the RMC of the same epoch adds the ground velocity (north,
+east; down is ``None``) and ``course_deg`` from the speed and course over ground,
+and ``utc`` (ISO 8601, from RMC's date and GGA's time). NMEA has no altitude above
+home, heading (the course is the track, not the yaw), boot time or system id:
+those keys are ``None``, as ``fix_quality``, ``satellites``, ``course_deg`` and
+``utc`` are in a MAVLink fix, so both sources give the same keys. A line longer than
+256 bytes, garbage, a bad checksum, a fix quality of 0 or an RMC status ``V``, or
+a position out of range is skipped and counted (``NmeaSource.skipped``).
 
 Example (no autopilot needed to decode a message):
     >>> from pymavlink.dialects.v20 import common as mav
@@ -29,6 +44,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import re
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -38,12 +56,18 @@ from typing import Any
 from fol.errors import ConfigError
 from swarmbase.tomlcheck import is_finite_number
 
-__all__ = ["PositionConfig", "PositionSource", "MavlinkSource", "PositionLog", "fix_from_message", "open_source"]
+__all__ = ["PositionConfig", "PositionSource", "MavlinkSource", "NmeaSource", "PositionLog", "fix_from_message",
+           "fix_from_nmea", "open_source"]
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("mavlink",)
+SOURCES = ("mavlink", "nmea")
 LOG_FILE = "positions.jsonl"
+DEFAULT_BAUD = {"mavlink": 57600, "nmea": 9600}
+NMEA_MAX_LINE = 256  # bytes; NMEA 0183 limits a sentence to 82 characters, proprietary ones run longer
+KNOT_M_S = 1852.0 / 3600.0
+GPSD_PORT = 2947
+_NMEA_NETWORK = re.compile(r"(tcp|udpin|gpsd):([^:\s]+)(?::(\d{1,5}))?")
 
 
 @dataclass(frozen=True)
@@ -52,15 +76,22 @@ class PositionConfig:
 
     connection: str
     source: str = "mavlink"
-    baud: int = 57600
+    baud: int | None = None  # None: 57600 for mavlink, 9600 for nmea
     stale_s: float = 5.0
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise ConfigError(f"position.source: expected one of {', '.join(SOURCES)}, got {self.source!r}")
-        if not isinstance(self.connection, str) or not self.connection.strip():
+        if self.source == "nmea":
+            if not isinstance(self.connection, str) or not self.connection.strip() or (
+                    ":" in self.connection and nmea_network_address(self.connection) is None):
+                raise ConfigError(f"position.connection: expected a serial device, a file of NMEA sentences, "
+                                  f"'tcp:HOST:PORT', 'udpin:HOST:PORT' or 'gpsd:HOST[:PORT]', got {self.connection!r}")
+        elif not isinstance(self.connection, str) or not self.connection.strip():
             raise ConfigError(f"position.connection: expected a pymavlink connection string like "
                               f"'udpin:127.0.0.1:14550', got {self.connection!r}")
+        if self.baud is None:
+            object.__setattr__(self, "baud", DEFAULT_BAUD[self.source])
         if isinstance(self.baud, bool) or not isinstance(self.baud, int) or self.baud <= 0:
             raise ConfigError(f"position.baud: expected a positive integer, got {self.baud!r}")
         if not is_finite_number(self.stale_s) or self.stale_s <= 0:
@@ -75,6 +106,51 @@ def fix_from_message(msg: Any, received_at: float) -> dict[str, Any]:
         "vel_ned_m_s": [msg.vx / 100.0, msg.vy / 100.0, msg.vz / 100.0],
         "heading_deg": None if msg.hdg == 65535 else msg.hdg / 100.0,
         "time_boot_ms": int(msg.time_boot_ms), "system": int(msg.get_srcSystem()), "received_at": received_at,
+        "fix_quality": None, "satellites": None, "course_deg": None, "utc": None,
+    }
+
+
+def nmea_network_address(connection: str) -> tuple[str, str, int] | None:
+    """``(kind, host, port)`` of an NMEA network connection (``tcp:``/``udpin:`` with a port, ``gpsd:`` with
+    an optional one), or ``None`` when ``connection`` is not one."""
+    m = _NMEA_NETWORK.fullmatch(connection)
+    if m is None or (m[3] is None and m[1] != "gpsd"):
+        return None
+    port = GPSD_PORT if m[3] is None else int(m[3])
+    return (m[1], m[2], port) if 0 < port < 65536 else None
+
+
+def _nmea_float(value: Any) -> float | None:
+    """An NMEA number field as parsed (a number, or ``''`` when empty) as a finite float or ``None``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def fix_from_nmea(gga: Any, rmc: Any | None, received_at: float) -> dict[str, Any]:
+    """A fix from a GGA sentence (parsed by pynmeagps) and the RMC of the same epoch (or ``None``): the keys of
+    :func:`fix_from_message`, ``None`` where NMEA has no value. Raises ``ValueError`` for a GGA without a
+    fix (quality 0) or a position out of range."""
+    quality = gga.quality
+    lat, lon = _nmea_float(gga.lat), _nmea_float(gga.lon)
+    if not isinstance(quality, int) or quality <= 0:
+        raise ValueError(f"no fix (quality {quality!r})")
+    if lat is None or lon is None or abs(lat) > 90 or abs(lon) > 180:
+        raise ValueError(f"position out of range ({gga.lat!r}, {gga.lon!r})")
+    vel = course = utc = None
+    if rmc is not None:
+        speed, course = _nmea_float(rmc.spd), _nmea_float(rmc.cog)
+        if speed is not None and course is not None:
+            v = speed * KNOT_M_S
+            vel = [round(v * math.cos(math.radians(course)), 3), round(v * math.sin(math.radians(course)), 3), None]
+        if hasattr(rmc.date, "isoformat") and hasattr(gga.time, "isoformat"):
+            utc = f"{rmc.date.isoformat()}T{gga.time.isoformat()}Z"
+    sats = gga.numSV
+    return {
+        "lat_deg": lat, "lon_deg": lon, "alt_msl_m": _nmea_float(gga.alt), "alt_rel_m": None,
+        "vel_ned_m_s": vel, "heading_deg": None, "time_boot_ms": None, "system": None, "received_at": received_at,
+        "fix_quality": quality, "satellites": sats if isinstance(sats, int) else None, "course_deg": course,
+        "utc": utc,
     }
 
 
@@ -160,12 +236,162 @@ class MavlinkSource(PositionSource):
         self._conn.close()
 
 
+class NmeaSource(PositionSource):
+    """GGA and RMC sentences (any talker: GP, GN, GL, GA, GB, BD, ...) from a GPS receiver, parsed by pynmeagps.
+
+    A fix is published for each GGA with a fix and refined by the RMC of the same epoch (the same UTC time,
+    in either order). A line that is too long, garbage, fails its checksum, or reports no fix or a position
+    out of range is skipped and counted in :attr:`skipped`."""
+
+    def _open(self) -> None:
+        try:
+            import pynmeagps
+        except ImportError:
+            raise ConfigError("position: reading NMEA needs pynmeagps: pip install 'fol-swarm[nmea]'") from None
+        self._nmea = pynmeagps
+        self.skipped = 0
+        self._buffer = b""
+        self._discarding = False  # inside a line longer than NMEA_MAX_LINE
+        self._epoch: Any = None  # the UTC time of the sentences in _gga / _rmc
+        self._gga: Any = None
+        self._rmc: Any = None
+        self._sock: socket.socket | None = None
+        self._file: Any = None
+        connection = self.config.connection
+        self._network = nmea_network_address(connection) if ":" in connection else None
+        if self._network is not None:
+            return  # connected (and reconnected) by the reader thread: the bridge may start after the agent
+        try:
+            if Path(connection).is_file():
+                self._file = open(connection, "rb")  # noqa: SIM115 - closed in _close_link
+            else:
+                try:
+                    import serial
+                except ImportError:
+                    raise ConfigError(f"position.connection: {connection!r} is a serial port, read only with "
+                                      f"pyserial: pip install pyserial") from None
+                self._file = serial.Serial(connection, self.config.baud, timeout=0.2)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"position.connection: cannot open {connection!r} ({exc})") from None
+
+    def _chunk(self) -> bytes:
+        """The bytes waiting on the link (``b''`` when none)."""
+        if self._network is None:
+            if hasattr(self._file, "in_waiting"):  # a serial port: wait up to its 0.2 s timeout for a byte
+                return self._file.read(max(1, self._file.in_waiting))
+            return self._file.read(4096)  # a file: b'' at its end (it may still grow)
+        kind, host, port = self._network
+        if self._sock is None:
+            if kind == "udpin":
+                sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    sock.close()
+                    raise
+            else:
+                sock = socket.create_connection((host, port), timeout=5.0)
+                if kind == "gpsd":  # raw NMEA from gpsd
+                    sock.sendall(b'?WATCH={"enable":true,"nmea":true}\n')
+            sock.settimeout(0.2)
+            self._sock = sock
+        try:
+            data = self._sock.recv(4096)
+        except socket.timeout:
+            return b""
+        except OSError:
+            self._drop_socket()
+            raise
+        if not data and kind != "udpin":
+            self._drop_socket()
+            raise OSError(f"{host}:{port} closed the connection")
+        return data
+
+    def _drop_socket(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock, self._buffer, self._discarding = None, b"", False
+
+    def _line(self) -> bytes | None:
+        """The next whole line (without its line end), or ``None`` when none is waiting."""
+        while True:
+            end = self._buffer.find(b"\n")
+            if end < 0:
+                if len(self._buffer) > NMEA_MAX_LINE:  # an endless line: drop it up to its newline
+                    if not self._discarding:
+                        self.skipped += 1
+                    self._buffer, self._discarding = b"", True
+                chunk = self._chunk()
+                if not chunk:
+                    return None
+                self._buffer += chunk
+                continue
+            line, self._buffer = self._buffer[:end], self._buffer[end + 1:]
+            if self._discarding:
+                self._discarding = False
+                continue
+            if len(line) > NMEA_MAX_LINE:
+                self.skipped += 1
+                continue
+            return line.strip()
+
+    def _sentence(self, line: bytes) -> dict[str, Any] | None:
+        """The fix after this line, or ``None`` when the line brings none."""
+        if not line or (self._network is not None and self._network[0] == "gpsd" and line.startswith(b"{")):
+            return None  # a blank line, or gpsd's JSON reports beside the NMEA
+        try:
+            msg = self._nmea.NMEAReader.parse(line, validate=self._nmea.VALCKSUM)
+        except (self._nmea.NMEAParseError, self._nmea.NMEAMessageError, self._nmea.NMEATypeError,
+                ValueError, TypeError, IndexError) as exc:
+            log.debug("position: skipped NMEA line %r (%s)", line[:NMEA_MAX_LINE], exc)
+            msg = None
+        if msg is None:  # garbage, a bad checksum or a truncated line
+            self.skipped += 1
+            return None
+        if msg.msgID not in ("GGA", "RMC"):
+            return None
+        epoch = msg.time if hasattr(msg.time, "isoformat") else None
+        if epoch != self._epoch or epoch is None:
+            self._epoch, self._gga, self._rmc = epoch, None, None
+        if msg.msgID == "RMC":
+            if msg.status != "A":  # V: the receiver has no fix
+                self.skipped += 1
+                return None
+            self._rmc = msg
+            if self._gga is None:
+                return None
+        else:
+            self._gga = msg
+        try:
+            return fix_from_nmea(self._gga, self._rmc, time.time())
+        except ValueError as exc:
+            log.debug("position: skipped NMEA line %r (%s)", line, exc)
+            self.skipped += 1
+            self._gga = None
+            return None
+
+    def _read(self) -> dict[str, Any] | None:
+        while not self._stop.is_set():
+            line = self._line()
+            if line is None:
+                return None
+            fix = self._sentence(line)
+            if fix is not None:
+                return fix
+        return None
+
+    def _close_link(self) -> None:
+        self._drop_socket()
+        if self._file is not None:
+            self._file.close()
+
+
 def open_source(config: PositionConfig) -> PositionSource:
     """The reader for ``config.source``, its thread started."""
     return SOURCE_CLASSES[config.source](config)
 
 
-SOURCE_CLASSES: dict[str, type[PositionSource]] = {"mavlink": MavlinkSource}
+SOURCE_CLASSES: dict[str, type[PositionSource]] = {"mavlink": MavlinkSource, "nmea": NmeaSource}
 
 
 class PositionLog:
@@ -184,8 +410,9 @@ class PositionLog:
         if fix is None:
             log.info("%s: %s %s (%s), no position fix yet", self.node_id, event, peer, model_id)
         else:
-            log.info("%s: %s %s (%s) at %.7f, %.7f, %.1f m%s", self.node_id, event, peer, model_id, fix["lat_deg"],
-                     fix["lon_deg"], fix["alt_msl_m"], " (stale)" if fix["stale"] else "")
+            alt = "" if fix["alt_msl_m"] is None else f", {fix['alt_msl_m']:.1f} m"
+            log.info("%s: %s %s (%s) at %.7f, %.7f%s%s", self.node_id, event, peer, model_id, fix["lat_deg"],
+                     fix["lon_deg"], alt, " (stale)" if fix["stale"] else "")
         return entry
 
     def close(self) -> None:

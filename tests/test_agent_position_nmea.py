@@ -1,0 +1,142 @@
+"""The NMEA 0183 position source: GGA/RMC sentences from a replayed file and a TCP / gpsd stream give the
+MAVLink source's fix dictionary; bad lines are skipped and counted; the [position] table accepts
+source = "nmea" and refuses a bad one in one line."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pynmeagps")
+
+from fol.agent.config import AgentConfig  # noqa: E402
+from fol.agent.position import PositionConfig, PositionLog, fix_from_message, open_source  # noqa: E402
+from fol.errors import ConfigError  # noqa: E402
+
+EPOCH_1 = [  # GPS + GLONASS receiver: GN talker
+    "$GPGSV,3,1,11,03,03,111,00,04,15,270,00,06,01,010,00,13,06,292,00*74",  # not a fix sentence: ignored
+    "$GNGGA,123519.00,4807.0380,N,01131.0000,E,1,08,0.9,545.4,M,46.9,M,,*77",
+    "$GNRMC,123519.00,A,4807.0380,N,01131.0000,E,022.4,084.4,230394,003.1,W,A*37",
+]
+BAD = [
+    "$GPGGA,123519.00,4807.0380,N,01131.0000,E,1,08,0.9,545.4,M,46.9,M,,*68",  # bad checksum (69)
+    "$GPGGA,123521.00,,,,,0,00,99.9,,M,,M,,*59",  # fix quality 0: no fix
+    "$GNRMC,123519.00,V,,,,,,,230394,,,N*61",  # status V: no fix
+    "$GPGGA,123522.00,9500.0000,N,01131.0000,E,1,08,0.9,545.4,M,46.9,M,,*6D",  # latitude 95 degrees
+    "$GPGGA,1235",  # truncated
+]
+EPOCH_2 = [  # BeiDou, RMC before GGA, course unknown
+    "$GBRMC,123520.00,A,4807.0400,S,01131.0100,W,10.0,,230394,,,A*58",
+    "$GBGGA,123520.00,4807.0400,S,01131.0100,W,2,12,0.8,546.0,M,46.9,M,,*7E",
+]
+
+
+def _wait(predicate, timeout: float):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.02)
+    return value
+
+
+def _mavlink_keys() -> set[str]:
+    msg = types.SimpleNamespace(lat=0, lon=0, alt=0, relative_alt=0, vx=0, vy=0, vz=0, hdg=0, time_boot_ms=0,
+                                get_srcSystem=lambda: 1)
+    return set(fix_from_message(msg, 0.0))
+
+
+def test_replayed_nmea_file_gives_the_fix_and_skips_bad_lines(tmp_path: Path) -> None:
+    log = tmp_path / "gps.nmea"
+    data = "\r\n".join(EPOCH_1 + BAD).encode() + b"\r\n\xff\xfe\x00garbage\r\n" + b"$GPGGA," + b"7" * 5000
+    log.write_bytes(data + b"\r\n" + "\r\n".join(EPOCH_2).encode() + b"\r\n")
+    source = open_source(PositionConfig(connection=str(log), source="nmea"))
+    try:
+        _wait(lambda: source.messages == 3, 5.0)  # GGA, RMC of epoch 1; GGA of epoch 2 (its RMC came first)
+        fix = source.latest()
+        assert source.skipped == 7  # the five BAD lines, the garbage bytes, the endless line
+    finally:
+        source.close()
+    assert set(fix) == _mavlink_keys() | {"age_s", "stale"}
+    assert fix["lat_deg"] == pytest.approx(-48.1173333) and fix["lon_deg"] == pytest.approx(-11.5168333)
+    assert fix["alt_msl_m"] == 546.0 and fix["alt_rel_m"] is None and fix["heading_deg"] is None
+    assert fix["fix_quality"] == 2 and fix["satellites"] == 12 and fix["utc"] == "1994-03-23T12:35:20Z"
+    assert fix["vel_ned_m_s"] is None and fix["course_deg"] is None  # the RMC left the course empty
+    assert fix["time_boot_ms"] is None and fix["system"] is None
+
+    first = tmp_path / "first.nmea"
+    first.write_text("\n".join(EPOCH_1) + "\n")
+    source = open_source(PositionConfig(connection=str(first), source="nmea"))
+    try:
+        fix = _wait(lambda: source.messages == 2 and source.latest(), 5.0)
+        entry = PositionLog(source, tmp_path, "d0").record("received", "d1", "m1")
+    finally:
+        source.close()
+    assert fix["lat_deg"] == pytest.approx(48.1173) and fix["alt_msl_m"] == 545.4 and fix["course_deg"] == 84.4
+    assert fix["vel_ned_m_s"] == pytest.approx([1.1245, 11.4686, None], abs=1e-3)  # 22.4 kn at 84.4 degrees
+    assert fix["utc"] == "1994-03-23T12:35:19Z" and fix["satellites"] == 8
+    assert json.loads((tmp_path / "positions.jsonl").read_text())["position"]["lat_deg"] == entry["position"]["lat_deg"]
+
+
+@pytest.mark.parametrize("kind", ["tcp", "gpsd"])
+def test_nmea_over_tcp_and_from_gpsd(kind: str) -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    got: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            if kind == "gpsd":
+                got.append(conn.recv(256))
+                conn.sendall(b'{"class":"VERSION","release":"3.25"}\n')
+            conn.sendall(("\r\n".join(EPOCH_1) + "\r\n").encode())
+            time.sleep(1.0)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    source = open_source(PositionConfig(connection=f"{kind}:127.0.0.1:{port}", source="nmea"))
+    try:
+        fix = _wait(lambda: source.messages == 2 and source.latest(), 5.0)
+    finally:
+        source.close()
+        server.close()
+    assert fix["lat_deg"] == pytest.approx(48.1173) and fix["course_deg"] == 84.4 and source.skipped == 0
+    if kind == "gpsd":
+        assert got and got[0].startswith(b"?WATCH=") and b'"nmea":true' in got[0]
+
+
+def _doc(position: dict) -> dict:
+    return {"node": {"id": "d0", "listen": "tcp://127.0.0.1:*", "secret_key": "k", "trust_dir": "t",
+                     "state_dir": "s", "model": "m", "data": "dataset=synthetic-hurricane"},
+            "position": position}
+
+
+def test_agent_config_accepts_an_nmea_source(tmp_path: Path) -> None:
+    (tmp_path / "gps.nmea").write_text("\n".join(EPOCH_1) + "\n")
+    cfg = AgentConfig.from_dict(_doc({"source": "nmea", "connection": "gps.nmea"}), tmp_path, "node.toml")
+    assert cfg.position.connection == str(tmp_path / "gps.nmea") and cfg.position.baud == 9600
+    cfg = AgentConfig.from_dict(_doc({"source": "nmea", "connection": "gpsd:localhost"}), tmp_path, "node.toml")
+    assert cfg.position.connection == "gpsd:localhost"
+    assert PositionConfig(connection="udpin:0.0.0.0:14550").baud == 57600  # MAVLink's default is unchanged
+
+
+@pytest.mark.parametrize("position, message", [
+    ({"source": "gnss"}, r"node\.toml: position\.source: expected one of mavlink, nmea, got 'gnss'$"),
+    ({"source": "nmea", "connection": "tcp:gps.local"}, r"node\.toml: position\.connection: expected a serial "
+                                                        r"device, a file of NMEA sentences, 'tcp:HOST:PORT'"),
+    ({"source": "nmea", "connection": "udpin:0.0.0.0:70000"}, r"position\.connection: expected a serial device"),
+    ({"source": "nmea", "connection": "gps.nmea"}, r"node\.toml: position\.connection: .*gps\.nmea: no such file"),
+    ({"source": "nmea", "connection": "tcp:gps.local:10110", "baud": "9600"},
+     r"node\.toml: position\.baud: expected a positive integer, got '9600'"),
+])
+def test_nmea_position_table_errors_are_one_line(tmp_path: Path, position: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as err:
+        AgentConfig.from_dict(_doc({"connection": "x:1", **position}), tmp_path, "node.toml")
+    assert "\n" not in str(err.value)
