@@ -1,6 +1,7 @@
-"""Drone missions as planned in QGroundControl or Mission Planner, turned into timed waypoints.
+"""Drone missions as planned in QGroundControl or Mission Planner, and recorded flights, turned
+into timed waypoints.
 
-Two file kinds, told apart by their name's ending:
+Four file kinds, told apart by their name's ending: two planned missions,
 
 - ``.plan``: QGroundControl's JSON (``"fileType": "Plan"``; ``mission.items`` of
   ``SimpleItem`` entries, ``command``, ``frame`` and ``params`` [p1, p2, p3, p4,
@@ -10,11 +11,32 @@ Two file kinds, told apart by their name's ending:
 - ``.waypoints``: the text format QGroundControl and Mission Planner both write,
   first line ``QGC WPL 110``, then one item a line with 12 tab-separated fields
   (index, current, frame, command, p1..p4, lat, lon, alt, autocontinue); the
-  first item is the home position.
+  first item is the home position;
+
+and two recorded tracks, replayed at their own UTC times:
+
+- ``.gpx``: a GPX 1.1 or 1.0 track (``trk/trkseg/trkpt`` with ``lat``, ``lon``,
+  ``ele`` in m above mean sea level and ``time``, every point with both), as
+  any GPS logger or phone app writes; the segments (of every ``trk``) are
+  joined in the order of their first times, and the times must then increase.
+  Routes (``rte``) and waypoints (``wpt``) carry no times: a file with no track
+  point is refused (plan such a flight as a mission), and waypoints beside a
+  track are ignored. A document type declaration (``<!DOCTYPE``) is refused, so
+  no entity is ever expanded;
+- ``.jsonl``: the drone agent's own ``positions.jsonl`` (:mod:`fol.agent.position`):
+  each fix (``lat_deg``, ``lon_deg``, ``alt_msl_m``) at the time it arrived
+  (``received_at``, Unix seconds), a fix logged with several exchanges once,
+  lines without a fix skipped. The drone is named after the file's folder (the
+  agent's state folder; the log holds no node name).
+
+A track's t = 0 is the scenario's ``[time] start`` when given (points before it
+are dropped, the drone starting where the track is at that instant), else the
+earliest time of all the scenario's tracks; a drone hovers at its first point
+until its first time, and after its last point. Planned missions start at t = 0.
 
 Geodetic positions become the drones' flat East-North-Up frame (km) about an
 origin (the scenario's ``origin_lat_deg``/``origin_lon_deg``/``origin_alt_m``, else
-the first mission's home), through WGS-84 Earth-fixed coordinates
+the first file's home: a mission's home, a track's first point), through WGS-84 Earth-fixed coordinates
 (:func:`orbits.ground_points_itrs`, Skyfield). Altitudes of frame 3 are above home,
 of frame 0 above mean sea level, like the home altitude.
 
@@ -33,26 +55,34 @@ frames other than 0/3 (and their _INT twins 5/6) for moving items.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import math
 from pathlib import Path
 from typing import Any, Iterator, Sequence
+from xml.parsers import expat
 
 import numpy as np
 
-from orbits import ground_points_itrs
-from swarmbase.tomlcheck import read_text_file, shown
+from orbits import OrbitError, ground_points_itrs, parse_utc
+from swarmbase.tomlcheck import check_input_file, read_text_file, shown
 
 from .drones import MAX_LOCAL_KM, Waypoints
 from .dtn import header_name_ok
 from .errors import ContactError
 
-#: Larger mission files are refused unread (bytes).
+#: Larger mission and track files are refused unread (bytes).
 MAX_MISSION_BYTES = 16 * 1024 * 1024
 #: Flight speeds a mission may set (m/s).
 MIN_SPEED_M_S, MAX_SPEED_M_S = 0.01, 1000.0
 #: Longest hold at a waypoint (s): 30 days.
 MAX_HOLD_S = 30 * 86400.0
+#: Name endings of planned missions and of recorded tracks.
+MISSION_SUFFIXES, TRACK_SUFFIXES = (".plan", ".waypoints"), (".gpx", ".jsonl")
+#: The namespaces of GPX 1.1 and 1.0 (and none, as some converters write).
+GPX_NAMESPACES = ("http://www.topografix.com/GPX/1/1", "http://www.topografix.com/GPX/1/0", "")
+_KINDS = ("expected a QGroundControl .plan, a QGC WPL 110 .waypoints, a GPX track (.gpx) or a drone agent's "
+          "positions.jsonl")
 
 NAV_WAYPOINT, NAV_LOITER_TIME, NAV_RETURN_TO_LAUNCH, NAV_LAND, NAV_TAKEOFF = 16, 19, 20, 21, 22
 DO_JUMP, DO_CHANGE_SPEED, DO_SET_HOME = 177, 178, 179
@@ -231,8 +261,8 @@ def read_mission(path: str | Path, default_speed_m_s: float) -> tuple[tuple[floa
     ``(lat, lon, alt m, speed m/s, hold s, where)`` targets in flight order, starting at home."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix not in (".plan", ".waypoints"):
-        raise ContactError(f"{path}: expected a QGroundControl .plan or a QGC WPL 110 .waypoints file")
+    if suffix not in MISSION_SUFFIXES:
+        raise ContactError(f"{path}: {_KINDS}")
     text = read_text_file(path, ContactError, "mission file", MAX_MISSION_BYTES)
     home, speed, items = (_read_plan if suffix == ".plan" else _read_wpl)(path, text)
     where_home = "mission.plannedHomePosition" if suffix == ".plan" else "home (first item)"
@@ -279,22 +309,27 @@ def read_mission(path: str | Path, default_speed_m_s: float) -> tuple[tuple[floa
     return home, targets
 
 
-def mission_waypoints(path: str | Path, origin: tuple[float, float, float] | None,
-                      default_speed_m_s: float) -> tuple[Waypoints, tuple[float, float, float]]:
-    """One mission file as :class:`~contact_sim.drones.Waypoints` named after the file's stem,
-    in the ENU frame about ``origin`` (the mission's home when None), and the origin used."""
-    path = Path(path)
-    if not header_name_ok(path.stem):
-        raise ContactError(f"{path}: a drone is named after its mission file, so the name {path.stem!r} must have "
-                           "single spaces between words (no leading, trailing or other whitespace)")
-    home, targets = read_mission(path, default_speed_m_s)
-    origin = home if origin is None else origin
-    lat, lon, alt = (np.array([t[k] for t in targets]) for k in range(3))
-    xyz = enu_km(lat, lon, alt, origin)
+def _check_local(path: Path, xyz: np.ndarray, wheres: Sequence[str], origin: tuple[float, float, float]) -> None:
     far = np.flatnonzero(~(np.abs(xyz).max(axis=1) <= MAX_LOCAL_KM))
     if far.size:
-        raise ContactError(f"{path}: {targets[far[0]][5]}: lies more than {MAX_LOCAL_KM:g} km from the drones' "
+        raise ContactError(f"{path}: {wheres[far[0]]}: lies more than {MAX_LOCAL_KM:g} km from the drones' "
                            f"origin ({origin[0]:g}, {origin[1]:g}); the local frame is flat")
+
+
+def _drone_name(path: Path) -> str:
+    """A mission or GPX file names its drone by its stem, a positions.jsonl by its folder."""
+    name = path.parent.name if path.suffix.lower() == ".jsonl" else path.stem
+    if not header_name_ok(name):
+        after = "folder" if path.suffix.lower() == ".jsonl" else "file"
+        raise ContactError(f"{path}: a drone is named after its {after}, so the name {name!r} must have "
+                           "single spaces between words (no leading, trailing or other whitespace)")
+    return name
+
+
+def _timed_mission(path: Path, name: str, targets: list[tuple], origin: tuple[float, float, float]) -> Waypoints:
+    lat, lon, alt = (np.array([t[k] for t in targets]) for k in range(3))
+    xyz = enu_km(lat, lon, alt, origin)
+    _check_local(path, xyz, [t[5] for t in targets], origin)
     ts, ps = [0.0], [xyz[0]]
     t = 0.0
     for k in range(1, len(targets)):
@@ -308,21 +343,213 @@ def mission_waypoints(path: str | Path, origin: tuple[float, float, float] | Non
             t += hold
             ts.append(t)
             ps.append(xyz[k])
-    return Waypoints(path.stem, np.array(ts), np.array(ps)), origin
+    return Waypoints(name, np.array(ts), np.array(ps))
+
+
+def mission_waypoints(path: str | Path, origin: tuple[float, float, float] | None,
+                      default_speed_m_s: float) -> tuple[Waypoints, tuple[float, float, float]]:
+    """One mission file as :class:`~contact_sim.drones.Waypoints` named after the file's stem,
+    in the ENU frame about ``origin`` (the mission's home when None), and the origin used."""
+    path = Path(path)
+    name = _drone_name(path)
+    home, targets = read_mission(path, default_speed_m_s)
+    origin = home if origin is None else origin
+    return _timed_mission(path, name, targets, origin), origin
+
+
+# ---------------------------------------------------------------------------- recorded tracks
+
+#: A recorded point: UTC time, lat deg, lon deg, alt m above mean sea level, where (for messages).
+TrackPoint = tuple[_dt.datetime, float, float, float, str]
+
+
+def _gpx_points(path: Path) -> list[TrackPoint]:
+    """The timed points of a GPX file's tracks, segments joined in the order of their first times."""
+    path = check_input_file(path, ContactError, "GPX file", MAX_MISSION_BYTES)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ContactError(f"{path}: cannot read the GPX file ({exc.strerror})") from None
+    parser = expat.ParserCreate(namespace_separator=" ")
+    segments: list[list[TrackPoint]] = []
+    stack: list[str | None] = []  # local names of the open GPX elements (None: another namespace)
+    point: dict[str, Any] = {}
+    text: list[str] | None = None
+    counts = {"trk": -1, "rte": 0, "wpt": 0}
+    gpx_ns = ""
+
+    def no_dtd(*_: Any) -> None:
+        raise ContactError(f"{path}:{parser.CurrentLineNumber}: a document type declaration (<!DOCTYPE); a GPX "
+                           "file has none, and entities are not expanded")
+
+    def start(tag: str, attrs: dict[str, str]) -> None:
+        nonlocal text, gpx_ns
+        ns, _, local = tag.rpartition(" ")
+        if not stack:
+            if local != "gpx" or ns not in GPX_NAMESPACES:
+                raise ContactError(f"{path}: not a GPX file (expected a <gpx> root element of GPX 1.1 or 1.0, got "
+                                   f"<{local}>{' in namespace ' + ns if ns else ''})")
+            gpx_ns = ns
+        stack.append(local if ns == gpx_ns else None)
+        where = tuple(stack)
+        if where in (("gpx", "rte"), ("gpx", "wpt")):
+            counts[local] += 1
+        elif where == ("gpx", "trk"):
+            counts["trk"] += 1
+        elif where == ("gpx", "trk", "trkseg"):
+            segments.append([])
+        elif where == ("gpx", "trk", "trkseg", "trkpt"):
+            point.clear()
+            point.update(lat=attrs.get("lat", ""), lon=attrs.get("lon", ""), where=f"line {parser.CurrentLineNumber} (trk {counts['trk']}, trkseg "
+                                      f"{len(segments) - 1}, trkpt {len(segments[-1])})")
+        elif where in (("gpx", "trk", "trkseg", "trkpt", "ele"), ("gpx", "trk", "trkseg", "trkpt", "time")):
+            text = []
+
+    def end(tag: str) -> None:
+        nonlocal text
+        where = tuple(stack)
+        if text is not None and len(where) == 5:
+            point[where[-1]] = "".join(text).strip()
+            text = None
+        elif where == ("gpx", "trk", "trkseg", "trkpt"):
+            segments[-1].append(_gpx_point(path, point))
+        stack.pop()
+
+    def chars(data: str) -> None:
+        if text is not None:
+            text.append(data)
+
+    parser.StartDoctypeDeclHandler = no_dtd
+    parser.EntityDeclHandler = no_dtd
+    parser.StartElementHandler, parser.EndElementHandler, parser.CharacterDataHandler = start, end, chars
+    try:
+        parser.Parse(data, True)
+    except expat.ExpatError as exc:
+        raise ContactError(f"{path}: invalid XML ({exc})") from None
+    segments = sorted((seg for seg in segments if seg), key=lambda seg: seg[0][0])
+    points = [p for seg in segments for p in seg]
+    if not points:
+        other = [f"{n} {k}" for k, n in counts.items() if k != "trk" and n]
+        raise ContactError(f"{path}: no track points (trk/trkseg/trkpt)"
+                           + (f"; its {' and '.join(other)} points have no times: plan such a flight as a .plan "
+                              "or .waypoints mission" if other else ""))
+    return points
+
+
+def _gpx_point(path: Path, point: dict[str, Any]) -> TrackPoint:
+    where = point["where"]
+    try:
+        lat, lon = float(point["lat"]), float(point["lon"])
+    except ValueError:
+        raise ContactError(f"{path}: {where}: expected numbers lat and lon, got {point['lat']!r}, "
+                           f"{point['lon']!r}") from None
+    if "time" not in point:
+        raise ContactError(f"{path}: {where}: no <time>; a track without times cannot be replayed")
+    if "ele" not in point:
+        raise ContactError(f"{path}: {where}: no <ele>; a drone's track needs its altitude")
+    try:
+        alt = float(point["ele"])
+    except ValueError:
+        raise ContactError(f"{path}: {where}: <ele> must be a number of metres, got {point['ele']!r}") from None
+    try:
+        when = parse_utc(point["time"], field="<time>")
+    except OrbitError as exc:
+        raise ContactError(f"{path}: {where}: {exc}") from None
+    _check_position(path, where, lat, lon, alt)
+    return when, lat, lon, alt, where
+
+
+def _position_log_points(path: Path) -> list[TrackPoint]:
+    """The fixes of a drone agent's positions.jsonl, each once, at the time it arrived."""
+    text = read_text_file(path, ContactError, "position log", MAX_MISSION_BYTES)
+    points: list[TrackPoint] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except (ValueError, RecursionError):
+            entry = None
+        if not isinstance(entry, dict) or "position" not in entry:
+            raise ContactError(f"{path}:{n}: expected a JSON object with a \"position\" (a line of a drone agent's "
+                               "positions.jsonl)")
+        fix = entry["position"]
+        if fix is None:  # no fix yet when the exchange happened
+            continue
+        try:
+            if not isinstance(fix, dict):
+                raise ValueError
+            lat, lon, alt, received = (_number(fix[k]) for k in ("lat_deg", "lon_deg", "alt_msl_m", "received_at"))
+            when = _dt.datetime.fromtimestamp(received, _dt.timezone.utc)
+        except (KeyError, ValueError, OverflowError, OSError):
+            raise ContactError(f"{path}:{n}: position: expected numbers lat_deg, lon_deg, alt_msl_m and "
+                               "received_at (Unix seconds)") from None
+        where = f"line {n}"
+        _check_position(path, where, lat, lon, alt)
+        if points and points[-1][:4] == (when, lat, lon, alt):  # the same fix, logged with another exchange
+            continue
+        points.append((when, lat, lon, alt, where))
+    if not points:
+        raise ContactError(f"{path}: no position fix (every line's \"position\" is null)")
+    return points
+
+
+def read_track(path: str | Path) -> list[TrackPoint]:
+    """The points of one recorded track (``.gpx`` or a ``positions.jsonl``) in time order, times increasing."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in TRACK_SUFFIXES:
+        raise ContactError(f"{path}: {_KINDS}")
+    points = _gpx_points(path) if suffix == ".gpx" else _position_log_points(path)
+    for prev, cur in zip(points, points[1:]):
+        if not cur[0] > prev[0]:
+            raise ContactError(f"{path}: {cur[4]}: time {cur[0].isoformat()} is not after the previous point's "
+                               f"{prev[0].isoformat()} ({prev[4]}); a track's times must increase")
+    return points
+
+
+def _timed_track(path: Path, name: str, points: list[TrackPoint], origin: tuple[float, float, float],
+                 epoch: _dt.datetime) -> Waypoints:
+    xyz = enu_km([p[1] for p in points], [p[2] for p in points], [p[3] for p in points], origin)
+    _check_local(path, xyz, [p[4] for p in points], origin)
+    t = np.array([(p[0] - epoch) / _dt.timedelta(seconds=1) for p in points])
+    if t[-1] < 0:
+        raise ContactError(f"{path}: the track ends at {points[-1][0].isoformat()}, before time.start "
+                           f"({epoch.isoformat()})")
+    k = int(np.searchsorted(t, 0.0))  # the first point at or after t = 0
+    if k > 0:  # start where the track is at t = 0
+        at0 = np.array([np.interp(0.0, t[k - 1:k + 1], xyz[k - 1:k + 1, j]) for j in range(3)])
+        t, xyz = np.concatenate([[0.0], t[k:]]), np.vstack([at0, xyz[k:]])
+        if t.size > 1 and t[1] == 0.0:
+            t, xyz = t[1:], xyz[1:]
+    return Waypoints(name, t, xyz)
 
 
 def read_missions(paths: Sequence[str | Path], origin: tuple[float, float, float] | None,
-                  default_speed_m_s: float) -> list[Waypoints]:
-    """One drone per mission file (named after the file's stem); the origin is ``origin`` or,
-    when None, the first mission's home."""
-    out: list[Waypoints] = []
+                  default_speed_m_s: float, start: _dt.datetime | None = None
+                  ) -> tuple[list[Waypoints], _dt.datetime | None]:
+    """One drone per mission or track file (named after a file's stem, a positions.jsonl's folder)
+    and the UTC instant of t = 0: ``start``, else the earliest time of the tracks (None without
+    any). The origin is ``origin`` or, when None, the first file's home (a track's first point)."""
+    read: list[tuple[Path, str, Any]] = []
     seen: dict[str, Path] = {}
     for p in paths:
         p = Path(p)
-        if p.stem in seen:
-            raise ContactError(f"{p}: drone name {p.stem!r} (the file's stem) is also that of {seen[p.stem]}; "
-                               "drone names must be unique")
-        seen[p.stem] = p
-        w, origin = mission_waypoints(p, origin, default_speed_m_s)
-        out.append(w)
-    return out
+        name = _drone_name(p)
+        if name in seen:
+            named = "its folder" if p.suffix.lower() == ".jsonl" else "the file's stem"
+            raise ContactError(f"{p}: drone name {name!r} ({named}) is also that of {seen[name]}; drone names must be "
+                               "unique")
+        seen[name] = p
+        if p.suffix.lower() in TRACK_SUFFIXES:
+            points = read_track(p)
+            home = points[0][1:4]
+        else:
+            home, points = read_mission(p, default_speed_m_s)
+        origin = home if origin is None else origin
+        read.append((p, name, points))
+    tracks = [pts for p, _, pts in read if p.suffix.lower() in TRACK_SUFFIXES]
+    epoch = start if start is not None or not tracks else min(pts[0][0] for pts in tracks)
+    out = [_timed_track(p, name, pts, origin, epoch) if p.suffix.lower() in TRACK_SUFFIXES
+           else _timed_mission(p, name, pts, origin) for p, name, pts in read]
+    return out, epoch

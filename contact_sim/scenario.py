@@ -570,22 +570,24 @@ def check_contact_scenario(scenario: ContactScenario) -> tuple[list[str], list[i
         return list(constellation.names), [int(p) for p in constellation.planes]
     d = scenario.drones
     if d.count is None:
-        wps = _read_drone_files(scenario)
+        wps, _ = _read_drone_files(scenario)
     else:
         wps = random_waypoints(d.count, d.area_km, d.speed_m_s, min(scenario.time.duration_s, 1.0), d.seed,
                                d.altitude_km, d.pause_s)
     return [w.name for w in wps], None
 
 
-def _read_drone_files(scenario: ContactScenario) -> list[Waypoints]:
-    """The drones of a waypoint CSV or of mission files, once the grid they make is checked."""
+def _read_drone_files(scenario: ContactScenario) -> tuple[list[Waypoints], _dt.datetime | None]:
+    """The drones of a waypoint CSV or of mission and track files, once the grid they make is
+    checked, and the UTC instant of t = 0 (``time.start``, else the recorded tracks' first time)."""
     d = scenario.drones
+    start = scenario.time.start
     if d.waypoints_csv is not None:
         wps = read_waypoints_csv(d.waypoints_csv)
     else:
-        wps = read_missions(d.missions, d.origin, d.speed_m_s)
+        wps, start = read_missions(d.missions, d.origin, d.speed_m_s, start)
     _check_grid(scenario, len(wps), sum(w.t_s.size for w in wps))
-    return wps
+    return wps, start
 
 
 def check_energy_inputs(scenario: ContactScenario) -> None:
@@ -611,13 +613,14 @@ def build_trajectories(scenario: ContactScenario) -> Trajectories:
         return satellite_trajectories(constellation, t.start, t.duration_s, t.step_s,
                                       scenario.ground_stations or None)
     d = scenario.drones
+    start = t.start
     if d.count is None:
-        wps = _read_drone_files(scenario)
+        wps, start = _read_drone_files(scenario)
     else:
         wps = random_waypoints(d.count, d.area_km, d.speed_m_s, t.duration_s, d.seed,
                                d.altitude_km, d.pause_s)
     traj = drone_trajectories(wps, t.duration_s, t.step_s)
-    traj.start = t.start
+    traj.start = start
     return traj
 
 
@@ -634,7 +637,7 @@ def plan_from_trajectories(traj: Trajectories, scenario: ContactScenario, worker
     if scenario.drones is not None and scenario.drones.count is not None:
         meta["seed"] = scenario.drones.seed
     return ContactPlan(traj.names, windows, scenario.link, round_boundaries(scenario),
-                       scenario.time.start, kinds, meta)
+                       traj.start, kinds, meta)
 
 
 def compute_contacts(scenario: ContactScenario, workers: int = 1) -> ContactPlan:

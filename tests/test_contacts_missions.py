@@ -198,7 +198,7 @@ def test_oversized_unknown_and_twin_files_are_refused(tmp_path: Path, monkeypatc
         mission_waypoints(path, None, 15.0)
     monkeypatch.undo()
     (tmp_path / "a.txt").write_text("x")
-    with pytest.raises(ContactError, match=r"a.txt: expected a QGroundControl .plan or a QGC WPL 110 .waypoints"):
+    with pytest.raises(ContactError, match=r"a.txt: expected a QGroundControl .plan, a QGC WPL 110 .waypoints, a GPX"):
         mission_waypoints(tmp_path / "a.txt", None, 15.0)
     twin = _wpl(tmp_path / "a.waypoints", HOME, MISSION)
     with pytest.raises(ContactError, match=r"a.waypoints: drone name 'a' \(the file's stem\) is also that of .*a.plan"):
@@ -208,9 +208,10 @@ def test_oversized_unknown_and_twin_files_are_refused(tmp_path: Path, monkeypatc
 def test_every_mission_shares_the_first_home_or_the_given_origin(tmp_path: Path) -> None:
     a = _plan(tmp_path / "a.plan", [_item(16, 47.001, 8.0, 0.0)])
     b = _plan(tmp_path / "b.plan", [_item(16, 47.0, 8.0, 0.0)], home=(47.001, 8.0, 400.0))
-    wa, wb = read_missions([a, b], None, 15.0)
+    (wa, wb), start = read_missions([a, b], None, 15.0)
+    assert start is None
     assert np.allclose(wb.xyz_km[0], wa.xyz_km[1]) and np.allclose(wb.xyz_km[1], 0.0, atol=1e-9)
-    wa2, _ = read_missions([a, b], (47.0, 8.0, 0.0), 15.0)
+    (wa2, _), _ = read_missions([a, b], (47.0, 8.0, 0.0), 15.0)
     assert np.allclose(wa2.xyz_km[:, :2], wa.xyz_km[:, :2], atol=1e-9)
     assert np.allclose(wa2.xyz_km[:, 2], wa.xyz_km[:, 2] + 0.4, atol=1e-6)
 
@@ -235,7 +236,7 @@ def test_two_drones_flying_head_on_meet_as_their_csv_track_does(tmp_path: Path) 
     d = enu_km([east[0]], [east[1]], [east[2]], HOME)[0, 0] * 1000  # the chord, m
     # closing at 20 m/s from d m, in range (500 m) until they are 500 m apart again
     assert w.t_start_s == pytest.approx((d - 500) / 20, abs=1e-3) and w.t_end_s == pytest.approx((d + 500) / 20, abs=1e-3)
-    wps = read_missions([tmp_path / "west.plan", tmp_path / "east.waypoints"], None, 10.0)
+    wps, _ = read_missions([tmp_path / "west.plan", tmp_path / "east.waypoints"], None, 10.0)
     write_waypoints_csv(tmp_path / "wp.csv", wps)
     csv_plan = compute_contacts(load_contact_scenario(_scenario(tmp_path, 'waypoints_csv = "wp.csv"')))
     c = csv_plan.windows[0]

@@ -1,0 +1,208 @@
+"""Recorded drone flights (GPX tracks, the drone agent's positions.jsonl) in a drone scenario's
+``missions`` list are replayed at their own UTC times (contact_sim.missions)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from contact_sim import missions
+from contact_sim.errors import ContactError
+from contact_sim.missions import enu_km, mission_waypoints, read_missions, read_track
+
+HOME = (47.0, 8.0, 400.0)
+T0 = _dt.datetime(2025, 6, 1, 10, 0, 0, tzinfo=_dt.timezone.utc)
+NS = "http://www.topografix.com/GPX/1/1"
+
+
+def _iso(seconds: float) -> str:
+    return (T0 + _dt.timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+
+def _gpx(path: Path, *segments: list[tuple], ns: str = NS, extra: str = "") -> Path:
+    """A GPX file of one track; each segment a list of (t s after T0, lat, lon, ele m)."""
+    segs = "".join("<trkseg>" + "".join(
+        f'<trkpt lat="{lat}" lon="{lon}"><ele>{ele}</ele><time>{_iso(t)}</time></trkpt>' for t, lat, lon, ele in seg)
+        + "</trkseg>" for seg in segments)
+    path.write_text(f'<?xml version="1.0" encoding="UTF-8"?>\n<gpx version="1.1" creator="test" xmlns="{ns}">'
+                    f'{extra}<trk><name>t</name>{segs}</trk></gpx>\n')
+    return path
+
+
+def _scenario(tmp_path: Path, drones: str, time: str = "") -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text(f"[drones]\nradio_range_km = 0.5\n{drones}\n[time]\n{time}duration_s = 200.0\nstep_s = 10.0\n")
+    return path
+
+
+def test_a_gpx_track_gives_the_mission_paths_positions_and_its_times(tmp_path: Path) -> None:
+    pts = [(0.0, *HOME), (40.0, 47.001, 8.0, 450.0), (100.0, 47.001, 8.001, 450.0)]
+    gpx = _gpx(tmp_path / "logger.gpx", pts[:2], [pts[2]])  # two segments, joined
+    (w,), start = read_missions([gpx], None, 15.0)
+    assert w.name == "logger" and start == T0
+    assert np.array_equal(w.t_s, [0.0, 40.0, 100.0])
+    # the same points as a planned mission (waypoints at absolute altitudes), through the same geodetic path
+    plan = tmp_path / "same.plan"
+    items = [{"type": "SimpleItem", "command": 16, "frame": 0, "params": [0, 0, 0, None, lat, lon, ele]}
+             for _, lat, lon, ele in pts[1:]]
+    plan.write_text(json.dumps({"fileType": "Plan", "mission": {"plannedHomePosition": list(HOME), "items": items,
+                                                                "hoverSpeed": 5}}))
+    mw, _ = mission_waypoints(plan, None, 15.0)
+    assert np.abs(w.xyz_km - mw.xyz_km).max() * 1000 < 1.0
+    assert np.allclose(w.xyz_km[1], enu_km([47.001], [8.0], [450.0], HOME)[0], atol=1e-9)
+    # GPX 1.0 and a time zone offset read alike
+    gpx10 = tmp_path / "v10.gpx"
+    gpx10.write_text(gpx.read_text().replace(NS, "http://www.topografix.com/GPX/1/0")
+                     .replace(_iso(40.0), "2025-06-01T12:00:40+02:00"))
+    (w10,), _ = read_missions([gpx10], None, 15.0)
+    assert np.array_equal(w10.t_s, w.t_s) and np.allclose(w10.xyz_km, w.xyz_km)
+
+
+def test_times_align_on_time_start_or_the_earliest_track(tmp_path: Path) -> None:
+    a = _gpx(tmp_path / "a.gpx", [(0.0, *HOME), (100.0, 47.0, 8.002, 400.0)])
+    b = _gpx(tmp_path / "b.gpx", [(30.0, *HOME), (60.0, 47.001, 8.0, 400.0)])
+    (wa, wb), start = read_missions([a, b], None, 15.0)
+    assert start == T0 and np.array_equal(wb.t_s, [30.0, 60.0])
+    # time.start 50 s in: a's earlier point is dropped, a starts where it is then (halfway)
+    (wa, wb), start = read_missions([a, b], None, 15.0, T0 + _dt.timedelta(seconds=50))
+    assert start == T0 + _dt.timedelta(seconds=50)
+    assert np.array_equal(wa.t_s, [0.0, 50.0]) and np.allclose(wa.xyz_km[0], wa.xyz_km[1] / 2, atol=1e-6)
+    assert np.array_equal(wb.t_s, [0.0, 10.0])
+    with pytest.raises(ContactError, match=r"b.gpx: the track ends at 2025-06-01T10:01:00\+00:00, before time.start"):
+        read_missions([a, b], None, 15.0, T0 + _dt.timedelta(seconds=70))
+
+
+def test_two_gpx_tracks_crossing_give_the_expected_contact_window(tmp_path: Path) -> None:
+    from contact_sim.scenario import compute_contacts, load_contact_scenario
+
+    east = (HOME[0], HOME[1] + 0.02, HOME[2])
+    d = enu_km([east[0]], [east[1]], [east[2]], HOME)[0, 0] * 1000  # the chord, m (about 1.52 km)
+    _gpx(tmp_path / "west.gpx", [(10.0, *HOME), (10.0 + d / 10, *east)])
+    _gpx(tmp_path / "east.gpx", [(10.0, *east), (10.0 + d / 10, *HOME)])
+    plan = compute_contacts(load_contact_scenario(_scenario(
+        tmp_path, 'missions = ["west.gpx", "east.gpx"]', 'start = "2025-06-01T09:59:50Z"\n')))
+    assert len(plan.windows) == 1 and plan.start == T0 - _dt.timedelta(seconds=10)
+    w = plan.windows[0]
+    # hovering apart for 20 s, then closing at 20 m/s; in range (500 m) until 500 m apart again
+    assert w.t_start_s == pytest.approx(20 + (d - 500) / 20, abs=1e-3)
+    assert w.t_end_s == pytest.approx(20 + (d + 500) / 20, abs=1e-3)
+    # without time.start, the earliest track time is t = 0 and the plan's start
+    plan = compute_contacts(load_contact_scenario(_scenario(tmp_path, 'missions = ["west.gpx", "east.gpx"]')))
+    assert plan.start == T0 + _dt.timedelta(seconds=10) and plan.windows[0].t_start_s == pytest.approx(w.t_start_s - 20, abs=1e-3)
+
+
+class _Source:
+    """Stands in for PositionSource: the fixes an autopilot would give, as PositionSource.latest() does."""
+
+    def __init__(self) -> None:
+        self.fix = None
+
+    def latest(self):
+        return None if self.fix is None else dict(self.fix, age_s=0.0, stale=False)
+
+
+def test_the_agents_position_log_replays(tmp_path: Path) -> None:
+    from pymavlink.dialects.v20 import common as mav
+
+    from fol.agent.position import PositionLog, fix_from_message
+
+    state = tmp_path / "drone 7"
+    state.mkdir()
+    source = _Source()
+    log = PositionLog(source, state, "drone 7")
+    log.record("sent", "peer", "m0")  # no fix yet: skipped
+    fixes = [(0.0, *HOME), (20.0, 47.0005, 8.0, 420.0), (50.0, 47.001, 8.0005, 430.0)]
+    for t, lat, lon, alt in fixes:
+        msg = mav.MAVLink_global_position_int_message(1000, round(lat * 1e7), round(lon * 1e7), round(alt * 1000),
+                                                      12000, 0, 0, 0, 0)
+        source.fix = fix_from_message(msg, received_at=T0.timestamp() + t)
+        log.record("sent", "peer", "m1")
+        log.record("received", "peer", "m2")  # the same fix, logged twice
+    (w,), start = read_missions([log.path], None, 15.0)
+    assert w.name == "drone 7" and start == T0 and np.allclose(w.t_s, [0.0, 20.0, 50.0])
+    want = enu_km([f[1] for f in fixes], [f[2] for f in fixes], [f[3] for f in fixes], HOME)
+    assert np.allclose(w.xyz_km, want, atol=1e-6)
+
+
+def test_the_gpx_reader_refuses_a_dtd_before_expanding_an_entity(tmp_path: Path) -> None:
+    # expat (Python 3.11, expat 2.5) expands internal entities: 390 bytes of declarations make 3 MB of
+    # text; its own amplification limit only acts past 8 MiB. The reader refuses the DOCTYPE first.
+    lol = "".join(f'<!ENTITY l{i} "{"".join(f"&l{i - 1};" for _ in range(10))}">' for i in range(1, 10))
+    path = tmp_path / "lol.gpx"
+    path.write_text(f'<?xml version="1.0"?><!DOCTYPE gpx [<!ENTITY l0 "lol">{lol}]>'
+                    f'<gpx xmlns="{NS}"><trk><name>&l9;</name></trk></gpx>')
+    with pytest.raises(ContactError) as exc:
+        read_track(path)
+    assert str(exc.value) == (f"{path}:1: a document type declaration (<!DOCTYPE); a GPX file has none, and "
+                              "entities are not expanded")
+
+
+def _edit(text: str, old: str, new: str) -> str:
+    assert old in text
+    return text.replace(old, new, 1)
+
+
+GOOD = [(0.0, *HOME), (10.0, 47.0001, 8.0, 400.0), (20.0, 47.0002, 8.0, 400.0)]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: _edit(s, f"<time>{_iso(10.0)}</time>", ""),
+     "line 2 (trk 0, trkseg 0, trkpt 1): no <time>; a track without times cannot be replayed"),
+    (lambda s: _edit(s, _iso(10.0), "10:00 yesterday"),
+     "line 2 (trk 0, trkseg 0, trkpt 1): <time>: expected an ISO-8601 UTC time like 2025-03-01T00:00:00Z, "
+     "got '10:00 yesterday'"),
+    (lambda s: _edit(s, _iso(20.0), _iso(5.0)),
+     "line 2 (trk 0, trkseg 0, trkpt 2): time 2025-06-01T10:00:05+00:00 is not after the previous point's "
+     "2025-06-01T10:00:10+00:00 (line 2 (trk 0, trkseg 0, trkpt 1)); a track's times must increase"),
+    (lambda s: _edit(s, '<ele>400.0</ele>', '<ele>nan</ele>'),
+     "line 2 (trk 0, trkseg 0, trkpt 0): expected an altitude within 1e+06 m, got nan"),
+    (lambda s: _edit(s, 'lat="47.0001"', 'lat="north"'),
+     "line 2 (trk 0, trkseg 0, trkpt 1): expected numbers lat and lon, got 'north', '8.0'"),
+    (lambda s: _edit(s, 'lat="47.0002" lon="8.0"', 'lat="57.0" lon="8.0"'),
+     "line 2 (trk 0, trkseg 0, trkpt 2): lies more than 1000 km from the drones' origin (47, 8)"),
+    (lambda s: _edit(s, "<trk>", "<trk><trkseg><trkpt").replace("</gpx>", ""), "invalid XML (not well-formed (invalid token): line 2"),
+    (lambda s: _edit(s, f'xmlns="{NS}"', 'xmlns="http://example.com/kml"'),
+     "not a GPX file (expected a <gpx> root element of GPX 1.1 or 1.0, got <gpx> in namespace "
+     "http://example.com/kml)"),
+    (lambda s: s.split("<trk>")[0] + '<rte><rtept lat="47" lon="8"/></rte><wpt lat="47" lon="8"/></gpx>',
+     "no track points (trk/trkseg/trkpt); its 1 rte and 1 wpt points have no times: plan such a flight as a "
+     ".plan or .waypoints mission"),
+])
+def test_a_bad_gpx_is_one_line_naming_file_and_point(tmp_path: Path, change, message: str) -> None:
+    path = _gpx(tmp_path / "bad.gpx", GOOD)
+    path.write_text(change(path.read_text()))
+    with pytest.raises(ContactError) as exc:
+        read_missions([path], None, 15.0)
+    assert str(exc.value).startswith(f"{path}: {message}") and "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("lines, message", [
+    (['{"event": "sent", "position": null}'], 'no position fix (every line\'s "position" is null)'),
+    (['not json'], '1: expected a JSON object with a "position" (a line of a drone agent\'s positions.jsonl)'),
+    (['{"position": {"lat_deg": 47.0, "lon_deg": 8.0, "alt_msl_m": 400.0}}'],
+     "1: position: expected numbers lat_deg, lon_deg, alt_msl_m and received_at (Unix seconds)"),
+    (['{"position": {"lat_deg": 47.0, "lon_deg": 8.0, "alt_msl_m": 400.0, "received_at": 1e300}}'],
+     "1: position: expected numbers lat_deg, lon_deg, alt_msl_m and received_at (Unix seconds)"),
+    (['{"position": {"lat_deg": 47.0, "lon_deg": 8.0, "alt_msl_m": 400.0, "received_at": 100.0}}',
+      '{"position": {"lat_deg": 47.1, "lon_deg": 8.0, "alt_msl_m": 400.0, "received_at": 90.0}}'],
+     "line 2: time 1970-01-01T00:01:30+00:00 is not after the previous point's 1970-01-01T00:01:40+00:00 (line 1)"),
+])
+def test_a_bad_position_log_is_one_line(tmp_path: Path, lines: list[str], message: str) -> None:
+    (tmp_path / "d1").mkdir()
+    path = tmp_path / "d1" / "positions.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ContactError) as exc:
+        read_missions([path], None, 15.0)
+    sep = ":" if message[0].isdigit() else ": "
+    assert str(exc.value).startswith(f"{path}{sep}{message}") and "\n" not in str(exc.value)
+
+
+def test_an_oversized_track_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _gpx(tmp_path / "big.gpx", GOOD)
+    monkeypatch.setattr(missions, "MAX_MISSION_BYTES", 100)
+    with pytest.raises(ContactError, match=r"big.gpx: \d+ bytes; a GPX file may have at most 100"):
+        read_track(path)
