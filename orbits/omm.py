@@ -47,6 +47,7 @@ from sgp4.exporter import export_omm
 
 from swarmbase.fileio import atomic_write_text
 from swarmbase.tomlcheck import read_text_file, shown
+from swarmbase.xmlguard import refuse_doctype
 
 from .constants import SGP4_MAX_SATNUM
 from .constellation import Constellation, SatelliteNames
@@ -307,6 +308,7 @@ def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
         except csv.Error as exc:  # e.g. a quote left open: its field runs past the csv module's limit
             raise OrbitError(f"{source}:{reader.line_num}: not a valid CSV record ({exc}); a quote left open?") from None
     if fmt == "xml":
+        refuse_doctype(text, source, OrbitError)  # sgp4 parses with ElementTree, which expands entities
         try:
             return [(f"{source}: segment {i}", rec) for i, rec in enumerate(_omm.parse_xml(io.StringIO(text)))]
         except ET.ParseError as exc:

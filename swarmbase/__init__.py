@@ -6,7 +6,9 @@
 - :mod:`swarmbase.fileio`: the one crash-safe file writer;
 - :mod:`swarmbase.units`: human-readable byte counts;
 - :mod:`swarmbase.cli`: what every command-line entry point does on Ctrl-C
-  and on a closed output pipe.
+  and on a closed output pipe;
+- :mod:`swarmbase.xmlguard`: XML from users (OMM, GPX) refused when it
+  declares a document type, so no entity is ever expanded.
 
 It imports nothing from the project and no third-party package, so it sits
 below the layering rules (``orbits`` / ``contact_sim`` never import ``fol`` or

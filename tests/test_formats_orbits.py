@@ -110,6 +110,21 @@ def test_omm_names_are_unique_and_a_repeated_record_is_refused() -> None:
         parse_omm_text(json.dumps([RECORD, RECORD]), "json", "gp.json")
 
 
+def test_omm_xml_declaring_entities_is_refused_before_they_expand(tmp_path: Path) -> None:
+    """sgp4 parses OMM XML with ElementTree, whose expat expands internal entities: 400 bytes of
+    nested declarations became megabytes of text (expat's own limit acts past 8 MiB). A document
+    type declaration, where entities live and which no OMM file has, is refused naming its line."""
+    lol = "".join(f'<!ENTITY l{i} "{f"&l{i - 1};" * 10}">' for i in range(1, 6))
+    path = tmp_path / "gp.xml"
+    path.write_text(f'<?xml version="1.0"?>\n<!DOCTYPE ndm [<!ENTITY l0 "lol">{lol}]>\n'
+                    '<ndm><omm><body><segment><metadata><OBJECT_NAME>&l5;</OBJECT_NAME></metadata>'
+                    '</segment></body></omm></ndm>\n')
+    with pytest.raises(OrbitError) as exc:
+        read_omm(path)
+    assert str(exc.value) == (f"{path}:2: a document type declaration (<!DOCTYPE); this file kind has none, "
+                              "and entities are not expanded")
+
+
 def test_malformed_omm_missing_field_csv_and_bad_xml(tmp_path: Path) -> None:
     rec = {k: v for k, v in RECORD.items() if k != "INCLINATION"}
     csv_path = tmp_path / "gp.csv"
