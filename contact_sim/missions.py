@@ -66,6 +66,7 @@ import numpy as np
 
 from orbits import OrbitError, ground_points_itrs, parse_utc
 from swarmbase.tomlcheck import check_input_file, read_text_file, shown
+from swarmbase.xmlguard import refuse_doctype
 
 from .drones import MAX_LOCAL_KM, Waypoints
 from .dtn import header_name_ok
@@ -370,6 +371,7 @@ def _gpx_points(path: Path) -> list[TrackPoint]:
         data = path.read_bytes()
     except OSError as exc:
         raise ContactError(f"{path}: cannot read the GPX file ({exc.strerror})") from None
+    refuse_doctype(data, str(path), ContactError)  # before any entity could expand
     parser = expat.ParserCreate(namespace_separator=" ")
     segments: list[list[TrackPoint]] = []
     stack: list[str | None] = []  # local names of the open GPX elements (None: another namespace)
@@ -377,10 +379,6 @@ def _gpx_points(path: Path) -> list[TrackPoint]:
     text: list[str] | None = None
     counts = {"trk": -1, "rte": 0, "wpt": 0}
     gpx_ns = ""
-
-    def no_dtd(*_: Any) -> None:
-        raise ContactError(f"{path}:{parser.CurrentLineNumber}: a document type declaration (<!DOCTYPE); a GPX "
-                           "file has none, and entities are not expanded")
 
     def start(tag: str, attrs: dict[str, str]) -> None:
         nonlocal text, gpx_ns
@@ -419,8 +417,6 @@ def _gpx_points(path: Path) -> list[TrackPoint]:
         if text is not None:
             text.append(data)
 
-    parser.StartDoctypeDeclHandler = no_dtd
-    parser.EntityDeclHandler = no_dtd
     parser.StartElementHandler, parser.EndElementHandler, parser.CharacterDataHandler = start, end, chars
     try:
         parser.Parse(data, True)

@@ -137,7 +137,7 @@ def test_the_gpx_reader_refuses_a_dtd_before_expanding_an_entity(tmp_path: Path)
                     f'<gpx xmlns="{NS}"><trk><name>&l9;</name></trk></gpx>')
     with pytest.raises(ContactError) as exc:
         read_track(path)
-    assert str(exc.value) == (f"{path}:1: a document type declaration (<!DOCTYPE); a GPX file has none, and "
+    assert str(exc.value) == (f"{path}:1: a document type declaration (<!DOCTYPE); this file kind has none, and "
                               "entities are not expanded")
 
 
