@@ -90,7 +90,7 @@ from swarmbase.tomlcheck import Table, read_toml
 from .drones import MAX_LOCAL_KM, Waypoints, drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
 from .dtn import header_name_ok, read_plan
 from .errors import ContactError
-from .missions import MAX_SPEED_M_S, MIN_SPEED_M_S, read_missions
+from .missions import MAX_SPEED_M_S, MIN_SPEED_M_S, TRACK_SUFFIXES, read_missions
 from .energy import Battery, EnergyModel
 from .geometry import EARTH_RADIUS_KM, MAX_GRAZING_KM
 from .link import MAX_RATE_BPS, SHANNON_RANGES, LinkModel
@@ -324,6 +324,9 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
                              t.num("origin_lon_deg", minimum=-180.0, maximum=360.0),
                              t.num("origin_alt_m", 0.0, minimum=-MAX_LOCAL_KM * 1000.0, maximum=MAX_LOCAL_KM * 1000.0))
         if drones.missions is not None and t.has("speed_m_s"):
+            if all(Path(m).suffix.lower() in TRACK_SUFFIXES for m in drones.missions):  # it would be ignored
+                raise ContactError("drones.speed_m_s: not used when every file of missions is a recorded track "
+                                   f"({', '.join(TRACK_SUFFIXES)}: flown at its own times)")
             drones.speed_m_s = t.num("speed_m_s", minimum=MIN_SPEED_M_S, maximum=MAX_SPEED_M_S)
 
     stations: list[GroundStation] = []

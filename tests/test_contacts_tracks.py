@@ -93,6 +93,9 @@ def test_two_gpx_tracks_crossing_give_the_expected_contact_window(tmp_path: Path
     # without time.start, the earliest track time is t = 0 and the plan's start
     plan = compute_contacts(load_contact_scenario(_scenario(tmp_path, 'missions = ["west.gpx", "east.gpx"]')))
     assert plan.start == T0 + _dt.timedelta(seconds=10) and plan.windows[0].t_start_s == pytest.approx(w.t_start_s - 20, abs=1e-3)
+    # a speed for tracks flown at their own times would be ignored: refused, as every unused field is
+    with pytest.raises(ContactError, match=r"s\.toml: drones\.speed_m_s: not used when every file of missions is a recorded"):
+        load_contact_scenario(_scenario(tmp_path, 'missions = ["west.gpx", "east.gpx"]\nspeed_m_s = 5.0'))
 
 
 class _Source:
