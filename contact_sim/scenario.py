@@ -214,17 +214,6 @@ class _Table(Table):
             self._raise(str(exc))
 
 
-def _paths(t: _Table, key: str, base_dir: Path) -> list[Path] | None:
-    """A non-empty list of path strings, relative ones resolved against ``base_dir``."""
-    names = t.str_list(key, what="paths")
-    if names is None:
-        return None
-    for name in names:
-        if not name or "\0" in name:
-            t.fail(key, f"expected non-empty paths without a NUL character, got {name!r}")
-    return [p if p.is_absolute() else base_dir / p for p in (Path(n).expanduser() for n in names)]
-
-
 # ---------------------------------------------------------------------------- parsing
 
 def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | None = None
@@ -305,7 +294,7 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
             pause_s=t.num("pause_s", 0.0, nonneg=True),
             seed=t.int("seed", 0, minimum=0),
             waypoints_csv=t.path("waypoints_csv", base_dir),
-            missions=_paths(t, "missions", base_dir))
+            missions=t.path_list("missions", base_dir))
         given = [k for k in ("count", "waypoints_csv", "missions") if t.has(k)]
         if len(given) != 1:
             raise ContactError("drones: give exactly one of count (random waypoints), waypoints_csv or missions")

@@ -143,6 +143,12 @@ def shown(value: Any, limit: int = 60) -> str:
     return text[: max(limit - 3, 1)] + "..."
 
 
+
+def _resolved(text: str, base: str | os.PathLike[str]) -> Path:
+    """``text`` as a path, ``~`` expanded, a relative one resolved against ``base``."""
+    p = Path(text).expanduser()
+    return p if p.is_absolute() else Path(base) / p
+
 class Table:
     """Typed, checked access to one TOML table.
 
@@ -274,5 +280,14 @@ class Table:
             return None
         if "\0" in v:  # no file system takes one: opening it raised ValueError
             self.fail(key, f"expected a path without a NUL character, got {shown(v)}")
-        p = Path(v).expanduser()
-        return p if p.is_absolute() else Path(base) / p
+        return _resolved(v, base)
+
+    def path_list(self, key: str, base: str | os.PathLike[str]) -> list[Path] | None:
+        """A non-empty list of path strings, each as :meth:`path` reads one."""
+        names = self.str_list(key, what="paths")
+        if names is None:
+            return None
+        for name in names:
+            if not name or "\0" in name:
+                self.fail(key, f"expected non-empty paths without a NUL character, got {shown(name)}")
+        return [_resolved(name, base) for name in names]
