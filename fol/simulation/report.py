@@ -81,7 +81,7 @@ def summary_table(rows: Sequence[dict[str, Any]], rounds_used: dict[str, int] | 
              "|---|---|---|---|---|---|"]
     for m in _method_order(rows):
         mr = [r for r in rows if r["method"] == m]
-        per_seed = [statistics.mean(r["test_accuracy"] for r in g) for g in _by(mr, "seed").values()]
+        per_seed = _mean_accuracy_by(mr, "seed")
         bytes_node = statistics.mean(r["bytes_up"] + r["bytes_down"] for r in mr)
         flops = statistics.mean(r["train_flops"] for r in mr) / 1e9
         kept = sum(1 for r in mr if r["kept_local"])
@@ -129,24 +129,18 @@ def transfer_table(rows: Sequence[dict[str, Any]]) -> str:
 
 def node_table(rows: Sequence[dict[str, Any]]) -> str:
     """Markdown, paper style: methods x nodes, mean ± std over seeds, plus the per-method average."""
-    nodes: list[str] = []
-    for r in rows:
-        if r["node"] not in nodes:
-            nodes.append(r["node"])
+    nodes = _nodes(rows)
     cells = _by(rows, "method", "node")
     lines = ["| method | " + " | ".join(nodes) + " | average |", "|---" * (len(nodes) + 2) + "|"]
     for m in _method_order(rows):
         vals = [_pm([r["test_accuracy"] for r in cells[(m, n)]], digits=1) for n in nodes]
-        per_seed = [statistics.mean(r["test_accuracy"] for r in g) for g in _by([r for r in rows if r["method"] == m], "seed").values()]
+        per_seed = _mean_accuracy_by([r for r in rows if r["method"] == m], "seed")
         lines.append(f"| {m} | " + " | ".join(vals) + f" | {_pm(per_seed, digits=1)} |")
     if all("n_test" in r for r in rows):  # how many images each accuracy is of (a few test images: coarse steps)
         counts = [sorted({r["n_test"] for r in rows if r["node"] == n}) for n in nodes]
         span = lambda lo, hi: str(lo) if lo == hi else f"{lo}-{hi}"  # noqa: E731 - over seeds, when they differ
-        # the swarm's total in each seed (one row per node: the first method's), not the sum of per-node extremes
-        first = _method_order(rows)[0]
-        totals = sorted(sum(r["n_test"] for r in g) for g in _by([r for r in rows if r["method"] == first], "seed").values())
         lines.append("| test images | " + " | ".join(span(c[0], c[-1]) for c in counts)
-                     + f" | total {span(totals[0], totals[-1])} |")
+                     + f" | total {_test_total(rows)} |")
     return "\n".join(lines)
 
 
@@ -160,18 +154,28 @@ def node_distribution_table(rows: Sequence[dict[str, Any]]) -> str:
     stats = lambda v: [np.min(v), np.percentile(v, 10), np.median(v), np.percentile(v, 90), np.max(v)]  # noqa: E731
     for m in _method_order(rows):
         mr = [r for r in rows if r["method"] == m]
-        per_node = [statistics.mean(r["test_accuracy"] for r in g) for g in _by(mr, "node").values()]
-        per_seed = [statistics.mean(r["test_accuracy"] for r in g) for g in _by(mr, "seed").values()]
+        per_node = _mean_accuracy_by(mr, "node")
+        per_seed = _mean_accuracy_by(mr, "seed")
         lines.append(f"| {m} | " + " | ".join(f"{100 * v:.1f}" for v in stats(per_node))
                      + f" | {_pm(per_seed, digits=1)} |")
     if all("n_test" in r for r in rows):
-        first_method = _method_order(rows)[0]
-        first = [r for r in rows if r["method"] == first_method]
-        totals = sorted(sum(r["n_test"] for r in g) for g in _by(first, "seed").values())
-        total = str(totals[0]) if totals[0] == totals[-1] else f"{totals[0]}-{totals[-1]}"
+        first = [r for r in rows if r["method"] == _method_order(rows)[0]]
         lines.append("| test images | " + " | ".join(f"{v:.0f}" for v in stats([r["n_test"] for r in first]))
-                     + f" | total {total} |")
+                     + f" | total {_test_total(rows)} |")
     return "\n".join(lines)
+
+
+def _mean_accuracy_by(rows: Sequence[dict[str, Any]], key: str) -> list[float]:
+    """The mean test accuracy of each group of ``rows`` by ``key`` (e.g. each seed's mean over nodes)."""
+    return [statistics.mean(r["test_accuracy"] for r in g) for g in _by(rows, key).values()]
+
+
+def _test_total(rows: Sequence[dict[str, Any]]) -> str:
+    """The swarm's test images in each seed (one row per node: the first method's), not the sum of
+    per-node extremes: ``888``, or ``880-890`` when the seeds differ."""
+    first = _method_order(rows)[0]
+    totals = sorted(sum(r["n_test"] for r in g) for g in _by([r for r in rows if r["method"] == first], "seed").values())
+    return str(totals[0]) if totals[0] == totals[-1] else f"{totals[0]}-{totals[-1]}"
 
 
 def _nodes(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -274,7 +278,7 @@ def reference_points(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, floa
         mr = [r for r in rows if r["method"] == m]
         if any(_curve(r) for r in mr):
             continue
-        per_seed = [statistics.mean(r["test_accuracy"] for r in g) for g in _by(mr, "seed").values()]
+        per_seed = _mean_accuracy_by(mr, "seed")
         out[m] = {"rounds": max(r["rounds"] for r in mr), "test_accuracy": statistics.mean(per_seed),
                   "bytes": statistics.mean(r["bytes_up"] + r["bytes_down"] for r in mr)}
     return out
