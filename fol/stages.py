@@ -47,7 +47,6 @@ __all__ = [
     "select_top_k",
     "frozen_prefix",
     "fall_back_to_received",
-    "has_finite_outputs",
 ]
 
 log = logging.getLogger(__name__)
@@ -212,11 +211,6 @@ def align_neighbour(
     cand.score, cand.val_loss = result.accuracy, result.loss
     cand.val_logits, cand.train_logits = val_logits, train_logits
     return cand
-
-
-def has_finite_outputs(model: nn.Module, *inputs: torch.Tensor) -> bool:
-    """Whether every logit of ``model`` (eval mode) on each of ``inputs`` is finite."""
-    return all(bool(torch.isfinite(predict_logits(model, x)).all()) for x in inputs)
 
 
 def fall_back_to_received(cand: Candidate, received: nn.Module, node: NodeData) -> Candidate:

@@ -713,7 +713,8 @@ def test_align_fallback_never_returns_to_a_received_model_of_non_finite_outputs(
     keep the aligned model, not hand stage 3 a member whose logits are inf."""
     import copy
 
-    from fol.stages import fall_back_to_received, has_finite_outputs, scored_candidate
+    from fol.stages import fall_back_to_received, scored_candidate
+    from fol.train import predict_logits
 
     node = swarm[0]
     aligned = node.pretrained
@@ -722,7 +723,7 @@ def test_align_fallback_never_returns_to_a_received_model_of_non_finite_outputs(
         for m in received.modules():
             if isinstance(m, nn.modules.batchnorm._BatchNorm):
                 m.running_mean.fill_(-1e37)
-    assert not has_finite_outputs(received, node.data.val.images)
+    assert not bool(torch.isfinite(predict_logits(received, node.data.val.images)).all())
     cand = dataclasses.replace(scored_candidate("n1", aligned, node.data), score=0.0, score_before=1.0)
     assert fall_back_to_received(cand, received, node.data) is cand
 
