@@ -228,10 +228,7 @@ def _exif_gps_angle(path: str | Path, gps: dict, tag: int, refs: str, limit: flo
     if tag not in gps:
         raise _Unplaced(f"{path}: EXIF {name} is missing (the GPS IFD holds tags {sorted(gps)})")
     value = gps[tag]
-    try:
-        dms = tuple(float(x) for x in (value if isinstance(value, tuple) else (value,)))
-    except (TypeError, ValueError):
-        dms = ()
+    dms = _floats(value)
     shown = value if not dms else "(" + ", ".join(map(repr, dms)) + ")"
     if len(dms) != 3 or not all(np.isfinite(dms)) or min(dms) < 0:
         raise _Unplaced(f"{path}: EXIF {name} {shown}: expected three finite rationals, degrees, minutes and seconds "
