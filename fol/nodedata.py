@@ -26,7 +26,7 @@ from fol.errors import ConfigError, DataError
 if TYPE_CHECKING:  # fol.data imports torch; the CLI's --help must not
     from fol.data import NodeData
 
-__all__ = ["NodeDataSpec", "parse_node_data", "split_fields", "load_node_data", "dataset_options", "NODE_DATA_HELP", "add_node_data_arguments"]
+__all__ = ["NodeDataSpec", "parse_node_data", "pretraining_spec", "split_fields", "load_node_data", "dataset_options", "NODE_DATA_HELP", "add_node_data_arguments"]
 
 NODE_DATA_HELP = (
     "node data: a folder with one sub-folder per class, or key=value pairs "
@@ -132,6 +132,16 @@ def split_fields(spec: NodeDataSpec) -> tuple[object, ...]:
     ``dataset=imagefolder,path=...,partition=all`` among them)."""
     skip = ("root", "path", *_UNREAD.get(spec.partition, ()))
     return tuple(getattr(spec, f.name) if f.name not in skip else None for f in dataclasses.fields(spec))
+
+
+def pretraining_spec(trained_on: object) -> NodeDataSpec | None:
+    """The spec a model card's ``extra["data"]`` names (the ``--data`` of ``fol pretrain``, kept
+    by every round since), to compare with :func:`split_fields`; None when none is kept or it
+    cannot be read (a folder since moved: nothing to compare)."""
+    try:
+        return parse_node_data(trained_on) if isinstance(trained_on, str) else None
+    except ConfigError:
+        return None
 
 
 def dataset_options(name: str, size: int | None, seed: int, path: str | None = None,

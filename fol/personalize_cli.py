@@ -115,7 +115,7 @@ def run_personalize(args: argparse.Namespace) -> int:
     from fol.checkpoint import DEFAULT_MAX_BYTES, ModelCard, load_model, model_to_bytes
     from fol.config import FOLConfig
     from fol.errors import ConfigError, DataError
-    from fol.nodedata import load_node_data, parse_node_data, split_fields
+    from fol.nodedata import load_node_data, parse_node_data, pretraining_spec, split_fields
     from fol.fileio import atomic_write_bytes, check_output_dir, check_output_file, staged_outputs, write_json_atomic
     from fol.personalize import NodeState, check_received, personalize, save_ensemble
 
@@ -146,10 +146,7 @@ def run_personalize(args: argparse.Namespace) -> int:
     own = load_model(Path(args.model), max_bytes=args.max_bytes or DEFAULT_MAX_BYTES)
     data_spec = parse_node_data(args.data, root=args.data_root)
     trained_on = own.card.extra.get("data")  # the --data of `fol pretrain`, kept by every round since
-    try:
-        earlier = parse_node_data(trained_on) if isinstance(trained_on, str) else None
-    except ConfigError:  # a folder since moved: nothing to compare
-        earlier = None
+    earlier = pretraining_spec(trained_on)
     if earlier is not None and split_fields(earlier) != split_fields(data_spec):
         raise DataError(f"{args.model}: pretrained on --data {trained_on}, but --data {args.data} gives another "
                         f"shard or split, whose validation and test images may be ones the model trained on; "

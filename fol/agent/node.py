@@ -188,14 +188,11 @@ class Agent:
         folder, a corrupt image, a shard the dataset cannot give or classes other than the model's are
         refused now, not at the first personalization, maybe hours into a flight). ``card`` is the
         current model's (at ``model``), ``local_card`` the node's round-0 model's (at ``local``)."""
-        from fol.nodedata import load_node_data, parse_node_data, split_fields
+        from fol.nodedata import load_node_data, pretraining_spec, split_fields
 
         where = f"{self.cfg.source}: node.data"
         trained_on = local_card.extra.get("data")  # fol pretrain's --data
-        try:
-            earlier = parse_node_data(trained_on) if isinstance(trained_on, str) else None
-        except ConfigError:  # a folder since moved: nothing to compare (as 'fol personalize')
-            earlier = None
+        earlier = pretraining_spec(trained_on)
         if earlier is not None and split_fields(earlier) != split_fields(self._data_spec):
             raise ConfigError(f"{where}: the model ({local}) was pretrained on --data {trained_on}, and this spec "
                               f"gives another shard or split, whose validation and test images may be ones the "
