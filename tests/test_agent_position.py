@@ -25,6 +25,7 @@ from fol.agent.transfer import offer_for_file, send_model  # noqa: E402
 from fol.checkpoint import save_model  # noqa: E402
 from fol.errors import ConfigError  # noqa: E402
 from fol.models import ModelSpec, build_model  # noqa: E402
+from _waiting import wait_until as _wait  # noqa: E402
 
 LAT_E7, LON_E7, ALT_MM = 407123456, 167654321, 512340  # 40.7123456 N, 16.7654321 E, 512.34 m
 
@@ -66,15 +67,6 @@ def _tlog(path: Path) -> Path:
             msg = mav.MAVLink_global_position_int_message(100 * i, LAT_E7 + i, LON_E7, ALT_MM, 12000, 0, 0, 0, 65535)
             fh.write(struct.pack(">Q", int((time.time() + i) * 1e6)) + msg.pack(packer))
     return path
-
-
-def _wait(predicate, timeout: float):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.05)
-    return value
 
 
 def test_position_source_decodes_global_position_int_over_udp() -> None:

@@ -18,6 +18,7 @@ pytest.importorskip("pynmeagps")
 from fol.agent.config import AgentConfig  # noqa: E402
 from fol.agent.position import PositionConfig, PositionLog, fix_from_message, open_source  # noqa: E402
 from fol.errors import ConfigError  # noqa: E402
+from _waiting import wait_until as _wait  # noqa: E402
 
 EPOCH_1 = [  # GPS + GLONASS receiver: GN talker
     "$GPGSV,3,1,11,03,03,111,00,04,15,270,00,06,01,010,00,13,06,292,00*74",  # not a fix sentence: ignored
@@ -35,15 +36,6 @@ EPOCH_2 = [  # BeiDou, RMC before GGA, course unknown
     "$GBRMC,123520.00,A,4807.0400,S,01131.0100,W,10.0,,230394,,,A*58",
     "$GBGGA,123520.00,4807.0400,S,01131.0100,W,2,12,0.8,546.0,M,46.9,M,,*7E",
 ]
-
-
-def _wait(predicate, timeout: float):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.02)
-    return value
 
 
 def _mavlink_keys() -> set[str]:

@@ -4,6 +4,7 @@ and personalize; triggers (deadline, control command); an agent killed
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -27,22 +28,14 @@ from fol.errors import ConfigError
 from fol.models import ModelSpec, build_model
 from fol.nodedata import load_node_data, parse_node_data
 from fol.train import evaluate
+from _waiting import wait_until
+
+_wait = functools.partial(wait_until, poll_s=0.1)  # each poll is a request to an agent process
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_FOL = {"finetune_epochs": 1, "post_finetune_epochs": 1, "gate_epochs": 1, "distill_epochs": 1,
             "pretrain_epochs": 2, "ensemble_steps": 50, "top_k": 2}
 DATA = "dataset=synthetic-hurricane,nodes={n},node={i},psi=0.5,per_node=120,size=400"
-
-
-def _wait(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")

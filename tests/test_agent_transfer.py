@@ -24,6 +24,7 @@ from fol.agent.protocol import Offer
 from fol.agent.transfer import OutgoingTransfer, PeerLink, offer_for_file, send_model
 from fol.checkpoint import ModelCard, model_digest, model_to_bytes, save_model
 from fol.models import ModelSpec, build_model
+from _waiting import wait_until as _wait
 
 CLASSES = ["damage", "no_damage"]
 HURRICANE_CLASSES = ["no_damage", "damage"]  # synthetic-hurricane's, in its order: an on-board node's data
@@ -34,14 +35,6 @@ def _model_file(path: Path, producer: str, seed: int = 0, widths: tuple[int, ...
     spec = ModelSpec("cnn", num_classes=2, options={"widths": list(widths), "hidden": 64})
     save_model(path, build_model(spec, seed=seed), spec=spec, class_names=classes, producer=producer, round=round_)
     return path
-
-
-def _wait(predicate: Any, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 class Node:
