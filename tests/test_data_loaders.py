@@ -834,6 +834,48 @@ def test_class_folders_with_image_sub_folders_are_still_classes_not_splits(tmp_p
     assert loaders.load_image_folder(kaggle, classes=["train", "test"], image_size=8).class_counts().tolist() == [4, 1]
 
 
+def test_split_folders_named_seg_train_training_train_set_or_trainingSet_are_splits_not_classes(tmp_path):
+    """Intel Image Classification unpacks as seg_train/seg_train/<class>/, seg_test/seg_test/<class>/
+    and seg_pred/seg_pred/ of unlabelled images: it was read as classes seg_pred, seg_test, seg_train,
+    every label wrong. Split names that end in a split word, or are written in capitals or camel case,
+    and a split folder wrapping one folder of its own name, are now splits."""
+    intel = tmp_path / "intel"
+    for shade, split in enumerate(("seg_train", "seg_test")):
+        _write(intel / split / split / "buildings" / f"{split}_a.png", (90 + shade, 90, 90))
+        _write(intel / split / split / "forest" / f"{split}_b.png", (0, 160 + shade, 0))
+    _write(intel / "seg_train" / "seg_train" / "forest" / "c.png", (0, 150, 0))
+    _write(intel / "seg_pred" / "seg_pred" / "1.png", (9, 9, 9))
+    assert loaders.split_first_layout(intel) == {"seg_test": ["buildings", "forest"],
+                                                 "seg_train": ["buildings", "forest"]}
+    with pytest.raises(DataError) as err:
+        load_dataset("imagefolder", path=intel, image_size=8)
+    msg = str(err.value)
+    assert "\n" not in msg and "split first (seg_test/, seg_train/ each holding class folders buildings, forest; " \
+                               "seg_pred/ without class folders of images)" in msg, msg
+    ds = loaders.load_image_folder(intel, splits=["seg_train", "seg_test"], image_size=8)
+    assert ds.class_names == ["buildings", "forest"] and ds.class_counts().tolist() == [2, 3]
+    green = ds.images[:, 1].mean((1, 2)) > ds.images[:, 0].mean((1, 2)) + 0.2
+    assert torch.equal(green, ds.labels == 1)  # every label right
+    assert loaders.image_folder_classes(intel, ["seg_test"]) == ["buildings", "forest"]
+    for names in (("training", "validation", "testing"), ("train_set", "test_set"), ("Train", "Test"),
+                  ("trainingSet", "testSet"), ("seg_train", "seg_test")):
+        root = tmp_path / "_".join(names)
+        for split in names:
+            _write(root / split / "cat" / "a.png", (9, 9, 9))
+            _write(root / split / "dog" / "b.png", (90, 9, 9))
+        assert loaders.split_first_layout(root) == {s: ["cat", "dog"] for s in sorted(names)}, names
+        with pytest.raises(DataError, match="laid out by split first"):
+            load_dataset("imagefolder", path=root, image_size=8)
+    # a class that happens to be called 'test' (or 'seg_test'), beside classes not named like splits, stays a class
+    for odd in ("test", "seg_test"):
+        root = tmp_path / f"classes_{odd}"
+        for cls in (odd, "control"):
+            _write(root / cls / "2020" / "a.png", (9, 9, 9))
+            _write(root / cls / "2021" / "b.png", (9, 9, 9))
+        assert loaders.split_first_layout(root) is None
+        assert load_dataset("imagefolder", path=root, image_size=8).class_names == sorted([odd, "control"])
+
+
 def test_split_first_folders_are_read_through_every_way_of_naming_a_dataset(tmp_path, capsys, monkeypatch):
     """--splits of fol data info, data.splits of a scenario and splits= of a --data spec
     all reach the loader; the first two refuse datasets not read from split folders."""

@@ -554,14 +554,28 @@ def _subsample(labels: np.ndarray, max_per_class: int | None, seed: int) -> np.n
 
 # ------------------------------------------------------------------ splits
 
-#: First words of folder names that mark a published split, not a class
-#: (:func:`split_first_layout`): ``train``, ``valid``, ``test_another``, ``val2017`` ...
+#: Words that mark a folder named for a published split, not a class, when the folder's name
+#: begins or ends with one (:func:`split_first_layout`): ``train``, ``valid``, ``test_another``,
+#: ``val2017``, ``Train``, ``train_set``, ``trainingSet``, ``seg_train``, ``seg_pred`` ...
 SPLIT_WORDS = frozenset({"train", "training", "trainval", "val", "valid", "validation", "dev", "test", "testing",
-                         "eval", "evaluation", "holdout"})
+                         "eval", "evaluation", "holdout", "pred", "predict", "prediction"})
 
 
 def _is_split_name(name: str) -> bool:
-    return re.split(r"[^a-z]", name.lower(), maxsplit=1)[0] in SPLIT_WORDS
+    """Is the first or the last word of ``name`` (words: runs of letters, a capital starting
+    a new one, so ``trainingSet`` is training, set) one of :data:`SPLIT_WORDS`?"""
+    words = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name)
+    return bool(words) and (words[0].lower() in SPLIT_WORDS or words[-1].lower() in SPLIT_WORDS)
+
+
+def _split_dir(folder: Path) -> Path:
+    """The folder holding a split's class folders: ``folder`` itself, or the one folder inside
+    it named as it (``seg_train/seg_train/<class>/``, as some archives unpack) when ``folder``
+    holds nothing else (no image directly, no other folder)."""
+    inner = class_folders(folder)
+    if list(inner) == [class_name(folder.name)] and not _holds_images(folder, directly=True):
+        return inner[class_name(folder.name)]
+    return folder
 
 
 def _holds_images(folder: Path, directly: bool) -> bool:
@@ -580,8 +594,10 @@ def split_first_layout(root: Path) -> dict[str, list[str]] | None:
     (``<root>/<split>/<class>/<images>``, as Kaggle sets are published), else None.
 
     The rule: every top-level folder (:func:`class_folders`) is named like a split
-    (its first word is one of :data:`SPLIT_WORDS`: ``train``, ``valid``, ``test``,
-    ``test_another`` ...), and at least one of them holds no image directly and
+    (its first or last word is one of :data:`SPLIT_WORDS`: ``train``, ``valid``, ``test``,
+    ``test_another``, ``train_set``, ``seg_train`` ...; a split folder holding only a
+    folder of its own name, ``seg_train/seg_train/``, stands for that one), and at
+    least one of them holds no image directly and
     sub-folders with images (the splits returned); the others hold no class
     folder with images (an unlabelled ``test/`` of bare images, as Kaggle
     competitions publish it, or an emptied split). With two splits or more
@@ -592,7 +608,8 @@ def split_first_layout(root: Path) -> dict[str, list[str]] | None:
     if not tops or not all(_is_split_name(n) for n in tops):
         return None
     layout: dict[str, list[str]] = {}
-    for split, folder in tops.items():
+    for split, top in tops.items():
+        folder = _split_dir(top)
         if _holds_images(folder, directly=True):
             continue  # unlabelled, or a class named like a split (then no split below holds class folders)
         classes = [c for c, d in class_folders(folder).items() if _holds_images(d, directly=False)]
@@ -636,7 +653,7 @@ def _pooled_split_files(root: Path, splits: Sequence[str], classes: Sequence[str
     missing: list[str] = []
     empty: list[str] = []
     for split in splits:
-        present = class_folders(root / split)
+        present = class_folders(_split_dir(root / split))
         for ci, cls in enumerate(classes):
             folder = present.get(class_name(cls))
             if folder is None:
@@ -888,7 +905,7 @@ def image_folder_classes(root: Path, splits: Sequence[str] | None = None) -> lis
         _refuse_split_first(root, None)
         return list(folders)
     chosen = _chosen_splits(f"image folder {root}", root, splits, folders)
-    return sorted({c for split in chosen for c in class_folders(folders[split])})
+    return sorted({c for split in chosen for c in class_folders(_split_dir(folders[split]))})
 
 
 def _class_folder_files(root: Path, classes: Sequence[str] | None, folders: dict[str, Path],
@@ -919,10 +936,10 @@ def _split_folder_files(root: Path, splits: Sequence[str], classes: Sequence[str
     (see :func:`load_image_folder`)."""
     chosen = _chosen_splits(f"image folder {root}", root, splits, folders)
     for split in chosen:
-        if _holds_images(folders[split], directly=True):
-            raise DataError(f"image folder {root}: split folder {folders[split]} holds images directly; with splits= "
-                            f"each split folder holds class folders (<split>/<class>/<images>)")
-    found = {c for split in chosen for c in class_folders(folders[split])}
+        if _holds_images(_split_dir(folders[split]), directly=True):
+            raise DataError(f"image folder {root}: split folder {_split_dir(folders[split])} holds images directly; "
+                            f"with splits= each split folder holds class folders (<split>/<class>/<images>)")
+    found = {c for split in chosen for c in class_folders(_split_dir(folders[split]))}
     classes = sorted(found) if classes is None else [class_name(c) for c in classes]
     if not classes:
         raise DataError(f"image folder {root}: split folder(s) {', '.join(chosen)} hold no class sub-folders "
