@@ -132,3 +132,49 @@ def test_nmea_position_table_errors_are_one_line(tmp_path: Path, position: dict,
     with pytest.raises(ConfigError, match=message) as err:
         AgentConfig.from_dict(_doc({"connection": "x:1", **position}), tmp_path, "node.toml")
     assert "\n" not in str(err.value)
+
+
+def _nmea(body: str) -> str:
+    checksum = 0
+    for c in body.encode():
+        checksum ^= c
+    return f"${body}*{checksum:02X}"
+
+
+def test_rmc_only_gives_a_2d_fix_with_one_warning_and_minutes_of_60_are_refused(tmp_path: Path, caplog) -> None:
+    """A receiver sending RMC but no GGA gave no fix at all, without a word; it now gives 2-D fixes (altitude
+    null) and one warning that GGA is needed. '4960.000' (60 minutes) was read as 50 degrees, not refused."""
+    lines = [_nmea(f"GPRMC,1235{s:02d}.00,A,4807.{s:04d},N,01131.0000,E,010.0,090.0,230394,,,A") for s in range(3)]
+    lines += [_nmea("GPRMC,123503.00,A,4960.000,N,01131.0000,E,010.0,090.0,230394,,,A"),
+              _nmea("GPRMC,123504.00,A,4807.0000,N,01160.5000,E,010.0,090.0,230394,,,A")]
+    log = tmp_path / "rmc.nmea"
+    log.write_text("\r\n".join(lines) + "\r\n")
+    with caplog.at_level("WARNING", logger="fol.agent.position"):
+        source = open_source(PositionConfig(connection=str(log), source="nmea"))
+        try:
+            fix = _wait(lambda: source.messages == 3 and source.skipped == 2 and source.latest(), 5.0)
+            time.sleep(0.1)
+            assert source.messages == 3
+        finally:
+            source.close()
+    assert fix["lat_deg"] == pytest.approx(48 + 7.0002 / 60) and fix["alt_msl_m"] is None
+    assert fix["fix_quality"] is None and fix["satellites"] is None and fix["utc"] == "1994-03-23T12:35:02Z"
+    assert fix["vel_ned_m_s"] == pytest.approx([0.0, 5.1444, None], abs=1e-3)
+    warnings = [r.getMessage() for r in caplog.records if "GGA" in r.getMessage()]
+    assert len(warnings) == 1 and "RMC sentences but no GGA" in warnings[0] and "no altitude" in warnings[0]
+    gga = tmp_path / "gga.nmea"  # a GGA with 60 minutes of longitude: skipped, not a fix
+    gga.write_text(_nmea("GPGGA,123519.00,4807.0380,N,01160.0000,E,1,08,0.9,545.4,M,46.9,M,,") + "\r\n")
+    source = open_source(PositionConfig(connection=str(gga), source="nmea"))
+    try:
+        _wait(lambda: source.skipped == 1, 5.0)
+        assert source.latest() is None
+    finally:
+        source.close()
+
+
+def test_the_position_sources_are_listed_once() -> None:
+    from fol.agent import position
+
+    assert position.SOURCES == tuple(position.SOURCE_CLASSES) == ("mavlink", "nmea")
+    assert PositionConfig(connection="x", source="mavlink").baud == 57600
+    assert PositionConfig(connection="/dev/ttyUSB0", source="nmea").baud == 9600

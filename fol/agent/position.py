@@ -29,9 +29,11 @@ east; down is ``None``) and ``course_deg`` from the speed and course over ground
 and ``utc`` (ISO 8601, from RMC's date and GGA's time). NMEA has no altitude above
 home, heading (the course is the track, not the yaw), boot time or system id:
 those keys are ``None``, as ``fix_quality``, ``satellites``, ``course_deg`` and
-``utc`` are in a MAVLink fix, so both sources give the same keys. A line longer than
-256 bytes, garbage, a bad checksum, a fix quality of 0 or an RMC status ``V``, or
-a position out of range is skipped and counted (``NmeaSource.skipped``).
+``utc`` are in a MAVLink fix, so both sources give the same keys. A receiver sending
+RMC but no GGA gives 2-D fixes (``alt_msl_m``, ``fix_quality`` and ``satellites``
+``None``), with one warning. A line longer than 256 bytes, garbage, a bad checksum,
+a fix quality of 0 or an RMC status ``V``, or a position out of range or with
+minutes of 60 or more is skipped and counted (``NmeaSource.skipped``).
 
 Example (no autopilot needed to decode a message):
     >>> from pymavlink.dialects.v20 import common as mav
@@ -61,9 +63,7 @@ __all__ = ["PositionConfig", "PositionSource", "MavlinkSource", "NmeaSource", "P
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("mavlink", "nmea")
 LOG_FILE = "positions.jsonl"
-DEFAULT_BAUD = {"mavlink": 57600, "nmea": 9600}
 NMEA_MAX_LINE = 256  # bytes; NMEA 0183 limits a sentence to 82 characters, proprietary ones run longer
 KNOT_M_S = 1852.0 / 3600.0
 GPSD_PORT = 2947
@@ -91,7 +91,7 @@ class PositionConfig:
             raise ConfigError(f"position.connection: expected a pymavlink connection string like "
                               f"'udpin:127.0.0.1:14550', got {self.connection!r}")
         if self.baud is None:
-            object.__setattr__(self, "baud", DEFAULT_BAUD[self.source])
+            object.__setattr__(self, "baud", SOURCE_CLASSES[self.source].default_baud)
         if isinstance(self.baud, bool) or not isinstance(self.baud, int) or self.baud <= 0:
             raise ConfigError(f"position.baud: expected a positive integer, got {self.baud!r}")
         if not is_finite_number(self.stale_s) or self.stale_s <= 0:
@@ -127,27 +127,51 @@ def _nmea_float(value: Any) -> float | None:
     return float(value)
 
 
-def fix_from_nmea(gga: Any, rmc: Any | None, received_at: float) -> dict[str, Any]:
-    """A fix from a GGA sentence (parsed by pynmeagps) and the RMC of the same epoch (or ``None``): the keys of
-    :func:`fix_from_message`, ``None`` where NMEA has no value. Raises ``ValueError`` for a GGA without a
-    fix (quality 0) or a position out of range."""
-    quality = gga.quality
-    lat, lon = _nmea_float(gga.lat), _nmea_float(gga.lon)
-    if not isinstance(quality, int) or quality <= 0:
-        raise ValueError(f"no fix (quality {quality!r})")
+def _nmea_position(msg: Any) -> tuple[float, float]:
+    """Latitude and longitude of a GGA or RMC sentence, in degrees. Raises ``ValueError`` for a position out
+    of range or a field whose minutes are not below 60 (``4960.000``, which pynmeagps reads as 50 degrees)."""
+    first = 1 if msg.msgID == "GGA" else 2  # the latitude field: after the time (and RMC's status)
+    payload = getattr(msg, "payload", None) or []
+    for raw in payload[first:first + 3:2]:
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            continue  # an empty field: no position, refused below
+        if value % 100 >= 60:
+            raise ValueError(f"position field {raw!r} has minutes of 60 or more (expected (d)ddmm.mmmm)")
+    lat, lon = _nmea_float(msg.lat), _nmea_float(msg.lon)
     if lat is None or lon is None or abs(lat) > 90 or abs(lon) > 180:
-        raise ValueError(f"position out of range ({gga.lat!r}, {gga.lon!r})")
+        raise ValueError(f"position out of range ({msg.lat!r}, {msg.lon!r})")
+    return lat, lon
+
+
+def fix_from_nmea(gga: Any | None, rmc: Any | None, received_at: float) -> dict[str, Any]:
+    """A fix from a GGA sentence (parsed by pynmeagps) and the RMC of the same epoch (or ``None``): the keys of
+    :func:`fix_from_message`, ``None`` where NMEA has no value. With no GGA (``gga`` ``None``), a 2-D fix from
+    the RMC alone: ``alt_msl_m``, ``fix_quality`` and ``satellites`` are ``None``. Raises ``ValueError`` for
+    a GGA without a fix (quality 0) or a position out of range or with minutes of 60 or more."""
+    if gga is None:
+        if rmc is None:
+            raise ValueError("no GGA or RMC sentence")
+        lat, lon = _nmea_position(rmc)
+        quality = alt = sats = None
+    else:
+        quality = gga.quality
+        if not isinstance(quality, int) or quality <= 0:
+            raise ValueError(f"no fix (quality {quality!r})")
+        lat, lon = _nmea_position(gga)
+        alt, sats = _nmea_float(gga.alt), gga.numSV
     vel = course = utc = None
     if rmc is not None:
         speed, course = _nmea_float(rmc.spd), _nmea_float(rmc.cog)
         if speed is not None and course is not None:
             v = speed * KNOT_M_S
             vel = [round(v * math.cos(math.radians(course)), 3), round(v * math.sin(math.radians(course)), 3), None]
-        if hasattr(rmc.date, "isoformat") and hasattr(gga.time, "isoformat"):
-            utc = f"{rmc.date.isoformat()}T{gga.time.isoformat()}Z"
-    sats = gga.numSV
+        epoch = (gga or rmc).time
+        if hasattr(rmc.date, "isoformat") and hasattr(epoch, "isoformat"):
+            utc = f"{rmc.date.isoformat()}T{epoch.isoformat()}Z"
     return {
-        "lat_deg": lat, "lon_deg": lon, "alt_msl_m": _nmea_float(gga.alt), "alt_rel_m": None,
+        "lat_deg": lat, "lon_deg": lon, "alt_msl_m": alt, "alt_rel_m": None,
         "vel_ned_m_s": vel, "heading_deg": None, "time_boot_ms": None, "system": None, "received_at": received_at,
         "fix_quality": quality, "satellites": sats if isinstance(sats, int) else None, "course_deg": course,
         "utc": utc,
@@ -159,7 +183,9 @@ class PositionSource:
 
     A source opens its link in :meth:`_open` and returns the next fix from :meth:`_read` (``None`` when
     nothing is waiting); this class keeps the newest fix, its age and staleness, and stops the thread.
-    :func:`open_source` picks the class for ``config.source``."""
+    :func:`open_source` picks the class for ``config.source`` from :data:`SOURCE_CLASSES`."""
+
+    default_baud = 9600  # on a serial port, when the configuration gives none
 
     def __init__(self, config: PositionConfig) -> None:
         self.config = config
@@ -216,6 +242,8 @@ class PositionSource:
 class MavlinkSource(PositionSource):
     """``GLOBAL_POSITION_INT`` from an autopilot through pymavlink."""
 
+    default_baud = 57600
+
     def _open(self) -> None:
         try:
             from pymavlink import mavutil
@@ -240,8 +268,10 @@ class NmeaSource(PositionSource):
     """GGA and RMC sentences (any talker: GP, GN, GL, GA, GB, BD, ...) from a GPS receiver, parsed by pynmeagps.
 
     A fix is published for each GGA with a fix and refined by the RMC of the same epoch (the same UTC time,
-    in either order). A line that is too long, garbage, fails its checksum, or reports no fix or a position
-    out of range is skipped and counted in :attr:`skipped`."""
+    in either order). Until a GGA has been read, each RMC with a fix gives a 2-D fix (altitude ``None``), and
+    the first one logs a warning, once: a receiver sending RMC only gives no altitude. A line that is too
+    long, garbage, fails its checksum, or reports no fix or a position out of range (or minutes of 60 or
+    more) is skipped and counted in :attr:`skipped`."""
 
     def _open(self) -> None:
         try:
@@ -255,6 +285,8 @@ class NmeaSource(PositionSource):
         self._epoch: Any = None  # the UTC time of the sentences in _gga / _rmc
         self._gga: Any = None
         self._rmc: Any = None
+        self._seen_gga = False  # a GGA has been read: an RMC waits for its epoch's GGA
+        self._warned_2d = False
         self._sock: socket.socket | None = None
         self._file: Any = None
         connection = self.config.connection
@@ -358,17 +390,23 @@ class NmeaSource(PositionSource):
                 self.skipped += 1
                 return None
             self._rmc = msg
-            if self._gga is None:
+            if self._gga is None and self._seen_gga:
                 return None
         else:
-            self._gga = msg
+            self._gga, self._seen_gga = msg, True
         try:
-            return fix_from_nmea(self._gga, self._rmc, time.time())
+            fix = fix_from_nmea(self._gga, self._rmc, time.time())
         except ValueError as exc:
             log.debug("position: skipped NMEA line %r (%s)", line, exc)
             self.skipped += 1
-            self._gga = None
+            self._gga = self._rmc = None
             return None
+        if self._gga is None and not self._warned_2d:
+            self._warned_2d = True
+            log.warning("position: %s sends RMC sentences but no GGA: positions are 2-D, with no altitude "
+                        "(alt_msl_m null; replaying them in fol contacts needs one); enable GGA on the receiver",
+                        self.config.connection)
+        return fix
 
     def _read(self) -> dict[str, Any] | None:
         while not self._stop.is_set():
@@ -391,7 +429,9 @@ def open_source(config: PositionConfig) -> PositionSource:
     return SOURCE_CLASSES[config.source](config)
 
 
+#: The position sources by their ``source`` name: the one list of them (:data:`SOURCES` is its keys).
 SOURCE_CLASSES: dict[str, type[PositionSource]] = {"mavlink": MavlinkSource, "nmea": NmeaSource}
+SOURCES = tuple(SOURCE_CLASSES)
 
 
 class PositionLog:
