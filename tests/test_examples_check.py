@@ -57,6 +57,26 @@ def test_every_data_file_of_the_examples_is_named_by_an_example() -> None:
     assert data and all(f'"{name}"' in tomls for name in data), data
 
 
+def test_drone_tracks_replays_the_agents_own_positions_log() -> None:
+    """``drone_tracks.toml`` flies a drone from a shipped ``positions.jsonl`` as the agent writes it
+    (a line before the first fix, a fix logged with two exchanges): the drone is named after its
+    folder and flies each fix once, at the time it arrived."""
+    import datetime as dt
+
+    from contact_sim.missions import read_track
+
+    path = ROOT / "examples" / "drone_tracks.toml"
+    log = ROOT / "examples" / "charlie" / "positions.jsonl"
+    assert '"charlie/positions.jsonl"' in path.read_text()
+    names, _ = check_contact_scenario(load_contact_scenario(path))
+    assert names == ["track_alpha", "track_bravo", "charlie"]
+    lines = log.read_text().splitlines()
+    points = read_track(log)
+    assert len(lines) == 50 and len(points) == 47  # less the null position and the two fixes logged twice
+    assert points[0][0] == dt.datetime(2025, 6, 1, 10, 0, 40, tzinfo=dt.timezone.utc)
+    assert (points[-1][0] - points[0][0]).total_seconds() == 230.0
+    assert min(p[3] for p in points) == 489.0 and max(p[3] for p in points) == 529.0
+
 def test_the_waypoint_variant_of_drone_contacts_passes_the_check() -> None:
     """``drone_contacts.toml`` offers, in a comment, to fly ``drone_waypoints.csv``
     instead of random waypoints: that variant, made as the comment says, is valid
