@@ -162,6 +162,18 @@ def test_rmc_only_gives_a_2d_fix_with_one_warning_and_minutes_of_60_are_refused(
     assert fix["vel_ned_m_s"] == pytest.approx([0.0, 5.1444, None], abs=1e-3)
     warnings = [r.getMessage() for r in caplog.records if "GGA" in r.getMessage()]
     assert len(warnings) == 1 and "RMC sentences but no GGA" in warnings[0] and "no altitude" in warnings[0]
+    ublox = tmp_path / "ublox.nmea"  # RMC before GGA in each epoch, as u-blox receivers send them: no warning
+    ublox.write_text("\r\n".join(EPOCH_2 + [_nmea("GBRMC,123521.00,A,4807.0500,S,01131.0100,W,10.0,,230394,,,A"),
+                                              _nmea("GBGGA,123521.00,4807.0500,S,01131.0100,W,2,12,0.8,547.0,M,"
+                                                    "46.9,M,,")]) + "\r\n")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="fol.agent.position"):
+        source = open_source(PositionConfig(connection=str(ublox), source="nmea"))
+        try:
+            fix = _wait(lambda: source.messages == 3 and source.latest(), 5.0)
+        finally:
+            source.close()
+    assert fix["alt_msl_m"] == 547.0 and not [r for r in caplog.records if "GGA" in r.getMessage()]
     gga = tmp_path / "gga.nmea"  # a GGA with 60 minutes of longitude: skipped, not a fix
     gga.write_text(_nmea("GPGGA,123519.00,4807.0380,N,01160.0000,E,1,08,0.9,545.4,M,46.9,M,,") + "\r\n")
     source = open_source(PositionConfig(connection=str(gga), source="nmea"))

@@ -269,7 +269,7 @@ class NmeaSource(PositionSource):
 
     A fix is published for each GGA with a fix and refined by the RMC of the same epoch (the same UTC time,
     in either order). Until a GGA has been read, each RMC with a fix gives a 2-D fix (altitude ``None``), and
-    the first one logs a warning, once: a receiver sending RMC only gives no altitude. A line that is too
+    an epoch that ends without a GGA logs a warning, once: a receiver sending RMC only gives no altitude. A line that is too
     long, garbage, fails its checksum, or reports no fix or a position out of range (or minutes of 60 or
     more) is skipped and counted in :attr:`skipped`."""
 
@@ -384,6 +384,11 @@ class NmeaSource(PositionSource):
             return None
         epoch = msg.time if hasattr(msg.time, "isoformat") else None
         if epoch != self._epoch or epoch is None:
+            if self._rmc is not None and self._gga is None and not self._seen_gga and not self._warned_2d:
+                self._warned_2d = True  # a whole epoch without GGA (many receivers send RMC before GGA)
+                log.warning("position: %s sends RMC sentences but no GGA: positions are 2-D, with no altitude "
+                            "(alt_msl_m null; replaying them in fol contacts needs one); enable GGA on the "
+                            "receiver", self.config.connection)
             self._epoch, self._gga, self._rmc = epoch, None, None
         if msg.msgID == "RMC":
             if msg.status != "A":  # V: the receiver has no fix
@@ -401,11 +406,6 @@ class NmeaSource(PositionSource):
             self.skipped += 1
             self._gga = self._rmc = None
             return None
-        if self._gga is None and not self._warned_2d:
-            self._warned_2d = True
-            log.warning("position: %s sends RMC sentences but no GGA: positions are 2-D, with no altitude "
-                        "(alt_msl_m null; replaying them in fol contacts needs one); enable GGA on the receiver",
-                        self.config.connection)
         return fix
 
     def _read(self) -> dict[str, Any] | None:
