@@ -472,6 +472,9 @@ def _position_log_points(path: Path) -> list[TrackPoint]:
         fix = entry["position"]
         if fix is None:  # no fix yet when the exchange happened
             continue
+        if isinstance(fix, dict) and "alt_msl_m" in fix and fix["alt_msl_m"] is None:
+            raise ContactError(f"{path}:{n}: position has no altitude (alt_msl_m is null, as in the 2-D fixes of a "
+                               "GPS receiver sending RMC without GGA); a replay needs each fix's altitude")
         try:
             if not isinstance(fix, dict):
                 raise ValueError

@@ -188,6 +188,9 @@ def test_a_bad_gpx_is_one_line_naming_file_and_point(tmp_path: Path, change, mes
     (['not json'], '1: expected a JSON object with a "position" (a line of a drone agent\'s positions.jsonl)'),
     (['{"position": {"lat_deg": 47.0, "lon_deg": 8.0, "alt_msl_m": 400.0}}'],
      "1: position: expected numbers lat_deg, lon_deg, alt_msl_m and received_at (Unix seconds)"),
+    (['{"position": {"lat_deg": 47.0, "lon_deg": 8.0, "alt_msl_m": null, "received_at": 100.0}}'],
+     "1: position has no altitude (alt_msl_m is null, as in the 2-D fixes of a GPS receiver sending RMC without "
+     "GGA); a replay needs each fix's altitude"),
     (['{"position": {"lat_deg": 47.0, "lon_deg": 8.0, "alt_msl_m": 400.0, "received_at": 1e300}}'],
      "1: position: expected numbers lat_deg, lon_deg, alt_msl_m and received_at (Unix seconds)"),
     (['{"position": {"lat_deg": 47.0, "lon_deg": 8.0, "alt_msl_m": 400.0, "received_at": 100.0}}',
