@@ -978,6 +978,8 @@ def test_a_failed_runtime_file_write_releases_everything_and_is_one_line(tmp_pat
         assert main(["agent", "--config", str(toml)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"fol agent: error: {node.folder / 'state' / 'agent.json'}: No space left on device"
+    state = node.folder / "state"  # the model's adoption as round 0 was taken back
+    assert sorted(p.relative_to(state).as_posix() for p in state.rglob("*") if p.is_file()) == ["agent.lock"]
     assert set(threading.enumerate()) <= threads
     agent = node.start()  # the lock and the listen port were released
     try:
@@ -1230,3 +1232,30 @@ def test_node_data_other_than_the_pretraining_split_is_refused_at_start_up(tmp_p
         assert read_card(agent.inbox.path(agent.inbox.state.local_model)).extra["data"] == cfg.data
     finally:
         agent.stop()
+
+
+@pytest.mark.parametrize("taken_field", ["listen", "control"])
+def test_a_start_refused_for_a_port_in_use_adopts_no_round_0_model(tmp_path: Path, capsys, taken_field: str) -> None:
+    """The model was adopted into the state folder (round 0, state.json) before the sockets were bound:
+    a start refused for a port in use left a state behind, and the next start took the node for one that
+    had started already (a model file replaced meanwhile was never read)."""
+    import socket
+
+    from fol.agent.loopback import toml_text
+    from fol.cli import main
+
+    node = Node(tmp_path, "receiver", [])
+    state = node.folder / "state"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"tcp://127.0.0.1:{taken.getsockname()[1]}"
+        toml = tmp_path / "receiver.toml"
+        toml.write_text(toml_text({
+            "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", taken_field: address, "secret_key": str(node.sec),
+                     "trust_dir": str(node.trust_dir), "state_dir": str(state), "model": str(node.model)},
+            "trigger": {"on_board": False, "auto_send": False}}))
+        assert main(["agent", "--config", str(toml)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"fol agent: error: {toml}: node.{taken_field}: cannot bind {address} (Address already in use)"
+    assert sorted(p.relative_to(state).as_posix() for p in state.rglob("*") if p.is_file()) == ["agent.lock"]

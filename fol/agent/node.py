@@ -74,7 +74,7 @@ from fol.agent.transfer import (
     tune_socket,
 )
 from fol.errors import CheckpointError, ConfigError, FOLError
-from fol.fileio import atomic_writer, make_dirs, write_json_atomic
+from fol.fileio import atomic_write_bytes, atomic_writer, fsync_dir, make_dirs, write_json_atomic
 
 __all__ = ["Agent", "control_request", "COMMANDS"]
 
@@ -150,38 +150,68 @@ class Agent:
     # ------------------------------------------------------------------ setup
 
     def _open(self, config: AgentConfig) -> None:
-        """Everything the constructor does once the state folder is locked: the state, the
-        position source, the sockets with their ZAP thread, and last the runtime file."""
+        """Everything the constructor does once the state folder is locked: the state, the position
+        source, the sockets with their ZAP thread, and last the adoption of the model as round 0 (a
+        first start) and the runtime file. Every check comes before the adoption; a failure after it
+        takes it back, so a refused start leaves the state folder as it found it."""
         self.inbox = Inbox(config.state_dir, config.node_id, config.limits.max_payload_bytes,
                            accept_any_round=not config.trigger.on_board)
-        self._init_state()
+        first = self._init_state()
         if config.position is not None:
             self._position = PositionLog(open_source(config.position), config.state_dir, config.node_id)
-        # The round's age is counted on the monotonic clock and saved with every state write (with the wall
-        # time of the count, see AgentState): a clock step while the agent runs (a companion computer without
-        # RTC syncing its time from GPS / NTP after boot) neither fires the deadline at once nor postpones it,
-        # now or after a restart. A restart adds the downtime by the wall clock, never a negative one.
-        state = self.inbox.state
-        assert state.round_age_at is not None
-        self._round_clock = (time.monotonic(), state.round_age_s + max(0.0, time.time() - state.round_age_at))
-        self.inbox.round_clock = lambda: (round(self._round_age_s(), 3), time.time())
         self.ctx = zmq.Context()
         self._setup_sockets()
-        self._write_runtime()
+        undo = self._adopt(first) if first is not None else None
+        try:
+            # The round's age is counted on the monotonic clock and saved with every state write (with the wall
+            # time of the count, see AgentState): a clock step while the agent runs (a companion computer without
+            # RTC syncing its time from GPS / NTP after boot) neither fires the deadline at once nor postpones
+            # it, now or after a restart. A restart adds the downtime by the wall clock, never a negative one.
+            state = self.inbox.state
+            assert state.round_age_at is not None
+            self._round_clock = (time.monotonic(), state.round_age_s + max(0.0, time.time() - state.round_age_at))
+            self.inbox.round_clock = lambda: (round(self._round_age_s(), 3), time.time())
+            self._write_runtime()
+        except BaseException:
+            if undo is not None:
+                undo()
+            raise
 
-    def _init_state(self) -> None:
-        self._init_models()
+    def _init_state(self) -> Any:
+        """Check the state folder's models (or, on a first start, the configured model) and the node's data;
+        returns the loaded model to adopt as round 0 when the folder holds no state yet, else None."""
+        state = self.inbox.state
+        first = None
+        if state.current_model:
+            notes = self.inbox.recover()
+            if not self.inbox.path(state.current_model).exists():
+                raise ConfigError(f"{self.inbox.state_path}: current model {state.current_model} is missing")
+            if notes:
+                log.warning("%s: recovered after a crash (%d fixes)", self.node_id, len(notes))
+        else:
+            from fol.checkpoint import load_model
+
+            try:
+                first = load_model(self.cfg.model, max_bytes=self.cfg.limits.max_payload_bytes)
+            except CheckpointError as exc:
+                raise ConfigError(f"{self.cfg.source} [node] model: {exc}") from None
         if self.cfg.trigger.on_board:
             from fol.checkpoint import read_card
 
-            current = self.inbox.path(self.inbox.state.current_model)
-            card = read_card(current, max_bytes=self.cfg.limits.max_payload_bytes)
+            if first is not None:
+                card = first.card
+                model = Path(self.cfg.model)
+                self._node_data = self._checked_node_data(card, model, card, model)
+            else:
+                current = self.inbox.path(state.current_model)
+                card = read_card(current, max_bytes=self.cfg.limits.max_payload_bytes)
+                if not state.finished:
+                    local = self.inbox.path(state.local_model)
+                    local_card = read_card(local, max_bytes=self.cfg.limits.max_payload_bytes)
+                    self._node_data = self._checked_node_data(card, current, local_card, local)
             self.inbox.compatible = (tuple(card.class_names), tuple(card.input_shape or ()))
             self.inbox.last_round = self.rounds - 1
-            if not self.inbox.state.finished and self._node_data is None:  # a first start checked it already
-                local = self.inbox.path(self.inbox.state.local_model)
-                local_card = read_card(local, max_bytes=self.cfg.limits.max_payload_bytes)
-                self._node_data = self._checked_node_data(card, current, local_card, local)
+        return first
 
     def _checked_node_data(self, card: Any, model: Path, local_card: Any, local: Path) -> Any:
         """The node's data, loaded at start-up (the first round reads it: a missing, empty or unreadable
@@ -213,37 +243,46 @@ class Agent:
                               f"{list(card.input_shape)}")
         return data
 
-    def _init_models(self) -> None:
+    def _adopt(self, loaded: Any) -> Any:
+        """Copy the configured model (``loaded``, checked) into the state folder as the node's round-0 model
+        and write the first state; returns a function that takes the adoption back (the state folder as
+        it was before, for a start that fails after this)."""
         state = self.inbox.state
-        if state.current_model:
-            notes = self.inbox.recover()
-            if not self.inbox.path(state.current_model).exists():
-                raise ConfigError(f"{self.inbox.state_path}: current model {state.current_model} is missing")
-            if notes:
-                log.warning("%s: recovered after a crash (%d fixes)", self.node_id, len(notes))
-            return
-        from fol.checkpoint import load_model
+        target = self.inbox.root / "models" / f"round-{loaded.card.round}.safetensors"
+        state_path = self.inbox.state_path
+        had_target = target.exists()
+        old_state = state_path.read_bytes() if state_path.exists() else None
+
+        def undo() -> None:
+            try:
+                if old_state is None:
+                    state_path.unlink(missing_ok=True)
+                else:
+                    atomic_write_bytes(state_path, old_state)
+                if not had_target:
+                    target.unlink(missing_ok=True)
+                fsync_dir(self.inbox.root)
+                fsync_dir(target.parent)
+            except OSError as exc:  # the error that made the start fail is the one reported
+                log.error("%s: could not take back the adoption of %s: %s", self.node_id, self.cfg.model, exc)
 
         try:
-            loaded = load_model(self.cfg.model, max_bytes=self.cfg.limits.max_payload_bytes)
-        except CheckpointError as exc:
-            raise ConfigError(f"{self.cfg.source} [node] model: {exc}") from None
-        if self.cfg.trigger.on_board:  # before the model is adopted: a start refused for its data leaves no round 0
-            model = Path(self.cfg.model)  # behind, so a model file replaced to fit the data is read by the next start
-            self._node_data = self._checked_node_data(loaded.card, model, loaded.card, model)
-        target = self.inbox.root / "models" / f"round-{loaded.card.round}.safetensors"
-        _copy_atomic(Path(self.cfg.model), target)
-        model_id = self.inbox.register_own_model(target, loaded.card.round)
-        rel = self.inbox.relative(target)
-        state.current_model = state.local_model = rel
-        state.round = loaded.card.round + 1
-        state.round_started = state.round_age_at = time.time()
-        state.round_age_s = 0.0
-        if self.cfg.trigger.auto_send:
-            for peer in self.cfg.peers:
-                self._queue_outbox(peer.id, model_id)
-        self.inbox.save()
+            _copy_atomic(Path(self.cfg.model), target)
+            model_id = self.inbox.register_own_model(target, loaded.card.round)
+            rel = self.inbox.relative(target)
+            state.current_model = state.local_model = rel
+            state.round = loaded.card.round + 1
+            state.round_started = state.round_age_at = time.time()
+            state.round_age_s = 0.0
+            if self.cfg.trigger.auto_send:
+                for peer in self.cfg.peers:
+                    self._queue_outbox(peer.id, model_id)
+            self.inbox.save()
+        except BaseException:
+            undo()
+            raise
         log.info("%s: initialized %s from %s (model %s)", self.node_id, self.inbox.root, self.cfg.model, model_id)
+        return undo
 
     def _setup_sockets(self) -> None:
         self.auth = ThreadAuthenticator(self.ctx, log=logging.getLogger("fol.agent.zap"))
