@@ -102,6 +102,12 @@ def test_bad_config_names_the_field(tmp_path: Path, mutate, needle: str) -> None
     ("transfer_timeout_s", 1e300, "limits.transfer_timeout_s: expected a positive number of at most 86400"),
     ("chunk_timeout_s", 1e9, "limits.chunk_timeout_s: expected a positive number of at most 3600"),
     ("offer_retry_s", 1e9, "limits.offer_retry_s: expected a positive number of at most 3600"),
+    # disk caps and ages, unbounded before: a cap above any flight computer's disk caps nothing
+    ("partial_max_bytes", 10**15, "limits.partial_max_bytes: expected an integer <= 1024000000000"),
+    ("max_inbox_bytes", 2**62, "limits.max_inbox_bytes: expected an integer <= 10000000000000"),
+    ("sync_bytes", 10**12, "limits.sync_bytes: expected an integer <= 4000000000"),
+    ("partial_max_age_s", 1e300, "limits.partial_max_age_s: expected a positive number of at most 604800"),
+    ("reject_memory_s", 1e9, "limits.reject_memory_s: expected a positive number of at most 86400"),
 ])
 def test_limits_have_upper_bounds(tmp_path: Path, field: str, value: float, needle: str) -> None:
     from fol.agent.config import LIMITS_MAXIMA
@@ -112,6 +118,15 @@ def test_limits_have_upper_bounds(tmp_path: Path, field: str, value: float, need
         AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
     data["limits"] = {field: LIMITS_MAXIMA[field]}  # the bound itself is taken
     assert getattr(AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml").limits, field) == LIMITS_MAXIMA[field]
+
+
+def test_every_limit_has_an_upper_bound() -> None:
+    from dataclasses import fields
+
+    from fol.agent.config import LIMITS_MAXIMA, Limits
+
+    assert sorted(LIMITS_MAXIMA) == sorted(f.name for f in fields(Limits))
+    assert all(getattr(Limits(), name) <= top for name, top in LIMITS_MAXIMA.items())  # every default fits
 
 
 def test_bad_fol_table_is_reported_with_the_file(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ has the same layout)::
     reject_memory_s = 3600.0                # a rejected model (id or bytes) from a peer is refused unread this long
     round_retry_s = 30.0                    # a failed round is retried after this long, doubling each time ...
     round_retry_max_s = 1800.0              # ... up to this (at least round_retry_s)
-    # every number > 0; upper bounds in LIMITS_MAXIMA (e.g. window_chunks <= 1024)
+    # every number > 0 and at most its bound in LIMITS_MAXIMA (e.g. window_chunks <= 1024)
 
     [trigger]
     models = 2          # personalize when Q models of the round arrived (default: min(#peers, fol.max_neighbours))
@@ -117,7 +117,12 @@ class PeerConfig:
 #: (``max_payload_bytes``); each inbound transfer holds an open file and ``window_chunks`` FETCH
 #: credits of ``chunk_bytes`` each (one receive buffer per message); a stalled transfer keeps its
 #: slot for ``transfer_timeout_s``; an unanswered offer or a failed round waits ``offer_retry_s`` /
-#: ``round_retry_*`` before the next try. Fields not listed bound disk use or ages only.
+#: ``round_retry_*`` before the next try. The disk caps stop where a cap would cap nothing: the
+#: ``partial/`` folder never needs more than the largest number of transfers at once, each of the
+#: largest payload (``partial_max_bytes``), the inbox (``max_inbox_bytes``) is capped at 10 TB, and
+#: a sync interval (``sync_bytes``) beyond the largest payload syncs once, at the end, all the same.
+#: An abandoned partial transfer is kept at most a week (``partial_max_age_s``), a rejected offer
+#: remembered at most a day (``reject_memory_s``).
 LIMITS_MAXIMA: dict[str, float] = {
     "max_payload_bytes": 4 * 1000 * 1000 * 1000,  # 4 GB, 20x the default
     "max_concurrent_transfers": 256,
@@ -126,6 +131,11 @@ LIMITS_MAXIMA: dict[str, float] = {
     "chunk_timeout_s": 3600.0,
     "transfer_timeout_s": 86400.0,
     "offer_retry_s": 3600.0,
+    "sync_bytes": 4 * 1000 * 1000 * 1000,  # = max_payload_bytes' bound
+    "partial_max_bytes": 256 * 4 * 1000 * 1000 * 1000,  # 1.024 TB: 256 transfers of 4 GB at once
+    "max_inbox_bytes": 10 * 1000 ** 4,  # 10 TB, 1000x the default
+    "partial_max_age_s": 7 * 86400.0,  # a week
+    "reject_memory_s": 86400.0,
     "round_retry_s": 86400.0,
     "round_retry_max_s": 86400.0,
 }
