@@ -1259,3 +1259,33 @@ def test_a_start_refused_for_a_port_in_use_adopts_no_round_0_model(tmp_path: Pat
     err = capsys.readouterr().err.strip()
     assert err == f"fol agent: error: {toml}: node.{taken_field}: cannot bind {address} (Address already in use)"
     assert sorted(p.relative_to(state).as_posix() for p in state.rglob("*") if p.is_file()) == ["agent.lock"]
+
+
+def test_a_round_whose_state_write_fails_is_taken_back_and_retried(tmp_path: Path) -> None:
+    """The round's commit point (the state write) failing on a full disk left the state in memory one round
+    ahead of the disk: status said the round was done, its model was never offered, and no retry came."""
+    import concurrent.futures
+    import errno
+    import shutil
+
+    node = Node(tmp_path, "receiver", [])
+    agent = Agent(node.config(), load_fol=False)
+    try:
+        state = agent.inbox.state
+        before = json.loads(json.dumps(state.to_dict()))
+        shutil.copy(agent.inbox.path(state.current_model), agent.inbox.root / "models" / "round-1.safetensors")
+        job: concurrent.futures.Future = concurrent.futures.Future()
+        job.set_result({"round": 1, "model": "models/round-1.safetensors"})
+        agent._job_info, agent._job = {"round": 1}, job
+
+        def full_disk() -> None:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "state.json")
+
+        agent.inbox.save = full_disk  # type: ignore[method-assign]
+        agent._guarded(agent._check_job)  # as the poll loop runs it
+        assert json.loads(json.dumps(state.to_dict())) == before  # as on disk: round 1 still to be done
+        assert agent.failed_attempts == 1 and agent._retry_at > time.monotonic()
+        assert agent.last_error is not None and "round 1 could not be recorded (attempt 1)" in agent.last_error
+        assert "No space left on device" in agent.last_error
+    finally:
+        agent.stop()

@@ -40,6 +40,7 @@ Example (three agents on loopback, see :mod:`fol.agent.loopback`)::
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import json
 import logging
 import math
@@ -609,40 +610,51 @@ class Agent:
         try:
             result = job.result()
         except Exception as exc:  # noqa: BLE001 - report any failure of the round, keep serving, retry later
-            self.failed_attempts += 1
-            lim = self.cfg.limits
-            # the exponent is capped: 2 ** 1024 is past any float (30 min apart, the 1025th failure came after
-            # three weeks, and its OverflowError left _retry_at behind: a retry at every turn of the loop)
-            delay = min(lim.round_retry_s * 2.0 ** min(self.failed_attempts - 1, 64), lim.round_retry_max_s)
-            self._retry_at = time.monotonic() + delay
-            self.last_error = f"round {info['round']} failed (attempt {self.failed_attempts}): {exc}"
-            log.error("%s: personalization %s; retrying in %.0f s", self.node_id, self.last_error, delay,
-                      exc_info=not isinstance(exc, FOLError))
+            self._round_failed(info, exc)
+            return
+        state = self.inbox.state
+        if state.round != info["round"]:  # pragma: no cover - rounds only advance here
+            return
+        before, clock = copy.deepcopy(state), self._round_clock
+        try:
+            model_path = self.inbox.path(result["model"])
+            model_id = self.inbox.register_own_model(model_path, info["round"])
+            result["model_id"] = model_id
+            state.history.append(result)
+            state.current_model = result["model"]
+            state.round += 1
+            state.round_started = time.time()
+            self._round_clock = (time.monotonic(), 0.0)
+            state.finished = state.round > self.rounds
+            if not state.finished and self.cfg.trigger.auto_send:
+                for peer in self.cfg.peers:
+                    self._queue_outbox(peer.id, model_id)
+            self.inbox.save()  # the commit point of the round
+        except Exception as exc:  # noqa: BLE001 - e.g. a full disk: the state stays as on disk, the round runs again
+            vars(state).update(vars(before))
+            self._round_clock = clock
+            self._round_failed(info, exc, "could not be recorded")
             return
         self.failed_attempts = 0
         self._retry_at = 0.0
         self.last_error = None
-        state = self.inbox.state
-        if state.round != info["round"]:  # pragma: no cover - rounds only advance here
-            return
-        model_path = self.inbox.path(result["model"])
-        model_id = self.inbox.register_own_model(model_path, info["round"])
-        result["model_id"] = model_id
-        state.history.append(result)
-        state.current_model = result["model"]
-        state.round += 1
-        state.round_started = time.time()
-        self._round_clock = (time.monotonic(), 0.0)
-        state.finished = state.round > self.rounds
-        if not state.finished and self.cfg.trigger.auto_send:
-            for peer in self.cfg.peers:
-                self._queue_outbox(peer.id, model_id)
-        self.inbox.save()  # the commit point of the round
         if not state.finished and self.cfg.trigger.auto_send:
             for peer in self.cfg.peers:
                 self._start_send(peer.id, model_id)
         log.info("%s: round %d done (%s); deployed %s", self.node_id, info["round"], result.get("accuracy_line", ""),
                  result["model"])
+
+    def _round_failed(self, info: dict[str, Any], exc: Exception, what: str = "failed") -> None:
+        """Record a failed attempt at a round and when the next one is due (doubling back-off)."""
+        self.failed_attempts += 1
+        lim = self.cfg.limits
+        # the exponent is capped: 2 ** 1024 is past any float (30 min apart, the 1025th failure came after
+        # three weeks, and its OverflowError left _retry_at behind: a retry at every turn of the loop)
+        delay = min(lim.round_retry_s * 2.0 ** min(self.failed_attempts - 1, 64), lim.round_retry_max_s)
+        self._retry_at = time.monotonic() + delay
+        self.last_error = f"round {info['round']} {what} (attempt {self.failed_attempts}): {exc}"
+        log.error("%s: personalization %s; retrying in %.0f s", self.node_id, self.last_error, delay,
+                  exc_info=not isinstance(exc, FOLError))
 
     def _load_node_data(self) -> Any:
         if self._node_data is None:
