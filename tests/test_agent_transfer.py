@@ -1289,3 +1289,32 @@ def test_a_round_whose_state_write_fails_is_taken_back_and_retried(tmp_path: Pat
         assert "No space left on device" in agent.last_error
     finally:
         agent.stop()
+
+
+def test_ctrl_c_before_the_loop_runs_releases_the_agent_and_its_runtime_file(tmp_path: Path, monkeypatch,
+                                                                              capsys) -> None:
+    """A Ctrl-C between the agent's start-up and its signal handlers left agent.json naming a dead agent and
+    its sockets, ZAP thread and state folder lock unreleased until the process ended."""
+    from fol.agent import cli as agent_cli
+    from fol.agent.loopback import toml_text
+    from fol.cli import main
+
+    node = Node(tmp_path, "receiver", [])
+    toml = tmp_path / "receiver.toml"
+    toml.write_text(toml_text({
+        "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", "secret_key": str(node.sec),
+                 "trust_dir": str(node.trust_dir), "state_dir": str(node.folder / "state"), "model": str(node.model)},
+        "trigger": {"on_board": False, "auto_send": False}}))
+    threads = set(threading.enumerate())
+
+    def interrupted(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(agent_cli.signal, "signal", interrupted)
+    assert main(["agent", "--config", str(toml)]) == 130
+    assert capsys.readouterr().err.strip() == "fol agent: interrupted"
+    assert not (node.folder / "state" / "agent.json").exists()
+    assert set(threading.enumerate()) <= threads  # the ZAP authenticator thread was stopped
+    monkeypatch.undo()
+    node.start()  # the state folder lock was released
+    node.stop()

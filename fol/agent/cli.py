@@ -56,11 +56,14 @@ def _run_agent(args: argparse.Namespace) -> int:
         log.info("signal %d: stopping", signum)
         agent.stop()
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    print(f"fol agent {agent.node_id}: listening on {agent.listen_endpoint}, control {agent.control_endpoint}, "
-          f"state {agent.inbox.root}", flush=True)
-    agent.run()
+    try:
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+        print(f"fol agent {agent.node_id}: listening on {agent.listen_endpoint}, control {agent.control_endpoint}, "
+              f"state {agent.inbox.root}", flush=True)
+        agent.run()
+    finally:
+        agent.stop()  # a Ctrl-C before the loop ran: release the sockets, the lock and agent.json (else a no-op)
     return 0
 
 
