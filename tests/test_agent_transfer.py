@@ -1318,3 +1318,28 @@ def test_ctrl_c_before_the_loop_runs_releases_the_agent_and_its_runtime_file(tmp
     monkeypatch.undo()
     node.start()  # the state folder lock was released
     node.stop()
+
+
+def test_a_disk_that_fills_mid_transfer_frees_the_slot_and_the_transfer_resumes_later(pair, monkeypatch) -> None:
+    """An fsync of a transfer failing (a full disk) raised out of the receiver: the transfer kept its slot for
+    ever, fetched nothing more, and the stall check raised again at every turn of the loop (20 tracebacks a
+    second). Now it is dropped (resumable from its last confirmed offset) and the sender is told BUSY."""
+    import errno
+
+    receiver, s_keys, _ = pair
+    data, card = _good_payload()
+    offer = _offer(data, card.spec)
+    real_fsync = os.fsync
+
+    def full_disk(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    failed = _send(receiver, data, offer, s_keys, timeout_s=1.0, offer_retry_s=0.2)
+    assert failed.status != "delivered" and failed.busy_replies >= 1
+    status = receiver.agent.request("status")
+    assert status["incoming"] == [] and receiver.inbox_files == []
+    assert any(e["outcome"] == "failed" and "No space left on device" in e["detail"] for e in status["events"])
+    monkeypatch.setattr(os, "fsync", real_fsync)  # room again: the same model arrives
+    assert _send(receiver, data, offer, s_keys).status == "delivered"
+    assert receiver.agent.request("status")["inbox"] == 1

@@ -73,8 +73,9 @@ Receiver -> sender:
     after sweeping abandoned ones, or the running transfers may fill its
     inbox (``max_inbox_bytes``), or it is already receiving a model of the
     same sender and round, or the same bytes (one of the two would be
-    skipped; which one, only the running transfer's end tells); offer again
-    later.
+    skipped; which one, only the running transfer's end tells), or it cannot
+    write the transfer's file (a full disk: a running transfer is then
+    dropped, resumable from its last confirmed offset); offer again later.
 ``REJECT`` ``{"model_id": str, "reason": str}``
     The offer or the payload was refused: oversized, bad header, sender name
     not matching the key, sha256 mismatch, truncated or extra bytes, or a payload

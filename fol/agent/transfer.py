@@ -517,7 +517,10 @@ class IncomingTransfer:
 
     def close(self) -> None:
         if not self.fh.closed:
-            self.fh.close()
+            try:
+                self.fh.close()
+            except OSError:  # bytes a full disk did not take: never confirmed, cut off when the transfer resumes
+                pass
 
 
 class Receiver:
@@ -700,9 +703,16 @@ class Receiver:
                 or not self._make_room(peer, offer)):
             self._reply(identity, P.BUSY, {"model_id": offer.model_id, "retry_after_s": self.settings.offer_retry_s})
             return
-        part, start = self.inbox.open_partial(peer, offer)
-        t = IncomingTransfer(peer, offer, part, start, self.settings.chunk_bytes, self.settings.window_chunks,
-                             identity, now)
+        try:
+            part, start = self.inbox.open_partial(peer, offer)
+            t = IncomingTransfer(peer, offer, part, start, self.settings.chunk_bytes, self.settings.window_chunks,
+                                 identity, now)
+        except OSError as exc:  # a full or failing disk: this node's state, not the offer's fault
+            reason = f"the receiver cannot write transfers ({exc.strerror or exc})"
+            log.error("%s: cannot receive %s from %s: %s", self.inbox.node_id, offer.model_id, peer, reason)
+            self._reply(identity, P.BUSY, {"model_id": offer.model_id, "retry_after_s": self.settings.offer_retry_s})
+            self._event(peer, offer.model_id, "failed", reason)
+            return
         self.active[t.key] = t
         if start:
             log.info("%s: resuming %s from %s at byte %d of %d", self.inbox.node_id, offer.model_id, peer, start,
@@ -740,17 +750,45 @@ class Receiver:
         except ProtocolError as exc:
             self._reject(t, str(exc))
             return
+        except OSError as exc:
+            self._write_failed(t, exc)
+            return
         if not progressed:
             return
         if t.complete:
             self._finish(t)
             return
-        if t.written - t.confirmed >= self.settings.sync_bytes:
-            self.inbox.record_progress(peer, t.offer, t.sync())
+        if t.written - t.confirmed >= self.settings.sync_bytes and not self._confirm(t):
+            return
         self._fetch(t)
 
+    def _confirm(self, t: IncomingTransfer) -> bool:
+        """fsync ``t``'s written bytes and record the confirmed offset; False when the disk failed
+        (``t`` is then dropped, see :meth:`_write_failed`)."""
+        try:
+            self.inbox.record_progress(t.peer, t.offer, t.sync())
+        except OSError as exc:
+            self._write_failed(t, exc)
+            return False
+        return True
+
+    def _write_failed(self, t: IncomingTransfer, exc: OSError) -> None:
+        """A disk error while writing or confirming ``t`` (a full disk): this node's fault, not the sender's.
+        The transfer frees its slot, resumable from its last recorded offset (bytes after it are cut off
+        on resume), and the sender is told BUSY, to offer again after ``offer_retry_s``."""
+        reason = f"the receiver could not write the model ({exc.strerror or exc})"
+        log.error("%s: %s %s from %s; dropped at byte %d (resumable from byte %d)", self.inbox.node_id, reason,
+                  t.offer.model_id, t.peer, t.written, t.confirmed)
+        self._abort(t, reason, discard=False)
+        self._reply(t.identity, P.BUSY, {"model_id": t.offer.model_id, "retry_after_s": self.settings.offer_retry_s})
+        self._event(t.peer, t.offer.model_id, "failed", reason)
+
     def _finish(self, t: IncomingTransfer) -> None:
-        t.sync()
+        try:
+            t.sync()
+        except OSError as exc:
+            self._write_failed(t, exc)
+            return
         t.close()
         del self.active[t.key]
         t_commit = time.monotonic()
@@ -813,10 +851,12 @@ class Receiver:
                                       max_bytes=self.settings.partial_max_bytes, keep=keep)
         for t in list(self.active.values()):
             if now - t.last_progress > self.settings.transfer_timeout_s:
-                self.inbox.record_progress(t.peer, t.offer, t.sync())
-                self._abort(t, f"no progress for {self.settings.transfer_timeout_s:.0f} s (resumable)", discard=False)
+                if self._confirm(t):
+                    self._abort(t, f"no progress for {self.settings.transfer_timeout_s:.0f} s (resumable)",
+                                discard=False)
             elif now - t.last_activity > self.settings.chunk_timeout_s:
-                self.inbox.record_progress(t.peer, t.offer, t.sync())
+                if not self._confirm(t):
+                    continue
                 t.stall()
                 t.last_activity = now
                 log.info("%s: transfer %s from %s stalled at byte %d; fetching again", self.inbox.node_id,
@@ -828,6 +868,9 @@ class Receiver:
         for t in list(self.active.values()):
             try:
                 self.inbox.record_progress(t.peer, t.offer, t.sync())
+            except OSError as exc:  # the last recorded offset stands; the others are still confirmed
+                log.warning("%s: could not confirm %s from %s at shutdown: %s", self.inbox.node_id,
+                            t.offer.model_id, t.peer, exc)
             finally:
                 t.close()
         self.active.clear()
