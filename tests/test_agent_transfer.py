@@ -1234,11 +1234,12 @@ def test_node_data_other_than_the_pretraining_split_is_refused_at_start_up(tmp_p
         agent.stop()
 
 
-@pytest.mark.parametrize("taken_field", ["listen", "control"])
+@pytest.mark.parametrize("taken_field", ["listen", "control", "position"])
 def test_a_start_refused_for_a_port_in_use_adopts_no_round_0_model(tmp_path: Path, capsys, taken_field: str) -> None:
-    """The model was adopted into the state folder (round 0, state.json) before the sockets were bound:
-    a start refused for a port in use left a state behind, and the next start took the node for one that
-    had started already (a model file replaced meanwhile was never read)."""
+    """The model was adopted into the state folder (round 0, state.json) before the sockets were bound and
+    the position source opened: a start refused for a port in use left a state behind, and the next start
+    took the node for one that had started already (a model file replaced meanwhile was never read). The
+    position source's line did not name the config file."""
     import socket
 
     from fol.agent.loopback import toml_text
@@ -1246,18 +1247,27 @@ def test_a_start_refused_for_a_port_in_use_adopts_no_round_0_model(tmp_path: Pat
 
     node = Node(tmp_path, "receiver", [])
     state = node.folder / "state"
-    with socket.socket() as taken:
+    kind = socket.SOCK_DGRAM if taken_field == "position" else socket.SOCK_STREAM
+    with socket.socket(socket.AF_INET, kind) as taken:
         taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        address = f"tcp://127.0.0.1:{taken.getsockname()[1]}"
-        toml = tmp_path / "receiver.toml"
-        toml.write_text(toml_text({
-            "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", taken_field: address, "secret_key": str(node.sec),
+        port = taken.getsockname()[1]
+        config: dict[str, Any] = {
+            "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", "secret_key": str(node.sec),
                      "trust_dir": str(node.trust_dir), "state_dir": str(state), "model": str(node.model)},
-            "trigger": {"on_board": False, "auto_send": False}}))
+            "trigger": {"on_board": False, "auto_send": False}}
+        if taken_field == "position":
+            pytest.importorskip("pymavlink")
+            config["position"] = {"source": "mavlink", "connection": f"udpin:127.0.0.1:{port}"}
+            expected = rf"position.connection: cannot open 'udpin:127.0.0.1:{port}' \(.*Address already in use\)"
+        else:
+            taken.listen()
+            config["node"][taken_field] = f"tcp://127.0.0.1:{port}"
+            expected = rf"node.{taken_field}: cannot bind tcp://127.0.0.1:{port} \(Address already in use\)"
+        toml = tmp_path / "receiver.toml"
+        toml.write_text(toml_text(config))
         assert main(["agent", "--config", str(toml)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"fol agent: error: {toml}: node.{taken_field}: cannot bind {address} (Address already in use)"
+    assert re.fullmatch(f"fol agent: error: {re.escape(str(toml))}: {expected}", err), err
     assert sorted(p.relative_to(state).as_posix() for p in state.rglob("*") if p.is_file()) == ["agent.lock"]
 
 

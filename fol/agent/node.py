@@ -159,7 +159,11 @@ class Agent:
                            accept_any_round=not config.trigger.on_board)
         first = self._init_state()
         if config.position is not None:
-            self._position = PositionLog(open_source(config.position), config.state_dir, config.node_id)
+            try:
+                source = open_source(config.position)
+            except ConfigError as exc:  # its line names the [position] field; the file is the config's
+                raise ConfigError(f"{config.source}: {exc}") from None
+            self._position = PositionLog(source, config.state_dir, config.node_id)
         self.ctx = zmq.Context()
         self._setup_sockets()
         undo = self._adopt(first) if first is not None else None
