@@ -1353,3 +1353,19 @@ def test_a_disk_that_fills_mid_transfer_frees_the_slot_and_the_transfer_resumes_
     monkeypatch.setattr(os, "fsync", real_fsync)  # room again: the same model arrives
     assert _send(receiver, data, offer, s_keys).status == "delivered"
     assert receiver.agent.request("status")["inbox"] == 1
+
+
+def test_a_runtime_file_that_cannot_be_removed_at_stop_still_releases_the_state_folder(tmp_path: Path) -> None:
+    """Removing agent.json at the stop failing (a disk remounted read-only) ended the shutdown there: the
+    state folder lock stayed held, and this process could not start the node again."""
+    node = Node(tmp_path, "receiver", [])
+    agent = node.start()
+    runtime = node.folder / "state" / "agent.json"
+    runtime.unlink()
+    (runtime / "blocked").mkdir(parents=True)  # unlink() of it fails with an OSError, as on a read-only disk
+    node.stop()
+    assert agent.closed and not agent.running
+    (runtime / "blocked").rmdir()
+    runtime.rmdir()
+    node.start()  # the state folder lock was released
+    node.stop()

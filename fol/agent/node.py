@@ -486,7 +486,10 @@ class Agent:
         self._close_sockets()
         if self._position is not None:
             self._position.close()
-        (self.inbox.root / RUNTIME_FILE).unlink(missing_ok=True)
+        try:
+            (self.inbox.root / RUNTIME_FILE).unlink(missing_ok=True)
+        except OSError as exc:  # a disk remounted read-only: 'ctl' then finds no agent answering
+            log.warning("%s: could not remove %s: %s", self.node_id, self.inbox.root / RUNTIME_FILE, exc)
         self._release_lock()  # last: a new agent on this folder finds no stale runtime file of this one
         log.info("%s: stopped", self.node_id)
 
