@@ -1369,3 +1369,14 @@ def test_a_runtime_file_that_cannot_be_removed_at_stop_still_releases_the_state_
     runtime.rmdir()
     node.start()  # the state folder lock was released
     node.stop()
+
+
+def test_a_model_file_that_is_not_a_model_is_one_line_naming_node_model(tmp_path: Path) -> None:
+    """The line read '<file> [node] model: ...', unlike every other field's '<file>: node.<field>: ...'."""
+    from fol.errors import ConfigError
+
+    node = Node(tmp_path, "receiver", [])
+    node.model.write_bytes(b"\xff" * 64)
+    with pytest.raises(ConfigError, match=rf"^receiver.toml: node.model: {re.escape(str(node.model))}: "):
+        Agent(node.config(), load_fol=False)
+    assert not (node.folder / "state" / "state.json").exists()

@@ -199,7 +199,7 @@ class Agent:
             try:
                 first = load_model(self.cfg.model, max_bytes=self.cfg.limits.max_payload_bytes)
             except CheckpointError as exc:
-                raise ConfigError(f"{self.cfg.source} [node] model: {exc}") from None
+                raise ConfigError(f"{self.cfg.source}: node.model: {exc}") from None
         if self.cfg.trigger.on_board:
             from fol.checkpoint import read_card
 
