@@ -223,9 +223,14 @@ def align_candidates(state: NodeState, usable: Sequence[Received], round: int, c
     below the model as received competes as received). A neighbour whose
     fine-tuning fails (:class:`fol.errors.TrainingError`, e.g. a non-finite loss
     from huge weights) is left out and marked unused in ``report.received``
-    with the reason. Adds FLOPs and seconds to ``report``."""
+    with the reason. An own model whose outputs on D_val are not all finite
+    raises :class:`fol.errors.TrainingError` before any neighbour is aligned.
+    Adds FLOPs and seconds to ``report``."""
     own = state.current_model
     candidates: list[Candidate] = [own_candidate(f"{state.name} (own)", own, state.data)]
+    if not bool(torch.isfinite(candidates[0].val_logits).all()):  # before any neighbour is blamed for it
+        raise TrainingError(f"{state.name}: the node's own model gives non-finite outputs on its validation images "
+                            f"(finite but huge weights); it can be neither ranked nor distilled into")
     from tqdm.auto import tqdm
 
     for item in tqdm(usable, desc=f"{state.name} align", disable=None if progress else True, leave=False):

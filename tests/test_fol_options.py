@@ -733,6 +733,34 @@ def test_a_huge_neighbour_that_no_training_step_touches_is_skipped_not_fatal(swa
     assert all(v == v for split in report.accuracy.values() for v in split.values())  # no NaN accuracy
 
 
+def test_an_own_model_of_non_finite_outputs_is_named_not_its_neighbours(swarm, monkeypatch) -> None:
+    """A node's own model of finite but huge weights (a --model file the safe loader
+    accepts) gives infinite logits: every neighbour's gate loss (the alignment term
+    against those weights) was inf, so each was skipped as "alignment failed" blaming
+    the gate learning rate, and the round then ended in the distillation's "loss became
+    non-finite ... learning rate" error. The own model is now named, before any
+    neighbour is aligned."""
+    import copy
+
+    import fol.personalize
+    from fol.errors import TrainingError
+
+    node = swarm[0]
+    state = _state(node)
+    state.current_model = copy.deepcopy(node.pretrained)
+    with torch.no_grad():
+        for p in state.current_model.parameters():
+            if p.dim() > 1:
+                p.fill_(1e30)
+    aligned = []
+    real = fol.personalize.align_neighbour
+    monkeypatch.setattr(fol.personalize, "align_neighbour", lambda *a, **k: aligned.append(a[0]) or real(*a, **k))
+    with pytest.raises(TrainingError, match=rf"^{node.name}: the node's own model gives non-finite outputs on its "
+                                            r"validation images \(finite but huge weights\)"):
+        personalize(state, _received(swarm, 0), 1, FAST, "fol")
+    assert aligned == []
+
+
 def test_align_fallback_never_returns_to_a_received_model_of_non_finite_outputs(swarm) -> None:
     """A neighbour whose batch-norm running means are huge gives infinite
     logits as received (its argmax can still score well on D_val) while its
