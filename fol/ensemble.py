@@ -89,8 +89,9 @@ class WeightedEnsemble(nn.Module):
     FOL-A deploys this module itself (K forward passes per prediction, simplex
     weights from :func:`fit_ensemble_weights`). Uniform weights by default
     (DENSE's ``Ensemble_A``); ``frozen=True`` keeps the members untrained and
-    in eval mode; weights can be passed per call. (The data-free baselines'
-    teacher, :class:`fol.methods.dense.WeightedEnsemble`, is this class frozen,
+    in eval mode; weights can be passed per call. The weights given here must
+    be finite, non-negative and of positive sum (``ValueError`` otherwise).
+    (The data-free baselines' teacher, :class:`fol.methods.dense.WeightedEnsemble`, is this class frozen,
     summing the members' logits one by one as the published code does.)
 
     >>> lin = nn.Linear(2, 2)
@@ -108,6 +109,11 @@ class WeightedEnsemble(nn.Module):
             weights = torch.full((n,), 1.0 / max(n, 1))
         if n != int(weights.numel()):
             raise ValueError(f"{n} members but {int(weights.numel())} weights")
+        w = weights.detach().double()
+        if n == 0 or not bool(torch.isfinite(w).all()) or bool((w < 0).any()) or not float(w.sum()) > 0:
+            # the output divides by the weights' sum: zero, negative or NaN weights give NaN or a sign flip
+            raise ValueError(f"an ensemble needs at least one member and finite weights >= 0 of positive sum, "
+                             f"got {w.tolist()[:8]}")
         self.members = nn.ModuleList(members)
         self.frozen = frozen
         if frozen:

@@ -83,6 +83,14 @@ def test_weighted_ensemble_module_combines_member_logits() -> None:
     torch.testing.assert_close(ens(x), 0.25 * a(x) + 0.75 * b(x))
     with pytest.raises(ValueError):
         WeightedEnsemble([a], w)
+    # The output divides by the weights' sum: all-zero weights gave NaN logits, negative ones
+    # flipped a member's sign, NaN ones gave NaN, and no member at all a NaN or an index error.
+    for bad in ([0.0, 0.0], [-0.5, 1.5], [float("nan"), 1.0], [float("inf"), 1.0]):
+        with pytest.raises(ValueError, match=r"^an ensemble needs at least one member and finite weights >= 0 "):
+            WeightedEnsemble([a, b], torch.tensor(bad))
+    with pytest.raises(ValueError, match=r"^an ensemble needs at least one member"):
+        WeightedEnsemble([])
+    torch.testing.assert_close(WeightedEnsemble([a, b], torch.tensor([0.0, 2.0]))(x), b(x))
 
 
 # ------------------------------------------------------------------ distillation
