@@ -111,6 +111,24 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
     return received, skipped
 
 
+def _replaced_output(out: Path, model: Path) -> str | None:
+    """The name of the file of ``out`` that ``model`` is (itself, a link or a hard link)
+    among those a run replaces or removes there (``model.safetensors``, an ensemble's
+    members), or None."""
+    import os
+
+    if not (out.is_dir() and model.is_file()):
+        return None
+    for pattern in ("model.safetensors", *ENSEMBLE_FILES):
+        for path in out.glob(pattern):
+            try:
+                if path.is_file() and os.path.samefile(path, model):
+                    return path.name
+            except OSError:  # vanished or unreadable: not the model
+                continue
+    return None
+
+
 def run_personalize(args: argparse.Namespace) -> int:
     from fol.checkpoint import DEFAULT_MAX_BYTES, ModelCard, load_model, model_to_bytes
     from fol.config import FOLConfig
@@ -143,6 +161,10 @@ def run_personalize(args: argparse.Namespace) -> int:
     if neighbours is not None and out.is_dir() and out.samefile(neighbours):  # a symlink or "x/." is the same folder
         raise ConfigError(f"--out {out}: is the --neighbors folder; the round's outputs (its model, its ensemble "
                           f"members) would be read as neighbour models by the next run; give --out another folder")
+    replaced = _replaced_output(out, Path(args.model))
+    if replaced is not None:  # the round's outputs would take the place of its input
+        raise ConfigError(f"--model {args.model}: is {replaced} in --out {out}, which this run replaces or removes; "
+                          f"copy it elsewhere or give another --out")
     own = load_model(Path(args.model), max_bytes=args.max_bytes or DEFAULT_MAX_BYTES)
     data_spec = parse_node_data(args.data, root=args.data_root)
     trained_on = own.card.extra.get("data")  # the --data of `fol pretrain`, kept by every round since

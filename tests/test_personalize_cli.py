@@ -614,3 +614,29 @@ def test_a_neighbour_of_other_classes_is_skipped_for_a_bounded_reason() -> None:
     reason = check_received(state, SimpleNamespace(card=card))
     assert reason is not None and reason.startswith("class set ['a-class-of-a-long-name-00000', ")
     assert "differs from the node's ['fire', 'smoke']" in reason and len(reason) < 500, len(reason)
+
+
+def test_a_model_the_run_would_replace_in_out_is_refused_before_any_work(swarm_files: Path, tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """``--model out/model.safetensors --out out`` (the previous round's output as the next round's
+    input) ran the whole round and replaced the input model with its output: the earlier round's
+    model was lost. A --model that is a file the run replaces or removes in --out (its model, an
+    ensemble member, also through a link) is now refused in one line, and the file is kept."""
+    neighbours = tmp_path / "nb"
+    neighbours.mkdir()
+    shutil.copy(swarm_files / "node1.safetensors", neighbours)
+    out = tmp_path / "out"
+    assert _personalize(swarm_files, neighbours, out, "--variant", "fol-an", "--top-k", "2") == 0
+    member = sorted(out.glob("member-*.safetensors"))[0]
+    (tmp_path / "link.safetensors").symlink_to(out / "model.safetensors")
+    for model in (out / "model.safetensors", member, tmp_path / "link.safetensors"):
+        before = {p.name: p.read_bytes() for p in out.iterdir()}
+        capsys.readouterr()
+        rc = main(["personalize", "--model", str(model), "--data", DATA.format(k=0), "--neighbors", str(neighbours),
+                   "--out", str(out), "--config", str(swarm_files / "fol.toml")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1, err
+        name = "model.safetensors" if model.name != member.name else member.name
+        assert err[0] == (f"fol personalize: error: --model {model}: is {name} in --out {out}, which this run "
+                          f"replaces or removes; copy it elsewhere or give another --out"), err
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
