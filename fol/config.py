@@ -239,6 +239,9 @@ class FOLConfig:
         for name in non_negative:
             if getattr(self, name) < 0:
                 raise ConfigError(f"fol.{name} must be >= 0, got {shown(getattr(self, name))}")
+        if self.batch_size < 2:  # a batch of one image: a batch norm of 1 x 1 maps cannot train on it
+            raise ConfigError(f"fol.batch_size must be at least 2 (batch norm cannot train on one image, e.g. "
+                              f"mobilenet_v3_small on 16 x 16 images), got {shown(self.batch_size)}")
         if not 0.0 <= self.momentum < 1.0:  # at 1 or more a past gradient never fades: SGD diverges
             raise ConfigError(f"fol.momentum must be in [0, 1) (SGD momentum), got {shown(self.momentum)}")
         if not is_seed(self.seed):  # torch's generators take 64 bits; a user's seeds are 0..MAX_SEED everywhere

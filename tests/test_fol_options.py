@@ -698,6 +698,23 @@ def test_learning_rates_and_loss_weights_beyond_float32_use_are_refused_in_one_l
     assert fit_ensemble_weights([torch.eye(2), -torch.eye(2)], y, steps=3, lr=1e6).tolist() == [1.0, 0.0]
 
 
+def test_a_batch_of_one_image_is_refused_by_fol_config() -> None:
+    """fol.batch_size = 1 was accepted: a batch norm that sees 1 x 1 maps (mobilenet_v3_small on
+    16 x 16 images, resnet18 or cnn-large on 8 x 8) cannot train on one image, and pretraining
+    ended with torch's "Expected more than 1 value per channel when training" traceback."""
+    from fol.models import ModelSpec, build_model
+    from fol.train import fit
+
+    model = build_model(ModelSpec("mobilenet_v3_small", num_classes=2, input_size=16), seed=0)
+    x, y = torch.rand(3, 3, 16, 16), torch.tensor([0, 1, 0])
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel"):  # the premise
+        fit(model, (x, y), TrainConfig(epochs=1, batch_size=1))
+    with pytest.raises(ConfigError, match=r"^fol\.batch_size must be at least 2 \(batch norm cannot train on one "
+                                          r"image, e\.g\. mobilenet_v3_small on 16 x 16 images\), got 1$"):
+        FOLConfig.from_dict({"batch_size": 1})
+    assert FOLConfig(batch_size=2).pretrain_train().batch_size == 2
+
+
 def test_train_config_shows_an_unknown_optimizer_bounded() -> None:
     """An unknown optimizer was shown with its whole repr (a string of any length: a message as long), where
     every other field is shown bounded (swarmbase.tomlcheck.shown)."""
