@@ -43,7 +43,7 @@ from fol.config import FOLConfig
 from fol.data import NodeData
 from fol.distill import augment_inputs, augment_views, distill
 from fol.ensemble import WeightedEnsemble, ensemble_logits, fit_ensemble_weights
-from fol.errors import ConfigError, TrainingError
+from fol.errors import ConfigError, DataError, TrainingError
 from fol.fileio import write_json_atomic
 from fol.models import ModelSpec
 from fol.stages import (Candidate, align_neighbour, candidate_train_logits, candidate_val_logits,
@@ -151,10 +151,15 @@ def personalize(
     Updates ``state`` in place (current model, deployed model, round, reports)
     and returns the round's report. Unusable models are skipped and listed with
     their reason; if nothing usable arrived, or every usable model failed its
-    alignment, the node keeps its model (``kept_local``).
+    alignment, the node keeps its model (``kept_local``). A node with an empty
+    split raises :class:`fol.errors.DataError`.
     """
     if variant not in ALL_VARIANTS:
         raise ConfigError(f"variant {variant!r} is unknown; expected one of {', '.join(ALL_VARIANTS)}")
+    empty = [split for split, n in zip(("train", "val", "test"), state.data.sizes()) if n == 0]
+    if empty:  # fol.data.split_node never gives one; a NodeData built otherwise can
+        raise DataError(f"{state.name}: its {' and '.join(empty)} split{'s are' if len(empty) > 1 else ' is'} empty; a "
+                        f"FOL round fine-tunes on D_train, ranks and weighs on D_val and reports on D_test")
     report = RoundReport(node=state.name, round=round, variant=variant)
     val, test = state.data.val.tensors(), state.data.test.tensors()
     t_round = time.perf_counter()

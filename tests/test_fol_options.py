@@ -778,6 +778,28 @@ def test_an_own_model_of_non_finite_outputs_is_named_not_its_neighbours(swarm, m
     assert aligned == []
 
 
+@pytest.mark.parametrize("split", ["train", "val", "test"])
+def test_a_node_with_an_empty_split_is_refused_in_one_line(swarm, split: str) -> None:
+    """A NodeData built otherwise than by fol.data.split_node can hold an empty split: an
+    empty D_val ended the round in an einsum RuntimeError (ensemble_fit = "val") or a
+    ZeroDivisionError, an empty D_test in a ZeroDivisionError, an empty D_train in the
+    pruning's message about shapes. personalize now names the node and the split first."""
+    import numpy as np
+
+    from fol.data.geo import NodeData
+    from fol.errors import DataError
+
+    node = swarm[0]
+    parts = {s: getattr(node.data, s) for s in ("train", "val", "test")}
+    parts[split] = parts[split].subset(np.array([], dtype=np.int64))
+    state = NodeState.from_pretrained(node.name, node.pretrained, node.spec, node.class_names, NodeData(**parts))
+    for variant in ("fol", "local"):
+        with pytest.raises(DataError, match=rf"^{node.name}: its {split} split is empty; a FOL round fine-tunes on "
+                                            r"D_train, ranks and weighs on D_val and reports on D_test$"):
+            personalize(state, _received(swarm, 0), 1, FAST, variant)
+    assert state.round == 0 and state.reports == []
+
+
 def test_align_fallback_never_returns_to_a_received_model_of_non_finite_outputs(swarm) -> None:
     """A neighbour whose batch-norm running means are huge gives infinite
     logits as received (its argmax can still score well on D_val) while its
