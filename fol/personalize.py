@@ -110,7 +110,8 @@ class RoundReport:
     train_flops: int = 0
     kept_local: bool = False
     #: share of the ensemble's gain over local the student keeps, per split
-    #: (:func:`transfer_share`; None when undefined or nothing was received)
+    #: (:func:`transfer_share`; None where undefined; no entry at all when the node
+    #: kept its model, ``kept_local``: no ensemble was built)
     transfer: dict[str, float | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
