@@ -19,6 +19,8 @@ MODEL_SUFFIX = ".safetensors"
 #: What a deployed ensemble leaves in --out (``fol.personalize.save_ensemble``): an earlier
 #: run's are replaced, or removed by a run that deploys no ensemble.
 ENSEMBLE_FILES = ("ensemble.json", "member-*.safetensors")
+#: Most skipped files (with their reasons) the "no usable neighbour model" error names (the warnings name each).
+SHOWN_REASONS = 5
 
 
 def add_personalize_parser(sub: argparse._SubParsersAction) -> None:
@@ -189,8 +191,10 @@ def run_personalize(args: argparse.Namespace) -> int:
         log.warning("skipping %s: %s", item["file"], item["reason"])
     usable = [r for r in received if check_received(state, r) is None]
     if args.variant != "local" and not usable:
-        reasons = "; ".join([f"{s['file']}: {s['reason']}" for s in skipped]  # and the models this node cannot use
-                            + [f"{r.name}{MODEL_SUFFIX}: {check_received(state, r)}" for r in received]) or "none"
+        every = ([f"{s['file']}: {s['reason']}" for s in skipped]  # and the models this node cannot use
+                 + [f"{r.name}{MODEL_SUFFIX}: {check_received(state, r)}" for r in received])
+        more = len(every) - SHOWN_REASONS  # a folder of many bad files: the line stays readable
+        reasons = "; ".join(every[:SHOWN_REASONS]) + (f"; and {more} more file(s)" if more > 0 else "") or "none"
         raise DataError(f"no usable neighbour model in {args.neighbors} (skipped: {reasons})")
     round_ = own.card.round + 1
     report = personalize(state, received, round_, cfg, args.variant, progress=True)

@@ -640,3 +640,21 @@ def test_a_model_the_run_would_replace_in_out_is_refused_before_any_work(swarm_f
         assert err[0] == (f"fol personalize: error: --model {model}: is {name} in --out {out}, which this run "
                           f"replaces or removes; copy it elsewhere or give another --out"), err
         assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_folder_of_many_unusable_files_gives_a_bounded_error(swarm_files: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """With no usable model the one-line error named every skipped file with its reason: a
+    folder of 1,000 corrupt files made a line of over 100 kB. It names the first five and
+    counts the others (the warnings above it still name each)."""
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for i in range(40):
+        (bad / f"junk-{i:02d}.safetensors").write_bytes(b"\x00" * 64)
+    assert _personalize(swarm_files, bad, tmp_path / "out") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    line = err[0]
+    assert line.startswith(f"fol personalize: error: no usable neighbour model in {bad} (skipped: junk-00.safetensors: ")
+    assert line.count("safetensors header is not valid JSON") == 5 and "junk-04.safetensors" in line
+    assert "junk-05.safetensors" not in line and line.endswith("; and 35 more file(s))"), line
