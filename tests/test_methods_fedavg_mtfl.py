@@ -177,3 +177,21 @@ def test_mtfl_adam_divergence_names_the_adam_rate(nodes):
     with pytest.raises(TrainingError, match=r"learning rate 1e\+30") as err:
         mtfl_client_update(task)
     assert "0.0123" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["fedavg", "mtfl"])
+def test_a_swarm_the_server_never_reaches_keeps_its_pretrained_models(nodes, name):
+    # No node reaches the server in any round: there is no global model to deploy,
+    # only the untrained initialization, so every node keeps (and scores) its own model.
+    ctx = ctx_of(nodes, rounds=2, participants=[[], []])
+    res = get_method(name, local_epochs=1).run(ctx)
+    for node, r in zip(nodes, res):
+        x, y = node.data.test.tensors()
+        own = float((node.pretrained(x).argmax(1) == y).float().mean())
+        assert r.kept_local and r.rounds == 0 and r.bytes_up == 0 == r.bytes_down
+        assert r.test_accuracy == pytest.approx(own)
+        assert [p["bytes"] for p in r.extra["curve"]] == [0, 0]
+    # once one round aggregates, every node deploys the global model (downloaded once at the end)
+    late = get_method(name, local_epochs=1).run(ctx_of(nodes, rounds=2, participants=[[], [0]]))
+    assert not any(r.kept_local for r in late) and late[1].bytes_down > 0 and late[1].rounds == 0
+    assert late[1].extra["curve"][0]["bytes"] == 0 < late[1].extra["curve"][1]["bytes"]

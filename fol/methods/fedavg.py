@@ -7,6 +7,9 @@ training settings, and upload it; the server replaces the global model by the
 average weighted by training-set size (parameters and BatchNorm buffers).
 After the last round the final global model is broadcast to every node once
 (counted as one more download) and each node evaluates it on its own test set.
+Until a round has aggregated (no node reached the server yet, or ever) there
+is no global model but the untrained initialization: every node keeps its own
+pretrained model (``kept_local``) and downloads nothing.
 
 With ``ctx.rounds = E`` this is also the FOL paper's "one-shot FedAvg (E)"
 row. The global model starts from the swarm's shared initialization (not
@@ -29,7 +32,7 @@ from typing import Any, ClassVar
 import torch
 
 from fol.accounting import model_bytes
-from fol.methods._common import shared_init, state_of, weighted_average
+from fol.methods._common import Ledger, shared_init, state_of, weighted_average
 from fol.methods.base import SwarmContext, register
 from fol.methods.server import ClientTask, ServerMethod, Traffic, train_client
 from fol.train import TrainConfig
@@ -49,17 +52,23 @@ class FedAvgMethod(ServerMethod):
 
     def setup(self, ctx: SwarmContext) -> dict[str, Any]:
         model = shared_init(ctx, ctx.nodes[0].spec)
-        return {"global": state_of(model), "size": model_bytes(model)}
+        return {"global": state_of(model), "size": model_bytes(model), "aggregated": False}
 
     def client_task(self, state: dict, ctx: SwarmContext, r: int, k: int, cfg: TrainConfig) -> ClientTask:
         return ClientTask(ctx.nodes[k].spec, state["global"], ctx.nodes[k].data, cfg)
 
     def aggregate(self, state: dict, ctx: SwarmContext, r: int, picked: list[int], updates: list) -> list[Traffic]:
         state["global"] = weighted_average([s for s, _ in updates], [len(ctx.nodes[k].data.train) for k in picked])
+        state["aggregated"] = True
         return [Traffic(state["size"], state["size"], seen) for _, seen in updates]
 
     def node_state(self, state: dict, ctx: SwarmContext, k: int) -> dict[str, torch.Tensor]:
+        if not state["aggregated"]:  # no global model yet: the node keeps its own
+            return state_of(ctx.nodes[k].pretrained)
         return state["global"]
 
     def deploy_bytes(self, state: dict, ctx: SwarmContext, k: int, variant: str | None = None) -> int:
-        return state["size"]  # final broadcast of the global model
+        return state["size"] if state["aggregated"] else 0  # final broadcast of the global model
+
+    def kept_local(self, state: dict, ctx: SwarmContext, k: int, ledger: Ledger) -> bool:
+        return not state["aggregated"]

@@ -32,7 +32,9 @@ to 200 (Sec. 4.4) or 500 (Tables 2-3) of them, so a few rounds of one epoch
 from scratch are far from its operating point; give ``rounds`` (and, to
 trade rounds for local work, ``local_epochs``) accordingly.
 After the last round each node downloads the final global model once more and
-evaluates it with its own patches.
+evaluates it with its own patches. Until a round has aggregated (no node
+reached the server yet, or ever) every node keeps its own pretrained model
+(``kept_local``) and downloads nothing.
 """
 
 from __future__ import annotations
@@ -170,7 +172,7 @@ class _MTFLBase(ServerMethod):
         priv = private_keys(model, self.private)
         return {"global": {k: v for k, v in init.items() if k not in priv}, "moments": {},
                 "patches": [{k: init[k].clone() for k in priv} for _ in ctx.nodes],
-                "private_moments": [{} for _ in ctx.nodes]}
+                "private_moments": [{} for _ in ctx.nodes], "aggregated": False}
 
     def client_fn(self, state: dict, round_index: int):
         return mtfl_client_update
@@ -191,13 +193,19 @@ class _MTFLBase(ServerMethod):
         state["global"] = weighted_average([u.state for u in uploads], weights)
         if self.adam:
             state["moments"] = average_moments([u.moments for u in uploads], weights)
+        state["aggregated"] = True
         return traffic
 
     def node_state(self, state: dict, ctx: SwarmContext, k: int) -> dict[str, torch.Tensor]:
+        if not state["aggregated"]:  # no global model yet: the node keeps its own
+            return state_of(ctx.nodes[k].pretrained)
         return {**state["global"], **state["patches"][k]}  # the global model with the node's own patches
 
     def deploy_bytes(self, state: dict, ctx: SwarmContext, k: int, variant: str | None = None) -> int:
-        return tensor_bytes(state["global"])  # final global model
+        return tensor_bytes(state["global"]) if state["aggregated"] else 0  # final global model
+
+    def kept_local(self, state: dict, ctx: SwarmContext, k: int, ledger: Ledger) -> bool:
+        return not state["aggregated"]
 
     def result_extra(self, state: dict, ctx: SwarmContext, k: int, ledger: Ledger) -> dict:
         return {"participations": ledger.rounds, "private": self.private,
