@@ -95,3 +95,21 @@ def test_per_node_seeds_never_repeat_within_a_run_and_keep_the_small_swarm_arith
     big = node_seed(MAX_SEED, 10**6), round_seed(MAX_SEED, 10**6, 10**6, 0x51)
     assert all(2**48 <= v < 2**64 for v in big)  # above every arithmetic seed, within torch's 64 bits
     torch.Generator().manual_seed(big[1])
+
+
+def test_an_aggregation_of_participants_without_training_samples_divides_by_nothing():
+    # Every participant trained on an empty split (weights 0): their updates are the
+    # downloaded model, so the aggregate is their plain mean, not NaN.
+    from fol.methods._common import weighted_average
+    from fol.methods.dm_pfl import eq5_aggregate
+    from fol.methods.hermes import intersection_aggregate
+
+    states = [{"w": torch.tensor([1.0, 2.0]), "n": torch.tensor(3)}, {"w": torch.tensor([3.0, 4.0]), "n": torch.tensor(5)}]
+    avg = weighted_average(states, [0, 0])
+    assert torch.equal(avg["w"], torch.tensor([2.0, 3.0])) and int(avg["n"]) == 4
+    masks = [{"w": torch.tensor([True, False])}, {"w": torch.tensor([True, True])}]
+    out = intersection_aggregate(states, masks, [0.0, 0.0])
+    assert torch.equal(out[0]["w"], torch.tensor([2.0, 2.0])) and torch.equal(out[1]["w"], torch.tensor([2.0, 4.0]))
+    prev = {"w": torch.tensor([9.0, 9.0]), "n": torch.tensor(0)}
+    eq5 = eq5_aggregate(prev, states, masks, [0.0, 0.0])
+    assert torch.equal(eq5["w"], torch.tensor([2.0, 4.0])) and int(eq5["n"]) == 4  # Eq. 5 at equal sizes

@@ -34,6 +34,7 @@ __all__ = [
     "init_seed_of",
     "sample_round",
     "local_config",
+    "normalized_weights",
     "weighted_average",
     "node_macs",
     "masked_macs_ratio",
@@ -142,12 +143,21 @@ def local_config(ctx: SwarmContext, epochs: int, seed: int, lr: float | None = N
     return replace(ctx.train, **fields)
 
 
+def normalized_weights(weights: Sequence[float]) -> torch.Tensor:
+    """``weights`` scaled to sum to 1 (float64); equal weights when they sum to 0
+    (every participant trained on an empty split, so each update is the model
+    it downloaded), never a division by zero."""
+    w = torch.tensor([float(x) for x in weights], dtype=torch.float64)
+    total = w.sum()
+    return w / total if total > 0 else torch.full_like(w, 1.0 / max(1, len(w)))
+
+
 def weighted_average(states: Sequence[Mapping[str, torch.Tensor]], weights: Sequence[float],
                      keys: Iterable[str] | None = None) -> dict[str, torch.Tensor]:
-    """Weighted mean of the tensors ``keys`` (default: all) of ``states``;
-    integer tensors (BatchNorm's ``num_batches_tracked``) are rounded back."""
-    w = torch.tensor([float(x) for x in weights], dtype=torch.float64)
-    w = w / w.sum()
+    """Weighted mean of the tensors ``keys`` (default: all) of ``states``
+    (weights as :func:`normalized_weights` scales them); integer tensors
+    (BatchNorm's ``num_batches_tracked``) are rounded back."""
+    w = normalized_weights(weights)
     out = {}
     for key in keys if keys is not None else states[0].keys():
         stacked = torch.stack([s[key].to(torch.float64) for s in states])

@@ -116,7 +116,10 @@ def eq5_aggregate(prev: Mapping[str, torch.Tensor], states: Sequence[Mapping[str
                   masks: Sequence[Mapping[str, torch.Tensor]], sizes: Sequence[float]) -> dict[str, torch.Tensor]:
     """Eq. 5: w_g on the union of the participants' masks becomes
     sum |D_c| w_c m_c / sum |D_c| m_c; other positions keep ``prev``. Unmasked
-    (dense, shared) tensors get the plain size-weighted average."""
+    (dense, shared) tensors get the plain size-weighted average. Sizes that
+    sum to 0 (every participant trained on an empty split) count as equal."""
+    if sum(float(n) for n in sizes) <= 0:
+        sizes = [1.0] * len(sizes)
     out = dict(prev)
     dense = [k for k in states[0] if k not in masks[0]]
     out.update(weighted_average(states, sizes, dense) if dense else {})

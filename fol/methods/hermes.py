@@ -84,7 +84,8 @@ from fol.accounting import mask_bytes, model_bytes
 from fol.data import NodeData
 from fol.errors import ConfigError
 from fol.methods._common import (
-    Ledger, check_fraction, check_positive, check_unit, masked_fit, masked_macs_ratio, shared_init, state_of,
+    Ledger, check_fraction, check_positive, check_unit, masked_fit, masked_macs_ratio, normalized_weights, shared_init,
+    state_of,
 )
 from fol.methods.base import SwarmContext, register
 from fol.methods.server import ServerMethod, Traffic
@@ -246,8 +247,7 @@ def intersection_aggregate(states: Sequence[Mapping[str, torch.Tensor]],
     participant's own value. Tensors without a mask are averaged over all
     participants (integer buffers rounded). Returns one new state per participant.
     """
-    w = torch.tensor([float(x) for x in weights], dtype=torch.float64)
-    w = w / w.sum()
+    w = normalized_weights(weights)
     out = [dict(s) for s in states]
     for key in states[0]:
         stacked = torch.stack([s[key].to(torch.float64) for s in states])
