@@ -96,6 +96,9 @@ def test_dm_pfl_end_to_end(nodes):
             shared = st["m_g"][key] & st["m_c"][k][key]
             assert torch.equal(personal[key][shared], st["w_g"][key][shared])  # shared -> global weights
             assert torch.count_nonzero(personal[key][~st["m_c"][k][key]]) == 0  # sparse personal model
+        for key in personal:  # dense tensors: global, but for the running statistics phase 2b recomputed
+            if key not in st["m_c"][k] and not key.endswith("num_batches_tracked"):
+                assert torch.equal(personal[key], st["w_g"][key]) != key.endswith(("running_mean", "running_var"))
         density = r.extra["personal_density"]
         assert density == pytest.approx(0.5, abs=0.02)
         # phase-1 upload carries a 1-bit mask over every masked position

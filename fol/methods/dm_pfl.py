@@ -4,7 +4,10 @@ One dense architecture carries two sparse models per node (Eq. 4): the global
 model theta_g = w_g * m_g and the personalized model
 theta_c = w_g * (m_g & m_c) + w_c * (m_c - m_g). Masks are unstructured, over
 the weights of every Conv2d and Linear layer; biases and BatchNorm values are
-dense and shared (global) in both models.
+dense and shared (global) in both models, except that phase 2b leaves the
+personalized model with the BatchNorm running statistics of its own training
+split (the shared training loop recomputes them after training, and that
+training changed the personal weights they normalize).
 
 Training is the paper's two-phase pipeline (Sec. 3.3.1), run on the server
 skeleton of :mod:`fol.methods.server`. The server rounds (``rounds``, default
