@@ -31,7 +31,11 @@ The synthesis budget is the ``budget`` option shared with DENSE
 generator samples, the default ``"tiny"`` 15 x 5 x 48 = 3,600, 1/213 of it,
 with a generator 4x narrower); the other hyperparameters are the published
 ones, except that the student's gradient-norm clip is not applied (the shared
-training loop has no clipping hook; the generator's clip is kept).
+training loop has no clipping hook; the generator's clip is kept), that the
+ensemble weights of an epoch are fitted on the pool including that epoch's
+synthesized batch (the published code fits them before adding it), and that
+the student's BatchNorm running statistics are recomputed over the pool after
+each distillation pass (the shared training loop's rule).
 """
 
 from __future__ import annotations

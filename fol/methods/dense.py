@@ -27,7 +27,15 @@ Published defaults (README of github.com/zj-jayzhang/DENSE): 200 epochs,
 g_steps 30, lr_g 1e-3, synthesis batch 256, distillation batch 256, nz 256,
 generator width ngf 64, bn 1, oh 1, adv 1, T 20, KD lr 0.005 (SGD, momentum
 0.9). The crop / flip augmentation of synthetic samples in the published code
-(kornia) is left out.
+(kornia) is left out. Three more differences from that code: L_BN is applied
+as the paper describes it (the published hooks are registered on the modules
+of an ensemble that keeps its members in a plain list, so they attach to no
+BatchNorm and its L_BN is 0); the student is in eval mode while the generator
+trains (the published one stays in training mode from the previous
+distillation, so its L_adv sees batch statistics and its running statistics
+follow the generator's batches); and after each distillation pass the
+student's BatchNorm running statistics are recomputed over the pool (the
+shared training loop's rule) instead of kept as a running average.
 
 **Budget.** ``budget`` picks the synthesis budget: the number of epochs,
 generator steps per epoch, synthesis / distillation batch and the generator
