@@ -189,6 +189,7 @@ def test_a_swarm_the_server_never_reaches_keeps_its_pretrained_models(nodes, nam
         x, y = node.data.test.tensors()
         own = float((node.pretrained(x).argmax(1) == y).float().mean())
         assert r.kept_local and r.rounds == 0 and r.bytes_up == 0 == r.bytes_down
+        assert r.train_flops == node.pretrain_flops > 0  # what its deployed model cost, as for `local`
         assert r.test_accuracy == pytest.approx(own)
         assert [p["bytes"] for p in r.extra["curve"]] == [0, 0]
     # once one round aggregates, every node deploys the global model (downloaded once at the end)

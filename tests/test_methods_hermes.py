@@ -266,3 +266,12 @@ def test_hermes_round_averages_only_the_intersection_of_the_node_masks(nodes):
                     outgoing += 1
                     assert own.abs().sum() > 0  # a real value, not the others' zeros averaged in
     assert outgoing > 0
+
+
+def test_a_node_hermes_never_reaches_keeps_and_is_charged_its_pretrained_model(nodes):
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=1, seed=0, participants=[[0]])
+    res = get_method("hermes", local_epochs=1).run(ctx)  # init = "global": trains from the shared initialization
+    assert not res[0].kept_local and res[0].train_flops > 0
+    for node, r in zip(nodes[1:], res[1:]):
+        assert r.kept_local and r.rounds == 0 and r.bytes_down == 0
+        assert r.train_flops == node.pretrain_flops > 0  # the model it deploys, as `local` charges it

@@ -260,7 +260,11 @@ class ServerMethod(Method):
         results = []
         for k, node in enumerate(ctx.nodes):
             led = run.ledgers[k]
-            final = Ledger(led.bytes_up, led.bytes_down + self.deploy_bytes(run.state, ctx, k, self.name), led.train_flops,
+            kept = self.kept_local(run.state, ctx, k, led)
+            flops = led.train_flops
+            if kept and self.initial_flops(ctx, k) == 0:  # it deploys its pretrained model: charged as `local` is
+                flops += node.pretrain_flops
+            final = Ledger(led.bytes_up, led.bytes_down + self.deploy_bytes(run.state, ctx, k, self.name), flops,
                            led.rounds, list(led.history))
             extra = self.result_extra(run.state, ctx, k, led)
             curve = run.curves.get(self.name, [[]] * len(ctx.nodes))[k]
@@ -271,12 +275,13 @@ class ServerMethod(Method):
             else:
                 test, val = self.evaluate_node(run.state, ctx, k)[self.name]
             res = node_result(node, self.name, None, final, test_accuracy=test, val_accuracy=val, extra=extra,
-                              kept_local=self.kept_local(run.state, ctx, k, led))
+                              kept_local=kept)
             res.seconds = run.seconds / max(1, len(ctx.nodes))
             results.append(res)
         return results
 
     def kept_local(self, state: Any, ctx: SwarmContext, k: int, ledger: Ledger) -> bool:
-        """Whether node ``k`` ends with its own local model (default: never)."""
+        """Whether node ``k`` ends with its own local model (default: never); such
+        a node's result is charged its pretraining FLOPs, as ``local``'s is."""
         return False
 
