@@ -13,8 +13,9 @@ back into the global model before training (Algorithm 1, lines 7-9 and
 
 Two optimisation strategies (Sec. 3.3), registered as two methods:
 
-* ``mtfl`` - FedAvg: local SGD (the swarm's shared settings), server averages
-  the non-private values weighted by training-set size.
+* ``mtfl`` - FedAvg: local SGD (the swarm's shared settings, momentum and
+  weight decay included; the authors' published client SGD has neither),
+  server averages the non-private values weighted by training-set size.
 * ``mtfl-adam`` - FedAvg-Adam: clients run Adam; the Adam first and second
   moments (and step counts) of the federated parameters are uploaded with the
   weights and averaged by the server alongside them ("3x the communication of
@@ -22,6 +23,8 @@ Two optimisation strategies (Sec. 3.3), registered as two methods:
   Default Adam learning rate 1e-3 (Kingma & Ba's default; the paper tunes it
   per scenario and publishes no single value), set by ``adam_lr``; the common
   option ``lr`` is refused here (it would not reach the Adam optimiser).
+  Adam runs with torch's eps (1e-8; the published client Adam uses 1e-7) and
+  the swarm's shared ``weight_decay`` as its L2 term (published: 0).
 
 The global model starts from the swarm's shared initialization; the patches
 start from it too (FL starts untrained). Defaults: ``local_epochs = 1`` (the
