@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from fol.simulation.scenario import SwarmScenario
     from contact_sim.trajectory import Trajectories
 
-__all__ = ["write_report", "summary_table", "transfer_table", "node_table", "node_distribution_table", "CSV_FIELDS",
+__all__ = ["write_report", "write_results_json", "summary_table", "transfer_table", "node_table",
+           "node_distribution_table", "CSV_FIELDS",
            "round_curves", "reference_points",
            "exchange_curves", "rounds_to_match_table", "accuracy_at_rounds_table", "plot_accuracy_vs_rounds", "plot_accuracy_vs_bytes"]
 
@@ -471,6 +472,20 @@ def _energy_distribution(energy: dict[str, Any], methods: list[str]) -> list[str
     return lines + [""]
 
 
+def write_results_json(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    """``results.json``: the JSON list of ``rows``, written piece by piece (a large run's rows are
+    hundreds of MB as text). Up to :data:`PER_NODE_MAX` nodes it is indented (one space); beyond, one
+    compact row per line (no indentation to store, and line tools see one row a line)."""
+    with atomic_writer(path, text=True) as fh:
+        if len({r["node"] for r in rows}) <= PER_NODE_MAX:
+            json.dump(rows, fh, indent=1, default=str)
+            return
+        fh.write("[")
+        for i, row in enumerate(rows):
+            fh.write(("\n" if i == 0 else ",\n") + json.dumps(row, separators=(",", ":"), default=str))
+        fh.write("\n]\n")
+
+
 def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajectories | None") -> Path:
     """Write results.csv/json, report.md and the plots into ``result.out``; return report.md's path."""
     out, rows = result.out, result.results
@@ -478,8 +493,7 @@ def write_report(scn: "SwarmScenario", result: "SimulationResult", traj: "Trajec
         w = csv.DictWriter(fh, fieldnames=CSV_FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    with atomic_writer(out / "results.json", text=True) as fh:  # streamed: a large run's rows are hundreds of MB as text
-        json.dump(rows, fh, indent=1, default=str)
+    write_results_json(out / "results.json", rows)
 
     plots = {
         "accuracy_by_node.png": lambda p: _plot_accuracy(rows, p),
