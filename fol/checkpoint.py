@@ -82,7 +82,7 @@ import os
 import struct
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -536,7 +536,8 @@ _PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle", ".tar", "
 def read_state_dict(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, torch.Tensor]:
     """The tensors of a plain safetensors file (a ``state_dict`` saved elsewhere with
     ``safetensors.torch.save_file``), in name order, checked as the loader checks a
-    model file's (size, header, layout, dtypes the format takes) but without a card.
+    model file's (size, header, layout, dtypes the format takes, and float64, which
+    :func:`import_state_dict` converts) but without a card.
 
     A pickle-based checkpoint (a zip or a pickle inside, as ``torch.save`` writes) is
     refused by its first bytes, never unpickled; so is a file named like one (``.pt``,
@@ -558,12 +559,12 @@ def read_state_dict(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_B
                 )
             header_len = _header_length(prefix, size, source)
             raw = fh.read(header_len)
-            header = _parse_header(raw, header_len, source)
+            header = _parse_header(raw, header_len, source, _IMPORT_DTYPES)
             meta = header.get("__metadata__")
             if isinstance(meta, dict) and _METADATA_KEY in meta:
                 raise CheckpointError(f"{source}: already a FOL model file (it has a model card); "
                                       f"`fol model info` shows it, it needs no import")
-            return _read_tensors(header, size - 8 - header_len, _FileTensors(fh, source), source)
+            return _read_tensors(header, size - 8 - header_len, _FileTensors(fh, source), source, _IMPORT_DTYPES)
 
 
 def _listed(names: list[str], limit: int = 4) -> str:
@@ -572,7 +573,7 @@ def _listed(names: list[str], limit: int = 4) -> str:
 
 
 def import_state_dict(weights: str | os.PathLike[str], out: str | os.PathLike[str], card: ModelCard,
-                      max_bytes: int = DEFAULT_MAX_BYTES) -> LoadedModel:
+                      max_bytes: int = DEFAULT_MAX_BYTES, note: Callable[[str], None] | None = None) -> LoadedModel:
     """Turn the plain safetensors ``state_dict`` at ``weights`` (trained elsewhere) into a
     model file at ``out`` with ``card``, and return the written file loaded back by
     :func:`load_model`.
@@ -580,11 +581,14 @@ def import_state_dict(weights: str | os.PathLike[str], out: str | os.PathLike[st
     The tensors are read by :func:`read_state_dict` (never unpickled); their names and
     shapes must be exactly those of the dense model ``card.spec`` builds (every missing,
     unexpected or differently shaped tensor is listed, a few of each, in one line); values
-    must be finite. The file is written by :func:`save_model` (atomically) and then
-    loaded back with every check of the loader.
+    must be finite. Tensors of another float dtype (float64, float16, bfloat16) are
+    converted to float32, the models' dtype, and ``note`` is called with one line
+    saying so; a float64 value beyond float32's range is refused. The file is written
+    by :func:`save_model` (atomically) and then loaded back with every check of the loader.
     """
     source = str(weights)
     tensors = read_state_dict(weights, max_bytes)
+    say = note or (lambda line: None)
     with _only_project_errors(source):
         _check_spec_limits(card.spec, source)
         skeleton = _meta_model(card.spec, source)
@@ -606,12 +610,42 @@ def import_state_dict(weights: str | os.PathLike[str], out: str | os.PathLike[st
                    if spec.arch == "resnet18" and spec.input_size < 96 and any(d.startswith("conv1.") for d in differing)
                    else "")
             )
+        _to_float32(tensors, source, say)
         _check_tensors(tensors, source)
         # integer / float kinds and running variances, as the loader checks them
         _, skeleton = _check_structure(card.spec, tensors, source, pruned=False)
         model = _materialize(skeleton, card.spec, tensors, source)
     save_model(out, model, card, max_bytes=max_bytes)
     return load_model(out, max_bytes)
+
+
+def _to_float32(tensors: dict[str, torch.Tensor], source: str, say: Callable[[str], None]) -> None:
+    """Turn the float64 tensors of an imported state dict into float32 (the models' dtype), refusing
+    NaN / Inf and values beyond float32's range; say in one line what was converted (float16 and
+    bfloat16 are widened exactly when the model is built, :func:`_materialize`)."""
+    converted: dict[str, int] = {}
+    for name, t in tensors.items():
+        if not t.is_floating_point() or t.dtype == torch.float32:
+            continue
+        kind = str(t.dtype).removeprefix("torch.")
+        converted[kind] = converted.get(kind, 0) + 1
+        if t.dtype != torch.float64:
+            continue
+        flat = t.reshape(-1)
+        bad = sum(int((~torch.isfinite(part)).sum()) for part in flat.split(_FINITE_CHUNK))
+        if bad:
+            raise CheckpointError(f"{source}: tensor {shown(name)} has {bad} non-finite value(s) (NaN or Inf)")
+        single = t.float()
+        over = sum(int(torch.isinf(part).sum()) for part in single.reshape(-1).split(_FINITE_CHUNK))
+        if over:
+            raise CheckpointError(
+                f"{source}: tensor {shown(name)} has {over} float64 value(s) beyond float32's range "
+                f"(largest magnitude {float(flat.abs().max()):.3g}, float32 holds up to "
+                f"{torch.finfo(torch.float32).max:.3g})")
+        tensors[name] = single
+    if converted:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(converted.items()))
+        say(f"{source}: {kinds} tensor(s) converted to float32, the model's dtype")
 
 
 class _only_project_errors:
@@ -745,7 +779,11 @@ def _header_length(prefix: bytes, total: int, source: str) -> int:
     return n
 
 
-def _parse_header(raw: bytes, header_len: int, source: str) -> dict[str, Any]:
+def _parse_header(raw: bytes, header_len: int, source: str, dtypes: Mapping[str, torch.dtype] | None = None
+                  ) -> dict[str, Any]:
+    """The checked header; tensor dtypes among ``dtypes`` (safetensors name -> torch dtype; by default
+    :data:`_TORCH_DTYPES`, those of the format)."""
+    dtypes = _TORCH_DTYPES if dtypes is None else dtypes
     if len(raw) != header_len:
         raise CheckpointError(f"{source}: truncated model file (header cut short)")
     try:
@@ -760,9 +798,11 @@ def _parse_header(raw: bytes, header_len: int, source: str) -> dict[str, Any]:
         raise CheckpointError(f"{source}: file lists {count} tensors, over the limit of {MAX_TENSORS}")
     for name, entry in header.items():  # a dtype torch has no name for (F4, F8_E8M0) said only 'not valid'
         dtype = entry.get("dtype") if isinstance(entry, dict) and name != "__metadata__" else None
-        if isinstance(dtype, str) and dtype not in _DTYPE_NAMES.values():
+        if isinstance(dtype, str) and dtype not in dtypes:
             raise CheckpointError(f"{source}: tensor {shown(name)} has dtype "
-                                  f"{_SAFETENSORS_DTYPES.get(dtype, shown(dtype))}, {_DTYPES_EXPECTED}")
+                                  f"{_SAFETENSORS_DTYPES.get(dtype, shown(dtype))}, "
+                                  + ("expected float64, float32, float16, bfloat16 or int64"
+                                     if dtypes is _IMPORT_DTYPES else _DTYPES_EXPECTED))
     return header
 
 
@@ -821,14 +861,16 @@ def _check_spec_limits(spec: ModelSpec, source: str) -> None:
 
 #: torch's dtype of each safetensors dtype name the format takes
 _TORCH_DTYPES = {name: dtype for dtype, name in _DTYPE_NAMES.items()}
+#: a plain state dict (:func:`read_state_dict`) may also hold float64, converted on import
+_IMPORT_DTYPES = {**_TORCH_DTYPES, "F64": torch.float64}
 #: the largest tensor dimension torch can hold (int64)
 _MAX_DIM = 2**63 - 1
 #: element counts reach this (usize overflow) and the safetensors library and torch refuse the shape
 _COUNT_OVERFLOW = 2**64
 
 
-def _tensor_layout(header: Mapping[str, Any], payload_len: int,
-                   source: str) -> list[tuple[str, torch.dtype, list[int], int, int]]:
+def _tensor_layout(header: Mapping[str, Any], payload_len: int, source: str,
+                   dtypes: Mapping[str, torch.dtype] | None = None) -> list[tuple[str, torch.dtype, list[int], int, int]]:
     """The tensors of a parsed header, in file order, as ``(name, dtype, shape, begin, end)``
     (byte range in the payload of ``payload_len`` bytes), checked as the safetensors library
     checks a payload before any of it is allocated: metadata values are strings; every entry
@@ -840,6 +882,7 @@ def _tensor_layout(header: Mapping[str, Any], payload_len: int,
     def bad(why: str) -> CheckpointError:
         return CheckpointError(f"{source}: not a valid safetensors payload ({why})")
 
+    dtypes = _TORCH_DTYPES if dtypes is None else dtypes
     meta = header.get("__metadata__", {})
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise bad("'__metadata__' must map names to strings")
@@ -850,7 +893,7 @@ def _tensor_layout(header: Mapping[str, Any], payload_len: int,
         if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= entry.keys():
             raise bad(f"tensor {shown(name)} needs 'dtype', 'shape' and 'data_offsets'")
         dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-        if dtype not in _TORCH_DTYPES:  # a string outside them is refused by _parse_header, naming it
+        if dtype not in dtypes:  # a string outside them is refused by _parse_header, naming it
             raise bad(f"tensor {shown(name)} has dtype {shown(dtype)}")
         if not isinstance(shape, list) or not all(_is_int(d) and 0 <= d <= _MAX_DIM for d in shape):
             raise bad(f"tensor {shown(name)} has shape {shown(shape)}, expected non-negative integers")
@@ -863,7 +906,7 @@ def _tensor_layout(header: Mapping[str, Any], payload_len: int,
             count *= d
             if count >= _COUNT_OVERFLOW:
                 raise bad(f"tensor {shown(name)} has shape {shown(shape)}, whose element count overflows 64 bits")
-        torch_dtype = _TORCH_DTYPES[dtype]
+        torch_dtype = dtypes[dtype]
         entries.append((name, torch_dtype, shape, offsets[0], offsets[1], count * torch_dtype.itemsize))
     entries.sort(key=lambda e: (e[3], e[4]))
     at = 0
@@ -879,14 +922,14 @@ def _tensor_layout(header: Mapping[str, Any], payload_len: int,
 
 
 def _read_tensors(header: Mapping[str, Any], payload_len: int, payload: "_BytesTensors | _FileTensors",
-                  source: str) -> dict[str, torch.Tensor]:
+                  source: str, dtypes: Mapping[str, torch.dtype] | None = None) -> dict[str, torch.Tensor]:
     """The tensors of a checked layout (:func:`_tensor_layout`), each read straight into its
     own new storage: the whole payload is never held a second time, and no tensor is a view
     of the caller's bytes or of the file (which may change after loading)."""
     if sys.byteorder != "little":
         raise CheckpointError(f"{source}: model files (little-endian) are loaded on little-endian machines only")
     tensors: dict[str, torch.Tensor] = {}
-    for name, dtype, shape, begin, _ in _tensor_layout(header, payload_len, source):
+    for name, dtype, shape, begin, _ in _tensor_layout(header, payload_len, source, dtypes):
         t = torch.empty(shape, dtype=dtype)
         if t.numel():
             payload.fill(memoryview(t.reshape(-1).view(torch.uint8).numpy()), begin)

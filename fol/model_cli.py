@@ -139,7 +139,7 @@ def run_model_import(args: argparse.Namespace) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"--out {args.out}: its folder cannot be created ({exc.strerror})") from None
-    loaded = import_state_dict(weights, out, card)
+    loaded = import_state_dict(weights, out, card, note=lambda line: print(f"note: {line}", flush=True))
     print(f"{args.weights} -> {args.out}: {spec.arch}, {len(classes)} classes, "
           f"{spec.in_channels} x {spec.input_size} x {spec.input_size} input, "
           f"{count_parameters(loaded.model):,} parameters; loaded back and verified")

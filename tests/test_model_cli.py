@@ -129,3 +129,36 @@ def test_import_output_checked_first_and_replaced_like_pretrain(tmp_path: Path,
     assert "is the weights file itself" in capsys.readouterr().err
     assert main([*args, str(tmp_path / "file")]) == 0  # an existing file is replaced, as fol pretrain --out does
     assert load_model(tmp_path / "file").card.class_names == ("a", "b")
+
+
+def test_import_converts_float64_and_half_precision_to_float32_saying_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A state dict fine-tuned in double precision was refused (dtype float64); now it is converted to
+    float32 with one note line, and a float64 value float32 cannot hold (or NaN) is one error line."""
+    model = build_model(ModelSpec("resnet-small", num_classes=2), seed=1).eval()
+    state = model.state_dict()
+    doubled = {k: v.double() if v.is_floating_point() else v for k, v in state.items()}
+    save_file(doubled, str(tmp_path / "w64.safetensors"))
+    out = tmp_path / "m.safetensors"
+    args = ["--arch", "resnet-small", "--classes", "a,b", "--out", str(out)]
+    assert main(["model", "import", str(tmp_path / "w64.safetensors"), *args]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    floats = sum(v.is_floating_point() for v in state.values())
+    assert lines[0] == f"note: {tmp_path / 'w64.safetensors'}: {floats} float64 tensor(s) converted to float32, the model's dtype"
+    assert len(lines) == 2 and lines[1].endswith("loaded back and verified")
+    loaded = load_model(out)
+    assert all(torch.equal(loaded.model.state_dict()[k], v) for k, v in state.items())  # float32 values: exact
+    save_file({k: v.half() if v.is_floating_point() else v for k, v in state.items()}, str(tmp_path / "w16.safetensors"))
+    assert main(["model", "import", str(tmp_path / "w16.safetensors"), *args]) == 0
+    assert capsys.readouterr().out.startswith(f"note: {tmp_path / 'w16.safetensors'}: {floats} float16 tensor(s) converted")
+    out.unlink()
+    for value, why in ((1e39, "1 float64 value(s) beyond float32's range (largest magnitude 1e+39"),
+                       (float("nan"), "1 non-finite value(s) (NaN or Inf)")):
+        bad = dict(doubled)
+        bad["fc.weight"] = bad["fc.weight"].clone()
+        bad["fc.weight"][0, 0] = value
+        save_file(bad, str(tmp_path / "bad.safetensors"))
+        assert main(["model", "import", str(tmp_path / "bad.safetensors"), *args]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "bad.safetensors: tensor 'fc.weight' has " + why in err, err
+    assert not out.exists()
