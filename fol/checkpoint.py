@@ -82,7 +82,7 @@ import os
 import struct
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -593,6 +593,7 @@ def import_state_dict(weights: str | os.PathLike[str], out: str | os.PathLike[st
         _check_spec_limits(card.spec, source)
         skeleton = _meta_model(card.spec, source)
         dense = {name: tuple(t.shape) for name, t in skeleton.state_dict().items()}
+        tensors = _import_names(tensors, dense, source, say)
         missing = [n for n in dense if n not in tensors]  # network order
         unexpected = [n for n in tensors if n not in dense]
         differing = [f"{n} {list(tensors[n].shape)} (expected {list(dense[n])})"
@@ -617,6 +618,36 @@ def import_state_dict(weights: str | os.PathLike[str], out: str | os.PathLike[st
         model = _materialize(skeleton, card.spec, tensors, source)
     save_model(out, model, card, max_bytes=max_bytes)
     return load_model(out, max_bytes)
+
+
+def _import_names(tensors: dict[str, torch.Tensor], dense: Mapping[str, tuple[int, ...]], source: str,
+                  say: Callable[[str], None]) -> dict[str, torch.Tensor]:
+    """The tensors of an imported state dict under the names of the zoo's model ``dense``, when a prefix
+    every name shares (``module.`` from DataParallel, ``model.`` from a wrapper) is all that keeps them
+    from matching: stripped, saying so in one line. Batch-norm ``num_batches_tracked`` counters
+    missing from it are set to 0, as torch's ``load_state_dict(strict=True)`` does for a state dict
+    without version metadata (a safetensors file has none)."""
+    counters = {n for n in dense if n.rsplit(".", 1)[-1] == "num_batches_tracked"}
+
+    def fits(names: Iterable[str]) -> bool:
+        names = set(names)
+        return names <= dense.keys() and dense.keys() - names <= counters
+
+    if tensors and not fits(tensors):
+        first = next(iter(tensors)).split(".")
+        for k in range(len(first) - 1, 0, -1):  # the longest shared prefix that makes the names match
+            prefix = ".".join(first[:k]) + "."
+            if all(n.startswith(prefix) for n in tensors) and fits(n[len(prefix):] for n in tensors):
+                tensors = {n[len(prefix):]: t for n, t in tensors.items()}
+                say(f"{source}: the prefix {shown(prefix)} every tensor name shares was removed "
+                    f"(as DataParallel or a wrapper module adds it)")
+                break
+    absent = [n for n in dense if n in counters and n not in tensors]  # network order
+    tensors.update({n: torch.tensor(0, dtype=torch.int64) for n in absent})  # not listed as missing either
+    if absent and fits(tensors):
+        say(f"{source}: {len(absent)} batch-norm num_batches_tracked counter(s) missing, set to 0 "
+            f"(as torch's load_state_dict does)")
+    return tensors
 
 
 def _to_float32(tensors: dict[str, torch.Tensor], source: str, say: Callable[[str], None]) -> None:

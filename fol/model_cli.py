@@ -30,7 +30,10 @@ def add_model_parser(sub: argparse._SubParsersAction) -> None:
                     "into a model file of the safe format. Pickle checkpoints (.pt, .pth, .bin) are refused, "
                     "never unpickled. Tensor names and shapes must be exactly those of the zoo's --arch built for "
                     "--classes, --in-channels and --input-size (resnet18 and mobilenet_v3_small are torchvision's "
-                    "at --input-size 96 or more; below, their stem is a 3x3 stride-1 convolution).")
+                    "at --input-size 96 or more; below, their stem is a 3x3 stride-1 convolution). A prefix every "
+                    "name shares (DataParallel's 'module.') is removed when that makes them match, batch-norm "
+                    "num_batches_tracked counters may be absent, and float64 / float16 / bfloat16 tensors are "
+                    "converted to float32, each said in a note line.")
     imp.add_argument("weights", metavar="WEIGHTS", help="plain safetensors file of the state dict")
     imp.add_argument("--arch", required=True, help="the zoo architecture the state dict is of (fol.models)")
     imp.add_argument("--classes", required=True, metavar="A,B,...",

@@ -162,3 +162,42 @@ def test_import_converts_float64_and_half_precision_to_float32_saying_so(
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "bad.safetensors: tensor 'fc.weight' has " + why in err, err
     assert not out.exists()
+
+
+def test_import_strips_a_shared_prefix_and_sets_missing_batch_norm_counters(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A DataParallel state dict (every name under ``module.``) was refused with every tensor missing
+    and unexpected, and one without the batch-norm ``num_batches_tracked`` counters (which torch's
+    load_state_dict(strict=True) accepts) with the counters missing; now the prefix is removed and
+    the counters set to 0, one note line each."""
+    model = build_model(ModelSpec("resnet-small", num_classes=2), seed=1).eval()
+    state = model.state_dict()
+    counters = [k for k in state if k.endswith("num_batches_tracked")]
+    save_file({f"module.model.{k}": v for k, v in state.items() if k not in counters},
+              str(tmp_path / "dp.safetensors"))
+    out = tmp_path / "m.safetensors"
+    assert main(["model", "import", str(tmp_path / "dp.safetensors"), "--arch", "resnet-small", "--classes", "a,b",
+                 "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    src = tmp_path / "dp.safetensors"
+    assert lines[:2] == [f"note: {src}: the prefix 'module.model.' every tensor name shares was removed "
+                         "(as DataParallel or a wrapper module adds it)",
+                         f"note: {src}: {len(counters)} batch-norm num_batches_tracked counter(s) missing, set to 0 "
+                         "(as torch's load_state_dict does)"]
+    loaded = load_model(out).model
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(loaded(x), model(x))
+    assert all(int(loaded.state_dict()[k]) == 0 for k in counters)
+    # a prefix that does not make the names match is left, and the mismatch listed as before
+    save_file({f"module.{k}": v for k, v in state.items() if k != "fc.bias"}, str(tmp_path / "short.safetensors"))
+    assert main(["model", "import", str(tmp_path / "short.safetensors"), "--arch", "resnet-small", "--classes", "a,b",
+                 "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "unexpected: 'module.fc.weight'" in captured.err
+    # counters are never listed as missing: torch does not require them
+    save_file({k: v for k, v in state.items() if k not in counters and k != "fc.bias"},
+              str(tmp_path / "nobias.safetensors"))
+    assert main(["model", "import", str(tmp_path / "nobias.safetensors"), "--arch", "resnet-small", "--classes", "a,b",
+                 "--out", str(out)]) == 2
+    assert ": 1 missing: fc.bias\n" in capsys.readouterr().err
