@@ -96,7 +96,7 @@ from swarmbase.tomlcheck import shown
 from fol.defaults import class_name
 from fol.errors import CheckpointError, ConfigError
 from fol.fileio import atomic_write_bytes
-from fol.models import ModelSpec, build_model, resize_to_state
+from fol.models import ModelSpec, arch_options, build_model, resize_to_state
 from fol.safejson import check_bounds
 from fol.safejson import loads as bounded_loads
 
@@ -603,13 +603,18 @@ def import_state_dict(weights: str | os.PathLike[str], out: str | os.PathLike[st
             parts = [f"{len(missing)} missing: {_listed(missing)}" if missing else "",
                      f"{len(unexpected)} unexpected: {_listed([shown(n) for n in unexpected])}" if unexpected else "",
                      f"{len(differing)} of another shape: {_listed(differing)}" if differing else ""]
+            options = ", ".join(f"{k} {shown(v)}" for k, v in spec.options.items())
+            accepted = arch_options(spec.arch)
             raise CheckpointError(
                 f"{source}: tensors do not match {spec.arch!r} with {spec.num_classes} classes, "
-                f"{spec.in_channels} input channels, input size {spec.input_size}: "
+                f"{spec.in_channels} input channels, input size {spec.input_size}"
+                + (f", {options}" if options else "") + ": "
                 + "; ".join(p for p in parts if p)
                 + ("; the zoo's resnet18 has torchvision's 7x7 stem only for input size 96 or more"
                    if spec.arch == "resnet18" and spec.input_size < 96 and any(d.startswith("conv1.") for d in differing)
                    else "")
+                + (f"; {spec.arch!r} takes the option(s) {', '.join(accepted)}, which set its layers' sizes"
+                   if differing and accepted else "")
             )
         _to_float32(tensors, source, say)
         _check_tensors(tensors, source)

@@ -40,6 +40,10 @@ def add_model_parser(sub: argparse._SubParsersAction) -> None:
                      help="class names, comma-separated, in the order of the model's outputs")
     imp.add_argument("--input-size", type=int, default=32, help="image side in pixels (default: %(default)s)")
     imp.add_argument("--in-channels", type=int, default=3, help="image channels (default: %(default)s)")
+    imp.add_argument("--widths", metavar="N,N,...",
+                     help="channels of each block (cnn*: conv blocks; resnet-small: stages), default the arch's")
+    imp.add_argument("--hidden", metavar="N", help="cnn*: units of the hidden dense layer (0: none), default the arch's")
+    imp.add_argument("--blocks", metavar="N", help="resnet-small: basic blocks per stage, default the arch's")
     imp.add_argument("--producer", default="", help="name of the node or source the card names (default: none)")
     imp.add_argument("--out", required=True, help="output model file (.safetensors)")
     imp.set_defaults(func=run_model_import)
@@ -108,11 +112,35 @@ def run_model_info(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------- import
 
 
+def _arch_options(args: argparse.Namespace, limits: dict[str, tuple[int, int]]) -> dict[str, Any]:
+    """The architecture options given (``--widths``, ``--hidden``, ``--blocks``), checked against the
+    loader's limits (``limits``: option -> (largest value, most entries))."""
+    from fol.errors import ConfigError
+
+    options: dict[str, Any] = {}
+    for name, least, many in (("widths", 1, True), ("hidden", 0, False), ("blocks", 1, False)):
+        text = getattr(args, name)
+        if text is None:
+            continue
+        largest, entries = limits[name]
+        parts = text.split(",") if many else [text]
+        expected = (f"{'whole numbers separated by commas' if many else 'a whole number'} from {least} to {largest}"
+                    + (f", at most {entries}" if many else ""))
+        try:
+            values = [int(p.strip()) for p in parts]
+        except ValueError:
+            raise ConfigError(f"--{name} {text}: expected {expected}") from None
+        if not all(least <= v <= largest for v in values) or len(values) > entries:
+            raise ConfigError(f"--{name} {text}: expected {expected}")
+        options[name] = values if many else values[0]
+    return options
+
+
 def run_model_import(args: argparse.Namespace) -> int:
     from fol.checkpoint import SPEC_LIMITS, ModelCard, import_state_dict
     from fol.errors import ConfigError
     from fol.fileio import check_output_file
-    from fol.models import ModelSpec, architectures, count_parameters
+    from fol.models import ModelSpec, arch_options, architectures, count_parameters
 
     # every argument and the output path before the weights are read
     if args.arch not in architectures():
@@ -126,9 +154,14 @@ def run_model_import(args: argparse.Namespace) -> int:
         raise ConfigError(f"--classes: {len(classes)} names, over the loader's limit of {SPEC_LIMITS['num_classes']}")
     if "" in classes:
         raise ConfigError(f"--classes {args.classes}: expected non-empty names separated by commas")
+    options = _arch_options(args, SPEC_LIMITS["options"])
+    for name in options:
+        if name not in arch_options(args.arch):
+            raise ConfigError(f"--{name}: not an option of --arch {args.arch}, which takes "
+                              + (", ".join(f"--{o}" for o in arch_options(args.arch)) or "none"))
     try:
         spec = ModelSpec(args.arch, num_classes=len(classes), in_channels=args.in_channels,
-                         input_size=args.input_size)
+                         input_size=args.input_size, options=options)
         card = ModelCard(spec=spec, class_names=classes, producer=args.producer, round=0,
                          extra={"imported_from": Path(args.weights).name.encode("utf-8", "backslashreplace").decode()})
     except ConfigError as exc:
@@ -143,7 +176,8 @@ def run_model_import(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise ConfigError(f"--out {args.out}: its folder cannot be created ({exc.strerror})") from None
     loaded = import_state_dict(weights, out, card, note=lambda line: print(f"note: {line}", flush=True))
-    print(f"{args.weights} -> {args.out}: {spec.arch}, {len(classes)} classes, "
+    arch = spec.arch + (f" ({', '.join(f'{k}={v}' for k, v in options.items())})" if options else "")
+    print(f"{args.weights} -> {args.out}: {arch}, {len(classes)} classes, "
           f"{spec.in_channels} x {spec.input_size} x {spec.input_size} input, "
           f"{count_parameters(loaded.model):,} parameters; loaded back and verified")
     return 0

@@ -43,6 +43,7 @@ __all__ = [
     "ModelSpec",
     "build_model",
     "architectures",
+    "arch_options",
     "ConvNet",
     "MaxPool2d",
     "SmallResNet",
@@ -265,6 +266,12 @@ def architectures() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def arch_options(arch: str) -> list[str]:
+    """The options (``ModelSpec.options`` keys) the architecture ``arch`` takes, sorted."""
+    params = inspect.signature(_REGISTRY[arch]).parameters
+    return sorted(n for n in params if n not in ("num_classes", "in_channels", "input_size", "kw"))
+
+
 # --------------------------------------------------------------------------- spec
 
 
@@ -293,8 +300,7 @@ class ModelSpec:
                 raise ConfigError(f"model {name} must be a positive integer, got {value!r}")
         if self.num_classes < 2:
             raise ConfigError(f"model num_classes must be at least 2, got {self.num_classes}")
-        params = inspect.signature(_REGISTRY[self.arch]).parameters
-        allowed = {n for n in params if n not in ("num_classes", "in_channels", "input_size", "kw")}
+        allowed = set(arch_options(self.arch))
         unknown = sorted((set(self.options) - allowed), key=str)
         if unknown:
             raise ConfigError(

@@ -201,3 +201,45 @@ def test_import_strips_a_shared_prefix_and_sets_missing_batch_norm_counters(
     assert main(["model", "import", str(tmp_path / "nobias.safetensors"), "--arch", "resnet-small", "--classes", "a,b",
                  "--out", str(out)]) == 2
     assert ": 1 missing: fc.bias\n" in capsys.readouterr().err
+
+
+def test_import_takes_the_architecture_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A cnn-small trained with other widths could not be imported (the zoo's options were not
+    reachable); now --widths / --hidden / --blocks build the arch with them, a mismatch says which
+    options the arch takes, and a shape no option gives (a pruned block) is refused listing the tensors."""
+    spec = ModelSpec("cnn-small", num_classes=2, options={"widths": [8, 12], "hidden": 0})
+    model = build_model(spec, seed=3).eval()
+    save_file(model.state_dict(), str(tmp_path / "w.safetensors"))
+    out = tmp_path / "m.safetensors"
+    base = ["model", "import", str(tmp_path / "w.safetensors"), "--arch", "cnn-small", "--classes", "a,b",
+            "--out", str(out)]
+    assert main(base) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "features.0.weight [8, 3, 3, 3] (expected [16, 3, 3, 3])" in err
+    assert err.rstrip().endswith("'cnn-small' takes the option(s) hidden, widths, which set its layers' sizes")
+    assert main([*base, "--widths", "8, 12", "--hidden", "0"]) == 0
+    assert "cnn-small (widths=[8, 12], hidden=0), 2 classes" in capsys.readouterr().out
+    loaded = load_model(out)
+    assert loaded.card.spec.options == {"widths": [8, 12], "hidden": 0}
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(loaded.model(x), model(x))
+    out.unlink()
+    for extra, why in ((["--widths", "8,x"], "--widths 8,x: expected whole numbers separated by commas from 1 to"),
+                       (["--hidden", "-1"], "--hidden -1: expected a whole number from 0 to"),
+                       (["--blocks", "2"], "--blocks: not an option of --arch cnn-small, which takes --hidden, --widths")):
+        assert main([*base, *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and why in err, err
+    # a resnet-small whose first block was pruned inside: no option gives those shapes
+    state = dict(build_model(ModelSpec("resnet-small", num_classes=2), seed=0).state_dict())
+    state["layers.0.conv1.weight"] = state["layers.0.conv1.weight"][:12].clone()
+    for key in ("weight", "bias", "running_mean", "running_var"):
+        state[f"layers.0.bn1.{key}"] = state[f"layers.0.bn1.{key}"][:12].clone()
+    state["layers.0.conv2.weight"] = state["layers.0.conv2.weight"][:, :12].clone()
+    save_file(state, str(tmp_path / "p.safetensors"))
+    assert main(["model", "import", str(tmp_path / "p.safetensors"), "--arch", "resnet-small", "--classes", "a,b",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "6 of another shape: layers.0.conv1.weight [12, 16, 3, 3] (expected [16, 16, 3, 3])" in err
+    assert not out.exists()
