@@ -68,16 +68,19 @@ def describe_model(path: str, loaded: Any, size: int) -> dict[str, Any]:
 
 
 def format_model(d: dict[str, Any]) -> str:
-    """The human summary of :func:`describe_model`."""
+    """The human summary of :func:`describe_model`; the card's text (a peer's) and the file name are
+    shown with their unprintable characters escaped, one line each."""
+    from swarmbase.cli import printable
+
     options = ", ".join(f"{k}={v}" for k, v in sorted(d["options"].items())) or "default options"
     c, h, w = d["input_shape"]
     return "\n".join([
-        f"{d['file']}: valid, format version {d['format_version']}, digest verified (sha256 {d['sha256'][:16]}...)",
+        f"{printable(d['file'])}: valid, format version {d['format_version']}, digest verified (sha256 {d['sha256'][:16]}...)",
         f"  model      {d['arch']} ({options}), {'pruned' if d['pruned'] else 'dense (not pruned)'}, "
         f"{d['parameters']:,} parameters",
-        f"  classes    {d['num_classes']}: {', '.join(d['class_names'])}",
+        f"  classes    {d['num_classes']}: {printable(', '.join(d['class_names']))}",
         f"  input      {c} x {h} x {w} (channels x height x width)",
-        f"  producer   {d['producer'] or '(none)'}, round {d['round']}",
+        f"  producer   {printable(d['producer']) or '(none)'}, round {d['round']}",
         f"  file       {d['bytes']:,} bytes",
     ])
 

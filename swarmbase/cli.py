@@ -14,7 +14,21 @@ import os
 import sys
 from typing import Any, Callable
 
-__all__ = ["run_command"]
+__all__ = ["run_command", "printable"]
+
+
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable (control characters such as
+    newline or a terminal's escape, format characters such as a right-to-left override,
+    lone surrogates of an undecodable file name) written as its Python escape, so text
+    from a file or a peer prints as one line that cannot rewrite the terminal.
+
+    >>> printable("fire"), printable("a\\nb\\x1b[2J\\u202ec"), printable("caf\\xe9 \\udcff")
+    ('fire', 'a\\\\nb\\\\x1b[2J\\\\u202ec', 'café \\\\udcff')
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 class _OutputLost(BaseException):

@@ -243,3 +243,20 @@ def test_import_takes_the_architecture_options(tmp_path: Path, capsys: pytest.Ca
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "6 of another shape: layers.0.conv1.weight [12, 16, 3, 3] (expected [16, 16, 3, 3])" in err
     assert not out.exists()
+
+
+def test_info_escapes_control_characters_of_a_peers_card(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A card's producer and class names (a peer's text) went to the terminal as they were: a newline
+    forged summary lines and an escape sequence could clear or rewrite the screen. Now every
+    unprintable character is shown escaped, and the summary keeps its six lines."""
+    path = tmp_path / "peer.safetensors"
+    save_model(path, build_model(SPEC, seed=0), spec=SPEC, class_names=["fire\u202e", "x" * 300],
+               producer="node\x1b[2J\n  file       forged")
+    assert main(["model", "info", str(path)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) == 6 and "\x1b" not in out and "\u202e" not in out
+    assert lines[2] == "  classes    2: fire\\u202e, " + "x" * 300
+    assert lines[4] == "  producer   node\\x1b[2J\\n  file       forged, round 0"
+    assert main(["model", "info", "--json", str(path)]) == 0  # JSON keeps the text as it is
+    assert json.loads(capsys.readouterr().out)["producer"] == "node\x1b[2J\n  file       forged"
