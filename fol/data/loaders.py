@@ -935,11 +935,12 @@ def _split_folder_files(root: Path, splits: Sequence[str], classes: Sequence[str
     """``(files, labels, classes)`` of ``<root>/<split>/<class>/<image>`` pooled over ``splits``
     (see :func:`load_image_folder`)."""
     chosen = _chosen_splits(f"image folder {root}", root, splits, folders)
-    for split in chosen:
-        if _holds_images(_split_dir(folders[split]), directly=True):
-            raise DataError(f"image folder {root}: split folder {_split_dir(folders[split])} holds images directly; "
+    dirs = [_split_dir(folders[split]) for split in chosen]  # each split's class folders' parent, resolved once
+    for folder in dirs:
+        if _holds_images(folder, directly=True):
+            raise DataError(f"image folder {root}: split folder {folder} holds images directly; "
                             f"with splits= each split folder holds class folders (<split>/<class>/<images>)")
-    found = {c for split in chosen for c in class_folders(_split_dir(folders[split]))}
+    found = {c for folder in dirs for c in class_folders(folder)}
     classes = sorted(found) if classes is None else [class_name(c) for c in classes]
     if not classes:
         raise DataError(f"image folder {root}: split folder(s) {', '.join(chosen)} hold no class sub-folders "

@@ -477,7 +477,7 @@ def write_results_json(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     hundreds of MB as text). Up to :data:`PER_NODE_MAX` nodes it is indented (one space); beyond, one
     compact row per line (no indentation to store, and line tools see one row a line)."""
     with atomic_writer(path, text=True) as fh:
-        if len({r["node"] for r in rows}) <= PER_NODE_MAX:
+        if len(_nodes(rows)) <= PER_NODE_MAX:
             json.dump(rows, fh, indent=1, default=str)
             return
         fh.write("[")
