@@ -51,12 +51,12 @@ from .tablewriter import Fixed, Int, Lit, Lookup, utc_pieces, write_rows
 from .windows import Window, WindowTable
 
 
-def _make_window(a, b, t_start_s, t_end_s, capacity_bytes, mean_range_km, min_range_km) -> Window:
+def _make_window(a, b, t_start_s, t_end_s, capacity_bytes, mean_range_km, min_range_km, direction) -> Window:
     """``Window(...)`` without the frozen dataclass's per-field ``object.__setattr__``
     (:class:`Window` has no ``__post_init__``): ~1 us less per window, for millions of them."""
     win = object.__new__(Window)
     win.__dict__.update(a=a, b=b, t_start_s=t_start_s, t_end_s=t_end_s, capacity_bytes=capacity_bytes,
-                        mean_range_km=mean_range_km, min_range_km=min_range_km)
+                        mean_range_km=mean_range_km, min_range_km=min_range_km, direction=direction)
     return win
 
 log = logging.getLogger(__name__)
@@ -177,7 +177,8 @@ class ContactPlan:
         """:class:`Window` objects of candidate rows ``rows`` (columns converted once, not per value)."""
         w, k = self.windows, c["idx"][rows]
         cols = (w.a[k].tolist(), w.b[k].tolist(), c["start"][rows].tolist(), c["end"][rows].tolist(),
-                c["cap"][rows].tolist(), w.mean_range_km[k].tolist(), w.min_range_km[k].tolist())
+                c["cap"][rows].tolist(), w.mean_range_km[k].tolist(), w.min_range_km[k].tolist(),
+                w.direction[k].tolist())
         return [_make_window(*v) for v in zip(*cols)]
 
     def deliverable(self, node: int, round: int, size_bytes: int) -> list[tuple[int, Window]]:

@@ -139,9 +139,18 @@ class LinkGeometry:
         return self.earth_radius_km + self.grazing_altitude_km
 
 
+#: :attr:`WindowTable.direction` / :attr:`Window.direction`: which way a window carries data.
+#: Windows found by geometry carry both ways; an imported DTN plan's one-way contacts give
+#: windows that carry only ``a -> b`` or only ``b -> a``.
+BOTH, A_TO_B, B_TO_A = 0, 1, 2
+#: The direction codes as the CSV / JSON exports write them.
+DIRECTION_NAMES = ("both", "a->b", "b->a")
+
+
 @dataclass(frozen=True)
 class Window:
-    """One contact window between nodes ``a < b`` (seconds from scenario start, km, bytes)."""
+    """One contact window between nodes ``a < b`` (seconds from scenario start, km, bytes);
+    ``direction`` is :data:`BOTH`, :data:`A_TO_B` or :data:`B_TO_A`."""
 
     a: int
     b: int
@@ -150,6 +159,7 @@ class Window:
     capacity_bytes: int
     mean_range_km: float
     min_range_km: float
+    direction: int = BOTH
 
     @property
     def duration_s(self) -> float:
@@ -162,10 +172,14 @@ class WindowTable(Sequence[Window]):
     Sorted by ``(t_start_s, a, b)``. ``volume_bits`` is the integral of the
     data rate over the window (0 when no rate model was given);
     ``capacity_bytes`` is filled by the link model (:mod:`contact_sim.link`).
+    ``direction`` (int8) says which way each window carries data: :data:`BOTH`
+    (0, the default, every window found by geometry), :data:`A_TO_B` (1) or
+    :data:`B_TO_A` (2); ``volume_bits`` and ``capacity_bytes`` are per
+    direction that the window carries.
     """
 
     def __init__(self, a, b, t_start_s, t_end_s, min_range_km, mean_range_km, volume_bits,
-                 capacity_bytes=None, sort: bool = True) -> None:
+                 capacity_bytes=None, direction=None, sort: bool = True) -> None:
         self.a = np.asarray(a, dtype=np.int32)
         self.b = np.asarray(b, dtype=np.int32)
         self.t_start_s = np.asarray(t_start_s, dtype=np.float64)
@@ -175,6 +189,14 @@ class WindowTable(Sequence[Window]):
         self.volume_bits = np.asarray(volume_bits, dtype=np.float64)
         self.capacity_bytes = (np.zeros(self.a.size, dtype=np.int64) if capacity_bytes is None
                                else np.asarray(capacity_bytes, dtype=np.int64))
+        if direction is None:  # calloc'd zeros: no pages touched until read
+            self.direction = np.zeros(self.a.size, dtype=np.int8)
+        else:
+            d = np.asarray(direction)
+            if d.shape != self.a.shape or (d.size and (d.min() < BOTH or d.max() > B_TO_A)):
+                raise ContactError(f"window directions: expected {self.a.size} values of {BOTH}, {A_TO_B} "
+                                   f"or {B_TO_A} (both ways, a->b, b->a)")
+            self.direction = d.astype(np.int8, copy=False)
         if sort and self.a.size:
             order = np.lexsort((self.b, self.a, self.t_start_s))
             for name in self._columns():
@@ -183,7 +205,7 @@ class WindowTable(Sequence[Window]):
     @staticmethod
     def _columns() -> tuple[str, ...]:
         return ("a", "b", "t_start_s", "t_end_s", "min_range_km", "mean_range_km",
-                "volume_bits", "capacity_bytes")
+                "volume_bits", "capacity_bytes", "direction")
 
     @classmethod
     def empty(cls) -> "WindowTable":
@@ -207,11 +229,16 @@ class WindowTable(Sequence[Window]):
             raise IndexError(i)
         return Window(int(self.a[i]), int(self.b[i]), float(self.t_start_s[i]), float(self.t_end_s[i]),
                       int(self.capacity_bytes[i]), float(self.mean_range_km[i]),
-                      float(self.min_range_km[i]))
+                      float(self.min_range_km[i]), int(self.direction[i]))
 
     def __iter__(self) -> Iterator[Window]:
         for i in range(len(self)):
             yield self[i]
+
+    @property
+    def one_way(self) -> np.ndarray:
+        """Boolean mask of the windows that carry data in one direction only."""
+        return self.direction != BOTH
 
     def select(self, mask) -> "WindowTable":
         """Rows where ``mask`` is true (keeps order)."""
@@ -219,7 +246,7 @@ class WindowTable(Sequence[Window]):
         return WindowTable(*cols, sort=False)
 
     def pair(self, a: int, b: int) -> "WindowTable":
-        """Windows of the unordered pair ``{a, b}``."""
+        """Windows of the unordered pair ``{a, b}`` (whichever way they carry data)."""
         lo, hi = min(a, b), max(a, b)
         return self.select((self.a == lo) & (self.b == hi))
 

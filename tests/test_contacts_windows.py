@@ -365,3 +365,19 @@ def test_plot_draws_links_across_the_antimeridian(tmp_path: Path, monkeypatch) -
     for ln in lines:  # each drawn the short way: less than 180 deg of longitude apart
         x = ln.get_xdata()
         assert abs(x[1] - x[0]) < 180
+
+
+def test_window_table_direction_column_defaults_to_both_and_travels_with_its_rows():
+    from contact_sim.windows import A_TO_B, B_TO_A, BOTH, WindowTable
+
+    plain = WindowTable([0, 1], [1, 2], [5.0, 0.0], [9.0, 4.0], [1, 1], [1, 1], [0, 0])
+    assert plain.direction.dtype == np.int8 and plain.direction.tolist() == [BOTH, BOTH]
+    assert not plain.one_way.any() and plain[0].direction == BOTH
+    # sorted by start: the directions move with their rows, and select / pair / indexing carry them
+    w = WindowTable([0, 1, 0], [1, 2, 2], [5.0, 0.0, 7.0], [9.0, 4.0, 8.0], [1, 1, 1], [1, 1, 1], [0, 0, 0],
+                    direction=[A_TO_B, B_TO_A, BOTH])
+    assert w.t_start_s.tolist() == [0.0, 5.0, 7.0] and w.direction.tolist() == [B_TO_A, A_TO_B, BOTH]
+    assert w.pair(1, 0).direction.tolist() == [A_TO_B] and w[0].direction == B_TO_A
+    assert w.select(w.one_way).t_start_s.tolist() == [0.0, 5.0]
+    with pytest.raises(ContactError, match="window directions"):
+        WindowTable([0], [1], [0.0], [1.0], [1], [1], [0], direction=[3])
