@@ -11,14 +11,16 @@ Rules (this project's choices):
   ``[T_e, T_e+1)``; that part's capacity is recomputed (mean rate x
   (clipped duration - acquisition)), so a window straddling a boundary pays
   the acquisition overhead again in the next round.
-* Links are full duplex: a transfer ``j -> k`` consumes capacity of the
-  window in the ``j -> k`` direction only; successive transfers on the same
+* A window carries data both ways (full duplex: every window found by
+  geometry) or, if imported from a DTN plan's one-way contacts, in one
+  direction only (``windows.direction``); a transfer ``j -> k`` needs a
+  window that carries ``j -> k`` and consumes capacity in that direction only; successive transfers on the same
   window and direction start where the previous one ended. The acquisition
   overhead is paid once per window, direction and round: a second transfer
   in the same round continues on the acquired link, one in a later round
   acquires it again.
 * ``deliverable(k, e, S)`` lists each neighbour once, with the window that
-  completes a transfer of ``S`` bytes earliest; ties by neighbour id.
+  completes a transfer of ``S`` bytes *into* ``k`` earliest; ties by neighbour id.
 
 Example:
     >>> import numpy as np
@@ -48,7 +50,7 @@ from swarmbase.fileio import atomic_writer
 from .errors import ContactError
 from .link import LinkModel
 from .tablewriter import Fixed, Int, Lit, Lookup, utc_pieces, write_rows
-from .windows import Window, WindowTable
+from .windows import A_TO_B, B_TO_A, BOTH, DIRECTION_NAMES, Window, WindowTable
 
 
 def _make_window(a, b, t_start_s, t_end_s, capacity_bytes, mean_range_km, min_range_km, direction) -> Window:
@@ -148,7 +150,11 @@ class ContactPlan:
         w = self.windows
         idx = self._node_index()[int(node)]
         idx = idx[(w.t_end_s[idx] > t0) & (w.t_start_s[idx] < t1)]
-        nb = np.where(w.a[idx] == node, w.b[idx], w.a[idx]).astype(np.int64)
+        at_a = w.a[idx] == node
+        d = w.direction[idx]  # only windows that carry data into ``node``: both ways, or towards it
+        into = (d == BOTH) | np.where(at_a, d == B_TO_A, d == A_TO_B)
+        idx, at_a = idx[into], at_a[into]
+        nb = np.where(at_a, w.b[idx], w.a[idx]).astype(np.int64)
         if src is not None:
             keep = nb == src
             idx, nb = idx[keep], nb[keep]
@@ -262,6 +268,12 @@ class ContactPlan:
         if cover.size == 0:
             raise ContactError(
                 f"transfer {src}->{dst}: no contact window covers [{t_start:.3f}, {t_end:.3f}] s")
+        d = w.direction[cover]
+        cover = cover[(d == BOTH) | (d == (A_TO_B if src == lo else B_TO_A))]
+        if cover.size == 0:
+            raise ContactError(
+                f"transfer {src}->{dst}: the contact window covering [{t_start:.3f}, {t_end:.3f}] s "
+                f"carries data only {dst}->{src}")
         idx = int(cover[0])
         busy = self._busy_into.get((int(dst), int(round)), {}).get((idx, int(src)))
         if busy is not None and t_start < busy - tol:

@@ -239,3 +239,35 @@ def test_a_window_is_offered_only_when_the_transfer_ends_inside_it():
     imported = ContactPlan(["a", "b"], WindowTable([0], [1], [0.0], [50.0], [1], [1], [0.0]),
                            LinkModel("plan", acquisition_s=0.0), [0.0, 600.0])  # an ION rate of 0 bytes/s
     assert imported.deliverable(1, 0, 0) == [] and imported.arrivals(1, 0, 0) == []
+
+
+def _ring():
+    """A one-way ring 0 -> 1 -> 2 -> 0 (windows a < b: 0-1 a->b, 1-2 a->b, 0-2 b->a) and a duplex 0-3."""
+    from contact_sim.windows import A_TO_B, B_TO_A, BOTH
+
+    w = WindowTable([0, 1, 0, 0], [1, 2, 2, 3], [0.0, 0.0, 0.0, 0.0], [100.0] * 4, [1] * 4, [1] * 4, [0] * 4,
+                    direction=[A_TO_B, A_TO_B, B_TO_A, BOTH])
+    return ContactPlan(["n0", "n1", "n2", "n3"], w, LinkModel("constant", 8e3, 0.0), [0.0, 100.0])
+
+
+def test_one_way_windows_deliver_only_along_their_direction():
+    plan = _ring()
+    assert [j for j, _ in plan.deliverable(1, 0, 1000)] == [0]  # 0 -> 1 only
+    assert sorted(j for j, _ in plan.deliverable(0, 0, 1000)) == [2, 3]  # 2 -> 0 and the duplex 3
+    assert [j for j, _ in plan.deliverable(3, 0, 1000)] == [0]
+    assert [win.direction for _, win in plan.deliverable(2, 0, 1000)] == [1]
+    assert plan.earliest_transfer(0, 1, 0, 1000) == (0.0, 1.0)
+    assert plan.earliest_transfer(1, 0, 0, 1000) is None and plan.earliest_transfer(0, 2, 0, 1000) is None
+    with pytest.raises(ContactError, match=r"transfer 1->0: .* carries data only 0->1"):
+        plan.record_transfer(1, 0, 0, 1000, 0.0, 10.0)
+    with pytest.raises(ContactError, match="no contact window can carry"):
+        plan.schedule(0, 2, 0, 1000)
+    assert plan.schedule(2, 0, 0, 1000).window_index == 1  # rows sorted by (start, a, b): 0-2 is row 1
+
+
+def test_server_baselines_need_both_directions_of_a_one_way_plan():
+    from fol.simulation.runner import _participants
+
+    plan = _ring()
+    # no station: a learner must reach a neighbour up and down; on the ring only the duplex 0-3 does
+    assert _participants(plan, [0, 1, 2, 3], [1000] * 4, 1) == [[0, 3]]

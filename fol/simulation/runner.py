@@ -318,12 +318,18 @@ def _participants(plan: ContactPlan, learners: list[int], sizes: list[int], roun
     """Learners that can move their model up and the aggregate down within each
     round: through a ground station when the scenario has any (the server sits
     on the ground), else through any contact (a server reachable via a
-    neighbour)."""
+    neighbour). Each direction needs a window able to carry two models; a
+    one-way window (an imported DTN plan's) counts only for its direction."""
     stations = {i for i, kind in enumerate(plan.node_kinds) if kind == "ground_station"}
+    one_way = bool(plan.windows.one_way.any())  # else every window carries both ways: one query suffices
 
     def reachable(node: int, r: int, size: int) -> bool:
-        peers = [nb for nb, _ in plan.deliverable(node, r, 2 * size)]
-        return any(nb in stations for nb in peers) if stations else bool(peers)
+        peers = [nb for nb, _ in plan.deliverable(node, r, 2 * size)]  # the aggregate down to node
+        if stations:
+            peers = [nb for nb in peers if nb in stations]
+        # ... and the model up from node: a one-way window carries only one of the two
+        return any(node in (k for k, _ in plan.deliverable(nb, r, 2 * size)) for nb in peers) if one_way \
+            else bool(peers)
 
     return [[k for k, node in enumerate(learners) if reachable(node, r, sizes[k])] for r in range(rounds)]
 
