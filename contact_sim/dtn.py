@@ -28,11 +28,14 @@ contact. A plan whose
 windows already have whole-second edges and whole byte rates round-trips
 exactly.
 
+Export writes a two-way window as both directions' contacts and a one-way window as its own
+direction's only.
+
 Import (ION with :func:`read_ion`, HDTN with :func:`read_hdtn`, either by file name with
-:func:`read_plan`): a window of this simulator is full duplex, so it exists where both directions
-are up: for each pair of nodes, each overlap in time of an A->B contact and a B->A contact is a
-window, carrying the smaller of the two rates. Contact time in one direction only is left out, with
-one warning per file giving the contact-seconds dropped; a plan in which nothing pairs is an error.
+:func:`read_plan`): for each pair of nodes, each overlap in time of an A->B contact and a B->A
+contact is a two-way window, carrying the smaller of the two rates; each stretch of a contact that
+no reverse contact covers is a one-way window (``windows.direction``) at that contact's own rate
+(one info line per file counts these contact-seconds).
 Contacts of one direction must not overlap one another. A window's OWLT is the largest of the ``a range`` lines of
 the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]``, ``None``
 where no line covers it, and written back on export). ``ionadmin``'s edits apply in file order
@@ -71,7 +74,7 @@ from swarmbase.tomlcheck import read_text_file
 from .errors import ContactError
 from .link import LinkModel
 from .plan import ContactPlan
-from .windows import WindowTable
+from .windows import A_TO_B, B_TO_A, BOTH, WindowTable
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +129,11 @@ def _too_fast(plan: ContactPlan, k: int, t0: float, t1: float, rate: str, limit:
     return f"{_contact(plan, k, t0, t1)}: mean rate {rate} is above {limit}; {hint}"
 
 
+def _senders(a: int, b: int, direction: int) -> tuple[tuple[int, int], ...]:
+    """The ``(from, to)`` contacts a window of nodes ``a``, ``b`` is written as: both, or its one direction."""
+    return ((a, b), (b, a)) if direction == BOTH else ((a, b),) if direction == A_TO_B else ((b, a),)
+
+
 def format_ion(plan: ContactPlan) -> str:
     """ION contact-plan text: header comments (start, node names), then contacts and ranges."""
     t0, t1, rate, owlt = _rounded(plan)
@@ -149,7 +157,7 @@ def format_ion(plan: ContactPlan) -> str:
                 plan, k, t0[k], t1[k], f"{rate[k] / 8:.6g} bytes/s",
                 f"ION's limit of {ION_MAX_RATE_BYTES_S} bytes/s (ionadmin reads a 32-bit rate)",
                 f"export HDTN (--hdtn) or cap the rate (link.max_rate_bps <= {8 * ION_MAX_RATE_BYTES_S})"))
-        for src, dst in ((a, b), (b, a)):
+        for src, dst in _senders(a, b, int(w.direction[k])):
             contacts.append(f"a contact +{int(t0[k])} +{int(t1[k])} {src} {dst} {rate_bytes}")
             ranges.append(f"a range +{int(t0[k])} +{int(t1[k])} {src} {dst} {int(owlt[k])}")
     return "\n".join(lines + contacts + ranges) + "\n"
@@ -184,7 +192,7 @@ def hdtn_contacts(plan: ContactPlan) -> dict:
                 plan, k, t0[k], t1[k], f"{rate[k]:.6g} bit/s",
                 f"HDTN's limit of {HDTN_MAX_RATE_BPS} bit/s (rateBitsPerSec is a 64-bit integer)",
                 f"cap the rate (link.max_rate_bps <= {HDTN_MAX_RATE_BPS})"))
-        for src, dst in ((a, b), (b, a)):
+        for src, dst in _senders(a, b, int(w.direction[k])):
             out.append({"contact": len(out), "source": src, "dest": dst, "startTime": int(t0[k]),
                         "endTime": int(t1[k]), "rateBitsPerSec": int(rate[k]), "owlt": int(owlt[k])})
     return {"contacts": out}
@@ -380,19 +388,39 @@ def _seconds(value: float) -> str:
     return f"{value:.12g}"
 
 
-def _duplex_windows(contacts: Sequence[tuple[float, float, int, int, float, str]], source: str
-                    ) -> tuple[list[tuple[int, int, float, float, float]], float, float, int]:
-    """The full-duplex windows of one-direction contacts ``(t0, t1, from, to, rate, where)``.
+def _minus(own: list, other: list) -> list[tuple[float, float, float]]:
+    """The parts ``(t0, t1, rate)`` of each contact of ``own`` that no contact of ``other`` covers
+    (both sorted by start, neither overlapping itself): one sweep of the two lists."""
+    out, j = [], 0
+    for f0, f1, rate in (c[:3] for c in own):
+        while j < len(other) and other[j][1] <= f0:
+            j += 1  # ends before this contact, so before every later one
+        cursor, k = f0, j
+        while k < len(other) and other[k][0] < f1:
+            if other[k][0] > cursor:
+                out.append((cursor, other[k][0], rate))
+            cursor = max(cursor, other[k][1])
+            k += 1
+        if cursor < f1:
+            out.append((cursor, f1, rate))
+    return out
 
-    For each pair of nodes, a window is each stretch where an A->B contact and a B->A contact are
-    both up (their intersection), its capacity the smaller of the two rates over that stretch. The
-    contacts of one direction must not overlap one another (their rate there would be ambiguous;
-    ``ionadmin`` refuses such a contact too). Sorting each direction and sweeping the two lists
-    together visits each contact at most twice: O(n log n) for n contacts.
 
-    Returns ``(rows, dropped_s, total_s, unequal)``: rows ``(low node, high node, t0, t1,
-    capacity_bits)``, the contact-seconds in one direction only, all contact-seconds, and how many
-    windows have different rates in the two directions."""
+def _plan_windows(contacts: Sequence[tuple[float, float, int, int, float, str]]
+                  ) -> tuple[list[tuple[int, int, float, float, float, int]], float, float, int]:
+    """The windows of one-direction contacts ``(t0, t1, from, to, rate, where)``.
+
+    For each pair of nodes, a duplex window is each stretch where an A->B contact and a B->A
+    contact are both up (their intersection), its capacity the smaller of the two rates over that
+    stretch; each stretch of a contact that no reverse contact covers is a one-way window at that
+    contact's rate. The contacts of one direction must not overlap one another (their rate there
+    would be ambiguous; ``ionadmin`` refuses such a contact too). Sorting each direction and
+    sweeping the two lists together visits each contact a bounded number of times: O(n log n)
+    for n contacts.
+
+    Returns ``(rows, one_way_s, total_s, unequal)``: rows ``(low node, high node, t0, t1,
+    capacity_bits, direction)``, the contact-seconds kept as one-way windows, all contact-seconds,
+    and how many duplex windows have different rates in the two directions."""
     by_direction: dict[tuple[int, int], list[tuple[float, float, float, int, str]]] = {}
     total_s = 0.0
     for order, (t0, t1, src, dst, rate, where) in enumerate(contacts):
@@ -410,33 +438,30 @@ def _duplex_windows(contacts: Sequence[tuple[float, float, int, int, float, str]
                                    f"the contact +{first[0]:g} +{first[1]:g} at {first[4]}; contacts of one "
                                    "direction must not overlap")
     rows = []
-    used_s = 0.0
+    one_way_s = 0.0
     unequal = 0
     for (src, dst), forward in by_direction.items():
-        backward = by_direction.get((dst, src))
-        if src > dst or backward is None:
-            continue
+        backward = by_direction.get((dst, src), [])
+        lo, hi = min(src, dst), max(src, dst)
+        for t0, t1, rate in _minus(forward, backward):  # this direction alone
+            rows.append((lo, hi, t0, t1, 8.0 * rate * (t1 - t0), A_TO_B if src == lo else B_TO_A))
+            one_way_s += t1 - t0
+        if src > dst:
+            continue  # the duplex windows of the pair, once
         i = j = 0
         while i < len(forward) and j < len(backward):
             f0, f1, f_rate = forward[i][:3]
             b0, b1, b_rate = backward[j][:3]
             t0, t1 = max(f0, b0), min(f1, b1)
             if t1 > t0:
-                rows.append((src, dst, t0, t1, 8.0 * min(f_rate, b_rate) * (t1 - t0)))
-                used_s += t1 - t0
+                rows.append((src, dst, t0, t1, 8.0 * min(f_rate, b_rate) * (t1 - t0), BOTH))
                 unequal += f_rate != b_rate
             # the contact that ends first meets no later contact of the other direction
             if f1 <= b1:
                 i += 1
             if b1 <= f1:
                 j += 1
-    if not rows:
-        n = len(contacts)
-        raise ContactError(f"{source}: no contact has a reverse contact at the same time ({n} contact"
-                           f"{'' if n == 1 else 's'}, all one-way); a window here is full duplex, so a plan "
-                           "needs both directions of a link up together")
-    dropped_s = total_s - 2.0 * used_s
-    return rows, (dropped_s if dropped_s > 1e-9 * total_s else 0.0), total_s, unequal
+    return rows, one_way_s, total_s, unequal
 
 
 def _largest_covering(ranges: Sequence[tuple[float, float, float]], spans: Sequence[tuple[float, float, int]]
@@ -473,29 +498,29 @@ def _largest_covering(ranges: Sequence[tuple[float, float, float]], spans: Seque
 
 def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] | None = None,
                 acquisition_s: float = 0.0) -> ContactPlan:
-    """A :class:`ContactPlan` from parsed ION contacts (full-duplex windows, per-window rates)."""
+    """A :class:`ContactPlan` from parsed ION contacts (two-way and one-way windows, per-window rates)."""
     numbers = sorted(set(ion.names) | {c[2] for c in ion.contacts} | {c[3] for c in ion.contacts})
     index = {n: i for i, n in enumerate(numbers)}
     names = [ion.names.get(n, f"ipn-{n}") for n in numbers]
     if len(set(names)) != len(names):
         raise ContactError(f"{source}: two header nodes share a name")
     kinds = [ion.kinds.get(n, "node") for n in numbers]
-    rows, dropped_s, total_s, unequal = _duplex_windows(ion.contacts, source)
-    rows = [(index[src], index[dst], t0, t1, vol) for src, dst, t0, t1, vol in rows]
-    if dropped_s:
-        log.warning("%s: %s of %s contact-seconds have no reverse contact at the same time and are not used "
-                    "(a window here is full duplex: both directions up)", source, _seconds(dropped_s),
-                    _seconds(total_s))
+    rows, one_way_s, total_s, unequal = _plan_windows(ion.contacts)
+    rows = [(index[src], index[dst], t0, t1, vol, d) for src, dst, t0, t1, vol, d in rows]
+    if one_way_s:
+        n_one_way = sum(r[5] != BOTH for r in rows)
+        log.info("%s: %s of %s contact-seconds have no reverse contact at the same time; kept as %d one-way "
+                 "window%s", source, _seconds(one_way_s), _seconds(total_s), n_one_way, "" if n_one_way == 1 else "s")
     if unequal:
-        log.warning("%s: %d of %d windows have different rates in the two directions; each carries the "
-                    "smaller", source, unequal, len(rows))
+        log.warning("%s: %d of %d two-way windows have different rates in the two directions; each carries the "
+                    "smaller", source, unequal, sum(r[5] == BOTH for r in rows))
     ranges: dict[tuple[int, int], list[tuple[float, float, int]]] = {}
     for t0, t1, src, dst, owlt, where in ion.ranges:
         if src not in index or dst not in index:
             raise ContactError(f"{where}: range {src}->{dst} names a node with no contact")
         ranges.setdefault((min(index[src], index[dst]), max(index[src], index[dst])), []).append((t0, t1, owlt))
     rows.sort(key=lambda r: (r[2], r[0], r[1]))  # the window table's order: start, then node ids
-    a, b, t0s, t1s, vol = (np.array(col) for col in zip(*rows))
+    a, b, t0s, t1s, vol, direction = (np.array(col) for col in zip(*rows))
     # OWLT of a window: the largest of the range lines (either direction) that cover it
     owlt_w = [np.nan] * a.size
     spans: dict[tuple[int, int], list[tuple[float, float, int]]] = {}
@@ -505,7 +530,7 @@ def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] |
         for k, owlt in zip((k for _, _, k in pair_spans), _largest_covering(ranges.get(pair, []), pair_spans)):
             owlt_w[k] = owlt
     nan = np.full(a.size, np.nan)
-    windows = WindowTable(a, b, t0s, t1s, nan, nan, vol, sort=False)
+    windows = WindowTable(a, b, t0s, t1s, nan, nan, vol, direction=direction, sort=False)
     bounds = (np.asarray(round_boundaries_s, dtype=float) if round_boundaries_s is not None
               else np.array([0.0, float(t1s.max())]))
     # None (JSON null), not NaN, for a window no range line covers: plan.to_json writes meta as JSON
@@ -611,7 +636,8 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
 def read_hdtn(path: str | Path, round_boundaries_s: Sequence[float] | None = None, acquisition_s: float = 0.0,
               start: _dt.datetime | None = None) -> ContactPlan:
     """Read an HDTN contact-plan file (JSON) into a :class:`ContactPlan`: the rules of
-    :func:`read_ion` (a window where both directions are up, the smaller rate of the two), nodes
+    :func:`read_ion` (a two-way window where both directions are up, at the smaller rate of the two, a
+    one-way window where only one is), nodes
     named ``ipn-N``."""
     path = Path(path)
     text = read_text_file(path, ContactError, "contact plan file", MAX_PLAN_BYTES)

@@ -16,6 +16,7 @@ from contact_sim import (ContactError, ContactPlan, LinkModel, WindowTable, buil
                          read_ion)
 from contact_sim.cli import main as contacts_main
 from contact_sim.czml import czml_packets
+from contact_sim.windows import A_TO_B, B_TO_A, BOTH
 from fol.cli import main
 
 START = dt.datetime(2026, 8, 1, tzinfo=dt.timezone.utc)
@@ -138,14 +139,11 @@ def test_ion_absolute_times_and_foreign_files() -> None:
 
 
 @pytest.mark.parametrize("text, message", [
-    ("a contact +0 +60 1 2 100\n", r"p\.ion: no contact has a reverse contact at the same time \(1 contact, all one-way\)"),
     ("a contact +0 +60 1 2 fast\na contact +0 +60 2 1 1\n", r"p\.ion:1: expected an integer rate"),
     ("a contact +60 +0 1 2 1\n", r"p\.ion:1: the end time \+0 is not after"),
     ("a contact 2026/08/01-00:00:00 +60 1 2 1\n", r"p\.ion:1: absolute time .* needs the plan start"),
     ("a plan +0 +60 1 2 1\n", r"p\.ion:1: expected 'a contact' or 'a range'"),
     ("# node 1 a\n", r"p\.ion: no 'a contact' lines"),
-    ("a contact +0 +10 1 2 1\na contact +20 +30 2 1 1\na contact +10 +20 1 3 1\na contact +0 +10 3 1 1\n",
-     r"p\.ion: no contact has a reverse contact at the same time \(4 contacts, all one-way\)"),
     ("a contact +0 +100 1 2 1\na contact +0 +150 2 1 1\na contact +50 +150 1 2 1\n",
      r"p\.ion:3: contact 1->2 \+50 \+150 overlaps the contact \+0 \+100 at .*p\.ion:1; contacts of one direction"),
     ("a contact +0 +60 1 2 1\na contact +0 +60 2 1 1\na contact +0 +60 1 2 2\n",
@@ -173,10 +171,10 @@ _ONE_WAY = [(0, 100, 1, 2, 1000), (50, 150, 2, 1, 1000), (0, 50, 3, 4, 10), (50,
 
 
 @pytest.mark.parametrize("fmt", ["ion", "json"])
-def test_a_window_is_where_both_directions_are_up(tmp_path: Path, caplog, fmt: str) -> None:
+def test_two_way_windows_where_both_directions_are_up_one_way_windows_elsewhere(tmp_path: Path, caplog, fmt: str) -> None:
     """Real plans are not symmetric (uplink and downlink windows of different lengths and rates):
-    a window is each overlap of an A->B and a B->A contact at the smaller rate, and the one-way
-    contact time left out is said in one line per file."""
+    a two-way window is each overlap of an A->B and a B->A contact at the smaller rate, and the
+    rest of each contact a one-way window at its own rate, counted in one line per file."""
     import logging
 
     from contact_sim import read_plan
@@ -188,18 +186,22 @@ def test_a_window_is_where_both_directions_are_up(tmp_path: Path, caplog, fmt: s
         path.write_text(json.dumps({"contacts": [
             {"contact": k, "source": a, "dest": b, "startTime": t0, "endTime": t1, "rateBitsPerSec": 8 * r}
             for k, (t0, t1, a, b, r) in enumerate(_ONE_WAY)]}))
-    with caplog.at_level(logging.WARNING, logger="contact_sim.dtn"):
+    with caplog.at_level(logging.INFO, logger="contact_sim.dtn"):
         plan = read_plan(path)
     w = plan.windows
     assert plan.node_names == ["ipn-1", "ipn-2", "ipn-3", "ipn-4"]
-    assert list(zip(w.a.tolist(), w.b.tolist(), w.t_start_s.tolist(), w.t_end_s.tolist())) == [
-        (2, 3, 20.0, 50.0), (0, 1, 50.0, 100.0), (2, 3, 50.0, 80.0)]
-    assert w.capacity_bytes.tolist() == [10 * 30, 1000 * 50, 15 * 30]  # each direction's rate over the overlap
+    # 1->2 0-100 and 2->1 50-150: one-way 1->2 0-50, two-way 50-100, one-way 2->1 100-150
+    assert list(zip(w.a.tolist(), w.b.tolist(), w.t_start_s.tolist(), w.t_end_s.tolist(), w.direction.tolist())) == [
+        (0, 1, 0.0, 50.0, A_TO_B), (0, 2, 0.0, 40.0, A_TO_B), (2, 3, 0.0, 20.0, A_TO_B), (2, 3, 20.0, 50.0, BOTH),
+        (0, 1, 50.0, 100.0, BOTH), (2, 3, 50.0, 80.0, BOTH), (2, 3, 80.0, 100.0, A_TO_B),
+        (0, 1, 100.0, 150.0, B_TO_A)]
+    # two-way: the smaller rate over the overlap; one-way: the contact's own rate
+    assert w.capacity_bytes.tolist() == [1000 * 50, 500 * 40, 10 * 20, 10 * 30, 1000 * 50, 15 * 30, 20 * 20,
+                                         1000 * 50]
     # one-way seconds: 1->2 0-50, 2->1 100-150, 3->4 0-20 and 80-100, 1->3 0-40
     assert [r.getMessage() for r in caplog.records] == [
-        f"{path}: 180 of 400 contact-seconds have no reverse contact at the same time and are not used "
-        "(a window here is full duplex: both directions up)",
-        f"{path}: 2 of 3 windows have different rates in the two directions; each carries the smaller"]
+        f"{path}: 180 of 400 contact-seconds have no reverse contact at the same time; kept as 5 one-way windows",
+        f"{path}: 2 of 3 two-way windows have different rates in the two directions; each carries the smaller"]
 
 
 def test_a_large_plan_reads_in_well_under_a_second() -> None:
@@ -218,9 +220,11 @@ def test_a_large_plan_reads_in_well_under_a_second() -> None:
     began = time.perf_counter()
     plan = ion_to_plan(ion, "big.ion")
     took = time.perf_counter() - began
-    assert len(ion.contacts) == 20_000 and len(plan.windows.a) == 10_000
-    assert plan.windows.t_start_s[:2].tolist() == [2.0, 12.0] and plan.windows.t_end_s[:2].tolist() == [8.0, 18.0]
-    assert plan.meta["owlt_s_per_window"][:4] == [1.0, 2.0, 3.0, 1.0]
+    # per 10 s: one-way 1->2 +0..+2, two-way +2..+8, one-way 2->1 +8..+9
+    assert len(ion.contacts) == 20_000 and len(plan.windows.a) == 30_000
+    assert plan.windows.t_start_s[:4].tolist() == [0.0, 2.0, 8.0, 10.0]
+    assert plan.windows.direction[:4].tolist() == [A_TO_B, BOTH, B_TO_A, A_TO_B]
+    assert plan.meta["owlt_s_per_window"][1:12:3] == [1.0, 2.0, 3.0, 1.0]
     assert took < 1.0, f"{took:.2f} s"
 
 
@@ -300,8 +304,6 @@ def test_hdtn_rates_older_fields_unix_times_and_loopbacks() -> None:
      r"contacts\[0\]: endTime 60 is not after startTime 60"),
     ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 99999999999, "rateBitsPerSec": 1}]}',
      r"contacts\[0\]: endTime 99999999999 is too long after the plan start"),
-    ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 1}]}',
-     r"p\.json: no contact has a reverse contact at the same time \(1 contact, all one-way\)"),
     ('{"contacts": []}', r"p\.json: no contacts between two different nodes"),
     ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 1}, '
      '{"source": 2, "dest": 1, "startTime": 1800000000, "endTime": 1800000060, "rateBitsPerSec": 1}]}',
@@ -577,3 +579,52 @@ def test_ion_reads_ionadmins_own_commands() -> None:
                           ("@\n", r"x\.ion:1: expected '@ TIME'")):
         with pytest.raises(ContactError, match=message):
             parse_ion(text, "x.ion", START)
+
+
+@pytest.mark.parametrize("fmt", ["ion", "json"])
+def test_a_one_way_ring_plan_loads_and_delivers_only_along_its_arrows(tmp_path: Path, fmt: str) -> None:
+    """HDTN's own example plans are one-way records (1->2, 2->3, ...): they load as one-way
+    windows, data moves only along the arrows, and export reads back to the same windows."""
+    from contact_sim import read_plan
+
+    ring = [(0, 100, 1, 2, 1000), (0, 100, 2, 3, 1000), (0, 100, 3, 1, 1000)]
+    path = tmp_path / f"ring.{fmt}"
+    if fmt == "ion":
+        path.write_text("".join(f"a contact +{t0} +{t1} {a} {b} {r}\n" for t0, t1, a, b, r in ring))
+    else:
+        path.write_text(json.dumps({"contacts": [
+            {"contact": k, "source": a, "dest": b, "startTime": t0, "endTime": t1, "rateBitsPerSec": 8 * r}
+            for k, (t0, t1, a, b, r) in enumerate(ring)]}))
+    plan = read_plan(path)
+    w = plan.windows
+    assert list(zip(w.a.tolist(), w.b.tolist(), w.direction.tolist())) == [(0, 1, A_TO_B), (0, 2, B_TO_A),
+                                                                          (1, 2, A_TO_B)]
+    assert [[j for j, _ in plan.deliverable(k, 0, 1000)] for k in range(3)] == [[2], [0], [1]]
+    assert plan.earliest_transfer(0, 1, 0, 1000) == (0.0, 1.0) and plan.earliest_transfer(1, 0, 0, 1000) is None
+    with pytest.raises(ContactError, match="carries data only 0->1"):
+        plan.record_transfer(1, 0, 0, 1000, 0.0, 10.0)
+    assert [ln for ln in format_ion(plan).splitlines() if ln.startswith("a contact")] == [
+        "a contact +0 +100 1 2 1000", "a contact +0 +100 3 1 1000", "a contact +0 +100 2 3 1000"]
+    assert [(c["source"], c["dest"]) for c in hdtn_contacts(plan)["contacts"]] == [(1, 2), (3, 1), (2, 3)]
+
+
+def test_a_mixed_plan_round_trips_through_ion_and_hdtn(tmp_path: Path) -> None:
+    """A->B 0-100 s and B->A 50-150 s: one-way A->B 0-50, two-way 50-100, one-way B->A 100-150;
+    each export writes a one-way window as its direction's contact (and range) only, and reads back
+    to the same windows."""
+    from contact_sim import read_plan, write_hdtn, write_ion
+
+    path = tmp_path / "mixed.ion"
+    path.write_text("a contact +0 +100 1 2 1000\na contact +50 +150 2 1 500\n"
+                    "a range +0 +100 1 2 2\na range +50 +150 2 1 3\n")
+    plan = read_plan(path)
+    rows = lambda p: list(zip(p.windows.t_start_s.tolist(), p.windows.t_end_s.tolist(),  # noqa: E731
+                              p.windows.direction.tolist(), p.windows.capacity_bytes.tolist()))
+    assert rows(plan) == [(0.0, 50.0, A_TO_B, 50_000), (50.0, 100.0, BOTH, 25_000), (100.0, 150.0, B_TO_A, 25_000)]
+    assert plan.meta["owlt_s_per_window"] == [2.0, 3.0, 3.0]
+    text = format_ion(plan)
+    assert "a contact +0 +50 1 2 1000" in text and "a range +0 +50 1 2 2" in text
+    assert "+0 +50 2 1" not in text and "+100 +150 1 2" not in text
+    for out in (write_ion(tmp_path / "back.ion", plan), write_hdtn(tmp_path / "back.json", plan)):
+        back = read_plan(out)
+        assert rows(back) == rows(plan) and back.meta["owlt_s_per_window"] == plan.meta["owlt_s_per_window"]
