@@ -137,7 +137,8 @@ def run_contacts(args: argparse.Namespace) -> int:
     s = plan.summary()
     print(f"scenario   {args.scenario}  ({scenario.kind}, {s['nodes']} nodes, "
           f"{s['horizon_s']:.0f} s, {s['rounds']} round(s))")
-    print(f"windows    {s['windows']}  ({elapsed:.1f} s to compute)")
+    one_way = f", {s['one_way_windows']} one-way" if s["one_way_windows"] else ""
+    print(f"windows    {s['windows']}{one_way}  ({elapsed:.1f} s to compute)")
     print(f"per node   mean {s['windows_per_node_mean']:.1f}, min {s['windows_per_node_min']}, "
           f"max {s['windows_per_node_max']}")
     print(f"duration   mean {s['mean_duration_s']:.1f} s, median {s['median_duration_s']:.1f} s")

@@ -108,7 +108,9 @@ def czml_packets(plan: ContactPlan, traj: Trajectories, name: str = "fol-swarm c
             "id": f"window-{k}", "name": f"{plan.node_names[a]} - {plan.node_names[b]}",
             "availability": f"{_iso(start, w.t_start_s[k])}/{_iso(start, w.t_end_s[k])}",
             "description": (f"contact {w.t_start_s[k]:.1f}..{w.t_end_s[k]:.1f} s, "
-                            f"{int(w.capacity_bytes[k])} bytes"),
+                            f"{int(w.capacity_bytes[k])} bytes"
+                            + ("", f", one way {plan.node_names[a]} -> {plan.node_names[b]}",
+                               f", one way {plan.node_names[b]} -> {plan.node_names[a]}")[int(w.direction[k])]),
             "polyline": {"positions": {"references": [f"node-{a}#position", f"node-{b}#position"]},
                          "width": 1.5, "arcType": "NONE",
                          "material": {"solidColor": {"color": {"rgba": _LINK_COLOR}}}},

@@ -63,6 +63,8 @@ def _make_window(a, b, t_start_s, t_end_s, capacity_bytes, mean_range_km, min_ra
 
 log = logging.getLogger(__name__)
 
+_DIRECTIONS = [name.encode() for name in DIRECTION_NAMES]  # the exports' direction column, by code
+
 
 @dataclass(frozen=True)
 class Transfer:
@@ -297,7 +299,9 @@ class ContactPlan:
         """``networkx.MultiGraph``: one node per node id (name, kind), one edge per window.
 
         Edge attributes: ``t_start_s``, ``t_end_s``, ``capacity_bytes``,
-        ``mean_range_km``, ``min_range_km``, ``index`` (row in ``windows``).
+        ``mean_range_km``, ``min_range_km``, ``index`` (row in ``windows``),
+        ``sender`` (``None`` for a window that carries data both ways, else the
+        node id that can send on it).
         Built on first access (large plans: prefer :meth:`contact_graph`).
         """
         if self._graph is None:
@@ -308,18 +312,21 @@ class ContactPlan:
                 g.add_node(i, name=name, kind=kind)
             w = self.windows
             cols = zip(w.a.tolist(), w.b.tolist(), w.t_start_s.tolist(), w.t_end_s.tolist(),
-                       w.capacity_bytes.tolist(), w.mean_range_km.tolist(), w.min_range_km.tolist())
+                       w.capacity_bytes.tolist(), w.mean_range_km.tolist(), w.min_range_km.tolist(),
+                       w.direction.tolist())
             g.add_edges_from(
                 (a, b, {"t_start_s": s, "t_end_s": e, "capacity_bytes": c, "mean_range_km": mr,
-                        "min_range_km": mn, "index": i})
-                for i, (a, b, s, e, c, mr, mn) in enumerate(cols))
+                        "min_range_km": mn, "index": i, "sender": (None, a, b)[d]})
+                for i, (a, b, s, e, c, mr, mn, d) in enumerate(cols))
             self._graph = g
         return self._graph
 
     def contact_graph(self, t_s: float | None = None):
         """``networkx.Graph`` aggregated per pair (windows, total seconds and bytes).
 
-        With ``t_s``, only the pairs in contact at that instant.
+        Edge attributes: ``windows``, ``duration_s``, ``capacity_bytes`` and
+        ``one_way_windows`` (how many of the windows carry data one way only;
+        :attr:`graph` says which way). With ``t_s``, only the pairs in contact at that instant.
         """
         import networkx as nx
 
@@ -337,14 +344,16 @@ class ContactPlan:
             n_win = np.bincount(inv)
             dur = np.bincount(inv, weights=w.duration_s[sel])
             cap = np.bincount(inv, weights=w.capacity_bytes[sel].astype(float))
+            one_way = np.bincount(inv, weights=w.one_way[sel], minlength=uniq.size).astype(np.int64)
             g.add_edges_from(
-                (a_, b_, {"windows": n, "duration_s": d, "capacity_bytes": c})
-                for a_, b_, n, d, c in zip((uniq // self.n_nodes).tolist(), (uniq % self.n_nodes).tolist(),
-                                           n_win.tolist(), dur.tolist(), cap.tolist()))
+                (a_, b_, {"windows": n, "duration_s": d, "capacity_bytes": c, "one_way_windows": o})
+                for a_, b_, n, d, c, o in zip((uniq // self.n_nodes).tolist(), (uniq % self.n_nodes).tolist(),
+                                              n_win.tolist(), dur.tolist(), cap.tolist(), one_way.tolist()))
         return g
 
     def summary(self) -> dict:
-        """Totals and per-node figures (windows per node, mean duration, capacity)."""
+        """Totals and per-node figures (windows per node, mean duration, capacity; ``one_way_windows``:
+        how many windows carry data in one direction only)."""
         w = self.windows
         per_node = np.bincount(np.concatenate([w.a, w.b]), minlength=self.n_nodes) if len(w) else \
             np.zeros(self.n_nodes, dtype=int)
@@ -352,6 +361,7 @@ class ContactPlan:
         return {
             "nodes": self.n_nodes,
             "windows": len(w),
+            "one_way_windows": int(np.count_nonzero(w.direction)),
             "rounds": self.n_rounds,
             "horizon_s": float(self.round_boundaries_s[-1] - self.round_boundaries_s[0]),
             "windows_per_node_mean": float(per_node.mean()) if self.n_nodes else 0.0,
@@ -373,7 +383,8 @@ class ContactPlan:
 
         Columns: ``a, b, name_a, name_b, t_start_s, t_end_s, duration_s,
         start_utc, end_utc, round, capacity_bytes, mean_range_km,
-        min_range_km``; seconds and km with 3 decimals, UTC as
+        min_range_km, direction``, ``direction`` being ``both``, ``a->b`` or ``b->a``
+        (which way the window carries data); seconds and km with 3 decimals, UTC as
         ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (empty without a start time), ``round``
         the plan round containing the window's start (-1 outside the rounds, as :meth:`round_of`). Formatted in numpy
         (:mod:`contact_sim.tablewriter`), so 10^7 windows take seconds. A window the
@@ -394,10 +405,10 @@ class ContactPlan:
                   Fixed(w.t_start_s), comma, Fixed(w.t_end_s), comma, Fixed(w.t_end_s - w.t_start_s), comma,
                   *self._utc_pieces(w.t_start_s), comma, *self._utc_pieces(w.t_end_s), comma,
                   Int(rounds), comma, Int(w.capacity_bytes), comma, Fixed(w.mean_range_km, nan=b"nan"), comma,
-                  Fixed(w.min_range_km, nan=b"nan"), Lit(b"\r\n")]
+                  Fixed(w.min_range_km, nan=b"nan"), comma, Lookup(_DIRECTIONS, w.direction), Lit(b"\r\n")]
         with atomic_writer(path) as fh:  # crash-safe: the old table or the whole new one
             fh.write(b"a,b,name_a,name_b,t_start_s,t_end_s,duration_s,start_utc,end_utc,round,"
-                     b"capacity_bytes,mean_range_km,min_range_km\r\n")
+                     b"capacity_bytes,mean_range_km,min_range_km,direction\r\n")
             write_rows(fh, pieces)
         return path
 
@@ -405,7 +416,8 @@ class ContactPlan:
         """Write nodes, rounds, link model, windows and transfers as JSON.
 
         ``windows`` is a list of objects ``{"a", "b", "t_start_s", "t_end_s",
-        "capacity_bytes", "mean_range_km", "min_range_km"}`` (seconds and km
+        "capacity_bytes", "mean_range_km", "min_range_km", "direction"}`` (``direction``
+        as in :meth:`to_csv`) (seconds and km
         with 3 decimals), one per line, formatted in numpy like :meth:`to_csv`.
         """
         path = Path(path)
@@ -427,7 +439,8 @@ class ContactPlan:
         pieces = [Lit(b'  {"a": '), Int(w.a), Lit(b', "b": '), Int(w.b), Lit(b', "t_start_s": '), Fixed(w.t_start_s),
                   Lit(b', "t_end_s": '), Fixed(w.t_end_s), Lit(b', "capacity_bytes": '), Int(w.capacity_bytes),
                   Lit(b', "mean_range_km": '), Fixed(w.mean_range_km, nan=b"null"),
-                  Lit(b', "min_range_km": '), Fixed(w.min_range_km, nan=b"null"), Lit(b"}"), Lookup([b",\n", b"\n"], last)]
+                  Lit(b', "min_range_km": '), Fixed(w.min_range_km, nan=b"null"), Lit(b', "direction": "'),
+                  Lookup(_DIRECTIONS, w.direction), Lit(b'"}'), Lookup([b",\n", b"\n"], last)]
         with atomic_writer(path) as fh:  # crash-safe: the old table or the whole new one
             fh.write(text[:-1].rstrip().encode() + b',\n "windows": [\n')
             write_rows(fh, pieces)

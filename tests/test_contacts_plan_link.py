@@ -271,3 +271,17 @@ def test_server_baselines_need_both_directions_of_a_one_way_plan():
     plan = _ring()
     # no station: a learner must reach a neighbour up and down; on the ring only the duplex 0-3 does
     assert _participants(plan, [0, 1, 2, 3], [1000] * 4, 1) == [[0, 3]]
+
+
+def test_exports_graphs_and_summary_carry_the_window_direction(tmp_path):
+    plan = _ring()
+    with open(plan.to_csv(tmp_path / "c.csv"), newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0])[-2:] == ["min_range_km", "direction"]  # a trailing column: the others keep their place
+    assert [(r["a"], r["b"], r["direction"]) for r in rows] == [("0", "1", "a->b"), ("0", "2", "b->a"),
+                                                                ("0", "3", "both"), ("1", "2", "a->b")]
+    doc = json.loads(plan.to_json(tmp_path / "c.json").read_text())
+    assert [x["direction"] for x in doc["windows"]] == ["a->b", "b->a", "both", "a->b"]
+    assert sorted(d["sender"] for _, _, d in plan.graph.edges(data=True) if d["sender"] is not None) == [0, 1, 2]
+    assert plan.contact_graph()[0][2]["one_way_windows"] == 1 and plan.contact_graph()[0][3]["one_way_windows"] == 0
+    assert plan.summary()["one_way_windows"] == 3
