@@ -285,3 +285,15 @@ def test_exports_graphs_and_summary_carry_the_window_direction(tmp_path):
     assert sorted(d["sender"] for _, _, d in plan.graph.edges(data=True) if d["sender"] is not None) == [0, 1, 2]
     assert plan.contact_graph()[0][2]["one_way_windows"] == 1 and plan.contact_graph()[0][3]["one_way_windows"] == 0
     assert plan.summary()["one_way_windows"] == 3
+
+
+def test_the_simulation_delivers_models_only_along_a_one_way_plan():
+    """The runner's delivery schedule on the one-way ring: each learner hears only from the node
+    whose arrow points at it (0 -> 1 -> 2 -> 0; 3 meets 0 both ways), and every recorded transfer
+    follows a window's direction."""
+    from fol.simulation.runner import plan_deliveries
+
+    plan = _ring()
+    got = plan_deliveries(plan, [0, 1, 2, 3], [1000] * 4, 1, 4)
+    assert {k: sorted(v) for k, v in got[0].items() if v} == {0: [2, 3], 1: [0], 2: [1], 3: [0]}
+    assert sorted((t.src, t.dst) for t in plan.transfers) == [(0, 1), (0, 3), (1, 2), (2, 0), (3, 0)]
