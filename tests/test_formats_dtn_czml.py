@@ -166,6 +166,17 @@ def test_malformed_ion_plan_names_file_and_line(tmp_path: Path, text: str, messa
 
 # A->B 0-100 and B->A 50-150 overlap over 50-100; 3->4 is split in two (rates 10 and 20 bytes/s)
 # under one 4->3 contact at 15 bytes/s; 1->3 has no reverse at all.
+def _write_contacts(path: Path, contacts) -> Path:
+    """``contacts`` ``(t0, t1, from, to, bytes/s)`` as ION text (``.ion``) or HDTN JSON (``.json``)."""
+    if path.suffix == ".ion":
+        path.write_text("".join(f"a contact +{t0} +{t1} {a} {b} {r}\n" for t0, t1, a, b, r in contacts))
+    else:
+        path.write_text(json.dumps({"contacts": [
+            {"contact": k, "source": a, "dest": b, "startTime": t0, "endTime": t1, "rateBitsPerSec": 8 * r}
+            for k, (t0, t1, a, b, r) in enumerate(contacts)]}))
+    return path
+
+
 _ONE_WAY = [(0, 100, 1, 2, 1000), (50, 150, 2, 1, 1000), (0, 50, 3, 4, 10), (50, 100, 3, 4, 20),
             (20, 80, 4, 3, 15), (0, 40, 1, 3, 500)]
 
@@ -179,13 +190,7 @@ def test_two_way_windows_where_both_directions_are_up_one_way_windows_elsewhere(
 
     from contact_sim import read_plan
 
-    path = tmp_path / f"p.{fmt}"
-    if fmt == "ion":
-        path.write_text("".join(f"a contact +{t0} +{t1} {a} {b} {r}\n" for t0, t1, a, b, r in _ONE_WAY))
-    else:
-        path.write_text(json.dumps({"contacts": [
-            {"contact": k, "source": a, "dest": b, "startTime": t0, "endTime": t1, "rateBitsPerSec": 8 * r}
-            for k, (t0, t1, a, b, r) in enumerate(_ONE_WAY)]}))
+    path = _write_contacts(tmp_path / f"p.{fmt}", _ONE_WAY)
     with caplog.at_level(logging.INFO, logger="contact_sim.dtn"):
         plan = read_plan(path)
     w = plan.windows
@@ -588,13 +593,7 @@ def test_a_one_way_ring_plan_loads_and_delivers_only_along_its_arrows(tmp_path: 
     from contact_sim import read_plan
 
     ring = [(0, 100, 1, 2, 1000), (0, 100, 2, 3, 1000), (0, 100, 3, 1, 1000)]
-    path = tmp_path / f"ring.{fmt}"
-    if fmt == "ion":
-        path.write_text("".join(f"a contact +{t0} +{t1} {a} {b} {r}\n" for t0, t1, a, b, r in ring))
-    else:
-        path.write_text(json.dumps({"contacts": [
-            {"contact": k, "source": a, "dest": b, "startTime": t0, "endTime": t1, "rateBitsPerSec": 8 * r}
-            for k, (t0, t1, a, b, r) in enumerate(ring)]}))
+    path = _write_contacts(tmp_path / f"ring.{fmt}", ring)
     plan = read_plan(path)
     w = plan.windows
     assert list(zip(w.a.tolist(), w.b.tolist(), w.direction.tolist())) == [(0, 1, A_TO_B), (0, 2, B_TO_A),
