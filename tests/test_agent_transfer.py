@@ -1059,7 +1059,8 @@ def test_a_round_that_cannot_be_recorded_at_shutdown_still_releases_the_state_fo
 
     def finish_round(wait: bool = True) -> None:
         stop_executor(wait)
-        job.set_result({"round": 1, "model": "models/round-1.safetensors"})
+        if not job.done():
+            job.set_result({"round": 1, "model": "models/round-1.safetensors"})
 
     def full_disk(*args: Any) -> str:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "state.json")
@@ -1328,6 +1329,90 @@ def test_ctrl_c_before_the_loop_runs_releases_the_agent_and_its_runtime_file(tmp
     monkeypatch.undo()
     node.start()  # the state folder lock was released
     node.stop()
+
+
+def test_a_second_ctrl_c_abandons_a_running_personalization_at_once(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The first Ctrl-C lets a running round finish; a second one was ignored, so 'fol agent' could not be
+    stopped before a round of on-board training ended. Now it stops at once: sockets and agent.json released,
+    state.json untouched (the round runs again), the state folder locked until the abandoned worker ends."""
+    import fcntl
+    import signal
+
+    import fol.agent.node as node_module
+    from fol.agent import cli as agent_cli
+    from fol.agent.loopback import toml_text
+    from fol.cli import main
+
+    node = Node(tmp_path, "receiver", [])
+    cfg = node.on_board_config({"auto_send": False, "deadline_s": 0.05}, {"rounds": 1})
+    state = node.folder / "state"
+    toml = tmp_path / "receiver.toml"
+    toml.write_text(toml_text({
+        "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", "secret_key": str(node.sec),
+                 "trust_dir": str(node.trust_dir), "state_dir": str(state), "model": str(cfg.model),
+                 "data": cfg.data},
+        "trigger": {"auto_send": False, "deadline_s": 0.05}, "fol": {"rounds": 1}}))
+    started, release = threading.Event(), threading.Event()
+
+    def long_round(self: Any, info: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+        started.set()
+        release.wait(30)
+        raise OSError("the abandoned round went on")
+
+    monkeypatch.setattr(node_module.Agent, "_personalize_job", long_round)
+    def exit_now(status: int) -> None:  # os._exit would end pytest
+        raise SystemExit(status)
+
+    monkeypatch.setattr(agent_cli, "_exit_now", exit_now)
+    seen: dict[str, Any] = {}
+
+    def operator() -> None:
+        if started.wait(10):
+            seen["state"] = (state / "state.json").read_bytes()
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.3)
+            seen["waiting"] = (state / "agent.json").exists()  # the first Ctrl-C waits for the round
+            seen["second"] = time.monotonic()
+            os.kill(os.getpid(), signal.SIGINT)
+        if not release.wait(10):  # the test fails instead of hanging
+            release.set()
+
+    helper = threading.Thread(target=operator, daemon=True)
+    helper.start()
+    try:
+        with pytest.raises(SystemExit) as ended:
+            main(["agent", "--config", str(toml)])
+        took = time.monotonic() - seen["second"]
+        assert ended.value.code == 130 and took < 2.0, took
+        assert seen["waiting"]
+        assert "round 1 abandoned" in capsys.readouterr().err
+        before, after = (json.loads(text) for text in (seen["state"], (state / "state.json").read_bytes()))
+        for clock in ("round_age_s", "round_age_at"):  # the stop saves the round's age so far, nothing else
+            before.pop(clock), after.pop(clock)
+        assert after == before and after["round"] == 1 and after["history"] == []  # no half-recorded round
+        assert not (state / "agent.json").exists()
+        fd = os.open(state / "agent.lock", os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):  # the abandoned worker may still write the round's files
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            release.set()
+            _wait(lambda: _lock_free(fd), timeout=5.0, what="the state folder lock")
+        finally:
+            os.close(fd)
+    finally:
+        release.set()
+        helper.join(15)
+
+
+def _lock_free(fd: int) -> bool:
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return True
 
 
 def test_a_disk_that_fills_mid_transfer_frees_the_slot_and_the_transfer_resumes_later(pair, monkeypatch) -> None:

@@ -5,6 +5,7 @@ Usage on one drone::
     fol keys gen drone-1 --dir keys                  # keys/drone-1.key (public), keys/drone-1.key_secret
     fol keys trust drone-2.key --store trusted       # admit a peer (its id = file stem, or --name)
     fol agent --config node.toml                     # run until SIGINT / SIGTERM / 'ctl ... stop'
+                                                     # (a second signal abandons a running round)
     fol agent ctl node.toml status                   # round, inbox, transfers, history
     fol agent ctl node.toml personalize              # run the round now with what arrived
     fol agent ctl node.toml send drone-2             # offer the current model to one peer again
@@ -16,7 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +54,19 @@ def _run_agent(args: argparse.Namespace) -> int:
     from fol.agent.node import Agent
 
     agent = Agent(AgentConfig.from_toml(args.config))
+    signals: list[int] = []
 
     def _stop(signum: int, _frame: Any) -> None:
-        log.info("signal %d: stopping", signum)
-        agent.stop()
+        signals.append(signum)
+        if len(signals) == 1:
+            log.info("signal %d: stopping (a running personalization finishes first; signal again to abandon it)",
+                     signum)
+            agent.stop()
+        else:  # the operator insists: a running personalization is abandoned, the round runs again at the next start
+            log.info("signal %d again: stopping now", signum)
+            agent.stop(abandon=True)
 
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
@@ -64,7 +75,28 @@ def _run_agent(args: argparse.Namespace) -> int:
         agent.run()
     finally:
         agent.stop()  # a Ctrl-C before the loop ran: release the sockets, the lock and agent.json (else a no-op)
+        for sig, handler in previous.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+    if agent.abandoned_round is not None:
+        # The abandoned round's worker thread cannot be interrupted and the interpreter would wait for it at
+        # exit: end the process now (its files are written through the crash-safe writer: a temporary file
+        # left behind is removed at the next start; state.json was not touched).
+        print(f"fol agent: interrupted; round {agent.abandoned_round} abandoned (it runs again at the next start)",
+              file=sys.stderr)
+        _exit_now(130)
     return 0
+
+
+def _exit_now(status: int) -> None:
+    """End the process at once with ``status`` (output and log handlers flushed), without waiting for threads."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    os._exit(status)
 
 
 def _run_ctl(args: argparse.Namespace) -> int:

@@ -119,6 +119,8 @@ class Agent:
             self._data_spec = parse_node_data(config.data, root=config.data_root, where=f"{config.source}: node.data")
         self._watchdog = Watchdog()
         self._stop = threading.Event()
+        self._abandon = threading.Event()  # stop without waiting for a running personalization
+        self.abandoned_round: int | None = None  # the round whose personalization a stop abandoned
         self._commands: queue.Queue = queue.Queue()
         self._commands_lock = threading.Lock()
         self._accepting = True  # False once the loop has ended: request() then fails at once
@@ -336,12 +338,21 @@ class Agent:
         self._thread.start()
         return self
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 10.0, *, abandon: bool = False) -> None:
         """Ask the loop to end and wait up to ``timeout`` s for it (and a running
         personalization) to finish. The loop releases the sockets and the state
         folder as it ends: a personalization still running after ``timeout`` holds
         them until it finishes (the loop thread goes on; :attr:`running` tells).
-        An agent that was never started is released at once."""
+        An agent that was never started is released at once.
+
+        ``abandon=True`` (also after a plain stop, while the loop waits for the
+        personalization: a second Ctrl-C) ends the loop without waiting: the
+        round is not recorded (the state keeps its previous model and round, and
+        the round runs again at the next start), the sockets and ``agent.json``
+        are released at once, and the state folder stays locked until the
+        abandoned worker ends or the process exits (what ``fol agent`` does)."""
+        if abandon:
+            self._abandon.set()
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
@@ -470,11 +481,24 @@ class Agent:
             return
         self.closed = True
         notify("STOPPING=1")
-        if self._job is not None and not self._job.done():
-            log.info("%s: waiting for the running personalization to finish", self.node_id)
+        job = self._job
         if self._executor is not None:
-            self._executor.shutdown(wait=True)
+            self._executor.shutdown(wait=False)  # no new round; the running one is waited for below
+        if job is not None and not job.done() and not self._abandon.is_set():
+            log.info("%s: waiting for the running personalization of round %s to finish (stop again, e.g. a "
+                     "second Ctrl-C, to abandon it)", self.node_id, self._job_info.get("round"))
+            while not job.done() and not self._abandon.is_set():  # short waits: a signal handler can abandon
+                concurrent.futures.wait([job], timeout=0.1)
+        if job is not None and not job.done():  # abandoned: nothing of it is recorded
+            self._job = None
+            self.abandoned_round = self._job_info.get("round")
+            log.warning("%s: personalization of round %s abandoned; the state keeps model %s and the round runs "
+                        "again at the next start", self.node_id, self.abandoned_round, self.inbox.state.current_model)
+        else:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)  # its thread has ended
             self._guarded(self._check_job)  # a round it cannot record (a full disk) runs again after a restart
+            job = None
         try:
             self.receiver.flush()
             if self._counts_round_age():
@@ -490,7 +514,10 @@ class Agent:
             (self.inbox.root / RUNTIME_FILE).unlink(missing_ok=True)
         except OSError as exc:  # a disk remounted read-only: 'ctl' then finds no agent answering
             log.warning("%s: could not remove %s: %s", self.node_id, self.inbox.root / RUNTIME_FILE, exc)
-        self._release_lock()  # last: a new agent on this folder finds no stale runtime file of this one
+        if job is None:
+            self._release_lock()  # last: a new agent on this folder finds no stale runtime file of this one
+        else:  # the abandoned worker may still write its round's files: the folder stays locked until it ends
+            job.add_done_callback(lambda _job: self._release_lock())
         log.info("%s: stopped", self.node_id)
 
     def _close_sockets(self) -> None:
