@@ -752,6 +752,31 @@ def test_an_ipc_address_on_an_existing_file_is_refused_and_the_file_kept(tmp_pat
         agent.stop(10)
 
 
+@pytest.mark.parametrize("taken_field", ["control", "listen"])
+def test_an_ipc_path_a_running_agent_listens_on_is_refused_and_that_agent_keeps_it(tmp_path: Path,
+                                                                                      taken_field: str) -> None:
+    """ZeroMQ unlinks an ipc:// socket file to bind: a second node given the first's path took it over, and
+    the first went on running with its control (or listen) socket unreachable."""
+    from fol.agent.node import control_request
+    from fol.errors import ConfigError
+
+    shared = f"ipc://{tmp_path / 'shared.sock'}"
+    first, second = Node(tmp_path, "drone-1", []), Node(tmp_path, "drone-2", [])
+    cfg1 = first.config()
+    cfg1.control = shared
+    agent = Agent(cfg1, load_fol=False).start()
+    try:
+        cfg2 = second.config()
+        setattr(cfg2, taken_field, shared)
+        with pytest.raises(ConfigError, match=rf"drone-2.toml: node.{taken_field}: {shared} is in use: a running "
+                                              r"process \(another agent\?\) listens on"):
+            Agent(cfg2, load_fol=False)
+        assert control_request(cfg1, "status", timeout_s=5)["node"] == "drone-1"  # still reachable
+    finally:
+        agent.stop(10)
+    assert not agent.running
+
+
 @pytest.mark.parametrize("blocked", [".", "partial"])
 def test_a_state_folder_that_is_a_file_is_one_config_error(tmp_path: Path, blocked: str) -> None:
     """mkdir raised FileExistsError (a traceback from 'fol agent'); the file is left as it was."""

@@ -842,15 +842,37 @@ def _lock_state_dir(state_dir: Path, node_id: str) -> int:
 
 def _bind(sock: zmq.Socket, endpoint: str, where: str) -> None:
     """Bind ``sock``; an address that cannot be bound (in use, not local, no such host) is a :class:`ConfigError`.
-    An ``ipc://`` path that exists and is not a socket is refused (ZeroMQ would delete the file to bind)."""
+    An ``ipc://`` path that exists and is not a socket is refused (ZeroMQ would delete the file to bind), and
+    so is one whose socket a running process still listens on (ZeroMQ would take the path from it: another
+    agent configured with the same path would go on running, unreachable)."""
     path = endpoint[len("ipc://"):] if endpoint.startswith("ipc://") else ""
-    if path and not path.startswith("@") and os.path.lexists(path) and not stat.S_ISSOCK(os.lstat(path).st_mode):
-        raise ConfigError(f"{where}: {path} exists and is not a socket; binding {endpoint} would replace it "
-                          f"(expected a new path or an old agent's socket)")
+    if path and not path.startswith("@") and os.path.lexists(path):
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            raise ConfigError(f"{where}: {path} exists and is not a socket; binding {endpoint} would replace it "
+                              f"(expected a new path or an old agent's socket)")
+        if _socket_answers(path):
+            raise ConfigError(f"{where}: {endpoint} is in use: a running process (another agent?) listens on "
+                              f"{path}; stop it or give this node another path")
     try:
         sock.bind(endpoint)
     except zmq.ZMQError as exc:
         raise ConfigError(f"{where}: cannot bind {endpoint} ({zmq.strerror(exc.errno)})") from None
+
+
+def _socket_answers(path: str) -> bool:
+    """Whether a process accepts connections on the Unix socket ``path`` (a left-over socket file of an
+    agent that ended refuses them). The probe connects and closes at once, before any byte."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(path)
+        except (TimeoutError, BlockingIOError):  # a listener too busy to accept: alive
+            return True
+        except OSError:  # ECONNREFUSED: nobody listens (a permission error: the bind will say so)
+            return False
+    return True
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:
