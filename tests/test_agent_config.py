@@ -120,6 +120,23 @@ def test_limits_have_upper_bounds(tmp_path: Path, field: str, value: float, need
     assert getattr(AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml").limits, field) == LIMITS_MAXIMA[field]
 
 
+@pytest.mark.parametrize("field, value, needle", [
+    # unbounded before: a round waiting for 10**9 models or 1e300 s never fires, and nothing said so
+    ("models", 10**9, "trigger.models: expected an integer <= 1024, got 1000000000"),
+    ("deadline_s", 1e300, "trigger.deadline_s: expected a number in 0..604800, got 1e+300"),
+    ("deadline_s", 86400.0 * 30, "trigger.deadline_s: expected a number in 0..604800, got 2592000.0"),
+])
+def test_trigger_numbers_have_upper_bounds(tmp_path: Path, field: str, value: float, needle: str) -> None:
+    from fol.agent.config import TRIGGER_MAXIMA
+
+    data = _base(tmp_path)
+    data["trigger"] = {field: value}
+    with pytest.raises(ConfigError, match="^node.toml: " + re.escape(needle)):
+        AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
+    data["trigger"] = {field: TRIGGER_MAXIMA[field]}  # the bound itself is taken
+    assert getattr(AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml").trigger, field) == TRIGGER_MAXIMA[field]
+
+
 def test_every_limit_has_an_upper_bound() -> None:
     from dataclasses import fields
 

@@ -42,6 +42,7 @@ has the same layout)::
     [trigger]
     models = 2          # personalize when Q models of the round arrived (default: min(#peers, fol.max_neighbours))
     deadline_s = 600.0  # ... or this long after the round started (0 = no deadline)
+    # models at most 1024, deadline_s at most 604800 (a week): TRIGGER_MAXIMA
     auto_send = true    # offer the current model to every peer when a round starts
     on_board = true     # run FOL on the node (false: exchange only, the inbox is for someone else)
 
@@ -67,7 +68,7 @@ from fol.agent.protocol import ProtocolError, check_name
 from fol.errors import ConfigError
 from swarmbase.tomlcheck import Table, read_toml
 
-__all__ = ["AgentConfig", "PeerConfig", "Limits", "LIMITS_MAXIMA", "Trigger", "check_address"]
+__all__ = ["AgentConfig", "PeerConfig", "Limits", "LIMITS_MAXIMA", "Trigger", "TRIGGER_MAXIMA", "check_address"]
 
 VARIANT_NAMES = ("local", "fol", "fol-a", "fol-n", "fol-an")
 #: Default payload limit (bytes); equal to :data:`fol.checkpoint.DEFAULT_MAX_BYTES`, repeated
@@ -167,6 +168,16 @@ class Limits:
                               f"({self.round_retry_s:g} s), got {self.round_retry_max_s:g}")
 
 
+#: Upper bounds of ``[trigger]`` numbers, far above any use: a round waits for at most 1,024 models
+#: (``models``; the inbox keeps one per trusted peer and round, and every model of the round is loaded
+#: into memory for the personalization), and a deadline (``deadline_s``) is at most a week (0 still means
+#: none): a larger number, like a mistyped unit, would leave the round waiting for ever unseen.
+TRIGGER_MAXIMA: dict[str, float] = {
+    "models": 1024,
+    "deadline_s": 7 * 86400.0,
+}
+
+
 @dataclass(frozen=True)
 class Trigger:
     """When a round's personalization runs; see the module docstring."""
@@ -178,8 +189,8 @@ class Trigger:
 
     def __post_init__(self) -> None:
         t = Table(dataclasses.asdict(self), "trigger", error=ConfigError)
-        t.int("models", minimum=1)
-        t.num("deadline_s", nonneg=True)
+        t.int("models", minimum=1, maximum=int(TRIGGER_MAXIMA["models"]))
+        t.num("deadline_s", nonneg=True, maximum=TRIGGER_MAXIMA["deadline_s"])
         t.bool("auto_send")
         t.bool("on_board")
 
