@@ -583,6 +583,53 @@ def test_a_failing_command_is_answered_and_the_agent_keeps_running(tmp_path: Pat
         node.stop()
 
 
+def test_a_full_disk_while_saving_the_state_is_one_line_naming_the_file(tmp_path: Path, monkeypatch, caplog) -> None:
+    """A disk error in the poll loop's saves (here the state write after a delivery) or in a command was
+    logged with a full traceback; now each is one line naming the file and the error, state.json stays as
+    saved before, and the agent keeps running."""
+    import errno
+    import logging
+
+    import fol.agent.inbox as inbox_module
+    from fol.agent.loopback import free_port
+    from fol.errors import ConfigError
+
+    peer = Node(tmp_path, "drone-2", [], listen=f"tcp://127.0.0.1:{free_port()}")
+    node = Node(tmp_path, "drone-1", [peer.pub], peers=[{"id": "drone-2", "address": peer.listen}])
+    trust_key(peer.trust_dir, node.pub)
+    state_file = node.folder / "state" / "state.json"
+    agent = node.start()
+    try:
+        agent.request("send", peer="drone-2")  # offered again and again: drone-2 is not up yet
+        saved = state_file.read_bytes()
+        write = inbox_module.write_json_atomic
+
+        def full(path: Any, data: Any) -> None:  # drone-1's disk is full
+            if Path(path) == state_file:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))  # as the crash-safe writer does
+            write(path, data)
+
+        monkeypatch.setattr(inbox_module, "write_json_atomic", full)
+        caplog.set_level(logging.INFO, logger="fol.agent")
+        peer.start()
+        _wait(lambda: agent.request("status")["outbox"][0]["status"] == "delivered", what="the delivery")
+        with pytest.raises(ConfigError, match=rf"command 'send' failed \(OSError: {re.escape(str(state_file))}: "
+                                              r"No space left on device\); the agent keeps running"):
+            agent.request("send", peer="drone-2")
+        assert agent.running and state_file.read_bytes() == saved
+        failures = [r for r in caplog.records if r.levelno >= logging.ERROR and r.name == "fol.agent.node"]
+        assert len(failures) == 2 and not any(r.exc_info for r in failures), [r.getMessage() for r in failures]
+        assert f"_on_sent failed: {state_file}: No space left on device" in failures[0].getMessage()
+        assert f"command 'send' failed: {state_file}: No space left on device" in failures[1].getMessage()
+        monkeypatch.undo()
+        agent.request("send", peer="drone-2")  # the disk has room again: the sends are recorded
+        _wait(lambda: [e["status"] for e in json.loads(state_file.read_text())["outbox"].values()] == ["skipped"],
+              what="the state write of the second send")
+    finally:
+        node.stop()
+        peer.stop()
+
+
 def test_reload_of_a_trust_store_with_a_broken_file_answers_the_error(pair) -> None:
     """'ctl reload' said which peers are trusted as if all went well; the operator must hear that the
     store was not read (the running agent keeps the keys it had, minus revoked ones)."""
@@ -634,9 +681,11 @@ def test_requests_racing_a_stop_get_an_answer_or_an_error_at_once(tmp_path: Path
 
 
 @pytest.mark.parametrize("clock_step_s", [0.0, -3600.0], ids=["steady-clock", "clock-stepped-back"])
-def test_a_failed_round_is_retried_with_back_off(tmp_path: Path, monkeypatch, clock_step_s: float) -> None:
+def test_a_failed_round_is_retried_with_back_off(tmp_path: Path, monkeypatch, clock_step_s: float, caplog) -> None:
     """Also when the wall clock steps back an hour after the round started (a companion computer
-    syncing its time): the deadline and the retry are counted on the monotonic clock (they waited an hour)."""
+    syncing its time): the deadline and the retry are counted on the monotonic clock (they waited an hour).
+    A disk error of the round is one line naming the file, not a traceback."""
+    import logging
     import types
 
     import fol.agent.node as node_module
@@ -651,7 +700,7 @@ def test_a_failed_round_is_retried_with_back_off(tmp_path: Path, monkeypatch, cl
     def job(info: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
         calls.append(time.monotonic())
         if len(calls) == 1:
-            raise OSError(28, "No space left on device")
+            raise OSError(28, "No space left on device", "models/round-1.safetensors")
         out = agent.inbox.root / "models" / f"round-{info['round']}.safetensors"
         out.write_bytes(agent.inbox.path(info["current_model"]).read_bytes())
         return {"round": info["round"], "trigger": info["trigger"], "model": agent.inbox.relative(out),
@@ -665,6 +714,9 @@ def test_a_failed_round_is_retried_with_back_off(tmp_path: Path, monkeypatch, cl
     finally:
         agent.stop()
     assert len(calls) == 2 and calls[1] - calls[0] >= 0.3
+    (failed,) = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not failed.exc_info
+    assert "round 1 failed (attempt 1): models/round-1.safetensors: No space left on device" in failed.getMessage()
     (entry,) = status["history"]
     assert entry["trigger"] == "deadline (retry 1)"
     assert status["last_error"] is None and status["failed_attempts"] == 0

@@ -462,16 +462,27 @@ class Agent:
         """The project error a failed command answers with (a non-project one is logged in full)."""
         if isinstance(exc, FOLError):
             return exc
-        log.error("%s: command %r failed", self.node_id, command, exc_info=exc)
-        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        if isinstance(exc, OSError):  # a disk error: one line naming the file
+            detail = _os_error_line(exc)
+            log.error("%s: command %r failed: %s", self.node_id, command, detail)
+        else:
+            log.error("%s: command %r failed", self.node_id, command, exc_info=exc)
+            detail = str(exc) or type(exc).__name__
         return ConfigError(f"command {command!r} failed ({type(exc).__name__}: {detail}); "
                            f"the agent keeps running")
 
     def _guarded(self, fn: Any, *args: Any) -> Any:
         """Run one handler; an unexpected failure (a bug, a full disk) is logged
-        and the agent keeps serving instead of dying mid-flight."""
+        and the agent keeps serving instead of dying mid-flight. A disk error (a
+        full, read-only or forbidden folder) is one line naming the file: every
+        file is written through the crash-safe writer, so what was saved before
+        stays as it was, and what failed is saved again at the next change."""
         try:
             return fn(*args)
+        except OSError as exc:
+            log.error("%s: %s failed: %s; files saved before are intact, the agent keeps running", self.node_id,
+                      getattr(fn, "__name__", fn), _os_error_line(exc))
+            return None
         except Exception:  # noqa: BLE001 - the loop must survive anything a single message causes
             log.exception("%s: error in %s", self.node_id, getattr(fn, "__name__", fn))
             return None
@@ -686,9 +697,10 @@ class Agent:
         # three weeks, and its OverflowError left _retry_at behind: a retry at every turn of the loop)
         delay = min(lim.round_retry_s * 2.0 ** min(self.failed_attempts - 1, 64), lim.round_retry_max_s)
         self._retry_at = time.monotonic() + delay
-        self.last_error = f"round {info['round']} {what} (attempt {self.failed_attempts}): {exc}"
+        detail = _os_error_line(exc) if isinstance(exc, OSError) else str(exc)
+        self.last_error = f"round {info['round']} {what} (attempt {self.failed_attempts}): {detail}"
         log.error("%s: personalization %s; retrying in %.0f s", self.node_id, self.last_error, delay,
-                  exc_info=not isinstance(exc, FOLError))
+                  exc_info=not isinstance(exc, (FOLError, OSError)))  # a disk error: the line names the file
 
     def _load_node_data(self) -> Any:
         if self._node_data is None:
@@ -857,6 +869,12 @@ def _bind(sock: zmq.Socket, endpoint: str, where: str) -> None:
         sock.bind(endpoint)
     except zmq.ZMQError as exc:
         raise ConfigError(f"{where}: cannot bind {endpoint} ({zmq.strerror(exc.errno)})") from None
+
+
+def _os_error_line(exc: OSError) -> str:
+    """``<file>: <reason>`` of an OS error (a full disk: the crash-safe writer names the file it wrote)."""
+    where = f"{exc.filename}: " if exc.filename is not None else ""
+    return f"{where}{exc.strerror or exc}"
 
 
 def _socket_answers(path: str) -> bool:

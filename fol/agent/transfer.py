@@ -776,9 +776,9 @@ class Receiver:
         """A disk error while writing or confirming ``t`` (a full disk): this node's fault, not the sender's.
         The transfer frees its slot, resumable from its last recorded offset (bytes after it are cut off
         on resume), and the sender is told BUSY, to offer again after ``offer_retry_s``."""
-        reason = f"the receiver could not write the model ({exc.strerror or exc})"
-        log.error("%s: %s %s from %s; dropped at byte %d (resumable from byte %d)", self.inbox.node_id, reason,
-                  t.offer.model_id, t.peer, t.written, t.confirmed)
+        reason = f"the receiver could not write the model ({exc.strerror or exc})"  # no local path: the peer's
+        log.error("%s: %s %s from %s (%s); dropped at byte %d (resumable from byte %d)", self.inbox.node_id, reason,
+                  t.offer.model_id, t.peer, exc.filename or t.part, t.written, t.confirmed)
         self._abort(t, reason, discard=False)
         self._reply(t.identity, P.BUSY, {"model_id": t.offer.model_id, "retry_after_s": self.settings.offer_retry_s})
         self._event(t.peer, t.offer.model_id, "failed", reason)
