@@ -1418,7 +1418,9 @@ def test_a_second_ctrl_c_abandons_a_running_personalization_at_once(tmp_path: Pa
     import fol.agent.node as node_module
     from fol.agent import cli as agent_cli
     from fol.agent.loopback import toml_text
+    from fol.agent.node import control_request
     from fol.cli import main
+    from fol.errors import ConfigError
 
     node = Node(tmp_path, "receiver", [])
     cfg = node.on_board_config({"auto_send": False, "deadline_s": 0.05}, {"rounds": 1})
@@ -1449,6 +1451,10 @@ def test_a_second_ctrl_c_abandons_a_running_personalization_at_once(tmp_path: Pa
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.3)
             seen["waiting"] = (state / "agent.json").exists()  # the first Ctrl-C waits for the round
+            try:
+                control_request(AgentConfig.from_toml(toml), "status", timeout_s=0.2)
+            except ConfigError as exc:
+                seen["ctl"] = str(exc)
             seen["second"] = time.monotonic()
             os.kill(os.getpid(), signal.SIGINT)
         if not release.wait(10):  # the test fails instead of hanging
@@ -1462,6 +1468,8 @@ def test_a_second_ctrl_c_abandons_a_running_personalization_at_once(tmp_path: Pa
         took = time.monotonic() - seen["second"]
         assert ended.value.code == 130 and took < 2.0, took
         assert seen["waiting"]
+        assert "agent receiver (pid" in seen["ctl"] and "is stopping: it waits for its running personalization" \
+            in seen["ctl"], seen["ctl"]
         assert "round 1 abandoned" in capsys.readouterr().err
         before, after = (json.loads(text) for text in (seen["state"], (state / "state.json").read_bytes()))
         for clock in ("round_age_s", "round_age_at"):  # the stop saves the round's age so far, nothing else

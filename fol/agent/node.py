@@ -314,11 +314,15 @@ class Agent:
         self.control_endpoint = self.control.last_endpoint.decode()
         self.receiver = Receiver(self.router, self.inbox, settings, self.trust, on_stored=self._on_stored)
 
-    def _write_runtime(self) -> None:
-        write_json_atomic(self.inbox.root / RUNTIME_FILE, {
-            "node": self.node_id, "pid": os.getpid(), "listen": self.listen_endpoint,
-            "control": self.control_endpoint, "public_key": self.keys.public.decode(), "started": time.time(),
-        })
+    def _write_runtime(self, stopping: bool = False) -> None:
+        """``agent.json``: where 'fol agent ctl' finds the running agent; ``stopping`` (the time the stop
+        began) while a stop waits for a running personalization and commands go unanswered."""
+        self._started_at = getattr(self, "_started_at", None) or time.time()
+        info = {"node": self.node_id, "pid": os.getpid(), "listen": self.listen_endpoint,
+                "control": self.control_endpoint, "public_key": self.keys.public.decode(), "started": self._started_at}
+        if stopping:
+            info["stopping"] = time.time()
+        write_json_atomic(self.inbox.root / RUNTIME_FILE, info)
 
     def set_peer_address(self, peer: str, address: str) -> None:
         """Change where a configured peer is reached (before :meth:`start`; e.g. an ephemeral loopback port)."""
@@ -498,6 +502,7 @@ class Agent:
         if job is not None and not job.done() and not self._abandon.is_set():
             log.info("%s: waiting for the running personalization of round %s to finish (stop again, e.g. a "
                      "second Ctrl-C, to abandon it)", self.node_id, self._job_info.get("round"))
+            self._guarded(self._write_runtime, True)  # 'ctl' then says why no command is answered
             while not job.done() and not self._abandon.is_set():  # short waits: a signal handler can abandon
                 concurrent.futures.wait([job], timeout=0.1)
         if job is not None and not job.done():  # abandoned: nothing of it is recorded
@@ -928,6 +933,10 @@ def control_request(config: AgentConfig, command: str, timeout_s: float = 10.0, 
                               f"connected ({zmq.strerror(exc.errno)})") from None
         sock.send_multipart(P.encode(P.CTL, {"command": command, **args}))
         if not sock.poll(int(timeout_s * 1000)):
+            if info.get("stopping"):
+                raise ConfigError(f"agent {config.node_id} (pid {info.get('pid')}) is stopping: it waits for its "
+                                  f"running personalization to finish and answers no command (a second Ctrl-C "
+                                  f"or SIGTERM stops it at once)")
             raise ConfigError(f"agent {config.node_id} at {endpoint} did not answer within {timeout_s:g} s "
                               f"(not running, or pid {info.get('pid')} crashed)")
         kind, header, _ = P.decode(sock.recv_multipart(), max_header_bytes=P.MAX_CONTROL_REPLY_BYTES,
