@@ -31,7 +31,7 @@ from typing import Any
 from fol.defaults import MAX_SEED, is_seed
 from fol.errors import ConfigError
 from fol.pruning import PruneConfig
-from fol.train import TrainConfig
+from fol.train import MAX_FACTOR, TrainConfig, too_large
 from swarmbase.tomlcheck import Table, is_finite_number, read_toml, shown
 from fol.variants import PRESET_NAMES
 
@@ -61,6 +61,10 @@ MAX_AUG_COPIES = 32
 #: and above about 2e19 (T^2 overflows) it is NaN; below the range the student's gradient (of
 #: size T) all but vanishes, and below about 1e-22 the loss is exactly 0.
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
+
+#: The learning rates and loss weights, each at most :data:`fol.train.MAX_FACTOR` (1e6).
+FACTORS = ("pretrain_lr", "finetune_lr", "gate_lr", "ensemble_lr", "distill_lr", "weight_decay", "lambda_p",
+           "gamma_shared", "gamma_unshared", "lam")
 
 @dataclass
 class FOLConfig:
@@ -242,6 +246,9 @@ class FOLConfig:
             raise ConfigError(f"fol.momentum must be in [0, 1) (SGD momentum), got {shown(self.momentum)}")
         if not is_seed(self.seed):  # torch's generators take 64 bits; a user's seeds are 0..MAX_SEED everywhere
             raise ConfigError(f"fol.seed must be an integer in 0..{MAX_SEED}, got {shown(self.seed)}")
+        for name in FACTORS:  # multiplied into float32 tensors: a huge value overflows there
+            if getattr(self, name) > MAX_FACTOR:
+                raise ConfigError(f"fol.{too_large(name, getattr(self, name))}")
         if not MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE:  # the float32 loss T^2 * KL must mean something
             raise ConfigError(f"fol.temperature must be in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}] (the distillation "
                               f"loss T^2 * KL is computed in float32: far above the range it is rounding noise or NaN, "

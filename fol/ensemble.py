@@ -22,11 +22,14 @@ True
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from fol.train import MAX_FACTOR
 
 __all__ = ["WeightedEnsemble", "fit_ensemble_weights", "ensemble_logits"]
 
@@ -50,6 +53,8 @@ def fit_ensemble_weights(
     Returns a 1-D float tensor, non-negative, summing to 1. Deterministic
     (full-batch, zero initialization of the softmax parameters).
     """
+    if not (math.isfinite(lr) and 0 < lr <= MAX_FACTOR):  # Adam's step is lr / 0.1 in float32 at first
+        raise ValueError(f"fit_ensemble_weights: lr must be in (0, {MAX_FACTOR:g}], got {lr!r}")
     k = len(member_logits)
     if k == 0:
         raise ValueError("fit_ensemble_weights needs at least one member")

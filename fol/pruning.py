@@ -104,7 +104,7 @@ import torch_pruning as tp
 from torch import nn
 
 from fol.errors import ConfigError, DataError
-from fol.train import TrainConfig, fit
+from fol.train import MAX_FACTOR, TrainConfig, fit, too_large
 
 __all__ = [
     "PruneConfig",
@@ -142,7 +142,8 @@ class PruneConfig:
 
     ``lambda_p`` weighs the alignment term, ``gamma_shared`` /
     ``gamma_unshared`` the group lasso on shared / unshared layers (all >= 0,
-    unitless multipliers of sums of L2 norms). ``ratio`` is the share of
+    unitless multipliers of sums of L2 norms, at most
+    :data:`fol.train.MAX_FACTOR` as ``gate_lr`` is). ``ratio`` is the share of
     output channels removed from every prunable layer, in ``[0, 1)``.
     ``gate_epochs`` passes of Adam with learning rate ``gate_lr`` over the
     training data in mini-batches of ``batch_size`` learn the gates; ``seed``
@@ -172,6 +173,9 @@ class PruneConfig:
                 raise ConfigError(f"prune config field {name!r} must be an integer >= {low}, got {value!r}")
         if not isinstance(self.gate_lr, (int, float)) or not (math.isfinite(self.gate_lr) and self.gate_lr > 0):
             raise ConfigError(f"prune config field 'gate_lr' must be a finite number > 0, got {self.gate_lr!r}")
+        for name in ("lambda_p", "gamma_shared", "gamma_unshared", "gate_lr"):
+            if getattr(self, name) > MAX_FACTOR:
+                raise ConfigError(f"prune config field {too_large(repr(name), getattr(self, name))}")
 
 
 @dataclass

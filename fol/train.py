@@ -49,7 +49,21 @@ __all__ = [
     "seed_everything",
     "recompute_bn_stats",
     "layer_modes_kept",
+    "MAX_FACTOR",
 ]
+
+#: The largest learning rate or loss weight (weight decay, a penalty's multiplier) accepted
+#: anywhere in FOL. The optimizers and losses multiply these into float32 tensors (Adam by up
+#: to ten times at its first step), which overflow past 3.4e38 (a traceback from inside
+#: torch, or a loss of inf); every default is 0.1 or less, so a value above 1e6 is refused as
+#: a typing mistake.
+MAX_FACTOR = 1e6
+
+
+def too_large(name: str, value: object) -> str:
+    """The message refusing ``value`` of the field ``name`` above :data:`MAX_FACTOR`."""
+    return (f"{name} must be at most {MAX_FACTOR:g} (it multiplies float32 tensors; every default is 0.1 or less), "
+            f"got {shown(value)}")
 
 #: ``objective(model, batch) -> scalar loss``; ``batch`` is the tuple of tensors
 #: given to :func:`fit` (e.g. ``(x, y)`` or ``(x, y, teacher_logits)``) sliced to
@@ -93,6 +107,9 @@ class TrainConfig:
             raise ConfigError(f"lr must be a finite number > 0, got {shown(self.lr)}")
         if not (is_finite_number(self.weight_decay) and self.weight_decay >= 0):
             raise ConfigError(f"weight_decay must be a finite number >= 0, got {shown(self.weight_decay)}")
+        for name in ("lr", "weight_decay"):
+            if getattr(self, name) > MAX_FACTOR:
+                raise ConfigError(too_large(name, getattr(self, name)))
         if not (is_finite_number(self.momentum) and 0 <= self.momentum < 1):  # at 1 or more SGD diverges
             raise ConfigError(f"momentum must be a number in [0, 1) (SGD momentum), got {shown(self.momentum)}")
 

@@ -387,6 +387,6 @@ def test_training_whose_last_step_diverges_is_a_project_error() -> None:
     from fol.train import TrainConfig, fit
 
     model = torch.nn.Linear(2, 2)
-    x, y = torch.full((8, 2), 1e3), torch.tensor([0, 1] * 4)
-    with pytest.raises(TrainingError, match="non-finite at epoch 0"):
-        fit(model, (x, y), TrainConfig(epochs=1, batch_size=8, lr=1e37, momentum=0.0, weight_decay=0.0))
+    x, y = torch.full((8, 2), 1e33), torch.tensor([0, 1] * 4)  # a loss of about 1e33, finite in float32
+    with pytest.raises(TrainingError, match="the weights became non-finite at epoch 0"):  # one step of 1e6 x 1e33
+        fit(model, (x, y), TrainConfig(epochs=1, batch_size=8, lr=1e6, momentum=0.0, weight_decay=0.0))

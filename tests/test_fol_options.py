@@ -688,6 +688,33 @@ def test_a_batch_of_one_image_is_refused_by_fol_config() -> None:
     assert FOLConfig(batch_size=2).pretrain_train().batch_size == 2
 
 
+def test_learning_rates_and_loss_weights_beyond_float32_use_are_refused_in_one_line() -> None:
+    """A learning rate or loss weight is multiplied into float32 tensors: fol.ensemble_lr or
+    fol.gate_lr = 1e38 (Adam's first step is ten times the rate) and fol.distill_lr = 1e39 were
+    accepted and ended the round with torch's "value cannot be converted to type float without
+    overflow" traceback; fol.lambda_p = 1e39 made every neighbour's gate loss inf, so each was
+    skipped as "alignment failed" blaming the learning rate. Each field is now refused above 1e6."""
+    from fol.config import FACTORS
+    from fol.ensemble import fit_ensemble_weights
+    from fol.pruning import PruneConfig
+
+    for name in FACTORS:
+        with pytest.raises(ConfigError, match=rf"^fol\.{name} must be at most 1e\+06 \(it multiplies float32 "
+                                              rf"tensors; every default is 0\.1 or less\), got 1e\+38$"):
+            FOLConfig.from_dict({name: 1e38})
+        assert getattr(FOLConfig.from_dict({name: 1e6}), name) == 1e6
+    for field in ("lr", "weight_decay"):
+        with pytest.raises(ConfigError, match=rf"^{field} must be at most 1e\+06 "):
+            TrainConfig(**{field: 1e39})
+    for field in ("gate_lr", "lambda_p", "gamma_shared", "gamma_unshared"):
+        with pytest.raises(ConfigError, match=rf"^prune config field '{field}' must be at most 1e\+06 "):
+            PruneConfig(**{field: 1e39})
+    y = torch.tensor([0, 1])
+    with pytest.raises(ValueError, match=r"lr must be in \(0, 1e\+06\], got 1e\+38"):
+        fit_ensemble_weights([torch.eye(2), -torch.eye(2)], y, lr=1e38)
+    assert fit_ensemble_weights([torch.eye(2), -torch.eye(2)], y, steps=3, lr=1e6).tolist() == [1.0, 0.0]
+
+
 def test_train_config_shows_an_unknown_optimizer_bounded() -> None:
     """An unknown optimizer was shown with its whole repr (a string of any length: a message as long), where
     every other field is shown bounded (swarmbase.tomlcheck.shown)."""

@@ -165,16 +165,21 @@ def test_mtfl_adam_refuses_lr_it_would_ignore(nodes):
 
 def test_mtfl_adam_divergence_names_the_adam_rate(nodes):
     """When FedAvg-Adam's local training diverges, the error names the rate the
-    Adam steps ran at (adam_lr), not the swarm's SGD rate it never used."""
+    Adam steps ran at (adam_lr), not the swarm's SGD rate it never used. (Adam's
+    step is about adam_lr whatever the gradient, so a rate within the bound of
+    1e6 diverges here from downloaded moments: a first moment of 1e30 over a
+    second of 0 makes the step 1e6 * 1e30 / ~|g|, beyond float32.)"""
     from fol.errors import TrainingError
 
     model = build_model(nodes[0].spec)
     state = model.state_dict()
     priv = private_keys(model, "params")
+    moments = {name: {"step": torch.tensor(1.0), "exp_avg": torch.full_like(p, 1e30),
+                      "exp_avg_sq": torch.zeros_like(p)} for name, p in model.named_parameters() if name not in priv}
     task = MTFLTask(nodes[0].spec, {k: v for k, v in state.items() if k not in priv},
                     {k: v for k, v in state.items() if k in priv}, nodes[0].data,
-                    TrainConfig(epochs=2, lr=0.0123), adam=True, adam_lr=1e30)
-    with pytest.raises(TrainingError, match=r"learning rate 1e\+30") as err:
+                    TrainConfig(epochs=2, lr=0.0123), adam=True, adam_lr=1e6, global_moments=moments)
+    with pytest.raises(TrainingError, match=r"learning rate 1e\+06") as err:
         mtfl_client_update(task)
     assert "0.0123" not in str(err.value)
 
