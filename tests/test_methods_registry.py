@@ -61,3 +61,18 @@ def test_a_number_option_beyond_the_float_range_is_one_config_error(name, option
     # the option, as nan and inf are, not escape as an OverflowError (or a numpy message)
     with pytest.raises(ConfigError, match=rf"^methods\.{re.escape(name)}\.{option} must be a .*number"):
         get_method(name, **{option: value})
+
+
+@pytest.mark.parametrize("name, option", [("fedavg", "lr"), ("mtfl", "lr"), ("hermes", "lr"), ("hermes", "lam"),
+                                          ("dm-pfl", "lr"), ("mtfl-adam", "adam_lr"), ("dense", "lr_g"),
+                                          ("dense", "kd_lr"), ("dense", "adv"), ("co-boosting", "weight_lr"),
+                                          ("co-boosting", "kd_weight_decay")])
+def test_a_method_rate_or_loss_weight_is_bounded_as_fol_configs_are(name, option):
+    # a baseline's learning rate or loss weight multiplies float32 tensors as FOLConfig's do: 1e38 was
+    # accepted here (while fol.*_lr refuses it) and overflowed inside torch, or reached TrainConfig's
+    # check only at run time, after the swarm had pretrained
+    with pytest.raises(ConfigError, match=rf"^methods\.{re.escape(name)}\.{option} must be at most 1e\+06 "
+                                          rf"\(it multiplies float32 tensors; every default is 0\.1 or less\), got 1e\+38$"):
+        get_method(name, **{option: 1e38})
+    method = get_method(name, **{option: 1e6})  # the bound itself is allowed
+    assert (method.options if name in ("dense", "co-boosting") else vars(method))[option] == 1e6

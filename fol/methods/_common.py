@@ -22,7 +22,7 @@ from fol.accounting import forward_macs, training_flops
 from fol.errors import ConfigError
 from fol.methods.base import NodeResult, NodeSetup, SwarmContext
 from fol.models import ModelSpec, build_model
-from fol.train import TrainConfig, evaluate, layer_modes_kept
+from fol.train import MAX_FACTOR, TrainConfig, evaluate, layer_modes_kept, too_large
 from swarmbase.tomlcheck import is_finite_number, shown
 
 log = logging.getLogger(__name__)
@@ -83,10 +83,14 @@ def check_positive_int(method: str, name: str, value: int, *, allow_zero: bool =
     return int(value)
 
 
-def check_positive(method: str, name: str, value: float, *, allow_zero: bool = False) -> float:
+def check_positive(method: str, name: str, value: float, *, allow_zero: bool = False, factor: bool = False) -> float:
+    """``value`` > 0 (>= 0 with ``allow_zero``); a learning rate or loss weight
+    (``factor``) at most :data:`fol.train.MAX_FACTOR` as well, as FOLConfig's are."""
     ok = is_finite_number(value) and (float(value) >= 0 if allow_zero else float(value) > 0)
     if not ok:
         raise ConfigError(f"methods.{method}.{name} must be a {'non-negative' if allow_zero else 'positive'} number, got {shown(value)}")
+    if factor and float(value) > MAX_FACTOR:
+        raise ConfigError(f"methods.{method}.{too_large(name, value)}")
     return float(value)
 
 

@@ -512,13 +512,14 @@ class _DataFreeMethod(Method):
         self.budget = budget
         for name in _BUDGET_FIELDS:
             values[name] = check_positive_int(self.name, name, values[name])
+        factors = ("lr_g", "kd_lr", "bn", "oh", "adv", "weight_lr", "kd_weight_decay")  # rates and loss weights
         for name in ("lr_g", "kd_lr", "temperature", "adv_temperature", "epsilon"):
             if name in values:
-                values[name] = check_positive(self.name, name, values[name])
+                values[name] = check_positive(self.name, name, values[name], factor=name in factors)
         for name in ("bn", "oh", "adv", "hard_sample_power", "weight_lr", "kd_weight_decay", "grad_clip",
                      "weight_decay_rate"):
             if name in values:
-                values[name] = check_positive(self.name, name, values[name], allow_zero=True)
+                values[name] = check_positive(self.name, name, values[name], allow_zero=True, factor=name in factors)
         if "weight_steps" in values:
             values["weight_steps"] = check_positive_int(self.name, "weight_steps", values["weight_steps"], allow_zero=True)
         for name in ("adv_mask", "cosine_lr"):

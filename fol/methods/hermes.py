@@ -349,7 +349,7 @@ class HermesMethod(ServerMethod):
         self.prune_rate = check_fraction(self.name, "prune_rate", prune_rate)
         self.acc_threshold = check_unit(self.name, "acc_threshold", acc_threshold)
         self.target = check_unit(self.name, "target", target, closed=False)
-        self.lam = check_positive(self.name, "lam", lam, allow_zero=True)
+        self.lam = check_positive(self.name, "lam", lam, allow_zero=True, factor=True)
         for opt, value, choices in (("intersection", intersection, ("parameter", "channel")),
                                     ("target_share", target_share, ("kept", "pruned")),
                                     ("init", init, ("global", "pretrained"))):

@@ -132,7 +132,7 @@ class ServerMethod(Method):
         epochs = self.default_local_epochs if local_epochs is None else local_epochs
         self.local_epochs = check_positive_int(self.name, "local_epochs", epochs)
         self.fraction = check_fraction(self.name, "fraction", fraction)
-        self.lr = None if lr is None else check_positive(self.name, "lr", lr)
+        self.lr = None if lr is None else check_positive(self.name, "lr", lr, factor=True)
         self.rounds = None if rounds is None else check_positive_int(self.name, "rounds", rounds)
 
     # ------------------------------------------------------------------ hooks
