@@ -66,6 +66,19 @@ MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
 FACTORS = ("pretrain_lr", "finetune_lr", "gate_lr", "ensemble_lr", "distill_lr", "weight_decay", "lambda_p",
            "gamma_shared", "gamma_unshared", "lam")
 
+#: The smallest mini-batch a stage trains on: a batch norm that sees 1 x 1 maps cannot train on one image.
+MIN_BATCH_SIZE = 2
+
+
+def batch_size_problem(value: int) -> str | None:
+    """Why ``value`` (an integer) cannot be the mini-batch size of a stage, or None:
+    the one check of ``fol.batch_size`` and of ``fol pretrain --batch-size``."""
+    if value < MIN_BATCH_SIZE:
+        return (f"must be at least {MIN_BATCH_SIZE} (batch norm cannot train on one image, e.g. mobilenet_v3_small "
+                f"on 16 x 16 images), got {shown(value)}")
+    return None
+
+
 @dataclass
 class FOLConfig:
     """Every hyperparameter of the four FOL stages.
@@ -239,9 +252,8 @@ class FOLConfig:
         for name in non_negative:
             if getattr(self, name) < 0:
                 raise ConfigError(f"fol.{name} must be >= 0, got {shown(getattr(self, name))}")
-        if self.batch_size < 2:  # a batch of one image: a batch norm of 1 x 1 maps cannot train on it
-            raise ConfigError(f"fol.batch_size must be at least 2 (batch norm cannot train on one image, e.g. "
-                              f"mobilenet_v3_small on 16 x 16 images), got {shown(self.batch_size)}")
+        if batch_size_problem(self.batch_size):
+            raise ConfigError(f"fol.batch_size {batch_size_problem(self.batch_size)}")
         if not 0.0 <= self.momentum < 1.0:  # at 1 or more a past gradient never fades: SGD diverges
             raise ConfigError(f"fol.momentum must be in [0, 1) (SGD momentum), got {shown(self.momentum)}")
         if not is_seed(self.seed):  # torch's generators take 64 bits; a user's seeds are 0..MAX_SEED everywhere

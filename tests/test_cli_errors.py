@@ -120,7 +120,12 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
                                            "--out", str(t / "m.st")], "--data: psi=inf must be a finite number > 0"),
     "pretrain --out DIR": (lambda t: ["pretrain", "--data", DATA, "--out", _a_dir(t)], "is a folder"),
     "pretrain --batch-size 0": (lambda t: ["pretrain", "--data", DATA, "--batch-size", "0", "--out", str(t / "m.st")],
-                                "--batch-size: expected >= 1, got 0"),
+                                "--batch-size: must be at least 2 (batch norm cannot train on one image"),
+    # FOLConfig refuses batch_size = 1; pretrain took it and ended in torch's "Expected more than 1 value per
+    # channel when training" traceback (a model of 1 x 1 maps) or trained batch norm on single images
+    "pretrain --batch-size 1": (lambda t: ["pretrain", "--data", DATA, "--batch-size", "1", "--out", str(t / "m.st")],
+                                "--batch-size: must be at least 2 (batch norm cannot train on one image, e.g. "
+                                "mobilenet_v3_small on 16 x 16 images), got 1"),
     "pretrain --patience -1": (lambda t: ["pretrain", "--data", DATA, "--patience", "-1", "--out", str(t / "m.st")],
                                "--patience: expected >= 0 epochs, got -1"),
     "personalize --out /proc/x": (lambda t: _personalize(t, "/proc/x/out"), "--out /proc/x/out"),
