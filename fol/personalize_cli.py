@@ -3,7 +3,9 @@
 Reads the node's model (safe format), its local data and a folder of received
 neighbour models (none for ``--variant local``, which deploys the pretrained
 model and reads no neighbour); writes the personalized model in the safe format and
-``report.json`` to ``--out``, and prints a summary table.
+``report.json`` to ``--out``, and prints a summary table. The round run is
+the one after the ``--model``'s (its card's ``round`` + 1), at most
+``fol.rounds`` (E): a model of round E or later is refused.
 """
 
 from __future__ import annotations
@@ -168,6 +170,11 @@ def run_personalize(args: argparse.Namespace) -> int:
         raise ConfigError(f"--model {args.model}: is {replaced} in --out {out}, which this run replaces or removes; "
                           f"copy it elsewhere or give another --out")
     own = load_model(Path(args.model), max_bytes=args.max_bytes or DEFAULT_MAX_BYTES)
+    if own.card.round >= cfg.rounds:  # E is the last round, as on the node agent: fol.rounds is not ignored here
+        where = f"in {args.config}" if args.config else "the default, no --config"
+        raise ConfigError(f"--model {args.model}: is the model of round {own.card.round}, and fol.rounds = {cfg.rounds} "
+                          f"({where}) is the last FOL round: all {cfg.rounds} round(s) are done; set a larger rounds "
+                          f"in the [fol] table of --config to run round {own.card.round + 1}")
     data_spec = parse_node_data(args.data, root=args.data_root)
     trained_on = own.card.extra.get("data")  # the --data of `fol pretrain`, kept by every round since
     earlier = pretraining_spec(trained_on)

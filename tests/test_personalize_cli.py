@@ -417,14 +417,42 @@ def test_data_that_splits_otherwise_than_the_models_pretraining_is_refused(
     assert _personalize(swarm_files, neighbours, tmp_path / "out") == 0
     assert read_card(tmp_path / "out" / "model.safetensors").extra["data"] == DATA.format(k=0)
     shutil.copy(tmp_path / "out" / "model.safetensors", tmp_path / "round1.safetensors")
+    (tmp_path / "e2.toml").write_text(FAST + "rounds = 2\n")  # round 2 of E = 2
     rc = main(["personalize", "--model", str(tmp_path / "round1.safetensors"), "--data", same,
                "--neighbors", str(neighbours), "--out", str(tmp_path / "out2"), "--config",
-               str(swarm_files / "fol.toml")])
+               str(tmp_path / "e2.toml")])
     assert rc == 0
     rc = main(["personalize", "--model", str(tmp_path / "round1.safetensors"), "--data", DATA.format(k=2),
                "--neighbors", str(neighbours), "--out", str(tmp_path / "out3"), "--config",
-               str(swarm_files / "fol.toml")])
+               str(tmp_path / "e2.toml")])
     assert rc == 2 and "pretrained on --data" in capsys.readouterr().err
+
+
+def test_a_round_beyond_fol_rounds_is_refused_before_the_data_is_loaded(
+        swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """fol.rounds (E) was read and ignored by fol personalize: a model of round E was personalized
+    into round E + 1 whatever the config said. It is the last round, as on the node agent (whose
+    on-demand personalize answers "all E round(s) are done"): a --model of round E or later is refused
+    in one line naming the model, the round and where E came from."""
+    from fol.checkpoint import save_model
+
+    own = load_model(swarm_files / "node0.safetensors")
+    for round_, config, e in ((1, None, 1), (1, "fol.toml", 1), (3, "e3.toml", 3)):
+        model = tmp_path / f"round{round_}.safetensors"
+        save_model(model, own.model, spec=own.card.spec, class_names=list(own.card.class_names),
+                   producer="node-0", round=round_, extra=own.card.extra)
+        (tmp_path / "e3.toml").write_text(FAST + "rounds = 3\n")
+        given = [] if config is None else ["--config", str(swarm_files / config if config == "fol.toml" else tmp_path / config)]
+        rc = main(["personalize", "--model", str(model), "--data", "dataset=no-such-dataset",
+                   "--neighbors", str(tmp_path), "--out", str(tmp_path / "out"), *given])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1, err
+        assert err[0].startswith(f"fol personalize: error: --model {model}: is the model of round {round_}, and "
+                                 f"fol.rounds = {e} ("), err
+        assert f"all {e} round(s) are done; set a larger rounds in the [fol] table of --config to run round " \
+               f"{round_ + 1}" in err[0], err
+        assert ("the default, no --config" if config is None else f"in {given[1]}") in err[0], err
+        assert not (tmp_path / "out").exists()
 
 
 def _image_folder(root: Path, names: list[str], per_class: int = 12, seed: int = 0) -> Path:
