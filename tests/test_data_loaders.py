@@ -565,6 +565,25 @@ def test_data_info_reads_an_image_folders_coordinates_and_skips_broken_files(tmp
         assert needle in capsys.readouterr().err
 
 
+def test_data_info_shows_folder_names_escaped_one_line_each(tmp_path, capsys):
+    """Class and dataset names are a user's folder names: a folder named with a terminal escape or
+    a newline reached the terminal raw from ``fol data info`` (the escape ran, the newline split a
+    class's row in two); they are now shown escaped, as ``fol model info`` shows a card's classes."""
+    from fol.cli import main
+
+    root = tmp_path / "top\x1b]0;title\x07"
+    for name, colour in (("\x1b[2Jfire", (200, 50, 0)), ("no\nfire", (0, 150, 0)), ("ok\u202eerif", (9, 9, 9))):
+        _write(root / name / "1.png", colour, size=8)
+    assert main(["data", "info", f"imagefolder:{root}"]) == 0
+    out = capsys.readouterr().out
+    assert out.isascii() and not any(ch in out for ch in "\x1b\x07\u202e"), out
+    lines = out.splitlines()
+    assert lines[0].startswith("dataset top\\x1b]0;title\\x07: 3 images"), lines[0]
+    rows = [ln.split()[0] for ln in lines[2:5]]
+    assert sorted(rows) == sorted(["\\x1b[2Jfire", "no\\nfire", "ok\\u202eerif"]), lines
+    assert lines[5].startswith("  coordinates:"), lines
+
+
 def test_data_info_name_colon_path_is_for_image_folders_only(tmp_path, capsys):
     """``fol data info wildfire:PATH`` said the dataset 'does not take option(s) path', an
     option nobody typed; it now says ':PATH' is for imagefolder and where a named dataset is found."""

@@ -36,6 +36,7 @@ from fol.data import loaders
 from fol.data.geo import GeoDataset
 from fol.data.synthetic import make_synthetic
 from fol.errors import ConfigError, DataError
+from swarmbase.cli import printable
 
 __all__ = ["load_dataset", "check_dataset", "dataset_accepts", "dataset_names", "describe", "SYNTHETIC_DEFAULT_SIZE"]
 
@@ -175,11 +176,12 @@ def describe(ds: GeoDataset) -> str:
     class balance, coordinate extent (deg) and per-channel pixel mean."""
     n = len(ds)
     c, h, w = ds.image_shape
-    lines = [f"dataset {ds.name}: {n} images, {c}x{h}x{w} (C x H x W, float32 in [0, 1])"]
+    # the dataset's and the classes' names are a user's folder names: escaped, one line each
+    lines = [f"dataset {printable(ds.name)}: {n} images, {c}x{h}x{w} (C x H x W, float32 in [0, 1])"]
     counts = ds.class_counts()
     lines.append(f"  classes ({ds.num_classes}):")
     for name, k in zip(ds.class_names, counts):
-        lines.append(f"    {name:<16s} {int(k):>8d}  ({(100.0 * k / n) if n else 0.0:5.1f} %)")
+        lines.append(f"    {printable(name):<16s} {int(k):>8d}  ({(100.0 * k / n) if n else 0.0:5.1f} %)")
     has = np.isfinite(ds.lat) & np.isfinite(ds.lon)
     if has.any():
         lines.append(
