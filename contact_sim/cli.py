@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from orbits import OrbitError
-from swarmbase.cli import run_command
+from swarmbase.cli import printable, run_command
 from swarmbase.fileio import check_output_dir, check_output_file, staged_outputs
 from swarmbase.units import format_bytes
 
@@ -53,7 +53,7 @@ def _one_line(args: argparse.Namespace, exc: Exception) -> int:
     msg = str(exc)
     if str(args.scenario) not in msg:
         msg = f"{args.scenario}: {msg}"
-    print(f"{getattr(args, 'prog', 'contacts')}: error: {msg}", file=sys.stderr)
+    print(f"{getattr(args, 'prog', 'contacts')}: error: {printable(msg)}", file=sys.stderr)  # a file name: one line
     return 2
 
 

@@ -20,7 +20,7 @@ import logging
 import sys
 from typing import Callable, Sequence
 
-from swarmbase.cli import run_command
+from swarmbase.cli import printable, run_command
 
 __all__ = ["main", "build_parser"]
 
@@ -74,7 +74,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except user_errors as exc:
         if args.debug:
             raise
-        print(f"fol {args.command}: error: {exc}", file=sys.stderr)
+        print(f"fol {args.command}: error: {printable(str(exc))}", file=sys.stderr)  # a file name: one line
         return 2
     except BrokenPipeError:  # the reader of stdout went away: swarmbase.cli.run_command
         raise
@@ -82,7 +82,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.debug:
             raise
         where = f"{exc.filename}: " if exc.filename is not None else ""
-        print(f"fol {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        print(f"fol {args.command}: error: {printable(f'{where}{exc.strerror or exc}')}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"fol {args.command}: interrupted", file=sys.stderr)

@@ -87,6 +87,7 @@ def format_model(d: dict[str, Any]) -> str:
 
 def run_model_info(args: argparse.Namespace) -> int:
     from fol.checkpoint import DEFAULT_MAX_BYTES, load_model
+    from swarmbase.cli import printable
     from fol.errors import CheckpointError, ConfigError
 
     max_bytes = DEFAULT_MAX_BYTES if args.max_bytes is None else args.max_bytes
@@ -104,7 +105,7 @@ def run_model_info(args: argparse.Namespace) -> int:
                 print(json.dumps({"file": path, "valid": False, "error": why}, ensure_ascii=False), flush=True)
             else:
                 sys.stdout.flush()  # in file order on a terminal
-                print(f"fol model info: error: {why}", file=sys.stderr, flush=True)
+                print(f"fol model info: error: {printable(why)}", file=sys.stderr, flush=True)
             continue
         d = describe_model(path, loaded, size)
         del loaded

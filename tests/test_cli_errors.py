@@ -395,3 +395,25 @@ def test_training_whose_last_step_diverges_is_a_project_error() -> None:
     x, y = torch.full((8, 2), 1e33), torch.tensor([0, 1] * 4)  # a loss of about 1e33, finite in float32
     with pytest.raises(TrainingError, match="the weights became non-finite at epoch 0"):  # one step of 1e6 x 1e33
         fit(model, (x, y), TrainConfig(epochs=1, batch_size=8, lr=1e6, momentum=0.0, weight_decay=0.0))
+
+
+def test_an_error_naming_a_hostile_file_name_is_one_escaped_line(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """An error line names the user's file, and a file or folder name may hold a newline or a
+    terminal escape: 'fol data info' on a folder whose class 'no<newline>fire' held a broken image
+    printed its error over two lines with the escape raw ('fol model info' and 'fol contacts' too).
+    Every error line is now printed through swarmbase.cli.printable: one line, the escapes shown."""
+    from PIL import Image
+
+    root = tmp_path / "top\x1b[2J"
+    for name in ("fire", "no\nfire"):
+        (root / name).mkdir(parents=True)
+        Image.new("RGB", (8, 8), (9, 9, 9)).save(root / name / "1.png")
+    (root / "no\nfire" / "bad.png").write_bytes(b"not an image")
+    missing = tmp_path / "gone\n\x1b]0;x\x07.safetensors"
+    for argv in (["data", "info", f"imagefolder:{root}"], ["model", "info", str(missing)],
+                 ["contacts", str(tmp_path / "no\nscenario.toml")]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.endswith("\n") and err[:-1].isprintable(), err
+        assert err.startswith(f"fol {argv[0]}") and "\\n" in err, err
