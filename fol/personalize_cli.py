@@ -248,7 +248,12 @@ def run_personalize(args: argparse.Namespace) -> int:
 
 
 def format_summary(report: dict[str, Any]) -> str:
-    """Human-readable table of a personalization report."""
+    """Human-readable table of a personalization report. Names come from files and peers'
+    cards (a neighbour's file name, its producer, a skip reason quoting its card): every line
+    is shown through :func:`swarmbase.cli.printable`, so none can split a row or reach the
+    terminal as an escape."""
+    from swarmbase.cli import printable
+
     lines = [f"FOL round {report['round']} on {report['node']} (variant {report['variant']})", ""]
     header = f"{'candidate':<28} {'arch':<20} {'val before':>10} {'val after':>9} {'params':>19} {'MACs':>21} {'weight':>7}"
     lines += [header, "-" * len(header)]
@@ -279,4 +284,4 @@ def format_summary(report: dict[str, Any]) -> str:
     secs = report.get("seconds", {})
     if secs:
         lines.append("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in secs.items()))
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)

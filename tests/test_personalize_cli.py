@@ -686,3 +686,26 @@ def test_a_folder_of_many_unusable_files_gives_a_bounded_error(swarm_files: Path
     assert line.startswith(f"fol personalize: error: no usable neighbour model in {bad} (skipped: junk-00.safetensors: ")
     assert line.count("safetensors header is not valid JSON") == 5 and "junk-04.safetensors" in line
     assert "junk-05.safetensors" not in line and line.endswith("; and 35 more file(s))"), line
+
+
+def test_the_summary_shows_names_from_files_and_peers_escaped() -> None:
+    """A neighbour's file name (a candidate's name), the node's producer and a skip reason come
+    from files and peers' cards: a name holding a newline split the summary's row, an escape
+    reached the terminal raw. Each line of the summary is now shown escaped."""
+    from fol.personalize_cli import format_summary
+
+    report = {
+        "round": 1, "node": "node\x1b[2J", "variant": "fol", "selected": ["own"], "weights": [1.0],
+        "candidates": [{"name": "own", "arch": None, "score_before": None, "score_after": 0.5, "params_before": 1,
+                        "params_after": 1, "macs_before": 1, "macs_after": 1},
+                       {"name": "n\nb\x1b]0;x\x07", "arch": "cnn-small", "score_before": 0.4, "score_after": 0.5,
+                        "params_before": 2, "params_after": 1, "macs_before": 2, "macs_after": 1}],
+        "received": [{"name": "evil\u202e", "used": False, "reason": "classes ['a\\nb'] differ"}],
+        "skipped_files": [{"file": "x\ny.bin", "reason": "not a model file"}],
+        "accuracy": {"local": {"val": 0.5, "test": 0.5}},
+    }
+    lines = format_summary(report).splitlines()
+    assert all(line.isprintable() for line in lines), lines
+    assert lines[0] == "FOL round 1 on node\\x1b[2J (variant fol)"
+    assert lines[5].startswith("n\\nb\\x1b]0;x\\x07 ") and lines[6] == "  skipped evil\\u202e: classes ['a\\nb'] differ"
+    assert lines[7] == "  skipped file x\\ny.bin: not a model file" and len(lines) == 10, lines
