@@ -56,6 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _PrintableFormatter(logging.Formatter):
+    """Log lines with their message escaped (:func:`swarmbase.cli.printable`): a warning names a
+    user's file (a skipped image, a skipped neighbour model), whose name may hold a newline or a
+    terminal escape. A traceback (``--debug``) keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return printable(super().formatMessage(record))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     return run_command("fol", lambda: _main(argv))  # Ctrl-C before the command runs, a closed output pipe
 
@@ -64,7 +73,9 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.DEBUG if args.debug else logging.WARNING if args.quiet else logging.INFO
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler()  # stderr, as basicConfig's
+    handler.setFormatter(_PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     if not getattr(args, "func", None):
         parser.print_help()
         return 0

@@ -417,3 +417,31 @@ def test_an_error_naming_a_hostile_file_name_is_one_escaped_line(tmp_path: Path,
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.endswith("\n") and err[:-1].isprintable(), err
         assert err.startswith(f"fol {argv[0]}") and "\\n" in err, err
+
+
+def test_a_warning_naming_a_hostile_file_name_is_one_escaped_line(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Warnings name a user's files too ('skipped 1 unreadable image(s): <file>', a skipped
+    neighbour model): the log line printed a name's newline and terminal escape raw. fol's log
+    lines now show the message escaped."""
+    import logging
+
+    from PIL import Image
+
+    root = tmp_path / "top\x1b[2J"
+    for name in ("fire", "no\nfire"):
+        (root / name).mkdir(parents=True)
+        for i in range(2):
+            Image.new("RGB", (8, 8), (9 * i, 9, 9)).save(root / name / f"{i}.png")
+    (root / "no\nfire" / "bad.png").write_bytes(b"not an image")
+    logger = logging.getLogger()
+    saved = logger.handlers[:], logger.level
+    logger.handlers.clear()  # as in a shell: fol's own handler, not pytest's capture
+    try:
+        assert main(["data", "info", f"imagefolder:{root}", "--skip-corrupt"]) == 0
+    finally:
+        for handler in logger.handlers:
+            handler.close()
+        logger.handlers[:], logger.level = saved
+    err = capsys.readouterr().err
+    assert err == f"WARNING fol.data.loaders: skipped 1 unreadable image(s): {tmp_path}/top\\x1b[2J/no\\nfire/bad.png\n"
