@@ -12,6 +12,10 @@ from pathlib import Path
 from typing import Callable
 
 from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED, is_seed
+from swarmbase.tomlcheck import shown
+
+#: The most epochs ``fol pretrain --epochs`` takes (the default is FOLConfig's pretrain_epochs, 30).
+MAX_PRETRAIN_EPOCHS = 100_000
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +120,9 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     lr = base.lr if args.lr is None else args.lr
     if epochs < 1:
         raise ConfigError(f"--epochs: expected >= 1 (pretraining with 0 epochs gives an untrained model), got {epochs}")
+    if epochs > MAX_PRETRAIN_EPOCHS:  # 10**20 ended in an OverflowError traceback from the progress bar
+        raise ConfigError(f"--epochs: expected at most {MAX_PRETRAIN_EPOCHS:,} (early stopping ends pretraining long "
+                          f"before; the default is {base.epochs}), got {shown(epochs)}")
     if not (0 < lr <= 10):
         raise ConfigError(f"--lr: expected a learning rate in (0, 10], got {lr:g}")
     if args.arch not in architectures():

@@ -112,6 +112,9 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
                           "--lr"),
     "pretrain --epochs 0": (lambda t: ["pretrain", "--data", DATA, "--epochs", "0", "--out", str(t / "m.st")],
                             "--epochs"),
+    # an OverflowError traceback from the progress bar (a range longer than sys.maxsize)
+    "pretrain --epochs 10**20": (lambda t: ["pretrain", "--data", DATA, "--epochs", str(10**20), "--out",
+                                            str(t / "m.st")], "--epochs: expected at most 100,000 "),
     "pretrain: pool too small for the spec": (lambda t: ["pretrain", "--data", "dataset=synthetic-hurricane,nodes=2,"
                                                          "node=0,size=200", "--out", str(t / "m.st")],
                                               "--data: 200 images of synthetic-hurricane cannot give nodes=2 "
