@@ -5,6 +5,7 @@ source = "nmea" and refuses a bad one in one line."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -190,3 +191,37 @@ def test_the_position_sources_are_listed_once() -> None:
     assert position.SOURCES == tuple(position.SOURCE_CLASSES) == ("mavlink", "nmea")
     assert PositionConfig(connection="x", source="mavlink").baud == 57600
     assert PositionConfig(connection="/dev/ttyUSB0", source="nmea").baud == 9600
+
+
+def _pty() -> tuple[int, int, str]:
+    """A pseudo-terminal: the master (the 'receiver' end we write to), the slave and its device path."""
+    if not hasattr(os, "openpty"):
+        pytest.skip("no pseudo-terminals on this platform")
+    master, slave = os.openpty()
+    return master, slave, os.ttyname(slave)
+
+
+def test_nmea_from_a_serial_device(tmp_path: Path) -> None:
+    """The serial path, read with pyserial from a pseudo-terminal as from a USB receiver: the configured baud
+    rate reaches the port, a sentence split across reads is joined, garbage bytes are skipped."""
+    pytest.importorskip("serial")
+    termios = pytest.importorskip("termios")
+    master, slave, device = _pty()
+    try:
+        source = open_source(PositionConfig(connection=device, source="nmea", baud=4800))
+        try:
+            ispeed, ospeed = termios.tcgetattr(slave)[4:6]
+            assert ispeed == ospeed == termios.B4800
+            data = ("\r\n".join(EPOCH_1) + "\r\n").encode()
+            os.write(master, b"\xff\xfe\x00garbage\r\n" + data[:100])  # the GGA cut in the middle
+            time.sleep(0.3)
+            assert source.messages == 0
+            os.write(master, data[100:])
+            fix = _wait(lambda: source.messages == 2 and source.latest(), 5.0)
+        finally:
+            source.close()
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert fix["lat_deg"] == pytest.approx(48.1173) and fix["alt_msl_m"] == 545.4 and fix["course_deg"] == 84.4
+    assert source.skipped == 1  # the garbage line
