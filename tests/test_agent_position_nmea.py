@@ -225,3 +225,41 @@ def test_nmea_from_a_serial_device(tmp_path: Path) -> None:
         os.close(slave)
     assert fix["lat_deg"] == pytest.approx(48.1173) and fix["alt_msl_m"] == 545.4 and fix["course_deg"] == 84.4
     assert source.skipped == 1  # the garbage line
+
+
+def test_a_serial_device_that_disappears_is_reported_once_and_reopened(tmp_path: Path, caplog, monkeypatch) -> None:
+    """A USB receiver unplugged: one warning naming the device (it was '[Errno 5] Input/output error' twice a
+    second, forever), the last fix kept; plugged back (its udev link pointing at the new port), it is read
+    again (it never was: the dead port was read forever)."""
+    pytest.importorskip("serial")
+    from fol.agent import position
+
+    monkeypatch.setattr(position, "RETRY_S", 0.1)
+    link = tmp_path / "gps-by-id"
+    master, slave, device = _pty()
+    link.symlink_to(device)
+    os.close(slave)
+    with caplog.at_level("INFO", logger="fol.agent.position"):
+        source = open_source(PositionConfig(connection=str(link), source="nmea"))
+        try:
+            os.write(master, ("\r\n".join(EPOCH_1) + "\r\n").encode())
+            _wait(lambda: source.messages == 2, 5.0)
+            os.close(master)  # unplugged
+            master = -1
+            link.unlink()
+            _wait(lambda: any("gps-by-id" in r.getMessage() for r in caplog.records), 5.0)
+            time.sleep(0.35)  # a few retries
+            warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+            assert len(warnings) == 1 and str(link) in warnings[0], warnings
+            assert source.latest()["lat_deg"] == pytest.approx(48.1173)
+            master, slave, device = _pty()  # plugged back
+            link.symlink_to(device)
+            os.close(slave)
+            _wait(lambda: any("readable again" in r.getMessage() for r in caplog.records), 5.0)
+            os.write(master, ("\r\n".join(EPOCH_2) + "\r\n").encode())
+            fix = _wait(lambda: source.messages == 3 and source.latest(), 5.0)
+        finally:
+            source.close()
+            if master >= 0:
+                os.close(master)
+    assert fix["lat_deg"] == pytest.approx(-48.1173333)

@@ -33,7 +33,10 @@ those keys are ``None``, as ``fix_quality``, ``satellites``, ``course_deg`` and
 RMC but no GGA gives 2-D fixes (``alt_msl_m``, ``fix_quality`` and ``satellites``
 ``None``), with one warning. A line longer than 256 bytes, garbage, a bad checksum,
 a fix quality of 0 or an RMC status ``V``, or a position out of range or with
-minutes of 60 or more is skipped and counted (``NmeaSource.skipped``).
+minutes of 60 or more is skipped and counted (``NmeaSource.skipped``). A link
+that fails (a serial device unplugged, a network bridge gone) is reported in one
+warning and tried again every 0.5 s, the last fix kept; a serial device is opened
+again when it (or its udev link) is back.
 
 Example (no autopilot needed to decode a message):
     >>> from pymavlink.dialects.v20 import common as mav
@@ -67,6 +70,7 @@ LOG_FILE = "positions.jsonl"
 NMEA_MAX_LINE = 256  # bytes; NMEA 0183 limits a sentence to 82 characters, proprietary ones run longer
 KNOT_M_S = 1852.0 / 3600.0
 GPSD_PORT = 2947
+RETRY_S = 0.5  # seconds between two tries of a broken link
 _NMEA_NETWORK = re.compile(r"(tcp|udpin|gpsd):([^:\s]+)(?::(\d{1,5}))?")
 
 
@@ -208,13 +212,21 @@ class PositionSource:
         raise NotImplementedError
 
     def _run(self) -> None:
+        broken = False  # the link failed and has not been read since: the failure is reported once
         while not self._stop.is_set():
             try:
                 fix = self._read()
             except (OSError, ValueError) as exc:  # a broken link: keep the last fix, try again
-                log.warning("position: %s", exc)
-                self._stop.wait(0.5)
+                if broken:
+                    log.debug("position: %s", exc)
+                else:
+                    log.warning("position: %s (the last fix is kept; retrying every %g s)", exc, RETRY_S)
+                broken = True
+                self._stop.wait(RETRY_S)
                 continue
+            if broken:
+                broken = False
+                log.info("position: %s is readable again", self.config.connection)
             if fix is None:
                 self._stop.wait(0.05)
                 continue
@@ -293,6 +305,7 @@ class NmeaSource(PositionSource):
         self._network = nmea_network_address(connection) if ":" in connection else None
         if self._network is not None:
             return  # connected (and reconnected) by the reader thread: the bridge may start after the agent
+        self._serial: Any = None  # pyserial, for a serial port
         try:
             if Path(connection).is_file():
                 self._file = open(connection, "rb")  # noqa: SIM115 - closed in _close_link
@@ -302,6 +315,7 @@ class NmeaSource(PositionSource):
                 except ImportError:
                     raise ConfigError(f"position.connection: {connection!r} is a serial port, read only with "
                                       f"pyserial: pip install pyserial") from None
+                self._serial = serial
                 self._file = serial.Serial(connection, self.config.baud, timeout=0.2)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"position.connection: cannot open {connection!r} ({exc})") from None
@@ -309,9 +323,19 @@ class NmeaSource(PositionSource):
     def _chunk(self) -> bytes:
         """The bytes waiting on the link (``b''`` when none)."""
         if self._network is None:
-            if hasattr(self._file, "in_waiting"):  # a serial port: wait up to its 0.2 s timeout for a byte
+            if self._serial is None:
+                return self._file.read(4096)  # a file: b'' at its end (it may still grow)
+            # A serial port: wait up to its 0.2 s timeout for a byte. A port that fails (a USB receiver
+            # unplugged) is closed and opened again on the next read, when it (or its udev link) is back.
+            connection = self.config.connection
+            try:
+                if self._file is None:
+                    self._file = self._serial.Serial(connection, self.config.baud, timeout=0.2)
                 return self._file.read(max(1, self._file.in_waiting))
-            return self._file.read(4096)  # a file: b'' at its end (it may still grow)
+            except OSError as exc:
+                self._drop_serial()
+                message = str(exc)
+                raise OSError(message if connection in message else f"{connection}: {message}") from None
         kind, host, port = self._network
         if self._sock is None:
             if kind == "udpin":
@@ -417,6 +441,14 @@ class NmeaSource(PositionSource):
             if fix is not None:
                 return fix
         return None
+
+    def _drop_serial(self) -> None:
+        if self._file is not None:
+            try:
+                self._file.close()
+            except OSError:
+                pass  # the device is gone already
+            self._file, self._buffer, self._discarding = None, b"", False
 
     def _close_link(self) -> None:
         self._drop_socket()
