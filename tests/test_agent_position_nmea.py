@@ -263,3 +263,16 @@ def test_a_serial_device_that_disappears_is_reported_once_and_reopened(tmp_path:
             if master >= 0:
                 os.close(master)
     assert fix["lat_deg"] == pytest.approx(-48.1173333)
+
+
+def test_a_baud_rate_the_serial_port_cannot_take_is_one_line() -> None:
+    """baud = 1000000000000 passed the [position] check and then raised pyserial's OverflowError, a traceback."""
+    pytest.importorskip("serial")
+    master, slave, device = _pty()
+    try:
+        with pytest.raises(ConfigError, match=r"^position\.baud: 1000000000000 is not a baud rate .* accepts") as err:
+            open_source(PositionConfig(connection=device, source="nmea", baud=10**12))
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert "\n" not in str(err.value) and device in str(err.value)

@@ -317,6 +317,9 @@ class NmeaSource(PositionSource):
                                       f"pyserial: pip install pyserial") from None
                 self._serial = serial
                 self._file = serial.Serial(connection, self.config.baud, timeout=0.2)
+        except OverflowError as exc:  # pyserial, for a custom rate that does not fit the port's C int
+            raise ConfigError(f"position.baud: {self.config.baud} is not a baud rate {connection!r} accepts "
+                              f"({exc})") from None
         except (OSError, ValueError) as exc:
             raise ConfigError(f"position.connection: cannot open {connection!r} ({exc})") from None
 
