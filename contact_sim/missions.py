@@ -7,7 +7,9 @@ Four file kinds, told apart by their name's ending: two planned missions,
   ``SimpleItem`` entries, ``command``, ``frame`` and ``params`` [p1, p2, p3, p4,
   lat, lon, alt]; ``mission.plannedHomePosition`` [lat, lon, alt]; survey and
   corridor-scan ``ComplexItem`` entries are read from the waypoints QGroundControl
-  computed and stored with them, ``TransectStyleComplexItem.Items``);
+  computed and stored with them, ``TransectStyleComplexItem.Items``; a survey saved
+  by QGroundControl 3.2-3.3, item ``"version": 3`` with its ``polygon`` and ``grid``
+  but no waypoints, is flown as the lawnmower described below);
 - ``.waypoints``: the text format QGroundControl and Mission Planner both write,
   first line ``QGC WPL 110``, then one item a line with 12 tab-separated fields
   (index, current, frame, command, p1..p4, lat, lon, alt, autocontinue); the
@@ -51,6 +53,22 @@ items' p2, else the scenario's default. After its last item a drone hovers.
 Commands that neither move the drone nor delay it (camera, gimbal, servo,
 relay and other DO_ commands) are skipped; any other command is refused, as are
 frames other than 0/3 (and their _INT twins 5/6) for moving items.
+
+An old survey (polygon and ``grid``: ``angle``, ``spacing``, ``altitude``,
+``relativeAltitude``, ``turnAroundDistance``) is flown along straight transects
+whose compass bearing is ``angle`` (0: north-south), ``spacing`` metres apart,
+as few as cover the polygon's width across them (at least one) and centred on
+it; the first is the leftmost (facing along the bearing) and is flown along the
+bearing, the next back, and so on, each from where it enters the polygon to where
+it leaves it, stretched by ``turnAroundDistance`` at both ends, at ``altitude``
+(above home when ``relativeAltitude``, else above mean sea level).
+``refly90Degrees`` adds a second pass at the bearing plus 90 degrees. Only a
+convex polygon (3 to 10,000 vertices, up to 10,000 transects a pass) is computed;
+a concave one, ``hoverAndCapture`` (a stop at each photo) or a bad field is
+refused in one line. The pattern covers the area as QGroundControl's does, but
+its transects may sit up to half a spacing aside and start at another corner
+(QGroundControl aligns them to its own grid and entry point), so the timing of
+the flight is close, not identical.
 """
 
 from __future__ import annotations
@@ -78,6 +96,12 @@ MAX_MISSION_BYTES = 16 * 1024 * 1024
 MIN_SPEED_M_S, MAX_SPEED_M_S = 0.01, 1000.0
 #: Longest hold at a waypoint (s): 30 days.
 MAX_HOLD_S = 30 * 86400.0
+#: An old survey's (polygon and grid, no stored waypoints) most transects per pass and polygon vertices, and
+#: longest turnaround (m).
+MAX_SURVEY_TRANSECTS = 10_000
+MAX_SURVEY_VERTICES = 10_000
+MAX_TURNAROUND_M = 10_000.0
+_WGS84_A, _WGS84_E2 = 6378137.0, 6.69437999014e-3
 #: Name endings of planned missions and of recorded tracks.
 MISSION_SUFFIXES, TRACK_SUFFIXES = (".plan", ".waypoints"), (".gpx", ".jsonl")
 #: The namespaces of GPX 1.1 and 1.0 (and none, as some converters write).
@@ -157,12 +181,15 @@ def _plan_items(path: Path, items: Any, where: str, nested: bool = False) -> Ite
         kind = obj.get("type")
         if kind == "ComplexItem" and not nested:
             inner = obj.get("TransectStyleComplexItem")
-            if not isinstance(inner, dict) or not isinstance(inner.get("Items"), list):
+            if isinstance(inner, dict) and isinstance(inner.get("Items"), list):
+                yield from _plan_items(path, inner["Items"], f"{here}.Items", nested=True)
+            elif obj.get("complexItemType") == "survey" and "grid" in obj and "polygon" in obj:
+                yield from _old_survey_items(path, obj, here)
+            else:
                 raise ContactError(
                     f"{path}: {here}: complex item {shown(obj.get('complexItemType'))} holds no computed waypoints "
-                    "(TransectStyleComplexItem.Items); only surveys and corridor scans saved by "
-                    "QGroundControl carry them")
-            yield from _plan_items(path, inner["Items"], f"{here}.Items", nested=True)
+                    "(TransectStyleComplexItem.Items) and is not a QGroundControl 3.2-3.3 survey ('polygon' and "
+                    "'grid'), whose transects can be computed")
             continue
         if kind != "SimpleItem":
             allowed = "'SimpleItem'" if nested else "'SimpleItem' or 'ComplexItem'"
@@ -177,6 +204,98 @@ def _plan_items(path: Path, items: Any, where: str, nested: bool = False) -> Ite
         except ValueError:
             raise ContactError(f"{path}: {here}: expected 'params' as 7 numbers (or null)") from None
         yield _Item(here, command, frame, values)
+
+
+def _grid_number(path: Path, where: str, grid: dict, key: str, what: str, low: float, high: float,
+                 above: bool = False) -> float:
+    try:
+        value = _number(grid.get(key))
+    except ValueError:
+        value = math.nan
+    if not (low < value <= high if above else low <= value <= high):
+        raise ContactError(f"{path}: {where}.grid.{key}: expected a number of {what}, got {shown(grid.get(key))}")
+    return value
+
+
+def _old_survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
+    """The waypoints of a survey as QGroundControl 3.2-3.3 saved it (item ``"version": 3``): its polygon and
+    ``grid`` (angle, spacing, altitude, relativeAltitude, turnAroundDistance), no computed waypoints. The
+    lawnmower is computed as the module docstring describes, in a flat frame about the polygon's first vertex
+    (east and north metres from WGS-84's radii of curvature there, as precise as QGroundControl's own tangent
+    plane over a survey's few kilometres)."""
+    grid = obj["grid"]
+    if not isinstance(grid, dict):
+        raise ContactError(f"{path}: {where}.grid: expected an object (angle, spacing, altitude, relativeAltitude, "
+                           "turnAroundDistance)")
+    angle = _grid_number(path, where, grid, "angle", "degrees (the transects' compass bearing)", -360.0, 360.0)
+    spacing = _grid_number(path, where, grid, "spacing", "metres above 0", 0.0, MAX_LOCAL_KM * 1000.0, above=True)
+    turn = _grid_number(path, where, grid, "turnAroundDistance", f"metres 0..{MAX_TURNAROUND_M:g}", 0.0,
+                        MAX_TURNAROUND_M)
+    alt = _grid_number(path, where, grid, "altitude", "metres", -math.inf, math.inf)
+    relative = grid.get("relativeAltitude")
+    if not isinstance(relative, bool):
+        raise ContactError(f"{path}: {where}.grid.relativeAltitude: expected true or false, got {shown(relative)}")
+    if obj.get("hoverAndCapture"):
+        raise ContactError(f"{path}: {where}.hoverAndCapture: a survey that stops at each photo has no timing "
+                           "without its computed waypoints; open and save the plan in QGroundControl to store them")
+    polygon = obj["polygon"]
+    if not isinstance(polygon, list) or not 3 <= len(polygon) <= MAX_SURVEY_VERTICES:
+        raise ContactError(f"{path}: {where}.polygon: expected 3 or more [lat, lon] vertices (at most "
+                           f"{MAX_SURVEY_VERTICES})")
+    geo = []
+    for k, vertex in enumerate(polygon):
+        try:
+            if not isinstance(vertex, list) or len(vertex) < 2:
+                raise ValueError
+            lat, lon = _number(vertex[0]), _number(vertex[1])
+        except ValueError:
+            lat = lon = math.nan
+        if math.isnan(lat) or math.isnan(lon):
+            raise ContactError(f"{path}: {where}.polygon[{k}]: expected [lat, lon] in degrees, got {shown(vertex)}")
+        _check_position(path, f"{where}.polygon[{k}]", lat, lon, 0.0)
+        geo.append((lat, lon))
+    # the flat frame: metres east and north of the first vertex
+    lat0 = math.radians(geo[0][0])
+    w = 1.0 - _WGS84_E2 * math.sin(lat0) ** 2
+    m_north = _WGS84_A * (1.0 - _WGS84_E2) / w ** 1.5  # metres per radian of latitude
+    m_east = _WGS84_A / math.sqrt(w) * math.cos(lat0)  # metres per radian of longitude
+    if m_east < 1.0:
+        raise ContactError(f"{path}: {where}.polygon: a vertex at a pole leaves no east-west direction")
+    pts = np.array([(math.radians((lon - geo[0][1] + 180.0) % 360.0 - 180.0) * m_east,
+                     math.radians(lat - geo[0][0]) * m_north) for lat, lon in geo])
+    edges = np.roll(pts, -1, axis=0) - pts
+    cross = edges[:, 0] * np.roll(edges, -1, axis=0)[:, 1] - edges[:, 1] * np.roll(edges, -1, axis=0)[:, 0]
+    scale = float(np.abs(edges).max()) ** 2
+    if not ((cross >= -1e-9 * scale).all() or (cross <= 1e-9 * scale).all()) or abs(cross.sum()) <= 1e-9 * scale:
+        raise ContactError(f"{path}: {where}.polygon: not convex (its transects are computed for a convex polygon "
+                           "only); open and save the plan in QGroundControl to store its waypoints")
+    frame = 3 if relative else 0
+    lat_ref, lon_ref = geo[0]
+    for bearing in ((angle, angle + 90.0) if obj.get("refly90Degrees") else (angle,)):
+        a = math.radians(bearing)
+        along = np.array([math.sin(a), math.cos(a)])  # east, north
+        across = np.array([math.cos(a), -math.sin(a)])  # to the right of along
+        offsets_of = pts @ across
+        low, high = float(offsets_of.min()), float(offsets_of.max())
+        count = max(1, math.ceil((high - low) / spacing - 1e-9))
+        if count > MAX_SURVEY_TRANSECTS:
+            raise ContactError(f"{path}: {where}.grid.spacing: {spacing:g} m gives {count} transects over the "
+                               f"polygon (at most {MAX_SURVEY_TRANSECTS})")
+        centre = (low + high) / 2.0
+        for k in range(count):
+            offset = centre + (k - (count - 1) / 2.0) * spacing
+            d = offsets_of - offset
+            d_next = np.roll(d, -1)
+            on = d == 0.0  # vertices on the transect's line, and edges that cross it
+            crossing = d * d_next < 0.0
+            fraction = d[crossing] / (d[crossing] - d_next[crossing])
+            ts = np.concatenate([pts[on] @ along, (pts[crossing] + fraction[:, None] * edges[crossing]) @ along])
+            ends = [float(ts.min()) - turn, float(ts.max()) + turn]
+            for t in (ends if k % 2 == 0 else ends[::-1]):
+                east, north = offset * across + t * along
+                yield _Item(f"{where} (transect {k + 1})", NAV_WAYPOINT, frame,
+                            [0.0, 0.0, 0.0, math.nan, lat_ref + math.degrees(north / m_north),
+                             lon_ref + math.degrees(east / m_east), alt])
 
 
 def _read_plan(path: Path, text: str) -> tuple[tuple[float, float, float], float | None, list[_Item]]:

@@ -286,3 +286,90 @@ def test_the_docs_waypoints_example_is_the_shipped_one() -> None:
     assert "QGC WPL 110\n" + block == (root / "examples" / "mission_south.waypoints").read_text()
     home, targets = missions.read_mission(root / "examples" / "mission_south.waypoints", 6.0)
     assert home == (47.397, 8.545, 488.0) and [t[4] for t in targets] == [0.0, 0.0, 5.0, 0.0, 0.0]
+
+
+def _local_to_geo(east_m: float, north_m: float) -> tuple[float, float]:
+    """A point metres east and north of HOME (WGS-84 radii of curvature there)."""
+    lat0 = math.radians(HOME[0])
+    a, e2 = 6378137.0, 6.69437999014e-3
+    w = 1.0 - e2 * math.sin(lat0) ** 2
+    m, n = a * (1 - e2) / w ** 1.5, a / math.sqrt(w)
+    return HOME[0] + math.degrees(north_m / m), HOME[1] + math.degrees(east_m / (n * math.cos(lat0)))
+
+
+def _survey_v3(polygon_m: list, angle: float, spacing: float, turnaround: float = 0.0, **extra) -> dict:
+    """A survey as QGroundControl 3.2-3.3 saved it: polygon and grid, no computed waypoints."""
+    return {"type": "ComplexItem", "complexItemType": "survey", "version": 3, "manualGrid": True,
+            "fixedValueIsAltitude": True, "cameraTriggerDistance": 25,
+            "polygon": [list(_local_to_geo(e, n)) for e, n in polygon_m],
+            "grid": {"altitude": 50, "relativeAltitude": True, "angle": angle, "spacing": spacing,
+                     "turnAroundDistance": turnaround}, **extra}
+
+
+def _flown_m(path: Path) -> np.ndarray:
+    """The mission's targets after home, metres east / north / up of HOME."""
+    home, targets = missions.read_mission(path, 15.0)
+    lat, lon, alt = (np.array([t[k] for t in targets[1:]]) for k in range(3))
+    return enu_km(lat, lon, alt, home) * 1000.0
+
+
+def test_an_old_survey_without_stored_waypoints_is_flown_as_a_lawnmower(tmp_path: Path) -> None:
+    """A QGroundControl 3.2-3.3 survey ('version': 3) stores its polygon and grid, not its waypoints: it was
+    refused. Its transects are now computed: at the grid angle (a compass bearing), 'spacing' apart and
+    centred on the polygon, starting with the leftmost one (facing along the angle), flown along the angle
+    and back in turn, each stretched by the turnaround distance at both ends."""
+    rect = [(0, 0), (100, 0), (100, 200), (0, 200)]  # 100 m east by 200 m north
+    flown = _flown_m(_plan(tmp_path / "rect.plan", [_survey_v3(rect, 0.0, 25.0, 10.0)]))
+    expected = []
+    for k, east in enumerate((12.5, 37.5, 62.5, 87.5)):  # 4 transects of 25 m cover the 100 m
+        ends = [(east, -10.0), (east, 210.0)]
+        expected += ends if k % 2 == 0 else ends[::-1]
+    assert np.allclose(flown[:, :2], expected, atol=0.05)
+    assert np.allclose(flown[:, 2], 50.0, atol=0.01)  # relativeAltitude: 50 m above home
+
+    triangle = [(0, 0), (100, 0), (0, 100)]  # transects east-west (bearing 90), 40 m apart
+    flown = _flown_m(_plan(tmp_path / "tri.plan", [_survey_v3(triangle, 90.0, 40.0)]))
+    # facing east the leftmost transect is the northmost: 90 m north, where the triangle spans 0..10 m east
+    assert np.allclose(flown[:, :2], [(0, 90), (10, 90), (50, 50), (0, 50), (0, 10), (90, 10)], atol=0.05)
+
+    refly = _flown_m(_plan(tmp_path / "refly.plan", [_survey_v3(rect, 0.0, 25.0, refly90Degrees=True)]))
+    assert len(refly) == 8 + 16  # then the same area at 90 degrees: 8 east-west transects over 200 m
+    assert np.allclose(refly[8:10, :2], [(0, 187.5), (100, 187.5)], atol=0.05)
+    w, _ = mission_waypoints(tmp_path / "rect.plan", None, 15.0)
+    assert w.t_s[-1] == pytest.approx((math.hypot(12.5, 10, 50) + 4 * 220 + 3 * 25) / 5.0, rel=1e-4)  # 5 m/s
+
+
+_GONE = object()
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("polygon", [[47.0, 8.0], [47.001, 8.0]], r"polygon: expected 3 or more \[lat, lon\] vertices"),
+    ("polygon", [[47.0, 8.0], [47.002, 8.0], [47.001, 8.0005], [47.001, 8.002]],
+     r"polygon: not convex \(its transects are computed for a convex polygon only"),
+    ("polygon", [[47.0, 8.0], [47.001, 8.0], [47.002, 8.0]], r"polygon: not convex"),
+    ("polygon", [[47.0, 8.0], [95.0, 8.0], [47.0, 8.01]], r"polygon\[1\]: expected latitude -90..90"),
+    ("polygon", [[47.0, 8.0], [47.0, None], [47.001, 8.01]], r"polygon\[1\]: expected \[lat, lon\]"),
+    ("grid.spacing", _GONE, r"grid\.spacing: expected a number of metres above 0"),
+    ("grid.spacing", 0.001, r"grid\.spacing: 0\.001 m gives \d+ transects over the polygon \(at most 10000\)"),
+    ("grid.angle", float("nan"), r"grid\.angle: expected a number of degrees"),
+    ("grid.turnAroundDistance", -5, r"grid\.turnAroundDistance: expected a number of metres 0\.\.10000"),
+    ("grid.relativeAltitude", "yes", r"grid\.relativeAltitude: expected true or false"),
+    ("grid.altitude", 1e9, r"expected an altitude within"),
+    ("hoverAndCapture", True, r"hoverAndCapture: a survey that stops at each photo"),
+    ("grid", _GONE, r"complex item 'survey' holds no computed waypoints \(TransectStyleComplexItem\.Items\) and "
+                    r"is not a QGroundControl 3\.2-3\.3 survey"),
+])
+def test_an_old_survey_that_cannot_be_computed_is_one_line(tmp_path: Path, key: str, value, message: str) -> None:
+    item = _survey_v3([(0, 0), (100, 0), (100, 200), (0, 200)], 0.0, 25.0)
+    *parents, last = key.split(".")
+    table = item
+    for name in parents:
+        table = table[name]
+    if value is _GONE:
+        del table[last]
+    else:
+        table[last] = value
+    path = _plan(tmp_path / "s.plan", [item])
+    with pytest.raises(ContactError, match=r"s\.plan: mission\.items\[0\].*" + message) as err:
+        missions.read_mission(path, 15.0)
+    assert "\n" not in str(err.value)
