@@ -8,8 +8,9 @@ Four file kinds, told apart by their name's ending: two planned missions,
   lat, lon, alt]; ``mission.plannedHomePosition`` [lat, lon, alt]; survey and
   corridor-scan ``ComplexItem`` entries are read from the waypoints QGroundControl
   computed and stored with them, ``TransectStyleComplexItem.Items``; a survey saved
-  by QGroundControl 3.2-3.3, item ``"version": 3`` with its ``polygon`` and ``grid``
-  but no waypoints, is flown as the lawnmower described below);
+  with its ``polygon`` and grid settings but no waypoints, by QGroundControl 3.2-3.3
+  (item ``"version": 3``, a ``grid`` object) or by a script (an absent or empty
+  ``Items``), is flown as the lawnmower described below);
 - ``.waypoints``: the text format QGroundControl and Mission Planner both write,
   first line ``QGC WPL 110``, then one item a line with 12 tab-separated fields
   (index, current, frame, command, p1..p4, lat, lon, alt, autocontinue); the
@@ -54,8 +55,12 @@ Commands that neither move the drone nor delay it (camera, gimbal, servo,
 relay and other DO_ commands) are skipped; any other command is refused, as are
 frames other than 0/3 (and their _INT twins 5/6) for moving items.
 
-An old survey (polygon and ``grid``: ``angle``, ``spacing``, ``altitude``,
-``relativeAltitude``, ``turnAroundDistance``) is flown along straight transects
+A survey without waypoints (polygon and ``grid``: ``angle``, ``spacing``, ``altitude``,
+``relativeAltitude``, ``turnAroundDistance``; in the current format ``angle`` and
+``TransectStyleComplexItem``'s ``TurnAroundDistance``, ``Refly90Degrees``,
+``HoverAndCapture`` and ``CameraCalc``'s ``AdjustedFootprintSide`` (the spacing),
+``DistanceToSurface`` (the altitude) and ``DistanceMode`` 1 (above home) or 2
+(above mean sea level; above terrain is refused)) is flown along straight transects
 whose compass bearing is ``angle`` (0: north-south), ``spacing`` metres apart,
 as few as cover the polygon's width across them (at least one) and centred on
 it; the first is the leftmost (facing along the bearing) and is flown along the
@@ -96,12 +101,13 @@ MAX_MISSION_BYTES = 16 * 1024 * 1024
 MIN_SPEED_M_S, MAX_SPEED_M_S = 0.01, 1000.0
 #: Longest hold at a waypoint (s): 30 days.
 MAX_HOLD_S = 30 * 86400.0
-#: An old survey's (polygon and grid, no stored waypoints) most transects per pass and polygon vertices, and
+#: A survey's (polygon and grid settings, no stored waypoints) most transects per pass and polygon vertices, and
 #: longest turnaround (m).
 MAX_SURVEY_TRANSECTS = 10_000
 MAX_SURVEY_VERTICES = 10_000
 MAX_TURNAROUND_M = 10_000.0
 _WGS84_A, _WGS84_E2 = 6378137.0, 6.69437999014e-3
+_ANGLE = "degrees (the transects' compass bearing)"
 #: Name endings of planned missions and of recorded tracks.
 MISSION_SUFFIXES, TRACK_SUFFIXES = (".plan", ".waypoints"), (".gpx", ".jsonl")
 #: The namespaces of GPX 1.1 and 1.0 (and none, as some converters write).
@@ -181,15 +187,20 @@ def _plan_items(path: Path, items: Any, where: str, nested: bool = False) -> Ite
         kind = obj.get("type")
         if kind == "ComplexItem" and not nested:
             inner = obj.get("TransectStyleComplexItem")
-            if isinstance(inner, dict) and isinstance(inner.get("Items"), list):
-                yield from _plan_items(path, inner["Items"], f"{here}.Items", nested=True)
-            elif obj.get("complexItemType") == "survey" and "grid" in obj and "polygon" in obj:
-                yield from _old_survey_items(path, obj, here)
+            stored = inner.get("Items") if isinstance(inner, dict) else None
+            polygon = obj.get("polygon")
+            survey = (obj.get("complexItemType") == "survey" and polygon is not None
+                      and ("grid" in obj or isinstance(inner, dict)))
+            if isinstance(stored, list) and (stored or not survey or (isinstance(polygon, list) and len(polygon) < 3)):
+                # the waypoints QGroundControl computed (none for a survey whose polygon it could not fill)
+                yield from _plan_items(path, stored, f"{here}.Items", nested=True)
+            elif survey:
+                yield from _survey_items(path, obj, here)
             else:
                 raise ContactError(
                     f"{path}: {here}: complex item {shown(obj.get('complexItemType'))} holds no computed waypoints "
-                    "(TransectStyleComplexItem.Items) and is not a QGroundControl 3.2-3.3 survey ('polygon' and "
-                    "'grid'), whose transects can be computed")
+                    "(TransectStyleComplexItem.Items) and is not a survey with a 'polygon' and grid settings, "
+                    "whose transects can be computed")
             continue
         if kind != "SimpleItem":
             allowed = "'SimpleItem'" if nested else "'SimpleItem' or 'ComplexItem'"
@@ -206,37 +217,64 @@ def _plan_items(path: Path, items: Any, where: str, nested: bool = False) -> Ite
         yield _Item(here, command, frame, values)
 
 
-def _grid_number(path: Path, where: str, grid: dict, key: str, what: str, low: float, high: float,
-                 above: bool = False) -> float:
+def _setting(path: Path, where: str, table: Any, key: str, what: str, low: float, high: float,
+             above: bool = False) -> float:
+    """``table[key]``, a number in ``low..high`` (``low`` excluded when ``above``); ``where`` names the table."""
     try:
-        value = _number(grid.get(key))
+        value = _number(table.get(key) if isinstance(table, dict) else None)
     except ValueError:
         value = math.nan
     if not (low < value <= high if above else low <= value <= high):
-        raise ContactError(f"{path}: {where}.grid.{key}: expected a number of {what}, got {shown(grid.get(key))}")
+        got = shown(table.get(key)) if isinstance(table, dict) else "nothing"
+        raise ContactError(f"{path}: {where}.{key}: expected a number of {what}, got {got}")
     return value
 
 
-def _old_survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
-    """The waypoints of a survey as QGroundControl 3.2-3.3 saved it (item ``"version": 3``): its polygon and
-    ``grid`` (angle, spacing, altitude, relativeAltitude, turnAroundDistance), no computed waypoints. The
-    lawnmower is computed as the module docstring describes, in a flat frame about the polygon's first vertex
-    (east and north metres from WGS-84's radii of curvature there, as precise as QGroundControl's own tangent
-    plane over a survey's few kilometres)."""
-    grid = obj["grid"]
-    if not isinstance(grid, dict):
-        raise ContactError(f"{path}: {where}.grid: expected an object (angle, spacing, altitude, relativeAltitude, "
-                           "turnAroundDistance)")
-    angle = _grid_number(path, where, grid, "angle", "degrees (the transects' compass bearing)", -360.0, 360.0)
-    spacing = _grid_number(path, where, grid, "spacing", "metres above 0", 0.0, MAX_LOCAL_KM * 1000.0, above=True)
-    turn = _grid_number(path, where, grid, "turnAroundDistance", f"metres 0..{MAX_TURNAROUND_M:g}", 0.0,
+def _flag(path: Path, where: str, table: dict, key: str, default: bool | None = None) -> bool:
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise ContactError(f"{path}: {where}.{key}: expected true or false, got {shown(value)}")
+    return value
+
+
+def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
+    """The waypoints of a survey saved with its polygon and grid settings but no computed waypoints: the
+    lawnmower of the module docstring, from QGroundControl 3.2-3.3's ``grid`` object (item ``"version": 3``)
+    or from the current format's ``angle`` and ``TransectStyleComplexItem`` (its ``CameraCalc``)."""
+    if "grid" in obj:
+        grid, at = obj["grid"], f"{where}.grid"
+        if not isinstance(grid, dict):
+            raise ContactError(f"{path}: {at}: expected an object (angle, spacing, altitude, relativeAltitude, "
+                               "turnAroundDistance)")
+        angle = _setting(path, at, grid, "angle", _ANGLE, -360.0, 360.0)
+        spacing = _setting(path, at, grid, "spacing", "metres above 0", 0.0, MAX_LOCAL_KM * 1000.0, above=True)
+        turn = _setting(path, at, grid, "turnAroundDistance", f"metres 0..{MAX_TURNAROUND_M:g}", 0.0,
                         MAX_TURNAROUND_M)
-    alt = _grid_number(path, where, grid, "altitude", "metres", -math.inf, math.inf)
-    relative = grid.get("relativeAltitude")
-    if not isinstance(relative, bool):
-        raise ContactError(f"{path}: {where}.grid.relativeAltitude: expected true or false, got {shown(relative)}")
-    if obj.get("hoverAndCapture"):
-        raise ContactError(f"{path}: {where}.hoverAndCapture: a survey that stops at each photo has no timing "
+        alt = _setting(path, at, grid, "altitude", "metres", -math.inf, math.inf)
+        relative = _flag(path, at, grid, "relativeAltitude")
+        hover = _flag(path, where, obj, "hoverAndCapture", False)
+        refly = _flag(path, where, obj, "refly90Degrees", False)
+    else:
+        inner, at = obj["TransectStyleComplexItem"], f"{where}.TransectStyleComplexItem"
+        calc = inner.get("CameraCalc")
+        angle = _setting(path, where, obj, "angle", _ANGLE, -360.0, 360.0)
+        spacing = _setting(path, f"{at}.CameraCalc", calc, "AdjustedFootprintSide", "metres above 0", 0.0,
+                           MAX_LOCAL_KM * 1000.0, above=True)
+        alt = _setting(path, f"{at}.CameraCalc", calc, "DistanceToSurface", "metres", -math.inf, math.inf)
+        turn = _setting(path, at, inner, "TurnAroundDistance", f"metres 0..{MAX_TURNAROUND_M:g}", 0.0,
+                        MAX_TURNAROUND_M)
+        if "DistanceToSurfaceRelative" in calc:  # CameraCalc version 1
+            relative = _flag(path, f"{at}.CameraCalc", calc, "DistanceToSurfaceRelative")
+        elif calc.get("DistanceMode") in (1, 2) and not isinstance(calc.get("DistanceMode"), bool):
+            relative = calc["DistanceMode"] == 1
+        else:
+            raise ContactError(f"{path}: {at}.CameraCalc.DistanceMode: expected 1 (altitude above home) or 2 (above "
+                               f"mean sea level), got {shown(calc.get('DistanceMode'))}; a survey above terrain "
+                               "needs the waypoints QGroundControl stores (open and save the plan in it)")
+        hover = _flag(path, at, inner, "HoverAndCapture", False)
+        refly = _flag(path, at, inner, "Refly90Degrees", False)
+    if hover:
+        raise ContactError(f"{path}: {where}: hoverAndCapture: a survey that stops at each photo has no timing "
                            "without its computed waypoints; open and save the plan in QGroundControl to store them")
     polygon = obj["polygon"]
     if not isinstance(polygon, list) or not 3 <= len(polygon) <= MAX_SURVEY_VERTICES:
@@ -271,7 +309,7 @@ def _old_survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
                            "only); open and save the plan in QGroundControl to store its waypoints")
     frame = 3 if relative else 0
     lat_ref, lon_ref = geo[0]
-    for bearing in ((angle, angle + 90.0) if obj.get("refly90Degrees") else (angle,)):
+    for bearing in ((angle, angle + 90.0) if refly else (angle,)):
         a = math.radians(bearing)
         along = np.array([math.sin(a), math.cos(a)])  # east, north
         across = np.array([math.cos(a), -math.sin(a)])  # to the right of along

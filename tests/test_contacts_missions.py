@@ -357,7 +357,7 @@ _GONE = object()
     ("grid.altitude", 1e9, r"expected an altitude within"),
     ("hoverAndCapture", True, r"hoverAndCapture: a survey that stops at each photo"),
     ("grid", _GONE, r"complex item 'survey' holds no computed waypoints \(TransectStyleComplexItem\.Items\) and "
-                    r"is not a QGroundControl 3\.2-3\.3 survey"),
+                    r"is not a survey with a 'polygon' and grid settings"),
 ])
 def test_an_old_survey_that_cannot_be_computed_is_one_line(tmp_path: Path, key: str, value, message: str) -> None:
     item = _survey_v3([(0, 0), (100, 0), (100, 200), (0, 200)], 0.0, 25.0)
@@ -373,3 +373,33 @@ def test_an_old_survey_that_cannot_be_computed_is_one_line(tmp_path: Path, key: 
     with pytest.raises(ContactError, match=r"s\.plan: mission\.items\[0\].*" + message) as err:
         missions.read_mission(path, 15.0)
     assert "\n" not in str(err.value)
+
+
+def _survey_v5(polygon_m: list, angle: float, spacing: float, turnaround: float, items, **calc) -> dict:
+    """A survey in the current format with its settings but no (or no stored) waypoints, as scripts write them."""
+    transect = {"CameraCalc": {"AdjustedFootprintSide": spacing, "AdjustedFootprintFrontal": 25,
+                               "DistanceToSurface": 50, "DistanceMode": 1, "version": 2, **calc},
+                "TurnAroundDistance": turnaround, "HoverAndCapture": False, "Refly90Degrees": False, "version": 2}
+    if items is not None:
+        transect["Items"] = items
+    return {"type": "ComplexItem", "complexItemType": "survey", "version": 5, "angle": angle, "entryLocation": 0,
+            "polygon": [list(_local_to_geo(e, n)) for e, n in polygon_m], "TransectStyleComplexItem": transect}
+
+
+def test_a_current_survey_without_its_waypoints_is_computed_like_an_old_one(tmp_path: Path) -> None:
+    """A survey written by a script with its polygon and settings but without 'Items' (or with an empty list)
+    was refused (or, with [], flown as nothing); QGroundControl's own empty survey (no polygon) still is."""
+    rect = [(0, 0), (100, 0), (100, 200), (0, 200)]
+    old = _flown_m(_plan(tmp_path / "v3.plan", [_survey_v3(rect, 30.0, 25.0, 10.0)]))
+    for k, items in enumerate((None, [])):
+        new = _flown_m(_plan(tmp_path / f"v5-{k}.plan", [_survey_v5(rect, 30.0, 25.0, 10.0, items)]))
+        assert np.allclose(new, old, atol=1e-6)
+    amsl = _flown_m(_plan(tmp_path / "amsl.plan", [_survey_v5(rect, 30.0, 25.0, 10.0, [], DistanceMode=2)]))
+    assert np.allclose(amsl[:, 2], 50.0 - HOME[2], atol=0.01)
+    empty = _survey_v5([(0, 0)], 0.0, 25.0, 0.0, [])
+    _, targets = missions.read_mission(_plan(tmp_path / "empty.plan", [empty]), 15.0)
+    assert len(targets) == 1  # home only: QGroundControl uploads nothing for it either
+    terrain = _survey_v5(rect, 0.0, 25.0, 0.0, None, DistanceMode=3)
+    with pytest.raises(ContactError, match=r"items\[0\]\.TransectStyleComplexItem\.CameraCalc\.DistanceMode: "
+                                           r"expected 1 \(altitude above home\) or 2"):
+        missions.read_mission(_plan(tmp_path / "terrain.plan", [terrain]), 15.0)
