@@ -453,18 +453,27 @@ def test_a_swarm_runs_on_a_users_image_folder(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_the_check_refuses_a_missing_image_folder_or_coordinates_file(tmp_path: Path,
-                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+                                                                        capsys: pytest.CaptureFixture[str],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing image folder, coords.csv or real dataset: one line naming the scenario and the field."""
+    monkeypatch.setenv("FOL_DATA_ROOT", str(tmp_path / "empty-root"))
     _image_folder(tmp_path / "imgs", per_class=2, coords=False)
     (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\n")
-    for path, partition, expected in [("nope", 'partition = "dirichlet"\npsi = 1.0', "image folder"),
-                                      ("imgs", 'coords = "csv"\npartition = "region"', "coordinates file")]:
-        scenario = tmp_path / "s.toml"
-        scenario.write_text(_drones_with_data(f'dataset = "imagefolder"\npath = "{path}"\nimage_size = 16\n'
-                                              f'{partition}\nper_node = 100'))
+    scenario = tmp_path / "s.toml"
+    for data, field, expected in [
+            ('dataset = "imagefolder"\npath = "nope"\npartition = "dirichlet"\npsi = 1.0', "data.path", "image folder"),
+            ('dataset = "imagefolder"\npath = "imgs"\ncoords = "csv"\npartition = "region"', "data.coords",
+             "coordinates file"),
+            (f'dataset = "wildfire"\nroot = "{tmp_path / "none"}"', "data.root", "not found"),
+            ('dataset = "wildfire"', "data.dataset", "not found")]:
+        scenario.write_text(_drones_with_data(f'{data}\nimage_size = 16\nper_node = 100'))
         assert main(["simulate", "--check", str(scenario)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and expected in err[0] and "Traceback" not in err[0], err
+        # one line naming the scenario file and the field first, as every other error of the check
+        assert len(err) == 1 and f"{scenario}: {field}: " in err[0] and expected in err[0], err
     (tmp_path / "imgs" / "coords.csv").write_text("file,lat,lon\n")
+    scenario.write_text(_drones_with_data('dataset = "imagefolder"\npath = "imgs"\ncoords = "csv"\n'
+                                          'partition = "region"\nimage_size = 16\nper_node = 100'))
     assert main(["simulate", "--check", str(scenario)]) == 0
 
 

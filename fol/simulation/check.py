@@ -43,7 +43,7 @@ from fol.executors import check_ray_address
 from fol.fileio import check_output_dir
 from fol.methods import get_method
 from fol.simulation.partition import GROUND_SPEED_KM_S, coverage_step_s
-from fol.simulation.scenario import SwarmScenario, errors_name_the_file
+from fol.simulation.scenario import DataConfig, SwarmScenario, errors_name_the_file
 from swarmbase.tomlcheck import shown
 
 __all__ = ["CheckReport", "check_scenario", "check_run_folder", "read_run_record", "node_architectures"]
@@ -140,6 +140,19 @@ def _check_ground_tracks(acquisition_s: float, swath_km: float, n_sats: int) -> 
                           "data.acquisition_s (default: time.duration_s) or widen data.swath_km")
 
 
+def _dataset_field(d: DataConfig) -> str:
+    """The ``[data]`` field that gives what :func:`check_dataset` found missing: a real
+    dataset's folder (``data.root``, else ``data.dataset`` under the default root), an
+    image folder (``data.path``) or, in a folder that is there, its ``coords.csv``
+    (``data.coords``)."""
+    if d.dataset != "imagefolder":
+        return "data.root" if d.root is not None else "data.dataset"
+    folder = Path(d.path or "")
+    if d.coords == "csv" and folder.is_dir() and any(folder.iterdir()):
+        return "data.coords"
+    return "data.path"
+
+
 def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool = False,
                    check_data: bool = True) -> CheckReport:
     """Validate ``scn`` (and the output folder ``out`` if given) without training;
@@ -180,7 +193,10 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
         if d.size is not None and not d.dataset.startswith("synthetic-"):
             raise ConfigError(f"data.size: only applies to synthetic datasets, not {d.dataset!r}")
     if check_data:
-        check_dataset(d.dataset, d.root, **d.loader_options(0))
+        try:
+            check_dataset(d.dataset, d.root, **d.loader_options(0))
+        except DataError as exc:  # as every other error of the check: the scenario file and the field first
+            raise DataError(f"{scn.source}: {_dataset_field(d)}: {exc}") from None
         if d.dataset == "imagefolder":  # its classes are the sub-folders (hidden ones aside), as the loader reads them
             from fol.data.loaders import image_folder_classes
 
