@@ -617,6 +617,27 @@ def test_resume_refuses_a_scenario_that_changes_results(tmp_path: Path, capsys: 
     assert sorted(p.name for p in out.iterdir()) == ["scenario.resolved.json"]  # refused before any work
 
 
+def test_check_with_resume_refuses_what_the_resume_would(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--check --resume`` said OK for a scenario that changes results and for a folder
+    holding no run, both of which the resumed run then refused."""
+    (tmp_path / "tiny.toml").write_text(LEO)
+    (tmp_path / "other.toml").write_text(LEO.replace("acquisition_s = 30.0", "acquisition_s = 5.0"))
+    out, mine = tmp_path / "out", tmp_path / "mine"
+    out.mkdir()
+    (out / "scenario.resolved.json").write_text(json.dumps(parse_scenario(_doc(), tmp_path, "tiny.toml").resolved()))
+    mine.mkdir()
+    (mine / "notes.txt").write_text("a user's folder")
+    assert main(["simulate", str(tmp_path / "tiny.toml"), "--resume", str(out), "--check"]) == 0
+    capsys.readouterr()
+    for scenario, folder, expected in (("other.toml", out, "differs from the interrupted run's in contact"),
+                                       ("tiny.toml", mine, "no readable scenario.resolved.json")):
+        assert main(["simulate", str(tmp_path / scenario), "--resume", str(folder), "--check"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--resume {folder}: " in err[0] and expected in err[0], err
+    assert sorted(p.name for p in out.iterdir()) == ["scenario.resolved.json"]
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+
+
 @pytest.mark.parametrize("record", ["[1]", '{"source": 7}', '{"base_dir": ["x"]}', "{\"source\": \"tiny", ""])
 def test_resume_refuses_a_broken_run_record_in_one_line(record: str, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,7 +21,8 @@ parsing, it
 - with the orbit partition, that the satellites' ground tracks over
   ``data.acquisition_s`` fit the contact side's trajectory budget;
 - checks the output folder: a folder (not a file), writable, and empty unless
-  resuming.
+  resuming; a resumed folder must hold a run's record, and the scenario must
+  equal that run's in everything that changes results.
 
 Errors are :class:`~fol.errors.ConfigError` / :class:`~fol.errors.DataError`
 (or the contact side's own), one line naming the field.
@@ -43,10 +44,10 @@ from fol.executors import check_ray_address
 from fol.fileio import check_output_dir
 from fol.methods import get_method
 from fol.simulation.partition import GROUND_SPEED_KM_S, coverage_step_s
-from fol.simulation.scenario import DataConfig, SwarmScenario, errors_name_the_file
+from fol.simulation.scenario import DataConfig, SwarmScenario, errors_name_the_file, json_default, result_settings
 from swarmbase.tomlcheck import shown
 
-__all__ = ["CheckReport", "check_scenario", "check_run_folder", "read_run_record", "node_architectures"]
+__all__ = ["CheckReport", "check_scenario", "check_run_folder", "check_resumable", "read_run_record", "node_architectures"]
 
 
 @dataclass
@@ -212,4 +213,18 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
 
     if out is not None:
         check_run_folder(out, resume)
+        if resume:
+            check_resumable(scn, out)
     return CheckReport(names, archs, list(scn.methods))
+
+
+def check_resumable(scn: SwarmScenario, out: Path) -> None:
+    """``--resume OUT``: ``OUT`` holds a run's record, and the scenario equals the
+    interrupted run's in everything that changes results (:func:`result_settings`)."""
+    before = read_run_record(out)
+    now = json.loads(json.dumps(scn.resolved(), default=json_default))  # as the run wrote its record
+    old, new = result_settings(before), result_settings(now)
+    changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if changed:
+        raise ConfigError(f"--resume {out}: the scenario differs from the interrupted run's in "
+                          f"{', '.join(changed)}; use a new output folder")

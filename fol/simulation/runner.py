@@ -48,10 +48,10 @@ from contact_sim.plan import ContactPlan
 from contact_sim.scenario import (build_batteries, build_constellation, build_trajectories, load_plan_file,
                                   plan_from_trajectories)
 from swarmbase.tomlcheck import shown
-from fol.simulation.check import check_scenario, read_run_record
+from fol.simulation.check import check_scenario
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.result import SimulationResult
-from fol.simulation.scenario import SwarmScenario, result_settings
+from fol.simulation.scenario import SwarmScenario, json_default
 from fol.checkpoint import ModelCard, load_model, model_to_bytes, save_model
 from fol.data import GeoDataset, assignment_partition, dirichlet_partition, load_dataset, region_partition
 from fol.errors import ConfigError, DataError
@@ -76,17 +76,7 @@ WALL_FILE = "wall_seconds.json"
 
 
 def _write_json(path: Path, data: Any) -> None:
-    write_json_atomic(path, data, allow_nan=True, default=_json_default)
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+    write_json_atomic(path, data, allow_nan=True, default=json_default)
 
 
 def _saved_results(path: Path, method: str, names: list[str]) -> list[NodeResult]:
@@ -489,13 +479,6 @@ def run_simulation(
         del pool
     resolved = scn.resolved()
     resolved_path = out / "scenario.resolved.json"
-    if resume:
-        before = read_run_record(out)
-        old, new = result_settings(before), result_settings(json.loads(json.dumps(resolved, default=_json_default)))
-        changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-        if changed:
-            raise ConfigError(f"--resume {out}: the scenario differs from the interrupted run's in "
-                              f"{', '.join(changed)}; use a new output folder")
     earlier = _earlier_wall_seconds(out) if resume else 0.0
 
     def wall_seconds() -> float:

@@ -62,6 +62,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
+
 from contact_sim.scenario import ContactScenario, parse_contact_scenario, round_boundaries
 from fol.config import FOLConfig
 from fol.data.geo import DEFAULT_MIN_SAMPLES, MAX_IMAGE_SIZE, check_pool_size
@@ -397,6 +399,18 @@ def load_scenario(path: str | Path, base_dir: str | Path | None = None, source: 
 #: ``resolved()`` keys and ``run`` fields that do not change results (``--resume`` may differ in them).
 RESULT_NEUTRAL = ("source", "base_dir", "output")
 RESULT_NEUTRAL_RUN = ("executor", "workers", "ray_address", "transport")
+
+
+def json_default(o: Any) -> Any:
+    """How a run's JSON files (``scenario.resolved.json``, results, transfers) hold what
+    :mod:`json` does not: numpy scalars as numbers, paths as text."""
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
 
 
 def result_settings(resolved: dict[str, Any]) -> dict[str, Any]:
