@@ -60,7 +60,7 @@ def _one_line(args: argparse.Namespace, exc: Exception) -> int:
 def run_contacts(args: argparse.Namespace) -> int:
     """Run the sub-command; returns the exit code (user errors: one line on stderr
     naming the command and the scenario file, exit status 2)."""
-    from orbits import write_omm, write_tle
+    from orbits import format_tle, write_omm, write_tle
 
     from .czml import write_czml
     from .dtn import write_hdtn, write_ion
@@ -81,6 +81,11 @@ def run_contacts(args: argparse.Namespace) -> int:
                                "positions are in a local frame with no place on the globe")
         if args.export_orbits and scenario.constellation is None:
             raise ContactError(f"{args.scenario}: --export-orbits needs a [constellation]")
+        if args.export_orbits == "tle":  # a satellite with no TLE form: refused by --check, before the search
+            try:
+                format_tle(build_constellation(scenario))
+            except OrbitError as exc:
+                raise ContactError(f"--export-orbits tle: {exc}") from None
         out = args.out or (args.scenario.resolve().parent / "contacts")
         check_output_dir(out, ContactError, what="--out")
         outputs = {"contacts.csv": True, "contacts.json": args.json,

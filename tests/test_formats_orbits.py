@@ -162,7 +162,7 @@ def test_a_huge_value_in_an_omm_record_is_shown_bounded(key: str, value: object,
     assert msg.startswith(f"gp.json: record 0.{key}: ") and shown in msg and len(msg) < 200, msg
 
 
-def test_scenario_kind_omm_and_cli_export(tmp_path: Path, capsys) -> None:
+def test_scenario_kind_omm_and_cli_export(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
     c = walker_delta(24, 2, 1, 550.0, 53.0, "2026-08-01T00:00:00Z")
     c.catalog_numbers = list(range(400001, 400025))
     (tmp_path / "shell.json").write_text(format_omm(c, "json"))
@@ -186,6 +186,13 @@ def test_scenario_kind_omm_and_cli_export(tmp_path: Path, capsys) -> None:
     assert read_omm(tmp_path / "o" / "orbits.omm.json").catalog_numbers == c.catalog_numbers
     assert contacts_main(["contacts", str(scn), "--no-plot", "--export-orbits", "tle", "--out", str(tmp_path / "t")]) == 2
     assert "catalog number 400001 cannot be written as a TLE" in capsys.readouterr().err
+    # ... and so does --check (it said OK), and the run refuses it before the window search
+    monkeypatch.setattr("contact_sim.scenario.plan_from_trajectories", lambda *a, **k: pytest.fail("searched"))
+    for extra in (["--check"], []):
+        assert contacts_main(["contacts", str(scn), "--export-orbits", "tle", "--out", str(tmp_path / "t"), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--export-orbits tle: satellite" in err[0] and "400001" in err[0], err
+    assert not (tmp_path / "t").exists()
 
 
 @pytest.mark.parametrize("group", ["metadata", "meanElements", "tleParameters"])
