@@ -55,12 +55,18 @@ def test_demo_default_folder_moves_on_instead_of_deleting(tmp_path: Path, captur
 def test_demo_refuses_a_non_empty_out_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "precious"
     _finished_run(out)
+    (out / "scenario.resolved.json").write_text("{}")  # the record every run writes first
     assert main(["demo", "--out", str(out)]) == 2  # the real run: its pre-run check refuses
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not empty" in err[-1] and "Traceback" not in err[-1]
     # the way to continue it names a command that has the option (`fol demo` has no --resume)
     assert f"fol simulate --resume {out}" in err[-1]
     assert (out / "report.md").exists()
+    # a folder that holds no run is not offered a --resume that would refuse it
+    (out / "scenario.resolved.json").unlink()
+    assert main(["demo", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds no run to continue; give another --out" in err[0] and "--resume" not in err[0], err
 
 
 @pytest.mark.parametrize("kind", ["file", "full folder"])

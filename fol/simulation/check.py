@@ -90,8 +90,10 @@ def check_run_folder(out: Path, resume: bool = False) -> None:
         raise ConfigError(f"--resume {out}: {'exists and is not a folder' if out.exists() else 'no such folder'}")
     check_output_dir(out, ConfigError)
     if not resume and out.is_dir() and any(out.iterdir()):
-        raise ConfigError(f"output folder {out} is not empty; continue it with fol simulate --resume {out}, "
-                          "or give another --out")
+        if (out / "scenario.resolved.json").is_file():  # a run's folder: it can be continued
+            raise ConfigError(f"output folder {out} is not empty; continue it with fol simulate --resume {out}, "
+                              "or give another --out")
+        raise ConfigError(f"output folder {out} is not empty and holds no run to continue; give another --out")
 
 
 def read_run_record(out: Path) -> dict[str, Any]:
