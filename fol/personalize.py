@@ -44,7 +44,7 @@ from fol.data import NodeData
 from fol.distill import augment_inputs, augment_views, distill
 from fol.ensemble import WeightedEnsemble, ensemble_logits, fit_ensemble_weights
 from fol.errors import ConfigError, DataError, TrainingError
-from fol.fileio import write_json_atomic
+from fol.fileio import make_dirs, write_json_atomic
 from fol.models import ModelSpec
 from fol.stages import (Candidate, align_neighbour, candidate_train_logits, candidate_val_logits,
                         fall_back_to_received, own_candidate, scored_candidate, select_top_k)
@@ -467,7 +467,7 @@ def save_pool_round(folder: Path, state: NodeState, round: int, received: Sequen
     out = folder / f"round-{round}"
     if out.exists():
         shutil.rmtree(out)
-    out.mkdir(parents=True)
+    make_dirs(out)
     shape = list(state.data.train.images.shape[1:])
     specs = {_pooled_name(r.name, round): r.card.spec for r in received}
     written = []
@@ -529,7 +529,7 @@ def save_ensemble(folder: Path, state: NodeState, report: RoundReport, received:
     ensemble = state.deployed
     if not isinstance(ensemble, WeightedEnsemble):
         raise ConfigError(f"{state.name}: round {report.round} deployed no ensemble (variant {report.variant})")
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder)
     specs = {c.name: c.spec for c in state.pool if c.spec is not None}  # kept from earlier rounds
     specs.update({r.name: r.card.spec for r in received})
     shape = list(state.data.train.images.shape[1:])

@@ -21,11 +21,47 @@ import os
 import secrets
 import shutil
 import signal
+import threading
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Sequence
 
 __all__ = ["fsync_dir", "make_dirs", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
-           "staged_outputs", "check_output_dir", "check_output_file"]
+           "staged_outputs", "check_output_dir", "check_output_file", "publish_gate"]
+
+_gates = threading.local()  # the publish_gate of each thread
+
+
+@contextlib.contextmanager
+def publish_gate(gate: Callable[[], contextlib.AbstractContextManager[Any]]) -> Iterator[None]:
+    """While the block runs in this thread, each file :func:`atomic_writer` publishes (its final
+    rename) and each folder :func:`make_dirs` creates is made inside ``gate()``, a context manager
+    that may raise to refuse it (the temporary file is then removed and the target untouched), and
+    may hold a lock so that a refusal decided by another thread cannot fall between its check and
+    the rename. The node agent runs a personalization under one: a round its stop abandoned
+    publishes nothing after the stop returned.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.txt"
+    >>> def refuse():
+    ...     raise RuntimeError("abandoned")
+    >>> with publish_gate(refuse):
+    ...     atomic_write_text(p, "x")
+    Traceback (most recent call last):
+    RuntimeError: abandoned
+    >>> list(p.parent.iterdir())
+    []
+    """
+    previous = getattr(_gates, "gate", None)
+    _gates.gate = gate
+    try:
+        yield
+    finally:
+        _gates.gate = previous
+
+
+def _gated() -> contextlib.AbstractContextManager[Any]:
+    gate = getattr(_gates, "gate", None)
+    return contextlib.nullcontext() if gate is None else gate()
 
 
 def fsync_dir(folder: Path) -> None:
@@ -47,7 +83,8 @@ def make_dirs(folder: Path) -> None:
     durable: POSIX makes a new entry survive a power loss only once its parent is fsynced."""
     folder = Path(folder)
     new = [p for p in (folder, *folder.parents) if not p.exists()]
-    folder.mkdir(parents=True, exist_ok=True)
+    with _gated() if new else contextlib.nullcontext():  # (an existing file there still raises)
+        folder.mkdir(parents=True, exist_ok=True)
     for created in reversed(new):
         fsync_dir(created.parent)
 
@@ -82,7 +119,8 @@ def atomic_writer(path: str | os.PathLike[str], text: bool = False) -> Iterator[
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        with _gated():
+            os.replace(tmp, path)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:

@@ -1560,3 +1560,42 @@ def test_a_model_file_that_is_not_a_model_is_one_line_naming_node_model(tmp_path
     with pytest.raises(ConfigError, match=rf"^receiver.toml: node.model: {re.escape(str(node.model))}: "):
         Agent(node.config(), load_fol=False)
     assert not (node.folder / "state" / "state.json").exists()
+
+
+def test_an_abandoned_round_publishes_nothing_after_the_stop_returned(tmp_path: Path, monkeypatch) -> None:
+    """In library mode (the process goes on after Agent.stop(abandon=True)) the abandoned worker still wrote
+    models/round-N.safetensors and reports/round-N.json once its training ended, after the stop had returned
+    and said the round was abandoned. Now it drops its outputs (temporaries removed) and publishes nothing."""
+    import types
+
+    import fol.personalize
+
+    node = Node(tmp_path, "receiver", [])
+    state = node.folder / "state"
+    agent = Agent(node.on_board_config({"auto_send": False, "deadline_s": 0.05}, {"rounds": 1}))
+    started, release, trained = threading.Event(), threading.Event(), threading.Event()
+
+    def long_round(node_state: Any, received: Any, round_: int, cfg: Any, variant: str) -> Any:
+        started.set()
+        release.wait(10)
+        trained.set()
+        return types.SimpleNamespace(kept_local=True, accuracy={}, received=[],
+                                     to_dict=lambda: {"round": round_, "kept_local": True})
+
+    monkeypatch.setattr(fol.personalize, "personalize", long_round)
+    before = sorted(p.relative_to(state) for p in state.rglob("*") if p.name not in ("agent.json", "state.json"))
+    agent.start()
+    fd = os.open(state / "agent.lock", os.O_RDWR)
+    try:
+        assert started.wait(10)
+        agent.stop(abandon=True)
+        assert not agent.running and agent.abandoned_round == 1
+        release.set()
+        assert trained.wait(10)
+        _wait(lambda: _lock_free(fd), timeout=10.0, what="the abandoned worker's end")
+        after = sorted(p.relative_to(state) for p in state.rglob("*") if p.name not in ("agent.json", "state.json"))
+        assert after == before  # no round file, no report, no temporary file
+        assert json.loads((state / "state.json").read_text())["round"] == 1
+    finally:
+        release.set()
+        os.close(fd)

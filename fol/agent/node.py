@@ -40,6 +40,7 @@ Example (three agents on loopback, see :mod:`fol.agent.loopback`)::
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import copy
 import json
 import logging
@@ -75,7 +76,7 @@ from fol.agent.transfer import (
     tune_socket,
 )
 from fol.errors import CheckpointError, ConfigError, FOLError
-from fol.fileio import atomic_write_bytes, atomic_writer, fsync_dir, make_dirs, write_json_atomic
+from fol.fileio import atomic_write_bytes, atomic_writer, fsync_dir, make_dirs, publish_gate, write_json_atomic
 
 __all__ = ["Agent", "control_request", "COMMANDS"]
 
@@ -87,6 +88,10 @@ RUNTIME_FILE = "agent.json"
 ROUND_CLOCK_SAVE_S = 60.0
 #: Longest wait for an answer of the running agent (s); ``zmq`` polls take whole milliseconds.
 MAX_CONTROL_TIMEOUT_S = 86400.0
+
+
+class RoundAbandoned(FOLError):
+    """Raised in the personalization worker instead of publishing a file of a round its stop abandoned."""
 
 
 class Agent:
@@ -120,6 +125,7 @@ class Agent:
         self._watchdog = Watchdog()
         self._stop = threading.Event()
         self._abandon = threading.Event()  # stop without waiting for a running personalization
+        self._publish_lock = threading.Lock()  # the worker publishes a file, or a stop abandons its round: not both
         self.abandoned_round: int | None = None  # the round whose personalization a stop abandoned
         self._commands: queue.Queue = queue.Queue()
         self._commands_lock = threading.Lock()
@@ -354,9 +360,13 @@ class Agent:
         round is not recorded (the state keeps its previous model and round, and
         the round runs again at the next start), the sockets and ``agent.json``
         are released at once, and the state folder stays locked until the
-        abandoned worker ends or the process exits (what ``fol agent`` does)."""
+        abandoned worker ends or the process exits (what ``fol agent`` does).
+        The abandoned worker publishes nothing once this returns: each of its
+        files is dropped at its final rename (its temporary file removed), and
+        it creates no folder."""
         if abandon:
-            self._abandon.set()
+            with self._publish_lock:  # waits for a rename the worker is making (never for a whole write)
+                self._abandon.set()
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
@@ -505,11 +515,10 @@ class Agent:
             self._guarded(self._write_runtime, True)  # 'ctl' then says why no command is answered
             while not job.done() and not self._abandon.is_set():  # short waits: a signal handler can abandon
                 concurrent.futures.wait([job], timeout=0.1)
-        if job is not None and not job.done():  # abandoned: nothing of it is recorded
+        if job is not None and (not job.done() or isinstance(job.exception(), RoundAbandoned)):
+            # abandoned (also one that ended at a refused rename): nothing of it is recorded
             self._job = None
-            self.abandoned_round = self._job_info.get("round")
-            log.warning("%s: personalization of round %s abandoned; the state keeps model %s and the round runs "
-                        "again at the next start", self.node_id, self.abandoned_round, self.inbox.state.current_model)
+            self._abandoned(self._job_info)
         else:
             if self._executor is not None:
                 self._executor.shutdown(wait=True)  # its thread has ended
@@ -659,6 +668,9 @@ class Agent:
         self._job = None
         try:
             result = job.result()
+        except RoundAbandoned:  # it ended at a refused rename before the shutdown looked at it
+            self._abandoned(info)
+            return
         except Exception as exc:  # noqa: BLE001 - report any failure of the round, keep serving, retry later
             self._round_failed(info, exc)
             return
@@ -694,6 +706,11 @@ class Agent:
         log.info("%s: round %d done (%s); deployed %s", self.node_id, info["round"], result.get("accuracy_line", ""),
                  result["model"])
 
+    def _abandoned(self, info: dict[str, Any]) -> None:
+        self.abandoned_round = info.get("round")
+        log.warning("%s: personalization of round %s abandoned; the state keeps model %s and the round runs "
+                    "again at the next start", self.node_id, self.abandoned_round, self.inbox.state.current_model)
+
     def _round_failed(self, info: dict[str, Any], exc: Exception, what: str = "failed") -> None:
         """Record a failed attempt at a round and when the next one is due (doubling back-off)."""
         self.failed_attempts += 1
@@ -714,8 +731,24 @@ class Agent:
             self._node_data = load_node_data(self._data_spec)
         return self._node_data
 
+    @contextlib.contextmanager
+    def _publish(self) -> Any:
+        """The worker's :func:`fol.fileio.publish_gate`: a file or folder of an abandoned round is refused."""
+        with self._publish_lock:
+            self._check_abandoned()
+            yield
+
+    def _check_abandoned(self) -> None:
+        if self._abandon.is_set():
+            raise RoundAbandoned(f"round {self._job_info.get('round')} was abandoned by the stop")
+
     def _personalize_job(self, info: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
-        """One FOL round in the worker thread; writes the model and the report, touches no state."""
+        """One FOL round in the worker thread; writes the model and the report, touches no state.
+        Every file it publishes passes :meth:`_publish` (a stop that abandons the round stops them)."""
+        with publish_gate(self._publish):
+            return self._run_round(info, records)
+
+    def _run_round(self, info: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
         from fol.checkpoint import ModelCard, load_model, save_model
         from fol.personalize import NodeState, Received, load_pool, personalize, save_ensemble, save_pool_round
 
@@ -741,6 +774,7 @@ class Agent:
         if keep:
             state.pool = load_pool(models / "pool", state, round_, limit)
         report = personalize(state, received, round_, self.fol_cfg, self.cfg.variant)
+        self._check_abandoned()  # abandoned while it trained: not even the pool folder below is touched
         if keep:  # read back only by later rounds, after this one commits
             save_pool_round(models / "pool", state, round_, received)
 
