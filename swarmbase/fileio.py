@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -26,7 +27,11 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Sequence
 
 __all__ = ["fsync_dir", "make_dirs", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
-           "staged_outputs", "check_output_dir", "check_output_file", "publish_gate"]
+           "staged_outputs", "check_output_dir", "check_output_file", "publish_gate", "is_temporary",
+           "remove_temporaries"]
+
+#: The name of :func:`atomic_writer`'s temporary file for ``<name>``: ``.<name>.<12 hex digits>.tmp``.
+_TEMPORARY = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
 
 _gates = threading.local()  # the publish_gate of each thread
 
@@ -108,7 +113,7 @@ def atomic_writer(path: str | os.PathLike[str], text: bool = False) -> Iterator[
     folder = path.parent if str(path.parent) else Path(".")
     # O_EXCL with mode 0o666: the kernel applies the umask, as for any new file
     while True:
-        tmp = folder / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        tmp = folder / f".{path.name}.{secrets.token_hex(6)}.tmp"  # see _TEMPORARY
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
             break
@@ -127,6 +132,28 @@ def atomic_writer(path: str | os.PathLike[str], text: bool = False) -> Iterator[
             raise OSError(exc.errno, exc.strerror, str(path)) from exc  # write()'s errors name no file
         raise
     fsync_dir(folder)
+
+
+def is_temporary(name: str) -> bool:
+    """Whether ``name`` is the name of one of :func:`atomic_writer`'s temporary files
+    (``.<name>.<12 hex digits>.tmp``), which a process killed mid-write leaves behind.
+
+    >>> is_temporary(".state.json.0123456789ab.tmp"), is_temporary(".notes.tmp"), is_temporary("a.tmp")
+    (True, False, False)
+    """
+    return _TEMPORARY.fullmatch(name) is not None
+
+
+def remove_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporary files :func:`atomic_writer` left in ``folder`` (a crash or a
+    kill mid-write) and nothing else; returns them. A missing folder holds none."""
+    try:
+        found = sorted(p for p in Path(folder).iterdir() if is_temporary(p.name) and p.is_file())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    for path in found:
+        path.unlink(missing_ok=True)
+    return found
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:

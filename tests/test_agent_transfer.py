@@ -1599,3 +1599,25 @@ def test_an_abandoned_round_publishes_nothing_after_the_stop_returned(tmp_path: 
     finally:
         release.set()
         os.close(fd)
+
+
+def test_start_up_removes_the_writers_temporaries_and_an_unrecorded_rounds_ensemble(tmp_path: Path) -> None:
+    """Only models/ and the inbox were cleaned at start-up: a round killed or abandoned mid-write left the
+    crash-safe writer's temporary files in reports/ and models/round-<e>-ensemble/, and the ensemble folder
+    of a round state.json does not record. Now they go; files of other names (a user's) stay."""
+    node = Node(tmp_path, "receiver", [])
+    Agent(node.config(), load_fol=False).stop()  # the state folder of a node collecting round 1
+    state = node.folder / "state"
+    stray = {"reports/.round-1.json.0123456789ab.tmp", "models/.round-1.safetensors.a1b2c3d4e5f6.tmp",
+             "models/round-1-ensemble/.ensemble.json.00ff00ff00ff.tmp", "models/round-1-ensemble/ensemble.json",
+             "models/round-1-ensemble/member-0-0a1b2c3d.safetensors",
+             "models/round-2-ensemble/member-1-0a1b2c3d.safetensors", "models/pool/round-1/.c.safetensors.abcdefabcdef.tmp"}
+    users = {"reports/.notes.tmp", "reports/notes.tmp", "reports/.round-1.json.XYZ.tmp", "models/round-2-ensemble/mine.txt",
+             "models/round-0-ensemble/ensemble.json"}  # round 0 is recorded: not an unrecorded round's folder
+    for name in stray | users:
+        (state / name).parent.mkdir(parents=True, exist_ok=True)
+        (state / name).write_bytes(b"x")
+    Agent(node.config(), load_fol=False).stop()
+    left = {str(p.relative_to(state)) for p in state.rglob("*") if p.is_file()}
+    assert users <= left and not stray & left, sorted(stray & left)
+    assert not (state / "models" / "round-1-ensemble").exists()

@@ -5,6 +5,7 @@ Everything a node must not lose lives in its state folder::
     state.json                       AgentState, rewritten atomically after every change
     agent.json                       runtime info of a running agent (pid, endpoints)
     models/round-<r>.safetensors     the node's own models (round 0 = the pretrained one)
+    models/round-<e>-ensemble/       the ensemble round e deployed (fol-a, fol-an)
     reports/round-<e>.json           the report of personalization round e
     inbox/round-<r>/<sender>.safetensors   verified models received from peers
     partial/<key>.part, <key>.json   transfers in progress and their confirmed offset
@@ -40,7 +41,7 @@ from typing import Any, Callable
 
 from fol.agent.protocol import Offer, ProtocolError
 from fol.errors import CheckpointError, ConfigError
-from fol.fileio import fsync_dir, make_dirs, write_json_atomic
+from fol.fileio import fsync_dir, make_dirs, remove_temporaries, write_json_atomic
 from swarmbase.tomlcheck import is_finite_number, shown
 
 __all__ = ["AgentState", "Inbox", "file_sha256", "STATE_FORMAT"]
@@ -448,17 +449,22 @@ class Inbox:
         * inbox files the state does not list (crash after the rename) are verified
           with the safe loader and registered (or deleted when invalid);
         * state records whose file is gone are dropped;
-        * stray temporary files are removed.
+        * the crash-safe writer's temporary files (:func:`fol.fileio.is_temporary`) left in
+          ``inbox/round-*/``, ``models/``, ``models/round-*-ensemble/``, ``models/pool/round-*/``
+          and ``reports/`` are removed (no other file);
+        * the ensemble folder of a round the state does not record (``models/round-<e>-ensemble/``
+          with ``e`` >= the current round: a crash or an abandoned stop during round ``e``) is
+          removed, so the round, run again, starts without it; only the files an ensemble save
+          writes (``ensemble.json``, ``member-*.safetensors``) are deleted: a folder that holds
+          anything else keeps it, with a warning.
         """
         from fol.checkpoint import load_model
 
         notes: list[str] = []
         known = {rec["file"] for rec in self.state.received.values()}
         for folder in sorted((self.root / "inbox").glob("round-*")):
+            remove_temporaries(folder)
             for path in sorted(folder.iterdir()):
-                if path.name.startswith(".") and path.name.endswith(".tmp"):
-                    path.unlink(missing_ok=True)
-                    continue
                 rel = self.relative(path)
                 if rel in known or path.suffix != MODEL_SUFFIX:
                     continue
@@ -479,10 +485,30 @@ class Inbox:
             if not self.path(rec["file"]).exists():
                 del self.state.received[mid]
                 notes.append(f"dropped {mid}: {rec['file']} is missing")
-        for tmp in (self.root / "models").glob(".*.tmp"):
-            tmp.unlink(missing_ok=True)
+        models = self.root / "models"
+        for folder in (models, self.root / "reports", *sorted(models.glob("round-*-ensemble")),
+                       *sorted((models / "pool").glob("round-*"))):
+            remove_temporaries(folder)
+        for folder in sorted(models.glob("round-*-ensemble")):
+            number = folder.name.removeprefix("round-").removesuffix("-ensemble")
+            if folder.is_dir() and number.isdigit() and int(number) >= self.state.round:
+                notes.append(self._remove_ensemble(folder))
         if notes:
             self.save()
             for note in notes:
                 log.warning("%s: recovery: %s", self.node_id, note)
         return notes
+
+    def _remove_ensemble(self, folder: Path) -> str:
+        """Delete what an ensemble save wrote in ``folder`` (an unrecorded round's), and the folder once empty."""
+        for path in folder.iterdir():
+            if path.is_file() and (path.name == "ensemble.json" or
+                                   (path.name.startswith("member-") and path.suffix == MODEL_SUFFIX)):
+                path.unlink()
+        others = sorted(p.name for p in folder.iterdir())
+        if others:
+            return (f"removed the ensemble files of unrecorded {self.relative(folder)}; kept its {len(others)} "
+                    f"other file(s), e.g. {others[0]}")
+        folder.rmdir()
+        fsync_dir(folder.parent)
+        return f"removed {self.relative(folder)} of an unrecorded round"
