@@ -1621,3 +1621,26 @@ def test_start_up_removes_the_writers_temporaries_and_an_unrecorded_rounds_ensem
     left = {str(p.relative_to(state)) for p in state.rglob("*") if p.is_file()}
     assert users <= left and not stray & left, sorted(stray & left)
     assert not (state / "models" / "round-1-ensemble").exists()
+
+
+def test_a_sub_second_retry_delay_is_logged_and_shown_as_it_is(tmp_path: Path, caplog) -> None:
+    """'retrying in %.0f s' printed a 0.25 s back-off as 'retrying in 0 s' (and ctl status 'retry in 0 s')."""
+    import concurrent.futures
+    import logging
+
+    from fol.agent.cli import format_status
+
+    node = Node(tmp_path, "receiver", [], round_retry_s=0.25, round_retry_max_s=5.0)
+    agent = Agent(node.config(), load_fol=False)
+    try:
+        job: concurrent.futures.Future = concurrent.futures.Future()
+        job.set_exception(OSError(28, "No space left on device", "models/round-1.safetensors"))
+        agent._job, agent._job_info = job, {"round": 1}
+        with caplog.at_level(logging.ERROR, logger="fol.agent.node"):
+            agent._check_job()
+        (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+        assert line.endswith("; retrying in 0.25 s"), line
+        status = {**agent.status(), "retry_in_s": 0.25}
+        assert format_status(status).endswith("(automatic retry in 0.25 s)")
+    finally:
+        agent.stop()

@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from swarmbase.units import format_seconds
+
 __all__ = ["add_agent_parser", "add_keys_parser", "format_status"]
 
 log = logging.getLogger(__name__)
@@ -145,7 +147,7 @@ def format_status(status: dict[str, Any]) -> str:
     if status.get("last_error"):
         retry = status.get("retry_in_s")
         lines.append(f"last error: {status['last_error']}"
-                     + (f" (automatic retry in {retry:.0f} s)" if retry is not None and not status["finished"] else ""))
+                     + (f" (automatic retry in {format_seconds(retry)})" if retry is not None and not status["finished"] else ""))
     return "\n".join(lines)
 
 

@@ -42,6 +42,7 @@ from typing import Any, Callable
 from fol.agent.protocol import Offer, ProtocolError
 from fol.errors import CheckpointError, ConfigError
 from fol.fileio import fsync_dir, make_dirs, remove_temporaries, write_json_atomic
+from swarmbase.units import format_seconds
 from swarmbase.tomlcheck import is_finite_number, shown
 
 __all__ = ["AgentState", "Inbox", "file_sha256", "STATE_FORMAT"]
@@ -354,7 +355,7 @@ class Inbox:
                 names = {p.name for p, _, _ in files}
                 complete = names == {f"{key}.part", f"{key}.json"}
                 if age > max_age_s:
-                    drop(key, f"abandoned {age:.0f} s ago")
+                    drop(key, f"abandoned {format_seconds(age)} ago")
                 elif not complete and age > STRAY_AGE_S:
                     drop(key, "incomplete")
             total = sum(size for key, files in groups.items() if key not in keep for _, size, _ in files)

@@ -77,6 +77,7 @@ from fol.agent.transfer import (
 )
 from fol.errors import CheckpointError, ConfigError, FOLError
 from fol.fileio import atomic_write_bytes, atomic_writer, fsync_dir, make_dirs, publish_gate, write_json_atomic
+from swarmbase.units import format_seconds
 
 __all__ = ["Agent", "control_request", "COMMANDS"]
 
@@ -371,7 +372,7 @@ class Agent:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
             if self._thread.is_alive():
-                log.warning("%s: agent loop did not stop within %.0f s", self.node_id, timeout)
+                log.warning("%s: agent loop did not stop within %s", self.node_id, format_seconds(timeout))
         elif self._thread is None and not self._in_run:
             self._shutdown()  # never started: just release the sockets
         # else: called from inside run() (signal handler, 'stop' command): the loop ends by itself
@@ -721,7 +722,7 @@ class Agent:
         self._retry_at = time.monotonic() + delay
         detail = _os_error_line(exc) if isinstance(exc, OSError) else str(exc)
         self.last_error = f"round {info['round']} {what} (attempt {self.failed_attempts}): {detail}"
-        log.error("%s: personalization %s; retrying in %.0f s", self.node_id, self.last_error, delay,
+        log.error("%s: personalization %s; retrying in %s", self.node_id, self.last_error, format_seconds(delay),
                   exc_info=not isinstance(exc, (FOLError, OSError)))  # a disk error: the line names the file
 
     def _load_node_data(self) -> Any:

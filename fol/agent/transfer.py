@@ -33,6 +33,7 @@ from fol.agent.inbox import Inbox, file_sha256
 from fol.agent.keys import KeyPair, TrustStore
 from fol.agent.protocol import Offer, ProtocolError
 from fol.errors import CheckpointError, ConfigError, FOLError
+from swarmbase.units import format_seconds
 
 __all__ = [
     "OutgoingTransfer",
@@ -852,7 +853,7 @@ class Receiver:
         for t in list(self.active.values()):
             if now - t.last_progress > self.settings.transfer_timeout_s:
                 if self._confirm(t):
-                    self._abort(t, f"no progress for {self.settings.transfer_timeout_s:.0f} s (resumable)",
+                    self._abort(t, f"no progress for {format_seconds(self.settings.transfer_timeout_s)} (resumable)",
                                 discard=False)
             elif now - t.last_activity > self.settings.chunk_timeout_s:
                 if not self._confirm(t):
