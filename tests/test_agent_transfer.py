@@ -1644,3 +1644,46 @@ def test_a_sub_second_retry_delay_is_logged_and_shown_as_it_is(tmp_path: Path, c
         assert format_status(status).endswith("(automatic retry in 0.25 s)")
     finally:
         agent.stop()
+
+
+def test_a_stop_waiting_for_a_round_has_told_systemd_it_is_stopping(tmp_path: Path, monkeypatch) -> None:
+    """Under WatchdogSec= the poll loop pings WATCHDOG=1; a stop waiting for a long round no longer runs the loop.
+    systemd disarms the watchdog once told STOPPING=1 (TimeoutStopSec= bounds the stop instead), so that
+    message must come before the wait, or the watchdog could kill the agent mid-write."""
+    import socket
+
+    import fol.agent.node as node_module
+
+    path = str(tmp_path / "notify.sock")
+    started, release = threading.Event(), threading.Event()
+
+    def long_round(self: Any, info: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+        started.set()
+        release.wait(10)
+        raise OSError("the round ended")
+
+    monkeypatch.setattr(node_module.Agent, "_personalize_job", long_round)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
+        server.bind(path)
+        server.settimeout(5)
+        monkeypatch.setenv("NOTIFY_SOCKET", path)
+        monkeypatch.setenv("WATCHDOG_USEC", "200000")
+        monkeypatch.delenv("WATCHDOG_PID", raising=False)
+        node = Node(tmp_path, "receiver", [])
+        agent = Agent(node.on_board_config({"auto_send": False, "deadline_s": 0.05}, {"rounds": 1}))
+        agent.start()
+        stopper = threading.Thread(target=agent.stop, kwargs={"timeout": 10.0}, daemon=True)
+        try:
+            assert started.wait(10)
+            stopper.start()
+            seen = []
+            while b"STOPPING=1" not in seen:
+                seen.append(server.recv(64))
+            assert not release.is_set() and stopper.is_alive()  # told while the stop still waits for the round
+            assert seen[0] == b"READY=1" and b"WATCHDOG=1" in seen
+        finally:
+            release.set()
+            if stopper.ident is not None:
+                stopper.join(10)
+            agent.stop(10)
+    assert not agent.running
