@@ -112,12 +112,18 @@ def test_bad_config_names_the_field(tmp_path: Path, mutate, needle: str) -> None
 def test_limits_have_upper_bounds(tmp_path: Path, field: str, value: float, needle: str) -> None:
     from fol.agent.config import LIMITS_MAXIMA
 
+    _check_upper_bound(tmp_path, "limits", LIMITS_MAXIMA, field, value, needle)
+
+
+def _check_upper_bound(tmp_path: Path, table: str, maxima: dict, field: str, value: float, needle: str) -> None:
+    """``[table] field = value`` is refused with ``needle``; the bound itself is taken."""
     data = _base(tmp_path)
-    data["limits"] = {field: value}
+    data[table] = {field: value}
     with pytest.raises(ConfigError, match="^node.toml: " + re.escape(needle)):
         AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
-    data["limits"] = {field: LIMITS_MAXIMA[field]}  # the bound itself is taken
-    assert getattr(AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml").limits, field) == LIMITS_MAXIMA[field]
+    data[table] = {field: maxima[field]}
+    assert getattr(getattr(AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml"), table), field) \
+        == maxima[field]
 
 
 @pytest.mark.parametrize("field, value, needle", [
@@ -129,12 +135,7 @@ def test_limits_have_upper_bounds(tmp_path: Path, field: str, value: float, need
 def test_trigger_numbers_have_upper_bounds(tmp_path: Path, field: str, value: float, needle: str) -> None:
     from fol.agent.config import TRIGGER_MAXIMA
 
-    data = _base(tmp_path)
-    data["trigger"] = {field: value}
-    with pytest.raises(ConfigError, match="^node.toml: " + re.escape(needle)):
-        AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
-    data["trigger"] = {field: TRIGGER_MAXIMA[field]}  # the bound itself is taken
-    assert getattr(AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml").trigger, field) == TRIGGER_MAXIMA[field]
+    _check_upper_bound(tmp_path, "trigger", TRIGGER_MAXIMA, field, value, needle)
 
 
 def test_every_limit_has_an_upper_bound() -> None:

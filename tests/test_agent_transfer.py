@@ -1408,6 +1408,18 @@ def test_ctrl_c_before_the_loop_runs_releases_the_agent_and_its_runtime_file(tmp
     node.stop()
 
 
+def _block_rounds(monkeypatch: pytest.MonkeyPatch, node_module: Any, started: threading.Event,
+                  release: threading.Event, wait_s: float, message: str) -> None:
+    """Every personalization sets ``started``, waits for ``release`` (at most ``wait_s``), then fails
+    with ``OSError(message)``."""
+    def long_round(self: Any, info: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+        started.set()
+        release.wait(wait_s)
+        raise OSError(message)
+
+    monkeypatch.setattr(node_module.Agent, "_personalize_job", long_round)
+
+
 def test_a_second_ctrl_c_abandons_a_running_personalization_at_once(tmp_path: Path, monkeypatch, capsys) -> None:
     """The first Ctrl-C lets a running round finish; a second one was ignored, so 'fol agent' could not be
     stopped before a round of on-board training ended. Now it stops at once: sockets and agent.json released,
@@ -1433,12 +1445,7 @@ def test_a_second_ctrl_c_abandons_a_running_personalization_at_once(tmp_path: Pa
         "trigger": {"auto_send": False, "deadline_s": 0.05}, "fol": {"rounds": 1}}))
     started, release = threading.Event(), threading.Event()
 
-    def long_round(self: Any, info: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
-        started.set()
-        release.wait(30)
-        raise OSError("the abandoned round went on")
-
-    monkeypatch.setattr(node_module.Agent, "_personalize_job", long_round)
+    _block_rounds(monkeypatch, node_module, started, release, 30, "the abandoned round went on")
     def exit_now(status: int) -> None:  # os._exit would end pytest
         raise SystemExit(status)
 
@@ -1657,12 +1664,7 @@ def test_a_stop_waiting_for_a_round_has_told_systemd_it_is_stopping(tmp_path: Pa
     path = str(tmp_path / "notify.sock")
     started, release = threading.Event(), threading.Event()
 
-    def long_round(self: Any, info: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
-        started.set()
-        release.wait(10)
-        raise OSError("the round ended")
-
-    monkeypatch.setattr(node_module.Agent, "_personalize_job", long_round)
+    _block_rounds(monkeypatch, node_module, started, release, 10, "the round ended")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
         server.bind(path)
         server.settimeout(5)
