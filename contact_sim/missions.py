@@ -29,7 +29,8 @@ and two recorded tracks, replayed at their own UTC times:
 - ``.jsonl``: the drone agent's own ``positions.jsonl`` (:mod:`fol.agent.position`):
   each fix (``lat_deg``, ``lon_deg``, ``alt_msl_m``) at the time it arrived
   (``received_at``, Unix seconds), a fix logged with several exchanges once,
-  lines without a fix skipped. The drone is named after the file's folder (the
+  lines without a fix skipped, and a last line cut off while being written (no
+  newline, not JSON) skipped with a warning. The drone is named after the file's folder (the
   agent's state folder; the log holds no node name).
 
 A track's t = 0 is the scenario's ``[time] start`` when given (points before it
@@ -80,6 +81,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -94,6 +96,8 @@ from swarmbase.xmlguard import refuse_doctype
 from .drones import MAX_LOCAL_KM, Waypoints
 from .dtn import header_name_ok
 from .errors import ContactError
+
+log = logging.getLogger(__name__)
 
 #: Larger mission and track files are refused unread (bytes).
 MAX_MISSION_BYTES = 16 * 1024 * 1024
@@ -615,13 +619,18 @@ def _gpx_point(path: Path, point: dict[str, Any]) -> TrackPoint:
 def _position_log_points(path: Path) -> list[TrackPoint]:
     """The fixes of a drone agent's positions.jsonl, each once, at the time it arrived."""
     text = read_text_file(path, ContactError, "position log", MAX_MISSION_BYTES)
+    lines = text.splitlines()
+    cut = len(lines) if text and not text.endswith(("\n", "\r")) else 0  # an unterminated last line's number
     points: list[TrackPoint] = []
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             entry = json.loads(line)
         except (ValueError, RecursionError):
+            if n == cut:  # the agent was cut off while appending it (power lost): the complete lines stand
+                log.warning("%s:%d: skipping the last line, cut off (no newline, not JSON)", path, n)
+                continue
             entry = None
         if not isinstance(entry, dict) or "position" not in entry:
             raise ContactError(f"{path}:{n}: expected a JSON object with a \"position\" (a line of a drone agent's "
@@ -646,7 +655,7 @@ def _position_log_points(path: Path) -> list[TrackPoint]:
             continue
         points.append((when, lat, lon, alt, where))
     if not points:
-        raise ContactError(f"{path}: no position fix (every line's \"position\" is null)")
+        raise ContactError(f"{path}: no position fix (every {'complete ' if cut else ''}line's \"position\" is null)")
     return points
 
 

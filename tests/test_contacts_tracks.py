@@ -212,3 +212,26 @@ def test_an_oversized_track_is_refused_unread(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(missions, "MAX_MISSION_BYTES", 100)
     with pytest.raises(ContactError, match=r"big.gpx: \d+ bytes; a GPX file may have at most 100"):
         read_track(path)
+
+
+def test_a_position_log_cut_off_in_its_last_line_replays_the_complete_lines(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "d1").mkdir()
+    path = tmp_path / "d1" / "positions.jsonl"
+    fixes = [f'{{"position": {{"lat_deg": 47.0, "lon_deg": 8.0, "alt_msl_m": 400.0, "received_at": {t}}}}}'
+             for t in (100.0, 110.0)]
+    path.write_text("\n".join(fixes) + "\n" + fixes[1][:30])  # power lost while the third line was written
+    with caplog.at_level("WARNING", logger="contact_sim.missions"):
+        points = read_track(path)
+    assert [p[0].timestamp() for p in points] == [100.0, 110.0]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}:3: skipping the last line, cut off (no newline, not JSON)"]
+    path.write_text("\n".join(fixes) + "\n" + fixes[1][:30] + "\n")  # terminated: not a cut-off write
+    with pytest.raises(ContactError, match=r"positions.jsonl:3: expected a JSON object"):
+        read_track(path)
+    path.write_text(fixes[0][:30] + "\n" + fixes[1])  # a bad line before the last one stays refused
+    with pytest.raises(ContactError, match=r"positions.jsonl:1: expected a JSON object"):
+        read_track(path)
+    path.write_text(fixes[0][:30])
+    with pytest.raises(ContactError, match=r"no position fix \(every complete line's"):
+        read_track(path)
