@@ -350,7 +350,8 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
     if start is None and constellation is not None:
         start = constellation.epoch
     if start is None and constellation is not None and constellation.kind in ("tle", "omm"):
-        raise ContactError(f"time.start: required with a {constellation.kind.upper()} constellation")
+        raise ContactError(f"time.start: required with {'an OMM' if constellation.kind == 'omm' else 'a TLE'} "
+                           "constellation")
     duration_s = t.num("duration_s", required=True, positive=True)
     if plan_file is not None and t.has("step_s"):  # it would be ignored
         raise ContactError("time.step_s: not used with [contacts] plan_file (the plan lists the windows; "

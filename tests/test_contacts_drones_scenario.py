@@ -465,3 +465,18 @@ def test_a_waypoint_csv_the_csv_module_refuses_is_one_line(tmp_path):
     with pytest.raises(ContactError, match=r"wp.csv:\d+: not a valid CSV record .*field limit") as exc:
         read_waypoints_csv(csv)
     assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("kind, article", [("tle", "a TLE"), ("omm", "an OMM")])
+def test_an_element_set_constellation_without_a_start_names_its_kind(tmp_path, kind, article):
+    (tmp_path / f"shell.{kind}").write_text("")
+    p = _write(tmp_path, f"""
+        [constellation]
+        kind = "{kind}"
+        {kind}_file = "shell.{kind}"
+        [time]
+        duration_s = 1800.0
+        """)
+    with pytest.raises(ContactError) as exc:
+        load_contact_scenario(p)
+    assert str(exc.value).endswith(f"time.start: required with {article} constellation")
