@@ -24,7 +24,7 @@ import os
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 __all__ = ["Table", "read_toml", "read_text_file", "check_input_file", "is_finite_number", "shown", "MAX_TOML_BYTES"]
 
@@ -123,25 +123,54 @@ def is_finite_number(v: Any) -> bool:
         return False
 
 
-def shown(value: Any, limit: int = 60) -> str:
-    """``repr(value)`` for a one-line error message, at most about ``limit``
-    characters: a long integer keeps its first digits and says how many it has,
-    any other long value is cut with ``...`` (a TOML integer or string has no
-    size limit, and a message is meant to be read).
+def _shown_pieces(value: Any) -> Iterator[str]:
+    """``repr(value)`` in pieces, a boolean (also in a list or table) spelled as TOML does."""
+    if isinstance(value, bool):
+        yield "true" if value else "false"
+    elif isinstance(value, (list, tuple)):
+        yield "["
+        for i, v in enumerate(value):
+            yield ", " if i else ""
+            yield from _shown_pieces(v)
+        yield "]"
+    elif isinstance(value, dict):
+        yield "{"
+        for i, (k, v) in enumerate(value.items()):
+            yield f"{', ' if i else ''}{k!r}: "
+            yield from _shown_pieces(v)
+        yield "}"
+    else:
+        yield repr(value)
 
-    >>> shown(10**400), shown("x" * 100, 12), shown(0.5)
-    ('10000000000000000000... (401 digits)', "'xxxxxxxx...", '0.5')
+
+def shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` for a one-line error message, booleans spelled ``true`` and
+    ``false`` as in TOML, at most about ``limit`` characters: a long integer keeps
+    its first digits and says how many it has, any other long value is cut with
+    ``...`` (a TOML integer or string has no size limit, and a message is meant
+    to be read).
+
+    >>> shown(10**400), shown("x" * 100, 12), shown(0.5), shown([True, {"a": False}])
+    ('10000000000000000000... (401 digits)', "'xxxxxxxx...", '0.5', "[true, {'a': false}]")
     """
+    parts: list[str] = []
+    cut = False  # rendered in part: a long list or table is not rendered whole, nor one nested too deeply
     try:
-        text = " ".join(repr(value).split())
+        for piece in _shown_pieces(value):
+            parts.append(piece)
+            if len(" ".join("".join(parts).split())) > limit:
+                cut = True
+                break
     except ValueError:  # an integer str() refuses (more than sys.get_int_max_str_digits() digits)
         return f"an integer of more than {sys.get_int_max_str_digits():,} digits"
-    if len(text) <= limit:
+    except RecursionError:
+        cut = True
+    text = " ".join("".join(parts).split())
+    if not cut:
         return text
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{text[:20]}... ({len(text.lstrip('-')):,} digits)"
     return text[: max(limit - 3, 1)] + "..."
-
 
 
 def _resolved(text: str, base: str | os.PathLike[str]) -> Path:

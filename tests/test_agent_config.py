@@ -77,6 +77,10 @@ def test_default_payload_limit_matches_the_safe_format() -> None:
         # a back-off cap below its first step was taken: every retry waited the cap, not 30 s, 60 s, ...
         (lambda d: d["limits"].update(round_retry_s=60.0, round_retry_max_s=10.0),
          "limits.round_retry_max_s: expected at least limits.round_retry_s (60 s), got 10"),
+        # a TOML boolean was shown as Python's: "got True"
+        (lambda d: d["limits"].update(window_chunks=True), "limits.window_chunks: expected an integer, got true"),
+        (lambda d: d["limits"].update(chunk_timeout_s=[False]),
+         "limits.chunk_timeout_s: expected a number, got [false]"),
         (lambda d: d["trigger"].update(models=0), "trigger.models: expected an integer >= 1"),
         (lambda d: d["trigger"].update(on_board="yes"), "trigger.on_board: expected true or false"),
         (lambda d: d["node"].pop("data"), "node.data: missing"),

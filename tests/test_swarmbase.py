@@ -26,7 +26,7 @@ def test_table_checks_types_ranges_and_unknown_keys() -> None:
     for call, needle in [(lambda: t.int("x"), "f.toml: tbl.x: expected an integer, got 1.5"),
                          (lambda: t.int("n", maximum=2), "tbl.n: expected an integer <= 2"),
                          (lambda: t.num("s"), "tbl.s: expected a number"),
-                         (lambda: t.num("b"), "tbl.b: expected a number, got True"),
+                         (lambda: t.num("b"), "tbl.b: expected a number, got true"),
                          (lambda: t.str("s", choices=("z",)), "tbl.s: expected one of z, got 'a'"),
                          (lambda: t.bool("n"), "tbl.n: expected true or false"),
                          (lambda: t.raw("p", required=True), "tbl.p: missing (required)"),
@@ -124,4 +124,4 @@ def test_a_huge_value_is_shown_shortened_in_every_message() -> None:
 
     assert shown(10**400) == "10000000000000000000... (401 digits)" and shown(-(10**400)).endswith("(401 digits)")
     assert shown(int("f" * 5000, 16)) == "an integer of more than 4,300 digits"
-    assert shown("abc") == "'abc'" and shown(True) == "True" and len(shown(list(range(10**4)))) <= 60
+    assert shown("abc") == "'abc'" and shown(True) == "true" and len(shown(list(range(10**4)))) <= 60
