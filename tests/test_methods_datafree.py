@@ -90,10 +90,13 @@ def test_options_are_validated():
     # not met as a TypeError (or a string "false" read as true) deep in the distillation
     for name, value in [("weight_steps", "2"), ("weight_steps", 1.5), ("weight_steps", -1),
                         ("weight_decay_rate", "x"), ("weight_decay_rate", math.inf),
+                        # a decay factor: above 1, weight_lr * rate**epoch grew (and overflowed near 1e300)
+                        ("weight_decay_rate", 1.5), ("weight_decay_rate", 1e300),
                         ("adv_mask", "no"), ("cosine_lr", "false"), ("cosine_lr", 1)]:
         with pytest.raises(ConfigError, match=f"methods.dense.{name} must be"):
             get_method("dense", **{name: value})
     assert get_method("co-boosting", weight_steps=0, cosine_lr=False).options["weight_steps"] == 0
+    assert get_method("co-boosting", weight_decay_rate=1).options["weight_decay_rate"] == 1.0
 
 
 def test_a_generator_too_large_to_hold_is_refused_before_it_is_built(nodes):

@@ -83,14 +83,18 @@ def check_positive_int(method: str, name: str, value: int, *, allow_zero: bool =
     return int(value)
 
 
-def check_positive(method: str, name: str, value: float, *, allow_zero: bool = False, factor: bool = False) -> float:
+def check_positive(method: str, name: str, value: float, *, allow_zero: bool = False, factor: bool = False,
+                   at_most: float | None = None) -> float:
     """``value`` > 0 (>= 0 with ``allow_zero``); a learning rate or loss weight
-    (``factor``) at most :data:`fol.train.MAX_FACTOR` as well, as FOLConfig's are."""
+    (``factor``) at most :data:`fol.train.MAX_FACTOR` as well, as FOLConfig's are;
+    at most ``at_most`` when given (a decay factor: 1)."""
     ok = is_finite_number(value) and (float(value) >= 0 if allow_zero else float(value) > 0)
     if not ok:
         raise ConfigError(f"methods.{method}.{name} must be a {'non-negative' if allow_zero else 'positive'} number, got {shown(value)}")
     if factor and float(value) > MAX_FACTOR:
         raise ConfigError(f"methods.{method}.{too_large(name, value)}")
+    if at_most is not None and float(value) > at_most:
+        raise ConfigError(f"methods.{method}.{name} must be at most {at_most:g}, got {shown(value)}")
     return float(value)
 
 

@@ -519,7 +519,8 @@ class _DataFreeMethod(Method):
         for name in ("bn", "oh", "adv", "hard_sample_power", "weight_lr", "kd_weight_decay", "grad_clip",
                      "weight_decay_rate"):
             if name in values:
-                values[name] = check_positive(self.name, name, values[name], allow_zero=True, factor=name in factors)
+                values[name] = check_positive(self.name, name, values[name], allow_zero=True, factor=name in factors,
+                                              at_most=1.0 if name == "weight_decay_rate" else None)
         if "weight_steps" in values:
             values["weight_steps"] = check_positive_int(self.name, "weight_steps", values["weight_steps"], allow_zero=True)
         for name in ("adv_mask", "cosine_lr"):
