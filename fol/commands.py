@@ -60,7 +60,7 @@ def add_data_parser(sub: argparse._SubParsersAction) -> None:
 def _run_data_info(args: argparse.Namespace) -> int:
     from fol.data import describe, load_dataset
     from fol.data.registry import dataset_accepts, dataset_names
-    from fol.errors import ConfigError
+    from fol.errors import ConfigError, DataError
 
     name, _, path = args.name.partition(":")
     # NAME:PATH of another dataset: the loader would refuse an 'option path', which nobody typed
@@ -81,7 +81,13 @@ def _run_data_info(args: argparse.Namespace) -> int:
         if name in dataset_names() and not dataset_accepts(name, "splits"):
             raise ConfigError(f"--splits: only applies to datasets published in split folders, not {name!r}")
         options["splits"] = [s.strip() for s in args.splits.split(",") if s.strip()]
-    print(describe(load_dataset(name, root=args.data_root, **options)))
+    try:
+        ds = load_dataset(name, root=args.data_root, **options)
+    except DataError as exc:  # an image folder's loader names the folder; the line names the argument too
+        if name != "imagefolder":  # a dataset's own message names it and --data-root / FOL_DATA_ROOT
+            raise
+        raise DataError(f"{args.name}: {exc}") from None
+    print(describe(ds))
     return 0
 
 

@@ -167,7 +167,11 @@ def load_node_data(spec: NodeDataSpec, where: str = "--data") -> "NodeData":
     options = dataset_options(spec.dataset, spec.size, spec.seed, spec.path, where)
     if spec.splits is not None:
         options["splits"] = [s.strip() for s in spec.splits.split("+") if s.strip()]
-    ds = load_dataset(spec.dataset, root=spec.root, **options)
+    try:
+        ds = load_dataset(spec.dataset, root=spec.root, **options)
+    except DataError as exc:  # the loader names the folder it looked in; the line names the spec too
+        text = str(exc)
+        raise DataError(text if text.startswith(where) else f"{where}: {text}") from None
     if spec.partition == "all":
         shard = ds
     elif spec.partition == "dirichlet":

@@ -173,6 +173,12 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
                             "inclination"),
     "pretrain --data seed=10**26": (lambda t: ["pretrain", "--data", DATA + f",seed={10**26}", "--out", str(t / "m.st")],
                                     "--data: seed=100000000000000000000000000: expected an integer in 0..4294967295"),
+    # a missing dataset folder named the folder, not the flag that gave it
+    "pretrain --data missing image folder": (
+        lambda t: ["pretrain", "--data", f"dataset=imagefolder,path={t / 'gone'},nodes=2,node=0", "--out",
+                   str(t / "m.st")], "fol pretrain: error: --data: image folder "),
+    "data info imagefolder:MISSING": (lambda t: ["data", "info", f"imagefolder:{t / 'gone'}"],
+                                      "error: imagefolder:"),
     "pretrain --init-seed 10**26": (lambda t: ["pretrain", "--data", DATA, "--init-seed", str(10**26),
                                                "--out", str(t / "m.st")],
                                     "--init-seed: expected an integer in 0..4294967295"),

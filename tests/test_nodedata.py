@@ -108,3 +108,14 @@ def test_a_path_cut_by_a_comma_is_refused_saying_why(tmp_path: Path) -> None:
                               f"all of it), or path= a link to it whose name has no comma")
     assert parse_node_data(str(folder)).path == str(folder)  # the folder itself is read, colon and comma included
     assert parse_node_data(f"dataset=imagefolder,path={tmp_path / 'x:y'},nodes=2").path == str(tmp_path / "x:y")
+
+
+def test_a_missing_dataset_folder_names_the_spec(tmp_path: Path) -> None:
+    """The loader's line named the folder it looked in but not the flag (or agent field) that gave it."""
+    from fol.errors import DataError
+    from fol.nodedata import load_node_data
+
+    with pytest.raises(DataError, match=r"^--data: dataset 'wildfire' not found: .* in " + str(tmp_path)):
+        load_node_data(parse_node_data("dataset=wildfire,nodes=2,node=0", root=str(tmp_path)))
+    with pytest.raises(DataError, match=r"^node.toml: node.data: image folder .*gone not found"):
+        load_node_data(parse_node_data(f"dataset=imagefolder,path={tmp_path / 'gone'}"), where="node.toml: node.data")
