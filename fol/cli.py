@@ -20,7 +20,7 @@ import logging
 import sys
 from typing import Callable, Sequence
 
-from swarmbase.cli import printable, run_command
+from swarmbase.cli import os_failure_line, printable, run_command
 
 __all__ = ["main", "build_parser"]
 
@@ -92,8 +92,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except OSError as exc:  # a file that cannot be read or written after the checks passed (a full disk)
         if args.debug:
             raise
-        where = f"{exc.filename}: " if exc.filename is not None else ""
-        print(f"fol {args.command}: error: {printable(f'{where}{exc.strerror or exc}')}", file=sys.stderr)
+        print(f"fol {args.command}: error: {printable(os_failure_line(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"fol {args.command}: interrupted", file=sys.stderr)

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, Callable
 
-__all__ = ["run_command", "printable"]
+__all__ = ["run_command", "printable", "os_failure_line"]
 
 
 def printable(text: str) -> str:
@@ -29,6 +29,17 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def os_failure_line(exc: OSError) -> str:
+    """``<file>: <reason>`` of an OS error (a full disk: the crash-safe writer names the file it wrote),
+    or the reason alone when the error names no file.
+
+    >>> os_failure_line(OSError(28, "No space left on device", "state.json")), os_failure_line(OSError("gone"))
+    ('state.json: No space left on device', 'gone')
+    """
+    where = f"{exc.filename}: " if exc.filename is not None else ""
+    return f"{where}{exc.strerror or exc}"
 
 
 class _OutputLost(BaseException):

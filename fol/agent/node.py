@@ -77,6 +77,7 @@ from fol.agent.transfer import (
 )
 from fol.errors import CheckpointError, ConfigError, FOLError
 from fol.fileio import atomic_write_bytes, atomic_writer, fsync_dir, make_dirs, publish_gate, write_json_atomic
+from swarmbase.cli import os_failure_line
 from swarmbase.units import format_seconds
 
 __all__ = ["Agent", "control_request", "COMMANDS"]
@@ -126,6 +127,7 @@ class Agent:
         self._watchdog = Watchdog()
         self._stop = threading.Event()
         self._abandon = threading.Event()  # stop without waiting for a running personalization
+        self._started_at: float | None = None  # agent.json's "started": set by its first write, kept after
         self._publish_lock = threading.Lock()  # the worker publishes a file, or a stop abandons its round: not both
         self.abandoned_round: int | None = None  # the round whose personalization a stop abandoned
         self._commands: queue.Queue = queue.Queue()
@@ -324,7 +326,8 @@ class Agent:
     def _write_runtime(self, stopping: bool = False) -> None:
         """``agent.json``: where 'fol agent ctl' finds the running agent; ``stopping`` (the time the stop
         began) while a stop waits for a running personalization and commands go unanswered."""
-        self._started_at = getattr(self, "_started_at", None) or time.time()
+        if self._started_at is None:
+            self._started_at = time.time()
         info = {"node": self.node_id, "pid": os.getpid(), "listen": self.listen_endpoint,
                 "control": self.control_endpoint, "public_key": self.keys.public.decode(), "started": self._started_at}
         if stopping:
@@ -478,7 +481,7 @@ class Agent:
         if isinstance(exc, FOLError):
             return exc
         if isinstance(exc, OSError):  # a disk error: one line naming the file
-            detail = _os_error_line(exc)
+            detail = os_failure_line(exc)
             log.error("%s: command %r failed: %s", self.node_id, command, detail)
         else:
             log.error("%s: command %r failed", self.node_id, command, exc_info=exc)
@@ -496,7 +499,7 @@ class Agent:
             return fn(*args)
         except OSError as exc:
             log.error("%s: %s failed: %s; files saved before are intact, the agent keeps running", self.node_id,
-                      getattr(fn, "__name__", fn), _os_error_line(exc))
+                      getattr(fn, "__name__", fn), os_failure_line(exc))
             return None
         except Exception:  # noqa: BLE001 - the loop must survive anything a single message causes
             log.exception("%s: error in %s", self.node_id, getattr(fn, "__name__", fn))
@@ -720,7 +723,7 @@ class Agent:
         # three weeks, and its OverflowError left _retry_at behind: a retry at every turn of the loop)
         delay = min(lim.round_retry_s * 2.0 ** min(self.failed_attempts - 1, 64), lim.round_retry_max_s)
         self._retry_at = time.monotonic() + delay
-        detail = _os_error_line(exc) if isinstance(exc, OSError) else str(exc)
+        detail = os_failure_line(exc) if isinstance(exc, OSError) else str(exc)
         self.last_error = f"round {info['round']} {what} (attempt {self.failed_attempts}): {detail}"
         log.error("%s: personalization %s; retrying in %s", self.node_id, self.last_error, format_seconds(delay),
                   exc_info=not isinstance(exc, (FOLError, OSError)))  # a disk error: the line names the file
@@ -909,12 +912,6 @@ def _bind(sock: zmq.Socket, endpoint: str, where: str) -> None:
         sock.bind(endpoint)
     except zmq.ZMQError as exc:
         raise ConfigError(f"{where}: cannot bind {endpoint} ({zmq.strerror(exc.errno)})") from None
-
-
-def _os_error_line(exc: OSError) -> str:
-    """``<file>: <reason>`` of an OS error (a full disk: the crash-safe writer names the file it wrote)."""
-    where = f"{exc.filename}: " if exc.filename is not None else ""
-    return f"{where}{exc.strerror or exc}"
 
 
 def _socket_answers(path: str) -> bool:
