@@ -487,10 +487,10 @@ class Inbox:
                 del self.state.received[mid]
                 notes.append(f"dropped {mid}: {rec['file']} is missing")
         models = self.root / "models"
-        for folder in (models, self.root / "reports", *sorted(models.glob("round-*-ensemble")),
-                       *sorted((models / "pool").glob("round-*"))):
+        ensembles = sorted(models.glob("round-*-ensemble"))
+        for folder in (models, self.root / "reports", *ensembles, *sorted((models / "pool").glob("round-*"))):
             remove_temporaries(folder)
-        for folder in sorted(models.glob("round-*-ensemble")):
+        for folder in ensembles:
             number = folder.name.removeprefix("round-").removesuffix("-ensemble")
             if folder.is_dir() and number.isdigit() and int(number) >= self.state.round:
                 notes.append(self._remove_ensemble(folder))
