@@ -110,7 +110,6 @@ MAX_HOLD_S = 30 * 86400.0
 MAX_SURVEY_TRANSECTS = 10_000
 MAX_SURVEY_VERTICES = 10_000
 MAX_TURNAROUND_M = 10_000.0
-_WGS84_A, _WGS84_E2 = 6378137.0, 6.69437999014e-3
 _ANGLE = "degrees (the transects' compass bearing)"
 #: Name endings of planned missions and of recorded tracks.
 MISSION_SUFFIXES, TRACK_SUFFIXES = (".plan", ".waypoints"), (".gpx", ".jsonl")
@@ -296,11 +295,15 @@ def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
             raise ContactError(f"{path}: {where}.polygon[{k}]: expected [lat, lon] in degrees, got {shown(vertex)}")
         _check_position(path, f"{where}.polygon[{k}]", lat, lon, 0.0)
         geo.append((lat, lon))
-    # the flat frame: metres east and north of the first vertex
+    # the flat frame: metres east and north of the first vertex, with the WGS-84 ellipsoid's radii there
+    from skyfield.api import wgs84
+
+    flattening = 1.0 / wgs84.inverse_flattening
+    e2, radius_m = flattening * (2.0 - flattening), wgs84.radius.m
     lat0 = math.radians(geo[0][0])
-    w = 1.0 - _WGS84_E2 * math.sin(lat0) ** 2
-    m_north = _WGS84_A * (1.0 - _WGS84_E2) / w ** 1.5  # metres per radian of latitude
-    m_east = _WGS84_A / math.sqrt(w) * math.cos(lat0)  # metres per radian of longitude
+    w = 1.0 - e2 * math.sin(lat0) ** 2
+    m_north = radius_m * (1.0 - e2) / w ** 1.5  # metres per radian of latitude
+    m_east = radius_m / math.sqrt(w) * math.cos(lat0)  # metres per radian of longitude
     if m_east < 1.0:
         raise ContactError(f"{path}: {where}.polygon: a vertex at a pole leaves no east-west direction")
     pts = np.array([(math.radians((lon - geo[0][1] + 180.0) % 360.0 - 180.0) * m_east,
