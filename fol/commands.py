@@ -135,8 +135,8 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         raise ConfigError(f"--arch: unknown architecture {args.arch!r}; expected one of {', '.join(architectures())}")
     batch_size = base.batch_size if args.batch_size is None else args.batch_size
     patience = base.patience if args.patience is None else args.patience
-    if batch_size_problem(batch_size):  # FOLConfig's own check of batch_size (1 is refused: batch norm)
-        raise ConfigError(f"--batch-size: {batch_size_problem(batch_size)}")
+    if problem := batch_size_problem(batch_size):  # FOLConfig's own check of batch_size (1 is refused: batch norm)
+        raise ConfigError(f"--batch-size: {problem}")
     if patience < 0:
         raise ConfigError(f"--patience: expected >= 0 epochs, got {patience}")
     if not is_seed(args.init_seed):

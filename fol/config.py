@@ -252,8 +252,8 @@ class FOLConfig:
         for name in non_negative:
             if getattr(self, name) < 0:
                 raise ConfigError(f"fol.{name} must be >= 0, got {shown(getattr(self, name))}")
-        if batch_size_problem(self.batch_size):
-            raise ConfigError(f"fol.batch_size {batch_size_problem(self.batch_size)}")
+        if problem := batch_size_problem(self.batch_size):
+            raise ConfigError(f"fol.batch_size {problem}")
         if not 0.0 <= self.momentum < 1.0:  # at 1 or more a past gradient never fades: SGD diverges
             raise ConfigError(f"fol.momentum must be in [0, 1) (SGD momentum), got {shown(self.momentum)}")
         if not is_seed(self.seed):  # torch's generators take 64 bits; a user's seeds are 0..MAX_SEED everywhere
