@@ -39,7 +39,9 @@ def propagate(sats: Constellation | Sequence[Satrec], jd: np.ndarray, fr: np.nda
     ``jd``/``fr`` are UTC Julian dates split in whole and fraction
     (see :func:`orbits.timeutil.julian_dates`). Any SGP4 error code (decay,
     eccentricity out of range, ...) raises :class:`OrbitError` naming the
-    first failing satellite and time.
+    first failing satellite and time, and so does a position SGP4 returns as
+    NaN without an error code (elements it accepted but cannot propagate, such
+    as a mean motion of 1e-319 revolutions per day).
     """
     satrecs, names = _satrecs(sats)
     if not satrecs:
@@ -56,7 +58,17 @@ def propagate(sats: Constellation | Sequence[Satrec], jd: np.ndarray, fr: np.nda
             f"{names[i]}: SGP4 error {code} at JD {jd[k] + fr[k]:.6f} "
             f"({SGP4_ERRORS.get(code, 'unknown error')})"
         )
+    _check_finite(r, v, names, jd, fr)
     return r, v
+
+
+def _check_finite(r: np.ndarray, v: np.ndarray, names: Sequence[str], jd: np.ndarray, fr: np.ndarray) -> None:
+    """Refuse positions or velocities SGP4 gave as NaN or infinite without an error code."""
+    bad = ~(np.isfinite(r).all(axis=-1) & np.isfinite(v).all(axis=-1))
+    if bad.any():
+        i, k = np.argwhere(bad)[0]
+        raise OrbitError(f"{names[i]}: SGP4 gave no finite position at JD {jd[k] + fr[k]:.6f} (elements it "
+                         "cannot propagate; check the mean motion and eccentricity)")
 
 
 def propagate_offsets(sats: Constellation | Sequence[Satrec], start: _dt.datetime | str,
@@ -85,5 +97,6 @@ def propagate_pairs(sats: Constellation | Sequence[Satrec], index: np.ndarray,
         if e.any():
             code = int(e[e != 0][0])
             raise OrbitError(f"{names[s]}: SGP4 error {code} ({SGP4_ERRORS.get(code, 'unknown')})")
+        _check_finite(rs[None], vs[None], [names[s]], jd[sel], fr[sel])
         r[sel], v[sel] = rs, vs
     return r, v

@@ -449,3 +449,20 @@ def test_one_catalog_number_under_two_names_is_a_warning(caplog) -> None:
         zero = [ln + str(tle_checksum(ln)) for ln in zero]
         parse_tle_text("\n".join(["A", *zero, "B", *zero]) + "\n", "home.tle")  # 00000 twice: home-made
     assert caplog.records == []
+
+
+def test_elements_sgp4_turns_into_nan_without_an_error_code_stop_fol_contacts_in_one_line(tmp_path: Path, capsys) -> None:
+    """A subnormal mean motion passes sgp4init (error 0) and every position is NaN: the window search
+    then died in scipy's k-d tree with a traceback. Propagation now names the satellite."""
+    path = tmp_path / "gp.json"
+    path.write_text(json.dumps([RECORD, {**RECORD, "OBJECT_NAME": "DRIFTER", "NORAD_CAT_ID": 25544,
+                                         "MEAN_MOTION": 1.5e-319}]))
+    c = read_omm(path)
+    with pytest.raises(OrbitError, match="DRIFTER: SGP4 gave no finite position"):
+        propagate_offsets(c, EPOCH, [0.0, 60.0])
+    scn = tmp_path / "scn.toml"
+    scn.write_text('[constellation]\nkind = "omm"\nomm_file = "gp.json"\n[time]\nstart = "2026-08-01T07:00:00Z"\n'
+                   'duration_s = 600.0\n[link]\nmax_range_km = 5000.0\n')
+    assert contacts_main(["contacts", str(scn), "--no-plot", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "DRIFTER: SGP4 gave no finite position" in err, err
