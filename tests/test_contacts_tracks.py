@@ -144,6 +144,15 @@ def test_the_gpx_reader_refuses_a_dtd_before_expanding_an_entity(tmp_path: Path)
                               "entities are not expanded")
 
 
+
+def test_gpx_declaring_an_unknown_encoding_is_one_line(tmp_path: Path) -> None:
+    """expat raised a bare LookupError ("unknown encoding: UTF-0"), a traceback."""
+    path = tmp_path / "odd.gpx"
+    path.write_bytes(f'<?xml version="1.0" encoding="UTF-0"?><gpx xmlns="{NS}"><trk/></gpx>'.encode())
+    with pytest.raises(ContactError) as exc:
+        read_track(path)
+    assert str(exc.value) == f"{path}:1: the XML declaration names an encoding Python does not know ('UTF-0')"
+
 def _edit(text: str, old: str, new: str) -> str:
     assert old in text
     return text.replace(old, new, 1)

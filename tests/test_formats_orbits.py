@@ -466,3 +466,14 @@ def test_elements_sgp4_turns_into_nan_without_an_error_code_stop_fol_contacts_in
     assert contacts_main(["contacts", str(scn), "--no-plot", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "DRIFTER: SGP4 gave no finite position" in err, err
+
+
+@pytest.mark.parametrize("encoding", ["UTF-1", "x" * 300])
+def test_omm_xml_declaring_an_unknown_encoding_is_one_line(tmp_path: Path, encoding: str) -> None:
+    path = tmp_path / "gp.xml"
+    c = parse_omm_text(json.dumps([RECORD]), "json")
+    path.write_text(format_omm(c, "xml").replace('encoding="UTF-8"', f'encoding="{encoding}"'))
+    with pytest.raises(OrbitError) as info:
+        read_omm(path)
+    msg = str(info.value)
+    assert msg.startswith(f"{path}:1: the XML declaration names an encoding Python does not know") and len(msg) < 300, msg
