@@ -91,8 +91,9 @@ TRAJECTORY_BYTES_PER_SAMPLE = 3 * 3 * 8
 
 
 def grid_samples(duration_s: float, step_s: float) -> int:
-    """Number of times :func:`time_grid` returns, computed without building it."""
-    return int(np.floor(duration_s / step_s + 1e-9)) + 2
+    """Number of times :func:`time_grid` returns, computed without building it (held at
+    10^18 for a step so small the ratio is infinite, 1e-320 s say: far past any size limit)."""
+    return int(np.floor(min(duration_s / step_s, 1e18) + 1e-9)) + 2
 
 
 def check_trajectory_size(n_times: float, n_nodes: int, waypoint_times: float = 0.0) -> None:

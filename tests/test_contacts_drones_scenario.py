@@ -200,6 +200,8 @@ def test_scenario_errors_are_one_line(tmp_path, patch, match):
 @pytest.mark.parametrize("patch, match", [
     # a few characters asking for terabytes of trajectories are refused when read
     (("step_s = 60.0", "step_s = 1e-9"), r"time.step_s: .* would need .* GiB of trajectories \(limit 8 GiB\)"),
+    # a subnormal step made duration / step infinite: an OverflowError traceback before the size check
+    (("step_s = 60.0", "step_s = 1e-320"), r"time.step_s: .* would need .* GiB of trajectories \(limit 8 GiB\)"),
     (("duration_s = 3600.0", "duration_s = 1e15"), r"time.step_s: .* GiB of trajectories"),
     (("count = 2", "count = 1000000000"), r"rounds.count: expected at most 10,000 rounds"),
     (("max_range_km = 5000.0", "max_range_km = 5000.0\nmin_elevation_deg = 95.0"),
