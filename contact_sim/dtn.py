@@ -528,7 +528,7 @@ def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] |
         spans.setdefault((i, j), []).append((s0, s1, k))
     for pair, pair_spans in spans.items():
         for k, owlt in zip((k for _, _, k in pair_spans), _largest_covering(ranges.get(pair, []), pair_spans)):
-            owlt_w[k] = owlt
+            owlt_w[k] = float(owlt)  # an integer past int64 (plans allow 1e100) made np.isnan raise
     nan = np.full(a.size, np.nan)
     windows = WindowTable(a, b, t0s, t1s, nan, nan, vol, direction=direction, sort=False)
     bounds = (np.asarray(round_boundaries_s, dtype=float) if round_boundaries_s is not None

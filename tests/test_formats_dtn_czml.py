@@ -13,7 +13,7 @@ import pytest
 
 from contact_sim import (ContactError, ContactPlan, LinkModel, WindowTable, build_trajectories, format_ion,
                          hdtn_contacts, load_contact_scenario, parse_contact_scenario, parse_ion, plan_from_trajectories,
-                         read_ion)
+                         read_ion, read_plan)
 from contact_sim.cli import main as contacts_main
 from contact_sim.czml import czml_packets
 from contact_sim.windows import A_TO_B, B_TO_A, BOTH
@@ -249,6 +249,21 @@ def test_a_window_owlt_is_the_largest_range_line_covering_it() -> None:
         got = _largest_covering(ranges, spans)
         assert [None if isinstance(o, float) and np.isnan(o) else o for o in got] == brute
 
+
+@pytest.mark.parametrize("fmt", ["ion", "hdtn"])
+def test_an_owlt_beyond_int64_is_read(tmp_path: Path, fmt: str) -> None:
+    """Plans allow integers to 1e100; an OWLT of 1e23 s made np.isnan raise a TypeError traceback."""
+    owlt = 10**23
+    if fmt == "ion":
+        path = tmp_path / "p.ion"
+        path.write_text(f"a contact +0 +60 1 2 1000\na range +0 +60 1 2 {owlt}\n")
+    else:
+        path = tmp_path / "p.json"
+        path.write_text(json.dumps({"contacts": [{"source": s, "dest": d, "startTime": 0, "endTime": 60,
+                                                  "rateBitsPerSec": 8000, "owlt": owlt} for s, d in ((1, 2), (2, 1))]}))
+    plan = read_plan(path)
+    assert plan.meta["owlt_s_per_window"] == [float(owlt)]
+    json.dumps(plan.meta)  # the meta the JSON export writes
 
 def test_hdtn_import_reads_back_what_the_ion_twin_gives(tmp_path: Path) -> None:
     """An exported HDTN plan reads back to the windows its ION twin gives (node names aside:
