@@ -11,11 +11,8 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED, is_seed
+from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_ITERATIONS, MAX_SEED, is_seed
 from swarmbase.tomlcheck import shown
-
-#: The most epochs ``fol pretrain --epochs`` takes (the default is FOLConfig's pretrain_epochs, 30).
-MAX_PRETRAIN_EPOCHS = 100_000
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +123,8 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     lr = base.lr if args.lr is None else args.lr
     if epochs < 1:
         raise ConfigError(f"--epochs: expected >= 1 (pretraining with 0 epochs gives an untrained model), got {epochs}")
-    if epochs > MAX_PRETRAIN_EPOCHS:  # 10**20 ended in an OverflowError traceback from the progress bar
-        raise ConfigError(f"--epochs: expected at most {MAX_PRETRAIN_EPOCHS:,} (early stopping ends pretraining long "
+    if epochs > MAX_ITERATIONS:  # 10**20 ended in an OverflowError traceback from the progress bar
+        raise ConfigError(f"--epochs: expected at most {MAX_ITERATIONS:,} (early stopping ends pretraining long "
                           f"before; the default is {base.epochs}), got {shown(epochs)}")
     if not (0 < lr <= 10):
         raise ConfigError(f"--lr: expected a learning rate in (0, 10], got {lr:g}")
@@ -137,8 +134,8 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     patience = base.patience if args.patience is None else args.patience
     if problem := batch_size_problem(batch_size):  # FOLConfig's own check of batch_size (1 is refused: batch norm)
         raise ConfigError(f"--batch-size: {problem}")
-    if patience < 0:
-        raise ConfigError(f"--patience: expected >= 0 epochs, got {patience}")
+    if not 0 <= patience <= MAX_ITERATIONS:
+        raise ConfigError(f"--patience: expected 0..{MAX_ITERATIONS:,} epochs, got {shown(patience)}")
     if not is_seed(args.init_seed):
         raise ConfigError(f"--init-seed: expected an integer in 0..{MAX_SEED}, got {args.init_seed}")
     check_output_file(args.out, ConfigError, "--out")

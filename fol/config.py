@@ -28,7 +28,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from fol.defaults import MAX_SEED, is_seed
+from fol.defaults import MAX_ITERATIONS, MAX_SEED, is_seed, too_many
 from fol.errors import ConfigError
 from fol.pruning import PruneConfig
 from fol.train import MAX_FACTOR, TrainConfig, too_large
@@ -51,6 +51,11 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "keep_received": ("round", "all"),
 }
 
+
+#: The counts of epochs, steps and rounds (and ``patience``), each at most :data:`fol.defaults.MAX_ITERATIONS`
+#: (``distill_aug_copies`` has its own, smaller bound, :data:`MAX_AUG_COPIES`).
+COUNTS = ("rounds", "pretrain_epochs", "patience", "finetune_epochs", "post_finetune_epochs", "gate_epochs",
+          "ensemble_steps", "distill_epochs")
 
 #: Most augmented copies of D_train ``"train+aug"`` distils on (each is held in memory).
 MAX_AUG_COPIES = 32
@@ -252,6 +257,9 @@ class FOLConfig:
         for name in non_negative:
             if getattr(self, name) < 0:
                 raise ConfigError(f"fol.{name} must be >= 0, got {shown(getattr(self, name))}")
+        for name in COUNTS:  # 10**12 epochs would loop for ages, 10**19 ended in an OverflowError traceback
+            if getattr(self, name) > MAX_ITERATIONS:
+                raise ConfigError(f"fol.{too_many(name, getattr(self, name))}")
         if problem := batch_size_problem(self.batch_size):
             raise ConfigError(f"fol.batch_size {problem}")
         if not 0.0 <= self.momentum < 1.0:  # at 1 or more a past gradient never fades: SGD diverges

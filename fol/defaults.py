@@ -21,6 +21,12 @@ node index is mixed in.
 a class folder 'café' that macOS keeps decomposed (NFD) and Linux as typed (NFC)
 names one class wherever models and data meet.
 
+``MAX_ITERATIONS`` is the largest count of iterations a user may give: every
+epoch, step, round, copy and patience count of ``FOLConfig``, ``TrainConfig``,
+``PruneConfig`` and the baselines' options, and ``fol pretrain --epochs``. A
+larger value would only make a run loop for ages (10**12 epochs), and a 20-digit
+one ended in an OverflowError traceback from the progress bar or ``range``.
+
 ``IMAGE_FOLDER_COORDS`` are the places an image folder's coordinates can come
 from (``load_image_folder``'s ``coords``, a scenario's ``data.coords``,
 ``fol data info --coords``).
@@ -31,9 +37,22 @@ from (``load_image_folder``'s ``coords``, a scenario's ``data.coords``,
 
 import unicodedata
 
+from swarmbase.tomlcheck import shown
+
 DEFAULT_ARCH = "cnn-medium"
 
 MAX_SEED = 2**32 - 1
+
+MAX_ITERATIONS = 100_000
+
+
+def too_many(name: str, value: object) -> str:
+    """The message refusing ``value`` of the count ``name`` above :data:`MAX_ITERATIONS`.
+
+    >>> too_many("distill_epochs", 10**19)
+    'distill_epochs must be at most 100,000, got 10000000000000000000'
+    """
+    return f"{name} must be at most {MAX_ITERATIONS:,}, got {shown(value)}"
 
 
 def is_seed(value: object) -> bool:
@@ -60,4 +79,4 @@ def class_name(name: str) -> str:
 #: ``"exif"`` (each image's EXIF GPS tags) or ``"geotiff"`` (a GeoTIFF's centre).
 IMAGE_FOLDER_COORDS = ("none", "filename", "csv", "exif", "geotiff")
 
-__all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "class_name", "IMAGE_FOLDER_COORDS"]
+__all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "MAX_ITERATIONS", "too_many", "class_name", "IMAGE_FOLDER_COORDS"]

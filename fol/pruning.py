@@ -103,6 +103,7 @@ import torch.nn.functional as F
 import torch_pruning as tp
 from torch import nn
 
+from fol.defaults import MAX_ITERATIONS, too_many
 from fol.errors import ConfigError, DataError
 from fol.train import MAX_FACTOR, TrainConfig, fit, too_large
 
@@ -171,6 +172,8 @@ class PruneConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ConfigError(f"prune config field {name!r} must be an integer >= {low}, got {value!r}")
+        if self.gate_epochs > MAX_ITERATIONS:
+            raise ConfigError(f"prune config field {too_many(repr('gate_epochs'), self.gate_epochs)}")
         if not isinstance(self.gate_lr, (int, float)) or not (math.isfinite(self.gate_lr) and self.gate_lr > 0):
             raise ConfigError(f"prune config field 'gate_lr' must be a finite number > 0, got {self.gate_lr!r}")
         for name in ("lambda_p", "gamma_shared", "gamma_unshared", "gate_lr"):

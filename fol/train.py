@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fol.defaults import MAX_ITERATIONS, too_many
 from fol.errors import ConfigError, TrainingError
 from swarmbase.tomlcheck import is_finite_number, shown
 
@@ -101,6 +102,9 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ConfigError(f"{name} must be an integer >= {least}, got {shown(value)}")
+        for name in ("epochs", "patience"):  # 10**12 epochs would loop for ages, 10**19 overflowed in tqdm
+            if getattr(self, name) > MAX_ITERATIONS:
+                raise ConfigError(too_many(name, getattr(self, name)))
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
             raise ConfigError(f"seed must be an integer in 0..2**64 - 1 (torch's generators), got {shown(self.seed)}")
         if not (is_finite_number(self.lr) and self.lr > 0):

@@ -77,12 +77,13 @@ def _out_with_folder(tmp: Path, name: str) -> str:
     return str(tmp / "out")
 
 
-def _learning_scenario(tmp: Path, seeds: str) -> str:
-    """The demo scenario with another ``seeds`` line."""
+def _learning_scenario(tmp: Path, seeds: str, fol: str = "", extra: str = "") -> str:
+    """The demo scenario with another ``seeds`` line, the lines ``fol`` added to its [fol] table and
+    the lines ``extra`` at its end."""
     from importlib import resources
 
-    text = resources.files("fol.simulation").joinpath("demo.toml").read_text()
-    (tmp / "learn.toml").write_text(text.replace("seeds = [0]", seeds, 1))
+    text = resources.files("fol.simulation").joinpath("demo.toml").read_text().replace("seeds = [0]", seeds, 1)
+    (tmp / "learn.toml").write_text(text.replace("\n[fol]\n", f"\n[fol]\n{fol}\n", 1) + f"\n{extra}\n")
     return str(tmp / "learn.toml")
 
 
@@ -130,7 +131,7 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
                                 "--batch-size: must be at least 2 (batch norm cannot train on one image, e.g. "
                                 "mobilenet_v3_small on 16 x 16 images), got 1"),
     "pretrain --patience -1": (lambda t: ["pretrain", "--data", DATA, "--patience", "-1", "--out", str(t / "m.st")],
-                               "--patience: expected >= 0 epochs, got -1"),
+                               "--patience: expected 0..100,000 epochs, got -1"),
     "personalize --out /proc/x": (lambda t: _personalize(t, "/proc/x/out"), "--out /proc/x/out"),
     "personalize --out FILE": (lambda t: _personalize(t, _existing_file(t)), "exists and is not a folder"),
     "personalize --out DIR holding a folder report.json": (
@@ -182,6 +183,15 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "pretrain --init-seed 10**26": (lambda t: ["pretrain", "--data", DATA, "--init-seed", str(10**26),
                                                "--out", str(t / "m.st")],
                                     "--init-seed: expected an integer in 0..4294967295"),
+    # 10**19 epochs passed the check and ended in an OverflowError traceback from the progress bar
+    "simulate [fol] distill_epochs = 10**19": (
+        lambda t: ["simulate", _learning_scenario(t, "seeds = [0]", fol="distill_epochs = 10000000000000000000"),
+                   "--check"], "learn.toml: fol.distill_epochs must be at most 100,000, got 10000000000000000000"),
+    "simulate [methods.fedavg] local_epochs = 10**12": (
+        lambda t: ["simulate", _learning_scenario(t, "seeds = [0]", extra="[methods.fedavg]\nlocal_epochs = 1000000000000"),
+                   "--check"], "methods.fedavg.local_epochs must be at most 100,000, got 1000000000000"),
+    "pretrain --patience 10**20": (lambda t: ["pretrain", "--data", DATA, "--patience", str(10**20), "--out",
+                                              str(t / "m.st")], "--patience: expected 0..100,000 epochs, got 1000"),
     "simulate seeds = [10**30]": (lambda t: ["simulate", _learning_scenario(t, f"seeds = [{10**30}]"), "--check"],
                                   "scenario.seeds: expected a non-empty list of integers in 0..4294967295"),
     "keys list --store FILE": (lambda t: ["keys", "list", "--store", _existing_file(t)],

@@ -1003,3 +1003,21 @@ def test_fol_keys_above_the_fol_table_are_refused_not_ignored(tmp_path) -> None:
     assert FOLConfig.from_toml(src) == FOLConfig(top_k=2)
     src.write_text("top_k = 2\nlam = 0.5\n")  # no [fol] table: the top level is the table
     assert FOLConfig.from_toml(src) == FOLConfig(top_k=2, lam=0.5)
+
+
+@pytest.mark.parametrize("field", ["rounds", "pretrain_epochs", "patience", "finetune_epochs", "post_finetune_epochs",
+                                   "gate_epochs", "ensemble_steps", "distill_epochs"])
+def test_a_count_of_epochs_steps_or_rounds_is_bounded(field: str) -> None:
+    """distill_epochs = 10**19 was accepted and ended in an OverflowError traceback from the progress
+    bar (10**12 would have looped for ages); every count is now at most 100,000, as fol pretrain
+    --epochs is, in one line naming the field."""
+    with pytest.raises(ConfigError, match=rf"^fol\.{field} must be at most 100,000, got 10000000000000000000$"):
+        FOLConfig(**{field: 10**19})
+    assert getattr(FOLConfig(**{field: 100_000}), field) == 100_000
+
+
+def test_train_config_bounds_its_epochs_and_patience_as_fol_config_does() -> None:
+    with pytest.raises(ConfigError, match=r"^epochs must be at most 100,000, got 100001$"):
+        TrainConfig(epochs=100_001)
+    with pytest.raises(ConfigError, match=r"^patience must be at most 100,000, got 100001$"):
+        TrainConfig(patience=100_001)

@@ -76,3 +76,15 @@ def test_a_method_rate_or_loss_weight_is_bounded_as_fol_configs_are(name, option
         get_method(name, **{option: 1e38})
     method = get_method(name, **{option: 1e6})  # the bound itself is allowed
     assert (method.options if name in ("dense", "co-boosting") else vars(method))[option] == 1e6
+
+
+@pytest.mark.parametrize("name, option", [("fedavg", "local_epochs"), ("fedavg", "rounds"), ("mtfl", "local_epochs"),
+                                          ("hermes", "rounds"), ("dm-pfl", "iterations"), ("dense", "epochs"),
+                                          ("dense", "g_steps"), ("co-boosting", "weight_steps")])
+def test_a_method_count_of_epochs_steps_or_rounds_is_bounded_as_fol_configs_are(name, option):
+    # 10**19 was accepted and ended in an OverflowError traceback (range, tqdm) at run time, after the
+    # swarm had pretrained; 10**12 would have looped for ages
+    with pytest.raises(ConfigError, match=rf"^methods\.{re.escape(name)}\.{option} must be at most 100,000, "
+                                          rf"got 10000000000000000000$"):
+        get_method(name, **{option: 10**19})
+    get_method(name, **{option: 100_000})

@@ -376,3 +376,9 @@ def test_bad_config_and_data_raise_project_errors() -> None:
         align_and_prune(m, m, (x, y[:4]), PruneConfig())
     with pytest.raises(DataError):
         align_and_prune(m, m, (x, y.float()), PruneConfig())
+
+
+def test_gate_epochs_is_bounded_as_fol_configs_counts_are() -> None:
+    with pytest.raises(ConfigError, match=r"^prune config field 'gate_epochs' must be at most 100,000, got 1000000000000$"):
+        PruneConfig(gate_epochs=10**12)
+    assert PruneConfig(gate_epochs=100_000).gate_epochs == 100_000

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from fol.accounting import forward_macs, training_flops
+from fol.defaults import MAX_ITERATIONS, too_many
 from fol.errors import ConfigError
 from fol.methods.base import NodeResult, NodeSetup, SwarmContext
 from fol.models import ModelSpec, build_model
@@ -76,10 +77,15 @@ def check_unit(method: str, name: str, value: float, *, closed: bool = True) -> 
     return float(value)
 
 
-def check_positive_int(method: str, name: str, value: int, *, allow_zero: bool = False) -> int:
+def check_positive_int(method: str, name: str, value: int, *, allow_zero: bool = False, count: bool = False) -> int:
+    """An integer >= 1 (>= 0 with ``allow_zero``); a count of epochs, steps or
+    rounds (``count``) at most :data:`fol.defaults.MAX_ITERATIONS` as well, as
+    FOLConfig's are."""
     low = 0 if allow_zero else 1
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         raise ConfigError(f"methods.{method}.{name} must be an integer >= {low}, got {shown(value)}")
+    if count and value > MAX_ITERATIONS:
+        raise ConfigError(f"methods.{method}.{too_many(name, value)}")
     return int(value)
 
 

@@ -511,7 +511,7 @@ class _DataFreeMethod(Method):
         values = {**self.defaults, **self.budget_options(budget), **options}
         self.budget = budget
         for name in _BUDGET_FIELDS:
-            values[name] = check_positive_int(self.name, name, values[name])
+            values[name] = check_positive_int(self.name, name, values[name], count=name in ("epochs", "g_steps"))
         factors = ("lr_g", "kd_lr", "bn", "oh", "adv", "weight_lr", "kd_weight_decay")  # rates and loss weights
         for name in ("lr_g", "kd_lr", "temperature", "adv_temperature", "epsilon"):
             if name in values:
@@ -522,7 +522,8 @@ class _DataFreeMethod(Method):
                 values[name] = check_positive(self.name, name, values[name], allow_zero=True, factor=name in factors,
                                               at_most=1.0 if name == "weight_decay_rate" else None)
         if "weight_steps" in values:
-            values["weight_steps"] = check_positive_int(self.name, "weight_steps", values["weight_steps"], allow_zero=True)
+            values["weight_steps"] = check_positive_int(self.name, "weight_steps", values["weight_steps"], allow_zero=True,
+                                                       count=True)
         for name in ("adv_mask", "cosine_lr"):
             if name in values and not isinstance(values[name], bool):
                 from fol.errors import ConfigError

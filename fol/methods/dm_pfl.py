@@ -364,7 +364,7 @@ class _DMPFLBase(ServerMethod):
         self.readjust_interval = check_positive_int(self.name, "readjust_interval", readjust_interval)
         self.min_client_share = check_unit(self.name, "min_client_share", min_client_share, closed=False)
         self.phase1_share = check_fraction(self.name, "phase1_share", phase1_share)
-        self.iterations = check_positive_int(self.name, "iterations", iterations)
+        self.iterations = check_positive_int(self.name, "iterations", iterations, count=True)
         for opt, value, choices in (("distribution", distribution, ("erk", "uniform")),
                                     ("init", init, ("global", "pretrained"))):
             if value not in choices:

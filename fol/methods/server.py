@@ -130,10 +130,10 @@ class ServerMethod(Method):
     def __init__(self, local_epochs: int | None = None, fraction: float = 1.0, lr: float | None = None,
                  rounds: int | None = None) -> None:
         epochs = self.default_local_epochs if local_epochs is None else local_epochs
-        self.local_epochs = check_positive_int(self.name, "local_epochs", epochs)
+        self.local_epochs = check_positive_int(self.name, "local_epochs", epochs, count=True)
         self.fraction = check_fraction(self.name, "fraction", fraction)
         self.lr = None if lr is None else check_positive(self.name, "lr", lr, factor=True)
-        self.rounds = None if rounds is None else check_positive_int(self.name, "rounds", rounds)
+        self.rounds = None if rounds is None else check_positive_int(self.name, "rounds", rounds, count=True)
 
     # ------------------------------------------------------------------ hooks
 
