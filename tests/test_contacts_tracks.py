@@ -244,3 +244,37 @@ def test_a_position_log_cut_off_in_its_last_line_replays_the_complete_lines(
     path.write_text(fixes[0][:30])
     with pytest.raises(ContactError, match=r"no position fix \(every complete line's"):
         read_track(path)
+
+
+@pytest.mark.parametrize("tail, kept", [(17, 2), (None, 3)], ids=["cut-off-fragment", "only-the-newline-missing"])
+def test_the_agent_restarting_after_a_cut_off_line_keeps_its_log_readable(tmp_path: Path, tail, kept: int,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """Power lost while the agent appended a line leaves it without its newline; the readers skip it
+    as the last line. The restarted agent appended its next line right after it, gluing both into one
+    malformed line in the middle, and the whole log was refused. It now cuts the fragment off first
+    (one warning naming the file and the bytes dropped), or ends a line that only lacks its newline."""
+    from pymavlink.dialects.v20 import common as mav
+
+    from fol.agent.position import PositionLog, fix_from_message
+
+    state = tmp_path / "drone 7"
+    state.mkdir()
+    source = _Source()
+    before = PositionLog(source, state, "drone 7")
+    lines = []
+    for t, lat in ((0.0, 47.0), (20.0, 47.0005), (40.0, 47.001)):
+        msg = mav.MAVLink_global_position_int_message(1000, round(lat * 1e7), 80000000, 400000, 12000, 0, 0, 0, 0)
+        source.fix = fix_from_message(msg, received_at=T0.timestamp() + t)
+        lines.append(json.dumps(before.record("sent", "peer", "m1")))
+    third = lines[2] if tail is None else lines[2][:tail]
+    before.path.write_text(f"{lines[0]}\n{lines[1]}\n{third}")  # the third line cut off
+    msg = mav.MAVLink_global_position_int_message(1000, 470015000, 80000000, 400000, 12000, 0, 0, 0, 0)
+    source.fix = fix_from_message(msg, received_at=T0.timestamp() + 60.0)
+    with caplog.at_level("WARNING", logger="fol.agent.position"):
+        new = json.dumps(PositionLog(source, state, "drone 7").record("received", "peer", "m2"))
+    assert before.path.read_text() == "\n".join([*lines[:kept], new]) + "\n"
+    points = read_track(before.path)
+    assert [p[1] for p in points] == [47.0, 47.0005, 47.001, 47.0015][:kept] + [47.0015]
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == ([] if tail is None else [f"drone 7: {before.path}: dropped {tail} bytes of a last line cut off "
+                                               f"while it was written (no newline, not JSON)"])

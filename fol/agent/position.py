@@ -50,6 +50,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 import socket
 import threading
@@ -470,16 +471,66 @@ SOURCES = tuple(SOURCE_CLASSES)
 
 
 class PositionLog:
-    """Appends ``{event, peer, model_id, t, position}`` lines to ``positions.jsonl`` and logs them."""
+    """Appends ``{event, peer, model_id, t, position}`` lines to ``positions.jsonl`` and logs them.
+
+    Before its first line, a last line the log's readers would skip as cut off
+    (power lost while an earlier run appended it: no newline at its end, not
+    JSON) is cut off the file, with one warning; appended to, it would become a
+    malformed line in the middle of the file, refused by the readers. A last
+    line that is a whole JSON object without its newline is kept and ended.
+    """
 
     def __init__(self, source: PositionSource, state_dir: Path, node_id: str) -> None:
         self.source = source
         self.path = Path(state_dir) / LOG_FILE
         self.node_id = node_id
+        self._ended = False  # whether the file's last line is known to end in a newline
+
+    def _end_last_line(self) -> None:
+        """Make the file end with a complete line (or be empty) before the first append."""
+        try:
+            fh = self.path.open("r+b")
+        except FileNotFoundError:
+            return
+        with fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            fh.seek(size - 1)
+            if fh.read(1) in (b"\n", b"\r"):  # the readers' line ends
+                return
+            start, end = 0, size  # the start of the last line: read backwards, one block at a time
+            while end > 0:
+                low = max(0, end - 65536)
+                fh.seek(low)
+                block = fh.read(end - low)
+                cut = max(block.rfind(b"\n"), block.rfind(b"\r"))
+                if cut >= 0:
+                    start = low + cut + 1
+                    break
+                end = low
+            entry = None
+            if size - start <= 65536:  # an agent's line is a few hundred bytes
+                fh.seek(start)
+                try:
+                    entry = json.loads(fh.read(size - start).decode("utf-8"))
+                except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+                    entry = None
+            if isinstance(entry, dict):  # the whole line was written, only its newline is missing
+                fh.seek(size)
+                fh.write(b"\n")
+            else:
+                fh.truncate(start)
+                os.fsync(fh.fileno())  # the cut is on disk before anything is appended after it
+                log.warning("%s: %s: dropped %d bytes of a last line cut off while it was written "
+                            "(no newline, not JSON)", self.node_id, self.path, size - start)
 
     def record(self, event: str, peer: str, model_id: str) -> dict[str, Any]:
         fix = self.source.latest()
         entry = {"event": event, "peer": peer, "model_id": model_id, "t": time.time(), "position": fix}
+        if not self._ended:
+            self._end_last_line()
+            self._ended = True
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(entry) + "\n")
         if fix is None:
