@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from pathlib import Path
 
 import numpy as np
@@ -100,6 +102,28 @@ def test_corrupt_image_names_the_file(tmp_path):
     ds = loaders.load_wildfire(base, image_size=8, skip_corrupt=True)
     assert len(ds) == 7 and all(str(bad) != s for s in ds.sources)
 
+
+
+def test_a_tiff_cut_short_is_named_as_unreadable_and_pillow_warns_in_one_log_line(tmp_path, capfd, caplog):
+    """A TIFF cut off inside its tags: Pillow printed "TiffImagePlugin.py:982: UserWarning: Truncated File
+    Read" with its source line, and the error called the file "a TIFF of 1 bands of 1 bits" (the tags'
+    defaults, made up for tags never read)."""
+    from PIL import Image
+
+    for name in ("a/1.png", "b/2.png"):
+        _write(tmp_path / name, (10, 20, 30))
+    full = tmp_path / "whole.tif"
+    Image.fromarray(np.full((16, 16, 3), 7, dtype=np.uint8)).save(full)
+    bad = tmp_path / "a" / "cut.tif"
+    bad.write_bytes(full.read_bytes()[:124])
+    full.unlink()
+    with caplog.at_level(logging.WARNING, logger="fol.data.loaders"), pytest.raises(DataError) as err:
+        loaders.load_image_folder(tmp_path, image_size=8, workers=2)
+    msg = str(err.value)
+    assert msg.startswith(f"{bad}: cannot read image (UnidentifiedImageError") and "bands" not in msg, msg
+    assert "UserWarning" not in capfd.readouterr().err
+    assert [r.getMessage() for r in caplog.records] == [f"{bad}: Truncated File Read (Pillow, UserWarning)"]
+    assert len(loaders.load_image_folder(tmp_path, image_size=8, skip_corrupt=True)) == 2
 
 def test_skip_corrupt_refuses_a_folder_where_no_image_reads(tmp_path):
     """Skipping broken files must not turn a folder of only broken files into an

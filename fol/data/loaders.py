@@ -31,6 +31,7 @@ import hashlib
 import logging
 import os
 import re
+import threading
 import unicodedata
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -178,7 +179,11 @@ def _tiff_bands(path: str | Path) -> tuple[int, tuple[int, ...]] | None:
                 return None
             ifd = TiffImagePlugin.ImageFileDirectory_v2(head)
             fh.seek(ifd.next)
+            entries = int.from_bytes(fh.read(2), "little" if head[:2] == b"II" else "big")
+            fh.seek(ifd.next)
             ifd.load(fh)
+            if len(ifd) < entries:  # tags cut short (Pillow warns "Truncated File Read" and skips them):
+                return None  # the defaults below would be made up for tags never read
             bands, bits = int(ifd.get(277, 1)), ifd.get(258, (1,))
             return bands, tuple(int(b) for b in (bits if isinstance(bits, tuple) else (bits,)))
     except Exception:  # a damaged header: the caller says 'cannot read image'
@@ -401,7 +406,21 @@ def _read_many(
     ok = np.ones(len(files), dtype=bool)
     bad: list[str] = []
 
+    reading = threading.local()  # the file each worker decodes, for the warnings Pillow gives
+    said: set[tuple[str, str]] = set()
+
+    def pillow_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                       file: object = None, line: str | None = None) -> None:
+        """A warning Pillow gives while decoding (a TIFF's tags cut short, say) as one log line
+        naming the image, not Python's two lines naming Pillow's source file."""
+        text = str(message).strip()
+        key = (str(getattr(reading, "path", desc)), text)
+        if key not in said:
+            said.add(key)
+            log.warning("%s: %s (Pillow, %s)", key[0], text, category.__name__)
+
     def one(i: int) -> None:
+        reading.path = files[i]
         try:
             out[i], where = _read_image_and_place(files[i], image_size, place)
             if where is not None:
@@ -422,6 +441,7 @@ def _read_many(
         # Pillow warns of images over MAX_IMAGE_PIXELS as it opens them; read_image refuses each
         # with an error naming the file, which the warning, printed first, would only repeat
         warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+        warnings.showwarning = pillow_warning  # restored as the block ends
         if n_workers <= 1:
             for i in range(len(files)):
                 one(i)
