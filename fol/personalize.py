@@ -44,7 +44,7 @@ from fol.data import NodeData
 from fol.distill import augment_inputs, augment_views, distill
 from fol.ensemble import WeightedEnsemble, ensemble_logits, fit_ensemble_weights
 from fol.errors import ConfigError, DataError, TrainingError
-from fol.fileio import make_dirs, write_json_atomic
+from fol.fileio import make_dirs, remove_path, write_json_atomic
 from fol.models import ModelSpec
 from fol.stages import (Candidate, align_neighbour, candidate_train_logits, candidate_val_logits,
                         fall_back_to_received, own_candidate, scored_candidate, select_top_k)
@@ -461,12 +461,11 @@ def save_pool_round(folder: Path, state: NodeState, round: int, received: Sequen
     alignment did to it in the card's ``extra``. The folder is emptied first,
     so a round run again after a crash leaves exactly its own candidates;
     the caller reads it back only in later rounds, after this round is
-    committed. Returns the files written."""
-    import shutil
-
+    committed. Under a :func:`fol.fileio.publish_gate` that refuses (the agent's
+    abandoned round), the folder is neither emptied nor written. Returns the
+    files written."""
     out = folder / f"round-{round}"
-    if out.exists():
-        shutil.rmtree(out)
+    remove_path(out)
     make_dirs(out)
     shape = list(state.data.train.images.shape[1:])
     specs = {_pooled_name(r.name, round): r.card.spec for r in received}

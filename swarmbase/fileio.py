@@ -28,7 +28,7 @@ from typing import IO, Any, Callable, Iterator, Sequence
 
 __all__ = ["fsync_dir", "make_dirs", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
            "staged_outputs", "check_output_dir", "check_output_file", "publish_gate", "is_temporary",
-           "remove_temporaries"]
+           "remove_temporaries", "remove_path"]
 
 #: The name of :func:`atomic_writer`'s temporary file for ``<name>``: ``.<name>.<12 hex digits>.tmp``.
 _TEMPORARY = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
@@ -39,11 +39,12 @@ _gates = threading.local()  # the publish_gate of each thread
 @contextlib.contextmanager
 def publish_gate(gate: Callable[[], contextlib.AbstractContextManager[Any]]) -> Iterator[None]:
     """While the block runs in this thread, each file :func:`atomic_writer` publishes (its final
-    rename) and each folder :func:`make_dirs` creates is made inside ``gate()``, a context manager
+    rename), each folder :func:`make_dirs` creates and each file or folder :func:`remove_path`
+    removes is made inside ``gate()``, a context manager
     that may raise to refuse it (the temporary file is then removed and the target untouched), and
     may hold a lock so that a refusal decided by another thread cannot fall between its check and
     the rename. The node agent runs a personalization under one: a round its stop abandoned
-    publishes nothing after the stop returned.
+    publishes and removes nothing after the stop returned.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.txt"
@@ -154,6 +155,27 @@ def remove_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
     for path in found:
         path.unlink(missing_ok=True)
     return found
+
+
+def remove_path(path: str | os.PathLike[str]) -> None:
+    """Remove ``path``, a file or a folder with everything in it (nothing when it is absent), inside
+    the thread's :func:`publish_gate`: a removal is a change to the outputs, refused like a write.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()) / "round-1"
+    >>> _ = (d / "sub").mkdir(parents=True), (d / "sub" / "a.bin").write_bytes(b"x")
+    >>> remove_path(d); remove_path(d); d.exists()
+    False
+    """
+    path = Path(path)
+    if not os.path.lexists(path):
+        return
+    with _gated():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    fsync_dir(path.parent)
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:

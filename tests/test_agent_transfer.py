@@ -1608,6 +1608,25 @@ def test_an_abandoned_round_publishes_nothing_after_the_stop_returned(tmp_path: 
         os.close(fd)
 
 
+def test_a_refused_round_deletes_nothing_of_its_pool_folder(tmp_path: Path) -> None:
+    """save_pool_round emptied an existing models/pool/round-<e>/ (an earlier attempt's) with a plain rmtree,
+    outside the publish gate: a stop(abandon=True) that returned between the worker's last check and that call
+    still had the folder deleted after it. Now the removal passes the gate: a refused round removes nothing."""
+    from fol.fileio import publish_gate
+    from fol.personalize import save_pool_round
+
+    kept = tmp_path / "pool" / "round-1" / "candidate-0.safetensors"
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"an earlier attempt's candidate")
+
+    def refuse() -> Any:
+        raise RuntimeError("abandoned")
+
+    with publish_gate(refuse), pytest.raises(RuntimeError, match="abandoned"):
+        save_pool_round(tmp_path / "pool", None, 1, [])  # type: ignore[arg-type]  (refused before it is read)
+    assert kept.read_bytes() == b"an earlier attempt's candidate"
+
+
 def test_start_up_removes_the_writers_temporaries_and_an_unrecorded_rounds_ensemble(tmp_path: Path) -> None:
     """Only models/ and the inbox were cleaned at start-up: a round killed or abandoned mid-write left the
     crash-safe writer's temporary files in reports/ and models/round-<e>-ensemble/, and the ensemble folder

@@ -367,7 +367,7 @@ class Agent:
         abandoned worker ends or the process exits (what ``fol agent`` does).
         The abandoned worker publishes nothing once this returns: each of its
         files is dropped at its final rename (its temporary file removed), and
-        it creates no folder."""
+        it creates no folder and removes nothing."""
         if abandon:
             with self._publish_lock:  # waits for a rename the worker is making (never for a whole write)
                 self._abandon.set()
@@ -737,7 +737,8 @@ class Agent:
 
     @contextlib.contextmanager
     def _publish(self) -> Any:
-        """The worker's :func:`fol.fileio.publish_gate`: a file or folder of an abandoned round is refused."""
+        """The worker's :func:`fol.fileio.publish_gate`: a file or folder an abandoned round would write or
+        remove is refused."""
         with self._publish_lock:
             self._check_abandoned()
             yield
