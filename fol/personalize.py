@@ -522,7 +522,10 @@ def save_ensemble(folder: Path, state: NodeState, report: RoundReport, received:
     is fresh for each save), ``ensemble.json`` is replaced atomically once they
     are all written, and only then are the member files no longer listed
     removed. A save that fails part-way leaves the previous ``ensemble.json``
-    and every member it names intact, and removes the members it wrote."""
+    and every member it names intact, and removes the members it wrote. Its
+    removals pass :func:`fol.fileio.publish_gate` like its writes: the agent's
+    abandoned round removes nothing (start-up recovery removes the folder of an
+    unrecorded round)."""
     import secrets
 
     ensemble = state.deployed
@@ -545,10 +548,10 @@ def save_ensemble(folder: Path, state: NodeState, report: RoundReport, received:
         write_json_atomic(path, {"members": members, "combine": "sum_i w_i * logits_i"})
     except BaseException:  # this save's members are named nowhere: removed, not left behind
         for m in members:
-            (folder / m["file"]).unlink(missing_ok=True)
+            remove_path(folder / m["file"])  # (refused in an abandoned round: start-up recovery removes them)
         raise
     listed = {m["file"] for m in members}
-    for old in folder.glob("member-*.safetensors"):  # earlier saves' members, no longer listed
+    for old in sorted(folder.glob("member-*.safetensors")):  # earlier saves' members, no longer listed
         if old.name not in listed:
-            old.unlink(missing_ok=True)
+            remove_path(old)
     return path

@@ -1627,6 +1627,44 @@ def test_a_refused_round_deletes_nothing_of_its_pool_folder(tmp_path: Path) -> N
     assert kept.read_bytes() == b"an earlier attempt's candidate"
 
 
+def test_a_refused_round_keeps_the_old_ensemble_members(tmp_path: Path) -> None:
+    """save_ensemble removed the members ensemble.json no longer lists with a plain unlink: a stop(abandon=True)
+    returning after the new ensemble.json was renamed into place still had the old members deleted after it.
+    Now the removals pass the publish gate: once it refuses, nothing more is removed."""
+    import contextlib
+    import types
+
+    import torch
+
+    from fol.ensemble import WeightedEnsemble
+    from fol.fileio import publish_gate
+    from fol.models import ModelSpec, build_model
+    from fol.personalize import save_ensemble
+
+    folder = tmp_path / "round-1-ensemble"
+    folder.mkdir()
+    old_json = '{"members": [{"file": "member-0-00000000.safetensors"}]}'
+    (folder / "ensemble.json").write_text(old_json)
+    old_member = folder / "member-0-00000000.safetensors"
+    old_member.write_bytes(b"an earlier attempt's member")
+    spec = ModelSpec("cnn-small", num_classes=2, in_channels=3, input_size=16)
+    model = build_model(spec, seed=0)
+    state = types.SimpleNamespace(deployed=WeightedEnsemble([model, model]), pool=[], spec=spec, name="n",
+                                  class_names=["a", "b"],
+                                  data=types.SimpleNamespace(train=types.SimpleNamespace(images=torch.zeros(1, 3, 16, 16))))
+    report = types.SimpleNamespace(round=1, selected=["p", "q"], variant="fol-a")
+
+    @contextlib.contextmanager
+    def stopped_once_published() -> Any:  # the stop comes right after ensemble.json was renamed into place
+        if (folder / "ensemble.json").read_text() != old_json:
+            raise RuntimeError("abandoned")
+        yield
+
+    with publish_gate(stopped_once_published), pytest.raises(RuntimeError, match="abandoned"):
+        save_ensemble(folder, state, report, [])  # type: ignore[arg-type]
+    assert old_member.read_bytes() == b"an earlier attempt's member"
+
+
 def test_start_up_removes_the_writers_temporaries_and_an_unrecorded_rounds_ensemble(tmp_path: Path) -> None:
     """Only models/ and the inbox were cleaned at start-up: a round killed or abandoned mid-write left the
     crash-safe writer's temporary files in reports/ and models/round-<e>-ensemble/, and the ensemble folder
