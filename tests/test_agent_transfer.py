@@ -1687,6 +1687,30 @@ def test_start_up_removes_the_writers_temporaries_and_an_unrecorded_rounds_ensem
     assert not (state / "models" / "round-1-ensemble").exists()
 
 
+def test_start_up_removes_an_unrecorded_rounds_model_and_report(tmp_path: Path, caplog) -> None:
+    """A round killed after models/round-<e>.safetensors (and reports/round-<e>.json) were written but before
+    state.json recorded it left a complete model and report of a round the node never committed, beside the
+    real ones until the round ran again. Start-up now removes them, one log line each; the recorded round-0
+    model and files of other names stay."""
+    import logging
+
+    node = Node(tmp_path, "receiver", [])
+    Agent(node.config(), load_fol=False).stop()  # the state folder of a node collecting round 1
+    state = node.folder / "state"
+    recorded = json.loads((state / "state.json").read_text())["current_model"]
+    assert recorded == "models/round-0.safetensors"
+    stray = {"models/round-1.safetensors", "reports/round-1.json", "models/round-2.safetensors"}
+    users = {"models/round-1.safetensors.bak", "models/mine.safetensors", "reports/round-1.txt", recorded}
+    for name in stray | users - {recorded}:
+        (state / name).write_bytes(b"x")
+    with caplog.at_level(logging.WARNING, logger="fol.agent.inbox"):
+        Agent(node.config(), load_fol=False).stop()
+    left = {str(p.relative_to(state)) for p in state.rglob("*") if p.is_file()}
+    assert users <= left and not stray & left, sorted(stray & left)
+    lines = [r.getMessage() for r in caplog.records if "recovery" in r.getMessage()]
+    assert all(sum(name in line for line in lines) == 1 for name in stray), lines
+
+
 def test_a_sub_second_retry_delay_is_logged_and_shown_as_it_is(tmp_path: Path, caplog) -> None:
     """'retrying in %.0f s' printed a 0.25 s back-off as 'retrying in 0 s' (and ctl status 'retry in 0 s')."""
     import concurrent.futures

@@ -457,7 +457,10 @@ class Inbox:
           with ``e`` >= the current round: a crash or an abandoned stop during round ``e``) is
           removed, so the round, run again, starts without it; only the files an ensemble save
           writes (``ensemble.json``, ``member-*.safetensors``) are deleted: a folder that holds
-          anything else keeps it, with a warning.
+          anything else keeps it, with a warning;
+        * so are the model and the report of such a round (``models/round-<e>.safetensors``,
+          ``reports/round-<e>.json``; a kill after they were written, before the state recorded
+          the round), unless the state names the model file.
         """
         from fol.checkpoint import load_model
 
@@ -494,6 +497,16 @@ class Inbox:
             number = folder.name.removeprefix("round-").removesuffix("-ensemble")
             if folder.is_dir() and number.isdigit() and int(number) >= self.state.round:
                 notes.append(self._remove_ensemble(folder))
+        named = {rec["file"] for rec in self.state.models.values()} | {self.state.current_model,
+                                                                         self.state.local_model}
+        for folder, suffix in ((models, MODEL_SUFFIX), (self.root / "reports", ".json")):
+            for path in sorted(folder.glob(f"round-*{suffix}")):
+                number = path.name.removeprefix("round-").removesuffix(suffix)
+                if (number.isdigit() and int(number) >= self.state.round and path.is_file()
+                        and self.relative(path) not in named):
+                    path.unlink()
+                    fsync_dir(folder)
+                    notes.append(f"removed {self.relative(path)} of an unrecorded round")
         if notes:
             self.save()
             for note in notes:
