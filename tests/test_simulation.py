@@ -526,6 +526,27 @@ def test_a_pool_too_small_for_the_partition_names_the_fields_before_pretraining(
     assert not (tmp_path / "out").exists()  # stopped before the output folder was started (no --resume needed)
 
 
+@pytest.mark.parametrize("data, needle", [
+    ("size = 250\nper_node = 100", "data.size: 250 images cannot give 3 nodes data.per_node = 100 each "
+                                   "(dirichlet partition)"),
+    ("per_node = 4001", "data.size (default 12000): 12000 images cannot give 3 nodes data.per_node = 4001 each"),
+    ('size = 100\npartition = "region"', "data.size: 100 images cannot give 3 nodes data.min_samples = 40 each"),
+])
+def test_the_check_refuses_a_synthetic_pool_too_small_for_the_partition(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], data: str, needle: str) -> None:
+    """The dirichlet partition gives every node exactly per_node images: a synthetic pool of
+    fewer than nodes x per_node passed ``--check`` and stopped the run once drawn."""
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\nc,0,0.4,0,0.1\n")
+    text = _drones_with_data(f'dataset = "synthetic-wildfire"\nimage_size = 16\n{data}')
+    (tmp_path / "s.toml").write_text(text)
+    assert main(["simulate", "--check", str(tmp_path / "s.toml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{tmp_path / 's.toml'}: {needle}" in err[0], err
+    if "size = 250" in data:  # 3 x 100 images: enough
+        (tmp_path / "s.toml").write_text(text.replace("size = 250", "size = 300"))
+        assert main(["simulate", "--check", str(tmp_path / "s.toml")]) == 0
+
+
 def test_a_place_based_partition_of_a_pool_without_coordinates_says_so(tmp_path: Path,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
     """SVHN has no coordinates: the region partition stops in one line naming the

@@ -14,7 +14,7 @@ parsing, it
   average parameters (``fedavg``, ``hermes``, ``dm-pfl``, ``mtfl``, ...) on a
   swarm of mixed architectures;
 - checks the dataset name, its options and, for real datasets, that its folder
-  holds files (an image folder at least two class sub-folders); that a synthetic pool of ``data.size`` images can give every node ``data.min_samples`` (dirichlet partition);
+  holds files (an image folder at least two class sub-folders); that a synthetic pool of ``data.size`` images can give every node ``data.per_node`` (dirichlet partition) or ``data.min_samples`` (orbit, region);
 - refuses a Ray address with another executor than ``ray`` (it would be
   ignored); with the ``ray`` executor and a ``host:port`` address, checks
   that something accepts a connection there;
@@ -38,7 +38,7 @@ from typing import Any
 
 from contact_sim.scenario import check_contact_scenario, check_energy_inputs, round_boundaries
 from contact_sim.trajectory import MAX_TRAJECTORY_BYTES, TRAJECTORY_BYTES_PER_SAMPLE, grid_samples
-from fol.data.registry import check_dataset
+from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, check_dataset
 from fol.errors import ConfigError, DataError
 from fol.executors import check_ray_address
 from fol.fileio import check_output_dir
@@ -208,10 +208,15 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
             if len(classes) < 2:
                 raise DataError(f"{scn.source}: data.path: {folder} has {len(classes)} class sub-folder(s) "
                                 f"{classes}; a classifier needs at least 2 (<path>/<class>/<image files>)")
-    if d.dataset.startswith("synthetic-") and d.partition == "dirichlet" and d.size is not None \
-            and d.size < len(names) * d.min_samples:
-        raise DataError(f"{scn.source}: data.size: {d.size} images cannot give {len(names)} nodes data.min_samples = "
-                        f"{d.min_samples} each")
+    if d.dataset.startswith("synthetic-"):  # the pool's size is known before it is drawn
+        pool = d.size or SYNTHETIC_DEFAULT_SIZE
+        # dirichlet gives every node exactly per_node images; orbit and region at least min_samples
+        field, each = (("data.per_node", d.per_node) if d.partition == "dirichlet" and d.per_node is not None
+                       else ("data.min_samples", d.min_samples))
+        if pool < len(names) * each:
+            size = "data.size" if d.size is not None else f"data.size (default {SYNTHETIC_DEFAULT_SIZE})"
+            raise DataError(f"{scn.source}: {size}: {pool} images cannot give {len(names)} nodes {field} = {each} "
+                            f"each ({d.partition} partition); raise data.size, lower {field} or use fewer nodes")
 
     if out is not None:
         check_run_folder(out, resume)
