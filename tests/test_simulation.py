@@ -145,6 +145,21 @@ def test_learning_sections_are_validated(changes: dict, match: str) -> None:
         parse_scenario(_doc(**changes), Path("."), "tiny.toml")
 
 
+def test_data_root_is_read_as_every_other_path_of_the_file(tmp_path: Path) -> None:
+    """data.root was read as plain text: "~/datasets" became <scenario folder>/~/datasets and ""
+    the scenario's folder itself, where every other path of the file expands ~ and refuses ""."""
+    def root(value: str) -> str:
+        return parse_scenario(_doc(data={"dataset": "cifar10", "partition": "dirichlet", "root": value}),
+                              tmp_path, "tiny.toml").data.root
+
+    assert root("~/datasets") == str(Path.home() / "datasets")
+    assert root("datasets") == str(tmp_path / "datasets")
+    for value, match in (("", r"^tiny\.toml: data\.root: expected a non-empty string$"),
+                         ("a\x00b", r"^tiny\.toml: data\.root: expected a path without a NUL character")):
+        with pytest.raises(ConfigError, match=match):
+            root(value)
+
+
 @pytest.mark.parametrize("name", ["", "..", "a/b", "/tmp/x", "..\\x", "a\x00b", "a\nb"])
 def test_scenario_name_must_be_one_folder_name(name: str) -> None:
     """The name is the default output folder runs/<name>: "" wrote into runs/ itself, "a/../../b"

@@ -261,9 +261,8 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         skip_corrupt=d.bool("skip_corrupt", False),
         splits=d.str_list("splits", None, what="split folder names"),
     )
-    if "root" in d:
-        root = Path(d.str("root", ""))
-        data.root = str(root if root.is_absolute() else base_dir / root)
+    if "root" in d:  # as every path of the file: ~ expanded, a relative one against the file's folder
+        data.root = str(d.path("root", base_dir))
     if "path" in d:
         data.path = str(d.path("path", base_dir))
     if data.dataset not in dataset_names():
