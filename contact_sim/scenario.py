@@ -83,7 +83,7 @@ from typing import Any
 
 import numpy as np
 
-from orbits import Constellation, OrbitError, parse_utc, read_omm, read_tle, walker_delta, walker_star
+from orbits import Constellation, OrbitError, check_walker, parse_utc, read_omm, read_tle, walker_delta, walker_star
 from orbits.sunlight import check_sunlight_span, check_sunlight_steps, eclipse_intervals, ephemeris
 from swarmbase.tomlcheck import Table, read_toml
 
@@ -273,16 +273,11 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
                 altitude_km=t.num("altitude_km", required=True, positive=True),
                 inclination_deg=t.num("inclination_deg", required=True),
                 epoch=t.time("epoch", required=True))
-            if not 0.0 <= constellation.inclination_deg <= 180.0:
-                raise ContactError(
-                    f"constellation.inclination_deg: expected 0..180 deg, got {constellation.inclination_deg}")
-            if constellation.phasing >= constellation.planes:
-                raise ContactError(
-                    f"constellation.phasing: expected 0..{constellation.planes - 1}, got {constellation.phasing}")
-            if constellation.total % constellation.planes:
-                raise ContactError(
-                    f"constellation.planes: {constellation.planes} planes do not divide "
-                    f"{constellation.total} satellites evenly")
+            try:  # the ranges walker() takes (total, altitude, ...), checked before anything is sized or built
+                check_walker(constellation.total, constellation.planes, constellation.phasing,
+                             constellation.altitude_km, constellation.inclination_deg)
+            except OrbitError as exc:
+                raise ContactError(str(exc)) from None
     elif has_d:
         t = _Table(data["drones"], "drones", _DRONE_KEYS, src)
         drones = DroneConfig(

@@ -4,7 +4,7 @@ Torch-free. Positions are TEME km (SGP4's frame); times are UTC.
 """
 
 from .constants import EARTH_RADIUS_KM, MU_KM3_S2
-from .constellation import (Constellation, circular_satrec, keplerian_period_s, walker,
+from .constellation import (Constellation, check_walker, circular_satrec, keplerian_period_s, walker,
                             walker_delta, walker_star)
 from .coverage import coverage_by_satellite, first_coverage, in_swath, swath_half_angle_rad
 from .errors import OrbitError
@@ -18,7 +18,7 @@ from .tle import format_tle, parse_tle_text, read_tle, tle_checksum, write_tle
 
 __all__ = [
     "EARTH_RADIUS_KM", "MU_KM3_S2", "Constellation", "GroundTrack", "OrbitError",
-    "circular_satrec", "coverage_by_satellite", "first_coverage", "format_tle", "geodetic_from_itrs",
+    "check_walker", "circular_satrec", "coverage_by_satellite", "first_coverage", "format_tle", "geodetic_from_itrs",
     "ground_points_itrs", "ground_track", "in_swath", "itrs_to_teme", "julian_date",
     "julian_dates", "keplerian_period_s", "parse_tle_text", "parse_utc", "propagate",
     "propagate_offsets", "propagate_pairs", "read_tle", "sgp4_epoch_days", "skyfield_times",

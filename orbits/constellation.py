@@ -166,8 +166,10 @@ def circular_satrec(satnum: int, epoch: _dt.datetime, altitude_km: float,
     return sat
 
 
-def _check_walker(total: int, planes: int, phasing: int, altitude_km: float,
-                  inclination_deg: float, first_satnum: int = 1) -> None:
+def check_walker(total: int, planes: int, phasing: int, altitude_km: float,
+                 inclination_deg: float, first_satnum: int = 1) -> None:
+    """Refuse Walker parameters :func:`walker` cannot build (:class:`OrbitError` naming the
+    ``constellation.<field>``); nothing is built, so a scenario can check them when read."""
     for name, value in (("total", total), ("planes", planes), ("phasing", phasing)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise OrbitError(f"constellation.{name}: expected an integer, got {value!r}")
@@ -199,7 +201,7 @@ def walker(total: int, planes: int, phasing: int, altitude_km: float, inclinatio
            epoch: _dt.datetime | str, raan_spread_deg: float = 360.0,
            name_prefix: str = "WD", first_satnum: int = 1) -> Constellation:
     """Generic Walker shell; ``raan_spread_deg`` 360 (delta) or 180 (star)."""
-    _check_walker(total, planes, phasing, altitude_km, inclination_deg, first_satnum)
+    check_walker(total, planes, phasing, altitude_km, inclination_deg, first_satnum)
     epoch = parse_utc(epoch, field="constellation.epoch")
     per_plane = total // planes
     names, sats, plane_ids, slot_ids = [], [], [], []

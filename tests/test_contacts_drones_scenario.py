@@ -197,6 +197,21 @@ def test_scenario_errors_are_one_line(tmp_path, patch, match):
     assert "\n" not in str(exc.value)
 
 
+@pytest.mark.parametrize("patch, message", [
+    # checked only when the shell was built: the line named no file, and fol contacts --check passed it
+    (("altitude_km = 550.0", "altitude_km = 99.0"), "constellation.altitude_km: expected 100..50000 km above the "
+                                                    "Earth, got 99.0"),
+    # asked the trajectory budget first, naming time.step_s for a satellite count sgp4 cannot number
+    (("total = 12", "total = 1000000000002"), "constellation.total: expected at most 339999 satellites (numbered "
+                                              "from 1; sgp4's catalog numbers end at 339999), got 1000000000002"),
+])
+def test_walker_ranges_are_checked_when_the_file_is_read(tmp_path, patch, message):
+    p = _write(tmp_path, LEO.replace(*patch))
+    with pytest.raises(ContactError) as exc:
+        load_contact_scenario(p)
+    assert str(exc.value) == f"{p}: {message}"
+
+
 @pytest.mark.parametrize("patch, match", [
     # a few characters asking for terabytes of trajectories are refused when read
     (("step_s = 60.0", "step_s = 1e-9"), r"time.step_s: .* would need .* GiB of trajectories \(limit 8 GiB\)"),
