@@ -471,9 +471,9 @@ def _check_station_names(scenario: ContactScenario, constellation: Constellation
     """A ground station may not share a satellite's name (names key the plan's nodes)."""
     sats = set(constellation.names)
     for i, station in enumerate(scenario.ground_stations):
-        if station.name in sats:
-            raise ContactError(f"ground_stations[{i}].name: {station.name!r} is also the name of a satellite; "
-                               "node names must be unique")
+        if station.name in sats:  # found once the satellites are read: the message names the file as the reader's do
+            raise ContactError(f"{scenario.path or 'scenario'}: ground_stations[{i}].name: {station.name!r} is also "
+                               "the name of a satellite; node names must be unique")
 
 
 def load_contact_scenario(path: str | Path) -> ContactScenario:

@@ -14,6 +14,7 @@ from contact_sim import (ContactError, LinkGeometry, compute_contacts, drone_tra
                          write_waypoints_csv)
 from contact_sim.cli import add_contacts_parser, run_contacts
 from contact_sim.drones import _interp
+from contact_sim.scenario import check_contact_scenario
 
 LEO = """
 [constellation]
@@ -210,6 +211,14 @@ def test_walker_ranges_are_checked_when_the_file_is_read(tmp_path, patch, messag
     with pytest.raises(ContactError) as exc:
         load_contact_scenario(p)
     assert str(exc.value) == f"{p}: {message}"
+
+
+def test_a_station_named_as_a_satellite_is_refused_naming_the_file(tmp_path):
+    p = _write(tmp_path, LEO + '[[ground_stations]]\nname = "WD-P01-S02"\nlat_deg = 1.0\nlon_deg = 2.0\n')
+    with pytest.raises(ContactError) as exc:
+        check_contact_scenario(load_contact_scenario(p))
+    assert str(exc.value) == (f"{p}: ground_stations[0].name: 'WD-P01-S02' is also the name of a satellite; "
+                              "node names must be unique")
 
 
 @pytest.mark.parametrize("patch, match", [
