@@ -145,6 +145,20 @@ def test_learning_sections_are_validated(changes: dict, match: str) -> None:
         parse_scenario(_doc(**changes), Path("."), "tiny.toml")
 
 
+@pytest.mark.parametrize("seed, shown", [(-1, "-1"), (2**32, "4294967296"), ("7", "'7'"), (1.0, "1.0"),
+                                         (True, "true")])
+def test_a_bad_scenario_seed_is_named_as_written(seed, shown: str) -> None:
+    """scenario.seed (the shorthand of seeds = [seed]) was reported as scenario.seeds = [seed]."""
+    doc = _doc()
+    doc["scenario"].pop("seeds")
+    doc["scenario"]["seed"] = seed
+    with pytest.raises(ConfigError) as exc:
+        parse_scenario(doc, Path("."), "tiny.toml")
+    assert str(exc.value) == f"tiny.toml: scenario.seed: expected an integer in 0..4294967295, got {shown}"
+    doc["scenario"]["seed"] = 4294967295
+    assert parse_scenario(doc, Path("."), "tiny.toml").seeds == [4294967295]
+
+
 def test_data_root_is_read_as_every_other_path_of_the_file(tmp_path: Path) -> None:
     """data.root was read as plain text: "~/datasets" became <scenario folder>/~/datasets and ""
     the scenario's folder itself, where every other path of the file expands ~ and refuses ""."""

@@ -237,6 +237,8 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
                           f"default output folder is runs/<name>; output.dir sets another), got {shown(name)}")
     if "seeds" in s and "seed" in s:
         raise ConfigError("scenario: give seeds or seed, not both")
+    if "seed" in s and not is_seed(s["seed"]):  # named as written, not as the list it stands for
+        raise ConfigError(f"scenario.seed: expected an integer in 0..{MAX_SEED}, got {shown(s['seed'])}")
     seeds = s.get("seeds", [s.get("seed", 0)])
     if not isinstance(seeds, list) or not seeds or not all(is_seed(x) for x in seeds):
         # the generators seeded by [seed, ...] take non-negative integers only, torch's at most 64 bits
