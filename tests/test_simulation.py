@@ -104,6 +104,10 @@ def _rows(out: Path) -> list[dict[str, str]]:
         ({"data": {"per_node": 30}}, r"tiny.toml: data\.per_node: expected >= data\.min_samples = 40 \(a node "
                                      r"holds at most per_node images\), got 30"),
         ({"models": {"archs": ["vgg99"]}}, r"models\.archs: unknown architecture 'vgg99'"),
+        # the shorthand arch = ... was reported as models.archs = [...], a field the file did not have
+        ({"models": {"arch": 3}}, r"^tiny\.toml: models\.arch: expected an architecture name, got 3$"),
+        ({"models": {"arch": ["cnn-small"]}}, r"^tiny\.toml: models\.arch: expected an architecture name, "
+                                              r"got \['cnn-small'\]$"),
         ({"methods": {"run": ["fol", "fedsgd"]}}, r"methods\.run: unknown method 'fedsgd'"),
         # a repeat ran the method twice per seed, over the same results file, and put its rows in twice
         ({"methods": {"run": ["local", "fol", "local"]}}, r"tiny.toml: methods\.run: repeated method 'local' in "

@@ -305,6 +305,8 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     m = _table(doc, "models", {"archs", "arch", "rule", "nodes"}, source)
     if "arch" in m and "archs" in m:
         raise ConfigError("models: give arch or archs, not both")
+    if "arch" in m and not isinstance(m["arch"], str):  # named as written, not as the list it stands for
+        raise ConfigError(f"models.arch: expected an architecture name, got {shown(m['arch'])}")
     archs = m.get("archs", [m["arch"]] if "arch" in m else [DEFAULT_ARCH])
     if not isinstance(archs, list) or not archs or not all(isinstance(a, str) for a in archs):
         raise ConfigError(f"models.archs: expected a non-empty list of architecture names, got {shown(archs)}")
