@@ -284,7 +284,7 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
             radio_range_km=t.num("radio_range_km", required=True, positive=True, maximum=MAX_LOCAL_KM),
             count=t.int("count", None, minimum=1),
             area_km=t.num("area_km", 5.0, positive=True, maximum=MAX_LOCAL_KM),
-            speed_m_s=t.num("speed_m_s", 15.0, positive=True),
+            speed_m_s=t.num("speed_m_s", 15.0, minimum=MIN_SPEED_M_S, maximum=MAX_SPEED_M_S),
             altitude_km=t.num("altitude_km", 0.1, minimum=-MAX_LOCAL_KM, maximum=MAX_LOCAL_KM),
             pause_s=t.num("pause_s", 0.0, nonneg=True),
             seed=t.int("seed", 0, minimum=0),
@@ -311,7 +311,6 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
             if all(Path(m).suffix.lower() in TRACK_SUFFIXES for m in drones.missions):  # it would be ignored
                 raise ContactError("drones.speed_m_s: not used when every file of missions is a recorded track "
                                    f"({', '.join(TRACK_SUFFIXES)}: flown at its own times)")
-            drones.speed_m_s = t.num("speed_m_s", minimum=MIN_SPEED_M_S, maximum=MAX_SPEED_M_S)
 
     stations: list[GroundStation] = []
     gs = data.get("ground_stations", [])

@@ -264,6 +264,11 @@ step_s = 10.0
     (DRONES, ("count = 3", "count = 3\narea_km = 1e200"), r"drones.area_km: expected a positive number of at most 1000, got 1e\+200"),
     (DRONES, ("count = 3", "count = 3\naltitude_km = -5e3"), r"drones.altitude_km: expected a number in -1000..1000"),
     (DRONES, ("radio_range_km = 1.0", "radio_range_km = 1e200"), r"drones.radio_range_km: expected a positive number of at most 1000, got 1e\+200"),
+    # a random-waypoint speed was only > 0 (missions already took 0.01..1000 m/s): at 1e7 m/s fol contacts
+    # ended in an OverflowError traceback drawing the tracks
+    (DRONES, ("count = 3", "count = 3\nspeed_m_s = 1e7"), r"^.*s\.toml: drones.speed_m_s: expected a number in "
+                                                        r"0\.01\.\.1000, got 10000000\.0$"),
+    (DRONES, ("count = 3", "count = 3\nspeed_m_s = 1e-9"), r"drones.speed_m_s: expected a number in 0\.01\.\.1000"),
     (LEO, ("max_range_km = 5000.0", "max_range_km = 5000.0\ngrazing_altitude_km = 1e160"),
      r"link.grazing_altitude_km: expected a number in 0..50000, got 1e\+160"),
     (LEO, ("[rounds]", "[[ground_stations]]\nlat_deg = 1.0\nlon_deg = 2.0\nelevation_m = 1e9\n[rounds]"),
