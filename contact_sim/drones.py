@@ -160,7 +160,7 @@ def random_waypoints(count: int, area_km: float, speed_m_s: float, duration_s: f
             t += max(np.linalg.norm(q - p) / speed, 1e-3)
             ts.append(t)
             ps.append(q)
-            if pause_s > 0 and t < duration_s:
+            if t < duration_s and t + pause_s > t:  # a pause below the clock's resolution is none (no 0/0 speed)
                 t += pause_s
                 ts.append(t)
                 ps.append(q)

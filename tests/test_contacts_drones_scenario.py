@@ -294,6 +294,21 @@ def test_absurd_magnitudes_are_refused_when_read(tmp_path, text, patch, match):
     assert "\n" not in str(exc.value)
 
 
+def test_a_pause_below_the_clocks_resolution_is_no_pause():
+    """pause_s = 1e-20 added a waypoint at the same time as the one before: a 0/0 speed, a NaN
+    velocity and numpy's RuntimeWarning on stderr. Such a pause is no pause."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wps = random_waypoints(2, area_km=1.0, speed_m_s=10.0, duration_s=600.0, seed=1, pause_s=1e-20)
+        traj = drone_trajectories(wps, 600.0, 10.0)
+    assert all(np.all(np.diff(w.t_s) > 0) for w in wps)
+    assert np.isfinite(traj.vel_right).all() and np.isfinite(traj.vel_left).all()
+    plain = random_waypoints(2, area_km=1.0, speed_m_s=10.0, duration_s=600.0, seed=1)
+    assert all(np.array_equal(a.t_s, b.t_s) for a, b in zip(wps, plain))
+
+
 @pytest.mark.parametrize("bounds", ["[0.0, nan]", "[nan, 600.0]", "[0.0, 300.0, nan]"])
 def test_a_nan_round_boundary_is_refused_when_read(tmp_path, bounds):
     """NaN compares False, so it passed the 'strictly increasing' and 'within the horizon'
