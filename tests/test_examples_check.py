@@ -135,6 +135,11 @@ def test_fedavg_on_mixed_architectures_is_refused_before_any_work(tmp_path: Path
     assert not out.exists()  # nothing was started
     path.write_text(MIXED.replace('"fedavg"', '"dense"'))
     assert main(["simulate", "--check", str(path), "--out", str(out)]) == 0
+    # the references do not average parameters: their refusal said they did
+    path.write_text(MIXED.replace('"fedavg"', '"pooled-ft"'))
+    assert main(["simulate", "--check", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'pooled-ft' trains one model on every node's data and needs one architecture" in err[0]
 
 
 @pytest.mark.parametrize("patch, needle", [

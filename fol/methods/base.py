@@ -161,6 +161,8 @@ class Method(ABC):
     description: ClassVar[str] = ""
     multi_round: ClassVar[bool] = False  # a server-based method that uses ctx.rounds
     one_architecture: ClassVar[bool] = False  # averages parameters: every node must hold the same architecture
+    #: why a ``one_architecture`` method needs it, in its refusal of a mixed swarm
+    one_architecture_reason: ClassVar[str] = "averages parameters"
     #: where its settings are given instead, for a method whose table takes no option
     settings_elsewhere: ClassVar[str] = ""
 

@@ -61,7 +61,7 @@ def pooled_state(ctx: SwarmContext) -> tuple[dict[str, torch.Tensor], int]:
     once per context, then shared through ``ctx.cache``)."""
     key = ("pooled", ctx.seed)
     if key not in ctx.cache:
-        spec = require_homogeneous(ctx, "pooled", "trains one model on every node's data")
+        spec = require_homogeneous(ctx, "pooled", PooledMethod.one_architecture_reason)
         model = shared_init(ctx, spec)
         x = torch.cat([n.data.train.images for n in ctx.nodes])
         y = torch.cat([n.data.train.labels for n in ctx.nodes])
@@ -97,6 +97,7 @@ class PooledMethod(Method):
     name: ClassVar[str] = "pooled"
     description: ClassVar[str] = "Pooled training: one model on all nodes' data in one place (reference, not FL)"
     one_architecture: ClassVar[bool] = True
+    one_architecture_reason: ClassVar[str] = "trains one model on every node's data"
 
     def _ledgers(self, ctx: SwarmContext, samples_seen: int) -> list[Ledger]:
         spec = ctx.nodes[0].spec

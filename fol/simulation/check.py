@@ -11,7 +11,8 @@ parsing, it
   asks each whether it can run on the scenario's image size (a DENSE or
   Co-Boosting synthesis, or FOL's synthesized distillation inputs, too large
   for memory is refused here, not after pretraining), and refuses methods that
-  average parameters (``fedavg``, ``hermes``, ``dm-pfl``, ``mtfl``, ...) on a
+  average parameters (``fedavg``, ``hermes``, ``dm-pfl``, ``mtfl``, ...) or
+  train one model on every node's data (``pooled``, ``pooled-ft``) on a
   swarm of mixed architectures;
 - checks the dataset name, its options and, for real datasets, that its folder
   holds files (an image folder at least two class sub-folders); that a synthetic pool of ``data.size`` images can give every node ``data.per_node`` (dirichlet partition) or ``data.min_samples`` (orbit, region);
@@ -179,7 +180,8 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
             method.check_inputs(shape, scn.fol)
             if type(method).one_architecture and len(set(archs)) > 1:
                 raise ConfigError(
-                    f"methods.run: {name!r} averages parameters and needs one architecture for every node, but "
+                    f"methods.run: {name!r} {type(method).one_architecture_reason} and needs one architecture for "
+                    "every node, but "
                     f"models gives {', '.join(sorted(set(archs)))}; drop {name!r} or use one architecture")
 
         if scn.run.ray_address and scn.run.executor != "ray":  # it would be ignored: the run would not use Ray
