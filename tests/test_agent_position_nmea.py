@@ -185,6 +185,21 @@ def test_rmc_only_gives_a_2d_fix_with_one_warning_and_minutes_of_60_are_refused(
         source.close()
 
 
+
+def test_sentences_cut_short_before_a_valid_checksum_are_skipped(tmp_path: Path) -> None:
+    """pynmeagps parses '$GPGGA,123519.00*59' (its checksum is right) into a message without the fields
+    the fix reads: the AttributeError ended the reader thread with a traceback, and no fix came again."""
+    short = [_nmea("GPGGA,123519.00"), _nmea("GPRMC"), _nmea("GPRMC,123519.00,A"), _nmea("GNGGA,123519.00,4807.038,N")]
+    log = tmp_path / "short.nmea"
+    log.write_text("\r\n".join(short + EPOCH_1) + "\r\n")
+    source = open_source(PositionConfig(connection=str(log), source="nmea"))
+    try:
+        fix = _wait(lambda: source.messages == 2 and source.latest(), 5.0)
+        assert source.skipped == 4 and source._thread.is_alive()
+    finally:
+        source.close()
+    assert fix["lat_deg"] == pytest.approx(48.1173) and fix["alt_msl_m"] == 545.4
+
 def test_the_position_sources_are_listed_once() -> None:
     from fol.agent import position
 

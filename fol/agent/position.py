@@ -277,14 +277,19 @@ class MavlinkSource(PositionSource):
         self._conn.close()
 
 
+#: The fields of each sentence :func:`fix_from_nmea` reads (pynmeagps leaves out those a short sentence lacks).
+_NMEA_FIELDS = {"GGA": ("time", "lat", "lon", "quality", "alt", "numSV"),
+                "RMC": ("time", "status", "lat", "lon", "spd", "cog", "date")}
+
+
 class NmeaSource(PositionSource):
     """GGA and RMC sentences (any talker: GP, GN, GL, GA, GB, BD, ...) from a GPS receiver, parsed by pynmeagps.
 
     A fix is published for each GGA with a fix and refined by the RMC of the same epoch (the same UTC time,
     in either order). Until a GGA has been read, each RMC with a fix gives a 2-D fix (altitude ``None``), and
     an epoch that ends without a GGA logs a warning, once: a receiver sending RMC only gives no altitude. A line that is too
-    long, garbage, fails its checksum, or reports no fix or a position out of range (or minutes of 60 or
-    more) is skipped and counted in :attr:`skipped`."""
+    long, garbage, fails its checksum, lacks fields (a sentence cut short before a valid checksum), or reports
+    no fix or a position out of range (or minutes of 60 or more) is skipped and counted in :attr:`skipped`."""
 
     def _open(self) -> None:
         try:
@@ -409,6 +414,11 @@ class NmeaSource(PositionSource):
             self.skipped += 1
             return None
         if msg.msgID not in ("GGA", "RMC"):
+            return None
+        missing = [name for name in _NMEA_FIELDS[msg.msgID] if not hasattr(msg, name)]
+        if missing:  # a sentence cut short before its checksum: pynmeagps parses the fields it has
+            log.debug("position: skipped NMEA line %r (no %s)", line[:NMEA_MAX_LINE], ", ".join(missing))
+            self.skipped += 1
             return None
         epoch = msg.time if hasattr(msg.time, "isoformat") else None
         if epoch != self._epoch or epoch is None:
