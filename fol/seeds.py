@@ -8,11 +8,14 @@ both are plain arithmetic, so a node's draws can be re-created by hand:
 
 * ``node_seed(s, k) = s * 1000 + k`` for ``k < 1000``;
 * ``round_seed(s, r, k, salt) = s * 7919 + r * 1009 + k + salt`` for
-  ``k + salt < 1009``.
+  ``k + salt < 1009`` (and, for a salted draw of a swarm of ``n`` nodes,
+  ``salt >= n``).
 
 Past those bounds the arithmetic repeats itself (node 1,000 of seed ``s``
 would split as node 0 of seed ``s + 1``; node 1,009 of round ``r`` would
-shuffle as node 0 of round ``r + 1``), so a larger index draws from a seed
+shuffle as node 0 of round ``r + 1``; a salted draw of node ``k`` would be
+node ``k + salt``'s unsalted one when the swarm has that node), so a larger
+index, and a salt smaller than the swarm, draws from a seed
 hashed from all its parts by numpy's ``SeedSequence``, placed at or above
 ``2**48``, above every value the arithmetic can reach (seeds are at most
 ``MAX_SEED`` = ``2**32 - 1``), and below ``2**64`` (torch's generators take 64
@@ -48,12 +51,20 @@ def node_seed(seed: int, k: int) -> int:
     return seed * NODES_PER_SEED + k if k < NODES_PER_SEED else _hashed(_NODE, seed, k)
 
 
-def round_seed(seed: int, round_index: int, k: int, salt: int = 0) -> int:
+def round_seed(seed: int, round_index: int, k: int, salt: int = 0, nodes: int = 0) -> int:
     """The seed of node ``k``'s local training in server round ``round_index``
-    (``salt`` tells apart two draws of one node in one round)."""
-    if min(round_index, k, salt) < 0:
-        raise ValueError(f"round, node index and salt must be >= 0, got {round_index}, {k}, {salt}")
-    if k + salt < SLOTS_PER_ROUND:
+    (``salt`` tells apart two draws of one node in one round; ``nodes``, the
+    swarm's size, keeps a salted draw off every other node's unsalted one).
+
+    >>> round_seed(0, 1, 5, salt=81, nodes=24) == round_seed(0, 1, 86)  # no node 86 in 24
+    True
+    >>> round_seed(0, 1, 5, salt=81, nodes=100) == round_seed(0, 1, 86)
+    False
+    """
+    if min(round_index, k, salt, nodes) < 0:
+        raise ValueError(f"round, node index, salt and swarm size must be >= 0, got "
+                         f"{round_index}, {k}, {salt}, {nodes}")
+    if k + salt < SLOTS_PER_ROUND and (salt == 0 or salt >= nodes):
         return seed * 7919 + round_index * SLOTS_PER_ROUND + k + salt
     return _hashed(_ROUND, seed, round_index, k, salt)
 

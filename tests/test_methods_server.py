@@ -97,6 +97,30 @@ def test_per_node_seeds_never_repeat_within_a_run_and_keep_the_small_swarm_arith
     torch.Generator().manual_seed(big[1])
 
 
+def test_a_salted_draw_never_takes_another_nodes_seed_of_that_round():
+    """DM-PFL's personal phase draws with salt 0x51 (81): in a swarm of more than
+    81 nodes, node k's draw fell on node k + 81's unsalted seed of the same round.
+    The swarm's size now moves it off; a swarm of at most 81 nodes (every measured
+    DM-PFL figure) keeps the arithmetic value."""
+    from types import SimpleNamespace
+
+    from fol.methods.dm_pfl import DMPFLMethod
+    from fol.seeds import round_seed
+    from fol.train import TrainConfig
+
+    for n in (24, 81):
+        assert [round_seed(3, 2, k, 0x51, n) for k in range(n)] == [3 * 7919 + 2 * 1009 + k + 81 for k in range(n)]
+    for n in (82, 100, 1200):
+        unsalted = {round_seed(3, r, k) for r in range(3) for k in range(n)}
+        salted = {round_seed(3, r, k, 0x51, n) for r in range(3) for k in range(n)}
+        assert len(unsalted) == len(salted) == 3 * n and not unsalted & salted
+    ctx = SimpleNamespace(seed=3, nodes=[None] * 100, train=TrainConfig())
+    method = DMPFLMethod()
+    assert method.local_cfg(ctx, 2, 5, 0x51).seed != method.local_cfg(ctx, 2, 86).seed
+    ctx.nodes = [None] * 24
+    assert method.local_cfg(ctx, 2, 5, 0x51).seed == 3 * 7919 + 2 * 1009 + 86
+
+
 def test_an_aggregation_of_participants_without_training_samples_divides_by_nothing():
     # Every participant trained on an empty split (weights 0): their updates are the
     # downloaded model, so the aggregate is their plain mean, not NaN.

@@ -203,8 +203,10 @@ class ServerMethod(Method):
         return model.eval()
 
     def local_cfg(self, ctx: SwarmContext, round_index: int, k: int, salt: int = 0) -> TrainConfig:
-        """Local-training settings of node ``k`` in ``round_index`` (seeded per node and round)."""
-        return local_config(ctx, self.local_epochs, round_seed(ctx.seed, round_index, k, salt), self.lr)
+        """Local-training settings of node ``k`` in ``round_index`` (seeded per node and round;
+        a ``salt`` draws apart from every node's unsalted seed of that round)."""
+        seed = round_seed(ctx.seed, round_index, k, salt, len(ctx.nodes) if salt else 0)
+        return local_config(ctx, self.local_epochs, seed, self.lr)
 
     def train_rounds(self, ctx: SwarmContext) -> RoundsRun:
         """The one server-round loop (cached in ``ctx.cache`` when :meth:`cache_key` is set)."""
