@@ -85,6 +85,11 @@ def test_default_payload_limit_matches_the_safe_format() -> None:
         (lambda d: d["trigger"].update(on_board="yes"), "trigger.on_board: expected true or false"),
         (lambda d: d["node"].pop("data"), "node.data: missing"),
         (lambda d: d["node"].update(variant="fol-x"), "node.variant: expected one of"),
+        # a [position] table without its connection ended in a TypeError from the dataclass
+        (lambda d: d.update(position={"source": "mavlink"}), "position.connection: missing (required)"),
+        # a connection name longer than the file system takes ended in OSError 'File name too long'
+        (lambda d: d.update(position={"source": "nmea", "connection": "n" * 5000}),
+         "position.connection: 'nnnnnnnnn"),
     ],
 )
 def test_bad_config_names_the_field(tmp_path: Path, mutate, needle: str) -> None:
@@ -93,6 +98,23 @@ def test_bad_config_names_the_field(tmp_path: Path, mutate, needle: str) -> None
     with pytest.raises(ConfigError) as err:
         AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
     assert needle in str(err.value) and "node.toml" in str(err.value)
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda d: d["node"].update(listen="x" * 5000),
+    lambda d: d["node"].update(control="tcp://" + "x" * 5000),
+    lambda d: d["peers"][0].update(address="x" * 5000),
+    lambda d: d.update(position={"source": "x" * 5000, "connection": "udpin:0.0.0.0:14550"}),
+    lambda d: d.update(position={"source": "nmea", "connection": "udpin:" + "x" * 5000}),
+    lambda d: d.update(position={"connection": "udpin:0.0.0.0:14550", "baud": "x" * 5000}),
+])
+def test_a_long_bad_value_is_shortened_in_its_one_line_error(tmp_path: Path, mutate) -> None:
+    """A TOML string has no size limit; the message quoted it whole (5,000 characters)."""
+    data = _base(tmp_path)
+    mutate(data)
+    with pytest.raises(ConfigError) as err:
+        AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
+    assert len(str(err.value)) < 400 and "\n" not in str(err.value) and "..." in str(err.value)
 
 
 @pytest.mark.parametrize("field, value, needle", [

@@ -66,7 +66,7 @@ from typing import Any
 from fol.agent.position import PositionConfig
 from fol.agent.protocol import ProtocolError, check_name
 from fol.errors import ConfigError
-from swarmbase.tomlcheck import Table, read_toml
+from swarmbase.tomlcheck import Table, read_toml, shown
 
 __all__ = ["AgentConfig", "PeerConfig", "Limits", "LIMITS_MAXIMA", "Trigger", "TRIGGER_MAXIMA", "check_address"]
 
@@ -87,7 +87,7 @@ def check_address(value: Any, where: str, bind: bool = False, base: Path | None 
     'ipc:///etc/fol/state/ctl.sock'
     """
     if not isinstance(value, str):
-        raise ConfigError(f"{where} must be a string like 'tcp://127.0.0.1:5601', got {value!r}")
+        raise ConfigError(f"{where} must be a string like 'tcp://127.0.0.1:5601', got {shown(value)}")
     if value.startswith("ipc://") and len(value) > 6:
         path = value[len("ipc://"):]
         if base is not None and not path.startswith(("/", "@")):  # '@': a Linux abstract socket, no file
@@ -101,7 +101,7 @@ def check_address(value: Any, where: str, bind: bool = False, base: Path | None 
             if port.isdigit() and 0 < int(port) < 65536:
                 return value
     kind = "tcp://host:port (port may be '*' for any free port)" if bind else "tcp://host:port"
-    raise ConfigError(f"{where} is {value!r}; expected {kind} or ipc://path")
+    raise ConfigError(f"{where} is {shown(value)}; expected {kind} or ipc://path")
 
 
 @dataclass(frozen=True)
@@ -330,11 +330,15 @@ def _position_device(position: PositionConfig, base: Path, source: str) -> Posit
         return position
     path = base / os.path.expanduser(position.connection)
     where = f"{source}: position.connection"
-    if not path.exists():
+    try:
+        exists, is_file = path.exists(), path.is_file()
+    except OSError as exc:  # a name too long for the file system, a folder it may not enter
+        raise ConfigError(f"{where}: {shown(position.connection)} cannot be checked ({exc.strerror})") from None
+    if not exists:
         raise ConfigError(f"{where}: {path}: no such file or serial device")
-    if not path.is_file() and not _pyserial_installed():
+    if not is_file and not _pyserial_installed():
         reader = "pymavlink opens" if position.source == "mavlink" else "the agent reads"
-        raise ConfigError(f"{where}: {position.connection!r} is a serial port, which {reader} only with "
+        raise ConfigError(f"{where}: {shown(position.connection)} is a serial port, which {reader} only with "
                           f"pyserial: pip install pyserial")
     return dataclasses.replace(position, connection=str(path))
 
@@ -342,7 +346,10 @@ def _position_device(position: PositionConfig, base: Path, source: str) -> Posit
 def _table(cls: type, table: Table, source: str) -> Any:
     """``cls`` (:class:`Limits`, :class:`Trigger` or :class:`PositionConfig`) from a checked table; its own
     validation messages get the file name."""
-    Table(table.data, table.where, {f.name for f in fields(cls)}, error=ConfigError, source=source)
+    checked = Table(table.data, table.where, {f.name for f in fields(cls)}, error=ConfigError, source=source)
+    for f in fields(cls):  # a field without a default: the table must give it
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            checked.raw(f.name, required=True)
     try:
         return cls(**table.data)
     except ConfigError as exc:

@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from fol.errors import ConfigError
-from swarmbase.tomlcheck import is_finite_number
+from swarmbase.tomlcheck import is_finite_number, shown
 
 __all__ = ["PositionConfig", "PositionSource", "MavlinkSource", "NmeaSource", "PositionLog", "fix_from_message",
            "fix_from_nmea", "open_source"]
@@ -86,21 +86,21 @@ class PositionConfig:
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
-            raise ConfigError(f"position.source: expected one of {', '.join(SOURCES)}, got {self.source!r}")
+            raise ConfigError(f"position.source: expected one of {', '.join(SOURCES)}, got {shown(self.source)}")
         if self.source == "nmea":
             if not isinstance(self.connection, str) or not self.connection.strip() or (
                     ":" in self.connection and nmea_network_address(self.connection) is None):
                 raise ConfigError(f"position.connection: expected a serial device, a file of NMEA sentences, "
-                                  f"'tcp:HOST:PORT', 'udpin:HOST:PORT' or 'gpsd:HOST[:PORT]', got {self.connection!r}")
+                                  f"'tcp:HOST:PORT', 'udpin:HOST:PORT' or 'gpsd:HOST[:PORT]', got {shown(self.connection)}")
         elif not isinstance(self.connection, str) or not self.connection.strip():
             raise ConfigError(f"position.connection: expected a pymavlink connection string like "
-                              f"'udpin:127.0.0.1:14550', got {self.connection!r}")
+                              f"'udpin:127.0.0.1:14550', got {shown(self.connection)}")
         if self.baud is None:
             object.__setattr__(self, "baud", SOURCE_CLASSES[self.source].default_baud)
         if isinstance(self.baud, bool) or not isinstance(self.baud, int) or self.baud <= 0:
-            raise ConfigError(f"position.baud: expected a positive integer, got {self.baud!r}")
+            raise ConfigError(f"position.baud: expected a positive integer, got {shown(self.baud)}")
         if not is_finite_number(self.stale_s) or self.stale_s <= 0:
-            raise ConfigError(f"position.stale_s: expected a positive number of seconds, got {self.stale_s!r}")
+            raise ConfigError(f"position.stale_s: expected a positive number of seconds, got {shown(self.stale_s)}")
 
 
 def fix_from_message(msg: Any, received_at: float) -> dict[str, Any]:
@@ -266,7 +266,7 @@ class MavlinkSource(PositionSource):
         try:
             self._conn = mavutil.mavlink_connection(config.connection, baud=config.baud, autoreconnect=True)
         except Exception as exc:  # noqa: BLE001 - pymavlink raises many types for a bad connection string
-            raise ConfigError(f"position.connection: cannot open {config.connection!r} ({exc})") from None
+            raise ConfigError(f"position.connection: cannot open {shown(config.connection)} ({exc})") from None
 
     def _read(self) -> dict[str, Any] | None:
         # Not pymavlink's blocking read: on a log file at its end it waits forever, past any timeout.
@@ -319,15 +319,15 @@ class NmeaSource(PositionSource):
                 try:
                     import serial
                 except ImportError:
-                    raise ConfigError(f"position.connection: {connection!r} is a serial port, read only with "
+                    raise ConfigError(f"position.connection: {shown(connection)} is a serial port, read only with "
                                       f"pyserial: pip install pyserial") from None
                 self._serial = serial
                 self._file = serial.Serial(connection, self.config.baud, timeout=0.2)
         except OverflowError as exc:  # pyserial, for a custom rate that does not fit the port's C int
-            raise ConfigError(f"position.baud: {self.config.baud} is not a baud rate {connection!r} accepts "
+            raise ConfigError(f"position.baud: {self.config.baud} is not a baud rate {shown(connection)} accepts "
                               f"({exc})") from None
         except (OSError, ValueError) as exc:
-            raise ConfigError(f"position.connection: cannot open {connection!r} ({exc})") from None
+            raise ConfigError(f"position.connection: cannot open {shown(connection)} ({exc})") from None
 
     def _chunk(self) -> bytes:
         """The bytes waiting on the link (``b''`` when none)."""
