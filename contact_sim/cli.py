@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from orbits import OrbitError
-from swarmbase.cli import printable, run_command
+from swarmbase.cli import path_argument, printable, run_command
 from swarmbase.fileio import check_output_dir, check_output_file, staged_outputs
 from swarmbase.units import format_bytes
 
@@ -23,6 +23,10 @@ from .errors import ContactError
 log = logging.getLogger(__name__)
 
 
+
+def _path(text: str) -> Path:
+    return Path(path_argument(text))
+
 def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``contacts`` sub-command on an argparse ``subparsers`` object."""
     p = subparsers.add_parser(
@@ -30,8 +34,8 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
         description="Compute contact windows for a scenario TOML (or read its [contacts] plan_file); print a "
                     "summary and write contacts.csv and contacts.png (plus contacts.json, contacts.czml, "
                     "contacts.ion, contacts.hdtn.json and the orbits with the options below).")
-    p.add_argument("scenario", type=Path, help="scenario TOML file")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("scenario", type=_path, help="scenario TOML file")
+    p.add_argument("--out", type=_path, default=None,
                    help="output folder (default: contacts/ next to the scenario)")
     p.add_argument("--workers", type=int, default=1, help="processes for the window search (default 1; at most one per core is used)")
     p.add_argument("--json", action="store_true", help="also write contacts.json")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_ITERATIONS, MAX_SEED, is_seed
+from swarmbase.cli import path_argument
 from swarmbase.tomlcheck import shown
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ def add_data_parser(sub: argparse._SubParsersAction) -> None:
     dsub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     info = dsub.add_parser("info", help="size, image shape, class balance and coordinates of a dataset")
     info.add_argument("name", help="dataset name, e.g. synthetic-hurricane, wildfire, cifar10, or imagefolder:PATH")
-    info.add_argument("--data-root", default=None, help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT)")
+    info.add_argument("--data-root", type=path_argument, default=None, help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT)")
     info.add_argument("--coords", choices=IMAGE_FOLDER_COORDS, default=None,
                       help="imagefolder:PATH only: read each image's coordinates from its file name (<lon>,<lat>.<ext>), "
                            "from PATH/coords.csv, from its EXIF GPS tags or from its GeoTIFF georeferencing (the image's "
@@ -103,7 +104,7 @@ def add_pretrain_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--patience", type=int,
                    help="early-stopping patience on the validation split (default: FOLConfig's patience)")
     p.add_argument("--init-seed", type=int, default=0, help="seed of the shared initialization (same for every node)")
-    p.add_argument("--out", required=True, help="output model file (.safetensors)")
+    p.add_argument("--out", type=path_argument, required=True, help="output model file (.safetensors)")
     p.set_defaults(func=_run_pretrain)
 
 

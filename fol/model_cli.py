@@ -15,12 +15,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from swarmbase.cli import path_argument
+
 
 def add_model_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("model", help="inspect model files, import a safetensors state dict trained elsewhere")
     msub = p.add_subparsers(dest="model_command", metavar="ACTION", required=True)
     info = msub.add_parser("info", help="validate model files with the safe loader and summarize each")
-    info.add_argument("files", nargs="+", metavar="FILE", help="model files (.safetensors, safe format)")
+    info.add_argument("files", type=path_argument, nargs="+", metavar="FILE", help="model files (.safetensors, safe format)")
     info.add_argument("--json", action="store_true", help="one JSON object per file and line")
     info.add_argument("--max-bytes", type=int, default=None, help="largest model file accepted (bytes)")
     info.set_defaults(func=run_model_info)
@@ -34,7 +36,7 @@ def add_model_parser(sub: argparse._SubParsersAction) -> None:
                     "name shares (DataParallel's 'module.') is removed when that makes them match, batch-norm "
                     "num_batches_tracked counters may be absent, and float64 / float16 / bfloat16 tensors are "
                     "converted to float32, each said in a note line.")
-    imp.add_argument("weights", metavar="WEIGHTS", help="plain safetensors file of the state dict")
+    imp.add_argument("weights", type=path_argument, metavar="WEIGHTS", help="plain safetensors file of the state dict")
     imp.add_argument("--arch", required=True, help="the zoo architecture the state dict is of (fol.models)")
     imp.add_argument("--classes", required=True, metavar="A,B,...",
                      help="class names, comma-separated, in the order of the model's outputs")
@@ -45,7 +47,7 @@ def add_model_parser(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("--hidden", metavar="N", help="cnn*: units of the hidden dense layer (0: none), default the arch's")
     imp.add_argument("--blocks", metavar="N", help="resnet-small: basic blocks per stage, default the arch's")
     imp.add_argument("--producer", default="", help="name of the node or source the card names (default: none)")
-    imp.add_argument("--out", required=True, help="output model file (.safetensors)")
+    imp.add_argument("--out", type=path_argument, required=True, help="output model file (.safetensors)")
     imp.set_defaults(func=run_model_import)
 
 

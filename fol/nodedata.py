@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from fol.defaults import MAX_SEED, is_seed
 from fol.errors import ConfigError, DataError
+from swarmbase.cli import path_argument
 
 if TYPE_CHECKING:  # fol.data imports torch; the CLI's --help must not
     from fol.data import NodeData
@@ -200,4 +201,4 @@ def load_node_data(spec: NodeDataSpec, where: str = "--data") -> "NodeData":
 def add_node_data_arguments(p: argparse.ArgumentParser) -> None:
     """``--data SPEC`` and ``--data-root``, shared by every command that trains one node."""
     p.add_argument("--data", required=True, metavar="SPEC", help=NODE_DATA_HELP)
-    p.add_argument("--data-root", default=None, help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT)")
+    p.add_argument("--data-root", type=path_argument, default=None, help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT)")

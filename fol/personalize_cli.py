@@ -15,6 +15,8 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
+from swarmbase.cli import path_argument
+
 log = logging.getLogger(__name__)
 
 MODEL_SUFFIX = ".safetensors"
@@ -30,14 +32,14 @@ def add_personalize_parser(sub: argparse._SubParsersAction) -> None:
     from fol.variants import ALL_VARIANTS, PRESET_NAMES
 
     p = sub.add_parser("personalize", help="personalize a node's model with the neighbour models in a folder (one FOL round)")
-    p.add_argument("--model", required=True, help="the node's current model (.safetensors, safe format)")
+    p.add_argument("--model", type=path_argument, required=True, help="the node's current model (.safetensors, safe format)")
     add_node_data_arguments(p)
-    p.add_argument("--neighbors", "--neighbours", dest="neighbors", default=None,
+    p.add_argument("--neighbors", "--neighbours", dest="neighbors", type=path_argument, default=None,
                    help="folder of received neighbour models (required, except by --variant local, which reads none)")
-    p.add_argument("--out", required=True, help="output folder (model, report.json)")
+    p.add_argument("--out", type=path_argument, required=True, help="output folder (model, report.json)")
     p.add_argument("--variant", default="fol", choices=ALL_VARIANTS, help="what to deploy (default: %(default)s)")
     p.add_argument("--top-k", type=int, default=None, help="ensemble size K (overrides the config)")
-    p.add_argument("--config", default=None, help="TOML file with a [fol] table of hyperparameters")
+    p.add_argument("--config", type=path_argument, default=None, help="TOML file with a [fol] table of hyperparameters")
     p.add_argument("--preset", default=None, choices=PRESET_NAMES,
                    help="FOL options preset the config applies on (default: the config's 'preset' key, else 'default'; "
                         "'paper' = the paper's equations)")

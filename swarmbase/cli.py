@@ -10,11 +10,28 @@ already saved by the crash-safe writer are complete either way.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from typing import Any, Callable
 
-__all__ = ["run_command", "printable", "os_failure_line"]
+__all__ = ["run_command", "printable", "os_failure_line", "path_argument"]
+
+
+def path_argument(text: str) -> str:
+    """The argparse ``type`` of every file and folder argument: an empty name (an
+    unset shell variable in ``--out "$OUT"``) is refused in argparse's one line,
+    not taken as the current folder, nor as the argument left out.
+
+    >>> path_argument("runs/a")
+    'runs/a'
+    >>> path_argument(" ")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: expected a file or folder name, got an empty string
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a file or folder name, got an empty string")
+    return text
 
 
 def printable(text: str) -> str:

@@ -464,3 +464,27 @@ def test_a_warning_naming_a_hostile_file_name_is_one_escaped_line(tmp_path: Path
         logger.handlers[:], logger.level = saved
     err = capsys.readouterr().err
     assert err == f"WARNING fol.data.loaders: skipped 1 unreadable image(s): {tmp_path}/top\\x1b[2J/no\\nfire/bad.png\n"
+
+
+@pytest.mark.parametrize("argv", [
+    ["keys", "list", "--store", ""],  # was a TypeError traceback (an empty --store read as no store)
+    ["keys", "gen", "x", "--dir", ""],  # wrote the key pair into the current folder
+    ["demo", "--out", ""],  # ran into the default folder, as if --out was left out
+    ["simulate", "--resume", ""],  # started a fresh run
+    ["contacts", "scenario.toml", "--out", " "],
+    ["pretrain", "--data", "x", "--out", ""],
+    ["personalize", "--model", "m", "--data", "x", "--neighbors", "", "--out", "o"],
+    ["model", "info", ""],
+    ["agent", "ctl", "", "status"],
+])
+def test_an_empty_file_or_folder_name_is_refused_by_argparse(argv: list[str], tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """An unset shell variable (``--out "$OUT"``) gives an empty name: it was taken as the
+    current folder (``Path('')``) or as the argument left out; nothing is written."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "expected a file or folder name, got an empty string" in err, err
+    assert "Traceback" not in err and not any(tmp_path.iterdir())

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from swarmbase.cli import path_argument
 from swarmbase.units import format_seconds
 
 __all__ = ["add_agent_parser", "add_keys_parser", "format_status"]
@@ -34,10 +35,10 @@ def add_agent_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("agent", help="run the node agent (model exchange over ZeroMQ + on-board FOL), or control one",
                        description="Run: fol agent --config node.toml.  Control a running agent: "
                        "fol agent ctl node.toml status | personalize | send PEER | reload | stop.")
-    p.add_argument("--config", help="the node's TOML configuration (see fol/agent/config.py)")
+    p.add_argument("--config", type=path_argument, help="the node's TOML configuration (see fol/agent/config.py)")
     asub = p.add_subparsers(dest="agent_command", metavar="ACTION")
     ctl = asub.add_parser("ctl", help="send a command to a running agent over its CURVE control socket")
-    ctl.add_argument("node", help="the node's TOML configuration file (gives its state folder and key pair)")
+    ctl.add_argument("node", type=path_argument, help="the node's TOML configuration file (gives its state folder and key pair)")
     ctl.add_argument("action", metavar="COMMAND", choices=("status", "personalize", "send", "reload", "stop"),
                      help="status | personalize | send PEER | reload (re-read the trust store) | stop")
     ctl.add_argument("peer", nargs="?", help="peer id (for 'send')")
@@ -156,11 +157,11 @@ def add_keys_parser(sub: argparse._SubParsersAction) -> None:
     ksub = p.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     gen = ksub.add_parser("gen", help="create NAME.key (public) and NAME.key_secret (secret, mode 0600)")
     gen.add_argument("name", help="the node id the key pair belongs to")
-    gen.add_argument("--dir", default=".", help="output folder (default: current folder)")
+    gen.add_argument("--dir", type=path_argument, default=".", help="output folder (default: current folder)")
     gen.add_argument("--force", action="store_true", help="replace an existing key pair")
     gen.set_defaults(func=_run_keys_gen)
     trust = ksub.add_parser("trust", help="add a peer's public key to a trust store")
-    trust.add_argument("key", help="the peer's public key file (PEER.key)")
+    trust.add_argument("key", type=path_argument, help="the peer's public key file (PEER.key)")
     _store_arguments(trust)
     trust.add_argument("--name", help="peer id (default: the key file name without .key)")
     trust.set_defaults(func=_run_keys_trust)
@@ -175,8 +176,8 @@ def add_keys_parser(sub: argparse._SubParsersAction) -> None:
 
 def _store_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--store", help="the trust store folder")
-    g.add_argument("--config", help="a node TOML whose [node] trust_dir is the store")
+    g.add_argument("--store", type=path_argument, help="the trust store folder")
+    g.add_argument("--config", type=path_argument, help="a node TOML whose [node] trust_dir is the store")
 
 
 def _store(args: argparse.Namespace) -> Path:

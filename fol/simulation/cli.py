@@ -8,6 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from fol.errors import ConfigError
+from swarmbase.cli import path_argument
 
 __all__ = ["add_simulate_parser", "add_demo_parser", "DEMO_SCENARIO"]
 
@@ -30,9 +31,9 @@ def _at_least_one(text: str) -> int:
 
 def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="run a swarm scenario: contacts, data, pretraining, FOL and baselines, report")
-    p.add_argument("scenario", nargs="?", help="scenario TOML file (see examples/)")
-    p.add_argument("--out", default=None, help="output folder (default: the scenario's output.dir, else runs/<name>)")
-    p.add_argument("--resume", metavar="OUT", default=None, help="continue an interrupted run in folder OUT")
+    p.add_argument("scenario", type=path_argument, nargs="?", help="scenario TOML file (see examples/)")
+    p.add_argument("--out", type=path_argument, default=None, help="output folder (default: the scenario's output.dir, else runs/<name>)")
+    p.add_argument("--resume", type=path_argument, metavar="OUT", default=None, help="continue an interrupted run in folder OUT")
     p.add_argument("--executor", choices=["local", "process", "ray"], default=None, help="override run.executor ('local' or 'process' also drops the scenario's run.ray_address)")
     p.add_argument("--workers", type=_at_least_one, default=None, help="override run.workers: processes / Ray CPUs, also used for the contact search "
                    "(default: the scenario's run.workers, else all cores)")
@@ -46,7 +47,7 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
 
 def add_demo_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the embedded demo scenario end to end (the README's main job)")
-    p.add_argument("--out", default=None,
+    p.add_argument("--out", type=path_argument, default=None,
                    help=f"output folder, new or empty (default: {DEMO_OUT}, or {DEMO_OUT}-2, -3, ... if that "
                         "one is taken; nothing is ever deleted)")
     p.add_argument("--executor", choices=["local", "process", "ray"], default=None,
