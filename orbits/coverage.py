@@ -35,7 +35,8 @@ def swath_half_angle_rad(swath_width_km: float | None = None, off_nadir_deg: flo
         raise OrbitError("swath: give exactly one of swath_width_km or off_nadir_deg")
     if swath_width_km is not None:
         if not 0 < swath_width_km < np.pi * MEAN_EARTH_RADIUS_KM:
-            raise OrbitError(f"swath_width_km: expected 0 < width < 20015 km, got {swath_width_km}")
+            raise OrbitError(f"swath_width_km: expected 0 < width < {np.pi * MEAN_EARTH_RADIUS_KM!r} km (pi x "
+                             f"{MEAN_EARTH_RADIUS_KM:g} km, half the Earth's circumference), got {swath_width_km}")
         return float(swath_width_km) / (2.0 * MEAN_EARTH_RADIUS_KM)
     if altitude_km is None or altitude_km <= 0:
         raise OrbitError("swath: off_nadir_deg needs a positive altitude_km")

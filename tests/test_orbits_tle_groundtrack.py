@@ -143,7 +143,8 @@ def test_swath_half_angle():
                             (dict(swath_width_km=200.0, off_nadir_deg=20.0, altitude_km=550.0), "exactly one of"),
                             (dict(off_nadir_deg=20.0), "off_nadir_deg needs a positive altitude_km"),
                             (dict(off_nadir_deg=20.0, altitude_km=-550.0), "needs a positive altitude_km"),
-                            (dict(swath_width_km=0.0), r"swath_width_km: expected 0 < width < 20015 km, got 0\.0"),
+                            (dict(swath_width_km=0.0), r"swath_width_km: expected 0 < width < 20015\.086796020572 km "
+                                                       r"\(pi x 6371 km, half the Earth's circumference\), got 0\.0"),
                             (dict(swath_width_km=25000.0), "swath_width_km: expected 0 < width"),
                             (dict(off_nadir_deg=95.0, altitude_km=550.0), "off_nadir_deg: expected 0 < angle < 90 deg, got 95"),
                             (dict(off_nadir_deg=0.0, altitude_km=550.0), "off_nadir_deg: expected 0 < angle < 90 deg, got 0")]:

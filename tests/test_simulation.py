@@ -129,7 +129,11 @@ def _rows(out: Path) -> list[dict[str, str]]:
         # a swath wider than half the Earth's circumference passed the check and stopped the run at the
         # partition with orbits' own 'swath_width_km' message, naming neither the file nor the field
         ({"data": {"swath_km": 30000.0}}, r"^tiny\.toml: data\.swath_km: expected a width of 0 < swath_km < "
-                                          r"20015 km \(half the Earth's circumference\), got 30000\.0"),
+                                          r"20015\.086796020572 km \(pi x 6371 km, half the Earth's circumference\), "
+                                          r"got 30000\.0"),
+        # the message said "< 20015 km" but 20015.05 (below pi x 6371 = 20015.0868) was accepted
+        ({"data": {"swath_km": 20015.09}}, r"^tiny\.toml: data\.swath_km: expected a width of 0 < swath_km < "
+                                           r"20015\.086796020572 km .*, got 20015\.09$"),
         # a root was silently ignored by the datasets not read from it
         ({"data": {"root": "datasets"}}, r"^tiny\.toml: data\.root: only applies to the datasets read from "
                                          r"<root>/<name>/ \(wildfire, hurricane, cifar10, cifar100, svhn\), not "

@@ -296,8 +296,8 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     if data.acquisition_s is not None and data.acquisition_s <= 0:
         raise ConfigError(f"data.acquisition_s: expected > 0 s, got {shown(data.acquisition_s)}")
     if not 0 < data.swath_km < MAX_SWATH_KM:  # the footprint of orbits.coverage.swath_half_angle_rad
-        raise ConfigError(f"data.swath_km: expected a width of 0 < swath_km < {MAX_SWATH_KM:.0f} km (half the "
-                          f"Earth's circumference), got {shown(data.swath_km)}")
+        raise ConfigError(f"data.swath_km: expected a width of 0 < swath_km < {MAX_SWATH_KM!r} km (pi x "
+                          f"{MEAN_EARTH_RADIUS_KM:g} km, half the Earth's circumference), got {shown(data.swath_km)}")
     for key, needs in (("psi", "dirichlet"), ("acquisition_s", "orbit"), ("swath_km", "orbit"), ("assign", "orbit")):
         if key in d and data.partition != needs:  # another partition would silently ignore it
             raise ConfigError(f"data.{key}: only applies to partition = {needs!r}, not {shown(data.partition)}")
