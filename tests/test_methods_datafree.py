@@ -99,6 +99,38 @@ def test_options_are_validated():
     assert get_method("co-boosting", weight_decay_rate=1).options["weight_decay_rate"] == 1.0
 
 
+@pytest.mark.parametrize(("field", "value", "match"), [
+    # each ran silently (a negative temperature or epsilon, an unknown perturb read as "disagreement",
+    # a decay factor above 1) or ended in torch's own ValueError (a negative lr_g) from the Python API
+    ("temperature", -1.0, r"^DataFreeConfig\.temperature must be a positive number, got -1\.0$"),
+    ("lr_g", -1e-3, r"^DataFreeConfig\.lr_g must be a positive number, got -0\.001$"),
+    ("lr_g", 0.0, r"^DataFreeConfig\.lr_g must be a positive number"),
+    ("epsilon", -1.0, r"^DataFreeConfig\.epsilon must be a positive number"),
+    ("perturb", "fgsm", r"^DataFreeConfig\.perturb must be 'none', 'ods' or 'disagreement', got 'fgsm'$"),
+    ("weight_decay_rate", 5.0, r"^DataFreeConfig\.weight_decay_rate must be at most 1, got 5\.0$"),
+    ("weight_decay_rate", -0.5, r"^DataFreeConfig\.weight_decay_rate must be a non-negative number"),
+    ("epochs", 10**30, r"^DataFreeConfig\.epochs must be at most 100,000"),  # range(10**30): a loop for ever
+    ("nz", 0, r"^DataFreeConfig\.nz must be an integer >= 1, got 0$"),
+    ("adv_mask", "no", r"^DataFreeConfig\.adv_mask must be true or false"),
+    ("seed", -1, r"^DataFreeConfig\.seed must be an integer in 0\.\.4294967295, got -1$"),
+])
+def test_data_free_config_checks_its_own_fields(field, value, match):
+    with pytest.raises(ConfigError, match=match):
+        DataFreeConfig(**{field: value})
+
+
+def test_data_free_config_keeps_its_defaults_and_the_fol_synth_path():
+    assert DataFreeConfig() == DataFreeConfig(epochs=15, g_steps=5, lr_g=1e-3, synthesis_batch=48, kd_batch=48)
+    assert DataFreeConfig(epochs=0).epochs == 0  # fol.distill_epochs = 0 with distill_inputs = "synth"
+    assert isinstance(DataFreeConfig(temperature=4).temperature, float)
+
+
+def test_distill_data_free_refuses_a_synthesis_too_large_before_building_it():
+    student = torch.nn.Linear(1, 1)  # never reached
+    with pytest.raises(ConfigError, match=r"^DataFreeConfig: synthesis_batch / nz / ngf / epochs: .* GiB"):
+        distill_data_free([student], student, (3, 16, 16), 2, DataFreeConfig(synthesis_batch=10**12))
+
+
 def test_a_generator_too_large_to_hold_is_refused_before_it_is_built(nodes):
     ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1, seed=0))
     for options in (dict(ngf=100_000), dict(nz=10**9), dict(synthesis_batch=10**9)):

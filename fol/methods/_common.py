@@ -77,30 +77,34 @@ def check_unit(method: str, name: str, value: float, *, closed: bool = True) -> 
     return float(value)
 
 
-def check_positive_int(method: str, name: str, value: int, *, allow_zero: bool = False, count: bool = False) -> int:
+def check_positive_int(method: str, name: str, value: int, *, allow_zero: bool = False, count: bool = False,
+                       owner: str | None = None) -> int:
     """An integer >= 1 (>= 0 with ``allow_zero``); a count of epochs, steps or
     rounds (``count``) at most :data:`fol.defaults.MAX_ITERATIONS` as well, as
-    FOLConfig's are."""
+    FOLConfig's are. The message names ``methods.<method>.<name>``, or
+    ``<owner>.<name>`` when ``owner`` is given (a config class's own check)."""
     low = 0 if allow_zero else 1
+    where = owner or f"methods.{method}"
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ConfigError(f"methods.{method}.{name} must be an integer >= {low}, got {shown(value)}")
+        raise ConfigError(f"{where}.{name} must be an integer >= {low}, got {shown(value)}")
     if count and value > MAX_ITERATIONS:
-        raise ConfigError(f"methods.{method}.{too_many(name, value)}")
+        raise ConfigError(f"{where}.{too_many(name, value)}")
     return int(value)
 
 
 def check_positive(method: str, name: str, value: float, *, allow_zero: bool = False, factor: bool = False,
-                   at_most: float | None = None) -> float:
+                   at_most: float | None = None, owner: str | None = None) -> float:
     """``value`` > 0 (>= 0 with ``allow_zero``); a learning rate or loss weight
     (``factor``) at most :data:`fol.train.MAX_FACTOR` as well, as FOLConfig's are;
-    at most ``at_most`` when given (a decay factor: 1)."""
+    at most ``at_most`` when given (a decay factor: 1). Named as by :func:`check_positive_int`."""
+    where = owner or f"methods.{method}"
     ok = is_finite_number(value) and (float(value) >= 0 if allow_zero else float(value) > 0)
     if not ok:
-        raise ConfigError(f"methods.{method}.{name} must be a {'non-negative' if allow_zero else 'positive'} number, got {shown(value)}")
+        raise ConfigError(f"{where}.{name} must be a {'non-negative' if allow_zero else 'positive'} number, got {shown(value)}")
     if factor and float(value) > MAX_FACTOR:
-        raise ConfigError(f"methods.{method}.{too_large(name, value)}")
+        raise ConfigError(f"{where}.{too_large(name, value)}")
     if at_most is not None and float(value) > at_most:
-        raise ConfigError(f"methods.{method}.{name} must be at most {at_most:g}, got {shown(value)}")
+        raise ConfigError(f"{where}.{name} must be at most {at_most:g}, got {shown(value)}")
     return float(value)
 
 

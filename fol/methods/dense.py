@@ -70,7 +70,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable, ClassVar, Sequence
 
 import torch
@@ -80,6 +80,8 @@ from torch import nn
 import fol.ensemble
 from fol.accounting import inference_flops, model_bytes, training_flops
 from fol.config import FOLConfig
+from fol.defaults import MAX_SEED, is_seed
+from fol.errors import ConfigError
 from fol.methods._common import (
     Ledger, check_positive, check_positive_int, init_seed_of, most_common_spec, node_result,
 )
@@ -223,6 +225,54 @@ class DataFreeConfig:
     epsilon: float = 8.0 / 255.0
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        # The Python API's check (the methods' options are checked, named as written, by
+        # checked_data_free_options first): a negative lr_g was a torch ValueError, a negative
+        # temperature or epsilon, an unknown perturb or a weight_decay_rate above 1 ran silently.
+        # epochs may be 0 here: FOL's distill_inputs = "synth" passes fol.distill_epochs.
+        checked = checked_data_free_options({f.name: getattr(self, f.name) for f in fields(self) if f.name != "seed"},
+                                            owner="DataFreeConfig", least_epochs=0)
+        for name, value in checked.items():
+            setattr(self, name, value)
+        if not is_seed(self.seed):
+            raise ConfigError(f"DataFreeConfig.seed must be an integer in 0..{MAX_SEED}, got {shown(self.seed)}")
+
+
+#: Perturbations of a distillation batch (:func:`_perturb`).
+PERTURBS = ("none", "ods", "disagreement")
+
+
+def checked_data_free_options(values: dict, *, method: str = "", owner: str | None = None,
+                              least_epochs: int = 1) -> dict:
+    """``values`` (fields of :class:`DataFreeConfig`, a method's options may leave some out)
+    with every number checked and made a float or int, else a ConfigError naming
+    ``methods.<method>.<field>`` (or ``<owner>.<field>``): the one check of the
+    options of DENSE and Co-Boosting and of a ``DataFreeConfig``. ``epochs`` is at least
+    ``least_epochs``, ``g_steps``, the batches, ``nz`` and ``ngf`` at least 1."""
+    values = dict(values)
+    where = owner or f"methods.{method}"
+    for name in _BUDGET_FIELDS:
+        values[name] = check_positive_int(method, name, values[name], count=name in ("epochs", "g_steps"),
+                                          allow_zero=name == "epochs" and least_epochs == 0, owner=owner)
+    factors = ("lr_g", "kd_lr", "bn", "oh", "adv", "weight_lr", "kd_weight_decay")  # rates and loss weights
+    for name in ("lr_g", "kd_lr", "temperature", "adv_temperature", "epsilon"):
+        if name in values:
+            values[name] = check_positive(method, name, values[name], factor=name in factors, owner=owner)
+    for name in ("bn", "oh", "adv", "hard_sample_power", "weight_lr", "kd_weight_decay", "grad_clip",
+                 "weight_decay_rate"):
+        if name in values:
+            values[name] = check_positive(method, name, values[name], allow_zero=True, factor=name in factors,
+                                          at_most=1.0 if name == "weight_decay_rate" else None, owner=owner)
+    if "weight_steps" in values:
+        values["weight_steps"] = check_positive_int(method, "weight_steps", values["weight_steps"], allow_zero=True,
+                                                    count=True, owner=owner)
+    for name in ("adv_mask", "cosine_lr"):
+        if name in values and not isinstance(values[name], bool):
+            raise ConfigError(f"{where}.{name} must be true or false, got {shown(values[name])}")
+    if values.get("perturb", "none") not in PERTURBS:
+        raise ConfigError(f"{where}.perturb must be 'none', 'ods' or 'disagreement', got {shown(values['perturb'])}")
+    return values
+
 
 @dataclass
 class DataFreeResult:
@@ -312,7 +362,6 @@ def check_synthesis_size(epochs: int, synthesis_batch: int, nz: int, ngf: int, i
     """Refuse, before the generator is built, a synthesis that could not be held
     in :data:`fol.data.geo.MAX_POOL_BYTES`; ``where`` names the options that set it."""
     from fol.data.geo import MAX_POOL_BYTES
-    from fol.errors import ConfigError
 
     need = synthesis_bytes(epochs, synthesis_batch, nz, ngf, input_shape)
     if need > MAX_POOL_BYTES:
@@ -327,7 +376,10 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
                       on_epoch: Callable[[int, nn.Module], None] | None = None) -> DataFreeResult:
     """Train ``student`` (in place) from the ensemble of ``members`` with
     synthetic data only; returns the student, final ensemble weights and the
-    server's training FLOPs."""
+    server's training FLOPs. A synthesis that could not be held in memory
+    (:func:`check_synthesis_size`) is refused before anything is built."""
+    check_synthesis_size(cfg.epochs, cfg.synthesis_batch, cfg.nz, cfg.ngf, input_shape,
+                         "DataFreeConfig: synthesis_batch / nz / ngf / epochs")
     c, s = int(input_shape[0]), int(input_shape[-1])
     members = [copy.deepcopy(m).eval() for m in members]
     ensemble = WeightedEnsemble(members)  # freezes the copies: backward reaches x only
@@ -492,8 +544,6 @@ class _DataFreeMethod(Method):
         if budget == "paper":
             return dict(cls.paper_budget)
         if budget not in BUDGETS:
-            from fol.errors import ConfigError
-
             raise ConfigError(f"methods.{cls.name}.budget must be one of {', '.join(map(repr, [*BUDGETS, 'paper']))}, "
                               f"got {shown(budget)}")
         return dict(BUDGETS[budget])
@@ -510,30 +560,7 @@ class _DataFreeMethod(Method):
             raise TypeError(f"unexpected option(s) {', '.join(unknown)}")
         values = {**self.defaults, **self.budget_options(budget), **options}
         self.budget = budget
-        for name in _BUDGET_FIELDS:
-            values[name] = check_positive_int(self.name, name, values[name], count=name in ("epochs", "g_steps"))
-        factors = ("lr_g", "kd_lr", "bn", "oh", "adv", "weight_lr", "kd_weight_decay")  # rates and loss weights
-        for name in ("lr_g", "kd_lr", "temperature", "adv_temperature", "epsilon"):
-            if name in values:
-                values[name] = check_positive(self.name, name, values[name], factor=name in factors)
-        for name in ("bn", "oh", "adv", "hard_sample_power", "weight_lr", "kd_weight_decay", "grad_clip",
-                     "weight_decay_rate"):
-            if name in values:
-                values[name] = check_positive(self.name, name, values[name], allow_zero=True, factor=name in factors,
-                                              at_most=1.0 if name == "weight_decay_rate" else None)
-        if "weight_steps" in values:
-            values["weight_steps"] = check_positive_int(self.name, "weight_steps", values["weight_steps"], allow_zero=True,
-                                                       count=True)
-        for name in ("adv_mask", "cosine_lr"):
-            if name in values and not isinstance(values[name], bool):
-                from fol.errors import ConfigError
-
-                raise ConfigError(f"methods.{self.name}.{name} must be true or false, got {shown(values[name])}")
-        if values.get("perturb", "none") not in ("none", "ods", "disagreement"):
-            from fol.errors import ConfigError
-
-            raise ConfigError(f"methods.{self.name}.perturb must be 'none', 'ods' or 'disagreement', got {shown(values['perturb'])}")
-        self.options = values
+        self.options = checked_data_free_options(values, method=self.name)
 
     def check_inputs(self, shape: tuple[int, ...], fol: FOLConfig | None = None) -> None:
         """Refuse options whose synthesis could not be held in memory for images
