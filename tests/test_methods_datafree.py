@@ -96,6 +96,13 @@ def test_options_are_validated():
         with pytest.raises(ConfigError, match=f"methods.dense.{name} must be"):
             get_method("dense", **{name: value})
     assert get_method("co-boosting", weight_steps=0, cosine_lr=False).options["weight_steps"] == 0
+    # T^2 overflows float32 near 2e19: 1e30 passed --check and ended the run after pretraining with a
+    # "non-finite loss" message blaming kd_lr; the range is FOL's temperature's
+    for name, value in [("temperature", 1e30), ("temperature", 101.0), ("adv_temperature", 1e30),
+                        ("adv_temperature", 1e-3)]:
+        with pytest.raises(ConfigError, match=rf"^methods\.co-boosting\.{name} must be in \[0\.01, 100\] \("):
+            get_method("co-boosting", **{name: value})
+    assert get_method("dense", temperature=100.0, adv_temperature=0.01).options["temperature"] == 100.0
     assert get_method("co-boosting", weight_decay_rate=1).options["weight_decay_rate"] == 1.0
 
 
@@ -113,6 +120,7 @@ def test_options_are_validated():
     ("nz", 0, r"^DataFreeConfig\.nz must be an integer >= 1, got 0$"),
     ("adv_mask", "no", r"^DataFreeConfig\.adv_mask must be true or false"),
     ("seed", -1, r"^DataFreeConfig\.seed must be an integer in 0\.\.4294967295, got -1$"),
+    ("temperature", 1e30, r"^DataFreeConfig\.temperature must be in \[0\.01, 100\] \(the loss T\^2 \* KL"),
 ])
 def test_data_free_config_checks_its_own_fields(field, value, match):
     with pytest.raises(ConfigError, match=match):
