@@ -567,6 +567,10 @@ def test_a_failing_command_is_answered_and_the_agent_keeps_running(tmp_path: Pat
         with pytest.raises(ConfigError, match="command 'send' failed .*FileNotFoundError"):
             agent.request("send", peer="sender")
         assert agent.running and agent.request("status")["node"] == "receiver"
+        # an unknown peer id is quoted shortened: it was echoed whole (a 3,000-character id, 3,000 characters)
+        with pytest.raises(ConfigError, match=r"unknown peer 'x+\.\.\.; configured peers: sender$") as err:
+            agent.request("send", peer="x" * 3000)
+        assert len(str(err.value)) < 200
 
         # A full disk while a command writes the state, asked over the control socket.
         def full(*_a: Any, **_k: Any) -> None:

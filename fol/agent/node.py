@@ -78,6 +78,7 @@ from fol.agent.transfer import (
 from fol.errors import CheckpointError, ConfigError, FOLError
 from fol.fileio import atomic_write_bytes, atomic_writer, fsync_dir, make_dirs, publish_gate, write_json_atomic
 from swarmbase.cli import os_failure_line
+from swarmbase.tomlcheck import shown
 from swarmbase.units import format_seconds
 
 __all__ = ["Agent", "control_request", "COMMANDS"]
@@ -836,7 +837,7 @@ class Agent:
         if command == "send":
             peer = args.get("peer")
             if peer not in self.links:
-                raise ConfigError(f"unknown peer {peer!r}; configured peers: "
+                raise ConfigError(f"unknown peer {shown(peer)}; configured peers: "
                                   f"{', '.join(self.links) or 'none'}")
             model_id = self.inbox.own_model_id(self.inbox.state.current_model)
             assert model_id is not None
