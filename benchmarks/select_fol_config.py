@@ -70,7 +70,7 @@ from fol.models import architectures  # noqa: E402
 from fol.nodes import build_nodes  # noqa: E402
 from fol.personalize import (NodeState, Received, RoundReport, align_candidates,  # noqa: E402
                              apply_align_fallback, ensemble_and_distill, swarm_transfer)
-from fol.reproduce import ProtocolConfig, load_pool, paired_difference, partition_pool  # noqa: E402
+from fol.reproduce import SYNTHETIC_POOL_ALL, ProtocolConfig, load_pool, paired_difference, partition_pool  # noqa: E402
 from fol.train import evaluate  # noqa: E402
 
 #: Stage-3/4 options, one at a time against the paper preset: (field, value).
@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--swarm", choices=("equal", "protocol"), default="equal",
                     help="equal: --nodes x --per-node images; protocol: the protocol's swarm, --pool images over "
                          "--nodes nodes of varying size")
-    ap.add_argument("--pool", type=int, default=7200, help="images partitioned over the swarm (--swarm protocol)")
+    ap.add_argument("--pool", type=int, default=7200, help="images partitioned over the swarm (--swarm protocol; 0 = all the protocol generates)")
     ap.add_argument("--psi", type=positive_float("a Dirichlet concentration"), default=0.5)
     ap.add_argument("--seeds", type=int_in(1), default=2)
     ap.add_argument("--first-seed", type=user_seed, default=0,
@@ -470,7 +470,7 @@ def print_table(results: dict[str, dict[str, list[float]]], configs: dict[str, F
         return 100 * statistics.mean(results[name][key])
 
     k_text = "each config's own" if args.k is None else args.k
-    swarm = (f"{args.nodes} nodes of varying size from {args.pool} images (the protocol's swarm)"
+    swarm = (f"{args.nodes} nodes of varying size from {args.pool or SYNTHETIC_POOL_ALL} images (the protocol's swarm)"
              if args.swarm == "protocol" else f"{args.nodes} nodes x {args.per_node} images")
     print(f"\nsynthetic {', '.join(done)}: {swarm}, psi = {args.psi}, "
           f"Q = {args.q}, K = {k_text}, E = {args.rounds}, {args.arch}; selection slice {args.select_fraction:.0%} of each "

@@ -70,7 +70,7 @@ __all__ = [
     "ProtocolConfig", "ROWS", "COLUMN_QUANTILES", "PAPER_CELLS", "PAPER_SATELLITES", "column_nodes",
     "TABLE_FILES", "check_fresh_output", "mean_pm",
     "Paired", "paired_difference", "merge_results", "RowComparison", "compare_results",
-    "partition_pool", "pretrained_swarm", "run_setting", "run_protocol", "ProtocolResult", "load_pool", "paper_task", "METHOD_GROUPS", "rows_for",
+    "partition_pool", "pretrained_swarm", "run_setting", "run_protocol", "ProtocolResult", "load_pool", "SYNTHETIC_POOL_ALL", "paper_task", "METHOD_GROUPS", "rows_for",
 ]
 
 log = logging.getLogger(__name__)
@@ -321,13 +321,17 @@ class ProtocolConfig:
         return dataclasses.asdict(self)
 
 
+#: The images a synthetic setting generates with ``pool = 0`` ("all of the data").
+SYNTHETIC_POOL_ALL = 12_000
+
+
 def load_pool(dataset: str, cfg: ProtocolConfig) -> GeoDataset:
     """The images a setting partitions (see :class:`ProtocolConfig`)."""
     if dataset.startswith("imagefolder:"):
         ds = load_dataset("imagefolder", path=dataset.split(":", 1)[1], image_size=cfg.image_size,
                           splits=list(cfg.splits) or None)
     elif dataset.startswith("synthetic-"):
-        ds = load_dataset(dataset, n=cfg.pool or 12_000, seed=cfg.data_seed, image_size=cfg.image_size)
+        ds = load_dataset(dataset, n=cfg.pool or SYNTHETIC_POOL_ALL, seed=cfg.data_seed, image_size=cfg.image_size)
     else:
         ds = load_dataset(dataset, image_size=cfg.image_size)
     if cfg.pool and len(ds) > cfg.pool:
