@@ -1715,6 +1715,32 @@ def test_start_up_removes_an_unrecorded_rounds_model_and_report(tmp_path: Path, 
     assert all(sum(name in line for line in lines) == 1 for name in stray), lines
 
 
+def test_start_up_removes_the_candidates_an_unrecorded_round_kept(tmp_path: Path, caplog) -> None:
+    """keep_received = "all": a round killed after models/pool/round-<e>/ was written, before state.json
+    recorded the round, left that round's candidates until the round ran again (and for ever if the node
+    then stopped keeping them). Start-up now removes them and the emptied folder, one log line each; a
+    recorded round's candidates and files of other names stay."""
+    import logging
+
+    node = Node(tmp_path, "receiver", [])
+    Agent(node.config(), load_fol=False).stop()  # the state folder of a node collecting round 1
+    state = node.folder / "state"
+    stray = {"models/pool/round-1/candidate-0.safetensors", "models/pool/round-1/candidate-1.safetensors",
+             "models/pool/round-2/candidate-0.safetensors"}
+    users = {"models/pool/round-2/notes.txt", "models/pool/round-0/candidate-0.safetensors"}
+    for name in stray | users:
+        (state / name).parent.mkdir(parents=True, exist_ok=True)
+        (state / name).write_bytes(b"x")
+    with caplog.at_level(logging.WARNING, logger="fol.agent.inbox"):
+        Agent(node.config(), load_fol=False).stop()
+    left = {str(p.relative_to(state)) for p in state.rglob("*") if p.is_file()}
+    assert users <= left and not stray & left, sorted(stray & left)
+    assert not (state / "models" / "pool" / "round-1").exists()
+    lines = [r.getMessage() for r in caplog.records if "recovery" in r.getMessage()]
+    assert sum("models/pool/round-1 of an unrecorded round" in line for line in lines) == 1, lines
+    assert sum("kept candidates of unrecorded models/pool/round-2; kept its 1 other" in line for line in lines) == 1
+
+
 def test_a_sub_second_retry_delay_is_logged_and_shown_as_it_is(tmp_path: Path, caplog) -> None:
     """'retrying in %.0f s' printed a 0.25 s back-off as 'retrying in 0 s' (and ctl status 'retry in 0 s')."""
     import concurrent.futures

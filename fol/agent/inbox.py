@@ -56,6 +56,16 @@ STATE_VERSION = 1
 MODEL_SUFFIX = ".safetensors"
 
 
+def _is_ensemble_file(path: Path) -> bool:
+    """A file :func:`fol.personalize.save_ensemble` writes."""
+    return path.name == "ensemble.json" or (path.name.startswith("member-") and path.suffix == MODEL_SUFFIX)
+
+
+def _is_pool_file(path: Path) -> bool:
+    """A file :func:`fol.personalize.save_pool_round` writes."""
+    return path.name.startswith("candidate-") and path.suffix == MODEL_SUFFIX
+
+
 def file_sha256(path: Path, block: int = 1 << 20) -> str:
     """Hex sha256 of a file's bytes."""
     h = hashlib.sha256()
@@ -460,7 +470,9 @@ class Inbox:
           anything else keeps it, with a warning;
         * so are the model and the report of such a round (``models/round-<e>.safetensors``,
           ``reports/round-<e>.json``; a kill after they were written, before the state recorded
-          the round), unless the state names the model file.
+          the round), unless the state names the model file;
+        * and so are the candidates such a round kept (``models/pool/round-<e>/candidate-*.safetensors``,
+          ``keep_received = "all"``), and their folder once empty: the round, run again, writes its own.
         """
         from fol.checkpoint import load_model
 
@@ -496,7 +508,11 @@ class Inbox:
         for folder in ensembles:
             number = folder.name.removeprefix("round-").removesuffix("-ensemble")
             if folder.is_dir() and number.isdigit() and int(number) >= self.state.round:
-                notes.append(self._remove_ensemble(folder))
+                notes.append(self._remove_unrecorded(folder, _is_ensemble_file, "ensemble files"))
+        for folder in sorted((models / "pool").glob("round-*")):
+            number = folder.name.removeprefix("round-")
+            if folder.is_dir() and number.isdigit() and int(number) >= self.state.round:
+                notes.append(self._remove_unrecorded(folder, _is_pool_file, "kept candidates"))
         named = {rec["file"] for rec in self.state.models.values()} | {self.state.current_model,
                                                                          self.state.local_model}
         for folder, suffix in ((models, MODEL_SUFFIX), (self.root / "reports", ".json")):
@@ -513,15 +529,15 @@ class Inbox:
                 log.warning("%s: recovery: %s", self.node_id, note)
         return notes
 
-    def _remove_ensemble(self, folder: Path) -> str:
-        """Delete what an ensemble save wrote in ``folder`` (an unrecorded round's), and the folder once empty."""
+    def _remove_unrecorded(self, folder: Path, written: Callable[[Path], bool], what: str) -> str:
+        """Delete the files a round's save wrote in ``folder`` (an unrecorded round's: ``written`` tells
+        them apart), and the folder once empty."""
         for path in folder.iterdir():
-            if path.is_file() and (path.name == "ensemble.json" or
-                                   (path.name.startswith("member-") and path.suffix == MODEL_SUFFIX)):
+            if path.is_file() and written(path):
                 path.unlink()
         others = sorted(p.name for p in folder.iterdir())
         if others:
-            return (f"removed the ensemble files of unrecorded {self.relative(folder)}; kept its {len(others)} "
+            return (f"removed the {what} of unrecorded {self.relative(folder)}; kept its {len(others)} "
                     f"other file(s), e.g. {others[0]}")
         folder.rmdir()
         fsync_dir(folder.parent)
