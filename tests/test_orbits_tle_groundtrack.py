@@ -122,6 +122,43 @@ def test_ground_track_across_a_leap_second_matches_skyfield_at_the_utc_instant()
     assert (gt.lon_deg[0, 0] - lon.degrees + 180) % 360 - 180 == pytest.approx(0.0, abs=1e-6)
 
 
+# A Molniya-type orbit (e = 0.72, perigee 1,000 km, apogee 39,000 km) and a geostationary one,
+# as TLEs: the ground track's geodetic iteration at every height up to GEO, with drag (ISS).
+HIGH = """MOLNIYA-TYPE
+1 40001U          24153.12500000  .00000000  00000-0  10000-4 0    06
+2 40001  63.4000  40.0000 7200000 270.0000  10.0000  2.00563000    09
+GEO-TYPE
+1 40002U          24153.12500000  .00000000  00000-0  00000+0 0    01
+2 40002   0.0500  80.0000 0002000   0.0000 100.0000  1.00270000    04
+"""
+
+
+@pytest.mark.parametrize("text, start", [(ISS, "2008-09-20T12:00:00Z"), (HIGH, "2024-06-01T00:00:00Z")])
+def test_ground_track_of_tles_matches_skyfield_geographic_position_within_a_millimetre(text, start):
+    """Sub-satellite latitude/longitude/height of TLE satellites over a day (a drag term, an
+    eccentric orbit reaching 39,000 km, a geostationary one) against Skyfield's
+    ``wgs84.geographic_position_of`` / ``subpoint_of``: within 1 mm on the ground and in height."""
+    from skyfield.api import EarthSatellite, wgs84
+
+    from orbits import skyfield_times, timescale
+
+    c = parse_tle_text(text, "<t>")
+    offsets = np.arange(0.0, 86400.0 + 1.0, 600.0)
+    gt = ground_track(c, start, offsets)
+    t = skyfield_times(start, offsets)
+    for i, sat in enumerate(c.satrecs):
+        geo = EarthSatellite.from_satrec(sat, timescale()).at(t)
+        ref = wgs84.geographic_position_of(geo)
+        lat = ref.latitude.degrees
+        dlon = (gt.lon_deg[i] - ref.longitude.degrees + 180.0) % 360.0 - 180.0
+        ground_m = np.radians(np.hypot(gt.lat_deg[i] - lat, dlon * np.cos(np.radians(lat)))) * 6378137.0
+        assert ground_m.max() < 1e-3
+        assert np.abs(gt.height_km[i] - ref.elevation.km).max() * 1e3 < 1e-3
+        assert np.abs(gt.lat_deg[i] - wgs84.subpoint_of(geo).latitude.degrees).max() < 1e-8
+    if text is HIGH:  # the orbits really span LEO to GEO heights
+        assert gt.height_km[0].min() < 1500.0 < 35000.0 < gt.height_km[0].max()
+        assert np.abs(gt.height_km[1] - 35786.0).max() < 50.0 and np.abs(gt.lat_deg[1]).max() < 0.1
+
 def test_swath_half_angle():
     assert swath_half_angle_rad(swath_width_km=200.0) == pytest.approx(100.0 / 6371.0)
     small = swath_half_angle_rad(off_nadir_deg=1.0, altitude_km=550.0)
