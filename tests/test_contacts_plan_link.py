@@ -36,6 +36,27 @@ def test_shannon_rate_formula_and_monotonicity():
     assert capped.rate_at(10.0) == pytest.approx(1e8)
 
 
+
+def test_shannon_defaults_give_the_documented_rates_from_exact_constants():
+    """docs/scenario.md and contact_sim/link.py: the Shannon defaults (10 dBW, 2 x 32 dBi, 26 GHz,
+    100 MHz, 500 K, 3 dB) give about 400 Mbit/s at 1,000 km and 70 Mbit/s at 5,000 km. Recomputed
+    in linear units with CODATA k and c (no dB constants): metres, hertz, watts, bit/s."""
+    from scipy.constants import Boltzmann, speed_of_light
+
+    m = LinkModel(model="shannon")
+    for d_km, docs_bps in ((1000.0, 400e6), (5000.0, 70e6)):
+        d_m = d_km * 1e3
+        path_gain = (speed_of_light / (4 * math.pi * d_m * 26e9)) ** 2  # free space, linear
+        p_rx_w = 10.0 * 10 ** (64.0 / 10) * path_gain / 10 ** (3.0 / 10)  # 10 W, 64 dBi, 3 dB losses
+        snr = p_rx_w / (Boltzmann * 500.0 * 100e6)
+        rate = 100e6 * math.log2(1 + snr)
+        # link.py rounds k to -228.6 dBW/K/Hz (exact: -228.5991): 0.0009 dB, at most 0.02 % of the rate
+        assert float(m.rate_at(d_km)) == pytest.approx(rate, rel=3e-4)
+        assert float(m.snr_db(d_km)) == pytest.approx(10 * math.log10(snr), abs=2e-3)
+        assert rate == pytest.approx(docs_bps, rel=0.02)
+    # free space: 6.02 dB lost per doubling of the range, none of it depending on the bandwidth
+    assert float(m.snr_db(2000.0) - m.snr_db(1000.0)) == pytest.approx(-20 * math.log10(2))
+
 def test_capacity_after_acquisition():
     m = LinkModel("constant", 8e6, 10.0)
     assert m.capacity_bytes(np.array([5.0, 10.0, 110.0]), None).tolist() == [0, 0, 100_000_000]
