@@ -84,6 +84,25 @@ def test_walker_star_spreads_planes_over_180_degrees():
     c = walker_star(66, 6, 2, 780.0, 86.4, EPOCH)
     raan = sorted(set(np.round(np.degrees([s.nodeo for s in c.satrecs]), 6)))
     assert raan == pytest.approx([0, 30, 60, 90, 120, 150])
+    # Walker i:T/P/F phasing holds for the star too: satellite j of plane p at RAAN 180 p / P and
+    # mean anomaly 360 j / S + 360 F p / T (S = 11: 32.73 deg in-plane, F = 2: 10.91 deg between planes)
+    mo = np.degrees([s.mo for s in c.satrecs])
+    for k, (p, j) in enumerate(zip(c.planes, c.slots)):
+        assert np.degrees(c.satrecs[k].nodeo) == pytest.approx(180.0 * p / 6)
+        assert (mo[k] - (360.0 * j / 11 + 360.0 * 2 * p / 66) + 180.0) % 360.0 - 180.0 == pytest.approx(0.0, abs=1e-9)
+    # and in space (argument of latitude u, from the ascending node, of the propagated positions):
+    # adjacent planes' first satellites 10.91 deg apart, neighbours in a plane 32.73 deg
+    r, v = propagate_offsets(c, c.epoch, [0.0])
+    r, v = r[:, 0], v[:, 0]
+    h = np.cross(r, v)
+    h /= np.linalg.norm(h, axis=1)[:, None]
+    node = np.cross([0.0, 0.0, 1.0], h)  # towards the ascending node
+    node /= np.linalg.norm(node, axis=1)[:, None]
+    u = np.degrees(np.arctan2(np.einsum("ij,ij->i", np.cross(node, r), h), np.einsum("ij,ij->i", node, r)))
+    assert (u[11] - u[0]) % 360.0 == pytest.approx(360.0 * 2 / 66, abs=0.05)
+    assert (u[1] - u[0]) % 360.0 == pytest.approx(360.0 / 11, abs=0.05)  # in-plane spacing
+    node_lon = np.degrees(np.arctan2(node[:, 1], node[:, 0]))
+    assert (node_lon[11] - node_lon[0]) % 360.0 == pytest.approx(30.0, abs=0.05)  # 180 / P between planes
 
 
 @pytest.mark.parametrize("kwargs, match", [
