@@ -72,13 +72,14 @@ from swarmbase.fileio import atomic_write_bytes
 from swarmbase.tomlcheck import read_text_file
 
 from .errors import ContactError
-from .link import LinkModel
+from .link import SPEED_OF_LIGHT_M_S, LinkModel
 from .plan import ContactPlan
 from .windows import A_TO_B, B_TO_A, BOTH, WindowTable
 
 log = logging.getLogger(__name__)
 
-SPEED_OF_LIGHT_KM_S = 299_792.458
+#: The link model's speed of light, in km/s (one-way light times of ranges in km).
+SPEED_OF_LIGHT_KM_S = SPEED_OF_LIGHT_M_S / 1e3
 #: Largest ``a contact`` rate ION holds: ``ionadmin`` reads it into a 32-bit ``unsigned int`` (bytes/s,
 #: about 34.4 Gbit/s), so a larger one would wrap around to a small rate without a word.
 ION_MAX_RATE_BYTES_S = 2**32 - 1

@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import numpy as np
 
-#: Earth radius for occlusion, km (WGS-72 equatorial radius, as SGP4 and Hypatia use).
-EARTH_RADIUS_KM = 6378.135
+from orbits.constants import EARTH_RADIUS_KM as _WGS72_RADIUS_KM
+
+#: Earth radius for occlusion, km (WGS-72 equatorial radius, 6378.135 km, as SGP4 and Hypatia use):
+#: the orbit code's constant, so occlusion and propagation share one Earth.
+EARTH_RADIUS_KM: float = _WGS72_RADIUS_KM
 #: Default grazing altitude of an inter-satellite link, km.
 DEFAULT_GRAZING_KM = 80.0
 #: Largest grazing altitude a link geometry takes, km (the TOML and the API share it).
