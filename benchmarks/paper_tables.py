@@ -60,7 +60,7 @@ from _common import fail, key_values, machine_line, per_core, positive_float  # 
 from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import atomic_write_text, check_output_dir  # noqa: E402
 from fol.executors import make_executor  # noqa: E402
-from fol.reproduce import (METHOD_GROUPS, ProtocolConfig, ProtocolResult,  # noqa: E402
+from fol.reproduce import (METHOD_GROUPS, SYNTHETIC_POOL_ALL, ProtocolConfig, ProtocolResult,  # noqa: E402
                            check_fresh_output, compare_results, mean_pm, merge_results, run_protocol)
 
 
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--first-seed", type=int, help="run seeds FIRST .. FIRST + seeds - 1 (default 0)")
     ap.add_argument("--nodes", type=int, help="swarm size (default 24)")
     ap.add_argument("--pool", type=int, help="images partitioned over the swarm (default 7200; 0 = all of the data, "
-                                          "12000 generated for a synthetic set)")
+                                          f"{SYNTHETIC_POOL_ALL} generated for a synthetic set)")
     ap.add_argument("--image-size", type=int)
     ap.add_argument("--arch", help="model architecture (default: the zoo default)")
     ap.add_argument("--rounds", type=int, help="E, FOL and FedAvg rounds reported (default 3)")
