@@ -57,24 +57,30 @@ relay and other DO_ commands) are skipped; any other command is refused, as are
 frames other than 0/3 (and their _INT twins 5/6) for moving items.
 
 A survey without waypoints (polygon and ``grid``: ``angle``, ``spacing``, ``altitude``,
-``relativeAltitude``, ``turnAroundDistance``; in the current format ``angle`` and
-``TransectStyleComplexItem``'s ``TurnAroundDistance``, ``Refly90Degrees``,
-``HoverAndCapture`` and ``CameraCalc``'s ``AdjustedFootprintSide`` (the spacing),
-``DistanceToSurface`` (the altitude) and ``DistanceMode`` 1 (above home) or 2
-(above mean sea level; above terrain is refused)) is flown along straight transects
-whose compass bearing is ``angle`` (0: north-south), ``spacing`` metres apart,
-as few as cover the polygon's width across them (at least one) and centred on
-it; the first is the leftmost (facing along the bearing) and is flown along the
-bearing, the next back, and so on, each from where it enters the polygon to where
-it leaves it, stretched by ``turnAroundDistance`` at both ends, at ``altitude``
-(above home when ``relativeAltitude``, else above mean sea level).
-``refly90Degrees`` adds a second pass at the bearing plus 90 degrees. Only a
-convex polygon (3 to 10,000 vertices, up to 10,000 transects a pass) is computed;
-a concave one, ``hoverAndCapture`` (a stop at each photo) or a bad field is
-refused in one line. The pattern covers the area as QGroundControl's does, but
-its transects may sit up to half a spacing aside and start at another corner
-(QGroundControl aligns them to its own grid and entry point), so the timing of
-the flight is close, not identical.
+``relativeAltitude``, ``turnAroundDistance``, ``entryLocation``; in the current format ``angle``,
+``entryLocation``, ``flyAlternateTransects`` and ``TransectStyleComplexItem``'s
+``TurnAroundDistance``, ``Refly90Degrees``, ``HoverAndCapture`` and ``CameraCalc``'s
+``AdjustedFootprintSide`` (the spacing), ``DistanceToSurface`` (the altitude) and ``DistanceMode`` 1
+(above home) or 2 (above mean sea level; above terrain is refused)) is flown along the transects
+QGroundControl computes for it, at ``altitude`` (above home when ``relativeAltitude``, else above mean
+sea level). In metres east and north of the polygon's first vertex, ``angle``, folded once into
+-90..90 as QGroundControl does (180 flies as 0), is the compass bearing of lines ``spacing`` apart,
+each as long as the larger side of the polygon's bounding box plus 2 km, the first lying half that
+length left of the box's centre (facing along the bearing). Each line that crosses the polygon's
+edges at two points or more gives a transect between its two farthest crossings (across the gaps of a
+concave polygon); when fewer than two lines do, the line through the box's centre gives the only one.
+The transects are taken leftmost first, all in the direction of the first (from its crossing with the
+edge listed first); ``entryLocation`` (0..3; a version 3 ``grid`` without one is 1, a current survey
+without one 0) then picks the start: 1 and 3 reverse their order, 2 and 3 fly each from its other
+end. ``flyAlternateTransects`` flies every other transect, then the skipped ones back. They are flown
+back and forth in turn, each stretched by ``turnAroundDistance`` at both ends. ``refly90Degrees`` adds
+a second pass at the folded bearing plus 90 degrees, begun at whichever of its first transect's two
+ends or its last transect's first end lies nearest the end of the first pass (the three corners
+QGroundControl compares). A polygon of 3 to 10,000 vertices enclosing an area, with up to 10,000
+transects a pass, is computed; ``hoverAndCapture`` (a stop at each photo) or a bad field is refused
+in one line. ``splitConcavePolygons`` (QGroundControl does not split them either) and the camera
+settings do not move the drone and are not read. The flat frame is QGroundControl's: the WGS-84
+tangent plane at the polygon's first vertex.
 """
 
 from __future__ import annotations
@@ -89,7 +95,7 @@ from xml.parsers import expat
 
 import numpy as np
 
-from orbits import OrbitError, ground_points_itrs, parse_utc
+from orbits import OrbitError, geodetic_from_itrs, ground_points_itrs, parse_utc
 from swarmbase.tomlcheck import check_input_file, read_text_file, shown
 from swarmbase.xmlguard import refuse_doctype
 
@@ -151,12 +157,23 @@ def enu_km(lat_deg: Sequence[float], lon_deg: Sequence[float], alt_m: Sequence[f
         >>> enu_km([0.0], [90.0], [0.0], (0.0, 0.0, 0.0)).round(3).tolist()
         [[6378.137, 0.0, -6378.137]]
     """
-    xyz = ground_points_itrs(lat_deg, lon_deg, alt_m)
+    x0, rot = _enu_frame(origin)
+    return (ground_points_itrs(lat_deg, lon_deg, alt_m) - x0) @ rot.T
+
+
+def _enu_frame(origin: tuple[float, float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Earth-fixed km of ``origin`` and the rotation from Earth-fixed to its East-North-Up axes."""
     x0 = ground_points_itrs([origin[0]], [origin[1]], [origin[2]])[0]
     lat, lon = math.radians(origin[0]), math.radians(origin[1])
     sl, cl, sp, cp = math.sin(lon), math.cos(lon), math.sin(lat), math.cos(lat)
-    rot = np.array([[-sl, cl, 0.0], [-sp * cl, -sp * sl, cp], [cp * cl, cp * sl, sp]])
-    return (xyz - x0) @ rot.T
+    return x0, np.array([[-sl, cl, 0.0], [-sp * cl, -sp * sl, cp], [cp * cl, cp * sl, sp]])
+
+
+def _lat_lon_of_enu(enu_km: np.ndarray, origin: tuple[float, float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Latitudes and longitudes (deg) of East-North-Up km about ``origin``: :func:`enu_km` reversed."""
+    x0, rot = _enu_frame(origin)
+    lat, lon, _ = geodetic_from_itrs(x0 + np.asarray(enu_km) @ rot)
+    return lat, lon
 
 
 class _Item:
@@ -244,12 +261,14 @@ def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
     """The waypoints of a survey saved with its polygon and grid settings but no computed waypoints: the
     lawnmower of the module docstring, from QGroundControl 3.2-3.3's ``grid`` object (item ``"version": 3``)
     or from the current format's ``angle`` and ``TransectStyleComplexItem`` (its ``CameraCalc``)."""
+    alternate = False
     if "grid" in obj:
         grid, at = obj["grid"], f"{where}.grid"
         if not isinstance(grid, dict):
             raise ContactError(f"{path}: {at}: expected an object (angle, spacing, altitude, relativeAltitude, "
                                "turnAroundDistance)")
         angle = _setting(path, at, grid, "angle", _ANGLE, -360.0, 360.0)
+        spacing_at = f"{at}.spacing"
         spacing = _setting(path, at, grid, "spacing", "metres above 0", 0.0, MAX_LOCAL_KM * 1000.0, above=True)
         turn = _setting(path, at, grid, "turnAroundDistance", f"metres 0..{MAX_TURNAROUND_M:g}", 0.0,
                         MAX_TURNAROUND_M)
@@ -257,10 +276,12 @@ def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
         relative = _flag(path, at, grid, "relativeAltitude")
         hover = _flag(path, where, obj, "hoverAndCapture", False)
         refly = _flag(path, where, obj, "refly90Degrees", False)
+        entry_at, entry = at, grid.get("entryLocation", 1)  # QGroundControl reads a missing one as 1
     else:
         inner, at = obj["TransectStyleComplexItem"], f"{where}.TransectStyleComplexItem"
         calc = inner.get("CameraCalc")
         angle = _setting(path, where, obj, "angle", _ANGLE, -360.0, 360.0)
+        spacing_at = f"{at}.CameraCalc.AdjustedFootprintSide"
         spacing = _setting(path, f"{at}.CameraCalc", calc, "AdjustedFootprintSide", "metres above 0", 0.0,
                            MAX_LOCAL_KM * 1000.0, above=True)
         alt = _setting(path, f"{at}.CameraCalc", calc, "DistanceToSurface", "metres", -math.inf, math.inf)
@@ -276,6 +297,11 @@ def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
                                "needs the waypoints QGroundControl stores (open and save the plan in it)")
         hover = _flag(path, at, inner, "HoverAndCapture", False)
         refly = _flag(path, at, inner, "Refly90Degrees", False)
+        alternate = _flag(path, where, obj, "flyAlternateTransects", False)
+        entry_at, entry = where, obj.get("entryLocation", 0)  # a new survey's in QGroundControl
+    if entry not in (0, 1, 2, 3) or isinstance(entry, bool):
+        raise ContactError(f"{path}: {entry_at}.entryLocation: expected 0, 1, 2 or 3 (the corner the survey starts "
+                           f"at), got {shown(entry)}")
     if hover:
         raise ContactError(f"{path}: {where}: hoverAndCapture: a survey that stops at each photo has no timing "
                            "without its computed waypoints; open and save the plan in QGroundControl to store them")
@@ -295,52 +321,104 @@ def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
             raise ContactError(f"{path}: {where}.polygon[{k}]: expected [lat, lon] in degrees, got {shown(vertex)}")
         _check_position(path, f"{where}.polygon[{k}]", lat, lon, 0.0)
         geo.append((lat, lon))
-    # the flat frame: metres east and north of the first vertex, with the WGS-84 ellipsoid's radii there
-    from skyfield.api import wgs84
-
-    flattening = 1.0 / wgs84.inverse_flattening
-    e2, radius_m = flattening * (2.0 - flattening), wgs84.radius.m
-    lat0 = math.radians(geo[0][0])
-    w = 1.0 - e2 * math.sin(lat0) ** 2
-    m_north = radius_m * (1.0 - e2) / w ** 1.5  # metres per radian of latitude
-    m_east = radius_m / math.sqrt(w) * math.cos(lat0)  # metres per radian of longitude
-    if m_east < 1.0:
-        raise ContactError(f"{path}: {where}.polygon: a vertex at a pole leaves no east-west direction")
-    pts = np.array([(math.radians((lon - geo[0][1] + 180.0) % 360.0 - 180.0) * m_east,
-                     math.radians(lat - geo[0][0]) * m_north) for lat, lon in geo])
+    # QGroundControl's flat frame: metres east and north in the WGS-84 tangent plane at the first vertex
+    tangent = (geo[0][0], geo[0][1], 0.0)
+    lat_v, lon_v = np.array(geo).T
+    pts = enu_km(lat_v, lon_v, np.zeros(len(geo)), tangent)[:, :2] * 1000.0
     edges = np.roll(pts, -1, axis=0) - pts
-    cross = edges[:, 0] * np.roll(edges, -1, axis=0)[:, 1] - edges[:, 1] * np.roll(edges, -1, axis=0)[:, 0]
-    scale = float(np.abs(edges).max()) ** 2
-    if not ((cross >= -1e-9 * scale).all() or (cross <= 1e-9 * scale).all()) or abs(cross.sum()) <= 1e-9 * scale:
-        raise ContactError(f"{path}: {where}.polygon: not convex (its transects are computed for a convex polygon "
-                           "only); open and save the plan in QGroundControl to store its waypoints")
+    area2 = float(np.sum(pts[:, 0] * np.roll(pts, -1, axis=0)[:, 1] - pts[:, 1] * np.roll(pts, -1, axis=0)[:, 0]))
+    if abs(area2) <= 1e-9 * float(np.abs(edges).max()) ** 2:
+        raise ContactError(f"{path}: {where}.polygon: encloses no area (its vertices lie on one line)")
+    flown: list[np.ndarray] = []  # the ends of every transect, in flight order, metres east / north
+    for pass_angle in _survey_angles(angle, refly):
+        try:
+            transects = _survey_pass(pts, edges, pass_angle, spacing)
+        except _TooManyTransects as many:
+            raise ContactError(f"{path}: {spacing_at}: {spacing:g} m gives {many.args[0]} transects over the "
+                               f"polygon (at most {MAX_SURVEY_TRANSECTS})") from None
+        if not transects:
+            continue
+        if entry in (2, 3):  # QGroundControl's entry corners: 2 and 3 start at the other end of the transects,
+            transects = [t[::-1] for t in transects]
+        if entry in (1, 3):  # 1 and 3 with the last transect
+            transects = transects[::-1]
+        if flown:  # the second pass starts at the corner nearest the end of the first
+            last = flown[-1][-1]
+            distances = [np.hypot(*(transects[i][j] - last)) for i, j in ((0, 0), (0, -1), (-1, 0))]
+            nearest = int(np.argmin(distances))  # (QGroundControl compares three of the four corners)
+            if nearest > 1:
+                transects = transects[::-1]
+            if nearest & 1:
+                transects = [t[::-1] for t in transects]
+        if alternate:  # every other transect, then back along the ones skipped
+            transects = transects[0::2] + transects[1::2][::-1]
+        for k, ends in enumerate(transects):
+            ends = ends if k % 2 == 0 else ends[::-1]
+            unit = (ends[1] - ends[0]) / np.hypot(*(ends[1] - ends[0]))
+            flown.append(np.array([ends[0] - turn * unit, ends[1] + turn * unit]))
+    if not flown:
+        return
+    plane = np.concatenate(flown) / 1000.0
+    lat_w, lon_w = _lat_lon_of_enu(np.column_stack([plane, np.zeros(len(plane))]), tangent)
     frame = 3 if relative else 0
-    lat_ref, lon_ref = geo[0]
-    for bearing in ((angle, angle + 90.0) if refly else (angle,)):
-        a = math.radians(bearing)
-        along = np.array([math.sin(a), math.cos(a)])  # east, north
-        across = np.array([math.cos(a), -math.sin(a)])  # to the right of along
-        offsets_of = pts @ across
-        low, high = float(offsets_of.min()), float(offsets_of.max())
-        count = max(1, math.ceil((high - low) / spacing - 1e-9))
-        if count > MAX_SURVEY_TRANSECTS:
-            raise ContactError(f"{path}: {where}.grid.spacing: {spacing:g} m gives {count} transects over the "
-                               f"polygon (at most {MAX_SURVEY_TRANSECTS})")
-        centre = (low + high) / 2.0
-        for k in range(count):
-            offset = centre + (k - (count - 1) / 2.0) * spacing
-            d = offsets_of - offset
-            d_next = np.roll(d, -1)
-            on = d == 0.0  # vertices on the transect's line, and edges that cross it
-            crossing = d * d_next < 0.0
-            fraction = d[crossing] / (d[crossing] - d_next[crossing])
-            ts = np.concatenate([pts[on] @ along, (pts[crossing] + fraction[:, None] * edges[crossing]) @ along])
-            ends = [float(ts.min()) - turn, float(ts.max()) + turn]
-            for t in (ends if k % 2 == 0 else ends[::-1]):
-                east, north = offset * across + t * along
-                yield _Item(f"{where} (transect {k + 1})", NAV_WAYPOINT, frame,
-                            [0.0, 0.0, 0.0, math.nan, lat_ref + math.degrees(north / m_north),
-                             lon_ref + math.degrees(east / m_east), alt])
+    for i in range(len(plane)):
+        yield _Item(f"{where} (transect {i // 2 + 1})", NAV_WAYPOINT, frame,
+                    [0.0, 0.0, 0.0, math.nan, float(lat_w[i]), float(lon_w[i]), alt])
+
+
+class _TooManyTransects(Exception):
+    """More than :data:`MAX_SURVEY_TRANSECTS` lines would cross a survey's polygon (their count)."""
+
+
+def _survey_angles(angle: float, refly: bool) -> tuple[float, ...]:
+    """The bearings of a survey's passes: QGroundControl folds ``angle`` once into -90..90 (an angle
+    over 270 or under -270 stays over 90 or under -90) and reflies at that plus 90."""
+    angle = angle - 180.0 if angle > 90.0 else angle + 180.0 if angle < -90.0 else angle
+    return (angle, angle + 90.0) if refly else (angle,)
+
+
+def _survey_pass(pts: np.ndarray, edges: np.ndarray, bearing: float, spacing: float) -> list[np.ndarray]:
+    """One pass of QGroundControl's transects over the polygon ``pts`` (metres east / north), each its two
+    ends (2, 2), leftmost first (facing along ``bearing``), all in the direction of the first.
+
+    As QGroundControl computes them: lines ``spacing`` apart at the bearing, 2 km longer than the polygon's
+    bounding box is wide or high, the first at half that length left of the box's centre; each line's
+    transect joins the two farthest of its crossings with the polygon's edges, from the one on the edge
+    listed first; with fewer than two such transects, the one line through the box's centre."""
+    a = math.radians(bearing)
+    along, across = np.array([math.sin(a), math.cos(a)]), np.array([math.cos(a), -math.sin(a)])
+    low, high = pts.min(axis=0), pts.max(axis=0)
+    centre, half = (low + high) / 2.0, (float((high - low).max()) + 2000.0) / 2.0
+    rel = pts - centre
+    off, run = rel @ across, rel @ along  # each vertex's distance right of the centre, and ahead of it
+    run_edge = edges @ along
+
+    def transect(offset: float) -> np.ndarray | None:
+        d = off - offset
+        d_next = np.roll(d, -1)
+        hit = (np.minimum(d, d_next) <= 0.0) & (np.maximum(d, d_next) >= 0.0) & (d != d_next)
+        t = run[hit] + d[hit] / (d[hit] - d_next[hit]) * run_edge[hit]
+        t = t[np.abs(t) <= half]  # beyond the line's ends
+        if t.size < 2 or t.max() - t.min() <= 1e-9 * half:
+            return None
+        tol = 1e-9 * half  # one crossing found on the two edges that meet on the line
+        ends = (t.min(), t.max())
+        if np.flatnonzero(t <= ends[0] + tol)[0] > np.flatnonzero(t >= ends[1] - tol)[0]:
+            ends = ends[::-1]
+        return np.array([centre + offset * across + e * along for e in ends])
+
+    # line k lies -half + k * spacing right of the centre (k = 0, 1, ... while that is below half):
+    # only the lines between the polygon's leftmost and rightmost vertices can cross it
+    k_low = max(0, math.ceil((float(off.min()) + half) / spacing))
+    k_high = min(math.floor((float(off.max()) + half) / spacing), math.ceil(2.0 * half / spacing) - 1)
+    if k_high - k_low + 1 > MAX_SURVEY_TRANSECTS:
+        raise _TooManyTransects(k_high - k_low + 1)
+    found = [t for k in range(k_low, k_high + 1) if (t := transect(-half + k * spacing)) is not None]
+    if len(found) < 2:
+        one = transect(0.0)
+        found = [] if one is None else [one]
+    forward = found and np.dot(found[0][1] - found[0][0], along) > 0
+    return [t if (np.dot(t[1] - t[0], along) > 0) == forward else t[::-1] for t in found]
 
 
 def _read_plan(path: Path, text: str) -> tuple[tuple[float, float, float], float | None, list[_Item]]:

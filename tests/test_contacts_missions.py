@@ -314,29 +314,59 @@ def _flown_m(path: Path) -> np.ndarray:
 
 
 def test_an_old_survey_without_stored_waypoints_is_flown_as_a_lawnmower(tmp_path: Path) -> None:
-    """A QGroundControl 3.2-3.3 survey ('version': 3) stores its polygon and grid, not its waypoints: it was
-    refused. Its transects are now computed: at the grid angle (a compass bearing), 'spacing' apart and
-    centred on the polygon, starting with the leftmost one (facing along the angle), flown along the angle
-    and back in turn, each stretched by the turnaround distance at both ends."""
-    rect = [(0, 0), (100, 0), (100, 200), (0, 200)]  # 100 m east by 200 m north
+    """A QGroundControl 3.2-3.3 survey ('version': 3) stores its polygon and grid, not its waypoints: it is
+    flown along the transects QGroundControl computes for it. Its lines lie 'spacing' apart from a point
+    half their length (the bounding box's largest side + 2 km) left of the box's centre, not centred on
+    the polygon; a version 3 grid without 'entryLocation' starts at entry corner 1, the last transect."""
+    rect = [(0, 0), (90, 0), (90, 200), (0, 200)]  # 90 m east by 200 m north, box centre 45 m east
     flown = _flown_m(_plan(tmp_path / "rect.plan", [_survey_v3(rect, 0.0, 25.0, 10.0)]))
-    expected = []
-    for k, east in enumerate((12.5, 37.5, 62.5, 87.5)):  # 4 transects of 25 m cover the 100 m
-        ends = [(east, -10.0), (east, 210.0)]
-        expected += ends if k % 2 == 0 else ends[::-1]
-    assert np.allclose(flown[:, :2], expected, atol=0.05)
+    # lines at 45 - 1100 + 25 k m east: 20, 45 and 70 m cross the polygon, each from its crossing with
+    # the first edge (south) to the third (north); entry corner 1 reverses their order
+    assert np.allclose(flown[:, :2], [(70, -10), (70, 210), (45, 210), (45, -10), (20, -10), (20, 210)], atol=0.05)
     assert np.allclose(flown[:, 2], 50.0, atol=0.01)  # relativeAltitude: 50 m above home
 
     triangle = [(0, 0), (100, 0), (0, 100)]  # transects east-west (bearing 90), 40 m apart
     flown = _flown_m(_plan(tmp_path / "tri.plan", [_survey_v3(triangle, 90.0, 40.0)]))
-    # facing east the leftmost transect is the northmost: 90 m north, where the triangle spans 0..10 m east
-    assert np.allclose(flown[:, :2], [(0, 90), (10, 90), (50, 50), (0, 50), (0, 10), (90, 10)], atol=0.05)
+    # lines 50 - (-1050 + 40 k) m north: 60 and 20 cross, flown west (the hypotenuse, edge 1, comes first)
+    assert np.allclose(flown[:, :2], [(80, 20), (0, 20), (0, 60), (40, 60)], atol=0.05)
 
-    refly = _flown_m(_plan(tmp_path / "refly.plan", [_survey_v3(rect, 0.0, 25.0, refly90Degrees=True)]))
-    assert len(refly) == 8 + 16  # then the same area at 90 degrees: 8 east-west transects over 200 m
-    assert np.allclose(refly[8:10, :2], [(0, 187.5), (100, 187.5)], atol=0.05)
+    wide = [(0, 0), (100, 0), (100, 190), (0, 190)]  # lines 30 m apart at 5, 35, 65 and 95 m east
+    refly = _flown_m(_plan(tmp_path / "refly.plan", [_survey_v3(wide, 0.0, 30.0, refly90Degrees=True)]))
+    assert np.allclose(refly[:8:2, 0], [95, 65, 35, 5], atol=0.05)
+    assert len(refly) == 8 + 12  # then at 90 degrees: 6 east-west transects, 20 .. 170 m north
+    # the first pass ends at (5, 0): the second starts at the nearest of the corners QGroundControl weighs
+    assert np.allclose(refly[8:12, :2], [(0, 20), (100, 20), (100, 50), (0, 50)], atol=0.05)
     w, _ = mission_waypoints(tmp_path / "rect.plan", None, 15.0)
-    assert w.t_s[-1] == pytest.approx((math.hypot(12.5, 10, 50) + 4 * 220 + 3 * 25) / 5.0, rel=1e-4)  # 5 m/s
+    assert w.t_s[-1] == pytest.approx((math.hypot(70, 10, 50) + 3 * 220 + 2 * 25) / 5.0, rel=1e-4)  # 5 m/s
+
+
+def test_a_survey_starts_at_its_entry_corner(tmp_path: Path) -> None:
+    """The survey's 'entryLocation' (QGroundControl's 'rotate entry point') was ignored, and transects were
+    centred on the polygon: the drone started at another corner of another grid than QGroundControl's."""
+    rect = [(0, 0), (90, 0), (90, 200), (0, 200)]
+    starts = []
+    for entry in range(4):
+        item = _survey_v5(rect, 0.0, 25.0, 0.0, None)
+        item["entryLocation"] = entry
+        starts.append(_flown_m(_plan(tmp_path / f"e{entry}.plan", [item]))[:2, :2])
+    # 0: the first transect as computed; 1: the last one; 2 and 3: the same from their other end
+    assert np.allclose(starts, [[(20, 0), (20, 200)], [(70, 0), (70, 200)], [(20, 200), (20, 0)],
+                                [(70, 200), (70, 0)]], atol=0.05)
+    # QGroundControl folds the angle into -90..90: 180 flies as 0
+    folded = _survey_v5(rect, 180.0, 25.0, 0.0, None)
+    assert np.allclose(_flown_m(_plan(tmp_path / "f.plan", [folded])), _flown_m(tmp_path / "e0.plan"), atol=1e-6)
+    wide = _survey_v5([(0, 0), (140, 0), (140, 200), (0, 200)], 0.0, 25.0, 0.0, None, flyAlternateTransects=True)
+    flown = _flown_m(_plan(tmp_path / "alt.plan", [wide]))  # lines at 20, 45, 70, 95, 120 m east
+    assert np.allclose(flown[::2, 0], [20, 70, 120, 95, 45], atol=0.05)  # every other one, then back
+    assert np.allclose(flown[:, 1], [0, 200, 200, 0, 0, 200, 200, 0, 0, 200], atol=0.05)
+    concave = [(0, 0), (90, 0), (90, 200), (60, 200), (60, 100), (30, 100), (30, 200), (0, 200)]  # a U
+    flown = _flown_m(_plan(tmp_path / "u.plan", [_survey_v5(concave, 0.0, 25.0, 0.0, None)]))
+    # as QGroundControl, each line from its farthest crossings: the one at 45 m east across the notch
+    assert np.allclose(flown[:, :2], [(20, 0), (20, 200), (45, 100), (45, 0), (70, 0), (70, 200)], atol=0.05)
+    bad = _survey_v5(rect, 0.0, 25.0, 0.0, None)
+    bad["entryLocation"] = 4
+    with pytest.raises(ContactError, match=r"items\[0\]\.entryLocation: expected 0, 1, 2 or 3"):
+        missions.read_mission(_plan(tmp_path / "bad.plan", [bad]), 15.0)
 
 
 _GONE = object()
@@ -344,9 +374,7 @@ _GONE = object()
 
 @pytest.mark.parametrize("key, value, message", [
     ("polygon", [[47.0, 8.0], [47.001, 8.0]], r"polygon: expected 3 or more \[lat, lon\] vertices"),
-    ("polygon", [[47.0, 8.0], [47.002, 8.0], [47.001, 8.0005], [47.001, 8.002]],
-     r"polygon: not convex \(its transects are computed for a convex polygon only"),
-    ("polygon", [[47.0, 8.0], [47.001, 8.0], [47.002, 8.0]], r"polygon: not convex"),
+    ("polygon", [[47.0, 8.0], [47.001, 8.0], [47.002, 8.0]], r"polygon: encloses no area"),
     ("polygon", [[47.0, 8.0], [95.0, 8.0], [47.0, 8.01]], r"polygon\[1\]: expected latitude -90..90"),
     ("polygon", [[47.0, 8.0], [47.0, None], [47.001, 8.01]], r"polygon\[1\]: expected \[lat, lon\]"),
     ("grid.spacing", _GONE, r"grid\.spacing: expected a number of metres above 0"),
@@ -375,7 +403,8 @@ def test_an_old_survey_that_cannot_be_computed_is_one_line(tmp_path: Path, key: 
     assert "\n" not in str(err.value)
 
 
-def _survey_v5(polygon_m: list, angle: float, spacing: float, turnaround: float, items, **calc) -> dict:
+def _survey_v5(polygon_m: list, angle: float, spacing: float, turnaround: float, items, flyAlternateTransects=False,
+               **calc) -> dict:
     """A survey in the current format with its settings but no (or no stored) waypoints, as scripts write them."""
     transect = {"CameraCalc": {"AdjustedFootprintSide": spacing, "AdjustedFootprintFrontal": 25,
                                "DistanceToSurface": 50, "DistanceMode": 1, "version": 2, **calc},
@@ -383,6 +412,7 @@ def _survey_v5(polygon_m: list, angle: float, spacing: float, turnaround: float,
     if items is not None:
         transect["Items"] = items
     return {"type": "ComplexItem", "complexItemType": "survey", "version": 5, "angle": angle, "entryLocation": 0,
+            "flyAlternateTransects": flyAlternateTransects, "splitConcavePolygons": False,
             "polygon": [list(_local_to_geo(e, n)) for e, n in polygon_m], "TransectStyleComplexItem": transect}
 
 
@@ -390,7 +420,9 @@ def test_a_current_survey_without_its_waypoints_is_computed_like_an_old_one(tmp_
     """A survey written by a script with its polygon and settings but without 'Items' (or with an empty list)
     was refused (or, with [], flown as nothing); QGroundControl's own empty survey (no polygon) still is."""
     rect = [(0, 0), (100, 0), (100, 200), (0, 200)]
-    old = _flown_m(_plan(tmp_path / "v3.plan", [_survey_v3(rect, 30.0, 25.0, 10.0)]))
+    v3 = _survey_v3(rect, 30.0, 25.0, 10.0)
+    v3["grid"]["entryLocation"] = 0  # the current format's (a version 3 grid without one starts at 1)
+    old = _flown_m(_plan(tmp_path / "v3.plan", [v3]))
     for k, items in enumerate((None, [])):
         new = _flown_m(_plan(tmp_path / f"v5-{k}.plan", [_survey_v5(rect, 30.0, 25.0, 10.0, items)]))
         assert np.allclose(new, old, atol=1e-6)
