@@ -67,6 +67,15 @@ MAX_AUG_COPIES = 32
 #: size T) all but vanishes, and below about 1e-22 the loss is exactly 0.
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
 
+
+def check_temperature(where: str, value: float) -> None:
+    """The one range check of a distillation temperature (``fol.temperature``, and DENSE's and
+    Co-Boosting's ``temperature`` / ``adv_temperature``): the float32 loss ``T^2 * KL`` must mean something."""
+    if not MIN_TEMPERATURE <= value <= MAX_TEMPERATURE:
+        raise ConfigError(f"{where} must be in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}] (the loss T^2 * KL is "
+                          f"computed in float32: far above the range it is rounding noise or NaN, far below it "
+                          f"zero), got {shown(value)}")
+
 #: The learning rates and loss weights, each at most :data:`fol.train.MAX_FACTOR` (1e6).
 FACTORS = ("pretrain_lr", "finetune_lr", "gate_lr", "ensemble_lr", "distill_lr", "weight_decay", "lambda_p",
            "gamma_shared", "gamma_unshared", "lam")
@@ -269,10 +278,7 @@ class FOLConfig:
         for name in FACTORS:  # multiplied into float32 tensors: a huge value overflows there
             if getattr(self, name) > MAX_FACTOR:
                 raise ConfigError(f"fol.{too_large(name, getattr(self, name))}")
-        if not MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE:  # the float32 loss T^2 * KL must mean something
-            raise ConfigError(f"fol.temperature must be in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}] (the distillation "
-                              f"loss T^2 * KL is computed in float32: far above the range it is rounding noise or NaN, "
-                              f"far below it zero), got {shown(self.temperature)}")
+        check_temperature("fol.temperature", self.temperature)
         if not 0.0 <= self.prune_ratio < 1.0:
             raise ConfigError(f"fol.prune_ratio must be in [0, 1), got {shown(self.prune_ratio)}")
         if self.distill_aug_copies > MAX_AUG_COPIES:  # each copy is one more D_train held in memory

@@ -79,7 +79,7 @@ from torch import nn
 
 import fol.ensemble
 from fol.accounting import inference_flops, model_bytes, training_flops
-from fol.config import MAX_TEMPERATURE, MIN_TEMPERATURE, FOLConfig
+from fol.config import FOLConfig, check_temperature
 from fol.defaults import MAX_SEED, is_seed
 from fol.errors import ConfigError
 from fol.methods._common import (
@@ -259,11 +259,8 @@ def checked_data_free_options(values: dict, *, method: str = "", owner: str | No
         if name in values:
             values[name] = check_positive(method, name, values[name], factor=name in factors, owner=owner)
     for name in ("temperature", "adv_temperature"):  # the float32 loss T^2 * KL, as FOL's fol.temperature
-        if name in values and not MIN_TEMPERATURE <= values[name] <= MAX_TEMPERATURE:
-            # 1e30 passed --check, then ended the run after pretraining with a "non-finite loss" blamed on kd_lr
-            raise ConfigError(f"{where}.{name} must be in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}] (the loss "
-                              f"T^2 * KL is computed in float32: far above the range it is rounding noise or NaN, "
-                              f"far below it zero), got {shown(values[name])}")
+        if name in values:  # 1e30 passed --check, then ended the run with a "non-finite loss" blamed on kd_lr
+            check_temperature(f"{where}.{name}", values[name])
     for name in ("bn", "oh", "adv", "hard_sample_power", "weight_lr", "kd_weight_decay", "grad_clip",
                  "weight_decay_rate"):
         if name in values:
