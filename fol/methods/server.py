@@ -205,7 +205,7 @@ class ServerMethod(Method):
     def local_cfg(self, ctx: SwarmContext, round_index: int, k: int, salt: int = 0) -> TrainConfig:
         """Local-training settings of node ``k`` in ``round_index`` (seeded per node and round;
         a ``salt`` draws apart from every node's unsalted seed of that round)."""
-        seed = round_seed(ctx.seed, round_index, k, salt, len(ctx.nodes) if salt else 0)
+        seed = round_seed(ctx.seed, round_index, k, salt, len(ctx.nodes))  # the size matters to a salt only
         return local_config(ctx, self.local_epochs, seed, self.lr)
 
     def train_rounds(self, ctx: SwarmContext) -> RoundsRun:
