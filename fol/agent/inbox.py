@@ -503,16 +503,15 @@ class Inbox:
                 notes.append(f"dropped {mid}: {rec['file']} is missing")
         models = self.root / "models"
         ensembles = sorted(models.glob("round-*-ensemble"))
-        for folder in (models, self.root / "reports", *ensembles, *sorted((models / "pool").glob("round-*"))):
+        pools = sorted((models / "pool").glob("round-*"))
+        for folder in (models, self.root / "reports", *ensembles, *pools):
             remove_temporaries(folder)
-        for folder in ensembles:
-            number = folder.name.removeprefix("round-").removesuffix("-ensemble")
-            if folder.is_dir() and number.isdigit() and int(number) >= self.state.round:
-                notes.append(self._remove_unrecorded(folder, _is_ensemble_file, "ensemble files"))
-        for folder in sorted((models / "pool").glob("round-*")):
-            number = folder.name.removeprefix("round-")
-            if folder.is_dir() and number.isdigit() and int(number) >= self.state.round:
-                notes.append(self._remove_unrecorded(folder, _is_pool_file, "kept candidates"))
+        for folders, suffix, written, what in ((ensembles, "-ensemble", _is_ensemble_file, "ensemble files"),
+                                               (pools, "", _is_pool_file, "kept candidates")):
+            for folder in folders:  # a round's folder: round-<e>-ensemble/ or pool/round-<e>/
+                number = folder.name.removeprefix("round-").removesuffix(suffix)
+                if folder.is_dir() and number.isdigit() and int(number) >= self.state.round:
+                    notes.append(self._remove_unrecorded(folder, written, what))
         named = {rec["file"] for rec in self.state.models.values()} | {self.state.current_model,
                                                                          self.state.local_model}
         for folder, suffix in ((models, MODEL_SUFFIX), (self.root / "reports", ".json")):
