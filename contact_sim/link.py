@@ -31,9 +31,11 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from scipy.constants import Boltzmann
 
 from .errors import ContactError
 
@@ -50,7 +52,8 @@ MAX_RATE_BPS = 1e15
 SHANNON_RANGES = {"tx_power_dbw": (-100.0, 100.0), "tx_gain_dbi": (-100.0, 200.0), "rx_gain_dbi": (-100.0, 200.0),
                   "frequency_hz": (1e3, 1e16), "bandwidth_hz": (1.0, 1e16), "noise_temperature_k": (1.0, 1e7),
                   "losses_db": (-100.0, 1000.0)}
-BOLTZMANN_DBW_PER_K_HZ = -228.6
+#: Boltzmann's constant in dBW/K/Hz, from CODATA's exact k (-228.5991; link budgets often round it to -228.6).
+BOLTZMANN_DBW_PER_K_HZ = 10.0 * math.log10(Boltzmann)
 SPEED_OF_LIGHT_M_S = 299_792_458.0
 
 

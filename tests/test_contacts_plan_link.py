@@ -27,7 +27,7 @@ def test_shannon_rate_formula_and_monotonicity():
                   bandwidth_hz=100e6, noise_temperature_k=500, losses_db=3)
     d = 2000.0
     fspl = 20 * math.log10(4 * math.pi * d * 1e3 * 26e9 / 299_792_458.0)
-    snr_db = 10 + 32 + 32 - fspl - 3 - (-228.6 + 10 * math.log10(500 * 100e6))
+    snr_db = 10 + 32 + 32 - fspl - 3 - (10 * math.log10(1.380649e-23) + 10 * math.log10(500 * 100e6))
     assert m.snr_db(d) == pytest.approx(snr_db)
     assert m.rate_at(d) == pytest.approx(100e6 * math.log2(1 + 10 ** (snr_db / 10)))
     r = m.rate_at(np.array([500.0, 1000.0, 5000.0]))
@@ -50,9 +50,8 @@ def test_shannon_defaults_give_the_documented_rates_from_exact_constants():
         p_rx_w = 10.0 * 10 ** (64.0 / 10) * path_gain / 10 ** (3.0 / 10)  # 10 W, 64 dBi, 3 dB losses
         snr = p_rx_w / (Boltzmann * 500.0 * 100e6)
         rate = 100e6 * math.log2(1 + snr)
-        # link.py rounds k to -228.6 dBW/K/Hz (exact: -228.5991): 0.0009 dB, at most 0.02 % of the rate
-        assert float(m.rate_at(d_km)) == pytest.approx(rate, rel=3e-4)
-        assert float(m.snr_db(d_km)) == pytest.approx(10 * math.log10(snr), abs=2e-3)
+        assert float(m.rate_at(d_km)) == pytest.approx(rate, rel=1e-9)
+        assert float(m.snr_db(d_km)) == pytest.approx(10 * math.log10(snr), abs=1e-9)
         assert rate == pytest.approx(docs_bps, rel=0.02)
     # free space: 6.02 dB lost per doubling of the range, none of it depending on the bandwidth
     assert float(m.snr_db(2000.0) - m.snr_db(1000.0)) == pytest.approx(-20 * math.log10(2))
