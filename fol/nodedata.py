@@ -73,6 +73,8 @@ def parse_node_data(text: str, root: str | None = None, where: str = "--data") -
     """Parse a ``--data`` spec (see :data:`NODE_DATA_HELP`); errors name it ``where`` (an agent: its
     config file and ``node.data``)."""
     text = text.strip()
+    if not text:  # an unset variable in --data "$DIR": not the current folder
+        raise ConfigError(f"{where} is empty; expected {NODE_DATA_HELP[len('node data: '):]}")
     if "=" not in text or (text and Path(text).is_dir()):  # a folder may have '=' in its name (run=1/)
         path = Path(text)
         if not path.is_dir():

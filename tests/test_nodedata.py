@@ -119,3 +119,13 @@ def test_a_missing_dataset_folder_names_the_spec(tmp_path: Path) -> None:
         load_node_data(parse_node_data("dataset=wildfire,nodes=2,node=0", root=str(tmp_path)))
     with pytest.raises(DataError, match=r"^node.toml: node.data: image folder .*gone not found"):
         load_node_data(parse_node_data(f"dataset=imagefolder,path={tmp_path / 'gone'}"), where="node.toml: node.data")
+
+
+@pytest.mark.parametrize("text", ["", " "])
+def test_an_empty_data_spec_is_refused_not_read_as_the_current_folder(tmp_path, monkeypatch, text):
+    """``--data "$DIR"`` with DIR unset: the current folder (Path("") is ".") became the node's
+    image folder, its sub-folders the classes."""
+    (tmp_path / "a").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"^--data is empty; expected a folder with one sub-folder per class"):
+        parse_node_data(text)
