@@ -962,3 +962,14 @@ def test_a_large_sixteen_bit_or_float_band_is_converted_without_wide_copies_of_i
         finally:
             tracemalloc.stop()
         assert peak < most * side * side, (name, peak / side / side)
+
+
+@pytest.mark.parametrize("path", ["", "  "])
+def test_an_empty_image_folder_path_is_refused_not_read_as_the_current_folder(tmp_path, monkeypatch, path):
+    """``imagefolder:`` with nothing after it (an unset variable in ``--data imagefolder:$DIR``) read
+    the current folder, whose sub-folders became classes; it is a missing path."""
+    (tmp_path / "a").mkdir()
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "a" / "x.png")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"imagefolder' needs path=.*empty path"):
+        load_dataset("imagefolder", path=path, image_size=8)

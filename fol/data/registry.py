@@ -76,8 +76,9 @@ def _image_folder_path(path: str | Path, root: str | Path | None) -> Path:
 
 
 def _image_folder(root: Path | None, path: str | Path | None = None, **kw: Any) -> GeoDataset:
-    if path is None:
-        raise ConfigError("dataset 'imagefolder' needs path=<folder with one sub-folder per class>")
+    if path is None or (isinstance(path, str) and not path.strip()):  # "" is no folder, not the current one
+        raise ConfigError("dataset 'imagefolder' needs path=<folder with one sub-folder per class>"
+                          + ("" if path is None else f", got an empty path {path!r}"))
     return loaders.load_image_folder(_image_folder_path(path, root), **kw)
 
 
