@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 OnResult = Callable[[int, Any], None] | None
 
 from fol.errors import ConfigError, FOLError
+from swarmbase.tomlcheck import shown
 
 __all__ = ["Executor", "LocalExecutor", "ProcessExecutor", "RayExecutor", "LocalRayCluster", "make_executor", "EXECUTORS",
            "check_ray_address"]
@@ -353,19 +354,22 @@ def _ray_failure(exc: BaseException, desc: str | None) -> BaseException:
 
 
 def check_ray_address(address: str | None, timeout_s: float = 5.0) -> None:
-    """Refuse in seconds a ``host:port`` or ``ray://host:port`` address where
-    nothing accepts a connection: Ray itself retries such an address for
-    minutes (about 40 s per attempt, 20 attempts) and does not stop on Ctrl-C
-    or ``kill`` meanwhile. ``None``, ``"auto"`` and other forms are left to Ray."""
+    """Refuse an address that is not ``"auto"``, ``"local"``, ``host:port`` or
+    ``ray://host:port`` (Ray itself found out only when it was joined, after the
+    contact search and with the output folder started), and in seconds a
+    ``host:port`` or ``ray://host:port`` where nothing accepts a connection: Ray
+    retries such an address for minutes (about 40 s per attempt, 20 attempts)
+    and does not stop on Ctrl-C or ``kill`` meanwhile. ``None`` is a local instance."""
     import socket
 
-    if not address or address == "auto":
+    if address is None or address in ("auto", "local"):
         return
     hostport = address.removeprefix("ray://").rstrip("/")
     host, sep, port = hostport.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        return
     host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c in host for c in "/@ \t"):
+        raise ConfigError(f"run.ray_address {shown(address)}: expected 'auto' (on the cluster's head machine), "
+                          "host:port (a cluster started with ray start) or ray://host:port (Ray Client)")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except (OSError, ValueError) as exc:  # refused, unreachable, unknown host, timed out, port out of range

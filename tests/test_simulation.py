@@ -296,6 +296,31 @@ def test_a_ray_address_where_nothing_listens_is_refused_in_seconds(tmp_path: Pat
         RayExecutor(f"127.0.0.1:{port}")
 
 
+def test_a_malformed_ray_address_is_refused_by_the_check_before_any_work(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """An address Ray cannot parse ('garbage', a port out of range, an empty --ray-address) passed
+    --check and was found only when Ray was joined, after the contact search and with the output
+    folder started; an empty one was taken as no address at all."""
+    from fol.executors import RayExecutor
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(LEO)
+    out = tmp_path / "out"
+    for address in ("garbage", "127.0.0.1:0", "127.0.0.1:70000", "ray://:6379", "http://host/x:1", ""):
+        for extra in (["--check"], []):
+            assert main(["simulate", str(path), "--out", str(out), "--ray-address", address, *extra]) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and f"run.ray_address '{address}': expected 'auto'" in err[0] \
+                and str(path) in err[0], (address, err)
+    assert not out.exists()
+    in_file = tmp_path / "in_file.toml"
+    in_file.write_text(LEO.replace('executor = "local"', 'ray_address = ""'))
+    assert main(["simulate", str(in_file), "--out", str(out), "--check"]) == 2
+    assert "run.ray_address '': expected 'auto'" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="expected 'auto'"):
+        RayExecutor("garbage")
+
+
 def test_a_ray_address_with_another_executor_is_refused_not_ignored(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """An address of a Ray cluster with the local or process executor was silently

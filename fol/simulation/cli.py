@@ -57,12 +57,12 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
 
 def _apply_overrides(scn, args: argparse.Namespace) -> None:
     if getattr(args, "executor", None):
-        if args.executor != "ray" and not getattr(args, "ray_address", None):
+        if args.executor != "ray" and getattr(args, "ray_address", None) is None:
             scn.run.ray_address = None  # the scenario's cluster address belongs to the Ray executor replaced here
         scn.run.executor = args.executor
     if getattr(args, "workers", None):
         scn.run.workers = args.workers
-    if getattr(args, "ray_address", None):
+    if getattr(args, "ray_address", None) is not None:  # "" too: refused by the check, not taken as absent
         scn.run.ray_address = args.ray_address
         if not getattr(args, "executor", None):
             scn.run.executor = "ray"
