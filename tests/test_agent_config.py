@@ -573,3 +573,30 @@ def test_ctl_refuses_a_peer_id_its_command_would_ignore(tmp_path: Path, capsys) 
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["fol agent: error: fol agent ctl NODE status: takes no peer id (only 'send PEER' does), "
                    "got 'drone-2'"]
+
+
+def test_keys_gen_force_on_a_full_disk_keeps_the_old_pair_whole(tmp_path: Path) -> None:
+    """``fol keys gen --force`` wrote each key file in place (pyzmq's ``create_certificates``: truncate, then
+    write, no fsync): a disk that filled part-way (or a power cut) left a torn key file, and could leave a new
+    secret key beside the old public one. The pair is now written as one set through the crash-safe writer: a
+    failure part-way is one line and leaves the old pair byte for byte, and nothing else in the folder."""
+    import resource
+    import signal
+
+    pub, sec = generate_keypair(tmp_path / "keys", "drone-1")
+    before = {p.name: p.read_bytes() for p in (pub, sec)}
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), like a full disk
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64, limits[1]))
+    try:
+        with pytest.raises(ConfigError, match=r"keys: cannot write the key pair there \(File too large\)"):
+            generate_keypair(tmp_path / "keys", "drone-1", overwrite=True)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, handler)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "keys").iterdir()} == before
+    pub2, sec2 = generate_keypair(tmp_path / "keys", "drone-1", overwrite=True)  # the disk has room again
+    pair = load_keypair(sec2)
+    assert load_public_key(pub2) == pair.public and sec2.read_bytes() != before["drone-1.key_secret"]
+    assert stat.S_IMODE(sec2.stat().st_mode) == 0o600 and stat.S_IMODE(pub2.stat().st_mode) == 0o644
+    assert sorted(p.name for p in (tmp_path / "keys").iterdir()) == ["drone-1.key", "drone-1.key_secret"]
