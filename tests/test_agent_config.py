@@ -600,3 +600,26 @@ def test_keys_gen_force_on_a_full_disk_keeps_the_old_pair_whole(tmp_path: Path) 
     assert load_public_key(pub2) == pair.public and sec2.read_bytes() != before["drone-1.key_secret"]
     assert stat.S_IMODE(sec2.stat().st_mode) == 0o600 and stat.S_IMODE(pub2.stat().st_mode) == 0o644
     assert sorted(p.name for p in (tmp_path / "keys").iterdir()) == ["drone-1.key", "drone-1.key_secret"]
+
+
+def test_a_revocation_and_a_new_trust_store_are_made_durable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``fol keys revoke`` unlinked the key file without an fsync of the store folder: after a power cut the
+    revoked key could be back, and trusted again at the next start. The folder is now fsynced after the removal,
+    and a trust store folder ``fol keys trust`` creates is made durable in its parent; a removal that fails
+    is one line naming the file."""
+    import swarmbase.fileio
+
+    pub, _ = generate_keypair(tmp_path / "keys", "drone-1")
+    synced: list[Path] = []
+    real = swarmbase.fileio.fsync_dir
+    monkeypatch.setattr(swarmbase.fileio, "fsync_dir", lambda folder: (synced.append(Path(folder)), real(folder))[1])
+    store = tmp_path / "trusted"
+    trust_key(store, pub)
+    assert tmp_path in synced  # the new store's entry in its parent
+    synced.clear()
+    revoke_key(store, "drone-1")
+    assert synced == [store] and not any(store.iterdir())
+    trust_key(store, pub)
+    monkeypatch.setattr(os, "unlink", lambda *a, **k: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
+    with pytest.raises(ConfigError, match=r"drone-1.key: cannot remove the trusted key \(Permission denied\)"):
+        revoke_key(store, "drone-1")

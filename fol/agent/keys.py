@@ -38,7 +38,7 @@ import zmq.auth
 
 from fol.agent.protocol import ProtocolError, check_name
 from fol.errors import ConfigError
-from fol.fileio import atomic_write_text, make_dirs, staged_outputs
+from fol.fileio import atomic_write_text, make_dirs, remove_path, staged_outputs
 
 __all__ = [
     "KeyPair",
@@ -185,7 +185,7 @@ def trust_key(trust_dir: str | os.PathLike[str], key_file: str | os.PathLike[str
     public = load_public_key(src)
     store = Path(trust_dir)
     try:
-        store.mkdir(parents=True, exist_ok=True)
+        make_dirs(store)
     except OSError as exc:
         raise ConfigError(f"{store}: cannot be used as a trust store folder ({_folder_failure(exc)})") from None
     existing = TrustStore(store).reload()
@@ -202,7 +202,7 @@ def trust_key(trust_dir: str | os.PathLike[str], key_file: str | os.PathLike[str
 
 
 def revoke_key(trust_dir: str | os.PathLike[str], peer: str) -> Path:
-    """Remove a peer's key from a trust store; returns the removed file."""
+    """Remove a peer's key from a trust store (durably: the store folder is fsynced); returns the removed file."""
     try:
         check_name(peer, "peer id")  # no path separators: only a file of the store is removed
     except ProtocolError as exc:
@@ -214,7 +214,10 @@ def revoke_key(trust_dir: str | os.PathLike[str], peer: str) -> Path:
     target = store / f"{peer}{PUBLIC_SUFFIX}"
     if not target.is_file():
         raise ConfigError(f"{target}: no trusted key for peer {peer!r}")
-    target.unlink()
+    try:  # its folder fsynced: a revocation survives a power cut
+        remove_path(target)
+    except OSError as exc:
+        raise ConfigError(f"{target}: cannot remove the trusted key ({exc.strerror or exc})") from None
     return target
 
 
