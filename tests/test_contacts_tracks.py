@@ -278,3 +278,38 @@ def test_the_agent_restarting_after_a_cut_off_line_keeps_its_log_readable(tmp_pa
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warned == ([] if tail is None else [f"drone 7: {before.path}: dropped {tail} bytes of a last line cut off "
                                                f"while it was written (no newline, not JSON)"])
+
+
+def test_an_append_that_fails_part_way_does_not_glue_the_next_line_onto_its_fragment(tmp_path: Path) -> None:
+    """A disk that filled while the running agent appended a line left part of it (no newline) in the log;
+    the agent's next line, once there was room again, was appended right after it: one malformed line in
+    the middle, and the whole log refused by its readers. The next append now cuts the fragment off first."""
+    import resource
+    import signal
+
+    from pymavlink.dialects.v20 import common as mav
+
+    from fol.agent.position import PositionLog, fix_from_message
+
+    state = tmp_path / "drone 7"
+    state.mkdir()
+    source = _Source()
+    log = PositionLog(source, state, "drone 7")
+    for t, lat in ((0.0, 47.0), (20.0, 47.0005), (40.0, 47.001)):
+        msg = mav.MAVLink_global_position_int_message(1000, round(lat * 1e7), 80000000, 400000, 12000, 0, 0, 0, 0)
+        source.fix = fix_from_message(msg, received_at=T0.timestamp() + t)
+        if t == 20.0:  # this line meets a full disk part-way
+            limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+            handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (log.path.stat().st_size + 20, limits[1]))
+            try:
+                with pytest.raises(OSError):
+                    log.record("sent", "peer", "m1")
+            finally:
+                resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+                signal.signal(signal.SIGXFSZ, handler)
+            assert not log.path.read_text().endswith("\n")  # a fragment of the line was written
+        else:
+            log.record("sent", "peer", "m1")
+    assert [p[1] for p in read_track(log.path)] == [47.0, 47.001]
+    assert all(json.loads(line) for line in log.path.read_text().splitlines())

@@ -487,7 +487,9 @@ class PositionLog:
     (power lost while an earlier run appended it: no newline at its end, not
     JSON) is cut off the file, with one warning; appended to, it would become a
     malformed line in the middle of the file, refused by the readers. A last
-    line that is a whole JSON object without its newline is kept and ended.
+    line that is a whole JSON object without its newline is kept and ended. So is
+    the fragment an append that failed part-way (a full disk) left, before the
+    next line is appended.
     """
 
     def __init__(self, source: PositionSource, state_dir: Path, node_id: str) -> None:
@@ -541,8 +543,12 @@ class PositionLog:
         if not self._ended:
             self._end_last_line()
             self._ended = True
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry) + "\n")
+        try:
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(entry) + "\n")
+        except OSError:  # e.g. a full disk: part of the line may be written, cut off before the next append
+            self._ended = False
+            raise
         if fix is None:
             log.info("%s: %s %s (%s), no position fix yet", self.node_id, event, peer, model_id)
         else:
