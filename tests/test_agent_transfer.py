@@ -1800,3 +1800,19 @@ def test_a_stop_waiting_for_a_round_has_told_systemd_it_is_stopping(tmp_path: Pa
                 stopper.join(10)
             agent.stop(10)
     assert not agent.running
+
+
+def test_start_up_removes_the_state_writes_temporary_files(tmp_path: Path) -> None:
+    """A kill while state.json or agent.json was being written left the crash-safe writer's temporary file in
+    the state folder itself, which no start-up removed: one more state-sized file for every such crash. Start-up
+    now removes them with the others; files of other names (a user's) stay."""
+    node = Node(tmp_path, "receiver", [])
+    Agent(node.config(), load_fol=False).stop()  # the state folder of a node collecting round 1
+    state = node.folder / "state"
+    stray = {".state.json.0123456789ab.tmp", ".agent.json.abcdefabcdef.tmp"}
+    users = {".notes.tmp", "state.json.bak", ".state.json.XYZ.tmp"}
+    for name in stray | users:
+        (state / name).write_bytes(b'{"format": "fol-agent-st')  # cut off mid-write
+    Agent(node.config(), load_fol=False).stop()
+    left = {p.name for p in state.iterdir()}
+    assert users <= left and not stray & left and "state.json" in left

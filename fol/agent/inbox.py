@@ -461,7 +461,7 @@ class Inbox:
           with the safe loader and registered (or deleted when invalid);
         * state records whose file is gone are dropped;
         * the crash-safe writer's temporary files (:func:`fol.fileio.is_temporary`) left in
-          ``inbox/round-*/``, ``models/``, ``models/round-*-ensemble/``, ``models/pool/round-*/``
+          the state folder itself (``state.json``'s and ``agent.json``'s), ``inbox/round-*/``, ``models/``, ``models/round-*-ensemble/``, ``models/pool/round-*/``
           and ``reports/`` are removed (no other file);
         * the ensemble folder of a round the state does not record (``models/round-<e>-ensemble/``
           with ``e`` >= the current round: a crash or an abandoned stop during round ``e``) is
@@ -504,7 +504,7 @@ class Inbox:
         models = self.root / "models"
         ensembles = sorted(models.glob("round-*-ensemble"))
         pools = sorted((models / "pool").glob("round-*"))
-        for folder in (models, self.root / "reports", *ensembles, *pools):
+        for folder in (self.root, models, self.root / "reports", *ensembles, *pools):
             remove_temporaries(folder)
         for folders, suffix, written, what in ((ensembles, "-ensemble", _is_ensemble_file, "ensemble files"),
                                                (pools, "", _is_pool_file, "kept candidates")):
