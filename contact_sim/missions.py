@@ -278,25 +278,13 @@ def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
         refly = _flag(path, where, obj, "refly90Degrees", False)
         entry_at, entry = at, grid.get("entryLocation", 1)  # QGroundControl reads a missing one as 1
     else:
-        inner, at = obj["TransectStyleComplexItem"], f"{where}.TransectStyleComplexItem"
-        calc = inner.get("CameraCalc")
+        at = f"{where}.TransectStyleComplexItem"
         angle = _setting(path, where, obj, "angle", _ANGLE, -360.0, 360.0)
         spacing_at = f"{at}.CameraCalc.AdjustedFootprintSide"
-        spacing = _setting(path, f"{at}.CameraCalc", calc, "AdjustedFootprintSide", "metres above 0", 0.0,
-                           MAX_LOCAL_KM * 1000.0, above=True)
-        alt = _setting(path, f"{at}.CameraCalc", calc, "DistanceToSurface", "metres", -math.inf, math.inf)
-        turn = _setting(path, at, inner, "TurnAroundDistance", f"metres 0..{MAX_TURNAROUND_M:g}", 0.0,
-                        MAX_TURNAROUND_M)
-        if "DistanceToSurfaceRelative" in calc:  # CameraCalc version 1
-            relative = _flag(path, f"{at}.CameraCalc", calc, "DistanceToSurfaceRelative")
-        elif calc.get("DistanceMode") in (1, 2) and not isinstance(calc.get("DistanceMode"), bool):
-            relative = calc["DistanceMode"] == 1
-        else:
-            raise ContactError(f"{path}: {at}.CameraCalc.DistanceMode: expected 1 (altitude above home) or 2 (above "
-                               f"mean sea level), got {shown(calc.get('DistanceMode'))}; a survey above terrain "
-                               "needs the waypoints QGroundControl stores (open and save the plan in it)")
-        hover = _flag(path, at, inner, "HoverAndCapture", False)
-        refly = _flag(path, at, inner, "Refly90Degrees", False)
+        spacing = _setting(path, f"{at}.CameraCalc", obj["TransectStyleComplexItem"].get("CameraCalc"),
+                           "AdjustedFootprintSide", "metres above 0", 0.0, MAX_LOCAL_KM * 1000.0, above=True)
+        alt, relative, turn, hover = _transect_settings(path, obj, where, "survey")
+        refly = _flag(path, at, obj["TransectStyleComplexItem"], "Refly90Degrees", False)
         alternate = _flag(path, where, obj, "flyAlternateTransects", False)
         entry_at, entry = where, obj.get("entryLocation", 0)  # a new survey's in QGroundControl
     if entry not in (0, 1, 2, 3) or isinstance(entry, bool):
@@ -305,26 +293,7 @@ def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
     if hover:
         raise ContactError(f"{path}: {where}: hoverAndCapture: a survey that stops at each photo has no timing "
                            "without its computed waypoints; open and save the plan in QGroundControl to store them")
-    polygon = obj["polygon"]
-    if not isinstance(polygon, list) or not 3 <= len(polygon) <= MAX_SURVEY_VERTICES:
-        raise ContactError(f"{path}: {where}.polygon: expected 3 or more [lat, lon] vertices (at most "
-                           f"{MAX_SURVEY_VERTICES})")
-    geo = []
-    for k, vertex in enumerate(polygon):
-        try:
-            if not isinstance(vertex, list) or len(vertex) < 2:
-                raise ValueError
-            lat, lon = _number(vertex[0]), _number(vertex[1])
-        except ValueError:
-            lat = lon = math.nan
-        if math.isnan(lat) or math.isnan(lon):
-            raise ContactError(f"{path}: {where}.polygon[{k}]: expected [lat, lon] in degrees, got {shown(vertex)}")
-        _check_position(path, f"{where}.polygon[{k}]", lat, lon, 0.0)
-        geo.append((lat, lon))
-    # QGroundControl's flat frame: metres east and north in the WGS-84 tangent plane at the first vertex
-    tangent = (geo[0][0], geo[0][1], 0.0)
-    lat_v, lon_v = np.array(geo).T
-    pts = enu_km(lat_v, lon_v, np.zeros(len(geo)), tangent)[:, :2] * 1000.0
+    tangent, pts = _plane_vertices(path, f"{where}.polygon", obj["polygon"], 3)
     edges = np.roll(pts, -1, axis=0) - pts
     area2 = float(np.sum(pts[:, 0] * np.roll(pts, -1, axis=0)[:, 1] - pts[:, 1] * np.roll(pts, -1, axis=0)[:, 0]))
     if abs(area2) <= 1e-9 * float(np.abs(edges).max()) ** 2:
@@ -356,13 +325,62 @@ def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
             ends = ends if k % 2 == 0 else ends[::-1]
             unit = (ends[1] - ends[0]) / np.hypot(*(ends[1] - ends[0]))
             flown.append(np.array([ends[0] - turn * unit, ends[1] + turn * unit]))
+    yield from _transect_waypoints(flown, tangent, alt, relative, where)
+
+
+def _transect_settings(path: Path, obj: dict, where: str, kind: str) -> tuple[float, bool, float, bool]:
+    """The altitude (m), whether above home, the turnaround (m) and ``HoverAndCapture`` of a current-format
+    survey's or corridor scan's ``TransectStyleComplexItem`` (and its ``CameraCalc``); ``kind`` names it."""
+    inner, at = obj["TransectStyleComplexItem"], f"{where}.TransectStyleComplexItem"
+    calc = inner.get("CameraCalc")
+    alt = _setting(path, f"{at}.CameraCalc", calc, "DistanceToSurface", "metres", -math.inf, math.inf)
+    turn = _setting(path, at, inner, "TurnAroundDistance", f"metres 0..{MAX_TURNAROUND_M:g}", 0.0, MAX_TURNAROUND_M)
+    if "DistanceToSurfaceRelative" in calc:  # CameraCalc version 1
+        relative = _flag(path, f"{at}.CameraCalc", calc, "DistanceToSurfaceRelative")
+    elif calc.get("DistanceMode") in (1, 2) and not isinstance(calc.get("DistanceMode"), bool):
+        relative = calc["DistanceMode"] == 1
+    else:
+        raise ContactError(f"{path}: {at}.CameraCalc.DistanceMode: expected 1 (altitude above home) or 2 (above "
+                           f"mean sea level), got {shown(calc.get('DistanceMode'))}; a {kind} above terrain "
+                           "needs the waypoints QGroundControl stores (open and save the plan in it)")
+    return alt, relative, turn, _flag(path, at, inner, "HoverAndCapture", False)
+
+
+def _plane_vertices(path: Path, where: str, vertices: Any, fewest: int) -> tuple[tuple[float, float, float], np.ndarray]:
+    """A polygon's or polyline's ``[lat, lon]`` vertices (``fewest`` to :data:`MAX_SURVEY_VERTICES`) in
+    QGroundControl's flat frame, metres east and north in the WGS-84 tangent plane at the first vertex, and
+    that tangent point (lat, lon deg, 0 m)."""
+    if not isinstance(vertices, list) or not fewest <= len(vertices) <= MAX_SURVEY_VERTICES:
+        raise ContactError(f"{path}: {where}: expected {fewest} or more [lat, lon] vertices (at most "
+                           f"{MAX_SURVEY_VERTICES})")
+    geo = []
+    for k, vertex in enumerate(vertices):
+        try:
+            if not isinstance(vertex, list) or len(vertex) < 2:
+                raise ValueError
+            lat, lon = _number(vertex[0]), _number(vertex[1])
+        except ValueError:
+            lat = lon = math.nan
+        if math.isnan(lat) or math.isnan(lon):
+            raise ContactError(f"{path}: {where}[{k}]: expected [lat, lon] in degrees, got {shown(vertex)}")
+        _check_position(path, f"{where}[{k}]", lat, lon, 0.0)
+        geo.append((lat, lon))
+    tangent = (geo[0][0], geo[0][1], 0.0)
+    lat_v, lon_v = np.array(geo).T
+    return tangent, enu_km(lat_v, lon_v, np.zeros(len(geo)), tangent)[:, :2] * 1000.0
+
+
+def _transect_waypoints(flown: list[np.ndarray], tangent: tuple[float, float, float], alt: float, relative: bool,
+                        where: str) -> Iterator[_Item]:
+    """Waypoints at ``alt`` through the points of each transect in ``flown`` (metres east / north of ``tangent``)."""
     if not flown:
         return
     plane = np.concatenate(flown) / 1000.0
     lat_w, lon_w = _lat_lon_of_enu(np.column_stack([plane, np.zeros(len(plane))]), tangent)
     frame = 3 if relative else 0
+    transect = np.repeat(np.arange(1, len(flown) + 1), [len(t) for t in flown])
     for i in range(len(plane)):
-        yield _Item(f"{where} (transect {i // 2 + 1})", NAV_WAYPOINT, frame,
+        yield _Item(f"{where} (transect {transect[i]})", NAV_WAYPOINT, frame,
                     [0.0, 0.0, 0.0, math.nan, float(lat_w[i]), float(lon_w[i]), alt])
 
 
