@@ -10,7 +10,8 @@ Four file kinds, told apart by their name's ending: two planned missions,
   computed and stored with them, ``TransectStyleComplexItem.Items``; a survey saved
   with its ``polygon`` and grid settings but no waypoints, by QGroundControl 3.2-3.3
   (item ``"version": 3``, a ``grid`` object) or by a script (an absent or empty
-  ``Items``), is flown as the lawnmower described below);
+  ``Items``), is flown as the lawnmower described below, and a corridor scan saved with its ``polyline``
+  and settings but no waypoints along QGroundControl's corridor transects, also below);
 - ``.waypoints``: the text format QGroundControl and Mission Planner both write,
   first line ``QGC WPL 110``, then one item a line with 12 tab-separated fields
   (index, current, frame, command, p1..p4, lat, lon, alt, autocontinue); the
@@ -81,6 +82,23 @@ transects a pass, is computed; ``hoverAndCapture`` (a stop at each photo) or a b
 in one line. ``splitConcavePolygons`` (QGroundControl does not split them either) and the camera
 settings do not move the drone and are not read. The flat frame is QGroundControl's: the WGS-84
 tangent plane at the polygon's first vertex.
+
+A corridor scan without waypoints (``polyline``, ``CorridorWidth``, ``EntryPoint`` and
+``TransectStyleComplexItem``'s ``TurnAroundDistance``, ``HoverAndCapture`` and ``CameraCalc``, read as
+a survey's) is flown along the transects QGroundControl computes for it, in the WGS-84 tangent plane
+at the polyline's first vertex: ceil(``CorridorWidth`` / spacing) of them (one when the width is 0; a
+spacing under 0.5 m counts as 100 km, as in QGroundControl), the k-th (from 0) the polyline moved
+``CorridorWidth`` / 2 - spacing / 2 - k spacing metres to its left (facing along it; a single one is
+the polyline itself), so the transects are not centred when the width is not a multiple of the
+spacing. Each segment is moved sideways; the ends are those of the first and last moved segments and
+each inner vertex is where the moved segments on either side of it cross. ``EntryPoint`` (0..3, 0 when
+absent) 1 and 3 reverse their order, 2 and 3 fly each from the polyline's last vertex. They are flown
+back and forth in turn, each stretched by ``TurnAroundDistance`` along its first and last segments.
+QGroundControl's corridor has no second pass, so ``Refly90Degrees`` is not read. A polyline of 2 to
+10,000 vertices, each segment 1 mm or longer, whose sides stay within 1,000 km (a polyline turning back
+almost onto itself sends them far away), with up to 10,000 transects and 100,000 waypoints, is
+computed; ``HoverAndCapture``, above terrain or a bad field is refused in one line. A corridor whose
+polyline has fewer than 2 vertices and no waypoints is flown as nothing, as QGroundControl uploads it.
 """
 
 from __future__ import annotations
@@ -116,6 +134,8 @@ MAX_HOLD_S = 30 * 86400.0
 MAX_SURVEY_TRANSECTS = 10_000
 MAX_SURVEY_VERTICES = 10_000
 MAX_TURNAROUND_M = 10_000.0
+#: A corridor scan's (polyline and settings, no stored waypoints) most waypoints: transects x (vertices + 2).
+MAX_CORRIDOR_WAYPOINTS = 100_000
 _ANGLE = "degrees (the transects' compass bearing)"
 #: Name endings of planned missions and of recorded tracks.
 MISSION_SUFFIXES, TRACK_SUFFIXES = (".plan", ".waypoints"), (".gpx", ".jsonl")
@@ -208,19 +228,24 @@ def _plan_items(path: Path, items: Any, where: str, nested: bool = False) -> Ite
         if kind == "ComplexItem" and not nested:
             inner = obj.get("TransectStyleComplexItem")
             stored = inner.get("Items") if isinstance(inner, dict) else None
-            polygon = obj.get("polygon")
+            polygon, polyline = obj.get("polygon"), obj.get("polyline")
             survey = (obj.get("complexItemType") == "survey" and polygon is not None
                       and ("grid" in obj or isinstance(inner, dict)))
-            if isinstance(stored, list) and (stored or not survey or (isinstance(polygon, list) and len(polygon) < 3)):
-                # the waypoints QGroundControl computed (none for a survey whose polygon it could not fill)
+            corridor = obj.get("complexItemType") == "CorridorScan" and polyline is not None and isinstance(inner, dict)
+            unfilled = ((survey and isinstance(polygon, list) and len(polygon) < 3)
+                        or (corridor and isinstance(polyline, list) and len(polyline) < 2))
+            if isinstance(stored, list) and (stored or not (survey or corridor) or unfilled):
+                # the waypoints QGroundControl computed (none for a polygon or polyline it could not fill)
                 yield from _plan_items(path, stored, f"{here}.Items", nested=True)
             elif survey:
                 yield from _survey_items(path, obj, here)
+            elif corridor:
+                yield from _corridor_items(path, obj, here)
             else:
                 raise ContactError(
                     f"{path}: {here}: complex item {shown(obj.get('complexItemType'))} holds no computed waypoints "
-                    "(TransectStyleComplexItem.Items) and is not a survey with a 'polygon' and grid settings, "
-                    "whose transects can be computed")
+                    "(TransectStyleComplexItem.Items) and is not a survey with a 'polygon' and grid settings or a "
+                    "corridor scan with a 'polyline' and its settings, whose transects can be computed")
             continue
         if kind != "SimpleItem":
             allowed = "'SimpleItem'" if nested else "'SimpleItem' or 'ComplexItem'"
@@ -245,7 +270,7 @@ def _setting(path: Path, where: str, table: Any, key: str, what: str, low: float
     except ValueError:
         value = math.nan
     if not (low < value <= high if above else low <= value <= high):
-        got = shown(table.get(key)) if isinstance(table, dict) else "nothing"
+        got = shown(table[key]) if isinstance(table, dict) and key in table else "nothing"
         raise ContactError(f"{path}: {where}.{key}: expected a number of {what}, got {got}")
     return value
 
@@ -437,6 +462,90 @@ def _survey_pass(pts: np.ndarray, edges: np.ndarray, bearing: float, spacing: fl
         found = [] if one is None else [one]
     forward = found and np.dot(found[0][1] - found[0][0], along) > 0
     return [t if (np.dot(t[1] - t[0], along) > 0) == forward else t[::-1] for t in found]
+
+
+def _corridor_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
+    """The waypoints of a corridor scan saved with its ``polyline``, ``CorridorWidth``, ``EntryPoint`` and
+    ``TransectStyleComplexItem`` settings but no computed waypoints, as QGroundControl computes them (its
+    CorridorScanComplexItem): the polyline offset sideways once per transect, in its flat frame."""
+    at = f"{where}.TransectStyleComplexItem"
+    side = _setting(path, f"{at}.CameraCalc", obj["TransectStyleComplexItem"].get("CameraCalc"),
+                    "AdjustedFootprintSide", f"metres 0..{MAX_LOCAL_KM * 1000:g}", 0.0, MAX_LOCAL_KM * 1000.0)
+    alt, relative, turn, hover = _transect_settings(path, obj, where, "corridor scan")
+    width = _setting(path, where, obj, "CorridorWidth", f"metres 0..{MAX_LOCAL_KM * 1000:g}", 0.0,
+                     MAX_LOCAL_KM * 1000.0)
+    entry = obj.get("EntryPoint", 0)  # a new corridor's in QGroundControl
+    if entry not in (0, 1, 2, 3) or isinstance(entry, bool):
+        raise ContactError(f"{path}: {where}.EntryPoint: expected 0, 1, 2 or 3 (the corner the corridor scan "
+                           f"starts at), got {shown(entry)}")
+    if hover:
+        raise ContactError(f"{path}: {where}: HoverAndCapture: a corridor scan that stops at each photo has no "
+                           "timing without its computed waypoints; open and save the plan in QGroundControl to "
+                           "store them")
+    spacing = side if side >= 0.5 else 100_000.0  # QGroundControl's guard: a narrower spacing flies one transect
+    count = math.ceil(width / spacing) if width > 0.0 else 1
+    if count > MAX_SURVEY_TRANSECTS:
+        raise ContactError(f"{path}: {at}.CameraCalc.AdjustedFootprintSide: {side:g} m gives {count} transects "
+                           f"over a {width:g} m wide corridor (at most {MAX_SURVEY_TRANSECTS})")
+    polyline = obj["polyline"]
+    if isinstance(polyline, list) and count * (len(polyline) + 2) > MAX_CORRIDOR_WAYPOINTS:
+        raise ContactError(f"{path}: {where}.polyline: {len(polyline)} vertices over {count} transects give more "
+                           f"than {MAX_CORRIDOR_WAYPOINTS} waypoints")
+    tangent, pts = _plane_vertices(path, f"{where}.polyline", polyline, 2)
+    base, slide = _corridor_offsets(path, f"{where}.polyline", pts)
+    half = width / 2.0
+    transects = []
+    for i in range(count):  # the first one leftmost (facing along the polyline)
+        line = base + (0.0 if count == 1 else half - spacing / 2.0 - i * spacing) * slide
+        far = np.flatnonzero(~(np.abs(line).max(axis=1) <= MAX_LOCAL_KM * 1000.0))
+        if far.size:
+            k = min(int(far[0]), len(pts) - 1)
+            raise ContactError(f"{path}: {where}.polyline[{k}]: the corridor's side at this vertex lies more than "
+                               f"{MAX_LOCAL_KM:g} km away (the polyline turns back almost onto itself)")
+        if turn > 0.0:  # stretched along its first and last segments (as QGroundControl: south when one has no length)
+            ends = []
+            for a, b in ((line[1], line[0]), (line[-2], line[-1])):
+                d = float(np.hypot(*(b - a)))
+                ends.append(b + turn * ((b - a) / d if d > 0.0 else np.array([0.0, -1.0])))
+            line = np.vstack([ends[0], line, ends[1]])
+        transects.append(line)
+    if entry in (1, 3):  # QGroundControl's entry points: 1 and 3 start with the other side's transect,
+        transects = transects[::-1]
+    if entry in (2, 3):  # 2 and 3 at the polyline's other end
+        transects = [t[::-1] for t in transects]
+    flown = [t if k % 2 == 0 else t[::-1] for k, t in enumerate(transects)]  # back and forth in turn
+    yield from _transect_waypoints(flown, tangent, alt, relative, where)
+
+
+def _corridor_offsets(path: Path, where: str, pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For the polyline ``pts`` (metres east / north), ``base`` and ``slide`` (both ``(n, 2)``) such that
+    ``base + d * slide`` is QGroundControl's polyline offset ``d`` metres to the left (facing along it).
+
+    As QGroundControl's QGCMapPolyline.offsetPolyline: each segment moved ``d`` to its left; the ends are the
+    first and last moved segments' ends; each inner vertex is where the moved segments on either side of it
+    cross (a linear function of ``d``). When they do not cross (the polyline runs straight on, or turns right
+    back) it is the moved vertex of a straight run, or QGroundControl's choice for a reversal: the end of the
+    moved segment after the vertex."""
+    seg = np.diff(pts, axis=0)
+    length = np.hypot(seg[:, 0], seg[:, 1])
+    short = np.flatnonzero(~(length > 1e-3))
+    if short.size:
+        raise ContactError(f"{path}: {where}[{short[0] + 1}]: lies within 1 mm of the vertex before it (each of a "
+                           "corridor's segments needs a length and a direction)")
+    unit = seg / length[:, None]
+    left = np.column_stack([-unit[:, 1], unit[:, 0]])
+    base, slide = pts.copy(), np.empty_like(pts)
+    slide[0], slide[-1] = left[0], left[-1]
+    for k in range(1, len(pts) - 1):
+        u, v = unit[k - 1], unit[k]
+        cos, sin = float(u @ v), float(u[0] * v[1] - u[1] * v[0])
+        if abs(sin) > 1e-9:
+            slide[k] = (left[k - 1] + left[k]) / (1.0 + cos)
+        elif cos > 0.0:
+            slide[k] = left[k]
+        else:
+            base[k], slide[k] = pts[k + 1], left[k]
+    return base, slide
 
 
 def _read_plan(path: Path, text: str) -> tuple[tuple[float, float, float], float | None, list[_Item]]:

@@ -435,3 +435,105 @@ def test_a_current_survey_without_its_waypoints_is_computed_like_an_old_one(tmp_
     with pytest.raises(ContactError, match=r"items\[0\]\.TransectStyleComplexItem\.CameraCalc\.DistanceMode: "
                                            r"expected 1 \(altitude above home\) or 2"):
         missions.read_mission(_plan(tmp_path / "terrain.plan", [terrain]), 15.0)
+
+
+def _corridor(line_m: list, width: float, side: float, turnaround: float, items=None, entry=0, **calc) -> dict:
+    """A corridor scan as QGroundControl saves it (version 2), with ``items`` (None: no 'Items' at all)."""
+    transect = {"CameraCalc": {"AdjustedFootprintSide": side, "AdjustedFootprintFrontal": 25, "DistanceToSurface": 50,
+                               "DistanceMode": 1, "version": 2, **calc},
+                "TurnAroundDistance": turnaround, "HoverAndCapture": False, "Refly90Degrees": False,
+                "CameraTriggerInTurnAround": True, "version": 2}
+    if items is not None:
+        transect["Items"] = items
+    return {"type": "ComplexItem", "complexItemType": "CorridorScan", "version": 2, "CorridorWidth": width,
+            "EntryPoint": entry, "polyline": [list(_local_to_geo(e, n)) for e, n in line_m],
+            "TransectStyleComplexItem": transect}
+
+
+# An L: 200 m north, then 150 m east. 60 m wide, transects 25 m apart: ceil(60 / 25) = 3 of them, QGroundControl's
+# offsets 30 - 12.5 - 25 k = 17.5, -7.5 and -32.5 m to the left (facing along the polyline), not centred; each
+# corner where the offset segments cross; 10 m turnarounds along the first and last segments; back and forth.
+L_LINE = [(0, 0), (0, 200), (150, 200)]
+L_FLOWN = [(-17.5, -10), (-17.5, 0), (-17.5, 217.5), (150, 217.5), (160, 217.5),
+           (160, 192.5), (150, 192.5), (7.5, 192.5), (7.5, 0), (7.5, -10),
+           (32.5, -10), (32.5, 0), (32.5, 167.5), (150, 167.5), (160, 167.5)]
+
+
+def test_a_corridor_without_stored_waypoints_is_flown_as_qgroundcontrol_computes_it(tmp_path: Path) -> None:
+    """A corridor scan saved with its polyline and settings but no computed waypoints was refused; it is flown
+    along QGroundControl's transects: the same path (within 5 cm) and time as the plan storing them."""
+    # the plan QGroundControl saves: each point a waypoint, the camera started at each entry and stopped at exit
+    stored = []
+    for k in range(3):
+        points = L_FLOWN[5 * k:5 * k + 5]
+        for j, (e, n) in enumerate(points):
+            stored.append(_item(16, *_local_to_geo(e, n), 50.0))
+            if j in (1, 3):
+                stored.append(_item(206, p1=25.0 if j == 1 else 0.0, frame=2))
+    with_items = _flown_m(_plan(tmp_path / "stored.plan", [_corridor(L_LINE, 60, 25, 10, stored)]))
+    assert np.allclose(with_items[:, :2], L_FLOWN, atol=0.02)
+    for k, items in enumerate((None, [])):  # no 'Items', or an empty list, as scripts write them
+        path = _plan(tmp_path / f"c{k}.plan", [_corridor(L_LINE, 60, 25, 10, items)])
+        flown = _flown_m(path)
+        assert np.allclose(flown, with_items, atol=0.05)
+        assert np.allclose(flown[:, 2], 50.0, atol=0.01)  # DistanceMode 1: 50 m above home
+        w, _ = mission_waypoints(path, None, 15.0)
+        w_stored, _ = mission_waypoints(tmp_path / "stored.plan", None, 15.0)
+        assert w.t_s[-1] == pytest.approx(w_stored.t_s[-1], abs=0.02)
+    # EntryPoint 1 starts with the other side's transect, 2 at the polyline's other end, 3 both
+    starts = [_flown_m(_plan(tmp_path / f"e{e}.plan", [_corridor(L_LINE, 60, 25, 0, entry=e)]))[:3, :2]
+              for e in range(4)]
+    assert np.allclose(starts, [[(-17.5, 0), (-17.5, 217.5), (150, 217.5)], [(32.5, 0), (32.5, 167.5), (150, 167.5)],
+                                [(150, 217.5), (-17.5, 217.5), (-17.5, 0)], [(150, 167.5), (32.5, 167.5), (32.5, 0)]],
+                       atol=0.05)
+    # no width, or a spacing under QGroundControl's 0.5 m floor: one transect, along the polyline itself
+    for name, width, side in (("narrow", 0, 25), ("fine", 60, 0.2)):
+        flown = _flown_m(_plan(tmp_path / f"{name}.plan", [_corridor(L_LINE, width, side, 0)]))
+        assert np.allclose(flown[:, :2], L_LINE, atol=0.05)
+    # a turn to the right (and a straight run) offsets the same way: the first transect on the left
+    zig = _flown_m(_plan(tmp_path / "zig.plan", [_corridor([(0, 0), (100, 0), (200, 0), (200, -100)], 40, 20, 0)]))
+    assert np.allclose(zig[:, :2], [(0, 10), (100, 10), (210, 10), (210, -100),
+                                    (190, -100), (190, -10), (100, -10), (0, -10)], atol=0.05)
+    # a corridor QGroundControl could not fill (under 2 vertices) and saved with no waypoints flies nothing
+    _, targets = missions.read_mission(_plan(tmp_path / "one.plan", [_corridor([(0, 0)], 60, 25, 0, [])]), 15.0)
+    assert len(targets) == 1
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("CorridorWidth", _GONE, r"CorridorWidth: expected a number of metres 0\.\.1e\+06, got nothing$"),
+    ("CorridorWidth", -5, r"CorridorWidth: expected a number of metres 0\.\.1e\+06, got -5"),
+    ("EntryPoint", 4, r"EntryPoint: expected 0, 1, 2 or 3"),
+    ("TransectStyleComplexItem.CameraCalc.AdjustedFootprintSide", None,
+     r"TransectStyleComplexItem\.CameraCalc\.AdjustedFootprintSide: expected a number of metres"),
+    ("TransectStyleComplexItem.CameraCalc.AdjustedFootprintSide", 0.5,
+     r"AdjustedFootprintSide: 0\.5 m gives 120000 transects over a 60000 m wide corridor \(at most 10000\)"),
+    ("TransectStyleComplexItem.CameraCalc.DistanceMode", 3, r"DistanceMode: expected 1 .*a corridor scan above terrain"),
+    ("TransectStyleComplexItem.TurnAroundDistance", 1e9, r"TurnAroundDistance: expected a number of metres 0\.\.10000"),
+    ("TransectStyleComplexItem.HoverAndCapture", True, r"HoverAndCapture: a corridor scan that stops at each photo"),
+    ("polyline", [[47.0, 8.0]], r"polyline: expected 2 or more \[lat, lon\] vertices"),
+    ("polyline", [[47.0, 8.0], [47.0, "8"]], r"polyline\[1\]: expected \[lat, lon\] in degrees"),
+    ("polyline", [[47.0, 8.0], [47.001, 8.0], [47.001, 8.0]], r"polyline\[2\]: lies within 1 mm of the vertex before"),
+    ("polyline", [[47.0, 8.0], [47.002, 8.0], [47.0, 8.0000001]], r"polyline\[1\]: the corridor's side at this vertex "
+                                                                  r"lies more than 1000 km away"),
+    ("polyline", [[47.0 + k * 1e-4, 8.0] for k in range(40)], r"polyline: 40 vertices over 3000 transects give more "
+                                                               r"than 100000 waypoints"),
+])
+def test_a_corridor_that_cannot_be_computed_is_one_line(tmp_path: Path, key: str, value, message: str) -> None:
+    item = _corridor(L_LINE, 60, 25, 10)
+    if key == "polyline" and len(value) == 40:
+        item["CorridorWidth"] = 60_000
+        item["TransectStyleComplexItem"]["CameraCalc"]["AdjustedFootprintSide"] = 20
+    if "AdjustedFootprintSide" in key and value == 0.5:
+        item["CorridorWidth"] = 60_000
+    *parents, last = key.split(".")
+    table = item
+    for name in parents:
+        table = table[name]
+    if value is _GONE:
+        del table[last]
+    else:
+        table[last] = value
+    path = _plan(tmp_path / "c.plan", [item])
+    with pytest.raises(ContactError, match=r"c\.plan: mission\.items\[0\]\.?.*" + message) as err:
+        missions.read_mission(path, 15.0)
+    assert "\n" not in str(err.value)
