@@ -93,7 +93,8 @@ the polyline itself), so the transects are not centred when the width is not a m
 spacing. Each segment is moved sideways; the ends are those of the first and last moved segments and
 each inner vertex is where the moved segments on either side of it cross. ``EntryPoint`` (0..3, 0 when
 absent) 1 and 3 reverse their order, 2 and 3 fly each from the polyline's last vertex. They are flown
-back and forth in turn, each stretched by ``TurnAroundDistance`` along its first and last segments.
+back and forth in turn, each stretched by ``TurnAroundDistance`` along its first and last segments,
+on QGroundControl's sphere (QGeoCoordinate's, radius 6371.0072 km) as it does.
 QGroundControl's corridor has no second pass, so ``Refly90Degrees`` is not read. A polyline of 2 to
 10,000 vertices, each segment 1 mm or longer, whose sides stay within 1,000 km (a polyline turning back
 almost onto itself sends them far away), with up to 10,000 transects and 100,000 waypoints, is
@@ -136,6 +137,8 @@ MAX_SURVEY_VERTICES = 10_000
 MAX_TURNAROUND_M = 10_000.0
 #: A corridor scan's (polyline and settings, no stored waypoints) most waypoints: transects x (vertices + 2).
 MAX_CORRIDOR_WAYPOINTS = 100_000
+#: QGroundControl's Earth radius (m), QGeoCoordinate's sphere, on which it stretches a corridor's transects.
+QT_EARTH_RADIUS_M = 6_371_007.2
 _ANGLE = "degrees (the transects' compass bearing)"
 #: Name endings of planned missions and of recorded tracks.
 MISSION_SUFFIXES, TRACK_SUFFIXES = (".plan", ".waypoints"), (".gpx", ".jsonl")
@@ -401,12 +404,18 @@ def _transect_waypoints(flown: list[np.ndarray], tangent: tuple[float, float, fl
     if not flown:
         return
     plane = np.concatenate(flown) / 1000.0
-    lat_w, lon_w = _lat_lon_of_enu(np.column_stack([plane, np.zeros(len(plane))]), tangent)
+    lat, lon = _lat_lon_of_enu(np.column_stack([plane, np.zeros(len(plane))]), tangent)
+    yield from _geo_waypoints(np.split(np.column_stack([lat, lon]), np.cumsum([len(t) for t in flown])[:-1]), alt,
+                              relative, where)
+
+
+def _geo_waypoints(flown: list[np.ndarray], alt: float, relative: bool, where: str) -> Iterator[_Item]:
+    """Waypoints at ``alt`` through the [lat, lon] points (deg) of each transect in ``flown``."""
     frame = 3 if relative else 0
-    transect = np.repeat(np.arange(1, len(flown) + 1), [len(t) for t in flown])
-    for i in range(len(plane)):
-        yield _Item(f"{where} (transect {transect[i]})", NAV_WAYPOINT, frame,
-                    [0.0, 0.0, 0.0, math.nan, float(lat_w[i]), float(lon_w[i]), alt])
+    for k, transect in enumerate(flown, start=1):
+        for lat, lon in transect:
+            yield _Item(f"{where} (transect {k})", NAV_WAYPOINT, frame, [0.0, 0.0, 0.0, math.nan, float(lat),
+                                                                         float(lon), alt])
 
 
 class _TooManyTransects(Exception):
@@ -487,35 +496,47 @@ def _corridor_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
     if count > MAX_SURVEY_TRANSECTS:
         raise ContactError(f"{path}: {at}.CameraCalc.AdjustedFootprintSide: {side:g} m gives {count} transects "
                            f"over a {width:g} m wide corridor (at most {MAX_SURVEY_TRANSECTS})")
-    polyline = obj["polyline"]
-    if isinstance(polyline, list) and count * (len(polyline) + 2) > MAX_CORRIDOR_WAYPOINTS:
-        raise ContactError(f"{path}: {where}.polyline: {len(polyline)} vertices over {count} transects give more "
-                           f"than {MAX_CORRIDOR_WAYPOINTS} waypoints")
-    tangent, pts = _plane_vertices(path, f"{where}.polyline", polyline, 2)
+    tangent, pts = _plane_vertices(path, f"{where}.polyline", obj["polyline"], 2)
+    if count * (len(pts) + 2) > MAX_CORRIDOR_WAYPOINTS:
+        raise ContactError(f"{path}: {where}.polyline: {len(pts)} vertices over {count} transects give more than "
+                           f"{MAX_CORRIDOR_WAYPOINTS} waypoints")
     base, slide = _corridor_offsets(path, f"{where}.polyline", pts)
     half = width / 2.0
+    offsets = [0.0] if count == 1 else [half - spacing / 2.0 - i * spacing for i in range(count)]  # leftmost first
+    lines = base[None] + np.array(offsets)[:, None, None] * slide[None]
+    far = np.flatnonzero(~(np.abs(lines).max(axis=(0, 2)) <= MAX_LOCAL_KM * 1000.0))
+    if far.size:
+        raise ContactError(f"{path}: {where}.polyline[{far[0]}]: the corridor's side at this vertex lies more than "
+                           f"{MAX_LOCAL_KM:g} km away (the polyline turns back almost onto itself)")
+    lat, lon = _lat_lon_of_enu(np.column_stack([lines.reshape(-1, 2) / 1000.0, np.zeros(lines.shape[0] * lines.shape[1])]),
+                               tangent)
     transects = []
-    for i in range(count):  # the first one leftmost (facing along the polyline)
-        line = base + (0.0 if count == 1 else half - spacing / 2.0 - i * spacing) * slide
-        far = np.flatnonzero(~(np.abs(line).max(axis=1) <= MAX_LOCAL_KM * 1000.0))
-        if far.size:
-            k = min(int(far[0]), len(pts) - 1)
-            raise ContactError(f"{path}: {where}.polyline[{k}]: the corridor's side at this vertex lies more than "
-                               f"{MAX_LOCAL_KM:g} km away (the polyline turns back almost onto itself)")
-        if turn > 0.0:  # stretched along its first and last segments (as QGroundControl: south when one has no length)
-            ends = []
-            for a, b in ((line[1], line[0]), (line[-2], line[-1])):
-                d = float(np.hypot(*(b - a)))
-                ends.append(b + turn * ((b - a) / d if d > 0.0 else np.array([0.0, -1.0])))
-            line = np.vstack([ends[0], line, ends[1]])
+    for line in np.column_stack([lat, lon]).reshape(count, len(pts), 2):
+        if turn > 0.0:  # QGroundControl stretches them on its sphere, along the first and last segments
+            line = np.vstack([_qt_beyond(line[0], line[1], turn), line, _qt_beyond(line[-1], line[-2], turn)])
         transects.append(line)
     if entry in (1, 3):  # QGroundControl's entry points: 1 and 3 start with the other side's transect,
         transects = transects[::-1]
     if entry in (2, 3):  # 2 and 3 at the polyline's other end
         transects = [t[::-1] for t in transects]
     flown = [t if k % 2 == 0 else t[::-1] for k, t in enumerate(transects)]  # back and forth in turn
-    yield from _transect_waypoints(flown, tangent, alt, relative, where)
+    yield from _geo_waypoints(flown, alt, relative, where)
 
+
+def _qt_beyond(point: np.ndarray, toward: np.ndarray, distance_m: float) -> np.ndarray:
+    """[lat, lon] (deg) ``distance_m`` from ``point`` away from ``toward``: QGroundControl's corridor turnaround,
+    QGeoCoordinate's ``atDistanceAndAzimuth(-distance, azimuthTo(toward))`` on its sphere (due south when the
+    two points are one)."""
+    lat1, lon1, lat2, lon2 = (math.radians(float(v)) for v in (*point, *toward))
+    azimuth = math.atan2(math.sin(lon2 - lon1) * math.cos(lat2),
+                         math.cos(lat1) * math.sin(lat2) - math.sin(lat1) * math.cos(lat2) * math.cos(lon2 - lon1))
+    ratio = -distance_m / QT_EARTH_RADIUS_M
+    lat = math.asin(math.sin(lat1) * math.cos(ratio) + math.cos(lat1) * math.sin(ratio) * math.cos(azimuth))
+    lon = lon1 + math.atan2(math.sin(azimuth) * math.sin(ratio) * math.cos(lat1),
+                            math.cos(ratio) - math.sin(lat1) * math.sin(lat))
+    lon_deg = math.degrees(lon)
+    return np.array([math.degrees(lat), lon_deg - 360.0 if lon_deg > 180.0 else lon_deg + 360.0 if lon_deg < -180.0
+                     else lon_deg])
 
 def _corridor_offsets(path: Path, where: str, pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For the polyline ``pts`` (metres east / north), ``base`` and ``slide`` (both ``(n, 2)``) such that

@@ -452,7 +452,8 @@ def _corridor(line_m: list, width: float, side: float, turnaround: float, items=
 
 # An L: 200 m north, then 150 m east. 60 m wide, transects 25 m apart: ceil(60 / 25) = 3 of them, QGroundControl's
 # offsets 30 - 12.5 - 25 k = 17.5, -7.5 and -32.5 m to the left (facing along the polyline), not centred; each
-# corner where the offset segments cross; 10 m turnarounds along the first and last segments; back and forth.
+# corner where the offset segments cross; 10 m turnarounds along the first and last segments (10.03 m east on
+# QGroundControl's sphere); back and forth.
 L_LINE = [(0, 0), (0, 200), (150, 200)]
 L_FLOWN = [(-17.5, -10), (-17.5, 0), (-17.5, 217.5), (150, 217.5), (160, 217.5),
            (160, 192.5), (150, 192.5), (7.5, 192.5), (7.5, 0), (7.5, -10),
@@ -494,6 +495,13 @@ def test_a_corridor_without_stored_waypoints_is_flown_as_qgroundcontrol_computes
     zig = _flown_m(_plan(tmp_path / "zig.plan", [_corridor([(0, 0), (100, 0), (200, 0), (200, -100)], 40, 20, 0)]))
     assert np.allclose(zig[:, :2], [(0, 10), (100, 10), (210, 10), (210, -100),
                                     (190, -100), (190, -10), (100, -10), (0, -10)], atol=0.05)
+    # the turnarounds are stretched on QGroundControl's sphere (QGeoCoordinate's, radius 6371.0072 km): 1000 m
+    # west of the start is 0.0131866 deg of longitude at 47 N, 2.9 m farther than 1000 m on WGS-84
+    far = _plan(tmp_path / "far.plan", [_corridor([(0, 0), (100, 0)], 0, 25, 1000)])
+    _, targets = missions.read_mission(far, 15.0)
+    assert targets[1][1] == pytest.approx(HOME[1] - math.degrees(1000 / (6371007.2 * math.cos(math.radians(47)))),
+                                          abs=1e-9)
+    assert targets[1][0] == pytest.approx(HOME[0], abs=1e-6)
     # a corridor QGroundControl could not fill (under 2 vertices) and saved with no waypoints flies nothing
     _, targets = missions.read_mission(_plan(tmp_path / "one.plan", [_corridor([(0, 0)], 60, 25, 0, [])]), 15.0)
     assert len(targets) == 1
