@@ -374,7 +374,8 @@ def _transect_settings(path: Path, obj: dict, where: str, kind: str) -> tuple[fl
     return alt, relative, turn, _flag(path, at, inner, "HoverAndCapture", False)
 
 
-def _plane_vertices(path: Path, where: str, vertices: Any, fewest: int) -> tuple[tuple[float, float, float], np.ndarray]:
+def _plane_vertices(path: Path, where: str, vertices: Any,
+                    fewest: int) -> tuple[tuple[float, float, float], np.ndarray]:
     """A polygon's or polyline's ``[lat, lon]`` vertices (``fewest`` to :data:`MAX_SURVEY_VERTICES`) in
     QGroundControl's flat frame, metres east and north in the WGS-84 tangent plane at the first vertex, and
     that tangent point (lat, lon deg, 0 m)."""
@@ -508,8 +509,8 @@ def _corridor_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
     if far.size:
         raise ContactError(f"{path}: {where}.polyline[{far[0]}]: the corridor's side at this vertex lies more than "
                            f"{MAX_LOCAL_KM:g} km away (the polyline turns back almost onto itself)")
-    lat, lon = _lat_lon_of_enu(np.column_stack([lines.reshape(-1, 2) / 1000.0, np.zeros(lines.shape[0] * lines.shape[1])]),
-                               tangent)
+    plane = lines.reshape(-1, 2) / 1000.0
+    lat, lon = _lat_lon_of_enu(np.column_stack([plane, np.zeros(len(plane))]), tangent)
     transects = []
     for line in np.column_stack([lat, lon]).reshape(count, len(pts), 2):
         if turn > 0.0:  # QGroundControl stretches them on its sphere, along the first and last segments
@@ -537,6 +538,7 @@ def _qt_beyond(point: np.ndarray, toward: np.ndarray, distance_m: float) -> np.n
     lon_deg = math.degrees(lon)
     return np.array([math.degrees(lat), lon_deg - 360.0 if lon_deg > 180.0 else lon_deg + 360.0 if lon_deg < -180.0
                      else lon_deg])
+
 
 def _corridor_offsets(path: Path, where: str, pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For the polyline ``pts`` (metres east / north), ``base`` and ``slide`` (both ``(n, 2)``) such that
