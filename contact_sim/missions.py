@@ -54,7 +54,8 @@ their 3-D length over the speed: the plan's ``hoverSpeed`` (``cruiseSpeed``
 for a fixed-wing plan, ``vehicleType`` 1), changed by DO_CHANGE_SPEED (178)
 items' p2, else the scenario's default. After its last item a drone hovers.
 Commands that neither move the drone nor delay it (camera, gimbal, servo,
-relay and other DO_ commands) are skipped; any other command is refused, as are
+relay and other DO_ commands, and CONDITION_GATE, 4501, which holds back a camera trigger until the
+drone crosses a line) are skipped; any other command is refused, as are
 frames other than 0/3 (and their _INT twins 5/6) for moving items.
 
 A survey without waypoints (polygon and ``grid``: ``angle``, ``spacing``, ``altitude``,
@@ -163,12 +164,16 @@ _NOT_SKIPPED = frozenset({176, DO_JUMP, DO_CHANGE_SPEED, DO_SET_HOME, 185, 186, 
                           222, 224, 246, 252})
 _SUPPORTED = ("supported: 16 waypoint, 19 loiter-time, 20 return-to-launch, 21 land, 22 takeoff, "
               "178 change-speed, and commands 176..252 that do not move, stop or redirect the drone "
-              "(camera, gimbal, servo ...), camera commands 530..532, 2000..2001, 2500..2501")
+              "(camera, gimbal, servo ...), camera commands 530..532, 2000..2001, 2500..2501, "
+              "4501 condition-gate")
+#: MAV_CMD_CONDITION_GATE: holds back the commands after it (a camera trigger) until the drone crosses a
+#: line; QGroundControl 4.x stores one before each camera-triggering transect. The flight goes on.
+CONDITION_GATE = 4501
 
 
 def _skipped(command: int) -> bool:
     """Commands that neither move the drone nor change its timing."""
-    return ((176 <= command <= 252 and command not in _NOT_SKIPPED)
+    return ((176 <= command <= 252 and command not in _NOT_SKIPPED) or command == CONDITION_GATE
             or 530 <= command <= 532 or 2000 <= command <= 2001 or 2500 <= command <= 2501)
 
 

@@ -79,6 +79,17 @@ def test_a_plan_gives_its_positions_and_times(tmp_path: Path) -> None:
     assert t2 == pytest.approx(10 + north / 5, abs=0.01)
 
 
+def test_a_condition_gate_is_skipped_as_the_flight_goes_on(tmp_path: Path) -> None:
+    """QGroundControl 4.x stores MAV_CMD_CONDITION_GATE (4501: the camera trigger after it waits for
+    the drone to cross a line) before each camera-triggering transect; such a plan was refused as an
+    unsupported command. The gate delays no flight: the mission flies as without it."""
+    gate = {"type": "SimpleItem", "command": 4501, "frame": 0, "autoContinue": True,
+            "params": [0, 0, 0, 0, 47.0005, 8.0, 450.0]}
+    plain, _ = mission_waypoints(_plan(tmp_path / "a.plan", MISSION), None, 15.0)
+    gated, _ = mission_waypoints(_plan(tmp_path / "b.plan", [*MISSION[:2], gate, *MISSION[2:]]), None, 15.0)
+    assert np.array_equal(gated.t_s, plain.t_s) and np.array_equal(gated.xyz_km, plain.xyz_km)
+
+
 def test_a_waypoints_file_is_the_same_mission(tmp_path: Path) -> None:
     a, _ = mission_waypoints(_plan(tmp_path / "a.plan", MISSION), None, 15.0)
     b, _ = mission_waypoints(_wpl(tmp_path / "a.waypoints", HOME, MISSION), None, 5.0)  # no speed in the file
