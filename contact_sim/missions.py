@@ -52,7 +52,9 @@ the current altitude and descends to it; land (21) descends to home's altitude
 at the item's position (its current one when the item gives 0, 0). Legs take
 their 3-D length over the speed: the plan's ``hoverSpeed`` (``cruiseSpeed``
 for a fixed-wing plan, ``vehicleType`` 1), changed by DO_CHANGE_SPEED (178)
-items' p2, else the scenario's default. After its last item a drone hovers.
+items' p2, else the scenario's default. After its last item a drone hovers. An item whose
+autocontinue is off is flown on without a stop, as ArduPilot flies it (PX4 would hold there until told
+to go on), with one warning per file.
 Commands that neither move the drone nor delay it (camera, gimbal, servo,
 relay and other DO_ commands, and CONDITION_GATE, 4501, which holds back a camera trigger until the
 drone crosses a line) are skipped; any other command is refused, as are
@@ -207,10 +209,11 @@ def _lat_lon_of_enu(enu_km: np.ndarray, origin: tuple[float, float, float]) -> t
 class _Item:
     """One mission item as both formats carry it; ``where`` names it in messages."""
 
-    __slots__ = ("where", "command", "frame", "params")
+    __slots__ = ("where", "command", "frame", "params", "stops")
 
-    def __init__(self, where: str, command: int, frame: int, params: list[float]) -> None:
+    def __init__(self, where: str, command: int, frame: int, params: list[float], stops: bool = False) -> None:
         self.where, self.command, self.frame, self.params = where, command, frame, params
+        self.stops = stops  # autocontinue off: PX4 holds here until told to go on, ArduPilot flies on
 
 
 def _number(v: Any) -> float:
@@ -267,7 +270,7 @@ def _plan_items(path: Path, items: Any, where: str, nested: bool = False) -> Ite
             values = [_number(v) for v in params]
         except ValueError:
             raise ContactError(f"{path}: {here}: expected 'params' as 7 numbers (or null)") from None
-        yield _Item(here, command, frame, values)
+        yield _Item(here, command, frame, values, stops=obj.get("autoContinue") is False)
 
 
 def _setting(path: Path, where: str, table: Any, key: str, what: str, low: float, high: float,
@@ -634,7 +637,7 @@ def _read_wpl(path: Path, text: str) -> tuple[tuple[float, float, float], None, 
         if home is None:  # the first item is the home position
             home = (params[4], params[5], params[6])
             continue
-        items.append(_Item(where, command, frame, params))
+        items.append(_Item(where, command, frame, params, stops=fields[11] in ("0", "0.0")))
     if home is None:
         raise ContactError(f"{path}: no items (expected the home position on the line after 'QGC WPL 110')")
     return home, None, items
@@ -667,6 +670,11 @@ def read_mission(path: str | Path, default_speed_m_s: float) -> tuple[tuple[floa
     _check_position(path, where_home, *home)
     speed = speed or default_speed_m_s
     targets: list[tuple] = [(home[0], home[1], home[2], speed, 0.0, where_home)]
+    stops = [it.where for it in items[:-1] if it.stops]  # the last item ends the mission either way
+    if stops:
+        log.warning("%s: %s%s: autocontinue is off; PX4 would hold there until told to go on, ArduPilot ignores "
+                    "it: flown on without a stop, as ArduPilot flies it", path, stops[0],
+                    f" and {len(stops) - 1} more item(s)" if len(stops) > 1 else "")
     for it in items:
         p = it.params
         if it.command == DO_CHANGE_SPEED:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -88,6 +89,33 @@ def test_a_condition_gate_is_skipped_as_the_flight_goes_on(tmp_path: Path) -> No
     plain, _ = mission_waypoints(_plan(tmp_path / "a.plan", MISSION), None, 15.0)
     gated, _ = mission_waypoints(_plan(tmp_path / "b.plan", [*MISSION[:2], gate, *MISSION[2:]]), None, 15.0)
     assert np.array_equal(gated.t_s, plain.t_s) and np.array_equal(gated.xyz_km, plain.xyz_km)
+
+
+def test_autocontinue_off_is_flown_on_with_one_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """autocontinue off was read and dropped without a word: PX4 holds at such an item until told to go
+    on, ArduPilot ignores it. The flight follows ArduPilot, and one warning names the first item (the
+    last item ends the mission either way)."""
+    plain, _ = mission_waypoints(_plan(tmp_path / "a.plan", MISSION), None, 15.0)
+    held = [dict(it) for it in MISSION]
+    for k in (1, 2, len(held) - 1):
+        held[k]["autoContinue"] = False
+    with caplog.at_level(logging.WARNING, logger="contact_sim.missions"):
+        w, _ = mission_waypoints(_plan(tmp_path / "b.plan", held), None, 15.0)
+    assert np.array_equal(w.t_s, plain.t_s) and np.array_equal(w.xyz_km, plain.xyz_km)
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 1 and "b.plan: mission.items[1] and 1 more item(s): autocontinue is off" in msgs[0], msgs
+    caplog.clear()
+    wpl = _wpl(tmp_path / "c.waypoints", HOME, MISSION)
+    lines = wpl.read_text().splitlines()
+    lines[2] = lines[2][: lines[2].rstrip().rfind("\t")] + "\t0"
+    wpl.write_text("\n".join(lines) + "\n")
+    with caplog.at_level(logging.WARNING, logger="contact_sim.missions"):
+        mission_waypoints(wpl, None, 15.0)
+    assert [r.getMessage().split(": autocontinue")[0] for r in caplog.records] == [f"{wpl}: line 3"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="contact_sim.missions"):
+        mission_waypoints(_plan(tmp_path / "d.plan", MISSION), None, 15.0)
+    assert not caplog.records
 
 
 def test_a_waypoints_file_is_the_same_mission(tmp_path: Path) -> None:
