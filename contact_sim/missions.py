@@ -68,7 +68,8 @@ A survey without waypoints (polygon and ``grid``: ``angle``, ``spacing``, ``alti
 (above home) or 2 (above mean sea level; above terrain is refused)) is flown along the transects
 QGroundControl computes for it, at ``altitude`` (above home when ``relativeAltitude``, else above mean
 sea level). In metres east and north of the polygon's first vertex, ``angle``, folded once into
--90..90 as QGroundControl does (180 flies as 0), is the compass bearing of lines ``spacing`` apart,
+-90..90 as QGroundControl does (180 flies as 0), is the compass bearing of lines ``spacing`` apart (a
+spacing under 0.5 m counts as 100 km, QGroundControl's guard),
 each as long as the larger side of the polygon's bounding box plus 2 km, the first lying half that
 length left of the box's centre (facing along the bearing). Each line that crosses the polygon's
 edges at two points or more gives a transect between its two farthest crossings (across the gaps of a
@@ -293,6 +294,12 @@ def _flag(path: Path, where: str, table: dict, key: str, default: bool | None = 
     return value
 
 
+def _qgc_spacing(spacing_m: float) -> float:
+    """QGroundControl's guard against too many transects, in its surveys and corridor scans alike: a
+    spacing under 0.5 m is taken as 100 km, which flies one transect."""
+    return spacing_m if spacing_m >= 0.5 else 100_000.0
+
+
 def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
     """The waypoints of a survey saved with its polygon and grid settings but no computed waypoints: the
     lawnmower of the module docstring, from QGroundControl 3.2-3.3's ``grid`` object (item ``"version": 3``)
@@ -337,7 +344,7 @@ def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
     flown: list[np.ndarray] = []  # the ends of every transect, in flight order, metres east / north
     for pass_angle in _survey_angles(angle, refly):
         try:
-            transects = _survey_pass(pts, edges, pass_angle, spacing)
+            transects = _survey_pass(pts, edges, pass_angle, _qgc_spacing(spacing))
         except _TooManyTransects as many:
             raise ContactError(f"{path}: {spacing_at}: {spacing:g} m gives {many.args[0]} transects over the "
                                f"polygon (at most {MAX_SURVEY_TRANSECTS})") from None
@@ -500,7 +507,7 @@ def _corridor_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
         raise ContactError(f"{path}: {where}: HoverAndCapture: a corridor scan that stops at each photo has no "
                            "timing without its computed waypoints; open and save the plan in QGroundControl to "
                            "store them")
-    spacing = side if side >= 0.5 else 100_000.0  # QGroundControl's guard: a narrower spacing flies one transect
+    spacing = _qgc_spacing(side)
     count = math.ceil(width / spacing) if width > 0.0 else 1
     if count > MAX_SURVEY_TRANSECTS:
         raise ContactError(f"{path}: {at}.CameraCalc.AdjustedFootprintSide: {side:g} m gives {count} transects "

@@ -408,6 +408,20 @@ def test_a_survey_starts_at_its_entry_corner(tmp_path: Path) -> None:
         missions.read_mission(_plan(tmp_path / "bad.plan", [bad]), 15.0)
 
 
+def test_a_survey_spacing_under_half_a_metre_flies_one_transect_as_in_qgroundcontrol(tmp_path: Path) -> None:
+    """QGroundControl takes a spacing under 0.5 m as 100 km (one transect through the polygon's centre);
+    it was computed as given, so 0.001 m over a 100 m polygon was refused for its 100,000 transects."""
+    rect = [(0, 0), (100, 0), (100, 200), (0, 200)]
+    one = _flown_m(_plan(tmp_path / "wide.plan", [_survey_v3(rect, 0.0, 100_000.0)]))
+    assert len(one) == 2 and np.allclose(one[:, 0], 50.0, atol=0.01)  # the centre line, south to north
+    for spacing in (0.001, 0.49):
+        assert np.array_equal(_flown_m(_plan(tmp_path / "fine.plan", [_survey_v3(rect, 0.0, spacing)])), one)
+    assert len(_flown_m(_plan(tmp_path / "half.plan", [_survey_v3(rect, 0.0, 0.5)]))) == 2 * 200  # 0.5 m is kept
+    big = [(0, 0), (6000, 0), (6000, 200), (0, 200)]
+    with pytest.raises(ContactError, match=r"grid\.spacing: 0\.5 m gives \d+ transects over the polygon \(at most 10000\)"):
+        missions.read_mission(_plan(tmp_path / "big.plan", [_survey_v3(big, 0.0, 0.5)]), 15.0)
+
+
 _GONE = object()
 
 
@@ -417,7 +431,6 @@ _GONE = object()
     ("polygon", [[47.0, 8.0], [95.0, 8.0], [47.0, 8.01]], r"polygon\[1\]: expected latitude -90..90"),
     ("polygon", [[47.0, 8.0], [47.0, None], [47.001, 8.01]], r"polygon\[1\]: expected \[lat, lon\]"),
     ("grid.spacing", _GONE, r"grid\.spacing: expected a number of metres above 0"),
-    ("grid.spacing", 0.001, r"grid\.spacing: 0\.001 m gives \d+ transects over the polygon \(at most 10000\)"),
     ("grid.angle", float("nan"), r"grid\.angle: expected a number of degrees"),
     ("grid.turnAroundDistance", -5, r"grid\.turnAroundDistance: expected a number of metres 0\.\.10000"),
     ("grid.relativeAltitude", "yes", r"grid\.relativeAltitude: expected true or false"),
