@@ -693,7 +693,8 @@ def test_resume_refuses_a_scenario_that_changes_results(tmp_path: Path, capsys: 
     same = parse_scenario(_doc(methods=base, run={"executor": "process", "workers": 2}), tmp_path, "elsewhere.toml")
     assert result_settings(same.resolved()) == result_settings(scn.resolved())  # executor and file name: neutral
     for changes in ({"link": {"acquisition_s": 5.0}}, {"models": {"archs": ["resnet-small"]}},
-                    {"methods": {**base, "fedavg": {"fraction": 0.5}}}, {"rounds": {"count": 2}}, {"scenario": {"seeds": [1]}}):
+                    {"methods": {**base, "fedavg": {"fraction": 0.5}}}, {"rounds": {"count": 2}}, {"scenario": {"seeds": [1]}},
+                    {"scenario": {"name": "renamed"}}):  # the report's title: docs/running-simulations.md
         other = parse_scenario(_doc(**{"methods": dict(base), **changes}), tmp_path, "tiny.toml")
         with pytest.raises(ConfigError, match="differs from the interrupted run's in"):
             run_simulation(other, out, resume=True)
