@@ -326,7 +326,9 @@ def test_scenario_fol_table_gives_the_folconfig_defaults() -> None:
 def _table_rows(table: str) -> dict[str, tuple[str, str]]:
     """``docs/scenario.md``'s rows of ``[table]``: field -> (default cell, meaning cell)."""
     text = SCENARIO_MD.read_text(encoding="utf-8")
-    start = text.index(f"### `[{table}]`")
+    heading = re.search(rf"^### `\[\[?{re.escape(table)}\]\]?`", text, re.M)  # [table] or [[table]]
+    assert heading, f"docs/scenario.md has no section for [{table}]"
+    start = heading.start()
     end = text.find("\n### ", start + 1)
     section = text[start:end if end > 0 else len(text)]
     return {m[0]: (m[1].strip(), m[2]) for m in re.findall(r"^\| `([a-z_0-9]+)` \| [^|]+ \|([^|]+)\|(.*)\|$", section, re.M)}
@@ -366,3 +368,56 @@ def test_scenario_data_and_models_list_every_dataset_and_architecture() -> None:
     missing = [n for n in dataset_names() if f"`{n}`" not in _table_rows("data")["dataset"][1]]
     missing += [a for a in architectures() if f"`{a}`" not in _table_rows("models")["archs"][1]]
     assert not missing, f"docs/scenario.md: list {missing}"
+
+
+def _stated_defaults(table: str) -> dict[str, Any]:
+    """``docs/scenario.md``'s ``[table]`` rows whose default cell starts with a TOML
+    literal (```60.0` (`duration_s` when that is shorter)`` states ``60.0``)."""
+    stated = {}
+    for name, (cell, _) in _table_rows(table).items():
+        literal = re.match(r"`([^`]+)`", cell)
+        if literal:
+            try:
+                stated[name] = tomllib.loads(f"v = {literal.group(1)}")["v"]
+            except tomllib.TOMLDecodeError:  # a pattern such as `runs/<scenario name>`, not a value
+                continue
+    return stated
+
+
+def test_scenario_contact_tables_state_the_code_defaults() -> None:
+    """Every literal default ``docs/scenario.md`` gives for a contact table is the
+    value a scenario without that key gets from ``contact_sim/scenario.py`` (which
+    passes its own defaults to the validator, not the dataclasses'); a row with a
+    literal default and no reading here fails too, so a new field gets checked."""
+    from fol.simulation.scenario import parse_scenario
+
+    energy = {"battery_wh": 1.0, "solar_w": 1.0, "idle_w": 1.0}
+    sats = parse_scenario({**copy.deepcopy(SATELLITES), "ground_stations": [{"lat_deg": 0.0, "lon_deg": 0.0}],
+                           "energy": energy}, ROOT).contact
+    shannon = parse_scenario({**copy.deepcopy(SATELLITES), "link": {"max_range_km": 5000.0, "model": "shannon"}},
+                             ROOT).contact.link
+    drones = parse_scenario(copy.deepcopy(DRONES), ROOT).contact.drones
+    origin = parse_scenario({"drones": {"missions": ["a.plan"], "radio_range_km": 1.0, "origin_lat_deg": 47.0,
+                                        "origin_lon_deg": 8.0}, "time": {"duration_s": 600.0}}, ROOT).contact.drones
+    station = sats.ground_stations[0]
+    read = {
+        "constellation": {"phasing": sats.constellation.phasing},
+        "drones": {**{k: getattr(drones, k) for k in ("area_km", "speed_m_s", "altitude_km", "pause_s", "seed")},
+                   "origin_alt_m": origin.origin[2]},
+        "ground_stations": {"name": station.name.replace("0", "<i>"), "elevation_m": station.elevation_m},
+        "time": {"step_s": sats.time.step_s},
+        "link": {"model": sats.link.model, "rate_bps": sats.link.rate_bps, "acquisition_s": sats.link.acquisition_s,
+                 "grazing_altitude_km": sats.geometry.grazing_altitude_km,
+                 "min_elevation_deg": sats.geometry.min_elevation_deg,
+                 **{k: getattr(shannon, k) for k in ("tx_power_dbw", "tx_gain_dbi", "rx_gain_dbi", "frequency_hz",
+                                                     "bandwidth_hz", "noise_temperature_k", "losses_db")}},
+        "energy": {**{k: getattr(sats.energy, k) for k in ("j_per_flop", "j_per_byte", "initial_charge")},
+                   "sunlight_step_s": sats.sunlight_step_s},
+    }
+    wrong, unread = {}, {}
+    for table, values in read.items():
+        stated = _stated_defaults(table)
+        unread.update({f"{table}.{k}": v for k, v in stated.items() if k not in values})
+        wrong.update({f"{table}.{k}": (stated.get(k), v) for k, v in values.items() if stated.get(k) != v})
+    assert not unread, f"docs/scenario.md states defaults this test does not read from the code: {unread}"
+    assert not wrong, f"docs/scenario.md: documented vs actual defaults (documented, code) differ: {wrong}"
