@@ -325,13 +325,19 @@ def test_scenario_fol_table_gives_the_folconfig_defaults() -> None:
 
 def _table_rows(table: str) -> dict[str, tuple[str, str]]:
     """``docs/scenario.md``'s rows of ``[table]``: field -> (default cell, meaning cell)."""
+    return {name: (default, meaning) for name, (_, default, meaning) in _table_cells(table).items()}
+
+
+def _table_cells(table: str) -> dict[str, tuple[str, str, str]]:
+    """``docs/scenario.md``'s rows of ``[table]``: field -> (type cell, default cell, meaning cell)."""
     text = SCENARIO_MD.read_text(encoding="utf-8")
     heading = re.search(rf"^### `\[\[?{re.escape(table)}\]\]?`", text, re.M)  # [table] or [[table]]
     assert heading, f"docs/scenario.md has no section for [{table}]"
     start = heading.start()
     end = text.find("\n### ", start + 1)
     section = text[start:end if end > 0 else len(text)]
-    return {m[0]: (m[1].strip(), m[2]) for m in re.findall(r"^\| `([a-z_0-9]+)` \| [^|]+ \|([^|]+)\|(.*)\|$", section, re.M)}
+    return {m[0]: (m[1].strip(), m[2].strip(), m[3])
+            for m in re.findall(r"^\| `([a-z_0-9]+)` \|([^|]+)\|([^|]+)\|(.*)\|$", section, re.M)}
 
 
 @pytest.mark.parametrize("table", ["data", "models", "run"])
@@ -421,3 +427,79 @@ def test_scenario_contact_tables_state_the_code_defaults() -> None:
         wrong.update({f"{table}.{k}": (stated.get(k), v) for k, v in values.items() if stated.get(k) != v})
     assert not unread, f"docs/scenario.md states defaults this test does not read from the code: {unread}"
     assert not wrong, f"docs/scenario.md: documented vs actual defaults (documented, code) differ: {wrong}"
+
+
+def _stated_bounds(type_cell: str) -> list[tuple[float, bool, bool]] | None:
+    """The bounds a ``docs/scenario.md`` type cell states, as ``(bound, is_upper, inclusive)``:
+    ``number, -1,000..1,000``, ``number, 100-50,000``, ``number, 0..90, 90 excluded``, ``number, 0 < r <= 1,000``,
+    ``number, > 0 and <= 1e15``, ``number in [0, 1]``, ``integer 1-10,000``, ``number > 0``,
+    ``integer >= 1``; None for a cell that states none (``number``, ``list of numbers``, ...)."""
+    num = r"-?[\d,]*\.?\d+(?:e\d+)?"
+    value = lambda text: float(text.replace(",", ""))  # noqa: E731
+    cell = type_cell.strip()
+    if m := re.fullmatch(rf"(?:number|integer),? ({num})(?:\.\.|-)({num})(?:, ({num}) excluded| and <= `\w+`)?", cell):
+        return [(value(m[1]), False, m[3] != m[1]), (value(m[2]), True, m[3] != m[2])]
+    if m := re.fullmatch(rf"number, (?:0 < \w+ <=|> 0 and <=) ({num})", cell):
+        return [(0.0, False, False), (value(m[1]), True, True)]
+    if cell == "number in [0, 1]":
+        return [(0.0, False, True), (1.0, True, True)]
+    if m := re.fullmatch(rf"(?:number|integer) (>=?) ({num})", cell):
+        return [(value(m[2]), False, m[1] == ">=")]
+    return None
+
+
+def test_scenario_contact_tables_state_the_code_bounds() -> None:
+    """Every range a contact table's type cell in ``docs/scenario.md`` states is
+    the validator's: a stated bound itself is accepted when inclusive and refused
+    when not, a value just past it is refused, and one just inside accepted."""
+    from contact_sim.errors import ContactError
+    from fol.simulation.scenario import parse_scenario
+
+    energy = {"battery_wh": 1.0, "solar_w": 1.0, "idle_w": 1.0}
+    missions = {"missions": ["a.plan"], "radio_range_km": 1.0, "origin_lat_deg": 47.0, "origin_lon_deg": 8.0}
+    # what a field needs beside it (a table replaced or merged into the minimal scenario)
+    context: dict[str, dict[str, Any]] = {
+        "constellation.total": {"constellation": {"planes": 1}},
+        "drones.origin_lat_deg": {"drones": missions}, "drones.origin_lon_deg": {"drones": missions},
+        "drones.origin_alt_m": {"drones": missions},
+        **{f"link.{k}": {"link": {"model": "shannon"}} for k in ("tx_power_dbw", "tx_gain_dbi", "rx_gain_dbi",
+                                                                "noise_temperature_k", "losses_db")},
+        "link.frequency_hz": {"link": {"model": "shannon", "bandwidth_hz": 1.0}},
+        "link.bandwidth_hz": {"link": {"model": "shannon", "frequency_hz": 1e16}},
+        **{f"energy.{k}": {"energy": energy} for k in (*energy, "j_per_flop", "j_per_byte", "initial_charge",
+                                                        "sunlight_step_s")},
+    }
+    # just inside an open lower bound of 0, where 1e-3 would make too many samples or rounds
+    inside = {"rounds.duration_s": 3600.0, "energy.sunlight_step_s": 1.0}
+
+    def accepted(table: str, key: str, value: float) -> bool:
+        doc = copy.deepcopy(DRONES if table == "drones" else SATELLITES)
+        for name, values in context.get(f"{table}.{key}", {}).items():
+            doc[name] = {**values} if name == "drones" else {**doc.get(name, {}), **values}
+        if table == "ground_stations":
+            doc[table] = [{"lat_deg": 0.0, "lon_deg": 0.0, key: value}]
+        else:
+            doc.setdefault(table, {})[key] = value
+        try:
+            parse_scenario(doc, ROOT)
+        except ContactError:
+            return False
+        return True
+
+    probed, wrong = 0, []
+    for table in ("constellation", "drones", "ground_stations", "time", "link", "rounds", "energy"):
+        for key, (type_cell, _, _) in _table_cells(table).items():
+            for bound, upper, inclusive in _stated_bounds(type_cell) or ():
+                integer = type_cell.startswith("integer")
+                step = 1 if integer else max(abs(bound) * 1e-6, 1e-6)
+                past, within = (bound + step, bound - step) if upper else (bound - step, bound + step)
+                if not upper and bound == 0 and not inclusive:
+                    within = inside.get(f"{table}.{key}", 1e-3)
+                cast = int if integer else float
+                for value, expected in ((bound, inclusive), (past, False), (within, True)):
+                    if accepted(table, key, cast(value)) != expected:
+                        wrong.append(f"[{table}] {key} = {cast(value)!r} {'refused' if expected else 'accepted'}"
+                                     f" (stated: {type_cell})")
+                probed += 1
+    assert not wrong, f"docs/scenario.md states other bounds than the validators: {wrong}"
+    assert probed >= 40
