@@ -503,3 +503,15 @@ def test_scenario_contact_tables_state_the_code_bounds() -> None:
                 probed += 1
     assert not wrong, f"docs/scenario.md states other bounds than the validators: {wrong}"
     assert probed >= 40
+
+
+def test_scenario_and_methods_tables_state_the_code_defaults() -> None:
+    """``[scenario]`` seeds / seed and ``[methods]`` run: the literal defaults
+    ``docs/scenario.md`` states are what a scenario without them runs."""
+    from fol.simulation.scenario import parse_scenario
+
+    scn = parse_scenario(copy.deepcopy(DRONES), ROOT)
+    stated = {**{f"scenario.{k}": v for k, v in _stated_defaults("scenario").items()},
+              **{f"methods.{k}": v for k, v in _stated_defaults("methods").items()}}
+    assert stated == {"scenario.seeds": scn.seeds, "scenario.seed": scn.seeds[0], "methods.run": scn.methods}, (
+        f"docs/scenario.md: documented {stated}, code: seeds {scn.seeds}, methods {scn.methods}")
