@@ -432,27 +432,32 @@ def test_scenario_contact_tables_state_the_code_defaults() -> None:
 def _stated_bounds(type_cell: str) -> list[tuple[float, bool, bool]] | None:
     """The bounds a ``docs/scenario.md`` type cell states, as ``(bound, is_upper, inclusive)``:
     ``number, -1,000..1,000``, ``number, 100-50,000``, ``number, 0..90, 90 excluded``, ``number, 0 < r <= 1,000``,
-    ``number, > 0 and <= 1e15``, ``number in [0, 1]``, ``integer 1-10,000``, ``number > 0``,
-    ``integer >= 1``; None for a cell that states none (``number``, ``list of numbers``, ...)."""
+    ``number, > 0 and <= 1e15``, ``number, 0 < width < 20015.08...``, ``number in [0, 1)``,
+    ``integer 1-10,000``, ``integer in 0..4294967295``, ``number > 0``, ``integer >= 1``; None for
+    a cell that states none (``number``, ``list of numbers``, ``integer >= `min_samples` ``, ...)."""
     num = r"-?[\d,]*\.?\d+(?:e\d+)?"
     value = lambda text: float(text.replace(",", ""))  # noqa: E731
     cell = type_cell.strip()
-    if m := re.fullmatch(rf"(?:number|integer),? ({num})(?:\.\.|-)({num})(?:, ({num}) excluded| and <= `\w+`)?", cell):
+    if m := re.fullmatch(rf"(?:number|integer)(?:,| in)? ({num})(?:\.\.|-)({num})(?:, ({num}) excluded| and <= `\w+`)?",
+                         cell):
         return [(value(m[1]), False, m[3] != m[1]), (value(m[2]), True, m[3] != m[2])]
+    if m := re.fullmatch(rf"number, 0 < \w+ < ({num}) .*", cell):
+        return [(0.0, False, False), (value(m[1]), True, False)]
     if m := re.fullmatch(rf"number, (?:0 < \w+ <=|> 0 and <=) ({num})", cell):
         return [(0.0, False, False), (value(m[1]), True, True)]
-    if cell == "number in [0, 1]":
-        return [(0.0, False, True), (1.0, True, True)]
+    if m := re.fullmatch(r"number in \[0, 1([\])])", cell):
+        return [(0.0, False, True), (1.0, True, m[1] == "]")]
     if m := re.fullmatch(rf"(?:number|integer) (>=?) ({num})", cell):
         return [(value(m[2]), False, m[1] == ">=")]
     return None
 
 
-def test_scenario_contact_tables_state_the_code_bounds() -> None:
-    """Every range a contact table's type cell in ``docs/scenario.md`` states is
-    the validator's: a stated bound itself is accepted when inclusive and refused
+def test_scenario_tables_state_the_code_bounds() -> None:
+    """Every range a table's type cell in ``docs/scenario.md`` states is the
+    validators': a stated bound itself is accepted when inclusive and refused
     when not, a value just past it is refused, and one just inside accepted."""
     from contact_sim.errors import ContactError
+    from fol.errors import FOLError
     from fol.simulation.scenario import parse_scenario
 
     energy = {"battery_wh": 1.0, "solar_w": 1.0, "idle_w": 1.0}
@@ -468,8 +473,11 @@ def test_scenario_contact_tables_state_the_code_bounds() -> None:
         "link.bandwidth_hz": {"link": {"model": "shannon", "frequency_hz": 1e16}},
         **{f"energy.{k}": {"energy": energy} for k in (*energy, "j_per_flop", "j_per_byte", "initial_charge",
                                                         "sunlight_step_s")},
+        "data.image_size": {"data": {"size": 100}},  # a default pool of 1024-pixel images is refused (8 GiB)
+        "data.acquisition_s": {"data": {"partition": "orbit"}}, "data.swath_km": {"data": {"partition": "orbit"}},
+        "fol.rounds": {"rounds": {"count": 10_000}},  # at most the plan's rounds
     }
-    # just inside an open lower bound of 0, where 1e-3 would make too many samples or rounds
+    # just inside an open lower bound of 0 (1e-3; an integer's 1), where 1e-3 would make too many samples or rounds
     inside = {"rounds.duration_s": 3600.0, "energy.sunlight_step_s": 1.0}
 
     def accepted(table: str, key: str, value: float) -> bool:
@@ -482,19 +490,19 @@ def test_scenario_contact_tables_state_the_code_bounds() -> None:
             doc.setdefault(table, {})[key] = value
         try:
             parse_scenario(doc, ROOT)
-        except ContactError:
+        except (ContactError, FOLError):
             return False
         return True
 
     probed, wrong = 0, []
-    for table in ("constellation", "drones", "ground_stations", "time", "link", "rounds", "energy"):
+    for table in (*TABLES, "methods"):
         for key, (type_cell, _, _) in _table_cells(table).items():
             for bound, upper, inclusive in _stated_bounds(type_cell) or ():
                 integer = type_cell.startswith("integer")
                 step = 1 if integer else max(abs(bound) * 1e-6, 1e-6)
                 past, within = (bound + step, bound - step) if upper else (bound - step, bound + step)
                 if not upper and bound == 0 and not inclusive:
-                    within = inside.get(f"{table}.{key}", 1e-3)
+                    within = inside.get(f"{table}.{key}", 1 if integer else 1e-3)
                 cast = int if integer else float
                 for value, expected in ((bound, inclusive), (past, False), (within, True)):
                     if accepted(table, key, cast(value)) != expected:
@@ -502,7 +510,7 @@ def test_scenario_contact_tables_state_the_code_bounds() -> None:
                                      f" (stated: {type_cell})")
                 probed += 1
     assert not wrong, f"docs/scenario.md states other bounds than the validators: {wrong}"
-    assert probed >= 40
+    assert probed >= 100
 
 
 def test_scenario_and_methods_tables_state_the_code_defaults() -> None:
