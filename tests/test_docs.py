@@ -523,3 +523,14 @@ def test_scenario_and_methods_tables_state_the_code_defaults() -> None:
               **{f"methods.{k}": v for k, v in _stated_defaults("methods").items()}}
     assert stated == {"scenario.seeds": scn.seeds, "scenario.seed": scn.seeds[0], "methods.run": scn.methods}, (
         f"docs/scenario.md: documented {stated}, code: seeds {scn.seeds}, methods {scn.methods}")
+
+
+def test_scenario_data_size_and_image_size_defaults_are_the_loaders() -> None:
+    """``[data] size`` and ``image_size`` are ``None`` in :class:`DataConfig` (left to
+    the loaders), so the dataclass comparison skips them; the defaults the page
+    states are the synthetic pool's size and the loaders' image side."""
+    from fol.data.registry import SYNTHETIC_DEFAULT_SIZE
+    from fol.simulation.scenario import DataConfig
+
+    stated = _stated_defaults("data")
+    assert (stated["size"], stated["image_size"]) == (SYNTHETIC_DEFAULT_SIZE, DataConfig().side_px)
