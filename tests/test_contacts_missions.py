@@ -598,3 +598,25 @@ def test_a_corridor_that_cannot_be_computed_is_one_line(tmp_path: Path, key: str
     with pytest.raises(ContactError, match=r"c\.plan: mission\.items\[0\]\.?.*" + message) as err:
         missions.read_mission(path, 15.0)
     assert "\n" not in str(err.value)
+
+
+def test_mission_bounds_are_the_documented_ones(tmp_path: Path) -> None:
+    """docs/formats.md: a speed of 0.01..1,000 m/s, a hold of 0..30 days, files of at most 16 MiB,
+    and each East-North-Up coordinate within 1,000 km of the origin (a point 794 km east and
+    951 km north, 1,244 km away in a straight line, is flown; one 1,113 km north is not)."""
+    assert missions.MAX_MISSION_BYTES == 16 * 2**20
+
+    def flies(items: list, **mission) -> bool:
+        try:
+            mission_waypoints(_plan(tmp_path / "m.plan", items, **mission), None, 8.0)
+        except ContactError:
+            return False
+        return True
+
+    step = [_item(16, 47.001, 8.0, 50.0)]
+    assert [flies(step, hoverSpeed=v) for v in (0.01, 1000.0, 0.0099, 1000.001)] == [True, True, False, False]
+    assert [flies([_item(16, 47.001, 8.0, 50.0, p1=v)]) for v in (0.0, 30 * 86400.0, 30 * 86400.0 + 1)] == [
+        True, True, False]
+    far = enu_km([55.0], [20.5], [HOME[2] + 40.0], HOME)[0]
+    assert max(abs(far)) < 1000.0 < float(np.linalg.norm(far))
+    assert [flies([_item(16, 55.0, 20.5, 40.0)]), flies([_item(16, 57.0, 8.0, 40.0)])] == [True, False]
