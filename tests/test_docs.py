@@ -534,3 +534,40 @@ def test_scenario_data_size_and_image_size_defaults_are_the_loaders() -> None:
 
     stated = _stated_defaults("data")
     assert (stated["size"], stated["image_size"]) == (SYNTHETIC_DEFAULT_SIZE, DataConfig().side_px)
+
+
+FORMATS_MD = DOCS / "formats.md"
+
+
+def test_formats_omm_example_reads_and_its_quoted_errors_are_the_readers() -> None:
+    """``docs/formats.md``'s KVN message reads as the six-digit satellite it shows, and the
+    three error lines it quotes are what the readers say of that record made bad: 'fast' as the
+    fourth JSON record's mean motion, a CSV without INCLINATION, 'fast' in the KVN example itself."""
+    import csv
+    import io
+    import json
+
+    from orbits import OrbitError
+    from orbits.omm import format_omm, parse_omm_text
+
+    text = FORMATS_MD.read_text()
+    kvn = re.search(r"```\n(CCSDS_OMM_VERS = .*?)```", text, re.S).group(1)
+    sat = parse_omm_text(kvn, "kvn", "gp.kvn")
+    assert sat.catalog_numbers == [412345] and sat.names == ["NEWSAT 1"]
+    quoted = dict(re.findall(r"^error: (gp\.\w+)(.*)$", text, re.M))
+    assert set(quoted) == {"gp.json", "gp.csv", "gp.kvn"}
+
+    record = json.loads(format_omm(sat, "json"))[0]
+    records = [{**record, "NORAD_CAT_ID": 412345 + i, "OBJECT_NAME": f"NEWSAT {i + 1}"} for i in range(4)]
+    records[3]["MEAN_MOTION"] = "fast"
+    rows = list(csv.DictReader(io.StringIO(format_omm(sat, "csv"))))
+    no_inclination = io.StringIO()
+    writer = csv.DictWriter(no_inclination, [k for k in rows[0] if k != "INCLINATION"], extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    bad = {"gp.json": (json.dumps(records), "json"), "gp.csv": (no_inclination.getvalue(), "csv"),
+           "gp.kvn": (re.sub(r"(?m)^MEAN_MOTION = \S+", "MEAN_MOTION = fast", kvn), "kvn")}
+    for name, (body, fmt) in bad.items():
+        with pytest.raises(OrbitError) as info:
+            parse_omm_text(body, fmt, name)
+        assert str(info.value) == name + quoted[name], f"docs/formats.md quotes {name}{quoted[name]}"
