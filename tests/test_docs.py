@@ -571,3 +571,76 @@ def test_formats_omm_example_reads_and_its_quoted_errors_are_the_readers() -> No
         with pytest.raises(OrbitError) as info:
             parse_omm_text(body, fmt, name)
         assert str(info.value) == name + quoted[name], f"docs/formats.md quotes {name}{quoted[name]}"
+
+
+def test_formats_page_states_the_code_limits() -> None:
+    """Every file limit, bound and rounding step ``docs/formats.md`` states (file sizes in MiB,
+    2**20 bytes) is the constant the code uses: read from the page, compared with the code, so
+    neither drifts alone. A sentence reworded so that its value is no longer found fails too."""
+    import datetime as dt
+    import inspect
+
+    from contact_sim import dtn, missions
+    from fol.agent import position
+    from orbits import omm, sunlight
+    from orbits.constants import SGP4_MAX_SATNUM
+
+    text = " ".join(FORMATS_MD.read_text().split())
+    number = lambda s: float(s.replace(",", ""))  # noqa: E731
+
+    def stated(pattern: str, count: int = 1) -> list[tuple[str, ...]]:
+        found = [m if isinstance(m, tuple) else (m,) for m in re.findall(pattern, text)]
+        assert len(found) == count, f"docs/formats.md: expected {count} match(es) of {pattern!r}, found {found}"
+        return found
+
+    def day(value: str) -> dt.datetime:
+        return dt.datetime.fromisoformat(value).replace(tzinfo=dt.timezone.utc)
+
+    (omm_mib,), = stated(r"Files over (\d+) MiB are refused unread")
+    mission_mib = {m for (m,) in stated(r"a file over (\d+) MiB \(checked before reading\)", 2)}
+    (alpha5_from, alpha5_to), = stated(r"Alpha-5 for (\d+)\.\.(\d+)")
+    (ion_rate,), = stated(r"faster than ([\d,]+) bytes/s")
+    (ion_span,), = stated(r"between the plan start and (1e\d+) s")
+    (plan_int_exp,), = stated(r"integers of at most 1e(\d+)")
+    (hdtn_rate_exp,), = stated(r"at most 2\^(\d+) - 1, HDTN's 64-bit")
+    (hdtn_time_exp,), = stated(r"ending after 2\^(\d+) - 1 s")
+    (unix_from,), = stated(r"every `startTime` after (\d{4}-\d\d-\d\d)")
+    (grid_s, tol_s), = stated(r"`is_sunlit` on a (\d+) s grid, each change refined by bisection to ([\d.]+) s")
+    (span_from, span_to), = stated(r"horizon leaves (\d{4}-\d\d-\d\d)\.\.(\d{4}-\d\d-\d\d) is refused")
+    spacings = set(stated(r"a spacing under ([\d.]+) m counts as (\d+) km", 2))
+    (radius_km,), = stated(r"sphere of radius ([\d.]+) km")
+    (speed_lo, speed_hi), = stated(r"a speed outside ([\d.]+)\.\.([\d,]+) m/s")
+    (hold_days,), = stated(r"a hold outside 0\.\.(\d+) days")
+    local_km = {k for (k,) in stated(r"a point more than ([\d,]+) km east, west, north or south of the origin", 2)}
+    (baud,), = stated(r"\(`baud`, default (\d+)\)")
+    (nmea_line,), = stated(r"garbage or over (\d+) bytes are skipped")
+    (retry_s,), = stated(r"tries again every ([\d.]+) s")
+    sweep = inspect.signature(sunlight.eclipse_intervals).parameters
+
+    stated_vs_code = {
+        "OMM file limit (bytes)": (int(omm_mib) * 2**20, omm.MAX_OMM_BYTES),
+        "mission / track file limit (bytes)": ({int(m) * 2**20 for m in mission_mib}, {missions.MAX_MISSION_BYTES}),
+        "Alpha-5 catalog numbers": ((int(alpha5_from), int(alpha5_to)), (100000, SGP4_MAX_SATNUM)),
+        "ION rate limit (bytes/s)": (int(number(ion_rate)), dtn.ION_MAX_RATE_BYTES_S),
+        "ION / HDTN latest time (s)": (float(ion_span), dtn.MAX_ION_OFFSET_S),
+        "plan integers": (10 ** int(plan_int_exp), dtn.MAX_PLAN_INT),
+        "HDTN rate limit (bit/s)": (2 ** int(hdtn_rate_exp) - 1, dtn.HDTN_MAX_RATE_BPS),
+        "HDTN latest time (s)": (2 ** int(hdtn_time_exp) - 1, dtn.HDTN_MAX_TIME_S),
+        "HDTN Unix times from": (day(unix_from).timestamp(), dtn.HDTN_UNIX_FROM_S),
+        "eclipse grid and bisection (s)": ((float(grid_s), float(tol_s)),
+                                          (sweep["step_s"].default, sweep["tol_s"].default)),
+        "DE421 horizon": ((day(span_from), day(span_to)), sunlight.EPHEMERIS_SPAN),
+        "QGroundControl spacing guard (m)": ({(float(a), float(b) * 1000) for a, b in spacings},
+                                             {(0.5, missions._qgc_spacing(0.4999))}),
+        "spacing kept from (m)": (0.5, missions._qgc_spacing(0.5)),
+        "QGroundControl sphere (m)": (float(radius_km) * 1000, missions.QT_EARTH_RADIUS_M),
+        "mission speed (m/s)": ((float(speed_lo), number(speed_hi)),
+                                (missions.MIN_SPEED_M_S, missions.MAX_SPEED_M_S)),
+        "mission hold (s)": (int(hold_days) * 86400.0, missions.MAX_HOLD_S),
+        "drone frame (km)": ({number(k) for k in local_km}, {missions.MAX_LOCAL_KM}),
+        "NMEA serial baud": (int(baud), position.PositionConfig(connection="/dev/ttyUSB0", source="nmea").baud),
+        "NMEA line (bytes)": (int(nmea_line), position.NMEA_MAX_LINE),
+        "NMEA link retry (s)": (float(retry_s), position.RETRY_S),
+    }
+    wrong = {k: v for k, v in stated_vs_code.items() if v[0] != v[1]}
+    assert not wrong, f"docs/formats.md: stated vs code values differ: {wrong}"
