@@ -313,3 +313,13 @@ def test_an_append_that_fails_part_way_does_not_glue_the_next_line_onto_its_frag
             log.record("sent", "peer", "m1")
     assert [p[1] for p in read_track(log.path)] == [47.0, 47.001]
     assert all(json.loads(line) for line in log.path.read_text().splitlines())
+
+
+def test_a_track_is_placed_about_the_origin_the_scenario_gives(tmp_path: Path) -> None:
+    """docs/formats.md: tracks take the missions' origin, origin_lat_deg / origin_lon_deg / origin_alt_m
+    when given (the track's first point then lies away from it), else the first file's first point."""
+    gpx = _gpx(tmp_path / "logger.gpx", [(0.0, 47.001, 8.0, 450.0), (40.0, 47.002, 8.0, 450.0)])
+    (own,), _ = read_missions([gpx], None, 15.0)
+    (given,), _ = read_missions([gpx], HOME, 15.0)
+    assert np.allclose(own.xyz_km[0], 0.0, atol=1e-12)
+    assert np.allclose(given.xyz_km[0], enu_km([47.001], [8.0], [450.0], HOME)[0], atol=1e-12)
