@@ -52,6 +52,30 @@ def test_six_digit_omm_matches_direct_sgp4_within_1m(tmp_path: Path) -> None:
     assert err_m < 1.0
 
 
+def test_the_libraries_refuse_six_digit_catalog_numbers_so_sgp4_gets_0() -> None:
+    """What docs/formats.md says the installed libraries do above 339999 (Alpha-5's Z9999): sgp4init,
+    sgp4.omm.initialize and Skyfield's EarthSatellite.from_omm raise the same ValueError; 339999 itself
+    is taken. So the reader keeps the real number aside and gives sgp4 the number 0."""
+    from sgp4 import omm as sgp4_omm
+    from skyfield.api import EarthSatellite, load
+
+    text_record = {k: str(v) for k, v in RECORD.items()}
+    refusals = {
+        "sgp4init": lambda: Satrec().sgp4init(WGS72, "i", 412345, 26000.0, 0.0, 0.0, 0.0, 0.001, 0.0, 1.0, 0.0,
+                                              0.06, 0.0),
+        "sgp4.omm.initialize": lambda: sgp4_omm.initialize(Satrec(), text_record),
+        "EarthSatellite.from_omm": lambda: EarthSatellite.from_omm(load.timescale(builtin=True), text_record),
+    }
+    for name, call in refusals.items():
+        with pytest.raises(ValueError, match=r"^satellite number cannot exceed 339999"):
+            call()
+    edge = Satrec()
+    edge.sgp4init(WGS72, "i", 339999, 26000.0, 0.0, 0.0, 0.0, 0.001, 0.0, 1.0, 0.0, 0.06, 0.0)
+    assert edge.satnum == 339999
+    c = parse_omm_text(json.dumps([RECORD]), "json", "gp.json")
+    assert c.catalog_numbers == [412345] and c.satrecs[0].satnum == 0
+
+
 @pytest.mark.parametrize("fmt", ["json", "csv", "xml", "kvn"])
 def test_omm_round_trip_each_layout(fmt: str) -> None:
     c = parse_omm_text(json.dumps([RECORD]), "json", "gp.json")
