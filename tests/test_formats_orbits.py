@@ -93,6 +93,10 @@ def test_tle_export_alpha5_and_refusal() -> None:
     text = format_tle(c)
     assert "1 C3456U" in text and "1 Z9999U" in text
     assert [s.satnum for s in parse_tle_text(text).satrecs] == [99999, 123456, 339999]
+    from skyfield.api import EarthSatellite  # Skyfield reads the Alpha-5 lines back too (docs/formats.md)
+    lines = text.splitlines()
+    assert [EarthSatellite(lines[k + 1], lines[k + 2]).model.satnum for k in range(0, 9, 3)] == [
+        99999, 123456, 339999]
     c = parse_omm_text(json.dumps([RECORD]), "json", "gp.json")
     with pytest.raises(OrbitError, match="catalog number 412345 cannot be written as a TLE"):
         format_tle(c)
