@@ -4,6 +4,8 @@
   (read from the validators' own "unknown key" messages), and its complete
   example passes validation, as do every other TOML scenario and fragment of
   ``docs/`` (the agent's ``[limits]`` by the agent's own class);
+- ``docs/security.md`` states the loader's, the protocol's and the agent's
+  limits, defaults and bounds as the code has them;
 - every markdown page with ``>>>`` examples lies where the test run collects it;
 - every relative link in ``docs/`` points at a file of the repository, and no
   file of the tree cites a design note that is not in it;
@@ -644,3 +646,84 @@ def test_formats_page_states_the_code_limits() -> None:
     }
     wrong = {k: v for k, v in stated_vs_code.items() if v[0] != v[1]}
     assert not wrong, f"docs/formats.md: stated vs code values differ: {wrong}"
+def _security_text() -> str:
+    """``docs/security.md`` with every run of white space made one space."""
+    return " ".join((DOCS / "security.md").read_text().split())
+
+
+def _n(value: float) -> str:
+    """A number as the pages write it: ``4,096``, ``86,400``."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:g}"
+
+
+def test_security_page_states_the_loader_and_protocol_limits() -> None:
+    """Every limit ``docs/security.md`` gives for the model loader, the protocol
+    headers, the transfer sweeps and the key files is the code's constant."""
+    from fol import checkpoint as C
+    from fol.agent import protocol as P
+    from fol.agent.inbox import STRAY_AGE_S
+    from fol.agent.keys import MAX_CERTIFICATE_BYTES
+    from fol.agent.transfer import Receiver
+
+    text = _security_text()
+    spec = C.SPEC_LIMITS
+    options = ", ".join(f"`{k}` ≤ {_n(top)}" if n == 1 else f"`{k}` ≤ {n} entries of ≤ {_n(top)}"
+                        for k, (top, n) in spec["options"].items())
+    stated = [
+        f"`max_bytes`, default {C.DEFAULT_MAX_BYTES // 10**6} MB",
+        f"| {C.MAX_HEADER_BYTES // 2**20} MiB; 3 levels; {_n(C.MAX_TENSORS)} tensors |",
+        f"| {_n(C.MAX_CARD_BYTES)} characters ({C.MAX_CARD_BYTES // 1024} KiB of ASCII); {C.MAX_CARD_DEPTH} levels; "
+        f"{_n(C.MAX_CARD_ITEMS)} values |",
+        f"| `num_classes` ≤ {_n(spec['num_classes'])}, `in_channels` ≤ {_n(spec['in_channels'])}, "
+        f"`input_size` ≤ {_n(spec['input_size'])}, {options} |",
+        f"the file's tensor count + {C._BUILD_SLACK} tensors",
+        f"JSON objects of at most {P.MAX_HEADER_BYTES // 1024} KiB, {P.MAX_HEADER_DEPTH} levels deep and "
+        f"{_n(P.MAX_HEADER_ITEMS)} values",
+        f"the `spec` of an OFFER at most {P.MAX_SPEC_DEPTH} levels and {P.MAX_SPEC_ITEMS} values",
+        f"integer fields at most 2^{(P.MAX_HEADER_INT + 1).bit_length() - 1} − 1",
+        f"an OFFER's round at most {_n(P.MAX_ROUND)}",
+        f"{P.MAX_CONTROL_REPLY_BYTES // 2**20} MiB and {_n(P.MAX_CONTROL_REPLY_ITEMS)} values",
+        f"the newest {_n(Receiver.MAX_REMEMBERED)} peer-id and peer-digest entries",
+        f"At start and every {Receiver.SWEEP_INTERVAL_S:g} s",
+        f"incomplete or stray files older than {'a minute' if STRAY_AGE_S == 60 else STRAY_AGE_S}",
+        f"is larger than {MAX_CERTIFICATE_BYTES // 1024} KiB, is refused unread",
+    ]
+    assert P.MAX_HEADER_INT == 2**63 - 1
+    missing = [s for s in stated if s not in text]
+    assert not missing, f"docs/security.md no longer states the code's limits: {missing}"
+
+
+def test_security_page_states_the_agent_defaults_and_bounds() -> None:
+    """The ``[limits]`` block of ``docs/security.md`` holds the defaults of
+    :class:`fol.agent.config.Limits`, the defaults named in the text are those,
+    and every upper bound the text gives for a ``[limits]`` or ``[trigger]``
+    number is the one the config checks (``LIMITS_MAXIMA``, ``TRIGGER_MAXIMA``),
+    each field named once."""
+    from dataclasses import asdict
+
+    from fol.agent.config import LIMITS_MAXIMA, TRIGGER_MAXIMA, Limits
+
+    page = (DOCS / "security.md").read_text()
+    block = re.search(r"```toml\n(\[limits\]\n.*?)```", page, re.S)
+    assert block, "docs/security.md: no [limits] example"
+    defaults = asdict(Limits())
+    example = tomllib.loads(block.group(1))["limits"]
+    assert example == {k: defaults[k] for k in example}, "the [limits] example is not the defaults"
+    text = _security_text()
+    for phrase in (f"`reject_memory_s` (default {defaults['reject_memory_s'] / 3600:g} h",
+                   f"`max_inbox_bytes` of received models (default {defaults['max_inbox_bytes'] // 10**9} GB)",
+                   f"`partial_max_age_s` (default {defaults['partial_max_age_s'] / 3600:g} h)",
+                   f"`partial_max_bytes` (default {defaults['partial_max_bytes'] // 10**9} GB)",
+                   f"`round_retry_s` (default {defaults['round_retry_s']:g} s)",
+                   f"`round_retry_max_s` (default {defaults['round_retry_max_s'] / 60:g} min)"):
+        assert phrase in text, f"docs/security.md: expected {phrase!r} (the code's default)"
+    bounds: dict[str, float] = {}
+    for names, value in re.findall(r"((?:`[a-z_]+`(?:, | and ))*`[a-z_]+`) (?:is )?at most ([0-9][0-9,]*)", text):
+        for name in re.findall(r"`([a-z_]+)`", names):
+            assert name not in bounds, f"docs/security.md states the bound of {name} twice"
+            bounds[name] = float(value.replace(",", ""))
+    for name, low, high in re.findall(r"`([a-z_]+)` (?:is an integer|a number) from ([0-9]+)[^`]*? to ([0-9][0-9,]*)",
+                                      text):
+        bounds[name] = float(high.replace(",", ""))
+    assert bounds == {k: float(v) for k, v in {**LIMITS_MAXIMA, **TRIGGER_MAXIMA}.items()}, (
+        "docs/security.md states other [limits] / [trigger] bounds than the config checks")
