@@ -3,7 +3,8 @@
 - ``orbits`` imports neither ``contact_sim``, ``fol`` nor torch; ``contact_sim``
   imports neither ``fol`` nor torch (statically, in any function, and at run time).
 - The learning core (``fol`` outside ``fol/simulation/`` and the CLI modules
-  that register contact commands) never imports ``orbits`` or ``contact_sim``.
+  that register contact commands) never imports ``orbits`` or ``contact_sim``,
+  and nothing but those CLI modules imports ``fol/simulation/``.
 - ``swarmbase`` (the shared bottom layer) imports nothing from the project and
   no third-party package, so every package may import it.
 - No cycles: neither between the top-level packages nor between modules
@@ -121,6 +122,12 @@ def test_learning_core_imports_no_orbit_code() -> None:
     bad = {m: sorted(TOPS[m] & {"orbits", "contact_sim"}) for m in TOPS
            if _package(m) == "fol" and not m.startswith(JOINERS) and TOPS[m] & {"orbits", "contact_sim"}}
     assert not bad, f"only {JOINERS} may import orbits/contact_sim: {bad}"
+
+
+def test_only_the_cli_imports_the_simulation() -> None:
+    """docs/architecture.md: nothing imports ``fol/simulation/`` but the CLI."""
+    bad = sorted({a for a, b in GRAPH.edges if b.startswith("fol.simulation") and not a.startswith(JOINERS)})
+    assert not bad, f"only {JOINERS} may import fol.simulation: {bad}"
 
 
 def test_no_package_cycles() -> None:
