@@ -1816,3 +1816,21 @@ def test_start_up_removes_the_state_writes_temporary_files(tmp_path: Path) -> No
     Agent(node.config(), load_fol=False).stop()
     left = {p.name for p in state.iterdir()}
     assert users <= left and not stray & left and "state.json" in left
+
+
+def test_only_an_on_board_inbox_skips_rounds_by_number(tmp_path: Path) -> None:
+    """docs/security.md, payloads item 6: an exchange-only node (``[trigger] on_board = false``) keeps a
+    model of every round, older ones included; a node that personalizes on board skips a round older than
+    the one it collects, one after its last, and every round once its rounds are done."""
+    from fol.agent.inbox import Inbox
+
+    spec = ModelSpec("cnn-small", num_classes=2)
+    offer = lambda r: replace(_offer(b"x", spec, mid=f"m{r}"), round=r)  # noqa: E731
+    exchange = Inbox(tmp_path / "exchange", "receiver", 10**8, accept_any_round=True)
+    on_board = Inbox(tmp_path / "on-board", "receiver", 10**8)
+    for inbox in (exchange, on_board):
+        inbox.state.round, inbox.last_round = 3, 4  # collecting card-round 2 models; rounds up to 4 used
+    assert [exchange.admit("sender", offer(r))[0] for r in (0, 2, 50)] == ["accept"] * 3
+    assert [on_board.admit("sender", offer(r))[0] for r in (0, 2, 4, 5)] == ["skip", "accept", "accept", "skip"]
+    on_board.state.finished = exchange.state.finished = True
+    assert (on_board.admit("sender", offer(2))[0], exchange.admit("sender", offer(2))[0]) == ("skip", "accept")

@@ -64,8 +64,9 @@ Receiver -> sender:
     receiver's state folder).
 ``SKIP``   ``{"model_id": str, "reason": str}``
     Not needed: a duplicate (same model id or same bytes already in the inbox),
-    a second model from the same sender for the same round, a stale round, or
-    a round after the last one an on-board node collects (``[fol] rounds - 1``).
+    a second model from the same sender for the same round or, on a node that
+    personalizes on board, a stale round, a round after the last one it
+    collects (``[fol] rounds - 1``) or any round once its rounds are done.
     The sender treats it as delivered and stops offering.
 ``BUSY``   ``{"model_id": str, "retry_after_s": float}``
     The receiver is at its limit of concurrent inbound transfers, or its
