@@ -39,7 +39,7 @@ Sender -> receiver:
     "I have this model for you". ``round`` is the model card's round (0 =
     pretrained), ``spec`` its architecture spec, ``size`` the file size in bytes
     and ``sha256`` the digest of the whole file (the card inside the file carries
-    a second digest of the tensors, checked by the safe loader). ``sender`` must
+    a second digest, of the card and the tensors, checked by the safe loader). ``sender`` must
     be the peer id the authenticated key belongs to; ``spec`` is at most
     :data:`MAX_SPEC_DEPTH` containers deep with :data:`MAX_SPEC_ITEMS` values.
     Offers are idempotent: the sender repeats an unanswered offer every
@@ -87,8 +87,10 @@ Receiver -> sender:
     The receiver remembers a payload rejection per peer, by model id and by
     sha256, for ``reject_memory_s``: the same offer is answered at once with
     REJECT ``"rejected before: <reason>"``, without any FETCH. A failure of the
-    receiver itself (a full disk) is answered with REJECT too but not
-    remembered, and so is an offer that would pass the inbox's cap
+    receiver itself once the whole file is in (a full disk while storing it)
+    is answered with REJECT too but not remembered (a disk failing while the
+    bytes arrive gets BUSY, see above), and so is an offer that would pass the
+    inbox's cap
     (``max_inbox_bytes``, reason ``"inbox full: ..."``), before any FETCH.
 ``ERROR``  ``{"reason": str, "model_id": str (optional)}``
     A message that could not be parsed or served; it may flow either way. A
@@ -136,7 +138,8 @@ the offer, then validates it with the safe loader
 (:func:`fol.checkpoint.load_model`, model format version 2: size limit,
 safetensors structure, bounded card, architecture bounds, digest over card and
 tensors, dtypes, finite values, shapes vs spec), checks that the card's
-round and architecture agree with the offer, and only then renames the file
+round and architecture agree with the offer (and, on a node that personalizes
+on board, its classes and input shape with the node's), and only then renames the file
 atomically into ``inbox/round-<r>/<sender>.safetensors`` and records it in the
 persisted state. A CHUNK whose length is not exactly
 ``min(chunk_bytes, size - offset)`` (a truncated or overlong stream) rejects the
