@@ -1834,3 +1834,34 @@ def test_only_an_on_board_inbox_skips_rounds_by_number(tmp_path: Path) -> None:
     assert [on_board.admit("sender", offer(r))[0] for r in (0, 2, 4, 5)] == ["skip", "accept", "accept", "skip"]
     on_board.state.finished = exchange.state.finished = True
     assert (on_board.admit("sender", offer(2))[0], exchange.admit("sender", offer(2))[0]) == ("skip", "accept")
+
+
+def test_a_malformed_message_gets_error_and_an_invalid_offer_gets_reject(tmp_path: Path) -> None:
+    """docs/security.md, messages: a message breaking the frame layout or the header bounds is answered
+    with ERROR; an OFFER whose fields are invalid (a round over MAX_ROUND, a spec over its bounds) with
+    REJECT; neither starts a transfer."""
+    from fol.agent import protocol as P
+    from fol.agent.inbox import Inbox
+    from fol.agent.transfer import Receiver, ReceiverSettings
+
+    class Socket:
+        def __init__(self) -> None:
+            self.sent: list[list[Any]] = []
+
+        def send_multipart(self, frames: list[Any], flags: int = 0, copy: bool = True) -> None:
+            self.sent.append([bytes(f) for f in frames])
+
+    sock = Socket()
+    receiver = Receiver(sock, Inbox(tmp_path / "state", "receiver", 10**8, accept_any_round=True),  # type: ignore[arg-type]
+                        ReceiverSettings(), trust=None)
+    data, card = _good_payload()
+    good = _offer(data, card.spec).to_header()
+    for body, answer in [([P.PROTOCOL, P.OFFER, b'{"a": ' * 9 + b"1" + b"}" * 9], P.ERROR),
+                         ([P.PROTOCOL, P.OFFER, b" " * (P.MAX_HEADER_BYTES + 1)], P.ERROR),
+                         ([b"FOL/2", P.OFFER, b"{}"], P.ERROR),
+                         (P.encode(P.OFFER, {**good, "round": P.MAX_ROUND + 1}), P.REJECT),
+                         (P.encode(P.OFFER, {**good, "spec": {"options": {"widths": list(range(300))}}}), P.REJECT)]:
+        receiver.handle([b"peer", *body], time.monotonic())
+        identity, _, kind, header = sock.sent.pop()
+        assert (identity, kind) == (b"peer", answer), (body[:2], kind, header[:200])
+    assert not sock.sent and not receiver.active
