@@ -200,3 +200,38 @@ def test_staged_outputs_an_output_name_taken_by_a_folder_leaves_the_previous_set
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "b.csv"]
     assert (tmp_path / "a.csv").read_bytes() == b"old a"
     assert (tmp_path / "b.csv" / "x").read_bytes() == b"x"
+
+
+def test_the_writer_fsyncs_the_file_renames_it_then_fsyncs_its_folder(tmp_path: Path, monkeypatch) -> None:
+    """docs/architecture.md, "One crash-safe writer": the bytes go to a temporary file
+    ``.<name>.<12 hex digits>.tmp`` in the same folder, are fsynced, replace the target
+    with ``os.replace``, and then the folder is fsynced; an error inside leaves the old
+    content and no temporary file."""
+    target = tmp_path / "state.json"
+    target.write_bytes(b"old")
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace, real_dir = os.fsync, os.replace, fileio.fsync_dir
+
+    def fsync(fd: int) -> None:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):  # a folder's fsync is fsync_dir's, recorded below
+            events.append(("fsync", os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))))
+        real_fsync(fd)
+
+    def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        events.append(("replace", f"{Path(src).parent == tmp_path and fileio.is_temporary(Path(src).name)} "
+                                  f"-> {Path(dst).name}"))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(fileio.os, "fsync", fsync)
+    monkeypatch.setattr(fileio.os, "replace", replace)
+    monkeypatch.setattr(fileio, "fsync_dir", lambda folder: (events.append(("fsync_dir", str(folder))),
+                                                             real_dir(folder)))
+    atomic_write_bytes(target, b"new")
+    assert target.read_bytes() == b"new"
+    assert [kind for kind, _ in events] == ["fsync", "replace", "fsync_dir"], events
+    assert fileio.is_temporary(events[0][1]) and events[0][1].startswith(".state.json.")
+    assert events[1:] == [("replace", "True -> state.json"), ("fsync_dir", str(tmp_path))]
+    with pytest.raises(RuntimeError), atomic_writer(target) as fh:
+        fh.write(b"half")
+        raise RuntimeError("killed")
+    assert target.read_bytes() == b"new" and [p.name for p in tmp_path.iterdir()] == ["state.json"]
