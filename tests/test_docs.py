@@ -646,6 +646,8 @@ def test_formats_page_states_the_code_limits() -> None:
     }
     wrong = {k: v for k, v in stated_vs_code.items() if v[0] != v[1]}
     assert not wrong, f"docs/formats.md: stated vs code values differ: {wrong}"
+
+
 def _security_text() -> str:
     """``docs/security.md`` with every run of white space made one space."""
     return " ".join((DOCS / "security.md").read_text().split())
