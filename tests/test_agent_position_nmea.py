@@ -291,3 +291,22 @@ def test_a_baud_rate_the_serial_port_cannot_take_is_one_line() -> None:
         os.close(master)
         os.close(slave)
     assert "\n" not in str(err.value) and device in str(err.value)
+
+
+def test_the_256_byte_line_limit_does_not_count_the_line_end(tmp_path: Path) -> None:
+    """A line "longer than 256 bytes" is skipped; a 256-byte sentence ended by CR LF (as receivers end
+    them) was skipped too, its CR counted in the line."""
+    def padded(total: int) -> str:  # a GGA whose altitude has trailing zeros, ``total`` bytes long
+        base = "GNGGA,123519.00,4807.0380,N,01131.0000,E,1,08,0.9,545.4{},M,46.9,M,,"
+        return _nmea(base.format("0" * (total - len(_nmea(base.format(""))))))
+
+    assert len(padded(256)) == 256 and len(padded(257)) == 257
+    log = tmp_path / "long.nmea"
+    log.write_bytes(f"{padded(257)}\r\n{padded(256)}\r\n".encode())
+    source = open_source(PositionConfig(connection=str(log), source="nmea"))
+    try:
+        fix = _wait(lambda: source.messages == 1 and source.latest(), 5.0)
+        assert source.skipped == 1
+    finally:
+        source.close()
+    assert fix["alt_msl_m"] == 545.4

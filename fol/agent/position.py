@@ -382,7 +382,7 @@ class NmeaSource(PositionSource):
         while True:
             end = self._buffer.find(b"\n")
             if end < 0:
-                if len(self._buffer) > NMEA_MAX_LINE:  # an endless line: drop it up to its newline
+                if len(self._buffer) > NMEA_MAX_LINE + 1:  # an endless line (its CR aside): drop it up to its newline
                     if not self._discarding:
                         self.skipped += 1
                     self._buffer, self._discarding = b"", True
@@ -391,7 +391,7 @@ class NmeaSource(PositionSource):
                     return None
                 self._buffer += chunk
                 continue
-            line, self._buffer = self._buffer[:end], self._buffer[end + 1:]
+            line, self._buffer = self._buffer[:end].removesuffix(b"\r"), self._buffer[end + 1:]  # CR LF or LF
             if self._discarding:
                 self._discarding = False
                 continue
