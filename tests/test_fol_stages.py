@@ -217,3 +217,36 @@ def test_distillation_keeps_the_student_when_it_already_matches_the_teacher() ->
     res = distill(student, x, own_logits, TrainConfig(epochs=3, lr=0.05, batch_size=32, weight_decay=0.0), 3.0, 0.0)
     assert res.kl_before == pytest.approx(0.0, abs=1e-6)
     assert res.reverted and res.student is student and res.drift == 0.0
+
+
+# ------------------------------------------------------------------ a round's seeds
+
+
+def test_a_neighbours_alignment_draws_from_the_seed_the_round_and_its_name_only() -> None:
+    """docs/reproducibility.md and docs/fol-algorithm.md (Rounds): a neighbour's fine-tuning,
+    gate learning and post fine-tuning are seeded from the config's seed, the round and the
+    neighbour's name, so the same inputs give the same aligned model, bit for bit; renaming the
+    neighbour (a file's stem in ``fol personalize``), another round or another seed change the
+    draws; the receiving node's own name is not part of them."""
+    from fol.checkpoint import ModelCard
+    from fol.data import make_synthetic, split_node
+    from fol.personalize import NodeState, Received, RoundReport, align_candidates
+
+    pool = make_synthetic("hurricane", 40, seed=0, image_size=8)
+    data = split_node(pool, seed=0)
+    spec = ModelSpec("cnn-small", len(pool.class_names), 3, 8)
+    own, neighbour = build_model(spec, seed=0), build_model(spec, seed=1)
+    cfg = FOLConfig(finetune_epochs=1, post_finetune_epochs=1, gate_epochs=1)
+
+    def aligned(name: str, round_: int = 1, node: str = "me", c: FOLConfig = cfg) -> torch.Tensor:
+        state = NodeState.from_pretrained(node, copy.deepcopy(own), spec, pool.class_names, data)
+        item = Received(name, copy.deepcopy(neighbour), ModelCard(spec, pool.class_names, producer="x"))
+        cands = align_candidates(state, [item], round_, c, True, RoundReport(node, round_, "fol"))
+        return torch.cat([p.detach().flatten() for p in cands[1].model.parameters()])
+
+    first = aligned("n1")
+    # the same inputs but for the receiver's name, which draws nothing: the same model
+    assert torch.equal(first, aligned("n1", node="another node"))
+    assert not torch.equal(first, aligned("n2"))  # a renamed neighbour: other draws
+    assert not torch.equal(first, aligned("n1", round_=2))
+    assert not torch.equal(first, aligned("n1", c=cfg.replace(seed=1)))
