@@ -308,6 +308,65 @@ def test_fol_algorithm_lists_every_folconfig_field_with_its_default() -> None:
     assert not wrong, f"docs/fol-algorithm.md: documented vs actual defaults differ: {wrong}"
 
 
+def test_fol_algorithm_states_the_folconfig_bounds_and_presets() -> None:
+    """docs/fol-algorithm.md's ``[fol]`` section: the ranges its table states are the ones
+    ``FOLConfig`` enforces (both ends), the fields its prose says are refused above 1e6 and
+    above 100,000 are exactly those the code bounds, and the project default differs from the
+    ``paper`` preset in exactly the fields it names, with the values it gives."""
+    import dataclasses
+
+    from contact_sim.scenario import MAX_ROUNDS
+    from fol.config import COUNTS, FACTORS, MAX_AUG_COPIES, FOLConfig
+    from fol.defaults import MAX_ITERATIONS
+    from fol.errors import ConfigError
+    from fol.train import MAX_FACTOR
+
+    text = (DOCS / "fol-algorithm.md").read_text(encoding="utf-8")
+    section = " ".join(text[text.index("## `[fol]` fields (FOLConfig)"):text.index("## A runnable example")].split())
+    meaning = {name: cell for name, cell in re.findall(r"\| `([a-z_0-9]+)` \| `[^`]+` \| [^|]+ \| ([^|]+) \|", section)}
+
+    def refused(**field: Any) -> bool:
+        try:
+            FOLConfig(**field)
+        except ConfigError:
+            return True
+        return False
+
+    ranges = {"temperature": r"in \[([\d.]+), ([\d.]+)\]", "momentum": r"in \[(0), (1)\)",
+              "prune_ratio": r"in \[(0), (1)\)"}
+    for name, pattern in ranges.items():
+        low, high = map(float, re.search(pattern, meaning[name]).groups())
+        closed = meaning[name][re.search(pattern, meaning[name]).end() - 1] == "]"
+        assert not refused(**{name: low}) and refused(**{name: low - 1e-3}), name
+        assert refused(**{name: high}) != closed and refused(**{name: high + 1e-3}), name
+    least = int(re.search(r"at least (\d+)", meaning["batch_size"]).group(1))
+    assert not refused(batch_size=least) and refused(batch_size=least - 1)
+    most = int(re.search(r"at most (\d+)", meaning["distill_aug_copies"]).group(1))
+    assert most == MAX_AUG_COPIES and not refused(distill_aug_copies=most) and refused(distill_aug_copies=most + 1)
+    plan_rounds = re.search(r"refuses more than that, at most ([\d,]+)", meaning["rounds"]).group(1)
+    assert int(plan_rounds.replace(",", "")) == MAX_ROUNDS  # [rounds] makes at most that many plan rounds
+
+    factors = re.search(r"The learning rates \(`\*_lr`\), (.*?) are refused above ([\de]+)", section)
+    named = set(re.findall(r"`([a-z_]+)`", factors.group(1)))
+    named |= {f.name for f in dataclasses.fields(FOLConfig) if f.name.endswith("_lr")}
+    assert named == set(FACTORS) and float(factors.group(2)) == MAX_FACTOR
+    counts = re.search(r"The counts (.*?) are refused above ([\d,]+) \(`fol\.defaults\.MAX_ITERATIONS`", section)
+    assert set(re.findall(r"`([a-z_]+)`", counts.group(1))) == set(COUNTS)
+    assert int(counts.group(2).replace(",", "")) == MAX_ITERATIONS
+
+    default, paper = FOLConfig(), FOLConfig.preset("paper")
+    stated = re.search(r"The project default differs from it in (\w+) fields: (.*?)\. ", section)
+    pairs = dict(re.findall(r"`([a-z_]+) = ([^`]+)`", stated.group(2)))
+    differing = {f.name for f in dataclasses.fields(FOLConfig) if getattr(default, f.name) != getattr(paper, f.name)}
+    assert set(pairs) == differing and stated.group(1) == {2: "two", 3: "three", 4: "four"}[len(differing)]
+    assert all(_same_default(pairs[name], getattr(default, name)) for name in pairs), pairs
+    kept = re.search(r"the preset keeps them on, .*?: (.*?) \(the paper's bare", section).group(1)
+    for name, value in re.findall(r"`([a-z_]+) = ([^`]+)`", kept):
+        assert _same_default(value, getattr(paper, name)) and _same_default(value, getattr(default, name)), name
+    for name, value in re.findall(r"`([a-z_]+)` \| `[^`]+` \| [^|]+ \| [^|]*\(paper preset: ([\d.]+)", section):
+        assert _same_default(value, getattr(paper, name)), name
+
+
 def test_scenario_fol_table_gives_the_folconfig_defaults() -> None:
     """docs/scenario.md's ``[fol]`` table states the same defaults as
     ``FOLConfig()`` (a scenario without a key gets exactly that value)."""
