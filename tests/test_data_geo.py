@@ -131,3 +131,25 @@ def test_split_node_too_small_says_counts():
         split_node(ds, seed=0)
     with pytest.raises(DataError, match="fractions"):
         split_node(_toy(40), seed=0, fractions=(0.8, 0.3, -0.1))
+
+
+def test_split_node_draws_from_every_bit_of_its_seed():
+    """A node's split seed (``fol.seeds.node_seed``: ``s * 1000 + k``, or a hash at or above
+    2**48 past 1,000 nodes) can pass 2**32, and the split read only its low 32 bits: run seed
+    536,870,912 (2**29, a valid scenario seed) split every node exactly as run seed 0 did, and
+    a hashed node's split stream had 32 bits, not the 64 docs/reproducibility.md relies on to
+    keep nodes apart. Seeds below 2**32, every split the docs measured, are unchanged."""
+    from fol.seeds import node_seed
+
+    n = 20
+    ds = GeoDataset(torch.arange(n, dtype=torch.float32).view(n, 1, 1, 1), torch.arange(n) % 2,
+                    np.zeros(n), np.zeros(n), ["a", "b"])
+
+    def held_out(seed: int) -> list[list[int]]:
+        node = split_node(ds, seed=seed, min_samples=10)
+        return [node.val.images.flatten().int().tolist(), node.test.images.flatten().int().tolist()]
+
+    assert held_out(5) == [[8, 9, 12], [15, 16, 17]]  # as before the fix
+    assert held_out(2**32 - 1) == [[2, 17, 18], [9, 10, 19]]
+    assert held_out(node_seed(2**29, 0)) != held_out(node_seed(0, 0))
+    assert held_out(5 + 2**32) != held_out(5)

@@ -275,7 +275,8 @@ def split_node(
             f"dataset {ds.name!r} has {n} samples, too few for a non-empty train/val/test split "
             f"({'/'.join(f'{f:g}' for f in fr)}); lower min_samples only if the fractions allow it"
         )
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed) & 0xFFFFFFFF, 0x5E11]))
+    # every bit of the seed (a node seed can pass 2**32); below 2**32 the stream is the one it always was
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5E11]))
     labels = ds.labels.numpy()
     parts: list[list[np.ndarray]] = [[], [], []]
     for c in range(ds.num_classes):
