@@ -367,6 +367,36 @@ def test_fol_algorithm_states_the_folconfig_bounds_and_presets() -> None:
         assert _same_default(value, getattr(paper, name)), name
 
 
+def test_scale_projection_sizes_are_the_codes() -> None:
+    """docs/scale.md's estimate of a 1,584-node head (section 4, *What limits it*) multiplies
+    sizes the code fixes: a contact plan's bytes per window (the window table's columns and
+    the plan's per-window arrays), the size of one cnn-medium and of its payload in the safe
+    format. It said 48 bytes and ~316 kB, sizes of an older table and model."""
+    import numpy as np
+
+    from contact_sim import ContactPlan, LinkModel, WindowTable
+    from fol.checkpoint import ModelCard, model_to_bytes
+    from fol.models import ModelSpec, build_model
+
+    text = " ".join((DOCS / "scale.md").read_text(encoding="utf-8").split())
+    n = 10
+    table = WindowTable(np.zeros(n), np.ones(n), np.arange(n, dtype=float), np.arange(n) + 1.0, np.full(n, 10.0),
+                        np.full(n, 20.0), np.zeros(n))
+    plan = ContactPlan(["a", "b"], table, LinkModel("constant", 8e6, 10.0), [0.0, 100.0])
+    per_window = sum(v.nbytes for obj in (table, plan) for v in vars(obj).values()
+                     if isinstance(v, np.ndarray) and v.shape[:1] == (n,)) // n
+    stated = re.search(r"contact plan \(9\.5 million windows x (\d+) bytes = ([\d.]+) GB", text)
+    assert int(stated.group(1)) == per_window and float(stated.group(2)) == round(9.5e6 * per_window / 1e9, 2)
+
+    spec = ModelSpec("cnn-medium", 2, 3, 32)
+    model = build_model(spec, seed=0)
+    weights_mb = sum(t.numel() * t.element_size() for t in model.state_dict().values()) / 1e6
+    assert re.search(r"about six cnn-medium models of ([\d.]+) MB", text).group(1) == f"{weights_mb:.2f}"
+    payload = len(model_to_bytes(model, ModelCard(spec, ["no_damage", "damage"], producer="sat-0001")))
+    stated_kb = int(re.search(r"Q payloads of ~(\d+) kB, a cnn-medium", text).group(1))
+    assert abs(stated_kb - payload / 1e3) <= 5, payload
+
+
 def test_scenario_fol_table_gives_the_folconfig_defaults() -> None:
     """docs/scenario.md's ``[fol]`` table states the same defaults as
     ``FOLConfig()`` (a scenario without a key gets exactly that value)."""
