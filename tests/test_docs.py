@@ -10,7 +10,10 @@
 - every relative link in ``docs/`` points at a file of the repository, and no
   file of the tree cites a design note that is not in it;
 - collecting the packages' docstring examples (``--doctest-modules``) works
-  without the optional extras, as in a base install.
+  without the optional extras, as in a base install;
+- every ``fol`` and ``python benchmarks/...`` command of ``README.md`` names a
+  sub-command or script and options that exist (parsed, never run), and
+  ``.ci/run`` runs the README's install-and-test command.
 """
 
 from __future__ import annotations
@@ -818,3 +821,147 @@ def test_security_page_states_the_agent_defaults_and_bounds() -> None:
         bounds[name] = float(high.replace(",", ""))
     assert bounds == {k: float(v) for k, v in {**LIMITS_MAXIMA, **TRIGGER_MAXIMA}.items()}, (
         "docs/security.md states other [limits] / [trigger] bounds than the config checks")
+
+
+# --------------------------------------------------------------------- the README's commands
+
+README = ROOT / "README.md"
+
+
+def _readme_code(inline: bool = True) -> list[str]:
+    """The lines of the README's fenced code blocks (continuation lines joined) and, with
+    ``inline``, its inline code spans (a span that wraps a line made one line again)."""
+    text = README.read_text(encoding="utf-8")
+    blocks = [re.sub(r"\\\n\s*", " ", b) for b in re.findall(r"```[a-z]*\n(.*?)```", text, re.S)]
+    prose = re.sub(r"```[a-z]*\n.*?```", "", text, flags=re.S)
+    spans = [" ".join(s.split()) for s in re.findall(r"`([^`]+)`", prose)] if inline else []
+    return [line for block in blocks for line in block.splitlines()] + spans
+
+
+def _shell_words(command: str) -> list[str]:
+    """A README command's words with its placeholders filled in: ``<task>``, ``<seed>``,
+    ``$s``, ``distill_epochs=N`` and the first member of a ``{a,b}`` brace expansion."""
+    import shlex
+
+    command = command.split(" #")[0].split(";")[0]
+    command = command.replace("<task>", "hurricane").replace("<seed>", "6").replace("$s", "0")
+    command = command.replace("distill_epochs=N", "distill_epochs=30")
+    command = re.sub(r"\{([^,{}]*),?[^{}]*\}", r"\1", command)
+    return shlex.split(command)
+
+
+def readme_fol_commands() -> list[list[str]]:
+    """Every ``fol ...`` command of the README's code blocks (not of its prose, which names
+    sub-commands and options alone), as argument lists: the parts of ``a && b``, each
+    alternative of ``... status | personalize | send drone-2``, an optional
+    ``[--preset paper]`` given."""
+    commands = []
+    for line in _readme_code(inline=False):
+        for part in line.split(" #")[0].split("&&"):
+            part = part.strip()
+            part = re.sub(r"^(\w+=\S+ )*(\.venv/bin/)?", "", part)
+            if not part.startswith("fol "):
+                continue
+            first, *alternatives = [p.strip() for p in part.split(" | ")]
+            words = _shell_words(first.replace("[", "").replace("]", ""))
+            commands.append(words[1:])
+            for alternative in alternatives:  # replaces the last word of the first form
+                commands.append(words[1:-1] + _shell_words(alternative))
+    return commands
+
+
+def readme_benchmark_commands() -> list[tuple[str, list[str]]]:
+    """Every ``python benchmarks/<script>.py ...`` command of the README (code blocks,
+    table cells and inline spans): ``(script, arguments)``."""
+    found = []
+    for line in _readme_code():
+        for m in re.finditer(r"python3? benchmarks/(\w+)\.py([^|`&]*)", line):
+            found.append((m.group(1), _shell_words(m.group(2))))
+    return found
+
+
+class _Parsed(Exception):
+    """Raised by the patched ``parse_args`` once the arguments are parsed: nothing runs."""
+
+
+def _parses(monkeypatch: pytest.MonkeyPatch, main, argv: list[str], prog: str) -> str | None:
+    """``None`` if ``main`` parses ``argv`` (and is stopped right there), else argparse's message."""
+    import argparse
+    import contextlib
+    import inspect
+    import io
+
+    original, init = argparse.ArgumentParser.parse_args, argparse.ArgumentParser.__init__
+
+    def parse_only(self, args=None, namespace=None):
+        original(self, args, namespace)
+        raise _Parsed
+
+    def exact(self, *args, **kwargs):  # a flag the code renamed must not pass as an abbreviation
+        init(self, *args, **{**kwargs, "allow_abbrev": False})
+
+    err = io.StringIO()
+    with monkeypatch.context() as m:
+        m.setattr(argparse.ArgumentParser, "parse_args", parse_only)
+        m.setattr(argparse.ArgumentParser, "__init__", exact)
+        m.setattr(sys, "argv", [prog, *argv])
+        try:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                main(argv) if inspect.signature(main).parameters else main()
+        except _Parsed:
+            return None
+        except SystemExit as exc:
+            if exc.code == 0:  # --help
+                return None
+            return err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else "exit"
+    return "ran without parsing any argument"
+
+
+def test_readme_fol_commands_exist_with_their_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ``fol`` command line of the README names a sub-command and options that
+    ``fol`` has (parsed by ``fol``'s own parser; nothing runs)."""
+    from fol.cli import build_parser
+
+    commands = readme_fol_commands()
+    names = {c[0] for c in commands if c}
+    assert {"demo", "simulate", "contacts", "data", "pretrain", "personalize", "model", "keys", "agent"} <= names
+    main = lambda argv: build_parser().parse_args(argv)  # noqa: E731
+    wrong = {" ".join(c): why for c in commands if (why := _parses(monkeypatch, main, c, "fol"))}
+    assert not wrong, f"README.md: these fol commands do not parse: {wrong}"
+    assert _parses(monkeypatch, main, ["simulate", "--no-such-flag", "x.toml"], "fol")  # the check can fail
+
+
+def test_readme_benchmark_commands_exist_with_their_flags(monkeypatch: pytest.MonkeyPatch, benchmark_script) -> None:
+    """Every ``python benchmarks/X.py ...`` command of the README, measured figures' commands
+    included, names a script of ``benchmarks/`` and flags it has (parsed by the script's own
+    parser, which is stopped before any work)."""
+    commands = readme_benchmark_commands()
+    scripts = {s for s, _ in commands}
+    assert len(commands) >= 60 and {"paper_tables", "select_fol_config", "compare_methods", "fol_node_time",
+                                    "calibrate_synthetic", "contacts_scale", "simulate_scale"} <= scripts
+    missing = sorted(s for s in scripts if not (ROOT / "benchmarks" / f"{s}.py").is_file())
+    assert not missing, f"README.md runs benchmark scripts that do not exist: {missing}"
+    modules = {s: benchmark_script(s) for s in scripts}
+    wrong = {}
+    for script, argv in commands:
+        if argv or "argparse" in vars(modules[script]):
+            if why := _parses(monkeypatch, modules[script].main, argv, f"{script}.py"):
+                wrong[f"{script}.py {' '.join(argv)}"] = why
+    assert not wrong, f"README.md: these benchmark commands do not parse: {wrong}"
+    assert _parses(monkeypatch, modules["paper_tables"].main, ["--no-such-flag"], "paper_tables.py")
+
+
+def test_readme_setup_test_command_is_what_ci_runs() -> None:
+    """``.ci/run`` runs the README's set-up command 2 (install with the dev extra, run the
+    tests), as the README says: each step of that command is a line of the script
+    (``pip``'s ``-q`` aside)."""
+    text = README.read_text(encoding="utf-8")
+    setup = text[text.index("## Set-up"):text.index("## Using it")]
+    command = re.search(r"^# 2\..*\n(.*)$", setup, re.M).group(1)
+    steps = [s.strip() for s in command.split("&&")]
+    assert len(steps) == 3 and '-e ".[dev]"' in steps[1] and "pytest" in steps[2]
+    assert "`.ci/run` runs command 2" in setup
+    ci = [line.replace(" -q ", " ", 1) if "pip install" in line else line
+          for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    absent = [s for s in steps if not any(s in line for line in ci)]
+    assert not absent, f".ci/run no longer runs these steps of the README's command 2: {absent}"
