@@ -965,3 +965,26 @@ def test_readme_setup_test_command_is_what_ci_runs() -> None:
           for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     absent = [s for s in steps if not any(s in line for line in ci)]
     assert not absent, f".ci/run no longer runs these steps of the README's command 2: {absent}"
+
+
+def test_readme_architecture_table_names_real_paths_and_the_zoo() -> None:
+    """The README's architecture table: every path it names exists, the model zoo it
+    lists is :func:`fol.models.architectures` and the default it states is
+    ``DEFAULT_ARCH``."""
+    from fol.defaults import DEFAULT_ARCH
+    from fol.models import architectures
+
+    text = README.read_text(encoding="utf-8")
+    table = text[text.index("| path | holds |"):text.index("## FOL as implemented here")]
+    paths = [p for cell in re.findall(r"^\| ([^|]+) \|", table, re.M) for p in re.findall(r"`([^`]+)`", cell)]
+    assert len(paths) >= 20
+    missing = [p for p in paths if not (ROOT / p).exists()]
+    assert not missing, f"README.md's architecture table names paths that do not exist: {missing}"
+    zoo = re.search(r"the model zoo built from a `ModelSpec`: (.*?);", table).group(1)
+    listed = set()
+    for name in re.findall(r"`([a-z0-9_/-]+)`", zoo):
+        stem, _, sizes = name.partition("-")
+        listed |= {f"{stem}-{s}" for s in sizes.split("/")} if "/" in sizes else {name}
+    assert listed == set(architectures()), (
+        f"README.md lists the zoo {sorted(listed)}, the code has {architectures()}")
+    assert f'`DEFAULT_ARCH = "{DEFAULT_ARCH}"`' in table
