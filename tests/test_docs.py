@@ -13,7 +13,9 @@
   without the optional extras, as in a base install;
 - every ``fol`` and ``python benchmarks/...`` command of ``README.md`` names a
   sub-command or script and options that exist (parsed, never run), and
-  ``.ci/run`` runs the README's install-and-test command.
+  ``.ci/run`` runs the README's install-and-test command;
+- the README's architecture, documentation and baselines tables and its demo
+  paragraph name the paths, pages, methods, defaults and scenario the code has.
 """
 
 from __future__ import annotations
@@ -988,3 +990,74 @@ def test_readme_architecture_table_names_real_paths_and_the_zoo() -> None:
     assert listed == set(architectures()), (
         f"README.md lists the zoo {sorted(listed)}, the code has {architectures()}")
     assert f'`DEFAULT_ARCH = "{DEFAULT_ARCH}"`' in table
+
+
+def test_readme_documentation_table_lists_every_page() -> None:
+    """The README's documentation table links every page of ``docs/`` (but its index), once."""
+    text = README.read_text(encoding="utf-8")
+    table = text[text.index("## Documentation"):text.index("## Architecture")]
+    linked = re.findall(r"\[docs/([\w.-]+\.md)\]\(docs/\1\)", table)
+    pages = sorted(p.name for p in DOCS.glob("*.md") if p.name != "README.md")
+    assert sorted(linked) == pages, f"README.md's documentation table: linked {sorted(linked)}, docs/ has {pages}"
+
+
+def test_readme_demo_paragraph_is_the_demo_scenario() -> None:
+    """What the README says ``fol demo`` runs is the embedded scenario: the shell, the
+    horizon, the model, one exchange, the methods (and the rows of its quoted table), the
+    output folder."""
+    from importlib import resources
+
+    from fol.defaults import DEFAULT_ARCH
+    from fol.simulation.cli import DEMO_OUT, DEMO_SCENARIO
+
+    demo = tomllib.loads(resources.files("fol.simulation").joinpath(DEMO_SCENARIO).read_text())
+    c, methods = demo["constellation"], demo["methods"]["run"]
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    section = text[text.index("`fol demo` simulates"):text.index("## Using it")]
+    shell = (f"a {c['total']}-satellite Walker-delta shell ({c['altitude_km']:g} km, {c['inclination_deg']:g}°) "
+             f"for {demo['time']['duration_s'] / 3600:g} hours")
+    assert c["kind"] == "walker-delta" and shell in section, f"README.md: expected {shell!r}"
+    assert "archs" not in demo.get("models", {}) and f"the default CNN (`{DEFAULT_ARCH}`)" in section
+    assert demo["rounds"]["count"] == 1 and "exchanges models once" in section
+    assert demo["data"]["dataset"] == "synthetic-hurricane" and demo["data"]["partition"] == "orbit"
+    assert f"writes `{DEMO_OUT}/report.md` (or `{DEMO_OUT}-2`" in section
+    variants = ["fol", "fol-a", "fol-n", "fol-an"]
+    assert methods == ["local", *variants, "fedavg"] and "(local, the four FOL variants, one FedAvg round)" in section
+    rows = re.findall(r"\| (\S+) \| [\d.]+ \| [^|]+ \| [\d.]+ \| \d+ \| \d+ of \d+ node runs \|", section)
+    assert rows == methods, f"README.md's demo table has the rows {rows}, the demo runs {methods}"
+
+
+def test_readme_baselines_table_lists_every_method() -> None:
+    """The README's baselines table names every registered method but local and the FOL
+    variants, and the variants paragraph names those."""
+    from fol.methods import method_names
+
+    text = README.read_text(encoding="utf-8")
+    table = text[text.index("| method | what it does here (defaults) |"):text.index("A new multi-round method")]
+    listed = {m for cell in re.findall(r"^\| ([^|]+) \|", table, re.M) for m in re.findall(r"`([a-z+-]+)`", cell)}
+    fol_rows = {"local", "fol", "fol-a", "fol-n", "fol-an"}
+    assert listed == set(method_names()) - fol_rows, (
+        f"README.md's baselines table: missing {sorted(set(method_names()) - fol_rows - listed)}, "
+        f"stale {sorted(listed - set(method_names()))}")
+    variants = text[text.index("Variants: `fol`"):text.index("Presets: `paper`")]
+    assert set(re.findall(r"`([a-z-]+)`", variants)) == fol_rows
+
+
+def test_readme_baselines_table_states_the_defaults() -> None:
+    """The defaults the README's baselines table gives are the methods' own."""
+    from fol.methods import get_method
+    from fol.methods.dense import BUDGETS, budget_share, generator_samples
+
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    fedavg, hermes, dense = get_method("fedavg"), get_method("hermes"), get_method("dense")
+    stated = [
+        f"sampled clients (`fraction`), {fedavg.local_epochs} local epochs",
+        f"until `r_target` = {hermes.target:g} of them is **{hermes.target_share}**",
+        f'`budget = "{dense.budget}"` (default: {generator_samples(BUDGETS[dense.budget]):,} generator samples, '
+        f"1/{round(1 / budget_share('dense', dense.budget))} of DENSE's published budget and "
+        f"1/{round(1 / budget_share('co-boosting', dense.budget))} of Co-Boosting's",
+        '`"small"`, `"medium"` or `"paper"`',
+    ]
+    assert list(BUDGETS) == ["tiny", "small", "medium"]
+    missing = [s for s in stated if s not in text]
+    assert not missing, f"README.md's baselines table no longer states the code's defaults: {missing}"
