@@ -1061,3 +1061,35 @@ def test_readme_baselines_table_states_the_defaults() -> None:
     assert list(BUDGETS) == ["tiny", "small", "medium"]
     missing = [s for s in stated if s not in text]
     assert not missing, f"README.md's baselines table no longer states the code's defaults: {missing}"
+
+
+def test_readme_fol_section_states_the_code_settings() -> None:
+    """The settings the README's "FOL as implemented here" section gives (the node split,
+    pretraining, the default's and the ``paper`` preset's fit and distillation, fine-tuning)
+    are ``DEFAULT_SPLIT``, ``FOLConfig()`` and ``FOLConfig.preset("paper")``, and the
+    options it names by field are fields."""
+    from fol.config import FOLConfig
+    from fol.data import DEFAULT_SPLIT
+
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    section = text[text.index("## FOL as implemented here"):text.index("## The swarm simulation")]
+    d = FOLConfig()
+    p = FOLConfig.preset("paper")
+    split = " / ".join(f"{100 * f:g}" for f in DEFAULT_SPLIT)
+    stated = [
+        f"local data split {split} (train / val / test",
+        f"Pretraining: SGD, momentum {d.momentum:g}, weight decay {d.weight_decay:.0e}".replace("e-0", "e-")
+        + f", batch {d.batch_size}, lr {d.pretrain_lr:g}, early stopping with patience {d.patience} on D_val",
+        f"{d.distill_epochs} epochs at T = {d.temperature:g} on a fresh augmented view of D_train",
+        f"The `paper` preset fits on D_{p.ensemble_fit} and distils on D_{p.distill_inputs} only, "
+        f"{p.distill_epochs} epochs at T = {p.temperature:g}",
+        f"Both fine-tune neighbours at lr {d.finetune_lr:g} with nothing frozen",
+    ]
+    missing = [s for s in stated if s not in section]
+    assert not missing, f"README.md, FOL as implemented here: no longer states {missing}"
+    assert (d.ensemble_fit, d.distill_inputs, d.distill_mix) == ("val", "function-matching", "cutmix")
+    assert "the ensemble weights are fitted on D_val instead of D_train" in section and "cutmix" in section
+    assert (p.finetune_lr, p.finetune_freeze, d.finetune_freeze) == (d.finetune_lr, 0, 0)
+    options = set(re.findall(r"\(`([a-z_]+)`[^)]*\)", section)) | set(re.findall(r"`([a-z_]+) = ", section))
+    unknown = options - {f for f in FOLConfig.__dataclass_fields__}
+    assert options and not unknown, f"README.md names FOLConfig fields that do not exist: {sorted(unknown)}"
