@@ -1093,3 +1093,21 @@ def test_readme_fol_section_states_the_code_settings() -> None:
     options = set(re.findall(r"\(`([a-z_]+)`[^)]*\)", section)) | set(re.findall(r"`([a-z_]+) = ", section))
     unknown = options - {f for f in FOLConfig.__dataclass_fields__}
     assert options and not unknown, f"README.md names FOLConfig fields that do not exist: {sorted(unknown)}"
+
+
+def test_readme_extras_python_and_pins_are_the_projects() -> None:
+    """The extras the README installs or names exist, its Python version is the package's,
+    and the constraints file pins what the README says it pins (torch with torchvision, Ray)."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    text = README.read_text(encoding="utf-8")
+    named = {e for group in re.findall(r'-e "\.\[([a-z,]+)\]"', text) for e in group.split(",")}
+    named |= set(re.findall(r"extra `([a-z]+)`", text))
+    assert {"dev", "energy", "mavlink", "ray", "nmea"} <= named
+    unknown = sorted(named - set(meta["optional-dependencies"]))
+    assert not unknown, f"README.md names extras that pyproject.toml does not have: {unknown}"
+    assert f"Python {meta['requires-python']}" in text.replace("Python >= ", "Python >=")
+    pins = {line.split("==")[0] for line in (ROOT / "constraints.txt").read_text().splitlines()
+            if "==" in line and not line.startswith("#")}
+    assert {"torch", "torchvision", "ray"} <= pins
+    assert "the constraints file pins the torch / torchvision pair" in " ".join(text.split())
+    assert "the constraints file pins the Ray release the tests ran on" in " ".join(text.split())
