@@ -931,6 +931,11 @@ def test_readme_fol_commands_exist_with_their_arguments(monkeypatch: pytest.Monk
     wrong = {" ".join(c): why for c in commands if (why := _parses(monkeypatch, main, c, "fol"))}
     assert not wrong, f"README.md: these fol commands do not parse: {wrong}"
     assert _parses(monkeypatch, main, ["simulate", "--no-such-flag", "x.toml"], "fol")  # the check can fail
+    # a node's --data spec (key=value pairs) is read by the spec's own parser too
+    from fol.nodedata import parse_node_data
+
+    specs = [c[c.index("--data") + 1] for c in commands if "--data" in c]
+    assert specs and all(parse_node_data(s).dataset for s in specs)
 
 
 def test_readme_benchmark_commands_exist_with_their_flags(monkeypatch: pytest.MonkeyPatch, benchmark_script) -> None:
