@@ -410,6 +410,28 @@ def test_loopback_links_move_models_between_named_nodes(tmp_path: Path) -> None:
     assert len(list((tmp_path / "links" / "sat-3" / "inbox").rglob("*.safetensors"))) == 2
 
 
+def test_loopback_links_reopened_after_a_kill_while_making_keys_still_deliver(tmp_path: Path) -> None:
+    """A simulation killed while its ``transport = "zmq"`` links made their keys is resumed in
+    the same links folder. A kill after a node's key pair was written but before its public key
+    was trusted (or between the pair's public and secret files) left a node whose every
+    transfer was refused: the resumed run stopped with a timeout. Reopening now completes
+    the keys and the trust store."""
+    from fol.agent.keys import generate_keypair, trust_key
+    from fol.agent.loopback import LoopbackLinks
+
+    root = tmp_path / "links"
+    pub, _ = generate_keypair(root / "keys", "sat-1")
+    trust_key(root / "trusted", pub)  # sat-1 complete; sat-2: key pair made, then the kill
+    generate_keypair(root / "keys", "sat-2")
+    generate_keypair(root / "keys", "sat-3")
+    (root / "keys" / "sat-3.key_secret").unlink()  # sat-3: killed between the pair's two files
+    a = _model_file(tmp_path / "sat-1.safetensors", "sat-1", seed=1)
+    with LoopbackLinks(root, ["sat-1", "sat-2", "sat-3"]) as links:
+        assert links.send("sat-1", "sat-2", a, timeout_s=5).read_bytes() == a.read_bytes()
+        assert links.send("sat-2", "sat-3", a, timeout_s=5).read_bytes() == a.read_bytes()
+    assert sorted(p.name for p in (root / "trusted").iterdir()) == ["sat-1.key", "sat-2.key", "sat-3.key"]
+
+
 # ---------------------------------------------------------------------------- hostile peers
 
 

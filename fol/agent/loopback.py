@@ -281,11 +281,17 @@ class LoopbackLinks:
         self.keys: dict[str, KeyPair] = {}
         for name in self.names:
             sec = keys_dir / f"{name}.key_secret"
-            if not sec.exists():
-                pub, sec = generate_keypair(keys_dir, name)
-                trust_key(trust_dir, pub)
+            if not sec.exists():  # (a kill between its two files may have left the public one alone)
+                generate_keypair(keys_dir, name, overwrite=True)
             self.keys[name] = load_keypair(sec)
+        # trusted apart from the key pair: a kill between the two (a resumed simulation
+        # reuses the folder) left a node whose every transfer was refused until the deadline
+        trust_dir.mkdir(parents=True, exist_ok=True)
         self.trust = TrustStore(trust_dir)
+        trusted = self.trust.reload()
+        for name in self.names:
+            if trusted.get(self.keys[name].public) != name:
+                trust_key(trust_dir, keys_dir / f"{name}.key")
         self.trust.reload()
         self.ctx = zmq.Context()
         self.auth = ThreadAuthenticator(self.ctx)
