@@ -818,7 +818,45 @@ def test_resume_refuses_saved_results_that_miss_or_repeat_a_node(tmp_path: Path,
         assert json.loads(saved.read_text()) == bad
     saved.write_text(good)
     assert main(["simulate", "--resume", str(out)]) == 0
+    # the run recorded its waypoint file's contents: one edited since is refused, not mixed in
+    (tmp_path / "wp.csv").write_text((tmp_path / "wp.csv").read_text().replace("a,600,0.2", "a,600,9.2"))
+    capsys.readouterr()
+    assert main(["simulate", "--resume", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"the contents of drones.waypoints_csv ({tmp_path / 'wp.csv'}) differ" in err[0], err
 
+
+
+def test_resume_compares_the_contents_of_the_contact_input_files(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The run's record names the waypoint / TLE / OMM / mission / plan files, not their
+    contents: a file edited between the run and --resume was read as it came, and the
+    report mixed results of two contact plans. The run now records each one's sha256
+    (state/inputs.json) and --resume (and --check --resume) refuses a changed one in one line."""
+    from fol.simulation import load_scenario
+    from fol.simulation.check import INPUTS_FILE, input_digests
+
+    wp = tmp_path / "wp.csv"
+    wp.write_text("node_id,t_s,x_km,y_km,z_km\n" + "".join(f"{n},0,{0.1 * k},0,0.1\n" for k, n in enumerate("abc")))
+    (tmp_path / "s.toml").write_text(DRONES)
+    scn = load_scenario(tmp_path / "s.toml")
+    out = tmp_path / "out"
+    (out / "state").mkdir(parents=True)
+    (out / "scenario.resolved.json").write_text(json.dumps(scn.resolved(), default=str))
+    (out / INPUTS_FILE).write_text(json.dumps(input_digests(scn)))
+    argv = ["simulate", str(tmp_path / "s.toml"), "--resume", str(out), "--check"]
+    assert main(argv) == 0
+    wp.write_text(wp.read_text().replace("c,0,0.2", "c,0,0.3"))
+    capsys.readouterr()
+    for bad, needle in ((None, f"the contents of drones.waypoints_csv ({wp}) differ from the interrupted run's"),
+                        ("[1]", f"{out / INPUTS_FILE}: not the record of the run's input files")):
+        if bad is not None:
+            (out / INPUTS_FILE).write_text(bad)
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--resume {out}: " in err[0] and needle in err[0], err
+    (out / INPUTS_FILE).unlink()  # a run made before the record was kept: resumed as it is
+    assert main(argv) == 0
 
 
 def _local_only_run(tmp_path: Path) -> Path:

@@ -23,7 +23,8 @@ parsing, it
   ``data.acquisition_s`` fit the contact side's trajectory budget;
 - checks the output folder: a folder (not a file), writable, and empty unless
   resuming; a resumed folder must hold a run's record, and the scenario must
-  equal that run's in everything that changes results.
+  equal that run's in everything that changes results, the contents of the
+  files its contact side reads included (:func:`input_digests`).
 
 Errors are :class:`~fol.errors.ConfigError` / :class:`~fol.errors.DataError`
 (or the contact side's own), one line naming the field.
@@ -31,6 +32,7 @@ Errors are :class:`~fol.errors.ConfigError` / :class:`~fol.errors.DataError`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -48,7 +50,11 @@ from fol.simulation.partition import GROUND_SPEED_KM_S, coverage_step_s
 from fol.simulation.scenario import DataConfig, SwarmScenario, errors_name_the_file, json_default, result_settings
 from swarmbase.tomlcheck import shown
 
-__all__ = ["CheckReport", "check_scenario", "check_run_folder", "check_resumable", "read_run_record", "node_architectures"]
+__all__ = ["CheckReport", "check_scenario", "check_run_folder", "check_resumable", "read_run_record", "node_architectures",
+           "input_digests", "INPUTS_FILE"]
+
+#: In a run folder: the sha256 of each file the scenario's contact side read (:func:`input_digests`).
+INPUTS_FILE = "state/inputs.json"
 
 
 @dataclass
@@ -227,9 +233,37 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
     return CheckReport(names, archs, list(scn.methods))
 
 
+def _input_files(scn: SwarmScenario) -> dict[str, Path]:
+    """The files the scenario's contact side reads, by field (``constellation.tle_file``,
+    ``drones.missions[1]``, ...)."""
+    c = scn.contact
+    files: dict[str, Path | None] = {"contacts.plan_file": c.plan_file}
+    if c.constellation is not None:
+        files |= {"constellation.tle_file": c.constellation.tle_file, "constellation.omm_file": c.constellation.omm_file}
+    if c.drones is not None:
+        files["drones.waypoints_csv"] = c.drones.waypoints_csv
+        files |= {f"drones.missions[{k}]": path for k, path in enumerate(c.drones.missions or [])}
+    return {key: Path(path) for key, path in files.items() if path is not None}
+
+
+def input_digests(scn: SwarmScenario) -> dict[str, str]:
+    """The sha256 of each file the scenario's contact side reads, by field: the run's
+    record only names them, and an edited waypoint or TLE file changes every contact."""
+    out = {}
+    for key, path in _input_files(scn).items():
+        try:
+            with open(path, "rb") as fh:
+                out[key] = hashlib.file_digest(fh, "sha256").hexdigest()
+        except OSError as exc:
+            raise ConfigError(f"{scn.source}: {key}: {path} cannot be read ({exc.strerror or exc})") from None
+    return out
+
+
 def check_resumable(scn: SwarmScenario, out: Path) -> None:
     """``--resume OUT``: ``OUT`` holds a run's record, and the scenario equals the
-    interrupted run's in everything that changes results (:func:`result_settings`)."""
+    interrupted run's in everything that changes results (:func:`result_settings`),
+    and in the contents of the files its contact side reads, when the run recorded
+    them (:data:`INPUTS_FILE`)."""
     before = read_run_record(out)
     now = json.loads(json.dumps(scn.resolved(), default=json_default))  # as the run wrote its record
     old, new = result_settings(before), result_settings(now)
@@ -237,3 +271,19 @@ def check_resumable(scn: SwarmScenario, out: Path) -> None:
     if changed:
         raise ConfigError(f"--resume {out}: the scenario differs from the interrupted run's in "
                           f"{', '.join(changed)}; use a new output folder")
+    path = Path(out) / INPUTS_FILE
+    if not path.exists():  # killed before it was written, or a run made before it was kept
+        return
+    try:
+        recorded = json.loads(path.read_text())
+        if not isinstance(recorded, dict) or not all(isinstance(v, str) for v in recorded.values()):
+            raise ValueError("expected a JSON object of field -> sha256")
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--resume {out}: {path}: not the record of the run's input files ({exc}); "
+                          "move it away to resume without comparing them") from None
+    digests, files = input_digests(scn), _input_files(scn)
+    changed = sorted(k for k in set(recorded) | set(digests) if recorded.get(k) != digests.get(k))
+    if changed:
+        shown_files = ", ".join(f"{k} ({files[k]})" if k in files else k for k in changed)
+        raise ConfigError(f"--resume {out}: the contents of {shown_files} differ from the interrupted run's "
+                          "(the file was edited or replaced); restore it or use a new output folder")

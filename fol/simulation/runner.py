@@ -48,7 +48,7 @@ from contact_sim.plan import ContactPlan
 from contact_sim.scenario import (build_batteries, build_constellation, build_trajectories, load_plan_file,
                                   plan_from_trajectories)
 from swarmbase.tomlcheck import shown
-from fol.simulation.check import check_scenario
+from fol.simulation.check import INPUTS_FILE, check_scenario, input_digests
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.result import SimulationResult
 from fol.simulation.scenario import SwarmScenario, json_default
@@ -492,6 +492,8 @@ def run_simulation(
     except OSError as exc:
         raise ConfigError(f"output folder {out}: cannot be created ({exc.strerror})") from None
     _write_json(resolved_path, resolved)
+    if not resume or not (out / INPUTS_FILE).exists():  # what --resume compares the files the record names with
+        _write_json(out / INPUTS_FILE, input_digests(scn))
     if scn.text is not None and not (out / "scenario.toml").exists():
         atomic_write_text(out / "scenario.toml", scn.text)
 
