@@ -1060,7 +1060,15 @@ def test_resume_reports_the_wall_time_of_the_whole_run(tmp_path: Path, capsys: p
     first = json.loads(wall.read_text())["seconds"]
     assert first > 0 and re.search(r"^Wall time \d+ s\.$", (out / "report.md").read_text(), re.M)
     wall.write_text(json.dumps({"seconds": 5000.0}))  # as if the interrupted part had taken 5000 s
+    # and as if kills mid-write had left the crash-safe writer's temporary files: --resume removes
+    # them (they were kept forever, a model's size each) and nothing else
+    seed = out / "state" / "seed-0"
+    left = [seed / "pretrained" / ".a.safetensors.0123456789ab.tmp", out / ".report.md.a1b2c3d4e5f6.tmp"]
+    for path in left:
+        path.write_bytes(b"half a file")
+    (seed / "results" / "notes.tmp").write_text("a user's file")
     assert main(["simulate", "--resume", str(out)]) == 0
+    assert not any(path.exists() for path in left) and (seed / "results" / "notes.tmp").exists()
     report = (out / "report.md").read_text()
     assert re.search(r"^Wall time 50\d\d s: 5000 s before --resume \(up to the last saved result\) and \d+ s after\.$",
                      report, re.M), report

@@ -56,7 +56,7 @@ from fol.checkpoint import ModelCard, load_model, model_to_bytes, save_model
 from fol.data import GeoDataset, assignment_partition, dirichlet_partition, load_dataset, region_partition
 from fol.errors import ConfigError, DataError
 from fol.executors import Executor, make_executor
-from fol.fileio import atomic_write_bytes, atomic_write_text, write_json_atomic
+from fol.fileio import atomic_write_bytes, atomic_write_text, remove_temporaries, write_json_atomic
 from fol.methods import NodeResult, NodeSetup, SwarmContext, get_method
 from fol.methods.fol_method import payload_card
 from fol.models import ModelSpec
@@ -491,6 +491,9 @@ def run_simulation(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"output folder {out}: cannot be created ({exc.strerror})") from None
+    if resume:  # a kill mid-write left the crash-safe writer's temporary files (never read): removed, not kept forever
+        for folder, _, _ in os.walk(out):
+            remove_temporaries(folder)
     _write_json(resolved_path, resolved)
     if not resume or not (out / INPUTS_FILE).exists():  # what --resume compares the files the record names with
         _write_json(out / INPUTS_FILE, input_digests(scn))
