@@ -118,9 +118,16 @@ def _exit_with_parent(parent_pid: int, every_s: float = 1.0) -> None:
     """A pool worker's initializer: a daemon thread ends the worker once its
     parent is gone. A parent stopped by a signal (``kill``, a scheduler's
     time limit) runs no clean-up, and its workers would otherwise compute on,
-    unseen, for as long as their current task lasts."""
+    unseen, for as long as their current task lasts.
+
+    The worker also ignores SIGINT: a terminal's Ctrl-C reaches every process
+    of the foreground group, and each worker printed its KeyboardInterrupt
+    traceback above the parent's one line; the parent ends its workers itself."""
+    import signal
     import threading
     import time
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def watch() -> None:
         while os.getppid() == parent_pid:
