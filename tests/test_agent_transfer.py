@@ -432,6 +432,28 @@ def test_loopback_links_reopened_after_a_kill_while_making_keys_still_deliver(tm
     assert sorted(p.name for p in (root / "trusted").iterdir()) == ["sat-1.key", "sat-2.key", "sat-3.key"]
 
 
+def test_loopback_links_reopened_after_a_kill_between_a_models_arrival_and_its_record(tmp_path: Path) -> None:
+    """A simulation killed (``transport = "zmq"``) after a model was renamed into a node's inbox
+    but before the inbox's state recorded it could not be resumed: the resent model was
+    refused ('the inbox already holds a round-0 model'). Reopened links now reconcile each
+    inbox with its folder, as an agent does at start-up, and hand over the file."""
+    import json
+
+    from fol.agent.loopback import LoopbackLinks
+
+    root = tmp_path / "links"
+    a = _model_file(tmp_path / "sat-1.safetensors", "sat-1", seed=1)
+    with LoopbackLinks(root, ["sat-1", "sat-2"]) as links:
+        got = links.send("sat-1", "sat-2", a)
+    state = root / "sat-2" / "state.json"
+    record = json.loads(state.read_text())
+    record["received"] = {}  # the kill came before the record was saved
+    state.write_text(json.dumps(record))
+    with LoopbackLinks(root, ["sat-1", "sat-2"]) as links:
+        again = links.send("sat-1", "sat-2", a, timeout_s=5)
+    assert again == got and again.read_bytes() == a.read_bytes()
+
+
 # ---------------------------------------------------------------------------- hostile peers
 
 

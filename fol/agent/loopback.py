@@ -307,6 +307,9 @@ class LoopbackLinks:
             sock.bind("tcp://127.0.0.1:*")
             self.endpoints[name] = sock.last_endpoint.decode()
             inbox = Inbox(self.root / name, name, max_payload_bytes, accept_any_round=True)
+            # a reopened folder (a resumed simulation): a kill between a model's arrival and its
+            # record left a file the inbox refused to receive again, and the run could not go on
+            inbox.recover()
             self.receivers[name] = Receiver(sock, inbox, self.settings, self.trust)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="fol-loopback-links", daemon=True)
