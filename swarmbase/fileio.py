@@ -191,12 +191,13 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def write_json_atomic(path: Path, data: Any, *, allow_nan: bool = False,
-                      default: Callable[[Any], Any] | None = float) -> None:
+                      default: Callable[[Any], Any] | None = float, sort_keys: bool = True) -> None:
     """Write ``data`` as JSON to ``path`` atomically (creating the folder).
-    NaN / infinity are refused unless ``allow_nan`` (they are not JSON)."""
+    NaN / infinity are refused unless ``allow_nan`` (they are not JSON). Keys are
+    sorted unless ``sort_keys=False`` (a record read back as the dicts it was made of)."""
     path = Path(path)
     make_dirs(path.parent)
-    text = json.dumps(data, indent=1, sort_keys=True, allow_nan=allow_nan, default=default)
+    text = json.dumps(data, indent=1, sort_keys=sort_keys, allow_nan=allow_nan, default=default)
     atomic_write_bytes(path, text.encode())
 
 

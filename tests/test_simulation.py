@@ -912,6 +912,21 @@ def test_resume_refuses_a_checkpoint_whose_pretraining_flops_are_not_a_count(flo
     assert msg.startswith(f"--resume: {path}: ") and "'pretrain_flops' is " in msg and "\n" not in msg, msg
 
 
+def test_saved_method_results_read_back_as_the_rows_of_the_uncut_run(tiny_leo_local) -> None:
+    """--resume takes a finished method's rows from its saved file. That file was written
+    with sorted keys, so a resumed run's results.json listed each row's ``extra`` (FOL's
+    'selected', 'accuracy', 'exchanges', ...) in another order than an uncut run's: the
+    same values, a different file. The saved rows are now the method's own dicts, in order."""
+    _, _, result = tiny_leo_local
+    for method in ("fol", "fol-a"):
+        saved = json.loads((result.out / "state" / "seed-0" / "results" / f"{method}.json").read_text())
+        rows = {r["node"]: r for r in result.results if r["seed"] == 0 and r["method"] == method}
+        assert len(saved) == len(rows) == 6 and len(saved[0]["extra"]) > 1
+        for row in saved:
+            uncut = {k: rows[row["node"]][k] for k in row}
+            assert json.dumps(row) == json.dumps(uncut, default=str), row["node"]
+
+
 def test_local_and_ray_executors_agree(tiny_leo_local, tmp_path: Path) -> None:
     import ray  # noqa: F401  (in the dev extra: CI runs this test, never skips it)
     text, _, local = tiny_leo_local

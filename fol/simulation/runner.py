@@ -75,8 +75,8 @@ WALL_FILE = "wall_seconds.json"
 # --------------------------------------------------------------------------- helpers
 
 
-def _write_json(path: Path, data: Any) -> None:
-    write_json_atomic(path, data, allow_nan=True, default=json_default)
+def _write_json(path: Path, data: Any, sort_keys: bool = True) -> None:
+    write_json_atomic(path, data, allow_nan=True, default=json_default, sort_keys=sort_keys)
 
 
 def _saved_results(path: Path, method: str, names: list[str]) -> list[NodeResult]:
@@ -584,7 +584,8 @@ def run_simulation(
                     method = get_method(name, **scn.method_options.get(name, {}))
                     results = method.run(ctx)
                     log.info("seed %d: %s done in %.1f s", seed, name, time.perf_counter() - t0)
-                    _write_json(path, [r.to_dict() for r in results])
+                    # in the order of the method's own dicts: a resumed run's rows (and results.json) as an uncut run's
+                    _write_json(path, [r.to_dict() for r in results], sort_keys=False)
                     wall_seconds()
                 used = max((r.rounds for r in results), default=0)
                 rounds_by_seed.setdefault(seed, {})[name] = used
