@@ -887,6 +887,34 @@ def test_resume_refuses_a_pretrained_checkpoint_of_another_node(tmp_path: Path,
     assert {p.name: p.read_bytes() for p in state.rglob("*") if p.is_file()} == kept
 
 
+def test_resume_refuses_a_checkpoint_of_another_architecture_and_says_what_to_do(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A checkpoint of another architecture in a node's place (swapped by hand: an edited scenario is
+    refused before) told the user to start a fresh output folder, losing the run's saved work; moving
+    the one file away pretrains that node again."""
+    import dataclasses
+
+    from fol.checkpoint import load_model, save_model
+    from fol.models import ModelSpec, build_model
+
+    out = _local_only_run(tmp_path)
+    state = out / "state" / "seed-0"
+    (state / "results" / "local.json").unlink()  # interrupted before the methods
+    a = state / "pretrained" / "a.safetensors"
+    loaded = load_model(a)
+    spec = loaded.card.spec
+    other = ModelSpec("cnn-small" if spec.arch != "cnn-small" else "cnn-medium", spec.num_classes,
+                      spec.in_channels, spec.input_size)
+    save_model(a, build_model(other, seed=0), dataclasses.replace(loaded.card, spec=other))
+    capsys.readouterr()
+    assert main(["simulate", "--resume", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--resume: {a}: a '{other.arch}' checkpoint where the scenario gives node 'a' " \
+        f"'{spec.arch}'" in err[0] and "move the file away to pretrain 'a' again" in err[0], err
+    a.unlink()
+    assert main(["simulate", "--resume", str(out)]) == 0
+
+
 @pytest.mark.parametrize("flops", ["lots", [1], 1.5e300, -5, True])
 def test_resume_refuses_a_checkpoint_whose_pretraining_flops_are_not_a_count(flops: object, tmp_path: Path) -> None:
     """A pretrained checkpoint's card carries its pretraining FLOPs (they feed every result's

@@ -398,6 +398,12 @@ def _energy_summary(scn: SwarmScenario, plan: ContactPlan, batteries: dict[int, 
 # --------------------------------------------------------------------------- pretraining with checkpoints
 
 
+def _spec_text(spec: ModelSpec) -> str:
+    """A model spec in a message: ``cnn-small, 2 classes, 3x32 px``, with its options."""
+    options = "".join(f", {k}={shown(v)}" for k, v in sorted(spec.options.items()))
+    return f"{spec.arch}, {spec.num_classes} classes, {spec.in_channels}x{spec.input_size} px{options}"
+
+
 def _resumed_pretraining(path: Path, spec: ModelSpec, name: str, seed: int) -> tuple[dict[str, Any], int]:
     """The state dict and pretraining FLOPs of node ``name``'s checkpoint ``path``
     (written by :func:`_pretrained_nodes` of an earlier run of this scenario);
@@ -405,7 +411,9 @@ def _resumed_pretraining(path: Path, spec: ModelSpec, name: str, seed: int) -> t
     loaded = load_model(path)
     card = loaded.card
     if card.spec != spec:
-        raise ConfigError(f"{path}: checkpoint architecture differs from the scenario's; use a fresh output folder")
+        raise ConfigError(f"--resume: {path}: a {shown(card.spec.arch)} checkpoint where the scenario gives node "
+                          f"{name!r} {spec.arch!r} ({_spec_text(card.spec)} against {_spec_text(spec)}); move the "
+                          f"file away to pretrain {name!r} again")
     if card.producer != name or card.extra.get("seed") != seed:
         raise ConfigError(f"--resume: {path}: the pretrained model of node {shown(card.producer)} seed "
                           f"{shown(card.extra.get('seed'))}, not of node {name!r} seed {seed}; move the file away "
