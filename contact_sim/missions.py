@@ -508,7 +508,7 @@ def _corridor_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
                            "timing without its computed waypoints; open and save the plan in QGroundControl to "
                            "store them")
     spacing = _qgc_spacing(side)
-    count = math.ceil(width / spacing) if width > 0.0 else 1
+    count = max(1, math.ceil(width / spacing))  # one when the width is 0 (or so small its ratio underflows)
     if count > MAX_SURVEY_TRANSECTS:
         raise ContactError(f"{path}: {at}.CameraCalc.AdjustedFootprintSide: {side:g} m gives {count} transects "
                            f"over a {width:g} m wide corridor (at most {MAX_SURVEY_TRANSECTS})")

@@ -620,3 +620,11 @@ def test_mission_bounds_are_the_documented_ones(tmp_path: Path) -> None:
     far = enu_km([55.0], [20.5], [HOME[2] + 40.0], HOME)[0]
     assert max(abs(far)) < 1000.0 < float(np.linalg.norm(far))
     assert [flies([_item(16, 55.0, 20.5, 40.0)]), flies([_item(16, 57.0, 8.0, 40.0)])] == [True, False]
+
+
+def test_a_corridor_width_whose_ratio_to_the_spacing_underflows_flies_one_transect(tmp_path: Path) -> None:
+    """A width so small (5e-324 m, the least subnormal) that width / spacing rounds to 0 gave zero transects and a
+    numpy ValueError (traceback) instead of the one transect along the polyline that a width of 0 flies."""
+    narrow = _flown_m(_plan(tmp_path / "zero.plan", [_corridor(L_LINE, 0, 25, 0)]))
+    tiny = _flown_m(_plan(tmp_path / "tiny.plan", [_corridor(L_LINE, 5e-324, 25, 0)]))
+    assert np.array_equal(tiny, narrow) and np.allclose(tiny[:, :2], L_LINE, atol=0.05)
