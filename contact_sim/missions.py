@@ -577,8 +577,8 @@ def _corridor_offsets(path: Path, where: str, pts: np.ndarray) -> tuple[np.ndarr
     for k in range(1, len(pts) - 1):
         u, v = unit[k - 1], unit[k]
         cos, sin = float(u @ v), float(u[0] * v[1] - u[1] * v[0])
-        if abs(sin) > 1e-9:
-            slide[k] = (left[k - 1] + left[k]) / (1.0 + cos)
+        if abs(sin) > 1e-9:  # 1 + cos, without rounding to 0 when the polyline turns almost right back
+            slide[k] = (left[k - 1] + left[k]) / (1.0 + cos if cos >= 0.0 else sin * sin / (1.0 - cos))
         elif cos > 0.0:
             slide[k] = left[k]
         else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import logging
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -628,3 +629,16 @@ def test_a_corridor_width_whose_ratio_to_the_spacing_underflows_flies_one_transe
     narrow = _flown_m(_plan(tmp_path / "zero.plan", [_corridor(L_LINE, 0, 25, 0)]))
     tiny = _flown_m(_plan(tmp_path / "tiny.plan", [_corridor(L_LINE, 5e-324, 25, 0)]))
     assert np.array_equal(tiny, narrow) and np.allclose(tiny[:, :2], L_LINE, atol=0.05)
+
+
+def test_a_corridor_turning_back_at_a_hair_is_the_polyline_itself_when_zero_wide(tmp_path: Path) -> None:
+    """A polyline turning back onto itself at an angle of 1e-8 rad: 1 + cos rounded to 0, so the vertex's
+    sideways slide divided by zero (a numpy RuntimeWarning), and 0 x inf refused a zero-wide corridor (one
+    transect, the polyline itself) as lying more than 1000 km away. It is flown; a wide one is still refused."""
+    back = [(0, 0), (100, 0), (0, 1e-6)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        flown = _flown_m(_plan(tmp_path / "line.plan", [_corridor(back, 0, 25, 0)]))
+        assert np.allclose(flown[:, :2], back, atol=0.01)
+        with pytest.raises(ContactError, match=r"polyline\[1\]: the corridor's side at this vertex lies more than"):
+            missions.read_mission(_plan(tmp_path / "wide.plan", [_corridor(back, 60, 25, 0)]), 15.0)
