@@ -342,12 +342,14 @@ def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
     if abs(area2) <= 1e-9 * float(np.abs(edges).max()) ** 2:
         raise ContactError(f"{path}: {where}.polygon: encloses no area (its vertices lie on one line)")
     flown: list[np.ndarray] = []  # the ends of every transect, in flight order, metres east / north
+    try:  # every pass's lines counted before any is computed
+        for pass_angle in _survey_angles(angle, refly):
+            _pass_lines(pts, pass_angle, _qgc_spacing(spacing))
+    except _TooManyTransects as many:
+        raise ContactError(f"{path}: {spacing_at}: {spacing:g} m gives {many.args[0]} transects over the "
+                           f"polygon (at most {MAX_SURVEY_TRANSECTS})") from None
     for pass_angle in _survey_angles(angle, refly):
-        try:
-            transects = _survey_pass(pts, edges, pass_angle, _qgc_spacing(spacing))
-        except _TooManyTransects as many:
-            raise ContactError(f"{path}: {spacing_at}: {spacing:g} m gives {many.args[0]} transects over the "
-                               f"polygon (at most {MAX_SURVEY_TRANSECTS})") from None
+        transects = _survey_pass(pts, edges, pass_angle, _qgc_spacing(spacing))
         if not transects:
             continue
         if entry in (2, 3):  # QGroundControl's entry corners: 2 and 3 start at the other end of the transects,
@@ -445,6 +447,26 @@ def _survey_angles(angle: float, refly: bool) -> tuple[float, ...]:
     return (angle, angle + 90.0) if refly else (angle,)
 
 
+def _pass_lines(pts: np.ndarray, bearing: float, spacing: float) -> tuple:
+    """A survey pass's frame over the polygon ``pts`` (metres east / north): the unit vectors ``along`` the
+    bearing and ``across`` it (to the right), the bounding box's centre, half a line's length, each vertex's
+    offset right of the centre and run ahead of it, and the first and last of the lines that can cross the
+    polygon (:class:`_TooManyTransects` when they are too many)."""
+    a = math.radians(bearing)
+    along, across = np.array([math.sin(a), math.cos(a)]), np.array([math.cos(a), -math.sin(a)])
+    low, high = pts.min(axis=0), pts.max(axis=0)
+    centre, half = (low + high) / 2.0, (float((high - low).max()) + 2000.0) / 2.0
+    rel = pts - centre
+    off, run = rel @ across, rel @ along  # each vertex's distance right of the centre, and ahead of it
+    # line k lies -half + k * spacing right of the centre (k = 0, 1, ... while that is below half):
+    # only the lines between the polygon's leftmost and rightmost vertices can cross it
+    k_low = max(0, math.ceil((float(off.min()) + half) / spacing))
+    k_high = min(math.floor((float(off.max()) + half) / spacing), math.ceil(2.0 * half / spacing) - 1)
+    if k_high - k_low + 1 > MAX_SURVEY_TRANSECTS:
+        raise _TooManyTransects(k_high - k_low + 1)
+    return along, across, centre, half, off, run, k_low, k_high
+
+
 def _survey_pass(pts: np.ndarray, edges: np.ndarray, bearing: float, spacing: float) -> list[np.ndarray]:
     """One pass of QGroundControl's transects over the polygon ``pts`` (metres east / north), each its two
     ends (2, 2), leftmost first (facing along ``bearing``), all in the direction of the first.
@@ -453,12 +475,7 @@ def _survey_pass(pts: np.ndarray, edges: np.ndarray, bearing: float, spacing: fl
     bounding box is wide or high, the first at half that length left of the box's centre; each line's
     transect joins the two farthest of its crossings with the polygon's edges, from the one on the edge
     listed first; with fewer than two such transects, the one line through the box's centre."""
-    a = math.radians(bearing)
-    along, across = np.array([math.sin(a), math.cos(a)]), np.array([math.cos(a), -math.sin(a)])
-    low, high = pts.min(axis=0), pts.max(axis=0)
-    centre, half = (low + high) / 2.0, (float((high - low).max()) + 2000.0) / 2.0
-    rel = pts - centre
-    off, run = rel @ across, rel @ along  # each vertex's distance right of the centre, and ahead of it
+    along, across, centre, half, off, run, k_low, k_high = _pass_lines(pts, bearing, spacing)
     run_edge = edges @ along
 
     def transect(offset: float) -> np.ndarray | None:
@@ -475,12 +492,6 @@ def _survey_pass(pts: np.ndarray, edges: np.ndarray, bearing: float, spacing: fl
             ends = ends[::-1]
         return np.array([centre + offset * across + e * along for e in ends])
 
-    # line k lies -half + k * spacing right of the centre (k = 0, 1, ... while that is below half):
-    # only the lines between the polygon's leftmost and rightmost vertices can cross it
-    k_low = max(0, math.ceil((float(off.min()) + half) / spacing))
-    k_high = min(math.floor((float(off.max()) + half) / spacing), math.ceil(2.0 * half / spacing) - 1)
-    if k_high - k_low + 1 > MAX_SURVEY_TRANSECTS:
-        raise _TooManyTransects(k_high - k_low + 1)
     found = [t for k in range(k_low, k_high + 1) if (t := transect(-half + k * spacing)) is not None]
     if len(found) < 2:
         one = transect(0.0)

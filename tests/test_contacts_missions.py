@@ -642,3 +642,17 @@ def test_a_corridor_turning_back_at_a_hair_is_the_polyline_itself_when_zero_wide
         assert np.allclose(flown[:, :2], back, atol=0.01)
         with pytest.raises(ContactError, match=r"polyline\[1\]: the corridor's side at this vertex lies more than"):
             missions.read_mission(_plan(tmp_path / "wide.plan", [_corridor(back, 60, 25, 0)]), 15.0)
+
+
+def test_a_refly_pass_with_too_many_transects_is_refused_before_any_pass_is_computed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second pass's transects were counted only after the first pass was computed (seconds for a
+    polygon of 10,000 vertices): every pass is now counted first, and none computed when one has too many."""
+    # 5 m east by 6000 m north: at 0.5 m apart, 10 north-south lines cross it, about 12,000 east-west ones
+    item = _survey_v3([(0, 0), (5, 0), (5, 6000), (0, 6000)], 0.0, 0.5, refly90Degrees=True)
+    passes = []
+    compute = missions._survey_pass
+    monkeypatch.setattr(missions, "_survey_pass", lambda *args: passes.append(args[2]) or compute(*args))
+    with pytest.raises(ContactError, match=r"grid\.spacing: 0\.5 m gives 1200[01] transects over the polygon"):
+        missions.read_mission(_plan(tmp_path / "refly.plan", [item]), 15.0)
+    assert passes == []
