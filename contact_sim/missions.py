@@ -338,8 +338,8 @@ def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
                            "without its computed waypoints; open and save the plan in QGroundControl to store them")
     tangent, pts = _plane_vertices(path, f"{where}.polygon", obj["polygon"], 3)
     edges = np.roll(pts, -1, axis=0) - pts
-    area2 = float(np.sum(pts[:, 0] * np.roll(pts, -1, axis=0)[:, 1] - pts[:, 1] * np.roll(pts, -1, axis=0)[:, 0]))
-    if abs(area2) <= 1e-9 * float(np.abs(edges).max()) ** 2:
+    spread = np.linalg.svd(pts - pts.mean(axis=0), compute_uv=False)  # across the widest line through them
+    if spread[1] <= 1e-9 * spread[0]:  # (not the signed area: a self-crossing polygon's lobes may cancel)
         raise ContactError(f"{path}: {where}.polygon: encloses no area (its vertices lie on one line)")
     flown: list[np.ndarray] = []  # the ends of every transect, in flight order, metres east / north
     try:  # every pass's lines counted before any is computed

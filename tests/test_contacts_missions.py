@@ -656,3 +656,13 @@ def test_a_refly_pass_with_too_many_transects_is_refused_before_any_pass_is_comp
     with pytest.raises(ContactError, match=r"grid\.spacing: 0\.5 m gives 1200[01] transects over the polygon"):
         missions.read_mission(_plan(tmp_path / "refly.plan", [item]), 15.0)
     assert passes == []
+
+
+def test_a_self_crossing_survey_polygon_whose_lobes_cancel_is_flown(tmp_path: Path) -> None:
+    """A bow-tie polygon's two lobes have opposite signed areas that sum to 0, so it was refused as 'encloses
+    no area (its vertices lie on one line)', which they do not; QGroundControl flies it (its transects join
+    each line's farthest crossings). Only vertices on one line are refused."""
+    bow = [(0, 0), (100, 100), (100, 0), (0, 100)]  # lines at 50 - 1050 + 24 k m east: 8, 32, 56 and 80 m
+    flown = _flown_m(_plan(tmp_path / "bow.plan", [_survey_v5(bow, 0.0, 24.0, 0.0, None)]))
+    assert np.allclose(flown[:, :2], [(8, 8), (8, 92), (32, 68), (32, 32), (56, 44), (56, 56), (80, 80), (80, 20)],
+                       atol=0.05)
