@@ -103,7 +103,8 @@ QGroundControl's corridor has no second pass, so ``Refly90Degrees`` is not read.
 10,000 vertices, each segment 1 mm or longer, whose sides stay within 1,000 km (a polyline turning back
 almost onto itself sends them far away), with up to 10,000 transects and 100,000 waypoints, is
 computed; ``HoverAndCapture``, above terrain or a bad field is refused in one line. A corridor whose
-polyline has fewer than 2 vertices and no waypoints is flown as nothing, as QGroundControl uploads it.
+polyline has fewer than 2 vertices and an empty list of waypoints (``Items``: [], as QGroundControl saves
+it) is flown as nothing, as QGroundControl uploads it; without ``Items`` it is refused.
 """
 
 from __future__ import annotations
