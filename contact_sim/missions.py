@@ -559,7 +559,8 @@ def _qt_beyond(point: np.ndarray, toward: np.ndarray, distance_m: float) -> np.n
     azimuth = math.atan2(math.sin(lon2 - lon1) * math.cos(lat2),
                          math.cos(lat1) * math.sin(lat2) - math.sin(lat1) * math.cos(lat2) * math.cos(lon2 - lon1))
     ratio = -distance_m / QT_EARTH_RADIUS_M
-    lat = math.asin(math.sin(lat1) * math.cos(ratio) + math.cos(lat1) * math.sin(ratio) * math.cos(azimuth))
+    sin_lat = math.sin(lat1) * math.cos(ratio) + math.cos(lat1) * math.sin(ratio) * math.cos(azimuth)
+    lat = math.asin(min(1.0, max(-1.0, sin_lat)))  # a rounding past 1 at a pole
     lon = lon1 + math.atan2(math.sin(azimuth) * math.sin(ratio) * math.cos(lat1),
                             math.cos(ratio) - math.sin(lat1) * math.sin(lat))
     lon_deg = math.degrees(lon)

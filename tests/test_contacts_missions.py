@@ -666,3 +666,14 @@ def test_a_self_crossing_survey_polygon_whose_lobes_cancel_is_flown(tmp_path: Pa
     flown = _flown_m(_plan(tmp_path / "bow.plan", [_survey_v5(bow, 0.0, 24.0, 0.0, None)]))
     assert np.allclose(flown[:, :2], [(8, 8), (8, 92), (32, 68), (32, 32), (56, 44), (56, 56), (80, 80), (80, 20)],
                        atol=0.05)
+
+
+def test_a_corridor_turnaround_ending_at_the_pole_is_flown(tmp_path: Path) -> None:
+    """A turnaround stretched from 89.9926 N due north by its distance to the pole (822.8433 m on
+    QGroundControl's sphere) put the sine of its latitude a rounding above 1: math.asin raised a
+    ValueError (a traceback). It ends at the pole."""
+    item = _corridor([(0, 0)], 0, 25, 822.8433)
+    item["polyline"] = [[89.9926, 0.0], [89.9916, 0.0]]  # due south: the turnaround before it goes north
+    _, targets = missions.read_mission(_plan(tmp_path / "pole.plan", [item], home=(89.9926, 0.0, 0.0)), 15.0)
+    assert targets[1][0] == pytest.approx(90.0, abs=1e-9)
+    assert np.isfinite([t[:3] for t in targets]).all()
