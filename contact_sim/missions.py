@@ -478,12 +478,14 @@ def _survey_pass(pts: np.ndarray, edges: np.ndarray, bearing: float, spacing: fl
     listed first; with fewer than two such transects, the one line through the box's centre."""
     along, across, centre, half, off, run, k_low, k_high = _pass_lines(pts, bearing, spacing)
     run_edge = edges @ along
+    off_next = np.roll(off, -1)  # each edge's ends' offsets, and the least and greatest of them
+    lo, hi = np.minimum(off, off_next), np.maximum(off, off_next)
 
-    def transect(offset: float) -> np.ndarray | None:
-        d = off - offset
-        d_next = np.roll(d, -1)
-        hit = (np.minimum(d, d_next) <= 0.0) & (np.maximum(d, d_next) >= 0.0) & (d != d_next)
-        t = run[hit] + d[hit] / (d[hit] - d_next[hit]) * run_edge[hit]
+    def transect(offset: float, near: np.ndarray) -> np.ndarray | None:
+        at = near[(lo[near] <= offset) & (hi[near] >= offset)]  # the edges (of those near) the line meets
+        d, d_next = off[at] - offset, off_next[at] - offset
+        cross = d != d_next  # (an edge lying on the line is not crossed)
+        t = run[at[cross]] + d[cross] / (d[cross] - d_next[cross]) * run_edge[at[cross]]
         t = t[np.abs(t) <= half]  # beyond the line's ends
         if t.size < 2 or t.max() - t.min() <= 1e-9 * half:
             return None
@@ -493,9 +495,13 @@ def _survey_pass(pts: np.ndarray, edges: np.ndarray, bearing: float, spacing: fl
             ends = ends[::-1]
         return np.array([centre + offset * across + e * along for e in ends])
 
-    found = [t for k in range(k_low, k_high + 1) if (t := transect(-half + k * spacing)) is not None]
+    found = []
+    for first in range(k_low, k_high + 1, 256):  # lines a block at a time, among the edges near the block
+        block = range(first, min(first + 256, k_high + 1))
+        near = np.flatnonzero((lo <= -half + block[-1] * spacing) & (hi >= -half + block[0] * spacing))
+        found += [t for k in block if (t := transect(-half + k * spacing, near)) is not None]
     if len(found) < 2:
-        one = transect(0.0)
+        one = transect(0.0, np.arange(len(off)))
         found = [] if one is None else [one]
     forward = found and np.dot(found[0][1] - found[0][0], along) > 0
     return [t if (np.dot(t[1] - t[0], along) > 0) == forward else t[::-1] for t in found]

@@ -677,3 +677,15 @@ def test_a_corridor_turnaround_ending_at_the_pole_is_flown(tmp_path: Path) -> No
     _, targets = missions.read_mission(_plan(tmp_path / "pole.plan", [item], home=(89.9926, 0.0, 0.0)), 15.0)
     assert targets[1][0] == pytest.approx(90.0, abs=1e-9)
     assert np.isfinite([t[:3] for t in targets]).all()
+
+
+def test_survey_lines_along_edges_and_through_vertices_join_the_edges_they_meet() -> None:
+    """A pass's lines are matched against the edges near them, a block of lines at a time: a line lying
+    along an edge (not crossed) or through a vertex (met by both its edges) still gives the transect
+    between its farthest crossings, as when every edge was tested against every line."""
+    pts = np.array([(0.0, 0.0), (100.0, 0.0), (100.0, 200.0), (0.0, 200.0)])  # lines at 0, 25, .. 100 m east
+    transects = missions._survey_pass(pts, np.roll(pts, -1, axis=0) - pts, 0.0, 25.0)
+    assert np.allclose(transects, [[(x, 0.0), (x, 200.0)] for x in (0, 25, 50, 75, 100)], atol=1e-9)
+    comb = np.array([(0.0, 0.0), (600.0, 0.0)] + [(600.0 - 10.0 * k, 50.0 + 50.0 * (k % 2)) for k in range(61)])
+    transects = missions._survey_pass(comb, np.roll(comb, -1, axis=0) - comb, 0.0, 1.0)  # 601 lines, 3 blocks
+    assert len(transects) == 601 and all(t[0][1] == 0.0 and 50.0 <= t[1][1] <= 100.0 for t in transects)
