@@ -441,7 +441,13 @@ _GONE = object()
                     r"is not a survey with a 'polygon' and grid settings"),
 ])
 def test_an_old_survey_that_cannot_be_computed_is_one_line(tmp_path: Path, key: str, value, message: str) -> None:
-    item = _survey_v3([(0, 0), (100, 0), (100, 200), (0, 200)], 0.0, 25.0)
+    _refused_with(tmp_path / "s.plan", _survey_v3([(0, 0), (100, 0), (100, 200), (0, 200)], 0.0, 25.0), key, value,
+                  r"s\.plan: mission\.items\[0\].*" + message)
+
+
+def _refused_with(path: Path, item: dict, key: str, value, pattern: str) -> None:
+    """``item`` with its field ``key`` (dotted: ``grid.spacing``) set to ``value`` (removed for ``_GONE``),
+    in a plan at ``path``: refused in one line matching ``pattern``."""
     *parents, last = key.split(".")
     table = item
     for name in parents:
@@ -450,9 +456,8 @@ def test_an_old_survey_that_cannot_be_computed_is_one_line(tmp_path: Path, key: 
         del table[last]
     else:
         table[last] = value
-    path = _plan(tmp_path / "s.plan", [item])
-    with pytest.raises(ContactError, match=r"s\.plan: mission\.items\[0\].*" + message) as err:
-        missions.read_mission(path, 15.0)
+    with pytest.raises(ContactError, match=pattern) as err:
+        missions.read_mission(_plan(path, [item]), 15.0)
     assert "\n" not in str(err.value)
 
 
@@ -587,18 +592,7 @@ def test_a_corridor_that_cannot_be_computed_is_one_line(tmp_path: Path, key: str
         item["TransectStyleComplexItem"]["CameraCalc"]["AdjustedFootprintSide"] = 20
     if "AdjustedFootprintSide" in key and value == 0.5:
         item["CorridorWidth"] = 60_000
-    *parents, last = key.split(".")
-    table = item
-    for name in parents:
-        table = table[name]
-    if value is _GONE:
-        del table[last]
-    else:
-        table[last] = value
-    path = _plan(tmp_path / "c.plan", [item])
-    with pytest.raises(ContactError, match=r"c\.plan: mission\.items\[0\]\.?.*" + message) as err:
-        missions.read_mission(path, 15.0)
-    assert "\n" not in str(err.value)
+    _refused_with(tmp_path / "c.plan", item, key, value, r"c\.plan: mission\.items\[0\]\.?.*" + message)
 
 
 def test_mission_bounds_are_the_documented_ones(tmp_path: Path) -> None:
