@@ -1116,3 +1116,46 @@ def test_readme_extras_python_and_pins_are_the_projects() -> None:
     assert {"torch", "torchvision", "ray"} <= pins
     assert "the constraints file pins the torch / torchvision pair" in " ".join(text.split())
     assert "the constraints file pins the Ray release the tests ran on" in " ".join(text.split())
+
+
+# ------------------------------------------------- docs/evaluation.md, protocol.md, baselines.md
+
+EVALUATION = DOCS / "evaluation.md"
+
+
+def _script_defaults(monkeypatch: pytest.MonkeyPatch, main, argv: tuple[str, ...] = ()) -> Any:
+    """The namespace a benchmark script's own parser gives for ``argv`` (its defaults for
+    none); the script is stopped right there, nothing runs."""
+    import argparse
+
+    original = argparse.ArgumentParser.parse_args
+    got = []
+
+    def parse_only(self, args=None, namespace=None):
+        got.append(original(self, args, namespace))
+        raise _Parsed
+
+    with monkeypatch.context() as m, pytest.raises(_Parsed):
+        m.setattr(argparse.ArgumentParser, "parse_args", parse_only)
+        m.setattr(sys, "argv", ["script.py", *argv])
+        main(list(argv)) if main.__code__.co_argcount else main()
+    return got[0]
+
+
+def test_evaluation_model_zoo_command_names_the_architectures_it_measures(monkeypatch: pytest.MonkeyPatch,
+                                                                          benchmark_script) -> None:
+    """Section 1's plain ``model_zoo.py`` command measures the architectures its comment
+    names (the script's default ``--archs``), and the zoo entries it leaves out are
+    named as not measured where the page calls ``cnn-medium`` the cheapest that fits."""
+    from fol.models import architectures
+
+    text = EVALUATION.read_text(encoding="utf-8")
+    comment = re.search(r"^OMP_NUM_THREADS=1 python benchmarks/model_zoo.py +# every task; (.*)$", text, re.M)
+    assert comment, "docs/evaluation.md: the plain model_zoo.py command no longer says what it measures"
+    measured = _script_defaults(monkeypatch, benchmark_script("model_zoo").main).archs.split(",")
+    assert comment.group(1).split(", ") == measured
+    section = " ".join(text[text.index("`cnn-small` (two 3x3 conv blocks"):text.index("## 2. ")].split())
+    left_out = set(architectures()) - set(measured)
+    assert left_out and all(f"`{a}`" in section for a in left_out), (
+        f"docs/evaluation.md: the zoo entries model_zoo.py does not measure by default are {sorted(left_out)}")
+    assert "has not been measured" in section
