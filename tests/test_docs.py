@@ -1159,3 +1159,25 @@ def test_evaluation_model_zoo_command_names_the_architectures_it_measures(monkey
     assert left_out and all(f"`{a}`" in section for a in left_out), (
         f"docs/evaluation.md: the zoo entries model_zoo.py does not measure by default are {sorted(left_out)}")
     assert "has not been measured" in section
+
+
+def test_evaluation_paired_table_gives_the_number_of_nodes_that_differ() -> None:
+    """The paired table of ``paper_tables.py`` is as section 4 describes it: the Wilcoxon
+    test ranks each node's difference averaged over the seeds, nodes without one are
+    dropped, and the number printed beside p is that of the nodes that differ (here 3 of
+    4), not of those dropped."""
+    from fol.reproduce import ProtocolConfig, ProtocolResult, column_nodes
+
+    text = " ".join(EVALUATION.read_text(encoding="utf-8").split())
+    assert ("nodes with no difference are dropped, and the number of nodes that differ, those the test ranks, "
+            "is given beside p") in text
+    cfg = ProtocolConfig(datasets=("synthetic-hurricane",), psis=(0.5,), seeds=(0, 1), nodes=4, pool=0, rounds=1,
+                         methods=("fol",))
+    local = [0.8, 0.8, 0.8, 0.8]
+    acc = {s: {"Local": local, "FOL (E=1)": [0.9, 0.7, 0.8, 0.85 + 0.05 * s], "FOL-A (E=1)": local} for s in (0, 1)}
+    res = ProtocolResult(cfg, settings={("synthetic-hurricane", 0.5): {"sizes": [60] * 4,
+                                                                         "columns": column_nodes([60] * 4), "acc": acc}})
+    d = res.paired("synthetic-hurricane", 0.5, "FOL (E=1)")
+    assert (d.nonzero, d.pairs) == (3, 8)
+    row = next(line for line in res.markdown().splitlines() if line.startswith("| FOL (E=1) | +"))
+    assert row.endswith(f"| {d.p:.2g} (3) |") and "Wilcoxon signed-rank p (nodes that differ)" in res.markdown()
