@@ -1181,3 +1181,52 @@ def test_evaluation_paired_table_gives_the_number_of_nodes_that_differ() -> None
     assert (d.nonzero, d.pairs) == (3, 8)
     row = next(line for line in res.markdown().splitlines() if line.startswith("| FOL (E=1) | +"))
     assert row.endswith(f"| {d.p:.2g} (3) |") and "Wilcoxon signed-rank p (nodes that differ)" in res.markdown()
+
+
+BASELINES_MD = DOCS / "baselines.md"
+
+
+def test_baselines_page_states_the_methods_defaults() -> None:
+    """The defaults ``docs/baselines.md`` gives for the server skeleton's common options,
+    Hermes', DM-PFL's, MTFL's and the data-free methods' (temperatures, the decay of
+    Co-Boosting's weight step, the synthesis budgets) are the methods' own."""
+    from fol.methods import get_method
+    from fol.methods.dense import BUDGETS, budget_share, generator_samples
+
+    text = " ".join(BASELINES_MD.read_text(encoding="utf-8").split())
+    m = {n: get_method(n) for n in ("fedavg", "hermes", "dm-pfl", "dm-pfl+", "mtfl", "mtfl-adam", "dense",
+                                    "co-boosting")}
+    server = [n for n in m if n not in ("dense", "co-boosting")]
+    assert {m[n].local_epochs for n in server} == {5, 1} and [n for n in server if m[n].local_epochs == 1] == [
+        "mtfl", "mtfl-adam"]
+    assert {(m[n].fraction, m[n].lr, m[n].rounds) for n in server} == {(1.0, None, None)}
+    h, d, co = m["hermes"], m["dm-pfl"], m["co-boosting"]
+    dense = m["dense"].options
+    stated = [
+        "`local_epochs` (default 5; MTFL's 1), `fraction` (default 1: every node that can reach the server), "
+        "`lr` (default: the swarm's shared setting) and `rounds` (default: every round the context allows",
+        f"`mtfl-adam` trains with Adam at its own `adam_lr` (default {m['mtfl-adam'].adam_lr:.0e})".replace("e-0", "e-"),
+        f"`weight_decay_rate` (default {co.options['weight_decay_rate']:g}",
+        f'| `intersection` | `"{h.intersection}"`, `"channel"` |',
+        f'| `target_share` | `"{h.target_share}"`, `"pruned"` |',
+        f'| `init` | `"{h.init}"`, `"pretrained"` |',
+        f"r_target (`target`, default {h.target:g})",
+        f"`prune_rate = {h.prune_rate:g}`, `acc_threshold = {h.acc_threshold:g}`, `local_epochs = {h.local_epochs}`",
+        f'| `distribution` | `"{d.distribution}"`, `"uniform"` |',
+        f'| `init` | `"{d.init}"`, `"pretrained"` |',
+        f"| `rounds`, `phase1_share`, `iterations` | every round, {d.phase1_share:g}, {d.iterations} |",
+        f"`rounds` and `local_epochs` (default {m['mtfl'].local_epochs},",
+        f"The distillation `temperature` (DENSE {dense['temperature']:g}, Co-Boosting {co.options['temperature']:g}) "
+        f"and the adversarial term's `adv_temperature` ({dense['adv_temperature']:g} and "
+        f"{co.options['adv_temperature']:g})",
+    ]
+    assert (m["dm-pfl+"].distribution, m["dm-pfl+"].init) == (d.distribution, d.init)
+    assert m["dense"].budget == co.budget == "tiny" and "| `tiny` (default) |" in text
+    for name, b in BUDGETS.items():
+        steps = f"{b['epochs']} × {b['g_steps']} × {b['synthesis_batch']} = {generator_samples(b):,}"
+        stated.append(f"| `{name}`{' (default)' if name == 'tiny' else ''} | {steps} | {b['nz']} / {b['ngf']}")
+        for method in ("dense", "co-boosting"):
+            share = budget_share(method, name)
+            assert (f"1/{round(1 / share)} (" in text) if share < 0.05 else (f"| {100 * share:g} % |" in text)
+    missing = [s for s in stated if s not in text]
+    assert not missing, f"docs/baselines.md no longer states the methods' defaults: {missing}"
