@@ -1230,3 +1230,46 @@ def test_baselines_page_states_the_methods_defaults() -> None:
             assert (f"1/{round(1 / share)} (" in text) if share < 0.05 else (f"| {100 * share:g} % |" in text)
     missing = [s for s in stated if s not in text]
     assert not missing, f"docs/baselines.md no longer states the methods' defaults: {missing}"
+
+
+PROTOCOL_MD = DOCS / "protocol.md"
+
+
+def test_protocol_page_states_the_code_settings(monkeypatch: pytest.MonkeyPatch, benchmark_script) -> None:
+    """``docs/protocol.md``'s settings are the code's: the node split, the optimizer, the
+    protocol's node floor, data seed and column quantiles, the sample std over seeds, and
+    the settings its benchmark table gives for compare_methods.py, fol_accuracy.py and
+    calibrate_synthetic.py (their parsers' defaults)."""
+    from fol.config import FOLConfig
+    from fol.data import DEFAULT_SPLIT
+    from fol.reproduce import COLUMN_QUANTILES, ProtocolConfig
+
+    text = " ".join(PROTOCOL_MD.read_text(encoding="utf-8").split())
+    d, p = FOLConfig(), ProtocolConfig.__dataclass_fields__
+    quantiles = [f"{100 * q:g}" for q in COLUMN_QUANTILES]
+    stated = [
+        "| splits | " + " / ".join(f"{100 * f:g}" for f in DEFAULT_SPLIT) + " train / val / test per node, stratified",
+        f"mini-batch SGD, momentum {d.momentum:g}, weight decay {d.weight_decay:.0e}".replace("e-0", "e-")
+        + f", batch {d.batch_size} (`FOLConfig`)",
+        f"with at least {p['min_samples'].default} images per node",
+        f"(`--data-seed`, default {p['data_seed'].default})",
+        f"the nodes at the {', '.join(quantiles[:-1])} and {quantiles[-1]} % quantiles of local data size",
+        "(the sample standard deviation, n - 1 in the denominator)",
+    ]
+    cm = _script_defaults(monkeypatch, benchmark_script("compare_methods").main)
+    stated.append(f"FOL against every baseline on both tasks, `ψ = {cm.psi[0]:g}` (`--psi` for others), {cm.nodes} "
+                  f"nodes, {cm.seeds} seeds, multi-round baselines for R = {cm.rounds} rounds")
+    assert cm.tasks == ["hurricane", "wildfire"] and len(cm.psi) == 1
+    fa = _script_defaults(monkeypatch, benchmark_script("fol_accuracy").main)
+    stated.append(f"local and the four FOL variants, {fa.nodes} nodes, `ψ = {fa.psi:g}`, `Q = {fa.q}`, `K = {fa.k}`, "
+                  f"`E = 1`, {fa.seeds} seeds")
+    cal = _script_defaults(monkeypatch, benchmark_script("calibrate_synthetic").main)
+    stated.append(f"({cal.nodes} nodes x {cal.per_node} images, `ψ = {cal.psi:g}`)")
+    missing = [s for s in stated if s not in text]
+    assert not missing, f"docs/protocol.md no longer states the code's settings: {missing}"
+    # the std over seeds of the protocol, the benchmarks and fol simulate's report: n - 1 (7.07 here, not 5.0)
+    from fol.reproduce import _mean_std
+    from fol.simulation.report import _pm
+
+    assert _mean_std([0.85, 0.95]) == pytest.approx((90.0, 7.0711), abs=1e-4)
+    assert benchmark_script("_common").mean_std([0.85, 0.95]) == _pm([0.85, 0.95]) == "90.00 ± 7.07"
