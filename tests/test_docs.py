@@ -1273,3 +1273,19 @@ def test_protocol_page_states_the_code_settings(monkeypatch: pytest.MonkeyPatch,
 
     assert _mean_std([0.85, 0.95]) == pytest.approx((90.0, 7.0711), abs=1e-4)
     assert benchmark_script("_common").mean_std([0.85, 0.95]) == _pm([0.85, 0.95]) == "90.00 ± 7.07"
+
+
+@pytest.mark.parametrize("page", ["evaluation.md", "protocol.md", "baselines.md"])
+def test_evaluation_pages_benchmark_commands_exist_with_their_flags(monkeypatch: pytest.MonkeyPatch,
+                                                                    benchmark_script, page: str) -> None:
+    """Every ``python benchmarks/X.py ...`` command of the pages that report measurements
+    with their commands names a script and flags it has (parsed by the script's own
+    parser, stopped before any work), as the README's are."""
+    monkeypatch.setattr(sys.modules[__name__], "README", DOCS / page)
+    commands = readme_benchmark_commands()
+    assert len(commands) >= 10
+    modules = {s: benchmark_script(s) for s in {s for s, _ in commands}}
+    wrong = {f"{s}.py {' '.join(argv)}": why for s, argv in commands
+             if (argv or "argparse" in vars(modules[s])) and (why := _parses(monkeypatch, modules[s].main, argv,
+                                                                             f"{s}.py"))}
+    assert not wrong, f"docs/{page}: these benchmark commands do not parse: {wrong}"
