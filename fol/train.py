@@ -56,14 +56,14 @@ __all__ = [
 #: The largest learning rate or loss weight (weight decay, a penalty's multiplier) accepted
 #: anywhere in FOL. The optimizers and losses multiply these into float32 tensors (Adam by up
 #: to ten times at its first step), which overflow past 3.4e38 (a traceback from inside
-#: torch, or a loss of inf); every default is 0.1 or less, so a value above 1e6 is refused as
-#: a typing mistake.
+#: torch, or a loss of inf); every default is 1 or less (DENSE's loss weights are 1, the rates
+#: 0.1 or less), so a value above 1e6 is refused as a typing mistake.
 MAX_FACTOR = 1e6
 
 
 def too_large(name: str, value: object) -> str:
     """The message refusing ``value`` of the field ``name`` above :data:`MAX_FACTOR`."""
-    return (f"{name} must be at most {MAX_FACTOR:g} (it multiplies float32 tensors; every default is 0.1 or less), "
+    return (f"{name} must be at most {MAX_FACTOR:g} (it multiplies float32 tensors; every default is 1 or less), "
             f"got {shown(value)}")
 
 #: ``objective(model, batch) -> scalar loss``; ``batch`` is the tuple of tensors

@@ -700,7 +700,7 @@ def test_learning_rates_and_loss_weights_beyond_float32_use_are_refused_in_one_l
 
     for name in FACTORS:
         with pytest.raises(ConfigError, match=rf"^fol\.{name} must be at most 1e\+06 \(it multiplies float32 "
-                                              rf"tensors; every default is 0\.1 or less\), got 1e\+38$"):
+                                              rf"tensors; every default is 1 or less\), got 1e\+38$"):
             FOLConfig.from_dict({name: 1e38})
         assert getattr(FOLConfig.from_dict({name: 1e6}), name) == 1e6
     for field in ("lr", "weight_decay"):

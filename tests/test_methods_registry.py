@@ -72,10 +72,13 @@ def test_a_method_rate_or_loss_weight_is_bounded_as_fol_configs_are(name, option
     # accepted here (while fol.*_lr refuses it) and overflowed inside torch, or reached TrainConfig's
     # check only at run time, after the swarm had pretrained
     with pytest.raises(ConfigError, match=rf"^methods\.{re.escape(name)}\.{option} must be at most 1e\+06 "
-                                          rf"\(it multiplies float32 tensors; every default is 0\.1 or less\), got 1e\+38$"):
+                                          rf"\(it multiplies float32 tensors; every default is 1 or less\), got 1e\+38$"):
         get_method(name, **{option: 1e38})
     method = get_method(name, **{option: 1e6})  # the bound itself is allowed
-    assert (method.options if name in ("dense", "co-boosting") else vars(method))[option] == 1e6
+    values = lambda m: m.options if name in ("dense", "co-boosting") else vars(m)  # noqa: E731
+    assert values(method)[option] == 1e6
+    default = values(get_method(name))[option]  # what the message says of the defaults holds (DENSE's adv is 1)
+    assert default is None or 0 <= default <= 1
 
 
 @pytest.mark.parametrize("name, option", [("fedavg", "local_epochs"), ("fedavg", "rounds"), ("mtfl", "local_epochs"),
