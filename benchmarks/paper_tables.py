@@ -101,7 +101,7 @@ def build_config(args: argparse.Namespace) -> ProtocolConfig:
 
 
 def summary(result: ProtocolResult) -> list[str]:
-    """The tables, then what the issues' targets read from them: per setting
+    """The tables, then what the project's targets read from them: per setting
     and round, the one-model gain over Local, the ensemble's, and the share of
     it the student keeps; at psi = 0.5 (where the targets are set) FOL-A at
     E = 3 against them; the room the pooled references measure."""

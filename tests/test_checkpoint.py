@@ -819,7 +819,7 @@ def _cost(call: Callable[[], Any]) -> tuple[float, float]:
 def test_huge_architecture_in_a_tiny_file_is_rejected_before_building(options: dict, fragment: str) -> None:
     spec = {"arch": "cnn", "num_classes": 2, "in_channels": 3, "input_size": 32, **options}
     data = _hostile_file(spec)
-    assert len(data) < 2000  # the files were 460 bytes; the 500-widths one is ~1.9 kB
+    assert len(data) < 2000  # the reported files were 460 bytes; the 500-widths one is ~1.9 kB
 
     def load() -> None:
         _assert_rejected(lambda: load_model_bytes(data, source="peer"), "peer", fragment)

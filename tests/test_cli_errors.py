@@ -1,6 +1,6 @@
 """User mistakes on the command line end in one line naming the command and
 what is wrong, exit status 2, no traceback; outputs are checked before any long
-work (issue 13, item 9)."""
+work."""
 
 from __future__ import annotations
 
