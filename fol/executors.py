@@ -345,7 +345,11 @@ def _ray_failure(exc: BaseException, desc: str | None) -> BaseException:
     traceback, in colour, into its message; the traceback is kept as a note,
     shown with ``--debug``), or, when the task ended without one of its own
     (its worker or node died, it ran out of memory, its code could not be
-    loaded on the cluster), one :class:`fol.errors.FOLError` line."""
+    loaded on the cluster), one :class:`fol.errors.FOLError` line. An
+    exception of the task that Ray cannot carry back (it cannot be pickled,
+    or not rebuilt from its pickle) is one FOLError line too, ending with the
+    last line of the task's traceback (what it raised); Ray's whole message
+    is kept as a note."""
     from ray.exceptions import RayError, RayTaskError
 
     if isinstance(exc, RayTaskError):
@@ -354,10 +358,18 @@ def _ray_failure(exc: BaseException, desc: str | None) -> BaseException:
             cause.add_note(f"raised in a Ray task: {exc}")
             return cause
         exc = cause if isinstance(cause, RayError) else exc
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip() and not ln.lstrip().startswith("\x1b")]
+    text = str(exc)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("\x1b")]
     reason = next((ln for ln in lines if not ln.startswith("At least one of the input arguments")), type(exc).__name__)
-    return FOLError(f"a Ray task{f' during {desc}' if desc else ''} ended without a result: {reason[:300]} "
-                    f"({type(exc).__name__})")
+    during = f" during {desc}" if desc else ""
+    # Ray's message of an exception it could not carry back ("... isn't serializable", "Failed to
+    # deserialize exception") ends with the task's own traceback, whose last line is what it raised
+    if any(ln.startswith("Original exception") for ln in lines) and lines[-1] != reason:
+        error = FOLError(f"a Ray task{during} raised {lines[-1][:300]}, which Ray could not bring back to this "
+                         f"process: {reason[:300]} ({type(exc).__name__})")
+        error.add_note(f"from Ray: {text}")
+        return error
+    return FOLError(f"a Ray task{during} ended without a result: {reason[:300]} ({type(exc).__name__})")
 
 
 def check_ray_address(address: str | None, timeout_s: float = 5.0) -> None:
@@ -406,7 +418,8 @@ class RayExecutor(Executor):
     left holding CPUs. A task's exception is raised as the task raised it
     (not as Ray's ``RayTaskError``, whose message is the remote traceback); a
     task that ended without one (its worker or node died after Ray's retries,
-    its code could not be loaded) is one :class:`fol.errors.FOLError` line.
+    its code could not be loaded) is one :class:`fol.errors.FOLError` line,
+    as is one that Ray cannot carry back (not picklable), naming what it raised.
     """
 
     kind = "ray"

@@ -342,3 +342,42 @@ def test_ray_node_data_of_a_finished_seed_is_released(local_ray):
         assert not _DRIVER_SHARED and not _DRIVER_BY_REF  # nor their refs, which pin the store's copies
     finally:
         ex.close()
+
+
+class _TwoArgError(Exception):
+    """An exception Ray cannot rebuild in the driver (its __init__ needs two arguments)."""
+
+    def __init__(self, node: int, what: str) -> None:
+        super().__init__(f"node {node}: {what}")
+
+
+def _raise_unsendable(kind: str) -> None:
+    import threading
+
+    if kind == "lock":  # cannot be pickled in the worker
+        exc = RuntimeError("shard 7 is empty")
+        exc.lock = threading.Lock()
+        raise exc
+    raise _TwoArgError(4, "bad labels")  # pickled, but cannot be unpickled in the driver
+
+
+def test_a_ray_task_exception_that_cannot_cross_still_names_what_the_task_raised(local_ray):
+    """A task's exception that Ray cannot carry back (not picklable, or not
+    rebuildable from its pickle) is one FOLError line that still says what
+    the task raised, not only Ray's 'isn't serializable' or 'Failed to
+    deserialize exception' with a link to its documentation; Ray's whole
+    message is kept as a note (shown with --debug)."""
+    from fol.errors import FOLError
+    from fol.executors import RayExecutor
+
+    ex = RayExecutor(threads=1)
+    try:
+        for kind, raised in (("lock", "RuntimeError: shard 7 is empty"), ("two-args", "node 4: bad labels")):
+            with pytest.raises(FOLError) as got:
+                ex.map(_raise_unsendable, [kind], desc="pretraining")
+            line = str(got.value)
+            assert type(got.value) is FOLError and "\n" not in line and "\x1b" not in line
+            assert line.startswith("a Ray task during pretraining raised ") and raised in line, line
+            assert any("Original exception" in note for note in got.value.__notes__)
+    finally:
+        ex.close()
