@@ -108,10 +108,22 @@ class LocalExecutor(Executor):
 
 
 def _run_pickled(payload: bytes) -> bytes:
-    """A process-pool task: arguments in, result out, each as one plain pickle."""
+    """A process-pool task: arguments in, result out, each as one plain pickle. An exception the
+    parent could not get back (it cannot be pickled, or not rebuilt from its pickle: the pool then
+    reported a worker that "ended abruptly") is raised as one :class:`fol.errors.FOLError` saying
+    what the task raised."""
     import pickle
 
-    return pickle.dumps(_run_with_threads(pickle.loads(payload)), protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        result = _run_with_threads(pickle.loads(payload))
+    except Exception as exc:
+        try:
+            pickle.loads(pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL))
+        except Exception as why:
+            raise FOLError(f"a task raised {type(exc).__name__}: {str(exc)[:300]}, which its worker process could "
+                           f"not pass back ({type(why).__name__}: {str(why)[:200]})") from None
+        raise
+    return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _exit_with_parent(parent_pid: int, every_s: float = 1.0) -> None:
@@ -149,7 +161,8 @@ class ProcessExecutor(Executor):
     only when it is submitted, so memory does not grow with the task count.
     A worker ends itself within a second of its parent's death, however the
     parent was stopped. A task's exception is raised in the caller as it
-    was, at once (after ``on_result`` for every task that finished before or
+    was (one that cannot be pickled, or not rebuilt from its pickle, as one
+    :class:`fol.errors.FOLError` line saying what the task raised), at once (after ``on_result`` for every task that finished before or
     with it): the tasks not yet started are dropped and the workers still
     running others are terminated (an error, or Ctrl-C, does not wait for
     the rest of the work); the next ``map`` starts a fresh pool. A worker

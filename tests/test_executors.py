@@ -381,3 +381,20 @@ def test_a_ray_task_exception_that_cannot_cross_still_names_what_the_task_raised
             assert any("Original exception" in note for note in got.value.__notes__)
     finally:
         ex.close()
+
+
+def test_a_process_task_exception_that_cannot_cross_names_what_the_task_raised():
+    """The same two exceptions under the process executor: one that cannot be pickled came back as the
+    pickling error, and one that cannot be rebuilt broke the pool ("a worker process ... ended abruptly
+    (killed by a signal, e.g. the out-of-memory killer ...)", which no worker was). Each is now one
+    FOLError line saying what the task raised, and the pool runs the next map."""
+    from fol.errors import FOLError
+
+    with make_executor("process", workers=1, threads=1) as ex:
+        for kind, raised in (("lock", "RuntimeError: shard 7 is empty"), ("two-args", "_TwoArgError: node 4: bad labels")):
+            with pytest.raises(FOLError) as got:
+                ex.map(_raise_unsendable, [kind])
+            line = str(got.value)
+            assert "\n" not in line and line.startswith(f"a task raised {raised}, which its worker process could not "
+                                                        "pass back"), line
+        assert ex.map(abs, [-3]) == [3]
