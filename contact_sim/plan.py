@@ -224,33 +224,42 @@ class ContactPlan:
         """``(start, finish)`` seconds of the earliest-finishing transfer ``src -> dst`` of
         ``size_bytes`` in ``round`` starting no earlier than ``not_before_s``; ``None`` if none fits.
         Nothing is recorded."""
+        best = self._earliest(src, dst, round, size_bytes, not_before_s)
+        return None if best is None else best[:2]
+
+    def _earliest(self, src: int, dst: int, round: int, size_bytes: int,
+                  not_before_s: float | None) -> tuple[float, float, int] | None:
+        """:meth:`earliest_transfer` with the index of the window that carries it."""
         self._check_node(src, "src")
         self._check_node(dst, "dst")
         c = self._candidates(dst, round, size_bytes, src=int(src), not_before=not_before_s)
         if c["idx"].size == 0:
             return None
         i = int(np.lexsort((c["idx"], c["finish"]))[0])
-        return float(c["start"][i]), float(c["finish"][i])
+        return float(c["start"][i]), float(c["finish"][i]), int(c["idx"][i])
 
     def schedule(self, src: int, dst: int, round: int, size_bytes: int,
                  not_before_s: float | None = None) -> Transfer:
         """Record the earliest-finishing transfer ``src -> dst`` of ``size_bytes`` in ``round``
-        (starting no earlier than ``not_before_s``, e.g. when the sender's battery allows it)."""
-        best = self.earliest_transfer(src, dst, round, size_bytes, not_before_s)
+        (starting no earlier than ``not_before_s``, e.g. when the sender's battery allows it),
+        on the window that carries it."""
+        best = self._earliest(src, dst, round, size_bytes, not_before_s)
         if best is None:
             raise ContactError(
                 f"no contact window can carry {size_bytes} bytes from node {src} to node {dst} "
                 f"in round {round}")
-        return self.record_transfer(src, dst, round, size_bytes, *best)
+        return self._record(int(src), int(dst), int(round), size_bytes, best[0], best[1], [best[2]])
 
     def record_transfer(self, src: int, dst: int, round: int, size_bytes: int,
                         t_start: float, t_end: float) -> Transfer:
         """Record a transfer; it must fit in one window of the pair inside ``round``.
 
-        Raises :class:`ContactError` if no window of ``{src, dst}`` covers
-        ``[t_start, t_end]`` within the round, or if its capacity over that
-        interval (after acquisition, if this is the first transfer on the
-        window in this direction) is below ``size_bytes``.
+        Raises :class:`ContactError` if no window of ``{src, dst}`` that carries
+        ``src -> dst`` covers ``[t_start, t_end]`` within the round, or if none of
+        those can take it: its capacity over that interval (after acquisition, if
+        this is the first transfer on the window in this direction in the round)
+        is below ``size_bytes``, or an earlier transfer on it ends after ``t_start``.
+        The first window (in table order) that can take it carries it.
         """
         self._check_node(src, "src")
         self._check_node(dst, "dst")
@@ -276,22 +285,31 @@ class ContactPlan:
             raise ContactError(
                 f"transfer {src}->{dst}: the contact window covering [{t_start:.3f}, {t_end:.3f}] s "
                 f"carries data only {dst}->{src}")
-        idx = int(cover[0])
-        busy = self._busy_into.get((int(dst), int(round)), {}).get((idx, int(src)))
-        if busy is not None and t_start < busy - tol:
-            raise ContactError(
-                f"transfer {src}->{dst}: starts at {t_start:.3f} s, before the previous transfer "
-                f"on this window ends ({busy:.3f} s)")
-        acq = 0.0 if busy is not None else self.link.acquisition_s
-        cap = self._mean_rate[idx] * max(t_end - t_start - acq, 0.0) / 8.0
-        if cap + 1e-6 < size_bytes:
-            raise ContactError(
-                f"transfer {src}->{dst}: {size_bytes} bytes do not fit in "
-                f"[{t_start:.3f}, {t_end:.3f}] s (capacity {int(cap)} bytes)")
-        tr = Transfer(int(src), int(dst), int(round), int(size_bytes), float(t_start), float(t_end), idx)
-        self._busy_into.setdefault((int(dst), int(round)), {})[(idx, int(src))] = float(t_end)
-        self.transfers.append(tr)
-        return tr
+        return self._record(int(src), int(dst), int(round), size_bytes, t_start, t_end, cover.tolist())
+
+    def _record(self, src: int, dst: int, round: int, size_bytes: int, t_start: float, t_end: float,
+                windows: list[int]) -> Transfer:
+        """Record the transfer on the first of ``windows`` (covering it, in its direction) that can take it."""
+        tol = 1e-6
+        busy_on = self._busy_into.get((dst, round), {})
+        refusal = None
+        for idx in windows:
+            busy = busy_on.get((idx, src))
+            if busy is not None and t_start < busy - tol:
+                refusal = refusal or (f"transfer {src}->{dst}: starts at {t_start:.3f} s, before the previous "
+                                      f"transfer on this window ends ({busy:.3f} s)")
+                continue
+            acq = 0.0 if busy is not None else self.link.acquisition_s
+            cap = self._mean_rate[idx] * max(t_end - t_start - acq, 0.0) / 8.0
+            if cap + 1e-6 < size_bytes:
+                refusal = refusal or (f"transfer {src}->{dst}: {size_bytes} bytes do not fit in "
+                                      f"[{t_start:.3f}, {t_end:.3f}] s (capacity {int(cap)} bytes)")
+                continue
+            tr = Transfer(src, dst, round, int(size_bytes), float(t_start), float(t_end), idx)
+            self._busy_into.setdefault((dst, round), {})[(idx, src)] = float(t_end)
+            self.transfers.append(tr)
+            return tr
+        raise ContactError(refusal)
 
     # ------------------------------------------------------------------ graph & summaries
     @property

@@ -317,3 +317,20 @@ def test_the_simulation_delivers_models_only_along_a_one_way_plan():
     got = plan_deliveries(plan, [0, 1, 2, 3], [1000] * 4, 1, 4)
     assert {k: sorted(v) for k, v in got[0].items() if v} == {0: [2, 3], 1: [0], 2: [1], 3: [0]}
     assert sorted((t.src, t.dst) for t in plan.transfers) == [(0, 1), (0, 3), (1, 2), (2, 0), (3, 0)]
+
+
+def test_a_transfer_is_recorded_on_the_window_that_carries_it():
+    """Two windows of one pair overlap (a slow one over 0-100 s, a fast one over 10-20 s): schedule
+    found the transfer on the fast window, then recorded it on the first covering window, the slow
+    one, which refused it ("do not fit"); a later transfer on the fast window then saw no
+    predecessor. Now the transfer is recorded on its own window, and record_transfer takes the
+    first covering window that can carry it."""
+    w = WindowTable([0, 0], [1, 1], [0.0, 10.0], [100.0, 20.0], [1, 1], [1, 1], [80.0 * 100, 8000.0 * 10])
+    plan = ContactPlan(["a", "b"], w, LinkModel("plan", acquisition_s=0.0), [0.0, 100.0])
+    first = plan.schedule(0, 1, 0, 5000)  # 1,000 B/s on the fast window: 10..15 s
+    assert (first.t_start_s, first.t_end_s, first.window_index) == (10.0, 15.0, 1)
+    second = plan.schedule(0, 1, 0, 5000)  # after the first, on the same window
+    assert (second.t_start_s, second.t_end_s, second.window_index) == (15.0, 20.0, 1)
+    assert plan.record_transfer(1, 0, 0, 5000, 10.0, 15.0).window_index == 1
+    with pytest.raises(ContactError, match="do not fit"):
+        plan.record_transfer(1, 0, 0, 5001, 10.0, 15.0)
