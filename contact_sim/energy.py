@@ -71,6 +71,7 @@ class Battery:
     """The battery of one node over the scenario (seconds from the start, joules)."""
 
     model: EnergyModel
+    #: ``(start_s, end_s)`` intervals in shadow; overlapping or nested ones count as their union
     eclipses: Sequence[tuple[float, float]] = ()
     #: booked activities: sorted ``(t_s, joules, label)``
     spends: list[tuple[float, float, str]] = field(default_factory=list)
@@ -78,7 +79,13 @@ class Battery:
     def __post_init__(self) -> None:
         edges = sorted({float(x) for iv in self.eclipses for x in iv})
         self._edges = edges
-        self._eclipses = sorted((float(a), float(b)) for a, b in self.eclipses)
+        merged: list[tuple[float, float]] = []  # their union: overlapping or nested intervals are one eclipse
+        for a, b in sorted((float(a), float(b)) for a, b in self.eclipses if b > a):
+            if merged and a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        self._eclipses = merged
         self._tol = max(_EPS_J, _REL_EPS * self.model.capacity_j)
 
     def sunlit(self, t_s: float) -> bool:

@@ -228,3 +228,13 @@ def test_check_refuses_energy_on_satellites_without_the_ephemeris(monkeypatch) -
             "WD-P00-S00", "WD-P00-S01"]
     finally:
         sunlight.ephemeris.cache_clear()
+
+
+def test_a_node_inside_any_of_overlapping_eclipses_is_in_eclipse() -> None:
+    """Eclipses 0-100 s and 20-50 s (nested): at 70 s the node is still inside the first one, but only
+    the interval starting last before 70 s was looked at, so it was taken as sunlit and charged."""
+    model = EnergyModel(battery_wh=1.0, solar_w=12.0, idle_w=2.0, initial_charge=0.0)
+    b = Battery(model, [(0.0, 100.0), (20.0, 50.0)])
+    assert not b.sunlit(70.0) and b.sunlit(100.0)
+    assert b.level_at(100.0) == 0.0
+    assert b.earliest(0.0, 50.0) == pytest.approx(105.0)  # 50 J at 10 W once the longer eclipse ends
