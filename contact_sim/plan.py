@@ -18,7 +18,9 @@ Rules (this project's choices):
   window and direction start where the previous one ended. The acquisition
   overhead is paid once per window, direction and round: a second transfer
   in the same round continues on the acquired link, one in a later round
-  acquires it again.
+  acquires it again, and so does one held back past where it could start
+  (``not_before_s``, e.g. until the sender's battery can pay): the link is
+  acquired when the transfer starts.
 * ``deliverable(k, e, S)`` lists each neighbour once, with the window that
   completes a transfer of ``S`` bytes *into* ``k`` earliest; ties by neighbour id.
 
