@@ -222,30 +222,44 @@ class ContactPlan:
         return c, best[np.lexsort((c["nb"][best], c["finish"][best]))]
 
     def earliest_transfer(self, src: int, dst: int, round: int, size_bytes: int,
-                          not_before_s: float | None = None) -> tuple[float, float] | None:
+                          not_before_s: float | None = None, window: int | None = None
+                          ) -> tuple[float, float] | None:
         """``(start, finish)`` seconds of the earliest-finishing transfer ``src -> dst`` of
-        ``size_bytes`` in ``round`` starting no earlier than ``not_before_s``; ``None`` if none fits.
-        Nothing is recorded."""
-        best = self._earliest(src, dst, round, size_bytes, not_before_s)
+        ``size_bytes`` in ``round`` starting no earlier than ``not_before_s`` (only on the window
+        of index ``window`` if given); ``None`` if none fits. Nothing is recorded."""
+        best = self._earliest(src, dst, round, size_bytes, not_before_s, window)
         return None if best is None else best[:2]
 
+    def transfer_windows(self, src: int, dst: int, round: int, size_bytes: int,
+                         not_before_s: float | None = None) -> list[tuple[int, float, float]]:
+        """``[(window index, start, end), ...]``: every window that can carry ``size_bytes``
+        ``src -> dst`` in ``round`` from ``not_before_s`` on, with the earliest start of the transfer
+        on it and the end of its part inside the round, by window index. Nothing is recorded."""
+        self._check_node(src, "src")
+        self._check_node(dst, "dst")
+        c = self._candidates(dst, round, size_bytes, src=int(src), not_before=not_before_s)
+        order = np.argsort(c["idx"], kind="stable")
+        return list(zip(c["idx"][order].tolist(), c["start"][order].tolist(), c["end"][order].tolist()))
+
     def _earliest(self, src: int, dst: int, round: int, size_bytes: int,
-                  not_before_s: float | None) -> tuple[float, float, int] | None:
+                  not_before_s: float | None, window: int | None = None) -> tuple[float, float, int] | None:
         """:meth:`earliest_transfer` with the index of the window that carries it."""
         self._check_node(src, "src")
         self._check_node(dst, "dst")
         c = self._candidates(dst, round, size_bytes, src=int(src), not_before=not_before_s)
+        if window is not None:
+            c = {k: v[c["idx"] == window] for k, v in c.items()}
         if c["idx"].size == 0:
             return None
         i = int(np.lexsort((c["idx"], c["finish"]))[0])
         return float(c["start"][i]), float(c["finish"][i]), int(c["idx"][i])
 
     def schedule(self, src: int, dst: int, round: int, size_bytes: int,
-                 not_before_s: float | None = None) -> Transfer:
+                 not_before_s: float | None = None, window: int | None = None) -> Transfer:
         """Record the earliest-finishing transfer ``src -> dst`` of ``size_bytes`` in ``round``
-        (starting no earlier than ``not_before_s``, e.g. when the sender's battery allows it),
-        on the window that carries it."""
-        best = self._earliest(src, dst, round, size_bytes, not_before_s)
+        (starting no earlier than ``not_before_s``, e.g. when the sender's battery allows it;
+        only on the window of index ``window`` if given), on the window that carries it."""
+        best = self._earliest(src, dst, round, size_bytes, not_before_s, window)
         if best is None:
             raise ContactError(
                 f"no contact window can carry {size_bytes} bytes from node {src} to node {dst} "

@@ -238,3 +238,19 @@ def test_a_node_inside_any_of_overlapping_eclipses_is_in_eclipse() -> None:
     assert not b.sunlit(70.0) and b.sunlit(100.0)
     assert b.level_at(100.0) == 0.0
     assert b.earliest(0.0, 50.0) == pytest.approx(105.0)  # 50 J at 10 W once the longer eclipse ends
+
+
+def test_a_battery_delayed_sender_takes_the_earliest_finishing_window_it_can_pay_for() -> None:
+    """Pair 0-1 has a slow window over the whole round (1 B/s) and a fast one from 61 s (1,000 B/s);
+    100 bytes cost sat-0 50 J, which it holds from 50 s (1 W net in sunlight) to 60 s (eclipse from
+    55 s, -1 W), then again only at 250 s. The search jumped from the fast window's start (61 s) to
+    the next moment the battery allowed, 250 s, on the slow window (ends at 350 s), passing over the
+    slow window from 50 s (ends at 150 s), which the battery could pay for."""
+    w = WindowTable([0, 0], [1, 1], [0.0, 61.0], [1000.0, 70.0], [1, 1], [1, 1], [8.0 * 1000, 8000.0 * 9])
+    plan = ContactPlan(["sat-0", "sat-1"], w, LinkModel("plan", acquisition_s=0.0), [0.0, 1000.0])
+    model = EnergyModel(battery_wh=1.0, solar_w=2.0, idle_w=1.0, j_per_byte=0.5, initial_charge=0.0)
+    batteries = {0: Battery(model, [(55.0, 200.0)])}
+    assert plan_deliveries(plan, [0, 1], [100, 100], 1, 1, batteries, [])[0] == {0: [1], 1: [0]}
+    sent = next(t for t in plan.transfers if t.src == 0)
+    assert (sent.t_start_s, sent.t_end_s, sent.window_index) == (50.0, 150.0, 0)
+    assert batteries[0].spends == [(50.0, 50.0, "send sat-0->sat-1")]

@@ -195,21 +195,20 @@ def _pretrained_at(battery: Battery | None) -> float | None:
 
 
 def _energy_start(plan: ContactPlan, battery: Battery, src: int, dst: int, r: int, size: int,
-                  joules: float, not_before_s: float | None = None) -> tuple[float, float] | None:
-    """Earliest ``(start, finish)`` of a transfer, from ``not_before_s`` on, the sender's battery
-    can pay for when it starts."""
-    _, t_end = plan.round_interval(r)
-    best = plan.earliest_transfer(src, dst, r, size, not_before_s)
-    for _ in range(64):  # each pass moves past a window start the battery could not afford
-        if best is None:
-            return None
-        t_ok = battery.earliest(best[0], joules, t_end)
+                  joules: float, not_before_s: float | None = None) -> tuple[float, float, int] | None:
+    """``(start, finish, window index)`` of the earliest-finishing transfer, from ``not_before_s``
+    on, that the sender's battery can pay for when it starts: on each window that can carry it,
+    from the first moment the battery allows (if the transfer still ends inside the window); ties
+    to the earlier window."""
+    best = None
+    for idx, start, end in plan.transfer_windows(src, dst, r, size, not_before_s):
+        t_ok = battery.earliest(start, joules, end)
         if t_ok is None:
-            return None
-        if t_ok <= best[0] and battery.can_spend(best[0], joules):
-            return best
-        best = plan.earliest_transfer(src, dst, r, size, max(t_ok, best[0] + 1e-3))
-    return None
+            continue
+        got = plan.earliest_transfer(src, dst, r, size, t_ok, window=idx)  # None: no longer fits
+        if got is not None and battery.can_spend(got[0], joules) and (best is None or got[1] < best[1]):
+            best = (got[0], got[1], idx)
+    return best
 
 
 def fol_payload_sizes(nodes: Sequence[NodeSetup], rounds: int) -> list[list[int]]:
@@ -284,7 +283,7 @@ def plan_deliveries(plan: ContactPlan, learners: list[int], sizes: Sequence[int]
                             waits.append({"src": plan.node_names[learners[j]], "dst": plan.node_names[dst], "round": r,
                                           "wanted_start_s": free[0], "start_s": None, "joules": joules})
                         continue
-                    tr = plan.schedule(learners[j], dst, r, sizes[j], not_before_s=paid[0])
+                    tr = plan.schedule(learners[j], dst, r, sizes[j], not_before_s=paid[0], window=paid[2])
                     if joules > 0:
                         battery.spend(tr.t_start_s, joules,
                                       f"send {plan.node_names[learners[j]]}->{plan.node_names[dst]}")
