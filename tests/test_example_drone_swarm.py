@@ -56,3 +56,36 @@ def test_the_systemd_unit_matches_the_node_template() -> None:
     assert service["ProtectSystem"] == "strict" and service["Type"] == "notify"
     deploy = (FOLDER / "DEPLOY.md").read_text()
     assert f"mkdir -p {workdir.name}/{state_dir}" in deploy  # created before the unit starts, as it must be
+
+
+def test_the_template_filled_as_deploy_md_says_is_a_valid_node_config(tmp_path: Path) -> None:
+    """DEPLOY.md step 2: every '$' placeholder of the template replaced, then its [position] block added:
+    AgentConfig accepts the file (the unit's ReadWritePaths is its state folder), and an ipc:// address
+    written as DEPLOY.md says resolves inside that folder, the one the unit may write."""
+    import re
+    import string
+
+    from fol.agent.config import AgentConfig
+
+    deploy = (FOLDER / "DEPLOY.md").read_text()
+    template = (FOLDER / "node.toml.template").read_text()
+    named = set(re.findall(r"\$(\w+)", template))
+    assert all(f"`${name}`" in deploy for name in named)  # DEPLOY.md says what to put in each
+    position = next(block for block in re.findall(r"```toml\n(.*?)```", deploy, re.S) if 'source = "mavlink"' in block)
+    ipc = re.search(r'`(control = "ipc://[^`]+")`', deploy).group(1)
+    peers = '[[peers]]\nid = "drone-2"\naddress = "tcp://10.0.0.2:5601"\n'
+    text = string.Template(template).substitute(node_id="drone-1", host="10.0.0.1", port=5601, peers=peers,
+                                                data="dataset=synthetic-hurricane,nodes=3,node=0", models=1,
+                                                deadline=600.0, fol="rounds = 1")
+    text = re.sub(r"^control = .*$", ipc, text, flags=re.M) + "\n" + position
+    (tmp_path / "node.toml").write_text(text)
+    cfg = AgentConfig.from_toml(tmp_path / "node.toml")
+    assert cfg.node_id == "drone-1" and cfg.listen == "tcp://10.0.0.1:5601" and cfg.fol == {"rounds": 1}
+    assert cfg.secret_key == tmp_path / "keys" / "drone-1.key_secret"  # where 'fol keys gen drone-1 --dir keys' writes
+    assert cfg.position is not None and cfg.position.connection == "udpin:0.0.0.0:14550"
+    assert [p.public_key for p in cfg.peers] == [str(tmp_path / "trusted" / "drone-2.key")]  # 'fol keys trust'
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.read_string((FOLDER / "fol-agent.service").read_text())
+    assert cfg.state_dir.relative_to(tmp_path) == Path(unit["Service"]["ReadWritePaths"]).relative_to(
+        unit["Service"]["WorkingDirectory"])
+    assert cfg.control.startswith(f"ipc://{cfg.state_dir}/")
