@@ -413,6 +413,26 @@ def test_ctl_with_a_malformed_runtime_file_is_one_line(tmp_path: Path, runtime: 
         control_request(cfg, "status", timeout_s=0.3)
 
 
+def test_a_missing_key_file_at_start_names_its_config_field_and_the_command_that_makes_it(tmp_path: Path) -> None:
+    """DEPLOY.md: a mistake in node.toml stops the agent with one line naming the file and the field. A missing
+    secret key or peer key named only the key file ('.../drone-2.key: public key file not found'), not the
+    field it came from nor that 'fol keys trust' had not been run."""
+    from fol.agent.node import Agent
+
+    path = tmp_path / "node.toml"
+    path.write_text(toml_text(_base(tmp_path)))
+    cfg = AgentConfig.from_toml(path)
+    with pytest.raises(ConfigError, match=r"^.*node.toml: node.secret_key: .*drone-1.key_secret: key file not found "
+                                          r"\('fol keys gen drone-1 --dir <folder>' writes it\)$"):
+        Agent(cfg, load_fol=False)
+    generate_keypair(tmp_path / "keys", "drone-1")
+    (tmp_path / "trusted").mkdir()
+    with pytest.raises(ConfigError, match=r"^.*node.toml: peers\[0\].public_key: .*drone-2.key: public key file not "
+                                          r"found \('fol keys trust drone-2.key --store .*trusted' adds it\)$"):
+        Agent(cfg, load_fol=False)
+    assert not (tmp_path / "state").exists()  # refused before the state folder was touched
+
+
 def test_a_key_path_that_is_a_folder_or_an_open_secret_key_is_said_so(tmp_path: Path, caplog) -> None:
     """A folder where a key file belongs is 'cannot read' (it was 'not found'); a secret key
     other users can read still loads, with a warning naming the file and the fix."""

@@ -111,10 +111,15 @@ class Agent:
     def __init__(self, config: AgentConfig, *, load_fol: bool = True) -> None:
         self.cfg = config
         self.node_id = config.node_id
-        self.keys: KeyPair = load_keypair(config.secret_key)
+        self.keys: KeyPair = _config_key(load_keypair, config.secret_key, f"{config.source}: node.secret_key",
+                                         f"'fol keys gen {config.node_id} --dir <folder>' writes it")
         self.trust = TrustStore(config.trust_dir)
         self.trust.reload()
-        self.peer_keys = {p.id: load_public_key(p.public_key) for p in config.peers}
+        self.peer_keys = {
+            p.id: _config_key(load_public_key, p.public_key, f"{config.source}: peers[{i}].public_key",
+                              f"'fol keys trust {p.id}.key --store {config.trust_dir}' adds it"
+                              if p.public_key == str(config.trust_dir / f"{p.id}.key") else None)
+            for i, p in enumerate(config.peers)}
         self.peer_addresses = {p.id: p.address for p in config.peers}
         self.fol_cfg = config.fol_config() if load_fol else None
         self.rounds = self.fol_cfg.rounds if self.fol_cfg is not None else 1
@@ -874,6 +879,16 @@ class Agent:
             _send(self.control, [identity, *P.encode(P.CTL_OK, answer)])
         except FOLError as exc:
             _send(self.control, [identity, *P.encode(P.CTL_ERR, {"reason": str(exc)})])
+
+
+def _config_key(load: Any, path: Any, where: str, hint: str | None) -> Any:
+    """``load(path)`` (a key pair or a public key); a key file that is missing or cannot be read is one
+    line naming the config field it came from (and, when missing, the command that makes it)."""
+    try:
+        return load(path)
+    except ConfigError as exc:
+        missing = hint is not None and str(exc).endswith("file not found")
+        raise ConfigError(f"{where}: {exc}" + (f" ({hint})" if missing else "")) from None
 
 
 def _lock_state_dir(state_dir: Path, node_id: str) -> int:
