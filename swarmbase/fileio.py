@@ -214,7 +214,8 @@ def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = ())
     files are kept aside in a hidden folder until the whole set is in place, and
     the renames already made are undone). Other files in ``folder`` are left
     alone. Only a power loss during the final renames can mix the sets (the old
-    files are then in a hidden ``.staged-*.old`` folder).
+    files are then in a hidden ``.staged-*.old`` folder). The temporary folder a
+    killed writer left is removed by the next call on ``folder``.
 
     >>> import tempfile, pathlib
     >>> out = pathlib.Path(tempfile.mkdtemp())
@@ -225,7 +226,8 @@ def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = ())
     ['new-part.bin']
     """
     folder = Path(folder)
-    stage = folder / f".staged-{secrets.token_hex(6)}.tmp"
+    _remove_dead_stages(folder)
+    stage = folder / f".staged-{os.getpid()}-{secrets.token_hex(6)}.tmp"
     os.mkdir(stage)
     try:
         yield stage
@@ -239,6 +241,32 @@ def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = ())
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+#: :func:`staged_outputs`' temporary folder: ``.staged-<pid of its writer>-<12 hex digits>.tmp``.
+_STAGE = re.compile(r"\.staged-(\d+)-[0-9a-f]{12}\.tmp")
+
+
+def _remove_dead_stages(folder: Path) -> None:
+    """Remove the temporary folders of :func:`staged_outputs` in ``folder`` whose writer is no longer
+    running (a kill or a power cut mid-write left them, with whatever they held: a secret key of
+    ``fol keys gen``); a live writer's, and the ``.old`` folders of a swap a power cut broke, stay."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        match = _STAGE.fullmatch(name)
+        if match is None or int(match.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(match.group(1)), 0)
+            continue  # its writer runs (or the pid is another user's process): not ours to remove
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue
+        shutil.rmtree(folder / name, ignore_errors=True)
 
 
 def _swap(stage: Path, folder: Path, names: list[str], replaces: Sequence[str]) -> None:

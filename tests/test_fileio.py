@@ -235,3 +235,25 @@ def test_the_writer_fsyncs_the_file_renames_it_then_fsyncs_its_folder(tmp_path: 
         fh.write(b"half")
         raise RuntimeError("killed")
     assert target.read_bytes() == b"new" and [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+def test_a_killed_writers_staged_folder_is_removed_by_the_next_set_written_there(tmp_path: Path) -> None:
+    """A kill mid-write left staged_outputs' hidden temporary folder for ever, with what it held (a
+    `fol keys gen` secret key, mode 0600); the next call on the folder removes one whose writer is gone,
+    and keeps a live writer's and a broken swap's `.old` folder."""
+    import subprocess
+    import sys
+
+    from swarmbase.fileio import staged_outputs
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    dead = tmp_path / f".staged-{int(gone.stdout)}-0123456789ab.tmp"
+    live = tmp_path / f".staged-{os.getppid()}-0123456789ab.tmp"
+    aside = tmp_path / f".staged-{int(gone.stdout)}-0123456789ab.old"
+    for folder in (dead, live, aside):
+        folder.mkdir()
+        (folder / "n.key_secret").write_text("secret")
+    with staged_outputs(tmp_path) as stage:
+        (stage / "n.key").write_text("public")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["n.key", live.name, aside.name])
