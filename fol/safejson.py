@@ -1,7 +1,9 @@
 """Bounded JSON for untrusted text (model cards, protocol headers).
 
-:func:`loads` parses standard JSON only (``NaN`` / ``Infinity`` are refused,
-and so is an object that gives a key twice, which readers resolve differently)
+:func:`loads` parses standard JSON only (``NaN`` / ``Infinity`` are refused
+unless ``allow_nan`` is given, as for a run folder's result files, which
+hold them; an object that gives a key twice is always refused, since readers
+resolve it differently)
 and then checks, without recursion, that the value is at most ``max_depth``
 containers deep and holds at most ``max_items`` values in all. Text whose
 commas outside strings (a lower bound of its values) already pass
@@ -47,15 +49,17 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
 
 
-def loads(text: str | bytes, *, max_depth: int, max_items: int = 100_000) -> Any:
-    """Parse ``text`` and check it with :func:`check_bounds`; :class:`ValueError` on any problem."""
+def loads(text: str | bytes, *, max_depth: int, max_items: int = 100_000, allow_nan: bool = False) -> Any:
+    """Parse ``text`` and check it with :func:`check_bounds`; :class:`ValueError` on any problem.
+    ``allow_nan`` takes ``NaN``, ``Infinity`` and ``-Infinity`` (as :func:`json.dumps` writes them)."""
     try:
         if isinstance(text, bytes):
             text = text.decode("utf-8")
         # n commas outside strings separate at least n + 1 values: too many is refused unparsed
         if text.count(",") >= max_items and _STRING.sub("", text).count(",") >= max_items:
             raise ValueError(f"JSON holds more than {max_items} values")
-        value = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+        value = json.loads(text, parse_constant=None if allow_nan else _reject_constant,
+                           object_pairs_hook=_unique_keys)
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except RecursionError:

@@ -789,14 +789,30 @@ def test_resume_refuses_saved_results_that_are_broken_and_keeps_them(tmp_path: P
                         (good.replace('"local"', '"fol"'), "of method 'fol'"),
                         # counts are whole numbers: a float or negative one was taken into the report
                         (good.replace('"rounds": 0', '"rounds": 2.5', 1), "rounds: expected a whole number >= 0, got 2.5"),
-                        (good.replace('"bytes_up": 0', '"bytes_up": -5', 1), "bytes_up: expected a whole number >= 0, got -5")):
+                        (good.replace('"bytes_up": 0', '"bytes_up": -5', 1), "bytes_up: expected a whole number >= 0, got -5"),
+                        # nested thousands deep: a RecursionError traceback
+                        (good.replace('"extra": {}', '"extra": {"x": ' + "[" * 5000 + "]" * 5000 + "}", 1),
+                         "nested deeper than")):
         saved.write_text(bad)
         assert main(["simulate", "--resume", str(out)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and str(saved) in err[0] and needle in err[0], err
         assert saved.read_text() == bad
     saved.write_text(good)
+    # the run's record and its input-file digests, nested thousands deep: one line naming them, kept
+    deep = "[" * 5000 + "]" * 5000
+    for record in (out / "scenario.resolved.json", out / "state" / "inputs.json"):
+        kept = record.read_text()
+        record.write_text(deep)
+        assert main(["simulate", "--resume", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and record.name in err[0], err
+        assert record.read_text() == deep
+        record.write_text(kept)
+    # the wall time is only reported: a damaged one is left out (as a missing one), not a traceback
+    (out / "state" / "wall_seconds.json").write_text(deep)
     assert main(["simulate", "--resume", str(out)]) == 0
+    assert "after --resume only" in (out / "report.md").read_text()
 
 
 def test_resume_refuses_saved_results_that_miss_or_repeat_a_node(tmp_path: Path,

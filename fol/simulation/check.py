@@ -46,12 +46,13 @@ from fol.errors import ConfigError, DataError
 from fol.executors import check_ray_address
 from fol.fileio import check_output_dir
 from fol.methods import get_method
+from fol.safejson import loads as bounded_loads
 from fol.simulation.partition import GROUND_SPEED_KM_S, coverage_step_s
 from fol.simulation.scenario import DataConfig, SwarmScenario, errors_name_the_file, json_default, result_settings
 from swarmbase.tomlcheck import shown
 
 __all__ = ["CheckReport", "check_scenario", "check_run_folder", "check_resumable", "read_run_record", "node_architectures",
-           "input_digests", "INPUTS_FILE"]
+           "input_digests", "INPUTS_FILE", "read_run_json"]
 
 #: In a run folder: the sha256 of each file the scenario's contact side read (:func:`input_digests`).
 INPUTS_FILE = "state/inputs.json"
@@ -103,12 +104,27 @@ def check_run_folder(out: Path, resume: bool = False) -> None:
         raise ConfigError(f"output folder {out} is not empty and holds no run to continue; give another --out")
 
 
+#: How deep a run folder's JSON files may nest (the scenario record and the results with their
+#: ``extra`` need a handful of levels); deeper is a damaged file, refused before anything walks it.
+RUN_JSON_DEPTH = 32
+
+
+def read_run_json(path: Path) -> Any:
+    """A JSON file of a run folder (its record, a saved result, the wall time), as
+    ``--resume`` reads it: ``NaN`` taken (results hold it), nesting bounded
+    (:func:`fol.safejson.loads`), so a damaged file is a :class:`ValueError` (or an
+    :class:`OSError` if it cannot be read), never a ``RecursionError`` later.
+    The count of values is bounded by the file's size alone."""
+    text = Path(path).read_text()
+    return bounded_loads(text, max_depth=RUN_JSON_DEPTH, max_items=len(text) + 1, allow_nan=True)
+
+
 def read_run_record(out: Path) -> dict[str, Any]:
     """The ``scenario.resolved.json`` a run wrote in ``out``, for ``--resume``:
     a JSON object whose ``source`` and ``base_dir`` are text (or absent)."""
     path = Path(out) / "scenario.resolved.json"
     try:
-        record = json.loads(path.read_text())
+        record = read_run_json(path)
     except (OSError, ValueError):
         raise ConfigError(f"--resume {out}: no readable {path.name} there (not a simulation output folder)") from None
     if not isinstance(record, dict) or any(not isinstance(record.get(k), (str, type(None)))
@@ -275,7 +291,7 @@ def check_resumable(scn: SwarmScenario, out: Path) -> None:
     if not path.exists():  # killed before it was written, or a run made before it was kept
         return
     try:
-        recorded = json.loads(path.read_text())
+        recorded = read_run_json(path)
         if not isinstance(recorded, dict) or not all(isinstance(v, str) for v in recorded.values()):
             raise ValueError("expected a JSON object of field -> sha256")
     except (OSError, ValueError) as exc:

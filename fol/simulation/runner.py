@@ -30,7 +30,6 @@ from __future__ import annotations
 import collections
 import copy
 import dataclasses
-import json
 import logging
 import os
 import time
@@ -48,7 +47,7 @@ from contact_sim.plan import ContactPlan
 from contact_sim.scenario import (build_batteries, build_constellation, build_trajectories, load_plan_file,
                                   plan_from_trajectories)
 from swarmbase.tomlcheck import shown
-from fol.simulation.check import INPUTS_FILE, check_scenario, input_digests
+from fol.simulation.check import INPUTS_FILE, check_scenario, input_digests, read_run_json
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.result import SimulationResult
 from fol.simulation.scenario import SwarmScenario, json_default
@@ -86,7 +85,7 @@ def _saved_results(path: Path, method: str, names: list[str]) -> list[NodeResult
     A bad file is an error naming it; nothing is deleted."""
     fields = {f.name: f for f in dataclasses.fields(NodeResult)}
     try:
-        rows = json.loads(path.read_text())
+        rows = read_run_json(path)
         if not isinstance(rows, list):
             raise ValueError(f"expected a list of per-node results, got {type(rows).__name__}")
         results = []
@@ -180,7 +179,7 @@ def _earlier_wall_seconds(out: Path) -> float | None:
     """The wall time the interrupted sessions of a run recorded (up to their last saved
     result); None when they recorded none (a run made before it was kept) or it does not read."""
     try:
-        seconds = json.loads((out / STATE_DIR / WALL_FILE).read_text())["seconds"]
+        seconds = read_run_json(out / STATE_DIR / WALL_FILE)["seconds"]
     except (OSError, ValueError, TypeError, KeyError):
         return None
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 <= seconds < float("inf"):
