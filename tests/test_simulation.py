@@ -810,9 +810,10 @@ def test_resume_refuses_saved_results_that_are_broken_and_keeps_them(tmp_path: P
         assert record.read_text() == deep
         record.write_text(kept)
     # the wall time is only reported: a damaged one is left out (as a missing one), not a traceback
-    (out / "state" / "wall_seconds.json").write_text(deep)
-    assert main(["simulate", "--resume", str(out)]) == 0
-    assert "after --resume only" in (out / "report.md").read_text()
+    for damaged in (deep, '{"seconds": 1' + "0" * 400 + "}"):  # the second: an OverflowError traceback
+        (out / "state" / "wall_seconds.json").write_text(damaged)
+        assert main(["simulate", "--resume", str(out)]) == 0
+        assert "after --resume only" in (out / "report.md").read_text()
 
 
 def test_resume_refuses_saved_results_that_miss_or_repeat_a_node(tmp_path: Path,

@@ -184,7 +184,10 @@ def _earlier_wall_seconds(out: Path) -> float | None:
         return None
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 <= seconds < float("inf"):
         return None
-    return float(seconds)
+    try:
+        return float(seconds)
+    except OverflowError:  # a whole number beyond any float (10**400): as unreadable
+        return None
 
 
 def _pretrained_at(battery: Battery | None) -> float | None:
