@@ -790,6 +790,16 @@ def test_resume_refuses_saved_results_that_are_broken_and_keeps_them(tmp_path: P
                         # counts are whole numbers: a float or negative one was taken into the report
                         (good.replace('"rounds": 0', '"rounds": 2.5', 1), "rounds: expected a whole number >= 0, got 2.5"),
                         (good.replace('"bytes_up": 0', '"bytes_up": -5', 1), "bytes_up: expected a whole number >= 0, got -5"),
+                        # a count or an accuracy beyond any float, what the report reads of extra of another
+                        # type: an OverflowError or TypeError traceback while writing the report
+                        (re.sub(r'"train_flops": \d+', '"train_flops": 1' + "0" * 400, good, count=1),
+                         "train_flops: expected a whole number >= 0 below 2**63, got 10000000000000000000... (401 digits)"),
+                        (re.sub(r'"test_accuracy": [^,]+', '"test_accuracy": 1' + "0" * 400, good, count=1),
+                         "test_accuracy: expected float, got int beyond any float"),
+                        (good.replace('"extra": {}', '"extra": {"exchanges": ["x"]}', 1),
+                         "extra.exchanges: expected a list of objects, got ['x']"),
+                        (good.replace('"extra": {}', '"extra": {"accuracy": {"local": 1e999999, "student": 1, "ensemble": 1' + "0" * 400 + "}}", 1),
+                         "extra.accuracy: ensemble: expected a number, got 10000000000000000000... (401 digits)"),
                         # nested thousands deep: a RecursionError traceback
                         (good.replace('"extra": {}', '"extra": {"x": ' + "[" * 5000 + "]" * 5000 + "}", 1),
                          "nested deeper than")):

@@ -78,6 +78,40 @@ def _write_json(path: Path, data: Any, sort_keys: bool = True) -> None:
     write_json_atomic(path, data, allow_nan=True, default=json_default, sort_keys=sort_keys)
 
 
+def _real(value: Any) -> bool:
+    """A JSON number a float holds: not a bool, not a whole number beyond any float (NaN and infinities are floats)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
+#: The numbers of a saved result's ``extra`` that the report reads: in the object ``accuracy``
+#: (FOL's pipeline), and in each object of the lists ``curve`` (multi-round methods) and ``exchanges``.
+_EXTRA_NUMBERS = {"accuracy": ("local", "student", "ensemble"), "curve": ("round", "test_accuracy", "bytes"),
+                  "exchanges": ("round", "test_accuracy", "bytes_up", "bytes_down")}
+
+
+def _check_extra(extra: dict[str, Any]) -> None:
+    """ValueError unless what the report reads of ``extra`` has the types the methods write."""
+    if "transfer" in extra and extra["transfer"] is not None and not _real(extra["transfer"]):
+        raise ValueError(f"extra.transfer: expected a number or null, got {shown(extra['transfer'])}")
+    for key, numbers in _EXTRA_NUMBERS.items():
+        if key not in extra:
+            continue
+        items = [extra[key]] if key == "accuracy" else extra[key]
+        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+            raise ValueError(f"extra.{key}: expected {'an object' if key == 'accuracy' else 'a list of objects'}, "
+                             f"got {shown(extra[key])}")
+        for item in items:
+            for name in numbers:
+                if not _real(item.get(name)):
+                    raise ValueError(f"extra.{key}: {name}: expected a number, got {shown(item.get(name))}")
+
+
 def _saved_results(path: Path, method: str, names: list[str]) -> list[NodeResult]:
     """The results an interrupted run saved for ``method`` (``--resume``), checked:
     a list of one object per node of this swarm (every node once) with the fields of
@@ -100,15 +134,17 @@ def _saved_results(path: Path, method: str, names: list[str]) -> list[NodeResult
                 raise ValueError(f"field {missing[0]!r} is missing")
             for key, value in row.items():
                 kind = fields[key].type
-                if kind == "int":  # counts: bytes, FLOPs, rounds, models
-                    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                        raise ValueError(f"{key}: expected a whole number >= 0, got {value!r}")
+                if kind == "int":  # counts: bytes, FLOPs, rounds, models (64-bit, as every count a run writes)
+                    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
+                        big = " below 2**63" if isinstance(value, int) and value >= 2**63 else ""
+                        raise ValueError(f"{key}: expected a whole number >= 0{big}, got {shown(value)}")
                     continue
                 ok = (isinstance(value, str) if kind == "str" else isinstance(value, bool) if kind == "bool"
-                      else isinstance(value, dict) if key == "extra"
-                      else isinstance(value, (int, float)) and not isinstance(value, bool))
+                      else isinstance(value, dict) if key == "extra" else _real(value))
                 if not ok:
-                    raise ValueError(f"{key}: expected {kind}, got {type(value).__name__}")
+                    raise ValueError(f"{key}: expected {kind}, got {type(value).__name__}"
+                                     + (" beyond any float" if isinstance(value, int) and kind == "float" else ""))
+            _check_extra(row.get("extra", {}))
             result = NodeResult(**row)
             if result.method != method or result.node not in names:
                 raise ValueError(f"a result of method {result.method!r} on node {result.node!r}, not of {method!r} "
