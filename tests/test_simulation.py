@@ -844,6 +844,14 @@ def test_resume_refuses_saved_results_that_miss_or_repeat_a_node(tmp_path: Path,
         assert len(err) == 1 and str(saved) in err[0] and needle in err[0], err
         assert json.loads(saved.read_text()) == bad
     saved.write_text(good)
+    # a bad field in the copy --resume reads names the copy (it named the original file, which is fine)
+    copy = out / "scenario.toml"
+    kept = copy.read_text()
+    copy.write_text(kept.replace('executor = "local"', "executor = 0"))
+    assert main(["simulate", "--resume", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fol simulate: error: {copy}: run.executor: expected a string, got 0"], err
+    copy.write_text(kept)
     assert main(["simulate", "--resume", str(out)]) == 0
     # the run recorded its waypoint file's contents: one edited since is refused, not mixed in
     (tmp_path / "wp.csv").write_text((tmp_path / "wp.csv").read_text().replace("a,600,0.2", "a,600,9.2"))

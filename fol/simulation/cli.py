@@ -76,6 +76,7 @@ def _print_outcome(result) -> None:
 
 
 def run_simulate_command(args: argparse.Namespace) -> int:
+    from fol.cli import _user_error_types as user_errors
     from fol.simulation import load_scenario, run_simulation
 
     if args.list_methods:
@@ -101,7 +102,12 @@ def run_simulate_command(args: argparse.Namespace) -> int:
         source = Path(args.scenario)
     else:
         raise ConfigError("a scenario file is required (or --list-methods, or --resume OUT)")
-    scn = load_scenario(source, base_dir, original)
+    try:
+        scn = load_scenario(source, base_dir, original)
+    except user_errors() as exc:  # a field of the copy is bad: name the copy, not the original file it came from
+        if original is None or not str(exc).startswith(f"{original}: "):
+            raise
+        raise type(exc)(f"{source}: {str(exc)[len(original) + 2:]}") from None
     _apply_overrides(scn, args)
     out = Path(args.resume or args.out or scn.output_dir or Path("runs") / scn.name)
     if args.check:
