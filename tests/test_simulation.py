@@ -796,6 +796,8 @@ def test_resume_refuses_saved_results_that_are_broken_and_keeps_them(tmp_path: P
                          "train_flops: expected a whole number >= 0 below 2**63, got 10000000000000000000... (401 digits)"),
                         (re.sub(r'"test_accuracy": [^,]+', '"test_accuracy": 1' + "0" * 400, good, count=1),
                          "test_accuracy: expected float, got int beyond any float"),
+                        (re.sub(r'"test_accuracy": [^,]+', '"test_accuracy": Infinity', good, count=1),
+                         "test_accuracy: expected a share from 0 to 1 (or NaN), got inf"),
                         (good.replace('"extra": {}', '"extra": {"exchanges": ["x"]}', 1),
                          "extra.exchanges: expected a list of objects, got ['x']"),
                         (good.replace('"extra": {}', '"extra": {"accuracy": {"local": 1e999999, "student": 1, "ensemble": 1' + "0" * 400 + "}}", 1),

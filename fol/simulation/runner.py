@@ -144,6 +144,8 @@ def _saved_results(path: Path, method: str, names: list[str]) -> list[NodeResult
                 if not ok:
                     raise ValueError(f"{key}: expected {kind}, got {type(value).__name__}"
                                      + (" beyond any float" if isinstance(value, int) and kind == "float" else ""))
+                if key.endswith("_accuracy") and not (value != value or 0 <= value <= 1):  # NaN: none measured
+                    raise ValueError(f"{key}: expected a share from 0 to 1 (or NaN), got {shown(value)}")
             _check_extra(row.get("extra", {}))
             result = NodeResult(**row)
             if result.method != method or result.node not in names:
