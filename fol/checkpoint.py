@@ -929,6 +929,8 @@ def _tensor_layout(header: Mapping[str, Any], payload_len: int, source: str,
         if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= entry.keys():
             raise bad(f"tensor {shown(name)} needs 'dtype', 'shape' and 'data_offsets'")
         dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+        if not isinstance(dtype, str):  # {} or [] was a TypeError, logged with a traceback as unexpected
+            raise bad(f"tensor {shown(name)} has dtype {shown(dtype)}, expected a dtype name such as 'F32'")
         if dtype not in dtypes:  # a string outside them is refused by _parse_header, naming it
             raise bad(f"tensor {shown(name)} has dtype {shown(dtype)}")
         if not isinstance(shape, list) or not all(_is_int(d) and 0 <= d <= _MAX_DIM for d in shape):

@@ -1190,3 +1190,20 @@ def test_a_dtype_torch_cannot_read_is_named_with_the_ones_expected(dtype: str, s
     forged = struct.pack("<Q", len(raw)) + raw + data[8 + n:]
     _assert_rejected(lambda: load_model_bytes(forged, source="peer.safetensors"), "peer.safetensors",
                      f"tensor '{name}' has dtype {shown_as}, expected float32, float16, bfloat16 or int64")
+
+
+@pytest.mark.parametrize("dtype", [{}, [], 7, None, True])
+def test_a_dtype_that_is_not_a_name_is_refused_without_a_logged_traceback(dtype, caplog) -> None:
+    """A header's dtype of {} or [] raised a TypeError inside the validation, which the loader logged
+    with its traceback as an unexpected error before refusing the file."""
+    data = _valid_payload()
+    n = _header_len(data)
+    header = json.loads(data[8:8 + n])
+    name = next(k for k in header if k != "__metadata__")
+    header[name]["dtype"] = dtype
+    raw = json.dumps(header).encode()
+    forged = struct.pack("<Q", len(raw)) + raw + data[8 + n:]
+    with caplog.at_level("WARNING", logger="fol.checkpoint"):
+        _assert_rejected(lambda: load_model_bytes(forged, source="peer.safetensors"), "peer.safetensors",
+                         f"tensor '{name}' has dtype")
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
