@@ -1176,18 +1176,23 @@ def test_personalize_reads_each_model_of_a_neighbours_folder_once(tmp_path: Path
     ]
 
 
-@pytest.mark.parametrize(("dtype", "shown_as"), [("F8_E8M0", "'F8_E8M0'"), ("F4", "'F4'"), ("F64", "float64"),
-                                                 ("U8", "uint8")])
-def test_a_dtype_torch_cannot_read_is_named_with_the_ones_expected(dtype: str, shown_as: str) -> None:
-    """A tensor of a dtype safetensors knows but torch does not load (F4, F8_E8M0) was refused as
-    'not a valid safetensors payload ('F4')', naming neither the tensor nor what was expected."""
+def _with_dtype(dtype: Any) -> tuple[str, bytes]:
+    """A valid model file whose first tensor's header names ``dtype``; the tensor's name and the bytes."""
     data = _valid_payload()
     n = _header_len(data)
     header = json.loads(data[8:8 + n])
     name = next(k for k in header if k != "__metadata__")
     header[name]["dtype"] = dtype
     raw = json.dumps(header).encode()
-    forged = struct.pack("<Q", len(raw)) + raw + data[8 + n:]
+    return name, struct.pack("<Q", len(raw)) + raw + data[8 + n:]
+
+
+@pytest.mark.parametrize(("dtype", "shown_as"), [("F8_E8M0", "'F8_E8M0'"), ("F4", "'F4'"), ("F64", "float64"),
+                                                 ("U8", "uint8")])
+def test_a_dtype_torch_cannot_read_is_named_with_the_ones_expected(dtype: str, shown_as: str) -> None:
+    """A tensor of a dtype safetensors knows but torch does not load (F4, F8_E8M0) was refused as
+    'not a valid safetensors payload ('F4')', naming neither the tensor nor what was expected."""
+    name, forged = _with_dtype(dtype)
     _assert_rejected(lambda: load_model_bytes(forged, source="peer.safetensors"), "peer.safetensors",
                      f"tensor '{name}' has dtype {shown_as}, expected float32, float16, bfloat16 or int64")
 
@@ -1196,13 +1201,7 @@ def test_a_dtype_torch_cannot_read_is_named_with_the_ones_expected(dtype: str, s
 def test_a_dtype_that_is_not_a_name_is_refused_without_a_logged_traceback(dtype, caplog) -> None:
     """A header's dtype of {} or [] raised a TypeError inside the validation, which the loader logged
     with its traceback as an unexpected error before refusing the file."""
-    data = _valid_payload()
-    n = _header_len(data)
-    header = json.loads(data[8:8 + n])
-    name = next(k for k in header if k != "__metadata__")
-    header[name]["dtype"] = dtype
-    raw = json.dumps(header).encode()
-    forged = struct.pack("<Q", len(raw)) + raw + data[8 + n:]
+    name, forged = _with_dtype(dtype)
     with caplog.at_level("WARNING", logger="fol.checkpoint"):
         _assert_rejected(lambda: load_model_bytes(forged, source="peer.safetensors"), "peer.safetensors",
                          f"tensor '{name}' has dtype")
