@@ -76,8 +76,10 @@ def _print_outcome(result) -> None:
 
 
 def run_simulate_command(args: argparse.Namespace) -> int:
-    from fol.cli import _user_error_types as user_errors
+    from contact_sim.errors import ContactError
+    from fol.errors import FOLError
     from fol.simulation import load_scenario, run_simulation
+    from orbits.errors import OrbitError
 
     if args.list_methods:
         from fol.methods.base import _REGISTRY, method_names
@@ -104,7 +106,7 @@ def run_simulate_command(args: argparse.Namespace) -> int:
         raise ConfigError("a scenario file is required (or --list-methods, or --resume OUT)")
     try:
         scn = load_scenario(source, base_dir, original)
-    except user_errors() as exc:  # a field of the copy is bad: name the copy, not the original file it came from
+    except (FOLError, ContactError, OrbitError) as exc:  # a field of the copy is bad: name the copy, not the original file it came from
         if original is None or not str(exc).startswith(f"{original}: "):
             raise
         raise type(exc)(f"{source}: {str(exc)[len(original) + 2:]}") from None
