@@ -220,12 +220,9 @@ def _earlier_wall_seconds(out: Path) -> float | None:
         seconds = read_run_json(out / STATE_DIR / WALL_FILE)["seconds"]
     except (OSError, ValueError, TypeError, KeyError):
         return None
-    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 <= seconds < float("inf"):
+    if not _real(seconds) or not 0 <= seconds < float("inf"):  # 10**400, beyond any float: as unreadable
         return None
-    try:
-        return float(seconds)
-    except OverflowError:  # a whole number beyond any float (10**400): as unreadable
-        return None
+    return float(seconds)
 
 
 def _pretrained_at(battery: Battery | None) -> float | None:
