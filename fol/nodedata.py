@@ -75,7 +75,7 @@ def parse_node_data(text: str, root: str | None = None, where: str = "--data") -
     text = text.strip()
     if not text:  # an unset variable in --data "$DIR": not the current folder
         raise ConfigError(f"{where} is empty; expected {NODE_DATA_HELP[len('node data: '):]}")
-    if "=" not in text or (text and Path(text).is_dir()):  # a folder may have '=' in its name (run=1/)
+    if "=" not in text or Path(text).is_dir():  # a folder may have '=' in its name (run=1/)
         path = Path(text)
         if not path.is_dir():
             raise ConfigError(f"{where} {text!r}: not a folder and not key=value pairs ({NODE_DATA_HELP})")
