@@ -235,18 +235,21 @@ class ContactPlan:
         """``[(window index, start, end), ...]``: every window that can carry ``size_bytes``
         ``src -> dst`` in ``round`` from ``not_before_s`` on, with the earliest start of the transfer
         on it and the end of its part inside the round, by window index. Nothing is recorded."""
-        self._check_node(src, "src")
-        self._check_node(dst, "dst")
-        c = self._candidates(dst, round, size_bytes, src=int(src), not_before=not_before_s)
+        c = self._pair_candidates(src, dst, round, size_bytes, not_before_s)
         order = np.argsort(c["idx"], kind="stable")
         return list(zip(c["idx"][order].tolist(), c["start"][order].tolist(), c["end"][order].tolist()))
+
+    def _pair_candidates(self, src: int, dst: int, round: int, size_bytes: int,
+                         not_before_s: float | None) -> dict[str, np.ndarray]:
+        """:meth:`_candidates` of the transfers ``src -> dst``, both nodes checked."""
+        self._check_node(src, "src")
+        self._check_node(dst, "dst")
+        return self._candidates(dst, round, size_bytes, src=int(src), not_before=not_before_s)
 
     def _earliest(self, src: int, dst: int, round: int, size_bytes: int,
                   not_before_s: float | None, window: int | None = None) -> tuple[float, float, int] | None:
         """:meth:`earliest_transfer` with the index of the window that carries it."""
-        self._check_node(src, "src")
-        self._check_node(dst, "dst")
-        c = self._candidates(dst, round, size_bytes, src=int(src), not_before=not_before_s)
+        c = self._pair_candidates(src, dst, round, size_bytes, not_before_s)
         if window is not None:
             c = {k: v[c["idx"] == window] for k, v in c.items()}
         if c["idx"].size == 0:
