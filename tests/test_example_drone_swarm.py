@@ -89,3 +89,80 @@ def test_the_template_filled_as_deploy_md_says_is_a_valid_node_config(tmp_path: 
     assert cfg.state_dir.relative_to(tmp_path) == Path(unit["Service"]["ReadWritePaths"]).relative_to(
         unit["Service"]["WorkingDirectory"])
     assert cfg.control.startswith(f"ipc://{cfg.state_dir}/")
+
+
+def _service_entries() -> list[tuple[str, str]]:
+    """The unit's [Service] lines as (key, value), a repeated key (DeviceAllow=) once per line."""
+    entries, section = [], None
+    for line in (FOLDER / "fol-agent.service").read_text().splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            section = line
+        elif section == "[Service]" and line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            entries.append((key.strip(), value.strip()))
+    return entries
+
+
+def test_the_systemd_unit_is_hardened_and_every_directive_is_explained() -> None:
+    """The hardening the agent keeps working under (DEPLOY.md step 3), its start timeout, and a reason in
+    DEPLOY.md for each of the unit's [Service] directives."""
+    entries = _service_entries()
+    service = dict(entries)
+    expected = {"NoNewPrivileges": "true", "CapabilityBoundingSet": "", "ProtectSystem": "strict",
+                "ProtectHome": "true", "PrivateTmp": "true", "ProtectKernelTunables": "true",
+                "ProtectKernelModules": "true", "ProtectKernelLogs": "true", "ProtectControlGroups": "true",
+                "RestrictNamespaces": "true", "LockPersonality": "true", "SystemCallFilter": "@system-service",
+                "SystemCallErrorNumber": "EPERM", "SystemCallArchitectures": "native", "UMask": "0077",
+                "DevicePolicy": "closed", "Type": "notify"}
+    assert {key: service.get(key) for key in expected} == expected
+    # ZeroMQ binds a tcp:// address after listing the interfaces (netlink); nothing else is needed
+    assert set(service["RestrictAddressFamilies"].split()) == {"AF_INET", "AF_INET6", "AF_UNIX", "AF_NETLINK"}
+    assert "MemoryDenyWriteExecute" not in service  # torch's oneDNN makes the kernels it compiles executable
+    # the serial ports a MAVLink flight controller or an NMEA receiver is on, and no other device
+    assert {value for key, value in entries if key == "DeviceAllow"} == {
+        "char-ttyS rw", "char-ttyUSB rw", "char-ttyACM rw", "char-ttyAMA rw"}
+    # READY=1 comes after the imports and loading node.data: longer than systemd's default 90 s
+    assert int(service["TimeoutStartSec"]) >= 300
+    # the one writable path is the configured state folder
+    state_dir = next(line.split("=", 1)[1].split("#")[0].strip().strip('"')
+                     for line in (FOLDER / "node.toml.template").read_text().splitlines()
+                     if line.startswith("state_dir"))
+    assert service["ReadWritePaths"] == str(Path(service["WorkingDirectory"]) / state_dir)
+    deploy = (FOLDER / "DEPLOY.md").read_text()
+    what_to_run = {"User", "Group", "WorkingDirectory", "Environment", "ExecStart", "NotifyAccess"}
+    assert not [key for key, _ in entries if key not in what_to_run and f"`{key}=" not in deploy]
+
+
+def test_the_systemd_unit_passes_systemd_analyze(tmp_path: Path) -> None:
+    """``systemd-analyze verify`` reports nothing about the unit (an unknown key or a bad value is only a
+    warning, so the test reads the output), and the exposure rating DEPLOY.md quotes is the one this
+    systemd gives (when it is the version quoted)."""
+    import re
+    import shutil
+
+    import pytest
+
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed")
+    stub = tmp_path / "fol"  # verify checks that ExecStart's program exists and is executable
+    stub.write_text("#!/bin/sh\n")
+    stub.chmod(0o755)
+    text = (FOLDER / "fol-agent.service").read_text()
+    unit = tmp_path / "fol-agent.service"
+    unit.write_text(re.sub(r"^ExecStart=\S+", f"ExecStart={stub}", text, count=1, flags=re.M))
+    verify = subprocess.run([analyze, "verify", "--man=no", str(unit)], capture_output=True, text=True, timeout=60)
+    about_unit = [line for line in (verify.stdout + verify.stderr).splitlines() if "fol-agent" in line]
+    assert verify.returncode == 0 and not about_unit, verify.stdout + verify.stderr
+    deploy = " ".join((FOLDER / "DEPLOY.md").read_text().split())
+    quoted = re.search(r"`systemd-analyze security --offline=yes fol-agent.service` gives ([\d.]+) "
+                       r"\(\"\w+\"; systemd (\d+)\)", deploy)
+    assert quoted is not None
+    version = subprocess.run([analyze, "--version"], capture_output=True, text=True, timeout=60).stdout.split()
+    if version[:2] != ["systemd", quoted.group(2)]:
+        pytest.skip(f"DEPLOY.md quotes the rating of systemd {quoted.group(2)}, this is {' '.join(version[:2])}")
+    security = subprocess.run([analyze, "security", "--no-pager", "--offline=yes", str(unit)],
+                              capture_output=True, text=True, timeout=60)
+    rating = re.search(r"Overall exposure level for fol-agent\.service: ([\d.]+)", security.stdout)
+    assert rating is not None and rating.group(1) == quoted.group(1), security.stdout[-2000:] + security.stderr
