@@ -952,6 +952,52 @@ def test_resume_refuses_a_checkpoint_of_another_architecture_and_says_what_to_do
     assert main(["simulate", "--resume", str(out)]) == 0
 
 
+def _snapshot(folder: Path) -> dict[str, bytes | None]:
+    """Every path under ``folder``: a file's bytes, None for a folder."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")}
+
+
+def test_a_refused_resume_changes_nothing_in_the_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A --resume refused for any reason left the run folder changed: the run record and the
+    wall time rewritten, the crash-safe writer's temporary files removed and, when a saved
+    result or checkpoint was refused, the nodes not yet pretrained pretrained and saved first.
+    Everything the resume reads is now checked before anything is written."""
+    out = _local_only_run(tmp_path)
+    state = out / "state" / "seed-0"
+    (state / "pretrained" / "b.safetensors").unlink()  # interrupted: node b not pretrained yet
+    (state / "results" / ".local.json.0123456789ab.tmp").write_bytes(b"half a file")
+    scenario, copy, wp = tmp_path / "s.toml", out / "scenario.toml", tmp_path / "wp.csv"
+    (tmp_path / "other.toml").write_text(scenario.read_text().replace("per_node = 100", "per_node = 90"))
+    a, c, saved = state / "pretrained" / "a.safetensors", state / "pretrained" / "c.safetensors", state / "results" / "local.json"
+
+    def damaged(path: Path, text: str | bytes):  # the file holds ``text`` for one resume, then what it held
+        kept = path.read_bytes()
+        path.write_bytes(text.encode() if isinstance(text, str) else text)
+        yield
+        path.write_bytes(kept)
+
+    cases = [  # (damage, the scenario given with --resume, a word of the one-line refusal)
+        (damaged(saved, saved.read_text()[:40]), [], str(saved)),
+        (damaged(a, c.read_bytes()), [], "not of node 'a' seed 0"),
+        (damaged(wp, wp.read_text().replace("a,600,0.2", "a,600,9.2")), [], "drones.waypoints_csv"),
+        (damaged(out / "state" / "inputs.json", "[1]"), [], "not the record of the run's input files"),
+        (damaged(copy, copy.read_text().replace('executor = "local"', "executor = 0")), [], "run.executor"),
+        (damaged(out / "scenario.resolved.json", "[" * 5000), [], "scenario.resolved.json"),
+        (iter([None, None]), [str(tmp_path / "other.toml")], "differs from the interrupted run's in data"),
+    ]
+    capsys.readouterr()
+    for damage, given, needle in cases:
+        next(damage)
+        before = _snapshot(out)
+        assert main(["simulate", *given, "--resume", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and needle in err[0], err
+        assert _snapshot(out) == before, needle
+        next(damage, None)
+    assert main(["simulate", "--resume", str(out)]) == 0  # restored: it resumes
+    assert (state / "pretrained" / "b.safetensors").exists()
+
+
 @pytest.mark.parametrize("flops", ["lots", [1], 1.5e300, -5, True])
 def test_resume_refuses_a_checkpoint_whose_pretraining_flops_are_not_a_count(flops: object, tmp_path: Path) -> None:
     """A pretrained checkpoint's card carries its pretraining FLOPs (they feed every result's

@@ -462,13 +462,49 @@ def _resumed_pretraining(path: Path, spec: ModelSpec, name: str, seed: int) -> t
     return loaded.model.state_dict(), flops
 
 
+def _seed_dir(out: Path, seed: int) -> Path:
+    """Where a run keeps seed ``seed``'s pretrained models (``pretrained/``) and method results (``results/``)."""
+    return out / STATE_DIR / f"seed-{seed}"
+
+
+def _checkpoint_path(seed_dir: Path, name: str) -> Path:
+    """Node ``name``'s pretrained model in :func:`_seed_dir`."""
+    return seed_dir / "pretrained" / f"{node_file_stem(name)}.safetensors"
+
+
+def _results_path(seed_dir: Path, method: str) -> Path:
+    """Method ``method``'s saved per-node results in :func:`_seed_dir`."""
+    return seed_dir / "results" / f"{method}.json"
+
+
+def _node_specs(pool: GeoDataset, archs: Sequence[str]) -> list[ModelSpec]:
+    """Each node's model: its architecture on the pool's classes and image shape."""
+    c, h, _ = pool.images.shape[1:]
+    return [ModelSpec(a, len(pool.class_names), c, h) for a in archs]
+
+
+def _check_saved_work(scn: SwarmScenario, out: Path, pool: GeoDataset, names: list[str], archs: list[str]) -> None:
+    """``--resume``: every pretrained model and method result the interrupted run saved, read as
+    the run will read it, before anything in ``out`` is written, so that a refused resume
+    changes nothing there (:class:`ConfigError` naming the first bad file)."""
+    specs = _node_specs(pool, archs)
+    for seed in scn.seeds:
+        seed_dir = _seed_dir(out, seed)
+        for name, spec in zip(names, specs):
+            if _checkpoint_path(seed_dir, name).exists():
+                _resumed_pretraining(_checkpoint_path(seed_dir, name), spec, name, seed)
+        for method in scn.methods:
+            if _results_path(seed_dir, method).exists():
+                _saved_results(_results_path(seed_dir, method), method, names)
+
+
 def _pretrained_nodes(scn: SwarmScenario, pool: GeoDataset, shards: list[np.ndarray], names: list[str],
-                      archs: list[str], seed: int, state: Path, executor: Executor) -> list[NodeSetup]:
+                      archs: list[str], seed: int, seed_dir: Path, executor: Executor) -> list[NodeSetup]:
     """Pretrain every node, reusing models checkpointed by an earlier run."""
     c, h, _ = pool.images.shape[1:]
-    specs = [ModelSpec(a, len(pool.class_names), c, h) for a in archs]
+    specs = _node_specs(pool, archs)
     # build_nodes does the split and pretraining; reuse it with a map that skips checkpointed nodes.
-    saved: dict[int, Path] = {k: state / f"{node_file_stem(names[k])}.safetensors" for k in range(len(names))}
+    saved: dict[int, Path] = {k: _checkpoint_path(seed_dir, names[k]) for k in range(len(names))}
 
     def checkpoint(task: PretrainTask, result: tuple[dict[str, Any], int]) -> None:
         """Save one node's pretrained model as soon as it finishes (a kill keeps it)."""
@@ -514,13 +550,13 @@ def run_simulation(
     t_start = time.perf_counter()
     out = Path(out)
     report = check_scenario(scn, out, resume=resume)  # seconds, before any long work
-    # the first seed's pool, read and partitioned before the output folder is started: a pool
-    # that cannot give every node its images stops a new run without leaving a folder behind
-    first = None
-    if not resume:
-        pool = _load_pool(scn, scn.seeds[0])
-        first = (pool, _partition(scn, pool, report.nodes, scn.seeds[0]))
-        del pool
+    # the first seed's pool, read and partitioned before the output folder is started or touched: a
+    # pool that cannot give every node its images stops a new run without leaving a folder behind
+    pool = _load_pool(scn, scn.seeds[0])
+    first = (pool, _partition(scn, pool, report.nodes, scn.seeds[0]))
+    if resume:  # what the interrupted run saved, all checked before anything is written: a refusal changes nothing
+        _check_saved_work(scn, out, pool, report.nodes, report.archs)
+    del pool
     resolved = scn.resolved()
     resolved_path = out / "scenario.resolved.json"
     earlier = _earlier_wall_seconds(out) if resume else 0.0
@@ -582,7 +618,7 @@ def run_simulation(
         energy: dict[str, Any] | None = None
         base_batteries = build_batteries(scn.contact, base_plan)  # {} unless [energy]; eclipses computed once
         for seed in tqdm(scn.seeds, desc="seeds", disable=None if progress else True):
-            seed_dir = out / STATE_DIR / f"seed-{seed}"
+            seed_dir = _seed_dir(out, seed)
             (seed_dir / "pretrained").mkdir(parents=True, exist_ok=True)
             (seed_dir / "results").mkdir(exist_ok=True)
             if first is not None and seed == scn.seeds[0] and names == report.nodes:
@@ -591,7 +627,7 @@ def run_simulation(
                 pool = _load_pool(scn, seed)
                 shards = _partition(scn, pool, names, seed)
             first = None
-            nodes = _pretrained_nodes(scn, pool, shards, names, archs, seed, seed_dir / "pretrained", executor)
+            nodes = _pretrained_nodes(scn, pool, shards, names, archs, seed, seed_dir, executor)
             wall_seconds()
             # every node holds copies of its shard; the pool (with the images no node
             # was given) would otherwise stay in the driver through all the rounds
@@ -620,7 +656,7 @@ def run_simulation(
             # each node's split sizes, with every row: an accuracy is read against its test count
             sizes = {n.name: dict(zip(("n_train", "n_val", "n_test"), n.data.sizes())) for n in nodes}
             for name in tqdm(scn.methods, desc=f"methods (seed {seed})", leave=False, disable=None if progress else True):
-                path = seed_dir / "results" / f"{name}.json"
+                path = _results_path(seed_dir, name)
                 if resume and path.exists():
                     results = _saved_results(path, name, names)
                 else:
