@@ -896,6 +896,61 @@ def test_resume_compares_the_contents_of_the_contact_input_files(tmp_path: Path,
     assert main(argv) == 0
 
 
+def test_resume_compares_the_images_of_an_image_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An image folder's files were not compared on --resume: an image edited, added, removed
+    or moved to another class between the run and the resume was read as it came, and the
+    report mixed two datasets. The run now records every image's size and sha256 and its
+    coords.csv (state/inputs.json); a changed one is refused in one line naming the first."""
+    from fol.simulation import load_scenario
+    from fol.simulation.check import INPUTS_FILE, input_digests
+
+    imgs = tmp_path / "imgs"
+    _image_folder(imgs, per_class=3, coords=False)
+    (imgs / "coords.csv").write_text("file,lat,lon\n" + "".join(
+        f"{p.relative_to(imgs).as_posix()},45.0,-65.0\n" for p in sorted(imgs.rglob("*.png"))))
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\n" + "".join(
+        f"{n},0,{0.1 * k},0,0.1\n" for k, n in enumerate("abc")))
+    (tmp_path / "s.toml").write_text(_drones_with_data(
+        'dataset = "imagefolder"\npath = "imgs"\ncoords = "csv"\nimage_size = 12\npartition = "region"\nmin_samples = 20'))
+    scn = load_scenario(tmp_path / "s.toml")
+    out = tmp_path / "out"
+    (out / "state").mkdir(parents=True)
+    (out / "scenario.resolved.json").write_text(json.dumps(scn.resolved(), default=str))
+    record = input_digests(scn)
+    assert sorted(record["data.path"]) == [f"class{c}/img{i}.png" for c in range(3) for i in range(3)]
+    (out / INPUTS_FILE).write_text(json.dumps(record))
+    argv = ["simulate", str(tmp_path / "s.toml"), "--resume", str(out), "--check"]
+    assert main(argv) == 0
+    one, other = imgs / "class1" / "img0.png", imgs / "class2" / "img0.png"
+    kept = one.read_bytes()
+    changes = [  # (change, undo, the refusal's words)
+        (lambda: one.write_bytes(other.read_bytes()), lambda: one.write_bytes(kept), "class1/img0.png was edited"),
+        (lambda: shutil.copy(one, imgs / "class2" / "new.png"), lambda: (imgs / "class2" / "new.png").unlink(),
+         "class2/new.png was added"),
+        (lambda: one.rename(imgs / "class0" / "moved.png"), lambda: (imgs / "class0" / "moved.png").rename(one),
+         "class0/moved.png was added; 1 more image(s) differ"),
+        (lambda: one.unlink(), lambda: one.write_bytes(kept), "class1/img0.png was removed"),
+        (lambda: (imgs / "coords.csv").write_text((imgs / "coords.csv").read_text().replace("45.0", "46.0", 1)),
+         lambda: (imgs / "coords.csv").write_text((imgs / "coords.csv").read_text().replace("46.0", "45.0", 1)),
+         f"the contents of data.coords ({imgs / 'coords.csv'}) differ"),
+    ]
+    capsys.readouterr()
+    for change, undo, needle in changes:
+        change()
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--resume {out}: " in err[0] and needle in err[0], err
+        undo()
+        assert main(argv) == 0
+    (imgs / "class1" / "._img0.png").write_bytes(b"macOS metadata")  # not an image the loader reads
+    (imgs / "notes.txt").write_text("a user's notes")
+    assert main(argv) == 0
+    # a record made before the image folder was recorded resumes without comparing it
+    (out / INPUTS_FILE).write_text(json.dumps({k: v for k, v in record.items() if not k.startswith("data.")}))
+    one.write_bytes(other.read_bytes())
+    assert main(argv) == 0
+
+
 def _local_only_run(tmp_path: Path) -> Path:
     """A finished run of the three-drone scenario with the local method only; its folder."""
     (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\n" + "".join(

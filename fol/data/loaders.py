@@ -58,6 +58,7 @@ __all__ = [
     "load_image_folder",
     "split_first_layout",
     "image_folder_classes",
+    "image_folder_files",
     "load_cifar10",
     "load_cifar100",
     "load_svhn",
@@ -928,8 +929,8 @@ def image_folder_classes(root: Path, splits: Sequence[str] | None = None) -> lis
     return sorted({c for split in chosen for c in class_folders(_split_dir(folders[split]))})
 
 
-def _class_folder_files(root: Path, classes: Sequence[str] | None, folders: dict[str, Path],
-                        label: str) -> tuple[list[Path], list[int], list[str]]:
+def _class_folder_files(root: Path, classes: Sequence[str] | None, folders: dict[str, Path]
+                        ) -> tuple[list[Path], list[int], list[str]]:
     """``(files, labels, classes)`` of ``<root>/<class>/<image>``; a folder laid out by
     split first is refused unless its split folders are named as ``classes``."""
     _refuse_split_first(root, classes)
@@ -947,11 +948,11 @@ def _class_folder_files(root: Path, classes: Sequence[str] | None, folders: dict
             raise DataError(f"image folder {root}: class folder {folder} has no images ({', '.join(IMAGE_EXTENSIONS)})")
         files += found
         labels += [ci] * len(found)
-    return (*_drop_links(label, root, files, labels), classes)
+    return files, labels, classes
 
 
-def _split_folder_files(root: Path, splits: Sequence[str], classes: Sequence[str] | None, folders: dict[str, Path],
-                        label: str) -> tuple[list[Path], list[int], list[str]]:
+def _split_folder_files(root: Path, splits: Sequence[str], classes: Sequence[str] | None, folders: dict[str, Path]
+                        ) -> tuple[list[Path], list[int], list[str]]:
     """``(files, labels, classes)`` of ``<root>/<split>/<class>/<image>`` pooled over ``splits``
     (see :func:`load_image_folder`)."""
     chosen = _chosen_splits(f"image folder {root}", root, splits, folders)
@@ -972,8 +973,18 @@ def _split_folder_files(root: Path, splits: Sequence[str], classes: Sequence[str
             where = "has no images" if cls in found else "is missing"
             raise DataError(f"image folder {root}: class {cls!r} {where} in split(s) {', '.join(chosen)} "
                             f"({', '.join(IMAGE_EXTENSIONS)})")
-    files, labels = _drop_copies(label, root, *_drop_links(label, root, files, labels))
     return files, labels, classes
+
+
+def image_folder_files(root: Path, classes: Sequence[str] | None = None, splits: Sequence[str] | None = None
+                       ) -> tuple[list[Path], list[int], list[str]]:
+    """``(files, labels, classes)``: the image files :func:`load_image_folder` lists in ``root``
+    with ``classes`` and ``splits``, without opening any, before it keeps one path to a file
+    that several reach (and, with ``splits``, one copy of an image found in two splits)."""
+    folders = class_folders(root)
+    if splits is not None:
+        return _split_folder_files(root, splits, classes, folders)
+    return _class_folder_files(root, classes, folders)
 
 
 def load_image_folder(
@@ -1027,13 +1038,12 @@ def load_image_folder(
             f"image folder {root} not found: expected {root}/<class>/<image files> "
             f"(e.g. under datasets/; see datasets/README.md)"
         )
-    folders = class_folders(root)
     if coords not in IMAGE_FOLDER_COORDS:
         raise DataError(f"coords must be one of {', '.join(map(repr, IMAGE_FOLDER_COORDS))}, got {coords!r}")
+    files, labels, classes = image_folder_files(root, classes, splits)
+    files, labels = _drop_links(label, root, files, labels)
     if splits is not None:
-        files, labels, classes = _split_folder_files(root, splits, classes, folders, label)
-    else:
-        files, labels, classes = _class_folder_files(root, classes, folders, label)
+        files, labels = _drop_copies(label, root, files, labels)
     if coords == "filename":
         lat_lon = np.array([parse_lonlat(str(f), name_separator) for f in files], dtype=np.float64).reshape(-1, 2)
     elif coords == "csv":

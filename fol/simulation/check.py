@@ -24,7 +24,7 @@ parsing, it
 - checks the output folder: a folder (not a file), writable, and empty unless
   resuming; a resumed folder must hold a run's record, and the scenario must
   equal that run's in everything that changes results, the contents of the
-  files its contact side reads included (:func:`input_digests`).
+  files its contact side and its image folder hold included (:func:`input_digests`).
 
 Errors are :class:`~fol.errors.ConfigError` / :class:`~fol.errors.DataError`
 (or the contact side's own), one line naming the field.
@@ -54,8 +54,13 @@ from swarmbase.tomlcheck import shown
 __all__ = ["CheckReport", "check_scenario", "check_run_folder", "check_resumable", "read_run_record", "node_architectures",
            "input_digests", "INPUTS_FILE", "read_run_json"]
 
-#: In a run folder: the sha256 of each file the scenario's contact side read (:func:`input_digests`).
+#: In a run folder: the sha256 of each file the scenario's contact side read and of its image folder's
+#: files (:func:`input_digests`).
 INPUTS_FILE = "state/inputs.json"
+#: In :data:`INPUTS_FILE`: the images of an ``imagefolder`` dataset, ``{relative path: {"bytes", "sha256"}}``.
+IMAGES_KEY = "data.path"
+#: The entries of :data:`INPUTS_FILE` a run made before the dataset's files were recorded lacks: not compared then.
+DATASET_KEYS = (IMAGES_KEY, "data.coords")
 
 
 @dataclass
@@ -251,7 +256,7 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
 
 def _input_files(scn: SwarmScenario) -> dict[str, Path]:
     """The files the scenario's contact side reads, by field (``constellation.tle_file``,
-    ``drones.missions[1]``, ...)."""
+    ``drones.missions[1]``, ...), and an image folder's ``coords.csv`` (``data.coords``)."""
     c = scn.contact
     files: dict[str, Path | None] = {"contacts.plan_file": c.plan_file}
     if c.constellation is not None:
@@ -259,27 +264,79 @@ def _input_files(scn: SwarmScenario) -> dict[str, Path]:
     if c.drones is not None:
         files["drones.waypoints_csv"] = c.drones.waypoints_csv
         files |= {f"drones.missions[{k}]": path for k, path in enumerate(c.drones.missions or [])}
+    if scn.data.dataset == "imagefolder" and scn.data.coords == "csv":
+        files["data.coords"] = Path(scn.data.path or "") / "coords.csv"
     return {key: Path(path) for key, path in files.items() if path is not None}
 
 
-def input_digests(scn: SwarmScenario) -> dict[str, str]:
-    """The sha256 of each file the scenario's contact side reads, by field: the run's
-    record only names them, and an edited waypoint or TLE file changes every contact."""
-    out = {}
+def _sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in chunks (an image folder's files are never all in memory)."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _image_digests(scn: SwarmScenario) -> dict[str, dict[str, int | str | None]]:
+    """Every image file an ``imagefolder`` scenario reads, by its path relative to ``data.path``:
+    its size and sha256 (both null for one that cannot be read: the loader says so, or skips it)."""
+    from fol.data.loaders import image_folder_files
+
+    folder = Path(scn.data.path or "")
+    try:
+        files, _, _ = image_folder_files(folder, splits=scn.data.splits)
+    except DataError as exc:
+        raise DataError(f"{scn.source}: data.path: {exc}") from None
+    out: dict[str, dict[str, int | str | None]] = {}
+    for path in files:
+        try:
+            out[path.relative_to(folder).as_posix()] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+        except OSError:
+            out[path.relative_to(folder).as_posix()] = {"bytes": None, "sha256": None}
+    return out
+
+
+def input_digests(scn: SwarmScenario) -> dict[str, Any]:
+    """The sha256 of each file the scenario's contact side reads, by field, and, for an
+    ``imagefolder`` dataset, of its ``coords.csv`` and of every image (:data:`IMAGES_KEY`):
+    the run's record only names them, and an edited waypoint or TLE file changes every
+    contact, an edited or relabelled image the data. A synthetic pool is drawn from the seed."""
+    out: dict[str, Any] = {}
     for key, path in _input_files(scn).items():
         try:
-            with open(path, "rb") as fh:
-                out[key] = hashlib.file_digest(fh, "sha256").hexdigest()
+            out[key] = _sha256(path)
         except OSError as exc:
             raise ConfigError(f"{scn.source}: {key}: {path} cannot be read ({exc.strerror or exc})") from None
+    if scn.data.dataset == "imagefolder":
+        out[IMAGES_KEY] = _image_digests(scn)
     return out
+
+
+def _check_inputs_record(recorded: Any) -> None:
+    """ValueError unless ``recorded`` is what :func:`input_digests` writes: field -> sha256, and
+    :data:`IMAGES_KEY` -> an object of relative path -> object."""
+    if not isinstance(recorded, dict):
+        raise ValueError("expected a JSON object of field -> sha256")
+    for key, value in recorded.items():
+        if key == IMAGES_KEY:
+            if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+                raise ValueError(f"{key}: expected a JSON object of image path -> {{bytes, sha256}}")
+        elif not isinstance(value, str):
+            raise ValueError(f"{key}: expected a sha256, got {shown(value)}")
+
+
+def _first_changed_image(before: dict[str, Any], now: dict[str, Any]) -> str:
+    """The first image (by relative path) that differs between two :data:`IMAGES_KEY` entries, and how."""
+    changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+    first = changed[0]
+    how = "added" if first not in before else "removed" if first not in now else "edited"
+    more = f"; {len(changed) - 1} more image(s) differ" if len(changed) > 1 else ""
+    return f"{first} was {how}{more}"
 
 
 def check_resumable(scn: SwarmScenario, out: Path) -> None:
     """``--resume OUT``: ``OUT`` holds a run's record, and the scenario equals the
     interrupted run's in everything that changes results (:func:`result_settings`),
-    and in the contents of the files its contact side reads, when the run recorded
-    them (:data:`INPUTS_FILE`)."""
+    and in the contents of the files its contact side and its image folder hold, when
+    the run recorded them (:data:`INPUTS_FILE`; :data:`DATASET_KEYS` it lacks are not compared)."""
     before = read_run_record(out)
     now = json.loads(json.dumps(scn.resolved(), default=json_default))  # as the run wrote its record
     old, new = result_settings(before), result_settings(now)
@@ -292,14 +349,18 @@ def check_resumable(scn: SwarmScenario, out: Path) -> None:
         return
     try:
         recorded = read_run_json(path)
-        if not isinstance(recorded, dict) or not all(isinstance(v, str) for v in recorded.values()):
-            raise ValueError("expected a JSON object of field -> sha256")
+        _check_inputs_record(recorded)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"--resume {out}: {path}: not the record of the run's input files ({exc}); "
                           "move it away to resume without comparing them") from None
     digests, files = input_digests(scn), _input_files(scn)
-    changed = sorted(k for k in set(recorded) | set(digests) if recorded.get(k) != digests.get(k))
+    changed = sorted(k for k in set(recorded) | set(digests) if recorded.get(k) != digests.get(k)
+                     and k != IMAGES_KEY and (k in recorded or k not in DATASET_KEYS))
     if changed:
         shown_files = ", ".join(f"{k} ({files[k]})" if k in files else k for k in changed)
         raise ConfigError(f"--resume {out}: the contents of {shown_files} differ from the interrupted run's "
                           "(the file was edited or replaced); restore it or use a new output folder")
+    if IMAGES_KEY in recorded and recorded[IMAGES_KEY] != digests.get(IMAGES_KEY, {}):
+        raise ConfigError(f"--resume {out}: the image folder data.path ({scn.data.path}) differs from the "
+                          f"interrupted run's: {_first_changed_image(recorded[IMAGES_KEY], digests.get(IMAGES_KEY, {}))}"
+                          "; restore it or use a new output folder")
