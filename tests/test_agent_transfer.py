@@ -1909,3 +1909,36 @@ def test_a_malformed_message_gets_error_and_an_invalid_offer_gets_reject(tmp_pat
         identity, _, kind, header = sock.sent.pop()
         assert (identity, kind) == (b"peer", answer), (body[:2], kind, header[:200])
     assert not sock.sent and not receiver.active
+
+
+def test_a_peer_flooding_a_busy_receiver_has_only_its_credits_queued(tmp_path: Path) -> None:
+    """docs/security.md, messages: while the receiver's loop is busy and reads nothing, one connection
+    holds at most the CHUNKs its FETCH credits ask for plus a few messages; ZeroMQ then stops reading it
+    (its default let 1,000 messages of up to chunk_bytes each wait per connection)."""
+    from fol.agent import protocol as P
+    from fol.agent.transfer import INBOUND_SLACK_MESSAGES, Receiver, ReceiverSettings
+
+    settings = ReceiverSettings(chunk_bytes=16 * 1024, window_chunks=2, max_concurrent_transfers=1)
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    dealer = ctx.socket(zmq.DEALER)
+    try:
+        Receiver.configure(router, settings)
+        router.rcvbuf = dealer.sndbuf = 16 * 1024  # small kernel buffers: what is counted is ZeroMQ's queue
+        port = router.bind_to_random_port("tcp://127.0.0.1")
+        dealer.linger, dealer.sndhwm = 0, 1
+        dealer.connect(f"tcp://127.0.0.1:{port}")
+        chunk = P.encode(P.CHUNK, {"sender": "s", "model_id": "m", "offset": 0}, bytes(settings.chunk_bytes))
+        sent, last_sent = 0, time.monotonic()
+        while sent < 1200 and time.monotonic() - last_sent < 0.5:  # until the receiver takes no more
+            try:
+                dealer.send_multipart(chunk, flags=zmq.NOBLOCK)
+                sent, last_sent = sent + 1, time.monotonic()
+            except zmq.Again:
+                time.sleep(0.005)
+        credits = settings.window_chunks * settings.max_concurrent_transfers
+        assert sent < 4 * (credits + INBOUND_SLACK_MESSAGES), sent  # about 70 queued, a few in the kernel
+    finally:
+        dealer.close(linger=0)
+        router.close(linger=0)
+        ctx.term()

@@ -409,6 +409,11 @@ def send_model(
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.:<>~-])/[^\s'\",;()\[\]{}]+")
 
 
+#: Messages a peer's connection may have waiting at the receiver beyond the CHUNKs its FETCH credits ask for
+#: (offers, reminders, errors); see :meth:`Receiver.configure`.
+INBOUND_SLACK_MESSAGES = 64
+
+
 @dataclass(frozen=True)
 class ReceiverSettings:
     """Limits of the receiving side (bytes, seconds); the defaults are the node
@@ -568,6 +573,11 @@ class Receiver:
         tune_socket(sock)
         sock.router_mandatory = True
         sock.maxmsgsize = settings.chunk_bytes + P.MAX_HEADER_BYTES + 1024
+        # Messages one connection may have waiting while the loop is busy (verifying a model): the CHUNKs the
+        # FETCH credits ask for and a few offers and errors. Past it ZeroMQ stops reading that connection until
+        # the loop catches up; its default (1,000 a connection) let a peer queue about 330 MB at the default
+        # chunk size.
+        sock.rcvhwm = settings.window_chunks * settings.max_concurrent_transfers + INBOUND_SLACK_MESSAGES
 
     def _reply(self, identity: bytes, kind: bytes, header: dict[str, Any]) -> bool:
         if isinstance(header.get("reason"), str):
