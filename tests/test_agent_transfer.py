@@ -1942,3 +1942,41 @@ def test_a_peer_flooding_a_busy_receiver_has_only_its_credits_queued(tmp_path: P
         dealer.close(linger=0)
         router.close(linger=0)
         ctx.term()
+
+
+def test_a_peers_reason_is_kept_and_logged_as_one_printable_bounded_line(tmp_path: Path, caplog) -> None:
+    """docs/security.md, messages: a peer's free text (a REJECT's or an ERROR's reason, a DONE's file) with
+    newlines and terminal escapes, 60,000 characters long, is kept in the outbox (which 'fol agent ctl
+    status' prints) and logged escaped, on one line of at most 500 characters."""
+    from fol.agent import protocol as P
+    from fol.agent.inbox import Inbox
+    from fol.agent.transfer import Receiver, ReceiverSettings
+
+    hostile = "no\n2026-01-01 INFO fol.agent: forged line\x1b[2J\u202e" + "x" * 60_000
+
+    def one_line(text: str) -> bool:
+        return text.isprintable() and len(text) <= 500
+
+    data, card = _good_payload()
+    offer = _offer(data, card.spec)
+    for kind, header in [(P.REJECT, {"reason": hostile}), (P.SKIP, {"reason": hostile}), (P.DONE, {"file": hostile}),
+                         (P.ERROR, {"reason": hostile})]:
+        sent = OutgoingTransfer("receiver", offer, data)
+        sent.on_reply(kind, {"model_id": offer.model_id, **header}, time.monotonic())
+        assert sent.finished and one_line(sent.detail) and "forged line" in sent.detail, (kind, sent.detail[:80])
+
+    class Socket:
+        def send_multipart(self, frames: list[Any], flags: int = 0, copy: bool = True) -> None:
+            pass
+
+    receiver = Receiver(Socket(), Inbox(tmp_path / "state", "receiver", 10**8, accept_any_round=True),  # type: ignore[arg-type]
+                        ReceiverSettings(), trust=None)
+    caplog.set_level("INFO", logger="fol.agent")
+    receiver.handle([b"peer", *P.encode(P.OFFER, offer.to_header())], time.monotonic())
+    assert receiver.active
+    receiver.handle([b"peer", *P.encode(P.ERROR, {"sender": "sender", "model_id": offer.model_id,
+                                                   "reason": hostile})], time.monotonic())
+    assert not receiver.active
+    dropped = [r.getMessage() for r in caplog.records if "dropped transfer" in r.getMessage()]
+    assert len(dropped) == 1 and "forged line" in dropped[0] and dropped[0].isprintable(), dropped
+    assert len(dropped[0]) <= 700

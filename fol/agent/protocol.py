@@ -84,6 +84,8 @@ Receiver -> sender:
     card the digest does not cover, wrong shapes, non-finite values). Nothing
     reaches the inbox; the partial file is deleted. ``reason`` never contains
     a path of the receiver (paths are replaced by ``<state>`` / ``<path>``).
+    A node keeps and logs a peer's reason (and a DONE's ``file``) cut to
+    :data:`MAX_REASON_CHARS` characters, its unprintable characters escaped.
     The receiver remembers a payload rejection per peer, by model id and by
     sha256, for ``reject_memory_s``: the same offer is answered at once with
     REJECT ``"rejected before: <reason>"``, without any FETCH. A failure of the
@@ -164,6 +166,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from swarmbase.cli import printable
 from swarmbase.tomlcheck import shown
 
 from fol.errors import FOLError
@@ -182,6 +185,7 @@ __all__ = [
     "decode",
     "check_name",
     "check_model_id",
+    "peer_text",
     "MESSAGE_TYPES",
 ]
 
@@ -203,6 +207,8 @@ MAX_SPEC_ITEMS = 256
 MAX_HEADER_INT = 2**63 - 1
 #: Largest model round an OFFER may name (a round is one model exchange; far above any deployment).
 MAX_ROUND = 1_000_000
+#: Longest free text (a reason, a DONE's file) a node sends to a peer, and keeps or logs of a peer's.
+MAX_REASON_CHARS = 500
 ZAP_DOMAIN_PEERS = "fol-peers"
 ZAP_DOMAIN_CONTROL = "fol-control"
 
@@ -234,6 +240,13 @@ def check_model_id(value: Any) -> str:
     if not isinstance(value, str) or not _MODEL_ID_RE.match(value):
         raise ProtocolError(f"model_id {shown(value)} is invalid; expected 1-128 letters, digits, '.', '_', ':' or '-'")
     return value
+
+
+def peer_text(value: Any) -> str:
+    """A peer's free text (a reason, a DONE's file) as one line of at most :data:`MAX_REASON_CHARS`
+    characters, every unprintable character escaped: what a node keeps (the outbox ``fol agent ctl
+    status`` prints) or logs of it can neither forge lines nor rewrite the operator's terminal."""
+    return printable(str(value)[:MAX_REASON_CHARS])[:MAX_REASON_CHARS]
 
 
 def _int_field(header: dict[str, Any], key: str, minimum: int = 0, maximum: int = MAX_HEADER_INT) -> int:

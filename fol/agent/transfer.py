@@ -241,11 +241,11 @@ class OutgoingTransfer:
     def on_reply(self, kind: bytes, header: dict[str, Any], now: float) -> None:
         self._last_activity = now
         if kind == P.DONE:
-            self._finish("delivered", str(header.get("file", "")))
+            self._finish("delivered", P.peer_text(header.get("file", "")))
         elif kind == P.SKIP:
-            self._finish("skipped", str(header.get("reason", "")))
+            self._finish("skipped", P.peer_text(header.get("reason", "")))
         elif kind in (P.REJECT, P.ERROR):
-            self._finish("rejected", str(header.get("reason", "")))
+            self._finish("rejected", P.peer_text(header.get("reason", "")))
         elif kind == P.BUSY:
             self.busy_replies += 1
             retry = header.get("retry_after_s", self.offer_retry_s)
@@ -313,7 +313,7 @@ class PeerLink:
             if kind == P.FETCH:
                 _send(self.sock, P.encode(P.ERROR, {"model_id": str(model_id)[:128], "reason": "unknown model id"}))
             elif kind == P.ERROR:
-                log.warning("%s reports an error: %s", self.peer, header.get("reason"))
+                log.warning("%s reports an error: %s", self.peer, P.peer_text(header.get("reason")))
             return None
         if kind == P.FETCH:
             try:
@@ -585,10 +585,11 @@ class Receiver:
         return _send(self.sock, [identity, *P.encode(kind, header)])
 
     def for_peer(self, reason: str) -> str:
-        """``reason`` without local paths (peers get reasons, not paths), at most 500 characters."""
+        """``reason`` without local paths (peers get reasons, not paths), at most
+        :data:`~fol.agent.protocol.MAX_REASON_CHARS` characters."""
         for root in sorted({str(self.inbox.root), str(self.inbox.root.resolve())}, key=len, reverse=True):
             reason = reason.replace(root, "<state>")
-        return _ABSOLUTE_PATH.sub("<path>", reason)[:500]
+        return _ABSOLUTE_PATH.sub("<path>", reason)[:P.MAX_REASON_CHARS]
 
     # ---------------------------------------------------------------- rejections
 
@@ -644,7 +645,7 @@ class Receiver:
         elif kind == P.ERROR:
             t = self.active.get((peer, model_id))
             if t is not None:
-                self._abort(t, f"sender error: {header.get('reason')}")
+                self._abort(t, f"sender error: {P.peer_text(header.get('reason'))}")
         else:
             self._reply(identity, P.ERROR, {"model_id": model_id, "reason": f"{kind.decode()} is not a sender message"})
 
