@@ -893,10 +893,12 @@ def test_a_state_folder_that_is_a_file_is_one_config_error(tmp_path: Path, block
     assert (state / blocked if blocked != "." else state).read_text() == "not a folder"
 
 
-@pytest.mark.parametrize("record", ["[1, 2]", "null", '{"sender": "sender", "sha256": "%s", "size": %d, "confirmed": 1e400}'])
+@pytest.mark.parametrize("record", ["[1, 2]", "null", '{"sender": "sender", "sha256": "%s", "size": %d, "confirmed": 1e400}',
+                                    pytest.param("[" * 100_000, id="nested")])
 def test_a_corrupt_partial_record_restarts_the_transfer(tmp_path: Path, pair, record: str) -> None:
-    """A partial record that is JSON but not an object (or whose offset is infinite) raised AttributeError /
-    OverflowError on every offer of that model: it could not be received until the record aged out (24 h)."""
+    """A partial record that is JSON but not an object (or whose offset is infinite, or that nests 100,000
+    deep) raised AttributeError / OverflowError / RecursionError on every offer of that model: it could not be
+    received until the record aged out (24 h)."""
     receiver, s_keys, _ = pair
     model = _model_file(tmp_path / "m.safetensors", "sender", seed=1)
     offer = offer_for_file("sender", model, 65536)

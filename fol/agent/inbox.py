@@ -42,6 +42,7 @@ from typing import Any, Callable
 from fol.agent.protocol import Offer, ProtocolError
 from fol.errors import CheckpointError, ConfigError
 from fol.fileio import fsync_dir, make_dirs, remove_temporaries, write_json_atomic
+from fol.safejson import loads as bounded_loads
 from swarmbase.units import format_seconds
 from swarmbase.tomlcheck import is_finite_number, shown
 
@@ -297,8 +298,8 @@ class Inbox:
         part, meta = self.partial_paths(sender, offer.model_id)
         confirmed = 0
         if meta.exists() and part.exists():
-            try:
-                info = json.loads(meta.read_text())
+            try:  # a flat object of a few fields; bounded: a damaged record nested deep is one line too
+                info = bounded_loads(meta.read_bytes(), max_depth=1, max_items=64)
                 if not isinstance(info, dict):
                     raise ValueError(f"expected a JSON object, got {type(info).__name__}")
                 same = (info.get("sender") == sender and info.get("sha256") == offer.sha256
