@@ -296,6 +296,8 @@ def test_protocol_frames_round_trip_and_reject_garbage() -> None:
         with pytest.raises(P.ProtocolError):
             P.decode(frames)
     for change, needle in [({"version": 2}, "version"), ({"sha256": "xyz"}, "sha256"), ({"size": 0}, "size"),
+                           # true and 1.0 equal 1 in Python: a retyped version was taken as version 1
+                           ({"version": True}, "version true is not"), ({"version": 1.0}, "version 1.0 is not"),
                            ({"sender": "a/b"}, "sender"), ({"model_id": "../x"}, "model_id"),
                            ({"round": -1}, "round"), ({"spec": []}, "spec"),
                            # a round no deployment reaches (it named an inbox folder too long to create, so the

@@ -279,7 +279,7 @@ class Offer:
     def from_header(cls, header: dict[str, Any]) -> "Offer":
         """Parse and validate an offer header; :class:`ProtocolError` names the bad field."""
         version = header.get("version")
-        if version != VERSION:
+        if type(version) is not int or version != VERSION:  # true and 1.0 are not the integer 1
             raise ProtocolError(f"offer protocol version {shown(version)} is not supported; this node speaks {VERSION}")
         sha = header.get("sha256")
         if not isinstance(sha, str) or not _HEX64_RE.match(sha):
