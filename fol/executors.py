@@ -385,6 +385,28 @@ def _ray_failure(exc: BaseException, desc: str | None) -> BaseException:
     return FOLError(f"a Ray task{during} ended without a result: {reason[:300]} ({type(exc).__name__})")
 
 
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of ``host:port``, ``[v6]:port`` or ``ray://host:port``; ``None`` if it is none of those."""
+    hostport = address.removeprefix("ray://").rstrip("/")
+    host, sep, port = hostport.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c in host for c in "/@ \t"):
+        return None
+    return host, int(port)
+
+
+def _unreachable(host: str, port: int, timeout_s: float) -> str | None:
+    """Why nothing accepted a TCP connection at ``host:port`` within ``timeout_s``
+    (refused, unreachable, unknown host, timed out), or ``None`` when something did."""
+    import socket
+
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except (OSError, ValueError) as exc:
+        return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return None
+
+
 def check_ray_address(address: str | None, timeout_s: float = 5.0) -> None:
     """Refuse an address that is not ``"auto"``, ``"local"``, ``host:port`` or
     ``ray://host:port`` (Ray itself found out only when it was joined, after the
@@ -392,22 +414,82 @@ def check_ray_address(address: str | None, timeout_s: float = 5.0) -> None:
     ``host:port`` or ``ray://host:port`` where nothing accepts a connection: Ray
     retries such an address for minutes (about 40 s per attempt, 20 attempts)
     and does not stop on Ctrl-C or ``kill`` meanwhile. ``None`` is a local instance."""
-    import socket
-
     if address is None or address in ("auto", "local"):
         return
-    hostport = address.removeprefix("ray://").rstrip("/")
-    host, sep, port = hostport.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c in host for c in "/@ \t"):
+    hostport = _host_port(address)
+    if hostport is None:
         raise ConfigError(f"run.ray_address {shown(address)}: expected 'auto' (on the cluster's head machine), "
                           "host:port (a cluster started with ray start) or ray://host:port (Ray Client)")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
-    except (OSError, ValueError) as exc:  # refused, unreachable, unknown host, timed out, port out of range
-        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    host, port = hostport
+    reason = _unreachable(host, port, timeout_s)
+    if reason is not None:
         raise ConfigError(f"run.ray_address {address!r}: no Ray cluster answers at {host}:{port} ({reason}); "
-                          "start it first (ray start --head) or correct the address") from None
+                          "start it first (ray start --head) or correct the address")
+
+
+#: seconds the head of the Ray cluster (its GCS server) may accept no connection while ``RayExecutor.map``
+#: waits for tasks before the map gives up with one line. Ray's own driver waits 60 s
+#: (``gcs_rpc_server_reconnect_timeout_s``) and then ends the whole process from its C++ code.
+HEAD_LOST_AFTER_S = 15.0
+#: seconds between two looks at the head while no task finishes (a look is one TCP connection)
+HEAD_CHECK_EVERY_S = 1.0
+
+
+def _lost_cluster(what: str, why: str, desc: str | None) -> FOLError:
+    """The one line of a driver that lost its Ray cluster: ``what`` happened (``why``)."""
+    during = f" during {desc}" if desc else ""
+    return FOLError(f"{what}{during} ({why}); what the run saved so far is kept: once the cluster is "
+                    "back, continue it with fol simulate --resume OUT")
+
+
+class _HeadWatch:
+    """Whether the head of a Ray cluster still accepts connections at ``host:port``.
+    :meth:`check` (called while no task finishes) gives one :class:`fol.errors.FOLError`
+    line once connections have failed for ``lost_after_s`` without one that succeeded;
+    a long task is not a lost head, only the GCS connection counts."""
+
+    def __init__(self, host: str, port: int, lost_after_s: float | None = None,
+                 clock: Callable[[], float] | None = None) -> None:
+        import time
+
+        self.host, self.port = host, port
+        self.lost_after_s = HEAD_LOST_AFTER_S if lost_after_s is None else lost_after_s
+        self.clock = clock or time.monotonic
+        self.silent_since: float | None = None  # when the first of the failed connections in a row began
+
+    def unreachable(self) -> str | None:
+        """Why the head accepted no connection just now, or ``None`` when it did."""
+        return _unreachable(self.host, self.port, timeout_s=min(5.0, self.lost_after_s))
+
+    @property
+    def stopped(self) -> str:
+        return f"the Ray cluster's head at {self.host}:{self.port} stopped answering"
+
+    def check(self, desc: str | None = None) -> FOLError | None:
+        """``None`` while the head answers (or has not been silent for ``lost_after_s``), else the error to raise."""
+        began = self.clock()
+        reason = self.unreachable()
+        if reason is None:
+            self.silent_since = None
+            return None
+        if self.silent_since is None:
+            self.silent_since = began
+        if self.clock() - self.silent_since < self.lost_after_s:
+            return None
+        return _lost_cluster(self.stopped, f"{reason} for {self.lost_after_s:.0f} s", desc)
+
+
+def _head_watch(ray: Any, address: str | None) -> _HeadWatch | None:
+    """A watch on the GCS this driver is connected to (the Ray Client server for ``ray://``)."""
+    if address and address.startswith("ray://"):
+        text = address
+    else:
+        try:
+            text = ray.get_runtime_context().gcs_address
+        except Exception:  # pragma: no cover - a Ray Client connection made by the caller
+            return None
+    hostport = _host_port(text) if isinstance(text, str) else None
+    return _HeadWatch(*hostport) if hostport else None
 
 
 class RayExecutor(Executor):
@@ -433,6 +515,10 @@ class RayExecutor(Executor):
     task that ended without one (its worker or node died after Ray's retries,
     its code could not be loaded) is one :class:`fol.errors.FOLError` line,
     as is one that Ray cannot carry back (not picklable), naming what it raised.
+    While no task finishes, ``map`` looks every :data:`HEAD_CHECK_EVERY_S`
+    whether the cluster's head accepts a connection; a head that has accepted
+    none for :data:`HEAD_LOST_AFTER_S` ends it with one FOLError line (Ray's
+    own driver would wait 60 s and then end the process from its C++ code).
     """
 
     kind = "ray"
@@ -468,6 +554,7 @@ class RayExecutor(Executor):
         self.shared_types = tuple(shared_types) if shared_types is not None else _default_shared_types()
         _register_shared(self.shared_types)
         self._remote = ray.remote(num_cpus=1)(_run_on_ray)
+        self._head = _head_watch(ray, address)
 
     @property
     def shared_puts(self) -> int:
@@ -493,7 +580,12 @@ class RayExecutor(Executor):
                 index[pending[-1]] = i
             with _bar(len(pending), desc) as bar:
                 while pending:
-                    done, pending = ray.wait(pending, num_returns=1)
+                    done, pending = ray.wait(pending, num_returns=1, timeout=HEAD_CHECK_EVERY_S)
+                    if not done:  # nothing finished meanwhile (a long task is no failure): is the head there?
+                        lost = self._head.check(desc) if self._head is not None else None
+                        if lost is not None:
+                            raise lost
+                        continue
                     try:  # stream: fetch each result as its task ends, then drop the ref
                         take(done[0])
                     except ray.exceptions.RayError:

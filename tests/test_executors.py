@@ -237,6 +237,80 @@ def test_a_failing_ray_task_is_raised_at_once_and_cancels_the_other_tasks(local_
         ex.close()
 
 
+def _listening(port: int = 0):
+    """A TCP socket listening on 127.0.0.1 (the stand-in of a head's GCS port)."""
+    import socket
+
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen()
+    return s
+
+
+def test_a_head_that_stops_accepting_connections_is_lost_after_the_grace_period():
+    """The driver's look at the cluster's head: however long the wait, a head that accepts
+    connections is there; one that accepts none for ``lost_after_s`` in a row is lost, in one
+    line naming it; a connection accepted in between starts the count again."""
+    from fol.errors import FOLError
+    from fol.executors import _HeadWatch
+
+    now = [100.0]
+    head = _listening()
+    port = head.getsockname()[1]
+    watch = _HeadWatch("127.0.0.1", port, lost_after_s=10, clock=lambda: now[0])
+    try:
+        assert watch.check("pretraining") is None
+        head.close()
+        assert watch.check("pretraining") is None  # silent since 100
+        now[0] = 109.9
+        assert watch.check("pretraining") is None
+        head = _listening(port)  # back before the grace ran out
+        now[0] = 111.0
+        assert watch.check("pretraining") is None
+        head.close()
+        for now[0] in (112.0, 121.9):
+            assert watch.check("pretraining") is None
+        now[0] = 122.0
+        lost = watch.check("pretraining")
+    finally:
+        head.close()
+    assert isinstance(lost, FOLError)
+    line = str(lost)
+    assert "\n" not in line and line.startswith(f"the Ray cluster's head at 127.0.0.1:{port} stopped answering "
+                                                "during pretraining (Connection refused for 10 s); "), line
+    assert line.endswith("continue it with fol simulate --resume OUT")
+
+
+def test_a_ray_map_ends_in_one_line_when_the_head_stops_answering_and_not_for_a_long_task(local_ray):
+    """A map waiting for a task looks at the head while nothing finishes: a head that no
+    longer accepts connections ends it once ``HEAD_LOST_AFTER_S`` has passed (Ray's own
+    driver waits 60 s, then ends the process from its C++ code), and a task that takes
+    longer than that, with the head there, is no failure."""
+    import time
+
+    from fol.errors import FOLError
+    from fol.executors import RayExecutor, _free_ports, _HeadWatch
+
+    ex = RayExecutor(threads=1)
+    try:
+        gcs = local_ray.get_runtime_context().gcs_address
+        assert ex._head is not None and f"{ex._head.host}:{ex._head.port}" == gcs
+        ex._head.lost_after_s = 0.5
+        assert ex.map(_fail_or_sleep, [1.5, 0]) == [1.5, 0]
+        gone = _free_ports(1)[0]
+        ex._head = _HeadWatch("127.0.0.1", gone, lost_after_s=1.0)
+        got = []
+        t0 = time.monotonic()
+        with pytest.raises(FOLError, match=rf"^the Ray cluster's head at 127\.0\.0\.1:{gone} stopped answering "
+                                           r"during pretraining \(Connection refused for 1 s\)"):
+            ex.map(_fail_or_sleep, [0, 30], desc="pretraining", on_result=lambda i, r: got.append(i))
+        assert time.monotonic() - t0 < 15  # not after the 30 s task
+        assert got == [0]
+    finally:
+        ex.close()
+
+
 def test_ray_results_finished_with_a_failure_are_handed_over_before_it_is_raised(local_ray, monkeypatch):
     """As the process executor: tasks that ended with a failing one still reach
     on_result (the runner's checkpoints) even when the wait lists the failure first."""

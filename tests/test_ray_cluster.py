@@ -115,6 +115,66 @@ def test_node_data_is_put_once_and_tasks_run_on_both_raylets(cluster, tmp_path: 
     assert {node for node, _ in got["first"] + got["second"]} == set(got["alive"])
 
 
+_HEAD_LOST = r"""
+import sys, time
+import fol.executors
+from fol.errors import FOLError
+from fol.executors import RayExecutor
+
+
+def nap(seconds):
+    time.sleep(seconds)
+    return seconds
+
+
+fol.executors.HEAD_LOST_AFTER_S = float(sys.argv[2])
+try:
+    with RayExecutor(sys.argv[1], threads=1) as ex:
+        ex.map(nap, [0, 0, 120, 120], desc="pretraining", on_result=lambda i, r: print("finished", i, flush=True))
+except FOLError as exc:  # as the fol command line does
+    print(f"error: {exc}", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def test_a_driver_whose_head_is_killed_ends_in_seconds_with_one_line(tmp_path: Path) -> None:
+    """The head of the cluster a driver joined is killed while the driver waits for a task:
+    the driver ends in seconds with one line naming the head, not after Ray's 60 s of
+    reconnecting and then from Ray's C++ code (a fatal log line). A cluster of its own:
+    the one the other tests share must keep its head."""
+    import signal
+    import time
+
+    lost_after_s = 5.0
+    script = tmp_path / "head_lost.py"
+    script.write_text(_HEAD_LOST)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                                          os.environ.get("PYTHONPATH", "")]))
+    with LocalRayCluster(workers=0, cpus_per_node=1, timeout_s=120) as c:
+        proc = subprocess.Popen([sys.executable, str(script), c.address, str(lost_after_s)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=dict(env, **c.env))
+        try:
+            finished = [proc.stdout.readline() for _ in range(2)]  # then the 120 s task runs on the head
+            assert finished == ["finished 0\n", "finished 1\n"], proc.stderr.read()[-3000:]
+            time.sleep(1.0)
+            os.killpg(c.procs[0].pid, signal.SIGKILL)  # the head node: its GCS, raylet and workers
+            killed = time.monotonic()
+            _, err = proc.communicate(timeout=60)
+            took_s = time.monotonic() - killed
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert all(p.poll() is not None for p in c.procs)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert proc.returncode == 2, err[-3000:]
+    assert lines[-1].startswith("error: the Ray cluster's head at "), err[-3000:]
+    assert "stopped answering during pretraining" in lines[-1]
+    assert lines[-1].endswith("continue it with fol simulate --resume OUT")
+    assert "Traceback" not in err and "Failed to connect to GCS" not in err and "StackTrace" not in err
+    assert took_s < lost_after_s + 20, took_s  # Ray alone: 60 s, then its fatal log
+
+
 def test_the_cluster_gets_a_private_token_and_leaves_a_callers_token_alone(tmp_path: Path, monkeypatch) -> None:
     """Ray 2.60's ``ray start`` exits when token auth is on and no token exists;
     the cluster writes its own (owner-only) token file and names it in ``env``,
