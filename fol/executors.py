@@ -17,12 +17,13 @@ executor.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import weakref
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 OnResult = Callable[[int, Any], None] | None
 
@@ -479,6 +480,16 @@ class _HeadWatch:
         return _lost_cluster(self.stopped, f"{reason} for {self.lost_after_s:.0f} s", desc)
 
 
+def _connection_lost(head: _HeadWatch | None, exc: OSError, desc: str | None) -> FOLError:
+    """The error of a Ray call that failed with ``exc``, Ray's own ``IOError``: the driver's
+    connection to its node broke (that node died, e.g. with the head of the cluster)."""
+    broke = getattr(exc, "strerror", None) or str(exc)[:200] or type(exc).__name__
+    reason = head.unreachable() if head is not None else None
+    if reason is None:
+        return _lost_cluster("this driver lost its connection to its Ray node", broke, desc)
+    return _lost_cluster(head.stopped, f"{reason}; this driver's connection to its node: {broke}", desc)
+
+
 def _head_watch(ray: Any, address: str | None) -> _HeadWatch | None:
     """A watch on the GCS this driver is connected to (the Ray Client server for ``ray://``)."""
     if address and address.startswith("ray://"):
@@ -518,7 +529,9 @@ class RayExecutor(Executor):
     While no task finishes, ``map`` looks every :data:`HEAD_CHECK_EVERY_S`
     whether the cluster's head accepts a connection; a head that has accepted
     none for :data:`HEAD_LOST_AFTER_S` ends it with one FOLError line (Ray's
-    own driver would wait 60 s and then end the process from its C++ code).
+    own driver would wait 60 s and then end the process from its C++ code),
+    as does a Ray call that fails because the driver's connection to its
+    node broke (Ray's own ``OSError``, e.g. "Broken pipe").
     """
 
     kind = "ray"
@@ -570,17 +583,20 @@ class RayExecutor(Executor):
 
         def take(ref: Any) -> None:
             i = index.pop(ref)
-            out[i] = ray.get(ref)
+            with self._cluster_calls(desc):
+                out[i] = ray.get(ref)
             if on_result is not None:
                 on_result(i, out[i])
 
         try:
-            for i, item in enumerate(items):
-                pending.append(self._remote.remote((fn, item, self.threads, self.shared_types)))
-                index[pending[-1]] = i
+            with self._cluster_calls(desc):
+                for i, item in enumerate(items):
+                    pending.append(self._remote.remote((fn, item, self.threads, self.shared_types)))
+                    index[pending[-1]] = i
             with _bar(len(pending), desc) as bar:
                 while pending:
-                    done, pending = ray.wait(pending, num_returns=1, timeout=HEAD_CHECK_EVERY_S)
+                    with self._cluster_calls(desc):
+                        done, pending = ray.wait(pending, num_returns=1, timeout=HEAD_CHECK_EVERY_S)
                     if not done:  # nothing finished meanwhile (a long task is no failure): is the head there?
                         lost = self._head.check(desc) if self._head is not None else None
                         if lost is not None:
@@ -591,8 +607,9 @@ class RayExecutor(Executor):
                     except ray.exceptions.RayError:
                         # the tasks that finished beside the failure: their results (on_result
                         # checkpoints them) are handed over before it is raised
-                        ready, pending = (ray.wait(pending, num_returns=len(pending), timeout=0) if pending
-                                          else ([], []))
+                        with self._cluster_calls(desc):
+                            ready, pending = (ray.wait(pending, num_returns=len(pending), timeout=0) if pending
+                                              else ([], []))
                         for ref in ready:
                             try:
                                 take(ref)
@@ -608,6 +625,19 @@ class RayExecutor(Executor):
             self._cancel(pending)
             raise
         return out
+
+    @contextlib.contextmanager
+    def _cluster_calls(self, desc: str | None) -> Iterator[None]:
+        """Around the driver's own Ray calls: an ``OSError`` that Ray raises itself (its
+        ``IOError``, e.g. "Broken pipe": the driver's connection to its node broke) is one
+        :class:`fol.errors.FOLError` line. A task's failure (a ``RayError``, also one that
+        wraps a task's own OSError) passes as it is."""
+        try:
+            yield
+        except self._ray.exceptions.RayError:
+            raise
+        except OSError as exc:
+            raise _connection_lost(self._head, exc, desc) from None
 
     def _cancel(self, refs: list[Any], timeout_s: float = 10.0) -> None:
         """Cancel the tasks of ``refs`` (force: a running one's worker is ended),

@@ -311,6 +311,49 @@ def test_a_ray_map_ends_in_one_line_when_the_head_stops_answering_and_not_for_a_
         ex.close()
 
 
+def _read_missing(path: str) -> str:
+    with open(path) as fh:
+        return fh.read()
+
+
+def test_a_ray_call_whose_node_connection_broke_ends_in_one_line_naming_the_head(local_ray, monkeypatch, tmp_path):
+    """When the driver's own node died with the head, Ray's next call raised an OSError of its
+    own ("Broken pipe"), which ``fol simulate`` printed as a file's error ("error: Broken pipe").
+    It is one line naming the head (or, with the head there, the broken connection); a task's
+    own OSError still reaches the caller as itself."""
+    import errno
+
+    from fol.errors import FOLError
+    from fol.executors import RayExecutor, _free_ports, _HeadWatch
+
+    real_wait = local_ray.wait
+    broken = []
+
+    def wait_broken_once(*args, **kw):
+        if not broken:
+            broken.append(1)
+            raise OSError(errno.EPIPE, "Broken pipe")
+        return real_wait(*args, **kw)
+
+    ex = RayExecutor(threads=1)
+    try:
+        with pytest.raises(FileNotFoundError):
+            ex.map(_read_missing, [str(tmp_path / "missing.txt")])
+        monkeypatch.setattr(local_ray, "wait", wait_broken_once)
+        with pytest.raises(FOLError, match=r"^this driver lost its connection to its Ray node during pretraining "
+                                           r"\(Broken pipe\); what the run saved so far is kept"):
+            ex.map(_fail_or_sleep, [0], desc="pretraining")
+        gone = _free_ports(1)[0]
+        ex._head = _HeadWatch("127.0.0.1", gone)
+        broken.clear()
+        with pytest.raises(FOLError, match=rf"^the Ray cluster's head at 127\.0\.0\.1:{gone} stopped answering during "
+                                           r"pretraining \(Connection refused; this driver's connection to its node: "
+                                           r"Broken pipe\); "):
+            ex.map(_fail_or_sleep, [0], desc="pretraining")
+    finally:
+        ex.close()
+
+
 def test_ray_results_finished_with_a_failure_are_handed_over_before_it_is_raised(local_ray, monkeypatch):
     """As the process executor: tasks that ended with a failing one still reach
     on_result (the runner's checkpoints) even when the wait lists the failure first."""
