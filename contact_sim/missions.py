@@ -795,6 +795,11 @@ def mission_waypoints(path: str | Path, origin: tuple[float, float, float] | Non
 TrackPoint = tuple[_dt.datetime, float, float, float, str]
 
 
+#: The deepest GPX element read: gpx/trk/trkseg/trkpt/ele (or time). Deeper ones are passed over without
+#: looking at the elements above them, so that a file nested thousands deep takes no longer than a flat one.
+_GPX_DEPTH = 5
+
+
 def _gpx_points(path: Path) -> list[TrackPoint]:
     """The timed points of a GPX file's tracks, segments joined in the order of their first times."""
     path = check_input_file(path, ContactError, "GPX file", MAX_MISSION_BYTES)
@@ -820,6 +825,8 @@ def _gpx_points(path: Path) -> list[TrackPoint]:
                                    f"<{local}>{' in namespace ' + ns if ns else ''})")
             gpx_ns = ns
         stack.append(local if ns == gpx_ns else None)
+        if len(stack) > _GPX_DEPTH:  # inside a point's <ele> or <time>, or an extension: nothing read there
+            return
         where = tuple(stack)
         if where in (("gpx", "rte"), ("gpx", "wpt")):
             counts[local] += 1
@@ -836,6 +843,9 @@ def _gpx_points(path: Path) -> list[TrackPoint]:
 
     def end(tag: str) -> None:
         nonlocal text
+        if len(stack) > _GPX_DEPTH:
+            stack.pop()
+            return
         where = tuple(stack)
         if text is not None and len(where) == 5:
             point[where[-1]] = "".join(text).strip()
