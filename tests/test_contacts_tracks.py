@@ -167,6 +167,18 @@ def test_gpx_declaring_an_unknown_encoding_is_one_line(tmp_path: Path) -> None:
         read_track(path)
     assert str(exc.value) == f"{path}:1: the XML declaration names an encoding Python does not know ('UTF-0')"
 
+
+@pytest.mark.parametrize("encoding", ["Shift_JIS", "UTF-32"])
+def test_gpx_declaring_a_multi_byte_encoding_is_one_line(tmp_path: Path, encoding: str) -> None:
+    """expat reads UTF-8, UTF-16 and 8-bit encodings; the others were a bare ValueError ("multi-byte
+    encodings are not supported"), a traceback."""
+    path = tmp_path / "jp.gpx"
+    path.write_bytes(f'<?xml version="1.0" encoding="{encoding}"?><gpx xmlns="{NS}"><trk/></gpx>'.encode())
+    with pytest.raises(ContactError) as exc:
+        read_track(path)
+    assert str(exc.value) == (f"{path}:1: the XML declaration names a multi-byte encoding the XML parser cannot "
+                              f"read ('{encoding}'); save the file as UTF-8")
+
 def _edit(text: str, old: str, new: str) -> str:
     assert old in text
     return text.replace(old, new, 1)

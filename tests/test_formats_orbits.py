@@ -505,3 +505,13 @@ def test_omm_xml_declaring_an_unknown_encoding_is_one_line(tmp_path: Path, encod
         read_omm(path)
     msg = str(info.value)
     assert msg.startswith(f"{path}:1: the XML declaration names an encoding Python does not know") and len(msg) < 300, msg
+
+
+def test_omm_xml_declaring_a_multi_byte_encoding_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "gp.xml"
+    path.write_text(format_omm(parse_omm_text(json.dumps([RECORD]), "json"), "xml")
+                    .replace('encoding="UTF-8"', 'encoding="EUC-JP"'))
+    with pytest.raises(OrbitError) as info:
+        read_omm(path)
+    assert str(info.value) == (f"{path}:1: the XML declaration names a multi-byte encoding the XML parser cannot read "
+                               "('EUC-JP'); save the file as UTF-8")
