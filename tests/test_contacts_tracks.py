@@ -159,6 +159,17 @@ def test_a_gpx_nested_thousands_deep_reads_as_fast_as_a_flat_one(tmp_path: Path)
     assert [p[1:4] for p in points] == [HOME, (47.001, 8.0, 450.0)]
 
 
+@pytest.mark.parametrize("when", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:30:00-01:00"])
+def test_a_gpx_time_beyond_the_calendar_in_utc_is_one_line(tmp_path: Path, when: str) -> None:
+    """A time whose offset takes it before year 1 or past 9999 in UTC was an OverflowError traceback."""
+    gpx = _gpx(tmp_path / "far.gpx", [(0.0, *HOME)])
+    gpx.write_text(gpx.read_text().replace(_iso(0.0), when))
+    with pytest.raises(ContactError) as exc:
+        read_track(gpx)
+    assert str(exc.value) == (f"{gpx}: line 2 (trk 0, trkseg 0, trkpt 0): <time>: {when!r} lies outside the years "
+                              "1..9999 once converted to UTC")
+
+
 def test_gpx_declaring_an_unknown_encoding_is_one_line(tmp_path: Path) -> None:
     """expat raised a bare LookupError ("unknown encoding: UTF-0"), a traceback."""
     path = tmp_path / "odd.gpx"
