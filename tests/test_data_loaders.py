@@ -499,6 +499,20 @@ def test_coords_csv_row_listed_twice_with_other_coordinates(tmp_path):
     assert load_dataset("imagefolder", path=root, image_size=8, coords="csv").lat.tolist() == [10.0, 10.0]
 
 
+def test_coords_csv_messages_count_blank_lines(tmp_path):
+    """The csv module skips blank lines (a spreadsheet's empty rows); the messages counted records, so
+    they named a line above the one at fault."""
+    root = tmp_path / "imgs"
+    (root / "a").mkdir(parents=True)
+    Image.new("RGB", (8, 8)).save(root / "a" / "x.png")
+    (root / "coords.csv").write_text("file,lat,lon\n\nx.png,10,20\n\n\nx.png,30,40\n")
+    with pytest.raises(DataError, match=r"coords.csv:6: 'x.png' is listed again with other coordinates \(first on line 3\)"):
+        load_dataset("imagefolder", path=root, image_size=8, coords="csv")
+    (root / "coords.csv").write_text("file,lat,lon\n\n\nx.png,91,20\n")
+    with pytest.raises(DataError, match=r"coords.csv:4: coordinates out of range \(lat 91.0"):
+        load_dataset("imagefolder", path=root, image_size=8, coords="csv")
+
+
 def test_coords_csv_row_of_one_folder_is_not_another_folders_file(tmp_path):
     """A row 'a/x.png' gives a/x.png its place, not b/x.png (which took it by file name)."""
     root = tmp_path / "imgs"

@@ -875,7 +875,8 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
             table: dict[str, tuple[float, float]] = {}
             first_line: dict[str, int] = {}
             starts = reader.line_num + 1
-            for line, row in enumerate(reader, start=2):
+            for row in reader:
+                line = reader.line_num  # the record's (last) line: the reader skips blank lines, uncounted
                 try:
                     lat, lon = float(row[c_lat]), float(row[c_lon])
                 except (TypeError, ValueError):
