@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 
 from pathlib import Path
@@ -381,6 +382,21 @@ def test_images_of_too_many_pixels_are_refused_before_decoding(tmp_path, width, 
     _png_declaring(path, 9_459, 9_459)  # 89,472,681 pixels: under the limit, decoded (and found truncated)
     with pytest.raises(DataError, match="cannot read image"):
         loaders.read_image(path, 8)
+
+
+def test_a_tiff_whose_strip_offset_is_not_an_integer_is_one_line(tmp_path):
+    """A TIFF whose StripOffsets tag is of type DOUBLE: Pillow raised a TypeError ("'float' object cannot be
+    interpreted as an integer") as it decoded, a traceback."""
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 6)).save(buf, format="TIFF")
+    entry = b"\x11\x01\x04\x00\x01\x00\x00\x00"  # tag 273 (StripOffsets), LONG, one value
+    assert buf.getvalue().count(entry) == 1
+    path = tmp_path / "a" / "odd.tif"
+    path.parent.mkdir()
+    path.write_bytes(buf.getvalue().replace(entry, b"\x11\x01\x0c\x00\x01\x00\x00\x00"))  # type 12: DOUBLE
+    with pytest.raises(DataError) as err:
+        loaders.load_image_folder(tmp_path, image_size=8, workers=1)
+    assert str(err.value).startswith(f"{path}: cannot read image (TypeError: "), err.value
 
 
 def test_sixteen_bit_values_map_to_the_nearest_eight_bit_level(tmp_path):

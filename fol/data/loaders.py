@@ -384,7 +384,8 @@ def _read_image_and_place(path: str | Path, image_size: int,
         if Path(path).is_symlink():
             raise DataError(f"{path}: a link to {os.readlink(path)}, which does not exist") from None
         raise DataError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from None
-    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
+    # TypeError: a TIFF tag of another type than the one Pillow uses (StripOffsets as DOUBLE)
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError, TypeError) as exc:
         tiff = _tiff_bands(path) if isinstance(exc, UnidentifiedImageError) else None
         if tiff is not None:
             bits = "/".join(map(str, sorted(set(tiff[1]))))
