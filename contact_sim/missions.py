@@ -822,7 +822,7 @@ def _gpx_points(path: Path) -> list[TrackPoint]:
         if not stack:
             if local != "gpx" or ns not in GPX_NAMESPACES:
                 raise ContactError(f"{path}: not a GPX file (expected a <gpx> root element of GPX 1.1 or 1.0, got "
-                                   f"<{local}>{' in namespace ' + ns if ns else ''})")
+                                   f"the element {shown(local)}{' in namespace ' + shown(ns) if ns else ''})")
             gpx_ns = ns
         stack.append(local if ns == gpx_ns else None)
         if len(stack) > _GPX_DEPTH:  # inside a point's <ele> or <time>, or an extension: nothing read there
@@ -878,8 +878,8 @@ def _gpx_point(path: Path, point: dict[str, Any]) -> TrackPoint:
     try:
         lat, lon = float(point["lat"]), float(point["lon"])
     except ValueError:
-        raise ContactError(f"{path}: {where}: expected numbers lat and lon, got {point['lat']!r}, "
-                           f"{point['lon']!r}") from None
+        raise ContactError(f"{path}: {where}: expected numbers lat and lon, got {shown(point['lat'])}, "
+                           f"{shown(point['lon'])}") from None
     if "time" not in point:
         raise ContactError(f"{path}: {where}: no <time>; a track without times cannot be replayed")
     if "ele" not in point:
@@ -887,7 +887,7 @@ def _gpx_point(path: Path, point: dict[str, Any]) -> TrackPoint:
     try:
         alt = float(point["ele"])
     except ValueError:
-        raise ContactError(f"{path}: {where}: <ele> must be a number of metres, got {point['ele']!r}") from None
+        raise ContactError(f"{path}: {where}: <ele> must be a number of metres, got {shown(point['ele'])}") from None
     try:
         when = parse_utc(point["time"], field="<time>")
     except OrbitError as exc:

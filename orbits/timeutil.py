@@ -19,6 +19,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from swarmbase.tomlcheck import shown
+
 from .constants import DAY_S, SGP4_EPOCH_ORIGIN_JD
 from .errors import OrbitError
 
@@ -51,14 +53,14 @@ def parse_utc(value: str | _dt.datetime, field: str = "epoch") -> _dt.datetime:
             dt = _dt.datetime.fromisoformat(text)
         except ValueError:
             raise OrbitError(
-                f"{field}: expected an ISO-8601 UTC time like 2025-03-01T00:00:00Z, got {value!r}"
+                f"{field}: expected an ISO-8601 UTC time like 2025-03-01T00:00:00Z, got {shown(value)}"
             ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=_dt.timezone.utc)
     try:
         return dt.astimezone(_dt.timezone.utc)
     except OverflowError:  # 0001-01-01T00:00+01:00, 9999-12-31T23:59-01:00: before year 1 or after 9999 in UTC
-        raise OrbitError(f"{field}: {value!r} lies outside the years 1..9999 once converted to UTC") from None
+        raise OrbitError(f"{field}: {shown(value)} lies outside the years 1..9999 once converted to UTC") from None
 
 
 def julian_date(instant: _dt.datetime) -> tuple[float, float]:

@@ -170,6 +170,24 @@ def test_a_gpx_time_beyond_the_calendar_in_utc_is_one_line(tmp_path: Path, when:
                               "1..9999 once converted to UTC")
 
 
+@pytest.mark.parametrize("change, shown", [
+    (lambda s: _edit(s, 'lat="47.0001"', f'lat="{"4x" * 50_000}"'), "got '4x4x4x4x4x"),
+    (lambda s: _edit(s, "<ele>400.0</ele>", f"<ele>{'m' * 100_000}</ele>"), "got 'mmmmmmmmmm"),
+    (lambda s: _edit(s, _iso(10.0), "T" * 100_000), "got 'TTTTTTTTTT"),
+    (lambda s: s.replace("<gpx ", f"<{'g' * 100_000} ").replace("</gpx>", f"</{'g' * 100_000}>"), "got the element 'ggggg"),
+    (lambda s: s.replace(NS, NS + "/x" * 50_000), "in namespace 'http://www.topografix.com/GPX/1/1/x/x"),
+])
+def test_a_huge_value_in_a_gpx_is_shown_bounded(tmp_path: Path, change, shown: str) -> None:
+    """A GPX value is quoted in the error as every other message quotes one, cut after some 60 characters;
+    the whole value was written (a line of 100,000 characters)."""
+    path = _gpx(tmp_path / "big.gpx", GOOD)
+    path.write_text(change(path.read_text()))
+    with pytest.raises(ContactError) as exc:
+        read_track(path)
+    msg = str(exc.value)
+    assert msg.startswith(f"{path}: ") and shown in msg and len(msg) < 300, msg[:300]
+
+
 def test_gpx_declaring_an_unknown_encoding_is_one_line(tmp_path: Path) -> None:
     """expat raised a bare LookupError ("unknown encoding: UTF-0"), a traceback."""
     path = tmp_path / "odd.gpx"
@@ -215,8 +233,8 @@ GOOD = [(0.0, *HOME), (10.0, 47.0001, 8.0, 400.0), (20.0, 47.0002, 8.0, 400.0)]
      "line 2 (trk 0, trkseg 0, trkpt 2): lies more than 1000 km from the drones' origin (47, 8)"),
     (lambda s: _edit(s, "<trk>", "<trk><trkseg><trkpt").replace("</gpx>", ""), "invalid XML (not well-formed (invalid token): line 2"),
     (lambda s: _edit(s, f'xmlns="{NS}"', 'xmlns="http://example.com/kml"'),
-     "not a GPX file (expected a <gpx> root element of GPX 1.1 or 1.0, got <gpx> in namespace "
-     "http://example.com/kml)"),
+     "not a GPX file (expected a <gpx> root element of GPX 1.1 or 1.0, got the element 'gpx' in namespace "
+     "'http://example.com/kml')"),
     (lambda s: s.split("<trk>")[0] + '<rte><rtept lat="47" lon="8"/></rte><wpt lat="47" lon="8"/></gpx>',
      "no track points (trk/trkseg/trkpt); its 1 rte and 1 wpt points have no times: plan such a flight as a "
      ".plan or .waypoints mission"),
