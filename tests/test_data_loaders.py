@@ -529,6 +529,24 @@ def test_coords_csv_messages_count_blank_lines(tmp_path):
         load_dataset("imagefolder", path=root, image_size=8, coords="csv")
 
 
+@pytest.mark.parametrize("text, shown", [
+    ("file,lat,lon\nx.png," + "1x" * 50_000 + ",20\n", "coords.csv:2: lat/lon must be numbers, got '1x1x1x1x"),
+    ("file,lat,lon\n" + "y" * 100_000 + ".png,10,20\n" + "y" * 100_000 + ".png,30,40\n",
+     "coords.csv:3: 'yyyyyyyyyy"),
+    ("file,lat,long" + "i" * 100_000 + "\n", "columns; got ['file', 'lat', 'longiiiii"),
+])
+def test_a_huge_value_in_coords_csv_is_shown_bounded(tmp_path, text, shown):
+    """A CSV value is quoted in the error as every other message quotes one, cut after some 60 characters;
+    the whole value was written (a line of 100,000 characters)."""
+    root = tmp_path / "imgs"
+    (root / "a").mkdir(parents=True)
+    Image.new("RGB", (8, 8)).save(root / "a" / "x.png")
+    (root / "coords.csv").write_text(text)
+    with pytest.raises(DataError) as err:
+        load_dataset("imagefolder", path=root, image_size=8, coords="csv")
+    assert shown in str(err.value) and len(str(err.value)) < 400, str(err.value)[:400]
+
+
 def test_coords_csv_row_of_one_folder_is_not_another_folders_file(tmp_path):
     """A row 'a/x.png' gives a/x.png its place, not b/x.png (which took it by file name)."""
     root = tmp_path / "imgs"

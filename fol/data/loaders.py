@@ -46,6 +46,7 @@ from fol.data.geo import GeoDataset, check_pool_size
 from fol.data.synthetic import TASK_CLASSES
 from fol.defaults import IMAGE_FOLDER_COORDS, class_name
 from fol.errors import DataError
+from swarmbase.tomlcheck import shown
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -871,7 +872,7 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
             if not (c_file and c_lat and c_lon):
                 raise DataError(
                     f"{csv_path}: header must name a file column (file/filename/path/image) and lat/latitude, "
-                    f"lon/longitude columns; got {reader.fieldnames}"
+                    f"lon/longitude columns; got {shown(reader.fieldnames)}"
                 )
             table: dict[str, tuple[float, float]] = {}
             first_line: dict[str, int] = {}
@@ -881,14 +882,15 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
                 try:
                     lat, lon = float(row[c_lat]), float(row[c_lon])
                 except (TypeError, ValueError):
-                    raise DataError(f"{csv_path}:{line}: lat/lon must be numbers, got {row[c_lat]!r}, {row[c_lon]!r}") from None
+                    raise DataError(f"{csv_path}:{line}: lat/lon must be numbers, got {shown(row[c_lat])}, "
+                                    f"{shown(row[c_lon])}") from None
                 if not (-90 <= lat <= 90 and -180 <= lon <= 180):
                     raise DataError(f"{csv_path}:{line}: coordinates out of range (lat {lat}, lon {lon}; degrees)")
                 # in NFC, as the images' paths are looked up: a CSV typed on Linux or Windows names the
                 # files of a folder unpacked on macOS (decomposed names) and the other way round
                 key = unicodedata.normalize("NFC", str(row[c_file]).strip().replace("\\", "/"))
                 if key in first_line and table[key] != (lat, lon):
-                    raise DataError(f"{csv_path}:{line}: {key!r} is listed again with other coordinates (first on "
+                    raise DataError(f"{csv_path}:{line}: {shown(key)} is listed again with other coordinates (first on "
                                     f"line {first_line[key]}); give each image one row, by its path relative to "
                                     f"the image folder (<class>/<file>) where two images share a file name")
                 first_line.setdefault(key, line)
