@@ -76,11 +76,11 @@ def test_exif_gps_in_a_tiff(tmp_path):
     (None, "no EXIF GPS tags (GPSLatitude, GPSLongitude)"),
     ({1: "N", 2: _dms(10.0), 3: "E"}, "EXIF GPSLongitude is missing"),
     ({1: "N", 2: (IFDRational(1, 0), IFDRational(0), IFDRational(0)), 3: "E", 4: _dms(1.0)},
-     "EXIF GPSLatitude (nan, 0.0, 0.0): expected three finite rationals"),
-    ({1: "N", 2: (10.0, 60.0, 0.0), 3: "E", 4: _dms(1.0)}, "EXIF GPSLatitude (10.0, 60.0, 0.0): minutes and seconds"),
-    ({1: "N", 2: (90.0, 30.0, 0.0), 3: "E", 4: _dms(1.0)}, "EXIF GPSLatitude (90.0, 30.0, 0.0) is 90.5 degrees, more than 90"),
-    ({1: "N", 2: _dms(1.0), 3: "E", 4: (181.0, 0.0, 0.0)}, "EXIF GPSLongitude (181.0, 0.0, 0.0) is 181 degrees, more than 180"),
-    ({1: "N", 2: (1.0, 2.0), 3: "E", 4: _dms(1.0)}, "EXIF GPSLatitude (1.0, 2.0): expected three finite rationals"),
+     "EXIF GPSLatitude [nan, 0.0, 0.0]: expected three finite rationals"),
+    ({1: "N", 2: (10.0, 60.0, 0.0), 3: "E", 4: _dms(1.0)}, "EXIF GPSLatitude [10.0, 60.0, 0.0]: minutes and seconds"),
+    ({1: "N", 2: (90.0, 30.0, 0.0), 3: "E", 4: _dms(1.0)}, "EXIF GPSLatitude [90.0, 30.0, 0.0] is 90.5 degrees, more than 90"),
+    ({1: "N", 2: _dms(1.0), 3: "E", 4: (181.0, 0.0, 0.0)}, "EXIF GPSLongitude [181.0, 0.0, 0.0] is 181 degrees, more than 180"),
+    ({1: "N", 2: (1.0, 2.0), 3: "E", 4: _dms(1.0)}, "EXIF GPSLatitude [1.0, 2.0]: expected three finite rationals"),
     ({1: "X", 2: _dms(1.0), 3: "E", 4: _dms(1.0)}, "EXIF GPSLatitudeRef is 'X', expected 'N' or 'S'"),
     ({2: _dms(1.0), 3: "E", 4: _dms(1.0)}, "EXIF GPSLatitudeRef is missing, expected 'N' or 'S'"),
     ({1: "N", 2: _dms(1.0), 3: "N", 4: _dms(1.0)}, "EXIF GPSLongitudeRef is 'N', expected 'E' or 'W'"),
@@ -97,6 +97,21 @@ def test_an_image_without_a_readable_gps_place_is_one_line_naming_it_and_the_tag
             loaders.load_image_folder(root, image_size=8, coords="exif", skip_corrupt=skip, workers=1)
         line = str(err.value)
         assert "\n" not in line and line.startswith(f"{bad}: ") and needle in line, line
+
+
+@pytest.mark.parametrize("gps, needle", [
+    ({1: "N" * 20_000, 2: _dms(1.0), 3: "E", 4: _dms(1.0)}, "EXIF GPSLatitudeRef is 'NNNNNNNNNN"),
+    ({1: "N", 2: (1.0,) * 5_000, 3: "E", 4: _dms(1.0)}, "EXIF GPSLatitude [1.0, 1.0, 1.0"),
+    ({**{k: 0 for k in range(5, 5_000)}, 1: "N", 2: _dms(1.0)}, "holds tags [1, 2, 5, 6, 7"),
+])
+def test_a_huge_gps_tag_is_shown_bounded(tmp_path, gps, needle):
+    """A tag's value is quoted in the error as every other message quotes one, cut after some 60
+    characters; the whole value was written (a line of tens of thousands of characters)."""
+    bad = _gps_image(tmp_path / "a" / "big.jpg", gps)
+    with pytest.raises(DataError) as err:
+        loaders.load_image_folder(tmp_path, image_size=8, coords="exif", workers=1)
+    line = str(err.value)
+    assert line.startswith(f"{bad}: ") and needle in line and len(line) < 400, line[:400]
 
 
 def test_exif_coords_keep_skip_corrupt_and_the_size_limit(tmp_path, monkeypatch):

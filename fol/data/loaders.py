@@ -233,23 +233,23 @@ def _exif_gps_angle(path: str | Path, gps: dict, tag: int, refs: str, limit: flo
     before it (``refs``: positive, negative letter); a :class:`_Unplaced` naming the tag otherwise."""
     name, ref_name = _GPS_TAGS[tag], _GPS_TAGS[tag - 1]
     if tag not in gps:
-        raise _Unplaced(f"{path}: EXIF {name} is missing (the GPS IFD holds tags {sorted(gps)})")
+        raise _Unplaced(f"{path}: EXIF {name} is missing (the GPS IFD holds tags {shown(sorted(gps))})")
     value = gps[tag]
     dms = _floats(value)
-    shown = value if not dms else "(" + ", ".join(map(repr, dms)) + ")"
+    said = shown(dms or value)
     if len(dms) != 3 or not all(np.isfinite(dms)) or min(dms) < 0:
-        raise _Unplaced(f"{path}: EXIF {name} {shown}: expected three finite rationals, degrees, minutes and seconds "
+        raise _Unplaced(f"{path}: EXIF {name} {said}: expected three finite rationals, degrees, minutes and seconds "
                         f"(not negative; a zero denominator reads as nan)")
     if dms[1] >= 60 or dms[2] >= 60:
-        raise _Unplaced(f"{path}: EXIF {name} {shown}: minutes and seconds must be below 60")
+        raise _Unplaced(f"{path}: EXIF {name} {said}: minutes and seconds must be below 60")
     degrees = dms[0] + dms[1] / 60 + dms[2] / 3600
     if degrees > limit:
-        raise _Unplaced(f"{path}: EXIF {name} {shown} is {degrees:g} degrees, more than {limit:g}")
+        raise _Unplaced(f"{path}: EXIF {name} {said} is {degrees:g} degrees, more than {limit:g}")
     ref = gps.get(tag - 1)
     letter = ref.decode("latin-1") if isinstance(ref, bytes) else ref
     letter = letter.strip("\0 ").upper() if isinstance(letter, str) else None
     if letter is None or letter not in (refs[0], refs[1]):  # one letter, not an empty or longer string
-        said = "is missing" if ref is None else f"is {ref!r}"
+        said = "is missing" if ref is None else f"is {shown(ref)}"
         raise _Unplaced(f"{path}: EXIF {ref_name} {said}, expected {refs[0]!r} or {refs[1]!r}")
     return -degrees if letter == refs[1] else degrees
 
