@@ -179,3 +179,23 @@ def test_sd_notify_ready_and_watchdog(tmp_path: Path) -> None:
         assert not dog.ping(100.5)  # within half an interval
         assert dog.ping(101.0) and server.recv(64) == b"WATCHDOG=1"
     assert not notify("READY=1", {}) and Watchdog({"WATCHDOG_USEC": "5", "WATCHDOG_PID": "1"}).interval_s is None
+
+
+def test_a_mavlink_fix_out_of_range_is_skipped_and_counted(tmp_path: Path) -> None:
+    """A GLOBAL_POSITION_INT whose latitude is past 90 degrees (int32 degE7 reaches 214) or altitude past
+    1,000 km is skipped and counted, as NMEA's are; the good fix after it is taken."""
+    from pymavlink.dialects.v20 import common as mav
+
+    link = mav.MAVLink(None, srcSystem=1)
+    log = tmp_path / "flight.tlog"
+    with log.open("wb") as f:
+        for lat, alt_mm in [(950000000, 512340), (407123456, 2_000_000_000), (407123456, 512340)]:
+            msg = mav.MAVLink_global_position_int_message(1000, lat, 167654321, alt_mm, 12000, 0, 0, 0, 9000)
+            f.write(bytes(8) + msg.pack(link))  # a tlog: each message after its 8-byte timestamp
+    source = open_source(PositionConfig(connection=str(log)))
+    try:
+        fix = _wait(lambda: source.messages == 1 and source.latest(), 5.0)
+        assert source.skipped == 2
+    finally:
+        source.close()
+    assert fix["lat_deg"] == pytest.approx(40.7123456) and fix["alt_msl_m"] == 512.34

@@ -310,3 +310,34 @@ def test_the_256_byte_line_limit_does_not_count_the_line_end(tmp_path: Path) -> 
     finally:
         source.close()
     assert fix["alt_msl_m"] == 545.4
+
+
+def _sentence(body: str) -> str:
+    """``$body*XX`` with the checksum NMEA asks for."""
+    checksum = 0
+    for c in body:
+        checksum ^= ord(c)
+    return f"${body}*{checksum:02X}"
+
+
+@pytest.mark.parametrize("body", [
+    "GPGGA,123519.00,4807.0380,N,01131.0000,E,1,08,0.9,1e300,M,46.9,M,,",  # an altitude no track holds
+    "GPGGA,123519.00,4807.0380,N,01131.0000,E,1,08,0.9,1000001,M,46.9,M,,",  # just past fol contacts' bound
+    "GPGGA,123519.00,4807.0380,X,01131.0000,E,1,08,0.9,545.4,M,46.9,M,,",  # pynmeagps reads X as N
+    "GPGGA,123519.00,4807.0380,N,01131.0000,Q,1,08,0.9,545.4,M,46.9,M,,",  # and Q as E
+    "GPRMC,123519.00,A,4807.0380,Y,01131.0000,E,022.4,084.4,230394,003.1,W,A",
+])
+def test_a_fix_a_recorded_track_cannot_hold_is_skipped_not_logged(body: str) -> None:
+    """Each sentence has a valid checksum; before, its fix was logged as read (``positions.jsonl`` then
+    refused by ``fol contacts`` at that line, or a wrong hemisphere taken as N / E)."""
+    from pynmeagps import NMEAReader
+
+    from fol.agent.position import fix_from_nmea
+
+    msg = NMEAReader.parse(_sentence(body))
+    with pytest.raises(ValueError):
+        fix_from_nmea(msg, None, 0.0) if msg.msgID == "GGA" else fix_from_nmea(None, msg, 0.0)
+    good = NMEAReader.parse(_sentence(body.replace("1e300", "545.4").replace("1000001", "999999")
+                                      .replace(",X,", ",N,").replace(",Q,", ",E,").replace(",Y,", ",N,")))
+    fix = fix_from_nmea(good, None, 0.0) if good.msgID == "GGA" else fix_from_nmea(None, good, 0.0)
+    assert fix["lat_deg"] == pytest.approx(48.1173)

@@ -32,8 +32,10 @@ those keys are ``None``, as ``fix_quality``, ``satellites``, ``course_deg`` and
 ``utc`` are in a MAVLink fix, so both sources give the same keys. A receiver sending
 RMC but no GGA gives 2-D fixes (``alt_msl_m``, ``fix_quality`` and ``satellites``
 ``None``), with one warning. A line longer than 256 bytes, garbage, a bad checksum,
-a fix quality of 0 or an RMC status ``V``, or a position out of range or with
-minutes of 60 or more is skipped and counted (``NmeaSource.skipped``). A link
+a fix quality of 0 or an RMC status ``V``, or a position out of range (a
+hemisphere other than N/S, E/W, an altitude beyond the 1,000 km a recorded
+track may hold) or with minutes of 60 or more is skipped and counted
+(``NmeaSource.skipped``); so is a MAVLink fix out of range. A link
 that fails (a serial device unplugged, a network bridge gone) is reported in one
 warning and tried again every 0.5 s, the last fix kept; a serial device is opened
 again when it (or its udev link) is back.
@@ -103,8 +105,22 @@ class PositionConfig:
             raise ConfigError(f"position.stale_s: expected a positive number of seconds, got {shown(self.stale_s)}")
 
 
+def check_fix_position(lat_deg: float, lon_deg: float, alt_msl_m: float | None) -> None:
+    """Raise ``ValueError`` for a position a recorded track cannot hold (``fol contacts`` refuses
+    such a line of ``positions.jsonl``): a latitude outside -90..90 or a longitude outside
+    -180..180 degrees, or an altitude beyond ``contact_sim.drones.MAX_LOCAL_KM``."""
+    from contact_sim.drones import MAX_LOCAL_KM  # the track reader's bound (imports numpy: not at start-up)
+
+    if not (abs(lat_deg) <= 90 and abs(lon_deg) <= 180):
+        raise ValueError(f"position out of range ({lat_deg!r}, {lon_deg!r})")
+    if alt_msl_m is not None and not abs(alt_msl_m) <= MAX_LOCAL_KM * 1000.0:
+        raise ValueError(f"altitude {alt_msl_m!r} m beyond {MAX_LOCAL_KM * 1000:g} m")
+
+
 def fix_from_message(msg: Any, received_at: float) -> dict[str, Any]:
-    """A GLOBAL_POSITION_INT message in SI units and degrees."""
+    """A GLOBAL_POSITION_INT message in SI units and degrees. Raises ``ValueError`` for a
+    position out of range (:func:`check_fix_position`)."""
+    check_fix_position(msg.lat / 1e7, msg.lon / 1e7, msg.alt / 1000.0)
     return {
         "lat_deg": msg.lat / 1e7, "lon_deg": msg.lon / 1e7,
         "alt_msl_m": msg.alt / 1000.0, "alt_rel_m": msg.relative_alt / 1000.0,
@@ -144,9 +160,14 @@ def _nmea_position(msg: Any) -> tuple[float, float]:
             continue  # an empty field: no position, refused below
         if value % 100 >= 60:
             raise ValueError(f"position field {raw!r} has minutes of 60 or more (expected (d)ddmm.mmmm)")
+    hemispheres = payload[first + 1:first + 4:2]
+    if len(hemispheres) == 2 and (hemispheres[0] not in ("N", "S") or hemispheres[1] not in ("E", "W")):
+        # pynmeagps reads any letter but S and W as N and E
+        raise ValueError(f"hemisphere {hemispheres[0]!r}, {hemispheres[1]!r} (expected N or S, E or W)")
     lat, lon = _nmea_float(msg.lat), _nmea_float(msg.lon)
-    if lat is None or lon is None or abs(lat) > 90 or abs(lon) > 180:
+    if lat is None or lon is None:
         raise ValueError(f"position out of range ({msg.lat!r}, {msg.lon!r})")
+    check_fix_position(lat, lon, None)
     return lat, lon
 
 
@@ -166,6 +187,7 @@ def fix_from_nmea(gga: Any | None, rmc: Any | None, received_at: float) -> dict[
             raise ValueError(f"no fix (quality {quality!r})")
         lat, lon = _nmea_position(gga)
         alt, sats = _nmea_float(gga.alt), gga.numSV
+        check_fix_position(lat, lon, alt)
     vel = course = utc = None
     if rmc is not None:
         speed, course = _nmea_float(rmc.spd), _nmea_float(rmc.cog)
@@ -194,6 +216,7 @@ class PositionSource:
 
     def __init__(self, config: PositionConfig) -> None:
         self.config = config
+        self.skipped = 0  # messages read but not taken as a fix (no fix, out of range, malformed)
         self._open()
         self._lock = threading.Lock()
         self._fix: dict[str, Any] | None = None
@@ -271,7 +294,14 @@ class MavlinkSource(PositionSource):
     def _read(self) -> dict[str, Any] | None:
         # Not pymavlink's blocking read: on a log file at its end it waits forever, past any timeout.
         msg = self._conn.recv_match(type="GLOBAL_POSITION_INT", blocking=False)
-        return None if msg is None else fix_from_message(msg, time.time())
+        if msg is None:
+            return None
+        try:
+            return fix_from_message(msg, time.time())
+        except ValueError as exc:  # a message, not the link: skipped and counted, the last fix kept
+            log.debug("position: skipped GLOBAL_POSITION_INT (%s)", exc)
+            self.skipped += 1
+            return None
 
     def _close_link(self) -> None:
         self._conn.close()
@@ -297,7 +327,6 @@ class NmeaSource(PositionSource):
         except ImportError:
             raise ConfigError("position: reading NMEA needs pynmeagps: pip install 'fol-swarm[nmea]'") from None
         self._nmea = pynmeagps
-        self.skipped = 0
         self._buffer = b""
         self._discarding = False  # inside a line longer than NMEA_MAX_LINE
         self._epoch: Any = None  # the UTC time of the sentences in _gga / _rmc
