@@ -69,7 +69,7 @@ import numpy as np
 
 from orbits import OrbitError, parse_utc
 from swarmbase.fileio import atomic_write_bytes
-from swarmbase.tomlcheck import read_text_file
+from swarmbase.tomlcheck import read_text_file, shown
 
 from .errors import ContactError
 from .link import SPEED_OF_LIGHT_M_S, LinkModel
@@ -244,12 +244,12 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
             value = float("nan")
         if not math.isfinite(value) or value < reference_s or value > MAX_ION_OFFSET_S:
             raise ContactError(f"{where}: expected a relative time +SECONDS of 0..{MAX_ION_OFFSET_S:.0e}, "
-                               f"got {token!r}")
+                               f"got {shown(token)}")
         return value
     try:
         t = _dt.datetime.strptime(token, _ION_TIME).replace(tzinfo=_dt.timezone.utc)
     except ValueError:
-        raise ContactError(f"{where}: expected +SECONDS or yyyy/mm/dd-hh:mm:ss, got {token!r}") from None
+        raise ContactError(f"{where}: expected +SECONDS or yyyy/mm/dd-hh:mm:ss, got {shown(token)}") from None
     if start is None:
         raise ContactError(f"{where}: absolute time {token!r} needs the plan start "
                            "(a '# start ...' header line or time.start)")
@@ -264,7 +264,7 @@ def _pos_int(token: str, what: str, where: str, allow_zero: bool = False) -> int
     try:
         value = int(token)
     except ValueError:
-        raise ContactError(f"{where}: expected an integer {what}, got {token!r}") from None
+        raise ContactError(f"{where}: expected an integer {what}, got {shown(token)}") from None
     if value < 0 or (value == 0 and not allow_zero):
         raise ContactError(f"{where}: expected a {'non-negative' if allow_zero else 'positive'} {what}, got {value}")
     if value > MAX_PLAN_INT:
@@ -331,7 +331,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
         t0 = _ion_time(words[2], plan.start, where, reference)
         t1 = _ion_time(words[3], plan.start, where, reference)
         if t1 <= t0:
-            raise ContactError(f"{where}: the end time {words[3]} is not after the start time {words[2]}")
+            raise ContactError(f"{where}: the end time {shown(words[3])} is not after the start time {shown(words[2])}")
         src = _pos_int(words[4], "node number", where)
         dst = _pos_int(words[5], "node number", where)
         if src == dst:
@@ -374,7 +374,7 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
         if entry is None or entry[4] is None:
             if src == dst:
                 return  # a loopback, which was skipped
-            raise ContactError(f"{where}: no {kind} {src}->{dst} starting at {words[2]} to "
+            raise ContactError(f"{where}: no {kind} {src}->{dst} starting at {shown(words[2])} to "
                                f"{'delete' if words[0] == 'd' else 'change'} (an 'a {kind}' line must come first)")
         if words[0] == "c":
             entry[4] = _pos_int(words[5], "rate (bytes/s)", where, allow_zero=True)

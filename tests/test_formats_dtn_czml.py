@@ -140,7 +140,7 @@ def test_ion_absolute_times_and_foreign_files() -> None:
 
 @pytest.mark.parametrize("text, message", [
     ("a contact +0 +60 1 2 fast\na contact +0 +60 2 1 1\n", r"p\.ion:1: expected an integer rate"),
-    ("a contact +60 +0 1 2 1\n", r"p\.ion:1: the end time \+0 is not after"),
+    ("a contact +60 +0 1 2 1\n", r"p\.ion:1: the end time '\+0' is not after"),
     ("a contact 2026/08/01-00:00:00 +60 1 2 1\n", r"p\.ion:1: absolute time .* needs the plan start"),
     ("a plan +0 +60 1 2 1\n", r"p\.ion:1: expected 'a contact' or 'a range'"),
     ("# node 1 a\n", r"p\.ion: no 'a contact' lines"),
@@ -162,6 +162,21 @@ def test_malformed_ion_plan_names_file_and_line(tmp_path: Path, text: str, messa
     path.write_text(text)
     with pytest.raises(ContactError, match=message):
         read_ion(path)
+
+
+@pytest.mark.parametrize("line, fill", [
+    ("a contact +0 +60 1 2 1%s", "x"), ("a range +0 +60 1 2 1%s", "x"), ("a contact +0 +60 1 2%s 1", "x"),
+    ("a contact +1%s +60 1 2 1", "x"), ("a contact 2026/08/01-00:00:00%s +60 1 2 1", "x"),
+    ("a contact +0 +60 1 2 1\nd contact +0%s 1 2", "x"), ("a contact +0 +%s 1 2 1", "0"),
+    ("a contact +0 +60 1 2 1\nd contact +%s1 1 2", "0")])
+def test_a_long_ion_token_is_quoted_cut_in_the_refusal(tmp_path: Path, line: str, fill: str) -> None:
+    """A rate, OWLT, node number or time of 20,000 characters (letters, or zeros before a valid time)
+    was quoted whole: a 20 kB error line."""
+    path = tmp_path / "p.ion"
+    path.write_text(line % (fill * 20_000) + "\n")
+    with pytest.raises(ContactError, match=r"p\.ion:\d+: (expected|the end time|no contact) .*\.\.\.") as err:
+        read_ion(path)
+    assert len(str(err.value)) < len(str(path)) + 200
 
 
 # A->B 0-100 and B->A 50-150 overlap over 50-100; 3->4 is split in two (rates 10 and 20 bytes/s)
@@ -592,8 +607,8 @@ def test_ion_reads_ionadmins_own_commands() -> None:
     plan = ion_to_plan(ion, "x.ion")
     assert plan.node_names == ["ipn-1", "ipn-2", "ipn-4"]
     assert plan.meta["owlt_s_per_window"] == [4.0, None]
-    for text, message in (("d contact +0 1 2\n", r"x\.ion:1: no contact 1->2 starting at \+0 to delete"),
-                          ("a contact +0 +9 1 2 1\nc contact +5 1 2 7\n", r"x\.ion:2: no contact 1->2 starting at \+5"),
+    for text, message in (("d contact +0 1 2\n", r"x\.ion:1: no contact 1->2 starting at '\+0' to delete"),
+                          ("a contact +0 +9 1 2 1\nc contact +5 1 2 7\n", r"x\.ion:2: no contact 1->2 starting at '\+5'"),
                           ("c range +0 1 2 3\n", r"x\.ion:1: expected 'c contact START"),
                           ("@ 2026/07/01-00:00:00\n", r"x\.ion:1: 2026/07/01-00:00:00 is before the plan start"),
                           ("@\n", r"x\.ion:1: expected '@ TIME'")):
