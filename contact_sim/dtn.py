@@ -594,7 +594,7 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
             raise ContactError(f"{where}: expected an object, got {type(record).__name__}")
         unknown = sorted(set(record) - _HDTN_KEYS)
         if unknown:
-            raise ContactError(f"{where}: unknown key {unknown[0]!r}; expected {', '.join(sorted(_HDTN_KEYS))}")
+            raise ContactError(f"{where}: unknown key {shown(unknown[0])}; expected {', '.join(sorted(_HDTN_KEYS))}")
         src, dst = _hdtn_int(record, "source", where, True), _hdtn_int(record, "dest", where, True)
         t0, t1 = _hdtn_int(record, "startTime", where), _hdtn_int(record, "endTime", where)
         if "rateBitsPerSec" in record:

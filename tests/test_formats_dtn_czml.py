@@ -13,7 +13,7 @@ import pytest
 
 from contact_sim import (ContactError, ContactPlan, LinkModel, WindowTable, build_trajectories, format_ion,
                          hdtn_contacts, load_contact_scenario, parse_contact_scenario, parse_ion, plan_from_trajectories,
-                         read_ion, read_plan)
+                         read_hdtn, read_ion, read_plan)
 from contact_sim.cli import main as contacts_main
 from contact_sim.czml import czml_packets
 from contact_sim.windows import A_TO_B, B_TO_A, BOTH
@@ -179,6 +179,16 @@ def test_a_long_ion_token_is_quoted_cut_in_the_refusal(tmp_path: Path, line: str
     assert len(str(err.value)) < len(str(path)) + 200
 
 
+def test_a_long_unknown_hdtn_key_is_quoted_cut_in_the_refusal(tmp_path: Path) -> None:
+    """An unknown key of 20,000 characters (a mangled "owlt") was quoted whole: a 20 kB error line."""
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60,
+                                              "rateBitsPerSec": 8, "owlt" + "x" * 20_000: 1}]}))
+    with pytest.raises(ContactError, match=r"p\.json: contacts\[0\]: unknown key 'owltx+\.\.\.; expected ") as err:
+        read_hdtn(path)
+    assert len(str(err.value)) < len(str(path)) + 250
+
+
 # A->B 0-100 and B->A 50-150 overlap over 50-100; 3->4 is split in two (rates 10 and 20 bytes/s)
 # under one 4->3 contact at 15 bytes/s; 1->3 has no reverse at all.
 def _write_contacts(path: Path, contacts) -> Path:
@@ -283,8 +293,6 @@ def test_an_owlt_beyond_int64_is_read(tmp_path: Path, fmt: str) -> None:
 def test_hdtn_import_reads_back_what_the_ion_twin_gives(tmp_path: Path) -> None:
     """An exported HDTN plan reads back to the windows its ION twin gives (node names aside:
     HDTN's JSON has none), and a [contacts] plan_file ending in .json is read as HDTN."""
-    from contact_sim import read_hdtn, read_plan
-
     plan = _hand_plan()
     (tmp_path / "p.ion").write_text(format_ion(plan))
     (tmp_path / "p.json").write_text(json.dumps(hdtn_contacts(plan)))
