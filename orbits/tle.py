@@ -28,7 +28,7 @@ from sgp4.api import Satrec
 from sgp4.exporter import export_tle
 
 from swarmbase.fileio import atomic_write_bytes
-from swarmbase.tomlcheck import read_text_file
+from swarmbase.tomlcheck import read_text_file, shown
 
 from .constellation import Constellation, SatelliteNames
 from .errors import OrbitError
@@ -132,10 +132,10 @@ def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
             name = line[2:].strip() if line.startswith("0 ") else line.strip()
             if not name.isprintable():  # a tab or a control character would not survive an export
                 raise OrbitError(f"{source}:{lineno}: TLE name line: expected a name without control "
-                                 f"characters, got {name!r}")
+                                 f"characters, got {shown(name)}")
             k += 1
             if k >= len(lines):
-                raise OrbitError(f"{source}:{lineno}: name line {name!r} is not followed by TLE lines")
+                raise OrbitError(f"{source}:{lineno}: name line {shown(name)} is not followed by TLE lines")
             lineno, line = lines[k]
             if not line.startswith("1 "):
                 raise OrbitError(f"{source}:{lineno}: expected TLE line 1 after the name line")

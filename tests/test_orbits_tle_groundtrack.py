@@ -61,6 +61,15 @@ def test_malformed_tle_names_file_and_line(tmp_path, mutate, match):
         read_tle(p)
 
 
+@pytest.mark.parametrize("text", ["x" * 20_000 + "\n", ISS.replace("ISS (ZARYA)", "x" * 20_000 + "\x01")])
+def test_a_long_name_line_is_quoted_cut_in_the_refusal(text):
+    """A name line of 20,000 characters with no TLE lines after it (or with a control character)
+    was quoted whole: a 20 kB error line."""
+    with pytest.raises(OrbitError, match=r"^t\.tle:1: .*name line.*'xxx+\.\.\.") as err:
+        parse_tle_text(text, "t.tle")
+    assert len(str(err.value)) < 200
+
+
 def test_catalog_mismatch_detected_with_valid_checksums():
     c1 = walker_delta(2, 1, 0, 550.0, 53.0, EPOCH)
     text = format_tle(c1, with_names=False).splitlines()
