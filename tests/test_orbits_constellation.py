@@ -142,6 +142,14 @@ def test_bad_epoch_is_a_one_line_error():
         walker_delta(4, 2, 0, 550.0, 53.0, "yesterday")
 
 
+def test_a_long_bad_time_is_quoted_cut_in_the_refusal():
+    """A time of 20,000 characters (an ION plan's '# start' header, a GPX <time>, a scenario epoch) was
+    quoted whole: a 20 kB error line."""
+    with pytest.raises(OrbitError, match=r"\Atime\.start: expected an ISO-8601 UTC time like "
+                                         r"2025-03-01T00:00:00Z, got '2026x+\.\.\.\Z"):
+        parse_utc("2026" + "x" * 20_000, field="time.start")
+
+
 def test_vectorized_propagation_matches_skyfield_within_1m():
     from skyfield.api import EarthSatellite
     from skyfield.positionlib import Geocentric
