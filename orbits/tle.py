@@ -68,6 +68,8 @@ def _check_element_line(line: str, number: str, source: str, lineno: int) -> Non
 #: The catalog-number field: up to five digits right-aligned, or Alpha-5 (A..Z without I and O, as
 #: letters and digits would be confused; sgp4 itself reads I as J and O as P).
 _CATALOG = re.compile(r"^(?: *\d+|[A-HJ-NP-Z]\d{4})$")
+#: A count right-aligned in its columns (the element set and revolution numbers), or blanks.
+_COUNT = re.compile(r"^ *\d*$")
 #: Exponent notation with an implied leading decimal point, e.g. ``" 12345-3"`` = 0.12345e-3.
 _IMPLIED = re.compile(r"^[ +-]?\d{5}[+-]\d$")
 
@@ -103,6 +105,10 @@ def _check_fields(line1: str, line2: str, source: str, lineno1: int, lineno2: in
     for what, field in (("mean motion second derivative", line1[44:52]), ("B* drag term", line1[53:61])):
         if not _IMPLIED.match(field.strip() if field.strip() else "x"):
             raise bad(lineno1, what, field, "implied-decimal notation such as ' 12345-3'")
+    if not _COUNT.match(line1[62]):  # sgp4 reads a letter or a '-' in these as 0, '-12' as -12, '1a3' as 1
+        raise bad(lineno1, "ephemeris type", line1[62], "one digit in column 63")
+    if not _COUNT.match(line1[64:68]):
+        raise bad(lineno1, "element set number", line1[64:68], "up to four digits in columns 65-68")
     ranges = (("inclination", line2[8:16], 0.0, 180.0), ("right ascension", line2[17:25], 0.0, 360.0),
               ("argument of perigee", line2[34:42], 0.0, 360.0), ("mean anomaly", line2[43:51], 0.0, 360.0))
     for what, field, lo, hi in ranges:
@@ -114,6 +120,8 @@ def _check_fields(line1: str, line2: str, source: str, lineno1: int, lineno2: in
     motion = _float_field(line2[52:63])
     if motion is None or not 0.0 < motion < 20.0:
         raise bad(lineno2, "mean motion (rev/day)", line2[52:63], "a number in 0..20")
+    if not _COUNT.match(line2[63:68]):
+        raise bad(lineno2, "revolution number", line2[63:68], "up to five digits in columns 64-68")
 
 
 def parse_tle_text(text: str, source: str = "<text>") -> Constellation:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -285,6 +286,29 @@ def test_malformed_catalog_number_is_refused(field):
     with pytest.raises(OrbitError, match=rf"<t>:1: TLE catalog number '{field}' is invalid; expected five "
                                          r"digits or Alpha-5"):
         parse_tle_text(_with_catalog(field), "<t>")
+
+
+def _with_columns(line: int, start: int, text: str) -> str:
+    """ISS with ``text`` in 0-based columns ``start..`` of element line ``line``, checksum recomputed."""
+    lines = ISS.splitlines()[1:]
+    old = lines[line - 1]
+    new = old[:start] + text + old[start + len(text):68]
+    lines[line - 1] = f"{new}{tle_checksum(new)}"
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("line, start, text, what", [
+    (1, 62, "x", "ephemeris type"), (1, 62, "-", "ephemeris type"), (1, 64, "-123", "element set number"),
+    (1, 64, "nan ", "element set number"), (2, 63, "-1234", "revolution number"), (2, 63, "1a3x5", "revolution number"),
+    (2, 63, "1 2  ", "revolution number")])
+def test_malformed_counts_are_refused(line, start, text, what):
+    """sgp4 reads a letter in the ephemeris type, element set or revolution number as 0 or stops at it
+    ('1a3x5' was revolution 1), and takes '-123' as a negative count, which the OMM export then wrote
+    and the OMM reader refuses; each was accepted."""
+    with pytest.raises(OrbitError, match=rf"^<t>:{line}: TLE {what} '{re.escape(text.strip())}' is invalid; "
+                                         r"expected (one digit|up to \w+ digits) in column"):
+        parse_tle_text(_with_columns(line, start, text), "<t>")
+    assert parse_tle_text(_with_columns(line, start, " " * len(text))).satrecs[0].satnum == 25544  # blanks: 0
 
 
 def test_a_satellite_has_one_name_in_tle_and_omm():
