@@ -52,6 +52,7 @@ from swarmbase.xmlguard import refuse_doctype
 from .constants import SGP4_MAX_SATNUM
 from .constellation import Constellation, SatelliteNames
 from .errors import OrbitError
+from .timeutil import satrec_epoch
 
 #: Files larger than this are refused before they are read.
 MAX_OMM_BYTES = 64 * 1024 * 1024
@@ -385,6 +386,8 @@ def omm_records(constellation: Constellation) -> list[dict[str, Any]]:
                 sat.intldesg = saved
         if not known_id:
             rec["OBJECT_ID"] = "UNKNOWN"
+        # export_omm dates the epoch by its two-digit year (2060 was written as 1960) and to +-1 us
+        rec["EPOCH"] = satrec_epoch(sat).replace(tzinfo=None).isoformat(timespec="microseconds")
         rec["NORAD_CAT_ID"] = int(number)
         out.append(rec)
     return out

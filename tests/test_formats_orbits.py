@@ -16,7 +16,7 @@ from contact_sim import ContactError, compute_contacts, parse_contact_scenario
 from contact_sim.cli import main as contacts_main
 from orbits import (Constellation, OrbitError, circular_satrec, format_omm, format_tle, parse_omm_text, parse_tle_text, propagate_offsets,
                     read_omm, tle_checksum, walker_delta, write_omm)
-from orbits.timeutil import parse_utc, sgp4_epoch_days
+from orbits.timeutil import parse_utc, satrec_epoch, sgp4_epoch_days
 
 EPOCH = "2026-08-01T06:30:00.000000"
 RECORD = {
@@ -418,6 +418,17 @@ def test_a_satellite_name_with_control_characters_is_refused_when_read() -> None
                                          r"got 'WD\\x01P00'$"):
         parse_tle_text(tle, "x.tle")
     assert parse_omm_text(json.dumps([{**RECORD, "OBJECT_NAME": "NEWSAT Ñ 1"}]), "json").names == ["NEWSAT Ñ 1"]
+
+
+@pytest.mark.parametrize("epoch", ["1950-05-01T06:00:00Z", "2056-12-31T23:59:59.5Z", "2057-01-01T00:00:00Z",
+                                   "2060-05-01T06:00:00.123456Z"])
+@pytest.mark.parametrize("fmt", ["json", "csv", "xml", "kvn"])
+def test_omm_export_writes_an_epoch_outside_the_two_digit_years_with_its_own_year(epoch: str, fmt: str) -> None:
+    """sgp4's export_omm dates the epoch by the TLE's two-digit year: a constellation of 2060 was
+    written (and read back) as of 1960, one of 1950 as of 2050, without a word."""
+    c = walker_delta(2, 1, 0, 550.0, 53.0, epoch)
+    back = parse_omm_text(format_omm(c, fmt), fmt, "gp." + fmt)
+    assert [satrec_epoch(s) for s in back.satrecs] == [parse_utc(epoch)] * 2
 
 
 def test_tle_export_wraps_a_six_digit_revolution_count() -> None:
