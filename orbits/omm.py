@@ -126,7 +126,7 @@ def _epoch_text(value: Any, where: str) -> str:
                          f"got {shown(value)}") from None
     if dt.tzinfo is not None:
         dt = dt.astimezone(_dt.timezone.utc).replace(tzinfo=None)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    return dt.isoformat(timespec="microseconds")  # strftime writes the year 1 as "1", which sgp4 refuses
 
 
 def _checked_fields(rec: Any, where: str) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import re
@@ -429,6 +430,13 @@ def test_omm_export_writes_an_epoch_outside_the_two_digit_years_with_its_own_yea
     c = walker_delta(2, 1, 0, 550.0, 53.0, epoch)
     back = parse_omm_text(format_omm(c, fmt), fmt, "gp." + fmt)
     assert [satrec_epoch(s) for s in back.satrecs] == [parse_utc(epoch)] * 2
+
+
+def test_an_omm_epoch_before_the_year_1000_is_read_as_written() -> None:
+    """The epoch was handed to sgp4 through strftime, which writes the year 999 as '999': sgp4 refused
+    it quoting a time the file does not hold ('sgp4 rejected the record (time data '999-06-01T...')."""
+    back = parse_omm_text(json.dumps([{**RECORD, "EPOCH": "0999-06-01T00:00:00"}]), "json", "gp.json")
+    assert satrec_epoch(back.satrecs[0]) == dt.datetime(999, 6, 1, tzinfo=dt.timezone.utc)
 
 
 def test_tle_export_wraps_a_six_digit_revolution_count() -> None:
