@@ -204,11 +204,9 @@ class _Table(Table):
         v = self.raw(key, None, required)
         if v is None:
             return None
-        if isinstance(v, _dt.datetime):
-            return parse_utc(v)
-        if not isinstance(v, str):
+        if not isinstance(v, (str, _dt.datetime)):
             self.fail(key, f"expected an ISO-8601 UTC time string, got {v!r}")
-        try:
+        try:  # a TOML date-time too: its offset may leave the calendar (0001-01-01T00:00:00+01:00)
             return parse_utc(v, field=f"{self.where}.{key}")
         except OrbitError as exc:
             self._raise(str(exc))

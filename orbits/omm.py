@@ -125,7 +125,11 @@ def _epoch_text(value: Any, where: str) -> str:
         raise OrbitError(f"{where}.EPOCH: expected an ISO-8601 UTC time like 2025-03-01T12:00:00.000000, "
                          f"got {shown(value)}") from None
     if dt.tzinfo is not None:
-        dt = dt.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+        try:
+            dt = dt.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+        except OverflowError:  # 9999-12-31T23:00:00-05:00 is in the year 10000 in UTC
+            raise OrbitError(f"{where}.EPOCH: expected a time within the years 1..9999 in UTC, "
+                             f"got {shown(value)}") from None
     return dt.isoformat(timespec="microseconds")  # strftime writes the year 1 as "1", which sgp4 refuses
 
 

@@ -59,8 +59,8 @@ def parse_utc(value: str | _dt.datetime, field: str = "epoch") -> _dt.datetime:
         dt = dt.replace(tzinfo=_dt.timezone.utc)
     try:
         return dt.astimezone(_dt.timezone.utc)
-    except OverflowError:  # 0001-01-01T00:00+01:00, 9999-12-31T23:59-01:00: before year 1 or after 9999 in UTC
-        raise OrbitError(f"{field}: {shown(value)} lies outside the years 1..9999 once converted to UTC") from None
+    except OverflowError:  # 0001-01-01T00:00:00+01:00 is in the year 0 in UTC, which datetime cannot hold
+        raise OrbitError(f"{field}: expected a time within the years 1..9999 in UTC, got {shown(str(value))}") from None
 
 
 def julian_date(instant: _dt.datetime) -> tuple[float, float]:

@@ -166,8 +166,8 @@ def test_a_gpx_time_beyond_the_calendar_in_utc_is_one_line(tmp_path: Path, when:
     gpx.write_text(gpx.read_text().replace(_iso(0.0), when))
     with pytest.raises(ContactError) as exc:
         read_track(gpx)
-    assert str(exc.value) == (f"{gpx}: line 2 (trk 0, trkseg 0, trkpt 0): <time>: {when!r} lies outside the years "
-                              "1..9999 once converted to UTC")
+    assert str(exc.value) == (f"{gpx}: line 2 (trk 0, trkseg 0, trkpt 0): <time>: expected a time within the years "
+                              f"1..9999 in UTC, got {when!r}")
 
 
 @pytest.mark.parametrize("change, shown", [

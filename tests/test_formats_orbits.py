@@ -439,6 +439,14 @@ def test_an_omm_epoch_before_the_year_1000_is_read_as_written() -> None:
     assert satrec_epoch(back.satrecs[0]) == dt.datetime(999, 6, 1, tzinfo=dt.timezone.utc)
 
 
+@pytest.mark.parametrize("epoch", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:00:00-05:00"])
+def test_an_omm_epoch_whose_offset_leaves_the_calendar_is_refused(epoch: str) -> None:
+    """An EPOCH with an offset that puts it in the year 0 or 10000 in UTC was an OverflowError traceback."""
+    with pytest.raises(OrbitError, match=rf"\Agp\.json: record 0\.EPOCH: expected a time within the years "
+                                         rf"1\.\.9999 in UTC, got '{re.escape(epoch)}'\Z"):
+        parse_omm_text(json.dumps([{**RECORD, "EPOCH": epoch}]), "json", "gp.json")
+
+
 def test_tle_export_wraps_a_six_digit_revolution_count() -> None:
     """An OMM REV_AT_EPOCH of 123456 made the exported TLE's line 2 70 characters long (no reader,
     ours included, takes it back); a TLE's five-digit counter rolls over, so 23456 is written."""

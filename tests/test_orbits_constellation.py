@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 
 import numpy as np
@@ -148,6 +149,16 @@ def test_a_long_bad_time_is_quoted_cut_in_the_refusal():
     with pytest.raises(OrbitError, match=r"\Atime\.start: expected an ISO-8601 UTC time like "
                                          r"2025-03-01T00:00:00Z, got '2026x+\.\.\.\Z"):
         parse_utc("2026" + "x" * 20_000, field="time.start")
+
+
+@pytest.mark.parametrize("value", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:00:00-05:00",
+                                   dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=1)))])
+def test_a_time_whose_offset_leaves_the_calendar_is_refused(value):
+    """A time with an offset that puts it in the year 0 or 10000 in UTC (an ION plan's '# start', a
+    GPX <time>, a TOML time.start) was an OverflowError traceback."""
+    with pytest.raises(OrbitError, match=r"\Atime\.start: expected a time within the years 1\.\.9999 in UTC, "
+                                         r"got '(0001|9999)-"):
+        parse_utc(value, field="time.start")
 
 
 def test_vectorized_propagation_matches_skyfield_within_1m():
