@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sgp4 import omm as _omm
-from sgp4.api import Satrec
+from sgp4.api import SGP4_ERRORS, Satrec
 from sgp4.exporter import export_omm
 
 from swarmbase.fileio import atomic_write_text
@@ -213,7 +213,8 @@ def omm_satrec(rec: dict[str, Any], where: str = "OMM record") -> tuple[Satrec, 
     except (KeyError, ValueError, TypeError) as exc:
         raise OrbitError(f"{where}: sgp4 rejected the record ({exc})") from None
     if sat.error:
-        raise OrbitError(f"{where}: sgp4 initialization failed with error code {sat.error}")
+        raise OrbitError(f"{where}: SGP4 rejected the elements (error {sat.error}: "
+                         f"{SGP4_ERRORS.get(sat.error, 'unknown error')})")
     if not _COSPAR_ID.match(fields["OBJECT_ID"]):  # sgp4 keeps OBJECT_ID[2:] whatever it is ('UNKNOWN' -> 'KNOWN')
         sat.intldesg = ""  # a TLE export leaves the designator blank, an OMM export writes UNKNOWN
     name = fields.get("OBJECT_NAME")

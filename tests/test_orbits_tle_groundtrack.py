@@ -311,6 +311,20 @@ def test_malformed_counts_are_refused(line, start, text, what):
     assert parse_tle_text(_with_columns(line, start, " " * len(text))).satrecs[0].satnum == 25544  # blanks: 0
 
 
+@pytest.mark.parametrize("column, text, error", [(52, "19.99000000", r"6: mrt is less than 1\.0 which indicates the "
+                                                  r"satellite has decayed"),
+                                              (26, "9999999", r"4: semilatus rectum is less than zero")])
+def test_elements_sgp4_refuses_are_named_with_sgp4s_reason(column, text, error):
+    """A mean motion putting the orbit inside the Earth, or an eccentricity of 0.9999999, was refused as
+    'SGP4 rejected the elements (error code 6)': a number the user had to look up."""
+    with pytest.raises(OrbitError, match=rf"^<t>:1: SGP4 rejected the elements \(error {error}"):
+        parse_tle_text(_with_columns(2, column, text), "<t>")
+    rec = omm_records(parse_tle_text(ISS))[0]
+    rec.update({"MEAN_MOTION": 19.99} if column == 52 else {"ECCENTRICITY": 0.9999999})
+    with pytest.raises(OrbitError, match=rf"^gp\.json: record 0: SGP4 rejected the elements \(error {error}"):
+        parse_omm_text(json.dumps([rec]), "json", "gp.json")
+
+
 def test_a_satellite_has_one_name_in_tle_and_omm():
     """An unnamed satellite was SAT-00001 from a TLE file but SAT-1 from OMM (and a shared name got
     -00002 or -2), so one satellite became two nodes; ' 1234' and '01234', one catalog number, were
