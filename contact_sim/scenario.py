@@ -85,7 +85,7 @@ import numpy as np
 
 from orbits import Constellation, OrbitError, check_walker, parse_utc, read_omm, read_tle, walker_delta, walker_star
 from orbits.sunlight import check_sunlight_span, check_sunlight_steps, eclipse_intervals, ephemeris
-from swarmbase.tomlcheck import Table, read_toml
+from swarmbase.tomlcheck import Table, is_finite_number, read_toml
 
 from .drones import MAX_LOCAL_KM, Waypoints, drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
 from .dtn import header_name_ok, read_plan
@@ -397,8 +397,7 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
         b = rt.data["boundaries_s"]
         if rounds.duration_s is not None:
             raise ContactError("rounds: give either duration_s or boundaries_s, not both")
-        if (not isinstance(b, list) or len(b) < 2
-                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x) for x in b)):
+        if not isinstance(b, list) or len(b) < 2 or not all(is_finite_number(x) for x in b):
             # NaN compares False, so it would pass every check below
             raise ContactError("rounds.boundaries_s: expected a list of at least two finite numbers (s)")
         if any(y <= x for x, y in zip(b, b[1:])):

@@ -320,6 +320,14 @@ def test_a_nan_round_boundary_is_refused_when_read(tmp_path, bounds):
         load_contact_scenario(p)
 
 
+@pytest.mark.parametrize("big", [2**64, 10**400], ids=["2**64", "10**400"])
+def test_a_round_boundary_of_64_bits_or_more_is_one_line(tmp_path, big):
+    """numpy's isfinite takes no integer of 64 bits or more: such a boundary was a TypeError traceback."""
+    p = _write(tmp_path, DRONES + f"\n[rounds]\nboundaries_s = [0, {big}]\n")
+    with pytest.raises(ContactError, match=r"\.toml: rounds.boundaries_s: expected "):
+        load_contact_scenario(p)
+
+
 def test_a_waypoint_far_outside_the_local_frame_is_refused(tmp_path):
     csv = tmp_path / "wp.csv"
     csv.write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\na,10,1e200,0,0.1\n")
