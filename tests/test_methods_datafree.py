@@ -146,6 +146,14 @@ def test_a_generator_too_large_to_hold_is_refused_before_it_is_built(nodes):
             get_method("dense", epochs=1, **options).run(ctx)
 
 
+@pytest.mark.parametrize("option", ["synthesis_batch", "nz", "ngf"])
+def test_an_option_beyond_any_float_is_refused_as_too_large_in_one_line(option):
+    """An integer option of 10**400 (TOML's have no size limit) made the size estimate an
+    OverflowError traceback in `fol simulate --check`."""
+    with pytest.raises(ConfigError, match=r"^methods\.dense: synthesis_batch / nz / ngf / epochs: [^\n]* \(limit 8 GiB\)$"):
+        get_method("dense", **{option: 10**400}).check_inputs((3, 16, 16))
+
+
 def test_budget_presets_and_their_share_of_the_published_budget():
     from fol.methods.dense import BUDGETS, budget_share, generator_samples
 
