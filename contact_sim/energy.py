@@ -38,6 +38,9 @@ _EPS_J = 1e-9
 #: sunlight / eclipse steps carries rounding errors of some units in the last place of the
 #: capacity (7e-9 J for a 50 kWh battery), which a fixed 1e-9 J would not absorb.
 _REL_EPS = 1e-12
+#: Largest battery (Wh): 1 TWh, hundreds of times the largest grid storage plant; beyond it a capacity
+#: could leave the float range in joules (an empty start, inf x 0, was NaN), so it is refused as a typing mistake.
+MAX_BATTERY_WH = 1e12
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,9 @@ class EnergyModel:
             v = getattr(self, name)
             if not is_finite_number(v) or v < 0:
                 raise ContactError(f"energy.{name}: expected a number >= 0, got {v!r}")
-        if self.battery_wh <= 0:
-            raise ContactError(f"energy.battery_wh: expected a positive capacity, got {self.battery_wh}")
+        if not 0 < self.battery_wh <= MAX_BATTERY_WH:
+            raise ContactError(f"energy.battery_wh: expected a positive capacity of at most {MAX_BATTERY_WH:g} Wh, "
+                               f"got {self.battery_wh}")
         if not 0.0 <= self.initial_charge <= 1.0:
             raise ContactError(f"energy.initial_charge: expected a fraction 0..1, got {self.initial_charge}")
 

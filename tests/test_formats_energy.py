@@ -101,6 +101,19 @@ def test_energy_table_is_validated() -> None:
                                                    "initial_charge": 2.0}}, ".")
 
 
+@pytest.mark.parametrize("battery_wh", [1e13, 1e308])
+def test_a_battery_beyond_a_terawatt_hour_is_refused_when_read(battery_wh) -> None:
+    """1e308 Wh passed --check, but its capacity in joules is inf: an empty start (inf x 0 = NaN)
+    left the node never able to pay for its pretraining, silently."""
+    base = {"drones": {"count": 2, "radio_range_km": 1.0}, "time": {"duration_s": 60.0, "step_s": 10.0}}
+    energy = {"battery_wh": battery_wh, "solar_w": 5.0, "idle_w": 1.0, "initial_charge": 0.0}
+    with pytest.raises(ContactError, match=r"^s\.toml: energy\.battery_wh: expected a positive capacity of at most "
+                                           r"1e\+12 Wh"):
+        parse_contact_scenario({**base, "energy": energy}, ".", "s.toml")
+    energy["battery_wh"] = 1e12
+    assert parse_contact_scenario({**base, "energy": energy}, ".").energy.capacity_j == 3.6e15
+
+
 def test_energy_refuses_a_horizon_the_ephemeris_does_not_cover() -> None:
     """DE421 ends in 2053: a later satellite scenario with [energy] is refused when read (it was a
     Skyfield EphemerisRangeError traceback once the contacts had been computed)."""
