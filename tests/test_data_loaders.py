@@ -451,6 +451,16 @@ def test_oversized_pools_are_refused_before_decoding(tmp_path):
         check_pool_size(1_000, 1024, "x")
 
 
+def test_a_pool_count_beyond_any_float_is_refused_in_one_short_line():
+    """data.size = 10**400 (TOML integers have no size limit) made the size estimate an
+    OverflowError traceback in `fol simulate --check`."""
+    from fol.data.geo import check_pool_size
+
+    with pytest.raises(DataError, match=r"^data\.size: 10000000000000000000\.\.\. \(401 digits\) images of 32x32 pixels "
+                                        r"would need more bytes than a float can count as float32 \(limit 8 GiB\)"):
+        check_pool_size(10**400, 32, "data.size")
+
+
 def test_image_folder_png_csv_and_filename_coordinates(tmp_path):
     root = tmp_path / "imgs"
     _write(root / "intact" / "a.png", (0, 255, 0))

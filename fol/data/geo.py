@@ -34,6 +34,7 @@ import torch
 
 from fol.defaults import class_name
 from fol.errors import DataError
+from swarmbase.tomlcheck import is_finite_number, shown
 
 __all__ = ["GeoDataset", "NodeData", "split_node", "DEFAULT_SPLIT", "DEFAULT_MIN_SAMPLES"]
 
@@ -56,11 +57,28 @@ def check_pool_size(n_images: int, image_size: int, where: str) -> None:
     if isinstance(image_size, bool) or not isinstance(image_size, (int, np.integer)) or not (
             8 <= image_size <= MAX_IMAGE_SIZE):
         raise DataError(f"{where}: image_size must be an integer of 8..{MAX_IMAGE_SIZE} pixels, got {image_size!r}")
-    need = float(n_images) * 3 * int(image_size) ** 2 * 4
+    need = int(n_images) * 3 * int(image_size) ** 2 * 4  # exact: a count from a file has no size limit
     if need > MAX_POOL_BYTES:
-        raise DataError(f"{where}: {int(n_images):,} images of {image_size}x{image_size} pixels would need "
-                        f"{need / 2**30:,.1f} GiB as float32 (limit {MAX_POOL_BYTES / 2**30:.0f} GiB); "
+        raise DataError(f"{where}: {count_text(n_images)} images of {image_size}x{image_size} pixels would need "
+                        f"{gib_text(need)} as float32 (limit {MAX_POOL_BYTES / 2**30:.0f} GiB); "
                         f"lower image_size or the number of images")
+
+
+def count_text(n: int) -> str:
+    """A count for a one-line message: ``1,000,000``, shortened as :func:`~swarmbase.tomlcheck.shown`
+    shortens a long number past 60 characters (a TOML integer has no size limit).
+
+    >>> count_text(10**6), count_text(10**400)
+    ('1,000,000', '10000000000000000000... (401 digits)')
+    """
+    text = f"{int(n):,}"
+    return text if len(text) <= 60 else shown(int(n))
+
+
+def gib_text(n_bytes: int | float) -> str:
+    """A byte count needed, for a one-line refusal: ``11.7 GiB``, or past the float range
+    (a count of 10**400 in a file) ``more bytes than a float can count``."""
+    return f"{n_bytes / 2**30:,.1f} GiB" if is_finite_number(n_bytes) else "more bytes than a float can count"
 
 
 @dataclass(repr=False)

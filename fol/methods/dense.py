@@ -88,7 +88,7 @@ from fol.methods._common import (
 from fol.methods.base import Method, NodeResult, SwarmContext, register
 from fol.models import build_model
 from fol.train import TrainConfig, fit, seed_everything
-from swarmbase.tomlcheck import is_finite_number, shown
+from swarmbase.tomlcheck import shown
 
 __all__ = ["BUDGETS", "budget_share", "generator_samples", "Generator", "DataFreeConfig", "DataFreeResult", "distill_data_free", "generator_loss", "ensemble_weight_steps", "kl_div", "DenseMethod", "WeightedEnsemble"]
 
@@ -348,33 +348,30 @@ def ensemble_weight_steps(ensemble: WeightedEnsemble, px: torch.Tensor, py: torc
     return w.detach()
 
 
-def synthesis_bytes(epochs: int, synthesis_batch: int, nz: int, ngf: int, input_shape: Sequence[int]) -> float:
+def synthesis_bytes(epochs: int, synthesis_batch: int, nz: int, ngf: int, input_shape: Sequence[int]) -> int:
     """A lower bound on the float32 bytes of the synthesis loop: the generator's
     parameters, one synthesis batch through it (activations and their
-    gradients) and the pool of ``epochs`` batches it keeps; ``inf`` beyond any float
-    (an option of 10**400: TOML integers have no size limit)."""
+    gradients) and the pool of ``epochs`` batches it keeps; exact, also for an option
+    of 10**400 (TOML integers have no size limit)."""
     c, s = int(input_shape[0]), int(input_shape[-1])
     i = max(1, s // 4)
     params = nz * 2 * ngf * i * i + 9 * (2 * ngf) ** 2 + 9 * 2 * ngf * ngf + 9 * ngf * c
     per_sample = nz + 2 * (2 * 2 * ngf * i * i + 4 * 2 * ngf * (2 * i) ** 2 + 2 * ngf * (4 * i) ** 2
                            + 3 * ngf * (4 * i) ** 2 + 3 * c * s * s)
-    need = 4 * (params + synthesis_batch * per_sample + epochs * synthesis_batch * c * s * s)  # exact integers
-    return float(need) if is_finite_number(need) else math.inf
+    return 4 * (params + synthesis_batch * per_sample + epochs * synthesis_batch * c * s * s)  # exact integers
 
 
 def check_synthesis_size(epochs: int, synthesis_batch: int, nz: int, ngf: int, input_shape: Sequence[int],
                          where: str) -> None:
     """Refuse, before the generator is built, a synthesis that could not be held
     in :data:`fol.data.geo.MAX_POOL_BYTES`; ``where`` names the options that set it."""
-    from fol.data.geo import MAX_POOL_BYTES
+    from fol.data.geo import MAX_POOL_BYTES, count_text, gib_text
 
     need = synthesis_bytes(epochs, synthesis_batch, nz, ngf, input_shape)
     if need > MAX_POOL_BYTES:
         s = int(input_shape[-1])
-        batch = f"{int(synthesis_batch):,}" if synthesis_batch < 10**21 else shown(synthesis_batch)
-        size = f"about {need / 2**30:,.1f} GiB" if need < math.inf else "more bytes than a float can count"
-        raise ConfigError(f"{where}: a synthesis batch of {batch} images of {s}x{s} pixels "
-                          f"(nz {shown(nz)}, ngf {shown(ngf)}, {epochs} epochs) would need {size} "
+        raise ConfigError(f"{where}: a synthesis batch of {count_text(synthesis_batch)} images of {s}x{s} pixels "
+                          f"(nz {shown(nz)}, ngf {shown(ngf)}, {epochs} epochs) would need {gib_text(need)} "
                           f"(limit {MAX_POOL_BYTES / 2**30:.0f} GiB)")
 
 
