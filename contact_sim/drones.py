@@ -39,6 +39,10 @@ WAYPOINT_COLUMNS = ("node_id", "t_s", "x_km", "y_km", "z_km")
 #: it (a flat frame that size is already far from the curved Earth; larger values are typing
 #: mistakes, and 1e200 overflowed the window search).
 MAX_LOCAL_KM = 1000.0
+#: Most drones of the random-waypoint model (``drones.count``): far more than the trajectory budget
+#: admits (every drone's turns are time samples of every drone), refused before any estimate is
+#: computed (10**400 overflowed it).
+MAX_DRONES = 1_000_000
 #: Larger waypoint files are refused unread (bytes; a million waypoints take about 50 MB).
 MAX_WAYPOINT_BYTES = 64 * 1024 * 1024
 

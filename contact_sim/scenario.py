@@ -87,7 +87,7 @@ from orbits import Constellation, OrbitError, check_walker, parse_utc, read_omm,
 from orbits.sunlight import check_sunlight_span, check_sunlight_steps, eclipse_intervals, ephemeris
 from swarmbase.tomlcheck import Table, is_finite_number, read_toml
 
-from .drones import MAX_LOCAL_KM, Waypoints, drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
+from .drones import MAX_DRONES, MAX_LOCAL_KM, Waypoints, drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
 from .dtn import header_name_ok, read_plan
 from .errors import ContactError
 from .missions import MAX_SPEED_M_S, MIN_SPEED_M_S, TRACK_SUFFIXES, read_missions
@@ -280,7 +280,7 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
         t = _Table(data["drones"], "drones", _DRONE_KEYS, src)
         drones = DroneConfig(
             radio_range_km=t.num("radio_range_km", required=True, positive=True, maximum=MAX_LOCAL_KM),
-            count=t.int("count", None, minimum=1),
+            count=t.int("count", None, minimum=1, maximum=MAX_DRONES),
             area_km=t.num("area_km", 5.0, positive=True, maximum=MAX_LOCAL_KM),
             speed_m_s=t.num("speed_m_s", 15.0, minimum=MIN_SPEED_M_S, maximum=MAX_SPEED_M_S),
             altitude_km=t.num("altitude_km", 0.1, minimum=-MAX_LOCAL_KM, maximum=MAX_LOCAL_KM),

@@ -328,6 +328,15 @@ def test_a_round_boundary_of_64_bits_or_more_is_one_line(tmp_path, big):
         load_contact_scenario(p)
 
 
+@pytest.mark.parametrize("count", [1_000_001, 10**400], ids=["1e6+1", "10**400"])
+def test_a_drone_count_beyond_a_million_is_refused_when_read(tmp_path, count):
+    """10**400 drones made the grid estimate an OverflowError traceback; far fewer already
+    exceed the trajectory budget (each drone's turns are samples of every drone)."""
+    p = _write(tmp_path, DRONES.replace("count = 3", f"count = {count}"))
+    with pytest.raises(ContactError, match=r"\.toml: drones\.count: expected an integer <= 1000000, got "):
+        load_contact_scenario(p)
+
+
 def test_a_waypoint_far_outside_the_local_frame_is_refused(tmp_path):
     csv = tmp_path / "wp.csv"
     csv.write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\na,10,1e200,0,0.1\n")
