@@ -85,7 +85,7 @@ import numpy as np
 
 from orbits import Constellation, OrbitError, check_walker, parse_utc, read_omm, read_tle, walker_delta, walker_star
 from orbits.sunlight import check_sunlight_span, check_sunlight_steps, eclipse_intervals, ephemeris
-from swarmbase.tomlcheck import Table, is_finite_number, read_toml
+from swarmbase.tomlcheck import Table, is_finite_number, read_toml, shown
 
 from .drones import MAX_DRONES, MAX_LOCAL_KM, Waypoints, drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
 from .dtn import header_name_ok, read_plan
@@ -328,10 +328,10 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
             name = st.str("name", f"GS-{i}")
             if not header_name_ok(name):  # what a plan's '# node N NAME KIND' header carries
                 raise ContactError(f"ground_stations[{i}].name: expected a name with single spaces between words "
-                                   f"(no leading, trailing or other whitespace), got {name!r}")
+                                   f"(no leading, trailing or other whitespace), got {shown(name)}")
             twin = next((j for j, s in enumerate(stations) if s.name == name), None)
             if twin is not None:
-                raise ContactError(f"ground_stations[{i}].name: {name!r} is already the name of "
+                raise ContactError(f"ground_stations[{i}].name: {shown(name)} is already the name of "
                                    f"ground_stations[{twin}]; node names must be unique")
             stations.append(GroundStation(name, lat, lon, st.num("elevation_m", 0.0, minimum=-1000.0, maximum=10000.0)))
 
@@ -392,7 +392,7 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
     rt = _Table(data.get("rounds", {}), "rounds", _ROUND_KEYS, src)
     rounds = RoundConfig(rt.int("count", None, minimum=1), rt.num("duration_s", None, positive=True))
     if rounds.count is not None and rounds.count > MAX_ROUNDS:
-        raise ContactError(f"rounds.count: expected at most {MAX_ROUNDS:,} rounds, got {rounds.count:,}")
+        raise ContactError(f"rounds.count: expected at most {MAX_ROUNDS:,} rounds, got {shown(rounds.count)}")
     if rt.has("boundaries_s"):
         b = rt.data["boundaries_s"]
         if rounds.duration_s is not None:

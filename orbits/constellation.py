@@ -178,15 +178,15 @@ def check_walker(total: int, planes: int, phasing: int, altitude_km: float,
     if first_satnum + total - 1 > SGP4_MAX_SATNUM:  # checked before any record is built
         raise OrbitError(f"constellation.total: expected at most {SGP4_MAX_SATNUM - first_satnum + 1} satellites "
                          f"(numbered from {first_satnum}; sgp4's catalog numbers end at {SGP4_MAX_SATNUM}), "
-                         f"got {total}")
+                         f"got {shown(total)}")
     if planes < 1:
         raise OrbitError(f"constellation.planes: expected a positive plane count, got {planes}")
     if total % planes:
         raise OrbitError(
-            f"constellation.planes: {planes} planes do not divide {total} satellites evenly"
+            f"constellation.planes: {shown(planes)} planes do not divide {total} satellites evenly"
         )
     if not 0 <= phasing < planes:
-        raise OrbitError(f"constellation.phasing: expected 0..{planes - 1}, got {phasing}")
+        raise OrbitError(f"constellation.phasing: expected 0..{planes - 1}, got {shown(phasing)}")
     if not 100.0 <= float(altitude_km) <= 50000.0:
         raise OrbitError(
             f"constellation.altitude_km: expected 100..50000 km above the Earth, got {altitude_km}"

@@ -488,3 +488,37 @@ def test_an_empty_file_or_folder_name_is_refused_by_argparse(argv: list[str], tm
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "expected a file or folder name, got an empty string" in err, err
     assert "Traceback" not in err and not any(tmp_path.iterdir())
+
+
+_LONG = "x" * 100_000
+_HUGE = 10**4000  # TOML integers up to 4,300 digits are read
+_DRONES, _LEO = "drone_swarm.toml", "leo_hurricane.toml"
+
+
+@pytest.mark.parametrize("example, old, new", [
+    (_DRONES, "seeds = [0, 1]", "seeds = [" + ", ".join(["0"] * 100_000) + "]"),
+    (_DRONES, "size = 6000", f"size = 6000\nmin_samples = {_HUGE}"),
+    (_DRONES, "per_node = 300", f"per_node = {_HUGE}"),
+    (_DRONES, 'executor = "process"', f'executor = "process"\nworkers = {_HUGE}'),
+    (_DRONES, 'executor = "process"', f'executor = "process"\nthreads = {_HUGE}'),
+    (_DRONES, "[rounds]\ncount = 2", f"[rounds]\ncount = {_HUGE}"),
+    (_DRONES, 'archs = ["cnn-medium"]', f'archs = ["cnn-medium"]\nnodes = {{ "{_LONG}" = "cnn-small" }}'),
+    (_LEO, "[[ground_stations]]", 2 * f'[[ground_stations]]\nname = "{_LONG}"\nlat_deg = 0.0\nlon_deg = 0.0\n'
+     + "[[ground_stations]]"),
+    (_LEO, 'name = "Miami"', f'name = "{_LONG} "'),
+    (_LEO, "planes = 3", f"planes = {_HUGE}"),
+    (_LEO, "phasing = 1", f"phasing = {_HUGE}"),
+    (_LEO, "total = 24", f"total = {_HUGE}"),
+], ids=["repeated-seeds", "min_samples", "per_node", "workers", "threads", "rounds.count", "models.nodes",
+        "station-name-twice", "station-name-spaces", "planes", "phasing", "total"])
+def test_a_scenario_refusal_shows_a_long_value_shortened(example: str, old: str, new: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The refusal is one line meant to be read: a value of the file (a list of 100,000 seeds, a
+    4,000-digit count, a 100,000-character name) is shown shortened, not whole (3 MB for the seeds)."""
+    text = (EXAMPLES / example).read_text()
+    assert old in text
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(text.replace(old, new, 1))
+    assert main(["simulate", str(scenario), "--check", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and len(err) < 600, err[:300]

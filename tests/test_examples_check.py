@@ -152,7 +152,7 @@ def test_fedavg_on_mixed_architectures_is_refused_before_any_work(tmp_path: Path
     (('run = ["local", "fol", "dense"]', 'run = ["fol", "mtfl"]\n[methods.mtfl]\nrounds = 100000'),
      "methods.mtfl.rounds: 100000 server rounds but the contact plan has 1 [rounds]"),
     (('archs = ["cnn-small", "cnn-medium"]', 'archs = ["cnn-small"]\nnodes = {"nope" = "cnn-small"}'),
-     "models.nodes.nope"),
+     "models.nodes: no learning node is named 'nope'"),
     # a few characters must not make the run draw terabytes of images
     (('size = 2000', 'size = 1000000000000'), "data.size: 1,000,000,000,000 images of 32x32 pixels would need"),
     (('size = 2000', 'size = 2000\nimage_size = 100000'), "data.image_size: expected an integer of 8..1024"),

@@ -91,7 +91,7 @@ def node_architectures(scn: SwarmScenario, names: list[str], planes: list[int] |
             out.append(archs[k % len(archs)])
     unknown = sorted(set(scn.models.nodes) - set(names))
     if unknown:
-        raise ConfigError(f"models.nodes.{unknown[0]}: no learning node of that name")
+        raise ConfigError(f"models.nodes: no learning node is named {shown(unknown[0])}")
     return out
 
 
@@ -153,7 +153,7 @@ def check_local_parallelism(executor: str, ray_address: str | None, workers: int
     cores = os.cpu_count() or 1
     for key, value in (("run.workers (or --workers)", workers), ("run.threads", threads)):
         if value is not None and value > MAX_PER_CORE * cores:
-            raise ConfigError(f"{key}: {value} on this machine of {cores} core(s); "
+            raise ConfigError(f"{key}: {shown(value)} on this machine of {cores} core(s); "
                               f"expected at most {MAX_PER_CORE * cores} ({MAX_PER_CORE} per core)")
 
 
@@ -244,7 +244,7 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
                        else ("data.min_samples", d.min_samples))
         if pool < len(names) * each:
             size = "data.size" if d.size is not None else f"data.size (default {SYNTHETIC_DEFAULT_SIZE})"
-            raise DataError(f"{scn.source}: {size}: {pool} images cannot give {len(names)} nodes {field} = {each} "
+            raise DataError(f"{scn.source}: {size}: {pool} images cannot give {len(names)} nodes {field} = {shown(each)} "
                             f"each ({d.partition} partition); raise data.size, lower {field} or use fewer nodes")
 
     if out is not None:

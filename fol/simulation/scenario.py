@@ -243,8 +243,11 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     if not isinstance(seeds, list) or not seeds or not all(is_seed(x) for x in seeds):
         # the generators seeded by [seed, ...] take non-negative integers only, torch's at most 64 bits
         raise ConfigError(f"scenario.seeds: expected a non-empty list of integers in 0..{MAX_SEED}, got {shown(seeds)}")
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"scenario.seeds: repeated seed in {seeds}")
+    seen: set[int] = set()
+    for seed in seeds:
+        if seed in seen:  # the list shown shortened: it may hold a million seeds
+            raise ConfigError(f"scenario.seeds: repeated seed {seed} in {shown(seeds)}")
+        seen.add(seed)
 
     d = _table(doc, "data", set(DataConfig.__dataclass_fields__), source)
     data = DataConfig(
@@ -282,7 +285,7 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         raise ConfigError(f"data.min_samples: expected >= {DEFAULT_MIN_SAMPLES} (every node's images are split "
                           f"70/15/15 into train/val/test, which needs {DEFAULT_MIN_SAMPLES}), got {shown(data.min_samples)}")
     if data.per_node is not None and data.per_node < data.min_samples:  # no node could hold min_samples
-        raise ConfigError(f"data.per_node: expected >= data.min_samples = {data.min_samples} (a node holds at "
+        raise ConfigError(f"data.per_node: expected >= data.min_samples = {shown(data.min_samples)} (a node holds at "
                           f"most per_node images), got {shown(data.per_node)}")
     if data.size is not None and data.size < 1:
         raise ConfigError(f"data.size: expected >= 1, got {shown(data.size)}")
