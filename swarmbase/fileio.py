@@ -339,7 +339,11 @@ def check_output_dir(path: str | os.PathLike[str], error: type[Exception], *, em
     parent) and is removed at once; nothing else is created. Problems raise
     ``error`` with one line."""
     path = Path(path)
-    if path.exists():
+    try:
+        exists = path.exists()
+    except OSError as exc:  # a name too long for the file system, a loop of symbolic links
+        raise error(f"{what} {path}: cannot be checked ({exc.strerror})") from None
+    if exists:
         if not path.is_dir():
             raise error(f"{what} {path}: exists and is not a folder")
         try:  # a probe, not the permission bits: those say nothing for root or on a read-only mount
