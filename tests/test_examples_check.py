@@ -227,3 +227,22 @@ def test_check_refuses_an_output_that_is_a_file_or_not_empty(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match="cannot be created"):
         check_scenario(scn, tmp_path / "file" / "sub")
     check_scenario(scn, tmp_path / "new" / "deeper")
+
+
+def test_a_pool_too_small_for_a_large_shell_is_refused_before_the_shell_is_built(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 339,999-satellite shell took 2 s and 400 MB to build, only for the check to say then that
+    the default pool of 12,000 images cannot give every satellite its images; a Walker shell's
+    (or random-waypoint drones') node count is in the file, and the pool is checked first."""
+    import contact_sim.scenario as contact_scenario
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the shell was built before the pool was checked")
+
+    monkeypatch.setattr(contact_scenario, "walker_delta", never)
+    path = tmp_path / "big.toml"
+    path.write_text('[constellation]\nkind = "walker-delta"\ntotal = 339999\nplanes = 1\naltitude_km = 550.0\n'
+                    'inclination_deg = 53.0\nepoch = "2025-01-01T00:00:00Z"\n[time]\nduration_s = 1.0\n'
+                    '[link]\nmax_range_km = 1000.0\n')
+    with pytest.raises(DataError, match=r"data\.size \(default 12000\): 12000 images cannot give 339999 nodes "):
+        check_scenario(load_scenario(path))

@@ -184,10 +184,37 @@ def _dataset_field(d: DataConfig) -> str:
     return "data.path"
 
 
+def _known_node_count(scn: SwarmScenario) -> int | None:
+    """The number of learning nodes when the file alone gives it (a Walker shell's
+    ``total``, random-waypoint drones' ``count``), else ``None`` (files to read)."""
+    c = scn.contact
+    if c.constellation is not None and c.constellation.kind.startswith("walker"):
+        return c.constellation.total
+    return c.drones.count if c.drones is not None else None
+
+
+def _check_synthetic_pool(scn: SwarmScenario, n_nodes: int) -> None:
+    """A synthetic pool of ``data.size`` images can give each of ``n_nodes`` nodes
+    ``data.per_node`` (dirichlet partition) or ``data.min_samples`` (orbit, region)."""
+    d = scn.data
+    if not d.dataset.startswith("synthetic-"):  # a real dataset's size is known once it is read
+        return
+    pool = d.size or SYNTHETIC_DEFAULT_SIZE
+    field, each = (("data.per_node", d.per_node) if d.partition == "dirichlet" and d.per_node is not None
+                   else ("data.min_samples", d.min_samples))
+    if pool < n_nodes * each:
+        size = "data.size" if d.size is not None else f"data.size (default {SYNTHETIC_DEFAULT_SIZE})"
+        raise DataError(f"{scn.source}: {size}: {pool} images cannot give {n_nodes} nodes {field} = {shown(each)} "
+                        f"each ({d.partition} partition); raise data.size, lower {field} or use fewer nodes")
+
+
 def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool = False,
                    check_data: bool = True) -> CheckReport:
     """Validate ``scn`` (and the output folder ``out`` if given) without training;
     see the module docstring. ``check_data=False`` skips the dataset's presence."""
+    known = _known_node_count(scn)
+    if known is not None:  # before a shell of up to 339,999 satellites is built only to be refused
+        _check_synthetic_pool(scn, known)
     with errors_name_the_file(scn.source):
         names, planes = check_contact_scenario(scn.contact)
         check_energy_inputs(scn.contact)
@@ -237,15 +264,7 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
             if len(classes) < 2:
                 raise DataError(f"{scn.source}: data.path: {folder} has {len(classes)} class sub-folder(s) "
                                 f"{classes}; a classifier needs at least 2 (<path>/<class>/<image files>)")
-    if d.dataset.startswith("synthetic-"):  # the pool's size is known before it is drawn
-        pool = d.size or SYNTHETIC_DEFAULT_SIZE
-        # dirichlet gives every node exactly per_node images; orbit and region at least min_samples
-        field, each = (("data.per_node", d.per_node) if d.partition == "dirichlet" and d.per_node is not None
-                       else ("data.min_samples", d.min_samples))
-        if pool < len(names) * each:
-            size = "data.size" if d.size is not None else f"data.size (default {SYNTHETIC_DEFAULT_SIZE})"
-            raise DataError(f"{scn.source}: {size}: {pool} images cannot give {len(names)} nodes {field} = {shown(each)} "
-                            f"each ({d.partition} partition); raise data.size, lower {field} or use fewer nodes")
+    _check_synthetic_pool(scn, len(names))
 
     if out is not None:
         check_run_folder(out, resume)
