@@ -123,6 +123,8 @@ _ROUND_KEYS = {"count", "duration_s", "boundaries_s"}
 #: Most rounds a scenario may define (each round keeps per-node state in the plan and the simulation).
 MAX_ROUNDS = 10_000
 _CONTACTS_KEYS = {"plan_file"}
+#: The last instant a ``datetime`` (and so an ISO-8601 stamp of the outputs) can hold.
+_LAST_UTC = _dt.datetime.max.replace(tzinfo=_dt.timezone.utc)
 _ENERGY_KEYS = {"battery_wh", "solar_w", "idle_w", "j_per_flop", "j_per_byte", "initial_charge", "sunlight_step_s"}
 
 
@@ -450,6 +452,9 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
         # (TLE, OMM, waypoints) are checked once read, still before anything is propagated
         known = constellation is not None and constellation.kind.startswith("walker")
         _check_grid(scenario, constellation.total + len(stations) if known else 1)
+    if start is not None and (_LAST_UTC - start).total_seconds() < duration_s:  # no time stamp names the end
+        raise ContactError(f"time.duration_s: {duration_s:g} s from time.start {start:%Y-%m-%dT%H:%M:%SZ} end after "
+                           f"{_LAST_UTC:%Y-%m-%dT%H:%M:%SZ}, the last time an ISO-8601 UTC stamp names")
     return scenario
 
 

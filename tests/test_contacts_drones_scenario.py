@@ -337,6 +337,21 @@ def test_a_drone_count_beyond_a_million_is_refused_when_read(tmp_path, count):
         load_contact_scenario(p)
 
 
+@pytest.mark.parametrize("start, match", [
+    ('"0001-01-01T00:00:00+01:00"', r"time\.start: expected a time within the years 1\.\.9999 in UTC, got "),
+    ("0001-01-01T00:00:00+01:00", r"time\.start: expected a time within the years 1\.\.9999 in UTC, got "),
+    ('"9999-12-31T23:00:00-02:00"', r"time\.start: expected a time within the years 1\.\.9999 in UTC, got "),
+    ('"9999-12-31T23:59:00Z"', r"time\.duration_s: 600 s from time\.start 9999-12-31T23:59:00Z end after "
+                               r"9999-12-31T23:59:59Z"),
+], ids=["year-0-in-utc", "toml-datetime", "year-10000-in-utc", "horizon-past-9999"])
+def test_a_start_outside_the_years_a_timestamp_names_is_refused_when_read(tmp_path, start, match):
+    """Converting such a start to UTC was an OverflowError traceback; a horizon ending after
+    9999 passed the check and stopped `fol contacts` with one when it wrote the windows' times."""
+    p = _write(tmp_path, DRONES.replace("[time]", f"[time]\nstart = {start}"))
+    with pytest.raises(ContactError, match=r"\.toml: " + match):
+        load_contact_scenario(p)
+
+
 def test_a_waypoint_far_outside_the_local_frame_is_refused(tmp_path):
     csv = tmp_path / "wp.csv"
     csv.write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\na,10,1e200,0,0.1\n")
