@@ -545,26 +545,6 @@ def test_a_waypoint_csv_the_csv_module_refuses_is_one_line(tmp_path):
     assert "\n" not in str(exc.value)
 
 
-def test_a_toml_time_whose_offset_leaves_the_calendar_names_its_field(tmp_path):
-    """A TOML date-time 0001-01-01T00:00:00+01:00 (the year 0 in UTC) was an OverflowError traceback,
-    then a line naming 'epoch' instead of the field."""
-    p = _write(tmp_path, """
-        [constellation]
-        kind = "walker-delta"
-        total = 2
-        planes = 1
-        phasing = 0
-        altitude_km = 550.0
-        inclination_deg = 53.0
-        epoch = 2025-01-01T00:00:00Z
-        [time]
-        start = 0001-01-01T00:00:00+01:00
-        duration_s = 1800.0
-        """)
-    with pytest.raises(ContactError, match=r"time\.start: expected a time within the years 1\.\.9999 in UTC"):
-        load_contact_scenario(p)
-
-
 @pytest.mark.parametrize("kind, article", [("tle", "a TLE"), ("omm", "an OMM")])
 def test_an_element_set_constellation_without_a_start_names_its_kind(tmp_path, kind, article):
     (tmp_path / f"shell.{kind}").write_text("")
