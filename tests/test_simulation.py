@@ -167,6 +167,12 @@ def test_a_bad_scenario_seed_is_named_as_written(seed, shown: str) -> None:
     assert parse_scenario(doc, Path("."), "tiny.toml").seeds == [4294967295]
 
 
+def test_output_dir_reads_the_home_folder_as_every_other_path_field() -> None:
+    """output.dir = "~/runs/x" made a folder literally named ~ in the working directory."""
+    doc = _doc(output={"dir": "~/runs/x"})
+    assert parse_scenario(doc, Path("."), "tiny.toml").output_dir == Path.home() / "runs" / "x"
+
+
 def test_data_root_is_read_as_every_other_path_of_the_file(tmp_path: Path) -> None:
     """data.root was read as plain text: "~/datasets" became <scenario folder>/~/datasets and ""
     the scenario's folder itself, where every other path of the file expands ~ and refuses ""."""

@@ -386,7 +386,7 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         out_dir = o.str("dir", nonempty=True)
         if "\0" in out_dir:  # no file system takes one: making the folder raised ValueError
             raise ConfigError(f"output.dir: expected a path without a NUL character, got {shown(out_dir)}")
-        out = Path(out_dir)
+        out = Path(out_dir).expanduser()  # as every other path field (and a shell) reads ~
 
     return SwarmScenario(name, list(seeds), contact, data, models, fol_cfg, list(run_list), options, run, out, doc,
                          source, text)
