@@ -341,3 +341,11 @@ def test_a_fix_a_recorded_track_cannot_hold_is_skipped_not_logged(body: str) -> 
                                       .replace(",X,", ",N,").replace(",Q,", ",E,").replace(",Y,", ",N,")))
     fix = fix_from_nmea(good, None, 0.0) if good.msgID == "GGA" else fix_from_nmea(None, good, 0.0)
     assert fix["lat_deg"] == pytest.approx(48.1173)
+
+
+def test_the_altitude_bound_is_the_recorded_track_readers() -> None:
+    """fol.agent may not import contact_sim (the layering), so the bound is written twice; this keeps them one."""
+    from contact_sim.drones import MAX_LOCAL_KM
+    from fol.agent.position import MAX_ALTITUDE_M
+
+    assert MAX_ALTITUDE_M == MAX_LOCAL_KM * 1000.0

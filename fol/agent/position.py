@@ -70,6 +70,9 @@ __all__ = ["PositionConfig", "PositionSource", "MavlinkSource", "NmeaSource", "P
 log = logging.getLogger(__name__)
 
 LOG_FILE = "positions.jsonl"
+#: Largest altitude (m) a logged fix may have: the bound of a recorded track in ``fol contacts``
+#: (``contact_sim.drones.MAX_LOCAL_KM``, which ``fol.agent`` does not import; a test keeps them equal).
+MAX_ALTITUDE_M = 1_000_000.0
 NMEA_MAX_LINE = 256  # bytes; NMEA 0183 limits a sentence to 82 characters, proprietary ones run longer
 KNOT_M_S = 1852.0 / 3600.0
 GPSD_PORT = 2947
@@ -108,13 +111,11 @@ class PositionConfig:
 def check_fix_position(lat_deg: float, lon_deg: float, alt_msl_m: float | None) -> None:
     """Raise ``ValueError`` for a position a recorded track cannot hold (``fol contacts`` refuses
     such a line of ``positions.jsonl``): a latitude outside -90..90 or a longitude outside
-    -180..180 degrees, or an altitude beyond ``contact_sim.drones.MAX_LOCAL_KM``."""
-    from contact_sim.drones import MAX_LOCAL_KM  # the track reader's bound (imports numpy: not at start-up)
-
+    -180..180 degrees, or an altitude beyond :data:`MAX_ALTITUDE_M`."""
     if not (abs(lat_deg) <= 90 and abs(lon_deg) <= 180):
         raise ValueError(f"position out of range ({lat_deg!r}, {lon_deg!r})")
-    if alt_msl_m is not None and not abs(alt_msl_m) <= MAX_LOCAL_KM * 1000.0:
-        raise ValueError(f"altitude {alt_msl_m!r} m beyond {MAX_LOCAL_KM * 1000:g} m")
+    if alt_msl_m is not None and not abs(alt_msl_m) <= MAX_ALTITUDE_M:
+        raise ValueError(f"altitude {alt_msl_m!r} m beyond {MAX_ALTITUDE_M:g} m")
 
 
 def fix_from_message(msg: Any, received_at: float) -> dict[str, Any]:
