@@ -1918,7 +1918,7 @@ def test_a_peer_flooding_a_busy_receiver_has_only_its_credits_queued(tmp_path: P
     holds at most the CHUNKs its FETCH credits ask for plus a few messages; ZeroMQ then stops reading it
     (its default let 1,000 messages of up to chunk_bytes each wait per connection)."""
     from fol.agent import protocol as P
-    from fol.agent.transfer import INBOUND_SLACK_MESSAGES, Receiver, ReceiverSettings
+    from fol.agent.transfer import QUEUE_SLACK_MESSAGES, Receiver, ReceiverSettings
 
     settings = ReceiverSettings(chunk_bytes=16 * 1024, window_chunks=2, max_concurrent_transfers=1)
     ctx = zmq.Context()
@@ -1939,7 +1939,7 @@ def test_a_peer_flooding_a_busy_receiver_has_only_its_credits_queued(tmp_path: P
             except zmq.Again:
                 time.sleep(0.005)
         credits = settings.window_chunks * settings.max_concurrent_transfers
-        assert sent < 4 * (credits + INBOUND_SLACK_MESSAGES), sent  # about 70 queued, a few in the kernel
+        assert sent < 4 * (credits + QUEUE_SLACK_MESSAGES), sent  # about 70 queued, a few in the kernel
     finally:
         dealer.close(linger=0)
         router.close(linger=0)
@@ -1982,3 +1982,87 @@ def test_a_peers_reason_is_kept_and_logged_as_one_printable_bounded_line(tmp_pat
     dropped = [r.getMessage() for r in caplog.records if "dropped transfer" in r.getMessage()]
     assert len(dropped) == 1 and "forged line" in dropped[0] and dropped[0].isprintable(), dropped
     assert len(dropped[0]) <= 700
+
+
+def test_a_receiver_flooding_a_sender_with_fetches_has_only_its_credits_queued(tmp_path: Path) -> None:
+    """docs/security.md, messages: a (trusted, hostile) receiver that sends FETCH after FETCH and reads no
+    CHUNK gets at most the CHUNKs a receiver's credits ask for, plus a few, queued at the sender; the
+    FETCHes past that are dropped unanswered (an honest receiver fetches them again after chunk_timeout_s).
+    ZeroMQ's default queued 1,000 CHUNKs a connection, about 260 MB at the default chunk size."""
+    from fol.agent import protocol as P
+    from fol.agent.config import Limits
+    from fol.agent.transfer import queue_limit
+
+    chunk, flood = 256 * 1024, 600
+    data = os.urandom(chunk)
+    offer = Offer(sender="sender", model_id="m1", round=0, spec={"arch": "cnn"}, size=len(data),
+                  sha256=hashlib.sha256(data).hexdigest(), chunk_bytes=chunk)
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.linger, router.sndhwm, router.rcvhwm, router.rcvbuf = 0, 0, 1, 4096  # reads nothing while flooding
+    link = None
+    try:
+        port = router.bind_to_random_port("tcp://127.0.0.1")
+        link = PeerLink(ctx, "receiver", f"tcp://127.0.0.1:{port}", None, None)
+        link.add(OutgoingTransfer("receiver", offer, data, offer_retry_s=0.05))
+        deadline = time.monotonic() + 5
+        while not router.poll(50):  # the OFFER, once connected
+            link.tick(time.monotonic())
+            assert time.monotonic() < deadline, "no OFFER"
+        identity = router.recv_multipart()[0]
+        fetch = P.encode(P.FETCH, {"model_id": "m1", "offset": 0, "length": chunk})
+        for _ in range(flood):
+            router.send_multipart([identity, *fetch])
+        handled = 0
+        while handled < flood and time.monotonic() < deadline:
+            if link.sock.poll(50):
+                link.handle(link.sock.recv_multipart(copy=False), time.monotonic())
+                handled += 1
+        assert handled == flood
+        chunks = 0
+        while router.poll(500):  # now read what the sender queued
+            chunks += router.recv_multipart()[2] == P.CHUNK
+        queued = queue_limit(Limits.window_chunks, Limits.max_concurrent_transfers)
+        assert chunks < 2 * queued, chunks  # 96 queued, a few in the kernel's buffers (600 before)
+    finally:
+        if link is not None:
+            link.close()
+        router.close(linger=0)
+        ctx.term()
+
+
+def test_a_receiver_flooding_a_busy_sender_has_only_its_credits_waiting(tmp_path: Path) -> None:
+    """The same bound the other way: while the sender's loop reads nothing, a receiver's connection has
+    at most that many messages (of up to 65 KiB each) waiting there; ZeroMQ then stops reading it."""
+    from fol.agent import protocol as P
+    from fol.agent.config import Limits
+    from fol.agent.transfer import queue_limit
+
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.linger, router.sndhwm, router.sndbuf, router.router_mandatory = 0, 1, 16 * 1024, True
+    link = None
+    try:
+        port = router.bind_to_random_port("tcp://127.0.0.1")
+        link = PeerLink(ctx, "receiver", f"tcp://127.0.0.1:{port}", None, None)
+        data = b"x" * 1000
+        link.add(OutgoingTransfer("receiver", _offer(data, ModelSpec("cnn", 2)), data, offer_retry_s=0.05))
+        deadline = time.monotonic() + 5
+        while not router.poll(50):
+            link.tick(time.monotonic())
+            assert time.monotonic() < deadline, "no OFFER"
+        identity = router.recv_multipart()[0]
+        fetch = P.encode(P.FETCH, {"model_id": "m1", "offset": 0, "length": 1, "pad": "x" * 32 * 1024})
+        sent, last_sent = 0, time.monotonic()
+        while sent < 1200 and time.monotonic() - last_sent < 0.5:  # until the sender takes no more
+            try:
+                router.send_multipart([identity, *fetch], flags=zmq.NOBLOCK)
+                sent, last_sent = sent + 1, time.monotonic()
+            except zmq.Again:
+                time.sleep(0.005)
+        assert sent < 2 * queue_limit(Limits.window_chunks, Limits.max_concurrent_transfers), sent
+    finally:
+        if link is not None:
+            link.close()
+        router.close(linger=0)
+        ctx.term()

@@ -431,7 +431,8 @@ class Agent:
     def _loop(self) -> None:
         for peer in self.cfg.peers:
             self.links[peer.id] = PeerLink(self.ctx, peer.id, self.peer_addresses[peer.id], self.keys,
-                                           self.peer_keys[peer.id])
+                                           self.peer_keys[peer.id], window_chunks=self.cfg.limits.window_chunks,
+                                           max_transfers=self.cfg.limits.max_concurrent_transfers)
         self._restore_outbox()
         poller = zmq.Poller()
         poller.register(self.router, zmq.POLLIN)

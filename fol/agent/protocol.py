@@ -57,7 +57,11 @@ Receiver -> sender:
     ``window_chunks`` FETCH requests outstanding; every arriving CHUNK earns one
     credit back, spent on the next FETCH. The first FETCH also means "offer
     accepted" and its offset is where the transfer starts: 0 for a new model,
-    the last confirmed offset for a resumed one.
+    the last confirmed offset for a resumed one. A sender queues at most
+    ``window_chunks`` x ``max_concurrent_transfers`` + 64 messages (its own
+    limits) for one receiver; a FETCH that finds that queue full is dropped
+    unanswered, and the receiver asks again after ``chunk_timeout_s`` without
+    a CHUNK (see Resume).
 ``DONE``   ``{"model_id": str, "file": str}``
     The whole file arrived, its sha256 matched, the safe loader validated it
     and it was atomically renamed into the inbox (``file`` is relative to the

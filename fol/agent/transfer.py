@@ -46,6 +46,7 @@ __all__ = [
     "secure_server",
     "secure_client",
     "tune_socket",
+    "queue_limit",
 ]
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,19 @@ def tune_socket(sock: zmq.Socket, *, heartbeat_ms: int = 1000) -> None:
     sock.heartbeat_ttl = 3 * heartbeat_ms
     sock.reconnect_ivl = 100
     sock.reconnect_ivl_max = 2000
+
+
+#: Messages one connection may have queued, each way, beyond the CHUNKs the FETCH credits ask for (offers,
+#: reminders, answers, errors); see :func:`queue_limit`.
+QUEUE_SLACK_MESSAGES = 64
+
+
+def queue_limit(window_chunks: int, max_transfers: int) -> int:
+    """The most messages one connection's ZeroMQ queue holds (its high-water mark): the CHUNKs of
+    ``max_transfers`` transfers of ``window_chunks`` FETCH credits each, and :data:`QUEUE_SLACK_MESSAGES`.
+    ZeroMQ's default, 1,000 a connection, let one peer queue 1,000 chunks (about 260 MB at the default
+    chunk size) in this process while its loop was busy or the peer read nothing."""
+    return window_chunks * max_transfers + QUEUE_SLACK_MESSAGES
 
 
 def secure_server(sock: zmq.Socket, keys: KeyPair, zap_domain: str) -> None:
@@ -273,12 +287,17 @@ class PeerLink:
     being offered to that peer."""
 
     def __init__(self, context: zmq.Context, peer: str, endpoint: str, keys: KeyPair | None,
-                 server_key: bytes | None, heartbeat_ms: int = 1000) -> None:
+                 server_key: bytes | None, heartbeat_ms: int = 1000, *, window_chunks: int = Limits.window_chunks,
+                 max_transfers: int = Limits.max_concurrent_transfers) -> None:
         self.peer = peer
         self.endpoint = endpoint
         self.sock = context.socket(zmq.DEALER)
         tune_socket(self.sock, heartbeat_ms=heartbeat_ms)
         self.sock.immediate = True  # do not queue messages for a peer that is not connected
+        # A receiver with this node's limits has at most window_chunks FETCHes in flight for each of at most
+        # max_transfers transfers: that many CHUNKs (and a few offers) are queued here, the FETCHes
+        # of a receiver asking for more are dropped unanswered (see handle); the same bound for what it sends.
+        self.sock.sndhwm = self.sock.rcvhwm = queue_limit(window_chunks, max_transfers)
         self.sock.maxmsgsize = P.MAX_HEADER_BYTES + 1024  # the peer only sends small control messages here
         try:
             if keys is not None:
@@ -316,6 +335,11 @@ class PeerLink:
                 log.warning("%s reports an error: %s", self.peer, P.peer_text(header.get("reason")))
             return None
         if kind == P.FETCH:
+            if not self.sock.getsockopt(zmq.EVENTS) & zmq.POLLOUT:
+                # The queue to this peer is full: it asked for more than its credits. Dropped, not read from
+                # disk nor answered (an ERROR would end the transfer); a receiver fetches again after a stall.
+                log.debug("%s: FETCH of %s dropped (queue to the peer full)", self.peer, transfer.offer.model_id)
+                return None
             try:
                 answer = transfer.serve(header, now)
             except ProtocolError as exc:
@@ -407,11 +431,6 @@ def send_model(
 
 #: An absolute path inside a message (a ``/`` not preceded by a name character).
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.:<>~-])/[^\s'\",;()\[\]{}]+")
-
-
-#: Messages a peer's connection may have waiting at the receiver beyond the CHUNKs its FETCH credits ask for
-#: (offers, reminders, errors); see :meth:`Receiver.configure`.
-INBOUND_SLACK_MESSAGES = 64
 
 
 @dataclass(frozen=True)
@@ -575,9 +594,8 @@ class Receiver:
         sock.maxmsgsize = settings.chunk_bytes + P.MAX_HEADER_BYTES + 1024
         # Messages one connection may have waiting while the loop is busy (verifying a model): the CHUNKs the
         # FETCH credits ask for and a few offers and errors. Past it ZeroMQ stops reading that connection until
-        # the loop catches up; its default (1,000 a connection) let a peer queue about 330 MB at the default
-        # chunk size.
-        sock.rcvhwm = settings.window_chunks * settings.max_concurrent_transfers + INBOUND_SLACK_MESSAGES
+        # the loop catches up.
+        sock.rcvhwm = queue_limit(settings.window_chunks, settings.max_concurrent_transfers)
 
     def _reply(self, identity: bytes, kind: bytes, header: dict[str, Any]) -> bool:
         if isinstance(header.get("reason"), str):
