@@ -162,8 +162,8 @@ def agent_latency(work: Path, model_dir: Path, repeats: int) -> list[float]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int_in(1), default=3)
-    # a node's limits.chunk_bytes takes at most 16 MiB
-    ap.add_argument("--chunk-kib", type=int_in(1, MAX_CHUNK_KIB), default=256)
+    # a node's limits.chunk_bytes takes 4 KiB (the smallest chunk an OFFER may ask for) to 16 MiB
+    ap.add_argument("--chunk-kib", type=int_in(4, MAX_CHUNK_KIB), default=256)
     ap.add_argument("--window", type=int_in(1), default=8)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)

@@ -74,6 +74,9 @@ def test_default_payload_limit_matches_the_safe_format() -> None:
         (lambda d: d["peers"][0].update(address="tcp://127.0.0.1:*"), "peers[0].address"),
         (lambda d: d["limits"].update(max_payload_bytes=-5), "limits.max_payload_bytes: expected an integer >= 1"),
         (lambda d: d["limits"].update(chunk_timeout_s="soon"), "limits.chunk_timeout_s"),
+        # this node's own offers would be refused by every peer (an OFFER asks for chunks of 4,096 bytes or more)
+        (lambda d: d["limits"].update(chunk_bytes=1024), "limits.chunk_bytes: expected an integer >= 4096, got 1024"),
+        (lambda d: d["limits"].update(max_transfers_per_peer=0), "limits.max_transfers_per_peer: expected an integer >= 1"),
         # a back-off cap below its first step was taken: every retry waited the cap, not 30 s, 60 s, ...
         (lambda d: d["limits"].update(round_retry_s=60.0, round_retry_max_s=10.0),
          "limits.round_retry_max_s: expected at least limits.round_retry_s (60 s), got 10"),
@@ -123,6 +126,7 @@ def test_a_long_bad_value_is_shortened_in_its_one_line_error(tmp_path: Path, mut
     # a received model read whole into memory, or how long a stalled transfer / retry waits
     ("window_chunks", 10**9, "limits.window_chunks: expected an integer <= 1024, got 1000000000"),
     ("max_concurrent_transfers", 100_000, "limits.max_concurrent_transfers: expected an integer <= 256"),
+    ("max_transfers_per_peer", 100_000, "limits.max_transfers_per_peer: expected an integer <= 256"),
     ("max_payload_bytes", 10**15, "limits.max_payload_bytes: expected an integer <= 4000000000"),
     ("chunk_bytes", 2**30, "limits.chunk_bytes: expected an integer <= 16777216"),
     ("transfer_timeout_s", 1e300, "limits.transfer_timeout_s: expected a positive number of at most 86400"),
@@ -274,7 +278,7 @@ def test_a_trusted_key_is_written_by_the_crash_safe_writer(tmp_path: Path, monke
 
 def test_protocol_frames_round_trip_and_reject_garbage() -> None:
     offer = P.Offer(sender="drone-1", model_id="drone-1:r0:abc", round=0, spec={"arch": "cnn-small"}, size=10,
-                    sha256="a" * 64, chunk_bytes=4)
+                    sha256="a" * 64, chunk_bytes=4096)
     kind, header, payload = P.decode(P.encode(P.OFFER, offer.to_header()))
     assert kind == P.OFFER and payload is None and P.Offer.from_header(header) == offer
     kind, header, payload = P.decode(P.encode(P.CHUNK, {"model_id": "m", "offset": 0}, b"data"))
@@ -307,7 +311,9 @@ def test_protocol_frames_round_trip_and_reject_garbage() -> None:
                            ({"sender": "a/" * 30_000}, r"^header field 'sender' 'a/a/.{40,60}\.\.\. is invalid"),
                            ({"round": "x" * 60_000}, r"got 'xxxxxxxx.{40,60}\.\.\.$"), ({"size": 2**63}, "size"),
                            ({"spec": {"options": {"widths": [[1]]}}}, "spec"),
-                           ({"spec": {"options": {"widths": list(range(300))}}}, "spec")]:
+                           ({"spec": {"options": {"widths": list(range(300))}}}, "spec"),
+                           # 1-byte chunks trickled just inside transfer_timeout_s held a slot for ever
+                           ({"chunk_bytes": 1}, r"'chunk_bytes' must be an integer in \[4096, ")]:
         with pytest.raises(P.ProtocolError, match=needle):
             P.Offer.from_header({**offer.to_header(), **change})
 

@@ -2066,3 +2066,40 @@ def test_a_receiver_flooding_a_busy_sender_has_only_its_credits_waiting(tmp_path
             link.close()
         router.close(linger=0)
         ctx.term()
+
+
+def test_one_peer_holds_at_most_its_share_of_the_transfer_slots(tmp_path: Path) -> None:
+    """docs/security.md, payloads: one peer offering several rounds took every transfer slot (and, trickling
+    its chunks just inside transfer_timeout_s, kept them); it now holds at most max_transfers_per_peer of
+    them, its further offers get BUSY, and another peer's offer still starts at once."""
+    from fol.agent import protocol as P
+    from fol.agent.inbox import Inbox
+    from fol.agent.transfer import Receiver, ReceiverSettings
+
+    class Socket:
+        def __init__(self) -> None:
+            self.sent: list[list[Any]] = []
+
+        def send_multipart(self, frames: list[Any], flags: int = 0, copy: bool = True) -> None:
+            self.sent.append([bytes(f) for f in frames])
+
+    sock = Socket()
+    receiver = Receiver(sock, Inbox(tmp_path / "state", "receiver", 10**8, accept_any_round=True),  # type: ignore[arg-type]
+                        ReceiverSettings(max_concurrent_transfers=4, max_transfers_per_peer=2), trust=None)
+    data, card = _good_payload()
+
+    def offer(sender: str, round_: int) -> str:
+        o = replace(_offer(data, card.spec, mid=f"{sender}:r{round_}", sha=f"{round_:064x}"), sender=sender,
+                    round=round_)
+        receiver.handle([sender.encode(), *P.encode(P.OFFER, o.to_header())], time.monotonic())
+        answer = sock.sent[-1][2].decode()
+        sock.sent.clear()
+        return answer
+
+    assert [offer("greedy", r) for r in (1, 2, 3, 4)] == ["FETCH", "FETCH", "BUSY", "BUSY"]
+    assert offer("other", 9) == "FETCH"
+    assert sorted(peer for peer, _ in receiver.active) == ["greedy", "greedy", "other"]
+    tiny = replace(_offer(data, card.spec, mid="tiny"), sender="third", chunk_bytes=1)  # 1-byte chunks: refused
+    receiver.handle([b"third", *P.encode(P.OFFER, tiny.to_header())], time.monotonic())
+    _, _, kind, header = sock.sent.pop()
+    assert kind == P.REJECT and "'chunk_bytes' must be an integer in [4096," in json.loads(header)["reason"]

@@ -7,9 +7,11 @@ import pytest
 
 
 @pytest.mark.parametrize("argv, words", [(["--repeats", "0"], "argument --repeats: expected an integer >= 1, got 0"),
-                                         (["--chunk-kib", "0"], "argument --chunk-kib: expected an integer in 1..16384, got 0"),
+                                         (["--chunk-kib", "0"], "argument --chunk-kib: expected an integer in 4..16384, got 0"),
+                                         # an OFFER asks for chunks of 4 KiB or more: 1 to 3 were refused later
+                                         (["--chunk-kib", "2"], "argument --chunk-kib: expected an integer in 4..16384, got 2"),
                                          (["--chunk-kib", "20000"],
-                                          "argument --chunk-kib: expected an integer in 1..16384, got 20000"),
+                                          "argument --chunk-kib: expected an integer in 4..16384, got 20000"),
                                          (["--window", "-2"], "argument --window: expected an integer >= 1, got -2")])
 def test_bad_settings_stop_before_any_work(argv, words, capsys, monkeypatch, benchmark_script) -> None:
     """--repeats 0 was an IndexError after the settings line; a zero chunk or window reached the transfer."""

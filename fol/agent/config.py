@@ -25,7 +25,8 @@ has the same layout)::
     [limits]
     max_payload_bytes = 200000000           # bytes; larger offers are refused unread
     max_concurrent_transfers = 4            # inbound transfers at once; more get BUSY
-    chunk_bytes = 262144                    # bytes per CHUNK
+    max_transfers_per_peer = 2              # ... of which one peer may hold at most this many; more get BUSY
+    chunk_bytes = 262144                    # bytes per CHUNK (at least 4096: smaller offers get REJECT)
     window_chunks = 8                       # outstanding FETCH credits per transfer
     chunk_timeout_s = 5.0                   # no CHUNK for this long: the link is stalled
     transfer_timeout_s = 60.0               # stalled this long: give up the slot (resumable)
@@ -64,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from fol.agent.position import PositionConfig
-from fol.agent.protocol import ProtocolError, check_name
+from fol.agent.protocol import MIN_CHUNK_BYTES, ProtocolError, check_name
 from fol.errors import ConfigError
 from swarmbase.tomlcheck import Table, read_toml, shown
 
@@ -115,8 +116,10 @@ class PeerConfig:
 
 #: Upper bounds of ``[limits]`` fields, generous but safe (the defaults are far below): what each
 #: drives, sized or counted by it. A received model is read whole into memory to be checked
-#: (``max_payload_bytes``); each inbound transfer holds an open file and ``window_chunks`` FETCH
-#: credits of ``chunk_bytes`` each (one receive buffer per message); a stalled transfer keeps its
+#: (``max_payload_bytes``); each inbound transfer (``max_concurrent_transfers``, of which one peer holds
+#: at most ``max_transfers_per_peer``: a share above the total is the total) holds an open file and
+#: ``window_chunks`` FETCH credits of ``chunk_bytes`` each (one receive buffer per message;
+#: ``chunk_bytes`` is at least 4,096, the smallest an OFFER may ask for); a stalled transfer keeps its
 #: slot for ``transfer_timeout_s``; an unanswered offer or a failed round waits ``offer_retry_s`` /
 #: ``round_retry_*`` before the next try. The disk caps stop where a cap would cap nothing: the
 #: ``partial/`` folder never needs more than the largest number of transfers at once, each of the
@@ -127,6 +130,7 @@ class PeerConfig:
 LIMITS_MAXIMA: dict[str, float] = {
     "max_payload_bytes": 4 * 1000 * 1000 * 1000,  # 4 GB, 20x the default
     "max_concurrent_transfers": 256,
+    "max_transfers_per_peer": 256,
     "chunk_bytes": 16 * 1024 * 1024,  # 16 MiB
     "window_chunks": 1024,
     "chunk_timeout_s": 3600.0,
@@ -148,6 +152,7 @@ class Limits:
 
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     max_concurrent_transfers: int = 4
+    max_transfers_per_peer: int = 2
     chunk_bytes: int = 256 * 1024
     window_chunks: int = 8
     chunk_timeout_s: float = 5.0
@@ -162,7 +167,7 @@ class Limits:
     round_retry_max_s: float = 1800.0
 
     def __post_init__(self) -> None:
-        _check_numbers(self, "limits", LIMITS_MAXIMA)
+        _check_numbers(self, "limits", LIMITS_MAXIMA, {"chunk_bytes": MIN_CHUNK_BYTES})
         if self.round_retry_max_s < self.round_retry_s:  # the back-off would start above its cap
             raise ConfigError(f"limits.round_retry_max_s: expected at least limits.round_retry_s "
                               f"({self.round_retry_s:g} s), got {self.round_retry_max_s:g}")
@@ -195,14 +200,14 @@ class Trigger:
         t.bool("on_board")
 
 
-def _check_numbers(obj: Any, table: str, maxima: dict[str, float]) -> None:
-    """Every field of ``obj`` is a positive integer (``int`` fields) or a positive number,
-    at most ``maxima[field]`` where given."""
+def _check_numbers(obj: Any, table: str, maxima: dict[str, float], minima: dict[str, int] | None = None) -> None:
+    """Every field of ``obj`` is a positive integer (``int`` fields; at least ``minima[field]`` where
+    given) or a positive number, at most ``maxima[field]`` where given."""
     t = Table(dataclasses.asdict(obj), table, error=ConfigError)
     for f in fields(obj):
         if f.type == "int":
             top = maxima.get(f.name)
-            t.int(f.name, minimum=1, maximum=None if top is None else int(top))
+            t.int(f.name, minimum=(minima or {}).get(f.name, 1), maximum=None if top is None else int(top))
         else:
             t.num(f.name, positive=True, maximum=maxima.get(f.name))
 

@@ -39,7 +39,12 @@ Sender -> receiver:
     "I have this model for you". ``round`` is the model card's round (0 =
     pretrained), ``spec`` its architecture spec, ``size`` the file size in bytes
     and ``sha256`` the digest of the whole file (the card inside the file carries
-    a second digest, of the card and the tensors, checked by the safe loader). ``sender`` must
+    a second digest, of the card and the tensors, checked by the safe loader);
+    ``chunk_bytes``, the largest CHUNK the sender sends, is at least
+    :data:`MIN_CHUNK_BYTES` (4,096), and a smaller one is answered with REJECT
+    naming the field (earlier nodes speaking version 1 took any positive
+    size: one configured below 4,096 is refused and must raise it; the
+    version stays 1). ``sender`` must
     be the peer id the authenticated key belongs to; ``spec`` is at most
     :data:`MAX_SPEC_DEPTH` containers deep with :data:`MAX_SPEC_ITEMS` values.
     Offers are idempotent: the sender repeats an unanswered offer every
@@ -73,7 +78,10 @@ Receiver -> sender:
     collects (``[fol] rounds - 1``) or any round once its rounds are done.
     The sender treats it as delivered and stops offering.
 ``BUSY``   ``{"model_id": str, "retry_after_s": float}``
-    The receiver is at its limit of concurrent inbound transfers, or its
+    The receiver is at its limit of concurrent inbound transfers
+    (``max_concurrent_transfers``), or the offering peer already holds its
+    share of them (``max_transfers_per_peer``, so that one peer offering
+    several rounds cannot take every slot), or its
     folder of transfers in progress has no room (``partial_max_bytes``) even
     after sweeping abandoned ones, or the running transfers may fill its
     inbox (``max_inbox_bytes``), or it is already receiving a model of the
@@ -211,6 +219,9 @@ MAX_SPEC_ITEMS = 256
 MAX_HEADER_INT = 2**63 - 1
 #: Largest model round an OFFER may name (a round is one model exchange; far above any deployment).
 MAX_ROUND = 1_000_000
+#: Smallest ``chunk_bytes`` an OFFER may ask for (bytes): every CHUNK is a message and a round trip of
+#: FETCH credits, so 1-byte chunks made a transfer of any size last for ever while holding its slot.
+MIN_CHUNK_BYTES = 4096
 #: Longest free text (a reason, a DONE's file) a node sends to a peer, and keeps or logs of a peer's.
 MAX_REASON_CHARS = 500
 ZAP_DOMAIN_PEERS = "fol-peers"
@@ -302,7 +313,7 @@ class Offer:
             spec=spec,
             size=_int_field(header, "size", 1),
             sha256=sha,
-            chunk_bytes=_int_field(header, "chunk_bytes", 1),
+            chunk_bytes=_int_field(header, "chunk_bytes", MIN_CHUNK_BYTES),
         )
 
 

@@ -439,6 +439,7 @@ class ReceiverSettings:
     configuration's (:class:`fol.agent.config.Limits`)."""
 
     max_concurrent_transfers: int = Limits.max_concurrent_transfers
+    max_transfers_per_peer: int = Limits.max_transfers_per_peer
     chunk_bytes: int = Limits.chunk_bytes
     window_chunks: int = Limits.window_chunks
     chunk_timeout_s: float = Limits.chunk_timeout_s
@@ -729,7 +730,10 @@ class Receiver:
                           for t in self.active.values())
         # The running transfers may fill the inbox: BUSY, not REJECT, as one of them may still fail.
         inbox_room = held + offer.size + sum(t.offer.size for t in self.active.values()) <= self.settings.max_inbox_bytes
-        if (overlapping or not inbox_room or len(self.active) >= self.settings.max_concurrent_transfers
+        # A peer's share of the slots: one peer offering several rounds (and trickling their chunks just inside
+        # transfer_timeout_s) cannot take them all.
+        peer_full = sum(t.peer == peer for t in self.active.values()) >= self.settings.max_transfers_per_peer
+        if (overlapping or not inbox_room or peer_full or len(self.active) >= self.settings.max_concurrent_transfers
                 or not self._make_room(peer, offer)):
             self._reply(identity, P.BUSY, {"model_id": offer.model_id, "retry_after_s": self.settings.offer_retry_s})
             return
