@@ -408,9 +408,14 @@ def test_ctl_timeout_that_is_not_a_positive_number_is_refused_at_once(tmp_path: 
 
 
 @pytest.mark.parametrize("runtime, needle", [("[1]", "no running agent"), ('{"control": 5}', "no running agent"),
-                                             ('{"control": "garbage"}', "control address 'garbage'")])
+                                             ('{"control": "garbage"}', "control address 'garbage'"),
+                                             # a RecursionError traceback from json.loads
+                                             ("[" * 100_000 + "]" * 100_000, "no running agent"),
+                                             # read and parsed whole, however large (then no answer in 0.3 s)
+                                             ('{"control": "tcp://127.0.0.1:1"}' + " " * 2**20, "no running agent")])
 def test_ctl_with_a_malformed_runtime_file_is_one_line(tmp_path: Path, runtime: str, needle: str) -> None:
-    """state/agent.json that is not an object, or holds no usable address, raised TypeError / zmq.ZMQError."""
+    """state/agent.json that is not an object, or holds no usable address, raised TypeError / zmq.ZMQError;
+    one nested deep or grown huge is refused before it is walked or read."""
     from fol.agent.node import control_request
 
     cfg = AgentConfig.from_dict(_base(tmp_path), base_dir=tmp_path, source="node.toml")

@@ -1078,6 +1078,25 @@ def test_a_damaged_state_file_is_one_line_naming_the_field(tmp_path: Path, field
     Agent(node.config(), load_fol=False).stop()  # the state folder was released
 
 
+@pytest.mark.parametrize("damage, expected", [
+    # json.loads raised RecursionError: a traceback at start-up instead of one line
+    (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "state.json: cannot read agent state (JSON nested deeper"),
+    # read whole, however large, before it failed to parse (a sparse file here: no disk used)
+    (lambda p: (p.touch(), os.truncate(p, 64 * 2**20 + 1)), "state.json: 67108865 bytes; an agent state file may have at most"),
+    (lambda p: p.write_text("[" + "0," * 1_000_000 + "0]"), "state.json: cannot read agent state (JSON holds more"),
+], ids=["nested", "huge", "too-many-values"])
+def test_a_state_file_nested_deep_or_huge_is_one_line_naming_it(tmp_path: Path, damage: Any, expected: str) -> None:
+    from fol.agent.inbox import Inbox
+    from fol.errors import ConfigError
+
+    state = tmp_path / "state" / "state.json"
+    state.parent.mkdir()
+    damage(state)
+    with pytest.raises(ConfigError, match=re.escape(expected)) as err:
+        Inbox(tmp_path / "state", "receiver", 10**8)
+    assert "\n" not in str(err.value)
+
+
 def test_a_failed_runtime_file_write_releases_everything_and_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
     """Writing agent.json is the last step of the start; when it failed (a full disk) the sockets, the ZAP
     thread and the state folder lock stayed held: the same process could not start the agent again."""

@@ -31,7 +31,6 @@ would bring the received models over ``[limits] max_inbox_bytes``
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import time
@@ -44,7 +43,7 @@ from fol.errors import CheckpointError, ConfigError
 from fol.fileio import fsync_dir, make_dirs, remove_temporaries, write_json_atomic
 from fol.safejson import loads as bounded_loads
 from swarmbase.units import format_seconds
-from swarmbase.tomlcheck import is_finite_number, shown
+from swarmbase.tomlcheck import is_finite_number, read_text_file, shown
 
 __all__ = ["AgentState", "Inbox", "file_sha256", "STATE_FORMAT"]
 
@@ -55,6 +54,13 @@ STATE_FORMAT = "fol-agent-state"
 STRAY_AGE_S = 60.0
 STATE_VERSION = 1
 MODEL_SUFFIX = ".safetensors"
+#: The largest ``state.json`` read (bytes), its deepest nesting and most values, checked before it is
+#: parsed or walked: far above what a node writes (its records are a few levels deep; ``fol agent ctl
+#: status``, which lists them, takes at most 1,000,000 values), so that a damaged or hand-edited file is
+#: one line, not a traceback or gigabytes of memory.
+MAX_STATE_BYTES = 64 * 1024 * 1024
+MAX_STATE_DEPTH = 32
+MAX_STATE_ITEMS = 1_000_000
 
 
 def _is_ensemble_file(path: Path) -> bool:
@@ -201,9 +207,11 @@ class Inbox:
         if self.is_new:
             self.state = AgentState(node=node_id)
         else:
+            text = read_text_file(self.state_path, ConfigError, "agent state file", MAX_STATE_BYTES)
             try:
-                data = json.loads(self.state_path.read_text())
-            except (OSError, ValueError) as exc:
+                # NaN / Infinity taken, as json.loads took them: a field holding one is named by from_dict
+                data = bounded_loads(text, max_depth=MAX_STATE_DEPTH, max_items=MAX_STATE_ITEMS, allow_nan=True)
+            except ValueError as exc:
                 raise ConfigError(f"{self.state_path}: cannot read agent state ({exc})") from None
             self.state = AgentState.from_dict(data, str(self.state_path))
             if self.state.node != node_id:

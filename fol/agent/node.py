@@ -42,7 +42,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import copy
-import json
 import logging
 import math
 import os
@@ -77,8 +76,9 @@ from fol.agent.transfer import (
 )
 from fol.errors import CheckpointError, ConfigError, FOLError
 from fol.fileio import atomic_write_bytes, atomic_writer, fsync_dir, make_dirs, publish_gate, write_json_atomic
+from fol.safejson import loads as bounded_loads
 from swarmbase.cli import os_failure_line
-from swarmbase.tomlcheck import shown
+from swarmbase.tomlcheck import read_text_file, shown
 from swarmbase.units import format_seconds
 
 __all__ = ["Agent", "control_request", "COMMANDS"]
@@ -87,6 +87,10 @@ log = logging.getLogger(__name__)
 
 COMMANDS = ("status", "personalize", "send", "reload", "stop")
 RUNTIME_FILE = "agent.json"
+#: ``agent.json`` is a flat object of a few fields: the largest one read (bytes), its nesting and values.
+MAX_RUNTIME_BYTES = 64 * 1024
+MAX_RUNTIME_DEPTH = 4
+MAX_RUNTIME_ITEMS = 256
 #: Interval (s) at which a node waiting for a round's deadline saves the round's age (see AgentState).
 ROUND_CLOCK_SAVE_S = 60.0
 #: Longest wait for an answer of the running agent (s); ``zmq`` polls take whole milliseconds.
@@ -962,12 +966,13 @@ def control_request(config: AgentConfig, command: str, timeout_s: float = 10.0, 
         raise ConfigError(f"control timeout (--timeout): expected a number of seconds in (0, {MAX_CONTROL_TIMEOUT_S:.0f}], "
                           f"got {timeout_s!r}")
     runtime = config.state_dir / RUNTIME_FILE
-    try:
-        info = json.loads(runtime.read_text())
+    try:  # bounded: a damaged file nested deep or grown huge is this one line too
+        info = bounded_loads(read_text_file(runtime, ConfigError, "agent runtime file", MAX_RUNTIME_BYTES),
+                             max_depth=MAX_RUNTIME_DEPTH, max_items=MAX_RUNTIME_ITEMS)
         endpoint = info["control"]
         if not isinstance(endpoint, str):
             raise TypeError(endpoint)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ConfigError, ValueError, KeyError, TypeError):
         raise ConfigError(f"{runtime}: no running agent for node {config.node_id} (start it with 'fol agent --config')") from None
     keys = load_keypair(config.secret_key)
     ctx = zmq.Context()
