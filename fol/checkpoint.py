@@ -91,14 +91,14 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
+from swarmbase.safejson import check_bounds
+from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import shown
 
 from fol.defaults import class_name
 from fol.errors import CheckpointError, ConfigError
 from fol.fileio import atomic_write_bytes
 from fol.models import ModelSpec, arch_options, build_model, resize_to_state
-from fol.safejson import check_bounds
-from fol.safejson import loads as bounded_loads
 
 __all__ = [
     "FORMAT_NAME",

@@ -9,6 +9,8 @@
   and on a closed output pipe;
 - :mod:`swarmbase.xmlguard`: XML from users (OMM, GPX) refused when it
   declares a document type, so no entity is ever expanded.
+- :mod:`swarmbase.safejson`: JSON from peers and users parsed with bounded
+  depth and size, a key given twice refused.
 
 It imports nothing from the project and no third-party package, so it sits
 below the layering rules (``orbits`` / ``contact_sim`` never import ``fol`` or

@@ -41,7 +41,7 @@ from typing import Any, Callable
 from fol.agent.protocol import Offer, ProtocolError
 from fol.errors import CheckpointError, ConfigError
 from fol.fileio import fsync_dir, make_dirs, remove_temporaries, write_json_atomic
-from fol.safejson import loads as bounded_loads
+from swarmbase.safejson import loads as bounded_loads
 from swarmbase.units import format_seconds
 from swarmbase.tomlcheck import is_finite_number, read_text_file, shown
 

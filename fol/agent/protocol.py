@@ -179,11 +179,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from swarmbase.cli import printable
+from swarmbase.safejson import check_bounds
+from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import shown
 
 from fol.errors import FOLError
-from fol.safejson import check_bounds
-from fol.safejson import loads as bounded_loads
 
 __all__ = [
     "PROTOCOL",

@@ -46,7 +46,7 @@ from fol.errors import ConfigError, DataError
 from fol.executors import check_ray_address
 from fol.fileio import check_output_dir
 from fol.methods import get_method
-from fol.safejson import loads as bounded_loads
+from swarmbase.safejson import loads as bounded_loads
 from fol.simulation.partition import GROUND_SPEED_KM_S, coverage_step_s
 from fol.simulation.scenario import DataConfig, SwarmScenario, errors_name_the_file, json_default, result_settings
 from swarmbase.tomlcheck import shown
@@ -117,7 +117,7 @@ RUN_JSON_DEPTH = 32
 def read_run_json(path: Path) -> Any:
     """A JSON file of a run folder (its record, a saved result, the wall time), as
     ``--resume`` reads it: ``NaN`` taken (results hold it), nesting bounded
-    (:func:`fol.safejson.loads`), so a damaged file is a :class:`ValueError` (or an
+    (:func:`swarmbase.safejson.loads`), so a damaged file is a :class:`ValueError` (or an
     :class:`OSError` if it cannot be read), never a ``RecursionError`` later.
     The count of values is bounded by the file's size alone."""
     text = Path(path).read_text()

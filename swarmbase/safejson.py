@@ -1,4 +1,4 @@
-"""Bounded JSON for untrusted text (model cards, protocol headers).
+"""Bounded JSON for untrusted text (model cards, protocol headers, the files users give).
 
 :func:`loads` parses standard JSON only (``NaN`` / ``Infinity`` are refused
 unless ``allow_nan`` is given, as for a run folder's result files, which
