@@ -60,7 +60,6 @@ import datetime as _dt
 import json
 import logging
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -69,6 +68,7 @@ import numpy as np
 
 from orbits import OrbitError, parse_utc
 from swarmbase.fileio import atomic_write_bytes
+from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import read_text_file, shown
 
 from .errors import ContactError
@@ -91,6 +91,9 @@ HDTN_MAX_TIME_S = 2**31 - 1
 #: Plan files larger than this are refused before they are read.
 MAX_PLAN_BYTES = 64 * 1024 * 1024
 _ION_TIME = "%Y/%m/%d-%H:%M:%S"
+#: An HDTN plan's JSON limits: ``{"contacts": [{...}]}`` is 3 levels deep; compact records of 8 values
+#: (about 90 bytes) fill the size limit with about 6,000,000 values.
+MAX_HDTN_JSON_DEPTH, MAX_HDTN_JSON_VALUES = 8, 8_000_000
 _IGNORED = ("1", "s", "m", "x", "q", "e", "h", "?", "l", "w", "v", "i", "^")
 
 
@@ -574,15 +577,9 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
     ([(0.0, 60.0, 1, 2, 1000.0, '<text>: contacts[0]')], [(0.0, 60.0, 1, 2, 1, '<text>: contacts[0]')])
     """
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ContactError(f"{source}: invalid JSON ({exc.msg} at line {exc.lineno}); expected an HDTN contact "
-                           "plan") from None
-    except RecursionError:
-        raise ContactError(f"{source}: invalid JSON (arrays or objects nested too deeply)") from None
-    except ValueError:  # int() refuses more than sys.get_int_max_str_digits() digits
-        raise ContactError(f"{source}: invalid JSON (an integer longer than {sys.get_int_max_str_digits():,} "
-                           "digits)") from None
+        doc = bounded_loads(text, max_depth=MAX_HDTN_JSON_DEPTH, max_items=MAX_HDTN_JSON_VALUES, allow_nan=True)
+    except ValueError as exc:
+        raise ContactError(f"{source}: invalid JSON ({exc}); expected an HDTN contact plan") from None
     records = doc.get("contacts") if isinstance(doc, dict) else None
     if not isinstance(records, list):
         raise ContactError(f"{source}: expected an HDTN contact plan, a JSON object with a \"contacts\" list")

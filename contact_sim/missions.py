@@ -110,7 +110,6 @@ it) is flown as nothing, as QGroundControl uploads it; without ``Items`` it is r
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import logging
 import math
 from pathlib import Path
@@ -120,6 +119,7 @@ from xml.parsers import expat
 import numpy as np
 
 from orbits import OrbitError, geodetic_from_itrs, ground_points_itrs, parse_utc
+from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import check_input_file, read_text_file, shown
 from swarmbase.xmlguard import refuse_doctype
 
@@ -131,6 +131,12 @@ log = logging.getLogger(__name__)
 
 #: Larger mission and track files are refused unread (bytes).
 MAX_MISSION_BYTES = 16 * 1024 * 1024
+#: A .plan's JSON limits: a corridor's stored waypoint is 8 levels deep (plan, mission, items, the complex
+#: item, its transect settings, their Items, the item, its params); even the shortest items (type, command,
+#: frame and 7 params) take over 6 bytes a value, so a plan within the size limit holds fewer than 3,000,000.
+MAX_PLAN_JSON_DEPTH, MAX_PLAN_JSON_VALUES = 32, 4_000_000
+#: A positions.jsonl line's limits (the agent writes ``{event, peer, model_id, t, position: {...}}``).
+MAX_LOG_LINE_DEPTH, MAX_LOG_LINE_VALUES = 8, 1_000
 #: Flight speeds a mission may set (m/s).
 MIN_SPEED_M_S, MAX_SPEED_M_S = 0.01, 1000.0
 #: Longest hold at a waypoint (s): 30 days.
@@ -607,11 +613,9 @@ def _corridor_offsets(path: Path, where: str, pts: np.ndarray) -> tuple[np.ndarr
 
 def _read_plan(path: Path, text: str) -> tuple[tuple[float, float, float], float | None, list[_Item]]:
     try:
-        doc = json.loads(text)
+        doc = bounded_loads(text, max_depth=MAX_PLAN_JSON_DEPTH, max_items=MAX_PLAN_JSON_VALUES, allow_nan=True)
     except ValueError as exc:
         raise ContactError(f"{path}: not a QGroundControl plan (invalid JSON: {exc})") from None
-    except RecursionError:
-        raise ContactError(f"{path}: not a QGroundControl plan (JSON nested too deeply)") from None
     if not isinstance(doc, dict) or doc.get("fileType") != "Plan" or not isinstance(doc.get("mission"), dict):
         raise ContactError(f"{path}: not a QGroundControl plan (expected a JSON object with \"fileType\": "
                            "\"Plan\" and a \"mission\" object)")
@@ -906,12 +910,13 @@ def _position_log_points(path: Path) -> list[TrackPoint]:
         if not line.strip():
             continue
         try:
-            entry = json.loads(line)
-        except (ValueError, RecursionError):
+            entry = bounded_loads(line, max_depth=MAX_LOG_LINE_DEPTH, max_items=MAX_LOG_LINE_VALUES, allow_nan=True)
+        except ValueError as exc:
             if n == cut:  # the agent was cut off while appending it (power lost): the complete lines stand
                 log.warning("%s:%d: skipping the last line, cut off (no newline, not JSON)", path, n)
                 continue
-            entry = None
+            raise ContactError(f"{path}:{n}: expected a JSON object with a \"position\" (a line of a drone agent's "
+                               f"positions.jsonl), got invalid JSON ({exc})") from None
         if not isinstance(entry, dict) or "position" not in entry:
             raise ContactError(f"{path}:{n}: expected a JSON object with a \"position\" (a line of a drone agent's "
                                "positions.jsonl)")

@@ -36,7 +36,6 @@ import io
 import json
 import math
 import re
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Iterable
@@ -46,6 +45,7 @@ from sgp4.api import SGP4_ERRORS, Satrec
 from sgp4.exporter import export_omm
 
 from swarmbase.fileio import atomic_write_text
+from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import read_text_file, shown
 from swarmbase.xmlguard import refuse_doctype
 
@@ -56,6 +56,9 @@ from .timeutil import satrec_epoch
 
 #: Files larger than this are refused before they are read.
 MAX_OMM_BYTES = 64 * 1024 * 1024
+#: A JSON file's limits: a GP list of flat records is 2 levels deep; Space-Track's 40-field records
+#: fill the size limit with about 2,000,000 values (CelesTrak's whole catalog, 10,000 objects, is 200,000).
+MAX_OMM_JSON_DEPTH, MAX_OMM_JSON_VALUES = 8, 4_000_000
 #: Accepted layouts.
 OMM_FORMATS = ("json", "csv", "xml", "kvn")
 
@@ -290,14 +293,9 @@ def _at_field_line(exc: OrbitError, where: str, lines: dict[str, int]) -> OrbitE
 def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
     if fmt == "json":
         try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise OrbitError(f"{source}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
-        except RecursionError:
-            raise OrbitError(f"{source}: invalid JSON (arrays or objects nested too deeply)") from None
-        except ValueError:  # int() refuses more than sys.get_int_max_str_digits() digits
-            raise OrbitError(f"{source}: invalid JSON (an integer longer than {sys.get_int_max_str_digits():,} "
-                             "digits)") from None
+            doc = bounded_loads(text, max_depth=MAX_OMM_JSON_DEPTH, max_items=MAX_OMM_JSON_VALUES, allow_nan=True)
+        except ValueError as exc:
+            raise OrbitError(f"{source}: invalid JSON ({exc})") from None
         if isinstance(doc, dict):
             doc = [doc]
         if not isinstance(doc, list):
@@ -332,8 +330,8 @@ def _server_answer(text: str, source: str) -> None:
     body = text.strip()
     if body.startswith("{") and len(body) <= 100_000:
         try:
-            doc = json.loads(body)
-        except (ValueError, RecursionError):
+            doc = bounded_loads(body, max_depth=MAX_OMM_JSON_DEPTH, max_items=MAX_OMM_JSON_VALUES, allow_nan=True)
+        except ValueError:
             return
         error = ([v for k, v in doc.items() if k.lower() == "error"]
                  if isinstance(doc, dict) and not {k.upper() for k in doc} & {"EPOCH", "MEAN_MOTION"} else [])

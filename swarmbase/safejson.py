@@ -19,27 +19,36 @@ project error. Imports nothing heavy (the agent's protocol uses it too).
 >>> loads('[[[[0]]]]', max_depth=3)
 Traceback (most recent call last):
 ...
-ValueError: JSON nested deeper than 3 levels
+ValueError: nested deeper than 3 levels
+>>> loads('{"EPOCH": 1, "EPOCH": 2}', max_depth=1)
+Traceback (most recent call last):
+...
+ValueError: duplicate key 'EPOCH' in a JSON object
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
 
 __all__ = ["loads", "check_bounds"]
 
 
+class _Refused(ValueError):
+    """A refusal of this module's own (its message is final), not one of the parser's."""
+
+
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
+    raise _Refused(f"non-standard JSON constant {name}")
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"duplicate key {key[:60]!r} in a JSON object")
+            raise _Refused(f"duplicate key {key[:60]!r} in a JSON object")
         out[key] = value
     return out
 
@@ -57,15 +66,17 @@ def loads(text: str | bytes, *, max_depth: int, max_items: int = 100_000, allow_
             text = text.decode("utf-8")
         # n commas outside strings separate at least n + 1 values: too many is refused unparsed
         if text.count(",") >= max_items and _STRING.sub("", text).count(",") >= max_items:
-            raise ValueError(f"JSON holds more than {max_items} values")
+            raise _Refused(f"holds more than {max_items} values")
         value = json.loads(text, parse_constant=None if allow_nan else _reject_constant,
                            object_pairs_hook=_unique_keys)
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except RecursionError:
-        raise ValueError(f"JSON nested deeper than {max_depth} levels") from None
-    except ValueError as exc:
+        raise ValueError(f"nested deeper than {max_depth} levels") from None
+    except (_Refused, json.JSONDecodeError) as exc:
         raise ValueError(" ".join(str(exc).split())) from None
+    except ValueError:  # int() refuses more than sys.get_int_max_str_digits() digits
+        raise ValueError(f"an integer longer than {sys.get_int_max_str_digits():,} digits") from None
     check_bounds(value, max_depth=max_depth, max_items=max_items)
     return value
 
@@ -78,7 +89,7 @@ def check_bounds(value: Any, *, max_depth: int, max_items: int = 100_000) -> Non
     >>> check_bounds([0] * 10, max_depth=1, max_items=5)
     Traceback (most recent call last):
     ...
-    ValueError: JSON holds more than 5 values
+    ValueError: holds more than 5 values
     """
     stack: list[tuple[Any, int]] = [(value, 0)]
     count = 0
@@ -86,7 +97,7 @@ def check_bounds(value: Any, *, max_depth: int, max_items: int = 100_000) -> Non
         item, depth = stack.pop()
         count += 1
         if count > max_items:
-            raise ValueError(f"JSON holds more than {max_items} values")
+            raise ValueError(f"holds more than {max_items} values")
         if isinstance(item, dict):
             children: Any = item.values()
         elif isinstance(item, list):
@@ -94,5 +105,5 @@ def check_bounds(value: Any, *, max_depth: int, max_items: int = 100_000) -> Non
         else:
             continue
         if depth >= max_depth:
-            raise ValueError(f"JSON nested deeper than {max_depth} levels")
+            raise ValueError(f"nested deeper than {max_depth} levels")
         stack.extend((child, depth + 1) for child in children)

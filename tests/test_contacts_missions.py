@@ -173,6 +173,10 @@ def test_survey_items_are_flown_and_an_uncomputed_one_refused(tmp_path: Path) ->
 BAD_PLANS = [
     ("{", "invalid JSON"),
     ('{"fileType": "Mission"}', 'expected a JSON object with "fileType": "Plan"'),
+    # a key given twice: JSON readers differ on which one counts, so neither does
+    ('{"fileType": "Plan", "mission": {"items": []}, "mission": {"items": []}}',
+     "not a QGroundControl plan (invalid JSON: duplicate key 'mission' in a JSON object)"),
+    ("[" * 100_000 + "]" * 100_000, "not a QGroundControl plan (invalid JSON: nested deeper than 32 levels)"),
     ([_item(82, 47.001, 8.0, 50.0)], "mission.items[0]: unsupported command 82 (supported: 16 waypoint"),
     ([_item(177, p1=1, p2=3, frame=2)], "mission.items[0]: unsupported command 177"),
     ([_item(112, p1=30, frame=2)], "mission.items[0]: unsupported command 112"),

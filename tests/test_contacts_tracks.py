@@ -250,6 +250,10 @@ def test_a_bad_gpx_is_one_line_naming_file_and_point(tmp_path: Path, change, mes
 @pytest.mark.parametrize("lines, message", [
     (['{"event": "sent", "position": null}'], 'no position fix (every line\'s "position" is null)'),
     (['not json'], '1: expected a JSON object with a "position" (a line of a drone agent\'s positions.jsonl)'),
+    (['{"position": null, "position": {"lat_deg": 47.0}}'], '1: expected a JSON object with a "position" (a line '
+     'of a drone agent\'s positions.jsonl), got invalid JSON (duplicate key \'position\' in a JSON object)'),
+    (['{"position": null}', "[" * 100_000 + "]" * 100_000], '2: expected a JSON object with a "position" (a line '
+     "of a drone agent's positions.jsonl), got invalid JSON (nested deeper than 8 levels)"),
     (['{"position": {"lat_deg": 47.0, "lon_deg": 8.0, "alt_msl_m": 400.0}}'],
      "1: position: expected numbers lat_deg, lon_deg, alt_msl_m and received_at (Unix seconds)"),
     (['{"position": {"lat_deg": 47.0, "lon_deg": 8.0, "alt_msl_m": null, "received_at": 100.0}}'],

@@ -166,12 +166,29 @@ def test_malformed_omm_missing_field_csv_and_bad_xml(tmp_path: Path) -> None:
         read_omm(xml_path)
     deep = tmp_path / "deep.json"  # 200 kB of brackets: a RecursionError inside json, not a traceback
     deep.write_text("[" * 100_000 + "]" * 100_000)
-    with pytest.raises(OrbitError, match=r"deep\.json: invalid JSON \(arrays or objects nested too deeply\)"):
+    with pytest.raises(OrbitError, match=r"deep\.json: invalid JSON \(nested deeper than 8 levels\)"):
         read_omm(deep)
     long = tmp_path / "long.json"  # 5 kB of digits: int() refuses them with a ValueError inside json
     long.write_text('[{"NORAD_CAT_ID": %s}]' % ("9" * 5_000))
     with pytest.raises(OrbitError, match=r"long\.json: invalid JSON \(an integer longer than 4,300 digits\)"):
         read_omm(long)
+
+
+def test_omm_json_with_a_key_given_twice_is_refused_naming_file_and_key(tmp_path: Path) -> None:
+    """JSON readers keep the last of two EPOCHs: the record would silently take the other epoch
+    (the KVN reader refuses a key given twice too)."""
+    path = tmp_path / "twice.json"
+    path.write_text(json.dumps([RECORD])[:-2] + ', "EPOCH": "2026-09-01T00:00:00"}]')
+    with pytest.raises(OrbitError) as err:
+        read_omm(path)
+    assert str(err.value) == f"{path}: invalid JSON (duplicate key 'EPOCH' in a JSON object)"
+
+
+def test_a_celestrak_sized_omm_json_loads(tmp_path: Path) -> None:
+    """10,000 GP records (CelesTrak's whole catalog is about that) are within the JSON limits."""
+    records = [{**RECORD, "OBJECT_NAME": f"SAT {k}", "NORAD_CAT_ID": 10_000 + k} for k in range(10_000)]
+    text = json.dumps(records)
+    assert len(parse_omm_text(text, "json", "gp.json").names) == 10_000
 
 
 @pytest.mark.parametrize(("key", "value", "shown"), [
