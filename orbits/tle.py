@@ -68,6 +68,8 @@ def _check_element_line(line: str, number: str, source: str, lineno: int) -> Non
 #: The catalog-number field: up to five digits right-aligned, or Alpha-5 (A..Z without I and O, as
 #: letters and digits would be confused; sgp4 itself reads I as J and O as P).
 _CATALOG = re.compile(r"^(?: *\d+|[A-HJ-NP-Z]\d{4})$")
+#: The classification of line 1, column 8: U, C or S; a blank is seen in the wild and sgp4 reads it as U.
+_CLASSIFICATIONS = "UCS "
 #: A count right-aligned in its columns (the element set and revolution numbers), or blanks.
 _COUNT = re.compile(r"^ *\d*$")
 #: Exponent notation with an implied leading decimal point, e.g. ``" 12345-3"`` = 0.12345e-3.
@@ -83,7 +85,7 @@ def _float_field(text: str) -> float | None:
 
 
 def _check_fields(line1: str, line2: str, source: str, lineno1: int, lineno2: int) -> None:
-    """Every numeric field of a checksummed TLE pair, with its range: a pair
+    """The numbers and the classification of a checksummed TLE pair, with their ranges: a pair
     with letters in a number or an inclination of 999 deg is refused here
     instead of producing nonsense orbits (or a failure deep in propagation)."""
     def bad(lineno: int, what: str, text: str, expected: str) -> OrbitError:
@@ -92,6 +94,9 @@ def _check_fields(line1: str, line2: str, source: str, lineno1: int, lineno2: in
     if not _CATALOG.match(line1[2:7]):  # quoted unstripped: a misaligned field shows its spaces
         raise OrbitError(f"{source}:{lineno1}: TLE catalog number {line1[2:7]!r} is invalid; expected five digits "
                          "or Alpha-5 (a capital letter other than I and O, then four digits) in columns 3-7")
+    if line1[7] not in _CLASSIFICATIONS:  # sgp4 keeps any character, and exports write it back
+        raise OrbitError(f"{source}:{lineno1}: TLE classification {line1[7]!r} is invalid; expected U "
+                         "(unclassified), C (classified) or S (secret) in column 8, or a blank (read as U)")
     if not line1[18:20].isdigit():
         raise bad(lineno1, "epoch year", line1[18:20], "two digits")
     year = int(line1[18:20]) + (1900 if int(line1[18:20]) >= 57 else 2000)  # the TLE convention (and sgp4's)

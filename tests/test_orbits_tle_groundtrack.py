@@ -311,6 +311,19 @@ def test_malformed_counts_are_refused(line, start, text, what):
     assert parse_tle_text(_with_columns(line, start, " " * len(text))).satrecs[0].satnum == 25544  # blanks: 0
 
 
+@pytest.mark.parametrize("text", ["x", "u", "-", "0", "?"])
+def test_a_classification_other_than_u_c_s_is_refused(text):
+    """sgp4 keeps whatever character column 8 of line 1 holds, and a TLE export writes it back; any was accepted."""
+    with pytest.raises(OrbitError, match=rf"^<t>:1: TLE classification '{re.escape(text)}' is invalid; expected U "
+                                         r"\(unclassified\), C \(classified\) or S \(secret\) in column 8"):
+        parse_tle_text(_with_columns(1, 7, text), "<t>")
+
+
+@pytest.mark.parametrize("text, read", [("U", "U"), ("C", "C"), ("S", "S"), (" ", "U")])
+def test_the_classifications_the_format_gives_are_read(text, read):
+    assert parse_tle_text(_with_columns(1, 7, text), "<t>").satrecs[0].classification == read
+
+
 @pytest.mark.parametrize("column, text, error", [(52, "19.99000000", r"6: mrt is less than 1\.0 which indicates the "
                                                   r"satellite has decayed"),
                                               (26, "9999999", r"4: semilatus rectum is less than zero")])
