@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from swarmbase.fileio import atomic_writer
-from swarmbase.tomlcheck import read_text_file
+from swarmbase.tomlcheck import check_name_length, read_text_file
 
 from .errors import ContactError
 from .trajectory import MOVING, Trajectories, check_trajectory_size, time_grid
@@ -78,6 +78,7 @@ def read_waypoints_csv(path: str | Path) -> list[Waypoints]:
             name = row[0].strip()
             if not name:
                 raise ContactError(f"{path}:{lineno}: empty node_id")
+            check_name_length(name, f"{path}:{lineno}: node_id", ContactError)
             try:
                 vals = tuple(float(c) for c in row[1:])
             except ValueError:

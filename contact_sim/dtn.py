@@ -69,7 +69,7 @@ import numpy as np
 from orbits import OrbitError, parse_utc
 from swarmbase.fileio import atomic_write_bytes
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import read_text_file, shown
+from swarmbase.tomlcheck import check_name_length, read_text_file, shown
 
 from .errors import ContactError
 from .link import SPEED_OF_LIGHT_M_S, LinkModel
@@ -309,7 +309,8 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
                 if number in plan.names:
                     raise ContactError(f"{where}: node {number} named twice in the header")
                 # '# node N NAME [KIND]'; a name with spaces ('ISS (ZARYA)') is written with its kind last
-                plan.names[number] = " ".join(words[2:-1]) if len(words) > 4 else words[2]
+                plan.names[number] = check_name_length(" ".join(words[2:-1]) if len(words) > 4 else words[2],
+                                                       f"{where}: node {number}", ContactError)
                 plan.kinds[number] = words[-1] if len(words) >= 4 else "node"
             continue
         words = line.split("#", 1)[0].split()

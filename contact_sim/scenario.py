@@ -85,7 +85,7 @@ import numpy as np
 
 from orbits import Constellation, OrbitError, check_walker, parse_utc, read_omm, read_tle, walker_delta, walker_star
 from orbits.sunlight import check_sunlight_span, check_sunlight_steps, eclipse_intervals, ephemeris
-from swarmbase.tomlcheck import Table, is_finite_number, read_toml, shown
+from swarmbase.tomlcheck import Table, check_name_length, is_finite_number, read_toml, shown
 
 from .drones import MAX_DRONES, MAX_LOCAL_KM, Waypoints, drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
 from .dtn import header_name_ok, read_plan
@@ -331,6 +331,7 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
             if not header_name_ok(name):  # what a plan's '# node N NAME KIND' header carries
                 raise ContactError(f"ground_stations[{i}].name: expected a name with single spaces between words "
                                    f"(no leading, trailing or other whitespace), got {shown(name)}")
+            check_name_length(name, f"ground_stations[{i}].name", ContactError)
             twin = next((j for j, s in enumerate(stations) if s.name == name), None)
             if twin is not None:
                 raise ContactError(f"ground_stations[{i}].name: {shown(name)} is already the name of "

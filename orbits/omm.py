@@ -46,7 +46,7 @@ from sgp4.exporter import export_omm
 
 from swarmbase.fileio import atomic_write_text
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import read_text_file, shown
+from swarmbase.tomlcheck import check_name_length, read_text_file, shown
 from swarmbase.xmlguard import refuse_doctype
 
 from .constants import SGP4_MAX_SATNUM
@@ -223,6 +223,8 @@ def omm_satrec(rec: dict[str, Any], where: str = "OMM record") -> tuple[Satrec, 
     name = fields.get("OBJECT_NAME")
     if name is not None and not str(name).isprintable():  # no export could be read back (TLE lines, XML 1.0)
         raise OrbitError(f"{where}.OBJECT_NAME: expected a name on one line without control characters, got {shown(name)}")
+    if name is not None:
+        check_name_length(str(name).strip(), f"{where}.OBJECT_NAME", OrbitError)
     return sat, catalog, (str(name).strip() or None) if name is not None else None
 
 

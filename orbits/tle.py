@@ -28,7 +28,7 @@ from sgp4.api import SGP4_ERRORS, Satrec
 from sgp4.exporter import export_tle
 
 from swarmbase.fileio import atomic_write_bytes
-from swarmbase.tomlcheck import read_text_file, shown
+from swarmbase.tomlcheck import check_name_length, read_text_file, shown
 
 from .constellation import Constellation, SatelliteNames
 from .errors import OrbitError
@@ -146,6 +146,7 @@ def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
             if not name.isprintable():  # a tab or a control character would not survive an export
                 raise OrbitError(f"{source}:{lineno}: TLE name line: expected a name without control "
                                  f"characters, got {shown(name)}")
+            check_name_length(name, f"{source}:{lineno}: TLE name line", OrbitError)
             k += 1
             if k >= len(lines):
                 raise OrbitError(f"{source}:{lineno}: name line {shown(name)} is not followed by TLE lines")

@@ -26,10 +26,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-__all__ = ["Table", "read_toml", "read_text_file", "check_input_file", "is_finite_number", "shown", "MAX_TOML_BYTES"]
+__all__ = ["Table", "read_toml", "read_text_file", "check_input_file", "is_finite_number", "shown", "check_name_length",
+           "MAX_TOML_BYTES", "MAX_NAME_CHARS"]
 
 #: Configuration files larger than this are refused before parsing (bytes).
 MAX_TOML_BYTES = 4 * 1024 * 1024
+#: Longest name of a node (a satellite, ground station or drone) or a scenario, in characters: CelesTrak's
+#: names take at most 24, and OMM's OBJECT_NAME has no limit of its own.
+MAX_NAME_CHARS = 200
 
 
 def _a(what: str) -> str:
@@ -171,6 +175,23 @@ def shown(value: Any, limit: int = 60) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{text[:20]}... ({len(text.lstrip('-')):,} digits)"
     return text[: max(limit - 3, 1)] + "..."
+
+
+def check_name_length(name: str, where: str, error: type[Exception]) -> str:
+    """``name``, or ``error`` naming ``where`` when it is over :data:`MAX_NAME_CHARS` characters
+    (a name is a node's key in every table and message the project writes).
+
+    >>> check_name_length("ISS (ZARYA)", "a.tle:1: TLE name line", ValueError)
+    'ISS (ZARYA)'
+    >>> check_name_length("x" * 300, "a.tle:1", ValueError)
+    Traceback (most recent call last):
+    ...
+    ValueError: a.tle:1: expected a name of at most 200 characters, got 300: 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...
+    """
+    if len(name) > MAX_NAME_CHARS:
+        raise error(f"{where}: expected a name of at most {MAX_NAME_CHARS} characters, got {len(name):,}: "
+                    f"{shown(name, 40)}")
+    return name
 
 
 def _resolved(text: str, base: str | os.PathLike[str]) -> Path:

@@ -14,6 +14,7 @@ from contact_sim import (ContactError, LinkGeometry, compute_contacts, drone_tra
                          write_waypoints_csv)
 from contact_sim.cli import add_contacts_parser, run_contacts
 from contact_sim.drones import _interp
+from contact_sim.dtn import parse_ion
 from contact_sim.scenario import check_contact_scenario
 
 LEO = """
@@ -409,6 +410,25 @@ def test_ground_station_name_must_survive_the_plan_headers(tmp_path, name):
         load_contact_scenario(_write(tmp_path, LEO + gs))
     ok = '\n[[ground_stations]]\nname = "Matera (ASI)"\nlat_deg = 0.0\nlon_deg = 0.0\n'
     assert [g.name for g in load_contact_scenario(_write(tmp_path, LEO + ok)).ground_stations] == ["Matera (ASI)"]
+
+
+def test_a_node_name_over_200_characters_is_refused_where_it_is_read(tmp_path):
+    """A ground station, a waypoint CSV's drone or an ION plan's header node named with 128 kB
+    was accepted, and each table and message the run writes carried the name whole."""
+    gs = '\n[[ground_stations]]\nname = "{}"\nlat_deg = 0.0\nlon_deg = 0.0\n'
+    with pytest.raises(ContactError, match=r"s\.toml: ground_stations\[0\]\.name: expected a name of at most 200 "
+                                           r"characters, got 131,072: 'xxx"):
+        load_contact_scenario(_write(tmp_path, LEO + gs.format("x" * 131_072)))
+    assert [g.name for g in load_contact_scenario(_write(tmp_path, LEO + gs.format("x" * 200))).ground_stations] \
+        == ["x" * 200]
+    csv_path = tmp_path / "w.csv"
+    csv_path.write_text(f"node_id,t_s,x_km,y_km,z_km\n{'d' * 201},0,0,0,0\n")
+    with pytest.raises(ContactError, match=r"w\.csv:2: node_id: expected a name of at most 200 characters, got 201"):
+        read_waypoints_csv(csv_path)
+    ion = "# node 1 {} satellite\na contact +0 +60 1 2 1000\n"
+    with pytest.raises(ContactError, match=r"^p\.ion:1: node 1: expected a name of at most 200 characters, got 201"):
+        parse_ion(ion.format("n" * 201), "p.ion")
+    assert parse_ion(ion.format("n" * 200), "p.ion").names == {1: "n" * 200}
 
 
 def test_negative_drone_seed_is_one_line(tmp_path, capsys):

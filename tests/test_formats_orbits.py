@@ -174,6 +174,25 @@ def test_malformed_omm_missing_field_csv_and_bad_xml(tmp_path: Path) -> None:
         read_omm(long)
 
 
+def test_a_satellite_name_over_200_characters_is_refused_where_it_is_read(tmp_path: Path) -> None:
+    """A name of 128 kB was accepted and became a node's key in every table the run writes
+    (the CSV export unreadable, each message quoting it whole); 200 characters are read."""
+    elements = format_tle(walker_delta(1, 1, 0, 550.0, 53.0, EPOCH + "Z")).splitlines()[1:]
+    tle = "\n".join(["x" * 201, *elements])
+    with pytest.raises(OrbitError) as err:
+        parse_tle_text(tle, "a.tle")
+    assert str(err.value) == f"a.tle:1: TLE name line: expected a name of at most 200 characters, got 201: '{'x' * 36}..."
+    assert parse_tle_text(tle[1:], "a.tle").names == ["x" * 200]
+    with pytest.raises(OrbitError, match=r"^gp\.json: record 0\.OBJECT_NAME: expected a name of at most 200 "
+                                         r"characters, got 201: 'xxx"):
+        parse_omm_text(json.dumps([{**RECORD, "OBJECT_NAME": "x" * 201}]), "json", "gp.json")
+    kvn = format_omm(parse_omm_text(json.dumps([{**RECORD, "OBJECT_NAME": "x" * 200}]), "json"), "kvn")
+    assert parse_omm_text(kvn, "kvn").names == ["x" * 200]
+    line = next(n for n, ln in enumerate(kvn.splitlines(), 1) if ln.startswith("OBJECT_NAME"))
+    with pytest.raises(OrbitError, match=rf"^gp\.kvn:{line}\.OBJECT_NAME: expected a name of at most 200"):
+        parse_omm_text(kvn.replace("x" * 200, "x" * 131_072), "kvn", "gp.kvn")
+
+
 def test_omm_json_with_a_key_given_twice_is_refused_naming_file_and_key(tmp_path: Path) -> None:
     """JSON readers keep the last of two EPOCHs: the record would silently take the other epoch
     (the KVN reader refuses a key given twice too)."""

@@ -201,6 +201,15 @@ def test_scenario_name_must_be_one_folder_name(name: str) -> None:
     assert parse_scenario(_doc(scenario={"name": "leo run 2"}), Path("."), "tiny.toml").name == "leo run 2"
 
 
+def test_a_scenario_name_over_200_characters_is_refused() -> None:
+    """The name is the run folder's and every report's: 128 kB was accepted (and is beyond any
+    file system's name limit)."""
+    with pytest.raises(ConfigError, match=r"^tiny\.toml: scenario\.name: expected a name of at most 200 characters, "
+                                          r"got 131,072: 'xxx"):
+        parse_scenario(_doc(scenario={"name": "x" * 131_072}), Path("."), "tiny.toml")
+    assert parse_scenario(_doc(scenario={"name": "x" * 200}), Path("."), "tiny.toml").name == "x" * 200
+
+
 @pytest.mark.parametrize(("table", "match"), [
     # a table of a method not in methods.run was never checked: its typo or bad value went unnoticed
     # the unknown option named, with the ones the method takes (not Python's "unexpected keyword argument")

@@ -74,7 +74,7 @@ from fol.executors import EXECUTORS
 from fol.models import architectures
 from fol.nodedata import dataset_options
 from orbits.coverage import MEAN_EARTH_RADIUS_KM
-from swarmbase.tomlcheck import Table, read_toml, shown
+from swarmbase.tomlcheck import Table, check_name_length, read_toml, shown
 
 __all__ = ["SwarmScenario", "DataConfig", "ModelsConfig", "RunConfig", "load_scenario", "parse_scenario"]
 
@@ -235,6 +235,7 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     if name in ("", ".", "..") or "/" in name or "\\" in name or not name.isprintable():  # one folder in runs/
         raise ConfigError(f"scenario.name: expected a printable name with no slash or backslash, not '.' or '..' (the "
                           f"default output folder is runs/<name>; output.dir sets another), got {shown(name)}")
+    check_name_length(name, "scenario.name", ConfigError)
     if "seeds" in s and "seed" in s:
         raise ConfigError("scenario: give seeds or seed, not both")
     if "seed" in s and not is_seed(s["seed"]):  # named as written, not as the list it stands for
