@@ -235,6 +235,15 @@ MAX_ION_OFFSET_S = 1e10
 #: (rates past int64 are held at 2**62 bytes of capacity), yet rate x 1e10 s stays a finite float;
 #: a 10^400 does not even convert to floating point.
 MAX_PLAN_INT = 10**100
+#: Longest OWLT a plan may give (s): the latest time it may name. A window keeps its OWLT as a float, which
+#: holds every integer up to this exactly, so an export writes back the OWLT it read (10**100 came back
+#: as 1.00000000000000001590e100, which the import refuses).
+MAX_PLAN_OWLT_S = int(MAX_ION_OFFSET_S)
+
+
+def _limit_text(limit: int) -> str:
+    """A limit as messages write it: ``1e100``, ``1e10``."""
+    return f"{limit:.0e}".replace("e+", "e")
 
 
 def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: float = 0.0) -> float:
@@ -263,15 +272,15 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
     return offset
 
 
-def _pos_int(token: str, what: str, where: str, allow_zero: bool = False) -> int:
+def _pos_int(token: str, what: str, where: str, allow_zero: bool = False, limit: int = MAX_PLAN_INT) -> int:
     try:
         value = int(token)
     except ValueError:
         raise ContactError(f"{where}: expected an integer {what}, got {shown(token)}") from None
     if value < 0 or (value == 0 and not allow_zero):
         raise ContactError(f"{where}: expected a {'non-negative' if allow_zero else 'positive'} {what}, got {value}")
-    if value > MAX_PLAN_INT:
-        raise ContactError(f"{where}: {what} {token[:40]!r} is too large; expected at most 1e100")
+    if value > limit:
+        raise ContactError(f"{where}: {what} {token[:40]!r} is too large; expected at most {_limit_text(limit)}")
     return value
 
 
@@ -340,8 +349,8 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
         dst = _pos_int(words[5], "node number", where)
         if src == dst:
             continue  # ION's loopback contacts (a node to itself) carry nothing between nodes
-        value = _pos_int(words[6], "rate (bytes/s)" if words[1] == "contact" else "OWLT (s)", where,
-                         allow_zero=True)
+        value = (_pos_int(words[6], "rate (bytes/s)", where, allow_zero=True) if words[1] == "contact"
+                 else _pos_int(words[6], "OWLT (s)", where, allow_zero=True, limit=MAX_PLAN_OWLT_S))
         entry = [t0, t1, src, dst, value, where]
         live[words[1]][(t0, src, dst)] = entry
         starts[words[1]].setdefault((src, dst), set()).add(t0)
@@ -533,7 +542,7 @@ def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] |
         spans.setdefault((i, j), []).append((s0, s1, k))
     for pair, pair_spans in spans.items():
         for k, owlt in zip((k for _, _, k in pair_spans), _largest_covering(ranges.get(pair, []), pair_spans)):
-            owlt_w[k] = float(owlt)  # an integer past int64 (plans allow 1e100) made np.isnan raise
+            owlt_w[k] = float(owlt)  # exact: an OWLT is at most MAX_PLAN_OWLT_S
     nan = np.full(a.size, np.nan)
     windows = WindowTable(a, b, t0s, t1s, nan, nan, vol, direction=direction, sort=False)
     bounds = (np.asarray(round_boundaries_s, dtype=float) if round_boundaries_s is not None
@@ -552,13 +561,14 @@ _HDTN_KEYS = {"contact", "source", "dest", "startTime", "endTime", "rateBitsPerS
               "finalDestination"}
 
 
-def _hdtn_int(record: dict, key: str, where: str, positive: bool = False) -> int:
+def _hdtn_int(record: dict, key: str, where: str, positive: bool = False, limit: int = MAX_PLAN_INT) -> int:
     value = record.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
         raise ContactError(f"{where}: {key}: expected a{' positive' if positive else ' non-negative'} integer, "
                            f"got {str(value)[:40]!r}")
-    if value > MAX_PLAN_INT:
-        raise ContactError(f"{where}: {key}: expected an integer of at most 1e100, got {str(value)[:40]!r}")
+    if value > limit:
+        raise ContactError(f"{where}: {key}: expected an integer of at most {_limit_text(limit)}, "
+                           f"got {str(value)[:40]!r}")
     return value
 
 
@@ -601,7 +611,7 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
             rate_bps = _hdtn_int(record, "rate", where) * 1_000_000
         else:
             raise ContactError(f"{where}: expected rateBitsPerSec (or HDTN's older rate, Mbit/s)")
-        owlt = _hdtn_int(record, "owlt", where) if "owlt" in record else None
+        owlt = _hdtn_int(record, "owlt", where, limit=MAX_PLAN_OWLT_S) if "owlt" in record else None
         rows.append((t0, t1, src, dst, rate_bps, owlt, where))
     offset = 0.0
     unix = [r[6] for r in rows if r[0] >= HDTN_UNIX_FROM_S]

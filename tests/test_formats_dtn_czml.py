@@ -13,7 +13,7 @@ import pytest
 
 from contact_sim import (ContactError, ContactPlan, LinkModel, WindowTable, build_trajectories, format_ion,
                          hdtn_contacts, load_contact_scenario, parse_contact_scenario, parse_ion, plan_from_trajectories,
-                         read_hdtn, read_ion, read_plan)
+                         read_hdtn, read_ion, read_plan, write_hdtn, write_ion)
 from contact_sim.cli import main as contacts_main
 from contact_sim.czml import czml_packets
 from contact_sim.windows import A_TO_B, B_TO_A, BOTH
@@ -276,19 +276,30 @@ def test_a_window_owlt_is_the_largest_range_line_covering_it() -> None:
 
 
 @pytest.mark.parametrize("fmt", ["ion", "hdtn"])
-def test_an_owlt_beyond_int64_is_read(tmp_path: Path, fmt: str) -> None:
-    """Plans allow integers to 1e100; an OWLT of 1e23 s made np.isnan raise a TypeError traceback."""
-    owlt = 10**23
-    if fmt == "ion":
-        path = tmp_path / "p.ion"
-        path.write_text(f"a contact +0 +60 1 2 1000\na range +0 +60 1 2 {owlt}\n")
-    else:
-        path = tmp_path / "p.json"
-        path.write_text(json.dumps({"contacts": [{"source": s, "dest": d, "startTime": 0, "endTime": 60,
-                                                  "rateBitsPerSec": 8000, "owlt": owlt} for s, d in ((1, 2), (2, 1))]}))
+def test_the_largest_owlt_a_plan_may_give_is_written_back_as_read(tmp_path: Path, fmt: str) -> None:
+    """Plans allowed OWLTs to 1e100, kept as floats: 10**100 was exported as 1.000...0159e100, which the
+    import refused, and 10**23 came back as 99999999999999991611392. An OWLT is now at most 1e10 s (the
+    latest time a plan may name), which a float holds exactly."""
+    def plan_text(owlt: int) -> str:
+        if fmt == "ion":
+            return f"a contact +0 +60 1 2 1000\na range +0 +60 1 2 {owlt}\n"
+        return json.dumps({"contacts": [{"source": s, "dest": d, "startTime": 0, "endTime": 60,
+                                         "rateBitsPerSec": 8000, "owlt": owlt} for s, d in ((1, 2), (2, 1))]})
+
+    path = tmp_path / f"p.{'ion' if fmt == 'ion' else 'json'}"
+    path.write_text(plan_text(10**10 + 1))
+    with pytest.raises(ContactError, match=r"p\.(ion:2: OWLT \(s\) '10000000001' is too large; expected at most "
+                                           r"1e10|json: contacts\[0\]: owlt: expected an integer of at most 1e10,)"):
+        read_plan(path)
+    path.write_text(plan_text(10**10))
     plan = read_plan(path)
-    assert plan.meta["owlt_s_per_window"] == [float(owlt)]
+    assert plan.meta["owlt_s_per_window"] == [1e10]
     json.dumps(plan.meta)  # the meta the JSON export writes
+    back = tmp_path / f"back.{'ion' if fmt == 'ion' else 'json'}"
+    (write_ion if fmt == "ion" else write_hdtn)(back, plan)
+    assert read_plan(back).meta["owlt_s_per_window"] == [1e10]
+    assert f" {10**10}" in back.read_text()
+
 
 def test_hdtn_import_reads_back_what_the_ion_twin_gives(tmp_path: Path) -> None:
     """An exported HDTN plan reads back to the windows its ION twin gives (node names aside:
