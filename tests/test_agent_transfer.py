@@ -1080,10 +1080,10 @@ def test_a_damaged_state_file_is_one_line_naming_the_field(tmp_path: Path, field
 
 @pytest.mark.parametrize("damage, expected", [
     # json.loads raised RecursionError: a traceback at start-up instead of one line
-    (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "state.json: cannot read agent state (JSON nested deeper"),
+    (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "state.json: cannot read agent state (nested deeper"),
     # read whole, however large, before it failed to parse (a sparse file here: no disk used)
     (lambda p: (p.touch(), os.truncate(p, 64 * 2**20 + 1)), "state.json: 67108865 bytes; an agent state file may have at most"),
-    (lambda p: p.write_text("[" + "0," * 1_000_000 + "0]"), "state.json: cannot read agent state (JSON holds more"),
+    (lambda p: p.write_text("[" + "0," * 1_000_000 + "0]"), "state.json: cannot read agent state (holds more"),
 ], ids=["nested", "huge", "too-many-values"])
 def test_a_state_file_nested_deep_or_huge_is_one_line_naming_it(tmp_path: Path, damage: Any, expected: str) -> None:
     from fol.agent.inbox import Inbox

@@ -76,8 +76,8 @@ from fol.agent.transfer import (
 )
 from fol.errors import CheckpointError, ConfigError, FOLError
 from fol.fileio import atomic_write_bytes, atomic_writer, fsync_dir, make_dirs, publish_gate, write_json_atomic
-from fol.safejson import loads as bounded_loads
 from swarmbase.cli import os_failure_line
+from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import read_text_file, shown
 from swarmbase.units import format_seconds
 
