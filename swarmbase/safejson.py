@@ -44,6 +44,15 @@ def _reject_constant(name: str) -> Any:
     raise _Refused(f"non-standard JSON constant {name}")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number's float, refused when it overflows to infinity (``1e999``): standard JSON
+    has no infinite number, and ``allow_nan`` is what admits one (written ``Infinity``)."""
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _Refused(f"number {text[:40]} is beyond the largest float")
+    return value
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
@@ -68,7 +77,7 @@ def loads(text: str | bytes, *, max_depth: int, max_items: int = 100_000, allow_
         if text.count(",") >= max_items and _STRING.sub("", text).count(",") >= max_items:
             raise _Refused(f"holds more than {max_items} values")
         value = json.loads(text, parse_constant=None if allow_nan else _reject_constant,
-                           object_pairs_hook=_unique_keys)
+                           parse_float=None if allow_nan else _finite_float, object_pairs_hook=_unique_keys)
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except RecursionError:

@@ -125,3 +125,17 @@ def test_a_huge_value_is_shown_shortened_in_every_message() -> None:
     assert shown(10**400) == "10000000000000000000... (401 digits)" and shown(-(10**400)).endswith("(401 digits)")
     assert shown(int("f" * 5000, 16)) == "an integer of more than 4,300 digits"
     assert shown("abc") == "'abc'" and shown(True) == "true" and len(shown(list(range(10**4)))) <= 60
+
+
+def test_safejson_refuses_a_number_that_overflows_to_infinity_unless_nan_is_allowed() -> None:
+    """``1e999`` parsed to inf though the reader refuses Infinity: a peer's header or a user's
+    file could carry an infinite number past every check that reads "standard JSON only"."""
+    import math
+
+    from swarmbase.safejson import loads
+
+    for text in ('{"x": 1e999}', "[-1e999]"):
+        with pytest.raises(ValueError, match="beyond the largest float"):
+            loads(text, max_depth=2)
+        assert math.isinf(loads(text, max_depth=2, allow_nan=True)[0 if text[0] == "[" else "x"])
+    assert loads('{"x": 1.5e308, "y": -0.0}', max_depth=2) == {"x": 1.5e308, "y": -0.0}
