@@ -265,6 +265,16 @@ def _nonfinite_payload() -> tuple[bytes, ModelCard]:
     return save(tensors, metadata={"fol": card.to_json()}), card
 
 
+class _RecordingSocket:
+    """A stand-in for a Receiver's ROUTER socket that keeps every message it is given to send."""
+
+    def __init__(self) -> None:
+        self.sent: list[list[Any]] = []
+
+    def send_multipart(self, frames: list[Any], flags: int = 0, copy: bool = True) -> None:
+        self.sent.append([bytes(f) for f in frames])
+
+
 def _good_payload(seed: int = 4) -> tuple[bytes, ModelCard]:
     spec = ModelSpec("cnn-small", num_classes=2)
     card = ModelCard(spec=spec, class_names=CLASSES, producer="sender")
@@ -1909,14 +1919,7 @@ def test_a_malformed_message_gets_error_and_an_invalid_offer_gets_reject(tmp_pat
     from fol.agent.inbox import Inbox
     from fol.agent.transfer import Receiver, ReceiverSettings
 
-    class Socket:
-        def __init__(self) -> None:
-            self.sent: list[list[Any]] = []
-
-        def send_multipart(self, frames: list[Any], flags: int = 0, copy: bool = True) -> None:
-            self.sent.append([bytes(f) for f in frames])
-
-    sock = Socket()
+    sock = _RecordingSocket()
     receiver = Receiver(sock, Inbox(tmp_path / "state", "receiver", 10**8, accept_any_round=True),  # type: ignore[arg-type]
                         ReceiverSettings(), trust=None)
     data, card = _good_payload()
@@ -1986,11 +1989,7 @@ def test_a_peers_reason_is_kept_and_logged_as_one_printable_bounded_line(tmp_pat
         sent.on_reply(kind, {"model_id": offer.model_id, **header}, time.monotonic())
         assert sent.finished and one_line(sent.detail) and "forged line" in sent.detail, (kind, sent.detail[:80])
 
-    class Socket:
-        def send_multipart(self, frames: list[Any], flags: int = 0, copy: bool = True) -> None:
-            pass
-
-    receiver = Receiver(Socket(), Inbox(tmp_path / "state", "receiver", 10**8, accept_any_round=True),  # type: ignore[arg-type]
+    receiver = Receiver(_RecordingSocket(), Inbox(tmp_path / "state", "receiver", 10**8, accept_any_round=True),  # type: ignore[arg-type]
                         ReceiverSettings(), trust=None)
     caplog.set_level("INFO", logger="fol.agent")
     receiver.handle([b"peer", *P.encode(P.OFFER, offer.to_header())], time.monotonic())
@@ -2095,14 +2094,7 @@ def test_one_peer_holds_at_most_its_share_of_the_transfer_slots(tmp_path: Path) 
     from fol.agent.inbox import Inbox
     from fol.agent.transfer import Receiver, ReceiverSettings
 
-    class Socket:
-        def __init__(self) -> None:
-            self.sent: list[list[Any]] = []
-
-        def send_multipart(self, frames: list[Any], flags: int = 0, copy: bool = True) -> None:
-            self.sent.append([bytes(f) for f in frames])
-
-    sock = Socket()
+    sock = _RecordingSocket()
     receiver = Receiver(sock, Inbox(tmp_path / "state", "receiver", 10**8, accept_any_round=True),  # type: ignore[arg-type]
                         ReceiverSettings(max_concurrent_transfers=4, max_transfers_per_peer=2), trust=None)
     data, card = _good_payload()
