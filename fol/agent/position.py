@@ -150,8 +150,10 @@ def _nmea_float(value: Any) -> float | None:
 
 
 def _nmea_position(msg: Any) -> tuple[float, float]:
-    """Latitude and longitude of a GGA or RMC sentence, in degrees. Raises ``ValueError`` for a position out
-    of range or a field whose minutes are not below 60 (``4960.000``, which pynmeagps reads as 50 degrees)."""
+    """Latitude and longitude of a GGA or RMC sentence, in degrees (their range is checked with the
+    altitude, :func:`check_fix_position`). Raises ``ValueError`` for an empty position, a hemisphere letter
+    other than N/S, E/W, or a field whose minutes are not below 60 (``4960.000``, which pynmeagps reads as
+    50 degrees)."""
     first = 1 if msg.msgID == "GGA" else 2  # the latitude field: after the time (and RMC's status)
     payload = getattr(msg, "payload", None) or []
     for raw in payload[first:first + 3:2]:
@@ -168,7 +170,6 @@ def _nmea_position(msg: Any) -> tuple[float, float]:
     lat, lon = _nmea_float(msg.lat), _nmea_float(msg.lon)
     if lat is None or lon is None:
         raise ValueError(f"position out of range ({msg.lat!r}, {msg.lon!r})")
-    check_fix_position(lat, lon, None)
     return lat, lon
 
 
@@ -188,7 +189,7 @@ def fix_from_nmea(gga: Any | None, rmc: Any | None, received_at: float) -> dict[
             raise ValueError(f"no fix (quality {quality!r})")
         lat, lon = _nmea_position(gga)
         alt, sats = _nmea_float(gga.alt), gga.numSV
-        check_fix_position(lat, lon, alt)
+    check_fix_position(lat, lon, alt)
     vel = course = utc = None
     if rmc is not None:
         speed, course = _nmea_float(rmc.spd), _nmea_float(rmc.cog)
