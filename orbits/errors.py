@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+from sgp4.api import SGP4_ERRORS
+
 
 class OrbitError(Exception):
     """A user-facing orbit error: bad constellation parameters, a malformed TLE
     line, a propagation failure. The message is one line naming the file, field
     or satellite and what was expected."""
+
+
+def sgp4_reason(code: int) -> str:
+    """SGP4's own words for its error ``code`` (``sgp4.api.SGP4_ERRORS``), for the messages of
+    elements it refuses and of propagation that fails (``semilatus rectum is less than zero``
+    for code 4)."""
+    return SGP4_ERRORS.get(code, "unknown error")

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sgp4 import omm as _omm
-from sgp4.api import SGP4_ERRORS, Satrec
+from sgp4.api import Satrec
 from sgp4.exporter import export_omm
 
 from swarmbase.fileio import atomic_write_text
@@ -51,7 +51,7 @@ from swarmbase.xmlguard import refuse_doctype
 
 from .constants import SGP4_MAX_SATNUM
 from .constellation import Constellation, SatelliteNames
-from .errors import OrbitError
+from .errors import OrbitError, sgp4_reason
 from .timeutil import satrec_epoch
 
 #: Files larger than this are refused before they are read.
@@ -217,7 +217,7 @@ def omm_satrec(rec: dict[str, Any], where: str = "OMM record") -> tuple[Satrec, 
         raise OrbitError(f"{where}: sgp4 rejected the record ({exc})") from None
     if sat.error:
         raise OrbitError(f"{where}: SGP4 rejected the elements (error {sat.error}: "
-                         f"{SGP4_ERRORS.get(sat.error, 'unknown error')})")
+                         f"{sgp4_reason(sat.error)})")
     if not _COSPAR_ID.match(fields["OBJECT_ID"]):  # sgp4 keeps OBJECT_ID[2:] whatever it is ('UNKNOWN' -> 'KNOWN')
         sat.intldesg = ""  # a TLE export leaves the designator blank, an OMM export writes UNKNOWN
     name = fields.get("OBJECT_NAME")

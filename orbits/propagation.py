@@ -18,10 +18,10 @@ import datetime as _dt
 from typing import Sequence
 
 import numpy as np
-from sgp4.api import SGP4_ERRORS, Satrec, SatrecArray
+from sgp4.api import Satrec, SatrecArray
 
 from .constellation import Constellation
-from .errors import OrbitError
+from .errors import OrbitError, sgp4_reason
 from .timeutil import julian_dates, parse_utc
 
 
@@ -56,7 +56,7 @@ def propagate(sats: Constellation | Sequence[Satrec], jd: np.ndarray, fr: np.nda
         code = int(err[i, k])
         raise OrbitError(
             f"{names[i]}: SGP4 error {code} at JD {jd[k] + fr[k]:.6f} "
-            f"({SGP4_ERRORS.get(code, 'unknown error')})"
+            f"({sgp4_reason(code)})"
         )
     _check_finite(r, v, names, jd, fr)
     return r, v
@@ -96,7 +96,7 @@ def propagate_pairs(sats: Constellation | Sequence[Satrec], index: np.ndarray,
         e, rs, vs = satrecs[s].sgp4_array(jd[sel], fr[sel])
         if e.any():
             code = int(e[e != 0][0])
-            raise OrbitError(f"{names[s]}: SGP4 error {code} ({SGP4_ERRORS.get(code, 'unknown')})")
+            raise OrbitError(f"{names[s]}: SGP4 error {code} ({sgp4_reason(code)})")
         _check_finite(rs[None], vs[None], [names[s]], jd[sel], fr[sel])
         r[sel], v[sel] = rs, vs
     return r, v

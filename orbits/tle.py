@@ -24,14 +24,14 @@ import math
 import re
 from pathlib import Path
 
-from sgp4.api import SGP4_ERRORS, Satrec
+from sgp4.api import Satrec
 from sgp4.exporter import export_tle
 
 from swarmbase.fileio import atomic_write_bytes
 from swarmbase.tomlcheck import check_name_length, read_text_file, shown
 
 from .constellation import Constellation, SatelliteNames
-from .errors import OrbitError
+from .errors import OrbitError, sgp4_reason
 from .timeutil import satrec_epoch
 
 
@@ -170,7 +170,7 @@ def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
             raise OrbitError(f"{source}:{lineno}: malformed TLE fields ({exc})") from None
         if sat.error:
             raise OrbitError(f"{source}:{lineno}: SGP4 rejected the elements (error {sat.error}: "
-                             f"{SGP4_ERRORS.get(sat.error, 'unknown error')})")
+                             f"{sgp4_reason(sat.error)})")
         number = int(sat.satnum)  # the catalog number, Alpha-5 decoded (A0000 is 100000)
         names.append(book.claim(name, number, f"{source}:{lineno}: satellite {name or f'SAT-{number}'} "
                                 f"({line[2:7].strip()}) appears twice",
