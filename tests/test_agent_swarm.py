@@ -240,3 +240,41 @@ def test_agent_killed_mid_round_restarts_without_losing_or_double_counting(
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_loopback_exchange_reads_a_damaged_report_as_one_line(tmp_path: Path, monkeypatch: Any) -> None:
+    """run_loopback_exchange read each node's round report with json.loads: a report damaged on
+    disk (here nested 100,000 deep) ended in a RecursionError traceback, and a huge one was read
+    whole. It goes through the bounded reader now: one FOLError line naming the file."""
+    import fol.agent.loopback as loopback
+    from fol.errors import FOLError
+
+    report = tmp_path / "drone-0" / "state" / "reports" / "round-1.json"
+    report.parent.mkdir(parents=True)
+    files = loopback.NodeFiles("drone-0", tmp_path / "drone-0", tmp_path / "k", tmp_path / "k.pub",
+                               tmp_path / "m", {})
+
+    class FinishedSwarm:  # stands in for the agents: they finished and wrote the report above
+        def __init__(self, nodes: Any) -> None:
+            pass
+
+        def __enter__(self) -> "FinishedSwarm":
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            pass
+
+        def wait_finished(self, timeout_s: float) -> dict[str, Any]:
+            return {"drone-0": {"history": [{"report": "reports/round-1.json"}]}}
+
+    monkeypatch.setattr(loopback, "prepare_nodes", lambda workdir, n, **kw: [files])
+    monkeypatch.setattr(loopback, "LoopbackSwarm", FinishedSwarm)
+    report.write_text(json.dumps({"node": "drone-0", "round": 1}))
+    assert loopback.run_loopback_exchange(tmp_path, 1) == {"drone-0": {"node": "drone-0", "round": 1}}
+    report.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(FOLError, match=r"round-1\.json: .*nested deeper than") as info:
+        loopback.run_loopback_exchange(tmp_path, 1)
+    assert "\n" not in str(info.value)
+    report.write_text("[1, 2")
+    with pytest.raises(FOLError, match=r"round-1\.json: "):
+        loopback.run_loopback_exchange(tmp_path, 1)

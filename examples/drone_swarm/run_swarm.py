@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from fol.agent.config import AgentConfig  # noqa: E402
-from fol.agent.loopback import free_port  # noqa: E402
+from fol.agent.loopback import free_port, read_report  # noqa: E402
 from fol.agent.node import control_request  # noqa: E402
 from fol.errors import FOLError  # noqa: E402
 
@@ -132,7 +132,7 @@ def main() -> int:
         from fol.personalize_cli import format_summary
 
         for name in names:
-            report = json.loads((out / name / "state" / done[name]["history"][-1]["report"]).read_text())
+            report = read_report(out / name / "state" / done[name]["history"][-1]["report"])
             print()
             print(format_summary(report))
         for name in names:

@@ -41,11 +41,13 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from fol.agent import protocol as P
 from fol.agent.config import AgentConfig
-from fol.agent.inbox import Inbox
+from fol.agent.inbox import MAX_STATE_BYTES, MAX_STATE_DEPTH, MAX_STATE_ITEMS, Inbox
 from fol.agent.keys import KeyPair, TrustStore, ZapKeyCheck, generate_keypair, load_keypair, trust_key
 from fol.agent.transfer import Receiver, ReceiverSettings, offer_for_file, secure_server, send_model
 from fol.defaults import DEFAULT_ARCH
 from fol.errors import FOLError
+from swarmbase.safejson import loads as bounded_loads
+from swarmbase.tomlcheck import read_text_file
 
 __all__ = [
     "NodeFiles",
@@ -53,6 +55,7 @@ __all__ = [
     "toml_text",
     "LoopbackSwarm",
     "run_loopback_exchange",
+    "read_report",
     "LoopbackLinks",
     "free_port",
 ]
@@ -250,17 +253,30 @@ class LoopbackSwarm:
 def run_loopback_exchange(workdir: str | Path, n: int = 3, timeout_s: float = 300.0, **prepare: Any) -> dict[str, dict[str, Any]]:
     """Prepare ``n`` nodes, start their agents on loopback, run one exchange and
     personalization per node, stop; returns each node's round-1 report
-    (``reports/round-1.json`` content). ``prepare`` goes to :func:`prepare_nodes`."""
-    import json
-
+    (``reports/round-1.json`` content, :func:`read_report`). ``prepare`` goes to :func:`prepare_nodes`."""
     nodes = prepare_nodes(workdir, n, **prepare)
     with LoopbackSwarm(nodes) as swarm:
         statuses = swarm.wait_finished(timeout_s)
     out = {}
     for files in nodes:
         last = statuses[files.node]["history"][-1]
-        out[files.node] = json.loads((files.folder / "state" / last["report"]).read_text())
+        out[files.node] = read_report(files.folder / "state" / last["report"])
     return out
+
+
+def read_report(path: str | Path) -> dict[str, Any]:
+    """A node's round report (``<state>/reports/round-<e>.json``, written by the agent), read with the
+    bounds of the agent's state file (:data:`fol.agent.inbox.MAX_STATE_BYTES` and its depth and value
+    counts): a damaged or replaced file is one :class:`fol.errors.FOLError` line naming it, never a
+    ``RecursionError`` or a file of any size read whole."""
+    text = read_text_file(path, FOLError, "round report", MAX_STATE_BYTES)
+    try:
+        report = bounded_loads(text, max_depth=MAX_STATE_DEPTH, max_items=MAX_STATE_ITEMS)
+    except ValueError as exc:
+        raise FOLError(f"{path}: cannot read the round report ({exc})") from None
+    if not isinstance(report, dict):
+        raise FOLError(f"{path}: expected a round report (a JSON object), got {type(report).__name__}")
+    return report
 
 
 class LoopbackLinks:
