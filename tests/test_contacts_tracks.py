@@ -339,6 +339,66 @@ def test_the_agent_restarting_after_a_cut_off_line_keeps_its_log_readable(tmp_pa
                                                f"while it was written (no newline, not JSON)"])
 
 
+def _fix_line(source: _Source, log, t: float, lat: float, peer: str = "peer") -> str:
+    from pymavlink.dialects.v20 import common as mav
+
+    from fol.agent.position import fix_from_message
+
+    msg = mav.MAVLink_global_position_int_message(1000, round(lat * 1e7), 80000000, 400000, 12000, 0, 0, 0, 0)
+    source.fix = fix_from_message(msg, received_at=T0.timestamp() + t)
+    return json.dumps(log.record("sent", peer, "m1"))
+
+
+@pytest.mark.parametrize("last", [
+    '{"position": null, "a": [[[[[[[[0]]]]]]]]}',  # a whole JSON object, nested deeper than the reader takes
+    '{"position": null, "position": null}',  # a whole JSON object the reader refuses: a key given twice
+    '{"position": null, "a": [' + ",".join(["0"] * 2000) + ']}',  # more values than a line may hold
+], ids=["too-deep", "duplicate-key", "too-many-values"])
+def test_a_last_line_the_reader_refuses_is_not_ended_but_cut_off(tmp_path: Path, last: str) -> None:
+    """The agent ended a newline-less last line whenever it parsed (json.loads) as an object, by its own
+    rule; the track reader parses each line with the bounded reader (depth, values, unique keys). A last
+    line only the agent took became, once ended, a malformed line in the middle: the whole log refused.
+    The agent now uses the reader's rule, so the line is cut off and the log stays readable."""
+    from fol.agent.position import PositionLog
+
+    state = tmp_path / "drone 7"
+    state.mkdir()
+    source = _Source()
+    log = PositionLog(source, state, "drone 7")
+    first = _fix_line(source, log, 0.0, 47.0)
+    log.path.write_text(f"{first}\n{last}")
+    second = _fix_line(source, PositionLog(source, state, "drone 7"), 20.0, 47.0005)
+    assert log.path.read_text() == f"{first}\n{second}\n"
+    assert [p[1] for p in read_track(log.path)] == [47.0, 47.0005]
+
+
+def test_a_long_whole_last_line_the_reader_takes_is_kept(tmp_path: Path) -> None:
+    """The agent looked at a newline-less last line only up to 64 KiB and cut off anything longer, although
+    the reader takes a line of any length within its file limit: a whole fix (here with a 100,000-character
+    peer name) was lost. The agent now keeps and ends every last line the reader would take."""
+    from fol.agent.position import PositionLog
+
+    state = tmp_path / "drone 7"
+    state.mkdir()
+    source = _Source()
+    log = PositionLog(source, state, "drone 7")
+    first = _fix_line(source, log, 0.0, 47.0, peer="p" * 100_000)
+    log.path.write_text(first)  # its newline lost
+    second = _fix_line(source, PositionLog(source, state, "drone 7"), 20.0, 47.0005)
+    assert log.path.read_text() == f"{first}\n{second}\n"
+    assert [p[1] for p in read_track(log.path)] == [47.0, 47.0005]
+
+
+def test_the_position_logs_line_limits_are_the_track_readers() -> None:
+    """fol.agent may not import contact_sim (the layering): the limits by which the agent decides whether a
+    last line its readers would take is written twice; this keeps them one."""
+    from fol.agent import position
+
+    assert position.MAX_LOG_LINE_DEPTH == missions.MAX_LOG_LINE_DEPTH
+    assert position.MAX_LOG_LINE_VALUES == missions.MAX_LOG_LINE_VALUES
+    assert position.MAX_LOG_BYTES == missions.MAX_MISSION_BYTES
+
+
 def test_an_append_that_fails_part_way_does_not_glue_the_next_line_onto_its_fragment(tmp_path: Path) -> None:
     """A disk that filled while the running agent appended a line left part of it (no newline) in the log;
     the agent's next line, once there was room again, was appended right after it: one malformed line in

@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from fol.errors import ConfigError
+from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import is_finite_number, shown
 
 __all__ = ["PositionConfig", "PositionSource", "MavlinkSource", "NmeaSource", "PositionLog", "fix_from_message",
@@ -73,6 +74,12 @@ LOG_FILE = "positions.jsonl"
 #: Largest altitude (m) a logged fix may have: the bound of a recorded track in ``fol contacts``
 #: (``contact_sim.drones.MAX_LOCAL_KM``, which ``fol.agent`` does not import; a test keeps them equal).
 MAX_ALTITUDE_M = 1_000_000.0
+#: How the readers of ``positions.jsonl`` in ``fol contacts`` take it (``contact_sim.missions``: a log file of
+#: at most ``MAX_MISSION_BYTES``, each line parsed by :func:`swarmbase.safejson.loads` with ``MAX_LOG_LINE_DEPTH``
+#: and ``MAX_LOG_LINE_VALUES``); :class:`PositionLog` keeps a newline-less last line by the same rule. Written
+#: twice, as ``fol.agent`` does not import ``contact_sim``; a test keeps them equal.
+MAX_LOG_BYTES = 16 * 1024 * 1024
+MAX_LOG_LINE_DEPTH, MAX_LOG_LINE_VALUES = 8, 1_000
 NMEA_MAX_LINE = 256  # bytes; NMEA 0183 limits a sentence to 82 characters, proprietary ones run longer
 KNOT_M_S = 1852.0 / 3600.0
 GPSD_PORT = 2947
@@ -516,11 +523,13 @@ class PositionLog:
 
     Before its first line, a last line the log's readers would skip as cut off
     (power lost while an earlier run appended it: no newline at its end, not
-    JSON) is cut off the file, with one warning; appended to, it would become a
-    malformed line in the middle of the file, refused by the readers. A last
-    line that is a whole JSON object without its newline is kept and ended. So is
-    the fragment an append that failed part-way (a full disk) left, before the
-    next line is appended.
+    JSON as they read it) is cut off the file, with one warning; appended to, it
+    would become a malformed line in the middle of the file, refused by the
+    readers. A last line that is a whole JSON object without its newline is kept
+    and ended, by the readers' rule (:data:`MAX_LOG_BYTES`, :data:`MAX_LOG_LINE_DEPTH`,
+    :data:`MAX_LOG_LINE_VALUES`, no key given twice): one they would refuse is
+    cut off, one they take is kept at any length. So is the fragment an append
+    that failed part-way (a full disk) left cut off, before the next line is appended.
     """
 
     def __init__(self, source: PositionSource, state_dir: Path, node_id: str) -> None:
@@ -553,11 +562,13 @@ class PositionLog:
                     break
                 end = low
             entry = None
-            if size - start <= 65536:  # an agent's line is a few hundred bytes
+            if size - start <= MAX_LOG_BYTES:  # a longer line is in a file the readers refuse whole
                 fh.seek(start)
-                try:
-                    entry = json.loads(fh.read(size - start).decode("utf-8"))
-                except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+                try:  # as the readers parse a line (a first line without the byte-order mark they drop)
+                    entry = bounded_loads(fh.read(size - start).decode("utf-8-sig" if start == 0 else "utf-8"),
+                                          max_depth=MAX_LOG_LINE_DEPTH, max_items=MAX_LOG_LINE_VALUES,
+                                          allow_nan=True)
+                except ValueError:  # UnicodeDecodeError is a ValueError
                     entry = None
             if isinstance(entry, dict):  # the whole line was written, only its newline is missing
                 fh.seek(size)
