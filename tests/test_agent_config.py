@@ -138,6 +138,10 @@ def test_a_long_bad_value_is_shortened_in_its_one_line_error(tmp_path: Path, mut
     ("sync_bytes", 10**12, "limits.sync_bytes: expected an integer <= 4000000000"),
     ("partial_max_age_s", 1e300, "limits.partial_max_age_s: expected a positive number of at most 604800"),
     ("reject_memory_s", 1e9, "limits.reject_memory_s: expected a positive number of at most 86400"),
+    # a minimum rate above any link would end every transfer after its first period
+    ("min_transfer_rate_bytes_s", 10**12, "limits.min_transfer_rate_bytes_s: expected an integer <= 1000000000"),
+    ("min_transfer_rate_bytes_s", 0, "limits.min_transfer_rate_bytes_s: expected an integer >= 1, got 0"),
+    ("min_transfer_rate_bytes_s", "fast", "limits.min_transfer_rate_bytes_s: expected an integer"),
 ])
 def test_limits_have_upper_bounds(tmp_path: Path, field: str, value: float, needle: str) -> None:
     from fol.agent.config import LIMITS_MAXIMA

@@ -2114,3 +2114,68 @@ def test_one_peer_holds_at_most_its_share_of_the_transfer_slots(tmp_path: Path) 
     receiver.handle([b"third", *P.encode(P.OFFER, tiny.to_header())], time.monotonic())
     _, _, kind, header = sock.sent.pop()
     assert kind == P.REJECT and "'chunk_bytes' must be an integer in [4096," in json.loads(header)["reason"]
+
+
+def _slow_loris(tmp_path: Path, data: bytes, spec: ModelSpec, **settings: Any) -> tuple[Any, _RecordingSocket, Offer]:
+    """A receiver (on a simulated clock) and a peer's offer of ``data`` in 8 KiB chunks, each confirmed."""
+    from fol.agent import protocol as P
+    from fol.agent.inbox import Inbox
+    from fol.agent.transfer import Receiver, ReceiverSettings
+
+    sock = _RecordingSocket()
+    receiver = Receiver(sock, Inbox(tmp_path / "state", "receiver", 10**8, accept_any_round=True),  # type: ignore[arg-type]
+                        ReceiverSettings(chunk_bytes=8192, sync_bytes=8192, **settings), trust=None)
+    offer = _offer(data, spec)
+    receiver.handle([b"loris", *P.encode(P.OFFER, offer.to_header())], 0.0)
+    assert len(receiver.active) == 1
+    return receiver, sock, offer
+
+
+def test_a_peer_trickling_its_chunks_gives_up_the_slot_once_its_rate_is_under_the_minimum(tmp_path: Path) -> None:
+    """docs/security.md, payloads: a trusted peer sending one 8 KiB chunk every 4 s (2 KB/s) always made
+    progress within transfer_timeout_s and chunk_timeout_s, so it held its receive slot for as long as it
+    liked (the whole 1,000 s here, on the receiver's clock). Its transfer is now abandoned once its rate
+    over a period of transfer_timeout_s is under min_transfer_rate_bytes_s: the slot is free, the sender
+    gets BUSY and the bytes so far stay confirmed, so the next offer resumes from them."""
+    from fol.agent import protocol as P
+
+    data = os.urandom(300 * 8192)  # 20 min at its pace; never checked as a model, as it never completes
+    receiver, sock, offer = _slow_loris(tmp_path, data, ModelSpec("cnn", 2), chunk_timeout_s=5.0,
+                                        transfer_timeout_s=60.0, min_transfer_rate_bytes_s=10_000)
+    now, offset, held_until = 0.0, 0, None
+    while now < 1000.0:
+        now += 4.0
+        if receiver.active:
+            receiver.handle([b"loris", *P.encode(P.CHUNK, {"sender": "sender", "model_id": offer.model_id,
+                                                            "offset": offset}, data[offset:offset + 8192])], now)
+            offset += 8192
+        receiver.tick(now)
+        if not receiver.active and held_until is None:
+            held_until = now
+    assert held_until == 60.0, held_until  # at the end of the first period of transfer_timeout_s
+    assert [m[2] for m in sock.sent][-1] == P.BUSY
+    assert receiver.events[-1]["outcome"] == "abandoned" and "min_transfer_rate_bytes_s" in receiver.events[-1]["detail"]
+    confirmed = 8192 * 15  # the chunks of those 60 s, each confirmed (sync_bytes = one chunk)
+    part = tmp_path / "state" / "partial" / f"{receiver.inbox.partial_key('sender', offer.model_id)}.part"
+    assert part.stat().st_size == confirmed
+    sock.sent.clear()
+    receiver.handle([b"loris", *P.encode(P.OFFER, offer.to_header())], now)  # the resume
+    assert json.loads(sock.sent[0][3])["offset"] == confirmed
+
+
+def test_a_transfer_at_the_minimum_rate_or_faster_keeps_its_slot(tmp_path: Path) -> None:
+    """The rule cuts only slow transfers: one chunk every 0.5 s (16 KB/s, over the default minimum of
+    10,000 B/s) runs to the end, past several periods of transfer_timeout_s (here 0.5 s), and is stored."""
+    from fol.agent import protocol as P
+
+    data, card = _good_payload()
+    receiver, sock, offer = _slow_loris(tmp_path, data, card.spec, chunk_timeout_s=1.0, transfer_timeout_s=0.5)
+    now, offset = 0.0, 0
+    while offset < len(data):
+        now += 0.5
+        assert receiver.active, (now, offset)
+        receiver.handle([b"loris", *P.encode(P.CHUNK, {"sender": "sender", "model_id": offer.model_id,
+                                                        "offset": offset}, data[offset:offset + 8192])], now)
+        offset += 8192
+        receiver.tick(now)
+    assert now >= 1.5 and not receiver.active and receiver.events[-1]["outcome"] == "stored"

@@ -30,6 +30,7 @@ has the same layout)::
     window_chunks = 8                       # outstanding FETCH credits per transfer
     chunk_timeout_s = 5.0                   # no CHUNK for this long: the link is stalled
     transfer_timeout_s = 60.0               # stalled this long: give up the slot (resumable)
+    min_transfer_rate_bytes_s = 10000       # slower than this over a period of transfer_timeout_s: give it up too
     offer_retry_s = 2.0                     # repeat an unanswered OFFER after this long
     sync_bytes = 4194304                    # fsync + record the confirmed offset every this many bytes
     partial_max_bytes = 1000000000          # partial/ folder cap; oldest abandoned transfers go first
@@ -120,7 +121,8 @@ class PeerConfig:
 #: at most ``max_transfers_per_peer``: a share above the total is the total) holds an open file and
 #: ``window_chunks`` FETCH credits of ``chunk_bytes`` each (one receive buffer per message;
 #: ``chunk_bytes`` is at least 4,096, the smallest an OFFER may ask for); a stalled transfer keeps its
-#: slot for ``transfer_timeout_s``; an unanswered offer or a failed round waits ``offer_retry_s`` /
+#: slot for ``transfer_timeout_s``, a slow one (``min_transfer_rate_bytes_s``, at most 1 GB/s: a minimum
+#: above any link would end every transfer) for one such period; an unanswered offer or a failed round waits ``offer_retry_s`` /
 #: ``round_retry_*`` before the next try. The disk caps stop where a cap would cap nothing: the
 #: ``partial/`` folder never needs more than the largest number of transfers at once, each of the
 #: largest payload (``partial_max_bytes``), the inbox (``max_inbox_bytes``) is capped at 10 TB, and
@@ -135,6 +137,7 @@ LIMITS_MAXIMA: dict[str, float] = {
     "window_chunks": 1024,
     "chunk_timeout_s": 3600.0,
     "transfer_timeout_s": 86400.0,
+    "min_transfer_rate_bytes_s": 1000 * 1000 * 1000,  # 1 GB/s
     "offer_retry_s": 3600.0,
     "sync_bytes": 4 * 1000 * 1000 * 1000,  # = max_payload_bytes' bound
     "partial_max_bytes": 256 * 4 * 1000 * 1000 * 1000,  # 1.024 TB: 256 transfers of 4 GB at once
@@ -157,6 +160,7 @@ class Limits:
     window_chunks: int = 8
     chunk_timeout_s: float = 5.0
     transfer_timeout_s: float = 60.0
+    min_transfer_rate_bytes_s: int = 10_000
     offer_retry_s: float = 2.0
     sync_bytes: int = 4 * 1024 * 1024
     partial_max_bytes: int = 1000 * 1000 * 1000

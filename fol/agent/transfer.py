@@ -444,6 +444,7 @@ class ReceiverSettings:
     window_chunks: int = Limits.window_chunks
     chunk_timeout_s: float = Limits.chunk_timeout_s
     transfer_timeout_s: float = Limits.transfer_timeout_s
+    min_transfer_rate_bytes_s: int = Limits.min_transfer_rate_bytes_s
     offer_retry_s: float = Limits.offer_retry_s
     sync_bytes: int = Limits.sync_bytes
     partial_max_bytes: int = Limits.partial_max_bytes
@@ -478,6 +479,8 @@ class IncomingTransfer:
         self.last_activity = now
         self.last_progress = now
         self.created = now
+        # the period over which the rate is checked (see Receiver.tick): its start and the bytes written then
+        self.period_start, self.period_written = now, start
         self.stalls = 0
         self.fh = open(part, "r+b")
         # sha256 of the bytes so far, kept up to date chunk by chunk (no second pass over the file).
@@ -876,8 +879,12 @@ class Receiver:
     def tick(self, now: float) -> None:
         """Detect stalled links: refetch after ``chunk_timeout_s``; after
         ``transfer_timeout_s`` without progress free the slot (the partial file
-        and its confirmed offset stay for a resume). Every :attr:`SWEEP_INTERVAL_S`
-        (and at the first tick) sweep abandoned partial transfers."""
+        and its confirmed offset stay for a resume). Detect slow ones: a transfer
+        whose rate over a period of ``transfer_timeout_s`` (the first from its
+        start, then each following one) is under ``min_transfer_rate_bytes_s`` frees
+        its slot the same way, and its sender gets BUSY (a peer trickling a chunk
+        now and then made progress often enough to hold a slot for ever). Every
+        :attr:`SWEEP_INTERVAL_S` (and at the first tick) sweep abandoned partial transfers."""
         if now >= self._next_sweep:
             self._next_sweep = now + self.SWEEP_INTERVAL_S
             keep = {self.inbox.partial_key(t.peer, t.offer.model_id) for t in self.active.values()}
@@ -888,7 +895,14 @@ class Receiver:
                 if self._confirm(t):
                     self._abort(t, f"no progress for {format_seconds(self.settings.transfer_timeout_s)} (resumable)",
                                 discard=False)
-            elif now - t.last_activity > self.settings.chunk_timeout_s:
+                continue
+            if now - t.period_start >= self.settings.transfer_timeout_s:
+                rate = (t.written - t.period_written) / (now - t.period_start)
+                if rate < self.settings.min_transfer_rate_bytes_s:
+                    self._too_slow(t, rate, now - t.period_start)
+                    continue
+                t.period_start, t.period_written = now, t.written
+            if now - t.last_activity > self.settings.chunk_timeout_s:
                 if not self._confirm(t):
                     continue
                 t.stall()
@@ -896,6 +910,18 @@ class Receiver:
                 log.info("%s: transfer %s from %s stalled at byte %d; fetching again", self.inbox.node_id,
                          t.offer.model_id, t.peer, t.written)
                 self._fetch(t)
+
+    def _too_slow(self, t: IncomingTransfer, rate: float, period_s: float) -> None:
+        """Free the slot of a transfer slower than ``min_transfer_rate_bytes_s`` (``rate`` over the last
+        ``period_s``): its bytes are confirmed for a resume, its sender is told BUSY."""
+        if not self._confirm(t):
+            return
+        reason = (f"{rate:,.0f} B/s over the last {format_seconds(period_s)}, under this node's minimum of "
+                  f"{self.settings.min_transfer_rate_bytes_s:,} B/s (min_transfer_rate_bytes_s); "
+                  f"resumable from byte {t.confirmed}")
+        self._abort(t, reason, discard=False)
+        self._reply(t.identity, P.BUSY, {"model_id": t.offer.model_id, "retry_after_s": self.settings.offer_retry_s})
+        self._event(t.peer, t.offer.model_id, "abandoned", reason)
 
     def flush(self) -> None:
         """Confirm every running transfer's written bytes (clean shutdown)."""
