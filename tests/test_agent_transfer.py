@@ -2179,3 +2179,89 @@ def test_a_transfer_at_the_minimum_rate_or_faster_keeps_its_slot(tmp_path: Path)
         offset += 8192
         receiver.tick(now)
     assert now >= 1.5 and not receiver.active and receiver.events[-1]["outcome"] == "stored"
+
+
+def _full_inbox_receiver(tmp_path: Path, held: int) -> tuple[Any, _RecordingSocket]:
+    """A receiver whose state records ``held`` received models (records only: the count is what is checked)."""
+    from fol.agent.inbox import Inbox
+    from fol.agent.transfer import Receiver, ReceiverSettings
+
+    inbox = Inbox(tmp_path / "state", "receiver", 10**8, accept_any_round=True)
+    inbox.state.received = {f"other:r{i}:{i:016x}": {"sender": "other", "round": i, "sha256": f"{i:064x}", "size": 1,
+                                                      "file": f"inbox/round-{i}/other.safetensors", "time": 0.0}
+                            for i in range(held)}
+    return Receiver(_RecordingSocket(), inbox, ReceiverSettings(), trust=None), inbox  # type: ignore[arg-type]
+
+
+def test_the_inbox_records_at_most_max_inbox_models(tmp_path: Path) -> None:
+    """docs/security.md, payloads: an exchange-only node kept a record of every model of every round in
+    state.json, without a bound: about 111,000 of them (cnn-small ones, 3.5 GB, well inside max_inbox_bytes)
+    made state.json hold over the 1,000,000 values the agent reads at start-up, and it refused to restart.
+    At MAX_INBOX_MODELS records a new offer is refused (REJECT "inbox full", not remembered: nothing held
+    is dropped), and BUSY while running transfers may fill the rest."""
+    from fol.agent import protocol as P
+    from fol.agent.inbox import MAX_INBOX_MODELS
+
+    data, card = _good_payload()
+    receiver, inbox = _full_inbox_receiver(tmp_path, MAX_INBOX_MODELS)
+    receiver.handle([b"peer", *P.encode(P.OFFER, _offer(data, card.spec).to_header())], time.monotonic())
+    _, _, kind, header = receiver.sock.sent.pop()
+    assert kind == P.REJECT and json.loads(header)["reason"].startswith(
+        f"inbox full: it holds {MAX_INBOX_MODELS:,} received models, the most this node records"), header
+    assert not receiver.active and not receiver.rejections  # this node's state, not the offer's fault
+
+    receiver, inbox = _full_inbox_receiver(tmp_path / "b", MAX_INBOX_MODELS - 1)  # room for one more
+    first = replace(_offer(data, card.spec, mid="m1"), round=1)
+    second = replace(_offer(data, card.spec, mid="m2", sha="f" * 64), round=2)
+    for offer, answer in ((first, P.FETCH), (second, P.BUSY)):
+        receiver.handle([b"peer", *P.encode(P.OFFER, offer.to_header())], time.monotonic())
+        assert receiver.sock.sent.pop()[2] == answer
+
+
+def test_a_received_models_producer_is_at_most_200_characters(tmp_path: Path) -> None:
+    """docs/security.md, payloads: a model card's producer (up to the card's 256 KiB) was recorded in
+    state.json as it came: about 270 such models of 250,000 characters made state.json pass its 64 MiB
+    and the agent refused to restart. A producer over 200 characters (MAX_NAME_CHARS) is now refused with
+    the model, naming the field; nothing is stored."""
+    from fol.agent import protocol as P
+    from fol.agent.inbox import Inbox
+    from fol.agent.transfer import Receiver, ReceiverSettings
+
+    sock = _RecordingSocket()
+    inbox = Inbox(tmp_path / "state", "receiver", 10**8, accept_any_round=True)
+    receiver = Receiver(sock, inbox, ReceiverSettings(), trust=None)  # type: ignore[arg-type]
+    spec = ModelSpec("cnn-small", num_classes=2)
+    for producer, answer in (("p" * 250_000, P.REJECT), ("p" * 200, P.DONE)):
+        data = model_to_bytes(build_model(spec, seed=4), ModelCard(spec=spec, class_names=CLASSES, producer=producer))
+        offer = _offer(data, spec, mid=f"m{len(producer)}")
+        receiver.handle([b"peer", *P.encode(P.OFFER, offer.to_header())], 0.0)
+        sock.sent.pop()
+        receiver.handle([b"peer", *P.encode(P.CHUNK, {"sender": "sender", "model_id": offer.model_id, "offset": 0},
+                                            data[:8192])], 0.0)
+        for offset in range(8192, len(data), 8192):
+            receiver.handle([b"peer", *P.encode(P.CHUNK, {"sender": "sender", "model_id": offer.model_id,
+                                                           "offset": offset}, data[offset:offset + 8192])], 0.0)
+        _, _, kind, header = sock.sent[-1]
+        assert kind == answer, header[:300]
+        if kind == P.REJECT:
+            reason = json.loads(header)["reason"]
+            assert "model card field 'producer': expected a name of at most 200 characters, got 250,000" in reason
+            assert len(reason) < 400 and not inbox.state.received
+    assert [r["producer"] for r in inbox.state.received.values()] == ["p" * 200]
+
+
+def test_a_full_inbox_with_the_longest_fields_still_restarts(tmp_path: Path) -> None:
+    """What the caps are for: MAX_INBOX_MODELS records with every field at its longest (64-character
+    sender, 128-character model id, 200-character producer) keep state.json within the size and value
+    limits the agent enforces when it reads the file at start-up."""
+    from fol.agent.inbox import MAX_INBOX_MODELS, MAX_STATE_BYTES, Inbox
+
+    inbox = Inbox(tmp_path, "receiver", 10**8, accept_any_round=True)
+    sender = "s" * 64
+    inbox.state.received = {f"{i:0128d}": {"sender": sender, "round": 10**6 + i, "sha256": "a" * 64, "size": 10**9,
+                                           "file": f"inbox/round-{10**6 + i}/{sender}.safetensors",
+                                           "time": time.time(), "producer": "p" * 200, "arch": "cnn-small"}
+                            for i in range(MAX_INBOX_MODELS)}
+    inbox.save()
+    assert inbox.state_path.stat().st_size < MAX_STATE_BYTES / 8
+    assert len(Inbox(tmp_path, "receiver", 10**8, accept_any_round=True).state.received) == MAX_INBOX_MODELS

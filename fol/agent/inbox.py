@@ -25,7 +25,7 @@ model for that round. An on-board node also skips rounds it will never use
 (older than the one it collects, or after its last one), so the inbox holds at
 most one model per trusted peer and round. The receiver also refuses offers that
 would bring the received models over ``[limits] max_inbox_bytes``
-(:meth:`Inbox.received_bytes`).
+(:meth:`Inbox.received_bytes`) or over :data:`MAX_INBOX_MODELS` of them.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ from fol.errors import CheckpointError, ConfigError
 from fol.fileio import fsync_dir, make_dirs, remove_temporaries, write_json_atomic
 from swarmbase.safejson import loads as bounded_loads
 from swarmbase.units import format_seconds
-from swarmbase.tomlcheck import is_finite_number, read_text_file, shown
+from swarmbase.tomlcheck import check_name_length, is_finite_number, read_text_file, shown
 
-__all__ = ["AgentState", "Inbox", "file_sha256", "STATE_FORMAT"]
+__all__ = ["AgentState", "Inbox", "file_sha256", "STATE_FORMAT", "MAX_INBOX_MODELS"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,13 @@ MODEL_SUFFIX = ".safetensors"
 MAX_STATE_BYTES = 64 * 1024 * 1024
 MAX_STATE_DEPTH = 32
 MAX_STATE_ITEMS = 1_000_000
+#: The most received models the state records (:meth:`Inbox.commit`; the receiver refuses offers beyond it),
+#: and a received model's producer is at most ``MAX_NAME_CHARS`` (200) characters: so ``state.json`` stays
+#: far inside the limits above (10,000 records of the longest fields are about 7 MB and 90,000 values). An
+#: exchange-only node recorded every model of every round: about 111,000 records (cnn-small models, 3.5 GB,
+#: inside ``max_inbox_bytes``), or 270 with 250,000-character producers, made the file pass them, and the
+#: agent refused to restart.
+MAX_INBOX_MODELS = 10_000
 
 
 def _is_ensemble_file(path: Path) -> bool:
@@ -415,6 +422,7 @@ class Inbox:
             raise ProtocolError(f"payload sha256 {digest[:16]}... does not match the offer's {offer.sha256[:16]}... "
                                 f"(corrupted or tampered in transit)")
         card = load_model(part, max_bytes=self.max_payload_bytes, source=f"model {offer.model_id}").card
+        check_name_length(card.producer, "model card field 'producer'", ProtocolError)  # recorded in the state
         if card.round != offer.round:
             raise ProtocolError(f"model card says round {card.round}, the offer said {offer.round}")
         if card.spec.to_dict() != offer.spec:

@@ -29,7 +29,7 @@ import zmq
 
 from fol.agent import protocol as P
 from fol.agent.config import Limits
-from fol.agent.inbox import Inbox, file_sha256
+from fol.agent.inbox import MAX_INBOX_MODELS, Inbox, file_sha256
 from fol.agent.keys import KeyPair, TrustStore
 from fol.agent.protocol import Offer, ProtocolError
 from fol.errors import CheckpointError, ConfigError, FOLError
@@ -567,8 +567,8 @@ class Receiver:
     limit) is remembered per peer, by model id and by sha256, for
     ``reject_memory_s``: the same offer is then refused at once, without
     receiving or loading anything. Reasons sent to peers never contain a local
-    path. An offer that would bring the inbox over ``max_inbox_bytes`` is refused
-    (not remembered). Abandoned partial transfers are swept (:meth:`Inbox.sweep_partials`)
+    path. An offer that would bring the inbox over ``max_inbox_bytes`` or over
+    :data:`~fol.agent.inbox.MAX_INBOX_MODELS` models is refused (not remembered). Abandoned partial transfers are swept (:meth:`Inbox.sweep_partials`)
     every :attr:`SWEEP_INTERVAL_S` and whenever a new transfer needs room.
     """
 
@@ -712,10 +712,15 @@ class Receiver:
             reason = (f"payload of {offer.size} bytes is over this node's space for transfers in progress "
                       f"({self.settings.partial_max_bytes} bytes)")
         held = self.inbox.received_bytes()
-        if decision == "accept" and held + offer.size > self.settings.max_inbox_bytes:
+        held_models = len(self.inbox.state.received)
+        if decision == "accept" and (held + offer.size > self.settings.max_inbox_bytes
+                                     or held_models >= MAX_INBOX_MODELS):
             # This node's state, not the payload's fault: not remembered (the model is taken once there is room).
             reason = (f"inbox full: it holds {held} bytes of received models, this node keeps at most "
-                      f"{self.settings.max_inbox_bytes} (max_inbox_bytes)")
+                      f"{self.settings.max_inbox_bytes} (max_inbox_bytes)"
+                      if held_models < MAX_INBOX_MODELS else
+                      f"inbox full: it holds {held_models:,} received models, the most this node records "
+                      f"(MAX_INBOX_MODELS)")
             log.warning("%s: rejected offer %s from %s: %s", self.inbox.node_id, offer.model_id, peer, reason)
             self._reply(identity, P.REJECT, {"model_id": offer.model_id, "reason": reason})
             self._event(peer, offer.model_id, "rejected", reason)
@@ -732,7 +737,8 @@ class Receiver:
         overlapping = any(t.offer.sha256 == offer.sha256 or (t.peer == peer and t.offer.round == offer.round)
                           for t in self.active.values())
         # The running transfers may fill the inbox: BUSY, not REJECT, as one of them may still fail.
-        inbox_room = held + offer.size + sum(t.offer.size for t in self.active.values()) <= self.settings.max_inbox_bytes
+        inbox_room = (held + offer.size + sum(t.offer.size for t in self.active.values()) <= self.settings.max_inbox_bytes
+                      and held_models + len(self.active) < MAX_INBOX_MODELS)
         # A peer's share of the slots: one peer offering several rounds (and trickling their chunks just inside
         # transfer_timeout_s) cannot take them all.
         peer_full = sum(t.peer == peer for t in self.active.values()) >= self.settings.max_transfers_per_peer
