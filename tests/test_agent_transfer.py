@@ -2159,8 +2159,46 @@ def test_a_peer_trickling_its_chunks_gives_up_the_slot_once_its_rate_is_under_th
     part = tmp_path / "state" / "partial" / f"{receiver.inbox.partial_key('sender', offer.model_id)}.part"
     assert part.stat().st_size == confirmed
     sock.sent.clear()
+    now += 60.0  # past its cool-down (see the next test)
     receiver.handle([b"loris", *P.encode(P.OFFER, offer.to_header())], now)  # the resume
     assert json.loads(sock.sent[0][3])["offset"] == confirmed
+
+
+def test_a_peer_whose_transfer_was_too_slow_waits_before_it_takes_a_slot_again(tmp_path: Path) -> None:
+    """A peer whose transfer was abandoned as too slow offered again at once and took the slot again, for
+    another period of transfer_timeout_s: it held the slot nearly all the time all the same. Its offers (of
+    any model) now get BUSY for a cool-down, transfer_timeout_s after the first abandonment and doubling
+    after each one that follows (up to reject_memory_s); a model it delivers whole ends the doubling.
+    Another peer's offer is taken meanwhile."""
+    from fol.agent import protocol as P
+
+    data = os.urandom(300 * 8192)
+    receiver, sock, offer = _slow_loris(tmp_path, data, ModelSpec("cnn", 2), chunk_timeout_s=5.0,
+                                        transfer_timeout_s=60.0, reject_memory_s=200.0)
+    other = replace(_offer(data, ModelSpec("cnn", 2), mid="m2", sha="e" * 64), round=3)
+
+    def answer(message: list[Any], now: float) -> tuple[bytes, dict[str, Any]]:
+        sock.sent.clear()
+        receiver.handle(message, now)
+        return sock.sent[0][2], json.loads(sock.sent[0][3])
+
+    start, cooldowns = 0.0, []
+    for _ in range(3):  # three periods at 2 KB/s, each ending in an abandonment and a longer cool-down
+        receiver.handle([b"loris", *P.encode(P.CHUNK, {"sender": "sender", "model_id": offer.model_id,
+                                                        "offset": receiver.status()[0]["bytes"]},
+                                              data[:8192])], start + 1.0)
+        receiver.tick(start + 60.0)
+        assert not receiver.active
+        kind, header = answer([b"loris", *P.encode(P.OFFER, offer.to_header())], start + 60.5)
+        assert kind == P.BUSY
+        kind2, _ = answer([b"loris", *P.encode(P.OFFER, other.to_header())], start + 60.5)  # another model
+        assert kind2 == P.BUSY
+        cooldowns.append(header["retry_after_s"])
+        start += 60.5 + cooldowns[-1]  # when the BUSY said to offer again
+        kind, _ = answer([b"loris", *P.encode(P.OFFER, offer.to_header())], start)  # cooled down: resumes
+        assert kind == P.FETCH
+    assert cooldowns == [59.5, 119.5, 199.5]  # 60 s, 120 s, then reject_memory_s (200 s), from the abandonment
+    assert answer([b"other", *P.encode(P.OFFER, replace(other, sender="other2").to_header())], start)[0] == P.FETCH
 
 
 def test_a_transfer_at_the_minimum_rate_or_faster_keeps_its_slot(tmp_path: Path) -> None:
@@ -2170,6 +2208,7 @@ def test_a_transfer_at_the_minimum_rate_or_faster_keeps_its_slot(tmp_path: Path)
 
     data, card = _good_payload()
     receiver, sock, offer = _slow_loris(tmp_path, data, card.spec, chunk_timeout_s=1.0, transfer_timeout_s=0.5)
+    receiver.slow_peers["sender"] = (3, 0.0)  # three slow transfers before, cooled down: this one ends the doubling
     now, offset = 0.0, 0
     while offset < len(data):
         now += 0.5
@@ -2179,6 +2218,7 @@ def test_a_transfer_at_the_minimum_rate_or_faster_keeps_its_slot(tmp_path: Path)
         offset += 8192
         receiver.tick(now)
     assert now >= 1.5 and not receiver.active and receiver.events[-1]["outcome"] == "stored"
+    assert "sender" not in receiver.slow_peers
 
 
 def _full_inbox_receiver(tmp_path: Path, held: int) -> tuple[Any, _RecordingSocket]:

@@ -588,6 +588,8 @@ class Receiver:
         self.events: list[dict[str, Any]] = []  # last outcomes, for status and tests
         self.refused = 0
         self.rejections: OrderedDict[tuple[str, str], tuple[str, float]] = OrderedDict()
+        #: Peers whose transfer was abandoned as too slow: peer -> (abandonments in a row, end of its cool-down).
+        self.slow_peers: OrderedDict[str, tuple[int, float]] = OrderedDict()
         self._next_sweep = 0.0
 
     @staticmethod
@@ -692,6 +694,12 @@ class Receiver:
             self._event(peer, offer.model_id, "rejected", reason, remembered=True)
             return
         current = self.active.get((peer, offer.model_id))
+        cooling = self.slow_peers.get(peer, (0, now))[1] - now
+        if current is None and cooling > 0:
+            # its last transfer was too slow: no slot before its cool-down ends (BUSY, not REJECT: it may
+            # resume then; the sender reads a retry_after_s under an hour, else offers again as usual)
+            self._reply(identity, P.BUSY, {"model_id": offer.model_id, "retry_after_s": min(cooling, 3599.0)})
+            return
         if current is not None:
             if (current.offer.sha256, current.offer.size) == (offer.sha256, offer.size):
                 if current.identity == identity and now - current.last_activity < self.settings.chunk_timeout_s:
@@ -853,6 +861,7 @@ class Receiver:
             self._event(t.peer, t.offer.model_id, "failed", reason)
             return
         self._reply(t.identity, P.DONE, {"model_id": t.offer.model_id, "file": record["file"]})
+        self.slow_peers.pop(t.peer, None)  # a whole model delivered: its next slow transfer counts as a first
         # Wire time since this attempt was accepted (a resumed transfer counts from its resume) and verify time.
         self._event(t.peer, t.offer.model_id, "stored", record["file"], bytes=t.written - t.start,
                     transfer_s=t.last_progress - t.created, verify_s=time.monotonic() - t_commit)
@@ -888,8 +897,9 @@ class Receiver:
         and its confirmed offset stay for a resume). Detect slow ones: a transfer
         whose rate over a period of ``transfer_timeout_s`` (the first from its
         start, then each following one) is under ``min_transfer_rate_bytes_s`` frees
-        its slot the same way, and its sender gets BUSY (a peer trickling a chunk
-        now and then made progress often enough to hold a slot for ever). Every
+        its slot the same way, and its sender gets BUSY for a cool-down (a peer
+        trickling a chunk now and then made progress often enough to hold a slot
+        for ever; see :meth:`_too_slow`). Every
         :attr:`SWEEP_INTERVAL_S` (and at the first tick) sweep abandoned partial transfers."""
         if now >= self._next_sweep:
             self._next_sweep = now + self.SWEEP_INTERVAL_S
@@ -905,7 +915,7 @@ class Receiver:
             if now - t.period_start >= self.settings.transfer_timeout_s:
                 rate = (t.written - t.period_written) / (now - t.period_start)
                 if rate < self.settings.min_transfer_rate_bytes_s:
-                    self._too_slow(t, rate, now - t.period_start)
+                    self._too_slow(t, rate, now - t.period_start, now)
                     continue
                 t.period_start, t.period_written = now, t.written
             if now - t.last_activity > self.settings.chunk_timeout_s:
@@ -917,16 +927,24 @@ class Receiver:
                          t.offer.model_id, t.peer, t.written)
                 self._fetch(t)
 
-    def _too_slow(self, t: IncomingTransfer, rate: float, period_s: float) -> None:
+    def _too_slow(self, t: IncomingTransfer, rate: float, period_s: float, now: float) -> None:
         """Free the slot of a transfer slower than ``min_transfer_rate_bytes_s`` (``rate`` over the last
-        ``period_s``): its bytes are confirmed for a resume, its sender is told BUSY."""
+        ``period_s``): its bytes are confirmed for a resume, and its sender is told BUSY until the end
+        of a cool-down in which none of its offers takes a slot: ``transfer_timeout_s`` after its first
+        such transfer, doubling with each that follows, at most ``reject_memory_s``; a model it
+        delivers whole ends the doubling."""
         if not self._confirm(t):
             return
+        count = self.slow_peers.pop(t.peer, (0, now))[0] + 1
+        cooldown = min(self.settings.transfer_timeout_s * 2.0 ** min(count - 1, 64), self.settings.reject_memory_s)
+        self.slow_peers[t.peer] = (count, now + cooldown)
+        while len(self.slow_peers) > self.MAX_REMEMBERED:
+            self.slow_peers.popitem(last=False)
         reason = (f"{rate:,.0f} B/s over the last {format_seconds(period_s)}, under this node's minimum of "
                   f"{self.settings.min_transfer_rate_bytes_s:,} B/s (min_transfer_rate_bytes_s); "
-                  f"resumable from byte {t.confirmed}")
+                  f"resumable from byte {t.confirmed} after {format_seconds(cooldown)}")
         self._abort(t, reason, discard=False)
-        self._reply(t.identity, P.BUSY, {"model_id": t.offer.model_id, "retry_after_s": self.settings.offer_retry_s})
+        self._reply(t.identity, P.BUSY, {"model_id": t.offer.model_id, "retry_after_s": min(cooldown, 3599.0)})
         self._event(t.peer, t.offer.model_id, "abandoned", reason)
 
     def flush(self) -> None:
