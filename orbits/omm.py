@@ -52,7 +52,7 @@ from swarmbase.xmlguard import refuse_doctype
 from .constants import SGP4_MAX_SATNUM
 from .constellation import Constellation, SatelliteNames
 from .errors import OrbitError, sgp4_reason
-from .timeutil import satrec_epoch
+from .timeutil import ccsds_datetime, satrec_epoch
 
 #: Files larger than this are refused before they are read.
 MAX_OMM_BYTES = 64 * 1024 * 1024
@@ -89,8 +89,6 @@ _KVN_LINE = re.compile(r"([A-Za-z][A-Za-z0-9_]*)\s*=\s*(.*)")
 #: in another unit (``MEAN_MOTION = 0.0011 [rad/s]``) is refused rather than read as the expected one.
 _KVN_UNITS = {"MEAN_MOTION": "rev/day", "INCLINATION": "deg", "RA_OF_ASC_NODE": "deg", "ARG_OF_PERICENTER": "deg",
               "MEAN_ANOMALY": "deg", "BSTAR": "1/er", "MEAN_MOTION_DOT": "rev/day**2", "MEAN_MOTION_DDOT": "rev/day**3"}
-#: A CCSDS day-of-year date (``2026-213T06:30:00``), which ``datetime.fromisoformat`` does not read.
-_DAY_OF_YEAR = re.compile(r"(\d{4}-\d{3})(?=T|$)")
 #: The first line of a KVN message, after any blank or COMMENT lines (keys in any case, as the reader takes them).
 #: Possessive (``*+``), so a long run of blank or COMMENT lines is scanned once, never backtracked over.
 _KVN_START = re.compile(r"(?:\s|COMMENT(?:[ \t][^\n]*+)?+(?=[\r\n]|\Z))*+(?i:CCSDS_OMM_VERS)\s*=")
@@ -112,27 +110,14 @@ def _epoch_text(value: Any, where: str) -> str:
     """EPOCH in the exact layout sgp4.omm expects (``%Y-%m-%dT%H:%M:%S.%f``, UTC)."""
     if not isinstance(value, str) or not value.strip():
         raise OrbitError(f"{where}.EPOCH: expected an ISO-8601 UTC time like 2025-03-01T12:00:00.000000, got {shown(value)}")
-    text = value.strip()
-    if text[-1:] in "Zz":
-        text = text[:-1]
     try:
-        ordinal = _DAY_OF_YEAR.match(text)  # CCSDS also allows YYYY-DDDThh:mm:ss (its own examples use it)
-        if ordinal:  # strptime's %j takes day 366 of a common year as January 1 of the next
-            year, day = (int(part) for part in ordinal.group(1).split("-"))
-            if not 1 <= day <= (366 if _dt.date(year, 12, 31).timetuple().tm_yday == 366 else 365):
-                raise ValueError(ordinal.group(1))
-            date = _dt.date(year, 1, 1) + _dt.timedelta(days=day - 1)
-            text = date.isoformat() + text[len(ordinal.group(1)):]
-        dt = _dt.datetime.fromisoformat(text)
+        dt = ccsds_datetime(value)  # CCSDS also allows YYYY-DDDThh:mm:ss (its own examples use it)
     except ValueError:
         raise OrbitError(f"{where}.EPOCH: expected an ISO-8601 UTC time like 2025-03-01T12:00:00.000000, "
                          f"got {shown(value)}") from None
-    if dt.tzinfo is not None:
-        try:
-            dt = dt.astimezone(_dt.timezone.utc).replace(tzinfo=None)
-        except OverflowError:  # 9999-12-31T23:00:00-05:00 is in the year 10000 in UTC
-            raise OrbitError(f"{where}.EPOCH: expected a time within the years 1..9999 in UTC, "
-                             f"got {shown(value)}") from None
+    except OverflowError:  # 9999-12-31T23:00:00-05:00 is in the year 10000 in UTC
+        raise OrbitError(f"{where}.EPOCH: expected a time within the years 1..9999 in UTC, "
+                         f"got {shown(value)}") from None
     return dt.isoformat(timespec="microseconds")  # strftime writes the year 1 as "1", which sgp4 refuses
 
 

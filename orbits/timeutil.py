@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from functools import lru_cache
 
 import numpy as np
@@ -27,6 +28,8 @@ from .errors import OrbitError
 _J2000_UNIX = _dt.datetime(2000, 1, 1, 12, tzinfo=_dt.timezone.utc)
 _SGP4_ORIGIN = _dt.datetime(1949, 12, 31, tzinfo=_dt.timezone.utc)  # day 0 of SGP4's epoch count
 _JD_J2000 = 2451545.0
+#: A CCSDS day-of-year date (``2026-213T06:30:00``), which ``datetime.fromisoformat`` does not read.
+_DAY_OF_YEAR = re.compile(r"(\d{4}-\d{3})(?=T|$)")
 
 
 @lru_cache(maxsize=1)
@@ -61,6 +64,30 @@ def parse_utc(value: str | _dt.datetime, field: str = "epoch") -> _dt.datetime:
         return dt.astimezone(_dt.timezone.utc)
     except OverflowError:  # 0001-01-01T00:00:00+01:00 is in the year 0 in UTC, which datetime cannot hold
         raise OrbitError(f"{field}: expected a time within the years 1..9999 in UTC, got {shown(str(value))}") from None
+
+
+def ccsds_datetime(text: str) -> _dt.datetime:
+    """A CCSDS time (``2026-08-01T06:30:00.5``, or with a day of year, ``2026-213T06:30:00.5``, as
+    CCSDS 502.0-B allows; a trailing ``Z`` or an offset is taken off, converting to UTC) as a naive
+    datetime in the message's own time system; :class:`ValueError` when it is not one.
+
+    >>> ccsds_datetime("2026-213T06:30:00Z"), ccsds_datetime("2026-08-01T06:30:00.1234567")
+    (datetime.datetime(2026, 8, 1, 6, 30), datetime.datetime(2026, 8, 1, 6, 30, 0, 123456))
+    """
+    text = text.strip()
+    if text[-1:] in "Zz":
+        text = text[:-1]
+    ordinal = _DAY_OF_YEAR.match(text)
+    if ordinal:  # strptime's %j takes day 366 of a common year as January 1 of the next
+        year, day = (int(part) for part in ordinal.group(1).split("-"))
+        if not 1 <= day <= (366 if _dt.date(year, 12, 31).timetuple().tm_yday == 366 else 365):
+            raise ValueError(ordinal.group(1))
+        date = _dt.date(year, 1, 1) + _dt.timedelta(days=day - 1)
+        text = date.isoformat() + text[len(ordinal.group(1)):]
+    dt = _dt.datetime.fromisoformat(text)  # more than 6 decimals of a second: cut to the microsecond
+    if dt.tzinfo is not None:  # OverflowError: 9999-12-31T23:00:00-05:00 is in the year 10000 in UTC
+        dt = dt.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+    return dt
 
 
 def julian_date(instant: _dt.datetime) -> tuple[float, float]:
