@@ -1,4 +1,4 @@
-"""Orbits: Walker constellations, TLE and OMM files, vectorized SGP4, ground tracks, swath coverage.
+"""Orbits: Walker constellations, TLE and OMM files, OEM ephemerides, vectorized SGP4, ground tracks, swath coverage.
 
 Torch-free. Positions are TEME km (SGP4's frame); times are UTC.
 """
@@ -12,6 +12,7 @@ from .groundtrack import (GroundTrack, geodetic_from_itrs, ground_points_itrs, g
                           itrs_to_teme, teme_to_itrs, teme_to_itrs_matrices)
 from .propagation import propagate, propagate_offsets, propagate_pairs
 from .timeutil import julian_date, julian_dates, parse_utc, sgp4_epoch_days, skyfield_times, timescale
+from .oem import Ephemeris, OemSegment, parse_oem_text, read_oem
 from .omm import OMM_FORMATS, format_omm, omm_records, parse_omm_text, read_omm, write_omm
 from .sunlight import eclipse_intervals, sunlit_samples
 from .tle import format_tle, parse_tle_text, read_tle, tle_checksum, write_tle
@@ -24,6 +25,7 @@ __all__ = [
     "propagate_offsets", "propagate_pairs", "read_tle", "sgp4_epoch_days", "skyfield_times",
     "swath_half_angle_rad", "teme_to_itrs", "teme_to_itrs_matrices", "timescale",
     "tle_checksum", "walker", "walker_delta", "walker_star", "write_tle",
+    "Ephemeris", "OemSegment", "parse_oem_text", "read_oem",
     "OMM_FORMATS", "format_omm", "omm_records", "parse_omm_text", "read_omm", "write_omm",
     "eclipse_intervals", "sunlit_samples",
 ]

@@ -1,0 +1,470 @@
+"""Orbit Ephemeris Messages (CCSDS OEM, KVN text layout, CCSDS 502.0-B-3): read and interpolate.
+
+An OEM is what flight-dynamics tools (GMAT, Orekit, STK) and Space-Track's operator ephemerides
+export: a header (``CCSDS_OEM_VERS``, ``CREATION_DATE``, ``ORIGINATOR``), then one or more
+segments, each a metadata block (``META_START`` .. ``META_STOP``: object, centre, frame, time
+system, the segment's span and its interpolation) followed by data lines
+``epoch x y z vx vy vz [ax ay az]`` in km, km/s (and km/s**2), and maybe covariance blocks
+(``COVARIANCE_START`` .. ``COVARIANCE_STOP``), which are skipped: nothing here uses them.
+
+:func:`read_oem` checks everything before it builds an array (the file's size, the number of data
+lines, each number, the order of the epochs, the span) and refuses a bad file with one
+:class:`OrbitError` line naming ``file:line``. :meth:`Ephemeris.positions_teme_km` interpolates
+(Hermite on positions and velocities, or Lagrange on positions, of the segment's stated degree,
+with scipy's ``KroghInterpolator``) and rotates the result into TEME, the frame of SGP4 and of
+the rest of :mod:`orbits` and :mod:`contact_sim`.
+
+Frames: ``CENTER_NAME = EARTH`` only; ``REF_FRAME`` TEME, EME2000, GCRF or ICRF (inertial; EME2000
+is taken as GCRF, whose axes differ from it by the 23 mas frame bias, under 1 m in LEO and 4 m at
+GEO) or ITRF (ITRF2000, ITRF-93, ITRF-97 and the later ITRF20xx realisations, Earth-fixed, taken as
+Skyfield's ITRS). Time systems: UTC, TT, TAI and GPS (converted to UTC with Skyfield's leap-second
+table; a segment in TT, TAI or GPS may not span a leap second).
+
+Example:
+    >>> text = '''CCSDS_OEM_VERS = 2.0
+    ... CREATION_DATE = 2026-08-01T00:00:00
+    ... ORIGINATOR = EXAMPLE
+    ... META_START
+    ... OBJECT_NAME = SAT A
+    ... OBJECT_ID = 2026-001A
+    ... CENTER_NAME = EARTH
+    ... REF_FRAME = TEME
+    ... TIME_SYSTEM = UTC
+    ... START_TIME = 2026-08-01T00:00:00
+    ... STOP_TIME = 2026-08-01T00:02:00
+    ... INTERPOLATION = HERMITE
+    ... INTERPOLATION_DEGREE = 3
+    ... META_STOP
+    ... 2026-08-01T00:00:00 7000.0 0.0 0.0 0.0 7.5 0.0
+    ... 2026-08-01T00:01:00 6997.0 450.0 0.0 -0.1 7.5 0.0
+    ... 2026-08-01T00:02:00 6988.0 899.0 0.0 -0.2 7.5 0.0
+    ... '''
+    >>> eph = parse_oem_text(text, "mem.oem")
+    >>> eph.names, eph.segments[0].epochs_s.tolist()
+    (['SAT A'], [0.0, 60.0, 120.0])
+    >>> eph.positions_teme_km("2026-08-01T00:00:00Z", [30.0]).round(1).tolist()
+    [[[6999.2, 225.0, 0.0]]]
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from swarmbase.tomlcheck import check_name_length, read_text_file, shown
+
+from .errors import OrbitError
+from .omm import _KVN_LINE
+from .timeutil import ccsds_datetime, parse_utc, skyfield_times, timescale
+
+#: Files larger than this are refused before they are read.
+MAX_OEM_BYTES = 64 * 1024 * 1024
+#: Data lines a file may hold in all (counted before any array is built): 60 s steps for 347 days;
+#: the arrays they fill take at most 36 MB.
+MAX_OEM_POINTS = 500_000
+#: Highest INTERPOLATION_DEGREE read (a Lagrange polynomial of 15 takes 16 points; higher degrees
+#: oscillate between the points rather than gain accuracy).
+MAX_OEM_DEGREE = 15
+#: INTERPOLATION when a segment names none (OEM always carries velocities, which Hermite uses).
+DEFAULT_INTERPOLATION, DEFAULT_DEGREE = "HERMITE", 5
+#: CCSDS_OEM_VERS values read (KVN layouts of 502.0-B-2 and -3).
+OEM_VERSIONS = ("1.0", "2.0", "3.0")
+#: Accepted REF_FRAME values: inertial (rotated from GCRS axes), TEME, and Earth-fixed ITRF realisations.
+INERTIAL_FRAMES = ("EME2000", "GCRF", "ICRF")
+ITRF_FRAMES = ("ITRF", "ITRF-93", "ITRF-97", "ITRF93", "ITRF97", "ITRF2000", "ITRF2005", "ITRF2008", "ITRF2014",
+               "ITRF2020")
+OEM_FRAMES = ("TEME",) + INERTIAL_FRAMES + ITRF_FRAMES
+#: Accepted TIME_SYSTEM values.
+OEM_TIME_SYSTEMS = ("UTC", "TT", "TAI", "GPS")
+OEM_INTERPOLATIONS = ("HERMITE", "LAGRANGE", "LINEAR")
+
+_HEADER_KEYS = ("CCSDS_OEM_VERS", "CREATION_DATE", "ORIGINATOR", "MESSAGE_ID", "CLASSIFICATION")
+_META_KEYS = ("OBJECT_NAME", "OBJECT_ID", "CENTER_NAME", "REF_FRAME", "REF_FRAME_EPOCH", "TIME_SYSTEM",
+              "START_TIME", "USEABLE_START_TIME", "USEABLE_STOP_TIME", "STOP_TIME", "INTERPOLATION",
+              "INTERPOLATION_DEGREE")
+_META_REQUIRED = ("OBJECT_NAME", "OBJECT_ID", "CENTER_NAME", "REF_FRAME", "TIME_SYSTEM", "START_TIME", "STOP_TIME")
+#: A number of a data line: decimal, maybe with an exponent (no ``nan``, ``inf`` or ``1_000``).
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+@dataclass
+class OemSegment:
+    """One segment of an OEM: its metadata and its states, epochs in seconds after ``epoch0`` (UTC).
+
+    ``pos_km``/``vel_km_s`` are ``(n, 3)`` in ``ref_frame``; ``epochs_s`` increase strictly and lie in
+    ``[start_s, stop_s]``; ``useable_start_s``/``useable_stop_s`` bound the times it interpolates.
+    ``line`` is the file line of its ``META_START``.
+    """
+
+    object_name: str
+    object_id: str
+    ref_frame: str
+    time_system: str
+    interpolation: str
+    degree: int
+    epoch0: _dt.datetime
+    epochs_s: np.ndarray
+    pos_km: np.ndarray
+    vel_km_s: np.ndarray
+    start_s: float
+    stop_s: float
+    useable_start_s: float
+    useable_stop_s: float
+    source: str = "<text>"
+    line: int = 0
+    comments: list[str] = field(default_factory=list)
+
+    @property
+    def points(self) -> int:
+        """Data points each interpolation takes: degree + 1 (Lagrange), (degree + 1) / 2 rounded up (Hermite,
+        which takes a position and a velocity at each)."""
+        return self.degree + 1 if self.interpolation != "HERMITE" else (self.degree + 2) // 2
+
+    def interpolate_km(self, t_s: np.ndarray) -> np.ndarray:
+        """Positions (km, ``ref_frame``) at ``t_s`` (seconds after ``epoch0``, inside the useable span), ``(n, 3)``."""
+        from scipy.interpolate import KroghInterpolator
+
+        t_s = np.asarray(t_s, dtype=float)
+        n, k = self.epochs_s.size, self.points
+        # the k points around each time: the window whose middle is nearest, kept inside the data
+        first = np.clip(np.searchsorted(self.epochs_s, t_s, side="right") - (k + 1) // 2, 0, n - k)
+        out = np.empty(t_s.shape + (3,))
+        for i in np.unique(first):
+            sel = first == i
+            x = self.epochs_s[i:i + k]
+            middle = x[(k - 1) // 2]  # interpolate in seconds from the window's middle, well conditioned
+            if self.interpolation == "HERMITE":  # a repeated node takes the next derivative (scipy's convention)
+                nodes = np.repeat(x - middle, 2)
+                values = np.stack([self.pos_km[i:i + k], self.vel_km_s[i:i + k]], axis=1).reshape(2 * k, 3)
+            else:
+                nodes, values = x - middle, self.pos_km[i:i + k]
+            out[sel] = KroghInterpolator(nodes, values)(t_s[sel] - middle)
+        return out
+
+
+@dataclass
+class Ephemeris:
+    """An OEM's header and segments; ``names`` are the objects, in the order they first appear."""
+
+    version: str
+    creation_date: str
+    originator: str
+    segments: list[OemSegment]
+    source: str = "<text>"
+    names: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.names:
+            self.names = list(dict.fromkeys(s.object_name for s in self.segments))
+
+    def positions_teme_km(self, start: _dt.datetime | str, offsets_s) -> np.ndarray:
+        """TEME positions (km) of every object at ``start + offsets_s`` (seconds, UTC), shaped
+        ``(n_objects, n_times, 3)`` as :func:`orbits.propagate_offsets` gives them. A time outside every
+        useable span of an object raises :class:`OrbitError` naming the object and the spans it has."""
+        start = parse_utc(start, field="start")
+        offsets = np.asarray(offsets_s, dtype=float).ravel()
+        if not np.isfinite(offsets).all():
+            raise OrbitError("positions_teme_km: offsets_s must be finite numbers")
+        out = np.full((len(self.names), offsets.size, 3), np.nan)
+        rotations: dict[str, np.ndarray] = {}
+        for s in self.segments:
+            row = self.names.index(s.object_name)
+            t = (start - s.epoch0).total_seconds() + offsets
+            sel = (t >= s.useable_start_s) & (t <= s.useable_stop_s) & np.isnan(out[row, :, 0])
+            if not sel.any():
+                continue
+            r = s.interpolate_km(t[sel])
+            if s.ref_frame != "TEME":
+                if s.ref_frame not in rotations:
+                    rotations[s.ref_frame] = _to_teme_matrices(s.ref_frame, start, offsets)
+                r = np.einsum("nij,nj->ni", rotations[s.ref_frame][sel], r)
+            out[row, sel] = r
+        missing = np.isnan(out[..., 0])
+        if missing.any():
+            row, k = np.argwhere(missing)[0]
+            when = f"{start.isoformat()} + {offsets[k]:g} s"
+            spans = ", ".join(f"{_iso(s.epoch0, s.useable_start_s)}..{_iso(s.epoch0, s.useable_stop_s)}"
+                              for s in self.segments if s.object_name == self.names[row])
+            raise OrbitError(f"{self.source}: {self.names[row]}: no ephemeris at {when}; the useable span is {spans}")
+        return out
+
+
+def _iso(epoch0: _dt.datetime, seconds: float) -> str:
+    return (epoch0 + _dt.timedelta(seconds=seconds)).replace(tzinfo=None).isoformat() + "Z"
+
+
+def _to_teme_matrices(frame: str, start: _dt.datetime, offsets: np.ndarray) -> np.ndarray:
+    """Rotations ``frame`` -> TEME at ``start + offsets`` (UTC), ``(n, 3, 3)``."""
+    from skyfield.sgp4lib import TEME
+
+    from .groundtrack import teme_to_itrs_matrices
+
+    t = skyfield_times(start, offsets)
+    if frame in ITRF_FRAMES:
+        return teme_to_itrs_matrices(t).transpose(0, 2, 1)
+    icrf_to_teme = np.asarray(TEME.rotation_at(t))  # (3, 3[, n])
+    if icrf_to_teme.ndim == 2:
+        icrf_to_teme = icrf_to_teme[..., None]
+    return icrf_to_teme.transpose(2, 0, 1)
+
+
+def _utc_offset_s(scale: str, naive: _dt.datetime) -> float:
+    """Seconds the time system ``scale`` runs ahead of UTC at the instant ``naive`` (in that scale)."""
+    if scale == "UTC":
+        return 0.0
+    ts = timescale()
+    seconds = naive.second + naive.microsecond * 1e-6
+    if scale == "GPS":  # GPS time = TAI - 19 s
+        t = ts.tai(naive.year, naive.month, naive.day, naive.hour, naive.minute, seconds + 19.0)
+    else:
+        t = getattr(ts, scale.lower())(naive.year, naive.month, naive.day, naive.hour, naive.minute, seconds)
+    utc = t.utc_datetime().replace(tzinfo=None)
+    return round((naive - utc).total_seconds(), 3)  # whole leap seconds plus TT's 32.184 s
+
+
+class _Reader:
+    """One pass over the KVN lines, segment by segment."""
+
+    def __init__(self, text: str, source: str) -> None:
+        self.source = source
+        self.lines = text.splitlines()
+        self.points = 0
+
+    def fail(self, number: int, message: str) -> OrbitError:
+        return OrbitError(f"{self.source}:{number}: {message}")
+
+    def key_value(self, number: int, body: str, expected: str = "a 'KEY = value' line or a COMMENT line"
+                  ) -> tuple[str, str]:
+        match = _KVN_LINE.fullmatch(body)
+        if match is None:
+            raise self.fail(number, f"expected {expected}, got {shown(body)}")
+        return match.group(1).upper(), match.group(2).strip()
+
+    def time(self, number: int, key: str, value: str) -> _dt.datetime:
+        try:
+            return ccsds_datetime(value)
+        except (ValueError, OverflowError):
+            raise self.fail(number, f"{key}: expected a CCSDS time like 2026-08-01T06:30:00.000 or "
+                                    f"2026-213T06:30:00, got {shown(value)}") from None
+
+    def read(self) -> Ephemeris:
+        header: dict[str, tuple[str, int]] = {}
+        segments: list[OemSegment] = []
+        i, n = 0, len(self.lines)
+        while i < n:
+            number, body = i + 1, self.lines[i].strip()
+            i += 1
+            if not body or body.split(None, 1)[0] == "COMMENT":
+                continue
+            if body == "META_START":
+                for key in ("CREATION_DATE", "ORIGINATOR"):
+                    if key not in header:
+                        raise self.fail(number, f"{key}: missing from the header (required before META_START)")
+                i = self.segment(i, number, segments)
+                continue
+            if body in ("META_STOP", "COVARIANCE_START", "COVARIANCE_STOP"):
+                raise self.fail(number, f"{body} outside a segment (expected META_START first)")
+            key, value = self.key_value(number, body)
+            if segments or key not in _HEADER_KEYS:
+                raise self.fail(number, f"{key}: not a header keyword ({', '.join(_HEADER_KEYS)}); "
+                                        "a segment starts with META_START")
+            if not header and key != "CCSDS_OEM_VERS":
+                raise self.fail(number, f"{key}: an OEM must start with a CCSDS_OEM_VERS line")
+            if key in header:
+                raise self.fail(number, f"{key}: given twice (first on line {header[key][1]})")
+            if key == "CCSDS_OEM_VERS" and value not in OEM_VERSIONS:
+                raise self.fail(number, f"CCSDS_OEM_VERS: expected one of {', '.join(OEM_VERSIONS)}, got {shown(value)}")
+            if key == "CREATION_DATE":
+                self.time(number, key, value)
+            header[key] = (value, number)
+        if "CCSDS_OEM_VERS" not in header:
+            raise OrbitError(f"{self.source}: not an OEM (no CCSDS_OEM_VERS line)")
+        if not segments:
+            raise OrbitError(f"{self.source}: no segment (META_START .. META_STOP, then data lines) found")
+        return Ephemeris(header["CCSDS_OEM_VERS"][0], header.get("CREATION_DATE", ("", 0))[0],
+                         header.get("ORIGINATOR", ("", 0))[0], segments, self.source)
+
+    def segment(self, i: int, start_line: int, segments: list[OemSegment]) -> int:
+        """Read the segment whose META_START is line ``start_line`` (``i`` the index after it); the index after it."""
+        meta: dict[str, tuple[str, int]] = {}
+        comments: list[str] = []
+        n = len(self.lines)
+        while True:
+            if i >= n:
+                raise self.fail(start_line, "META_START without its META_STOP")
+            number, body = i + 1, self.lines[i].strip()
+            i += 1
+            if not body:
+                continue
+            if body.split(None, 1)[0] == "COMMENT":
+                comments.append(body[7:].strip())
+                continue
+            if body == "META_STOP":
+                break
+            key, value = self.key_value(number, body, "a 'KEY = value' line, a COMMENT line or META_STOP")
+            if key not in _META_KEYS:
+                raise self.fail(number, f"{key}: not an OEM metadata keyword (expected META_STOP or one of "
+                                        f"{', '.join(_META_KEYS)})")
+            if key in meta:
+                raise self.fail(number, f"{key}: given twice in one segment (first on line {meta[key][1]})")
+            meta[key] = (value, number)
+        for key in _META_REQUIRED:
+            if key not in meta:
+                raise self.fail(start_line, f"{key}: missing from the segment's metadata (required)")
+        seg, start = self.metadata(meta, start_line, comments)
+        # data lines, then maybe covariance blocks, up to the next META_START or the end
+        rows: list[int] = []
+        covariance = None
+        while i < n:
+            number, body = i + 1, self.lines[i].strip()
+            if body == "META_START":
+                break
+            i += 1
+            if covariance is not None:
+                if body == "COVARIANCE_STOP":
+                    covariance = None
+                continue
+            if not body:
+                continue
+            head = body.split(None, 1)[0]
+            if head == "COMMENT":
+                if rows:
+                    raise self.fail(number, "COMMENT between data lines (CCSDS allows them only before the first)")
+                seg.comments.append(body[7:].strip())
+                continue
+            if body == "COVARIANCE_START":
+                covariance = number
+                continue
+            if covariance is None and body in ("COVARIANCE_STOP", "META_STOP"):
+                raise self.fail(number, f"{body} without its opening line")
+            self.points += 1
+            if self.points > MAX_OEM_POINTS:
+                raise self.fail(number, f"more than {MAX_OEM_POINTS:,} data lines; split the ephemeris into "
+                                        "several files")
+            rows.append(i - 1)
+        if covariance is not None:
+            raise self.fail(covariance, "COVARIANCE_START without its COVARIANCE_STOP")
+        self.fill(seg, start, rows, start_line)
+        for other in segments:  # the name keys the object (a node of the contact plan)
+            if other.object_name == seg.object_name and other.object_id != seg.object_id:
+                raise self.fail(meta["OBJECT_ID"][1], f"OBJECT_ID: {shown(seg.object_id)}, but the segment of line "
+                                                      f"{other.line} gives {shown(seg.object_name)} the OBJECT_ID "
+                                                      f"{shown(other.object_id)}; two objects need two names")
+        segments.append(seg)
+        return i
+
+    def metadata(self, meta: dict[str, tuple[str, int]], start_line: int, comments: list[str]
+                 ) -> tuple[OemSegment, _dt.datetime]:
+        """The segment of metadata ``meta`` (no data yet) and its START_TIME in its own time system."""
+        def value(key: str) -> str:
+            return meta[key][0]
+
+        def choice(key: str, allowed: tuple[str, ...], what: str) -> str:
+            got = value(key).upper()
+            if got not in allowed:
+                raise self.fail(meta[key][1], f"{key}: expected {what} ({', '.join(allowed)}), got {shown(value(key))}")
+            return got
+
+        name = value("OBJECT_NAME")
+        if not name or not name.isprintable():
+            raise self.fail(meta["OBJECT_NAME"][1], f"OBJECT_NAME: expected a name, got {shown(name)}")
+        check_name_length(name, f"{self.source}:{meta['OBJECT_NAME'][1]}: OBJECT_NAME", OrbitError)
+        choice("CENTER_NAME", ("EARTH",), "an Earth-centred ephemeris")
+        frame = choice("REF_FRAME", OEM_FRAMES, "a frame this reader rotates into TEME")
+        if "REF_FRAME_EPOCH" in meta:  # only meaningful for frames of date other than TEME; none of ours needs it
+            self.time(meta["REF_FRAME_EPOCH"][1], "REF_FRAME_EPOCH", value("REF_FRAME_EPOCH"))
+        scale = choice("TIME_SYSTEM", OEM_TIME_SYSTEMS, "a time system convertible to UTC")
+        if "INTERPOLATION" in meta:
+            method = choice("INTERPOLATION", OEM_INTERPOLATIONS, "an interpolation method")
+            if "INTERPOLATION_DEGREE" not in meta:
+                raise self.fail(meta["INTERPOLATION"][1], "INTERPOLATION_DEGREE: missing (required with INTERPOLATION)")
+        else:
+            method = DEFAULT_INTERPOLATION
+        degree = DEFAULT_DEGREE if method == DEFAULT_INTERPOLATION and "INTERPOLATION" not in meta else None
+        if "INTERPOLATION_DEGREE" in meta:
+            text, number = meta["INTERPOLATION_DEGREE"]
+            if not text.isdigit() or not 1 <= int(text) <= MAX_OEM_DEGREE:
+                raise self.fail(number, f"INTERPOLATION_DEGREE: expected an integer 1..{MAX_OEM_DEGREE}, got {shown(text)}")
+            degree = int(text)
+        if method == "LINEAR":
+            method, degree = "LAGRANGE", 1
+        times = {key: self.time(meta[key][1], key, value(key))
+                 for key in ("START_TIME", "USEABLE_START_TIME", "USEABLE_STOP_TIME", "STOP_TIME") if key in meta}
+        start, stop = times["START_TIME"], times["STOP_TIME"]
+        if stop <= start:
+            raise self.fail(meta["STOP_TIME"][1], f"STOP_TIME: expected a time after START_TIME {start.isoformat()}, "
+                                                  f"got {shown(value('STOP_TIME'))}")
+        u_start, u_stop = times.get("USEABLE_START_TIME", start), times.get("USEABLE_STOP_TIME", stop)
+        for key, t in (("USEABLE_START_TIME", u_start), ("USEABLE_STOP_TIME", u_stop)):
+            if key in meta and not start <= t <= stop:
+                raise self.fail(meta[key][1], f"{key}: expected a time within START_TIME..STOP_TIME, "
+                                              f"got {shown(value(key))}")
+        if u_stop <= u_start:
+            key = "USEABLE_STOP_TIME" if "USEABLE_STOP_TIME" in meta else "USEABLE_START_TIME"
+            raise self.fail(meta[key][1], f"{key}: the useable span {value('USEABLE_START_TIME') if 'USEABLE_START_TIME' in meta else value('START_TIME')}"
+                                          f"..{value('USEABLE_STOP_TIME') if 'USEABLE_STOP_TIME' in meta else value('STOP_TIME')} is empty")
+        if scale != "UTC" and start < _dt.datetime(1972, 1, 1):  # UTC has had whole leap seconds since 1972
+            raise self.fail(meta["START_TIME"][1], f"START_TIME: a segment in {scale} must start in 1972 or later "
+                                                   f"(converted to UTC with the leap seconds), got {shown(value('START_TIME'))}")
+        offset = _utc_offset_s(scale, start)
+        if _utc_offset_s(scale, stop) != offset:
+            raise self.fail(meta["STOP_TIME"][1], f"TIME_SYSTEM {scale}: the segment spans a leap second, which "
+                                                  "this reader does not convert; split it there or give it in UTC")
+        epoch0 = (start - _dt.timedelta(seconds=offset)).replace(tzinfo=_dt.timezone.utc)
+        return OemSegment(name, value("OBJECT_ID"), frame, scale, method, degree, epoch0,
+                          np.empty(0), np.empty((0, 3)), np.empty((0, 3)), 0.0, (stop - start).total_seconds(),
+                          (u_start - start).total_seconds(), (u_stop - start).total_seconds(),
+                          self.source, start_line, comments), start
+
+    def fill(self, seg: OemSegment, start: _dt.datetime, rows: list[int], start_line: int) -> None:
+        """Parse the segment's data lines (indices ``rows``) into its arrays, checking each; epochs are
+        seconds after ``start`` (START_TIME) in the file's own time system (uniform: a UTC day is 86,400 s,
+        as SGP4 and the rest of the project count it)."""
+        if len(rows) < seg.points:
+            raise self.fail(start_line, f"{len(rows)} data line{'s' * (len(rows) != 1)}; {seg.interpolation} "
+                                        f"interpolation of degree {seg.degree} needs at least {seg.points}")
+        epochs = np.empty(len(rows))
+        states = np.empty((len(rows), 6))
+        for k, row in enumerate(rows):
+            number, fields = row + 1, self.lines[row].split()
+            if len(fields) not in (7, 10):
+                raise self.fail(number, f"expected a data line 'epoch x y z vx vy vz' (km, km/s; maybe ax ay az, "
+                                        f"km/s**2), got {len(fields)} field{'s' * (len(fields) != 1)}: "
+                                        f"{shown(self.lines[row].strip())}")
+            epochs[k] = (self.time(number, "epoch", fields[0]) - start).total_seconds()
+            for j, text in enumerate(fields[1:]):
+                if not _NUMBER.fullmatch(text):
+                    raise self.fail(number, f"field {j + 2}: expected a decimal number, got {shown(text)}")
+                number_value = float(text)
+                if not math.isfinite(number_value):  # 1e999
+                    raise self.fail(number, f"field {j + 2}: expected a finite number, got {shown(text)}")
+                if j < 6:
+                    states[k, j] = number_value
+            if not seg.start_s <= epochs[k] <= seg.stop_s:
+                raise self.fail(number, f"epoch {fields[0]} is outside the segment's START_TIME..STOP_TIME "
+                                        f"(META_START on line {start_line})")
+            if k and epochs[k] <= epochs[k - 1]:
+                raise self.fail(number, f"epoch {fields[0]} does not follow the previous line's; epochs must increase")
+        seg.epochs_s, seg.pos_km, seg.vel_km_s = epochs, states[:, :3], states[:, 3:]
+        # never extrapolate: the useable span ends at the first and last data points too
+        seg.useable_start_s = max(seg.useable_start_s, float(epochs[0]))
+        seg.useable_stop_s = min(seg.useable_stop_s, float(epochs[-1]))
+        if seg.useable_stop_s <= seg.useable_start_s:
+            raise self.fail(start_line, "the data lines do not cover any of the useable span "
+                                        "(USEABLE_START_TIME..USEABLE_STOP_TIME, else START_TIME..STOP_TIME)")
+
+
+def parse_oem_text(text: str, source: str = "<text>") -> Ephemeris:
+    """Parse OEM KVN text into an :class:`Ephemeris` (:class:`OrbitError` naming ``source:line``)."""
+    return _Reader(text, source).read()
+
+
+def read_oem(path: str | Path) -> Ephemeris:
+    """Read an OEM KVN file (at most :data:`MAX_OEM_BYTES`, :data:`MAX_OEM_POINTS` data lines)."""
+    path = Path(path)
+    return parse_oem_text(read_text_file(path, OrbitError, "OEM file", MAX_OEM_BYTES), str(path))
