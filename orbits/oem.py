@@ -122,8 +122,9 @@ class OemSegment:
     @property
     def points(self) -> int:
         """Data points each interpolation takes: degree + 1 (Lagrange), (degree + 1) / 2 rounded up (Hermite,
-        which takes a position and a velocity at each)."""
-        return self.degree + 1 if self.interpolation != "HERMITE" else (self.degree + 2) // 2
+        which takes a position and a velocity at each), and at least 2 (Hermite of degree 1 on one point would
+        step along the velocity from it: 15.6 km off over 60 s in LEO)."""
+        return self.degree + 1 if self.interpolation != "HERMITE" else max(2, (self.degree + 2) // 2)
 
     def interpolate_km(self, t_s: np.ndarray) -> np.ndarray:
         """Positions (km, ``ref_frame``) at ``t_s`` (seconds after ``epoch0``, inside the useable span), ``(n, 3)``."""

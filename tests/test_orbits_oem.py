@@ -80,6 +80,14 @@ def test_interpolated_sgp4_ephemeris_matches_sgp4_off_grid(interpolation: str, d
     assert err < bound_m, f"{interpolation} {degree}: {err:.4f} m"
 
 
+def test_hermite_of_degree_1_interpolates_between_two_points() -> None:
+    """Hermite of degree 1 took one point (a step along its velocity): 15.6 km off; on two points, 0.4 m."""
+    r, v = sgp4_teme(grid())
+    eph = parse_oem_text(oem_text(np.hstack([r, v]), interpolation="HERMITE", degree=1), "iss.oem")
+    assert eph.segments[0].points == 2
+    assert max_error_m(eph, OFF_GRID_S) < 1.0
+
+
 def test_a_coarse_interpolation_is_measurably_worse() -> None:
     """The accuracy test can fail: linear interpolation between 60 s points is kilometres off."""
     r, v = sgp4_teme(grid())
