@@ -233,8 +233,16 @@ class _Reader:
 
     def __init__(self, text: str, source: str) -> None:
         self.source = source
-        self.lines = text.splitlines()
+        self.lines = _numbered_lines(text)  # one at a time: no list of every line of a 64 MiB file
+        self.held: tuple[int, str] | None = None  # a line read ahead (the next segment's META_START)
         self.points = 0
+
+    def next_line(self) -> tuple[int, str] | None:
+        """``(number, line)`` of the next line, or None at the end."""
+        if self.held is not None:
+            line, self.held = self.held, None
+            return line
+        return next(self.lines, None)
 
     def fail(self, number: int, message: str) -> OrbitError:
         return OrbitError(f"{self.source}:{number}: {message}")
@@ -256,17 +264,15 @@ class _Reader:
     def read(self) -> Ephemeris:
         header: dict[str, tuple[str, int]] = {}
         segments: list[OemSegment] = []
-        i, n = 0, len(self.lines)
-        while i < n:
-            number, body = i + 1, self.lines[i].strip()
-            i += 1
+        while (line := self.next_line()) is not None:
+            number, body = line[0], line[1].strip()
             if not body or body.split(None, 1)[0] == "COMMENT":
                 continue
             if body == "META_START":
                 for key in ("CREATION_DATE", "ORIGINATOR"):
                     if key not in header:
                         raise self.fail(number, f"{key}: missing from the header (required before META_START)")
-                i = self.segment(i, number, segments)
+                self.segment(number, segments)
                 continue
             if body in ("META_STOP", "COVARIANCE_START", "COVARIANCE_STOP"):
                 raise self.fail(number, f"{body} outside a segment (expected META_START first)")
@@ -290,16 +296,15 @@ class _Reader:
         return Ephemeris(header["CCSDS_OEM_VERS"][0], header.get("CREATION_DATE", ("", 0))[0],
                          header.get("ORIGINATOR", ("", 0))[0], segments, self.source)
 
-    def segment(self, i: int, start_line: int, segments: list[OemSegment]) -> int:
-        """Read the segment whose META_START is line ``start_line`` (``i`` the index after it); the index after it."""
+    def segment(self, start_line: int, segments: list[OemSegment]) -> None:
+        """Read the segment whose META_START is line ``start_line`` (the line just read) into ``segments``."""
         meta: dict[str, tuple[str, int]] = {}
         comments: list[str] = []
-        n = len(self.lines)
         while True:
-            if i >= n:
+            line = self.next_line()
+            if line is None:
                 raise self.fail(start_line, "META_START without its META_STOP")
-            number, body = i + 1, self.lines[i].strip()
-            i += 1
+            number, body = line[0], line[1].strip()
             if not body:
                 continue
             if body.split(None, 1)[0] == "COMMENT":
@@ -319,13 +324,13 @@ class _Reader:
                 raise self.fail(start_line, f"{key}: missing from the segment's metadata (required)")
         seg, start = self.metadata(meta, start_line, comments)
         # data lines, then maybe covariance blocks, up to the next META_START or the end
-        rows: list[int] = []
+        rows: list[tuple[int, str]] = []
         covariance = None
-        while i < n:
-            number, body = i + 1, self.lines[i].strip()
+        while (line := self.next_line()) is not None:
+            number, body = line[0], line[1].strip()
             if body == "META_START":
+                self.held = line
                 break
-            i += 1
             if covariance is not None:
                 if body == "COVARIANCE_STOP":
                     covariance = None
@@ -347,7 +352,7 @@ class _Reader:
             if self.points > MAX_OEM_POINTS:
                 raise self.fail(number, f"more than {MAX_OEM_POINTS:,} data lines; split the ephemeris into "
                                         "several files")
-            rows.append(i - 1)
+            rows.append((number, body))
         if covariance is not None:
             raise self.fail(covariance, "COVARIANCE_START without its COVARIANCE_STOP")
         self.fill(seg, start, rows, start_line)
@@ -357,7 +362,6 @@ class _Reader:
                                                       f"{other.line} gives {shown(seg.object_name)} the OBJECT_ID "
                                                       f"{shown(other.object_id)}; two objects need two names")
         segments.append(seg)
-        return i
 
     def metadata(self, meta: dict[str, tuple[str, int]], start_line: int, comments: list[str]
                  ) -> tuple[OemSegment, _dt.datetime]:
@@ -422,8 +426,8 @@ class _Reader:
                           (u_start - start).total_seconds(), (u_stop - start).total_seconds(),
                           self.source, start_line, comments), start
 
-    def fill(self, seg: OemSegment, start: _dt.datetime, rows: list[int], start_line: int) -> None:
-        """Parse the segment's data lines (indices ``rows``) into its arrays, checking each; epochs are
+    def fill(self, seg: OemSegment, start: _dt.datetime, rows: list[tuple[int, str]], start_line: int) -> None:
+        """Parse the segment's data lines (``(number, text)``) into its arrays, checking each; epochs are
         seconds after ``start`` (START_TIME) in the file's own time system (uniform: a UTC day is 86,400 s,
         as SGP4 and the rest of the project count it)."""
         if len(rows) < seg.points:
@@ -431,12 +435,13 @@ class _Reader:
                                         f"interpolation of degree {seg.degree} needs at least {seg.points}")
         epochs = np.empty(len(rows))
         states = np.empty((len(rows), 6))
-        for k, row in enumerate(rows):
-            number, fields = row + 1, self.lines[row].split()
+        for k, (number, body) in enumerate(rows):
+            fields = body.split(None, 10)  # 11 pieces or fewer: a line of 30 million numbers is not split up
             if len(fields) not in (7, 10):
                 raise self.fail(number, f"expected a data line 'epoch x y z vx vy vz' (km, km/s; maybe ax ay az, "
-                                        f"km/s**2), got {len(fields)} field{'s' * (len(fields) != 1)}: "
-                                        f"{shown(self.lines[row].strip())}")
+                                        f"km/s**2), got {len(fields) if len(fields) <= 10 else 'more than 10'} "
+                                        f"field{'s' * (len(fields) != 1)}: "
+                                        f"{shown(body)}")
             epochs[k] = (self.time(number, "epoch", fields[0]) - start).total_seconds()
             for j, text in enumerate(fields[1:]):
                 if not _NUMBER.fullmatch(text):
@@ -458,6 +463,18 @@ class _Reader:
         if seg.useable_stop_s <= seg.useable_start_s:
             raise self.fail(start_line, "the data lines do not cover any of the useable span "
                                         "(USEABLE_START_TIME..USEABLE_STOP_TIME, else START_TIME..STOP_TIME)")
+
+
+def _numbered_lines(text: str):
+    """``(number, line)`` of each line of ``text`` (ended by LF or CR LF), made one at a time."""
+    start, end_of_text, number = 0, len(text), 0
+    while start < end_of_text:
+        end = text.find("\n", start)
+        if end < 0:
+            end = end_of_text
+        number += 1
+        yield number, text[start:end].rstrip("\r")
+        start = end + 1
 
 
 def parse_oem_text(text: str, source: str = "<text>") -> Ephemeris:

@@ -306,6 +306,27 @@ def test_the_data_line_cap_is_checked_before_any_number_is_read(tmp_path: Path, 
         read_oem(path)
 
 
+@pytest.mark.parametrize("what, text, message", [
+    ("comment lines", "CCSDS_OEM_VERS = 2.0\n" + "COMMENT ab\n" * 200_000, r"<t>: no segment"),
+    ("a data line of a million fields", _data3(lambda line: line + " 1" * 1_000_000)(GOOD),
+     rf"<t>:{DATA3}: expected a data line .* got more than 10 fields: '2008-09-20T12:02:00.000000 "),
+])
+def test_lines_are_read_one_at_a_time(what: str, text: str, message: str) -> None:
+    """The reader made a list of every line first (a 63 MiB file of COMMENT lines: 362 MB) and split a
+    data line into all its fields (one of 30 million: 395 MB); it now takes a line at a time and at most
+    11 fields of it."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(OrbitError, match=message):
+            parse_oem_text(text, "<t>")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * len(text), f"{what}: {peak:,} bytes traced for a text of {len(text):,}"
+
+
 def test_the_size_cap_is_checked_before_reading(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(oem_module, "MAX_OEM_BYTES", 1000)
     path = tmp_path / "big.oem"
