@@ -269,6 +269,8 @@ class _Reader:
             if not body or body.split(None, 1)[0] == "COMMENT":
                 continue
             if body == "META_START":
+                if not header:
+                    raise self.fail(number, "META_START: an OEM must start with a CCSDS_OEM_VERS line")
                 for key in ("CREATION_DATE", "ORIGINATOR"):
                     if key not in header:
                         raise self.fail(number, f"{key}: missing from the header (required before META_START)")

@@ -241,6 +241,8 @@ REFUSED = [
      r"REF_FRAME: given twice in one segment \(first on line \d+\)"),
     ("version first", _sub("CCSDS_OEM_VERS = 2.0\n", "ORIGINATOR = X\nCCSDS_OEM_VERS = 2.0\n"), 1,
      r"ORIGINATOR: an OEM must start with a CCSDS_OEM_VERS line"),
+    ("segment first", lambda text: text[text.index("META_START"):], 1,
+     r"META_START: an OEM must start with a CCSDS_OEM_VERS line"),
     ("version", _sub("CCSDS_OEM_VERS = 2.0", "CCSDS_OEM_VERS = 9.9"), 1, r"CCSDS_OEM_VERS: expected one of 1.0, 2.0"),
     ("no originator", _sub("ORIGINATOR = TESTS\n", ""), _line_of(GOOD, "META_START") - 1,
      r"ORIGINATOR: missing from the header"),
