@@ -167,6 +167,35 @@ def test_a_bad_scenario_seed_is_named_as_written(seed, shown: str) -> None:
     assert parse_scenario(doc, Path("."), "tiny.toml").seeds == [4294967295]
 
 
+def test_more_seeds_than_the_cap_are_refused_before_anything_is_built() -> None:
+    """A generated seeds list of 200,000 (1.5 MB of TOML) passed the check (which printed it whole,
+    a 1.5 MB line) and planned 200,000 full runs; the list is capped at MAX_SEEDS now."""
+    from fol.simulation.scenario import MAX_SEEDS
+
+    assert MAX_SEEDS == 1_000
+    assert len(parse_scenario(_doc(scenario={"seeds": list(range(MAX_SEEDS))}), Path("."), "tiny.toml").seeds) == 1_000
+    for n in (MAX_SEEDS + 1, 200_000):
+        with pytest.raises(ConfigError) as exc:
+            parse_scenario(_doc(scenario={"seeds": list(range(n))}), Path("."), "tiny.toml")
+        message = str(exc.value)
+        assert message.startswith(f"tiny.toml: scenario.seeds: expected at most 1,000 seeds (one full run each), "
+                                  f"got {n:,}: [0, 1, 2, ") and len(message) < 200, message
+
+
+def test_the_check_says_how_much_will_run_and_lists_the_seeds_shortened(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """--check printed the whole seeds list (1,000 seeds: a 6 KB line) and not how many
+    node results the run would make."""
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\nc,0,0.4,0,0.1\n")
+    seeds = ", ".join(str(k) for k in range(1_000))
+    (tmp_path / "s.toml").write_text(DRONES.replace("seeds = [0]", f"seeds = [{seeds}]").replace("size = 1600", "size = 3000"))
+    assert main(["simulate", "--check", str(tmp_path / "s.toml")]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and len(out[0]) < 500, out
+    assert "seeds [0, 1, 2, 3" in out[0] and "999" not in out[0], out[0]
+    assert out[0].endswith("will run 1,000 seed(s) x 3 nodes x 3 method(s) = 9,000 node results"), out[0]
+
+
 def test_output_dir_reads_the_home_folder_as_every_other_path_field() -> None:
     """output.dir = "~/runs/x" made a folder literally named ~ in the working directory."""
     doc = _doc(output={"dir": "~/runs/x"})

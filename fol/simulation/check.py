@@ -72,10 +72,14 @@ class CheckReport:
     methods: list[str]
 
     def summary(self, scn: SwarmScenario) -> str:
+        """One line: what was checked and how much will run (seeds x nodes x methods, one result
+        each); the seeds are listed shortened (a scenario may give up to ``MAX_SEEDS``)."""
         kinds = sorted(set(self.archs))
-        return (f"{scn.source}: OK — {len(self.nodes)} learning nodes ({scn.contact.kind}), architectures "
+        n_seeds, n_nodes, n_methods = len(scn.seeds), len(self.nodes), len(self.methods)
+        return (f"{scn.source}: OK — {n_nodes} learning nodes ({scn.contact.kind}), architectures "
                 f"{', '.join(kinds)}, dataset {scn.data.dataset} ({scn.data.partition} partition), "
-                f"methods {', '.join(self.methods)}, seeds {scn.seeds}")
+                f"methods {', '.join(self.methods)}, seeds {shown(scn.seeds)}; will run {n_seeds:,} seed(s) x "
+                f"{n_nodes:,} nodes x {n_methods} method(s) = {n_seeds * n_nodes * n_methods:,} node results")
 
 
 def node_architectures(scn: SwarmScenario, names: list[str], planes: list[int] | None) -> list[str]:

@@ -76,9 +76,12 @@ from fol.nodedata import dataset_options
 from orbits.coverage import MEAN_EARTH_RADIUS_KM
 from swarmbase.tomlcheck import Table, check_name_length, read_toml, shown
 
-__all__ = ["SwarmScenario", "DataConfig", "ModelsConfig", "RunConfig", "load_scenario", "parse_scenario"]
+__all__ = ["SwarmScenario", "DataConfig", "ModelsConfig", "RunConfig", "load_scenario", "parse_scenario", "MAX_SEEDS"]
 
 PARTITIONS = ("orbit", "dirichlet", "region")
+#: Most seeds a scenario may list: each is one full run (data pool, partition, pretraining, every
+#: method on every node), so a thousand is already weeks of compute; more is a mistake (a generated list).
+MAX_SEEDS = 1_000
 #: Widest imaging swath (km): half the Earth's circumference, a footprint reaching the antipode.
 MAX_SWATH_KM = math.pi * MEAN_EARTH_RADIUS_KM
 
@@ -241,12 +244,15 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     if "seed" in s and not is_seed(s["seed"]):  # named as written, not as the list it stands for
         raise ConfigError(f"scenario.seed: expected an integer in 0..{MAX_SEED}, got {shown(s['seed'])}")
     seeds = s.get("seeds", [s.get("seed", 0)])
+    if isinstance(seeds, list) and len(seeds) > MAX_SEEDS:  # each seed is a full run: refused before any is planned
+        raise ConfigError(f"scenario.seeds: expected at most {MAX_SEEDS:,} seeds (one full run each), "
+                          f"got {len(seeds):,}: {shown(seeds)}")
     if not isinstance(seeds, list) or not seeds or not all(is_seed(x) for x in seeds):
         # the generators seeded by [seed, ...] take non-negative integers only, torch's at most 64 bits
         raise ConfigError(f"scenario.seeds: expected a non-empty list of integers in 0..{MAX_SEED}, got {shown(seeds)}")
     seen: set[int] = set()
     for seed in seeds:
-        if seed in seen:  # the list shown shortened: it may hold a million seeds
+        if seed in seen:  # the list shown shortened: it may hold a thousand seeds
             raise ConfigError(f"scenario.seeds: repeated seed {seed} in {shown(seeds)}")
         seen.add(seed)
 
