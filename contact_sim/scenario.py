@@ -453,10 +453,17 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
         # (TLE, OMM, waypoints) are checked once read, still before anything is propagated
         known = constellation is not None and constellation.kind.startswith("walker")
         _check_grid(scenario, constellation.total + len(stations) if known else 1)
-    if start is not None and (_LAST_UTC - start).total_seconds() < duration_s:  # no time stamp names the end
-        raise ContactError(f"time.duration_s: {duration_s:g} s from time.start {start:%Y-%m-%dT%H:%M:%SZ} end after "
-                           f"{_LAST_UTC:%Y-%m-%dT%H:%M:%SZ}, the last time an ISO-8601 UTC stamp names")
+    if start is not None:
+        _check_span_end(start, duration_s, "time.start" if t.has("start") else "time.start (default: constellation.epoch)")
     return scenario
+
+
+def _check_span_end(start: _dt.datetime, duration_s: float, where: str, advice: str = "") -> None:
+    """Refuse a span of ``duration_s`` from ``start`` (given by ``where``) that ends after the last
+    instant a ``datetime`` holds: every window's UTC stamps are ``start`` plus its times."""
+    if (_LAST_UTC - start).total_seconds() < duration_s:  # no time stamp names the end
+        raise ContactError(f"time.duration_s: {duration_s:g} s from {where} {start:%Y-%m-%dT%H:%M:%SZ} end after "
+                           f"{_LAST_UTC:%Y-%m-%dT%H:%M:%SZ}, the last time an ISO-8601 UTC stamp names{advice}")
 
 
 def _check_grid(scenario: ContactScenario, n_nodes: int, turns: float = 0.0) -> None:
@@ -576,6 +583,9 @@ def _read_drone_files(scenario: ContactScenario) -> tuple[list[Waypoints], _dt.d
         wps = read_waypoints_csv(d.waypoints_csv)
     else:
         wps, start = read_missions(d.missions, d.origin, d.speed_m_s, start)
+        if start is not None and scenario.time.start is None:  # t = 0 read from the files: the span checked here
+            _check_span_end(start, scenario.time.duration_s, "t = 0, the earliest time of the tracks in drones.missions,",
+                            "; shorten time.duration_s")
     _check_grid(scenario, len(wps), sum(w.t_s.size for w in wps))
     return wps, start
 

@@ -353,6 +353,17 @@ def test_a_start_outside_the_years_a_timestamp_names_is_refused_when_read(tmp_pa
         load_contact_scenario(p)
 
 
+def test_a_horizon_past_9999_from_the_constellation_epoch_names_where_its_start_came_from(tmp_path):
+    """Without time.start a Walker shell starts at its epoch; the refusal of a horizon past 9999
+    said "from time.start", a field the file does not have."""
+    p = _write(tmp_path, LEO.replace('epoch = "2025-03-01T00:00:00Z"', 'epoch = "9999-12-31T23:30:00Z"'))
+    with pytest.raises(ContactError) as exc:
+        load_contact_scenario(p)
+    assert str(exc.value) == (f"{p}: time.duration_s: 3600 s from time.start (default: constellation.epoch) "
+                              "9999-12-31T23:30:00Z end after 9999-12-31T23:59:59Z, the last time an ISO-8601 UTC "
+                              "stamp names")
+
+
 def test_a_waypoint_far_outside_the_local_frame_is_refused(tmp_path):
     csv = tmp_path / "wp.csv"
     csv.write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\na,10,1e200,0,0.1\n")

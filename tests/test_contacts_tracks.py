@@ -170,6 +170,33 @@ def test_a_gpx_time_beyond_the_calendar_in_utc_is_one_line(tmp_path: Path, when:
                               f"1..9999 in UTC, got {when!r}")
 
 
+def test_tracks_dated_at_the_calendars_end_refuse_a_span_past_it(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Without time.start, t = 0 is the tracks' earliest time: tracks of 9999-12-31T23:58 with a
+    200 s span passed --check and the window search, then writing contacts.csv stopped with an
+    OverflowError traceback (date value out of range). A span that fits is still replayed."""
+    from contact_sim.scenario import compute_contacts, load_contact_scenario
+    from fol.cli import main
+
+    end = _dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=_dt.timezone.utc)
+    for name in ("a", "b"):
+        gpx = _gpx(tmp_path / f"{name}.gpx", [(0.0, *HOME), (30.0, 47.0001, 8.0, 400.0)])
+        gpx.write_text(gpx.read_text().replace(_iso(0.0), "9999-12-31T23:58:00Z").replace(_iso(30.0), "9999-12-31T23:58:30Z"))
+    path = _scenario(tmp_path, 'missions = ["a.gpx", "b.gpx"]')
+    for argv in (["contacts", str(path), "--check"], ["contacts", str(path), "--out", str(tmp_path / "out")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err == (f"fol contacts: error: {path}: time.duration_s: 200 s from t = 0, the earliest time of the "
+                       "tracks in drones.missions, 9999-12-31T23:58:00Z end after 9999-12-31T23:59:59Z, the last "
+                       "time an ISO-8601 UTC stamp names; shorten time.duration_s\n"), err
+    assert not (tmp_path / "out").exists()
+    path.write_text(path.read_text().replace("duration_s = 200.0", "duration_s = 119.0"))
+    plan = compute_contacts(load_contact_scenario(path))
+    assert plan.start == end - _dt.timedelta(seconds=119) and len(plan.windows) == 1
+    assert main(["contacts", str(path), "--no-plot", "--out", str(tmp_path / "out")]) == 0
+    assert "9999-12-31T23:59:59.000Z" in (tmp_path / "out" / "contacts.csv").read_text()
+
+
 @pytest.mark.parametrize("change, shown", [
     (lambda s: _edit(s, 'lat="47.0001"', f'lat="{"4x" * 50_000}"'), "got '4x4x4x4x4x"),
     (lambda s: _edit(s, "<ele>400.0</ele>", f"<ele>{'m' * 100_000}</ele>"), "got 'mmmmmmmmmm"),
