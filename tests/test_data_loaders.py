@@ -539,6 +539,30 @@ def test_coords_csv_messages_count_blank_lines(tmp_path):
         load_dataset("imagefolder", path=root, image_size=8, coords="csv")
 
 
+@pytest.mark.parametrize("text, message", [
+    # a quoted file name over three lines: the record starts on line 2 and ends on line 4
+    ('file,lat,lon\n"multi\nline\nx.png",95,20\n', "coords.csv:2: coordinates out of range (lat 95.0"),
+    ('file,lat,lon\na/x.png,10,20\n"b\ny.png",1,2\n"c.png",x,2\n', "coords.csv:5: lat/lon must be numbers, got 'x'"),
+    # a quote left open swallows the rest of the file into one field: the row starts at the quote
+    ('file,lat,lon\na/x.png,10,20\n"b.png,1,2\nc.png,1,2\n', "coords.csv:3: lat/lon must be numbers, got None, None"),
+    ('file,lat,lon\n"a\nb.png",10,20\n\n"a\nb.png",30,40\n',
+     "coords.csv:5: 'a\\nb.png' is listed again with other coordinates (first on line 2)"),
+    # csv's own error after blank lines: the line of the open quote, not the first blank line after the last row
+    ('file,lat,lon\na/x.png,10,20\n\n\n"' + "y" * 200_000 + "\n", "coords.csv:5: not a valid CSV record from this line on"),
+], ids=["multi-line-name", "after-a-multi-line-row", "open-quote", "twice-multi-line", "csv-error-after-blank-lines"])
+def test_coords_csv_messages_name_the_line_a_row_starts_on(tmp_path, text, message):
+    """csv's line_num is the line a record ends on: a row with a quoted field over several lines
+    was reported at its last line, and the duplicate's "first on line" too; a csv error after
+    blank lines named the first blank line."""
+    root = tmp_path / "imgs"
+    (root / "a").mkdir(parents=True)
+    Image.new("RGB", (8, 8)).save(root / "a" / "x.png")
+    (root / "coords.csv").write_text(text)
+    with pytest.raises(DataError) as err:
+        load_dataset("imagefolder", path=root, image_size=8, coords="csv")
+    assert str(err.value).startswith(f"{root / 'coords.csv'}:") and message in str(err.value), str(err.value)[:300]
+
+
 @pytest.mark.parametrize("text, shown", [
     ("file,lat,lon\nx.png," + "1x" * 50_000 + ",20\n", "coords.csv:2: lat/lon must be numbers, got '1x1x1x1x"),
     ("file,lat,lon\n" + "y" * 100_000 + ".png,10,20\n" + "y" * 100_000 + ".png,30,40\n",

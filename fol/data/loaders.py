@@ -863,39 +863,45 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
         raise DataError(f"{csv_path}: coordinates CSV not found")
     try:
         with csv_path.open(newline="", encoding="utf-8-sig") as fh:  # -sig: Excel's "CSV UTF-8" starts with a BOM
-            reader = csv.DictReader(fh)
-            starts = 1  # the physical line the next record starts on, for csv.Error
-            header = {h.strip().lower(): h for h in (reader.fieldnames or [])}
+            # csv.reader, not DictReader: its line_num is the line a record ends on (a quoted field may
+            # span lines), and DictReader skips blank lines unseen; each record here starts on the line
+            # after the previous one (a blank line is an empty record), the line an error names
+            reader = csv.reader(fh)
+            starts = 1  # the physical line the next record starts on
+            fieldnames = next(reader, None)
+            header = {h.strip().lower(): k for k, h in enumerate(fieldnames or [])}
             pick = lambda names: next((header[n] for n in names if n in header), None)  # noqa: E731
             c_file = pick(("file", "filename", "path", "image"))
             c_lat, c_lon = pick(("lat", "latitude")), pick(("lon", "lng", "longitude"))
-            if not (c_file and c_lat and c_lon):
+            if c_file is None or c_lat is None or c_lon is None:
                 raise DataError(
                     f"{csv_path}: header must name a file column (file/filename/path/image) and lat/latitude, "
-                    f"lon/longitude columns; got {shown(reader.fieldnames)}"
+                    f"lon/longitude columns; got {shown(fieldnames)}"
                 )
             table: dict[str, tuple[float, float]] = {}
             first_line: dict[str, int] = {}
             starts = reader.line_num + 1
-            for row in reader:
-                line = reader.line_num  # the record's (last) line: the reader skips blank lines, uncounted
+            for fields in reader:
+                line, starts = starts, reader.line_num + 1  # where this record starts; the next one's
+                if not fields:  # a blank line
+                    continue
+                row = dict(enumerate(fields))  # a short row lacks the last columns: None, as DictReader gave
                 try:
-                    lat, lon = float(row[c_lat]), float(row[c_lon])
+                    lat, lon = float(row.get(c_lat)), float(row.get(c_lon))
                 except (TypeError, ValueError):
-                    raise DataError(f"{csv_path}:{line}: lat/lon must be numbers, got {shown(row[c_lat])}, "
-                                    f"{shown(row[c_lon])}") from None
+                    raise DataError(f"{csv_path}:{line}: lat/lon must be numbers, got {shown(row.get(c_lat))}, "
+                                    f"{shown(row.get(c_lon))}") from None
                 if not (-90 <= lat <= 90 and -180 <= lon <= 180):
                     raise DataError(f"{csv_path}:{line}: coordinates out of range (lat {lat}, lon {lon}; degrees)")
                 # in NFC, as the images' paths are looked up: a CSV typed on Linux or Windows names the
                 # files of a folder unpacked on macOS (decomposed names) and the other way round
-                key = unicodedata.normalize("NFC", str(row[c_file]).strip().replace("\\", "/"))
+                key = unicodedata.normalize("NFC", str(row.get(c_file)).strip().replace("\\", "/"))
                 if key in first_line and table[key] != (lat, lon):
                     raise DataError(f"{csv_path}:{line}: {shown(key)} is listed again with other coordinates (first on "
                                     f"line {first_line[key]}); give each image one row, by its path relative to "
                                     f"the image folder (<class>/<file>) where two images share a file name")
                 first_line.setdefault(key, line)
                 table[key] = (lat, lon)
-                starts = reader.line_num + 1
     except UnicodeDecodeError:
         raise DataError(f"{csv_path}: not a UTF-8 text CSV") from None
     except csv.Error as exc:  # e.g. a stray quote whose field runs past the csv module's field limit
