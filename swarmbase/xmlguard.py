@@ -27,6 +27,8 @@ import codecs
 from typing import Any
 from xml.parsers import expat
 
+from swarmbase.tomlcheck import shown
+
 
 class _RootReached(Exception):
     """The prolog is over: no document type declaration can follow."""
@@ -77,14 +79,10 @@ def refuse_doctype(data: bytes | str, source: str, error: type[Exception]) -> No
     except LookupError as exc:  # "unknown encoding: NAME"
         name = str(exc).partition(": ")[2] or str(exc)
         raise error(f"{source}:1: the XML declaration names an encoding Python does not know "
-                    f"({_clipped(name)})") from None
+                    f"({shown(name)})") from None
     except ValueError:  # "multi-byte encodings are not supported": expat reads UTF-8, UTF-16 and 8-bit ones
         raise error(f"{source}:1: the XML declaration names a multi-byte encoding the XML parser cannot read "
-                    f"({_clipped(declared[0] if declared else '?')}); save the file as UTF-8") from None
-
-
-def _clipped(name: str) -> str:
-    return f"{name[:40]!r}{'...' if len(name) > 40 else ''}"
+                    f"({shown(declared[0] if declared else '?')}); save the file as UTF-8") from None
 
 
 __all__ = ["refuse_doctype"]

@@ -568,6 +568,9 @@ def test_omm_xml_declaring_an_unknown_encoding_is_one_line(tmp_path: Path, encod
         read_omm(path)
     msg = str(info.value)
     assert msg.startswith(f"{path}:1: the XML declaration names an encoding Python does not know") and len(msg) < 300, msg
+    from swarmbase.tomlcheck import shown
+
+    assert msg.endswith(f"({shown(encoding)})"), msg  # quoted as every other message quotes a value
 
 
 def test_omm_xml_declaring_a_multi_byte_encoding_is_one_line(tmp_path: Path) -> None:
