@@ -40,7 +40,7 @@ from sgp4.api import Satrec
 from swarmbase.tomlcheck import shown
 
 from .constants import EARTH_RADIUS_KM, MU_KM3_S2, SGP4_GRAVITY, SGP4_MAX_SATNUM
-from .errors import OrbitError
+from .errors import OrbitError, check_elements
 from .timeutil import parse_utc, sgp4_epoch_days
 
 log = logging.getLogger(__name__)
@@ -161,8 +161,7 @@ def circular_satrec(satnum: int, epoch: _dt.datetime, altitude_km: float,
         mean_motion_rad_min(altitude_km),
         math.radians(raan_deg % 360.0),
     )
-    if sat.error:
-        raise OrbitError(f"satellite {satnum}: sgp4init failed with error code {sat.error}")
+    check_elements(sat, f"satellite {satnum}")
     return sat
 
 

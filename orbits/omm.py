@@ -51,7 +51,7 @@ from swarmbase.xmlguard import refuse_doctype
 
 from .constants import SGP4_MAX_SATNUM
 from .constellation import Constellation, SatelliteNames
-from .errors import OrbitError, sgp4_reason
+from .errors import OrbitError, check_elements
 from .timeutil import ccsds_datetime, satrec_epoch
 
 #: Files larger than this are refused before they are read.
@@ -200,9 +200,7 @@ def omm_satrec(rec: dict[str, Any], where: str = "OMM record") -> tuple[Satrec, 
         _omm.initialize(sat, fields)
     except (KeyError, ValueError, TypeError) as exc:
         raise OrbitError(f"{where}: sgp4 rejected the record ({exc})") from None
-    if sat.error:
-        raise OrbitError(f"{where}: SGP4 rejected the elements (error {sat.error}: "
-                         f"{sgp4_reason(sat.error)})")
+    check_elements(sat, where)
     if not _COSPAR_ID.match(fields["OBJECT_ID"]):  # sgp4 keeps OBJECT_ID[2:] whatever it is ('UNKNOWN' -> 'KNOWN')
         sat.intldesg = ""  # a TLE export leaves the designator blank, an OMM export writes UNKNOWN
     name = fields.get("OBJECT_NAME")

@@ -31,7 +31,7 @@ from swarmbase.fileio import atomic_write_bytes
 from swarmbase.tomlcheck import check_name_length, read_text_file, shown
 
 from .constellation import Constellation, SatelliteNames
-from .errors import OrbitError, sgp4_reason
+from .errors import OrbitError, check_elements
 from .timeutil import satrec_epoch
 
 
@@ -168,9 +168,7 @@ def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
             sat = Satrec.twoline2rv(line, line2)
         except (ValueError, IndexError) as exc:
             raise OrbitError(f"{source}:{lineno}: malformed TLE fields ({exc})") from None
-        if sat.error:
-            raise OrbitError(f"{source}:{lineno}: SGP4 rejected the elements (error {sat.error}: "
-                             f"{sgp4_reason(sat.error)})")
+        check_elements(sat, f"{source}:{lineno}")
         number = int(sat.satnum)  # the catalog number, Alpha-5 decoded (A0000 is 100000)
         names.append(book.claim(name, number, f"{source}:{lineno}: satellite {name or f'SAT-{number}'} "
                                 f"({line[2:7].strip()}) appears twice",

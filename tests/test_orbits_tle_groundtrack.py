@@ -338,6 +338,18 @@ def test_elements_sgp4_refuses_are_named_with_sgp4s_reason(column, text, error):
         parse_omm_text(json.dumps([rec]), "json", "gp.json")
 
 
+def test_a_circular_orbit_sgp4_refuses_is_named_with_sgp4s_reason():
+    """circular_satrec (a Walker shell's satellites) said 'sgp4init failed with error code 6'; it
+    reports elements SGP4 refuses as the TLE and OMM readers do (orbits.errors.check_elements)."""
+    from orbits import parse_utc
+    from orbits.constellation import circular_satrec
+
+    with pytest.raises(OrbitError) as exc:
+        circular_satrec(7, parse_utc("2025-01-01T00:00:00Z"), -100.0, 53.0, 0.0, 0.0)  # inside the Earth
+    assert str(exc.value) == ("satellite 7: SGP4 rejected the elements (error 6: mrt is less than 1.0 which "
+                              "indicates the satellite has decayed)")
+
+
 def test_a_satellite_has_one_name_in_tle_and_omm():
     """An unnamed satellite was SAT-00001 from a TLE file but SAT-1 from OMM (and a shared name got
     -00002 or -2), so one satellite became two nodes; ' 1234' and '01234', one catalog number, were
