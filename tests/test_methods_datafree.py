@@ -106,6 +106,22 @@ def test_options_are_validated():
     assert get_method("co-boosting", weight_decay_rate=1).options["weight_decay_rate"] == 1.0
 
 
+def test_epsilon_above_one_is_refused_as_the_radius_it_would_be():
+    """An L-inf radius above 1 moves every pixel of a distillation batch to 0 or 1: epsilon = 8 (the
+    published odseta 8, in units of 1/255) was accepted and Co-Boosting distilled on binary images."""
+    from fol.methods.dense import WeightedEnsemble as FrozenEnsemble, _perturb
+
+    ensemble = FrozenEnsemble([build_model(ModelSpec("cnn-small", 2, 3, 8), seed=0)])
+    x = torch.rand(2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    assert _perturb(x, ensemble, None, "ods", 8.0, torch.Generator().manual_seed(0)).unique().numel() == 2
+    small = _perturb(x, ensemble, None, "ods", 8 / 255, torch.Generator().manual_seed(0))
+    assert float((small - x).abs().max()) <= 8 / 255 + 1e-6 and small.unique().numel() > 2
+    with pytest.raises(ConfigError, match=r"^methods\.co-boosting\.epsilon must be at most 1 \(.*got 8\.0$"):
+        get_method("co-boosting", epsilon=8)
+    assert get_method("co-boosting", epsilon=1).options["epsilon"] == 1.0
+    assert get_method("co-boosting").options["epsilon"] == pytest.approx(8 / 255)
+
+
 @pytest.mark.parametrize(("field", "value", "match"), [
     # each ran silently (a negative temperature or epsilon, an unknown perturb read as "disagreement",
     # a decay factor above 1) or ended in torch's own ValueError (a negative lr_g) from the Python API
@@ -113,6 +129,9 @@ def test_options_are_validated():
     ("lr_g", -1e-3, r"^DataFreeConfig\.lr_g must be a positive number, got -0\.001$"),
     ("lr_g", 0.0, r"^DataFreeConfig\.lr_g must be a positive number"),
     ("epsilon", -1.0, r"^DataFreeConfig\.epsilon must be a positive number"),
+    # the published code's odseta 8 means 8/255; epsilon = 8 ran, every distillation batch binarized
+    ("epsilon", 8.0, r"^DataFreeConfig\.epsilon must be at most 1 \(the L-inf radius of the hard-sample step on "
+                     r"images of values in \[0, 1\]; the published odseta 8 means 8/255 = 0\.0314\), got 8\.0$"),
     ("perturb", "fgsm", r"^DataFreeConfig\.perturb must be 'none', 'ods' or 'disagreement', got 'fgsm'$"),
     ("weight_decay_rate", 5.0, r"^DataFreeConfig\.weight_decay_rate must be at most 1, got 5\.0$"),
     ("weight_decay_rate", -0.5, r"^DataFreeConfig\.weight_decay_rate must be a non-negative number"),

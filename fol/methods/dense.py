@@ -258,6 +258,10 @@ def checked_data_free_options(values: dict, *, method: str = "", owner: str | No
     for name in ("lr_g", "kd_lr", "temperature", "adv_temperature", "epsilon"):
         if name in values:
             values[name] = check_positive(method, name, values[name], factor=name in factors, owner=owner)
+    if values.get("epsilon", 0.0) > 1.0:  # a radius past 1 moves every pixel to 0 or 1: the batch becomes binary
+        raise ConfigError(f"{where}.epsilon must be at most 1 (the L-inf radius of the hard-sample step on images of "
+                          f"values in [0, 1]; the published odseta 8 means 8/255 = {8 / 255:.4f}), "
+                          f"got {shown(values['epsilon'])}")
     for name in ("temperature", "adv_temperature"):  # the float32 loss T^2 * KL, as FOL's fol.temperature
         if name in values:  # 1e30 passed --check, then ended the run with a "non-finite loss" blamed on kd_lr
             check_temperature(f"{where}.{name}", values[name])
