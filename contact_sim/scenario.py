@@ -527,6 +527,15 @@ def load_plan_file(scenario: ContactScenario) -> ContactPlan:
         raise ContactError("scenario has no [contacts] plan_file")
     plan = read_plan(scenario.plan_file, round_boundaries(scenario), scenario.link.acquisition_s,
                      scenario.time.start)
+    if plan.start is not None:  # every window's UTC stamps are the plan's start plus its times
+        if scenario.time.start is None:  # the start is the plan file's: the horizon from it checked here
+            _check_span_end(plan.start, scenario.time.duration_s, f"the start of contacts.plan_file "
+                            f"({scenario.plan_file})", "; shorten time.duration_s")
+        last_s = float(plan.windows.t_end_s.max()) if len(plan.windows.t_end_s) else 0.0
+        if (_LAST_UTC - plan.start).total_seconds() < last_s:
+            raise ContactError(f"{scenario.plan_file}: a window ends {last_s:g} s after the plan's start "
+                               f"{plan.start:%Y-%m-%dT%H:%M:%SZ}, after {_LAST_UTC:%Y-%m-%dT%H:%M:%SZ}, the last "
+                               "time an ISO-8601 UTC stamp names")
     late = int(np.count_nonzero(plan.windows.t_start_s >= scenario.time.duration_s))
     if late:  # a plan of a longer horizon, or of Unix times read as relative ones
         log.warning("%s: %d of %d windows start after time.duration_s = %g s and are not used",

@@ -364,6 +364,32 @@ def test_a_horizon_past_9999_from_the_constellation_epoch_names_where_its_start_
                               "stamp names")
 
 
+@pytest.mark.parametrize("header, time, message", [
+    ("# start 9999-12-31T23:59:00Z\n", "duration_s = 3600.0", "s.toml: time.duration_s: 3600 s from the start of "
+     "contacts.plan_file ({plan}) 9999-12-31T23:59:00Z end after 9999-12-31T23:59:59Z, the last time an ISO-8601 "
+     "UTC stamp names; shorten time.duration_s"),
+    ("", 'start = "9999-12-31T23:50:00Z"\nduration_s = 60.0', "s.toml: {plan}: a window ends 3000 s after the "
+     "plan's start 9999-12-31T23:50:00Z, after 9999-12-31T23:59:59Z, the last time an ISO-8601 UTC stamp names"),
+], ids=["horizon-from-the-plans-start", "window-past-9999"])
+def test_an_imported_plan_reaching_past_9999_is_refused_by_the_check(tmp_path, capsys, header, time, message):
+    """An ION plan whose '# start' line gave t = 0 near the calendar's end, or whose windows end after
+    it, passed `fol contacts --check`; writing contacts.csv then stopped with an OverflowError traceback."""
+    plan = tmp_path / "p.ion"
+    plan.write_text(header + "a contact +0 +3000 1 2 1000\na contact +0 +3000 2 1 1000\n")
+    p = _write(tmp_path, f'[contacts]\nplan_file = "p.ion"\n[time]\n{time}\n')
+    parser = argparse.ArgumentParser()
+    add_contacts_parser(parser.add_subparsers())
+    for extra in (["--check"], ["--no-plot", "--out", str(tmp_path / "out")]):
+        assert run_contacts(parser.parse_args(["contacts", str(p), *extra])) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.endswith(f" contacts: error: {tmp_path}/" + message.format(plan=plan) + "\n"), err
+    assert not (tmp_path / "out").exists()
+    plan.write_text(header + "a contact +0 +50 1 2 1000\na contact +0 +50 2 1 1000\n")  # within the calendar
+    p.write_text(p.read_text().replace("duration_s = 3600.0", "duration_s = 59.0"))
+    assert run_contacts(parser.parse_args(["contacts", str(p), "--no-plot", "--out", str(tmp_path / "out")])) == 0
+    assert "9999-12-31T23:5" in (tmp_path / "out" / "contacts.csv").read_text()
+
+
 def test_a_waypoint_far_outside_the_local_frame_is_refused(tmp_path):
     csv = tmp_path / "wp.csv"
     csv.write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\na,10,1e200,0,0.1\n")
