@@ -25,7 +25,8 @@ as a ``CheckpointError`` too. In order:
 
 1. size over ``max_bytes`` (checked with ``os.stat`` before the file is read);
 2. the safetensors header: length at most :data:`MAX_HEADER_BYTES`, JSON at most
-   3 levels deep with no key given twice, at most :data:`MAX_TENSORS` tensors;
+   3 levels deep with no key given twice, at most :data:`MAX_TENSORS` tensors,
+   each of dtype float32 / float16 / bfloat16 / int64;
 3. the card: present, at most :data:`MAX_CARD_BYTES` characters, JSON at most
    :data:`MAX_CARD_DEPTH` levels deep with at most :data:`MAX_CARD_ITEMS`
    values and no key given twice, of this format and version, fields valid and consistent (class
@@ -38,7 +39,7 @@ as a ``CheckpointError`` too. In order:
    loading a file peaks near its size, ``benchmarks/load_memory.py``) whose :func:`model_digest`
    (sha256 over the card *and* the tensors) equals the card's ``sha256``, so
    a changed class name, producer or round is detected like a changed weight;
-6. dtypes limited to float32 / float16 / bfloat16 / int64, finite values (no NaN, +-Inf);
+6. finite values (no NaN, +-Inf);
 7. the module tree of the spec, built on the ``meta`` device (no memory)
    under a budget: building stops as soon as the tree needs more than the
    file's tensor count plus 16 (layers a builder replaces while building);

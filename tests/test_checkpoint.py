@@ -828,6 +828,18 @@ def test_huge_architecture_in_a_tiny_file_is_rejected_before_building(options: d
     assert seconds < 0.05 and peak_mb < 50, (seconds, peak_mb)
 
 
+def test_a_tensor_dtype_is_refused_with_the_header_before_the_card_is_read() -> None:
+    """docs/security.md's step 2: a dtype the format does not take is refused with the
+    header, before the card (step 3) and its architecture bounds (step 4) are looked at."""
+    spec = {"arch": "resnet-small", "num_classes": 2, "in_channels": 3, "input_size": 32,
+            "options": {"blocks": 10_000}}
+    data = _hostile_file(spec, tensors={"w": torch.zeros(1, dtype=torch.float64)})
+    error = _assert_rejected(lambda: load_model_bytes(data, source="peer"), "peer", "tensor 'w' has dtype float64")
+    assert "blocks" not in str(error)
+    no_card = st_save({"w": torch.zeros(1, dtype=torch.int32)})  # no card at all: the dtype still comes first
+    _assert_rejected(lambda: load_model_bytes(no_card, source="peer"), "peer", "tensor 'w' has dtype int32")
+
+
 def test_architecture_within_bounds_is_checked_against_the_file_while_building() -> None:
     """The largest spec the bounds allow (16 stages of 16 residual blocks) with one
     tensor in the file: the build stops after a few layers, not 256 blocks."""
