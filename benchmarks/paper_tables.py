@@ -55,13 +55,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
-from _common import fail, key_values, machine_line, per_core, positive_float  # noqa: E402
+from _common import fail, int_in, key_values, machine_line, per_core, positive_float  # noqa: E402
 
 from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import atomic_write_text, check_output_dir  # noqa: E402
 from fol.executors import make_executor  # noqa: E402
 from fol.reproduce import (METHOD_GROUPS, SYNTHETIC_POOL_ALL, ProtocolConfig, ProtocolResult,  # noqa: E402
                            check_fresh_output, compare_results, mean_pm, merge_results, run_protocol)
+from fol.simulation.scenario import MAX_SEEDS  # noqa: E402
 
 
 def _cpu_seconds() -> float:
@@ -220,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
                     "are published): the split folders to pool, e.g. train valid test (the protocol partitions "
                     "the pool itself)")
     ap.add_argument("--psi", nargs="+", type=positive_float("a Dirichlet concentration psi"), help="Dirichlet concentrations (default 0.7 0.5 0.3 0.1)")
-    ap.add_argument("--seeds", type=int, help="number of training seeds (default 3)")
+    ap.add_argument("--seeds", type=int_in(1, MAX_SEEDS, "one full run each; the cap of a scenario's seeds"),
+                    help=f"number of training seeds (default 3, at most {MAX_SEEDS:,})")
     ap.add_argument("--first-seed", type=int, help="run seeds FIRST .. FIRST + seeds - 1 (default 0)")
     ap.add_argument("--nodes", type=int, help="swarm size (default 24)")
     ap.add_argument("--pool", type=int, help="images partitioned over the swarm (default 7200; 0 = all of the data, "

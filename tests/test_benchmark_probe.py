@@ -73,17 +73,24 @@ def test_cpu_counts_children_never_waited_for_and_not_what_came_before(benchmark
     ("fol_accuracy", ["--nodes", "1"], "expected an integer >= 2, got 1"),
     ("fol_accuracy", ["--per-node", "5"], "expected an integer >= 20 (the fewest a 70/15/15 split takes), got 5"),
     ("fol_accuracy", ["--q", "0"], "expected an integer >= 1, got 0"),
-    ("fol_accuracy", ["--psi", "nan"], "expected a Dirichlet concentration > 0, got nan")])
+    ("fol_accuracy", ["--psi", "nan"], "expected a Dirichlet concentration > 0, got nan"),
+    ("paper_tables", ["--seeds", "1001", "--quick"], "expected an integer in 1..1000 (one full run each"),
+    ("paper_tables", ["--seeds", "1000000000", "--quick"], "expected an integer in 1..1000 (one full run each"),
+    ("paper_tables", ["--seeds", "0", "--quick"], "expected an integer in 1..1000 (one full run each")])
 def test_benchmark_settings_out_of_range_stop_before_any_work(name, argv, words, benchmark_script, monkeypatch,
                                                               capsys) -> None:
     """--threads 0 was a traceback in three scripts; select_pretrain took --seeds 0 and a negative rate,
     and stopped on an unknown --tasks name only when it came to it, after training every task before;
     fol_accuracy checked nothing (--seeds 0 trained nothing and then failed on an empty mean, --q 0 was a
-    traceback from FOLConfig). Every refusal is argparse's one line naming the option and its range."""
+    traceback from FOLConfig); paper_tables built ``tuple(range(N))`` of any --seeds N before any check
+    (10**8: 4.4 GB and 23 s; 10**9: a MemoryError traceback). Every refusal is argparse's one line naming
+    the option and its range."""
     script = benchmark_script(name)
     monkeypatch.setattr(sys, "argv", [f"{name}.py", *argv])
     if name in ("select_pretrain", "fol_accuracy"):
         monkeypatch.setattr(script, "make_synthetic", lambda *a, **k: pytest.fail("data drawn before the check"))
+    if name == "paper_tables":
+        monkeypatch.setattr(script, "run_protocol", lambda *a, **k: pytest.fail("run before the check"))
     with pytest.raises(SystemExit) as stop:
         script.main() if name == "compare_methods" else script.main(argv)
     err = capsys.readouterr().err
@@ -153,3 +160,22 @@ def test_select_pretrain_says_its_standard_error_pools_tasks_seeds_and_nodes(ben
                         "--lrs", "0.01", "--patiences", "1"]) == 0
     out = capsys.readouterr().out
     assert "(mean ± s.e. over 12 node runs: 2 tasks x 3 seeds x 2 nodes)" in out and "over nodes" not in out
+
+
+def test_paper_tables_takes_as_many_seeds_as_a_scenario(benchmark_script, monkeypatch, tmp_path, capsys) -> None:
+    """The cap of paper_tables' ``--seeds`` is the scenario's ``MAX_SEEDS``: that many is still a run of that many."""
+    from fol.errors import ConfigError
+    from fol.simulation.scenario import MAX_SEEDS
+
+    script = benchmark_script("paper_tables")
+    planned = []
+
+    def run_protocol(cfg, **kwargs):
+        planned.append(cfg.seeds)
+        raise ConfigError("stopped by the test")
+
+    monkeypatch.setattr(script, "run_protocol", run_protocol)
+    monkeypatch.setattr(sys, "argv", ["paper_tables.py"])
+    argv = ["--quick", "--seeds", str(MAX_SEEDS), "--first-seed", "2", "--executor", "local", "--out", str(tmp_path)]
+    assert script.main(argv) == 2 and "stopped by the test" in capsys.readouterr().err
+    assert planned == [tuple(range(2, 2 + MAX_SEEDS))]
