@@ -17,7 +17,7 @@ Four file kinds, told apart by their name's ending: two planned missions,
   (index, current, frame, command, p1..p4, lat, lon, alt, autocontinue); the
   first item is the home position;
 
-and two recorded tracks, replayed at their own UTC times:
+and three recorded tracks, replayed at their own UTC times:
 
 - ``.gpx``: a GPX 1.1 or 1.0 track (``trk/trkseg/trkpt`` with ``lat``, ``lon``,
   ``ele`` in m above mean sea level and ``time``, every point with both), as
@@ -32,7 +32,18 @@ and two recorded tracks, replayed at their own UTC times:
   (``received_at``, Unix seconds), a fix logged with several exchanges once,
   lines without a fix skipped, and a last line cut off while being written (no
   newline, not JSON) skipped with a warning. The drone is named after the file's folder (the
-  agent's state folder; the log holds no node name).
+  agent's state folder; the log holds no node name);
+- ``.tlog``: a MAVLink telemetry log as MAVProxy, QGroundControl and Mission Planner save it,
+  each MAVLink 1 or 2 packet preceded by the 8-byte big-endian time (microseconds since 1970,
+  UTC) the ground station received it at. Each ``GLOBAL_POSITION_INT`` (latitude and longitude
+  in 1e-7 degrees, altitude in mm above mean sea level) is a point at that time, decoded and
+  its checksum checked by pymavlink (extra ``mavlink``, imported when such a file is read);
+  those at latitude and longitude both 0 (what ArduPilot sends before its first position
+  estimate) are skipped. The packets are framed here (the 8-byte time, then the length the
+  packet's header gives) and only the position messages decoded; a last packet cut off by
+  the end of the file (the ground station stopped while writing it) is skipped with a
+  warning. Position messages of more than one vehicle (system and component id) are
+  refused: one drone per file. The drone is named after the file's stem.
 
 A track's t = 0 is the scenario's ``[time] start`` when given (points before it
 are dropped, the drone starting where the track is at that instant), else the
@@ -112,6 +123,7 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import math
+import struct
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 from xml.parsers import expat
@@ -152,11 +164,11 @@ MAX_CORRIDOR_WAYPOINTS = 100_000
 QT_EARTH_RADIUS_M = 6_371_007.2
 _ANGLE = "degrees (the transects' compass bearing)"
 #: Name endings of planned missions and of recorded tracks.
-MISSION_SUFFIXES, TRACK_SUFFIXES = (".plan", ".waypoints"), (".gpx", ".jsonl")
+MISSION_SUFFIXES, TRACK_SUFFIXES = (".plan", ".waypoints"), (".gpx", ".jsonl", ".tlog")
 #: The namespaces of GPX 1.1 and 1.0 (and none, as some converters write).
 GPX_NAMESPACES = ("http://www.topografix.com/GPX/1/1", "http://www.topografix.com/GPX/1/0", "")
-_KINDS = ("expected a QGroundControl .plan, a QGC WPL 110 .waypoints, a GPX track (.gpx) or a drone agent's "
-          "positions.jsonl")
+_KINDS = ("expected a QGroundControl .plan, a QGC WPL 110 .waypoints, a GPX track (.gpx), a drone agent's "
+          "positions.jsonl or a MAVLink telemetry log (.tlog)")
 
 NAV_WAYPOINT, NAV_LOITER_TIME, NAV_RETURN_TO_LAUNCH, NAV_LAND, NAV_TAKEOFF = 16, 19, 20, 21, 22
 DO_JUMP, DO_CHANGE_SPEED, DO_SET_HOME = 177, 178, 179
@@ -944,13 +956,98 @@ def _position_log_points(path: Path) -> list[TrackPoint]:
     return points
 
 
+#: A .tlog record's time: 8 bytes, big-endian, microseconds since 1970-01-01 UTC (MAVProxy puts the link's
+#: number in the lowest two bits, a few microseconds at most).
+_TLOG_TIME = struct.Struct(">Q")
+#: MAVLink packet start markers: version 1 (header 6 bytes) and version 2 (header 10 bytes; a signed
+#: packet, incompatibility flag 1, ends in a 13-byte signature).
+_MAVLINK1, _MAVLINK2 = 0xFE, 0xFD
+#: MAVLink message id of GLOBAL_POSITION_INT.
+_GLOBAL_POSITION_INT = 33
+_UNIX_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_NEEDS_PYMAVLINK = "reading a MAVLink telemetry log needs pymavlink: pip install 'fol-swarm[mavlink]'"
+
+
+def _tlog_points(path: Path) -> list[TrackPoint]:
+    """The ``GLOBAL_POSITION_INT`` positions of a MAVLink telemetry log at the times the ground station
+    logged them; each message named ``message N (byte B)``, N counting every packet of the log from 0."""
+    path = check_input_file(path, ContactError, "MAVLink telemetry log", MAX_MISSION_BYTES)
+    try:
+        from pymavlink.dialects.v20 import common as mavlink  # MAVLink 2's parser decodes version 1 packets too
+    except ImportError:
+        raise ContactError(f"{path}: {_NEEDS_PYMAVLINK}") from None
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_MISSION_BYTES + 1)  # bounded: the file may have grown since it was checked
+    except OSError as exc:
+        raise ContactError(f"{path}: cannot read the MAVLink telemetry log ({exc.strerror})") from None
+    if len(data) > MAX_MISSION_BYTES:
+        raise ContactError(f"{path}: over {MAX_MISSION_BYTES} bytes; a MAVLink telemetry log may have at most "
+                           f"{MAX_MISSION_BYTES}")
+    parser = mavlink.MAVLink(None)
+    points: list[TrackPoint] = []
+    source: tuple[int, int, str] | None = None
+    pos = index = 0
+    while pos < len(data):
+        where = f"message {index} (byte {pos})"
+        if len(data) < pos + 9:
+            size = None
+        else:
+            magic = data[pos + 8]
+            if magic == _MAVLINK1:
+                size = 6 + data[pos + 9] + 2 if len(data) >= pos + 10 else None
+            elif magic == _MAVLINK2:
+                size = 10 + data[pos + 9] + 2 + (13 if data[pos + 10] & 1 else 0) if len(data) >= pos + 11 else None
+            else:
+                raise ContactError(f"{path}: {where}: expected a MAVLink packet (0xFE or 0xFD) after the record's "
+                                   f"8-byte time, got 0x{magic:02X}; not a MAVLink telemetry log (.tlog)")
+        if size is None or pos + 8 + size > len(data):
+            log.warning("%s: %s: skipping the last message, cut off by the end of the file (%d bytes)", path,
+                        where, len(data) - pos)
+            break
+        packet = data[pos + 8:pos + 8 + size]
+        msgid = packet[5] if packet[0] == _MAVLINK1 else int.from_bytes(packet[7:10], "little")
+        stamp_us = _TLOG_TIME.unpack_from(data, pos)[0]
+        pos += 8 + size
+        index += 1
+        if msgid != _GLOBAL_POSITION_INT:
+            continue
+        try:
+            msg = parser.decode(bytearray(packet))
+        except Exception as exc:  # noqa: BLE001 - pymavlink raises MAVError, struct.error and others for a bad packet
+            raise ContactError(f"{path}: {where}: GLOBAL_POSITION_INT that pymavlink cannot decode "
+                               f"({shown(str(exc))})") from None
+        if msg.lat == 0 and msg.lon == 0:  # ArduPilot's before its first position estimate
+            continue
+        sender = (msg.get_srcSystem(), msg.get_srcComponent())
+        if source is None:
+            source = (*sender, where)
+        elif sender != source[:2]:
+            raise ContactError(f"{path}: {where}: GLOBAL_POSITION_INT of system {sender[0]} component {sender[1]}, "
+                               f"after those of system {source[0]} component {source[1]} ({source[2]}); one "
+                               "vehicle a file (split the log, e.g. mavlogdump.py --source-system N -o FILE)")
+        try:
+            when = _UNIX_EPOCH + _dt.timedelta(microseconds=stamp_us)
+        except OverflowError:
+            raise ContactError(f"{path}: {where}: time {stamp_us} microseconds since 1970 is past the year "
+                               "9999") from None
+        lat, lon, alt = msg.lat / 1e7, msg.lon / 1e7, msg.alt / 1000.0
+        _check_position(path, where, lat, lon, alt)
+        points.append((when, lat, lon, alt, where))
+    if not points:
+        raise ContactError(f"{path}: no GLOBAL_POSITION_INT with a position among its {index} MAVLink messages; "
+                           "a recorded track needs the vehicle's positions")
+    return points
+
+
 def read_track(path: str | Path) -> list[TrackPoint]:
-    """The points of one recorded track (``.gpx`` or a ``positions.jsonl``) in time order, times increasing."""
+    """The points of one recorded track (``.gpx``, a ``positions.jsonl`` or a ``.tlog``) in time order,
+    times increasing."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in TRACK_SUFFIXES:
         raise ContactError(f"{path}: {_KINDS}")
-    points = _gpx_points(path) if suffix == ".gpx" else _position_log_points(path)
+    points = {".gpx": _gpx_points, ".jsonl": _position_log_points, ".tlog": _tlog_points}[suffix](path)
     for prev, cur in zip(points, points[1:]):
         if not cur[0] > prev[0]:
             raise ContactError(f"{path}: {cur[4]}: time {cur[0].isoformat()} is not after the previous point's "
