@@ -77,6 +77,30 @@ def test_drone_tracks_replays_the_agents_own_positions_log() -> None:
     assert (points[-1][0] - points[0][0]).total_seconds() == 230.0
     assert min(p[3] for p in points) == 489.0 and max(p[3] for p in points) == 529.0
 
+def test_drone_telemetry_replays_a_ground_stations_tlog() -> None:
+    """``drone_telemetry.toml`` flies a drone from a shipped MAVLink telemetry log: named after its stem,
+    its positions before the autopilot had one (latitude and longitude 0) skipped, it crosses
+    ``track_alpha``'s path and the two meet."""
+    import datetime as dt
+
+    from contact_sim.missions import read_track
+    from contact_sim.scenario import compute_contacts
+
+    path = ROOT / "examples" / "drone_telemetry.toml"
+    names, _ = check_contact_scenario(load_contact_scenario(path))
+    assert names == ["track_alpha", "track_delta"]
+    points = read_track(ROOT / "examples" / "track_delta.tlog")
+    assert len(points) == 101 and points[0][4] == "message 7 (byte 260)"  # 104 positions, the first 3 at 0, 0
+    assert points[0][0] == dt.datetime(2025, 6, 1, 10, 0, 46, tzinfo=dt.timezone.utc)
+    assert (points[-1][0] - points[0][0]).total_seconds() == 200.0
+    assert (points[0][2], points[-1][2]) == (8.54, 8.55) and max(p[3] for p in points) == 520.0
+    plan = compute_contacts(load_contact_scenario(path))
+    assert plan.start == dt.datetime(2025, 6, 1, 10, 0, 0, tzinfo=dt.timezone.utc)  # track_alpha's first time
+    assert [(plan.node_names[w.a], plan.node_names[w.b]) for w in plan.windows] == [("track_alpha", "track_delta")]
+    # track_delta passes under alpha's track (lon 8.545) at 10:02:16, alpha then 256 m north: in range
+    assert plan.windows[0].t_start_s < 136.0 < plan.windows[0].t_end_s
+
+
 def test_the_waypoint_variant_of_drone_contacts_passes_the_check() -> None:
     """``drone_contacts.toml`` offers, in a comment, to fly ``drone_waypoints.csv``
     instead of random waypoints: that variant, made as the comment says, is valid
