@@ -29,13 +29,18 @@ def _us(t: float) -> int:
     return ((T0 - missions._UNIX_EPOCH) // _dt.timedelta(microseconds=1) + round(t * 1e6)) & ~3
 
 
-def _packets(points, version: int = 2, system: int = 1, component: int = 1) -> list[tuple[int, bytes]]:
-    """(time us, packet) of a heartbeat just before each GLOBAL_POSITION_INT of ``points``, encoded by pymavlink."""
+def _packets(points, version: int = 2, system: int = 1, component: int = 1,
+             signed: bool = False) -> list[tuple[int, bytes]]:
+    """(time us, packet) of a heartbeat just before each GLOBAL_POSITION_INT of ``points``, encoded by pymavlink
+    (``signed``: MAVLink 2 packets ending in a 13-byte signature)."""
     if version == 2:
         from pymavlink.dialects.v20 import common as mav
     else:
         from pymavlink.dialects.v10 import common as mav
     link = mav.MAVLink(None, srcSystem=system, srcComponent=component)
+    if signed:
+        link.signing.secret_key, link.signing.link_id, link.signing.timestamp = bytes(range(32)), 0, 1
+        link.signing.sign_outgoing = True
     out = []
     for t, lat, lon, alt in points:
         out.append((_us(t) - 4000, link.heartbeat_encode(2, 3, 0, 0, 4).pack(link)))
@@ -83,6 +88,12 @@ def test_a_tlog_replays_as_the_gpx_track_of_the_same_points(tmp_path: Path, vers
     assert [p[4] for p in pts] == ["message 1 (byte 25)" if version == 1 else "message 1 (byte 29)",
                                    *(p[4] for p in pts[1:])] and len(pts) == 4
     assert [p[1:4] for p in pts] == [(lat, lon, alt) for _, lat, lon, alt in PATH]
+
+
+def test_signed_packets_are_framed_past_their_signature(tmp_path: Path) -> None:
+    plain = read_track(_tlog(tmp_path / "plain.tlog", _packets(PATH)))
+    signed = read_track(_tlog(tmp_path / "signed.tlog", _packets(PATH, signed=True)))
+    assert [p[:4] for p in signed] == [p[:4] for p in plain] and signed[1][4] == "message 3 (byte 145)"
 
 
 def test_tlogs_in_one_scenario_give_the_contact_window_of_their_gpx_tracks(tmp_path: Path) -> None:
