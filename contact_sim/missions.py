@@ -1,7 +1,7 @@
 """Drone missions as planned in QGroundControl or Mission Planner, and recorded flights, turned
 into timed waypoints.
 
-Four file kinds, told apart by their name's ending: two planned missions,
+Five file kinds, told apart by their name's ending: two planned missions,
 
 - ``.plan``: QGroundControl's JSON (``"fileType": "Plan"``; ``mission.items`` of
   ``SimpleItem`` entries, ``command``, ``frame`` and ``params`` [p1, p2, p3, p4,
@@ -40,7 +40,8 @@ and three recorded tracks, replayed at their own UTC times:
   its checksum checked by pymavlink (extra ``mavlink``, imported when such a file is read);
   those at latitude and longitude both 0 (what ArduPilot sends before its first position
   estimate) are skipped. The packets are framed here (the 8-byte time, then the length the
-  packet's header gives) and only the position messages decoded; a last packet cut off by
+  packet's header gives, past a signed packet's signature, which is not verified) and only the
+  position messages decoded; a last packet cut off by
   the end of the file (the ground station stopped while writing it) is skipped with a
   warning. Position messages of more than one vehicle (system and component id) are
   refused: one drone per file. The drone is named after the file's stem.
@@ -765,7 +766,7 @@ def _check_local(path: Path, xyz: np.ndarray, wheres: Sequence[str], origin: tup
 
 
 def _drone_name(path: Path) -> str:
-    """A mission or GPX file names its drone by its stem, a positions.jsonl by its folder."""
+    """A mission, GPX or .tlog file names its drone by its stem, a positions.jsonl by its folder."""
     name = path.parent.name if path.suffix.lower() == ".jsonl" else path.stem
     if not header_name_ok(name):
         after = "folder" if path.suffix.lower() == ".jsonl" else "file"
