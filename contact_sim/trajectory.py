@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from orbits import Constellation, OrbitError, ground_points_itrs, itrs_to_teme, julian_date, parse_utc
+from orbits.constants import EARTH_ROTATION_RAD_S
 from orbits.propagation import propagate_offsets
 
 from .errors import ContactError
@@ -28,8 +29,6 @@ log = logging.getLogger(__name__)
 
 #: Node kinds.
 MOVING, STATION = 0, 1
-#: Earth rotation rate (rad/s) used for ground-station velocities in TEME.
-EARTH_ROTATION_RAD_S = 7.2921158553e-5
 #: Elements farther than this from the horizon (days) get a warning: SGP4 mean elements drift by
 #: kilometres a day away from their epoch (drag, unmodelled manoeuvres).
 MAX_ELEMENT_AGE_DAYS = 30.0

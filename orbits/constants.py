@@ -23,3 +23,5 @@ SGP4_MAX_SATNUM: int = 339999
 SGP4_EPOCH_ORIGIN_JD: float = 2433281.5
 #: Seconds per day.
 DAY_S: float = 86400.0
+#: Earth rotation rate (rad/s) about the TEME z axis: ground stations' and ITRF ephemerides' ``omega x r``.
+EARTH_ROTATION_RAD_S: float = 7.2921158553e-5

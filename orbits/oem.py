@@ -58,6 +58,7 @@ import numpy as np
 
 from swarmbase.tomlcheck import check_name_length, read_text_file, shown
 
+from .constants import EARTH_ROTATION_RAD_S
 from .errors import OrbitError
 from .omm import _KVN_LINE
 from .timeutil import ccsds_datetime, parse_utc, skyfield_times, timescale
@@ -128,13 +129,18 @@ class OemSegment:
 
     def interpolate_km(self, t_s: np.ndarray) -> np.ndarray:
         """Positions (km, ``ref_frame``) at ``t_s`` (seconds after ``epoch0``, inside the useable span), ``(n, 3)``."""
+        return self.interpolate_states(t_s)[0]
+
+    def interpolate_states(self, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Positions (km) and velocities (km/s, the interpolating polynomial's derivative), ``ref_frame``,
+        at ``t_s`` (seconds after ``epoch0``, inside the useable span), each ``(n, 3)``."""
         from scipy.interpolate import KroghInterpolator
 
         t_s = np.asarray(t_s, dtype=float)
         n, k = self.epochs_s.size, self.points
         # the k points around each time: the window whose middle is nearest, kept inside the data
         first = np.clip(np.searchsorted(self.epochs_s, t_s, side="right") - (k + 1) // 2, 0, n - k)
-        out = np.empty(t_s.shape + (3,))
+        pos, vel = np.empty(t_s.shape + (3,)), np.empty(t_s.shape + (3,))
         for i in np.unique(first):
             sel = first == i
             x = self.epochs_s[i:i + k]
@@ -144,8 +150,8 @@ class OemSegment:
                 values = np.stack([self.pos_km[i:i + k], self.vel_km_s[i:i + k]], axis=1).reshape(2 * k, 3)
             else:
                 nodes, values = x - middle, self.pos_km[i:i + k]
-            out[sel] = KroghInterpolator(nodes, values)(t_s[sel] - middle)
-        return out
+            pos[sel], vel[sel] = KroghInterpolator(nodes, values).derivatives(t_s[sel] - middle, 2)
+        return pos, vel
 
 
 @dataclass
@@ -167,11 +173,20 @@ class Ephemeris:
         """TEME positions (km) of every object at ``start + offsets_s`` (seconds, UTC), shaped
         ``(n_objects, n_times, 3)`` as :func:`orbits.propagate_offsets` gives them. A time outside every
         useable span of an object raises :class:`OrbitError` naming the object and the spans it has."""
+        return self.states_teme_km(start, offsets_s)[0]
+
+    def states_teme_km(self, start: _dt.datetime | str, offsets_s) -> tuple[np.ndarray, np.ndarray]:
+        """TEME positions (km) and velocities (km/s) of every object at ``start + offsets_s``, each
+        ``(n_objects, n_times, 3)``, as :func:`orbits.propagate_offsets` returns them (which takes an
+        :class:`Ephemeris` too). Velocities are the interpolant's derivative, rotated as the positions are;
+        from ITRF the Earth's rotation is added (``omega x r``, as for ground stations); the inertial frames'
+        slow precession (under 1e-7 km/s) is not."""
         start = parse_utc(start, field="start")
         offsets = np.asarray(offsets_s, dtype=float).ravel()
         if not np.isfinite(offsets).all():
             raise OrbitError("positions_teme_km: offsets_s must be finite numbers")
         out = np.full((len(self.names), offsets.size, 3), np.nan)
+        out_v = np.full((len(self.names), offsets.size, 3), np.nan)
         rotations: dict[str, np.ndarray] = {}
         for s in self.segments:
             row = self.names.index(s.object_name)
@@ -179,20 +194,47 @@ class Ephemeris:
             sel = (t >= s.useable_start_s) & (t <= s.useable_stop_s) & np.isnan(out[row, :, 0])
             if not sel.any():
                 continue
-            r = s.interpolate_km(t[sel])
+            r, v = s.interpolate_states(t[sel])
             if s.ref_frame != "TEME":
                 if s.ref_frame not in rotations:
                     rotations[s.ref_frame] = _to_teme_matrices(s.ref_frame, start, offsets)
                 r = np.einsum("nij,nj->ni", rotations[s.ref_frame][sel], r)
-            out[row, sel] = r
+                v = np.einsum("nij,nj->ni", rotations[s.ref_frame][sel], v)
+                if s.ref_frame in ITRF_FRAMES:  # Earth-fixed: the frame turns under the satellite
+                    v = v + np.cross([0.0, 0.0, EARTH_ROTATION_RAD_S], r)
+            out[row, sel], out_v[row, sel] = r, v
         missing = np.isnan(out[..., 0])
         if missing.any():
             row, k = np.argwhere(missing)[0]
             when = f"{start.isoformat()} + {offsets[k]:g} s"
-            spans = ", ".join(f"{_iso(s.epoch0, s.useable_start_s)}..{_iso(s.epoch0, s.useable_stop_s)}"
-                              for s in self.segments if s.object_name == self.names[row])
-            raise OrbitError(f"{self.source}: {self.names[row]}: no ephemeris at {when}; the useable span is {spans}")
-        return out
+            raise OrbitError(f"{self.source}: {self.names[row]}: no ephemeris at {when}; the useable span is "
+                             f"{self.spans_text(self.names[row])}")
+        return out, out_v
+
+    def useable_spans(self, name: str) -> list[tuple[_dt.datetime, _dt.datetime]]:
+        """The UTC spans in which object ``name`` is interpolated, in file order."""
+        return [(s.epoch0 + _dt.timedelta(seconds=s.useable_start_s), s.epoch0 + _dt.timedelta(seconds=s.useable_stop_s))
+                for s in self.segments if s.object_name == name]
+
+    def spans_text(self, name: str) -> str:
+        return ", ".join(f"{_iso(s.epoch0, s.useable_start_s)}..{_iso(s.epoch0, s.useable_stop_s)}"
+                         for s in self.segments if s.object_name == name)
+
+    def check_covers(self, start: _dt.datetime | str, duration_s: float, field: str = "time") -> None:
+        """Refuse, in one :class:`OrbitError` line naming ``field``, a horizon ``start .. start + duration_s``
+        that some object's useable spans (joined where they meet or overlap) do not cover whole."""
+        start = parse_utc(start, field=field)
+        end = start + _dt.timedelta(seconds=float(duration_s))
+        for name in self.names:
+            reach = start  # covered from start up to reach
+            for a, b in sorted(self.useable_spans(name)):
+                if a <= reach:
+                    reach = max(reach, b)
+            if reach < end:
+                raise OrbitError(f"{field}: the horizon {start:%Y-%m-%dT%H:%M:%SZ} + {float(duration_s):g} s is not "
+                                 f"inside the useable span of {name} in {self.source} "
+                                 f"({self.spans_text(name)}); no ephemeris from "
+                                 f"{reach.replace(tzinfo=None).isoformat()}Z")
 
 
 def _iso(epoch0: _dt.datetime, seconds: float) -> str:

@@ -22,6 +22,7 @@ from sgp4.api import Satrec, SatrecArray
 
 from .constellation import Constellation
 from .errors import OrbitError, sgp4_reason
+from .oem import Ephemeris
 from .timeutil import julian_dates, parse_utc
 
 
@@ -71,9 +72,13 @@ def _check_finite(r: np.ndarray, v: np.ndarray, names: Sequence[str], jd: np.nda
                          "cannot propagate; check the mean motion and eccentricity)")
 
 
-def propagate_offsets(sats: Constellation | Sequence[Satrec], start: _dt.datetime | str,
+def propagate_offsets(sats: Constellation | Ephemeris | Sequence[Satrec], start: _dt.datetime | str,
                       offsets_s: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Like :func:`propagate` for times ``start + offsets_s`` (seconds, UTC)."""
+    """Like :func:`propagate` for times ``start + offsets_s`` (seconds, UTC). An OEM
+    :class:`~orbits.oem.Ephemeris` is interpolated instead (:meth:`~orbits.oem.Ephemeris.states_teme_km`),
+    so whatever takes positions over time (trajectories, ground tracks, eclipses) takes either."""
+    if isinstance(sats, Ephemeris):
+        return sats.states_teme_km(start, offsets_s)
     jd, fr = julian_dates(parse_utc(start, field="start"), offsets_s)
     return propagate(sats, jd, fr)
 
