@@ -15,15 +15,23 @@ Example:
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 from sgp4.api import Satrec, SatrecArray
 
 from .constellation import Constellation
 from .errors import OrbitError, sgp4_reason
-from .oem import Ephemeris
 from .timeutil import julian_dates, parse_utc
+
+
+class StateSource(Protocol):
+    """Satellites given by their states rather than by mean elements: an OEM :class:`~orbits.oem.Ephemeris`
+    (not imported here: the OEM reader uses the ground-track rotations, which propagate)."""
+
+    names: list[str]
+
+    def states_teme_km(self, start: _dt.datetime | str, offsets_s) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 def _satrecs(sats: Constellation | Sequence[Satrec]) -> tuple[list[Satrec], list[str]]:
@@ -72,12 +80,12 @@ def _check_finite(r: np.ndarray, v: np.ndarray, names: Sequence[str], jd: np.nda
                          "cannot propagate; check the mean motion and eccentricity)")
 
 
-def propagate_offsets(sats: Constellation | Ephemeris | Sequence[Satrec], start: _dt.datetime | str,
+def propagate_offsets(sats: Constellation | StateSource | Sequence[Satrec], start: _dt.datetime | str,
                       offsets_s: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Like :func:`propagate` for times ``start + offsets_s`` (seconds, UTC). An OEM
     :class:`~orbits.oem.Ephemeris` is interpolated instead (:meth:`~orbits.oem.Ephemeris.states_teme_km`),
     so whatever takes positions over time (trajectories, ground tracks, eclipses) takes either."""
-    if isinstance(sats, Ephemeris):
+    if not isinstance(sats, Constellation) and hasattr(sats, "states_teme_km"):
         return sats.states_teme_km(start, offsets_s)
     jd, fr = julian_dates(parse_utc(start, field="start"), offsets_s)
     return propagate(sats, jd, fr)
