@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .constellation import Constellation
-from .propagation import propagate_offsets
+from .propagation import StateSource, propagate_offsets
 from .timeutil import parse_utc, skyfield_times
 
 
@@ -85,9 +85,9 @@ def geodetic_from_itrs(xyz_km: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return np.degrees(lat), np.degrees(lon), height
 
 
-def ground_track(constellation: Constellation, start: _dt.datetime | str, offsets_s,
+def ground_track(constellation: Constellation | StateSource, start: _dt.datetime | str, offsets_s,
                  positions_teme_km: np.ndarray | None = None) -> GroundTrack:
-    """Ground tracks of every satellite at ``start + offsets_s`` (s).
+    """Ground tracks of every satellite (of element sets or of an OEM) at ``start + offsets_s`` (s).
 
     Pass ``positions_teme_km`` (``(n_sat, n_times, 3)``) to reuse a propagation.
     """

@@ -30,6 +30,7 @@ import numpy as np
 
 from .constellation import Constellation
 from .errors import OrbitError
+from .oem import Ephemeris
 from .timeutil import parse_utc, skyfield_times, timescale
 
 #: Ephemeris file inside the skyfield-data package.
@@ -62,14 +63,48 @@ def _sunlit(sat, start: _dt.datetime, offsets_s: np.ndarray) -> np.ndarray:
     return np.asarray(sat.at(skyfield_times(start, offsets_s)).is_sunlit(ephemeris()), dtype=bool)
 
 
-def sunlit_samples(constellation: Constellation, start: _dt.datetime | str, offsets_s) -> np.ndarray:
-    """``is_sunlit`` of every satellite at ``start + offsets_s``: bool ``(n_sat, n_times)``."""
+class _EphemerisSatellite:
+    """One object of an OEM :class:`~orbits.oem.Ephemeris` where :func:`_sunlit` takes a Skyfield
+    ``EarthSatellite``: ``at(t)`` gives its interpolated position, rotated from TEME into GCRS as
+    ``EarthSatellite.at`` rotates SGP4's."""
+
+    def __init__(self, eph: Ephemeris, name: str, start: _dt.datetime) -> None:
+        self.eph = Ephemeris(eph.version, eph.creation_date, eph.originator,
+                             [s for s in eph.segments if s.object_name == name], eph.source)
+        self.start = start
+
+    def at(self, t):
+        from skyfield.constants import AU_KM
+        from skyfield.positionlib import Geocentric
+        from skyfield.sgp4lib import TEME
+
+        offsets = np.atleast_1d((t.tt - timescale().from_datetime(self.start).tt) * 86400.0)
+        teme = self.eph.positions_teme_km(self.start, offsets)[0]  # (n, 3)
+        icrf_to_teme = np.asarray(TEME.rotation_at(t))  # (3, 3[, n])
+        if icrf_to_teme.ndim == 2:
+            icrf_to_teme = icrf_to_teme[..., None]
+        gcrs_km = np.einsum("jin,nj->in", icrf_to_teme, teme)  # the transpose: TEME -> GCRS
+        if t.shape == ():
+            gcrs_km = gcrs_km[:, 0]
+        return Geocentric(gcrs_km / AU_KM, t=t, center=399)
+
+
+def _satellites(source: Constellation | Ephemeris, start: _dt.datetime) -> list:
+    """What :func:`_sunlit` evaluates, one per satellite: Skyfield's SGP4 satellite of each element set,
+    or each object of an OEM."""
     from skyfield.api import EarthSatellite
 
+    if isinstance(source, Ephemeris):
+        return [_EphemerisSatellite(source, name, start) for name in source.names]
+    ts = timescale()
+    return [EarthSatellite.from_satrec(s, ts) for s in source.satrecs]
+
+
+def sunlit_samples(constellation: Constellation | Ephemeris, start: _dt.datetime | str, offsets_s) -> np.ndarray:
+    """``is_sunlit`` of every satellite at ``start + offsets_s``: bool ``(n_sat, n_times)``."""
     start = parse_utc(start, field="time.start")
     offsets = np.atleast_1d(np.asarray(offsets_s, dtype=float))
-    ts = timescale()
-    return np.stack([_sunlit(EarthSatellite.from_satrec(s, ts), start, offsets) for s in constellation.satrecs])
+    return np.stack([_sunlit(sat, start, offsets) for sat in _satellites(constellation, start)])
 
 
 def check_sunlight_steps(duration_s: float, step_s: float, field: str = "sunlight: step_s") -> None:
@@ -90,14 +125,13 @@ def check_sunlight_span(start: _dt.datetime | str, duration_s: float, field: str
                          "that gives the Sun's position")
 
 
-def eclipse_intervals(constellation: Constellation, start: _dt.datetime | str, duration_s: float,
+def eclipse_intervals(constellation: Constellation | Ephemeris, start: _dt.datetime | str, duration_s: float,
                       step_s: float = 60.0, tol_s: float = 0.1) -> list[list[tuple[float, float]]]:
     """Eclipse (not sunlit) intervals of each satellite, seconds from ``start``, edges to ``tol_s``.
 
-    An interval running into the start or the end of the horizon is clipped there.
+    An interval running into the start or the end of the horizon is clipped there. ``constellation``
+    may be an OEM :class:`~orbits.oem.Ephemeris` (its interpolated positions).
     """
-    from skyfield.api import EarthSatellite
-
     if not np.isfinite(duration_s) or duration_s <= 0:
         raise OrbitError(f"time.duration_s: expected a positive number of seconds, got {duration_s}")
     if not step_s > 0 or not tol_s > 0:
@@ -107,10 +141,8 @@ def eclipse_intervals(constellation: Constellation, start: _dt.datetime | str, d
     start = parse_utc(start, field="time.start")
     n = int(np.ceil(duration_s / step_s))
     grid = np.minimum(np.arange(n + 1) * float(step_s), float(duration_s))
-    ts = timescale()
     out: list[list[tuple[float, float]]] = []
-    for satrec in constellation.satrecs:
-        sat = EarthSatellite.from_satrec(satrec, ts)
+    for sat in _satellites(constellation, start):
         lit = _sunlit(sat, start, grid)
         change = np.flatnonzero(lit[1:] != lit[:-1])
         lo, hi = grid[change].copy(), grid[change + 1].copy()
