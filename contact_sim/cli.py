@@ -85,6 +85,9 @@ def run_contacts(args: argparse.Namespace) -> int:
                                "positions are in a local frame with no place on the globe")
         if args.export_orbits and scenario.constellation is None:
             raise ContactError(f"{args.scenario}: --export-orbits needs a [constellation]")
+        if args.export_orbits and scenario.constellation.kind == "oem":
+            raise ContactError(f"{args.scenario}: --export-orbits writes mean elements (a Walker shell's, or a TLE or "
+                               "OMM file's); constellation.kind = 'oem' gives states only, and none are fitted to them")
         if args.export_orbits == "tle":  # a satellite with no TLE form: refused by --check, before the search
             try:
                 format_tle(build_constellation(scenario))

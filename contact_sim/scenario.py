@@ -4,7 +4,7 @@ Every field, with type, default and unit: ``docs/scenario.md``.
 Sections owned here (every key checked; unknown keys are errors)::
 
     [constellation]            # or [drones], or [contacts] plan_file: exactly one of the three
-    kind = "walker-delta"      # "walker-delta" | "walker-star" | "tle" | "omm"
+    kind = "walker-delta"      # "walker-delta" | "walker-star" | "tle" | "omm" | "oem"
     total = 24                 # satellites (Walker)
     planes = 3
     phasing = 1
@@ -13,6 +13,7 @@ Sections owned here (every key checked; unknown keys are errors)::
     epoch = "2025-01-01T00:00:00Z"
     # tle_file = "shell.tle"   # kind = "tle" (path relative to the scenario file)
     # omm_file = "gp.json"     # kind = "omm": CCSDS OMM / CelesTrak GP as JSON, CSV, XML or KVN
+    # oem_file = "eph.oem"     # kind = "oem": CCSDS OEM ephemerides (KVN); time.start .. + duration_s inside them
 
     [drones]
     count = 12                 # random-waypoint model ...
@@ -83,7 +84,8 @@ from typing import Any
 
 import numpy as np
 
-from orbits import Constellation, OrbitError, check_walker, parse_utc, read_omm, read_tle, walker_delta, walker_star
+from orbits import (Constellation, Ephemeris, OrbitError, check_walker, parse_utc, read_oem, read_omm, read_tle,
+                    walker_delta, walker_star)
 from orbits.sunlight import check_sunlight_span, check_sunlight_steps, eclipse_intervals, ephemeris
 from swarmbase.tomlcheck import Table, check_name_length, is_finite_number, read_toml, shown
 
@@ -107,7 +109,9 @@ RESERVED_TABLES = ("scenario", "data", "models", "fol", "methods", "run", "outpu
 CONTACT_TABLES = ("constellation", "drones", "ground_stations", "time", "link", "rounds", "contacts", "energy")
 
 _CONSTELLATION_KEYS = {"kind", "total", "planes", "phasing", "altitude_km", "inclination_deg",
-                       "epoch", "tle_file", "omm_file"}
+                       "epoch", "tle_file", "omm_file", "oem_file"}
+#: ``[constellation]`` kinds read from a file, and the file each reads (``<kind>_file``).
+FILE_KINDS = ("tle", "omm", "oem")
 _DRONE_KEYS = {"count", "area_km", "speed_m_s", "altitude_km", "pause_s", "seed", "radio_range_km",
                "waypoints_csv", "missions", "origin_lat_deg", "origin_lon_deg", "origin_alt_m"}
 _STATION_KEYS = {"name", "lat_deg", "lon_deg", "elevation_m"}
@@ -139,6 +143,7 @@ class ConstellationConfig:
     epoch: _dt.datetime | None = None
     tle_file: Path | None = None
     omm_file: Path | None = None
+    oem_file: Path | None = None
 
 
 @dataclass
@@ -254,16 +259,16 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
             raise ContactError(f"link.{extra}: not used with [contacts] plan_file (rates come from the plan)")
     elif has_c:
         t = _Table(data["constellation"], "constellation", _CONSTELLATION_KEYS, src)
-        kind = t.str("kind", required=True, choices=("walker-delta", "walker-star", "tle", "omm"))
-        if kind in ("tle", "omm"):
-            other = "omm_file" if kind == "tle" else "tle_file"
-            for k in ("total", "planes", "phasing", "altitude_km", "inclination_deg", "epoch", other):
+        kind = t.str("kind", required=True, choices=("walker-delta", "walker-star") + FILE_KINDS)
+        if kind in FILE_KINDS:
+            others = tuple(f"{k}_file" for k in FILE_KINDS if k != kind)
+            for k in ("total", "planes", "phasing", "altitude_km", "inclination_deg", "epoch") + others:
                 if t.has(k):
                     raise ContactError(f"constellation.{k}: not used with kind = '{kind}'")
             constellation = ConstellationConfig(kind, **{f"{kind}_file": t.path(f"{kind}_file", base_dir,
                                                                                  required=True)})
         else:
-            for k in ("tle_file", "omm_file"):
+            for k in (f"{k}_file" for k in FILE_KINDS):
                 if t.has(k):
                     raise ContactError(f"constellation.{k}: only used with kind = '{k[:3]}'")
             constellation = ConstellationConfig(
@@ -344,9 +349,9 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
     start = t.time("start")
     if start is None and constellation is not None:
         start = constellation.epoch
-    if start is None and constellation is not None and constellation.kind in ("tle", "omm"):
-        raise ContactError(f"time.start: required with {'an OMM' if constellation.kind == 'omm' else 'a TLE'} "
-                           "constellation")
+    if start is None and constellation is not None and constellation.kind in FILE_KINDS:
+        article = "a" if constellation.kind == "tle" else "an"
+        raise ContactError(f"time.start: required with {article} {constellation.kind.upper()} constellation")
     duration_s = t.num("duration_s", required=True, positive=True)
     if plan_file is not None and t.has("step_s"):  # it would be ignored
         raise ContactError("time.step_s: not used with [contacts] plan_file (the plan lists the windows; "
@@ -505,8 +510,11 @@ def round_boundaries(scenario: ContactScenario) -> np.ndarray:
     return np.linspace(0.0, horizon, n + 1)
 
 
-def build_constellation(scenario: ContactScenario) -> Constellation:
-    """The scenario's satellites (Walker shell, TLE file or OMM file)."""
+def build_constellation(scenario: ContactScenario) -> Constellation | Ephemeris:
+    """The scenario's satellites: mean elements (Walker shell, TLE file or OMM file) or the states of an OEM
+    file, whose useable spans must hold the horizon (checked here, before anything is propagated). Both
+    go to :func:`orbits.propagate_offsets` and :func:`orbits.sunlight.eclipse_intervals`; only element
+    sets have ``satrecs`` (TLE/OMM export) and, for Walker shells, orbital planes."""
     c = scenario.constellation
     if c is None:
         raise ContactError("scenario has no [constellation]")
@@ -515,6 +523,10 @@ def build_constellation(scenario: ContactScenario) -> Constellation:
             return read_tle(c.tle_file)
         if c.kind == "omm":
             return read_omm(c.omm_file)
+        if c.kind == "oem":
+            eph = read_oem(c.oem_file)
+            eph.check_covers(scenario.time.start, scenario.time.duration_s, "time")
+            return eph
         build = walker_delta if c.kind == "walker-delta" else walker_star
         return build(c.total, c.planes, c.phasing, c.altitude_km, c.inclination_deg, c.epoch)
     except OrbitError as exc:
@@ -573,7 +585,7 @@ def check_contact_scenario(scenario: ContactScenario) -> tuple[list[str], list[i
         constellation = build_constellation(scenario)
         _check_station_names(scenario, constellation)
         _check_grid(scenario, len(constellation.names) + len(scenario.ground_stations))
-        return list(constellation.names), [int(p) for p in constellation.planes]
+        return list(constellation.names), plane_numbers(constellation)
     d = scenario.drones
     if d.count is None:
         wps, _ = _read_drone_files(scenario)
@@ -581,6 +593,13 @@ def check_contact_scenario(scenario: ContactScenario) -> tuple[list[str], list[i
         wps = random_waypoints(d.count, d.area_km, d.speed_m_s, min(scenario.time.duration_s, 1.0), d.seed,
                                d.altitude_km, d.pause_s)
     return [w.name for w in wps], None
+
+
+def plane_numbers(constellation: Constellation | Ephemeris) -> list[int]:
+    """Each satellite's orbital plane: a Walker shell's; ``-1`` (unknown) for TLE, OMM and OEM files."""
+    if isinstance(constellation, Constellation):
+        return [int(p) for p in constellation.planes]
+    return [-1] * len(constellation.names)
 
 
 def _read_drone_files(scenario: ContactScenario) -> tuple[list[Waypoints], _dt.datetime | None]:

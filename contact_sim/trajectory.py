@@ -7,7 +7,7 @@ time (``vel_right``: just after, ``vel_left``: just before) so piecewise
 linear motion (drones) is represented exactly when its turn times are grid
 points; for orbits the two are the same array.
 
-Satellites: positions from vectorized SGP4 in TEME. Ground stations: WGS-84
+Satellites: positions from vectorized SGP4 in TEME, or interpolated from an OEM. Ground stations: WGS-84
 points rotated into TEME with Skyfield (velocity = Earth rotation x r).
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from orbits import Constellation, OrbitError, ground_points_itrs, itrs_to_teme, julian_date, parse_utc
+from orbits import Constellation, Ephemeris, OrbitError, ground_points_itrs, itrs_to_teme, julian_date, parse_utc
 from orbits.constants import EARTH_ROTATION_RAD_S
 from orbits.propagation import propagate_offsets
 
@@ -151,10 +151,11 @@ def _warn_old_elements(constellation: Constellation, start: _dt.datetime, durati
                     age[worst])
 
 
-def satellite_trajectories(constellation: Constellation, start: _dt.datetime | str,
+def satellite_trajectories(constellation: Constellation | Ephemeris, start: _dt.datetime | str,
                            duration_s: float, step_s: float = 60.0,
                            stations: list[GroundStation] | None = None) -> Trajectories:
-    """SGP4 trajectories of a constellation (plus optional ground stations) on a grid.
+    """SGP4 trajectories of a constellation (plus optional ground stations) on a grid; or those of an
+    OEM :class:`~orbits.oem.Ephemeris`, interpolated (:func:`orbits.propagate_offsets` takes either).
 
     ``step_s`` is the screening grid: window edges are refined inside each
     cell on the cubic (Hermite) model of each visibility constraint, from its
@@ -165,7 +166,8 @@ def satellite_trajectories(constellation: Constellation, start: _dt.datetime | s
     """
     start = parse_utc(start, field="time.start")
     grid = time_grid(duration_s, step_s)
-    _warn_old_elements(constellation, start, duration_s)
+    if isinstance(constellation, Constellation):  # an OEM's states have no epoch to age from, only a span
+        _warn_old_elements(constellation, start, duration_s)
     try:
         r, v = propagate_offsets(constellation, start, grid)
     except OrbitError as exc:

@@ -211,7 +211,7 @@ def test_plane_rule_with_satellites_of_unknown_plane_is_refused(tmp_path: Path) 
     with pytest.raises(ConfigError) as exc:
         load_scenario(path)
     assert str(exc.value) == (f"{path}: models.rule: 'plane' needs satellites of known orbital planes (a Walker "
-                              "[constellation]); those read from a TLE or OMM file have none, use 'cycle' or "
+                              "[constellation]); those read from a TLE, OMM or OEM file have none, use 'cycle' or "
                               "[models.nodes]")
     path.write_text(text.replace('rule = "plane"', 'rule = "cycle"'))
     load_scenario(path)

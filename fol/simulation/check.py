@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contact_sim.scenario import check_contact_scenario, check_energy_inputs, round_boundaries
+from contact_sim.scenario import FILE_KINDS, check_contact_scenario, check_energy_inputs, round_boundaries
 from contact_sim.trajectory import MAX_TRAJECTORY_BYTES, TRAJECTORY_BYTES_PER_SAMPLE, grid_samples
 from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, check_dataset
 from fol.errors import ConfigError, DataError
@@ -283,7 +283,7 @@ def _input_files(scn: SwarmScenario) -> dict[str, Path]:
     c = scn.contact
     files: dict[str, Path | None] = {"contacts.plan_file": c.plan_file}
     if c.constellation is not None:
-        files |= {"constellation.tle_file": c.constellation.tle_file, "constellation.omm_file": c.constellation.omm_file}
+        files |= {f"constellation.{k}_file": getattr(c.constellation, f"{k}_file") for k in FILE_KINDS}
     if c.drones is not None:
         files["drones.waypoints_csv"] = c.drones.waypoints_csv
         files |= {f"drones.missions[{k}]": path for k, path in enumerate(c.drones.missions or [])}

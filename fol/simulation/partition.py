@@ -19,7 +19,7 @@ import datetime as _dt
 
 import numpy as np
 
-from orbits import Constellation
+from orbits import Constellation, Ephemeris
 from orbits.coverage import coverage_by_satellite, swath_half_angle_rad
 from orbits.groundtrack import ground_track
 
@@ -39,7 +39,7 @@ def coverage_step_s(swath_km: float) -> float:
     return max(1.0, swath_km / (2.0 * GROUND_SPEED_KM_S))
 
 
-def swath_coverage(lat_deg: np.ndarray, lon_deg: np.ndarray, constellation: Constellation, start: _dt.datetime,
+def swath_coverage(lat_deg: np.ndarray, lon_deg: np.ndarray, constellation: Constellation | Ephemeris, start: _dt.datetime,
                    acquisition_s: float, swath_km: float, step_s: float | None = None):
     """The satellites' swaths over the acquisition period, one satellite at a time:
     :func:`orbits.coverage.coverage_by_satellite` on the ground tracks sampled every
@@ -54,7 +54,7 @@ def swath_coverage(lat_deg: np.ndarray, lon_deg: np.ndarray, constellation: Cons
 def orbit_assignment(
     lat_deg: np.ndarray,
     lon_deg: np.ndarray,
-    constellation: Constellation,
+    constellation: Constellation | Ephemeris,
     start: _dt.datetime,
     acquisition_s: float,
     swath_km: float,

@@ -64,7 +64,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from contact_sim.scenario import ContactScenario, parse_contact_scenario, round_boundaries
+from contact_sim.scenario import FILE_KINDS, ContactScenario, parse_contact_scenario, round_boundaries
 from fol.config import FOLConfig
 from fol.data.geo import DEFAULT_MIN_SAMPLES, MAX_IMAGE_SIZE, check_pool_size
 from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, dataset_accepts, dataset_names
@@ -331,9 +331,9 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         raise ConfigError(f"models.rule: expected 'cycle' or 'plane', got {shown(models.rule)}")
     if models.rule == "plane" and contact.constellation is None:
         raise ConfigError("models.rule: 'plane' needs a [constellation]")
-    if models.rule == "plane" and contact.constellation.kind in ("tle", "omm"):  # planes unknown: it would cycle
+    if models.rule == "plane" and contact.constellation.kind in FILE_KINDS:  # planes unknown: it would cycle
         raise ConfigError("models.rule: 'plane' needs satellites of known orbital planes (a Walker [constellation]); "
-                          "those read from a TLE or OMM file have none, use 'cycle' or [models.nodes]")
+                          "those read from a TLE, OMM or OEM file have none, use 'cycle' or [models.nodes]")
 
     f = doc.get("fol", {})
     if not isinstance(f, dict):

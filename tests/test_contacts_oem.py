@@ -1,0 +1,166 @@
+"""An OEM file as a scenario source ([constellation] kind = "oem"): the contacts, eclipses and ground
+tracks of examples/leo_oem.oem equal those of the TLE file it was made from (examples/leo_oem.tle), and
+what needs mean elements, or more ephemeris than the file holds, is refused in one line before any search."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from contact_sim import ContactError
+from contact_sim.cli import main as contacts_main
+from contact_sim.scenario import (build_batteries, build_constellation, build_trajectories, check_contact_scenario,
+                                  compute_contacts, parse_contact_scenario, plan_from_trajectories)
+from orbits import Ephemeris, ground_track, read_oem, read_tle
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLE = EXAMPLES / "leo_oem.toml"
+OEM = {"kind": "oem", "oem_file": "leo_oem.oem"}
+TLE = {"kind": "tle", "tle_file": "leo_oem.tle"}
+
+
+def _doc(constellation: dict, **time) -> dict:
+    doc = tomllib.loads(EXAMPLE.read_text())
+    doc["constellation"] = dict(constellation)
+    doc["time"] = {**doc["time"], **time}
+    return doc
+
+
+def _scenario(constellation: dict, **time):
+    return parse_contact_scenario(_doc(constellation, **time), EXAMPLES, EXAMPLE)
+
+
+# measured (off the OEM's 60 s data points: start 12:30:20, 45 s grid): 10 windows each, the same pairs,
+# starts within 8.3e-5 s and ends within 4.8e-5 s; 0.8 s from the OEM (interpolation), 0.2 s from the TLE
+def test_contacts_from_the_oem_equal_those_from_its_tle_within_a_second() -> None:
+    time = {"start": "2008-09-20T12:30:20Z", "step_s": 45.0}
+    from_oem = compute_contacts(_scenario(OEM, **time))
+    from_tle = compute_contacts(_scenario(TLE, **time))
+    a, b = from_oem.windows, from_tle.windows
+    assert from_oem.node_names == from_tle.node_names == ["ALPHA", "BRAVO", "CHARLIE", "Santiago", "Hartebeesthoek"]
+    assert len(a) == len(b) >= 8
+    assert {(int(x), int(y)) for x, y in zip(a.a, a.b)} >= {(0, 2), (0, 4), (1, 4), (2, 3), (2, 4)}  # stations too
+    assert np.array_equal(a.a, b.a) and np.array_equal(a.b, b.b)
+    assert np.abs(a.t_start_s - b.t_start_s).max() < 1.0 and np.abs(a.t_end_s - b.t_end_s).max() < 1.0
+    assert np.abs(a.t_start_s - b.t_start_s).max() < 1e-3  # what it measures: Hermite 5 on 60 s points, in EME2000
+
+
+def test_eclipses_ground_tracks_and_czml_come_from_the_oem_positions(tmp_path: Path) -> None:
+    from contact_sim.czml import write_czml
+
+    oem, tle = _scenario(OEM, duration_s=6000.0), _scenario(TLE, duration_s=6000.0)
+    eph = build_constellation(oem)
+    assert isinstance(eph, Ephemeris) and eph.names == ["ALPHA", "BRAVO", "CHARLIE"]
+    traj = build_trajectories(oem)
+    plan = plan_from_trajectories(traj, oem)
+    got, want = build_batteries(oem, plan), build_batteries(tle, compute_contacts(tle))
+    assert sorted(got) == sorted(want) == [0, 1, 2]  # the satellites; stations have none
+    for node in got:
+        assert len(got[node].eclipses) == len(want[node].eclipses) >= 1
+        assert np.allclose(got[node].eclipses, want[node].eclipses, atol=0.2)  # the search's 0.1 s tolerance
+    offsets = np.arange(0.0, 6000.0, 97.0)
+    gt_oem, gt_tle = ground_track(eph, oem.time.start, offsets), ground_track(read_tle(EXAMPLES / "leo_oem.tle"),
+                                                                              oem.time.start, offsets)
+    assert np.abs(gt_oem.lat_deg - gt_tle.lat_deg).max() < 1e-4 and gt_oem.names == gt_tle.names
+    czml = write_czml(tmp_path / "c.czml", plan, traj).read_text()
+    assert '"id":"node-2"' in czml and "CHARLIE" in czml
+
+
+def test_a_horizon_outside_the_useable_span_is_refused_in_one_line_before_any_search(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    scn = tmp_path / "late.toml"
+    text = EXAMPLE.read_text().replace('oem_file = "leo_oem.oem"', f'oem_file = "{EXAMPLES / "leo_oem.oem"}"')
+    scn.write_text(text.replace('start = "2008-09-20T12:30:00Z"', 'start = "2008-09-20T13:30:00Z"'))
+    monkeypatch.setattr("contact_sim.scenario.satellite_trajectories", lambda *a, **k: pytest.fail("built"))
+    for extra in (["--check"], []):
+        assert contacts_main(["contacts", str(scn), "--no-plot", "--out", str(tmp_path / "o"), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1, err
+        assert ("time: the horizon 2008-09-20T13:30:00Z + 10800 s is not inside the useable span of ALPHA in "
+                f"{EXAMPLES / 'leo_oem.oem'} (2008-09-20T12:00:00Z..2008-09-20T16:00:00Z); no ephemeris from "
+                "2008-09-20T16:00:00Z") in err[0]
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(ContactError, match=r"time: the horizon 2008-09-20T11:59:00Z \+ 600 s is not inside"):
+        check_contact_scenario(_scenario(OEM, start="2008-09-20T11:59:00Z", duration_s=600.0))
+
+
+def test_what_needs_mean_elements_or_a_start_is_refused_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for option in ("omm", "tle"):
+        assert contacts_main(["contacts", str(EXAMPLE), "--check", "--export-orbits", option,
+                              "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and ("--export-orbits writes mean elements (a Walker shell's, or a TLE or OMM file's); "
+                                  "constellation.kind = 'oem' gives states only") in err[0], err
+    doc = _doc(OEM)
+    del doc["time"]["start"]
+    with pytest.raises(ContactError, match=r"time.start: required with an OEM constellation$"):
+        parse_contact_scenario(doc, EXAMPLES, EXAMPLE)
+    for constellation, message in (({**OEM, "tle_file": "x.tle"}, "constellation.tle_file: not used with kind = 'oem'"),
+                                   ({**TLE, "oem_file": "x.oem"}, "constellation.oem_file: not used with kind = 'tle'"),
+                                   ({"kind": "walker-delta", "total": 4, "planes": 2, "altitude_km": 550.0,
+                                     "inclination_deg": 53.0, "epoch": "2008-09-20T12:00:00Z", "oem_file": "x.oem"},
+                                    "constellation.oem_file: only used with kind = 'oem'")):
+        with pytest.raises(ContactError, match=message):
+            parse_contact_scenario(_doc(constellation), EXAMPLES, EXAMPLE)
+
+
+def test_the_example_reads_as_its_nodes_with_unknown_planes() -> None:
+    names, planes = check_contact_scenario(_scenario(OEM))
+    assert names == read_oem(EXAMPLES / "leo_oem.oem").names == ["ALPHA", "BRAVO", "CHARLIE"]
+    assert planes == [-1, -1, -1]
+    assert (EXAMPLES / "leo_oem.oem").stat().st_size < 200_000
+
+
+def test_the_orbit_partition_sweeps_the_oem_satellites_swaths_as_the_tles() -> None:
+    from fol.simulation.partition import orbit_assignment
+
+    rng = np.random.default_rng(0)
+    lat, lon = rng.uniform(-52.0, 52.0, 3000), rng.uniform(-180.0, 180.0, 3000)
+    scn = _scenario(OEM)
+    got = orbit_assignment(lat, lon, build_constellation(scn), scn.time.start, 5400.0, 200.0, rule="first")
+    want = orbit_assignment(lat, lon, read_tle(EXAMPLES / "leo_oem.tle"), scn.time.start, 5400.0, 200.0, rule="first")
+    assert (got >= 0).sum() > 100 and set(np.unique(got)) == {-1, 0, 1, 2}
+    assert np.array_equal(got, want)
+
+
+LEARNING = """
+[data]
+dataset = "synthetic-hurricane"
+size = 600
+image_size = 16
+partition = "orbit"
+swath_km = 400.0
+acquisition_s = 20000.0
+per_node = 60
+min_samples = 20
+[fol]
+max_neighbours = 2
+top_k = 2
+finetune_epochs = 1
+post_finetune_epochs = 1
+gate_epochs = 1
+distill_epochs = 1
+pretrain_epochs = 1
+[methods]
+run = ["local"]
+[run]
+executor = "local"
+threads = 1
+"""
+
+
+def test_an_acquisition_period_past_the_oem_is_refused_in_one_line_before_pretraining(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fol.cli import main
+
+    text = EXAMPLE.read_text().replace('oem_file = "leo_oem.oem"', f'oem_file = "{EXAMPLES / "leo_oem.oem"}"')
+    (tmp_path / "s.toml").write_text('[scenario]\nname = "oem"\nseeds = [0]\n' + text + LEARNING)
+    assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and (f"{tmp_path / 's.toml'}: data.acquisition_s: the horizon 2008-09-20T12:30:00Z + 20000 s "
+                              "is not inside the useable span of ALPHA") in err[0], err
+    assert not (tmp_path / "out").exists()
