@@ -211,8 +211,9 @@ class Ephemeris:
         out = np.full((len(self.names), offsets.size, 3), np.nan)
         out_v = np.full((len(self.names), offsets.size, 3), np.nan)
         rotations: dict[str, np.ndarray] = {}
+        rows = {name: i for i, name in enumerate(self.names)}
         for s in self.segments:
-            row = self.names.index(s.object_name)
+            row = rows[s.object_name]
             t = (start - s.epoch0).total_seconds() + offsets
             sel = (t >= s.useable_start_s) & (t <= s.useable_stop_s) & np.isnan(out[row, :, 0])
             if not sel.any():
@@ -234,10 +235,13 @@ class Ephemeris:
                              f"{self.spans_text(self.names[row])}")
         return out, out_v
 
-    def useable_spans(self, name: str) -> list[tuple[_dt.datetime, _dt.datetime]]:
-        """The UTC spans in which object ``name`` is interpolated, in file order."""
-        return [(s.epoch0 + _dt.timedelta(seconds=s.useable_start_s), s.epoch0 + _dt.timedelta(seconds=s.useable_stop_s))
-                for s in self.segments if s.object_name == name]
+    def useable_spans(self) -> dict[str, list[tuple[_dt.datetime, _dt.datetime]]]:
+        """The UTC spans in which each object is interpolated, by name, in file order (one pass)."""
+        spans: dict[str, list[tuple[_dt.datetime, _dt.datetime]]] = {name: [] for name in self.names}
+        for s in self.segments:
+            spans[s.object_name].append((s.epoch0 + _dt.timedelta(seconds=s.useable_start_s),
+                                         s.epoch0 + _dt.timedelta(seconds=s.useable_stop_s)))
+        return spans
 
     def spans_text(self, name: str) -> str:
         return ", ".join(f"{_iso(s.epoch0, s.useable_start_s)}..{_iso(s.epoch0, s.useable_stop_s)}"
@@ -248,9 +252,9 @@ class Ephemeris:
         that some object's useable spans (joined where they meet or overlap) do not cover whole."""
         start = parse_utc(start, field=field)
         end = start + _dt.timedelta(seconds=float(duration_s))
-        for name in self.names:
+        for name, spans in self.useable_spans().items():
             reach = start  # covered from start up to reach
-            for a, b in sorted(self.useable_spans(name)):
+            for a, b in sorted(spans):
                 if a <= reach:
                     reach = max(reach, b)
             if reach < end:
