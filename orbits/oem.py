@@ -305,6 +305,7 @@ class _Reader:
         self.lines = _numbered_lines(text)  # one at a time: no list of every line of a 64 MiB file
         self.held: tuple[int, str] | None = None  # a line read ahead (the next segment's META_START)
         self.points = 0
+        self.first_of: dict[str, OemSegment] = {}  # each object's first segment (its OBJECT_ID), by name
 
     def next_line(self) -> tuple[int, str] | None:
         """``(number, line)`` of the next line, or None at the end."""
@@ -427,11 +428,11 @@ class _Reader:
         if covariance is not None:
             raise self.fail(covariance, "COVARIANCE_START without its COVARIANCE_STOP")
         self.fill(seg, start, rows, start_line)
-        for other in segments:  # the name keys the object (a node of the contact plan)
-            if other.object_name == seg.object_name and other.object_id != seg.object_id:
-                raise self.fail(meta["OBJECT_ID"][1], f"OBJECT_ID: {shown(seg.object_id)}, but the segment of line "
-                                                      f"{other.line} gives {shown(seg.object_name)} the OBJECT_ID "
-                                                      f"{shown(other.object_id)}; two objects need two names")
+        other = self.first_of.setdefault(seg.object_name, seg)  # the name keys the object (a plan's node)
+        if other.object_id != seg.object_id:
+            raise self.fail(meta["OBJECT_ID"][1], f"OBJECT_ID: {shown(seg.object_id)}, but the segment of line "
+                                                  f"{other.line} gives {shown(seg.object_name)} the OBJECT_ID "
+                                                  f"{shown(other.object_id)}; two objects need two names")
         segments.append(seg)
 
     def metadata(self, meta: dict[str, tuple[str, int]], start_line: int, comments: list[str]
