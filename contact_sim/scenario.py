@@ -455,7 +455,7 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
                                constellation, drones, stations, reserved, plan_file, energy, sunlight_step_s)
     if plan_file is None:
         # the node count is known here for Walker shells and random-waypoint drones; files
-        # (TLE, OMM, waypoints) are checked once read, still before anything is propagated
+        # (TLE, OMM, OEM, waypoints) are checked once read, still before anything is propagated
         known = constellation is not None and constellation.kind.startswith("walker")
         _check_grid(scenario, constellation.total + len(stations) if known else 1)
     if start is not None:
@@ -574,9 +574,9 @@ def build_batteries(scenario: ContactScenario, plan: ContactPlan) -> dict[int, B
 
 
 def check_contact_scenario(scenario: ContactScenario) -> tuple[list[str], list[int] | None]:
-    """Read every file the scenario names (TLE / OMM, waypoints, an imported
-    plan) and return the moving nodes' names and, for satellites, their orbital
-    planes (``-1`` when unknown, e.g. from a TLE file). No propagation, no window
+    """Read every file the scenario names (TLE / OMM / OEM, waypoints, an imported
+    plan; an OEM checked against the horizon) and return the moving nodes' names and, for satellites,
+    their orbital planes (``-1`` when unknown, e.g. from a TLE or OEM file). No propagation, no window
     search: seconds. Ground stations are not included (they relay, they do not learn)."""
     if scenario.plan_file is not None:
         plan = load_plan_file(scenario)

@@ -368,7 +368,7 @@ def _participants(plan: ContactPlan, learners: list[int], sizes: list[int], roun
 
 def node_file_stem(name: str) -> str:
     """A node's name as a file name in the run's state folder: as it is when it holds only letters,
-    digits, '.', '_', '-' and '~' (ASCII), else with the other characters percent-encoded (TLE / OMM names
+    digits, '.', '_', '-' and '~' (ASCII), else with the other characters percent-encoded (TLE / OMM / OEM names
     hold spaces and path separators: 'SL-16 R/B' is 'SL-16%20R%2FB'); distinct names stay distinct."""
     return quote(name, safe="")
 
