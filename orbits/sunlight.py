@@ -60,26 +60,27 @@ def ephemeris():
 
 
 def _sunlit(sat, start: _dt.datetime, offsets_s: np.ndarray) -> np.ndarray:
-    return np.asarray(sat.at(skyfield_times(start, offsets_s)).is_sunlit(ephemeris()), dtype=bool)
+    t = skyfield_times(start, offsets_s)
+    position = sat.at_offsets(t, offsets_s) if isinstance(sat, _EphemerisSatellite) else sat.at(t)
+    return np.asarray(position.is_sunlit(ephemeris()), dtype=bool)
 
 
 class _EphemerisSatellite:
     """One object of an OEM :class:`~orbits.oem.Ephemeris` where :func:`_sunlit` takes a Skyfield
-    ``EarthSatellite``: ``at(t)`` gives its interpolated position, rotated from TEME into GCRS as
-    ``EarthSatellite.at`` rotates SGP4's."""
+    ``EarthSatellite``: ``at_offsets(t, offsets_s)`` gives its interpolated position at ``t`` (``start +
+    offsets_s``, UTC seconds), rotated from TEME into GCRS as ``EarthSatellite.at`` rotates SGP4's."""
 
     def __init__(self, eph: Ephemeris, name: str, start: _dt.datetime) -> None:
         self.eph = Ephemeris(eph.version, eph.creation_date, eph.originator,
                              [s for s in eph.segments if s.object_name == name], eph.source)
         self.start = start
 
-    def at(self, t):
+    def at_offsets(self, t, offsets_s: np.ndarray):
         from skyfield.constants import AU_KM
         from skyfield.positionlib import Geocentric
         from skyfield.sgp4lib import TEME
 
-        offsets = np.atleast_1d((t.tt - timescale().from_datetime(self.start).tt) * 86400.0)
-        teme = self.eph.positions_teme_km(self.start, offsets)[0]  # (n, 3)
+        teme = self.eph.positions_teme_km(self.start, np.atleast_1d(offsets_s))[0]  # (n, 3)
         icrf_to_teme = np.asarray(TEME.rotation_at(t))  # (3, 3[, n])
         if icrf_to_teme.ndim == 2:
             icrf_to_teme = icrf_to_teme[..., None]

@@ -418,3 +418,19 @@ def test_the_size_cap_is_checked_before_reading(tmp_path: Path, monkeypatch) -> 
 def test_empty_messages_are_refused(text: str, message: str) -> None:
     with pytest.raises(OrbitError, match=message):
         parse_oem_text(text, "<t>")
+
+
+def test_eclipses_of_an_oem_across_a_leap_second_are_those_of_its_elements() -> None:
+    """An OEM's eclipses are found at the UTC offsets SGP4 counts (86,400 s a day), also across the leap
+    second of 2016-12-31: Skyfield's TT difference (86,401 s that day) put every edge after it 1 s late."""
+    from orbits import walker_delta
+    from orbits.sunlight import eclipse_intervals
+
+    t0 = dt.datetime(2016, 12, 31, 23, 0, tzinfo=dt.timezone.utc)
+    sats = walker_delta(1, 1, 0, 550.0, 53.0, t0)
+    r, v = propagate_offsets(sats, t0, np.arange(0.0, 7201.0, STEP_S))
+    eph = parse_oem_text(oem_text(np.hstack([r[0], v[0]]), t0=t0, name="WD-P00-S00"), "leap.oem")
+    want = eclipse_intervals(sats, t0, 7200.0)[0]
+    got = eclipse_intervals(eph, t0, 7200.0)[0]
+    assert len(got) == len(want) >= 1 and any(a > 3600.0 for a, _ in want)  # edges after the leap second
+    assert np.allclose(got, want, atol=0.2)
