@@ -234,28 +234,37 @@ def test_two_way_windows_where_both_directions_are_up_one_way_windows_elsewhere(
         f"{path}: 2 of 3 two-way windows have different rates in the two directions; each carries the smaller"]
 
 
-def test_a_large_plan_reads_in_well_under_a_second() -> None:
+def test_a_large_plan_is_read_in_time_linear_in_its_contacts() -> None:
     """A year of passes is tens of thousands of contact lines, most between the same few nodes: the
     windows and their OWLTs are found by sorting and sweeping, not by checking every contact (or
-    range line) of a pair against every other (10,000 windows x 20,000 range lines took 5.7 s)."""
+    range line) of a pair against every other (10,000 windows x 20,000 range lines took 5.7 s).
+    The check compares the time of 8,000 blocks with that of 2,000 (best of three each, so a busy
+    machine slows both alike): a sweep takes about 4 times as long, checking every pair 16 times."""
     import time
 
     from contact_sim.dtn import ion_to_plan
 
-    lines = []
-    for k in range(10_000):  # downlink +0..+8, uplink +2..+9 of each 10 s, one range line per direction
-        lines += [f"a contact +{10 * k} +{10 * k + 8} 1 2 1000", f"a contact +{10 * k + 2} +{10 * k + 9} 2 1 900",
-                  f"a range +{10 * k} +{10 * k + 9} 1 2 {1 + k % 3}", f"a range +{10 * k} +{10 * k + 9} 2 1 1"]
-    ion = parse_ion("\n".join(lines), "big.ion")
-    began = time.perf_counter()
-    plan = ion_to_plan(ion, "big.ion")
-    took = time.perf_counter() - began
+    def plan_of(blocks: int) -> tuple[object, float]:
+        lines = []
+        for k in range(blocks):  # downlink +0..+8, uplink +2..+9 of each 10 s, one range line per direction
+            lines += [f"a contact +{10 * k} +{10 * k + 8} 1 2 1000", f"a contact +{10 * k + 2} +{10 * k + 9} 2 1 900",
+                      f"a range +{10 * k} +{10 * k + 9} 1 2 {1 + k % 3}", f"a range +{10 * k} +{10 * k + 9} 2 1 1"]
+        ion = parse_ion("\n".join(lines), "big.ion")
+        best = float("inf")
+        for _ in range(3):
+            began = time.perf_counter()
+            plan = ion_to_plan(ion, "big.ion")
+            best = min(best, time.perf_counter() - began)
+        assert len(ion.contacts) == 2 * blocks and len(plan.windows.a) == 3 * blocks
+        return plan, best
+
+    plan, took_large = plan_of(8_000)
+    _, took_small = plan_of(2_000)
     # per 10 s: one-way 1->2 +0..+2, two-way +2..+8, one-way 2->1 +8..+9
-    assert len(ion.contacts) == 20_000 and len(plan.windows.a) == 30_000
     assert plan.windows.t_start_s[:4].tolist() == [0.0, 2.0, 8.0, 10.0]
     assert plan.windows.direction[:4].tolist() == [A_TO_B, BOTH, B_TO_A, A_TO_B]
     assert plan.meta["owlt_s_per_window"][1:12:3] == [1.0, 2.0, 3.0, 1.0]
-    assert took < 1.0, f"{took:.2f} s"
+    assert took_large < 8 * took_small, f"{took_large:.3f} s for 8,000 blocks, {took_small:.3f} s for 2,000"
 
 
 def test_a_window_owlt_is_the_largest_range_line_covering_it() -> None:
