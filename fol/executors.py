@@ -706,13 +706,50 @@ def _free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     return ports
 
 
+def _end_cluster(procs: list[Any], logs: list[str], folder: str | None, grace_s: float) -> None:
+    """:meth:`LocalRayCluster.stop`: end the process group of each of ``procs``
+    (the last started first), then remove ``folder`` (``None``: keep it)."""
+    import shutil
+    import signal
+    import subprocess
+
+    try:
+        for p in reversed(procs):
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                try:
+                    p.wait(timeout=grace_s)
+                except subprocess.TimeoutExpired:
+                    pass
+    finally:  # also when interrupted while waiting: nothing is left running, the folder goes
+        for p in reversed(procs):
+            try:  # whatever of the node is left in its process group
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            p.wait()
+        procs.clear()
+        logs.clear()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 class LocalRayCluster:
     """A real multi-node Ray cluster on this machine: a head raylet plus
     ``workers`` more raylets, each started with ``ray start`` as separate node
     processes on ``127.0.0.1``, on distinct free ports and in a private temp
-    folder. :meth:`stop` (or leaving the ``with`` block, also on errors) stops
-    exactly the processes it started (their process groups), never other Ray
-    instances of the machine. ``address`` is what ``--ray-address`` takes.
+    folder. :meth:`stop` (or leaving the ``with`` block, also on errors and
+    Ctrl-C, and a :meth:`start` that fails or times out) stops exactly the
+    processes it started (their process groups), never other Ray instances of
+    the machine, and removes the temp folder it made (its ``/tmp/rayc-*``
+    with Ray's session, logs and token; a ``temp_dir`` the caller gave is
+    kept, e.g. to read the logs). A cluster still running when it is garbage
+    collected or the interpreter exits is stopped then. A stopped cluster is
+    not started again.
+    ``address`` is what ``--ray-address`` takes.
 
     Each ``ray start`` runs with ``--block`` in its own session, so ending its
     process group ends that node's raylet, object store and workers.
@@ -739,6 +776,9 @@ class LocalRayCluster:
         self.procs: list[Any] = []
         self.logs: list[str] = []  # the log file of each process in ``procs``
         self.address = ""
+        # stop() is this finalizer: it runs once, at stop() or when this object is collected or Python exits
+        self._end = weakref.finalize(self, _end_cluster, self.procs, self.logs, None if temp_dir else self.temp_dir,
+                                     self.STOP_GRACE_S)
         # Ray >= 2.5x turns on token authentication for clusters started with ``ray start``,
         # and newer releases no longer create a missing token: the cluster gets its own
         # random token in its private folder (mode 0600), given to every node and driver
@@ -770,9 +810,9 @@ class LocalRayCluster:
         env = dict(os.environ, **self.env)
         env.pop("RAY_ADDRESS", None)
         log = os.path.join(self.temp_dir, log_name)
-        fh = open(log, "wb")
-        self.procs.append(subprocess.Popen([self.ray_bin, "start", *args], stdout=fh, stderr=subprocess.STDOUT,
-                                           start_new_session=True, env=env))
+        with open(log, "wb") as fh:  # the child has its own copy of the descriptor
+            self.procs.append(subprocess.Popen([self.ray_bin, "start", *args], stdout=fh, stderr=subprocess.STDOUT,
+                                               start_new_session=True, env=env))
         self.logs.append(log)
 
     def _nodes_alive(self) -> int:
@@ -787,13 +827,15 @@ class LocalRayCluster:
     def start(self) -> "LocalRayCluster":
         import time
 
-        gcs, dash = _free_ports(2)
-        self.address = f"127.0.0.1:{gcs}"
-        head = ["--head", f"--port={gcs}", "--include-dashboard=false", f"--dashboard-port={dash}",
-                f"--temp-dir={self.temp_dir}"]
-        self._spawn(head + self._node_args(), "head.log")
-        deadline = time.monotonic() + self.timeout_s
+        if not self._end.alive:
+            raise ConfigError("LocalRayCluster: this cluster was stopped; make a new one to start")
         try:
+            gcs, dash = _free_ports(2)
+            self.address = f"127.0.0.1:{gcs}"
+            head = ["--head", f"--port={gcs}", "--include-dashboard=false", f"--dashboard-port={dash}",
+                    f"--temp-dir={self.temp_dir}"]
+            self._spawn(head + self._node_args(), "head.log")
+            deadline = time.monotonic() + self.timeout_s
             self._wait(1, deadline)
             for i in range(self.workers):
                 self._spawn([f"--address={self.address}"] + self._node_args(), f"worker-{i}.log")
@@ -818,14 +860,15 @@ class LocalRayCluster:
             if dead:
                 i = dead[0]
                 raise ConfigError(f"ray start exited with code {self.procs[i].returncode}: "
-                                  f"{self._last_line(self.logs[i])} (logs in {self.temp_dir})")
+                                  f"{self._last_line(self.logs[i])}")
             try:
                 if self._nodes_alive() >= nodes:
                     return
             except Exception:  # not up yet
                 pass
             if time.monotonic() > deadline:
-                raise ConfigError(f"Ray cluster: {nodes} nodes not up after {self.timeout_s:.0f} s; logs in {self.temp_dir}")
+                raise ConfigError(f"Ray cluster: {nodes} nodes not up after {self.timeout_s:.0f} s; the head's log "
+                                  f"ends: {self._last_line(self.logs[0])}")
             time.sleep(1.0)
 
     #: seconds a node's process group is given to end after SIGTERM before it is killed
@@ -835,27 +878,9 @@ class LocalRayCluster:
 
     def stop(self) -> None:
         """End every process this cluster started (worker raylets first, then the head):
-        SIGTERM to its process group, SIGKILL to what is left after :attr:`STOP_GRACE_S`."""
-        import signal
-        import subprocess
-
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-                try:
-                    p.wait(timeout=self.STOP_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    pass
-            try:  # whatever of the node is left in its process group
-                os.killpg(p.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            p.wait()
-        self.procs.clear()
-        self.logs.clear()
+        SIGTERM to its process group, SIGKILL to what is left after :attr:`STOP_GRACE_S`
+        (at once on Ctrl-C meanwhile); then remove the temp folder it made."""
+        self._end()
 
     def __enter__(self) -> "LocalRayCluster":
         return self.start()

@@ -35,9 +35,24 @@ def cluster():
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-    # everything the cluster started is gone
-    for p in c.procs:
-        assert p.poll() is not None
+    # everything the cluster started is gone, and the temp folder it made with it
+    assert not c.procs and not _running_in(c.temp_dir)
+    assert c.temp_dir.startswith("/tmp/rayc-") and not os.path.exists(c.temp_dir)
+
+
+def _running_in(folder: str) -> list[str]:
+    """The processes (not zombies) whose command line names ``folder``: a node's raylet,
+    GCS server, agents and workers all get the session folder inside it."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:  # ended meanwhile
+            continue
+        if folder in cmd and state != "Z":
+            found.append(f"{pid} {cmd[:120]}")
+    return found
 
 
 def _rows(out: Path) -> list[dict[str, str]]:
@@ -214,3 +229,69 @@ def test_a_ray_start_that_exits_is_reported_with_its_own_last_log_line(tmp_path:
     with pytest.raises(ConfigError, match=r"ray start exited with code [1-9].*[Tt]oken"):
         c.start()
     assert not c.procs and not c.logs  # stopped what it started
+
+
+def test_a_failed_start_removes_the_temp_folder_it_made(monkeypatch) -> None:
+    """The head's ``ray start`` exits (a token file that does not exist): nothing
+    it started runs on and its ``/tmp/rayc-*`` folder (session, logs, token) is
+    gone; before, every LocalRayCluster left its folder behind, on every path."""
+    from fol.errors import ConfigError
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", "/nonexistent/rayc-token")
+    c = LocalRayCluster(workers=0, timeout_s=60)
+    assert c.temp_dir.startswith("/tmp/rayc-") and os.path.isdir(c.temp_dir)
+    with pytest.raises(ConfigError, match=r"^ray start exited with code [1-9]: .*[Tt]oken"):
+        with c:
+            pytest.fail("the cluster started")
+    assert not c.procs and not os.path.exists(c.temp_dir) and not _running_in(c.temp_dir)
+
+
+def test_ctrl_c_or_a_timeout_while_starting_stops_the_head_and_removes_the_folder(monkeypatch) -> None:
+    """Ctrl-C while the head comes up, and a cluster that is not up in time: the
+    head's processes are ended and the folder removed; the timeout's one line
+    quotes the head's log (its folder is gone)."""
+    from fol.errors import ConfigError
+
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    c = LocalRayCluster(workers=1, timeout_s=60)
+    c._nodes_alive = interrupted  # Ctrl-C at the first look at the nodes, the head started
+    with pytest.raises(KeyboardInterrupt):
+        c.start()
+    assert not c.procs and not os.path.exists(c.temp_dir) and not _running_in(c.temp_dir)
+    with pytest.raises(ConfigError, match="was stopped"):
+        c.start()  # its folder and token are gone: a new cluster is made instead
+
+    c = LocalRayCluster(workers=1, timeout_s=2)
+    c._nodes_alive = lambda: 0  # the nodes never show up
+    with pytest.raises(ConfigError, match=r"^Ray cluster: 1 nodes not up after 2 s; the head's log ends: \S"):
+        c.start()
+    assert not c.procs and not os.path.exists(c.temp_dir) and not _running_in(c.temp_dir)
+
+
+def test_an_error_inside_the_with_block_stops_the_cluster_and_a_callers_folder_is_kept(tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    """An exception inside ``with`` (a real head, up): every process of the node ends and
+    the folder it made is removed; a folder the caller gave is kept (with the logs)."""
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+    c = LocalRayCluster(workers=0, timeout_s=120)
+    with pytest.raises(RuntimeError, match="inside"):
+        with c:
+            assert _running_in(c.temp_dir)  # the head's raylet and GCS server
+            raise RuntimeError("inside the with block")
+    assert not c.procs and not os.path.exists(c.temp_dir) and not _running_in(c.temp_dir)
+
+    mine = tmp_path / "rc"  # a short path: Ray's socket names must fit in 107 characters
+    mine.mkdir()
+    c = LocalRayCluster(workers=0, timeout_s=120, temp_dir=str(mine))
+    c.procs.append(subprocess.Popen(["sleep", "60"], start_new_session=True))  # stands in for a node
+    c.logs.append(str(mine / "sleep.log"))
+    c.stop()
+    assert not c.procs and (mine / "auth_token").exists()
