@@ -552,10 +552,12 @@ class RayExecutor(Executor):
                 kwargs["address"] = address
             else:  # 'local': Ray would otherwise join whatever RAY_ADDRESS or a running 'ray start' names
                 kwargs["address"] = "local"
+                kwargs["_node_ip_address"] = "127.0.0.1"  # listening on 127.0.0.1 only (_loopback_kept)
                 if num_cpus:
                     kwargs["num_cpus"] = num_cpus
             try:
-                ray.init(**kwargs)
+                with _loopback_kept() if not address else contextlib.nullcontext():
+                    ray.init(**kwargs)
             except (ConnectionError, ValueError, RuntimeError) as e:
                 if not address:
                     raise ConfigError(f"executor 'ray': cannot start a local Ray instance ({e})") from None
@@ -688,6 +690,38 @@ def make_executor(kind: str, *, workers: int | None = None, threads: int | None 
 
 # --------------------------------------------------------------------------- a Ray cluster on this machine
 
+@contextlib.contextmanager
+def _loopback_kept() -> Iterator[None]:
+    """While a Ray node is started here: a node IP of ``127.0.0.1`` stays that.
+    Ray's servers (GCS, raylet, object manager, workers, agents) listen on
+    127.0.0.1 only when their node's IP is 127.0.0.1, else on every interface,
+    but Ray >= 2.4x replaces a given 127.0.0.1 with the machine's address
+    (``resolve_ip_for_localhost``: on Linux it assumes a multi-machine cluster);
+    its only switch against that, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, is
+    read once at import and makes ``ray start --address`` (a second raylet) exit."""
+    from ray._private import services
+
+    resolve = services.resolve_ip_for_localhost
+    services.resolve_ip_for_localhost = lambda host: host
+    try:
+        yield
+    finally:
+        services.resolve_ip_for_localhost = resolve
+
+
+def _ray_start_on_loopback() -> None:  # pragma: no cover - runs as a node's 'ray start' process
+    """``ray start`` with the arguments of this process, the node on 127.0.0.1 (:func:`_loopback_kept`)."""
+    from ray.scripts.scripts import main
+
+    sys.argv[:1] = ["ray", "start"]
+    with _loopback_kept():
+        main()
+
+
+#: a ``python -c`` program: ``ray start`` on 127.0.0.1 with the arguments after it
+_RAY_START = "from fol.executors import _ray_start_on_loopback; _ray_start_on_loopback()"
+
+
 def _free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     """``n`` distinct TCP ports free on ``host`` right now (bound to port 0, then released)."""
     import socket
@@ -740,7 +774,9 @@ def _end_cluster(procs: list[Any], logs: list[str], folder: str | None, grace_s:
 class LocalRayCluster:
     """A real multi-node Ray cluster on this machine: a head raylet plus
     ``workers`` more raylets, each started with ``ray start`` as separate node
-    processes on ``127.0.0.1``, on distinct free ports and in a private temp
+    processes on ``127.0.0.1`` (every server of every node listens there only,
+    not on the machine's other interfaces; a driver joins it with ``env``,
+    which makes Ray keep ``127.0.0.1``), on distinct free ports and in a private temp
     folder. :meth:`stop` (or leaving the ``with`` block, also on errors and
     Ctrl-C, and a :meth:`start` that fails or times out) stops exactly the
     processes it started (their process groups), never other Ray instances of
@@ -757,16 +793,11 @@ class LocalRayCluster:
 
     def __init__(self, workers: int = 1, cpus_per_node: int = 1, object_store_mb: int = 200,
                  timeout_s: float = 120.0, temp_dir: str | None = None) -> None:
-        import shutil
+        import importlib.util
         import tempfile
 
-        # the 'ray' next to this Python first (a virtual environment's bin/), then the PATH
-        ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
-        if not os.path.exists(ray_bin):
-            ray_bin = shutil.which("ray") or ray_bin
-        if not os.path.exists(ray_bin):
-            raise ConfigError("LocalRayCluster needs the 'ray' command: pip install 'fol-swarm[ray]'")
-        self.ray_bin = ray_bin
+        if importlib.util.find_spec("ray") is None:  # each node is 'ray start' run by this Python
+            raise ConfigError("LocalRayCluster needs Ray: pip install 'fol-swarm[ray]'")
         self.workers = workers
         self.cpus_per_node = cpus_per_node
         self.object_store_bytes = object_store_mb * 2**20
@@ -783,7 +814,10 @@ class LocalRayCluster:
         # and newer releases no longer create a missing token: the cluster gets its own
         # random token in its private folder (mode 0600), given to every node and driver
         # through ``env``, unless the caller already names one. ~/.ray is never touched.
-        self.env = {"RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token"), "RAY_USAGE_STATS_ENABLED": "0"}
+        # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: a driver's ray.init keeps the address 127.0.0.1 (and its own
+        # node IP) instead of replacing it with the machine's address, where nothing listens (_loopback_kept)
+        self.env = {"RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token"), "RAY_USAGE_STATS_ENABLED": "0",
+                    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
         if self.env["RAY_AUTH_MODE"] == "token" and not (os.environ.get("RAY_AUTH_TOKEN")
                                                          or os.environ.get("RAY_AUTH_TOKEN_PATH")):
             import secrets
@@ -798,7 +832,7 @@ class LocalRayCluster:
 
     def _node_args(self) -> list[str]:
         (om, nm, mt, dal, dag, rte) = _free_ports(6)
-        return ["--node-ip-address", "127.0.0.1", f"--object-manager-port={om}", f"--node-manager-port={nm}",
+        return [f"--object-manager-port={om}", f"--node-manager-port={nm}",
                 f"--metrics-export-port={mt}", f"--dashboard-agent-listen-port={dal}",
                 f"--dashboard-agent-grpc-port={dag}", f"--runtime-env-agent-port={rte}",
                 f"--num-cpus={self.cpus_per_node}", f"--object-store-memory={self.object_store_bytes}",
@@ -807,12 +841,13 @@ class LocalRayCluster:
     def _spawn(self, args: list[str], log_name: str) -> None:
         import subprocess
 
-        env = dict(os.environ, **self.env)
+        # the switch that keeps 127.0.0.1 in a driver makes a second raylet's ray start exit
+        env = dict(os.environ, **dict(self.env, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1"))
         env.pop("RAY_ADDRESS", None)
         log = os.path.join(self.temp_dir, log_name)
         with open(log, "wb") as fh:  # the child has its own copy of the descriptor
-            self.procs.append(subprocess.Popen([self.ray_bin, "start", *args], stdout=fh, stderr=subprocess.STDOUT,
-                                               start_new_session=True, env=env))
+            self.procs.append(subprocess.Popen([sys.executable, "-c", _RAY_START, *args], stdout=fh,
+                                               stderr=subprocess.STDOUT, start_new_session=True, env=env))
         self.logs.append(log)
 
     def _nodes_alive(self) -> int:
@@ -832,8 +867,10 @@ class LocalRayCluster:
         try:
             gcs, dash = _free_ports(2)
             self.address = f"127.0.0.1:{gcs}"
-            head = ["--head", f"--port={gcs}", "--include-dashboard=false", f"--dashboard-port={dash}",
-                    f"--temp-dir={self.temp_dir}"]
+            # the head's node IP 127.0.0.1 (kept by _loopback_kept); the other raylets take the address
+            # they reach the head from, 127.0.0.1, as theirs
+            head = ["--head", f"--port={gcs}", "--node-ip-address=127.0.0.1", "--include-dashboard=false",
+                    f"--dashboard-port={dash}", f"--temp-dir={self.temp_dir}"]
             self._spawn(head + self._node_args(), "head.log")
             deadline = time.monotonic() + self.timeout_s
             self._wait(1, deadline)

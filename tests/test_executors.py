@@ -176,6 +176,15 @@ def test_a_ray_executor_without_an_address_starts_its_own_instance(monkeypatch):
     with RayExecutor(threads=1, num_cpus=1) as ex:
         assert ex.map(abs, [-1, 2]) == [1, 2]
         assert ray.cluster_resources().get("CPU") == 1
+        # every server of the instance (GCS, raylet, object manager, workers, agents) listens on 127.0.0.1
+        # only; Ray's default, the machine's address as the node's, listened on every interface
+        from _listening import descendants, listening
+
+        heard = listening(descendants(os.getpid()) | {str(os.getpid())})
+        gcs_port = int(ray.get_runtime_context().gcs_address.rpartition(":")[2])
+        assert gcs_port in {port for _, _, port in heard} and len(heard) >= 3, heard
+        assert all(on_loopback for on_loopback, _, _ in heard), heard
+        assert [n["NodeManagerAddress"] for n in ray.nodes()] == ["127.0.0.1"]
     assert not ray.is_initialized()
 
 
@@ -189,8 +198,11 @@ def local_ray():
 
     assert not ray.is_initialized()
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import this file
-    ray.init(address="local", num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
+    from fol.executors import _loopback_kept
+
+    with _loopback_kept():
+        ray.init(address="local", num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False,
+                 log_to_driver=False, configure_logging=False)
     try:
         yield ray
     finally:

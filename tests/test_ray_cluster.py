@@ -55,6 +55,19 @@ def _running_in(folder: str) -> list[str]:
     return found
 
 
+def test_every_node_listens_on_127_0_0_1_only(cluster) -> None:
+    """The GCS, raylets (node and object manager), agents and workers of both nodes
+    listen on 127.0.0.1, not on every interface: 'ray start' replaced the
+    --node-ip-address 127.0.0.1 it was given by the machine's address (measured before:
+    8 of 8 listening sockets on 0.0.0.0 or the machine's address)."""
+    from _listening import in_groups, listening
+
+    heard = listening(in_groups({p.pid for p in cluster.procs}))
+    gcs_port = int(cluster.address.rpartition(":")[2])
+    assert gcs_port in {port for _, _, port in heard} and len(heard) >= 5, heard  # GCS, 2 x (node, object manager)
+    assert all(on_loopback for on_loopback, _, _ in heard), heard
+
+
 def _rows(out: Path) -> list[dict[str, str]]:
     with open(out / "results.csv") as fh:
         return sorted(csv.DictReader(fh), key=lambda r: (r["seed"], r["method"], r["node"]))
