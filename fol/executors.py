@@ -434,6 +434,11 @@ def check_ray_address(address: str | None, timeout_s: float = 5.0) -> None:
 HEAD_LOST_AFTER_S = 15.0
 #: seconds between two looks at the head while no task finishes (a look is one TCP connection)
 HEAD_CHECK_EVERY_S = 1.0
+#: seconds a driver that joined a cluster lets Ray wait for a lost head before Ray ends the process
+#: (``RAY_gcs_rpc_server_reconnect_timeout_s``, unless set already). Ray's own 60 s ended a run whose
+#: head died between two maps (while it evaluated or wrote results) from C++, with Ray's log line and
+#: exit code 1; the next ``map`` notices the lost head itself and ends in one line.
+GCS_RECONNECT_S = 7 * 24 * 3600
 
 
 def _lost_cluster(what: str, why: str, desc: str | None) -> FOLError:
@@ -550,6 +555,7 @@ class RayExecutor(Executor):
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
             if address:
                 kwargs["address"] = address
+                os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", str(GCS_RECONNECT_S))
             else:  # 'local': Ray would otherwise join whatever RAY_ADDRESS or a running 'ray start' names
                 kwargs["address"] = "local"
                 kwargs["_node_ip_address"] = "127.0.0.1"  # listening on 127.0.0.1 only (_loopback_kept)
