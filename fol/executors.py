@@ -408,13 +408,42 @@ def _unreachable(host: str, port: int, timeout_s: float) -> str | None:
     return None
 
 
-def check_ray_address(address: str | None, timeout_s: float = 5.0) -> None:
+#: seconds a throw-away driver is given to join the cluster at a ``host:port`` that accepts connections
+#: (:func:`check_ray_address`); joining one takes a few seconds
+RAY_JOIN_TIMEOUT_S = 30.0
+_JOINED: set[str] = set()  # host:port addresses a throw-away driver joined (checked once per process)
+
+
+def _join_failure(address: str, timeout_s: float) -> str | None:
+    """Why a driver could not join the Ray cluster at ``address`` within ``timeout_s``
+    (tried by a throw-away ``python -c`` process, whose output, Ray's C++ log lines
+    included, stays there), or ``None`` when it joined."""
+    import subprocess
+
+    code = ("import sys, ray; ray.init(address=sys.argv[1], log_to_driver=False, configure_logging=False, "
+            "include_dashboard=False)")
+    try:
+        r = subprocess.run([sys.executable, "-c", code, address], capture_output=True, text=True, timeout=timeout_s,
+                           stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return f"no Ray cluster's head answered there within {timeout_s:.0f} s"
+    if r.returncode == 0:
+        return None
+    lines = [ln.strip() for ln in r.stderr.splitlines() if ln.strip()]
+    return f"a driver could not join it: {lines[-1][:300] if lines else f'exit code {r.returncode}'}"
+
+
+def check_ray_address(address: str | None, timeout_s: float = 5.0, join_timeout_s: float | None = None) -> None:
     """Refuse an address that is not ``"auto"``, ``"local"``, ``host:port`` or
     ``ray://host:port`` (Ray itself found out only when it was joined, after the
     contact search and with the output folder started), and in seconds a
     ``host:port`` or ``ray://host:port`` where nothing accepts a connection: Ray
     retries such an address for minutes (about 40 s per attempt, 20 attempts)
-    and does not stop on Ctrl-C or ``kill`` meanwhile. ``None`` is a local instance."""
+    and does not stop on Ctrl-C or ``kill`` meanwhile. ``None`` is a local instance.
+    A ``host:port`` that accepts connections must take a driver within
+    ``join_timeout_s`` (:data:`RAY_JOIN_TIMEOUT_S`): something that is not a Ray
+    head, or a head that gives an address this machine does not reach, had Ray
+    retry for minutes too, printing three C++ log lines every 40 s."""
     if address is None or address in ("auto", "local"):
         return
     hostport = _host_port(address)
@@ -426,6 +455,16 @@ def check_ray_address(address: str | None, timeout_s: float = 5.0) -> None:
     if reason is not None:
         raise ConfigError(f"run.ray_address {address!r}: no Ray cluster answers at {host}:{port} ({reason}); "
                           "start it first (ray start --head) or correct the address")
+    if address.startswith("ray://") or address in _JOINED:
+        return
+    why = _join_failure(address, RAY_JOIN_TIMEOUT_S if join_timeout_s is None else join_timeout_s)
+    if why is not None:
+        hint = ("; a cluster started with 'ray start' uses token authentication: run with RAY_AUTH_MODE=token"
+                if "RAY_AUTH_MODE" not in os.environ and ("auth" in why.lower() or "token" in why.lower()) else "")
+        raise ConfigError(f"run.ray_address {address!r}: something accepts connections at {host}:{port}, but {why} "
+                          f"(is it the GCS port of a Ray head, and does this machine reach the address the cluster "
+                          f"gives for it?){hint}")
+    _JOINED.add(address)
 
 
 #: seconds the head of the Ray cluster (its GCS server) may accept no connection while ``RayExecutor.map``

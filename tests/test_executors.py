@@ -188,6 +188,35 @@ def test_a_ray_executor_without_an_address_starts_its_own_instance(monkeypatch):
     assert not ray.is_initialized()
 
 
+def test_a_ray_address_that_accepts_connections_but_is_no_ray_head_is_one_line_in_bounded_time(capfd):
+    """Something that is not a Ray head listens at the address (or a head that gives an address
+    this machine does not reach): Ray's driver retried for minutes, printing three C++ log lines
+    every 40 s ('Failed to connect to GCS at address ...'; measured with fol simulate against a
+    web server: still retrying when killed after 300 s, 21 lines). The check gives one line within
+    its join timeout, and Ray's lines stay in the throw-away driver that tried."""
+    import socket
+    import time
+
+    from fol.errors import ConfigError
+    from fol.executors import check_ray_address
+
+    with socket.socket() as listener:  # accepts connections (the kernel's backlog), says nothing
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        began = time.monotonic()
+        with pytest.raises(ConfigError) as refused:
+            check_ray_address(address, join_timeout_s=6.0)
+        took_s = time.monotonic() - began
+    line = str(refused.value)
+    assert "\n" not in line and line.startswith(f"run.ray_address '{address}': something accepts connections at "
+                                                 f"{address}, but "), line
+    assert "is it the GCS port of a Ray head" in line
+    assert took_s < 6.0 + 10, took_s
+    out, err = capfd.readouterr()
+    assert out == err == "", err[-2000:]
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     """One small Ray instance on 127.0.0.1 for the Ray tests here (started by the
