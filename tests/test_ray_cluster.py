@@ -203,65 +203,44 @@ def test_a_driver_whose_head_is_killed_ends_in_seconds_with_one_line(tmp_path: P
     assert took_s < lost_after_s + 20, took_s  # Ray alone: 60 s, then its fatal log
 
 
-_HEAD_LOST_BETWEEN_MAPS = r"""
-import sys, time
-from fol.errors import FOLError
-from fol.executors import RayExecutor
+def test_a_driver_joining_a_cluster_outwaits_rays_60_s_of_reconnecting(monkeypatch) -> None:
+    """A head that dies while the driver is between two maps (evaluating, writing results) for
+    longer than Ray's 60 s of reconnecting (``gcs_rpc_server_reconnect_timeout_s``) made Ray's
+    driver end the whole process from its C++ code ("Failed to connect to GCS within 60 seconds
+    ... The program will terminate", exit code 1, measured with a cluster whose head was killed
+    and a second map started 70 s later; with the setting below the second map ended in 16 s with
+    the head watch's one line and exit code 2). That run waits past Ray's 60 s, too slow for the
+    suite; this checks the setting it relies on: a driver that joins a cluster hands Ray a week
+    (GCS_RECONNECT_S) before ``ray.init``, keeps a value the user set, and a local instance
+    (no address, nothing to reconnect to) leaves it alone."""
+    import ray
 
+    import fol.executors as ex
 
-def nap(seconds):
-    time.sleep(seconds)
-    return seconds
+    seen: list[str | None] = []
 
+    class Stop(Exception):
+        pass
 
-try:
-    with RayExecutor(sys.argv[1], threads=1) as ex:
-        print("first", ex.map(nap, [0, 0], desc="pretraining"), flush=True)
-        sys.stdin.readline()  # the run evaluates, writes results...; the head is killed meanwhile
-        print("second", ex.map(nap, [0, 0], desc="round 1"), flush=True)
-except FOLError as exc:  # as the fol command line does
-    print(f"error: {exc}", file=sys.stderr)
-    sys.exit(2)
-"""
+    def fake_init(**kwargs):
+        seen.append(os.environ.get("RAY_gcs_rpc_server_reconnect_timeout_s"))
+        raise Stop
 
-
-def test_a_head_killed_between_two_maps_ends_the_next_map_in_one_line(tmp_path: Path) -> None:
-    """The head dies while the driver is between two maps for longer than Ray's 60 s of
-    reconnecting: Ray's driver ended the whole process from its C++ code then ("Failed to
-    connect to GCS within 60 seconds ... The program will terminate", exit code 1, measured);
-    now the process lives on and the next map ends with the one line naming the head and
-    how to resume. Slow by nature (Ray's 60 s)."""
-    import signal
-    import time
-
-    script = tmp_path / "between_maps.py"
-    script.write_text(_HEAD_LOST_BETWEEN_MAPS)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
-                                                          os.environ.get("PYTHONPATH", "")]))
-    env.pop("RAY_gcs_rpc_server_reconnect_timeout_s", None)
-    with LocalRayCluster(workers=0, cpus_per_node=1, timeout_s=120) as c:
-        proc = subprocess.Popen([sys.executable, str(script), c.address], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(env, **c.env))
-        try:
-            assert proc.stdout.readline() == "first [0, 0]\n", proc.stderr.read()[-3000:]
-            os.killpg(c.procs[0].pid, signal.SIGKILL)  # the head node
-            time.sleep(65.0)  # past Ray's 60 s
-            assert proc.poll() is None, proc.stderr.read()[-3000:]  # Ray ended it (exit code 1) before
-            proc.stdin.write("\n")
-            proc.stdin.flush()
-            resumed = time.monotonic()
-            out, err = proc.communicate(timeout=90)
-            took_s = time.monotonic() - resumed
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert proc.returncode == 2 and out == "", err[-3000:]
-    assert lines == [lines[-1]] and lines[-1].startswith(f"error: the Ray cluster's head at {c.address} "
-                                                         "stopped answering during round 1 "), err[-3000:]
-    assert lines[-1].endswith("continue it with fol simulate --resume OUT")
-    assert took_s < 60, took_s  # the head watch's 15 s, then Ray's shutdown
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", fake_init)
+    monkeypatch.setattr(ex, "check_ray_address", lambda *a, **k: None)
+    monkeypatch.delenv("RAY_gcs_rpc_server_reconnect_timeout_s", raising=False)
+    with pytest.raises(Stop):
+        ex.RayExecutor("127.0.0.1:6379")
+    assert seen == [str(ex.GCS_RECONNECT_S)] and ex.GCS_RECONNECT_S >= 24 * 3600
+    monkeypatch.setenv("RAY_gcs_rpc_server_reconnect_timeout_s", "90")
+    with pytest.raises(Stop):
+        ex.RayExecutor("127.0.0.1:6379")
+    assert seen[-1] == "90"
+    monkeypatch.delenv("RAY_gcs_rpc_server_reconnect_timeout_s")
+    with pytest.raises(Stop):
+        ex.RayExecutor(None)
+    assert seen[-1] is None
 
 
 def test_the_cluster_gets_a_private_token_and_leaves_a_callers_token_alone(tmp_path: Path, monkeypatch) -> None:
