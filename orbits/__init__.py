@@ -11,7 +11,8 @@ from .errors import OrbitError
 from .groundtrack import (GroundTrack, geodetic_from_itrs, ground_points_itrs, ground_track,
                           itrs_to_teme, teme_to_itrs, teme_to_itrs_matrices)
 from .propagation import propagate, propagate_offsets, propagate_pairs
-from .timeutil import julian_date, julian_dates, parse_utc, sgp4_epoch_days, skyfield_times, timescale
+from .timeutil import (julian_date, julian_dates, parse_utc, sgp4_epoch_days, skyfield_times, timescale,
+                       utc_offset_s)
 from .oem import Ephemeris, OemSegment, parse_oem_text, read_oem
 from .omm import OMM_FORMATS, format_omm, omm_records, parse_omm_text, read_omm, write_omm
 from .sunlight import eclipse_intervals, sunlit_samples
@@ -24,7 +25,7 @@ __all__ = [
     "julian_dates", "keplerian_period_s", "parse_tle_text", "parse_utc", "propagate",
     "propagate_offsets", "propagate_pairs", "read_tle", "sgp4_epoch_days", "skyfield_times",
     "swath_half_angle_rad", "teme_to_itrs", "teme_to_itrs_matrices", "timescale",
-    "tle_checksum", "walker", "walker_delta", "walker_star", "write_tle",
+    "tle_checksum", "utc_offset_s", "walker", "walker_delta", "walker_star", "write_tle",
     "Ephemeris", "OemSegment", "parse_oem_text", "read_oem",
     "OMM_FORMATS", "format_omm", "omm_records", "parse_omm_text", "read_omm", "write_omm",
     "eclipse_intervals", "sunlit_samples",

@@ -61,7 +61,7 @@ from swarmbase.tomlcheck import check_name_length, read_text_file, shown
 from .constants import EARTH_ROTATION_RAD_S
 from .errors import OrbitError
 from .omm import _KVN_LINE
-from .timeutil import ccsds_datetime, parse_utc, skyfield_times, timescale
+from .timeutil import ccsds_datetime, parse_utc, skyfield_times, utc_offset_s
 
 #: Files larger than this are refused before they are read.
 MAX_OEM_BYTES = 64 * 1024 * 1024
@@ -283,20 +283,6 @@ def _to_teme_matrices(frame: str, start: _dt.datetime, offsets: np.ndarray) -> n
     return icrf_to_teme.transpose(2, 0, 1)
 
 
-def _utc_offset_s(scale: str, naive: _dt.datetime) -> float:
-    """Seconds the time system ``scale`` runs ahead of UTC at the instant ``naive`` (in that scale)."""
-    if scale == "UTC":
-        return 0.0
-    ts = timescale()
-    seconds = naive.second + naive.microsecond * 1e-6
-    if scale == "GPS":  # GPS time = TAI - 19 s
-        t = ts.tai(naive.year, naive.month, naive.day, naive.hour, naive.minute, seconds + 19.0)
-    else:
-        t = getattr(ts, scale.lower())(naive.year, naive.month, naive.day, naive.hour, naive.minute, seconds)
-    utc = t.utc_datetime().replace(tzinfo=None)
-    return round((naive - utc).total_seconds(), 3)  # whole leap seconds plus TT's 32.184 s
-
-
 class _Reader:
     """One pass over the KVN lines, segment by segment."""
 
@@ -488,8 +474,8 @@ class _Reader:
         if scale != "UTC" and start < _dt.datetime(1972, 1, 1):  # UTC has had whole leap seconds since 1972
             raise self.fail(meta["START_TIME"][1], f"START_TIME: a segment in {scale} must start in 1972 or later "
                                                    f"(converted to UTC with the leap seconds), got {shown(value('START_TIME'))}")
-        offset = _utc_offset_s(scale, start)
-        if _utc_offset_s(scale, stop) != offset:
+        offset = utc_offset_s(scale, start)
+        if utc_offset_s(scale, stop) != offset:
             raise self.fail(meta["STOP_TIME"][1], f"TIME_SYSTEM {scale}: the segment spans a leap second, which "
                                                   "this reader does not convert; split it there or give it in UTC")
         epoch0 = (start - _dt.timedelta(seconds=offset)).replace(tzinfo=_dt.timezone.utc)

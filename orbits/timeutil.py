@@ -40,6 +40,21 @@ def timescale():
     return load.timescale(builtin=True)
 
 
+def utc_offset_s(scale: str, naive: _dt.datetime) -> float:
+    """Seconds the time system ``scale`` (UTC, TT, TAI or GPS) runs ahead of UTC at the instant ``naive``
+    (in that scale), to the millisecond: Skyfield's leap-second table; GPS time is TAI - 19 s."""
+    if scale == "UTC":
+        return 0.0
+    ts = timescale()
+    seconds = naive.second + naive.microsecond * 1e-6
+    if scale == "GPS":  # GPS time = TAI - 19 s
+        t = ts.tai(naive.year, naive.month, naive.day, naive.hour, naive.minute, seconds + 19.0)
+    else:
+        t = getattr(ts, scale.lower())(naive.year, naive.month, naive.day, naive.hour, naive.minute, seconds)
+    utc = t.utc_datetime().replace(tzinfo=None)
+    return round((naive - utc).total_seconds(), 3)  # whole leap seconds plus TT's 32.184 s
+
+
 def parse_utc(value: str | _dt.datetime, field: str = "epoch") -> _dt.datetime:
     """Parse an ISO-8601 UTC instant (``2025-03-01T00:00:00Z``) into an aware datetime.
 
