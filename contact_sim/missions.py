@@ -1,7 +1,7 @@
 """Drone missions as planned in QGroundControl or Mission Planner, and recorded flights, turned
 into timed waypoints.
 
-Five file kinds, told apart by their name's ending: two planned missions,
+Six file kinds, told apart by their name's ending: two planned missions,
 
 - ``.plan``: QGroundControl's JSON (``"fileType": "Plan"``; ``mission.items`` of
   ``SimpleItem`` entries, ``command``, ``frame`` and ``params`` [p1, p2, p3, p4,
@@ -17,7 +17,7 @@ Five file kinds, told apart by their name's ending: two planned missions,
   (index, current, frame, command, p1..p4, lat, lon, alt, autocontinue); the
   first item is the home position;
 
-and three recorded tracks, replayed at their own UTC times:
+and four recorded tracks, replayed at their own UTC times:
 
 - ``.gpx``: a GPX 1.1 or 1.0 track (``trk/trkseg/trkpt`` with ``lat``, ``lon``,
   ``ele`` in m above mean sea level and ``time``, every point with both), as
@@ -44,7 +44,17 @@ and three recorded tracks, replayed at their own UTC times:
   position messages decoded; a last packet cut off by
   the end of the file (the ground station stopped while writing it) is skipped with a
   warning. Position messages of more than one vehicle (system and component id) are
-  refused: one drone per file. The drone is named after the file's stem.
+  refused: one drone per file. The drone is named after the file's stem;
+- ``.bin``: an ArduPilot DataFlash log (the flight controller's own), messages of 0xA3 0x95, a type
+  byte and the fields the type's FMT message (type 128) lays out, framed here by those lengths; the
+  ``GPS`` messages of the first GPS (``I`` 0, where logged) with a 3-D fix (``Status`` >= 3) are
+  decoded with pymavlink's table of format characters (extra ``mavlink``): ``Lat``/``Lng`` in 1e-7
+  degrees, ``Alt`` in cm above mean sea level, at GPS week ``GWk`` (``Week``) and milliseconds of the
+  week ``GMS`` (``TimeMS``) converted to UTC with the leap seconds of that date (GPS - UTC = TAI -
+  UTC - 19 s, :func:`orbits.utc_offset_s`, Skyfield's table). pymavlink's own reader is not run: it
+  subtracts 18 s at any date and prints what it skips. Up to 528 bytes that are no message at the
+  end (block logging's unwritten page) and a last message cut off are skipped with a warning. The
+  drone is named after the file's stem.
 
 A track's t = 0 is the scenario's ``[time] start`` when given (points before it
 are dropped, the drone starting where the track is at that instant), else the
@@ -131,7 +141,7 @@ from xml.parsers import expat
 
 import numpy as np
 
-from orbits import OrbitError, geodetic_from_itrs, ground_points_itrs, parse_utc
+from orbits import OrbitError, geodetic_from_itrs, ground_points_itrs, parse_utc, utc_offset_s
 from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import check_input_file, read_text_file, shown
 from swarmbase.xmlguard import refuse_doctype
@@ -165,11 +175,11 @@ MAX_CORRIDOR_WAYPOINTS = 100_000
 QT_EARTH_RADIUS_M = 6_371_007.2
 _ANGLE = "degrees (the transects' compass bearing)"
 #: Name endings of planned missions and of recorded tracks.
-MISSION_SUFFIXES, TRACK_SUFFIXES = (".plan", ".waypoints"), (".gpx", ".jsonl", ".tlog")
+MISSION_SUFFIXES, TRACK_SUFFIXES = (".plan", ".waypoints"), (".gpx", ".jsonl", ".tlog", ".bin")
 #: The namespaces of GPX 1.1 and 1.0 (and none, as some converters write).
 GPX_NAMESPACES = ("http://www.topografix.com/GPX/1/1", "http://www.topografix.com/GPX/1/0", "")
 _KINDS = ("expected a QGroundControl .plan, a QGC WPL 110 .waypoints, a GPX track (.gpx), a drone agent's "
-          "positions.jsonl or a MAVLink telemetry log (.tlog)")
+          "positions.jsonl, a MAVLink telemetry log (.tlog) or an ArduPilot DataFlash log (.bin)")
 
 NAV_WAYPOINT, NAV_LOITER_TIME, NAV_RETURN_TO_LAUNCH, NAV_LAND, NAV_TAKEOFF = 16, 19, 20, 21, 22
 DO_JUMP, DO_CHANGE_SPEED, DO_SET_HOME = 177, 178, 179
@@ -766,7 +776,7 @@ def _check_local(path: Path, xyz: np.ndarray, wheres: Sequence[str], origin: tup
 
 
 def _drone_name(path: Path) -> str:
-    """A mission, GPX or .tlog file names its drone by its stem, a positions.jsonl by its folder."""
+    """A mission, GPX, .tlog or .bin file names its drone by its stem, a positions.jsonl by its folder."""
     name = path.parent.name if path.suffix.lower() == ".jsonl" else path.stem
     if not header_name_ok(name):
         after = "folder" if path.suffix.lower() == ".jsonl" else "file"
@@ -969,6 +979,18 @@ _UNIX_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _NEEDS_PYMAVLINK = "reading a MAVLink telemetry log needs pymavlink: pip install 'fol-swarm[mavlink]'"
 
 
+def _log_bytes(path: Path, what: str) -> bytes:
+    """A binary log's bytes, at most MAX_MISSION_BYTES (the size was checked; the file may have grown since)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_MISSION_BYTES + 1)
+    except OSError as exc:
+        raise ContactError(f"{path}: cannot read the {what} ({exc.strerror})") from None
+    if len(data) > MAX_MISSION_BYTES:
+        raise ContactError(f"{path}: over {MAX_MISSION_BYTES} bytes; a {what} may have at most {MAX_MISSION_BYTES}")
+    return data
+
+
 def _tlog_points(path: Path) -> list[TrackPoint]:
     """The ``GLOBAL_POSITION_INT`` positions of a MAVLink telemetry log at the times the ground station
     logged them; each message named ``message N (byte B)``, N counting every packet of the log from 0."""
@@ -977,14 +999,7 @@ def _tlog_points(path: Path) -> list[TrackPoint]:
         from pymavlink.dialects.v20 import common as mavlink  # MAVLink 2's parser decodes version 1 packets too
     except ImportError:
         raise ContactError(f"{path}: {_NEEDS_PYMAVLINK}") from None
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_MISSION_BYTES + 1)  # bounded: the file may have grown since it was checked
-    except OSError as exc:
-        raise ContactError(f"{path}: cannot read the MAVLink telemetry log ({exc.strerror})") from None
-    if len(data) > MAX_MISSION_BYTES:
-        raise ContactError(f"{path}: over {MAX_MISSION_BYTES} bytes; a MAVLink telemetry log may have at most "
-                           f"{MAX_MISSION_BYTES}")
+    data = _log_bytes(path, "MAVLink telemetry log")
     parser = mavlink.MAVLink(None)
     points: list[TrackPoint] = []
     source: tuple[int, int, str] | None = None
@@ -1041,14 +1056,146 @@ def _tlog_points(path: Path) -> list[TrackPoint]:
     return points
 
 
+#: DataFlash: each message starts with these two bytes and its type; FMT messages (type 128, 89 bytes in
+#: all) define the types: type, length (with the 3-byte header), name (4 chars), format (16), columns (64).
+_DF_HEAD, _DF_FMT = b"\xa3\x95", 0x80
+_DF_FMT_BODY = struct.Struct("<BB4s16s64s")
+#: Bytes at the end of a log ArduPilot's block logging may leave unwritten (a page, 256 bytes, less its
+#: header); pymavlink's DFReader passes over 528 of them. Bytes that are no message there end the log.
+_DF_TAIL = 528
+#: GPS columns read, with their older names (ArduPilot before 3.2 logged ``TimeMS`` and ``Week``).
+_DF_GPS_COLUMNS = {"Status": ("Status",), "GMS": ("GMS", "TimeMS"), "GWk": ("GWk", "Week"),
+                   "Lat": ("Lat",), "Lng": ("Lng",), "Alt": ("Alt",)}
+#: The format characters of the position columns, as ArduPilot logs them: latitude and longitude 'L'
+#: (int32, 1e-7 degrees), altitude 'e' (int32, centimetres above mean sea level).
+_DF_POSITION_FORMATS = {"Lat": "L", "Lng": "L", "Alt": "e"}
+_DF_3D_FIX = 3
+_GPS_EPOCH = _dt.datetime(1980, 1, 6)
+_MS_PER_WEEK = 7 * 86_400_000
+_NEEDS_PYMAVLINK_DF = "reading an ArduPilot DataFlash log needs pymavlink: pip install 'fol-swarm[mavlink]'"
+
+
+def _df_gps_layout(path: Path, where: str, fmt: str, columns: list[str], length: int,
+                   format_to_struct: dict) -> tuple[struct.Struct, dict[str, int], list]:
+    """The GPS message's unpacker, the index of each column read (and ``I``, the instance, when logged)
+    and each column's multiplier, from its FMT message."""
+    unknown = [c for c in fmt if c not in format_to_struct]
+    if unknown:
+        raise ContactError(f"{path}: {where}: FMT of GPS has the format character {shown(unknown[0])}, which "
+                           "DataFlash logs do not use")
+    if len(columns) != len(fmt):
+        raise ContactError(f"{path}: {where}: FMT of GPS has {len(columns)} column labels for the "
+                           f"{len(fmt)} characters of its format {shown(fmt)}")
+    unpack = struct.Struct("<" + "".join(format_to_struct[c][0] for c in fmt))
+    if unpack.size + 3 != length:
+        raise ContactError(f"{path}: {where}: FMT of GPS gives a length of {length} bytes, but its format "
+                           f"{shown(fmt)} takes {unpack.size + 3} with the header")
+    index: dict[str, int] = {}
+    for key, names in _DF_GPS_COLUMNS.items():
+        found = [columns.index(n) for n in names if n in columns]
+        if not found:
+            raise ContactError(f"{path}: {where}: FMT of GPS has no column {' or '.join(names)} (columns "
+                               f"{shown(','.join(columns))})")
+        index[key] = found[0]
+    for key, char in _DF_POSITION_FORMATS.items():
+        if fmt[index[key]] != char:
+            raise ContactError(f"{path}: {where}: FMT of GPS logs {key} with the format character "
+                               f"{shown(fmt[index[key]])}; expected {char!r}, as ArduPilot logs it")
+    if "I" in columns:
+        index["I"] = columns.index("I")
+    return unpack, index, [format_to_struct[c][1] for c in fmt]
+
+
+def _dataflash_points(path: Path) -> list[TrackPoint]:
+    """The 3-D fixes of the first GPS of an ArduPilot DataFlash log at their GPS times, converted to UTC;
+    each message named ``message N (byte B)``, N counting every message of the log from 0."""
+    path = check_input_file(path, ContactError, "DataFlash log", MAX_MISSION_BYTES)
+    try:
+        from pymavlink.DFReader import FORMAT_TO_STRUCT  # the struct code and multiplier of each format character
+    except ImportError:
+        raise ContactError(f"{path}: {_NEEDS_PYMAVLINK_DF}") from None
+    data = _log_bytes(path, "DataFlash log")
+    lengths = {_DF_FMT: 3 + _DF_FMT_BODY.size}
+    gps_type: int | None = None
+    gps: tuple[struct.Struct, dict[str, int], list] | None = None
+    fixes: list[tuple[_dt.datetime, float, float, float, str]] = []  # GPS time (naive), lat, lon, alt, where
+    pos = index = 0
+    while pos < len(data):
+        where = f"message {index} (byte {pos})"
+        if data[pos:pos + 2] != _DF_HEAD[:len(data) - pos]:
+            if index and len(data) - pos < _DF_TAIL:  # block logging's unwritten end of a page
+                log.warning("%s: %s: %d bytes at the end are no DataFlash message; the log ends before them", path,
+                            where, len(data) - pos)
+                break
+            raise ContactError(f"{path}: {where}: expected a DataFlash message (0xA3 0x95), got "
+                               f"{data[pos:pos + 2].hex(' ').upper()}; not an ArduPilot DataFlash log (.bin)")
+        length = lengths.get(data[pos + 2]) if pos + 2 < len(data) else 3
+        if length is None:
+            raise ContactError(f"{path}: {where}: message type {data[pos + 2]} has no FMT message before it")
+        if pos + length > len(data):
+            log.warning("%s: %s: skipping the last message, cut off by the end of the file (%d bytes)", path,
+                        where, len(data) - pos)
+            break
+        mtype, body = data[pos + 2], data[pos + 3:pos + length]
+        if mtype == _DF_FMT:
+            ftype, flen, name, fmt, columns = (v.rstrip(b"\0").decode("ascii", "replace") if isinstance(v, bytes)
+                                               else v for v in _DF_FMT_BODY.unpack(body))
+            if flen < 3 or (ftype == _DF_FMT and flen != lengths[_DF_FMT]):
+                raise ContactError(f"{path}: {where}: FMT of type {ftype} ({shown(name)}) gives a length of {flen} "
+                                   f"bytes; expected {lengths[_DF_FMT] if ftype == _DF_FMT else 'at least 3'}")
+            lengths[ftype] = flen
+            if name == "GPS":
+                gps_type = ftype
+                gps = _df_gps_layout(path, where, fmt, columns.split(",") if columns else [], flen,
+                                     FORMAT_TO_STRUCT)
+            elif ftype == gps_type:
+                gps_type = gps = None
+        elif mtype == gps_type and gps is not None:
+            unpack, col, mults = gps
+            values = unpack.unpack(body)
+            status = values[col["Status"]]
+            if ("I" not in col or values[col["I"]] == 0) and status >= _DF_3D_FIX:
+                week, ms = values[col["GWk"]], values[col["GMS"]]
+                if not (0 <= ms < _MS_PER_WEEK and week >= 0):
+                    raise ContactError(f"{path}: {where}: GPS week {week}, {ms} ms; expected a week of 0 or more and "
+                                       f"0..{_MS_PER_WEEK - 1} ms of the week")
+                try:
+                    when = _GPS_EPOCH + _dt.timedelta(weeks=week, milliseconds=ms)
+                except OverflowError:
+                    raise ContactError(f"{path}: {where}: GPS week {week} is past the year 9999") from None
+                # scaled as pymavlink's DFReader does: divided by 1e7 (lat, lon) and 100 (alt)
+                lat, lon, alt = (values[col[k]] / round(1 / mults[col[k]]) for k in ("Lat", "Lng", "Alt"))
+                _check_position(path, where, lat, lon, alt)
+                fixes.append((when, lat, lon, alt, where))
+        pos += length
+        index += 1
+    if not fixes:
+        raise ContactError(f"{path}: no GPS message of the first GPS with a 3-D fix (Status 3 or more) among its "
+                           f"{index} DataFlash messages; a recorded track needs the vehicle's positions")
+    return _gps_to_utc(fixes)
+
+
+def _gps_to_utc(fixes: list[tuple[_dt.datetime, float, float, float, str]]) -> list[TrackPoint]:
+    """GPS times to UTC: minus GPS - UTC = TAI - UTC - 19 s, the leap seconds (Skyfield's table) at each."""
+    times = [f[0] for f in fixes]
+    first, last = utc_offset_s("GPS", min(times)), utc_offset_s("GPS", max(times))
+    points: list[TrackPoint] = []
+    for when, lat, lon, alt, where in fixes:
+        # the count only grows: when the earliest and latest fixes share it, no leap second lies between
+        offset = first if first == last else utc_offset_s("GPS", when)
+        points.append((when.replace(tzinfo=_dt.timezone.utc) - _dt.timedelta(seconds=offset), lat, lon, alt, where))
+    return points
+
+
 def read_track(path: str | Path) -> list[TrackPoint]:
-    """The points of one recorded track (``.gpx``, a ``positions.jsonl`` or a ``.tlog``) in time order,
+    """The points of one recorded track (``.gpx``, a ``positions.jsonl``, a ``.tlog`` or a ``.bin``) in time order,
     times increasing."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in TRACK_SUFFIXES:
         raise ContactError(f"{path}: {_KINDS}")
-    points = {".gpx": _gpx_points, ".jsonl": _position_log_points, ".tlog": _tlog_points}[suffix](path)
+    points = {".gpx": _gpx_points, ".jsonl": _position_log_points, ".tlog": _tlog_points,
+              ".bin": _dataflash_points}[suffix](path)
     for prev, cur in zip(points, points[1:]):
         if not cur[0] > prev[0]:
             raise ContactError(f"{path}: {cur[4]}: time {cur[0].isoformat()} is not after the previous point's "
