@@ -1069,6 +1069,8 @@ _DF_GPS_COLUMNS = {"Status": ("Status",), "GMS": ("GMS", "TimeMS"), "GWk": ("GWk
 #: The format characters of the position columns, as ArduPilot logs them: latitude and longitude 'L'
 #: (int32, 1e-7 degrees), altitude 'e' (int32, centimetres above mean sea level).
 _DF_POSITION_FORMATS = {"Lat": "L", "Lng": "L", "Alt": "e"}
+#: The format characters of unscaled integers, for the fix status, the GPS time and the instance.
+_DF_INTEGER_FORMATS = "bBhHiIqQ"
 _DF_3D_FIX = 3
 _GPS_EPOCH = _dt.datetime(1980, 1, 6)
 _MS_PER_WEEK = 7 * 86_400_000
@@ -1103,6 +1105,10 @@ def _df_gps_layout(path: Path, where: str, fmt: str, columns: list[str], length:
                                f"{shown(fmt[index[key]])}; expected {char!r}, as ArduPilot logs it")
     if "I" in columns:
         index["I"] = columns.index("I")
+    for key in ("Status", "GMS", "GWk", "I"):
+        if key in index and fmt[index[key]] not in _DF_INTEGER_FORMATS:
+            raise ContactError(f"{path}: {where}: FMT of GPS logs {columns[index[key]]} with the format character "
+                               f"{shown(fmt[index[key]])}; expected an integer ({_DF_INTEGER_FORMATS})")
     return unpack, index, [format_to_struct[c][1] for c in fmt]
 
 

@@ -181,6 +181,8 @@ FMT_FMT = _fmt(0x80, "FMT", "BBnNZ", "Type,Length,Name,Format,Columns")
      "(byte 89): FMT of GPS has no column GWk or Week"),
     (lambda p: FMT_FMT + _fmt(GPS_TYPE, "GPS", "QBBIHBciieffffB", CURRENT[1]), "message 1 (byte 89): FMT of GPS logs "
      "Lat with the format character 'i'; expected 'L', as ArduPilot logs it"),
+    (lambda p: FMT_FMT + _fmt(GPS_TYPE, "GPS", "QBBnHBcLLeffffB", CURRENT[1]), "message 1 (byte 89): FMT of GPS logs "
+     "GMS with the format character 'n'; expected an integer (bBhHiIqQ)"),
     (lambda p: FMT_FMT + _fmt(GPS_TYPE, "GPS", "QBBIHBcLLeffffX", CURRENT[1], length=51), "message 1 (byte 89): FMT "
      "of GPS has the format character 'X'"),
     (lambda p: FMT_FMT + _fmt(0x80, "FMT", "BBnNZ", "Type,Length,Name,Format,Columns", length=12), "message 1 (byte "
@@ -198,7 +200,7 @@ FMT_FMT = _fmt(0x80, "FMT", "BBnNZ", "Type,Length,Name,Format,Columns")
      + HEAD + bytes([GPS_TYPE]) + _struct("QBBIIBcLLeffffB").pack(0, 0, 3, 0, 2**32 - 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
      "message 2 (byte 178): GPS week 4294967295 is past the year 9999"),
 ], ids=["garbage", "empty", "no-gps", "type-before-fmt", "garbage-inside", "gps-length", "gps-columns",
-        "gps-no-week", "gps-lat-format", "gps-format-char", "fmt-length", "latitude", "altitude", "decreasing-times",
+        "gps-no-week", "gps-lat-format", "gps-time-format", "gps-format-char", "fmt-length", "latitude", "altitude", "decreasing-times",
         "time-of-week", "year-9999"])
 def test_a_bad_dataflash_log_is_one_line_naming_file_and_message(tmp_path: Path, make, message: str, capsys) -> None:
     data = make(tmp_path / "make.bin")
