@@ -1182,15 +1182,25 @@ def _dataflash_points(path: Path) -> list[TrackPoint]:
 
 
 def _gps_to_utc(fixes: list[tuple[_dt.datetime, float, float, float, str]]) -> list[TrackPoint]:
-    """GPS times to UTC: minus GPS - UTC = TAI - UTC - 19 s, the leap seconds (Skyfield's table) at each."""
-    times = [f[0] for f in fixes]
-    first, last = utc_offset_s("GPS", min(times)), utc_offset_s("GPS", max(times))
-    points: list[TrackPoint] = []
-    for when, lat, lon, alt, where in fixes:
-        # the count only grows: when the earliest and latest fixes share it, no leap second lies between
-        offset = first if first == last else utc_offset_s("GPS", when)
-        points.append((when.replace(tzinfo=_dt.timezone.utc) - _dt.timedelta(seconds=offset), lat, lon, alt, where))
-    return points
+    """GPS times to UTC: minus GPS - UTC = TAI - UTC - 19 s, the leap seconds (Skyfield's table) at each.
+    The count only grows, so fixes between two that share it share it too: the times in order are split
+    in halves until each span's ends agree, a few dozen look-ups for a log across a leap second."""
+    times = sorted({f[0] for f in fixes})
+    offsets: dict[_dt.datetime, float] = {}
+
+    def fill(lo: int, hi: int, at_lo: float, at_hi: float) -> None:
+        if at_lo == at_hi or hi - lo <= 1:
+            offsets.update((t, at_lo) for t in times[lo:hi])
+            offsets[times[hi]] = at_hi
+            return
+        mid = (lo + hi) // 2
+        at_mid = utc_offset_s("GPS", times[mid])
+        fill(lo, mid, at_lo, at_mid)
+        fill(mid, hi, at_mid, at_hi)
+
+    fill(0, len(times) - 1, utc_offset_s("GPS", times[0]), utc_offset_s("GPS", times[-1]))
+    return [(when.replace(tzinfo=_dt.timezone.utc) - _dt.timedelta(seconds=offsets[when]), lat, lon, alt, where)
+            for when, lat, lon, alt, where in fixes]
 
 
 def read_track(path: str | Path) -> list[TrackPoint]:
