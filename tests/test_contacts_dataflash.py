@@ -230,3 +230,11 @@ def test_without_pymavlink_a_dataflash_log_is_refused_in_one_line(tmp_path: Path
         read_missions([path], None, 15.0)
     assert str(exc.value) == (f"{path}: reading an ArduPilot DataFlash log needs pymavlink: "
                               "pip install 'fol-swarm[mavlink]'")
+
+
+def test_every_fix_of_a_log_across_the_leap_second_gets_its_own_count(tmp_path: Path) -> None:
+    """Fixes every 7 s from 23:50 to 00:10 UTC: those before the leap second 17 s behind GPS time, after 18 s."""
+    t0 = _dt.datetime(2016, 12, 31, 23, 50, tzinfo=_dt.timezone.utc)
+    points = [(7.0 * k, 47.0 + k * 1e-6, 8.0, 400.0) for k in range(172)]
+    pts = read_track(_log(tmp_path / "a.bin", t0=t0, points=points))
+    assert [p[0] for p in pts] == [t0 + _dt.timedelta(seconds=t) for t, *_ in points]
