@@ -17,6 +17,8 @@ from contact_sim import missions
 from contact_sim.errors import ContactError
 from contact_sim.missions import read_missions, read_track
 
+from _tracks import drone_scenario, write_gpx
+
 pytest.importorskip("pymavlink")
 
 HEAD = b"\xa3\x95"
@@ -73,31 +75,15 @@ def _log(path: Path, layout=CURRENT, t0: _dt.datetime = T2025, points=PATH, extr
     return path
 
 
-def _gpx(path: Path, t0: _dt.datetime, points=PATH) -> Path:
-    pts = "".join(f'<trkpt lat="{lat}" lon="{lon}"><ele>{ele}</ele><time>'
-                  f'{(t0 + _dt.timedelta(seconds=t)).isoformat(timespec="milliseconds")}</time></trkpt>'
-                  for t, lat, lon, ele in points)
-    path.write_text('<?xml version="1.0"?>\n<gpx version="1.1" creator="t" xmlns="http://www.topografix.com/GPX/1/1">'
-                    f"<trk><trkseg>{pts}</trkseg></trk></gpx>\n")
-    return path
-
-
-def _scenario(tmp_path: Path, missions_list: str) -> Path:
-    path = tmp_path / "s.toml"
-    path.write_text(f"[drones]\nradio_range_km = 0.5\nmissions = {missions_list}\n[time]\nduration_s = 200.0\n"
-                    "step_s = 10.0\n")
-    return path
-
-
 @pytest.mark.parametrize("layout", [CURRENT, OLD], ids=["current", "old"])
 @pytest.mark.parametrize("t0", [T2016, T2025], ids=["2016", "2025"])
 def test_a_dataflash_log_replays_as_the_gpx_track_of_the_same_points(tmp_path: Path, layout, t0, capsys) -> None:
     from contact_sim.scenario import _read_drone_files, load_contact_scenario
 
     _log(tmp_path / "alpha.bin", layout, t0)
-    _gpx(tmp_path / "bravo.gpx", t0)
-    (df,), start = _read_drone_files(load_contact_scenario(_scenario(tmp_path, '["alpha.bin"]')))
-    (gpx,), gpx_start = _read_drone_files(load_contact_scenario(_scenario(tmp_path, '["bravo.gpx"]')))
+    write_gpx(tmp_path / "bravo.gpx", t0, PATH)
+    (df,), start = _read_drone_files(load_contact_scenario(drone_scenario(tmp_path, '["alpha.bin"]')))
+    (gpx,), gpx_start = _read_drone_files(load_contact_scenario(drone_scenario(tmp_path, '["bravo.gpx"]')))
     assert df.name == "alpha" and start == gpx_start == t0  # the leap seconds of the date: 17 s in 2016, 18 in 2025
     assert np.array_equal(np.round(df.t_s * 1000), [0, 20_000, 50_000, 80_250])  # exact to the millisecond
     assert np.array_equal(df.xyz_km, gpx.xyz_km)

@@ -16,6 +16,8 @@ from contact_sim import missions
 from contact_sim.errors import ContactError
 from contact_sim.missions import read_missions, read_track
 
+from _tracks import drone_scenario, write_gpx
+
 pytest.importorskip("pymavlink")
 
 HOME = (47.0, 8.0, 400.0)
@@ -55,31 +57,14 @@ def _tlog(path: Path, packets: list[tuple[int, bytes]]) -> Path:
     return path
 
 
-def _gpx(path: Path, points) -> Path:
-    iso = [(T0 + _dt.timedelta(seconds=t)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-           for t, *_ in points]
-    pts = "".join(f'<trkpt lat="{lat}" lon="{lon}"><ele>{ele}</ele><time>{when}</time></trkpt>'
-                  for (_, lat, lon, ele), when in zip(points, iso))
-    path.write_text('<?xml version="1.0"?>\n<gpx version="1.1" creator="t" xmlns="http://www.topografix.com/GPX/1/1">'
-                    f"<trk><trkseg>{pts}</trkseg></trk></gpx>\n")
-    return path
-
-
-def _scenario(tmp_path: Path, missions_list: str) -> Path:
-    path = tmp_path / "s.toml"
-    path.write_text(f"[drones]\nradio_range_km = 0.5\nmissions = {missions_list}\n[time]\nduration_s = 200.0\n"
-                    "step_s = 10.0\n")
-    return path
-
-
 @pytest.mark.parametrize("version", [2, 1])
 def test_a_tlog_replays_as_the_gpx_track_of_the_same_points(tmp_path: Path, version: int) -> None:
     from contact_sim.scenario import _read_drone_files, load_contact_scenario
 
     _tlog(tmp_path / "alpha.tlog", _packets(PATH, version))
-    _gpx(tmp_path / "bravo.gpx", PATH)
-    (tlog,), start = _read_drone_files(load_contact_scenario(_scenario(tmp_path, '["alpha.tlog"]')))
-    (gpx,), gpx_start = _read_drone_files(load_contact_scenario(_scenario(tmp_path, '["bravo.gpx"]')))
+    write_gpx(tmp_path / "bravo.gpx", T0, PATH)
+    (tlog,), start = _read_drone_files(load_contact_scenario(drone_scenario(tmp_path, '["alpha.tlog"]')))
+    (gpx,), gpx_start = _read_drone_files(load_contact_scenario(drone_scenario(tmp_path, '["bravo.gpx"]')))
     assert tlog.name == "alpha" and start == gpx_start == T0
     assert np.array_equal(np.round(tlog.t_s * 1000), np.round(gpx.t_s * 1000))  # exact to the millisecond
     assert np.array_equal(np.round(tlog.t_s * 1000), [0, 20_000, 50_000, 80_250])
@@ -103,10 +88,10 @@ def test_tlogs_in_one_scenario_give_the_contact_window_of_their_gpx_tracks(tmp_p
     west_path, east_path = [(10.0, *HOME), (160.0, *east)], [(10.0, *east), (160.0, *HOME)]
     _tlog(tmp_path / "west.tlog", _packets(west_path))
     _tlog(tmp_path / "east.tlog", _packets(east_path, system=2))
-    _gpx(tmp_path / "west.gpx", west_path)
-    _gpx(tmp_path / "east.gpx", east_path)
-    by_tlog = compute_contacts(load_contact_scenario(_scenario(tmp_path, '["west.tlog", "east.tlog"]')))
-    by_gpx = compute_contacts(load_contact_scenario(_scenario(tmp_path, '["west.gpx", "east.gpx"]')))
+    write_gpx(tmp_path / "west.gpx", T0, west_path)
+    write_gpx(tmp_path / "east.gpx", T0, east_path)
+    by_tlog = compute_contacts(load_contact_scenario(drone_scenario(tmp_path, '["west.tlog", "east.tlog"]')))
+    by_gpx = compute_contacts(load_contact_scenario(drone_scenario(tmp_path, '["west.gpx", "east.gpx"]')))
     assert len(by_tlog.windows) == 1 and by_tlog.start == by_gpx.start == T0 + _dt.timedelta(seconds=10)
     a, b = by_tlog.windows[0], by_gpx.windows[0]
     assert (a.a, a.b) == (b.a, b.b) and abs(a.t_start_s - b.t_start_s) < 1e-3 and abs(a.t_end_s - b.t_end_s) < 1e-3
