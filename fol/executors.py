@@ -746,7 +746,10 @@ def _loopback_kept() -> Iterator[None]:
     read once at import and makes ``ray start --address`` (a second raylet) exit."""
     from ray._private import services
 
-    resolve = services.resolve_ip_for_localhost
+    resolve = getattr(services, "resolve_ip_for_localhost", None)
+    if resolve is None:  # a Ray release without it keeps the IP it is given
+        yield
+        return
     services.resolve_ip_for_localhost = lambda host: host
     try:
         yield

@@ -556,3 +556,22 @@ def test_a_process_task_exception_that_cannot_cross_names_what_the_task_raised()
             assert "\n" not in line and line.startswith(f"a task raised {raised}, which its worker process could not "
                                                         "pass back"), line
         assert ex.map(abs, [-3]) == [3]
+
+
+def test_the_loopback_patch_is_undone_and_skipped_on_a_ray_without_it(monkeypatch) -> None:
+    """_loopback_kept swaps Ray's resolve_ip_for_localhost only while a node starts, puts Ray's own back
+    afterwards (also after an error), and does nothing on a Ray release that has no such function."""
+    pytest.importorskip("ray")
+    from ray._private import services
+
+    from fol.executors import _loopback_kept
+
+    original = services.resolve_ip_for_localhost
+    with pytest.raises(KeyError):
+        with _loopback_kept():
+            assert services.resolve_ip_for_localhost("127.0.0.1") == "127.0.0.1"
+            raise KeyError("start failed")
+    assert services.resolve_ip_for_localhost is original
+    monkeypatch.delattr(services, "resolve_ip_for_localhost")
+    with _loopback_kept():
+        assert not hasattr(services, "resolve_ip_for_localhost")
