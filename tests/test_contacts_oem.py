@@ -153,14 +153,25 @@ threads = 1
 """
 
 
-def test_an_acquisition_period_past_the_oem_is_refused_in_one_line_before_pretraining(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("check", [["--check"], []], ids=["check", "run"])
+def test_an_acquisition_period_past_the_oem_is_refused_in_one_line_by_the_check_and_before_pretraining(
+        check: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from fol.cli import main
 
     text = EXAMPLE.read_text().replace('oem_file = "leo_oem.oem"', f'oem_file = "{EXAMPLES / "leo_oem.oem"}"')
     (tmp_path / "s.toml").write_text('[scenario]\nname = "oem"\nseeds = [0]\n' + text + LEARNING)
-    assert main(["simulate", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out")]) == 2
+    assert main(["simulate", str(tmp_path / "s.toml"), *check, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and (f"{tmp_path / 's.toml'}: data.acquisition_s: the horizon 2008-09-20T12:30:00Z + 20000 s "
                               "is not inside the useable span of ALPHA") in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_an_acquisition_period_inside_the_oem_passes_the_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fol.cli import main
+
+    text = EXAMPLE.read_text().replace('oem_file = "leo_oem.oem"', f'oem_file = "{EXAMPLES / "leo_oem.oem"}"')
+    (tmp_path / "s.toml").write_text('[scenario]\nname = "oem"\nseeds = [0]\n' + text
+                                     + LEARNING.replace("acquisition_s = 20000.0", "acquisition_s = 12600.0"))
+    assert main(["simulate", str(tmp_path / "s.toml"), "--check", "--out", str(tmp_path / "out")]) == 0
+    assert ": OK — 3 learning nodes" in capsys.readouterr().out

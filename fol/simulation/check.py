@@ -20,7 +20,8 @@ parsing, it
   ignored); with the ``ray`` executor and a ``host:port`` address, checks
   that something accepts a connection there;
 - with the orbit partition, that the satellites' ground tracks over
-  ``data.acquisition_s`` fit the contact side's trajectory budget;
+  ``data.acquisition_s`` fit the contact side's trajectory budget, and, for an
+  OEM's satellites, that the period lies inside the file (:func:`check_acquisition_span`);
 - checks the output folder: a folder (not a file), writable, and empty unless
   resuming; a resumed folder must hold a run's record, and the scenario must
   equal that run's in everything that changes results, the contents of the
@@ -39,20 +40,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contact_sim.scenario import FILE_KINDS, check_contact_scenario, check_energy_inputs, round_boundaries
+from contact_sim.scenario import (FILE_KINDS, build_constellation, check_contact_scenario, check_energy_inputs,
+                                  round_boundaries)
 from contact_sim.trajectory import MAX_TRAJECTORY_BYTES, TRAJECTORY_BYTES_PER_SAMPLE, grid_samples
 from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, check_dataset
 from fol.errors import ConfigError, DataError
 from fol.executors import check_ray_address
 from fol.fileio import check_output_dir
 from fol.methods import get_method
+from orbits import Ephemeris, OrbitError
 from swarmbase.safejson import loads as bounded_loads
 from fol.simulation.partition import GROUND_SPEED_KM_S, coverage_step_s
 from fol.simulation.scenario import DataConfig, SwarmScenario, errors_name_the_file, json_default, result_settings
 from swarmbase.tomlcheck import shown
 
 __all__ = ["CheckReport", "check_scenario", "check_run_folder", "check_resumable", "read_run_record", "node_architectures",
-           "input_digests", "INPUTS_FILE", "read_run_json"]
+           "input_digests", "INPUTS_FILE", "read_run_json", "check_acquisition_span"]
 
 #: In a run folder: the sha256 of each file the scenario's contact side read and of its image folder's
 #: files (:func:`input_digests`).
@@ -175,6 +178,27 @@ def _check_ground_tracks(acquisition_s: float, swath_km: float, n_sats: int) -> 
                           "data.acquisition_s (default: time.duration_s) or widen data.swath_km")
 
 
+def check_acquisition_span(scn: SwarmScenario, constellation: Ephemeris | None = None) -> None:
+    """With the orbit partition and an OEM's satellites, the swaths sweep from ``time.start`` for
+    ``data.acquisition_s`` (default ``time.duration_s``): that period must lie inside every object's
+    useable span, refused in one :class:`~fol.errors.DataError` line naming the field, the object and
+    the first instant not covered. A period no longer than the horizon is inside it, which
+    :func:`~contact_sim.scenario.build_constellation` checked; a longer one reads the file
+    (``constellation``, the scenario's satellites when the caller has them, else built here). Used by
+    :func:`check_scenario` (``--check``) and by the run before it partitions the data."""
+    d, c = scn.data, scn.contact
+    if d.partition != "orbit" or c.constellation is None or c.constellation.kind != "oem":
+        return
+    acquisition_s = d.acquisition_s or c.time.duration_s
+    if acquisition_s <= c.time.duration_s:
+        return
+    eph = constellation if constellation is not None else build_constellation(c)  # kind = "oem": an Ephemeris
+    try:
+        eph.check_covers(c.time.start, acquisition_s, "data.acquisition_s")
+    except OrbitError as exc:
+        raise DataError(f"{scn.source}: {exc}") from None
+
+
 def _dataset_field(d: DataConfig) -> str:
     """The ``[data]`` field that gives what :func:`check_dataset` found missing: a real
     dataset's folder (``data.root``, else ``data.dataset`` under the default root), an
@@ -253,6 +277,7 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
         d = scn.data
         if d.partition == "orbit":
             _check_ground_tracks(d.acquisition_s or scn.contact.time.duration_s, d.swath_km, len(names))
+            check_acquisition_span(scn)
         if d.size is not None and not d.dataset.startswith("synthetic-"):
             raise ConfigError(f"data.size: only applies to synthetic datasets, not {d.dataset!r}")
     if check_data:

@@ -46,9 +46,8 @@ from contact_sim.errors import ContactError
 from contact_sim.plan import ContactPlan
 from contact_sim.scenario import (build_batteries, build_constellation, build_trajectories, load_plan_file,
                                   plan_from_trajectories)
-from orbits import Ephemeris, OrbitError
 from swarmbase.tomlcheck import shown
-from fol.simulation.check import INPUTS_FILE, check_scenario, input_digests, read_run_json
+from fol.simulation.check import INPUTS_FILE, check_acquisition_span, check_scenario, input_digests, read_run_json
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.result import SimulationResult
 from fol.simulation.scenario import SwarmScenario, json_default
@@ -191,14 +190,10 @@ def _partition(scn: SwarmScenario, pool: GeoDataset, names: list[str], seed: int
     if d.partition == "orbit":
         constellation = build_constellation(scn.contact)
         index = {name: i for i, name in enumerate(constellation.names)}
-        acquisition_s = d.acquisition_s or scn.contact.time.duration_s
-        if isinstance(constellation, Ephemeris):  # swaths sweep from time.start for acquisition_s: inside the OEM
-            try:
-                constellation.check_covers(scn.contact.time.start, acquisition_s, "data.acquisition_s")
-            except OrbitError as exc:
-                raise DataError(f"{scn.source}: {exc}") from None
+        check_acquisition_span(scn, constellation)  # swaths sweep from time.start for acquisition_s: inside an OEM
         owner_sat = orbit_assignment(pool.lat, pool.lon, constellation, scn.contact.time.start,
-                                     acquisition_s, d.swath_km, rule=d.assign, seed=seed)
+                                     d.acquisition_s or scn.contact.time.duration_s, d.swath_km, rule=d.assign,
+                                     seed=seed)
         sat_to_node = np.full(len(constellation.names), -1, dtype=np.int64)
         for k, name in enumerate(names):
             sat_to_node[index[name]] = k
