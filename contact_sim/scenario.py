@@ -84,8 +84,8 @@ from typing import Any
 
 import numpy as np
 
-from orbits import (Constellation, Ephemeris, OrbitError, check_walker, parse_utc, read_oem, read_omm, read_tle,
-                    walker_delta, walker_star)
+from orbits import (Constellation, Ephemeris, OrbitError, check_walker, orbital_planes, parse_utc, read_oem, read_omm,
+                    read_tle, walker_delta, walker_star)
 from orbits.sunlight import check_sunlight_span, check_sunlight_steps, eclipse_intervals, ephemeris
 from swarmbase.tomlcheck import Table, check_name_length, is_finite_number, read_toml, shown
 
@@ -573,11 +573,13 @@ def build_batteries(scenario: ContactScenario, plan: ContactPlan) -> dict[int, B
             for i, (name, kind) in enumerate(zip(plan.node_names, plan.node_kinds)) if kind != "ground_station"}
 
 
-def check_contact_scenario(scenario: ContactScenario) -> tuple[list[str], list[int] | None]:
+def check_contact_scenario(scenario: ContactScenario, derive_planes: bool = False
+                           ) -> tuple[list[str], list[int] | None]:
     """Read every file the scenario names (TLE / OMM / OEM, waypoints, an imported
     plan; an OEM checked against the horizon) and return the moving nodes' names and, for satellites,
-    their orbital planes (``-1`` when unknown, e.g. from a TLE or OEM file). No propagation, no window
-    search: seconds. Ground stations are not included (they relay, they do not learn)."""
+    their orbital planes: a Walker shell's; those of a TLE, OMM or OEM file's satellites derived from
+    their orbit normals at ``time.start`` with ``derive_planes`` (:func:`plane_numbers`), else ``-1``
+    (unknown). No window search: seconds. Ground stations are not included (they relay, they do not learn)."""
     if scenario.plan_file is not None:
         plan = load_plan_file(scenario)
         return [n for n, k in zip(plan.node_names, plan.node_kinds) if k != "ground_station"], None
@@ -585,7 +587,7 @@ def check_contact_scenario(scenario: ContactScenario) -> tuple[list[str], list[i
         constellation = build_constellation(scenario)
         _check_station_names(scenario, constellation)
         _check_grid(scenario, len(constellation.names) + len(scenario.ground_stations))
-        return list(constellation.names), plane_numbers(constellation)
+        return list(constellation.names), plane_numbers(constellation, scenario.time.start if derive_planes else None)
     d = scenario.drones
     if d.count is None:
         wps, _ = _read_drone_files(scenario)
@@ -595,11 +597,19 @@ def check_contact_scenario(scenario: ContactScenario) -> tuple[list[str], list[i
     return [w.name for w in wps], None
 
 
-def plane_numbers(constellation: Constellation | Ephemeris) -> list[int]:
-    """Each satellite's orbital plane: a Walker shell's; ``-1`` (unknown) for TLE, OMM and OEM files."""
-    if isinstance(constellation, Constellation):
+def plane_numbers(constellation: Constellation | Ephemeris, start: _dt.datetime | None = None) -> list[int]:
+    """Each satellite's orbital plane: a Walker shell's; for TLE, OMM and OEM files, those
+    :func:`orbits.orbital_planes` groups by the orbit normals at ``start`` (within
+    :data:`orbits.PLANE_TOLERANCE_DEG`; numbered in the order of the file), or ``-1`` (unknown)
+    without ``start``."""
+    if isinstance(constellation, Constellation) and all(p >= 0 for p in constellation.planes):
         return [int(p) for p in constellation.planes]
-    return [-1] * len(constellation.names)
+    if start is None:
+        return [-1] * len(constellation.names)
+    try:
+        return orbital_planes(constellation, start)
+    except OrbitError as exc:
+        raise ContactError(str(exc)) from None
 
 
 def _read_drone_files(scenario: ContactScenario) -> tuple[list[Waypoints], _dt.datetime | None]:

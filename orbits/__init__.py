@@ -10,7 +10,7 @@ from .coverage import coverage_by_satellite, first_coverage, in_swath, swath_hal
 from .errors import OrbitError
 from .groundtrack import (GroundTrack, geodetic_from_itrs, ground_points_itrs, ground_track,
                           itrs_to_teme, teme_to_itrs, teme_to_itrs_matrices)
-from .propagation import propagate, propagate_offsets, propagate_pairs
+from .propagation import PLANE_TOLERANCE_DEG, orbital_planes, propagate, propagate_offsets, propagate_pairs
 from .timeutil import (julian_date, julian_dates, parse_utc, sgp4_epoch_days, skyfield_times, timescale,
                        utc_offset_s)
 from .oem import Ephemeris, OemSegment, parse_oem_text, read_oem
@@ -28,5 +28,5 @@ __all__ = [
     "tle_checksum", "utc_offset_s", "walker", "walker_delta", "walker_star", "write_tle",
     "Ephemeris", "OemSegment", "parse_oem_text", "read_oem",
     "OMM_FORMATS", "format_omm", "omm_records", "parse_omm_text", "read_omm", "write_omm",
-    "eclipse_intervals", "sunlit_samples",
+    "eclipse_intervals", "sunlit_samples", "PLANE_TOLERANCE_DEG", "orbital_planes",
 ]

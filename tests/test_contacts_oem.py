@@ -4,6 +4,7 @@ what needs mean elements, or more ephemeris than the file holds, is refused in o
 
 from __future__ import annotations
 
+import datetime as dt
 import tomllib
 from pathlib import Path
 
@@ -13,8 +14,9 @@ import pytest
 from contact_sim import ContactError
 from contact_sim.cli import main as contacts_main
 from contact_sim.scenario import (build_batteries, build_constellation, build_trajectories, check_contact_scenario,
-                                  compute_contacts, parse_contact_scenario, plan_from_trajectories)
-from orbits import Ephemeris, ground_track, read_oem, read_tle
+                                  compute_contacts, parse_contact_scenario, plan_from_trajectories, plane_numbers)
+from orbits import (Ephemeris, ground_track, orbital_planes, parse_oem_text, propagate_offsets, read_oem, read_tle,
+                    walker_delta, walker_star)
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 EXAMPLE = EXAMPLES / "leo_oem.toml"
@@ -108,11 +110,38 @@ def test_what_needs_mean_elements_or_a_start_is_refused_in_one_line(
             parse_contact_scenario(_doc(constellation), EXAMPLES, EXAMPLE)
 
 
-def test_the_example_reads_as_its_nodes_with_unknown_planes() -> None:
+def test_the_example_reads_as_its_nodes_with_the_planes_of_its_tle() -> None:
     names, planes = check_contact_scenario(_scenario(OEM))
     assert names == read_oem(EXAMPLES / "leo_oem.oem").names == ["ALPHA", "BRAVO", "CHARLIE"]
-    assert planes == [-1, -1, -1]
+    assert planes == [-1, -1, -1]  # not derived unless asked (models.rule = "plane")
+    # ALPHA and BRAVO share RAAN 247.46 deg (51.64 deg inclination), CHARLIE's is 25 deg further
+    assert (check_contact_scenario(_scenario(OEM), derive_planes=True)[1]
+            == check_contact_scenario(_scenario(TLE), derive_planes=True)[1] == [0, 0, 1])
     assert (EXAMPLES / "leo_oem.oem").stat().st_size < 200_000
+
+
+def _oem_of(shell, start: dt.datetime, span_s: float, step_s: float = 60.0) -> str:
+    """An OEM (TEME, UTC) of a shell's SGP4 states, one segment per satellite."""
+    offsets = np.arange(0.0, span_s + step_s / 2, step_s)
+    r, v = propagate_offsets(shell, start, offsets)
+    iso = [(start + dt.timedelta(seconds=float(s))).strftime("%Y-%m-%dT%H:%M:%S.%f") for s in offsets]
+    out = ["CCSDS_OEM_VERS = 2.0\nCREATION_DATE = 2026-06-01T00:00:00\nORIGINATOR = TESTS\n"]
+    for k, name in enumerate(shell.names):
+        out.append(f"META_START\nOBJECT_NAME = {name}\nOBJECT_ID = 2026-001{chr(65 + k)}\nCENTER_NAME = EARTH\n"
+                   f"REF_FRAME = TEME\nTIME_SYSTEM = UTC\nSTART_TIME = {iso[0]}\nSTOP_TIME = {iso[-1]}\n"
+                   "INTERPOLATION = HERMITE\nINTERPOLATION_DEGREE = 5\nMETA_STOP\n")
+        out += [f"{t} " + " ".join(f"{x:.9f}" for x in (*r[k, i], *v[k, i])) + "\n" for i, t in enumerate(iso)]
+    return "".join(out)
+
+
+@pytest.mark.parametrize("build, total, planes", [(walker_delta, 12, 4), (walker_star, 12, 6)])
+def test_an_oem_of_a_walker_shell_gets_the_shells_planes(build, total: int, planes: int) -> None:
+    start = dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
+    shell = build(total, planes, 1, 550.0, 53.0, start)
+    eph = parse_oem_text(_oem_of(shell, start, 1200.0), "shell.oem")
+    at = start + dt.timedelta(seconds=330.0)  # between data points: interpolated states
+    assert plane_numbers(eph, at) == orbital_planes(eph, at) == shell.planes == sorted(shell.planes)
+    assert len(set(shell.planes)) == planes and plane_numbers(eph) == [-1] * total
 
 
 def test_the_orbit_partition_sweeps_the_oem_satellites_swaths_as_the_tles() -> None:

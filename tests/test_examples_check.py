@@ -195,26 +195,36 @@ def test_check_finds_data_method_and_node_mistakes(tmp_path: Path, patch: tuple[
         assert str(exc.value).startswith(f"{path}: "), str(exc.value)
 
 
-def test_plane_rule_with_satellites_of_unknown_plane_is_refused(tmp_path: Path) -> None:
-    """Satellites read from a TLE file have no known plane (-1): rule = "plane" silently gave
-    every node the "cycle" architecture instead. It is refused in one line when read."""
-    from orbits import walker_delta, write_tle
+@pytest.mark.parametrize("kind", ["walker-delta", "walker-star"])
+def test_plane_rule_gives_a_walker_shell_written_as_tle_its_own_planes(tmp_path: Path, kind: str) -> None:
+    """Satellites read from a TLE file had no known plane (-1), and rule = "plane" was refused for them;
+    their planes now come from the orbit normals at time.start: a Walker shell written out as TLE (and
+    read back in another order) gets the plane assignment, hence the architectures, of the shell itself."""
+    from orbits import orbital_planes, parse_utc, read_tle, walker_delta, walker_star, write_tle
 
-    write_tle(tmp_path / "shell.tle", walker_delta(6, 2, 1, 550.0, 53.0, "2026-06-01T00:00:00Z"))
+    build = walker_delta if kind == "walker-delta" else walker_star
+    shell = build(6, 2, 1, 550.0, 53.0, "2026-06-01T00:00:00Z")
+    write_tle(tmp_path / "shell.tle", shell)
     walker = ('kind = "walker-delta"\ntotal = 6\nplanes = 2\nphasing = 1\naltitude_km = 550.0\n'
               'inclination_deg = 53.0\nepoch = "2026-06-01T00:00:00Z"')
-    text = (MIXED.replace('"fedavg"', '"dense"').replace(walker, 'kind = "tle"\ntle_file = "shell.tle"')
-            .replace("[time]\n", '[time]\nstart = "2026-06-01T00:00:00Z"\n'))
+    base = MIXED.replace('"fedavg"', '"dense"').replace('kind = "walker-delta"', f'kind = "{kind}"')
+    text = (base.replace(walker.replace("walker-delta", kind), 'kind = "tle"\ntle_file = "shell.tle"')
+            .replace("[time]\n", '[time]\nstart = "2026-06-01T06:00:00Z"\n'))
     assert 'tle_file = "shell.tle"' in text and 'rule = "plane"' in text
-    path = tmp_path / "s.toml"
-    path.write_text(text)
-    with pytest.raises(ConfigError) as exc:
-        load_scenario(path)
-    assert str(exc.value) == (f"{path}: models.rule: 'plane' needs satellites of known orbital planes (a Walker "
-                              "[constellation]); those read from a TLE, OMM or OEM file have none, use 'cycle' or "
-                              "[models.nodes]")
-    path.write_text(text.replace('rule = "plane"', 'rule = "cycle"'))
-    load_scenario(path)
+    (tmp_path / "walker.toml").write_text(base)
+    (tmp_path / "s.toml").write_text(text)
+    want = check_scenario(load_scenario(tmp_path / "walker.toml"))
+    got = check_scenario(load_scenario(tmp_path / "s.toml"))
+    assert got.nodes == want.nodes == shell.names and got.archs == want.archs
+    assert want.archs == ["cnn-small"] * 3 + ["cnn-medium"] * 3  # by plane, not cycled
+    (tmp_path / "s.toml").write_text(text.replace('rule = "plane"', 'rule = "cycle"'))
+    assert check_scenario(load_scenario(tmp_path / "s.toml")).archs == ["cnn-small", "cnn-medium"] * 3
+
+    order = [5, 0, 3, 1, 4, 2]  # another order: the planes are numbered as their first satellites come
+    lines = (tmp_path / "shell.tle").read_text().splitlines()
+    (tmp_path / "mixed.tle").write_text("".join("\n".join(lines[3 * k:3 * k + 3]) + "\n" for k in order))
+    planes = orbital_planes(read_tle(tmp_path / "mixed.tle"), parse_utc("2026-06-01T06:00:00Z"))
+    assert planes == [0 if shell.planes[k] == shell.planes[order[0]] else 1 for k in order]
 
 
 @pytest.mark.parametrize("partition, field, value, needs", [

@@ -244,7 +244,7 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
     if known is not None:  # before a shell of up to 339,999 satellites is built only to be refused
         _check_synthetic_pool(scn, known)
     with errors_name_the_file(scn.source):
-        names, planes = check_contact_scenario(scn.contact)
+        names, planes = check_contact_scenario(scn.contact, derive_planes=scn.models.rule == "plane")
         check_energy_inputs(scn.contact)
         archs = node_architectures(scn, names, planes)
         if len(names) < 2:

@@ -27,7 +27,8 @@ Learning tables, every key checked (unknown keys are an error naming them)::
 
     [models]
     archs = ["cnn-medium"]     # cycled over nodes (default: fol.defaults.DEFAULT_ARCH) ...
-    rule = "cycle"             # ... or "plane": satellites of plane p get archs[p % len]
+    rule = "cycle"             # ... or "plane": satellites of plane p get archs[p % len] (a Walker shell's
+                               # planes; a TLE / OMM / OEM file's from the orbit normals at time.start)
     # [models.nodes]           # explicit overrides, node name -> arch
     # "WD-P01-S03" = "resnet-small"
 
@@ -64,7 +65,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from contact_sim.scenario import FILE_KINDS, ContactScenario, parse_contact_scenario, round_boundaries
+from contact_sim.scenario import ContactScenario, parse_contact_scenario, round_boundaries
 from fol.config import FOLConfig
 from fol.data.geo import DEFAULT_MIN_SAMPLES, MAX_IMAGE_SIZE, check_pool_size
 from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, dataset_accepts, dataset_names
@@ -331,9 +332,6 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         raise ConfigError(f"models.rule: expected 'cycle' or 'plane', got {shown(models.rule)}")
     if models.rule == "plane" and contact.constellation is None:
         raise ConfigError("models.rule: 'plane' needs a [constellation]")
-    if models.rule == "plane" and contact.constellation.kind in FILE_KINDS:  # planes unknown: it would cycle
-        raise ConfigError("models.rule: 'plane' needs satellites of known orbital planes (a Walker [constellation]); "
-                          "those read from a TLE, OMM or OEM file have none, use 'cycle' or [models.nodes]")
 
     f = doc.get("fol", {})
     if not isinstance(f, dict):
