@@ -15,8 +15,8 @@ from contact_sim import ContactError
 from contact_sim.cli import main as contacts_main
 from contact_sim.scenario import (build_batteries, build_constellation, build_trajectories, check_contact_scenario,
                                   compute_contacts, parse_contact_scenario, plan_from_trajectories, plane_numbers)
-from orbits import (Ephemeris, ground_track, orbital_planes, parse_oem_text, propagate_offsets, read_oem, read_tle,
-                    walker_delta, walker_star)
+from orbits import (Ephemeris, format_omm, ground_track, orbital_planes, parse_oem_text, parse_omm_text,
+                    propagate_offsets, read_oem, read_tle, walker_delta, walker_star)
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 EXAMPLE = EXAMPLES / "leo_oem.toml"
@@ -142,6 +142,20 @@ def test_an_oem_of_a_walker_shell_gets_the_shells_planes(build, total: int, plan
     at = start + dt.timedelta(seconds=330.0)  # between data points: interpolated states
     assert plane_numbers(eph, at) == orbital_planes(eph, at) == shell.planes == sorted(shell.planes)
     assert len(set(shell.planes)) == planes and plane_numbers(eph) == [-1] * total
+    omm = parse_omm_text(format_omm(shell), "json")  # an OMM / GP file of the shell: the same path
+    assert plane_numbers(omm, at) == shell.planes and omm.planes == [-1] * total
+
+
+def test_a_state_with_no_orbit_normal_is_refused_in_one_line() -> None:
+    start = dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
+    text = _oem_of(walker_delta(2, 1, 0, 550.0, 53.0, start), start, 600.0)
+    head, rows = text.split("META_STOP\n", 1)
+    rows = rows.split("META_START", 1)
+    still = "".join(" ".join(line.split()[:4] + ["0.0"] * 3) + "\n" for line in rows[0].splitlines())
+    eph = parse_oem_text(f"{head}META_STOP\n{still}META_START{rows[1]}", "still.oem")  # WD-P00-S00 stands still
+    with pytest.raises(ContactError, match=r"^WD-P00-S00: no orbit normal at 2026-06-01T00:01:00Z \(its position "
+                                           r"and velocity are parallel\), so no orbital plane$"):
+        plane_numbers(eph, start + dt.timedelta(seconds=60.0))
 
 
 def test_the_orbit_partition_sweeps_the_oem_satellites_swaths_as_the_tles() -> None:
