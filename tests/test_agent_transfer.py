@@ -2290,6 +2290,39 @@ def test_a_received_models_producer_is_at_most_200_characters(tmp_path: Path) ->
     assert [r["producer"] for r in inbox.state.received.values()] == ["p" * 200]
 
 
+def test_a_recovered_models_long_producer_is_recorded_shortened_and_the_file_kept(tmp_path: Path, caplog) -> None:
+    """Inbox.recover registered a model found in inbox/ but not in the state with its card's producer as it
+    came (250,000 characters: 250,624 bytes of state.json for one file), while a received model's is capped
+    at 200 (verify). Such a file can only be an older agent's: it is kept and registered, its producer
+    recorded cut to 200 characters ending in '...', with one warning naming the file; a restart after
+    that finds nothing to do."""
+    import logging
+
+    from fol.agent.inbox import Inbox
+
+    inbox = Inbox(tmp_path, "receiver", 10**8, accept_any_round=True)
+    spec = ModelSpec("cnn-small", num_classes=2)
+    files = {}
+    for name, producer in (("older-peer", "p" * 250_000), ("peer", "q" * 200)):
+        path = tmp_path / "inbox" / "round-1" / f"{name}.safetensors"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(model_to_bytes(build_model(spec, seed=4),
+                                        ModelCard(spec=spec, class_names=CLASSES, producer=producer, round=1)))
+        files[name] = (path, path.read_bytes())
+    with caplog.at_level(logging.WARNING, logger="fol.agent.inbox"):
+        notes = inbox.recover()
+    assert len(notes) == 2
+    by_sender = {r["sender"]: r for r in Inbox(tmp_path, "receiver", 10**8).state.received.values()}
+    assert by_sender["older-peer"]["producer"] == "p" * 197 + "..."
+    assert by_sender["peer"]["producer"] == "q" * 200  # at the cap: as it is
+    assert all(path.read_bytes() == data for path, data in files.values())  # both models kept, untouched
+    assert inbox.state_path.stat().st_size < 4096
+    (line,) = [r.getMessage() for r in caplog.records if "older-peer" in r.getMessage()]
+    assert "inbox/round-1/older-peer.safetensors" in line and "producer of 250,000 characters" in line
+    assert len(line) < 400
+    assert Inbox(tmp_path, "receiver", 10**8).recover() == []
+
+
 def test_a_full_inbox_with_the_longest_fields_still_restarts(tmp_path: Path) -> None:
     """What the caps are for: MAX_INBOX_MODELS records with every field at its longest (64-character
     sender, 128-character model id, 200-character producer) keep state.json within the size and value

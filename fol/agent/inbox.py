@@ -43,7 +43,7 @@ from fol.errors import CheckpointError, ConfigError
 from fol.fileio import fsync_dir, make_dirs, remove_temporaries, write_json_atomic
 from swarmbase.safejson import loads as bounded_loads
 from swarmbase.units import format_seconds
-from swarmbase.tomlcheck import check_name_length, is_finite_number, read_text_file, shown
+from swarmbase.tomlcheck import MAX_NAME_CHARS, check_name_length, is_finite_number, read_text_file, shown
 
 __all__ = ["AgentState", "Inbox", "file_sha256", "STATE_FORMAT", "MAX_INBOX_MODELS"]
 
@@ -475,7 +475,11 @@ class Inbox:
         """Reconcile the inbox folder with the state after a crash; returns what was done.
 
         * inbox files the state does not list (crash after the rename) are verified
-          with the safe loader and registered (or deleted when invalid);
+          with the safe loader and registered (or deleted when invalid); a card's producer over
+          ``MAX_NAME_CHARS`` (200) characters, which :meth:`verify` refuses in a received model
+          (such a file can only come from an older agent), is recorded cut to 197 characters and
+          ``...``, with a warning naming the file: the model is kept and registered, and ``state.json``
+          stays bounded (the whole producer stays in the file's card);
         * state records whose file is gone are dropped;
         * the crash-safe writer's temporary files (:func:`fol.fileio.is_temporary`) left in
           the state folder itself (``state.json``'s and ``agent.json``'s), ``inbox/round-*/``, ``models/``, ``models/round-*-ensemble/``, ``models/pool/round-*/``
@@ -509,11 +513,17 @@ class Inbox:
                     notes.append(f"removed invalid {rel}: {exc}")
                     continue
                 sha = file_sha256(path)
+                producer, note = card.producer, f"registered {rel} found in the inbox"
+                if len(producer) > MAX_NAME_CHARS:  # an older agent's file: kept, its record bounded as verify's
+                    producer = producer[:MAX_NAME_CHARS - 3] + "..."
+                    note += (f"; its card's producer of {len(card.producer):,} characters (over the {MAX_NAME_CHARS} "
+                             f"a received model's may have) is recorded shortened to {MAX_NAME_CHARS}, ending in "
+                             f"'...': {shown(card.producer, 40)}")
                 self.state.received[f"recovered:{sha[:32]}"] = {
                     "sender": path.stem, "round": model_round, "sha256": sha, "size": path.stat().st_size,
-                    "file": rel, "time": path.stat().st_mtime, "producer": card.producer, "arch": card.spec.arch,
+                    "file": rel, "time": path.stat().st_mtime, "producer": producer, "arch": card.spec.arch,
                 }
-                notes.append(f"registered {rel} found in the inbox")
+                notes.append(note)
         for mid, rec in list(self.state.received.items()):
             if not self.path(rec["file"]).exists():
                 del self.state.received[mid]
