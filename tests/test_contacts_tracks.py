@@ -461,6 +461,95 @@ def test_an_append_that_fails_part_way_does_not_glue_the_next_line_onto_its_frag
     assert all(json.loads(line) for line in log.path.read_text().splitlines())
 
 
+def test_the_agents_position_log_is_rotated_before_it_passes_the_readers_limit(tmp_path: Path, monkeypatch,
+                                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """The agent appended to positions.jsonl without a bound, and the track reader refuses a log over 16 MiB
+    (about 38,000 exchanges) whole: a long-lived drone's log became unreadable. When the next line would
+    pass the limit the file is now renamed positions.<n>.jsonl (n from 1, the oldest first) and the line
+    starts a new one: every file within the limit and readable on its own, every line in one of them, in
+    order. The limit is taken down to 4 KiB here (in both modules: they are kept equal) to stay fast."""
+    from fol.agent import position
+
+    limit = 4096
+    monkeypatch.setattr(position, "MAX_LOG_BYTES", limit)
+    monkeypatch.setattr(missions, "MAX_MISSION_BYTES", limit)
+    state = tmp_path / "drone 7"
+    state.mkdir()
+    source = _Source()
+    log = position.PositionLog(source, state, "drone 7")
+    with caplog.at_level("INFO", logger="fol.agent.position"):
+        lines = [_fix_line(source, log, 10.0 * i, 47.0 + 1e-5 * i) for i in range(40)]
+    rotated = sorted((p for p in state.iterdir() if p.name != "positions.jsonl"), key=lambda p: int(p.name.split(".")[1]))
+    assert [p.name for p in rotated] == [f"positions.{n}.jsonl" for n in range(1, len(rotated) + 1)]
+    assert len(rotated) >= 3
+    files = [*rotated, log.path]
+    assert all(p.stat().st_size <= limit for p in files)
+    for full, after in zip(files, files[1:]):  # renamed only when its next line would not have fitted
+        assert full.stat().st_size + len(after.read_text().splitlines()[0]) + 1 > limit
+    assert [line for p in files for line in p.read_text().splitlines()] == lines  # none lost, in order
+    points = [p for path in files for p in read_track(path)]
+    assert [p[1] for p in points] == [47.0 + 1e-5 * i for i in range(40)]
+    (w,), _ = read_missions([rotated[1]], None, 15.0)
+    assert w.name == "drone 7"
+    renamed = [r.getMessage() for r in caplog.records if "renamed" in r.getMessage()]
+    assert len(renamed) == len(rotated) and all(r.levelname == "INFO" for r in caplog.records if "renamed" in
+                                                 r.getMessage())
+    assert renamed[0].startswith(f"drone 7: {log.path}: ") and "renamed positions.1.jsonl" in renamed[0]
+
+
+def test_the_position_log_is_rotated_only_past_the_readers_16_mib(tmp_path: Path, monkeypatch) -> None:
+    """At the real limit: a line that brings the log to exactly 16 MiB is appended (the reader takes a
+    file of at most MAX_MISSION_BYTES), the next one starts a new file; the full one is kept whole."""
+    import types
+
+    from fol.agent import position
+    from swarmbase.tomlcheck import check_input_file
+
+    monkeypatch.setattr(position, "time", types.SimpleNamespace(time=lambda: T0.timestamp()))  # lines of one size
+    state = tmp_path / "drone 7"
+    state.mkdir()
+    source = _Source()
+    log = position.PositionLog(source, state, "drone 7")
+    line = _fix_line(source, log, 0.0, 47.0) + "\n"
+    pad = position.MAX_LOG_BYTES - 3 * len(line)  # then room for exactly two more lines
+    head, tail = '{"event": "pad", "position": null, "peer": "', '"}\n'
+    filler = head + "x" * (pad - len(head) - len(tail)) + tail
+    log.path.write_text(line + filler)
+    assert log.path.stat().st_size == position.MAX_LOG_BYTES - 2 * len(line)
+    for _ in range(2):
+        _fix_line(source, log, 0.0, 47.0)
+    assert log.path.stat().st_size == position.MAX_LOG_BYTES == missions.MAX_MISSION_BYTES
+    assert not (state / "positions.1.jsonl").exists()
+    _fix_line(source, log, 0.0, 47.0)
+    full = state / "positions.1.jsonl"
+    assert full.stat().st_size == missions.MAX_MISSION_BYTES and full.read_text().startswith(line + filler)
+    check_input_file(full, ContactError, "position log", missions.MAX_MISSION_BYTES)  # the reader's size rule
+    assert log.path.read_text() == line and len(read_track(log.path)) == 1
+
+
+def test_a_position_log_already_over_the_limit_is_renamed_with_a_warning(tmp_path: Path, monkeypatch,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """An older agent's log past the limit (the readers refuse it) is renamed untouched before the next line,
+    numbered after the rotated files already there (a gap left by a file the user removed is not reused)."""
+    from fol.agent import position
+
+    monkeypatch.setattr(position, "MAX_LOG_BYTES", 4096)
+    state = tmp_path / "drone 7"
+    state.mkdir()
+    (state / "positions.3.jsonl").write_text("kept\n")
+    source = _Source()
+    log = position.PositionLog(source, state, "drone 7")
+    first = _fix_line(source, log, 0.0, 47.0)
+    old = (first + "\n") * (5000 // len(first) + 1)
+    log.path.write_text(old)
+    with caplog.at_level("INFO", logger="fol.agent.position"):
+        new = _fix_line(source, position.PositionLog(source, state, "drone 7"), 20.0, 47.0005)
+    assert (state / "positions.4.jsonl").read_text() == old and log.path.read_text() == new + "\n"
+    assert (state / "positions.3.jsonl").read_text() == "kept\n"
+    (warning,) = [r for r in caplog.records if "renamed" in r.getMessage()]
+    assert warning.levelname == "WARNING" and f"{len(old)} bytes, over the 4096 bytes" in warning.getMessage()
+
+
 def test_a_track_is_placed_about_the_origin_the_scenario_gives(tmp_path: Path) -> None:
     """docs/formats.md: tracks take the missions' origin, origin_lat_deg / origin_lon_deg / origin_alt_m
     when given (the track's first point then lies away from it), else the first file's first point."""

@@ -17,7 +17,8 @@ A background thread reads ``GLOBAL_POSITION_INT`` messages with ``pymavlink``
 metres (mm in the message), ground velocity in m/s (cm/s) and heading in
 degrees (cdeg; ``None`` when the autopilot sends 65535 for "unknown"). Each
 model sent or received is appended with the fix to ``<state_dir>/positions.jsonl``
-and logged.
+and logged; before a line would take the file past the 16 MiB its readers take, it is
+renamed ``positions.<n>.jsonl`` and a new one started (:class:`PositionLog`).
 
 With ``source = "nmea"`` (extra ``nmea``: pynmeagps, pyserial) the connection is
 a serial device, a file of logged sentences (replayed), ``"tcp:HOST:PORT"`` (a
@@ -62,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from fol.errors import ConfigError
+from fol.fileio import fsync_dir
 from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import is_finite_number, shown
 
@@ -71,6 +73,9 @@ __all__ = ["PositionConfig", "PositionSource", "MavlinkSource", "NmeaSource", "P
 log = logging.getLogger(__name__)
 
 LOG_FILE = "positions.jsonl"
+#: The name a full ``positions.jsonl`` is renamed to (:class:`PositionLog`): ``positions.<n>.jsonl``, ``n`` from 1, the
+#: oldest first.
+ROTATED_LOG = re.compile(r"positions\.([1-9][0-9]*)\.jsonl")
 #: Largest altitude (m) a logged fix may have: the bound of a recorded track in ``fol contacts``
 #: (``contact_sim.drones.MAX_LOCAL_KM``, which ``fol.agent`` does not import; a test keeps them equal).
 MAX_ALTITUDE_M = 1_000_000.0
@@ -530,6 +535,12 @@ class PositionLog:
     :data:`MAX_LOG_LINE_VALUES`, no key given twice): one they would refuse is
     cut off, one they take is kept at any length. So is the fragment an append
     that failed part-way (a full disk) left cut off, before the next line is appended.
+
+    The readers refuse a log over :data:`MAX_LOG_BYTES` (16 MiB: about 37,000 exchanges, a line with a MAVLink fix taking about 445 bytes) whole, so when the
+    next line would take the file past it, the file is renamed ``positions.<n>.jsonl`` (``n`` one more than
+    the highest such file in the folder, from 1) and the line starts a new ``positions.jsonl``, with one info
+    line; each file stays readable on its own, no line is lost, and the old files are kept (removing them is
+    the user's). A log already over the limit (an older agent's) is renamed the same way, with a warning.
     """
 
     def __init__(self, source: PositionSource, state_dir: Path, node_id: str) -> None:
@@ -579,15 +590,40 @@ class PositionLog:
                 log.warning("%s: %s: dropped %d bytes of a last line cut off while it was written "
                             "(no newline, not JSON)", self.node_id, self.path, size - start)
 
+    def _rotate_before(self, line_bytes: int) -> None:
+        """Rename the log to ``positions.<n>.jsonl`` if a line of ``line_bytes`` would take it past
+        :data:`MAX_LOG_BYTES` (a file already holding lines only: a line alone over the limit goes nowhere)."""
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return
+        if size == 0 or size + line_bytes <= MAX_LOG_BYTES:
+            return
+        folder = self.path.parent
+        numbers = [int(m[1]) for p in folder.iterdir() if (m := ROTATED_LOG.fullmatch(p.name))]
+        target = folder / f"positions.{max(numbers, default=0) + 1}.jsonl"
+        os.rename(self.path, target)  # atomic: every line is in one of the two names, whenever power is lost
+        fsync_dir(folder)
+        if size > MAX_LOG_BYTES:
+            log.warning("%s: %s: %d bytes, over the %d bytes a recorded track may have (fol contacts, fol "
+                        "simulate; written before logs were rotated): renamed %s, new lines go to a new %s",
+                        self.node_id, self.path, size, MAX_LOG_BYTES, target.name, LOG_FILE)
+        else:
+            log.info("%s: %s: %d bytes, the next line would pass the %d bytes a recorded track may have (fol "
+                     "contacts, fol simulate): renamed %s, new lines go to a new %s", self.node_id, self.path, size,
+                     MAX_LOG_BYTES, target.name, LOG_FILE)
+
     def record(self, event: str, peer: str, model_id: str) -> dict[str, Any]:
         fix = self.source.latest()
         entry = {"event": event, "peer": peer, "model_id": model_id, "t": time.time(), "position": fix}
+        line = (json.dumps(entry) + "\n").encode("utf-8")
         if not self._ended:
             self._end_last_line()
             self._ended = True
+        self._rotate_before(len(line))
         try:
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(entry) + "\n")
+            with self.path.open("ab") as fh:
+                fh.write(line)
         except OSError:  # e.g. a full disk: part of the line may be written, cut off before the next append
             self._ended = False
             raise
