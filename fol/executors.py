@@ -832,7 +832,9 @@ class LocalRayCluster:
     with Ray's session, logs and token; a ``temp_dir`` the caller gave is
     kept, e.g. to read the logs). A cluster still running when it is garbage
     collected or the interpreter exits is stopped then. A stopped cluster is
-    not started again.
+    not started again. Every wait of :meth:`start` ends at one deadline,
+    ``timeout_s`` after it began (the stop that follows a timeout adds up to
+    :attr:`STOP_GRACE_S` per node).
     ``address`` is what ``--ray-address`` takes.
 
     Each ``ray start`` runs with ``--block`` in its own session, so ending its
@@ -898,13 +900,16 @@ class LocalRayCluster:
                                                stderr=subprocess.STDOUT, start_new_session=True, env=env))
         self.logs.append(log)
 
-    def _nodes_alive(self) -> int:
+    def _nodes_alive(self, timeout_s: float) -> int:
+        """How many nodes are alive, as a throw-away driver sees them; it is killed after
+        ``timeout_s`` (its ray.init waits as long as the GCS does not answer: minutes,
+        measured, against a port where nothing listens yet)."""
         import subprocess
 
         code = ("import ray, sys; ray.init(address=sys.argv[1], log_to_driver=False, configure_logging=False); "
                 "print(sum(1 for n in ray.nodes() if n['Alive']))")
         r = subprocess.run([sys.executable, "-c", code, self.address], capture_output=True, text=True,
-                           timeout=60, env=dict(os.environ, **self.env))
+                           timeout=timeout_s, env=dict(os.environ, **self.env))
         return int(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 and r.stdout.strip() else 0
 
     def start(self) -> "LocalRayCluster":
@@ -912,6 +917,8 @@ class LocalRayCluster:
 
         if not self._end.alive:
             raise ConfigError("LocalRayCluster: this cluster was stopped; make a new one to start")
+        # one deadline for every wait of the start: the head, the other raylets, each node check
+        deadline = time.monotonic() + self.timeout_s
         try:
             gcs, dash = _free_ports(2)
             self.address = f"127.0.0.1:{gcs}"
@@ -920,7 +927,6 @@ class LocalRayCluster:
             head = ["--head", f"--port={gcs}", "--node-ip-address=127.0.0.1", "--include-dashboard=false",
                     f"--dashboard-port={dash}", f"--temp-dir={self.temp_dir}"]
             self._spawn(head + self._node_args(), "head.log")
-            deadline = time.monotonic() + self.timeout_s
             self._wait(1, deadline)
             for i in range(self.workers):
                 self._spawn([f"--address={self.address}"] + self._node_args(), f"worker-{i}.log")
@@ -946,15 +952,16 @@ class LocalRayCluster:
                 i = dead[0]
                 raise ConfigError(f"ray start exited with code {self.procs[i].returncode}: "
                                   f"{self._last_line(self.logs[i])}")
-            try:
-                if self._nodes_alive() >= nodes:
+            left_s = deadline - time.monotonic()
+            if left_s <= 0:
+                raise ConfigError(f"Ray cluster: {nodes} nodes not up after {self.timeout_s:.0f} s; the head's log "
+                                  f"ends: {self._last_line(self.logs[0])}")
+            try:  # a check still waiting at the deadline is killed then (subprocess.TimeoutExpired)
+                if self._nodes_alive(left_s) >= nodes:
                     return
             except Exception:  # not up yet
                 pass
-            if time.monotonic() > deadline:
-                raise ConfigError(f"Ray cluster: {nodes} nodes not up after {self.timeout_s:.0f} s; the head's log "
-                                  f"ends: {self._last_line(self.logs[0])}")
-            time.sleep(1.0)
+            time.sleep(max(0.0, min(1.0, deadline - time.monotonic())))
 
     #: seconds a node's process group is given to end after SIGTERM before it is killed
     #: (a worker raylet ends in under a second; the head's GCS server ignores SIGTERM,

@@ -310,7 +310,7 @@ def test_ctrl_c_or_a_timeout_while_starting_stops_the_head_and_removes_the_folde
     monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
     monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
 
-    def interrupted() -> int:
+    def interrupted(timeout_s: float) -> int:
         raise KeyboardInterrupt
 
     c = LocalRayCluster(workers=1, timeout_s=60)
@@ -322,10 +322,38 @@ def test_ctrl_c_or_a_timeout_while_starting_stops_the_head_and_removes_the_folde
         c.start()  # its folder and token are gone: a new cluster is made instead
 
     c = LocalRayCluster(workers=1, timeout_s=2)
-    c._nodes_alive = lambda: 0  # the nodes never show up
+    c._nodes_alive = lambda timeout_s: 0  # the nodes never show up
     with pytest.raises(ConfigError, match=r"^Ray cluster: 1 nodes not up after 2 s; the head's log ends: \S"):
         c.start()
     assert not c.procs and not os.path.exists(c.temp_dir) and not _running_in(c.temp_dir)
+
+
+def test_a_start_whose_node_check_cannot_get_an_answer_ends_at_its_timeout(monkeypatch) -> None:
+    """The head is a process that never opens its GCS port (a stand-in for a head that does
+    not come up): the node check's ray.init waits on it for minutes. The start ends at
+    ``timeout_s`` with its one line, the stand-in ended and the folder removed; before, the
+    check had its own 60 s limit and a 10 s start took 60 s."""
+    import time
+
+    from fol.errors import ConfigError
+
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+    c = LocalRayCluster(workers=0, timeout_s=10)
+
+    def mute_head(args: list[str], log_name: str) -> None:
+        log = os.path.join(c.temp_dir, log_name)
+        Path(log).write_text("a head that never listens\n")
+        c.procs.append(subprocess.Popen(["sleep", "300"], start_new_session=True))
+        c.logs.append(log)
+
+    c._spawn = mute_head
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError, match=r"^Ray cluster: 1 nodes not up after 10 s; the head's log ends: a head"):
+        c.start()
+    took_s = time.monotonic() - t0
+    assert 10 <= took_s < 10 + 5, took_s  # the stand-in ends at SIGTERM: no grace to wait for
+    assert not c.procs and not os.path.exists(c.temp_dir)
 
 
 def test_an_error_inside_the_with_block_stops_the_cluster_and_a_callers_folder_is_kept(tmp_path: Path,
