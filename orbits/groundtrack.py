@@ -37,6 +37,16 @@ class GroundTrack:
     height_km: np.ndarray
 
 
+def gcrs_to_teme_matrices(t) -> np.ndarray:
+    """Rotation matrices GCRS (ICRF axes) -> TEME for a Skyfield ``Time`` (one or an array), shape ``(n, 3, 3)``."""
+    from skyfield.sgp4lib import TEME
+
+    r_teme = np.asarray(TEME.rotation_at(t))  # (3, 3[, n])
+    if r_teme.ndim == 2:
+        r_teme = r_teme[..., None]
+    return r_teme.transpose(2, 0, 1)
+
+
 def teme_to_itrs_matrices(t) -> np.ndarray:
     """Rotation matrices TEME -> ITRS for a Skyfield ``Time`` array, shape ``(n, 3, 3)``."""
     from skyfield.framelib import itrs

@@ -270,17 +270,12 @@ def _iso(epoch0: _dt.datetime, seconds: float) -> str:
 
 def _to_teme_matrices(frame: str, start: _dt.datetime, offsets: np.ndarray) -> np.ndarray:
     """Rotations ``frame`` -> TEME at ``start + offsets`` (UTC), ``(n, 3, 3)``."""
-    from skyfield.sgp4lib import TEME
-
-    from .groundtrack import teme_to_itrs_matrices
+    from .groundtrack import gcrs_to_teme_matrices, teme_to_itrs_matrices
 
     t = skyfield_times(start, offsets)
     if frame in ITRF_FRAMES:
         return teme_to_itrs_matrices(t).transpose(0, 2, 1)
-    icrf_to_teme = np.asarray(TEME.rotation_at(t))  # (3, 3[, n])
-    if icrf_to_teme.ndim == 2:
-        icrf_to_teme = icrf_to_teme[..., None]
-    return icrf_to_teme.transpose(2, 0, 1)
+    return gcrs_to_teme_matrices(t)
 
 
 class _Reader:

@@ -30,6 +30,7 @@ import numpy as np
 
 from .constellation import Constellation
 from .errors import OrbitError
+from .groundtrack import gcrs_to_teme_matrices
 from .oem import Ephemeris
 from .timeutil import parse_utc, skyfield_times, timescale
 
@@ -78,13 +79,9 @@ class _EphemerisSatellite:
     def at_offsets(self, t, offsets_s: np.ndarray):
         from skyfield.constants import AU_KM
         from skyfield.positionlib import Geocentric
-        from skyfield.sgp4lib import TEME
 
         teme = self.eph.positions_teme_km(self.start, np.atleast_1d(offsets_s))[0]  # (n, 3)
-        icrf_to_teme = np.asarray(TEME.rotation_at(t))  # (3, 3[, n])
-        if icrf_to_teme.ndim == 2:
-            icrf_to_teme = icrf_to_teme[..., None]
-        gcrs_km = np.einsum("jin,nj->in", icrf_to_teme, teme)  # the transpose: TEME -> GCRS
+        gcrs_km = np.einsum("nji,nj->in", gcrs_to_teme_matrices(t), teme)  # the transpose: TEME -> GCRS
         if t.shape == ():
             gcrs_km = gcrs_km[:, 0]
         return Geocentric(gcrs_km / AU_KM, t=t, center=399)
