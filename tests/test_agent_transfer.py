@@ -2323,6 +2323,78 @@ def test_a_recovered_models_long_producer_is_recorded_shortened_and_the_file_kep
     assert Inbox(tmp_path, "receiver", 10**8).recover() == []
 
 
+def _inbox_file(state: Path, name: str, seed: int, classes: list[str], round_: int = 1, folder: int = 1) -> Path:
+    spec = ModelSpec("cnn-small", num_classes=2)
+    path = state / "inbox" / f"round-{folder}" / f"{name}.safetensors"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(model_to_bytes(build_model(spec, seed=seed),
+                                    ModelCard(spec=spec, class_names=classes, producer=name, round=round_)))
+    return path
+
+
+def test_recovery_applies_the_received_models_check_and_cap(tmp_path: Path, monkeypatch, caplog) -> None:
+    """Inbox.recover registered every model file it found in inbox/ that the state did not list: past
+    MAX_INBOX_MODELS (6 records with a cap of 3), and of classes the node cannot use or a round other than
+    its folder's, which the receiver refuses over the wire. Now a file failing the receive path's card check
+    is renamed <name>.refused (one line naming it, bytes kept), and files past the cap stay on disk unread
+    and unregistered (one line for all of them)."""
+    import logging
+
+    from fol.agent.inbox import Inbox
+
+    monkeypatch.setattr("fol.agent.inbox.MAX_INBOX_MODELS", 3)
+    inbox = Inbox(tmp_path, "receiver", 10**8)
+    inbox.compatible = (tuple(CLASSES), (3, 32, 32))
+    stranger = _inbox_file(tmp_path, "a-stranger", 1, ["cat", "dog"])
+    late = _inbox_file(tmp_path, "b-late", 2, CLASSES, round_=2)
+    peers = [_inbox_file(tmp_path, f"peer{i}", 10 + i, CLASSES) for i in range(4)]
+    kept = {p.name: p.read_bytes() for p in (stranger, late, *peers)}
+    with caplog.at_level(logging.WARNING, logger="fol.agent.inbox"):
+        notes = inbox.recover()
+    assert sorted(r["sender"] for r in inbox.state.received.values()) == ["peer0", "peer1", "peer2"]
+    assert sorted(r["sender"] for r in Inbox(tmp_path, "receiver", 10**8).state.received.values()) == [
+        "peer0", "peer1", "peer2"]
+    assert not stranger.exists() and not late.exists()
+    for path in (stranger, late):
+        assert path.with_name(path.name + ".refused").read_bytes() == kept[path.name]
+    assert peers[3].read_bytes() == kept[peers[3].name]  # past the cap: untouched
+    (line,) = [n for n in notes if "a-stranger" in n]
+    assert "inbox/round-1/a-stranger.safetensors" in line and "of no use to this node" in line
+    (line,) = [n for n in notes if "b-late" in n]
+    assert "model card says round 2, its folder is round 1" in line
+    (line,) = [n for n in notes if "unregistered" in n]
+    assert "left 1 model file(s)" in line and "inbox/round-1/peer3.safetensors" in line and "at most 3" in line
+    assert len(notes) == 6 and all(len(n) < 600 for n in notes)
+    assert sum("recovery" in r.getMessage() for r in caplog.records) == 6
+    assert Inbox(tmp_path, "receiver", 10**8).recover() == [line]  # a restart: the same, refused files unread
+    # with room: the file past the cap is registered; a refused name already taken is never overwritten
+    monkeypatch.setattr("fol.agent.inbox.MAX_INBOX_MODELS", 10)
+    stranger.write_bytes(kept[stranger.name])
+    inbox = Inbox(tmp_path, "receiver", 10**8)
+    inbox.compatible = (tuple(CLASSES), (3, 32, 32))
+    notes = inbox.recover()
+    assert [n.split(":")[0].removesuffix(", not registered") for n in notes] == [
+        "moved inbox/round-1/a-stranger.safetensors aside to inbox/round-1/a-stranger.safetensors.refused.2",
+        "registered inbox/round-1/peer3.safetensors found in the inbox"], notes
+    assert (stranger.parent / "a-stranger.safetensors.refused").read_bytes() == kept[stranger.name]
+    assert len(inbox.state.received) == 4
+
+
+def test_an_on_board_node_checks_the_models_found_in_its_inbox_at_start_up(tmp_path: Path) -> None:
+    """The agent ran the inbox recovery before it knew its model's classes, so a model for other classes
+    left in inbox/ was registered at restart and counted toward [trigger] models like a useful one."""
+    node = Node(tmp_path, "receiver", [])
+    cfg = node.on_board_config({"auto_send": False, "models": 2}, {"rounds": 1})
+    Agent(cfg).stop()  # the state folder of a node collecting round 1 (round-0 models)
+    state = node.folder / "state"
+    _inbox_file(state, "useful", 1, HURRICANE_CLASSES, round_=0, folder=0)
+    useless = _inbox_file(state, "useless", 2, CLASSES, round_=0, folder=0)  # other class order
+    Agent(cfg).stop()
+    received = json.loads((state / "state.json").read_text())["received"]
+    assert [r["sender"] for r in received.values()] == ["useful"]
+    assert not useless.exists() and useless.with_name(useless.name + ".refused").is_file()
+
+
 def test_a_full_inbox_with_the_longest_fields_still_restarts(tmp_path: Path) -> None:
     """What the caps are for: MAX_INBOX_MODELS records with every field at its longest (64-character
     sender, 128-character model id, 200-character producer) keep state.json within the size and value

@@ -17,7 +17,8 @@ temporary file's sha256 must equal the offer's, the safe loader
 the offer; then it is atomically renamed into ``inbox/`` and the state file is
 rewritten. A crash between the rename and the state write is repaired at the
 next start (:meth:`Inbox.recover` re-verifies and registers inbox files the
-state does not list), so a model is never lost and never counted twice.
+state does not list, with the card check a received model passes and up to
+:data:`MAX_INBOX_MODELS`), so a model is never lost and never counted twice.
 
 Duplicate detection: an offer is skipped when its model id, or its payload
 sha256, is already in the inbox, or when the same sender already delivered a
@@ -423,11 +424,19 @@ class Inbox:
                                 f"(corrupted or tampered in transit)")
         card = load_model(part, max_bytes=self.max_payload_bytes, source=f"model {offer.model_id}").card
         check_name_length(card.producer, "model card field 'producer'", ProtocolError)  # recorded in the state
-        if card.round != offer.round:
-            raise ProtocolError(f"model card says round {card.round}, the offer said {offer.round}")
         if card.spec.to_dict() != offer.spec:
             raise ProtocolError(f"model card spec {card.spec.to_dict()} differs from the offer's "
                                 f"{shown(offer.spec, 200)}")
+        self.check_card(card, offer.round, "the offer said")
+        return card
+
+    def check_card(self, card: Any, model_round: int, said: str) -> None:
+        """Raise :class:`ProtocolError` unless a model's card is for round ``model_round`` (``said``
+        names where that round comes from) and, when :attr:`compatible` is set, for this node's classes
+        and input shape: the rule both a received model (:meth:`verify`) and a model found in the inbox
+        at start-up (:meth:`recover`) must pass."""
+        if card.round != model_round:
+            raise ProtocolError(f"model card says round {card.round}, {said} {model_round}")
         if self.compatible is not None:
             names, shape = self.compatible
             if tuple(card.class_names) != names or tuple(card.input_shape or ()) != shape:
@@ -435,7 +444,6 @@ class Inbox:
                     f"model for classes {shown(list(card.class_names), 200)} and input {list(card.input_shape or ())} "
                     f"is of no use to this node (classes {shown(list(names), 200)}, input {list(shape)})"
                 )
-        return card
 
     def commit(self, sender: str, offer: Offer, part: Path, digest: str | None = None) -> dict[str, Any]:
         """Verify ``part`` and move it atomically into the inbox; returns the new record.
@@ -474,13 +482,20 @@ class Inbox:
     def recover(self) -> list[str]:
         """Reconcile the inbox folder with the state after a crash; returns what was done.
 
+        * state records whose file is gone are dropped (first, so that they take no room below);
         * inbox files the state does not list (crash after the rename) are verified
           with the safe loader and registered (or deleted when invalid); a card's producer over
           ``MAX_NAME_CHARS`` (200) characters, which :meth:`verify` refuses in a received model
           (such a file can only come from an older agent), is recorded cut to 197 characters and
           ``...``, with a warning naming the file: the model is kept and registered, and ``state.json``
           stays bounded (the whole producer stays in the file's card);
-        * state records whose file is gone are dropped;
+        * a file whose card fails :meth:`check_card`, the check a received model passes (a round other
+          than its folder's; an on-board node's agent sets :attr:`compatible` first, so classes or an input
+          shape other than the node's model's), is not registered: it is renamed ``<name>.refused``
+          (:meth:`_set_aside`), with a warning naming it, never deleted; a peer's real model of that
+          sender and round can still arrive;
+        * once the state records :data:`MAX_INBOX_MODELS` received models, the remaining files are
+          left on disk unread and unregistered, with one warning counting them and naming the first;
         * the crash-safe writer's temporary files (:func:`fol.fileio.is_temporary`) left in
           the state folder itself (``state.json``'s and ``agent.json``'s), ``inbox/round-*/``, ``models/``, ``models/round-*-ensemble/``, ``models/pool/round-*/``
           and ``reports/`` are removed (no other file);
@@ -498,12 +513,20 @@ class Inbox:
         from fol.checkpoint import load_model
 
         notes: list[str] = []
+        for mid, rec in list(self.state.received.items()):  # first: a record of a missing file takes no room
+            if not self.path(rec["file"]).exists():
+                del self.state.received[mid]
+                notes.append(f"dropped {mid}: {rec['file']} is missing")
         known = {rec["file"] for rec in self.state.received.values()}
+        unrecorded: list[str] = []  # files beyond MAX_INBOX_MODELS: left as they are, not read
         for folder in sorted((self.root / "inbox").glob("round-*")):
             remove_temporaries(folder)
             for path in sorted(folder.iterdir()):
                 rel = self.relative(path)
                 if rel in known or path.suffix != MODEL_SUFFIX:
+                    continue
+                if len(self.state.received) >= MAX_INBOX_MODELS:
+                    unrecorded.append(rel)
                     continue
                 try:
                     card = load_model(path, max_bytes=self.max_payload_bytes).card
@@ -511,6 +534,12 @@ class Inbox:
                 except (CheckpointError, ValueError) as exc:
                     path.unlink(missing_ok=True)
                     notes.append(f"removed invalid {rel}: {exc}")
+                    continue
+                try:
+                    self.check_card(card, model_round, "its folder is round")
+                except ProtocolError as exc:  # kept for whoever put it there, out of the way of a real delivery
+                    aside = self._set_aside(path)
+                    notes.append(f"moved {rel} aside to {self.relative(aside)}, not registered: {exc}")
                     continue
                 sha = file_sha256(path)
                 producer, note = card.producer, f"registered {rel} found in the inbox"
@@ -524,10 +553,10 @@ class Inbox:
                     "file": rel, "time": path.stat().st_mtime, "producer": producer, "arch": card.spec.arch,
                 }
                 notes.append(note)
-        for mid, rec in list(self.state.received.items()):
-            if not self.path(rec["file"]).exists():
-                del self.state.received[mid]
-                notes.append(f"dropped {mid}: {rec['file']} is missing")
+        if unrecorded:
+            notes.append(f"left {len(unrecorded):,} model file(s) in the inbox unregistered, first "
+                         f"{unrecorded[0]}: the state records at most {MAX_INBOX_MODELS:,} received models "
+                         f"(MAX_INBOX_MODELS)")
         models = self.root / "models"
         ensembles = sorted(models.glob("round-*-ensemble"))
         pools = sorted((models / "pool").glob("round-*"))
@@ -554,6 +583,17 @@ class Inbox:
             for note in notes:
                 log.warning("%s: recovery: %s", self.node_id, note)
         return notes
+
+    def _set_aside(self, path: Path) -> Path:
+        """Rename an inbox file :meth:`recover` will not register to ``<name>.refused`` (``.refused.<n>``
+        if that is taken), a name recovery and the receiver ignore; returns the new path."""
+        aside, n = path.with_name(f"{path.name}.refused"), 1
+        while aside.exists():
+            n += 1
+            aside = path.with_name(f"{path.name}.refused.{n}")
+        os.replace(path, aside)
+        fsync_dir(path.parent)
+        return aside
 
     def _remove_unrecorded(self, folder: Path, written: Callable[[Path], bool], what: str) -> str:
         """Delete the files a round's save wrote in ``folder`` (an unrecorded round's: ``written`` tells

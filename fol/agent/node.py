@@ -209,11 +209,8 @@ class Agent:
         state = self.inbox.state
         first = None
         if state.current_model:
-            notes = self.inbox.recover()
             if not self.inbox.path(state.current_model).exists():
                 raise ConfigError(f"{self.inbox.state_path}: current model {state.current_model} is missing")
-            if notes:
-                log.warning("%s: recovered after a crash (%d fixes)", self.node_id, len(notes))
         else:
             from fol.checkpoint import load_model
 
@@ -237,6 +234,10 @@ class Agent:
                     self._node_data = self._checked_node_data(card, current, local_card, local)
             self.inbox.compatible = (tuple(card.class_names), tuple(card.input_shape or ()))
             self.inbox.last_round = self.rounds - 1
+        if first is None:  # after `compatible` is set: a model found in the inbox passes a received one's check
+            notes = self.inbox.recover()
+            if notes:
+                log.warning("%s: recovered after a crash (%d fixes)", self.node_id, len(notes))
         return first
 
     def _checked_node_data(self, card: Any, model: Path, local_card: Any, local: Path) -> Any:
