@@ -32,7 +32,10 @@ and four recorded tracks, replayed at their own UTC times:
   (``received_at``, Unix seconds), a fix logged with several exchanges once,
   lines without a fix skipped, and a last line cut off while being written (no
   newline, not JSON) skipped with a warning. The drone is named after the file's folder (the
-  agent's state folder; the log holds no node name);
+  agent's state folder; the log holds no node name); the pieces the agent renamed
+  ``positions.<n>.jsonl`` when the log was full, listed with it, are one track with it
+  (:func:`_joined_position_log`: in the agent's order, each read with the same limits, their
+  times following each other);
 - ``.tlog``: a MAVLink telemetry log as MAVProxy, QGroundControl and Mission Planner save it,
   each MAVLink 1 or 2 packet preceded by the 8-byte big-endian time (microseconds since 1970,
   UTC) the ground station received it at. Each ``GLOBAL_POSITION_INT`` (latitude and longitude
@@ -134,6 +137,7 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import math
+import re
 import struct
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -160,6 +164,10 @@ MAX_MISSION_BYTES = 16 * 1024 * 1024
 MAX_PLAN_JSON_DEPTH, MAX_PLAN_JSON_VALUES = 32, 4_000_000
 #: A positions.jsonl line's limits (the agent writes ``{event, peer, model_id, t, position: {...}}``).
 MAX_LOG_LINE_DEPTH, MAX_LOG_LINE_VALUES = 8, 1_000
+#: The names of a drone agent's position log and of its full pieces, ``positions.<n>.jsonl`` (n from 1, the
+#: oldest first; ``fol.agent.position.LOG_FILE`` and ``ROTATED_LOG``, written twice as ``fol.agent`` does not
+#: import ``contact_sim``; a test keeps them equal): pieces of one folder given together are one drone's track.
+POSITION_LOG, ROTATED_POSITION_LOG = "positions.jsonl", re.compile(r"positions\.([1-9][0-9]*)\.jsonl")
 #: Flight speeds a mission may set (m/s).
 MIN_SPEED_M_S, MAX_SPEED_M_S = 0.01, 1000.0
 #: Longest hold at a waypoint (s): 30 days.
@@ -967,6 +975,63 @@ def _position_log_points(path: Path) -> list[TrackPoint]:
     return points
 
 
+def _position_log_piece(path: Path) -> float | None:
+    """Where a file stands among the pieces of a drone agent's rotated position log, by the agent's
+    numbering (n of ``positions.<n>.jsonl``, the oldest first; ``positions.jsonl``, the newest, last), or
+    None for a file of another name."""
+    if path.name == POSITION_LOG:
+        return math.inf
+    m = ROTATED_POSITION_LOG.fullmatch(path.name)
+    return int(m[1]) if m else None
+
+
+def _drone_files(paths: Sequence[Path]) -> list[tuple[Path, list[Path]]]:
+    """The files of ``missions`` by drone, in the order of each drone's first file: a drone agent's position
+    log pieces (``positions.jsonl``, ``positions.<n>.jsonl``) of one folder are one drone, its pieces in the
+    agent's order (oldest first); any other file is a drone of its own. Each entry is the path naming the
+    drone (a piece's folder for several pieces, else the file) and its files."""
+    groups: dict[Path, list[Path]] = {}
+    out: list[tuple[Path, list[Path]]] = []
+    for p in paths:
+        if _position_log_piece(p) is not None:
+            pieces = groups.get(p.parent.resolve())
+            if pieces is not None:
+                if any(q.resolve() == p.resolve() for q in pieces):
+                    raise ContactError(f"{p}: given twice in missions")
+                pieces.append(p)
+                continue
+            groups[p.parent.resolve()] = pieces = [p]
+            out.append((p, pieces))
+        else:
+            out.append((p, [p]))
+    for k, (p, pieces) in enumerate(out):
+        if len(pieces) > 1:
+            pieces.sort(key=lambda q: _position_log_piece(q) or 0.0)
+            out[k] = (p.parent, pieces)
+    return out
+
+
+def _joined_position_log(folder: Path, pieces: list[Path]) -> list[TrackPoint]:
+    """The points of a drone's position log pieces (each read by :func:`read_track`, with its limits) as one
+    track, oldest piece first: a piece's first fix equal to the one before it (the same fix logged on both
+    sides of a rotation) counts once; a piece starting at or before the end of the one before is refused."""
+    points: list[TrackPoint] = []
+    before: Path | None = None
+    for piece in pieces:
+        read = [(when, lat, lon, alt, f"{piece.name} {where}") for when, lat, lon, alt, where in read_track(piece)]
+        if points and read[0][:4] == points[-1][:4]:
+            read = read[1:]
+        if points and read and not read[0][0] > points[-1][0]:
+            assert before is not None
+            raise ContactError(f"{folder}: {read[0][4]}: time {read[0][0].isoformat()} is not after the last point of "
+                               f"{before.name} ({points[-1][0].isoformat()}, {points[-1][4]}); the pieces of one "
+                               f"drone's position log must follow each other in time (positions.1.jsonl, "
+                               f"positions.2.jsonl, ..., positions.jsonl)")
+        points += read
+        before = piece
+    return points
+
+
 #: A .tlog record's time: 8 bytes, big-endian, microseconds since 1970-01-01 UTC (MAVProxy puts the link's
 #: number in the lowest two bits, a few microseconds at most).
 _TLOG_TIME = struct.Struct(">Q")
@@ -1239,28 +1304,30 @@ def _timed_track(path: Path, name: str, points: list[TrackPoint], origin: tuple[
 def read_missions(paths: Sequence[str | Path], origin: tuple[float, float, float] | None,
                   default_speed_m_s: float, start: _dt.datetime | None = None
                   ) -> tuple[list[Waypoints], _dt.datetime | None]:
-    """One drone per mission or track file (named after a file's stem, a positions.jsonl's folder)
+    """One drone per mission or track file (named after a file's stem, a positions.jsonl's folder; the
+    pieces of one folder's rotated position log given together are one drone, :func:`_drone_files`)
     and the UTC instant of t = 0: ``start``, else the earliest time of the tracks (None without
     any). The origin is ``origin`` or, when None, the first file's home (a track's first point)."""
-    read: list[tuple[Path, str, Any]] = []
+    read: list[tuple[Path, str, Any, bool]] = []
     seen: dict[str, Path] = {}
-    for p in paths:
-        p = Path(p)
-        name = _drone_name(p)
+    for p, pieces in _drone_files([Path(p) for p in paths]):
+        name = _drone_name(pieces[0])
         if name in seen:
-            named = "its folder" if p.suffix.lower() == ".jsonl" else "the file's stem"
-            raise ContactError(f"{p}: drone name {name!r} ({named}) is also that of {seen[name]}; drone names must be "
-                               "unique")
+            named = "its folder" if pieces[0].suffix.lower() == ".jsonl" else "the file's stem"
+            raise ContactError(f"{pieces[0]}: drone name {name!r} ({named}) is also that of {seen[name]}; drone names "
+                               "must be unique (the pieces of one drone's position log, positions.jsonl and "
+                               "positions.<n>.jsonl of one folder, are joined)")
         seen[name] = p
-        if p.suffix.lower() in TRACK_SUFFIXES:
-            points = read_track(p)
+        is_track = pieces[0].suffix.lower() in TRACK_SUFFIXES
+        if is_track:
+            points = read_track(p) if len(pieces) == 1 else _joined_position_log(p, pieces)
             home = points[0][1:4]
         else:
             home, points = read_mission(p, default_speed_m_s)
         origin = home if origin is None else origin
-        read.append((p, name, points))
-    tracks = [pts for p, _, pts in read if p.suffix.lower() in TRACK_SUFFIXES]
+        read.append((p, name, points, is_track))
+    tracks = [pts for _, _, pts, is_track in read if is_track]
     epoch = start if start is not None or not tracks else min(pts[0][0] for pts in tracks)
-    out = [_timed_track(p, name, pts, origin, epoch) if p.suffix.lower() in TRACK_SUFFIXES
-           else _timed_mission(p, name, pts, origin) for p, name, pts in read]
+    out = [_timed_track(p, name, pts, origin, epoch) if is_track else _timed_mission(p, name, pts, origin)
+           for p, name, pts, is_track in read]
     return out, epoch

@@ -424,6 +424,8 @@ def test_the_position_logs_line_limits_are_the_track_readers() -> None:
     assert position.MAX_LOG_LINE_DEPTH == missions.MAX_LOG_LINE_DEPTH
     assert position.MAX_LOG_LINE_VALUES == missions.MAX_LOG_LINE_VALUES
     assert position.MAX_LOG_BYTES == missions.MAX_MISSION_BYTES
+    assert position.LOG_FILE == missions.POSITION_LOG
+    assert position.ROTATED_LOG.pattern == missions.ROTATED_POSITION_LOG.pattern
 
 
 def test_an_append_that_fails_part_way_does_not_glue_the_next_line_onto_its_fragment(tmp_path: Path) -> None:
@@ -495,6 +497,70 @@ def test_the_agents_position_log_is_rotated_before_it_passes_the_readers_limit(t
     assert len(renamed) == len(rotated) and all(r.levelname == "INFO" for r in caplog.records if "renamed" in
                                                  r.getMessage())
     assert renamed[0].startswith(f"drone 7: {log.path}: ") and "renamed positions.1.jsonl" in renamed[0]
+
+
+def _log_line(t: float, lat: float) -> str:
+    fix = {"lat_deg": lat, "lon_deg": 8.0, "alt_msl_m": 400.0, "received_at": T0.timestamp() + t}
+    return json.dumps({"event": "sent", "peer": "p", "model_id": "m1", "t": T0.timestamp() + t + 0.2,
+                       "position": fix}) + "\n"
+
+
+def test_the_pieces_of_a_rotated_position_log_replay_as_one_drone(tmp_path: Path, monkeypatch) -> None:
+    """A drone is named after its position log's folder, so the rotated pieces of one drone's log
+    (positions.<n>.jsonl, positions.jsonl) could not be listed together: "drone name 'drone 7' (its folder)
+    is also that of .../positions.1.jsonl", and only one piece of the flight could be replayed. The pieces
+    of one folder given together are now one drone's track, joined in the agent's order whatever the
+    list's, the same as the whole log read as one file."""
+    from fol.agent import position
+
+    limit = 4096
+    monkeypatch.setattr(position, "MAX_LOG_BYTES", limit)
+    monkeypatch.setattr(missions, "MAX_MISSION_BYTES", limit)
+    state = tmp_path / "drone 7"
+    state.mkdir()
+    source = _Source()
+    log = position.PositionLog(source, state, "drone 7")
+    for i in range(40):
+        _fix_line(source, log, 10.0 * i, 47.0 + 1e-5 * i)
+    pieces = sorted(state.glob("positions.*.jsonl"), key=lambda p: int(p.name.split(".")[1]))
+    assert len(pieces) >= 3
+    gpx = _gpx(tmp_path / "alpha.gpx", [(0.0, 47.0, 8.0, 400.0), (400.0, 47.001, 8.0, 400.0)])
+    listed = [pieces[1], gpx, log.path, *pieces[2:], pieces[0]]  # any order, another drone between them
+    drones, epoch = read_missions(listed, None, 15.0)
+    assert [w.name for w in drones] == ["drone 7", "alpha"] and epoch == T0
+    whole = tmp_path / "whole" / "drone 7" / "positions.jsonl"
+    whole.parent.mkdir(parents=True)
+    monkeypatch.setattr(missions, "MAX_MISSION_BYTES", 10 * limit)
+    whole.write_text("".join(p.read_text() for p in [*pieces, log.path]))
+    (one, _), _ = read_missions([whole, gpx], None, 15.0)
+    assert one.t_s.size == 40 and np.array_equal(drones[0].t_s, one.t_s)
+    assert np.array_equal(drones[0].xyz_km, one.xyz_km)
+
+
+def test_joined_position_log_pieces_must_follow_each_other_in_time(tmp_path: Path) -> None:
+    """The same fix logged on both sides of a rotation counts once; a piece that starts before the end of
+    the one before it (overlapping or misnumbered files) is refused in one line naming both; a piece given
+    twice, or another .jsonl of the same folder, is refused as before (one drone per name)."""
+    state = tmp_path / "drone-1"
+    state.mkdir()
+    old, new = state / "positions.1.jsonl", state / "positions.jsonl"
+    old.write_text(_log_line(0.0, 47.0) + _log_line(10.0, 47.0001))
+    new.write_text(_log_line(10.0, 47.0001) + _log_line(20.0, 47.0002))  # its first line: the same fix
+    (w,), _ = read_missions([new, old], None, 15.0)
+    assert w.name == "drone-1" and list(w.t_s) == [0.0, 10.0, 20.0]
+    new.write_text(_log_line(5.0, 47.0003) + _log_line(30.0, 47.0004))
+    with pytest.raises(ContactError) as info:
+        read_missions([old, new], None, 15.0)
+    msg = str(info.value)
+    assert msg.startswith(f"{state}: positions.jsonl line 1: time 2025-06-01T10:00:05+00:00 is not after the last "
+                          "point of positions.1.jsonl (2025-06-01T10:00:10+00:00, positions.1.jsonl line 2)"), msg
+    assert "\n" not in msg and len(msg) < 400
+    with pytest.raises(ContactError, match="positions.1.jsonl: given twice in missions"):
+        read_missions([old, new, old], None, 15.0)
+    other = state / "copy.jsonl"
+    other.write_text(_log_line(40.0, 47.0))
+    with pytest.raises(ContactError, match="drone name 'drone-1' \\(its folder\\) is also that of"):
+        read_missions([old, other], None, 15.0)
 
 
 def test_the_position_log_is_rotated_only_past_the_readers_16_mib(tmp_path: Path, monkeypatch) -> None:

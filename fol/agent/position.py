@@ -74,7 +74,8 @@ log = logging.getLogger(__name__)
 
 LOG_FILE = "positions.jsonl"
 #: The name a full ``positions.jsonl`` is renamed to (:class:`PositionLog`): ``positions.<n>.jsonl``, ``n`` from 1, the
-#: oldest first.
+#: oldest first. ``contact_sim.missions`` joins the pieces of one folder in this order (its ``ROTATED_POSITION_LOG``,
+#: written twice as ``fol.agent`` does not import ``contact_sim``; a test keeps them equal).
 ROTATED_LOG = re.compile(r"positions\.([1-9][0-9]*)\.jsonl")
 #: Largest altitude (m) a logged fix may have: the bound of a recorded track in ``fol contacts``
 #: (``contact_sim.drones.MAX_LOCAL_KM``, which ``fol.agent`` does not import; a test keeps them equal).
