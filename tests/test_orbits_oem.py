@@ -434,3 +434,114 @@ def test_eclipses_of_an_oem_across_a_leap_second_are_those_of_its_elements() -> 
     got = eclipse_intervals(eph, t0, 7200.0)[0]
     assert len(got) == len(want) >= 1 and any(a > 3600.0 for a, _ in want)  # edges after the leap second
     assert np.allclose(got, want, atol=0.2)
+
+
+# --- writing: orbits.write_oem ---------------------------------------------------------------------------------
+
+EXAMPLE_TLE = Path(__file__).resolve().parents[1] / "examples" / "leo_oem.tle"
+
+
+# measured (the three element sets of examples/leo_oem.tle, 3 h, 60 s states; the 179 off-grid times of
+# OFF_GRID_S): 0.32 m at most from SGP4, the reader's own Hermite 5 error (0.31 m for the ISS above); on the
+# states themselves 5.0e-7 km and 5.0e-10 km/s at most: the rounding of the 6 and 9 decimals written.
+def test_written_oem_of_tle_satellites_reads_back_within_half_a_metre_of_sgp4_off_grid(tmp_path: Path) -> None:
+    from orbits import read_tle, write_oem
+
+    sats = read_tle(EXAMPLE_TLE)
+    path = write_oem(tmp_path / "leo.oem", sats, START, SPAN_S, STEP_S)
+    eph = read_oem(path)
+    assert eph.names == sats.names == ["ALPHA", "BRAVO", "CHARLIE"] and eph.originator == "fol-swarm"
+    for seg in eph.segments:
+        assert (seg.ref_frame, seg.time_system, seg.interpolation, seg.degree) == ("TEME", "UTC", "HERMITE", 5)
+        assert seg.epoch0 == START and seg.epochs_s.tolist() == grid().tolist()
+        assert (seg.useable_start_s, seg.useable_stop_s) == (0.0, SPAN_S)
+    assert [s.object_id for s in eph.segments] == ["1998-067A"] * 3  # the TLEs' designator 98067A, as OMM writes it
+    r, v = propagate_offsets(sats, START, grid())
+    assert np.abs(np.stack([s.pos_km for s in eph.segments]) - r).max() <= 0.5e-6 + 1e-9  # 1e-6 km written
+    assert np.abs(np.stack([s.vel_km_s for s in eph.segments]) - v).max() <= 0.5e-9 + 1e-12
+    truth, _ = propagate_offsets(sats, START, OFF_GRID_S)
+    err_m = float(np.linalg.norm(eph.positions_teme_km(START, OFF_GRID_S) - truth, axis=-1).max() * 1e3)
+    assert 0.01 < err_m < 0.5, f"{err_m:.3f} m"  # measured 0.30 m: Hermite 5 on 60 s states of SGP4
+
+
+def test_the_last_step_may_be_shorter_and_a_walker_shell_has_no_designator(tmp_path: Path) -> None:
+    from orbits import walker_delta, write_oem
+
+    eph = read_oem(write_oem(tmp_path / "iss.oem", parse_tle_text(ISS, "iss.tle"), START + dt.timedelta(seconds=0.25),
+                             130.5, 60.0))
+    assert eph.segments[0].epochs_s.tolist() == [0.0, 60.0, 120.0, 130.5]
+    assert eph.segments[0].epoch0 == START + dt.timedelta(seconds=0.25)
+    shell = walker_delta(4, 2, 1, 550.0, 53.0, START)
+    eph = read_oem(write_oem(tmp_path / "shell.oem", shell, START, 600.0))
+    assert eph.names == shell.names and {s.object_id for s in eph.segments} == {"UNKNOWN"}
+    assert eph.segments[0].epochs_s.size == 11  # the default step: 60 s
+
+
+@pytest.mark.parametrize("duration_s, step_s, message", [
+    (600.0, 0.0, r"^step_s: expected a step of at least 0.001 s, got 0.0$"),
+    (600.0, -60.0, r"^step_s: expected a step of at least 0.001 s, got -60.0$"),
+    (600.0, float("nan"), r"^step_s: expected a step of at least 0.001 s, got nan$"),
+    (600.0, float("inf"), r"^step_s: expected a step of at least 0.001 s, got inf$"),
+    (600.0, 1e-4, r"^step_s: expected a step of at least 0.001 s, got 0.0001$"),
+    (600.0, 600.0, r"^step_s: 600 s gives 2 states over 600 s; HERMITE interpolation of degree 5 needs at least 3: "
+                   r"expected a step shorter than the span$"),
+    (86400.0, 0.1, r"^step_s: 0.1 s over 86400 s makes 3 x 864,001 states, more than the 500,000 data lines an "
+                   r"OEM file read here holds; expected at least 0.519 s$"),
+], ids=["zero", "negative", "nan", "inf", "under-a-millisecond", "two-states", "too-many-lines"])
+def test_a_bad_step_is_refused_in_one_line_before_anything_is_propagated_or_written(
+        tmp_path: Path, monkeypatch, duration_s: float, step_s: float, message: str) -> None:
+    from orbits import read_tle, write_oem
+
+    monkeypatch.setattr(oem_module, "propagate_offsets", lambda *a, **k: pytest.fail("propagated"))
+    path = tmp_path / "kept.oem"
+    path.write_text("the previous file\n")
+    with pytest.raises(OrbitError, match=message):
+        write_oem(path, read_tle(EXAMPLE_TLE), START, duration_s, step_s)
+    assert path.read_text() == "the previous file\n" and sorted(p.name for p in tmp_path.iterdir()) == ["kept.oem"]
+
+
+def test_the_largest_file_the_step_check_lets_through_is_read_within_the_readers_limits(
+        tmp_path: Path, monkeypatch) -> None:
+    """write_oem's line check is the reader's: at MAX_OEM_POINTS data lines in all (made small here, for both)
+    the file is written and read; one state more per object is refused before anything is propagated."""
+    from orbits import read_tle, write_oem
+
+    monkeypatch.setattr(oem_module, "MAX_OEM_POINTS", 600)
+    sats = read_tle(EXAMPLE_TLE)
+    path = write_oem(tmp_path / "full.oem", sats, START, 199 * STEP_S, STEP_S)  # 3 x 200 states
+    assert sum(s.epochs_s.size for s in read_oem(path).segments) == 600
+    with pytest.raises(OrbitError, match=r"^step_s: 59.9 s over 11940 s makes 3 x 201 states, more than the 600 "
+                                         r"data lines .*; expected at least 60 s$"):
+        write_oem(tmp_path / "over.oem", sats, START, 199 * STEP_S, 59.9)
+    assert not (tmp_path / "over.oem").exists()
+
+
+def test_a_file_past_the_readers_size_cap_is_refused_while_written_and_the_old_one_kept(
+        tmp_path: Path, monkeypatch) -> None:
+    from orbits import read_tle, write_oem
+
+    sats = read_tle(EXAMPLE_TLE)
+    size = write_oem(tmp_path / "probe.oem", sats, START, 3600.0, STEP_S).stat().st_size
+    monkeypatch.setattr(oem_module, "MAX_OEM_BYTES", size - 1)
+    path = tmp_path / "kept.oem"
+    path.write_text("the previous file\n")
+    with pytest.raises(OrbitError, match=rf"^{re.escape(str(path))}: the OEM would pass {size - 1:,} bytes, more than "
+                                         "read_oem reads; write a longer step or fewer satellites$"):
+        write_oem(path, sats, START, 3600.0, STEP_S)
+    assert path.read_text() == "the previous file\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.oem", "probe.oem"]  # no temporary file left
+    many = 150_000  # empty names, 3 states each: past 64 MiB whatever the numbers; refused from the count alone
+    monkeypatch.setattr(oem_module, "MAX_OEM_BYTES", 64 * 1024 * 1024)
+    with pytest.raises(OrbitError, match=r"^step_s: 150,000 objects x 3 states make an OEM of more than "):
+        oem_module.check_oem_export(many, 120.0, 60.0)
+
+
+def test_a_name_the_reader_would_refuse_is_refused_before_writing(tmp_path: Path) -> None:
+    from orbits import walker_delta, write_oem
+
+    shell = walker_delta(2, 1, 0, 550.0, 53.0, START)
+    shell.names[1] = "TWO\nLINES"
+    with pytest.raises(OrbitError, match=r"^.*bad.oem: OBJECT_NAME: expected a name on one line, without control "
+                                         r"characters or spaces at its ends, got 'TWO\\nLINES'$"):
+        write_oem(tmp_path / "bad.oem", shell, START, 600.0)
+    assert not (tmp_path / "bad.oem").exists()
