@@ -1,5 +1,5 @@
 """``fol contacts <scenario.toml> [--out DIR]``: windows, summary, CSV and PNG;
-optionally CZML (Cesium), ION / HDTN contact plans and the orbits as OMM or TLE.
+optionally CZML (Cesium), ION / HDTN contact plans and the orbits as OMM, TLE or OEM.
 
 The lead wires :func:`add_contacts_parser` / :func:`run_contacts` into
 ``fol/cli.py``; ``python -m contact_sim.cli`` runs it standalone.
@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from orbits import OrbitError
+from orbits.oem import DEFAULT_OEM_STEP_S, MAX_OEM_POINTS, MIN_OEM_STEP_S
 from swarmbase.cli import path_argument, printable, run_command
 from swarmbase.fileio import check_output_dir, check_output_file, staged_outputs
 from swarmbase.units import format_bytes
@@ -44,8 +45,12 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--ion", action="store_true",
                    help="also write contacts.ion (ION contact plan, bytes/s, node numbers in the header)")
     p.add_argument("--hdtn", action="store_true", help="also write contacts.hdtn.json (HDTN contact plan, bits/s)")
-    p.add_argument("--export-orbits", choices=("omm", "tle"), default=None,
-                   help="also write the constellation as orbits.omm.json (CCSDS OMM) or orbits.tle")
+    p.add_argument("--export-orbits", choices=("omm", "tle", "oem"), default=None,
+                   help="also write the constellation as orbits.omm.json (CCSDS OMM) or orbits.tle (mean "
+                        "elements), or orbits.oem (CCSDS OEM: TEME states over the horizon, any constellation kind)")
+    p.add_argument("--oem-step-s", type=float, default=None, metavar="SECONDS",
+                   help=f"seconds between the states of --export-orbits oem (default {DEFAULT_OEM_STEP_S:g}; at "
+                        f"least {MIN_OEM_STEP_S:g}, and at most {MAX_OEM_POINTS:,} states in all)")
     p.add_argument("--check", action="store_true",
                    help="only validate the scenario and the files it names (seconds) and exit")
     p.set_defaults(func=run_contacts, prog=p.prog)
@@ -64,7 +69,7 @@ def _one_line(args: argparse.Namespace, exc: Exception) -> int:
 def run_contacts(args: argparse.Namespace) -> int:
     """Run the sub-command; returns the exit code (user errors: one line on stderr
     naming the command and the scenario file, exit status 2)."""
-    from orbits import format_tle, write_omm, write_tle
+    from orbits import check_oem_export, format_tle, write_oem, write_omm, write_tle
 
     from .czml import write_czml
     from .dtn import write_hdtn, write_ion
@@ -85,9 +90,19 @@ def run_contacts(args: argparse.Namespace) -> int:
                                "positions are in a local frame with no place on the globe")
         if args.export_orbits and scenario.constellation is None:
             raise ContactError(f"{args.scenario}: --export-orbits needs a [constellation]")
-        if args.export_orbits and scenario.constellation.kind == "oem":
-            raise ContactError(f"{args.scenario}: --export-orbits writes mean elements (a Walker shell's, or a TLE or "
-                               "OMM file's); constellation.kind = 'oem' gives states only, and none are fitted to them")
+        if args.export_orbits in ("omm", "tle") and scenario.constellation.kind == "oem":
+            raise ContactError(f"{args.scenario}: --export-orbits {args.export_orbits} writes mean elements (a Walker "
+                               "shell's, or a TLE or OMM file's); constellation.kind = 'oem' gives states only, and "
+                               "none are fitted to them (--export-orbits oem writes the states)")
+        oem_step_s = DEFAULT_OEM_STEP_S if args.oem_step_s is None else args.oem_step_s
+        if args.oem_step_s is not None and args.export_orbits != "oem":
+            raise ContactError("--oem-step-s: only used with --export-orbits oem")
+        if args.export_orbits == "oem":  # the number of states, from the numbers alone: before the search
+            field = "--oem-step-s" if args.oem_step_s is not None else f"--oem-step-s (default {DEFAULT_OEM_STEP_S:g})"
+            try:
+                check_oem_export(len(names), scenario.time.duration_s, oem_step_s, field)
+            except OrbitError as exc:
+                raise ContactError(f"--export-orbits oem: {exc}") from None
         if args.export_orbits == "tle":  # a satellite with no TLE form: refused by --check, before the search
             try:
                 format_tle(build_constellation(scenario))
@@ -98,7 +113,8 @@ def run_contacts(args: argparse.Namespace) -> int:
         outputs = {"contacts.csv": True, "contacts.json": args.json,
                    "contacts.png": not args.no_plot and scenario.plan_file is None, "contacts.czml": args.czml,
                    "contacts.ion": args.ion, "contacts.hdtn.json": args.hdtn,
-                   "orbits.omm.json": args.export_orbits == "omm", "orbits.tle": args.export_orbits == "tle"}
+                   "orbits.omm.json": args.export_orbits == "omm", "orbits.tle": args.export_orbits == "tle",
+                   "orbits.oem": args.export_orbits == "oem"}
         if out.is_dir():  # the files written there: not folders, before the window search
             for name in (name for name, wanted in outputs.items() if wanted):
                 check_output_file(out / name, ContactError, what="--out")
@@ -140,6 +156,9 @@ def run_contacts(args: argparse.Namespace) -> int:
                     written.append(write_tle(stage / "orbits.tle", build_constellation(scenario)))
                 except OrbitError as exc:
                     raise ContactError(f"--export-orbits tle: {exc}") from None
+            elif args.export_orbits == "oem":  # an OEM source: its interpolated states, re-sampled
+                written.append(write_oem(stage / "orbits.oem", build_constellation(scenario), scenario.time.start,
+                                         scenario.time.duration_s, oem_step_s))
         written = [out / p.name for p in written]
     except OSError as exc:
         target = Path(exc.filename2 or exc.filename or out)  # os.replace names the temporary file first

@@ -5,6 +5,7 @@ what needs mean elements, or more ephemeris than the file holds, is refused in o
 from __future__ import annotations
 
 import datetime as dt
+import re
 import tomllib
 from pathlib import Path
 
@@ -95,8 +96,9 @@ def test_what_needs_mean_elements_or_a_start_is_refused_in_one_line(
         assert contacts_main(["contacts", str(EXAMPLE), "--check", "--export-orbits", option,
                               "--out", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and ("--export-orbits writes mean elements (a Walker shell's, or a TLE or OMM file's); "
-                                  "constellation.kind = 'oem' gives states only") in err[0], err
+        assert len(err) == 1 and (f"--export-orbits {option} writes mean elements (a Walker shell's, or a TLE or OMM "
+                                  "file's); constellation.kind = 'oem' gives states only, and none are fitted to them "
+                                  "(--export-orbits oem writes the states)") in err[0], err
     doc = _doc(OEM)
     del doc["time"]["start"]
     with pytest.raises(ContactError, match=r"time.start: required with an OEM constellation$"):
@@ -218,3 +220,84 @@ def test_an_acquisition_period_inside_the_oem_passes_the_check(tmp_path: Path, c
                                      + LEARNING.replace("acquisition_s = 20000.0", "acquisition_s = 12600.0"))
     assert main(["simulate", str(tmp_path / "s.toml"), "--check", "--out", str(tmp_path / "out")]) == 0
     assert ": OK — 3 learning nodes" in capsys.readouterr().out
+
+
+# --- fol contacts --export-orbits oem ----------------------------------------------------------------------------
+
+def _scenario_file(tmp_path: Path, constellation: str, **time: str) -> Path:
+    """examples/leo_oem.toml in tmp_path with another [constellation] body and [time] lines, files absolute."""
+    text = EXAMPLE.read_text().replace('kind = "oem"\noem_file = "leo_oem.oem"', constellation)
+    for key, value in time.items():
+        text = re.sub(rf"^{key} = .*$", f"{key} = {value}", text, count=1, flags=re.M)
+    path = tmp_path / "scenario.toml"
+    path.write_text(text)
+    return path
+
+
+# measured (start 12:30:20, 3 h, 45 s search grid, the export's default 60 s states): the same 10 windows as
+# from the TLE, starts within 6.4e-5 s and ends within 7.3e-5 s of them (the OEM's 0.3 m between its states)
+def test_contacts_of_the_exported_oem_of_tle_satellites_equal_the_tles_within_a_millisecond(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    time = {"start": "2008-09-20T12:30:20Z", "step_s": 45.0}
+    scn = _scenario_file(tmp_path, f'kind = "tle"\ntle_file = "{EXAMPLES / "leo_oem.tle"}"',
+                         start='"2008-09-20T12:30:20Z"', step_s="45.0")
+    out = tmp_path / "out"
+    assert contacts_main(["contacts", str(scn), "--no-plot", "--export-orbits", "oem", "--out", str(out)]) == 0
+    assert f"wrote      {out / 'orbits.oem'}" in capsys.readouterr().out
+    eph = read_oem(out / "orbits.oem")
+    assert eph.names == ["ALPHA", "BRAVO", "CHARLIE"] and eph.segments[0].epochs_s.size == 10800 // 60 + 1
+    from_oem = compute_contacts(_scenario({"kind": "oem", "oem_file": str(out / "orbits.oem")}, **time))
+    from_tle = compute_contacts(_scenario(TLE, **time))
+    a, b = from_oem.windows, from_tle.windows
+    assert len(a) == len(b) >= 8 and np.array_equal(a.a, b.a) and np.array_equal(a.b, b.b)
+    start_s, end_s = np.abs(a.t_start_s - b.t_start_s).max(), np.abs(a.t_end_s - b.t_end_s).max()
+    assert start_s < 1e-3 and end_s < 1e-3, (start_s, end_s)
+
+
+# measured (3,600 s from 12:30:20, states every 30 s re-sampled from the example's EME2000 states every 60 s,
+# 330 times off both grids): 0.09 m at most from the example's own interpolated positions
+def test_an_oem_source_is_re_sampled_over_the_horizon(tmp_path: Path) -> None:
+    scn = _scenario_file(tmp_path, f'kind = "oem"\noem_file = "{EXAMPLES / "leo_oem.oem"}"',
+                         start='"2008-09-20T12:30:20Z"', duration_s="3600.0")
+    out = tmp_path / "out"
+    assert contacts_main(["contacts", str(scn), "--no-plot", "--export-orbits", "oem", "--oem-step-s", "30",
+                          "--out", str(out)]) == 0
+    text = (out / "orbits.oem").read_text()
+    assert "COMMENT TEME states (re-sampled from the interpolated ephemeris of leo_oem.oem), km and km/s" in text
+    got, source = read_oem(out / "orbits.oem"), read_oem(EXAMPLES / "leo_oem.oem")
+    start = dt.datetime(2008, 9, 20, 12, 30, 20, tzinfo=dt.timezone.utc)
+    assert [s.object_id for s in got.segments] == [s.object_id for s in source.segments]
+    assert got.useable_spans()["ALPHA"] == [(start, start + dt.timedelta(seconds=3600.0))]
+    assert got.segments[0].epochs_s.tolist() == np.arange(0.0, 3601.0, 30.0).tolist()
+    offsets = np.arange(3.7, 3600.0, 10.9)
+    err_m = np.linalg.norm(got.positions_teme_km(start, offsets) - source.positions_teme_km(start, offsets), axis=-1)
+    assert err_m.max() * 1e3 < 0.5, err_m.max() * 1e3
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--export-orbits", "oem", "--oem-step-s", "0"],
+     "--export-orbits oem: --oem-step-s: expected a step of at least 0.001 s, got 0.0"),
+    (["--export-orbits", "oem", "--oem-step-s", "0.01"],
+     "--export-orbits oem: --oem-step-s: 0.01 s over 10800 s makes 3 x 1,080,001 states, more than the 500,000 data "
+     "lines an OEM file read here holds; expected at least 0.065 s"),
+    (["--export-orbits", "omm", "--oem-step-s", "30"], "--oem-step-s: only used with --export-orbits oem"),
+], ids=["zero", "too-many-states", "without-the-oem-export"])
+@pytest.mark.parametrize("check", [["--check"], []], ids=["check", "run"])
+def test_a_bad_oem_step_is_refused_in_one_line_before_the_search(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], options: list[str],
+        message: str, check: list[str]) -> None:
+    scn = _scenario_file(tmp_path, f'kind = "tle"\ntle_file = "{EXAMPLES / "leo_oem.tle"}"')
+    monkeypatch.setattr("contact_sim.scenario.satellite_trajectories", lambda *a, **k: pytest.fail("searched"))
+    assert contacts_main(["contacts", str(scn), *check, *options, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"contact_sim contacts: error: {scn}: {message}"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_default_step_is_named_when_it_gives_too_few_states(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    scn = _scenario_file(tmp_path, f'kind = "tle"\ntle_file = "{EXAMPLES / "leo_oem.tle"}"', duration_s="60.0")
+    assert contacts_main(["contacts", str(scn), "--check", "--export-orbits", "oem"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"contact_sim contacts: error: {scn}: --export-orbits oem: --oem-step-s (default 60): 60 s gives 2 states over "
+        "60 s; HERMITE interpolation of degree 5 needs at least 3: expected a step shorter than the span"]
