@@ -47,7 +47,10 @@ _EXPORTS: dict[str, str] = {
         "LinkModel"],
         "link"),
     **dict.fromkeys([
-        "enu_km", "read_missions"],
+        "enu_km"],
+        "flightfiles"),
+    **dict.fromkeys([
+        "read_missions"],
         "missions"),
     **dict.fromkeys([
         "ContactPlan", "Transfer"],

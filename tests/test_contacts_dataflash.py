@@ -1,6 +1,6 @@
 """ArduPilot DataFlash logs (.bin, the flight controller's own log) in a drone scenario's ``missions`` list are
 replayed like a GPX track of the same points, at GPS times converted to UTC with the leap seconds of their
-date (contact_sim.missions)."""
+date (contact_sim.tracks)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contact_sim import missions
+from contact_sim import tracks
 from contact_sim.errors import ContactError
-from contact_sim.missions import read_missions, read_track
+from contact_sim.missions import read_missions
+from contact_sim.tracks import read_track
 
 from _tracks import drone_scenario, write_gpx
 
@@ -129,7 +130,7 @@ def test_fixes_below_3d_and_a_cut_off_end_are_passed_over(tmp_path: Path, caplog
            for t, lat, lon, alt in PATH]
     path = tmp_path / "cut.bin"
     path.write_bytes(b"".join(head + gps)[:-5])  # the flight controller lost power while writing the last
-    with caplog.at_level(logging.WARNING, logger="contact_sim.missions"):
+    with caplog.at_level(logging.WARNING, logger="contact_sim.tracks"):
         pts = read_track(path)
     assert [p[0] for p in pts] == [T2025, T2025 + _dt.timedelta(seconds=50)]
     assert "cut.bin: message 5 (byte 331): skipping the last message, cut off by the end of the file" in caplog.text
@@ -137,7 +138,7 @@ def test_fixes_below_3d_and_a_cut_off_end_are_passed_over(tmp_path: Path, caplog
 
 def test_unwritten_bytes_at_the_end_of_a_block_log_end_it(tmp_path: Path, caplog) -> None:
     path = _log(tmp_path / "a.bin", extra=b"\xff" * 249)
-    with caplog.at_level(logging.WARNING, logger="contact_sim.missions"):
+    with caplog.at_level(logging.WARNING, logger="contact_sim.tracks"):
         assert len(read_track(path)) == 4
     assert "249 bytes at the end are no DataFlash message" in caplog.text
 
@@ -200,7 +201,7 @@ def test_a_bad_dataflash_log_is_one_line_naming_file_and_message(tmp_path: Path,
 
 def test_an_oversized_dataflash_log_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _log(tmp_path / "big.bin")
-    monkeypatch.setattr(missions, "MAX_MISSION_BYTES", 100)
+    monkeypatch.setattr(tracks, "MAX_MISSION_BYTES", 100)
     monkeypatch.setattr("builtins.open", lambda *a, **k: pytest.fail("opened before its size was checked"))
     with pytest.raises(ContactError, match=r"big.bin: \d+ bytes; a DataFlash log may have at most 100$"):
         read_track(path)

@@ -1,5 +1,5 @@
 """MAVLink telemetry logs (.tlog, as MAVProxy, QGroundControl and Mission Planner save a flight) in a drone
-scenario's ``missions`` list are replayed like a GPX track of the same points (contact_sim.missions)."""
+scenario's ``missions`` list are replayed like a GPX track of the same points (contact_sim.tracks)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contact_sim import missions
+from contact_sim import tracks
 from contact_sim.errors import ContactError
-from contact_sim.missions import read_missions, read_track
+from contact_sim.missions import read_missions
+from contact_sim.tracks import read_track
 
 from _tracks import drone_scenario, write_gpx
 
@@ -28,7 +29,7 @@ PATH = [(0.0, *HOME), (20.0, 47.0005, 8.0, 420.0), (50.0, 47.001, 8.0005, 430.0)
 
 def _us(t: float) -> int:
     """Microseconds since 1970 of T0 + t, as MAVProxy logs it (the low two bits hold the link, 0 here)."""
-    return ((T0 - missions._UNIX_EPOCH) // _dt.timedelta(microseconds=1) + round(t * 1e6)) & ~3
+    return ((T0 - tracks._UNIX_EPOCH) // _dt.timedelta(microseconds=1) + round(t * 1e6)) & ~3
 
 
 def _packets(points, version: int = 2, system: int = 1, component: int = 1,
@@ -113,7 +114,7 @@ def test_a_tlog_cut_off_in_its_last_message_replays_the_complete_ones(tmp_path: 
     whole = _tlog(tmp_path / "whole.tlog", _packets(PATH)).read_bytes()
     path = tmp_path / "cut.tlog"
     path.write_bytes(whole[:-7])  # the ground station stopped while writing the last position
-    with caplog.at_level(logging.WARNING, logger="contact_sim.missions"):
+    with caplog.at_level(logging.WARNING, logger="contact_sim.tracks"):
         pts = read_track(path)
     assert len(pts) == 3 and [p[1:4] for p in pts] == [p[1:] for p in PATH[:3]]
     assert "cut.tlog: message 7 (byte" in caplog.text and "cut off by the end of the file" in caplog.text
@@ -168,7 +169,7 @@ def test_decreasing_times_name_both_messages(tmp_path: Path) -> None:
 
 def test_an_oversized_tlog_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _tlog(tmp_path / "big.tlog", _packets(PATH))
-    monkeypatch.setattr(missions, "MAX_MISSION_BYTES", 100)
+    monkeypatch.setattr(tracks, "MAX_MISSION_BYTES", 100)
     monkeypatch.setattr("builtins.open", lambda *a, **k: pytest.fail("opened before its size was checked"))
     with pytest.raises(ContactError, match=r"big.tlog: \d+ bytes; a MAVLink telemetry log may have at most 100$"):
         read_track(path)

@@ -1,5 +1,5 @@
 """Recorded drone flights (GPX tracks, the drone agent's positions.jsonl) in a drone scenario's
-``missions`` list are replayed at their own UTC times (contact_sim.missions)."""
+``missions`` list are replayed at their own UTC times (contact_sim.tracks)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contact_sim import missions
+from contact_sim import tracks
 from contact_sim.errors import ContactError
-from contact_sim.missions import enu_km, mission_waypoints, read_missions, read_track
+from contact_sim.missions import enu_km, mission_waypoints, read_missions
+from contact_sim.tracks import read_track
 
 HOME = (47.0, 8.0, 400.0)
 T0 = _dt.datetime(2025, 6, 1, 10, 0, 0, tzinfo=_dt.timezone.utc)
@@ -304,7 +305,7 @@ def test_a_bad_position_log_is_one_line(tmp_path: Path, lines: list[str], messag
 
 def test_an_oversized_track_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _gpx(tmp_path / "big.gpx", GOOD)
-    monkeypatch.setattr(missions, "MAX_MISSION_BYTES", 100)
+    monkeypatch.setattr(tracks, "MAX_MISSION_BYTES", 100)
     with pytest.raises(ContactError, match=r"big.gpx: \d+ bytes; a GPX file may have at most 100"):
         read_track(path)
 
@@ -316,7 +317,7 @@ def test_a_position_log_cut_off_in_its_last_line_replays_the_complete_lines(
     fixes = [f'{{"position": {{"lat_deg": 47.0, "lon_deg": 8.0, "alt_msl_m": 400.0, "received_at": {t}}}}}'
              for t in (100.0, 110.0)]
     path.write_text("\n".join(fixes) + "\n" + fixes[1][:30])  # power lost while the third line was written
-    with caplog.at_level("WARNING", logger="contact_sim.missions"):
+    with caplog.at_level("WARNING", logger="contact_sim.tracks"):
         points = read_track(path)
     assert [p[0].timestamp() for p in points] == [100.0, 110.0]
     assert [r.getMessage() for r in caplog.records] == [
@@ -421,11 +422,11 @@ def test_the_position_logs_line_limits_are_the_track_readers() -> None:
     last line its readers would take is written twice; this keeps them one."""
     from fol.agent import position
 
-    assert position.MAX_LOG_LINE_DEPTH == missions.MAX_LOG_LINE_DEPTH
-    assert position.MAX_LOG_LINE_VALUES == missions.MAX_LOG_LINE_VALUES
-    assert position.MAX_LOG_BYTES == missions.MAX_MISSION_BYTES
-    assert position.LOG_FILE == missions.POSITION_LOG
-    assert position.ROTATED_LOG.pattern == missions.ROTATED_POSITION_LOG.pattern
+    assert position.MAX_LOG_LINE_DEPTH == tracks.MAX_LOG_LINE_DEPTH
+    assert position.MAX_LOG_LINE_VALUES == tracks.MAX_LOG_LINE_VALUES
+    assert position.MAX_LOG_BYTES == tracks.MAX_MISSION_BYTES
+    assert position.LOG_FILE == tracks.POSITION_LOG
+    assert position.ROTATED_LOG.pattern == tracks.ROTATED_POSITION_LOG.pattern
 
 
 def test_an_append_that_fails_part_way_does_not_glue_the_next_line_onto_its_fragment(tmp_path: Path) -> None:
@@ -474,7 +475,7 @@ def test_the_agents_position_log_is_rotated_before_it_passes_the_readers_limit(t
 
     limit = 4096
     monkeypatch.setattr(position, "MAX_LOG_BYTES", limit)
-    monkeypatch.setattr(missions, "MAX_MISSION_BYTES", limit)
+    monkeypatch.setattr(tracks, "MAX_MISSION_BYTES", limit)
     state = tmp_path / "drone 7"
     state.mkdir()
     source = _Source()
@@ -515,7 +516,7 @@ def test_the_pieces_of_a_rotated_position_log_replay_as_one_drone(tmp_path: Path
 
     limit = 4096
     monkeypatch.setattr(position, "MAX_LOG_BYTES", limit)
-    monkeypatch.setattr(missions, "MAX_MISSION_BYTES", limit)
+    monkeypatch.setattr(tracks, "MAX_MISSION_BYTES", limit)
     state = tmp_path / "drone 7"
     state.mkdir()
     source = _Source()
@@ -530,7 +531,7 @@ def test_the_pieces_of_a_rotated_position_log_replay_as_one_drone(tmp_path: Path
     assert [w.name for w in drones] == ["drone 7", "alpha"] and epoch == T0
     whole = tmp_path / "whole" / "drone 7" / "positions.jsonl"
     whole.parent.mkdir(parents=True)
-    monkeypatch.setattr(missions, "MAX_MISSION_BYTES", 10 * limit)
+    monkeypatch.setattr(tracks, "MAX_MISSION_BYTES", 10 * limit)
     whole.write_text("".join(p.read_text() for p in [*pieces, log.path]))
     (one, _), _ = read_missions([whole, gpx], None, 15.0)
     assert one.t_s.size == 40 and np.array_equal(drones[0].t_s, one.t_s)
@@ -584,12 +585,12 @@ def test_the_position_log_is_rotated_only_past_the_readers_16_mib(tmp_path: Path
     assert log.path.stat().st_size == position.MAX_LOG_BYTES - 2 * len(line)
     for _ in range(2):
         _fix_line(source, log, 0.0, 47.0)
-    assert log.path.stat().st_size == position.MAX_LOG_BYTES == missions.MAX_MISSION_BYTES
+    assert log.path.stat().st_size == position.MAX_LOG_BYTES == tracks.MAX_MISSION_BYTES
     assert not (state / "positions.1.jsonl").exists()
     _fix_line(source, log, 0.0, 47.0)
     full = state / "positions.1.jsonl"
-    assert full.stat().st_size == missions.MAX_MISSION_BYTES and full.read_text().startswith(line + filler)
-    check_input_file(full, ContactError, "position log", missions.MAX_MISSION_BYTES)  # the reader's size rule
+    assert full.stat().st_size == tracks.MAX_MISSION_BYTES and full.read_text().startswith(line + filler)
+    check_input_file(full, ContactError, "position log", tracks.MAX_MISSION_BYTES)  # the reader's size rule
     assert log.path.read_text() == line and len(read_track(log.path)) == 1
 
 

@@ -63,7 +63,7 @@ def test_drone_tracks_replays_the_agents_own_positions_log() -> None:
     folder and flies each fix once, at the time it arrived."""
     import datetime as dt
 
-    from contact_sim.missions import read_track
+    from contact_sim.tracks import read_track
 
     path = ROOT / "examples" / "drone_tracks.toml"
     log = ROOT / "examples" / "charlie" / "positions.jsonl"
@@ -83,7 +83,7 @@ def test_drone_telemetry_replays_a_ground_stations_tlog() -> None:
     ``track_alpha``'s path and the two meet."""
     import datetime as dt
 
-    from contact_sim.missions import read_track
+    from contact_sim.tracks import read_track
     from contact_sim.scenario import compute_contacts
 
     path = ROOT / "examples" / "drone_telemetry.toml"

@@ -74,13 +74,13 @@ log = logging.getLogger(__name__)
 
 LOG_FILE = "positions.jsonl"
 #: The name a full ``positions.jsonl`` is renamed to (:class:`PositionLog`): ``positions.<n>.jsonl``, ``n`` from 1, the
-#: oldest first. ``contact_sim.missions`` joins the pieces of one folder in this order (its ``ROTATED_POSITION_LOG``,
+#: oldest first. ``contact_sim.tracks`` joins the pieces of one folder in this order (its ``ROTATED_POSITION_LOG``,
 #: written twice as ``fol.agent`` does not import ``contact_sim``; a test keeps them equal).
 ROTATED_LOG = re.compile(r"positions\.([1-9][0-9]*)\.jsonl")
 #: Largest altitude (m) a logged fix may have: the bound of a recorded track in ``fol contacts``
 #: (``contact_sim.drones.MAX_LOCAL_KM``, which ``fol.agent`` does not import; a test keeps them equal).
 MAX_ALTITUDE_M = 1_000_000.0
-#: How the readers of ``positions.jsonl`` in ``fol contacts`` take it (``contact_sim.missions``: a log file of
+#: How the readers of ``positions.jsonl`` in ``fol contacts`` take it (``contact_sim.tracks``: a log file of
 #: at most ``MAX_MISSION_BYTES``, each line parsed by :func:`swarmbase.safejson.loads` with ``MAX_LOG_LINE_DEPTH``
 #: and ``MAX_LOG_LINE_VALUES``); :class:`PositionLog` keeps a newline-less last line by the same rule. Written
 #: twice, as ``fol.agent`` does not import ``contact_sim``; a test keeps them equal.
