@@ -244,7 +244,12 @@ _MAVLINK1, _MAVLINK2 = 0xFE, 0xFD
 #: MAVLink message id of GLOBAL_POSITION_INT.
 _GLOBAL_POSITION_INT = 33
 _UNIX_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-_NEEDS_PYMAVLINK = "reading a MAVLink telemetry log needs pymavlink: pip install 'fol-swarm[mavlink]'"
+
+
+def _needs_pymavlink(path: Path, kind: str) -> ContactError:
+    """The one line refusing a ``kind`` of log (``"a MAVLink telemetry log"``) read without pymavlink, which
+    the extra ``mavlink`` installs."""
+    return ContactError(f"{path}: reading {kind} needs pymavlink: pip install 'fol-swarm[mavlink]'")
 
 
 def _log_bytes(path: Path, what: str) -> bytes:
@@ -266,7 +271,7 @@ def _tlog_points(path: Path) -> list[TrackPoint]:
     try:
         from pymavlink.dialects.v20 import common as mavlink  # MAVLink 2's parser decodes version 1 packets too
     except ImportError:
-        raise ContactError(f"{path}: {_NEEDS_PYMAVLINK}") from None
+        raise _needs_pymavlink(path, "a MAVLink telemetry log") from None
     data = _log_bytes(path, "MAVLink telemetry log")
     parser = mavlink.MAVLink(None)
     points: list[TrackPoint] = []
@@ -342,7 +347,6 @@ _DF_INTEGER_FORMATS = "bBhHiIqQ"
 _DF_3D_FIX = 3
 _GPS_EPOCH = _dt.datetime(1980, 1, 6)
 _MS_PER_WEEK = 7 * 86_400_000
-_NEEDS_PYMAVLINK_DF = "reading an ArduPilot DataFlash log needs pymavlink: pip install 'fol-swarm[mavlink]'"
 
 
 def _df_gps_layout(path: Path, where: str, fmt: str, columns: list[str], length: int,
@@ -387,7 +391,7 @@ def _dataflash_points(path: Path) -> list[TrackPoint]:
     try:
         from pymavlink.DFReader import FORMAT_TO_STRUCT  # the struct code and multiplier of each format character
     except ImportError:
-        raise ContactError(f"{path}: {_NEEDS_PYMAVLINK_DF}") from None
+        raise _needs_pymavlink(path, "an ArduPilot DataFlash log") from None
     data = _log_bytes(path, "DataFlash log")
     lengths = {_DF_FMT: 3 + _DF_FMT_BODY.size}
     gps_type: int | None = None
