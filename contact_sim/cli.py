@@ -81,7 +81,7 @@ def run_contacts(args: argparse.Namespace) -> int:
         if args.workers < 1:
             raise ContactError(f"--workers: expected >= 1, got {args.workers}")
         scenario = load_contact_scenario(args.scenario)
-        names, _ = check_contact_scenario(scenario)
+        names, _, _ = check_contact_scenario(scenario)
         if scenario.plan_file is not None and (args.czml or args.export_orbits):
             raise ContactError(f"{args.scenario}: --czml and --export-orbits need positions; "
                                "an imported [contacts] plan_file has none")

@@ -575,27 +575,30 @@ def build_batteries(scenario: ContactScenario, plan: ContactPlan) -> dict[int, B
 
 
 def check_contact_scenario(scenario: ContactScenario, derive_planes: bool = False
-                           ) -> tuple[list[str], list[int] | None]:
+                           ) -> tuple[list[str], list[int] | None, Constellation | Ephemeris | None]:
     """Read every file the scenario names (TLE / OMM / OEM, waypoints, an imported
-    plan; an OEM checked against the horizon) and return the moving nodes' names and, for satellites,
-    their orbital planes: a Walker shell's; those of a TLE, OMM or OEM file's satellites derived from
-    their orbit normals at ``time.start`` with ``derive_planes`` (:func:`plane_numbers`), else ``-1``
-    (unknown). No window search: seconds. Ground stations are not included (they relay, they do not learn)."""
+    plan; an OEM checked against the horizon) and return the moving nodes' names, for satellites
+    their orbital planes (a Walker shell's; those of a TLE, OMM or OEM file's satellites derived from
+    their orbit normals at ``time.start`` with ``derive_planes`` (:func:`plane_numbers`), else ``-1``,
+    unknown), and the satellites built (:func:`build_constellation`; None for drones or an imported
+    plan), so that a caller checking more of them does not read their file again. No window search:
+    seconds. Ground stations are not included (they relay, they do not learn)."""
     if scenario.plan_file is not None:
         plan = load_plan_file(scenario)
-        return [n for n, k in zip(plan.node_names, plan.node_kinds) if k != "ground_station"], None
+        return [n for n, k in zip(plan.node_names, plan.node_kinds) if k != "ground_station"], None, None
     if scenario.constellation is not None:
         constellation = build_constellation(scenario)
         _check_station_names(scenario, constellation)
         _check_grid(scenario, len(constellation.names) + len(scenario.ground_stations))
-        return list(constellation.names), plane_numbers(constellation, scenario.time.start if derive_planes else None)
+        planes = plane_numbers(constellation, scenario.time.start if derive_planes else None)
+        return list(constellation.names), planes, constellation
     d = scenario.drones
     if d.count is None:
         wps, _ = _read_drone_files(scenario)
     else:
         wps = random_waypoints(d.count, d.area_km, d.speed_m_s, min(scenario.time.duration_s, 1.0), d.seed,
                                d.altitude_km, d.pause_s)
-    return [w.name for w in wps], None
+    return [w.name for w in wps], None, None
 
 
 def plane_numbers(constellation: Constellation | Ephemeris, start: _dt.datetime | None = None) -> list[int]:

@@ -318,7 +318,7 @@ def test_a_missing_mission_file_is_named_by_the_check(tmp_path: Path) -> None:
         check_contact_scenario(sc)
     _wpl(tmp_path / "b.waypoints", HOME, MISSION)
     sc.drones.missions[1] = tmp_path / "b.waypoints"
-    assert check_contact_scenario(sc) == (["a", "b"], None)
+    assert check_contact_scenario(sc) == (["a", "b"], None, None)
 
 
 def test_the_docs_waypoints_example_is_the_shipped_one() -> None:

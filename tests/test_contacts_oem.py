@@ -113,7 +113,7 @@ def test_what_needs_mean_elements_or_a_start_is_refused_in_one_line(
 
 
 def test_the_example_reads_as_its_nodes_with_the_planes_of_its_tle() -> None:
-    names, planes = check_contact_scenario(_scenario(OEM))
+    names, planes, _ = check_contact_scenario(_scenario(OEM))
     assert names == read_oem(EXAMPLES / "leo_oem.oem").names == ["ALPHA", "BRAVO", "CHARLIE"]
     assert planes == [-1, -1, -1]  # not derived unless asked (models.rule = "plane")
     # ALPHA and BRAVO share RAAN 247.46 deg (51.64 deg inclination), CHARLIE's is 25 deg further
@@ -301,3 +301,21 @@ def test_the_default_step_is_named_when_it_gives_too_few_states(tmp_path: Path,
     assert capsys.readouterr().err.strip().splitlines() == [
         f"contact_sim contacts: error: {scn}: --export-orbits oem: --oem-step-s (default 60): 60 s gives 2 states over "
         "60 s; HERMITE interpolation of degree 5 needs at least 3: expected a step shorter than the span"]
+
+
+def test_the_check_reads_the_oem_once_when_the_acquisition_period_passes_the_horizon(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """check_acquisition_span built the satellites again, reading the OEM file a second time, because
+    check_contact_scenario did not hand over those it had built: it now does, and --check reads the file once."""
+    import contact_sim.scenario as scenario
+    from fol.cli import main
+
+    reads: list[Path] = []
+    monkeypatch.setattr(scenario, "read_oem", lambda path: reads.append(path) or read_oem(path))
+    text = EXAMPLE.read_text().replace('oem_file = "leo_oem.oem"', f'oem_file = "{EXAMPLES / "leo_oem.oem"}"')
+    (tmp_path / "s.toml").write_text('[scenario]\nname = "oem"\nseeds = [0]\n' + text
+                                     + LEARNING.replace("acquisition_s = 20000.0", "acquisition_s = 12600.0"))
+    assert tomllib.loads(text)["time"]["duration_s"] < 12600.0  # the period passes the horizon: checked apart
+    assert main(["simulate", str(tmp_path / "s.toml"), "--check", "--out", str(tmp_path / "out")]) == 0
+    assert ": OK — 3 learning nodes" in capsys.readouterr().out
+    assert reads == [EXAMPLES / "leo_oem.oem"]

@@ -31,7 +31,7 @@ def test_every_example_passes_the_check(path: Path, tmp_path: Path, monkeypatch:
     monkeypatch.chdir(tmp_path)  # output.dir is relative to the working directory
     doc = tomllib.loads(path.read_text())
     if not set(doc) & set(RESERVED_TABLES):  # a contact-only scenario
-        names, _ = check_contact_scenario(load_contact_scenario(path))
+        names, _, _ = check_contact_scenario(load_contact_scenario(path))
         assert len(names) >= 2
         return
     scn = load_scenario(path)
@@ -68,7 +68,7 @@ def test_drone_tracks_replays_the_agents_own_positions_log() -> None:
     path = ROOT / "examples" / "drone_tracks.toml"
     log = ROOT / "examples" / "charlie" / "positions.jsonl"
     assert '"charlie/positions.jsonl"' in path.read_text()
-    names, _ = check_contact_scenario(load_contact_scenario(path))
+    names, _, _ = check_contact_scenario(load_contact_scenario(path))
     assert names == ["track_alpha", "track_bravo", "charlie"]
     lines = log.read_text().splitlines()
     points = read_track(log)
@@ -87,7 +87,7 @@ def test_drone_telemetry_replays_a_ground_stations_tlog() -> None:
     from contact_sim.scenario import compute_contacts
 
     path = ROOT / "examples" / "drone_telemetry.toml"
-    names, _ = check_contact_scenario(load_contact_scenario(path))
+    names, _, _ = check_contact_scenario(load_contact_scenario(path))
     assert names == ["track_alpha", "track_delta"]
     points = read_track(ROOT / "examples" / "track_delta.tlog")
     assert len(points) == 101 and points[0][4] == "message 7 (byte 260)"  # 104 positions, the first 3 at 0, 0
@@ -115,7 +115,7 @@ def test_the_waypoint_variant_of_drone_contacts_passes_the_check() -> None:
     doc = tomllib.loads(text)
     doc["drones"] = {k: v for k, v in doc["drones"].items() if k not in dropped}
     doc["drones"]["waypoints_csv"] = tomllib.loads(line[2:])["waypoints_csv"]
-    names, planes = check_contact_scenario(parse_contact_scenario(doc, path.parent, path))
+    names, planes, _ = check_contact_scenario(parse_contact_scenario(doc, path.parent, path))
     assert names == ["alpha", "bravo", "charlie", "delta"] and planes is None
 
 

@@ -48,7 +48,7 @@ from fol.errors import ConfigError, DataError
 from fol.executors import check_ray_address
 from fol.fileio import check_output_dir
 from fol.methods import get_method
-from orbits import Ephemeris, OrbitError
+from orbits import Constellation, Ephemeris, OrbitError
 from swarmbase.safejson import loads as bounded_loads
 from fol.simulation.partition import GROUND_SPEED_KM_S, coverage_step_s
 from fol.simulation.scenario import DataConfig, SwarmScenario, errors_name_the_file, json_default, result_settings
@@ -178,14 +178,15 @@ def _check_ground_tracks(acquisition_s: float, swath_km: float, n_sats: int) -> 
                           "data.acquisition_s (default: time.duration_s) or widen data.swath_km")
 
 
-def check_acquisition_span(scn: SwarmScenario, constellation: Ephemeris | None = None) -> None:
+def check_acquisition_span(scn: SwarmScenario, constellation: Constellation | Ephemeris | None = None) -> None:
     """With the orbit partition and an OEM's satellites, the swaths sweep from ``time.start`` for
     ``data.acquisition_s`` (default ``time.duration_s``): that period must lie inside every object's
     useable span, refused in one :class:`~fol.errors.DataError` line naming the field, the object and
     the first instant not covered. A period no longer than the horizon is inside it, which
-    :func:`~contact_sim.scenario.build_constellation` checked; a longer one reads the file
-    (``constellation``, the scenario's satellites when the caller has them, else built here). Used by
-    :func:`check_scenario` (``--check``) and by the run before it partitions the data."""
+    :func:`~contact_sim.scenario.build_constellation` checked; a longer one is checked against
+    ``constellation``, the satellites the caller built (:func:`check_scenario` those of
+    :func:`~contact_sim.scenario.check_contact_scenario`, the run its own), else against the file read
+    here. Used by :func:`check_scenario` (``--check``) and by the run before it partitions the data."""
     d, c = scn.data, scn.contact
     if d.partition != "orbit" or c.constellation is None or c.constellation.kind != "oem":
         return
@@ -244,7 +245,7 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
     if known is not None:  # before a shell of up to 339,999 satellites is built only to be refused
         _check_synthetic_pool(scn, known)
     with errors_name_the_file(scn.source):
-        names, planes = check_contact_scenario(scn.contact, derive_planes=scn.models.rule == "plane")
+        names, planes, constellation = check_contact_scenario(scn.contact, derive_planes=scn.models.rule == "plane")
         check_energy_inputs(scn.contact)
         archs = node_architectures(scn, names, planes)
         if len(names) < 2:
@@ -277,7 +278,7 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
         d = scn.data
         if d.partition == "orbit":
             _check_ground_tracks(d.acquisition_s or scn.contact.time.duration_s, d.swath_km, len(names))
-            check_acquisition_span(scn)
+            check_acquisition_span(scn, constellation)  # the satellites just built: the OEM file read once
         if d.size is not None and not d.dataset.startswith("synthetic-"):
             raise ConfigError(f"data.size: only applies to synthetic datasets, not {d.dataset!r}")
     if check_data:
