@@ -73,7 +73,7 @@ from swarmbase.tomlcheck import check_name_length, read_text_file, shown
 
 from .errors import ContactError
 from .link import SPEED_OF_LIGHT_M_S, LinkModel
-from .plan import ContactPlan
+from .plan import ContactPlan, check_span_end
 from .windows import A_TO_B, B_TO_A, BOTH, WindowTable
 
 log = logging.getLogger(__name__)
@@ -519,6 +519,9 @@ def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] |
     if len(set(names)) != len(names):
         raise ContactError(f"{source}: two header nodes share a name")
     kinds = [ion.kinds.get(n, "node") for n in numbers]
+    if ion.start is not None:  # every window's UTC stamps are the plan's start plus its times
+        last = max(ion.contacts, key=lambda c: c[1])  # every contact-second is in a window: the last window's end
+        check_span_end(ion.start, last[1], f"{last[5]}: contact", "the plan's start")
     rows, one_way_s, total_s, unequal = _plan_windows(ion.contacts)
     rows = [(index[src], index[dst], t0, t1, vol, d) for src, dst, t0, t1, vol, d in rows]
     if one_way_s:

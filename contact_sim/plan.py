@@ -66,6 +66,17 @@ def _make_window(a, b, t_start_s, t_end_s, capacity_bytes, mean_range_km, min_ra
 log = logging.getLogger(__name__)
 
 _DIRECTIONS = [name.encode() for name in DIRECTION_NAMES]  # the exports' direction column, by code
+#: The last instant a ``datetime`` (and so an ISO-8601 stamp of the outputs) can hold.
+LAST_UTC = _dt.datetime.max.replace(tzinfo=_dt.timezone.utc)
+
+
+def check_span_end(start: _dt.datetime, duration_s: float, what: str, where: str, advice: str = "") -> None:
+    """Refuse ``duration_s`` from ``start`` (``where`` names the start) that ends after the last instant a
+    ``datetime`` holds, in one line led by ``what`` (the field, or a plan file's line): a plan's UTC stamps
+    are its start plus its times (the horizon's from ``time.start``, an imported plan's contacts)."""
+    if (LAST_UTC - start).total_seconds() < duration_s:  # no time stamp names the end
+        raise ContactError(f"{what}: {duration_s:g} s from {where} {start:%Y-%m-%dT%H:%M:%SZ} end after "
+                           f"{LAST_UTC:%Y-%m-%dT%H:%M:%SZ}, the last time an ISO-8601 UTC stamp names{advice}")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
 import textwrap
 
 import numpy as np
@@ -14,7 +16,7 @@ from contact_sim import (ContactError, LinkGeometry, compute_contacts, drone_tra
                          write_waypoints_csv)
 from contact_sim.cli import add_contacts_parser, run_contacts
 from contact_sim.drones import _interp
-from contact_sim.dtn import parse_ion
+from contact_sim.dtn import parse_ion, read_plan
 from contact_sim.scenario import check_contact_scenario
 
 LEO = """
@@ -364,18 +366,21 @@ def test_a_horizon_past_9999_from_the_constellation_epoch_names_where_its_start_
                               "stamp names")
 
 
-@pytest.mark.parametrize("header, time, message", [
-    ("# start 9999-12-31T23:59:00Z\n", "duration_s = 3600.0", "s.toml: time.duration_s: 3600 s from the start of "
-     "contacts.plan_file ({plan}) 9999-12-31T23:59:00Z end after 9999-12-31T23:59:59Z, the last time an ISO-8601 "
-     "UTC stamp names; shorten time.duration_s"),
-    ("", 'start = "9999-12-31T23:50:00Z"\nduration_s = 60.0', "s.toml: {plan}: a window ends 3000 s after the "
-     "plan's start 9999-12-31T23:50:00Z, after 9999-12-31T23:59:59Z, the last time an ISO-8601 UTC stamp names"),
-], ids=["horizon-from-the-plans-start", "window-past-9999"])
-def test_an_imported_plan_reaching_past_9999_is_refused_by_the_check(tmp_path, capsys, header, time, message):
+@pytest.mark.parametrize("header, end, time, message", [
+    ("# start 9999-12-31T23:59:00Z\n", "+50", "duration_s = 3600.0", "s.toml: time.duration_s: 3600 s from the "
+     "start of contacts.plan_file ({plan}) 9999-12-31T23:59:00Z end after 9999-12-31T23:59:59Z, the last time an "
+     "ISO-8601 UTC stamp names; shorten time.duration_s"),
+    ("", "+3000", 'start = "9999-12-31T23:50:00Z"\nduration_s = 60.0', "s.toml: {plan}:1: contact: 3000 s from the "
+     "plan's start 9999-12-31T23:50:00Z end after 9999-12-31T23:59:59Z, the last time an ISO-8601 UTC stamp names"),
+    ("# start 9999-12-31T23:59:00Z\n", "+3000", "duration_s = 3600.0", "s.toml: {plan}:2: contact: 3000 s from the "
+     "plan's start 9999-12-31T23:59:00Z end after 9999-12-31T23:59:59Z, the last time an ISO-8601 UTC stamp names"),
+], ids=["horizon-from-the-plans-start", "window-past-9999", "both-the-window-first"])
+def test_an_imported_plan_reaching_past_9999_is_refused_by_the_check(tmp_path, capsys, header, end, time, message):
     """An ION plan whose '# start' line gave t = 0 near the calendar's end, or whose windows end after
-    it, passed `fol contacts --check`; writing contacts.csv then stopped with an OverflowError traceback."""
+    it, passed `fol contacts --check`; writing contacts.csv then stopped with an OverflowError traceback.
+    A contact ending after it is refused by the import, by the check of the horizon's end, naming its line."""
     plan = tmp_path / "p.ion"
-    plan.write_text(header + "a contact +0 +3000 1 2 1000\na contact +0 +3000 2 1 1000\n")
+    plan.write_text(header + f"a contact +0 {end} 1 2 1000\na contact +0 {end} 2 1 1000\n")
     p = _write(tmp_path, f'[contacts]\nplan_file = "p.ion"\n[time]\n{time}\n')
     parser = argparse.ArgumentParser()
     add_contacts_parser(parser.add_subparsers())
@@ -388,6 +393,21 @@ def test_an_imported_plan_reaching_past_9999_is_refused_by_the_check(tmp_path, c
     p.write_text(p.read_text().replace("duration_s = 3600.0", "duration_s = 59.0"))
     assert run_contacts(parser.parse_args(["contacts", str(p), "--no-plot", "--out", str(tmp_path / "out")])) == 0
     assert "9999-12-31T23:5" in (tmp_path / "out" / "contacts.csv").read_text()
+
+
+def test_an_hdtn_plan_reaching_past_9999_is_refused_by_the_same_check_naming_its_record(tmp_path):
+    """The check of a contact's end is the import's, for HDTN's JSON as for ION's text: the record named."""
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps({"contacts": [
+        {"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 8000},
+        {"source": 2, "dest": 1, "startTime": 0, "endTime": 3000, "rateBitsPerSec": 8000}]}))
+    start = dt.datetime(9999, 12, 31, 23, 50, tzinfo=dt.timezone.utc)
+    with pytest.raises(ContactError) as exc:
+        read_plan(plan, start=start)
+    assert str(exc.value) == (f"{plan}: contacts[1]: contact: 3000 s from the plan's start 9999-12-31T23:50:00Z end "
+                              "after 9999-12-31T23:59:59Z, the last time an ISO-8601 UTC stamp names")
+    last = dt.datetime(9999, 12, 31, 23, 9, 59, tzinfo=dt.timezone.utc)  # its last contact then ends at 23:59:59
+    assert read_plan(plan, start=last).windows.t_end_s.max() == 3000.0
 
 
 def test_a_waypoint_far_outside_the_local_frame_is_refused(tmp_path):
