@@ -74,14 +74,14 @@ def run_contacts(args: argparse.Namespace) -> int:
     from .czml import write_czml
     from .dtn import write_hdtn, write_ion
     from .plotting import plot_contacts
-    from .scenario import (build_constellation, build_trajectories, check_contact_scenario, load_contact_scenario,
+    from .scenario import (build_trajectories, check_contact_scenario, load_contact_scenario,
                            load_plan_file, plan_from_trajectories)
 
     try:
         if args.workers < 1:
             raise ContactError(f"--workers: expected >= 1, got {args.workers}")
         scenario = load_contact_scenario(args.scenario)
-        names, _, _ = check_contact_scenario(scenario)
+        names, _, satellites = check_contact_scenario(scenario)  # built once: read their file once
         if scenario.plan_file is not None and (args.czml or args.export_orbits):
             raise ContactError(f"{args.scenario}: --czml and --export-orbits need positions; "
                                "an imported [contacts] plan_file has none")
@@ -105,7 +105,7 @@ def run_contacts(args: argparse.Namespace) -> int:
                 raise ContactError(f"--export-orbits oem: {exc}") from None
         if args.export_orbits == "tle":  # a satellite with no TLE form: refused by --check, before the search
             try:
-                format_tle(build_constellation(scenario))
+                format_tle(satellites)
             except OrbitError as exc:
                 raise ContactError(f"--export-orbits tle: {exc}") from None
         out = args.out or (args.scenario.resolve().parent / "contacts")
@@ -131,7 +131,7 @@ def run_contacts(args: argparse.Namespace) -> int:
         if scenario.plan_file is not None:
             plan = load_plan_file(scenario)
         else:
-            traj = build_trajectories(scenario)
+            traj = build_trajectories(scenario, satellites)
             plan = plan_from_trajectories(traj, scenario, workers=max(1, args.workers))
         elapsed = time.perf_counter() - t0
     except (ContactError, OrbitError) as exc:
@@ -150,14 +150,14 @@ def run_contacts(args: argparse.Namespace) -> int:
             if args.hdtn:
                 written.append(write_hdtn(stage / "contacts.hdtn.json", plan))
             if args.export_orbits == "omm":
-                written.append(write_omm(stage / "orbits.omm.json", build_constellation(scenario)))
+                written.append(write_omm(stage / "orbits.omm.json", satellites))
             elif args.export_orbits == "tle":
                 try:
-                    written.append(write_tle(stage / "orbits.tle", build_constellation(scenario)))
+                    written.append(write_tle(stage / "orbits.tle", satellites))
                 except OrbitError as exc:
                     raise ContactError(f"--export-orbits tle: {exc}") from None
             elif args.export_orbits == "oem":  # an OEM source: its interpolated states, re-sampled
-                written.append(write_oem(stage / "orbits.oem", build_constellation(scenario), scenario.time.start,
+                written.append(write_oem(stage / "orbits.oem", satellites, scenario.time.start,
                                          scenario.time.duration_s, oem_step_s))
         written = [out / p.name for p in written]
     except OSError as exc:

@@ -629,13 +629,16 @@ def check_energy_inputs(scenario: ContactScenario) -> None:
             raise ContactError(str(exc)) from None
 
 
-def build_trajectories(scenario: ContactScenario) -> Trajectories:
-    """Node trajectories of the scenario on its time grid."""
+def build_trajectories(scenario: ContactScenario,
+                       constellation: Constellation | Ephemeris | None = None) -> Trajectories:
+    """Node trajectories of the scenario on its time grid (a satellite scenario's from ``constellation``
+    when given, the satellites :func:`check_contact_scenario` built, else from its file read again)."""
     if scenario.plan_file is not None:
         raise ContactError("contacts.plan_file: an imported plan has no trajectories (no positions)")
     t = scenario.time
     if scenario.constellation is not None:
-        constellation = build_constellation(scenario)
+        if constellation is None:
+            constellation = build_constellation(scenario)
         _check_station_names(scenario, constellation)
         _check_grid(scenario, len(constellation.names) + len(scenario.ground_stations))
         return satellite_trajectories(constellation, t.start, t.duration_s, t.step_s,

@@ -319,3 +319,18 @@ def test_the_check_reads_the_oem_once_when_the_acquisition_period_passes_the_hor
     assert main(["simulate", str(tmp_path / "s.toml"), "--check", "--out", str(tmp_path / "out")]) == 0
     assert ": OK — 3 learning nodes" in capsys.readouterr().out
     assert reads == [EXAMPLES / "leo_oem.oem"]
+
+
+def test_fol_contacts_reads_the_satellites_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fol contacts --export-orbits tle` built the satellites four times from their file (the check, the TLE
+    form check, the trajectories, the export): the satellites the check built serve the rest."""
+    import contact_sim.scenario as scenario
+    from orbits import read_tle
+
+    reads: list[Path] = []
+    monkeypatch.setattr(scenario, "read_tle", lambda path: reads.append(path) or read_tle(path))
+    scn = _scenario_file(tmp_path, f'kind = "tle"\ntle_file = "{EXAMPLES / "leo_oem.tle"}"', duration_s="600.0")
+    out = tmp_path / "out"
+    assert contacts_main(["contacts", str(scn), "--no-plot", "--export-orbits", "tle", "--out", str(out)]) == 0
+    assert reads == [EXAMPLES / "leo_oem.tle"]
+    assert read_tle(out / "orbits.tle").names == read_tle(EXAMPLES / "leo_oem.tle").names
