@@ -2380,6 +2380,36 @@ def test_recovery_applies_the_received_models_check_and_cap(tmp_path: Path, monk
     assert len(inbox.state.received) == 4
 
 
+def test_recovery_keeps_one_of_two_inbox_files_of_the_same_bytes(tmp_path: Path) -> None:
+    """Two inbox files of identical bytes got the same recovery key (recovered:<sha>): only the last was
+    recorded, and at every restart the record flipped to the other file with a new warning. The receiver
+    keeps one copy of a payload; now recovery keeps the first file by sorted path (or the file a record
+    already names) and sets the other aside as <name>.refused, once."""
+    import shutil
+
+    from fol.agent.inbox import Inbox
+
+    first = _inbox_file(tmp_path, "peer-a", 1, CLASSES)
+    second = first.with_name("peer-b.safetensors")
+    shutil.copy(first, second)
+    notes = Inbox(tmp_path, "receiver", 10**8).recover()
+    assert notes == ["registered inbox/round-1/peer-a.safetensors found in the inbox",
+                     "moved inbox/round-1/peer-b.safetensors aside to inbox/round-1/peer-b.safetensors.refused, "
+                     "not registered: the same bytes as inbox/round-1/peer-a.safetensors"]
+    for _ in range(2):  # restarts: nothing to do, the record stays
+        inbox = Inbox(tmp_path, "receiver", 10**8)
+        assert inbox.recover() == []
+        assert [r["file"] for r in inbox.state.received.values()] == ["inbox/round-1/peer-a.safetensors"]
+    assert second.with_name(second.name + ".refused").read_bytes() == first.read_bytes()
+    # a copy beside a file a record names is the one set aside, though it sorts first
+    copy = first.with_name("a-copy.safetensors")
+    shutil.copy(first, copy)
+    inbox = Inbox(tmp_path, "receiver", 10**8)
+    (note,) = inbox.recover()
+    assert note.startswith("moved inbox/round-1/a-copy.safetensors aside") and note.endswith("peer-a.safetensors")
+    assert [r["file"] for r in inbox.state.received.values()] == ["inbox/round-1/peer-a.safetensors"]
+
+
 def test_an_on_board_node_checks_the_models_found_in_its_inbox_at_start_up(tmp_path: Path) -> None:
     """The agent ran the inbox recovery before it knew its model's classes, so a model for other classes
     left in inbox/ was registered at restart and counted toward [trigger] models like a useful one."""

@@ -494,6 +494,9 @@ class Inbox:
           shape other than the node's model's), is not registered: it is renamed ``<name>.refused``
           (:meth:`_set_aside`), with a warning naming it, never deleted; a peer's real model of that
           sender and round can still arrive;
+        * a file of the same bytes (sha256) as a recorded received model, or as one registered before it
+          here (files are taken by sorted path), is set aside in the same way: the receiver keeps one copy
+          of a payload, and the record stays that of the first file at every restart;
         * once the state records :data:`MAX_INBOX_MODELS` received models, the remaining files are
           left on disk unread and unregistered, with one warning counting them and naming the first;
         * the crash-safe writer's temporary files (:func:`fol.fileio.is_temporary`) left in
@@ -518,6 +521,7 @@ class Inbox:
                 del self.state.received[mid]
                 notes.append(f"dropped {mid}: {rec['file']} is missing")
         known = {rec["file"] for rec in self.state.received.values()}
+        held = {rec["sha256"]: rec["file"] for rec in self.state.received.values()}  # the receiver's one-copy rule
         unrecorded: list[str] = []  # files beyond MAX_INBOX_MODELS: left as they are, not read
         for folder in sorted((self.root / "inbox").glob("round-*")):
             remove_temporaries(folder)
@@ -542,6 +546,12 @@ class Inbox:
                     notes.append(f"moved {rel} aside to {self.relative(aside)}, not registered: {exc}")
                     continue
                 sha = file_sha256(path)
+                if sha in held:  # the same bytes are one model: the first (recorded, or by sorted path) is kept
+                    aside = self._set_aside(path)
+                    notes.append(f"moved {rel} aside to {self.relative(aside)}, not registered: the same bytes "
+                                 f"as {held[sha]}")
+                    continue
+                held[sha] = rel
                 producer, note = card.producer, f"registered {rel} found in the inbox"
                 if len(producer) > MAX_NAME_CHARS:  # an older agent's file: kept, its record bounded as verify's
                     producer = producer[:MAX_NAME_CHARS - 3] + "..."
