@@ -555,11 +555,20 @@ DEFAULT_OEM_STEP_S = 60.0
 MIN_OEM_STEP_S = 1e-3
 
 
+def _oem_intervals(duration_s: float, step_s: float) -> int:
+    """The steps :func:`oem_offsets_s` makes: a state every ``step_s`` that falls, to the microsecond the
+    epochs are written to, before ``duration_s`` (a span a fraction of a microsecond past a whole number of
+    steps gets no second state at its end, which the reader would refuse as an epoch that does not increase)."""
+    intervals = max(1, math.ceil(duration_s / step_s - 1e-9))
+    if intervals > 1 and round((intervals - 1) * step_s * 1e6) >= round(duration_s * 1e6):
+        intervals -= 1
+    return intervals
+
+
 def oem_offsets_s(duration_s: float, step_s: float) -> np.ndarray:
     """The times (seconds after the start, to the microsecond) of the states :func:`write_oem` writes:
     every ``step_s`` from 0, and ``duration_s`` itself (the last step may be shorter)."""
-    intervals = max(1, math.ceil(duration_s / step_s - 1e-9))
-    offsets = np.append(np.arange(intervals) * step_s, duration_s)
+    offsets = np.append(np.arange(_oem_intervals(duration_s, step_s)) * step_s, duration_s)
     return np.round(offsets * 1e6) / 1e6
 
 
@@ -586,7 +595,7 @@ def check_oem_export(n_objects: int, duration_s: float, step_s: float, field: st
     if not (math.isfinite(duration_s) and duration_s > 0.0):
         raise OrbitError(f"duration_s: expected a positive number of seconds, got {shown(duration_s)}")
     needed = max(2, (DEFAULT_DEGREE + 2) // 2)  # OemSegment.points of the segments written
-    per_object = max(1, math.ceil(duration_s / step_s - 1e-9)) + 1
+    per_object = _oem_intervals(duration_s, step_s) + 1
     if per_object < needed:
         raise OrbitError(f"{field}: {step_s:g} s gives {per_object} states over {duration_s:g} s; "
                          f"{DEFAULT_INTERPOLATION} interpolation of degree {DEFAULT_DEGREE} needs at least "

@@ -477,6 +477,21 @@ def test_the_last_step_may_be_shorter_and_a_walker_shell_has_no_designator(tmp_p
     assert eph.segments[0].epochs_s.size == 11  # the default step: 60 s
 
 
+@pytest.mark.parametrize("duration_s, step_s, last_s", [
+    (600.0000004, 60.0, [540.0, 600.0]), (600.0000006, 60.0, [600.0, 600.000001]), (0.0020004, 0.001, [0.001, 0.002]),
+], ids=["under-half-a-microsecond-past-a-step", "a-microsecond-past", "three-states-of-a-millisecond"])
+def test_a_span_a_fraction_of_a_microsecond_past_a_step_gets_no_repeated_epoch(
+        tmp_path: Path, duration_s: float, step_s: float, last_s: list[float]) -> None:
+    """A [time] duration_s 0.4 us past a whole number of steps (600.0000004 s at 60 s) wrote two states at
+    00:10:00.000000, the epochs rounded to the microsecond, and read_oem refused the file written
+    ("epoch ... does not follow the previous line's; epochs must increase")."""
+    from orbits import read_tle, write_oem
+
+    eph = read_oem(write_oem(tmp_path / "a.oem", read_tle(EXAMPLE_TLE), START, duration_s, step_s))
+    epochs = eph.segments[0].epochs_s
+    assert epochs[-2:].tolist() == pytest.approx(last_s, abs=1e-9) and np.all(np.diff(epochs) > 0)
+
+
 @pytest.mark.parametrize("duration_s, step_s, message", [
     (600.0, 0.0, r"^step_s: expected a step of at least 0.001 s, got 0.0$"),
     (600.0, -60.0, r"^step_s: expected a step of at least 0.001 s, got -60.0$"),
