@@ -2410,6 +2410,28 @@ def test_recovery_keeps_one_of_two_inbox_files_of_the_same_bytes(tmp_path: Path)
     assert [r["file"] for r in inbox.state.received.values()] == ["inbox/round-1/peer-a.safetensors"]
 
 
+def test_recovery_reads_only_the_receivers_round_folders_and_files(tmp_path: Path) -> None:
+    """Inbox.recover took every inbox/round-* folder: a user's copy inbox/round-1.bak/ had its valid model
+    deleted ("removed invalid ...: invalid literal for int() with base 10: '1.bak'"), and a folder named
+    *.safetensors in a round folder stopped the start-up with IsADirectoryError. Now only round-<n>
+    folders and regular files are read; the rest is left as it is."""
+    import shutil
+
+    from fol.agent.inbox import Inbox
+
+    model = _inbox_file(tmp_path, "peer-a", 1, CLASSES)
+    assert Inbox(tmp_path, "receiver", 10**8).recover() == [
+        "registered inbox/round-1/peer-a.safetensors found in the inbox"]
+    backup = tmp_path / "inbox" / "round-1.bak"
+    shutil.copytree(model.parent, backup)
+    (model.parent / "odd.safetensors").mkdir()
+    inbox = Inbox(tmp_path, "receiver", 10**8)
+    assert inbox.recover() == []
+    assert (backup / "peer-a.safetensors").read_bytes() == model.read_bytes()
+    assert (model.parent / "odd.safetensors").is_dir()
+    assert [r["file"] for r in inbox.state.received.values()] == ["inbox/round-1/peer-a.safetensors"]
+
+
 def test_an_on_board_node_checks_the_models_found_in_its_inbox_at_start_up(tmp_path: Path) -> None:
     """The agent ran the inbox recovery before it knew its model's classes, so a model for other classes
     left in inbox/ was registered at restart and counted toward [trigger] models like a useful one."""

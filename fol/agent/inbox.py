@@ -483,7 +483,9 @@ class Inbox:
         """Reconcile the inbox folder with the state after a crash; returns what was done.
 
         * state records whose file is gone are dropped (first, so that they take no room below);
-        * inbox files the state does not list (crash after the rename) are verified
+        * inbox files the state does not list (crash after the rename; regular files named
+          ``*.safetensors`` in ``inbox/round-<n>/``, ``n`` digits: other names, folders such as a copy
+          ``round-1.bak/`` and anything in them are left alone) are verified
           with the safe loader and registered (or deleted when invalid); a card's producer over
           ``MAX_NAME_CHARS`` (200) characters, which :meth:`verify` refuses in a received model
           (such a file can only come from an older agent), is recorded cut to 197 characters and
@@ -524,17 +526,20 @@ class Inbox:
         held = {rec["sha256"]: rec["file"] for rec in self.state.received.values()}  # the receiver's one-copy rule
         unrecorded: list[str] = []  # files beyond MAX_INBOX_MODELS: left as they are, not read
         for folder in sorted((self.root / "inbox").glob("round-*")):
+            number = folder.name.removeprefix("round-")
+            if not (number.isascii() and number.isdigit() and folder.is_dir()):  # not the receiver's: left alone
+                continue
+            model_round = int(number)
             remove_temporaries(folder)
             for path in sorted(folder.iterdir()):
                 rel = self.relative(path)
-                if rel in known or path.suffix != MODEL_SUFFIX:
+                if rel in known or path.suffix != MODEL_SUFFIX or not path.is_file():
                     continue
                 if len(self.state.received) >= MAX_INBOX_MODELS:
                     unrecorded.append(rel)
                     continue
                 try:
                     card = load_model(path, max_bytes=self.max_payload_bytes).card
-                    model_round = int(folder.name.removeprefix("round-"))
                 except (CheckpointError, ValueError) as exc:
                     path.unlink(missing_ok=True)
                     notes.append(f"removed invalid {rel}: {exc}")
