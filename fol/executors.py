@@ -788,12 +788,13 @@ def _free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     return ports
 
 
-def _end_cluster(procs: list[Any], logs: list[str], folder: str | None, grace_s: float) -> None:
-    """:meth:`LocalRayCluster.stop`: end the process group of each of ``procs``
-    (the last started first), then remove ``folder`` (``None``: keep it)."""
+def _end_cluster(procs: list[Any], logs: list[str], folder: str | None, grace_s: list[float]) -> None:
+    """:meth:`LocalRayCluster.stop`: SIGTERM to the process group of each of ``procs``
+    (the last started first), SIGKILL to whatever is left of them ``grace_s[0]`` seconds
+    later (one wait for all of them, not one per node), then remove ``folder`` (``None``: keep it)."""
     import shutil
     import signal
-    import subprocess
+    import time
 
     try:
         for p in reversed(procs):
@@ -802,10 +803,9 @@ def _end_cluster(procs: list[Any], logs: list[str], folder: str | None, grace_s:
                     os.killpg(p.pid, signal.SIGTERM)
                 except ProcessLookupError:
                     pass
-                try:
-                    p.wait(timeout=grace_s)
-                except subprocess.TimeoutExpired:
-                    pass
+        deadline = time.monotonic() + grace_s[0]
+        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:  # also when interrupted while waiting: nothing is left running, the folder goes
         for p in reversed(procs):
             try:  # whatever of the node is left in its process group
@@ -834,7 +834,7 @@ class LocalRayCluster:
     collected or the interpreter exits is stopped then. A stopped cluster is
     not started again. Every wait of :meth:`start` ends at one deadline,
     ``timeout_s`` after it began (the stop that follows a timeout adds up to
-    :attr:`STOP_GRACE_S` per node).
+    :attr:`STOP_GRACE_FAILED_S`).
     ``address`` is what ``--ray-address`` takes.
 
     Each ``ray start`` runs with ``--block`` in its own session, so ending its
@@ -858,8 +858,10 @@ class LocalRayCluster:
         self.logs: list[str] = []  # the log file of each process in ``procs``
         self.address = ""
         # stop() is this finalizer: it runs once, at stop() or when this object is collected or Python exits
+        # the grace of the stop: STOP_GRACE_S, or STOP_GRACE_FAILED_S once a start failed
+        self._grace_s = [self.STOP_GRACE_S]
         self._end = weakref.finalize(self, _end_cluster, self.procs, self.logs, None if temp_dir else self.temp_dir,
-                                     self.STOP_GRACE_S)
+                                     self._grace_s)
         # Ray >= 2.5x turns on token authentication for clusters started with ``ray start``,
         # and newer releases no longer create a missing token: the cluster gets its own
         # random token in its private folder (mode 0600), given to every node and driver
@@ -931,7 +933,8 @@ class LocalRayCluster:
             for i in range(self.workers):
                 self._spawn([f"--address={self.address}"] + self._node_args(), f"worker-{i}.log")
             self._wait(1 + self.workers, deadline)
-        except BaseException:
+        except BaseException:  # its nodes are not up (or it was interrupted): they get the short grace
+            self._grace_s[0] = min(self._grace_s[0], self.STOP_GRACE_FAILED_S)
             self.stop()
             raise
         return self
@@ -963,15 +966,21 @@ class LocalRayCluster:
                 pass
             time.sleep(max(0.0, min(1.0, deadline - time.monotonic())))
 
-    #: seconds a node's process group is given to end after SIGTERM before it is killed
-    #: (a worker raylet ends in under a second; the head's GCS server ignores SIGTERM,
-    #: measured: still running 30 s later, so a longer grace only delays the kill)
-    STOP_GRACE_S = 5.0
+    #: seconds the nodes' process groups are given, all together, to end after SIGTERM before
+    #: what is left is killed. A worker raylet ends in about a second; the head often does not
+    #: (measured: a head's GCS server, raylet and ``ray start`` still running 8 s after SIGTERM;
+    #: Ray's SIGTERM handler drains the node for up to 30 s), so a longer grace only delays the
+    #: kill. Before, each node had 5 s of its own, one after the other.
+    STOP_GRACE_S = 2.0
+    #: the grace when :meth:`start` failed, timed out or was interrupted: nodes that are not up
+    #: in time are stuck or dead, and nothing they hold is worth waiting for
+    STOP_GRACE_FAILED_S = 0.5
 
     def stop(self) -> None:
         """End every process this cluster started (worker raylets first, then the head):
-        SIGTERM to its process group, SIGKILL to what is left after :attr:`STOP_GRACE_S`
-        (at once on Ctrl-C meanwhile); then remove the temp folder it made."""
+        SIGTERM to their process groups, SIGKILL to what is left after :attr:`STOP_GRACE_S`
+        (:attr:`STOP_GRACE_FAILED_S` after a failed start; at once on Ctrl-C meanwhile);
+        then remove the temp folder it made."""
         self._end()
 
     def __enter__(self) -> "LocalRayCluster":

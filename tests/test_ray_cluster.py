@@ -330,29 +330,33 @@ def test_ctrl_c_or_a_timeout_while_starting_stops_the_head_and_removes_the_folde
 
 def test_a_start_whose_node_check_cannot_get_an_answer_ends_at_its_timeout(monkeypatch) -> None:
     """The head is a process that never opens its GCS port (a stand-in for a head that does
-    not come up): the node check's ray.init waits on it for minutes. The start ends at
-    ``timeout_s`` with its one line, the stand-in ended and the folder removed; before, the
-    check had its own 60 s limit and a 10 s start took 60 s."""
+    not come up, and ignores SIGTERM): the node check's ray.init waits on it for minutes. The
+    start ends at ``timeout_s`` with its one line, the stand-in ended after the short grace of a
+    failed start and the folder removed; before, the check had its own 60 s limit and a 10 s
+    start took 60 s, and the stop gave the stuck node 5 s of SIGTERM grace."""
     import time
 
     from fol.errors import ConfigError
 
     monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
     monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
-    c = LocalRayCluster(workers=0, timeout_s=10)
+    c = LocalRayCluster(workers=0, timeout_s=4)
 
     def mute_head(args: list[str], log_name: str) -> None:
         log = os.path.join(c.temp_dir, log_name)
         Path(log).write_text("a head that never listens\n")
-        c.procs.append(subprocess.Popen(["sleep", "300"], start_new_session=True))
+        # stuck as the head's GCS server is: SIGTERM ignored (by the shell and, inherited, its sleep)
+        c.procs.append(subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 300"], start_new_session=True))
         c.logs.append(log)
 
     c._spawn = mute_head
     t0 = time.monotonic()
-    with pytest.raises(ConfigError, match=r"^Ray cluster: 1 nodes not up after 10 s; the head's log ends: a head"):
+    with pytest.raises(ConfigError, match=r"^Ray cluster: 1 nodes not up after 4 s; the head's log ends: a head"):
         c.start()
     took_s = time.monotonic() - t0
-    assert 10 <= took_s < 10 + 5, took_s  # the stand-in ends at SIGTERM: no grace to wait for
+    # the node check is killed at the deadline, and a node that is not up in time and ignores SIGTERM is
+    # killed after STOP_GRACE_FAILED_S (before: 5 s of SIGTERM grace per node)
+    assert 4 <= took_s < 4 + LocalRayCluster.STOP_GRACE_FAILED_S + 2, took_s
     assert not c.procs and not os.path.exists(c.temp_dir)
 
 
@@ -360,14 +364,20 @@ def test_an_error_inside_the_with_block_stops_the_cluster_and_a_callers_folder_i
                                                                                      monkeypatch) -> None:
     """An exception inside ``with`` (a real head, up): every process of the node ends and
     the folder it made is removed; a folder the caller gave is kept (with the logs)."""
+    import time
+
     monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
     monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
     c = LocalRayCluster(workers=0, timeout_s=120)
     with pytest.raises(RuntimeError, match="inside"):
         with c:
             assert _running_in(c.temp_dir)  # the head's raylet and GCS server
+            t0 = time.monotonic()
             raise RuntimeError("inside the with block")
+    took_s = time.monotonic() - t0
     assert not c.procs and not os.path.exists(c.temp_dir) and not _running_in(c.temp_dir)
+    # the head ignores SIGTERM: it is killed after STOP_GRACE_S (before: 5 s per node)
+    assert took_s < LocalRayCluster.STOP_GRACE_S + 2.5, took_s
 
     mine = tmp_path / "rc"  # a short path: Ray's socket names must fit in 107 characters
     mine.mkdir()
