@@ -173,7 +173,7 @@ def test_a_driver_whose_head_is_killed_ends_in_seconds_with_one_line(tmp_path: P
     import signal
     import time
 
-    lost_after_s = 5.0
+    lost_after_s = 2.0
     script = tmp_path / "head_lost.py"
     script.write_text(_HEAD_LOST)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
