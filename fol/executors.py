@@ -547,6 +547,32 @@ def _head_watch(ray: Any, address: str | None) -> _HeadWatch | None:
     return _HeadWatch(*hostport) if hostport else None
 
 
+#: the start of Ray's notice (a warning of its logger, printed by the handler Ray puts on its
+#: "ray" logger at import) that a Ray instance started without RAY_AUTH_MODE uses token authentication
+_AUTH_NOTICE = "Token authentication is enabled for this Ray cluster."
+
+
+class _NoAuthNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(_AUTH_NOTICE)
+
+
+@contextlib.contextmanager
+def _auth_notice_muted() -> Iterator[None]:
+    """While ``ray.init`` runs: Ray's notice :data:`_AUTH_NOTICE`, and only that record, does
+    not reach the terminal amid ``fol simulate``'s log. Ray gives it when it turns token
+    authentication on by itself (RAY_AUTH_MODE unset): for the local instance it starts for this
+    process, or with ``auto`` when a token file exists. Ray's other log lines and its errors
+    (exceptions) pass as before."""
+    logger = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    muted = _NoAuthNotice()
+    logger.addFilter(muted)
+    try:
+        yield
+    finally:
+        logger.removeFilter(muted)
+
+
 class RayExecutor(Executor):
     """Node work as Ray tasks. ``address=None`` starts a local Ray instance
     (with ``num_cpus`` CPUs; also when ``RAY_ADDRESS`` is set or a cluster
@@ -601,7 +627,7 @@ class RayExecutor(Executor):
                 if num_cpus:
                     kwargs["num_cpus"] = num_cpus
             try:
-                with _loopback_kept() if not address else contextlib.nullcontext():
+                with _loopback_kept() if not address else contextlib.nullcontext(), _auth_notice_muted():
                     ray.init(**kwargs)
             except (ConnectionError, ValueError, RuntimeError) as e:
                 if not address:

@@ -163,16 +163,19 @@ def test_results_finished_with_a_failure_are_handed_over_before_it_is_raised(mon
 
 
 @pytest.mark.slow
-def test_a_ray_executor_without_an_address_starts_its_own_instance(monkeypatch):
+def test_a_ray_executor_without_an_address_starts_its_own_instance(monkeypatch, capfd):
     """``address=None`` starts a local Ray instance (with ``num_cpus``), as
     documented; Ray's own lookup would join whatever RAY_ADDRESS names or a
     cluster that ``ray start`` runs on this machine (another user's, a test's),
-    and then refuse ``num_cpus``. Runs before the tests that share one instance."""
+    and then refuse ``num_cpus``. Runs before the tests that share one instance.
+    Ray's notice that the instance uses token authentication (RAY_AUTH_MODE unset)
+    stays off the terminal: it was one line amid fol simulate's log."""
     ray = pytest.importorskip("ray")
     from fol.executors import RayExecutor, _free_ports
 
     assert not ray.is_initialized()
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{_free_ports(1)[0]}")  # nothing there
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)  # Ray's default then: token, with its notice
     with RayExecutor(threads=1, num_cpus=1) as ex:
         assert ex.map(abs, [-1, 2]) == [1, 2]
         assert ray.cluster_resources().get("CPU") == 1
@@ -186,6 +189,8 @@ def test_a_ray_executor_without_an_address_starts_its_own_instance(monkeypatch):
         assert all(on_loopback for on_loopback, _, _ in heard), heard
         assert [n["NodeManagerAddress"] for n in ray.nodes()] == ["127.0.0.1"]
     assert not ray.is_initialized()
+    _, err = capfd.readouterr()
+    assert "Token authentication" not in err, err[-2000:]
 
 
 def test_a_ray_address_that_accepts_connections_but_is_no_ray_head_is_one_line_in_bounded_time(capfd):
