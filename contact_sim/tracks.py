@@ -191,8 +191,9 @@ def _gpx_point(path: Path, point: dict[str, Any]) -> TrackPoint:
     return when, lat, lon, alt, where
 
 
-def _position_log_points(path: Path) -> list[TrackPoint]:
-    """The fixes of a drone agent's positions.jsonl, each once, at the time it arrived."""
+def _position_log_points(path: Path, none_ok: bool = False) -> list[TrackPoint]:
+    """The fixes of a drone agent's positions.jsonl, each once, at the time it arrived (a file without
+    any refused, unless ``none_ok``: a piece of a rotated log, whose other pieces may hold them)."""
     text = read_text_file(path, ContactError, "position log", MAX_MISSION_BYTES)
     lines = text.splitlines()
     cut = len(lines) if text and not text.endswith(("\n", "\r")) else 0  # an unterminated last line's number
@@ -230,7 +231,7 @@ def _position_log_points(path: Path) -> list[TrackPoint]:
         if points and points[-1][:4] == (when, lat, lon, alt):  # the same fix, logged with another exchange
             continue
         points.append((when, lat, lon, alt, where))
-    if not points:
+    if not points and not none_ok:
         raise ContactError(f"{path}: no position fix (every {'complete ' if cut else ''}line's \"position\" is null)")
     return points
 
@@ -484,6 +485,11 @@ def read_track(path: str | Path) -> list[TrackPoint]:
         raise ContactError(f"{path}: {FILE_KINDS}")
     points = {".gpx": _gpx_points, ".jsonl": _position_log_points, ".tlog": _tlog_points,
               ".bin": _dataflash_points}[suffix](path)
+    return _increasing(path, points)
+
+
+def _increasing(path: Path, points: list[TrackPoint]) -> list[TrackPoint]:
+    """``points``, once their times are checked to increase."""
     for prev, cur in zip(points, points[1:]):
         if not cur[0] > prev[0]:
             raise ContactError(f"{path}: {cur[4]}: time {cur[0].isoformat()} is not after the previous point's "
@@ -547,13 +553,19 @@ def drone_files(paths: Sequence[Path]) -> list[tuple[Path, list[Path]]]:
 
 
 def joined_position_log(folder: Path, pieces: list[Path]) -> list[TrackPoint]:
-    """The points of a drone's position log pieces (each read by :func:`read_track`, with its limits) as one
-    track, oldest piece first: a piece's first fix equal to the one before it (the same fix logged on both
-    sides of a rotation) counts once; a piece starting at or before the end of the one before is refused."""
+    """The points of a drone's position log pieces (each read as :func:`read_track` reads one, with its limits)
+    as one track, oldest piece first: a piece's first fix equal to the one before it (the same fix logged on
+    both sides of a rotation) counts once; a piece starting at or before the end of the one before is refused.
+    A piece without any fix (every line's ``position`` null, or only a line cut off while being written) is
+    passed over with a warning; pieces that together hold none are refused."""
     points: list[TrackPoint] = []
     before: Path | None = None
     for piece in pieces:
-        read = [(when, lat, lon, alt, f"{piece.name} {where}") for when, lat, lon, alt, where in read_track(piece)]
+        read = [(when, lat, lon, alt, f"{piece.name} {where}")
+                for when, lat, lon, alt, where in _increasing(piece, _position_log_points(piece, none_ok=True))]
+        if not read:
+            log.warning("%s: no position fix; passed over (the other pieces of %s are read)", piece, folder)
+            continue
         if points and read[0][:4] == points[-1][:4]:
             read = read[1:]
         if points and read and not read[0][0] > points[-1][0]:
@@ -564,4 +576,7 @@ def joined_position_log(folder: Path, pieces: list[Path]) -> list[TrackPoint]:
                                f"positions.2.jsonl, ..., positions.jsonl)")
         points += read
         before = piece
+    if not points:
+        raise ContactError(f"{folder}: no position fix in any of {', '.join(p.name for p in pieces)} (every line's "
+                           "\"position\" is null)")
     return points

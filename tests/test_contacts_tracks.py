@@ -564,6 +564,30 @@ def test_joined_position_log_pieces_must_follow_each_other_in_time(tmp_path: Pat
         read_missions([old, other], None, 15.0)
 
 
+def test_a_piece_of_a_rotated_position_log_without_a_fix_is_passed_over(tmp_path: Path, caplog) -> None:
+    """The newest piece of a rotated log may hold no fix yet (its lines' "position" null, or one line cut
+    off while being written): the drone is replayed from the pieces that have fixes, with a warning naming
+    the piece, where the whole drone was refused ("no position fix"); pieces that together hold none are
+    refused in one line naming the folder and the pieces."""
+    state = tmp_path / "drone-1"
+    state.mkdir()
+    old, new = state / "positions.1.jsonl", state / "positions.jsonl"
+    old.write_text(_log_line(0.0, 47.0) + _log_line(10.0, 47.0001))
+    new.write_text(json.dumps({"event": "sent", "peer": "p", "model_id": "m2", "t": T0.timestamp() + 30.0,
+                               "position": None}) + "\n" + '{"event": "sent", "pe')
+    with caplog.at_level("WARNING", logger="contact_sim.tracks"):
+        (w,), epoch = read_missions([old, new], None, 15.0)
+    assert w.name == "drone-1" and list(w.t_s) == [0.0, 10.0] and epoch == T0
+    assert f"{new}: no position fix; passed over" in caplog.text
+    with pytest.raises(ContactError, match="no position fix"):  # alone, such a file is still refused
+        read_missions([new], None, 15.0)
+    old.write_text(json.dumps({"event": "sent", "position": None}) + "\n")
+    with pytest.raises(ContactError) as info:
+        read_missions([old, new], None, 15.0)
+    assert str(info.value) == (f"{state}: no position fix in any of positions.1.jsonl, positions.jsonl (every "
+                               "line's \"position\" is null)")
+
+
 def test_the_position_log_is_rotated_only_past_the_readers_16_mib(tmp_path: Path, monkeypatch) -> None:
     """At the real limit: a line that brings the log to exactly 16 MiB is appended (the reader takes a
     file of at most MAX_MISSION_BYTES), the next one starts a new file; the full one is kept whole."""
