@@ -557,6 +557,32 @@ class _NoAuthNotice(logging.Filter):
         return not record.getMessage().startswith(_AUTH_NOTICE)
 
 
+def _private_ray_token() -> None:
+    """Before a local Ray instance starts: when Ray would make the user's token itself (token
+    authentication on, RAY_AUTH_MODE unset or ``token``, no RAY_AUTH_TOKEN / RAY_AUTH_TOKEN_PATH, no
+    ``~/.ray/auth_token`` yet), make it here, readable by its owner only (``~/.ray`` 0700, the file
+    0600; 256 random bits as hex, Ray's own form). Ray writes it with the process's umask, 0644 under
+    the usual 022: any user of the machine who can reach the home folder could read the token and run
+    code on every instance this user starts. A token file that exists already is Ray's and the
+    user's; it is left as it is. Nothing is written when the home folder cannot take it (Ray then
+    says so itself)."""
+    import secrets
+    from pathlib import Path
+
+    if os.environ.get("RAY_AUTH_MODE", "token").lower() != "token":
+        return
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return
+    try:
+        folder = Path.home() / ".ray"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(folder / "auth_token", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except (OSError, RuntimeError):  # there already, or no home folder to write: Ray's own way
+        return
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secrets.token_hex(32))
+
+
 @contextlib.contextmanager
 def _auth_notice_muted() -> Iterator[None]:
     """While ``ray.init`` runs: Ray's notice :data:`_AUTH_NOTICE`, and only that record, does
@@ -627,6 +653,8 @@ class RayExecutor(Executor):
                 if num_cpus:
                     kwargs["num_cpus"] = num_cpus
             try:
+                if not address:
+                    _private_ray_token()
                 with _loopback_kept() if not address else contextlib.nullcontext(), _auth_notice_muted():
                     ray.init(**kwargs)
             except (ConnectionError, ValueError, RuntimeError) as e:

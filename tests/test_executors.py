@@ -163,19 +163,23 @@ def test_results_finished_with_a_failure_are_handed_over_before_it_is_raised(mon
 
 
 @pytest.mark.slow
-def test_a_ray_executor_without_an_address_starts_its_own_instance(monkeypatch, capfd):
+def test_a_ray_executor_without_an_address_starts_its_own_instance(monkeypatch, capfd, tmp_path):
     """``address=None`` starts a local Ray instance (with ``num_cpus``), as
     documented; Ray's own lookup would join whatever RAY_ADDRESS names or a
     cluster that ``ray start`` runs on this machine (another user's, a test's),
     and then refuse ``num_cpus``. Runs before the tests that share one instance.
     Ray's notice that the instance uses token authentication (RAY_AUTH_MODE unset)
-    stays off the terminal: it was one line amid fol simulate's log."""
+    stays off the terminal: it was one line amid fol simulate's log. The token Ray makes for a
+    user who has none is readable by its owner only (Ray wrote ~/.ray/auth_token 0644)."""
     ray = pytest.importorskip("ray")
     from fol.executors import RayExecutor, _free_ports
 
     assert not ray.is_initialized()
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{_free_ports(1)[0]}")  # nothing there
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)  # Ray's default then: token, with its notice
+    for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # a user without a Ray token yet
     with RayExecutor(threads=1, num_cpus=1) as ex:
         assert ex.map(abs, [-1, 2]) == [1, 2]
         assert ray.cluster_resources().get("CPU") == 1
@@ -191,6 +195,33 @@ def test_a_ray_executor_without_an_address_starts_its_own_instance(monkeypatch, 
     assert not ray.is_initialized()
     _, err = capfd.readouterr()
     assert "Token authentication" not in err, err[-2000:]
+    token = tmp_path / ".ray" / "auth_token"
+    assert token.stat().st_mode & 0o777 == 0o600 and (tmp_path / ".ray").stat().st_mode & 0o077 == 0
+    assert len(token.read_text()) == 64 and int(token.read_text(), 16) >= 0  # Ray's form: 256 bits as hex
+
+
+def test_a_users_own_ray_token_or_settings_are_left_alone(monkeypatch, tmp_path):
+    """The private token is made only where Ray would make one: not over a token file that exists
+    (its mode kept), not with RAY_AUTH_MODE=disabled or a token given in the environment."""
+    from fol.executors import _private_ray_token
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    token = tmp_path / ".ray" / "auth_token"
+    for name, value in (("RAY_AUTH_MODE", "disabled"), ("RAY_AUTH_TOKEN", "abc"), ("RAY_AUTH_TOKEN_PATH", "/x")):
+        with monkeypatch.context() as m:
+            m.setenv(name, value)
+            _private_ray_token()
+        assert not token.exists(), name
+    token.parent.mkdir()
+    token.write_text("mine")
+    token.chmod(0o640)
+    _private_ray_token()
+    assert token.read_text() == "mine" and token.stat().st_mode & 0o777 == 0o640
+    token.unlink()
+    _private_ray_token()
+    assert token.stat().st_mode & 0o777 == 0o600 and len(token.read_text()) == 64
 
 
 def test_a_ray_address_that_accepts_connections_but_is_no_ray_head_is_one_line_in_bounded_time(capfd):
