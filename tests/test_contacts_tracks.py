@@ -471,15 +471,8 @@ def test_the_agents_position_log_is_rotated_before_it_passes_the_readers_limit(t
     pass the limit the file is now renamed positions.<n>.jsonl (n from 1, the oldest first) and the line
     starts a new one: every file within the limit and readable on its own, every line in one of them, in
     order. The limit is taken down to 4 KiB here (in both modules: they are kept equal) to stay fast."""
-    from fol.agent import position
-
     limit = 4096
-    monkeypatch.setattr(position, "MAX_LOG_BYTES", limit)
-    monkeypatch.setattr(tracks, "MAX_MISSION_BYTES", limit)
-    state = tmp_path / "drone 7"
-    state.mkdir()
-    source = _Source()
-    log = position.PositionLog(source, state, "drone 7")
+    state, source, log = _small_position_log(tmp_path, monkeypatch, limit)
     with caplog.at_level("INFO", logger="fol.agent.position"):
         lines = [_fix_line(source, log, 10.0 * i, 47.0 + 1e-5 * i) for i in range(40)]
     rotated = sorted((p for p in state.iterdir() if p.name != "positions.jsonl"), key=lambda p: int(p.name.split(".")[1]))
@@ -500,6 +493,19 @@ def test_the_agents_position_log_is_rotated_before_it_passes_the_readers_limit(t
     assert renamed[0].startswith(f"drone 7: {log.path}: ") and "renamed positions.1.jsonl" in renamed[0]
 
 
+def _small_position_log(tmp_path: Path, monkeypatch, limit: int):
+    """A drone agent's position log in ``tmp_path / "drone 7"`` whose files hold at most ``limit`` bytes
+    (the agent's limit and the reader's, kept equal, both taken down): ``(folder, source, log)``."""
+    from fol.agent import position
+
+    monkeypatch.setattr(position, "MAX_LOG_BYTES", limit)
+    monkeypatch.setattr(tracks, "MAX_MISSION_BYTES", limit)
+    state = tmp_path / "drone 7"
+    state.mkdir()
+    source = _Source()
+    return state, source, position.PositionLog(source, state, "drone 7")
+
+
 def _log_line(t: float, lat: float) -> str:
     fix = {"lat_deg": lat, "lon_deg": 8.0, "alt_msl_m": 400.0, "received_at": T0.timestamp() + t}
     return json.dumps({"event": "sent", "peer": "p", "model_id": "m1", "t": T0.timestamp() + t + 0.2,
@@ -512,15 +518,8 @@ def test_the_pieces_of_a_rotated_position_log_replay_as_one_drone(tmp_path: Path
     is also that of .../positions.1.jsonl", and only one piece of the flight could be replayed. The pieces
     of one folder given together are now one drone's track, joined in the agent's order whatever the
     list's, the same as the whole log read as one file."""
-    from fol.agent import position
-
     limit = 4096
-    monkeypatch.setattr(position, "MAX_LOG_BYTES", limit)
-    monkeypatch.setattr(tracks, "MAX_MISSION_BYTES", limit)
-    state = tmp_path / "drone 7"
-    state.mkdir()
-    source = _Source()
-    log = position.PositionLog(source, state, "drone 7")
+    state, source, log = _small_position_log(tmp_path, monkeypatch, limit)
     for i in range(40):
         _fix_line(source, log, 10.0 * i, 47.0 + 1e-5 * i)
     pieces = sorted(state.glob("positions.*.jsonl"), key=lambda p: int(p.name.split(".")[1]))
