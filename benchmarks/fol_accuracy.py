@@ -5,7 +5,7 @@ models (fully connected swarm, senders drawn per node), K = 3, E = 1, 3 seeds.
 Prints mean ± std (over seeds of the per-seed mean over nodes) of the test
 accuracy of local, fol, fol-a, fol-n and fol-an.
 
-    python benchmarks/fol_accuracy.py            # the README figures
+    python benchmarks/fol_accuracy.py            # the defaults above, 300 images per node
     python benchmarks/fol_accuracy.py --seeds 1 --nodes 6   # quick look
 """
 
