@@ -15,7 +15,7 @@ error of it, the one that runs the fewest epochs is picked (cheaper).
     OMP_NUM_THREADS=1 python benchmarks/select_pretrain.py --nodes 4
 
 The run behind today's defaults (lr 0.01, patience 10; its table and the
-earlier 8-node run are in docs/evaluation.md, section 3)::
+earlier 4-node run are in docs/evaluation.md, section 3)::
 
     OMP_NUM_THREADS=1 python benchmarks/select_pretrain.py --lrs 0.001 0.003 0.01 --patiences 10 --nodes 8 --seeds 2
 """
