@@ -64,6 +64,7 @@ from fol.config import FOLConfig  # noqa: E402
 from fol.errors import ConfigError  # noqa: E402
 from fol.fileio import atomic_write_text  # noqa: E402
 from fol.data import DEFAULT_MIN_SAMPLES, dirichlet_partition, make_synthetic  # noqa: E402
+from fol.defaults import DEFAULT_ARCH  # noqa: E402
 from fol.methods import SwarmContext  # noqa: E402
 from fol.methods.fol_method import run_fol_pipeline  # noqa: E402
 from fol.models import architectures  # noqa: E402
@@ -324,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="K for every config (default: each config's own; an option may set top_k)")
     ap.add_argument("--rounds", type=int_in(1), default=1,
                     help="E: > 1 runs every config's E rounds over the whole swarm and scores round E")
-    ap.add_argument("--arch", default="cnn-medium", choices=architectures())
+    ap.add_argument("--arch", default=DEFAULT_ARCH, choices=architectures(),
+                    help="model of every node (default: the project default, %(default)s)")
     ap.add_argument("--select-fraction", type=fraction("a share of each node's images"), default=0.15)
     ap.add_argument("--min-gain", type=float, default=0.5, help="points over the paper value an option must gain")
     ap.add_argument("--json", default=None, help="also write every per-node figure to this file")

@@ -1163,6 +1163,36 @@ def test_evaluation_model_zoo_command_names_the_architectures_it_measures(monkey
     assert "has not been measured" in section
 
 
+def test_evaluation_benchmarks_take_the_default_architecture_from_its_one_place(monkeypatch: pytest.MonkeyPatch,
+                                                                                benchmark_script) -> None:
+    """Section 1: ``fol.defaults.DEFAULT_ARCH`` is the one place the default architecture is
+    named and the benchmarks all use it. Every benchmark script with an ``--arch`` option
+    defaults to it: with another default in its place (here ``cnn-small``) the script's
+    default follows, where a script naming ``cnn-medium`` itself would not."""
+    import fol.defaults
+    import fol.models
+
+    text = " ".join(EVALUATION.read_text(encoding="utf-8").split())
+    assert ("`fol.defaults.DEFAULT_ARCH` is the one place the default architecture is named. The CLI's `--arch`, "
+            "scenario files without `[models] archs`, the demo, the node agent's loopback set-up and the benchmarks "
+            "all use it.") in text
+    other = "cnn-small"
+    assert fol.defaults.DEFAULT_ARCH != other
+    monkeypatch.setattr(fol.defaults, "DEFAULT_ARCH", other)
+    monkeypatch.setattr(fol.models, "DEFAULT_ARCH", other)  # some scripts import it from there
+    checked, wrong = [], {}
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        if path.stem.startswith("_") or '"--arch"' not in path.read_text(encoding="utf-8"):
+            continue
+        arch = _script_defaults(monkeypatch, benchmark_script(path.stem).main).arch
+        if arch is not None:  # None: the protocol's own default (fol.reproduce.ProtocolConfig.arch)
+            checked.append(path.stem)
+            if arch != other:
+                wrong[path.stem] = arch
+    assert len(checked) >= 5, checked
+    assert not wrong, f"benchmark scripts whose --arch default is not fol.defaults.DEFAULT_ARCH: {wrong}"
+
+
 def test_evaluation_paired_table_gives_the_number_of_nodes_that_differ() -> None:
     """The paired table of ``paper_tables.py`` is as section 4 describes it: the Wilcoxon
     test ranks each node's difference averaged over the seeds, nodes without one are
