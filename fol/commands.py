@@ -52,6 +52,12 @@ def add_data_parser(sub: argparse._SubParsersAction) -> None:
                       help="datasets published in split folders (wildfire, hurricane, svhn, or imagefolder:PATH laid "
                            "out as PATH/<split>/<class>/): the split folders to pool, comma-separated, as a "
                            "scenario's data.splits does")
+    info.add_argument("--bands", metavar="B1,B2,B3", default=None,
+                      help="imagefolder:PATH of multispectral TIFFs only: these three 1-based bands (e.g. 4,3,2) as the "
+                           "model's 3 input channels, read with tifffile, as a scenario's data.bands does")
+    info.add_argument("--scale", metavar="X", type=float, default=None,
+                      help="with --bands: the bands' values divided by X and clipped to [0, 1] (e.g. 10000 for "
+                           "Sentinel-2 reflectances), as a scenario's data.scale does")
     info.set_defaults(func=_run_data_info)
 
 
@@ -79,6 +85,17 @@ def _run_data_info(args: argparse.Namespace) -> int:
         if name in dataset_names() and not dataset_accepts(name, "splits"):
             raise ConfigError(f"--splits: only applies to datasets published in split folders, not {name!r}")
         options["splits"] = [s.strip() for s in args.splits.split(",") if s.strip()]
+    if args.bands is not None or args.scale is not None:
+        from fol.defaults import bands_from_text, check_scale
+
+        if name != "imagefolder":
+            raise ConfigError(f"--{'bands' if args.bands is not None else 'scale'}: only applies to imagefolder:PATH, "
+                              f"not {name!r}")
+        if args.scale is not None and args.bands is None:
+            raise ConfigError("--scale: only applies with --bands")
+        options["bands"] = bands_from_text(args.bands, ",", f"--bands {args.bands}")
+        if args.scale is not None:
+            options["scale"] = check_scale(args.scale, "--scale")
     try:
         ds = load_dataset(name, root=args.data_root, **options)
     except DataError as exc:  # an image folder's loader names the folder; the line names the argument too

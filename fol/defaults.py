@@ -29,7 +29,9 @@ one ended in an OverflowError traceback from the progress bar or ``range``.
 
 ``IMAGE_FOLDER_COORDS`` are the places an image folder's coordinates can come
 from (``load_image_folder``'s ``coords``, a scenario's ``data.coords``,
-``fol data info --coords``).
+``fol data info --coords``). ``check_bands`` and ``check_scale`` check the
+options that read a multispectral TIFF's bands (``load_image_folder``'s
+``bands`` and ``scale``, ``--data ...,bands=4+3+2``, a scenario's ``data.bands``).
 
 >>> DEFAULT_ARCH
 'cnn-medium'
@@ -37,6 +39,7 @@ from (``load_image_folder``'s ``coords``, a scenario's ``data.coords``,
 
 import unicodedata
 
+from fol.errors import ConfigError
 from swarmbase.tomlcheck import shown
 
 DEFAULT_ARCH = "cnn-medium"
@@ -79,4 +82,53 @@ def class_name(name: str) -> str:
 #: ``"exif"`` (each image's EXIF GPS tags) or ``"geotiff"`` (a GeoTIFF's centre).
 IMAGE_FOLDER_COORDS = ("none", "filename", "csv", "exif", "geotiff")
 
-__all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "MAX_ITERATIONS", "too_many", "class_name", "IMAGE_FOLDER_COORDS"]
+#: Most bands (samples per pixel) a TIFF read with ``bands`` may have: Sentinel-2 has 13,
+#: Landsat 8/9 11; a file declaring more is refused from its header, before it is decoded.
+MAX_TIFF_BANDS = 64
+
+
+def check_bands(bands: object, where: str = "bands") -> tuple[int, int, int]:
+    """``bands`` as three 1-based band numbers (the model's red, green and blue input
+    channels), each in 1..:data:`MAX_TIFF_BANDS`; a :class:`~fol.errors.ConfigError`
+    naming ``where`` otherwise.
+
+    >>> check_bands([12, 11, 9])
+    (12, 11, 9)
+    """
+    ok = (isinstance(bands, (list, tuple)) and len(bands) == 3
+          and all(isinstance(b, int) and not isinstance(b, bool) and 1 <= b <= MAX_TIFF_BANDS
+                  for b in bands))
+    if not ok:
+        raise ConfigError(f"{where}: expected three band numbers in 1..{MAX_TIFF_BANDS} (1-based, for the model's "
+                          f"3 input channels, e.g. 4, 3, 2), got {shown(bands)}")
+    return tuple(int(b) for b in bands)  # type: ignore[return-value]
+
+
+def check_scale(scale: object, where: str = "scale") -> float:
+    """``scale`` as a finite number > 0 (what a band's values are divided by); a
+    :class:`~fol.errors.ConfigError` naming ``where`` otherwise."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < float("inf"):
+        raise ConfigError(f"{where}: expected a finite number > 0 (a band's values are divided by it and clipped "
+                          f"to [0, 1], e.g. 10000 for Sentinel-2 reflectances), got {shown(scale)}")
+    return float(scale)
+
+
+def bands_from_text(text: str, sep: str, where: str) -> tuple[int, int, int]:
+    """:func:`check_bands` of ``text``, band numbers separated by ``sep`` (``4+3+2`` in a
+    ``--data`` spec, whose pairs ``,`` separates; ``4,3,2`` after ``fol data info --bands``).
+
+    >>> bands_from_text("12+11+9", "+", "--data")
+    (12, 11, 9)
+    """
+    try:
+        numbers: object = [int(p) for p in text.split(sep)]
+    except ValueError:
+        numbers = None
+    try:
+        return check_bands(numbers, where)
+    except ConfigError:
+        return check_bands(text, where)  # refused, naming the text as given
+
+
+__all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "MAX_ITERATIONS", "too_many", "class_name", "IMAGE_FOLDER_COORDS",
+           "MAX_TIFF_BANDS", "check_bands", "check_scale", "bands_from_text"]

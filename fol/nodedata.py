@@ -20,7 +20,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from fol.defaults import MAX_SEED, is_seed
+from fol.defaults import MAX_SEED, bands_from_text, check_scale, is_seed
 from fol.errors import ConfigError, DataError
 from swarmbase.cli import path_argument
 
@@ -32,7 +32,7 @@ __all__ = ["NodeDataSpec", "parse_node_data", "pretraining_spec", "split_fields"
 NODE_DATA_HELP = (
     "node data: a folder with one sub-folder per class, or key=value pairs "
     "'dataset=NAME,nodes=N,node=K[,partition=dirichlet|region][,psi=0.5][,per_node=300][,size=M][,seed=S]"
-    "[,path=DIR][,splits=A+B]'"
+    "[,path=DIR][,splits=A+B][,bands=B1+B2+B3][,scale=X]'"
 )
 
 
@@ -47,6 +47,9 @@ class NodeDataSpec:
     own). ``seed`` drives the partition and the train/val/test split.
     ``splits`` names the published split folders to pool (``train+valid``;
     ``+``, as ``,`` separates the pairs), for the datasets whose loader takes them.
+    ``bands`` (``4+3+2``: three 1-based band numbers) reads an ``imagefolder`` of
+    multispectral TIFFs, those bands as the model's 3 input channels; ``scale``
+    divides their values (then clipped to [0, 1]) before they are scaled to 8 bits.
     """
 
     dataset: str
@@ -60,6 +63,8 @@ class NodeDataSpec:
     root: str | None = None
     path: str | None = None  # the folder of an ``imagefolder`` dataset
     splits: str | None = None  # split folders to pool, '+'-separated (``train+valid``)
+    bands: tuple[int, int, int] | None = None  # a TIFF's bands as the 3 channels, '+'-separated (``4+3+2``)
+    scale: float | None = None  # with bands: their values divided by it, clipped to [0, 1]
 
     @property
     def node_name(self) -> str:
@@ -100,8 +105,10 @@ def parse_node_data(text: str, root: str | None = None, where: str = "--data") -
         try:
             if key in _INT_FIELDS:
                 values[key] = None if value.lower() == "none" else int(value)
-            elif key == "psi":
+            elif key in ("psi", "scale"):
                 values[key] = float(value)
+            elif key == "bands":
+                values[key] = bands_from_text(value, "+", f"{where}: bands={value.strip()}")
             else:
                 values[key] = value.strip()
         except ValueError:
@@ -117,6 +124,13 @@ def parse_node_data(text: str, root: str | None = None, where: str = "--data") -
         raise ConfigError(f"{where}: psi={spec.psi} must be a finite number > 0")
     if not is_seed(spec.seed):
         raise ConfigError(f"{where}: seed={spec.seed}: expected an integer in 0..{MAX_SEED}")
+    if (spec.bands is not None or spec.scale is not None) and spec.dataset != "imagefolder":
+        raise ConfigError(f"{where}: {'bands' if spec.bands is not None else 'scale'}= only applies to "
+                          f"dataset=imagefolder (a folder of multispectral TIFFs), not {spec.dataset!r}")
+    if spec.scale is not None:
+        if spec.bands is None:
+            raise ConfigError(f"{where}: scale= only applies with bands= (the bands of TIFFs read with tifffile)")
+        check_scale(spec.scale, f"{where}: scale={spec.scale:g}")
     if spec.partition == "region" and spec.dataset == "imagefolder":  # known before any image is read
         raise ConfigError(f"{where}: partition=region places images by their coordinates, and a data spec reads "
                           "none from an image folder; use partition=dirichlet or all (or a scenario with data.coords)")
@@ -170,6 +184,10 @@ def load_node_data(spec: NodeDataSpec, where: str = "--data") -> "NodeData":
     options = dataset_options(spec.dataset, spec.size, spec.seed, spec.path, where)
     if spec.splits is not None:
         options["splits"] = [s.strip() for s in spec.splits.split("+") if s.strip()]
+    if spec.bands is not None:
+        options["bands"] = spec.bands
+    if spec.scale is not None:
+        options["scale"] = spec.scale
     try:
         ds = load_dataset(spec.dataset, root=spec.root, **options)
     except DataError as exc:  # the loader names the folder it looked in; the line names the spec too

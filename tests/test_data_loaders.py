@@ -341,7 +341,9 @@ def test_a_multispectral_tiff_is_one_line_naming_its_bands(tmp_path, caplog, ban
     with caplog.at_level(logging.DEBUG), pytest.raises(DataError) as info:
         load_dataset("imagefolder", path=root, image_size=8)
     assert str(info.value) == (f"{root / 'burnt' / 'scene.tif'}: a TIFF of {bands} bands of 16 bits, which cannot "
-                               f"be read as an image; save 1 (grey) or 3 (RGB) of its bands, of 8 or 16 bits")
+                               f"be read as an image; choose 3 of its bands with the dataset option bands (e.g. "
+                               f"bands=4+3+2 in --data, data.bands = [4, 3, 2]), or save 1 (grey) or 3 (RGB) of "
+                               f"them, of 8 or 16 bits")
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 

@@ -573,6 +573,7 @@ def test_scenario_tables_state_the_code_bounds() -> None:
                                                         "sunlight_step_s")},
         "data.image_size": {"data": {"size": 100}},  # a default pool of 1024-pixel images is refused (8 GiB)
         "data.acquisition_s": {"data": {"partition": "orbit"}}, "data.swath_km": {"data": {"partition": "orbit"}},
+        "data.scale": {"data": {"dataset": "imagefolder", "path": "imgs", "bands": [4, 3, 2]}},  # with bands only
         "fol.rounds": {"rounds": {"count": 10_000}},  # at most the plan's rounds
     }
     # just inside an open lower bound of 0 (1e-3; an integer's 1), where 1e-3 would make too many samples or rounds

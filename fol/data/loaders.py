@@ -17,7 +17,8 @@ Where data lives: ``datasets/<name>/`` under the data root, which is
 ``datasets/README.md`` documents each dataset: source, licence, layout and how
 coordinates are encoded in the file names.
 
-Nothing here unpickles user data: JPEG / PNG go through Pillow, SVHN's
+Nothing here unpickles user data: JPEG / PNG go through Pillow, the bands of
+multispectral TIFFs (``bands``) through tifffile, SVHN's
 ``.mat`` files through :func:`scipy.io.loadmat`. CIFAR's batch files are
 Python pickles; they are read by torchvision only after torchvision has
 checked their MD5 sums against the official archive's, so only the official
@@ -44,8 +45,8 @@ from PIL import Image
 
 from fol.data.geo import GeoDataset, check_pool_size
 from fol.data.synthetic import TASK_CLASSES
-from fol.defaults import IMAGE_FOLDER_COORDS, class_name
-from fol.errors import DataError
+from fol.defaults import IMAGE_FOLDER_COORDS, MAX_TIFF_BANDS, check_bands, check_scale, class_name
+from fol.errors import ConfigError, DataError
 from swarmbase.tomlcheck import shown
 
 __all__ = [
@@ -130,18 +131,34 @@ def _single_band_to_8bit(im, path: str | Path):
     16-bit value above 255 to white and every float image to black).
     """
     a = np.asarray(im)  # in the image's own type: no float64 copies of a large band
-    if im.mode == "F":
-        if a.size and not (np.isfinite(a).all() and a.min() >= 0.0 and a.max() <= 1.0):
-            raise DataError(f"{path}: floating-point image (Pillow mode F) with values outside [0, 1] "
-                            f"({a.min():g}..{a.max():g}); save it scaled to [0, 1] or as 8- or 16-bit")
-    elif a.size and (a.min() < 0 or a.max() > 65535):
-        raise DataError(f"{path}: integer image (Pillow mode {im.mode}) with values outside "
-                        f"0..65535 ({a.min():g}..{a.max():g}); save it as 8- or 16-bit")
+    what = "floating-point image (Pillow mode F)" if im.mode == "F" else f"integer image (Pillow mode {im.mode})"
+    advice = "save it scaled to [0, 1] or as 8- or 16-bit" if im.mode == "F" else "save it as 8- or 16-bit"
+    return Image.fromarray(_to_8bit(a, path, what, advice), mode="L")
+
+
+def _to_8bit(a: np.ndarray, path: str | Path, what: str, advice: str, scale: float | None = None) -> np.ndarray:
+    """``a`` (integers or floats) as uint8 of the same shape, by the rule of
+    :func:`_single_band_to_8bit`: integers in 0..65535 times 255 / 65535, floats in
+    [0, 1] times 255, rounded; values outside are a :class:`DataError` naming the
+    file (``what`` the data, ``advice`` what to do). With ``scale``, every value is
+    divided by it and clipped to [0, 1] instead (a fixed range, the same for every
+    image), then times 255. Converted in chunks of :data:`_CONVERT_CHUNK` values."""
+    floating = a.dtype.kind == "f"
+    if scale is not None and a.size and floating and not np.isfinite(a).all():
+        raise DataError(f"{path}: {what} with values that are not finite (NaN or infinity); {advice}")
+    if scale is None and a.size:
+        if floating and not (np.isfinite(a).all() and a.min() >= 0.0 and a.max() <= 1.0):
+            raise DataError(f"{path}: {what} with values outside [0, 1] ({a.min():g}..{a.max():g}); {advice}")
+        if not floating and (a.min() < 0 or a.max() > 65535):
+            raise DataError(f"{path}: {what} with values outside 0..65535 ({a.min():g}..{a.max():g}); {advice}")
     flat = a.reshape(-1)
     out = np.empty(flat.shape, dtype=np.uint8)
     for i in range(0, flat.size, _CONVERT_CHUNK):  # wide temporaries of one chunk, not of the whole band
-        if im.mode == "F":
+        if floating or scale is not None:
             part = flat[i:i + _CONVERT_CHUNK].astype(np.float64)
+            if scale is not None:
+                part /= scale
+                np.clip(part, 0.0, 1.0, out=part)
             part *= 255.0
             np.round(part, out=part)
         else:  # round(v * 255 / 65535) = round(v / 257) in integers (v / 257 never ends in exactly .5)
@@ -150,7 +167,7 @@ def _single_band_to_8bit(im, path: str | Path):
             part += 65535
             part //= 131070
         out[i:i + _CONVERT_CHUNK] = part
-    return Image.fromarray(out.reshape(a.shape), mode="L")
+    return out.reshape(a.shape)
 
 
 #: Pixels :func:`_single_band_to_8bit` converts at a time (8 MiB of float64): its
@@ -301,6 +318,12 @@ def _geotiff_lat_lon(path: str | Path, im: Image.Image, exif: Image.Exif | None)
     if im.format != "TIFF" or tags is None:
         raise _Unplaced(f"{path}: a {im.format} image, not a TIFF: no GeoTIFF tags, where coords = 'geotiff' reads "
                         f"each image's place")
+    return _geotiff_centre(path, tags, *im.size)
+
+
+def _geotiff_centre(path: str | Path, tags, w: int, h: int) -> tuple[float, float]:
+    """:func:`_geotiff_lat_lon` from a TIFF's tags (``{code: value}``, one value bare or
+    several as a tuple, as Pillow gives them) and its width and height in pixels."""
     if 34735 not in tags:
         raise _Unplaced(f"{path}: no GeoKeyDirectoryTag (34735): a TIFF without GeoTIFF tags, whose CRS is unknown")
     keys = _geokeys(path, tags[34735])
@@ -317,7 +340,6 @@ def _geotiff_lat_lon(path: str | Path, im: Image.Image, exif: Image.Exif | None)
                         f"not geographic (2): latitude and longitude are needed")
     if keys.get(2054, 9102) not in (9102, 9122):  # EPSG's degree codes
         raise _Unplaced(f"{path}: GeoTIFF of GeogAngularUnitsGeoKey {keys[2054]}, not degrees (9102)")
-    w, h = im.size
     # the image centre in raster space: pixel corners from (0, 0), or pixel centres (PixelIsPoint)
     i, j = ((w - 1) / 2, (h - 1) / 2) if keys.get(1025) == 2 else (w / 2, h / 2)
     matrix = _floats(tags.get(34264))
@@ -344,13 +366,129 @@ def _geotiff_lat_lon(path: str | Path, im: Image.Image, exif: Image.Exif | None)
 _PLACE_READERS: dict[str, Callable[..., tuple[float, float]]] = {"exif": _exif_lat_lon, "geotiff": _geotiff_lat_lon}
 
 
-def _read_image_and_place(path: str | Path, image_size: int,
-                          place: str | None) -> tuple[np.ndarray, tuple[float, float] | None]:
+def _resized(im: Image.Image, image_size: int, orientation: object) -> np.ndarray:
+    """An RGB image as ``uint8 [S, S, 3]``: resized (bilinear), then turned as its
+    orientation tag (EXIF / TIFF tag 274) says, as PIL.ImageOps.exif_transpose does."""
+    if im.size != (image_size, image_size):
+        im = im.resize((image_size, image_size), Image.Resampling.BILINEAR)
+    T = Image.Transpose  # the square output is turned after resizing
+    turn = {2: T.FLIP_LEFT_RIGHT, 3: T.ROTATE_180, 4: T.FLIP_TOP_BOTTOM, 5: T.TRANSPOSE, 6: T.ROTATE_270,
+            7: T.TRANSVERSE, 8: T.ROTATE_90}.get(orientation)  # type: ignore[call-overload]
+    if turn is not None:
+        im = im.transpose(turn)
+    return np.asarray(im, dtype=np.uint8)
+
+
+#: Most bytes the first image of a TIFF read with ``bands`` may decode to (every band of it is
+#: decoded before the chosen ones are kept): 4 x :data:`MAX_IMAGE_PIXELS`, what Pillow decodes
+#: for the largest RGBA image allowed (about 358 MB); e.g. 13 bands of 16 bits up to 3,700 x 3,700.
+MAX_TIFF_DECODED_BYTES = 4 * MAX_IMAGE_PIXELS
+
+#: What to say when tifffile is missing.
+TIFF_INSTALL = "pip install 'fol-swarm[tiff]'"
+
+#: The TIFF each thread reads with tifffile, for :class:`_NameTheTiff`.
+_TIFF_READING = threading.local()
+
+
+class _NameTheTiff(logging.Filter):
+    """tifffile's log lines name a page (``<tifffile.TiffPage 0 @8> incorrect StripOffsets count``),
+    not the file: each is prefixed with the file the logging thread reads."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        path = getattr(_TIFF_READING, "path", None)
+        if path is not None:
+            record.msg, record.args = f"{path}: {record.getMessage()} (tifffile)", ()
+        return True
+
+
+logging.getLogger("tifffile").addFilter(_NameTheTiff())
+
+
+def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], scale: float | None,
+                     place: str | None) -> tuple[np.ndarray, tuple[float, float] | None]:
+    """``bands`` (1-based) of the first image of a TIFF of any band count as ``uint8 [S, S, 3]``,
+    with tifffile, and its place with ``place == "geotiff"``: the size, the band count and
+    the bands are checked from the header, before anything is decoded; only the three
+    chosen bands are kept, in the file's sample type, and scaled to 8 bits by :func:`_to_8bit`."""
+    try:
+        import tifffile
+    except ImportError:
+        raise DataError(f"{path}: reading the bands of a TIFF needs tifffile: {TIFF_INSTALL}") from None
+    where, page = None, None
+    _TIFF_READING.path = path
+    try:
+        with tifffile.TiffFile(path) as tif:
+            page = tif.pages.first
+            w, h, n = int(page.imagewidth), int(page.imagelength), int(page.samplesperpixel)
+            if w * h > MAX_IMAGE_PIXELS:
+                raise _too_large(path, f"{w:,} x {h:,}")
+            if n > MAX_TIFF_BANDS:
+                raise DataError(f"{path}: a TIFF of {n:,} bands, more than the {MAX_TIFF_BANDS} one may have")
+            past = [b for b in bands if b > n]
+            if past:
+                raise DataError(f"{path}: bands {'/'.join(map(str, bands))} name band {past[0]}, but this TIFF "
+                                f"has {n} band{'s' if n != 1 else ''}")
+            dtype = page.dtype
+            if dtype is None or dtype.kind not in "uif" or page.imagedepth != 1:
+                raise DataError(f"{path}: a TIFF of samples that are not integers or floats, or of a depth "
+                                f"(sample format {page.sampleformat}, {page.bitspersample} bits, depth {page.imagedepth})")
+            if w * h * n * dtype.itemsize > MAX_TIFF_DECODED_BYTES:
+                raise DataError(f"{path}: {w:,} x {h:,} pixels of {n} bands of {dtype} are "
+                                f"{w * h * n * dtype.itemsize:,} bytes decoded, more than the "
+                                f"{MAX_TIFF_DECODED_BYTES:,} allowed: cut it into tiles of the size the model sees")
+            if place == "geotiff":  # from the tags tifffile parsed on opening: no pixel is decoded for it
+                tags = {t.code: _tag_value(t.value) for t in page.tags.values()
+                        if t.code in (33550, 33922, 34264, 34735)}
+                where = _geotiff_centre(path, tags, w, h)
+            orientation = _tag_value(page.tags[274].value) if 274 in page.tags else None
+            separate = n > 1 and page.planarconfig == tifffile.PLANARCONFIG.SEPARATE  # tag 284
+            expected = (h, w) if n == 1 else (n, h, w) if separate else (h, w, n)
+            data = page.asarray()
+            if data.shape != expected:
+                raise DataError(f"{path}: decoded to an array of shape {data.shape}, where its tags say {expected}")
+    except DataError:
+        raise
+    except Exception as exc:  # a damaged or truncated file: tifffile's errors vary
+        if "requires the 'imagecodecs' package" in str(exc) and page is not None:  # LZW (GDAL's usual), JPEG ...
+            raise DataError(f"{path}: a TIFF compressed with {page.compression.name}, which tifffile decodes only "
+                            f"with the imagecodecs package: pip install imagecodecs") from None
+        raise DataError(f"{path}: cannot read TIFF ({type(exc).__name__}: {exc})") from None
+    finally:
+        _TIFF_READING.path = None
+    index = [b - 1 for b in bands]
+    chosen = data[None][[0, 0, 0]] if n == 1 else data[index] if separate else data[..., index]
+    del data  # the other bands
+    if chosen.dtype != np.uint8 or scale is not None:
+        advice = ("give the dataset option scale (values divided by it and clipped to [0, 1])" if scale is None
+                  else "save finite values")
+        chosen = _to_8bit(chosen, path, f"TIFF of {dtype} bands", advice, scale)
+    if n == 1 or separate:  # bands first: as pixels of 3 samples
+        chosen = chosen.transpose(1, 2, 0)
+    rgb = np.ascontiguousarray(chosen)
+    return _resized(Image.fromarray(rgb, mode="RGB"), image_size, orientation), where
+
+
+def _tag_value(value: object) -> object:
+    """A tag's value as Pillow gives it: one number bare, several as a tuple of Python numbers."""
+    if isinstance(value, (bytes, str)):
+        return value
+    items = np.asarray(value).reshape(-1).tolist()
+    return items[0] if len(items) == 1 else tuple(items)
+
+
+def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
+                          bands: Sequence[int] | None = None,
+                          scale: float | None = None) -> tuple[np.ndarray, tuple[float, float] | None]:
     """:func:`read_image`, and with ``place`` (a key of :data:`_PLACE_READERS`) the image's
     ``(lat, lon)`` from its tags, read in the same open after the size check and before
-    the pixels are decoded; None without ``place``."""
+    the pixels are decoded; None without ``place``. With ``bands``, the file is a TIFF
+    read by :func:`_read_tiff_bands`."""
     from PIL import UnidentifiedImageError
 
+    if bands is not None:
+        arr, where = _read_tiff_bands(path, image_size, bands, scale, place)
+        return arr.transpose(2, 0, 1), where
     where = None
     try:
         with Image.open(path) as im:
@@ -369,15 +507,7 @@ def _read_image_and_place(path: str | Path, image_size: int,
                 im = _single_band_to_8bit(im, path)
             if im.mode == "P" and "transparency" in im.info:  # as Pillow asks (else it warns): same colours
                 im = im.convert("RGBA")
-            im = im.convert("RGB")
-            if im.size != (image_size, image_size):
-                im = im.resize((image_size, image_size), Image.Resampling.BILINEAR)
-            T = Image.Transpose  # as PIL.ImageOps.exif_transpose; the square output is turned after resizing
-            turn = {2: T.FLIP_LEFT_RIGHT, 3: T.ROTATE_180, 4: T.FLIP_TOP_BOTTOM, 5: T.TRANSPOSE, 6: T.ROTATE_270,
-                    7: T.TRANSVERSE, 8: T.ROTATE_90}.get(orientation)
-            if turn is not None:
-                im = im.transpose(turn)
-            arr = np.asarray(im, dtype=np.uint8)
+            arr = _resized(im.convert("RGB"), image_size, orientation)
     except Image.DecompressionBombError as exc:  # more than twice the limit: Pillow refuses it in open()
         found = re.search(r"\((\d+) pixels\)", str(exc))
         raise _too_large(path, f"{int(found.group(1)):,}" if found else "too many") from None
@@ -391,17 +521,19 @@ def _read_image_and_place(path: str | Path, image_size: int,
         if tiff is not None:
             bits = "/".join(map(str, sorted(set(tiff[1]))))
             raise DataError(f"{path}: a TIFF of {tiff[0]} bands of {bits} bits, which cannot be read as an image; "
-                            f"save 1 (grey) or 3 (RGB) of its bands, of 8 or 16 bits") from None
+                            f"choose 3 of its bands with the dataset option bands (e.g. bands=4+3+2 in --data, "
+                            f"data.bands = [4, 3, 2]), or save 1 (grey) or 3 (RGB) of them, of 8 or 16 bits") from None
         raise DataError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from None
     return arr.transpose(2, 0, 1), where
 
 
 def _read_many(
     files: Sequence[Path], image_size: int, skip_corrupt: bool, workers: int | None, desc: str,
-    place: str | None = None,
+    place: str | None = None, bands: Sequence[int] | None = None, scale: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Decode ``files`` in a thread pool; returns ``(uint8 [n_ok, 3, S, S], ok mask, [n, 2] lat/lon)``,
-    the places read from each image's tags with ``place`` (see :func:`_read_image_and_place`), else NaN.
+    the places read from each image's tags with ``place`` (see :func:`_read_image_and_place`), else NaN;
+    with ``bands`` (and ``scale``), each file is a TIFF of which those bands are read.
     ``skip_corrupt`` skips unreadable files; a readable one without a place stops the load."""
     check_pool_size(len(files), image_size, desc)
     out = np.zeros((len(files), 3, image_size, image_size), dtype=np.uint8)
@@ -425,7 +557,7 @@ def _read_many(
     def one(i: int) -> None:
         reading.path = files[i]
         try:
-            out[i], where = _read_image_and_place(files[i], image_size, place)
+            out[i], where = _read_image_and_place(files[i], image_size, place, bands, scale)
             if where is not None:
                 places[i] = where
         except _Unplaced:
@@ -1010,6 +1142,8 @@ def load_image_folder(
     workers: int | None = None,
     name: str | None = None,
     splits: Sequence[str] | None = None,
+    bands: Sequence[int] | None = None,
+    scale: float | None = None,
 ) -> GeoDataset:
     """Any ``<path>/<class>/<image>`` folder (torchvision ``ImageFolder`` layout),
     or one laid out by split first, ``<path>/<split>/<class>/<image>``.
@@ -1040,9 +1174,26 @@ def load_image_folder(
     An image without coordinates in the chosen source, or named by CSV rows
     with different ones, is an error naming it, also with ``skip_corrupt``
     (which skips unreadable images only).
+
+    ``bands`` (three 1-based band numbers, e.g. ``(4, 3, 2)``) reads every
+    image as a TIFF of any band count (a multispectral scene) with tifffile
+    (``pip install 'fol-swarm[tiff]'``): those bands of its first image become
+    the model's 3 input channels, in that order. They are scaled to 8 bits as
+    16-bit single-band images are (integers in 0..65535 times 255 / 65535,
+    floats in [0, 1], 8-bit ones as they are), or with ``scale`` divided by
+    it and clipped to [0, 1] (``scale=10000`` for Sentinel-2 reflectances).
     """
     root = Path(path)
     label = name or root.name or "imagefolder"
+    if bands is not None:
+        bands = check_bands(bands)
+        if coords == "exif":
+            raise ConfigError("coords: 'exif' is read from JPEG, PNG and TIFF files as Pillow opens them, not with "
+                              "bands; give the places of a folder read with bands by 'geotiff', 'csv' or 'filename'")
+    if scale is not None:
+        if bands is None:
+            raise ConfigError("scale: only applies with bands (the bands of TIFFs read with tifffile)")
+        scale = check_scale(scale)
     if not root.is_dir():
         raise DataError(
             f"image folder {root} not found: expected {root}/<class>/<image files> "
@@ -1054,6 +1205,12 @@ def load_image_folder(
     files, labels = _drop_links(label, root, files, labels)
     if splits is not None:
         files, labels = _drop_copies(label, root, files, labels)
+    if bands is not None:  # known from the names, before any file is read
+        other = [f for f in files if f.suffix.lower() not in (".tif", ".tiff")]
+        if other:
+            raise DataError(f"{other[0]}: not a TIFF, where bands reads the bands of TIFF files; {len(other)} of the "
+                            f"{len(files)} images of {root} are other files (read a folder of TIFFs with bands, "
+                            f"or leave bands out)")
     if coords == "filename":
         lat_lon = np.array([parse_lonlat(str(f), name_separator) for f in files], dtype=np.float64).reshape(-1, 2)
     elif coords == "csv":
@@ -1081,7 +1238,7 @@ def load_image_folder(
     keep = _subsample(np.asarray(labels), max_per_class, seed)
     files = [files[i] for i in keep]
     pixels, ok, places = _read_many(files, image_size, skip_corrupt, workers, desc=label,
-                                    place=coords if coords in _PLACE_READERS else None)
+                                    place=coords if coords in _PLACE_READERS else None, bands=bands, scale=scale)
     lat_lon = places if coords in _PLACE_READERS else lat_lon[keep]
     _check_no_class_emptied(label, classes, np.asarray(labels)[keep], ok, files)
     kept = keep[ok]

@@ -15,6 +15,8 @@ Learning tables, every key checked (unknown keys are an error naming them)::
     # coords = "filename"      # imagefolder: "none" | "filename" (<lon>,<lat>.<ext>) | "csv" (<path>/coords.csv) | "exif" (GPS tags) | "geotiff"
     # skip_corrupt = true      # real images: skip (and log) unreadable files instead of stopping
     # splits = ["train", "valid"]  # published split folders to pool (wildfire, hurricane, svhn, imagefolder)
+    # bands = [4, 3, 2]        # imagefolder of multispectral TIFFs: these 1-based bands as the 3 channels
+    # scale = 10000            # with bands: values divided by it, clipped to [0, 1] (Sentinel-2 reflectances)
     size = 9000                # pool size of a synthetic dataset
     image_size = 32            # image side (pixels): synthetic drawn at it, real resized to it
     partition = "orbit"        # "orbit" | "dirichlet" | "region"
@@ -69,7 +71,7 @@ from contact_sim.scenario import ContactScenario, parse_contact_scenario, round_
 from fol.config import FOLConfig
 from fol.data.geo import DEFAULT_MIN_SAMPLES, MAX_IMAGE_SIZE, check_pool_size
 from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, dataset_accepts, dataset_names
-from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED, is_seed
+from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED, check_bands, is_seed
 from fol.errors import ConfigError, DataError
 from fol.executors import EXECUTORS
 from fol.models import architectures
@@ -104,6 +106,8 @@ class DataConfig:
     coords: str = "none"
     skip_corrupt: bool = False
     splits: list[str] | None = None
+    bands: list[int] | None = None
+    scale: float | None = None
 
     @property
     def side_px(self) -> int:
@@ -122,6 +126,10 @@ class DataConfig:
             options["skip_corrupt"] = True
         if self.splits is not None:
             options["splits"] = list(self.splits)
+        if self.bands is not None:
+            options["bands"] = list(self.bands)
+        if self.scale is not None:
+            options["scale"] = self.scale
         return options
 
 
@@ -204,8 +212,14 @@ def _check_image_file_fields(data: DataConfig) -> None:
         where = " (its images are in data.path)" if data.dataset == "imagefolder" else ""
         raise ConfigError(f"data.root: only applies to the datasets read from <root>/<name>/ ({real}), "
                           f"not {shown(data.dataset)}{where}")
+    if data.scale is not None and data.bands is None:
+        raise ConfigError("data.scale: only applies with data.bands (the bands of TIFFs read with tifffile)")
+    if data.bands is not None and data.coords == "exif":
+        raise ConfigError("data.coords: 'exif' is read as Pillow opens an image, not with data.bands; give the places "
+                          "of a folder read with bands by 'geotiff', 'csv' or 'filename'")
     if data.dataset != "imagefolder":
-        for key, unset in (("path", data.path is None), ("coords", data.coords == "none")):
+        for key, unset in (("path", data.path is None), ("coords", data.coords == "none"),
+                           ("bands", data.bands is None)):
             if not unset:
                 raise ConfigError(f"data.{key}: only applies to dataset 'imagefolder', not {shown(data.dataset)} "
                                   f"(real datasets are found under data.root)")
@@ -273,7 +287,10 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         coords=d.str("coords", "none", choices=IMAGE_FOLDER_COORDS),
         skip_corrupt=d.bool("skip_corrupt", False),
         splits=d.str_list("splits", None, what="split folder names"),
+        scale=d.num("scale", None, positive=True),
     )
+    if "bands" in d:  # three band numbers, one rule with --data's bands= and the loader's
+        data.bands = list(check_bands(d["bands"], "data.bands"))
     if "root" in d:  # as every path of the file: ~ expanded, a relative one against the file's folder
         data.root = str(d.path("root", base_dir))
     if "path" in d:

@@ -1,0 +1,360 @@
+"""Image folders of multispectral TIFFs read with ``bands`` (and ``scale``): tifffile
+reads every band count Pillow cannot; three chosen bands become the model's channels."""
+
+from __future__ import annotations
+
+import logging
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fol.cli import main
+from fol.data import loaders
+from fol.data.registry import load_dataset
+from fol.errors import ConfigError, DataError
+from fol.nodedata import load_node_data, parse_node_data
+
+tifffile = pytest.importorskip("tifffile")
+
+
+def _scene(seed: int, bands: int = 13, side: int = 16, dtype: str = "u2", high: int = 12_000) -> np.ndarray:
+    """``[bands, side, side]`` of values 0..high (Sentinel-2 DN reach about 10,000, clouds more)."""
+    return np.random.default_rng(seed).integers(0, high, (bands, side, side)).astype(dtype)
+
+
+def _write(path: Path, bands_first: np.ndarray, layout: str = "separate", **kw: object) -> None:
+    """A TIFF of ``bands_first`` (``[bands, H, W]``) in PLANARCONFIG ``layout``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if len(bands_first) == 1:  # one band: no planar configuration to choose
+        tifffile.imwrite(path, bands_first[0], photometric="minisblack", **kw)
+        return
+    data = bands_first if layout == "separate" else bands_first.transpose(1, 2, 0)
+    tifffile.imwrite(path, data, planarconfig=layout, photometric="minisblack", **kw)
+
+
+def _folder(root: Path, layouts: tuple[str, str] = ("separate", "contig")) -> dict[str, np.ndarray]:
+    """Two classes of one 13-band 16 x 16 uint16 scene each, one per layout."""
+    scenes = {"burnt": _scene(1), "intact": _scene(2)}
+    for (name, scene), layout in zip(scenes.items(), layouts):
+        _write(root / name / "scene.tif", scene, layout)
+    return scenes
+
+
+def _pixels(ds) -> np.ndarray:
+    """The dataset's images back in 0..255 (they are uint8 / 255 as float32)."""
+    return (ds.images.numpy() * 255).round().astype(np.int64)
+
+
+@pytest.mark.parametrize("layouts", [("separate", "contig"), ("contig", "separate")])
+def test_the_chosen_bands_land_in_the_channels_scaled_as_16_bit_bands(tmp_path, layouts):
+    """Bands 12, 11, 9 of either layout are channels 0, 1, 2, each value times 255 / 65535
+    rounded: the rule of a 16-bit single-band image."""
+    scenes = _folder(tmp_path / "imgs", layouts)
+    ds = load_dataset("imagefolder", path=tmp_path / "imgs", bands=[12, 11, 9], image_size=16)
+    got = _pixels(ds)
+    for k, name in enumerate(ds.class_names):
+        i = int(np.flatnonzero(ds.labels.numpy() == k)[0])
+        expected = np.floor(scenes[name][[11, 10, 8]].astype(np.float64) * 255 / 65535 + 0.5)
+        np.testing.assert_array_equal(got[i], expected)
+
+
+def test_scale_divides_and_clips(tmp_path):
+    """scale=10000: v / 10000 clipped to [0, 1], times 255, rounded; a value over 10,000 is white.
+    Without it the same Sentinel-2-like scene is nearly black (a mean under 10 of 255)."""
+    scenes = _folder(tmp_path / "imgs")
+    plain = load_dataset("imagefolder", path=tmp_path / "imgs", bands=[4, 3, 2], image_size=16)
+    scaled = load_dataset("imagefolder", path=tmp_path / "imgs", bands=[4, 3, 2], scale=10000, image_size=16)
+    assert _pixels(plain).mean() < 25 and _pixels(scaled).mean() > 100
+    for k, name in enumerate(scaled.class_names):
+        i = int(np.flatnonzero(scaled.labels.numpy() == k)[0])
+        v = scenes[name][[3, 2, 1]].astype(np.float64)
+        expected = np.round(np.clip(v / 10000, 0, 1) * 255)
+        np.testing.assert_array_equal(_pixels(scaled)[i], expected)
+        assert (_pixels(scaled)[i][v > 10000] == 255).all()
+
+
+def test_8_bit_and_float_bands(tmp_path):
+    """8-bit bands are used as they are; float bands in [0, 1] times 255; float bands
+    outside [0, 1] are refused naming the file unless scale is given."""
+    eight = _scene(3, bands=4, high=256, dtype="u1")
+    floats = (_scene(4, bands=5, high=1000) / 1000).astype("f4")
+    _write(tmp_path / "a" / "x" / "p.tif", eight, "contig")
+    _write(tmp_path / "a" / "y" / "p.tif", floats, "separate")
+    ds = load_dataset("imagefolder", path=tmp_path / "a", bands=[4, 1, 2], image_size=16)
+    np.testing.assert_array_equal(_pixels(ds)[0], eight[[3, 0, 1]])
+    np.testing.assert_array_equal(_pixels(ds)[1], np.round(floats[[3, 0, 1]].astype(np.float64) * 255))
+    _write(tmp_path / "a" / "y" / "p.tif", floats * 3, "separate")
+    with pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=tmp_path / "a", bands=[4, 1, 2], image_size=16)
+    assert str(info.value).startswith(f"{tmp_path / 'a' / 'y' / 'p.tif'}: TIFF of float32 bands with values "
+                                      "outside [0, 1] (")
+    assert "give the dataset option scale" in str(info.value)
+    ds = load_dataset("imagefolder", path=tmp_path / "a", bands=[4, 1, 2], scale=3, image_size=16)
+    np.testing.assert_array_equal(_pixels(ds)[1], np.round(np.clip(floats[[3, 0, 1]] * 3 / 3, 0, 1) * 255))
+
+
+def test_a_single_band_tiff_is_grey(tmp_path):
+    """A one-band TIFF read with bands 1/1/1 is the band in every channel."""
+    band = _scene(5, bands=1)
+    _write(tmp_path / "g" / "x" / "a.tif", band, "contig")
+    _write(tmp_path / "g" / "y" / "a.tif", band, "contig")
+    ds = load_dataset("imagefolder", path=tmp_path / "g", bands=[1, 1, 1], image_size=16)
+    expected = np.floor(band[0].astype(np.float64) * 255 / 65535 + 0.5)
+    for c in range(3):
+        np.testing.assert_array_equal(_pixels(ds)[0, c], expected)
+
+
+def test_a_band_past_the_files_count_is_one_line_naming_the_file(tmp_path):
+    _folder(tmp_path / "imgs")
+    _write(tmp_path / "imgs" / "burnt" / "four.tif", _scene(6, bands=4), "contig")
+    with pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=tmp_path / "imgs", bands=[12, 11, 9], image_size=16)
+    assert str(info.value) == f"{tmp_path / 'imgs' / 'burnt' / 'four.tif'}: bands 12/11/9 name band 12, but this " \
+                              f"TIFF has 4 bands"
+
+
+@pytest.mark.parametrize("bands", [[1, 2], [1, 2, 3, 4], [0, 1, 2], [1, 2, 65], ["4", 3, 2], [1.0, 2, 3], [True, 2, 3],
+                                   "4/3/2"])
+def test_bands_that_are_not_three_band_numbers_are_refused(tmp_path, bands):
+    _folder(tmp_path / "imgs")
+    with pytest.raises(ConfigError) as info:
+        load_dataset("imagefolder", path=tmp_path / "imgs", bands=bands)
+    assert str(info.value).startswith("bands: expected three band numbers in 1..64 (1-based, for the model's 3 "
+                                      "input channels, e.g. 4, 3, 2), got ")
+
+
+def test_options_that_do_not_go_with_bands_are_refused(tmp_path):
+    _folder(tmp_path / "imgs")
+    with pytest.raises(ConfigError, match=r"^scale: only applies with bands"):
+        load_dataset("imagefolder", path=tmp_path / "imgs", scale=10000)
+    for scale in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match=r"^scale: expected a finite number > 0"):
+            load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 2, 3], scale=scale)
+    with pytest.raises(ConfigError, match=r"^coords: 'exif' is read .* not with bands"):
+        load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 2, 3], coords="exif")
+    with pytest.raises(ConfigError, match=r"does not take option\(s\) bands"):
+        load_dataset("wildfire", root=tmp_path, bands=[1, 2, 3])
+
+
+def test_bands_on_a_folder_that_is_not_of_tiffs_is_one_line_before_any_read(tmp_path, monkeypatch):
+    _folder(tmp_path / "imgs")
+    (tmp_path / "imgs" / "intact" / "photo.png").write_bytes(b"not read")
+    monkeypatch.setattr(loaders, "_read_tiff_bands", lambda *a: pytest.fail("a file was read"))
+    with pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 2, 3])
+    assert str(info.value) == (f"{tmp_path / 'imgs' / 'intact' / 'photo.png'}: not a TIFF, where bands reads the "
+                               f"bands of TIFF files; 1 of the 3 images of {tmp_path / 'imgs'} are other files "
+                               f"(read a folder of TIFFs with bands, or leave bands out)")
+
+
+def test_a_corrupt_tiff_is_named_and_can_be_skipped(tmp_path, caplog):
+    _folder(tmp_path / "imgs")
+    good = (tmp_path / "imgs" / "burnt" / "scene.tif").read_bytes()
+    bad = tmp_path / "imgs" / "burnt" / "cut.tif"
+    bad.write_bytes(good[:300])  # the header and the start of the first band only
+    (tmp_path / "imgs" / "burnt" / "junk.tif").write_bytes(b"II*\0junk")
+    with pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 2, 3], workers=1)
+    assert str(info.value).startswith(f"{bad}: cannot read TIFF (") and "\n" not in str(info.value)
+    with caplog.at_level(logging.WARNING):
+        ds = load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 2, 3], skip_corrupt=True)
+    assert len(ds) == 2
+    assert any("skipped 2 unreadable image(s)" in r.getMessage() for r in caplog.records)
+
+
+def test_an_lzw_tiff_without_imagecodecs_says_what_to_install(tmp_path):
+    """GDAL's usual compression, LZW, is decoded by tifffile only with imagecodecs."""
+    import importlib.util
+
+    from PIL import Image
+
+    if importlib.util.find_spec("imagecodecs") is not None:
+        pytest.skip("imagecodecs is installed: LZW is read")
+
+    _folder(tmp_path / "imgs")
+    lzw = tmp_path / "imgs" / "burnt" / "lzw.tif"
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(lzw, compression="tiff_lzw")
+    with pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 1, 1])
+    assert str(info.value) == (f"{lzw}: a TIFF compressed with LZW, which tifffile decodes only with the imagecodecs "
+                               f"package: pip install imagecodecs")
+
+
+def test_tifffiles_log_lines_name_the_file(tmp_path, caplog):
+    """tifffile logs a damaged tag naming a page ('<tifffile.TiffPage 0 @8>'); the line names the file."""
+    _folder(tmp_path / "imgs")
+    bad = tmp_path / "imgs" / "burnt" / "bad.tif"
+    _tiff_header(bad, 8, 8, 13, strips=2**30)  # a StripOffsets count of 2**30 in a file of 300 bytes
+    with caplog.at_level(logging.WARNING), pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 2, 3])
+    assert str(info.value).startswith(f"{bad}: cannot read TIFF (")
+    lines = [r.getMessage() for r in caplog.records if r.name == "tifffile"]
+    assert lines and all(line.startswith(f"{bad}: ") and line.endswith(" (tifffile)") for line in lines), lines
+
+
+def _tiff_header(path: Path, width: int, height: int, bands: int, strips: int = 1) -> None:
+    """A TIFF of a few hundred bytes whose header says ``width`` x ``height`` x ``bands``
+    16-bit samples (one strip of 16 bytes): the pixels it claims are never there."""
+    bits_at = 8 + 2 + 10 * 12 + 4
+    tags = [(256, 4, 1, width), (257, 4, 1, height), (258, 3, bands, bits_at), (259, 3, 1, 1), (262, 3, 1, 1),
+            (273, 4, strips, bits_at + 2 * bands), (277, 3, 1, bands), (278, 4, 1, height), (279, 4, 1, 16),
+            (284, 3, 1, 1)]
+    ifd = struct.pack("<H", len(tags)) + b"".join(struct.pack("<HHII", *t) for t in tags) + struct.pack("<I", 0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"II*\0" + struct.pack("<I", 8) + ifd + struct.pack(f"<{bands}H", *[16] * bands) + bytes(16))
+
+
+def test_sizes_and_band_counts_are_refused_from_the_header(tmp_path, monkeypatch):
+    """A 300-byte file claiming 100,000 x 100,000 pixels, or 200 bands, is refused before
+    anything is decoded (tifffile would allocate the whole array first)."""
+    _folder(tmp_path / "imgs")
+    huge = tmp_path / "imgs" / "burnt" / "huge.tif"
+    _tiff_header(huge, 100_000, 100_000, 13)
+    assert huge.stat().st_size < 400
+    monkeypatch.setattr(tifffile.TiffPage, "asarray", lambda *a, **k: pytest.fail("decoded"))
+    with pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 2, 3])
+    assert str(info.value) == (f"{huge}: 100,000 x 100,000 pixels, more than the 89,478,485 pixels an image may "
+                               f"have (a decompression bomb, or a whole scene: cut it into tiles of the size the "
+                               f"model sees)")
+    _tiff_header(huge, 8, 8, 200)
+    with pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 2, 3])
+    assert str(info.value) == f"{huge}: a TIFF of 200 bands, more than the 64 one may have"
+    _tiff_header(huge, 5000, 5000, 13)  # under the pixel limit, but 650 MB of bands decoded
+    with pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 2, 3])
+    assert str(info.value) == (f"{huge}: 5,000 x 5,000 pixels of 13 bands of uint16 are 650,000,000 bytes decoded, "
+                               f"more than the 357,913,940 allowed: cut it into tiles of the size the model sees")
+
+
+def test_without_tifffile_the_line_says_what_to_install(tmp_path, monkeypatch):
+    _folder(tmp_path / "imgs")
+    monkeypatch.setitem(sys.modules, "tifffile", None)  # import tifffile raises ImportError
+    with pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 2, 3], workers=1)
+    assert str(info.value) == (f"{tmp_path / 'imgs' / 'burnt' / 'scene.tif'}: reading the bands of a TIFF needs "
+                               f"tifffile: pip install 'fol-swarm[tiff]'")
+
+
+def _geokeys_geographic() -> tuple[int, ...]:
+    """GeoKeyDirectoryTag of EPSG:4326, pixels as areas."""
+    return (1, 1, 0, 3, 1024, 0, 1, 2, 1025, 0, 1, 1, 2048, 0, 1, 4326)
+
+
+def test_geotiff_places_of_a_13_band_file(tmp_path):
+    """coords='geotiff' reads the centre of a 13-band GeoTIFF (which Pillow cannot open)
+    from the tags tifffile reads, by the same rule as for the files Pillow reads."""
+    for k, (name, layout) in enumerate((("burnt", "separate"), ("intact", "contig"))):
+        tie = (0.0, 0.0, 0.0, 10.0 + k, 45.0, 0.0)  # the top-left corner at 10 + k E, 45 N
+        _write(tmp_path / "imgs" / name / "s.tif", _scene(k), layout,
+               extratags=[(33550, "d", 3, (0.01, 0.02, 0.0), True), (33922, "d", 6, tie, True),
+                          (34735, "H", 16, _geokeys_geographic(), True)])
+    ds = load_dataset("imagefolder", path=tmp_path / "imgs", bands=[4, 3, 2], coords="geotiff", image_size=16)
+    order = np.argsort(ds.labels.numpy())
+    np.testing.assert_allclose(ds.lon.numpy()[order] if hasattr(ds.lon, "numpy") else np.asarray(ds.lon)[order],
+                               [10.08, 11.08])
+    np.testing.assert_allclose(np.asarray(ds.lat)[order], [45 - 0.16, 45 - 0.16])
+    _write(tmp_path / "imgs" / "burnt" / "s.tif", _scene(0), "separate")  # no GeoTIFF tags
+    with pytest.raises(DataError, match=r"s\.tif: no GeoKeyDirectoryTag \(34735\)"):
+        load_dataset("imagefolder", path=tmp_path / "imgs", bands=[4, 3, 2], coords="geotiff", image_size=16)
+
+
+def test_a_data_spec_takes_bands_and_scale(tmp_path):
+    """--data ...,bands=4+3+2,scale=10000 (',' separates the pairs, '+' the bands, as splits=)."""
+    scenes = [_scene(k, side=32) for k in range(24)]  # 32 x 32: the default image size, no resizing
+    for k, scene in enumerate(scenes):  # enough images for a node's 70 / 15 / 15 split
+        _write(tmp_path / "imgs" / ("burnt" if k % 2 else "intact") / f"s{k}.tif", scene, "contig")
+    spec = parse_node_data(f"dataset=imagefolder,path={tmp_path / 'imgs'},partition=all,bands=4+3+2,scale=10000")
+    assert spec.bands == (4, 3, 2) and spec.scale == 10000
+    data = load_node_data(spec)
+    images = np.concatenate([d.images.numpy() for d in (data.train, data.val, data.test)])
+    expected = {tuple(np.round(np.clip(s[[3, 2, 1]] / 10000, 0, 1) * 255).reshape(-1)) for s in scenes}
+    assert {tuple((im * 255).round().reshape(-1)) for im in images} == expected
+    for text, message in [("bands=4/3/2", "--data: bands=4/3/2: expected three band numbers in 1..64"),
+                          ("bands=4+3", "--data: bands=4+3: expected three band numbers"),
+                          ("scale=10000", "--data: scale= only applies with bands="),
+                          ("bands=4+3+2,scale=0", "--data: scale=0: expected a finite number > 0")]:
+        with pytest.raises(ConfigError) as info:
+            parse_node_data(f"dataset=imagefolder,path={tmp_path / 'imgs'},{text}")
+        assert str(info.value).startswith(message), str(info.value)
+    with pytest.raises(ConfigError, match=r"^--data: bands= only applies to dataset=imagefolder"):
+        parse_node_data("dataset=synthetic-wildfire,bands=1+2+3")
+
+
+def test_fol_data_info_and_pretrain_read_bands(tmp_path, capsys):
+    """The whole path from the command line: fol data info --bands, and fol pretrain --data
+    with bands=, and a band past the count refused in one line naming the file."""
+    root = tmp_path / "imgs"
+    for k in range(24):  # enough images for a node's 70 / 15 / 15 split
+        _write(root / ("burnt" if k % 2 else "intact") / f"s{k}.tif", _scene(k, side=8), "contig")
+    assert main(["data", "info", f"imagefolder:{root}", "--bands", "12,11,9", "--scale", "10000"]) == 0
+    out = capsys.readouterr().out
+    assert "24 images, 3x32x32" in out
+    assert main(["data", "info", f"imagefolder:{root}", "--bands", "14,11,9"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{root / 'burnt' / 's1.tif'}: bands 14/11/9 name band 14, but this TIFF has 13 " \
+                             f"bands" in err[0], err
+    model = tmp_path / "m.safetensors"
+    assert main(["pretrain", "--data", f"dataset=imagefolder,path={root},partition=all,bands=12+11+9,scale=10000",
+                 "--epochs", "1", "--out", str(model)]) == 0
+    assert model.is_file()
+
+
+_DRONES = """
+[scenario]
+name = "tiny-drones"
+seeds = [0]
+[drones]
+radio_range_km = 1.0
+waypoints_csv = "wp.csv"
+[time]
+duration_s = 600.0
+step_s = 10.0
+[link]
+rate_bps = 1e6
+[rounds]
+count = 1
+[data]
+dataset = "imagefolder"
+path = "imgs"
+image_size = 16
+partition = "dirichlet"
+psi = 1.0
+per_node = 40
+min_samples = 20
+{data}
+[methods]
+run = ["local"]
+[run]
+executor = "local"
+threads = 1
+"""
+
+
+@pytest.mark.parametrize("data, expected", [
+    ("bands = [4, 3, 2]\nscale = 10000", None),
+    ("bands = [4, 3]", "data.bands: expected three band numbers in 1..64 (1-based, for the model's 3 input "
+                       "channels, e.g. 4, 3, 2), got [4, 3]"),
+    ('bands = "4/3/2"', "data.bands: expected three band numbers"),
+    ("scale = 10000", "data.scale: only applies with data.bands"),
+    ("bands = [4, 3, 2]\nscale = -1", "data.scale: expected a positive number, got -1"),
+])
+def test_a_scenarios_data_table_takes_bands_and_scale(tmp_path, capsys, data, expected):
+    _folder(tmp_path / "imgs")
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\n")
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(_DRONES.format(data=data))
+    rc = main(["simulate", "--check", str(scenario)])
+    err = capsys.readouterr().err.strip().splitlines()
+    if expected is None:
+        assert rc == 0, err
+        from fol.simulation import load_scenario
+
+        options = load_scenario(scenario).data.loader_options(0)
+        assert options["bands"] == [4, 3, 2] and options["scale"] == 10000
+    else:
+        assert rc == 2 and len(err) == 1 and f"{scenario}: {expected}" in err[0], err
