@@ -15,7 +15,7 @@ from fol.cli import main
 from fol.data import loaders
 from fol.data.registry import load_dataset
 from fol.errors import ConfigError, DataError
-from fol.nodedata import load_node_data, parse_node_data
+from fol.nodedata import load_node_data, parse_node_data, split_fields
 
 tifffile = pytest.importorskip("tifffile")
 
@@ -283,6 +283,11 @@ def test_a_data_spec_takes_bands_and_scale(tmp_path):
         assert str(info.value).startswith(message), str(info.value)
     with pytest.raises(ConfigError, match=r"^--data: bands= only applies to dataset=imagefolder"):
         parse_node_data("dataset=synthetic-wildfire,bands=1+2+3")
+    # other bands or another scale are other images: a model card's spec does not match them
+    base = f"dataset=imagefolder,path={tmp_path / 'imgs'},partition=all"
+    fields = {split_fields(parse_node_data(f"{base}{extra}"))
+              for extra in ("", ",bands=4+3+2", ",bands=12+11+9", ",bands=4+3+2,scale=10000")}
+    assert len(fields) == 4
 
 
 def test_fol_data_info_and_pretrain_read_bands(tmp_path, capsys):
@@ -342,6 +347,8 @@ threads = 1
     ('bands = "4/3/2"', "data.bands: expected three band numbers"),
     ("scale = 10000", "data.scale: only applies with data.bands"),
     ("bands = [4, 3, 2]\nscale = -1", "data.scale: expected a positive number, got -1"),
+    ('bands = [4, 3, 2]\ncoords = "exif"', "data.coords: 'exif' is read as Pillow opens an image, not with "
+                                           "data.bands"),
 ])
 def test_a_scenarios_data_table_takes_bands_and_scale(tmp_path, capsys, data, expected):
     _folder(tmp_path / "imgs")
@@ -358,3 +365,17 @@ def test_a_scenarios_data_table_takes_bands_and_scale(tmp_path, capsys, data, ex
         assert options["bands"] == [4, 3, 2] and options["scale"] == 10000
     else:
         assert rc == 2 and len(err) == 1 and f"{scenario}: {expected}" in err[0], err
+
+
+def test_the_scenario_check_refuses_bands_on_a_folder_not_of_tiffs(tmp_path, capsys):
+    """fol simulate --check: a folder with another file than a TIFF, read with bands, is one
+    line naming the scenario, the field and the file, before any image is read."""
+    _folder(tmp_path / "imgs")
+    (tmp_path / "imgs" / "intact" / "photo.jpg").write_bytes(b"never read")
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\n")
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(_DRONES.format(data="bands = [4, 3, 2]"))
+    assert main(["simulate", "--check", str(scenario)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{scenario}: data.bands: {tmp_path / 'imgs' / 'intact' / 'photo.jpg'}: not a TIFF, " \
+                             f"where bands reads the bands of TIFF files" in err[0], err

@@ -1129,6 +1129,16 @@ def image_folder_files(root: Path, classes: Sequence[str] | None = None, splits:
     return _class_folder_files(root, classes, folders)
 
 
+def check_tiff_names(root: Path, files: Sequence[Path]) -> None:
+    """A folder read with ``bands`` holds TIFF files only (``.tif``, ``.tiff``): a
+    :class:`~fol.errors.DataError` naming the first other file, from the names alone."""
+    other = [f for f in files if f.suffix.lower() not in (".tif", ".tiff")]
+    if other:
+        raise DataError(f"{other[0]}: not a TIFF, where bands reads the bands of TIFF files; {len(other)} of the "
+                        f"{len(files)} images of {root} are other files (read a folder of TIFFs with bands, "
+                        f"or leave bands out)")
+
+
 def load_image_folder(
     path: str | Path,
     image_size: int = 32,
@@ -1206,11 +1216,7 @@ def load_image_folder(
     if splits is not None:
         files, labels = _drop_copies(label, root, files, labels)
     if bands is not None:  # known from the names, before any file is read
-        other = [f for f in files if f.suffix.lower() not in (".tif", ".tiff")]
-        if other:
-            raise DataError(f"{other[0]}: not a TIFF, where bands reads the bands of TIFF files; {len(other)} of the "
-                            f"{len(files)} images of {root} are other files (read a folder of TIFFs with bands, "
-                            f"or leave bands out)")
+        check_tiff_names(root, files)
     if coords == "filename":
         lat_lon = np.array([parse_lonlat(str(f), name_separator) for f in files], dtype=np.float64).reshape(-1, 2)
     elif coords == "csv":

@@ -146,7 +146,8 @@ def _checked_loader(name: str, kw: dict[str, Any]) -> Callable[..., GeoDataset]:
 def check_dataset(name: str, root: str | Path | None = None, **kw: Any) -> None:
     """What :func:`load_dataset` would check first, without reading any image:
     the name, the options, and that a real dataset's folder exists and is not
-    empty (synthetic datasets are generated, so always present).
+    empty (synthetic datasets are generated, so always present); an image
+    folder read with ``bands`` holds only TIFF files.
 
     >>> check_dataset("synthetic-wildfire", n=10)
     >>> check_dataset("hurricane", root="/nonexistent")
@@ -165,6 +166,8 @@ def check_dataset(name: str, root: str | Path | None = None, **kw: Any) -> None:
             table = Path(kw.get("coords_csv") or folder / "coords.csv")
             if not table.is_file():
                 raise DataError(f"coordinates file {table} not found: coords = 'csv' needs it (columns file, lat, lon)")
+        if kw.get("bands") is not None:  # a folder of TIFFs: told from the file names, no image is read
+            loaders.check_tiff_names(folder, loaders.image_folder_files(folder, splits=kw.get("splits"))[0])
         return
     folder = loaders.dataset_dir(name, root)
     if not folder.is_dir() or not any(folder.iterdir()):

@@ -204,13 +204,15 @@ def _dataset_field(d: DataConfig) -> str:
     """The ``[data]`` field that gives what :func:`check_dataset` found missing: a real
     dataset's folder (``data.root``, else ``data.dataset`` under the default root), an
     image folder (``data.path``) or, in a folder that is there, its ``coords.csv``
-    (``data.coords``)."""
+    (``data.coords``) or, that file there too, a file not a TIFF where ``data.bands`` is given."""
     if d.dataset != "imagefolder":
         return "data.root" if d.root is not None else "data.dataset"
     folder = Path(d.path or "")
-    if d.coords == "csv" and folder.is_dir() and any(folder.iterdir()):
+    if not (folder.is_dir() and any(folder.iterdir())):
+        return "data.path"
+    if d.coords == "csv" and not (folder / "coords.csv").is_file():
         return "data.coords"
-    return "data.path"
+    return "data.bands" if d.bands is not None else "data.path"
 
 
 def _known_node_count(scn: SwarmScenario) -> int | None:
