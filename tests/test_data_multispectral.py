@@ -379,3 +379,16 @@ def test_the_scenario_check_refuses_bands_on_a_folder_not_of_tiffs(tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{scenario}: data.bands: {tmp_path / 'imgs' / 'intact' / 'photo.jpg'}: not a TIFF, " \
                              f"where bands reads the bands of TIFF files" in err[0], err
+
+
+def test_the_orientation_tag_turns_the_image_as_for_pillows_files(tmp_path):
+    """Orientation 3 (bottom-right) turns the bands by 180 degrees, as read_image turns an
+    image Pillow reads; the same file without the tag is used as stored."""
+    scene = np.zeros((4, 8, 8), "u1")
+    scene[:, 0, 0] = 200
+    _write(tmp_path / "o" / "turned" / "x.tif", scene, "separate", extratags=[(274, "H", 1, 3, True)])
+    _write(tmp_path / "o" / "upright" / "x.tif", scene, "separate")
+    ds = load_dataset("imagefolder", path=tmp_path / "o", bands=[1, 2, 3], image_size=8)
+    lit = {ds.class_names[int(label)]: np.argwhere(_pixels(ds)[i, 0]).tolist()
+           for i, label in enumerate(ds.labels.tolist())}
+    assert lit == {"turned": [[7, 7]], "upright": [[0, 0]]}
