@@ -367,6 +367,18 @@ def test_a_scenarios_data_table_takes_bands_and_scale(tmp_path, capsys, data, ex
         assert rc == 2 and len(err) == 1 and f"{scenario}: {expected}" in err[0], err
 
 
+def test_a_scenario_of_another_dataset_refuses_bands(tmp_path, capsys):
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\n")
+    scenario = tmp_path / "s.toml"
+    text = _DRONES.format(data="bands = [4, 3, 2]").replace('dataset = "imagefolder"\npath = "imgs"\n',
+                                                             'dataset = "synthetic-wildfire"\nsize = 400\n')
+    scenario.write_text(text)
+    assert main(["simulate", "--check", str(scenario)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fol simulate: error: {scenario}: data.bands: only applies to dataset 'imagefolder' (a folder of "
+                   f"multispectral TIFFs), not 'synthetic-wildfire'"], err
+
+
 def test_the_scenario_check_refuses_bands_on_a_folder_not_of_tiffs(tmp_path, capsys):
     """fol simulate --check: a folder with another file than a TIFF, read with bands, is one
     line naming the scenario, the field and the file, before any image is read."""

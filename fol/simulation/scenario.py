@@ -217,9 +217,11 @@ def _check_image_file_fields(data: DataConfig) -> None:
     if data.bands is not None and data.coords == "exif":
         raise ConfigError("data.coords: 'exif' is read as Pillow opens an image, not with data.bands; give the places "
                           "of a folder read with bands by 'geotiff', 'csv' or 'filename'")
+    if data.dataset != "imagefolder" and data.bands is not None:
+        raise ConfigError(f"data.bands: only applies to dataset 'imagefolder' (a folder of multispectral TIFFs), "
+                          f"not {shown(data.dataset)}")
     if data.dataset != "imagefolder":
-        for key, unset in (("path", data.path is None), ("coords", data.coords == "none"),
-                           ("bands", data.bands is None)):
+        for key, unset in (("path", data.path is None), ("coords", data.coords == "none")):
             if not unset:
                 raise ConfigError(f"data.{key}: only applies to dataset 'imagefolder', not {shown(data.dataset)} "
                                   f"(real datasets are found under data.root)")
