@@ -404,3 +404,94 @@ def test_the_orientation_tag_turns_the_image_as_for_pillows_files(tmp_path):
     lit = {ds.class_names[int(label)]: np.argwhere(_pixels(ds)[i, 0]).tolist()
            for i, label in enumerate(ds.labels.tolist())}
     assert lit == {"turned": [[7, 7]], "upright": [[0, 0]]}
+
+
+def _one_segment_tiff(path: Path, side: int, payload: bytes, compression: int, tile: int | None = None) -> None:
+    """A ``side`` x ``side`` one-band 16-bit TIFF of one strip (or one ``tile`` x ``tile`` tile)
+    holding ``payload`` as stored, compressed with TIFF ``compression``."""
+    tags = [(256, 4, 1, side), (257, 4, 1, side), (258, 3, 1, 16), (259, 3, 1, compression), (262, 3, 1, 1),
+            (277, 3, 1, 1), (284, 3, 1, 1)]
+    if tile:
+        tags += [(322, 4, 1, tile), (323, 4, 1, tile), (324, 4, 1, 0), (325, 4, 1, len(payload))]
+    else:
+        tags += [(273, 4, 1, 0), (278, 4, 1, side), (279, 4, 1, len(payload))]
+    data_at = 8 + 2 + len(tags) * 12 + 4
+    tags = [(c, t, n, data_at if c in (273, 324) else v) for c, t, n, v in sorted(tags)]
+    ifd = struct.pack("<H", len(tags)) + b"".join(struct.pack("<HHII", *t) for t in tags) + struct.pack("<I", 0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"II*\0" + struct.pack("<I", 8) + ifd + payload)
+
+
+def _peak_bytes(fn) -> int:
+    """The most bytes Python held at once while ``fn()`` ran (tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+@pytest.mark.parametrize("codec", ["zlib", "lzma"])
+def test_a_strip_that_decompresses_past_its_size_is_refused_without_decompressing_it(tmp_path, codec, caplog):
+    """A 16 x 16 strip (512 bytes) stored as 64 MiB of zeros compressed to some kB: tifffile
+    (without imagecodecs) decompresses a strip whole, so it took the 64 MiB (a 1 MB file, 1 GB)
+    and read the image; it is refused in one line naming the file, holding little memory,
+    and skipped with skip_corrupt as an unreadable file. Decompressed a MiB at a time, it holds
+    some MiB (LZMA's 8 MiB dictionary) whatever it inflates to."""
+    import lzma
+    import zlib
+
+    _folder(tmp_path / "imgs")
+    bomb = tmp_path / "imgs" / "burnt" / "bomb.tif"
+    zeros = bytes(64 << 20)
+    payload, compression = ((zlib.compress(zeros, 9), 8) if codec == "zlib"
+                            else (lzma.compress(zeros, format=lzma.FORMAT_ALONE), 34925))
+    del zeros
+    _one_segment_tiff(bomb, 16, payload, compression)
+    assert bomb.stat().st_size < 200_000
+    name = "ADOBE_DEFLATE" if codec == "zlib" else "LZMA"
+    with pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 1, 1], workers=1)
+    assert str(info.value) == (f"{bomb}: a strip compressed with {name} that decompresses to more than the 512 "
+                               f"bytes its tags say it holds (a decompression bomb, or a damaged file)")
+    peak = _peak_bytes(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
+    assert peak < 16 << 20, f"{peak:,} bytes held"  # LZMA's dictionary is 8 MiB
+    with caplog.at_level(logging.WARNING):
+        ds = load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 1, 1], skip_corrupt=True)
+    assert len(ds) == 2
+
+
+def test_tiles_are_bounded_as_tifffile_decodes_them_whole(tmp_path):
+    """A 16 x 16 image in one tile of 65,536 x 65,536 is 8 GiB decoded as tifffile decodes a
+    tile (whole, edge tiles too): refused from the header, before its 64 MiB of compressed
+    zeros are inflated (tifffile inflated them and then failed to reshape the tile)."""
+    import zlib
+
+    _folder(tmp_path / "imgs")
+    tiled = tmp_path / "imgs" / "burnt" / "tiled.tif"
+    _one_segment_tiff(tiled, 16, zlib.compress(bytes(64 << 20), 9), 8, tile=65536)
+    peak = _peak_bytes(lambda: pytest.raises(DataError, loaders._read_tiff_bands, tiled, 16, [1, 1, 1], None, None))
+    assert peak < 8 << 20, f"{peak:,} bytes held"
+    with pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 1, 1], workers=1)
+    assert str(info.value) == (f"{tiled}: 1 tile of 65,536 x 65,536 samples of uint16 are 8,589,934,592 bytes "
+                               f"decoded, more than the 357,913,940 allowed")
+
+
+@pytest.mark.parametrize("layout", ["separate", "contig"])
+@pytest.mark.parametrize("compression", [None, "zlib", "lzma"])
+def test_tiled_and_compressed_tiffs_read_as_plain_ones(tmp_path, layout, compression):
+    """GDAL writes tiled GeoTIFFs, often deflated with a predictor: 24 x 24 in 16 x 16 tiles
+    (edge tiles padded) read to the same pixels as the plain strip file, in either layout."""
+    scene = _scene(7, bands=5, side=24)
+    _write(tmp_path / "a" / "plain" / "x.tif", scene, layout)
+    kw = {} if compression is None else {"compression": compression, "predictor": 2}
+    _write(tmp_path / "a" / "tiled" / "x.tif", scene, layout, tile=(16, 16), **kw)
+    ds = load_dataset("imagefolder", path=tmp_path / "a", bands=[5, 3, 1], image_size=24)
+    got = _pixels(ds)
+    np.testing.assert_array_equal(got[0], got[1])
+    assert got.max() > 0

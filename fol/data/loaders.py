@@ -30,6 +30,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import logging
+import math
 import os
 import re
 import threading
@@ -437,6 +438,18 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
                 raise DataError(f"{path}: {w:,} x {h:,} pixels of {n} bands of {dtype} are "
                                 f"{w * h * n * dtype.itemsize:,} bytes decoded, more than the "
                                 f"{MAX_TIFF_DECODED_BYTES:,} allowed: cut it into tiles of the size the model sees")
+            # tifffile decodes every strip or tile whole (edge tiles to the full tile): bounded by the
+            # same limit, and no compressed one may decode to more than its own size
+            kind = "tile" if page.is_tiled else "strip"
+            segment_bytes = math.prod(page.chunks) * dtype.itemsize
+            count = math.prod(page.chunked)
+            if count * segment_bytes > MAX_TIFF_DECODED_BYTES:
+                raise DataError(f"{path}: {count:,} {kind}{'s' if count != 1 else ''} of "
+                                f"{' x '.join(f'{d:,}' for d in page.chunks)} samples of {dtype} are "
+                                f"{count * segment_bytes:,} bytes decoded, more than the "
+                                f"{MAX_TIFF_DECODED_BYTES:,} allowed")
+            if int(page.compression) in _STREAM_CODECS:
+                _check_decoded_sizes(path, tif, page, kind, segment_bytes)
             if place == "geotiff":  # from the tags tifffile parsed on opening: no pixel is decoded for it
                 tags = {t.code: _tag_value(t.value) for t in page.tags.values()
                         if t.code in (33550, 33922, 34264, 34735)}
@@ -467,6 +480,55 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
         chosen = chosen.transpose(1, 2, 0)
     rgb = np.ascontiguousarray(chosen)
     return _resized(Image.fromarray(rgb, mode="RGB"), image_size, orientation), where
+
+
+#: TIFF compressions tifffile decodes (without imagecodecs) by decompressing a strip or tile whole,
+#: however large it comes out: zlib (Deflate, Adobe Deflate, tifffile's 50013) and LZMA.
+_STREAM_CODECS = {8: "zlib", 32946: "zlib", 50013: "zlib", 34925: "lzma"}
+
+#: Bytes :func:`_check_decoded_sizes` decompresses at a time.
+_INFLATE_STEP = 1 << 20
+
+
+def _check_decoded_sizes(path: str | Path, tif, page, kind: str, segment_bytes: int) -> None:
+    """Refuses a zlib- or LZMA-compressed TIFF any of whose strips or tiles decompresses to more
+    than ``segment_bytes`` (what its tags say it holds), before tifffile decompresses them
+    without a bound: a 1 MB strip of zeros inflates to 1 GB. Each is decompressed here
+    :data:`_INFLATE_STEP` bytes at a time and counted, never held whole; a damaged stream is
+    left for tifffile to report."""
+    import lzma
+    import zlib
+
+    fh = tif.filehandle
+    for offset, count in zip(page.dataoffsets, page.databytecounts):
+        count = max(0, min(int(count), fh.size - int(offset)))  # a count past the file's end: what is there
+        if not count:
+            continue
+        fh.seek(int(offset))
+        data = fh.read(count)
+        total = 0
+        try:
+            if _STREAM_CODECS[int(page.compression)] == "zlib":
+                inflate = zlib.decompressobj()
+                part = inflate.decompress(data, _INFLATE_STEP)
+                while part:
+                    total += len(part)
+                    if total > segment_bytes:
+                        break
+                    part = inflate.decompress(inflate.unconsumed_tail, _INFLATE_STEP)
+            else:
+                unpack = lzma.LZMADecompressor()
+                part = unpack.decompress(data, _INFLATE_STEP)
+                while True:
+                    total += len(part)
+                    if total > segment_bytes or unpack.eof or unpack.needs_input:
+                        break
+                    part = unpack.decompress(b"", _INFLATE_STEP)
+        except (zlib.error, lzma.LZMAError):
+            continue
+        if total > segment_bytes:
+            raise DataError(f"{path}: a {kind} compressed with {page.compression.name} that decompresses to more than "
+                            f"the {segment_bytes:,} bytes its tags say it holds (a decompression bomb, or a damaged file)")
 
 
 def _tag_value(value: object) -> object:
