@@ -183,6 +183,28 @@ def test_an_lzw_tiff_without_imagecodecs_says_what_to_install(tmp_path):
                                f"package: pip install imagecodecs")
 
 
+def test_a_floating_point_predictor_without_imagecodecs_is_named_as_such(tmp_path):
+    """GDAL writes float bands with PREDICTOR=3, which tifffile undoes only with imagecodecs:
+    the line names the predictor, not the Deflate compression tifffile decodes alone."""
+    import importlib.util
+
+    if importlib.util.find_spec("imagecodecs") is not None:
+        pytest.skip("imagecodecs is installed: the predictor is undone")
+
+    _folder(tmp_path / "imgs")
+    path = tmp_path / "imgs" / "burnt" / "pred.tif"
+    _write(path, _scene(3, bands=3), compression="zlib", predictor=2)
+    with tifffile.TiffFile(path) as tif:
+        at = tif.pages.first.tags[317].valueoffset
+    with open(path, "r+b") as fh:  # tifffile writes predictor 3 only with imagecodecs
+        fh.seek(at)
+        fh.write(struct.pack("<H", 3))
+    with pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 2, 3])
+    assert str(info.value) == (f"{path}: a TIFF with predictor FLOATINGPOINT (tag 317), which tifffile decodes "
+                               f"only with the imagecodecs package: pip install imagecodecs")
+
+
 def test_tifffiles_log_lines_name_the_file(tmp_path, caplog):
     """tifffile logs a damaged tag naming a page ('<tifffile.TiffPage 0 @8>'); the line names the file."""
     _folder(tmp_path / "imgs")

@@ -464,7 +464,9 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
         raise
     except Exception as exc:  # a damaged or truncated file: tifffile's errors vary
         if "requires the 'imagecodecs' package" in str(exc) and page is not None:  # LZW (GDAL's usual), JPEG ...
-            raise DataError(f"{path}: a TIFF compressed with {page.compression.name}, which tifffile decodes only "
+            what = (f"with predictor {page.predictor.name} (tag 317)" if "<PREDICTOR." in str(exc)  # GDAL's for floats
+                    else f"compressed with {page.compression.name}")
+            raise DataError(f"{path}: a TIFF {what}, which tifffile decodes only "
                             f"with the imagecodecs package: pip install imagecodecs") from None
         raise DataError(f"{path}: cannot read TIFF ({type(exc).__name__}: {exc})") from None
     finally:
