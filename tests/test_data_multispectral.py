@@ -116,6 +116,19 @@ def test_a_band_past_the_files_count_is_one_line_naming_the_file(tmp_path):
                               f"TIFF has 4 bands"
 
 
+def test_a_band_past_the_first_image_of_a_multi_page_tiff_says_only_it_is_read(tmp_path):
+    """tifffile.imwrite of a [13, H, W] grey array writes 13 pages of one band each; only the
+    first image is read, and the line says so, where it said the TIFF has 1 band."""
+    _folder(tmp_path / "imgs")
+    stack = tmp_path / "imgs" / "burnt" / "stack.tif"
+    tifffile.imwrite(stack, _scene(5), photometric="minisblack", metadata=None)
+    with pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=tmp_path / "imgs", bands=[4, 3, 2], image_size=16)
+    assert str(info.value) == (f"{stack}: bands 4/3/2 name band 4, but this TIFF has 1 band in its first image, "
+                               f"the only one read (it holds 13 images: write the bands into one image, "
+                               f"planarconfig='separate' with tifffile)")
+
+
 @pytest.mark.parametrize("bands", [[1, 2], [1, 2, 3, 4], [0, 1, 2], [1, 2, 65], ["4", 3, 2], [1.0, 2, 3], [True, 2, 3],
                                    "4/3/2"])
 def test_bands_that_are_not_three_band_numbers_are_refused(tmp_path, bands):

@@ -428,8 +428,12 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
                 raise DataError(f"{path}: a TIFF of {n:,} bands, more than the {MAX_TIFF_BANDS} one may have")
             past = [b for b in bands if b > n]
             if past:
+                pages = len(tif.pages)  # a stack of one band per page (tifffile's own [bands, H, W] write)
                 raise DataError(f"{path}: bands {'/'.join(map(str, bands))} name band {past[0]}, but this TIFF "
-                                f"has {n} band{'s' if n != 1 else ''}")
+                                f"has {n} band{'s' if n != 1 else ''}" + (
+                                    f" in its first image, the only one read (it holds {pages:,} images: write "
+                                    f"the bands into one image, planarconfig='separate' with tifffile)"
+                                    if pages > 1 else ""))
             dtype = page.dtype
             if dtype is None or dtype.kind not in "uif" or page.imagedepth != 1:
                 raise DataError(f"{path}: a TIFF of samples that are not integers or floats, or of a depth "
