@@ -410,10 +410,11 @@ def test_sixteen_bit_values_map_to_the_nearest_eight_bit_level(tmp_path):
     assert np.array_equal(got, np.round(values * (255 / 65535)).astype(np.uint8))
 
 
-@pytest.mark.parametrize("ext", ["jpg", "png"])
+@pytest.mark.parametrize("ext", ["jpg", "png", "tif"])
 def test_exif_orientation_is_applied(tmp_path, ext):
     """A phone photo stored landscape with EXIF orientation 6 (turn 90 degrees clockwise)
-    is shown upright: stored left half red / right half blue, shown top red / bottom blue."""
+    is shown upright: stored left half red / right half blue, shown top red / bottom blue.
+    Pillow's TIFF reader turns a TIFF by its tag (274) itself as it decodes it: once only."""
     pixels = np.zeros((16, 32, 3), np.uint8)
     pixels[:, :16, 0] = 255
     pixels[:, 16:, 2] = 255

@@ -530,3 +530,16 @@ def test_tiled_and_compressed_tiffs_read_as_plain_ones(tmp_path, layout, compres
     got = _pixels(ds)
     np.testing.assert_array_equal(got[0], got[1])
     assert got.max() > 0
+
+
+def test_every_orientation_reads_as_pillows_path_reads_the_same_file(tmp_path):
+    """An RGB TIFF of 6 x 10 pixels with each orientation (274 = 1..8) reads, with bands 1/2/3,
+    to the pixels read_image (Pillow) gives of the same file: turned once, by either path."""
+    from fol.data.loaders import read_image
+
+    rgb = np.random.default_rng(1).integers(0, 256, (6, 10, 3)).astype("u1")
+    for orientation in range(1, 9):
+        path = tmp_path / f"o{orientation}.tif"
+        tifffile.imwrite(path, rgb, photometric="rgb", extratags=[(274, "H", 1, orientation, True)])
+        tiff, _ = loaders._read_tiff_bands(path, 8, [1, 2, 3], None, None)
+        np.testing.assert_array_equal(tiff.transpose(2, 0, 1), read_image(path, 8), err_msg=f"orientation {orientation}")

@@ -571,6 +571,9 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
                 where = _PLACE_READERS[place](path, im, exif)
             if im.format == "JPEG":
                 im.draft("RGB", (image_size, image_size))  # decode at reduced scale: much faster
+            im.load()
+            if orientation is not None and im.getexif().get(0x0112) is None:
+                orientation = None  # Pillow turned it as it decoded it (its TIFF reader does): not twice
             if im.mode in ("I", "F") or im.mode.startswith("I;16"):
                 im = _single_band_to_8bit(im, path)
             if im.mode == "P" and "transparency" in im.info:  # as Pillow asks (else it warns): same colours
