@@ -298,6 +298,22 @@ def test_geotiff_places_of_a_13_band_file(tmp_path):
         load_dataset("imagefolder", path=tmp_path / "imgs", bands=[4, 3, 2], coords="geotiff", image_size=16)
 
 
+def test_a_turned_geotiffs_centre_is_the_same_by_either_path(tmp_path):
+    """A 10 x 6 GeoTIFF of orientation 6: its centre is of the raster as stored (column 5,
+    row 3: 10.05 E, 44.94 N) by Pillow's path as by tifffile's; Pillow gives such a TIFF
+    the turned size (6 x 10), which put it at 10.03 E, 44.90 N."""
+    from fol.data.loaders import _read_image_and_place
+
+    path = tmp_path / "geo.tif"
+    tifffile.imwrite(path, np.zeros((6, 10, 3), "u1"), photometric="rgb",
+                     extratags=[(274, "H", 1, 6, True), (33550, "d", 3, (0.01, 0.02, 0.0), True),
+                                (33922, "d", 6, (0.0, 0.0, 0.0, 10.0, 45.0, 0.0), True),
+                                (34735, "H", 16, _geokeys_geographic(), True)])
+    for where in (_read_image_and_place(path, 8, "geotiff")[1], loaders._read_tiff_bands(path, 8, [1, 2, 3], None,
+                                                                                         "geotiff")[1]):
+        np.testing.assert_allclose(where, (44.94, 10.05))
+
+
 def test_a_data_spec_takes_bands_and_scale(tmp_path):
     """--data ...,bands=4+3+2,scale=10000 (',' separates the pairs, '+' the bands, as splits=)."""
     scenes = [_scene(k, side=32) for k in range(24)]  # 32 x 32: the default image size, no resizing

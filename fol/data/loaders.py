@@ -319,7 +319,8 @@ def _geotiff_lat_lon(path: str | Path, im: Image.Image, exif: Image.Exif | None)
     if im.format != "TIFF" or tags is None:
         raise _Unplaced(f"{path}: a {im.format} image, not a TIFF: no GeoTIFF tags, where coords = 'geotiff' reads "
                         f"each image's place")
-    return _geotiff_centre(path, tags, *im.size)
+    # the raster's own width and height: Pillow gives a TIFF of orientation 5..8 the turned size
+    return _geotiff_centre(path, tags, int(tags.get(256, im.width)), int(tags.get(257, im.height)))
 
 
 def _geotiff_centre(path: str | Path, tags, w: int, h: int) -> tuple[float, float]:
