@@ -96,6 +96,24 @@ def test_8_bit_and_float_bands(tmp_path):
     np.testing.assert_array_equal(_pixels(ds)[1], np.round(np.clip(floats[[3, 0, 1]] * 3 / 3, 0, 1) * 255))
 
 
+def test_signed_8_bit_bands_are_used_as_they_are(tmp_path):
+    """int8 bands of 0..127 are used as they are, as 8-bit bands are (they were scaled as
+    16-bit values: 100 came out 0); a negative one is refused naming the file, or clipped with scale."""
+    scene = np.random.default_rng(4).integers(0, 128, (3, 8, 8)).astype("i1")
+    _write(tmp_path / "s" / "a" / "x.tif", scene)
+    _write(tmp_path / "s" / "b" / "x.tif", scene)
+    ds = load_dataset("imagefolder", path=tmp_path / "s", bands=[1, 2, 3], image_size=8)
+    np.testing.assert_array_equal(_pixels(ds)[0], scene)
+    scene[0, 0, 0] = -5
+    _write(tmp_path / "s" / "b" / "x.tif", scene)
+    with pytest.raises(DataError) as info:
+        load_dataset("imagefolder", path=tmp_path / "s", bands=[1, 2, 3], image_size=8)
+    assert str(info.value).startswith(f"{tmp_path / 's' / 'b' / 'x.tif'}: TIFF of int8 bands with values below 0 "
+                                      f"(-5..")
+    ds = load_dataset("imagefolder", path=tmp_path / "s", bands=[1, 2, 3], scale=127, image_size=8)
+    assert _pixels(ds).min() == 0
+
+
 def test_a_single_band_tiff_is_grey(tmp_path):
     """A one-band TIFF read with bands 1/1/1 is the band in every channel."""
     band = _scene(5, bands=1)

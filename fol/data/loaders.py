@@ -479,6 +479,11 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
     index = [b - 1 for b in bands]
     chosen = data[None][[0, 0, 0]] if n == 1 else data[index] if separate else data[..., index]
     del data  # the other bands
+    if chosen.dtype == np.int8 and scale is None:  # 8-bit bands are used as they are: signed ones too, from 0
+        if chosen.size and chosen.min() < 0:
+            raise DataError(f"{path}: TIFF of int8 bands with values below 0 ({chosen.min()}..{chosen.max()}); give "
+                            f"the dataset option scale (values divided by it and clipped to [0, 1])")
+        chosen = chosen.astype(np.uint8)
     if chosen.dtype != np.uint8 or scale is not None:
         advice = ("give the dataset option scale (values divided by it and clipped to [0, 1])" if scale is None
                   else "save finite values")
