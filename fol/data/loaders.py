@@ -404,7 +404,8 @@ class _NameTheTiff(logging.Filter):
         return True
 
 
-logging.getLogger("tifffile").addFilter(_NameTheTiff())
+for _name in ("tifffile", "tifffile.tifffile"):  # tifffile 2023.1 (the oldest the tiff extra takes) logs as its module
+    logging.getLogger(_name).addFilter(_NameTheTiff())
 
 
 def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], scale: float | None,
