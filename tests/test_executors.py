@@ -163,7 +163,7 @@ def test_results_finished_with_a_failure_are_handed_over_before_it_is_raised(mon
 
 
 @pytest.mark.slow
-def test_a_ray_executor_without_an_address_starts_its_own_instance(monkeypatch, capfd, tmp_path):
+def test_a_ray_executor_without_an_address_starts_its_own_instance(monkeypatch, capfd, tmp_path, request):
     """``address=None`` starts a local Ray instance (with ``num_cpus``), as
     documented; Ray's own lookup would join whatever RAY_ADDRESS names or a
     cluster that ``ray start`` runs on this machine (another user's, a test's),
@@ -176,10 +176,16 @@ def test_a_ray_executor_without_an_address_starts_its_own_instance(monkeypatch, 
 
     assert not ray.is_initialized()
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{_free_ports(1)[0]}")  # nothing there
-    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)  # Ray's default then: token, with its notice
     for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # a user without a Ray token yet
+    # Ray keeps the token it read for the rest of the process, and sets RAY_AUTH_MODE=token: both undone at
+    # the end (a stale token made the instance the next tests start refuse their driver: InvalidAuthToken)
+    from ray._raylet import AuthenticationTokenLoader
+
+    request.addfinalizer(AuthenticationTokenLoader.instance().reset_cache)
+    monkeypatch.setenv("RAY_AUTH_MODE", "")  # recorded: the value before, or none, is what the end restores
+    monkeypatch.delenv("RAY_AUTH_MODE")  # Ray's default then: token, with its notice
     with RayExecutor(threads=1, num_cpus=1) as ex:
         assert ex.map(abs, [-1, 2]) == [1, 2]
         assert ray.cluster_resources().get("CPU") == 1
