@@ -1,10 +1,11 @@
 """Recorded-track fixtures shared by the tests of the binary track readers (``.tlog``,
 DataFlash ``.bin``): the same flight written as a GPX track, and a drone scenario that
-replays a list of track files."""
+replays a list of track files, and pymavlink made unimportable."""
 
 from __future__ import annotations
 
 import datetime as _dt
+import sys
 from pathlib import Path
 
 
@@ -24,3 +25,11 @@ def drone_scenario(tmp_path: Path, missions_list: str) -> Path:
     path.write_text(f"[drones]\nradio_range_km = 0.5\nmissions = {missions_list}\n[time]\nduration_s = 200.0\n"
                     "step_s = 10.0\n")
     return path
+
+
+def block_pymavlink(monkeypatch) -> None:
+    """Importing pymavlink (or any of its modules) raises ImportError for the rest of the test, as when
+    the ``mavlink`` extra is not installed."""
+    for name in [m for m in sys.modules if m == "pymavlink" or m.startswith("pymavlink.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "pymavlink", None)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import struct
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ from contact_sim.errors import ContactError
 from contact_sim.missions import read_missions
 from contact_sim.tracks import read_track
 
-from _tracks import drone_scenario, write_gpx
+from _tracks import block_pymavlink, drone_scenario, write_gpx
 
 pytest.importorskip("pymavlink")
 
@@ -210,9 +209,7 @@ def test_an_oversized_dataflash_log_is_refused_unread(tmp_path: Path, monkeypatc
 def test_without_pymavlink_a_dataflash_log_is_refused_in_one_line(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     path = _log(tmp_path / "a.bin")
-    for name in [m for m in sys.modules if m == "pymavlink" or m.startswith("pymavlink.")]:
-        monkeypatch.setitem(sys.modules, name, None)  # importing it now raises ImportError, as when not installed
-    monkeypatch.setitem(sys.modules, "pymavlink", None)
+    block_pymavlink(monkeypatch)
     with pytest.raises(ContactError) as exc:
         read_missions([path], None, 15.0)
     assert str(exc.value) == (f"{path}: reading an ArduPilot DataFlash log needs pymavlink: "
