@@ -433,6 +433,15 @@ def _join_failure(address: str, timeout_s: float) -> str | None:
     return f"a driver could not join it: {lines[-1][:300] if lines else f'exit code {r.returncode}'}"
 
 
+def _token_hint() -> str:
+    """What to add to a failure to join a ``host:port`` cluster when RAY_AUTH_MODE is unset (a cluster
+    that ``ray start`` started takes drivers in token mode only), else nothing."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return ""
+    return ("; a cluster started with 'ray start' uses token authentication: run with RAY_AUTH_MODE=token, "
+            "or use --ray-address auto on its head machine")
+
+
 def check_ray_address(address: str | None, timeout_s: float = 5.0, join_timeout_s: float | None = None) -> None:
     """Refuse an address that is not ``"auto"``, ``"local"``, ``host:port`` or
     ``ray://host:port`` (Ray itself found out only when it was joined, after the
@@ -459,8 +468,7 @@ def check_ray_address(address: str | None, timeout_s: float = 5.0, join_timeout_
         return
     why = _join_failure(address, RAY_JOIN_TIMEOUT_S if join_timeout_s is None else join_timeout_s)
     if why is not None:
-        hint = ("; a cluster started with 'ray start' uses token authentication: run with RAY_AUTH_MODE=token"
-                if "RAY_AUTH_MODE" not in os.environ and ("auth" in why.lower() or "token" in why.lower()) else "")
+        hint = _token_hint() if "auth" in why.lower() or "token" in why.lower() else ""
         raise ConfigError(f"run.ray_address {address!r}: something accepts connections at {host}:{port}, but {why} "
                           f"(is it the GCS port of a Ray head, and does this machine reach the address the cluster "
                           f"gives for it?){hint}")
@@ -660,10 +668,7 @@ class RayExecutor(Executor):
             except (ConnectionError, ValueError, RuntimeError) as e:
                 if not address:
                     raise ConfigError(f"executor 'ray': cannot start a local Ray instance ({e})") from None
-                hint = ""
-                if address not in (None, "auto") and "RAY_AUTH_MODE" not in os.environ:
-                    hint = ("; a cluster started with 'ray start' uses token authentication: "
-                            "run with RAY_AUTH_MODE=token, or use --ray-address auto on its head machine")
+                hint = _token_hint() if address != "auto" else ""
                 raise ConfigError(f"run.ray_address {address!r}: cannot join a Ray cluster there ({e}){hint}") from None
         self.shared_types = tuple(shared_types) if shared_types is not None else _default_shared_types()
         _register_shared(self.shared_types)
