@@ -179,10 +179,12 @@ def test_a_ray_executor_without_an_address_starts_its_own_instance(monkeypatch, 
     for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # a user without a Ray token yet
-    # Ray keeps the token it read for the rest of the process, and sets RAY_AUTH_MODE=token: both undone at
-    # the end (a stale token made the instance the next tests start refuse their driver: InvalidAuthToken)
+    # Ray keeps the token it read for the rest of the process, and sets RAY_AUTH_MODE=token: the token read
+    # afresh here and at the end, RAY_AUTH_MODE put back (a token cached by an earlier Ray test of the same
+    # worker, or by this one for the next, made the instance refuse its driver: InvalidAuthToken)
     from ray._raylet import AuthenticationTokenLoader
 
+    AuthenticationTokenLoader.instance().reset_cache()
     request.addfinalizer(AuthenticationTokenLoader.instance().reset_cache)
     monkeypatch.setenv("RAY_AUTH_MODE", "")  # recorded: the value before, or none, is what the end restores
     monkeypatch.delenv("RAY_AUTH_MODE")  # Ray's default then: token, with its notice
