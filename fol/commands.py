@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_ITERATIONS, MAX_SEED, is_seed
+from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_ITERATIONS, MAX_SEED, check_band_options, is_seed
 from swarmbase.cli import path_argument
 from swarmbase.tomlcheck import shown
 
@@ -61,6 +61,10 @@ def add_data_parser(sub: argparse._SubParsersAction) -> None:
     info.set_defaults(func=_run_data_info)
 
 
+#: How ``fol data info``'s arguments are named in a refusal of :func:`~fol.defaults.check_band_options`.
+INFO_BAND_NAMES = {"dataset": "imagefolder:PATH", "bands": "--bands", "scale": "--scale", "coords": "--coords"}
+
+
 def _run_data_info(args: argparse.Namespace) -> int:
     from fol.data import describe, load_dataset
     from fol.data.registry import dataset_accepts, dataset_names
@@ -73,6 +77,12 @@ def _run_data_info(args: argparse.Namespace) -> int:
             f"read from <data root>/{name} (--data-root, or FOL_DATA_ROOT)"
         raise ConfigError(f"{args.name}: NAME:PATH only applies to imagefolder:PATH; dataset {name!r} is {where}")
     options: dict[str, object] = {"path": path} if path else {}
+    # the band options first, by the one rule every front end uses (a scenario's [data], --data, the loader)
+    bands, scale = check_band_options(name, args.bands, args.scale, args.coords, names=INFO_BAND_NAMES, sep=",")
+    if bands is not None:
+        options["bands"] = bands
+    if scale is not None:
+        options["scale"] = scale
     if args.coords is not None:
         if name != "imagefolder":
             raise ConfigError(f"--coords: only applies to imagefolder:PATH, not {name!r}")
@@ -85,17 +95,6 @@ def _run_data_info(args: argparse.Namespace) -> int:
         if name in dataset_names() and not dataset_accepts(name, "splits"):
             raise ConfigError(f"--splits: only applies to datasets published in split folders, not {name!r}")
         options["splits"] = [s.strip() for s in args.splits.split(",") if s.strip()]
-    if args.bands is not None or args.scale is not None:
-        from fol.defaults import bands_from_text, check_scale
-
-        if name != "imagefolder":
-            raise ConfigError(f"--{'bands' if args.bands is not None else 'scale'}: only applies to imagefolder:PATH, "
-                              f"not {name!r}")
-        if args.scale is not None and args.bands is None:
-            raise ConfigError("--scale: only applies with --bands")
-        options["bands"] = bands_from_text(args.bands, ",", f"--bands {args.bands}")
-        if args.scale is not None:
-            options["scale"] = check_scale(args.scale, "--scale")
     try:
         ds = load_dataset(name, root=args.data_root, **options)
     except DataError as exc:  # an image folder's loader names the folder; the line names the argument too

@@ -31,7 +31,9 @@ one ended in an OverflowError traceback from the progress bar or ``range``.
 from (``load_image_folder``'s ``coords``, a scenario's ``data.coords``,
 ``fol data info --coords``). ``check_bands`` and ``check_scale`` check the
 options that read a multispectral TIFF's bands (``load_image_folder``'s
-``bands`` and ``scale``, ``--data ...,bands=4+3+2``, a scenario's ``data.bands``).
+``bands`` and ``scale``, ``--data ...,bands=4+3+2``, a scenario's ``data.bands``);
+``check_band_options`` is the one rule of which of them go together, with the
+dataset and ``coords``, that all four of those front ends apply.
 
 >>> DEFAULT_ARCH
 'cnn-medium'
@@ -130,5 +132,59 @@ def bands_from_text(text: str, sep: str, where: str) -> tuple[int, int, int]:
         return check_bands(text, where)  # refused, naming the text as given
 
 
+def check_band_options(dataset: str, bands: object, scale: object, coords: str | None = None, *,
+                       names: dict[str, str], where: str = "", sep: str | None = None
+                       ) -> tuple[tuple[int, int, int] | None, float | None]:
+    """The one rule for the options that read a multispectral TIFF's bands, whichever front
+    end gives them (the loader's keywords, a ``--data`` spec, ``fol data info``, a scenario's
+    ``[data]``): ``(bands, scale)`` checked (each None when not given), or a
+    :class:`~fol.errors.ConfigError` of one line. In this order: ``bands`` and ``scale`` only
+    with dataset ``imagefolder``; ``scale`` only with ``bands``; ``coords = 'exif'`` not with
+    ``bands`` (EXIF tags are read as Pillow opens an image); ``bands`` by :func:`check_bands`
+    (text, as typed, split at ``sep`` when ``sep`` is given); ``scale`` by :func:`check_scale`.
+
+    ``names`` says how the front end names ``"bands"``, ``"scale"`` and ``"coords"`` (its
+    fields: ``data.bands``, ``--bands``, ``bands=`` of a spec) and ``"dataset"`` (how it names
+    the ``imagefolder`` dataset: ``dataset=imagefolder``, ``imagefolder:PATH``); ``where``, when
+    given, comes first (a spec: ``--data``). A field named ``key=`` is a spec's pair: the line
+    names it as ``key=`` (its value too where the value is refused), not ``key=:``.
+
+    >>> names = {"dataset": "dataset=imagefolder", "bands": "bands=", "scale": "scale=", "coords": "coords="}
+    >>> check_band_options("imagefolder", "4+3+2", 10000.0, names=names, where="--data", sep="+")
+    ((4, 3, 2), 10000.0)
+    >>> check_band_options("cifar10", None, 10000.0, names=names, where="--data")
+    Traceback (most recent call last):
+    ...
+    fol.errors.ConfigError: --data: scale= only applies to dataset=imagefolder (a folder of multispectral TIFFs), not 'cifar10'
+    """
+    def field(key: str, value: str | None = None) -> str:  # the line's start naming one field
+        name = names[key]
+        if name.endswith("="):
+            name += value if value is not None else ""
+        head = f"{where}: {name}" if where else name
+        return head if name.endswith("=") or value is not None else f"{head}:"
+
+    if (bands is not None or scale is not None) and dataset != "imagefolder":
+        raise ConfigError(f"{field('bands' if bands is not None else 'scale')} only applies to {names['dataset']} "
+                          f"(a folder of multispectral TIFFs), not {shown(dataset)}")
+    if bands is None:
+        if scale is not None:
+            raise ConfigError(f"{field('scale')} only applies with {names['bands']} (the bands of TIFFs read "
+                              f"with tifffile)")
+        return None, None
+    if coords == "exif":
+        raise ConfigError(f"{field('coords')} 'exif' is read as Pillow opens an image, not with {names['bands']} "
+                          f"(TIFFs read with tifffile); give the places of a folder read with {names['bands']} by "
+                          f"'geotiff', 'csv' or 'filename'")
+    if isinstance(bands, str) and sep is not None:
+        checked = bands_from_text(bands, sep, field("bands", bands.strip()))
+    else:
+        checked = check_bands(bands, field("bands", shown(bands)))
+    if scale is None:
+        return checked, None
+    return checked, check_scale(scale, field("scale", f"{scale:g}" if isinstance(scale, float) else shown(scale)))
+
+
 __all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "MAX_ITERATIONS", "too_many", "class_name", "IMAGE_FOLDER_COORDS",
-           "MAX_TIFF_BANDS", "check_bands", "check_scale", "bands_from_text"]
+           "MAX_TIFF_BANDS", "check_bands", "check_scale", "bands_from_text",
+           "check_band_options"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from fol.defaults import MAX_SEED, bands_from_text, check_scale, is_seed
+from fol.defaults import MAX_SEED, check_band_options, is_seed
 from fol.errors import ConfigError, DataError
 from swarmbase.cli import path_argument
 
@@ -73,6 +73,9 @@ class NodeDataSpec:
 
 _INT_FIELDS = {"nodes", "node", "per_node", "size", "seed"}
 
+#: How a spec's pairs are named in a refusal of :func:`~fol.defaults.check_band_options`.
+SPEC_BAND_NAMES = {"dataset": "dataset=imagefolder", "bands": "bands=", "scale": "scale=", "coords": "coords="}
+
 
 def parse_node_data(text: str, root: str | None = None, where: str = "--data") -> NodeDataSpec:
     """Parse a ``--data`` spec (see :data:`NODE_DATA_HELP`); errors name it ``where`` (an agent: its
@@ -107,14 +110,13 @@ def parse_node_data(text: str, root: str | None = None, where: str = "--data") -
                 values[key] = None if value.lower() == "none" else int(value)
             elif key in ("psi", "scale"):
                 values[key] = float(value)
-            elif key == "bands":
-                values[key] = bands_from_text(value, "+", f"{where}: bands={value.strip()}")
-            else:
+            else:  # bands= as typed: checked with scale= by the one rule, below
                 values[key] = value.strip()
         except ValueError:
             raise ConfigError(f"{where}: {key}={value!r} is not a valid {'integer' if key in _INT_FIELDS else 'number'}") from None
     if "dataset" not in values:
         raise ConfigError(f"{where}: 'dataset=NAME' is required")
+    bands = values.pop("bands", None)
     spec = NodeDataSpec(**values)  # type: ignore[arg-type]
     if spec.partition not in ("dirichlet", "region", "all"):
         raise ConfigError(f"{where}: partition={spec.partition!r}; expected dirichlet, region or all")
@@ -124,13 +126,8 @@ def parse_node_data(text: str, root: str | None = None, where: str = "--data") -
         raise ConfigError(f"{where}: psi={spec.psi} must be a finite number > 0")
     if not is_seed(spec.seed):
         raise ConfigError(f"{where}: seed={spec.seed}: expected an integer in 0..{MAX_SEED}")
-    if (spec.bands is not None or spec.scale is not None) and spec.dataset != "imagefolder":
-        raise ConfigError(f"{where}: {'bands' if spec.bands is not None else 'scale'}= only applies to "
-                          f"dataset=imagefolder (a folder of multispectral TIFFs), not {spec.dataset!r}")
-    if spec.scale is not None:
-        if spec.bands is None:
-            raise ConfigError(f"{where}: scale= only applies with bands= (the bands of TIFFs read with tifffile)")
-        check_scale(spec.scale, f"{where}: scale={spec.scale:g}")
+    checked, scale = check_band_options(spec.dataset, bands, spec.scale, names=SPEC_BAND_NAMES, where=where, sep="+")
+    spec = dataclasses.replace(spec, bands=checked, scale=scale)
     if spec.partition == "region" and spec.dataset == "imagefolder":  # known before any image is read
         raise ConfigError(f"{where}: partition=region places images by their coordinates, and a data spec reads "
                           "none from an image folder; use partition=dirichlet or all (or a scenario with data.coords)")

@@ -166,7 +166,8 @@ def test_options_that_do_not_go_with_bands_are_refused(tmp_path):
             load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 2, 3], scale=scale)
     with pytest.raises(ConfigError, match=r"^coords: 'exif' is read .* not with bands"):
         load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 2, 3], coords="exif")
-    with pytest.raises(ConfigError, match=r"does not take option\(s\) bands"):
+    with pytest.raises(ConfigError, match=r"^bands: only applies to dataset 'imagefolder' \(a folder of "
+                                          r"multispectral TIFFs\), not 'wildfire'$"):
         load_dataset("wildfire", root=tmp_path, bands=[1, 2, 3])
 
 
@@ -423,7 +424,10 @@ threads = 1
                        "channels, e.g. 4, 3, 2), got [4, 3]"),
     ('bands = "4/3/2"', "data.bands: expected three band numbers"),
     ("scale = 10000", "data.scale: only applies with data.bands"),
-    ("bands = [4, 3, 2]\nscale = -1", "data.scale: expected a positive number, got -1"),
+    ("bands = [4, 3, 2]\nscale = -1", "data.scale: expected a finite number > 0 (a band's values are divided by it "
+                                     "and clipped to [0, 1], e.g. 10000 for Sentinel-2 reflectances), got -1"),
+    ("bands = [4, 3, 2]\nscale = inf", "data.scale: expected a finite number > 0"),
+    ('bands = [4, 3, 2]\nscale = "10000"', "data.scale: expected a finite number > 0"),
     ('bands = [4, 3, 2]\ncoords = "exif"', "data.coords: 'exif' is read as Pillow opens an image, not with "
                                            "data.bands"),
 ])

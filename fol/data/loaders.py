@@ -46,8 +46,8 @@ from PIL import Image
 
 from fol.data.geo import GeoDataset, check_pool_size
 from fol.data.synthetic import TASK_CLASSES
-from fol.defaults import IMAGE_FOLDER_COORDS, MAX_TIFF_BANDS, check_bands, check_scale, class_name
-from fol.errors import ConfigError, DataError
+from fol.defaults import IMAGE_FOLDER_COORDS, MAX_TIFF_BANDS, check_band_options, class_name
+from fol.errors import DataError
 from swarmbase.tomlcheck import shown
 
 __all__ = [
@@ -388,6 +388,9 @@ MAX_TIFF_DECODED_BYTES = 4 * MAX_IMAGE_PIXELS
 
 #: What to say when tifffile is missing.
 TIFF_INSTALL = "pip install 'fol-swarm[tiff]'"
+
+#: How the loaders' keywords are named in a refusal of :func:`~fol.defaults.check_band_options`.
+LOADER_BAND_NAMES = {"dataset": "dataset 'imagefolder'", "bands": "bands", "scale": "scale", "coords": "coords"}
 
 #: The TIFF each thread reads with tifffile, for :class:`_NameTheTiff`.
 _TIFF_READING = threading.local()
@@ -1273,15 +1276,7 @@ def load_image_folder(
     """
     root = Path(path)
     label = name or root.name or "imagefolder"
-    if bands is not None:
-        bands = check_bands(bands)
-        if coords == "exif":
-            raise ConfigError("coords: 'exif' is read from JPEG, PNG and TIFF files as Pillow opens them, not with "
-                              "bands; give the places of a folder read with bands by 'geotiff', 'csv' or 'filename'")
-    if scale is not None:
-        if bands is None:
-            raise ConfigError("scale: only applies with bands (the bands of TIFFs read with tifffile)")
-        scale = check_scale(scale)
+    bands, scale = check_band_options("imagefolder", bands, scale, coords, names=LOADER_BAND_NAMES)
     if not root.is_dir():
         raise DataError(
             f"image folder {root} not found: expected {root}/<class>/<image files> "

@@ -35,6 +35,7 @@ import numpy as np
 from fol.data import loaders
 from fol.data.geo import GeoDataset
 from fol.data.synthetic import make_synthetic
+from fol.defaults import check_band_options
 from fol.errors import ConfigError, DataError
 from swarmbase.cli import printable
 
@@ -109,7 +110,12 @@ def load_dataset(name: str, root: str | Path | None = None, **kw: Any) -> GeoDat
     Unknown names and keyword arguments the loader does not take raise
     :class:`~fol.errors.ConfigError`; missing or unreadable data raises
     :class:`~fol.errors.DataError` saying where the files are expected.
+    ``bands``, ``scale`` and ``coords`` go by :func:`~fol.defaults.check_band_options`,
+    as in every front end: ``bands`` given to another dataset than ``imagefolder`` is
+    refused as such, not as an option its loader does not take.
     """
+    if name in _REGISTRY:
+        check_band_options(name, kw.get("bands"), kw.get("scale"), kw.get("coords"), names=loaders.LOADER_BAND_NAMES)
     fn = _checked_loader(name, kw)
     return fn(Path(root).expanduser() if root is not None else None, **kw)
 

@@ -71,7 +71,7 @@ from contact_sim.scenario import ContactScenario, parse_contact_scenario, round_
 from fol.config import FOLConfig
 from fol.data.geo import DEFAULT_MIN_SAMPLES, MAX_IMAGE_SIZE, check_pool_size
 from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, dataset_accepts, dataset_names
-from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED, check_bands, is_seed
+from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED, check_band_options, is_seed
 from fol.errors import ConfigError, DataError
 from fol.executors import EXECUTORS
 from fol.models import architectures
@@ -181,6 +181,10 @@ class SwarmScenario:
 
 _LEARNING_TABLES = ("scenario", "data", "models", "fol", "methods", "run", "output")
 
+#: How the ``[data]`` fields are named in a refusal of :func:`~fol.defaults.check_band_options`.
+SCENARIO_BAND_NAMES = {"dataset": "dataset 'imagefolder'", "bands": "data.bands", "scale": "data.scale",
+                       "coords": "data.coords"}
+
 
 @contextmanager
 def errors_name_the_file(source: str) -> Iterator[None]:
@@ -194,11 +198,13 @@ def errors_name_the_file(source: str) -> Iterator[None]:
         raise ConfigError(f"{source}: {exc}") from None
 
 
-def _check_image_file_fields(data: DataConfig) -> None:
+def _check_image_file_fields(data: DataConfig, bands: object, scale: object) -> None:
     """``path`` and ``coords`` belong to ``dataset = "imagefolder"``, which needs
     ``path``; a partition by place needs coordinates from the files;
     ``skip_corrupt`` belongs to the datasets read from image files, ``root``
-    to those read from ``<root>/<name>/``."""
+    to those read from ``<root>/<name>/``. ``bands`` and ``scale``, as written in the
+    file, go by the one rule of every front end (:func:`~fol.defaults.check_band_options`);
+    the checked values are set in ``data``."""
     if data.skip_corrupt and not dataset_accepts(data.dataset, "skip_corrupt"):
         readers = ", ".join(n for n in dataset_names() if dataset_accepts(n, "skip_corrupt"))
         raise ConfigError(f"data.skip_corrupt: only applies to the datasets read from image files ({readers}), "
@@ -212,14 +218,8 @@ def _check_image_file_fields(data: DataConfig) -> None:
         where = " (its images are in data.path)" if data.dataset == "imagefolder" else ""
         raise ConfigError(f"data.root: only applies to the datasets read from <root>/<name>/ ({real}), "
                           f"not {shown(data.dataset)}{where}")
-    if data.scale is not None and data.bands is None:
-        raise ConfigError("data.scale: only applies with data.bands (the bands of TIFFs read with tifffile)")
-    if data.bands is not None and data.coords == "exif":
-        raise ConfigError("data.coords: 'exif' is read as Pillow opens an image, not with data.bands; give the places "
-                          "of a folder read with bands by 'geotiff', 'csv' or 'filename'")
-    if data.dataset != "imagefolder" and data.bands is not None:
-        raise ConfigError(f"data.bands: only applies to dataset 'imagefolder' (a folder of multispectral TIFFs), "
-                          f"not {shown(data.dataset)}")
+    checked, data.scale = check_band_options(data.dataset, bands, scale, data.coords, names=SCENARIO_BAND_NAMES)
+    data.bands = list(checked) if checked is not None else None
     if data.dataset != "imagefolder":
         for key, unset in (("path", data.path is None), ("coords", data.coords == "none")):
             if not unset:
@@ -289,17 +289,14 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         coords=d.str("coords", "none", choices=IMAGE_FOLDER_COORDS),
         skip_corrupt=d.bool("skip_corrupt", False),
         splits=d.str_list("splits", None, what="split folder names"),
-        scale=d.num("scale", None, positive=True),
     )
-    if "bands" in d:  # three band numbers, one rule with --data's bands= and the loader's
-        data.bands = list(check_bands(d["bands"], "data.bands"))
     if "root" in d:  # as every path of the file: ~ expanded, a relative one against the file's folder
         data.root = str(d.path("root", base_dir))
     if "path" in d:
         data.path = str(d.path("path", base_dir))
     if data.dataset not in dataset_names():
         raise ConfigError(f"data.dataset: unknown dataset {shown(data.dataset)}; expected one of {', '.join(dataset_names())}")
-    _check_image_file_fields(data)
+    _check_image_file_fields(data, d.get("bands"), d.get("scale"))
     if data.partition not in PARTITIONS:
         raise ConfigError(f"data.partition: expected one of {', '.join(PARTITIONS)}, got {shown(data.partition)}")
     if data.partition == "orbit" and contact.constellation is None:
