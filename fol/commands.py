@@ -130,7 +130,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     from fol.errors import ConfigError
     from fol.fileio import check_output_file
     from fol.models import ModelSpec, architectures
-    from fol.nodedata import load_node_data, parse_node_data
+    from fol.nodedata import SPLIT_RULE, SPLIT_SEED_KEY, load_node_data, parse_node_data
     from fol.stages import pretrain
     from fol.train import TrainConfig, evaluate
 
@@ -178,7 +178,8 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     card = ModelCard(
         spec=spec, class_names=list(node.train.class_names), input_shape=list(x.shape[1:]),
         producer=spec_data.node_name, round=0,
-        extra={"val_accuracy": val.accuracy, "test_accuracy": test.accuracy, "data": args.data},
+        extra={"val_accuracy": val.accuracy, "test_accuracy": test.accuracy, "data": args.data,
+               SPLIT_SEED_KEY: SPLIT_RULE},  # the rule load_node_data split by: later commands re-split by it
     )
     try:  # check_output_file accepted a name in folders that do not exist yet: make them
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -147,6 +147,7 @@ def run_model_import(args: argparse.Namespace) -> int:
     from fol.errors import ConfigError
     from fol.fileio import check_output_file
     from fol.models import ModelSpec, arch_options, architectures, count_parameters
+    from fol.nodedata import SPLIT_RULE, SPLIT_SEED_KEY
 
     # every argument and the output path before the weights are read
     if args.arch not in architectures():
@@ -169,7 +170,8 @@ def run_model_import(args: argparse.Namespace) -> int:
         spec = ModelSpec(args.arch, num_classes=len(classes), in_channels=args.in_channels,
                          input_size=args.input_size, options=options)
         card = ModelCard(spec=spec, class_names=classes, producer=args.producer, round=0,
-                         extra={"imported_from": Path(args.weights).name.encode("utf-8", "backslashreplace").decode()})
+                         extra={"imported_from": Path(args.weights).name.encode("utf-8", "backslashreplace").decode(),
+                                SPLIT_SEED_KEY: SPLIT_RULE})  # a new model: its node's data splits by the current rule
     except ConfigError as exc:
         raise ConfigError(f"--classes {args.classes}: {exc}") from None
     out = check_output_file(args.out, ConfigError, "--out")

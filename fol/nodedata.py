@@ -18,16 +18,19 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from fol.defaults import MAX_SEED, check_band_options, is_seed
-from fol.errors import ConfigError, DataError
+from fol.errors import CheckpointError, ConfigError, DataError
 from swarmbase.cli import path_argument
+from swarmbase.tomlcheck import shown
 
 if TYPE_CHECKING:  # fol.data imports torch; the CLI's --help must not
     from fol.data import NodeData
 
-__all__ = ["NodeDataSpec", "parse_node_data", "pretraining_spec", "split_fields", "load_node_data", "dataset_options", "NODE_DATA_HELP", "add_node_data_arguments"]
+__all__ = ["NodeDataSpec", "parse_node_data", "pretraining_spec", "split_fields", "load_node_data", "dataset_options",
+           "NODE_DATA_HELP", "add_node_data_arguments", "SPLIT_SEED_KEY", "SPLIT_RULE", "LEGACY_SPLIT_RULE",
+           "recorded_split_rule", "split_seed"]
 
 NODE_DATA_HELP = (
     "node data: a folder with one sub-folder per class, or key=value pairs "
@@ -158,6 +161,53 @@ def pretraining_spec(trained_on: object) -> NodeDataSpec | None:
         return None
 
 
+#: The key of a model card's ``extra`` that names the rule its node's train / val / test split is
+#: seeded by (:func:`split_seed`), so that every later command re-splits the node's data as the
+#: model was trained on it. ``fol pretrain`` (and ``fol model import``) record :data:`SPLIT_RULE`;
+#: ``fol personalize`` and the node agent pass on the rule they split by.
+SPLIT_SEED_KEY = "split_seed"
+#: Node ``K`` of a spec with ``seed=S`` splits with :func:`fol.seeds.node_seed` ``(S, K)``, as
+#: ``fol simulate`` splits its node ``K``.
+SPLIT_RULE = "node_seed"
+#: ``S + K``: the rule of the models whose card records none (made before the key existed). Node 1
+#: of seed 0 split as node 0 of seed 1 by it.
+LEGACY_SPLIT_RULE = "seed+node"
+_SPLIT_RULES = (SPLIT_RULE, LEGACY_SPLIT_RULE)
+
+
+def recorded_split_rule(extra: Mapping[str, object], source: str) -> str:
+    """The split rule a model card's ``extra`` records (:data:`SPLIT_SEED_KEY`): none is
+    :data:`LEGACY_SPLIT_RULE`, the rule of every model made before the key was recorded.
+    An unknown rule raises :class:`~fol.errors.CheckpointError` naming ``source`` (the model file):
+    splitting by another rule could put the model's training images in its validation and test sets.
+
+    >>> recorded_split_rule({}, "m.safetensors"), recorded_split_rule({"split_seed": "node_seed"}, "m.safetensors")
+    ('seed+node', 'node_seed')
+    """
+    rule = extra.get(SPLIT_SEED_KEY, LEGACY_SPLIT_RULE)
+    if not isinstance(rule, str) or rule not in _SPLIT_RULES:
+        raise CheckpointError(f"{source}: model card extra.{SPLIT_SEED_KEY} is {shown(rule)}; this toolkit "
+                              f"splits a node's data by {' or '.join(map(repr, _SPLIT_RULES))} (a model made by "
+                              f"a newer toolkit?); use that toolkit, or a model whose card records one of these")
+    return rule
+
+
+def split_seed(spec: NodeDataSpec, rule: str = SPLIT_RULE) -> int:
+    """The seed of node ``spec.node``'s train / val / test split by ``rule``.
+
+    >>> spec = parse_node_data("dataset=synthetic-hurricane,nodes=4,node=1,seed=1")
+    >>> split_seed(spec), split_seed(spec, LEGACY_SPLIT_RULE)
+    (1001, 2)
+    """
+    from fol.seeds import node_seed  # numpy: not for the CLI's --help
+
+    if rule == SPLIT_RULE:
+        return node_seed(spec.seed, spec.node)
+    if rule == LEGACY_SPLIT_RULE:
+        return spec.seed + spec.node
+    raise ValueError(f"unknown split rule {rule!r}; expected one of {', '.join(_SPLIT_RULES)}")
+
+
 def dataset_options(name: str, size: int | None, seed: int, path: str | None = None,
                     where: str = "--data") -> dict[str, object]:
     """Loader keyword arguments: a synthetic pool is drawn with ``seed`` (so every
@@ -171,12 +221,16 @@ def dataset_options(name: str, size: int | None, seed: int, path: str | None = N
     return {"path": path} if name == "imagefolder" else {}
 
 
-def load_node_data(spec: NodeDataSpec, where: str = "--data") -> "NodeData":
-    """Load the dataset, take this node's shard and split it 70/15/15 (stratified). Errors about the
-    spec name it ``where``, as :func:`parse_node_data` does (an agent: its config file and ``node.data``)."""
+def load_node_data(spec: NodeDataSpec, where: str = "--data", rule: str = SPLIT_RULE) -> "NodeData":
+    """Load the dataset, take this node's shard and split it 70/15/15 (stratified), seeded by ``rule``
+    (:func:`split_seed`; for an existing model, the rule its card records, :func:`recorded_split_rule`).
+    Errors about the spec name it ``where``, as :func:`parse_node_data` does (an agent: its config file
+    and ``node.data``)."""
     import numpy as np
 
     from fol.data import dirichlet_partition, load_dataset, region_partition, split_node
+
+    seed = split_seed(spec, rule)  # an unknown rule before the dataset is read
 
     options = dataset_options(spec.dataset, spec.size, spec.seed, spec.path, where)
     if spec.splits is not None:
@@ -212,7 +266,7 @@ def load_node_data(spec: NodeDataSpec, where: str = "--data") -> "NodeData":
             raise DataError(f"{where}: {len(ds)} images of {spec.dataset} cannot give nodes={spec.nodes} regional "
                             f"shards ({exc}); lower nodes") from None
         shard = ds.subset(parts[spec.node], name=f"{ds.name}/{spec.node_name}")
-    return split_node(shard, seed=spec.seed + spec.node)
+    return split_node(shard, seed=seed)
 
 
 def add_node_data_arguments(p: argparse.ArgumentParser) -> None:

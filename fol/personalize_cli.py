@@ -139,7 +139,8 @@ def run_personalize(args: argparse.Namespace) -> int:
     from fol.checkpoint import DEFAULT_MAX_BYTES, ModelCard, load_model, model_to_bytes
     from fol.config import FOLConfig
     from fol.errors import ConfigError, DataError
-    from fol.nodedata import load_node_data, parse_node_data, pretraining_spec, split_fields
+    from fol.nodedata import (SPLIT_SEED_KEY, load_node_data, parse_node_data, pretraining_spec,
+                              recorded_split_rule, split_fields)
     from fol.fileio import atomic_write_bytes, check_output_dir, check_output_file, staged_outputs, write_json_atomic
     from fol.personalize import NodeState, check_received, personalize, save_ensemble
 
@@ -184,7 +185,9 @@ def run_personalize(args: argparse.Namespace) -> int:
         raise DataError(f"{args.model}: pretrained on --data {trained_on}, but --data {args.data} gives another "
                         f"shard or split, whose validation and test images may be ones the model trained on; "
                         f"give the spec it was pretrained on")
-    node = load_node_data(data_spec)
+    # the split the model was trained on: the rule its card records (none: S + K, a model made before)
+    rule = recorded_split_rule(own.card.extra, args.model)
+    node = load_node_data(data_spec, rule=rule)
     shape = list(node.train.images.shape[1:])
     if list(own.card.class_names) != list(node.train.class_names):
         raise DataError(f"{args.model}: model classes {own.card.class_names} differ from the data's {node.train.class_names}")
@@ -215,7 +218,7 @@ def run_personalize(args: argparse.Namespace) -> int:
     card = ModelCard(
         spec=own.card.spec, class_names=list(state.class_names), input_shape=shape, producer=name, round=round_,
         extra={"variant": args.variant, "personalized_from": Path(args.model).name,
-               "data": trained_on if earlier is not None else args.data},
+               "data": trained_on if earlier is not None else args.data, SPLIT_SEED_KEY: rule},
     )
     files = {"model": "model.safetensors"}
     with_ensemble = args.variant in ("fol-a", "fol-an") and not report.kept_local

@@ -1,7 +1,8 @@
 """Per-node and per-round seeds derived from a run's seed.
 
 Every node of a swarm draws from its own seed: node ``k`` of a run with seed
-``s`` splits its shard 70/15/15 and pretrains with :func:`node_seed`, and a
+``s`` splits its shard 70/15/15 and pretrains with :func:`node_seed` (node ``k``
+of a ``--data`` spec with ``seed=s`` splits with it too, :func:`fol.nodedata.split_seed`), and a
 server baseline's local training of node ``k`` in round ``r`` shuffles with
 :func:`round_seed`. For the swarms every figure of the docs was measured on
 both are plain arithmetic, so a node's draws can be re-created by hand:

@@ -66,6 +66,7 @@ def test_three_agents_exchange_models_and_each_personalizes(tmp_path: Path, pret
         # The personalized model is in the safe format with its report; the previous one is kept.
         new = load_model(state_dir / "models" / "round-1.safetensors")
         assert new.card.round == 1 and new.card.producer == files.node
+        assert new.card.extra["split_seed"] == "node_seed"  # the rule its data was split by (its pretraining's)
         assert (state_dir / "models" / "round-0.safetensors").exists()
         report = json.loads((state_dir / "reports" / "round-1.json").read_text())
         assert report["node"] == files.node and report["round"] == 1 and report["trigger"] == "models"

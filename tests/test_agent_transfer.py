@@ -1321,6 +1321,44 @@ def test_the_node_data_is_loaded_and_checked_at_start_up(tmp_path: Path, make: A
     Agent(node.config(), load_fol=False).stop()  # the state folder was released
 
 
+def test_the_node_data_is_split_by_the_rule_the_models_card_records(tmp_path: Path) -> None:
+    """A --data spec's node K split with seed S + K, fol simulate's with node_seed(S, K): models pretrained
+    now record "node_seed" in their card (extra.split_seed) and split so; a round-0 model whose card records
+    no rule was pretrained by S + K, and the agent still splits its data so (else its validation and test
+    images would hold training images). A rule this toolkit does not know is refused at start-up, in one line."""
+    import torch
+
+    from fol.checkpoint import load_model
+    from fol.errors import ConfigError
+    from fol.nodedata import LEGACY_SPLIT_RULE, SPLIT_RULE, load_node_data, parse_node_data
+
+    spec = "dataset=synthetic-hurricane,nodes=2,node=1,psi=0.5,per_node=20,size=200,seed=1"  # S + K = 2, node_seed 1001
+    expected = {rule: load_node_data(parse_node_data(spec), rule=rule) for rule in (LEGACY_SPLIT_RULE, SPLIT_RULE)}
+    assert not torch.equal(expected[LEGACY_SPLIT_RULE].test.images, expected[SPLIT_RULE].test.images)
+    for name, recorded in (("old", None), ("new", SPLIT_RULE), ("unknown", "node_seed_v2")):
+        node = Node(tmp_path, name, [])
+        cfg = node.on_board_config({"auto_send": False}, {"rounds": 1})
+        if recorded is not None:
+            loaded = load_model(cfg.model)
+            save_model(cfg.model, loaded.model, replace(loaded.card, extra={"split_seed": recorded}))
+        cfg.data = spec
+        if name == "unknown":
+            with pytest.raises(ConfigError) as err:
+                Agent(cfg, load_fol=False)
+            assert str(err.value) == (f"unknown.toml: node.model: {cfg.model}: model card extra.split_seed is "
+                                      f"'node_seed_v2'; this toolkit splits a node's data by 'node_seed' or "
+                                      f"'seed+node' (a model made by a newer toolkit?); use that toolkit, or a "
+                                      f"model whose card records one of these")
+            continue
+        agent = Agent(cfg, load_fol=False)
+        try:
+            data = agent._load_node_data()
+            want = expected[LEGACY_SPLIT_RULE if recorded is None else recorded]
+            assert all(torch.equal(getattr(data, s).images, getattr(want, s).images) for s in ("train", "val", "test"))
+        finally:
+            agent.stop()
+
+
 def test_good_node_data_is_loaded_once_at_start_up(tmp_path: Path, monkeypatch) -> None:
     import fol.nodedata
 

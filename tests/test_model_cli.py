@@ -66,6 +66,8 @@ def test_import_round_trips_a_safetensors_state_dict(tmp_path: Path, capsys: pyt
     assert "loaded back and verified" in capsys.readouterr().out
     loaded = load_model(out)
     assert loaded.card.class_names == ("a", "b", "c") and loaded.card.producer == "lab"
+    # a new model: fol personalize and the agent split its node's data by the current rule (fol.nodedata)
+    assert loaded.card.extra == {"imported_from": "w.safetensors", "split_seed": "node_seed"}
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         assert torch.equal(loaded.model(x), model(x))

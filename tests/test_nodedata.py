@@ -129,3 +129,56 @@ def test_an_empty_data_spec_is_refused_not_read_as_the_current_folder(tmp_path, 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match=r"^--data is empty; expected a folder with one sub-folder per class"):
         parse_node_data(text)
+
+
+def _same_split(a, b) -> bool:  # noqa: ANN001 - two fol.data.NodeData
+    import torch
+
+    return all(torch.equal(getattr(a, s).images, getattr(b, s).images)
+               and torch.equal(getattr(a, s).labels, getattr(b, s).labels) for s in ("train", "val", "test"))
+
+
+def test_a_spec_splits_its_node_as_fol_simulate_does_at_any_seed() -> None:
+    """``fol pretrain --data ...,seed=S,node=K`` split node K with seed S + K, fol simulate
+    (fol.nodes.build_nodes) with node_seed(S, K) = S * 1000 + K: the same split only at seed 0, and
+    at seed 1 most of the simulation node's validation and test images were training images of the
+    spec's. The spec now splits by node_seed (the rule new model cards record); S + K stays for old cards."""
+    from fol.data import dirichlet_partition, load_dataset
+    from fol.models import build_model
+    from fol.nodedata import LEGACY_SPLIT_RULE, load_node_data
+    from fol.nodes import build_nodes
+    from fol.train import TrainConfig
+
+    seed, nodes = 1, 2
+    text = "dataset=synthetic-hurricane,nodes=2,psi=0.5,per_node=100,size=300,seed=1,node={k}"
+    pool = load_dataset("synthetic-hurricane", n=300, seed=seed)
+    shards = dirichlet_partition(pool.labels.numpy(), nodes, 0.5, seed, samples_per_node=100)
+    untrained = lambda fn, tasks: [(build_model(t.spec).state_dict(), 0) for t in tasks]  # noqa: E731 - splits only
+    sim = build_nodes(pool, shards, ["cnn-small"], TrainConfig(epochs=1), seed, map=untrained)
+    for k in range(nodes):
+        spec = parse_node_data(text.format(k=k))
+        assert _same_split(load_node_data(spec), sim[k].data), k
+        assert not _same_split(load_node_data(spec, rule=LEGACY_SPLIT_RULE), sim[k].data), k  # the old rule
+
+
+def test_the_split_rule_a_card_records(tmp_path: Path) -> None:
+    """No rule recorded: S + K (every model made before the card recorded one); a rule this toolkit
+    does not know is refused in one line naming the model file and the field, its value shortened."""
+    from fol.data import load_dataset, split_node
+    from fol.errors import CheckpointError
+    from fol.nodedata import LEGACY_SPLIT_RULE, SPLIT_RULE, load_node_data, recorded_split_rule, split_seed
+
+    model = str(tmp_path / "m.safetensors")
+    assert recorded_split_rule({"data": "dataset=synthetic-wildfire"}, model) == LEGACY_SPLIT_RULE
+    assert recorded_split_rule({"split_seed": "node_seed"}, model) == SPLIT_RULE
+    for bad in ("node_seed_v2", 7, None, ["node_seed"], {"a": 1}, "x" * 10_000):
+        with pytest.raises(CheckpointError) as err:
+            recorded_split_rule({"split_seed": bad}, model)
+        line = str(err.value)
+        assert line.startswith(f"{model}: model card extra.split_seed is ") and "'node_seed' or 'seed+node'" in line
+        assert "\n" not in line and len(line) < 400, line
+    spec = parse_node_data("dataset=synthetic-wildfire,partition=all,size=60,seed=2")
+    assert (split_seed(spec), split_seed(spec, LEGACY_SPLIT_RULE)) == (2000, 2)
+    old = split_node(load_dataset("synthetic-wildfire", n=60, seed=2), seed=2)
+    assert _same_split(load_node_data(spec, rule=LEGACY_SPLIT_RULE), old)
+    assert not _same_split(load_node_data(spec), old)

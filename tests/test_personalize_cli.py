@@ -709,3 +709,76 @@ def test_the_summary_shows_names_from_files_and_peers_escaped() -> None:
     assert lines[0] == "FOL round 1 on node\\x1b[2J (variant fol)"
     assert lines[5].startswith("n\\nb\\x1b]0;x\\x07 ") and lines[6] == "  skipped evil\\u202e: classes ['a\\nb'] differ"
     assert lines[7] == "  skipped file x\\ny.bin: not a model file" and len(lines) == 10, lines
+
+
+def _split_of(spec_text: str, seed: int):  # noqa: ANN202 - fol.data.NodeData
+    """Node data of ``spec_text`` split with ``seed``, built here from the loader, the partition and
+    split_node (not through fol.nodedata), to check which split a command used."""
+    import fol.data
+    from fol.data import dirichlet_partition, split_node
+
+    spec = parse_node_data(spec_text)
+    pool = fol.data.load_dataset(spec.dataset, n=spec.size, seed=spec.seed)
+    parts = dirichlet_partition(pool.labels.numpy(), spec.nodes, spec.psi, spec.seed, samples_per_node=spec.per_node)
+    return split_node(pool.subset(parts[spec.node]), seed=seed)
+
+
+def test_personalize_re_splits_by_the_rule_the_model_card_records(
+        swarm_files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A spec's node K split with seed S + K, fol simulate's with node_seed(S, K) = S * 1000 + K. Models
+    pretrained now record the rule (extra.split_seed = "node_seed") and split by node_seed; a model whose
+    card records none was pretrained by S + K, and fol personalize still re-splits its data so, round after
+    round (its D_val / D_test unchanged, none of its training images in them). A rule this toolkit does
+    not know is refused in one line, before the data is read."""
+    import dataclasses
+
+    import fol.nodedata
+    from fol.checkpoint import save_model
+
+    import fol.data
+
+    pools: dict = {}  # one pool drawn once (seconds each on a busy machine), not by every command of the test
+    draw = fol.data.load_dataset
+    monkeypatch.setattr(fol.data, "load_dataset", lambda *a, **k: pools.get(repr((a, sorted(k.items()))))
+                        or pools.setdefault(repr((a, sorted(k.items()))), draw(*a, **k)))
+    used: list = []
+    real = fol.nodedata.load_node_data
+    monkeypatch.setattr(fol.nodedata, "load_node_data", lambda *a, **k: used.append(real(*a, **k)) or used[-1])
+    (tmp_path / "e2.toml").write_text(FAST + "rounds = 2\n")
+    spec = DATA.format(k=0)  # seed=3, node=0: S + K = 3, node_seed = 3000
+
+    def personalize(model: Path, out: Path) -> int:
+        return main(["personalize", "--model", str(model), "--data", spec, "--variant", "local",
+                     "--out", str(out), "--config", str(tmp_path / "e2.toml")])
+
+    def same_test_split(data, expected) -> bool:  # noqa: ANN001
+        return torch.equal(data.test.images, expected.test.images) and torch.equal(data.val.images, expected.val.images)
+
+    new, old = _split_of(spec, 3000), _split_of(spec, 3)
+    assert not same_test_split(new, old)
+    pretrained = load_model(swarm_files / "node0.safetensors")
+    assert pretrained.card.extra["split_seed"] == "node_seed"  # fol pretrain records its rule
+    assert personalize(swarm_files / "node0.safetensors", tmp_path / "new") == 0
+    assert same_test_split(used[-1], new)
+    assert read_card(tmp_path / "new" / "model.safetensors").extra["split_seed"] == "node_seed"
+
+    # a model pretrained before the rule was recorded (its card as fol pretrain wrote it then)
+    extra = {k: v for k, v in pretrained.card.extra.items() if k != "split_seed"}
+    save_model(tmp_path / "old.safetensors", pretrained.model, dataclasses.replace(pretrained.card, extra=extra))
+    assert personalize(tmp_path / "old.safetensors", tmp_path / "round1") == 0
+    assert same_test_split(used[-1], old)
+    assert read_card(tmp_path / "round1" / "model.safetensors").extra["split_seed"] == "seed+node"  # passed on
+    assert personalize(tmp_path / "round1" / "model.safetensors", tmp_path / "round2") == 0
+    assert same_test_split(used[-1], old)
+
+    capsys.readouterr()
+    count = len(used)
+    for bad in ("node_seed_v2", 3000):
+        model = tmp_path / f"unknown-{bad}.safetensors"
+        save_model(model, pretrained.model, dataclasses.replace(pretrained.card, extra={**extra, "split_seed": bad}))
+        assert personalize(model, tmp_path / "out") == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"fol personalize: error: {model}: model card extra.split_seed is {bad!r}; this toolkit "
+                       f"splits a node's data by 'node_seed' or 'seed+node' (a model made by a newer toolkit?); "
+                       f"use that toolkit, or a model whose card records one of these"], err
+        assert len(used) == count and not (tmp_path / "out").exists()

@@ -182,7 +182,7 @@ def _pretrain(path: Path, name: str, spec_text: str, arch: str, fol: dict[str, A
     from fol.checkpoint import ModelCard, save_model
     from fol.config import FOLConfig
     from fol.models import ModelSpec
-    from fol.nodedata import load_node_data, parse_node_data
+    from fol.nodedata import SPLIT_RULE, SPLIT_SEED_KEY, load_node_data, parse_node_data
     from fol.stages import pretrain
 
     cfg = FOLConfig.from_dict(dict(fol))
@@ -191,7 +191,8 @@ def _pretrain(path: Path, name: str, spec_text: str, arch: str, fol: dict[str, A
     spec = ModelSpec(arch, num_classes=len(node.train.class_names), in_channels=x.shape[1], input_size=x.shape[2])
     model = pretrain(spec, node, cfg.pretrain_train(), init_seed=init_seed)
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_model(path, model, ModelCard(spec=spec, class_names=list(node.train.class_names), producer=name, round=0))
+    save_model(path, model, ModelCard(spec=spec, class_names=list(node.train.class_names), producer=name, round=0,
+                                      extra={SPLIT_SEED_KEY: SPLIT_RULE}))  # the agent re-splits by it
 
 
 class LoopbackSwarm:

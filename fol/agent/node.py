@@ -153,6 +153,7 @@ class Agent:
         self.failed_attempts = 0  # consecutive failed personalization attempts of the current round
         self._retry_at = 0.0  # monotonic: no automatic trigger before this (back-off after a failure)
         self._node_data: Any = None
+        self._split_rule: str | None = None  # the split rule the round-0 model's card records (fol.nodedata)
         self.links: dict[str, PeerLink] = {}
         self.closed = False
         self._lock_fd: int | None = _lock_state_dir(config.state_dir, config.node_id)
@@ -245,9 +246,13 @@ class Agent:
         folder, a corrupt image, a shard the dataset cannot give or classes other than the model's are
         refused now, not at the first personalization, maybe hours into a flight). ``card`` is the
         current model's (at ``model``), ``local_card`` the node's round-0 model's (at ``local``)."""
-        from fol.nodedata import load_node_data, pretraining_spec, split_fields
+        from fol.nodedata import load_node_data, pretraining_spec, recorded_split_rule, split_fields
 
         where = f"{self.cfg.source}: node.data"
+        try:  # the data is split as the model was trained on it: by the rule its card records
+            rule = recorded_split_rule(local_card.extra, str(local))
+        except CheckpointError as exc:
+            raise ConfigError(f"{self.cfg.source}: node.model: {exc}") from None
         trained_on = local_card.extra.get("data")  # fol pretrain's --data
         earlier = pretraining_spec(trained_on)
         if earlier is not None and split_fields(earlier) != split_fields(self._data_spec):
@@ -255,7 +260,7 @@ class Agent:
                               f"gives another shard or split, whose validation and test images may be ones the "
                               f"model trained on; give the spec it was pretrained on")
         try:
-            data = load_node_data(self._data_spec, where=where)
+            data = load_node_data(self._data_spec, where=where, rule=rule)
         except FOLError as exc:  # the loaders' own messages name the folder or file, not the config field
             text = str(exc)
             raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
@@ -268,6 +273,7 @@ class Agent:
         if card.input_shape and list(card.input_shape) != shape:
             raise ConfigError(f"{where}: the data's images are {shape} (C, H, W), the model ({model}) takes "
                               f"{list(card.input_shape)}")
+        self._split_rule = rule
         return data
 
     def _adopt(self, loaded: Any) -> Any:
@@ -741,10 +747,14 @@ class Agent:
                   exc_info=not isinstance(exc, (FOLError, OSError)))  # a disk error: the line names the file
 
     def _load_node_data(self) -> Any:
-        if self._node_data is None:
-            from fol.nodedata import load_node_data
+        if self._node_data is None:  # not loaded at start-up: split by the rule the round-0 model's card records
+            from fol.checkpoint import read_card
+            from fol.nodedata import load_node_data, recorded_split_rule
 
-            self._node_data = load_node_data(self._data_spec)
+            local = self.inbox.path(self.inbox.state.local_model)
+            rule = recorded_split_rule(read_card(local, max_bytes=self.cfg.limits.max_payload_bytes).extra, str(local))
+            self._node_data = load_node_data(self._data_spec, rule=rule)
+            self._split_rule = rule
         return self._node_data
 
     @contextlib.contextmanager
@@ -767,6 +777,7 @@ class Agent:
 
     def _run_round(self, info: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
         from fol.checkpoint import ModelCard, load_model, save_model
+        from fol.nodedata import SPLIT_SEED_KEY
         from fol.personalize import NodeState, Received, load_pool, personalize, save_ensemble, save_pool_round
 
         round_ = info["round"]
@@ -798,7 +809,8 @@ class Agent:
         out = models / f"round-{round_}.safetensors"
         card = ModelCard(spec=spec, class_names=names, input_shape=current.card.input_shape, producer=self.node_id,
                          round=round_, extra={"variant": self.cfg.variant, "personalized_from": info["current_model"],
-                                              "received": [r.name for r in received]})
+                                              "received": [r.name for r in received],
+                                              SPLIT_SEED_KEY: self._split_rule})
         save_model(out, state.current_model, card)
         files: dict[str, Any] = {"model": self.inbox.relative(out)}
         if self.cfg.variant in ("fol-a", "fol-an") and not report.kept_local:
