@@ -163,7 +163,8 @@ def pretraining_spec(trained_on: object) -> NodeDataSpec | None:
 
 #: The key of a model card's ``extra`` that names the rule its node's train / val / test split is
 #: seeded by (:func:`split_seed`), so that every later command re-splits the node's data as the
-#: model was trained on it. ``fol pretrain`` (and ``fol model import``) record :data:`SPLIT_RULE`;
+#: model was trained on it. ``fol pretrain``, ``fol model import`` and ``fol simulate``'s pretrained
+#: checkpoints record :data:`SPLIT_RULE`;
 #: ``fol personalize`` and the node agent pass on the rule they split by.
 SPLIT_SEED_KEY = "split_seed"
 #: Node ``K`` of a spec with ``seed=S`` splits with :func:`fol.seeds.node_seed` ``(S, K)``, as

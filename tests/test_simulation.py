@@ -26,6 +26,7 @@ from fol.simulation.cli import _apply_overrides
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.scenario import result_settings
 from fol.cli import main
+from fol.checkpoint import read_card
 from fol.data import assignment_partition
 from fol.errors import ConfigError
 from orbits import ground_track, in_swath, swath_half_angle_rad, walker_delta
@@ -719,6 +720,8 @@ def test_resume_after_a_kill_during_pretraining_keeps_finished_nodes(tiny_leo_lo
     for name, data in kept.items():  # finished nodes were kept, not pretrained again
         assert (pretrained / name).read_bytes() == data
     assert len(list(pretrained.glob("*.safetensors"))) == 6
+    # build_nodes split every node by node_seed: a later fol personalize re-splits by the rule the card records
+    assert {read_card(p).extra.get("split_seed") for p in pretrained.glob("*.safetensors")} == {"node_seed"}
     a, b = [r for r in _rows(tiny_leo_local[2].out) if r["seed"] == "0"], _rows(cut)
     assert len(a) == len(b) == 18
     assert sum(int(r["received_models"]) for r in a if r["method"] == "fol") > 0  # FOL really exchanged models

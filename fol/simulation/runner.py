@@ -59,6 +59,7 @@ from fol.fileio import atomic_write_bytes, atomic_write_text, remove_temporaries
 from fol.methods import NodeResult, NodeSetup, SwarmContext, get_method
 from fol.methods.fol_method import payload_card
 from fol.models import ModelSpec
+from fol.nodedata import SPLIT_RULE, SPLIT_SEED_KEY
 from fol.nodes import PretrainTask, build_nodes
 from fol.variants import VARIANTS
 
@@ -515,7 +516,8 @@ def _pretrained_nodes(scn: SwarmScenario, pool: GeoDataset, shards: list[np.ndar
         model = build_model(task.spec)
         model.load_state_dict(state_dict)
         card = ModelCard(spec=task.spec, class_names=list(pool.class_names), input_shape=[c, h, h],
-                         producer=task.name, round=0, extra={"pretrain_flops": int(flops), "seed": seed})
+                         producer=task.name, round=0,
+                         extra={"pretrain_flops": int(flops), "seed": seed, SPLIT_SEED_KEY: SPLIT_RULE})
         save_model(saved[task.index], model, card)
 
     def resumable_map(fn: Any, tasks: Sequence[PretrainTask]) -> list[Any]:
