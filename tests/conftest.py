@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from _scenarios import LEO
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -47,16 +49,6 @@ def benchmark_script():
     return _benchmark_script
 
 
-def tiny_leo_text() -> str:
-    """The tiny LEO scenario ``LEO`` of test_simulation.py (6 satellites, 16x16
-    images, seed 0; the string literal only, read without importing that module)."""
-    src = (Path(__file__).with_name("test_simulation.py")).read_text()
-    start = src.index('LEO = """')
-    ns: dict = {}
-    exec(src[start:src.index('"""\n', start + 9) + 4], ns)
-    return ns["LEO"]
-
-
 @pytest.fixture(scope="session")
 def tiny_leo_local(tmp_path_factory):
     """The tiny LEO scenario run once with the local executor over seeds 0 and 1
@@ -70,7 +62,7 @@ def tiny_leo_local(tmp_path_factory):
 
     from fol.simulation import parse_scenario, run_simulation
 
-    text = tiny_leo_text()
+    text = LEO
     doc = tomllib.loads(text)
     assert doc["scenario"]["seeds"] == [0]
     doc["scenario"]["seeds"] = [0, 1]

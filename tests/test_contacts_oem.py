@@ -19,6 +19,8 @@ from contact_sim.scenario import (build_batteries, build_constellation, build_tr
 from orbits import (Ephemeris, format_omm, ground_track, orbital_planes, parse_oem_text, parse_omm_text,
                     propagate_offsets, read_oem, read_tle, walker_delta, walker_star)
 
+from _scenarios import tiny_fol
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 EXAMPLE = EXAMPLES / "leo_oem.toml"
 OEM = {"kind": "oem", "oem_file": "leo_oem.oem"}
@@ -172,7 +174,7 @@ def test_the_orbit_partition_sweeps_the_oem_satellites_swaths_as_the_tles() -> N
     assert np.array_equal(got, want)
 
 
-LEARNING = """
+LEARNING = f"""
 [data]
 dataset = "synthetic-hurricane"
 size = 600
@@ -182,15 +184,7 @@ swath_km = 400.0
 acquisition_s = 20000.0
 per_node = 60
 min_samples = 20
-[fol]
-max_neighbours = 2
-top_k = 2
-finetune_epochs = 1
-post_finetune_epochs = 1
-gate_epochs = 1
-distill_epochs = 1
-pretrain_epochs = 1
-[methods]
+{tiny_fol(distill_epochs=1, pretrain_epochs=1)}[methods]
 run = ["local"]
 [run]
 executor = "local"

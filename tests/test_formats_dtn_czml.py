@@ -19,6 +19,8 @@ from contact_sim.czml import czml_packets
 from contact_sim.windows import A_TO_B, B_TO_A, BOTH
 from fol.cli import main
 
+from _scenarios import tiny_fol
+
 START = dt.datetime(2026, 8, 1, tzinfo=dt.timezone.utc)
 
 
@@ -427,7 +429,7 @@ def test_plan_file_scenario_validation(tmp_path: Path) -> None:
     assert contacts_main(["contacts", str(tmp_path / "s.toml"), "--czml", "--out", str(tmp_path / "o")]) == 2
 
 
-ION_SCENARIO = """
+ION_SCENARIO = f"""
 [scenario]
 name = "tiny-ion"
 seeds = [0]
@@ -446,15 +448,7 @@ image_size = 16
 partition = "dirichlet"
 psi = 1.0
 per_node = 100
-[fol]
-max_neighbours = 2
-top_k = 2
-finetune_epochs = 1
-post_finetune_epochs = 1
-gate_epochs = 1
-distill_epochs = 2
-pretrain_epochs = 2
-[methods]
+{tiny_fol()}[methods]
 run = ["local", "fol"]
 [run]
 executor = "local"

@@ -31,49 +31,7 @@ from fol.data import assignment_partition
 from fol.errors import ConfigError
 from orbits import ground_track, in_swath, swath_half_angle_rad, walker_delta
 
-LEO = """
-[scenario]
-name = "tiny-leo"
-seeds = [0]
-[constellation]
-kind = "walker-delta"
-total = 6
-planes = 2
-phasing = 1
-altitude_km = 550.0
-inclination_deg = 53.0
-epoch = "2026-06-01T00:00:00Z"
-[time]
-duration_s = 86400.0
-step_s = 120.0
-[link]
-model = "constant"
-rate_bps = 10e6
-max_range_km = 5000.0
-acquisition_s = 30.0
-[rounds]
-count = 1
-[data]
-dataset = "synthetic-hurricane"
-size = 2000
-image_size = 16
-partition = "orbit"
-per_node = 100
-min_samples = 40
-[fol]
-max_neighbours = 2
-top_k = 2
-finetune_epochs = 1
-post_finetune_epochs = 1
-gate_epochs = 1
-distill_epochs = 2
-pretrain_epochs = 2
-[methods]
-run = ["local", "fol", "fol-a"]
-[run]
-executor = "local"
-threads = 1
-"""
+from _scenarios import LEO, tiny_fol
 
 
 def _doc(text: str = LEO, **changes: dict) -> dict:
@@ -444,7 +402,7 @@ def test_orbit_partition_assigns_every_covered_sample_exactly_once(rule: str) ->
 # ------------------------------------------------------------------ runs
 
 
-DRONES = """
+DRONES = f"""
 [scenario]
 name = "tiny-drones"
 seeds = [0]
@@ -466,15 +424,7 @@ image_size = 16
 partition = "dirichlet"
 psi = 1.0
 per_node = 100
-[fol]
-max_neighbours = 2
-top_k = 2
-finetune_epochs = 1
-post_finetune_epochs = 1
-gate_epochs = 1
-distill_epochs = 2
-pretrain_epochs = 2
-[methods]
+{tiny_fol()}[methods]
 run = ["local", "fol", "fedavg"]
 [methods.fedavg]
 local_epochs = 1
