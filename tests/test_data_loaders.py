@@ -854,6 +854,36 @@ def test_a_class_folder_link_that_points_nowhere_stops_the_load(tmp_path):
     assert load_dataset("imagefolder", path=root, image_size=8).class_names == ["a", "b"]  # links that work
 
 
+def test_a_loop_of_links_is_named_a_loop_not_a_link_to_nothing(tmp_path, capsys, caplog):
+    """A class folder link in a loop of links (c1 -> c2 -> c1) was said to point to 'c2, which does
+    not exist', where c2 is there; an image link in a loop ended in 'cannot read image (OSError:
+    [Errno 40] Too many levels of symbolic links ...)'. Each is named a loop of links, in one line."""
+    from fol.cli import main
+
+    root = tmp_path / "imgs"
+    _write(root / "a" / "x.png", (1, 2, 3))
+    _write(root / "b" / "y.png", (1, 2, 3))
+    (root / "c1").symlink_to("c2")
+    (root / "c2").symlink_to("c1")
+    with pytest.raises(DataError) as err:
+        load_dataset("imagefolder", path=root, image_size=8)
+    assert str(err.value) == (f"image folder {root}: {root / 'c1'} is a link to c2, which leads back to it (a loop "
+                              f"of links); point it at a class folder or remove it"), err.value
+    assert main(["data", "info", f"imagefolder:{root}"]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"fol data: error: imagefolder:{root}: {err.value}"]
+    for link in ("c1", "c2"):
+        (root / link).unlink()
+    (root / "a" / "x1.png").symlink_to("x2.png")
+    (root / "a" / "x2.png").symlink_to("x1.png")
+    with pytest.raises(DataError) as err:
+        load_dataset("imagefolder", path=root, image_size=8)
+    assert str(err.value) == f"{root / 'a' / 'x1.png'}: a link to x2.png, which leads back to it (a loop of links)"
+    with caplog.at_level("WARNING", logger="fol.data.loaders"):
+        ds = load_dataset("imagefolder", path=root, image_size=8, skip_corrupt=True)
+    assert [Path(s).name for s in ds.sources] == ["x.png", "y.png"]
+    assert f"skipped 2 unreadable image(s): {root / 'a' / 'x1.png'}" in caplog.text
+
+
 def _split_first_tree(base: Path) -> Path:
     """A Kaggle-style folder: split first, then class; 'smoke' is only in train."""
     _write(base / "train" / "fire" / "-120.5,38.25.png", (220, 40, 0))

@@ -28,6 +28,7 @@ files are ever unpickled.
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import logging
 import math
@@ -592,12 +593,10 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
     except Image.DecompressionBombError as exc:  # more than twice the limit: Pillow refuses it in open()
         found = re.search(r"\((\d+) pixels\)", str(exc))
         raise _too_large(path, f"{int(found.group(1)):,}" if found else "too many") from None
-    except FileNotFoundError as exc:
-        if Path(path).is_symlink():
-            raise DataError(f"{path}: a link to {os.readlink(path)}, which does not exist") from None
-        raise DataError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from None
     # TypeError: a TIFF tag of another type than the one Pillow uses (StripOffsets as DOUBLE)
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError, TypeError) as exc:
+        if isinstance(exc, OSError) and (dead := _dead_link(path)) is not None:
+            raise DataError(f"{path}: a link to {os.readlink(path)}, which {_DEAD_LINK[dead]}") from None
         tiff = _tiff_bands(path) if isinstance(exc, UnidentifiedImageError) else None
         if tiff is not None:
             bits = "/".join(map(str, sorted(set(tiff[1]))))
@@ -700,6 +699,27 @@ def _to_dataset(
     )
 
 
+#: What a link that leads to no file says, by the error following it gives (:func:`_dead_link`).
+_DEAD_LINK = {errno.ENOENT: "does not exist", errno.ELOOP: "leads back to it (a loop of links)"}
+
+
+def _dead_link(path: str | Path) -> int | None:
+    """``errno.ENOENT`` when ``path`` is a link that points nowhere (a file or folder moved, a disk
+    not mounted), ``errno.ELOOP`` when it is in a loop of links (``a -> b -> a``); None otherwise
+    (not a link, one that leads to a file or folder, or one that cannot be followed for another
+    reason, such as a folder on its way that cannot be searched)."""
+    if not os.path.islink(path):
+        return None
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return errno.ELOOP
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):  # a file on its way where a folder was
+            return errno.ENOENT
+    return None
+
+
 #: Folders that are never classes: what macOS's zip puts beside the files (hidden folders neither).
 NOT_CLASSES = frozenset({"__MACOSX"})
 
@@ -713,9 +733,10 @@ def class_folders(root: Path) -> dict[str, Path]:
     would be left out without a word."""
     found: dict[str, Path] = {}
     for d in sorted(Path(root).iterdir()):
-        if d.is_symlink() and not d.exists() and not d.name.startswith("."):
-            raise DataError(f"image folder {root}: {d} is a link to {os.readlink(d)}, which does not exist (a class "
-                            f"folder moved, or a disk not mounted?); restore it or remove the link")
+        if not d.name.startswith(".") and (dead := _dead_link(d)) is not None:
+            raise DataError(f"image folder {root}: {d} is a link to {os.readlink(d)}, which {_DEAD_LINK[dead]}"
+                            + ("; point it at a class folder or remove it" if dead == errno.ELOOP else
+                               " (a class folder moved, or a disk not mounted?); restore it or remove the link"))
         if d.is_dir() and not d.name.startswith(".") and d.name not in NOT_CLASSES:
             name = class_name(d.name)
             if name in found:
