@@ -854,6 +854,22 @@ def test_a_class_folder_link_that_points_nowhere_stops_the_load(tmp_path):
     assert load_dataset("imagefolder", path=root, image_size=8).class_names == ["a", "b"]  # links that work
 
 
+def test_an_empty_image_file_is_named_empty(tmp_path, capsys):
+    """A zero-byte file named like an image (a copy cut short, a sync placeholder) stopped the load
+    with 'cannot read image (UnidentifiedImageError: cannot identify image file '<the path again>')',
+    which does not say that the file is empty."""
+    from fol.cli import main
+
+    root = tmp_path / "imgs"
+    _write(root / "a" / "x.png", (1, 2, 3))
+    _write(root / "b" / "y.png", (1, 2, 3))
+    (root / "b" / "z.jpg").write_bytes(b"")
+    assert main(["data", "info", f"imagefolder:{root}"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"fol data: error: imagefolder:{root}: {root / 'b' / 'z.jpg'}: cannot read image (an empty file, 0 bytes)"]
+    assert len(load_dataset("imagefolder", path=root, image_size=8, skip_corrupt=True)) == 2
+
+
 def test_a_loop_of_links_is_named_a_loop_not_a_link_to_nothing(tmp_path, capsys, caplog):
     """A class folder link in a loop of links (c1 -> c2 -> c1) was said to point to 'c2, which does
     not exist', where c2 is there; an image link in a loop ended in 'cannot read image (OSError:

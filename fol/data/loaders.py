@@ -597,6 +597,12 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError, TypeError) as exc:
         if isinstance(exc, OSError) and (dead := _dead_link(path)) is not None:
             raise DataError(f"{path}: a link to {os.readlink(path)}, which {_DEAD_LINK[dead]}") from None
+        try:  # an empty file: Pillow's "cannot identify image file" says less
+            empty = isinstance(exc, UnidentifiedImageError) and os.path.getsize(path) == 0
+        except OSError:  # gone since: said as Pillow said it
+            empty = False
+        if empty:
+            raise DataError(f"{path}: cannot read image (an empty file, 0 bytes)") from None
         tiff = _tiff_bands(path) if isinstance(exc, UnidentifiedImageError) else None
         if tiff is not None:
             bits = "/".join(map(str, sorted(set(tiff[1]))))
