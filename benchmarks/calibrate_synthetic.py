@@ -24,6 +24,13 @@ from the repository root::
     OMP_NUM_THREADS=1 python benchmarks/calibrate_synthetic.py            # both tasks
     OMP_NUM_THREADS=1 python benchmarks/calibrate_synthetic.py --task hurricane
     OMP_NUM_THREADS=1 python benchmarks/calibrate_synthetic.py --task hurricane --seeds 3 --json hurricane.json
+    OMP_NUM_THREADS=1 python benchmarks/calibrate_synthetic.py --task wildfire --by-form -v
+
+With ``--by-form`` it also prints where the room between local and pooled
+training is: the mean local and pooled accuracy of the nodes whose test split
+is 90 % or more one class against the other nodes, and how many test images of
+each event form (and of no event) the local models and the pooled model get
+wrong (with ``-v`` per region box); ``--json`` keeps them as ``by_form``.
 
 A seed draws everything anew: the pool, the partition, the splits, the
 region images and the models' initialisation. With ``--seeds N`` the seeds
@@ -56,6 +63,7 @@ local 87.4 % vs 59.7 %, pooled 98.5 %, drop 22.3: all four targets met.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import statistics
 import sys
@@ -63,6 +71,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -70,7 +79,7 @@ from _common import (fail, int_in, machine_line, per_core, positive_float, seed_
                      unwritable_output, user_seed)
 
 from fol.config import FOLConfig  # noqa: E402
-from fol.data import DEFAULT_MIN_SAMPLES, TASK_REGIONS, GeoDataset, dirichlet_partition, make_synthetic, split_node  # noqa: E402
+from fol.data import DEFAULT_MIN_SAMPLES, TASK_REGIONS, TASK_TYPE_CLASSES, GeoDataset, dirichlet_partition, make_synthetic, split_node  # noqa: E402
 from fol.errors import FOLError  # noqa: E402
 from fol.fileio import write_json_atomic  # noqa: E402
 from fol.models import DEFAULT_ARCH, ModelSpec, architectures, build_model  # noqa: E402
@@ -79,12 +88,68 @@ from fol.train import TrainConfig, evaluate, fit  # noqa: E402
 TARGETS = {"local - majority": 5.0, "pooled": 95.0, "pooled - local": 10.0, "far-region drop": 10.0}
 
 
-def train_eval(arch: str, train: GeoDataset, val: GeoDataset, tests: list[GeoDataset], cfg: TrainConfig,
-               seed: int) -> list[float]:
+def train_model(arch: str, train: GeoDataset, val: GeoDataset, cfg: TrainConfig, seed: int) -> torch.nn.Module:
     c, h, _ = train.image_shape
     model = build_model(ModelSpec(arch, num_classes=train.num_classes, in_channels=c, input_size=h), seed=seed)
     fit(model, train.tensors(), cfg, val=val.tensors())
+    return model
+
+
+def train_eval(arch: str, train: GeoDataset, val: GeoDataset, tests: list[GeoDataset], cfg: TrainConfig,
+               seed: int) -> list[float]:
+    model = train_model(arch, train, val, cfg, seed)
     return [evaluate(model, *t.tensors()).accuracy for t in tests]
+
+
+def right(model: torch.nn.Module, ds: GeoDataset) -> np.ndarray:
+    """Whether the model classifies each image of ``ds`` right (bool array)."""
+    model.eval()
+    with torch.no_grad():
+        pred = torch.cat([model(ds.images[i:i + 512]).argmax(1) for i in range(0, len(ds), 512)])
+    return (pred == ds.labels).numpy()
+
+
+#: A node counts as nearly one class, for ``--by-form``, when this share or more of its test split is one class.
+ONE_CLASS_SHARE = 0.9
+
+
+def room_by_form(task: str, nodes: list, local_right: list[np.ndarray], pooled_right: list[np.ndarray],
+                 forms: np.ndarray, verbose: bool) -> dict:
+    """Where the room between local and pooled training is: the nodes whose test split is nearly one
+    class against the others, and each event form's errors (forms indexed by pool position,
+    :data:`fol.data.TASK_TYPE_CLASSES` order), per region box with ``verbose``."""
+    one = [float(nd.test.class_counts().max()) / len(nd.test) >= ONE_CLASS_SHARE for nd in nodes]
+    groups = {}
+    for name, keep in (("nearly one class", True), ("others", False)):
+        idx = [k for k in range(len(nodes)) if one[k] == keep]
+        groups[name] = {"nodes": len(idx), **{who: 100 * float(np.mean([r[k].mean() for k in idx])) if idx else None
+                                               for who, r in (("local", local_right), ("pooled", pooled_right))}}
+    pct = lambda v: "-" if v is None else f"{v:.1f} %"  # noqa: E731
+    a, b = groups["nearly one class"], groups["others"]
+    print(f"  where the room is    : the {a['nodes']} nodes whose test split is >= {100 * ONE_CLASS_SHARE:.0f} % one "
+          f"class: local {pct(a['local'])}, pooled {pct(a['pooled'])}; the other {b['nodes']}: local "
+          f"{pct(b['local'])}, pooled {pct(b['pooled'])}")
+    form = np.concatenate([forms[[int(s) for s in nd.test.sources]] for nd in nodes])
+    lr, pr = np.concatenate(local_right), np.concatenate(pooled_right)
+    lat = np.concatenate([nd.test.lat for nd in nodes])
+    lon = np.concatenate([nd.test.lon for nd in nodes])
+    boxes = TASK_REGIONS[task]
+    box = np.full(len(lat), -1)
+    for i, b in enumerate(boxes):
+        box[(box < 0) & (lat >= b.lat_min) & (lat <= b.lat_max) & (lon >= b.lon_min) & (lon <= b.lon_max)] = i
+    names = TASK_TYPE_CLASSES[task]
+    errors = {}
+    print("  test images wrong, by the event's form: local / pooled of n")
+    for f, name in enumerate(names):
+        m = form == f
+        errors[name] = {"n": int(m.sum()), "local": int((~lr[m]).sum()), "pooled": int((~pr[m]).sum()),
+                        "by_region": {b.name: [int((~lr[m & (box == i)]).sum()), int((~pr[m & (box == i)]).sum()),
+                                               int((m & (box == i)).sum())] for i, b in enumerate(boxes)}}
+        e = errors[name]
+        print(f"    {name:12s}: {e['local']:3d} / {e['pooled']:3d} of {e['n']}"
+              + (" (" + ", ".join(f"{r}: {a} / {b} of {n}" for r, (a, b, n) in e["by_region"].items()) + ")"
+                 if verbose else ""))
+    return {"groups": groups, "errors": errors}
 
 
 def _centre(box) -> tuple[float, float]:
@@ -122,20 +187,28 @@ def calibrate(task: str, args: argparse.Namespace, seed: int) -> dict[str, float
     over = {k: v for k, v in (("pretrain_lr", args.lr), ("patience", args.patience)) if v is not None}
     cfg = FOLConfig(seed=seed, **over).pretrain_train()
     ds = make_synthetic(task, args.pool, seed=seed, classes=args.classes)
+    forms = None
+    if args.by_form:  # the pool positions travel with the images (as their sources) to look up each one's form
+        forms = (ds.labels if args.classes == "type" else make_synthetic(task, args.pool, seed=seed, classes="type").labels).numpy()
+        ds = dataclasses.replace(ds, sources=[str(i) for i in range(len(ds))])
     parts = dirichlet_partition(ds.labels.numpy(), args.nodes, args.psi, seed=seed,
                                 samples_per_node=args.per_node)
     nodes = [split_node(ds.subset(p, name=f"node{k}"), seed=seed + k) for k, p in enumerate(parts)]
-    local, majority = [], []
+    local, majority, local_right = [], [], []
     for k, nd in enumerate(nodes[: args.local_nodes or None]):
-        (acc,) = train_eval(args.arch, nd.train, nd.val, [nd.test], cfg, seed=seed)
+        model = train_model(args.arch, nd.train, nd.val, cfg, seed=seed)
+        acc = evaluate(model, *nd.test.tensors()).accuracy
         local.append(acc)
+        if forms is not None:
+            local_right.append(right(model, nd.test))
         maj = int(np.argmax(nd.train.class_counts()))
         majority.append(float((nd.test.labels == maj).float().mean()))
         if args.verbose:
             print(f"  node {k:2d}: train mix={nd.train.class_counts().tolist()} test acc={acc:.3f} "
                   f"(majority {majority[-1]:.3f})", flush=True)
     pooled = [GeoDataset.concat([getattr(nd, s) for nd in nodes], name=f"pooled-{s}") for s in ("train", "val", "test")]
-    (pooled_acc,) = train_eval(args.arch, pooled[0], pooled[1], [pooled[2]], cfg, seed=seed)
+    pooled_model = train_model(args.arch, pooled[0], pooled[1], cfg, seed=seed)
+    pooled_acc = evaluate(pooled_model, *pooled[2].tensors()).accuracy
     near_acc, far_acc, near_name, far_name = region_drop(task, args.arch, args.region_images, cfg, seed,
                                                          args.classes)
     loc, maj = 100 * float(np.mean(local)), 100 * float(np.mean(majority))
@@ -155,6 +228,10 @@ def calibrate(task: str, args: argparse.Namespace, seed: int) -> dict[str, float
     for name, value in checks.items():
         ok = value >= TARGETS[name]
         print(f"  {name:17s}: {value:5.1f} (target >= {TARGETS[name]:.0f}) {'met' if ok else 'NOT met'}")
+    if forms is not None:
+        shown_nodes = nodes[: len(local_right)]
+        out["by_form"] = room_by_form(task, shown_nodes, local_right, [right(pooled_model, nd.test) for nd in shown_nodes],
+                                      forms, args.verbose)
     print(f"  wall time {out['seconds']:.0f} s", flush=True)
     return out
 
@@ -219,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also write every seed's figures to this file (rewritten after each seed)")
     ap.add_argument("--lr", type=positive_float("a learning rate"), help="pretraining lr (default: FOLConfig's pretrain_lr)")
     ap.add_argument("--patience", type=int_in(0), help="early-stopping patience (default: FOLConfig's)")
+    ap.add_argument("--by-form", action="store_true",
+                    help="also print where the room between local and pooled is: the nodes that are nearly one class "
+                         "against the others, and each event form's errors (with -v per region box)")
     ap.add_argument("--threads", type=per_core, default=1)
     ap.add_argument("-v", "--verbose", action="store_true", help="print every node")
     args = ap.parse_args(argv)

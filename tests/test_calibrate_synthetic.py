@@ -106,3 +106,36 @@ def test_bad_settings_are_one_line_and_region_images_is_checked_before_training(
         assert script.main(small + argv) == 2
         err = capsys.readouterr().err
         assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("classes", ["event", "type"])
+def test_by_form_accounts_for_every_test_image(classes, tmp_path, capsys, benchmark_script) -> None:
+    """--by-form: the forms' counts add up to every node's test images, their local and pooled
+    errors to the printed local and pooled accuracies, and the two node groups to all nodes
+    (the same with --classes type, where an image's label is its form)."""
+    import json
+
+    script = benchmark_script("calibrate_synthetic")
+    path = tmp_path / "cal.json"
+    argv = ["--task", "hurricane", "--classes", classes, "--nodes", "3", "--per-node", "40", "--pool", "600",
+            "--region-images", "80", "--by-form", "--json", str(path)]
+    assert script.main(argv) == 0
+    out = capsys.readouterr().out
+    run = json.loads(path.read_text())["runs"]["hurricane"][0]
+    errors, groups = run["by_form"]["errors"], run["by_form"]["groups"]
+    names = ["no_damage", "flood", "roof_damage", "blue_tarp", "debris"]
+    assert sorted(errors) == sorted(names)  # the JSON writer sorts keys; the printout keeps the class order
+    assert [out.index(f"    {name}") for name in names] == sorted(out.index(f"    {name}") for name in names)
+    n = sum(e["n"] for e in errors.values())
+    assert n == 3 * 6  # 15 % of 40 images per node
+    assert sum(sum(r[2] for r in e["by_region"].values()) for e in errors.values()) == n
+    local_wrong = sum(e["local"] for e in errors.values())
+    pooled_wrong = sum(e["pooled"] for e in errors.values())
+    assert abs(100 * (1 - local_wrong / n) - run["local"]) < 1e-4  # equal test splits: the mean over nodes (float32 accuracies)
+    assert abs(100 * (1 - pooled_wrong / n) - run["pooled"]) < 1e-4
+    assert sum(g["nodes"] for g in groups.values()) == 3
+    mean = sum(g["local"] * g["nodes"] for g in groups.values() if g["nodes"]) / 3
+    assert abs(mean - run["local"]) < 1e-4
+    for name, e in errors.items():
+        assert re.search(rf"{name} *: +{e['local']} / +{e['pooled']} of {e['n']}\b", out)
+    assert "where the room is" in out
