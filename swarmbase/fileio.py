@@ -16,6 +16,7 @@ umask), like ``open(path, "w")`` would, not the private ``0o600`` of
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -28,7 +29,7 @@ from typing import IO, Any, Callable, Iterator, Sequence
 
 __all__ = ["fsync_dir", "make_dirs", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
            "staged_outputs", "check_output_dir", "check_output_file", "publish_gate", "is_temporary",
-           "remove_temporaries", "remove_path"]
+           "remove_temporaries", "remove_path", "dead_link", "DEAD_LINK"]
 
 #: The name of :func:`atomic_writer`'s temporary file for ``<name>``: ``.<name>.<12 hex digits>.tmp``.
 _TEMPORARY = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
@@ -86,9 +87,14 @@ def fsync_dir(folder: Path) -> None:
 
 def make_dirs(folder: Path) -> None:
     """``folder.mkdir(parents=True, exist_ok=True)``, and each folder it creates is made
-    durable: POSIX makes a new entry survive a power loss only once its parent is fsynced."""
+    durable: POSIX makes a new entry survive a power loss only once its parent is fsynced.
+    A link among them that leads nowhere (:func:`dead_link`) is an ``OSError`` of the error
+    following it gives (``ENOENT`` or ``ELOOP``) whose reason names the link and its target."""
     folder = Path(folder)
     new = [p for p in (folder, *folder.parents) if not p.exists()]
+    for path in new:  # mkdir says "File exists" of a link that leads nowhere: say where it leads
+        if (dead := dead_link(path)) is not None:
+            raise OSError(dead, f"{path} is {_dead_link_target(path, dead)}", str(path))
     with _gated() if new else contextlib.nullcontext():  # (an existing file there still raises)
         folder.mkdir(parents=True, exist_ok=True)
     for created in reversed(new):
@@ -308,10 +314,53 @@ def _swap(stage: Path, folder: Path, names: list[str], replaces: Sequence[str]) 
     shutil.rmtree(aside, ignore_errors=True)
 
 
+#: What a link that leads to no file says, by the error following it gives (:func:`dead_link`).
+DEAD_LINK = {errno.ENOENT: "does not exist", errno.ELOOP: "leads back to it (a loop of links)"}
+
+
+def dead_link(path: str | os.PathLike[str]) -> int | None:
+    """``errno.ENOENT`` when ``path`` is a link that points nowhere (a file or folder moved, a disk
+    not mounted), ``errno.ELOOP`` when it is in a loop of links (``a -> b -> a``); None otherwise
+    (not a link, one that leads to a file or folder, or one that cannot be followed for another
+    reason, such as a folder on its way that cannot be searched). ``Path.exists()`` is False for
+    both, as for a name that is free, yet nothing can be created there.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> (d / "gone").symlink_to(d / "nothing"); (d / "loop").symlink_to(d / "loop")
+    >>> dead_link(d / "gone") == errno.ENOENT, dead_link(d / "loop") == errno.ELOOP, dead_link(d / "free")
+    (True, True, None)
+    """
+    if not os.path.islink(path):
+        return None
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return errno.ELOOP
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):  # a file on its way where a folder was
+            return errno.ENOENT
+    return None
+
+
+def _dead_link_target(path: str | os.PathLike[str], dead: int) -> str:
+    """``a link to <its target>, which does not exist`` (or leads back to it), of :func:`dead_link`'s ``dead``."""
+    return f"a link to {os.readlink(path)}, which {DEAD_LINK[dead]}"
+
+
 def _creatable(path: Path, error: type[Exception], what: str) -> None:
-    """``path`` (absent) can be created: its nearest existing ancestor is a folder
-    in which a probe folder can be made (and is removed at once); permission bits
-    alone say nothing for root or on special file systems such as /proc."""
+    """``path`` (absent) can be created: neither it nor a folder on its way is a link that
+    leads nowhere or into a loop (:func:`dead_link`; writing through one fails, after the work),
+    and its nearest existing ancestor is a folder in which a probe folder can be made (and is
+    removed at once); permission bits alone say nothing for root or on special file systems
+    such as /proc."""
+    for name in (path, *path.parents):  # as typed: a link on the way that leads nowhere is named
+        if (dead := dead_link(name)) is not None:
+            which = "is" if name == path else f"{name} is"
+            raise error(f"{what} {path}: {which} {_dead_link_target(name, dead)}; remove the link or give "
+                        f"another path")
+        if name.exists():
+            break
     parent = path.absolute().parent
     while not parent.exists():
         parent = parent.parent

@@ -4,7 +4,9 @@ leaves the previous file whole and no temporary file behind)."""
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -265,3 +267,51 @@ def test_a_killed_writers_staged_folder_is_removed_by_the_next_set_written_there
     with staged_outputs(tmp_path) as stage:
         (stage / "n.key").write_text("public")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["n.key", live.name, aside.name])
+
+
+@pytest.mark.parametrize("link", ["dangling", "loop"])
+@pytest.mark.parametrize("where", ["itself", "ancestor"])
+def test_an_output_path_through_a_link_that_leads_nowhere_is_refused_naming_the_link(
+        tmp_path: Path, link: str, where: str) -> None:
+    """A link that points nowhere (or into a loop) is not there for ``exists()``, so the output
+    checks took it for a free name: ``fol personalize --out`` ran the whole round, then could not
+    create the folder (File exists), and ``fol pretrain --out`` silently replaced the link with a
+    file. Both checks now refuse it, or a folder on the way that is one, in one line naming the
+    link and where it points; nothing is created, the link is kept."""
+    bad = tmp_path / "out"
+    target = tmp_path / "gone" if link == "dangling" else bad
+    bad.symlink_to(target)
+    path = bad if where == "itself" else bad / "sub" / "model.safetensors"
+    which = "is" if where == "itself" else f"{bad} is"
+    leads = "does not exist" if link == "dangling" else r"leads back to it \(a loop of links\)"
+    line = rf"^--out {re.escape(str(path))}: {re.escape(which)} a link to {re.escape(str(target))}, which {leads}; " \
+           r"remove the link or give another path$"
+    for check in (fileio.check_output_dir, fileio.check_output_file):
+        with pytest.raises(ValueError, match=line):
+            check(path, ValueError, what="--out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and bad.is_symlink()
+    with pytest.raises(OSError) as info:  # the agent's state and key folders: make_dirs names the link too
+        fileio.make_dirs(path)
+    assert info.value.errno == (errno.ENOENT if link == "dangling" else errno.ELOOP)
+    assert info.value.strerror == f"{bad} is a link to {target}, which {fileio.DEAD_LINK[info.value.errno]}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and bad.is_symlink()
+
+
+def test_links_to_an_existing_folder_or_file_are_checked_as_their_target(tmp_path: Path) -> None:
+    """A link that leads somewhere is what it leads to, as before: a folder accepts outputs (in
+    the folder it points to), a file may be replaced, a folder is no file name."""
+    folder, file = tmp_path / "real", tmp_path / "real.bin"
+    folder.mkdir()
+    file.write_bytes(b"x")
+    (tmp_path / "to-folder").symlink_to(folder)
+    (tmp_path / "to-file").symlink_to(file)
+    assert fileio.check_output_dir(tmp_path / "to-folder", ValueError) == tmp_path / "to-folder"
+    assert fileio.check_output_dir(tmp_path / "to-folder" / "new", ValueError) == tmp_path / "to-folder" / "new"
+    assert fileio.check_output_file(tmp_path / "to-file", ValueError) == tmp_path / "to-file"
+    assert fileio.check_output_file(tmp_path / "to-folder" / "m.bin", ValueError) == tmp_path / "to-folder" / "m.bin"
+    with pytest.raises(ValueError, match="exists and is not a folder$"):
+        fileio.check_output_dir(tmp_path / "to-file", ValueError)
+    with pytest.raises(ValueError, match="is a folder; expected a file name$"):
+        fileio.check_output_file(tmp_path / "to-folder", ValueError)
+    fileio.make_dirs(tmp_path / "to-folder" / "made")
+    assert (folder / "made").is_dir() and list(folder.iterdir()) == [folder / "made"]

@@ -782,3 +782,28 @@ def test_personalize_re_splits_by_the_rule_the_model_card_records(
                        f"splits a node's data by 'node_seed' or 'seed+node' (a model made by a newer toolkit?); "
                        f"use that toolkit, or a model whose card records one of these"], err
         assert len(used) == count and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["personalize", "pretrain"])
+def test_an_out_that_is_a_link_leading_nowhere_is_refused_before_any_work(
+        command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--out`` a link to a folder that is gone passed the output check (``exists()`` is False for
+    it): fol personalize ran the whole round and then failed with 'cannot be created (File exists)',
+    fol pretrain replaced the link with its model file. Both refuse it now, before the model or
+    the data is read, and the link is left as it was."""
+    import fol.checkpoint
+    import fol.nodedata
+
+    monkeypatch.setattr(fol.checkpoint, "load_model", lambda *a, **k: pytest.fail("model read before --out"))
+    monkeypatch.setattr(fol.nodedata, "load_node_data", lambda *a, **k: pytest.fail("data read before --out"))
+    out = tmp_path / "out"
+    out.symlink_to(tmp_path / "gone")
+    received = tmp_path / "received"
+    received.mkdir()
+    args = (["personalize", "--model", str(tmp_path / "own.safetensors"), "--neighbors", str(received)]
+            if command == "personalize" else ["pretrain", "--epochs", "1"])
+    assert main([*args, "--data", DATA.format(k=0), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fol {command}: error: --out {out}: is a link to {tmp_path / 'gone'}, which does not exist; "
+                   f"remove the link or give another path"], err
+    assert out.is_symlink() and not (tmp_path / "gone").exists()

@@ -49,6 +49,7 @@ from fol.data.geo import GeoDataset, check_pool_size
 from fol.data.synthetic import TASK_CLASSES
 from fol.defaults import IMAGE_FOLDER_COORDS, MAX_TIFF_BANDS, check_band_options, class_name
 from fol.errors import DataError
+from swarmbase.fileio import DEAD_LINK as _DEAD_LINK, dead_link as _dead_link
 from swarmbase.tomlcheck import shown
 
 __all__ = [
@@ -703,27 +704,6 @@ def _to_dataset(
         name=name,
         sources=sources,
     )
-
-
-#: What a link that leads to no file says, by the error following it gives (:func:`_dead_link`).
-_DEAD_LINK = {errno.ENOENT: "does not exist", errno.ELOOP: "leads back to it (a loop of links)"}
-
-
-def _dead_link(path: str | Path) -> int | None:
-    """``errno.ENOENT`` when ``path`` is a link that points nowhere (a file or folder moved, a disk
-    not mounted), ``errno.ELOOP`` when it is in a loop of links (``a -> b -> a``); None otherwise
-    (not a link, one that leads to a file or folder, or one that cannot be followed for another
-    reason, such as a folder on its way that cannot be searched)."""
-    if not os.path.islink(path):
-        return None
-    try:
-        os.stat(path)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return errno.ELOOP
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):  # a file on its way where a folder was
-            return errno.ENOENT
-    return None
 
 
 #: Folders that are never classes: what macOS's zip puts beside the files (hidden folders neither).
