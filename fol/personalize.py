@@ -122,8 +122,11 @@ def check_received(state: NodeState, item: Received) -> str | None:
     """Why ``item`` cannot be used by this node, or None when it can."""
     card = item.card
     if list(card.class_names) != list(state.class_names):
-        return (f"class set {shown(list(card.class_names), 200)} differs from the node's "
-                f"{shown(list(state.class_names), 200)}")
+        theirs, ours = shown(list(card.class_names), 200), shown(list(state.class_names), 200)
+        if sorted(card.class_names) == sorted(state.class_names):  # a set that differs only in its order
+            return (f"classes {theirs} are the node's classes {ours} in another order (the model's outputs "
+                    f"are in another order)")
+        return f"class set {theirs} differs from the node's {ours}"
     shape = list(state.data.train.images.shape[1:])
     if list(card.input_shape) != shape:
         return f"input shape {list(card.input_shape)} differs from the node's {shape}"

@@ -807,3 +807,26 @@ def test_an_out_that_is_a_link_leading_nowhere_is_refused_before_any_work(
     assert err == [f"fol {command}: error: --out {out}: is a link to {tmp_path / 'gone'}, which does not exist; "
                    f"remove the link or give another path"], err
     assert out.is_symlink() and not (tmp_path / "gone").exists()
+
+
+def test_a_neighbour_of_the_same_classes_in_another_order_is_said_to_be_so() -> None:
+    """A neighbour whose card lists the node's classes in another order was said to have a class
+    set that 'differs from the node's', naming the same classes twice: the reason now says they
+    are the same classes in another order (its outputs are), naming both orders. A set that
+    differs in a class is still said to differ."""
+    from types import SimpleNamespace
+
+    from fol.checkpoint import ModelCard
+    from fol.models import ModelSpec
+    from fol.personalize import check_received
+
+    state = SimpleNamespace(class_names=["dry", "flood"],
+                            data=SimpleNamespace(train=SimpleNamespace(images=torch.zeros(1, 3, 32, 32))))
+
+    def reason(names: list[str]) -> str | None:
+        return check_received(state, SimpleNamespace(card=ModelCard(ModelSpec("cnn-small", len(names)), names)))
+
+    assert reason(["flood", "dry"]) == ("classes ['flood', 'dry'] are the node's classes ['dry', 'flood'] in "
+                                        "another order (the model's outputs are in another order)")
+    assert reason(["dry", "fire"]) == "class set ['dry', 'fire'] differs from the node's ['dry', 'flood']"
+    assert reason(["dry", "flood"]) is None
