@@ -1104,3 +1104,40 @@ def test_an_empty_image_folder_path_is_refused_not_read_as_the_current_folder(tm
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match=r"imagefolder' needs path=.*empty path"):
         load_dataset("imagefolder", path=path, image_size=8)
+
+
+@pytest.mark.parametrize("kind", ["file", "loop", "dangling", "missing"])
+def test_an_image_folder_path_that_is_no_folder_says_what_it_is(kind, tmp_path, capsys):
+    """``imagefolder:PATH`` where PATH is a file (an archive not unpacked), or a link in a loop of
+    links, was said to be 'not found'; each now says what it is (a link that points nowhere names
+    its target), in one line; a PATH that is not there is still not found. The scenario check of
+    fol simulate (check_dataset) says the same where it said 'not found or empty'."""
+    from fol.cli import main
+    from fol.data.registry import check_dataset
+
+    root = tmp_path / "imgs"
+    if kind == "file":
+        root.write_bytes(b"PK\x03\x04")
+    elif kind == "loop":
+        root.symlink_to("imgs")
+    elif kind == "dangling":
+        root.symlink_to(tmp_path / "moved")
+    expected = {
+        "file": f"image folder {root} is a file, not a folder of class folders: expected {root}/<class>/<image files> "
+                f"(an archive: unpack it and give its folder)",
+        "loop": f"image folder {root} is a link to imgs, which leads back to it (a loop of links); point it at a "
+                f"folder of class folders or remove it",
+        "dangling": f"image folder {root} is a link to {tmp_path / 'moved'}, which does not exist (a folder moved, "
+                    f"or a disk not mounted?)",
+        "missing": f"image folder {root} not found: expected {root}/<class>/<image files> (e.g. under datasets/; "
+                   f"see datasets/README.md)",
+    }[kind]
+    with pytest.raises(DataError) as err:
+        loaders.load_image_folder(root, image_size=8)
+    assert str(err.value) == expected
+    assert main(["data", "info", f"imagefolder:{root}"]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"fol data: error: imagefolder:{root}: {expected}"]
+    with pytest.raises(DataError) as err:
+        check_dataset("imagefolder", path=str(root))
+    assert str(err.value) == (expected if kind != "missing" else
+                              f"image folder {root} not found or empty: expected {root}/<class>/<image files>")

@@ -64,6 +64,7 @@ __all__ = [
     "split_first_layout",
     "image_folder_classes",
     "image_folder_files",
+    "check_image_folder_root",
     "load_cifar10",
     "load_cifar100",
     "load_svhn",
@@ -1206,6 +1207,20 @@ def _split_folder_files(root: Path, splits: Sequence[str], classes: Sequence[str
     return files, labels, classes
 
 
+def check_image_folder_root(root: Path) -> None:
+    """An image folder's path that is there but is no folder is a :class:`DataError` saying what it
+    is: a file (an archive not unpacked), or a link that points nowhere or into a loop (naming its
+    target); "not found" would send the user looking for a path that is there. A path that is a
+    folder, or is not there at all, passes (the caller says "not found" as it words it)."""
+    if (dead := _dead_link(root)) is not None:  # not "not found": the link is there
+        raise DataError(f"image folder {root} is a link to {os.readlink(root)}, which {_DEAD_LINK[dead]}"
+                        + ("; point it at a folder of class folders or remove it" if dead == errno.ELOOP else
+                           " (a folder moved, or a disk not mounted?)"))
+    if root.exists() and not root.is_dir():  # an archive not unpacked, an image, a list of files
+        raise DataError(f"image folder {root} is a file, not a folder of class folders: expected "
+                        f"{root}/<class>/<image files> (an archive: unpack it and give its folder)")
+
+
 def image_folder_files(root: Path, classes: Sequence[str] | None = None, splits: Sequence[str] | None = None
                        ) -> tuple[list[Path], list[int], list[str]]:
     """``(files, labels, classes)``: the image files :func:`load_image_folder` lists in ``root``
@@ -1285,6 +1300,7 @@ def load_image_folder(
     label = name or root.name or "imagefolder"
     bands, scale = check_band_options("imagefolder", bands, scale, coords, names=LOADER_BAND_NAMES)
     if not root.is_dir():
+        check_image_folder_root(root)
         raise DataError(
             f"image folder {root} not found: expected {root}/<class>/<image files> "
             f"(e.g. under datasets/; see datasets/README.md)"

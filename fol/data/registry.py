@@ -166,6 +166,7 @@ def check_dataset(name: str, root: str | Path | None = None, **kw: Any) -> None:
         return
     if name == "imagefolder":
         folder = _image_folder_path(kw.get("path") or "", root)
+        loaders.check_image_folder_root(folder)  # a file, a link leading nowhere: said so, not "not found"
         if not folder.is_dir() or not any(folder.iterdir()):
             raise DataError(f"image folder {folder} not found or empty: expected {folder}/<class>/<image files>")
         if kw.get("coords") == "csv":
