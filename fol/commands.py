@@ -158,6 +158,11 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     check_output_file(args.out, ConfigError, "--out")
     spec_data = parse_node_data(args.data, root=args.data_root)
     node = load_node_data(spec_data)
+    if len(node.train.class_names) == 1:  # said of the data here; the model's own check names num_classes
+        folder = spec_data.dataset == "imagefolder"
+        held = f"the folder {spec_data.path} has one class folder" if folder else f"dataset {spec_data.dataset} has one class"
+        raise ConfigError(f"--data {args.data}: {held}, {shown(node.train.class_names[0])}; a node needs at least "
+                          f"two classes to train a classifier" + (" (one sub-folder of images per class)" if folder else ""))
     x, _ = node.train.tensors()
     # what the model and its card will say of the data, checked before training: one class only,
     # a class folder whose name is not UTF-8 (the card could not be written after the training)

@@ -522,3 +522,27 @@ def test_a_scenario_refusal_shows_a_long_value_shortened(example: str, old: str,
     assert main(["simulate", str(scenario), "--check", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and len(err) < 600, err[:300]
+
+
+def test_pretrain_on_a_folder_of_one_class_names_the_class_before_training(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """fol pretrain on an image folder of one class folder said '--data one: model num_classes must be
+    at least 2, got 1', in the model's terms. The line names the folder's one class and why two are
+    needed, before any training; fol data info still shows such a folder (exit 0)."""
+    from PIL import Image
+
+    import fol.stages
+
+    root = tmp_path / "one"
+    (root / "burnt").mkdir(parents=True)
+    for i in range(24):  # a split needs 20
+        Image.new("RGB", (8, 8), (10 * i, 9, 9)).save(root / "burnt" / f"{i}.png")
+    monkeypatch.setattr(fol.stages, "pretrain", lambda *a, **k: pytest.fail("trained on one class"))
+    out = tmp_path / "m.safetensors"
+    assert main(["pretrain", "--data", str(root), "--epochs", "1", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"fol pretrain: error: --data {root}: the folder {root} has one class folder, 'burnt'; a node needs at "
+        f"least two classes to train a classifier (one sub-folder of images per class)"]
+    assert not out.exists()
+    assert main(["data", "info", f"imagefolder:{root}"]) == 0
+    assert "classes (1):" in capsys.readouterr().out
