@@ -49,7 +49,7 @@ from fol.data.geo import GeoDataset, check_pool_size
 from fol.data.synthetic import TASK_CLASSES
 from fol.defaults import IMAGE_FOLDER_COORDS, MAX_TIFF_BANDS, check_band_options, class_name
 from fol.errors import DataError
-from swarmbase.fileio import DEAD_LINK as _DEAD_LINK, dead_link as _dead_link
+from swarmbase.fileio import DEAD_LINK, dead_link
 from swarmbase.tomlcheck import shown
 
 __all__ = [
@@ -597,8 +597,8 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
         raise _too_large(path, f"{int(found.group(1)):,}" if found else "too many") from None
     # TypeError: a TIFF tag of another type than the one Pillow uses (StripOffsets as DOUBLE)
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError, TypeError) as exc:
-        if isinstance(exc, OSError) and (dead := _dead_link(path)) is not None:
-            raise DataError(f"{path}: a link to {os.readlink(path)}, which {_DEAD_LINK[dead]}") from None
+        if isinstance(exc, OSError) and (dead := dead_link(path)) is not None:
+            raise DataError(f"{path}: a link to {os.readlink(path)}, which {DEAD_LINK[dead]}") from None
         try:  # an empty file: Pillow's "cannot identify image file" says less
             empty = isinstance(exc, UnidentifiedImageError) and os.path.getsize(path) == 0
         except OSError:  # gone since: said as Pillow said it
@@ -720,8 +720,8 @@ def class_folders(root: Path) -> dict[str, Path]:
     would be left out without a word."""
     found: dict[str, Path] = {}
     for d in sorted(Path(root).iterdir()):
-        if not d.name.startswith(".") and (dead := _dead_link(d)) is not None:
-            raise DataError(f"image folder {root}: {d} is a link to {os.readlink(d)}, which {_DEAD_LINK[dead]}"
+        if not d.name.startswith(".") and (dead := dead_link(d)) is not None:
+            raise DataError(f"image folder {root}: {d} is a link to {os.readlink(d)}, which {DEAD_LINK[dead]}"
                             + ("; point it at a class folder or remove it" if dead == errno.ELOOP else
                                " (a class folder moved, or a disk not mounted?); restore it or remove the link"))
         if d.is_dir() and not d.name.startswith(".") and d.name not in NOT_CLASSES:
@@ -1212,8 +1212,8 @@ def check_image_folder_root(root: Path) -> None:
     is: a file (an archive not unpacked), or a link that points nowhere or into a loop (naming its
     target); "not found" would send the user looking for a path that is there. A path that is a
     folder, or is not there at all, passes (the caller says "not found" as it words it)."""
-    if (dead := _dead_link(root)) is not None:  # not "not found": the link is there
-        raise DataError(f"image folder {root} is a link to {os.readlink(root)}, which {_DEAD_LINK[dead]}"
+    if (dead := dead_link(root)) is not None:  # not "not found": the link is there
+        raise DataError(f"image folder {root} is a link to {os.readlink(root)}, which {DEAD_LINK[dead]}"
                         + ("; point it at a folder of class folders or remove it" if dead == errno.ELOOP else
                            " (a folder moved, or a disk not mounted?)"))
     if root.exists() and not root.is_dir():  # an archive not unpacked, an image, a list of files
