@@ -14,8 +14,9 @@ lines, each number, the order of the epochs, the span) and refuses a bad file wi
 in Newton's form, every time's window at once) and rotates the result into TEME, the frame of SGP4 and of
 the rest of :mod:`orbits` and :mod:`contact_sim`.
 
-:func:`write_oem` writes the TEME states of a constellation (SGP4) or of an :class:`Ephemeris` (re-sampled)
-every ``step_s`` over a span, one segment per satellite, in a file :func:`read_oem` reads back.
+:func:`write_oem` writes the states of a constellation (SGP4) or of an :class:`Ephemeris` (re-sampled)
+every ``step_s`` over a span, one segment per satellite, in TEME (as computed) or rotated into EME2000 or
+GCRF (GCRS axes, the transpose of the reader's rotation), in a file :func:`read_oem` reads back.
 
 Frames: ``CENTER_NAME = EARTH`` only; ``REF_FRAME`` TEME, EME2000, GCRF or ICRF (inertial; EME2000
 is taken as GCRF, whose axes differ from it by the 23 mas frame bias, under 1 m in LEO and 4 m at
@@ -88,6 +89,9 @@ INERTIAL_FRAMES = ("EME2000", "GCRF", "ICRF")
 ITRF_FRAMES = ("ITRF", "ITRF-93", "ITRF-97", "ITRF93", "ITRF97", "ITRF2000", "ITRF2005", "ITRF2008", "ITRF2014",
                "ITRF2020")
 OEM_FRAMES = ("TEME",) + INERTIAL_FRAMES + ITRF_FRAMES
+#: REF_FRAME values :func:`write_oem` writes: TEME (the states as computed) and GCRS axes. No Earth-fixed
+#: frame: its velocities would need the Earth's rotation (``omega x r``) taken out.
+EXPORT_FRAMES = ("TEME", "EME2000", "GCRF")
 #: Accepted TIME_SYSTEM values.
 OEM_TIME_SYSTEMS = ("UTC", "TT", "TAI", "GPS")
 OEM_INTERPOLATIONS = ("HERMITE", "LAGRANGE", "LINEAR")
@@ -577,9 +581,9 @@ def oem_offsets_s(duration_s: float, step_s: float) -> np.ndarray:
 _SHORTEST_LINE_BYTES = len("2026-08-01T00:00:00.000000") + 3 * len(" 0.000000") + 3 * len(" 0.000000000") + 1
 
 
-def _segment_header(name: str, object_id: str, start: str, stop: str) -> str:
+def _segment_header(name: str, object_id: str, start: str, stop: str, frame: str = "TEME") -> str:
     return (f"\nMETA_START\nOBJECT_NAME = {name}\nOBJECT_ID = {object_id}\nCENTER_NAME = EARTH\n"
-            f"REF_FRAME = TEME\nTIME_SYSTEM = UTC\nSTART_TIME = {start}\nSTOP_TIME = {stop}\n"
+            f"REF_FRAME = {frame}\nTIME_SYSTEM = UTC\nSTART_TIME = {start}\nSTOP_TIME = {stop}\n"
             f"INTERPOLATION = {DEFAULT_INTERPOLATION}\nINTERPOLATION_DEGREE = {DEFAULT_DEGREE}\nMETA_STOP\n\n")
 
 
@@ -616,25 +620,34 @@ def check_oem_export(n_objects: int, duration_s: float, step_s: float, field: st
 
 
 def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_s: float,
-              step_s: float = DEFAULT_OEM_STEP_S, originator: str = "fol-swarm") -> Path:
+              step_s: float = DEFAULT_OEM_STEP_S, originator: str = "fol-swarm", frame: str = "TEME") -> Path:
     """Write the states of ``satellites`` (a :class:`~orbits.constellation.Constellation`, propagated by SGP4,
     or an :class:`Ephemeris`, whose interpolated states are re-sampled) from ``start`` over ``duration_s``
     every ``step_s`` seconds (and at the end) as one OEM KVN file, one segment per satellite, in the
-    satellites' order; returns the path. :func:`read_oem` reads it back.
+    satellites' order, in ``frame`` (one of :data:`EXPORT_FRAMES`); returns the path. :func:`read_oem` reads
+    it back.
 
     Each segment has ``OBJECT_NAME`` (the satellite's name), ``OBJECT_ID`` (the international designator as
     ``YYYY-NNNP`` when the elements carry one, as the OMM export writes it, else ``UNKNOWN``; an OEM's own),
-    ``CENTER_NAME = EARTH``, ``REF_FRAME = TEME``, ``TIME_SYSTEM = UTC``, ``START_TIME``/``STOP_TIME`` (the
-    horizon), ``INTERPOLATION = HERMITE`` and ``INTERPOLATION_DEGREE = 5`` (the reader's default), then
+    ``CENTER_NAME = EARTH``, ``REF_FRAME`` (``frame``), ``TIME_SYSTEM = UTC``, ``START_TIME``/``STOP_TIME``
+    (the horizon), ``INTERPOLATION = HERMITE`` and ``INTERPOLATION_DEGREE = 5`` (the reader's default), then
     ``epoch x y z vx vy vz`` lines: epochs to the microsecond, km to 1e-6 (a millimetre), km/s to 1e-9.
 
-    The frame is TEME because that is where the states are: SGP4 gives TEME, and :meth:`Ephemeris.states_teme_km`
-    rotates every frame the reader takes into it, so the numbers written are the numbers computed. Writing
-    EME2000/GCRF (Skyfield's ``.at(t)`` gives GCRS) would add a rotation, here and back again on reading.
+    Frames: ``"TEME"`` (the default) writes the states as they are computed (SGP4's frame, and the one
+    :meth:`Ephemeris.states_teme_km` rotates every frame into), with no rotation. ``"EME2000"`` and ``"GCRF"``,
+    for tools that do not read TEME (GMAT, many mission-analysis pipelines), write them on GCRS axes: each
+    state turned by the transpose of the matrix the reader turns these frames into TEME with (Skyfield's
+    ``TEME`` frame, :func:`orbits.groundtrack.gcrs_to_teme_matrices`), so a file read back gives the TEME
+    states again, to the rounding of the decimals written. EME2000 is written as GCRF, as the reader takes
+    it: the 23 mas frame bias between them (0.76 m at most for the satellites of ``examples/leo_oem.tle``) is
+    not applied. Velocities are turned by the positions' matrix (as Skyfield's ``EarthSatellite.at`` does):
+    the rate at which TEME's axes turn against GCRS (precession and nutation, 7.1e-12 rad/s) times ``r`` is
+    left out, 6.0e-8 km/s in LEO (measured by finite differences of the matrix over those satellites'
+    3 h). Earth-fixed frames are not written: their velocities would need the Earth's rotation taken out.
 
-    The step is checked first (:func:`check_oem_export`: at most :data:`MAX_OEM_POINTS` data lines in all);
-    a file that would pass :data:`MAX_OEM_BYTES` is refused while it is written. Written through
-    :func:`swarmbase.fileio.atomic_writer`: the old file or the whole new one.
+    The frame and the step are checked first (:func:`check_oem_export`: at most :data:`MAX_OEM_POINTS` data
+    lines in all); a file that would pass :data:`MAX_OEM_BYTES` is refused while it is written. Written
+    through :func:`swarmbase.fileio.atomic_writer`: the old file or the whole new one.
 
     >>> import tempfile
     >>> from orbits.constellation import walker_delta
@@ -643,7 +656,14 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
     >>> eph = read_oem(p)
     >>> eph.names, eph.segments[0].ref_frame, eph.segments[0].epochs_s.size
     (['WD-P00-S00', 'WD-P00-S01'], 'TEME', 11)
+    >>> gcrf = read_oem(write_oem(p.with_name("gcrf.oem"), c, c.epoch, 600.0, 60.0, frame="GCRF"))
+    >>> gcrf.segments[0].ref_frame, bool(abs(gcrf.positions_teme_km(c.epoch, [90.0])
+    ...                                      - eph.positions_teme_km(c.epoch, [90.0])).max() < 1e-5)
+    ('GCRF', True)
     """
+    if frame not in EXPORT_FRAMES:
+        raise OrbitError(f"frame: expected one of {', '.join(EXPORT_FRAMES)} (Earth-fixed frames are not written), "
+                         f"got {shown(frame)}")
     path = Path(path)
     start = parse_utc(start, field="start")
     duration_s = float(duration_s)
@@ -665,6 +685,9 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
                              f"its ends, got {shown(bad)}")
     offsets = oem_offsets_s(duration_s, float(step_s))
     r, v = propagate_offsets(satellites, start, offsets)
+    if frame != "TEME":  # onto GCRS axes: the transpose of the reader's GCRS -> TEME rotation, r and v alike
+        to_frame = _to_teme_matrices(frame, start, offsets).transpose(0, 2, 1)
+        r, v = np.einsum("nij,snj->sni", to_frame, r), np.einsum("nij,snj->sni", to_frame, v)
     base = start.replace(tzinfo=None)
     epochs = [(base + _dt.timedelta(microseconds=round(s * 1e6))).strftime("%Y-%m-%dT%H:%M:%S.%f") for s in offsets]
     created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
@@ -678,10 +701,13 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
                                  "write a longer step or fewer satellites")
             fh.write(text)
 
-        put(f"CCSDS_OEM_VERS = 2.0\nCOMMENT TEME states ({source}), km and km/s\n"
+        note = ("" if frame == "TEME" else "COMMENT rotated from TEME onto GCRS axes, velocities by the same matrix"
+                + (" (EME2000 taken as GCRF: the 23 mas frame bias is not applied)" if frame == "EME2000" else "")
+                + "\n")
+        put(f"CCSDS_OEM_VERS = 2.0\nCOMMENT {frame} states ({source}), km and km/s\n{note}"
             f"CREATION_DATE = {created}\nORIGINATOR = {originator}\n")
         for k, (name, object_id) in enumerate(zip(names, ids)):
-            put(_segment_header(name, object_id, epochs[0], epochs[-1]))
+            put(_segment_header(name, object_id, epochs[0], epochs[-1], frame))
             states = np.concatenate([r[k], v[k]], axis=1).tolist()
             put("".join(f"{t} {x:.6f} {y:.6f} {z:.6f} {vx:.9f} {vy:.9f} {vz:.9f}\n"
                         for t, (x, y, z, vx, vy, vz) in zip(epochs, states)))

@@ -464,6 +464,84 @@ def test_written_oem_of_tle_satellites_reads_back_within_half_a_metre_of_sgp4_of
     assert 0.01 < err_m < 0.5, f"{err_m:.3f} m"  # measured 0.30 m: Hermite 5 on 60 s states of SGP4
 
 
+# measured (the three element sets of examples/leo_oem.tle, 3 h, 60 s states, written in TEME and in EME2000 /
+# GCRF, each read back into TEME): at the 181 states 1.4 mm apart at most (each within 0.8 mm of SGP4, the 6
+# decimals written), at the 179 off-grid times of OFF_GRID_S 1.6 mm apart, both 0.32 m from SGP4 (Hermite 5);
+# velocities 1.4e-7 km/s apart (the positions' rounding in the interpolant's derivative); the files' own
+# numbers are 6.2 to 14.4 km apart (2008's precession since J2000 and nutation).
+@pytest.mark.parametrize("frame", ["EME2000", "GCRF"])
+def test_an_export_on_gcrs_axes_reads_back_as_the_teme_export(tmp_path: Path, frame: str) -> None:
+    """write_oem(frame="EME2000"/"GCRF") -> read_oem -> TEME gives the TEME export's positions within 3 mm
+    (two roundings to 1e-6 km) and SGP4's within 0.5 m; the file says REF_FRAME = {frame} in every segment."""
+    from orbits import read_tle, write_oem
+
+    sats = read_tle(EXAMPLE_TLE)
+    teme = read_oem(write_oem(tmp_path / "teme.oem", sats, START, SPAN_S, STEP_S))
+    path = write_oem(tmp_path / "gcrs.oem", sats, START, SPAN_S, STEP_S, frame=frame)
+    text = path.read_text()
+    assert re.findall(r"^REF_FRAME = (.*)$", text, flags=re.M) == [frame] * 3
+    assert text.splitlines()[1] == (f"COMMENT {frame} states (SGP4 states of the mean elements), km and km/s")
+    assert ("23 mas frame bias is not applied" in text) == (frame == "EME2000")
+    eph = read_oem(path)
+    assert [s.ref_frame for s in eph.segments] == [frame] * 3 and eph.names == teme.names
+    apart_km = np.linalg.norm(np.stack([s.pos_km for s in eph.segments]) - np.stack([s.pos_km for s in teme.segments]),
+                              axis=-1)
+    assert apart_km.min() > 1.0  # the numbers written are rotated: 6 to 14 km from TEME's in 2008
+    for offsets in (grid(), OFF_GRID_S):
+        r, v = propagate_offsets(eph, START, offsets)
+        r_teme, v_teme = propagate_offsets(teme, START, offsets)
+        assert np.linalg.norm(r - r_teme, axis=-1).max() < 3e-6  # km: 3 mm
+        assert np.linalg.norm(v - v_teme, axis=-1).max() < 1e-6  # km/s: 1 mm/s
+        truth, _ = propagate_offsets(sats, START, offsets)
+        assert np.linalg.norm(r - truth, axis=-1).max() < 0.5e-3  # km: the reader's Hermite error off the grid
+
+
+def test_the_eme2000_states_written_are_skyfields_gcrs_states(tmp_path: Path) -> None:
+    """An independent check of the rotation: the states in the EME2000 file equal Skyfield's EarthSatellite
+    GCRS states (its own TEME -> GCRS rotation of SGP4) within the rounding of the decimals written
+    (measured 5.0e-7 km, 5.0e-10 km/s), and one of them, put on ICRF axes and turned by Skyfield's
+    frame_xyz(TEME), is SGP4's TEME position (measured 4.9e-7 km). The velocities leave out the rate at which
+    TEME turns against GCRS: d(R^T)/dt r, by finite differences of the matrix, is 6.0e-8 km/s at most."""
+    from skyfield.api import EarthSatellite
+    from skyfield.constants import AU_KM
+    from skyfield.positionlib import build_position
+    from skyfield.sgp4lib import TEME
+
+    from orbits import read_tle, write_oem
+
+    sats = read_tle(EXAMPLE_TLE)
+    eph = read_oem(write_oem(tmp_path / "eme.oem", sats, START, SPAN_S, STEP_S, frame="EME2000"))
+    times = skyfield_times(START, grid())
+    lines = EXAMPLE_TLE.read_text().splitlines()
+    for k, seg in enumerate(eph.segments):
+        at = EarthSatellite(lines[3 * k + 1], lines[3 * k + 2], lines[3 * k], ts=times.ts).at(times)
+        assert np.abs(seg.pos_km - at.position.km.T).max() <= 0.5e-6 + 1e-9
+        assert np.abs(seg.vel_km_s - at.velocity.km_per_s.T).max() <= 0.5e-9 + 1e-11
+    seg, k = eph.segments[1], 37
+    state = build_position(seg.pos_km[k] / AU_KM, seg.vel_km_s[k] / AU_KM * 86400.0, times[k], center=399)
+    truth, _ = propagate_offsets(sats, START, grid()[k:k + 1])
+    assert np.abs(state.frame_xyz(TEME).km - truth[1, 0]).max() <= 0.5e-6 * 3 ** 0.5 + 1e-9
+    hour_s = 3600.0
+    turn = (oem_module._to_teme_matrices("EME2000", START, grid() + hour_s)
+            - oem_module._to_teme_matrices("EME2000", START, grid() - hour_s)).transpose(0, 2, 1) / (2 * hour_s)
+    omitted = np.linalg.norm(np.einsum("nij,snj->sni", turn, propagate_offsets(sats, START, grid())[0]), axis=-1)
+    assert 1e-8 < omitted.max() < 1e-7  # km/s, as write_oem's docstring says
+
+
+@pytest.mark.parametrize("frame", ["ITRF2014", "ITRF", "ICRF", "teme", "", None])
+def test_a_frame_not_written_is_refused_in_one_line_before_anything_is_propagated(
+        tmp_path: Path, monkeypatch, frame) -> None:
+    from orbits import read_tle, write_oem
+
+    monkeypatch.setattr(oem_module, "propagate_offsets", lambda *a, **k: pytest.fail("propagated"))
+    path = tmp_path / "kept.oem"
+    path.write_text("the previous file\n")
+    with pytest.raises(OrbitError, match=r"^frame: expected one of TEME, EME2000, GCRF \(Earth-fixed frames are not "
+                                         rf"written\), got {re.escape(repr(frame))}$"):
+        write_oem(path, read_tle(EXAMPLE_TLE), START, 600.0, STEP_S, frame=frame)
+    assert path.read_text() == "the previous file\n" and sorted(p.name for p in tmp_path.iterdir()) == ["kept.oem"]
+
+
 def test_the_last_step_may_be_shorter_and_a_walker_shell_has_no_designator(tmp_path: Path) -> None:
     from orbits import walker_delta, write_oem
 
