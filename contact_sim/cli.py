@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from orbits import OrbitError
-from orbits.oem import DEFAULT_OEM_STEP_S, MAX_OEM_POINTS, MIN_OEM_STEP_S
+from orbits.oem import DEFAULT_OEM_STEP_S, EXPORT_FRAMES, MAX_OEM_POINTS, MIN_OEM_STEP_S
 from swarmbase.cli import path_argument, printable, run_command
 from swarmbase.fileio import check_output_dir, check_output_file, staged_outputs
 from swarmbase.units import format_bytes
@@ -47,10 +47,13 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--hdtn", action="store_true", help="also write contacts.hdtn.json (HDTN contact plan, bits/s)")
     p.add_argument("--export-orbits", choices=("omm", "tle", "oem"), default=None,
                    help="also write the constellation as orbits.omm.json (CCSDS OMM) or orbits.tle (mean "
-                        "elements), or orbits.oem (CCSDS OEM: TEME states over the horizon, any constellation kind)")
+                        "elements), or orbits.oem (CCSDS OEM: states over the horizon, any constellation kind)")
     p.add_argument("--oem-step-s", type=float, default=None, metavar="SECONDS",
                    help=f"seconds between the states of --export-orbits oem (default {DEFAULT_OEM_STEP_S:g}; at "
                         f"least {MIN_OEM_STEP_S:g}, and at most {MAX_OEM_POINTS:,} states in all)")
+    p.add_argument("--oem-frame", choices=EXPORT_FRAMES, default=None,
+                   help="REF_FRAME of --export-orbits oem: TEME (default, SGP4's frame, as computed), or EME2000 "
+                        "or GCRF (rotated onto GCRS axes, for tools that do not read TEME)")
     p.add_argument("--check", action="store_true",
                    help="only validate the scenario and the files it names (seconds) and exit")
     p.set_defaults(func=run_contacts, prog=p.prog)
@@ -97,6 +100,8 @@ def run_contacts(args: argparse.Namespace) -> int:
         oem_step_s = DEFAULT_OEM_STEP_S if args.oem_step_s is None else args.oem_step_s
         if args.oem_step_s is not None and args.export_orbits != "oem":
             raise ContactError("--oem-step-s: only used with --export-orbits oem")
+        if args.oem_frame is not None and args.export_orbits != "oem":
+            raise ContactError("--oem-frame: only used with --export-orbits oem")
         if args.export_orbits == "oem":  # the number of states, from the numbers alone: before the search
             field = "--oem-step-s" if args.oem_step_s is not None else f"--oem-step-s (default {DEFAULT_OEM_STEP_S:g})"
             try:
@@ -158,7 +163,7 @@ def run_contacts(args: argparse.Namespace) -> int:
                     raise ContactError(f"--export-orbits tle: {exc}") from None
             elif args.export_orbits == "oem":  # an OEM source: its interpolated states, re-sampled
                 written.append(write_oem(stage / "orbits.oem", satellites, scenario.time.start,
-                                         scenario.time.duration_s, oem_step_s))
+                                         scenario.time.duration_s, oem_step_s, frame=args.oem_frame or "TEME"))
         written = [out / p.name for p in written]
     except OSError as exc:
         target = Path(exc.filename2 or exc.filename or out)  # os.replace names the temporary file first

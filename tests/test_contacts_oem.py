@@ -248,6 +248,29 @@ def test_contacts_of_the_exported_oem_of_tle_satellites_equal_the_tles_within_a_
     assert start_s < 1e-3 and end_s < 1e-3, (start_s, end_s)
 
 
+# measured (start 12:30:20, 3 h, 45 s search grid, 60 s states): the EME2000 export's 10 windows are the TEME
+# export's, starts within 1.7e-6 s and ends within 1.4e-6 s of them (the files, read back, are 1.6 mm apart)
+def test_contacts_of_the_eme2000_export_equal_those_of_the_teme_export(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    time = {"start": "2008-09-20T12:30:20Z", "step_s": 45.0}
+    scn = _scenario_file(tmp_path, f'kind = "tle"\ntle_file = "{EXAMPLES / "leo_oem.tle"}"',
+                         start='"2008-09-20T12:30:20Z"', step_s="45.0")
+    plans = {}
+    for frame in ("TEME", "EME2000"):
+        out = tmp_path / frame
+        option = ["--oem-frame", frame] if frame != "TEME" else []  # TEME: the default
+        assert contacts_main(["contacts", str(scn), "--no-plot", "--export-orbits", "oem", *option,
+                              "--out", str(out)]) == 0
+        assert f"wrote      {out / 'orbits.oem'}" in capsys.readouterr().out
+        text = (out / "orbits.oem").read_text()
+        assert re.findall(r"^REF_FRAME = (.*)$", text, flags=re.M) == [frame] * 3
+        plans[frame] = compute_contacts(_scenario({"kind": "oem", "oem_file": str(out / "orbits.oem")}, **time))
+    a, b = plans["EME2000"].windows, plans["TEME"].windows
+    assert len(a) == len(b) >= 8 and np.array_equal(a.a, b.a) and np.array_equal(a.b, b.b)
+    start_s, end_s = np.abs(a.t_start_s - b.t_start_s).max(), np.abs(a.t_end_s - b.t_end_s).max()
+    assert start_s < 1e-4 and end_s < 1e-4, (start_s, end_s)
+
+
 # measured (3,600 s from 12:30:20, states every 30 s re-sampled from the example's EME2000 states every 60 s,
 # 330 times off both grids): 0.09 m at most from the example's own interpolated positions
 def test_an_oem_source_is_re_sampled_over_the_horizon(tmp_path: Path) -> None:
@@ -275,9 +298,11 @@ def test_an_oem_source_is_re_sampled_over_the_horizon(tmp_path: Path) -> None:
      "--export-orbits oem: --oem-step-s: 0.01 s over 10800 s makes 3 x 1,080,001 states, more than the 500,000 data "
      "lines an OEM file read here holds; expected at least 0.065 s"),
     (["--export-orbits", "omm", "--oem-step-s", "30"], "--oem-step-s: only used with --export-orbits oem"),
-], ids=["zero", "too-many-states", "without-the-oem-export"])
+    (["--export-orbits", "omm", "--oem-frame", "EME2000"], "--oem-frame: only used with --export-orbits oem"),
+    (["--oem-frame", "GCRF"], "--oem-frame: only used with --export-orbits oem"),
+], ids=["zero", "too-many-states", "without-the-oem-export", "frame-with-omm", "frame-without-an-export"])
 @pytest.mark.parametrize("check", [["--check"], []], ids=["check", "run"])
-def test_a_bad_oem_step_is_refused_in_one_line_before_the_search(
+def test_a_bad_oem_step_or_frame_is_refused_in_one_line_before_the_search(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], options: list[str],
         message: str, check: list[str]) -> None:
     scn = _scenario_file(tmp_path, f'kind = "tle"\ntle_file = "{EXAMPLES / "leo_oem.tle"}"')
