@@ -119,7 +119,9 @@ def add_pretrain_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, help="default: FOLConfig's batch_size")
     p.add_argument("--patience", type=int,
                    help="early-stopping patience on the validation split (default: FOLConfig's patience)")
-    p.add_argument("--init-seed", type=int, default=0, help="seed of the shared initialization (same for every node)")
+    p.add_argument("--init-seed", type=int, default=None,
+                   help="seed of the shared initialization, the same for every node (default: the --data spec's "
+                        "seed=, as fol simulate starts every node from its run's seed)")
     p.add_argument("--out", type=path_argument, required=True, help="output model file (.safetensors)")
     p.set_defaults(func=_run_pretrain)
 
@@ -131,6 +133,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     from fol.fileio import check_output_file
     from fol.models import ModelSpec, architectures
     from fol.nodedata import SPLIT_RULE, SPLIT_SEED_KEY, load_node_data, parse_node_data
+    from fol.seeds import node_seed
     from fol.stages import pretrain
     from fol.train import TrainConfig, evaluate
 
@@ -153,7 +156,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         raise ConfigError(f"--batch-size: {problem}")
     if not 0 <= patience <= MAX_ITERATIONS:
         raise ConfigError(f"--patience: expected 0..{MAX_ITERATIONS:,} epochs, got {shown(patience)}")
-    if not is_seed(args.init_seed):
+    if args.init_seed is not None and not is_seed(args.init_seed):
         raise ConfigError(f"--init-seed: expected an integer in 0..{MAX_SEED}, got {args.init_seed}")
     check_output_file(args.out, ConfigError, "--out")
     spec_data = parse_node_data(args.data, root=args.data_root)
@@ -172,12 +175,16 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         ModelCard(spec=spec, class_names=list(node.train.class_names), input_shape=list(x.shape[1:]))
     except ConfigError as exc:
         raise ConfigError(f"--data {args.data}: {exc}") from None
+    # node K of seed S trains as fol simulate's node K (fol.nodes.build_nodes): batch order and dropout
+    # drawn with node_seed(S, K), from the initialization of seed S shared by every node of the run
     cfg = TrainConfig(
         epochs=epochs, lr=lr,
         batch_size=batch_size, patience=patience,
-        momentum=base.momentum, weight_decay=base.weight_decay, seed=spec_data.seed, progress=True, desc="pretrain",
+        momentum=base.momentum, weight_decay=base.weight_decay, seed=node_seed(spec_data.seed, spec_data.node),
+        progress=True, desc="pretrain",
     )
-    model = pretrain(spec, node, cfg, init_seed=args.init_seed)
+    init_seed = spec_data.seed if args.init_seed is None else args.init_seed
+    model = pretrain(spec, node, cfg, init_seed=init_seed)
     test = evaluate(model, *node.test.tensors())
     val = evaluate(model, *node.val.tensors())
     card = ModelCard(

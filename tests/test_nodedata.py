@@ -182,3 +182,38 @@ def test_the_split_rule_a_card_records(tmp_path: Path) -> None:
     old = split_node(load_dataset("synthetic-wildfire", n=60, seed=2), seed=2)
     assert _same_split(load_node_data(spec, rule=LEGACY_SPLIT_RULE), old)
     assert not _same_split(load_node_data(spec), old)
+
+
+def test_fol_pretrain_on_a_spec_gives_the_simulations_pretrained_model(tmp_path: Path) -> None:
+    """``fol pretrain --data ...,seed=S,node=K`` split node K as fol simulate does, but trained it with
+    seed S (batch order, dropout) from the initialization of --init-seed 0, where fol.nodes.build_nodes
+    trains node K with node_seed(S, K) from the initialization of seed S: another model of the same
+    node. Now the model is the simulation's, bit for bit, and --init-seed given is the build_nodes
+    init_seed given."""
+    import dataclasses
+
+    import torch
+
+    from fol.checkpoint import load_model
+    from fol.cli import main
+    from fol.config import FOLConfig
+    from fol.data import dirichlet_partition, load_dataset
+    from fol.models import build_model
+    from fol.nodes import build_nodes
+
+    seed, nodes, node, epochs = 1, 3, 2, 2
+    text = f"dataset=synthetic-hurricane,nodes={nodes},psi=0.5,per_node=60,size=200,seed={seed},node={node}"
+    pool = load_dataset("synthetic-hurricane", n=200, seed=seed)
+    shards = dirichlet_partition(pool.labels.numpy(), nodes, 0.5, seed, samples_per_node=60)
+    train = dataclasses.replace(FOLConfig().pretrain_train(), epochs=epochs)  # the simulation's settings
+    only_node = lambda fn, tasks: [fn(t) if t.index == node else (build_model(t.spec).state_dict(), 0)  # noqa: E731
+                                   for t in tasks]  # node K trained only
+    for init in (None, 0):  # the default (the simulation's: the run's seed), then one given
+        out = tmp_path / f"init-{init}.safetensors"
+        given = [] if init is None else ["--init-seed", str(init)]
+        assert main(["pretrain", "--data", text, "--arch", "cnn-small", "--epochs", str(epochs), *given,
+                     "--out", str(out)]) == 0
+        sim = build_nodes(pool, shards, ["cnn-small"], train, seed, init_seed=init, map=only_node)[node]
+        mine, theirs = load_model(out).model.state_dict(), sim.pretrained.state_dict()
+        assert mine.keys() == theirs.keys()
+        assert all(torch.equal(mine[k], theirs[k]) for k in mine), init
