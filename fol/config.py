@@ -255,7 +255,7 @@ class FOLConfig:
             elif f.type == "str":
                 if value not in CHOICES[f.name]:
                     raise ConfigError(f"fol.{f.name} must be one of {', '.join(map(repr, CHOICES[f.name]))}, got {shown(value)}")
-        positive = ("max_neighbours", "top_k", "rounds", "batch_size", "pretrain_lr", "finetune_lr",
+        positive = ("max_neighbours", "top_k", "rounds", "pretrain_lr", "finetune_lr",  # batch_size: below
                     "gate_lr", "ensemble_lr", "distill_lr", "temperature")
         for name in positive:
             if getattr(self, name) <= 0:

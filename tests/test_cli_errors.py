@@ -184,6 +184,10 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
                                                "--out", str(t / "m.st")],
                                     "--init-seed: expected an integer in 0..4294967295"),
     # 10**19 epochs passed the check and ended in an OverflowError traceback from the progress bar
+    # batch_size 0 was "must be > 0", which 1 is too, and then "must be at least 2": one rule, one message
+    "simulate [fol] batch_size = 0": (
+        lambda t: ["simulate", _learning_scenario(t, "seeds = [0]", fol="batch_size = 0"), "--check"],
+        "learn.toml: fol.batch_size must be at least 2 (batch norm cannot train on one image"),
     "simulate [fol] distill_epochs = 10**19": (
         lambda t: ["simulate", _learning_scenario(t, "seeds = [0]", fol="distill_epochs = 10000000000000000000"),
                    "--check"], "learn.toml: fol.distill_epochs must be at most 100,000, got 10000000000000000000"),
