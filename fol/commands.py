@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_ITERATIONS, MAX_SEED, check_band_options, is_seed
+from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED, check_band_options, is_seed
 from swarmbase.cli import path_argument
 from swarmbase.tomlcheck import shown
 
@@ -114,11 +114,16 @@ def add_pretrain_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("pretrain", help="train one node's model on its local data and save it in the safe format")
     add_node_data_arguments(p)
     p.add_argument("--arch", default=DEFAULT_ARCH, help="model architecture (default: %(default)s)")
-    p.add_argument("--epochs", type=int, help="maximum epochs (default: FOLConfig's pretrain_epochs)")
-    p.add_argument("--lr", type=float, help="SGD learning rate (default: FOLConfig's pretrain_lr)")
-    p.add_argument("--batch-size", type=int, help="default: FOLConfig's batch_size")
+    p.add_argument("--config", type=path_argument, default=None,
+                   help="TOML file with a [fol] table of hyperparameters, read as fol personalize reads it (a "
+                        "scenario's [fol] table too): its pretraining fields pretrain_epochs, pretrain_lr, "
+                        "batch_size, patience, momentum and weight_decay apply (without it: FOLConfig's defaults), "
+                        "its other fields are checked, not used; the flags below override it")
+    p.add_argument("--epochs", type=int, help="maximum epochs (default: the config's pretrain_epochs)")
+    p.add_argument("--lr", type=float, help="SGD learning rate (default: the config's pretrain_lr)")
+    p.add_argument("--batch-size", type=int, help="default: the config's batch_size")
     p.add_argument("--patience", type=int,
-                   help="early-stopping patience on the validation split (default: FOLConfig's patience)")
+                   help="early-stopping patience on the validation split (default: the config's patience)")
     p.add_argument("--init-seed", type=int, default=None,
                    help="seed of the shared initialization, the same for every node (default: the --data spec's "
                         "seed=, as fol simulate starts every node from its run's seed)")
@@ -126,36 +131,40 @@ def add_pretrain_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run_pretrain)
 
 
+#: ``fol pretrain``'s flags and the FOLConfig field each overrides (the ``--config`` file's, else the default).
+PRETRAIN_FLAGS = (("--epochs", "pretrain_epochs"), ("--lr", "pretrain_lr"), ("--batch-size", "batch_size"),
+                  ("--patience", "patience"))
+
+
 def _run_pretrain(args: argparse.Namespace) -> int:
+    import dataclasses
+
     from fol.checkpoint import ModelCard, save_model
-    from fol.config import FOLConfig, batch_size_problem
+    from fol.config import FOLConfig
     from fol.errors import ConfigError
     from fol.fileio import check_output_file
     from fol.models import ModelSpec, architectures
     from fol.nodedata import SPLIT_RULE, SPLIT_SEED_KEY, load_node_data, parse_node_data
     from fol.seeds import node_seed
     from fol.stages import pretrain
-    from fol.train import TrainConfig, evaluate
+    from fol.train import evaluate
 
     # every argument and the output path before any data is loaded or trained
-    base = FOLConfig().pretrain_train()  # the swarm's pretraining settings, unless overridden here
-    epochs = base.epochs if args.epochs is None else args.epochs
-    lr = base.lr if args.lr is None else args.lr
-    if epochs < 1:
-        raise ConfigError(f"--epochs: expected >= 1 (pretraining with 0 epochs gives an untrained model), got {epochs}")
-    if epochs > MAX_ITERATIONS:  # 10**20 ended in an OverflowError traceback from the progress bar
-        raise ConfigError(f"--epochs: expected at most {MAX_ITERATIONS:,} (early stopping ends pretraining long "
-                          f"before; the default is {base.epochs}), got {shown(epochs)}")
-    if not (0 < lr <= 10):
-        raise ConfigError(f"--lr: expected a learning rate in (0, 10], got {lr:g}")
+    fol_cfg = FOLConfig.from_toml(args.config) if args.config else FOLConfig()  # the swarm's settings
+    for flag, field in PRETRAIN_FLAGS:  # each flag overrides its field, checked by FOLConfig's own rules
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is None:
+            continue
+        try:
+            fol_cfg = fol_cfg.replace(**{field: value})
+        except ConfigError as exc:  # FOLConfig's message names the field (fol.pretrain_lr ...): said of the flag
+            raise ConfigError(f"{flag}: {str(exc).removeprefix(f'fol.{field} ')}") from None
+    if fol_cfg.pretrain_epochs < 1:  # a [fol] table may hold 0; fol pretrain would write an untrained model
+        where = "--epochs" if args.epochs is not None else f"{args.config}: fol.pretrain_epochs"
+        raise ConfigError(f"{where}: expected >= 1 (pretraining with 0 epochs gives an untrained model), "
+                          f"got {fol_cfg.pretrain_epochs}")
     if args.arch not in architectures():
         raise ConfigError(f"--arch: unknown architecture {args.arch!r}; expected one of {', '.join(architectures())}")
-    batch_size = base.batch_size if args.batch_size is None else args.batch_size
-    patience = base.patience if args.patience is None else args.patience
-    if problem := batch_size_problem(batch_size):  # FOLConfig's own check of batch_size (1 is refused: batch norm)
-        raise ConfigError(f"--batch-size: {problem}")
-    if not 0 <= patience <= MAX_ITERATIONS:
-        raise ConfigError(f"--patience: expected 0..{MAX_ITERATIONS:,} epochs, got {shown(patience)}")
     if args.init_seed is not None and not is_seed(args.init_seed):
         raise ConfigError(f"--init-seed: expected an integer in 0..{MAX_SEED}, got {args.init_seed}")
     check_output_file(args.out, ConfigError, "--out")
@@ -177,12 +186,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         raise ConfigError(f"--data {args.data}: {exc}") from None
     # node K of seed S trains as fol simulate's node K (fol.nodes.build_nodes): batch order and dropout
     # drawn with node_seed(S, K), from the initialization of seed S shared by every node of the run
-    cfg = TrainConfig(
-        epochs=epochs, lr=lr,
-        batch_size=batch_size, patience=patience,
-        momentum=base.momentum, weight_decay=base.weight_decay, seed=node_seed(spec_data.seed, spec_data.node),
-        progress=True, desc="pretrain",
-    )
+    cfg = dataclasses.replace(fol_cfg.pretrain_train(), seed=node_seed(spec_data.seed, spec_data.node), progress=True)
     init_seed = spec_data.seed if args.init_seed is None else args.init_seed
     model = pretrain(spec, node, cfg, init_seed=init_seed)
     test = evaluate(model, *node.test.tensors())

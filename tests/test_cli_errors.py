@@ -110,12 +110,14 @@ def _omm_scenario(tmp: Path, key: str, value: object) -> str:
 
 CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "pretrain --lr 1e9": (lambda t: ["pretrain", "--data", DATA, "--lr", "1e9", "--out", str(t / "m.safetensors")],
-                          "--lr"),
+                          "--lr: must be at most 1e+06 (it multiplies float32 tensors"),  # FOLConfig's pretrain_lr check
+    "pretrain --lr nan": (lambda t: ["pretrain", "--data", DATA, "--lr", "nan", "--out", str(t / "m.safetensors")],
+                          "--lr: must be a finite number, got nan"),
     "pretrain --epochs 0": (lambda t: ["pretrain", "--data", DATA, "--epochs", "0", "--out", str(t / "m.st")],
                             "--epochs"),
     # an OverflowError traceback from the progress bar (a range longer than sys.maxsize)
     "pretrain --epochs 10**20": (lambda t: ["pretrain", "--data", DATA, "--epochs", str(10**20), "--out",
-                                            str(t / "m.st")], "--epochs: expected at most 100,000 "),
+                                            str(t / "m.st")], "--epochs: must be at most 100,000, got 1000"),
     "pretrain: pool too small for the spec": (lambda t: ["pretrain", "--data", "dataset=synthetic-hurricane,nodes=2,"
                                                          "node=0,size=200", "--out", str(t / "m.st")],
                                               "--data: 200 images of synthetic-hurricane cannot give nodes=2 "
@@ -131,7 +133,7 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
                                 "--batch-size: must be at least 2 (batch norm cannot train on one image, e.g. "
                                 "mobilenet_v3_small on 16 x 16 images), got 1"),
     "pretrain --patience -1": (lambda t: ["pretrain", "--data", DATA, "--patience", "-1", "--out", str(t / "m.st")],
-                               "--patience: expected 0..100,000 epochs, got -1"),
+                               "--patience: must be >= 0, got -1"),
     "personalize --out /proc/x": (lambda t: _personalize(t, "/proc/x/out"), "--out /proc/x/out"),
     "personalize --out FILE": (lambda t: _personalize(t, _existing_file(t)), "exists and is not a folder"),
     "personalize --out DIR holding a folder report.json": (
@@ -195,7 +197,7 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
         lambda t: ["simulate", _learning_scenario(t, "seeds = [0]", extra="[methods.fedavg]\nlocal_epochs = 1000000000000"),
                    "--check"], "methods.fedavg.local_epochs must be at most 100,000, got 1000000000000"),
     "pretrain --patience 10**20": (lambda t: ["pretrain", "--data", DATA, "--patience", str(10**20), "--out",
-                                              str(t / "m.st")], "--patience: expected 0..100,000 epochs, got 1000"),
+                                              str(t / "m.st")], "--patience: must be at most 100,000, got 1000"),
     "simulate seeds = [10**30]": (lambda t: ["simulate", _learning_scenario(t, f"seeds = [{10**30}]"), "--check"],
                                   "scenario.seeds: expected a non-empty list of integers in 0..4294967295"),
     "keys list --store FILE": (lambda t: ["keys", "list", "--store", _existing_file(t)],
@@ -550,3 +552,54 @@ def test_pretrain_on_a_folder_of_one_class_names_the_class_before_training(
     assert not out.exists()
     assert main(["data", "info", f"imagefolder:{root}"]) == 0
     assert "classes (1):" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text", [
+    "[fol]\nmomentum = 1.5\n",  # a bad value
+    "[fol]\nmomentun = 0.5\n",  # an unknown key
+    "[fol]\npretrain_lr = 'fast'\n",
+    "pretrain_epochs = 5\n[fol]\nmomentum = 0.5\n",  # a FOL key outside the [fol] table
+    "[fol\nmomentum = 0.5\n",  # not TOML
+    None,  # no such file
+    "",  # a folder
+])
+def test_pretrain_config_is_refused_as_personalize_refuses_it(
+        text: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """fol pretrain --config reads the file as fol personalize --config does: a bad file or field is
+    the same one line (naming the file, and the field), exit 2, before any data is loaded."""
+    import fol.nodedata
+    import fol.stages
+
+    config = tmp_path / "fol.toml"
+    if text == "":
+        config.mkdir()
+    elif text is not None:
+        config.write_text(text)
+    monkeypatch.setattr(fol.nodedata, "load_node_data", lambda *a, **k: pytest.fail("data loaded"))
+    monkeypatch.setattr(fol.stages, "pretrain", lambda *a, **k: pytest.fail("trained"))
+    out = tmp_path / "m.safetensors"
+    assert main(["pretrain", "--data", DATA, "--config", str(config), "--epochs", "1", "--out", str(out)]) == 2
+    pretrain_err = capsys.readouterr().err.splitlines()
+    assert main(_personalize(tmp_path, str(tmp_path / "o")) + ["--config", str(config)]) == 2
+    personalize_err = capsys.readouterr().err.splitlines()
+    assert len(pretrain_err) == 1 and pretrain_err[0].startswith(f"fol pretrain: error: {config}"), pretrain_err
+    assert pretrain_err[0].removeprefix("fol pretrain: ") == personalize_err[0].removeprefix("fol personalize: ")
+    assert not out.exists()
+
+
+def test_pretrain_config_of_no_epochs_is_refused_naming_the_field(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """pretrain_epochs = 0 is a valid [fol] table (fol simulate accepts it), but fol pretrain would write
+    an untrained model: refused as --epochs 0 is, naming the file and the field; --epochs overrides it."""
+    import fol.nodedata
+
+    config = tmp_path / "fol.toml"
+    config.write_text("[fol]\npretrain_epochs = 0\n")
+    monkeypatch.setattr(fol.nodedata, "load_node_data", lambda *a, **k: pytest.fail("data loaded"))
+    argv = ["pretrain", "--data", DATA, "--config", str(config), "--out", str(tmp_path / "m.safetensors")]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"fol pretrain: error: {config}: fol.pretrain_epochs: expected >= 1 (pretraining with 0 epochs gives an "
+        f"untrained model), got 0"]
+    with pytest.raises(pytest.fail.Exception, match="data loaded"):  # --epochs 1 passes every check
+        main(argv + ["--epochs", "1"])

@@ -217,3 +217,46 @@ def test_fol_pretrain_on_a_spec_gives_the_simulations_pretrained_model(tmp_path:
         mine, theirs = load_model(out).model.state_dict(), sim.pretrained.state_dict()
         assert mine.keys() == theirs.keys()
         assert all(torch.equal(mine[k], theirs[k]) for k in mine), init
+
+
+def test_fol_pretrain_config_gives_the_simulations_model_with_its_settings(tmp_path: Path) -> None:
+    """``fol pretrain --config FILE`` pretrains with the file's [fol] pretraining settings (momentum,
+    weight_decay, pretrain_epochs, pretrain_lr, batch_size, patience), as fol simulate's build_nodes
+    does with that table: the same model bit for bit. A flag overrides its field of the file."""
+    import dataclasses
+
+    import torch
+
+    from fol.checkpoint import load_model
+    from fol.cli import main
+    from fol.config import FOLConfig
+    from fol.data import dirichlet_partition, load_dataset
+    from fol.models import build_model
+    from fol.nodes import build_nodes
+
+    seed, nodes, node = 1, 3, 2
+    text = f"dataset=synthetic-hurricane,nodes={nodes},psi=0.5,per_node=60,size=200,seed={seed},node={node}"
+    pool = load_dataset("synthetic-hurricane", n=200, seed=seed)
+    shards = dirichlet_partition(pool.labels.numpy(), nodes, 0.5, seed, samples_per_node=60)
+    config = tmp_path / "scenario.toml"  # a scenario's [fol] table; patience 0: the last epoch's weights
+    config.write_text('[time]\nduration_s = 600.0\n\n[fol]\ntop_k = 2\npretrain_epochs = 2\nmomentum = 0.5\n'
+                      'weight_decay = 0.01\npretrain_lr = 0.03\nbatch_size = 16\npatience = 0\n')
+    settings = FOLConfig.from_toml(config)
+    assert (settings.momentum, settings.weight_decay, settings.batch_size) != (FOLConfig().momentum,
+                                                                               FOLConfig().weight_decay,
+                                                                               FOLConfig().batch_size)
+    only_node = lambda fn, tasks: [fn(t) if t.index == node else (build_model(t.spec).state_dict(), 0)  # noqa: E731
+                                   for t in tasks]  # node K trained only
+    models = {}
+    for name, flags, train in (
+            ("file", [], settings.pretrain_train()),
+            ("--epochs 1", ["--epochs", "1"], dataclasses.replace(settings.pretrain_train(), epochs=1))):
+        out = tmp_path / f"{name}.safetensors"
+        assert main(["pretrain", "--data", text, "--arch", "cnn-small", "--config", str(config), *flags,
+                     "--out", str(out)]) == 0
+        sim = build_nodes(pool, shards, ["cnn-small"], train, seed, map=only_node)[node]
+        mine, theirs = load_model(out).model.state_dict(), sim.pretrained.state_dict()
+        assert mine.keys() == theirs.keys()
+        assert all(torch.equal(mine[k], theirs[k]) for k in mine), name
+        models[name] = mine
+    assert not all(torch.equal(models["file"][k], models["--epochs 1"][k]) for k in models["file"])  # overridden
