@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # fol.data imports torch; the CLI's --help must not
 
 __all__ = ["NodeDataSpec", "parse_node_data", "pretraining_spec", "split_fields", "load_node_data", "dataset_options",
            "NODE_DATA_HELP", "add_node_data_arguments", "SPLIT_SEED_KEY", "SPLIT_RULE", "LEGACY_SPLIT_RULE",
-           "recorded_split_rule", "split_seed"]
+           "recorded_split_rule", "split_seed", "SIMULATION_CARD_KEYS"]
 
 NODE_DATA_HELP = (
     "node data: a folder with one sub-folder per class, or key=value pairs "
@@ -174,18 +174,25 @@ SPLIT_RULE = "node_seed"
 #: of seed 0 split as node 0 of seed 1 by it.
 LEGACY_SPLIT_RULE = "seed+node"
 _SPLIT_RULES = (SPLIT_RULE, LEGACY_SPLIT_RULE)
+#: What only ``fol simulate``'s pretrained checkpoints keep in their card's ``extra``
+#: (:mod:`fol.simulation.runner`): such a card split by :data:`SPLIT_RULE` even before it recorded it.
+SIMULATION_CARD_KEYS = ("pretrain_flops", "seed")
 
 
 def recorded_split_rule(extra: Mapping[str, object], source: str) -> str:
     """The split rule a model card's ``extra`` records (:data:`SPLIT_SEED_KEY`): none is
-    :data:`LEGACY_SPLIT_RULE`, the rule of every model made before the key was recorded.
+    :data:`LEGACY_SPLIT_RULE`, the rule of the models made before the key was recorded, but for
+    ``fol simulate``'s pretrained checkpoints (:data:`SIMULATION_CARD_KEYS`), which have always
+    split by :data:`SPLIT_RULE` (``fol.nodes.build_nodes``; a resumed run keeps ones saved before).
     An unknown rule raises :class:`~fol.errors.CheckpointError` naming ``source`` (the model file):
     splitting by another rule could put the model's training images in its validation and test sets.
 
     >>> recorded_split_rule({}, "m.safetensors"), recorded_split_rule({"split_seed": "node_seed"}, "m.safetensors")
     ('seed+node', 'node_seed')
     """
-    rule = extra.get(SPLIT_SEED_KEY, LEGACY_SPLIT_RULE)
+    if SPLIT_SEED_KEY not in extra:
+        return SPLIT_RULE if all(key in extra for key in SIMULATION_CARD_KEYS) else LEGACY_SPLIT_RULE
+    rule = extra[SPLIT_SEED_KEY]
     if not isinstance(rule, str) or rule not in _SPLIT_RULES:
         raise CheckpointError(f"{source}: model card extra.{SPLIT_SEED_KEY} is {shown(rule)}; this toolkit "
                               f"splits a node's data by {' or '.join(map(repr, _SPLIT_RULES))} (a model made by "

@@ -260,3 +260,20 @@ def test_fol_pretrain_config_gives_the_simulations_model_with_its_settings(tmp_p
         assert all(torch.equal(mine[k], theirs[k]) for k in mine), name
         models[name] = mine
     assert not all(torch.equal(models["file"][k], models["--epochs 1"][k]) for k in models["file"])  # overridden
+
+
+def test_a_simulation_checkpoint_saved_before_the_rule_was_recorded_splits_by_node_seed(tmp_path: Path) -> None:
+    """fol simulate has always split node K with node_seed(S, K) (fol.nodes.build_nodes), but its pretrained
+    checkpoints record the rule only since today: one saved before (an interrupted run resumed now keeps
+    it, next to new ones that record it) was taken for a spec's model of the S + K rule, and fol personalize
+    or the node agent re-split its node so, putting training images in its validation and test sets. Its
+    card is told by what only the simulation writes there (extra.pretrain_flops and extra.seed)."""
+    from fol.nodedata import LEGACY_SPLIT_RULE, SPLIT_RULE, recorded_split_rule
+
+    model = str(tmp_path / "sat-00.safetensors")
+    assert recorded_split_rule({"pretrain_flops": 123_456, "seed": 1}, model) == SPLIT_RULE
+    # fol pretrain's and fol personalize's cards of before: S + K, as they split
+    assert recorded_split_rule({"val_accuracy": 0.9, "test_accuracy": 0.8, "data": "dataset=x"}, model) \
+        == LEGACY_SPLIT_RULE
+    assert recorded_split_rule({"variant": "fol", "personalized_from": "sat-00.safetensors", "data": "x"},
+                               model) == LEGACY_SPLIT_RULE
