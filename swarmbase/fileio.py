@@ -29,7 +29,7 @@ from typing import IO, Any, Callable, Iterator, Sequence
 
 __all__ = ["fsync_dir", "make_dirs", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
            "staged_outputs", "check_output_dir", "check_output_file", "publish_gate", "is_temporary",
-           "remove_temporaries", "remove_path", "dead_link", "DEAD_LINK"]
+           "remove_temporaries", "remove_path", "dead_link", "DEAD_LINK", "dead_link_text"]
 
 #: The name of :func:`atomic_writer`'s temporary file for ``<name>``: ``.<name>.<12 hex digits>.tmp``.
 _TEMPORARY = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
@@ -94,7 +94,7 @@ def make_dirs(folder: Path) -> None:
     new = [p for p in (folder, *folder.parents) if not p.exists()]
     for path in new:  # mkdir says "File exists" of a link that leads nowhere: say where it leads
         if (dead := dead_link(path)) is not None:
-            raise OSError(dead, f"{path} is {_dead_link_target(path, dead)}", str(path))
+            raise OSError(dead, f"{path} is {dead_link_text(path, dead)}", str(path))
     with _gated() if new else contextlib.nullcontext():  # (an existing file there still raises)
         folder.mkdir(parents=True, exist_ok=True)
     for created in reversed(new):
@@ -343,8 +343,9 @@ def dead_link(path: str | os.PathLike[str]) -> int | None:
     return None
 
 
-def _dead_link_target(path: str | os.PathLike[str], dead: int) -> str:
-    """``a link to <its target>, which does not exist`` (or leads back to it), of :func:`dead_link`'s ``dead``."""
+def dead_link_text(path: str | os.PathLike[str], dead: int) -> str:
+    """``a link to <its target>, which does not exist`` (or leads back to it), of :func:`dead_link`'s ``dead``:
+    how every message about such a link names it."""
     return f"a link to {os.readlink(path)}, which {DEAD_LINK[dead]}"
 
 
@@ -357,7 +358,7 @@ def _creatable(path: Path, error: type[Exception], what: str) -> None:
     for name in (path, *path.parents):  # as typed: a link on the way that leads nowhere is named
         if (dead := dead_link(name)) is not None:
             which = "is" if name == path else f"{name} is"
-            raise error(f"{what} {path}: {which} {_dead_link_target(name, dead)}; remove the link or give "
+            raise error(f"{what} {path}: {which} {dead_link_text(name, dead)}; remove the link or give "
                         f"another path")
         if name.exists():
             break

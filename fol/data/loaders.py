@@ -49,7 +49,7 @@ from fol.data.geo import GeoDataset, check_pool_size
 from fol.data.synthetic import TASK_CLASSES
 from fol.defaults import IMAGE_FOLDER_COORDS, MAX_TIFF_BANDS, check_band_options, class_name
 from fol.errors import DataError
-from swarmbase.fileio import DEAD_LINK, dead_link
+from swarmbase.fileio import dead_link, dead_link_text
 from swarmbase.tomlcheck import shown
 
 __all__ = [
@@ -598,7 +598,7 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
     # TypeError: a TIFF tag of another type than the one Pillow uses (StripOffsets as DOUBLE)
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError, TypeError) as exc:
         if isinstance(exc, OSError) and (dead := dead_link(path)) is not None:
-            raise DataError(f"{path}: a link to {os.readlink(path)}, which {DEAD_LINK[dead]}") from None
+            raise DataError(f"{path}: {dead_link_text(path, dead)}") from None
         try:  # an empty file: Pillow's "cannot identify image file" says less
             empty = isinstance(exc, UnidentifiedImageError) and os.path.getsize(path) == 0
         except OSError:  # gone since: said as Pillow said it
@@ -721,7 +721,7 @@ def class_folders(root: Path) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for d in sorted(Path(root).iterdir()):
         if not d.name.startswith(".") and (dead := dead_link(d)) is not None:
-            raise DataError(f"image folder {root}: {d} is a link to {os.readlink(d)}, which {DEAD_LINK[dead]}"
+            raise DataError(f"image folder {root}: {d} is {dead_link_text(d, dead)}"
                             + ("; point it at a class folder or remove it" if dead == errno.ELOOP else
                                " (a class folder moved, or a disk not mounted?); restore it or remove the link"))
         if d.is_dir() and not d.name.startswith(".") and d.name not in NOT_CLASSES:
@@ -1213,7 +1213,7 @@ def check_image_folder_root(root: Path) -> None:
     target); "not found" would send the user looking for a path that is there. A path that is a
     folder, or is not there at all, passes (the caller says "not found" as it words it)."""
     if (dead := dead_link(root)) is not None:  # not "not found": the link is there
-        raise DataError(f"image folder {root} is a link to {os.readlink(root)}, which {DEAD_LINK[dead]}"
+        raise DataError(f"image folder {root} is {dead_link_text(root, dead)}"
                         + ("; point it at a folder of class folders or remove it" if dead == errno.ELOOP else
                            " (a folder moved, or a disk not mounted?)"))
     if root.exists() and not root.is_dir():  # an archive not unpacked, an image, a list of files
