@@ -672,6 +672,12 @@ def test_resume_after_a_kill_during_pretraining_keeps_finished_nodes(tiny_leo_lo
     assert len(list(pretrained.glob("*.safetensors"))) == 6
     # build_nodes split every node by node_seed: a later fol personalize re-splits by the rule the card records
     assert {read_card(p).extra.get("split_seed") for p in pretrained.glob("*.safetensors")} == {"node_seed"}
+    # and a card of them without the rule (one saved before it was recorded) is still told by its own keys
+    from fol.nodedata import SIMULATION_CARD_KEYS, recorded_split_rule
+
+    for p in pretrained.glob("*.safetensors"):
+        extra = {k: v for k, v in read_card(p).extra.items() if k != "split_seed"}
+        assert set(SIMULATION_CARD_KEYS) <= extra.keys() and recorded_split_rule(extra, str(p)) == "node_seed"
     a, b = [r for r in _rows(tiny_leo_local[2].out) if r["seed"] == "0"], _rows(cut)
     assert len(a) == len(b) == 18
     assert sum(int(r["received_models"]) for r in a if r["method"] == "fol") > 0  # FOL really exchanged models
