@@ -87,7 +87,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 import torch
 from torch import nn
@@ -202,6 +202,29 @@ class ModelCard:
     def __hash__(self) -> int:
         # The generated frozen-dataclass hash would fail on the ``extra`` dict.
         return hash(self.to_json())
+
+    def unusable_by(self, class_names: Sequence[str], input_shape: Sequence[int]) -> str | None:
+        """Why a node of these classes (in this output order) and input shape ``(C, H, W)`` cannot
+        use this model, or None when it can: the one rule of ``fol personalize``'s neighbours and
+        of the agent's received models. Lists are shown cut (a card may name thousands of classes).
+
+        >>> card = ModelCard(ModelSpec("cnn-small", 2), ["dry", "flood"])
+        >>> card.unusable_by(["dry", "flood"], (3, 32, 32)) is None
+        True
+        >>> card.unusable_by(["flood", "dry"], (3, 32, 32))
+        "classes ['dry', 'flood'] are the node's classes ['flood', 'dry'] in another order (the model's outputs are in another order)"
+        >>> card.unusable_by(["dry", "flood"], (3, 64, 64))
+        "input shape [3, 32, 32] differs from the node's [3, 64, 64]"
+        """
+        if list(self.class_names) != list(class_names):
+            theirs, ours = shown(list(self.class_names), 200), shown(list(class_names), 200)
+            if sorted(self.class_names) == sorted(class_names):  # a set that differs only in its order
+                return (f"classes {theirs} are the node's classes {ours} in another order (the model's outputs "
+                        f"are in another order)")
+            return f"class set {theirs} differs from the node's {ours}"
+        if list(self.input_shape or ()) != list(input_shape):
+            return f"input shape {list(self.input_shape or ())} differs from the node's {list(input_shape)}"
+        return None
 
     def __post_init__(self) -> None:
         if not isinstance(self.spec, ModelSpec):

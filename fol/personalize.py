@@ -50,7 +50,6 @@ from fol.stages import (Candidate, align_neighbour, candidate_train_logits, cand
                         fall_back_to_received, own_candidate, scored_candidate, select_top_k)
 from fol.train import evaluate, predict_logits
 from fol.variants import ALL_VARIANTS, VARIANTS
-from swarmbase.tomlcheck import shown
 
 __all__ = ["Received", "NodeState", "RoundReport", "personalize", "check_received", "save_ensemble",
            "save_pool_round", "load_pool",
@@ -119,18 +118,8 @@ class RoundReport:
 
 
 def check_received(state: NodeState, item: Received) -> str | None:
-    """Why ``item`` cannot be used by this node, or None when it can."""
-    card = item.card
-    if list(card.class_names) != list(state.class_names):
-        theirs, ours = shown(list(card.class_names), 200), shown(list(state.class_names), 200)
-        if sorted(card.class_names) == sorted(state.class_names):  # a set that differs only in its order
-            return (f"classes {theirs} are the node's classes {ours} in another order (the model's outputs "
-                    f"are in another order)")
-        return f"class set {theirs} differs from the node's {ours}"
-    shape = list(state.data.train.images.shape[1:])
-    if list(card.input_shape) != shape:
-        return f"input shape {list(card.input_shape)} differs from the node's {shape}"
-    return None
+    """Why ``item`` cannot be used by this node, or None when it can (:meth:`ModelCard.unusable_by`)."""
+    return item.card.unusable_by(state.class_names, tuple(state.data.train.images.shape[1:]))
 
 
 def _pooled_name(sender: str, round_: int) -> str:

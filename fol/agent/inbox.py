@@ -438,12 +438,8 @@ class Inbox:
         if card.round != model_round:
             raise ProtocolError(f"model card says round {card.round}, {said} {model_round}")
         if self.compatible is not None:
-            names, shape = self.compatible
-            if tuple(card.class_names) != names or tuple(card.input_shape or ()) != shape:
-                raise ProtocolError(
-                    f"model for classes {shown(list(card.class_names), 200)} and input {list(card.input_shape or ())} "
-                    f"is of no use to this node (classes {shown(list(names), 200)}, input {list(shape)})"
-                )
+            if (why := card.unusable_by(*self.compatible)) is not None:  # personalize's rule for its neighbours
+                raise ProtocolError(f"model is of no use to this node: {why}")
 
     def commit(self, sender: str, offer: Offer, part: Path, digest: str | None = None) -> dict[str, Any]:
         """Verify ``part`` and move it atomically into the inbox; returns the new record.
