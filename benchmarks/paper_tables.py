@@ -29,8 +29,10 @@ the default: every row both hold, paired by seed and node on the seeds both
 ran (Local must agree to the last node), with the same paired statistics.
 ``--methods local`` only pretrains and reports Local (minutes, not hours):
 ``--merge`` it with a saved run to check that this machine pretrains that
-run's swarms to the same Local before comparing with it. The protocol itself
-is :mod:`fol.reproduce`.
+run's swarms to the same Local before comparing with it. ``--by-skew
+TABLES_JSON ...`` splits each row's gain over Local between the nodes whose
+test split is 90 % or more one class and the others (the splits rebuilt from
+the run's config, no training). The protocol itself is :mod:`fol.reproduce`.
 
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py --quick          # psi 0.5, 4 nodes, 1 seed
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py                  # the full grid (24 nodes, 3 seeds)
@@ -38,6 +40,7 @@ is :mod:`fol.reproduce`.
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py --quick --data imagefolder:/path/to/folder
     python benchmarks/paper_tables.py --merge wildfire/tables.json hurricane/tables.json --out both
     python benchmarks/paper_tables.py --compare default/tables.json paper/tables.json
+    python benchmarks/paper_tables.py --by-skew wildfire/tables.json hurricane/tables.json
     OMP_NUM_THREADS=1 python benchmarks/paper_tables.py --data synthetic-wildfire --psi 0.7 --methods local --out check
     python benchmarks/paper_tables.py --merge saved/tables.json check/tables.json --out checked
 """
@@ -46,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -53,6 +57,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from _common import fail, int_in, key_values, machine_line, per_core, positive_float  # noqa: E402
@@ -194,6 +199,62 @@ def compare(paths: list[Path], out: Path | None) -> int:
     return 0
 
 
+#: A node counts as nearly one class, for ``--by-skew``, when this share or more of its test split is one
+#: class (the rule of ``calibrate_synthetic.py --by-form``).
+ONE_CLASS_SHARE = 0.9
+
+
+def by_skew(paths: list[Path]) -> int:
+    """``--by-skew``: each row's gain over Local (paired by seed and node) on the nodes whose
+    test split is >= 90 % one class and on the others. The splits are rebuilt from each run's
+    config (pool, partition, every node's split by its training seed; no training), and a run
+    whose rebuilt node sizes differ from those it recorded is refused."""
+    from fol.data import split_node
+    from fol.reproduce import load_pool, partition_pool
+    from fol.seeds import node_seed
+
+    try:
+        runs = read_runs(paths, "--by-skew")
+        lines = [f"nodes 'nearly one class': >= {100 * ONE_CLASS_SHARE:.0f} % of the node's test split is one class "
+                 "(per training seed, which draws the split); cells: mean over the seeds of the mean over the "
+                 "group's nodes, % points, row - Local paired by seed and node"]
+        for name, result in runs:
+            for (dataset, psi), setting in result.settings.items():
+                pool = load_pool(dataset, result.config)
+                shards = partition_pool(pool, result.config, psi)
+                if [len(s) for s in shards] != list(setting["sizes"]):
+                    raise ConfigError(f"--by-skew {name}: {dataset} psi={psi}: the rebuilt partition's node sizes "
+                                      f"differ from those the run recorded; run it with the code that wrote it")
+                groups: dict[str, dict[str, list[float]]] = {"nearly one class": {}, "others": {}}
+                counts = {g: [] for g in groups}
+                for seed, acc in setting["acc"].items():
+                    one = []
+                    for k, shard in enumerate(shards):
+                        test = split_node(pool.subset(shard), seed=node_seed(int(seed), k)).test
+                        one.append(float(test.class_counts().max()) / len(test) >= ONE_CLASS_SHARE)
+                    local = np.asarray(acc["Local"])
+                    for g, keep in (("nearly one class", True), ("others", False)):
+                        m = np.asarray(one) == keep
+                        counts[g].append(int(m.sum()))
+                        if not m.any():
+                            continue
+                        for row, values in acc.items():
+                            value = local[m] if row == "Local" else np.asarray(values)[m] - local[m]
+                            groups[g].setdefault(row, []).append(100 * float(value.mean()))
+                lines += ["", f"#### {dataset}, psi = {psi}: {len(shards)} nodes, seeds {list(setting['acc'])} ({name})",
+                          "", "| row | " + " | ".join(f"{g} ({'/'.join(map(str, counts[g]))} nodes)" for g in groups)
+                          + " |", "|---|" + "---|" * len(groups)]
+                rows = ["Local"] + [r for r in result.rows(dataset, psi) if r != "Local"]
+                for row in rows:
+                    cells = [(f"{statistics.mean(groups[g][row]):.1f}" if row == "Local" else
+                              f"{statistics.mean(groups[g][row]):+.1f}") if groups[g].get(row) else "-" for g in groups]
+                    lines.append(f"| {row if row == 'Local' else row + ' - Local'} | " + " | ".join(cells) + " |")
+    except FOLError as exc:
+        return fail(str(exc))
+    print("\n".join(lines))
+    return 0
+
+
 def merge(paths: list[Path], out: Path | None) -> int:
     """``--merge``: the tables and summary of finished (or partial) runs'
     tables.json files, joined; written to ``out`` when given."""
@@ -247,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="run nothing: set two runs of the same swarms that differ in FOL's or the baselines' "
                          "options side by side (other - base, paired by seed and node; with --out also to OUT/compare.md) "
                          "and exit")
+    ap.add_argument("--by-skew", type=Path, nargs="+", metavar="TABLES_JSON",
+                    help="run nothing: each row's gain over Local on the nodes whose test split is >= 90 %% one "
+                         "class and on the others (the splits rebuilt from each run's config, no training)")
     ap.add_argument("--threads", type=per_core, default=1, help="torch threads per worker (1 is fastest for small CNNs)")
     ap.add_argument("--executor", choices=["local", "process"], default="process",
                     help="where per-node work runs (default: %(default)s; results do not depend on it)")
@@ -257,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         return merge(args.merge, args.out)
     if args.compare:
         return compare(args.compare, args.out)
+    if args.by_skew:
+        return by_skew(args.by_skew)
     args.out = args.out or Path("paper_tables")
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:

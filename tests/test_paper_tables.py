@@ -697,3 +697,49 @@ def test_image_size_is_checked_by_the_protocol_naming_the_field(size, tmp_path, 
     assert benchmark_script("paper_tables").main(["--quick", "--image-size", "4", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "error: protocol: image_size must be an integer of 8..1024 pixels, got 4" in err and "Traceback" not in err
+
+
+def test_by_skew_splits_each_rows_gain_by_how_one_class_a_node_is(tmp_path, capsys, benchmark_script) -> None:
+    """--by-skew rebuilds every node's split (no training) and gives each row's gain over Local on
+    the nodes whose test split is >= 90 % one class and on the others; a run whose recorded node
+    sizes are not those of its config's partition is refused in one line."""
+    from fol.data import split_node
+    from fol.reproduce import ProtocolResult, load_pool, partition_pool
+    from fol.seeds import node_seed
+
+    cfg = ProtocolConfig(datasets=("synthetic-hurricane",), psis=(0.5,), seeds=(0, 1), nodes=6, pool=600,
+                         min_samples=20, rounds=1, methods=("fol",))
+    pool = load_pool("synthetic-hurricane", cfg)
+    shards = partition_pool(pool, cfg, 0.5)
+    sizes = [len(s) for s in shards]
+    rows = rows_for(1, ("fol",))
+    acc = {s: {row: [0.5 + 0.04 * k + (0.005 * (i + 1) * (k + 1) if row != "Local" else 0.0) for k in range(6)]
+               for i, row in enumerate(rows)} for s in (0, 1)}
+    res = ProtocolResult(cfg, settings={("synthetic-hurricane", 0.5): {"sizes": sizes, "columns": column_nodes(sizes),
+                                                                      "acc": acc}})
+    res.write(tmp_path / "run")
+    script = benchmark_script("paper_tables")
+    assert script.main(["--by-skew", str(tmp_path / "run" / "tables.json")]) == 0
+    out = capsys.readouterr().out
+    one = {s: [max(split_node(pool.subset(sh), seed=node_seed(s, k)).test.class_counts().tolist())
+               / len(split_node(pool.subset(sh), seed=node_seed(s, k)).test) >= 0.9 for k, sh in enumerate(shards)]
+           for s in (0, 1)}
+    assert any(any(v) for v in one.values()) and not all(all(v) for v in one.values())  # both groups appear
+
+    def expected(row: str, keep: bool) -> str:
+        per_seed = [[acc[s][row][k] - (acc[s]["Local"][k] if row != "Local" else 0.0)
+                     for k in range(6) if one[s][k] == keep] for s in (0, 1)]
+        per_seed = [100 * sum(v) / len(v) for v in per_seed if v]
+        return f"{sum(per_seed) / len(per_seed):{'.1f' if row == 'Local' else '+.1f'}}" if per_seed else "-"
+
+    counts = {keep: "/".join(str(sum(1 for v in one[s] if v == keep)) for s in (0, 1)) for keep in (True, False)}
+    assert f"| row | nearly one class ({counts[True]} nodes) | others ({counts[False]} nodes) |" in out
+    for row in rows:
+        label = row if row == "Local" else f"{row} - Local"
+        assert f"| {label} | {expected(row, True)} | {expected(row, False)} |" in out, (row, out)
+
+    res.settings[("synthetic-hurricane", 0.5)]["sizes"] = [n + 1 for n in sizes]  # another partition, same columns
+    res.write(tmp_path / "other")
+    assert script.main(["--by-skew", str(tmp_path / "other" / "tables.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "node sizes differ" in err[0] and "Traceback" not in err[0]
