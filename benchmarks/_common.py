@@ -320,3 +320,8 @@ class PeakMemory:
         self._stop.set()
         self._thread.join()
         self._sample()
+
+
+#: A node counts as nearly one class (``calibrate_synthetic.py --by-form``, ``paper_tables.py --by-skew``)
+#: when this share or more of its test split is one class.
+ONE_CLASS_SHARE = 0.9

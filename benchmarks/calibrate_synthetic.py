@@ -75,7 +75,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (fail, int_in, machine_line, per_core, positive_float, seed_range, set_threads,  # noqa: E402
+from _common import (ONE_CLASS_SHARE, fail, int_in, machine_line, per_core, positive_float, seed_range, set_threads,  # noqa: E402
                      unwritable_output, user_seed)
 
 from fol.config import FOLConfig  # noqa: E402
@@ -107,10 +107,6 @@ def right(model: torch.nn.Module, ds: GeoDataset) -> np.ndarray:
     with torch.no_grad():
         pred = torch.cat([model(ds.images[i:i + 512]).argmax(1) for i in range(0, len(ds), 512)])
     return (pred == ds.labels).numpy()
-
-
-#: A node counts as nearly one class, for ``--by-form``, when this share or more of its test split is one class.
-ONE_CLASS_SHARE = 0.9
 
 
 def room_by_form(task: str, nodes: list, local_right: list[np.ndarray], pooled_right: list[np.ndarray],

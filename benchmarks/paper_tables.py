@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from _common import fail, int_in, key_values, machine_line, per_core, positive_float  # noqa: E402
+from _common import ONE_CLASS_SHARE, fail, int_in, key_values, machine_line, per_core, positive_float  # noqa: E402
 
 from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import atomic_write_text, check_output_dir  # noqa: E402
@@ -197,11 +197,6 @@ def compare(paths: list[Path], out: Path | None) -> int:
         atomic_write_text(out / "compare.md", "\n".join(lines) + "\n")
         print(f"wrote {out / 'compare.md'}")
     return 0
-
-
-#: A node counts as nearly one class, for ``--by-skew``, when this share or more of its test split is one
-#: class (the rule of ``calibrate_synthetic.py --by-form``).
-ONE_CLASS_SHARE = 0.9
 
 
 def by_skew(paths: list[Path]) -> int:
