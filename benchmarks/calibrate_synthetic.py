@@ -83,7 +83,7 @@ from fol.data import DEFAULT_MIN_SAMPLES, TASK_REGIONS, TASK_TYPE_CLASSES, GeoDa
 from fol.errors import FOLError  # noqa: E402
 from fol.fileio import write_json_atomic  # noqa: E402
 from fol.models import DEFAULT_ARCH, ModelSpec, architectures, build_model  # noqa: E402
-from fol.train import TrainConfig, evaluate, fit  # noqa: E402
+from fol.train import TrainConfig, evaluate, fit, logit_scores, predict_logits  # noqa: E402
 
 TARGETS = {"local - majority": 5.0, "pooled": 95.0, "pooled - local": 10.0, "far-region drop": 10.0}
 
@@ -101,12 +101,12 @@ def train_eval(arch: str, train: GeoDataset, val: GeoDataset, tests: list[GeoDat
     return [evaluate(model, *t.tensors()).accuracy for t in tests]
 
 
-def right(model: torch.nn.Module, ds: GeoDataset) -> np.ndarray:
-    """Whether the model classifies each image of ``ds`` right (bool array)."""
-    model.eval()
+def accuracy_and_right(model: torch.nn.Module, ds: GeoDataset) -> tuple[float, np.ndarray]:
+    """The model's accuracy on ``ds`` (as :func:`fol.train.evaluate` gives it) and whether it
+    classifies each image right (bool array), from one pass over the images."""
     with torch.no_grad():
-        pred = torch.cat([model(ds.images[i:i + 512]).argmax(1) for i in range(0, len(ds), 512)])
-    return (pred == ds.labels).numpy()
+        logits = predict_logits(model, ds.images)
+    return logit_scores(logits, ds.labels).accuracy, (logits.argmax(1) == ds.labels).numpy()
 
 
 def room_by_form(task: str, nodes: list, local_right: list[np.ndarray], pooled_right: list[np.ndarray],
@@ -193,10 +193,10 @@ def calibrate(task: str, args: argparse.Namespace, seed: int) -> dict[str, float
     local, majority, local_right = [], [], []
     for k, nd in enumerate(nodes[: args.local_nodes or None]):
         model = train_model(args.arch, nd.train, nd.val, cfg, seed=seed)
-        acc = evaluate(model, *nd.test.tensors()).accuracy
+        acc, is_right = accuracy_and_right(model, nd.test)
         local.append(acc)
         if forms is not None:
-            local_right.append(right(model, nd.test))
+            local_right.append(is_right)
         maj = int(np.argmax(nd.train.class_counts()))
         majority.append(float((nd.test.labels == maj).float().mean()))
         if args.verbose:
@@ -226,7 +226,7 @@ def calibrate(task: str, args: argparse.Namespace, seed: int) -> dict[str, float
         print(f"  {name:17s}: {value:5.1f} (target >= {TARGETS[name]:.0f}) {'met' if ok else 'NOT met'}")
     if forms is not None:
         shown_nodes = nodes[: len(local_right)]
-        out["by_form"] = room_by_form(task, shown_nodes, local_right, [right(pooled_model, nd.test) for nd in shown_nodes],
+        out["by_form"] = room_by_form(task, shown_nodes, local_right, [accuracy_and_right(pooled_model, nd.test)[1] for nd in shown_nodes],
                                       forms, args.verbose)
     print(f"  wall time {out['seconds']:.0f} s", flush=True)
     return out
