@@ -218,24 +218,45 @@ def test_every_markdown_example_runs_with_the_suite() -> None:
 # --------------------------------------------------------------------- the repository stands alone
 
 
+def _heading_anchors(page: Path) -> set[str]:
+    """The ``#anchors`` GitHub gives a markdown page's headings: lower case, punctuation but
+    ``-`` and ``_`` dropped, spaces to ``-``, a repeated heading's anchor suffixed ``-1``, ``-2`` ..."""
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)  # no headings in code
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6} (.+)$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        seen[slug] = seen.get(slug, 0) + 1
+        if seen[slug] > 1:
+            seen[f"{slug}-{seen[slug] - 1}"] = 1
+    return set(seen)
+
+
 def test_doc_links_resolve() -> None:
     """Every relative link of every markdown page (the README's links into docs/ too, not
-    only those of docs/) names a file of the repository."""
+    only those of docs/) names a file of the repository, and a link's ``#anchor`` one of
+    that page's headings (a renamed heading broke the README's links into docs/results.md)."""
     tracked = subprocess.run(["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     pages = ([ROOT / n for n in tracked.stdout.split()] if tracked.returncode == 0
              else sorted(p for p in ROOT.glob("**/*.md") if ".venv" not in p.parts))
     names = {str(p.relative_to(ROOT)) for p in pages}
     assert {"README.md", "docs/README.md", "docs/architecture.md", "docs/fol-algorithm.md", "docs/protocol.md",
             "docs/scenario.md"} <= names
-    broken, links = [], 0
+    broken, links, anchored = [], 0, 0
     for page in pages:
-        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
-            if "://" not in target:
-                links += 1
-                if not (page.parent / target).exists():
-                    broken.append(f"{page.relative_to(ROOT)} -> {target}")
-    assert not broken, f"links to files that do not exist: {broken}"
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", page.read_text(encoding="utf-8")):
+            if "://" in target or not (target or anchor):
+                continue
+            dest = page.parent / target if target else page
+            links += 1
+            if not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+            elif anchor and dest.suffix == ".md":
+                anchored += 1
+                if anchor not in _heading_anchors(dest):
+                    broken.append(f"{page.relative_to(ROOT)} -> {target}#{anchor} (no such heading)")
+    assert not broken, f"links to files or headings that do not exist: {broken}"
     assert links >= 20  # the README's and docs/README.md's page lists, at least
+    assert anchored >= 10  # the README's targets table links its subsections of docs/results.md
 
 
 def test_no_file_cites_notes_outside_the_repository() -> None:
