@@ -50,7 +50,7 @@ def test_contacts_from_the_oem_equal_those_from_its_tle_within_a_second() -> Non
     assert {(int(x), int(y)) for x, y in zip(a.a, a.b)} >= {(0, 2), (0, 4), (1, 4), (2, 3), (2, 4)}  # stations too
     assert np.array_equal(a.a, b.a) and np.array_equal(a.b, b.b)
     assert np.abs(a.t_start_s - b.t_start_s).max() < 1.0 and np.abs(a.t_end_s - b.t_end_s).max() < 1.0
-    assert np.abs(a.t_start_s - b.t_start_s).max() < 1e-3  # what it measures: Hermite 5 on 60 s points, in EME2000
+    assert np.abs(a.t_start_s - b.t_start_s).max() < 1e-3  # what it measures: Hermite 5 on 60 s points, in GCRF
 
 
 def test_eclipses_ground_tracks_and_czml_come_from_the_oem_positions(tmp_path: Path) -> None:
@@ -271,7 +271,7 @@ def test_contacts_of_the_eme2000_export_equal_those_of_the_teme_export(
     assert start_s < 1e-4 and end_s < 1e-4, (start_s, end_s)
 
 
-# measured (3,600 s from 12:30:20, states every 30 s re-sampled from the example's EME2000 states every 60 s,
+# measured (3,600 s from 12:30:20, states every 30 s re-sampled from the example's GCRF states every 60 s,
 # 330 times off both grids): 0.09 m at most from the example's own interpolated positions
 def test_an_oem_source_is_re_sampled_over_the_horizon(tmp_path: Path) -> None:
     scn = _scenario_file(tmp_path, f'kind = "oem"\noem_file = "{EXAMPLES / "leo_oem.oem"}"',
