@@ -15,14 +15,15 @@ in Newton's form, every time's window at once) and rotates the result into TEME,
 the rest of :mod:`orbits` and :mod:`contact_sim`.
 
 :func:`write_oem` writes the states of a constellation (SGP4) or of an :class:`Ephemeris` (re-sampled)
-every ``step_s`` over a span, one segment per satellite, in TEME (as computed) or rotated into EME2000 or
-GCRF (GCRS axes, the transpose of the reader's rotation), in a file :func:`read_oem` reads back.
+every ``step_s`` over a span, one segment per satellite, in TEME (as computed) or rotated into EME2000
+or GCRF (the transpose of the reader's rotation), in a file :func:`read_oem` reads back.
 
-Frames: ``CENTER_NAME = EARTH`` only; ``REF_FRAME`` TEME, EME2000, GCRF or ICRF (inertial; EME2000
-is taken as GCRF, whose axes differ from it by the 23 mas frame bias, under 1 m in LEO and 4 m at
-GEO) or ITRF (ITRF2000, ITRF-93, ITRF-97 and the later ITRF20xx realisations, Earth-fixed, taken as
-Skyfield's ITRS). Time systems: UTC, TT, TAI and GPS (converted to UTC with Skyfield's leap-second
-table; a segment in TT, TAI or GPS may not span a leap second).
+Frames: ``CENTER_NAME = EARTH`` only; ``REF_FRAME`` TEME, GCRF or ICRF (GCRS axes), EME2000 (the mean
+equator and equinox of J2000: GCRS axes turned by the 23 mas frame bias, Skyfield's
+``framelib.ICRS_to_J2000``; 0.45 to 0.76 m in LEO, up to 4.7 m at GEO) or ITRF (ITRF2000, ITRF-93, ITRF-97
+and the later ITRF20xx realisations, Earth-fixed, taken as Skyfield's ITRS). Time systems: UTC, TT, TAI
+and GPS (converted to UTC with Skyfield's leap-second table; a segment in TT, TAI or GPS may not span a
+leap second).
 
 Example:
     >>> text = '''CCSDS_OEM_VERS = 2.0
@@ -84,13 +85,15 @@ DEFAULT_INTERPOLATION, DEFAULT_DEGREE = "HERMITE", 5
 OEM_VERSIONS = ("1.0", "2.0", "3.0")
 #: Times interpolated together (their divided differences: a few MB).
 _CHUNK = 16_384
-#: Accepted REF_FRAME values: inertial (rotated from GCRS axes), TEME, and Earth-fixed ITRF realisations.
+#: Accepted REF_FRAME values: inertial (GCRS axes; EME2000 with the frame bias), TEME, and Earth-fixed ITRF
+#: realisations.
 INERTIAL_FRAMES = ("EME2000", "GCRF", "ICRF")
 ITRF_FRAMES = ("ITRF", "ITRF-93", "ITRF-97", "ITRF93", "ITRF97", "ITRF2000", "ITRF2005", "ITRF2008", "ITRF2014",
                "ITRF2020")
 OEM_FRAMES = ("TEME",) + INERTIAL_FRAMES + ITRF_FRAMES
-#: REF_FRAME values :func:`write_oem` writes: TEME (the states as computed) and GCRS axes. No Earth-fixed
-#: frame: its velocities would need the Earth's rotation (``omega x r``) taken out.
+#: REF_FRAME values :func:`write_oem` writes: TEME (the states as computed), GCRS axes (GCRF) and the mean
+#: equator and equinox of J2000 (EME2000: GCRS axes turned by the frame bias). No Earth-fixed frame: its
+#: velocities would need the Earth's rotation (``omega x r``) taken out.
 EXPORT_FRAMES = ("TEME", "EME2000", "GCRF")
 #: Accepted TIME_SYSTEM values.
 OEM_TIME_SYSTEMS = ("UTC", "TT", "TAI", "GPS")
@@ -285,15 +288,24 @@ _ROTATION_CHUNK = 2_048
 
 def _to_teme_matrices(frame: str, start: _dt.datetime, offsets: np.ndarray) -> np.ndarray:
     """Rotations ``frame`` -> TEME at ``start + offsets`` (UTC), ``(n, 3, 3)``, computed
-    :data:`_ROTATION_CHUNK` times at a time so that memory stays bounded."""
+    :data:`_ROTATION_CHUNK` times at a time so that memory stays bounded: GCRF and ICRF (GCRS axes) by
+    Skyfield's ``TEME`` frame; EME2000, the mean equator and equinox of J2000, by the same after the frame
+    bias is undone (the transpose of Skyfield's ``framelib.ICRS_to_J2000``, 23 mas); an ITRF by the transpose
+    of TEME -> ITRS (Skyfield's ``itrs``). Their transposes turn TEME into ``frame``."""
+    from skyfield.framelib import ICRS_to_J2000
+
     from .groundtrack import gcrs_to_teme_matrices, teme_to_itrs_matrices
 
     offsets = np.asarray(offsets, dtype=float).ravel()
     out = np.empty((offsets.size, 3, 3))
     for lo in range(0, offsets.size, _ROTATION_CHUNK):
         t = skyfield_times(start, offsets[lo:lo + _ROTATION_CHUNK])
-        out[lo:lo + _ROTATION_CHUNK] = (teme_to_itrs_matrices(t).transpose(0, 2, 1) if frame in ITRF_FRAMES
-                                        else gcrs_to_teme_matrices(t))
+        if frame in ITRF_FRAMES:
+            out[lo:lo + _ROTATION_CHUNK] = teme_to_itrs_matrices(t).transpose(0, 2, 1)
+        elif frame == "EME2000":  # J2000 -> GCRS axes (B^T), then GCRS -> TEME
+            out[lo:lo + _ROTATION_CHUNK] = gcrs_to_teme_matrices(t) @ ICRS_to_J2000.T
+        else:
+            out[lo:lo + _ROTATION_CHUNK] = gcrs_to_teme_matrices(t)
     return out
 
 
@@ -643,16 +655,21 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
     ``epoch x y z vx vy vz`` lines: epochs to the microsecond, km to 1e-6 (a millimetre), km/s to 1e-9.
 
     Frames: ``"TEME"`` (the default) writes the states as they are computed (SGP4's frame, and the one
-    :meth:`Ephemeris.states_teme_km` rotates every frame into), with no rotation. ``"EME2000"`` and ``"GCRF"``,
-    for tools that do not read TEME (GMAT, many mission-analysis pipelines), write them on GCRS axes: each
-    state turned by the transpose of the matrix the reader turns these frames into TEME with (Skyfield's
-    ``TEME`` frame, :func:`orbits.groundtrack.gcrs_to_teme_matrices`), so a file read back gives the TEME
-    states again, to the rounding of the decimals written. EME2000 is written as GCRF, as the reader takes
-    it: the 23 mas frame bias between them (0.76 m at most for the satellites of ``examples/leo_oem.tle``) is
-    not applied. Velocities are turned by the positions' matrix (as Skyfield's ``EarthSatellite.at`` does):
-    the rate at which TEME's axes turn against GCRS (precession and nutation, 7.1e-12 rad/s) times ``r`` is
-    left out, 6.0e-8 km/s in LEO (measured by finite differences of the matrix over those satellites'
-    3 h). Earth-fixed frames are not written: their velocities would need the Earth's rotation taken out.
+    :meth:`Ephemeris.states_teme_km` rotates every frame into), with no rotation. Every other frame is written
+    by the transpose of the matrix the reader turns it into TEME with (:func:`_to_teme_matrices`), so a file
+    read back gives the TEME states again, to the rounding of the decimals written:
+
+    * ``"GCRF"``, for tools that do not read TEME (GMAT, many mission-analysis pipelines): GCRS axes, by
+      Skyfield's ``TEME`` frame (:func:`orbits.groundtrack.gcrs_to_teme_matrices`), as Skyfield's
+      ``EarthSatellite.at`` gives them.
+    * ``"EME2000"``: the mean equator and equinox of J2000, GCRS axes turned by the frame bias (Skyfield's
+      ``framelib.ICRS_to_J2000``, 23 mas): 0.45 to 0.76 m from the GCRF numbers for the satellites of
+      ``examples/leo_oem.tle``, as the reader undoes it.
+
+    Velocities in the inertial frames are turned by the positions' matrix: the rate at which TEME's axes
+    turn against GCRS (precession and nutation, 7.1e-12 rad/s) times ``r`` is left out, 6.0e-8 km/s in LEO
+    (measured by finite differences of the matrix over those satellites' 3 h), as the reader leaves it out.
+    Earth-fixed frames are not written: their velocities would need the Earth's rotation taken out.
 
     The frame and the step are checked first (:func:`check_oem_export`: at most :data:`MAX_OEM_POINTS` data
     lines in all); a file that would pass :data:`MAX_OEM_BYTES` is refused while it is written. Written
@@ -694,7 +711,7 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
                              f"its ends, got {shown(bad)}")
     offsets = oem_offsets_s(duration_s, float(step_s))
     r, v = propagate_offsets(satellites, start, offsets)
-    if frame != "TEME":  # onto GCRS axes: the transpose of the reader's GCRS -> TEME rotation, r and v alike
+    if frame != "TEME":  # the transpose of the reader's frame -> TEME rotation, r and v alike
         to_frame = _to_teme_matrices(frame, start, offsets).transpose(0, 2, 1)
         r, v = np.einsum("nij,snj->sni", to_frame, r), np.einsum("nij,snj->sni", to_frame, v)
     base = start.replace(tzinfo=None)
@@ -710,9 +727,10 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
                                  "write a longer step or fewer satellites")
             fh.write(text)
 
-        note = ("" if frame == "TEME" else "COMMENT rotated from TEME onto GCRS axes, velocities by the same matrix"
-                + (" (EME2000 taken as GCRF: the 23 mas frame bias is not applied)" if frame == "EME2000" else "")
-                + "\n")
+        note = {"TEME": "",
+                "EME2000": "COMMENT rotated from TEME onto GCRS axes, then by the 23 mas frame bias onto the mean "
+                           "equator and equinox of J2000, velocities by the same matrices\n"}.get(
+            frame, "COMMENT rotated from TEME onto GCRS axes, velocities by the same matrix\n")
         put(f"CCSDS_OEM_VERS = 2.0\nCOMMENT {frame} states ({source}), km and km/s\n{note}"
             f"CREATION_DATE = {created}\nORIGINATOR = {originator}\n")
         for k, (name, object_id) in enumerate(zip(names, ids)):
