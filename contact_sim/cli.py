@@ -52,8 +52,10 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
                    help=f"seconds between the states of --export-orbits oem (default {DEFAULT_OEM_STEP_S:g}; at "
                         f"least {MIN_OEM_STEP_S:g}, and at most {MAX_OEM_POINTS:,} states in all)")
     p.add_argument("--oem-frame", choices=EXPORT_FRAMES, default=None,
-                   help="REF_FRAME of --export-orbits oem: TEME (default, SGP4's frame, as computed), or EME2000 "
-                        "or GCRF (rotated onto GCRS axes, for tools that do not read TEME)")
+                   help="REF_FRAME of --export-orbits oem: TEME (default, SGP4's frame, as computed); GCRF or ICRF "
+                        "(GCRS axes) or EME2000 (J2000 mean equator and equinox: GCRS turned by the 23 mas frame "
+                        "bias), for tools that do not read TEME; or ITRF (Earth-fixed, Skyfield's ITRS, velocities "
+                        "relative to the Earth), for ground-station tools")
     p.add_argument("--check", action="store_true",
                    help="only validate the scenario and the files it names (seconds) and exit")
     p.set_defaults(func=run_contacts, prog=p.prog)

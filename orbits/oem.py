@@ -15,8 +15,8 @@ in Newton's form, every time's window at once) and rotates the result into TEME,
 the rest of :mod:`orbits` and :mod:`contact_sim`.
 
 :func:`write_oem` writes the states of a constellation (SGP4) or of an :class:`Ephemeris` (re-sampled)
-every ``step_s`` over a span, one segment per satellite, in TEME (as computed) or rotated into EME2000
-or GCRF (the transpose of the reader's rotation), in a file :func:`read_oem` reads back.
+every ``step_s`` over a span, one segment per satellite, in TEME (as computed) or rotated into EME2000,
+GCRF, ICRF or ITRF (the transpose of the reader's rotation), in a file :func:`read_oem` reads back.
 
 Frames: ``CENTER_NAME = EARTH`` only; ``REF_FRAME`` TEME, GCRF or ICRF (GCRS axes), EME2000 (the mean
 equator and equinox of J2000: GCRS axes turned by the 23 mas frame bias, Skyfield's
@@ -91,10 +91,10 @@ INERTIAL_FRAMES = ("EME2000", "GCRF", "ICRF")
 ITRF_FRAMES = ("ITRF", "ITRF-93", "ITRF-97", "ITRF93", "ITRF97", "ITRF2000", "ITRF2005", "ITRF2008", "ITRF2014",
                "ITRF2020")
 OEM_FRAMES = ("TEME",) + INERTIAL_FRAMES + ITRF_FRAMES
-#: REF_FRAME values :func:`write_oem` writes: TEME (the states as computed), GCRS axes (GCRF) and the mean
-#: equator and equinox of J2000 (EME2000: GCRS axes turned by the frame bias). No Earth-fixed frame: its
-#: velocities would need the Earth's rotation (``omega x r``) taken out.
-EXPORT_FRAMES = ("TEME", "EME2000", "GCRF")
+#: REF_FRAME values :func:`write_oem` writes: TEME (the states as computed), GCRS axes (GCRF, ICRF), the mean
+#: equator and equinox of J2000 (EME2000: GCRS axes turned by the frame bias) and Earth-fixed ITRF (Skyfield's
+#: ITRS, the velocity relative to the turning Earth).
+EXPORT_FRAMES = ("TEME", "EME2000", "GCRF", "ICRF", "ITRF")
 #: Accepted TIME_SYSTEM values.
 OEM_TIME_SYSTEMS = ("UTC", "TT", "TAI", "GPS")
 OEM_INTERPOLATIONS = ("HERMITE", "LAGRANGE", "LINEAR")
@@ -659,17 +659,26 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
     by the transpose of the matrix the reader turns it into TEME with (:func:`_to_teme_matrices`), so a file
     read back gives the TEME states again, to the rounding of the decimals written:
 
-    * ``"GCRF"``, for tools that do not read TEME (GMAT, many mission-analysis pipelines): GCRS axes, by
-      Skyfield's ``TEME`` frame (:func:`orbits.groundtrack.gcrs_to_teme_matrices`), as Skyfield's
-      ``EarthSatellite.at`` gives them.
+    * ``"GCRF"`` and ``"ICRF"`` (``CENTER_NAME = EARTH``: the same axes), for tools that do not read TEME
+      (GMAT, many mission-analysis pipelines): GCRS axes, by Skyfield's ``TEME`` frame
+      (:func:`orbits.groundtrack.gcrs_to_teme_matrices`), as Skyfield's ``EarthSatellite.at`` gives them.
     * ``"EME2000"``: the mean equator and equinox of J2000, GCRS axes turned by the frame bias (Skyfield's
       ``framelib.ICRS_to_J2000``, 23 mas): 0.45 to 0.76 m from the GCRF numbers for the satellites of
       ``examples/leo_oem.tle``, as the reader undoes it.
+    * ``"ITRF"``, for ground-station tools: Earth-fixed, Skyfield's ITRS (``framelib.itrs``, the ground tracks'
+      rotation), the velocity relative to the turning Earth: the reader's ``omega x r`` taken out before the
+      rotation, ``v_itrf = M (v - omega x r)`` (``M`` TEME -> ITRS), which is Skyfield's own
+      ``frame_xyz_and_velocity(itrs)`` to the rounding of the decimals written (0.81 mm) and 0.058 mm/s (the
+      reader's rate :data:`~orbits.constants.EARTH_ROTATION_RAD_S` against Skyfield's ``ANGVEL``, times ``r``),
+      measured for the satellites of ``examples/leo_oem.tle`` over 3 h (``tests/test_orbits_oem.py``). Written as
+      plain ``ITRF``, no realisation: Skyfield's ITRS here has no polar motion (up to about 0.5 arcsec: up to
+      16 m in LEO), which is far more than the millimetres between ITRF2014 and ITRF2020, so naming one would
+      claim an accuracy the states do not have; Orekit reads ``ITRF`` as its latest ITRF, STK as Earth-fixed,
+      and this reader as every ITRF realisation, Skyfield's ITRS.
 
     Velocities in the inertial frames are turned by the positions' matrix: the rate at which TEME's axes
     turn against GCRS (precession and nutation, 7.1e-12 rad/s) times ``r`` is left out, 6.0e-8 km/s in LEO
     (measured by finite differences of the matrix over those satellites' 3 h), as the reader leaves it out.
-    Earth-fixed frames are not written: their velocities would need the Earth's rotation taken out.
 
     The frame and the step are checked first (:func:`check_oem_export`: at most :data:`MAX_OEM_POINTS` data
     lines in all); a file that would pass :data:`MAX_OEM_BYTES` is refused while it is written. Written
@@ -688,8 +697,7 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
     ('GCRF', True)
     """
     if frame not in EXPORT_FRAMES:
-        raise OrbitError(f"frame: expected one of {', '.join(EXPORT_FRAMES)} (Earth-fixed frames are not written), "
-                         f"got {shown(frame)}")
+        raise OrbitError(f"frame: expected one of {', '.join(EXPORT_FRAMES)}, got {shown(frame)}")
     path = Path(path)
     start = parse_utc(start, field="start")
     duration_s = float(duration_s)
@@ -713,6 +721,8 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
     r, v = propagate_offsets(satellites, start, offsets)
     if frame != "TEME":  # the transpose of the reader's frame -> TEME rotation, r and v alike
         to_frame = _to_teme_matrices(frame, start, offsets).transpose(0, 2, 1)
+        if frame in ITRF_FRAMES:  # Earth-fixed: the reader's omega x r taken out (its exact inverse)
+            v = v - np.cross([0.0, 0.0, EARTH_ROTATION_RAD_S], r)
         r, v = np.einsum("nij,snj->sni", to_frame, r), np.einsum("nij,snj->sni", to_frame, v)
     base = start.replace(tzinfo=None)
     epochs = [(base + _dt.timedelta(microseconds=round(s * 1e6))).strftime("%Y-%m-%dT%H:%M:%S.%f") for s in offsets]
@@ -729,7 +739,9 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
 
         note = {"TEME": "",
                 "EME2000": "COMMENT rotated from TEME onto GCRS axes, then by the 23 mas frame bias onto the mean "
-                           "equator and equinox of J2000, velocities by the same matrices\n"}.get(
+                           "equator and equinox of J2000, velocities by the same matrices\n",
+                "ITRF": "COMMENT rotated from TEME into Skyfield's ITRS (no polar motion); velocities relative to "
+                        "the Earth (omega x r taken out)\n"}.get(
             frame, "COMMENT rotated from TEME onto GCRS axes, velocities by the same matrix\n")
         put(f"CCSDS_OEM_VERS = 2.0\nCOMMENT {frame} states ({source}), km and km/s\n{note}"
             f"CREATION_DATE = {created}\nORIGINATOR = {originator}\n")

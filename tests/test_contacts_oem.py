@@ -248,25 +248,26 @@ def test_contacts_of_the_exported_oem_of_tle_satellites_equal_the_tles_within_a_
     assert start_s < 1e-3 and end_s < 1e-3, (start_s, end_s)
 
 
-# measured (start 12:30:20, 3 h, 45 s search grid, 60 s states): the EME2000 export's 10 windows are the TEME
-# export's, starts within 7.4e-7 s and ends within 1.6e-6 s of them (the files, read back, are 1.5 mm apart;
-# GCRF's: 1.7e-6 s and 1.4e-6 s)
-def test_contacts_of_the_eme2000_export_equal_those_of_the_teme_export(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+# measured (start 12:30:20, 3 h, 45 s search grid, 60 s states): the 10 windows of the EME2000 and of the ITRF
+# export are the TEME export's, starts within 7.4e-7 s and 1.4e-6 s, ends within 1.6e-6 s and 3.0e-6 s of them
+# (GCRF and ICRF: 1.7e-6 s, 1.4e-6 s; the files, read back, are 1.6 mm apart at most)
+@pytest.mark.parametrize("frame", ["EME2000", "ITRF"])
+def test_contacts_of_an_export_in_another_frame_equal_those_of_the_teme_export(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], frame: str) -> None:
     time = {"start": "2008-09-20T12:30:20Z", "step_s": 45.0}
     scn = _scenario_file(tmp_path, f'kind = "tle"\ntle_file = "{EXAMPLES / "leo_oem.tle"}"',
                          start='"2008-09-20T12:30:20Z"', step_s="45.0")
     plans = {}
-    for frame in ("TEME", "EME2000"):
-        out = tmp_path / frame
-        option = ["--oem-frame", frame] if frame != "TEME" else []  # TEME: the default
+    for each in ("TEME", frame):
+        out = tmp_path / each
+        option = ["--oem-frame", each] if each != "TEME" else []  # TEME: the default
         assert contacts_main(["contacts", str(scn), "--no-plot", "--export-orbits", "oem", *option,
                               "--out", str(out)]) == 0
         assert f"wrote      {out / 'orbits.oem'}" in capsys.readouterr().out
         text = (out / "orbits.oem").read_text()
-        assert re.findall(r"^REF_FRAME = (.*)$", text, flags=re.M) == [frame] * 3
-        plans[frame] = compute_contacts(_scenario({"kind": "oem", "oem_file": str(out / "orbits.oem")}, **time))
-    a, b = plans["EME2000"].windows, plans["TEME"].windows
+        assert re.findall(r"^REF_FRAME = (.*)$", text, flags=re.M) == [each] * 3
+        plans[each] = compute_contacts(_scenario({"kind": "oem", "oem_file": str(out / "orbits.oem")}, **time))
+    a, b = plans[frame].windows, plans["TEME"].windows
     assert len(a) == len(b) >= 8 and np.array_equal(a.a, b.a) and np.array_equal(a.b, b.b)
     start_s, end_s = np.abs(a.t_start_s - b.t_start_s).max(), np.abs(a.t_end_s - b.t_end_s).max()
     assert start_s < 1e-4 and end_s < 1e-4, (start_s, end_s)
@@ -311,6 +312,33 @@ def test_a_bad_oem_step_or_frame_is_refused_in_one_line_before_the_search(
     assert contacts_main(["contacts", str(scn), *check, *options, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"contact_sim contacts: error: {scn}: {message}"]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("frame", ["TEME", "EME2000", "GCRF", "ICRF", "ITRF"])
+def test_oem_frame_takes_every_frame_write_oem_writes(frame: str) -> None:
+    """--oem-frame's choices are write_oem's frames, and its help names each of them."""
+    import argparse
+
+    from contact_sim.cli import add_contacts_parser
+
+    sub = argparse.ArgumentParser(prog="contact_sim").add_subparsers(dest="command")
+    parser = add_contacts_parser(sub)
+    assert parser.parse_args(["s.toml", "--export-orbits", "oem", "--oem-frame", frame]).oem_frame == frame
+    action = next(a for a in parser._actions if "--oem-frame" in a.option_strings)
+    assert frame in action.help.replace(",", " ").replace("(", " ").split()
+
+
+def test_a_frame_oem_frame_does_not_write_is_argparses_one_line(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    scn = _scenario_file(tmp_path, f'kind = "tle"\ntle_file = "{EXAMPLES / "leo_oem.tle"}"')
+    with pytest.raises(SystemExit) as exc:
+        contacts_main(["contacts", str(scn), "--export-orbits", "oem", "--oem-frame", "ITRF2014", "--out",
+                       str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == ("contact_sim contacts: error: argument --oem-frame: invalid choice: "
+                                            "'ITRF2014' (choose from 'TEME', 'EME2000', 'GCRF', 'ICRF', 'ITRF')")
     assert not (tmp_path / "out").exists()
 
 

@@ -484,12 +484,13 @@ def test_written_oem_of_tle_satellites_reads_back_within_half_a_metre_of_sgp4_of
 # frame, each read back into TEME): at the 181 states 1.4 mm apart at most (each within 0.8 mm of SGP4, the 6
 # decimals written), at the 179 off-grid times of OFF_GRID_S 1.6 mm apart, both 0.32 m from SGP4 (Hermite 5);
 # velocities 1.5e-7 km/s apart (the positions' rounding in the interpolant's derivative); the files' own
-# numbers are 6.2 to 14.4 km apart (2008's precession since J2000 and nutation).
-@pytest.mark.parametrize("frame", ["EME2000", "GCRF"])
+# numbers are 6.2 to 14.4 km apart in the inertial frames (2008's precession since J2000 and nutation), and
+# thousands of km in ITRF.
+@pytest.mark.parametrize("frame", ["EME2000", "GCRF", "ICRF", "ITRF"])
 def test_an_export_in_another_frame_reads_back_as_the_teme_export(tmp_path: Path, frame: str) -> None:
     """write_oem(frame=...) -> read_oem -> TEME gives the TEME export's positions within 3 mm (two roundings
-    to 1e-6 km) and SGP4's within 0.5 m; the file says REF_FRAME = {frame} in every segment and how its states
-    were turned in a COMMENT line."""
+    to 1e-6 km) and SGP4's within 0.5 m; ITRF's velocities, relative to the Earth, come back inertial; the
+    file says REF_FRAME = {frame} in every segment and how its states were turned in a COMMENT line."""
     from orbits import read_tle, write_oem
 
     sats = read_tle(EXAMPLE_TLE)
@@ -500,13 +501,15 @@ def test_an_export_in_another_frame_reads_back_as_the_teme_export(tmp_path: Path
     assert text.splitlines()[1] == (f"COMMENT {frame} states (SGP4 states of the mean elements), km and km/s")
     assert text.splitlines()[2] == {
         "EME2000": "COMMENT rotated from TEME onto GCRS axes, then by the 23 mas frame bias onto the mean equator "
-                   "and equinox of J2000, velocities by the same matrices"}.get(
-        frame, "COMMENT rotated from TEME onto GCRS axes, velocities by the same matrix")
+                   "and equinox of J2000, velocities by the same matrices",
+        "ITRF": "COMMENT rotated from TEME into Skyfield's ITRS (no polar motion); velocities relative to the "
+                "Earth (omega x r taken out)"}.get(frame, "COMMENT rotated from TEME onto GCRS axes, velocities "
+                                                          "by the same matrix")
     eph = read_oem(path)
     assert [s.ref_frame for s in eph.segments] == [frame] * 3 and eph.names == teme.names
     apart_km = np.linalg.norm(np.stack([s.pos_km for s in eph.segments]) - np.stack([s.pos_km for s in teme.segments]),
                               axis=-1)
-    assert apart_km.min() > 1.0  # the numbers written are rotated: 6 to 14 km from TEME's in 2008
+    assert apart_km.min() > 1.0  # the numbers written are rotated: 6 to 14 km from TEME's in 2008 (inertial)
     for offsets in (grid(), OFF_GRID_S):
         r, v = propagate_offsets(eph, START, offsets)
         r_teme, v_teme = propagate_offsets(teme, START, offsets)
@@ -516,11 +519,11 @@ def test_an_export_in_another_frame_reads_back_as_the_teme_export(tmp_path: Path
         assert np.linalg.norm(r - truth, axis=-1).max() < 0.5e-3  # km: the reader's Hermite error off the grid
 
 
-# measured (the three element sets, 181 states each): GCRF and EME2000 within 5.0e-7 km and 5.0e-10 km/s
+# measured (the three element sets, 181 states each): GCRF, ICRF and EME2000 within 5.0e-7 km and 5.0e-10 km/s
 # of Skyfield's states per coordinate, the rounding of the decimals written
-@pytest.mark.parametrize("frame", ["GCRF", "EME2000"])
+@pytest.mark.parametrize("frame", ["GCRF", "ICRF", "EME2000"])
 def test_the_inertial_states_written_are_skyfields_gcrs_states(tmp_path: Path, frame: str) -> None:
-    """An independent check of the rotation: the states in a GCRF file equal Skyfield's EarthSatellite
+    """An independent check of the rotation: the states in a GCRF or ICRF file equal Skyfield's EarthSatellite
     GCRS states (its own TEME -> GCRS rotation of SGP4), and an EME2000 file's those states turned by Skyfield's
     frame bias matrix (framelib.ICRS_to_J2000), within the rounding of the decimals written (measured 5.0e-7 km,
     5.0e-10 km/s); a GCRF state, put on ICRF axes and turned by Skyfield's frame_xyz(TEME), is SGP4's TEME
@@ -556,7 +559,32 @@ def test_the_inertial_states_written_are_skyfields_gcrs_states(tmp_path: Path, f
     assert 1e-8 < omitted.max() < 1e-7  # km/s, as write_oem's docstring says
 
 
-@pytest.mark.parametrize("frame", ["ITRF2014", "ITRF", "ICRF", "teme", "", None])
+# measured (the three element sets, 181 states each, against Skyfield's frame_xyz_and_velocity(itrs)): positions
+# 0.81 mm apart at most (the 6 decimals written), velocities 5.8e-8 km/s (the reader's Earth rotation rate,
+# 7.2921158553e-5 rad/s, against Skyfield's ANGVEL, 7.2921150e-5, times |r|: 5.76e-8 km/s); Skyfield's R v, the
+# velocity without omega x r, is 0.30 to 0.49 km/s from them (omega x r at 51.6 deg of inclination)
+def test_the_itrf_states_written_are_skyfields_itrs_states(tmp_path: Path) -> None:
+    """write_oem(frame="ITRF") writes Skyfield's ITRS positions (framelib.itrs) and the velocity relative to
+    the turning Earth, as Skyfield's frame_xyz_and_velocity(itrs) gives it, within 1 mm and 0.1 mm/s."""
+    from skyfield.api import EarthSatellite
+    from skyfield.framelib import itrs
+
+    from orbits import read_tle, write_oem
+
+    sats = read_tle(EXAMPLE_TLE)
+    eph = read_oem(write_oem(tmp_path / "itrf.oem", sats, START, SPAN_S, STEP_S, frame="ITRF"))
+    times = skyfield_times(START, grid())
+    lines = EXAMPLE_TLE.read_text().splitlines()
+    for k, seg in enumerate(eph.segments):
+        at = EarthSatellite(lines[3 * k + 1], lines[3 * k + 2], lines[3 * k], ts=times.ts).at(times)
+        p, v = at.frame_xyz_and_velocity(itrs)
+        assert np.linalg.norm(seg.pos_km - p.km.T, axis=-1).max() < 1e-6  # km: 1 mm
+        assert np.linalg.norm(seg.vel_km_s - v.km_per_s.T, axis=-1).max() < 1e-7  # km/s: 0.1 mm/s
+        rotated_only = np.einsum("ijn,jn->ni", itrs.rotation_at(times), at.velocity.km_per_s)
+        assert np.linalg.norm(seg.vel_km_s - rotated_only, axis=-1).min() > 0.1  # omega x r was taken out
+
+
+@pytest.mark.parametrize("frame", ["ITRF2014", "J2000", "teme", "", None])
 def test_a_frame_not_written_is_refused_in_one_line_before_anything_is_propagated(
         tmp_path: Path, monkeypatch, frame) -> None:
     from orbits import read_tle, write_oem
@@ -564,8 +592,8 @@ def test_a_frame_not_written_is_refused_in_one_line_before_anything_is_propagate
     monkeypatch.setattr(oem_module, "propagate_offsets", lambda *a, **k: pytest.fail("propagated"))
     path = tmp_path / "kept.oem"
     path.write_text("the previous file\n")
-    with pytest.raises(OrbitError, match=r"^frame: expected one of TEME, EME2000, GCRF \(Earth-fixed frames are not "
-                                         rf"written\), got {re.escape(repr(frame))}$"):
+    with pytest.raises(OrbitError, match=r"^frame: expected one of TEME, EME2000, GCRF, ICRF, ITRF, "
+                                         rf"got {re.escape(repr(frame))}$"):
         write_oem(path, read_tle(EXAMPLE_TLE), START, 600.0, STEP_S, frame=frame)
     assert path.read_text() == "the previous file\n" and sorted(p.name for p in tmp_path.iterdir()) == ["kept.oem"]
 
@@ -693,3 +721,20 @@ def test_rotations_are_computed_in_bounded_memory_and_equal_those_of_all_times_a
     whole = {"GCRF": gcrs_to_teme_matrices(t), "EME2000": gcrs_to_teme_matrices(t) @ ICRS_to_J2000.T,
              "ITRF2014": teme_to_itrs_matrices(t).transpose(0, 2, 1)}[frame]
     assert np.array_equal(mats[edge], whole)
+
+
+# measured (the ISS every 1.5 s, 6,000 states): write_oem(frame="ITRF") peaked at 49 MB traced (EME2000 46 MB,
+# TEME 4 MB); with _ROTATION_CHUNK past the 6,000 times, 134 MB
+def test_an_itrf_export_turns_its_states_in_bounded_memory(tmp_path: Path) -> None:
+    import tracemalloc
+
+    from orbits import write_oem
+
+    tracemalloc.start()
+    try:
+        path = write_oem(tmp_path / "itrf.oem", parse_tle_text(ISS, "iss.tle"), START, 5_999 * 1.5, 1.5, frame="ITRF")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert read_oem(path).segments[0].epochs_s.size == 6_000
+    assert peak < 70e6, f"{peak / 1e6:.0f} MB"
