@@ -13,7 +13,6 @@ from typing import Callable
 
 from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED, check_band_options, is_seed
 from swarmbase.cli import path_argument
-from swarmbase.tomlcheck import shown
 
 log = logging.getLogger(__name__)
 
@@ -137,17 +136,12 @@ PRETRAIN_FLAGS = (("--epochs", "pretrain_epochs"), ("--lr", "pretrain_lr"), ("--
 
 
 def _run_pretrain(args: argparse.Namespace) -> int:
-    import dataclasses
-
-    from fol.checkpoint import ModelCard, save_model
+    from fol.checkpoint import save_model
     from fol.config import FOLConfig
     from fol.errors import ConfigError
     from fol.fileio import check_output_file
-    from fol.models import ModelSpec, architectures
-    from fol.nodedata import SPLIT_RULE, SPLIT_SEED_KEY, load_node_data, parse_node_data
-    from fol.seeds import node_seed
-    from fol.stages import pretrain
-    from fol.train import evaluate
+    from fol.models import architectures
+    from fol.nodedata import pretrain_from_spec
 
     # every argument and the output path before any data is loaded or trained
     fol_cfg = FOLConfig.from_toml(args.config) if args.config else FOLConfig()  # the swarm's settings
@@ -168,42 +162,18 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     if args.init_seed is not None and not is_seed(args.init_seed):
         raise ConfigError(f"--init-seed: expected an integer in 0..{MAX_SEED}, got {args.init_seed}")
     check_output_file(args.out, ConfigError, "--out")
-    spec_data = parse_node_data(args.data, root=args.data_root)
-    node = load_node_data(spec_data)
-    if len(node.train.class_names) == 1:  # said of the data here; the model's own check names num_classes
-        folder = spec_data.dataset == "imagefolder"
-        held = f"the folder {spec_data.path} has one class folder" if folder else f"dataset {spec_data.dataset} has one class"
-        raise ConfigError(f"--data {args.data}: {held}, {shown(node.train.class_names[0])}; a node needs at least "
-                          f"two classes to train a classifier" + (" (one sub-folder of images per class)" if folder else ""))
-    x, _ = node.train.tensors()
-    # what the model and its card will say of the data, checked before training: one class only,
-    # a class folder whose name is not UTF-8 (the card could not be written after the training)
-    try:
-        spec = ModelSpec(args.arch, num_classes=len(node.train.class_names), in_channels=x.shape[1],
-                         input_size=x.shape[2])
-        ModelCard(spec=spec, class_names=list(node.train.class_names), input_shape=list(x.shape[1:]))
-    except ConfigError as exc:
-        raise ConfigError(f"--data {args.data}: {exc}") from None
-    # node K of seed S trains as fol simulate's node K (fol.nodes.build_nodes): batch order and dropout
-    # drawn with node_seed(S, K), from the initialization of seed S shared by every node of the run
-    cfg = dataclasses.replace(fol_cfg.pretrain_train(), seed=node_seed(spec_data.seed, spec_data.node), progress=True)
-    init_seed = spec_data.seed if args.init_seed is None else args.init_seed
-    model = pretrain(spec, node, cfg, init_seed=init_seed)
-    test = evaluate(model, *node.test.tensors())
-    val = evaluate(model, *node.val.tensors())
-    card = ModelCard(
-        spec=spec, class_names=list(node.train.class_names), input_shape=list(x.shape[1:]),
-        producer=spec_data.node_name, round=0,
-        extra={"val_accuracy": val.accuracy, "test_accuracy": test.accuracy, "data": args.data,
-               SPLIT_SEED_KEY: SPLIT_RULE},  # the rule load_node_data split by: later commands re-split by it
-    )
+    # node K of seed S trained as fol simulate's node K, its card recording the split rule (the one way)
+    done = pretrain_from_spec(args.data, args.arch, fol_cfg, root=args.data_root, init_seed=args.init_seed,
+                              progress=True)
     try:  # check_output_file accepted a name in folders that do not exist yet: make them
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"--out {args.out}: its folder cannot be created ({exc.strerror})") from None
-    save_model(Path(args.out), model, card)
+    save_model(Path(args.out), done.model, done.card)
+    node, extra = done.data, done.card.extra
     print(
-        f"{spec_data.node_name}: {len(node.train)} train / {len(node.val)} val / {len(node.test)} test images; "
-        f"{args.arch} val acc {100 * val.accuracy:.1f} %, test acc {100 * test.accuracy:.1f} % -> {args.out}"
+        f"{done.spec.node_name}: {len(node.train)} train / {len(node.val)} val / {len(node.test)} test images; "
+        f"{args.arch} val acc {100 * extra['val_accuracy']:.1f} %, test acc {100 * extra['test_accuracy']:.1f} % "
+        f"-> {args.out}"
     )
     return 0

@@ -26,11 +26,15 @@ from swarmbase.cli import path_argument
 from swarmbase.tomlcheck import shown
 
 if TYPE_CHECKING:  # fol.data imports torch; the CLI's --help must not
+    from torch import nn
+
+    from fol.checkpoint import ModelCard
+    from fol.config import FOLConfig
     from fol.data import NodeData
 
 __all__ = ["NodeDataSpec", "parse_node_data", "pretraining_spec", "split_fields", "load_node_data", "dataset_options",
            "NODE_DATA_HELP", "add_node_data_arguments", "SPLIT_SEED_KEY", "SPLIT_RULE", "LEGACY_SPLIT_RULE",
-           "recorded_split_rule", "split_seed", "SIMULATION_CARD_KEYS"]
+           "recorded_split_rule", "split_seed", "SIMULATION_CARD_KEYS", "PretrainedNode", "pretrain_from_spec"]
 
 NODE_DATA_HELP = (
     "node data: a folder with one sub-folder per class, or key=value pairs "
@@ -242,7 +246,7 @@ def load_node_data(spec: NodeDataSpec, where: str = "--data", rule: str = SPLIT_
 
     options = dataset_options(spec.dataset, spec.size, spec.seed, spec.path, where)
     if spec.splits is not None:
-        options["splits"] = [s.strip() for s in spec.splits.split("+") if s.strip()]
+        options["splits"] = _split_folders(spec)
     if spec.bands is not None:
         options["bands"] = spec.bands
     if spec.scale is not None:
@@ -275,6 +279,69 @@ def load_node_data(spec: NodeDataSpec, where: str = "--data", rule: str = SPLIT_
                             f"shards ({exc}); lower nodes") from None
         shard = ds.subset(parts[spec.node], name=f"{ds.name}/{spec.node_name}")
     return split_node(shard, seed=seed)
+
+
+def _split_folders(spec: NodeDataSpec) -> list[str] | None:
+    """The split folders ``splits=`` names (``train+valid``), as the loader takes them."""
+    return None if spec.splits is None else [s.strip() for s in spec.splits.split("+") if s.strip()]
+
+
+@dataclass(frozen=True)
+class PretrainedNode:
+    """What :func:`pretrain_from_spec` gives: the model, its card and the node's data it was
+    trained on (the card's ``extra`` holds its validation and test accuracy)."""
+
+    spec: NodeDataSpec
+    data: "NodeData"
+    model: "nn.Module"
+    card: "ModelCard"
+
+
+def pretrain_from_spec(text: str, arch: str, settings: "FOLConfig", *, root: str | None = None,
+                       init_seed: int | None = None, producer: str | None = None, where: str = "--data",
+                       progress: bool = False) -> PretrainedNode:
+    """Pretrain node ``K`` of the node-data spec ``text`` (``seed=S``) as ``fol simulate`` pretrains its
+    node ``K`` (:func:`fol.nodes.build_nodes`): the data split by :data:`SPLIT_RULE`, batch order and
+    dropout drawn with :func:`fol.seeds.node_seed` ``(S, K)``, from the shared initialization of seed
+    ``init_seed`` (None: ``S``, the run's seed, as the simulation's default), with the pretraining
+    fields of ``settings`` (a ``[fol]`` table: ``pretrain_epochs``, ``pretrain_lr``, ``batch_size``,
+    ``patience``, ``momentum``, ``weight_decay``). The one way a single node is pretrained: ``fol
+    pretrain --data`` and the node agent's loopback set-up (:func:`fol.agent.loopback.prepare_nodes`).
+
+    What the model and its card will say of the data is checked before training, in one line naming
+    ``where`` and ``text``: data of one class, a class folder whose name is not UTF-8 (the card could
+    not be written after the training). The card (``producer``, default the spec's ``node-K``, round
+    0) records the validation and test accuracy,
+    the spec (``extra.data``) and the split rule (:data:`SPLIT_SEED_KEY`), by which later commands
+    re-split the node's data."""
+    from fol.checkpoint import ModelCard
+    from fol.models import ModelSpec
+    from fol.seeds import node_seed
+    from fol.stages import pretrain
+    from fol.train import evaluate
+
+    spec = parse_node_data(text, root=root, where=where)
+    node = load_node_data(spec, where=where)
+    if len(node.train.class_names) == 1:  # said of the data here; the model's own check names num_classes
+        folder = spec.dataset == "imagefolder"
+        held = f"the folder {spec.path} has one class folder" if folder else f"dataset {spec.dataset} has one class"
+        raise ConfigError(f"{where} {text}: {held}, {shown(node.train.class_names[0])}; a node needs at least "
+                          f"two classes to train a classifier" + (" (one sub-folder of images per class)" if folder else ""))
+    x, _ = node.train.tensors()
+    names, shape = list(node.train.class_names), list(x.shape[1:])
+    try:
+        model_spec = ModelSpec(arch, num_classes=len(names), in_channels=shape[0], input_size=shape[1])
+        ModelCard(spec=model_spec, class_names=names, input_shape=shape)
+    except ConfigError as exc:
+        raise ConfigError(f"{where} {text}: {exc}") from None
+    train = dataclasses.replace(settings.pretrain_train(), seed=node_seed(spec.seed, spec.node), progress=progress)
+    model = pretrain(model_spec, node, train, init_seed=spec.seed if init_seed is None else init_seed)
+    val = evaluate(model, *node.val.tensors())
+    test = evaluate(model, *node.test.tensors())
+    card = ModelCard(spec=model_spec, class_names=names, input_shape=shape, producer=producer or spec.node_name,
+                     round=0, extra={"val_accuracy": val.accuracy, "test_accuracy": test.accuracy, "data": text,
+                                     SPLIT_SEED_KEY: SPLIT_RULE})  # the rule load_node_data split by
+    return PretrainedNode(spec, node, model, card)
 
 
 def add_node_data_arguments(p: argparse.ArgumentParser) -> None:

@@ -277,3 +277,37 @@ def test_a_simulation_checkpoint_saved_before_the_rule_was_recorded_splits_by_no
         == LEGACY_SPLIT_RULE
     assert recorded_split_rule({"variant": "fol", "personalized_from": "sat-00.safetensors", "data": "x"},
                                model) == LEGACY_SPLIT_RULE
+
+
+def test_the_loopback_set_up_pretrains_as_fol_pretrain_does(tmp_path: Path) -> None:
+    """The agent's loopback set-up (fol.agent.loopback.prepare_nodes) pretrained node K with the [fol]
+    seed (batch order, dropout) from the initialization of seed 0, where fol pretrain --data (and fol
+    simulate) train it with node_seed(S, K) from the initialization of seed S: at seed 1 another model of
+    every node (up to 1.5 apart in a weight). Both now pretrain by fol.nodedata.pretrain_from_spec: the
+    same model bit for bit, and the same card (split rule, spec, accuracies) but for its producer;
+    init_seed given is fol pretrain's --init-seed."""
+    import torch
+
+    from fol.agent.loopback import prepare_nodes
+    from fol.checkpoint import load_model
+    from fol.cli import main
+
+    data = "dataset=synthetic-hurricane,nodes={n},node={i},psi=0.5,per_node=30,size=100,seed=1"
+    models = {}
+    for init, flags in ((None, []), (0, ["--init-seed", "0"])):
+        nodes = prepare_nodes(tmp_path / f"loop-{init}", 2, data=data, arch="cnn-small", fol={"pretrain_epochs": 1},
+                              init_seed=init)
+        for k, files in enumerate(nodes):
+            out = tmp_path / f"cli-{init}-{k}.safetensors"
+            assert main(["pretrain", "--data", data.format(n=2, i=k), "--arch", "cnn-small", "--epochs", "1",
+                         *flags, "--out", str(out)]) == 0
+            loop, cli = load_model(files.model), load_model(out)
+            mine, theirs = loop.model.state_dict(), cli.model.state_dict()
+            assert mine.keys() == theirs.keys()
+            assert all(torch.equal(mine[key], theirs[key]) for key in mine), (init, k)
+            assert loop.card.extra == cli.card.extra and loop.card.extra["split_seed"] == "node_seed"
+            assert (loop.card.producer, cli.card.producer) == (f"drone-{k}", f"node-{k}")
+            assert loop.card.class_names == cli.card.class_names and loop.card.input_shape == cli.card.input_shape
+            models[init, k] = mine
+    for k in range(2):  # the initialization seed matters: the default is the spec's seed=1, not 0
+        assert not all(torch.equal(models[None, k][key], models[0, k][key]) for key in models[None, k])

@@ -123,14 +123,19 @@ def prepare_nodes(
     variant: str = "fol",
     fixed_ports: bool = False,
     models: dict[str, Path] | None = None,
-    init_seed: int = 0,
+    init_seed: int | None = None,
 ) -> list[NodeFiles]:
     """Create keys, trust stores, pretrained models and configs for ``n`` nodes.
 
     Every node trusts every other one. ``data`` is a node-data spec template
     (``{n}`` and ``{i}`` are filled in). Models are pretrained here with the
-    ``[fol]`` settings (shared ``init_seed``, as FOL assumes) unless given in
-    ``models``. With ``fixed_ports`` each node listens on a free port chosen now
+    pretraining fields of the ``[fol]`` settings unless given in ``models``,
+    each as ``fol pretrain --data <its spec>`` pretrains it
+    (:func:`fol.nodedata.pretrain_from_spec`: node ``i`` is the model
+    ``fol simulate`` pretrains for its node ``i``): ``init_seed`` is the seed of
+    the initialization every node shares, as FOL assumes; the default (None)
+    is the spec's ``seed=`` (0 for the default template, which gives none), as
+    ``fol pretrain``'s ``--init-seed`` defaults to it. With ``fixed_ports`` each node listens on a free port chosen now
     and ``<folder>/node.toml`` is written; otherwise listen addresses are
     ``tcp://127.0.0.1:*`` and :class:`LoopbackSwarm` wires the peers after binding.
     """
@@ -178,21 +183,15 @@ def prepare_nodes(
     return out
 
 
-def _pretrain(path: Path, name: str, spec_text: str, arch: str, fol: dict[str, Any], init_seed: int) -> None:
-    from fol.checkpoint import ModelCard, save_model
+def _pretrain(path: Path, name: str, spec_text: str, arch: str, fol: dict[str, Any], init_seed: int | None) -> None:
+    from fol.checkpoint import save_model
     from fol.config import FOLConfig
-    from fol.models import ModelSpec
-    from fol.nodedata import SPLIT_RULE, SPLIT_SEED_KEY, load_node_data, parse_node_data
-    from fol.stages import pretrain
+    from fol.nodedata import pretrain_from_spec
 
-    cfg = FOLConfig.from_dict(dict(fol))
-    node = load_node_data(parse_node_data(spec_text))
-    x, _ = node.train.tensors()
-    spec = ModelSpec(arch, num_classes=len(node.train.class_names), in_channels=x.shape[1], input_size=x.shape[2])
-    model = pretrain(spec, node, cfg.pretrain_train(), init_seed=init_seed)
+    done = pretrain_from_spec(spec_text, arch, FOLConfig.from_dict(dict(fol)), init_seed=init_seed, producer=name,
+                              where=f"{name}: data")
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_model(path, model, ModelCard(spec=spec, class_names=list(node.train.class_names), producer=name, round=0,
-                                      extra={SPLIT_SEED_KEY: SPLIT_RULE}))  # the agent re-splits by it
+    save_model(path, done.model, done.card)  # the card records the split rule: the agent re-splits by it
 
 
 class LoopbackSwarm:
