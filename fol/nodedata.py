@@ -286,6 +286,29 @@ def _split_folders(spec: NodeDataSpec) -> list[str] | None:
     return None if spec.splits is None else [s.strip() for s in spec.splits.split("+") if s.strip()]
 
 
+def _refuse_one_class_folder(spec: NodeDataSpec, text: str, where: str) -> None:
+    """An image folder of one class folder refused from its sub-folders' names, before any image is
+    read (:func:`fol.data.loaders.image_folder_classes`, the check of ``fol simulate``'s scenario):
+    the dataset's classes are its class folders, so the loaded data would hold that one class. A
+    folder that is missing or cannot be listed is left to the loader, which says so."""
+    from fol.data.loaders import image_folder_classes
+    from fol.data.registry import _image_folder_path  # where the loader looks for spec.path
+
+    if spec.dataset != "imagefolder" or not spec.path:
+        return
+    folder = _image_folder_path(spec.path, spec.root)
+    if not folder.is_dir():
+        return
+    try:
+        classes = image_folder_classes(folder, _split_folders(spec))
+    except DataError as exc:  # what the loader would say of the folder, said now, in the same words
+        message = str(exc)
+        raise DataError(message if message.startswith(where) else f"{where}: {message}") from None
+    if len(classes) == 1:
+        raise ConfigError(f"{where} {text}: the folder {spec.path} has one class folder, {shown(classes[0])}; a node "
+                          f"needs at least two classes to train a classifier (one sub-folder of images per class)")
+
+
 @dataclass(frozen=True)
 class PretrainedNode:
     """What :func:`pretrain_from_spec` gives: the model, its card and the node's data it was
@@ -309,9 +332,9 @@ def pretrain_from_spec(text: str, arch: str, settings: "FOLConfig", *, root: str
     pretrain --data`` and the node agent's loopback set-up (:func:`fol.agent.loopback.prepare_nodes`).
 
     What the model and its card will say of the data is checked before training, in one line naming
-    ``where`` and ``text``: data of one class, a class folder whose name is not UTF-8 (the card could
-    not be written after the training). The card (``producer``, default the spec's ``node-K``, round
-    0) records the validation and test accuracy,
+    ``where`` and ``text``: an image folder of one class folder before any image is read, a class
+    folder whose name is not UTF-8 (the card could not be written after the training). The card
+    (``producer``, default the spec's ``node-K``, round 0) records the validation and test accuracy,
     the spec (``extra.data``) and the split rule (:data:`SPLIT_SEED_KEY`), by which later commands
     re-split the node's data."""
     from fol.checkpoint import ModelCard
@@ -321,14 +344,12 @@ def pretrain_from_spec(text: str, arch: str, settings: "FOLConfig", *, root: str
     from fol.train import evaluate
 
     spec = parse_node_data(text, root=root, where=where)
+    _refuse_one_class_folder(spec, text, where)  # before the images are read
     node = load_node_data(spec, where=where)
-    if len(node.train.class_names) == 1:  # said of the data here; the model's own check names num_classes
-        folder = spec.dataset == "imagefolder"
-        held = f"the folder {spec.path} has one class folder" if folder else f"dataset {spec.dataset} has one class"
-        raise ConfigError(f"{where} {text}: {held}, {shown(node.train.class_names[0])}; a node needs at least "
-                          f"two classes to train a classifier" + (" (one sub-folder of images per class)" if folder else ""))
     x, _ = node.train.tensors()
     names, shape = list(node.train.class_names), list(x.shape[1:])
+    # every other dataset has at least two classes (named datasets: their fixed classes; synthetic
+    # ones: two or more); one that had one would be refused here, in the model's terms (num_classes)
     try:
         model_spec = ModelSpec(arch, num_classes=len(names), in_channels=shape[0], input_size=shape[1])
         ModelCard(spec=model_spec, class_names=names, input_shape=shape)

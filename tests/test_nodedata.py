@@ -311,3 +311,39 @@ def test_the_loopback_set_up_pretrains_as_fol_pretrain_does(tmp_path: Path) -> N
             models[init, k] = mine
     for k in range(2):  # the initialization seed matters: the default is the spec's seed=1, not 0
         assert not all(torch.equal(models[None, k][key], models[0, k][key]) for key in models[None, k])
+
+
+def test_fol_pretrain_refuses_a_one_class_folder_before_reading_an_image(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """fol pretrain read every image of a folder (load_node_data) before it refused the folder for its one
+    class: a one-class folder of 3,000 images took 3.4 s to refuse, and one holding an image that cannot be
+    decoded was refused for that image, not for its one class. The class folders are now counted first, as
+    fol simulate's scenario check counts them (fol.data.loaders.image_folder_classes): the same one line,
+    with no image read, for the folder given as itself, as key=value pairs, and laid out by split
+    (splits=, the classes of the split folders pooled)."""
+    import fol.nodedata
+    import fol.stages
+    from fol.cli import main
+
+    root = tmp_path / "one"
+    (root / "burnt").mkdir(parents=True)
+    (root / "burnt" / "0.png").write_bytes(b"not a png")  # reading it would fail
+    by_split = tmp_path / "by-split"
+    for split in ("train", "valid"):
+        (by_split / split / "burnt").mkdir(parents=True)
+        (by_split / split / "burnt" / "0.png").write_bytes(b"not a png")
+    monkeypatch.setattr(fol.nodedata, "load_node_data", lambda *a, **k: pytest.fail("data loaded"))
+    monkeypatch.setattr(fol.stages, "pretrain", lambda *a, **k: pytest.fail("trained on one class"))
+    out = tmp_path / "m.safetensors"
+    for text, folder in ((str(root), root), (f"dataset=imagefolder,path={root},partition=all", root),
+                         (f"dataset=imagefolder,path={by_split},splits=train+valid,nodes=2,node=1", by_split)):
+        assert main(["pretrain", "--data", text, "--epochs", "1", "--out", str(out)]) == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"fol pretrain: error: --data {text}: the folder {folder} has one class folder, 'burnt'; a node needs "
+            f"at least two classes to train a classifier (one sub-folder of images per class)"]
+    assert not out.exists()
+    # the loader's own refusals stay its own, now said before reading: a split-first folder without splits=
+    assert main(["pretrain", "--data", str(by_split), "--epochs", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"fol pretrain: error: --data: image folder {by_split} is laid out "
+                                               f"by split first"), err
