@@ -1359,6 +1359,57 @@ def test_the_node_data_is_split_by_the_rule_the_models_card_records(tmp_path: Pa
             agent.stop()
 
 
+def test_an_unknown_split_rule_in_the_state_folder_is_refused_at_start_up(tmp_path: Path, capsys) -> None:
+    """The agent read its round-0 model's split rule in two places: at start-up, when it loaded the data
+    (a config error line), and in the round's lazy load when it had not (all rounds done): such a start
+    went on, and an unknown rule would have surfaced as a CheckpointError in a round's log. One reading at
+    every start now (a card's header): a state folder whose round-0 model records a rule this toolkit does
+    not know is refused in one line, rounds left or not, and 'fol agent' exits with status 2."""
+    import json
+
+    import torch
+
+    from fol.agent.loopback import toml_text
+    from fol.checkpoint import load_model
+    from fol.cli import main
+    from fol.errors import ConfigError
+    from fol.nodedata import LEGACY_SPLIT_RULE, load_node_data, parse_node_data
+
+    node = Node(tmp_path, "receiver", [])
+    cfg = node.on_board_config({"auto_send": False}, {"rounds": 1})
+    Agent(cfg, load_fol=False).stop()  # a first start: the model adopted as the state folder's round 0
+    state = node.folder / "state"
+    doc = json.loads((state / "state.json").read_text())
+    local = state / doc["local_model"]
+    loaded = load_model(local)
+    config = tmp_path / "receiver.toml"
+    config.write_text(toml_text({
+        "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", "secret_key": str(node.sec),
+                 "trust_dir": str(node.trust_dir), "state_dir": str(state), "model": str(cfg.model), "data": cfg.data},
+        "limits": node.limits, "trigger": {"auto_send": False}, "fol": {"rounds": 1}}))
+    line = (f"node.model: {local}: model card extra.split_seed is 'node_seed_v2'; this toolkit splits a node's "
+            f"data by 'node_seed' or 'seed+node' (a model made by a newer toolkit?); use that toolkit, or a model "
+            f"whose card records one of these")
+    for finished in (False, True):  # a round left: the data is loaded at start-up; all done: it is not
+        save_model(local, loaded.model, replace(loaded.card, extra={"split_seed": "node_seed_v2"}))
+        (state / "state.json").write_text(json.dumps({**doc, "finished": finished}))
+        with pytest.raises(ConfigError) as err:
+            Agent(cfg, load_fol=False)
+        assert str(err.value) == f"receiver.toml: {line}", finished
+        assert main(["agent", "--config", str(config)]) == 2
+        assert capsys.readouterr().err.splitlines() == [f"fol agent: error: {config}: {line}"], finished
+        # a rule this toolkit knows: all rounds done, the start reads it and loads no data; a later load splits by it
+        save_model(local, loaded.model, replace(loaded.card, extra={}))  # no rule recorded: the legacy one
+        agent = Agent(cfg, load_fol=False)
+        try:
+            assert agent._split_rule == LEGACY_SPLIT_RULE and (agent._node_data is None) == finished
+            want = load_node_data(parse_node_data(cfg.data), rule=LEGACY_SPLIT_RULE)
+            assert all(torch.equal(getattr(agent._load_node_data(), s).images, getattr(want, s).images)
+                       for s in ("train", "val", "test"))
+        finally:
+            agent.stop()
+
+
 def test_good_node_data_is_loaded_once_at_start_up(tmp_path: Path, monkeypatch) -> None:
     import fol.nodedata
 

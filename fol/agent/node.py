@@ -223,16 +223,17 @@ class Agent:
             from fol.checkpoint import read_card
 
             if first is not None:
-                card = first.card
-                model = Path(self.cfg.model)
-                self._node_data = self._checked_node_data(card, model, card, model)
+                card = local_card = first.card
+                model = local = Path(self.cfg.model)
             else:
-                current = self.inbox.path(state.current_model)
-                card = read_card(current, max_bytes=self.cfg.limits.max_payload_bytes)
-                if not state.finished:
-                    local = self.inbox.path(state.local_model)
-                    local_card = read_card(local, max_bytes=self.cfg.limits.max_payload_bytes)
-                    self._node_data = self._checked_node_data(card, current, local_card, local)
+                model, local = self.inbox.path(state.current_model), self.inbox.path(state.local_model)
+                card = read_card(model, max_bytes=self.cfg.limits.max_payload_bytes)
+                local_card = card if local == model else read_card(local, max_bytes=self.cfg.limits.max_payload_bytes)
+            # the rule the node's data is split by, read from a card's header on every start: refused now even
+            # when the data is not loaded now (all rounds done), never later in a round's log
+            self._split_rule = self._card_split_rule(local_card, local)
+            if first is not None or not state.finished:
+                self._node_data = self._checked_node_data(card, model, local_card, local)
             self.inbox.compatible = (tuple(card.class_names), tuple(card.input_shape or ()))
             self.inbox.last_round = self.rounds - 1
         if first is None:  # after `compatible` is set: a model found in the inbox passes a received one's check
@@ -246,13 +247,9 @@ class Agent:
         folder, a corrupt image, a shard the dataset cannot give or classes other than the model's are
         refused now, not at the first personalization, maybe hours into a flight). ``card`` is the
         current model's (at ``model``), ``local_card`` the node's round-0 model's (at ``local``)."""
-        from fol.nodedata import load_node_data, pretraining_spec, recorded_split_rule, split_fields
+        from fol.nodedata import load_node_data, pretraining_spec, split_fields
 
         where = f"{self.cfg.source}: node.data"
-        try:  # the data is split as the model was trained on it: by the rule its card records
-            rule = recorded_split_rule(local_card.extra, str(local))
-        except CheckpointError as exc:
-            raise ConfigError(f"{self.cfg.source}: node.model: {exc}") from None
         trained_on = local_card.extra.get("data")  # fol pretrain's --data
         earlier = pretraining_spec(trained_on)
         if earlier is not None and split_fields(earlier) != split_fields(self._data_spec):
@@ -260,7 +257,7 @@ class Agent:
                               f"gives another shard or split, whose validation and test images may be ones the "
                               f"model trained on; give the spec it was pretrained on")
         try:
-            data = load_node_data(self._data_spec, where=where, rule=rule)
+            data = load_node_data(self._data_spec, where=where, rule=self._split_rule)  # as the model was trained
         except FOLError as exc:  # the loaders' own messages name the folder or file, not the config field
             text = str(exc)
             raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
@@ -273,8 +270,18 @@ class Agent:
         if card.input_shape and list(card.input_shape) != shape:
             raise ConfigError(f"{where}: the data's images are {shape} (C, H, W), the model ({model}) takes "
                               f"{list(card.input_shape)}")
-        self._split_rule = rule
         return data
+
+    def _card_split_rule(self, card: Any, path: Path) -> str:
+        """The split rule the node's round-0 model's card (``card``, of the model at ``path``) records
+        (:func:`fol.nodedata.recorded_split_rule`), the one reading of it: the node's data is split as
+        that model was trained on it. A rule this toolkit does not know is one config error line."""
+        from fol.nodedata import recorded_split_rule
+
+        try:
+            return recorded_split_rule(card.extra, str(path))
+        except CheckpointError as exc:
+            raise ConfigError(f"{self.cfg.source}: node.model: {exc}") from None
 
     def _adopt(self, loaded: Any) -> Any:
         """Copy the configured model (``loaded``, checked) into the state folder as the node's round-0 model
@@ -747,14 +754,12 @@ class Agent:
                   exc_info=not isinstance(exc, (FOLError, OSError)))  # a disk error: the line names the file
 
     def _load_node_data(self) -> Any:
-        if self._node_data is None:  # not loaded at start-up: split by the rule the round-0 model's card records
-            from fol.checkpoint import read_card
-            from fol.nodedata import load_node_data, recorded_split_rule
+        if self._node_data is None:  # not loaded at start-up (all rounds done): split by the rule read then
+            from fol.nodedata import load_node_data
 
-            local = self.inbox.path(self.inbox.state.local_model)
-            rule = recorded_split_rule(read_card(local, max_bytes=self.cfg.limits.max_payload_bytes).extra, str(local))
-            self._node_data = load_node_data(self._data_spec, rule=rule)
-            self._split_rule = rule
+            assert self._split_rule is not None
+            self._node_data = load_node_data(self._data_spec, where=f"{self.cfg.source}: node.data",
+                                             rule=self._split_rule)
         return self._node_data
 
     @contextlib.contextmanager
