@@ -292,11 +292,11 @@ def _refuse_one_class_folder(spec: NodeDataSpec, text: str, where: str) -> None:
     the dataset's classes are its class folders, so the loaded data would hold that one class. A
     folder that is missing or cannot be listed is left to the loader, which says so."""
     from fol.data.loaders import image_folder_classes
-    from fol.data.registry import _image_folder_path  # where the loader looks for spec.path
+    from fol.data.registry import image_folder_path  # where the loader looks for spec.path, its one rule
 
     if spec.dataset != "imagefolder" or not spec.path:
         return
-    folder = _image_folder_path(spec.path, spec.root)
+    folder = image_folder_path(spec.path, spec.root)
     if not folder.is_dir():
         return
     try:

@@ -39,7 +39,8 @@ from fol.defaults import check_band_options
 from fol.errors import ConfigError, DataError
 from swarmbase.cli import printable
 
-__all__ = ["load_dataset", "check_dataset", "dataset_accepts", "dataset_names", "describe", "SYNTHETIC_DEFAULT_SIZE"]
+__all__ = ["load_dataset", "check_dataset", "dataset_accepts", "dataset_names", "describe", "SYNTHETIC_DEFAULT_SIZE",
+           "image_folder_path"]
 
 #: Images drawn by ``load_dataset("synthetic-*")`` unless ``n`` is given.
 SYNTHETIC_DEFAULT_SIZE = 12_000
@@ -63,7 +64,7 @@ def _in_root(fn: Callable[..., GeoDataset], name: str) -> Callable[..., GeoDatas
     return load
 
 
-def _image_folder_path(path: str | Path, root: str | Path | None) -> Path:
+def image_folder_path(path: str | Path, root: str | Path | None) -> Path:
     """Where ``imagefolder``'s ``path`` is (``~`` expanded, as in a scenario's
     ``data.path``: no shell expands it after ``imagefolder:`` or ``path=``): as
     given when it is absolute or exists, else under the data root (``root``,
@@ -80,7 +81,7 @@ def _image_folder(root: Path | None, path: str | Path | None = None, **kw: Any) 
     if path is None or (isinstance(path, str) and not path.strip()):  # "" is no folder, not the current one
         raise ConfigError("dataset 'imagefolder' needs path=<folder with one sub-folder per class>"
                           + ("" if path is None else f", got an empty path {path!r}"))
-    return loaders.load_image_folder(_image_folder_path(path, root), **kw)
+    return loaders.load_image_folder(image_folder_path(path, root), **kw)
 
 
 _image_folder.__wrapped__ = loaders.load_image_folder  # type: ignore[attr-defined]
@@ -165,7 +166,7 @@ def check_dataset(name: str, root: str | Path | None = None, **kw: Any) -> None:
     if name.startswith("synthetic-"):
         return
     if name == "imagefolder":
-        folder = _image_folder_path(kw.get("path") or "", root)
+        folder = image_folder_path(kw.get("path") or "", root)
         loaders.check_image_folder_root(folder)  # a file, a link leading nowhere: said so, not "not found"
         if not folder.is_dir() or not any(folder.iterdir()):
             raise DataError(f"image folder {folder} not found or empty: expected {folder}/<class>/<image files>")
