@@ -62,6 +62,10 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+#: What ``--check`` calls a scenario kind's nodes.
+_MOVERS = {"constellation": "satellite(s)", "drones": "drone(s)", "plan": "node(s) of the plan file"}
+
+
 def _one_line(args: argparse.Namespace, exc: Exception) -> int:
     """Print a user error as one line naming the scenario file; exit status 2."""
     msg = str(exc)
@@ -126,8 +130,10 @@ def run_contacts(args: argparse.Namespace) -> int:
             for name in (name for name, wanted in outputs.items() if wanted):
                 check_output_file(out / name, ContactError, what="--out")
         if args.check:
-            print(f"{args.scenario}: OK — {len(names)} {scenario.kind} nodes, "
-                  f"{len(scenario.ground_stations)} ground station(s)")
+            stations = len(scenario.ground_stations)  # nodes of the plan too, as the run's summary counts them
+            print(f"{args.scenario}: OK — {len(names)} {_MOVERS.get(scenario.kind, scenario.kind)} and {stations} "
+                  f"ground station(s), "
+                  f"{len(names) + stations} nodes in the contact plan")
             return 0
         try:
             out.mkdir(parents=True, exist_ok=True)

@@ -280,3 +280,20 @@ def test_a_pool_too_small_for_a_large_shell_is_refused_before_the_shell_is_built
                     '[link]\nmax_range_km = 1000.0\n')
     with pytest.raises(DataError, match=r"data\.size \(default 12000\): 12000 images cannot give 339999 nodes "):
         check_scenario(load_scenario(path))
+
+
+@pytest.mark.parametrize("name, movers", [("leo_contacts.toml", "48 satellite(s) and 1 ground station(s), 49 nodes"),
+                                          ("drone_contacts.toml", "12 drone(s) and 0 ground station(s), 12 nodes")])
+def test_contacts_check_counts_the_nodes_as_the_run_does(name: str, movers: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """``fol contacts --check`` names what moves and the ground stations, and counts the plan's
+    nodes as the run's summary does (ground stations are nodes of the plan); it said
+    "12 drones nodes" and "48 constellation nodes" where the run said 49."""
+    from contact_sim.cli import main as contacts_main
+
+    path = ROOT / "examples" / name
+    assert contacts_main(["contacts", str(path), "--check"]) == 0
+    assert f": OK — {movers} in the contact plan" in capsys.readouterr().out
+    names, _, _ = check_contact_scenario(load_contact_scenario(path))
+    stations = len(load_contact_scenario(path).ground_stations)
+    assert f"{len(names) + stations} nodes" in movers
