@@ -126,6 +126,10 @@ def add_pretrain_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--init-seed", type=int, default=None,
                    help="seed of the shared initialization, the same for every node (default: the --data spec's "
                         "seed=, as fol simulate starts every node from its run's seed)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default: torch's, one per core); the thread count changes the order floats "
+                        "are added in, so the simulation's pretrained model bit for bit needs its run.threads "
+                        "(default 1)")
     p.add_argument("--out", type=path_argument, required=True, help="output model file (.safetensors)")
     p.set_defaults(func=_run_pretrain)
 
@@ -139,6 +143,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     from fol.checkpoint import save_model
     from fol.config import FOLConfig
     from fol.errors import ConfigError
+    from fol.executors import torch_threads
     from fol.fileio import check_output_file
     from fol.models import architectures
     from fol.nodedata import pretrain_from_spec
@@ -161,10 +166,20 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         raise ConfigError(f"--arch: unknown architecture {args.arch!r}; expected one of {', '.join(architectures())}")
     if args.init_seed is not None and not is_seed(args.init_seed):
         raise ConfigError(f"--init-seed: expected an integer in 0..{MAX_SEED}, got {args.init_seed}")
+    if args.threads is not None:  # the simulation's bound for run.threads: beyond it threads only slow a run
+        import os
+
+        from fol.simulation.check import MAX_PER_CORE
+
+        cores = os.cpu_count() or 1
+        if not 1 <= args.threads <= MAX_PER_CORE * cores:
+            raise ConfigError(f"--threads: expected 1..{MAX_PER_CORE * cores} on this machine of {cores} "
+                              f"core(s) ({MAX_PER_CORE} per core), got {args.threads}")
     check_output_file(args.out, ConfigError, "--out")
     # node K of seed S trained as fol simulate's node K, its card recording the split rule (the one way)
-    done = pretrain_from_spec(args.data, args.arch, fol_cfg, root=args.data_root, init_seed=args.init_seed,
-                              progress=True)
+    with torch_threads(args.threads):
+        done = pretrain_from_spec(args.data, args.arch, fol_cfg, root=args.data_root, init_seed=args.init_seed,
+                                  progress=True)
     try:  # check_output_file accepted a name in folders that do not exist yet: make them
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

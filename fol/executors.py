@@ -30,7 +30,7 @@ OnResult = Callable[[int, Any], None] | None
 from fol.errors import ConfigError, FOLError
 from swarmbase.tomlcheck import shown
 
-__all__ = ["Executor", "LocalExecutor", "ProcessExecutor", "RayExecutor", "LocalRayCluster", "make_executor", "EXECUTORS",
+__all__ = ["torch_threads", "Executor", "LocalExecutor", "ProcessExecutor", "RayExecutor", "LocalRayCluster", "make_executor", "EXECUTORS",
            "check_ray_address"]
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,23 @@ def _run_with_threads(args: tuple[Callable[[Any], Any], Any, int | None]) -> Any
 
         torch.set_num_threads(threads)
     return fn(item)
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """torch's thread count set to ``threads`` for the block (None or 0: left as it is), then
+    restored: a task's float reductions depend on it, and a caller's own settings stay its own."""
+    if not threads:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class Executor:
@@ -89,22 +106,13 @@ class LocalExecutor(Executor):
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any], desc: str | None = None,
             on_result: OnResult = None) -> list[Any]:
-        before = None
-        if self.threads:
-            import torch
-
-            before = torch.get_num_threads()
         out = []
-        try:
-            with _bar(len(items), desc) as bar:
-                for i, item in enumerate(items):
-                    out.append(_run_with_threads((fn, item, self.threads)))
-                    if on_result is not None:
-                        on_result(i, out[-1])
-                    bar.update()
-        finally:
-            if before is not None:
-                torch.set_num_threads(before)
+        with torch_threads(self.threads), _bar(len(items), desc) as bar:
+            for i, item in enumerate(items):
+                out.append(fn(item))
+                if on_result is not None:
+                    on_result(i, out[-1])
+                bar.update()
         return out
 
 

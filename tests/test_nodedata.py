@@ -347,3 +347,43 @@ def test_fol_pretrain_refuses_a_one_class_folder_before_reading_an_image(
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith(f"fol pretrain: error: --data: image folder {by_split} is laid out "
                                                f"by split first"), err
+
+
+def test_fol_pretrain_threads_gives_the_simulations_model_and_restores_torchs_count(tmp_path: Path) -> None:
+    """``fol pretrain --threads N`` trains with N torch threads (the simulation's ``run.threads``,
+    default 1, which bit-for-bit equality needs: the thread count orders the float sums), then gives
+    the caller back its own count; a count the simulation would refuse is one line, exit 2."""
+    import dataclasses
+
+    import torch
+
+    from fol.checkpoint import load_model
+    from fol.cli import main
+    from fol.config import FOLConfig
+    from fol.data import dirichlet_partition, load_dataset
+    from fol.executors import torch_threads
+    from fol.models import build_model
+    from fol.nodes import build_nodes
+
+    seed, nodes, node, epochs = 2, 3, 1, 1
+    text = f"dataset=synthetic-hurricane,nodes={nodes},psi=0.5,per_node=60,size=200,seed={seed},node={node}"
+    pool = load_dataset("synthetic-hurricane", n=200, seed=seed)
+    shards = dirichlet_partition(pool.labels.numpy(), nodes, 0.5, seed, samples_per_node=60)
+    train = dataclasses.replace(FOLConfig().pretrain_train(), epochs=epochs)
+    only_node = lambda fn, tasks: [fn(t) if t.index == node else (build_model(t.spec).state_dict(), 0)  # noqa: E731
+                                   for t in tasks]
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        out = tmp_path / "one-thread.safetensors"
+        assert main(["pretrain", "--data", text, "--arch", "cnn-small", "--epochs", str(epochs), "--threads", "1",
+                     "--out", str(out)]) == 0
+        assert torch.get_num_threads() == 2  # the caller's count, given back
+        with torch_threads(1):  # the simulation's node task, with its run.threads
+            sim = build_nodes(pool, shards, ["cnn-small"], train, seed, map=only_node)[node]
+        mine, theirs = load_model(out).model.state_dict(), sim.pretrained.state_dict()
+        assert all(torch.equal(mine[k], theirs[k]) for k in mine)
+        assert main(["pretrain", "--data", text, "--threads", "0", "--out", str(tmp_path / "no.safetensors")]) == 2
+        assert not (tmp_path / "no.safetensors").exists()
+    finally:
+        torch.set_num_threads(before)
