@@ -589,3 +589,36 @@ def test_every_orientation_reads_as_pillows_path_reads_the_same_file(tmp_path):
         tifffile.imwrite(path, rgb, photometric="rgb", extratags=[(274, "H", 1, orientation, True)])
         tiff, _ = loaders._read_tiff_bands(path, 8, [1, 2, 3], None, None)
         np.testing.assert_array_equal(tiff.transpose(2, 0, 1), read_image(path, 8), err_msg=f"orientation {orientation}")
+
+
+def test_an_lzma_strip_of_two_streams_is_bounded_in_both(tmp_path):
+    """lzma.decompress (tifffile's, without imagecodecs) reads LZMA streams one after another:
+    a strip of 512 bytes in one stream and 64 MiB of zeros in a second (a 10 kB file) took
+    157 MB, the check having stopped at the end of the first stream. It is refused, holding little."""
+    import lzma
+
+    bomb = tmp_path / "two.tif"
+    _one_segment_tiff(bomb, 16, lzma.compress(bytes(512)) + lzma.compress(bytes(64 << 20)), 34925)
+    assert bomb.stat().st_size < 20_000
+    peak = _peak_bytes(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
+    assert peak < 16 << 20, f"{peak:,} bytes held"  # LZMA's dictionary is 8 MiB
+    with pytest.raises(DataError) as info:
+        loaders._read_tiff_bands(bomb, 16, [1, 1, 1], None, None)
+    assert str(info.value) == (f"{bomb}: a strip compressed with LZMA that decompresses to more than the 512 bytes "
+                               f"its tags say it holds (a decompression bomb, or a damaged file)")
+
+
+def test_two_lzma_streams_of_a_strip_or_trailing_bytes_read_as_tifffile_reads_them(tmp_path):
+    """Within its size, a strip of two LZMA streams is read whole, and bytes after the last
+    stream that are no stream are ignored, as lzma.decompress does."""
+    import lzma
+
+    values = np.arange(256, dtype="<u2").reshape(16, 16)
+    raw = values.tobytes()
+    for name, payload in (("two", lzma.compress(raw[:200]) + lzma.compress(raw[200:])),
+                          ("tail", lzma.compress(raw) + b"not a stream")):
+        path = tmp_path / f"{name}.tif"
+        _one_segment_tiff(path, 16, payload, 34925)
+        got, _ = loaders._read_tiff_bands(path, 16, [1, 1, 1], None, None)
+        expected = np.floor(values.astype(np.float64) * 255 / 65535 + 0.5)
+        np.testing.assert_array_equal(got, np.repeat(expected[..., None], 3, axis=2), err_msg=name)

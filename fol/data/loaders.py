@@ -513,8 +513,9 @@ def _check_decoded_sizes(path: str | Path, tif, page, kind: str, segment_bytes: 
     """Refuses a zlib- or LZMA-compressed TIFF any of whose strips or tiles decompresses to more
     than ``segment_bytes`` (what its tags say it holds), before tifffile decompresses them
     without a bound: a 1 MB strip of zeros inflates to 1 GB. Each is decompressed here
-    :data:`_INFLATE_STEP` bytes at a time and counted, never held whole; a damaged stream is
-    left for tifffile to report."""
+    :data:`_INFLATE_STEP` bytes at a time and counted, never held whole (LZMA: every stream of
+    a chunk, as tifffile's ``lzma.decompress`` reads streams one after another); a damaged
+    stream is left for tifffile to report."""
     import lzma
     import zlib
 
@@ -535,14 +536,23 @@ def _check_decoded_sizes(path: str | Path, tif, page, kind: str, segment_bytes: 
                     if total > segment_bytes:
                         break
                     part = inflate.decompress(inflate.unconsumed_tail, _INFLATE_STEP)
-            else:
-                unpack = lzma.LZMADecompressor()
-                part = unpack.decompress(data, _INFLATE_STEP)
-                while True:
-                    total += len(part)
-                    if total > segment_bytes or unpack.eof or unpack.needs_input:
-                        break
-                    part = unpack.decompress(b"", _INFLATE_STEP)
+            else:  # streams one after another, as lzma.decompress (tifffile's) reads them all
+                streams = 0
+                while data and total <= segment_bytes:
+                    unpack = lzma.LZMADecompressor()
+                    try:
+                        part = unpack.decompress(data, _INFLATE_STEP)
+                    except lzma.LZMAError:
+                        if streams:  # trailing data that is no stream: lzma.decompress ignores it
+                            break
+                        raise
+                    streams += 1
+                    while True:
+                        total += len(part)
+                        if total > segment_bytes or unpack.eof or unpack.needs_input:
+                            break
+                        part = unpack.decompress(b"", _INFLATE_STEP)
+                    data = unpack.unused_data if unpack.eof else b""
         except (zlib.error, lzma.LZMAError):
             continue
         if total > segment_bytes:
