@@ -460,8 +460,8 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
                                 f"{' x '.join(f'{d:,}' for d in page.chunks)} samples of {dtype} are "
                                 f"{count * segment_bytes:,} bytes decoded, more than the "
                                 f"{MAX_TIFF_DECODED_BYTES:,} allowed")
-            if int(page.compression) in _STREAM_CODECS:
-                _check_decoded_sizes(path, tif, page, kind, segment_bytes)
+            # Deflate / LZMA chunks are inflated here, each bounded by its size, and the pixels kept
+            data = _inflate_chunks(path, tif, page, kind, segment_bytes) if int(page.compression) in _STREAM_CODECS else None
             if place == "geotiff":  # from the tags tifffile parsed on opening: no pixel is decoded for it
                 tags = {t.code: _tag_value(t.value) for t in page.tags.values()
                         if t.code in (33550, 33922, 34264, 34735)}
@@ -469,7 +469,8 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
             orientation = _tag_value(page.tags[274].value) if 274 in page.tags else None
             separate = n > 1 and page.planarconfig == tifffile.PLANARCONFIG.SEPARATE  # tag 284
             expected = (h, w) if n == 1 else (n, h, w) if separate else (h, w, n)
-            data = page.asarray()
+            if data is None:  # another compression, or a layout or damage _inflate_chunks leaves to tifffile
+                data = page.asarray()
             if data.shape != expected:
                 raise DataError(f"{path}: decoded to an array of shape {data.shape}, where its tags say {expected}")
     except DataError:
@@ -505,59 +506,104 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
 #: however large it comes out: zlib (Deflate, Adobe Deflate, tifffile's 50013) and LZMA.
 _STREAM_CODECS = {8: "zlib", 32946: "zlib", 50013: "zlib", 34925: "lzma"}
 
-#: Bytes :func:`_check_decoded_sizes` decompresses at a time.
-_INFLATE_STEP = 1 << 20
-
-
-def _check_decoded_sizes(path: str | Path, tif, page, kind: str, segment_bytes: int) -> None:
-    """Refuses a zlib- or LZMA-compressed TIFF any of whose strips or tiles decompresses to more
-    than ``segment_bytes`` (what its tags say it holds), before tifffile decompresses them
-    without a bound: a 1 MB strip of zeros inflates to 1 GB. Each is decompressed here
-    :data:`_INFLATE_STEP` bytes at a time and counted, never held whole (LZMA: every stream of
-    a chunk, as tifffile's ``lzma.decompress`` reads streams one after another); a damaged
-    stream is left for tifffile to report."""
+def _inflated(codec: str, data: bytes, limit: int) -> bytes | None:
+    """``data`` (one zlib stream, or LZMA streams one after another, as ``lzma.decompress`` reads
+    them) decompressed, None if it decompresses to more than ``limit`` bytes: never more than
+    ``limit`` + 1 bytes are made. A damaged stream raises ``zlib.error`` or ``lzma.LZMAError``."""
     import lzma
     import zlib
 
+    if codec == "zlib":
+        inflate = zlib.decompressobj()
+        out = inflate.decompress(data, limit + 1)  # (a max_length of 0 would be no bound)
+        if len(out) > limit:
+            return None
+        if not inflate.eof:  # all of data consumed short of the stream's end
+            raise zlib.error("incomplete or truncated stream")
+        return out
+    parts: list[bytes] = []
+    total = 0
+    while True:  # as lzma.decompress: streams one after another, until the data ends or is no stream
+        unpack = lzma.LZMADecompressor()
+        try:
+            part = unpack.decompress(data, limit - total + 1)
+        except lzma.LZMAError:
+            if parts:  # trailing data that is no stream: ignored, as lzma.decompress ignores it
+                break
+            raise
+        parts.append(part)
+        total += len(part)
+        if total > limit:
+            return None
+        if not unpack.eof:
+            raise lzma.LZMAError("Compressed data ended before the end-of-stream marker was reached")
+        data = unpack.unused_data
+        if not data:
+            break
+    return b"".join(parts)
+
+
+def _inflate_chunks(path: str | Path, tif, page, kind: str, segment_bytes: int) -> np.ndarray | None:
+    """The first image of a zlib- or LZMA-compressed TIFF, as ``page.asarray()`` gives it, from its
+    strips or tiles inflated once each, or None where tifffile is to decode it (a layout this does
+    not assemble: bits not a whole sample type, fill order 2, a predictor other than horizontal
+    differencing of integers; or a damaged or missing chunk, for tifffile to report).
+
+    Whatever is returned, every chunk's size is checked first: one that decompresses to more than
+    ``segment_bytes`` (what its tags say it holds) is refused, having been inflated only to
+    ``segment_bytes`` + 1 bytes, before tifffile decompresses it without a bound (a 1 MB strip of
+    zeros inflates to 1 GB). Only where None is returned does tifffile inflate the chunks again."""
+    import lzma
+    import zlib
+
+    codec = _STREAM_CODECS[int(page.compression)]
+    n, h, w = int(page.samplesperpixel), int(page.imagelength), int(page.imagewidth)
+    dtype = page.dtype
+    planes, contig = (n, 1) if n > 1 and int(page.planarconfig) == 2 else (1, n)
+    tiled = bool(page.is_tiled)
+    high, wide = (int(page.tilelength), int(page.tilewidth)) if tiled else (int(page.rowsperstrip), w)
+    down, across = (-(-h // high), -(-w // wide)) if high > 0 and wide > 0 else (0, 0)
+    formats = page.tags[339].value if 339 in page.tags else 1
+    differencing = int(page.predictor) == 2
+    image = None
+    if (int(page.fillorder) == 1 and page.bitspersample == dtype.itemsize * 8 and not page.is_subsampled
+            and len(set(np.atleast_1d(formats).tolist())) == 1 and (not tiled or int(page.tiledepth) == 1)
+            and (int(page.predictor) == 1 or differencing and dtype.kind in "ui")
+            and h * w > 0 and len(page.dataoffsets) == planes * down * across):
+        image = np.empty((planes, h, w, contig), dtype)
+    stored = dtype.newbyteorder(tif.byteorder)  # the file's byte order
     fh = tif.filehandle
-    for offset, count in zip(page.dataoffsets, page.databytecounts):
+    for i, (offset, count) in enumerate(zip(page.dataoffsets, page.databytecounts)):
         count = max(0, min(int(count), fh.size - int(offset)))  # a count past the file's end: what is there
-        if not count:
+        if not count:  # an empty chunk: tifffile fills it in
+            image = None
             continue
         fh.seek(int(offset))
-        data = fh.read(count)
-        total = 0
         try:
-            if _STREAM_CODECS[int(page.compression)] == "zlib":
-                inflate = zlib.decompressobj()
-                part = inflate.decompress(data, _INFLATE_STEP)
-                while part:
-                    total += len(part)
-                    if total > segment_bytes:
-                        break
-                    part = inflate.decompress(inflate.unconsumed_tail, _INFLATE_STEP)
-            else:  # streams one after another, as lzma.decompress (tifffile's) reads them all
-                streams = 0
-                while data and total <= segment_bytes:
-                    unpack = lzma.LZMADecompressor()
-                    try:
-                        part = unpack.decompress(data, _INFLATE_STEP)
-                    except lzma.LZMAError:
-                        if streams:  # trailing data that is no stream: lzma.decompress ignores it
-                            break
-                        raise
-                    streams += 1
-                    while True:
-                        total += len(part)
-                        if total > segment_bytes or unpack.eof or unpack.needs_input:
-                            break
-                        part = unpack.decompress(b"", _INFLATE_STEP)
-                    data = unpack.unused_data if unpack.eof else b""
+            raw = _inflated(codec, fh.read(count), segment_bytes)
         except (zlib.error, lzma.LZMAError):
+            image = None  # left for tifffile to report; it inflates no more of it than was inflated here
             continue
-        if total > segment_bytes:
+        if raw is None:
             raise DataError(f"{path}: a {kind} compressed with {page.compression.name} that decompresses to more than "
                             f"the {segment_bytes:,} bytes its tags say it holds (a decompression bomb, or a damaged file)")
+        if image is None:
+            continue
+        plane, k = divmod(i, down * across)
+        y, x = k // across * high, k % across * wide
+        rows = high if tiled else min(high, h - y)  # the last strip holds the rows left
+        if len(raw) < rows * wide * contig * dtype.itemsize:  # short: tifffile's rules for what it holds
+            image = None
+            continue
+        chunk = np.frombuffer(raw, stored, rows * wide * contig).reshape(rows, wide, contig)[:h - y, :w - x]
+        into = image[plane, y:y + chunk.shape[0], x:x + chunk.shape[1]]
+        if differencing:  # each sample minus the one left of it, wrapping in the sample type: summed back
+            np.cumsum(chunk, axis=1, dtype=dtype, out=into)
+        else:
+            into[...] = chunk
+    if image is None:
+        return None
+    return image[0, ..., 0] if n == 1 else image[..., 0] if planes > 1 else image[0]
 
 
 def _tag_value(value: object) -> object:
