@@ -488,11 +488,13 @@ def test_the_orientation_tag_turns_the_image_as_for_pillows_files(tmp_path):
     assert lit == {"turned": [[7, 7]], "upright": [[0, 0]]}
 
 
-def _one_segment_tiff(path: Path, side: int, payload: bytes, compression: int, tile: int | None = None) -> None:
+def _one_segment_tiff(path: Path, side: int, payload: bytes, compression: int, tile: int | None = None,
+                      extra: tuple[tuple[int, int, int, int], ...] = ()) -> None:
     """A ``side`` x ``side`` one-band 16-bit TIFF of one strip (or one ``tile`` x ``tile`` tile)
-    holding ``payload`` as stored, compressed with TIFF ``compression``."""
+    holding ``payload`` as stored, compressed with TIFF ``compression``; ``extra`` tags
+    (code, type, count, value) of one value each."""
     tags = [(256, 4, 1, side), (257, 4, 1, side), (258, 3, 1, 16), (259, 3, 1, compression), (262, 3, 1, 1),
-            (277, 3, 1, 1), (284, 3, 1, 1)]
+            (277, 3, 1, 1), (284, 3, 1, 1), *extra]
     if tile:
         tags += [(322, 4, 1, tile), (323, 4, 1, tile), (324, 4, 1, 0), (325, 4, 1, len(payload))]
     else:
@@ -733,3 +735,32 @@ def test_a_damaged_compressed_strip_is_one_line_naming_the_file(tmp_path):
     with pytest.raises(DataError) as info:
         loaders._read_tiff_bands(path, 16, [1, 1, 1], None, None)
     assert str(info.value).startswith(f"{path}: cannot read TIFF (error: ") and "\n" not in str(info.value)
+
+
+def test_a_tiff_of_fill_order_2_is_size_checked_in_the_bytes_tifffile_inflates(tmp_path):
+    """Fill order 2 (tag 266): tifffile reverses the bits of each stored byte, then inflates.
+    The check inflated the bytes as stored (no stream: left to tifffile), so a 65 kB file whose
+    reversed strip is 64 MiB of zeros took 150 MB to read; it is refused, holding little. A
+    file of fill order 2 within its size reads to tifffile's pixels, inflated once."""
+    import zlib
+
+    def reversed_bits(data: bytes) -> bytes:
+        return bytes(int(f"{b:08b}"[::-1], 2) for b in data)
+
+    bomb = tmp_path / "bomb.tif"
+    _one_segment_tiff(bomb, 16, reversed_bits(zlib.compress(bytes(64 << 20), 9)), 8, extra=((266, 3, 1, 2),))
+    assert bomb.stat().st_size < 70_000
+    peak = _peak_bytes(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
+    assert peak < 8 << 20, f"{peak:,} bytes held"
+    with pytest.raises(DataError) as info:
+        loaders._read_tiff_bands(bomb, 16, [1, 1, 1], None, None)
+    assert str(info.value) == (f"{bomb}: a strip compressed with ADOBE_DEFLATE that decompresses to more than the "
+                               f"512 bytes its tags say it holds (a decompression bomb, or a damaged file)")
+    values = np.arange(0, 65536, 256, dtype="<u2").reshape(16, 16)
+    path = tmp_path / "fill2.tif"
+    _one_segment_tiff(path, 16, reversed_bits(zlib.compress(values.tobytes())), 8, extra=((266, 3, 1, 2),))
+    with tifffile.TiffFile(path) as tif:
+        page = tif.pages.first
+        assert int(page.fillorder) == 2
+        np.testing.assert_array_equal(page.asarray(), values)
+        np.testing.assert_array_equal(loaders._inflate_chunks(path, tif, page, "strip", 512), values)

@@ -506,6 +506,10 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
 #: however large it comes out: zlib (Deflate, Adobe Deflate, tifffile's 50013) and LZMA.
 _STREAM_CODECS = {8: "zlib", 32946: "zlib", 50013: "zlib", 34925: "lzma"}
 
+#: Each byte value with its 8 bits in reverse order: how a TIFF of fill order 2 stores bytes.
+_BITS_REVERSED = np.array([int(f"{b:08b}"[::-1], 2) for b in range(256)], dtype=np.uint8)
+
+
 def _inflated(codec: str, data: bytes, limit: int) -> bytes | None:
     """``data`` (one zlib stream, or LZMA streams one after another, as ``lzma.decompress`` reads
     them) decompressed, None if it decompresses to more than ``limit`` bytes: never more than
@@ -546,8 +550,9 @@ def _inflated(codec: str, data: bytes, limit: int) -> bytes | None:
 def _inflate_chunks(path: str | Path, tif, page, kind: str, segment_bytes: int) -> np.ndarray | None:
     """The first image of a zlib- or LZMA-compressed TIFF, as ``page.asarray()`` gives it, from its
     strips or tiles inflated once each, or None where tifffile is to decode it (a layout this does
-    not assemble: bits not a whole sample type, fill order 2, a predictor other than horizontal
-    differencing of integers; or a damaged or missing chunk, for tifffile to report).
+    not assemble: bits not a whole sample type, a predictor other than horizontal differencing of
+    integers; or a damaged or missing chunk, for tifffile to report). Of fill order 2 (tag 266),
+    the compressed bytes are read with their bits reversed, as tifffile (and libtiff) reads them.
 
     Whatever is returned, every chunk's size is checked first: one that decompresses to more than
     ``segment_bytes`` (what its tags say it holds) is refused, having been inflated only to
@@ -566,7 +571,8 @@ def _inflate_chunks(path: str | Path, tif, page, kind: str, segment_bytes: int) 
     formats = page.tags[339].value if 339 in page.tags else 1
     differencing = int(page.predictor) == 2
     image = None
-    if (int(page.fillorder) == 1 and page.bitspersample == dtype.itemsize * 8 and not page.is_subsampled
+    reversed_bits = int(page.fillorder) == 2
+    if (page.bitspersample == dtype.itemsize * 8 and not page.is_subsampled
             and len(set(np.atleast_1d(formats).tolist())) == 1 and (not tiled or int(page.tiledepth) == 1)
             and (int(page.predictor) == 1 or differencing and dtype.kind in "ui")
             and h * w > 0 and len(page.dataoffsets) == planes * down * across):
@@ -579,8 +585,11 @@ def _inflate_chunks(path: str | Path, tif, page, kind: str, segment_bytes: int) 
             image = None
             continue
         fh.seek(int(offset))
+        data = fh.read(count)
+        if reversed_bits:  # what tifffile inflates: checking the bytes as stored would check another stream
+            data = _BITS_REVERSED[np.frombuffer(data, np.uint8)].tobytes()
         try:
-            raw = _inflated(codec, fh.read(count), segment_bytes)
+            raw = _inflated(codec, data, segment_bytes)
         except (zlib.error, lzma.LZMAError):
             image = None  # left for tifffile to report; it inflates no more of it than was inflated here
             continue
