@@ -198,14 +198,28 @@ def test_a_corrupt_tiff_is_named_and_can_be_skipped(tmp_path, caplog):
     assert any("skipped 2 unreadable image(s)" in r.getMessage() for r in caplog.records)
 
 
-def test_an_lzw_tiff_without_imagecodecs_says_what_to_install(tmp_path):
-    """GDAL's usual compression, LZW, is decoded by tifffile only with imagecodecs."""
-    import importlib.util
+@pytest.fixture
+def without_imagecodecs(monkeypatch):
+    """tifffile as it is where imagecodecs is not installed, installed or not: imported afresh
+    with ``import imagecodecs`` failing, so it takes its own codecs (zlib, LZMA, PackBits) and
+    refuses the others; the modules as they were are put back after the test. imagecodecs is
+    hidden only for that import: the real tifffile, which writes the test's files, may still
+    load codecs from it (hidden while it does, imagecodecs keeps a failing stub for good)."""
+    before = {name: module for name, module in sys.modules.items() if name.split(".")[0] == "tifffile"}
+    for name in before:
+        monkeypatch.delitem(sys.modules, name)
+    with monkeypatch.context() as hidden:
+        hidden.setitem(sys.modules, "imagecodecs", None)  # import imagecodecs raises ImportError
+        import tifffile as fresh
+    assert fresh is not tifffile and fresh.tifffile.imagecodecs is fresh._imagecodecs
+    yield fresh
+    for name in [name for name in sys.modules if name.split(".")[0] == "tifffile" and name not in before]:
+        del sys.modules[name]  # the fresh modules monkeypatch does not put back: a later import gets the real ones
 
+
+def test_an_lzw_tiff_without_imagecodecs_says_what_to_install(tmp_path, without_imagecodecs):
+    """GDAL's usual compression, LZW (its COG driver's default), is decoded by tifffile only with imagecodecs."""
     from PIL import Image
-
-    if importlib.util.find_spec("imagecodecs") is not None:
-        pytest.skip("imagecodecs is installed: LZW is read")
 
     _folder(tmp_path / "imgs")
     lzw = tmp_path / "imgs" / "burnt" / "lzw.tif"
@@ -216,14 +230,9 @@ def test_an_lzw_tiff_without_imagecodecs_says_what_to_install(tmp_path):
                                f"package: pip install imagecodecs")
 
 
-def test_a_floating_point_predictor_without_imagecodecs_is_named_as_such(tmp_path):
+def test_a_floating_point_predictor_without_imagecodecs_is_named_as_such(tmp_path, without_imagecodecs):
     """GDAL writes float bands with PREDICTOR=3, which tifffile undoes only with imagecodecs:
     the line names the predictor, not the Deflate compression tifffile decodes alone."""
-    import importlib.util
-
-    if importlib.util.find_spec("imagecodecs") is not None:
-        pytest.skip("imagecodecs is installed: the predictor is undone")
-
     _folder(tmp_path / "imgs")
     path = tmp_path / "imgs" / "burnt" / "pred.tif"
     _write(path, _scene(3, bands=3), compression="zlib", predictor=2)
@@ -236,6 +245,59 @@ def test_a_floating_point_predictor_without_imagecodecs_is_named_as_such(tmp_pat
         load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 2, 3])
     assert str(info.value) == (f"{path}: a TIFF with predictor FLOATINGPOINT (tag 317), which tifffile decodes "
                                f"only with the imagecodecs package: pip install imagecodecs")
+
+
+def _lzw_and_plain_geotiffs(root: Path) -> np.ndarray:
+    """The same 4-band 40 x 40 uint16 GeoTIFF (EPSG:4326) as ``plain/x.tif``, uncompressed,
+    and ``lzw/x.tif``, LZW-compressed with horizontal differencing in 16 x 16 tiles, as GDAL
+    writes COGs (its COG driver compresses with LZW unless told otherwise)."""
+    scene = _scene(21, bands=4, side=40)
+    geo = [(33550, "d", 3, (0.01, 0.01, 0.0), True), (33922, "d", 6, (0.0, 0.0, 0.0, 10.0, 45.0, 0.0), True),
+           (34735, "H", 16, _geokeys_geographic(), True)]
+    _write(root / "plain" / "x.tif", scene, "contig", extratags=geo)
+    _write(root / "lzw" / "x.tif", scene, "contig", extratags=geo, compression="lzw", predictor=2, tile=(16, 16))
+    return scene
+
+
+def test_with_imagecodecs_an_lzw_geotiff_reads_as_the_uncompressed_one(tmp_path):
+    """With imagecodecs (the tiff and dev extras), tifffile decodes LZW: the pixels and the
+    place are those of the same file uncompressed."""
+    pytest.importorskip("imagecodecs")
+    _lzw_and_plain_geotiffs(tmp_path / "imgs")
+    with tifffile.TiffFile(tmp_path / "imgs" / "lzw" / "x.tif") as tif:
+        assert tif.pages.first.compression.name == "LZW" and tif.pages.first.is_tiled
+    ds = load_dataset("imagefolder", path=tmp_path / "imgs", bands=[3, 2, 1], coords="geotiff", image_size=40)
+    got = _pixels(ds)
+    np.testing.assert_array_equal(got[0], got[1])
+    assert got.max() > 0
+    np.testing.assert_allclose(np.asarray(ds.lat), [44.8, 44.8])
+    np.testing.assert_allclose(np.asarray(ds.lon), [10.2, 10.2])
+
+
+def test_with_imagecodecs_an_lzw_strip_is_decoded_no_further_than_its_size(tmp_path):
+    """No LZW decoder comes with Python, so the size check cannot inflate an LZW strip: the
+    bound is tifffile's, which hands imagecodecs each strip's size as the output buffer, and
+    the header's (all strips at that size within 357,913,940 bytes). A 16 x 16 strip (512 bytes)
+    stored as 64 MiB of zeros in 50 kB is decoded to its first 512 bytes, holding little."""
+    imagecodecs = pytest.importorskip("imagecodecs")
+    bomb = tmp_path / "bomb.tif"
+    _one_segment_tiff(bomb, 16, imagecodecs.lzw_encode(bytes(64 << 20)), 5)
+    assert bomb.stat().st_size < 100_000
+    got = []
+    peak = _peak_bytes(lambda: got.append(loaders._read_tiff_bands(bomb, 16, [1, 1, 1], None, None)[0]))
+    assert peak < 4 << 20, f"{peak:,} bytes held"
+    np.testing.assert_array_equal(got[0], np.zeros((16, 16, 3), np.uint8))
+
+
+def test_with_imagecodecs_a_deflate_bomb_is_still_refused_by_the_size_check(tmp_path):
+    """imagecodecs does not change who inflates Deflate: the size check, bounded, refuses it."""
+    pytest.importorskip("imagecodecs")
+    import zlib
+
+    bomb = tmp_path / "bomb.tif"
+    _one_segment_tiff(bomb, 16, zlib.compress(bytes(64 << 20), 9), 8)
+    with pytest.raises(DataError, match="decompresses to more than the 512 bytes its tags say it holds"):
+        loaders._read_tiff_bands(bomb, 16, [1, 1, 1], None, None)
 
 
 @pytest.mark.parametrize("logger", ["tifffile", "tifffile.tifffile"])
@@ -725,7 +787,8 @@ def test_inflated_chunks_assemble_to_tifffiles_array_in_every_layout(tmp_path, c
 
 
 def test_a_damaged_compressed_strip_is_one_line_naming_the_file(tmp_path):
-    """A Deflate strip cut short is left to tifffile (it is not assembled), which reports it."""
+    """A Deflate strip cut short is left to tifffile (it is not assembled), which reports it
+    (zlib's error, or imagecodecs' DeflateError where it is installed)."""
     import zlib
 
     path = tmp_path / "cut.tif"
@@ -734,7 +797,7 @@ def test_a_damaged_compressed_strip_is_one_line_naming_the_file(tmp_path):
         assert loaders._inflate_chunks(path, tif, tif.pages.first, "strip", 512) is None
     with pytest.raises(DataError) as info:
         loaders._read_tiff_bands(path, 16, [1, 1, 1], None, None)
-    assert str(info.value).startswith(f"{path}: cannot read TIFF (error: ") and "\n" not in str(info.value)
+    assert str(info.value).startswith(f"{path}: cannot read TIFF (") and "\n" not in str(info.value)
 
 
 def test_a_tiff_of_fill_order_2_is_size_checked_in_the_bytes_tifffile_inflates(tmp_path):
