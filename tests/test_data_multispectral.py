@@ -247,6 +247,18 @@ def test_a_floating_point_predictor_without_imagecodecs_is_named_as_such(tmp_pat
                                f"only with the imagecodecs package: pip install imagecodecs")
 
 
+@pytest.mark.skipif(sys.version_info >= (3, 14), reason="tifffile decodes ZSTD with Python 3.14's compression.zstd")
+def test_a_zstd_tiff_without_imagecodecs_says_what_to_install(tmp_path, without_imagecodecs):
+    """ZSTD (GDAL's COMPRESS=ZSTD): tifffile reaches for Python 3.14's compression.zstd without
+    imagecodecs; the line said 'cannot read TIFF (ModuleNotFoundError: No module named 'compression')'."""
+    path = tmp_path / "zstd.tif"
+    _one_segment_tiff(path, 16, b"\x28\xb5\x2f\xfd" + bytes(12), 50000)  # a ZSTD frame's magic number
+    with pytest.raises(DataError) as info:
+        loaders._read_tiff_bands(path, 16, [1, 1, 1], None, None)
+    assert str(info.value) == (f"{path}: a TIFF compressed with ZSTD, which tifffile decodes only with the "
+                               f"imagecodecs package: pip install imagecodecs")
+
+
 def _lzw_and_plain_geotiffs(root: Path) -> np.ndarray:
     """The same 4-band 40 x 40 uint16 GeoTIFF (EPSG:4326) as ``plain/x.tif``, uncompressed,
     and ``lzw/x.tif``, LZW-compressed with horizontal differencing in 16 x 16 tiles, as GDAL

@@ -476,7 +476,9 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
     except DataError:
         raise
     except Exception as exc:  # a damaged or truncated file: tifffile's errors vary
-        if "requires the 'imagecodecs' package" in str(exc) and page is not None:  # LZW (GDAL's usual), JPEG ...
+        # LZW (GDAL's usual), JPEG ...; ZSTD, which tifffile decodes with Python 3.14's compression.zstd too
+        codecs = "requires the 'imagecodecs' package" in str(exc) or getattr(exc, "name", None) == "compression"
+        if codecs and page is not None:
             what = (f"with predictor {page.predictor.name} (tag 317)" if "<PREDICTOR." in str(exc)  # GDAL's for floats
                     else f"compressed with {page.compression.name}")
             raise DataError(f"{path}: a TIFF {what}, which tifffile decodes only "
