@@ -603,3 +603,20 @@ def test_pretrain_config_of_no_epochs_is_refused_naming_the_field(
         f"untrained model), got 0"]
     with pytest.raises(pytest.fail.Exception, match="data loaded"):  # --epochs 1 passes every check
         main(argv + ["--epochs", "1"])
+
+
+def test_python_dash_m_fol_is_the_fol_command(tmp_path: Path) -> None:
+    """``python -m fol`` runs the ``fol`` command (an environment whose scripts folder is not on
+    PATH): the same one-line refusal and exit status; importing ``fol.__main__`` runs nothing."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-m", "fol", "model", "info", str(tmp_path / "none.safetensors")],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert proc.stderr.startswith("fol model info: error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    quiet = subprocess.run([sys.executable, "-c", "import fol.__main__"], capture_output=True, text=True, env=env,
+                           timeout=60)
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
