@@ -1,4 +1,4 @@
-"""Orbit Ephemeris Messages (CCSDS OEM, KVN text layout, CCSDS 502.0-B-3): read, interpolate and write.
+"""Orbit Ephemeris Messages (CCSDS OEM, CCSDS 502.0-B-3, in KVN text or NDM/XML): read, interpolate and write.
 
 An OEM is what flight-dynamics tools (GMAT, Orekit, STK) and Space-Track's operator ephemerides
 export: a header (``CCSDS_OEM_VERS``, ``CREATION_DATE``, ``ORIGINATOR``), then one or more
@@ -7,16 +7,28 @@ system, the segment's span and its interpolation) followed by data lines
 ``epoch x y z vx vy vz [ax ay az]`` in km, km/s (and km/s**2), and maybe covariance blocks
 (``COVARIANCE_START`` .. ``COVARIANCE_STOP``), which are skipped: nothing here uses them.
 
+The same message in NDM/XML (section 8 of the standard; Orekit and several operators write it) is an
+``<oem id="CCSDS_OEM_VERS" version="2.0">`` of a ``<header>`` (``CREATION_DATE``, ``ORIGINATOR``) and a
+``<body>`` of ``<segment>`` elements, each a ``<metadata>`` (the KVN keywords as elements) and a ``<data>`` of
+``<stateVector>`` elements (``EPOCH``, ``X`` .. ``Z_DOT``, maybe ``X_DDOT`` .. ``Z_DDOT``) and maybe
+``<covarianceMatrix>`` elements, skipped as KVN's blocks are. :func:`oem_format` tells the layouts apart as
+:func:`orbits.omm.omm_format` tells OMM's: by the text first (``CCSDS_OEM_VERS =`` is KVN), then by a
+``.xml`` name or a first ``<``. Both layouts feed one set of checks and one builder (:class:`_Builder`), so
+they give the same :class:`Ephemeris`; XML is parsed by expat as it streams (no tree of the file, no
+document type: :func:`swarmbase.xmlguard.refuse_doctype` first, so no entity is ever expanded).
+
 :func:`read_oem` checks everything before it builds an array (the file's size, the number of data
-lines, each number, the order of the epochs, the span) and refuses a bad file with one
-:class:`OrbitError` line naming ``file:line``. :meth:`Ephemeris.positions_teme_km` interpolates
+lines or state vectors, each number, the order of the epochs, the span) and refuses a bad file with one
+:class:`OrbitError` line naming ``file:line`` (in XML the element's line; a value of a state vector, the
+line of its ``<stateVector>``). :meth:`Ephemeris.positions_teme_km` interpolates
 (Hermite on positions and velocities, or Lagrange on positions, of the segment's stated degree,
 in Newton's form, every time's window at once) and rotates the result into TEME, the frame of SGP4 and of
 the rest of :mod:`orbits` and :mod:`contact_sim`.
 
 :func:`write_oem` writes the states of a constellation (SGP4) or of an :class:`Ephemeris` (re-sampled)
 every ``step_s`` over a span, one segment per satellite, in TEME (as computed) or rotated into EME2000,
-GCRF, ICRF or ITRF (the transpose of the reader's rotation), in a file :func:`read_oem` reads back.
+GCRF, ICRF or ITRF (the transpose of the reader's rotation), in KVN or (a ``.xml`` path, or ``fmt="xml"``)
+NDM/XML, in a file :func:`read_oem` reads back.
 
 Frames: ``CENTER_NAME = EARTH`` only; ``REF_FRAME`` TEME, GCRF or ICRF (GCRS axes), EME2000 (the mean
 equator and equinox of J2000: GCRS axes turned by the 23 mas frame bias, Skyfield's
@@ -58,11 +70,14 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from xml.parsers import expat
+from xml.sax.saxutils import escape
 
 import numpy as np
 
 from swarmbase.fileio import atomic_writer
 from swarmbase.tomlcheck import check_name_length, read_text_file, shown
+from swarmbase.xmlguard import refuse_doctype
 
 from .constants import EARTH_ROTATION_RAD_S
 from .constellation import Constellation
@@ -104,6 +119,8 @@ _META_KEYS = ("OBJECT_NAME", "OBJECT_ID", "CENTER_NAME", "REF_FRAME", "REF_FRAME
               "START_TIME", "USEABLE_START_TIME", "USEABLE_STOP_TIME", "STOP_TIME", "INTERPOLATION",
               "INTERPOLATION_DEGREE")
 _META_REQUIRED = ("OBJECT_NAME", "OBJECT_ID", "CENTER_NAME", "REF_FRAME", "TIME_SYSTEM", "START_TIME", "STOP_TIME")
+#: The first line of a KVN OEM, after any blank or COMMENT lines (as :data:`orbits.omm._KVN_START` finds an OMM's).
+_KVN_START = re.compile(r"(?:\s|COMMENT(?:[ \t][^\n]*+)?+(?=[\r\n]|\Z))*+(?i:CCSDS_OEM_VERS)\s*=")
 #: A number of a data line: decimal, maybe with an exponent (no ``nan``, ``inf`` or ``1_000``).
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
@@ -309,32 +326,26 @@ def _to_teme_matrices(frame: str, start: _dt.datetime, offsets: np.ndarray) -> n
     return out
 
 
-class _Reader:
-    """One pass over the KVN lines, segment by segment."""
+class _Builder:
+    """The checks and the building both layouts share: a front end (:class:`_Reader` for KVN lines,
+    :class:`_XmlReader` for NDM/XML elements) hands it the header, each segment's metadata (``KEY: (value,
+    line)``) and data rows, and it checks them and builds the :class:`OemSegment` objects. A front end gives
+    ``fields(number, row)`` (a row's texts: epoch, x y z, vx vy vz, maybe ax ay az) and ``label(j)`` (what a
+    message calls text ``j``); the words of the messages that name a layout's own pieces are its class
+    attributes below."""
 
-    def __init__(self, text: str, source: str) -> None:
+    #: What starts a segment, and what its header must be complete before.
+    SEGMENT = "META_START"
+    #: One state, and what "the previous" one is called.
+    ROW, PREVIOUS = "data line", "the previous line's"
+
+    def __init__(self, source: str) -> None:
         self.source = source
-        self.lines = _numbered_lines(text)  # one at a time: no list of every line of a 64 MiB file
-        self.held: tuple[int, str] | None = None  # a line read ahead (the next segment's META_START)
         self.points = 0
         self.first_of: dict[str, OemSegment] = {}  # each object's first segment (its OBJECT_ID), by name
 
-    def next_line(self) -> tuple[int, str] | None:
-        """``(number, line)`` of the next line, or None at the end."""
-        if self.held is not None:
-            line, self.held = self.held, None
-            return line
-        return next(self.lines, None)
-
     def fail(self, number: int, message: str) -> OrbitError:
         return OrbitError(f"{self.source}:{number}: {message}")
-
-    def key_value(self, number: int, body: str, expected: str = "a 'KEY = value' line or a COMMENT line"
-                  ) -> tuple[str, str]:
-        match = _KVN_LINE.fullmatch(body)
-        if match is None:
-            raise self.fail(number, f"expected {expected}, got {shown(body)}")
-        return match.group(1).upper(), match.group(2).strip()
 
     def time(self, number: int, key: str, value: str) -> _dt.datetime:
         try:
@@ -343,102 +354,49 @@ class _Reader:
             raise self.fail(number, f"{key}: expected a CCSDS time like 2026-08-01T06:30:00.000 or "
                                     f"2026-213T06:30:00, got {shown(value)}") from None
 
-    def read(self) -> Ephemeris:
-        header: dict[str, tuple[str, int]] = {}
-        segments: list[OemSegment] = []
-        while (line := self.next_line()) is not None:
-            number, body = line[0], line[1].strip()
-            if not body or body.split(None, 1)[0] == "COMMENT":
-                continue
-            if body == "META_START":
-                if not header:
-                    raise self.fail(number, "META_START: an OEM must start with a CCSDS_OEM_VERS line")
-                for key in ("CREATION_DATE", "ORIGINATOR"):
-                    if key not in header:
-                        raise self.fail(number, f"{key}: missing from the header (required before META_START)")
-                self.segment(number, segments)
-                continue
-            if body in ("META_STOP", "COVARIANCE_START", "COVARIANCE_STOP"):
-                raise self.fail(number, f"{body} outside a segment (expected META_START first)")
-            key, value = self.key_value(number, body)
-            if segments or key not in _HEADER_KEYS:
-                raise self.fail(number, f"{key}: not a header keyword ({', '.join(_HEADER_KEYS)}); "
-                                        "a segment starts with META_START")
-            if not header and key != "CCSDS_OEM_VERS":
-                raise self.fail(number, f"{key}: an OEM must start with a CCSDS_OEM_VERS line")
-            if key in header:
-                raise self.fail(number, f"{key}: given twice (first on line {header[key][1]})")
-            if key == "CCSDS_OEM_VERS" and value not in OEM_VERSIONS:
-                raise self.fail(number, f"CCSDS_OEM_VERS: expected one of {', '.join(OEM_VERSIONS)}, got {shown(value)}")
-            if key == "CREATION_DATE":
-                self.time(number, key, value)
-            header[key] = (value, number)
-        if "CCSDS_OEM_VERS" not in header:
-            raise OrbitError(f"{self.source}: not an OEM (no CCSDS_OEM_VERS line)")
+    def count_point(self, number: int) -> None:
+        """Count one more state (line ``number``), refusing the one past :data:`MAX_OEM_POINTS` before any
+        number of it is read."""
+        self.points += 1
+        if self.points > MAX_OEM_POINTS:
+            raise self.fail(number, f"more than {MAX_OEM_POINTS:,} {self.ROW}s; split the ephemeris into "
+                                    "several files")
+
+    def header_value(self, header: dict[str, tuple[str, int]], key: str, value: str, number: int) -> None:
+        """Check and keep one header value."""
+        if key in header:
+            raise self.fail(number, f"{key}: given twice (first on line {header[key][1]})")
+        if key == "CCSDS_OEM_VERS" and value not in OEM_VERSIONS:
+            raise self.fail(number, f"CCSDS_OEM_VERS: expected one of {', '.join(OEM_VERSIONS)}, got {shown(value)}")
+        if key == "CREATION_DATE":
+            self.time(number, key, value)
+        header[key] = (value, number)
+
+    def header_complete(self, header: dict[str, tuple[str, int]], number: int) -> None:
+        """Refuse a header without CREATION_DATE or ORIGINATOR when the first segment starts (line ``number``)."""
+        for key in ("CREATION_DATE", "ORIGINATOR"):
+            if key not in header:
+                raise self.fail(number, f"{key}: missing from the header (required before {self.SEGMENT})")
+
+    def ephemeris(self, header: dict[str, tuple[str, int]], segments: list[OemSegment]) -> Ephemeris:
         if not segments:
-            raise OrbitError(f"{self.source}: no segment (META_START .. META_STOP, then data lines) found")
+            raise OrbitError(f"{self.source}: no segment ({self.SEGMENT} .. META_STOP, then data lines) found"
+                             if self.SEGMENT == "META_START" else f"{self.source}: no <segment> found")
         return Ephemeris(header["CCSDS_OEM_VERS"][0], header.get("CREATION_DATE", ("", 0))[0],
                          header.get("ORIGINATOR", ("", 0))[0], segments, self.source)
 
-    def segment(self, start_line: int, segments: list[OemSegment]) -> None:
-        """Read the segment whose META_START is line ``start_line`` (the line just read) into ``segments``."""
-        meta: dict[str, tuple[str, int]] = {}
-        comments: list[str] = []
-        while True:
-            line = self.next_line()
-            if line is None:
-                raise self.fail(start_line, "META_START without its META_STOP")
-            number, body = line[0], line[1].strip()
-            if not body:
-                continue
-            if body.split(None, 1)[0] == "COMMENT":
-                comments.append(body[7:].strip())
-                continue
-            if body == "META_STOP":
-                break
-            key, value = self.key_value(number, body, "a 'KEY = value' line, a COMMENT line or META_STOP")
-            if key not in _META_KEYS:
-                raise self.fail(number, f"{key}: not an OEM metadata keyword (expected META_STOP or one of "
-                                        f"{', '.join(_META_KEYS)})")
-            if key in meta:
-                raise self.fail(number, f"{key}: given twice in one segment (first on line {meta[key][1]})")
-            meta[key] = (value, number)
+    def open_segment(self, meta: dict[str, tuple[str, int]], start_line: int, comments: list[str]
+                     ) -> tuple[OemSegment, _dt.datetime]:
+        """The segment (no data yet) of the metadata ``meta`` read from line ``start_line`` on, and its
+        START_TIME in its own time system."""
         for key in _META_REQUIRED:
             if key not in meta:
                 raise self.fail(start_line, f"{key}: missing from the segment's metadata (required)")
-        seg, start = self.metadata(meta, start_line, comments)
-        # data lines, then maybe covariance blocks, up to the next META_START or the end
-        rows: list[tuple[int, str]] = []
-        covariance = None
-        while (line := self.next_line()) is not None:
-            number, body = line[0], line[1].strip()
-            if body == "META_START":
-                self.held = line
-                break
-            if covariance is not None:
-                if body == "COVARIANCE_STOP":
-                    covariance = None
-                continue
-            if not body:
-                continue
-            head = body.split(None, 1)[0]
-            if head == "COMMENT":
-                if rows:
-                    raise self.fail(number, "COMMENT between data lines (CCSDS allows them only before the first)")
-                seg.comments.append(body[7:].strip())
-                continue
-            if body == "COVARIANCE_START":
-                covariance = number
-                continue
-            if covariance is None and body in ("COVARIANCE_STOP", "META_STOP"):
-                raise self.fail(number, f"{body} without its opening line")
-            self.points += 1
-            if self.points > MAX_OEM_POINTS:
-                raise self.fail(number, f"more than {MAX_OEM_POINTS:,} data lines; split the ephemeris into "
-                                        "several files")
-            rows.append((number, body))
-        if covariance is not None:
-            raise self.fail(covariance, "COVARIANCE_START without its COVARIANCE_STOP")
+        return self.metadata(meta, start_line, comments)
+
+    def close_segment(self, seg: OemSegment, start: _dt.datetime, rows: list, start_line: int,
+                      meta: dict[str, tuple[str, int]], segments: list[OemSegment]) -> None:
+        """Fill ``seg`` with its data ``rows`` and add it to ``segments``."""
         self.fill(seg, start, rows, start_line)
         other = self.first_of.setdefault(seg.object_name, seg)  # the name keys the object (a plan's node)
         if other.object_id != seg.object_id:
@@ -510,43 +468,316 @@ class _Reader:
                           (u_start - start).total_seconds(), (u_stop - start).total_seconds(),
                           self.source, start_line, comments), start
 
-    def fill(self, seg: OemSegment, start: _dt.datetime, rows: list[tuple[int, str]], start_line: int) -> None:
-        """Parse the segment's data lines (``(number, text)``) into its arrays, checking each; epochs are
-        seconds after ``start`` (START_TIME) in the file's own time system (uniform: a UTC day is 86,400 s,
-        as SGP4 and the rest of the project count it)."""
+    def fill(self, seg: OemSegment, start: _dt.datetime, rows: list, start_line: int) -> None:
+        """Parse the segment's data rows (``(number, row)``, whose texts the front end's ``fields`` gives and
+        whose values its ``label`` names) into its arrays, checking each; epochs are seconds after ``start``
+        (START_TIME) in the file's own time system (uniform: a UTC day is 86,400 s, as SGP4 and the rest of
+        the project count it)."""
         if len(rows) < seg.points:
-            raise self.fail(start_line, f"{len(rows)} data line{'s' * (len(rows) != 1)}; {seg.interpolation} "
+            raise self.fail(start_line, f"{len(rows)} {self.ROW}{'s' * (len(rows) != 1)}; {seg.interpolation} "
                                         f"interpolation of degree {seg.degree} needs at least {seg.points}")
         epochs = np.empty(len(rows))
         states = np.empty((len(rows), 6))
-        for k, (number, body) in enumerate(rows):
-            fields = body.split(None, 10)  # 11 pieces or fewer: a line of 30 million numbers is not split up
-            if len(fields) not in (7, 10):
-                raise self.fail(number, f"expected a data line 'epoch x y z vx vy vz' (km, km/s; maybe ax ay az, "
-                                        f"km/s**2), got {len(fields) if len(fields) <= 10 else 'more than 10'} "
-                                        f"field{'s' * (len(fields) != 1)}: "
-                                        f"{shown(body)}")
-            epochs[k] = (self.time(number, "epoch", fields[0]) - start).total_seconds()
-            for j, text in enumerate(fields[1:]):
+        for k, (number, row) in enumerate(rows):
+            fields = self.fields(number, row)
+            epochs[k] = (self.time(number, self.label(0), fields[0]) - start).total_seconds()
+            for j, text in enumerate(fields[1:], 1):
                 if not _NUMBER.fullmatch(text):
-                    raise self.fail(number, f"field {j + 2}: expected a decimal number, got {shown(text)}")
+                    raise self.fail(number, f"{self.label(j)}: expected a decimal number, got {shown(text)}")
                 number_value = float(text)
                 if not math.isfinite(number_value):  # 1e999
-                    raise self.fail(number, f"field {j + 2}: expected a finite number, got {shown(text)}")
-                if j < 6:
-                    states[k, j] = number_value
+                    raise self.fail(number, f"{self.label(j)}: expected a finite number, got {shown(text)}")
+                if j <= 6:
+                    states[k, j - 1] = number_value
             if not seg.start_s <= epochs[k] <= seg.stop_s:
                 raise self.fail(number, f"epoch {fields[0]} is outside the segment's START_TIME..STOP_TIME "
-                                        f"(META_START on line {start_line})")
+                                        f"({self.SEGMENT} on line {start_line})")
             if k and epochs[k] <= epochs[k - 1]:
-                raise self.fail(number, f"epoch {fields[0]} does not follow the previous line's; epochs must increase")
+                raise self.fail(number, f"epoch {fields[0]} does not follow {self.PREVIOUS}; epochs must increase")
         seg.epochs_s, seg.pos_km, seg.vel_km_s = epochs, states[:, :3], states[:, 3:]
         # never extrapolate: the useable span ends at the first and last data points too
         seg.useable_start_s = max(seg.useable_start_s, float(epochs[0]))
         seg.useable_stop_s = min(seg.useable_stop_s, float(epochs[-1]))
         if seg.useable_stop_s <= seg.useable_start_s:
-            raise self.fail(start_line, "the data lines do not cover any of the useable span "
+            raise self.fail(start_line, f"the {self.ROW}s do not cover any of the useable span "
                                         "(USEABLE_START_TIME..USEABLE_STOP_TIME, else START_TIME..STOP_TIME)")
+
+
+class _Reader(_Builder):
+    """The KVN front end: one pass over the lines, segment by segment."""
+
+    def __init__(self, text: str, source: str) -> None:
+        super().__init__(source)
+        self.lines = _numbered_lines(text)  # one at a time: no list of every line of a 64 MiB file
+        self.held: tuple[int, str] | None = None  # a line read ahead (the next segment's META_START)
+
+    def next_line(self) -> tuple[int, str] | None:
+        """``(number, line)`` of the next line, or None at the end."""
+        if self.held is not None:
+            line, self.held = self.held, None
+            return line
+        return next(self.lines, None)
+
+    def key_value(self, number: int, body: str, expected: str = "a 'KEY = value' line or a COMMENT line"
+                  ) -> tuple[str, str]:
+        match = _KVN_LINE.fullmatch(body)
+        if match is None:
+            raise self.fail(number, f"expected {expected}, got {shown(body)}")
+        return match.group(1).upper(), match.group(2).strip()
+
+    def read(self) -> Ephemeris:
+        header: dict[str, tuple[str, int]] = {}
+        segments: list[OemSegment] = []
+        while (line := self.next_line()) is not None:
+            number, body = line[0], line[1].strip()
+            if not body or body.split(None, 1)[0] == "COMMENT":
+                continue
+            if body == "META_START":
+                if not header:
+                    raise self.fail(number, "META_START: an OEM must start with a CCSDS_OEM_VERS line")
+                self.header_complete(header, number)
+                self.segment(number, segments)
+                continue
+            if body in ("META_STOP", "COVARIANCE_START", "COVARIANCE_STOP"):
+                raise self.fail(number, f"{body} outside a segment (expected META_START first)")
+            key, value = self.key_value(number, body)
+            if segments or key not in _HEADER_KEYS:
+                raise self.fail(number, f"{key}: not a header keyword ({', '.join(_HEADER_KEYS)}); "
+                                        "a segment starts with META_START")
+            if not header and key != "CCSDS_OEM_VERS":
+                raise self.fail(number, f"{key}: an OEM must start with a CCSDS_OEM_VERS line")
+            self.header_value(header, key, value, number)
+        if "CCSDS_OEM_VERS" not in header:
+            raise OrbitError(f"{self.source}: not an OEM (no CCSDS_OEM_VERS line)")
+        return self.ephemeris(header, segments)
+
+    def segment(self, start_line: int, segments: list[OemSegment]) -> None:
+        """Read the segment whose META_START is line ``start_line`` (the line just read) into ``segments``."""
+        meta: dict[str, tuple[str, int]] = {}
+        comments: list[str] = []
+        while True:
+            line = self.next_line()
+            if line is None:
+                raise self.fail(start_line, "META_START without its META_STOP")
+            number, body = line[0], line[1].strip()
+            if not body:
+                continue
+            if body.split(None, 1)[0] == "COMMENT":
+                comments.append(body[7:].strip())
+                continue
+            if body == "META_STOP":
+                break
+            key, value = self.key_value(number, body, "a 'KEY = value' line, a COMMENT line or META_STOP")
+            if key not in _META_KEYS:
+                raise self.fail(number, f"{key}: not an OEM metadata keyword (expected META_STOP or one of "
+                                        f"{', '.join(_META_KEYS)})")
+            if key in meta:
+                raise self.fail(number, f"{key}: given twice in one segment (first on line {meta[key][1]})")
+            meta[key] = (value, number)
+        seg, start = self.open_segment(meta, start_line, comments)
+        # data lines, then maybe covariance blocks, up to the next META_START or the end
+        rows: list[tuple[int, str]] = []
+        covariance = None
+        while (line := self.next_line()) is not None:
+            number, body = line[0], line[1].strip()
+            if body == "META_START":
+                self.held = line
+                break
+            if covariance is not None:
+                if body == "COVARIANCE_STOP":
+                    covariance = None
+                continue
+            if not body:
+                continue
+            head = body.split(None, 1)[0]
+            if head == "COMMENT":
+                if rows:
+                    raise self.fail(number, "COMMENT between data lines (CCSDS allows them only before the first)")
+                seg.comments.append(body[7:].strip())
+                continue
+            if body == "COVARIANCE_START":
+                covariance = number
+                continue
+            if covariance is None and body in ("COVARIANCE_STOP", "META_STOP"):
+                raise self.fail(number, f"{body} without its opening line")
+            self.count_point(number)
+            rows.append((number, body))
+        if covariance is not None:
+            raise self.fail(covariance, "COVARIANCE_START without its COVARIANCE_STOP")
+        self.close_segment(seg, start, rows, start_line, meta, segments)
+
+    def fields(self, number: int, body: str) -> list[str]:
+        """The fields of data line ``number``: 7 or 10."""
+        fields = body.split(None, 10)  # 11 pieces or fewer: a line of 30 million numbers is not split up
+        if len(fields) not in (7, 10):
+            raise self.fail(number, f"expected a data line 'epoch x y z vx vy vz' (km, km/s; maybe ax ay az, "
+                                    f"km/s**2), got {len(fields) if len(fields) <= 10 else 'more than 10'} "
+                                    f"field{'s' * (len(fields) != 1)}: "
+                                    f"{shown(body)}")
+        return fields
+
+    @staticmethod
+    def label(j: int) -> str:
+        return "epoch" if j == 0 else f"field {j + 1}"
+
+
+#: The elements of an NDM/XML ``stateVector``, in the schema's order (the last three, the accelerations,
+#: optional), with the unit a ``units`` attribute may give each.
+_XML_STATE = ("EPOCH", "X", "Y", "Z", "X_DOT", "Y_DOT", "Z_DOT", "X_DDOT", "Y_DDOT", "Z_DDOT")
+_XML_UNITS = dict.fromkeys(_XML_STATE[1:4], "km") | dict.fromkeys(_XML_STATE[4:7], "km/s") | dict.fromkeys(
+    _XML_STATE[7:], "km/s**2")
+#: Header elements of the XML layout (its version is the ``version`` attribute of ``<oem id="CCSDS_OEM_VERS">``).
+_XML_HEADER = tuple(key for key in _HEADER_KEYS if key != "CCSDS_OEM_VERS")
+#: The elements each container holds (``COMMENT`` anywhere a KVN COMMENT line may be).
+_XML_CHILDREN = {"oem": ("header", "body"), "header": ("COMMENT",) + _XML_HEADER, "body": ("segment",),
+                 "segment": ("metadata", "data"), "metadata": ("COMMENT",) + _META_KEYS,
+                 "data": ("COMMENT", "stateVector", "covarianceMatrix"), "stateVector": _XML_STATE}
+
+
+class _XmlReader(_Builder):
+    """The NDM/XML front end (CCSDS 502.0-B-3 section 8 and its ``ndmxml`` OEM schema): the elements are
+    read as expat meets them (a ``stateVector``'s values kept as texts, as the KVN front end keeps its
+    lines), each container's children checked against the schema's, and the header, each segment's metadata
+    and its state vectors handed to :class:`_Builder` as the KVN front end hands its lines. Covariance
+    matrices are skipped whole, as KVN's COVARIANCE blocks are; an element the schema does not put where it
+    stands is refused, as an unknown KVN keyword is. Messages name ``file:line`` of the element (a state
+    vector's values: the line of its ``stateVector``)."""
+
+    SEGMENT = "<segment>"
+    ROW, PREVIOUS = "stateVector", "the previous stateVector's"
+
+    def __init__(self, text: str, source: str) -> None:
+        super().__init__(source)
+        self.text = text
+        self.parser = expat.ParserCreate(namespace_separator=" ")  # a namespace is dropped from each name
+        self.open: list[tuple[str, int]] = []  # the open elements: (name, line)
+        self.text_parts: list[str] | None = None  # the text of the open element, when it holds a value
+        self.skip = 0  # depth inside a covarianceMatrix (skipped)
+        self.header: dict[str, tuple[str, int]] = {}
+        self.segments: list[OemSegment] = []
+        self.meta: dict[str, tuple[str, int]] = {}
+        self.comments: list[str] = []
+        self.seg: tuple[OemSegment, _dt.datetime] | None = None  # the segment read and its START_TIME
+        self.segment_line = 0  # the line of its <segment>
+        self.rows: list[tuple[int, tuple[str, ...]]] = []
+        self.state: list[str] = []
+        self.seen: set[str] = set()  # the containers met (header, body; metadata, data of the open segment)
+
+    def read(self) -> Ephemeris:
+        refuse_doctype(self.text, self.source, OrbitError)  # no entity is ever expanded
+        self.parser.StartElementHandler = self.start
+        self.parser.EndElementHandler = self.end
+        self.parser.CharacterDataHandler = self.characters
+        try:
+            self.parser.Parse(self.text, True)
+        except expat.ExpatError as exc:
+            raise self.fail(exc.lineno, f"not well-formed XML ({expat.ErrorString(exc.code)}, column "
+                                        f"{exc.offset + 1})") from None
+        return self.ephemeris(self.header, self.segments)
+
+    def start(self, tag: str, attrs: dict[str, str]) -> None:
+        name, line = tag.rpartition(" ")[2], self.parser.CurrentLineNumber
+        if self.skip:
+            self.skip += 1
+            return
+        if self.text_parts is not None:
+            raise self.fail(line, f"<{name}> inside <{self.open[-1][0]}>: expected a value, not an element")
+        parent = self.open[-1][0] if self.open else None
+        if parent is None:
+            if name != "oem" or attrs.get("id") != "CCSDS_OEM_VERS":
+                raise self.fail(line, f"<{name}>: expected the root element <oem id=\"CCSDS_OEM_VERS\" "
+                                      "version=\"...\"> of a CCSDS OEM in NDM/XML")
+            self.header_value(self.header, "CCSDS_OEM_VERS", attrs.get("version", ""), line)
+        elif name not in _XML_CHILDREN[parent]:
+            raise self.fail(line, f"<{name}>: not an element of <{parent}> in an OEM (expected "
+                                  f"{', '.join(_XML_CHILDREN[parent])})")
+        self.open.append((name, line))
+        if name in ("header", "body", "metadata", "data"):
+            order = {"body": "header", "data": "metadata"}
+            if name in self.seen or (name in order and order[name] not in self.seen):
+                what = "given twice" if name in self.seen else f"expected after <{order[name]}>"
+                raise self.fail(line, f"<{name}>: {what}")
+            self.seen.add(name)
+        if name == "body":
+            self.header_complete(self.header, line)
+        elif name == "segment":
+            self.seen -= {"metadata", "data"}
+            self.meta, self.comments, self.rows, self.segment_line = {}, [], [], line
+        elif name == "covarianceMatrix":
+            self.skip = 1  # skipped whole, as a KVN COVARIANCE block
+            return
+        elif name == "stateVector":
+            self.count_point(line)
+            self.state = []
+        elif parent == "stateVector":
+            expected = f"<{_XML_STATE[len(self.state)]}>" if len(self.state) < len(_XML_STATE) else "</stateVector>"
+            if name != expected[1:-1]:
+                raise self.fail(line, f"stateVector: expected {expected} here, got <{name}> (a stateVector holds "
+                                      f"{', '.join(_XML_STATE[:7])}, maybe {', '.join(_XML_STATE[7:])}, in "
+                                      "this order)")
+            unit = attrs.get("units")
+            if unit is not None and unit.replace(" ", "").lower() != _XML_UNITS[name]:
+                raise self.fail(line, f"{name}: expected the unit {_XML_UNITS[name]} or none, got {shown(unit)}")
+        if name not in _XML_CHILDREN:  # an element holding a value
+            self.text_parts = []
+
+    def characters(self, data: str) -> None:
+        if self.skip:
+            return
+        if self.text_parts is not None:
+            self.text_parts.append(data)
+        elif data.strip():
+            where = f"<{self.open[-1][0]}>" if self.open else "after the root element"
+            raise self.fail(self.parser.CurrentLineNumber, f"text {shown(data.strip())} in {where}: expected "
+                                                           "elements only")
+
+    def end(self, tag: str) -> None:
+        if self.skip:  # the end of an element in a covarianceMatrix, or of the matrix
+            self.skip -= 1
+            if self.skip:
+                return
+        name, line = self.open.pop()
+        value = "".join(self.text_parts).strip() if self.text_parts is not None else ""
+        self.text_parts = None
+        parent = self.open[-1][0] if self.open else None
+        if name == "COMMENT":
+            if parent == "metadata":
+                self.comments.append(value)
+            elif parent == "data":
+                if self.rows:
+                    raise self.fail(line, "COMMENT between state vectors (CCSDS allows them only before the first)")
+                self.seg[0].comments.append(value)
+        elif parent == "header":
+            self.header_value(self.header, name, value, line)
+        elif parent == "metadata":
+            if name in self.meta:
+                raise self.fail(line, f"{name}: given twice in one segment (first on line {self.meta[name][1]})")
+            self.meta[name] = (value, line)
+        elif parent == "stateVector":
+            self.state.append(value)
+        elif name == "stateVector":
+            if len(self.state) not in (7, 10):
+                raise self.fail(line, f"stateVector: <{_XML_STATE[len(self.state)]}> missing (a stateVector holds "
+                                      f"{', '.join(_XML_STATE[:7])}, maybe {', '.join(_XML_STATE[7:])})")
+            self.rows.append((line, tuple(self.state)))
+        elif name == "metadata":
+            self.seg = self.open_segment(self.meta, self.segment_line, self.comments)
+        elif name == "data":
+            seg, start = self.seg
+            self.close_segment(seg, start, self.rows, self.segment_line, self.meta, self.segments)
+            self.rows = []
+        elif name == "segment" and "data" not in self.seen:
+            raise self.fail(line, f"<segment>: <{'metadata' if 'metadata' not in self.seen else 'data'}> missing")
+        elif name == "oem" and "body" not in self.seen:
+            raise self.fail(line, f"<oem>: <{'header' if 'header' not in self.seen else 'body'}> missing")
+
+    @staticmethod
+    def fields(number: int, row: tuple[str, ...]) -> tuple[str, ...]:
+        return row
+
+    @staticmethod
+    def label(j: int) -> str:
+        return _XML_STATE[j]
 
 
 def _numbered_lines(text: str):
@@ -561,13 +792,27 @@ def _numbered_lines(text: str):
         start = end + 1
 
 
+def oem_format(path: str | Path, text: str | None = None) -> str:
+    """The layout of an OEM, as :func:`orbits.omm.omm_format` tells an OMM's: ``kvn`` when the text starts with
+    ``CCSDS_OEM_VERS =`` (after blank or COMMENT lines; XML cannot), else ``xml`` when the file name ends in
+    ``.xml`` or the text's first character after blanks is ``<``, else ``kvn`` (whose reader says what the
+    text lacks)."""
+    if text and _KVN_START.match(text):
+        return "kvn"
+    if Path(path).suffix.lower() == ".xml" or (text or "").lstrip()[:1] == "<":
+        return "xml"
+    return "kvn"
+
+
 def parse_oem_text(text: str, source: str = "<text>") -> Ephemeris:
-    """Parse OEM KVN text into an :class:`Ephemeris` (:class:`OrbitError` naming ``source:line``)."""
-    return _Reader(text, source).read()
+    """Parse OEM text, KVN or NDM/XML (:func:`oem_format` of ``source`` and ``text``), into an
+    :class:`Ephemeris` (:class:`OrbitError` naming ``source:line``)."""
+    return (_XmlReader if oem_format(source, text) == "xml" else _Reader)(text, source).read()
 
 
 def read_oem(path: str | Path) -> Ephemeris:
-    """Read an OEM KVN file (at most :data:`MAX_OEM_BYTES`, :data:`MAX_OEM_POINTS` data lines)."""
+    """Read an OEM file, KVN or NDM/XML (at most :data:`MAX_OEM_BYTES`, checked before it is read, and
+    :data:`MAX_OEM_POINTS` states)."""
     path = Path(path)
     return parse_oem_text(read_text_file(path, OrbitError, "OEM file", MAX_OEM_BYTES), str(path))
 
@@ -597,24 +842,52 @@ def oem_offsets_s(duration_s: float, step_s: float) -> np.ndarray:
     return np.round(offsets * 1e6) / 1e6
 
 
-#: The shortest data line :func:`write_oem` writes (epoch to the microsecond, then 0.000000 km and
-#: 0.000000000 km/s): a lower bound of the file's size, known before anything is propagated.
-_SHORTEST_LINE_BYTES = len("2026-08-01T00:00:00.000000") + 3 * len(" 0.000000") + 3 * len(" 0.000000000") + 1
+#: The layouts :func:`write_oem` writes (and :func:`read_oem` reads): KVN text and NDM/XML.
+OEM_FORMATS = ("kvn", "xml")
 
 
-def _segment_header(name: str, object_id: str, start: str, stop: str, frame: str = "TEME") -> str:
-    return (f"\nMETA_START\nOBJECT_NAME = {name}\nOBJECT_ID = {object_id}\nCENTER_NAME = EARTH\n"
-            f"REF_FRAME = {frame}\nTIME_SYSTEM = UTC\nSTART_TIME = {start}\nSTOP_TIME = {stop}\n"
-            f"INTERPOLATION = {DEFAULT_INTERPOLATION}\nINTERPOLATION_DEGREE = {DEFAULT_DEGREE}\nMETA_STOP\n\n")
+def _message_text(fmt: str, comments: list[str], created: str, originator: str) -> tuple[str, str]:
+    """The text before the first segment and after the last one."""
+    if fmt == "xml":
+        lines = "".join(f"    <COMMENT>{escape(c)}</COMMENT>\n" for c in comments)
+        return ('<?xml version="1.0" encoding="UTF-8"?>\n<oem id="CCSDS_OEM_VERS" version="2.0">\n  <header>\n'
+                f"{lines}    <CREATION_DATE>{created}</CREATION_DATE>\n"
+                f"    <ORIGINATOR>{escape(originator)}</ORIGINATOR>\n  </header>\n  <body>\n"), "  </body>\n</oem>\n"
+    lines = "".join(f"COMMENT {c}\n" for c in comments)
+    return f"CCSDS_OEM_VERS = 2.0\n{lines}CREATION_DATE = {created}\nORIGINATOR = {originator}\n", ""
 
 
-def check_oem_export(n_objects: int, duration_s: float, step_s: float, field: str = "step_s") -> int:
+def _segment_text(fmt: str, name: str, object_id: str, start: str, stop: str, frame: str = "TEME"
+                  ) -> tuple[str, str]:
+    """The text before a segment's states and after them."""
+    meta = (("OBJECT_NAME", name), ("OBJECT_ID", object_id), ("CENTER_NAME", "EARTH"), ("REF_FRAME", frame),
+            ("TIME_SYSTEM", "UTC"), ("START_TIME", start), ("STOP_TIME", stop),
+            ("INTERPOLATION", DEFAULT_INTERPOLATION), ("INTERPOLATION_DEGREE", str(DEFAULT_DEGREE)))
+    if fmt == "xml":
+        return ("    <segment>\n      <metadata>\n" + "".join(f"        <{key}>{escape(value)}</{key}>\n"
+                                                             for key, value in meta) +
+                "      </metadata>\n      <data>\n"), "      </data>\n    </segment>\n"
+    return "\nMETA_START\n" + "".join(f"{key} = {value}\n" for key, value in meta) + "META_STOP\n\n", ""
+
+
+def _states_text(fmt: str, epochs: list[str], states: list[list[float]]) -> str:
+    """One data line (KVN) or ``stateVector`` (XML) per state: epochs as given, km to 1e-6, km/s to 1e-9."""
+    if fmt == "xml":
+        return "".join(f"        <stateVector><EPOCH>{t}</EPOCH><X>{x:.6f}</X><Y>{y:.6f}</Y><Z>{z:.6f}</Z>"
+                       f"<X_DOT>{vx:.9f}</X_DOT><Y_DOT>{vy:.9f}</Y_DOT><Z_DOT>{vz:.9f}</Z_DOT></stateVector>\n"
+                       for t, (x, y, z, vx, vy, vz) in zip(epochs, states))
+    return "".join(f"{t} {x:.6f} {y:.6f} {z:.6f} {vx:.9f} {vy:.9f} {vz:.9f}\n"
+                   for t, (x, y, z, vx, vy, vz) in zip(epochs, states))
+
+
+def check_oem_export(n_objects: int, duration_s: float, step_s: float, field: str = "step_s",
+                     fmt: str = "kvn") -> int:
     """Refuse, in one :class:`OrbitError` line naming ``field``, a step that is not a finite number of at
     least :data:`MIN_OEM_STEP_S`, that leaves fewer states per object than the reader's default interpolation
     (Hermite of degree :data:`DEFAULT_DEGREE`) takes, or that makes more than :data:`MAX_OEM_POINTS` data
-    lines in all, or surely more than :data:`MAX_OEM_BYTES` (its shortest lines and empty names; the file
-    would not be read back); checked from the numbers alone, before anything is propagated. Returns the
-    data lines of one object."""
+    lines in all, or surely more than :data:`MAX_OEM_BYTES` (its shortest lines and empty names in layout
+    ``fmt``, ``kvn`` or ``xml``; the file would not be read back); checked from the numbers alone, before
+    anything is propagated. Returns the data lines of one object."""
     if not (math.isfinite(step_s) and step_s >= MIN_OEM_STEP_S):
         raise OrbitError(f"{field}: expected a step of at least {MIN_OEM_STEP_S:g} s, got {shown(step_s)}")
     if not (math.isfinite(duration_s) and duration_s > 0.0):
@@ -633,7 +906,8 @@ def check_oem_export(n_objects: int, duration_s: float, step_s: float, field: st
         raise OrbitError(f"{field}: {step_s:g} s over {duration_s:g} s makes {n_objects:,} x {per_object:,} "
                          f"states, more than the {MAX_OEM_POINTS:,} data lines an OEM file read here holds; {advice}")
     epoch = "2026-08-01T00:00:00.000000"
-    least = n_objects * (len(_segment_header("", "", epoch, epoch)) + per_object * _SHORTEST_LINE_BYTES)
+    shortest = len(_states_text(fmt, [epoch], [[0.0] * 6]))  # 0.000000 km, 0.000000000 km/s
+    least = n_objects * (len("".join(_segment_text(fmt, "", "", epoch, epoch))) + per_object * shortest)
     if least > MAX_OEM_BYTES:
         raise OrbitError(f"{field}: {n_objects:,} objects x {per_object:,} states make an OEM of more than "
                          f"{least:,} bytes, past the {MAX_OEM_BYTES:,} read_oem reads; export fewer satellites")
@@ -641,12 +915,16 @@ def check_oem_export(n_objects: int, duration_s: float, step_s: float, field: st
 
 
 def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_s: float,
-              step_s: float = DEFAULT_OEM_STEP_S, originator: str = "fol-swarm", frame: str = "TEME") -> Path:
+              step_s: float = DEFAULT_OEM_STEP_S, originator: str = "fol-swarm", frame: str = "TEME",
+              fmt: str | None = None) -> Path:
     """Write the states of ``satellites`` (a :class:`~orbits.constellation.Constellation`, propagated by SGP4,
     or an :class:`Ephemeris`, whose interpolated states are re-sampled) from ``start`` over ``duration_s``
-    every ``step_s`` seconds (and at the end) as one OEM KVN file, one segment per satellite, in the
+    every ``step_s`` seconds (and at the end) as one OEM file, one segment per satellite, in the
     satellites' order, in ``frame`` (one of :data:`EXPORT_FRAMES`); returns the path. :func:`read_oem` reads
-    it back.
+    it back. The layout is ``fmt`` (``"kvn"`` or ``"xml"``), else chosen by the path's suffix as
+    :func:`orbits.omm.write_omm` chooses: NDM/XML for ``.xml``, KVN for any other. The XML holds the same
+    metadata as elements and one ``<stateVector>`` a line with the same decimals, so it reads back to the
+    same numbers as the KVN file.
 
     Each segment has ``OBJECT_NAME`` (the satellite's name), ``OBJECT_ID`` (the international designator as
     ``YYYY-NNNP`` when the elements carry one, as the OMM export writes it, else ``UNKNOWN``; an OEM's own),
@@ -695,14 +973,20 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
     >>> gcrf.segments[0].ref_frame, bool(abs(gcrf.positions_teme_km(c.epoch, [90.0])
     ...                                      - eph.positions_teme_km(c.epoch, [90.0])).max() < 1e-5)
     ('GCRF', True)
+    >>> xml = read_oem(write_oem(p.with_name("shell.xml"), c, c.epoch, 600.0, 60.0))
+    >>> xml.names, bool((xml.segments[1].pos_km == eph.segments[1].pos_km).all())
+    (['WD-P00-S00', 'WD-P00-S01'], True)
     """
     if frame not in EXPORT_FRAMES:
         raise OrbitError(f"frame: expected one of {', '.join(EXPORT_FRAMES)}, got {shown(frame)}")
     path = Path(path)
+    fmt = fmt or ("xml" if path.suffix.lower() == ".xml" else "kvn")
+    if fmt not in OEM_FORMATS:
+        raise OrbitError(f"OEM format: expected one of {', '.join(OEM_FORMATS)}, got {shown(fmt)}")
     start = parse_utc(start, field="start")
     duration_s = float(duration_s)
     names = list(satellites.names)
-    check_oem_export(len(names), duration_s, float(step_s))
+    check_oem_export(len(names), duration_s, float(step_s), fmt=fmt)
     if isinstance(satellites, Constellation):
         ids = [str(rec["OBJECT_ID"]) for rec in omm_records(satellites)]
         source = "SGP4 states of the mean elements"
@@ -737,17 +1021,18 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
                                  "write a longer step or fewer satellites")
             fh.write(text)
 
-        note = {"TEME": "",
-                "EME2000": "COMMENT rotated from TEME onto GCRS axes, then by the 23 mas frame bias onto the mean "
-                           "equator and equinox of J2000, velocities by the same matrices\n",
-                "ITRF": "COMMENT rotated from TEME into Skyfield's ITRS (no polar motion); velocities relative to "
-                        "the Earth (omega x r taken out)\n"}.get(
-            frame, "COMMENT rotated from TEME onto GCRS axes, velocities by the same matrix\n")
-        put(f"CCSDS_OEM_VERS = 2.0\nCOMMENT {frame} states ({source}), km and km/s\n{note}"
-            f"CREATION_DATE = {created}\nORIGINATOR = {originator}\n")
+        note = {"TEME": [],
+                "EME2000": ["rotated from TEME onto GCRS axes, then by the 23 mas frame bias onto the mean equator "
+                            "and equinox of J2000, velocities by the same matrices"],
+                "ITRF": ["rotated from TEME into Skyfield's ITRS (no polar motion); velocities relative to the Earth "
+                         "(omega x r taken out)"]}.get(frame, ["rotated from TEME onto GCRS axes, velocities by the "
+                                                              "same matrix"])
+        head, foot = _message_text(fmt, [f"{frame} states ({source}), km and km/s"] + note, created, originator)
+        put(head)
         for k, (name, object_id) in enumerate(zip(names, ids)):
-            put(_segment_header(name, object_id, epochs[0], epochs[-1], frame))
-            states = np.concatenate([r[k], v[k]], axis=1).tolist()
-            put("".join(f"{t} {x:.6f} {y:.6f} {z:.6f} {vx:.9f} {vy:.9f} {vz:.9f}\n"
-                        for t, (x, y, z, vx, vy, vz) in zip(epochs, states)))
+            before, after = _segment_text(fmt, name, object_id, epochs[0], epochs[-1], frame)
+            put(before)
+            put(_states_text(fmt, epochs, np.concatenate([r[k], v[k]], axis=1).tolist()))
+            put(after)
+        put(foot)
     return path

@@ -738,3 +738,228 @@ def test_an_itrf_export_turns_its_states_in_bounded_memory(tmp_path: Path) -> No
         tracemalloc.stop()
     assert read_oem(path).segments[0].epochs_s.size == 6_000
     assert peak < 70e6, f"{peak / 1e6:.0f} MB"
+
+
+# --- NDM/XML: the same model read from, and written as, CCSDS OEM in XML ----------------------------------------
+
+
+def oem_xml(states: np.ndarray, accelerations: bool = False) -> str:
+    """The XML layout of ``oem_text(states)`` (CCSDS 502.0-B-3 section 8), as a person or another tool writes it:
+    a schema location, COMMENTs, USEABLE times, elements over several lines, units, maybe accelerations, and a
+    covariance matrix (skipped, as KVN's)."""
+    times = [_iso(START + dt.timedelta(seconds=k * STEP_S)) for k in range(len(states))]
+    vectors = "".join(
+        f"""        <stateVector>
+          <EPOCH>{t}</EPOCH>
+          <X units="km">{s[0]:.9f}</X> <Y>{s[1]:.9f}</Y> <Z>{s[2]:.9f}</Z>
+          <X_DOT units="km/s">{s[3]:.9f}</X_DOT> <Y_DOT>{s[4]:.9f}</Y_DOT> <Z_DOT>{s[5]:.9f}</Z_DOT>
+          {"<X_DDOT>0.001</X_DDOT><Y_DDOT>0.0</Y_DDOT><Z_DDOT>-0.001</Z_DDOT>" if accelerations else ""}
+        </stateVector>
+""" for t, s in zip(times, states))
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<oem xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" id="CCSDS_OEM_VERS" version="2.0">
+  <header>
+    <COMMENT>made by the fol-swarm tests</COMMENT>
+    <CREATION_DATE>2008-09-20T00:00:00</CREATION_DATE>
+    <ORIGINATOR>TESTS</ORIGINATOR>
+  </header>
+  <body>
+    <segment>
+      <metadata>
+        <COMMENT>one segment</COMMENT>
+        <OBJECT_NAME>ISS (ZARYA)</OBJECT_NAME>
+        <OBJECT_ID>1998-067A</OBJECT_ID>
+        <CENTER_NAME>EARTH</CENTER_NAME>
+        <REF_FRAME>TEME</REF_FRAME>
+        <TIME_SYSTEM>UTC</TIME_SYSTEM>
+        <START_TIME>{times[0]}</START_TIME>
+        <USEABLE_START_TIME>{_iso(START + dt.timedelta(seconds=30))}</USEABLE_START_TIME>
+        <STOP_TIME>{times[-1]}</STOP_TIME>
+        <INTERPOLATION>HERMITE</INTERPOLATION>
+        <INTERPOLATION_DEGREE>5</INTERPOLATION_DEGREE>
+      </metadata>
+      <data>
+        <COMMENT>km and km/s</COMMENT>
+{vectors}        <covarianceMatrix>
+          <EPOCH>{times[-1]}</EPOCH>
+          <COV_REF_FRAME>TEME</COV_REF_FRAME>
+          <CX_X>0.316</CX_X>
+        </covarianceMatrix>
+      </data>
+    </segment>
+  </body>
+</oem>
+"""
+
+
+GOOD_XML = oem_xml(np.hstack(sgp4_teme(np.arange(0.0, 601.0, STEP_S))))
+
+
+@pytest.mark.parametrize("accelerations", [False, True])
+def test_a_hand_written_xml_oem_is_read_as_the_kvn_of_the_same_states(tmp_path: Path, accelerations: bool) -> None:
+    """The XML layout gives the KVN layout's Ephemeris: the same epochs, states, span, interpolation and
+    comments; accelerations are read and not used, the covariance matrix is skipped."""
+    states = np.hstack(sgp4_teme(np.arange(0.0, 601.0, STEP_S)))
+    path = tmp_path / "iss.xml"
+    path.write_text(oem_xml(states, accelerations))
+    xml = read_oem(path)
+    kvn = parse_oem_text(oem_text(states, extra_meta="USEABLE_START_TIME = 2008-09-20T12:00:30\n"), "iss.oem")
+    assert (xml.version, xml.creation_date, xml.originator, xml.names) == ("2.0", "2008-09-20T00:00:00", "TESTS",
+                                                                           ["ISS (ZARYA)"])
+    (a,), (b,) = xml.segments, kvn.segments
+    for key in ("object_name", "object_id", "ref_frame", "time_system", "interpolation", "degree", "epoch0",
+                "start_s", "stop_s", "useable_start_s", "useable_stop_s"):
+        assert getattr(a, key) == getattr(b, key), key
+    assert a.useable_start_s == 30.0 and a.line == _line_of(GOOD_XML, "<segment>")
+    assert np.array_equal(a.epochs_s, b.epochs_s) and np.array_equal(a.pos_km, b.pos_km)
+    assert np.array_equal(a.vel_km_s, b.vel_km_s)
+    assert a.comments == ["one segment", "km and km/s"]
+    times = OFF_GRID_S[1:10]  # inside the useable span, which starts 30 s in
+    assert np.array_equal(xml.positions_teme_km(START, times), kvn.positions_teme_km(START, times))
+
+
+@pytest.mark.parametrize("frame", ["TEME", "ITRF", "EME2000"])
+def test_an_xml_export_reads_back_as_the_kvn_export(tmp_path: Path, frame: str) -> None:
+    """write_oem to a .xml path (or fmt="xml") writes NDM/XML whose states read back equal, number for number,
+    to those of the KVN export (the same decimals written)."""
+    from orbits import read_tle, write_oem
+
+    sats = read_tle(EXAMPLE_TLE)
+    kvn = read_oem(write_oem(tmp_path / "leo.oem", sats, START, 600.0, STEP_S, frame=frame))
+    path = write_oem(tmp_path / "leo.xml", sats, START, 600.0, STEP_S, frame=frame)
+    text = path.read_text()
+    assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>\n<oem id="CCSDS_OEM_VERS" version="2.0">\n')
+    assert re.findall(r"<REF_FRAME>(.*)</REF_FRAME>", text) == [frame] * 3 and "<stateVector><EPOCH>" in text
+    xml = read_oem(path)
+    assert xml.names == kvn.names and len(xml.segments) == len(kvn.segments) == 3
+    for a, b in zip(xml.segments, kvn.segments):
+        assert (a.object_id, a.ref_frame, a.epoch0, a.interpolation, a.degree) == (b.object_id, b.ref_frame,
+                                                                                  b.epoch0, b.interpolation, b.degree)
+        assert np.array_equal(a.epochs_s, b.epochs_s) and a.epochs_s.size == 11
+        assert np.array_equal(a.pos_km, b.pos_km) and np.array_equal(a.vel_km_s, b.vel_km_s)
+    explicit = write_oem(tmp_path / "leo.eph", sats, START, 600.0, STEP_S, frame=frame, fmt="xml")
+    assert explicit.read_text().startswith("<?xml") and read_oem(explicit).names == kvn.names
+    with pytest.raises(OrbitError, match=r"^OEM format: expected one of kvn, xml, got 'json'$"):
+        write_oem(tmp_path / "leo.json", sats, START, 600.0, STEP_S, fmt="json")
+
+
+def test_the_layout_is_told_by_the_text_first_then_by_the_suffix() -> None:
+    """As for OMM: text starting CCSDS_OEM_VERS is KVN whatever the name; else a .xml name or a first '<' is XML."""
+    assert parse_oem_text(GOOD, "misnamed.xml").names == ["ISS (ZARYA)"]
+    assert parse_oem_text("\n  " + GOOD_XML.split("\n", 1)[1], "iss.oem").names == ["ISS (ZARYA)"]  # no <?xml
+    with pytest.raises(OrbitError, match=r"^empty.xml:1: not well-formed XML \(no element found"):
+        parse_oem_text("", "empty.xml")
+    with pytest.raises(OrbitError, match=r"^<t>: not an OEM \(no CCSDS_OEM_VERS line\)$"):
+        parse_oem_text("", "<t>")
+
+
+def test_a_document_type_is_refused_in_one_line_and_no_entity_expanded(tmp_path: Path) -> None:
+    laughs = ('<!DOCTYPE oem [<!ENTITY a "aaaaaaaaaa">' + "".join(
+        f'<!ENTITY {chr(98 + k)} "' + f"&{chr(97 + k)};" * 10 + '">' for k in range(8)) + "]>\n")
+    path = tmp_path / "lol.xml"
+    path.write_text(GOOD_XML.replace("<oem ", laughs + "<oem ", 1).replace("<ORIGINATOR>TESTS", "<ORIGINATOR>&i;"))
+    with pytest.raises(OrbitError) as info:
+        read_oem(path)
+    assert str(info.value) == (f"{path}:2: a document type declaration (<!DOCTYPE); this file kind has none, and "
+                               "entities are not expanded")
+
+
+def _xml_line(needle: str, nth: int = 0) -> int:
+    return [i for i, line in enumerate(GOOD_XML.splitlines(), 1) if needle in line][nth]
+
+
+def _xml_values(element: str) -> list[str]:
+    return re.findall(rf"<{element}(?: [^>]*)?>([^<]*)</{element}>", GOOD_XML)
+
+
+THIRD = _xml_line("<stateVector>", 2)  # the third state vector
+REFUSED_XML = [
+    ("missing element", lambda t: t.replace("<Y>", "<!--", 1).replace("</Y>", "-->", 1), _xml_line("<X units"),
+     r"stateVector: expected <Y> here, got <Z> \(a stateVector holds EPOCH, X, Y, Z, X_DOT, Y_DOT, Z_DOT, maybe"),
+    ("missing last element", lambda t: re.sub(r"<Z_DOT>[^<]*</Z_DOT>", "", t, count=1), _xml_line("<stateVector>"),
+     r"stateVector: <Z_DOT> missing"),
+    ("bad number", lambda t: t.replace(f"<Y>{_xml_values('Y')[2]}</Y>", "<Y>12x4.5</Y>"), THIRD,
+     r"Y: expected a decimal number, got '12x4.5'"),
+    ("infinite number", lambda t: t.replace(f">{_xml_values('X_DOT')[0]}</X_DOT>", ">1e999</X_DOT>"),
+     _xml_line("<stateVector>"),
+     r"X_DOT: expected a finite number, got '1e999'"),
+    ("bad epoch", lambda t: t.replace("2008-09-20T12:02:00.000000</EPOCH>", "2008-09-20T12:02:61</EPOCH>"), THIRD,
+     r"EPOCH: expected a CCSDS time like .* got '2008-09-20T12:02:61'"),
+    ("repeated epoch", lambda t: t.replace("2008-09-20T12:02:00.000000</EPOCH>", "2008-09-20T12:01:00</EPOCH>"),
+     THIRD, r"epoch 2008-09-20T12:01:00 does not follow the previous stateVector's"),
+    ("another unit", lambda t: t.replace('<X units="km">', '<X units="m">', 1), _xml_line('<X units="km">'),
+     r"X: expected the unit km or none, got 'm'"),
+    ("missing STOP_TIME", lambda t: re.sub(r"<STOP_TIME>.*</STOP_TIME>", "", t), _xml_line("<segment>"),
+     r"STOP_TIME: missing from the segment's metadata \(required\)"),
+    ("frame", lambda t: t.replace("<REF_FRAME>TEME", "<REF_FRAME>RTN"), _xml_line("<REF_FRAME>"),
+     r"REF_FRAME: expected a frame this reader rotates into TEME \(TEME, EME2000, .*\), got 'RTN'"),
+    ("unknown metadata element", lambda t: t.replace("<CENTER_NAME>", "<MEAN_MOTION>1</MEAN_MOTION><CENTER_NAME>"),
+     _xml_line("<CENTER_NAME>"), r"<MEAN_MOTION>: not an element of <metadata> in an OEM \(expected COMMENT, "),
+    ("element twice", lambda t: t.replace("<CENTER_NAME>", "<REF_FRAME>TEME</REF_FRAME><CENTER_NAME>"),
+     _xml_line("<REF_FRAME>"),
+     rf"REF_FRAME: given twice in one segment \(first on line {_xml_line('<CENTER_NAME>')}\)"),
+    ("no originator", lambda t: t.replace("<ORIGINATOR>TESTS</ORIGINATOR>", ""), _xml_line("<body>"),
+     r"ORIGINATOR: missing from the header \(required before <segment>\)"),
+    ("version", lambda t: t.replace('version="2.0">', 'version="9.9">'), _xml_line("<oem "),
+     r"CCSDS_OEM_VERS: expected one of 1.0, 2.0, 3.0, got '9.9'"),
+    ("another message", lambda t: t.replace('<oem ', '<omm ').replace("</oem>", "</omm>"), _xml_line("<oem "),
+     r"<omm>: expected the root element <oem id=\"CCSDS_OEM_VERS\""),
+    ("not well-formed", lambda t: t.replace("</OBJECT_ID>", "</OBJECT_NAME>"), _xml_line("<OBJECT_ID>"),
+     r"not well-formed XML \(mismatched tag, column \d+\)"),
+    ("text in a container", lambda t: t.replace("<metadata>", "<metadata>stray words"), _xml_line("<metadata>"),
+     r"text 'stray words' in <metadata>: expected elements only"),
+    ("no data", lambda t: re.sub(r"<data>.*</data>", "", t, flags=re.S), _xml_line("<segment>"),
+     r"<segment>: <data> missing"),
+    ("too few states", lambda t: oem_xml(np.hstack(sgp4_teme(np.arange(0.0, 61.0, STEP_S)))), _xml_line("<segment>"),
+     r"2 stateVectors; HERMITE interpolation of degree 5 needs at least 3"),
+    ("comment between states", lambda t: t.replace("</stateVector>", "</stateVector><COMMENT>late</COMMENT>", 1),
+     _xml_line("</stateVector>"), r"COMMENT between state vectors"),
+]
+
+
+@pytest.mark.parametrize("what, edit, line, message", REFUSED_XML, ids=[r[0] for r in REFUSED_XML])
+def test_malformed_xml_is_refused_in_one_line_naming_file_line_and_element(tmp_path: Path, what: str, edit,
+                                                                           line: int, message: str) -> None:
+    path = tmp_path / "bad.xml"
+    path.write_text(edit(GOOD_XML))
+    with pytest.raises(OrbitError) as info:
+        read_oem(path)
+    text = str(info.value)
+    assert "\n" not in text
+    assert re.match(re.escape(f"{path}:{line}: ") + f"(?:{message})", text), text
+
+
+def test_the_unedited_xml_is_read(tmp_path: Path) -> None:
+    """The XML the refusals edit is itself good (so each refusal is the edit's)."""
+    path = tmp_path / "good.xml"
+    path.write_text(GOOD_XML)
+    assert read_oem(path).segments[0].epochs_s.size == 11
+
+
+def test_an_oversized_xml_file_is_refused_before_it_is_parsed(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(oem_module, "MAX_OEM_BYTES", 1000)
+    monkeypatch.setattr(oem_module, "refuse_doctype", lambda *a: pytest.fail("parsed"))
+    path = tmp_path / "big.xml"
+    path.write_text(GOOD_XML)
+    with pytest.raises(OrbitError, match=re.escape(f"{path}: {len(GOOD_XML.encode())} bytes; an OEM file may have "
+                                                   "at most 1000")):
+        read_oem(path)
+
+
+def test_the_state_cap_is_checked_before_any_number_of_xml_is_read(tmp_path: Path, monkeypatch) -> None:
+    """Past MAX_OEM_POINTS state vectors the reader stops at the first one over, before it parses a number
+    (the values below the cap are garbage that parsing would refuse first)."""
+    monkeypatch.setattr(oem_module, "MAX_OEM_POINTS", 5)
+    path = tmp_path / "many.xml"
+    path.write_text(re.sub(r"<Y>[^<]*</Y>", "<Y>x</Y>", GOOD_XML))
+    sixth = _xml_line("<stateVector>", 5)
+    with pytest.raises(OrbitError, match=re.escape(f"{path}:{sixth}: more than 5 stateVectors")):
+        read_oem(path)
+
+
+def test_the_xml_step_check_counts_the_longer_xml_states() -> None:
+    """check_oem_export's size bound, known before anything is propagated, is the layout's own: XML's states
+    are longer than KVN's lines, so a count KVN holds may be refused for XML."""
+    oem_module.check_oem_export(300, 86_400.0, 60.0)  # 300 x 1441 KVN lines: under 64 MiB
+    with pytest.raises(OrbitError, match=r"^step_s: 300 objects x 1,441 states make an OEM of more than "):
+        oem_module.check_oem_export(300, 86_400.0, 60.0, fmt="xml")
