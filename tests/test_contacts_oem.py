@@ -53,6 +53,28 @@ def test_contacts_from_the_oem_equal_those_from_its_tle_within_a_second() -> Non
     assert np.abs(a.t_start_s - b.t_start_s).max() < 1e-3  # what it measures: Hermite 5 on 60 s points, in GCRF
 
 
+@pytest.mark.parametrize("frame", ["GCRF", "ITRF"])
+def test_contacts_from_an_xml_oem_equal_those_from_the_kvn_oem_of_the_same_states(tmp_path: Path,
+                                                                                   frame: str) -> None:
+    """kind = "oem" takes an OEM in NDM/XML (oem_file = "....xml") as it takes KVN: the same states, written in
+    both layouts, give the same contact windows to the last bit."""
+    from orbits import write_oem
+
+    sats = read_tle(EXAMPLES / "leo_oem.tle")
+    start = dt.datetime(2008, 9, 20, 12, 30, tzinfo=dt.timezone.utc)
+    kvn = write_oem(tmp_path / "leo.oem", sats, start, 7200.0, 60.0, frame=frame)
+    xml = write_oem(tmp_path / "leo.xml", sats, start, 7200.0, 60.0, frame=frame)
+    assert xml.read_text().startswith("<?xml") and kvn.read_text().startswith("CCSDS_OEM_VERS")
+    time = {"start": "2008-09-20T12:30:20Z", "duration_s": 7000.0, "step_s": 45.0}
+    from_kvn = compute_contacts(_scenario({"kind": "oem", "oem_file": str(kvn)}, **time))
+    from_xml = compute_contacts(_scenario({"kind": "oem", "oem_file": str(xml)}, **time))
+    a, b = from_xml.windows, from_kvn.windows
+    assert from_xml.node_names == from_kvn.node_names == ["ALPHA", "BRAVO", "CHARLIE", "Santiago", "Hartebeesthoek"]
+    assert len(a) == len(b) >= 4
+    for key in ("a", "b", "t_start_s", "t_end_s"):
+        assert np.array_equal(getattr(a, key), getattr(b, key)), key
+
+
 def test_eclipses_ground_tracks_and_czml_come_from_the_oem_positions(tmp_path: Path) -> None:
     from contact_sim.czml import write_czml
 
