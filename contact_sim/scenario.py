@@ -13,7 +13,7 @@ Sections owned here (every key checked; unknown keys are errors)::
     epoch = "2025-01-01T00:00:00Z"
     # tle_file = "shell.tle"   # kind = "tle" (path relative to the scenario file)
     # omm_file = "gp.json"     # kind = "omm": CCSDS OMM / CelesTrak GP as JSON, CSV, XML or KVN
-    # oem_file = "eph.oem"     # kind = "oem": CCSDS OEM ephemerides (KVN); time.start .. + duration_s inside them
+    # oem_file = "eph.oem"     # kind = "oem": CCSDS OEM ephemerides (KVN or XML); time.start .. + duration_s inside them
 
     [drones]
     count = 12                 # random-waypoint model ...

@@ -82,7 +82,7 @@ from swarmbase.xmlguard import refuse_doctype
 from .constants import EARTH_ROTATION_RAD_S
 from .constellation import Constellation
 from .errors import OrbitError
-from .omm import _KVN_LINE, omm_records
+from .omm import _KVN_LINE, kvn_start, omm_records
 from .propagation import propagate_offsets
 from .timeutil import ccsds_datetime, parse_utc, skyfield_times, utc_offset_s
 
@@ -119,8 +119,8 @@ _META_KEYS = ("OBJECT_NAME", "OBJECT_ID", "CENTER_NAME", "REF_FRAME", "REF_FRAME
               "START_TIME", "USEABLE_START_TIME", "USEABLE_STOP_TIME", "STOP_TIME", "INTERPOLATION",
               "INTERPOLATION_DEGREE")
 _META_REQUIRED = ("OBJECT_NAME", "OBJECT_ID", "CENTER_NAME", "REF_FRAME", "TIME_SYSTEM", "START_TIME", "STOP_TIME")
-#: The first line of a KVN OEM, after any blank or COMMENT lines (as :data:`orbits.omm._KVN_START` finds an OMM's).
-_KVN_START = re.compile(r"(?:\s|COMMENT(?:[ \t][^\n]*+)?+(?=[\r\n]|\Z))*+(?i:CCSDS_OEM_VERS)\s*=")
+#: The first line of a KVN OEM, after any blank or COMMENT lines (the rule an OMM's is found by).
+_KVN_START = kvn_start("CCSDS_OEM_VERS")
 #: A number of a data line: decimal, maybe with an exponent (no ``nan``, ``inf`` or ``1_000``).
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 

@@ -89,9 +89,15 @@ _KVN_LINE = re.compile(r"([A-Za-z][A-Za-z0-9_]*)\s*=\s*(.*)")
 #: in another unit (``MEAN_MOTION = 0.0011 [rad/s]``) is refused rather than read as the expected one.
 _KVN_UNITS = {"MEAN_MOTION": "rev/day", "INCLINATION": "deg", "RA_OF_ASC_NODE": "deg", "ARG_OF_PERICENTER": "deg",
               "MEAN_ANOMALY": "deg", "BSTAR": "1/er", "MEAN_MOTION_DOT": "rev/day**2", "MEAN_MOTION_DDOT": "rev/day**3"}
-#: The first line of a KVN message, after any blank or COMMENT lines (keys in any case, as the reader takes them).
-#: Possessive (``*+``), so a long run of blank or COMMENT lines is scanned once, never backtracked over.
-_KVN_START = re.compile(r"(?:\s|COMMENT(?:[ \t][^\n]*+)?+(?=[\r\n]|\Z))*+(?i:CCSDS_OMM_VERS)\s*=")
+def kvn_start(keyword: str) -> "re.Pattern[str]":
+    """A pattern matching a CCSDS KVN message's first line ``keyword = ...`` (``CCSDS_OMM_VERS``,
+    ``CCSDS_OEM_VERS``) after any blank or COMMENT lines, the key in any case as the readers take
+    it: how a reader tells KVN from XML, CSV, JSON. Possessive (``*+``), so a long run of blank or
+    COMMENT lines is scanned once, never backtracked over."""
+    return re.compile(r"(?:\s|COMMENT(?:[ \t][^\n]*+)?+(?=[\r\n]|\Z))*+(?i:" + re.escape(keyword) + r")\s*=")
+
+
+_KVN_START = kvn_start("CCSDS_OMM_VERS")
 
 
 def omm_format(path: str | Path, text: str | None = None) -> str:
