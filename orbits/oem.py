@@ -32,10 +32,10 @@ NDM/XML, in a file :func:`read_oem` reads back.
 
 Frames: ``CENTER_NAME = EARTH`` only; ``REF_FRAME`` TEME, GCRF or ICRF (GCRS axes), EME2000 (the mean
 equator and equinox of J2000: GCRS axes turned by the 23 mas frame bias, Skyfield's
-``framelib.ICRS_to_J2000``; 0.45 to 0.76 m in LEO, up to 4.7 m at GEO) or ITRF (ITRF2000, ITRF-93, ITRF-97
-and the later ITRF20xx realisations, Earth-fixed, taken as Skyfield's ITRS). Time systems: UTC, TT, TAI
-and GPS (converted to UTC with Skyfield's leap-second table; a segment in TT, TAI or GPS may not span a
-leap second).
+``framelib.ICRS_to_J2000``; up to 0.76 m in LEO, down to none along the bias's axis, 0.45 to 0.76 m for
+``examples/leo_oem.tle``'s satellites; up to 4.7 m at GEO) or ITRF (ITRF2000, ITRF-93, ITRF-97 and the later
+ITRF20xx realisations, Earth-fixed, taken as Skyfield's ITRS). Time systems: UTC, TT, TAI and GPS (converted
+to UTC with Skyfield's leap-second table; a segment in TT, TAI or GPS may not span a leap second).
 
 Example:
     >>> text = '''CCSDS_OEM_VERS = 2.0

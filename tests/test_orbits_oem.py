@@ -147,6 +147,30 @@ def test_eme2000_is_read_as_j2000_with_the_frame_bias_not_as_gcrf() -> None:
     assert max_error_m(as_gcrf, grid()) > 0.3
 
 
+# measured (one position 6,778 km from the Earth's centre, read as EME2000 and as GCRF): 0.761 m apart at right
+# angles to the bias's rotation axis, 2.7e-8 m along it; 200,000 random directions at that radius: 0.001 to
+# 0.761 m; circular orbits at 51.6 deg over every RAAN: the least over a revolution 0.001 to 0.761 m
+def test_the_frame_bias_moves_a_leo_position_by_up_to_0_76_m_and_down_to_none() -> None:
+    """What the EME2000 reading changes in LEO, as orbits.oem's docstring and docs/formats.md give it: the
+    23 mas frame bias is a rotation, so the same numbers read as EME2000 and as GCRF lie 23 mas x r apart
+    (0.76 m at 6,778 km) at right angles to its axis and nothing apart along it, not 0.45 m or more
+    everywhere in LEO."""
+    from skyfield.framelib import ICRS_to_J2000
+
+    values, vectors = np.linalg.eig(ICRS_to_J2000)
+    axis = np.real(vectors[:, np.argmin(np.abs(values - 1.0))])  # the rotation's axis: B a = a
+    across = np.cross(axis, [0.0, 0.0, 1.0])
+    apart_m = {}
+    for name, direction in (("along", axis), ("across", across / np.linalg.norm(across))):
+        states = np.tile(np.r_[6_778.0 * direction, 0.0, 0.0, 0.0], (6, 1))  # one place, held for 5 steps
+        eme, gcrf = (parse_oem_text(oem_text(states, frame=frame), "still.oem") for frame in ("EME2000", "GCRF"))
+        offsets = np.arange(6) * STEP_S
+        apart_m[name] = float(np.linalg.norm(eme.positions_teme_km(START, offsets)
+                                             - gcrf.positions_teme_km(START, offsets), axis=-1).max() * 1e3)
+    assert apart_m["along"] < 1e-3, apart_m  # the 9 decimals written
+    assert 0.75 < apart_m["across"] < 0.77, apart_m
+
+
 @pytest.mark.parametrize("time_system, ahead_s", [("TT", 65.184), ("TAI", 33.0), ("GPS", 14.0)])
 def test_epochs_in_tt_tai_and_gps_are_converted_to_utc(time_system: str, ahead_s: float) -> None:
     """In September 2008 TAI - UTC was 33 s (IERS Bulletin C), TT = TAI + 32.184 s, GPS = TAI - 19 s."""
