@@ -305,7 +305,7 @@ def _refuse_one_class_folder(spec: NodeDataSpec, text: str, where: str) -> None:
         message = str(exc)
         raise DataError(message if message.startswith(where) else f"{where}: {message}") from None
     if len(classes) == 1:
-        raise ConfigError(f"{where} {text}: the folder {spec.path} has one class folder, {shown(classes[0])}; a node "
+        raise ConfigError(f"{where} {text}: the folder {folder} has one class folder, {shown(classes[0])}; a node "
                           f"needs at least two classes to train a classifier (one sub-folder of images per class)")
 
 

@@ -387,3 +387,29 @@ def test_fol_pretrain_threads_gives_the_simulations_model_and_restores_torchs_co
         assert not (tmp_path / "no.safetensors").exists()
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_one_class_folder_under_the_data_root_is_named_where_it_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """path= under --data-root, or with a ~, is the folder the loader reads (fol.data.registry.image_folder_path):
+    the one-class refusal named the path as typed ("the folder one"), where the loader's own lines name the
+    folder it looked in ("image folder <root>/one: ..."); it names that folder too."""
+    import fol.nodedata
+    from fol.cli import main
+
+    root = tmp_path / "root"
+    (root / "one" / "burnt").mkdir(parents=True)
+    (root / "one" / "burnt" / "0.png").write_bytes(b"not a png")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "imgs").symlink_to(root / "one")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(fol.nodedata, "load_node_data", lambda *a, **k: pytest.fail("data loaded"))
+    out = tmp_path / "m.safetensors"
+    for text, flags, folder in (("dataset=imagefolder,path=one,partition=all", ["--data-root", str(root)],
+                                 root / "one"),
+                                ("dataset=imagefolder,path=~/imgs,partition=all", [], tmp_path / "home" / "imgs")):
+        assert main(["pretrain", "--data", text, *flags, "--epochs", "1", "--out", str(out)]) == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"fol pretrain: error: --data {text}: the folder {folder} has one class folder, 'burnt'; a node needs "
+            f"at least two classes to train a classifier (one sub-folder of images per class)"]
+    assert not out.exists()
