@@ -279,3 +279,16 @@ def test_loopback_exchange_reads_a_damaged_report_as_one_line(tmp_path: Path, mo
     report.write_text("[1, 2")
     with pytest.raises(FOLError, match=r"round-1\.json: "):
         loopback.run_loopback_exchange(tmp_path, 1)
+
+
+def test_fixed_ports_writes_each_nodes_config_for_its_own_fol_agent(tmp_path: Path,
+                                                                    pretrained: dict[str, Path]) -> None:
+    """``prepare_nodes(fixed_ports=True)``: every node listens on its own port chosen now, every peer
+    is addressed there, and ``<folder>/node.toml`` is the config ``fol agent --config`` reads."""
+    nodes = prepare_nodes(tmp_path, 3, data=DATA, fol=TINY_FOL, models=pretrained, fixed_ports=True)
+    listen = {f.node: f.config["node"]["listen"] for f in nodes}
+    assert len(set(listen.values())) == 3 and all(a.startswith("tcp://127.0.0.1:") for a in listen.values())
+    for files in nodes:
+        cfg = AgentConfig.from_toml(files.config_path)
+        assert cfg.node_id == files.node and cfg.listen == listen[files.node]
+        assert {p.id: p.address for p in cfg.peers} == {o: a for o, a in listen.items() if o != files.node}

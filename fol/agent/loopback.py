@@ -21,8 +21,10 @@ Two entry points:
           path = links.send("sat-1", "sat-2", "sat-1-round-0.safetensors")
 
 :func:`prepare_nodes` writes what a deployment needs per node (keys, trust
-store, pretrained model, ``node.toml``); the example script uses it with fixed
-ports and starts every agent as its own ``fol agent`` process.
+store, pretrained model, and with ``fixed_ports`` a ``node.toml`` for each
+node's own ``fol agent`` process); ``examples/drone_swarm/run_swarm.py`` does
+the same with the ``fol`` commands a deployment runs (``fol keys``, ``fol
+pretrain``) and starts every agent as its own ``fol agent`` process.
 """
 
 from __future__ import annotations
