@@ -79,6 +79,17 @@ class NodeDataSpec:
 
 
 _INT_FIELDS = {"nodes", "node", "per_node", "size", "seed"}
+#: The integer fields ``none`` may unset (``per_node=none``: no cap; ``size=none``: the dataset's own).
+_OPTIONAL_INT_FIELDS = {"per_node", "size"}
+
+
+def _is_folder(text: str) -> bool:
+    """Whether ``text`` names a folder; a name the file system refuses (longer than it takes: a
+    long key=value spec, or a stray paste) names none, where ``Path.is_dir`` raised ``OSError``."""
+    try:
+        return Path(text).is_dir()
+    except OSError:
+        return False
 
 #: How a spec's pairs are named in a refusal of :func:`~fol.defaults.check_band_options`.
 SPEC_BAND_NAMES = {"dataset": "dataset=imagefolder", "bands": "bands=", "scale": "scale=", "coords": "coords="}
@@ -90,10 +101,10 @@ def parse_node_data(text: str, root: str | None = None, where: str = "--data") -
     text = text.strip()
     if not text:  # an unset variable in --data "$DIR": not the current folder
         raise ConfigError(f"{where} is empty; expected {NODE_DATA_HELP[len('node data: '):]}")
-    if "=" not in text or Path(text).is_dir():  # a folder may have '=' in its name (run=1/)
+    if "=" not in text or _is_folder(text):  # a folder may have '=' in its name (run=1/)
         path = Path(text)
-        if not path.is_dir():
-            raise ConfigError(f"{where} {text!r}: not a folder and not key=value pairs ({NODE_DATA_HELP})")
+        if not _is_folder(text):
+            raise ConfigError(f"{where} {shown(text)}: not a folder and not key=value pairs ({NODE_DATA_HELP})")
         return NodeDataSpec(dataset="imagefolder", path=str(path), partition="all", per_node=None, root=root)
     known = {f.name for f in dataclasses.fields(NodeDataSpec)}
     values: dict[str, object] = {"root": root}
@@ -108,25 +119,26 @@ def parse_node_data(text: str, root: str | None = None, where: str = "--data") -
                               f"(the node then holds all of it), or path= a link to it whose name has no comma")
         last = key
         if not sep or key not in known:
-            raise ConfigError(f"{where}: unknown or malformed entry {part!r}; expected keys {', '.join(sorted(known))}")
+            raise ConfigError(f"{where}: unknown or malformed entry {shown(part)}; expected keys {', '.join(sorted(known))}")
         if key in given:
             raise ConfigError(f"{where}: {key!r} is given twice ({key}={given[key].strip()}, then {part}); keep one")
         given[key] = value
         try:
             if key in _INT_FIELDS:
-                values[key] = None if value.lower() == "none" else int(value)
+                values[key] = None if key in _OPTIONAL_INT_FIELDS and value.lower() == "none" else int(value)
             elif key in ("psi", "scale"):
                 values[key] = float(value)
             else:  # bands= as typed: checked with scale= by the one rule, below
                 values[key] = value.strip()
         except ValueError:
-            raise ConfigError(f"{where}: {key}={value!r} is not a valid {'integer' if key in _INT_FIELDS else 'number'}") from None
+            raise ConfigError(f"{where}: {key}={shown(value)} is not a valid "
+                              f"{'integer' if key in _INT_FIELDS else 'number'}") from None
     if "dataset" not in values:
         raise ConfigError(f"{where}: 'dataset=NAME' is required")
     bands = values.pop("bands", None)
     spec = NodeDataSpec(**values)  # type: ignore[arg-type]
     if spec.partition not in ("dirichlet", "region", "all"):
-        raise ConfigError(f"{where}: partition={spec.partition!r}; expected dirichlet, region or all")
+        raise ConfigError(f"{where}: partition={shown(spec.partition)}; expected dirichlet, region or all")
     if spec.nodes < 1 or not 0 <= spec.node < spec.nodes:
         raise ConfigError(f"{where}: node={spec.node} must be in [0, nodes={spec.nodes})")
     if not 0 < spec.psi < float("inf"):

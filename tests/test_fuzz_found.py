@@ -1,0 +1,43 @@
+"""Minimal inputs a mutation fuzzer of the user-file readers found mishandled (a traceback in the CLI, a
+refusal of many lines, or one quoting the whole input), each now the reader's one-line refusal naming the
+file or field and what was expected."""
+
+from __future__ import annotations
+
+import pytest
+
+from fol.errors import ConfigError
+from fol.nodedata import parse_node_data
+
+
+def _one_line(message: str, limit: int = 600) -> None:
+    assert "\n" not in message and "\r" not in message and len(message) < limit, message
+
+
+# ------------------------------------------------------------------ --data spec (fol/nodedata.py)
+
+@pytest.mark.parametrize("key", ["nodes", "node"])
+def test_a_spec_with_nodes_or_node_none_is_refused_in_one_line(key: str) -> None:
+    """``none`` unsets per_node and size; nodes=none and node=none were taken too and then compared
+    with a number: a TypeError traceback out of ``fol pretrain --data``."""
+    spec = {"nodes": "3", "node": "0"} | {key: "none"}
+    with pytest.raises(ConfigError, match=rf"^--data: {key}='none' is not a valid integer$"):
+        parse_node_data(f"dataset=synthetic-hurricane,nodes={spec['nodes']},node={spec['node']}")
+    got = parse_node_data("dataset=synthetic-hurricane,nodes=3,node=0,per_node=none,size=NONE")
+    assert got.per_node is None and got.size is None
+
+
+@pytest.mark.parametrize("text", ["x" * 300, "a/" * 3000, "dataset=synthetic-hurricane," + "y" * 300 + "=1"])
+def test_a_spec_too_long_for_a_file_name_is_refused_as_a_spec(text: str) -> None:
+    """Path.is_dir() raised OSError (File name too long) on a spec longer than a file name may be;
+    the refusal named neither --data nor what was expected, and quoted the whole text."""
+    with pytest.raises(ConfigError, match=r"^--data\b.*(not a folder and not key=value pairs|unknown or malformed "
+                                          r"entry)") as err:
+        parse_node_data(text)
+    _one_line(str(err.value), 700)
+
+
+def test_a_long_bad_value_in_a_spec_is_quoted_cut() -> None:
+    with pytest.raises(ConfigError, match=r"^--data: nodes='9{20,}\.\.\. is not a valid integer$") as err:
+        parse_node_data("dataset=synthetic-hurricane,nodes=" + "9" * 5000)
+    _one_line(str(err.value), 200)
