@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from swarmbase.fileio import atomic_writer
-from swarmbase.tomlcheck import check_name_length, read_text_file
+from swarmbase.tomlcheck import check_name_length, read_text_file, shown
 
 from .errors import ContactError
 from .trajectory import MOVING, Trajectories, check_trajectory_size, time_grid
@@ -69,7 +69,7 @@ def read_waypoints_csv(path: str | Path) -> list[Waypoints]:
         header = [h.strip() for h in header]
         if tuple(header) != WAYPOINT_COLUMNS:
             raise ContactError(
-                f"{path}:1: expected header {','.join(WAYPOINT_COLUMNS)}, got {','.join(header)}")
+                f"{path}:1: expected header {','.join(WAYPOINT_COLUMNS)}, got {shown(','.join(header))}")
         for lineno, row in enumerate(reader, start=2):
             if not row or all(not c.strip() for c in row):
                 continue

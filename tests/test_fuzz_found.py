@@ -4,8 +4,12 @@ file or field and what was expected."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from contact_sim import ContactError
+from contact_sim.drones import read_waypoints_csv
 from fol.errors import ConfigError
 from fol.nodedata import parse_node_data
 
@@ -41,3 +45,15 @@ def test_a_long_bad_value_in_a_spec_is_quoted_cut() -> None:
     with pytest.raises(ConfigError, match=r"^--data: nodes='9{20,}\.\.\. is not a valid integer$") as err:
         parse_node_data("dataset=synthetic-hurricane,nodes=" + "9" * 5000)
     _one_line(str(err.value), 200)
+
+
+# ------------------------------------------------------------------ waypoint CSV (contact_sim/drones.py)
+
+def test_a_waypoint_header_with_an_open_quote_is_refused_in_one_short_line(tmp_path: Path) -> None:
+    """A quote left open in the header made its field run over every line of the file, and the
+    refusal quoted that field: the whole file, newlines and all, in the message."""
+    p = tmp_path / "w.csv"
+    p.write_text('node_id,t_s,",y_km,z_km\n' + "a,0,0.0,0.0,0.1\n" * 2000)
+    with pytest.raises(ContactError, match=r"w\.csv:1: expected header node_id,t_s,x_km,y_km,z_km, got 'node_id,") as err:
+        read_waypoints_csv(p)
+    _one_line(str(err.value))
