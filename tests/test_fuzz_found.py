@@ -57,3 +57,20 @@ def test_a_waypoint_header_with_an_open_quote_is_refused_in_one_short_line(tmp_p
     with pytest.raises(ContactError, match=r"w\.csv:1: expected header node_id,t_s,x_km,y_km,z_km, got 'node_id,") as err:
         read_waypoints_csv(p)
     _one_line(str(err.value))
+
+
+# ------------------------------------------------------------------ agent config (fol/agent/config.py)
+
+def test_a_position_connection_with_a_newline_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A [position] connection without ':' is a file or serial device, checked when the config is read;
+    the refusal of a missing one wrote its path as given, so a newline in it split the line in two."""
+    from fol.agent.config import AgentConfig
+
+    data = {"node": {"id": "drone-1", "listen": "tcp://127.0.0.1:*", "secret_key": "k.key_secret",
+                     "trust_dir": "trusted", "state_dir": "state", "model": "m.safetensors",
+                     "data": "dataset=synthetic-hurricane,nodes=3,node=0"},
+            "position": {"source": "mavlink", "connection": "a\nb\x1b[2J"}}
+    with pytest.raises(ConfigError, match=r"^node\.toml: position\.connection: .*a\\nb\\x1b\[2J: no such file or "
+                                          r"serial device$") as err:
+        AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
+    _one_line(str(err.value))

@@ -68,6 +68,7 @@ from typing import Any
 from fol.agent.position import PositionConfig
 from fol.agent.protocol import MIN_CHUNK_BYTES, ProtocolError, check_name
 from fol.errors import ConfigError
+from swarmbase.cli import printable
 from swarmbase.tomlcheck import Table, read_toml, shown
 
 __all__ = ["AgentConfig", "PeerConfig", "Limits", "LIMITS_MAXIMA", "Trigger", "TRIGGER_MAXIMA", "check_address"]
@@ -344,7 +345,7 @@ def _position_device(position: PositionConfig, base: Path, source: str) -> Posit
     except OSError as exc:  # a name too long for the file system, a folder it may not enter
         raise ConfigError(f"{where}: {shown(position.connection)} cannot be checked ({exc.strerror})") from None
     if not exists:
-        raise ConfigError(f"{where}: {path}: no such file or serial device")
+        raise ConfigError(f"{where}: {printable(str(path))}: no such file or serial device")
     if not is_file and not _pyserial_installed():
         reader = "pymavlink opens" if position.source == "mavlink" else "the agent reads"
         raise ConfigError(f"{where}: {shown(position.connection)} is a serial port, which {reader} only with "
