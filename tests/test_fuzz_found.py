@@ -74,3 +74,16 @@ def test_a_position_connection_with_a_newline_is_refused_in_one_line(tmp_path: P
                                           r"serial device$") as err:
         AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
     _one_line(str(err.value))
+
+
+@pytest.mark.parametrize("port", ["9" * 5000, "\u00b2", "\u0661\u0662\u0663"])
+def test_an_address_port_that_is_no_ascii_number_is_refused_in_one_line(port: str) -> None:
+    """'tcp://host:<5000 digits>' raised ValueError (int() refuses over 4300 digits), a superscript two
+    passed str.isdigit() and then int() refused it, and Arabic-Indic digits were taken as port 123."""
+    from fol.agent.config import check_address
+
+    with pytest.raises(ConfigError, match=r"^peers\[0\]\.address is 'tcp://h:.*; expected tcp://host:port or "
+                                          r"ipc://path$") as err:
+        check_address(f"tcp://h:{port}", "peers[0].address")
+    _one_line(str(err.value))
+    assert check_address("tcp://h:65535", "peers[0].address") == "tcp://h:65535"

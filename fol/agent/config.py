@@ -101,7 +101,7 @@ def check_address(value: Any, where: str, bind: bool = False, base: Path | None 
         if sep and host:
             if bind and port in ("*", "0"):
                 return f"tcp://{host}:*"
-            if port.isdigit() and 0 < int(port) < 65536:
+            if re.fullmatch(r"[0-9]{1,5}", port) and 0 < int(port) < 65536:  # str.isdigit() takes any script's digits
                 return value
     kind = "tcp://host:port (port may be '*' for any free port)" if bind else "tcp://host:port"
     raise ConfigError(f"{where} is {shown(value)}; expected {kind} or ipc://path")
