@@ -114,14 +114,16 @@ def parse_node_data(text: str, root: str | None = None, where: str = "--data") -
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep and last == "path":  # 'path=/data/a,b': the comma cut the folder's name
-            raise ConfigError(f"{where}: path={given['path'].strip()} is followed by {part!r}: ',' separates the "
-                              f"key=value pairs, so path= cannot hold a comma; give the folder itself as {where} "
-                              f"(the node then holds all of it), or path= a link to it whose name has no comma")
+            raise ConfigError(f"{where}: path={shown(given['path'].strip(), 300)} is followed by {shown(part)}: "
+                              f"',' separates the key=value pairs, so path= cannot hold a comma; give the folder "
+                              f"itself as {where} (the node then holds all of it), or path= a link to it whose name "
+                              f"has no comma")
         last = key
         if not sep or key not in known:
             raise ConfigError(f"{where}: unknown or malformed entry {shown(part)}; expected keys {', '.join(sorted(known))}")
         if key in given:
-            raise ConfigError(f"{where}: {key!r} is given twice ({key}={given[key].strip()}, then {part}); keep one")
+            raise ConfigError(f"{where}: {key!r} is given twice ({key}={shown(given[key].strip())}, then "
+                              f"{shown(part)}); keep one")
         given[key] = value
         try:
             if key in _INT_FIELDS:

@@ -47,6 +47,16 @@ def test_a_long_bad_value_in_a_spec_is_quoted_cut() -> None:
     _one_line(str(err.value), 200)
 
 
+
+@pytest.mark.parametrize("text", ["dataset=synthetic-hurricane,partition=all\npath=/tmp,partition=all",
+                                  "dataset=imagefolder,path=/d\n" + "x" * 100_000 + ",b"])
+def test_a_repeated_key_or_a_cut_path_with_a_newline_is_refused_in_one_short_line(text: str) -> None:
+    """The refusals of a key given twice and of a path cut by a comma wrote the entries as given: a
+    newline in the spec (a node.data TOML string may hold one) split the line, a long one filled the screen."""
+    with pytest.raises(ConfigError, match=r"^--data: ('partition' is given twice|path='/d\\n)") as err:
+        parse_node_data(text)
+    _one_line(str(err.value), 700)
+
 # ------------------------------------------------------------------ waypoint CSV (contact_sim/drones.py)
 
 def test_a_waypoint_header_with_an_open_quote_is_refused_in_one_short_line(tmp_path: Path) -> None:

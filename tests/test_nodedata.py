@@ -25,7 +25,7 @@ def test_an_entry_that_would_be_ignored_is_refused(tmp_path: Path) -> None:
     folder of one's choosing (it was dropped: the dataset came from the data root instead)."""
     from fol.nodedata import dataset_options
 
-    with pytest.raises(ConfigError, match=r"--data: 'node' is given twice \(node=1, then node=2\)"):
+    with pytest.raises(ConfigError, match=r"--data: 'node' is given twice \(node='1', then 'node=2'\)"):
         parse_node_data("dataset=synthetic-wildfire,nodes=4,node=1,node=2")
     spec = parse_node_data(f"dataset=cifar10,path={tmp_path}")
     with pytest.raises(ConfigError, match=r"--data: path= only applies to dataset=imagefolder, not 'cifar10'"):
@@ -103,8 +103,8 @@ def test_a_path_cut_by_a_comma_is_refused_saying_why(tmp_path: Path) -> None:
     (folder / "burnt").mkdir(parents=True)
     with pytest.raises(ConfigError) as err:
         parse_node_data(f"dataset=imagefolder,path={folder},partition=all")
-    assert str(err.value) == (f"--data: path={tmp_path / 'a'} is followed by 'b:c': ',' separates the key=value pairs, "
-                              f"so path= cannot hold a comma; give the folder itself as --data (the node then holds "
+    assert str(err.value) == (f"--data: path={str(tmp_path / 'a')!r} is followed by 'b:c': ',' separates the key=value "
+                              f"pairs, so path= cannot hold a comma; give the folder itself as --data (the node then holds "
                               f"all of it), or path= a link to it whose name has no comma")
     assert parse_node_data(str(folder)).path == str(folder)  # the folder itself is read, colon and comma included
     assert parse_node_data(f"dataset=imagefolder,path={tmp_path / 'x:y'},nodes=2").path == str(tmp_path / "x:y")
