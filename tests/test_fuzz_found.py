@@ -7,11 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contact_sim import ContactError
 from contact_sim.drones import read_waypoints_csv
 from fol.errors import ConfigError
-from fol.nodedata import parse_node_data
+from fol.nodedata import NodeDataSpec, parse_node_data
 
 
 def _one_line(message: str, limit: int = 600) -> None:
@@ -56,6 +58,26 @@ def test_a_repeated_key_or_a_cut_path_with_a_newline_is_refused_in_one_short_lin
     with pytest.raises(ConfigError, match=r"^--data: ('partition' is given twice|path='/d\\n)") as err:
         parse_node_data(text)
     _one_line(str(err.value), 700)
+
+
+_SPEC_KEYS = ["dataset", "nodes", "node", "partition", "psi", "per_node", "size", "seed", "path", "splits", "bands",
+              "scale", "root", "junk", ""]
+_SPEC_VALUES = (st.sampled_from(["none", "nan", "inf", "-1", "0", "1", "3", "1e308", "9" * 5000, "\u00b2", "1_0",
+                                 "synthetic-hurricane", "imagefolder", "all", "region", "4+3+2", "a\nb", "x" * 400])
+                | st.text(max_size=12))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(_SPEC_KEYS), st.sampled_from(["=", "", "=="]), _SPEC_VALUES), max_size=6)
+       | st.text(max_size=300).map(lambda t: [("", "", t)]))
+def test_any_data_spec_is_a_spec_or_one_short_line_naming_data(entries: list) -> None:
+    text = ",".join(f"{k}{sep}{v}" for k, sep, v in entries)
+    try:
+        assert isinstance(parse_node_data(text), NodeDataSpec)
+    except ConfigError as exc:
+        assert str(exc).startswith("--data"), str(exc)
+        _one_line(str(exc), 800)
 
 # ------------------------------------------------------------------ waypoint CSV (contact_sim/drones.py)
 
