@@ -211,7 +211,7 @@ class _Table(Table):
         if v is None:
             return None
         if not isinstance(v, (str, _dt.datetime)):
-            self.fail(key, f"expected an ISO-8601 UTC time string, got {v!r}")
+            self.fail(key, f"expected an ISO-8601 UTC time string, got {shown(v)}")
         try:  # a TOML date-time too: its offset may leave the calendar (0001-01-01T00:00:00+01:00)
             return parse_utc(v, field=f"{self.where}.{key}")
         except OrbitError as exc:
@@ -242,7 +242,7 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
     for key in data:
         if key not in RESERVED_TABLES and key not in CONTACT_TABLES:
             raise ContactError(
-                f"{src}: unknown top-level key {key!r} (contact tables: {', '.join(CONTACT_TABLES)}; "
+                f"{src}: unknown top-level key {shown(key)} (contact tables: {', '.join(CONTACT_TABLES)}; "
                 f"reserved: {', '.join(RESERVED_TABLES)})")
     has_c, has_d, has_p = "constellation" in data, "drones" in data, "contacts" in data
     if has_c + has_d + has_p != 1:

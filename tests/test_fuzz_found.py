@@ -119,3 +119,23 @@ def test_an_address_port_that_is_no_ascii_number_is_refused_in_one_line(port: st
         check_address(f"tcp://h:{port}", "peers[0].address")
     _one_line(str(err.value))
     assert check_address("tcp://h:65535", "peers[0].address") == "tcp://h:65535"
+
+
+# ------------------------------------------------------------------ scenario TOML (contact_sim/scenario.py)
+
+@pytest.mark.parametrize("text, needle", [
+    ('"' + "9" * 5000 + '" = 1\n', "unknown top-level key '999"),
+    ("[time]\nstart = [" + "1, " * 20000 + "1]\nduration_s = 60.0\nstep_s = 10.0\n",
+     "time.start: expected an ISO-8601 UTC time string, got [1, 1"),
+])
+def test_a_long_unknown_key_or_time_value_in_a_scenario_is_quoted_cut(tmp_path: Path, text: str, needle: str) -> None:
+    """An unknown top-level key and a time that is not a string were quoted whole: a 5000-character
+    key or a list of 20,000 numbers made a refusal as long as the file."""
+    from contact_sim.scenario import load_contact_scenario
+
+    p = tmp_path / "s.toml"
+    p.write_text(text + '[constellation]\nkind = "tle"\ntle_file = "x.tle"\n')
+    with pytest.raises(ContactError, match=rf"^{p}: ") as err:
+        load_contact_scenario(p)
+    assert needle in str(err.value)
+    _one_line(str(err.value), 600)
