@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Sequence
 OnResult = Callable[[int, Any], None] | None
 
 from fol.errors import ConfigError, FOLError
-from swarmbase.tomlcheck import shown
+from swarmbase.tomlcheck import is_decimal, shown
 
 __all__ = ["torch_threads", "Executor", "LocalExecutor", "ProcessExecutor", "RayExecutor", "LocalRayCluster", "make_executor", "EXECUTORS",
            "check_ray_address"]
@@ -399,7 +399,7 @@ def _host_port(address: str) -> tuple[str, int] | None:
     hostport = address.removeprefix("ray://").rstrip("/")
     host, sep, port = hostport.rpartition(":")
     host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c in host for c in "/@ \t"):
+    if not sep or not host or not is_decimal(port, 5) or not 0 < int(port) < 65536 or any(c in host for c in "/@ \t"):
         return None
     return host, int(port)
 

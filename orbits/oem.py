@@ -76,7 +76,7 @@ from xml.sax.saxutils import escape
 import numpy as np
 
 from swarmbase.fileio import atomic_writer
-from swarmbase.tomlcheck import check_name_length, read_text_file, shown
+from swarmbase.tomlcheck import check_name_length, is_decimal, read_text_file, shown
 from swarmbase.xmlguard import refuse_doctype
 
 from .constants import EARTH_ROTATION_RAD_S
@@ -435,7 +435,7 @@ class _Builder:
         degree = DEFAULT_DEGREE if method == DEFAULT_INTERPOLATION and "INTERPOLATION" not in meta else None
         if "INTERPOLATION_DEGREE" in meta:
             text, number = meta["INTERPOLATION_DEGREE"]
-            if not text.isdigit() or not 1 <= int(text) <= MAX_OEM_DEGREE:
+            if not is_decimal(text, 3) or not 1 <= int(text) <= MAX_OEM_DEGREE:
                 raise self.fail(number, f"INTERPOLATION_DEGREE: expected an integer 1..{MAX_OEM_DEGREE}, got {shown(text)}")
             degree = int(text)
         if method == "LINEAR":

@@ -27,7 +27,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-__all__ = ["Table", "read_toml", "read_text_file", "check_input_file", "is_finite_number", "shown", "check_name_length",
+__all__ = ["Table", "read_toml", "read_text_file", "check_input_file", "is_finite_number", "is_decimal", "shown",
+           "check_name_length",
            "MAX_TOML_BYTES", "MAX_NAME_CHARS"]
 
 #: Configuration files larger than this are refused before parsing (bytes).
@@ -126,6 +127,20 @@ def is_finite_number(v: Any) -> bool:
         return math.isfinite(v)
     except OverflowError:  # an integer beyond the float range
         return False
+
+
+def is_decimal(text: Any, max_digits: int, signed: bool = False) -> bool:
+    """``text`` is a string of 1 to ``max_digits`` ASCII digits (after one leading ``-`` when
+    ``signed``), so ``int(text)`` takes it: ``str.isdigit()`` passes superscripts and every
+    script's digits, which ``int()`` refuses or reads, and ``int()`` refuses more than 4,300 digits.
+
+    >>> is_decimal("65535", 5), is_decimal("\u00b2", 5), is_decimal("1" * 6, 5), is_decimal("-3", 3, signed=True)
+    (True, False, False, True)
+    """
+    if not isinstance(text, str):
+        return False
+    digits = text[1:] if signed and text.startswith("-") else text
+    return 1 <= len(digits) <= max_digits and digits.isascii() and digits.isdigit()
 
 
 #: A longer string is rendered from its start (a message shows about 60 characters of it).

@@ -139,3 +139,30 @@ def test_a_long_unknown_key_or_time_value_in_a_scenario_is_quoted_cut(tmp_path: 
         load_contact_scenario(p)
     assert needle in str(err.value)
     _one_line(str(err.value), 600)
+
+
+# ------------------------------------------------------------------ digits str.isdigit() passes and int() refuses
+
+@pytest.mark.parametrize("degree", ["\u00b2", "9" * 5000, "\u0661"])
+def test_an_oem_interpolation_degree_of_other_digits_is_one_line(degree: str) -> None:
+    """``INTERPOLATION_DEGREE = ²`` (``str.isdigit()`` passes it, ``int()`` refuses it) or 5,000 digits
+    (``int()`` refuses over 4,300) raised ValueError: a traceback out of ``fol contacts``."""
+    from orbits import OrbitError
+    from orbits.oem import parse_oem_text
+
+    text = (Path(__file__).resolve().parents[1] / "examples" / "leo_oem.oem").read_text()
+    assert "INTERPOLATION_DEGREE = 5" in text
+    with pytest.raises(OrbitError, match="INTERPOLATION_DEGREE: expected an integer 1..") as err:
+        parse_oem_text(text.replace("INTERPOLATION_DEGREE = 5", f"INTERPOLATION_DEGREE = {degree}", 1), "x.oem")
+    _one_line(str(err.value))
+
+
+@pytest.mark.parametrize("address", ["10.0.0.1:\u00b2", "10.0.0.1:" + "9" * 5000, "ray://h:\u0661\u0662"])
+def test_a_ray_address_whose_port_is_not_ascii_digits_is_one_line(address: str) -> None:
+    """A Ray address's port went through ``str.isdigit()`` and ``int()``: ValueError for ``²`` and
+    5,000 digits, and Arabic-Indic digits taken as a port."""
+    from fol.executors import check_ray_address
+
+    with pytest.raises(ConfigError, match="^run.ray_address .*expected 'auto'") as err:
+        check_ray_address(address)
+    _one_line(str(err.value))

@@ -428,6 +428,10 @@ def test_merge_refuses_raw_data_that_does_not_match_its_config(tmp_path, capsys,
                                                             "one per node (config.nodes = 4)"),
                         (edited("seed.json", lambda d: d["raw"][0]["acc"].update({"7": d["raw"][0]["acc"]["0"]})),
                          "raw[0].acc['7']: expected a seed of config.seeds [0]"),
+                        (edited("super.json", lambda d: d["raw"][0]["acc"].update({"\u00b2": d["raw"][0]["acc"]["0"]})),
+                         "raw[0].acc['\u00b2']: expected a seed of config.seeds [0]"),  # isdigit(), which int() refuses
+                        (edited("digits.json", lambda d: d["raw"][0]["acc"].update({"9" * 5000: d["raw"][0]["acc"]["0"]})),
+                         "expected a seed of config.seeds [0]"),  # int() refuses over 4,300 digits
                         (edited("twice.json", lambda d: d["raw"].append(d["raw"][0])),
                          "raw[1]: expected a setting of config.datasets and config.psis"),
                         (edited("psi.json", lambda d: d["raw"][0].update(psi=0.3)),

@@ -69,7 +69,7 @@ from fol.agent.position import PositionConfig
 from fol.agent.protocol import MIN_CHUNK_BYTES, ProtocolError, check_name
 from fol.errors import ConfigError
 from swarmbase.cli import printable
-from swarmbase.tomlcheck import Table, read_toml, shown
+from swarmbase.tomlcheck import Table, is_decimal, read_toml, shown
 
 __all__ = ["AgentConfig", "PeerConfig", "Limits", "LIMITS_MAXIMA", "Trigger", "TRIGGER_MAXIMA", "check_address"]
 
@@ -101,7 +101,7 @@ def check_address(value: Any, where: str, bind: bool = False, base: Path | None 
         if sep and host:
             if bind and port in ("*", "0"):
                 return f"tcp://{host}:*"
-            if re.fullmatch(r"[0-9]{1,5}", port) and 0 < int(port) < 65536:  # str.isdigit() takes any script's digits
+            if is_decimal(port, 5) and 0 < int(port) < 65536:
                 return value
     kind = "tcp://host:port (port may be '*' for any free port)" if bind else "tcp://host:port"
     raise ConfigError(f"{where} is {shown(value)}; expected {kind} or ipc://path")
