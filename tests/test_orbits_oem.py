@@ -380,23 +380,6 @@ REFUSED = [
 ]
 
 
-@pytest.mark.parametrize("what, edit, line, message", REFUSED, ids=[r[0] for r in REFUSED])
-def test_malformed_files_are_refused_in_one_line_naming_file_and_line(tmp_path: Path, what: str, edit, line: int,
-                                                                      message: str) -> None:
-    path = tmp_path / "bad.oem"
-    path.write_text(edit(GOOD))
-    with pytest.raises(OrbitError) as info:
-        read_oem(path)
-    text = str(info.value)
-    assert "\n" not in text
-    assert re.match(re.escape(f"{path}:{line}: ") + f"(?:{message})", text), text
-
-
-def test_the_unedited_file_is_read(tmp_path: Path) -> None:
-    """The file the refusals edit is itself good (so each refusal is the edit's)."""
-    path = tmp_path / "good.oem"
-    path.write_text(GOOD)
-    assert read_oem(path).segments[0].epochs_s.size == 11
 
 
 def test_a_segment_in_tai_across_a_leap_second_is_refused() -> None:
@@ -941,11 +924,19 @@ REFUSED_XML = [
 ]
 
 
-@pytest.mark.parametrize("what, edit, line, message", REFUSED_XML, ids=[r[0] for r in REFUSED_XML])
-def test_malformed_xml_is_refused_in_one_line_naming_file_line_and_element(tmp_path: Path, what: str, edit,
-                                                                           line: int, message: str) -> None:
-    path = tmp_path / "bad.xml"
-    path.write_text(edit(GOOD_XML))
+#: Each layout's good file and its refusals: (file name, good text, refusals).
+LAYOUTS = {"kvn": ("bad.oem", GOOD, REFUSED), "xml": ("bad.xml", GOOD_XML, REFUSED_XML)}
+
+
+@pytest.mark.parametrize("layout, what, edit, line, message",
+                         [(k, *r) for k, (_, _, refused) in LAYOUTS.items() for r in refused],
+                         ids=[f"{k}-{r[0]}" for k, (_, _, refused) in LAYOUTS.items() for r in refused])
+def test_malformed_files_are_refused_in_one_line_naming_file_and_line(tmp_path: Path, layout: str, what: str, edit,
+                                                                      line: int, message: str) -> None:
+    """KVN and NDM/XML alike: the file, the line (of the element in XML) and what was expected."""
+    name, good, _ = LAYOUTS[layout]
+    path = tmp_path / name
+    path.write_text(edit(good))
     with pytest.raises(OrbitError) as info:
         read_oem(path)
     text = str(info.value)
@@ -953,10 +944,12 @@ def test_malformed_xml_is_refused_in_one_line_naming_file_line_and_element(tmp_p
     assert re.match(re.escape(f"{path}:{line}: ") + f"(?:{message})", text), text
 
 
-def test_the_unedited_xml_is_read(tmp_path: Path) -> None:
-    """The XML the refusals edit is itself good (so each refusal is the edit's)."""
-    path = tmp_path / "good.xml"
-    path.write_text(GOOD_XML)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_unedited_file_is_read(tmp_path: Path, layout: str) -> None:
+    """The file the refusals edit is itself good (so each refusal is the edit's)."""
+    name, good, _ = LAYOUTS[layout]
+    path = tmp_path / name.replace("bad", "good")
+    path.write_text(good)
     assert read_oem(path).segments[0].epochs_s.size == 11
 
 
