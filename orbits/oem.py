@@ -347,6 +347,12 @@ class _Builder:
     def fail(self, number: int, message: str) -> OrbitError:
         return OrbitError(f"{self.source}:{number}: {message}")
 
+    @staticmethod
+    def brief(text: str) -> str:
+        """``text`` as a message writes it, or cut by :func:`shown` where it is long: an epoch or an XML
+        element's name may have any length (expat takes a name of 5,000 characters)."""
+        return text if len(text) <= 60 else shown(text)
+
     def time(self, number: int, key: str, value: str) -> _dt.datetime:
         try:
             return ccsds_datetime(value)
@@ -490,10 +496,10 @@ class _Builder:
                 if j <= 6:
                     states[k, j - 1] = number_value
             if not seg.start_s <= epochs[k] <= seg.stop_s:
-                raise self.fail(number, f"epoch {fields[0]} is outside the segment's START_TIME..STOP_TIME "
+                raise self.fail(number, f"epoch {self.brief(fields[0])} is outside the segment's START_TIME..STOP_TIME "
                                         f"({self.SEGMENT} on line {start_line})")
             if k and epochs[k] <= epochs[k - 1]:
-                raise self.fail(number, f"epoch {fields[0]} does not follow {self.PREVIOUS}; epochs must increase")
+                raise self.fail(number, f"epoch {self.brief(fields[0])} does not follow {self.PREVIOUS}; epochs must increase")
         seg.epochs_s, seg.pos_km, seg.vel_km_s = epochs, states[:, :3], states[:, 3:]
         # never extrapolate: the useable span ends at the first and last data points too
         seg.useable_start_s = max(seg.useable_start_s, float(epochs[0]))
@@ -681,15 +687,15 @@ class _XmlReader(_Builder):
             self.skip += 1
             return
         if self.text_parts is not None:
-            raise self.fail(line, f"<{name}> inside <{self.open[-1][0]}>: expected a value, not an element")
+            raise self.fail(line, f"<{self.brief(name)}> inside <{self.open[-1][0]}>: expected a value, not an element")
         parent = self.open[-1][0] if self.open else None
         if parent is None:
             if name != "oem" or attrs.get("id") != "CCSDS_OEM_VERS":
-                raise self.fail(line, f"<{name}>: expected the root element <oem id=\"CCSDS_OEM_VERS\" "
+                raise self.fail(line, f"<{self.brief(name)}>: expected the root element <oem id=\"CCSDS_OEM_VERS\" "
                                       "version=\"...\"> of a CCSDS OEM in NDM/XML")
             self.header_value(self.header, "CCSDS_OEM_VERS", attrs.get("version", ""), line)
         elif name not in _XML_CHILDREN[parent]:
-            raise self.fail(line, f"<{name}>: not an element of <{parent}> in an OEM (expected "
+            raise self.fail(line, f"<{self.brief(name)}>: not an element of <{parent}> in an OEM (expected "
                                   f"{', '.join(_XML_CHILDREN[parent])})")
         self.open.append((name, line))
         if name in ("header", "body", "metadata", "data"):
@@ -716,6 +722,8 @@ class _XmlReader(_Builder):
                                       f"{', '.join(_XML_STATE[:7])}, maybe {', '.join(_XML_STATE[7:])}, in "
                                       "this order)")
             unit = attrs.get("units")
+            if unit is not None and name not in _XML_UNITS:  # the EPOCH: the schema gives it no unit
+                raise self.fail(line, f"{name}: expected no unit (a time), got {shown(unit)}")
             if unit is not None and unit.replace(" ", "").lower() != _XML_UNITS[name]:
                 raise self.fail(line, f"{name}: expected the unit {_XML_UNITS[name]} or none, got {shown(unit)}")
         if name not in _XML_CHILDREN:  # an element holding a value

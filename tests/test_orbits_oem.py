@@ -921,6 +921,17 @@ REFUSED_XML = [
      r"2 stateVectors; HERMITE interpolation of degree 5 needs at least 3"),
     ("comment between states", lambda t: t.replace("</stateVector>", "</stateVector><COMMENT>late</COMMENT>", 1),
      _xml_line("</stateVector>"), r"COMMENT between state vectors"),
+    # expat takes a name of any length: an unknown one is cut by shown(), not written whole
+    ("long unknown element", lambda t: t.replace("<CENTER_NAME>", f"<M{'9' * 5000}/><CENTER_NAME>"),
+     _xml_line("<CENTER_NAME>"), r"<'M9{50,60}\.\.\.>: not an element of <metadata> in an OEM \(expected COMMENT, "),
+    ("long root element", lambda t: t.replace("<oem ", f"<o{'9' * 5000} ").replace("</oem>", f"</o{'9' * 5000}>"),
+     _xml_line("<oem "), r"<'o9{50,60}\.\.\.>: expected the root element <oem id="),
+    ("long element in a value", lambda t: t.replace("<ORIGINATOR>TESTS", f"<ORIGINATOR>TESTS<O{'9' * 5000}/>"),
+     _xml_line("<ORIGINATOR>"), r"<'O9{50,60}\.\.\.> inside <ORIGINATOR>: expected a value, not an element"),
+    ("long epoch", lambda t: t.replace("2008-09-20T12:10:00.000000</EPOCH>", f"2008-09-20T12:10:00.0{'9' * 5000}</EPOCH>"),
+     _xml_line("<stateVector>", 10), r"epoch '2008-09-20T12:10:00\.09{20,60}\.\.\. is outside the segment's"),
+    ("a unit on the epoch", lambda t: t.replace("<EPOCH>", '<EPOCH units="s">', 1), _xml_line("<EPOCH>"),
+     r"EPOCH: expected no unit \(a time\), got 's'"),
 ]
 
 
@@ -940,7 +951,7 @@ def test_malformed_files_are_refused_in_one_line_naming_file_and_line(tmp_path: 
     with pytest.raises(OrbitError) as info:
         read_oem(path)
     text = str(info.value)
-    assert "\n" not in text
+    assert "\n" not in text and len(text) < 400 + len(str(path))
     assert re.match(re.escape(f"{path}:{line}: ") + f"(?:{message})", text), text
 
 
