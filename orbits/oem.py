@@ -459,8 +459,9 @@ class _Builder:
                                               f"got {shown(value(key))}")
         if u_stop <= u_start:
             key = "USEABLE_STOP_TIME" if "USEABLE_STOP_TIME" in meta else "USEABLE_START_TIME"
-            raise self.fail(meta[key][1], f"{key}: the useable span {value('USEABLE_START_TIME') if 'USEABLE_START_TIME' in meta else value('START_TIME')}"
-                                          f"..{value('USEABLE_STOP_TIME') if 'USEABLE_STOP_TIME' in meta else value('STOP_TIME')} is empty")
+            first = value("USEABLE_START_TIME") if "USEABLE_START_TIME" in meta else value("START_TIME")
+            last = value("USEABLE_STOP_TIME") if "USEABLE_STOP_TIME" in meta else value("STOP_TIME")
+            raise self.fail(meta[key][1], f"{key}: the useable span {self.brief(first)}..{self.brief(last)} is empty")
         if scale != "UTC" and start < _dt.datetime(1972, 1, 1):  # UTC has had whole leap seconds since 1972
             raise self.fail(meta["START_TIME"][1], f"START_TIME: a segment in {scale} must start in 1972 or later "
                                                    f"(converted to UTC with the leap seconds), got {shown(value('START_TIME'))}")
@@ -548,10 +549,10 @@ class _Reader(_Builder):
                 raise self.fail(number, f"{body} outside a segment (expected META_START first)")
             key, value = self.key_value(number, body)
             if segments or key not in _HEADER_KEYS:
-                raise self.fail(number, f"{key}: not a header keyword ({', '.join(_HEADER_KEYS)}); "
+                raise self.fail(number, f"{self.brief(key)}: not a header keyword ({', '.join(_HEADER_KEYS)}); "
                                         "a segment starts with META_START")
             if not header and key != "CCSDS_OEM_VERS":
-                raise self.fail(number, f"{key}: an OEM must start with a CCSDS_OEM_VERS line")
+                raise self.fail(number, f"{self.brief(key)}: an OEM must start with a CCSDS_OEM_VERS line")
             self.header_value(header, key, value, number)
         if "CCSDS_OEM_VERS" not in header:
             raise OrbitError(f"{self.source}: not an OEM (no CCSDS_OEM_VERS line)")
@@ -575,7 +576,7 @@ class _Reader(_Builder):
                 break
             key, value = self.key_value(number, body, "a 'KEY = value' line, a COMMENT line or META_STOP")
             if key not in _META_KEYS:
-                raise self.fail(number, f"{key}: not an OEM metadata keyword (expected META_STOP or one of "
+                raise self.fail(number, f"{self.brief(key)}: not an OEM metadata keyword (expected META_STOP or one of "
                                         f"{', '.join(_META_KEYS)})")
             if key in meta:
                 raise self.fail(number, f"{key}: given twice in one segment (first on line {meta[key][1]})")

@@ -377,6 +377,17 @@ REFUSED = [
      r"OBJECT_ID: '1998-067B', but the segment of line 6 gives 'ISS \(ZARYA\)' the OBJECT_ID '1998-067A'"),
     ("long name", _sub("OBJECT_NAME = ISS (ZARYA)", "OBJECT_NAME = " + "N" * 300), _line_of(GOOD, "OBJECT_NAME"),
      r"OBJECT_NAME: expected a name of at most 200 characters"),
+    # a keyword or a time of any length is cut by shown(), not written whole
+    ("long metadata keyword", _sub("CENTER_NAME =", "C" + "9" * 5000 + " ="), _line_of(GOOD, "CENTER_NAME"),
+     r"'C9{50,60}\.\.\.: not an OEM metadata keyword \(expected META_STOP"),
+    ("long header keyword", _sub("ORIGINATOR =", "O" + "9" * 5000 + " ="), _line_of(GOOD, "ORIGINATOR"),
+     r"'O9{50,60}\.\.\.: not a header keyword"),
+    ("long first keyword", _sub("CCSDS_OEM_VERS =", "CCSDS_OEM_VERS_" + "9" * 5000 + " ="), 1,
+     r"'CCSDS_OEM_VERS_9{40,60}\.\.\.: not a header keyword"),
+    ("long empty useable span", _sub("STOP_TIME = 2008-09-20T12:10:00",
+                                     "USEABLE_STOP_TIME = 2008-09-20T12:00:00.0" + "0" * 5000 + "\nSTOP_TIME = "
+                                     "2008-09-20T12:10:00"), _line_of(GOOD, "STOP_TIME"),
+     r"USEABLE_STOP_TIME: the useable span 2008-09-20T12:00:00\.0+\.\.'2008-09-20T12:00:00\.0{20,60}\.\.\. is empty"),
 ]
 
 
