@@ -166,3 +166,16 @@ def test_a_ray_address_whose_port_is_not_ascii_digits_is_one_line(address: str) 
     with pytest.raises(ConfigError, match="^run.ray_address .*expected 'auto'") as err:
         check_ray_address(address)
     _one_line(str(err.value))
+
+
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:005555", "tcp://127.0.0.1:0000000065535", "tcp://[::1]:00080"])
+def test_an_address_port_with_leading_zeros_is_taken_as_before(address: str) -> None:
+    """ZeroMQ reads a port's leading zeros (tcp://127.0.0.1:0041231 binds port 41231), and the agent took
+    such an address before eea5c02, whose 1 to 5 digits refused it: the digits are counted after them."""
+    from fol.agent.config import check_address
+
+    assert check_address(address, "peers[0].address") == address
+    with pytest.raises(ConfigError, match=r"^peers\[0\]\.address is 'tcp://h:0+65536'; expected"):
+        check_address("tcp://h:00065536", "peers[0].address")
+    with pytest.raises(ConfigError, match=r"^peers\[0\]\.address is 'tcp://h:0{20,}\.\.\.; expected"):
+        check_address("tcp://h:" + "0" * 5000, "peers[0].address")
