@@ -129,18 +129,28 @@ def is_finite_number(v: Any) -> bool:
         return False
 
 
-def is_decimal(text: Any, max_digits: int, signed: bool = False) -> bool:
-    """``text`` is a string of 1 to ``max_digits`` ASCII digits (after one leading ``-`` when
-    ``signed``), so ``int(text)`` takes it: ``str.isdigit()`` passes superscripts and every
-    script's digits, which ``int()`` refuses or reads, and ``int()`` refuses more than 4,300 digits.
+#: Leading zeros :func:`is_decimal` takes before a number's digits (``int()`` reads them; it refuses
+#: more than 4,300 digits in all).
+MAX_LEADING_ZEROS = 64
 
-    >>> is_decimal("65535", 5), is_decimal("\u00b2", 5), is_decimal("1" * 6, 5), is_decimal("-3", 3, signed=True)
-    (True, False, False, True)
+
+def is_decimal(text: Any, max_digits: int, signed: bool = False) -> bool:
+    """``text`` is a number of 1 to ``max_digits`` ASCII digits, after leading zeros (up to
+    :data:`MAX_LEADING_ZEROS`, as ``int()`` reads ``005555``) and, when ``signed``, one leading
+    ``-``, so ``int(text)`` takes it: ``str.isdigit()`` passes superscripts and every script's
+    digits, which ``int()`` refuses or reads, and ``int()`` refuses more than 4,300 digits.
+
+    >>> is_decimal("65535", 5), is_decimal("005555", 5), is_decimal("\u00b2", 5), is_decimal("1" * 6, 5)
+    (True, True, False, False)
+    >>> is_decimal("-3", 3, signed=True), is_decimal("-3", 3), is_decimal("0", 1), is_decimal("", 1)
+    (True, False, True, False)
     """
     if not isinstance(text, str):
         return False
     digits = text[1:] if signed and text.startswith("-") else text
-    return 1 <= len(digits) <= max_digits and digits.isascii() and digits.isdigit()
+    number = digits.lstrip("0") or digits[-1:]  # "000": the number 0, one digit
+    return (digits.isascii() and digits.isdigit() and 1 <= len(number) <= max_digits
+            and len(digits) - len(number) <= MAX_LEADING_ZEROS)
 
 
 #: A longer string is rendered from its start (a message shows about 60 characters of it).

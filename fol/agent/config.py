@@ -101,8 +101,7 @@ def check_address(value: Any, where: str, bind: bool = False, base: Path | None 
         if sep and host:
             if bind and port in ("*", "0"):
                 return f"tcp://{host}:*"
-            number = port.lstrip("0") or "0"  # ZeroMQ reads leading zeros: tcp://host:005555 is port 5555
-            if is_decimal(number, 5) and 0 < int(number) < 65536:
+            if is_decimal(port, 5) and 0 < int(port) < 65536:  # ZeroMQ reads leading zeros: 005555 is 5555
                 return value
     kind = "tcp://host:port (port may be '*' for any free port)" if bind else "tcp://host:port"
     raise ConfigError(f"{where} is {shown(value)}; expected {kind} or ipc://path")
