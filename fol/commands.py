@@ -169,12 +169,11 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     if args.threads is not None:  # the simulation's bound for run.threads: beyond it threads only slow a run
         import os
 
-        from fol.simulation.check import MAX_PER_CORE
+        from fol.simulation.check import MAX_PER_CORE, max_local_parallelism
 
-        cores = os.cpu_count() or 1
-        if not 1 <= args.threads <= MAX_PER_CORE * cores:
-            raise ConfigError(f"--threads: expected 1..{MAX_PER_CORE * cores} on this machine of {cores} "
-                              f"core(s) ({MAX_PER_CORE} per core), got {args.threads}")
+        if not 1 <= args.threads <= max_local_parallelism():
+            raise ConfigError(f"--threads: expected 1..{max_local_parallelism()} on this machine of "
+                              f"{os.cpu_count() or 1} core(s) ({MAX_PER_CORE} per core), got {args.threads}")
     check_output_file(args.out, ConfigError, "--out")
     # node K of seed S trained as fol simulate's node K, its card recording the split rule (the one way)
     with torch_threads(args.threads):

@@ -150,6 +150,11 @@ def read_run_record(out: Path) -> dict[str, Any]:
 MAX_PER_CORE = 4
 
 
+def max_local_parallelism() -> int:
+    """The most processes or torch threads a run takes on this machine: :data:`MAX_PER_CORE` per core."""
+    return MAX_PER_CORE * (os.cpu_count() or 1)
+
+
 def check_local_parallelism(executor: str, ray_address: str | None, workers: int | None, threads: int | None) -> None:
     """Refuse more processes or threads than this machine can use: beyond
     :data:`MAX_PER_CORE` per core they only slow a CPU-bound run, and a typo
@@ -157,11 +162,11 @@ def check_local_parallelism(executor: str, ray_address: str | None, workers: int
     A Ray cluster (``ray_address``) counts its own CPUs and is not checked here."""
     if executor == "ray" and ray_address:
         return
-    cores = os.cpu_count() or 1
+    cores, cap = os.cpu_count() or 1, max_local_parallelism()
     for key, value in (("run.workers (or --workers)", workers), ("run.threads", threads)):
-        if value is not None and value > MAX_PER_CORE * cores:
+        if value is not None and value > cap:
             raise ConfigError(f"{key}: {shown(value)} on this machine of {cores} core(s); "
-                              f"expected at most {MAX_PER_CORE * cores} ({MAX_PER_CORE} per core)")
+                              f"expected at most {cap} ({MAX_PER_CORE} per core)")
 
 
 def _check_ground_tracks(acquisition_s: float, swath_km: float, n_sats: int) -> None:
