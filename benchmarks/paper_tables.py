@@ -5,7 +5,9 @@ varying sizes, psi in {0.7, 0.5, 0.3, 0.1}; rows Local, FOL-A / FOL / FOL-AN /
 FOL-N at E = 1, 2, 3, DENSE, Co-Boosting, FedAvg at E = 1, 2, 3, and two
 references that are not federated, Pooled and Pooled + FT (all nodes' data in
 one place; left out of ``--quick``), which measure the room a setting leaves
-any personalization method; columns the
+any personalization method, and on request (``--methods ... nbr-pooled-ft``)
+Nbr-pooled + FT, each node trained on its own and its first-round senders'
+data: the room one exchange can reach; columns the
 nodes at the 25 / 50 / 75 % quantiles of local data size (a rule fixed before
 any result) plus the mean over all nodes; mean ± std over seeds; the paper's
 published cells beside ours. Writes ``tables.md``, ``tables.csv`` and
@@ -65,7 +67,7 @@ from _common import ONE_CLASS_SHARE, fail, int_in, key_values, machine_line, per
 from fol.errors import ConfigError, FOLError  # noqa: E402
 from fol.fileio import atomic_write_text, check_output_dir  # noqa: E402
 from fol.executors import make_executor  # noqa: E402
-from fol.reproduce import (METHOD_GROUPS, SYNTHETIC_POOL_ALL, ProtocolConfig, ProtocolResult,  # noqa: E402
+from fol.reproduce import (DEFAULT_GROUPS, METHOD_GROUPS, SYNTHETIC_POOL_ALL, ProtocolConfig, ProtocolResult,  # noqa: E402
                            check_fresh_output, compare_results, mean_pm, merge_results, run_protocol)
 from fol.simulation.scenario import MAX_SEEDS  # noqa: E402
 
@@ -110,7 +112,8 @@ def summary(result: ProtocolResult) -> list[str]:
     """The tables, then what the project's targets read from them: per setting
     and round, the one-model gain over Local, the ensemble's, and the share of
     it the student keeps; at psi = 0.5 (where the targets are set) FOL-A at
-    E = 3 against them; the room the pooled references measure."""
+    E = 3 against them; the room the pooled references measure, and the room
+    for one exchange (Nbr-pooled + FT) with FOL-A's share of it at E = 1."""
     cfg = result.config
     lines = [result.markdown()]  # each setting's caption says what its cells are, over its own seeds
     for (dataset, psi) in result.settings:
@@ -132,9 +135,17 @@ def summary(result: ProtocolResult) -> list[str]:
             judged = ", ".join(f">= +{t}: {'met' if gain >= t else 'NOT met'}" for t in (7, 8))
             lines.append(f"{dataset} psi={psi}: FOL-A (E=3) - Local = {gain:+.1f} points (mean over nodes; "
                          f"the targets: {judged})")
+        local = result.cell(dataset, psi, "Local", None)[0]
+        if "Nbr-pooled + FT" in rows:
+            nbr = result.cell(dataset, psi, "Nbr-pooled + FT", None)[0] - local
+            line = (f"{dataset} psi={psi}: the room for one exchange (not federated, each node's and its "
+                    f"first-round senders' data): Nbr-pooled + FT - Local = {nbr:+.1f} points (mean over nodes)")
+            if 1 in rounds and nbr > 0:
+                gain = result.cell(dataset, psi, "FOL-A (E=1)", None)[0] - local
+                line += f"; FOL-A (E=1) gains {100 * gain / nbr:.0f} % of it"
+            lines.append(line)
         if "Pooled + FT" not in rows:
             continue
-        local = result.cell(dataset, psi, "Local", None)[0]
         room = {row: result.cell(dataset, psi, row, None)[0] - local for row in ("Pooled", "Pooled + FT")}
         line = (f"{dataset} psi={psi}: the room (not federated, all data in one place): Pooled - Local = "
                 f"{room['Pooled']:+.1f}, Pooled + FT - Local = {room['Pooled + FT']:+.1f} points (mean over nodes)")
@@ -289,8 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-samples", type=int)
     ap.add_argument("--data-seed", type=int, help="seed of the pool and the partition (default 0)")
     ap.add_argument("--methods", nargs="+", metavar="GROUP",
-                    help=f"method groups to run besides Local (default: all of {' '.join(METHOD_GROUPS)}; "
-                    "fol = FOL-A and FOL, fol-n = FOL-AN and FOL-N)")
+                    help=f"method groups to run besides Local, of {' '.join(METHOD_GROUPS)} (default: "
+                    f"{' '.join(DEFAULT_GROUPS)}; fol = FOL-A and FOL, fol-n = FOL-AN and FOL-N)")
     ap.add_argument("--fol", nargs="*", default=[], metavar="KEY=VALUE", help="FOLConfig overrides")
     ap.add_argument("--option", nargs="*", default=[], metavar="METHOD.KEY=VALUE",
                     help="baseline options, e.g. dense.epochs=5 fedavg.local_epochs=1")

@@ -20,6 +20,11 @@ measures the paper's rows on each node's own test split:
   each node's own data (:mod:`fol.methods.pooled`). They measure how much room
   the setting leaves a personalization method: the ceiling the FOL rows are
   read against.
+* ``Nbr-pooled + FT`` (only when asked for: ``methods`` holding
+  ``nbr-pooled-ft``; not federated): each node's model trained on its own and
+  its first-round senders' data, then fine-tuned on its own
+  (:mod:`fol.methods.pooled`): the room one exchange with Q neighbours can
+  reach.
 
 **Columns, fixed before any result:** after partitioning (which depends only on
 the data seed, the same for every training seed) the nodes are sorted by local
@@ -70,7 +75,7 @@ __all__ = [
     "ProtocolConfig", "ROWS", "COLUMN_QUANTILES", "PAPER_CELLS", "PAPER_SATELLITES", "column_nodes",
     "TABLE_FILES", "check_fresh_output", "mean_pm",
     "Paired", "paired_difference", "merge_results", "RowComparison", "compare_results",
-    "partition_pool", "pretrained_swarm", "run_setting", "run_protocol", "ProtocolResult", "load_pool", "SYNTHETIC_POOL_ALL", "paper_task", "METHOD_GROUPS", "rows_for",
+    "partition_pool", "pretrained_swarm", "run_setting", "run_protocol", "ProtocolResult", "load_pool", "SYNTHETIC_POOL_ALL", "paper_task", "METHOD_GROUPS", "DEFAULT_GROUPS", "rows_for",
 ]
 
 log = logging.getLogger(__name__)
@@ -85,14 +90,24 @@ _DATA_FREE = (("DENSE", "dense"), ("Co-Boosting", "co-boosting"))
 #: node's data in one place (:mod:`fol.methods.pooled`), the ceiling the other
 #: rows are read against.
 _POOLED = (("Pooled", "pooled"), ("Pooled + FT", "pooled-ft"))
+#: The reference of the ``nbr-pooled-ft`` group: (row, method). Each node's
+#: model trained on its own and its first-round senders' data: the room one
+#: exchange can reach.
+_NBR_POOLED = ("Nbr-pooled + FT", "nbr-pooled-ft")
 #: The method groups a protocol run can include (Local is always there): ``fol``
 #: gives the FOL-A and FOL rows (the pipeline with pruning), ``fol-n`` FOL-AN and
 #: FOL-N (without), each baseline its own rows, and ``pooled`` the two
-#: references trained on all nodes' data pooled (Pooled, Pooled + FT). ``local``
+#: references trained on all nodes' data pooled (Pooled, Pooled + FT),
+#: ``nbr-pooled-ft`` the reference trained on each node's and its first-round
+#: senders' data (Nbr-pooled + FT). ``local``
 #: adds nothing: a run of ``("local",)`` only pretrains and reports Local, which
 #: is how to check, in minutes, that a machine pretrains a saved run's swarms
 #: alike before comparing with it (``--merge`` refuses runs whose Local differs).
-METHOD_GROUPS: tuple[str, ...] = ("fol", "fol-n", "dense", "co-boosting", "fedavg", "pooled", "local")
+METHOD_GROUPS: tuple[str, ...] = ("fol", "fol-n", "dense", "co-boosting", "fedavg", "pooled", "nbr-pooled-ft",
+                                  "local")
+#: The groups a run includes unless told otherwise: every group but
+#: ``nbr-pooled-ft`` (one training per node on Q + 1 nodes' data; asked for by name).
+DEFAULT_GROUPS: tuple[str, ...] = tuple(g for g in METHOD_GROUPS if g != "nbr-pooled-ft")
 
 
 def rows_for(rounds: int, methods: Sequence[str] = METHOD_GROUPS) -> list[str]:
@@ -108,7 +123,8 @@ def rows_for(rounds: int, methods: Sequence[str] = METHOD_GROUPS) -> list[str]:
                for v in (ens, stu) for e in es]
             + [row for row, group in _DATA_FREE if group in methods]
             + ([f"FedAvg (E={e})" for e in es] if "fedavg" in methods else [])
-            + ([row for row, _ in _POOLED] if "pooled" in methods else []))
+            + ([row for row, _ in _POOLED] if "pooled" in methods else [])
+            + ([_NBR_POOLED[0]] if _NBR_POOLED[1] in methods else []))
 
 
 ROWS: list[str] = rows_for(3)
@@ -251,7 +267,7 @@ class ProtocolConfig:
     data_seed: int = 0
     fol: dict[str, Any] = field(default_factory=dict)
     method_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    methods: tuple[str, ...] = METHOD_GROUPS
+    methods: tuple[str, ...] = DEFAULT_GROUPS
     splits: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -308,7 +324,7 @@ class ProtocolConfig:
         minutes on two cores, not evidence: its test splits hold a few dozen
         images."""
         base = dict(psis=(0.5,), seeds=(0,), nodes=4, pool=600, fol={"max_neighbours": 3},
-                    methods=tuple(g for g in METHOD_GROUPS if g != "pooled"))
+                    methods=tuple(g for g in DEFAULT_GROUPS if g != "pooled"))
         return cls(**{**base, **over})
 
     def fol_config(self, seed: int) -> FOLConfig:
@@ -427,6 +443,10 @@ def run_setting(pool: GeoDataset, shards: Sequence[np.ndarray], cfg: ProtocolCon
         for row, name in _POOLED:  # one pooled training (ctx.cache), then the per-node fine-tunes
             out[row] = [r.test_accuracy for r in get_method(name).run(ctx)]
         progress(f"{', '.join(row for row, _ in _POOLED)} ({time.perf_counter() - t0:.0f} s)")
+    if _NBR_POOLED[1] in cfg.methods:
+        t0 = time.perf_counter()
+        out[_NBR_POOLED[0]] = [r.test_accuracy for r in get_method(_NBR_POOLED[1]).run(ctx)]
+        progress(f"{_NBR_POOLED[0]} ({time.perf_counter() - t0:.0f} s)")
     return out
 
 

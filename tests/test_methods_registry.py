@@ -22,6 +22,7 @@ BASELINES = {
     "co-boosting": dict(epochs=2, g_steps=2, synthesis_batch=16),
     "pooled": {},  # the references (not federated), run like every baseline
     "pooled-ft": {},
+    "nbr-pooled-ft": {},
 }
 
 

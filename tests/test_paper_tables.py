@@ -95,6 +95,26 @@ def test_pooled_references_measure_the_room(tmp_path, capsys, benchmark_script) 
     assert "| Pooled + FT |" in (tmp_path / "tables.md").read_text()
 
 
+def test_the_room_for_one_exchange_is_asked_for_by_name(tmp_path, capsys, benchmark_script) -> None:
+    """``--methods ... nbr-pooled-ft`` adds its row and the summary's line; with
+    every other node a sender (3 nodes, Q = 2) each node's group is the swarm, so
+    the row is Pooled + FT's to the last node. Not in the default groups."""
+    argv = ["--quick", *TINY, "--rounds", "1", "--methods", "fol", "pooled", "nbr-pooled-ft",
+            "--out", str(tmp_path)]
+    assert benchmark_script("paper_tables").main(argv) == 0
+    printed = capsys.readouterr().out
+    accs = json.loads((tmp_path / "tables.json").read_text())["raw"][0]["acc"]["0"]
+    assert set(accs) == set(rows_for(1, ("fol", "pooled", "nbr-pooled-ft"))) and "Nbr-pooled + FT" in accs
+    assert accs["Nbr-pooled + FT"] == accs["Pooled + FT"]
+    nbr = 100 * (sum(accs["Nbr-pooled + FT"]) - sum(accs["Local"])) / 3
+    assert f"Nbr-pooled + FT - Local = {nbr:+.1f} points (mean over nodes)" in printed
+    if nbr > 0:
+        share = 100 * (sum(accs["FOL-A (E=1)"]) - sum(accs["Local"])) / 3 / nbr
+        assert f"FOL-A (E=1) gains {share:.0f} % of it" in printed
+    assert "| Nbr-pooled + FT |" in (tmp_path / "tables.md").read_text()
+    assert "nbr-pooled-ft" not in ProtocolConfig().methods and "nbr-pooled-ft" not in ProtocolConfig.quick().methods
+
+
 def test_columns_are_fixed_by_size_quantiles() -> None:
     sizes = [300, 40, 120, 900, 75, 75, 500, 210]
     cols = column_nodes(sizes)

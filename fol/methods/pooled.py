@@ -20,11 +20,29 @@ Contact plans are ignored (all data are in one place by assumption). Both
 variants share one pooled training per run (``ctx.cache``), so running both
 costs one pooled training plus the per-node fine-tunes.
 
+* ``nbr-pooled-ft``: the room ONE exchange can reach. For each node k, a model
+  from the swarm's shared initialization trained, as ``pooled`` trains the
+  swarm's, on the union of the training splits of k's *group*: k and the
+  nodes whose model reaches k in FOL's first round
+  (``ctx.senders_to(0, k, ctx.fol.max_neighbours)``: Q drawn nodes without a
+  contact plan, round 0's deliveries with one), early-stopped on the union of
+  the group's validation splits and shuffled with the seed ``pooled`` uses
+  (so with every other node a sender each group's model *is* the pooled
+  model); then fine-tuned on k's own training split exactly as ``pooled-ft``
+  (:func:`finetune_node`, seed :func:`fol.seeds.node_seed`). It is what k
+  could reach had its neighbours sent their data instead of their models: a
+  reference for FOL at E = 1, not a deployable method. The group's test
+  splits are never used.
+
 Accounting: each node uploads its training and validation images at one byte
 per pixel and channel (8-bit imagery, as a node would store it) and
 downloads the model once; the pooled training's FLOPs are charged to the
 nodes in proportion to their training images, and each node's fine-tune to
-that node.
+that node. For ``nbr-pooled-ft`` the images travel the way FOL's models do:
+each sender j uploads its training and validation images (same byte count)
+once per node it sends to (``bytes_up`` on j), node k downloads its senders'
+(``bytes_down`` on k); k trains its group's model and its fine-tune, so
+both trainings' FLOPs are charged to k and nothing is downloaded after.
 
 >>> from fol.methods import get_method
 >>> get_method("pooled").description.split(":")[0]
@@ -40,13 +58,16 @@ from typing import Any, ClassVar
 import torch
 
 from fol.accounting import model_bytes
-from fol.methods._common import Ledger, node_result, require_homogeneous, shared_init, state_of, train_flops_of
+from fol.methods._common import (Ledger, init_seed_of, node_result, require_homogeneous, shared_init, state_of,
+                                 train_flops_of)
+from fol.data import NodeData
 from fol.methods.base import Method, NodeResult, NodeSetup, SwarmContext, register
 from fol.models import ModelSpec, build_model
 from fol.seeds import node_seed
 from fol.train import TrainConfig, evaluate, fit
 
-__all__ = ["PooledMethod", "PooledFinetuneMethod", "finetune_node"]
+__all__ = ["PooledMethod", "PooledFinetuneMethod", "NeighbourhoodPooledMethod", "finetune_node",
+           "neighbourhood", "train_neighbourhood"]
 
 _SEED_SALT = 0x9001  # the pooled run's shuffling seed: distinct from every node's pretraining seed
 
@@ -63,14 +84,47 @@ def pooled_state(ctx: SwarmContext) -> tuple[dict[str, torch.Tensor], int]:
     if key not in ctx.cache:
         spec = require_homogeneous(ctx, "pooled", PooledMethod.one_architecture_reason)
         model = shared_init(ctx, spec)
-        x = torch.cat([n.data.train.images for n in ctx.nodes])
-        y = torch.cat([n.data.train.labels for n in ctx.nodes])
-        vx = torch.cat([n.data.val.images for n in ctx.nodes])
-        vy = torch.cat([n.data.val.labels for n in ctx.nodes])
-        cfg = replace(ctx.train, seed=ctx.seed * 1000 + _SEED_SALT, progress=False)
-        hist = fit(model, (x, y), cfg, val=(vx, vy))
+        train, val = _union([n.data for n in ctx.nodes])
+        hist = fit(model, train, _pooled_config(ctx), val=val)
         ctx.cache[key] = (state_of(model), hist.samples_seen)
     return ctx.cache[key]
+
+
+def _union(datas: list[NodeData]) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """The union of the training splits of ``datas`` and of their validation
+    splits, in the order given: ``((x, y), (vx, vy))``. Test splits are never read."""
+    x = torch.cat([d.train.images for d in datas])
+    y = torch.cat([d.train.labels for d in datas])
+    vx = torch.cat([d.val.images for d in datas])
+    vy = torch.cat([d.val.labels for d in datas])
+    return (x, y), (vx, vy)
+
+
+def _pooled_config(ctx: SwarmContext) -> TrainConfig:
+    """The swarm's training settings with the pooled run's shuffling seed."""
+    return replace(ctx.train, seed=ctx.seed * 1000 + _SEED_SALT, progress=False)
+
+
+def neighbourhood(ctx: SwarmContext, k: int) -> list[int]:
+    """Node ``k``'s group for ``nbr-pooled-ft``: ``k`` and the nodes whose model
+    reaches it in FOL's first round (the senders FOL takes, at most
+    ``ctx.fol.max_neighbours``), in node order."""
+    return sorted({k, *ctx.senders_to(0, k, ctx.fol.max_neighbours)})
+
+
+def train_neighbourhood(task: tuple[ModelSpec, int, list[NodeData], TrainConfig, NodeData, TrainConfig]) -> tuple:
+    """One node's ``nbr-pooled-ft`` (picklable, for executors): from the shared
+    initialization (``spec``, ``init_seed``), train on the union of the group's
+    training splits early-stopped on the union of its validation splits (built
+    here, so an executor holds one group's union at a time), then fine-tune on
+    the node's own ``data`` (:func:`finetune_node`). Returns the group's state
+    and samples seen, then :func:`finetune_node`'s three."""
+    spec, init_seed, group, cfg, data, ft_cfg = task
+    model = build_model(spec, seed=init_seed)
+    train, val = _union(group)
+    hist = fit(model, train, cfg, val=val)
+    state = state_of(model)
+    return (state, hist.samples_seen, *finetune_node((spec, state, data, ft_cfg)))
 
 
 def finetune_node(task: tuple[ModelSpec, dict[str, torch.Tensor], Any, TrainConfig]) -> tuple[dict[str, torch.Tensor], int, bool]:
@@ -139,4 +193,42 @@ class PooledFinetuneMethod(PooledMethod):
             model.load_state_dict(st)
             model.eval()
             out.append(node_result(node, self.name, model, ledger, extra={"kept_pooled": kept}))
+        return out
+
+
+@register
+class NeighbourhoodPooledMethod(Method):
+    """Each node's model trained on its own and its first-round senders' data,
+    fine-tuned on its own (the room one exchange can reach; a reference, not FL)."""
+
+    name: ClassVar[str] = "nbr-pooled-ft"
+    description: ClassVar[str] = ("Pooled training on each node's and its round-1 senders' data, then "
+                                  "fine-tuned on its own (one exchange's room; reference, not FL)")
+    one_architecture: ClassVar[bool] = True
+    one_architecture_reason: ClassVar[str] = "trains each node's model on its neighbours' data"
+
+    def run(self, ctx: SwarmContext) -> list[NodeResult]:
+        spec = require_homogeneous(ctx, self.name, self.one_architecture_reason)
+        init_seed = init_seed_of(ctx)
+        cfg = _pooled_config(ctx)
+        groups = [neighbourhood(ctx, k) for k in range(len(ctx.nodes))]
+        tasks = [(spec, init_seed, [ctx.nodes[j].data for j in group], cfg, ctx.nodes[k].data,
+                  replace(ctx.train, seed=node_seed(ctx.seed, k), progress=False))
+                 for k, group in enumerate(groups)]
+        done = ctx.map(train_neighbourhood, tasks, desc=self.name)
+        shape = tuple(ctx.nodes[0].data.train.images.shape[1:])
+        ledgers = [Ledger(rounds=1) for _ in ctx.nodes]
+        for k, group in enumerate(groups):
+            for j in group:
+                if j != k:
+                    ledgers[j].bytes_up += _raw_bytes(ctx.nodes[j])
+                    ledgers[k].bytes_down += _raw_bytes(ctx.nodes[j])
+        out = []
+        for node, ledger, group, (_, seen, st, ft_seen, kept) in zip(ctx.nodes, ledgers, groups, done):
+            ledger.train_flops = train_flops_of(spec, shape, seen) + train_flops_of(spec, shape, ft_seen)
+            model = build_model(spec)
+            model.load_state_dict(st)
+            model.eval()
+            out.append(node_result(node, self.name, model, ledger,
+                                   extra={"group": [ctx.nodes[j].name for j in group], "kept_pooled": kept}))
         return out
