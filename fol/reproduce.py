@@ -698,12 +698,13 @@ class ProtocolResult:
             acc: dict[int, dict[str, list[float]]] = {}
             held: set[str] | None = None  # a merged file may hold fewer rows than its config names; every seed the same
             for seed, per_row in item["acc"].items():
-                if not (is_decimal(seed, 12, signed=True) and int(seed) in config.seeds) \
+                if not (is_decimal(seed, 12, signed=True) and int(seed) in config.seeds and int(seed) not in acc) \
                         or not isinstance(per_row, dict) \
                         or "Local" not in per_row or not set(per_row) <= set(rows) \
                         or (held is not None and set(per_row) != held):
-                    raise bad(f"{at}.acc[{shown(seed)}]", f"a seed of config.seeds {list(config.seeds)} mapping Local and "
-                                                     f"rows of {rows}, the same rows for every seed")
+                    raise bad(f"{at}.acc[{shown(seed)}]", f"a seed of config.seeds {list(config.seeds)}, each once (0 and "
+                                                     f"00 are one seed), mapping Local and rows of {rows}, the same "
+                                                     f"rows for every seed")
                 held = set(per_row)
                 for row, values in per_row.items():
                     if not (isinstance(values, list) and len(values) == len(sizes)
@@ -719,9 +720,9 @@ class ProtocolResult:
             if not isinstance(raw_rev, dict):
                 raise bad(f"{at}.reverted", "an object mapping a seed to its student rows")
             for seed, per_row in raw_rev.items():
-                if not (is_decimal(seed, 12, signed=True) and int(seed) in acc) \
+                if not (is_decimal(seed, 12, signed=True) and int(seed) in acc and int(seed) not in reverted) \
                         or not isinstance(per_row, dict) or not set(per_row) <= set(rows):
-                    raise bad(f"{at}.reverted[{shown(seed)}]", "a seed of 'acc' mapping rows of the table")
+                    raise bad(f"{at}.reverted[{shown(seed)}]", "a seed of 'acc', each once, mapping rows of the table")
                 for row, flags in per_row.items():
                     if not (isinstance(flags, list) and len(flags) == len(sizes)
                             and all(f is None or isinstance(f, bool) for f in flags)):

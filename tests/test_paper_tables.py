@@ -426,7 +426,7 @@ def test_merge_refuses_runs_of_another_protocol_and_bad_files(tmp_path, capsys, 
 def test_merge_refuses_raw_data_that_does_not_match_its_config(tmp_path, capsys, benchmark_script) -> None:
     """A hand-edited tables.json whose node list, seed or setting is not its config's was read as it
     stood: 3 nodes printed under a config of 4, a seed outside config.seeds, a setting given twice (the
-    second silently replaced the first)."""
+    second silently replaced the first), a seed given twice as 0 and 00 (the same)."""
     a, _ = _fake_run(tmp_path, "a", "synthetic-hurricane", [0])
     data = json.loads(a.read_text())
 
@@ -452,6 +452,11 @@ def test_merge_refuses_raw_data_that_does_not_match_its_config(tmp_path, capsys,
                          "raw[0].acc['\u00b2']: expected a seed of config.seeds [0]"),  # isdigit(), which int() refuses
                         (edited("digits.json", lambda d: d["raw"][0]["acc"].update({"9" * 5000: d["raw"][0]["acc"]["0"]})),
                          "expected a seed of config.seeds [0]"),  # int() refuses over 4,300 digits
+                        (edited("zeros.json", lambda d: d["raw"][0]["acc"].update({"00": d["raw"][0]["acc"]["0"]})),
+                         "raw[0].acc['00']: expected a seed of config.seeds [0], each once"),  # int("00") is 0
+                        (edited("zeros_rev.json", lambda d: d["raw"][0]["reverted"].update(
+                            {"-0": d["raw"][0]["reverted"]["0"]})),
+                         "raw[0].reverted['-0']: expected a seed of 'acc', each once"),
                         (edited("twice.json", lambda d: d["raw"].append(d["raw"][0])),
                          "raw[1]: expected a setting of config.datasets and config.psis"),
                         (edited("psi.json", lambda d: d["raw"][0].update(psi=0.3)),
