@@ -251,7 +251,8 @@ class ProtocolConfig:
     class-stratified-by-chance subset when larger, all of it when ``pool = 0``); ``rounds`` is E;
     ``fol`` holds :class:`FOLConfig` overrides (e.g. ``max_neighbours``);
     ``method_options`` the options of ``dense`` / ``co-boosting`` / ``fedavg``;
-    ``methods`` the method groups run (:data:`METHOD_GROUPS`, all by default);
+    ``methods`` the method groups run (of :data:`METHOD_GROUPS`; by default
+    :data:`DEFAULT_GROUPS`, all but ``nbr-pooled-ft``);
     ``splits`` the split folders pooled from an ``imagefolder:PATH`` laid out by split
     first (``PATH/<split>/<class>/``; empty: none, the folder is ``PATH/<class>/``)."""
 
