@@ -101,9 +101,10 @@ def parse_node_data(text: str, root: str | None = None, where: str = "--data") -
     text = text.strip()
     if not text:  # an unset variable in --data "$DIR": not the current folder
         raise ConfigError(f"{where} is empty; expected {NODE_DATA_HELP[len('node data: '):]}")
-    if "=" not in text or _is_folder(text):  # a folder may have '=' in its name (run=1/)
+    folder = _is_folder(text)
+    if "=" not in text or folder:  # a folder may have '=' in its name (run=1/)
         path = Path(text)
-        if not _is_folder(text):
+        if not folder:
             raise ConfigError(f"{where} {shown(text)}: not a folder and not key=value pairs ({NODE_DATA_HELP})")
         return NodeDataSpec(dataset="imagefolder", path=str(path), partition="all", per_node=None, root=root)
     known = {f.name for f in dataclasses.fields(NodeDataSpec)}
