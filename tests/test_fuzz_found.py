@@ -179,3 +179,19 @@ def test_an_address_port_with_leading_zeros_is_taken_as_before(address: str) -> 
         check_address("tcp://h:00065536", "peers[0].address")
     with pytest.raises(ConfigError, match=r"^peers\[0\]\.address is 'tcp://h:0{20,}\.\.\.; expected"):
         check_address("tcp://h:" + "0" * 5000, "peers[0].address")
+
+
+def test_an_image_folder_name_the_file_system_refuses_is_one_short_line(tmp_path: Path) -> None:
+    """``imagefolder`` with a path longer than the file system takes: ``Path.exists()`` raised
+    OSError (File name too long), which the CLI wrote with the 5,000-character name whole."""
+    from fol.cli import main
+    from fol.data.registry import image_folder_path
+    from fol.errors import DataError
+
+    name = "a" * 5000
+    with pytest.raises(DataError, match="^image folder 'a+\\.\\.\\.: not a name this file system takes") as err:
+        image_folder_path(name, None)
+    _one_line(str(err.value))
+    out = tmp_path / "m.safetensors"
+    assert main(["pretrain", "--data", f"dataset=imagefolder,path={name}", "--out", str(out)]) == 2
+    assert not out.exists()

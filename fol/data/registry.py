@@ -38,6 +38,7 @@ from fol.data.synthetic import make_synthetic
 from fol.defaults import check_band_options
 from fol.errors import ConfigError, DataError
 from swarmbase.cli import printable
+from swarmbase.tomlcheck import shown
 
 __all__ = ["load_dataset", "check_dataset", "dataset_accepts", "dataset_names", "describe", "SYNTHETIC_DEFAULT_SIZE",
            "image_folder_path"]
@@ -71,8 +72,11 @@ def image_folder_path(path: str | Path, root: str | Path | None) -> Path:
     default :func:`~fol.data.loaders.default_data_root`); a folder found in
     neither is named under a given root, else as given."""
     p = Path(path).expanduser()
-    if p.is_absolute() or p.exists():
-        return p
+    try:
+        if p.is_absolute() or p.exists():
+            return p
+    except OSError as exc:  # a name the file system refuses (too long): no folder of that name exists
+        raise DataError(f"image folder {shown(str(p))}: not a name this file system takes ({exc.strerror})") from None
     under = (Path(root).expanduser() if root is not None else loaders.default_data_root()) / p
     return under if root is not None or under.exists() else p
 
