@@ -1,5 +1,6 @@
 """``fol contacts <scenario.toml> [--out DIR]``: windows, summary, CSV and PNG;
-optionally CZML (Cesium), ION / HDTN contact plans and the orbits as OMM, TLE or OEM.
+optionally CZML (Cesium), ION / HDTN contact plans and the orbits as OMM, TLE or OEM
+(OMM in JSON, CSV, NDM/XML or KVN, OEM in KVN or NDM/XML: ``--orbits-format``).
 
 The lead wires :func:`add_contacts_parser` / :func:`run_contacts` into
 ``fol/cli.py``; ``python -m contact_sim.cli`` runs it standalone.
@@ -13,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from orbits import OrbitError
-from orbits.oem import DEFAULT_OEM_STEP_S, EXPORT_FRAMES, MAX_OEM_POINTS, MIN_OEM_STEP_S
+from orbits import OMM_FORMATS, OrbitError
+from orbits.oem import DEFAULT_OEM_STEP_S, EXPORT_FRAMES, MAX_OEM_POINTS, MIN_OEM_STEP_S, OEM_FORMATS
 from swarmbase.cli import path_argument, printable, run_command
 from swarmbase.fileio import check_output_dir, check_output_file, staged_outputs
 from swarmbase.units import format_bytes
@@ -23,6 +24,33 @@ from .errors import ContactError
 
 log = logging.getLogger(__name__)
 
+#: The file each ``--export-orbits`` writes, by ``--orbits-format`` (the first layout is the default): its
+#: extension names the layout, which is how :func:`orbits.read_omm` and :func:`orbits.read_oem` (so a scenario's
+#: ``kind = "omm"`` / ``"oem"``) tell it; a KVN OEM keeps the ``.oem`` name OEM tools give it. TLE has one layout.
+ORBIT_FILES: dict[str, dict[str, str]] = {
+    "omm": {fmt: f"orbits.omm.{fmt}" for fmt in OMM_FORMATS},
+    "tle": {"tle": "orbits.tle"},
+    "oem": {fmt: "orbits.oem" if fmt == "kvn" else f"orbits.oem.{fmt}" for fmt in OEM_FORMATS},
+}
+#: ``--orbits-format`` values: every layout of OMM or OEM export.
+ORBIT_FORMATS = tuple(dict.fromkeys(fmt for kind in ("omm", "oem") for fmt in ORBIT_FILES[kind]))
+
+
+def orbits_layout(export: str, fmt: str | None) -> tuple[str, str]:
+    """The layout and file name of ``--export-orbits export`` in ``--orbits-format fmt`` (``None``: the
+    default, JSON for OMM and KVN for OEM); a layout the export does not write raises :class:`ContactError`.
+
+    >>> orbits_layout("oem", "xml"), orbits_layout("oem", None), orbits_layout("omm", None)
+    (('xml', 'orbits.oem.xml'), ('kvn', 'orbits.oem'), ('json', 'orbits.omm.json'))
+    """
+    files = ORBIT_FILES[export]
+    if fmt is None:
+        fmt = next(iter(files))
+    elif export == "tle":
+        raise ContactError("--orbits-format: only used with --export-orbits omm or oem (a TLE has one layout)")
+    elif fmt not in files:
+        raise ContactError(f"--orbits-format: --export-orbits {export} writes {' or '.join(files)}, got {fmt}")
+    return fmt, files[fmt]
 
 
 def _path(text: str) -> Path:
@@ -45,9 +73,14 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--ion", action="store_true",
                    help="also write contacts.ion (ION contact plan, bytes/s, node numbers in the header)")
     p.add_argument("--hdtn", action="store_true", help="also write contacts.hdtn.json (HDTN contact plan, bits/s)")
-    p.add_argument("--export-orbits", choices=("omm", "tle", "oem"), default=None,
+    p.add_argument("--export-orbits", choices=tuple(ORBIT_FILES), default=None,
                    help="also write the constellation as orbits.omm.json (CCSDS OMM) or orbits.tle (mean "
-                        "elements), or orbits.oem (CCSDS OEM: states over the horizon, any constellation kind)")
+                        "elements), or orbits.oem (CCSDS OEM: states over the horizon, any constellation kind); "
+                        "--orbits-format picks the OMM's or the OEM's layout")
+    p.add_argument("--orbits-format", choices=ORBIT_FORMATS, default=None,
+                   help="layout of --export-orbits omm (json, the default: orbits.omm.json; csv, xml (CCSDS NDM/XML) "
+                        "or kvn: orbits.omm.csv, .xml, .kvn) or oem (kvn, the default: orbits.oem; xml (CCSDS "
+                        "NDM/XML, which Orekit reads): orbits.oem.xml)")
     p.add_argument("--oem-step-s", type=float, default=None, metavar="SECONDS",
                    help=f"seconds between the states of --export-orbits oem (default {DEFAULT_OEM_STEP_S:g}; at "
                         f"least {MIN_OEM_STEP_S:g}, and at most {MAX_OEM_POINTS:,} states in all)")
@@ -108,10 +141,14 @@ def run_contacts(args: argparse.Namespace) -> int:
             raise ContactError("--oem-step-s: only used with --export-orbits oem")
         if args.oem_frame is not None and args.export_orbits != "oem":
             raise ContactError("--oem-frame: only used with --export-orbits oem")
-        if args.export_orbits == "oem":  # the number of states, from the numbers alone: before the search
+        if args.orbits_format is not None and args.export_orbits is None:
+            raise ContactError("--orbits-format: only used with --export-orbits omm or oem")
+        orbits_fmt, orbits_file = orbits_layout(args.export_orbits, args.orbits_format) if args.export_orbits \
+            else (None, None)
+        if args.export_orbits == "oem":  # the number of states (and bytes, by layout), from the numbers alone
             field = "--oem-step-s" if args.oem_step_s is not None else f"--oem-step-s (default {DEFAULT_OEM_STEP_S:g})"
             try:
-                check_oem_export(len(names), scenario.time.duration_s, oem_step_s, field)
+                check_oem_export(len(names), scenario.time.duration_s, oem_step_s, field, fmt=orbits_fmt)
             except OrbitError as exc:
                 raise ContactError(f"--export-orbits oem: {exc}") from None
         if args.export_orbits == "tle":  # a satellite with no TLE form: refused by --check, before the search
@@ -123,9 +160,9 @@ def run_contacts(args: argparse.Namespace) -> int:
         check_output_dir(out, ContactError, what="--out")
         outputs = {"contacts.csv": True, "contacts.json": args.json,
                    "contacts.png": not args.no_plot and scenario.plan_file is None, "contacts.czml": args.czml,
-                   "contacts.ion": args.ion, "contacts.hdtn.json": args.hdtn,
-                   "orbits.omm.json": args.export_orbits == "omm", "orbits.tle": args.export_orbits == "tle",
-                   "orbits.oem": args.export_orbits == "oem"}
+                   "contacts.ion": args.ion, "contacts.hdtn.json": args.hdtn}
+        if orbits_file is not None:
+            outputs[orbits_file] = True
         if out.is_dir():  # the files written there: not folders, before the window search
             for name in (name for name, wanted in outputs.items() if wanted):
                 check_output_file(out / name, ContactError, what="--out")
@@ -163,15 +200,16 @@ def run_contacts(args: argparse.Namespace) -> int:
             if args.hdtn:
                 written.append(write_hdtn(stage / "contacts.hdtn.json", plan))
             if args.export_orbits == "omm":
-                written.append(write_omm(stage / "orbits.omm.json", satellites))
+                written.append(write_omm(stage / orbits_file, satellites, fmt=orbits_fmt))
             elif args.export_orbits == "tle":
                 try:
-                    written.append(write_tle(stage / "orbits.tle", satellites))
+                    written.append(write_tle(stage / orbits_file, satellites))
                 except OrbitError as exc:
                     raise ContactError(f"--export-orbits tle: {exc}") from None
             elif args.export_orbits == "oem":  # an OEM source: its interpolated states, re-sampled
-                written.append(write_oem(stage / "orbits.oem", satellites, scenario.time.start,
-                                         scenario.time.duration_s, oem_step_s, frame=args.oem_frame or "TEME"))
+                written.append(write_oem(stage / orbits_file, satellites, scenario.time.start,
+                                         scenario.time.duration_s, oem_step_s, frame=args.oem_frame or "TEME",
+                                         fmt=orbits_fmt))
         written = [out / p.name for p in written]
     except OSError as exc:
         target = Path(exc.filename2 or exc.filename or out)  # os.replace names the temporary file first

@@ -157,6 +157,9 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "contacts --out DIR holding a folder orbits.omm.json": (
         lambda t: ["contacts", _walker_scenario(t), "--export-orbits", "omm", "--no-plot", "--out",
                    _out_with_folder(t, "orbits.omm.json")], "orbits.omm.json: is a folder"),
+    "contacts --out DIR holding a folder orbits.oem.xml": (
+        lambda t: ["contacts", _walker_scenario(t), "--export-orbits", "oem", "--orbits-format", "xml", "--no-plot",
+                   "--out", _out_with_folder(t, "orbits.oem.xml")], "orbits.oem.xml: is a folder"),
     "contacts DIR": (lambda t: ["contacts", _a_dir(t)], "is a directory"),
     # said OK at --check, and stopped only after the window search
     "contacts --czml of drones": (lambda t: ["contacts", str(EXAMPLES / "drone_contacts.toml"), "--czml", "--check",

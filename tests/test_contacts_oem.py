@@ -315,6 +315,73 @@ def test_an_oem_source_is_re_sampled_over_the_horizon(tmp_path: Path) -> None:
     assert err_m.max() * 1e3 < 0.5, err_m.max() * 1e3
 
 
+# measured: the two layouts carry the same decimals (km to 1e-6, km/s to 1e-9), so the XML export read back is the
+# KVN export's ephemeris to the last bit (epochs, positions, velocities, metadata; TEME and ITRF), and kind = "oem"
+# on either file gives the same 10 windows to the last bit
+@pytest.mark.parametrize("frame", ["TEME", "ITRF"])
+def test_orbits_format_xml_writes_the_states_of_the_kvn_export_in_ndm_xml(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], frame: str) -> None:
+    time = {"start": "2008-09-20T12:30:20Z", "step_s": 45.0}
+    scn = _scenario_file(tmp_path, f'kind = "tle"\ntle_file = "{EXAMPLES / "leo_oem.tle"}"',
+                         start='"2008-09-20T12:30:20Z"', step_s="45.0")
+    files = {}
+    for fmt, name in (("kvn", "orbits.oem"), ("xml", "orbits.oem.xml")):
+        out = tmp_path / fmt
+        layout = ["--orbits-format", "xml"] if fmt == "xml" else []  # KVN: the default
+        assert contacts_main(["contacts", str(scn), "--no-plot", "--export-orbits", "oem", *layout, "--oem-frame",
+                              frame, "--out", str(out)]) == 0
+        assert f"wrote      {out / name}" in capsys.readouterr().out
+        assert sorted(p.name for p in out.iterdir()) == ["contacts.csv", name]
+        files[fmt] = out / name
+    assert files["xml"].read_text().startswith('<?xml version="1.0" encoding="UTF-8"?>\n<oem id="CCSDS_OEM_VERS"')
+    assert files["kvn"].read_text().startswith("CCSDS_OEM_VERS = 2.0\n")
+    kvn, xml = read_oem(files["kvn"]), read_oem(files["xml"])
+    assert xml.names == kvn.names == ["ALPHA", "BRAVO", "CHARLIE"]
+    for a, b in zip(xml.segments, kvn.segments, strict=True):
+        assert (a.object_name, a.object_id, a.ref_frame, a.time_system, a.interpolation, a.degree, a.epoch0) == \
+               (b.object_name, b.object_id, frame, "UTC", "HERMITE", 5, b.epoch0)
+        assert a.epochs_s.size == 10800 // 60 + 1 and np.array_equal(a.epochs_s, b.epochs_s)
+        assert np.array_equal(a.pos_km, b.pos_km) and np.array_equal(a.vel_km_s, b.vel_km_s)
+    plans = {fmt: compute_contacts(_scenario({"kind": "oem", "oem_file": str(path)}, **time))
+             for fmt, path in files.items()}
+    a, b = plans["xml"].windows, plans["kvn"].windows
+    assert len(a) == len(b) >= 8
+    for column in ("a", "b", "t_start_s", "t_end_s"):
+        assert np.array_equal(getattr(a, column), getattr(b, column)), column
+
+
+def test_an_xml_export_that_fails_while_written_keeps_the_previous_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The disk fills half-way through orbits.oem.xml: one line naming the file, and the folder still holds the
+    previous run's orbits.oem.xml and contacts.csv, byte for byte, and no part of the new ones."""
+    import errno
+
+    import orbits.oem
+
+    scn = _scenario_file(tmp_path, f'kind = "tle"\ntle_file = "{EXAMPLES / "leo_oem.tle"}"', duration_s="600.0")
+    out = tmp_path / "out"
+    argv = ["contacts", str(scn), "--no-plot", "--export-orbits", "oem", "--orbits-format", "xml", "--out", str(out)]
+    assert contacts_main(argv) == 0
+    capsys.readouterr()
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(before) == {"contacts.csv", "orbits.oem.xml"}
+    states_text, calls = orbits.oem._states_text, []
+
+    def full(fmt, epochs, states):
+        calls.append(len(epochs))  # check_oem_export sizes one state; each satellite's are written at once
+        if len(epochs) > 1 and calls.count(len(epochs)) > 1:  # the first satellite's written, then a full disk
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return states_text(fmt, epochs, states)
+
+    monkeypatch.setattr(orbits.oem, "_states_text", full)
+    (tmp_path / "scenario.toml").write_text(scn.read_text().replace("duration_s = 600.0", "duration_s = 900.0"))
+    assert contacts_main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "orbits.oem.xml" in err[0] and "No space left on device" in err[0], err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert calls.count(16) == 2  # 900 s at 60 s: the second satellite's 16 states were refused
+
+
 @pytest.mark.parametrize("options, message", [
     (["--export-orbits", "oem", "--oem-step-s", "0"],
      "--export-orbits oem: --oem-step-s: expected a step of at least 0.001 s, got 0.0"),
@@ -324,7 +391,17 @@ def test_an_oem_source_is_re_sampled_over_the_horizon(tmp_path: Path) -> None:
     (["--export-orbits", "omm", "--oem-step-s", "30"], "--oem-step-s: only used with --export-orbits oem"),
     (["--export-orbits", "omm", "--oem-frame", "EME2000"], "--oem-frame: only used with --export-orbits oem"),
     (["--oem-frame", "GCRF"], "--oem-frame: only used with --export-orbits oem"),
-], ids=["zero", "too-many-states", "without-the-oem-export", "frame-with-omm", "frame-without-an-export"])
+    (["--orbits-format", "xml"], "--orbits-format: only used with --export-orbits omm or oem"),
+    (["--export-orbits", "tle", "--orbits-format", "kvn"],
+     "--orbits-format: only used with --export-orbits omm or oem (a TLE has one layout)"),
+    (["--export-orbits", "oem", "--orbits-format", "json"],
+     "--orbits-format: --export-orbits oem writes kvn or xml, got json"),
+    # 3 x 120,001 states: 360,003 data lines, which KVN holds in 64 MiB and XML's longer state vectors do not
+    (["--export-orbits", "oem", "--orbits-format", "xml", "--oem-step-s", "0.09"],
+     "--export-orbits oem: --oem-step-s: 3 objects x 120,001 states make an OEM of more than 72,002,085 bytes, "
+     "past the 67,108,864 read_oem reads; export fewer satellites"),
+], ids=["zero", "too-many-states", "without-the-oem-export", "frame-with-omm", "frame-without-an-export",
+        "format-without-an-export", "format-with-tle", "omm-format-with-oem", "xml-past-the-bytes-read"])
 @pytest.mark.parametrize("check", [["--check"], []], ids=["check", "run"])
 def test_a_bad_oem_step_or_frame_is_refused_in_one_line_before_the_search(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], options: list[str],
@@ -363,6 +440,19 @@ def test_a_frame_oem_frame_does_not_write_is_argparses_one_line(tmp_path: Path,
     # repr(), since a change of 2024 to its 'invalid choice' line, in 3.12 and 3.13 patch releases)
     choices = ", ".join(f"'?{frame}'?" for frame in ("TEME", "EME2000", "GCRF", "ICRF", "ITRF"))
     assert re.fullmatch(rf"contact_sim contacts: error: argument --oem-frame: invalid choice: 'ITRF2014' "
+                        rf"\(choose from {choices}\)", err.strip().splitlines()[-1]), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_layout_no_export_writes_is_argparses_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scn = _scenario_file(tmp_path, f'kind = "tle"\ntle_file = "{EXAMPLES / "leo_oem.tle"}"')
+    with pytest.raises(SystemExit) as exc:
+        contacts_main(["contacts", str(scn), "--export-orbits", "oem", "--orbits-format", "ndm", "--out",
+                       str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "Traceback" not in err
+    choices = ", ".join(f"'?{fmt}'?" for fmt in ("json", "csv", "xml", "kvn"))  # quoted or not: see above
+    assert re.fullmatch(rf"contact_sim contacts: error: argument --orbits-format: invalid choice: 'ndm' "
                         rf"\(choose from {choices}\)", err.strip().splitlines()[-1]), err
     assert not (tmp_path / "out").exists()
 

@@ -260,6 +260,31 @@ def test_scenario_kind_omm_and_cli_export(tmp_path: Path, capsys, monkeypatch: p
     assert not (tmp_path / "t").exists()
 
 
+@pytest.mark.parametrize("fmt", ["csv", "xml", "kvn"])
+def test_fol_contacts_writes_the_omm_in_the_layout_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         fmt: str) -> None:
+    """--orbits-format csv / xml / kvn writes orbits.omm.<fmt>, which read_omm (so kind = "omm") takes by its name
+    and reads back to the elements of the default JSON export: the same names, six-digit catalog numbers and
+    positions, to the last bit."""
+    c = walker_delta(4, 2, 1, 550.0, 53.0, "2026-08-01T00:00:00Z")
+    c.catalog_numbers = list(range(400001, 400005))
+    (tmp_path / "shell.json").write_text(format_omm(c, "json"))
+    scn = tmp_path / "scn.toml"
+    scn.write_text('[constellation]\nkind = "omm"\nomm_file = "shell.json"\n[time]\nstart = "2026-08-01T00:00:00Z"\n'
+                   'duration_s = 600.0\n[link]\nmax_range_km = 5000.0\n')
+    for layout, out in (([], tmp_path / "json"), (["--orbits-format", fmt], tmp_path / fmt)):
+        assert contacts_main(["contacts", str(scn), "--no-plot", "--export-orbits", "omm", *layout,
+                              "--out", str(out)]) == 0
+    name = f"orbits.omm.{fmt}"
+    assert f"wrote      {tmp_path / fmt / name}" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / fmt).iterdir()) == ["contacts.csv", name]
+    got, default = read_omm(tmp_path / fmt / name), read_omm(tmp_path / "json" / "orbits.omm.json")
+    assert parse_omm_text((tmp_path / fmt / name).read_text(), fmt).names == c.names  # that layout's text
+    assert got.names == default.names == c.names and got.catalog_numbers == c.catalog_numbers
+    offsets = np.arange(0.0, 86400.0, 617.0)
+    assert np.array_equal(propagate_offsets(got, c.epoch, offsets)[0], propagate_offsets(default, c.epoch, offsets)[0])
+
+
 @pytest.mark.parametrize("group", ["metadata", "meanElements", "tleParameters"])
 def test_omm_xml_segment_missing_a_group_is_one_line(tmp_path: Path, group: str) -> None:
     """A segment whose metadata, meanElements or tleParameters is absent made sgp4's parse_xml
