@@ -274,7 +274,8 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
                     "every node, but "
                     f"models gives {', '.join(sorted(set(archs)))}; drop {name!r} or use one architecture")
 
-        if scn.run.ray_address and scn.run.executor != "ray":  # it would be ignored: the run would not use Ray
+        # it would be ignored: the run would not use Ray (an empty address too: it is not taken as absent)
+        if scn.run.ray_address is not None and scn.run.executor != "ray":
             raise ConfigError(f"run.ray_address (or --ray-address) {shown(scn.run.ray_address)} only applies to the "
                               f"ray executor, but run.executor (or --executor) is {shown(scn.run.executor)}; "
                               "use executor 'ray' or drop the address")
