@@ -13,7 +13,7 @@
   without the optional extras, as in a base install;
 - every ``fol`` and ``python benchmarks/...`` command of ``README.md``, and every
   ``python benchmarks/...`` command of the pages of measured results
-  (``docs/results.md``, ``evaluation.md``, ``protocol.md``, ``baselines.md``), names a
+  (``docs/results.md``, ``evaluation.md``, ``protocol.md``, ``baselines.md``, ``scale.md``), names a
   sub-command or script and options that exist (parsed, never run), and
   ``.ci/run`` runs the README's install-and-test command;
 - the README's architecture, documentation and baselines tables and its demo
@@ -1333,11 +1333,14 @@ def test_protocol_page_states_the_code_settings(monkeypatch: pytest.MonkeyPatch,
 #: The measured results the README's "Numbers" section held: the commands of every script they ran.
 RESULTS_SCRIPTS = {"paper_tables", "select_fol_config", "compare_methods", "fol_node_time", "calibrate_synthetic",
                    "simulate_scale", "model_zoo"}
+#: The scripts docs/scale.md measures with (its sections 1, 2 and 4 and their dated measurements).
+SCALE_SCRIPTS = {"contacts_scale", "simulate_scale", "load_memory", "fol_node_time"}
 
 
 @pytest.mark.parametrize("page, least, scripts", [("evaluation.md", 10, set()), ("protocol.md", 10, set()),
-                                                  ("baselines.md", 10, set()), ("results.md", 100, RESULTS_SCRIPTS)],
-                         ids=["evaluation.md", "protocol.md", "baselines.md", "results.md"])
+                                                  ("baselines.md", 10, set()), ("results.md", 100, RESULTS_SCRIPTS),
+                                                  ("scale.md", 20, SCALE_SCRIPTS)],
+                         ids=["evaluation.md", "protocol.md", "baselines.md", "results.md", "scale.md"])
 def test_evaluation_pages_benchmark_commands_exist_with_their_flags(monkeypatch: pytest.MonkeyPatch,
                                                                     benchmark_script, page: str, least: int,
                                                                     scripts: set[str]) -> None:
