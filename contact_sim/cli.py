@@ -88,7 +88,8 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
                    help="REF_FRAME of --export-orbits oem: TEME (default, SGP4's frame, as computed); GCRF or ICRF "
                         "(GCRS axes) or EME2000 (J2000 mean equator and equinox: GCRS turned by the 23 mas frame "
                         "bias), for tools that do not read TEME; or ITRF (Earth-fixed, Skyfield's ITRS, velocities "
-                        "relative to the Earth), for ground-station tools")
+                        "relative to the Earth; polar motion from the scenario's [time] iers_finals when given), for "
+                        "ground-station tools")
     p.add_argument("--check", action="store_true",
                    help="only validate the scenario and the files it names (seconds) and exit")
     p.set_defaults(func=run_contacts, prog=p.prog)
@@ -117,7 +118,7 @@ def run_contacts(args: argparse.Namespace) -> int:
     from .dtn import write_hdtn, write_ion
     from .plotting import plot_contacts
     from .scenario import (build_trajectories, check_contact_scenario, load_contact_scenario,
-                           load_plan_file, plan_from_trajectories)
+                           load_plan_file, load_polar_motion, plan_from_trajectories)
 
     try:
         if args.workers < 1:
@@ -209,7 +210,7 @@ def run_contacts(args: argparse.Namespace) -> int:
             elif args.export_orbits == "oem":  # an OEM source: its interpolated states, re-sampled
                 written.append(write_oem(stage / orbits_file, satellites, scenario.time.start,
                                          scenario.time.duration_s, oem_step_s, frame=args.oem_frame or "TEME",
-                                         fmt=orbits_fmt))
+                                         fmt=orbits_fmt, polar_motion=load_polar_motion(scenario)))
         written = [out / p.name for p in written]
     except OSError as exc:
         target = Path(exc.filename2 or exc.filename or out)  # os.replace names the temporary file first

@@ -39,6 +39,7 @@ Sections owned here (every key checked; unknown keys are errors)::
     start = "2025-01-01T00:00:00Z"   # defaults to the constellation epoch
     duration_s = 86400.0
     step_s = 60.0              # screening grid; edges are refined inside cells
+    # iers_finals = "finals2000A.all"  # [constellation] only: polar motion (orbits.iers) for OEM states in ITRF
 
     [link]
     model = "constant"         # or "shannon" (see contact_sim.link)
@@ -86,6 +87,7 @@ import numpy as np
 
 from orbits import (Constellation, Ephemeris, OrbitError, check_walker, orbital_planes, parse_utc, read_oem, read_omm,
                     read_tle, walker_delta, walker_star)
+from orbits.iers import PolarMotion, read_iers_finals
 from orbits.sunlight import check_sunlight_span, check_sunlight_steps, eclipse_intervals, ephemeris
 from swarmbase.tomlcheck import Table, check_name_length, is_finite_number, read_toml, shown
 
@@ -116,7 +118,7 @@ FILE_KINDS = ("tle", "omm", "oem")
 _DRONE_KEYS = {"count", "area_km", "speed_m_s", "altitude_km", "pause_s", "seed", "radio_range_km",
                "waypoints_csv", "missions", "origin_lat_deg", "origin_lon_deg", "origin_alt_m"}
 _STATION_KEYS = {"name", "lat_deg", "lon_deg", "elevation_m"}
-_TIME_KEYS = {"start", "duration_s", "step_s"}
+_TIME_KEYS = {"start", "duration_s", "step_s", "iers_finals"}
 _LINK_KEYS = {"model", "rate_bps", "max_range_km", "grazing_altitude_km", "acquisition_s",
               "min_elevation_deg", "station_max_range_km", "tx_power_dbw", "tx_gain_dbi",
               "rx_gain_dbi", "frequency_hz", "bandwidth_hz", "noise_temperature_k", "losses_db",
@@ -164,6 +166,7 @@ class TimeConfig:
     start: _dt.datetime | None
     duration_s: float
     step_s: float = 60.0
+    iers_finals: Path | None = None
 
 
 @dataclass
@@ -190,6 +193,8 @@ class ContactScenario:
     plan_file: Path | None = None
     energy: EnergyModel | None = None
     sunlight_step_s: float = 60.0
+    #: ``time.iers_finals`` once read (:func:`load_polar_motion`).
+    _polar_motion: PolarMotion | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def kind(self) -> str:
@@ -356,7 +361,10 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
         raise ContactError("time.step_s: not used with [contacts] plan_file (the plan lists the windows; "
                            "no grid is searched)")
     default_step = min(60.0, duration_s)  # a run shorter than a minute searches one cell, not a refused grid
-    time = TimeConfig(start, duration_s, t.num("step_s", default_step, positive=True))
+    time = TimeConfig(start, duration_s, t.num("step_s", default_step, positive=True), t.path("iers_finals", base_dir))
+    if time.iers_finals is not None and constellation is None:  # it would be ignored
+        raise ContactError("time.iers_finals: only used with a [constellation] (polar motion turns satellites' "
+                           "Earth-fixed ITRF states; drones and the nodes of an imported plan have none)")
     if time.step_s > time.duration_s:
         raise ContactError(f"time.step_s: {time.step_s} s exceeds time.duration_s ({time.duration_s} s)")
 
@@ -502,21 +510,39 @@ def round_boundaries(scenario: ContactScenario) -> np.ndarray:
     return np.linspace(0.0, horizon, n + 1)
 
 
+def load_polar_motion(scenario: ContactScenario) -> PolarMotion | None:
+    """The polar motion of ``[time] iers_finals`` (None without it), read once per scenario and checked to cover
+    the horizon (``time.start`` .. ``+ duration_s``): an OEM's ITRF states are turned into TEME with it
+    (:func:`build_constellation`), and ``fol contacts --export-orbits oem --oem-frame ITRF`` writes with it."""
+    if scenario.time.iers_finals is None:
+        return None
+    if scenario._polar_motion is None:
+        try:
+            polar_motion = read_iers_finals(scenario.time.iers_finals)
+            polar_motion.check_covers(scenario.time.start, scenario.time.duration_s, "time.iers_finals")
+        except OrbitError as exc:
+            raise ContactError(str(exc)) from None
+        scenario._polar_motion = polar_motion
+    return scenario._polar_motion
+
+
 def build_constellation(scenario: ContactScenario) -> Constellation | Ephemeris:
     """The scenario's satellites: mean elements (Walker shell, TLE file or OMM file) or the states of an OEM
-    file, whose useable spans must hold the horizon (checked here, before anything is propagated). Both
-    go to :func:`orbits.propagate_offsets` and :func:`orbits.sunlight.eclipse_intervals`; only element
-    sets have ``satrecs`` (TLE/OMM export) and, for Walker shells, orbital planes."""
+    file, whose useable spans must hold the horizon (checked here, before anything is propagated; its ITRF
+    states turned with the polar motion of ``[time] iers_finals`` when given, which is read and checked here
+    for every kind). Both go to :func:`orbits.propagate_offsets` and :func:`orbits.sunlight.eclipse_intervals`;
+    only element sets have ``satrecs`` (TLE/OMM export) and, for Walker shells, orbital planes."""
     c = scenario.constellation
     if c is None:
         raise ContactError("scenario has no [constellation]")
+    polar_motion = load_polar_motion(scenario)
     try:
         if c.kind == "tle":
             return read_tle(c.tle_file)
         if c.kind == "omm":
             return read_omm(c.omm_file)
         if c.kind == "oem":
-            eph = read_oem(c.oem_file)
+            eph = read_oem(c.oem_file, polar_motion=polar_motion)
             eph.check_covers(scenario.time.start, scenario.time.duration_s, "time")
             return eph
         build = walker_delta if c.kind == "walker-delta" else walker_star

@@ -13,6 +13,7 @@ from .groundtrack import (GroundTrack, geodetic_from_itrs, ground_points_itrs, g
 from .propagation import PLANE_TOLERANCE_DEG, orbital_planes, propagate, propagate_offsets, propagate_pairs
 from .timeutil import (julian_date, julian_dates, parse_utc, sgp4_epoch_days, skyfield_times, timescale,
                        utc_offset_s)
+from .iers import PolarMotion, read_iers_finals
 from .oem import Ephemeris, OemSegment, check_oem_export, parse_oem_text, read_oem, write_oem
 from .omm import OMM_FORMATS, format_omm, omm_records, parse_omm_text, read_omm, write_omm
 from .sunlight import eclipse_intervals, sunlit_samples
@@ -27,6 +28,7 @@ __all__ = [
     "swath_half_angle_rad", "teme_to_itrs", "teme_to_itrs_matrices", "timescale",
     "tle_checksum", "utc_offset_s", "walker", "walker_delta", "walker_star", "write_tle",
     "Ephemeris", "OemSegment", "check_oem_export", "parse_oem_text", "read_oem", "write_oem",
+    "PolarMotion", "read_iers_finals",
     "OMM_FORMATS", "format_omm", "omm_records", "parse_omm_text", "read_omm", "write_omm",
     "eclipse_intervals", "sunlit_samples", "PLANE_TOLERANCE_DEG", "orbital_planes",
 ]

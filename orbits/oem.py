@@ -34,7 +34,8 @@ Frames: ``CENTER_NAME = EARTH`` only; ``REF_FRAME`` TEME, GCRF or ICRF (GCRS axe
 equator and equinox of J2000: GCRS axes turned by the 23 mas frame bias, Skyfield's
 ``framelib.ICRS_to_J2000``; up to 0.76 m in LEO, down to none along the bias's axis, 0.45 to 0.76 m for
 ``examples/leo_oem.tle``'s satellites; up to 4.7 m at GEO) or ITRF (ITRF2000, ITRF-93, ITRF-97 and the later
-ITRF20xx realisations, Earth-fixed, taken as Skyfield's ITRS). Time systems: UTC, TT, TAI and GPS (converted
+ITRF20xx realisations, Earth-fixed, taken as Skyfield's ITRS, with the polar motion of an IERS finals file when
+one is given, :class:`orbits.iers.PolarMotion`, else without). Time systems: UTC, TT, TAI and GPS (converted
 to UTC with Skyfield's leap-second table; a segment in TT, TAI or GPS may not span a leap second).
 
 Example:
@@ -82,6 +83,7 @@ from swarmbase.xmlguard import refuse_doctype
 from .constants import EARTH_ROTATION_RAD_S
 from .constellation import Constellation
 from .errors import OrbitError
+from .iers import PolarMotion
 from .omm import _KVN_LINE, kvn_start, omm_records
 from .propagation import propagate_offsets
 from .timeutil import ccsds_datetime, parse_utc, skyfield_times, utc_offset_s
@@ -217,6 +219,8 @@ class Ephemeris:
     segments: list[OemSegment]
     source: str = "<text>"
     names: list[str] = field(default_factory=list)
+    #: The polar motion its ITRF segments are turned into TEME with (None: Skyfield's ITRS without it).
+    polar_motion: PolarMotion | None = None
 
     def __post_init__(self) -> None:
         if not self.names:
@@ -233,7 +237,8 @@ class Ephemeris:
         ``(n_objects, n_times, 3)``, as :func:`orbits.propagate_offsets` returns them (which takes an
         :class:`Ephemeris` too). Velocities are the interpolant's derivative, rotated as the positions are;
         from ITRF the Earth's rotation is added (``omega x r``, as for ground stations); the inertial frames'
-        slow precession (under 1e-7 km/s) is not."""
+        slow precession (under 1e-7 km/s) is not. ITRF states are turned with :attr:`polar_motion` when it is
+        set, and a time it does not cover is refused (:meth:`orbits.iers.PolarMotion.check_covers`)."""
         start = parse_utc(start, field="start")
         offsets = np.asarray(offsets_s, dtype=float).ravel()
         if not np.isfinite(offsets).all():
@@ -251,7 +256,7 @@ class Ephemeris:
             r, v = s.interpolate_states(t[sel])
             if s.ref_frame != "TEME":
                 if s.ref_frame not in rotations:
-                    rotations[s.ref_frame] = _to_teme_matrices(s.ref_frame, start, offsets)
+                    rotations[s.ref_frame] = _to_teme_matrices(s.ref_frame, start, offsets, self.polar_motion)
                 r = np.einsum("nij,nj->ni", rotations[s.ref_frame][sel], r)
                 v = np.einsum("nij,nj->ni", rotations[s.ref_frame][sel], v)
                 if s.ref_frame in ITRF_FRAMES:  # Earth-fixed: the frame turns under the satellite
@@ -303,20 +308,26 @@ def _iso(epoch0: _dt.datetime, seconds: float) -> str:
 _ROTATION_CHUNK = 2_048
 
 
-def _to_teme_matrices(frame: str, start: _dt.datetime, offsets: np.ndarray) -> np.ndarray:
+def _to_teme_matrices(frame: str, start: _dt.datetime, offsets: np.ndarray,
+                      polar_motion: PolarMotion | None = None) -> np.ndarray:
     """Rotations ``frame`` -> TEME at ``start + offsets`` (UTC), ``(n, 3, 3)``, computed
     :data:`_ROTATION_CHUNK` times at a time so that memory stays bounded: GCRF and ICRF (GCRS axes) by
     Skyfield's ``TEME`` frame; EME2000, the mean equator and equinox of J2000, by the same after the frame
     bias is undone (the transpose of Skyfield's ``framelib.ICRS_to_J2000``, 23 mas); an ITRF by the transpose
-    of TEME -> ITRS (Skyfield's ``itrs``). Their transposes turn TEME into ``frame``."""
+    of TEME -> ITRS (Skyfield's ``itrs``; with ``polar_motion``, on its time scale, which adds it, once its file
+    is checked to cover the times). Their transposes turn TEME into ``frame``."""
     from skyfield.framelib import ICRS_to_J2000
 
     from .groundtrack import gcrs_to_teme_matrices, teme_to_itrs_matrices
 
     offsets = np.asarray(offsets, dtype=float).ravel()
+    ts = None
+    if polar_motion is not None and frame in ITRF_FRAMES:
+        polar_motion.check_times(start, offsets, f"{frame} states")
+        ts = polar_motion.timescale
     out = np.empty((offsets.size, 3, 3))
     for lo in range(0, offsets.size, _ROTATION_CHUNK):
-        t = skyfield_times(start, offsets[lo:lo + _ROTATION_CHUNK])
+        t = skyfield_times(start, offsets[lo:lo + _ROTATION_CHUNK], ts)
         if frame in ITRF_FRAMES:
             out[lo:lo + _ROTATION_CHUNK] = teme_to_itrs_matrices(t).transpose(0, 2, 1)
         elif frame == "EME2000":  # J2000 -> GCRS axes (B^T), then GCRS -> TEME
@@ -819,11 +830,14 @@ def parse_oem_text(text: str, source: str = "<text>") -> Ephemeris:
     return (_XmlReader if oem_format(source, text) == "xml" else _Reader)(text, source).read()
 
 
-def read_oem(path: str | Path) -> Ephemeris:
+def read_oem(path: str | Path, polar_motion: PolarMotion | None = None) -> Ephemeris:
     """Read an OEM file, KVN or NDM/XML (at most :data:`MAX_OEM_BYTES`, checked before it is read, and
-    :data:`MAX_OEM_POINTS` states)."""
+    :data:`MAX_OEM_POINTS` states); its ITRF segments are turned into TEME with ``polar_motion``
+    (:attr:`Ephemeris.polar_motion`) when it is given."""
     path = Path(path)
-    return parse_oem_text(read_text_file(path, OrbitError, "OEM file", MAX_OEM_BYTES), str(path))
+    eph = parse_oem_text(read_text_file(path, OrbitError, "OEM file", MAX_OEM_BYTES), str(path))
+    eph.polar_motion = polar_motion
+    return eph
 
 
 #: Seconds between the states :func:`write_oem` writes unless told otherwise (``fol contacts --oem-step-s``):
@@ -925,7 +939,7 @@ def check_oem_export(n_objects: int, duration_s: float, step_s: float, field: st
 
 def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_s: float,
               step_s: float = DEFAULT_OEM_STEP_S, originator: str = "fol-swarm", frame: str = "TEME",
-              fmt: str | None = None) -> Path:
+              fmt: str | None = None, polar_motion: PolarMotion | None = None) -> Path:
     """Write the states of ``satellites`` (a :class:`~orbits.constellation.Constellation`, propagated by SGP4,
     or an :class:`Ephemeris`, whose interpolated states are re-sampled) from ``start`` over ``duration_s``
     every ``step_s`` seconds (and at the end) as one OEM file, one segment per satellite, in the
@@ -957,11 +971,14 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
       rotation, ``v_itrf = M (v - omega x r)`` (``M`` TEME -> ITRS), which is Skyfield's own
       ``frame_xyz_and_velocity(itrs)`` to the rounding of the decimals written (0.81 mm) and 0.058 mm/s (the
       reader's rate :data:`~orbits.constants.EARTH_ROTATION_RAD_S` against Skyfield's ``ANGVEL``, times ``r``),
-      measured for the satellites of ``examples/leo_oem.tle`` over 3 h (``tests/test_orbits_oem.py``). Written as
-      plain ``ITRF``, no realisation: Skyfield's ITRS here has no polar motion (up to about 0.5 arcsec: up to
-      16 m in LEO), which is far more than the millimetres between ITRF2014 and ITRF2020, so naming one would
-      claim an accuracy the states do not have; Orekit reads ``ITRF`` as its latest ITRF, STK as Earth-fixed,
-      and this reader as every ITRF realisation, Skyfield's ITRS.
+      measured for the satellites of ``examples/leo_oem.tle`` over 3 h (``tests/test_orbits_oem.py``). Without
+      ``polar_motion`` Skyfield's ITRS has no polar motion (up to about 0.5 arcsec: up to 16 m in LEO); with it
+      (:func:`orbits.iers.read_iers_finals`, a file covering the horizon, else one :class:`OrbitError` line
+      before anything is propagated) the positions are Skyfield's ``itrs`` with that table installed
+      (``tests/test_orbits_iers.py``), and the velocity's ``omega x r`` is still taken about TEME's pole, the
+      Earth's axis of rotation, which polar motion tilts against ITRS's. Written as plain ``ITRF``, no
+      realisation; Orekit reads ``ITRF`` as its latest ITRF, STK as Earth-fixed, and this reader as every ITRF
+      realisation, Skyfield's ITRS. ``polar_motion`` turns ITRF states only.
 
     Velocities in the inertial frames are turned by the positions' matrix: the rate at which TEME's axes
     turn against GCRS (precession and nutation, 7.1e-12 rad/s) times ``r`` is left out, 6.0e-8 km/s in LEO
@@ -996,6 +1013,11 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
     duration_s = float(duration_s)
     names = list(satellites.names)
     check_oem_export(len(names), duration_s, float(step_s), fmt=fmt)
+    polar_note = "no polar motion"
+    if polar_motion is not None and frame in ITRF_FRAMES:  # the horizon inside the file, before any propagation
+        polar_motion.check_covers(start, duration_s, f"{frame} states")
+        name = Path(polar_motion.source).name
+        polar_note = f"polar motion of {name if name.isprintable() else 'an IERS finals file'}"
     if isinstance(satellites, Constellation):
         ids = [str(rec["OBJECT_ID"]) for rec in omm_records(satellites)]
         source = "SGP4 states of the mean elements"
@@ -1013,7 +1035,7 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
     offsets = oem_offsets_s(duration_s, float(step_s))
     r, v = propagate_offsets(satellites, start, offsets)
     if frame != "TEME":  # the transpose of the reader's frame -> TEME rotation, r and v alike
-        to_frame = _to_teme_matrices(frame, start, offsets).transpose(0, 2, 1)
+        to_frame = _to_teme_matrices(frame, start, offsets, polar_motion).transpose(0, 2, 1)
         if frame in ITRF_FRAMES:  # Earth-fixed: the reader's omega x r taken out (its exact inverse)
             v = v - np.cross([0.0, 0.0, EARTH_ROTATION_RAD_S], r)
         r, v = np.einsum("nij,snj->sni", to_frame, r), np.einsum("nij,snj->sni", to_frame, v)
@@ -1033,7 +1055,7 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
         note = {"TEME": [],
                 "EME2000": ["rotated from TEME onto GCRS axes, then by the 23 mas frame bias onto the mean equator "
                             "and equinox of J2000, velocities by the same matrices"],
-                "ITRF": ["rotated from TEME into Skyfield's ITRS (no polar motion); velocities relative to the Earth "
+                "ITRF": [f"rotated from TEME into Skyfield's ITRS ({polar_note}); velocities relative to the Earth "
                          "(omega x r taken out)"]}.get(frame, ["rotated from TEME onto GCRS axes, velocities by the "
                                                               "same matrix"])
         head, foot = _message_text(fmt, [f"{frame} states ({source}), km and km/s"] + note, created, originator)

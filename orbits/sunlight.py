@@ -73,7 +73,8 @@ class _EphemerisSatellite:
 
     def __init__(self, eph: Ephemeris, name: str, start: _dt.datetime) -> None:
         self.eph = Ephemeris(eph.version, eph.creation_date, eph.originator,
-                             [s for s in eph.segments if s.object_name == name], eph.source)
+                             [s for s in eph.segments if s.object_name == name], eph.source,
+                             polar_motion=eph.polar_motion)
         self.start = start
 
     def at_offsets(self, t, offsets_s: np.ndarray):

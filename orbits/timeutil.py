@@ -144,15 +144,17 @@ def satrec_epoch(sat) -> _dt.datetime:
     return _SGP4_ORIGIN + _dt.timedelta(days=days)
 
 
-def skyfield_times(start: _dt.datetime, offsets_s):
-    """Skyfield ``Time`` array for ``start + offsets_s`` (UTC seconds).
+def skyfield_times(start: _dt.datetime, offsets_s, ts=None):
+    """Skyfield ``Time`` array for ``start + offsets_s`` (UTC seconds), on the time scale ``ts`` (default
+    :func:`timescale`; :attr:`orbits.iers.PolarMotion.timescale` adds polar motion to its ``itrs`` frame).
 
     The same instants as :func:`julian_dates` (SGP4's UTC Julian dates, 86,400 s
     to every day): the offsets are cut into whole days and seconds of the day,
     so a horizon across a leap second does not slip by it (Skyfield counts
     seconds past the given day's end as SI seconds, leap seconds included).
     """
-    ts = timescale()
+    if ts is None:
+        ts = timescale()
     start = parse_utc(start)
     offsets = np.asarray(offsets_s, dtype=float)
     second_of_day = (start.hour * 3600.0 + start.minute * 60.0 + start.second

@@ -474,7 +474,7 @@ def test_the_check_reads_the_oem_once_when_the_acquisition_period_passes_the_hor
     from fol.cli import main
 
     reads: list[Path] = []
-    monkeypatch.setattr(scenario, "read_oem", lambda path: reads.append(path) or read_oem(path))
+    monkeypatch.setattr(scenario, "read_oem", lambda path, **kw: reads.append(path) or read_oem(path, **kw))
     text = EXAMPLE.read_text().replace('oem_file = "leo_oem.oem"', f'oem_file = "{EXAMPLES / "leo_oem.oem"}"')
     (tmp_path / "s.toml").write_text('[scenario]\nname = "oem"\nseeds = [0]\n' + text
                                      + LEARNING.replace("acquisition_s = 20000.0", "acquisition_s = 12600.0"))
@@ -497,3 +497,89 @@ def test_fol_contacts_reads_the_satellites_file_once(tmp_path: Path, monkeypatch
     assert contacts_main(["contacts", str(scn), "--no-plot", "--export-orbits", "tle", "--out", str(out)]) == 0
     assert reads == [EXAMPLES / "leo_oem.tle"]
     assert read_tle(out / "orbits.tle").names == read_tle(EXAMPLES / "leo_oem.tle").names
+
+
+# --- [time] iers_finals: polar motion for the OEM states in ITRF ------------------------------------------------
+
+def _iers_scenario(tmp_path: Path, constellation: str, finals: str | None) -> Path:
+    """examples/leo_oem.toml in tmp_path with ``constellation`` and ``finals`` (IERS finals text) written as
+    finals2000A.all next to it, named by a relative ``[time] iers_finals``."""
+    scn = _scenario_file(tmp_path, constellation)
+    if finals is not None:
+        (tmp_path / "finals2000A.all").write_text(finals)
+    scn.write_text(scn.read_text().replace("step_s = 60.0\n", 'step_s = 60.0\niers_finals = "finals2000A.all"\n', 1))
+    return scn
+
+
+def test_fol_contacts_writes_and_reads_itrf_states_with_the_polar_motion_of_time_iers_finals(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--export-orbits oem --oem-frame ITRF writes the states write_oem writes with the file's polar motion (the
+    path relative to the scenario, read once), and kind = "oem" reads that file back with it into SGP4's TEME
+    states."""
+    import contact_sim.scenario as scenario_module
+    from _iers import finals_text
+    from orbits import write_oem
+    from orbits.iers import read_iers_finals
+
+    reads: list[Path] = []
+    monkeypatch.setattr(scenario_module, "read_iers_finals", lambda path: reads.append(path) or read_iers_finals(path))
+    tle = f'kind = "tle"\ntle_file = "{EXAMPLES / "leo_oem.tle"}"'
+    scn = _iers_scenario(tmp_path, tle, finals_text())
+    out = tmp_path / "out"
+    assert contacts_main(["contacts", str(scn), "--no-plot", "--export-orbits", "oem", "--oem-frame", "ITRF",
+                          "--out", str(out)]) == 0
+    assert reads == [tmp_path / "finals2000A.all"]
+    assert f"wrote      {out / 'orbits.oem'}" in capsys.readouterr().out
+    assert "(polar motion of finals2000A.all)" in (out / "orbits.oem").read_text().splitlines()[2]
+    sats = read_tle(EXAMPLES / "leo_oem.tle")
+    start = dt.datetime(2008, 9, 20, 12, 30, tzinfo=dt.timezone.utc)
+    expected = read_oem(write_oem(tmp_path / "expected.oem", sats, start, 10800.0, 60.0, frame="ITRF",
+                                  polar_motion=read_iers_finals(tmp_path / "finals2000A.all")))
+    got = read_oem(out / "orbits.oem")
+    for seg, want in zip(got.segments, expected.segments):
+        assert np.array_equal(seg.pos_km, want.pos_km) and np.array_equal(seg.vel_km_s, want.vel_km_s)
+    scenario = parse_contact_scenario(tomllib.loads(scn.read_text().replace(tle, f'kind = "oem"\noem_file = '
+                                                                               f'"{out / "orbits.oem"}"')),
+                                      tmp_path, scn)
+    eph = build_constellation(scenario)
+    assert eph.polar_motion is not None and eph.polar_motion.source == str(tmp_path / "finals2000A.all")
+    offsets = np.arange(0.0, 10801.0, 60.0)
+    r, _ = propagate_offsets(eph, start, offsets)
+    truth, _ = propagate_offsets(sats, start, offsets)
+    assert np.linalg.norm(r - truth, axis=-1).max() < 1e-6  # km: the 6 decimals written (13 m without the file)
+
+
+@pytest.mark.parametrize("finals, message", [
+    ("last-day", "time.iers_finals: {finals} gives polar motion for 2008-09-19T00:00:00Z..2008-09-20T00:00:00Z, not "
+                 "for 2008-09-20T12:30:00Z..2008-09-20T15:30:00Z; expected an IERS finals file covering those times "
+                 "(finals2000A.all from the IERS Rapid Service reaches a year ahead)"),
+    ("malformed", "{finals}:2: expected I (IERS) or P (prediction) in column 17, got 'X'"),
+    ("empty", "{finals}: no polar motion; expected a line of an IERS finals2000A.all or finals.all file: year, month "
+              "and day in columns 1-6, the MJD in 8-15, I or P in 17, the pole's x in 19-27 and y in 38-46 (arcsec)"),
+    (None, "{finals}: IERS finals file not found"),
+], ids=["short", "malformed", "empty", "missing"])
+@pytest.mark.parametrize("kind", ["tle", "oem"])
+@pytest.mark.parametrize("check", [["--check"], []], ids=["check", "run"])
+def test_a_bad_or_short_iers_finals_is_refused_in_one_line_before_the_search(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], finals: str | None,
+        message: str, kind: str, check: list[str]) -> None:
+    from _iers import POLE, finals_text
+
+    text = {"last-day": finals_text({day: pole for day, pole in POLE.items() if day.day <= 20}),
+            "malformed": finals_text().replace(" I  0.2", " X  0.2", 1), "empty": "", None: None}[finals]
+    scn = _iers_scenario(tmp_path, f'kind = "{kind}"\n{kind}_file = "{EXAMPLES / f"leo_oem.{kind}"}"', text)
+    monkeypatch.setattr("contact_sim.scenario.satellite_trajectories", lambda *a, **k: pytest.fail("searched"))
+    assert contacts_main(["contacts", str(scn), *check, "--export-orbits", "oem", "--oem-frame", "ITRF",
+                          "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"contact_sim contacts: error: {scn}: " + message.format(finals=tmp_path / "finals2000A.all")]
+    assert not (tmp_path / "out").exists()
+
+
+def test_iers_finals_is_refused_where_no_satellite_would_use_it() -> None:
+    doc = {"drones": {"count": 3, "radio_range_km": 1.0}, "time": {"duration_s": 600.0, "iers_finals": "f.all"}}
+    with pytest.raises(ContactError, match=r"^s.toml: time.iers_finals: only used with a \[constellation\] \(polar "
+                                           r"motion turns satellites' Earth-fixed ITRF states; drones and the nodes "
+                                           r"of an imported plan have none\)$"):
+        parse_contact_scenario(doc, EXAMPLES, "s.toml")
+

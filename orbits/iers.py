@@ -1,0 +1,177 @@
+"""Polar motion from an IERS finals file (``finals2000A.all`` or ``finals.all``), for Earth-fixed ITRF states.
+
+Skyfield's ITRS turns the true equator and equinox of date by the Earth's rotation; the pole of that rotation
+wanders over the crust by up to about 0.5 arcsec (the polar motion ``x``, ``y`` the IERS measures and predicts),
+which Skyfield adds only when a table of it is installed on the time scale. Skyfield ships no such table and the
+project runs without network, so the user gives the file: the IERS Rapid Service's ``finals2000A.all`` (or
+``finals.all``, or the shorter ``finals2000A.data`` and ``.daily`` of the same layout), one line a day in fixed
+columns (the IERS ``readme.finals2000A``): year, month and day in columns 1-6, the MJD in 8-15, ``I`` (IERS) or
+``P`` (prediction) in 17, the pole's ``x`` in 19-27 and ``y`` in 38-46 (arcsec), then their errors, UT1-UTC,
+LOD and nutation (not read)::
+
+    73 1 2 41684.00 I  0.120733 0.009786  0.136966 0.015902  I 0.8084178 0.0002710 ...
+
+Lines at the end that carry only a date (past the predictions) are skipped. :func:`read_iers_finals` reads the
+file bounded (its size checked before it is read), checks every line and refuses a bad one in one
+:class:`OrbitError` line naming ``file:line``; :class:`PolarMotion` gives the Skyfield time scale with the table
+installed (Skyfield's own ``iers.install_polar_motion_table``, linear between the days) and refuses times the
+file does not cover (Skyfield would hold the first or last value). UT1 stays Skyfield's built-in table.
+
+Example:
+    >>> pm = parse_iers_finals_text(  # two days of made-up values, then a day past the predictions
+    ...     "08 920 54729.00 I  0.100000 0.000020  0.300000 0.000020  I-0.4600000 0.0000060\\n"
+    ...     "08 921 54730.00 P  0.102000 0.000020  0.301000 0.000020  P-0.4610000 0.0000060\\n"
+    ...     "08 922 54731.00\\n", "finals2000A.all")
+    >>> pm.utc_mjd.tolist(), pm.x_arcsec.tolist(), pm.span_text()
+    ([54729.0, 54730.0], [0.1, 0.102], '2008-09-20T00:00:00Z..2008-09-21T00:00:00Z')
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from swarmbase.tomlcheck import read_text_file, shown
+
+from .errors import OrbitError
+from .timeutil import parse_utc
+
+#: Files larger than this are refused before they are read: ``finals2000A.all``, a line of under 190 bytes a
+#: day from 1973 to a year ahead, is about 3.5 MB and grows by under 70 kB a year.
+MAX_IERS_BYTES = 8 * 1024 * 1024
+#: Largest pole coordinate read (arcsec): the pole has stayed within 0.6 arcsec of the IERS reference pole
+#: since 1962; a larger number is a misplaced column, not polar motion.
+MAX_POLE_ARCSEC = 1.0
+_MJD_ORIGIN = _dt.datetime(1858, 11, 17, tzinfo=_dt.timezone.utc)
+_MJD = re.compile(r"\d{5}\.\d{2}")
+_ARCSEC = re.compile(r"-?\d?\.\d{6}")
+#: What a line is, for the messages.
+_LAYOUT = ("a line of an IERS finals2000A.all or finals.all file: year, month and day in columns 1-6, the MJD in "
+           "8-15, I or P in 17, the pole's x in 19-27 and y in 38-46 (arcsec)")
+
+
+def _utc(mjd: float) -> _dt.datetime:
+    return _MJD_ORIGIN + _dt.timedelta(days=mjd)
+
+
+@dataclass(frozen=True, eq=False)
+class PolarMotion:
+    """The pole's daily ``x``, ``y`` (arcsec) at 0 h UTC of each ``utc_mjd`` (increasing), read from ``source``."""
+
+    source: str
+    utc_mjd: np.ndarray
+    x_arcsec: np.ndarray
+    y_arcsec: np.ndarray
+
+    def __repr__(self) -> str:
+        return f"PolarMotion({self.source!r}, {self.utc_mjd.size} days, {self.span_text()})"
+
+    def span_text(self) -> str:
+        """The UTC span the file covers, ``first..last``."""
+        first, last = (_utc(float(d)).strftime("%Y-%m-%dT%H:%M:%SZ") for d in self.utc_mjd[[0, -1]])
+        return f"{first}..{last}"
+
+    def check_covers(self, start: _dt.datetime | str, duration_s: float, field: str) -> None:
+        """Refuse, in one :class:`OrbitError` line naming ``field`` and the file, times from ``start`` over
+        ``duration_s`` seconds (UTC) that are not between the file's first and last day (outside them Skyfield
+        would hold the end value: no polar motion is extrapolated)."""
+        start = parse_utc(start, field=field)
+        end = start + _dt.timedelta(seconds=float(duration_s))
+        first, last = _utc(float(self.utc_mjd[0])), _utc(float(self.utc_mjd[-1]))
+        if start < first or end > last:
+            raise OrbitError(f"{field}: {self.source} gives polar motion for {self.span_text()}, not for "
+                             f"{start:%Y-%m-%dT%H:%M:%SZ}..{end:%Y-%m-%dT%H:%M:%SZ}; expected an IERS finals file "
+                             "covering those times (finals2000A.all from the IERS Rapid Service reaches a year ahead)")
+
+    def check_times(self, start: _dt.datetime | str, offsets_s, field: str) -> None:
+        """:meth:`check_covers` for the times ``start + offsets_s`` (seconds, any order; none: nothing to check)."""
+        offsets = np.asarray(offsets_s, dtype=float)
+        if offsets.size:
+            first = float(offsets.min())
+            start = parse_utc(start, field=field) + _dt.timedelta(seconds=first)
+            self.check_covers(start, float(offsets.max()) - first, field)
+
+    @cached_property
+    def timescale(self):
+        """A Skyfield time scale (the built-in one's leap seconds and UT1) with this polar motion installed by
+        Skyfield's ``iers.install_polar_motion_table``: its ``itrs`` frame applies it."""
+        from skyfield.api import load
+        from skyfield.data import iers
+
+        ts = load.timescale(builtin=True)
+        iers.install_polar_motion_table(ts, {"utc_mjd": self.utc_mjd, "x_arcseconds": self.x_arcsec,
+                                             "y_arcseconds": self.y_arcsec})
+        return ts
+
+
+def _calendar_date(line: str, mjd: float) -> _dt.date | None:
+    """The date of columns 1-6, None when there is none: the year's two digits are of 19yy up to MJD 51543 and of
+    20yy after, as the IERS ``readme.finals2000A`` says."""
+    parts = [line[k:k + 2].strip() for k in (0, 2, 4)]
+    if not all(p.isascii() and p.isdigit() for p in parts):
+        return None
+    year, month, day = (int(p) for p in parts)
+    try:
+        return _dt.date(year + (1900 if mjd <= 51543 else 2000), month, day)
+    except ValueError:
+        return None
+
+
+def parse_iers_finals_text(text: str, source: str = "<text>") -> PolarMotion:
+    """The polar motion of the text of an IERS finals file (:class:`OrbitError` naming ``source:line``)."""
+    days: list[float] = []
+    xs: list[float] = []
+    ys: list[float] = []
+    previous = -1.0  # the MJD of the line before
+    ended = 0  # the first line with a date and no polar motion
+
+    def fail(number: int, message: str) -> OrbitError:
+        return OrbitError(f"{source}:{number}: {message}")
+
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.rstrip("\r")
+        if not line.strip():
+            continue
+        mjd_text = line[7:15].strip()
+        if not _MJD.fullmatch(mjd_text) or line[6:7] != " ":
+            raise fail(number, f"expected {_LAYOUT}, got {shown(line)}")
+        mjd = float(mjd_text)
+        date = _calendar_date(line, mjd)
+        if date is None or (date - _MJD_ORIGIN.date()).days != mjd:
+            raise fail(number, f"the date of columns 1-6, {shown(line[:6])}, is not MJD {mjd_text} (columns 8-15); "
+                               f"expected {_LAYOUT}")
+        if mjd <= previous:
+            raise fail(number, f"MJD {mjd_text} does not follow the previous line's; expected one line a day, in "
+                               "increasing order")
+        previous = mjd
+        x_text, y_text = line[18:27].strip(), line[37:46].strip()
+        if not x_text and not y_text:  # past the predictions: a date only
+            ended = ended or number
+            continue
+        if ended:
+            raise fail(number, f"polar motion after line {ended}, which had none; expected the lines without it "
+                               "only at the end of the file")
+        if line[16:17] not in ("I", "P"):
+            raise fail(number, f"expected I (IERS) or P (prediction) in column 17, got {shown(line[16:17])}")
+        for axis, value in (("x", x_text), ("y", y_text)):
+            if not _ARCSEC.fullmatch(value) or abs(float(value)) > MAX_POLE_ARCSEC:
+                columns = "19-27" if axis == "x" else "38-46"
+                raise fail(number, f"expected the pole's {axis} in columns {columns}, arcsec with 6 decimals within "
+                                   f"+-{MAX_POLE_ARCSEC:g}, got {shown(value)}")
+        days.append(mjd)
+        xs.append(float(x_text))
+        ys.append(float(y_text))
+    if not days:
+        raise OrbitError(f"{source}: no polar motion; expected {_LAYOUT}")
+    return PolarMotion(source, np.array(days), np.array(xs), np.array(ys))
+
+
+def read_iers_finals(path: str | Path) -> PolarMotion:
+    """Read an IERS finals file (at most :data:`MAX_IERS_BYTES`, checked before it is read)."""
+    path = Path(path)
+    return parse_iers_finals_text(read_text_file(path, OrbitError, "IERS finals file", MAX_IERS_BYTES), str(path))
