@@ -39,7 +39,8 @@ Sections owned here (every key checked; unknown keys are errors)::
     start = "2025-01-01T00:00:00Z"   # defaults to the constellation epoch
     duration_s = 86400.0
     step_s = 60.0              # screening grid; edges are refined inside cells
-    # iers_finals = "finals2000A.all"  # [constellation] only: polar motion (orbits.iers) for OEM states in ITRF
+    # iers_finals = "finals2000A.all"  # [constellation] only: polar motion (orbits.iers) for the ground stations
+                                       # and OEM states in ITRF
 
     [link]
     model = "constant"         # or "shannon" (see contact_sim.link)
@@ -363,8 +364,9 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
     default_step = min(60.0, duration_s)  # a run shorter than a minute searches one cell, not a refused grid
     time = TimeConfig(start, duration_s, t.num("step_s", default_step, positive=True), t.path("iers_finals", base_dir))
     if time.iers_finals is not None and constellation is None:  # it would be ignored
-        raise ContactError("time.iers_finals: only used with a [constellation] (polar motion turns satellites' "
-                           "Earth-fixed ITRF states; drones and the nodes of an imported plan have none)")
+        raise ContactError("time.iers_finals: only used with a [constellation] (polar motion turns the Earth-fixed "
+                           "positions of satellites and ground stations; drones and the nodes of an imported plan "
+                           "have none)")
     if time.step_s > time.duration_s:
         raise ContactError(f"time.step_s: {time.step_s} s exceeds time.duration_s ({time.duration_s} s)")
 
@@ -513,7 +515,8 @@ def round_boundaries(scenario: ContactScenario) -> np.ndarray:
 def load_polar_motion(scenario: ContactScenario) -> PolarMotion | None:
     """The polar motion of ``[time] iers_finals`` (None without it), read once per scenario and checked to cover
     the horizon (``time.start`` .. ``+ duration_s``): an OEM's ITRF states are turned into TEME with it
-    (:func:`build_constellation`), and ``fol contacts --export-orbits oem --oem-frame ITRF`` writes with it."""
+    (:func:`build_constellation`), and the ground stations (:func:`build_trajectories`);
+    ``fol contacts --export-orbits oem --oem-frame ITRF`` writes with it."""
     if scenario.time.iers_finals is None:
         return None
     if scenario._polar_motion is None:
@@ -668,7 +671,7 @@ def build_trajectories(scenario: ContactScenario,
         _check_station_names(scenario, constellation)
         _check_grid(scenario, len(constellation.names) + len(scenario.ground_stations))
         return satellite_trajectories(constellation, t.start, t.duration_s, t.step_s,
-                                      scenario.ground_stations or None)
+                                      scenario.ground_stations or None, load_polar_motion(scenario))
     d = scenario.drones
     start = t.start
     if d.count is None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from orbits import Constellation, Ephemeris, OrbitError, ground_points_itrs, itrs_to_teme, julian_date, parse_utc
 from orbits.constants import EARTH_ROTATION_RAD_S
+from orbits.iers import PolarMotion
 from orbits.propagation import propagate_offsets
 
 from .errors import ContactError
@@ -123,13 +124,14 @@ def time_grid(duration_s: float, step_s: float) -> np.ndarray:
     return grid
 
 
-def station_positions_teme(stations: list[GroundStation], start: _dt.datetime,
-                           times_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """TEME positions (km) and velocities (km/s) of ground stations, ``(n_times, n_st, 3)``."""
+def station_positions_teme(stations: list[GroundStation], start: _dt.datetime, times_s: np.ndarray,
+                           polar_motion: PolarMotion | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """TEME positions (km) and velocities (km/s) of ground stations, ``(n_times, n_st, 3)``; turned from ITRS with
+    ``polar_motion`` when given (:func:`orbits.itrs_to_teme`)."""
     itrs = ground_points_itrs([s.lat_deg for s in stations], [s.lon_deg for s in stations],
                               [s.elevation_m for s in stations])
     rep = np.repeat(itrs[:, None, :], times_s.size, axis=1)
-    pos = itrs_to_teme(rep, start, times_s).transpose(1, 0, 2)
+    pos = itrs_to_teme(rep, start, times_s, polar_motion).transpose(1, 0, 2)
     omega = np.array([0.0, 0.0, EARTH_ROTATION_RAD_S])
     vel = np.cross(omega, pos)
     return np.ascontiguousarray(pos), np.ascontiguousarray(vel)
@@ -153,9 +155,11 @@ def _warn_old_elements(constellation: Constellation, start: _dt.datetime, durati
 
 def satellite_trajectories(constellation: Constellation | Ephemeris, start: _dt.datetime | str,
                            duration_s: float, step_s: float = 60.0,
-                           stations: list[GroundStation] | None = None) -> Trajectories:
+                           stations: list[GroundStation] | None = None,
+                           polar_motion: PolarMotion | None = None) -> Trajectories:
     """SGP4 trajectories of a constellation (plus optional ground stations) on a grid; or those of an
-    OEM :class:`~orbits.oem.Ephemeris`, interpolated (:func:`orbits.propagate_offsets` takes either).
+    OEM :class:`~orbits.oem.Ephemeris`, interpolated (:func:`orbits.propagate_offsets` takes either). The
+    stations are turned from ITRS into TEME with ``polar_motion`` when given (``[time] iers_finals``).
 
     ``step_s`` is the screening grid: window edges are refined inside each
     cell on the cubic (Hermite) model of each visibility constraint, from its
@@ -177,7 +181,7 @@ def satellite_trajectories(constellation: Constellation | Ephemeris, start: _dt.
     names = list(constellation.names)
     kinds = np.zeros(len(names), dtype=np.int8)
     if stations:
-        sp, sv = station_positions_teme(stations, start, grid)
+        sp, sv = station_positions_teme(stations, start, grid, polar_motion)
         pos = np.concatenate([pos, sp], axis=1)
         vel = np.concatenate([vel, sv], axis=1)
         names += [s.name for s in stations]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .constellation import Constellation
+from .iers import PolarMotion
 from .propagation import StateSource, propagate_offsets
 from .timeutil import parse_utc, skyfield_times
 
@@ -65,9 +66,15 @@ def teme_to_itrs(r_teme_km: np.ndarray, start: _dt.datetime | str, offsets_s) ->
     return np.einsum("tij,stj->sti", mats, np.asarray(r_teme_km, dtype=float))
 
 
-def itrs_to_teme(r_itrs_km: np.ndarray, start: _dt.datetime | str, offsets_s) -> np.ndarray:
-    """Rotate Earth-fixed positions ``(n_pts, n_times, 3)`` (km) into TEME km."""
-    mats = teme_to_itrs_matrices(skyfield_times(parse_utc(start), offsets_s))
+def itrs_to_teme(r_itrs_km: np.ndarray, start: _dt.datetime | str, offsets_s,
+                 polar_motion: PolarMotion | None = None) -> np.ndarray:
+    """Rotate Earth-fixed positions ``(n_pts, n_times, 3)`` (km) into TEME km; with ``polar_motion`` (an
+    :class:`orbits.iers.PolarMotion`, which must cover the times) Skyfield's ITRS with it, else without."""
+    ts = None
+    if polar_motion is not None:
+        polar_motion.check_times(start, offsets_s, "ITRS positions")
+        ts = polar_motion.timescale
+    mats = teme_to_itrs_matrices(skyfield_times(parse_utc(start), offsets_s, ts))
     return np.einsum("tji,stj->sti", mats, np.asarray(r_itrs_km, dtype=float))
 
 

@@ -1,4 +1,5 @@
-"""Polar motion from an IERS finals file (``finals2000A.all`` or ``finals.all``), for Earth-fixed ITRF states.
+"""Polar motion from an IERS finals file (``finals2000A.all`` or ``finals.all``), for Earth-fixed ITRF states and
+ground stations.
 
 Skyfield's ITRS turns the true equator and equinox of date by the Earth's rotation; the pole of that rotation
 wanders over the crust by up to about 0.5 arcsec (the polar motion ``x``, ``y`` the IERS measures and predicts),

@@ -16,7 +16,7 @@ from contact_sim import ContactError
 from contact_sim.cli import main as contacts_main
 from contact_sim.scenario import (build_batteries, build_constellation, build_trajectories, check_contact_scenario,
                                   compute_contacts, parse_contact_scenario, plan_from_trajectories, plane_numbers)
-from orbits import (Ephemeris, format_omm, ground_track, orbital_planes, parse_oem_text, parse_omm_text,
+from orbits import (Ephemeris, OrbitError, format_omm, ground_track, orbital_planes, parse_oem_text, parse_omm_text,
                     propagate_offsets, read_oem, read_tle, walker_delta, walker_star)
 
 from _scenarios import tiny_fol
@@ -579,7 +579,57 @@ def test_a_bad_or_short_iers_finals_is_refused_in_one_line_before_the_search(
 def test_iers_finals_is_refused_where_no_satellite_would_use_it() -> None:
     doc = {"drones": {"count": 3, "radio_range_km": 1.0}, "time": {"duration_s": 600.0, "iers_finals": "f.all"}}
     with pytest.raises(ContactError, match=r"^s.toml: time.iers_finals: only used with a \[constellation\] \(polar "
-                                           r"motion turns satellites' Earth-fixed ITRF states; drones and the nodes "
-                                           r"of an imported plan have none\)$"):
+                                           r"motion turns the Earth-fixed positions of satellites and ground "
+                                           r"stations; drones and the nodes of an imported plan have none\)$"):
         parse_contact_scenario(doc, EXAMPLES, "s.toml")
 
+
+# measured (Santiago and Hartebeesthoek every 60 s over 3 h from 2008-09-20 12:30:20, the pole of tests/_iers.py,
+# 0.41 arcsec): 12.5 to 12.6 m and 5.5 m from their positions without polar motion, the small turn (y, x, 0) x r
+# to 0.12 mm, and within 2e-12 km of Skyfield's
+# wgs84.latlon(...).at(t).frame_xyz(TEME) on the time scale with the table; the scenario's 10 windows (start
+# 12:30:20, 45 s grid): the 6 between satellites the same to the bit, the 4 to the stations moved by 1.2 ms at most
+def test_ground_stations_are_turned_with_the_polar_motion_too(tmp_path: Path) -> None:
+    from skyfield.api import wgs84
+    from skyfield.sgp4lib import TEME
+
+    from _iers import finals_text
+    from contact_sim.trajectory import station_positions_teme
+    from orbits import ground_points_itrs
+    from orbits.iers import read_iers_finals
+    from orbits.timeutil import skyfield_times
+
+    (tmp_path / "finals2000A.all").write_text(finals_text())
+    pm = read_iers_finals(tmp_path / "finals2000A.all")
+    scenario = _scenario(TLE, start="2008-09-20T12:30:20Z", step_s=45.0)
+    stations, start = scenario.ground_stations, scenario.time.start
+    grid = np.arange(0.0, 10801.0, 60.0)
+    with_pm, _ = station_positions_teme(stations, start, grid, pm)
+    without, _ = station_positions_teme(stations, start, grid)
+    times = skyfield_times(start, grid, pm.timescale)
+    table = pm.timescale.polar_motion_table
+    pole_rad = np.stack([np.interp(times.tt, table[0], table[2]), np.interp(times.tt, table[0], table[1]),
+                         np.zeros(grid.size)], -1) * np.pi / 180 / 3600  # (y, x, 0): the small turn's vector
+    fixed_km = ground_points_itrs([s.lat_deg for s in stations], [s.lon_deg for s in stations],
+                                  [s.elevation_m for s in stations])
+    moved_km = np.linalg.norm(with_pm - without, axis=-1)
+    expected_km = np.linalg.norm(np.cross(pole_rad[:, None, :], fixed_km[None]), axis=-1)
+    assert np.abs(moved_km - expected_km).max() < 1e-6 and moved_km.max() > 0.012  # km: 12 m
+    for k, s in enumerate(stations):
+        theirs = wgs84.latlon(s.lat_deg, s.lon_deg, s.elevation_m).at(times).frame_xyz(TEME).km.T
+        assert np.abs(with_pm[:, k] - theirs).max() < 1e-8  # km
+    with pytest.raises(OrbitError, match=r"^ITRS positions: .*finals2000A.all gives polar motion for "
+                                         r"2008-09-19T00:00:00Z\.\.2008-09-21T00:00:00Z, not for "
+                                         r"2008-09-20T12:30:20Z\.\.2008-09-21T12:30:20Z;"):
+        station_positions_teme(stations, start, np.array([0.0, 86400.0]), pm)
+    plain = compute_contacts(scenario)
+    scenario.time.iers_finals = tmp_path / "finals2000A.all"
+    turned = compute_contacts(scenario)
+    a, b = turned.windows, plain.windows
+    assert len(a) == len(b) >= 8 and np.array_equal(a.a, b.a) and np.array_equal(a.b, b.b)
+    station = (a.b >= 3) & (a.a < 3)  # node 3 and 4: the stations
+    assert 0 < station.sum() < len(a)
+    for key in ("t_start_s", "t_end_s"):
+        assert np.array_equal(getattr(a, key)[~station], getattr(b, key)[~station])
+        shift = np.abs(getattr(a, key) - getattr(b, key))[station]
+        assert 1e-4 < shift.max() < 1e-2, shift  # s
