@@ -760,12 +760,14 @@ def test_each_compressed_strip_or_tile_is_inflated_once(tmp_path, monkeypatch, c
     np.testing.assert_array_equal(got, expected)
 
 
-@pytest.mark.parametrize("compression", ["zlib", "lzma"])
+@pytest.mark.parametrize("compression", ["zlib", "lzma", "packbits"])
 def test_inflated_chunks_assemble_to_tifffiles_array_in_every_layout(tmp_path, compression):
     """The image built from the inflated strips or tiles is tifffile's own array of the file, in
     either planar layout, strips (the last one short) or tiles (edge ones cropped), with and
     without horizontal differencing (wrapping in the sample type), every integer and float type,
-    either byte order, one band or several."""
+    either byte order, one band or several. tifffile writes PackBits with imagecodecs."""
+    if compression == "packbits":
+        pytest.importorskip("imagecodecs")
     rng = np.random.default_rng(5)
     checked = 0
     dtypes = ("u1", "i1", "u2", "i2", "u4", "i4", "i8", "f4", "f8") if compression == "zlib" else ("i1", "u2", "f8")
@@ -841,3 +843,94 @@ def test_a_tiff_of_fill_order_2_is_size_checked_in_the_bytes_tifffile_inflates(t
         assert int(page.fillorder) == 2
         np.testing.assert_array_equal(page.asarray(), values)
         np.testing.assert_array_equal(loaders._inflate_chunks(path, tif, page, "strip", 512), values)
+
+
+def _warm_packbits() -> None:
+    """numba loaded and the PackBits loop compiled (or read from its cache) before a test
+    measures what one file costs (numba's import is some MB of its own)."""
+    from fol.data.packbits import unpack_bits
+
+    unpack_bits(np.frombuffer(b"\x00\x07", np.uint8), np.empty(1, np.uint8))  # read-only, as the loader's
+
+
+def test_packbits_is_decoded_as_tifffiles_own_decoder_decodes_it():
+    """Random runs, cut short or not (a literal cut short gives the bytes there, a repeat
+    without its byte nothing), decode to tifffile's own decoder's bytes; past the buffer's
+    size they are refused, nothing being written past it."""
+    from tifffile import _imagecodecs
+
+    from fol.data.packbits import TOO_LONG, unpack_bits
+
+    rng = np.random.default_rng(3)
+    seen = {"whole": 0, "cut": 0, "too long": 0}
+    for _ in range(400):
+        data = rng.integers(0, 256, int(rng.integers(0, 40)), dtype=np.uint8)
+        expected = _imagecodecs.packbits_decode(data.tobytes())
+        size = int(rng.integers(0, 1200))
+        out = np.full(size + 8, 77, np.uint8)
+        written, cut = unpack_bits(data, out[:size])
+        assert (out[size:] == 77).all()
+        if written == TOO_LONG:
+            assert len(expected) > size
+            seen["too long"] += 1
+            continue
+        assert len(expected) <= size and out[:written].tobytes() == expected
+        seen["cut" if cut else "whole"] += 1
+    assert min(seen.values()) > 20, seen
+    assert unpack_bits(np.frombuffer(b"\x80\x01ab\xfdz\x80", np.uint8), np.empty(6, np.uint8)) == (6, False)
+
+
+@pytest.mark.parametrize("codecs", ["imagecodecs", "tifffile's own"])
+def test_a_packbits_strip_that_decodes_past_its_size_is_refused_before_it_is_decoded(tmp_path, codecs, request):
+    """A 16 x 16 strip (512 bytes) stored as 128 KiB of two-byte runs of 128 zeros each (8 MiB):
+    tifffile's own decoder (without imagecodecs) decoded it whole into a Python list (79 MiB
+    held, 588 MiB for a 1 MiB strip) and read the image; with imagecodecs it was refused as
+    'cannot read TIFF (ImcdError: ...)'. Decoded here into a buffer of its size, it is refused
+    in the line of a Deflate bomb, holding little, whichever decoder tifffile has."""
+    if codecs == "imagecodecs":
+        pytest.importorskip("imagecodecs")
+    else:
+        request.getfixturevalue("without_imagecodecs")
+    bomb = tmp_path / "bomb.tif"
+    _one_segment_tiff(bomb, 16, b"\x81\x00" * (64 << 10), 32773)
+    _warm_packbits()
+    peak = _peak_bytes(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
+    assert peak < 1 << 20, f"{peak:,} bytes held"
+    with pytest.raises(DataError) as info:
+        loaders._read_tiff_bands(bomb, 16, [1, 1, 1], None, None)
+    assert str(info.value) == (f"{bomb}: a strip compressed with PACKBITS that decompresses to more than the 512 "
+                               f"bytes its tags say it holds (a decompression bomb, or a damaged file)")
+
+
+def test_a_packbits_tiff_is_decoded_once_to_tifffiles_pixels(tmp_path, monkeypatch):
+    """A PackBits tiled file reads to the pixels of the same file uncompressed, its chunks
+    decoded here and not again by tifffile."""
+    pytest.importorskip("imagecodecs")  # tifffile writes PackBits with it
+    scene = _scene(12, bands=4, side=40)
+    _write(tmp_path / "plain.tif", scene, "contig")
+    _write(tmp_path / "packed.tif", scene, "contig", compression="packbits", tile=(16, 16))
+    plain, _ = loaders._read_tiff_bands(tmp_path / "plain.tif", 40, [4, 2, 1], None, None)
+    monkeypatch.setattr(tifffile.TiffPage, "asarray", lambda *a, **k: pytest.fail("decoded by tifffile"))
+    packed, _ = loaders._read_tiff_bands(tmp_path / "packed.tif", 40, [4, 2, 1], None, None)
+    np.testing.assert_array_equal(packed, plain)
+    assert plain.max() > 0
+
+
+def test_a_packbits_strip_cut_short_is_left_to_tifffile(tmp_path):
+    """The last run of a PackBits strip cut short is damage: not assembled here, it is
+    decoded by tifffile, which reads it as its decoder does (imagecodecs refuses it)."""
+    path = tmp_path / "cut.tif"
+    _one_segment_tiff(path, 16, b"\x7f" + bytes(128) * 3 + b"\x7f" + bytes(100), 32773)  # 484 of 512 bytes
+    with tifffile.TiffFile(path) as tif:
+        assert loaders._inflate_chunks(path, tif, tif.pages.first, "strip", 512) is None
+        try:
+            expected = tif.pages.first.asarray()
+        except Exception:  # imagecodecs: IMCD_INPUT_CORRUPT
+            expected = None
+    if expected is None:
+        with pytest.raises(DataError) as info:
+            loaders._read_tiff_bands(path, 16, [1, 1, 1], None, None)
+        assert str(info.value).startswith(f"{path}: cannot read TIFF (") and "\n" not in str(info.value)
+    else:
+        got, _ = loaders._read_tiff_bands(path, 16, [1, 1, 1], None, None)
+        assert got.shape == (16, 16, 3) and not got.any()

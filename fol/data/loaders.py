@@ -460,8 +460,9 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
                                 f"{' x '.join(f'{d:,}' for d in page.chunks)} samples of {dtype} are "
                                 f"{count * segment_bytes:,} bytes decoded, more than the "
                                 f"{MAX_TIFF_DECODED_BYTES:,} allowed")
-            # Deflate / LZMA chunks are inflated here, each bounded by its size, and the pixels kept
-            data = _inflate_chunks(path, tif, page, kind, segment_bytes) if int(page.compression) in _STREAM_CODECS else None
+            # Deflate / LZMA / PackBits chunks are decoded here, each bounded by its size, and the pixels kept
+            decoded_here = _chunk_codec(int(page.compression)) is not None
+            data = _inflate_chunks(path, tif, page, kind, segment_bytes) if decoded_here else None
             if place == "geotiff":  # from the tags tifffile parsed on opening: no pixel is decoded for it
                 tags = {t.code: _tag_value(t.value) for t in page.tags.values()
                         if t.code in (33550, 33922, 34264, 34735)}
@@ -504,21 +505,45 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
     return _resized(Image.fromarray(rgb, mode="RGB"), image_size, orientation), where
 
 
-#: TIFF compressions tifffile decodes (without imagecodecs) by decompressing a strip or tile whole,
-#: however large it comes out: zlib (Deflate, Adobe Deflate, tifffile's 50013) and LZMA.
-_STREAM_CODECS = {8: "zlib", 32946: "zlib", 50013: "zlib", 34925: "lzma"}
+#: TIFF compressions whose strips or tiles are decoded here, each bounded by its size, because the
+#: decoder tifffile takes for them (without imagecodecs) decodes a strip or tile whole, however large
+#: it comes out: zlib (Deflate, Adobe Deflate, tifffile's 50013), LZMA and PackBits (tifffile's own
+#: decoder, a Python list of every decoded byte).
+_CHUNK_CODECS = {8: "zlib", 32946: "zlib", 50013: "zlib", 34925: "lzma", 32773: "packbits"}
+
+
+class _DamagedChunk(Exception):
+    """A PackBits strip or tile that does not decode: left for tifffile to report."""
+
+
+def _chunk_codec(compression: int) -> str | None:
+    """The codec of :data:`_CHUNK_CODECS` that decodes TIFF ``compression`` here, None where
+    tifffile decodes it."""
+    return _CHUNK_CODECS.get(compression)
+
 
 #: Each byte value with its 8 bits in reverse order: how a TIFF of fill order 2 stores bytes.
 _BITS_REVERSED = np.array([int(f"{b:08b}"[::-1], 2) for b in range(256)], dtype=np.uint8)
 
 
-def _inflated(codec: str, data: bytes, limit: int) -> bytes | None:
-    """``data`` (one zlib stream, or LZMA streams one after another, as ``lzma.decompress`` reads
-    them) decompressed, None if it decompresses to more than ``limit`` bytes: never more than
-    ``limit`` + 1 bytes are made. A damaged stream raises ``zlib.error`` or ``lzma.LZMAError``."""
+def _inflated(codec: str, data: bytes, limit: int) -> bytes | np.ndarray | None:
+    """``data`` (one zlib stream, LZMA streams one after another, as ``lzma.decompress`` reads
+    them, or PackBits runs) decompressed, None if it decompresses to more than ``limit`` bytes:
+    never more than ``limit`` + 1 bytes are made. A damaged stream raises ``zlib.error`` or
+    ``lzma.LZMAError``, damaged PackBits runs (the last one cut short) :class:`_DamagedChunk`."""
     import lzma
     import zlib
 
+    if codec == "packbits":
+        from fol.data.packbits import TOO_LONG, unpack_bits
+
+        out = np.empty(limit, np.uint8)
+        written, cut = unpack_bits(np.frombuffer(data, np.uint8), out)
+        if written == TOO_LONG:
+            return None
+        if cut:
+            raise _DamagedChunk("the last PackBits run is cut short")
+        return out[:written]
     if codec == "zlib":
         inflate = zlib.decompressobj()
         out = inflate.decompress(data, limit + 1)  # (a max_length of 0 would be no bound)
@@ -550,20 +575,24 @@ def _inflated(codec: str, data: bytes, limit: int) -> bytes | None:
 
 
 def _inflate_chunks(path: str | Path, tif, page, kind: str, segment_bytes: int) -> np.ndarray | None:
-    """The first image of a zlib- or LZMA-compressed TIFF, as ``page.asarray()`` gives it, from its
-    strips or tiles inflated once each, or None where tifffile is to decode it (a layout this does
-    not assemble: bits not a whole sample type, a predictor other than horizontal differencing of
-    integers; or a damaged or missing chunk, for tifffile to report). Of fill order 2 (tag 266),
-    the compressed bytes are read with their bits reversed, as tifffile (and libtiff) reads them.
+    """The first image of a TIFF compressed with a codec of :func:`_chunk_codec`, as
+    ``page.asarray()`` gives it, from its strips or tiles decoded once each, or None where
+    tifffile is to decode it (a layout this does not assemble: bits not a whole sample type, a
+    predictor other than horizontal differencing of integers; or a damaged or missing chunk, for
+    tifffile to report). Of fill order 2 (tag 266), the compressed bytes are read with their bits
+    reversed, as tifffile (and libtiff) reads them.
 
     Whatever is returned, every chunk's size is checked first: one that decompresses to more than
     ``segment_bytes`` (what its tags say it holds) is refused, having been inflated only to
     ``segment_bytes`` + 1 bytes, before tifffile decompresses it without a bound (a 1 MB strip of
-    zeros inflates to 1 GB). Only where None is returned does tifffile inflate the chunks again."""
+    zeros inflates to 1 GB, a 1 MB PackBits strip to 64 MB). Only where None is returned does
+    tifffile decode the chunks again."""
     import lzma
     import zlib
 
-    codec = _STREAM_CODECS[int(page.compression)]
+    codec = _chunk_codec(int(page.compression))
+    if codec is None:
+        return None
     n, h, w = int(page.samplesperpixel), int(page.imagelength), int(page.imagewidth)
     dtype = page.dtype
     planes, contig = (n, 1) if n > 1 and int(page.planarconfig) == 2 else (1, n)
@@ -592,7 +621,7 @@ def _inflate_chunks(path: str | Path, tif, page, kind: str, segment_bytes: int) 
             data = _BITS_REVERSED[np.frombuffer(data, np.uint8)].tobytes()
         try:
             raw = _inflated(codec, data, segment_bytes)
-        except (zlib.error, lzma.LZMAError):
+        except (zlib.error, lzma.LZMAError, _DamagedChunk):
             image = None  # left for tifffile to report; it inflates no more of it than was inflated here
             continue
         if raw is None:
