@@ -7,6 +7,7 @@ import logging
 import math
 import struct
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -760,14 +761,17 @@ def test_each_compressed_strip_or_tile_is_inflated_once(tmp_path, monkeypatch, c
     np.testing.assert_array_equal(got, expected)
 
 
-@pytest.mark.parametrize("compression", ["zlib", "lzma", "packbits"])
-def test_inflated_chunks_assemble_to_tifffiles_array_in_every_layout(tmp_path, compression):
+@pytest.mark.parametrize("compression", ["zlib", "lzma", "packbits", "zstd"])
+def test_inflated_chunks_assemble_to_tifffiles_array_in_every_layout(tmp_path, compression, request):
     """The image built from the inflated strips or tiles is tifffile's own array of the file, in
     either planar layout, strips (the last one short) or tiles (edge ones cropped), with and
     without horizontal differencing (wrapping in the sample type), every integer and float type,
-    either byte order, one band or several. tifffile writes PackBits with imagecodecs."""
-    if compression == "packbits":
+    either byte order, one band or several. tifffile writes PackBits and ZSTD with imagecodecs;
+    ZSTD is decoded here where Python has compression.zstd (see :func:`python_zstd`)."""
+    if compression in ("packbits", "zstd"):
         pytest.importorskip("imagecodecs")
+    if compression == "zstd":
+        request.getfixturevalue("python_zstd")
     rng = np.random.default_rng(5)
     checked = 0
     dtypes = ("u1", "i1", "u2", "i2", "u4", "i4", "i8", "f4", "f8") if compression == "zlib" else ("i1", "u2", "f8")
@@ -845,6 +849,45 @@ def test_a_tiff_of_fill_order_2_is_size_checked_in_the_bytes_tifffile_inflates(t
         np.testing.assert_array_equal(loaders._inflate_chunks(path, tif, page, "strip", 512), values)
 
 
+@pytest.fixture
+def python_zstd(monkeypatch):
+    """compression.zstd as Python 3.14 has it: the real module there; before 3.14, backports.zstd
+    (the same module published for older Pythons, which the dev extra installs) in its place for
+    the test, so that this reader and a tifffile imported during the test find it."""
+    try:
+        from compression import zstd
+    except ImportError:
+        zstd = pytest.importorskip("backports.zstd")
+        package = types.ModuleType("compression")
+        package.__path__ = []
+        package.zstd = zstd
+        monkeypatch.setitem(sys.modules, "compression", package)
+        monkeypatch.setitem(sys.modules, "compression.zstd", zstd)
+    return zstd
+
+
+@pytest.fixture
+def zstd_without_imagecodecs(python_zstd, without_imagecodecs):
+    """tifffile as it is on Python 3.14 without imagecodecs: it decodes ZSTD with
+    ``compression.zstd.decompress``, which decompresses a strip or tile whole."""
+    assert without_imagecodecs._imagecodecs.zstd_decode(python_zstd.compress(b"ok")) == b"ok"
+    return without_imagecodecs
+
+
+def _zstd_zeros(total: int, declared: int | None) -> bytes:
+    """One ZSTD frame of ``total`` zero bytes in RLE blocks of 128 KiB (4 bytes each: a 1 GiB
+    frame is 32 kB), its header declaring ``declared`` bytes (Frame_Content_Size) or, as
+    libtiff's streaming writer leaves it, no size (RFC 8878, 3.1.1)."""
+    header = (bytes([0x00, 0x38]) if declared is None  # no size; window 2**17 (Window_Descriptor)
+              else bytes([0xC0, 0x38]) + struct.pack("<Q", declared))  # an 8-byte Frame_Content_Size
+    blocks = []
+    while total:
+        size = min(total, 1 << 17)
+        total -= size
+        blocks.append(struct.pack("<I", (total == 0) | 1 << 1 | size << 3)[:3] + b"\0")  # last?, RLE, size
+    return b"\x28\xb5\x2f\xfd" + header + b"".join(blocks)
+
+
 def _warm_packbits() -> None:
     """numba loaded and the PackBits loop compiled (or read from its cache) before a test
     measures what one file costs (numba's import is some MB of its own)."""
@@ -902,13 +945,16 @@ def test_a_packbits_strip_that_decodes_past_its_size_is_refused_before_it_is_dec
                                f"bytes its tags say it holds (a decompression bomb, or a damaged file)")
 
 
-def test_a_packbits_tiff_is_decoded_once_to_tifffiles_pixels(tmp_path, monkeypatch):
-    """A PackBits tiled file reads to the pixels of the same file uncompressed, its chunks
-    decoded here and not again by tifffile."""
-    pytest.importorskip("imagecodecs")  # tifffile writes PackBits with it
+@pytest.mark.parametrize("compression", ["packbits", "zstd"])
+def test_a_packbits_or_zstd_tiff_is_decoded_once_to_tifffiles_pixels(tmp_path, monkeypatch, compression, request):
+    """A PackBits GeoTIFF-like tiled file (and ZSTD, where Python decodes it) reads to the
+    pixels of the same file uncompressed, its chunks decoded here and not again by tifffile."""
+    pytest.importorskip("imagecodecs")  # tifffile writes PackBits and ZSTD with it
+    if compression == "zstd":
+        request.getfixturevalue("python_zstd")
     scene = _scene(12, bands=4, side=40)
     _write(tmp_path / "plain.tif", scene, "contig")
-    _write(tmp_path / "packed.tif", scene, "contig", compression="packbits", tile=(16, 16))
+    _write(tmp_path / "packed.tif", scene, "contig", compression=compression, tile=(16, 16))
     plain, _ = loaders._read_tiff_bands(tmp_path / "plain.tif", 40, [4, 2, 1], None, None)
     monkeypatch.setattr(tifffile.TiffPage, "asarray", lambda *a, **k: pytest.fail("decoded by tifffile"))
     packed, _ = loaders._read_tiff_bands(tmp_path / "packed.tif", 40, [4, 2, 1], None, None)
@@ -934,3 +980,73 @@ def test_a_packbits_strip_cut_short_is_left_to_tifffile(tmp_path):
     else:
         got, _ = loaders._read_tiff_bands(path, 16, [1, 1, 1], None, None)
         assert got.shape == (16, 16, 3) and not got.any()
+
+
+@pytest.mark.parametrize("declared", ["its size", "no size", "a size too small"])
+def test_a_zstd_strip_that_decompresses_past_its_size_is_refused_without_decompressing_it(
+        tmp_path, zstd_without_imagecodecs, declared):
+    """Python 3.14 without imagecodecs: tifffile decompresses a ZSTD strip whole with
+    compression.zstd. A 16 x 16 strip (512 bytes) stored as 64 MiB of zeros in 2 kB, its frame
+    declaring that size or none, took 141 MiB and read the image (1 GiB in 32 kB took 2 GiB).
+    Decompressed here to no more than its size and a byte, it is refused, holding little.
+    A frame declaring 512 bytes that holds more, zstd itself stops as damaged (tifffile's line)."""
+    size = {"its size": 64 << 20, "no size": None, "a size too small": 512}[declared]
+    bomb = tmp_path / "bomb.tif"
+    _one_segment_tiff(bomb, 16, _zstd_zeros(64 << 20, size), 50000)
+    assert bomb.stat().st_size < 3_000
+    peak = _peak_bytes(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
+    assert peak < 1 << 20, f"{peak:,} bytes held"
+    with pytest.raises(DataError) as info:
+        loaders._read_tiff_bands(bomb, 16, [1, 1, 1], None, None)
+    if size == 512:
+        assert str(info.value).startswith(f"{bomb}: cannot read TIFF (ZstdError: ") and "\n" not in str(info.value)
+    else:
+        assert str(info.value) == (f"{bomb}: a strip compressed with ZSTD that decompresses to more than the 512 "
+                                   f"bytes its tags say it holds (a decompression bomb, or a damaged file)")
+
+
+def test_zstd_frames_read_as_compression_zstd_reads_them(tmp_path, zstd_without_imagecodecs, python_zstd):
+    """Frames declaring their size or not (libtiff's), two frames in a strip, a skippable frame:
+    decoded here to tifffile's pixels. Bytes after the last frame that are no frame, or a frame
+    cut short, are damage left to tifffile, which refuses them."""
+    values = np.arange(256, dtype="<u2").reshape(16, 16)
+    raw = values.tobytes()
+    streamed = python_zstd.ZstdCompressor()
+    without_size = streamed.compress(raw) + streamed.flush()  # FLUSH_FRAME: no size in its header
+    assert python_zstd.get_frame_info(without_size).decompressed_size is None
+    skippable = struct.pack("<II", 0x184D2A50, 3) + b"abc"
+    expected = np.repeat(np.floor(values.astype(np.float64) * 255 / 65535 + 0.5)[..., None], 3, axis=2)
+    for name, payload in (("sized", python_zstd.compress(raw)), ("streamed", without_size),
+                          ("two", python_zstd.compress(raw[:100]) + python_zstd.compress(raw[100:])),
+                          ("skippable", skippable + python_zstd.compress(raw))):
+        path = tmp_path / f"{name}.tif"
+        _one_segment_tiff(path, 16, payload, 50000)
+        with tifffile.TiffFile(path) as tif:
+            np.testing.assert_array_equal(loaders._inflate_chunks(path, tif, tif.pages.first, "strip", 512), values)
+        got, _ = loaders._read_tiff_bands(path, 16, [1, 1, 1], None, None)
+        np.testing.assert_array_equal(got, expected, err_msg=name)
+    for name, payload in (("tail", python_zstd.compress(raw) + b"not a frame"),
+                          ("cut", python_zstd.compress(raw)[:-3])):
+        path = tmp_path / f"{name}.tif"
+        _one_segment_tiff(path, 16, payload, 50000)
+        with tifffile.TiffFile(path) as tif:
+            assert loaders._inflate_chunks(path, tif, tif.pages.first, "strip", 512) is None
+        with pytest.raises(DataError) as info:
+            loaders._read_tiff_bands(path, 16, [1, 1, 1], None, None)
+        assert str(info.value).startswith(f"{path}: cannot read TIFF (") and "\n" not in str(info.value), name
+
+
+def test_with_imagecodecs_a_zstd_strip_is_decoded_no_further_than_its_size(tmp_path):
+    """Where Python has no compression.zstd (before 3.14), tifffile decodes ZSTD with imagecodecs,
+    handing it each strip's size as its output buffer: a 16 x 16 strip (512 bytes) stored as
+    1 GiB of zeros in 32 kB, its frame declaring that size or none, is refused in one line,
+    holding little (measured so before any change here)."""
+    pytest.importorskip("imagecodecs")
+    for size in (1 << 30, None):
+        bomb = tmp_path / "bomb.tif"
+        _one_segment_tiff(bomb, 16, _zstd_zeros(1 << 30, size), 50000)
+        peak = _peak_bytes(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
+        assert peak < 1 << 20, f"{peak:,} bytes held"
+        with pytest.raises(DataError) as info:
+            loaders._read_tiff_bands(bomb, 16, [1, 1, 1], None, None)
+        assert str(info.value).startswith(f"{bomb}: ") and "\n" not in str(info.value)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import csv
 import errno
 import hashlib
+import importlib
 import logging
 import math
 import os
@@ -460,7 +461,8 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
                                 f"{' x '.join(f'{d:,}' for d in page.chunks)} samples of {dtype} are "
                                 f"{count * segment_bytes:,} bytes decoded, more than the "
                                 f"{MAX_TIFF_DECODED_BYTES:,} allowed")
-            # Deflate / LZMA / PackBits chunks are decoded here, each bounded by its size, and the pixels kept
+            # Deflate / LZMA / PackBits (and ZSTD, where Python decodes it) chunks are decoded here, each
+            # bounded by its size, and the pixels kept
             decoded_here = _chunk_codec(int(page.compression)) is not None
             data = _inflate_chunks(path, tif, page, kind, segment_bytes) if decoded_here else None
             if place == "geotiff":  # from the tags tifffile parsed on opening: no pixel is decoded for it
@@ -507,19 +509,28 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
 
 #: TIFF compressions whose strips or tiles are decoded here, each bounded by its size, because the
 #: decoder tifffile takes for them (without imagecodecs) decodes a strip or tile whole, however large
-#: it comes out: zlib (Deflate, Adobe Deflate, tifffile's 50013), LZMA and PackBits (tifffile's own
-#: decoder, a Python list of every decoded byte).
-_CHUNK_CODECS = {8: "zlib", 32946: "zlib", 50013: "zlib", 34925: "lzma", 32773: "packbits"}
+#: it comes out: zlib (Deflate, Adobe Deflate, tifffile's 50013), LZMA, PackBits (tifffile's own
+#: decoder, a Python list of every decoded byte) and ZSTD (Python 3.14's compression.zstd).
+_CHUNK_CODECS = {8: "zlib", 32946: "zlib", 50013: "zlib", 34925: "lzma", 32773: "packbits", 50000: "zstd",
+                 34926: "zstd"}
 
 
 class _DamagedChunk(Exception):
-    """A PackBits strip or tile that does not decode: left for tifffile to report."""
+    """A PackBits or ZSTD strip or tile that does not decode: left for tifffile to report."""
 
 
 def _chunk_codec(compression: int) -> str | None:
     """The codec of :data:`_CHUNK_CODECS` that decodes TIFF ``compression`` here, None where
-    tifffile decodes it."""
-    return _CHUNK_CODECS.get(compression)
+    tifffile decodes it: ZSTD is decoded here only where Python has compression.zstd (3.14 on);
+    elsewhere tifffile decodes it with imagecodecs, which writes no further than the strip's or
+    tile's size, the output buffer tifffile hands it (or, without imagecodecs, refuses it)."""
+    codec = _CHUNK_CODECS.get(compression)
+    if codec == "zstd":
+        try:
+            importlib.import_module("compression.zstd")
+        except ImportError:
+            return None
+    return codec
 
 
 #: Each byte value with its 8 bits in reverse order: how a TIFF of fill order 2 stores bytes.
@@ -527,10 +538,11 @@ _BITS_REVERSED = np.array([int(f"{b:08b}"[::-1], 2) for b in range(256)], dtype=
 
 
 def _inflated(codec: str, data: bytes, limit: int) -> bytes | np.ndarray | None:
-    """``data`` (one zlib stream, LZMA streams one after another, as ``lzma.decompress`` reads
-    them, or PackBits runs) decompressed, None if it decompresses to more than ``limit`` bytes:
-    never more than ``limit`` + 1 bytes are made. A damaged stream raises ``zlib.error`` or
-    ``lzma.LZMAError``, damaged PackBits runs (the last one cut short) :class:`_DamagedChunk`."""
+    """``data`` (one zlib stream, LZMA streams or ZSTD frames one after another, as
+    ``lzma.decompress`` and ``compression.zstd.decompress`` read them, or PackBits runs)
+    decompressed, None if it decompresses to more than ``limit`` bytes: never more than
+    ``limit`` + 1 bytes are made. A damaged stream raises ``zlib.error`` or ``lzma.LZMAError``,
+    damaged ZSTD frames or PackBits runs (the last one cut short) :class:`_DamagedChunk`."""
     import lzma
     import zlib
 
@@ -544,6 +556,8 @@ def _inflated(codec: str, data: bytes, limit: int) -> bytes | np.ndarray | None:
         if cut:
             raise _DamagedChunk("the last PackBits run is cut short")
         return out[:written]
+    if codec == "zstd":
+        return _decompressed_zstd(data, limit)
     if codec == "zlib":
         inflate = zlib.decompressobj()
         out = inflate.decompress(data, limit + 1)  # (a max_length of 0 would be no bound)
@@ -568,6 +582,33 @@ def _inflated(codec: str, data: bytes, limit: int) -> bytes | np.ndarray | None:
             return None
         if not unpack.eof:
             raise lzma.LZMAError("Compressed data ended before the end-of-stream marker was reached")
+        data = unpack.unused_data
+        if not data:
+            break
+    return b"".join(parts)
+
+
+def _decompressed_zstd(data: bytes, limit: int) -> bytes | None:
+    """:func:`_inflated` of ZSTD frames (compression.zstd, Python 3.14 on): every frame, as
+    ``compression.zstd.decompress`` reads them (bytes after the last frame that are no frame
+    are damage), none decompressed past ``limit`` + 1 bytes in all, whether or not its header
+    declares its size (a streaming writer, libtiff's, declares none)."""
+    from compression import zstd
+
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        unpack = zstd.ZstdDecompressor()
+        try:
+            part = unpack.decompress(data, limit - total + 1)
+        except zstd.ZstdError as exc:
+            raise _DamagedChunk(str(exc)) from None
+        parts.append(part)
+        total += len(part)
+        if total > limit:
+            return None
+        if not unpack.eof:
+            raise _DamagedChunk("Compressed data ended before the end-of-stream marker was reached")
         data = unpack.unused_data
         if not data:
             break
