@@ -1305,6 +1305,41 @@ def test_the_zmq_transport_is_closed_when_a_method_raises(tmp_path: Path, monkey
     assert closed == [True]
 
 
+def test_run_threads_hold_in_the_methods_and_the_callers_count_is_restored_when_one_raises(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Library use: the methods run with the scenario's run.threads torch threads, and the caller's own
+    count is given back even when a method raised (fol.executors.torch_threads, the one way to set it)."""
+    import torch
+
+    import fol.simulation.runner as runner
+
+    seen: list[int] = []
+
+    class Boom(Exception):
+        pass
+
+    class Failing:
+        def run(self, ctx):
+            seen.append(torch.get_num_threads())
+            raise Boom
+
+    monkeypatch.setattr(runner, "get_method", lambda name, **opts: Failing())
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\n" + "".join(
+        f"{n},0,{0.1 * k},0,0.1\n{n},600,{0.1 * k + 0.2},0,0.1\n" for k, n in enumerate("abc")))
+    scn = parse_scenario(tomllib.loads(DRONES.replace('run = ["local", "fol", "fedavg"]', 'run = ["local"]')),
+                         tmp_path, "s.toml")
+    assert scn.run.threads == 1
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with pytest.raises(Boom):
+            run_simulation(scn, tmp_path / "out", progress=False)
+        assert seen == [1]  # the scenario's count inside the run
+        assert torch.get_num_threads() == 2  # the caller's, given back after the raise
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_a_run_without_a_fol_variant_books_no_peer_to_peer_transfers(tmp_path: Path) -> None:
     """Only the FOL variants exchange models peer to peer: a run of 'local' and
     FedAvg must not list (nor report) FOL transfers that never happened."""

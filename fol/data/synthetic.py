@@ -63,6 +63,7 @@ import torch.nn.functional as F
 
 from fol.data.geo import GeoDataset, check_pool_size
 from fol.errors import DataError
+from fol.executors import torch_threads
 
 __all__ = [
     "make_synthetic",
@@ -718,9 +719,7 @@ def make_synthetic(
         from tqdm.auto import tqdm
 
         blocks = tqdm(blocks, desc=f"synthetic-{task}", leave=False, disable=None)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # many small ops: one thread is as fast, and robust on a busy machine
-    try:
+    with torch_threads(1):  # many small ops: one thread is as fast, and robust on a busy machine
         for blk in blocks:
             count = min(BLOCK, n - blk * BLOCK)
             i, y, la, lo = _render_block(task, seed, blk, count, int(image_size), float(label_noise), boxes,
@@ -729,8 +728,6 @@ def make_synthetic(
             labels.append(y)
             lats.append(la)
             lons.append(lo)
-    finally:
-        torch.set_num_threads(threads)
     if n == 0:
         y_all, lat_all, lon_all = np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
     else:

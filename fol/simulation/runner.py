@@ -39,7 +39,6 @@ from typing import Any, Sequence
 from urllib.parse import quote
 
 import numpy as np
-import torch
 
 from contact_sim.energy import Battery
 from contact_sim.errors import ContactError
@@ -54,7 +53,7 @@ from fol.simulation.scenario import SwarmScenario, json_default
 from fol.checkpoint import ModelCard, load_model, model_to_bytes, save_model
 from fol.data import GeoDataset, assignment_partition, dirichlet_partition, load_dataset, region_partition
 from fol.errors import ConfigError, DataError
-from fol.executors import Executor, make_executor
+from fol.executors import Executor, make_executor, torch_threads
 from fol.fileio import atomic_write_bytes, atomic_write_text, remove_temporaries, write_json_atomic
 from fol.methods import NodeResult, NodeSetup, SwarmContext, get_method
 from fol.methods.fol_method import payload_card
@@ -601,100 +600,97 @@ def run_simulation(
     if executor is None:
         executor = make_executor(scn.run.executor, workers=scn.run.workers, threads=scn.run.threads,
                                  ray_address=scn.run.ray_address)
-    # The parent evaluates models and aggregates too: with the tasks' thread count its
-    # float reductions do not depend on how many cores the machine has.
-    threads_before = torch.get_num_threads()
-    if scn.run.threads:
-        torch.set_num_threads(scn.run.threads)
     transport: ZmqTransport | None = None  # a seed's, closed after its methods or, if one raises, below
     try:
-        learners = [i for i, kind in enumerate(base_plan.node_kinds) if kind != "ground_station"]
-        names = [base_plan.node_names[i] for i in learners]
-        by_name = dict(zip(report.nodes, report.archs))
-        archs = [by_name[n] for n in names]
+        # The parent evaluates models and aggregates too: with the tasks' thread count its
+        # float reductions do not depend on how many cores the machine has.
+        with torch_threads(scn.run.threads):
+            learners = [i for i, kind in enumerate(base_plan.node_kinds) if kind != "ground_station"]
+            names = [base_plan.node_names[i] for i in learners]
+            by_name = dict(zip(report.nodes, report.archs))
+            archs = [by_name[n] for n in names]
 
-        rows: list[dict[str, Any]] = []
-        rounds_used: dict[str, int] = {}
-        transfers: list[dict[str, Any]] = []
-        rounds_by_seed: dict[int, dict[str, int]] = {}
-        plan = base_plan
-        energy: dict[str, Any] | None = None
-        base_batteries = build_batteries(scn.contact, base_plan)  # {} unless [energy]; eclipses computed once
-        for seed in tqdm(scn.seeds, desc="seeds", disable=None if progress else True):
-            seed_dir = _seed_dir(out, seed)
-            (seed_dir / "pretrained").mkdir(parents=True, exist_ok=True)
-            (seed_dir / "results").mkdir(exist_ok=True)
-            if first is not None and seed == scn.seeds[0] and names == report.nodes:
-                pool, shards = first
-            else:
-                pool = _load_pool(scn, seed)
-                shards = _partition(scn, pool, names, seed)
-            first = None
-            nodes = _pretrained_nodes(scn, pool, shards, names, archs, seed, seed_dir, executor)
-            wall_seconds()
-            # every node holds copies of its shard; the pool (with the images no node
-            # was given) would otherwise stay in the driver through all the rounds
-            del pool, shards
-
-            sizes = fol_payload_sizes(nodes, max(1, scn.fol.rounds))
-            participants = _participants(base_plan, learners, sizes[0], base_plan.n_rounds)
-            plan = copy.deepcopy(base_plan)
-            batteries = copy.deepcopy(base_batteries) if base_batteries else None
-            waits: list[dict[str, Any]] = []
-            if batteries:
-                _book_pretraining(scn, plan, batteries, learners, nodes)
-            # only the FOL variants exchange models peer to peer: without one, no transfer happens
-            # (none is booked, listed in transfers.json or charged to a battery)
-            deliveries = (plan_deliveries(plan, learners, sizes, scn.fol.rounds, scn.fol.max_neighbours,
-                                          batteries, waits) if any(m in VARIANTS for m in scn.methods)
-                          else [{} for _ in range(scn.fol.rounds)])
-            if batteries and seed == scn.seeds[0]:
-                energy = _energy_summary(scn, plan, batteries, learners, waits)
-            transport = ZmqTransport(seed_dir / "links", names) if scn.run.transport == "zmq" else None
-            ctx = SwarmContext(nodes=nodes, train=scn.fol.pretrain_train(), fol=scn.fol.replace(seed=seed),
-                               rounds=plan.n_rounds, participants=participants, deliveries=deliveries, seed=seed,
-                               map=executor.map, transport=transport)
-            if seed == scn.seeds[0]:
-                plan.to_csv(out / "contacts.csv")
-            # each node's split sizes, with every row: an accuracy is read against its test count
-            sizes = {n.name: dict(zip(("n_train", "n_val", "n_test"), n.data.sizes())) for n in nodes}
-            for name in tqdm(scn.methods, desc=f"methods (seed {seed})", leave=False, disable=None if progress else True):
-                path = _results_path(seed_dir, name)
-                if resume and path.exists():
-                    results = _saved_results(path, name, names)
+            rows: list[dict[str, Any]] = []
+            rounds_used: dict[str, int] = {}
+            transfers: list[dict[str, Any]] = []
+            rounds_by_seed: dict[int, dict[str, int]] = {}
+            plan = base_plan
+            energy: dict[str, Any] | None = None
+            base_batteries = build_batteries(scn.contact, base_plan)  # {} unless [energy]; eclipses computed once
+            for seed in tqdm(scn.seeds, desc="seeds", disable=None if progress else True):
+                seed_dir = _seed_dir(out, seed)
+                (seed_dir / "pretrained").mkdir(parents=True, exist_ok=True)
+                (seed_dir / "results").mkdir(exist_ok=True)
+                if first is not None and seed == scn.seeds[0] and names == report.nodes:
+                    pool, shards = first
                 else:
-                    t0 = time.perf_counter()
-                    method = get_method(name, **scn.method_options.get(name, {}))
-                    results = method.run(ctx)
-                    log.info("seed %d: %s done in %.1f s", seed, name, time.perf_counter() - t0)
-                    # in the order of the method's own dicts: a resumed run's rows (and results.json) as an uncut run's
-                    _write_json(path, [r.to_dict() for r in results], sort_keys=False)
-                    wall_seconds()
-                used = max((r.rounds for r in results), default=0)
-                rounds_by_seed.setdefault(seed, {})[name] = used
-                rounds_used[name] = max(rounds_used.get(name, 0), used)  # over seeds
-                for r in results:
-                    rows.append({"seed": seed, **r.to_dict(), **sizes.get(r.node, {})})
-            if transport is not None:
-                transport.close()
-                transport = None
-            transfers += [{"seed": seed, **t.__dict__} for t in plan.transfers]
-        _write_json(out / "transfers.json", transfers)
-        _write_json(out / "rounds_used.json", {str(s): r for s, r in rounds_by_seed.items()})
-        if energy is not None:
-            flops = {(r["method"], r["node"]): r["train_flops"] for r in rows if r["seed"] == scn.seeds[0]}
-            for node in energy["nodes"]:
-                node["method_training_j"] = {m: f * scn.contact.energy.j_per_flop
-                                             for (m, n), f in flops.items() if n == node["node"]}
-            _write_json(out / "energy.json", energy)
-        result = SimulationResult(out, rows, plan, rounds_used, wall_seconds(), transfers, energy, earlier)
-        from fol.simulation.report import write_report
+                    pool = _load_pool(scn, seed)
+                    shards = _partition(scn, pool, names, seed)
+                first = None
+                nodes = _pretrained_nodes(scn, pool, shards, names, archs, seed, seed_dir, executor)
+                wall_seconds()
+                # every node holds copies of its shard; the pool (with the images no node
+                # was given) would otherwise stay in the driver through all the rounds
+                del pool, shards
 
-        write_report(scn, result, traj)
-        return result
+                sizes = fol_payload_sizes(nodes, max(1, scn.fol.rounds))
+                participants = _participants(base_plan, learners, sizes[0], base_plan.n_rounds)
+                plan = copy.deepcopy(base_plan)
+                batteries = copy.deepcopy(base_batteries) if base_batteries else None
+                waits: list[dict[str, Any]] = []
+                if batteries:
+                    _book_pretraining(scn, plan, batteries, learners, nodes)
+                # only the FOL variants exchange models peer to peer: without one, no transfer happens
+                # (none is booked, listed in transfers.json or charged to a battery)
+                deliveries = (plan_deliveries(plan, learners, sizes, scn.fol.rounds, scn.fol.max_neighbours,
+                                              batteries, waits) if any(m in VARIANTS for m in scn.methods)
+                              else [{} for _ in range(scn.fol.rounds)])
+                if batteries and seed == scn.seeds[0]:
+                    energy = _energy_summary(scn, plan, batteries, learners, waits)
+                transport = ZmqTransport(seed_dir / "links", names) if scn.run.transport == "zmq" else None
+                ctx = SwarmContext(nodes=nodes, train=scn.fol.pretrain_train(), fol=scn.fol.replace(seed=seed),
+                                   rounds=plan.n_rounds, participants=participants, deliveries=deliveries, seed=seed,
+                                   map=executor.map, transport=transport)
+                if seed == scn.seeds[0]:
+                    plan.to_csv(out / "contacts.csv")
+                # each node's split sizes, with every row: an accuracy is read against its test count
+                sizes = {n.name: dict(zip(("n_train", "n_val", "n_test"), n.data.sizes())) for n in nodes}
+                for name in tqdm(scn.methods, desc=f"methods (seed {seed})", leave=False, disable=None if progress else True):
+                    path = _results_path(seed_dir, name)
+                    if resume and path.exists():
+                        results = _saved_results(path, name, names)
+                    else:
+                        t0 = time.perf_counter()
+                        method = get_method(name, **scn.method_options.get(name, {}))
+                        results = method.run(ctx)
+                        log.info("seed %d: %s done in %.1f s", seed, name, time.perf_counter() - t0)
+                        # in the order of the method's own dicts: a resumed run's rows (and results.json) as an uncut run's
+                        _write_json(path, [r.to_dict() for r in results], sort_keys=False)
+                        wall_seconds()
+                    used = max((r.rounds for r in results), default=0)
+                    rounds_by_seed.setdefault(seed, {})[name] = used
+                    rounds_used[name] = max(rounds_used.get(name, 0), used)  # over seeds
+                    for r in results:
+                        rows.append({"seed": seed, **r.to_dict(), **sizes.get(r.node, {})})
+                if transport is not None:
+                    transport.close()
+                    transport = None
+                transfers += [{"seed": seed, **t.__dict__} for t in plan.transfers]
+            _write_json(out / "transfers.json", transfers)
+            _write_json(out / "rounds_used.json", {str(s): r for s, r in rounds_by_seed.items()})
+            if energy is not None:
+                flops = {(r["method"], r["node"]): r["train_flops"] for r in rows if r["seed"] == scn.seeds[0]}
+                for node in energy["nodes"]:
+                    node["method_training_j"] = {m: f * scn.contact.energy.j_per_flop
+                                                 for (m, n), f in flops.items() if n == node["node"]}
+                _write_json(out / "energy.json", energy)
+            result = SimulationResult(out, rows, plan, rounds_used, wall_seconds(), transfers, energy, earlier)
+            from fol.simulation.report import write_report
+
+            write_report(scn, result, traj)
+            return result
     finally:
         if transport is not None:
             transport.close()
-        torch.set_num_threads(threads_before)
         if own_executor:
             executor.close()
