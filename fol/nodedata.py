@@ -302,11 +302,12 @@ def _split_folders(spec: NodeDataSpec) -> list[str] | None:
 
 
 def _refuse_one_class_folder(spec: NodeDataSpec, text: str, where: str) -> None:
-    """An image folder of one class folder refused from its sub-folders' names, before any image is
-    read (:func:`fol.data.loaders.image_folder_classes`, the check of ``fol simulate``'s scenario):
-    the dataset's classes are its class folders, so the loaded data would hold that one class. A
-    folder that is missing or cannot be listed is left to the loader, which says so."""
-    from fol.data.loaders import image_folder_classes
+    """An image folder of one class folder (or none) refused from its sub-folders' names, before any
+    image is read (:func:`fol.data.loaders.image_folder_classes`), in the words of the check of ``fol
+    simulate``'s scenario (:func:`fol.data.loaders.refuse_one_class`): the dataset's classes are its
+    class folders, so the loaded data would hold that one class. A folder that is missing or cannot be
+    listed is left to the loader, which says so."""
+    from fol.data.loaders import image_folder_classes, refuse_one_class
     from fol.data.registry import image_folder_path  # where the loader looks for spec.path, its one rule
 
     if spec.dataset != "imagefolder" or not spec.path:
@@ -319,9 +320,10 @@ def _refuse_one_class_folder(spec: NodeDataSpec, text: str, where: str) -> None:
     except DataError as exc:  # what the loader would say of the folder, said now, in the same words
         message = str(exc)
         raise DataError(message if message.startswith(where) else f"{where}: {message}") from None
-    if len(classes) == 1:
-        raise ConfigError(f"{where} {text}: the folder {folder} has one class folder, {shown(classes[0])}; a node "
-                          f"needs at least two classes to train a classifier (one sub-folder of images per class)")
+    try:
+        refuse_one_class(folder, classes)
+    except DataError as exc:  # the one wording of fol simulate's check too, after this flag and spec
+        raise DataError(f"{where} {text}: {exc}") from None
 
 
 @dataclass(frozen=True)

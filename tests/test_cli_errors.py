@@ -550,8 +550,8 @@ def test_pretrain_on_a_folder_of_one_class_names_the_class_before_training(
     out = tmp_path / "m.safetensors"
     assert main(["pretrain", "--data", str(root), "--epochs", "1", "--out", str(out)]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        f"fol pretrain: error: --data {root}: the folder {root} has one class folder, 'burnt'; a node needs at "
-        f"least two classes to train a classifier (one sub-folder of images per class)"]
+        f"fol pretrain: error: --data {root}: image folder {root} has one class folder, 'burnt'; a classifier "
+        f"needs at least two classes (one sub-folder of images per class)"]
     assert not out.exists()
     assert main(["data", "info", f"imagefolder:{root}"]) == 0
     assert "classes (1):" in capsys.readouterr().out

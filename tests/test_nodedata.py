@@ -339,8 +339,8 @@ def test_fol_pretrain_refuses_a_one_class_folder_before_reading_an_image(
                          (f"dataset=imagefolder,path={by_split},splits=train+valid,nodes=2,node=1", by_split)):
         assert main(["pretrain", "--data", text, "--epochs", "1", "--out", str(out)]) == 2
         assert capsys.readouterr().err.splitlines() == [
-            f"fol pretrain: error: --data {text}: the folder {folder} has one class folder, 'burnt'; a node needs "
-            f"at least two classes to train a classifier (one sub-folder of images per class)"]
+            f"fol pretrain: error: --data {text}: image folder {folder} has one class folder, 'burnt'; a classifier "
+            f"needs at least two classes (one sub-folder of images per class)"]
     assert not out.exists()
     # the loader's own refusals stay its own, now said before reading: a split-first folder without splits=
     assert main(["pretrain", "--data", str(by_split), "--epochs", "1", "--out", str(out)]) == 2
@@ -410,6 +410,6 @@ def test_a_one_class_folder_under_the_data_root_is_named_where_it_is(
                                 ("dataset=imagefolder,path=~/imgs,partition=all", [], tmp_path / "home" / "imgs")):
         assert main(["pretrain", "--data", text, *flags, "--epochs", "1", "--out", str(out)]) == 2
         assert capsys.readouterr().err.splitlines() == [
-            f"fol pretrain: error: --data {text}: the folder {folder} has one class folder, 'burnt'; a node needs "
-            f"at least two classes to train a classifier (one sub-folder of images per class)"]
+            f"fol pretrain: error: --data {text}: image folder {folder} has one class folder, 'burnt'; a classifier "
+            f"needs at least two classes (one sub-folder of images per class)"]
     assert not out.exists()

@@ -546,7 +546,11 @@ def test_the_check_refuses_a_missing_image_folder_or_coordinates_file(tmp_path: 
 
 def test_the_check_refuses_an_image_folder_of_one_class(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """One class folder: refused by the check, naming the field, before any contact
-    or image work (it stopped after both with 'model num_classes must be at least 2')."""
+    or image work (it stopped after both with 'model num_classes must be at least 2'), in the words
+    fol pretrain --data refuses the same folder with (fol.data.loaders.refuse_one_class): the check said
+    "has 1 class sub-folder(s) ['class0']; a classifier needs at least 2", fol pretrain "the folder ... has
+    one class folder, 'class0'; a node needs at least two classes to train a classifier". A folder of no
+    class folder (its images directly in it) is refused in the same shape."""
     _image_folder(tmp_path / "imgs", per_class=2, coords=False)
     for extra in ("class1", "class2"):
         shutil.rmtree(tmp_path / "imgs" / extra)
@@ -554,11 +558,21 @@ def test_the_check_refuses_an_image_folder_of_one_class(tmp_path: Path, capsys: 
     (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\nb,0,0.2,0,0.1\n")
     (tmp_path / "s.toml").write_text(_drones_with_data('dataset = "imagefolder"\npath = "imgs"\nimage_size = 16\n'
                                                        'partition = "dirichlet"\npsi = 1.0\nper_node = 100'))
+    same = (f"image folder {tmp_path / 'imgs'} has one class folder, 'class0'; a classifier needs at least two "
+            "classes (one sub-folder of images per class)")
     assert main(["simulate", "--check", str(tmp_path / "s.toml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0] == (f"fol simulate: error: {tmp_path / 's.toml'}: data.path: {tmp_path / 'imgs'} "
-                                        "has 1 class sub-folder(s) ['class0']; a classifier needs at least 2 "
-                                        "(<path>/<class>/<image files>)"), err
+    assert err == [f"fol simulate: error: {tmp_path / 's.toml'}: data.path: {same}"], err
+    out = tmp_path / "m.safetensors"
+    assert main(["pretrain", "--data", str(tmp_path / "imgs"), "--epochs", "1", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"fol pretrain: error: --data {tmp_path / 'imgs'}: {same}"]
+    assert not out.exists()
+    shutil.move(tmp_path / "imgs" / "class0" / "img0.png", tmp_path / "imgs" / "img0.png")
+    shutil.rmtree(tmp_path / "imgs" / "class0")
+    assert main(["simulate", "--check", str(tmp_path / "s.toml")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"fol simulate: error: {tmp_path / 's.toml'}: data.path: image folder {tmp_path / 'imgs'} has no class folder; "
+        "a classifier needs at least two classes (one sub-folder of images per class)"]
 
 
 def test_the_check_refuses_a_folder_laid_out_by_split_first_unless_its_splits_are_named(

@@ -64,6 +64,7 @@ __all__ = [
     "load_image_folder",
     "split_first_layout",
     "image_folder_classes",
+    "refuse_one_class",
     "image_folder_files",
     "check_image_folder_root",
     "load_cifar10",
@@ -1295,6 +1296,19 @@ def image_folder_classes(root: Path, splits: Sequence[str] | None = None) -> lis
         return list(folders)
     chosen = _chosen_splits(f"image folder {root}", root, splits, folders)
     return sorted({c for split in chosen for c in class_folders(_split_dir(folders[split]))})
+
+
+def refuse_one_class(root: Path, classes: Sequence[str]) -> None:
+    """An image folder of fewer than two classes (``classes``, as :func:`image_folder_classes`
+    gives them) is one :class:`DataError` line, the same wherever a node's data or a pool is
+    refused for it (``fol pretrain --data``, ``fol simulate``'s check of ``data.path``): the
+    folder, the class folder found, and that a classifier needs at least two. The caller puts
+    its own context (the flag, the scenario field) in front."""
+    if len(classes) >= 2:
+        return
+    found = f"one class folder, {shown(classes[0])}" if classes else "no class folder"
+    raise DataError(f"image folder {root} has {found}; a classifier needs at least two classes "
+                    f"(one sub-folder of images per class)")
 
 
 def _class_folder_files(root: Path, classes: Sequence[str] | None, folders: dict[str, Path]

@@ -295,13 +295,14 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
         except DataError as exc:  # as every other error of the check: the scenario file and the field first
             raise DataError(f"{scn.source}: {_dataset_field(d)}: {exc}") from None
         if d.dataset == "imagefolder":  # its classes are the sub-folders (hidden ones aside), as the loader reads them
-            from fol.data.loaders import image_folder_classes
+            from fol.data.loaders import image_folder_classes, refuse_one_class
 
             folder = Path(d.path or "")
             classes = image_folder_classes(folder, d.splits)
-            if len(classes) < 2:
-                raise DataError(f"{scn.source}: data.path: {folder} has {len(classes)} class sub-folder(s) "
-                                f"{classes}; a classifier needs at least 2 (<path>/<class>/<image files>)")
+            try:
+                refuse_one_class(folder, classes)
+            except DataError as exc:  # the one wording of fol pretrain --data too, after the file and field
+                raise DataError(f"{scn.source}: data.path: {exc}") from None
     _check_synthetic_pool(scn, len(names))
 
     if out is not None:
