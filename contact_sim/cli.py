@@ -18,6 +18,7 @@ from orbits import OMM_FORMATS, OrbitError
 from orbits.oem import DEFAULT_OEM_STEP_S, EXPORT_FRAMES, MAX_OEM_POINTS, MIN_OEM_STEP_S, OEM_FORMATS
 from swarmbase.cli import path_argument, printable, run_command
 from swarmbase.fileio import check_output_dir, check_output_file, staged_outputs
+from swarmbase.tomlcheck import brief
 from swarmbase.units import format_bytes
 
 from .errors import ContactError
@@ -103,8 +104,8 @@ _MOVERS = {"constellation": "satellite(s)", "drones": "drone(s)", "plan": "node(
 def _one_line(args: argparse.Namespace, exc: Exception) -> int:
     """Print a user error as one line naming the scenario file; exit status 2."""
     msg = str(exc)
-    if str(args.scenario) not in msg:
-        msg = f"{args.scenario}: {msg}"
+    if str(args.scenario) not in msg and brief(args.scenario) not in msg:  # a long name is cut (brief), not written whole
+        msg = f"{brief(args.scenario)}: {msg}"
     print(f"{getattr(args, 'prog', 'contacts')}: error: {printable(msg)}", file=sys.stderr)  # a file name: one line
     return 2
 

@@ -94,7 +94,7 @@ from torch import nn
 
 from swarmbase.safejson import check_bounds
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import shown
+from swarmbase.tomlcheck import brief, shown
 
 from fol.defaults import class_name
 from fol.errors import CheckpointError, ConfigError
@@ -545,7 +545,7 @@ def upgrade_model_file(path: str | os.PathLike[str], out: str | os.PathLike[str]
         try:
             data = Path(path).read_bytes()
         except OSError as exc:
-            raise CheckpointError(f"{source}: cannot read model file ({exc.strerror or exc})") from None
+            raise CheckpointError(f"{brief(source)}: cannot read model file ({exc.strerror or exc})") from None
         loaded = _load_bytes(data, max_bytes, source, legacy=True)
     return save_model(Path(out) if out is not None else Path(path), loaded.model, loaded.card, max_bytes=max_bytes)
 
@@ -815,9 +815,9 @@ def _stat_size(path: str | os.PathLike[str], max_bytes: int, source: str | None 
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise CheckpointError(f"{source}: model file not found") from None
-    except OSError as exc:
-        raise CheckpointError(f"{source}: cannot read model file ({exc.strerror or exc})") from None
+        raise CheckpointError(f"{brief(source)}: model file not found") from None
+    except OSError as exc:  # a name too long for the file system: named cut, not in a 5 kB line
+        raise CheckpointError(f"{brief(source)}: cannot read model file ({exc.strerror or exc})") from None
     if not os.path.isfile(path):
         raise CheckpointError(f"{source}: not a regular file, expected a .safetensors model file")
     if st.st_size > max_bytes:

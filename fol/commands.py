@@ -13,6 +13,7 @@ from typing import Callable
 
 from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED, check_band_options, is_seed
 from swarmbase.cli import path_argument
+from swarmbase.tomlcheck import brief
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def _run_data_info(args: argparse.Namespace) -> int:
     if path and name != "imagefolder" and name in dataset_names():
         where = "generated, from no folder" if name.startswith("synthetic-") else \
             f"read from <data root>/{name} (--data-root, or FOL_DATA_ROOT)"
-        raise ConfigError(f"{args.name}: NAME:PATH only applies to imagefolder:PATH; dataset {name!r} is {where}")
+        raise ConfigError(f"{brief(args.name)}: NAME:PATH only applies to imagefolder:PATH; dataset {name!r} is {where}")
     options: dict[str, object] = {"path": path} if path else {}
     # the band options first, by the one rule every front end uses (a scenario's [data], --data, the loader)
     bands, scale = check_band_options(name, args.bands, args.scale, args.coords, names=INFO_BAND_NAMES, sep=",")
@@ -99,7 +100,7 @@ def _run_data_info(args: argparse.Namespace) -> int:
     except DataError as exc:  # an image folder's loader names the folder; the line names the argument too
         if name != "imagefolder":  # a dataset's own message names it and --data-root / FOL_DATA_ROOT
             raise
-        raise DataError(f"{args.name}: {exc}") from None
+        raise DataError(f"{brief(args.name)}: {exc}") from None  # a 5,000-character argument: cut, not written whole
     print(describe(ds))
     return 0
 

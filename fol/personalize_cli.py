@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from swarmbase.cli import path_argument
+from swarmbase.tomlcheck import brief
 
 log = logging.getLogger(__name__)
 
@@ -163,8 +164,13 @@ def run_personalize(args: argparse.Namespace) -> int:
     if args.variant == "local" and args.neighbors is not None:  # deploys the pretrained model: nothing collected
         log.info("--variant local reads no neighbour model; --neighbors %s is not read", args.neighbors)
     neighbours = None if args.variant == "local" else Path(args.neighbors)
-    if neighbours is not None and not neighbours.is_dir():  # a mistyped folder: said before the model and the data are loaded
-        raise DataError(f"--neighbors {neighbours}: {'is not a folder' if neighbours.exists() else 'does not exist'}")
+    if neighbours is not None:  # a mistyped folder: said before the model and the data are loaded
+        try:
+            is_dir, exists = neighbours.is_dir(), neighbours.exists()
+        except OSError as exc:  # a name too long for the file system: one line, the name cut
+            raise DataError(f"--neighbors {brief(neighbours)}: cannot be checked ({exc.strerror})") from None
+        if not is_dir:
+            raise DataError(f"--neighbors {brief(neighbours)}: {'is not a folder' if exists else 'does not exist'}")
     if neighbours is not None and out.is_dir() and out.samefile(neighbours):  # a symlink or "x/." is the same folder
         raise ConfigError(f"--out {out}: is the --neighbors folder; the round's outputs (its model, its ensemble "
                           f"members) would be read as neighbour models by the next run; give --out another folder")

@@ -15,6 +15,8 @@ import os
 import sys
 from typing import Any, Callable
 
+from swarmbase.tomlcheck import brief
+
 __all__ = ["run_command", "printable", "os_failure_line", "path_argument"]
 
 
@@ -50,12 +52,16 @@ def printable(text: str) -> str:
 
 def os_failure_line(exc: OSError) -> str:
     """``<file>: <reason>`` of an OS error (a full disk: the crash-safe writer names the file it wrote),
-    or the reason alone when the error names no file.
+    or the reason alone when the error names no file; a long file name (one the file system refuses as
+    too long) cut by :func:`swarmbase.tomlcheck.brief`.
 
     >>> os_failure_line(OSError(28, "No space left on device", "state.json")), os_failure_line(OSError("gone"))
     ('state.json: No space left on device', 'gone')
+    >>> line = os_failure_line(OSError(36, "File name too long", "a" * 5000))
+    >>> len(line), line[-26:]
+    (220, 'aaa...: File name too long')
     """
-    where = f"{exc.filename}: " if exc.filename is not None else ""
+    where = f"{brief(exc.filename)}: " if exc.filename is not None else ""
     return f"{where}{exc.strerror or exc}"
 
 

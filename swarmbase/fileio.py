@@ -27,6 +27,8 @@ import threading
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Sequence
 
+from swarmbase.tomlcheck import brief
+
 __all__ = ["fsync_dir", "make_dirs", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
            "staged_outputs", "check_output_dir", "check_output_file", "publish_gate", "is_temporary",
            "remove_temporaries", "remove_path", "dead_link", "DEAD_LINK", "dead_link_text"]
@@ -391,8 +393,8 @@ def check_output_dir(path: str | os.PathLike[str], error: type[Exception], *, em
     path = Path(path)
     try:
         exists = path.exists()
-    except OSError as exc:  # a name too long for the file system, a loop of symbolic links
-        raise error(f"{what} {path}: cannot be checked ({exc.strerror})") from None
+    except OSError as exc:  # a name too long for the file system (named cut), a loop of symbolic links
+        raise error(f"{what} {brief(path)}: cannot be checked ({exc.strerror})") from None
     if exists:
         if not path.is_dir():
             raise error(f"{what} {path}: exists and is not a folder")
@@ -411,7 +413,11 @@ def check_output_file(path: str | os.PathLike[str], error: type[Exception], what
     """Check, before any long work, that a file can be written at ``path``
     (replacing a regular file is allowed; a folder there is not)."""
     path = Path(path)
-    if path.is_dir():
+    try:
+        is_dir = path.is_dir()
+    except OSError as exc:  # a name too long for the file system: one line, the name cut
+        raise error(f"{what} {brief(path)}: cannot be checked ({exc.strerror})") from None
+    if is_dir:
         raise error(f"{what} {path}: is a folder; expected a file name")
     if path.exists() and not path.is_file():
         raise error(f"{what} {path}: exists and is not a regular file")

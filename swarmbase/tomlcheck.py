@@ -28,14 +28,16 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 __all__ = ["Table", "read_toml", "read_text_file", "check_input_file", "is_finite_number", "is_decimal", "shown",
-           "check_name_length",
-           "MAX_TOML_BYTES", "MAX_NAME_CHARS"]
+           "brief", "check_name_length",
+           "MAX_TOML_BYTES", "MAX_NAME_CHARS", "BRIEF_CHARS"]
 
 #: Configuration files larger than this are refused before parsing (bytes).
 MAX_TOML_BYTES = 4 * 1024 * 1024
 #: Longest name of a node (a satellite, ground station or drone) or a scenario, in characters: CelesTrak's
 #: names take at most 24, and OMM's OBJECT_NAME has no limit of its own.
 MAX_NAME_CHARS = 200
+#: A file name or argument longer than this is cut in a message (:func:`brief`), in characters.
+BRIEF_CHARS = 200
 
 
 def _a(what: str) -> str:
@@ -51,15 +53,15 @@ def check_input_file(path: str | os.PathLike[str], error: type[Exception], what:
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise error(f"{path}: {what} not found") from None
-    except OSError as exc:
-        raise error(f"{path}: cannot read the {what} ({exc.strerror})") from None
+        raise error(f"{brief(path)}: {what} not found") from None
+    except OSError as exc:  # a name too long for the file system: named cut, not in a 5 kB line
+        raise error(f"{brief(path)}: cannot read the {what} ({exc.strerror})") from None
     if path.is_dir():
-        raise error(f"{path}: is a directory; expected {_a(what)}")
+        raise error(f"{brief(path)}: is a directory; expected {_a(what)}")
     if not path.is_file():
-        raise error(f"{path}: not a regular file; expected {_a(what)}")
+        raise error(f"{brief(path)}: not a regular file; expected {_a(what)}")
     if max_bytes is not None and st.st_size > max_bytes:
-        raise error(f"{path}: {st.st_size} bytes; {_a(what)} may have at most {max_bytes}")
+        raise error(f"{brief(path)}: {st.st_size} bytes; {_a(what)} may have at most {max_bytes}")
     return path
 
 
@@ -227,6 +229,19 @@ def shown(value: Any, limit: int = 60) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{text[:20]}... ({len(text.lstrip('-')):,} digits)"
     return text[: max(limit - 3, 1)] + "..."
+
+
+def brief(text: Any, limit: int = BRIEF_CHARS) -> str:
+    """``text`` (a file name, an argument as typed) as a one-line message writes it: as it is when at most
+    ``limit`` characters, else cut by :func:`shown` (quoted, ``...`` at the cut). A message names what the
+    user typed in the user's own words, and a name of 5,000 characters (a path the file system refuses as
+    too long) does not make a 5 kB line.
+
+    >>> brief("runs/a"), brief(Path("runs/a")), brief("x" * 100, 12), len(brief("x" * 5000))
+    ('runs/a', 'runs/a', "'xxxxxxxx...", 200)
+    """
+    text = str(text)
+    return text if len(text) <= limit else shown(text, limit)
 
 
 def check_name_length(name: str, where: str, error: type[Exception]) -> str:

@@ -533,6 +533,49 @@ def test_a_scenario_refusal_shows_a_long_value_shortened(example: str, old: str,
     assert len(err.splitlines()) == 1 and len(err) < 600, err[:300]
 
 
+_NAME = "a" * 5000  # longer than any file system takes (255 bytes a name, 4,096 a path)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (lambda n: ["data", "info", f"imagefolder:{n}"], "fol data: error: 'imagefolder:"),
+    (lambda n: ["data", "info", f"cifar10:{n}"], "NAME:PATH only applies to imagefolder:PATH"),
+    (lambda n: ["data", "info", n], "fol data: error: unknown dataset '"),
+    (lambda n: ["personalize", "--model", "m.safetensors", "--data", DATA, "--neighbors", n, "--out", "out"],
+     "fol personalize: error: --neighbors '"),
+    (lambda n: ["personalize", "--model", n, "--data", DATA, "--neighbors", ".", "--out", "out"],
+     "cannot read model file (File name too long)"),
+    (lambda n: ["personalize", "--model", "m.safetensors", "--data", DATA, "--neighbors", ".", "--out", n],
+     "fol personalize: error: --out '"),
+    (lambda n: ["simulate", n], "cannot read the scenario file (File name too long)"),
+    (lambda n: ["simulate", "--check", n], "cannot read the scenario file (File name too long)"),
+    (lambda n: ["simulate", "--resume", n], "fol simulate: error: --resume '"),
+    (lambda n: ["contacts", n], "cannot read the scenario file (File name too long)"),
+    (lambda n: ["pretrain", "--data", DATA, "--out", n], "fol pretrain: error: --out '"),
+    (lambda n: ["pretrain", "--data", DATA, "--config", n, "--out", "m.safetensors"],
+     "cannot read the FOL config file (File name too long)"),
+    (lambda n: ["model", "info", n], "cannot read model file (File name too long)"),
+], ids=["data-info-imagefolder", "data-info-name-path", "data-info-name", "personalize-neighbors",
+        "personalize-model", "personalize-out", "simulate", "simulate-check", "simulate-resume", "contacts",
+        "pretrain-out", "pretrain-config", "model-info"])
+@pytest.mark.parametrize("absolute", [False, True], ids=["relative", "absolute"])
+def test_a_path_argument_too_long_for_the_file_system_is_one_short_line(
+        argv: Callable[[str], list[str]], says: str, absolute: bool, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A 5,000-character path argument: fol data info imagefolder:NAME wrote it whole after 'fol data: error:'
+    (a 5 kB line), fol contacts twice, fol simulate, personalize and pretrain whole in their 'cannot read' or
+    'cannot be checked' lines, and an absolute one (imagefolder:/.../NAME, --neighbors, --resume, pretrain
+    --out) reached the CLI as OSError (File name too long), written with the name whole. Each is now one line
+    of bounded length naming the argument cut (swarmbase.tomlcheck.brief), exit 2, no traceback, nothing
+    written."""
+    monkeypatch.chdir(tmp_path)
+    name = str(tmp_path / _NAME) if absolute else _NAME
+    assert main(argv(name)) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and len(err) < 400 and "Traceback" not in err, err[:300]
+    assert says in err and "a" * 300 not in err, err[:300]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no output folder or file begun
+
+
 def test_pretrain_on_a_folder_of_one_class_names_the_class_before_training(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """fol pretrain on an image folder of one class folder said '--data one: model num_classes must be

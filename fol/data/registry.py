@@ -26,6 +26,7 @@ loader (e.g. ``image_size``, ``max_per_class``; for the synthetic sets ``n``,
 
 from __future__ import annotations
 
+import errno
 import inspect
 from pathlib import Path
 from typing import Any, Callable
@@ -38,7 +39,7 @@ from fol.data.synthetic import make_synthetic
 from fol.defaults import check_band_options
 from fol.errors import ConfigError, DataError
 from swarmbase.cli import printable
-from swarmbase.tomlcheck import shown
+from swarmbase.tomlcheck import brief, shown
 
 __all__ = ["load_dataset", "check_dataset", "dataset_accepts", "dataset_names", "describe", "SYNTHETIC_DEFAULT_SIZE",
            "image_folder_path"]
@@ -72,11 +73,14 @@ def image_folder_path(path: str | Path, root: str | Path | None) -> Path:
     default :func:`~fol.data.loaders.default_data_root`); a folder found in
     neither is named under a given root, else as given."""
     p = Path(path).expanduser()
-    try:
-        if p.is_absolute() or p.exists():
-            return p
+    try:  # asked of an absolute name too: the loader's is_dir() raised OSError with the name whole
+        exists = p.exists()
     except OSError as exc:  # a name the file system refuses (too long): no folder of that name exists
-        raise DataError(f"image folder {shown(str(p))}: not a name this file system takes ({exc.strerror})") from None
+        if exc.errno == errno.ENAMETOOLONG:
+            raise DataError(f"image folder {shown(str(p))}: not a name this file system takes ({exc.strerror})") from None
+        raise DataError(f"image folder {brief(p)}: cannot be checked ({exc.strerror})") from None
+    if p.is_absolute() or exists:
+        return p
     under = (Path(root).expanduser() if root is not None else loaders.default_data_root()) / p
     return under if root is not None or under.exists() else p
 
@@ -140,7 +144,7 @@ def dataset_accepts(name: str, option: str) -> bool:
 
 def _checked_loader(name: str, kw: dict[str, Any]) -> Callable[..., GeoDataset]:
     if name not in _REGISTRY:
-        raise ConfigError(f"unknown dataset {name!r}; expected one of {', '.join(dataset_names())}")
+        raise ConfigError(f"unknown dataset {shown(name)}; expected one of {', '.join(dataset_names())}")
     fn = _REGISTRY[name]
     target = getattr(fn, "__wrapped__", fn)
     params = inspect.signature(target).parameters
