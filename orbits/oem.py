@@ -77,7 +77,7 @@ from xml.sax.saxutils import escape
 import numpy as np
 
 from swarmbase.fileio import atomic_writer
-from swarmbase.tomlcheck import check_name_length, is_decimal, read_text_file, shown
+from swarmbase.tomlcheck import brief, check_name_length, is_decimal, read_text_file, shown
 from swarmbase.xmlguard import refuse_doctype
 
 from .constants import EARTH_ROTATION_RAD_S
@@ -358,12 +358,6 @@ class _Builder:
     def fail(self, number: int, message: str) -> OrbitError:
         return OrbitError(f"{self.source}:{number}: {message}")
 
-    @staticmethod
-    def brief(text: str) -> str:
-        """``text`` as a message writes it, or cut by :func:`shown` where it is long: an epoch or an XML
-        element's name may have any length (expat takes a name of 5,000 characters)."""
-        return text if len(text) <= 60 else shown(text)
-
     def time(self, number: int, key: str, value: str) -> _dt.datetime:
         try:
             return ccsds_datetime(value)
@@ -472,7 +466,7 @@ class _Builder:
             key = "USEABLE_STOP_TIME" if "USEABLE_STOP_TIME" in meta else "USEABLE_START_TIME"
             first = value("USEABLE_START_TIME") if "USEABLE_START_TIME" in meta else value("START_TIME")
             last = value("USEABLE_STOP_TIME") if "USEABLE_STOP_TIME" in meta else value("STOP_TIME")
-            raise self.fail(meta[key][1], f"{key}: the useable span {self.brief(first)}..{self.brief(last)} is empty")
+            raise self.fail(meta[key][1], f"{key}: the useable span {brief(first, 60)}..{brief(last, 60)} is empty")
         if scale != "UTC" and start < _dt.datetime(1972, 1, 1):  # UTC has had whole leap seconds since 1972
             raise self.fail(meta["START_TIME"][1], f"START_TIME: a segment in {scale} must start in 1972 or later "
                                                    f"(converted to UTC with the leap seconds), got {shown(value('START_TIME'))}")
@@ -508,10 +502,10 @@ class _Builder:
                 if j <= 6:
                     states[k, j - 1] = number_value
             if not seg.start_s <= epochs[k] <= seg.stop_s:
-                raise self.fail(number, f"epoch {self.brief(fields[0])} is outside the segment's START_TIME..STOP_TIME "
+                raise self.fail(number, f"epoch {brief(fields[0], 60)} is outside the segment's START_TIME..STOP_TIME "
                                         f"({self.SEGMENT} on line {start_line})")
             if k and epochs[k] <= epochs[k - 1]:
-                raise self.fail(number, f"epoch {self.brief(fields[0])} does not follow {self.PREVIOUS}; epochs must increase")
+                raise self.fail(number, f"epoch {brief(fields[0], 60)} does not follow {self.PREVIOUS}; epochs must increase")
         seg.epochs_s, seg.pos_km, seg.vel_km_s = epochs, states[:, :3], states[:, 3:]
         # never extrapolate: the useable span ends at the first and last data points too
         seg.useable_start_s = max(seg.useable_start_s, float(epochs[0]))
@@ -560,10 +554,10 @@ class _Reader(_Builder):
                 raise self.fail(number, f"{body} outside a segment (expected META_START first)")
             key, value = self.key_value(number, body)
             if segments or key not in _HEADER_KEYS:
-                raise self.fail(number, f"{self.brief(key)}: not a header keyword ({', '.join(_HEADER_KEYS)}); "
+                raise self.fail(number, f"{brief(key, 60)}: not a header keyword ({', '.join(_HEADER_KEYS)}); "
                                         "a segment starts with META_START")
             if not header and key != "CCSDS_OEM_VERS":
-                raise self.fail(number, f"{self.brief(key)}: an OEM must start with a CCSDS_OEM_VERS line")
+                raise self.fail(number, f"{brief(key, 60)}: an OEM must start with a CCSDS_OEM_VERS line")
             self.header_value(header, key, value, number)
         if "CCSDS_OEM_VERS" not in header:
             raise OrbitError(f"{self.source}: not an OEM (no CCSDS_OEM_VERS line)")
@@ -587,7 +581,7 @@ class _Reader(_Builder):
                 break
             key, value = self.key_value(number, body, "a 'KEY = value' line, a COMMENT line or META_STOP")
             if key not in _META_KEYS:
-                raise self.fail(number, f"{self.brief(key)}: not an OEM metadata keyword (expected META_STOP or one of "
+                raise self.fail(number, f"{brief(key, 60)}: not an OEM metadata keyword (expected META_STOP or one of "
                                         f"{', '.join(_META_KEYS)})")
             if key in meta:
                 raise self.fail(number, f"{key}: given twice in one segment (first on line {meta[key][1]})")
@@ -699,15 +693,15 @@ class _XmlReader(_Builder):
             self.skip += 1
             return
         if self.text_parts is not None:
-            raise self.fail(line, f"<{self.brief(name)}> inside <{self.open[-1][0]}>: expected a value, not an element")
+            raise self.fail(line, f"<{brief(name, 60)}> inside <{self.open[-1][0]}>: expected a value, not an element")
         parent = self.open[-1][0] if self.open else None
         if parent is None:
             if name != "oem" or attrs.get("id") != "CCSDS_OEM_VERS":
-                raise self.fail(line, f"<{self.brief(name)}>: expected the root element <oem id=\"CCSDS_OEM_VERS\" "
+                raise self.fail(line, f"<{brief(name, 60)}>: expected the root element <oem id=\"CCSDS_OEM_VERS\" "
                                       "version=\"...\"> of a CCSDS OEM in NDM/XML")
             self.header_value(self.header, "CCSDS_OEM_VERS", attrs.get("version", ""), line)
         elif name not in _XML_CHILDREN[parent]:
-            raise self.fail(line, f"<{self.brief(name)}>: not an element of <{parent}> in an OEM (expected "
+            raise self.fail(line, f"<{brief(name, 60)}>: not an element of <{parent}> in an OEM (expected "
                                   f"{', '.join(_XML_CHILDREN[parent])})")
         self.open.append((name, line))
         if name in ("header", "body", "metadata", "data"):
