@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator, Sequence
 OnResult = Callable[[int, Any], None] | None
 
 from fol.errors import ConfigError, FOLError
+from fol.threads import torch_threads
 from swarmbase.tomlcheck import is_decimal, shown
 
 __all__ = ["torch_threads", "Executor", "LocalExecutor", "ProcessExecutor", "RayExecutor", "LocalRayCluster", "make_executor", "EXECUTORS",
@@ -45,23 +46,6 @@ def _run_with_threads(args: tuple[Callable[[Any], Any], Any, int | None]) -> Any
 
         torch.set_num_threads(threads)
     return fn(item)
-
-
-@contextlib.contextmanager
-def torch_threads(threads: int | None) -> Iterator[None]:
-    """torch's thread count set to ``threads`` for the block (None or 0: left as it is), then
-    restored: a task's float reductions depend on it, and a caller's own settings stay its own."""
-    if not threads:
-        yield
-        return
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 class Executor:

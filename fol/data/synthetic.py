@@ -63,7 +63,7 @@ import torch.nn.functional as F
 
 from fol.data.geo import GeoDataset, check_pool_size
 from fol.errors import DataError
-from fol.executors import torch_threads
+from fol.threads import torch_threads
 
 __all__ = [
     "make_synthetic",
