@@ -576,6 +576,48 @@ def test_a_bad_or_short_iers_finals_is_refused_in_one_line_before_the_search(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("case, problem", [
+    ("oem-span", "time: the horizon 2008-09-20T13:30:00Z + 10800 s is not inside the useable span of ALPHA in "
+                 "{oem} (2008-09-20T12:00:00Z..2008-09-20T16:00:00Z); no ephemeris from 2008-09-20T16:00:00Z"),
+    ("iers-short", "time.iers_finals: {finals} gives polar motion for 2008-09-19T00:00:00Z..2008-09-20T00:00:00Z, "
+                   "not for 2008-09-20T12:30:00Z..2008-09-20T15:30:00Z;"),
+    ("iers-malformed", "{finals}:2: expected I (IERS) or P (prediction) in column 17, got 'X'"),
+], ids=["oem-span", "iers-short", "iers-malformed"])
+def test_fol_simulate_names_the_scenario_first_in_a_bad_file_of_it_as_fol_contacts_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], case: str,
+        problem: str) -> None:
+    """An OEM whose span does not hold the horizon, a short or malformed [time] iers_finals: one line, the scenario
+    file, then the field (or the file named, with its line), then the problem, the same after the command's name in
+    fol contacts (--check or not), fol simulate --check and fol simulate, which stops before any search or training.
+    Before, fol simulate left the scenario file out of these lines (the contact side's errors were not prefixed)."""
+    from _iers import POLE, finals_text
+    from fol.cli import main
+
+    text = EXAMPLE.read_text().replace('oem_file = "leo_oem.oem"', f'oem_file = "{EXAMPLES / "leo_oem.oem"}"')
+    if case == "oem-span":
+        text = text.replace('start = "2008-09-20T12:30:00Z"', 'start = "2008-09-20T13:30:00Z"')
+    else:
+        (tmp_path / "finals2000A.all").write_text(
+            finals_text({day: pole for day, pole in POLE.items() if day.day <= 20}) if case == "iers-short"
+            else finals_text().replace(" I  0.2", " X  0.2", 1))
+        text = text.replace("step_s = 60.0\n", 'step_s = 60.0\niers_finals = "finals2000A.all"\n', 1)
+    scn = tmp_path / "s.toml"
+    scn.write_text('[scenario]\nname = "oem"\nseeds = [0]\n' + text
+                   + LEARNING.replace("acquisition_s = 20000.0", "acquisition_s = 10800.0"))
+    monkeypatch.setattr("contact_sim.scenario.satellite_trajectories", lambda *a, **k: pytest.fail("searched"))
+    monkeypatch.setattr("fol.simulation.runner.build_trajectories", lambda *a, **k: pytest.fail("run"))
+    lines = {}
+    for command in (["contacts", "--check"], ["contacts"], ["simulate", "--check"], ["simulate"]):
+        assert main([command[0], str(scn), *command[1:], "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"fol {command[0]}: error: "), err
+        lines[" ".join(command)] = err[0][len(f"fol {command[0]}: error: "):]
+    assert len(set(lines.values())) == 1, lines
+    expected = f"{scn}: " + problem.format(oem=EXAMPLES / "leo_oem.oem", finals=tmp_path / "finals2000A.all")
+    assert lines["simulate"].startswith(expected), lines["simulate"]
+    assert not (tmp_path / "out").exists()
+
+
 def test_iers_finals_is_refused_where_no_satellite_would_use_it() -> None:
     doc = {"drones": {"count": 3, "radio_range_km": 1.0}, "time": {"duration_s": 600.0, "iers_finals": "f.all"}}
     with pytest.raises(ContactError, match=r"^s.toml: time.iers_finals: only used with a \[constellation\] \(polar "

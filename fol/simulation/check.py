@@ -5,7 +5,7 @@ without training, in seconds, so that a run never fails after half an hour.
 :func:`fol.simulation.run_simulation`). On top of the field checks done while
 parsing, it
 
-- reads the files the scenario names (TLE, waypoint CSV; the Sun's ephemeris of
+- reads the files the scenario names (TLE, OMM, OEM, waypoint CSV, ``[time] iers_finals``; the Sun's ephemeris of
   a satellite scenario with ``[energy]``) and derives the learning nodes and their architectures (``models.nodes`` must name real nodes);
 - instantiates every selected method with its ``[methods.<name>]`` options,
   asks each whether it can run on the scenario's image size (a DENSE or
@@ -28,7 +28,9 @@ parsing, it
   files its contact side and its image folder hold included (:func:`input_digests`).
 
 Errors are :class:`~fol.errors.ConfigError` / :class:`~fol.errors.DataError`
-(or the contact side's own), one line naming the field.
+(or the contact side's own), one line; one about the scenario or a file it names gives the
+scenario file first, then the field (:func:`~fol.simulation.scenario.errors_name_the_file`),
+as ``fol contacts`` words them, one about the output folder names the folder.
 """
 
 from __future__ import annotations

@@ -67,6 +67,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from contact_sim.errors import ContactError
 from contact_sim.scenario import ContactScenario, parse_contact_scenario, round_boundaries
 from fol.config import FOLConfig
 from fol.data.geo import DEFAULT_MIN_SAMPLES, MAX_IMAGE_SIZE, check_pool_size
@@ -77,6 +78,7 @@ from fol.executors import EXECUTORS
 from fol.models import architectures
 from fol.nodedata import dataset_options
 from orbits.coverage import MEAN_EARTH_RADIUS_KM
+from orbits.errors import OrbitError
 from swarmbase.tomlcheck import Table, check_name_length, read_toml, shown
 
 __all__ = ["SwarmScenario", "DataConfig", "ModelsConfig", "RunConfig", "load_scenario", "parse_scenario", "MAX_SEEDS"]
@@ -188,14 +190,17 @@ SCENARIO_BAND_NAMES = {"dataset": "dataset 'imagefolder'", "bands": "data.bands"
 
 @contextmanager
 def errors_name_the_file(source: str) -> Iterator[None]:
-    """A :class:`ConfigError` about a scenario's fields raised inside names the
-    file first (``<source>: <table>.<key>: ...``), as the contact side's do."""
+    """An error raised inside names the scenario file first (``<source>: <table>.<key>: ...``), as
+    ``fol contacts`` words them: a :class:`ConfigError` about a scenario's fields, and the contact side's
+    :class:`~contact_sim.errors.ContactError` or :class:`~orbits.errors.OrbitError` about a file the
+    scenario names (an OEM whose span does not hold the horizon, a ``[time] iers_finals`` that is
+    malformed or too short), each kept its type. One that names the file first already is left as it is."""
     try:
         yield
-    except ConfigError as exc:
+    except (ConfigError, ContactError, OrbitError) as exc:
         if str(exc).startswith(f"{source}: "):
             raise
-        raise ConfigError(f"{source}: {exc}") from None
+        raise type(exc)(f"{source}: {exc}") from None
 
 
 def _check_image_file_fields(data: DataConfig, bands: object, scale: object) -> None:
