@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orbits import OMM_FORMATS, OrbitError
 from orbits.oem import DEFAULT_OEM_STEP_S, EXPORT_FRAMES, MAX_OEM_POINTS, MIN_OEM_STEP_S, OEM_FORMATS
@@ -22,6 +24,9 @@ from swarmbase.tomlcheck import brief
 from swarmbase.units import format_bytes
 
 from .errors import ContactError
+
+if TYPE_CHECKING:
+    from .scenario import ContactScenario
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +40,12 @@ ORBIT_FILES: dict[str, dict[str, str]] = {
 }
 #: ``--orbits-format`` values: every layout of OMM or OEM export.
 ORBIT_FORMATS = tuple(dict.fromkeys(fmt for kind in ("omm", "oem") for fmt in ORBIT_FILES[kind]))
+#: Every file ``fol contacts`` writes into ``--out``. A run's set replaces the previous run's whole: a name here that
+#: the run does not write (the ``contacts.czml`` of an earlier ``--czml``, the ``orbits.oem`` of an earlier KVN export
+#: beside this run's ``orbits.oem.xml``) is removed in the same swap (:func:`swarmbase.fileio.staged_outputs`), so
+#: the folder never holds outputs of two runs. Other files there are left alone.
+OUTPUT_FILES = ("contacts.csv", "contacts.json", "contacts.png", "contacts.czml", "contacts.ion", "contacts.hdtn.json",
+                *(name for files in ORBIT_FILES.values() for name in files.values()))
 
 
 def orbits_layout(export: str, fmt: str | None) -> tuple[str, str]:
@@ -66,7 +77,8 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
                     "contacts.ion, contacts.hdtn.json and the orbits with the options below).")
     p.add_argument("scenario", type=_path, help="scenario TOML file")
     p.add_argument("--out", type=_path, default=None,
-                   help="output folder (default: contacts/ next to the scenario)")
+                   help="output folder (default: contacts/ next to the scenario); the run's files replace the "
+                        "previous run's there as a set (its outputs this run does not write are removed)")
     p.add_argument("--workers", type=int, default=1, help="processes for the window search (default 1; at most one per core is used)")
     p.add_argument("--json", action="store_true", help="also write contacts.json")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
@@ -95,6 +107,28 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
                    help="only validate the scenario and the files it names (seconds) and exit")
     p.set_defaults(func=run_contacts, prog=p.prog)
     return p
+
+
+def _check_inputs_kept(out: Path, scenario_path: Path, scenario: ContactScenario) -> None:
+    """Refuse a run whose outputs would replace or remove a file it reads: the scenario file or one it names
+    (an ``oem_file`` that is the ``orbits.oem`` of an earlier export into ``out``, say) is one of
+    :data:`OUTPUT_FILES` in ``out`` (itself, a link or a hard link)."""
+    from .scenario import input_files
+
+    inputs = {"the scenario file": scenario_path, **input_files(scenario)}
+    for name in OUTPUT_FILES:
+        target = out / name
+        if not target.is_file():
+            continue
+        for field, path in inputs.items():
+            try:
+                same = os.path.samefile(target, path)
+            except OSError:  # a missing file or a folder of missions: not this output
+                same = False
+            if same:
+                raise ContactError(f"{field} {path}: is {name} in --out {out}, which this run replaces or removes "
+                                   "(a run's outputs replace the previous run's); copy it elsewhere or give another "
+                                   "--out")
 
 
 #: What ``--check`` calls a scenario kind's nodes.
@@ -165,9 +199,11 @@ def run_contacts(args: argparse.Namespace) -> int:
                    "contacts.ion": args.ion, "contacts.hdtn.json": args.hdtn}
         if orbits_file is not None:
             outputs[orbits_file] = True
-        if out.is_dir():  # the files written there: not folders, before the window search
+        stale = [name for name in OUTPUT_FILES if not outputs.get(name)]  # an earlier run's: removed in the swap
+        if out.is_dir():  # the files written there: not folders, nor a file the run reads, before the window search
             for name in (name for name, wanted in outputs.items() if wanted):
                 check_output_file(out / name, ContactError, what="--out")
+            _check_inputs_kept(out, args.scenario, scenario)
         if args.check:
             stations = len(scenario.ground_stations)  # nodes of the plan too, as the run's summary counts them
             print(f"{args.scenario}: OK — {len(names)} {_MOVERS.get(scenario.kind, scenario.kind)} and {stations} "
@@ -188,8 +224,9 @@ def run_contacts(args: argparse.Namespace) -> int:
         elapsed = time.perf_counter() - t0
     except (ContactError, OrbitError) as exc:
         return _one_line(args, exc)
-    try:  # the whole set into a staging folder, then swapped in: Ctrl-C or an error keeps the previous set
-        with staged_outputs(out) as stage:
+    removed = [out / name for name in stale if os.path.lexists(out / name) and not (out / name).is_dir()]
+    try:  # the whole set into a staging folder, then swapped in (the previous set's other outputs removed with it):
+        with staged_outputs(out, replaces=stale) as stage:  # Ctrl-C or an error keeps the previous set
             written = [plan.to_csv(stage / "contacts.csv")]
             if args.json:
                 written.append(plan.to_json(stage / "contacts.json"))
@@ -230,6 +267,8 @@ def run_contacts(args: argparse.Namespace) -> int:
           f"total {format_bytes(s['total_capacity_bytes'])}")
     for p in written:
         print(f"wrote      {p}")
+    for p in removed:
+        print(f"removed    {p} (an earlier run's; not an output of this one)")
     return 0
 
 

@@ -499,6 +499,20 @@ def load_contact_scenario(path: str | Path) -> ContactScenario:
     return parse_contact_scenario(data, path.resolve().parent, path)
 
 
+def input_files(scenario: ContactScenario) -> dict[str, Path]:
+    """The files the scenario reads, by field (``contacts.plan_file``, ``constellation.tle_file``,
+    ``time.iers_finals``, ``drones.waypoints_csv``, ``drones.missions[1]``, ...); the fields not given
+    are left out."""
+    files: dict[str, Path | None] = {"contacts.plan_file": scenario.plan_file,
+                                     "time.iers_finals": scenario.time.iers_finals}
+    if scenario.constellation is not None:
+        files |= {f"constellation.{k}_file": getattr(scenario.constellation, f"{k}_file") for k in FILE_KINDS}
+    if scenario.drones is not None:
+        files["drones.waypoints_csv"] = scenario.drones.waypoints_csv
+        files |= {f"drones.missions[{k}]": path for k, path in enumerate(scenario.drones.missions or [])}
+    return {key: Path(path) for key, path in files.items() if path is not None}
+
+
 # ---------------------------------------------------------------------------- building
 
 def round_boundaries(scenario: ContactScenario) -> np.ndarray:

@@ -319,6 +319,82 @@ def test_contacts_replaces_the_set_it_writes(tmp_path: Path) -> None:
     assert (out / "contacts.csv").read_text() != "old csv" and (out / "contacts.ion").stat().st_size > 0
 
 
+def _contents(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("first, second, kept", [
+    (["--json", "--czml", "--ion", "--hdtn", "--export-orbits", "oem"], ["--export-orbits", "oem", "--orbits-format",
+                                                                         "xml"], ["orbits.oem.xml"]),
+    (["--export-orbits", "omm"], ["--export-orbits", "omm", "--orbits-format", "csv", "--json"],
+     ["contacts.json", "orbits.omm.csv"]),
+    (["--export-orbits", "tle", "--czml"], ["--export-orbits", "omm"], ["orbits.omm.json"]),
+], ids=["oem-kvn-then-xml", "omm-json-then-csv", "tle-then-omm"])
+def test_contacts_replaces_the_whole_set_of_the_previous_run(first: list[str], second: list[str], kept: list[str],
+                                                             tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run's outputs replace the previous run's whole set: an export of another layout (orbits.oem beside a new
+    orbits.oem.xml, orbits.omm.json beside orbits.omm.csv) or an option left out this time (contacts.czml) is removed,
+    and said so; a file the command never writes (notes.txt) is left alone. Before, they stayed, stale."""
+    out = tmp_path / "o"
+    scenario = _walker_scenario(tmp_path)
+    assert main(["contacts", scenario, "--no-plot", *first, "--out", str(out)]) == 0
+    (out / "notes.txt").write_text("the user's")
+    earlier = set(_contents(out)) - {"notes.txt", "contacts.csv", *kept}
+    assert earlier
+    capsys.readouterr()
+    assert main(["contacts", scenario, "--no-plot", *second, "--out", str(out)]) == 0
+    assert sorted(_contents(out)) == sorted(["contacts.csv", "notes.txt", *kept])
+    said = capsys.readouterr().out
+    for name in earlier:
+        assert f"removed    {out / name} (an earlier run's; not an output of this one)" in said, said
+    assert (out / "notes.txt").read_text() == "the user's"
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, OSError(28, "No space left on device")])
+def test_contacts_stopped_while_writing_keeps_the_earlier_export_of_another_layout(
+        stop: BaseException, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The removal of the previous run's other outputs is part of the swap: a run stopped while writing its
+    orbits.oem.xml leaves the folder as it was, the earlier orbits.oem and contacts.czml included."""
+    import orbits
+
+    out = tmp_path / "o"
+    scenario = _walker_scenario(tmp_path)
+    assert main(["contacts", scenario, "--no-plot", "--czml", "--export-orbits", "oem", "--out", str(out)]) == 0
+    before = _contents(out)
+    assert sorted(before) == ["contacts.csv", "contacts.czml", "orbits.oem"]
+
+    def stopped(path: Path, *args: object, **kwargs: object) -> Path:
+        raise stop
+
+    monkeypatch.setattr(orbits, "write_oem", stopped)
+    code = main(["contacts", scenario, "--no-plot", "--export-orbits", "oem", "--orbits-format", "xml",
+                 "--out", str(out)])
+    assert code == (130 if stop is KeyboardInterrupt else 2)
+    assert _contents(out) == before  # no temporaries either
+
+
+@pytest.mark.parametrize("second", [[], ["--export-orbits", "tle"]], ids=["removes", "replaces"])
+@pytest.mark.parametrize("check", [["--check"], []], ids=["check", "run"])
+def test_contacts_refuses_to_replace_or_remove_a_file_its_scenario_reads(
+        second: list[str], check: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A scenario reading the orbits.tle an earlier run exported into --out: the run would remove it (no export)
+    or replace it (the same export), so it is refused in one line before the search, and the folder kept."""
+    out = tmp_path / "o"
+    assert main(["contacts", _walker_scenario(tmp_path), "--no-plot", "--export-orbits", "tle", "--out", str(out)]) == 0
+    scenario = tmp_path / "from-tle.toml"
+    scenario.write_text('[constellation]\nkind = "tle"\ntle_file = "o/orbits.tle"\n[time]\n'
+                        'start = "2026-06-01T00:00:00Z"\nduration_s = 3600.0\nstep_s = 60.0\n[link]\nmax_range_km = 5000.0\n')
+    before = _contents(out)
+    capsys.readouterr()
+    assert main(["contacts", str(scenario), "--no-plot", *second, *check, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fol contacts: error: {scenario}: constellation.tle_file {out / 'orbits.tle'}: is orbits.tle in "
+                   f"--out {out}, which this run replaces or removes (a run's outputs replace the previous run's); "
+                   "copy it elsewhere or give another --out"]
+    assert _contents(out) == before
+    assert main(["contacts", str(scenario), "--no-plot", *second, *check, "--out", str(tmp_path / "elsewhere")]) == 0
+
+
 @pytest.mark.parametrize("entry, argv, unbuffered", [
     ("fol.cli", ["--help"], False), ("fol.cli", ["contacts", "SCENARIO", "--check"], False),
     ("fol.cli", ["contacts", "SCENARIO", "--check"], True),
