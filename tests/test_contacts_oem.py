@@ -618,6 +618,43 @@ def test_fol_simulate_names_the_scenario_first_in_a_bad_file_of_it_as_fol_contac
     assert not (tmp_path / "out").exists()
 
 
+def test_resume_compares_the_contents_of_the_iers_finals_file(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """[time] iers_finals turns the ground stations (so the contacts) and an OEM's ITRF states: a finals file edited
+    between the run and --resume is refused naming it, as the other files the contact side reads are. Before, the
+    run's record (state/inputs.json) left it out, and the resumed run mixed two contact plans. A record made before
+    it was kept resumes without comparing it."""
+    import json
+
+    from _iers import POLE, finals_text
+    from fol.cli import main
+    from fol.simulation import load_scenario
+    from fol.simulation.check import INPUTS_FILE, input_digests
+
+    text = EXAMPLE.read_text().replace('oem_file = "leo_oem.oem"', f'oem_file = "{EXAMPLES / "leo_oem.oem"}"')
+    finals = tmp_path / "finals2000A.all"
+    finals.write_text(finals_text())
+    (tmp_path / "s.toml").write_text('[scenario]\nname = "oem"\nseeds = [0]\n' + text.replace(
+        "step_s = 60.0\n", 'step_s = 60.0\niers_finals = "finals2000A.all"\n', 1)
+        + LEARNING.replace("acquisition_s = 20000.0", "acquisition_s = 10800.0"))
+    scn = load_scenario(tmp_path / "s.toml")
+    out = tmp_path / "out"
+    (out / "state").mkdir(parents=True)
+    (out / "scenario.resolved.json").write_text(json.dumps(scn.resolved(), default=str))
+    record = input_digests(scn)
+    assert set(record) == {"constellation.oem_file", "time.iers_finals"}
+    (out / INPUTS_FILE).write_text(json.dumps(record))
+    argv = ["simulate", str(tmp_path / "s.toml"), "--resume", str(out), "--check"]
+    assert main(argv) == 0
+    finals.write_text(finals_text({**POLE, min(POLE): (0.19, 0.39)}))  # another pole on the first day: still read
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--resume {out}: the contents of time.iers_finals ({finals}) differ" in err[0], err
+    (out / INPUTS_FILE).write_text(json.dumps({k: v for k, v in record.items() if k != "time.iers_finals"}))
+    assert main(argv) == 0
+
+
 def test_iers_finals_is_refused_where_no_satellite_would_use_it() -> None:
     doc = {"drones": {"count": 3, "radio_range_km": 1.0}, "time": {"duration_s": 600.0, "iers_finals": "f.all"}}
     with pytest.raises(ContactError, match=r"^s.toml: time.iers_finals: only used with a \[constellation\] \(polar "

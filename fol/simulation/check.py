@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contact_sim.scenario import (FILE_KINDS, build_constellation, check_contact_scenario, check_energy_inputs,
+from contact_sim.scenario import (build_constellation, check_contact_scenario, check_energy_inputs, input_files,
                                   round_boundaries)
 from contact_sim.trajectory import MAX_TRAJECTORY_BYTES, TRAJECTORY_BYTES_PER_SAMPLE, grid_samples
 from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, check_dataset
@@ -64,8 +64,9 @@ __all__ = ["CheckReport", "check_scenario", "check_run_folder", "check_resumable
 INPUTS_FILE = "state/inputs.json"
 #: In :data:`INPUTS_FILE`: the images of an ``imagefolder`` dataset, ``{relative path: {"bytes", "sha256"}}``.
 IMAGES_KEY = "data.path"
-#: The entries of :data:`INPUTS_FILE` a run made before the dataset's files were recorded lacks: not compared then.
-DATASET_KEYS = (IMAGES_KEY, "data.coords")
+#: The entries of :data:`INPUTS_FILE` recorded since a later version (the dataset's files, ``[time] iers_finals``):
+#: the record of a run made before lacks them, and they are not compared then.
+LATER_KEYS = (IMAGES_KEY, "data.coords", "time.iers_finals")
 
 
 @dataclass
@@ -320,18 +321,13 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
 
 
 def _input_files(scn: SwarmScenario) -> dict[str, Path]:
-    """The files the scenario's contact side reads, by field (``constellation.tle_file``,
-    ``drones.missions[1]``, ...), and an image folder's ``coords.csv`` (``data.coords``)."""
-    c = scn.contact
-    files: dict[str, Path | None] = {"contacts.plan_file": c.plan_file}
-    if c.constellation is not None:
-        files |= {f"constellation.{k}_file": getattr(c.constellation, f"{k}_file") for k in FILE_KINDS}
-    if c.drones is not None:
-        files["drones.waypoints_csv"] = c.drones.waypoints_csv
-        files |= {f"drones.missions[{k}]": path for k, path in enumerate(c.drones.missions or [])}
+    """The files the scenario's contact side reads, by field (``constellation.tle_file``, ``time.iers_finals``,
+    ``drones.missions[1]``, ...: :func:`contact_sim.scenario.input_files`), and an image folder's
+    ``coords.csv`` (``data.coords``)."""
+    files = input_files(scn.contact)
     if scn.data.dataset == "imagefolder" and scn.data.coords == "csv":
         files["data.coords"] = Path(scn.data.path or "") / "coords.csv"
-    return {key: Path(path) for key, path in files.items() if path is not None}
+    return files
 
 
 def _sha256(path: Path) -> str:
@@ -401,7 +397,7 @@ def check_resumable(scn: SwarmScenario, out: Path) -> None:
     """``--resume OUT``: ``OUT`` holds a run's record, and the scenario equals the
     interrupted run's in everything that changes results (:func:`result_settings`),
     and in the contents of the files its contact side and its image folder hold, when
-    the run recorded them (:data:`INPUTS_FILE`; :data:`DATASET_KEYS` it lacks are not compared)."""
+    the run recorded them (:data:`INPUTS_FILE`; :data:`LATER_KEYS` it lacks are not compared)."""
     before = read_run_record(out)
     now = json.loads(json.dumps(scn.resolved(), default=json_default))  # as the run wrote its record
     old, new = result_settings(before), result_settings(now)
@@ -420,7 +416,7 @@ def check_resumable(scn: SwarmScenario, out: Path) -> None:
                           "move it away to resume without comparing them") from None
     digests, files = input_digests(scn), _input_files(scn)
     changed = sorted(k for k in set(recorded) | set(digests) if recorded.get(k) != digests.get(k)
-                     and k != IMAGES_KEY and (k in recorded or k not in DATASET_KEYS))
+                     and k != IMAGES_KEY and (k in recorded or k not in LATER_KEYS))
     if changed:
         shown_files = ", ".join(f"{k} ({files[k]})" if k in files else k for k in changed)
         raise ConfigError(f"--resume {out}: the contents of {shown_files} differ from the interrupted run's "
