@@ -31,8 +31,9 @@ as a ``CheckpointError`` too. In order:
    :data:`MAX_CARD_DEPTH` levels deep with at most :data:`MAX_CARD_ITEMS`
    values and no key given twice, of this format and version, fields valid and consistent (class
    names vs ``num_classes``, input shape vs spec);
-4. the architecture arguments within :data:`SPEC_LIMITS` (so a 500-byte card
-   cannot ask for 10,000 residual blocks);
+4. the architecture arguments within :data:`SPEC_LIMITS`, each option an
+   integer or a list of integers (so a 500-byte card cannot ask for 10,000
+   residual blocks);
 5. the tensors: a well-formed safetensors payload (byte ranges that follow one
    another and each hold its shape's bytes, checked before any tensor is
    allocated; each tensor is then read straight into its own storage, so
@@ -243,7 +244,7 @@ class ModelCard:
             raise ConfigError("model card field 'class_names' has duplicate names (in Unicode NFC)")
         if len(names) != self.spec.num_classes:
             raise ConfigError(
-                f"model card field 'class_names' has {len(names)} names, expected {self.spec.num_classes} "
+                f"model card field 'class_names' has {len(names)} names, expected {shown(self.spec.num_classes)} "
                 f"(spec num_classes)"
             )
         object.__setattr__(self, "class_names", names)
@@ -251,7 +252,7 @@ class ModelCard:
         shape = expected if self.input_shape is None else self.input_shape
         if not isinstance(shape, (list, tuple)) or not all(_is_int(v) for v in shape) or tuple(shape) != expected:
             raise ConfigError(
-                f"model card field 'input_shape' is {shown(shape)}, expected {list(expected)} "
+                f"model card field 'input_shape' is {shown(shape)}, expected {shown(list(expected))} "
                 f"(spec in_channels, input_size, input_size)"
             )
         object.__setattr__(self, "input_shape", expected)
@@ -306,7 +307,7 @@ class ModelCard:
             )
         unknown = sorted(set(data) - _CARD_FIELDS)
         if unknown:
-            raise ConfigError(f"model card has unknown field(s) {', '.join(map(repr, unknown))}")
+            raise ConfigError(f"model card has unknown field(s) {shown(unknown, 100)}")
         missing = sorted({"spec", "class_names", "sha256"} - set(data))
         if missing:
             raise ConfigError(f"model card is missing field(s) {', '.join(map(repr, missing))}")
@@ -903,7 +904,7 @@ def _check_spec_limits(spec: ModelSpec, source: str) -> None:
     for name in ("num_classes", "in_channels", "input_size"):
         value, limit = getattr(spec, name), SPEC_LIMITS[name]
         if value > limit:
-            raise CheckpointError(f"{source}: spec {name} is {value}, over the loader's limit of {limit}")
+            raise CheckpointError(f"{source}: spec {name} is {shown(value)}, over the loader's limit of {limit}")
     for key, value in spec.options.items():
         if key not in SPEC_LIMITS["options"]:
             raise CheckpointError(f"{source}: spec option {key!r} has no loader limit; expected one of "
@@ -914,9 +915,15 @@ def _check_spec_limits(spec: ModelSpec, source: str) -> None:
             raise CheckpointError(
                 f"{source}: spec option {key!r} has {len(value)} entries, over the loader's limit of {entries}"
             )
+        # every option is an integer or a list of them: any other value (a string of lone surrogates, which
+        # the digest cannot hash as UTF-8) is refused here, before the tensors are read and the digest taken
+        if not all(_is_int(v) for v in values):
+            raise CheckpointError(f"{source}: spec option {key!r} is {shown(value)}, expected an integer or a "
+                                  f"list of integers")
         for v in values:
-            if _is_int(v) and v > maximum:
-                raise CheckpointError(f"{source}: spec option {key!r} is {v}, over the loader's limit of {maximum}")
+            if v > maximum:
+                raise CheckpointError(f"{source}: spec option {key!r} is {shown(v)}, over the loader's limit of "
+                                      f"{maximum}")
 
 
 #: torch's dtype of each safetensors dtype name the format takes

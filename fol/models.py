@@ -35,6 +35,8 @@ import torch
 from torch import nn
 from torch.nn.modules.utils import _pair
 
+from swarmbase.tomlcheck import shown
+
 from fol.defaults import DEFAULT_ARCH
 from fol.errors import ConfigError
 
@@ -291,20 +293,20 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.arch, str) or self.arch not in _REGISTRY:
-            raise ConfigError(f"model arch {self.arch!r} is unknown; expected one of {', '.join(architectures())}")
+            raise ConfigError(f"model arch {shown(self.arch)} is unknown; expected one of {', '.join(architectures())}")
         if not isinstance(self.options, dict):
             raise ConfigError(f"model options must be a table/object, got {type(self.options).__name__}")
         for name in ("num_classes", "in_channels", "input_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"model {name} must be a positive integer, got {value!r}")
+                raise ConfigError(f"model {name} must be a positive integer, got {shown(value)}")
         if self.num_classes < 2:
             raise ConfigError(f"model num_classes must be at least 2, got {self.num_classes}")
         allowed = set(arch_options(self.arch))
         unknown = sorted((set(self.options) - allowed), key=str)
         if unknown:
             raise ConfigError(
-                f"model option(s) {', '.join(map(str, unknown))} not accepted by {self.arch!r}; "
+                f"model option(s) {shown(unknown, 100)} not accepted by {self.arch!r}; "
                 f"expected a subset of {sorted(allowed) or 'no options'}"
             )
         # Normalise list-like options to lists so that JSON round trips compare equal.
@@ -331,7 +333,7 @@ class ModelSpec:
             raise ConfigError(f"model spec must be a table/object, got {type(data).__name__}")
         unknown = sorted(set(data) - {"arch", "num_classes", "in_channels", "input_size", "options"})
         if unknown:
-            raise ConfigError(f"model spec has unknown field(s) {', '.join(unknown)}")
+            raise ConfigError(f"model spec has unknown field(s) {shown(unknown, 100)}")
         if "arch" not in data or "num_classes" not in data:
             raise ConfigError("model spec needs at least 'arch' and 'num_classes'")
         options = data.get("options", {})

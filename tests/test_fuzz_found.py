@@ -1,10 +1,12 @@
-"""Minimal inputs a mutation fuzzer of the user-file readers found mishandled (a traceback in the CLI, a
-refusal of many lines, or one quoting the whole input), each now the reader's one-line refusal naming the
-file or field and what was expected."""
+"""Minimal inputs a mutation fuzzer of the user-file readers, and of what peers send (agent messages, model
+files, a folder of neighbours' models), found mishandled (a traceback in the CLI, a refusal of many lines,
+or one quoting the whole input, unescaped text, memory far beyond the input's size), each now the reader's
+one-line refusal naming the file or field and what was expected."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -195,3 +197,70 @@ def test_an_image_folder_name_the_file_system_refuses_is_one_short_line(tmp_path
     out = tmp_path / "m.safetensors"
     assert main(["pretrain", "--data", f"dataset=imagefolder,path={name}", "--out", str(out)]) == 2
     assert not out.exists()
+
+
+# ------------------------------------------------------------------ model files from peers (fol/checkpoint.py)
+
+def _peer_model(edit: Any) -> bytes:
+    """A small model file whose card ``edit`` changed (its digest not recomputed: every case below is
+    refused before the digest is compared)."""
+    import json
+
+    from safetensors.torch import save
+
+    from fol.checkpoint import ModelCard
+    from fol.models import ModelSpec, build_model
+
+    spec = ModelSpec("cnn", 2, in_channels=1, input_size=4, options={"widths": [2], "hidden": 0})
+    card = ModelCard(spec, ["a", "b"], producer="peer").to_dict()
+    edit(card)
+    card["sha256"] = "0" * 64
+    tensors = {k: v.contiguous() for k, v in build_model(spec, seed=0).state_dict().items()}
+    return save(tensors, metadata={"fol": json.dumps(card)})
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda c: c["spec"]["options"].update(hidden=10**4000),
+     "spec option 'hidden' is 10000000000000000000... (4,001 digits), over the loader's limit of 65536"),
+    (lambda c: c["spec"].update(num_classes=10**4000), "expected 10000000000000000000... (4,001 digits) (spec num_classes)"),
+    (lambda c: c["spec"].update(input_size=10**4000), "(spec in_channels, input_size, input_size)"),
+    (lambda c: c["spec"].update(in_channels=-10**4000), "got -1000000000000000000... (4,001 digits)"),
+    (lambda c: c["spec"].update(arch="x" * 100_000), "is unknown; expected one of cnn,"),
+    (lambda c: c["spec"]["options"].update({"\x00nul": 1, "\u202eevil": 2}), "model option(s) ['\\x00nul', '\\u202eevil']"),
+    (lambda c: c["spec"].update({"\x1b[2J" + "y" * 50: 1}), "model spec has unknown field(s) ['\\x1b[2Jyyy"),
+    (lambda c: c.update({"\x1b[2J" + "z" * 5000: 1}), "model card has unknown field(s) ['\\x1b[2Jzzz"),
+])
+def test_a_peer_model_card_with_a_huge_number_or_a_long_or_unprintable_name_is_one_short_line(edit: Any,
+                                                                                              needle: str) -> None:
+    """A spec option of 4,001 digits was written whole (a 4,000-character refusal); option names and unknown
+    keys holding NUL, a right-to-left override or a terminal escape reached the refusal, a peer's REJECT
+    reason and the receiver's log unescaped; a huge class count, input size or arch was cut after 200
+    characters, before the refusal said what was expected. Values are now shown cut (a long integer by its
+    first digits and its length), names escaped."""
+    from fol.checkpoint import load_model_bytes
+    from fol.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match="^peer: ") as err:
+        load_model_bytes(_peer_model(edit), source="peer")
+    assert needle in str(err.value), str(err.value)
+    _one_line(str(err.value), 300)
+    assert str(err.value).isprintable(), str(err.value)
+
+
+@pytest.mark.parametrize("value", ["\udcff\udcfe", "16", 16.0, True, [16, "32"], {"a": 1}])
+def test_a_spec_option_that_is_not_integers_is_refused_before_the_digest(value: Any, caplog) -> None:
+    """widths = "\\udcff\\udcfe" (lone surrogates, which JSON escapes) passed the card checks and then made
+    model_digest raise UnicodeEncodeError while hashing the card as UTF-8: the loader's safety net turned it
+    into 'model could not be validated (UnicodeEncodeError ...)' and logged a traceback. An option is an
+    integer or a list of integers, checked with the architecture bounds."""
+    import logging
+
+    from fol.checkpoint import load_model_bytes
+    from fol.errors import CheckpointError
+
+    with caplog.at_level(logging.WARNING, logger="fol.checkpoint"):
+        with pytest.raises(CheckpointError, match=r"^peer: spec option 'widths' is .*, expected an integer or a "
+                                                  r"list of integers$") as err:
+            load_model_bytes(_peer_model(lambda c: c["spec"]["options"].update(widths=value)), source="peer")
+    _one_line(str(err.value), 300)
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
