@@ -264,3 +264,25 @@ def test_a_spec_option_that_is_not_integers_is_refused_before_the_digest(value: 
             load_model_bytes(_peer_model(lambda c: c["spec"]["options"].update(widths=value)), source="peer")
     _one_line(str(err.value), 300)
     assert not caplog.records, [r.getMessage() for r in caplog.records]
+
+
+def test_a_header_of_many_small_values_is_refused_without_a_copy_of_it() -> None:
+    """A model file's header of 8 MiB listing 120,000 empty tensors (the fuzzer's largest allocation) is
+    refused unparsed for its commas, but counting the commas outside strings removed the strings with
+    re.sub, which built a copy from one piece per string: 46 MB of Python objects for the 7.9 MB header
+    (54 MB in all), to refuse it. They are now counted in place."""
+    import json
+    import tracemalloc
+
+    from swarmbase.safejson import loads
+
+    text = json.dumps({f"t{i}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for i in range(15_000)})
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="^holds more than 49216 values$"):
+            loads(text, max_depth=3, max_items=49216)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < len(text) // 10, (peak, len(text))  # was about 6 times len(text)
+    assert loads('[1, "a,b,c", 2]', max_depth=1, max_items=4) == [1, "a,b,c", 2]  # commas in a string are no values
