@@ -85,31 +85,34 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
     n_usable = 0
     seen: dict[str, str] = {}  # sha256 -> the file first read with it
     for path in entries:
+        # the file's name as text: bytes that are not UTF-8 (lone surrogates in the name Python gives) escaped,
+        # as the round's seeds hash the name, and the report and the ensemble write it, as UTF-8
+        name = path.name.encode("utf-8", "backslashreplace").decode()
         if not path.is_file():
             if path.suffix == MODEL_SUFFIX:  # a folder, broken link or link loop named like a model: listed
-                skipped.append({"file": path.name, "reason": "not a regular file (a folder, a broken link or a "
-                                                             "link loop), expected a model file"})
+                skipped.append({"file": name, "reason": "not a regular file (a folder, a broken link or a "
+                                                        "link loop), expected a model file"})
             continue
         if path.suffix != MODEL_SUFFIX:
             if path.suffix != ".json":  # sidecar cards are expected next to models
-                skipped.append({"file": path.name, "reason": f"not a model file (expected *{MODEL_SUFFIX})"})
+                skipped.append({"file": name, "reason": f"not a model file (expected *{MODEL_SUFFIX})"})
             continue
         if limit is not None and n_usable >= limit:
-            skipped.append({"file": path.name, "reason": f"not read: the per-round limit Q = {limit} was reached "
-                                                         f"by files earlier in name order"})
+            skipped.append({"file": name, "reason": f"not read: the per-round limit Q = {limit} was reached "
+                                                    f"by files earlier in name order"})
             continue
         try:
             loaded = load_model(path, max_bytes=max_bytes or DEFAULT_MAX_BYTES)
         except CheckpointError as exc:
-            skipped.append({"file": path.name, "reason": str(exc)})
+            skipped.append({"file": name, "reason": str(exc)})
             continue
         sha = loaded.card.sha256
         if sha == own_sha256 or sha in seen:
-            skipped.append({"file": path.name, "reason": "the node's own model (--model), not a neighbour's"
+            skipped.append({"file": name, "reason": "the node's own model (--model), not a neighbour's"
                             if sha == own_sha256 else f"the same model as {seen[sha]} (equal sha256), used once"})
             continue
-        seen[sha] = path.name
-        item = Received(name=path.stem, model=loaded.model, card=loaded.card)
+        seen[sha] = name
+        item = Received(name=name.removesuffix(MODEL_SUFFIX), model=loaded.model, card=loaded.card)
         received.append(item)
         if usable is None or usable(item) is None:
             n_usable += 1

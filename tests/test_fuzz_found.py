@@ -286,3 +286,24 @@ def test_a_header_of_many_small_values_is_refused_without_a_copy_of_it() -> None
         tracemalloc.stop()
     assert peak < len(text) // 10, (peak, len(text))  # was about 6 times len(text)
     assert loads('[1, "a,b,c", 2]', max_depth=1, max_items=4) == [1, "a,b,c", 2]  # commas in a string are no values
+
+
+def test_a_neighbour_file_whose_name_is_not_utf8_is_named_with_its_bytes_escaped(tmp_path: Path) -> None:
+    """``fol personalize --neighbors`` on a folder holding a model file named ``b'\\xfe.safetensors'`` (a name
+    that is not UTF-8, which Python gives with a lone surrogate) ended in a UnicodeEncodeError traceback: the
+    round's seed hashes the neighbour's name as UTF-8. Names are now taken with such bytes escaped, as
+    ``fol model import`` records a file's name."""
+    import os
+
+    from fol.checkpoint import save_model
+    from fol.models import ModelSpec, build_model
+    from fol.personalize_cli import scan_neighbours
+
+    spec = ModelSpec("cnn", 2, in_channels=1, input_size=4, options={"widths": [2], "hidden": 0})
+    save_model(tmp_path / os.fsdecode(b"\xfe.safetensors"), build_model(spec, seed=0), spec=spec, class_names=["a", "b"])
+    (tmp_path / os.fsdecode(b"bad\xfd.safetensors")).write_bytes(b"junk")
+    received, skipped = scan_neighbours(tmp_path)
+    assert [r.name for r in received] == ["\\udcfe"]
+    assert [s["file"] for s in skipped] == ["bad\\udcfd.safetensors"]
+    for text in [r.name for r in received] + [s["file"] for s in skipped]:
+        text.encode()  # what the round's seed and its report take
