@@ -8,11 +8,11 @@ It lives in :mod:`swarmbase.fileio` (the dependency-free bottom layer) so that
 from __future__ import annotations
 
 from swarmbase.fileio import (
-    atomic_write_bytes, atomic_write_text, atomic_writer, check_output_dir, check_output_file, fsync_dir,
-    is_temporary, make_dirs, publish_gate, remove_path, remove_temporaries, staged_outputs,
+    atomic_write_bytes, atomic_write_text, atomic_writer, check_input_dir, check_output_dir, check_output_file,
+    fsync_dir, is_temporary, make_dirs, publish_gate, remove_path, remove_temporaries, staged_outputs,
     write_json_atomic,
 )
 
 __all__ = ["fsync_dir", "make_dirs", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
-           "staged_outputs", "check_output_dir", "check_output_file", "publish_gate",
+           "staged_outputs", "check_input_dir", "check_output_dir", "check_output_file", "publish_gate",
            "is_temporary", "remove_temporaries", "remove_path"]

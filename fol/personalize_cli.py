@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from swarmbase.cli import path_argument
-from swarmbase.tomlcheck import brief
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +144,7 @@ def run_personalize(args: argparse.Namespace) -> int:
     from fol.errors import ConfigError, DataError
     from fol.nodedata import (SPLIT_SEED_KEY, load_node_data, parse_node_data, pretraining_spec,
                               recorded_split_rule, split_fields)
-    from fol.fileio import atomic_write_bytes, check_output_dir, check_output_file, staged_outputs, write_json_atomic
+    from fol.fileio import atomic_write_bytes, check_input_dir, check_output_dir, check_output_file, staged_outputs, write_json_atomic
     from fol.personalize import NodeState, check_received, personalize, save_ensemble
 
     if args.top_k is not None and args.top_k < 1:  # named as typed, not as the field it overrides (fol.top_k)
@@ -168,12 +167,7 @@ def run_personalize(args: argparse.Namespace) -> int:
         log.info("--variant local reads no neighbour model; --neighbors %s is not read", args.neighbors)
     neighbours = None if args.variant == "local" else Path(args.neighbors)
     if neighbours is not None:  # a mistyped folder: said before the model and the data are loaded
-        try:
-            is_dir, exists = neighbours.is_dir(), neighbours.exists()
-        except OSError as exc:  # a name too long for the file system: one line, the name cut
-            raise DataError(f"--neighbors {brief(neighbours)}: cannot be checked ({exc.strerror})") from None
-        if not is_dir:
-            raise DataError(f"--neighbors {brief(neighbours)}: {'is not a folder' if exists else 'does not exist'}")
+        check_input_dir(neighbours, DataError, "--neighbors")
     if neighbours is not None and out.is_dir() and out.samefile(neighbours):  # a symlink or "x/." is the same folder
         raise ConfigError(f"--out {out}: is the --neighbors folder; the round's outputs (its model, its ensemble "
                           f"members) would be read as neighbour models by the next run; give --out another folder")

@@ -30,7 +30,7 @@ from typing import IO, Any, Callable, Iterator, Sequence
 from swarmbase.tomlcheck import brief
 
 __all__ = ["fsync_dir", "make_dirs", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
-           "staged_outputs", "check_output_dir", "check_output_file", "publish_gate", "is_temporary",
+           "staged_outputs", "check_output_dir", "check_output_file", "check_input_dir", "publish_gate", "is_temporary",
            "remove_temporaries", "remove_path", "dead_link", "DEAD_LINK", "dead_link_text"]
 
 #: The name of :func:`atomic_writer`'s temporary file for ``<name>``: ``.<name>.<12 hex digits>.tmp``.
@@ -406,6 +406,26 @@ def check_output_dir(path: str | os.PathLike[str], error: type[Exception], *, em
             raise error(f"{what} {path}: is not empty")
         return path
     _creatable(path, error, what)
+    return path
+
+
+def check_input_dir(path: str | os.PathLike[str], error: type[Exception], what: str) -> Path:
+    """``path`` as a Path when it is an existing folder, else ``error`` with one line naming ``what`` (a
+    flag as the user typed it, ``--resume``): not there, not a folder, or a name the file system cannot
+    check (too long: the name is cut). Nothing is read or created.
+
+    >>> check_input_dir("/nonexistent-folder", ValueError, "--resume")
+    Traceback (most recent call last):
+    ...
+    ValueError: --resume /nonexistent-folder: does not exist
+    """
+    path = Path(path)
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except OSError as exc:  # a name too long for the file system: one line, the name cut
+        raise error(f"{what} {brief(path)}: cannot be checked ({exc.strerror})") from None
+    if not is_dir:
+        raise error(f"{what} {brief(path)}: {'exists and is not a folder' if exists else 'does not exist'}")
     return path
 
 

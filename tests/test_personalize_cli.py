@@ -596,7 +596,7 @@ def test_a_bad_neighbours_folder_is_refused_before_the_data_is_loaded(kind: str,
         folder.write_text("not a folder")
     assert _personalize(swarm_files, folder, tmp_path / "out") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    what = "does not exist" if kind == "missing" else "is not a folder"
+    what = "does not exist" if kind == "missing" else "exists and is not a folder"
     assert err == [f"fol personalize: error: --neighbors {folder}: {what}"], err
     assert not (tmp_path / "out").exists()
 

@@ -1372,7 +1372,7 @@ def test_resume_of_a_file_or_a_missing_folder_says_so(tmp_path: Path, capsys: py
     of a file). Now the line says what the path is, with or without a scenario."""
     (tmp_path / "file").write_text("not a run")
     (tmp_path / "tiny.toml").write_text(LEO)
-    for path, what in ((tmp_path / "file", "exists and is not a folder"), (tmp_path / "absent", "no such folder")):
+    for path, what in ((tmp_path / "file", "exists and is not a folder"), (tmp_path / "absent", "does not exist")):
         for scenario in ([], [str(tmp_path / "tiny.toml")]):
             assert main(["simulate", *scenario, "--resume", str(path), "--check"]) == 2
             err = capsys.readouterr().err.strip().splitlines()

@@ -48,13 +48,13 @@ from contact_sim.trajectory import MAX_TRAJECTORY_BYTES, TRAJECTORY_BYTES_PER_SA
 from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, check_dataset
 from fol.errors import ConfigError, DataError
 from fol.executors import check_ray_address
-from fol.fileio import check_output_dir
+from fol.fileio import check_input_dir, check_output_dir
 from fol.methods import get_method
 from orbits import Constellation, Ephemeris, OrbitError
 from swarmbase.safejson import loads as bounded_loads
 from fol.simulation.partition import GROUND_SPEED_KM_S, coverage_step_s
 from fol.simulation.scenario import DataConfig, SwarmScenario, errors_name_the_file, json_default, result_settings
-from swarmbase.tomlcheck import brief, shown
+from swarmbase.tomlcheck import shown
 
 __all__ = ["CheckReport", "check_scenario", "check_run_folder", "check_resumable", "read_run_record", "node_architectures",
            "input_digests", "INPUTS_FILE", "read_run_json", "check_acquisition_span"]
@@ -110,12 +110,7 @@ def check_run_folder(out: Path, resume: bool = False) -> None:
     empty unless ``resume`` (which needs the folder). Nothing is created."""
     out = Path(out)
     if resume:
-        try:
-            is_dir, exists = out.is_dir(), out.exists()
-        except OSError as exc:  # a name too long for the file system: one line, the name cut
-            raise ConfigError(f"--resume {brief(out)}: cannot be checked ({exc.strerror})") from None
-        if not is_dir:
-            raise ConfigError(f"--resume {brief(out)}: {'exists and is not a folder' if exists else 'no such folder'}")
+        check_input_dir(out, ConfigError, "--resume")
     check_output_dir(out, ConfigError)
     if not resume and out.is_dir() and any(out.iterdir()):
         if (out / "scenario.resolved.json").is_file():  # a run's folder: it can be continued
