@@ -40,10 +40,11 @@ ORBIT_FILES: dict[str, dict[str, str]] = {
 }
 #: ``--orbits-format`` values: every layout of OMM or OEM export.
 ORBIT_FORMATS = tuple(dict.fromkeys(fmt for kind in ("omm", "oem") for fmt in ORBIT_FILES[kind]))
-#: Every file ``fol contacts`` writes into ``--out``. A run's set replaces the previous run's whole: a name here that
-#: the run does not write (the ``contacts.czml`` of an earlier ``--czml``, the ``orbits.oem`` of an earlier KVN export
-#: beside this run's ``orbits.oem.xml``) is removed in the same swap (:func:`swarmbase.fileio.staged_outputs`), so
-#: the folder never holds outputs of two runs. Other files there are left alone.
+#: Every file ``fol contacts`` writes into ``--out``. A run's set replaces the previous run's whole: a regular file of
+#: a name here that the run does not write (the ``contacts.czml`` of an earlier ``--czml``, the ``orbits.oem`` of an
+#: earlier KVN export beside this run's ``orbits.oem.xml``) is removed in the same swap
+#: (:func:`swarmbase.fileio.staged_outputs`), so the folder never holds outputs of two runs. Other files there, and a
+#: link or a folder of such a name (never an output: the command writes regular files), are left alone.
 OUTPUT_FILES = ("contacts.csv", "contacts.json", "contacts.png", "contacts.czml", "contacts.ion", "contacts.hdtn.json",
                 *(name for files in ORBIT_FILES.values() for name in files.values()))
 
@@ -109,16 +110,17 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _check_inputs_kept(out: Path, scenario_path: Path, scenario: ContactScenario) -> None:
+def _check_inputs_kept(out: Path, stale: list[str], scenario_path: Path, scenario: ContactScenario) -> None:
     """Refuse a run whose outputs would replace or remove a file it reads: the scenario file or one it names
     (an ``oem_file`` that is the ``orbits.oem`` of an earlier export into ``out``, say) is one of
-    :data:`OUTPUT_FILES` in ``out`` (itself, a link or a hard link)."""
+    :data:`OUTPUT_FILES` in ``out`` (itself, a link or a hard link) that the run writes, or of the ``stale`` ones
+    it removes (a regular file: a link of a name it does not write is left alone)."""
     from .scenario import input_files
 
     inputs = {"the scenario file": scenario_path, **input_files(scenario)}
     for name in OUTPUT_FILES:
         target = out / name
-        if not target.is_file():
+        if not target.is_file() or (name in stale and target.is_symlink()):
             continue
         for field, path in inputs.items():
             try:
@@ -203,7 +205,7 @@ def run_contacts(args: argparse.Namespace) -> int:
         if out.is_dir():  # the files written there: not folders, nor a file the run reads, before the window search
             for name in (name for name, wanted in outputs.items() if wanted):
                 check_output_file(out / name, ContactError, what="--out")
-            _check_inputs_kept(out, args.scenario, scenario)
+            _check_inputs_kept(out, stale, args.scenario, scenario)
         if args.check:
             stations = len(scenario.ground_stations)  # nodes of the plan too, as the run's summary counts them
             print(f"{args.scenario}: OK — {len(names)} {_MOVERS.get(scenario.kind, scenario.kind)} and {stations} "
@@ -224,9 +226,9 @@ def run_contacts(args: argparse.Namespace) -> int:
         elapsed = time.perf_counter() - t0
     except (ContactError, OrbitError) as exc:
         return _one_line(args, exc)
-    removed = [out / name for name in stale if os.path.lexists(out / name) and not (out / name).is_dir()]
+    removed: list[Path] = []  # what the swap removed: the previous set's regular files this run does not write
     try:  # the whole set into a staging folder, then swapped in (the previous set's other outputs removed with it):
-        with staged_outputs(out, replaces=stale) as stage:  # Ctrl-C or an error keeps the previous set
+        with staged_outputs(out, replaces=stale, removed=removed) as stage:  # Ctrl-C or an error keeps the previous set
             written = [plan.to_csv(stage / "contacts.csv")]
             if args.json:
                 written.append(plan.to_json(stage / "contacts.json"))

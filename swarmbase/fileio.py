@@ -210,13 +210,17 @@ def write_json_atomic(path: Path, data: Any, *, allow_nan: bool = False,
 
 
 @contextlib.contextmanager
-def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = ()) -> Iterator[Path]:
+def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = (),
+                   removed: list[Path] | None = None) -> Iterator[Path]:
     """A set of output files replaced together: yields a temporary folder inside
     ``folder`` (which must exist) to write the set into; on a clean exit each
-    file there is renamed over its namesake in ``folder``, then the files of
+    file there is renamed over its namesake in ``folder``, then the regular files of
     ``folder`` matching one of the glob patterns ``replaces`` (outputs an
     earlier set may hold and this one does not) that the new set did not bring
-    are removed (Ctrl-C is held off during these renames and removals). On an
+    are removed (Ctrl-C is held off during these renames and removals) and
+    added to ``removed`` when it is given. A link or a folder of such a name is
+    left alone: a set is regular files, so a link there is the user's own, not
+    an earlier set's output. On an
     error or Ctrl-C the temporary folder is removed and ``folder`` still holds
     the previous set; so it does when one of the final renames fails (the old
     files are kept aside in a hidden folder until the whole set is in place, and
@@ -243,10 +247,12 @@ def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = ())
         sigint = hasattr(signal, "pthread_sigmask") and hasattr(signal, "SIGINT")
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if sigint else None
         try:
-            _swap(stage, folder, names, replaces)
+            gone = _swap(stage, folder, names, replaces)
         finally:
             if blocked is not None:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        if removed is not None:
+            removed.extend(gone)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
@@ -277,12 +283,13 @@ def _remove_dead_stages(folder: Path) -> None:
         shutil.rmtree(folder / name, ignore_errors=True)
 
 
-def _swap(stage: Path, folder: Path, names: list[str], replaces: Sequence[str]) -> None:
+def _swap(stage: Path, folder: Path, names: list[str], replaces: Sequence[str]) -> list[Path]:
     """Move the files ``names`` of ``stage`` into ``folder``: each file they replace, and
-    each stale match of ``replaces``, is first moved into a hidden folder beside them,
-    removed once every move succeeded. If a move fails, the moves made are undone in
-    reverse order (so ``folder`` holds the previous set again) and the error is raised;
-    should an undo fail too, the kept-aside files stay in that hidden folder."""
+    each stale match of ``replaces`` (a regular file, not a link), is first moved into a
+    hidden folder beside them, removed once every move succeeded; the stale files removed
+    are returned. If a move fails, the moves made are undone in reverse order (so
+    ``folder`` holds the previous set again) and the error is raised; should an undo fail
+    too, the kept-aside files stay in that hidden folder."""
     aside = folder / f"{stage.name[:-len('.tmp')]}.old"
     undo: list[tuple[Path, Path]] = []  # (moved to, moved from)
 
@@ -298,8 +305,9 @@ def _swap(stage: Path, folder: Path, names: list[str], replaces: Sequence[str]) 
                 # a folder is never moved aside (a file renamed onto it fails, and is undone)
                 move(target, aside / name)
             move(stage / name, target)
-        stale = {p for pattern in replaces for p in folder.glob(pattern) if p.name not in names and not p.is_dir()}
-        for path in sorted(stale):
+        stale = sorted({p for pattern in replaces for p in folder.glob(pattern)
+                        if p.name not in names and not p.is_symlink() and p.is_file()})
+        for path in stale:
             move(path, aside / path.name)
     except BaseException:
         undone = True
@@ -314,6 +322,7 @@ def _swap(stage: Path, folder: Path, names: list[str], replaces: Sequence[str]) 
         raise
     fsync_dir(folder)
     shutil.rmtree(aside, ignore_errors=True)
+    return stale
 
 
 #: What a link that leads to no file says, by the error following it gives (:func:`dead_link`).

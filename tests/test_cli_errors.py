@@ -395,6 +395,55 @@ def test_contacts_refuses_to_replace_or_remove_a_file_its_scenario_reads(
     assert main(["contacts", str(scenario), "--no-plot", *second, *check, "--out", str(tmp_path / "elsewhere")]) == 0
 
 
+def test_contacts_leaves_a_link_or_a_folder_named_as_an_output_it_does_not_write(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command writes regular files only, so a link of an output's name is the user's: a link named
+    contacts.czml to the user's own file and one that leads nowhere named orbits.oem stay, as a folder named
+    contacts.ion does, and none is said to be removed; an earlier run's contacts.json is removed and said so.
+    Before, the link to the user's file was removed and the dangling one said removed though it stayed."""
+    import os
+
+    out = tmp_path / "o"
+    scenario = _walker_scenario(tmp_path)
+    assert main(["contacts", scenario, "--no-plot", "--json", "--out", str(out)]) == 0
+    mine = tmp_path / "mine.czml"
+    mine.write_text("the user's")
+    os.symlink(mine, out / "contacts.czml")
+    os.symlink(tmp_path / "gone", out / "orbits.oem")
+    (out / "contacts.ion").mkdir()
+    capsys.readouterr()
+    assert main(["contacts", scenario, "--no-plot", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert [line for line in said.splitlines() if line.startswith("removed")] == [
+        f"removed    {out / 'contacts.json'} (an earlier run's; not an output of this one)"]
+    assert os.readlink(out / "contacts.czml") == str(mine) and mine.read_text() == "the user's"
+    assert os.readlink(out / "orbits.oem") == str(tmp_path / "gone")
+    assert (out / "contacts.ion").is_dir()
+    assert sorted(p.name for p in out.iterdir()) == ["contacts.csv", "contacts.czml", "contacts.ion", "orbits.oem"]
+
+
+def test_contacts_reads_a_link_named_as_an_output_it_leaves_alone(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A scenario reading o/orbits.tle, a link to the user's TLE file: a run that exports no TLE leaves the link
+    (so it is not refused), one that exports a TLE would replace it (refused, the folder kept)."""
+    import os
+
+    out = tmp_path / "o"
+    assert main(["contacts", _walker_scenario(tmp_path), "--no-plot", "--export-orbits", "tle", "--out",
+                 str(tmp_path / "first")]) == 0
+    out.mkdir()
+    os.symlink(tmp_path / "first" / "orbits.tle", out / "orbits.tle")
+    scenario = tmp_path / "from-tle.toml"
+    scenario.write_text('[constellation]\nkind = "tle"\ntle_file = "o/orbits.tle"\n[time]\n'
+                        'start = "2026-06-01T00:00:00Z"\nduration_s = 3600.0\nstep_s = 60.0\n[link]\nmax_range_km = 5000.0\n')
+    assert main(["contacts", str(scenario), "--no-plot", "--out", str(out)]) == 0
+    assert (out / "orbits.tle").is_symlink() and (out / "contacts.csv").is_file()
+    capsys.readouterr()
+    assert main(["contacts", str(scenario), "--no-plot", "--export-orbits", "tle", "--out", str(out)]) == 2
+    assert "which this run replaces or removes" in capsys.readouterr().err
+    assert (out / "orbits.tle").is_symlink()
+
+
 @pytest.mark.parametrize("entry, argv, unbuffered", [
     ("fol.cli", ["--help"], False), ("fol.cli", ["contacts", "SCENARIO", "--check"], False),
     ("fol.cli", ["contacts", "SCENARIO", "--check"], True),

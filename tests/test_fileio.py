@@ -156,6 +156,26 @@ def test_staged_outputs_replaces_removes_only_stale_matches_and_only_on_success(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["member-new.bin", "notes.txt"]
 
 
+def test_staged_outputs_replaces_removes_regular_files_only_and_says_which(tmp_path: Path) -> None:
+    """A set is regular files: a link matching ``replaces`` (to the user's file, or leading nowhere) and a
+    folder are left alone; ``removed`` lists the files the swap did remove. Before, the link to the user's
+    file was removed with the stale outputs."""
+    mine = tmp_path / "mine.bin"
+    mine.write_bytes(b"mine")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "part-1.bin").write_bytes(b"old")
+    os.symlink(mine, out / "part-2.bin")
+    os.symlink(tmp_path / "gone", out / "part-3.bin")
+    (out / "part-4.bin").mkdir()
+    removed: list[Path] = []
+    with fileio.staged_outputs(out, replaces=["part-*.bin"], removed=removed) as stage:
+        (stage / "part-0.bin").write_bytes(b"new")
+    assert removed == [out / "part-1.bin"]
+    assert sorted(p.name for p in out.iterdir()) == ["part-0.bin", "part-2.bin", "part-3.bin", "part-4.bin"]
+    assert os.readlink(out / "part-2.bin") == str(mine) and mine.read_bytes() == b"mine"
+
+
 def _listing(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
