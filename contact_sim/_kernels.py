@@ -24,7 +24,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-_JIT = dict(cache=True, nogil=True, error_model="numpy")
+from swarmbase.jit import cached_njit
+
+#: numba's njit with its on-disk cache, or without it where numba can write none (a read-only install)
+_jit = cached_njit(njit, nogil=True, error_model="numpy")
 
 NEWTON_ITERS = 5
 ROOT_TOL = 1e-9  # cell fraction (60 us for a 60 s cell)
@@ -38,12 +41,12 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing multiplier
 
 # --------------------------------------------------------------------------- cubics
 
-@njit(**_JIT)
+@_jit
 def _cubic(a0, a1, a2, a3, s):
     return a0 + s * (a1 + s * (a2 + s * a3))
 
 
-@njit(**_JIT)
+@_jit
 def _critical(a1, a2, a3):
     """The two critical points of a cubic (NaN where absent)."""
     qa, qb, qc = 3.0 * a3, 2.0 * a2, a1  # derivative: qa s^2 + qb s + qc
@@ -57,7 +60,7 @@ def _critical(a1, a2, a3):
     return q / qa, qc / q
 
 
-@njit(**_JIT)
+@_jit
 def _cubic_min(a0, a1, a2, a3, lo, hi):
     """Minimum of a cubic over ``[lo, hi]`` (endpoints and interior critical points)."""
     best = min(_cubic(a0, a1, a2, a3, lo), _cubic(a0, a1, a2, a3, hi))
@@ -69,7 +72,7 @@ def _cubic_min(a0, a1, a2, a3, lo, hi):
     return best
 
 
-@njit(**_JIT)
+@_jit
 def _monotone_root(a0, a1, a2, a3, lo, hi, flo, fhi):
     """Zero of a cubic with a sign change on ``[lo, hi]``: safeguarded Newton from
     the secant point (bisection whenever a step leaves the bracket), then plain
@@ -97,7 +100,7 @@ def _monotone_root(a0, a1, a2, a3, lo, hi, flo, fhi):
     return 0.5 * (lo + hi)
 
 
-@njit(**_JIT)
+@_jit
 def _zeros(a0, a1, a2, a3, out, k):
     """Write the sign-changing zeros of a cubic in (0, 1) to ``out[k:k+3]`` (1.0 where absent)."""
     r1, r2 = _critical(a1, a2, a3)
@@ -117,7 +120,7 @@ def _zeros(a0, a1, a2, a3, out, k):
                 out[k + j] = _monotone_root(a0, a1, a2, a3, lo, hi, flo, fhi)
 
 
-@njit(**_JIT)
+@_jit
 def _hermite(g0, g1, m0, m1):
     """Power-basis coefficients on s in [0, 1] of the cubic Hermite interpolant."""
     return g0, m0, -3.0 * g0 - 2.0 * m0 + 3.0 * g1 - m1, 2.0 * g0 + m0 - 2.0 * g1 + m1
@@ -125,20 +128,20 @@ def _hermite(g0, g1, m0, m1):
 
 # --------------------------------------------------------------------------- events
 
-@njit(**_JIT)
+@_jit
 def _max_events(n_c):
     """Most events one pair can give on a cell with ``n_c`` constraints: a first-cell
     open, then an open, a piece and a close per segment (``3 n_c + 3`` segments)."""
     return 3 * (3 * n_c + 3) + 1
 
 
-@njit(**_JIT)
+@_jit
 def _certainly_met(g0, g1, m0, m1):
     """All four Bernstein coefficients of the constraint's cubic are positive."""
     return g0 > 0.0 and g0 + m0 / 3.0 > 0.0 and g1 - m1 / 3.0 > 0.0 and g1 > 0.0
 
 
-@njit(**_JIT)
+@_jit
 def _emit(ev_i, ev_f, ne, pid, kind, t, left):
     ev_i[ne, 0] = pid
     ev_i[ne, 1] = kind
@@ -147,7 +150,7 @@ def _emit(ev_i, ev_f, ne, pid, kind, t, left):
     return ne + 1
 
 
-@njit(**_JIT)
+@_jit
 def _piece(ev_i, ev_f, ne, pid, span, d_lo, d_mid, d_hi, d_min):
     _emit(ev_i, ev_f, ne, pid, PIECE, span, 0)
     ev_f[ne, 1] = d_lo
@@ -157,7 +160,7 @@ def _piece(ev_i, ev_f, ne, pid, span, d_lo, d_mid, d_hi, d_min):
     return ne + 1
 
 
-@njit(**_JIT)
+@_jit
 def _whole(ev_i, ev_f, ne, pid, q0, q1, qd0, qd1, dt):
     """A whole visible cell, from squared ranges and their derivatives at both ends."""
     d_lo = np.sqrt(q0)
@@ -170,7 +173,7 @@ def _whole(ev_i, ev_f, ne, pid, q0, q1, qd0, qd1, dt):
     return _piece(ev_i, ev_f, ne, pid, dt, d_lo, d_mid, d_hi, d_min)
 
 
-@njit(**_JIT)
+@_jit
 def _pair(ev_i, ev_f, ne, pid, n_c, G0, G1, M0, M1, q0, q1, qd0, qd1, t0, dt, first,
           zeros, bounds, state, coef):
     """Events of one candidate pair on one cell.
@@ -247,7 +250,7 @@ def _pair(ev_i, ev_f, ne, pid, n_c, G0, G1, M0, M1, q0, q1, qd0, qd1, t0, dt, fi
     return ne
 
 
-@njit(**_JIT)
+@_jit
 def space_events(s0, s1, lo, hi, cols, n_nodes, t0, dt, range_km, inner_km, acc_rel, v_rel,
                  occlusion, first, ev_i, ev_f):
     """Events of the moving-node candidate pairs ``(lo[i], hi[i])`` on the cell ``[t0, t0 + dt]``.
@@ -321,7 +324,7 @@ def space_events(s0, s1, lo, hi, cols, n_nodes, t0, dt, range_km, inner_km, acc_
     return ne
 
 
-@njit(**_JIT)
+@_jit
 def group_events(pid, G0, G1, D0, D1, q0, q1, qd0, qd1, t0, dt, first, ev_i, ev_f):
     """Events of pairs given by their constraint values ``G0/G1`` ``(C, n)`` and
     time derivatives ``D0/D1`` at the cell ends (ground-station links).
@@ -359,12 +362,12 @@ KEY, T_START, D_INT, D_MIN, BITS, LEFT = range(6)
 ROW = 8  # float64 per row: 64 bytes
 
 
-@njit(**_JIT)
+@_jit
 def _home(key, shift):
     return np.int64((np.uint64(key) * _GOLDEN) >> shift)
 
 
-@njit(**_JIT)
+@_jit
 def table_find(tab, key, shift):
     """Row of pair id ``key`` (-1 if absent)."""
     mask = tab.shape[0] - 1
@@ -379,7 +382,7 @@ def table_find(tab, key, shift):
         pos = (pos + 1) & mask
 
 
-@njit(**_JIT)
+@_jit
 def table_insert(tab, key, shift, st):
     """Row for pair id ``key``, which is not in the table: its first free row."""
     mask = tab.shape[0] - 1
@@ -391,7 +394,7 @@ def table_insert(tab, key, shift, st):
     return pos
 
 
-@njit(**_JIT)
+@_jit
 def table_delete(tab, pos, shift, st):
     """Free row ``pos``, shifting later rows of its probe run back so that
     every key stays reachable from its home row."""
@@ -413,7 +416,7 @@ def table_delete(tab, pos, shift, st):
     st[S_LIVE] -= 1
 
 
-@njit(**_JIT)
+@_jit
 def table_rebuild(old, tab, shift, st):
     """Move the live rows of ``old`` into the empty table ``tab``."""
     st[S_LIVE] = 0
@@ -424,7 +427,7 @@ def table_rebuild(old, tab, shift, st):
                 tab[pos, j] = old[i, j]
 
 
-@njit(**_JIT)
+@_jit
 def _start(tab, pos, t, left):
     tab[pos, T_START] = t
     tab[pos, D_INT] = 0.0
@@ -433,7 +436,7 @@ def _start(tab, pos, t, left):
     tab[pos, LEFT] = left
 
 
-@njit(**_JIT)
+@_jit
 def _out(out_pid, out_f, out_b, st, tab, pos, t_end, flag_right):
     o = st[S_OUT]
     out_pid[o] = np.int64(tab[pos, KEY])
@@ -447,7 +450,7 @@ def _out(out_pid, out_f, out_b, st, tab, pos, t_end, flag_right):
     st[S_OUT] = o + 1
 
 
-@njit(**_JIT)
+@_jit
 def apply_events(ev_i, ev_f, bits, ne, tab, shift, st, out_pid, out_f, out_b):
     """Apply events ``0 .. ne-1`` in order to the open windows.
 
@@ -476,7 +479,7 @@ def apply_events(ev_i, ev_f, bits, ne, tab, shift, st, out_pid, out_f, out_b):
             table_delete(tab, pos, shift, st)
 
 
-@njit(**_JIT)
+@_jit
 def checkpoint(tab, st, t, out_pid, out_f, out_b):
     """Emit every open window as ending at ``t`` (flagged right) and restart it
     at ``t`` (flagged left)."""

@@ -11,6 +11,9 @@
   declares a document type, so no entity is ever expanded.
 - :mod:`swarmbase.safejson`: JSON from peers and users parsed with bounded
   depth and size, a key given twice refused.
+- :mod:`swarmbase.jit`: numba's loops cached on disk where numba can write
+  its cache, compiled in each process where it cannot (a read-only install),
+  from the ``njit`` its caller passes in.
 
 It imports nothing from the project and no third-party package, so it sits
 below the layering rules (``orbits`` / ``contact_sim`` never import ``fol`` or

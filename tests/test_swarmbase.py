@@ -161,3 +161,37 @@ def test_safejson_refuses_a_number_that_overflows_to_infinity_unless_nan_is_allo
             loads(text, max_depth=2)
         assert math.isinf(loads(text, max_depth=2, allow_nan=True)[0 if text[0] == "[" else "x"])
     assert loads('{"x": 1.5e308, "y": -0.0}', max_depth=2) == {"x": 1.5e308, "y": -0.0}
+
+
+def test_numba_loops_import_and_run_where_numba_can_write_no_cache(tmp_path: Path) -> None:
+    """A read-only install: the PackBits loop (fol/data/packbits.py) and the window search's kernels
+    (contact_sim/_kernels.py), copied where numba finds no folder to cache in (their __pycache__ a file,
+    the user's cache folder under a file, no NUMBA_CACHE_DIR: what a read-only file system is even to
+    root). Before, importing either raised RuntimeError ('cannot cache function ...: no locator
+    available'), a traceback; now they compile uncached, decode, and one warning per module says so."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    shutil.copy(root / "fol" / "data" / "packbits.py", ro / "ro_packbits.py")
+    shutil.copy(root / "contact_sim" / "_kernels.py", ro / "ro_kernels.py")
+    (ro / "__pycache__").write_text("a file: no folder can be made here")
+    blocker = tmp_path / "home"
+    blocker.write_text("a file: no folder can be made under it")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    env.update(PYTHONPATH=os.pathsep.join([str(ro), str(root)]), HOME=str(blocker),
+               XDG_CACHE_HOME=str(blocker / "cache"), PYTHONDONTWRITEBYTECODE="1")
+    code = ("import numpy as np, ro_kernels, ro_packbits\n"
+            "out = np.empty(8, np.uint8)\n"
+            "print(ro_packbits.unpack_bits(np.frombuffer(b'\\x01ab\\xfdz\\x80', np.uint8), out), out[:6].tobytes())\n")
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "(6, False) b'abzzzz'"
+    warnings = [line for line in done.stderr.splitlines() if "numba finds no folder" in line]
+    assert [line.split(" for ")[1].split(" ")[0] for line in warnings] == ["ro_kernels", "ro_packbits"], done.stderr
+    assert "NUMBA_CACHE_DIR" in warnings[0]

@@ -6,7 +6,8 @@ its data: ``h`` in 0..127 copies the next ``h + 1`` bytes, ``h`` in 129..255
 repeats the next byte ``257 - h`` times, and 128 is no run. Two bytes can
 stand for 128, so a 4 MB strip can decode to 256 MB: decoding into a buffer
 of the size the strip's tags say it holds bounds it. The loop over the
-headers runs compiled (numba): 8 MB of one-byte runs (8 million headers)
+headers runs compiled (numba, cached on disk where numba can write its cache:
+:func:`swarmbase.jit.cached_njit`): 8 MB of one-byte runs (8 million headers)
 take about 10 ms, where a Python loop over them takes about 2 s.
 """
 
@@ -15,11 +16,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from swarmbase.jit import cached_njit
+
 #: What :func:`unpack_bits` returns for runs that hold more than the buffer (nothing is written past it).
 TOO_LONG = -1
 
 
-@njit(cache=True, nogil=True)
+@cached_njit(njit, nogil=True)
 def unpack_bits(data: np.ndarray, out: np.ndarray) -> tuple[int, bool]:
     """``data`` (``uint8``, PackBits runs) decoded into ``out`` (``uint8``):
     ``(bytes written, whether the last run is cut short)``, or ``(TOO_LONG, _)``
