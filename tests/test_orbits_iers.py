@@ -204,3 +204,52 @@ def test_a_real_finals_lines_prediction_flags_and_the_empty_tail_are_read() -> N
 
     theirs = iers.parse_x_y_dut1_from_finals_all(io.BytesIO(text.encode()))
     assert pm.y_arcsec.tolist() == theirs["y_arcseconds"].tolist()
+
+
+def _whole_finals_text(issued: dt.date) -> str:
+    """A finals2000A.all as the IERS Rapid Service publishes it on ``issued``, laid out by the readme's columns
+    (made-up values): from 1973-01-02, a full line a day (Bulletin A's polar motion, UT1-UTC, LOD and nutation
+    with their flags, then Bulletin B's columns, written as the real file writes them: ``   .143000``) up to
+    ``issued``; then a year of predictions (polar motion and UT1-UTC only, flag P); then 50 days of a date
+    only, as the real file ends. Every line padded to 185 columns and two spaces, as the real file's are."""
+    lines = []
+    day, last_p, end = dt.date(1973, 1, 2), issued + dt.timedelta(days=365), issued + dt.timedelta(days=415)
+    while day <= end:
+        mjd = (day - dt.date(1858, 11, 17)).days
+        head = f"{day.year % 100:2d}{day.month:2d}{day.day:2d} {mjd:8.2f}"
+        turn = 2 * np.pi * (mjd - 41684) / 433.0  # the Chandler wobble's 433 days, about the size of the real pole
+        x, y = 0.05 + 0.2 * np.cos(turn), 0.3 + 0.2 * np.sin(turn)
+        if day <= issued:
+            bull_b = re.sub(r"(?<!\d)(-?)0\.", r" \1.", f"{x:10.6f}{y:10.6f}{0.3554990:11.7f}{-0.252:10.3f}{-0.119:10.3f}")
+            line = (f"{head} I {x:9.6f}{0.00009:9.6f} {y:9.6f}{0.0001:9.6f}  I{0.3554784:10.7f}{0.0000099:10.7f} "
+                    f"{0.9333:7.4f}{0.0076:7.4f}  I {-0.135:9.3f}{0.315:9.3f} {-0.204:9.3f}{0.298:9.3f}{bull_b}")
+        elif day <= last_p:
+            line = f"{head} P {x:9.6f}{0.017:9.6f} {y:9.6f}{0.027:9.6f}  P{-0.1164909:10.7f}{0.0254096:10.7f}"
+        else:
+            line = head
+        lines.append(line.ljust(185) + "  \n")
+        day += dt.timedelta(days=1)
+    return "".join(lines)
+
+
+def test_a_whole_finals_file_from_1973_to_a_year_ahead_is_read_as_skyfield_reads_it(tmp_path: Path) -> None:
+    """The file a user downloads today (20,113 lines, 3.8 MB), by the readme's columns: well under the size cap,
+    read whole (1999 and 2000, written ' 0', dated by the MJD's century rule), the I, P and date-only lines
+    to the very values Skyfield's own parser reads, the date-only tail skipped."""
+    from skyfield.data import iers
+
+    path = tmp_path / "finals2000A.all"
+    path.write_text(_whole_finals_text(dt.date(2026, 12, 7)))
+    size = path.stat().st_size
+    assert 3_700_000 < size < iers_module.MAX_IERS_BYTES / 2, size  # room for decades of growth (69 kB a year)
+    pm = read_iers_finals(path)
+    with open(path, "rb") as fh:
+        theirs = iers.parse_x_y_dut1_from_finals_all(fh)
+    assert pm.utc_mjd.size == theirs.size == (dt.date(2027, 12, 7) - dt.date(1973, 1, 2)).days + 1
+    assert np.array_equal(pm.utc_mjd, theirs["utc_mjd"]) and np.array_equal(pm.x_arcsec, theirs["x_arcseconds"])
+    assert np.array_equal(pm.y_arcsec, theirs["y_arcseconds"])
+    assert pm.span_text() == "1973-01-02T00:00:00Z..2027-12-07T00:00:00Z"
+    lines = path.read_text().splitlines()
+    assert lines[-1].startswith("28 126 61796.00") and lines[-1][15:].strip() == ""
+    assert any(line.startswith(" 0 1 1 51544.00 I") for line in lines)
+    pm.check_covers("1999-12-31T12:00:00Z", 86400.0, "time")  # across the century of the two-digit year
