@@ -40,12 +40,11 @@ EXECUTORS = ("local", "process", "ray")
 
 
 def _run_with_threads(args: tuple[Callable[[Any], Any], Any, int | None]) -> Any:
+    """A worker's task (process pool, Ray) with torch's thread count ``threads`` (None: as it is), the
+    worker's own count given back after it, as :func:`fol.threads.torch_threads` does for every caller."""
     fn, item, threads = args
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-    return fn(item)
+    with torch_threads(threads):
+        return fn(item)
 
 
 class Executor:

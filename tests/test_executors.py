@@ -619,3 +619,17 @@ def test_the_loopback_patch_is_undone_and_skipped_on_a_ray_without_it(monkeypatc
     monkeypatch.delattr(services, "resolve_ip_for_localhost")
     with _loopback_kept():
         assert not hasattr(services, "resolve_ip_for_localhost")
+
+
+def test_a_workers_task_runs_with_its_thread_count_and_gives_the_workers_back() -> None:
+    """A process-pool or Ray task runs with the executor's torch thread count and, as every other caller
+    of fol.threads.torch_threads, gives the worker's own count back (before, it was left set)."""
+    from fol.executors import _run_with_threads
+
+    before = torch.get_num_threads()
+    try:
+        assert _run_with_threads((lambda _: torch.get_num_threads(), None, before + 1)) == before + 1
+        assert torch.get_num_threads() == before
+        assert _run_with_threads((lambda _: torch.get_num_threads(), None, None)) == before
+    finally:
+        torch.set_num_threads(before)
