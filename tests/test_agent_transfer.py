@@ -2551,3 +2551,54 @@ def test_a_full_inbox_with_the_longest_fields_still_restarts(tmp_path: Path) -> 
     inbox.save()
     assert inbox.state_path.stat().st_size < MAX_STATE_BYTES / 8
     assert len(Inbox(tmp_path, "receiver", 10**8, accept_any_round=True).state.received) == MAX_INBOX_MODELS
+
+
+def test_recovery_leaves_a_model_file_not_named_for_a_node_id_unregistered(tmp_path: Path, caplog) -> None:
+    """Inbox.recover registered a stray inbox file with its file name as the sender, whatever the name: a
+    name of bytes that are not UTF-8 (b'\\xff\\xfe'), one holding a newline and a terminal escape, or one of
+    200 characters (over the 64 of a node id). The escape reached the log raw, and the round failed at every
+    attempt: the card of the model it writes lists the senders, and a lone surrogate is no UTF-8. Now such a
+    file is left on disk unread and unregistered, with one escaped line counting them; a record an earlier
+    agent made of one is dropped. Before this change the card below raised ConfigError ('surrogates not
+    allowed') and the senders were all four names."""
+    import logging
+
+    from fol.agent.inbox import Inbox
+    from fol.fileio import write_json_atomic
+
+    good = _inbox_file(tmp_path, "peer-a", 1, CLASSES)
+    bad = [b"\xff\xfe", b"a\nb\x1b[2J", b"x" * 200]
+    for i, name in enumerate(bad):
+        target = os.path.join(os.fsencode(good.parent), name + b".safetensors")
+        with open(target, "wb") as fh:
+            fh.write(_inbox_file(tmp_path, f"other{i}", 2 + i, CLASSES).read_bytes())
+        os.unlink(good.with_name(f"other{i}.safetensors"))
+    kept = {name: open(os.path.join(os.fsencode(good.parent), name + b".safetensors"), "rb").read() for name in bad}
+    with caplog.at_level(logging.WARNING, logger="fol.agent.inbox"):
+        notes = Inbox(tmp_path, "receiver", 10**8).recover()
+    assert len(notes) == 2 and notes[0] == "registered inbox/round-1/peer-a.safetensors found in the inbox"
+    assert notes[1].startswith("left 3 model file(s) in the inbox unregistered, their name not <sender>.safetensors "
+                               "of a node id, first in inbox/round-1: sender ")
+    assert "expected 1-64 letters" in notes[1] and len(notes[1]) < 300
+    lines = [r.getMessage() for r in caplog.records if "recovery" in r.getMessage()]
+    assert len(lines) == 2 and all(line.isprintable() for line in lines)
+    # what a round does with the records: the state read back, the senders in the card of the model it writes
+    inbox = Inbox(tmp_path, "receiver", 10**8)
+    records = inbox.state.received_for(1)
+    assert [r["sender"] for r in records] == ["peer-a"]
+    spec = ModelSpec("cnn-small", num_classes=2)
+    card = ModelCard(spec=spec, class_names=CLASSES, producer="receiver", round=2,
+                     extra={"received": [r["sender"] for r in records]})
+    save_model(tmp_path / "round-2.safetensors", build_model(spec, seed=0), card)
+    write_json_atomic(tmp_path / "report.json", {"received_models": [r["model_id"] for r in records]})
+    for name, data in kept.items():  # left as they were
+        assert open(os.path.join(os.fsencode(good.parent), name + b".safetensors"), "rb").read() == data
+    # an earlier agent's record of such a file is dropped; the file is then left as above
+    inbox.state.received["recovered:old"] = {"sender": "a\nb\x1b[2J", "round": 1, "sha256": "0" * 64, "size": 1,
+                                             "file": "inbox/round-1/a\nb\x1b[2J.safetensors", "time": 0.0}
+    inbox.save()
+    notes = Inbox(tmp_path, "receiver", 10**8).recover()
+    assert notes[0] == ("dropped 'recovered:old': its sender 'a\\nb\\x1b[2J' is invalid; expected 1-64 letters, "
+                        "digits, '.', '_' or '-', starting with a letter or digit")
+    assert notes[1].startswith("left 3 model file(s)") and all(n.isprintable() for n in notes)
+    assert [r["sender"] for r in Inbox(tmp_path, "receiver", 10**8).state.received.values()] == ["peer-a"]

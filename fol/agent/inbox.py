@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from fol.agent.protocol import Offer, ProtocolError
+from fol.agent.protocol import Offer, ProtocolError, check_name
 from fol.errors import CheckpointError, ConfigError
 from fol.fileio import fsync_dir, make_dirs, remove_temporaries, write_json_atomic
 from swarmbase.safejson import loads as bounded_loads
@@ -487,6 +487,12 @@ class Inbox:
           (such a file can only come from an older agent), is recorded cut to 197 characters and
           ``...``, with a warning naming the file: the model is kept and registered, and ``state.json``
           stays bounded (the whole producer stays in the file's card);
+        * a file whose name is not ``<sender>.safetensors`` with a node id as the sender
+          (:func:`fol.agent.protocol.check_name`: 1-64 letters, digits, ``.``, ``_``, ``-``; the name
+          the receiver gives a file), e.g. one of bytes that are not UTF-8, a newline or a terminal escape
+          (local tampering), is left on disk unread and unregistered, with one warning counting such files
+          and naming the first, escaped; so is the file of a state record whose sender is no node id (an
+          earlier agent's recovery recorded any name): the record is dropped, with a warning;
         * a file whose card fails :meth:`check_card`, the check a received model passes (a round other
           than its folder's; an on-board node's agent sets :attr:`compatible` first, so classes or an input
           shape other than the node's model's), is not registered: it is renamed ``<name>.refused``
@@ -518,9 +524,16 @@ class Inbox:
             if not self.path(rec["file"]).exists():
                 del self.state.received[mid]
                 notes.append(f"dropped {mid}: {rec['file']} is missing")
+                continue
+            try:  # recorded by an agent whose recovery took any file name as the sender: dropped, its file left
+                check_name(rec["sender"], "its sender")
+            except ProtocolError as exc:
+                del self.state.received[mid]
+                notes.append(f"dropped {shown(mid)}: {exc}")
         known = {rec["file"] for rec in self.state.received.values()}
         held = {rec["sha256"]: rec["file"] for rec in self.state.received.values()}  # the receiver's one-copy rule
         unrecorded: list[str] = []  # files beyond MAX_INBOX_MODELS: left as they are, not read
+        misnamed: list[str] = []  # files not named <sender>.safetensors for a node id: left as they are, not read
         for folder in sorted((self.root / "inbox").glob("round-*")):
             number = folder.name.removeprefix("round-")
             if not (number.isascii() and number.isdigit() and folder.is_dir()):  # not the receiver's: left alone
@@ -530,6 +543,11 @@ class Inbox:
             for path in sorted(folder.iterdir()):
                 rel = self.relative(path)
                 if rel in known or path.suffix != MODEL_SUFFIX or not path.is_file():
+                    continue
+                try:  # the receiver names a file for its sender, a node id; the sender is in logs, state, cards
+                    check_name(path.stem, "sender")
+                except ProtocolError as exc:
+                    misnamed.append(f"{self.relative(folder)}: {exc}")
                     continue
                 if len(self.state.received) >= MAX_INBOX_MODELS:
                     unrecorded.append(rel)
@@ -564,6 +582,9 @@ class Inbox:
                     "file": rel, "time": path.stat().st_mtime, "producer": producer, "arch": card.spec.arch,
                 }
                 notes.append(note)
+        if misnamed:
+            notes.append(f"left {len(misnamed):,} model file(s) in the inbox unregistered, their name not "
+                         f"<sender>{MODEL_SUFFIX} of a node id, first in {misnamed[0]}")
         if unrecorded:
             notes.append(f"left {len(unrecorded):,} model file(s) in the inbox unregistered, first "
                          f"{unrecorded[0]}: the state records at most {MAX_INBOX_MODELS:,} received models "
