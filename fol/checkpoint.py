@@ -97,7 +97,7 @@ from swarmbase.safejson import check_bounds
 from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import brief, shown
 
-from fol.defaults import class_name
+from fol.defaults import MAX_ROUND, class_name
 from fol.errors import CheckpointError, ConfigError
 from fol.fileio import atomic_write_bytes
 from fol.models import ModelSpec, arch_options, build_model, resize_to_state
@@ -184,7 +184,8 @@ class ModelCard:
     equal); ``input_shape`` is ``(C, H, W)`` in pixels
     and must be (``None`` gives) ``(in_channels, input_size, input_size)`` of the spec;
     ``producer`` is the node that trained the model and ``round`` the FOL round
-    it belongs to (0 = pretrained). ``pruned`` and ``sha256`` are filled in by
+    it belongs to (0 = pretrained; at most :data:`fol.defaults.MAX_ROUND`, the
+    largest an agent's OFFER names). ``pruned`` and ``sha256`` are filled in by
     :func:`save_model` / :func:`model_to_bytes` (whatever the caller passed is
     replaced by what the tensors show). ``extra`` is free JSON (metrics, notes).
 
@@ -260,8 +261,9 @@ class ModelCard:
             raise ConfigError(f"model card field 'producer' must be a string, got {type(self.producer).__name__}")
         if not _is_utf8(self.producer):
             raise ConfigError(f"model card field 'producer' is {shown(self.producer)}, not valid UTF-8 text")
-        if not _is_int(self.round) or self.round < 0:
-            raise ConfigError(f"model card field 'round' must be a non-negative integer, got {shown(self.round)}")
+        if not _is_int(self.round) or not 0 <= self.round <= MAX_ROUND:  # an agent's OFFER's bound too
+            raise ConfigError(f"model card field 'round' must be an integer in [0, {MAX_ROUND:,}], "
+                              f"got {shown(self.round)}")
         if not isinstance(self.pruned, bool):
             raise ConfigError(f"model card field 'pruned' must be true or false, got {shown(self.pruned)}")
         if not isinstance(self.sha256, str) or (

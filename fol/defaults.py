@@ -27,6 +27,12 @@ epoch, step, round, copy and patience count of ``FOLConfig``, ``TrainConfig``,
 larger value would only make a run loop for ages (10**12 epochs), and a 20-digit
 one ended in an OverflowError traceback from the progress bar or ``range``.
 
+``MAX_ROUND`` is the largest FOL round a model card may name (the loader's
+check of a card) and an agent's OFFER may name (``fol.agent.protocol``): a
+round is one model exchange, and no run has more than ``MAX_ITERATIONS``
+rounds; a card of round 10**4000 was written whole into ``fol personalize``'s
+"is the model of round N" refusal.
+
 ``IMAGE_FOLDER_COORDS`` are the places an image folder's coordinates can come
 from (``load_image_folder``'s ``coords``, a scenario's ``data.coords``,
 ``fol data info --coords``). ``check_bands`` and ``check_scale`` check the
@@ -49,6 +55,8 @@ DEFAULT_ARCH = "cnn-medium"
 MAX_SEED = 2**32 - 1
 
 MAX_ITERATIONS = 100_000
+
+MAX_ROUND = 1_000_000
 
 
 def too_many(name: str, value: object) -> str:
@@ -185,6 +193,6 @@ def check_band_options(dataset: str, bands: object, scale: object, coords: str |
     return checked, check_scale(scale, field("scale", f"{scale:g}" if isinstance(scale, float) else shown(scale)))
 
 
-__all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "MAX_ITERATIONS", "too_many", "class_name", "IMAGE_FOLDER_COORDS",
+__all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "MAX_ITERATIONS", "MAX_ROUND", "too_many", "class_name", "IMAGE_FOLDER_COORDS",
            "MAX_TIFF_BANDS", "check_bands", "check_scale", "bands_from_text",
            "check_band_options"]

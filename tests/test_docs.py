@@ -795,7 +795,7 @@ def test_security_page_states_the_loader_and_protocol_limits() -> None:
         f"`max_bytes`, default {C.DEFAULT_MAX_BYTES // 10**6} MB",
         f"| {C.MAX_HEADER_BYTES // 2**20} MiB; 3 levels; {_n(C.MAX_TENSORS)} tensors |",
         f"| {_n(C.MAX_CARD_BYTES)} characters ({C.MAX_CARD_BYTES // 1024} KiB of ASCII); {C.MAX_CARD_DEPTH} levels; "
-        f"{_n(C.MAX_CARD_ITEMS)} values |",
+        f"{_n(C.MAX_CARD_ITEMS)} values; a round of at most {_n(C.MAX_ROUND)} (an OFFER's bound) |",
         f"| `num_classes` ≤ {_n(spec['num_classes'])}, `in_channels` ≤ {_n(spec['in_channels'])}, "
         f"`input_size` ≤ {_n(spec['input_size'])}, {options} |",
         f"the file's tensor count + {C._BUILD_SLACK} tensors",

@@ -307,3 +307,45 @@ def test_a_neighbour_file_whose_name_is_not_utf8_is_named_with_its_bytes_escaped
     assert [s["file"] for s in skipped] == ["bad\\udcfd.safetensors"]
     for text in [r.name for r in received] + [s["file"] for s in skipped]:
         text.encode()  # what the round's seed and its report take
+
+
+@pytest.mark.parametrize("round_", [10**4000, 10**6 + 1])
+def test_a_model_card_of_a_round_past_the_agents_bound_is_refused_in_one_short_line(
+        round_: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A model card's round had no upper bound in the loader (the agent's OFFER has one, MAX_ROUND): a file
+    whose card says round 10**4000, its digest right, loaded, and ``fol personalize --model`` wrote the whole
+    number twice into its 'is the model of round N' refusal (8,200 characters). The loader now refuses a
+    round over MAX_ROUND, the OFFER's bound, in one line with the number shown cut."""
+    import json
+
+    from safetensors.torch import save
+
+    from fol.agent import protocol
+    from fol.checkpoint import ModelCard, load_model, model_digest
+    from fol.cli import main
+    from fol.defaults import MAX_ROUND
+    from fol.errors import CheckpointError
+    from fol.models import ModelSpec, build_model
+
+    assert protocol.MAX_ROUND is MAX_ROUND  # one bound: the OFFER's and the card's
+    spec = ModelSpec("cnn-small", num_classes=2)
+    tensors = {k: v.contiguous() for k, v in build_model(spec, seed=0).state_dict().items()}
+    card = ModelCard(spec, ["a", "b"], producer="peer", round=MAX_ROUND).to_dict()  # the largest: taken
+    card["sha256"] = model_digest(card, tensors)
+    (tmp_path / "last.safetensors").write_bytes(save(tensors, metadata={"fol": json.dumps(card)}))
+    assert load_model(tmp_path / "last.safetensors").card.round == MAX_ROUND
+    card["round"] = round_
+    card["sha256"] = model_digest(card, tensors)
+    model = tmp_path / "m.safetensors"
+    model.write_bytes(save(tensors, metadata={"fol": json.dumps(card)}))
+    with pytest.raises(CheckpointError, match=r"model card field 'round' must be an integer in \[0, 1,000,000\], "
+                                              r"got ") as err:
+        load_model(model)
+    _one_line(str(err.value), 300)
+    rc = main(["personalize", "--model", str(model), "--data", "dataset=no-such-dataset",
+               "--neighbors", str(tmp_path), "--out", str(tmp_path / "out")])
+    err_lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err_lines) == 1, err_lines
+    assert "model card field 'round' must be an integer in [0, 1,000,000]" in err_lines[0], err_lines
+    _one_line(err_lines[0], 400)
+    assert not (tmp_path / "out").exists()

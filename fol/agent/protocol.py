@@ -183,6 +183,7 @@ from swarmbase.safejson import check_bounds
 from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import shown
 
+from fol.defaults import MAX_ROUND  # the largest round an OFFER names: a model card's bound (fol.checkpoint)
 from fol.errors import FOLError
 
 __all__ = [
@@ -217,8 +218,6 @@ MAX_SPEC_DEPTH = 3
 MAX_SPEC_ITEMS = 256
 #: Largest integer a header field may hold (sizes, offsets: what a file offset can be).
 MAX_HEADER_INT = 2**63 - 1
-#: Largest model round an OFFER may name (a round is one model exchange; far above any deployment).
-MAX_ROUND = 1_000_000
 #: Smallest ``chunk_bytes`` an OFFER may ask for (bytes): every CHUNK is a message and a round trip of
 #: FETCH credits, so 1-byte chunks made a transfer of any size last for ever while holding its slot.
 MIN_CHUNK_BYTES = 4096
