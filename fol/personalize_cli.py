@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from swarmbase.cli import path_argument
+from swarmbase.tomlcheck import brief
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +24,13 @@ MODEL_SUFFIX = ".safetensors"
 #: What a deployed ensemble leaves in --out (``fol.personalize.save_ensemble``): an earlier
 #: run's are replaced, or removed by a run that deploys no ensemble.
 ENSEMBLE_FILES = ("ensemble.json", "member-*.safetensors")
-#: Most skipped files (with their reasons) the "no usable neighbour model" error names (the warnings name each).
+#: Most skipped files (with their reasons) the "no usable neighbour model" error names (the warnings name each),
+#: and the characters of each name (its last :data:`SHOWN_NAME_END` kept) and reason there: the line stays within
+#: about SHOWN_REASONS * (SHOWN_NAME_CHARS + SHOWN_REASON_CHARS + 4) characters and the --neighbors folder.
 SHOWN_REASONS = 5
+SHOWN_NAME_CHARS = 60
+SHOWN_NAME_END = 20
+SHOWN_REASON_CHARS = 120
 
 
 def add_personalize_parser(sub: argparse._SubParsersAction) -> None:
@@ -100,10 +106,10 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
             skipped.append({"file": name, "reason": f"not read: the per-round limit Q = {limit} was reached "
                                                     f"by files earlier in name order"})
             continue
-        try:
-            loaded = load_model(path, max_bytes=max_bytes or DEFAULT_MAX_BYTES)
+        try:  # named by its name in the folder, given once: the reason is what follows
+            loaded = load_model(path, max_bytes=max_bytes or DEFAULT_MAX_BYTES, source=name)
         except CheckpointError as exc:
-            skipped.append({"file": name, "reason": str(exc)})
+            skipped.append({"file": name, "reason": str(exc).removeprefix(f"{name}: ")})
             continue
         sha = loaded.card.sha256
         if sha == own_sha256 or sha in seen:
@@ -206,11 +212,13 @@ def run_personalize(args: argparse.Namespace) -> int:
         log.warning("skipping %s: %s", item["file"], item["reason"])
     usable = [r for r in received if check_received(state, r) is None]
     if args.variant != "local" and not usable:
-        every = ([f"{s['file']}: {s['reason']}" for s in skipped]  # and the models this node cannot use
-                 + [f"{r.name}{MODEL_SUFFIX}: {check_received(state, r)}" for r in received])
-        more = len(every) - SHOWN_REASONS  # a folder of many bad files: the line stays readable
-        reasons = "; ".join(every[:SHOWN_REASONS]) + (f"; and {more} more file(s)" if more > 0 else "") or "none"
-        raise DataError(f"no usable neighbour model in {args.neighbors} (skipped: {reasons})")
+        every = ([(s["file"], s["reason"]) for s in skipped]  # and the models this node cannot use
+                 + [(f"{r.name}{MODEL_SUFFIX}", check_received(state, r)) for r in received])
+        more = len(every) - SHOWN_REASONS  # a folder of many bad files, long names or reasons: the line stays readable
+        reasons = "; ".join(f"{brief(file, SHOWN_NAME_CHARS, keep_end=SHOWN_NAME_END)}: "
+                            f"{brief(reason, SHOWN_REASON_CHARS)}" for file, reason in every[:SHOWN_REASONS])
+        reasons = reasons + (f"; and {more} more file(s)" if more > 0 else "") or "none"
+        raise DataError(f"no usable neighbour model in {brief(args.neighbors)} (skipped: {reasons})")
     round_ = own.card.round + 1
     report = personalize(state, received, round_, cfg, args.variant, progress=True)
 

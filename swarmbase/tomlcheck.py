@@ -231,17 +231,26 @@ def shown(value: Any, limit: int = 60) -> str:
     return text[: max(limit - 3, 1)] + "..."
 
 
-def brief(text: Any, limit: int = BRIEF_CHARS) -> str:
+def brief(text: Any, limit: int = BRIEF_CHARS, keep_end: int = 0) -> str:
     """``text`` (a file name, an argument as typed) as a one-line message writes it: as it is when at most
     ``limit`` characters, else cut by :func:`shown` (quoted, ``...`` at the cut). A message names what the
     user typed in the user's own words, and a name of 5,000 characters (a path the file system refuses as
-    too long) does not make a 5 kB line.
+    too long) does not make a 5 kB line. With ``keep_end``, a cut keeps that many last characters too (at
+    most half of ``limit``), ``...`` in the middle: files whose long names differ only at their end (a
+    number, a suffix) stay told apart.
 
     >>> brief("runs/a"), brief(Path("runs/a")), brief("x" * 100, 12), len(brief("x" * 5000))
     ('runs/a', 'runs/a', "'xxxxxxxx...", 200)
+    >>> brief("model-from-node-" + "x" * 100 + "-07.safetensors", 40, keep_end=15)
+    "'model-from-node-xxxx...-07.safetensors'"
     """
     text = str(text)
-    return text if len(text) <= limit else shown(text, limit)
+    if len(text) <= limit:
+        return text
+    if keep_end <= 0:
+        return shown(text, limit)
+    keep_end = min(keep_end, limit // 2)
+    return repr(text[:max(limit - keep_end - 5, 0)] + "..." + text[-keep_end:])  # quotes and dots in the limit
 
 
 def check_name_length(name: str, where: str, error: type[Exception]) -> str:

@@ -153,12 +153,13 @@ def test_only_invalid_payloads_fail_with_reasons(swarm_files: Path, tmp_path: Pa
     assert _personalize(swarm_files, bad, tmp_path / "out") == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
-    # each file is named with the reason the loader refused it (not just listed)
+    # each file is named with the reason the loader refused it (not just listed), by its name in the folder
     for name, reason in (("truncated", r"not a valid safetensors payload"),
                          ("tampered", r"model sha256 [0-9a-f]+\.\.\. does not match the card's [0-9a-f]+\.\.\. "
                                       r"\(corrupted or tampered payload\)"),
                          ("garbage", r"safetensors header is not valid JSON")):
-        assert re.search(rf"{name}\.safetensors: {re.escape(str(bad / name))}\.safetensors: {reason}", err), (name, err)
+        assert re.search(rf"(\(skipped: |; ){name}\.safetensors: ['\"]?{reason}", err), (name, err)  # quoted if cut
+    assert err.count(str(bad)) == 1, err  # the folder, once
     assert not (tmp_path / "out").exists()
 
 
@@ -686,6 +687,35 @@ def test_a_folder_of_many_unusable_files_gives_a_bounded_error(swarm_files: Path
     assert line.startswith(f"fol personalize: error: no usable neighbour model in {bad} (skipped: junk-00.safetensors: ")
     assert line.count("safetensors header is not valid JSON") == 5 and "junk-04.safetensors" in line
     assert "junk-05.safetensors" not in line and line.endswith("; and 35 more file(s))"), line
+
+
+def test_the_no_usable_model_error_names_files_with_long_names_in_a_bounded_line(swarm_files: Path, tmp_path: Path,
+                                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The "no usable neighbour model" line gave each of its five files with its name and again with its full
+    path (the loader's reason starts with it): five files of 222-character names in a folder of a 30-character
+    path made a line of 3,044 characters (893 now). Each file is now named once, by its name in --neighbors (cut in the middle past 60
+    characters, its end kept), each reason cut past 120 characters; the folder is named once."""
+    from fol.personalize_cli import SHOWN_NAME_CHARS, SHOWN_REASON_CHARS, SHOWN_REASONS
+
+    bad = tmp_path / "neighbours"
+    bad.mkdir()
+    good = (swarm_files / "node1.safetensors").read_bytes()
+    names = [f"{'model-received-from-drone-' * 8}{i:02d}.safetensors" for i in range(5)]
+    for i, name in enumerate(names):
+        (bad / name).write_bytes(good[: len(good) // 2] if i % 2 else b"\x00" * 64)
+    assert _personalize(swarm_files, bad, tmp_path / "out") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    line = err[0]
+    assert line.startswith(f"fol personalize: error: no usable neighbour model in {bad} (skipped: 'model-received"), line
+    assert line.count(str(bad)) == 1 and "; and" not in line, line
+    for i in range(5):  # every file told apart by the end of its name, with its own reason
+        assert line.count(f"drone-{i:02d}.safetensors': ") == 1, line
+    assert line.count("safetensors header is not valid JSON") == 3 and line.count("not a valid safetensors payload") == 2
+    bound = len(f"fol personalize: error: no usable neighbour model in {bad} (skipped: )")
+    bound += SHOWN_REASONS * (SHOWN_NAME_CHARS + SHOWN_REASON_CHARS + 4)
+    assert len(line) <= bound < 1200, (len(line), bound)
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_summary_shows_names_from_files_and_peers_escaped() -> None:
