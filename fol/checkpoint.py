@@ -1093,6 +1093,8 @@ def _meta_model(spec: ModelSpec, source: str, max_tensors: int | None = None) ->
             f"{budget.limit if budget else 0} tensors, the file holds {max_tensors} "
             f"(architecture arguments do not match the tensors)"
         ) from None
+    except ConfigError as exc:  # build_model's refusal of an option's value, which it names, values shown cut
+        raise CheckpointError(f"{source}: {_one_line(exc, 300)}") from None
     except Exception as exc:  # noqa: BLE001 - the spec is untrusted input (e.g. absurd option values)
         raise CheckpointError(f"{source}: cannot build {spec.arch!r} from the card ({_one_line(exc)})") from None
 

@@ -65,7 +65,7 @@ def _is_int(value: Any) -> bool:
 def _positive_ints(name: str, values: Any) -> tuple[int, ...]:
     """``values`` as a non-empty tuple of positive integers, else ValueError."""
     if not isinstance(values, (list, tuple)) or not values or not all(_is_int(v) and v >= 1 for v in values):
-        raise ValueError(f"{name} must be a non-empty list of positive integers, got {values!r}")
+        raise ValueError(f"{name} must be a non-empty list of positive integers, got {shown(values)}")
     return tuple(values)
 
 
@@ -135,7 +135,7 @@ class ConvNet(nn.Module):
         super().__init__()
         widths = _positive_ints("widths", widths)
         if not _is_int(hidden) or hidden < 0:
-            raise ValueError(f"hidden must be a non-negative integer (0 for no hidden layer), got {hidden!r}")
+            raise ValueError(f"hidden must be a non-negative integer (0 for no hidden layer), got {shown(hidden)}")
         blocks: list[nn.Module] = []
         c, size = in_channels, input_size
         for w in widths:
@@ -194,7 +194,7 @@ class SmallResNet(nn.Module):
         super().__init__()
         widths = _positive_ints("widths", widths)
         if not _is_int(blocks) or blocks < 1:
-            raise ValueError(f"blocks must be a positive integer, got {blocks!r}")
+            raise ValueError(f"blocks must be a positive integer, got {shown(blocks)}")
         self.stem = nn.Sequential(
             nn.Conv2d(in_channels, widths[0], 3, 1, 1, bias=False), nn.BatchNorm2d(widths[0]), nn.ReLU(inplace=True)
         )
@@ -364,7 +364,7 @@ def build_model(spec: ModelSpec, seed: int | None = None) -> nn.Module:
             torch.manual_seed(seed)
             return builder(spec.num_classes, spec.in_channels, spec.input_size, **spec.options)
     except (TypeError, ValueError, IndexError) as exc:
-        raise ConfigError(f"cannot build {spec.arch!r} with options {spec.options}: {exc}") from None
+        raise ConfigError(f"cannot build {spec.arch!r} with options {shown(spec.options)}: {exc}") from None
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -266,6 +266,37 @@ def test_a_spec_option_that_is_not_integers_is_refused_before_the_digest(value: 
     assert not caplog.records, [r.getMessage() for r in caplog.records]
 
 
+@pytest.mark.parametrize("options, needle", [
+    ({"hidden": -10**4000}, "hidden must be a non-negative integer (0 for no hidden layer), got "
+                            "-1000000000000000000... (4,001 digits)"),
+    ({"widths": [-10**4000]}, "widths must be a non-empty list of positive integers, got [-10000"),
+])
+def test_a_negative_spec_option_of_a_card_whose_digest_matches_is_one_short_line(options: dict[str, Any],
+                                                                                  needle: str) -> None:
+    """The loader's step 4 bounds an option from above only: a negative one, in a card whose sha256 a peer
+    computed (the digest is no signature), reaches the build of step 6, whose refusal wrote the option
+    whole, twice (the options, then the value), inside 'cannot build ... from the card (...)' cut after 200
+    characters: before it said what was expected. The builder's values are now shown cut, and its refusal
+    is the line."""
+    import json
+
+    from safetensors.torch import save
+
+    from fol.checkpoint import ModelCard, load_model_bytes, model_digest
+    from fol.errors import CheckpointError
+    from fol.models import ModelSpec, build_model
+
+    spec = ModelSpec("cnn", 2, in_channels=1, input_size=4, options={"widths": [2], "hidden": 0})
+    tensors = {k: v.contiguous() for k, v in build_model(spec, seed=0).state_dict().items()}
+    card = ModelCard(spec, ["a", "b"], producer="peer").to_dict()
+    card["spec"]["options"].update(options)
+    card["sha256"] = model_digest(card, tensors)
+    with pytest.raises(CheckpointError, match=r"^peer: cannot build 'cnn' with options ") as err:
+        load_model_bytes(save(tensors, metadata={"fol": json.dumps(card)}), source="peer")
+    assert needle in str(err.value), str(err.value)
+    _one_line(str(err.value), 300)
+
+
 def test_a_header_of_many_small_values_is_refused_without_a_copy_of_it() -> None:
     """A model file's header of 8 MiB listing 120,000 empty tensors (the fuzzer's largest allocation) is
     refused unparsed for its commas, but counting the commas outside strings removed the strings with
