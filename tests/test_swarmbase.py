@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contact_sim.errors import ContactError
 from fol.errors import ConfigError
@@ -195,3 +197,67 @@ def test_numba_loops_import_and_run_where_numba_can_write_no_cache(tmp_path: Pat
     warnings = [line for line in done.stderr.splitlines() if "numba finds no folder" in line]
     assert [line.split(" for ")[1].split(" ")[0] for line in warnings] == ["ro_kernels", "ro_packbits"], done.stderr
     assert "NUMBA_CACHE_DIR" in warnings[0]
+
+
+def _json_values(strings: st.SearchStrategy[str]) -> st.SearchStrategy[object]:
+    scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | strings
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=6)
+                        | st.dictionaries(strings, inner, max_size=6), max_leaves=30)
+
+
+def _separators(value: object) -> tuple[int, int]:
+    """The slow reference: ``(commas between values, values)`` of parsed JSON, from its containers."""
+    commas, values, stack = 0, 0, [value]
+    while stack:
+        item = stack.pop()
+        values += 1
+        children = list(item.values()) if isinstance(item, dict) else item if isinstance(item, list) else []
+        commas += max(len(children) - 1, 0)
+        stack.extend(children)
+    return commas, values
+
+
+# strings rich in what the count must skip: quotes and backslashes (escaped), commas, \uXXXX escapes
+# (ensure_ascii), text outside the BMP and lone surrogates (escaped or written as they are)
+_TRICKY = st.text(alphabet=st.sampled_from(['"', "\\", ",", "a", " ", "\n", "é", "\u2028", "\U0001f600", "\udcff",
+                                            "u", "0"]), max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_json_values(_TRICKY), ascii_only=st.booleans(), indent=st.sampled_from([None, 0, 2]),
+       compact=st.booleans())
+def test_safejson_counts_the_commas_between_values_as_parsing_then_counting_does(value: object, ascii_only: bool,
+                                                                                  indent: int | None,
+                                                                                  compact: bool) -> None:
+    """Review of 40b9cec (commas outside strings counted in place, stopping at the limit): on JSON texts
+    whose strings hold quotes, backslashes, commas and escapes, the count equals the slow reference (the
+    text parsed, then the separators of its containers counted) and the copy-based count it replaced
+    (``_STRING.sub``), stops no earlier than asked, and loads refuses a text exactly when it holds more
+    values than max_items, as check_bounds alone would."""
+    import json
+
+    from swarmbase.safejson import _STRING, _commas_outside_strings, loads
+
+    text = json.dumps(value, ensure_ascii=ascii_only, indent=indent,
+                      separators=(",", ":") if compact and indent is None else None)
+    commas, values = _separators(json.loads(text))
+    assert _commas_outside_strings(text, stop=len(text) + 1) == commas == _STRING.sub("", text).count(",")
+    for stop in range(commas + 2):
+        got = _commas_outside_strings(text, stop=stop)
+        assert (got >= stop) if stop <= commas else (got == commas), (stop, got, commas)
+    for limit in {1, commas, commas + 1, values - 1, values, values + 1} - {0}:
+        if values > limit:
+            with pytest.raises(ValueError, match=f"^holds more than {limit} values$"):
+                loads(text, max_depth=100, max_items=limit)
+        else:
+            assert loads(text, max_depth=100, max_items=limit) == value
+
+
+@pytest.mark.parametrize("text", ['"a\\"b,c"', '["a\\\\", ",", "\\\\\\",\\\\"]', '"\\u0022,\\u005c",1', '["x\\',
+                                  '["x\\"', '[1, "open, string', '[",\\', '",",",",",'])
+def test_safejson_counts_commas_of_truncated_or_tricky_text_as_the_copy_did(text: str) -> None:
+    """Text that is not JSON (a string left open, a backslash at the end) or whose strings hold escaped
+    quotes and \\u escapes of a quote or a backslash: the in-place count equals the copy-based one."""
+    from swarmbase.safejson import _STRING, _commas_outside_strings
+
+    assert _commas_outside_strings(text, stop=len(text) + 1) == _STRING.sub("", text).count(",")
