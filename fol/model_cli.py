@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from swarmbase.cli import path_argument
+from swarmbase.cli import path_argument, utf8_text
 
 
 def add_model_parser(sub: argparse._SubParsersAction) -> None:
@@ -170,7 +170,7 @@ def run_model_import(args: argparse.Namespace) -> int:
         spec = ModelSpec(args.arch, num_classes=len(classes), in_channels=args.in_channels,
                          input_size=args.input_size, options=options)
         card = ModelCard(spec=spec, class_names=classes, producer=args.producer, round=0,
-                         extra={"imported_from": Path(args.weights).name.encode("utf-8", "backslashreplace").decode(),
+                         extra={"imported_from": utf8_text(Path(args.weights).name),
                                 SPLIT_SEED_KEY: SPLIT_RULE})  # a new model: its node's data splits by the current rule
     except ConfigError as exc:
         raise ConfigError(f"--classes {args.classes}: {exc}") from None

@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from swarmbase.cli import path_argument
+from swarmbase.cli import path_argument, utf8_text
 from swarmbase.tomlcheck import brief
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,10 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
     are moved to the ``meta`` device (no memory). Each model is used once, as
     the node agent's inbox keeps it: a file whose card ``sha256`` (over the
     card and the tensors) an earlier file had, or the node's own model
-    (``own_sha256``), is skipped.
+    (``own_sha256``), is skipped. A model is named by its file's name without
+    the suffix, bytes that are not UTF-8 escaped (:func:`swarmbase.cli.utf8_text`);
+    a file whose name is then that of a model read before it is skipped unread,
+    so that each name in the round and its report is one model.
     """
     from fol.checkpoint import DEFAULT_MAX_BYTES, load_model
     from fol.errors import CheckpointError, DataError
@@ -89,10 +92,11 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
     received, skipped = [], []
     n_usable = 0
     seen: dict[str, str] = {}  # sha256 -> the file first read with it
+    named: set[str] = set()  # the names of the models received: each names one model in the round and its report
     for path in entries:
         # the file's name as text: bytes that are not UTF-8 (lone surrogates in the name Python gives) escaped,
         # as the round's seeds hash the name, and the report and the ensemble write it, as UTF-8
-        name = path.name.encode("utf-8", "backslashreplace").decode()
+        name = utf8_text(path.name)
         if not path.is_file():
             if path.suffix == MODEL_SUFFIX:  # a folder, broken link or link loop named like a model: listed
                 skipped.append({"file": name, "reason": "not a regular file (a folder, a broken link or a "
@@ -105,6 +109,10 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
         if limit is not None and n_usable >= limit:
             skipped.append({"file": name, "reason": f"not read: the per-round limit Q = {limit} was reached "
                                                     f"by files earlier in name order"})
+            continue
+        if name.removesuffix(MODEL_SUFFIX) in named:  # b'\xff' and a name written '\udcff': one name once escaped
+            skipped.append({"file": name, "reason": "not read: its name, with the bytes that are not UTF-8 escaped, "
+                                                    "is that of a model read before it; rename one of them"})
             continue
         try:  # named by its name in the folder, given once: the reason is what follows
             loaded = load_model(path, max_bytes=max_bytes or DEFAULT_MAX_BYTES, source=name)
@@ -119,6 +127,7 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
         seen[sha] = name
         item = Received(name=name.removesuffix(MODEL_SUFFIX), model=loaded.model, card=loaded.card)
         received.append(item)
+        named.add(item.name)
         if usable is None or usable(item) is None:
             n_usable += 1
         else:  # kept for its card (the report says why it is unused); its weights are let go, so that

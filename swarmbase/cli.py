@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from swarmbase.tomlcheck import brief
 
-__all__ = ["run_command", "printable", "os_failure_line", "path_argument"]
+__all__ = ["run_command", "printable", "utf8_text", "os_failure_line", "path_argument"]
 
 
 def path_argument(text: str) -> str:
@@ -48,6 +48,18 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def utf8_text(text: str) -> str:
+    """``text`` (a file name, an argument as typed) with the bytes that are not UTF-8, which Python gives
+    as lone surrogates, written as their escape (``\\udcff``): text that a model card, a seed's hash
+    and a JSON file take as UTF-8 (a lone surrogate makes encoding it raise). Every other character is
+    kept; the escape is for reading, not for finding the file again.
+
+    >>> utf8_text("caf\\xe9.safetensors"), utf8_text("m\\udcff.safetensors")
+    ('café.safetensors', 'm\\\\udcff.safetensors')
+    """
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def os_failure_line(exc: OSError) -> str:

@@ -380,3 +380,24 @@ def test_a_model_card_of_a_round_past_the_agents_bound_is_refused_in_one_short_l
     assert "model card field 'round' must be an integer in [0, 1,000,000]" in err_lines[0], err_lines
     _one_line(err_lines[0], 400)
     assert not (tmp_path / "out").exists()
+
+
+def test_two_neighbour_files_whose_names_are_one_once_escaped_are_not_both_read(tmp_path: Path) -> None:
+    """Review of d20d067: escaping the bytes of a name that are not UTF-8 made b'n\\xff.safetensors' and a
+    file named 'n\\udcff.safetensors' (a backslash, then 'udcff') one name, 'n\\udcff': both were received
+    under it, drew the same fine-tuning seed, and the round's report, summary and ensemble listed two
+    candidates of that name (the summary gave both the weight of one; with align_fallback = "received" the
+    round ended in a ValueError traceback). The later file is now skipped unread, naming why."""
+    import os
+
+    from fol.checkpoint import save_model
+    from fol.models import ModelSpec, build_model
+    from fol.personalize_cli import scan_neighbours
+
+    spec = ModelSpec("cnn", 2, in_channels=1, input_size=4, options={"widths": [2], "hidden": 0})
+    for seed, name in enumerate([os.fsdecode(b"n\xff.safetensors"), "n\\udcff.safetensors"]):
+        save_model(tmp_path / name, build_model(spec, seed=seed), spec=spec, class_names=["a", "b"])
+    received, skipped = scan_neighbours(tmp_path)
+    assert [r.name for r in received] == ["n\\udcff"]
+    assert [s["file"] for s in skipped] == ["n\\udcff.safetensors"]
+    assert "is that of a model read before it; rename one of them" in skipped[0]["reason"]
