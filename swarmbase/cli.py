@@ -5,7 +5,10 @@ ends the command quietly with status 141, as a command ended by SIGPIPE, with
 no traceback and no 'Exception ignored' message at exit; standard output that
 cannot be written (``... > /dev/full``, a full disk) ends the command with the
 line ``<prog>: cannot write to standard output: <reason>`` and status 1. Files
-already saved by the crash-safe writer are complete either way.
+already saved by the crash-safe writer are complete either way. Text standard
+output's encoding cannot write (a path of bytes that are not UTF-8, which Python
+gives as lone surrogates, where the locale's UTF-8 output is strict) is written
+with those characters escaped (``\\udcff``), as standard error writes them.
 """
 
 from __future__ import annotations
@@ -101,10 +104,18 @@ class _GuardedStdout:
             raise _OutputLost(exc) from None
 
     def write(self, text: str) -> int:
-        return self._guarded("write", text)
+        try:
+            return self._guarded("write", text)
+        except UnicodeEncodeError:
+            # a name of bytes that are not UTF-8 (lone surrogates) where the locale's UTF-8 output is strict,
+            # or a character the output's encoding lacks: written escaped, as standard error writes it
+            encoding = getattr(self._stream, "encoding", None) or "utf-8"
+            self._guarded("write", text.encode(encoding, "backslashreplace").decode(encoding))
+            return len(text)
 
     def writelines(self, lines: Any) -> None:
-        self._guarded("writelines", lines)
+        for line in lines:
+            self.write(line)
 
     def flush(self) -> None:
         self._guarded("flush")

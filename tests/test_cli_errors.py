@@ -791,3 +791,23 @@ def test_python_dash_m_fol_is_the_fol_command(tmp_path: Path) -> None:
     quiet = subprocess.run([sys.executable, "-c", "import fol.__main__"], capture_output=True, text=True, env=env,
                            timeout=60)
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+
+
+def test_a_path_that_is_not_utf8_printed_on_a_strict_utf8_output_is_escaped(tmp_path: Path) -> None:
+    """``fol pretrain --out`` a file named b'p\\xff.safetensors' where the locale's UTF-8 output is strict
+    (en_US.UTF-8; PYTHONIOENCODING=utf-8 here): the model was saved, then printing its path ended the
+    command in a UnicodeEncodeError traceback, exit status 1. Standard output now writes what its encoding
+    cannot with it escaped, as standard error does."""
+    import os
+    import subprocess
+    import sys
+
+    out = os.path.join(os.fsencode(tmp_path), b"p\xff.safetensors")
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-c", "import sys; from fol.cli import main; sys.exit(main())", "pretrain",
+                           "--data", "dataset=synthetic-hurricane,nodes=3,node=0,per_node=60,size=600,seed=3",
+                           "--arch", "cnn-small", "--epochs", "1", "--out", out],
+                          capture_output=True, env=env, timeout=300)
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr.decode(errors="replace")
+    assert proc.stdout.rstrip().endswith(b"-> " + os.fsencode(tmp_path) + b"/p\\udcff.safetensors"), proc.stdout
+    assert os.path.isfile(out)
