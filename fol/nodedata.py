@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from fol.defaults import MAX_SEED, check_band_options, is_seed
 from fol.errors import CheckpointError, ConfigError, DataError
-from swarmbase.cli import path_argument
+from swarmbase.cli import path_argument, utf8_text
 from swarmbase.tomlcheck import shown
 
 if TYPE_CHECKING:  # fol.data imports torch; the CLI's --help must not
@@ -352,8 +352,9 @@ def pretrain_from_spec(text: str, arch: str, settings: "FOLConfig", *, root: str
     ``where`` and ``text``: an image folder of one class folder before any image is read, a class
     folder whose name is not UTF-8 (the card could not be written after the training). The card
     (``producer``, default the spec's ``node-K``, round 0) records the validation and test accuracy,
-    the spec (``extra.data``) and the split rule (:data:`SPLIT_SEED_KEY`), by which later commands
-    re-split the node's data."""
+    the spec (``extra.data``; the bytes of a folder's name that are not UTF-8 escaped, as
+    :func:`swarmbase.cli.utf8_text` writes them) and the split rule (:data:`SPLIT_SEED_KEY`), by
+    which later commands re-split the node's data."""
     from fol.checkpoint import ModelCard
     from fol.models import ModelSpec
     from fol.seeds import node_seed
@@ -377,7 +378,8 @@ def pretrain_from_spec(text: str, arch: str, settings: "FOLConfig", *, root: str
     val = evaluate(model, *node.val.tensors())
     test = evaluate(model, *node.test.tensors())
     card = ModelCard(spec=model_spec, class_names=names, input_shape=shape, producer=producer or spec.node_name,
-                     round=0, extra={"val_accuracy": val.accuracy, "test_accuracy": test.accuracy, "data": text,
+                     round=0, extra={"val_accuracy": val.accuracy, "test_accuracy": test.accuracy,
+                                     "data": utf8_text(text),  # escaped: the card is UTF-8
                                      SPLIT_SEED_KEY: SPLIT_RULE})  # the rule load_node_data split by
     return PretrainedNode(spec, node, model, card)
 

@@ -237,8 +237,8 @@ def run_personalize(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out {out}: cannot be created ({exc.strerror})") from None
     card = ModelCard(
         spec=own.card.spec, class_names=list(state.class_names), input_shape=shape, producer=name, round=round_,
-        extra={"variant": args.variant, "personalized_from": Path(args.model).name,
-               "data": trained_on if earlier is not None else args.data, SPLIT_SEED_KEY: rule},
+        extra={"variant": args.variant, "personalized_from": utf8_text(Path(args.model).name),
+               "data": trained_on if earlier is not None else utf8_text(args.data), SPLIT_SEED_KEY: rule},
     )
     files = {"model": "model.safetensors"}
     with_ensemble = args.variant in ("fol-a", "fol-an") and not report.kept_local

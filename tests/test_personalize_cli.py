@@ -512,6 +512,29 @@ def test_a_neighbours_folder_without_model_files_says_what_it_holds(swarm_files:
         assert not (tmp_path / "out").exists()
 
 
+def test_a_data_folder_or_model_file_whose_name_is_not_utf8_is_recorded_escaped_in_the_card(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A --data folder named b'set\\xff' (class folders of UTF-8 names) and a --model file named
+    b'own\\xfd.safetensors': fol pretrain and fol personalize wrote the name into the card's extra (data,
+    personalized_from), which must be UTF-8, and ended after the training or the whole round in one
+    line blaming the card ("model card field 'extra' is not plain JSON: 'utf-8' codec can't encode
+    ..."), nothing written. The names are now recorded with those bytes escaped, as fol model import
+    records imported_from and fol personalize names its neighbours."""
+    import os
+
+    data = _image_folder(tmp_path / os.fsdecode(b"set\xff"), ["dry", "wet"])
+    pretrained = tmp_path / os.fsdecode(b"own\xfd.safetensors")
+    rc = main(["pretrain", "--data", str(data), "--arch", "cnn-small", "--epochs", "1", "--out", str(pretrained)])
+    assert rc == 0, capsys.readouterr().err
+    escaped = str(data).encode("utf-8", "backslashreplace").decode()
+    assert escaped.endswith("set\\udcff") and read_card(pretrained).extra["data"] == escaped
+    out = tmp_path / "out"
+    rc = main(["personalize", "--model", str(pretrained), "--data", str(data), "--out", str(out), "--variant", "local"])
+    assert rc == 0, capsys.readouterr().err
+    extra = read_card(out / "model.safetensors").extra
+    assert (extra["personalized_from"], extra["data"]) == ("own\\udcfd.safetensors", escaped)
+
+
 def test_pretrain_refuses_a_class_name_no_model_card_can_hold_before_training(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A class folder whose name is not UTF-8 (copied from an old Windows or Latin-1 disk) cannot be
