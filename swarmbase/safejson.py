@@ -62,22 +62,26 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-#: A JSON string, escapes included; one left open runs to the end. Every match attempt
-#: succeeds without backtracking, so that a pass over any text is linear.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
+#: The text up to the next comma outside strings: runs of anything but a quote or a comma, and JSON
+#: strings (escapes included; one left open runs to the end). Every quantifier is possessive, so that
+#: a match keeps no state to backtrack to (a plain ``*`` over 4 million adjacent strings held about
+#: 1.9 GB) and a pass over any text is linear, in C.
+_SEGMENT = re.compile(r'(?:[^",]++|"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z))*+', re.DOTALL)
 
 
 def _commas_outside_strings(text: str, stop: int) -> int:
     """The commas of ``text`` outside its JSON strings, counted up to ``stop`` at least; no copy of
     the text is made (removing the strings with ``re.sub`` built one from a piece per string: about
-    six times an 8 MiB header's size, allocated to refuse it)."""
-    count = at = 0
-    for match in _STRING.finditer(text):
-        count += text.count(",", at, match.start())
+    six times an 8 MiB header's size, allocated to refuse it), and Python steps once per comma
+    counted, not once per string (8 MiB of adjacent empty strings took 1.9 s so, 0.2 s now)."""
+    count = 0
+    at = _SEGMENT.match(text).end()
+    while at < len(text):  # text[at] is a comma outside the strings
+        count += 1
         if count >= stop:
             return count
-        at = match.end()
-    return count + text.count(",", at)
+        at = _SEGMENT.match(text, at + 1).end()
+    return count
 
 
 def loads(text: str | bytes, *, max_depth: int, max_items: int = 100_000, allow_nan: bool = False) -> Any:
