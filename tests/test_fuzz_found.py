@@ -442,3 +442,14 @@ def test_two_neighbour_files_whose_names_are_one_once_escaped_are_not_both_read(
     assert [r.name for r in received] == ["n\\udcff"]
     assert [s["file"] for s in skipped] == ["n\\udcff.safetensors"]
     assert "is that of a model read before it; rename one of them" in skipped[0]["reason"]
+
+
+def test_an_agent_state_of_round_true_is_refused() -> None:
+    """Review of today's fuzzing: the agent's state.json took ``"round": true`` as round 1 (bool is an int in
+    Python), where every other integer field a peer or a file gives refuses a boolean."""
+    from fol.agent.inbox import STATE_FORMAT, STATE_VERSION, AgentState
+
+    doc = {"format": STATE_FORMAT, "version": STATE_VERSION, "node": "a", "round": 1}
+    assert AgentState.from_dict(doc, "state.json").round == 1
+    with pytest.raises(ConfigError, match=r"^state\.json: field 'round' must be a positive integer, got true$"):
+        AgentState.from_dict({**doc, "round": True}, "state.json")

@@ -149,7 +149,7 @@ class AgentState:
             state = cls(**values)
         except TypeError as exc:
             raise ConfigError(f"{source}: malformed state ({exc})") from None
-        if not isinstance(state.round, int) or state.round < 1:
+        if not isinstance(state.round, int) or isinstance(state.round, bool) or state.round < 1:  # true is not round 1
             raise ConfigError(f"{source}: field 'round' must be a positive integer, got {shown(state.round)}")
         for name in ("round_started", "round_age_s", "round_age_at"):
             value = getattr(state, name)
