@@ -144,7 +144,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     from fol.checkpoint import save_model
     from fol.config import FOLConfig
     from fol.errors import ConfigError
-    from fol.executors import torch_threads
+    from fol.threads import torch_threads
     from fol.fileio import check_output_file
     from fol.models import architectures
     from fol.nodedata import pretrain_from_spec

@@ -361,7 +361,7 @@ def test_fol_pretrain_threads_gives_the_simulations_model_and_restores_torchs_co
     from fol.cli import main
     from fol.config import FOLConfig
     from fol.data import dirichlet_partition, load_dataset
-    from fol.executors import torch_threads
+    from fol.threads import torch_threads
     from fol.models import build_model
     from fol.nodes import build_nodes
 

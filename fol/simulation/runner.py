@@ -53,7 +53,8 @@ from fol.simulation.scenario import SwarmScenario, json_default
 from fol.checkpoint import ModelCard, load_model, model_to_bytes, save_model
 from fol.data import GeoDataset, assignment_partition, dirichlet_partition, load_dataset, region_partition
 from fol.errors import ConfigError, DataError
-from fol.executors import Executor, make_executor, torch_threads
+from fol.executors import Executor, make_executor
+from fol.threads import torch_threads
 from fol.fileio import atomic_write_bytes, atomic_write_text, remove_temporaries, write_json_atomic
 from fol.methods import NodeResult, NodeSetup, SwarmContext, get_method
 from fol.methods.fol_method import payload_card
