@@ -2602,3 +2602,22 @@ def test_recovery_leaves_a_model_file_not_named_for_a_node_id_unregistered(tmp_p
                         "digits, '.', '_' or '-', starting with a letter or digit")
     assert notes[1].startswith("left 3 model file(s)") and all(n.isprintable() for n in notes)
     assert [r["sender"] for r in Inbox(tmp_path, "receiver", 10**8).state.received.values()] == ["peer-a"]
+
+
+def test_a_node_id_or_model_id_ending_in_a_newline_is_invalid(tmp_path: Path) -> None:
+    """check_name, check_model_id and the offer's sha256 matched their pattern with re.match and a final '$',
+    which also matches before a trailing newline: 'peer-a\\n' passed as a node id (a config's node.id or
+    peers[].id, and Inbox.recover's rule for an inbox file's name, so a file named 'peer-a\\n.safetensors' was
+    registered with a newline in its sender, the case 6f4c185 meant to leave unread). Fails before
+    fullmatch."""
+    from fol.agent.inbox import Inbox
+    from fol.agent.protocol import ProtocolError, check_model_id, check_name
+
+    for check, value in ((check_name, "peer-a\n"), (check_model_id, "m-1\n")):
+        with pytest.raises(ProtocolError, match="is invalid"):
+            check(value)
+        assert check(value[:-1]) == value[:-1]
+    _inbox_file(tmp_path, "peer-a\n", 1, CLASSES)
+    notes = Inbox(tmp_path, "receiver", 10**8).recover()
+    assert len(notes) == 1 and notes[0].startswith("left 1 model file(s) in the inbox unregistered")
+    assert Inbox(tmp_path, "receiver", 10**8).state.received == {}

@@ -231,9 +231,9 @@ FETCH, DONE, SKIP, BUSY, REJECT, ERROR = b"FETCH", b"DONE", b"SKIP", b"BUSY", b"
 CTL, CTL_OK, CTL_ERR = b"CTL", b"CTL-OK", b"CTL-ERR"
 MESSAGE_TYPES = frozenset({OFFER, CHUNK, FETCH, DONE, SKIP, BUSY, REJECT, ERROR, CTL, CTL_OK, CTL_ERR})
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_MODEL_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-_HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # fullmatch: "$" also matches before a final newline
+_MODEL_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+_HEX64_RE = re.compile(r"[0-9a-f]{64}")
 
 
 class ProtocolError(FOLError):
@@ -242,7 +242,7 @@ class ProtocolError(FOLError):
 
 def check_name(value: Any, what: str = "node id") -> str:
     """A node id: 1-64 characters of letters, digits, ``.``, ``_``, ``-`` (no path separators)."""
-    if not isinstance(value, str) or not _NAME_RE.match(value):
+    if not isinstance(value, str) or not _NAME_RE.fullmatch(value):
         raise ProtocolError(
             f"{what} {shown(value)} is invalid; expected 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
         )
@@ -251,7 +251,7 @@ def check_name(value: Any, what: str = "node id") -> str:
 
 def check_model_id(value: Any) -> str:
     """A model id: 1-128 characters of letters, digits, ``.``, ``_``, ``:``, ``-``."""
-    if not isinstance(value, str) or not _MODEL_ID_RE.match(value):
+    if not isinstance(value, str) or not _MODEL_ID_RE.fullmatch(value):
         raise ProtocolError(f"model_id {shown(value)} is invalid; expected 1-128 letters, digits, '.', '_', ':' or '-'")
     return value
 
@@ -296,7 +296,7 @@ class Offer:
         if type(version) is not int or version != VERSION:  # true and 1.0 are not the integer 1
             raise ProtocolError(f"offer protocol version {shown(version)} is not supported; this node speaks {VERSION}")
         sha = header.get("sha256")
-        if not isinstance(sha, str) or not _HEX64_RE.match(sha):
+        if not isinstance(sha, str) or not _HEX64_RE.fullmatch(sha):
             raise ProtocolError(f"header field 'sha256' must be 64 lowercase hex digits, got {shown(sha)}")
         spec = header.get("spec")
         if not isinstance(spec, dict):
