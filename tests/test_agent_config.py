@@ -486,6 +486,20 @@ def test_a_peer_key_given_as_z85_text_is_used_even_when_it_holds_a_slash(tmp_pat
     assert cfg.peers[1].public_key == str(tmp_path / "keys" / "drone-3.key")  # a path stays a path
 
 
+def test_a_peer_key_of_z85_text_and_a_newline_is_not_taken_as_the_key(tmp_path: Path) -> None:
+    """Review: the Z85 pattern ends in '$' and was applied with re.match, so 40 key characters and a final
+    newline (a multi-line TOML string) were taken as the inline key, a newline in it; now the whole text
+    must be the key's 40 characters, else it is a path (and a missing key file is said when it is loaded)."""
+    import zmq
+
+    key = zmq.curve_keypair()[0].decode()
+    data = _base(tmp_path)
+    data["peers"][0]["public_key"] = key
+    assert AgentConfig.from_dict(data, base_dir=tmp_path).peers[0].public_key == key
+    data["peers"][0]["public_key"] = key + "\n"
+    assert AgentConfig.from_dict(data, base_dir=tmp_path).peers[0].public_key == str(tmp_path / (key + "\n"))
+
+
 @pytest.mark.parametrize("text", ["curve\n    public-key\n", "curve\n    public-key = \"" + "a" * 40 + "\"\n    secret-key\n"])
 def test_a_key_line_without_equals_sign_is_one_line_not_a_traceback(tmp_path: Path, text: str,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:

@@ -306,7 +306,7 @@ class AgentConfig:
             key = pt.str("public_key", nonempty=True)
             if key is None:
                 key = str(trust_dir / f"{pid}.key")
-            elif not _Z85_KEY_RE.match(key) or key.endswith(".key") or (base / key).is_file():
+            elif not _Z85_KEY_RE.fullmatch(key) or key.endswith(".key") or (base / key).is_file():
                 key = str(base / os.path.expanduser(key))  # a key file, not the key's 40 Z85 characters
             peers.append(PeerConfig(pid, address, key))
 
