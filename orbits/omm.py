@@ -207,7 +207,7 @@ def omm_satrec(rec: dict[str, Any], where: str = "OMM record") -> tuple[Satrec, 
     except (KeyError, ValueError, TypeError) as exc:
         raise OrbitError(f"{where}: sgp4 rejected the record ({exc})") from None
     check_elements(sat, where)
-    if not _COSPAR_ID.match(fields["OBJECT_ID"]):  # sgp4 keeps OBJECT_ID[2:] whatever it is ('UNKNOWN' -> 'KNOWN')
+    if not _COSPAR_ID.fullmatch(fields["OBJECT_ID"]):  # sgp4 keeps OBJECT_ID[2:] whatever it is ('UNKNOWN' -> 'KNOWN')
         sat.intldesg = ""  # a TLE export leaves the designator blank, an OMM export writes UNKNOWN
     name = fields.get("OBJECT_NAME")
     if name is not None and not str(name).isprintable():  # no export could be read back (TLE lines, XML 1.0)

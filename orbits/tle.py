@@ -91,7 +91,7 @@ def _check_fields(line1: str, line2: str, source: str, lineno1: int, lineno2: in
     def bad(lineno: int, what: str, text: str, expected: str) -> OrbitError:
         return OrbitError(f"{source}:{lineno}: TLE {what} {text.strip()!r} is invalid; expected {expected}")
 
-    if not _CATALOG.match(line1[2:7]):  # quoted unstripped: a misaligned field shows its spaces
+    if not _CATALOG.fullmatch(line1[2:7]):  # quoted unstripped: a misaligned field shows its spaces
         raise OrbitError(f"{source}:{lineno1}: TLE catalog number {line1[2:7]!r} is invalid; expected five digits "
                          "or Alpha-5 (a capital letter other than I and O, then four digits) in columns 3-7")
     if line1[7] not in _CLASSIFICATIONS:  # sgp4 keeps any character, and exports write it back
@@ -108,11 +108,11 @@ def _check_fields(line1: str, line2: str, source: str, lineno1: int, lineno2: in
     if _float_field(line1[33:43]) is None:
         raise bad(lineno1, "mean motion derivative", line1[33:43], "a decimal number")
     for what, field in (("mean motion second derivative", line1[44:52]), ("B* drag term", line1[53:61])):
-        if not _IMPLIED.match(field.strip() if field.strip() else "x"):
+        if not _IMPLIED.fullmatch(field.strip() if field.strip() else "x"):
             raise bad(lineno1, what, field, "implied-decimal notation such as ' 12345-3'")
-    if not _COUNT.match(line1[62]):  # sgp4 reads a letter or a '-' in these as 0, '-12' as -12, '1a3' as 1
+    if not _COUNT.fullmatch(line1[62]):  # sgp4 reads a letter or a '-' in these as 0, '-12' as -12, '1a3' as 1
         raise bad(lineno1, "ephemeris type", line1[62], "one digit in column 63")
-    if not _COUNT.match(line1[64:68]):
+    if not _COUNT.fullmatch(line1[64:68]):
         raise bad(lineno1, "element set number", line1[64:68], "up to four digits in columns 65-68")
     ranges = (("inclination", line2[8:16], 0.0, 180.0), ("right ascension", line2[17:25], 0.0, 360.0),
               ("argument of perigee", line2[34:42], 0.0, 360.0), ("mean anomaly", line2[43:51], 0.0, 360.0))
@@ -125,7 +125,7 @@ def _check_fields(line1: str, line2: str, source: str, lineno1: int, lineno2: in
     motion = _float_field(line2[52:63])
     if motion is None or not 0.0 < motion < 20.0:
         raise bad(lineno2, "mean motion (rev/day)", line2[52:63], "a number in 0..20")
-    if not _COUNT.match(line2[63:68]):
+    if not _COUNT.fullmatch(line2[63:68]):
         raise bad(lineno2, "revolution number", line2[63:68], "up to five digits in columns 64-68")
 
 
