@@ -70,10 +70,7 @@ def itrs_to_teme(r_itrs_km: np.ndarray, start: _dt.datetime | str, offsets_s,
                  polar_motion: PolarMotion | None = None) -> np.ndarray:
     """Rotate Earth-fixed positions ``(n_pts, n_times, 3)`` (km) into TEME km; with ``polar_motion`` (an
     :class:`orbits.iers.PolarMotion`, which must cover the times) Skyfield's ITRS with it, else without."""
-    ts = None
-    if polar_motion is not None:
-        polar_motion.check_times(start, offsets_s, "ITRS positions")
-        ts = polar_motion.timescale
+    ts = polar_motion.timescale_for(start, offsets_s, "ITRS positions") if polar_motion is not None else None
     mats = teme_to_itrs_matrices(skyfield_times(parse_utc(start), offsets_s, ts))
     return np.einsum("tji,stj->sti", mats, np.asarray(r_itrs_km, dtype=float))
 

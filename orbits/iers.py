@@ -90,13 +90,16 @@ class PolarMotion:
                              f"{start:%Y-%m-%dT%H:%M:%SZ}..{end:%Y-%m-%dT%H:%M:%SZ}; expected an IERS finals file "
                              "covering those times (finals2000A.all from the IERS Rapid Service reaches a year ahead)")
 
-    def check_times(self, start: _dt.datetime | str, offsets_s, field: str) -> None:
-        """:meth:`check_covers` for the times ``start + offsets_s`` (seconds, any order; none: nothing to check)."""
+    def timescale_for(self, start: _dt.datetime | str, offsets_s, field: str):
+        """:attr:`timescale`, once the times ``start + offsets_s`` (seconds, any order; none: nothing to check)
+        are found covered (:meth:`check_covers`): the time scale every Earth-fixed rotation with this polar
+        motion is computed on."""
         offsets = np.asarray(offsets_s, dtype=float)
         if offsets.size:
             first = float(offsets.min())
-            start = parse_utc(start, field=field) + _dt.timedelta(seconds=first)
-            self.check_covers(start, float(offsets.max()) - first, field)
+            self.check_covers(parse_utc(start, field=field) + _dt.timedelta(seconds=first),
+                              float(offsets.max()) - first, field)
+        return self.timescale
 
     @cached_property
     def timescale(self):

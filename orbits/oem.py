@@ -323,8 +323,7 @@ def _to_teme_matrices(frame: str, start: _dt.datetime, offsets: np.ndarray,
     offsets = np.asarray(offsets, dtype=float).ravel()
     ts = None
     if polar_motion is not None and frame in ITRF_FRAMES:
-        polar_motion.check_times(start, offsets, f"{frame} states")
-        ts = polar_motion.timescale
+        ts = polar_motion.timescale_for(start, offsets, f"{frame} states")
     out = np.empty((offsets.size, 3, 3))
     for lo in range(0, offsets.size, _ROTATION_CHUNK):
         t = skyfield_times(start, offsets[lo:lo + _ROTATION_CHUNK], ts)
