@@ -463,9 +463,8 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
                                 f"{count * segment_bytes:,} bytes decoded, more than the "
                                 f"{MAX_TIFF_DECODED_BYTES:,} allowed")
             # Deflate / LZMA / PackBits (and ZSTD, where Python decodes it) chunks are decoded here, each
-            # bounded by its size, and the pixels kept
-            decoded_here = _chunk_codec(int(page.compression)) is not None
-            data = _inflate_chunks(path, tif, page, kind, segment_bytes) if decoded_here else None
+            # bounded by its size, and the pixels kept (None: another codec, or a layout left to tifffile)
+            data = _inflate_chunks(path, tif, page, kind, segment_bytes)
             if place == "geotiff":  # from the tags tifffile parsed on opening: no pixel is decoded for it
                 tags = {t.code: _tag_value(t.value) for t in page.tags.values()
                         if t.code in (33550, 33922, 34264, 34735)}
