@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from swarmbase.cli import path_argument, utf8_text
+from swarmbase.cli import path_argument, recorded_path
 
 
 def add_model_parser(sub: argparse._SubParsersAction) -> None:
@@ -150,6 +150,8 @@ def run_model_import(args: argparse.Namespace) -> int:
     from fol.nodedata import SPLIT_RULE, SPLIT_SEED_KEY
 
     # every argument and the output path before the weights are read
+    recorded_path(args.weights, "", ConfigError, "the model card records it as UTF-8 text (imported_from)",
+                  name_only=True)
     if args.arch not in architectures():
         raise ConfigError(f"--arch: unknown architecture {args.arch!r}; expected one of {', '.join(architectures())}")
     for option, name in (("--input-size", "input_size"), ("--in-channels", "in_channels")):
@@ -170,7 +172,7 @@ def run_model_import(args: argparse.Namespace) -> int:
         spec = ModelSpec(args.arch, num_classes=len(classes), in_channels=args.in_channels,
                          input_size=args.input_size, options=options)
         card = ModelCard(spec=spec, class_names=classes, producer=args.producer, round=0,
-                         extra={"imported_from": utf8_text(Path(args.weights).name),
+                         extra={"imported_from": Path(args.weights).name,
                                 SPLIT_SEED_KEY: SPLIT_RULE})  # a new model: its node's data splits by the current rule
     except ConfigError as exc:
         raise ConfigError(f"--classes {args.classes}: {exc}") from None

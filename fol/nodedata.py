@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from fol.defaults import MAX_SEED, check_band_options, is_seed
 from fol.errors import CheckpointError, ConfigError, DataError
-from swarmbase.cli import path_argument, utf8_text
+from swarmbase.cli import path_argument, recorded_path
 from swarmbase.tomlcheck import shown
 
 if TYPE_CHECKING:  # fol.data imports torch; the CLI's --help must not
@@ -349,18 +349,20 @@ def pretrain_from_spec(text: str, arch: str, settings: "FOLConfig", *, root: str
     pretrain --data`` and the node agent's loopback set-up (:func:`fol.agent.loopback.prepare_nodes`).
 
     What the model and its card will say of the data is checked before training, in one line naming
-    ``where`` and ``text``: an image folder of one class folder before any image is read, a class
-    folder whose name is not UTF-8 (the card could not be written after the training). The card
-    (``producer``, default the spec's ``node-K``, round 0) records the validation and test accuracy,
-    the spec (``extra.data``; the bytes of a folder's name that are not UTF-8 escaped, as
-    :func:`swarmbase.cli.utf8_text` writes them) and the split rule (:data:`SPLIT_SEED_KEY`), by
-    which later commands re-split the node's data."""
+    ``where`` and ``text``: a spec that is not UTF-8 text (a folder whose name holds such bytes; the card
+    records the spec as typed, :func:`swarmbase.cli.recorded_path`) before it is parsed, an image folder
+    of one class folder before any image is read, a class folder whose name is not UTF-8 (the card could
+    not be written after the training). The card (``producer``, default the spec's ``node-K``, round 0)
+    records the validation and test accuracy, the spec (``extra.data``), which :func:`pretraining_spec`
+    reads back, and the split rule (:data:`SPLIT_SEED_KEY`), by which later commands re-split the
+    node's data."""
     from fol.checkpoint import ModelCard
     from fol.models import ModelSpec
     from fol.seeds import node_seed
     from fol.stages import pretrain
     from fol.train import evaluate
 
+    recorded_path(text, where, ConfigError, "the model card records the spec as UTF-8 text")  # read back as written
     spec = parse_node_data(text, root=root, where=where)
     _refuse_one_class_folder(spec, text, where)  # before the images are read
     node = load_node_data(spec, where=where)
@@ -379,7 +381,7 @@ def pretrain_from_spec(text: str, arch: str, settings: "FOLConfig", *, root: str
     test = evaluate(model, *node.test.tensors())
     card = ModelCard(spec=model_spec, class_names=names, input_shape=shape, producer=producer or spec.node_name,
                      round=0, extra={"val_accuracy": val.accuracy, "test_accuracy": test.accuracy,
-                                     "data": utf8_text(text),  # escaped: the card is UTF-8
+                                     "data": text,  # UTF-8 (recorded_path above): pretraining_spec reads it
                                      SPLIT_SEED_KEY: SPLIT_RULE})  # the rule load_node_data split by
     return PretrainedNode(spec, node, model, card)
 

@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from swarmbase.cli import path_argument, utf8_text
+from swarmbase.cli import path_argument, recorded_path, utf8_text
 from swarmbase.tomlcheck import brief
 
 log = logging.getLogger(__name__)
@@ -170,6 +170,11 @@ def run_personalize(args: argparse.Namespace) -> int:
     cfg.for_one_round_per_call(str(args.config) if args.config else "fol personalize")
     if args.max_bytes is not None and args.max_bytes < 1:
         raise ConfigError(f"--max-bytes {args.max_bytes}: expected a positive number of bytes")
+    # what the new model's card records as typed (a card is UTF-8 text): --data, read back by the next round's
+    # check of the shard, and --model's file name; a path of bytes that are not UTF-8 is refused before any work
+    recorded_path(args.data, "--data", ConfigError, "the model card records the spec as UTF-8 text")
+    recorded_path(args.model, "--model", ConfigError, "the new model's card records it as UTF-8 text "
+                                                      "(personalized_from)", name_only=True)
     out = check_output_dir(args.out, ConfigError, what="--out")  # before the round, not after it
     if out.is_dir():  # the files the round writes there: not folders
         names = ["model.safetensors", "report.json"] + (["ensemble.json"] if args.variant in ("fol-a", "fol-an") else [])
@@ -237,8 +242,8 @@ def run_personalize(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out {out}: cannot be created ({exc.strerror})") from None
     card = ModelCard(
         spec=own.card.spec, class_names=list(state.class_names), input_shape=shape, producer=name, round=round_,
-        extra={"variant": args.variant, "personalized_from": utf8_text(Path(args.model).name),
-               "data": trained_on if earlier is not None else utf8_text(args.data), SPLIT_SEED_KEY: rule},
+        extra={"variant": args.variant, "personalized_from": Path(args.model).name,
+               "data": trained_on if earlier is not None else args.data, SPLIT_SEED_KEY: rule},
     )
     files = {"model": "model.safetensors"}
     with_ensemble = args.variant in ("fol-a", "fol-an") and not report.kept_local

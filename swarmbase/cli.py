@@ -16,11 +16,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import PurePath
 from typing import Any, Callable
 
 from swarmbase.tomlcheck import brief
 
-__all__ = ["run_command", "printable", "utf8_text", "os_failure_line", "path_argument"]
+__all__ = ["run_command", "printable", "utf8_text", "recorded_path", "os_failure_line", "path_argument"]
 
 
 def path_argument(text: str) -> str:
@@ -63,6 +64,35 @@ def utf8_text(text: str) -> str:
     ('café.safetensors', 'm\\\\udcff.safetensors')
     """
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def recorded_path(path: str, flag: str, error: type[Exception], record: str, name_only: bool = False) -> str:
+    """``path`` (a file or folder argument as typed, ``flag`` naming it: ``--data``; empty for a positional
+    argument) when what a file will record of it is UTF-8 text: the whole of it, or with ``name_only`` its
+    last part (a file's name). Else ``error``, one line naming the flag and the path, saying that it holds
+    bytes that are not UTF-8, what records it (``record``: "the model card records --data") and that a
+    UTF-8 path is expected. Such bytes (Python gives them as lone surrogates) could be recorded only
+    escaped (:func:`utf8_text`), which names no file to check against later: a command refuses the
+    argument before any work, rather than record what it could not read back.
+
+    >>> recorded_path("runs/set", "--data", ValueError, "the model card records it")
+    'runs/set'
+    >>> recorded_path("runs/caf\\udce9/m.safetensors", "--model", ValueError, "the card records it", name_only=True)
+    'runs/caf\\udce9/m.safetensors'
+    >>> recorded_path("runs/set\\udcff", "--data", ValueError, "the model card records it")
+    Traceback (most recent call last):
+    ...
+    ValueError: --data runs/set\\udcff: holds bytes that are not UTF-8 (shown escaped), and the model card records it; expected a UTF-8 path (rename the file or folder, or give a link to it whose name is UTF-8)
+    """
+    part = PurePath(path).name if name_only else path  # the name as Path(path).name records it
+    try:
+        part.encode("utf-8")
+    except UnicodeEncodeError:
+        where = f"{flag} {brief(utf8_text(path))}" if flag else brief(utf8_text(path))
+        raise error(f"{where}: {'its file name holds' if name_only else 'holds'} bytes that are not UTF-8 (shown "
+                    f"escaped), and {record}; expected a UTF-8 {'file name' if name_only else 'path'} (rename the "
+                    f"file or folder, or give a link to it whose name is UTF-8)") from None
+    return path
 
 
 def os_failure_line(exc: OSError) -> str:

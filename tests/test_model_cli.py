@@ -119,6 +119,36 @@ def test_import_lists_mismatched_tensors_in_one_line(tmp_path: Path, capsys: pyt
     assert not (tmp_path / "m.safetensors").exists()
 
 
+def test_import_refuses_weights_whose_file_name_is_not_utf8_before_reading_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The card records the weights file's name (imported_from) as UTF-8 text: a name of bytes that are not
+    UTF-8 (b'w\\xff.safetensors') was recorded with them escaped, a name of no file. It is refused before
+    the weights are read, in one line asking for a UTF-8 file name (before: exit 0); a folder of such a
+    name holding a UTF-8 one is not (the card records the file's name only)."""
+    import os
+
+    import fol.checkpoint
+
+    state = build_model(SPEC, seed=0).state_dict()
+    weights = tmp_path / os.fsdecode(b"w\xff.safetensors")
+    save_file(state, str(weights))
+    read: list[int] = []
+    real = fol.checkpoint.import_state_dict
+    monkeypatch.setattr(fol.checkpoint, "import_state_dict", lambda *a, **k: read.append(1) or real(*a, **k))
+    out = tmp_path / "m.safetensors"
+    assert main(["model", "import", str(weights), "--arch", "cnn-small", "--classes", "a,b", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"fol model: error: {tmp_path}/w\\udcff.safetensors: its file "
+                                               f"name holds bytes that are not UTF-8"), err
+    assert "(imported_from); expected a UTF-8 file name" in err[0] and not read and not out.exists(), err
+    folder = tmp_path / os.fsdecode(b"dir\xfe")
+    folder.mkdir()
+    save_file(state, str(folder / "w.safetensors"))
+    assert main(["model", "import", str(folder / "w.safetensors"), "--arch", "cnn-small", "--classes", "a,b",
+                 "--out", str(out)]) == 0, capsys.readouterr().err
+    assert read == [1] and load_model(out).card.extra["imported_from"] == "w.safetensors"
+
+
 def test_import_output_checked_first_and_replaced_like_pretrain(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     save_file(build_model(SPEC, seed=0).state_dict(), str(tmp_path / "w.safetensors"))

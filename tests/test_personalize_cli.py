@@ -512,27 +512,56 @@ def test_a_neighbours_folder_without_model_files_says_what_it_holds(swarm_files:
         assert not (tmp_path / "out").exists()
 
 
-def test_a_data_folder_or_model_file_whose_name_is_not_utf8_is_recorded_escaped_in_the_card(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A --data folder named b'set\\xff' (class folders of UTF-8 names) and a --model file named
-    b'own\\xfd.safetensors': fol pretrain and fol personalize wrote the name into the card's extra (data,
-    personalized_from), which must be UTF-8, and ended after the training or the whole round in one
-    line blaming the card ("model card field 'extra' is not plain JSON: 'utf-8' codec can't encode
-    ..."), nothing written. The names are now recorded with those bytes escaped, as fol model import
-    records imported_from and fol personalize names its neighbours."""
+def test_a_data_folder_or_model_file_whose_name_is_not_utf8_is_refused_before_any_work(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A --data folder named b'set\\xff' (class folders of UTF-8 names) was recorded in the card with that
+    byte escaped ('set\\udcff'), a path naming no folder: fol personalize then passed over its check of the
+    shard, and a model pretrained on the whole folder was personalized on a Dirichlet shard of it (measured:
+    exit 0). A card records --data and --model's file name as typed, so a path of bytes that are not UTF-8
+    is now refused before any work, in one line naming the flag and asking for a UTF-8 path (a link to the
+    folder under a UTF-8 name does): fol pretrain trained, fol personalize ran its round, before."""
     import os
 
+    import fol.stages
+
     data = _image_folder(tmp_path / os.fsdecode(b"set\xff"), ["dry", "wet"])
-    pretrained = tmp_path / os.fsdecode(b"own\xfd.safetensors")
-    rc = main(["pretrain", "--data", str(data), "--arch", "cnn-small", "--epochs", "1", "--out", str(pretrained)])
-    assert rc == 0, capsys.readouterr().err
+    link = tmp_path / "set"  # what the refusal suggests: the folder under a UTF-8 name
+    link.symlink_to(data)
     escaped = str(data).encode("utf-8", "backslashreplace").decode()
-    assert escaped.endswith("set\\udcff") and read_card(pretrained).extra["data"] == escaped
+    trained: list[int] = []
+    pretrain = fol.stages.pretrain
+    monkeypatch.setattr(fol.stages, "pretrain", lambda *a, **k: trained.append(1) or pretrain(*a, **k))
+    model = tmp_path / "m.safetensors"
+    rc = main(["pretrain", "--data", str(data), "--arch", "cnn-small", "--epochs", "1", "--out", str(model)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0] == (f"fol pretrain: error: --data {escaped}: holds bytes that are not UTF-8 (shown escaped), and "
+                      f"the model card records the spec as UTF-8 text; expected a UTF-8 path (rename the file or "
+                      f"folder, or give a link to it whose name is UTF-8)"), err
+    assert not trained and not model.exists()
+
+    rc = main(["pretrain", "--data", str(link), "--arch", "cnn-small", "--epochs", "1", "--out", str(model)])
+    assert rc == 0 and trained == [1], capsys.readouterr().err
+    assert read_card(model).extra["data"] == str(link)  # as typed: fol personalize reads it back
     out = tmp_path / "out"
-    rc = main(["personalize", "--model", str(pretrained), "--data", str(data), "--out", str(out), "--variant", "local"])
+    own = tmp_path / os.fsdecode(b"own\xfd.safetensors")
+    shutil.copy(model, own)
+    for flags, named in ((["--model", str(model), "--data", str(data)], f"--data {escaped}: holds bytes"),
+                         (["--model", str(own), "--data", str(link)],
+                          f"--model {tmp_path}/own\\udcfd.safetensors: its file name holds bytes")):
+        rc = main(["personalize", *flags, "--out", str(out), "--variant", "local"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1 and err[0].startswith(f"fol personalize: error: {named}"), err
+        assert "expected a UTF-8 " in err[0] and not out.exists(), err
+    # the card's spec is read back: another shard of the same folder is refused, the folder itself taken
+    shard = f"dataset=imagefolder,path={link},partition=dirichlet,nodes=2,node=1,per_node=none"
+    rc = main(["personalize", "--model", str(model), "--data", shard, "--out", str(out), "--variant", "local"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "gives another shard or split" in err and not out.exists(), err
+    rc = main(["personalize", "--model", str(model), "--data", str(link), "--out", str(out), "--variant", "local"])
     assert rc == 0, capsys.readouterr().err
     extra = read_card(out / "model.safetensors").extra
-    assert (extra["personalized_from"], extra["data"]) == ("own\\udcfd.safetensors", escaped)
+    assert (extra["personalized_from"], extra["data"]) == ("m.safetensors", str(link))
 
 
 def test_pretrain_refuses_a_class_name_no_model_card_can_hold_before_training(
