@@ -27,6 +27,7 @@ ENSEMBLE_FILES = ("ensemble.json", "member-*.safetensors")
 #: Most skipped files (with their reasons) the "no usable neighbour model" error names (the warnings name each),
 #: and the characters of each name (its last :data:`SHOWN_NAME_END` kept) and reason there: the line stays within
 #: about SHOWN_REASONS * (SHOWN_NAME_CHARS + SHOWN_REASON_CHARS + 4) characters and the --neighbors folder.
+#: The "holds no model file" error names as many entries of the folder, each name cut the same way.
 SHOWN_REASONS = 5
 SHOWN_NAME_CHARS = 60
 SHOWN_NAME_END = 20
@@ -78,17 +79,20 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
     from fol.personalize import Received
 
     if not folder.is_dir():
-        raise DataError(f"neighbours folder {folder} does not exist or is not a folder")
+        raise DataError(f"neighbours folder {brief(folder)} does not exist or is not a folder")
     try:
         entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     except OSError as exc:
-        raise DataError(f"neighbours folder {folder} cannot be listed ({exc.strerror or exc})") from None
+        raise DataError(f"neighbours folder {brief(folder)} cannot be listed ({exc.strerror or exc})") from None
     if not entries:
-        raise DataError(f"neighbours folder {folder} is empty; expected received models (*{MODEL_SUFFIX})")
+        raise DataError(f"neighbours folder {brief(folder)} is empty; expected received models (*{MODEL_SUFFIX})")
     if not any(p.suffix == MODEL_SUFFIX for p in entries):  # sidecar cards, notes, sub-folders: say what is there
-        shown = [p.name + ("/ (sub-folders are not read)" if p.is_dir() else "") for p in entries[:5]]
-        raise DataError(f"neighbours folder {folder} holds no model file (*{MODEL_SUFFIX}), only "
-                        f"{', '.join(shown)}{' ...' if len(entries) > 5 else ''}; put the received models in it")
+        # each name as the "no usable neighbour model" line names a file: escaped, cut past SHOWN_NAME_CHARS
+        shown = [brief(utf8_text(p.name), SHOWN_NAME_CHARS, keep_end=SHOWN_NAME_END)
+                 + ("/ (sub-folders are not read)" if p.is_dir() else "") for p in entries[:SHOWN_REASONS]]
+        more = len(entries) - SHOWN_REASONS
+        raise DataError(f"neighbours folder {brief(folder)} holds no model file (*{MODEL_SUFFIX}), only "
+                        f"{', '.join(shown)}{f' and {more} more' if more > 0 else ''}; put the received models in it")
     received, skipped = [], []
     n_usable = 0
     seen: dict[str, str] = {}  # sha256 -> the file first read with it

@@ -512,6 +512,36 @@ def test_a_neighbours_folder_without_model_files_says_what_it_holds(swarm_files:
         assert not (tmp_path / "out").exists()
 
 
+def test_a_neighbours_folder_without_model_files_names_its_entries_in_a_bounded_line(
+        swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The "holds no model file" line listed five entries with their names in full: five notes of
+    250-character names made a line of 1,422 characters (a file system taking longer names, a longer
+    one still). Each name is now cut as the "no usable neighbour model" line cuts a file's (past
+    SHOWN_NAME_CHARS, its end kept), escaped as that line's are, the others counted."""
+    import os
+
+    from fol.personalize_cli import SHOWN_NAME_CHARS, SHOWN_REASONS
+
+    folder = tmp_path / "received"
+    folder.mkdir()
+    for i in range(7):  # 250 characters: Linux takes names of at most 255 bytes
+        (folder / (f"notes-{i}-" + "x" * 240 + ".txt")).write_text("x")
+    os.mkdir(os.fsencode(folder) + b"/a\n\x1b[2J\xff")  # a newline, a terminal escape, a byte that is not UTF-8
+    assert _personalize(swarm_files, folder, tmp_path / "out") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    line = err[0]
+    head = f"fol personalize: error: neighbours folder {folder} holds no model file (*.safetensors), only "
+    assert line.startswith(head + "a\\n\\x1b[2J\\udcff/ (sub-folders are not read), 'notes-0-xxx"), line
+    for i in range(SHOWN_REASONS - 1):  # each told apart by its start, its end kept
+        assert line.count(f"'notes-{i}-xxx") == 1, line
+    assert line.count("xxx.txt'") == SHOWN_REASONS - 1 and "notes-4-" not in line, line
+    assert line.endswith(" and 3 more; put the received models in it"), line
+    bound = len(head) + SHOWN_REASONS * (SHOWN_NAME_CHARS + len("/ (sub-folders are not read), ")) + 50
+    assert len(line) <= bound < 700, (len(line), bound)
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_data_folder_or_model_file_whose_name_is_not_utf8_is_refused_before_any_work(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A --data folder named b'set\\xff' (class folders of UTF-8 names) was recorded in the card with that
