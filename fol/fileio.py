@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from swarmbase.fileio import (
     atomic_write_bytes, atomic_write_text, atomic_writer, check_input_dir, check_output_dir, check_output_file,
-    fsync_dir, is_temporary, make_dirs, publish_gate, remove_path, remove_temporaries, staged_outputs,
+    file_sha256, fsync_dir, is_temporary, make_dirs, publish_gate, remove_path, remove_temporaries, staged_outputs,
     write_json_atomic,
 )
 
 __all__ = ["fsync_dir", "make_dirs", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
            "staged_outputs", "check_input_dir", "check_output_dir", "check_output_file", "publish_gate",
-           "is_temporary", "remove_temporaries", "remove_path"]
+           "is_temporary", "remove_temporaries", "remove_path", "file_sha256"]

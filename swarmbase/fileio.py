@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import re
@@ -31,7 +32,7 @@ from swarmbase.tomlcheck import brief
 
 __all__ = ["fsync_dir", "make_dirs", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
            "staged_outputs", "check_output_dir", "check_output_file", "check_input_dir", "publish_gate", "is_temporary",
-           "remove_temporaries", "remove_path", "dead_link", "DEAD_LINK", "dead_link_text"]
+           "remove_temporaries", "remove_path", "dead_link", "DEAD_LINK", "dead_link_text", "file_sha256"]
 
 #: The name of :func:`atomic_writer`'s temporary file for ``<name>``: ``.<name>.<12 hex digits>.tmp``.
 _TEMPORARY = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
@@ -184,6 +185,19 @@ def remove_path(path: str | os.PathLike[str]) -> None:
         else:
             path.unlink(missing_ok=True)
     fsync_dir(path.parent)
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The hex sha256 of a file's bytes, read in chunks (a file is never all in memory).
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "a.txt"
+    >>> _ = p.write_bytes(b"abc")
+    >>> file_sha256(p)[:16]
+    'ba7816bf8f01cfea'
+    """
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:

@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 from fol.agent.protocol import Offer, ProtocolError, check_name
 from fol.errors import CheckpointError, ConfigError
-from fol.fileio import fsync_dir, make_dirs, remove_temporaries, write_json_atomic
+from fol.fileio import file_sha256, fsync_dir, make_dirs, remove_temporaries, write_json_atomic
 from swarmbase.safejson import loads as bounded_loads
 from swarmbase.units import format_seconds
 from swarmbase.tomlcheck import MAX_NAME_CHARS, check_name_length, is_finite_number, read_text_file, shown
@@ -79,15 +79,6 @@ def _is_ensemble_file(path: Path) -> bool:
 def _is_pool_file(path: Path) -> bool:
     """A file :func:`fol.personalize.save_pool_round` writes."""
     return path.name.startswith("candidate-") and path.suffix == MODEL_SUFFIX
-
-
-def file_sha256(path: Path, block: int = 1 << 20) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(block):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 #: The fields of the state's records the agent reads, and their types.

@@ -35,7 +35,6 @@ as ``fol contacts`` words them, one about the output folder names the folder.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -48,7 +47,7 @@ from contact_sim.trajectory import MAX_TRAJECTORY_BYTES, TRAJECTORY_BYTES_PER_SA
 from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, check_dataset
 from fol.errors import ConfigError, DataError
 from fol.executors import check_ray_address
-from fol.fileio import check_input_dir, check_output_dir
+from fol.fileio import check_input_dir, check_output_dir, file_sha256
 from fol.methods import get_method
 from orbits import Constellation, Ephemeris, OrbitError
 from swarmbase.safejson import loads as bounded_loads
@@ -325,12 +324,6 @@ def _input_files(scn: SwarmScenario) -> dict[str, Path]:
     return files
 
 
-def _sha256(path: Path) -> str:
-    """The sha256 of a file's bytes, read in chunks (an image folder's files are never all in memory)."""
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
 def _image_digests(scn: SwarmScenario) -> dict[str, dict[str, int | str | None]]:
     """Every image file an ``imagefolder`` scenario reads, by its path relative to ``data.path``:
     its size and sha256 (both null for one that cannot be read: the loader says so, or skips it)."""
@@ -344,7 +337,7 @@ def _image_digests(scn: SwarmScenario) -> dict[str, dict[str, int | str | None]]
     out: dict[str, dict[str, int | str | None]] = {}
     for path in files:
         try:
-            out[path.relative_to(folder).as_posix()] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+            out[path.relative_to(folder).as_posix()] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
         except OSError:
             out[path.relative_to(folder).as_posix()] = {"bytes": None, "sha256": None}
     return out
@@ -358,7 +351,7 @@ def input_digests(scn: SwarmScenario) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, path in _input_files(scn).items():
         try:
-            out[key] = _sha256(path)
+            out[key] = file_sha256(path)
         except OSError as exc:
             raise ConfigError(f"{scn.source}: {key}: {path} cannot be read ({exc.strerror or exc})") from None
     if scn.data.dataset == "imagefolder":
