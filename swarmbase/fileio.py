@@ -225,7 +225,8 @@ def write_json_atomic(path: Path, data: Any, *, allow_nan: bool = False,
 
 @contextlib.contextmanager
 def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = (),
-                   removed: list[Path] | None = None) -> Iterator[Path]:
+                   removed: list[Path] | None = None,
+                   removable: Callable[[Path], bool] | None = None) -> Iterator[Path]:
     """A set of output files replaced together: yields a temporary folder inside
     ``folder`` (which must exist) to write the set into; on a clean exit each
     file there is renamed over its namesake in ``folder``, then the regular files of
@@ -234,7 +235,9 @@ def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = (),
     are removed (Ctrl-C is held off during these renames and removals) and
     added to ``removed`` when it is given. A link or a folder of such a name is
     left alone: a set is regular files, so a link there is the user's own, not
-    an earlier set's output. On an
+    an earlier set's output. With ``removable``, a match is removed only when
+    ``removable(path)`` is true, asked at the swap (a caller that knows which
+    files it wrote, by their digest, leaves one changed since alone). On an
     error or Ctrl-C the temporary folder is removed and ``folder`` still holds
     the previous set; so it does when one of the final renames fails (the old
     files are kept aside in a hidden folder until the whole set is in place, and
@@ -261,7 +264,7 @@ def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = (),
         sigint = hasattr(signal, "pthread_sigmask") and hasattr(signal, "SIGINT")
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if sigint else None
         try:
-            gone = _swap(stage, folder, names, replaces)
+            gone = _swap(stage, folder, names, replaces, removable)
         finally:
             if blocked is not None:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
@@ -297,9 +300,10 @@ def _remove_dead_stages(folder: Path) -> None:
         shutil.rmtree(folder / name, ignore_errors=True)
 
 
-def _swap(stage: Path, folder: Path, names: list[str], replaces: Sequence[str]) -> list[Path]:
+def _swap(stage: Path, folder: Path, names: list[str], replaces: Sequence[str],
+          removable: Callable[[Path], bool] | None = None) -> list[Path]:
     """Move the files ``names`` of ``stage`` into ``folder``: each file they replace, and
-    each stale match of ``replaces`` (a regular file, not a link), is first moved into a
+    each stale match of ``replaces`` (a regular file, not a link, that ``removable`` allows), is first moved into a
     hidden folder beside them, removed once every move succeeded; the stale files removed
     are returned. If a move fails, the moves made are undone in reverse order (so
     ``folder`` holds the previous set again) and the error is raised; should an undo fail
@@ -319,8 +323,9 @@ def _swap(stage: Path, folder: Path, names: list[str], replaces: Sequence[str]) 
                 # a folder is never moved aside (a file renamed onto it fails, and is undone)
                 move(target, aside / name)
             move(stage / name, target)
-        stale = sorted({p for pattern in replaces for p in folder.glob(pattern)
-                        if p.name not in names and not p.is_symlink() and p.is_file()})
+        matches = {p for pattern in replaces for p in folder.glob(pattern)
+                   if p.name not in names and not p.is_symlink() and p.is_file()}
+        stale = sorted(p for p in matches if removable is None or removable(p))
         for path in stale:
             move(path, aside / path.name)
     except BaseException:

@@ -176,6 +176,29 @@ def test_staged_outputs_replaces_removes_regular_files_only_and_says_which(tmp_p
     assert os.readlink(out / "part-2.bin") == str(mine) and mine.read_bytes() == b"mine"
 
 
+def test_staged_outputs_removes_only_the_stale_files_removable_allows_asked_at_the_swap(tmp_path: Path) -> None:
+    """``removable`` is asked of each stale match when the set is swapped in, after the body wrote it: a file
+    changed while the new set was being written (part-2.bin) is left alone and not said removed, one the
+    predicate allows (part-1.bin) is removed; the new set's own files replace their namesakes either way."""
+    (tmp_path / "part-1.bin").write_bytes(b"ours")
+    (tmp_path / "part-2.bin").write_bytes(b"ours")
+    (tmp_path / "part-3.bin").write_bytes(b"the user's")
+    asked: list[str] = []
+
+    def unchanged(path: Path) -> bool:
+        asked.append(path.name)
+        return path.read_bytes() == b"ours"
+
+    removed: list[Path] = []
+    with fileio.staged_outputs(tmp_path, replaces=["part-*.bin"], removed=removed, removable=unchanged) as stage:
+        (stage / "part-3.bin").write_bytes(b"new")
+        (tmp_path / "part-2.bin").write_bytes(b"edited meanwhile")
+        assert asked == []
+    assert sorted(asked) == ["part-1.bin", "part-2.bin"]
+    assert removed == [tmp_path / "part-1.bin"]
+    assert _listing(tmp_path) == {"part-2.bin": b"edited meanwhile", "part-3.bin": b"new"}
+
+
 def _listing(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
