@@ -24,6 +24,7 @@ from swarmbase.tomlcheck import brief
 from swarmbase.units import format_bytes
 
 from .errors import ContactError
+from .manifest import KEPT_CHANGED, MANIFEST, earlier_outputs, read_manifest, write_manifest
 
 if TYPE_CHECKING:
     from .scenario import ContactScenario
@@ -40,11 +41,14 @@ ORBIT_FILES: dict[str, dict[str, str]] = {
 }
 #: ``--orbits-format`` values: every layout of OMM or OEM export.
 ORBIT_FORMATS = tuple(dict.fromkeys(fmt for kind in ("omm", "oem") for fmt in ORBIT_FILES[kind]))
-#: Every file ``fol contacts`` writes into ``--out``. A run's set replaces the previous run's whole: a regular file of
-#: a name here that the run does not write (the ``contacts.czml`` of an earlier ``--czml``, the ``orbits.oem`` of an
-#: earlier KVN export beside this run's ``orbits.oem.xml``) is removed in the same swap
-#: (:func:`swarmbase.fileio.staged_outputs`), so the folder never holds outputs of two runs. Other files there, and a
-#: link or a folder of such a name (never an output: the command writes regular files), are left alone.
+#: Every file ``fol contacts`` writes into ``--out`` besides its manifest (:mod:`contact_sim.manifest`). A run's set
+#: replaces the previous run's whole: a regular file of a name here that the run does not write (the
+#: ``contacts.czml`` of an earlier ``--czml``, the ``orbits.oem`` of an earlier KVN export beside this run's
+#: ``orbits.oem.xml``) is removed in the same swap (:func:`swarmbase.fileio.staged_outputs`) when the previous
+#: run's manifest lists it and it is unchanged, so the folder does not hold outputs of two runs. Such a file that
+#: no manifest vouches for (the user's own, an older version's output, one edited since) is kept and said so;
+#: other files there, and a link or a folder of such a name (never an output: the command writes regular files),
+#: are left alone.
 OUTPUT_FILES = ("contacts.csv", "contacts.json", "contacts.png", "contacts.czml", "contacts.ion", "contacts.hdtn.json",
                 *(name for files in ORBIT_FILES.values() for name in files.values()))
 
@@ -79,7 +83,8 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("scenario", type=_path, help="scenario TOML file")
     p.add_argument("--out", type=_path, default=None,
                    help="output folder (default: contacts/ next to the scenario); the run's files replace the "
-                        "previous run's there as a set (its outputs this run does not write are removed)")
+                        "previous run's there as a set (the previous run's outputs this run does not write are "
+                        f"removed, unless changed since: {MANIFEST} records them)")
     p.add_argument("--workers", type=int, default=1, help="processes for the window search (default 1; at most one per core is used)")
     p.add_argument("--json", action="store_true", help="also write contacts.json")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
@@ -110,17 +115,17 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _check_inputs_kept(out: Path, stale: list[str], scenario_path: Path, scenario: ContactScenario) -> None:
+def _check_inputs_kept(out: Path, replaced: list[str], scenario_path: Path, scenario: ContactScenario) -> None:
     """Refuse a run whose outputs would replace or remove a file it reads: the scenario file or one it names
-    (an ``oem_file`` that is the ``orbits.oem`` of an earlier export into ``out``, say) is one of
-    :data:`OUTPUT_FILES` in ``out`` (itself, a link or a hard link) that the run writes, or of the ``stale`` ones
-    it removes (a regular file: a link of a name it does not write is left alone)."""
+    (an ``oem_file`` that is the ``orbits.oem`` of an earlier export into ``out``, say) is one of the files
+    ``replaced`` in ``out`` (itself, a link or a hard link): those the run writes, and the earlier outputs it
+    removes (regular files the previous run's manifest lists)."""
     from .scenario import input_files
 
     inputs = {"the scenario file": scenario_path, **input_files(scenario)}
-    for name in OUTPUT_FILES:
+    for name in replaced:
         target = out / name
-        if not target.is_file() or (name in stale and target.is_symlink()):
+        if not target.is_file():
             continue
         for field, path in inputs.items():
             try:
@@ -201,11 +206,20 @@ def run_contacts(args: argparse.Namespace) -> int:
                    "contacts.ion": args.ion, "contacts.hdtn.json": args.hdtn}
         if orbits_file is not None:
             outputs[orbits_file] = True
-        stale = [name for name in OUTPUT_FILES if not outputs.get(name)]  # an earlier run's: removed in the swap
+        writes = [name for name, wanted in outputs.items() if wanted] + [MANIFEST]
+        removable: list[str] = []  # the previous run's outputs this one does not write: removed in the swap
+        kept: list[tuple[Path, str]] = []  # files of such names no manifest vouches for: left, and said so
+        record = None  # the previous run's manifest
         if out.is_dir():  # the files written there: not folders, nor a file the run reads, before the window search
-            for name in (name for name, wanted in outputs.items() if wanted):
+            for name in writes:
                 check_output_file(out / name, ContactError, what="--out")
-            _check_inputs_kept(out, stale, args.scenario, scenario)
+            try:
+                record = read_manifest(out, OUTPUT_FILES)
+            except ContactError as exc:
+                raise ContactError(f"{exc}; it records which files in --out fol contacts wrote: remove it (the "
+                                   "files it lists are then kept) or give another --out") from None
+            removable, kept = earlier_outputs(out, [name for name in OUTPUT_FILES if name not in writes], record)
+            _check_inputs_kept(out, writes + removable, args.scenario, scenario)
         if args.check:
             stations = len(scenario.ground_stations)  # nodes of the plan too, as the run's summary counts them
             print(f"{args.scenario}: OK — {len(names)} {_MOVERS.get(scenario.kind, scenario.kind)} and {stations} "
@@ -227,8 +241,16 @@ def run_contacts(args: argparse.Namespace) -> int:
     except (ContactError, OrbitError) as exc:
         return _one_line(args, exc)
     removed: list[Path] = []  # what the swap removed: the previous set's regular files this run does not write
+
+    def unchanged(path: Path) -> bool:  # asked at the swap: an output edited during the search is kept too
+        if record is not None and record[path.name].matches(path):
+            return True
+        kept.append((path, KEPT_CHANGED))
+        return False
+
     try:  # the whole set into a staging folder, then swapped in (the previous set's other outputs removed with it):
-        with staged_outputs(out, replaces=stale, removed=removed) as stage:  # Ctrl-C or an error keeps the previous set
+        with staged_outputs(out, replaces=removable, removed=removed,
+                            removable=unchanged) as stage:  # Ctrl-C or an error keeps the previous set
             written = [plan.to_csv(stage / "contacts.csv")]
             if args.json:
                 written.append(plan.to_json(stage / "contacts.json"))
@@ -251,6 +273,7 @@ def run_contacts(args: argparse.Namespace) -> int:
                 written.append(write_oem(stage / orbits_file, satellites, scenario.time.start,
                                          scenario.time.duration_s, oem_step_s, frame=args.oem_frame or "TEME",
                                          fmt=orbits_fmt, polar_motion=load_polar_motion(scenario)))
+            written.append(write_manifest(stage / MANIFEST, written))
         written = [out / p.name for p in written]
     except OSError as exc:
         target = Path(exc.filename2 or exc.filename or out)  # os.replace names the temporary file first
@@ -271,6 +294,8 @@ def run_contacts(args: argparse.Namespace) -> int:
         print(f"wrote      {p}")
     for p in removed:
         print(f"removed    {p} (an earlier run's; not an output of this one)")
+    for p, why in kept:
+        print(f"kept       {p} (not an output of this run; {why})")
     return 0
 
 

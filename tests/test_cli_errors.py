@@ -4,6 +4,7 @@ work."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Callable
 
@@ -315,7 +316,7 @@ def test_contacts_replaces_the_set_it_writes(tmp_path: Path) -> None:
     out.mkdir()
     (out / "contacts.csv").write_text("old csv")
     assert main(["contacts", _walker_scenario(tmp_path), "--ion", "--no-plot", "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["contacts.csv", "contacts.ion"]
+    assert sorted(p.name for p in out.iterdir()) == ["contacts.csv", "contacts.ion", "contacts.manifest.json"]
     assert (out / "contacts.csv").read_text() != "old csv" and (out / "contacts.ion").stat().st_size > 0
 
 
@@ -339,11 +340,11 @@ def test_contacts_replaces_the_whole_set_of_the_previous_run(first: list[str], s
     scenario = _walker_scenario(tmp_path)
     assert main(["contacts", scenario, "--no-plot", *first, "--out", str(out)]) == 0
     (out / "notes.txt").write_text("the user's")
-    earlier = set(_contents(out)) - {"notes.txt", "contacts.csv", *kept}
+    earlier = set(_contents(out)) - {"notes.txt", "contacts.csv", "contacts.manifest.json", *kept}
     assert earlier
     capsys.readouterr()
     assert main(["contacts", scenario, "--no-plot", *second, "--out", str(out)]) == 0
-    assert sorted(_contents(out)) == sorted(["contacts.csv", "notes.txt", *kept])
+    assert sorted(_contents(out)) == sorted(["contacts.csv", "contacts.manifest.json", "notes.txt", *kept])
     said = capsys.readouterr().out
     for name in earlier:
         assert f"removed    {out / name} (an earlier run's; not an output of this one)" in said, said
@@ -361,7 +362,7 @@ def test_contacts_stopped_while_writing_keeps_the_earlier_export_of_another_layo
     scenario = _walker_scenario(tmp_path)
     assert main(["contacts", scenario, "--no-plot", "--czml", "--export-orbits", "oem", "--out", str(out)]) == 0
     before = _contents(out)
-    assert sorted(before) == ["contacts.csv", "contacts.czml", "orbits.oem"]
+    assert sorted(before) == ["contacts.csv", "contacts.czml", "contacts.manifest.json", "orbits.oem"]
 
     def stopped(path: Path, *args: object, **kwargs: object) -> Path:
         raise stop
@@ -419,7 +420,8 @@ def test_contacts_leaves_a_link_or_a_folder_named_as_an_output_it_does_not_write
     assert os.readlink(out / "contacts.czml") == str(mine) and mine.read_text() == "the user's"
     assert os.readlink(out / "orbits.oem") == str(tmp_path / "gone")
     assert (out / "contacts.ion").is_dir()
-    assert sorted(p.name for p in out.iterdir()) == ["contacts.csv", "contacts.czml", "contacts.ion", "orbits.oem"]
+    assert sorted(p.name for p in out.iterdir()) == ["contacts.csv", "contacts.czml", "contacts.ion",
+                                                     "contacts.manifest.json", "orbits.oem"]
 
 
 def test_contacts_reads_a_link_named_as_an_output_it_leaves_alone(tmp_path: Path,
@@ -442,6 +444,171 @@ def test_contacts_reads_a_link_named_as_an_output_it_leaves_alone(tmp_path: Path
     assert main(["contacts", str(scenario), "--no-plot", "--export-orbits", "tle", "--out", str(out)]) == 2
     assert "which this run replaces or removes" in capsys.readouterr().err
     assert (out / "orbits.tle").is_symlink()
+
+
+def _said(text: str, word: str) -> list[str]:
+    """The lines of a run's stdout that start with ``word`` (``removed``, ``kept``)."""
+    return [line for line in text.splitlines() if line.startswith(word)]
+
+
+@pytest.mark.parametrize("manifest", [False, True], ids=["first-run", "after-a-run"])
+def test_contacts_keeps_the_users_own_file_named_as_an_output_it_does_not_write(
+        manifest: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The user's own contacts.png and hand-made orbits.oem in --out, files fol contacts never wrote: a run that
+    writes neither keeps both byte for byte and says so, whether the folder holds no manifest (a first run, or
+    an older version's outputs) or one of a run that wrote neither. Before, both were removed as stale."""
+    out = tmp_path / "o"
+    scenario = _walker_scenario(tmp_path)
+    if manifest:
+        assert main(["contacts", scenario, "--no-plot", "--out", str(out)]) == 0
+        assert set(_contents(out)) == {"contacts.csv", "contacts.manifest.json"}
+    else:
+        out.mkdir()
+    (out / "contacts.png").write_bytes(b"the user's picture")
+    (out / "orbits.oem").write_text("the user's states\n")
+    capsys.readouterr()
+    for _ in range(2):  # and again, once this run's manifest is there
+        assert main(["contacts", scenario, "--no-plot", "--out", str(out)]) == 0
+        said = capsys.readouterr().out
+        assert _said(said, "removed") == []
+        assert _said(said, "kept") == [
+            f"kept       {out / name} (not an output of this run; no contacts.manifest.json there says fol "
+            "contacts wrote it)" for name in ("contacts.png", "orbits.oem")]
+        assert (out / "contacts.png").read_bytes() == b"the user's picture"
+        assert (out / "orbits.oem").read_text() == "the user's states\n"
+    assert json.loads((out / "contacts.manifest.json").read_text())["files"].keys() == {"contacts.csv"}
+
+
+def test_contacts_keeps_an_earlier_output_changed_since_and_rewrites_one_it_writes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An earlier run's contacts.czml the user edited (bytes added) and its orbits.oem changed at the same size
+    (the sha256 tells, not the size) are not this run's outputs: kept byte for byte and said so, not removed, and
+    the new manifest does not list them, so a later run keeps them too. Its untouched contacts.json is removed.
+    An output this run writes again is rewritten even if edited (contacts.csv), as a run without a manifest
+    rewrites one: the run's outputs are the run's."""
+    out = tmp_path / "o"
+    scenario = _walker_scenario(tmp_path)
+    assert main(["contacts", scenario, "--no-plot", "--json", "--czml", "--export-orbits", "oem",
+                 "--out", str(out)]) == 0
+    fresh_csv = (out / "contacts.csv").read_bytes()
+    with open(out / "contacts.czml", "ab") as fh:
+        fh.write(b"\n// my note\n")
+    oem = (out / "orbits.oem").read_bytes()
+    (out / "orbits.oem").write_bytes(oem.replace(b"TEME", b"XXXX", 1))
+    (out / "contacts.csv").write_bytes(b"my edit of the table")
+    edited = {name: (out / name).read_bytes() for name in ("contacts.czml", "orbits.oem")}
+    assert len(edited["orbits.oem"]) == len(oem) and edited["orbits.oem"] != oem
+    capsys.readouterr()
+    said = []
+    for _ in range(2):  # and again: the edited files are the user's now, no manifest lists them
+        assert main(["contacts", scenario, "--no-plot", "--export-orbits", "oem", "--orbits-format", "xml",
+                     "--out", str(out)]) == 0
+        said.append(capsys.readouterr().out)
+        assert {name: (out / name).read_bytes() for name in edited} == edited
+        assert (out / "contacts.csv").read_bytes() == fresh_csv
+        assert not (out / "contacts.json").exists()
+        assert json.loads((out / "contacts.manifest.json").read_text())["files"].keys() == {"contacts.csv",
+                                                                                            "orbits.oem.xml"}
+    for text, why in zip(said, ("changed since fol contacts wrote it",
+                                "no contacts.manifest.json there says fol contacts wrote it")):
+        assert _said(text, "kept") == [f"kept       {out / name} (not an output of this run; {why})"
+                                       for name in ("contacts.czml", "orbits.oem")], text
+    assert _said(said[0], "removed") == [
+        f"removed    {out / 'contacts.json'} (an earlier run's; not an output of this one)"]
+    assert _said(said[1], "removed") == []
+
+
+def test_contacts_keeps_an_earlier_output_edited_while_the_run_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The manifest is compared again at the swap: an earlier contacts.czml edited after the run checked the
+    folder (here while it writes its ION plan) is kept and said changed, not removed with the untouched
+    contacts.json."""
+    import contact_sim.dtn
+
+    out = tmp_path / "o"
+    scenario = _walker_scenario(tmp_path)
+    assert main(["contacts", scenario, "--no-plot", "--json", "--czml", "--out", str(out)]) == 0
+    write_ion = contact_sim.dtn.write_ion
+
+    def edit_then_write(path: Path, *args: object, **kwargs: object) -> Path:
+        (out / "contacts.czml").write_text("edited meanwhile")
+        return write_ion(path, *args, **kwargs)
+
+    monkeypatch.setattr(contact_sim.dtn, "write_ion", edit_then_write)
+    capsys.readouterr()
+    assert main(["contacts", scenario, "--no-plot", "--ion", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert _said(said, "removed") == [f"removed    {out / 'contacts.json'} (an earlier run's; not an output of this one)"]
+    assert _said(said, "kept") == [
+        f"kept       {out / 'contacts.czml'} (not an output of this run; changed since fol contacts wrote it)"]
+    assert (out / "contacts.czml").read_text() == "edited meanwhile"
+
+
+_SHA = "0" * 64
+
+
+@pytest.mark.parametrize("text, problem", [
+    (b"garbage", "not a manifest of fol contacts (Expecting value: line 1 column 1 (char 0))"),
+    (b"\xff\xfe{}", "not a UTF-8 text file; expected a manifest of fol contacts"),
+    (b" " * (64 * 1024 + 1), f"{64 * 1024 + 1} bytes; a manifest of fol contacts may have at most {64 * 1024}"),
+    (b"[]", "top level: expected a JSON object, got []"),
+    (b'{"format": 2, "files": {}}', "format: expected 1, got 2"),
+    (b'{"format": 1}', "files: missing (required)"),
+    (f'{{"format": 1, "files": {{"../notes.txt": {{"bytes": 10, "sha256": "{_SHA}"}}}}}}'.encode(),
+     "files: unknown key '../notes.txt' (allowed: contacts.csv, "),
+    (f'{{"format": 1, "files": {{"/etc/hostname": {{"bytes": 10, "sha256": "{_SHA}"}}}}}}'.encode(),
+     "files: unknown key '/etc/hostname' (allowed: contacts.csv, "),
+    (f'{{"format": 1, "files": {{"sub/contacts.czml": {{"bytes": 10, "sha256": "{_SHA}"}}}}}}'.encode(),
+     "files: unknown key 'sub/contacts.czml' (allowed: contacts.csv, "),
+    (b'{"format": 1, "files": {"contacts.json": {"bytes": -1, "sha256": "x"}}}',
+     "files.contacts.json.bytes: expected an integer >= 0, got -1"),
+    (b'{"format": 1, "files": {"contacts.json": {"bytes": 1, "sha256": "ABC"}}}',
+     "files.contacts.json.sha256: expected 64 lowercase hex digits, got 'ABC'"),
+    (b'{"format": 1, "files": {"contacts.json": [1]}}', "files.contacts.json: expected a JSON object, got [1]"),
+], ids=["not-json", "not-utf8", "oversized", "a-list", "format-2", "no-files", "dot-dot", "absolute",
+        "separator", "negative-size", "bad-sha256", "entry-a-list"])
+@pytest.mark.parametrize("check", [["--check"], []], ids=["check", "run"])
+def test_contacts_refuses_a_garbage_manifest_in_one_line_before_the_search_and_removes_nothing(
+        text: bytes, problem: str, check: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A manifest that is not one fol contacts writes (garbage, too large, or naming a path outside --out) is
+    never trusted: one line naming it and what is wrong, status 2, before the window search, and the folder
+    (the earlier outputs, the user's notes.txt beside it, the manifest itself) left byte for byte."""
+    import contact_sim.scenario
+
+    out = tmp_path / "o"
+    scenario = _walker_scenario(tmp_path)
+    assert main(["contacts", scenario, "--no-plot", "--json", "--out", str(out)]) == 0
+    (out / "contacts.manifest.json").write_bytes(text)
+    (tmp_path / "notes.txt").write_text("the user's")
+    before = _contents(out)
+
+    def no_search(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the window search ran")
+
+    monkeypatch.setattr(contact_sim.scenario, "plan_from_trajectories", no_search)
+    capsys.readouterr()
+    assert main(["contacts", scenario, "--no-plot", *check, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    manifest = out / "contacts.manifest.json"
+    assert len(err) == 1 and err[0].startswith(f"fol contacts: error: {scenario}: {manifest}: {problem}"), err
+    assert err[0].endswith("; it records which files in --out fol contacts wrote: remove it (the files it lists "
+                           "are then kept) or give another --out"), err
+    assert _contents(out) == before and (tmp_path / "notes.txt").read_text() == "the user's"
+
+
+def test_contacts_check_writes_and_removes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--check validates and exits: an earlier run's outputs it would not write stay, and no manifest is
+    written into a folder that has none."""
+    out = tmp_path / "o"
+    scenario = _walker_scenario(tmp_path)
+    assert main(["contacts", scenario, "--no-plot", "--czml", "--out", str(out)]) == 0
+    before = _contents(out)
+    assert main(["contacts", scenario, "--no-plot", "--check", "--out", str(out)]) == 0
+    assert _contents(out) == before
+    (out / "contacts.manifest.json").unlink()
+    assert main(["contacts", scenario, "--no-plot", "--check", "--out", str(out)]) == 0
+    assert set(_contents(out)) == {"contacts.csv", "contacts.czml"}
 
 
 @pytest.mark.parametrize("entry, argv, unbuffered", [

@@ -331,7 +331,7 @@ def test_orbits_format_xml_writes_the_states_of_the_kvn_export_in_ndm_xml(
         assert contacts_main(["contacts", str(scn), "--no-plot", "--export-orbits", "oem", *layout, "--oem-frame",
                               frame, "--out", str(out)]) == 0
         assert f"wrote      {out / name}" in capsys.readouterr().out
-        assert sorted(p.name for p in out.iterdir()) == ["contacts.csv", name]
+        assert sorted(p.name for p in out.iterdir()) == ["contacts.csv", "contacts.manifest.json", name]
         files[fmt] = out / name
     assert files["xml"].read_text().startswith('<?xml version="1.0" encoding="UTF-8"?>\n<oem id="CCSDS_OEM_VERS"')
     assert files["kvn"].read_text().startswith("CCSDS_OEM_VERS = 2.0\n")
@@ -364,7 +364,7 @@ def test_an_xml_export_that_fails_while_written_keeps_the_previous_one(
     assert contacts_main(argv) == 0
     capsys.readouterr()
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert set(before) == {"contacts.csv", "orbits.oem.xml"}
+    assert set(before) == {"contacts.csv", "contacts.manifest.json", "orbits.oem.xml"}
     states_text, calls = orbits.oem._states_text, []
 
     def full(fmt, epochs, states):

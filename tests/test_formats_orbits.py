@@ -277,7 +277,7 @@ def test_fol_contacts_writes_the_omm_in_the_layout_asked(tmp_path: Path, capsys:
                               "--out", str(out)]) == 0
     name = f"orbits.omm.{fmt}"
     assert f"wrote      {tmp_path / fmt / name}" in capsys.readouterr().out
-    assert sorted(p.name for p in (tmp_path / fmt).iterdir()) == ["contacts.csv", name]
+    assert sorted(p.name for p in (tmp_path / fmt).iterdir()) == ["contacts.csv", "contacts.manifest.json", name]
     got, default = read_omm(tmp_path / fmt / name), read_omm(tmp_path / "json" / "orbits.omm.json")
     assert parse_omm_text((tmp_path / fmt / name).read_text(), fmt).names == c.names  # that layout's text
     assert got.names == default.names == c.names and got.catalog_numbers == c.catalog_numbers
