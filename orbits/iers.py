@@ -12,11 +12,13 @@ LOD and nutation (not read)::
 
     73 1 2 41684.00 I  0.120733 0.009786  0.136966 0.015902  I 0.8084178 0.0002710 ...
 
-Lines at the end that carry only a date (past the predictions) are skipped. :func:`read_iers_finals` reads the
-file bounded (its size checked before it is read), checks every line and refuses a bad one in one
-:class:`OrbitError` line naming ``file:line``; :class:`PolarMotion` gives the Skyfield time scale with the table
-installed (Skyfield's own ``iers.install_polar_motion_table``, linear between the days) and refuses times the
-file does not cover (Skyfield would hold the first or last value). UT1 stays Skyfield's built-in table.
+The days must follow one another, a line each (a day left out, repeated or out of order is refused, where
+Skyfield's table would interpolate across it). Lines at the end that carry only a date (past the predictions) are
+skipped. :func:`read_iers_finals` reads the file bounded (its size checked before it is read), checks every line
+and refuses a bad one in one :class:`OrbitError` line naming ``file:line``; :class:`PolarMotion` gives the
+Skyfield time scale with the table installed (Skyfield's own ``iers.install_polar_motion_table``, linear between
+the days) and refuses times the file does not cover (Skyfield would hold the first or last value). UT1 stays
+Skyfield's built-in table.
 
 Example:
     >>> pm = parse_iers_finals_text(  # two days of made-up values, then a day past the predictions
@@ -127,12 +129,22 @@ def _calendar_date(line: str, mjd: float) -> _dt.date | None:
         return None
 
 
+def _day_step(mjd: float, previous: float, previous_number: int) -> str:
+    """What is wrong with a line's MJD after ``previous``, the MJD of line ``previous_number``."""
+    if mjd == previous:
+        return f"repeats the day of line {previous_number}"
+    if mjd < previous:
+        return f"comes before line {previous_number}'s {previous:.2f}"
+    missing = int(mjd - previous) - 1
+    return f"after line {previous_number}'s {previous:.2f} leaves out {missing} day{'s' if missing > 1 else ''}"
+
+
 def parse_iers_finals_text(text: str, source: str = "<text>") -> PolarMotion:
     """The polar motion of the text of an IERS finals file (:class:`OrbitError` naming ``source:line``)."""
     days: list[float] = []
     xs: list[float] = []
     ys: list[float] = []
-    previous = -1.0  # the MJD of the line before
+    previous, previous_number = -1.0, 0  # the MJD and number of the line before (none yet)
     ended = 0  # the first line with a date and no polar motion
 
     def fail(number: int, message: str) -> OrbitError:
@@ -150,10 +162,10 @@ def parse_iers_finals_text(text: str, source: str = "<text>") -> PolarMotion:
         if date is None or (date - _MJD_ORIGIN.date()).days != mjd:
             raise fail(number, f"the date of columns 1-6, {shown(line[:6])}, is not MJD {mjd_text} (columns 8-15); "
                                f"expected {_LAYOUT}")
-        if mjd <= previous:
-            raise fail(number, f"MJD {mjd_text} does not follow the previous line's; expected one line a day, in "
-                               "increasing order")
-        previous = mjd
+        if previous_number and mjd != previous + 1:  # Skyfield would interpolate across a gap, silently
+            raise fail(number, f"MJD {mjd_text} {_day_step(mjd, previous, previous_number)}; expected one line a "
+                               f"day, each the day after the line before (MJD {previous + 1:.2f})")
+        previous, previous_number = mjd, number
         x_text, y_text = line[18:27].strip(), line[37:46].strip()
         if not x_text and not y_text:  # past the predictions: a date only
             ended = ended or number

@@ -167,13 +167,24 @@ def test_times_the_file_does_not_cover_are_refused_in_one_line_before_anything_i
     (lambda lines: lines[:1] + [" " + lines[1]] + lines[2:], r":2: expected a line of an IERS finals2000A.all"),
     (lambda lines: lines[:1] + [lines[1].replace(" 920 ", " 921 ", 1)] + lines[2:],
      r":2: the date of columns 1-6, ' 8 921', is not MJD 54729.00 \(columns 8-15\); expected a line of"),
-    (lambda lines: [lines[1], lines[0]] + lines[2:], r":2: MJD 54728.00 does not follow the previous line's"),
+    (lambda lines: [lines[1], lines[0]] + lines[2:],
+     r":2: MJD 54728.00 comes before line 1's 54729.00; expected one line a day, each the day after the line before "
+     r"\(MJD 54730.00\)"),
+    (lambda lines: [lines[0], lines[2], lines[3]],
+     r":2: MJD 54730.00 after line 1's 54728.00 leaves out 1 day; expected one line a day, each the day after the "
+     r"line before \(MJD 54729.00\)"),
+    (lambda lines: [lines[0], "", lines[3]],
+     r":3: MJD 54731.00 after line 1's 54728.00 leaves out 2 days; expected one line a day"),
+    (lambda lines: lines[:2] + [lines[1]] + lines[2:],
+     r":3: MJD 54729.00 repeats the day of line 2; expected one line a day, each the day after the line before "
+     r"\(MJD 54730.00\)"),
     (lambda lines: [lines[0], finals_line(dt.date(2008, 9, 20)).rstrip("\n")] + lines[2:],
      r":3: polar motion after line 2, which had none; expected the lines without it only at the end of the file"),
     (lambda lines: ["<html>not found</html>"], r":1: expected a line of an IERS finals2000A.all or finals.all"),
     (lambda lines: [], r": no polar motion; expected a line of an IERS finals2000A.all"),
     (lambda lines: lines[3:], r": no polar motion"),
-], ids=["x-not-a-number", "y-too-large", "x-misplaced", "flag", "shifted", "date-not-mjd", "not-increasing",
+], ids=["x-not-a-number", "y-too-large", "x-misplaced", "flag", "shifted", "date-not-mjd", "out-of-order",
+        "day-left-out", "days-left-out-past-a-blank-line", "day-repeated",
         "after-the-end", "not-finals", "empty", "dates-only"])
 def test_a_malformed_file_is_refused_in_one_line_naming_file_and_line(tmp_path: Path, edit, message: str) -> None:
     path = tmp_path / "finals2000A.all"
