@@ -107,8 +107,8 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
                    help="REF_FRAME of --export-orbits oem: TEME (default, SGP4's frame, as computed); GCRF or ICRF "
                         "(GCRS axes) or EME2000 (J2000 mean equator and equinox: GCRS turned by the 23 mas frame "
                         "bias), for tools that do not read TEME; or ITRF (Earth-fixed, Skyfield's ITRS, velocities "
-                        "relative to the Earth; polar motion from the scenario's [time] iers_finals when given), for "
-                        "ground-station tools")
+                        "relative to the Earth; polar motion and UT1 from the scenario's [time] iers_finals when "
+                        "given), for ground-station tools")
     p.add_argument("--check", action="store_true",
                    help="only validate the scenario and the files it names (seconds) and exit")
     p.set_defaults(func=run_contacts, prog=p.prog)

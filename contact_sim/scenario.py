@@ -39,8 +39,8 @@ Sections owned here (every key checked; unknown keys are errors)::
     start = "2025-01-01T00:00:00Z"   # defaults to the constellation epoch
     duration_s = 86400.0
     step_s = 60.0              # screening grid; edges are refined inside cells
-    # iers_finals = "finals2000A.all"  # [constellation] only: polar motion (orbits.iers) for the ground stations
-                                       # and OEM states in ITRF
+    # iers_finals = "finals2000A.all"  # [constellation] only: polar motion and UT1 (orbits.iers) for the ground
+                                       # stations and OEM states in ITRF
 
     [link]
     model = "constant"         # or "shannon" (see contact_sim.link)
@@ -527,8 +527,8 @@ def round_boundaries(scenario: ContactScenario) -> np.ndarray:
 
 
 def load_polar_motion(scenario: ContactScenario) -> PolarMotion | None:
-    """The polar motion of ``[time] iers_finals`` (None without it), read once per scenario and checked to cover
-    the horizon (``time.start`` .. ``+ duration_s``): an OEM's ITRF states are turned into TEME with it
+    """The polar motion and UT1 of ``[time] iers_finals`` (None without it), read once per scenario and checked
+    to cover the horizon (``time.start`` .. ``+ duration_s``): an OEM's ITRF states are turned into TEME with it
     (:func:`build_constellation`), and the ground stations (:func:`build_trajectories`);
     ``fol contacts --export-orbits oem --oem-frame ITRF`` writes with it."""
     if scenario.time.iers_finals is None:
@@ -546,8 +546,8 @@ def load_polar_motion(scenario: ContactScenario) -> PolarMotion | None:
 def build_constellation(scenario: ContactScenario) -> Constellation | Ephemeris:
     """The scenario's satellites: mean elements (Walker shell, TLE file or OMM file) or the states of an OEM
     file, whose useable spans must hold the horizon (checked here, before anything is propagated; its ITRF
-    states turned with the polar motion of ``[time] iers_finals`` when given, which is read and checked here
-    for every kind). Both go to :func:`orbits.propagate_offsets` and :func:`orbits.sunlight.eclipse_intervals`;
+    states turned with the polar motion and UT1 of ``[time] iers_finals`` when given, which is read and checked
+    here for every kind). Both go to :func:`orbits.propagate_offsets` and :func:`orbits.sunlight.eclipse_intervals`;
     only element sets have ``satrecs`` (TLE/OMM export) and, for Walker shells, orbital planes."""
     c = scenario.constellation
     if c is None:

@@ -34,8 +34,9 @@ Frames: ``CENTER_NAME = EARTH`` only; ``REF_FRAME`` TEME, GCRF or ICRF (GCRS axe
 equator and equinox of J2000: GCRS axes turned by the 23 mas frame bias, Skyfield's
 ``framelib.ICRS_to_J2000``; up to 0.76 m in LEO, down to none along the bias's axis, 0.45 to 0.76 m for
 ``examples/leo_oem.tle``'s satellites; up to 4.7 m at GEO) or ITRF (ITRF2000, ITRF-93, ITRF-97 and the later
-ITRF20xx realisations, Earth-fixed, taken as Skyfield's ITRS, with the polar motion of an IERS finals file when
-one is given, :class:`orbits.iers.PolarMotion`, else without). Time systems: UTC, TT, TAI and GPS (converted
+ITRF20xx realisations, Earth-fixed, taken as Skyfield's ITRS, with the polar motion and UT1 of an IERS finals
+file when one is given, :class:`orbits.iers.PolarMotion`, else without polar motion and on Skyfield's built-in
+UT1). Time systems: UTC, TT, TAI and GPS (converted
 to UTC with Skyfield's leap-second table; a segment in TT, TAI or GPS may not span a leap second).
 
 Example:
@@ -314,8 +315,8 @@ def _to_teme_matrices(frame: str, start: _dt.datetime, offsets: np.ndarray,
     :data:`_ROTATION_CHUNK` times at a time so that memory stays bounded: GCRF and ICRF (GCRS axes) by
     Skyfield's ``TEME`` frame; EME2000, the mean equator and equinox of J2000, by the same after the frame
     bias is undone (the transpose of Skyfield's ``framelib.ICRS_to_J2000``, 23 mas); an ITRF by the transpose
-    of TEME -> ITRS (Skyfield's ``itrs``; with ``polar_motion``, on its time scale, which adds it, once its file
-    is checked to cover the times). Their transposes turn TEME into ``frame``."""
+    of TEME -> ITRS (Skyfield's ``itrs``; with ``polar_motion``, on its time scale, which adds the file's pole
+    and UT1, once the file is checked to cover the times). Their transposes turn TEME into ``frame``."""
     from skyfield.framelib import ICRS_to_J2000
 
     from .groundtrack import gcrs_to_teme_matrices, teme_to_itrs_matrices
@@ -965,13 +966,13 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
       ``frame_xyz_and_velocity(itrs)`` to the rounding of the decimals written (0.81 mm) and 0.058 mm/s (the
       reader's rate :data:`~orbits.constants.EARTH_ROTATION_RAD_S` against Skyfield's ``ANGVEL``, times ``r``),
       measured for the satellites of ``examples/leo_oem.tle`` over 3 h (``tests/test_orbits_oem.py``). Without
-      ``polar_motion`` Skyfield's ITRS has no polar motion (up to about 0.5 arcsec: up to 16 m in LEO); with it
-      (:func:`orbits.iers.read_iers_finals`, a file covering the horizon, else one :class:`OrbitError` line
-      before anything is propagated) the positions are Skyfield's ``itrs`` with that table installed
-      (``tests/test_orbits_iers.py``), and the velocity's ``omega x r`` is still taken about TEME's pole, the
-      Earth's axis of rotation, which polar motion tilts against ITRS's. Written as plain ``ITRF``, no
-      realisation; Orekit reads ``ITRF`` as its latest ITRF, STK as Earth-fixed, and this reader as every ITRF
-      realisation, Skyfield's ITRS. ``polar_motion`` turns ITRF states only.
+      ``polar_motion`` Skyfield's ITRS has no polar motion (up to about 0.5 arcsec: up to 16 m in LEO) and
+      Skyfield's built-in UT1; with it (:func:`orbits.iers.read_iers_finals`, a file covering the horizon, else
+      one :class:`OrbitError` line before anything is propagated) the positions are Skyfield's ``itrs`` with that
+      table installed and the file's UT1 (``tests/test_orbits_iers.py``), and the velocity's ``omega x r`` is
+      still taken about TEME's pole, the Earth's axis of rotation, which polar motion tilts against ITRS's.
+      Written as plain ``ITRF``, no realisation; Orekit reads ``ITRF`` as its latest ITRF, STK as Earth-fixed,
+      and this reader as every ITRF realisation, Skyfield's ITRS. ``polar_motion`` turns ITRF states only.
 
     Velocities in the inertial frames are turned by the positions' matrix: the rate at which TEME's axes
     turn against GCRS (precession and nutation, 7.1e-12 rad/s) times ``r`` is left out, 6.0e-8 km/s in LEO
@@ -1010,7 +1011,7 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
     if polar_motion is not None and frame in ITRF_FRAMES:  # the horizon inside the file, before any propagation
         polar_motion.check_covers(start, duration_s, f"{frame} states")
         name = Path(polar_motion.source).name
-        polar_note = f"polar motion of {name if name.isprintable() else 'an IERS finals file'}"
+        polar_note = f"polar motion and UT1 of {name if name.isprintable() else 'an IERS finals file'}"
     if isinstance(satellites, Constellation):
         ids = [str(rec["OBJECT_ID"]) for rec in omm_records(satellites)]
         source = "SGP4 states of the mean elements"

@@ -146,7 +146,7 @@ def satrec_epoch(sat) -> _dt.datetime:
 
 def skyfield_times(start: _dt.datetime, offsets_s, ts=None):
     """Skyfield ``Time`` array for ``start + offsets_s`` (UTC seconds), on the time scale ``ts`` (default
-    :func:`timescale`; :attr:`orbits.iers.PolarMotion.timescale` adds polar motion to its ``itrs`` frame).
+    :func:`timescale`; :attr:`orbits.iers.PolarMotion.timescale` has an IERS finals file's UT1 and polar motion).
 
     The same instants as :func:`julian_dates` (SGP4's UTC Julian dates, 86,400 s
     to every day): the offsets are cut into whole days and seconds of the day,

@@ -530,7 +530,7 @@ def test_fol_contacts_writes_and_reads_itrf_states_with_the_polar_motion_of_time
                           "--out", str(out)]) == 0
     assert reads == [tmp_path / "finals2000A.all"]
     assert f"wrote      {out / 'orbits.oem'}" in capsys.readouterr().out
-    assert "(polar motion of finals2000A.all)" in (out / "orbits.oem").read_text().splitlines()[2]
+    assert "(polar motion and UT1 of finals2000A.all)" in (out / "orbits.oem").read_text().splitlines()[2]
     sats = read_tle(EXAMPLES / "leo_oem.tle")
     start = dt.datetime(2008, 9, 20, 12, 30, tzinfo=dt.timezone.utc)
     expected = read_oem(write_oem(tmp_path / "expected.oem", sats, start, 10800.0, 60.0, frame="ITRF",
@@ -555,7 +555,8 @@ def test_fol_contacts_writes_and_reads_itrf_states_with_the_polar_motion_of_time
                  "(finals2000A.all from the IERS Rapid Service reaches a year ahead)"),
     ("malformed", "{finals}:2: expected I (IERS) or P (prediction) in column 17, got 'X'"),
     ("empty", "{finals}: no polar motion; expected a line of an IERS finals2000A.all or finals.all file: year, month "
-              "and day in columns 1-6, the MJD in 8-15, I or P in 17, the pole's x in 19-27 and y in 38-46 (arcsec)"),
+              "and day in columns 1-6, the MJD in 8-15, I or P in 17, the pole's x in 19-27 and y in 38-46 (arcsec), "
+              "I or P in 58 and UT1-UTC in 59-68 (s)"),
     (None, "{finals}: IERS finals file not found"),
 ], ids=["short", "malformed", "empty", "missing"])
 @pytest.mark.parametrize("kind", ["tle", "oem"])

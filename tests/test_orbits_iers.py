@@ -1,7 +1,9 @@
-"""Polar motion from an IERS finals file (orbits.iers) for OEM states in ITRF: the columns read as Skyfield's
-own parser reads them, the ITRF states written are Skyfield's itrs with that table installed and move by the
-pole's offset, they read back into TEME, nothing changes without the file, and a bad, huge or too short file
-is refused in one line naming it."""
+"""Polar motion and UT1 from an IERS finals file (orbits.iers) for OEM states in ITRF: the columns read as
+Skyfield's own parser reads them, the time scale is the one Skyfield builds from a whole file, its UT1 is the
+built-in one inside Skyfield's table and the file's past it, the ITRF states written are Skyfield's itrs with that
+table installed and move by the pole's offset and by the file's UT1, they read back into TEME, nothing changes
+without the file, and a bad, huge or too short file (or one whose leap seconds are not Skyfield's) is refused in
+one line naming it."""
 
 from __future__ import annotations
 
@@ -19,12 +21,18 @@ from orbits import oem as oem_module
 from orbits.iers import parse_iers_finals_text, read_iers_finals
 from orbits.timeutil import skyfield_times
 
-from _iers import POLE, finals_line, finals_text
+from _iers import POLE, UT1_MINUS_UTC_S, finals_line, finals_text
 
 EXAMPLE_TLE = Path(__file__).resolve().parents[1] / "examples" / "leo_oem.tle"
 START = dt.datetime(2008, 9, 20, 12, 0, tzinfo=dt.timezone.utc)
 SPAN_S, STEP_S = 3 * 3600.0, 60.0
 ARCSEC_RAD = np.pi / 180.0 / 3600.0
+#: The rate of the Earth's rotation angle against UT1 (rad per second of UT1), the IAU 2000 ERA's.
+ERA_RAD_PER_UT1_S = 2 * np.pi * 1.00273781191135448 / 86400.0
+#: UT1 - UTC (s) of 2008-12-30 .. 2009-01-02 (Skyfield's built-in values, from the IERS): the leap second at the
+#: end of 2008-12-31 steps it by a second.
+AROUND_A_LEAP_SECOND = {dt.date(2008, 12, 30): -0.5911498, dt.date(2008, 12, 31): -0.5918692,
+                        dt.date(2009, 1, 1): 0.4071638, dt.date(2009, 1, 2): 0.4059839}
 
 
 @pytest.fixture()
@@ -54,6 +62,7 @@ def test_the_columns_are_read_as_skyfields_own_parser_reads_them(finals: Path) -
     assert pm.utc_mjd.tolist() == theirs["utc_mjd"].tolist() == [54728.0, 54729.0, 54730.0]
     assert pm.x_arcsec.tolist() == theirs["x_arcseconds"].tolist() == [p[0] for p in POLE.values()]
     assert pm.y_arcsec.tolist() == theirs["y_arcseconds"].tolist() == [p[1] for p in POLE.values()]
+    assert pm.ut1_minus_utc_s.tolist() == theirs["dut1"].tolist() == list(UT1_MINUS_UTC_S.values())
     assert pm.source == str(finals) and pm.span_text() == "2008-09-19T00:00:00Z..2008-09-21T00:00:00Z"
     ts_table = pm.timescale.polar_motion_table
     assert all(np.array_equal(a, b) for a, b in zip(ts_table, skyfield_timescale(finals).polar_motion_table))
@@ -77,8 +86,8 @@ def test_itrf_states_written_with_polar_motion_are_skyfields_itrs_with_the_table
     plain = read_oem(write_oem(tmp_path / "plain.oem", sats, START, SPAN_S, STEP_S, frame="ITRF"))
     moved = read_oem(write_oem(tmp_path / "pm.oem", sats, START, SPAN_S, STEP_S, frame="ITRF", polar_motion=pm))
     assert (tmp_path / "pm.oem").read_text().splitlines()[2] == (
-        "COMMENT rotated from TEME into Skyfield's ITRS (polar motion of finals2000A.all); velocities relative to "
-        "the Earth (omega x r taken out)")
+        "COMMENT rotated from TEME into Skyfield's ITRS (polar motion and UT1 of finals2000A.all); velocities "
+        "relative to the Earth (omega x r taken out)")
     ts = skyfield_timescale(finals)
     times = skyfield_times(START, np.arange(0.0, SPAN_S + 1.0, STEP_S), ts)
     pole_x, pole_y = (np.interp(times.tt, ts.polar_motion_table[0], ts.polar_motion_table[k]) for k in (1, 2))
@@ -136,6 +145,97 @@ def test_without_the_file_nothing_changes_and_other_frames_do_not_use_it(tmp_pat
     assert np.array_equal(r0, r1)
 
 
+# measured: UT1 - UTC and TT of the file's time scale and of the built-in one every 60 s over the 3 h: the same to
+# the bit (the fixture's UT1-UTC is the table's, which Skyfield takes from the IERS file to the same 7 decimals)
+def test_inside_skyfields_table_the_files_ut1_is_the_built_in_one(finals: Path) -> None:
+    from orbits.timeutil import timescale
+
+    pm = read_iers_finals(finals)
+    offsets = np.arange(0.0, SPAN_S + 1.0, STEP_S)
+    ours, builtin = skyfield_times(START, offsets, pm.timescale), skyfield_times(START, offsets)
+    assert np.array_equal(ours.tt, builtin.tt)  # the built-in leap seconds
+    assert np.abs(ours.dut1 - builtin.dut1).max() < 1e-7
+    assert timescale().polar_motion_table is None  # the shared built-in time scale is left as it was
+
+
+# measured (the 4 satellites below, 3 h from 2027-06-01 06:00 at 60 s, four months past the end of Skyfield 1.55's
+# table, 2027-01-23): the built-in time scale extrapolates UT1 - UTC to 0.10047 s there; a file giving 0.07 s
+# (made up: the extrapolation strays by tens of ms in a few months) moves the ITRF states by 9.3 to 15.4 m, r_xy
+# times the Earth's turn in 30.5 ms, to 1.3 mm (the two files' 6 decimals), and they are Skyfield's itrs on
+# Skyfield's own time scale with that UT1 (load.timescale(delta_t=...)) to 0.50 mm
+def test_past_skyfields_table_the_earth_turns_by_the_files_ut1(tmp_path: Path) -> None:
+    from skyfield.api import EarthSatellite, load
+    from skyfield.data import iers
+    from skyfield.framelib import itrs
+
+    from orbits import walker_delta
+    from orbits.timeutil import timescale
+
+    start = dt.datetime(2027, 6, 1, 6, 0, tzinfo=dt.timezone.utc)
+    offsets = np.arange(0.0, SPAN_S + 1.0, STEP_S)
+    builtin = timescale()
+    assert skyfield_times(start, [0.0]).tt[0] > builtin.delta_t_table[0][-1] + 120  # days past the built-in table
+    days = [dt.date(2027, 6, d) for d in (1, 2, 3)]
+    pole = dict.fromkeys(days, (0.15, 0.35))  # made-up
+    extrapolated = {d: round(float(builtin.utc(d.year, d.month, d.day).dut1), 7) for d in days}
+    files = {}
+    for name, dut1 in (("file", dict.fromkeys(days, 0.07)), ("extrapolated", extrapolated)):
+        (tmp_path / name).write_text(finals_text(pole, dut1))
+        files[name] = read_iers_finals(tmp_path / name)
+    ours = skyfield_times(start, offsets, files["file"].timescale)
+    assert np.abs(ours.dut1 - 0.07).max() < 1e-9  # UT1 - UTC: the file's
+    behind = skyfield_times(start, offsets).dut1 - 0.07  # s: how far the built-in UT1 runs ahead of the file's
+    assert 0.03 < behind.min() and behind.max() < 0.031
+    sats = walker_delta(4, 2, 1, 550.0, 53.0, start)
+    got, extra = (read_oem(write_oem(tmp_path / f"{name}.oem", sats, start, SPAN_S, STEP_S, frame="ITRF",
+                                     polar_motion=pm)).segments for name, pm in files.items())
+    ts = load.timescale(builtin=True, delta_t=69.184 - 0.07)  # TT - UTC = 32.184 s + 37 leap seconds
+    iers.install_polar_motion_table(ts, {"utc_mjd": files["file"].utc_mjd, "x_arcseconds": files["file"].x_arcsec,
+                                         "y_arcseconds": files["file"].y_arcsec})
+    times = skyfield_times(start, offsets, ts)
+    angle = ERA_RAD_PER_UT1_S * (skyfield_times(start, offsets, files["extrapolated"].timescale).dut1 - 0.07)
+    cos, sin = np.cos(angle), np.sin(angle)
+    for k, sat in enumerate(sats.satrecs):
+        theirs = EarthSatellite.from_satrec(sat, ts).at(times).frame_xyz(itrs).km.T
+        assert np.abs(got[k].pos_km - theirs).max() < 1e-6  # km: the 6 decimals written
+        r = extra[k].pos_km  # with Skyfield's extrapolated UT1: the Earth turned further, r turned back about z
+        turned = np.stack([cos * r[:, 0] - sin * r[:, 1], sin * r[:, 0] + cos * r[:, 1], r[:, 2]], -1)
+        assert np.linalg.norm(got[k].pos_km - turned, axis=-1).max() < 2e-6  # km
+        moved_km = np.linalg.norm(got[k].pos_km - r, axis=-1)
+        assert np.abs(moved_km - np.hypot(r[:, 0], r[:, 1]) * angle).max() < 2e-6  # km: r_xy x the turn
+        assert moved_km.max() > 0.015  # km: up to 15 m
+
+
+def test_the_files_leap_seconds_must_be_skyfields(tmp_path: Path) -> None:
+    """UT1 - UTC steps by a second where UTC has a leap second: the file's step at the end of 2008 is Skyfield's
+    leap second (the time scale's UT1 is the built-in one across it); a file without it, a step on another day or
+    a bad value (TT - UT1 changing by a tenth of a second in a day) is refused in one line naming the line."""
+    from orbits.timeutil import timescale
+
+    pole = dict.fromkeys(AROUND_A_LEAP_SECOND, (0.1, 0.2))
+    pm = parse_iers_finals_text(finals_text(pole, AROUND_A_LEAP_SECOND), "f")
+    across = np.arange(0.0, 2 * 86400.0 + 1.0, 600.0)
+    start = dt.datetime(2008, 12, 30, tzinfo=dt.timezone.utc)
+    ours, builtin = skyfield_times(start, across, pm.timescale), skyfield_times(start, across)
+    assert np.abs(ours.dut1 - builtin.dut1).max() < 1e-7 and np.ptp(ours.dut1) > 0.99
+    assert np.array_equal(ours.tt, builtin.tt) and np.array_equal(pm.timescale.leap_dates, timescale().leap_dates)
+    version = re.escape(__import__("skyfield").__version__)
+    for dut1, message in (
+            ({**AROUND_A_LEAP_SECOND, dt.date(2009, 1, 1): -0.5928362, dt.date(2009, 1, 2): -0.5940161},
+             rf"f:3: UT1-UTC \(columns 59-68\) goes from -0.5918692 s on line 2 to -0.5928362 s, where Skyfield "
+             rf"{version}'s leap-second table has a leap second \(\+1 s\); expected UT1-UTC to change by "
+             r"milliseconds a day, and by a second at the leap seconds only \(TT-UT1 steps by 1.0010 s; a leap "
+             r"second announced after this Skyfield needs a newer one\)$"),
+            ({**AROUND_A_LEAP_SECOND, dt.date(2008, 12, 31): 0.4081308},
+             rf"f:2: UT1-UTC \(columns 59-68\) goes from -0.5911498 s on line 1 to 0.4081308 s, where Skyfield "
+             rf"{version}'s leap-second table has no leap second; expected .* \(TT-UT1 steps by 0.9993 s;"),
+            ({**AROUND_A_LEAP_SECOND, dt.date(2009, 1, 2): 0.2059839},
+             r"f:4: UT1-UTC \(columns 59-68\) goes from 0.4071638 s on line 3 to 0.2059839 s, where .* has no leap "
+             r"second; expected .* \(TT-UT1 steps by 0.2012 s;")):
+        with pytest.raises(OrbitError, match=message):
+            parse_iers_finals_text(finals_text(pole, dut1), "f")
+
+
 def test_times_the_file_does_not_cover_are_refused_in_one_line_before_anything_is_propagated(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, finals: Path) -> None:
     sats = read_tle(EXAMPLE_TLE)
@@ -164,6 +264,14 @@ def test_times_the_file_does_not_cover_are_refused_in_one_line_before_anything_i
      r":2: expected the pole's x in columns 19-27, arcsec with 6 decimals"),
     (lambda lines: lines[:1] + [lines[1][:16] + "X" + lines[1][17:]] + lines[2:],
      r":2: expected I \(IERS\) or P \(prediction\) in column 17, got 'X'"),
+    (lambda lines: lines[:1] + [lines[1][:57] + "X" + lines[1][58:]] + lines[2:],
+     r":2: expected I \(IERS\) or P \(prediction\) in column 58, for UT1-UTC, got 'X'"),
+    (lambda lines: lines[:1] + [lines[1][:58] + " 1.4809865" + lines[1][68:]] + lines[2:],
+     r":2: expected UT1-UTC in columns 59-68, seconds with 7 decimals within \+-1, got '1.4809865'"),
+    (lambda lines: lines[:1] + [lines[1][:58] + "  -0.48099" + lines[1][68:]] + lines[2:],
+     r":2: expected UT1-UTC in columns 59-68, seconds with 7 decimals within \+-1, got '-0.48099'"),
+    (lambda lines: [line[:57] for line in lines[:3]] + lines[3:],
+     r":1: expected I \(IERS\) or P \(prediction\) in column 58, for UT1-UTC, got ''"),
     (lambda lines: lines[:1] + [" " + lines[1]] + lines[2:], r":2: expected a line of an IERS finals2000A.all"),
     (lambda lines: lines[:1] + [lines[1].replace(" 920 ", " 921 ", 1)] + lines[2:],
      r":2: the date of columns 1-6, ' 8 921', is not MJD 54729.00 \(columns 8-15\); expected a line of"),
@@ -183,7 +291,8 @@ def test_times_the_file_does_not_cover_are_refused_in_one_line_before_anything_i
     (lambda lines: ["<html>not found</html>"], r":1: expected a line of an IERS finals2000A.all or finals.all"),
     (lambda lines: [], r": no polar motion; expected a line of an IERS finals2000A.all"),
     (lambda lines: lines[3:], r": no polar motion"),
-], ids=["x-not-a-number", "y-too-large", "x-misplaced", "flag", "shifted", "date-not-mjd", "out-of-order",
+], ids=["x-not-a-number", "y-too-large", "x-misplaced", "flag", "ut1-flag", "ut1-too-large", "ut1-misplaced",
+        "ut1-missing", "shifted", "date-not-mjd", "out-of-order",
         "day-left-out", "days-left-out-past-a-blank-line", "day-repeated",
         "after-the-end", "not-finals", "empty", "dates-only"])
 def test_a_malformed_file_is_refused_in_one_line_naming_file_and_line(tmp_path: Path, edit, message: str) -> None:
@@ -215,27 +324,36 @@ def test_a_real_finals_lines_prediction_flags_and_the_empty_tail_are_read() -> N
 
     theirs = iers.parse_x_y_dut1_from_finals_all(io.BytesIO(text.encode()))
     assert pm.y_arcsec.tolist() == theirs["y_arcseconds"].tolist()
+    assert pm.ut1_minus_utc_s.tolist() == theirs["dut1"].tolist()
 
 
 def _whole_finals_text(issued: dt.date) -> str:
-    """A finals2000A.all as the IERS Rapid Service publishes it on ``issued``, laid out by the readme's columns
-    (made-up values): from 1973-01-02, a full line a day (Bulletin A's polar motion, UT1-UTC, LOD and nutation
-    with their flags, then Bulletin B's columns, written as the real file writes them: ``   .143000``) up to
-    ``issued``; then a year of predictions (polar motion and UT1-UTC only, flag P); then 50 days of a date
-    only, as the real file ends. Every line padded to 185 columns and two spaces, as the real file's are."""
+    """A finals2000A.all as the IERS Rapid Service publishes it on ``issued``, laid out by the readme's columns:
+    from 1973-01-02, a full line a day (Bulletin A's polar motion, UT1-UTC, LOD and nutation with their flags,
+    then Bulletin B's columns, written as the real file writes them: ``   .143000``) up to ``issued``; then a year
+    of predictions (polar motion and UT1-UTC only, flag P); then 50 days of a date only, as the real file ends.
+    Every line padded to 185 columns and two spaces, as the real file's are. The pole is made up; UT1-UTC is
+    Skyfield's built-in one (the IERS values, with their steps at the leap seconds, to the end of its table, then
+    its extrapolation), to the 7 decimals of the file."""
+    from orbits.timeutil import timescale
+
     lines = []
     day, last_p, end = dt.date(1973, 1, 2), issued + dt.timedelta(days=365), issued + dt.timedelta(days=415)
+    first_mjd = (day - dt.date(1858, 11, 17)).days
+    dut1 = timescale().utc(1858, 11, 17.0 + np.arange(first_mjd, first_mjd + (last_p - day).days + 1)).dut1
     while day <= end:
         mjd = (day - dt.date(1858, 11, 17)).days
         head = f"{day.year % 100:2d}{day.month:2d}{day.day:2d} {mjd:8.2f}"
         turn = 2 * np.pi * (mjd - 41684) / 433.0  # the Chandler wobble's 433 days, about the size of the real pole
         x, y = 0.05 + 0.2 * np.cos(turn), 0.3 + 0.2 * np.sin(turn)
         if day <= issued:
-            bull_b = re.sub(r"(?<!\d)(-?)0\.", r" \1.", f"{x:10.6f}{y:10.6f}{0.3554990:11.7f}{-0.252:10.3f}{-0.119:10.3f}")
-            line = (f"{head} I {x:9.6f}{0.00009:9.6f} {y:9.6f}{0.0001:9.6f}  I{0.3554784:10.7f}{0.0000099:10.7f} "
+            ut1 = dut1[mjd - first_mjd]
+            bull_b = re.sub(r"(?<!\d)(-?)0\.", r" \1.", f"{x:10.6f}{y:10.6f}{ut1:11.7f}{-0.252:10.3f}{-0.119:10.3f}")
+            line = (f"{head} I {x:9.6f}{0.00009:9.6f} {y:9.6f}{0.0001:9.6f}  I{ut1:10.7f}{0.0000099:10.7f} "
                     f"{0.9333:7.4f}{0.0076:7.4f}  I {-0.135:9.3f}{0.315:9.3f} {-0.204:9.3f}{0.298:9.3f}{bull_b}")
         elif day <= last_p:
-            line = f"{head} P {x:9.6f}{0.017:9.6f} {y:9.6f}{0.027:9.6f}  P{-0.1164909:10.7f}{0.0254096:10.7f}"
+            ut1 = dut1[mjd - first_mjd]
+            line = f"{head} P {x:9.6f}{0.017:9.6f} {y:9.6f}{0.027:9.6f}  P{ut1:10.7f}{0.0254096:10.7f}"
         else:
             line = head
         lines.append(line.ljust(185) + "  \n")
@@ -246,7 +364,8 @@ def _whole_finals_text(issued: dt.date) -> str:
 def test_a_whole_finals_file_from_1973_to_a_year_ahead_is_read_as_skyfield_reads_it(tmp_path: Path) -> None:
     """The file a user downloads today (20,113 lines, 3.8 MB), by the readme's columns: well under the size cap,
     read whole (1999 and 2000, written ' 0', dated by the MJD's century rule), the I, P and date-only lines
-    to the very values Skyfield's own parser reads, the date-only tail skipped."""
+    to the very values Skyfield's own parser reads, the date-only tail skipped; the time scale is the one
+    Skyfield builds from the file itself, to the bit."""
     from skyfield.data import iers
 
     path = tmp_path / "finals2000A.all"
@@ -259,7 +378,15 @@ def test_a_whole_finals_file_from_1973_to_a_year_ahead_is_read_as_skyfield_reads
     assert pm.utc_mjd.size == theirs.size == (dt.date(2027, 12, 7) - dt.date(1973, 1, 2)).days + 1
     assert np.array_equal(pm.utc_mjd, theirs["utc_mjd"]) and np.array_equal(pm.x_arcsec, theirs["x_arcseconds"])
     assert np.array_equal(pm.y_arcsec, theirs["y_arcseconds"])
+    assert np.array_equal(pm.ut1_minus_utc_s, theirs["dut1"])
     assert pm.span_text() == "1973-01-02T00:00:00Z..2027-12-07T00:00:00Z"
+    # the time scale Skyfield builds from this file itself (load.timescale(builtin=False) on finals2000A.all):
+    # its leap seconds, counted from the file's steps of UT1-UTC, are the built-in ones; its TT - UT1 is ours
+    daily_tt, daily_delta_t, leap_dates, leap_offsets = iers.build_timescale_arrays(theirs["utc_mjd"], theirs["dut1"])
+    ts = pm.timescale
+    assert np.array_equal(ts.leap_dates, leap_dates) and np.array_equal(ts.leap_offsets, leap_offsets)
+    assert np.array_equal(ts.delta_t_table[1], daily_delta_t)
+    assert np.array_equal(ts.delta_t_table[0], daily_tt)  # TT of the days' 0 h UTC
     lines = path.read_text().splitlines()
     assert lines[-1].startswith("28 126 61796.00") and lines[-1][15:].strip() == ""
     assert any(line.startswith(" 0 1 1 51544.00 I") for line in lines)
