@@ -88,7 +88,8 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=1, help="processes for the window search (default 1; at most one per core is used)")
     p.add_argument("--json", action="store_true", help="also write contacts.json")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
-    p.add_argument("--czml", action="store_true", help="also write contacts.czml (open it in Cesium)")
+    p.add_argument("--czml", action="store_true", help="also write contacts.czml (open it in Cesium; Earth-fixed "
+                   "positions with the polar motion and UT1 of [time] iers_finals when given)")
     p.add_argument("--ion", action="store_true",
                    help="also write contacts.ion (ION contact plan, bytes/s, node numbers in the header)")
     p.add_argument("--hdtn", action="store_true", help="also write contacts.hdtn.json (HDTN contact plan, bits/s)")
@@ -257,7 +258,8 @@ def run_contacts(args: argparse.Namespace) -> int:
             if not args.no_plot and traj is not None:
                 written.append(plot_contacts(plan, traj, stage / "contacts.png"))
             if args.czml:
-                written.append(write_czml(stage / "contacts.czml", plan, traj, name=args.scenario.stem))
+                written.append(write_czml(stage / "contacts.czml", plan, traj, name=args.scenario.stem,
+                                          polar_motion=load_polar_motion(scenario)))
             if args.ion:
                 written.append(write_ion(stage / "contacts.ion", plan))
             if args.hdtn:

@@ -12,7 +12,10 @@ One JSON array of packets:
   window (``availability``), with the window's capacity in its description.
 
 Positions come from the trajectories the window finder used (TEME rotated
-into ITRS with Skyfield), so the picture and the contact plan agree.
+into ITRS with Skyfield), so the picture and the contact plan agree. With the
+polar motion and UT1 of ``[time] iers_finals`` (``polar_motion``), the rotation
+back into ITRS is the one the ground stations were turned into TEME with, so
+they are written at their surveyed points and the satellites in that ITRS.
 
 CZML is plain JSON with a published schema; the packets here are a handful of
 dictionaries, so no CZML library is needed (``czml3`` would only wrap the same
@@ -40,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from orbits import teme_to_itrs
+from orbits.iers import PolarMotion
 from swarmbase.fileio import atomic_write_text
 
 from .errors import ContactError
@@ -57,8 +61,9 @@ def _iso(start: _dt.datetime, t_s: float) -> str:
 
 
 def czml_packets(plan: ContactPlan, traj: Trajectories, name: str = "fol-swarm contacts",
-                 trail_s: float = 600.0) -> list[dict]:
-    """The CZML packets (document, one per node, one per window) as Python dicts."""
+                 trail_s: float = 600.0, polar_motion: PolarMotion | None = None) -> list[dict]:
+    """The CZML packets (document, one per node, one per window) as Python dicts; the Earth-fixed positions on
+    Skyfield's ITRS with ``polar_motion`` when given (the one ``traj`` was built with), else without."""
     if traj.frame != "TEME" or traj.start is None:
         raise ContactError("CZML export needs a satellite scenario ([constellation]); drone positions are "
                            "in a local frame with no place on the globe")
@@ -72,7 +77,7 @@ def czml_packets(plan: ContactPlan, traj: Trajectories, name: str = "fol-swarm c
         "clock": {"interval": interval, "currentTime": _iso(start, 0.0), "multiplier": 60,
                   "range": "LOOP_STOP", "step": "SYSTEM_CLOCK_MULTIPLIER"},
     }]
-    itrs_m = teme_to_itrs(traj.pos.transpose(1, 0, 2), start, traj.times_s) * 1e3  # (node, time, 3)
+    itrs_m = teme_to_itrs(traj.pos.transpose(1, 0, 2), start, traj.times_s, polar_motion) * 1e3  # (node, time, 3)
     # sample times count from the epoch as written (to the millisecond), not from a start between two
     epoch = _iso(start, 0.0)
     shift_s = (start - _dt.datetime.fromisoformat(epoch.replace("Z", "+00:00"))).total_seconds()
@@ -118,8 +123,10 @@ def czml_packets(plan: ContactPlan, traj: Trajectories, name: str = "fol-swarm c
     return packets
 
 
-def write_czml(path: str | Path, plan: ContactPlan, traj: Trajectories, name: str = "fol-swarm contacts") -> Path:
-    """Write the CZML document of ``plan`` / ``traj`` to ``path``."""
+def write_czml(path: str | Path, plan: ContactPlan, traj: Trajectories, name: str = "fol-swarm contacts",
+               polar_motion: PolarMotion | None = None) -> Path:
+    """Write the CZML document of ``plan`` / ``traj`` to ``path`` (``polar_motion``: :func:`czml_packets`)."""
     path = Path(path)
-    atomic_write_text(path, json.dumps(czml_packets(plan, traj, name), separators=(",", ":")))  # crash-safe
+    packets = czml_packets(plan, traj, name, polar_motion=polar_motion)
+    atomic_write_text(path, json.dumps(packets, separators=(",", ":")))  # crash-safe
     return path

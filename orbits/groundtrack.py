@@ -4,7 +4,8 @@ TEME (SGP4 output) -> ITRS uses Skyfield's ``TEME`` and ``itrs`` frame objects
 (``rotation_at``), computed once per time and applied to every satellite.
 Geodetic latitude/longitude/height follow Skyfield's WGS-84 ``Geoid``
 iteration (same constants, same three fixed-point steps), vectorized over
-satellites x times.
+satellites x times. With a :class:`orbits.iers.PolarMotion` (an IERS finals file) the rotation is on its time
+scale: Skyfield's ITRS with the file's polar motion and UT1, as for ground stations and ITRF states.
 
 Example:
     >>> from orbits.constellation import walker_delta
@@ -60,9 +61,12 @@ def teme_to_itrs_matrices(t) -> np.ndarray:
     return np.einsum("ijn,kjn->nik", r_itrs, r_teme)
 
 
-def teme_to_itrs(r_teme_km: np.ndarray, start: _dt.datetime | str, offsets_s) -> np.ndarray:
-    """Rotate TEME positions ``(n_sat, n_times, 3)`` (km) into ITRS (Earth-fixed) km."""
-    mats = teme_to_itrs_matrices(skyfield_times(parse_utc(start), offsets_s))
+def teme_to_itrs(r_teme_km: np.ndarray, start: _dt.datetime | str, offsets_s,
+                 polar_motion: PolarMotion | None = None) -> np.ndarray:
+    """Rotate TEME positions ``(n_sat, n_times, 3)`` (km) into ITRS (Earth-fixed) km; with ``polar_motion``
+    (an :class:`orbits.iers.PolarMotion`, which must cover the times) Skyfield's ITRS with it, else without."""
+    ts = polar_motion.timescale_for(start, offsets_s, "ITRS positions") if polar_motion is not None else None
+    mats = teme_to_itrs_matrices(skyfield_times(parse_utc(start), offsets_s, ts))
     return np.einsum("tij,stj->sti", mats, np.asarray(r_teme_km, dtype=float))
 
 
@@ -100,15 +104,17 @@ def geodetic_from_itrs(xyz_km: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def ground_track(constellation: Constellation | StateSource, start: _dt.datetime | str, offsets_s,
-                 positions_teme_km: np.ndarray | None = None) -> GroundTrack:
-    """Ground tracks of every satellite (of element sets or of an OEM) at ``start + offsets_s`` (s).
+                 positions_teme_km: np.ndarray | None = None,
+                 polar_motion: PolarMotion | None = None) -> GroundTrack:
+    """Ground tracks of every satellite (of element sets or of an OEM) at ``start + offsets_s`` (s), on
+    Skyfield's ITRS, with ``polar_motion`` when given (:func:`teme_to_itrs`).
 
     Pass ``positions_teme_km`` (``(n_sat, n_times, 3)``) to reuse a propagation.
     """
     offsets = np.asarray(offsets_s, dtype=float)
     if positions_teme_km is None:
         positions_teme_km, _ = propagate_offsets(constellation, start, offsets)
-    itrs_km = teme_to_itrs(positions_teme_km, start, offsets)
+    itrs_km = teme_to_itrs(positions_teme_km, start, offsets, polar_motion)
     lat, lon, h = geodetic_from_itrs(itrs_km)
     return GroundTrack(list(constellation.names), offsets, lat, lon, h)
 

@@ -549,6 +549,43 @@ def test_fol_contacts_writes_and_reads_itrf_states_with_the_polar_motion_of_time
     assert np.linalg.norm(r - truth, axis=-1).max() < 1e-6  # km: the 6 decimals written (13 m without the file)
 
 
+# measured (examples/leo_oem.toml's element sets and stations, the pole of tests/_iers.py, 0.41 arcsec): with the
+# file the stations are written at their WGS-84 points, to the 0.1 m written, as without it; before, with the file,
+# they were turned into TEME with the pole and back without it: 12.6 m (Santiago) and 5.5 m (Hartebeesthoek) off.
+# The satellites' samples move by 0.5 to 13.5 m from the CZML without the file, r x the pole's angle
+def test_fol_contacts_czml_turns_back_with_the_polar_motion_of_time_iers_finals(tmp_path: Path) -> None:
+    import json
+
+    from _iers import finals_text
+    from orbits import ground_points_itrs, propagate_offsets, teme_to_itrs
+    from orbits.iers import read_iers_finals
+
+    scn = _iers_scenario(tmp_path, f'kind = "tle"\ntle_file = "{EXAMPLES / "leo_oem.tle"}"', finals_text())
+    plain = tmp_path / "without" / scn.name  # the same name: the CZML document is named after it
+    plain.parent.mkdir()
+    plain.write_text(scn.read_text().replace('iers_finals = "finals2000A.all"\n', "", 1))
+    packets = {}
+    for name, path in (("file", scn), ("plain", plain)):
+        assert contacts_main(["contacts", str(path), "--no-plot", "--czml", "--out", str(tmp_path / name)]) == 0
+        packets[name] = {p["name"]: p for p in json.loads((tmp_path / name / "contacts.czml").read_text())}
+    assert packets["file"].keys() == packets["plain"].keys()
+    stations = _scenario(TLE).ground_stations
+    surveyed_m = ground_points_itrs([s.lat_deg for s in stations], [s.lon_deg for s in stations],
+                                    [s.elevation_m for s in stations]) * 1e3
+    for station, point in zip(stations, surveyed_m):
+        for run in ("file", "plain"):  # before, with the file: 12.6 m and 5.5 m off
+            assert np.abs(np.array(packets[run][station.name]["position"]["cartesian"]) - point).max() <= 0.05 + 1e-6
+    start = dt.datetime(2008, 9, 20, 12, 30, tzinfo=dt.timezone.utc)
+    sats, pm = read_tle(EXAMPLES / "leo_oem.tle"), read_iers_finals(tmp_path / "finals2000A.all")
+    for k, name in enumerate(sats.names):
+        got, before = (np.array(packets[c][name]["position"]["cartesian"]).reshape(-1, 4) for c in ("file", "plain"))
+        r_teme, _ = propagate_offsets(sats, start, got[:, 0])
+        want = teme_to_itrs(r_teme[k:k + 1], start, got[:, 0], pm)[0] * 1e3
+        assert np.abs(got[:, 1:] - want).max() < 0.06  # m: the 0.1 m written
+        moved_m = np.linalg.norm(got[:, 1:] - before[:, 1:], axis=-1)
+        assert moved_m.max() > 12.0  # the pole's 0.41 arcsec at 7,000 km: 13 m
+    assert packets["file"][scn.stem] == packets["plain"][scn.stem]  # the document: the same
+
 @pytest.mark.parametrize("finals, message", [
     ("last-day", "time.iers_finals: {finals} gives polar motion for 2008-09-19T00:00:00Z..2008-09-20T00:00:00Z, not "
                  "for 2008-09-20T12:30:00Z..2008-09-20T15:30:00Z; expected an IERS finals file covering those times "

@@ -145,6 +145,44 @@ def test_without_the_file_nothing_changes_and_other_frames_do_not_use_it(tmp_pat
     assert np.array_equal(r0, r1)
 
 
+# measured (as above, every 60 s): the ground tracks' Earth-fixed points move by 0.53 to 13.44 m with the file, the
+# small rotation (y, x, 0) x r to 0.14 mm, Skyfield's itrs on the file's time scale to 8e-11 km; the sub-satellite
+# points by up to 0.411 arcsec (12.7 m on the ground)
+def test_ground_tracks_are_turned_with_the_polar_motion_too(finals: Path) -> None:
+    from skyfield.api import EarthSatellite
+    from skyfield.framelib import itrs
+
+    from orbits import ground_track, teme_to_itrs
+    from orbits.groundtrack import geodetic_from_itrs
+
+    sats, pm = read_tle(EXAMPLE_TLE), read_iers_finals(finals)
+    offsets = np.arange(0.0, SPAN_S + 1.0, STEP_S)
+    r_teme, _ = propagate_offsets(sats, START, offsets)
+    plain, moved = teme_to_itrs(r_teme, START, offsets), teme_to_itrs(r_teme, START, offsets, pm)
+    times = skyfield_times(START, offsets, pm.timescale)
+    table = pm.timescale.polar_motion_table
+    pole = np.stack([np.interp(times.tt, table[0], table[2]), np.interp(times.tt, table[0], table[1]),
+                     np.zeros(offsets.size)], -1) * ARCSEC_RAD  # (y, x, 0): the small turn's vector
+    lines = EXAMPLE_TLE.read_text().splitlines()
+    for k in range(len(sats.names)):
+        theirs = EarthSatellite(lines[3 * k + 1], lines[3 * k + 2], lines[3 * k], ts=pm.timescale).at(times)
+        assert np.abs(moved[k] - theirs.frame_xyz(itrs).km.T).max() < 1e-8  # km
+        assert np.linalg.norm(moved[k] - (plain[k] + np.cross(pole, plain[k])), axis=-1).max() < 5e-7  # km
+    moved_km = np.linalg.norm(moved - plain, axis=-1)
+    assert moved_km.max() > 0.013 and moved_km.min() > 0.0005  # km
+    track, without = ground_track(sats, START, offsets, polar_motion=pm), ground_track(sats, START, offsets)
+    lat, lon, height = geodetic_from_itrs(moved)
+    assert np.array_equal(track.lat_deg, lat) and np.array_equal(track.lon_deg, lon)
+    assert np.array_equal(track.height_km, height)
+    assert np.array_equal(without.lat_deg, geodetic_from_itrs(plain)[0])  # without the file: as before
+    shift_deg = np.hypot(track.lat_deg - without.lat_deg, (track.lon_deg - without.lon_deg) * np.cos(np.radians(lat)))
+    assert 0.3 / 3600 < shift_deg.max() < 0.42 / 3600  # the pole's 0.41 arcsec at most
+    late = dt.datetime(2008, 9, 20, 22, 0, tzinfo=dt.timezone.utc)
+    with pytest.raises(OrbitError, match=r"^ITRS positions: .*finals2000A.all gives polar motion for "
+                                         r"2008-09-19T00:00:00Z\.\.2008-09-21T00:00:00Z, not for "
+                                         r"2008-09-20T22:00:00Z\.\.2008-09-21T01:00:00Z;"):
+        ground_track(sats, late, offsets, polar_motion=pm)
+
 # measured: UT1 - UTC and TT of the file's time scale and of the built-in one every 60 s over the 3 h: the same to
 # the bit (the fixture's UT1-UTC is the table's, which Skyfield takes from the IERS file to the same 7 decimals)
 def test_inside_skyfields_table_the_files_ut1_is_the_built_in_one(finals: Path) -> None:
