@@ -20,11 +20,11 @@ from orbits import OMM_FORMATS, OrbitError
 from orbits.oem import DEFAULT_OEM_STEP_S, EXPORT_FRAMES, MAX_OEM_POINTS, MIN_OEM_STEP_S, OEM_FORMATS
 from swarmbase.cli import path_argument, printable, run_command
 from swarmbase.fileio import check_output_dir, check_output_file, staged_outputs
+from swarmbase.manifest import EarlierOutputs, OutputManifest
 from swarmbase.tomlcheck import brief
 from swarmbase.units import format_bytes
 
 from .errors import ContactError
-from .manifest import KEPT_CHANGED, MANIFEST, earlier_outputs, read_manifest, write_manifest
 
 if TYPE_CHECKING:
     from .scenario import ContactScenario
@@ -41,7 +41,7 @@ ORBIT_FILES: dict[str, dict[str, str]] = {
 }
 #: ``--orbits-format`` values: every layout of OMM or OEM export.
 ORBIT_FORMATS = tuple(dict.fromkeys(fmt for kind in ("omm", "oem") for fmt in ORBIT_FILES[kind]))
-#: Every file ``fol contacts`` writes into ``--out`` besides its manifest (:mod:`contact_sim.manifest`). A run's set
+#: Every file ``fol contacts`` writes into ``--out`` besides its manifest (:data:`MANIFEST`). A run's set
 #: replaces the previous run's whole: a regular file of a name here that the run does not write (the
 #: ``contacts.czml`` of an earlier ``--czml``, the ``orbits.oem`` of an earlier KVN export beside this run's
 #: ``orbits.oem.xml``) is removed in the same swap (:func:`swarmbase.fileio.staged_outputs`) when the previous
@@ -51,6 +51,10 @@ ORBIT_FORMATS = tuple(dict.fromkeys(fmt for kind in ("omm", "oem") for fmt in OR
 #: are left alone.
 OUTPUT_FILES = ("contacts.csv", "contacts.json", "contacts.png", "contacts.czml", "contacts.ion", "contacts.hdtn.json",
                 *(name for files in ORBIT_FILES.values() for name in files.values()))
+#: The record of the files a run wrote into ``--out``, each one's size and sha256 (:mod:`swarmbase.manifest`): read
+#: before the window search, it decides which earlier outputs the run may remove. At most 64 KiB: one of every
+#: output takes about 2 kB.
+MANIFEST = OutputManifest("contacts.manifest.json", "fol contacts", OUTPUT_FILES, ContactError)
 
 
 def orbits_layout(export: str, fmt: str | None) -> tuple[str, str]:
@@ -84,7 +88,7 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", type=_path, default=None,
                    help="output folder (default: contacts/ next to the scenario); the run's files replace the "
                         "previous run's there as a set (the previous run's outputs this run does not write are "
-                        f"removed, unless changed since: {MANIFEST} records them)")
+                        f"removed, unless changed since: {MANIFEST.name} records them)")
     p.add_argument("--workers", type=int, default=1, help="processes for the window search (default 1; at most one per core is used)")
     p.add_argument("--json", action="store_true", help="also write contacts.json")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
@@ -207,20 +211,15 @@ def run_contacts(args: argparse.Namespace) -> int:
                    "contacts.ion": args.ion, "contacts.hdtn.json": args.hdtn}
         if orbits_file is not None:
             outputs[orbits_file] = True
-        writes = [name for name, wanted in outputs.items() if wanted] + [MANIFEST]
-        removable: list[str] = []  # the previous run's outputs this one does not write: removed in the swap
-        kept: list[tuple[Path, str]] = []  # files of such names no manifest vouches for: left, and said so
-        record = None  # the previous run's manifest
+        writes = [name for name, wanted in outputs.items() if wanted] + [MANIFEST.name]
+        # the previous run's outputs this one does not write, by its manifest: removed in the swap when unchanged,
+        # else (no manifest vouches for them) left, and said so
+        earlier = EarlierOutputs(MANIFEST, None)  # (a folder not made yet holds none)
         if out.is_dir():  # the files written there: not folders, nor a file the run reads, before the window search
             for name in writes:
                 check_output_file(out / name, ContactError, what="--out")
-            try:
-                record = read_manifest(out, OUTPUT_FILES)
-            except ContactError as exc:
-                raise ContactError(f"{exc}; it records which files in --out fol contacts wrote: remove it (the "
-                                   "files it lists are then kept) or give another --out") from None
-            removable, kept = earlier_outputs(out, [name for name in OUTPUT_FILES if name not in writes], record)
-            _check_inputs_kept(out, writes + removable, args.scenario, scenario)
+            earlier = MANIFEST.earlier_outputs(out, writes, MANIFEST.read(out))
+            _check_inputs_kept(out, writes + earlier.removable, args.scenario, scenario)
         if args.check:
             stations = len(scenario.ground_stations)  # nodes of the plan too, as the run's summary counts them
             print(f"{args.scenario}: OK — {len(names)} {_MOVERS.get(scenario.kind, scenario.kind)} and {stations} "
@@ -242,16 +241,9 @@ def run_contacts(args: argparse.Namespace) -> int:
     except (ContactError, OrbitError) as exc:
         return _one_line(args, exc)
     removed: list[Path] = []  # what the swap removed: the previous set's regular files this run does not write
-
-    def unchanged(path: Path) -> bool:  # asked at the swap: an output edited during the search is kept too
-        if record is not None and record[path.name].matches(path):
-            return True
-        kept.append((path, KEPT_CHANGED))
-        return False
-
-    try:  # the whole set into a staging folder, then swapped in (the previous set's other outputs removed with it):
-        with staged_outputs(out, replaces=removable, removed=removed,
-                            removable=unchanged) as stage:  # Ctrl-C or an error keeps the previous set
+    try:  # the whole set into a staging folder, then swapped in (the previous set's other outputs removed with it;
+        # an output edited during the search is kept): Ctrl-C or an error keeps the previous set
+        with staged_outputs(out, replaces=earlier.replaces, removed=removed, removable=earlier.unchanged) as stage:
             written = [plan.to_csv(stage / "contacts.csv")]
             if args.json:
                 written.append(plan.to_json(stage / "contacts.json"))
@@ -275,7 +267,7 @@ def run_contacts(args: argparse.Namespace) -> int:
                 written.append(write_oem(stage / orbits_file, satellites, scenario.time.start,
                                          scenario.time.duration_s, oem_step_s, frame=args.oem_frame or "TEME",
                                          fmt=orbits_fmt, polar_motion=load_polar_motion(scenario)))
-            written.append(write_manifest(stage / MANIFEST, written))
+            written.append(MANIFEST.write(stage / MANIFEST.name, written))
         written = [out / p.name for p in written]
     except OSError as exc:
         target = Path(exc.filename2 or exc.filename or out)  # os.replace names the temporary file first
@@ -294,10 +286,8 @@ def run_contacts(args: argparse.Namespace) -> int:
           f"total {format_bytes(s['total_capacity_bytes'])}")
     for p in written:
         print(f"wrote      {p}")
-    for p in removed:
-        print(f"removed    {p} (an earlier run's; not an output of this one)")
-    for p, why in kept:
-        print(f"kept       {p} (not an output of this run; {why})")
+    for line in earlier.lines(removed):
+        print(line)
     return 0
 
 

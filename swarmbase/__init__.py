@@ -4,6 +4,9 @@
 - :mod:`swarmbase.tomlcheck`: reading TOML files and checking their tables,
   with one message style (each package raises its own error type);
 - :mod:`swarmbase.fileio`: the one crash-safe file writer;
+- :mod:`swarmbase.manifest`: the record a command keeps of the outputs it
+  wrote into a folder (size and sha256 of each), so that a later run removes
+  only those it wrote and nobody changed;
 - :mod:`swarmbase.units`: human-readable byte counts;
 - :mod:`swarmbase.cli`: what every command-line entry point does on Ctrl-C
   and on a closed output pipe;

@@ -1,0 +1,110 @@
+"""swarmbase.manifest: the one record of the outputs a command wrote into a folder (fol contacts and fol
+personalize use it; their end-to-end tests are in test_cli_errors.py and test_personalize_cli.py). Here the
+parts the contact tests cannot reach: outputs named by a pattern, and the bounds the writer and reader share."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from swarmbase.fileio import staged_outputs
+from swarmbase.manifest import OutputManifest
+
+
+class _Err(Exception):
+    pass
+
+
+RULE = OutputManifest("demo.manifest.json", "demo", ("table.csv", "part-*.bin"), _Err, max_files=4)
+_SHA = "0" * 64
+
+
+def _manifest(folder: Path, files: dict[str, object]) -> None:
+    (folder / RULE.name).write_text(json.dumps({"format": 1, "files": files}))
+
+
+@pytest.mark.parametrize("name", ["part-/../../notes.bin", "part-/x.bin", "..", "part-\u0000.bin", "/etc/passwd",
+                                  "demo.manifest.json", "part-1.txt"])
+def test_a_name_a_pattern_matches_only_through_a_folder_is_refused_in_one_line(name: str, tmp_path: Path) -> None:
+    """``fnmatch``'s ``*`` matches a '/', so ``part-*.bin`` alone would take ``part-/../../notes.bin``: a
+    manifest naming anything but a plain output name is refused, by the table checker's unknown-key line."""
+    _manifest(tmp_path, {name: {"bytes": 1, "sha256": _SHA}})
+    with pytest.raises(_Err) as info:
+        RULE.read(tmp_path)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(
+        f"{tmp_path / RULE.name}: files: unknown key {name!r} (allowed: part-*.bin, table.csv); it records which "
+        f"files in --out demo wrote: remove it"), message
+
+
+def test_outputs_of_a_pattern_are_removed_only_as_recorded_and_unchanged(tmp_path: Path) -> None:
+    """The previous run's part-1.bin, untouched, goes; its part-2.bin, edited, and the user's part-9.bin stay,
+    each said why; a link or a folder of a part's name is neither; what the run writes is neither."""
+    for name, data in (("table.csv", b"t"), ("part-1.bin", b"one"), ("part-2.bin", b"two")):
+        (tmp_path / name).write_bytes(data)
+    RULE.write(tmp_path / RULE.name, [tmp_path / n for n in ("table.csv", "part-1.bin", "part-2.bin")])
+    (tmp_path / "part-2.bin").write_bytes(b"TWO")  # same size, other bytes
+    (tmp_path / "part-9.bin").write_bytes(b"the user's")
+    (tmp_path / "part-link.bin").symlink_to(tmp_path / "part-9.bin")
+    (tmp_path / "part-dir.bin").mkdir()
+    earlier = RULE.earlier_outputs(tmp_path, ["table.csv", RULE.name], RULE.read(tmp_path))
+    assert earlier.removable == ["part-1.bin"]
+    assert earlier.kept == [(tmp_path / "part-2.bin", "changed since demo wrote it"),
+                            (tmp_path / "part-9.bin", "no demo.manifest.json there says demo wrote it")]
+    removed: list[Path] = []
+    with staged_outputs(tmp_path, replaces=earlier.replaces, removed=removed, removable=earlier.unchanged) as stage:
+        (stage / "table.csv").write_bytes(b"new")
+        RULE.write(stage / RULE.name, [stage / "table.csv"])
+    assert removed == [tmp_path / "part-1.bin"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.manifest.json", "part-2.bin", "part-9.bin",
+                                                         "part-dir.bin", "part-link.bin", "table.csv"]
+    assert earlier.lines(removed) == [
+        f"removed    {tmp_path / 'part-1.bin'} (an earlier run's; not an output of this one)",
+        f"kept       {tmp_path / 'part-2.bin'} (not an output of this run; changed since demo wrote it)",
+        f"kept       {tmp_path / 'part-9.bin'} (not an output of this run; no demo.manifest.json there says demo "
+        f"wrote it)"]
+    assert RULE.read(tmp_path).keys() == {"table.csv"}  # the kept files are nobody's output from now on
+
+
+def test_a_removable_file_edited_before_the_swap_is_kept_and_said_changed(tmp_path: Path) -> None:
+    (tmp_path / "part-1.bin").write_bytes(b"one")
+    RULE.write(tmp_path / RULE.name, [tmp_path / "part-1.bin"])
+    earlier = RULE.earlier_outputs(tmp_path, [RULE.name], RULE.read(tmp_path))
+    assert earlier.removable == ["part-1.bin"] and earlier.kept == []
+    removed: list[Path] = []
+    with staged_outputs(tmp_path, replaces=earlier.replaces, removed=removed, removable=earlier.unchanged) as stage:
+        (tmp_path / "part-1.bin").write_bytes(b"one, edited while the run computed")
+        RULE.write(stage / RULE.name, [])
+    assert removed == [] and (tmp_path / "part-1.bin").read_bytes() == b"one, edited while the run computed"
+    assert earlier.kept == [(tmp_path / "part-1.bin", "changed since demo wrote it")]
+
+
+def test_a_pattern_output_of_glob_characters_is_removed_as_itself_only(tmp_path: Path) -> None:
+    """The names handed to staged_outputs are patterns: a recorded ``part-[1].bin`` is escaped, so the swap
+    does not take ``part-1.bin`` (a file it matches as a pattern) with it."""
+    (tmp_path / "part-[1].bin").write_bytes(b"recorded")
+    (tmp_path / "part-1.bin").write_bytes(b"recorded too")
+    RULE.write(tmp_path / RULE.name, [tmp_path / "part-[1].bin", tmp_path / "part-1.bin"])
+    earlier = RULE.earlier_outputs(tmp_path, [RULE.name], RULE.read(tmp_path))
+    assert earlier.removable == ["part-1.bin", "part-[1].bin"]
+    removed: list[Path] = []
+    with staged_outputs(tmp_path, replaces=earlier.replaces[1:], removed=removed, removable=earlier.unchanged):
+        pass
+    assert removed == [tmp_path / "part-[1].bin"] and (tmp_path / "part-1.bin").exists()
+
+
+def test_the_writer_never_writes_a_manifest_the_reader_refuses(tmp_path: Path) -> None:
+    for i in range(5):
+        (tmp_path / f"part-{i}.bin").write_bytes(b"x")
+    (tmp_path / "notes.txt").write_text("the user's")
+    with pytest.raises(_Err, match=r"notes.txt is not an output of demo; not recorded"):
+        RULE.write(tmp_path / RULE.name, [tmp_path / "notes.txt"])
+    with pytest.raises(_Err, match=r"5 files, more than the 4 a manifest of demo may list"):
+        RULE.write(tmp_path / RULE.name, [tmp_path / f"part-{i}.bin" for i in range(5)])
+    assert not (tmp_path / RULE.name).exists()
+    RULE.write(tmp_path / RULE.name, [tmp_path / f"part-{i}.bin" for i in range(4)])  # max_files: read back
+    assert len(RULE.read(tmp_path)) == 4
+    with pytest.raises(ValueError, match="outputs given as patterns need max_files"):
+        OutputManifest("m.json", "demo", ("part-*.bin",), _Err)
