@@ -2,8 +2,9 @@
 
 Reads the node's model (safe format), its local data and a folder of received
 neighbour models (none for ``--variant local``, which deploys the pretrained
-model and reads no neighbour); writes the personalized model in the safe format and
-``report.json`` to ``--out``, and prints a summary table. The round run is
+model and reads no neighbour); writes the personalized model in the safe format,
+``report.json`` (and a deployed ensemble) to ``--out`` with the manifest of those files
+(:data:`MANIFEST`), and prints a summary table. The round run is
 the one after the ``--model``'s (its card's ``round`` + 1), at most
 ``fol.rounds`` (E): a model of round E or later is refused.
 """
@@ -15,15 +16,27 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
+from fol.errors import ConfigError
 from swarmbase.cli import path_argument, recorded_path, utf8_text
+from swarmbase.manifest import OutputManifest
 from swarmbase.tomlcheck import brief
 
 log = logging.getLogger(__name__)
 
 MODEL_SUFFIX = ".safetensors"
-#: What a deployed ensemble leaves in --out (``fol.personalize.save_ensemble``): an earlier
-#: run's are replaced, or removed by a run that deploys no ensemble.
-ENSEMBLE_FILES = ("ensemble.json", "member-*.safetensors")
+#: Every file a run writes into ``--out`` besides its manifest: the model, the report and, for a deployed
+#: ensemble (:func:`fol.personalize.save_ensemble`), ``ensemble.json`` and one ``member-<i>-<tag>.safetensors``
+#: per member (a fresh ``<tag>`` each run). A run's set replaces the previous run's whole: a regular file of such
+#: a name that the run does not write (the ensemble of an earlier ``fol-an`` run) is removed in the same swap
+#: when the previous run's manifest lists it and it is unchanged; one no manifest vouches for (the user's own,
+#: an output of a version before the manifest, one edited since) is kept and said so.
+OUTPUT_FILES = ("model.safetensors", "report.json", "ensemble.json", "member-*.safetensors")
+#: The most ensemble members a run writes: the next run reads its manifest, which lists each (about 140 bytes
+#: apiece), in at most 256 KiB.
+MAX_MEMBERS = 1024
+#: The record of the files a run wrote into ``--out``, each one's size and sha256 (:mod:`swarmbase.manifest`).
+MANIFEST = OutputManifest("personalize.manifest.json", "fol personalize", OUTPUT_FILES, ConfigError,
+                          max_bytes=256 * 1024, max_files=MAX_MEMBERS + 3)
 #: Most skipped files (with their reasons) the "no usable neighbour model" error names (the warnings name each),
 #: and the characters of each name (its last :data:`SHOWN_NAME_END` kept) and reason there: the line stays within
 #: about SHOWN_REASONS * (SHOWN_NAME_CHARS + SHOWN_REASON_CHARS + 4) characters and the --neighbors folder.
@@ -43,7 +56,10 @@ def add_personalize_parser(sub: argparse._SubParsersAction) -> None:
     add_node_data_arguments(p)
     p.add_argument("--neighbors", "--neighbours", dest="neighbors", type=path_argument, default=None,
                    help="folder of received neighbour models (required, except by --variant local, which reads none)")
-    p.add_argument("--out", type=path_argument, required=True, help="output folder (model, report.json)")
+    p.add_argument("--out", type=path_argument, required=True,
+                   help="output folder (model.safetensors, report.json; a deployed ensemble's ensemble.json and "
+                        "member-*.safetensors); the previous run's outputs this run does not write are removed, "
+                        f"unless changed since: {MANIFEST.name} records them")
     p.add_argument("--variant", default="fol", choices=ALL_VARIANTS, help="what to deploy (default: %(default)s)")
     p.add_argument("--top-k", type=int, default=None, help="ensemble size K (overrides the config)")
     p.add_argument("--config", type=path_argument, default=None, help="TOML file with a [fol] table of hyperparameters")
@@ -139,28 +155,31 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
     return received, skipped
 
 
-def _replaced_output(out: Path, model: Path) -> str | None:
+def _replaced_output(out: Path, model: Path, writes: list[str], record: dict[str, Any] | None) -> str | None:
     """The name of the file of ``out`` that ``model`` is (itself, a link or a hard link)
-    among those a run replaces or removes there (``model.safetensors``, an ensemble's
-    members), or None."""
+    among those a run replaces or removes there: one it ``writes`` (``model.safetensors``),
+    or an earlier output the previous run's manifest (``record``) lists unchanged (a member
+    of its ensemble); else None. Only the file that is the model is compared with the record."""
     import os
 
     if not (out.is_dir() and model.is_file()):
         return None
-    for pattern in ("model.safetensors", *ENSEMBLE_FILES):
-        for path in out.glob(pattern):
+    for pattern in OUTPUT_FILES:
+        for path in sorted(out.glob(pattern)):
             try:
-                if path.is_file() and os.path.samefile(path, model):
-                    return path.name
+                same = path.is_file() and os.path.samefile(path, model)
             except OSError:  # vanished or unreadable: not the model
                 continue
+            entry = None if record is None else record.get(path.name)
+            if same and (path.name in writes or (entry is not None and entry.matches(path))):
+                return path.name
     return None
 
 
 def run_personalize(args: argparse.Namespace) -> int:
     from fol.checkpoint import DEFAULT_MAX_BYTES, ModelCard, load_model, model_to_bytes
     from fol.config import FOLConfig
-    from fol.errors import ConfigError, DataError
+    from fol.errors import DataError
     from fol.nodedata import (SPLIT_SEED_KEY, load_node_data, parse_node_data, pretraining_spec,
                               recorded_split_rule, split_fields)
     from fol.fileio import atomic_write_bytes, check_input_dir, check_output_dir, check_output_file, staged_outputs, write_json_atomic
@@ -174,16 +193,25 @@ def run_personalize(args: argparse.Namespace) -> int:
     cfg.for_one_round_per_call(str(args.config) if args.config else "fol personalize")
     if args.max_bytes is not None and args.max_bytes < 1:
         raise ConfigError(f"--max-bytes {args.max_bytes}: expected a positive number of bytes")
+    ensemble_variant = args.variant in ("fol-a", "fol-an")
+    members = min(cfg.top_k, cfg.max_neighbours + 1)  # the own model and at most Q neighbours compete
+    if ensemble_variant and members > MAX_MEMBERS:  # said now, not once the round is trained
+        where = f"--top-k {args.top_k}" if args.top_k is not None else f"{args.config}: fol.top_k = {cfg.top_k}"
+        raise ConfigError(f"{where}: an ensemble of up to {members} members (fol.max_neighbours = "
+                          f"{cfg.max_neighbours}, and the own model); fol personalize writes at most {MAX_MEMBERS}, "
+                          f"each listed in --out's {MANIFEST.name}")
     # what the new model's card records as typed (a card is UTF-8 text): --data, read back by the next round's
     # check of the shard, and --model's file name; a path of bytes that are not UTF-8 is refused before any work
     recorded_path(args.data, "--data", ConfigError, "the model card records the spec as UTF-8 text")
     recorded_path(args.model, "--model", ConfigError, "the new model's card records it as UTF-8 text "
                                                       "(personalized_from)", name_only=True)
     out = check_output_dir(args.out, ConfigError, what="--out")  # before the round, not after it
-    if out.is_dir():  # the files the round writes there: not folders
-        names = ["model.safetensors", "report.json"] + (["ensemble.json"] if args.variant in ("fol-a", "fol-an") else [])
-        for name in names:
+    writes = ["model.safetensors", "report.json", MANIFEST.name] + (["ensemble.json"] if ensemble_variant else [])
+    record = None  # the previous run's manifest: which files in --out it wrote
+    if out.is_dir():  # the files the round writes there: not folders; the manifest, read as untrusted input
+        for name in writes:
             check_output_file(out / name, ConfigError, "--out")
+        record = MANIFEST.read(out)
     if args.neighbors is None and args.variant != "local":
         raise ConfigError(f"--neighbors: required by --variant {args.variant} (the folder of received neighbour "
                           f"models); only --variant local reads none")
@@ -195,7 +223,7 @@ def run_personalize(args: argparse.Namespace) -> int:
     if neighbours is not None and out.is_dir() and out.samefile(neighbours):  # a symlink or "x/." is the same folder
         raise ConfigError(f"--out {out}: is the --neighbors folder; the round's outputs (its model, its ensemble "
                           f"members) would be read as neighbour models by the next run; give --out another folder")
-    replaced = _replaced_output(out, Path(args.model))
+    replaced = _replaced_output(out, Path(args.model), writes, record)
     if replaced is not None:  # the round's outputs would take the place of its input
         raise ConfigError(f"--model {args.model}: is {replaced} in --out {out}, which this run replaces or removes; "
                           f"copy it elsewhere or give another --out")
@@ -250,7 +278,7 @@ def run_personalize(args: argparse.Namespace) -> int:
                "data": trained_on if earlier is not None else args.data, SPLIT_SEED_KEY: rule},
     )
     files = {"model": "model.safetensors"}
-    with_ensemble = args.variant in ("fol-a", "fol-an") and not report.kept_local
+    with_ensemble = ensemble_variant and not report.kept_local
     if with_ensemble:
         files["ensemble"] = "ensemble.json"
     full = {
@@ -258,18 +286,22 @@ def run_personalize(args: argparse.Namespace) -> int:
         "skipped_files": skipped, "outputs": files, **report.to_dict(),
     }
     data = model_to_bytes(state.current_model, card, source=str(out / files["model"]))  # checked as loaded
-    # The whole set goes to a staging folder inside --out and is swapped in together, taking
-    # with it an earlier run's ensemble this run does not replace: an error or Ctrl-C while
-    # writing leaves --out with its previous outputs.
+    # The whole set goes to a staging folder inside --out and is swapped in together, taking with it
+    # the previous run's outputs this run does not write (an ensemble) that its manifest lists unchanged,
+    # asked again at the swap: an error or Ctrl-C while writing leaves --out with its previous outputs.
+    earlier = MANIFEST.earlier_outputs(out, [*files.values(), "report.json", MANIFEST.name], record)
+    removed: list[Path] = []  # what the swap removed
     writing: str | None = files["model"]  # the output being written, for the error
     try:
-        with staged_outputs(out, replaces=ENSEMBLE_FILES) as stage:
+        with staged_outputs(out, replaces=earlier.replaces, removed=removed, removable=earlier.unchanged) as stage:
             atomic_write_bytes(stage / files["model"], data)
             writing = "report.json"
             write_json_atomic(stage / "report.json", full)
             if with_ensemble:
                 writing = "ensemble.json"
                 save_ensemble(stage, state, report, received)
+            writing = MANIFEST.name
+            MANIFEST.write(stage / MANIFEST.name, sorted(stage.iterdir()))  # the set: nothing else is staged
             writing = None
     except OSError as exc:
         if writing is None:  # the swap: os.replace names the staged file, then its target
@@ -278,6 +310,8 @@ def run_personalize(args: argparse.Namespace) -> int:
     print(format_summary(full))
     print(f"\nwrote {out / files['model']}" + (f" and {out / 'ensemble.json'}" if "ensemble" in files else "")
           + f"; report: {out / 'report.json'}")
+    for line in earlier.lines(removed):
+        print(line)
     return 0
 
 

@@ -648,7 +648,8 @@ def test_ctrl_c_after_the_ensemble_is_written_keeps_the_previous_outputs(swarm_f
 def test_a_round_without_ensemble_removes_the_previous_rounds_ensemble(swarm_files: Path, tmp_path: Path) -> None:
     """A --variant fol run into the --out of an earlier fol-an run left that run's
     ensemble.json and member files beside the new model and report (a stale ensemble
-    that no longer matches the model). Now they go with the swap; other files stay."""
+    that no longer matches the model). Now they go with the swap (that run's manifest
+    lists them, unchanged); other files stay."""
     neighbours = tmp_path / "received"
     neighbours.mkdir()
     shutil.copy(swarm_files / "node2.safetensors", neighbours)
@@ -657,8 +658,178 @@ def test_a_round_without_ensemble_removes_the_previous_rounds_ensemble(swarm_fil
     assert (out / "ensemble.json").exists() and list(out.glob("member-*.safetensors"))
     (out / "notes.txt").write_text("the user's own file")
     assert _personalize(swarm_files, neighbours, out, "--variant", "fol") == 0
-    assert sorted(p.name for p in out.iterdir()) == ["model.safetensors", "notes.txt", "report.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["model.safetensors", "notes.txt", "personalize.manifest.json",
+                                                     "report.json"]
     assert json.loads((out / "report.json").read_text())["outputs"] == {"model": "model.safetensors"}
+
+
+def _local(root: Path, out: Path, *extra: str) -> int:
+    """A round of --variant local: no neighbour, no training (the cheap run that writes no ensemble)."""
+    return main(["personalize", "--model", str(root / "node0.safetensors"), "--data", DATA.format(k=0),
+                 "--variant", "local", "--out", str(out), "--config", str(root / "fol.toml"), *extra])
+
+
+def _said(printed: str, word: str) -> list[str]:
+    return [line for line in printed.splitlines() if line.startswith(f"{word} ")]
+
+
+def test_the_users_own_ensemble_files_in_out_survive_a_run_that_does_not_write_them(
+        swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run that deploys no ensemble removed every ensemble.json and member-*.safetensors in --out,
+    the user's own too (--out . in a folder of ensembles). Now only the files the previous run's manifest
+    lists, unchanged, are removed: the user's are kept byte for byte and named in a "kept" line, in a
+    folder with no manifest (a first run) and in one whose manifest does not list them."""
+    out = tmp_path / "out"
+    out.mkdir()
+    mine = {"member-9.safetensors": b"the user's own member", "ensemble.json": b'{"the": "user\'s own"}'}
+    for name, data in mine.items():
+        (out / name).write_bytes(data)
+    for run in range(2):  # a first run, then one after it (its manifest lists neither)
+        capsys.readouterr()
+        assert _local(swarm_files, out) == 0
+        printed = capsys.readouterr().out
+        assert {name: (out / name).read_bytes() for name in mine} == mine
+        why = "no personalize.manifest.json there says fol personalize wrote it"
+        assert _said(printed, "kept") == [f"kept       {out / name} (not an output of this run; {why})"
+                                          for name in ("ensemble.json", "member-9.safetensors")], printed
+        assert _said(printed, "removed") == []
+        assert sorted(p.name for p in out.iterdir()) == ["ensemble.json", "member-9.safetensors", "model.safetensors",
+                                                         "personalize.manifest.json", "report.json"]
+        assert json.loads((out / "personalize.manifest.json").read_text())["files"].keys() == {"model.safetensors",
+                                                                                             "report.json"}
+
+
+def test_an_earlier_runs_members_are_removed_when_untouched_and_kept_when_edited(
+        swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A fol-an run writes its members and ensemble.json and lists them, with their sizes and sha256, in
+    personalize.manifest.json. The next run that writes fewer members (none: --variant local) removes
+    the listed ones it finds unchanged, each in a "removed" line, and keeps one edited since (a "kept"
+    line: changed since); from then on that one is the user's, listed by no manifest."""
+    neighbours = tmp_path / "received"
+    neighbours.mkdir()
+    shutil.copy(swarm_files / "node2.safetensors", neighbours)
+    out = tmp_path / "out"
+    assert _personalize(swarm_files, neighbours, out, "--variant", "fol-an", "--top-k", "2") == 0
+    members = sorted(p.name for p in out.glob("member-*.safetensors"))
+    assert len(members) == 2
+    listed = json.loads((out / "personalize.manifest.json").read_text())["files"]
+    assert listed.keys() == {"model.safetensors", "report.json", "ensemble.json", *members}
+    assert listed[members[0]]["bytes"] == (out / members[0]).stat().st_size
+    edited, untouched = members
+    with (out / edited).open("ab") as fh:
+        fh.write(b"\0")  # one byte more: the user's now
+    kept_bytes = (out / edited).read_bytes()
+    capsys.readouterr()
+    assert _local(swarm_files, out) == 0
+    printed = capsys.readouterr().out
+    assert sorted(_said(printed, "removed")) == sorted(
+        f"removed    {out / name} (an earlier run's; not an output of this one)" for name in ("ensemble.json", untouched))
+    assert _said(printed, "kept") == [
+        f"kept       {out / edited} (not an output of this run; changed since fol personalize wrote it)"]
+    assert sorted(p.name for p in out.iterdir()) == sorted([edited, "model.safetensors", "personalize.manifest.json",
+                                                            "report.json"])
+    assert (out / edited).read_bytes() == kept_bytes
+    assert json.loads((out / "personalize.manifest.json").read_text())["files"].keys() == {"model.safetensors",
+                                                                                         "report.json"}
+
+
+def test_a_member_no_manifest_lists_is_read_as_model_not_refused_and_kept(swarm_files: Path, tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """--model out/member-...safetensors was refused as a file the run removes whatever its origin; a run
+    removes only the members the previous run's manifest lists, so the user's own member file (here a copy
+    of the node's model, no manifest) is a model like any other: read, and kept."""
+    out = tmp_path / "out"
+    out.mkdir()
+    mine = out / "member-0-00000000.safetensors"
+    shutil.copy(swarm_files / "node0.safetensors", mine)
+    capsys.readouterr()
+    assert main(["personalize", "--model", str(mine), "--data", DATA.format(k=0), "--variant", "local",
+                 "--out", str(out), "--config", str(swarm_files / "fol.toml")]) == 0
+    assert _said(capsys.readouterr().out, "kept") == [
+        f"kept       {mine} (not an output of this run; no personalize.manifest.json there says fol personalize "
+        f"wrote it)"]
+    assert mine.read_bytes() == (swarm_files / "node0.safetensors").read_bytes()
+    assert read_card(out / "model.safetensors").extra["personalized_from"] == mine.name
+
+
+_SHA = "0" * 64
+
+
+@pytest.mark.parametrize("text, problem", [
+    (b"garbage", "not a manifest of fol personalize (Expecting value: line 1 column 1 (char 0))"),
+    (b" " * (256 * 1024 + 1), f"{256 * 1024 + 1} bytes; a manifest of fol personalize may have at most {256 * 1024}"),
+    (b'{"format": 1, "files": {}, "more": 1}', "top level: unknown key 'more' (allowed: files, format)"),
+    (f'{{"format": 1, "files": {{"member-/../../notes.safetensors": {{"bytes": 10, "sha256": "{_SHA}"}}}}}}'.encode(),
+     "files: unknown key 'member-/../../notes.safetensors' (allowed: ensemble.json, member-*.safetensors, "
+     "model.safetensors, report.json)"),
+    (b'{"format": 1, "files": {"ensemble.json": {"bytes": 1, "sha256": "ABC"}}}',
+     "files.ensemble.json.sha256: expected 64 lowercase hex digits, got 'ABC'"),
+], ids=["not-json", "oversized", "other-key", "a-path", "bad-sha256"])
+def test_a_garbage_manifest_is_one_line_before_any_work_and_nothing_is_removed_or_written(
+        text: bytes, problem: str, swarm_files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The manifest in --out decides what a run may remove, so it is read as untrusted input before the
+    model or the data: one that is not one fol personalize writes is one line naming it, status 2, and
+    --out (the earlier outputs, the user's notes beside it, the manifest) stays byte for byte."""
+    import fol.checkpoint
+
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("model.safetensors", "report.json", "ensemble.json", "member-0-00000000.safetensors"):
+        (out / name).write_bytes(f"an earlier {name}".encode())
+    (tmp_path / "notes.safetensors").write_text("the user's")
+    (out / "personalize.manifest.json").write_bytes(text)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    monkeypatch.setattr(fol.checkpoint, "load_model", lambda *a, **k: pytest.fail("read before the manifest"))
+    assert _local(swarm_files, out) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    manifest = out / "personalize.manifest.json"
+    assert len(err) == 1 and err[0].startswith(f"fol personalize: error: {manifest}: {problem}"), err
+    assert err[0].endswith("; it records which files in --out fol personalize wrote: remove it (the files it "
+                           "lists are then kept) or give another --out"), err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert (tmp_path / "notes.safetensors").read_text() == "the user's"
+
+
+def test_the_manifest_of_the_largest_ensemble_written_is_one_the_next_run_reads(tmp_path: Path) -> None:
+    """The manifest lists every member: the most a run writes (MAX_MEMBERS, at the longest member-<i>-<tag>
+    names and sizes of a terabyte) plus the model, the report and ensemble.json fit the limits its reader
+    has, so no run writes a manifest the next one refuses."""
+    from fol.personalize_cli import MANIFEST, MAX_MEMBERS
+
+    names = ["model.safetensors", "report.json", "ensemble.json",
+             *(f"member-{i}-ffffffff.safetensors" for i in range(MAX_MEMBERS))]
+    for name in names:
+        (tmp_path / name).write_bytes(b"x")
+    MANIFEST.write(tmp_path / MANIFEST.name, [tmp_path / name for name in names])
+    manifest = tmp_path / MANIFEST.name
+    text = manifest.read_text().replace('"bytes": 1,', f'"bytes": {10 ** 12},')
+    manifest.write_text(text)
+    assert len(text.encode()) <= MANIFEST.max_bytes
+    assert len(MANIFEST.read(tmp_path)) == MAX_MEMBERS + 3
+
+
+def test_an_ensemble_larger_than_a_manifest_lists_is_refused_before_the_round(
+        swarm_files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--top-k beyond MAX_MEMBERS with as many neighbours allowed would train, then fail to record its
+    members: said in one line before the model is read; a larger --top-k with the default Q is fine."""
+    import fol.checkpoint
+    from fol.personalize_cli import MAX_MEMBERS
+
+    config = tmp_path / "fol.toml"
+    config.write_text(FAST + f"max_neighbours = {MAX_MEMBERS}\n")
+    monkeypatch.setattr(fol.checkpoint, "load_model", lambda *a, **k: pytest.fail("read before the check"))
+    received = tmp_path / "received"
+    received.mkdir()
+    argv = ["personalize", "--model", str(swarm_files / "node0.safetensors"), "--data", DATA.format(k=0),
+            "--neighbors", str(received), "--out", str(tmp_path / "out"), "--variant", "fol-an",
+            "--top-k", str(MAX_MEMBERS + 1), "--config", str(config)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fol personalize: error: --top-k {MAX_MEMBERS + 1}: an ensemble of up to {MAX_MEMBERS + 1} "
+                   f"members (fol.max_neighbours = {MAX_MEMBERS}, and the own model); fol personalize writes at "
+                   f"most {MAX_MEMBERS}, each listed in --out's personalize.manifest.json"], err
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("kind", ["missing", "file"])
