@@ -299,6 +299,15 @@ class Ephemeris:
                                  f"({self.spans_text(name)}); no ephemeris from "
                                  f"{reach.replace(tzinfo=None).isoformat()}Z")
 
+    def check_polar_motion_covers(self, start: _dt.datetime | str, duration_s: float, field: str) -> None:
+        """Refuse, in one :class:`OrbitError` line naming ``field`` (:meth:`orbits.iers.PolarMotion.check_covers`),
+        a period ``start .. start + duration_s`` that :attr:`polar_motion` does not cover while the file holds ITRF
+        states: :meth:`states_teme_km` turns them with it at every time asked for (it refuses one outside, after
+        whatever ran before), so a caller about to ask for states over the period checks it first. Nothing to check
+        without polar motion (Skyfield's ITRS alone) or without ITRF states."""
+        if self.polar_motion is not None and any(s.ref_frame in ITRF_FRAMES for s in self.segments):
+            self.polar_motion.check_covers(start, duration_s, field)
+
 
 def _iso(epoch0: _dt.datetime, seconds: float) -> str:
     return (epoch0 + _dt.timedelta(seconds=seconds)).replace(tzinfo=None).isoformat() + "Z"

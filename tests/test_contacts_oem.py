@@ -750,3 +750,93 @@ def test_ground_stations_are_turned_with_the_polar_motion_too(tmp_path: Path) ->
         assert np.array_equal(getattr(a, key)[~station], getattr(b, key)[~station])
         shift = np.abs(getattr(a, key) - getattr(b, key))[station]
         assert 1e-4 < shift.max() < 1e-2, shift  # s
+
+
+def _itrf_oem_scenario(tmp_path: Path, finals_days: range, start: str, duration_s: float, oem_hours: float) -> Path:
+    """examples/leo_oem.toml in tmp_path, from ``start`` over ``duration_s``, on an ITRF OEM of its element sets
+    (written from 0 h UTC of ``start``'s day for ``oem_hours``, without polar motion: its numbers do not matter
+    here), with ``[time] iers_finals`` the pole of tests/_iers.py on the September 2008 days ``finals_days``."""
+    from _iers import POLE, finals_text
+    from orbits import write_oem
+
+    day = dt.datetime.fromisoformat(start.replace("Z", "+00:00")).replace(hour=0, minute=0)
+    oem = write_oem(tmp_path / "itrf.oem", read_tle(EXAMPLES / "leo_oem.tle"), day, oem_hours * 3600.0, 60.0,
+                    frame="ITRF")
+    (tmp_path / "finals2000A.all").write_text(finals_text({d: p for d, p in POLE.items() if d.day in finals_days}))
+    text = EXAMPLE.read_text().replace('oem_file = "leo_oem.oem"', f'oem_file = "{oem}"')
+    text = re.sub(r'^start = "[^"]*"', f'start = "{start}"', text, count=1, flags=re.M)
+    text = re.sub(r"^duration_s = .*$", f"duration_s = {duration_s}", text, count=1, flags=re.M)
+    scn = tmp_path / "s.toml"
+    scn.write_text(text.replace("step_s = 60.0\n", 'step_s = 60.0\niers_finals = "finals2000A.all"\n', 1))
+    return scn
+
+
+@pytest.mark.parametrize("check", [["--check"], []], ids=["check", "run"])
+def test_an_acquisition_period_past_the_iers_finals_is_refused_with_itrf_states_before_the_search(
+        check: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """An OEM's ITRF states are turned into TEME with [time] iers_finals, and the orbit partition's ground tracks
+    take them over data.acquisition_s, which may pass the horizon: the finals file must cover that period too.
+    Before, only the horizon was checked against the file: --check passed, and the run failed in the partition
+    (after the check, before the window search) on "ITRF states: ... gives polar motion for ...", naming neither
+    the scenario nor a field. The period ending on the file's last day passes."""
+    from fol.cli import main
+
+    learning = '[scenario]\nname = "oem"\nseeds = [0]\n' + LEARNING.replace("acquisition_s = 20000.0",
+                                                                            "acquisition_s = 45000.0")
+    scn = _itrf_oem_scenario(tmp_path, range(19, 22), "2008-09-20T12:30:00Z", 10800.0, 26.0)
+    scn.write_text(learning + scn.read_text())
+    monkeypatch.setattr("fol.simulation.runner.build_trajectories", lambda *a, **k: pytest.fail("searched"))
+    assert main(["simulate", str(scn), *check, "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"fol simulate: error: {scn}: data.acquisition_s (ITRF states of constellation.oem_file, turned with "
+        f"time.iers_finals): {tmp_path / 'finals2000A.all'} gives polar motion for "
+        "2008-09-19T00:00:00Z..2008-09-21T00:00:00Z, not for 2008-09-20T12:30:00Z..2008-09-21T01:00:00Z; expected "
+        "an IERS finals file covering those times (finals2000A.all from the IERS Rapid Service reaches a year ahead)"]
+    assert not (tmp_path / "out").exists()
+    scn.write_text(scn.read_text().replace("acquisition_s = 45000.0", "acquisition_s = 41400.0"))  # to 09-21 0 h
+    assert main(["simulate", str(scn), "--check", "--out", str(tmp_path / "out")]) == 0
+    assert ": OK — 3 learning nodes" in capsys.readouterr().out
+
+
+def test_nothing_of_fol_contacts_or_the_batteries_turns_earth_fixed_positions_past_the_horizon(tmp_path: Path) -> None:
+    """The finals file is checked to cover the horizon only: whatever turns positions with it (the ITRF states of
+    the OEM for the window search and the eclipses of [energy], the ground stations, the CZML, the ITRF export)
+    stays inside the horizon, so a file whose first and last days are the horizon's ends is enough for all of it."""
+    scn = _itrf_oem_scenario(tmp_path, range(20, 22), "2008-09-20T00:00:00Z", 86400.0, 24.0)
+    out = tmp_path / "out"
+    assert contacts_main(["contacts", str(scn), "--no-plot", "--czml", "--export-orbits", "oem", "--oem-frame",
+                          "ITRF", "--out", str(out)]) == 0
+    assert {"contacts.czml", "orbits.oem"} <= {p.name for p in out.iterdir()}
+    scenario = parse_contact_scenario(tomllib.loads(scn.read_text()), tmp_path, scn)
+    eph = build_constellation(scenario)
+    assert eph.polar_motion is not None and {s.ref_frame for s in eph.segments} == {"ITRF"}
+    batteries = build_batteries(scenario, plan_from_trajectories(build_trajectories(scenario, eph), scenario))
+    assert sorted(batteries) == [0, 1, 2] and all(b.eclipses for b in batteries.values())  # a day: eclipses each
+
+
+# measured (the element sets of examples/leo_oem.tle over 3 h from 2008-09-20 12:30, the pole of tests/_iers.py,
+# 100,000 images spread evenly over the globe): of the 9,480 that 400 km swaths cover, the file changes the satellite
+# of 1 ("first"; none with "uniform"), halving the coverage step that of 309
+def test_the_orbit_partition_stays_without_the_iers_finals_as_it_moves_the_swaths_far_less_than_their_sampling(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The swaths are sampled every max(1, swath_km / 16) s, kilometres of ground track apart; the polar motion of a
+    finals file moves the sub-satellite points by metres. Turned with it, the partition would give at most 2 images
+    another satellite; halving the coverage step, a sampling as valid, gives a hundred times as many another. So
+    the partition stays on Skyfield's ITRS without the file, as docs/formats.md says."""
+    import fol.simulation.partition as partition
+    from _iers import finals_text
+    from orbits.iers import read_iers_finals
+
+    (tmp_path / "finals2000A.all").write_text(finals_text())
+    pm = read_iers_finals(tmp_path / "finals2000A.all")
+    sats = read_tle(EXAMPLES / "leo_oem.tle")
+    start = dt.datetime(2008, 9, 20, 12, 30, tzinfo=dt.timezone.utc)
+    rng = np.random.default_rng(0)
+    lat, lon = np.degrees(np.arcsin(rng.uniform(-1.0, 1.0, 100_000))), rng.uniform(-180.0, 180.0, 100_000)
+    swath_km, step_s = 400.0, partition.coverage_step_s(400.0)
+    plain = partition.orbit_assignment(lat, lon, sats, start, 10800.0, swath_km, rule="first")
+    halved = partition.orbit_assignment(lat, lon, sats, start, 10800.0, swath_km, rule="first", step_s=step_s / 2)
+    monkeypatch.setattr(partition, "ground_track", lambda *a, **k: ground_track(*a, **k, polar_motion=pm))
+    turned = partition.orbit_assignment(lat, lon, sats, start, 10800.0, swath_km, rule="first")
+    by_pole, by_step = int((turned != plain).sum()), int((halved != plain).sum())
+    assert 9000 < (plain >= 0).sum() < 10000 and by_pole <= 2 and by_step >= 100 * max(by_pole, 1), (by_pole, by_step)
