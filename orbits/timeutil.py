@@ -139,9 +139,22 @@ def satrec_epoch(sat) -> _dt.datetime:
     >>> sat = circular_satrec(1, parse_utc("2060-05-01T06:00:00Z"), 550.0, 53.0, 0.0, 0.0)
     >>> satrec_epoch(sat).isoformat()
     '2060-05-01T06:00:00+00:00'
+
+    The record keeps its epoch as one float count of days (``Satrec.sgp4init``), a step of about 40 us
+    in the year 9999: an epoch in the last microseconds of 9999-12-31 comes back past the last instant
+    a ``datetime`` holds, and is given as that instant (an epoch in the first ones of the year 1, as
+    its first).
+
+    >>> late = circular_satrec(1, parse_utc("9999-12-31T23:59:59.999999Z"), 550.0, 53.0, 0.0, 0.0)
+    >>> satrec_epoch(late).isoformat()
+    '9999-12-31T23:59:59.999999+00:00'
     """
     days = (sat.jdsatepoch - SGP4_EPOCH_ORIGIN_JD) + sat.jdsatepochF
-    return _SGP4_ORIGIN + _dt.timedelta(days=days)
+    try:
+        return _SGP4_ORIGIN + _dt.timedelta(days=days)
+    except OverflowError:  # rounded past the calendar's end (or start): its last (first) instant
+        edge = _dt.datetime.max if days > 0 else _dt.datetime.min
+        return edge.replace(tzinfo=_dt.timezone.utc)
 
 
 def skyfield_times(start: _dt.datetime, offsets_s, ts=None):

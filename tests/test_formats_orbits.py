@@ -508,6 +508,26 @@ def test_an_omm_epoch_whose_offset_leaves_the_calendar_is_refused(epoch: str) ->
         parse_omm_text(json.dumps([{**RECORD, "EPOCH": epoch}]), "json", "gp.json")
 
 
+def test_an_epoch_in_the_last_microsecond_of_9999_is_exported_and_refused_as_tle_in_one_line(tmp_path: Path,
+                                                                                           capsys) -> None:
+    """The record keeps its epoch as a float count of days (40 us a step in 9999): 9999-12-31T23:59:59.999999
+    came back past the calendar's end, and OMM export and the TLE check of --export-orbits tle (with --check
+    too) ended in an OverflowError traceback."""
+    last = "9999-12-31T23:59:59.999999"
+    c = parse_omm_text(json.dumps([{**RECORD, "EPOCH": last, "NORAD_CAT_ID": 25544}]), "json", "gp.json")
+    assert satrec_epoch(c.satrecs[0]) == dt.datetime.max.replace(tzinfo=dt.timezone.utc)
+    assert json.loads(format_omm(c, "json"))[0]["EPOCH"] == last
+    with pytest.raises(OrbitError, match=r"^satellite NEWSAT 1: epoch 9999-12-31T23:59:59Z has no TLE form"):
+        format_tle(c)
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(f'[constellation]\nkind = "walker-delta"\ntotal = 2\nplanes = 1\naltitude_km = 550.0\n'
+                        f'inclination_deg = 53.0\nepoch = "{last}Z"\n[time]\nstart = "9999-12-31T23:00:00Z"\n'
+                        'duration_s = 3000.0\n[link]\nmax_range_km = 3000.0\n')
+    assert contacts_main(["contacts", str(scenario), "--check", "--export-orbits", "tle"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "epoch 9999-12-31T23:59:59Z has no TLE form" in err
+
+
 def test_tle_export_wraps_a_six_digit_revolution_count() -> None:
     """An OMM REV_AT_EPOCH of 123456 made the exported TLE's line 2 70 characters long (no reader,
     ours included, takes it back); a TLE's five-digit counter rolls over, so 23456 is written."""
