@@ -329,6 +329,7 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
             raise ContactError("ground_stations: only supported with a [constellation]")
         if not isinstance(gs, list):
             raise ContactError("ground_stations: expected an array of tables [[ground_stations]]")
+        first: dict[str, int] = {}  # each name's station: a dict, as a scenario may list tens of thousands
         for i, entry in enumerate(gs):
             st = _Table(entry, f"ground_stations[{i}]", _STATION_KEYS, src)
             lat = st.num("lat_deg", required=True)
@@ -342,8 +343,8 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
                 raise ContactError(f"ground_stations[{i}].name: expected a name with single spaces between words "
                                    f"(no leading, trailing or other whitespace), got {shown(name)}")
             check_name_length(name, f"ground_stations[{i}].name", ContactError)
-            twin = next((j for j, s in enumerate(stations) if s.name == name), None)
-            if twin is not None:
+            twin = first.setdefault(name, i)
+            if twin != i:
                 raise ContactError(f"ground_stations[{i}].name: {shown(name)} is already the name of "
                                    f"ground_stations[{twin}]; node names must be unique")
             stations.append(GroundStation(name, lat, lon, st.num("elevation_m", 0.0, minimum=-1000.0, maximum=10000.0)))
