@@ -91,6 +91,7 @@ from orbits import (Constellation, Ephemeris, OrbitError, check_walker, orbital_
 from orbits.iers import PolarMotion, read_iers_finals
 from orbits.sunlight import check_sunlight_span, check_sunlight_steps, eclipse_intervals, ephemeris
 from swarmbase.tomlcheck import Table, check_name_length, is_finite_number, read_toml, shown
+from swarmbase.units import format_count
 
 from .drones import MAX_DRONES, MAX_LOCAL_KM, Waypoints, drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
 from .dtn import header_name_ok, read_plan
@@ -430,13 +431,14 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
                 f"rounds.count: {rounds.count} does not match {len(b) - 1} rounds in boundaries_s")
         rounds.boundaries_s = [float(x) for x in b]
     elif rounds.duration_s is not None:
-        n = rounds.count or int(np.floor(time.duration_s / rounds.duration_s + 1e-9))
+        fit = np.floor(time.duration_s / rounds.duration_s + 1e-9)  # a float: 1e308 / 1e-10 s is no integer
+        if rounds.count is None and fit > MAX_ROUNDS:
+            raise ContactError(f"rounds.duration_s: {rounds.duration_s} s makes {format_count(fit)} rounds of "
+                               f"time.duration_s, expected at most {MAX_ROUNDS:,}")
+        n = rounds.count or int(fit)
         if n < 1 or n * rounds.duration_s > time.duration_s + 1e-6:
             raise ContactError(
                 f"rounds: {n} rounds of {rounds.duration_s} s exceed time.duration_s ({time.duration_s} s)")
-        if n > MAX_ROUNDS:
-            raise ContactError(f"rounds.duration_s: {rounds.duration_s} s makes {n:,} rounds of "
-                               f"time.duration_s, expected at most {MAX_ROUNDS:,}")
         rounds.count = n
 
     energy, sunlight_step_s = None, 60.0

@@ -23,6 +23,7 @@ from orbits import Constellation, Ephemeris, OrbitError, ground_points_itrs, itr
 from orbits.constants import EARTH_ROTATION_RAD_S
 from orbits.iers import PolarMotion
 from orbits.propagation import propagate_offsets
+from swarmbase.units import format_count
 
 from .errors import ContactError
 
@@ -105,9 +106,10 @@ def check_trajectory_size(n_times: float, n_nodes: int, waypoint_times: float = 
         turns = waypoint_times > n_times / 2
         field, fix = (("time.duration_s", "shorten time.duration_s (every waypoint time is a sample)") if turns
                       else ("time.step_s", "raise time.step_s or shorten time.duration_s"))
-        raise ContactError(
-            f"{field}: {float(n_times):,.0f} time samples x {max(int(n_nodes), 1):,} node(s) would need "
-            f"{need / 2**30:,.1f} GiB of trajectories (limit {MAX_TRAJECTORY_BYTES / 2**30:.0f} GiB); {fix}")
+        gib = float(n_times) / 2**30 * max(int(n_nodes), 1) * TRAJECTORY_BYTES_PER_SAMPLE  # finite where need is not
+        raise ContactError(  # a horizon of 1e308 s makes 1e305 waypoint times: counted in powers of ten
+            f"{field}: {format_count(float(n_times))} time samples x {max(int(n_nodes), 1):,} node(s) would need "
+            f"{format_count(gib, 1)} GiB of trajectories (limit {MAX_TRAJECTORY_BYTES / 2**30:.0f} GiB); {fix}")
 
 
 def time_grid(duration_s: float, step_s: float) -> np.ndarray:

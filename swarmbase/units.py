@@ -4,11 +4,13 @@
 ('0 B', '189.7 kB', '3.2 GB')
 >>> format_seconds(0.25), format_seconds(30), format_seconds(1800)
 ('0.25 s', '30 s', '1800 s')
+>>> format_count(21600), format_count(1234.56, 1), format_count(2.16e304), format_count(float("inf"))
+('21,600', '1,234.6', '2.16e+304', 'more than 1.8e+308')
 """
 
 from __future__ import annotations
 
-__all__ = ["format_bytes", "format_seconds"]
+__all__ = ["format_bytes", "format_seconds", "format_count"]
 
 
 def format_bytes(n: float) -> str:
@@ -24,3 +26,17 @@ def format_seconds(s: float) -> str:
     """A duration in seconds: three significant digits under 100 s (``0.25 s``, ``1.5 s``, ``30 s``),
     whole seconds from there on (``1800 s``), so a sub-second delay never reads ``0 s``."""
     return f"{s:.0f} s" if abs(s) >= 100 else f"{s:.3g} s"
+
+
+#: From this size on, :func:`format_count` writes a number in powers of ten.
+_HUGE_COUNT = 1e15
+
+
+def format_count(n: float, decimals: int = 0) -> str:
+    """A count or amount for a one-line message: thousands separated, ``decimals`` decimals (``21,600``);
+    from 10^15 on, a size no setting means (a step or a horizon many orders of magnitude off), in powers
+    of ten (``2.16e+304``), not in the hundreds of digits a float of 1e304 has; past the float range
+    (a ratio that overflowed), ``more than 1.8e+308``."""
+    if n == float("inf"):
+        return "more than 1.8e+308"
+    return f"{n:.3g}" if n >= _HUGE_COUNT else f"{n:,.{decimals}f}"

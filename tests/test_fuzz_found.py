@@ -143,6 +143,35 @@ def test_a_long_unknown_key_or_time_value_in_a_scenario_is_quoted_cut(tmp_path: 
     _one_line(str(err.value), 600)
 
 
+_LEO = ('[constellation]\nkind = "walker-delta"\ntotal = 4\nplanes = 2\naltitude_km = 550.0\ninclination_deg = 53.0\n'
+        'epoch = "2025-03-01T00:00:00Z"\n[link]\nmax_range_km = 5000.0\n')
+_DRONES = '[drones]\ncount = 12\narea_km = 4.0\nradio_range_km = 1.2\n'
+
+
+@pytest.mark.parametrize("text, expected", [
+    # a horizon of 1e308 s without a start: its waypoint times were written with all their 308 digits
+    (_DRONES + "[time]\nduration_s = 1e308\n",
+     "time.duration_s: 8.63e+306 time samples x 12 node(s) would need 6.94e+300 GiB of trajectories (limit 8 GiB)"),
+    # rounds of 1e-300 s: their count was written with all its 305 digits
+    (_LEO + "[time]\nduration_s = 21600.0\n[rounds]\nduration_s = 1e-300\n",
+     "rounds.duration_s: 1e-300 s makes 2.16e+304 rounds of time.duration_s, expected at most 10,000"),
+    # rounds of 1e-10 s over 1e308 s: int() of an infinite count, an OverflowError traceback
+    (_DRONES + "[time]\nduration_s = 1e308\n[rounds]\nduration_s = 1e-10\n",
+     "rounds.duration_s: 1e-10 s makes more than 1.8e+308 rounds of time.duration_s, expected at most 10,000"),
+])
+def test_a_horizon_or_round_many_orders_off_is_one_short_line(tmp_path: Path, text: str, expected: str) -> None:
+    """Counts from a horizon or a round length many orders of magnitude off are written in powers of ten
+    (:func:`swarmbase.units.format_count`)."""
+    from contact_sim.scenario import load_contact_scenario
+
+    p = tmp_path / "s.toml"
+    p.write_text(text)
+    with pytest.raises(ContactError) as err:
+        load_contact_scenario(p)
+    assert str(err.value).startswith(f"{p}: {expected}")
+    _one_line(str(err.value), 300)
+
+
 # ------------------------------------------------------------------ digits str.isdigit() passes and int() refuses
 
 @pytest.mark.parametrize("degree", ["\u00b2", "9" * 5000, "\u0661"])
