@@ -371,6 +371,9 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
                            "have none)")
     if time.step_s > time.duration_s:
         raise ContactError(f"time.step_s: {time.step_s} s exceeds time.duration_s ({time.duration_s} s)")
+    if start is not None:  # before anything adds the horizon to the start (the Sun's span of [energy])
+        check_span_end(start, duration_s, "time.duration_s",
+                       "time.start" if t.has("start") else "time.start (default: constellation.epoch)")
 
     lt = _Table(data.get("link", {}), "link", _LINK_KEYS, src)
     model_kw: dict[str, Any] = {"model": lt.str("model", "constant", choices=("constant", "shannon"))}
@@ -470,9 +473,6 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
         # (TLE, OMM, OEM, waypoints) are checked once read, still before anything is propagated
         known = constellation is not None and constellation.kind.startswith("walker")
         _check_grid(scenario, constellation.total + len(stations) if known else 1)
-    if start is not None:
-        check_span_end(start, duration_s, "time.duration_s",
-                       "time.start" if t.has("start") else "time.start (default: constellation.epoch)")
     return scenario
 
 

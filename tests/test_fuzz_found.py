@@ -158,10 +158,17 @@ _DRONES = '[drones]\ncount = 12\narea_km = 4.0\nradio_range_km = 1.2\n'
     # rounds of 1e-10 s over 1e308 s: int() of an infinite count, an OverflowError traceback
     (_DRONES + "[time]\nduration_s = 1e308\n[rounds]\nduration_s = 1e-10\n",
      "rounds.duration_s: 1e-10 s makes more than 1.8e+308 rounds of time.duration_s, expected at most 10,000"),
+    # [energy] added the horizon to a start at the calendar's end for the Sun's span: an OverflowError
+    # traceback before the horizon was checked to end within the calendar
+    (_LEO.replace('epoch = "2025-03-01T00:00:00Z"', 'epoch = "9999-12-31T23:59:59.999999Z"')
+     + "[time]\nduration_s = 600.0\n[energy]\nbattery_wh = 40.0\nsolar_w = 20.0\nidle_w = 5.0\n",
+     "time.duration_s: 600 s from time.start (default: constellation.epoch) 9999-12-31T23:59:59Z end after "
+     "9999-12-31T23:59:59Z, the last time an ISO-8601 UTC stamp names"),
 ])
 def test_a_horizon_or_round_many_orders_off_is_one_short_line(tmp_path: Path, text: str, expected: str) -> None:
     """Counts from a horizon or a round length many orders of magnitude off are written in powers of ten
-    (:func:`swarmbase.units.format_count`)."""
+    (:func:`swarmbase.units.format_count`), and the horizon is checked to end within the calendar before
+    anything adds it to the start."""
     from contact_sim.scenario import load_contact_scenario
 
     p = tmp_path / "s.toml"
