@@ -94,6 +94,14 @@ MAX_OEM_BYTES = 64 * 1024 * 1024
 #: Data lines a file may hold in all (counted before any array is built): 60 s steps for 347 days;
 #: the arrays they fill take at most 36 MB.
 MAX_OEM_POINTS = 500_000
+#: Largest position coordinate a state may have (km): ten million km, seven times the radius of the Earth's Hill
+#: sphere (1.5 million km), past which nothing orbits the Earth. A state of 1e308 km (finite, so read) made the
+#: interpolated positions infinite, a traceback in the window search; an interpolated position past it (states
+#: that are no smooth orbit, a polynomial through points microseconds apart) is refused as well.
+MAX_OEM_POSITION_KM = 1.0e7
+#: Largest velocity component a state may have (km/s): an Earth-fixed (ITRF) state at :data:`MAX_OEM_POSITION_KM`
+#: turns with the Earth at 729 km/s.
+MAX_OEM_VELOCITY_KM_S = 1.0e3
 #: Highest INTERPOLATION_DEGREE read (a Lagrange polynomial of 15 takes 16 points; higher degrees
 #: oscillate between the points rather than gain accuracy).
 MAX_OEM_DEGREE = 15
@@ -255,6 +263,15 @@ class Ephemeris:
             if not sel.any():
                 continue
             r, v = s.interpolate_states(t[sel])
+            far = ~((np.abs(r) <= MAX_OEM_POSITION_KM) & (np.abs(v) <= MAX_OEM_VELOCITY_KM_S)).all(axis=-1)
+            if far.any():  # bounded states, and yet a polynomial of degree 15 through points 1 us apart
+                j = int(np.argmax(far))
+                k = int(np.flatnonzero(sel)[j])
+                raise OrbitError(f"{self.source}: {s.object_name}: the state interpolated at {start.isoformat()} + "
+                                 f"{offsets[k]:g} s ({np.linalg.norm(r[j]):.3g} km from the Earth's centre, "
+                                 f"{np.linalg.norm(v[j]):.3g} km/s) is past what a state may have (+-"
+                                 f"{MAX_OEM_POSITION_KM:g} km, +-{MAX_OEM_VELOCITY_KM_S:g} km/s a coordinate); the "
+                                 f"states of the segment of line {s.line} around it are not one smooth orbit")
             if s.ref_frame != "TEME":
                 if s.ref_frame not in rotations:
                     rotations[s.ref_frame] = _to_teme_matrices(s.ref_frame, start, offsets, self.polar_motion)
@@ -509,6 +526,10 @@ class _Builder:
                 if not math.isfinite(number_value):  # 1e999
                     raise self.fail(number, f"{self.label(j)}: expected a finite number, got {shown(text)}")
                 if j <= 6:
+                    top, unit = (MAX_OEM_POSITION_KM, "km") if j <= 3 else (MAX_OEM_VELOCITY_KM_S, "km/s")
+                    if not abs(number_value) <= top:
+                        raise self.fail(number, f"{self.label(j)}: expected a number within +-{top:g} {unit} of an "
+                                                f"Earth-centred state, got {shown(text)}")
                     states[k, j - 1] = number_value
             if not seg.start_s <= epochs[k] <= seg.stop_s:
                 raise self.fail(number, f"epoch {brief(fields[0], 60)} is outside the segment's START_TIME..STOP_TIME "

@@ -231,6 +231,24 @@ def test_velocities_are_the_interpolants_derivative_in_teme(frame: str) -> None:
     assert np.linalg.norm(v[0] - truth_v, axis=-1).max() < 1e-4  # km/s: 0.1 m/s
 
 
+def test_an_interpolated_state_past_the_bounds_of_one_is_refused_in_one_line() -> None:
+    """Sixteen states a microsecond apart, 10,000 km from each other, then one four hours on: every state is
+    within bounds, but the polynomial of degree 15 through the first sixteen gave positions of 1e126 km at
+    the horizon's times, which the window search took (its k-d tree overflows on larger ones)."""
+    states = [[(-1.0) ** k * 1e4, 0.0, 0.0, 0.0, 0.0, 0.0] for k in range(16)] + [[7000.0, 0.0, 0.0, 0.0, 7.0, 0.0]]
+    times = [START + dt.timedelta(microseconds=k) for k in range(16)] + [START + dt.timedelta(hours=4)]
+    head = oem_text(np.zeros((2, 6)), interpolation="LAGRANGE", degree=15).split("META_STOP")[0]
+    head = re.sub(r"STOP_TIME = \S+", f"STOP_TIME = {_iso(times[-1])}", head)
+    rows = "".join(f"{_iso(t)} " + " ".join(f"{x:.6f}" for x in row) + "\n" for t, row in zip(times, states))
+    eph = parse_oem_text(head + "META_STOP\n" + rows, "crowd.oem")
+    with pytest.raises(OrbitError) as info:
+        eph.positions_teme_km(START, [1800.0, 3600.0])
+    assert re.fullmatch(r"crowd\.oem: ISS \(ZARYA\): the state interpolated at 2008-09-20T12:00:00\+00:00 \+ 1800 s "
+                        r"\(\S+ km from the Earth's centre, \S+ km/s\) is past what a state may have \(\+-1e\+07 km, "
+                        r"\+-1000 km/s a coordinate\); the states of the segment of line 6 around it are not one smooth "
+                        r"orbit", str(info.value)), str(info.value)
+
+
 def test_a_horizon_outside_the_useable_span_is_refused_in_one_line() -> None:
     """check_covers: the horizon must lie inside an object's useable spans (segments that meet are joined);
     otherwise one line naming the field, the object, its spans and the first instant not covered."""
@@ -312,6 +330,11 @@ REFUSED = [
     ("nan", _field(1, "NaN"), DATA3, r"field 2: expected a decimal number, got 'NaN'"),
     ("inf", _field(4, "inf"), DATA3, r"field 5: expected a decimal number"),
     ("overflow", _field(6, "1e999"), DATA3, r"field 7: expected a finite number, got '1e999'"),
+    # finite, so read, and then interpolated to infinite positions: a traceback in the window search
+    ("position out of range", _field(1, "1e308"), DATA3,
+     r"field 2: expected a number within \+-1e\+07 km of an Earth-centred state, got '1e308'"),
+    ("velocity out of range", _field(6, "-2e3"), DATA3,
+     r"field 7: expected a number within \+-1000 km/s of an Earth-centred state, got '-2e3'"),
     ("field count", _data3(lambda line: line.rsplit(" ", 1)[0]), DATA3, r"expected a data line 'epoch x y z vx vy "
                                                                         r"vz'.*got 6 fields"),
     ("bad epoch", _field(0, "2008-09-20T12:02:61"), DATA3, r"epoch: expected a CCSDS time"),
@@ -901,6 +924,9 @@ REFUSED_XML = [
     ("infinite number", lambda t: t.replace(f">{_xml_values('X_DOT')[0]}</X_DOT>", ">1e999</X_DOT>"),
      _xml_line("<stateVector>"),
      r"X_DOT: expected a finite number, got '1e999'"),
+    ("number out of range", lambda t: t.replace(f">{_xml_values('X_DOT')[0]}</X_DOT>", ">-1e308</X_DOT>"),
+     _xml_line("<stateVector>"), r"X_DOT: expected a number within \+-1000 km/s of an Earth-centred state, "
+                                 r"got '-1e308'"),
     ("bad epoch", lambda t: t.replace("2008-09-20T12:02:00.000000</EPOCH>", "2008-09-20T12:02:61</EPOCH>"), THIRD,
      r"EPOCH: expected a CCSDS time like .* got '2008-09-20T12:02:61'"),
     ("repeated epoch", lambda t: t.replace("2008-09-20T12:02:00.000000</EPOCH>", "2008-09-20T12:01:00</EPOCH>"),
