@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from orbits.constants import EARTH_RADIUS_KM as _WGS72_RADIUS_KM
+from orbits.oem import MAX_OEM_POSITION_KM
 
 #: Earth radius for occlusion, km (WGS-72 equatorial radius, 6378.135 km, as SGP4 and Hypatia use):
 #: the orbit code's constant, so occlusion and propagation share one Earth.
@@ -36,6 +37,10 @@ EARTH_RADIUS_KM: float = _WGS72_RADIUS_KM
 DEFAULT_GRAZING_KM = 80.0
 #: Largest grazing altitude a link geometry takes, km (the TOML and the API share it).
 MAX_GRAZING_KM = 50000.0
+#: Largest link range a geometry takes, km (the TOML and the API share it): twice the farthest from the Earth's
+#: centre an OEM state may be (:data:`orbits.oem.MAX_OEM_POSITION_KM`, past which nothing orbits the Earth);
+#: 1e308 km overflowed the squared ranges of the window search.
+MAX_RANGE_KM = 2 * MAX_OEM_POSITION_KM
 
 
 def max_los_range_km(altitude_a_km: float, altitude_b_km: float | None = None,

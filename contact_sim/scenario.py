@@ -98,7 +98,7 @@ from .dtn import header_name_ok, read_plan
 from .errors import ContactError
 from .missions import MAX_SPEED_M_S, MIN_SPEED_M_S, read_missions
 from .energy import Battery, EnergyModel
-from .geometry import EARTH_RADIUS_KM, MAX_GRAZING_KM
+from .geometry import EARTH_RADIUS_KM, MAX_GRAZING_KM, MAX_RANGE_KM
 from .link import MAX_RATE_BPS, SHANNON_RANGES, LinkModel
 from .plan import ContactPlan, check_span_end
 from .tracks import TRACK_SUFFIXES
@@ -406,10 +406,10 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
         geometry = LinkGeometry(max_range_km=drones.radio_range_km, occlusion=False)
     else:
         geometry = LinkGeometry(
-            max_range_km=lt.num("max_range_km", required=True, positive=True),
+            max_range_km=lt.num("max_range_km", required=True, positive=True, maximum=MAX_RANGE_KM),
             grazing_altitude_km=lt.num("grazing_altitude_km", 80.0, nonneg=True, maximum=MAX_GRAZING_KM),
             min_elevation_deg=lt.num("min_elevation_deg", 10.0),
-            station_max_range_km=lt.num("station_max_range_km", None, positive=True))
+            station_max_range_km=lt.num("station_max_range_km", None, positive=True, maximum=MAX_RANGE_KM))
 
     rt = _Table(data.get("rounds", {}), "rounds", _ROUND_KEYS, src)
     rounds = RoundConfig(rt.int("count", None, minimum=1), rt.num("duration_s", None, positive=True))

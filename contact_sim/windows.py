@@ -82,7 +82,7 @@ from orbits import MU_KM3_S2
 
 from . import _kernels as K
 from .errors import ContactError
-from .geometry import DEFAULT_GRAZING_KM, EARTH_RADIUS_KM, MAX_GRAZING_KM, geodetic_up
+from .geometry import DEFAULT_GRAZING_KM, EARTH_RADIUS_KM, MAX_GRAZING_KM, MAX_RANGE_KM, geodetic_up
 from .trajectory import EARTH_ROTATION_RAD_S, MOVING, STATION, Trajectories
 
 log = logging.getLogger(__name__)
@@ -114,8 +114,9 @@ class LinkGeometry:
     station_max_range_km: float | None = None
 
     def __post_init__(self) -> None:
-        if not np.isfinite(self.max_range_km) or self.max_range_km <= 0:
-            raise ContactError(f"link.max_range_km: expected a positive distance, got {self.max_range_km}")
+        if not 0 < self.max_range_km <= MAX_RANGE_KM:  # NaN too
+            raise ContactError(f"link.max_range_km: expected a positive distance of at most {MAX_RANGE_KM:g} km, "
+                               f"got {self.max_range_km}")
         # NaN fails every comparison: a NaN radius would silently switch the occlusion test off
         if not 0 <= self.grazing_altitude_km <= MAX_GRAZING_KM:
             raise ContactError(f"link.grazing_altitude_km: expected a number in 0..{MAX_GRAZING_KM:g} km, "
@@ -130,9 +131,9 @@ class LinkGeometry:
             raise ContactError(
                 f"link.min_elevation_deg: expected 0..90 deg (a mask below the horizon would let a "
                 f"station link pass through the Earth), got {self.min_elevation_deg}")
-        if self.station_max_range_km is not None and not 0 < self.station_max_range_km < np.inf:
-            raise ContactError(
-                f"link.station_max_range_km: expected a positive distance, got {self.station_max_range_km}")
+        if self.station_max_range_km is not None and not 0 < self.station_max_range_km <= MAX_RANGE_KM:
+            raise ContactError(f"link.station_max_range_km: expected a positive distance of at most "
+                               f"{MAX_RANGE_KM:g} km, got {self.station_max_range_km}")
 
     @property
     def grazing_radius_km(self) -> float:

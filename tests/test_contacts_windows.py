@@ -276,8 +276,14 @@ def test_bad_geometry_rejected():
     ("grazing_altitude_km", math.nan, r"link.grazing_altitude_km: expected a number in 0..50000 km, got nan"),
     ("grazing_altitude_km", math.inf, r"link.grazing_altitude_km: expected a number in 0..50000 km, got inf"),
     ("grazing_altitude_km", 1e160, r"link.grazing_altitude_km: expected a number in 0..50000 km"),
-    ("station_max_range_km", math.nan, r"link.station_max_range_km: expected a positive distance, got nan"),
-    ("station_max_range_km", math.inf, r"link.station_max_range_km: expected a positive distance, got inf"),
+    ("station_max_range_km", math.nan, r"link.station_max_range_km: expected a positive distance of at most "
+                                       r"2e\+07 km, got nan"),
+    ("station_max_range_km", math.inf, r"link.station_max_range_km: expected a positive distance of at most "
+                                       r"2e\+07 km, got inf"),
+    # finite, and squared by the window search: an OverflowError traceback after the satellites were propagated
+    ("station_max_range_km", 1e308, r"link.station_max_range_km: expected a positive distance of at most "
+                                    r"2e\+07 km, got 1e\+308"),
+    ("max_range_km", 1e308, r"link.max_range_km: expected a positive distance of at most 2e\+07 km, got 1e\+308"),
     ("earth_radius_km", math.nan, r"earth_radius_km: expected a positive distance, got nan"),
     ("earth_radius_km", -1.0, r"earth_radius_km: expected a positive distance, got -1.0"),
 ])
@@ -287,7 +293,7 @@ def test_a_non_finite_geometry_is_refused_through_the_api_as_from_toml(field, va
     6-satellite shell got 15 windows (links through the Earth) instead of 8; an
     infinite one gave none."""
     with pytest.raises(ContactError, match=match):
-        LinkGeometry(max_range_km=20000.0, **{field: value})
+        LinkGeometry(**{"max_range_km": 20000.0, field: value})
 
 
 def test_elevation_is_measured_above_the_local_horizontal_as_the_window_finder_does():
