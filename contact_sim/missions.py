@@ -93,7 +93,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import read_text_file, shown
+from swarmbase.tomlcheck import brief, read_text_file, shown
 
 from .drones import MAX_LOCAL_KM, Waypoints
 from .dtn import header_name_ok
@@ -611,8 +611,8 @@ def read_mission(path: str | Path, default_speed_m_s: float) -> tuple[tuple[floa
     ``(lat, lon, alt m, speed m/s, hold s, where)`` targets in flight order, starting at home."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix not in MISSION_SUFFIXES:
-        raise ContactError(f"{path}: {FILE_KINDS}")
+    if suffix not in MISSION_SUFFIXES:  # a name as typed in the scenario, not a file read: cut when long
+        raise ContactError(f"{brief(path, 100, keep_end=40)}: {FILE_KINDS}")
     text = read_text_file(path, ContactError, "mission file", MAX_MISSION_BYTES)
     home, speed, items = (_read_plan if suffix == ".plan" else _read_wpl)(path, text)
     where_home = "mission.plannedHomePosition" if suffix == ".plan" else "home (first item)"
@@ -718,9 +718,11 @@ def read_missions(paths: Sequence[str | Path], origin: tuple[float, float, float
         name = _drone_name(pieces[0])
         if name in seen:
             named = "its folder" if pieces[0].suffix.lower() == ".jsonl" else "the file's stem"
-            raise ContactError(f"{pieces[0]}: drone name {name!r} ({named}) is also that of {seen[name]}; drone names "
-                               "must be unique (the pieces of one drone's position log, positions.jsonl and "
-                               "positions.<n>.jsonl of one folder, are joined)")
+            first, again = (brief(q, 120, keep_end=40) for q in (pieces[0], seen[name]))  # long names cut
+            joined = " (a folder's positions.jsonl and positions.<n>.jsonl are one drone's, joined)" \
+                if named == "its folder" else ""
+            raise ContactError(f"{first}: drone name {shown(name, 40)} ({named}) is also that of {again}; drone names "
+                               f"must be unique{joined}")
         seen[name] = p
         is_track = pieces[0].suffix.lower() in TRACK_SUFFIXES
         if is_track:

@@ -66,7 +66,7 @@ import numpy as np
 
 from orbits import OrbitError, parse_utc, utc_offset_s
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import check_input_file, read_text_file, shown
+from swarmbase.tomlcheck import brief, check_input_file, read_text_file, shown
 from swarmbase.xmlguard import refuse_doctype
 
 from .drones import Waypoints
@@ -481,8 +481,8 @@ def read_track(path: str | Path) -> list[TrackPoint]:
     times increasing."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix not in TRACK_SUFFIXES:
-        raise ContactError(f"{path}: {FILE_KINDS}")
+    if suffix not in TRACK_SUFFIXES:  # a name as typed in the scenario, not a file read: cut when long
+        raise ContactError(f"{brief(path, 100, keep_end=40)}: {FILE_KINDS}")
     points = {".gpx": _gpx_points, ".jsonl": _position_log_points, ".tlog": _tlog_points,
               ".bin": _dataflash_points}[suffix](path)
     return _increasing(path, points)
@@ -538,7 +538,7 @@ def drone_files(paths: Sequence[Path]) -> list[tuple[Path, list[Path]]]:
             pieces = groups.get(p.parent.resolve())
             if pieces is not None:
                 if any(q.resolve() == p.resolve() for q in pieces):
-                    raise ContactError(f"{p}: given twice in missions")
+                    raise ContactError(f"{brief(p, keep_end=40)}: given twice in missions")
                 pieces.append(p)
                 continue
             groups[p.parent.resolve()] = pieces = [p]

@@ -179,6 +179,33 @@ def test_a_horizon_or_round_many_orders_off_is_one_short_line(tmp_path: Path, te
     _one_line(str(err.value), 300)
 
 
+_DEEP = "/".join(["f" * 200] * 14)  # 2,800 characters of folders: a path that exists
+
+
+@pytest.mark.parametrize("missions, needle", [
+    (['"' + "x" * 5000 + '.csv"'], "xxxx.csv': expected a QGroundControl .plan, a QGC WPL 110 .waypoints, a GPX"),
+    ([f'"a/{_DEEP}/alpha.gpx"', f'"b/{_DEEP}/alpha.gpx"'], "/alpha.gpx': drone name 'alpha' (the file's stem) is "
+                                                           "also that of '"),
+    (['"' + "d" * 5000 + '/positions.jsonl"'] * 2, "/positions.jsonl': given twice in missions"),
+])
+def test_a_long_missions_name_refused_before_it_is_read_is_cut(tmp_path: Path, missions: list[str],
+                                                               needle: str) -> None:
+    """The refusals of a missions name made before the file is read (a suffix no reader takes, a second file of a
+    drone's name, a position log given twice) wrote the names whole: a name of 5,000 characters made a 5 kB line."""
+    from contact_sim.scenario import check_contact_scenario, load_contact_scenario
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    for folder in ("a", "b"):
+        (tmp_path / folder / _DEEP).mkdir(parents=True)
+        (tmp_path / folder / _DEEP / "alpha.gpx").write_bytes((examples / "track_alpha.gpx").read_bytes())
+    p = tmp_path / "s.toml"
+    p.write_text(f"[drones]\nmissions = [{', '.join(missions)}]\nradio_range_km = 1.0\n[time]\nduration_s = 60.0\n")
+    with pytest.raises(ContactError) as err:
+        check_contact_scenario(load_contact_scenario(p))
+    assert needle in str(err.value)
+    _one_line(str(err.value), 360)  # with the CLI's prefix and the scenario's name, under 400
+
+
 # ------------------------------------------------------------------ digits str.isdigit() passes and int() refuses
 
 @pytest.mark.parametrize("degree", ["\u00b2", "9" * 5000, "\u0661"])
