@@ -19,6 +19,7 @@ ValueError: a.toml: link.rate_bps: expected a positive number, got -1
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -270,6 +271,30 @@ def check_name_length(name: str, where: str, error: type[Exception]) -> str:
     return name
 
 
+#: An unknown key's message lists the allowed keys whole up to this many characters.
+_ALLOWED_CHARS = 200
+
+
+def _allowed_text(key: str, allowed: Iterable[str]) -> str:
+    """The allowed keys for the message refusing ``key``: all of them, or, when they would not fit in
+    :data:`_ALLOWED_CHARS` (``[fol]``'s 38 made a line of 590 characters), the first ones, their count and
+    those closest to ``key``.
+
+    >>> _allowed_text("rate", {"rate_bps", "model"})
+    'model, rate_bps'
+    >>> text = _allowed_text("gate_epoch", {f"key_{i:02d}" for i in range(40)} | {"gate_epochs"})
+    >>> len(text), text[:28], text[-47:]
+    (188, 'gate_epochs, key_00, key_01,', 'key_16, ... (41 keys; the closest: gate_epochs)')
+    """
+    names = sorted(allowed)
+    whole = ", ".join(names)
+    if len(whole) <= _ALLOWED_CHARS:
+        return whole
+    head = whole[:_ALLOWED_CHARS - 50].rsplit(", ", 1)[0]
+    close = difflib.get_close_matches(key, names, n=3, cutoff=0.7)
+    return f"{head}, ... ({len(names)} keys{'; the closest: ' + ', '.join(close) if close else ''})"
+
+
 def _resolved(text: str, base: str | os.PathLike[str]) -> Path:
     """``text`` as a path, ``~`` expanded, a relative one resolved against ``base``."""
     p = Path(text).expanduser()
@@ -294,7 +319,7 @@ class Table:
             unknown = sorted(set(data) - allowed)
             if unknown:
                 self._raise(f"{where or 'top level'}: unknown key {shown(unknown[0])} "
-                            f"(allowed: {', '.join(sorted(allowed))})")
+                            f"(allowed: {_allowed_text(unknown[0], allowed)})")
         self.data: dict[str, Any] = data
 
     # ---------------------------------------------------------------- errors

@@ -43,6 +43,21 @@ def test_table_checks_types_ranges_and_unknown_keys() -> None:
         assert needle in str(exc.value) and "\n" not in str(exc.value)
 
 
+def test_an_unknown_key_of_a_table_of_many_keys_is_refused_in_a_short_line() -> None:
+    """Every allowed key was listed: an unknown key in a scenario's [fol] table (38 keys) was refused in a line
+    of 590 characters. The first keys, their count and the closest to the unknown one are given instead."""
+    from fol.config import FOLConfig
+
+    with pytest.raises(ConfigError) as exc:
+        FOLConfig.from_dict({"gate_epoch": 1}, "run.toml: fol")
+    text = str(exc.value)
+    assert text.startswith("run.toml: fol: unknown key 'gate_epoch' (allowed: align_fallback, batch_size, ")
+    assert re.search(r", \.\.\. \(\d+ keys; the closest: gate_epochs\)\)$", text), text
+    assert len(text) < 300
+    with pytest.raises(ConfigError, match=r"\(allowed: .*, \.\.\. \(\d+ keys\)\)$"):  # nothing close to it
+        FOLConfig.from_dict({"zz": 1}, "run.toml: fol")
+
+
 @pytest.mark.parametrize("error", [ContactError, ConfigError])
 def test_read_toml_refuses_bad_files_in_one_line(tmp_path: Path, error: type[Exception]) -> None:
     cases = {"missing.toml": None, "dir.toml": "DIR", "bin.toml": b"\xff\xfe\x00", "bad.toml": b"[a\nb=",
