@@ -130,7 +130,9 @@ def _check_fields(line1: str, line2: str, source: str, lineno1: int, lineno2: in
 
 
 def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
-    """Parse TLE text (2- or 3-line sets) into a :class:`Constellation`."""
+    """Parse TLE text (2- or 3-line sets, plain ASCII) into a :class:`Constellation`."""
+    if not text.isascii():  # str.isdigit() passes a superscript two, which int() then refuses
+        raise OrbitError(f"{source}: TLE file must be plain ASCII text")
     raw = text.splitlines()
     lines = [(i + 1, ln.rstrip()) for i, ln in enumerate(raw) if ln.strip()]
     names, sats = [], []
@@ -185,8 +187,6 @@ def read_tle(path: str | Path) -> Constellation:
     """Read a TLE file; raises :class:`OrbitError` naming file and line on any defect."""
     path = Path(path)
     text = read_text_file(path, OrbitError, "TLE file", MAX_TLE_BYTES)  # UTF-8, a byte-order mark dropped
-    if not text.isascii():
-        raise OrbitError(f"{path}: TLE file must be plain ASCII text")
     return parse_tle_text(text, str(path))
 
 

@@ -272,6 +272,14 @@ def test_tle_file_with_a_bom_is_read_and_other_text_refused(tmp_path):
         read_tle(p)
 
 
+@pytest.mark.parametrize("old, new", [("2927\n", "292\u00b2\n"), ("08264", "\u00b2\u00b2264")])
+def test_tle_text_with_a_digit_of_another_script_is_one_line_from_the_parser_too(old: str, new: str) -> None:
+    """parse_tle_text (orbits' public parser) took a superscript two, which str.isdigit() passes, as a
+    checksum or an epoch year and int() refused it: a ValueError traceback; read_tle alone checked ASCII."""
+    with pytest.raises(OrbitError, match=r"^iss\.tle: TLE file must be plain ASCII text$"):
+        parse_tle_text(ISS.replace(old, new, 1), "iss.tle")
+
+
 def _with_catalog(field: str) -> str:
     l1, l2 = ISS.splitlines()[1:]
     l1, l2 = l1[:2] + field + l1[7:68], l2[:2] + field + l2[7:68]
