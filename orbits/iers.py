@@ -189,6 +189,8 @@ def parse_iers_finals_text(text: str, source: str = "<text>") -> PolarMotion:
 
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip("\r")
+        if "\r" in line:  # lines ended by CR alone: one line whose first day alone was read, the rest passed over
+            raise fail(number, "a carriage return (CR) inside the line; expected lines ended by LF or CR LF")
         if not line.strip():
             continue
         mjd_text = line[7:15].strip()

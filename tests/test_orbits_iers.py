@@ -329,10 +329,14 @@ def test_times_the_file_does_not_cover_are_refused_in_one_line_before_anything_i
     (lambda lines: ["<html>not found</html>"], r":1: expected a line of an IERS finals2000A.all or finals.all"),
     (lambda lines: [], r": no polar motion; expected a line of an IERS finals2000A.all"),
     (lambda lines: lines[3:], r": no polar motion"),
+    # read as one line: its first day alone, the other days' columns passed over, and then refused as
+    # covering no horizon ('gives polar motion for 2008-09-19T00:00:00Z..2008-09-19T00:00:00Z')
+    (lambda lines: ["\r".join(lines)], r":1: a carriage return \(CR\) inside the line; expected lines ended by LF "
+                                        r"or CR LF$"),
 ], ids=["x-not-a-number", "y-too-large", "x-misplaced", "flag", "ut1-flag", "ut1-too-large", "ut1-misplaced",
         "ut1-missing", "shifted", "date-not-mjd", "out-of-order",
         "day-left-out", "days-left-out-past-a-blank-line", "day-repeated",
-        "after-the-end", "not-finals", "empty", "dates-only"])
+        "after-the-end", "not-finals", "empty", "dates-only", "cr-line-ends"])
 def test_a_malformed_file_is_refused_in_one_line_naming_file_and_line(tmp_path: Path, edit, message: str) -> None:
     path = tmp_path / "finals2000A.all"
     path.write_text("\n".join(edit(finals_text().splitlines())))
