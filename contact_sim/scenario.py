@@ -325,11 +325,11 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
 
     stations: list[GroundStation] = []
     gs = data.get("ground_stations", [])
+    if not isinstance(gs, list):  # before its truth: ground_stations = 0 (or false, "", {}) was taken as none
+        raise ContactError(f"ground_stations: expected an array of tables [[ground_stations]], got {shown(gs)}")
     if gs:
         if not has_c:
             raise ContactError("ground_stations: only supported with a [constellation]")
-        if not isinstance(gs, list):
-            raise ContactError("ground_stations: expected an array of tables [[ground_stations]]")
         first: dict[str, int] = {}  # each name's station: a dict, as a scenario may list tens of thousands
         for i, entry in enumerate(gs):
             st = _Table(entry, f"ground_stations[{i}]", _STATION_KEYS, src)

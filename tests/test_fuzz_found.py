@@ -179,6 +179,22 @@ def test_a_horizon_or_round_many_orders_off_is_one_short_line(tmp_path: Path, te
     _one_line(str(err.value), 300)
 
 
+@pytest.mark.parametrize("value, shown_as", [("0", "0"), ("false", "false"), ('""', "''"), ("{}", "{}")])
+def test_ground_stations_of_another_type_than_an_array_is_refused(tmp_path: Path, value: str, shown_as: str) -> None:
+    """``ground_stations = 0`` (or false, an empty string or table) was taken as no station, exit status 0: its
+    type was checked only when it held something."""
+    from contact_sim.scenario import load_contact_scenario
+
+    p = tmp_path / "s.toml"
+    p.write_text(f"ground_stations = {value}\n{_LEO}[time]\nduration_s = 600.0\n")
+    with pytest.raises(ContactError) as err:
+        load_contact_scenario(p)
+    assert str(err.value) == (f"{p}: ground_stations: expected an array of tables [[ground_stations]], "
+                              f"got {shown_as}")
+    p.write_text(f"ground_stations = []\n{_LEO}[time]\nduration_s = 600.0\n")
+    assert load_contact_scenario(p).ground_stations == []
+
+
 _DEEP = "/".join(["f" * 200] * 14)  # 2,800 characters of folders: a path that exists
 
 
