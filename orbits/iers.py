@@ -68,9 +68,9 @@ MAX_UT1_MINUS_UTC_S = 1.0
 #: a larger step is a bad value, or a leap second of the file that Skyfield's table lacks (or the other way round).
 MAX_DELTA_T_STEP_S = 0.1
 _MJD_ORIGIN = _dt.datetime(1858, 11, 17, tzinfo=_dt.timezone.utc)
-_MJD = re.compile(r"\d{5}\.\d{2}")
-_ARCSEC = re.compile(r"-?\d?\.\d{6}")
-_SECONDS = re.compile(r"-?\d?\.\d{7}")
+_MJD = re.compile(r"\d{5}\.\d{2}", re.ASCII)  # ASCII digits: float() reads every script's, and \d matches them
+_ARCSEC = re.compile(r"-?\d?\.\d{6}", re.ASCII)
+_SECONDS = re.compile(r"-?\d?\.\d{7}", re.ASCII)
 #: What a line is, for the messages.
 _LAYOUT = ("a line of an IERS finals2000A.all or finals.all file: year, month and day in columns 1-6, the MJD in "
            "8-15, I or P in 17, the pole's x in 19-27 and y in 38-46 (arcsec), I or P in 58 and UT1-UTC in 59-68 (s)")

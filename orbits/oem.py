@@ -132,8 +132,9 @@ _META_KEYS = ("OBJECT_NAME", "OBJECT_ID", "CENTER_NAME", "REF_FRAME", "REF_FRAME
 _META_REQUIRED = ("OBJECT_NAME", "OBJECT_ID", "CENTER_NAME", "REF_FRAME", "TIME_SYSTEM", "START_TIME", "STOP_TIME")
 #: The first line of a KVN OEM, after any blank or COMMENT lines (the rule an OMM's is found by).
 _KVN_START = kvn_start("CCSDS_OEM_VERS")
-#: A number of a data line: decimal, maybe with an exponent (no ``nan``, ``inf`` or ``1_000``).
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+#: A number of a data line: decimal, maybe with an exponent (no ``nan``, ``inf`` or ``1_000``), in ASCII digits
+#: (``float()`` reads every script's digits, and ``\d`` matches them: ``-4𝟙.03`` was read as -41.03).
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 
 
 @dataclass

@@ -73,7 +73,7 @@ _DEFAULTS = {"CLASSIFICATION_TYPE": "U", "OBJECT_ID": "UNKNOWN", "EPHEMERIS_TYPE
              "ELEMENT_SET_NO": 999, "REV_AT_EPOCH": 0, "BSTAR": 0.0, "MEAN_MOTION_DOT": 0.0,
              "MEAN_MOTION_DDOT": 0.0}
 #: An international (COSPAR) designator as OBJECT_ID writes it: launch year, launch number, piece.
-_COSPAR_ID = re.compile(r"^\d{4}-\d{3}[A-Z]{1,3}$")
+_COSPAR_ID = re.compile(r"^\d{4}-\d{3}[A-Z]{1,3}$", re.ASCII)
 #: MEAN_ELEMENT_THEORY values naming the elements SGP4 takes: Space-Track and CelesTrak write SGP4,
 #: the CCSDS 502.0-B standard's own example SGP/SGP4; SDP4 is SGP4's deep-space branch, which the
 #: sgp4 library picks by itself from the period (SGP4-XP elements are another theory and are refused)
@@ -156,6 +156,8 @@ def _checked_fields(rec: Any, where: str) -> dict[str, Any]:
         if key not in fields:
             raise OrbitError(f"{where}.{key}: missing (required)")
         try:
+            if isinstance(fields[key], str) and not fields[key].isascii():  # float() reads every script's digits
+                raise ValueError
             value = float(fields[key])
         except OverflowError:  # a JSON integer beyond the float range
             value = math.inf
@@ -171,6 +173,8 @@ def _checked_fields(rec: Any, where: str) -> dict[str, Any]:
         try:
             ivalue = int(value) if not isinstance(value, float) or value.is_integer() else None
         except (TypeError, ValueError):
+            ivalue = None
+        if isinstance(value, str) and not value.isascii():  # int() reads every script's digits too
             ivalue = None
         if ivalue is None or isinstance(value, bool):
             raise OrbitError(f"{where}.{key}: expected an integer, got {shown(value)}")

@@ -29,7 +29,7 @@ _J2000_UNIX = _dt.datetime(2000, 1, 1, 12, tzinfo=_dt.timezone.utc)
 _SGP4_ORIGIN = _dt.datetime(1949, 12, 31, tzinfo=_dt.timezone.utc)  # day 0 of SGP4's epoch count
 _JD_J2000 = 2451545.0
 #: A CCSDS day-of-year date (``2026-213T06:30:00``), which ``datetime.fromisoformat`` does not read.
-_DAY_OF_YEAR = re.compile(r"(\d{4}-\d{3})(?=T|$)")
+_DAY_OF_YEAR = re.compile(r"(\d{4}-\d{3})(?=T|$)", re.ASCII)  # as fromisoformat, ASCII digits only
 
 
 @lru_cache(maxsize=1)

@@ -238,6 +238,57 @@ def test_an_oem_interpolation_degree_of_other_digits_is_one_line(degree: str) ->
     _one_line(str(err.value))
 
 
+_EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+_FULLWIDTH = str.maketrans("0123456789", "\uff10\uff11\uff12\uff13\uff14\uff15\uff16\uff17\uff18\uff19")
+_ARABIC_INDIC = str.maketrans("0123456789", "\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669")
+
+
+def _omm_record(**changes: Any) -> str:
+    import json
+
+    record = {"OBJECT_NAME": "A", "OBJECT_ID": "2008-900A", "EPOCH": "2008-09-20T12:25:40.104192",
+              "MEAN_MOTION": "15.72125391", "ECCENTRICITY": "0.0006703", "INCLINATION": "51.6416",
+              "RA_OF_ASC_NODE": "247.4627", "ARG_OF_PERICENTER": "130.536", "MEAN_ANOMALY": "325.0288",
+              "NORAD_CAT_ID": "90001"}
+    return json.dumps([{**record, **changes}])
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("oem state", "x.oem:19: field 2: expected a decimal number, got '-"),
+    ("omm float", "gp.json: record 0.MEAN_MOTION: expected a number, got '"),
+    ("omm integer", "gp.json: record 0.NORAD_CAT_ID: expected an integer, got '"),
+    # a CCSDS day of the year: its year and day went through int(), which reads every script's digits
+    ("omm day of year", "gp.json: record 0.EPOCH: expected an ISO-8601 UTC time like"),
+    ("iers pole", "finals2000A.all:1: expected the pole's x in columns 19-27"),
+])
+def test_an_orbit_file_number_in_digits_of_another_script_is_refused(case: str, needle: str) -> None:
+    """``\\d`` matches, and ``float()`` and ``int()`` read, every script's digits: an OEM state, an OMM field, a
+    CCSDS day-of-year epoch or a pole coordinate written in fullwidth or Arabic-Indic digits was read as the
+    number, exit status 0, where CCSDS messages and the IERS columns are ASCII (a TLE file was refused already)."""
+    from orbits import OrbitError, parse_omm_text
+    from orbits.iers import parse_iers_finals_text
+    from orbits.oem import parse_oem_text
+
+    oem = (_EXAMPLES / "leo_oem.oem").read_text()
+    pole = "0.100000".translate(_FULLWIDTH)
+    read = {
+        "oem state": lambda: parse_oem_text(oem.replace("-2945.131098", "-2945.131098".translate(_FULLWIDTH), 1),
+                                            "x.oem"),
+        "omm float": lambda: parse_omm_text(_omm_record(MEAN_MOTION="15.72125391".translate(_ARABIC_INDIC)), "json",
+                                            "gp.json"),
+        "omm integer": lambda: parse_omm_text(_omm_record(NORAD_CAT_ID="90001".translate(_ARABIC_INDIC)), "json",
+                                              "gp.json"),
+        "omm day of year": lambda: parse_omm_text(_omm_record(EPOCH="2008".translate(_ARABIC_INDIC) + "-264T12:25:40"),
+                                                  "json", "gp.json"),
+        "iers pole": lambda: parse_iers_finals_text(f" 8 920 54729.00 I  {pole} 0.000020  0.300000 0.000020  "
+                                                    "I-0.4600000\n", "finals2000A.all"),
+    }[case]
+    with pytest.raises(OrbitError) as err:
+        read()
+    assert str(err.value).startswith(needle), str(err.value)
+    _one_line(str(err.value))
+
+
 @pytest.mark.parametrize("address", ["10.0.0.1:\u00b2", "10.0.0.1:" + "9" * 5000, "ray://h:\u0661\u0662"])
 def test_a_ray_address_whose_port_is_not_ascii_digits_is_one_line(address: str) -> None:
     """A Ray address's port went through ``str.isdigit()`` and ``int()``: ValueError for ``²`` and
