@@ -41,6 +41,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Collection, Iterable
 
+from swarmbase.cli import printable
 from swarmbase.fileio import file_sha256, write_json_atomic
 from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import Table, read_text_file, shown
@@ -102,9 +103,10 @@ class EarlierOutputs:
 
     def lines(self, removed: Iterable[Path]) -> list[str]:
         """The lines a run prints of the earlier outputs it removed (``removed``: what the swap said) and of
-        the files it kept."""
-        return ([f"removed    {p} (an earlier run's; not an output of this one)" for p in removed]
-                + [f"kept       {p} (not an output of this run; {why})" for p, why in self.kept])
+        the files it kept, each path escaped (:func:`swarmbase.cli.printable`): a name found in the folder
+        (``member-*.safetensors``) may hold a newline or a terminal's escape."""
+        return ([f"removed    {printable(str(p))} (an earlier run's; not an output of this one)" for p in removed]
+                + [f"kept       {printable(str(p))} (not an output of this run; {why})" for p, why in self.kept])
 
 
 @dataclass(frozen=True)

@@ -108,3 +108,22 @@ def test_the_writer_never_writes_a_manifest_the_reader_refuses(tmp_path: Path) -
     assert len(RULE.read(tmp_path)) == 4
     with pytest.raises(ValueError, match="outputs given as patterns need max_files"):
         OutputManifest("m.json", "demo", ("part-*.bin",), _Err)
+
+
+def test_the_lines_write_a_file_name_of_the_folder_escaped_on_one_line(tmp_path: Path) -> None:
+    """A file of an output's pattern may be named anything (a newline, a terminal's escape, a right-to-left
+    override): the removed and kept lines write its name escaped, each one line that cannot rewrite the
+    terminal, as every message naming a file does. Before, the names were printed as they are."""
+    recorded, mine = "part-\u202e1.bin", "part-\x1b[2J\nx.bin"
+    (tmp_path / recorded).write_bytes(b"recorded")
+    (tmp_path / mine).write_bytes(b"the user's")
+    RULE.write(tmp_path / RULE.name, [tmp_path / recorded])
+    earlier = RULE.earlier_outputs(tmp_path, [RULE.name], RULE.read(tmp_path))
+    removed: list[Path] = []
+    with staged_outputs(tmp_path, replaces=earlier.replaces, removed=removed, removable=earlier.unchanged) as stage:
+        RULE.write(stage / RULE.name, [])
+    assert removed == [tmp_path / recorded]
+    assert earlier.lines(removed) == [
+        f"removed    {tmp_path}/part-\\u202e1.bin (an earlier run's; not an output of this one)",
+        f"kept       {tmp_path}/part-\\x1b[2J\\nx.bin (not an output of this run; no demo.manifest.json there says "
+        "demo wrote it)"]
