@@ -12,7 +12,8 @@ goes into the run's set and is swapped in with it, written by the one crash-safe
 
     {"files": {"contacts.csv": {"bytes": 5120, "sha256": "9f86d08..."}}, "format": 1}
 
-It is read as untrusted input (:meth:`OutputManifest.read`): at most ``max_bytes``, standard JSON, those two
+It is read as untrusted input (:meth:`OutputManifest.read`): a regular file (a link of its name, which the command
+never writes, is refused unread), at most ``max_bytes``, standard JSON, those two
 keys, each file one of the command's output names and a plain name (never a path: no folder, ``..`` or
 absolute name), its bytes an integer >= 0 and its sha256 64 lowercase hex digits; anything else is one line.
 
@@ -44,7 +45,7 @@ from typing import Collection, Iterable
 from swarmbase.cli import printable
 from swarmbase.fileio import file_sha256, write_json_atomic
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import Table, read_text_file, shown
+from swarmbase.tomlcheck import Table, brief, read_text_file, shown
 
 __all__ = ["MANIFEST_FORMAT", "WrittenFile", "OutputManifest", "EarlierOutputs"]
 
@@ -168,7 +169,7 @@ class OutputManifest:
 
     def read(self, folder: Path, where: str = "--out") -> dict[str, WrittenFile] | None:
         """The files the manifest in ``folder`` records, by name; None when there is none. A manifest that is
-        too large, not UTF-8, not JSON or not of the layout above raises ``error`` with one line naming it and
+        a link, too large, not UTF-8, not JSON or not of the layout above raises ``error`` with one line naming it and
         what to do (``where``: the folder's option as typed)."""
         try:
             return self._read(folder / self.name)
@@ -180,6 +181,8 @@ class OutputManifest:
         if not os.path.lexists(path):
             return None
         error, what = self.error, f"manifest of {self.command}"
+        if os.path.islink(path):  # the command writes a regular file there: a link is the user's, never read
+            raise error(f"{path}: is a link to {brief(os.readlink(path))}, not the regular file {self.command} writes")
         text = read_text_file(path, error, what, self.max_bytes)
         try:  # per file: its table and two values; plus the top table, format and files
             doc = bounded_loads(text, max_depth=3, max_items=3 * self.max_files + 3)

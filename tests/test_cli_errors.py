@@ -597,6 +597,29 @@ def test_contacts_refuses_a_garbage_manifest_in_one_line_before_the_search_and_r
     assert _contents(out) == before and (tmp_path / "notes.txt").read_text() == "the user's"
 
 
+@pytest.mark.parametrize("check", [["--check"], []], ids=["check", "run"])
+def test_contacts_refuses_a_manifest_that_is_a_link_and_removes_nothing(
+        check: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """contacts.manifest.json as a link to another folder's manifest (here a copy of this folder's own) is
+    not read: one line, status 2, the link, what it leads to and the earlier outputs left as they were.
+    Before, the run read the manifest through the link and removed contacts.json as listed there."""
+    out = tmp_path / "o"
+    scenario = _walker_scenario(tmp_path)
+    assert main(["contacts", scenario, "--no-plot", "--json", "--out", str(out)]) == 0
+    elsewhere = tmp_path / "elsewhere.json"
+    (out / "contacts.manifest.json").rename(elsewhere)
+    (out / "contacts.manifest.json").symlink_to(elsewhere)
+    before, listed = _contents(out), elsewhere.read_bytes()
+    capsys.readouterr()
+    assert main(["contacts", scenario, "--no-plot", *check, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    manifest = out / "contacts.manifest.json"
+    assert err == [f"fol contacts: error: {scenario}: {manifest}: is a link to {elsewhere}, not the regular file "
+                   "fol contacts writes; it records which files in --out fol contacts wrote: remove it (the files it "
+                   "lists are then kept) or give another --out"], err
+    assert manifest.is_symlink() and _contents(out) == before and elsewhere.read_bytes() == listed
+
+
 def test_contacts_check_writes_and_removes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--check validates and exits: an earlier run's outputs it would not write stay, and no manifest is
     written into a folder that has none."""

@@ -127,3 +127,25 @@ def test_the_lines_write_a_file_name_of_the_folder_escaped_on_one_line(tmp_path:
         f"removed    {tmp_path}/part-\\u202e1.bin (an earlier run's; not an output of this one)",
         f"kept       {tmp_path}/part-\\x1b[2J\\nx.bin (not an output of this run; no demo.manifest.json there says "
         "demo wrote it)"]
+
+
+def test_a_manifest_that_is_a_link_is_refused_in_one_line_and_left_alone(tmp_path: Path) -> None:
+    """The command writes its manifest as a regular file in the folder, as it writes every output: a link of
+    the manifest's name is the user's, and what it leads to (another folder's manifest) says nothing of the
+    files in this one. It is refused in one line, not read; before, it was read through the link, and the
+    files in the folder it listed were removed."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "part-1.bin").write_bytes(b"one")
+    RULE.write(elsewhere / RULE.name, [elsewhere / "part-1.bin"])
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "part-1.bin").write_bytes(b"one")  # the same bytes: the user's copy
+    (out / RULE.name).symlink_to(elsewhere / RULE.name)
+    with pytest.raises(_Err) as info:
+        RULE.read(out)
+    message = str(info.value)
+    assert "\n" not in message and message == (
+        f"{out / RULE.name}: is a link to {elsewhere / RULE.name}, not the regular file demo writes; it records "
+        f"which files in --out demo wrote: remove it (the files it lists are then kept) or give another --out")
+    assert (out / RULE.name).is_symlink() and (out / "part-1.bin").read_bytes() == b"one"
