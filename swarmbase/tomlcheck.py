@@ -70,10 +70,16 @@ def read_text_file(path: str | os.PathLike[str], error: type[Exception], what: s
     """The UTF-8 text of a user file of at most ``max_bytes`` (checked before
     reading), without the byte-order mark Windows editors and Excel's "CSV UTF-8"
     put first; a missing file, a folder, a larger file or non-UTF-8 bytes raise
-    ``error`` with one line naming the file."""
+    ``error`` with one line naming the file; so does a file that grew past
+    ``max_bytes`` after the check (no more than ``max_bytes + 1`` bytes are read)."""
     path = check_input_file(path, error, what, max_bytes)
     try:
-        return path.read_bytes().decode("utf-8-sig")
+        with path.open("rb") as stream:
+            data = stream.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise error(f"{brief(path)}: grew past {max_bytes} bytes while it was read; "
+                        f"{_a(what)} may have at most {max_bytes}")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise error(f"{path}: not a UTF-8 text file; expected {_a(what)}") from None
     except OSError as exc:

@@ -280,3 +280,28 @@ def test_safejson_counts_commas_of_truncated_or_tricky_text_as_the_copy_did(text
     from swarmbase.safejson import _commas_outside_strings
 
     assert _commas_outside_strings(text, stop=len(text) + 1) == _COPY_STRING.sub("", text).count(",")
+
+
+def test_a_file_that_grows_past_its_limit_after_the_size_check_is_refused_not_read_whole(tmp_path: Path,
+                                                                                       monkeypatch) -> None:
+    """read_text_file checks the size, then reads: a file appended to in between (a log still written, a
+    file swapped under the path) is read no further than the limit and refused in one line."""
+    import swarmbase.tomlcheck as tomlcheck
+
+    path = tmp_path / "s.toml"
+    path.write_text("a = 1\n")
+    checked = tomlcheck.check_input_file
+
+    def grows_after_the_check(*args, **kwargs):
+        result = checked(*args, **kwargs)
+        with path.open("a") as stream:
+            stream.write("#" * 100)
+        return result
+
+    monkeypatch.setattr(tomlcheck, "check_input_file", grows_after_the_check)
+    with pytest.raises(ConfigError, match=r"s\.toml: grew past 64 bytes while it was read; a scenario may have "
+                                          r"at most 64$") as caught:
+        tomlcheck.read_text_file(path, ConfigError, "scenario", 64)
+    assert "\n" not in str(caught.value)
+    monkeypatch.undo()
+    assert tomlcheck.read_text_file(path, ConfigError, "scenario", 200) == "a = 1\n" + "#" * 100
