@@ -477,13 +477,15 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
 
 
 def _check_grid(scenario: ContactScenario, n_nodes: int, turns: float = 0.0) -> None:
-    """Refuse a time grid whose trajectory table would be too large, before it is built.
+    """Refuse a time grid whose contact search (trajectories, window search, ground stations' rotations)
+    would be too large, before it is built.
     Random-waypoint drones add their expected waypoint times to the grid."""
     t, d = scenario.time, scenario.drones
     if d is not None and d.count is not None:
         n_nodes = d.count
         turns = expected_turns(d.count, d.area_km, d.speed_m_s, t.duration_s, d.pause_s)
-    check_trajectory_size(grid_samples(t.duration_s, t.step_s) + turns, n_nodes, waypoint_times=turns)
+    check_trajectory_size(grid_samples(t.duration_s, t.step_s) + turns, n_nodes, waypoint_times=turns,
+                          stations=bool(scenario.ground_stations))
 
 
 def _check_station_names(scenario: ContactScenario, constellation: Constellation) -> None:

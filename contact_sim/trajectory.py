@@ -85,10 +85,26 @@ class Trajectories:
                          np.sqrt((self.vel_left**2).sum(-1)).max()))
 
 
-#: Largest trajectory table a scenario may ask for: positions and the velocity on
-#: both sides of every sample, float64 (72 bytes per node and time sample).
+#: Largest memory a contact search may ask for: its trajectories, the window search's copy of them and, for
+#: ground stations, their rotation into TEME (:func:`contact_search_bytes`). The orbit partition's ground
+#: tracks (``fol.simulation.check``) are held to it too.
 MAX_TRAJECTORY_BYTES = 8 * 2**30
+#: The trajectory table alone: positions and the velocity on both sides of every sample, float64 (72 bytes
+#: per node and time sample; satellites share one velocity array, 48).
 TRAJECTORY_BYTES_PER_SAMPLE = 3 * 3 * 8
+#: Peak resident memory of a contact search (``fol contacts``) per node and time sample: the trajectory
+#: table, the window search's packed copy of every node state (:class:`contact_sim.windows._Scanner`: 12
+#: float64 columns for drones, 8 for satellites) and the temporaries that fill it. Fitted (least squares) on
+#: the resident set of ``fol contacts --no-plot`` (``/usr/bin/time -v``): 12 random-waypoint drones over
+#: 100, 200 and 300 h (1.1 to 3.3 M node samples) took 239 bytes per node and sample, 48 satellites over
+#: 24 h at 5, 2.5 and 1.25 s (0.8 to 3.3 M) 179, above the 130 MB of the program itself. Rounded up.
+CONTACT_BYTES_PER_SAMPLE = 256
+#: Ground stations (satellite scenarios) add, per time sample whatever their number, Skyfield's nutation
+#: series and the Earth-rotation matrices that turn them into TEME: 22.2 kB measured alone (1 and 5
+#: stations, 34,561 and 69,121 times), rounded up. It peaks before the search, so the sum is an upper
+#: bound: the 48 satellites and one station above took 26.9 kB per time sample (549 bytes per node and
+#: sample), where the two constants give 37.1 kB.
+STATION_ROTATION_BYTES_PER_TIME = 24 * 2**10
 
 
 def grid_samples(duration_s: float, step_s: float) -> int:
@@ -97,19 +113,29 @@ def grid_samples(duration_s: float, step_s: float) -> int:
     return int(np.floor(min(duration_s / step_s, 1e18) + 1e-9)) + 2
 
 
-def check_trajectory_size(n_times: float, n_nodes: int, waypoint_times: float = 0.0) -> None:
-    """Refuse, before anything is allocated, a grid whose trajectory table would
-    exceed :data:`MAX_TRAJECTORY_BYTES`. ``n_times`` counts every time sample,
-    ``waypoint_times`` of them the drones' turns (either may be an estimate)."""
-    need = float(n_times) * max(int(n_nodes), 1) * TRAJECTORY_BYTES_PER_SAMPLE
+def contact_search_bytes(n_times: float, n_nodes: int, stations: bool = False) -> float:
+    """Peak memory (bytes) of a contact search over ``n_times`` time samples of ``n_nodes`` nodes, ground
+    stations among them when ``stations``: :data:`CONTACT_BYTES_PER_SAMPLE` per node and sample, and
+    :data:`STATION_ROTATION_BYTES_PER_TIME` per sample with stations (infinite past the float range)."""
+    per_time = max(int(n_nodes), 1) * CONTACT_BYTES_PER_SAMPLE + (STATION_ROTATION_BYTES_PER_TIME if stations else 0)
+    return float(n_times) * per_time
+
+
+def check_trajectory_size(n_times: float, n_nodes: int, waypoint_times: float = 0.0, stations: bool = False) -> None:
+    """Refuse, before anything is allocated, a grid whose contact search (:func:`contact_search_bytes`:
+    the trajectories, the window search's copy of them, the stations' rotations) would exceed
+    :data:`MAX_TRAJECTORY_BYTES`. ``n_times`` counts every time sample, ``waypoint_times`` of them the
+    drones' turns (either may be an estimate); ``stations``: ground stations are among the nodes."""
+    need = contact_search_bytes(n_times, n_nodes, stations)
     if need > MAX_TRAJECTORY_BYTES:
         turns = waypoint_times > n_times / 2
         field, fix = (("time.duration_s", "shorten time.duration_s (every waypoint time is a sample)") if turns
                       else ("time.step_s", "raise time.step_s or shorten time.duration_s"))
-        gib = float(n_times) / 2**30 * max(int(n_nodes), 1) * TRAJECTORY_BYTES_PER_SAMPLE  # finite where need is not
+        gib = contact_search_bytes(float(n_times) / 2**30, n_nodes, stations)  # finite where need is not
         raise ContactError(  # a horizon of 1e308 s makes 1e305 waypoint times: counted in powers of ten
             f"{field}: {format_count(float(n_times))} time samples x {max(int(n_nodes), 1):,} node(s) would need "
-            f"{format_count(gib, 1)} GiB of trajectories (limit {MAX_TRAJECTORY_BYTES / 2**30:.0f} GiB); {fix}")
+            f"{format_count(gib, 1)} GiB for the trajectories and their window search "
+            f"(limit {MAX_TRAJECTORY_BYTES / 2**30:.0f} GiB); {fix}")
 
 
 def time_grid(duration_s: float, step_s: float) -> np.ndarray:

@@ -696,7 +696,9 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
     ``_PART_WINDOWS`` emitted windows, which it writes to a temporary
     directory (``tempfile``: ``TMPDIR``); the parts are then read back one at
     a time into the table. A 24 h, 4,408-satellite search (~94 M windows)
-    so needs the table's 32 bytes per window plus the trajectories.
+    so needs the table's 32 bytes per window plus the trajectories and the packed node states
+    (:data:`contact_sim.trajectory.CONTACT_BYTES_PER_SAMPLE` per node and time sample together, the
+    budget :func:`contact_sim.trajectory.check_trajectory_size` holds a scenario to).
     """
     global _WORKER
     if workers < 1:
