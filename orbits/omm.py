@@ -73,6 +73,8 @@ _DEFAULTS = {"CLASSIFICATION_TYPE": "U", "OBJECT_ID": "UNKNOWN", "EPHEMERIS_TYPE
              "ELEMENT_SET_NO": 999, "REV_AT_EPOCH": 0, "BSTAR": 0.0, "MEAN_MOTION_DOT": 0.0,
              "MEAN_MOTION_DDOT": 0.0}
 #: An international (COSPAR) designator as OBJECT_ID writes it: launch year, launch number, piece.
+#: CLASSIFICATION_TYPE values: U (unclassified), C (classified), S (secret), as a TLE's line 1 column 8.
+_CLASSIFICATIONS = ("U", "C", "S")
 _COSPAR_ID = re.compile(r"^\d{4}-\d{3}[A-Z]{1,3}$", re.ASCII)
 #: MEAN_ELEMENT_THEORY values naming the elements SGP4 takes: Space-Track and CelesTrak write SGP4,
 #: the CCSDS 502.0-B standard's own example SGP/SGP4; SDP4 is SGP4's deep-space branch, which the
@@ -194,7 +196,9 @@ def _checked_fields(rec: Any, where: str) -> dict[str, Any]:
     for key in ("RA_OF_ASC_NODE", "ARG_OF_PERICENTER", "MEAN_ANOMALY"):  # CCSDS angles; sgp4 takes any value
         if not -360.0 <= fields[key] <= 360.0:  # (a mean anomaly of 1e300 deg gave a position, silently wrong)
             raise OrbitError(f"{where}.{key}: expected -360..360 deg, got {fields[key]}")
-    fields["CLASSIFICATION_TYPE"] = str(fields["CLASSIFICATION_TYPE"])[:1] or "U"
+    if fields["CLASSIFICATION_TYPE"] not in _CLASSIFICATIONS:  # the TLE's line 1 column 8, which exports write
+        raise OrbitError(f"{where}.CLASSIFICATION_TYPE: expected U (unclassified), C (classified) or S (secret), "
+                         f"got {shown(fields['CLASSIFICATION_TYPE'])}")
     fields["OBJECT_ID"] = str(fields["OBJECT_ID"])
     return fields
 
@@ -210,6 +214,7 @@ def omm_satrec(rec: dict[str, Any], where: str = "OMM record") -> tuple[Satrec, 
         _omm.initialize(sat, fields)
     except (KeyError, ValueError, TypeError) as exc:
         raise OrbitError(f"{where}: sgp4 rejected the record ({exc})") from None
+    sat.classification = fields["CLASSIFICATION_TYPE"]  # initialize sets it, then its sgp4init resets it to U
     check_elements(sat, where)
     if not _COSPAR_ID.fullmatch(fields["OBJECT_ID"]):  # sgp4 keeps OBJECT_ID[2:] whatever it is ('UNKNOWN' -> 'KNOWN')
         sat.intldesg = ""  # a TLE export leaves the designator blank, an OMM export writes UNKNOWN

@@ -626,3 +626,51 @@ def test_omm_xml_declaring_a_multi_byte_encoding_is_one_line(tmp_path: Path) -> 
         read_omm(path)
     assert str(info.value) == (f"{path}:1: the XML declaration names a multi-byte encoding the XML parser cannot read "
                                "('EUC-JP'); save the file as UTF-8")
+
+
+@pytest.mark.parametrize("source", ["json", "csv", "xml", "kvn", "tle"])
+@pytest.mark.parametrize("mark", ["C", "S"])
+def test_fol_contacts_exports_the_classification_it_read(tmp_path: Path, source: str, mark: str) -> None:
+    """An element set read as C (classified) or S (secret) was exported as U by --export-orbits omm / tle:
+    sgp4.omm.initialize sets the classification, then its sgp4init resets it to U. Every layout read
+    (OMM JSON, CSV, XML, KVN, and TLE line 1 column 8) is written back with its own, in every layout."""
+    rec = {**RECORD, "NORAD_CAT_ID": 25544, "CLASSIFICATION_TYPE": mark}
+    c = parse_omm_text(json.dumps([rec]), "json", "gp.json")
+    assert c.satrecs[0].classification == mark
+    text = format_tle(c) if source == "tle" else format_omm(c, source)
+    assert ("1 25544" + mark in text) if source == "tle" else (mark in text)
+    (tmp_path / f"gp.{source}").write_text(text)
+    kind = "tle" if source == "tle" else "omm"
+    scn = tmp_path / "scn.toml"
+    scn.write_text(f'[constellation]\nkind = "{kind}"\n{kind}_file = "gp.{source}"\n[time]\n'
+                   'start = "2026-08-01T00:00:00Z"\nduration_s = 600.0\n[link]\nmax_range_km = 5000.0\n')
+    for export, layout in (("tle", None), ("omm", "json"), ("omm", "csv"), ("omm", "xml"), ("omm", "kvn")):
+        out = tmp_path / f"{export}-{layout}"
+        assert contacts_main(["contacts", str(scn), "--no-plot", "--export-orbits", export, "--out", str(out),
+                              *(["--orbits-format", layout] if layout else [])]) == 0
+        written = next(out.glob("orbits.*"))
+        if export == "tle":
+            line1 = written.read_text().splitlines()[1]
+            assert line1.startswith("1 25544") and line1[7] == mark, line1
+            assert parse_tle_text(written.read_text(), "o.tle").satrecs[0].classification == mark
+        else:
+            assert read_omm(written).satrecs[0].classification == mark
+
+
+@pytest.mark.parametrize("given", ["X", "CONFIDENTIAL", "u", 1])
+def test_an_omm_classification_other_than_u_c_s_is_one_line(tmp_path: Path, given) -> None:
+    """CLASSIFICATION_TYPE was cut to its first character ('CONFIDENTIAL' read as C, 'X' written into a TLE's
+    column 8, which the TLE reader refuses); anything but U, C or S is refused naming the file and field.
+    Left out or empty it is U, as CelesTrak always writes it."""
+    path = tmp_path / "gp.json"
+    path.write_text(json.dumps([{**RECORD, "CLASSIFICATION_TYPE": given}]))
+    with pytest.raises(OrbitError, match=r"^\S*gp\.json: record 0\.CLASSIFICATION_TYPE: expected U \(unclassified\), "
+                                         r"C \(classified\) or S \(secret\), got ") as info:
+        read_omm(path)
+    assert "\n" not in str(info.value)
+    for unset in ("", None):
+        path.write_text(json.dumps([{**RECORD, "CLASSIFICATION_TYPE": unset}]))
+        assert read_omm(path).satrecs[0].classification == "U"
+    (tmp_path / "gp.kvn").write_text(_kvn({**RECORD, "CLASSIFICATION_TYPE": "Q"}))
+    with pytest.raises(OrbitError, match=r"gp\.kvn:20\.CLASSIFICATION_TYPE: expected U"):
+        read_omm(tmp_path / "gp.kvn")
