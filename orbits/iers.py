@@ -49,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
-from swarmbase.tomlcheck import read_text_file, shown
+from swarmbase.tomlcheck import brief, read_text_file, shown
 
 from .constants import DAY_S
 from .errors import OrbitError
@@ -118,7 +118,7 @@ class PolarMotion:
         end = start + _dt.timedelta(seconds=float(duration_s))
         first, last = _utc(float(self.utc_mjd[0])), _utc(float(self.utc_mjd[-1]))
         if start < first or end > last:
-            raise OrbitError(f"{field}: {self.source} gives polar motion for {self.span_text()}, not for "
+            raise OrbitError(f"{field}: {brief(self.source)} gives polar motion for {self.span_text()}, not for "
                              f"{start:%Y-%m-%dT%H:%M:%SZ}..{end:%Y-%m-%dT%H:%M:%SZ}; expected an IERS finals file "
                              "covering those times (finals2000A.all from the IERS Rapid Service reaches a year ahead)")
 
@@ -185,7 +185,7 @@ def parse_iers_finals_text(text: str, source: str = "<text>") -> PolarMotion:
     ended = 0  # the first line with a date and no polar motion
 
     def fail(number: int, message: str) -> OrbitError:
-        return OrbitError(f"{source}:{number}: {message}")
+        return OrbitError(f"{brief(source)}:{number}: {message}")
 
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip("\r")
@@ -232,7 +232,7 @@ def parse_iers_finals_text(text: str, source: str = "<text>") -> PolarMotion:
         dut1s.append(float(dut1_text))
         numbers.append(number)
     if not days:
-        raise OrbitError(f"{source}: no polar motion; expected {_LAYOUT}")
+        raise OrbitError(f"{brief(source)}: no polar motion; expected {_LAYOUT}")
     utc_mjd, dut1 = np.array(days), np.array(dut1s)
     _check_leap_seconds(utc_mjd, dut1, numbers, fail)
     return PolarMotion(source, utc_mjd, np.array(xs), np.array(ys), dut1)

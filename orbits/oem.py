@@ -268,7 +268,7 @@ class Ephemeris:
             if far.any():  # bounded states, and yet a polynomial of degree 15 through points 1 us apart
                 j = int(np.argmax(far))
                 k = int(np.flatnonzero(sel)[j])
-                raise OrbitError(f"{self.source}: {s.object_name}: the state interpolated at {start.isoformat()} + "
+                raise OrbitError(f"{brief(self.source)}: {s.object_name}: the state interpolated at {start.isoformat()} + "
                                  f"{offsets[k]:g} s ({np.linalg.norm(r[j]):.3g} km from the Earth's centre, "
                                  f"{np.linalg.norm(v[j]):.3g} km/s) is past what a state may have (+-"
                                  f"{MAX_OEM_POSITION_KM:g} km, +-{MAX_OEM_VELOCITY_KM_S:g} km/s a coordinate); the "
@@ -285,7 +285,7 @@ class Ephemeris:
         if missing.any():
             row, k = np.argwhere(missing)[0]
             when = f"{start.isoformat()} + {offsets[k]:g} s"
-            raise OrbitError(f"{self.source}: {self.names[row]}: no ephemeris at {when}; the useable span is "
+            raise OrbitError(f"{brief(self.source)}: {self.names[row]}: no ephemeris at {when}; the useable span is "
                              f"{self.spans_text(self.names[row])}")
         return out, out_v
 
@@ -313,7 +313,7 @@ class Ephemeris:
                     reach = max(reach, b)
             if reach < end:
                 raise OrbitError(f"{field}: the horizon {start:%Y-%m-%dT%H:%M:%SZ} + {float(duration_s):g} s is not "
-                                 f"inside the useable span of {name} in {self.source} "
+                                 f"inside the useable span of {name} in {brief(self.source)} "
                                  f"({self.spans_text(name)}); no ephemeris from "
                                  f"{reach.replace(tzinfo=None).isoformat()}Z")
 
@@ -379,11 +379,12 @@ class _Builder:
 
     def __init__(self, source: str) -> None:
         self.source = source
+        self.where = brief(source)  # how a message names the file (a long path cut)
         self.points = 0
         self.first_of: dict[str, OemSegment] = {}  # each object's first segment (its OBJECT_ID), by name
 
     def fail(self, number: int, message: str) -> OrbitError:
-        return OrbitError(f"{self.source}:{number}: {message}")
+        return OrbitError(f"{self.where}:{number}: {message}")
 
     def time(self, number: int, key: str, value: str) -> _dt.datetime:
         try:
@@ -418,8 +419,8 @@ class _Builder:
 
     def ephemeris(self, header: dict[str, tuple[str, int]], segments: list[OemSegment]) -> Ephemeris:
         if not segments:
-            raise OrbitError(f"{self.source}: no segment ({self.SEGMENT} .. META_STOP, then data lines) found"
-                             if self.SEGMENT == "META_START" else f"{self.source}: no <segment> found")
+            raise OrbitError(f"{self.where}: no segment ({self.SEGMENT} .. META_STOP, then data lines) found"
+                             if self.SEGMENT == "META_START" else f"{self.where}: no <segment> found")
         return Ephemeris(header["CCSDS_OEM_VERS"][0], header.get("CREATION_DATE", ("", 0))[0],
                          header.get("ORIGINATOR", ("", 0))[0], segments, self.source)
 
@@ -458,7 +459,7 @@ class _Builder:
         name = value("OBJECT_NAME")
         if not name or not name.isprintable():
             raise self.fail(meta["OBJECT_NAME"][1], f"OBJECT_NAME: expected a name, got {shown(name)}")
-        check_name_length(name, f"{self.source}:{meta['OBJECT_NAME'][1]}: OBJECT_NAME", OrbitError)
+        check_name_length(name, f"{self.where}:{meta['OBJECT_NAME'][1]}: OBJECT_NAME", OrbitError)
         choice("CENTER_NAME", ("EARTH",), "an Earth-centred ephemeris")
         frame = choice("REF_FRAME", OEM_FRAMES, "a frame this reader rotates into TEME")
         if "REF_FRAME_EPOCH" in meta:  # only meaningful for frames of date other than TEME; none of ours needs it
@@ -591,7 +592,7 @@ class _Reader(_Builder):
                 raise self.fail(number, f"{brief(key, 60)}: an OEM must start with a CCSDS_OEM_VERS line")
             self.header_value(header, key, value, number)
         if "CCSDS_OEM_VERS" not in header:
-            raise OrbitError(f"{self.source}: not an OEM (no CCSDS_OEM_VERS line)")
+            raise OrbitError(f"{self.where}: not an OEM (no CCSDS_OEM_VERS line)")
         return self.ephemeris(header, segments)
 
     def segment(self, start_line: int, segments: list[OemSegment]) -> None:
@@ -707,7 +708,7 @@ class _XmlReader(_Builder):
         self.seen: set[str] = set()  # the containers met (header, body; metadata, data of the open segment)
 
     def read(self) -> Ephemeris:
-        refuse_doctype(self.text, self.source, OrbitError)  # no entity is ever expanded
+        refuse_doctype(self.text, self.where, OrbitError)  # no entity is ever expanded
         self.parser.StartElementHandler = self.start
         self.parser.EndElementHandler = self.end
         self.parser.CharacterDataHandler = self.characters

@@ -46,7 +46,7 @@ from sgp4.exporter import export_omm
 
 from swarmbase.fileio import atomic_write_text
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import check_name_length, read_text_file, shown
+from swarmbase.tomlcheck import brief, check_name_length, read_text_file, shown
 from swarmbase.xmlguard import refuse_doctype
 
 from .constants import SGP4_MAX_SATNUM
@@ -345,6 +345,7 @@ def _server_answer(text: str, source: str) -> None:
 
 def parse_omm_text(text: str, fmt: str, source: str = "<text>") -> Constellation:
     """Parse OMM text (``fmt`` = json/csv/xml/kvn) into a :class:`Constellation`."""
+    source = brief(source)  # as every message names it: a long path cut, not written whole
     _server_answer(text, source)
     names, sats, catalog = [], [], []
     book = SatelliteNames()
@@ -371,7 +372,7 @@ def read_omm(path: str | Path, fmt: str | None = None) -> Constellation:
     text = read_text_file(path, OrbitError, "GP/OMM file", MAX_OMM_BYTES)
     fmt = fmt or omm_format(path, text)
     if fmt not in OMM_FORMATS:
-        raise OrbitError(f"{path}: unknown OMM format {fmt!r}; expected one of {', '.join(OMM_FORMATS)}")
+        raise OrbitError(f"{brief(path)}: unknown OMM format {fmt!r}; expected one of {', '.join(OMM_FORMATS)}")
     return parse_omm_text(text, fmt, str(path))
 
 

@@ -28,7 +28,7 @@ from sgp4.api import Satrec
 from sgp4.exporter import export_tle
 
 from swarmbase.fileio import atomic_write_bytes
-from swarmbase.tomlcheck import check_name_length, read_text_file, shown
+from swarmbase.tomlcheck import brief, check_name_length, read_text_file, shown
 
 from .constellation import Constellation, SatelliteNames
 from .errors import OrbitError, check_elements
@@ -131,6 +131,7 @@ def _check_fields(line1: str, line2: str, source: str, lineno1: int, lineno2: in
 
 def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
     """Parse TLE text (2- or 3-line sets, plain ASCII) into a :class:`Constellation`."""
+    source = brief(source)  # as every message names it: a long path cut, not written whole
     if not text.isascii():  # str.isdigit() passes a superscript two, which int() then refuses
         raise OrbitError(f"{source}: TLE file must be plain ASCII text")
     raw = text.splitlines()

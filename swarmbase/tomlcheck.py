@@ -81,9 +81,9 @@ def read_text_file(path: str | os.PathLike[str], error: type[Exception], what: s
                         f"{_a(what)} may have at most {max_bytes}")
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise error(f"{path}: not a UTF-8 text file; expected {_a(what)}") from None
+        raise error(f"{brief(path)}: not a UTF-8 text file; expected {_a(what)}") from None
     except OSError as exc:
-        raise error(f"{path}: cannot read the {what} ({exc.strerror})") from None
+        raise error(f"{brief(path)}: cannot read the {what} ({exc.strerror})") from None
 
 
 def read_toml(path: str | os.PathLike[str], error: type[Exception], what: str = "TOML file"
@@ -95,13 +95,13 @@ def read_toml(path: str | os.PathLike[str], error: type[Exception], what: str = 
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise error(f"{path}: invalid TOML ({exc})") from None
+        raise error(f"{brief(path)}: invalid TOML ({exc})") from None
     except RecursionError:  # tomllib parses nested arrays / inline tables recursively
-        raise error(f"{path}: invalid TOML (arrays or inline tables nested too deeply)") from None
+        raise error(f"{brief(path)}: invalid TOML (arrays or inline tables nested too deeply)") from None
     except ValueError:  # int() refuses more than sys.get_int_max_str_digits() digits
-        raise error(f"{path}: invalid TOML (an integer longer than {sys.get_int_max_str_digits():,} digits)") from None
+        raise error(f"{brief(path)}: invalid TOML (an integer longer than {sys.get_int_max_str_digits():,} digits)") from None
     if _has_overlong_int(doc):  # a hex / octal / binary one is parsed at any size, but no message could show it
-        raise error(f"{path}: invalid TOML (an integer longer than {sys.get_int_max_str_digits():,} digits)")
+        raise error(f"{brief(path)}: invalid TOML (an integer longer than {sys.get_int_max_str_digits():,} digits)")
     return doc, text
 
 

@@ -584,3 +584,38 @@ def test_an_agent_state_of_round_true_is_refused() -> None:
     assert AgentState.from_dict(doc, "state.json").round == 1
     with pytest.raises(ConfigError, match=r"^state\.json: field 'round' must be a positive integer, got true$"):
         AgentState.from_dict({**doc, "round": True}, "state.json")
+
+
+# ------------------------------------------------------------------ orbit readers (orbits/)
+
+@pytest.mark.parametrize("reader, name, text, says", [
+    ("read_tle", "shell.tle", "2 25544  51.6416 247.4627 0006703 130.5360 325.0288 15.72125391563537\n",
+     "TLE line 2 without a preceding line 1"),
+    ("read_omm", "gp.json", '[{"EPOCH": "soon"}]', "record 0.EPOCH: expected an ISO-8601 UTC time"),
+    ("read_omm", "gp.csv", "EPOCH,MEAN_MOTION\n2026-08-01T00:00:00,fast\n", "2.MEAN_MOTION: expected a number"),
+    ("read_omm", "gp.xml", "<ndm><omm", "invalid XML"),
+    ("read_omm", "gp.kvn", "CCSDS_OMM_VERS = 2.0\nnot a key\n", ":2: expected a 'KEY = value' line"),
+    ("read_oem", "iss.oem", "hello\n", ":1: "),
+    ("read_oem", "iss.xml", '<?xml version="1.0"?>\n<!DOCTYPE oem>\n<oem/>\n', ":2: a document type declaration"),
+    ("read_iers_finals", "finals.all", "x" * 200 + "\n", ":1: "),
+    ("read_tle", "latin1.tle", b"\xff\xfe", "not a UTF-8 text file; expected a TLE file"),
+])
+def test_an_orbit_reader_names_a_file_of_a_long_path_in_one_short_line(tmp_path: Path, reader: str, name: str,
+                                                                       text: str | bytes, says: str) -> None:
+    """The TLE, OMM, OEM and IERS readers named the file in their refusals by its whole path, which may reach
+    4,096 characters: a line of several kB. They name it as swarmbase.tomlcheck.brief writes it (cut past 200
+    characters), the rest of the message as it was."""
+    import orbits
+
+    folder = tmp_path
+    for level in range(5):  # five folders of 200-character names: a path of more than 1,000
+        folder = folder / (f"{level}-" + "d" * 198)
+    folder.mkdir(parents=True)
+    path = folder / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    assert len(str(path)) > 1000
+    with pytest.raises(orbits.OrbitError) as info:
+        getattr(orbits, reader)(path)
+    message = str(info.value)
+    _one_line(message)  # the path alone was over 1,000 characters
+    assert says in message and "d" * 300 not in message and message.startswith(repr(str(path)[:150])[:-1]), message
