@@ -19,6 +19,7 @@ ValueError: a.toml: link.rate_bps: expected a positive number, got -1
 
 from __future__ import annotations
 
+import datetime as _dt
 import difflib
 import math
 import os
@@ -187,7 +188,7 @@ def _shown_prefix(text: str) -> str:
 
 
 def _shown_pieces(value: Any) -> Iterator[str]:
-    """``repr(value)`` in pieces, a boolean (also in a list or table) spelled as TOML does."""
+    """``repr(value)`` in pieces, a boolean and a date or time (also in a list or table) written as TOML does."""
     if isinstance(value, bool):
         yield "true" if value else "false"
     elif isinstance(value, (list, tuple)):
@@ -202,6 +203,9 @@ def _shown_pieces(value: Any) -> Iterator[str]:
             yield f"{', ' if i else ''}{k!r}: "
             yield from _shown_pieces(v)
         yield "}"
+    elif isinstance(value, (_dt.date, _dt.time)):  # a TOML date or time as written there, not datetime.date(...)
+        text = value.isoformat()
+        yield text[:-6] + "Z" if getattr(value, "tzinfo", None) is _dt.timezone.utc else text
     elif isinstance(value, str) and len(value) > _SHOWN_STR_CHARS:  # rendered in part: repr() of a 57 MB line
         yield repr(_shown_prefix(value))  # of '1 1 1 ...' and its split into words took 2.4 s and 340 MB
     else:
@@ -210,7 +214,7 @@ def _shown_pieces(value: Any) -> Iterator[str]:
 
 def shown(value: Any, limit: int = 60) -> str:
     """``repr(value)`` for a one-line error message, booleans spelled ``true`` and
-    ``false`` as in TOML, at most about ``limit`` characters: a long integer keeps
+    ``false`` and dates and times written as in TOML (``2025-03-01``, ``2025-03-01T12:00:00Z``), at most about ``limit`` characters: a long integer keeps
     its first digits and says how many it has, any other long value is cut with
     ``...`` (a TOML integer or string has no size limit, and a message is meant
     to be read).

@@ -167,6 +167,29 @@ def test_a_long_string_is_shown_without_rendering_all_of_it() -> None:
     assert shown("a" * 5000 + "'") == '"' + "a" * 56 + "..." and shown(["y" * 5000]) == shown(["y" * 100])
 
 
+def test_a_toml_date_or_time_is_shown_as_toml_writes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A TOML date refused in a scenario field was shown as Python writes it, 'got datetime.date(2025, 3, 1)';
+    shown() writes a date, a date-time and a time as TOML does (a UTC offset as Z), also in a list or table."""
+    import tomllib
+
+    from contact_sim.cli import main as contacts_main
+    from swarmbase.tomlcheck import shown
+
+    doc = tomllib.loads("d = 2025-03-01\nz = 2025-03-01T12:00:00+00:00\no = 2025-03-01 12:00:00.25-07:30\n"
+                        "l = 2025-03-01T12:00:00\nt = 07:32:00\nlist = [2025-03-01]\n")
+    assert [shown(v) for v in doc.values()] == ["2025-03-01", "2025-03-01T12:00:00Z", "2025-03-01T12:00:00.250000-07:30",
+                                                "2025-03-01T12:00:00", "07:32:00", "[2025-03-01]"]
+    assert shown({"start": doc["d"]}) == "{'start': 2025-03-01}"
+    scenario = tmp_path / "scn.toml"
+    scenario.write_text('[constellation]\nkind = "walker-delta"\ntotal = 4\nplanes = 2\nphasing = 1\n'
+                        'altitude_km = 550.0\ninclination_deg = 53.0\nepoch = 2025-03-01\n[time]\n'
+                        'start = "2025-03-01T00:00:00Z"\nduration_s = 600.0\n[link]\nmax_range_km = 5000.0\n')
+    assert contacts_main(["contacts", str(scenario), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.endswith("constellation.epoch: expected an ISO-8601 UTC time string, "
+                                                  "got 2025-03-01\n"), err
+
+
 def test_safejson_refuses_a_number_that_overflows_to_infinity_unless_nan_is_allowed() -> None:
     """``1e999`` parsed to inf though the reader refuses Infinity: a peer's header or a user's
     file could carry an infinite number past every check that reads "standard JSON only"."""
