@@ -304,7 +304,9 @@ def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
     if fmt == "csv":
         if _KVN_START.match(text):  # Space-Track's "kvn" format, not a CSV header
             raise OrbitError(f"{source}: holds OMM in KVN layout ('KEY = value' lines), not CSV; read it as kvn")
-        reader = _omm.parse_csv(io.StringIO(text))
+        # newline="": the csv module ends a row at LF, CR LF or CR alone (a Mac spreadsheet's CSV); a StringIO
+        # split at LF only handed it a CR-only file as one line, refused as a field holding a new-line at 'line 0'
+        reader = _omm.parse_csv(io.StringIO(text, newline=""))
         try:
             if not reader.fieldnames or "EPOCH" not in [f.strip().upper() for f in reader.fieldnames]:
                 raise OrbitError(f"{source}: expected a CSV header row with OMM field names (EPOCH, MEAN_MOTION, ...)")

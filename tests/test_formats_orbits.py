@@ -674,3 +674,20 @@ def test_an_omm_classification_other_than_u_c_s_is_one_line(tmp_path: Path, give
     (tmp_path / "gp.kvn").write_text(_kvn({**RECORD, "CLASSIFICATION_TYPE": "Q"}))
     with pytest.raises(OrbitError, match=r"gp\.kvn:20\.CLASSIFICATION_TYPE: expected U"):
         read_omm(tmp_path / "gp.kvn")
+
+
+def test_an_omm_csv_with_lines_ended_by_cr_alone_reads_as_with_lf(tmp_path: Path) -> None:
+    """A CSV whose lines end in CR alone (a Mac spreadsheet's) was handed to the csv module as one line and
+    refused at 'gp.csv:0' (a new-line character in an unquoted field). It reads as the LF file does, and a
+    bad field is named at its own line, as in the LF and CR LF files."""
+    c = parse_omm_text(json.dumps(KVN_PAIR), "json", "gp.json")
+    lines = format_omm(c, "csv").splitlines()
+    path = tmp_path / "gp.csv"
+    for end in ("\r", "\r\n", "\n"):
+        path.write_bytes((end.join(lines) + end).encode())
+        back = read_omm(path)
+        assert back.names == c.names and back.catalog_numbers == c.catalog_numbers
+        bad = lines[:2] + ["", lines[2].replace(",12.5,", ",fast,", 1)]  # an empty line, then line 4
+        path.write_bytes((end.join(bad) + end).encode())
+        with pytest.raises(OrbitError, match=r"gp\.csv:4\.MEAN_ANOMALY: expected a number, got 'fast'$"):
+            read_omm(path)
