@@ -232,6 +232,15 @@ def _blank_row(row: dict[Any, Any]) -> bool:
     return all(v is None or not v.strip() for v in values)
 
 
+def _record_start(text: str, done: int) -> int:
+    """The line a CSV record the csv module refused starts on: the first line after the ``done`` lines of
+    the records before it that is not empty (the module skips those), as it splits lines (LF, CR LF, CR)."""
+    for number, line in enumerate(io.StringIO(text, newline=""), 1):
+        if number > done and line.strip("\r\n"):
+            return number
+    return done + 1
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -307,12 +316,20 @@ def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
         # newline="": the csv module ends a row at LF, CR LF or CR alone (a Mac spreadsheet's CSV); a StringIO
         # split at LF only handed it a CR-only file as one line, refused as a field holding a new-line at 'line 0'
         reader = _omm.parse_csv(io.StringIO(text, newline=""))
+        rows: list[tuple[str, Any]] = []
+        done = 0  # lines of the records read whole (the csv module does not count the line it fails in)
         try:
             if not reader.fieldnames or "EPOCH" not in [f.strip().upper() for f in reader.fieldnames]:
                 raise OrbitError(f"{source}: expected a CSV header row with OMM field names (EPOCH, MEAN_MOTION, ...)")
-            return [(f"{source}:{reader.line_num}", row) for row in reader if not _blank_row(row)]
+            done = reader.line_num
+            for row in reader:
+                if not _blank_row(row):
+                    rows.append((f"{source}:{reader.line_num}", row))
+                done = reader.line_num
+            return rows
         except csv.Error as exc:  # e.g. a quote left open: its field runs past the csv module's limit
-            raise OrbitError(f"{source}:{reader.line_num}: not a valid CSV record ({exc}); a quote left open?") from None
+            raise OrbitError(f"{source}:{_record_start(text, done)}: not a valid CSV record ({exc}); "
+                             "a quote left open?") from None
     if fmt == "xml":
         refuse_doctype(text, source, OrbitError)  # sgp4 parses with ElementTree, which expands entities
         try:

@@ -691,3 +691,21 @@ def test_an_omm_csv_with_lines_ended_by_cr_alone_reads_as_with_lf(tmp_path: Path
         path.write_bytes((end.join(bad) + end).encode())
         with pytest.raises(OrbitError, match=r"gp\.csv:4\.MEAN_ANOMALY: expected a number, got 'fast'$"):
             read_omm(path)
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
+def test_an_omm_csv_quote_left_open_is_named_at_the_line_it_opens(tmp_path: Path, end: str) -> None:
+    """A quote left open was reported at the line before the one the csv module failed in (which it does
+    not count): 'gp.csv:1' for a quote on line 2, and for one that ran over many lines a line far from it.
+    The line is now the one the refused record starts on, the empty lines before it skipped as the module does."""
+    path = tmp_path / "gp.csv"
+    text = format_omm(parse_omm_text(json.dumps([RECORD]), "json", "gp.json"), "csv")
+    head = end.join(text.splitlines() + ["", ""]) + end  # header (1), a record (2), two empty lines (3, 4)
+    for tail in ('"' + "x" * 140_000, '"' + ("x" * 70 + end) * 2_000):  # on one line, over 2,000 lines
+        path.write_bytes((head + tail).encode())
+        with pytest.raises(OrbitError, match=r"gp\.csv:5: not a valid CSV record \(field larger than field "
+                                             r"limit \(131072\)\); a quote left open\?$"):
+            read_omm(path)
+    path.write_bytes(('"OBJECT' + ("y" * 70 + end.replace("\r", "\n")) * 2_000).encode())  # in the header
+    with pytest.raises(OrbitError, match=r"gp\.csv:1: not a valid CSV record"):
+        read_omm(path)
