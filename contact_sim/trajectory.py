@@ -103,7 +103,8 @@ CONTACT_BYTES_PER_SAMPLE = 256
 #: series and the Earth-rotation matrices that turn them into TEME: 22.2 kB measured alone (1 and 5
 #: stations, 34,561 and 69,121 times), rounded up. It peaks before the search, so the sum is an upper
 #: bound: the 48 satellites and one station above took 26.9 kB per time sample (549 bytes per node and
-#: sample), where the two constants give 37.1 kB.
+#: sample), where the two constants give 37.1 kB. The orbit partition's ground tracks, turned Earth-fixed
+#: the same way, take it too (22.2 kB per time sample for 1 and 8 satellites at 10^5 times).
 STATION_ROTATION_BYTES_PER_TIME = 24 * 2**10
 
 

@@ -1244,6 +1244,9 @@ def test_the_check_refuses_a_synthesis_too_large_before_pretraining(tmp_path: Pa
     ("acquisition_s = 1e12", r"data\.acquisition_s: 1e\+12 s of ground tracks every 25 s"),
     # the default period is the scenario's, but the coverage step follows the swath, not time.step_s
     ("swath_km = 2.0\n[time]\nduration_s = 5e8\nstep_s = 1e5", r"data\.acquisition_s: 5e\+08 s of ground tracks every 1 s"),
+    # 10^6 times of a few satellites: 0.4 GB of tracks, but Skyfield's Earth rotation takes 22 kB a time
+    # sample whatever the satellites (25 GB): counted since 2026-12-07, the tracks alone were before
+    ("swath_km = 16.0\nacquisition_s = 1e6", r"data\.acquisition_s: 1e\+06 s of ground tracks every 1 s"),
 ])
 def test_the_check_refuses_an_orbit_partition_too_long_to_track(fields: str, words: str, tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
