@@ -37,8 +37,8 @@ EARTH_RADIUS_KM: float = _WGS72_RADIUS_KM
 DEFAULT_GRAZING_KM = 80.0
 #: Largest grazing altitude a link geometry takes, km (the TOML and the API share it).
 MAX_GRAZING_KM = 50000.0
-#: Largest link range a geometry takes, km (the TOML and the API share it): twice the farthest from the Earth's
-#: centre an OEM state may be (:data:`orbits.oem.MAX_OEM_POSITION_KM`, past which nothing orbits the Earth);
+#: Largest link range a geometry takes, km (the TOML and the API share it): twice the largest position coordinate
+#: an OEM state may have (:data:`orbits.oem.MAX_OEM_POSITION_KM`, past which nothing orbits the Earth);
 #: 1e308 km overflowed the squared ranges of the window search.
 MAX_RANGE_KM = 2 * MAX_OEM_POSITION_KM
 
