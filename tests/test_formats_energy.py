@@ -165,8 +165,9 @@ def test_sunlight_step_is_refused_where_no_eclipse_is_searched(tmp_path) -> None
         assert "\n" not in str(e.value)
         rest = {k: v for k, v in energy.items() if k != "sunlight_step_s"}
         assert parse_contact_scenario({**base, "energy": rest}, tmp_path).energy.solar_w == 5.0
-        # nor does the eclipse grid's size limit (2,000,000 steps of 60 s) apply to them
-        long = {**base, "time": {**base["time"], "duration_s": 2e8}, "energy": rest}
+        # nor does the eclipse grid's size limit (2,000,000 steps of 60 s, 1.2e8 s) apply to them (1.5e8 s: inside the
+        # contact search's own budget, 256 bytes per node and sample)
+        long = {**base, "time": {**base["time"], "duration_s": 1.5e8}, "energy": rest}
         assert parse_contact_scenario(long, tmp_path).energy.solar_w == 5.0
     satellites = {"constellation": {"kind": "walker-delta", "total": 2, "planes": 1, "altitude_km": 550.0,
                                     "inclination_deg": 53.0, "epoch": "2025-03-01T00:00:00Z"},
