@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from fol.errors import ConfigError
 from swarmbase.cli import path_argument, recorded_path, utf8_text
-from swarmbase.manifest import OutputManifest
+from swarmbase.manifest import OutputManifest, recorded_unchanged
 from swarmbase.tomlcheck import brief
 
 log = logging.getLogger(__name__)
@@ -170,8 +170,7 @@ def _replaced_output(out: Path, model: Path, writes: list[str], record: dict[str
                 same = path.is_file() and os.path.samefile(path, model)
             except OSError:  # vanished or unreadable: not the model
                 continue
-            entry = None if record is None else record.get(path.name)
-            if same and (path.name in writes or (entry is not None and entry.matches(path))):
+            if same and (path.name in writes or recorded_unchanged(record, path)):
                 return path.name
     return None
 

@@ -47,7 +47,7 @@ from swarmbase.fileio import file_sha256, write_json_atomic
 from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import Table, brief, read_text_file, shown
 
-__all__ = ["MANIFEST_FORMAT", "WrittenFile", "OutputManifest", "EarlierOutputs"]
+__all__ = ["MANIFEST_FORMAT", "WrittenFile", "OutputManifest", "EarlierOutputs", "recorded_unchanged"]
 
 #: The layout this version writes and reads.
 MANIFEST_FORMAT = 1
@@ -76,6 +76,13 @@ class WrittenFile:
             return False
 
 
+def recorded_unchanged(record: dict[str, WrittenFile] | None, path: Path) -> bool:
+    """Whether a manifest's ``record`` (:meth:`OutputManifest.read`; None: no manifest) lists ``path``'s name
+    and ``path`` is still that file (:meth:`WrittenFile.matches`): an earlier output a run may remove."""
+    entry = None if record is None else record.get(path.name)
+    return entry is not None and entry.matches(path)
+
+
 @dataclass
 class EarlierOutputs:
     """What a run does with the files of its output names that it does not write (:meth:`OutputManifest.
@@ -96,8 +103,7 @@ class EarlierOutputs:
     def unchanged(self, path: Path) -> bool:
         """``staged_outputs(removable=...)``: asked at the swap, whether ``path`` is still the file the
         manifest lists; one changed since (while the run computed, too) is kept, and added to ``kept``."""
-        entry = None if self.record is None else self.record.get(path.name)
-        if entry is not None and entry.matches(path):
+        if recorded_unchanged(self.record, path):
             return True
         self.kept.append((path, self.manifest.kept_changed))
         return False
@@ -233,9 +239,9 @@ class OutputManifest:
                 path = folder / name
                 if path.is_symlink() or not path.is_file():
                     continue
-                entry = None if record is None else record.get(name)
-                if entry is not None and entry.matches(path):
+                if recorded_unchanged(record, path):
                     earlier.removable.append(name)
                 else:
-                    earlier.kept.append((path, self.kept_changed if entry is not None else self.kept_unrecorded))
+                    listed = record is not None and name in record
+                    earlier.kept.append((path, self.kept_changed if listed else self.kept_unrecorded))
         return earlier
