@@ -232,8 +232,8 @@ def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = (),
     file there is renamed over its namesake in ``folder``, then the regular files of
     ``folder`` matching one of the glob patterns ``replaces`` (outputs an
     earlier set may hold and this one does not) that the new set did not bring
-    are removed (Ctrl-C is held off during these renames and removals) and
-    added to ``removed`` when it is given. A link or a folder of such a name is
+    are removed (Ctrl-C is held off during these renames and removals, not
+    while they are chosen) and added to ``removed`` when it is given. A link or a folder of such a name is
     left alone: a set is regular files, so a link there is the user's own, not
     an earlier set's output. With ``removable``, a match is removed only when
     ``removable(path)`` is true, asked at the swap (a caller that knows which
@@ -261,10 +261,12 @@ def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = (),
     try:
         yield stage
         names = sorted(p.name for p in stage.iterdir())
+        # the earlier files to remove are chosen before Ctrl-C is held off: ``removable`` may hash large files
+        stale = _stale(folder, names, replaces, removable)
         sigint = hasattr(signal, "pthread_sigmask") and hasattr(signal, "SIGINT")
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if sigint else None
         try:
-            gone = _swap(stage, folder, names, replaces, removable)
+            gone = _swap(stage, folder, names, stale)
         finally:
             if blocked is not None:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
@@ -300,12 +302,20 @@ def _remove_dead_stages(folder: Path) -> None:
         shutil.rmtree(folder / name, ignore_errors=True)
 
 
-def _swap(stage: Path, folder: Path, names: list[str], replaces: Sequence[str],
-          removable: Callable[[Path], bool] | None = None) -> list[Path]:
+def _stale(folder: Path, names: list[str], replaces: Sequence[str],
+           removable: Callable[[Path], bool] | None) -> list[Path]:
+    """The earlier files of ``folder`` a swap bringing ``names`` removes: the regular files (not links)
+    matching a pattern of ``replaces`` that the new set does not bring and ``removable`` allows."""
+    matches = {p for pattern in replaces for p in folder.glob(pattern)
+               if p.name not in names and not p.is_symlink() and p.is_file()}
+    return sorted(p for p in matches if removable is None or removable(p))
+
+
+def _swap(stage: Path, folder: Path, names: list[str], stale: Sequence[Path]) -> list[Path]:
     """Move the files ``names`` of ``stage`` into ``folder``: each file they replace, and
-    each stale match of ``replaces`` (a regular file, not a link, that ``removable`` allows), is first moved into a
-    hidden folder beside them, removed once every move succeeded; the stale files removed
-    are returned. If a move fails, the moves made are undone in reverse order (so
+    each file of ``stale`` (:func:`_stale`), is first moved into a hidden folder beside them,
+    removed once every move succeeded; the stale files removed are returned (one gone
+    meanwhile is skipped). If a move fails, the moves made are undone in reverse order (so
     ``folder`` holds the previous set again) and the error is raised; should an undo fail
     too, the kept-aside files stay in that hidden folder."""
     aside = folder / f"{stage.name[:-len('.tmp')]}.old"
@@ -323,11 +333,13 @@ def _swap(stage: Path, folder: Path, names: list[str], replaces: Sequence[str],
                 # a folder is never moved aside (a file renamed onto it fails, and is undone)
                 move(target, aside / name)
             move(stage / name, target)
-        matches = {p for pattern in replaces for p in folder.glob(pattern)
-                   if p.name not in names and not p.is_symlink() and p.is_file()}
-        stale = sorted(p for p in matches if removable is None or removable(p))
+        removed = []
         for path in stale:
-            move(path, aside / path.name)
+            try:
+                move(path, aside / path.name)
+            except FileNotFoundError:  # removed since it was chosen: nothing to remove
+                continue
+            removed.append(path)
     except BaseException:
         undone = True
         for dst, src in reversed(undo):
@@ -341,7 +353,7 @@ def _swap(stage: Path, folder: Path, names: list[str], replaces: Sequence[str],
         raise
     fsync_dir(folder)
     shutil.rmtree(aside, ignore_errors=True)
-    return stale
+    return removed
 
 
 #: What a link that leads to no file says, by the error following it gives (:func:`dead_link`).

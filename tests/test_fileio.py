@@ -7,7 +7,9 @@ from __future__ import annotations
 import errno
 import os
 import re
+import signal
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -197,6 +199,45 @@ def test_staged_outputs_removes_only_the_stale_files_removable_allows_asked_at_t
     assert sorted(asked) == ["part-1.bin", "part-2.bin"]
     assert removed == [tmp_path / "part-1.bin"]
     assert _listing(tmp_path) == {"part-2.bin": b"edited meanwhile", "part-3.bin": b"new"}
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="needs signal.pthread_sigmask")
+def test_ctrl_c_while_the_earlier_files_are_hashed_stops_before_the_swap(tmp_path: Path) -> None:
+    """Ctrl-C was held off from before ``removable`` was asked (a digest of every earlier output, seconds for
+    large ones) to the end of the swap, so a Ctrl-C while it hashed waited, and the new set was swapped in
+    anyway. It is now held off for the renames alone: a Ctrl-C while the earlier files are hashed stops
+    the command with the previous set in place."""
+    (tmp_path / "part-1.bin").write_bytes(b"old")
+    (tmp_path / "part-2.bin").write_bytes(b"old")
+
+    def hashing(path: Path) -> bool:
+        os.kill(os.getpid(), signal.SIGINT)  # the user's Ctrl-C, while the digest is computed
+        for _ in range(1000):  # the handler runs between bytecodes
+            time.sleep(0.001)
+        return True
+
+    with pytest.raises(KeyboardInterrupt):
+        with fileio.staged_outputs(tmp_path, replaces=["part-*.bin"], removable=hashing) as stage:
+            (stage / "part-1.bin").write_bytes(b"new")
+    assert _listing(tmp_path) == {"part-1.bin": b"old", "part-2.bin": b"old"}
+
+
+def test_a_stale_file_removed_between_its_choice_and_the_swap_is_skipped(tmp_path: Path) -> None:
+    """A file chosen for removal that is gone by the time of the renames (removed by the user meanwhile)
+    does not undo the swap: the new set goes in and the file is not said removed."""
+    (tmp_path / "part-1.bin").write_bytes(b"old")
+    (tmp_path / "part-2.bin").write_bytes(b"old")
+
+    def gone_after(path: Path) -> bool:
+        if path.name == "part-2.bin":
+            path.unlink()
+        return True
+
+    removed: list[Path] = []
+    with fileio.staged_outputs(tmp_path, replaces=["part-*.bin"], removed=removed, removable=gone_after) as stage:
+        (stage / "part-3.bin").write_bytes(b"new")
+    assert removed == [tmp_path / "part-1.bin"]
+    assert _listing(tmp_path) == {"part-3.bin": b"new"}
 
 
 def _listing(folder: Path) -> dict[str, bytes]:
