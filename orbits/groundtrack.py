@@ -5,7 +5,9 @@ TEME (SGP4 output) -> ITRS uses Skyfield's ``TEME`` and ``itrs`` frame objects
 Geodetic latitude/longitude/height follow Skyfield's WGS-84 ``Geoid``
 iteration (same constants, same three fixed-point steps), vectorized over
 satellites x times. With a :class:`orbits.iers.PolarMotion` (an IERS finals file) the rotation is on its time
-scale: Skyfield's ITRS with the file's polar motion and UT1, as for ground stations and ITRF states.
+scale: Skyfield's ITRS with the file's polar motion and UT1, as for ground stations and ITRF states. An OEM's
+ITRF states are Earth-fixed already: their sub-satellite points are the geodetic of the states as read, with no
+rotation there and back.
 
 Example:
     >>> from orbits.constellation import walker_delta
@@ -103,18 +105,39 @@ def geodetic_from_itrs(xyz_km: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return np.degrees(lat), np.degrees(lon), height
 
 
+def turns_earth_fixed(constellation: Constellation | StateSource) -> bool:
+    """Whether :func:`ground_track` turns the satellites' positions Earth-fixed, Skyfield's rotation at every time
+    sample: for element sets (SGP4's TEME) and an OEM holding a state in any frame but ITRF, yes; for an OEM whose
+    states are all ITRF (:attr:`orbits.oem.Ephemeris.all_itrf`), no: they are Earth-fixed as read."""
+    return isinstance(constellation, Constellation) or not getattr(constellation, "all_itrf", False)
+
+
 def ground_track(constellation: Constellation | StateSource, start: _dt.datetime | str, offsets_s,
                  positions_teme_km: np.ndarray | None = None,
                  polar_motion: PolarMotion | None = None) -> GroundTrack:
-    """Ground tracks of every satellite (of element sets or of an OEM) at ``start + offsets_s`` (s), on
-    Skyfield's ITRS, with ``polar_motion`` when given (:func:`teme_to_itrs`).
+    """Ground tracks of every satellite (of element sets or of an OEM) at ``start + offsets_s`` (s): TEME positions
+    turned onto Skyfield's ITRS, with ``polar_motion`` when given (:func:`teme_to_itrs`); an OEM's ITRF states are
+    Earth-fixed already and taken as interpolated (:meth:`orbits.oem.Ephemeris.positions_teme_or_itrf_km`), with no
+    rotation, so ``polar_motion`` and the OEM's own finals file leave them as they are; the rotation is built
+    unless every state is ITRF (:func:`turns_earth_fixed`).
 
-    Pass ``positions_teme_km`` (``(n_sat, n_times, 3)``) to reuse a propagation.
+    Pass ``positions_teme_km`` (``(n_sat, n_times, 3)``, all TEME) to reuse a propagation.
     """
     offsets = np.asarray(offsets_s, dtype=float)
-    if positions_teme_km is None:
-        positions_teme_km, _ = propagate_offsets(constellation, start, offsets)
-    itrs_km = teme_to_itrs(positions_teme_km, start, offsets, polar_motion)
+    earth_fixed = None  # (n_sat, n_times): True where a position is Earth-fixed as read
+    if positions_teme_km is not None:
+        positions_km = positions_teme_km
+    elif not isinstance(constellation, Constellation) and hasattr(constellation, "positions_teme_or_itrf_km"):
+        positions_km, earth_fixed = constellation.positions_teme_or_itrf_km(start, offsets)
+    else:
+        positions_km, _ = propagate_offsets(constellation, start, offsets)
+    if earth_fixed is None:
+        itrs_km = teme_to_itrs(positions_km, start, offsets, polar_motion)
+    elif turns_earth_fixed(constellation):
+        turned_km = teme_to_itrs(positions_km, start, offsets, polar_motion)
+        itrs_km = np.where(earth_fixed[..., None], positions_km, turned_km)
+    else:
+        itrs_km = positions_km
     lat, lon, h = geodetic_from_itrs(itrs_km)
     return GroundTrack(list(constellation.names), offsets, lat, lon, h)
 

@@ -23,7 +23,8 @@ lines or state vectors, each number, the order of the epochs, the span) and refu
 line of its ``<stateVector>``). :meth:`Ephemeris.positions_teme_km` interpolates
 (Hermite on positions and velocities, or Lagrange on positions, of the segment's stated degree,
 in Newton's form, every time's window at once) and rotates the result into TEME, the frame of SGP4 and of
-the rest of :mod:`orbits` and :mod:`contact_sim`.
+the rest of :mod:`orbits` and :mod:`contact_sim`; for the ground tracks,
+:meth:`Ephemeris.positions_teme_or_itrf_km` leaves ITRF states Earth-fixed as interpolated.
 
 :func:`write_oem` writes the states of a constellation (SGP4) or of an :class:`Ephemeris` (re-sampled)
 every ``step_s`` over a span, one segment per satellite, in TEME (as computed) or rotated into EME2000,
@@ -249,12 +250,34 @@ class Ephemeris:
         from ITRF the Earth's rotation is added (``omega x r``, as for ground stations); the inertial frames'
         slow precession (under 1e-7 km/s) is not. ITRF states are turned with :attr:`polar_motion` when it is
         set, and a time it does not cover is refused (:meth:`orbits.iers.PolarMotion.check_covers`)."""
+        out, out_v, _ = self._states_km(start, offsets_s, turn_itrf=True)
+        return out, out_v
+
+    def positions_teme_or_itrf_km(self, start: _dt.datetime | str, offsets_s) -> tuple[np.ndarray, np.ndarray]:
+        """Positions (km) of every object at ``start + offsets_s``, ``(n_objects, n_times, 3)``, for the ground
+        tracks (:func:`orbits.ground_track`): where an ITRF segment gives the state, its interpolated position as the
+        file holds it, Earth-fixed, turned by nothing (so neither :attr:`polar_motion` nor UT1 enters, and no time
+        needs it); elsewhere the TEME position :meth:`positions_teme_km` gives, to the bit. Also the
+        ``(n_objects, n_times)`` mask, True where the position is Earth-fixed."""
+        out, _, fixed = self._states_km(start, offsets_s, turn_itrf=False)
+        return out, fixed
+
+    @property
+    def all_itrf(self) -> bool:
+        """Whether every segment's states are ITRF (Earth-fixed): its ground tracks need no Earth rotation."""
+        return all(s.ref_frame in ITRF_FRAMES for s in self.segments)
+
+    def _states_km(self, start: _dt.datetime | str, offsets_s, turn_itrf: bool
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The states of :meth:`states_teme_km`, ITRF ones left Earth-fixed unless ``turn_itrf``, and the mask of
+        the states left Earth-fixed."""
         start = parse_utc(start, field="start")
         offsets = np.asarray(offsets_s, dtype=float).ravel()
         if not np.isfinite(offsets).all():
             raise OrbitError("positions_teme_km: offsets_s must be finite numbers")
         out = np.full((len(self.names), offsets.size, 3), np.nan)
         out_v = np.full((len(self.names), offsets.size, 3), np.nan)
+        fixed = np.zeros((len(self.names), offsets.size), dtype=bool)
         rotations: dict[str, np.ndarray] = {}
         rows = {name: i for i, name in enumerate(self.names)}
         for s in self.segments:
@@ -273,7 +296,9 @@ class Ephemeris:
                                  f"{np.linalg.norm(v[j]):.3g} km/s) is past what a state may have (+-"
                                  f"{MAX_OEM_POSITION_KM:g} km, +-{MAX_OEM_VELOCITY_KM_S:g} km/s a coordinate); the "
                                  f"states of the segment of line {s.line} around it are not one smooth orbit")
-            if s.ref_frame != "TEME":
+            if s.ref_frame in ITRF_FRAMES and not turn_itrf:
+                fixed[row, sel] = True
+            elif s.ref_frame != "TEME":
                 if s.ref_frame not in rotations:
                     rotations[s.ref_frame] = _to_teme_matrices(s.ref_frame, start, offsets, self.polar_motion)
                 r = np.einsum("nij,nj->ni", rotations[s.ref_frame][sel], r)
@@ -287,7 +312,7 @@ class Ephemeris:
             when = f"{start.isoformat()} + {offsets[k]:g} s"
             raise OrbitError(f"{brief(self.source)}: {self.names[row]}: no ephemeris at {when}; the useable span is "
                              f"{self.spans_text(self.names[row])}")
-        return out, out_v
+        return out, out_v, fixed
 
     def useable_spans(self) -> dict[str, list[tuple[_dt.datetime, _dt.datetime]]]:
         """The UTC spans in which each object is interpolated, by name, in file order (one pass)."""
@@ -316,15 +341,6 @@ class Ephemeris:
                                  f"inside the useable span of {name} in {brief(self.source)} "
                                  f"({self.spans_text(name)}); no ephemeris from "
                                  f"{reach.replace(tzinfo=None).isoformat()}Z")
-
-    def check_polar_motion_covers(self, start: _dt.datetime | str, duration_s: float, field: str) -> None:
-        """Refuse, in one :class:`OrbitError` line naming ``field`` (:meth:`orbits.iers.PolarMotion.check_covers`),
-        a period ``start .. start + duration_s`` that :attr:`polar_motion` does not cover while the file holds ITRF
-        states: :meth:`states_teme_km` turns them with it at every time asked for (it refuses one outside, after
-        whatever ran before), so a caller about to ask for states over the period checks it first. Nothing to check
-        without polar motion (Skyfield's ITRS alone) or without ITRF states."""
-        if self.polar_motion is not None and any(s.ref_frame in ITRF_FRAMES for s in self.segments):
-            self.polar_motion.check_covers(start, duration_s, field)
 
 
 def _iso(epoch0: _dt.datetime, seconds: float) -> str:

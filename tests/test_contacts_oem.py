@@ -196,6 +196,36 @@ def test_the_orbit_partition_sweeps_the_oem_satellites_swaths_as_the_tles() -> N
     assert np.array_equal(got, want)
 
 
+
+def test_the_partition_of_element_sets_and_inertial_states_keeps_the_teme_route_to_the_bit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Element sets and an OEM's GCRF states are still turned from TEME onto Skyfield's ITRS (without polar motion)
+    and then WGS-84: their ground tracks and the partition are, to the bit, those of that route written out here,
+    though ITRF states now skip it."""
+    import fol.simulation.partition as partition
+    from orbits import GroundTrack, geodetic_from_itrs, teme_to_itrs
+
+    def teme_route(sats, start, offsets_s):
+        offsets = np.asarray(offsets_s, dtype=float)
+        r_teme, _ = propagate_offsets(sats, start, offsets)
+        lat, lon, height = geodetic_from_itrs(teme_to_itrs(r_teme, start, offsets))
+        return GroundTrack(list(sats.names), offsets, lat, lon, height)
+
+    rng = np.random.default_rng(1)
+    lat, lon = rng.uniform(-52.0, 52.0, 3000), rng.uniform(-180.0, 180.0, 3000)
+    start = dt.datetime(2008, 9, 20, 12, 30, tzinfo=dt.timezone.utc)
+    for sats in (read_tle(EXAMPLES / "leo_oem.tle"), read_oem(EXAMPLES / "leo_oem.oem")):
+        track, route = ground_track(sats, start, np.arange(0.0, 5400.0, 12.5)), teme_route(sats, start,
+                                                                                          np.arange(0.0, 5400.0, 12.5))
+        for key in ("lat_deg", "lon_deg", "height_km"):
+            assert np.array_equal(getattr(track, key), getattr(route, key)), key
+        for rule in ("first", "uniform"):
+            got = partition.orbit_assignment(lat, lon, sats, start, 5400.0, 200.0, rule=rule, seed=2)
+            with monkeypatch.context() as m:
+                m.setattr(partition, "ground_track", teme_route)
+                want = partition.orbit_assignment(lat, lon, sats, start, 5400.0, 200.0, rule=rule, seed=2)
+            assert (got >= 0).sum() > 100 and np.array_equal(got, want), rule
+
 LEARNING = f"""
 [data]
 dataset = "synthetic-hurricane"
@@ -771,31 +801,30 @@ def _itrf_oem_scenario(tmp_path: Path, finals_days: range, start: str, duration_
     return scn
 
 
-@pytest.mark.parametrize("check", [["--check"], []], ids=["check", "run"])
-def test_an_acquisition_period_past_the_iers_finals_is_refused_with_itrf_states_before_the_search(
-        check: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """An OEM's ITRF states are turned into TEME with [time] iers_finals, and the orbit partition's ground tracks
-    take them over data.acquisition_s, which may pass the horizon: the finals file must cover that period too.
-    Before, only the horizon was checked against the file: --check passed, and the run failed in the partition
-    (after the check, before the window search) on "ITRF states: ... gives polar motion for ...", naming neither
-    the scenario nor a field. The period ending on the file's last day passes."""
+def test_an_acquisition_period_past_the_iers_finals_is_accepted_as_the_partition_turns_no_itrf_state(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The orbit partition's ground tracks take an OEM's ITRF states Earth-fixed as they are, so [time] iers_finals
+    need not cover data.acquisition_s, which may pass the horizon. Before, they were turned into TEME with the file
+    (and back without it) over that period, and a period past the file was refused by --check and by the run; the
+    partition now gives the same satellites with the file as without it."""
     from fol.cli import main
+    from fol.simulation.partition import orbit_assignment
 
+    scn = _itrf_oem_scenario(tmp_path, range(19, 22), "2008-09-20T12:30:00Z", 10800.0, 26.0)
+    eph = build_constellation(parse_contact_scenario(tomllib.loads(scn.read_text()), tmp_path, scn))
     learning = '[scenario]\nname = "oem"\nseeds = [0]\n' + LEARNING.replace("acquisition_s = 20000.0",
                                                                             "acquisition_s = 45000.0")
-    scn = _itrf_oem_scenario(tmp_path, range(19, 22), "2008-09-20T12:30:00Z", 10800.0, 26.0)
     scn.write_text(learning + scn.read_text())
-    monkeypatch.setattr("fol.simulation.runner.build_trajectories", lambda *a, **k: pytest.fail("searched"))
-    assert main(["simulate", str(scn), *check, "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err.strip().splitlines() == [
-        f"fol simulate: error: {scn}: data.acquisition_s (ITRF states of constellation.oem_file, turned with "
-        f"time.iers_finals): {tmp_path / 'finals2000A.all'} gives polar motion for "
-        "2008-09-19T00:00:00Z..2008-09-21T00:00:00Z, not for 2008-09-20T12:30:00Z..2008-09-21T01:00:00Z; expected "
-        "an IERS finals file covering those times (finals2000A.all from the IERS Rapid Service reaches a year ahead)"]
-    assert not (tmp_path / "out").exists()
-    scn.write_text(scn.read_text().replace("acquisition_s = 45000.0", "acquisition_s = 41400.0"))  # to 09-21 0 h
     assert main(["simulate", str(scn), "--check", "--out", str(tmp_path / "out")]) == 0
     assert ": OK — 3 learning nodes" in capsys.readouterr().out
+    rng = np.random.default_rng(0)
+    lat, lon = rng.uniform(-52.0, 52.0, 3000), rng.uniform(-180.0, 180.0, 3000)
+    start = dt.datetime(2008, 9, 20, 12, 30, tzinfo=dt.timezone.utc)  # to 2008-09-21 01:00, past the file's last day
+    assert eph.polar_motion is not None and eph.all_itrf
+    with_file = orbit_assignment(lat, lon, eph, start, 45000.0, 400.0, rule="first")
+    eph.polar_motion = None
+    assert (with_file >= 0).sum() > 300 and np.array_equal(with_file, orbit_assignment(lat, lon, eph, start, 45000.0,
+                                                                                        400.0, rule="first"))
 
 
 def test_nothing_of_fol_contacts_or_the_batteries_turns_earth_fixed_positions_past_the_horizon(tmp_path: Path) -> None:

@@ -183,6 +183,69 @@ def test_ground_tracks_are_turned_with_the_polar_motion_too(finals: Path) -> Non
                                          r"2008-09-20T22:00:00Z\.\.2008-09-21T01:00:00Z;"):
         ground_track(sats, late, offsets, polar_motion=pm)
 
+# measured (an ITRF export of the three element sets written with the pole of _iers.py, read with the file, 400 km
+# swaths every 25 s over 3 h from 12:30): the round trip (into TEME with the file, back without it) the ground tracks
+# took before moved the sub-satellite points by 0.46 to 12.71 m (8.5e-8 m read without the file)
+def test_itrf_states_give_their_sub_satellite_points_as_read_with_or_without_the_file(
+        tmp_path: Path, finals: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ITRF state is Earth-fixed already: the ground track's sub-satellite point is the WGS-84 geodetic of the
+    state (Skyfield's wgs84 here), whatever finals file the ephemeris was read with or the track is asked with, and
+    no Earth rotation is built. Before, the states went into TEME with the file and back without it: 12.7 m off."""
+    from skyfield.api import wgs84
+    from skyfield.toposlib import ITRSPosition
+    from skyfield.units import Distance
+
+    from orbits import ground_track, groundtrack
+    from orbits.groundtrack import turns_earth_fixed
+
+    pm = read_iers_finals(finals)
+    path = write_oem(tmp_path / "itrf.oem", read_tle(EXAMPLE_TLE), START, SPAN_S, STEP_S, frame="ITRF",
+                     polar_motion=pm)
+    with_file, without = read_oem(path, polar_motion=pm), read_oem(path)
+    assert with_file.all_itrf and not turns_earth_fixed(with_file)
+    offsets = np.arange(0.0, SPAN_S + 1.0, STEP_S)  # the states' own epochs: the interpolant passes through them
+    track = ground_track(with_file, START, offsets)
+    times = skyfield_times(START, offsets)  # any time scale: an ITRS position into GCRS and back at one instant
+
+    def ground_km(lat_deg, lon_deg):  # the WGS-84 point on the ellipsoid, Earth-fixed km
+        return wgs84.latlon(lat_deg, lon_deg).itrs_xyz.km
+
+    for k, seg in enumerate(with_file.segments):
+        assert np.array_equal(seg.epochs_s - (START - seg.epoch0).total_seconds(), offsets)
+        theirs = wgs84.geographic_position_of(ITRSPosition(Distance(km=seg.pos_km.T)).at(times))
+        gap_km = np.linalg.norm(ground_km(track.lat_deg[k], track.lon_deg[k])
+                                - ground_km(theirs.latitude.degrees, theirs.longitude.degrees), axis=0)
+        assert gap_km.max() < 1e-6  # under 1 mm
+        assert np.abs(track.height_km[k] - theirs.elevation.km).max() < 1e-6
+    for again in (ground_track(without, START, offsets), ground_track(with_file, START, offsets, polar_motion=pm)):
+        for key in ("lat_deg", "lon_deg", "height_km"):  # the file changes none of them: to the bit
+            assert np.array_equal(getattr(track, key), getattr(again, key)), key
+    monkeypatch.setattr(groundtrack, "teme_to_itrs", lambda *a, **k: pytest.fail("an Earth rotation was built"))
+    ground_track(with_file, START, np.arange(0.0, SPAN_S, 7.0))  # between the states too
+
+
+def test_mixed_frames_turn_only_the_teme_and_inertial_states(tmp_path: Path, finals: Path) -> None:
+    """An OEM holding ITRF states for one object and GCRF states for another: the first's ground track is that of
+    its ITRF states alone, the second's that of its GCRF states alone, to the bit (one rotation, for the times
+    of the GCRF states)."""
+    from orbits import Ephemeris, ground_track
+    from orbits.groundtrack import turns_earth_fixed
+
+    pm, sats = read_iers_finals(finals), read_tle(EXAMPLE_TLE)
+    itrf = read_oem(write_oem(tmp_path / "itrf.oem", sats, START, SPAN_S, STEP_S, frame="ITRF", polar_motion=pm),
+                    polar_motion=pm)
+    gcrf = read_oem(write_oem(tmp_path / "gcrf.oem", sats, START, SPAN_S, STEP_S, frame="GCRF"), polar_motion=pm)
+    mixed = Ephemeris(itrf.version, itrf.creation_date, itrf.originator, [itrf.segments[0], gcrf.segments[1]],
+                      polar_motion=pm)
+    assert not mixed.all_itrf and turns_earth_fixed(mixed) and not turns_earth_fixed(itrf)
+    offsets = np.arange(0.0, SPAN_S, 37.3)
+    got = ground_track(mixed, START, offsets)
+    alone = [ground_track(itrf, START, offsets), ground_track(gcrf, START, offsets)]
+    for k in range(2):
+        for key in ("lat_deg", "lon_deg", "height_km"):
+            assert np.array_equal(getattr(got, key)[k], getattr(alone[k], key)[k]), (k, key)
+
+
 # measured: UT1 - UTC and TT of the file's time scale and of the built-in one every 60 s over the 3 h: the same to
 # the bit (the fixture's UT1-UTC is the table's, which Skyfield takes from the IERS file to the same 7 decimals)
 def test_inside_skyfields_table_the_files_ut1_is_the_built_in_one(finals: Path) -> None:

@@ -21,8 +21,8 @@ parsing, it
   that something accepts a connection there;
 - with the orbit partition, that the satellites' ground tracks over
   ``data.acquisition_s`` fit the contact side's trajectory budget, and, for an
-  OEM's satellites, that the period lies inside the file, and inside ``[time] iers_finals`` when the
-  file's ITRF states are turned with it (:func:`check_acquisition_span`);
+  OEM's satellites, that the period lies inside the file (:func:`check_acquisition_span`; the ground
+  tracks take ITRF states as they are, so ``[time] iers_finals`` need not cover it);
 - checks the output folder: a folder (not a file), writable, and empty unless
   resuming; a resumed folder must hold a run's record, and the scenario must
   equal that run's in everything that changes results, the contents of the
@@ -194,13 +194,12 @@ def check_acquisition_span(scn: SwarmScenario, constellation: Constellation | Ep
     """With the orbit partition and an OEM's satellites, the swaths sweep from ``time.start`` for
     ``data.acquisition_s`` (default ``time.duration_s``): that period must lie inside every object's
     useable span, refused in one :class:`~fol.errors.DataError` line naming the field, the object and
-    the first instant not covered; and, when the file holds ITRF states and ``[time] iers_finals`` is given
-    (they are turned into TEME with its polar motion and UT1), inside the finals file, refused in one line
-    naming the fields, the span the file covers and the period needed. A period no longer than the horizon is
-    inside both, which :func:`~contact_sim.scenario.build_constellation` checked; a longer one is checked against
-    ``constellation``, the satellites the caller built (:func:`check_scenario` those of
-    :func:`~contact_sim.scenario.check_contact_scenario`, the run its own), else against the files read
-    here. Used by :func:`check_scenario` (``--check``) and by the run before it partitions the data."""
+    the first instant not covered. ``[time] iers_finals`` need not cover it: the ground tracks take ITRF states
+    Earth-fixed as they are (:func:`orbits.ground_track`) and turn no position with the file. A period no longer
+    than the horizon is inside the file, which :func:`~contact_sim.scenario.build_constellation` checked; a longer
+    one is checked against ``constellation``, the satellites the caller built (:func:`check_scenario` those of
+    :func:`~contact_sim.scenario.check_contact_scenario`, the run its own), else against the files read here.
+    Used by :func:`check_scenario` (``--check``) and by the run before it partitions the data."""
     d, c = scn.data, scn.contact
     if d.partition != "orbit" or c.constellation is None or c.constellation.kind != "oem":
         return
@@ -210,8 +209,6 @@ def check_acquisition_span(scn: SwarmScenario, constellation: Constellation | Ep
     eph = constellation if constellation is not None else build_constellation(c)  # kind = "oem": an Ephemeris
     try:
         eph.check_covers(c.time.start, acquisition_s, "data.acquisition_s")
-        eph.check_polar_motion_covers(c.time.start, acquisition_s, "data.acquisition_s (ITRF states of "
-                                      "constellation.oem_file, turned with time.iers_finals)")
     except OrbitError as exc:
         raise DataError(f"{scn.source}: {exc}") from None
 
