@@ -827,6 +827,27 @@ def test_an_acquisition_period_past_the_iers_finals_is_accepted_as_the_partition
                                                                                         400.0, rule="first"))
 
 
+@pytest.mark.parametrize(("frame", "refused"), [("GCRF", "ground tracks every 1 s"),
+                                                ("ITRF", "is not inside the useable span of ALPHA")])
+def test_the_ground_track_budget_counts_the_earth_rotation_only_where_one_is_built(
+        frame: str, refused: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The orbit partition's ground tracks need Skyfield's Earth rotation (24 KiB per time sample) for TEME and
+    inertial states, not for ITRF states, taken Earth-fixed as they are: 400,002 samples (16 km swaths, 4e5 s) of 3
+    satellites are 9.2 GiB with it, past the 8 GiB budget, and 82 MiB without. The GCRF file is refused for its
+    budget, the ITRF file (which counted the rotation too before) passes it and meets the next check, its span."""
+    from fol.cli import main
+    from orbits import write_oem
+
+    oem = write_oem(tmp_path / f"{frame}.oem", read_tle(EXAMPLES / "leo_oem.tle"),
+                    dt.datetime(2008, 9, 20, 12, 0, tzinfo=dt.timezone.utc), 4 * 3600.0, 60.0, frame=frame)
+    text = EXAMPLE.read_text().replace('oem_file = "leo_oem.oem"', f'oem_file = "{oem}"')
+    learning = LEARNING.replace("swath_km = 400.0\nacquisition_s = 20000.0", "swath_km = 16.0\nacquisition_s = 4e5")
+    (tmp_path / "s.toml").write_text('[scenario]\nname = "oem"\nseeds = [0]\n' + text + learning)
+    assert main(["simulate", str(tmp_path / "s.toml"), "--check"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{tmp_path / 's.toml'}: data.acquisition_s: " in err[0] and refused in err[0], err
+
+
 def test_nothing_of_fol_contacts_or_the_batteries_turns_earth_fixed_positions_past_the_horizon(tmp_path: Path) -> None:
     """The finals file is checked to cover the horizon only: whatever turns positions with it (the ITRF states of
     the OEM for the window search and the eclipses of [energy], the ground stations, the CZML, the ITRF export)

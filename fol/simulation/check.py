@@ -52,6 +52,7 @@ from fol.executors import check_ray_address
 from fol.fileio import check_input_dir, check_output_dir, file_sha256
 from fol.methods import get_method
 from orbits import Constellation, Ephemeris, OrbitError
+from orbits.groundtrack import turns_earth_fixed
 from swarmbase.safejson import loads as bounded_loads
 from fol.simulation.partition import GROUND_SPEED_KM_S, coverage_step_s
 from fol.simulation.scenario import DataConfig, SwarmScenario, errors_name_the_file, json_default, result_settings
@@ -173,16 +174,19 @@ def check_local_parallelism(executor: str, ray_address: str | None, workers: int
                               f"expected at most {cap} ({MAX_PER_CORE} per core)")
 
 
-def _check_ground_tracks(acquisition_s: float, swath_km: float, n_sats: int) -> None:
+def _check_ground_tracks(acquisition_s: float, swath_km: float, n_sats: int, turned: bool) -> None:
     """Refuse an orbit partition whose ground tracks (every satellite over the
     acquisition period, one sample per coverage step) would exceed the contact
-    side's trajectory budget: they are computed as one table, and turned Earth-fixed
-    at every time at once (Skyfield's rotation, :data:`STATION_ROTATION_BYTES_PER_TIME`
-    per time sample whatever the number of satellites: 22.2 kB measured for 1 and 8
-    satellites at 10^5 times)."""
+    side's trajectory budget: they are computed as one table and, when ``turned``
+    (:func:`orbits.groundtrack.turns_earth_fixed`: element sets, an OEM with states in
+    another frame than ITRF), turned Earth-fixed at every time at once (Skyfield's
+    rotation, :data:`STATION_ROTATION_BYTES_PER_TIME` per time sample whatever the
+    number of satellites: 22.2 kB measured for 1 and 8 satellites at 10^5 times).
+    An OEM's ITRF states are Earth-fixed as read: no rotation is built for them."""
     step_s = coverage_step_s(swath_km)
     samples = grid_samples(acquisition_s, step_s)
-    need = float(samples) * (max(n_sats, 1) * TRAJECTORY_BYTES_PER_SAMPLE + STATION_ROTATION_BYTES_PER_TIME)
+    rotation = STATION_ROTATION_BYTES_PER_TIME if turned else 0
+    need = float(samples) * (max(n_sats, 1) * TRAJECTORY_BYTES_PER_SAMPLE + rotation)
     if need > MAX_TRAJECTORY_BYTES:
         raise ConfigError(f"data.acquisition_s: {acquisition_s:g} s of ground tracks every {step_s:g} s "
                           f"(data.swath_km / {2 * GROUND_SPEED_KM_S:g} km/s) x {n_sats:,} satellite(s) would need "
@@ -293,7 +297,8 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
 
         d = scn.data
         if d.partition == "orbit":
-            _check_ground_tracks(d.acquisition_s or scn.contact.time.duration_s, d.swath_km, len(names))
+            _check_ground_tracks(d.acquisition_s or scn.contact.time.duration_s, d.swath_km, len(names),
+                                 constellation is None or turns_earth_fixed(constellation))
             check_acquisition_span(scn, constellation)  # the satellites just built: the OEM file read once
         if d.size is not None and not d.dataset.startswith("synthetic-"):
             raise ConfigError(f"data.size: only applies to synthetic datasets, not {d.dataset!r}")
