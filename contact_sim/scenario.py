@@ -704,9 +704,11 @@ def build_trajectories(scenario: ContactScenario,
 
 
 def plan_from_trajectories(traj: Trajectories, scenario: ContactScenario, workers: int = 1) -> ContactPlan:
-    """Windows + capacities + rounds for already built trajectories."""
+    """Windows + capacities + rounds for already built trajectories; windows that would pass the contact
+    search's memory budget with the grid are refused as they are found
+    (:func:`~contact_sim.trajectory.check_window_budget`)."""
     rate_fn = scenario.link.rate_at if scenario.link.needs_integration else None
-    windows = find_windows(traj, scenario.geometry, rate_fn=rate_fn, workers=workers)
+    windows = find_windows(traj, scenario.geometry, rate_fn=rate_fn, workers=workers, budget=True)
     kinds = ["ground_station" if k else ("satellite" if traj.frame == "TEME" else "drone")
              for k in traj.kinds]
     meta = {"scenario": str(scenario.path) if scenario.path else None, "kind": scenario.kind,

@@ -86,8 +86,8 @@ class Trajectories:
 
 
 #: Largest memory a contact search may ask for: its trajectories, the window search's copy of them and, for
-#: ground stations, their rotation into TEME (:func:`contact_search_bytes`). The orbit partition's ground
-#: tracks (``fol.simulation.check``) are held to it too.
+#: ground stations, their rotation into TEME (:func:`contact_search_bytes`), then the windows it finds
+#: (:func:`check_window_budget`). The orbit partition's ground tracks (``fol.simulation.check``) are held to it too.
 MAX_TRAJECTORY_BYTES = 8 * 2**30
 #: The trajectory table alone: positions and the velocity on both sides of every sample, float64 (72 bytes
 #: per node and time sample; satellites share one velocity array, 48).
@@ -106,6 +106,20 @@ CONTACT_BYTES_PER_SAMPLE = 256
 #: sample), where the two constants give 37.1 kB. The orbit partition's ground tracks, turned Earth-fixed
 #: the same way, take it too (22.2 kB per time sample for 1 and 8 satellites at 10^5 times).
 STATION_ROTATION_BYTES_PER_TIME = 24 * 2**10
+
+
+#: Peak resident memory of ``fol contacts`` per window found, on top of the grid's
+#: (:data:`CONTACT_BYTES_PER_SAMPLE`): the window table (32 bytes: int32 pair, float64 start and end, float32
+#: ranges; 40 with a rate model's volumes), the contact plan's capacity and mean rate (16) and the full-length
+#: temporaries of writing ``contacts.csv`` (round, duration, UTC stamps: the resident set rose 91 bytes per
+#: window while a 4.2 M-window plan's was written), which is where it peaks. Fitted (least squares) on the
+#: resident set of ``fol contacts --no-plot`` (``/usr/bin/time -v``, one worker): a 1,584-satellite shell over
+#: 24 h at 120 s, the grid held fixed and ``link.max_range_km`` 2,000, 3,500 and 5,000 km, found 4.2, 6.9 and
+#: 9.5 M windows and took 137 bytes more per window. Rounded up. Below one part of the search (4 M windows a
+#: worker, :mod:`contact_sim.windows`) its growing buffers peak higher per window: 1.1 M windows (the shell
+#: over 6 h at 2,000 km) took 266 bytes above the program and the grid as counted, so at most about 0.4 GB a
+#: worker more than counted. ``--ion`` and ``--hdtn`` (a Python string or object per window) are not counted.
+CONTACT_BYTES_PER_WINDOW = 160
 
 
 def grid_samples(duration_s: float, step_s: float) -> int:
@@ -137,6 +151,21 @@ def check_trajectory_size(n_times: float, n_nodes: int, waypoint_times: float = 
             f"{field}: {format_count(float(n_times))} time samples x {max(int(n_nodes), 1):,} node(s) would need "
             f"{format_count(gib, 1)} GiB for the trajectories and their window search "
             f"(limit {MAX_TRAJECTORY_BYTES / 2**30:.0f} GiB); {fix}")
+
+
+def check_window_budget(n_windows: float, searched_s: float, horizon_s: float, grid_bytes: float) -> None:
+    """Refuse a contact search whose windows (:data:`CONTACT_BYTES_PER_WINDOW` each) and grid (``grid_bytes``,
+    :func:`contact_search_bytes`) would together exceed :data:`MAX_TRAJECTORY_BYTES`: ``n_windows`` found in
+    ``searched_s`` of the ``horizon_s`` seconds searched so far (the window search calls it as it writes its
+    parts, before it builds the table)."""
+    need = grid_bytes + float(n_windows) * CONTACT_BYTES_PER_WINDOW
+    if need > MAX_TRAJECTORY_BYTES:
+        raise ContactError(
+            f"contact windows: {n_windows:,.0f} found in {searched_s:,.0f} s of the {horizon_s:,.0f} s horizon "
+            f"would need {need / 2**30:.1f} GiB with the grid's {grid_bytes / 2**30:.1f} GiB "
+            f"({CONTACT_BYTES_PER_WINDOW} bytes per window; limit {MAX_TRAJECTORY_BYTES / 2**30:.0f} GiB)"
+            f"{', where the search stopped' if searched_s < horizon_s * (1 - 1e-9) else ''}; shorten "
+            f"time.duration_s, lower link.max_range_km or use fewer nodes")
 
 
 def time_grid(duration_s: float, step_s: float) -> np.ndarray:

@@ -62,13 +62,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing as mp
 import os
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from scipy.spatial import cKDTree
@@ -83,7 +84,8 @@ from orbits import MU_KM3_S2
 from . import _kernels as K
 from .errors import ContactError
 from .geometry import DEFAULT_GRAZING_KM, EARTH_RADIUS_KM, MAX_GRAZING_KM, MAX_RANGE_KM, geodetic_up
-from .trajectory import EARTH_ROTATION_RAD_S, MOVING, STATION, Trajectories
+from .trajectory import (EARTH_ROTATION_RAD_S, MOVING, STATION, Trajectories, check_window_budget,
+                         contact_search_bytes)
 
 log = logging.getLogger(__name__)
 
@@ -392,6 +394,45 @@ class _Events:
         return bits
 
 
+class _WindowTally:
+    """The windows the search has written to parts and the seconds of horizon those parts cover, summed over
+    every worker (in shared memory, which forked workers inherit, once :meth:`share` is called before they
+    are forked); with ``budget``, held to the contact search's budget with its grid
+    (:func:`contact_sim.trajectory.check_window_budget`): once it is passed, each worker stops at its next
+    grid step, before any part is read back into the table."""
+
+    def __init__(self, traj: Trajectories, budget: bool) -> None:
+        self.grid_bytes = contact_search_bytes(traj.times_s.size, traj.n_nodes, bool((traj.kinds == STATION).any()))
+        self.horizon_s = traj.duration_s
+        self.budget = budget
+        self._sums: Any = [0.0, 0.0, 0.0]  # windows, seconds searched, 1 once over the budget
+        self._lock: Any = contextlib.nullcontext()
+
+    def share(self) -> None:
+        """Move the sums to shared memory (with a lock), for workers forked after this call."""
+        self._sums = mp.get_context("fork").Array("d", self._sums)
+        self._lock = self._sums.get_lock()
+
+    def add(self, windows: int, seconds: float) -> None:
+        """Count a part's new windows (not those continuing one of the part before) and its seconds."""
+        with self._lock:
+            self._sums[0] += windows
+            self._sums[1] += seconds
+            try:
+                self.check()
+            except ContactError:
+                self._sums[2] = 1.0
+
+    @property
+    def over(self) -> bool:
+        return self._sums[2] > 0
+
+    def check(self) -> None:
+        """Raise :class:`ContactError` (one line: the count, the seconds searched, the limit) past the budget."""
+        if self.budget:
+            check_window_budget(self._sums[0], self._sums[1], self.horizon_s, self.grid_bytes)
+
+
 # --------------------------------------------------------------------------- per-cell work
 
 class _Scanner:
@@ -405,10 +446,11 @@ class _Scanner:
     # columns of the packed node state
     POS, VR, VL, TAN, TDR, TDL = slice(0, 3), slice(3, 6), slice(6, 9), 9, 10, 11
 
-    def __init__(self, traj: Trajectories, geom: LinkGeometry, rate_fn: RateFn | None) -> None:
+    def __init__(self, traj: Trajectories, geom: LinkGeometry, rate_fn: RateFn | None, budget: bool = False) -> None:
         self.traj = traj
         self.geom = geom
         self.rate_fn = rate_fn
+        self.tally = _WindowTally(traj, budget)
         self.moving = np.flatnonzero(traj.kinds == MOVING)
         self.stations = np.flatnonzero(traj.kinds == STATION)
         pos, vr, vl = traj.pos, traj.vel_right, traj.vel_left
@@ -518,30 +560,41 @@ class _Scanner:
         Whenever ``_PART_WINDOWS`` windows have been emitted, the open ones are
         checkpointed (:meth:`_Accumulator.checkpoint`) and the part is written,
         so a worker holds at most one part however long the scenario. Windows
-        still open at the chunk end are closed there, flagged ``right``.
-        Returns ``(path, rows)`` per part, in time order.
+        still open at the chunk end are closed there, flagged ``right``. Each
+        part is counted in :attr:`tally`; once the windows of every worker pass
+        its budget the scan stops at its next step (the parts it returns then
+        are not the chunk's whole). Returns ``(path, rows)`` per part, in time order.
         """
         acc, ev = _Accumulator(self.traj.n_nodes), _Events()
         parts: list[tuple[str, int]] = []
+        times = self.traj.times_s
         cells = range(k0, k1)
         if tqdm is not None:
             cells = tqdm(cells, desc="contact windows", unit="step", disable=None,
                          position=chunk, leave=False)
+        since = times[k0]  # where the part being gathered starts
         for k in cells:
+            if self.tally.over:  # this worker's windows, or another's, passed the budget
+                return parts
             self._space(acc, ev, k, k == k0)
             self._ground(acc, ev, k, k == k0)
             if acc.n_out >= _PART_WINDOWS and k + 1 < k1:
-                acc.checkpoint(self.traj.times_s[k + 1])
-                parts.append(self._write_part(acc, directory, chunk, len(parts)))
-        acc.close_all(self.traj.times_s[k1], right=True)
-        parts.append(self._write_part(acc, directory, chunk, len(parts)))
+                acc.checkpoint(times[k + 1])
+                parts.append(self._write_part(acc, directory, chunk, len(parts), times[k + 1] - since))
+                since = times[k + 1]
+        acc.close_all(times[k1], right=True)
+        parts.append(self._write_part(acc, directory, chunk, len(parts), times[k1] - since))
         return parts
 
-    def _write_part(self, acc: _Accumulator, directory: str, chunk: int, index: int) -> tuple[str, int]:
-        """Hand over the emitted windows as one part file, sorted by (start, pair).
+    def _write_part(self, acc: _Accumulator, directory: str, chunk: int, index: int,
+                    seconds: float) -> tuple[str, int]:
+        """Hand over the emitted windows as one part file, sorted by (start, pair), and count its new
+        windows and ``seconds`` of horizon in :attr:`tally`.
 
         Windows that can no longer be joined (no ``left`` / ``right`` flag) and
-        last under ``_MIN_WINDOW_S`` are dropped here.
+        last under ``_MIN_WINDOW_S`` are dropped here. A window flagged ``left``
+        continues one of the part before (:func:`_assemble`), except in the
+        scan's first part, where it is one open at the horizon's start.
         """
         res = acc.result()
         bad = np.isnan(res["t_start"])
@@ -550,6 +603,7 @@ class _Scanner:
         keep = ~bad & ((res["t_end"] - res["t_start"] > _MIN_WINDOW_S) | res["left"] | res["right"])
         rows = np.flatnonzero(keep)
         del bad, keep
+        continued = int(np.count_nonzero(res["left"][rows])) if (chunk, index) != (0, 0) else 0
         rows = rows[_order_by_start(res["t_start"][rows], res["pid"][rows])]
         if self.rate_fn is None:
             del res["bits"]
@@ -563,6 +617,7 @@ class _Scanner:
         except OSError as exc:
             raise ContactError(f"contact windows: cannot write a part of {rows.size:,} windows to {path} "
                                f"({exc.strerror or exc}); set TMPDIR to a writable directory with room") from None
+        self.tally.add(int(rows.size) - continued, float(seconds))
         return path, int(rows.size)
 
 
@@ -681,7 +736,7 @@ def _assemble(parts: list[tuple[str, int]], n_nodes: int, with_bits: bool) -> Wi
 
 
 def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | None = None,
-                 workers: int = 1, chunks: int | None = None) -> WindowTable:
+                 workers: int = 1, chunks: int | None = None, budget: bool = False) -> WindowTable:
     """All contact windows of ``traj`` under ``geometry``.
 
     ``rate_fn(range_km) -> bit/s`` (vectorized), if given, is integrated over
@@ -698,7 +753,13 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
     a time into the table. A 24 h, 4,408-satellite search (~94 M windows)
     so needs the table's 32 bytes per window plus the trajectories and the packed node states
     (:data:`contact_sim.trajectory.CONTACT_BYTES_PER_SAMPLE` per node and time sample together, the
-    budget :func:`contact_sim.trajectory.check_trajectory_size` holds a scenario to).
+    budget :func:`contact_sim.trajectory.check_trajectory_size` holds a scenario to). With ``budget``
+    (:func:`contact_sim.scenario.plan_from_trajectories`: ``fol contacts``, ``fol simulate``) the windows
+    are held to the same budget as the parts are written (:func:`contact_sim.trajectory.check_window_budget`:
+    :data:`~contact_sim.trajectory.CONTACT_BYTES_PER_WINDOW` each, what ``fol contacts`` holds per window
+    at its peak, plus the grid's cost): once they pass it, every worker stops at its next grid step and
+    :class:`ContactError` says how many were found in how much of the horizon, with the temporary
+    directory removed and no table built.
     """
     global _WORKER
     if workers < 1:
@@ -708,7 +769,7 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
     chunks = max(1, min(chunks or workers, n_cells))
     edges = np.linspace(0, n_cells, chunks + 1).round().astype(int)
     bounds = [(int(edges[i]), int(edges[i + 1])) for i in range(chunks) if edges[i + 1] > edges[i]]
-    scanner = _Scanner(traj, geometry, rate_fn)
+    scanner = _Scanner(traj, geometry, rate_fn, budget)
     log.info("scanning %d cells, %d nodes, screen radius %.1f km + %.2f km/s x step",
              n_cells, traj.n_nodes, scanner.reach, scanner.v_rel)
     try:
@@ -721,6 +782,7 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
         tasks = [(k0, k1, directory, i) for i, (k0, k1) in enumerate(bounds)]
         if workers > 1 and len(tasks) > 1 and "fork" in mp.get_all_start_methods():
             _WORKER = scanner
+            scanner.tally.share()
             try:
                 with ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
                                          mp_context=mp.get_context("fork")) as pool:
@@ -729,6 +791,7 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
                 _WORKER = None
         else:
             parts = [scanner.scan(*t) for t in tasks]
+        scanner.tally.check()  # every part counted: the table is not built past the budget
         del scanner  # the packed node states: not needed to assemble
         return _assemble([p for chunk in parts for p in chunk], traj.n_nodes, rate_fn is not None)
 

@@ -7,6 +7,7 @@ every time sample, so a scenario it accepted could need several times the 8 GiB 
 
 from __future__ import annotations
 
+import re
 import textwrap
 import tracemalloc
 from pathlib import Path
@@ -15,7 +16,8 @@ import pytest
 
 from contact_sim import load_contact_scenario
 from contact_sim.scenario import build_trajectories, plan_from_trajectories
-from contact_sim.trajectory import contact_search_bytes
+from contact_sim.errors import ContactError
+from contact_sim.trajectory import CONTACT_BYTES_PER_WINDOW, contact_search_bytes
 from fol.cli import main
 
 _WALKER = """
@@ -114,3 +116,93 @@ def test_the_budget_covers_what_a_search_allocates(tmp_path: Path, text: str, du
     assert len(plan.windows) > 0
     budget = contact_search_bytes(traj.times_s.size, traj.n_nodes, stations=bool(scenario.ground_stations))
     assert peak <= budget, f"{peak / 1e6:.1f} MB allocated, {budget / 1e6:.1f} MB counted"
+
+
+# --------------------------------------------------------------------------- the windows found
+
+_MANY_WINDOWS = _DRONES.replace("{duration_s}", "7200.0")  # 12 drones, 2 h: about 1,200 windows on 1,820 times
+
+
+def _grid_and_windows(tmp_path: Path) -> tuple[float, int]:
+    """The grid's counted bytes and the number of windows of :data:`_MANY_WINDOWS`."""
+    scenario = load_contact_scenario(_write(tmp_path, _MANY_WINDOWS, "reference.toml"))
+    traj = build_trajectories(scenario)
+    return contact_search_bytes(traj.times_s.size, traj.n_nodes), len(plan_from_trajectories(traj, scenario).windows)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_windows_past_the_budget_are_refused_before_the_table_is_built(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    """A scenario inside the grid's budget whose windows pass it (the limit lowered to the grid's cost plus
+    CONTACT_BYTES_PER_WINDOW for every window but one) is refused in one line giving the count, exit status 2,
+    before the table is built: the temporary parts are removed, a fresh --out is not left behind, and the
+    outputs of an earlier run in --out stay as they were. With the limit one byte higher, the same scenario
+    passes. Parts of 7 windows, serially and in two workers: the count, summed over the parts as they are
+    written (a window continued from the part before counted once), is the table's exactly. Before the
+    windows were counted, both limits gave a table."""
+    grid, n = _grid_and_windows(tmp_path)
+    assert n > 1000
+    monkeypatch.setattr("contact_sim.windows._PART_WINDOWS", 7)
+    parts = tmp_path / "tmp"
+    parts.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(parts))
+    path = _write(tmp_path, _MANY_WINDOWS)
+    out = tmp_path / "out"
+    monkeypatch.setattr("contact_sim.trajectory.MAX_TRAJECTORY_BYTES", grid + n * CONTACT_BYTES_PER_WINDOW)
+    assert main(["contacts", str(path), "--no-plot", "--out", str(out), "--workers", str(workers)]) == 0
+    assert f"windows    {n}" in capsys.readouterr().out
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert "contacts.csv" in before and not list(parts.iterdir())
+
+    monkeypatch.setattr("contact_sim.trajectory.MAX_TRAJECTORY_BYTES", grid + n * CONTACT_BYTES_PER_WINDOW - 1)
+    fresh = tmp_path / "fresh"
+    for target in (out, fresh):
+        assert main(["contacts", str(path), "--no-plot", "--out", str(target), "--workers", str(workers)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "Traceback" not in err[0], err
+        # the count passes the limit only with the last window found, at the part that holds it
+        assert str(path) in err[0] and re.search(f"contact windows: {n:,} found in [0-9,]+ s of the 7,200 s "
+                                                 "horizon would need ", err[0]), err
+        assert err[0].endswith("; shorten time.duration_s, lower link.max_range_km or use fewer nodes"), err
+        assert not list(parts.iterdir())
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert not fresh.exists()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_search_stops_once_its_windows_pass_the_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    """With room for a quarter of the windows, the search stops at the first part written past it: the count
+    and the seconds searched that it gives are short of the whole horizon's, and no temporary part is left."""
+    grid, n = _grid_and_windows(tmp_path)
+    monkeypatch.setattr("contact_sim.windows._PART_WINDOWS", 20)
+    monkeypatch.setattr("contact_sim.trajectory.MAX_TRAJECTORY_BYTES", grid + n // 4 * CONTACT_BYTES_PER_WINDOW)
+    parts = tmp_path / "tmp"
+    parts.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(parts))
+    scenario = load_contact_scenario(_write(tmp_path, _MANY_WINDOWS))
+    traj = build_trajectories(scenario)
+    with pytest.raises(ContactError) as exc:
+        plan_from_trajectories(traj, scenario, workers=workers)
+    found, searched = re.match(r"contact windows: ([\d,]+) found in ([\d,]+) s of the 7,200 s horizon",
+                               str(exc.value)).groups()
+    assert n // 4 < int(found.replace(",", "")) < n // 2, str(exc.value)
+    assert int(searched.replace(",", "")) < 7200 * 3 // 4 and "where the search stopped" in str(exc.value)
+    assert not list(parts.iterdir())
+
+
+def test_the_docs_give_the_window_budget_the_code_holds() -> None:
+    """docs/scenario.md states the bytes counted per window and the figures they give (the 1,584-satellite
+    shell's 9.5 million windows over 24 h at 60 s; the five-shell constellation's 94.1 million, refused past
+    about 43.5 million) from :data:`CONTACT_BYTES_PER_WINDOW`, :func:`contact_search_bytes` and the limit."""
+    from contact_sim.trajectory import MAX_TRAJECTORY_BYTES, grid_samples
+
+    text = " ".join((Path(__file__).parents[1] / "docs" / "scenario.md").read_text(encoding="utf-8").split())
+    assert f"held to the same 8 GiB together with the grid, at {CONTACT_BYTES_PER_WINDOW} bytes each" in text
+    shell = contact_search_bytes(grid_samples(86_400.0, 60.0), 1584) + 9.5e6 * CONTACT_BYTES_PER_WINDOW
+    assert f"(9.5 million windows) is counted at {shell / 1e9:.1f} GB in all" in text
+    grid = contact_search_bytes(grid_samples(86_400.0, 60.0), 4408)
+    five = grid + 94.1e6 * CONTACT_BYTES_PER_WINDOW
+    past = (MAX_TRAJECTORY_BYTES - grid) / CONTACT_BYTES_PER_WINDOW
+    assert f"would be counted at {five / 1e9:.1f} GB and is refused once about {past / 1e6:.1f} million" in text
+    assert MAX_TRAJECTORY_BYTES == 8 * 2**30
