@@ -80,6 +80,9 @@ almost onto itself sends them far away), with up to 10,000 transects and 100,000
 computed; ``HoverAndCapture``, above terrain or a bad field is refused in one line. A corridor whose
 polyline has fewer than 2 vertices and an empty list of waypoints (``Items``: [], as QGroundControl saves
 it) is flown as nothing, as QGroundControl uploads it; without ``Items`` it is refused.
+
+A mission of more than 100,000 items, counting the waypoints computed for its surveys and corridor scans
+(MAVLink uploads at most 65,535), is refused in one line naming the item past the limit.
 """
 
 from __future__ import annotations
@@ -119,6 +122,11 @@ MAX_SURVEY_VERTICES = 10_000
 MAX_TURNAROUND_M = 10_000.0
 #: A corridor scan's (polyline and settings, no stored waypoints) most waypoints: transects x (vertices + 2).
 MAX_CORRIDOR_WAYPOINTS = 100_000
+#: A mission file's most items, counting the waypoints computed for its surveys and corridor scans as they are
+#: computed: one corridor's most, above the 65,535 items MAVLink's mission protocol can upload (its count is 16
+#: bits). Without it, 50 copies of one survey (20 kB) computed a million waypoints in half a minute, and a file
+#: within the size limit could ask for a billion.
+MAX_MISSION_ITEMS = MAX_CORRIDOR_WAYPOINTS
 #: QGroundControl's Earth radius (m), QGeoCoordinate's sphere, on which it stretches a corridor's transects.
 QT_EARTH_RADIUS_M = 6_371_007.2
 _ANGLE = "degrees (the transects' compass bearing)"
@@ -562,7 +570,18 @@ def _read_plan(path: Path, text: str) -> tuple[tuple[float, float, float], float
         except ValueError:
             speed = math.nan
         _check_speed(path, f"mission.{key}", speed)
-    return (lat, lon, alt), speed, list(_plan_items(path, mission.get("items"), "mission.items"))
+    items: list[_Item] = []
+    for it in _plan_items(path, mission.get("items"), "mission.items"):
+        _check_item_count(path, it.where, len(items))
+        items.append(it)
+    return (lat, lon, alt), speed, items
+
+
+def _check_item_count(path: Path, where: str, before: int) -> None:
+    """Refuse the item at ``where`` when ``before`` items (computed waypoints counted) come before it already."""
+    if before >= MAX_MISSION_ITEMS:
+        raise ContactError(f"{path}: {where}: the mission holds more than {MAX_MISSION_ITEMS:,} items, counting the "
+                           "waypoints computed for its surveys and corridor scans (MAVLink uploads at most 65,535)")
 
 
 def _read_wpl(path: Path, text: str) -> tuple[tuple[float, float, float], None, list[_Item]]:
@@ -594,6 +613,7 @@ def _read_wpl(path: Path, text: str) -> tuple[tuple[float, float, float], None, 
         if home is None:  # the first item is the home position
             home = (params[4], params[5], params[6])
             continue
+        _check_item_count(path, where, len(items))
         items.append(_Item(where, command, frame, params, stops=fields[11] in ("0", "0.0")))
     if home is None:
         raise ContactError(f"{path}: no items (expected the home position on the line after 'QGC WPL 110')")

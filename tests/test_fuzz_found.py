@@ -619,3 +619,45 @@ def test_an_orbit_reader_names_a_file_of_a_long_path_in_one_short_line(tmp_path:
     message = str(info.value)
     _one_line(message)  # the path alone was over 1,000 characters
     assert says in message and "d" * 300 not in message and message.startswith(repr(str(path)[:150])[:-1]), message
+
+
+# ------------------------------------------------------------------ drone flight files (contact_sim/missions.py, tracks.py)
+
+def _survey_plan(path: Path, copies: int) -> Path:
+    """A .plan of ``copies`` of one survey saved without its waypoints: a 200 m square, transects 10 m apart
+    and a second pass across them, 80 waypoints each computed."""
+    import json
+
+    square = [[47.0, 8.0], [47.0018, 8.0], [47.0018, 8.00263], [47.0, 8.00263]]
+    survey = {"type": "ComplexItem", "complexItemType": "survey", "version": 3, "polygon": square,
+              "grid": {"altitude": 50, "relativeAltitude": True, "angle": 0, "spacing": 10.0, "turnAroundDistance": 0},
+              "refly90Degrees": True}
+    path.write_text(json.dumps({"fileType": "Plan", "mission": {"plannedHomePosition": [47.0, 8.0, 400.0],
+                                                                "hoverSpeed": 5, "items": [survey] * copies}}))
+    return path
+
+
+def test_copies_of_a_survey_cannot_ask_for_more_waypoints_than_a_mission_holds(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each survey saved without its waypoints is computed, up to 10,000 transects a pass; copies of one had no
+    limit in all: 50 copies of a survey of 0.5 m spacing (20 kB) computed 1,000,401 waypoints in 33 s and
+    637 MB, and a plan within the size limit could ask for a billion. A mission's items, computed waypoints
+    counted as they are computed, stop at missions.MAX_MISSION_ITEMS (lowered here to keep the test fast)."""
+    from contact_sim import missions
+
+    assert missions.MAX_MISSION_ITEMS >= 65_535  # what MAVLink can upload is never refused
+    monkeypatch.setattr(missions, "MAX_MISSION_ITEMS", 1_000, raising=False)
+    _, targets = missions.read_mission(_survey_plan(tmp_path / "twelve.plan", 12), 5.0)
+    assert len(targets) == 1 + 12 * 80  # 960 waypoints: flown
+    path = _survey_plan(tmp_path / "thirteen.plan", 13)
+    with pytest.raises(ContactError) as info:
+        missions.read_mission(path, 5.0)
+    _one_line(str(info.value))
+    assert str(info.value) == (f"{path}: mission.items[12] (transect 21): the mission holds more than 1,000 items, "
+                               "counting the waypoints computed for its surveys and corridor scans (MAVLink uploads "
+                               "at most 65,535)")
+    lines = "".join(f"{k}\t0\t3\t16\t0\t0\t0\t0\t47.0\t8.0\t50\t1\n" for k in range(1, 1_002))
+    wpl = tmp_path / "many.waypoints"
+    wpl.write_text("QGC WPL 110\n0\t1\t0\t16\t0\t0\t0\t0\t47.0\t8.0\t400\t1\n" + lines)
+    with pytest.raises(ContactError, match=r"many\.waypoints: line 1003: the mission holds more than 1,000 items"):
+        missions.read_mission(wpl, 5.0)
