@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from swarmbase.fileio import atomic_writer
-from swarmbase.tomlcheck import check_name_length, read_text_file, shown
+from swarmbase.tomlcheck import brief, check_name_length, read_text_file, shown
 
 from .errors import ContactError
 from .trajectory import MOVING, Trajectories, check_trajectory_size, time_grid
@@ -65,38 +65,39 @@ def read_waypoints_csv(path: str | Path) -> list[Waypoints]:
     try:
         header = next(reader, None)
         if header is None:
-            raise ContactError(f"{path}: empty waypoint file (expected header {','.join(WAYPOINT_COLUMNS)})")
+            raise ContactError(f"{brief(path)}: empty waypoint file (expected header {','.join(WAYPOINT_COLUMNS)})")
         header = [h.strip() for h in header]
         if tuple(header) != WAYPOINT_COLUMNS:
             raise ContactError(
-                f"{path}:1: expected header {','.join(WAYPOINT_COLUMNS)}, got {shown(','.join(header))}")
+                f"{brief(path)}:1: expected header {','.join(WAYPOINT_COLUMNS)}, got {shown(','.join(header))}")
         for lineno, row in enumerate(reader, start=2):
             if not row or all(not c.strip() for c in row):
                 continue
             if len(row) != 5:
-                raise ContactError(f"{path}:{lineno}: expected 5 columns, got {len(row)}")
+                raise ContactError(f"{brief(path)}:{lineno}: expected 5 columns, got {len(row)}")
             name = row[0].strip()
             if not name:
-                raise ContactError(f"{path}:{lineno}: empty node_id")
-            check_name_length(name, f"{path}:{lineno}: node_id", ContactError)
+                raise ContactError(f"{brief(path)}:{lineno}: empty node_id")
+            check_name_length(name, f"{brief(path)}:{lineno}: node_id", ContactError)
             try:
                 vals = tuple(float(c) for c in row[1:])
             except ValueError:
-                raise ContactError(f"{path}:{lineno}: t_s, x_km, y_km, z_km must be numbers") from None
+                raise ContactError(f"{brief(path)}:{lineno}: t_s, x_km, y_km, z_km must be numbers") from None
             if not all(math.isfinite(v) for v in vals):
-                raise ContactError(f"{path}:{lineno}: values must be finite")
+                raise ContactError(f"{brief(path)}:{lineno}: values must be finite")
             if max(abs(v) for v in vals[1:]) > MAX_LOCAL_KM:
-                raise ContactError(f"{path}:{lineno}: x_km, y_km, z_km must lie within {MAX_LOCAL_KM:g} km of "
+                raise ContactError(f"{brief(path)}:{lineno}: x_km, y_km, z_km must lie within {MAX_LOCAL_KM:g} km of "
                                    "the local frame's origin")
             prev = rows.setdefault(name, [])
             if prev and vals[0] <= prev[-1][0]:
                 raise ContactError(
-                    f"{path}:{lineno}: times of node {name!r} must increase (got {vals[0]} after {prev[-1][0]})")
+                    f"{brief(path)}:{lineno}: times of node {name!r} must increase (got {vals[0]} after {prev[-1][0]})")
             prev.append(vals)
     except csv.Error as exc:  # e.g. a quote left open: its field runs past the csv module's limit
-        raise ContactError(f"{path}:{reader.line_num}: not a valid CSV record ({exc}); a quote left open?") from None
+        raise ContactError(f"{brief(path)}:{reader.line_num}: not a valid CSV record ({exc}); a quote left "
+                           "open?") from None
     if not rows:
-        raise ContactError(f"{path}: no waypoints")
+        raise ContactError(f"{brief(path)}: no waypoints")
     out = []
     for name, vals in rows.items():
         arr = np.array(vals)

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from orbits import geodetic_from_itrs, ground_points_itrs
+from swarmbase.tomlcheck import brief
 
 from .drones import MAX_LOCAL_KM
 from .errors import ContactError
@@ -70,14 +71,14 @@ def json_number(v: Any) -> float:
 
 def check_position(path: Path, where: str, lat: float, lon: float, alt: float) -> None:
     if not (-90.0 <= lat <= 90.0 and -180.0 <= lon <= 360.0):
-        raise ContactError(f"{path}: {where}: expected latitude -90..90 and longitude -180..360 deg, "
+        raise ContactError(f"{brief(path)}: {where}: expected latitude -90..90 and longitude -180..360 deg, "
                            f"got {lat}, {lon}")
     if not abs(alt) <= MAX_LOCAL_KM * 1000.0:
-        raise ContactError(f"{path}: {where}: expected an altitude within {MAX_LOCAL_KM * 1000:g} m, got {alt}")
+        raise ContactError(f"{brief(path)}: {where}: expected an altitude within {MAX_LOCAL_KM * 1000:g} m, got {alt}")
 
 
 def check_local(path: Path, xyz: np.ndarray, wheres: Sequence[str], origin: tuple[float, float, float]) -> None:
     far = np.flatnonzero(~(np.abs(xyz).max(axis=1) <= MAX_LOCAL_KM))
     if far.size:
-        raise ContactError(f"{path}: {wheres[far[0]]}: lies more than {MAX_LOCAL_KM:g} km from the drones' "
+        raise ContactError(f"{brief(path)}: {wheres[far[0]]}: lies more than {MAX_LOCAL_KM:g} km from the drones' "
                            f"origin ({origin[0]:g}, {origin[1]:g}); the local frame is flat")

@@ -173,11 +173,11 @@ class _Item:
 
 def _plan_items(path: Path, items: Any, where: str, nested: bool = False) -> Iterator[_Item]:
     if not isinstance(items, list):
-        raise ContactError(f"{path}: {where}: expected a list of mission items")
+        raise ContactError(f"{brief(path)}: {where}: expected a list of mission items")
     for i, obj in enumerate(items):
         here = f"{where}[{i}]"
         if not isinstance(obj, dict):
-            raise ContactError(f"{path}: {here}: expected a mission item (JSON object)")
+            raise ContactError(f"{brief(path)}: {here}: expected a mission item (JSON object)")
         kind = obj.get("type")
         if kind == "ComplexItem" and not nested:
             inner = obj.get("TransectStyleComplexItem")
@@ -197,22 +197,22 @@ def _plan_items(path: Path, items: Any, where: str, nested: bool = False) -> Ite
                 yield from _corridor_items(path, obj, here)
             else:
                 raise ContactError(
-                    f"{path}: {here}: complex item {shown(obj.get('complexItemType'))} holds no computed waypoints "
-                    "(TransectStyleComplexItem.Items) and is not a survey with a 'polygon' and grid settings or a "
-                    "corridor scan with a 'polyline' and its settings, whose transects can be computed")
+                    f"{brief(path)}: {here}: complex item {shown(obj.get('complexItemType'))} holds no computed "
+                    "waypoints (TransectStyleComplexItem.Items) and is not a survey with a 'polygon' and grid "
+                    "settings or a corridor scan with a 'polyline' and its settings, whose transects can be computed")
             continue
         if kind != "SimpleItem":
             allowed = "'SimpleItem'" if nested else "'SimpleItem' or 'ComplexItem'"
-            raise ContactError(f"{path}: {here}: expected type {allowed}, got {shown(kind)}")
+            raise ContactError(f"{brief(path)}: {here}: expected type {allowed}, got {shown(kind)}")
         command, frame, params = obj.get("command"), obj.get("frame"), obj.get("params")
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (command, frame)):
-            raise ContactError(f"{path}: {here}: expected integer 'command' and 'frame'")
+            raise ContactError(f"{brief(path)}: {here}: expected integer 'command' and 'frame'")
         try:
             if not isinstance(params, list) or len(params) != 7:
                 raise ValueError
             values = [json_number(v) for v in params]
         except ValueError:
-            raise ContactError(f"{path}: {here}: expected 'params' as 7 numbers (or null)") from None
+            raise ContactError(f"{brief(path)}: {here}: expected 'params' as 7 numbers (or null)") from None
         yield _Item(here, command, frame, values, stops=obj.get("autoContinue") is False)
 
 
@@ -225,14 +225,14 @@ def _setting(path: Path, where: str, table: Any, key: str, what: str, low: float
         value = math.nan
     if not (low < value <= high if above else low <= value <= high):
         got = shown(table[key]) if isinstance(table, dict) and key in table else "nothing"
-        raise ContactError(f"{path}: {where}.{key}: expected a number of {what}, got {got}")
+        raise ContactError(f"{brief(path)}: {where}.{key}: expected a number of {what}, got {got}")
     return value
 
 
 def _flag(path: Path, where: str, table: dict, key: str, default: bool | None = None) -> bool:
     value = table.get(key, default)
     if not isinstance(value, bool):
-        raise ContactError(f"{path}: {where}.{key}: expected true or false, got {shown(value)}")
+        raise ContactError(f"{brief(path)}: {where}.{key}: expected true or false, got {shown(value)}")
     return value
 
 
@@ -250,7 +250,7 @@ def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
     if "grid" in obj:
         grid, at = obj["grid"], f"{where}.grid"
         if not isinstance(grid, dict):
-            raise ContactError(f"{path}: {at}: expected an object (angle, spacing, altitude, relativeAltitude, "
+            raise ContactError(f"{brief(path)}: {at}: expected an object (angle, spacing, altitude, relativeAltitude, "
                                "turnAroundDistance)")
         angle = _setting(path, at, grid, "angle", _ANGLE, -360.0, 360.0)
         spacing_at = f"{at}.spacing"
@@ -273,22 +273,22 @@ def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
         alternate = _flag(path, where, obj, "flyAlternateTransects", False)
         entry_at, entry = where, obj.get("entryLocation", 0)  # a new survey's in QGroundControl
     if entry not in (0, 1, 2, 3) or isinstance(entry, bool):
-        raise ContactError(f"{path}: {entry_at}.entryLocation: expected 0, 1, 2 or 3 (the corner the survey starts "
-                           f"at), got {shown(entry)}")
+        raise ContactError(f"{brief(path)}: {entry_at}.entryLocation: expected 0, 1, 2 or 3 (the corner the survey "
+                           f"starts at), got {shown(entry)}")
     if hover:
-        raise ContactError(f"{path}: {where}: hoverAndCapture: a survey that stops at each photo has no timing "
+        raise ContactError(f"{brief(path)}: {where}: hoverAndCapture: a survey that stops at each photo has no timing "
                            "without its computed waypoints; open and save the plan in QGroundControl to store them")
     tangent, pts = _plane_vertices(path, f"{where}.polygon", obj["polygon"], 3)
     edges = np.roll(pts, -1, axis=0) - pts
     spread = np.linalg.svd(pts - pts.mean(axis=0), compute_uv=False)  # across the widest line through them
     if spread[1] <= 1e-9 * spread[0]:  # (not the signed area: a self-crossing polygon's lobes may cancel)
-        raise ContactError(f"{path}: {where}.polygon: encloses no area (its vertices lie on one line)")
+        raise ContactError(f"{brief(path)}: {where}.polygon: encloses no area (its vertices lie on one line)")
     flown: list[np.ndarray] = []  # the ends of every transect, in flight order, metres east / north
     try:  # every pass's lines counted before any is computed
         for pass_angle in _survey_angles(angle, refly):
             _pass_lines(pts, pass_angle, _qgc_spacing(spacing))
     except _TooManyTransects as many:
-        raise ContactError(f"{path}: {spacing_at}: {spacing:g} m gives {many.args[0]} transects over the "
+        raise ContactError(f"{brief(path)}: {spacing_at}: {spacing:g} m gives {many.args[0]} transects over the "
                            f"polygon (at most {MAX_SURVEY_TRANSECTS})") from None
     for pass_angle in _survey_angles(angle, refly):
         transects = _survey_pass(pts, edges, pass_angle, _qgc_spacing(spacing))
@@ -327,7 +327,7 @@ def _transect_settings(path: Path, obj: dict, where: str, kind: str) -> tuple[fl
     elif calc.get("DistanceMode") in (1, 2) and not isinstance(calc.get("DistanceMode"), bool):
         relative = calc["DistanceMode"] == 1
     else:
-        raise ContactError(f"{path}: {at}.CameraCalc.DistanceMode: expected 1 (altitude above home) or 2 (above "
+        raise ContactError(f"{brief(path)}: {at}.CameraCalc.DistanceMode: expected 1 (altitude above home) or 2 (above "
                            f"mean sea level), got {shown(calc.get('DistanceMode'))}; a {kind} above terrain "
                            "needs the waypoints QGroundControl stores (open and save the plan in it)")
     return alt, relative, turn, _flag(path, at, inner, "HoverAndCapture", False)
@@ -339,7 +339,7 @@ def _plane_vertices(path: Path, where: str, vertices: Any,
     QGroundControl's flat frame, metres east and north in the WGS-84 tangent plane at the first vertex, and
     that tangent point (lat, lon deg, 0 m)."""
     if not isinstance(vertices, list) or not fewest <= len(vertices) <= MAX_SURVEY_VERTICES:
-        raise ContactError(f"{path}: {where}: expected {fewest} or more [lat, lon] vertices (at most "
+        raise ContactError(f"{brief(path)}: {where}: expected {fewest} or more [lat, lon] vertices (at most "
                            f"{MAX_SURVEY_VERTICES})")
     geo = []
     for k, vertex in enumerate(vertices):
@@ -350,7 +350,7 @@ def _plane_vertices(path: Path, where: str, vertices: Any,
         except ValueError:
             lat = lon = math.nan
         if math.isnan(lat) or math.isnan(lon):
-            raise ContactError(f"{path}: {where}[{k}]: expected [lat, lon] in degrees, got {shown(vertex)}")
+            raise ContactError(f"{brief(path)}: {where}[{k}]: expected [lat, lon] in degrees, got {shown(vertex)}")
         check_position(path, f"{where}[{k}]", lat, lon, 0.0)
         geo.append((lat, lon))
     tangent = (geo[0][0], geo[0][1], 0.0)
@@ -460,29 +460,29 @@ def _corridor_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
                      MAX_LOCAL_KM * 1000.0)
     entry = obj.get("EntryPoint", 0)  # a new corridor's in QGroundControl
     if entry not in (0, 1, 2, 3) or isinstance(entry, bool):
-        raise ContactError(f"{path}: {where}.EntryPoint: expected 0, 1, 2 or 3 (the corner the corridor scan "
+        raise ContactError(f"{brief(path)}: {where}.EntryPoint: expected 0, 1, 2 or 3 (the corner the corridor scan "
                            f"starts at), got {shown(entry)}")
     if hover:
-        raise ContactError(f"{path}: {where}: HoverAndCapture: a corridor scan that stops at each photo has no "
+        raise ContactError(f"{brief(path)}: {where}: HoverAndCapture: a corridor scan that stops at each photo has no "
                            "timing without its computed waypoints; open and save the plan in QGroundControl to "
                            "store them")
     spacing = _qgc_spacing(side)
     count = max(1, math.ceil(width / spacing))  # one when the width is 0 (or so small its ratio underflows)
     if count > MAX_SURVEY_TRANSECTS:
-        raise ContactError(f"{path}: {at}.CameraCalc.AdjustedFootprintSide: {side:g} m gives {count} transects "
+        raise ContactError(f"{brief(path)}: {at}.CameraCalc.AdjustedFootprintSide: {side:g} m gives {count} transects "
                            f"over a {width:g} m wide corridor (at most {MAX_SURVEY_TRANSECTS})")
     tangent, pts = _plane_vertices(path, f"{where}.polyline", obj["polyline"], 2)
     if count * (len(pts) + 2) > MAX_CORRIDOR_WAYPOINTS:
-        raise ContactError(f"{path}: {where}.polyline: {len(pts)} vertices over {count} transects give more than "
-                           f"{MAX_CORRIDOR_WAYPOINTS} waypoints")
+        raise ContactError(f"{brief(path)}: {where}.polyline: {len(pts)} vertices over {count} transects give more "
+                           f"than {MAX_CORRIDOR_WAYPOINTS} waypoints")
     base, slide = _corridor_offsets(path, f"{where}.polyline", pts)
     half = width / 2.0
     offsets = [0.0] if count == 1 else [half - spacing / 2.0 - i * spacing for i in range(count)]  # leftmost first
     lines = base[None] + np.array(offsets)[:, None, None] * slide[None]
     far = np.flatnonzero(~(np.abs(lines).max(axis=(0, 2)) <= MAX_LOCAL_KM * 1000.0))
     if far.size:
-        raise ContactError(f"{path}: {where}.polyline[{far[0]}]: the corridor's side at this vertex lies more than "
-                           f"{MAX_LOCAL_KM:g} km away (the polyline turns back almost onto itself)")
+        raise ContactError(f"{brief(path)}: {where}.polyline[{far[0]}]: the corridor's side at this vertex lies more "
+                           f"than {MAX_LOCAL_KM:g} km away (the polyline turns back almost onto itself)")
     plane = lines.reshape(-1, 2) / 1000.0
     lat, lon = lat_lon_of_enu(np.column_stack([plane, np.zeros(len(plane))]), tangent)
     transects = []
@@ -528,8 +528,8 @@ def _corridor_offsets(path: Path, where: str, pts: np.ndarray) -> tuple[np.ndarr
     length = np.hypot(seg[:, 0], seg[:, 1])
     short = np.flatnonzero(~(length > 1e-3))
     if short.size:
-        raise ContactError(f"{path}: {where}[{short[0] + 1}]: lies within 1 mm of the vertex before it (each of a "
-                           "corridor's segments needs a length and a direction)")
+        raise ContactError(f"{brief(path)}: {where}[{short[0] + 1}]: lies within 1 mm of the vertex before it (each of "
+                           "a corridor's segments needs a length and a direction)")
     unit = seg / length[:, None]
     left = np.column_stack([-unit[:, 1], unit[:, 0]])
     base, slide = pts.copy(), np.empty_like(pts)
@@ -550,9 +550,9 @@ def _read_plan(path: Path, text: str) -> tuple[tuple[float, float, float], float
     try:
         doc = bounded_loads(text, max_depth=MAX_PLAN_JSON_DEPTH, max_items=MAX_PLAN_JSON_VALUES, allow_nan=True)
     except ValueError as exc:
-        raise ContactError(f"{path}: not a QGroundControl plan (invalid JSON: {exc})") from None
+        raise ContactError(f"{brief(path)}: not a QGroundControl plan (invalid JSON: {exc})") from None
     if not isinstance(doc, dict) or doc.get("fileType") != "Plan" or not isinstance(doc.get("mission"), dict):
-        raise ContactError(f"{path}: not a QGroundControl plan (expected a JSON object with \"fileType\": "
+        raise ContactError(f"{brief(path)}: not a QGroundControl plan (expected a JSON object with \"fileType\": "
                            "\"Plan\" and a \"mission\" object)")
     mission = doc["mission"]
     home = mission.get("plannedHomePosition")
@@ -561,7 +561,7 @@ def _read_plan(path: Path, text: str) -> tuple[tuple[float, float, float], float
             raise ValueError
         lat, lon, alt = (json_number(v) for v in home)
     except ValueError:
-        raise ContactError(f"{path}: mission.plannedHomePosition: expected [lat, lon, alt]") from None
+        raise ContactError(f"{brief(path)}: mission.plannedHomePosition: expected [lat, lon, alt]") from None
     key = "cruiseSpeed" if mission.get("vehicleType") == 1 else "hoverSpeed"
     speed = None
     if key in mission:
@@ -580,8 +580,9 @@ def _read_plan(path: Path, text: str) -> tuple[tuple[float, float, float], float
 def _check_item_count(path: Path, where: str, before: int) -> None:
     """Refuse the item at ``where`` when ``before`` items (computed waypoints counted) come before it already."""
     if before >= MAX_MISSION_ITEMS:
-        raise ContactError(f"{path}: {where}: the mission holds more than {MAX_MISSION_ITEMS:,} items, counting the "
-                           "waypoints computed for its surveys and corridor scans (MAVLink uploads at most 65,535)")
+        raise ContactError(f"{brief(path)}: {where}: the mission holds more than {MAX_MISSION_ITEMS:,} items, counting "
+                           "the waypoints computed for its surveys and corridor scans (MAVLink uploads at most "
+                           "65,535)")
 
 
 def _read_wpl(path: Path, text: str) -> tuple[tuple[float, float, float], None, list[_Item]]:
@@ -589,7 +590,7 @@ def _read_wpl(path: Path, text: str) -> tuple[tuple[float, float, float], None, 
     first = next((n for n, line in enumerate(lines) if line.strip()), None)
     if first is None or lines[first].strip() != "QGC WPL 110":
         got = lines[first].strip()[:40] if first is not None else "an empty file"
-        raise ContactError(f"{path}: expected a first line 'QGC WPL 110' (a Mission Planner / QGroundControl "
+        raise ContactError(f"{brief(path)}: expected a first line 'QGC WPL 110' (a Mission Planner / QGroundControl "
                            f"waypoint file), got {got!r}")
     home = None
     items: list[_Item] = []
@@ -600,29 +601,29 @@ def _read_wpl(path: Path, text: str) -> tuple[tuple[float, float, float], None, 
         where = f"line {n + 1}"
         fields = line.split()
         if len(fields) != 12:
-            raise ContactError(f"{path}:{n + 1}: expected 12 tab-separated fields (index, current, frame, command, "
-                               f"p1..p4, lat, lon, alt, autocontinue), got {len(fields)}")
+            raise ContactError(f"{brief(path)}:{n + 1}: expected 12 tab-separated fields (index, current, frame, "
+                               f"command, p1..p4, lat, lon, alt, autocontinue), got {len(fields)}")
         try:
             frame, command = int(fields[2]), int(fields[3])
         except ValueError:
-            raise ContactError(f"{path}:{n + 1}: frame and command must be integers") from None
+            raise ContactError(f"{brief(path)}:{n + 1}: frame and command must be integers") from None
         try:
             params = [float(v) for v in fields[4:11]]
         except ValueError:
-            raise ContactError(f"{path}:{n + 1}: p1..p4, lat, lon, alt must be numbers") from None
+            raise ContactError(f"{brief(path)}:{n + 1}: p1..p4, lat, lon, alt must be numbers") from None
         if home is None:  # the first item is the home position
             home = (params[4], params[5], params[6])
             continue
         _check_item_count(path, where, len(items))
         items.append(_Item(where, command, frame, params, stops=fields[11] in ("0", "0.0")))
     if home is None:
-        raise ContactError(f"{path}: no items (expected the home position on the line after 'QGC WPL 110')")
+        raise ContactError(f"{brief(path)}: no items (expected the home position on the line after 'QGC WPL 110')")
     return home, None, items
 
 
 def _check_speed(path: Path, where: str, speed: float) -> None:
     if not MIN_SPEED_M_S <= speed <= MAX_SPEED_M_S:
-        raise ContactError(f"{path}: {where}: expected a speed of {MIN_SPEED_M_S:g}..{MAX_SPEED_M_S:g} m/s, "
+        raise ContactError(f"{brief(path)}: {where}: expected a speed of {MIN_SPEED_M_S:g}..{MAX_SPEED_M_S:g} m/s, "
                            f"got {speed}")
 
 
@@ -642,7 +643,7 @@ def read_mission(path: str | Path, default_speed_m_s: float) -> tuple[tuple[floa
     stops = [it.where for it in items[:-1] if it.stops]  # the last item ends the mission either way
     if stops:
         log.warning("%s: %s%s: autocontinue is off; PX4 would hold there until told to go on, ArduPilot ignores "
-                    "it: flown on without a stop, as ArduPilot flies it", path, stops[0],
+                    "it: flown on without a stop, as ArduPilot flies it", brief(path), stops[0],
                     f" and {len(stops) - 1} more item(s)" if len(stops) > 1 else "")
     for it in items:
         p = it.params
@@ -651,12 +652,12 @@ def read_mission(path: str | Path, default_speed_m_s: float) -> tuple[tuple[floa
                 _check_speed(path, f"{it.where} (change-speed p2)", p[1])
                 speed = p[1]
             elif math.isnan(p[1]):
-                raise ContactError(f"{path}: {it.where}: change-speed p2 (speed) must be a number")
+                raise ContactError(f"{brief(path)}: {it.where}: change-speed p2 (speed) must be a number")
             continue
         if _skipped(it.command):
             continue
         if it.command not in MOVING:
-            raise ContactError(f"{path}: {it.where}: unsupported command {it.command} ({_SUPPORTED})")
+            raise ContactError(f"{brief(path)}: {it.where}: unsupported command {it.command} ({_SUPPORTED})")
         name = MOVING[it.command]
         cur = targets[-1]
         if it.command == NAV_RETURN_TO_LAUNCH:
@@ -664,7 +665,7 @@ def read_mission(path: str | Path, default_speed_m_s: float) -> tuple[tuple[floa
             targets.append((home[0], home[1], home[2], speed, 0.0, it.where))
             continue
         if it.frame not in FRAMES:
-            raise ContactError(f"{path}: {it.where}: {name} in unsupported frame {it.frame} (supported: 0 and 5 "
+            raise ContactError(f"{brief(path)}: {it.where}: {name} in unsupported frame {it.frame} (supported: 0 and 5 "
                                "absolute altitude, 3 and 6 altitude relative to home)")
         alt = p[6] + (home[2] if FRAMES[it.frame] else 0.0)
         if it.command == NAV_TAKEOFF:
@@ -679,7 +680,8 @@ def read_mission(path: str | Path, default_speed_m_s: float) -> tuple[tuple[floa
             check_position(path, it.where, p[4], p[5], alt)
             hold = 0.0 if math.isnan(p[0]) else p[0]
             if not 0.0 <= hold <= MAX_HOLD_S:
-                raise ContactError(f"{path}: {it.where}: {name} hold time p1 must be 0..{MAX_HOLD_S:g} s, got {hold}")
+                raise ContactError(f"{brief(path)}: {it.where}: {name} hold time p1 must be 0..{MAX_HOLD_S:g} s, got "
+                                   f"{hold}")
             targets.append((p[4], p[5], alt, speed, hold, it.where))
     return home, targets
 
@@ -689,7 +691,7 @@ def _drone_name(path: Path) -> str:
     name = path.parent.name if path.suffix.lower() == ".jsonl" else path.stem
     if not header_name_ok(name):
         after = "folder" if path.suffix.lower() == ".jsonl" else "file"
-        raise ContactError(f"{path}: a drone is named after its {after}, so the name {name!r} must have "
+        raise ContactError(f"{brief(path)}: a drone is named after its {after}, so the name {name!r} must have "
                            "single spaces between words (no leading, trailing or other whitespace)")
     return name
 

@@ -101,7 +101,7 @@ def _gpx_points(path: Path) -> list[TrackPoint]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise ContactError(f"{path}: cannot read the GPX file ({exc.strerror})") from None
+        raise ContactError(f"{brief(path)}: cannot read the GPX file ({exc.strerror})") from None
     refuse_doctype(data, str(path), ContactError)  # before any entity could expand
     parser = expat.ParserCreate(namespace_separator=" ")
     segments: list[list[TrackPoint]] = []
@@ -116,8 +116,8 @@ def _gpx_points(path: Path) -> list[TrackPoint]:
         ns, _, local = tag.rpartition(" ")
         if not stack:
             if local != "gpx" or ns not in GPX_NAMESPACES:
-                raise ContactError(f"{path}: not a GPX file (expected a <gpx> root element of GPX 1.1 or 1.0, got "
-                                   f"the element {shown(local)}{' in namespace ' + shown(ns) if ns else ''})")
+                raise ContactError(f"{brief(path)}: not a GPX file (expected a <gpx> root element of GPX 1.1 or 1.0, "
+                                   f"got the element {shown(local)}{' in namespace ' + shown(ns) if ns else ''})")
             gpx_ns = ns
         stack.append(local if ns == gpx_ns else None)
         if len(stack) > _GPX_DEPTH:  # inside a point's <ele> or <time>, or an extension: nothing read there
@@ -157,12 +157,12 @@ def _gpx_points(path: Path) -> list[TrackPoint]:
     try:
         parser.Parse(data, True)
     except expat.ExpatError as exc:
-        raise ContactError(f"{path}: invalid XML ({exc})") from None
+        raise ContactError(f"{brief(path)}: invalid XML ({exc})") from None
     segments = sorted((seg for seg in segments if seg), key=lambda seg: seg[0][0])
     points = [p for seg in segments for p in seg]
     if not points:
         other = [f"{n} {k}" for k, n in counts.items() if k != "trk" and n]
-        raise ContactError(f"{path}: no track points (trk/trkseg/trkpt)"
+        raise ContactError(f"{brief(path)}: no track points (trk/trkseg/trkpt)"
                            + (f"; its {' and '.join(other)} points have no times: plan such a flight as a .plan "
                               "or .waypoints mission" if other else ""))
     return points
@@ -173,20 +173,21 @@ def _gpx_point(path: Path, point: dict[str, Any]) -> TrackPoint:
     try:
         lat, lon = float(point["lat"]), float(point["lon"])
     except ValueError:
-        raise ContactError(f"{path}: {where}: expected numbers lat and lon, got {shown(point['lat'])}, "
+        raise ContactError(f"{brief(path)}: {where}: expected numbers lat and lon, got {shown(point['lat'])}, "
                            f"{shown(point['lon'])}") from None
     if "time" not in point:
-        raise ContactError(f"{path}: {where}: no <time>; a track without times cannot be replayed")
+        raise ContactError(f"{brief(path)}: {where}: no <time>; a track without times cannot be replayed")
     if "ele" not in point:
-        raise ContactError(f"{path}: {where}: no <ele>; a drone's track needs its altitude")
+        raise ContactError(f"{brief(path)}: {where}: no <ele>; a drone's track needs its altitude")
     try:
         alt = float(point["ele"])
     except ValueError:
-        raise ContactError(f"{path}: {where}: <ele> must be a number of metres, got {shown(point['ele'])}") from None
+        raise ContactError(f"{brief(path)}: {where}: <ele> must be a number of metres, got "
+                           f"{shown(point['ele'])}") from None
     try:
         when = parse_utc(point["time"], field="<time>")
     except OrbitError as exc:
-        raise ContactError(f"{path}: {where}: {exc}") from None
+        raise ContactError(f"{brief(path)}: {where}: {exc}") from None
     check_position(path, where, lat, lon, alt)
     return when, lat, lon, alt, where
 
@@ -205,26 +206,26 @@ def _position_log_points(path: Path, none_ok: bool = False) -> list[TrackPoint]:
             entry = bounded_loads(line, max_depth=MAX_LOG_LINE_DEPTH, max_items=MAX_LOG_LINE_VALUES, allow_nan=True)
         except ValueError as exc:
             if n == cut:  # the agent was cut off while appending it (power lost): the complete lines stand
-                log.warning("%s:%d: skipping the last line, cut off (no newline, not JSON)", path, n)
+                log.warning("%s:%d: skipping the last line, cut off (no newline, not JSON)", brief(path), n)
                 continue
-            raise ContactError(f"{path}:{n}: expected a JSON object with a \"position\" (a line of a drone agent's "
-                               f"positions.jsonl), got invalid JSON ({exc})") from None
+            raise ContactError(f"{brief(path)}:{n}: expected a JSON object with a \"position\" (a line of a drone "
+                               f"agent's positions.jsonl), got invalid JSON ({exc})") from None
         if not isinstance(entry, dict) or "position" not in entry:
-            raise ContactError(f"{path}:{n}: expected a JSON object with a \"position\" (a line of a drone agent's "
-                               "positions.jsonl)")
+            raise ContactError(f"{brief(path)}:{n}: expected a JSON object with a \"position\" (a line of a drone "
+                               "agent's positions.jsonl)")
         fix = entry["position"]
         if fix is None:  # no fix yet when the exchange happened
             continue
         if isinstance(fix, dict) and "alt_msl_m" in fix and fix["alt_msl_m"] is None:
-            raise ContactError(f"{path}:{n}: position has no altitude (alt_msl_m is null, as in the 2-D fixes of a "
-                               "GPS receiver sending RMC without GGA); a replay needs each fix's altitude")
+            raise ContactError(f"{brief(path)}:{n}: position has no altitude (alt_msl_m is null, as in the 2-D fixes "
+                               "of a GPS receiver sending RMC without GGA); a replay needs each fix's altitude")
         try:
             if not isinstance(fix, dict):
                 raise ValueError
             lat, lon, alt, received = (json_number(fix[k]) for k in ("lat_deg", "lon_deg", "alt_msl_m", "received_at"))
             when = _dt.datetime.fromtimestamp(received, _dt.timezone.utc)
         except (KeyError, ValueError, OverflowError, OSError):
-            raise ContactError(f"{path}:{n}: position: expected numbers lat_deg, lon_deg, alt_msl_m and "
+            raise ContactError(f"{brief(path)}:{n}: position: expected numbers lat_deg, lon_deg, alt_msl_m and "
                                "received_at (Unix seconds)") from None
         where = f"line {n}"
         check_position(path, where, lat, lon, alt)
@@ -232,7 +233,8 @@ def _position_log_points(path: Path, none_ok: bool = False) -> list[TrackPoint]:
             continue
         points.append((when, lat, lon, alt, where))
     if not points and not none_ok:
-        raise ContactError(f"{path}: no position fix (every {'complete ' if cut else ''}line's \"position\" is null)")
+        raise ContactError(f"{brief(path)}: no position fix (every {'complete ' if cut else ''}line's \"position\" is "
+                           "null)")
     return points
 
 
@@ -250,7 +252,7 @@ _UNIX_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 def _needs_pymavlink(path: Path, kind: str) -> ContactError:
     """The one line refusing a ``kind`` of log (``"a MAVLink telemetry log"``) read without pymavlink, which
     the extra ``mavlink`` installs."""
-    return ContactError(f"{path}: reading {kind} needs pymavlink: pip install 'fol-swarm[mavlink]'")
+    return ContactError(f"{brief(path)}: reading {kind} needs pymavlink: pip install 'fol-swarm[mavlink]'")
 
 
 def _log_bytes(path: Path, what: str) -> bytes:
@@ -259,9 +261,10 @@ def _log_bytes(path: Path, what: str) -> bytes:
         with open(path, "rb") as fh:
             data = fh.read(MAX_MISSION_BYTES + 1)
     except OSError as exc:
-        raise ContactError(f"{path}: cannot read the {what} ({exc.strerror})") from None
+        raise ContactError(f"{brief(path)}: cannot read the {what} ({exc.strerror})") from None
     if len(data) > MAX_MISSION_BYTES:
-        raise ContactError(f"{path}: over {MAX_MISSION_BYTES} bytes; a {what} may have at most {MAX_MISSION_BYTES}")
+        raise ContactError(f"{brief(path)}: over {MAX_MISSION_BYTES} bytes; a {what} may have at most "
+                           f"{MAX_MISSION_BYTES}")
     return data
 
 
@@ -289,10 +292,10 @@ def _tlog_points(path: Path) -> list[TrackPoint]:
             elif magic == _MAVLINK2:
                 size = 10 + data[pos + 9] + 2 + (13 if data[pos + 10] & 1 else 0) if len(data) >= pos + 11 else None
             else:
-                raise ContactError(f"{path}: {where}: expected a MAVLink packet (0xFE or 0xFD) after the record's "
-                                   f"8-byte time, got 0x{magic:02X}; not a MAVLink telemetry log (.tlog)")
+                raise ContactError(f"{brief(path)}: {where}: expected a MAVLink packet (0xFE or 0xFD) after the "
+                                   f"record's 8-byte time, got 0x{magic:02X}; not a MAVLink telemetry log (.tlog)")
         if size is None or pos + 8 + size > len(data):
-            log.warning("%s: %s: skipping the last message, cut off by the end of the file (%d bytes)", path,
+            log.warning("%s: %s: skipping the last message, cut off by the end of the file (%d bytes)", brief(path),
                         where, len(data) - pos)
             break
         packet = data[pos + 8:pos + 8 + size]
@@ -305,7 +308,7 @@ def _tlog_points(path: Path) -> list[TrackPoint]:
         try:
             msg = parser.decode(bytearray(packet))
         except Exception as exc:  # noqa: BLE001 - pymavlink raises MAVError, struct.error and others for a bad packet
-            raise ContactError(f"{path}: {where}: GLOBAL_POSITION_INT that pymavlink cannot decode "
+            raise ContactError(f"{brief(path)}: {where}: GLOBAL_POSITION_INT that pymavlink cannot decode "
                                f"({shown(str(exc))})") from None
         if msg.lat == 0 and msg.lon == 0:  # ArduPilot's before its first position estimate
             continue
@@ -313,19 +316,19 @@ def _tlog_points(path: Path) -> list[TrackPoint]:
         if source is None:
             source = (*sender, where)
         elif sender != source[:2]:
-            raise ContactError(f"{path}: {where}: GLOBAL_POSITION_INT of system {sender[0]} component {sender[1]}, "
-                               f"after those of system {source[0]} component {source[1]} ({source[2]}); one "
-                               "vehicle a file (split the log, e.g. mavlogdump.py --source-system N -o FILE)")
+            raise ContactError(f"{brief(path)}: {where}: GLOBAL_POSITION_INT of system {sender[0]} component "
+                               f"{sender[1]}, after those of system {source[0]} component {source[1]} ({source[2]}); "
+                               "one vehicle a file (split the log, e.g. mavlogdump.py --source-system N -o FILE)")
         try:
             when = _UNIX_EPOCH + _dt.timedelta(microseconds=stamp_us)
         except OverflowError:
-            raise ContactError(f"{path}: {where}: time {stamp_us} microseconds since 1970 is past the year "
+            raise ContactError(f"{brief(path)}: {where}: time {stamp_us} microseconds since 1970 is past the year "
                                "9999") from None
         lat, lon, alt = msg.lat / 1e7, msg.lon / 1e7, msg.alt / 1000.0
         check_position(path, where, lat, lon, alt)
         points.append((when, lat, lon, alt, where))
     if not points:
-        raise ContactError(f"{path}: no GLOBAL_POSITION_INT with a position among its {index} MAVLink messages; "
+        raise ContactError(f"{brief(path)}: no GLOBAL_POSITION_INT with a position among its {index} MAVLink messages; "
                            "a recorded track needs the vehicle's positions")
     return points
 
@@ -356,32 +359,32 @@ def _df_gps_layout(path: Path, where: str, fmt: str, columns: list[str], length:
     and each column's multiplier, from its FMT message."""
     unknown = [c for c in fmt if c not in format_to_struct]
     if unknown:
-        raise ContactError(f"{path}: {where}: FMT of GPS has the format character {shown(unknown[0])}, which "
+        raise ContactError(f"{brief(path)}: {where}: FMT of GPS has the format character {shown(unknown[0])}, which "
                            "DataFlash logs do not use")
     if len(columns) != len(fmt):
-        raise ContactError(f"{path}: {where}: FMT of GPS has {len(columns)} column labels for the "
+        raise ContactError(f"{brief(path)}: {where}: FMT of GPS has {len(columns)} column labels for the "
                            f"{len(fmt)} characters of its format {shown(fmt)}")
     unpack = struct.Struct("<" + "".join(format_to_struct[c][0] for c in fmt))
     if unpack.size + 3 != length:
-        raise ContactError(f"{path}: {where}: FMT of GPS gives a length of {length} bytes, but its format "
+        raise ContactError(f"{brief(path)}: {where}: FMT of GPS gives a length of {length} bytes, but its format "
                            f"{shown(fmt)} takes {unpack.size + 3} with the header")
     index: dict[str, int] = {}
     for key, names in _DF_GPS_COLUMNS.items():
         found = [columns.index(n) for n in names if n in columns]
         if not found:
-            raise ContactError(f"{path}: {where}: FMT of GPS has no column {' or '.join(names)} (columns "
+            raise ContactError(f"{brief(path)}: {where}: FMT of GPS has no column {' or '.join(names)} (columns "
                                f"{shown(','.join(columns))})")
         index[key] = found[0]
     for key, char in _DF_POSITION_FORMATS.items():
         if fmt[index[key]] != char:
-            raise ContactError(f"{path}: {where}: FMT of GPS logs {key} with the format character "
+            raise ContactError(f"{brief(path)}: {where}: FMT of GPS logs {key} with the format character "
                                f"{shown(fmt[index[key]])}; expected {char!r}, as ArduPilot logs it")
     if "I" in columns:
         index["I"] = columns.index("I")
     for key in ("Status", "GMS", "GWk", "I"):
         if key in index and fmt[index[key]] not in _DF_INTEGER_FORMATS:
-            raise ContactError(f"{path}: {where}: FMT of GPS logs {columns[index[key]]} with the format character "
-                               f"{shown(fmt[index[key]])}; expected an integer ({_DF_INTEGER_FORMATS})")
+            raise ContactError(f"{brief(path)}: {where}: FMT of GPS logs {columns[index[key]]} with the format "
+                               f"character {shown(fmt[index[key]])}; expected an integer ({_DF_INTEGER_FORMATS})")
     return unpack, index, [format_to_struct[c][1] for c in fmt]
 
 
@@ -403,16 +406,16 @@ def _dataflash_points(path: Path) -> list[TrackPoint]:
         where = f"message {index} (byte {pos})"
         if data[pos:pos + 2] != _DF_HEAD[:len(data) - pos]:
             if index and len(data) - pos < _DF_TAIL:  # block logging's unwritten end of a page
-                log.warning("%s: %s: %d bytes at the end are no DataFlash message; the log ends before them", path,
-                            where, len(data) - pos)
+                log.warning("%s: %s: %d bytes at the end are no DataFlash message; the log ends before them",
+                            brief(path), where, len(data) - pos)
                 break
-            raise ContactError(f"{path}: {where}: expected a DataFlash message (0xA3 0x95), got "
+            raise ContactError(f"{brief(path)}: {where}: expected a DataFlash message (0xA3 0x95), got "
                                f"{data[pos:pos + 2].hex(' ').upper()}; not an ArduPilot DataFlash log (.bin)")
         length = lengths.get(data[pos + 2]) if pos + 2 < len(data) else 3
         if length is None:
-            raise ContactError(f"{path}: {where}: message type {data[pos + 2]} has no FMT message before it")
+            raise ContactError(f"{brief(path)}: {where}: message type {data[pos + 2]} has no FMT message before it")
         if pos + length > len(data):
-            log.warning("%s: %s: skipping the last message, cut off by the end of the file (%d bytes)", path,
+            log.warning("%s: %s: skipping the last message, cut off by the end of the file (%d bytes)", brief(path),
                         where, len(data) - pos)
             break
         mtype, body = data[pos + 2], data[pos + 3:pos + length]
@@ -420,8 +423,8 @@ def _dataflash_points(path: Path) -> list[TrackPoint]:
             ftype, flen, name, fmt, columns = (v.rstrip(b"\0").decode("ascii", "replace") if isinstance(v, bytes)
                                                else v for v in _DF_FMT_BODY.unpack(body))
             if flen < 3 or (ftype == _DF_FMT and flen != lengths[_DF_FMT]):
-                raise ContactError(f"{path}: {where}: FMT of type {ftype} ({shown(name)}) gives a length of {flen} "
-                                   f"bytes; expected {lengths[_DF_FMT] if ftype == _DF_FMT else 'at least 3'}")
+                raise ContactError(f"{brief(path)}: {where}: FMT of type {ftype} ({shown(name)}) gives a length of "
+                                   f"{flen} bytes; expected {lengths[_DF_FMT] if ftype == _DF_FMT else 'at least 3'}")
             lengths[ftype] = flen
             if name == "GPS":
                 gps_type = ftype
@@ -436,12 +439,12 @@ def _dataflash_points(path: Path) -> list[TrackPoint]:
             if ("I" not in col or values[col["I"]] == 0) and status >= _DF_3D_FIX:
                 week, ms = values[col["GWk"]], values[col["GMS"]]
                 if not (0 <= ms < _MS_PER_WEEK and week >= 0):
-                    raise ContactError(f"{path}: {where}: GPS week {week}, {ms} ms; expected a week of 0 or more and "
-                                       f"0..{_MS_PER_WEEK - 1} ms of the week")
+                    raise ContactError(f"{brief(path)}: {where}: GPS week {week}, {ms} ms; expected a week of 0 or "
+                                       f"more and 0..{_MS_PER_WEEK - 1} ms of the week")
                 try:
                     when = _GPS_EPOCH + _dt.timedelta(weeks=week, milliseconds=ms)
                 except OverflowError:
-                    raise ContactError(f"{path}: {where}: GPS week {week} is past the year 9999") from None
+                    raise ContactError(f"{brief(path)}: {where}: GPS week {week} is past the year 9999") from None
                 # scaled as pymavlink's DFReader does: divided by 1e7 (lat, lon) and 100 (alt)
                 lat, lon, alt = (values[col[k]] / round(1 / mults[col[k]]) for k in ("Lat", "Lng", "Alt"))
                 check_position(path, where, lat, lon, alt)
@@ -449,8 +452,8 @@ def _dataflash_points(path: Path) -> list[TrackPoint]:
         pos += length
         index += 1
     if not fixes:
-        raise ContactError(f"{path}: no GPS message of the first GPS with a 3-D fix (Status 3 or more) among its "
-                           f"{index} DataFlash messages; a recorded track needs the vehicle's positions")
+        raise ContactError(f"{brief(path)}: no GPS message of the first GPS with a 3-D fix (Status 3 or more) among "
+                           f"its {index} DataFlash messages; a recorded track needs the vehicle's positions")
     return _gps_to_utc(fixes)
 
 
@@ -492,7 +495,7 @@ def _increasing(path: Path, points: list[TrackPoint]) -> list[TrackPoint]:
     """``points``, once their times are checked to increase."""
     for prev, cur in zip(points, points[1:]):
         if not cur[0] > prev[0]:
-            raise ContactError(f"{path}: {cur[4]}: time {cur[0].isoformat()} is not after the previous point's "
+            raise ContactError(f"{brief(path)}: {cur[4]}: time {cur[0].isoformat()} is not after the previous point's "
                                f"{prev[0].isoformat()} ({prev[4]}); a track's times must increase")
     return points
 
@@ -505,7 +508,7 @@ def timed_track(path: Path, name: str, points: list[TrackPoint], origin: tuple[f
     check_local(path, xyz, [p[4] for p in points], origin)
     t = np.array([(p[0] - epoch) / _dt.timedelta(seconds=1) for p in points])
     if t[-1] < 0:
-        raise ContactError(f"{path}: the track ends at {points[-1][0].isoformat()}, before time.start "
+        raise ContactError(f"{brief(path)}: the track ends at {points[-1][0].isoformat()}, before time.start "
                            f"({epoch.isoformat()})")
     k = int(np.searchsorted(t, 0.0))  # the first point at or after t = 0
     if k > 0:  # start where the track is at t = 0
@@ -564,19 +567,20 @@ def joined_position_log(folder: Path, pieces: list[Path]) -> list[TrackPoint]:
         read = [(when, lat, lon, alt, f"{piece.name} {where}")
                 for when, lat, lon, alt, where in _increasing(piece, _position_log_points(piece, none_ok=True))]
         if not read:
-            log.warning("%s: no position fix; passed over (the other pieces of %s are read)", piece, folder)
+            log.warning("%s: no position fix; passed over (the other pieces of %s are read)", brief(piece),
+                        brief(folder))
             continue
         if points and read[0][:4] == points[-1][:4]:
             read = read[1:]
         if points and read and not read[0][0] > points[-1][0]:
             assert before is not None
-            raise ContactError(f"{folder}: {read[0][4]}: time {read[0][0].isoformat()} is not after the last point of "
-                               f"{before.name} ({points[-1][0].isoformat()}, {points[-1][4]}); the pieces of one "
-                               f"drone's position log must follow each other in time (positions.1.jsonl, "
-                               f"positions.2.jsonl, ..., positions.jsonl)")
+            raise ContactError(f"{brief(folder)}: {read[0][4]}: time {read[0][0].isoformat()} is not after the last "
+                               f"point of {before.name} ({points[-1][0].isoformat()}, {points[-1][4]}); the pieces of "
+                               "one drone's position log must follow each other in time (positions.1.jsonl, "
+                               "positions.2.jsonl, ..., positions.jsonl)")
         points += read
         before = piece
     if not points:
-        raise ContactError(f"{folder}: no position fix in any of {', '.join(p.name for p in pieces)} (every line's "
-                           "\"position\" is null)")
+        raise ContactError(f"{brief(folder)}: no position fix in any of {', '.join(p.name for p in pieces)} (every "
+                           "line's \"position\" is null)")
     return points

@@ -661,3 +661,36 @@ def test_copies_of_a_survey_cannot_ask_for_more_waypoints_than_a_mission_holds(t
     wpl.write_text("QGC WPL 110\n0\t1\t0\t16\t0\t0\t0\t0\t47.0\t8.0\t400\t1\n" + lines)
     with pytest.raises(ContactError, match=r"many\.waypoints: line 1003: the mission holds more than 1,000 items"):
         missions.read_mission(wpl, 5.0)
+
+
+@pytest.mark.parametrize("name, data, says", [
+    ("alpha.plan", b'{"fileType": "Plan"}', "not a QGroundControl plan"),
+    ("alpha.plan", b'{"fileType": "Plan", "mission": {"plannedHomePosition": [47, 8, 400], "items": [{"type": "SimpleItem", '
+                   b'"command": 16, "frame": 3, "params": [0, 0, 0, 0, 95, 8, 50]}]}}',
+     "mission.items[0]: expected latitude -90..90"),
+    ("alpha.waypoints", b"QGC WPL 110\n0\t1\t0\t16\n", ":2: expected 12 tab-separated fields"),
+    ("alpha.gpx", b"<gpx", "invalid XML"),
+    ("positions.jsonl", b"[1]\n", ":1: expected a JSON object"),
+    ("alpha.tlog", b"\x00" * 8 + b"\x01" * 20, "message 0 (byte 0): expected a MAVLink packet"),
+    ("alpha.bin", b"\x00\x01\x02", "message 0 (byte 0): expected a DataFlash message"),
+    ("wp.csv", b"node_id,t_s\n", ":1: expected header node_id,t_s,x_km,y_km,z_km"),
+])
+def test_a_flight_file_reader_names_a_file_of_a_long_path_in_one_short_line(tmp_path: Path, name: str, data: bytes,
+                                                                           says: str) -> None:
+    """The mission, track and waypoint CSV readers named the file by its whole path, which may reach 4,096
+    characters: one line of several kB (1,081 to 1,174 characters here). They name it as
+    swarmbase.tomlcheck.brief writes it, as the orbit readers and their own 'not found' line do."""
+    from contact_sim.missions import read_missions
+
+    folder = tmp_path
+    for level in range(5):  # five folders of 200-character names: a path of more than 1,000
+        folder = folder / (f"{level}-" + "d" * 198)
+    folder.mkdir(parents=True)
+    path = folder / name
+    path.write_bytes(data)
+    assert len(str(path)) > 1000
+    with pytest.raises(ContactError) as info:
+        read_waypoints_csv(path) if name.endswith(".csv") else read_missions([path], None, 5.0)
+    message = str(info.value)
+    _one_line(message)
+    assert says in message and "d" * 300 not in message and message.startswith(repr(str(path)[:150])[:-1]), message
