@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from swarmbase.fileio import atomic_writer
-from swarmbase.tomlcheck import brief, check_name_length, read_text_file, shown
+from swarmbase.tomlcheck import brief, check_name_length, decimal_number, read_text_file, shown
 
 from .errors import ContactError
 from .trajectory import MOVING, Trajectories, check_trajectory_size, time_grid
@@ -80,7 +80,7 @@ def read_waypoints_csv(path: str | Path) -> list[Waypoints]:
                 raise ContactError(f"{brief(path)}:{lineno}: empty node_id")
             check_name_length(name, f"{brief(path)}:{lineno}: node_id", ContactError)
             try:
-                vals = tuple(float(c) for c in row[1:])
+                vals = tuple(decimal_number(c) for c in row[1:])
             except ValueError:
                 raise ContactError(f"{brief(path)}:{lineno}: t_s, x_km, y_km, z_km must be numbers") from None
             if not all(math.isfinite(v) for v in vals):

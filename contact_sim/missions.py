@@ -96,7 +96,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import brief, read_text_file, shown
+from swarmbase.tomlcheck import brief, decimal_number, is_decimal, read_text_file, shown
 
 from .drones import MAX_LOCAL_KM, Waypoints
 from .dtn import header_name_ok
@@ -604,11 +604,13 @@ def _read_wpl(path: Path, text: str) -> tuple[tuple[float, float, float], None, 
             raise ContactError(f"{brief(path)}:{n + 1}: expected 12 tab-separated fields (index, current, frame, "
                                f"command, p1..p4, lat, lon, alt, autocontinue), got {len(fields)}")
         try:
+            if not all(is_decimal(v, 5, signed=True) for v in fields[2:4]):
+                raise ValueError
             frame, command = int(fields[2]), int(fields[3])
         except ValueError:
             raise ContactError(f"{brief(path)}:{n + 1}: frame and command must be integers") from None
         try:
-            params = [float(v) for v in fields[4:11]]
+            params = [decimal_number(v) for v in fields[4:11]]
         except ValueError:
             raise ContactError(f"{brief(path)}:{n + 1}: p1..p4, lat, lon, alt must be numbers") from None
         if home is None:  # the first item is the home position

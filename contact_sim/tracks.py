@@ -66,7 +66,7 @@ import numpy as np
 
 from orbits import OrbitError, parse_utc, utc_offset_s
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import brief, check_input_file, read_text_file, shown
+from swarmbase.tomlcheck import brief, check_input_file, decimal_number, read_text_file, shown
 from swarmbase.xmlguard import refuse_doctype
 
 from .drones import Waypoints
@@ -171,7 +171,7 @@ def _gpx_points(path: Path) -> list[TrackPoint]:
 def _gpx_point(path: Path, point: dict[str, Any]) -> TrackPoint:
     where = point["where"]
     try:
-        lat, lon = float(point["lat"]), float(point["lon"])
+        lat, lon = decimal_number(point["lat"]), decimal_number(point["lon"])
     except ValueError:
         raise ContactError(f"{brief(path)}: {where}: expected numbers lat and lon, got {shown(point['lat'])}, "
                            f"{shown(point['lon'])}") from None
@@ -180,7 +180,7 @@ def _gpx_point(path: Path, point: dict[str, Any]) -> TrackPoint:
     if "ele" not in point:
         raise ContactError(f"{brief(path)}: {where}: no <ele>; a drone's track needs its altitude")
     try:
-        alt = float(point["ele"])
+        alt = decimal_number(point["ele"])
     except ValueError:
         raise ContactError(f"{brief(path)}: {where}: <ele> must be a number of metres, got "
                            f"{shown(point['ele'])}") from None

@@ -29,7 +29,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-__all__ = ["Table", "read_toml", "read_text_file", "check_input_file", "is_finite_number", "is_decimal", "shown",
+__all__ = ["Table", "read_toml", "read_text_file", "check_input_file", "is_finite_number", "is_decimal",
+           "decimal_number", "shown",
            "brief", "check_name_length",
            "MAX_TOML_BYTES", "MAX_NAME_CHARS", "BRIEF_CHARS"]
 
@@ -161,6 +162,29 @@ def is_decimal(text: Any, max_digits: int, signed: bool = False) -> bool:
     number = digits.lstrip("0") or digits[-1:]  # "000": the number 0, one digit
     return (digits.isascii() and digits.isdigit() and 1 <= len(number) <= max_digits
             and len(digits) - len(number) <= MAX_LEADING_ZEROS)
+
+
+#: A number as the text files of autopilots and GPS loggers write it: ASCII digits, maybe a sign, a point and an
+#: exponent, or ``nan`` / ``inf`` / ``infinity`` in any case (as C's printf and Qt write them); ``float()`` reads
+#: more: ``1_000``, and every script's digits (``float("4\U0001d7df.5")`` is 47.5).
+_DECIMAL_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf|infinity)",
+                             re.IGNORECASE)
+
+
+def decimal_number(text: str) -> float:
+    """``float(text)`` for a number written as :data:`_DECIMAL_NUMBER` describes (surrounding ASCII spaces, tabs
+    and line ends ignored), else ``ValueError``, as ``float()`` raises for text that is no number.
+
+    >>> decimal_number(" -47.5e0 "), decimal_number("NaN") != decimal_number("NaN"), decimal_number(".5")
+    (-47.5, True, 0.5)
+    >>> decimal_number("4\U0001d7df.5")
+    Traceback (most recent call last):
+    ValueError: not a decimal number
+    """
+    text = text.strip(" \t\r\n")
+    if not _DECIMAL_NUMBER.fullmatch(text):
+        raise ValueError("not a decimal number")
+    return float(text)
 
 
 #: A longer string is rendered from its start (a message shows about 60 characters of it).

@@ -694,3 +694,40 @@ def test_a_flight_file_reader_names_a_file_of_a_long_path_in_one_short_line(tmp_
     message = str(info.value)
     _one_line(message)
     assert says in message and "d" * 300 not in message and message.startswith(repr(str(path)[:150])[:-1]), message
+
+
+_GPX_POINT = '<trkpt lat="{lat}" lon="8.0"><ele>{ele}</ele><time>2025-06-01T10:00:{s:02d}Z</time></trkpt>'
+
+
+@pytest.mark.parametrize("name, text, says", [
+    ("alpha.gpx", "lat", "line 1 (trk 0, trkseg 0, trkpt 1): expected numbers lat and lon, got '4\U0001d7df.001'"),
+    ("alpha.gpx", "ele", "line 1 (trk 0, trkseg 0, trkpt 1): <ele> must be a number of metres, got '4_10'"),
+    ("alpha.waypoints", "lat", ":3: p1..p4, lat, lon, alt must be numbers"),
+    ("alpha.waypoints", "command", ":3: frame and command must be integers"),
+    ("wp.csv", "x_km", ":3: t_s, x_km, y_km, z_km must be numbers"),
+])
+def test_a_flight_file_number_in_another_scripts_digits_or_with_underscores_is_refused(tmp_path: Path, name: str,
+                                                                                      text: str, says: str) -> None:
+    """float() and int() read '1_000' and every script's digits as numbers: a GPX point at lat '4𝟟.001' was
+    flown at 47.001, an <ele> of '4_10' at 410 m, a .waypoints command '2_2' was a takeoff (22) and a waypoint
+    CSV's x_km '١' (Arabic-Indic one) was 1 km. The text flight files' numbers are now read by
+    swarmbase.tomlcheck.decimal_number (ASCII digits; nan and inf as C writes them) and their integers checked by
+    is_decimal, as the orbit readers' are."""
+    from contact_sim.missions import read_missions
+
+    path = tmp_path / name
+    if name.endswith(".gpx"):
+        lat, ele = ("4\U0001d7df.001", "410") if text == "lat" else ("47.001", "4_10")
+        path.write_text('<gpx xmlns="http://www.topografix.com/GPX/1/1"><trk><trkseg>'
+                        + _GPX_POINT.format(lat=47.0, ele=400, s=0) + _GPX_POINT.format(lat=lat, ele=ele, s=10)
+                        + "</trkseg></trk></gpx>")
+    elif name.endswith(".waypoints"):
+        command, lat = ("2_2", "47.0") if text == "command" else ("16", "4\u0667.001")  # Arabic-Indic seven
+        path.write_text(f"QGC WPL 110\n0\t1\t0\t16\t0\t0\t0\t0\t47.0\t8.0\t400\t1\n"
+                        f"1\t0\t3\t{command}\t0\t0\t0\t0\t{lat}\t8.0\t50\t1\n")
+    else:
+        path.write_text("node_id,t_s,x_km,y_km,z_km\na,0,0,0,0.1\na,10,\u0661,0,0.1\n")
+    with pytest.raises(ContactError) as info:
+        read_waypoints_csv(path) if name.endswith(".csv") else read_missions([path], None, 5.0)
+    _one_line(str(info.value))
+    assert str(info.value).startswith(str(path)) and says in str(info.value), str(info.value)
