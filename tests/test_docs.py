@@ -1360,3 +1360,22 @@ def test_evaluation_pages_benchmark_commands_exist_with_their_flags(monkeypatch:
              if (argv or "argparse" in vars(modules[s])) and (why := _parses(monkeypatch, modules[s].main, argv,
                                                                              f"{s}.py"))}
     assert not wrong, f"docs/{page}: these benchmark commands do not parse: {wrong}"
+
+
+def test_the_orbit_partitions_memory_budget_the_pages_give_is_the_codes() -> None:
+    """docs/scenario.md (``data.acquisition_s``) and docs/running-simulations.md give the bytes ``fol simulate
+    --check`` counts for the orbit partition's ground tracks: per satellite and sample (turned Earth-fixed, and an
+    all-ITRF OEM's), per time sample, and Skyfield's Earth rotation per time sample; each is the code's constant."""
+    from contact_sim.trajectory import STATION_ROTATION_BYTES_PER_TIME
+    from fol.simulation import partition
+
+    code = (partition.GROUND_TRACK_BYTES_PER_SAMPLE, partition.ITRF_GROUND_TRACK_BYTES_PER_SAMPLE,
+            partition.GROUND_TRACK_BYTES_PER_TIME, STATION_ROTATION_BYTES_PER_TIME)
+    for page in ("scenario.md", "running-simulations.md"):
+        text = " ".join((DOCS / page).read_text().split())
+        found = re.findall(r"(\d+) bytes per satellite and (?:time )?sample, (\d+) for an OEM whose states are all ITRF, "
+                           r"Earth-fixed as read[;,] (?:plus )?(\d+) bytes per (?:time )?sample\b[^()]{0,80}?(\d+) KiB",
+                           text)
+        assert len(found) == 1, f"docs/{page}: expected the orbit partition's budget once, found {found}"
+        stated = tuple(int(v) for v in found[0][:3]) + (int(found[0][3]) * 2**10,)
+        assert stated == code, f"docs/{page}: the orbit partition's budget is stated as {stated}, the code's is {code}"

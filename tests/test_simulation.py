@@ -1244,7 +1244,7 @@ def test_the_check_refuses_a_synthesis_too_large_before_pretraining(tmp_path: Pa
     ("acquisition_s = 1e12", r"data\.acquisition_s: 1e\+12 s of ground tracks every 25 s"),
     # the default period is the scenario's, but the coverage step follows the swath, not time.step_s
     ("swath_km = 2.0\n[time]\nduration_s = 5e8\nstep_s = 1e5", r"data\.acquisition_s: 5e\+08 s of ground tracks every 1 s"),
-    # 10^6 times of a few satellites: 0.4 GB of tracks, but Skyfield's Earth rotation takes 22 kB a time
+    # 10^6 times of a few satellites: 1 GB of tracks, but Skyfield's Earth rotation takes 22 kB a time
     # sample whatever the satellites (25 GB): counted since 2026-12-07, the tracks alone were before
     ("swath_km = 16.0\nacquisition_s = 1e6", r"data\.acquisition_s: 1e\+06 s of ground tracks every 1 s"),
 ])
@@ -1263,6 +1263,26 @@ def test_the_check_refuses_an_orbit_partition_too_long_to_track(fields: str, wor
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and re.search(words, err[0]) and "GiB" in err[0] and "s.toml" in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("turned", "measured_mb", "old_mb"), [(True, 928, 506), (False, 628, 432)])
+def test_the_ground_track_budget_counts_the_partitions_measured_peak(turned: bool, measured_mb: int, old_mb: int,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The budget counted 72 bytes per satellite and sample (the contact search's trajectory table), well under
+    what the partition takes: 2,000 Walker satellites x 3,000 samples (16 km swaths, 1 s apart) peaked 928 MB above
+    the program (old budget 506 MB with the Earth rotation), the same from an all-ITRF OEM 628 MB (old budget
+    432 MB). Under a limit between the old budget and the measured peak the old budget let it through; now it is
+    refused, and it passes a limit a fifth above the peak (the budget is not wildly above what the partition takes)."""
+    from fol.simulation import check
+
+    acquisition_s, n_sats = 2998.0, 2000  # counted as 3,000 samples, as many as measured
+    assert check.grid_samples(acquisition_s, check.coverage_step_s(16.0)) == 3000
+    monkeypatch.setattr(check, "MAX_TRAJECTORY_BYTES", (measured_mb + old_mb) / 2 * 1e6)
+    with pytest.raises(ConfigError, match=r"^data\.acquisition_s: 2998 s of ground tracks every 1 s .* x 2,000 "
+                                          r"satellite\(s\) would need \d\.\d GiB"):
+        check._check_ground_tracks(acquisition_s, 16.0, n_sats, turned)
+    monkeypatch.setattr(check, "MAX_TRAJECTORY_BYTES", measured_mb * 1.2e6)
+    check._check_ground_tracks(acquisition_s, 16.0, n_sats, turned)
 
 
 def test_resume_reports_the_wall_time_of_the_whole_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -44,8 +44,7 @@ from typing import Any
 
 from contact_sim.scenario import (build_constellation, check_contact_scenario, check_energy_inputs, input_files,
                                   round_boundaries)
-from contact_sim.trajectory import (MAX_TRAJECTORY_BYTES, STATION_ROTATION_BYTES_PER_TIME, TRAJECTORY_BYTES_PER_SAMPLE,
-                                    grid_samples)
+from contact_sim.trajectory import MAX_TRAJECTORY_BYTES, STATION_ROTATION_BYTES_PER_TIME, grid_samples
 from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, check_dataset
 from fol.errors import ConfigError, DataError
 from fol.executors import check_ray_address
@@ -54,7 +53,8 @@ from fol.methods import get_method
 from orbits import Constellation, Ephemeris, OrbitError
 from orbits.groundtrack import turns_earth_fixed
 from swarmbase.safejson import loads as bounded_loads
-from fol.simulation.partition import GROUND_SPEED_KM_S, coverage_step_s
+from fol.simulation.partition import (GROUND_SPEED_KM_S, GROUND_TRACK_BYTES_PER_SAMPLE, GROUND_TRACK_BYTES_PER_TIME,
+                                     ITRF_GROUND_TRACK_BYTES_PER_SAMPLE, coverage_step_s)
 from fol.simulation.scenario import DataConfig, SwarmScenario, errors_name_the_file, json_default, result_settings
 from swarmbase.tomlcheck import shown
 
@@ -175,18 +175,21 @@ def check_local_parallelism(executor: str, ray_address: str | None, workers: int
 
 
 def _check_ground_tracks(acquisition_s: float, swath_km: float, n_sats: int, turned: bool) -> None:
-    """Refuse an orbit partition whose ground tracks (every satellite over the
-    acquisition period, one sample per coverage step) would exceed the contact
-    side's trajectory budget: they are computed as one table and, when ``turned``
-    (:func:`orbits.groundtrack.turns_earth_fixed`: element sets, an OEM with states in
-    another frame than ITRF), turned Earth-fixed at every time at once (Skyfield's
-    rotation, :data:`STATION_ROTATION_BYTES_PER_TIME` per time sample whatever the
-    number of satellites: 22.2 kB measured for 1 and 8 satellites at 10^5 times).
-    An OEM's ITRF states are Earth-fixed as read: no rotation is built for them."""
+    """Refuse an orbit partition whose peak memory would exceed the contact side's trajectory budget:
+    the ground tracks (every satellite over the acquisition period, one sample per coverage step) are
+    computed as one table, at a measured peak resident set of
+    :data:`~fol.simulation.partition.GROUND_TRACK_BYTES_PER_SAMPLE` per satellite and sample and
+    :data:`~fol.simulation.partition.GROUND_TRACK_BYTES_PER_TIME` per time sample, and, when ``turned`` (:func:`orbits.groundtrack.turns_earth_fixed`: element
+    sets, an OEM with states in another frame than ITRF), turned Earth-fixed at every time at once
+    (Skyfield's rotation, :data:`STATION_ROTATION_BYTES_PER_TIME` per time sample whatever the number of
+    satellites). An OEM's ITRF states are Earth-fixed as read: no rotation and no Earth-fixed copy are
+    built for them (:data:`~fol.simulation.partition.ITRF_GROUND_TRACK_BYTES_PER_SAMPLE` per satellite
+    and sample)."""
     step_s = coverage_step_s(swath_km)
     samples = grid_samples(acquisition_s, step_s)
-    rotation = STATION_ROTATION_BYTES_PER_TIME if turned else 0
-    need = float(samples) * (max(n_sats, 1) * TRAJECTORY_BYTES_PER_SAMPLE + rotation)
+    per_sample = GROUND_TRACK_BYTES_PER_SAMPLE if turned else ITRF_GROUND_TRACK_BYTES_PER_SAMPLE
+    per_time = GROUND_TRACK_BYTES_PER_TIME + (STATION_ROTATION_BYTES_PER_TIME if turned else 0)
+    need = float(samples) * (max(n_sats, 1) * per_sample + per_time)
     if need > MAX_TRAJECTORY_BYTES:
         raise ConfigError(f"data.acquisition_s: {acquisition_s:g} s of ground tracks every {step_s:g} s "
                           f"(data.swath_km / {2 * GROUND_SPEED_KM_S:g} km/s) x {n_sats:,} satellite(s) would need "

@@ -23,7 +23,8 @@ from orbits import Constellation, Ephemeris
 from orbits.coverage import coverage_by_satellite, swath_half_angle_rad
 from orbits.groundtrack import ground_track
 
-__all__ = ["orbit_assignment", "swath_coverage", "coverage_step_s", "GROUND_SPEED_KM_S"]
+__all__ = ["orbit_assignment", "swath_coverage", "coverage_step_s", "GROUND_SPEED_KM_S",
+           "GROUND_TRACK_BYTES_PER_SAMPLE", "ITRF_GROUND_TRACK_BYTES_PER_SAMPLE", "GROUND_TRACK_BYTES_PER_TIME"]
 
 #: Upper bound of a LEO sub-satellite point's ground speed (km/s), used to pick
 #: the coverage time step: the footprint advances at most half a swath width per
@@ -31,6 +32,32 @@ __all__ = ["orbit_assignment", "swath_coverage", "coverage_step_s", "GROUND_SPEE
 #: points near the swath edge can fall between two samples (see
 #: :func:`orbit_assignment`).
 GROUND_SPEED_KM_S = 8.0
+
+# Peak resident memory of the partition (``fol simulate --check`` holds it to the contact side's
+# MAX_TRAJECTORY_BYTES before a run). Measured as the maximum resident set (``/usr/bin/time -v``) of a script
+# that calls orbit_assignment as the run does (2,000 points, 16 km swaths: one sample a second; scipy loaded
+# first, as in a run), less the same script's at 2 time samples with the same satellites, for Walker satellites
+# (SGP4) and for OEMs that write_oem wrote (states every 300 s) in ITRF, GCRF and TEME: 1, 10 and 500 to 2,000
+# satellites x 2,000 to 160,000 samples, one run at a time. The peak is in
+# orbits.groundtrack.ground_track (ground_track alone took the same to 0.2 %, 2,000 satellites x 3,000 samples);
+# the swath search after it takes less.
+
+#: Per satellite and time sample, for tracks turned Earth-fixed (element sets; an OEM with any state not in
+#: ITRF): the TEME positions (with SGP4's velocities, or the OEM's Earth-fixed mask and merged copy), their
+#: Earth-fixed copy and the WGS-84 geodetic iteration's temporaries. 500 to 2,000 satellites x 2,000 to 6,000
+#: samples took 151 to 155 bytes per satellite and sample, the rotation included (SGP4, GCRF and TEME alike;
+#: least squares less the rotation per sample: 140, 140 and 129). Rounded up.
+GROUND_TRACK_BYTES_PER_SAMPLE = 160
+#: Per satellite and time sample for an OEM whose states are all ITRF, Earth-fixed as read (no rotation, no
+#: Earth-fixed copy): 104 to 105 bytes at 500 to 2,000 satellites x 2,000 to 6,000 samples (least squares over
+#: every ITRF run: 104.8, with 73 per time sample). Rounded up.
+ITRF_GROUND_TRACK_BYTES_PER_SAMPLE = 112
+#: Per time sample whatever the number of satellites (the time grid, the swath search's per-step lists): 73
+#: bytes by the ITRF least squares above (one satellite at 40,000 to 160,000 samples: 118 bytes per sample,
+#: satellite and time together, on 9.5 MB that do not grow with them). Tracks turned Earth-fixed add Skyfield's
+#: Earth rotation, :data:`contact_sim.trajectory.STATION_ROTATION_BYTES_PER_TIME` (10 satellites at 20,000 to
+#: 60,000 samples, SGP4, GCRF and TEME: 22.2 to 22.6 kB more per sample, their tracks included). Rounded up.
+GROUND_TRACK_BYTES_PER_TIME = 128
 
 
 def coverage_step_s(swath_km: float) -> float:
