@@ -89,11 +89,9 @@ class Trajectories:
 #: ground stations, their rotation into TEME (:func:`contact_search_bytes`), then the windows it finds
 #: (:func:`check_window_budget`). The orbit partition's ground tracks (``fol.simulation.check``) are held to it too.
 MAX_TRAJECTORY_BYTES = 8 * 2**30
-#: The trajectory table alone: positions and the velocity on both sides of every sample, float64 (72 bytes
-#: per node and time sample; satellites share one velocity array, 48).
-TRAJECTORY_BYTES_PER_SAMPLE = 3 * 3 * 8
 #: Peak resident memory of a contact search (``fol contacts``) per node and time sample: the trajectory
-#: table, the window search's packed copy of every node state (:class:`contact_sim.windows._Scanner`: 12
+#: table (positions and the velocity on both sides of every sample, float64: 72 bytes; satellites share one
+#: velocity array, 48), the window search's packed copy of every node state (:class:`contact_sim.windows._Scanner`: 12
 #: float64 columns for drones, 8 for satellites) and the temporaries that fill it. Fitted (least squares) on
 #: the resident set of ``fol contacts --no-plot`` (``/usr/bin/time -v``): 12 random-waypoint drones over
 #: 100, 200 and 300 h (1.1 to 3.3 M node samples) took 239 bytes per node and sample, 48 satellites over

@@ -130,7 +130,7 @@ def ground_track(constellation: Constellation | StateSource, start: _dt.datetime
     elif not isinstance(constellation, Constellation) and hasattr(constellation, "positions_teme_or_itrf_km"):
         positions_km, earth_fixed = constellation.positions_teme_or_itrf_km(start, offsets)
     else:
-        positions_km, _ = propagate_offsets(constellation, start, offsets)
+        positions_km = propagate_offsets(constellation, start, offsets)[0]  # the velocities go at once
     if earth_fixed is None:
         itrs_km = teme_to_itrs(positions_km, start, offsets, polar_motion)
     elif turns_earth_fixed(constellation):

@@ -43,10 +43,12 @@ GROUND_SPEED_KM_S = 8.0
 # the swath search after it takes less.
 
 #: Per satellite and time sample, for tracks turned Earth-fixed (element sets; an OEM with any state not in
-#: ITRF): the TEME positions (with SGP4's velocities, or the OEM's Earth-fixed mask and merged copy), their
+#: ITRF): the TEME positions (with the OEM's velocities, Earth-fixed mask and merged copy), their
 #: Earth-fixed copy and the WGS-84 geodetic iteration's temporaries. 500 to 2,000 satellites x 2,000 to 6,000
 #: samples took 151 to 155 bytes per satellite and sample, the rotation included (SGP4, GCRF and TEME alike;
-#: least squares less the rotation per sample: 140, 140 and 129). Rounded up.
+#: least squares less the rotation per sample: 140, 140 and 129). Rounded up. SGP4's velocities are since let
+#: go as soon as they are made: 128 to 131 bytes (500 x 6,000, 1,000 x 4,000, 2,000 x 3,000), so this bounds the
+#: element sets from further above.
 GROUND_TRACK_BYTES_PER_SAMPLE = 160
 #: Per satellite and time sample for an OEM whose states are all ITRF, Earth-fixed as read (no rotation, no
 #: Earth-fixed copy): 104 to 105 bytes at 500 to 2,000 satellites x 2,000 to 6,000 samples (least squares over
