@@ -731,3 +731,41 @@ def test_a_flight_file_number_in_another_scripts_digits_or_with_underscores_is_r
         read_waypoints_csv(path) if name.endswith(".csv") else read_missions([path], None, 5.0)
     _one_line(str(info.value))
     assert str(info.value).startswith(str(path)) and says in str(info.value), str(info.value)
+
+
+# ------------------------------------------------------------------ image loaders (fol/data/loaders.py)
+
+def _png(width: int, height: int, rows: bytes, colour_type: int = 2) -> bytearray:
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, colour_type, 0, 0, 0)
+    return bytearray(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows))
+                     + chunk(b"IEND", b""))
+
+
+def test_a_png_whose_idat_chunk_claims_4_gib_is_read_without_asking_for_them(tmp_path: Path) -> None:
+    """A 69-byte PNG whose IDAT chunk's length says 0xFFFFFFF0 (the pixels all there): Pillow reads the rest of
+    the chunk in one read of that length once the pixels are decoded, and Python makes the 4 GiB it asks for
+    before reading (tracemalloc's peak was 4,096 MiB; a MemoryError on a companion computer of less memory).
+    The image file is read through a reader that asks for no more than the file holds."""
+    import struct
+    import tracemalloc
+
+    from fol.data.loaders import read_image
+
+    png = _png(4, 4, b"".join(b"\0" + bytes([40, 80, 120]) * 4 for _ in range(4)))
+    struct.pack_into(">I", png, png.find(b"IDAT") - 4, 0xFFFFFFF0)
+    path = tmp_path / "a.png"
+    path.write_bytes(png)
+    tracemalloc.start()
+    try:
+        pixels = read_image(path, 8)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"{peak / 2**20:,.0f} MiB for a {len(png)}-byte file"
+    assert pixels.shape == (3, 8, 8) and pixels[:, 0, 0].tolist() == [40, 80, 120]

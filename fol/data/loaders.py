@@ -31,10 +31,12 @@ import csv
 import errno
 import hashlib
 import importlib
+import io
 import logging
 import math
 import os
 import re
+import stat
 import threading
 import unicodedata
 import warnings
@@ -695,6 +697,23 @@ def _tag_value(value: object) -> object:
     return items[0] if len(items) == 1 else tuple(items)
 
 
+class _ReadsWithinFile(io.BufferedReader):
+    """An image file as Pillow reads it, whose ``read(n)`` asks for no more than the bytes left in
+    it: Python makes the whole ``n`` bytes before it reads, and Pillow reads the rest of a PNG's
+    IDAT chunk in one read of the length the chunk's header gives (up to 4 GiB), so that a 69-byte
+    PNG made 4 GiB. A read gives the bytes there are either way; only the request is cut."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(io.FileIO(path, "rb"))
+        st = os.fstat(self.fileno())
+        self._size = st.st_size if stat.S_ISREG(st.st_mode) else None
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        if size is not None and size > 0 and self._size is not None:
+            size = max(min(size, self._size - self.tell()), 0)
+        return super().read(size)
+
+
 def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
                           bands: Sequence[int] | None = None,
                           scale: float | None = None) -> tuple[np.ndarray, tuple[float, float] | None]:
@@ -709,7 +728,7 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
         return arr.transpose(2, 0, 1), where
     where = None
     try:
-        with Image.open(path) as im:
+        with _ReadsWithinFile(path) as fh, Image.open(fh) as im:
             if im.width * im.height > MAX_IMAGE_PIXELS:
                 raise _too_large(path, f"{im.width:,} x {im.height:,}")
             try:  # the orientation a camera or phone records: the image is used as viewers show it
