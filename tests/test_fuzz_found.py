@@ -769,3 +769,37 @@ def test_a_png_whose_idat_chunk_claims_4_gib_is_read_without_asking_for_them(tmp
         tracemalloc.stop()
     assert peak < 64 << 20, f"{peak / 2**20:,.0f} MiB for a {len(png)}-byte file"
     assert pixels.shape == (3, 8, 8) and pixels[:, 0, 0].tolist() == [40, 80, 120]
+
+
+def _tiff(entries: list[tuple[int, int, int]], data: bytes) -> bytes:
+    """A little-endian TIFF of ``data`` and one directory of ``(tag, type, value)`` entries of one value each."""
+    import struct
+
+    head = b"II*\0" + struct.pack("<I", 8 + len(data)) + data
+    body = b"".join(struct.pack("<HHI", tag, kind, 1) + struct.pack("<H" if kind == 3 else "<I", value).ljust(4, b"\0")
+                    for tag, kind, value in sorted(entries))
+    return head + struct.pack("<H", len(entries)) + body + b"\0\0\0\0"
+
+
+def test_a_tiff_of_tiles_larger_than_an_image_may_be_is_refused_before_a_tile_is_decoded(tmp_path: Path) -> None:
+    """A 2.9 kB TIFF of 13 x 24 pixels whose TileWidth said 50,331,664 (a mutant of a tiled LZMA TIFF) took
+    1.5 GB: the image passed the pixel limit, and Pillow's libtiff decoder makes a buffer of a whole tile.
+    Tiles over the pixel limit are refused from the tags, in one line naming the file; here 16 x 8,388,608
+    (it was read, with a buffer of 134 MB)."""
+    import zlib
+
+    from fol.data.loaders import MAX_IMAGE_PIXELS, read_image
+    from fol.errors import DataError
+
+    tile = zlib.compress(bytes(16 * (1 << 23)))
+    short, long_ = 3, 4
+    path = tmp_path / "tiles.tif"
+    path.write_bytes(_tiff([(256, long_, 13), (257, long_, 24), (258, short, 8), (259, short, 8), (262, short, 1),
+                            (277, short, 1), (322, long_, 16), (323, long_, 1 << 23), (324, long_, 8),
+                            (325, long_, len(tile))], tile))
+    assert 16 << 23 > MAX_IMAGE_PIXELS
+    with pytest.raises(DataError) as info:
+        read_image(path, 8)
+    message = str(info.value)
+    _one_line(message)
+    assert message.startswith(f"{path}: TIFF tiles of 16 x 8,388,608 pixels, more than the"), message

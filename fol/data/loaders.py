@@ -689,6 +689,18 @@ def _inflate_chunks(path: str | Path, tif, page, kind: str, segment_bytes: int) 
     return image[0, ..., 0] if n == 1 else image[..., 0] if planes > 1 else image[0]
 
 
+def _check_tile_size(path: str | Path, tags) -> None:
+    """A TIFF whose tiles (TileWidth and TileLength, tags 322 and 323) are larger than
+    :data:`MAX_IMAGE_PIXELS` is a :class:`DataError` naming the file, before a tile is decoded:
+    Pillow's libtiff decoder makes a buffer of a whole tile, so that a 2.9 kB TIFF of 13 x 24 pixels
+    whose tiles said 50,331,664 x 16 took 1.5 GB. (A strip holds no more rows than the image.)"""
+    width, length = (next(iter(_floats(tags.get(code, 0))), 0.0) for code in (322, 323))
+    if width * length > MAX_IMAGE_PIXELS:
+        raise DataError(f"{path}: TIFF tiles of {width:,.0f} x {length:,.0f} pixels, more than the "
+                        f"{MAX_IMAGE_PIXELS:,} pixels an image may have (each is decoded whole: a damaged file, "
+                        f"or a decompression bomb)")
+
+
 def _tag_value(value: object) -> object:
     """A tag's value as Pillow gives it: one number bare, several as a tuple of Python numbers."""
     if isinstance(value, (bytes, str)):
@@ -731,6 +743,8 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
         with _ReadsWithinFile(path) as fh, Image.open(fh) as im:
             if im.width * im.height > MAX_IMAGE_PIXELS:
                 raise _too_large(path, f"{im.width:,} x {im.height:,}")
+            if im.format == "TIFF":  # libtiff decodes a tile at a time, into a buffer of the tile's size
+                _check_tile_size(path, getattr(im, "tag_v2", {}))
             try:  # the orientation a camera or phone records: the image is used as viewers show it
                 exif = im.getexif()
                 orientation = exif.get(0x0112)
