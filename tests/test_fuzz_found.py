@@ -756,6 +756,7 @@ def test_a_png_whose_idat_chunk_claims_4_gib_is_read_without_asking_for_them(tmp
     import tracemalloc
 
     from fol.data.loaders import read_image
+    from fol.errors import DataError
 
     png = _png(4, 4, b"".join(b"\0" + bytes([40, 80, 120]) * 4 for _ in range(4)))
     struct.pack_into(">I", png, png.find(b"IDAT") - 4, 0xFFFFFFF0)
@@ -769,6 +770,9 @@ def test_a_png_whose_idat_chunk_claims_4_gib_is_read_without_asking_for_them(tmp
         tracemalloc.stop()
     assert peak < 64 << 20, f"{peak / 2**20:,.0f} MiB for a {len(png)}-byte file"
     assert pixels.shape == (3, 8, 8) and pixels[:, 0, 0].tolist() == [40, 80, 120]
+    path.write_bytes(b"hello")  # Pillow names the file it cannot identify by that reader: as it names a path
+    with pytest.raises(DataError, match=r"cannot identify image file '.*a\.png'\)$"):
+        read_image(path, 8)
 
 
 def _tiff(entries: list[tuple[int, int, int]], data: bytes) -> bytes:

@@ -719,6 +719,10 @@ class _ReadsWithinFile(io.BufferedReader):
         super().__init__(io.FileIO(path, "rb"))
         st = os.fstat(self.fileno())
         self._size = st.st_size if stat.S_ISREG(st.st_mode) else None
+        self._path = os.fspath(path)
+
+    def __repr__(self) -> str:  # as Pillow names a file it opened itself ('cannot identify image file ...')
+        return repr(self._path)
 
     def read(self, size: int | None = -1, /) -> bytes:
         if size is not None and size > 0 and self._size is not None:
