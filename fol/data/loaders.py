@@ -781,8 +781,10 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
             raise DataError(f"{path}: cannot read image (an empty file, 0 bytes)") from None
         tiff = _tiff_bands(path) if isinstance(exc, UnidentifiedImageError) else None
         if tiff is not None:
-            bits = "/".join(map(str, sorted(set(tiff[1]))))
-            raise DataError(f"{path}: a TIFF of {tiff[0]} bands of {bits} bits, which cannot be read as an image; "
+            counts = sorted(set(tiff[1]))  # one a band, as many as its tag holds: a damaged one, thousands
+            bits = ("/".join(map(str, counts)) + " bits" if len(counts) <= 4
+                    else f"{counts[0]}..{counts[-1]} bits ({len(counts)} different)")
+            raise DataError(f"{path}: a TIFF of {tiff[0]} bands of {bits}, which cannot be read as an image; "
                             f"choose 3 of its bands with the dataset option bands (e.g. bands=4+3+2 in --data, "
                             f"data.bands = [4, 3, 2]), or save 1 (grey) or 3 (RGB) of them, of 8 or 16 bits") from None
         raise DataError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from None
