@@ -167,7 +167,7 @@ def run_contacts(args: argparse.Namespace) -> int:
     from .scenario import (build_trajectories, check_contact_scenario, load_contact_scenario,
                            load_plan_file, load_polar_motion, plan_from_trajectories)
 
-    made = False
+    made: list[Path] = []  # the folders of --out this run makes, deepest first
     try:
         if args.workers < 1:
             raise ContactError(f"--workers: expected >= 1, got {args.workers}")
@@ -227,7 +227,8 @@ def run_contacts(args: argparse.Namespace) -> int:
                   f"ground station(s), "
                   f"{len(names) + stations} nodes in the contact plan")
             return 0
-        made = not out.exists()  # made here: removed again if the search is refused (it is still empty)
+        # made here, with any parent that did not exist: removed again if the search is refused (still empty)
+        made = [p for p in (out, *out.parents) if not p.exists()]
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -241,11 +242,11 @@ def run_contacts(args: argparse.Namespace) -> int:
             plan = plan_from_trajectories(traj, scenario, workers=max(1, args.workers))
         elapsed = time.perf_counter() - t0
     except (ContactError, OrbitError) as exc:
-        if made:  # a folder this run made for outputs it does not write (the window search's budget, say)
+        for folder in made:  # folders this run made for outputs it does not write (the window search's budget, say)
             try:
-                out.rmdir()
-            except OSError:  # no longer empty, or gone: left as it is
-                pass
+                folder.rmdir()
+            except OSError:  # no longer empty, or gone: left as it is, with its parents
+                break
         return _one_line(args, exc)
     removed: list[Path] = []  # what the swap removed: the previous set's regular files this run does not write
     try:  # the whole set into a staging folder, then swapped in (the previous set's other outputs removed with it;

@@ -135,7 +135,8 @@ def test_windows_past_the_budget_are_refused_before_the_table_is_built(
         tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
     """A scenario inside the grid's budget whose windows pass it (the limit lowered to the grid's cost plus
     CONTACT_BYTES_PER_WINDOW for every window but one) is refused in one line giving the count, exit status 2,
-    before the table is built: the temporary parts are removed, a fresh --out is not left behind, and the
+    before the table is built: the temporary parts are removed, a fresh --out is not left behind (nor the
+    parents it made; the folder that held them stays), and the
     outputs of an earlier run in --out stay as they were. With the limit one byte higher, the same scenario
     passes. Parts of 7 windows, serially and in two workers: the count, summed over the parts as they are
     written (a window continued from the part before counted once), is the table's exactly. Before the
@@ -155,7 +156,7 @@ def test_windows_past_the_budget_are_refused_before_the_table_is_built(
     assert "contacts.csv" in before and not list(parts.iterdir())
 
     monkeypatch.setattr("contact_sim.trajectory.MAX_TRAJECTORY_BYTES", grid + n * CONTACT_BYTES_PER_WINDOW - 1)
-    fresh = tmp_path / "fresh"
+    fresh = tmp_path / "new" / "sub" / "fresh"  # parents made for it too
     for target in (out, fresh):
         assert main(["contacts", str(path), "--no-plot", "--out", str(target), "--workers", str(workers)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
@@ -166,7 +167,7 @@ def test_windows_past_the_budget_are_refused_before_the_table_is_built(
         assert err[0].endswith("; shorten time.duration_s, lower link.max_range_km or use fewer nodes"), err
         assert not list(parts.iterdir())
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-    assert not fresh.exists()
+    assert not (tmp_path / "new").exists() and tmp_path.is_dir()
 
 
 @pytest.mark.parametrize("workers", [1, 2])
