@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.parsers import expat
@@ -79,7 +78,7 @@ from xml.sax.saxutils import escape
 import numpy as np
 
 from swarmbase.fileio import atomic_writer
-from swarmbase.tomlcheck import brief, check_name_length, is_decimal, read_text_file, shown
+from swarmbase.tomlcheck import brief, check_name_length, decimal_number, is_decimal, read_text_file, shown
 from swarmbase.xmlguard import refuse_doctype
 
 from .constants import EARTH_ROTATION_RAD_S
@@ -133,9 +132,6 @@ _META_KEYS = ("OBJECT_NAME", "OBJECT_ID", "CENTER_NAME", "REF_FRAME", "REF_FRAME
 _META_REQUIRED = ("OBJECT_NAME", "OBJECT_ID", "CENTER_NAME", "REF_FRAME", "TIME_SYSTEM", "START_TIME", "STOP_TIME")
 #: The first line of a KVN OEM, after any blank or COMMENT lines (the rule an OMM's is found by).
 _KVN_START = kvn_start("CCSDS_OEM_VERS")
-#: A number of a data line: decimal, maybe with an exponent (no ``nan``, ``inf`` or ``1_000``), in ASCII digits
-#: (``float()`` reads every script's digits, and ``\d`` matches them: ``-4𝟙.03`` was read as -41.03).
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 
 
 @dataclass
@@ -538,9 +534,10 @@ class _Builder:
             fields = self.fields(number, row)
             epochs[k] = (self.time(number, self.label(0), fields[0]) - start).total_seconds()
             for j, text in enumerate(fields[1:], 1):
-                if not _NUMBER.fullmatch(text):
-                    raise self.fail(number, f"{self.label(j)}: expected a decimal number, got {shown(text)}")
-                number_value = float(text)
+                try:  # ASCII digits (float() reads every script's: -4𝟙.03 was -41.03), no nan, inf or 1_000
+                    number_value = decimal_number(text, special=False)
+                except ValueError:
+                    raise self.fail(number, f"{self.label(j)}: expected a decimal number, got {shown(text)}") from None
                 if not math.isfinite(number_value):  # 1e999
                     raise self.fail(number, f"{self.label(j)}: expected a finite number, got {shown(text)}")
                 if j <= 6:

@@ -46,7 +46,7 @@ from sgp4.exporter import export_omm
 
 from swarmbase.fileio import atomic_write_text
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import brief, check_name_length, read_text_file, shown
+from swarmbase.tomlcheck import brief, check_name_length, decimal_number, is_decimal, read_text_file, shown
 from swarmbase.xmlguard import refuse_doctype
 
 from .constants import SGP4_MAX_SATNUM
@@ -158,9 +158,8 @@ def _checked_fields(rec: Any, where: str) -> dict[str, Any]:
         if key not in fields:
             raise OrbitError(f"{where}.{key}: missing (required)")
         try:
-            if isinstance(fields[key], str) and not fields[key].isascii():  # float() reads every script's digits
-                raise ValueError
-            value = float(fields[key])
+            # a text in ASCII digits (float() reads every script's, and 1_000); a JSON number as it is
+            value = decimal_number(fields[key]) if isinstance(fields[key], str) else float(fields[key])
         except OverflowError:  # a JSON integer beyond the float range
             value = math.inf
         except (TypeError, ValueError):
@@ -176,8 +175,8 @@ def _checked_fields(rec: Any, where: str) -> dict[str, Any]:
             ivalue = int(value) if not isinstance(value, float) or value.is_integer() else None
         except (TypeError, ValueError):
             ivalue = None
-        if isinstance(value, str) and not value.isascii():  # int() reads every script's digits too
-            ivalue = None
+        if isinstance(value, str) and not is_decimal(value.strip(" \t\r\n").removeprefix("+"), 20, signed=True):
+            ivalue = None  # int() reads every script's digits too, and 90_001
         if ivalue is None or isinstance(value, bool):
             raise OrbitError(f"{where}.{key}: expected an integer, got {shown(value)}")
         fields[key] = ivalue

@@ -169,11 +169,14 @@ def is_decimal(text: Any, max_digits: int, signed: bool = False) -> bool:
 #: more: ``1_000``, and every script's digits (``float("4\U0001d7df.5")`` is 47.5).
 _DECIMAL_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf|infinity)",
                              re.IGNORECASE)
+#: The same without ``nan`` and ``inf``: digits only (an OEM's data lines).
+_DIGITS_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
-def decimal_number(text: str) -> float:
+def decimal_number(text: str, special: bool = True) -> float:
     """``float(text)`` for a number written as :data:`_DECIMAL_NUMBER` describes (surrounding ASCII spaces, tabs
-    and line ends ignored), else ``ValueError``, as ``float()`` raises for text that is no number.
+    and line ends ignored; with ``special`` false, no ``nan`` or ``inf``), else ``ValueError``, as ``float()``
+    raises for text that is no number.
 
     >>> decimal_number(" -47.5e0 "), decimal_number("NaN") != decimal_number("NaN"), decimal_number(".5")
     (-47.5, True, 0.5)
@@ -182,7 +185,7 @@ def decimal_number(text: str) -> float:
     ValueError: not a decimal number
     """
     text = text.strip(" \t\r\n")
-    if not _DECIMAL_NUMBER.fullmatch(text):
+    if not (_DECIMAL_NUMBER if special else _DIGITS_NUMBER).fullmatch(text):
         raise ValueError("not a decimal number")
     return float(text)
 

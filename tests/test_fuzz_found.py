@@ -290,6 +290,22 @@ def test_an_orbit_file_number_in_digits_of_another_script_is_refused(case: str, 
     _one_line(str(err.value))
 
 
+@pytest.mark.parametrize("field, text, needle", [
+    ("MEAN_MOTION", "15.721_25391", "record 0.MEAN_MOTION: expected a number, got '15.721_25391'"),
+    ("NORAD_CAT_ID", "90_001", "record 0.NORAD_CAT_ID: expected an integer, got '90_001'"),
+])
+def test_an_omm_number_with_an_underscore_is_refused(field: str, text: str, needle: str) -> None:
+    """``float()`` and ``int()`` read Python's digit groups: an OMM's MEAN_MOTION '15.721_25391' was read as
+    15.72125391 and NORAD_CAT_ID '90_001' as 90001, where CCSDS numbers have none (the OEM reader and the flight
+    files refused them). The numbers as written are still read."""
+    from orbits import OrbitError, parse_omm_text
+
+    assert parse_omm_text(_omm_record(**{field: text.replace("_", "")}), "json", "gp.json").names == ["A"]
+    with pytest.raises(OrbitError) as err:
+        parse_omm_text(_omm_record(**{field: text}), "json", "gp.json")
+    assert str(err.value) == f"gp.json: {needle}"
+
+
 @pytest.mark.parametrize("address", ["10.0.0.1:\u00b2", "10.0.0.1:" + "9" * 5000, "ray://h:\u0661\u0662"])
 def test_a_ray_address_whose_port_is_not_ascii_digits_is_one_line(address: str) -> None:
     """A Ray address's port went through ``str.isdigit()`` and ``int()``: ValueError for ``²`` and
