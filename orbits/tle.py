@@ -28,7 +28,7 @@ from sgp4.api import Satrec
 from sgp4.exporter import export_tle
 
 from swarmbase.fileio import atomic_write_bytes
-from swarmbase.tomlcheck import brief, check_name_length, read_text_file, shown
+from swarmbase.tomlcheck import brief, check_name_length, decimal_number, read_text_file, shown
 
 from .constellation import Constellation, SatelliteNames
 from .errors import OrbitError, check_elements
@@ -77,8 +77,10 @@ _IMPLIED = re.compile(r"^[ +-]?\d{5}[+-]\d$")
 
 
 def _float_field(text: str) -> float | None:
+    """A TLE number field (blanks around it), else None: ASCII digits only, no ``nan`` or ``inf``, and no digit
+    groups (``float()`` reads ``51.6_16`` as 51.616, which SGP4's own parser does not)."""
     try:
-        value = float(text)
+        value = decimal_number(text, special=False)
     except ValueError:
         return None
     return value if math.isfinite(value) else None

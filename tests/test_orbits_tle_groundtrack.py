@@ -257,6 +257,19 @@ def test_epoch_day_past_the_end_of_its_year_is_refused():
         parse_tle_text(pair("99366.00000000"), "<t>")
 
 
+@pytest.mark.parametrize("column, field, what", [(8, " 51.6_16", "inclination (deg)"),
+                                                 (52, "15.72_25391", "mean motion (rev/day)")])
+def test_a_tle_number_with_a_digit_group_is_refused_by_its_field(column: int, field: str, what: str):
+    """float() read ' 51.6_16' as 51.616, so the field check passed it and SGP4's own parser, which reads it
+    otherwise, refused the pair as 'nm is less than zero', naming no field."""
+    l1, l2 = ISS.splitlines()[1:]
+    l2 = l2[:column] + field + l2[column + len(field):68]
+    with pytest.raises(OrbitError) as err:
+        parse_tle_text(f"{l1}\n{l2}{tle_checksum(l2)}\n", "<t>")
+    assert str(err.value).startswith(f"<t>:2: TLE {what} {field.strip()!r} is invalid; expected a number in "), \
+        str(err.value)
+
+
 def test_tle_file_with_a_bom_is_read_and_other_text_refused(tmp_path):
     """A TLE saved as 'UTF-8 with BOM' was refused as 'not plain ASCII text' although every
     character is ASCII; the mark is dropped like in every other input file. Non-ASCII text
