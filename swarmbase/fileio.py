@@ -315,7 +315,7 @@ def _swap(stage: Path, folder: Path, names: list[str], stale: Sequence[Path]) ->
     """Move the files ``names`` of ``stage`` into ``folder``: each file they replace, and
     each file of ``stale`` (:func:`_stale`), is first moved into a hidden folder beside them,
     removed once every move succeeded; the stale files removed are returned (one gone
-    meanwhile is skipped). If a move fails, the moves made are undone in reverse order (so
+    meanwhile, or since made a folder or a link, is skipped). If a move fails, the moves made are undone in reverse order (so
     ``folder`` holds the previous set again) and the error is raised; should an undo fail
     too, the kept-aside files stay in that hidden folder."""
     aside = folder / f"{stage.name[:-len('.tmp')]}.old"
@@ -335,9 +335,11 @@ def _swap(stage: Path, folder: Path, names: list[str], stale: Sequence[Path]) ->
             move(stage / name, target)
         removed = []
         for path in stale:
+            if path.is_symlink() or not path.is_file():  # gone, or made a folder or a link since it was chosen:
+                continue  # nothing to remove, or the user's
             try:
                 move(path, aside / path.name)
-            except FileNotFoundError:  # removed since it was chosen: nothing to remove
+            except FileNotFoundError:  # removed since it was checked: nothing to remove
                 continue
             removed.append(path)
     except BaseException:

@@ -240,6 +240,32 @@ def test_a_stale_file_removed_between_its_choice_and_the_swap_is_skipped(tmp_pat
     assert _listing(tmp_path) == {"part-3.bin": b"new"}
 
 
+@pytest.mark.parametrize("becomes", ["folder", "link"])
+def test_a_stale_file_replaced_by_a_folder_or_link_before_the_swap_is_left(tmp_path: Path, becomes: str) -> None:
+    """A file chosen for removal that the user replaced by a folder (or a link) before the renames is the
+    user's, not an earlier output: it is left, with what it holds, and not said removed. The folder was moved
+    aside and deleted with its files."""
+    (tmp_path / "part-1.bin").write_bytes(b"old")
+    (tmp_path / "mine.txt").write_bytes(b"the user's")
+
+    def replaced(path: Path) -> bool:
+        path.unlink()
+        if becomes == "folder":
+            path.mkdir()
+            (path / "keep.txt").write_bytes(b"the user's")
+        else:
+            path.symlink_to(tmp_path / "mine.txt")
+        return True
+
+    removed: list[Path] = []
+    with fileio.staged_outputs(tmp_path, replaces=["part-*.bin"], removed=removed, removable=replaced) as stage:
+        (stage / "part-3.bin").write_bytes(b"new")
+    assert removed == []
+    old = tmp_path / "part-1.bin"
+    assert ((old / "keep.txt").read_bytes() if becomes == "folder" else old.read_bytes()) == b"the user's"
+    assert (tmp_path / "part-3.bin").read_bytes() == b"new"
+
+
 def _listing(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
