@@ -236,7 +236,7 @@ def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = (),
     while they are chosen) and added to ``removed`` when it is given. A link or a folder of such a name is
     left alone: a set is regular files, so a link there is the user's own, not
     an earlier set's output. With ``removable``, a match is removed only when
-    ``removable(path)`` is true, asked at the swap (a caller that knows which
+    ``removable(path)`` is true, asked once the set is written, just before the swap (a caller that knows which
     files it wrote, by their digest, leaves one changed since alone). On an
     error or Ctrl-C the temporary folder is removed and ``folder`` still holds
     the previous set; so it does when one of the final renames fails (the old

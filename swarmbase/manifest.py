@@ -101,8 +101,8 @@ class EarlierOutputs:
         return [glob.escape(name) for name in self.removable]
 
     def unchanged(self, path: Path) -> bool:
-        """``staged_outputs(removable=...)``: asked at the swap, whether ``path`` is still the file the
-        manifest lists; one changed since (while the run computed, too) is kept, and added to ``kept``."""
+        """``staged_outputs(removable=...)``: asked once the new set is written, just before the swap, whether
+        ``path`` is still the file the manifest lists; one changed since (while the run computed, too) is kept, and added to ``kept``."""
         if recorded_unchanged(self.record, path):
             return True
         self.kept.append((path, self.manifest.kept_changed))
