@@ -57,23 +57,24 @@ from __future__ import annotations
 
 import bisect
 import datetime as _dt
-import json
+import io
 import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import BinaryIO, Iterator, Sequence
 
 import numpy as np
 
 from orbits import OrbitError, parse_utc
-from swarmbase.fileio import atomic_write_bytes
+from swarmbase.fileio import atomic_writer
 from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import check_name_length, read_text_file, shown
 
 from .errors import ContactError
 from .link import SPEED_OF_LIGHT_M_S, LinkModel
 from .plan import ContactPlan, check_span_end
+from .tablewriter import Int, Lit, Lookup, row_blocks, write_rows
 from .windows import A_TO_B, B_TO_A, BOTH, WindowTable
 
 log = logging.getLogger(__name__)
@@ -97,19 +98,75 @@ MAX_HDTN_JSON_DEPTH, MAX_HDTN_JSON_VALUES = 8, 8_000_000
 _IGNORED = ("1", "s", "m", "x", "q", "e", "h", "?", "l", "w", "v", "i", "^")
 
 
-def _rounded(plan: ContactPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per window: whole-second start/end, mean rate (bit/s) and OWLT (s, >= 1)."""
+def _whole_start(t_s):
+    """A window's start rounded up to a whole second (its end is rounded down): ``ceil(t - 1e-9)``."""
+    return np.ceil(t_s - 1e-9)
+
+
+def _export_blocks(plan: ContactPlan) -> Iterator[np.ndarray]:
+    """Indices of the windows the DTN plans carry, in their order, a block at a time: by whole-second start
+    and end (the window rounded inward), then nodes; a window shorter than a whole second once rounded is
+    left out. A table in start order (every search's) is cut into blocks of about
+    :data:`~contact_sim.tablewriter.BLOCK_ROWS` rows at a change of whole-second start and each block sorted
+    alone, so nothing is allocated per window of the plan; an imported plan's table, in file order, is
+    sorted whole (its order: 8 bytes a window, the file being at most :data:`MAX_PLAN_BYTES`)."""
     w = plan.windows
-    t0 = np.ceil(w.t_start_s - 1e-9)
-    t1 = np.floor(w.t_end_s + 1e-9)
-    rate = plan.link.mean_rate(w.duration_s, w.volume_bits)
-    rng = np.nan_to_num(np.asarray(w.mean_range_km, dtype=float), nan=0.0)
+    n, t = len(w), w.t_start_s
+    if any((t[max(lo - 1, 0):hi][1:] < t[max(lo - 1, 0):hi][:-1]).any() for lo, hi in row_blocks(n)):
+        order = _sorted_whole(w, np.arange(n))
+        for lo, hi in row_blocks(order.size):
+            yield order[lo:hi]
+        return
+    lo = 0
+    for _, hi in row_blocks(n):
+        if hi <= lo:
+            continue  # the block before ran past this one's end (a long run of one whole-second start)
+        if hi < n:  # take in the rest of the run of the block's last whole-second start (bisection)
+            last, end = _whole_start(t[hi - 1]), n
+            while hi < end:
+                mid = (hi + end) // 2
+                hi, end = (hi, mid) if _whole_start(t[mid]) > last else (mid + 1, end)
+        yield _sorted_whole(w, np.arange(lo, hi))
+        lo = hi
+
+
+def _sorted_whole(w: WindowTable, k: np.ndarray) -> np.ndarray:
+    """Windows ``k`` by whole-second start and end, then nodes, those shorter than a second once rounded
+    inward left out."""
+    t0, t1 = _whole_start(w.t_start_s[k]), np.floor(w.t_end_s[k] + 1e-9)
+    order = np.lexsort((w.b[k], w.a[k], t1, t0))
+    return k[order[t1[order] > t0[order]]]
+
+
+def _rounded(plan: ContactPlan, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per window of indices ``k``: whole-second start/end, mean rate (bit/s) and OWLT (s, >= 1)."""
+    w = plan.windows
+    t_start, t_end = w.t_start_s[k], w.t_end_s[k]
+    t0 = _whole_start(t_start)
+    t1 = np.floor(t_end + 1e-9)
+    rate = plan.link.mean_rate(t_end - t_start, w.volume_bits[k])
+    rng = np.nan_to_num(np.asarray(w.mean_range_km[k], dtype=float), nan=0.0)
     owlt = np.maximum(np.ceil(rng / SPEED_OF_LIGHT_KM_S - 1e-12), 1.0)
     imported = plan.meta.get("owlt_s_per_window")
     if imported is not None and len(imported) == len(w):  # an imported plan keeps its own OWLTs (None: none)
-        own = np.array([np.nan if o is None else o for o in imported], dtype=float)
+        own = np.array([np.nan if imported[i] is None else imported[i] for i in k.tolist()], dtype=float)
         owlt = np.where(np.isnan(own), owlt, own)
     return t0, t1, np.asarray(rate, dtype=float), owlt
+
+
+def _directed(plan: ContactPlan, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The contacts windows ``k`` are written as, in order: a two-way window as both directions' contacts
+    (``a -> b`` then ``b -> a``), a one-way window as its own direction's only. Per contact: its window's
+    position in ``k`` and its ION node numbers ``from``, ``to``."""
+    w = plan.windows
+    a, b, d = w.a[k], w.b[k], w.direction[k]
+    pos = np.repeat(np.arange(k.size), np.where(d == BOTH, 2, 1))
+    second = np.zeros(pos.size, dtype=bool)
+    second[1:] = pos[1:] == pos[:-1]  # a two-way window's second contact: b -> a
+    flip = second | (d[pos] == B_TO_A)
+    src = np.where(flip, b[pos], a[pos]).astype(np.int64) + 1
+    dst = np.where(flip, a[pos], b[pos]).astype(np.int64) + 1
+    return pos, src, dst
 
 
 def _utc(start: _dt.datetime) -> str:
@@ -133,14 +190,8 @@ def _too_fast(plan: ContactPlan, k: int, t0: float, t1: float, rate: str, limit:
     return f"{_contact(plan, k, t0, t1)}: mean rate {rate} is above {limit}; {hint}"
 
 
-def _senders(a: int, b: int, direction: int) -> tuple[tuple[int, int], ...]:
-    """The ``(from, to)`` contacts a window of nodes ``a``, ``b`` is written as: both, or its one direction."""
-    return ((a, b), (b, a)) if direction == BOTH else ((a, b),) if direction == A_TO_B else ((b, a),)
-
-
-def format_ion(plan: ContactPlan) -> str:
-    """ION contact-plan text: header comments (start, node names), then contacts and ranges."""
-    t0, t1, rate, owlt = _rounded(plan)
+def _ion_header(plan: ContactPlan) -> str:
+    """An ION plan's header comments: what it is, its start, each node's number, name and kind."""
     lines = ["# fol-swarm contact plan (ION ionadmin commands; rates in bytes/s, times in s)"]
     if plan.start is not None:
         lines.append(f"# start {_utc(plan.start)}")
@@ -149,63 +200,113 @@ def format_ion(plan: ContactPlan) -> str:
             raise ContactError(f"node {i}: name {name!r} (kind {kind!r}) is empty or has leading, trailing, "
                                "repeated or non-space whitespace; an ION header line cannot carry it")
         lines.append(f"# node {i + 1} {name} {kind}")
-    contacts, ranges = [], []
-    w = plan.windows
-    for k in np.lexsort((w.b, w.a, t1, t0)):
-        if t1[k] <= t0[k]:
-            continue  # shorter than a whole second once rounded inward
-        a, b = int(w.a[k]) + 1, int(w.b[k]) + 1
-        rate_bytes = int(rate[k] // 8)
-        if rate_bytes > ION_MAX_RATE_BYTES_S:
-            raise ContactError(_too_fast(
-                plan, k, t0[k], t1[k], f"{rate[k] / 8:.6g} bytes/s",
-                f"ION's limit of {ION_MAX_RATE_BYTES_S} bytes/s (ionadmin reads a 32-bit rate)",
-                f"export HDTN (--hdtn) or cap the rate (link.max_rate_bps <= {8 * ION_MAX_RATE_BYTES_S})"))
-        for src, dst in _senders(a, b, int(w.direction[k])):
-            contacts.append(f"a contact +{int(t0[k])} +{int(t1[k])} {src} {dst} {rate_bytes}")
-            ranges.append(f"a range +{int(t0[k])} +{int(t1[k])} {src} {dst} {int(owlt[k])}")
-    return "\n".join(lines + contacts + ranges) + "\n"
+    return "\n".join(lines) + "\n"
+
+
+def _ion_lines(plan: ContactPlan, fh: BinaryIO) -> None:
+    """Write an ION plan's ``a contact`` lines, then its ``a range`` lines (ASCII), to ``fh``, a block of
+    windows at a time (:func:`contact_sim.tablewriter.row_blocks`): each two-way window as both
+    directions, in :func:`_export_blocks`' order. A rate ``ionadmin`` cannot hold is refused, naming the contact."""
+    for kind in (b"contact", b"range"):
+        for k in _export_blocks(plan):
+            t0, t1, rate, owlt = _rounded(plan, k)
+            if kind == b"contact":
+                with np.errstate(invalid="ignore"):
+                    rate_bytes = rate // 8
+                    bad = np.flatnonzero(~(rate_bytes <= ION_MAX_RATE_BYTES_S))
+                if bad.size:
+                    i = bad[0]
+                    raise ContactError(_too_fast(
+                        plan, k[i], t0[i], t1[i], f"{rate[i] / 8:.6g} bytes/s",
+                        f"ION's limit of {ION_MAX_RATE_BYTES_S} bytes/s (ionadmin reads a 32-bit rate)",
+                        f"export HDTN (--hdtn) or cap the rate (link.max_rate_bps <= {8 * ION_MAX_RATE_BYTES_S})"))
+                last = rate_bytes.astype(np.int64)
+            else:
+                last = owlt.astype(np.int64)
+            pos, src, dst = _directed(plan, k)
+            write_rows(fh, [Lit(b"a " + kind + b" +"), Int(t0.astype(np.int64)[pos]), Lit(b" +"),
+                            Int(t1.astype(np.int64)[pos]), Lit(b" "), Int(src), Lit(b" "), Int(dst), Lit(b" "),
+                            Int(last[pos]), Lit(b"\n")])
+
+
+def format_ion(plan: ContactPlan) -> str:
+    """ION contact-plan text: header comments (start, node names), then contacts and ranges."""
+    buf = io.BytesIO()
+    _ion_lines(plan, buf)
+    return _ion_header(plan) + buf.getvalue().decode("ascii")
 
 
 def write_ion(path: str | Path, plan: ContactPlan) -> Path:
-    """Write :func:`format_ion` text to ``path`` (crash-safe: the old file or the whole new one)."""
+    """Write :func:`format_ion` text to ``path``, a block of windows at a time (crash-safe: the old file or
+    the whole new one)."""
     path = Path(path)
     try:
-        data = format_ion(plan).encode("ascii")
+        header = _ion_header(plan).encode("ascii")
     except UnicodeEncodeError as exc:
         raise ContactError(f"{path}: an ION plan is ASCII text; a node name holds {exc.object[exc.start:exc.end]!r}") \
             from None
-    atomic_write_bytes(path, data)
+    with atomic_writer(path) as fh:
+        fh.write(header)
+        _ion_lines(plan, fh)
     return path
+
+
+def _hdtn_blocks(plan: ContactPlan) -> Iterator[tuple[np.ndarray, ...]]:
+    """HDTN's records, a block of windows at a time: arrays ``contact, source, dest, startTime, endTime,
+    rateBitsPerSec, owlt`` (rates uint64 where one passes 2**63 - 1). A time or rate HDTN cannot hold is
+    refused, naming the contact."""
+    n_records = 0
+    for k in _export_blocks(plan):
+        t0, t1, rate, owlt = _rounded(plan, k)
+        late, fast = t1 > HDTN_MAX_TIME_S, ~(rate < 2.0**64)  # int(rate) > HDTN_MAX_RATE_BPS (NaN too)
+        bad = np.flatnonzero(late | fast)
+        if bad.size:
+            i = bad[0]
+            if late[i]:
+                raise ContactError(f"{_contact(plan, k[i], t0[i], t1[i])}: ends after HDTN's latest time, "
+                                   f"{HDTN_MAX_TIME_S} s (startTime and endTime are 32-bit integers)")
+            raise ContactError(_too_fast(
+                plan, k[i], t0[i], t1[i], f"{rate[i]:.6g} bit/s",
+                f"HDTN's limit of {HDTN_MAX_RATE_BPS} bit/s (rateBitsPerSec is a 64-bit integer)",
+                f"cap the rate (link.max_rate_bps <= {HDTN_MAX_RATE_BPS})"))
+        pos, src, dst = _directed(plan, k)
+        whole_rate = rate.astype(np.uint64) if (rate >= 2.0**63).any() else rate.astype(np.int64)
+        yield (np.arange(n_records, n_records + pos.size), src, dst, t0.astype(np.int64)[pos],
+               t1.astype(np.int64)[pos], whole_rate[pos], owlt.astype(np.int64)[pos])
+        n_records += pos.size
+
+
+_HDTN_RECORD = ("contact", "source", "dest", "startTime", "endTime", "rateBitsPerSec", "owlt")
 
 
 def hdtn_contacts(plan: ContactPlan) -> dict:
     """HDTN contact plan (``{"contacts": [...]}``, rates in bits/s, node ``i`` as ``i + 1``)."""
-    t0, t1, rate, owlt = _rounded(plan)
-    w = plan.windows
     out = []
-    for k in np.lexsort((w.b, w.a, t1, t0)):
-        if t1[k] <= t0[k]:
-            continue
-        a, b = int(w.a[k]) + 1, int(w.b[k]) + 1
-        if t1[k] > HDTN_MAX_TIME_S:
-            raise ContactError(f"{_contact(plan, k, t0[k], t1[k])}: ends after HDTN's latest time, "
-                               f"{HDTN_MAX_TIME_S} s (startTime and endTime are 32-bit integers)")
-        if int(rate[k]) > HDTN_MAX_RATE_BPS:
-            raise ContactError(_too_fast(
-                plan, k, t0[k], t1[k], f"{rate[k]:.6g} bit/s",
-                f"HDTN's limit of {HDTN_MAX_RATE_BPS} bit/s (rateBitsPerSec is a 64-bit integer)",
-                f"cap the rate (link.max_rate_bps <= {HDTN_MAX_RATE_BPS})"))
-        for src, dst in _senders(a, b, int(w.direction[k])):
-            out.append({"contact": len(out), "source": src, "dest": dst, "startTime": int(t0[k]),
-                        "endTime": int(t1[k]), "rateBitsPerSec": int(rate[k]), "owlt": int(owlt[k])})
+    for cols in _hdtn_blocks(plan):
+        out.extend(dict(zip(_HDTN_RECORD, rec)) for rec in zip(*(c.tolist() for c in cols)))
     return {"contacts": out}
 
 
 def write_hdtn(path: str | Path, plan: ContactPlan) -> Path:
-    """Write the HDTN JSON contact plan of ``plan`` to ``path``."""
+    """Write the HDTN JSON contact plan of ``plan`` to ``path``: the text of ``json.dumps(hdtn_contacts(plan),
+    indent=1)`` and a newline, written a block of windows at a time (crash-safe: the old file or the whole
+    new one)."""
     path = Path(path)
-    atomic_write_bytes(path, (json.dumps(hdtn_contacts(plan), indent=1) + "\n").encode("ascii"))  # numbers only
+    first = True
+    with atomic_writer(path) as fh:
+        fh.write(b'{\n "contacts": [')
+        for cols in _hdtn_blocks(plan):
+            if not cols[0].size:
+                continue
+            sep = np.ones(cols[0].size, dtype=np.int8)
+            sep[0] = not first  # "\n" before the first record, ",\n" between records
+            pieces: list[object] = [Lookup([b"\n", b",\n"], sep), Lit(b"  {")]
+            for key, col in zip(_HDTN_RECORD, cols):  # json.dumps(indent=1): one key a line, 3 spaces in
+                pieces += [Lit(b'\n   "' + key.encode() + b'": '), Int(col), Lit(b",")]
+            pieces[-1] = Lit(b"\n  }")
+            write_rows(fh, pieces)
+            first = False
+        fh.write(b"]\n}\n" if first else b"\n ]\n}\n")
     return path
 
 

@@ -51,7 +51,7 @@ from swarmbase.fileio import atomic_writer
 
 from .errors import ContactError
 from .link import LinkModel
-from .tablewriter import Fixed, Int, Lit, Lookup, utc_pieces, write_rows
+from .tablewriter import Fixed, Int, Lit, Lookup, row_blocks, utc_pieces, write_rows
 from .windows import A_TO_B, B_TO_A, BOTH, DIRECTION_NAMES, Window, WindowTable
 
 
@@ -435,30 +435,39 @@ class ContactPlan:
         (which way the window carries data); seconds and km with 3 decimals, UTC as
         ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (empty without a start time), ``round``
         the plan round containing the window's start (-1 outside the rounds, as :meth:`round_of`). Formatted in numpy
-        (:mod:`contact_sim.tablewriter`), so 10^7 windows take seconds. A window the
+        (:mod:`contact_sim.tablewriter`), so 10^7 windows take seconds, one block of rows at a time (the
+        computed columns too: round, duration, UTC stamps), so what it allocates is bounded by the block, not
+        the plan. A window the
         search cut at the horizon (open at its start or end) is not flagged: its
         ``t_start_s`` is 0 or its ``t_end_s`` the horizon (:func:`~contact_sim.windows.find_windows`).
         """
         path = Path(path)
-        w = self.windows
-        rounds = np.searchsorted(self.round_boundaries_s, w.t_start_s, side="right") - 1
-        rounds[rounds >= self.n_rounds] = -1  # after the last round, like round_of (before the first: -1 already)
         names = []
         for n in self.node_names:  # csv quoting, once per node
             buf = io.StringIO()
             csv.writer(buf, lineterminator="").writerow([n])
             names.append(buf.getvalue().encode())
-        comma = Lit(b",")
-        pieces = [Int(w.a), comma, Int(w.b), comma, Lookup(names, w.a), comma, Lookup(names, w.b), comma,
-                  Fixed(w.t_start_s), comma, Fixed(w.t_end_s), comma, Fixed(w.t_end_s - w.t_start_s), comma,
-                  *self._utc_pieces(w.t_start_s), comma, *self._utc_pieces(w.t_end_s), comma,
-                  Int(rounds), comma, Int(w.capacity_bytes), comma, Fixed(w.mean_range_km, nan=b"nan"), comma,
-                  Fixed(w.min_range_km, nan=b"nan"), comma, Lookup(_DIRECTIONS, w.direction), Lit(b"\r\n")]
         with atomic_writer(path) as fh:  # crash-safe: the old table or the whole new one
             fh.write(b"a,b,name_a,name_b,t_start_s,t_end_s,duration_s,start_utc,end_utc,round,"
                      b"capacity_bytes,mean_range_km,min_range_km,direction\r\n")
-            write_rows(fh, pieces)
+            for lo, hi in row_blocks(len(self.windows)):
+                write_rows(fh, self._csv_pieces(names, lo, hi))
         return path
+
+    def _csv_pieces(self, names: list[bytes], lo: int, hi: int) -> list[object]:
+        """The :meth:`to_csv` rows of windows ``lo:hi`` as table pieces (``names``: each node's CSV field)."""
+        w = self.windows
+        a, b, t0, t1 = w.a[lo:hi], w.b[lo:hi], w.t_start_s[lo:hi], w.t_end_s[lo:hi]
+        rounds = np.searchsorted(self.round_boundaries_s, t0, side="right") - 1
+        rounds[rounds >= self.n_rounds] = -1  # after the last round, like round_of (before the first: -1 already)
+        comma = Lit(b",")
+        return [Int(a), comma, Int(b), comma, Lookup(names, a), comma, Lookup(names, b), comma,
+                Fixed(t0), comma, Fixed(t1), comma, Fixed(t1 - t0), comma,
+                *self._utc_pieces(t0), comma, *self._utc_pieces(t1), comma,
+                Int(rounds), comma, Int(w.capacity_bytes[lo:hi]), comma,
+                Fixed(w.mean_range_km[lo:hi], nan=b"nan"), comma,
+                Fixed(w.min_range_km[lo:hi], nan=b"nan"), comma, Lookup(_DIRECTIONS, w.direction[lo:hi]),
+                Lit(b"\r\n")]
 
     def to_json(self, path: str | Path) -> Path:
         """Write nodes, rounds, link model, windows and transfers as JSON.
@@ -481,16 +490,18 @@ class ContactPlan:
         }
         text = json.dumps(head, indent=1)
         n = len(w)
-        last = np.zeros(n, dtype=np.int64)
-        if n:
-            last[-1] = 1
-        pieces = [Lit(b'  {"a": '), Int(w.a), Lit(b', "b": '), Int(w.b), Lit(b', "t_start_s": '), Fixed(w.t_start_s),
-                  Lit(b', "t_end_s": '), Fixed(w.t_end_s), Lit(b', "capacity_bytes": '), Int(w.capacity_bytes),
-                  Lit(b', "mean_range_km": '), Fixed(w.mean_range_km, nan=b"null"),
-                  Lit(b', "min_range_km": '), Fixed(w.min_range_km, nan=b"null"), Lit(b', "direction": "'),
-                  Lookup(_DIRECTIONS, w.direction), Lit(b'"}'), Lookup([b",\n", b"\n"], last)]
         with atomic_writer(path) as fh:  # crash-safe: the old table or the whole new one
             fh.write(text[:-1].rstrip().encode() + b',\n "windows": [\n')
-            write_rows(fh, pieces)
+            for lo, hi in row_blocks(n):  # one block of rows at a time, like to_csv
+                last = np.zeros(hi - lo, dtype=np.int8)
+                last[-1] = hi == n
+                write_rows(fh, [
+                    Lit(b'  {"a": '), Int(w.a[lo:hi]), Lit(b', "b": '), Int(w.b[lo:hi]),
+                    Lit(b', "t_start_s": '), Fixed(w.t_start_s[lo:hi]), Lit(b', "t_end_s": '), Fixed(w.t_end_s[lo:hi]),
+                    Lit(b', "capacity_bytes": '), Int(w.capacity_bytes[lo:hi]),
+                    Lit(b', "mean_range_km": '), Fixed(w.mean_range_km[lo:hi], nan=b"null"),
+                    Lit(b', "min_range_km": '), Fixed(w.min_range_km[lo:hi], nan=b"null"),
+                    Lit(b', "direction": "'), Lookup(_DIRECTIONS, w.direction[lo:hi]), Lit(b'"}'),
+                    Lookup([b",\n", b"\n"], last)])
             fh.write(b" ]\n}\n")
         return path

@@ -5,13 +5,16 @@ value with a Python call, about 1 us per value: a 10^7-window contact plan
 takes minutes. Here every column is turned into ASCII digits with integer
 arithmetic on whole arrays, written into a ``(rows, width)`` byte matrix
 with 0 as padding, and the padding is dropped with one ``bytes.translate``,
-so the cost is a few numpy passes per column. Rows are processed in blocks, so
-memory stays bounded whatever the table size.
+so the cost is a few numpy passes per column. Rows are formatted in blocks of
+:data:`BLOCK_ROWS`; a writer whose columns are computed (rounds, durations, UTC
+stamps, sorted contacts) builds the pieces of one block at a time
+(:func:`row_blocks`), so its temporaries are bounded by the block, not the table.
 
 A table is a list of *pieces*, each one of:
 
 * ``Lit(b"text")``: the same bytes on every row (separators, JSON keys);
-* ``Int(values)``: integers in decimal, with a ``-`` sign where negative;
+* ``Int(values)``: integers in decimal, with a ``-`` sign where negative
+  (int64, or uint64 for values up to 2**64 - 1);
 * ``Fixed(values, digits, nan)``: floats with exactly ``digits`` decimals (the
   ``"%.{digits}f"`` format; ties can differ from Python's correctly rounded
   ``format`` in the last digit); NaN is written as the ``nan`` token when one
@@ -34,15 +37,15 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass
-from typing import BinaryIO, Sequence
+from typing import BinaryIO, Iterator, Sequence
 
 import numpy as np
 
 from .errors import ContactError
 
-__all__ = ["Lit", "Int", "Fixed", "Lookup", "write_rows", "utc_pieces", "BLOCK_ROWS"]
+__all__ = ["Lit", "Int", "Fixed", "Lookup", "write_rows", "row_blocks", "utc_pieces", "BLOCK_ROWS"]
 
-BLOCK_ROWS = 1 << 18  # rows formatted at a time (bounded temporaries)
+BLOCK_ROWS = 1 << 18  # rows formatted at a time (bounded temporaries); read when a table is written
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
 
 
@@ -92,6 +95,8 @@ def _digits(v: np.ndarray, min_digits: int = 1) -> np.ndarray:  # min_digits: 1 
     rest = v
     for j in range(groups - 1, -1, -1):
         rest, r = np.divmod(rest, 10_000)
+        if rest.dtype == np.uint64:  # below 2**64 / 10**4 after the first step: int64 from here on
+            rest, r = rest.astype(np.int64), r.astype(np.int64)
         if j == groups - 1 and min_digits == 4:
             out[:, j] = _TAB4_32[r]
         else:  # the blank variant where every higher group is zero
@@ -103,7 +108,10 @@ def _digits(v: np.ndarray, min_digits: int = 1) -> np.ndarray:  # min_digits: 1 
 
 
 def _int_bytes(v: np.ndarray) -> np.ndarray:
-    v = np.asarray(v).astype(np.int64)
+    v = np.asarray(v)
+    if v.dtype == np.uint64:  # HDTN's 64-bit rates: no sign
+        return _digits(v)
+    v = v.astype(np.int64)
     neg = v < 0
     body = _digits(np.abs(v))
     if not neg.any():
@@ -178,15 +186,27 @@ def _block(pieces: Sequence[object], lo: int, hi: int) -> bytes:
     return mat.tobytes().translate(None, b"\0")  # drop the padding (a C loop over the bytes)
 
 
-def write_rows(fh: BinaryIO, pieces: Sequence[object], block_rows: int = BLOCK_ROWS) -> int:
-    """Write every row (the concatenation of the pieces) to binary file ``fh``; returns the row count."""
+def row_blocks(n_rows: int, block_rows: int | None = None) -> Iterator[tuple[int, int]]:
+    """``(lo, hi)`` of the consecutive blocks of at most ``block_rows`` (:data:`BLOCK_ROWS`) rows of a
+    table of ``n_rows``: a writer builds each block's pieces from rows ``lo:hi`` and writes them.
+
+    >>> list(row_blocks(5, 2))
+    [(0, 2), (2, 4), (4, 5)]
+    """
+    step = block_rows or BLOCK_ROWS
+    return ((lo, min(n_rows, lo + step)) for lo in range(0, n_rows, step))
+
+
+def write_rows(fh: BinaryIO, pieces: Sequence[object], block_rows: int | None = None) -> int:
+    """Write every row (the concatenation of the pieces) to binary file ``fh``, ``block_rows``
+    (:data:`BLOCK_ROWS`) at a time; returns the row count."""
     sizes = {np.size(p.values) for p in pieces if isinstance(p, (Int, Fixed))}
     sizes |= {np.size(p.index) for p in pieces if isinstance(p, Lookup)}
     if len(sizes) > 1:  # pragma: no cover - programming error
         raise ValueError(f"columns of different lengths: {sorted(sizes)}")
     n = sizes.pop() if sizes else 0
-    for lo in range(0, n, block_rows):
-        fh.write(_block(pieces, lo, min(n, lo + block_rows)))
+    for lo, hi in row_blocks(n, block_rows):
+        fh.write(_block(pieces, lo, hi))
     return n
 
 
