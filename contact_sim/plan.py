@@ -403,9 +403,10 @@ class ContactPlan:
         """Totals and per-node figures (windows per node, mean duration, capacity; ``one_way_windows``:
         how many windows carry data in one direction only)."""
         w = self.windows
-        per_node = np.bincount(np.concatenate([w.a, w.b]), minlength=self.n_nodes) if len(w) else \
-            np.zeros(self.n_nodes, dtype=int)
-        dur = w.duration_s
+        # per node: two counts, not one of both columns joined (8 bytes a window)
+        per_node = np.bincount(w.a, minlength=self.n_nodes) + np.bincount(w.b, minlength=self.n_nodes)
+        dur = w.duration_s  # a new array: its median may reorder it in place, after its mean
+        mean_duration_s = float(dur.mean()) if len(w) else 0.0
         return {
             "nodes": self.n_nodes,
             "windows": len(w),
@@ -415,8 +416,8 @@ class ContactPlan:
             "windows_per_node_mean": float(per_node.mean()) if self.n_nodes else 0.0,
             "windows_per_node_min": int(per_node.min()) if self.n_nodes else 0,
             "windows_per_node_max": int(per_node.max()) if self.n_nodes else 0,
-            "mean_duration_s": float(dur.mean()) if len(w) else 0.0,
-            "median_duration_s": float(np.median(dur)) if len(w) else 0.0,
+            "mean_duration_s": mean_duration_s,
+            "median_duration_s": float(np.median(dur, overwrite_input=True)) if len(w) else 0.0,
             "mean_capacity_bytes": float(w.capacity_bytes.mean()) if len(w) else 0.0,
             "total_capacity_bytes": float(w.capacity_bytes.sum()) if len(w) else 0.0,
             "transfers": len(self.transfers),

@@ -135,3 +135,21 @@ def test_exports_allocate_per_block_not_per_window(tmp_path, monkeypatch, export
     finally:
         tracemalloc.stop()
     assert peak < most * len(plan.windows) + 1_000_000, f"{peak / len(plan.windows):.1f} bytes per window"
+
+
+def test_the_plan_summary_allocates_one_column() -> None:
+    """`fol contacts` prints the plan's summary after writing: its duration column (8 bytes a window), taken
+    in place by the median, not the two nodes' columns joined and the median's copy too (24 bytes)."""
+    plan = _plan(50_000, seed=2)
+    expected = plan.summary()
+    tracemalloc.start()
+    try:
+        again = plan.summary()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert again == expected
+    assert peak < 12 * len(plan.windows), f"{peak / len(plan.windows):.1f} bytes per window"
+    dur = plan.windows.duration_s
+    assert expected["median_duration_s"] == float(np.median(dur)) and expected["mean_duration_s"] == float(dur.mean())
+    assert expected["windows_per_node_max"] == np.bincount(np.r_[plan.windows.a, plan.windows.b]).max()
