@@ -108,16 +108,17 @@ STATION_ROTATION_BYTES_PER_TIME = 24 * 2**10
 
 #: Peak resident memory of ``fol contacts`` per window found, on top of the grid's
 #: (:data:`CONTACT_BYTES_PER_SAMPLE`): the window table (32 bytes: int32 pair, float64 start and end, float32
-#: ranges; 40 with a rate model's volumes), the contact plan's capacity and mean rate (16) and the full-length
-#: temporaries of writing ``contacts.csv`` (round, duration, UTC stamps: the resident set rose 91 bytes per
-#: window while a 4.2 M-window plan's was written), which is where it peaks. Fitted (least squares) on the
-#: resident set of ``fol contacts --no-plot`` (``/usr/bin/time -v``, one worker): a 1,584-satellite shell over
-#: 24 h at 120 s, the grid held fixed and ``link.max_range_km`` 2,000, 3,500 and 5,000 km, found 4.2, 6.9 and
-#: 9.5 M windows and took 137 bytes more per window. Rounded up. Below one part of the search (4 M windows a
-#: worker, :mod:`contact_sim.windows`) its growing buffers peak higher per window: 1.1 M windows (the shell
-#: over 6 h at 2,000 km) took 266 bytes above the program and the grid as counted, so at most about 0.4 GB a
-#: worker more than counted. ``--ion`` and ``--hdtn`` (a Python string or object per window) are not counted.
-CONTACT_BYTES_PER_WINDOW = 160
+#: ranges; 40 with a rate model's volumes) and the contact plan's capacity and mean rate (16), held from the
+#: search on. Its outputs (contacts.csv / .json, ``--ion``, ``--hdtn``) are written a block of rows at a time
+#: (:mod:`contact_sim.tablewriter`, a fixed 0.1 to 0.15 GB) and the summary takes 8 bytes a window, so the
+#: peak is the search's, a worker's part buffers (up to 4 M windows, :mod:`contact_sim.windows`) while the
+#: parts are read back into the table, or about as high while ``--hdtn``'s blocks are written. Measured (``/usr/bin/time -v``, one worker, maximum resident set less the
+#: program's 130.5 MiB and the grid as counted), ``fol contacts --no-plot`` on a 1,584-satellite shell over
+#: 24 h at 120 s, the grid held fixed and ``link.max_range_km`` 2,000, 3,500 and 5,000 km: 4.2, 6.9 and 9.5 M
+#: windows took 99.9, 63.3 and 52.3 bytes each (57.5 at 5,000 km with ``--ion --hdtn``): the largest,
+#: where one part's buffers are near full, rounded up, so it covers the two exports too. Fewer windows than
+#: one part a worker peak higher per window (the same shell over 6 h, 1.1 M windows: 215 bytes).
+CONTACT_BYTES_PER_WINDOW = 104
 
 
 def grid_samples(duration_s: float, step_s: float) -> int:

@@ -756,8 +756,8 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
     budget :func:`contact_sim.trajectory.check_trajectory_size` holds a scenario to). With ``budget``
     (:func:`contact_sim.scenario.plan_from_trajectories`: ``fol contacts``, ``fol simulate``) the windows
     are held to the same budget as the parts are written (:func:`contact_sim.trajectory.check_window_budget`:
-    :data:`~contact_sim.trajectory.CONTACT_BYTES_PER_WINDOW` each, what ``fol contacts`` holds per window
-    at its peak, plus the grid's cost): once they pass it, every worker stops at its next grid step and
+    :data:`~contact_sim.trajectory.CONTACT_BYTES_PER_WINDOW` each, what ``fol contacts`` was measured to
+    need per window, plus the grid's cost): once they pass it, every worker stops at its next grid step and
     :class:`ContactError` says how many were found in how much of the horizon, with the temporary
     directory removed and no table built.
     """
