@@ -152,11 +152,13 @@ def check_trajectory_size(n_times: float, n_nodes: int, waypoint_times: float = 
             f"(limit {MAX_TRAJECTORY_BYTES / 2**30:.0f} GiB); {fix}")
 
 
-def check_window_budget(n_windows: float, searched_s: float, horizon_s: float, grid_bytes: float) -> None:
+def check_window_budget(n_windows: float, searched_s: float, horizon_s: float, grid_bytes: float,
+                        range_field: str = "link.max_range_km") -> None:
     """Refuse a contact search whose windows (:data:`CONTACT_BYTES_PER_WINDOW` each) and grid (``grid_bytes``,
     :func:`contact_search_bytes`) would together exceed :data:`MAX_TRAJECTORY_BYTES`: ``n_windows`` found in
     ``searched_s`` of the ``horizon_s`` seconds searched so far (the window search calls it as it writes its
-    parts, before it builds the table)."""
+    parts, before it builds the table). ``range_field``: the scenario field of the link's range, named in the
+    refusal (``drones.radio_range_km`` for drones)."""
     need = grid_bytes + float(n_windows) * CONTACT_BYTES_PER_WINDOW
     if need > MAX_TRAJECTORY_BYTES:
         raise ContactError(
@@ -164,7 +166,7 @@ def check_window_budget(n_windows: float, searched_s: float, horizon_s: float, g
             f"would need {need / 2**30:.1f} GiB with the grid's {grid_bytes / 2**30:.1f} GiB "
             f"({CONTACT_BYTES_PER_WINDOW} bytes per window; limit {MAX_TRAJECTORY_BYTES / 2**30:.0f} GiB)"
             f"{', where the search stopped' if searched_s < horizon_s * (1 - 1e-9) else ''}; shorten "
-            f"time.duration_s, lower link.max_range_km or use fewer nodes")
+            f"time.duration_s, lower {range_field} or use fewer nodes")
 
 
 def time_grid(duration_s: float, step_s: float) -> np.ndarray:

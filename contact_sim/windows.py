@@ -405,6 +405,8 @@ class _WindowTally:
         self.grid_bytes = contact_search_bytes(traj.times_s.size, traj.n_nodes, bool((traj.kinds == STATION).any()))
         self.horizon_s = traj.duration_s
         self.budget = budget
+        # the field of the link's range a refusal names: satellites' (TEME) or the drones'
+        self.range_field = "link.max_range_km" if traj.frame == "TEME" else "drones.radio_range_km"
         self._sums: Any = [0.0, 0.0, 0.0]  # windows, seconds searched, 1 once over the budget
         self._lock: Any = contextlib.nullcontext()
 
@@ -430,7 +432,7 @@ class _WindowTally:
     def check(self) -> None:
         """Raise :class:`ContactError` (one line: the count, the seconds searched, the limit) past the budget."""
         if self.budget:
-            check_window_budget(self._sums[0], self._sums[1], self.horizon_s, self.grid_bytes)
+            check_window_budget(self._sums[0], self._sums[1], self.horizon_s, self.grid_bytes, self.range_field)
 
 
 # --------------------------------------------------------------------------- per-cell work

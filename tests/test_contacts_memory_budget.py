@@ -164,7 +164,8 @@ def test_windows_past_the_budget_are_refused_before_the_table_is_built(
         # the count passes the limit only with the last window found, at the part that holds it
         assert str(path) in err[0] and re.search(f"contact windows: {n:,} found in [0-9,]+ s of the 7,200 s "
                                                  "horizon would need ", err[0]), err
-        assert err[0].endswith("; shorten time.duration_s, lower link.max_range_km or use fewer nodes"), err
+        # drones: their range is drones.radio_range_km (link.max_range_km is refused in a drone scenario)
+        assert err[0].endswith("; shorten time.duration_s, lower drones.radio_range_km or use fewer nodes"), err
         assert not list(parts.iterdir())
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert not (tmp_path / "new").exists() and tmp_path.is_dir()
