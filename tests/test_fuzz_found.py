@@ -849,3 +849,105 @@ def test_a_tiff_of_many_bit_counts_pillow_cannot_open_is_refused_in_one_short_li
     _one_line(message, 400)
     assert message.startswith(f"{path}: a TIFF of 300 bands of 1..300 bits (300 different), which cannot be read"), \
         message
+
+
+def _one_strip_tiff(path: Path, side: int, samples: int, payload: bytes, compression: int) -> None:
+    """A ``side`` x ``side`` TIFF of ``samples`` 8-bit bands in one strip holding ``payload`` as stored,
+    compressed with TIFF ``compression`` (tag 259)."""
+    import struct
+
+    photometric = 2 if samples == 3 else 1
+    tags = sorted([(256, 4, 1, side), (257, 4, 1, side), (258, 3, 1, 8), (259, 3, 1, compression),
+                   (262, 3, 1, photometric), (273, 4, 1, 0), (277, 3, 1, samples), (278, 4, 1, side),
+                   (279, 4, 1, len(payload)), (284, 3, 1, 1)])
+    data_at = 8 + 2 + len(tags) * 12 + 4
+    tags = [(c, t, n, data_at if c == 273 else v) for c, t, n, v in tags]
+    ifd = struct.pack("<H", len(tags)) + b"".join(struct.pack("<HHII", *t) for t in tags) + struct.pack("<I", 0)
+    path.write_bytes(b"II*\0" + struct.pack("<I", 8) + ifd + payload)
+
+
+def _traced_peak(fn) -> int:
+    """The most bytes Python and numpy held at once while ``fn()`` ran (tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+@pytest.mark.parametrize("codec", ["WEBP", "PNG"])
+def test_a_tiff_strip_of_an_image_codec_is_refused_with_bands_before_it_is_decoded(tmp_path: Path, codec: str
+                                                                                   ) -> None:
+    """A 16 x 16 TIFF whose one strip is a WebP or PNG image of 3,000 x 3,000 pixels: imagecodecs decodes
+    the size the codec's own header gives (tifffile hands it no output size), then tifffile refuses a strip
+    that 'cannot be reshaped'; a 156-byte WebP strip of 16,383 x 16,383 took 1.4 GB. Under bands, a TIFF of
+    an image codec is refused from its compression tag, in one line naming the file, before a strip is read."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from fol.data.loaders import _read_image_and_place
+    from fol.errors import DataError
+
+    pytest.importorskip("tifffile")
+    strip = io.BytesIO()
+    Image.fromarray(np.zeros((3000, 3000, 3), np.uint8)).save(strip, codec, **({"lossless": True} if codec == "WEBP" else {}))
+    path = tmp_path / "bomb.tif"
+    _one_strip_tiff(path, 16, 3, strip.getvalue(), 50001 if codec == "WEBP" else 34933)
+    caught: list[str] = []
+
+    def read() -> None:
+        with pytest.raises(DataError) as info:
+            _read_image_and_place(path, 32, None, (1, 2, 3))
+        caught.append(str(info.value))
+
+    peak = _traced_peak(read)
+    assert caught[0].startswith(f"{path}: a TIFF compressed with {codec} (tag 259 = ")
+    assert "which bands does not read: save it uncompressed or compressed with Deflate, JPEG, LZMA, LZW, " \
+           "PackBits or ZSTD" in caught[0]
+    _one_line(caught[0])
+    assert peak < 4 << 20  # 27 MB of pixels decoded before
+
+
+def test_a_jpeg_tiff_strip_whose_frame_is_larger_than_the_strip_is_refused_before_it_is_decoded(tmp_path: Path
+                                                                                                ) -> None:
+    """A 16 x 16 JPEG-compressed TIFF (compression 7) whose one strip is a JPEG of 3,000 x 3,000 pixels:
+    libjpeg decodes the frame its SOF header gives (the fuzzer's 1.7 MB strip of 12,000 x 12,000, 141 MB),
+    and the image was read. Each strip's frame header is read first: a frame larger than the strip is refused
+    in one line naming the file; a JPEG TIFF as tifffile writes it is read."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from fol.data.loaders import _read_image_and_place
+    from fol.errors import DataError
+
+    tifffile = pytest.importorskip("tifffile")
+    pytest.importorskip("imagecodecs")
+    strip = io.BytesIO()
+    Image.fromarray(np.zeros((3000, 3000), np.uint8)).save(strip, "JPEG")
+    path = tmp_path / "bomb.tif"
+    _one_strip_tiff(path, 16, 1, strip.getvalue(), 7)
+    caught: list[str] = []
+
+    def read() -> None:
+        with pytest.raises(DataError) as info:
+            _read_image_and_place(path, 32, None, (1, 1, 1))
+        caught.append(str(info.value))
+
+    peak = _traced_peak(read)
+    assert caught[0] == (f"{path}: a JPEG strip of 3,000 x 3,000 pixels of 1 component (9,000,000 bytes decoded), "
+                         f"more than the 256 bytes its tags say it holds (a decompression bomb, or a damaged file)")
+    assert peak < 4 << 20
+    rgb = np.random.default_rng(0).integers(0, 256, (40, 24, 3), dtype=np.uint8)
+    for tile in (None, (16, 16)):
+        good = tmp_path / f"good-{tile}.tif"
+        tifffile.imwrite(good, rgb, compression="jpeg", photometric="rgb", tile=tile, rowsperstrip=8)
+        arr, _ = _read_image_and_place(good, 8, None, (1, 2, 3))
+        assert arr.shape == (3, 8, 8) and abs(float(arr.mean()) - float(rgb.mean())) < 20

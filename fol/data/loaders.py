@@ -464,6 +464,7 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
                                 f"{' x '.join(f'{d:,}' for d in page.chunks)} samples of {dtype} are "
                                 f"{count * segment_bytes:,} bytes decoded, more than the "
                                 f"{MAX_TIFF_DECODED_BYTES:,} allowed")
+            _check_bands_compression(path, tif, page, kind, segment_bytes)
             # Deflate / LZMA / PackBits (and ZSTD, where Python decodes it) chunks are decoded here, each
             # bounded by its size, and the pixels kept (None: another codec, or a layout left to tifffile)
             data = _inflate_chunks(path, tif, page, kind, segment_bytes)
@@ -507,6 +508,83 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
         chosen = chosen.transpose(1, 2, 0)
     rgb = np.ascontiguousarray(chosen)
     return _resized(Image.fromarray(rgb, mode="RGB"), image_size, orientation), where
+
+
+#: TIFF compressions read with ``bands`` (tag 259), each decoded no further than a strip or tile
+#: holds: none, Deflate (8, 32946, tifffile's 50013), LZMA, PackBits and ZSTD (50000, 34926) by
+#: :func:`_inflate_chunks` or by imagecodecs into a buffer of the chunk's size (as LZW, 5), and JPEG
+#: (7) once :func:`_check_jpeg_chunks` has read each chunk's frame size. The image codecs tifffile
+#: hands to imagecodecs without a size (WebP, PNG, JPEG 2000, JPEG XL, JPEG XR, LERC ...) decode
+#: whatever size their own header says: a 156-byte WebP strip of a 16 x 16 TIFF took 1.4 GB.
+BANDS_COMPRESSIONS = {1: "none", 5: "LZW", 7: "JPEG", 8: "Deflate", 32946: "Deflate", 50013: "Deflate",
+                      34925: "LZMA", 32773: "PackBits", 50000: "ZSTD", 34926: "ZSTD"}
+
+
+def _check_bands_compression(path: str | Path, tif, page, kind: str, segment_bytes: int) -> None:
+    """A :class:`DataError` naming the file if its first image is compressed with a codec not in
+    :data:`BANDS_COMPRESSIONS`, or is a JPEG one of whose chunks' frame would decode to more than
+    ``segment_bytes`` (the bytes its tags say a strip or tile holds): before any is decoded."""
+    compression = int(page.compression)
+    if compression not in BANDS_COMPRESSIONS:
+        named = getattr(page.compression, "name", str(compression))
+        read = sorted(set(BANDS_COMPRESSIONS.values()) - {"none"})
+        raise DataError(f"{path}: a TIFF compressed with {named} (tag 259 = {compression}), which bands does not "
+                        f"read: save it uncompressed or compressed with {', '.join(read[:-1])} or {read[-1]} (an "
+                        f"image codec's strip or tile decodes to the size its own header says, not its tags')")
+    if compression == 7:
+        _check_jpeg_chunks(path, tif, page, kind, segment_bytes)
+
+
+def _jpeg_frame(data: bytes) -> tuple[int, int, int, int] | None:
+    """``(lines, samples per line, components, precision)`` of the frame header (SOF0..SOF15) of
+    a JPEG stream, read by walking its markers from SOI; None if there is none before a scan."""
+    if data[:2] != b"\xff\xd8":
+        return None
+    i = 2
+    while i + 4 <= len(data):
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # a fill byte
+            i += 1
+            continue
+        if marker == 0x01 or 0xD0 <= marker <= 0xD7:  # markers without a length
+            i += 2
+            continue
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # SOFn (not DHT, JPG, DAC)
+            if i + 10 > len(data):
+                return None
+            return (int.from_bytes(data[i + 5:i + 7], "big"), int.from_bytes(data[i + 7:i + 9], "big"),
+                    data[i + 9], data[i + 4])
+        if marker in (0xDA, 0xD9):  # a scan, or the end, before any frame
+            return None
+        i += 2 + int.from_bytes(data[i + 2:i + 4], "big")
+    return None
+
+
+def _check_jpeg_chunks(path: str | Path, tif, page, kind: str, segment_bytes: int) -> None:
+    """Every strip or tile of a JPEG-compressed TIFF (compression 7) read for its frame header:
+    one whose lines x samples per line x components (2 bytes each past 8 bits) are more than
+    ``segment_bytes``, or that has no frame, is a :class:`DataError` naming the file. libjpeg decodes
+    the frame its header gives (a 1.7 MB strip of a 16 x 16 TIFF, of 12,000 x 12,000 pixels, took
+    141 MB). A frame of 0 lines (their number in a DNL marker) is decoded to the strip's rows."""
+    fh = tif.filehandle
+    for offset, count in zip(page.dataoffsets, page.databytecounts):
+        count = max(0, min(int(count), fh.size - int(offset)))
+        if not count:  # an empty chunk: tifffile fills it in
+            continue
+        fh.seek(int(offset))
+        frame = _jpeg_frame(fh.read(count))
+        if frame is None:
+            raise DataError(f"{path}: a JPEG {kind} without a frame header (SOF marker) before its scan "
+                            f"(a damaged file)")
+        lines, samples, components, precision = frame
+        decoded = max(lines, 1) * samples * components * (2 if precision > 8 else 1)
+        if lines and decoded > segment_bytes:
+            raise DataError(f"{path}: a JPEG {kind} of {samples:,} x {lines:,} pixels of {components} "
+                            f"component{'s' if components != 1 else ''} ({decoded:,} bytes decoded), more than "
+                            f"the {segment_bytes:,} bytes its tags say it holds (a decompression bomb, or a "
+                            f"damaged file)")
 
 
 #: TIFF compressions whose strips or tiles are decoded here, each bounded by its size, because the
