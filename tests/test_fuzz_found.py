@@ -951,3 +951,20 @@ def test_a_jpeg_tiff_strip_whose_frame_is_larger_than_the_strip_is_refused_befor
         tifffile.imwrite(good, rgb, compression="jpeg", photometric="rgb", tile=tile, rowsperstrip=8)
         arr, _ = _read_image_and_place(good, 8, None, (1, 2, 3))
         assert arr.shape == (3, 8, 8) and abs(float(arr.mean()) - float(rgb.mean())) < 20
+
+
+@pytest.mark.parametrize("bands", [None, (1, 1, 1)])
+def test_a_tiff_of_samples_per_pixel_0_is_refused_as_such(tmp_path: Path, bands: tuple[int, ...] | None) -> None:
+    """A 16 x 16 TIFF whose SamplesPerPixel (tag 277) says 0: it was told to 'choose 3 of its bands with the
+    dataset option bands' (a TIFF of 0 bands of 8 bits), and with bands that 'bands 1/1/1 name band 1, but this
+    TIFF has 0 bands'. It has a line of its own, saying the tag is 0, with or without bands."""
+    from fol.data.loaders import _read_image_and_place
+    from fol.errors import DataError
+
+    if bands is not None:
+        pytest.importorskip("tifffile")
+    path = tmp_path / "none.tif"
+    _one_strip_tiff(path, 16, 0, bytes(256), 1)
+    with pytest.raises(DataError) as info:
+        _read_image_and_place(path, 32, None, bands)
+    assert str(info.value) == f"{path}: a TIFF whose SamplesPerPixel (tag 277) is 0: it has no band to read (a damaged file)"

@@ -194,6 +194,10 @@ def _too_large(path: str | Path, size: str) -> DataError:
                      f"decompression bomb, or a whole scene: cut it into tiles of the size the model sees)")
 
 
+def _no_samples(path: str | Path) -> DataError:
+    return DataError(f"{path}: a TIFF whose SamplesPerPixel (tag 277) is 0: it has no band to read (a damaged file)")
+
+
 def _tiff_bands(path: str | Path) -> tuple[int, tuple[int, ...]] | None:
     """``(bands, bits per band)`` from a TIFF's first directory, None if it is no TIFF or
     those tags cannot be read: what to say of a TIFF Pillow cannot open (a multispectral scene)."""
@@ -436,6 +440,8 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
             w, h, n = int(page.imagewidth), int(page.imagelength), int(page.samplesperpixel)
             if w * h > MAX_IMAGE_PIXELS:
                 raise _too_large(path, f"{w:,} x {h:,}")
+            if n == 0:
+                raise _no_samples(path)
             if n > MAX_TIFF_BANDS:
                 raise DataError(f"{path}: a TIFF of {n:,} bands, more than the {MAX_TIFF_BANDS} one may have")
             past = [b for b in bands if b > n]
@@ -858,6 +864,8 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
         if empty:
             raise DataError(f"{path}: cannot read image (an empty file, 0 bytes)") from None
         tiff = _tiff_bands(path) if isinstance(exc, UnidentifiedImageError) else None
+        if tiff is not None and tiff[0] == 0:
+            raise _no_samples(path) from None
         if tiff is not None:
             counts = sorted(set(tiff[1]))  # one a band, as many as its tag holds: a damaged one, thousands
             bits = ("/".join(map(str, counts)) + " bits" if len(counts) <= 4
