@@ -968,3 +968,46 @@ def test_a_tiff_of_samples_per_pixel_0_is_refused_as_such(tmp_path: Path, bands:
     with pytest.raises(DataError) as info:
         _read_image_and_place(path, 32, None, bands)
     assert str(info.value) == f"{path}: a TIFF whose SamplesPerPixel (tag 277) is 0: it has no band to read (a damaged file)"
+
+
+@pytest.mark.parametrize("case", ["not-an-image", "empty", "too-large", "float-out-of-range", "missing",
+                                  "bands-not-tiff", "bands-webp", "bands-missing", "bands-past"])
+def test_an_image_loader_names_a_file_of_a_long_path_in_one_short_line(tmp_path: Path, case: str) -> None:
+    """The image loaders named the file by its whole path, and Pillow's or tifffile's message named it again
+    (a path of 600 characters made a refusal of more than 800; of 1,000 here, up to 2,100). They name it as
+    swarmbase.tomlcheck.brief writes it (cut past 200 characters), as the orbit and flight-file readers do,
+    and leave the name out of the error they quote."""
+    import warnings
+
+    import numpy as np
+    from PIL import Image
+
+    from fol.data.loaders import _read_image_and_place
+    from fol.errors import DataError
+
+    if case.startswith("bands"):
+        pytest.importorskip("tifffile")
+    folder = tmp_path
+    for level in range(5):  # five folders of 200-character names: a path of more than 1,000
+        folder = folder / (f"{level}-" + "d" * 198)
+    folder.mkdir(parents=True)
+    path = folder / ("x.tif" if case.startswith("bands") else "x.png")
+    if case == "not-an-image" or case == "bands-not-tiff":
+        path.write_bytes(b"not an image at all")
+    elif case == "empty":
+        path.write_bytes(b"")
+    elif case == "too-large":
+        path.write_bytes(_png(10_000, 10_000, b""))
+    elif case == "float-out-of-range":
+        Image.fromarray(np.full((4, 4), 2.0, np.float32), mode="F").save(path, "TIFF")
+    elif case == "bands-webp":
+        _one_strip_tiff(path, 16, 3, b"RIFF", 50001)
+    elif case == "bands-past":
+        _one_strip_tiff(path, 16, 1, bytes(256), 1)
+    assert len(str(path)) > 1000
+    with pytest.raises(DataError) as info, warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # Pillow's, before the refusal
+        _read_image_and_place(path, 32, None, (1, 2, 3) if case.startswith("bands") else None)
+    message = str(info.value)
+    _one_line(message)
+    assert "d" * 300 not in message and message.startswith(repr(str(path)[:150])[:-1]), message

@@ -53,7 +53,7 @@ from fol.data.synthetic import TASK_CLASSES
 from fol.defaults import IMAGE_FOLDER_COORDS, MAX_TIFF_BANDS, check_band_options, class_name
 from fol.errors import DataError
 from swarmbase.fileio import dead_link, dead_link_text
-from swarmbase.tomlcheck import shown
+from swarmbase.tomlcheck import BRIEF_CHARS, brief, shown
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -428,36 +428,37 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
     with tifffile, and its place with ``place == "geotiff"``: the size, the band count and
     the bands are checked from the header, before anything is decoded; only the three
     chosen bands are kept, in the file's sample type, and scaled to 8 bits by :func:`_to_8bit`."""
+    name = _file_name(path)
     try:
         import tifffile
     except ImportError:
-        raise DataError(f"{path}: reading the bands of a TIFF needs tifffile: {TIFF_INSTALL}") from None
+        raise DataError(f"{name}: reading the bands of a TIFF needs tifffile: {TIFF_INSTALL}") from None
     where, page = None, None
-    _TIFF_READING.path = path
+    _TIFF_READING.path = name
     try:
         with tifffile.TiffFile(path) as tif:
             page = tif.pages.first
             w, h, n = int(page.imagewidth), int(page.imagelength), int(page.samplesperpixel)
             if w * h > MAX_IMAGE_PIXELS:
-                raise _too_large(path, f"{w:,} x {h:,}")
+                raise _too_large(name, f"{w:,} x {h:,}")
             if n == 0:
-                raise _no_samples(path)
+                raise _no_samples(name)
             if n > MAX_TIFF_BANDS:
-                raise DataError(f"{path}: a TIFF of {n:,} bands, more than the {MAX_TIFF_BANDS} one may have")
+                raise DataError(f"{name}: a TIFF of {n:,} bands, more than the {MAX_TIFF_BANDS} one may have")
             past = [b for b in bands if b > n]
             if past:
                 pages = len(tif.pages)  # a stack of one band per page (tifffile's own [bands, H, W] write)
-                raise DataError(f"{path}: bands {'/'.join(map(str, bands))} name band {past[0]}, but this TIFF "
+                raise DataError(f"{name}: bands {'/'.join(map(str, bands))} name band {past[0]}, but this TIFF "
                                 f"has {n} band{'s' if n != 1 else ''}" + (
                                     f" in its first image, the only one read (it holds {pages:,} images: write "
                                     f"the bands into one image, planarconfig='separate' with tifffile)"
                                     if pages > 1 else ""))
             dtype = page.dtype
             if dtype is None or dtype.kind not in "uif" or page.imagedepth != 1:
-                raise DataError(f"{path}: a TIFF of samples that are not integers or floats, or of a depth "
+                raise DataError(f"{name}: a TIFF of samples that are not integers or floats, or of a depth "
                                 f"(sample format {page.sampleformat}, {page.bitspersample} bits, depth {page.imagedepth})")
             if w * h * n * dtype.itemsize > MAX_TIFF_DECODED_BYTES:
-                raise DataError(f"{path}: {w:,} x {h:,} pixels of {n} bands of {dtype} are "
+                raise DataError(f"{name}: {w:,} x {h:,} pixels of {n} bands of {dtype} are "
                                 f"{w * h * n * dtype.itemsize:,} bytes decoded, more than the "
                                 f"{MAX_TIFF_DECODED_BYTES:,} allowed: cut it into tiles of the size the model sees")
             # tifffile decodes every strip or tile whole (edge tiles to the full tile): bounded by the
@@ -466,25 +467,25 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
             segment_bytes = math.prod(page.chunks) * dtype.itemsize
             count = math.prod(page.chunked)
             if count * segment_bytes > MAX_TIFF_DECODED_BYTES:
-                raise DataError(f"{path}: {count:,} {kind}{'s' if count != 1 else ''} of "
+                raise DataError(f"{name}: {count:,} {kind}{'s' if count != 1 else ''} of "
                                 f"{' x '.join(f'{d:,}' for d in page.chunks)} samples of {dtype} are "
                                 f"{count * segment_bytes:,} bytes decoded, more than the "
                                 f"{MAX_TIFF_DECODED_BYTES:,} allowed")
-            _check_bands_compression(path, tif, page, kind, segment_bytes)
+            _check_bands_compression(name, tif, page, kind, segment_bytes)
             # Deflate / LZMA / PackBits (and ZSTD, where Python decodes it) chunks are decoded here, each
             # bounded by its size, and the pixels kept (None: another codec, or a layout left to tifffile)
-            data = _inflate_chunks(path, tif, page, kind, segment_bytes)
+            data = _inflate_chunks(name, tif, page, kind, segment_bytes)
             if place == "geotiff":  # from the tags tifffile parsed on opening: no pixel is decoded for it
                 tags = {t.code: _tag_value(t.value) for t in page.tags.values()
                         if t.code in (33550, 33922, 34264, 34735)}
-                where = _geotiff_centre(path, tags, w, h)
+                where = _geotiff_centre(name, tags, w, h)
             orientation = _tag_value(page.tags[274].value) if 274 in page.tags else None
             separate = n > 1 and page.planarconfig == tifffile.PLANARCONFIG.SEPARATE  # tag 284
             expected = (h, w) if n == 1 else (n, h, w) if separate else (h, w, n)
             if data is None:  # another compression, or a layout or damage _inflate_chunks leaves to tifffile
                 data = page.asarray()
             if data.shape != expected:
-                raise DataError(f"{path}: decoded to an array of shape {data.shape}, where its tags say {expected}")
+                raise DataError(f"{name}: decoded to an array of shape {data.shape}, where its tags say {expected}")
     except DataError:
         raise
     except Exception as exc:  # a damaged or truncated file: tifffile's errors vary
@@ -493,9 +494,9 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
         if codecs and page is not None:
             what = (f"with predictor {page.predictor.name} (tag 317)" if "<PREDICTOR." in str(exc)  # GDAL's for floats
                     else f"compressed with {page.compression.name}")
-            raise DataError(f"{path}: a TIFF {what}, which tifffile decodes only "
+            raise DataError(f"{name}: a TIFF {what}, which tifffile decodes only "
                             f"with the imagecodecs package: pip install imagecodecs") from None
-        raise DataError(f"{path}: cannot read TIFF ({type(exc).__name__}: {exc})") from None
+        raise DataError(f"{name}: cannot read TIFF ({_reason(exc)})") from None
     finally:
         _TIFF_READING.path = None
     index = [b - 1 for b in bands]
@@ -503,13 +504,13 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
     del data  # the other bands
     if chosen.dtype == np.int8 and scale is None:  # 8-bit bands are used as they are: signed ones too, from 0
         if chosen.size and chosen.min() < 0:
-            raise DataError(f"{path}: TIFF of int8 bands with values below 0 ({chosen.min()}..{chosen.max()}); give "
+            raise DataError(f"{name}: TIFF of int8 bands with values below 0 ({chosen.min()}..{chosen.max()}); give "
                             f"the dataset option scale (values divided by it and clipped to [0, 1])")
         chosen = chosen.astype(np.uint8)
     if chosen.dtype != np.uint8 or scale is not None:
         advice = ("give the dataset option scale (values divided by it and clipped to [0, 1])" if scale is None
                   else "save finite values")
-        chosen = _to_8bit(chosen, path, f"TIFF of {dtype} bands", advice, scale)
+        chosen = _to_8bit(chosen, name, f"TIFF of {dtype} bands", advice, scale)
     if n == 1 or separate:  # bands first: as pixels of 3 samples
         chosen = chosen.transpose(1, 2, 0)
     rgb = np.ascontiguousarray(chosen)
@@ -793,6 +794,21 @@ def _tag_value(value: object) -> object:
     return items[0] if len(items) == 1 else tuple(items)
 
 
+def _file_name(path: str | Path) -> str:
+    """How the image loaders' refusals name a file: as given, or cut past 200 characters by
+    :func:`~swarmbase.tomlcheck.brief`, as the orbit and flight-file readers name theirs (a path of
+    600 characters made a refusal of more than 800)."""
+    return brief(path)
+
+
+def _reason(exc: BaseException) -> str:
+    """What a refusal says of the error that stopped a read: its type and message, the file's name
+    left out of an OSError's (the line names it first), and a long message cut by ``brief``."""
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{type(exc).__name__}: {exc.strerror}"
+    return f"{type(exc).__name__}: {brief(exc, 300)}"
+
+
 class _ReadsWithinFile(io.BufferedReader):
     """An image file as Pillow reads it, whose ``read(n)`` asks for no more than the bytes left in
     it: Python makes the whole ``n`` bytes before it reads, and Pillow reads the rest of a PNG's
@@ -806,7 +822,7 @@ class _ReadsWithinFile(io.BufferedReader):
         self._path = os.fspath(path)
 
     def __repr__(self) -> str:  # as Pillow names a file it opened itself ('cannot identify image file ...')
-        return repr(self._path)
+        return repr(self._path) if len(self._path) <= BRIEF_CHARS else brief(self._path)
 
     def read(self, size: int | None = -1, /) -> bytes:
         if size is not None and size > 0 and self._size is not None:
@@ -823,57 +839,58 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
     read by :func:`_read_tiff_bands`."""
     from PIL import UnidentifiedImageError
 
-    if bands is not None:
+    if bands is not None:  # it names the file as below
         arr, where = _read_tiff_bands(path, image_size, bands, scale, place)
         return arr.transpose(2, 0, 1), where
     where = None
+    name = _file_name(path)
     try:
         with _ReadsWithinFile(path) as fh, Image.open(fh) as im:
             if im.width * im.height > MAX_IMAGE_PIXELS:
-                raise _too_large(path, f"{im.width:,} x {im.height:,}")
+                raise _too_large(name, f"{im.width:,} x {im.height:,}")
             if im.format == "TIFF":  # libtiff decodes a tile at a time, into a buffer of the tile's size
-                _check_tile_size(path, getattr(im, "tag_v2", {}))
+                _check_tile_size(name, getattr(im, "tag_v2", {}))
             try:  # the orientation a camera or phone records: the image is used as viewers show it
                 exif = im.getexif()
                 orientation = exif.get(0x0112)
             except Exception:  # an unreadable EXIF block: the image is used as stored
                 exif, orientation = None, None
             if place is not None:  # from the tags Pillow parsed on opening: no pixel is decoded for it
-                where = _PLACE_READERS[place](path, im, exif)
+                where = _PLACE_READERS[place](name, im, exif)
             if im.format == "JPEG":
                 im.draft("RGB", (image_size, image_size))  # decode at reduced scale: much faster
             im.load()
             if orientation is not None and im.getexif().get(0x0112) is None:
                 orientation = None  # Pillow turned it as it decoded it (its TIFF reader does): not twice
             if im.mode in ("I", "F") or im.mode.startswith("I;16"):
-                im = _single_band_to_8bit(im, path)
+                im = _single_band_to_8bit(im, name)
             if im.mode == "P" and "transparency" in im.info:  # as Pillow asks (else it warns): same colours
                 im = im.convert("RGBA")
             arr = _resized(im.convert("RGB"), image_size, orientation)
     except Image.DecompressionBombError as exc:  # more than twice the limit: Pillow refuses it in open()
         found = re.search(r"\((\d+) pixels\)", str(exc))
-        raise _too_large(path, f"{int(found.group(1)):,}" if found else "too many") from None
+        raise _too_large(name, f"{int(found.group(1)):,}" if found else "too many") from None
     # TypeError: a TIFF tag of another type than the one Pillow uses (StripOffsets as DOUBLE)
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError, TypeError) as exc:
         if isinstance(exc, OSError) and (dead := dead_link(path)) is not None:
-            raise DataError(f"{path}: {dead_link_text(path, dead)}") from None
+            raise DataError(f"{name}: {dead_link_text(path, dead)}") from None
         try:  # an empty file: Pillow's "cannot identify image file" says less
             empty = isinstance(exc, UnidentifiedImageError) and os.path.getsize(path) == 0
         except OSError:  # gone since: said as Pillow said it
             empty = False
         if empty:
-            raise DataError(f"{path}: cannot read image (an empty file, 0 bytes)") from None
+            raise DataError(f"{name}: cannot read image (an empty file, 0 bytes)") from None
         tiff = _tiff_bands(path) if isinstance(exc, UnidentifiedImageError) else None
         if tiff is not None and tiff[0] == 0:
-            raise _no_samples(path) from None
+            raise _no_samples(name) from None
         if tiff is not None:
             counts = sorted(set(tiff[1]))  # one a band, as many as its tag holds: a damaged one, thousands
             bits = ("/".join(map(str, counts)) + " bits" if len(counts) <= 4
                     else f"{counts[0]}..{counts[-1]} bits ({len(counts)} different)")
-            raise DataError(f"{path}: a TIFF of {tiff[0]} bands of {bits}, which cannot be read as an image; "
+            raise DataError(f"{name}: a TIFF of {tiff[0]} bands of {bits}, which cannot be read as an image; "
                             f"choose 3 of its bands with the dataset option bands (e.g. bands=4+3+2 in --data, "
                             f"data.bands = [4, 3, 2]), or save 1 (grey) or 3 (RGB) of them, of 8 or 16 bits") from None
-        raise DataError(f"{path}: cannot read image ({type(exc).__name__}: {exc})") from None
+        raise DataError(f"{name}: cannot read image ({_reason(exc)})") from None
     return arr.transpose(2, 0, 1), where
 
 
@@ -936,7 +953,7 @@ def _read_many(
                 for _ in pool.map(one, range(len(files))):
                     bar.update()
     if bad and len(bad) == len(files):  # skipping every file would hand on an empty dataset
-        raise DataError(f"{desc}: none of the {len(files)} image(s) could be read (e.g. {sorted(bad)[0]}); "
+        raise DataError(f"{desc}: none of the {len(files)} image(s) could be read (e.g. {brief(sorted(bad)[0])}); "
                         "skip_corrupt skips some broken files, not all of them")
     if bad:
         log.warning("skipped %d unreadable image(s): %s", len(bad), ", ".join(sorted(bad)[:5]) + (" ..." if len(bad) > 5 else ""))
