@@ -1011,3 +1011,26 @@ def test_an_image_loader_names_a_file_of_a_long_path_in_one_short_line(tmp_path:
     message = str(info.value)
     _one_line(message)
     assert "d" * 300 not in message and message.startswith(repr(str(path)[:150])[:-1]), message
+
+
+@pytest.mark.parametrize("bands", [None, (1, 2, 3)])
+def test_an_image_loader_names_a_file_of_unprintable_characters_escaped(tmp_path: Path,
+                                                                       bands: tuple[int, ...] | None) -> None:
+    """A file named 'caf\\xe9\\n\\x1b[2J.png' (a byte that is not UTF-8, a newline and the terminal's 'clear
+    screen'): its refusal wrote the name as it is, a line broken in two that cleared the terminal it was
+    printed on, with a lone surrogate that a strict UTF-8 log cannot write. The name is quoted and escaped."""
+    import os
+
+    from fol.data.loaders import _read_image_and_place
+    from fol.errors import DataError
+
+    if bands is not None:
+        pytest.importorskip("tifffile")
+    path = tmp_path / os.fsdecode(b"caf\xe9\n\x1b[2J.png")
+    path.write_bytes(b"not an image")
+    with pytest.raises(DataError) as info:
+        _read_image_and_place(path, 32, None, bands)
+    message = str(info.value)
+    _one_line(message)
+    assert "\x1b" not in message and message.startswith(repr(str(path)) + ": cannot read "), message
+    message.encode("utf-8")  # no lone surrogate

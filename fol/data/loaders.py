@@ -797,8 +797,11 @@ def _tag_value(value: object) -> object:
 def _file_name(path: str | Path) -> str:
     """How the image loaders' refusals name a file: as given, or cut past 200 characters by
     :func:`~swarmbase.tomlcheck.brief`, as the orbit and flight-file readers name theirs (a path of
-    600 characters made a refusal of more than 800)."""
-    return brief(path)
+    600 characters made a refusal of more than 800). A name with a character that is not printable (a
+    newline, a terminal's escape sequence, a byte that is not UTF-8) is quoted and escaped as ``repr``
+    writes it: written as it is, it broke the line, or cleared the terminal it was printed on."""
+    text = os.fspath(path)
+    return brief(text) if text.isprintable() else shown(text, BRIEF_CHARS)
 
 
 def _reason(exc: BaseException) -> str:
@@ -822,7 +825,7 @@ class _ReadsWithinFile(io.BufferedReader):
         self._path = os.fspath(path)
 
     def __repr__(self) -> str:  # as Pillow names a file it opened itself ('cannot identify image file ...')
-        return repr(self._path) if len(self._path) <= BRIEF_CHARS else brief(self._path)
+        return repr(self._path) if len(self._path) <= BRIEF_CHARS else _file_name(self._path)
 
     def read(self, size: int | None = -1, /) -> bytes:
         if size is not None and size > 0 and self._size is not None:
