@@ -1034,3 +1034,27 @@ def test_an_image_loader_names_a_file_of_unprintable_characters_escaped(tmp_path
     _one_line(message)
     assert "\x1b" not in message and message.startswith(repr(str(path)) + ": cannot read "), message
     message.encode("utf-8")  # no lone surrogate
+
+
+@pytest.mark.parametrize("bands", [None, (1, 1, 1)])
+def test_an_image_of_more_rows_than_an_image_may_have_is_refused_from_its_header(tmp_path: Path,
+                                                                                bands: tuple[int, ...] | None) -> None:
+    """A PNG (or TIFF) of 1 x 2,000,000 pixels, within the pixel limit: Pillow keeps 8 bytes for each row of an
+    image besides its pixels, so that the fuzzer's 69-byte PNG of 1 x 89,000,000 took 3.5 GB (a MemoryError
+    under a 2 GiB limit), and this one was read. More than MAX_IMAGE_ROWS rows is refused from the header."""
+    import numpy as np
+
+    from fol.data.loaders import _read_image_and_place
+    from fol.errors import DataError
+
+    path = tmp_path / ("tall.tif" if bands else "tall.png")
+    if bands:
+        tifffile = pytest.importorskip("tifffile")
+        tifffile.imwrite(path, np.zeros((2_000_000, 1), np.uint8), compression="zlib")
+    else:
+        path.write_bytes(_png(1, 2_000_000, b"\0\0" * 2_000_000, colour_type=0))
+    with pytest.raises(DataError) as info:
+        _read_image_and_place(path, 32, None, bands)
+    assert str(info.value).startswith(f"{path}: 1 x 2,000,000 pixels, more than the 1,048,576 rows an image "
+                                      f"may have (each row of an image Pillow holds costs 8 bytes")
+    _one_line(str(info.value))

@@ -189,6 +189,23 @@ _CONVERT_CHUNK = 1 << 20
 MAX_IMAGE_PIXELS = 89_478_485
 
 
+#: Most rows an image file may have: Pillow keeps a pointer (8 bytes) for each row of every image it
+#: holds, besides its pixels, so that a 69-byte PNG of 1 x 89,000,000 pixels (within the pixel limit)
+#: took 3.5 GB. 1,048,576 rows are 8 MiB of them; an image this tall is at most 85 pixels wide.
+MAX_IMAGE_ROWS = 1 << 20
+
+
+def _check_image_size(path: str | Path, width: int, height: int) -> None:
+    """A :class:`DataError` naming the file if an image of ``width`` x ``height`` pixels has more than
+    :data:`MAX_IMAGE_PIXELS` pixels or :data:`MAX_IMAGE_ROWS` rows: checked from its header."""
+    if width * height > MAX_IMAGE_PIXELS:
+        raise _too_large(path, f"{width:,} x {height:,}")
+    if height > MAX_IMAGE_ROWS:
+        raise DataError(f"{path}: {width:,} x {height:,} pixels, more than the {MAX_IMAGE_ROWS:,} rows an image may "
+                        f"have (each row of an image Pillow holds costs 8 bytes besides its pixels: a damaged "
+                        f"file, or a decompression bomb)")
+
+
 def _too_large(path: str | Path, size: str) -> DataError:
     return DataError(f"{path}: {size} pixels, more than the {MAX_IMAGE_PIXELS:,} pixels an image may have (a "
                      f"decompression bomb, or a whole scene: cut it into tiles of the size the model sees)")
@@ -439,8 +456,7 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
         with tifffile.TiffFile(path) as tif:
             page = tif.pages.first
             w, h, n = int(page.imagewidth), int(page.imagelength), int(page.samplesperpixel)
-            if w * h > MAX_IMAGE_PIXELS:
-                raise _too_large(name, f"{w:,} x {h:,}")
+            _check_image_size(name, w, h)
             if n == 0:
                 raise _no_samples(name)
             if n > MAX_TIFF_BANDS:
@@ -849,8 +865,7 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
     name = _file_name(path)
     try:
         with _ReadsWithinFile(path) as fh, Image.open(fh) as im:
-            if im.width * im.height > MAX_IMAGE_PIXELS:
-                raise _too_large(name, f"{im.width:,} x {im.height:,}")
+            _check_image_size(name, im.width, im.height)
             if im.format == "TIFF":  # libtiff decodes a tile at a time, into a buffer of the tile's size
                 _check_tile_size(name, getattr(im, "tag_v2", {}))
             try:  # the orientation a camera or phone records: the image is used as viewers show it
