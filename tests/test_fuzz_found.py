@@ -1058,3 +1058,25 @@ def test_an_image_of_more_rows_than_an_image_may_have_is_refused_from_its_header
     assert str(info.value).startswith(f"{path}: 1 x 2,000,000 pixels, more than the 1,048,576 rows an image "
                                       f"may have (each row of an image Pillow holds costs 8 bytes")
     _one_line(str(info.value))
+
+
+@pytest.mark.parametrize("loop", [False, True])
+def test_a_link_that_leads_nowhere_is_named_as_such_with_bands(tmp_path: Path, loop: bool) -> None:
+    """A .tif link whose target does not exist, or two that lead to each other, read with bands: it was
+    'cannot read TIFF (FileNotFoundError: ...)' (naming the target as if it were the file listed) or
+    '(OSError: [Errno 40] Too many levels of symbolic links ...)'; read_image says what the link is."""
+    from fol.data.loaders import _read_image_and_place
+    from fol.errors import DataError
+
+    pytest.importorskip("tifffile")
+    path = tmp_path / "a.tif"
+    if loop:
+        (tmp_path / "b.tif").symlink_to(path)
+        path.symlink_to(tmp_path / "b.tif")
+    else:
+        path.symlink_to(tmp_path / "gone.tif")
+    with pytest.raises(DataError) as info:
+        _read_image_and_place(path, 32, None, (1, 2, 3))
+    target = tmp_path / ("b.tif" if loop else "gone.tif")
+    assert str(info.value) == f"{path}: a link to {target}, which " + (
+        "leads back to it (a loop of links)" if loop else "does not exist")

@@ -512,6 +512,8 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
                     else f"compressed with {page.compression.name}")
             raise DataError(f"{name}: a TIFF {what}, which tifffile decodes only "
                             f"with the imagecodecs package: pip install imagecodecs") from None
+        if isinstance(exc, OSError) and (dead := dead_link(path)) is not None:  # as read_image says it
+            raise DataError(f"{name}: {dead_link_text(path, dead)}") from None
         raise DataError(f"{name}: cannot read TIFF ({_reason(exc)})") from None
     finally:
         _TIFF_READING.path = None
