@@ -19,6 +19,8 @@ from fol.data.registry import load_dataset
 from fol.errors import ConfigError, DataError
 from fol.nodedata import load_node_data, parse_node_data, split_fields
 
+from _tiff import one_segment_tiff, traced_peak
+
 tifffile = pytest.importorskip("tifffile")
 
 
@@ -253,7 +255,7 @@ def test_a_zstd_tiff_without_imagecodecs_says_what_to_install(tmp_path, without_
     """ZSTD (GDAL's COMPRESS=ZSTD): tifffile reaches for Python 3.14's compression.zstd without
     imagecodecs; the line said 'cannot read TIFF (ModuleNotFoundError: No module named 'compression')'."""
     path = tmp_path / "zstd.tif"
-    _one_segment_tiff(path, 16, b"\x28\xb5\x2f\xfd" + bytes(12), 50000)  # a ZSTD frame's magic number
+    one_segment_tiff(path, 16, b"\x28\xb5\x2f\xfd" + bytes(12), 50000)  # a ZSTD frame's magic number
     with pytest.raises(DataError) as info:
         loaders._read_tiff_bands(path, 16, [1, 1, 1], None, None)
     assert str(info.value) == (f"{path}: a TIFF compressed with ZSTD, which tifffile decodes only with the "
@@ -294,10 +296,10 @@ def test_with_imagecodecs_an_lzw_strip_is_decoded_no_further_than_its_size(tmp_p
     stored as 64 MiB of zeros in 50 kB is decoded to its first 512 bytes, holding little."""
     imagecodecs = pytest.importorskip("imagecodecs")
     bomb = tmp_path / "bomb.tif"
-    _one_segment_tiff(bomb, 16, imagecodecs.lzw_encode(bytes(64 << 20)), 5)
+    one_segment_tiff(bomb, 16, imagecodecs.lzw_encode(bytes(64 << 20)), 5)
     assert bomb.stat().st_size < 100_000
     got = []
-    peak = _peak_bytes(lambda: got.append(loaders._read_tiff_bands(bomb, 16, [1, 1, 1], None, None)[0]))
+    peak = traced_peak(lambda: got.append(loaders._read_tiff_bands(bomb, 16, [1, 1, 1], None, None)[0]))
     assert peak < 4 << 20, f"{peak:,} bytes held"
     np.testing.assert_array_equal(got[0], np.zeros((16, 16, 3), np.uint8))
 
@@ -308,7 +310,7 @@ def test_with_imagecodecs_a_deflate_bomb_is_still_refused_by_the_size_check(tmp_
     import zlib
 
     bomb = tmp_path / "bomb.tif"
-    _one_segment_tiff(bomb, 16, zlib.compress(bytes(64 << 20), 9), 8)
+    one_segment_tiff(bomb, 16, zlib.compress(bytes(64 << 20), 9), 8)
     with pytest.raises(DataError, match="decompresses to more than the 512 bytes its tags say it holds"):
         loaders._read_tiff_bands(bomb, 16, [1, 1, 1], None, None)
 
@@ -563,37 +565,6 @@ def test_the_orientation_tag_turns_the_image_as_for_pillows_files(tmp_path):
     assert lit == {"turned": [[7, 7]], "upright": [[0, 0]]}
 
 
-def _one_segment_tiff(path: Path, side: int, payload: bytes, compression: int, tile: int | None = None,
-                      extra: tuple[tuple[int, int, int, int], ...] = ()) -> None:
-    """A ``side`` x ``side`` one-band 16-bit TIFF of one strip (or one ``tile`` x ``tile`` tile)
-    holding ``payload`` as stored, compressed with TIFF ``compression``; ``extra`` tags
-    (code, type, count, value) of one value each."""
-    tags = [(256, 4, 1, side), (257, 4, 1, side), (258, 3, 1, 16), (259, 3, 1, compression), (262, 3, 1, 1),
-            (277, 3, 1, 1), (284, 3, 1, 1), *extra]
-    if tile:
-        tags += [(322, 4, 1, tile), (323, 4, 1, tile), (324, 4, 1, 0), (325, 4, 1, len(payload))]
-    else:
-        tags += [(273, 4, 1, 0), (278, 4, 1, side), (279, 4, 1, len(payload))]
-    data_at = 8 + 2 + len(tags) * 12 + 4
-    tags = [(c, t, n, data_at if c in (273, 324) else v) for c, t, n, v in sorted(tags)]
-    ifd = struct.pack("<H", len(tags)) + b"".join(struct.pack("<HHII", *t) for t in tags) + struct.pack("<I", 0)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"II*\0" + struct.pack("<I", 8) + ifd + payload)
-
-
-def _peak_bytes(fn) -> int:
-    """The most bytes Python held at once while ``fn()`` ran (tracemalloc)."""
-    import tracemalloc
-
-    tracemalloc.start()
-    try:
-        fn()
-    finally:
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    return peak
-
-
 @pytest.mark.parametrize("codec", ["zlib", "lzma"])
 def test_a_strip_that_decompresses_past_its_size_is_refused_without_decompressing_it(tmp_path, codec, caplog):
     """A 16 x 16 strip (512 bytes) stored as 64 MiB of zeros compressed to some kB: tifffile
@@ -610,14 +581,14 @@ def test_a_strip_that_decompresses_past_its_size_is_refused_without_decompressin
     payload, compression = ((zlib.compress(zeros, 9), 8) if codec == "zlib"
                             else (lzma.compress(zeros, format=lzma.FORMAT_ALONE), 34925))
     del zeros
-    _one_segment_tiff(bomb, 16, payload, compression)
+    one_segment_tiff(bomb, 16, payload, compression)
     assert bomb.stat().st_size < 200_000
     name = "ADOBE_DEFLATE" if codec == "zlib" else "LZMA"
     with pytest.raises(DataError) as info:
         load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 1, 1], workers=1)
     assert str(info.value) == (f"{bomb}: a strip compressed with {name} that decompresses to more than the 512 "
                                f"bytes its tags say it holds (a decompression bomb, or a damaged file)")
-    peak = _peak_bytes(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
+    peak = traced_peak(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
     assert peak < 16 << 20, f"{peak:,} bytes held"  # LZMA's dictionary is 8 MiB
     with caplog.at_level(logging.WARNING):
         ds = load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 1, 1], skip_corrupt=True)
@@ -632,8 +603,8 @@ def test_tiles_are_bounded_as_tifffile_decodes_them_whole(tmp_path):
 
     _folder(tmp_path / "imgs")
     tiled = tmp_path / "imgs" / "burnt" / "tiled.tif"
-    _one_segment_tiff(tiled, 16, zlib.compress(bytes(64 << 20), 9), 8, tile=65536)
-    peak = _peak_bytes(lambda: pytest.raises(DataError, loaders._read_tiff_bands, tiled, 16, [1, 1, 1], None, None))
+    one_segment_tiff(tiled, 16, zlib.compress(bytes(64 << 20), 9), 8, tile=65536)
+    peak = traced_peak(lambda: pytest.raises(DataError, loaders._read_tiff_bands, tiled, 16, [1, 1, 1], None, None))
     assert peak < 8 << 20, f"{peak:,} bytes held"
     with pytest.raises(DataError) as info:
         load_dataset("imagefolder", path=tmp_path / "imgs", bands=[1, 1, 1], workers=1)
@@ -676,9 +647,9 @@ def test_an_lzma_strip_of_two_streams_is_bounded_in_both(tmp_path):
     import lzma
 
     bomb = tmp_path / "two.tif"
-    _one_segment_tiff(bomb, 16, lzma.compress(bytes(512)) + lzma.compress(bytes(64 << 20)), 34925)
+    one_segment_tiff(bomb, 16, lzma.compress(bytes(512)) + lzma.compress(bytes(64 << 20)), 34925)
     assert bomb.stat().st_size < 20_000
-    peak = _peak_bytes(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
+    peak = traced_peak(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
     assert peak < 16 << 20, f"{peak:,} bytes held"  # LZMA's dictionary is 8 MiB
     with pytest.raises(DataError) as info:
         loaders._read_tiff_bands(bomb, 16, [1, 1, 1], None, None)
@@ -696,7 +667,7 @@ def test_two_lzma_streams_of_a_strip_or_trailing_bytes_read_as_tifffile_reads_th
     for name, payload in (("two", lzma.compress(raw[:200]) + lzma.compress(raw[200:])),
                           ("tail", lzma.compress(raw) + b"not a stream")):
         path = tmp_path / f"{name}.tif"
-        _one_segment_tiff(path, 16, payload, 34925)
+        one_segment_tiff(path, 16, payload, 34925)
         got, _ = loaders._read_tiff_bands(path, 16, [1, 1, 1], None, None)
         expected = np.floor(values.astype(np.float64) * 255 / 65535 + 0.5)
         np.testing.assert_array_equal(got, np.repeat(expected[..., None], 3, axis=2), err_msg=name)
@@ -812,7 +783,7 @@ def test_a_damaged_compressed_strip_is_one_line_naming_the_file(tmp_path):
     import zlib
 
     path = tmp_path / "cut.tif"
-    _one_segment_tiff(path, 16, zlib.compress(bytes(512))[:-6], 8)
+    one_segment_tiff(path, 16, zlib.compress(bytes(512))[:-6], 8)
     with tifffile.TiffFile(path) as tif:
         assert loaders._inflate_chunks(path, tif, tif.pages.first, "strip", 512) is None
     with pytest.raises(DataError) as info:
@@ -831,9 +802,9 @@ def test_a_tiff_of_fill_order_2_is_size_checked_in_the_bytes_tifffile_inflates(t
         return bytes(int(f"{b:08b}"[::-1], 2) for b in data)
 
     bomb = tmp_path / "bomb.tif"
-    _one_segment_tiff(bomb, 16, reversed_bits(zlib.compress(bytes(64 << 20), 9)), 8, extra=((266, 3, 1, 2),))
+    one_segment_tiff(bomb, 16, reversed_bits(zlib.compress(bytes(64 << 20), 9)), 8, extra=((266, 3, 1, 2),))
     assert bomb.stat().st_size < 70_000
-    peak = _peak_bytes(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
+    peak = traced_peak(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
     assert peak < 8 << 20, f"{peak:,} bytes held"
     with pytest.raises(DataError) as info:
         loaders._read_tiff_bands(bomb, 16, [1, 1, 1], None, None)
@@ -841,7 +812,7 @@ def test_a_tiff_of_fill_order_2_is_size_checked_in_the_bytes_tifffile_inflates(t
                                f"512 bytes its tags say it holds (a decompression bomb, or a damaged file)")
     values = np.arange(0, 65536, 256, dtype="<u2").reshape(16, 16)
     path = tmp_path / "fill2.tif"
-    _one_segment_tiff(path, 16, reversed_bits(zlib.compress(values.tobytes())), 8, extra=((266, 3, 1, 2),))
+    one_segment_tiff(path, 16, reversed_bits(zlib.compress(values.tobytes())), 8, extra=((266, 3, 1, 2),))
     with tifffile.TiffFile(path) as tif:
         page = tif.pages.first
         assert int(page.fillorder) == 2
@@ -935,9 +906,9 @@ def test_a_packbits_strip_that_decodes_past_its_size_is_refused_before_it_is_dec
     else:
         request.getfixturevalue("without_imagecodecs")
     bomb = tmp_path / "bomb.tif"
-    _one_segment_tiff(bomb, 16, b"\x81\x00" * (64 << 10), 32773)
+    one_segment_tiff(bomb, 16, b"\x81\x00" * (64 << 10), 32773)
     _warm_packbits()
-    peak = _peak_bytes(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
+    peak = traced_peak(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
     assert peak < 1 << 20, f"{peak:,} bytes held"
     with pytest.raises(DataError) as info:
         loaders._read_tiff_bands(bomb, 16, [1, 1, 1], None, None)
@@ -966,7 +937,7 @@ def test_a_packbits_strip_cut_short_is_left_to_tifffile(tmp_path):
     """The last run of a PackBits strip cut short is damage: not assembled here, it is
     decoded by tifffile, which reads it as its decoder does (imagecodecs refuses it)."""
     path = tmp_path / "cut.tif"
-    _one_segment_tiff(path, 16, b"\x7f" + bytes(128) * 3 + b"\x7f" + bytes(100), 32773)  # 484 of 512 bytes
+    one_segment_tiff(path, 16, b"\x7f" + bytes(128) * 3 + b"\x7f" + bytes(100), 32773)  # 484 of 512 bytes
     with tifffile.TiffFile(path) as tif:
         assert loaders._inflate_chunks(path, tif, tif.pages.first, "strip", 512) is None
         try:
@@ -992,9 +963,9 @@ def test_a_zstd_strip_that_decompresses_past_its_size_is_refused_without_decompr
     A frame declaring 512 bytes that holds more, zstd itself stops as damaged (tifffile's line)."""
     size = {"its size": 64 << 20, "no size": None, "a size too small": 512}[declared]
     bomb = tmp_path / "bomb.tif"
-    _one_segment_tiff(bomb, 16, _zstd_zeros(64 << 20, size), 50000)
+    one_segment_tiff(bomb, 16, _zstd_zeros(64 << 20, size), 50000)
     assert bomb.stat().st_size < 3_000
-    peak = _peak_bytes(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
+    peak = traced_peak(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
     assert peak < 1 << 20, f"{peak:,} bytes held"
     with pytest.raises(DataError) as info:
         loaders._read_tiff_bands(bomb, 16, [1, 1, 1], None, None)
@@ -1020,7 +991,7 @@ def test_zstd_frames_read_as_compression_zstd_reads_them(tmp_path, zstd_without_
                           ("two", python_zstd.compress(raw[:100]) + python_zstd.compress(raw[100:])),
                           ("skippable", skippable + python_zstd.compress(raw))):
         path = tmp_path / f"{name}.tif"
-        _one_segment_tiff(path, 16, payload, 50000)
+        one_segment_tiff(path, 16, payload, 50000)
         with tifffile.TiffFile(path) as tif:
             np.testing.assert_array_equal(loaders._inflate_chunks(path, tif, tif.pages.first, "strip", 512), values)
         got, _ = loaders._read_tiff_bands(path, 16, [1, 1, 1], None, None)
@@ -1028,7 +999,7 @@ def test_zstd_frames_read_as_compression_zstd_reads_them(tmp_path, zstd_without_
     for name, payload in (("tail", python_zstd.compress(raw) + b"not a frame"),
                           ("cut", python_zstd.compress(raw)[:-3])):
         path = tmp_path / f"{name}.tif"
-        _one_segment_tiff(path, 16, payload, 50000)
+        one_segment_tiff(path, 16, payload, 50000)
         with tifffile.TiffFile(path) as tif:
             assert loaders._inflate_chunks(path, tif, tif.pages.first, "strip", 512) is None
         with pytest.raises(DataError) as info:
@@ -1044,8 +1015,8 @@ def test_with_imagecodecs_a_zstd_strip_is_decoded_no_further_than_its_size(tmp_p
     pytest.importorskip("imagecodecs")
     for size in (1 << 30, None):
         bomb = tmp_path / "bomb.tif"
-        _one_segment_tiff(bomb, 16, _zstd_zeros(1 << 30, size), 50000)
-        peak = _peak_bytes(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
+        one_segment_tiff(bomb, 16, _zstd_zeros(1 << 30, size), 50000)
+        peak = traced_peak(lambda: pytest.raises(DataError, loaders._read_tiff_bands, bomb, 16, [1, 1, 1], None, None))
         assert peak < 1 << 20, f"{peak:,} bytes held"
         with pytest.raises(DataError) as info:
             loaders._read_tiff_bands(bomb, 16, [1, 1, 1], None, None)

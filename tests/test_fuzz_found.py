@@ -17,6 +17,8 @@ from contact_sim.drones import read_waypoints_csv
 from fol.errors import ConfigError
 from fol.nodedata import NodeDataSpec, parse_node_data
 
+from _tiff import one_segment_tiff, traced_peak
+
 
 def _one_line(message: str, limit: int = 600) -> None:
     assert "\n" not in message and "\r" not in message and len(message) < limit, message
@@ -851,34 +853,6 @@ def test_a_tiff_of_many_bit_counts_pillow_cannot_open_is_refused_in_one_short_li
         message
 
 
-def _one_strip_tiff(path: Path, side: int, samples: int, payload: bytes, compression: int) -> None:
-    """A ``side`` x ``side`` TIFF of ``samples`` 8-bit bands in one strip holding ``payload`` as stored,
-    compressed with TIFF ``compression`` (tag 259)."""
-    import struct
-
-    photometric = 2 if samples == 3 else 1
-    tags = sorted([(256, 4, 1, side), (257, 4, 1, side), (258, 3, 1, 8), (259, 3, 1, compression),
-                   (262, 3, 1, photometric), (273, 4, 1, 0), (277, 3, 1, samples), (278, 4, 1, side),
-                   (279, 4, 1, len(payload)), (284, 3, 1, 1)])
-    data_at = 8 + 2 + len(tags) * 12 + 4
-    tags = [(c, t, n, data_at if c == 273 else v) for c, t, n, v in tags]
-    ifd = struct.pack("<H", len(tags)) + b"".join(struct.pack("<HHII", *t) for t in tags) + struct.pack("<I", 0)
-    path.write_bytes(b"II*\0" + struct.pack("<I", 8) + ifd + payload)
-
-
-def _traced_peak(fn) -> int:
-    """The most bytes Python and numpy held at once while ``fn()`` ran (tracemalloc)."""
-    import tracemalloc
-
-    tracemalloc.start()
-    try:
-        fn()
-    finally:
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    return peak
-
-
 @pytest.mark.parametrize("codec", ["WEBP", "PNG"])
 def test_a_tiff_strip_of_an_image_codec_is_refused_with_bands_before_it_is_decoded(tmp_path: Path, codec: str
                                                                                    ) -> None:
@@ -898,7 +872,7 @@ def test_a_tiff_strip_of_an_image_codec_is_refused_with_bands_before_it_is_decod
     strip = io.BytesIO()
     Image.fromarray(np.zeros((3000, 3000, 3), np.uint8)).save(strip, codec, **({"lossless": True} if codec == "WEBP" else {}))
     path = tmp_path / "bomb.tif"
-    _one_strip_tiff(path, 16, 3, strip.getvalue(), 50001 if codec == "WEBP" else 34933)
+    one_segment_tiff(path, 16, strip.getvalue(), 50001 if codec == "WEBP" else 34933, bits=8, samples=3)
     caught: list[str] = []
 
     def read() -> None:
@@ -906,7 +880,7 @@ def test_a_tiff_strip_of_an_image_codec_is_refused_with_bands_before_it_is_decod
             _read_image_and_place(path, 32, None, (1, 2, 3))
         caught.append(str(info.value))
 
-    peak = _traced_peak(read)
+    peak = traced_peak(read)
     assert caught[0].startswith(f"{path}: a TIFF compressed with {codec} (tag 259 = ")
     assert "which bands does not read: save it uncompressed or compressed with Deflate, JPEG, LZMA, LZW, " \
            "PackBits or ZSTD" in caught[0]
@@ -933,7 +907,7 @@ def test_a_jpeg_tiff_strip_whose_frame_is_larger_than_the_strip_is_refused_befor
     strip = io.BytesIO()
     Image.fromarray(np.zeros((3000, 3000), np.uint8)).save(strip, "JPEG")
     path = tmp_path / "bomb.tif"
-    _one_strip_tiff(path, 16, 1, strip.getvalue(), 7)
+    one_segment_tiff(path, 16, strip.getvalue(), 7, bits=8)
     caught: list[str] = []
 
     def read() -> None:
@@ -941,7 +915,7 @@ def test_a_jpeg_tiff_strip_whose_frame_is_larger_than_the_strip_is_refused_befor
             _read_image_and_place(path, 32, None, (1, 1, 1))
         caught.append(str(info.value))
 
-    peak = _traced_peak(read)
+    peak = traced_peak(read)
     assert caught[0] == (f"{path}: a JPEG strip of 3,000 x 3,000 pixels of 1 component (9,000,000 bytes decoded), "
                          f"more than the 256 bytes its tags say it holds (a decompression bomb, or a damaged file)")
     assert peak < 4 << 20
@@ -964,7 +938,7 @@ def test_a_tiff_of_samples_per_pixel_0_is_refused_as_such(tmp_path: Path, bands:
     if bands is not None:
         pytest.importorskip("tifffile")
     path = tmp_path / "none.tif"
-    _one_strip_tiff(path, 16, 0, bytes(256), 1)
+    one_segment_tiff(path, 16, bytes(256), 1, bits=8, samples=0)
     with pytest.raises(DataError) as info:
         _read_image_and_place(path, 32, None, bands)
     assert str(info.value) == f"{path}: a TIFF whose SamplesPerPixel (tag 277) is 0: it has no band to read (a damaged file)"
@@ -1001,9 +975,9 @@ def test_an_image_loader_names_a_file_of_a_long_path_in_one_short_line(tmp_path:
     elif case == "float-out-of-range":
         Image.fromarray(np.full((4, 4), 2.0, np.float32), mode="F").save(path, "TIFF")
     elif case == "bands-webp":
-        _one_strip_tiff(path, 16, 3, b"RIFF", 50001)
+        one_segment_tiff(path, 16, b"RIFF", 50001, bits=8, samples=3)
     elif case == "bands-past":
-        _one_strip_tiff(path, 16, 1, bytes(256), 1)
+        one_segment_tiff(path, 16, bytes(256), 1, bits=8)
     assert len(str(path)) > 1000
     with pytest.raises(DataError) as info, warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # Pillow's, before the refusal
