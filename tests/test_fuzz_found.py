@@ -927,6 +927,40 @@ def test_a_jpeg_tiff_strip_whose_frame_is_larger_than_the_strip_is_refused_befor
         assert arr.shape == (3, 8, 8) and abs(float(arr.mean()) - float(rgb.mean())) < 20
 
 
+def test_an_old_style_jpeg_tiff_is_read_with_bands_and_its_frame_bounded(tmp_path: Path) -> None:
+    """An old-style JPEG TIFF (compression 6: scanners and older software wrote it) whose one strip is a whole
+    JPEG stream, as tifffile decodes it: read with bands before the compressions were listed, then refused
+    as 'a TIFF compressed with OJPEG ..., which bands does not read' (Pillow, without bands, reads it). It is
+    read again, and its strip's frame header is bounded by the strip as a JPEG TIFF's (compression 7) is."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from fol.data.loaders import _read_image_and_place
+    from fol.errors import DataError
+
+    pytest.importorskip("tifffile")
+    pytest.importorskip("imagecodecs")
+    rgb = np.zeros((48, 48, 3), np.uint8)
+    rgb[..., 0], rgb[:, 24:, 1] = 200, 150  # red, yellow on the right
+    strip = io.BytesIO()
+    Image.fromarray(rgb).save(strip, "JPEG", quality=95)
+    path = tmp_path / "ojpeg.tif"
+    _one_strip_tiff(path, 48, 3, strip.getvalue(), 6)
+    arr, _ = _read_image_and_place(path, 8, None, (1, 2, 3))
+    assert arr.shape == (3, 8, 8)
+    assert abs(int(arr[0, 4, 1]) - 200) < 8 and int(arr[1, 4, 1]) < 8 and abs(int(arr[1, 4, 6]) - 150) < 8
+    bomb = io.BytesIO()
+    Image.fromarray(np.zeros((3000, 3000), np.uint8)).save(bomb, "JPEG")
+    _one_strip_tiff(path, 16, 1, bomb.getvalue(), 6)
+    with pytest.raises(DataError) as info:
+        _read_image_and_place(path, 32, None, (1, 1, 1))
+    assert str(info.value) == (f"{path}: a JPEG strip of 3,000 x 3,000 pixels of 1 component (9,000,000 bytes "
+                               f"decoded), more than the 256 bytes its tags say it holds (a decompression bomb, "
+                               f"or a damaged file)")
+
+
 @pytest.mark.parametrize("bands", [None, (1, 1, 1)])
 def test_a_tiff_of_samples_per_pixel_0_is_refused_as_such(tmp_path: Path, bands: tuple[int, ...] | None) -> None:
     """A 16 x 16 TIFF whose SamplesPerPixel (tag 277) says 0: it was told to 'choose 3 of its bands with the
