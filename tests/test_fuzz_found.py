@@ -1088,3 +1088,38 @@ def test_a_link_that_leads_nowhere_is_named_as_such_with_bands(tmp_path: Path, l
     target = tmp_path / ("b.tif" if loop else "gone.tif")
     assert str(info.value) == f"{path}: a link to {target}, which " + (
         "leads back to it (a loop of links)" if loop else "does not exist")
+
+
+def test_skipped_images_are_named_escaped_and_cut_in_the_loaders_summary_lines(tmp_path: Path, caplog) -> None:
+    """With skip_corrupt, the line saying none of the images could be read and the warning listing the
+    skipped ones named them as they are: 'caf\\xe9\\n\\x1b[2J.png' broke the line in two and cleared the
+    terminal (a524c12 escaped it in each file's refusal, not there), and the warning wrote five names of up
+    to the file system's 4,096 characters each. Both name them as the refusals do (_file_name)."""
+    import logging
+    import os
+
+    import numpy as np
+    from PIL import Image
+
+    from fol.data.loaders import _read_many
+    from fol.errors import DataError
+
+    odd = tmp_path / os.fsdecode(b"caf\xe9\n\x1b[2J.png")
+    long = tmp_path / ("x" * 250 + ".png")
+    for path in (odd, long):
+        path.write_bytes(b"not an image")
+    good = tmp_path / "good.png"
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(good)
+    with pytest.raises(DataError) as info:
+        _read_many([odd], 8, True, 1, "train")
+    message = str(info.value)
+    _one_line(message)
+    assert "\x1b" not in message and f"(e.g. {str(odd)!r});" in message, message
+    message.encode("utf-8")  # no lone surrogate
+    with caplog.at_level(logging.WARNING, logger="fol.data.loaders"):
+        _, ok, _ = _read_many([odd, long, good], 8, True, 1, "train")
+    assert ok.tolist() == [False, False, True]
+    skipped = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(skipped) == 1, caplog.records
+    _one_line(skipped[0], 500)
+    assert "\x1b" not in skipped[0] and "x" * 250 not in skipped[0] and repr(str(odd)) in skipped[0], skipped

@@ -937,7 +937,8 @@ def _read_many(
         """A warning Pillow gives while decoding (a TIFF's tags cut short, say) as one log line
         naming the image, not Python's two lines naming Pillow's source file."""
         text = str(message).strip()
-        key = (str(getattr(reading, "path", desc)), text)
+        where = getattr(reading, "path", None)
+        key = (desc if where is None else _file_name(where), text)
         if key not in said:
             said.add(key)
             log.warning("%s: %s (Pillow, %s)", key[0], text, category.__name__)
@@ -954,7 +955,7 @@ def _read_many(
             if not skip_corrupt:
                 raise
             ok[i] = False
-            bad.append(str(files[i]))
+            bad.append(str(files[i]))  # named by _file_name where a line names it
 
     n_workers = workers if workers is not None else min(4, os.cpu_count() or 1)
     from tqdm.auto import tqdm
@@ -974,10 +975,11 @@ def _read_many(
                 for _ in pool.map(one, range(len(files))):
                     bar.update()
     if bad and len(bad) == len(files):  # skipping every file would hand on an empty dataset
-        raise DataError(f"{desc}: none of the {len(files)} image(s) could be read (e.g. {brief(sorted(bad)[0])}); "
+        raise DataError(f"{desc}: none of the {len(files)} image(s) could be read (e.g. {_file_name(sorted(bad)[0])}); "
                         "skip_corrupt skips some broken files, not all of them")
     if bad:
-        log.warning("skipped %d unreadable image(s): %s", len(bad), ", ".join(sorted(bad)[:5]) + (" ..." if len(bad) > 5 else ""))
+        log.warning("skipped %d unreadable image(s): %s", len(bad),
+                    ", ".join(map(_file_name, sorted(bad)[:5])) + (" ..." if len(bad) > 5 else ""))
     return out[ok], ok, places
 
 
