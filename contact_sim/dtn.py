@@ -109,7 +109,8 @@ def _export_blocks(plan: ContactPlan) -> Iterator[np.ndarray]:
     left out. A table in start order (every search's) is cut into blocks of about
     :data:`~contact_sim.tablewriter.BLOCK_ROWS` rows at a change of whole-second start and each block sorted
     alone, so nothing is allocated per window of the plan; an imported plan's table, in file order, is
-    sorted whole (its order: 8 bytes a window, the file being at most :data:`MAX_PLAN_BYTES`)."""
+    sorted whole (its whole-second edges, the order and their copies: about 60 bytes a window at the peak,
+    as traced, the file being at most :data:`MAX_PLAN_BYTES`)."""
     w = plan.windows
     n, t = len(w), w.t_start_s
     if any((t[max(lo - 1, 0):hi][1:] < t[max(lo - 1, 0):hi][:-1]).any() for lo, hi in row_blocks(n)):
