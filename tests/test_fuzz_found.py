@@ -947,13 +947,13 @@ def test_an_old_style_jpeg_tiff_is_read_with_bands_and_its_frame_bounded(tmp_pat
     strip = io.BytesIO()
     Image.fromarray(rgb).save(strip, "JPEG", quality=95)
     path = tmp_path / "ojpeg.tif"
-    _one_strip_tiff(path, 48, 3, strip.getvalue(), 6)
+    one_segment_tiff(path, 48, strip.getvalue(), 6, bits=8, samples=3)
     arr, _ = _read_image_and_place(path, 8, None, (1, 2, 3))
     assert arr.shape == (3, 8, 8)
     assert abs(int(arr[0, 4, 1]) - 200) < 8 and int(arr[1, 4, 1]) < 8 and abs(int(arr[1, 4, 6]) - 150) < 8
     bomb = io.BytesIO()
     Image.fromarray(np.zeros((3000, 3000), np.uint8)).save(bomb, "JPEG")
-    _one_strip_tiff(path, 16, 1, bomb.getvalue(), 6)
+    one_segment_tiff(path, 16, bomb.getvalue(), 6, bits=8)
     with pytest.raises(DataError) as info:
         _read_image_and_place(path, 32, None, (1, 1, 1))
     assert str(info.value) == (f"{path}: a JPEG strip of 3,000 x 3,000 pixels of 1 component (9,000,000 bytes "
