@@ -1123,3 +1123,39 @@ def test_skipped_images_are_named_escaped_and_cut_in_the_loaders_summary_lines(t
     assert len(skipped) == 1, caplog.records
     _one_line(skipped[0], 500)
     assert "\x1b" not in skipped[0] and "x" * 250 not in skipped[0] and repr(str(odd)) in skipped[0], skipped
+
+
+# ------------------------------------------------------------------ agent wire (fol/agent/: protocol, transfer, inbox)
+
+_HISTORY_ENTRY = {"round": 1, "trigger": "quorum", "model": "models/round-1.safetensors",
+                  "report": "reports/round-1.json", "received": [], "used": ["drone-1"], "kept_local": True,
+                  "accuracy_line": "", "time": 0.0}
+
+
+@pytest.mark.parametrize("entry, needle", [
+    ({}, "field 'history' entry 0: 'round' must be an integer, got None"),
+    ({**_HISTORY_ENTRY, "round": True}, "'round' must be an integer, got true"),
+    ({k: v for k, v in _HISTORY_ENTRY.items() if k != "trigger"}, "'trigger' must be a string, got None"),
+    ({**_HISTORY_ENTRY, "used": "drone-1"}, "'used' must be a list of strings, got 'drone-1'"),
+    ({**_HISTORY_ENTRY, "used": [1]}, "'used' must be a list of strings, got [1]"),
+    ({**_HISTORY_ENTRY, "report": 5}, "'report' must be a string, got 5"),
+])
+def test_an_agent_state_whose_history_entry_lacks_a_field_is_refused_in_one_line(entry: dict, needle: str) -> None:
+    """Review while fuzzing the agent's receiving side: state.json's history had to be a list of objects, but
+    their fields were not checked, so an entry without 'round', 'trigger', 'model' or 'used' (or 'used' not a
+    list of names) started the agent and then made 'fol agent ctl status' stop with a KeyError or TypeError
+    traceback in fol.agent.cli.format_status (and the loopback exchange read 'report' the same way). The
+    fields every agent writes are now checked when the state is read, as the records' are."""
+    from fol.agent.cli import format_status
+    from fol.agent.inbox import STATE_FORMAT, STATE_VERSION, AgentState
+
+    doc = {"format": STATE_FORMAT, "version": STATE_VERSION, "node": "a", "round": 2, "history": [_HISTORY_ENTRY]}
+    state = AgentState.from_dict(doc, "state.json")
+    status = {"node": "a", "pid": 1, "listen": "tcp://127.0.0.1:1", "round": 2, "rounds": 3, "finished": False,
+              "personalizing": False, "current_model": "", "received_this_round": [], "expected_models": 1,
+              "inbox": 0, "trusted_peers": [], "incoming": [], "outbox": [], "history": state.history}
+    assert "round 1 (quorum): used drone-1 -> models/round-1.safetensors" in format_status(status)
+    with pytest.raises(ConfigError, match=r"^state\.json: field 'history' entry 0: ") as err:
+        AgentState.from_dict({**doc, "history": [entry]}, "state.json")
+    assert needle in str(err.value), str(err.value)
+    _one_line(str(err.value), 300)

@@ -87,6 +87,9 @@ _RECORD_FIELDS: dict[str, dict[str, type]] = {
     "received": {"sender": str, "round": int, "sha256": str, "size": int, "file": str},
     "outbox": {"peer": str, "model_id": str, "status": str, "detail": str},
 }
+#: The fields of a history entry (a finished personalization round) ``fol agent ctl status`` prints; every
+#: agent has written them all.
+_HISTORY_FIELDS: dict[str, type] = {"round": int, "trigger": str, "model": str, "report": str, "used": list}
 _TYPE_NAMES = {int: "an integer", str: "a string", dict: "an object"}
 
 
@@ -165,6 +168,14 @@ class AgentState:
                                           f"{_TYPE_NAMES[ftype]}, got {shown(value)}")
         if not isinstance(state.history, list) or not all(isinstance(h, dict) for h in state.history):
             raise ConfigError(f"{source}: field 'history' must be a list of objects")
+        for i, entry in enumerate(state.history):
+            for fname, ftype in _HISTORY_FIELDS.items():
+                value = entry.get(fname)
+                if (not isinstance(value, ftype) or isinstance(value, bool)
+                        or (ftype is list and not all(isinstance(v, str) for v in value))):
+                    expected = "a list of strings" if ftype is list else _TYPE_NAMES[ftype]
+                    raise ConfigError(f"{source}: field 'history' entry {i}: {fname!r} must be {expected}, "
+                                      f"got {shown(value)}")
         return state
 
     def received_for(self, model_round: int) -> list[dict[str, Any]]:
