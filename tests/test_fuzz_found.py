@@ -1159,3 +1159,20 @@ def test_an_agent_state_whose_history_entry_lacks_a_field_is_refused_in_one_line
         AgentState.from_dict({**doc, "history": [entry]}, "state.json")
     assert needle in str(err.value), str(err.value)
     _one_line(str(err.value), 300)
+
+
+def test_an_agent_state_of_another_long_node_name_is_refused_in_one_short_line(tmp_path: Path) -> None:
+    """A mutation fuzzer of the agent's receiving side (its state.json mutations): a state whose 'node' is
+    70,000 characters was refused with the whole name quoted, a line of 70,100 characters. It is now shown
+    cut, as every other field of the state is."""
+    import json
+
+    from fol.agent.inbox import Inbox
+
+    Inbox(tmp_path, "receiver", 10**6).save()
+    doc = json.loads((tmp_path / "state.json").read_text())
+    (tmp_path / "state.json").write_text(json.dumps({**doc, "node": "x" * 70_000 + "\n"}))
+    with pytest.raises(ConfigError, match=r"state\.json: state belongs to node 'xxx.*\.\.\., this agent is 'receiver'$"
+                       ) as err:
+        Inbox(tmp_path, "receiver", 10**6)
+    _one_line(str(err.value).replace(str(tmp_path), "<tmp>"), 200)

@@ -226,7 +226,7 @@ class Inbox:
             self.state = AgentState.from_dict(data, str(self.state_path))
             if self.state.node != node_id:
                 raise ConfigError(
-                    f"{self.state_path}: state belongs to node {self.state.node!r}, this agent is {node_id!r}"
+                    f"{self.state_path}: state belongs to node {shown(self.state.node)}, this agent is {node_id!r}"
                 )
 
     # ------------------------------------------------------------------ state
