@@ -1176,3 +1176,35 @@ def test_an_agent_state_of_another_long_node_name_is_refused_in_one_short_line(t
                        ) as err:
         Inbox(tmp_path, "receiver", 10**6)
     _one_line(str(err.value).replace(str(tmp_path), "<tmp>"), 200)
+
+
+@pytest.mark.parametrize("edit, field, value", [
+    (lambda d: d["history"][0].update(time=float("nan")), "history[0].time", "nan"),
+    (lambda d: d["received"]["m"].update(time=float("inf")), "received.m.time", "inf"),
+    (lambda d: d["outbox"]["p|m"].update(extra=[1.0, float("-inf")]), "outbox.p|m.extra[1]", "-inf"),
+])
+def test_an_agent_state_holding_nan_where_it_is_not_checked_is_refused_when_read(tmp_path: Path, edit: Any,
+                                                                                 field: str, value: str) -> None:
+    """A mutation fuzzer of the agent's receiving side (its state.json mutations): state.json is read with
+    NaN and Infinity allowed (so that a checked field holding one is named), but a value the checks do not
+    cover (a history entry's or a received record's time) was taken, and the agent's next save refused it
+    (write_json_atomic writes JSON): Inbox.recover() stopped with a ValueError traceback, and every later
+    save (each model received) failed. The state is now refused when read, in one line naming the field."""
+    import json
+
+    from fol.agent.inbox import Inbox
+
+    inbox = Inbox(tmp_path, "receiver", 10**6)
+    inbox.state.history.append(dict(_HISTORY_ENTRY))
+    inbox.state.received["m"] = {"sender": "s", "round": 0, "sha256": "0" * 64, "size": 1,
+                                 "file": "inbox/round-0/s.safetensors", "time": 0.0}
+    inbox.state.outbox["p|m"] = {"peer": "p", "model_id": "m", "status": "pending", "detail": ""}
+    inbox.save()
+    doc = json.loads((tmp_path / "state.json").read_text())
+    Inbox(tmp_path, "receiver", 10**6).save()  # as written: read and saved again
+    edit(doc)
+    (tmp_path / "state.json").write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match=r"state\.json: field ") as err:
+        Inbox(tmp_path, "receiver", 10**6)
+    assert f"field '{field}' is {value}; expected a finite number" in str(err.value), str(err.value)
+    _one_line(str(err.value).replace(str(tmp_path), "<tmp>"), 200)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -91,6 +92,21 @@ _RECORD_FIELDS: dict[str, dict[str, type]] = {
 #: agent has written them all.
 _HISTORY_FIELDS: dict[str, type] = {"round": int, "trigger": str, "model": str, "report": str, "used": list}
 _TYPE_NAMES = {int: "an integer", str: "a string", dict: "an object"}
+
+
+def _non_finite_at(value: Any) -> tuple[str, float] | None:
+    """The path (``history[0].time``) and value of a NaN or an infinity in parsed JSON, or None
+    (iterative: any depth)."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return path, item
+        if isinstance(item, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(item))
+    return None
 
 
 @dataclass
@@ -176,6 +192,10 @@ class AgentState:
                     expected = "a list of strings" if ftype is list else _TYPE_NAMES[ftype]
                     raise ConfigError(f"{source}: field 'history' entry {i}: {fname!r} must be {expected}, "
                                       f"got {shown(value)}")
+        where = _non_finite_at(state.to_dict())  # the reader takes NaN / Infinity (named above); saving does not
+        if where is not None:
+            raise ConfigError(f"{source}: field {shown(where[0], 120)} is {where[1]}; expected a finite number "
+                              f"(the agent writes its state as JSON, which has no NaN or infinity)")
         return state
 
     def received_for(self, model_round: int) -> list[dict[str, Any]]:
