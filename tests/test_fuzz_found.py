@@ -5,6 +5,7 @@ one-line refusal naming the file or field and what was expected."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -1180,14 +1181,14 @@ def test_an_agent_state_of_another_long_node_name_is_refused_in_one_short_line(t
 
 @pytest.mark.parametrize("edit, field, value", [
     (lambda d: d["history"][0].update(time=float("nan")), "history[0].time", "nan"),
-    (lambda d: d["received"]["m"].update(time=float("inf")), "received.m.time", "inf"),
+    (lambda d: d["received"]["m"].update(arch=float("inf")), "received.m.arch", "inf"),
     (lambda d: d["outbox"]["p|m"].update(extra=[1.0, float("-inf")]), "outbox.p|m.extra[1]", "-inf"),
 ])
 def test_an_agent_state_holding_nan_where_it_is_not_checked_is_refused_when_read(tmp_path: Path, edit: Any,
                                                                                  field: str, value: str) -> None:
     """A mutation fuzzer of the agent's receiving side (its state.json mutations): state.json is read with
     NaN and Infinity allowed (so that a checked field holding one is named), but a value the checks do not
-    cover (a history entry's or a received record's time) was taken, and the agent's next save refused it
+    cover (a history entry's time, a received record's arch) was taken, and the agent's next save refused it
     (write_json_atomic writes JSON): Inbox.recover() stopped with a ValueError traceback, and every later
     save (each model received) failed. The state is now refused when read, in one line naming the field."""
     import json
@@ -1208,3 +1209,23 @@ def test_an_agent_state_holding_nan_where_it_is_not_checked_is_refused_when_read
         Inbox(tmp_path, "receiver", 10**6)
     assert f"field '{field}' is {value}; expected a finite number" in str(err.value), str(err.value)
     _one_line(str(err.value).replace(str(tmp_path), "<tmp>"), 200)
+
+
+@pytest.mark.parametrize("value, shown_as", [("x", "'x'"), (None, "None"), (True, "true"), ([1], "[1]")])
+def test_a_received_record_whose_time_is_no_number_is_refused_when_read(value: Any, shown_as: str) -> None:
+    """Review while fuzzing the agent's receiving side: a received record's 'time' (when the model arrived)
+    was not checked, and AgentState.received_for sorts a round's records by it: one record of a round with
+    'time' a string (or null) and another with a number stopped received_for with a TypeError: 'ctl status'
+    failed, and an on-board agent's loop, which checks its trigger every 50 ms, logged a traceback each time.
+    It is now refused when read, in one line naming the record; a record without 'time' is still read (0)."""
+    from fol.agent.inbox import STATE_FORMAT, STATE_VERSION, AgentState
+
+    def record(**time: Any) -> dict[str, Any]:
+        return {"sender": "s", "round": 0, "sha256": "0" * 64, "size": 1, "file": "f", **time}
+
+    doc = {"format": STATE_FORMAT, "version": STATE_VERSION, "node": "a"}
+    state = AgentState.from_dict({**doc, "received": {"a": record(), "b": record(time=1.5)}}, "state.json")
+    assert [r["model_id"] for r in state.received_for(0)] == ["a", "b"]
+    with pytest.raises(ConfigError, match=rf"^state\.json: field 'received' entry 'a': 'time' must be a number of "
+                                          rf"seconds, got {re.escape(shown_as)}$"):
+        AgentState.from_dict({**doc, "received": {"a": record(time=value), "b": record(time=1.5)}}, "state.json")

@@ -182,6 +182,10 @@ class AgentState:
                     if not isinstance(value, ftype) or isinstance(value, bool):
                         raise ConfigError(f"{source}: field {name!r} entry {shown(key)}: {fname!r} must be "
                                           f"{_TYPE_NAMES[ftype]}, got {shown(value)}")
+        for key, record in state.received.items():  # arrival time: received_for orders by it (absent: 0)
+            if "time" in record and not is_finite_number(record["time"]):
+                raise ConfigError(f"{source}: field 'received' entry {shown(key)}: 'time' must be a number of "
+                                  f"seconds, got {shown(record['time'])}")
         if not isinstance(state.history, list) or not all(isinstance(h, dict) for h in state.history):
             raise ConfigError(f"{source}: field 'history' must be a list of objects")
         for i, entry in enumerate(state.history):
