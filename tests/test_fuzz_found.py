@@ -1229,3 +1229,44 @@ def test_a_received_record_whose_time_is_no_number_is_refused_when_read(value: A
     with pytest.raises(ConfigError, match=rf"^state\.json: field 'received' entry 'a': 'time' must be a number of "
                                           rf"seconds, got {re.escape(shown_as)}$"):
         AgentState.from_dict({**doc, "received": {"a": record(time=value), "b": record(time=1.5)}}, "state.json")
+
+
+def test_a_peers_long_model_id_is_echoed_and_kept_cut_to_128_characters(tmp_path: Path) -> None:
+    """A mutation fuzzer of the agent's receiving side: a message from a key the node does not trust (or a
+    FETCH, which a receiver does not take) naming a model id of 60,000 characters was answered with that id
+    whole (a REJECT / ERROR of 60 kB back to the peer) and kept whole in the receiver's events, which 'fol
+    agent ctl status --json' lists; an invalid OFFER's REJECT already cut it to 128 characters (the longest
+    id), but not its event. Every reply and event now keeps at most 128 characters of it."""
+    import json
+    import time
+
+    from fol.agent import protocol as P
+    from fol.agent.inbox import Inbox
+    from fol.agent.transfer import Receiver, ReceiverSettings
+
+    class Socket:
+        def __init__(self) -> None:
+            self.sent: list[list[bytes]] = []
+
+        def send_multipart(self, frames: list, flags: int = 0, copy: bool = True) -> None:
+            self.sent.append([bytes(f) for f in frames])
+
+    class KeyFrame(bytes):  # a frame with the User-Id property ZAP sets: the Z85 key of the connection
+        def get(self, name: str) -> str:
+            return "U" * 40
+
+    class Trust:
+        peers = {b"K" * 40: "sender"}
+
+    receiver = Receiver(Socket(), Inbox(tmp_path, "receiver", 10**6, accept_any_round=True),  # type: ignore[arg-type]
+                        ReceiverSettings(), Trust())  # type: ignore[arg-type]
+    long_id = "x" * 60_000
+    for kind in (P.OFFER, P.FETCH, P.CHUNK):
+        frames = P.encode(kind, {"model_id": long_id, "offset": 0}, b"" if kind == P.CHUNK else None)
+        receiver.handle([b"peer", KeyFrame(frames[0]), *frames[1:]], time.monotonic())
+    receiver.trust = None  # the sender from the header: a trusted peer's FETCH and invalid OFFER
+    for kind in (P.FETCH, P.OFFER):
+        receiver.handle([b"peer", *P.encode(kind, {"sender": "sender", "model_id": long_id})], time.monotonic())
+    replies = [json.loads(frames[3]) for frames in receiver.sock.sent]
+    assert [r.get("model_id") for r in replies] == ["x" * 128] * 5, [len(r.get("model_id", "")) for r in replies]
+    assert [len(e["model_id"]) for e in receiver.events] == [128] * 4  # 3 refused, the invalid offer

@@ -223,6 +223,8 @@ MAX_HEADER_INT = 2**63 - 1
 MIN_CHUNK_BYTES = 4096
 #: Longest free text (a reason, a DONE's file) a node sends to a peer, and keeps or logs of a peer's.
 MAX_REASON_CHARS = 500
+#: Longest model id (:func:`check_model_id`); a peer's longer one is echoed and kept cut to it.
+MAX_MODEL_ID_CHARS = 128
 ZAP_DOMAIN_PEERS = "fol-peers"
 ZAP_DOMAIN_CONTROL = "fol-control"
 

@@ -330,7 +330,8 @@ class PeerLink:
         transfer = self.transfers.get(model_id) if isinstance(model_id, str) else None
         if transfer is None:
             if kind == P.FETCH:
-                _send(self.sock, P.encode(P.ERROR, {"model_id": str(model_id)[:128], "reason": "unknown model id"}))
+                _send(self.sock, P.encode(P.ERROR, {"model_id": str(model_id)[:P.MAX_MODEL_ID_CHARS],
+                                                    "reason": "unknown model id"}))
             elif kind == P.ERROR:
                 log.warning("%s reports an error: %s", self.peer, P.peer_text(header.get("reason")))
             return None
@@ -606,6 +607,8 @@ class Receiver:
     def _reply(self, identity: bytes, kind: bytes, header: dict[str, Any]) -> bool:
         if isinstance(header.get("reason"), str):
             header = {**header, "reason": self.for_peer(header["reason"])}
+        if isinstance(header.get("model_id"), str):  # a peer's unchecked id (a refusal, an ERROR) echoed cut
+            header = {**header, "model_id": header["model_id"][:P.MAX_MODEL_ID_CHARS]}
         return _send(self.sock, [identity, *P.encode(kind, header)])
 
     def for_peer(self, reason: str) -> str:
@@ -632,8 +635,8 @@ class Receiver:
         return None
 
     def _event(self, peer: str, model_id: str, outcome: str, detail: str = "", **extra: Any) -> None:
-        self.events.append({"peer": peer, "model_id": model_id, "outcome": outcome, "detail": detail,
-                            "time": time.time(), **extra})
+        self.events.append({"peer": peer, "model_id": model_id[:P.MAX_MODEL_ID_CHARS], "outcome": outcome,
+                            "detail": detail, "time": time.time(), **extra})
         del self.events[:-100]
 
     def handle(self, frames: list[Any], now: float) -> None:
@@ -678,7 +681,7 @@ class Receiver:
             offer = Offer.from_header(header)
         except ProtocolError as exc:
             model_id = header.get("model_id") if isinstance(header.get("model_id"), str) else ""
-            self._reply(identity, P.REJECT, {"model_id": model_id[:128], "reason": str(exc)})
+            self._reply(identity, P.REJECT, {"model_id": model_id, "reason": str(exc)})
             self._event(peer, model_id, "rejected", str(exc))
             return
         if self.trust is not None and offer.sender != peer:
