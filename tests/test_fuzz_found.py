@@ -1270,3 +1270,21 @@ def test_a_peers_long_model_id_is_echoed_and_kept_cut_to_128_characters(tmp_path
     replies = [json.loads(frames[3]) for frames in receiver.sock.sent]
     assert [r.get("model_id") for r in replies] == ["x" * 128] * 5, [len(r.get("model_id", "")) for r in replies]
     assert [len(e["model_id"]) for e in receiver.events] == [128] * 4  # 3 refused, the invalid offer
+
+
+def test_a_received_record_of_a_missing_file_with_a_newline_is_dropped_in_one_line(tmp_path: Path, caplog) -> None:
+    """A mutation fuzzer of the agent's receiving side (its state.json mutations): recovery drops a received
+    record whose file is missing with a warning that wrote the record's id and file as they were in
+    state.json, so a file 'a\\nb' (or a terminal escape) made the warning two lines: one forged in the
+    agent's log. Both are now shown quoted and escaped, the file cut to 200 characters."""
+    from fol.agent.inbox import Inbox
+
+    inbox = Inbox(tmp_path, "receiver", 10**6, accept_any_round=True)
+    inbox.state.received["m\n1"] = {"sender": "s", "round": 0, "sha256": "0" * 64, "size": 1,
+                                    "file": "a\n2026-01-01 INFO forged\x1b[2J" + "x" * 220, "time": 0.0}
+    inbox.save()
+    caplog.set_level("WARNING", logger="fol.agent")
+    notes = Inbox(tmp_path, "receiver", 10**6, accept_any_round=True).recover()
+    assert len(notes) == 1 and notes[0].startswith("dropped 'm\\n1': 'a\\n2026-01-01 INFO forged\\x1b[2J"), notes
+    assert notes[0].endswith("... is missing") and notes[0].isprintable() and len(notes[0]) < 300, notes[0]
+    assert [r.getMessage() for r in caplog.records] == [f"receiver: recovery: {notes[0]}"]

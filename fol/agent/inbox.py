@@ -549,7 +549,7 @@ class Inbox:
         for mid, rec in list(self.state.received.items()):  # first: a record of a missing file takes no room
             if not self.path(rec["file"]).exists():
                 del self.state.received[mid]
-                notes.append(f"dropped {mid}: {rec['file']} is missing")
+                notes.append(f"dropped {shown(mid)}: {shown(rec['file'], 200)} is missing")
                 continue
             try:  # recorded by an agent whose recovery took any file name as the sender: dropped, its file left
                 check_name(rec["sender"], "its sender")
