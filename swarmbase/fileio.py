@@ -32,7 +32,8 @@ from swarmbase.tomlcheck import brief
 
 __all__ = ["fsync_dir", "make_dirs", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
            "staged_outputs", "check_output_dir", "check_output_file", "check_input_dir", "publish_gate", "is_temporary",
-           "remove_temporaries", "remove_path", "dead_link", "DEAD_LINK", "dead_link_text", "file_sha256"]
+           "remove_temporaries", "remove_path", "dead_link", "DEAD_LINK", "dead_link_text", "file_sha256",
+           "is_regular_file"]
 
 #: The name of :func:`atomic_writer`'s temporary file for ``<name>``: ``.<name>.<12 hex digits>.tmp``.
 _TEMPORARY = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
@@ -302,12 +303,17 @@ def _remove_dead_stages(folder: Path) -> None:
         shutil.rmtree(folder / name, ignore_errors=True)
 
 
+def is_regular_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file itself, not a link (to one or not) nor a folder: what a set of
+    outputs is made of, and so all an earlier set may have left (:func:`staged_outputs`)."""
+    return not path.is_symlink() and path.is_file()
+
+
 def _stale(folder: Path, names: list[str], replaces: Sequence[str],
            removable: Callable[[Path], bool] | None) -> list[Path]:
     """The earlier files of ``folder`` a swap bringing ``names`` removes: the regular files (not links)
     matching a pattern of ``replaces`` that the new set does not bring and ``removable`` allows."""
-    matches = {p for pattern in replaces for p in folder.glob(pattern)
-               if p.name not in names and not p.is_symlink() and p.is_file()}
+    matches = {p for pattern in replaces for p in folder.glob(pattern) if p.name not in names and is_regular_file(p)}
     return sorted(p for p in matches if removable is None or removable(p))
 
 
@@ -315,9 +321,9 @@ def _swap(stage: Path, folder: Path, names: list[str], stale: Sequence[Path]) ->
     """Move the files ``names`` of ``stage`` into ``folder``: each file they replace, and
     each file of ``stale`` (:func:`_stale`), is first moved into a hidden folder beside them,
     removed once every move succeeded; the stale files removed are returned (one gone
-    meanwhile, or since made a folder or a link, is skipped). If a move fails, the moves made are undone in reverse order (so
-    ``folder`` holds the previous set again) and the error is raised; should an undo fail
-    too, the kept-aside files stay in that hidden folder."""
+    meanwhile, or since made a folder or a link, is skipped). If a move fails, the moves made
+    are undone in reverse order (so ``folder`` holds the previous set again) and the error is
+    raised; should an undo fail too, the kept-aside files stay in that hidden folder."""
     aside = folder / f"{stage.name[:-len('.tmp')]}.old"
     undo: list[tuple[Path, Path]] = []  # (moved to, moved from)
 
@@ -335,7 +341,7 @@ def _swap(stage: Path, folder: Path, names: list[str], stale: Sequence[Path]) ->
             move(stage / name, target)
         removed = []
         for path in stale:
-            if path.is_symlink() or not path.is_file():  # gone, or made a folder or a link since it was chosen:
+            if not is_regular_file(path):  # gone, or made a folder or a link since it was chosen:
                 continue  # nothing to remove, or the user's
             try:
                 move(path, aside / path.name)

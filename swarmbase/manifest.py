@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Collection, Iterable
 
 from swarmbase.cli import printable
-from swarmbase.fileio import file_sha256, write_json_atomic
+from swarmbase.fileio import file_sha256, is_regular_file, write_json_atomic
 from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import Table, brief, read_text_file, shown
 
@@ -237,7 +237,7 @@ class OutputManifest:
                     continue
                 seen.add(name)
                 path = folder / name
-                if path.is_symlink() or not path.is_file():
+                if not is_regular_file(path):
                     continue
                 if recorded_unchanged(record, path):
                     earlier.removable.append(name)
