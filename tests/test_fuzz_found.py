@@ -1288,3 +1288,60 @@ def test_a_received_record_of_a_missing_file_with_a_newline_is_dropped_in_one_li
     assert len(notes) == 1 and notes[0].startswith("dropped 'm\\n1': 'a\\n2026-01-01 INFO forged\\x1b[2J"), notes
     assert notes[0].endswith("... is missing") and notes[0].isprintable() and len(notes[0]) < 300, notes[0]
     assert [r.getMessage() for r in caplog.records] == [f"receiver: recovery: {notes[0]}"]
+
+
+@pytest.mark.parametrize("name", ["x" * 5000, "inbox/round-0/" + "y" * 300 + ".safetensors"])
+def test_a_received_record_of_a_file_name_no_file_can_have_is_dropped_in_one_line(tmp_path: Path, caplog,
+                                                                                   name: str) -> None:
+    """Review: recovery checks that each received record's file is still there, and a state.json record
+    whose 'file' is 5,000 characters (or has a part over the file system's 255 bytes) stopped the agent's
+    start with an OSError traceback of 5 kB ([Errno 36] File name too long, the name whole). No file of such a name can be there: the record is dropped, as one whose file is
+    missing, with one warning naming state.json's field and the name cut; the next start finds nothing."""
+    from fol.agent.inbox import Inbox
+
+    inbox = Inbox(tmp_path, "receiver", 10**6, accept_any_round=True)
+    (tmp_path / "inbox" / "round-0").mkdir()
+    inbox.state.received["m"] = {"sender": "s", "round": 0, "sha256": "0" * 64, "size": 1, "file": name, "time": 0.0}
+    inbox.save()
+    caplog.set_level("WARNING", logger="fol.agent")
+    notes = Inbox(tmp_path, "receiver", 10**6, accept_any_round=True).recover()
+    assert len(notes) == 1 and notes[0].startswith("dropped state.json field 'received' entry 'm': its 'file' "), notes
+    assert notes[0].endswith("... names no file (File name too long)"), notes[0]
+    _one_line(notes[0], 300)
+    assert [r.getMessage() for r in caplog.records] == [f"receiver: recovery: {notes[0]}"]
+    assert Inbox(tmp_path, "receiver", 10**6).state.received == {}
+    assert Inbox(tmp_path, "receiver", 10**6).recover() == []
+
+
+def test_a_received_record_whose_file_cannot_be_checked_stops_the_start_in_one_line(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """The file of a received record that cannot be checked for another reason than its name (a folder on
+    its way that cannot be searched) may be there: the record is not dropped, the start stops in one line
+    naming state.json's field, the name cut."""
+    import errno
+
+    from fol.agent.inbox import Inbox
+
+    inbox = Inbox(tmp_path, "receiver", 10**6, accept_any_round=True)
+    inbox.state.received["m"] = {"sender": "s", "round": 0, "sha256": "0" * 64, "size": 1, "file": "z" * 600,
+                                 "time": 0.0}
+    inbox.save()
+    before = (tmp_path / "state.json").read_bytes()
+
+    exists = Path.exists
+
+    def denied(self: Path) -> bool:  # as root, a folder that cannot be searched is searched: the error made
+        if self.name.startswith("zzz"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return exists(self)
+
+    inbox = Inbox(tmp_path, "receiver", 10**6, accept_any_round=True)
+    monkeypatch.setattr(Path, "exists", denied)
+    with pytest.raises(ConfigError) as err:
+        inbox.recover()
+    monkeypatch.undo()
+    message = str(err.value).replace(str(tmp_path), "<tmp>")
+    assert message.startswith("<tmp>/state.json: field 'received' entry 'm': 'file' 'zzz"), message
+    assert message.endswith("... cannot be checked (Permission denied)"), message
+    _one_line(message, 300)
+    assert (tmp_path / "state.json").read_bytes() == before

@@ -31,6 +31,7 @@ would bring the received models over ``[limits] max_inbox_bytes``
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import math
@@ -45,7 +46,7 @@ from fol.errors import CheckpointError, ConfigError
 from fol.fileio import file_sha256, fsync_dir, make_dirs, remove_temporaries, write_json_atomic
 from swarmbase.safejson import loads as bounded_loads
 from swarmbase.units import format_seconds
-from swarmbase.tomlcheck import MAX_NAME_CHARS, check_name_length, is_finite_number, read_text_file, shown
+from swarmbase.tomlcheck import MAX_NAME_CHARS, brief, check_name_length, is_finite_number, read_text_file, shown
 
 __all__ = ["AgentState", "Inbox", "file_sha256", "STATE_FORMAT", "MAX_INBOX_MODELS"]
 
@@ -504,7 +505,11 @@ class Inbox:
     def recover(self) -> list[str]:
         """Reconcile the inbox folder with the state after a crash; returns what was done.
 
-        * state records whose file is gone are dropped (first, so that they take no room below);
+        * state records whose file is gone are dropped (first, so that they take no room below), and so
+          are those whose ``file`` no file can have (too long for the file system), with a
+          warning naming ``state.json``'s field and the name cut by :func:`~swarmbase.tomlcheck.brief`;
+          a name that cannot be checked for another reason (a folder on its way that cannot be searched)
+          is a :class:`~fol.errors.ConfigError` of one line naming them;
         * inbox files the state does not list (crash after the rename; regular files named
           ``*.safetensors`` in ``inbox/round-<n>/``, ``n`` digits: other names, folders such as a copy
           ``round-1.bak/`` and anything in them are left alone) are verified
@@ -547,7 +552,17 @@ class Inbox:
 
         notes: list[str] = []
         for mid, rec in list(self.state.received.items()):  # first: a record of a missing file takes no room
-            if not self.path(rec["file"]).exists():
+            try:
+                present = self.path(rec["file"]).exists()
+            except OSError as exc:
+                if exc.errno != errno.ENAMETOOLONG:  # a folder on its way that cannot be searched: it may be there
+                    raise ConfigError(f"{self.state_path}: field 'received' entry {shown(mid)}: 'file' "
+                                      f"{brief(rec['file'])} cannot be checked ({exc.strerror})") from None
+                del self.state.received[mid]  # too long for the file system: no such file can be there
+                notes.append(f"dropped {self.state_path.name} field 'received' entry {shown(mid)}: its 'file' "
+                             f"{brief(rec['file'])} names no file ({exc.strerror})")
+                continue
+            if not present:
                 del self.state.received[mid]
                 notes.append(f"dropped {shown(mid)}: {shown(rec['file'], 200)} is missing")
                 continue
