@@ -24,6 +24,7 @@ import re
 import secrets
 import shutil
 import signal
+import stat
 import threading
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Sequence
@@ -33,7 +34,7 @@ from swarmbase.tomlcheck import brief
 __all__ = ["fsync_dir", "make_dirs", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
            "staged_outputs", "check_output_dir", "check_output_file", "check_input_dir", "publish_gate", "is_temporary",
            "remove_temporaries", "remove_path", "dead_link", "DEAD_LINK", "dead_link_text", "file_sha256",
-           "is_regular_file"]
+           "is_regular_file", "is_special_file"]
 
 #: The name of :func:`atomic_writer`'s temporary file for ``<name>``: ``.<name>.<12 hex digits>.tmp``.
 _TEMPORARY = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
@@ -189,7 +190,9 @@ def remove_path(path: str | os.PathLike[str]) -> None:
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
-    """The hex sha256 of a file's bytes, read in chunks (a file is never all in memory).
+    """The hex sha256 of a file's bytes, read in chunks (a file is never all in memory). A FIFO, a
+    device or a socket (:func:`is_special_file`) is an ``OSError`` (``EINVAL``), not opened: a FIFO
+    would wait for a writer, ``/dev/zero`` be read without end.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "a.txt"
@@ -197,6 +200,8 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     >>> file_sha256(p)[:16]
     'ba7816bf8f01cfea'
     """
+    if is_special_file(path):
+        raise OSError(errno.EINVAL, NOT_REGULAR, os.fspath(path))
     with open(path, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
@@ -307,6 +312,33 @@ def is_regular_file(path: Path) -> bool:
     """Whether ``path`` is a regular file itself, not a link (to one or not) nor a folder: what a set of
     outputs is made of, and so all an earlier set may have left (:func:`staged_outputs`)."""
     return not path.is_symlink() and path.is_file()
+
+
+#: What a refusal says of a file :func:`is_special_file` finds.
+NOT_REGULAR = "not a regular file"
+
+
+def is_special_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path``, its links followed, is a FIFO (a named pipe), a device or a socket: there, but
+    neither a regular file nor a folder. Told by ``os.stat``, without opening it: ``open()`` of a FIFO
+    waits for a writer, forever, and a device such as ``/dev/zero`` reads without end, so a reader of a
+    user's file refuses one first, saying :data:`NOT_REGULAR` (as
+    :func:`swarmbase.tomlcheck.check_input_file` does of every file that is not regular). False for a
+    name that cannot be checked (missing, a link that leads nowhere, too long): opening it says why.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> os.mkfifo(d / "pipe"); _ = (d / "a.png").write_bytes(b"x")
+    >>> is_special_file(d / "pipe"), is_special_file("/dev/null"), is_special_file(d / "a.png"), is_special_file(d)
+    (True, True, False, False)
+    >>> is_special_file(d / "missing"), is_special_file("x" * 5000)
+    (False, False)
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # ValueError: a NUL in the name
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def _stale(folder: Path, names: list[str], replaces: Sequence[str],

@@ -1,4 +1,5 @@
-"""Polling helper shared by the agent tests (threads and processes answer in their own time)."""
+"""Waiting helpers shared by the tests: threads and processes answer in their own time, and a read
+that would block (a FIFO) must fail a test, not hang the suite."""
 
 from __future__ import annotations
 
@@ -16,3 +17,34 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = 
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(poll_s)
     return value
+
+
+def raised_within(call: Callable[[], Any], timeout: float = 10.0, fifo: Any = None) -> BaseException:
+    """The exception ``call()`` raised, run in a thread given ``timeout`` seconds; an ``AssertionError``
+    when it returned, or still ran then (a read of a FIFO waits for a writer: a writer on ``fifo`` is
+    opened and closed then, so that the blocked thread ends with the test, not with the suite)."""
+    import os
+    import threading
+
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as exc:  # noqa: BLE001 - what the caller checks
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        if fifo is not None:
+            try:  # a reader blocked in open() wakes and reads the end of the file
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+            thread.join(timeout)
+        raise AssertionError(f"still running after {timeout:g} s (blocked)")
+    if not isinstance(outcome[0], BaseException):
+        raise AssertionError(f"returned {outcome[0]!r}, expected an error")
+    return outcome[0]

@@ -1141,3 +1141,34 @@ def test_an_image_folder_path_that_is_no_folder_says_what_it_is(kind, tmp_path, 
         check_dataset("imagefolder", path=str(root))
     assert str(err.value) == (expected if kind != "missing" else
                               f"image folder {root} not found or empty: expected {root}/<class>/<image files>")
+
+
+@pytest.mark.parametrize("kind", ["image", "bands", "coords"])
+def test_a_fifo_given_as_an_image_or_coordinates_csv_is_refused_unopened(tmp_path, kind):
+    """Review: read_image opened a FIFO (named pipe) given as an image, and open() waits for a writer: the
+    load blocked forever (so did the bands reader of a multispectral TIFF); a coordinates CSV that is a
+    FIFO was said to be 'not found'. Each is now refused in one line, 'not a regular file', without
+    opening it (swarmbase.fileio.is_special_file)."""
+    import os
+
+    from _waiting import raised_within
+
+    fifo = tmp_path / ("coords.csv" if kind == "coords" else "scene.tif")
+    os.mkfifo(fifo)
+    call = {"image": lambda: loaders.read_image(fifo, 8),
+            "bands": lambda: loaders._read_image_and_place(fifo, 8, None, bands=[1, 2, 3]),
+            "coords": lambda: loaders._read_coords_csv(fifo)}[kind]
+    exc = raised_within(call, fifo=fifo)
+    expected = "a coordinates CSV" if kind == "coords" else "an image file"
+    assert isinstance(exc, DataError) and str(exc) == f"{fifo}: not a regular file; expected {expected}", exc
+
+
+def test_a_device_given_as_an_image_is_refused_unopened(tmp_path):
+    """/dev/zero given as an image was opened and said to be 'an empty file, 0 bytes' (its size); a device is
+    now refused as a FIFO is, unopened."""
+    with pytest.raises(DataError, match=r"^/dev/zero: not a regular file; expected an image file$"):
+        loaders.read_image("/dev/zero", 8)
+    link = tmp_path / "a.png"
+    link.symlink_to("/dev/null")
+    with pytest.raises(DataError, match=r"a\.png: not a regular file; expected an image file$"):
+        loaders.read_image(link, 8)

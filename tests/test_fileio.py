@@ -427,3 +427,37 @@ def test_links_to_an_existing_folder_or_file_are_checked_as_their_target(tmp_pat
         fileio.check_output_file(tmp_path / "to-folder", ValueError)
     fileio.make_dirs(tmp_path / "to-folder" / "made")
     assert (folder / "made").is_dir() and list(folder.iterdir()) == [folder / "made"]
+
+
+def test_file_sha256_refuses_a_fifo_unopened(tmp_path: Path) -> None:
+    """file_sha256 (the digests of a run's input files, which --resume compares) opened a FIFO and waited
+    for a writer forever; a FIFO or a device is now an OSError (EINVAL, 'not a regular file'), not opened."""
+    from _waiting import raised_within
+
+    fifo = tmp_path / "finals.all"
+    os.mkfifo(fifo)
+    exc = raised_within(lambda: fileio.file_sha256(fifo), fifo=fifo)
+    assert isinstance(exc, OSError) and exc.errno == errno.EINVAL and exc.strerror == "not a regular file", exc
+    assert exc.filename == str(fifo)
+    assert fileio.is_special_file(fifo) and fileio.is_special_file("/dev/zero")
+    regular = tmp_path / "a.txt"
+    regular.write_bytes(b"abc")
+    link = tmp_path / "link"
+    link.symlink_to(regular)
+    assert not any(fileio.is_special_file(p) for p in (regular, link, tmp_path, tmp_path / "nothing", "x" * 5000))
+
+
+def test_a_run_json_that_is_a_fifo_is_refused_unopened(tmp_path: Path) -> None:
+    """--resume reads the JSON files a run wrote (its record, saved results, the wall time) with
+    read_run_json, which opened a FIFO there and waited for a writer forever; it is now a ValueError, as a
+    damaged file is, not opened, and --resume says the folder holds no readable run record."""
+    from _waiting import raised_within
+    from fol.errors import ConfigError
+    from fol.simulation.check import read_run_json, read_run_record
+
+    fifo = tmp_path / "scenario.resolved.json"
+    os.mkfifo(fifo)
+    exc = raised_within(lambda: read_run_json(fifo), fifo=fifo)
+    assert isinstance(exc, ValueError) and str(exc) == "not a regular file; expected a JSON file a run wrote", exc
+    exc = raised_within(lambda: read_run_record(tmp_path), fifo=fifo)
+    assert isinstance(exc, ConfigError) and "no readable scenario.resolved.json there" in str(exc), exc

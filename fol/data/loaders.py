@@ -52,8 +52,8 @@ from fol.data.geo import GeoDataset, check_pool_size
 from fol.data.synthetic import TASK_CLASSES
 from fol.defaults import IMAGE_FOLDER_COORDS, MAX_TIFF_BANDS, check_band_options, class_name
 from fol.errors import DataError
-from swarmbase.fileio import dead_link, dead_link_text
-from swarmbase.tomlcheck import BRIEF_CHARS, brief, shown
+from swarmbase.fileio import NOT_REGULAR, dead_link, dead_link_text, is_special_file
+from swarmbase.tomlcheck import BRIEF_CHARS, brief, check_input_file, shown
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -257,8 +257,9 @@ def read_image(path: str | Path, image_size: int) -> np.ndarray:
     converted to RGB; 16-bit and
     [0, 1] floating-point single-band images are scaled to 8 bits first
     (:func:`_single_band_to_8bit`). Raises :class:`~fol.errors.DataError`
-    naming the file when it cannot be decoded (truncated, not an image,
-    unsupported format), has no fixed value range or has more than
+    naming the file when it is a FIFO, a device or a socket (refused
+    unopened: :func:`~swarmbase.fileio.is_special_file`), cannot be decoded
+    (truncated, not an image, unsupported format), has no fixed value range or has more than
     :data:`MAX_IMAGE_PIXELS` pixels (checked before it is decoded).
     """
     return _read_image_and_place(path, image_size, None)[0]
@@ -861,11 +862,13 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
     read by :func:`_read_tiff_bands`."""
     from PIL import UnidentifiedImageError
 
+    name = _file_name(path)
+    if is_special_file(path):  # not opened: a FIFO waits for a writer, forever; /dev/zero reads as empty
+        raise DataError(f"{name}: {NOT_REGULAR}; expected an image file")
     if bands is not None:  # it names the file as below
         arr, where = _read_tiff_bands(path, image_size, bands, scale, place)
         return arr.transpose(2, 0, 1), where
     where = None
-    name = _file_name(path)
     try:
         with _ReadsWithinFile(path) as fh, Image.open(fh) as im:
             _check_image_size(name, im.width, im.height)
@@ -1382,8 +1385,7 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
     (``file``/``filename``/``path``/``image``) and ``lat``/``latitude``,
     ``lon``/``longitude`` columns. Keys are stored as given (``\\`` read as ``/``), in Unicode NFC.
     A file listed twice with different coordinates is an error naming both lines."""
-    if not csv_path.is_file():
-        raise DataError(f"{csv_path}: coordinates CSV not found")
+    check_input_file(csv_path, DataError, "coordinates CSV")  # not found, a folder, a FIFO: one line, unopened
     try:
         with csv_path.open(newline="", encoding="utf-8-sig") as fh:  # -sig: Excel's "CSV UTF-8" starts with a BOM
             # csv.reader, not DictReader: its line_num is the line a record ends on (a quoted field may

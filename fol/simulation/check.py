@@ -52,6 +52,7 @@ from fol.fileio import check_input_dir, check_output_dir, file_sha256
 from fol.methods import get_method
 from orbits import Constellation, Ephemeris, OrbitError
 from orbits.groundtrack import turns_earth_fixed
+from swarmbase.fileio import NOT_REGULAR, is_special_file
 from swarmbase.safejson import loads as bounded_loads
 from fol.simulation.partition import (GROUND_SPEED_KM_S, GROUND_TRACK_BYTES_PER_SAMPLE, GROUND_TRACK_BYTES_PER_TIME,
                                      ITRF_GROUND_TRACK_BYTES_PER_SAMPLE, coverage_step_s)
@@ -131,7 +132,10 @@ def read_run_json(path: Path) -> Any:
     ``--resume`` reads it: ``NaN`` taken (results hold it), nesting bounded
     (:func:`swarmbase.safejson.loads`), so a damaged file is a :class:`ValueError` (or an
     :class:`OSError` if it cannot be read), never a ``RecursionError`` later.
-    The count of values is bounded by the file's size alone."""
+    The count of values is bounded by the file's size alone. A FIFO or a device there is a
+    :class:`ValueError`, not opened (:func:`swarmbase.fileio.is_special_file`: a FIFO waits for a writer)."""
+    if is_special_file(path):
+        raise ValueError(f"{NOT_REGULAR}; expected a JSON file a run wrote")
     text = Path(path).read_text()
     return bounded_loads(text, max_depth=RUN_JSON_DEPTH, max_items=len(text) + 1, allow_nan=True)
 
