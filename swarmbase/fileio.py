@@ -427,8 +427,18 @@ def dead_link(path: str | os.PathLike[str]) -> int | None:
 
 def dead_link_text(path: str | os.PathLike[str], dead: int) -> str:
     """``a link to <its target>, which does not exist`` (or leads back to it), of :func:`dead_link`'s ``dead``:
-    how every message about such a link names it."""
-    return f"a link to {os.readlink(path)}, which {DEAD_LINK[dead]}"
+    how every message about such a link names it. A target of more than 200 characters (a link may hold
+    4,095) is cut by :func:`~swarmbase.tomlcheck.brief`, its last 60 kept: the line stays one line of a
+    few hundred characters, and still ends with the file name the link was to reach.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> (d / "gone").symlink_to("/mnt/usb/" + "x" * 3000 + "/scene.tif")
+    >>> text = dead_link_text(d / "gone", errno.ENOENT)
+    >>> len(text), text[:22], text[-40:]
+    (232, "a link to '/mnt/usb/xx", "xxxxxxx/scene.tif', which does not exist")
+    """
+    return f"a link to {brief(os.readlink(path), keep_end=60)}, which {DEAD_LINK[dead]}"
 
 
 def _creatable(path: Path, error: type[Exception], what: str) -> None:

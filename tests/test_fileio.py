@@ -461,3 +461,24 @@ def test_a_run_json_that_is_a_fifo_is_refused_unopened(tmp_path: Path) -> None:
     assert isinstance(exc, ValueError) and str(exc) == "not a regular file; expected a JSON file a run wrote", exc
     exc = raised_within(lambda: read_run_record(tmp_path), fifo=fifo)
     assert isinstance(exc, ConfigError) and "no readable scenario.resolved.json there" in str(exc), exc
+
+
+def test_a_link_to_a_long_target_that_leads_nowhere_is_named_cut(tmp_path: Path) -> None:
+    """Review: every message about a link that leads nowhere names its target (dead_link_text), written
+    whole: a link to a target of 4,000 characters made check_output_dir's refusal a line of 4,118. The
+    target is now cut by brief() (its end kept: the file name); a short one is written as before."""
+    from swarmbase.fileio import check_output_dir, make_dirs
+
+    long_link, short_link = tmp_path / "out", tmp_path / "short"
+    long_link.symlink_to("/nowhere/" + "t" * 4000 + "/run-07")
+    short_link.symlink_to("/nowhere/run")
+    with pytest.raises(ValueError) as err:
+        check_output_dir(long_link, ValueError)
+    message = str(err.value)
+    assert message.startswith(f"output folder {long_link}: is a link to '/nowhere/ttt") and "...ttt" in message
+    assert message.endswith("/run-07', which does not exist; remove the link or give another path"), message
+    assert len(message) < 400 and "\n" not in message
+    with pytest.raises(OSError) as os_err:
+        make_dirs(long_link / "sub")
+    assert len(str(os_err.value)) < 600 and str(os_err.value).count("t" * 100) == 1
+    assert fileio.dead_link_text(short_link, errno.ENOENT) == "a link to /nowhere/run, which does not exist"
