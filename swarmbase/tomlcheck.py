@@ -277,12 +277,29 @@ def brief(text: Any, limit: int = BRIEF_CHARS, keep_end: int = 0) -> str:
     most half of ``limit``), ``...`` in the middle: files whose long names differ only at their end (a
     number, a suffix) stay told apart.
 
+    Text holding a character that is not printable (a newline, a terminal's escape sequence, a line or
+    paragraph separator such as U+2028, a right-to-left override, a byte of a file name that is not
+    UTF-8) is quoted and escaped as ``repr`` writes it, and cut the same way once escaped: written as
+    it is, it broke the line, forged another, or rewrote the terminal it was printed on.
+
     >>> brief("runs/a"), brief(Path("runs/a")), brief("x" * 100, 12), len(brief("x" * 5000))
     ('runs/a', 'runs/a', "'xxxxxxxx...", 200)
     >>> brief("model-from-node-" + "x" * 100 + "-07.safetensors", 40, keep_end=15)
     "'model-from-node-xxxx...-07.safetensors'"
+    >>> print(brief("a\\n2026-01-01 INFO forged"), brief("\\x1b[2Jx\\u2028\\u202etxt.png"), brief("\\n" * 100, 12))
+    'a\\n2026-01-01 INFO forged' '\\x1b[2Jx\\u2028\\u202etxt.png' '\\n\\n\\n\\n...
+    >>> print(brief("model-\\x1b" + "x" * 100 + "-07.safetensors", 40, keep_end=15))
+    'model-\\x1bxxxxxxxxx...-07.safetensors'
     """
     text = str(text)
+    if not text.isprintable():
+        quoted = repr(text)
+        if len(quoted) <= limit:
+            return quoted
+        if keep_end <= 0:
+            return quoted[:max(limit - 3, 1)] + "..."
+        keep_end = min(keep_end, limit // 2)  # the quotes and dots in the limit, as below
+        return quoted[:max(limit - keep_end - 4, 1)] + "..." + quoted[-keep_end - 1:]
     if len(text) <= limit:
         return text
     if keep_end <= 0:

@@ -1095,7 +1095,7 @@ def test_skipped_images_are_named_escaped_and_cut_in_the_loaders_summary_lines(t
     """With skip_corrupt, the line saying none of the images could be read and the warning listing the
     skipped ones named them as they are: 'caf\\xe9\\n\\x1b[2J.png' broke the line in two and cleared the
     terminal (a524c12 escaped it in each file's refusal, not there), and the warning wrote five names of up
-    to the file system's 4,096 characters each. Both name them as the refusals do (_file_name)."""
+    to the file system's 4,096 characters each. Both name them as the refusals do (brief)."""
     import logging
     import os
 

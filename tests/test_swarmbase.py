@@ -328,3 +328,24 @@ def test_a_file_that_grows_past_its_limit_after_the_size_check_is_refused_not_re
     assert "\n" not in str(caught.value)
     monkeypatch.undo()
     assert tomlcheck.read_text_file(path, ConfigError, "scenario", 200) == "a = 1\n" + "#" * 100
+
+
+@pytest.mark.parametrize("name", ["a\n2026-01-01 INFO forged.toml", "clear\x1b[2J.toml", "line\u2028sep.toml",
+                                  "txt.\u202elmot", "bytes-\udcff.toml"])
+def test_a_file_name_that_is_not_printable_is_named_quoted_and_escaped(tmp_path: Path, name: str) -> None:
+    """Review: brief(), which every reader uses to name a file in its refusal, returned a short name as it
+    was: a TOML (TLE, OEM, mission ...) file named with a newline, a terminal's escape, U+2028 or a
+    right-to-left override made the refusal two lines (one forged), cleared the terminal or showed the
+    name reversed; only the image loaders escaped it (their own _file_name). brief() now quotes and
+    escapes such text as repr writes it, cut once escaped; printable text is written as before."""
+    from swarmbase.tomlcheck import brief
+
+    path = tmp_path / name
+    message = _msg(read_toml, path, _Err)
+    assert message == f"{str(path)!r}: TOML file not found", message
+    assert message.isprintable()
+    assert brief(path) == repr(str(path)) and brief(name * 100).isprintable() and len(brief(name * 100)) == 200
+    cut = brief(name * 100, keep_end=30)
+    assert len(cut) == 200 and cut.endswith(repr(name * 100)[-31:]) and cut.isprintable(), cut
+    for printable in ("runs/a", "café 東京.toml", "a  b.toml", "x" * 300):  # as before
+        assert brief(printable) == (printable if len(printable) <= 200 else "'" + "x" * 196 + "...")

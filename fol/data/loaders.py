@@ -446,7 +446,7 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
     with tifffile, and its place with ``place == "geotiff"``: the size, the band count and
     the bands are checked from the header, before anything is decoded; only the three
     chosen bands are kept, in the file's sample type, and scaled to 8 bits by :func:`_to_8bit`."""
-    name = _file_name(path)
+    name = brief(path)
     try:
         import tifffile
     except ImportError:
@@ -814,16 +814,6 @@ def _tag_value(value: object) -> object:
     return items[0] if len(items) == 1 else tuple(items)
 
 
-def _file_name(path: str | Path) -> str:
-    """How the image loaders' refusals name a file: as given, or cut past 200 characters by
-    :func:`~swarmbase.tomlcheck.brief`, as the orbit and flight-file readers name theirs (a path of
-    600 characters made a refusal of more than 800). A name with a character that is not printable (a
-    newline, a terminal's escape sequence, a byte that is not UTF-8) is quoted and escaped as ``repr``
-    writes it: written as it is, it broke the line, or cleared the terminal it was printed on."""
-    text = os.fspath(path)
-    return brief(text) if text.isprintable() else shown(text, BRIEF_CHARS)
-
-
 def _reason(exc: BaseException) -> str:
     """What a refusal says of the error that stopped a read: its type and message, the file's name
     left out of an OSError's (the line names it first), and a long message cut by ``brief``."""
@@ -845,7 +835,7 @@ class _ReadsWithinFile(io.BufferedReader):
         self._path = os.fspath(path)
 
     def __repr__(self) -> str:  # as Pillow names a file it opened itself ('cannot identify image file ...')
-        return repr(self._path) if len(self._path) <= BRIEF_CHARS else _file_name(self._path)
+        return repr(self._path) if len(self._path) <= BRIEF_CHARS else brief(self._path)
 
     def read(self, size: int | None = -1, /) -> bytes:
         if size is not None and size > 0 and self._size is not None:
@@ -862,7 +852,7 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
     read by :func:`_read_tiff_bands`."""
     from PIL import UnidentifiedImageError
 
-    name = _file_name(path)
+    name = brief(path)
     if is_special_file(path):  # not opened: a FIFO waits for a writer, forever; /dev/zero reads as empty
         raise DataError(f"{name}: {NOT_REGULAR}; expected an image file")
     if bands is not None:  # it names the file as below
@@ -941,7 +931,7 @@ def _read_many(
         naming the image, not Python's two lines naming Pillow's source file."""
         text = str(message).strip()
         where = getattr(reading, "path", None)
-        key = (desc if where is None else _file_name(where), text)
+        key = (desc if where is None else brief(where), text)
         if key not in said:
             said.add(key)
             log.warning("%s: %s (Pillow, %s)", key[0], text, category.__name__)
@@ -958,7 +948,7 @@ def _read_many(
             if not skip_corrupt:
                 raise
             ok[i] = False
-            bad.append(str(files[i]))  # named by _file_name where a line names it
+            bad.append(str(files[i]))  # named by brief where a line names it
 
     n_workers = workers if workers is not None else min(4, os.cpu_count() or 1)
     from tqdm.auto import tqdm
@@ -978,11 +968,11 @@ def _read_many(
                 for _ in pool.map(one, range(len(files))):
                     bar.update()
     if bad and len(bad) == len(files):  # skipping every file would hand on an empty dataset
-        raise DataError(f"{desc}: none of the {len(files)} image(s) could be read (e.g. {_file_name(sorted(bad)[0])}); "
+        raise DataError(f"{desc}: none of the {len(files)} image(s) could be read (e.g. {brief(sorted(bad)[0])}); "
                         "skip_corrupt skips some broken files, not all of them")
     if bad:
         log.warning("skipped %d unreadable image(s): %s", len(bad),
-                    ", ".join(map(_file_name, sorted(bad)[:5])) + (" ..." if len(bad) > 5 else ""))
+                    ", ".join(map(brief, sorted(bad)[:5])) + (" ..." if len(bad) > 5 else ""))
     return out[ok], ok, places
 
 
