@@ -23,8 +23,9 @@ Rounding (both formats take integers): a window ``[t0, t1]`` is written as
 rounded down (to bytes/s for ION, bits/s for HDTN), and the one-way light
 time of its mean range rounded up to whole seconds (at least 1). A rate either
 tool cannot hold (ION: above 2**32 - 1 bytes/s, ``ionadmin``'s 32-bit rate;
-HDTN: above 2**64 - 1 bits/s), or a time HDTN cannot (after 2**31 - 1 s), is refused, naming the
-contact. A plan whose
+HDTN: above 2**64 - 1 bits/s), a rate that is not a finite number >= 0, a window starting before the
+plan start or never ending, or a time HDTN cannot (after 2**31 - 1 s), is refused, naming the
+contact; every window is checked before anything is written. A plan whose
 windows already have whole-second edges and whole byte rates round-trips
 exactly.
 
@@ -139,20 +140,25 @@ def _sorted_whole(w: WindowTable, k: np.ndarray) -> np.ndarray:
     return k[order[t1[order] > t0[order]]]
 
 
+def _edges_and_rate(plan: ContactPlan, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per window of indices ``k``: whole-second start and end (rounded inward) and mean rate (bit/s)."""
+    w = plan.windows
+    t_start, t_end = w.t_start_s[k], w.t_end_s[k]
+    rate = plan.link.mean_rate(t_end - t_start, w.volume_bits[k])
+    return _whole_start(t_start), np.floor(t_end + 1e-9), np.asarray(rate, dtype=float)
+
+
 def _rounded(plan: ContactPlan, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per window of indices ``k``: whole-second start/end, mean rate (bit/s) and OWLT (s, >= 1)."""
     w = plan.windows
-    t_start, t_end = w.t_start_s[k], w.t_end_s[k]
-    t0 = _whole_start(t_start)
-    t1 = np.floor(t_end + 1e-9)
-    rate = plan.link.mean_rate(t_end - t_start, w.volume_bits[k])
+    t0, t1, rate = _edges_and_rate(plan, k)
     rng = np.nan_to_num(np.asarray(w.mean_range_km[k], dtype=float), nan=0.0)
     owlt = np.maximum(np.ceil(rng / SPEED_OF_LIGHT_KM_S - 1e-12), 1.0)
     imported = plan.meta.get("owlt_s_per_window")
     if imported is not None and len(imported) == len(w):  # an imported plan keeps its own OWLTs (None: none)
         own = np.array([np.nan if imported[i] is None else imported[i] for i in k.tolist()], dtype=float)
         owlt = np.where(np.isnan(own), owlt, own)
-    return t0, t1, np.asarray(rate, dtype=float), owlt
+    return t0, t1, rate, owlt
 
 
 def _directed(plan: ContactPlan, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -180,10 +186,16 @@ def header_name_ok(name: str) -> bool:
     return bool(name) and " ".join(name.split()) == name
 
 
+def _seconds_text(t_s: float) -> str:
+    """A whole-second time as a message shows it (``inf`` / ``nan`` as they are)."""
+    return str(int(t_s)) if math.isfinite(t_s) else str(t_s)
+
+
 def _contact(plan: ContactPlan, k: int, t0: float, t1: float) -> str:
     """Window ``k`` as an error message names it: its nodes (names and plan numbers) and times."""
     a, b = int(plan.windows.a[k]), int(plan.windows.b[k])
-    return f"contact {plan.node_names[a]} - {plan.node_names[b]} (nodes {a + 1}, {b + 1}) +{int(t0)} +{int(t1)}"
+    return (f"contact {plan.node_names[a]} - {plan.node_names[b]} (nodes {a + 1}, {b + 1}) "
+            f"+{_seconds_text(t0)} +{_seconds_text(t1)}")
 
 
 def _too_fast(plan: ContactPlan, k: int, t0: float, t1: float, rate: str, limit: str, hint: str) -> str:
@@ -191,8 +203,58 @@ def _too_fast(plan: ContactPlan, k: int, t0: float, t1: float, rate: str, limit:
     return f"{_contact(plan, k, t0, t1)}: mean rate {rate} is above {limit}; {hint}"
 
 
-def _ion_header(plan: ContactPlan) -> str:
-    """An ION plan's header comments: what it is, its start, each node's number, name and kind."""
+def _check_exportable(plan: ContactPlan, tool: str) -> None:
+    """The one check of the windows an ION (``tool="ion"``) or HDTN (``"hdtn"``) plan carries, made whole
+    before anything is formatted or written (:func:`format_ion`, :func:`write_ion`, :func:`hdtn_contacts`,
+    :func:`write_hdtn`): every window left in once rounded inward starts at or after the plan start and
+    ends at a finite time (for HDTN by :data:`HDTN_MAX_TIME_S`), and its mean rate is a finite number
+    >= 0 the tool can hold (:data:`ION_MAX_RATE_BYTES_S`, :data:`HDTN_MAX_RATE_BPS`). The first window
+    that fails, in the plans' order, is refused naming its nodes, times and the field. A block of windows
+    at a time, in the table's order (no sort): nothing allocated per window of the plan."""
+    w = plan.windows
+    first = None  # (export-order key, window, t0, t1, rate) of the first failing window met so far
+    for lo, hi in row_blocks(len(w)):
+        k = np.arange(lo, hi)
+        t0, t1, rate = _edges_and_rate(plan, k)
+        with np.errstate(invalid="ignore"):
+            ok = (t0 >= 0) & np.isfinite(t1) & (rate >= 0)  # NaN fails every comparison
+            if tool == "ion":
+                ok &= rate // 8 <= ION_MAX_RATE_BYTES_S
+            else:
+                ok &= (t1 <= HDTN_MAX_TIME_S) & (rate < 2.0**64)  # int(rate) <= HDTN_MAX_RATE_BPS
+            bad = np.flatnonzero((t1 > t0) & ~ok)  # a window shorter than a second once rounded is left out
+        if bad.size:
+            j = bad[np.lexsort((w.b[k][bad], w.a[k][bad], t1[bad], t0[bad]))[0]]
+            key = (float(t0[j]), float(t1[j]), int(w.a[lo + j]), int(w.b[lo + j]))
+            if first is None or key < first[0]:
+                first = (key, lo + int(j), float(t0[j]), float(t1[j]), float(rate[j]))
+    if first is None:
+        return
+    _, i, t0_i, t1_i, rate_i = first
+    where = _contact(plan, i, t0_i, t1_i)
+    if not (t0_i >= 0 and math.isfinite(t1_i)):
+        raise ContactError(f"{where}: window times {w.t_start_s[i]:g} .. {w.t_end_s[i]:g} s; expected finite "
+                           "seconds at or after the plan start (>= 0)")
+    if tool == "hdtn" and t1_i > HDTN_MAX_TIME_S:
+        raise ContactError(f"{where}: ends after HDTN's latest time, {HDTN_MAX_TIME_S} s (startTime and endTime "
+                           "are 32-bit integers)")
+    if not (math.isfinite(rate_i) and rate_i >= 0):
+        raise ContactError(f"{where}: mean rate {rate_i:g} bit/s (volume_bits {w.volume_bits[i]:g} over "
+                           f"{w.t_end_s[i] - w.t_start_s[i]:g} s); expected a finite rate >= 0")
+    if tool == "ion":
+        raise ContactError(_too_fast(
+            plan, i, t0_i, t1_i, f"{rate_i / 8:.6g} bytes/s",
+            f"ION's limit of {ION_MAX_RATE_BYTES_S} bytes/s (ionadmin reads a 32-bit rate)",
+            f"export HDTN (--hdtn) or cap the rate (link.max_rate_bps <= {8 * ION_MAX_RATE_BYTES_S})"))
+    raise ContactError(_too_fast(
+        plan, i, t0_i, t1_i, f"{rate_i:.6g} bit/s",
+        f"HDTN's limit of {HDTN_MAX_RATE_BPS} bit/s (rateBitsPerSec is a 64-bit integer)",
+        f"cap the rate (link.max_rate_bps <= {HDTN_MAX_RATE_BPS})"))
+
+
+def _ion_header(plan: ContactPlan) -> bytes:
+    """An ION plan's header comments (ASCII): what it is, its start, each node's number, name and kind.
+    A name or kind a header line cannot carry (not ASCII; whitespace other than single spaces) is refused."""
     lines = ["# fol-swarm contact plan (ION ionadmin commands; rates in bytes/s, times in s)"]
     if plan.start is not None:
         lines.append(f"# start {_utc(plan.start)}")
@@ -200,52 +262,53 @@ def _ion_header(plan: ContactPlan) -> str:
         if not header_name_ok(name) or any(c.isspace() for c in kind):
             raise ContactError(f"node {i}: name {name!r} (kind {kind!r}) is empty or has leading, trailing, "
                                "repeated or non-space whitespace; an ION header line cannot carry it")
+        if not (name + kind).isascii():
+            held, what = (name, "name") if not name.isascii() else (kind, "kind")
+            raise ContactError(f"node {i}: name {name!r} (kind {kind!r}): an ION plan is ASCII text; a node "
+                               f"{what} holds {next(c for c in held if not c.isascii())!r}")
         lines.append(f"# node {i + 1} {name} {kind}")
-    return "\n".join(lines) + "\n"
+    return ("\n".join(lines) + "\n").encode("ascii")
 
 
 def _ion_lines(plan: ContactPlan, fh: BinaryIO) -> None:
     """Write an ION plan's ``a contact`` lines, then its ``a range`` lines (ASCII), to ``fh``, a block of
     windows at a time (:func:`contact_sim.tablewriter.row_blocks`): each two-way window as both
-    directions, in :func:`_export_blocks`' order. A rate ``ionadmin`` cannot hold is refused, naming the contact."""
+    directions, in :func:`_export_blocks`' order. The plan has passed :func:`_check_exportable`."""
     for kind in (b"contact", b"range"):
         for k in _export_blocks(plan):
             t0, t1, rate, owlt = _rounded(plan, k)
-            if kind == b"contact":
-                with np.errstate(invalid="ignore"):
-                    rate_bytes = rate // 8
-                    bad = np.flatnonzero(~(rate_bytes <= ION_MAX_RATE_BYTES_S))
-                if bad.size:
-                    i = bad[0]
-                    raise ContactError(_too_fast(
-                        plan, k[i], t0[i], t1[i], f"{rate[i] / 8:.6g} bytes/s",
-                        f"ION's limit of {ION_MAX_RATE_BYTES_S} bytes/s (ionadmin reads a 32-bit rate)",
-                        f"export HDTN (--hdtn) or cap the rate (link.max_rate_bps <= {8 * ION_MAX_RATE_BYTES_S})"))
-                last = rate_bytes.astype(np.int64)
-            else:
-                last = owlt.astype(np.int64)
+            last = (rate // 8).astype(np.int64) if kind == b"contact" else owlt.astype(np.int64)
             pos, src, dst = _directed(plan, k)
             write_rows(fh, [Lit(b"a " + kind + b" +"), Int(t0.astype(np.int64)[pos]), Lit(b" +"),
                             Int(t1.astype(np.int64)[pos]), Lit(b" "), Int(src), Lit(b" "), Int(dst), Lit(b" "),
                             Int(last[pos]), Lit(b"\n")])
 
 
+def _checked_ion_header(plan: ContactPlan) -> bytes:
+    """The checks of an ION plan, all made before anything is written: its header (node names and kinds),
+    then every window (:func:`_check_exportable`); returns the header."""
+    header = _ion_header(plan)
+    _check_exportable(plan, "ion")
+    return header
+
+
 def format_ion(plan: ContactPlan) -> str:
     """ION contact-plan text: header comments (start, node names), then contacts and ranges."""
-    buf = io.BytesIO()
+    buf = io.BytesIO(_checked_ion_header(plan))
+    buf.seek(0, io.SEEK_END)
     _ion_lines(plan, buf)
-    return _ion_header(plan) + buf.getvalue().decode("ascii")
+    return buf.getvalue().decode("ascii")
 
 
 def write_ion(path: str | Path, plan: ContactPlan) -> Path:
-    """Write :func:`format_ion` text to ``path``, a block of windows at a time (crash-safe: the old file or
-    the whole new one)."""
+    """Write :func:`format_ion` text to ``path``, a block of windows at a time, once the plan has passed
+    its checks (crash-safe: the old file or the whole new one; a refused plan leaves the old file as it
+    was and writes nothing)."""
     path = Path(path)
     try:
-        header = _ion_header(plan).encode("ascii")
-    except UnicodeEncodeError as exc:
-        raise ContactError(f"{path}: an ION plan is ASCII text; a node name holds {exc.object[exc.start:exc.end]!r}") \
-            from None
+        header = _checked_ion_header(plan)
+    except ContactError as exc:
+        raise ContactError(f"{path}: {exc}") from None
     with atomic_writer(path) as fh:
         fh.write(header)
         _ion_lines(plan, fh)
@@ -254,22 +317,11 @@ def write_ion(path: str | Path, plan: ContactPlan) -> Path:
 
 def _hdtn_blocks(plan: ContactPlan) -> Iterator[tuple[np.ndarray, ...]]:
     """HDTN's records, a block of windows at a time: arrays ``contact, source, dest, startTime, endTime,
-    rateBitsPerSec, owlt`` (rates uint64 where one passes 2**63 - 1). A time or rate HDTN cannot hold is
-    refused, naming the contact."""
+    rateBitsPerSec, owlt`` (rates uint64 where one passes 2**63 - 1). The plan has passed
+    :func:`_check_exportable`."""
     n_records = 0
     for k in _export_blocks(plan):
         t0, t1, rate, owlt = _rounded(plan, k)
-        late, fast = t1 > HDTN_MAX_TIME_S, ~(rate < 2.0**64)  # int(rate) > HDTN_MAX_RATE_BPS (NaN too)
-        bad = np.flatnonzero(late | fast)
-        if bad.size:
-            i = bad[0]
-            if late[i]:
-                raise ContactError(f"{_contact(plan, k[i], t0[i], t1[i])}: ends after HDTN's latest time, "
-                                   f"{HDTN_MAX_TIME_S} s (startTime and endTime are 32-bit integers)")
-            raise ContactError(_too_fast(
-                plan, k[i], t0[i], t1[i], f"{rate[i]:.6g} bit/s",
-                f"HDTN's limit of {HDTN_MAX_RATE_BPS} bit/s (rateBitsPerSec is a 64-bit integer)",
-                f"cap the rate (link.max_rate_bps <= {HDTN_MAX_RATE_BPS})"))
         pos, src, dst = _directed(plan, k)
         whole_rate = rate.astype(np.uint64) if (rate >= 2.0**63).any() else rate.astype(np.int64)
         yield (np.arange(n_records, n_records + pos.size), src, dst, t0.astype(np.int64)[pos],
@@ -282,6 +334,7 @@ _HDTN_RECORD = ("contact", "source", "dest", "startTime", "endTime", "rateBitsPe
 
 def hdtn_contacts(plan: ContactPlan) -> dict:
     """HDTN contact plan (``{"contacts": [...]}``, rates in bits/s, node ``i`` as ``i + 1``)."""
+    _check_exportable(plan, "hdtn")
     out = []
     for cols in _hdtn_blocks(plan):
         out.extend(dict(zip(_HDTN_RECORD, rec)) for rec in zip(*(c.tolist() for c in cols)))
@@ -291,8 +344,12 @@ def hdtn_contacts(plan: ContactPlan) -> dict:
 def write_hdtn(path: str | Path, plan: ContactPlan) -> Path:
     """Write the HDTN JSON contact plan of ``plan`` to ``path``: the text of ``json.dumps(hdtn_contacts(plan),
     indent=1)`` and a newline, written a block of windows at a time (crash-safe: the old file or the whole
-    new one)."""
+    new one; a refused plan leaves the old file as it was and writes nothing)."""
     path = Path(path)
+    try:
+        _check_exportable(plan, "hdtn")
+    except ContactError as exc:
+        raise ContactError(f"{path}: {exc}") from None
     first = True
     with atomic_writer(path) as fh:
         fh.write(b'{\n "contacts": [')

@@ -683,3 +683,72 @@ def test_a_mixed_plan_round_trips_through_ion_and_hdtn(tmp_path: Path) -> None:
     for out in (write_ion(tmp_path / "back.ion", plan), write_hdtn(tmp_path / "back.json", plan)):
         back = read_plan(out)
         assert rows(back) == rows(plan) and back.meta["owlt_s_per_window"] == plan.meta["owlt_s_per_window"]
+
+
+def test_dtn_exports_refuse_a_bad_plan_with_one_check_before_writing(tmp_path: Path, monkeypatch) -> None:
+    """format_ion / write_ion and hdtn_contacts / write_hdtn made their checks in a different order (a
+    bad name and a too-fast rate: the rate from format_ion, the name from write_ion), format_ion
+    passed a name write_ion refused as not ASCII, the writers refused a rate only after writing the
+    blocks before it, a NaN or infinite rate was 'above the limit' and a negative one was written. One
+    check, made whole before anything is written, names the first failing window and the field."""
+    import contact_sim.dtn as dtn
+    import contact_sim.tablewriter as tablewriter
+
+    def plan_of(volumes, names=("sat-a", "sat-b", "sat-c"), t_start=None) -> ContactPlan:
+        n = len(volumes)  # unsorted (an imported plan's table): the check does not rely on the table's order
+        t0 = np.array(t_start if t_start is not None else [600.0 - 60.0 * i for i in range(n)])
+        w = WindowTable([i % 2 for i in range(n)], [2] * n, t0, t0 + 60.0, [1e3] * n, [1e3] * n, volumes,
+                        sort=False)
+        return ContactPlan(list(names), w, LinkModel("plan", acquisition_s=0.0), [0.0, 700.0], START)
+
+    exports = {"ion": (format_ion, write_ion), "hdtn": (hdtn_contacts, write_hdtn)}
+
+    def refusals(plan: ContactPlan, tools=("ion", "hdtn")) -> dict[str, str]:
+        def opened(*args, **kwargs):
+            raise AssertionError("the file was opened before the plan was checked")
+
+        out = {}
+        for tool in tools:
+            fmt, write = exports[tool]
+            with pytest.raises(ContactError) as formatted:
+                fmt(plan)
+            target = tmp_path / f"plan.{tool}"
+            target.write_text("previous\n")
+            with monkeypatch.context() as m:
+                m.setattr(dtn, "atomic_writer", opened)
+                with pytest.raises(ContactError) as written:
+                    write(target, plan)
+            assert str(written.value) == f"{target}: {formatted.value}"  # the same message, the file named
+            assert target.read_text() == "previous\n"
+            out[tool] = str(formatted.value)
+        return out
+
+    monkeypatch.setattr(tablewriter, "BLOCK_ROWS", 3)  # 4 blocks of 10 windows
+    good = 8e6 * 60.0
+    for bad, shown_volume, rate in ((np.nan, "nan", "nan"), (np.inf, "inf", "inf"), (-good, "-4.8e+08", "-8e+06")):
+        vols = [good] * 10
+        vols[1], vols[8] = bad, bad  # windows +540 and +120: the second comes first in the plans
+        with np.errstate(invalid="ignore"):
+            got = refusals(plan_of(vols))
+        expected = (f"contact sat-a - sat-c (nodes 1, 3) +120 +180: mean rate {rate} bit/s (volume_bits "
+                    f"{shown_volume} over 60 s); expected a finite rate >= 0")
+        assert got == {"ion": expected, "hdtn": expected}, bad
+    fast = [good] * 10
+    fast[9] = 8.0 * 5e9 * 60.0  # ION only: 5e9 bytes/s
+    assert hdtn_contacts(plan_of(fast))["contacts"][0]["rateBitsPerSec"] == 40_000_000_000
+    assert refusals(plan_of(fast), ["ion"])["ion"] == (
+        "contact sat-b - sat-c (nodes 2, 3) +60 +120: mean rate 5e+09 bytes/s is above ION's limit of 4294967295 "
+        "bytes/s (ionadmin reads a 32-bit rate); export HDTN (--hdtn) or cap the rate (link.max_rate_bps <= "
+        "34359738360)")
+    # a name the header cannot carry and a too-fast rate: the name, from both
+    for odd, why in (("two  spaces", "an ION header line cannot carry it"), ("Matéra", "a node name holds 'é'")):
+        got = refusals(plan_of(fast, names=(odd, "sat-b", "sat-c")), ["ion"])["ion"]
+        assert got.startswith(f"node 0: name {odd!r}") and got.endswith(why), got
+    # a window before the plan start, or never ending
+    early = plan_of([good] * 2, t_start=[100.0, -30.0])
+    assert refusals(early)["ion"] == ("contact sat-b - sat-c (nodes 2, 3) +-30 +30: window times -30 .. 30 s; "
+                                      "expected finite seconds at or after the plan start (>= 0)")
+    endless = plan_of([good], t_start=[5.0])
+    endless.windows.t_end_s[0] = np.inf
+    assert refusals(endless)["hdtn"].startswith("contact sat-a - sat-c (nodes 1, 3) +5 +inf: window times 5 .. inf s")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.hdtn", "plan.ion"]  # no temporary left
