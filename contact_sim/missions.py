@@ -90,13 +90,14 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import math
+import re
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import brief, decimal_number, is_decimal, read_text_file, shown
+from swarmbase.tomlcheck import brief, decimal_number, is_decimal, read_text_file, shown, text_lines
 
 from .drones import MAX_LOCAL_KM, Waypoints
 from .dtn import header_name_ok
@@ -585,21 +586,25 @@ def _check_item_count(path: Path, where: str, before: int) -> None:
                            "65,535)")
 
 
+#: What separates a .waypoints line's fields, and surrounds them: spaces and tabs (no other whitespace).
+_BLANK, _FIELD_GAP = " \t", re.compile("[ \t]+")
+
+
 def _read_wpl(path: Path, text: str) -> tuple[tuple[float, float, float], None, list[_Item]]:
-    lines = text.splitlines()
-    first = next((n for n, line in enumerate(lines) if line.strip()), None)
-    if first is None or lines[first].strip() != "QGC WPL 110":
-        got = lines[first].strip()[:40] if first is not None else "an empty file"
+    lines = text_lines(text)  # numbered as an editor shows them; fields split at spaces and tabs only
+    first = next((n for n, line in enumerate(lines) if line.strip(_BLANK)), None)
+    if first is None or lines[first].strip(_BLANK) != "QGC WPL 110":
+        got = lines[first].strip(_BLANK)[:40] if first is not None else "an empty file"
         raise ContactError(f"{brief(path)}: expected a first line 'QGC WPL 110' (a Mission Planner / QGroundControl "
                            f"waypoint file), got {got!r}")
     home = None
     items: list[_Item] = []
     for n in range(first + 1, len(lines)):
-        line = lines[n].strip()
+        line = lines[n].strip(_BLANK)
         if not line or line.startswith("#"):
             continue
         where = f"line {n + 1}"
-        fields = line.split()
+        fields = _FIELD_GAP.split(line)
         if len(fields) != 12:
             raise ContactError(f"{brief(path)}:{n + 1}: expected 12 tab-separated fields (index, current, frame, "
                                f"command, p1..p4, lat, lon, alt, autocontinue), got {len(fields)}")

@@ -66,7 +66,7 @@ import numpy as np
 
 from orbits import OrbitError, parse_utc, utc_offset_s
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import brief, check_input_file, decimal_number, read_text_file, shown
+from swarmbase.tomlcheck import brief, check_input_file, decimal_number, read_text_file, shown, text_lines
 from swarmbase.xmlguard import refuse_doctype
 
 from .drones import Waypoints
@@ -196,7 +196,7 @@ def _position_log_points(path: Path, none_ok: bool = False) -> list[TrackPoint]:
     """The fixes of a drone agent's positions.jsonl, each once, at the time it arrived (a file without
     any refused, unless ``none_ok``: a piece of a rotated log, whose other pieces may hold them)."""
     text = read_text_file(path, ContactError, "position log", MAX_MISSION_BYTES)
-    lines = text.splitlines()
+    lines = text_lines(text)  # a JSON string may hold U+2028: only LF / CR LF / CR end a line
     cut = len(lines) if text and not text.endswith(("\n", "\r")) else 0  # an unterminated last line's number
     points: list[TrackPoint] = []
     for n, line in enumerate(lines, start=1):

@@ -29,7 +29,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-__all__ = ["Table", "read_toml", "read_text_file", "check_input_file", "is_finite_number", "is_decimal",
+__all__ = ["Table", "read_toml", "read_text_file", "text_lines", "check_input_file", "is_finite_number", "is_decimal",
            "decimal_number", "shown",
            "brief", "check_name_length",
            "MAX_TOML_BYTES", "MAX_NAME_CHARS", "BRIEF_CHARS"]
@@ -86,6 +86,24 @@ def read_text_file(path: str | os.PathLike[str], error: type[Exception], what: s
         raise error(f"{brief(path)}: not a UTF-8 text file; expected {_a(what)}") from None
     except OSError as exc:
         raise error(f"{brief(path)}: cannot read the {what} ({exc.strerror})") from None
+
+
+def text_lines(text: str) -> list[str]:
+    """The lines of a line-based file's text as an editor numbers them: ended by LF, CR LF or a lone CR
+    (Windows, Unix and classic Mac files), without their ends. Unlike ``str.splitlines()``, no other
+    character ends a line (U+2028 / U+2029, NEL, the separators \\x1c..\\x1e, \\v, \\f), so a line number
+    in a message is the editor's and a field holding such a character is not cut; a last line without an
+    end counts, an empty text has none.
+
+    >>> text_lines("a\\u2028b\\r\\nc\\rd\\n\\ne")
+    ['a\\u2028b', 'c', 'd', '', 'e']
+    >>> text_lines(""), text_lines("a\\n")
+    ([], ['a'])
+    """
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines[-1] == "":  # the end of the last line, or an empty text
+        lines.pop()
+    return lines
 
 
 def read_toml(path: str | os.PathLike[str], error: type[Exception], what: str = "TOML file"

@@ -687,3 +687,33 @@ def test_survey_lines_along_edges_and_through_vertices_join_the_edges_they_meet(
     comb = np.array([(0.0, 0.0), (600.0, 0.0)] + [(600.0 - 10.0 * k, 50.0 + 50.0 * (k % 2)) for k in range(61)])
     transects = missions._survey_pass(comb, np.roll(comb, -1, axis=0) - comb, 0.0, 1.0)  # 601 lines, 3 blocks
     assert len(transects) == 601 and all(t[0][1] == 0.0 and 50.0 <= t[1][1] <= 100.0 for t in transects)
+
+
+def test_a_waypoints_line_is_the_editors_whatever_unicode_separators_it_holds(tmp_path: Path) -> None:
+    """str.splitlines() also ends a line at U+2028 / U+2029, NEL, \\x1c..\\x1e, \\v and \\f, and str.split()
+    splits fields there: a comment holding U+2028 moved every later line number one down (an error named
+    line 4 for the editor's 6), and a field holding one was cut into two fields. Only LF, CR LF and CR end
+    a line; only spaces and tabs separate fields."""
+    head = "QGC WPL 110\n0\t1\t0\t16\t0\t0\t0\t0\t47\t8\t400\t1\n"
+    good = "1\t0\t3\t22\t0\t0\t0\t0\t47\t8\t40\t1\n2\t0\t3\t16\t5\t0\t0\t0\t47.001\t8\t40\t1\n"
+    for sep in ("\u2028", "\u2029", "\x85", "\x1c", "\x1d", "\x1e", "\x0b", "\x0c"):
+        comment = f"# leg one{sep}leg two\n"
+        path = tmp_path / "sep.waypoints"
+        path.write_text(head + comment + good + "3\t0\t3\t31\t0\t0\t0\t0\t47\t8\t5\t1\n", encoding="utf-8")
+        with pytest.raises(ContactError, match=r"sep\.waypoints: line 6: unsupported command 31"):
+            mission_waypoints(path, None, 5.0)
+        path.write_text(head + comment + good + f"3\t0\t3\t16\t0\t0\t0\t0\t47.0{sep}02\t8\t40\t1\n", encoding="utf-8")
+        with pytest.raises(ContactError, match=r"sep\.waypoints:6: p1\.\.p4, lat, lon, alt must be numbers$"):
+            mission_waypoints(path, None, 5.0)
+        path.write_text(head + comment + good, encoding="utf-8")
+        assert mission_waypoints(path, None, 5.0)[0].t_s.size == 4  # home, takeoff, the waypoint and its hold
+    # Windows, Unix and classic Mac line ends are read alike, and spaces may separate fields
+    plain = (head + good).replace("\t", " ")
+    times = {end: mission_waypoints(_written(tmp_path / "e.waypoints", plain.replace("\n", end)), None, 5.0)[0].t_s
+             for end in ("\n", "\r\n", "\r")}
+    assert all(np.array_equal(t, times["\n"]) for t in times.values()) and times["\n"].size == 4
+
+
+def _written(path: Path, text: str) -> Path:
+    path.write_bytes(text.encode())
+    return path

@@ -648,3 +648,22 @@ def test_a_track_is_placed_about_the_origin_the_scenario_gives(tmp_path: Path) -
     (given,), _ = read_missions([gpx], HOME, 15.0)
     assert np.allclose(own.xyz_km[0], 0.0, atol=1e-12)
     assert np.allclose(given.xyz_km[0], enu_km([47.001], [8.0], [450.0], HOME)[0], atol=1e-12)
+
+
+def test_a_position_log_line_holding_a_unicode_line_separator_is_one_record(tmp_path: Path) -> None:
+    """str.splitlines() cut a line at a raw U+2028, U+2029 or NEL (\\x85), each valid inside a JSON string:
+    a record whose peer name held one was refused as invalid JSON, at a line number the editor does not
+    show. Only LF, CR LF and CR end a line."""
+    (tmp_path / "d1").mkdir()
+    path = tmp_path / "d1" / "positions.jsonl"
+    for sep in ("\u2028", "\u2029", "\x85"):
+        peer = json.dumps(f"peer{sep}b", ensure_ascii=False).encode()
+        fixes = [json.loads(_log_line(t, lat)) for t, lat in ((0.0, 47.0), (30.0, 47.001))]
+        text = b"".join(json.dumps(f).replace('"p"', peer.decode()).encode() + b"\n" for f in fixes)
+        assert sep.encode() in text
+        path.write_bytes(text + b'{"position": {"lat_deg": 47.0}}\n')
+        with pytest.raises(ContactError, match=r"positions\.jsonl:3: position: expected numbers lat_deg"):
+            read_missions([path], None, 15.0)
+        path.write_bytes(text)
+        (w,), start = read_missions([path], None, 15.0)
+        assert start == T0 and np.allclose(w.t_s, [0.0, 30.0])
