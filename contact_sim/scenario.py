@@ -197,6 +197,11 @@ class ContactScenario:
     sunlight_step_s: float = 60.0
     #: ``time.iers_finals`` once read (:func:`load_polar_motion`).
     _polar_motion: PolarMotion | None = field(default=None, init=False, repr=False, compare=False)
+    #: The drones of ``drones.waypoints_csv`` / ``drones.missions`` and t = 0's UTC instant once read, with the
+    #: fields they were read with (:func:`_read_drone_files`): the check and the window search of one run read
+    #: each file once.
+    _drone_files: tuple[tuple, list[Waypoints], _dt.datetime | None] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     @property
     def kind(self) -> str:
@@ -652,16 +657,25 @@ def plane_numbers(constellation: Constellation | Ephemeris, start: _dt.datetime 
 
 def _read_drone_files(scenario: ContactScenario) -> tuple[list[Waypoints], _dt.datetime | None]:
     """The drones of a waypoint CSV or of mission and track files, once the grid they make is
-    checked, and the UTC instant of t = 0 (``time.start``, else the recorded tracks' first time)."""
+    checked, and the UTC instant of t = 0 (``time.start``, else the recorded tracks' first time).
+    The files are read the first time only (kept in the scenario, for as long as the fields they were read
+    with stay as they were): :func:`check_contact_scenario` and :func:`build_trajectories` of one run share
+    them."""
     d = scenario.drones
-    start = scenario.time.start
-    if d.waypoints_csv is not None:
-        wps = read_waypoints_csv(d.waypoints_csv)
-    else:
-        wps, start = read_missions(d.missions, d.origin, d.speed_m_s, start)
-        if start is not None and scenario.time.start is None:  # t = 0 read from the files: the span checked here
-            check_span_end(start, scenario.time.duration_s, "time.duration_s",
-                           "t = 0, the earliest time of the tracks in drones.missions,", "; shorten time.duration_s")
+    fields = (d.waypoints_csv, tuple(d.missions or ()), d.origin, d.speed_m_s, scenario.time.start,
+              scenario.time.duration_s)
+    if scenario._drone_files is None or scenario._drone_files[0] != fields:
+        start = scenario.time.start
+        if d.waypoints_csv is not None:
+            wps = read_waypoints_csv(d.waypoints_csv)
+        else:
+            wps, start = read_missions(d.missions, d.origin, d.speed_m_s, start)
+            if start is not None and scenario.time.start is None:  # t = 0 read from the files: the span checked here
+                check_span_end(start, scenario.time.duration_s, "time.duration_s",
+                               "t = 0, the earliest time of the tracks in drones.missions,",
+                               "; shorten time.duration_s")
+        scenario._drone_files = (fields, wps, start)
+    _, wps, start = scenario._drone_files
     _check_grid(scenario, len(wps), sum(w.t_s.size for w in wps))
     return wps, start
 
