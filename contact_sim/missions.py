@@ -284,7 +284,7 @@ def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
     spread = np.linalg.svd(pts - pts.mean(axis=0), compute_uv=False)  # across the widest line through them
     if spread[1] <= 1e-9 * spread[0]:  # (not the signed area: a self-crossing polygon's lobes may cancel)
         raise ContactError(f"{brief(path)}: {where}.polygon: encloses no area (its vertices lie on one line)")
-    flown: list[np.ndarray] = []  # the ends of every transect, in flight order, metres east / north
+    flown: list[np.ndarray] = []  # each pass's transects (n, 2 ends, 2), in flight order, metres east / north
     try:  # every pass's lines counted before any is computed
         for pass_angle in _survey_angles(angle, refly):
             _pass_lines(pts, pass_angle, _qgc_spacing(spacing))
@@ -293,27 +293,29 @@ def _survey_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
                            f"polygon (at most {MAX_SURVEY_TRANSECTS})") from None
     for pass_angle in _survey_angles(angle, refly):
         transects = _survey_pass(pts, edges, pass_angle, _qgc_spacing(spacing))
-        if not transects:
+        if not len(transects):
             continue
         if entry in (2, 3):  # QGroundControl's entry corners: 2 and 3 start at the other end of the transects,
-            transects = [t[::-1] for t in transects]
+            transects = transects[:, ::-1]
         if entry in (1, 3):  # 1 and 3 with the last transect
             transects = transects[::-1]
         if flown:  # the second pass starts at the corner nearest the end of the first
-            last = flown[-1][-1]
+            last = flown[-1][-1, -1]
             distances = [np.hypot(*(transects[i][j] - last)) for i, j in ((0, 0), (0, -1), (-1, 0))]
             nearest = int(np.argmin(distances))  # (QGroundControl compares three of the four corners)
             if nearest > 1:
                 transects = transects[::-1]
             if nearest & 1:
-                transects = [t[::-1] for t in transects]
+                transects = transects[:, ::-1]
         if alternate:  # every other transect, then back along the ones skipped
-            transects = transects[0::2] + transects[1::2][::-1]
-        for k, ends in enumerate(transects):
-            ends = ends if k % 2 == 0 else ends[::-1]
-            unit = (ends[1] - ends[0]) / np.hypot(*(ends[1] - ends[0]))
-            flown.append(np.array([ends[0] - turn * unit, ends[1] + turn * unit]))
-    yield from _transect_waypoints(flown, tangent, alt, relative, where)
+            transects = np.concatenate([transects[0::2], transects[1::2][::-1]])
+        back = (np.arange(len(transects)) % 2 == 1)[:, None, None]  # back and forth in turn
+        ends = np.where(back, transects[:, ::-1], transects)
+        step = ends[:, 1] - ends[:, 0]
+        unit = step / np.hypot(step[:, 0], step[:, 1])[:, None]
+        flown.append(np.stack([ends[:, 0] - turn * unit, ends[:, 1] + turn * unit], axis=1))
+    if flown:
+        yield from _transect_waypoints(np.concatenate(flown), tangent, alt, relative, where)
 
 
 def _transect_settings(path: Path, obj: dict, where: str, kind: str) -> tuple[float, bool, float, bool]:
@@ -359,24 +361,22 @@ def _plane_vertices(path: Path, where: str, vertices: Any,
     return tangent, enu_km(lat_v, lon_v, np.zeros(len(geo)), tangent)[:, :2] * 1000.0
 
 
-def _transect_waypoints(flown: list[np.ndarray], tangent: tuple[float, float, float], alt: float, relative: bool,
+def _transect_waypoints(flown: np.ndarray, tangent: tuple[float, float, float], alt: float, relative: bool,
                         where: str) -> Iterator[_Item]:
-    """Waypoints at ``alt`` through the points of each transect in ``flown`` (metres east / north of ``tangent``)."""
-    if not flown:
-        return
-    plane = np.concatenate(flown) / 1000.0
+    """Waypoints at ``alt`` through the ends of each transect in ``flown`` (``(n, 2, 2)``, metres east / north of
+    ``tangent``)."""
+    plane = flown.reshape(-1, 2) / 1000.0
     lat, lon = lat_lon_of_enu(np.column_stack([plane, np.zeros(len(plane))]), tangent)
-    yield from _geo_waypoints(np.split(np.column_stack([lat, lon]), np.cumsum([len(t) for t in flown])[:-1]), alt,
-                              relative, where)
+    yield from _geo_waypoints(np.column_stack([lat, lon]).reshape(flown.shape), alt, relative, where)
 
 
-def _geo_waypoints(flown: list[np.ndarray], alt: float, relative: bool, where: str) -> Iterator[_Item]:
+def _geo_waypoints(flown: Sequence[np.ndarray], alt: float, relative: bool, where: str) -> Iterator[_Item]:
     """Waypoints at ``alt`` through the [lat, lon] points (deg) of each transect in ``flown``."""
     frame = 3 if relative else 0
     for k, transect in enumerate(flown, start=1):
-        for lat, lon in transect:
-            yield _Item(f"{where} (transect {k})", NAV_WAYPOINT, frame, [0.0, 0.0, 0.0, math.nan, float(lat),
-                                                                         float(lon), alt])
+        here = f"{where} (transect {k})"
+        for lat, lon in transect.tolist():
+            yield _Item(here, NAV_WAYPOINT, frame, [0.0, 0.0, 0.0, math.nan, lat, lon, alt])
 
 
 class _TooManyTransects(Exception):
@@ -410,43 +410,70 @@ def _pass_lines(pts: np.ndarray, bearing: float, spacing: float) -> tuple:
     return along, across, centre, half, off, run, k_low, k_high
 
 
-def _survey_pass(pts: np.ndarray, edges: np.ndarray, bearing: float, spacing: float) -> list[np.ndarray]:
-    """One pass of QGroundControl's transects over the polygon ``pts`` (metres east / north), each its two
-    ends (2, 2), leftmost first (facing along ``bearing``), all in the direction of the first.
+def _survey_pass(pts: np.ndarray, edges: np.ndarray, bearing: float, spacing: float) -> np.ndarray:
+    """One pass of QGroundControl's transects over the polygon ``pts`` (metres east / north), shape
+    ``(transects, 2 ends, 2)``, leftmost first (facing along ``bearing``), all in the direction of the first.
 
     As QGroundControl computes them: lines ``spacing`` apart at the bearing, 2 km longer than the polygon's
     bounding box is wide or high, the first at half that length left of the box's centre; each line's
     transect joins the two farthest of its crossings with the polygon's edges, from the one on the edge
-    listed first; with fewer than two such transects, the one line through the box's centre."""
+    listed first; with fewer than two such transects, the one line through the box's centre. The lines are
+    taken a block at a time against the edges near the block, all of their crossings at once (numpy)."""
     along, across, centre, half, off, run, k_low, k_high = _pass_lines(pts, bearing, spacing)
-    run_edge = edges @ along
-    off_next = np.roll(off, -1)  # each edge's ends' offsets, and the least and greatest of them
-    lo, hi = np.minimum(off, off_next), np.maximum(off, off_next)
-
-    def transect(offset: float, near: np.ndarray) -> np.ndarray | None:
-        at = near[(lo[near] <= offset) & (hi[near] >= offset)]  # the edges (of those near) the line meets
-        d, d_next = off[at] - offset, off_next[at] - offset
-        cross = d != d_next  # (an edge lying on the line is not crossed)
-        t = run[at[cross]] + d[cross] / (d[cross] - d_next[cross]) * run_edge[at[cross]]
-        t = t[np.abs(t) <= half]  # beyond the line's ends
-        if t.size < 2 or t.max() - t.min() <= 1e-9 * half:
-            return None
-        tol = 1e-9 * half  # one crossing found on the two edges that meet on the line
-        ends = (t.min(), t.max())
-        if np.flatnonzero(t <= ends[0] + tol)[0] > np.flatnonzero(t >= ends[1] - tol)[0]:
-            ends = ends[::-1]
-        return np.array([centre + offset * across + e * along for e in ends])
-
+    off_next = np.roll(off, -1)
+    lo, hi = np.minimum(off, off_next), np.maximum(off, off_next)  # each edge's least and greatest offset
+    table = np.column_stack([lo, hi, off, off_next, run, edges @ along])  # per edge, what a crossing takes
+    line_frame = (along, across, centre, half)
     found = []
-    for first in range(k_low, k_high + 1, 256):  # lines a block at a time, among the edges near the block
-        block = range(first, min(first + 256, k_high + 1))
-        near = np.flatnonzero((lo <= -half + block[-1] * spacing) & (hi >= -half + block[0] * spacing))
-        found += [t for k in block if (t := transect(-half + k * spacing, near)) is not None]
-    if len(found) < 2:
-        one = transect(0.0, np.arange(len(off)))
-        found = [] if one is None else [one]
-    forward = found and np.dot(found[0][1] - found[0][0], along) > 0
-    return [t if (np.dot(t[1] - t[0], along) > 0) == forward else t[::-1] for t in found]
+    for first in range(k_low, k_high + 1, _LINES_PER_BLOCK):
+        offsets = -half + np.arange(first, min(first + _LINES_PER_BLOCK, k_high + 1)) * spacing
+        near = table[(lo <= offsets[-1]) & (hi >= offsets[0])]
+        step = max(1, _PAIRS_PER_BLOCK // max(len(near), 1))  # fewer lines at once where many edges are near
+        found += [_line_transects(line_frame, offsets[i:i + step], near) for i in range(0, offsets.size, step)]
+    transects = np.concatenate(found) if found else np.empty((0, 2, 2))
+    if len(transects) < 2:
+        transects = _line_transects(line_frame, np.zeros(1), table)
+    if not len(transects):
+        return transects
+    ahead = (transects[:, 1] - transects[:, 0]) @ along > 0
+    return np.where((ahead == ahead[0])[:, None, None], transects, transects[:, ::-1])
+
+
+#: Lines of a survey pass matched against the polygon's edges near them at a time, and the most line-edge pairs
+#: computed at once (fewer lines where many edges are near: about 100 bytes a pair).
+_LINES_PER_BLOCK, _PAIRS_PER_BLOCK = 256, 1 << 14
+
+
+def _line_transects(line_frame: tuple, offsets: np.ndarray, near: np.ndarray) -> np.ndarray:
+    """The transects ``(n, 2, 2)`` of the lines ``offsets`` (metres right of the centre, increasing) that cross
+    the polygon, among the edges ``near`` (rows ``lo, hi, off, off_next, run, run_edge`` in the order the
+    edges are listed; every edge a line meets): each line's two farthest crossings with the edges, first the
+    one on the edge listed first. A line lying along an edge does not cross it; a line through a vertex
+    meets both edges there (one crossing, found twice); crossings beyond the line's ends, or a line whose
+    crossings lie within 1e-9 of its half-length of one another, give no transect. Every line against every
+    edge near, as a (line, edge) table."""
+    along, across, centre, half = line_frame
+    lo, hi, off, off_next, run, run_edge = near.T
+    o = offsets[:, None]
+    d, d_next = off - o, off_next - o
+    meets = (lo <= o) & (hi >= o) & (d != d_next)  # (an edge lying on the line is not crossed)
+    with np.errstate(divide="ignore", invalid="ignore"):  # (the pairs that do not meet: not used)
+        t = run + d / (d - d_next) * run_edge  # how far ahead of the centre the line crosses the edge
+    meets &= np.abs(t) <= half  # (not beyond the line's ends)
+    low = np.where(meets, t, np.inf).min(axis=1, initial=np.inf)
+    high = np.where(meets, t, -np.inf).max(axis=1, initial=-np.inf)
+    tol = 1e-9 * half  # one crossing found on the two edges that meet on the line
+    keep = (np.count_nonzero(meets, axis=1) >= 2) & ~(high - low <= tol)
+    if not keep.any():
+        return np.empty((0, 2, 2))
+    if not keep.all():
+        meets, t, low, high = meets[keep], t[keep], low[keep], high[keep]
+    first_low = np.argmax(meets & (t <= low[:, None] + tol), axis=1)  # in the order the edges are listed
+    first_high = np.argmax(meets & (t >= high[:, None] - tol), axis=1)
+    swap = first_low > first_high  # the farthest crossing on the edge listed first starts the transect
+    ends = np.stack([np.where(swap, high, low), np.where(swap, low, high)], axis=1)
+    base = centre + offsets[keep, None] * across  # the lines' centres
+    return base[:, None, :] + ends[:, :, None] * along
 
 
 def _corridor_items(path: Path, obj: dict, where: str) -> Iterator[_Item]:
