@@ -117,6 +117,19 @@ class ContactPlan:
         self._by_node: dict[int, np.ndarray] | None = None
         self._graph = None
 
+    def without_transfers(self) -> "ContactPlan":
+        """This plan with no transfer recorded: a new plan whose windows, capacities, mean rates and per-node
+        index are this plan's arrays, shared, not copied (nothing but the transfers changes a plan once built),
+        so a run of several seeds books each seed's transfers on its own plan without a second copy of a
+        plan of millions of windows."""
+        plan = object.__new__(ContactPlan)
+        plan.__dict__.update(self.__dict__)
+        plan.node_names, plan.node_ids, plan.node_kinds = list(self.node_names), list(self.node_ids), list(self.node_kinds)
+        plan.meta = dict(self.meta)
+        plan.transfers = []
+        plan._busy_into = {}
+        return plan
+
     # ------------------------------------------------------------------ basics
     @property
     def n_nodes(self) -> int:

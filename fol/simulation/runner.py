@@ -636,7 +636,7 @@ def run_simulation(
 
                 sizes = fol_payload_sizes(nodes, max(1, scn.fol.rounds))
                 participants = _participants(base_plan, learners, sizes[0], base_plan.n_rounds)
-                plan = copy.deepcopy(base_plan)
+                plan = base_plan.without_transfers()  # the windows shared, not copied: only transfers differ
                 batteries = copy.deepcopy(base_batteries) if base_batteries else None
                 waits: list[dict[str, Any]] = []
                 if batteries:
