@@ -153,20 +153,30 @@ def check_trajectory_size(n_times: float, n_nodes: int, waypoint_times: float = 
 
 
 def check_window_budget(n_windows: float, searched_s: float, horizon_s: float, grid_bytes: float,
-                        range_field: str = "link.max_range_km") -> None:
+                        range_field: str = "link.max_range_km", held_bytes: float = 0.0) -> None:
     """Refuse a contact search whose windows (:data:`CONTACT_BYTES_PER_WINDOW` each) and grid (``grid_bytes``,
     :func:`contact_search_bytes`) would together exceed :data:`MAX_TRAJECTORY_BYTES`: ``n_windows`` found in
     ``searched_s`` of the ``horizon_s`` seconds searched so far (the window search calls it as it writes its
-    parts, before it builds the table). ``range_field``: the scenario field of the link's range, named in the
-    refusal (``drones.radio_range_km`` for drones)."""
+    parts, before it builds the table). ``held_bytes``: what the search's workers hold for the windows they
+    have not written yet (their part buffers, :meth:`contact_sim.windows._Accumulator.held_bytes`), held to
+    the same limit with the grid: the workers scan before the table is built, so the two peaks do not add up.
+    ``range_field``: the scenario field of the link's range, named in the refusal (``drones.radio_range_km``
+    for drones)."""
     need = grid_bytes + float(n_windows) * CONTACT_BYTES_PER_WINDOW
+    fix = f"shorten time.duration_s, lower {range_field} or use fewer nodes"
     if need > MAX_TRAJECTORY_BYTES:
         raise ContactError(
             f"contact windows: {n_windows:,.0f} found in {searched_s:,.0f} s of the {horizon_s:,.0f} s horizon "
             f"would need {need / 2**30:.1f} GiB with the grid's {grid_bytes / 2**30:.1f} GiB "
             f"({CONTACT_BYTES_PER_WINDOW} bytes per window; limit {MAX_TRAJECTORY_BYTES / 2**30:.0f} GiB)"
-            f"{', where the search stopped' if searched_s < horizon_s * (1 - 1e-9) else ''}; shorten "
-            f"time.duration_s, lower {range_field} or use fewer nodes")
+            f"{', where the search stopped' if searched_s < horizon_s * (1 - 1e-9) else ''}; {fix}")
+    scanning = grid_bytes + float(held_bytes)
+    if scanning > MAX_TRAJECTORY_BYTES:
+        raise ContactError(
+            f"contact windows: the search's workers would hold {held_bytes / 2**30:.2f} GiB for the windows they "
+            f"have not yet written to parts, {scanning / 2**30:.1f} GiB with the grid's "
+            f"{grid_bytes / 2**30:.1f} GiB (limit {MAX_TRAJECTORY_BYTES / 2**30:.0f} GiB), where the search "
+            f"stopped; use fewer --workers, {fix}")
 
 
 def time_grid(duration_s: float, step_s: float) -> np.ndarray:

@@ -94,6 +94,19 @@ RateFn = Callable[[np.ndarray], np.ndarray]
 _BATCH = 65536  # candidate pairs per kernel call (the event buffers stay in cache)
 _MIN_WINDOW_S = 1e-6
 _PART_WINDOWS = 4_000_000  # emitted windows a worker holds before writing a part
+#: Bytes per emitted window that writing it in a part adds to the worker's buffers (:meth:`_Scanner._write_part`):
+#: its columns handed over (38: int32 pair, float64 start, end and volume, float32 range integral and minimum,
+#: two flags), the kept rows, their order and the sorted starts (8 each) and the part's structured array (30),
+#: 92 together, rounded up.
+_PART_WRITE_BYTES = 96
+#: Bytes per open window of the events that close them at a chunk's end (:meth:`_Accumulator.close_all`:
+#: its pair id, an int64 and a float64 event row, and its volume: 8 + 24 + 40 + 8).
+_CLOSE_BYTES = 80
+#: What a forked worker holds besides its windows, whatever their number: the compiled kernels it loads, the
+#: event buffers and the pages of the parent it writes to. Measured: the same search (120 satellites, 24 h at
+#: 60 s, 53,333 windows) peaked 118 MiB higher in two forked workers than in the one process (the process
+#: tree's summed proportional set size); rounded up.
+_FORKED_WORKER_BYTES = 64 * 2**20
 _BLOCK = 1 << 22  # rows per block of the table-wide passes (bounds their temporaries)
 
 
@@ -276,6 +289,7 @@ class _Accumulator:
         self.out_pid = np.zeros(1 << 12, dtype=np.int64)
         self.out_f = np.zeros((1 << 12, 5))
         self.out_b = np.zeros((1 << 12, 2), dtype=bool)
+        self._first_bytes = self.out_pid.nbytes + self.out_f.nbytes + self.out_b.nbytes + self.tab.nbytes
 
     def _alloc_table(self, cap: int) -> None:
         self.tab = _aligned((cap, K.ROW))  # each row one cache line
@@ -288,6 +302,14 @@ class _Accumulator:
     @property
     def n_out(self) -> int:
         return int(self.st[K.S_OUT])
+
+    def held_bytes(self) -> int:
+        """Bytes this accumulator holds, or will while its windows are written, beyond its first buffers (a fixed
+        0.5 MB, like the event buffers): the emitted-window buffers and the open-window table as they have grown
+        (they are kept for the next part), :data:`_PART_WRITE_BYTES` per emitted window not yet written and
+        :data:`_CLOSE_BYTES` per open window (closed at the chunk's end, then written)."""
+        grown = self.out_pid.nbytes + self.out_f.nbytes + self.out_b.nbytes + self.tab.nbytes - self._first_bytes
+        return grown + self.n_out * _PART_WRITE_BYTES + len(self) * _CLOSE_BYTES
 
     def _reserve(self, opens: int, closes: int) -> None:
         """Room for ``opens`` more open windows and ``closes`` more emitted ones."""
@@ -396,8 +418,9 @@ class _Events:
 
 class _WindowTally:
     """The windows the search has written to parts and the seconds of horizon those parts cover, summed over
-    every worker (in shared memory, which forked workers inherit, once :meth:`share` is called before they
-    are forked); with ``budget``, held to the contact search's budget with its grid
+    every worker, and the bytes each chunk's worker holds for the windows it has not yet written (in shared
+    memory, which forked workers inherit, when :meth:`start` is told so before they are forked); with
+    ``budget``, held to the contact search's budget with its grid
     (:func:`contact_sim.trajectory.check_window_budget`): once it is passed, each worker stops at its next
     grid step, before any part is read back into the table."""
 
@@ -407,32 +430,48 @@ class _WindowTally:
         self.budget = budget
         # the field of the link's range a refusal names: satellites' (TEME) or the drones'
         self.range_field = "link.max_range_km" if traj.frame == "TEME" else "drones.radio_range_km"
-        self._sums: Any = [0.0, 0.0, 0.0]  # windows, seconds searched, 1 once over the budget
+        # windows, seconds searched, 1 once over the budget, the most bytes held by all workers together,
+        # then the bytes held now by each chunk's worker
+        self._sums: Any = [0.0, 0.0, 0.0, 0.0]
         self._lock: Any = contextlib.nullcontext()
 
-    def share(self) -> None:
-        """Move the sums to shared memory (with a lock), for workers forked after this call."""
-        self._sums = mp.get_context("fork").Array("d", self._sums)
-        self._lock = self._sums.get_lock()
+    def start(self, chunks: int, shared: bool) -> None:
+        """Zero the sums and give each of ``chunks`` chunks its count of held bytes; with ``shared``, in shared
+        memory (with a lock), for workers forked after this call."""
+        values = [0.0] * (4 + chunks)
+        self._sums = mp.get_context("fork").Array("d", values) if shared else values
+        self._lock = self._sums.get_lock() if shared else contextlib.nullcontext()
 
     def add(self, windows: int, seconds: float) -> None:
         """Count a part's new windows (not those continuing one of the part before) and its seconds."""
         with self._lock:
             self._sums[0] += windows
             self._sums[1] += seconds
-            try:
-                self.check()
-            except ContactError:
-                self._sums[2] = 1.0
+            self._flag()
+
+    def hold(self, chunk: int, nbytes: float) -> None:
+        """Set the bytes the worker of ``chunk`` holds for windows it has not written yet (0 once it is done)."""
+        with self._lock:
+            self._sums[4 + chunk] = nbytes
+            self._sums[3] = max(self._sums[3], sum(self._sums[4:]))
+            self._flag()
+
+    def _flag(self) -> None:
+        try:
+            self.check()
+        except ContactError:
+            self._sums[2] = 1.0
 
     @property
     def over(self) -> bool:
         return self._sums[2] > 0
 
     def check(self) -> None:
-        """Raise :class:`ContactError` (one line: the count, the seconds searched, the limit) past the budget."""
+        """Raise :class:`ContactError` (one line: the count, the seconds searched, the limit; or the most bytes the
+        workers held together) past the budget."""
         if self.budget:
-            check_window_budget(self._sums[0], self._sums[1], self.horizon_s, self.grid_bytes, self.range_field)
+            check_window_budget(self._sums[0], self._sums[1], self.horizon_s, self.grid_bytes, self.range_field,
+                                held_bytes=self._sums[3])
 
 
 # --------------------------------------------------------------------------- per-cell work
@@ -556,16 +595,21 @@ class _Scanner:
                     qs[0][0], qs[1][0], qs[0][1], qs[1][1], t0, dt, first)
         acc.apply(ev.ev_i, ev.ev_f, ne, ev.bits_of(ne, self.rate_fn))
 
-    def scan(self, k0: int, k1: int, directory: str, chunk: int = 0) -> list[tuple[str, int]]:
+    def scan(self, k0: int, k1: int, directory: str, chunk: int = 0, fixed_bytes: float = 0.0) -> list[tuple[str, int]]:
         """Windows of cells ``k0 .. k1-1`` (chunk number ``chunk``), written to ``directory`` as parts.
 
         Whenever ``_PART_WINDOWS`` windows have been emitted, the open ones are
         checkpointed (:meth:`_Accumulator.checkpoint`) and the part is written,
         so a worker holds at most one part however long the scenario. Windows
         still open at the chunk end are closed there, flagged ``right``. Each
-        part is counted in :attr:`tally`; once the windows of every worker pass
-        its budget the scan stops at its next step (the parts it returns then
-        are not the chunk's whole). Returns ``(path, rows)`` per part, in time order.
+        part is counted in :attr:`tally`, and after every grid step the bytes
+        the worker holds for the windows not yet written
+        (:meth:`_Accumulator.held_bytes`); once the windows of every worker, or
+        the bytes held by all of them, pass its budget the scan stops at its
+        next step (the parts it returns then are not the chunk's whole).
+        ``fixed_bytes``: what the worker holds besides (a forked worker's
+        :data:`_FORKED_WORKER_BYTES`), counted with them while it scans.
+        Returns ``(path, rows)`` per part, in time order.
         """
         acc, ev = _Accumulator(self.traj.n_nodes), _Events()
         parts: list[tuple[str, int]] = []
@@ -577,15 +621,21 @@ class _Scanner:
         since = times[k0]  # where the part being gathered starts
         for k in cells:
             if self.tally.over:  # this worker's windows, or another's, passed the budget
+                self.tally.hold(chunk, 0.0)
                 return parts
             self._space(acc, ev, k, k == k0)
             self._ground(acc, ev, k, k == k0)
-            if acc.n_out >= _PART_WINDOWS and k + 1 < k1:
+            self.tally.hold(chunk, fixed_bytes + acc.held_bytes())
+            if acc.n_out >= _PART_WINDOWS and k + 1 < k1 and not self.tally.over:
                 acc.checkpoint(times[k + 1])
                 parts.append(self._write_part(acc, directory, chunk, len(parts), times[k + 1] - since))
                 since = times[k + 1]
+        if self.tally.over:
+            self.tally.hold(chunk, 0.0)
+            return parts
         acc.close_all(times[k1], right=True)
         parts.append(self._write_part(acc, directory, chunk, len(parts), times[k1] - since))
+        self.tally.hold(chunk, 0.0)  # done: its buffers go with it
         return parts
 
     def _write_part(self, acc: _Accumulator, directory: str, chunk: int, index: int,
@@ -644,7 +694,7 @@ def _order_by_start(t: np.ndarray, pid: np.ndarray) -> np.ndarray:
 _WORKER: _Scanner | None = None
 
 
-def _scan_chunk(args: tuple[int, int, str, int]) -> list[tuple[str, int]]:
+def _scan_chunk(args: tuple[int, int, str, int, float]) -> list[tuple[str, int]]:
     assert _WORKER is not None
     return _WORKER.scan(*args)
 
@@ -761,7 +811,9 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
     :data:`~contact_sim.trajectory.CONTACT_BYTES_PER_WINDOW` each, what ``fol contacts`` was measured to
     need per window, plus the grid's cost): once they pass it, every worker stops at its next grid step and
     :class:`ContactError` says how many were found in how much of the horizon, with the temporary
-    directory removed and no table built.
+    directory removed and no table built. What the workers hold while they scan (:meth:`_Accumulator.held_bytes`
+    for the windows not yet written, and :data:`_FORKED_WORKER_BYTES` for each forked worker) is held to the
+    same limit with the grid, and refused the same way.
     """
     global _WORKER
     if workers < 1:
@@ -784,14 +836,15 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
         tasks = [(k0, k1, directory, i) for i, (k0, k1) in enumerate(bounds)]
         if workers > 1 and len(tasks) > 1 and "fork" in mp.get_all_start_methods():
             _WORKER = scanner
-            scanner.tally.share()
+            scanner.tally.start(len(tasks), shared=True)
             try:
                 with ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
                                          mp_context=mp.get_context("fork")) as pool:
-                    parts = list(pool.map(_scan_chunk, tasks))
+                    parts = list(pool.map(_scan_chunk, [t + (_FORKED_WORKER_BYTES,) for t in tasks]))
             finally:
                 _WORKER = None
         else:
+            scanner.tally.start(len(tasks), shared=False)
             parts = [scanner.scan(*t) for t in tasks]
         scanner.tally.check()  # every part counted: the table is not built past the budget
         del scanner  # the packed node states: not needed to assemble

@@ -140,10 +140,12 @@ def test_windows_past_the_budget_are_refused_before_the_table_is_built(
     outputs of an earlier run in --out stay as they were. With the limit one byte higher, the same scenario
     passes. Parts of 7 windows, serially and in two workers: the count, summed over the parts as they are
     written (a window continued from the part before counted once), is the table's exactly. Before the
-    windows were counted, both limits gave a table."""
+    windows were counted, both limits gave a table. (The forked workers' own 64 MiB each, counted while
+    they scan, is set aside here: the limit is far below it.)"""
     grid, n = _grid_and_windows(tmp_path)
     assert n > 1000
     monkeypatch.setattr("contact_sim.windows._PART_WINDOWS", 7)
+    monkeypatch.setattr("contact_sim.windows._FORKED_WORKER_BYTES", 0)
     parts = tmp_path / "tmp"
     parts.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(parts))
@@ -177,9 +179,11 @@ def test_the_search_stops_once_its_windows_pass_the_budget(
     """With room for a third of the windows, the search stops at the first part written past it: the count
     and the seconds searched that it gives are short of the whole horizon's, and no temporary part is left.
     (A third, not less: the grid's check, before the search, counts the drones' expected waypoint times, 13
-    samples more than the grid has here, which must fit too.)"""
+    samples more than the grid has here, which must fit too. The forked workers' own 64 MiB each is set
+    aside, as above.)"""
     grid, n = _grid_and_windows(tmp_path)
     monkeypatch.setattr("contact_sim.windows._PART_WINDOWS", 20)
+    monkeypatch.setattr("contact_sim.windows._FORKED_WORKER_BYTES", 0)
     monkeypatch.setattr("contact_sim.trajectory.MAX_TRAJECTORY_BYTES", grid + n // 3 * CONTACT_BYTES_PER_WINDOW)
     parts = tmp_path / "tmp"
     parts.mkdir()
@@ -192,6 +196,63 @@ def test_the_search_stops_once_its_windows_pass_the_budget(
                                str(exc.value)).groups()
     assert n // 3 < int(found.replace(",", "")) < n // 2, str(exc.value)
     assert int(searched.replace(",", "")) < 7200 * 3 // 4 and "where the search stopped" in str(exc.value)
+    assert not list(parts.iterdir())
+
+
+_SIMULATE_DRONES = _DRONES.replace("{duration_s}", "43200.0") + """
+[scenario]
+name = "held-windows"
+seeds = [0]
+[rounds]
+count = 1
+[data]
+dataset = "synthetic-wildfire"
+size = 1200
+image_size = 8
+partition = "dirichlet"
+per_node = 100
+[fol]
+pretrain_epochs = 0
+[methods]
+run = ["local"]
+[run]
+executor = "local"
+workers = 1
+"""
+
+
+def test_simulate_counts_the_windows_its_search_holds_before_writing_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``fol simulate`` over 12 drones for 12 h (7,013 windows, one part: the search holds every window
+    until its chunk ends) with the limit lowered to the grid's cost plus CONTACT_BYTES_PER_WINDOW for every
+    window, which the windows' count alone accepts: the buffers the search holds for the windows it has not
+    yet written (grown past their first 4,096 rows, and 96 bytes a window to write them) pass it, so the run
+    is refused in one line, exit status 2, before any training, with no temporary part left. Before they
+    were counted, the run went on (``fol simulate --workers 2`` held about 0.6 GiB so on 1,000 satellites,
+    beyond the 0.4 GiB its 3.9 million windows were counted at)."""
+    contact = _write(tmp_path, _DRONES.replace("{duration_s}", "43200.0"), "contacts.toml")
+    scenario = load_contact_scenario(contact)
+    traj = build_trajectories(scenario)
+    grid = contact_search_bytes(traj.times_s.size, traj.n_nodes)
+    n = len(plan_from_trajectories(traj, scenario).windows)
+    assert 4096 * 2 > n > 4096  # more windows than the search's first buffers hold
+    monkeypatch.setattr("contact_sim.trajectory.MAX_TRAJECTORY_BYTES", grid + n * CONTACT_BYTES_PER_WINDOW)
+    parts = tmp_path / "tmp"
+    parts.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(parts))
+
+    def trained(*args, **kwargs):
+        pytest.fail("the nodes were pretrained after the search passed its budget")
+
+    monkeypatch.setattr("fol.simulation.runner._pretrained_nodes", trained)
+    path = _write(tmp_path, _SIMULATE_DRONES)
+    assert main(["simulate", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    assert re.fullmatch(
+        r"fol simulate: error: contact windows: the search's workers would hold 0\.00 GiB for the windows they have not yet written "
+        r"to parts, .* GiB with the grid's .* GiB \(limit 0 GiB\), where the search stopped; use fewer --workers, "
+        r"shorten time\.duration_s, lower drones\.radio_range_km or use fewer nodes$", err[0]), err
     assert not list(parts.iterdir())
 
 
