@@ -1345,3 +1345,99 @@ def test_a_received_record_whose_file_cannot_be_checked_stops_the_start_in_one_l
     assert message.endswith("... cannot be checked (Permission denied)"), message
     _one_line(message, 300)
     assert (tmp_path / "state.json").read_bytes() == before
+
+
+# ------------------------------------------------------------------ run and state folders read back (fol/simulation, fol/personalize.py, fol/agent/keys.py)
+
+def _leo_run_record(tmp_path: Path) -> Path:
+    """A run folder as the tiny LEO run starts it: its record and its copy of the scenario (nothing trained)."""
+    import json
+    import tomllib
+
+    from fol.simulation import parse_scenario
+
+    from _scenarios import LEO
+
+    out = tmp_path / "out"
+    out.mkdir()
+    record = parse_scenario(tomllib.loads(LEO), tmp_path, "tiny.toml").resolved()
+    (out / "scenario.resolved.json").write_text(json.dumps(record))
+    (out / "scenario.toml").write_text(LEO)
+    (tmp_path / "tiny.toml").write_text(LEO)
+    return out
+
+
+def _tree(folder: Path) -> dict[str, str]:
+    """Every entry under ``folder``: a link's target, 'dir', or a file's bytes, by relative path."""
+    import os
+
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        out[str(p.relative_to(folder))] = (f"link:{os.readlink(p)}" if p.is_symlink() else "dir" if p.is_dir()
+                                           else p.read_bytes().hex() if p.is_file() else "special")
+    return out
+
+
+@pytest.mark.parametrize("where", ["state", "state/seed-0", "state/seed-0/results", "state/seed-0/pretrained"])
+@pytest.mark.parametrize("kind", ["file", "broken link"])
+def test_a_run_folder_whose_state_folder_is_not_a_folder_is_refused_by_the_check(
+        where: str, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A mutation fuzzer of the run folders ``fol simulate`` leaves: with ``state/`` (or a seed's folder, its
+    ``results/`` or ``pretrained/``) a file or a broken link, ``--check --resume`` said OK, and the resume
+    computed the contacts, rewrote the record and then failed with 'state: File exists' (2.3 s in, a raw
+    OSError line; minutes on a real swarm). It is now refused by the check, in one line naming the folder."""
+    from fol.cli import main
+
+    out = _leo_run_record(tmp_path)
+    target = out / where
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "file":
+        target.write_text("x")
+    else:
+        target.symlink_to(tmp_path / "no-such-folder")
+    before = _tree(out)
+    for argv in (["simulate", "--resume", str(out), "--check"],
+                 ["simulate", str(tmp_path / "tiny.toml"), "--resume", str(out), "--check"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--resume {out}: {target} is not a folder" in err[0], err
+        _one_line(err[0], 400)
+    assert _tree(out) == before
+
+
+def test_run_json_files_are_read_only_as_regular_files_of_bounded_size(tmp_path: Path, monkeypatch) -> None:
+    """The fuzzer's ``scenario.resolved.json`` linked to ``/dev/urandom`` took 23 s and 1.7 GiB before a
+    MemoryError traceback (read whole, unbounded), a sparse file of 3 GiB a MemoryError under a 2 GiB
+    limit, and a FIFO blocked ``--resume`` for ever. A run folder's JSON files are now read as regular files
+    of at most MAX_RUN_JSON_BYTES (checked before reading), refused as the damaged file they are."""
+    import os
+    import signal
+
+    from fol.cli import main
+    from fol.simulation import check, runner
+
+    out = _leo_run_record(tmp_path)
+    monkeypatch.setattr(check, "MAX_RUN_JSON_BYTES", 4096)
+    big = out / "state" / "seed-0" / "results" / "local.json"
+    big.parent.mkdir(parents=True)
+    with open(big, "wb") as fh:
+        fh.truncate(5000)
+    with pytest.raises(ValueError, match=r"^5000 bytes; a JSON file of a run may have at most 4096$"):
+        check.read_run_json(big)
+    with pytest.raises(ConfigError, match=r"local\.json: not the saved results of method 'local' \(5000 bytes; "):
+        runner._saved_results(big, "local", ["a"])
+
+    def timed_out(*_: object) -> None:
+        raise TimeoutError("read_run_json waited on a FIFO")
+
+    os.mkfifo(out / "state" / "wall_seconds.json")
+    previous = signal.signal(signal.SIGALRM, timed_out)
+    signal.alarm(10)
+    try:
+        assert runner._earlier_wall_seconds(out) is None  # no writer will ever come: as unreadable
+        (out / "scenario.resolved.json").unlink()
+        os.symlink("/dev/zero", out / "scenario.resolved.json")
+        assert main(["simulate", "--resume", str(out), "--check"]) == 2
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

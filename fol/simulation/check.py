@@ -52,19 +52,28 @@ from fol.fileio import check_input_dir, check_output_dir, file_sha256
 from fol.methods import get_method
 from orbits import Constellation, Ephemeris, OrbitError
 from orbits.groundtrack import turns_earth_fixed
-from swarmbase.fileio import NOT_REGULAR, is_special_file
 from swarmbase.safejson import loads as bounded_loads
 from fol.simulation.partition import (GROUND_SPEED_KM_S, GROUND_TRACK_BYTES_PER_SAMPLE, GROUND_TRACK_BYTES_PER_TIME,
                                      ITRF_GROUND_TRACK_BYTES_PER_SAMPLE, coverage_step_s)
 from fol.simulation.scenario import DataConfig, SwarmScenario, errors_name_the_file, json_default, result_settings
-from swarmbase.tomlcheck import shown
+from swarmbase.tomlcheck import brief, read_text_file, shown
 
 __all__ = ["CheckReport", "check_scenario", "check_run_folder", "check_resumable", "read_run_record", "node_architectures",
-           "input_digests", "INPUTS_FILE", "read_run_json", "check_acquisition_span"]
+           "input_digests", "INPUTS_FILE", "STATE_DIR", "seed_dir", "read_run_json", "check_acquisition_span"]
 
+#: In a run folder: the folder of its saved work (:data:`INPUTS_FILE`, the wall time, and per seed
+#: :func:`seed_dir`).
+STATE_DIR = "state"
 #: In a run folder: the sha256 of each file the scenario's contact side read and of its image folder's
 #: files (:func:`input_digests`).
-INPUTS_FILE = "state/inputs.json"
+INPUTS_FILE = f"{STATE_DIR}/inputs.json"
+#: In :func:`seed_dir`: the folders of the seed's pretrained models and of its methods' saved results.
+SEED_FOLDERS = ("pretrained", "results")
+
+
+def seed_dir(out: Path, seed: int) -> Path:
+    """Where a run keeps seed ``seed``'s pretrained models (``pretrained/``) and method results (``results/``)."""
+    return Path(out) / STATE_DIR / f"seed-{seed}"
 #: In :data:`INPUTS_FILE`: the images of an ``imagefolder`` dataset, ``{relative path: {"bytes", "sha256"}}``.
 IMAGES_KEY = "data.path"
 #: The entries of :data:`INPUTS_FILE` recorded since a later version (the dataset's files, ``[time] iers_finals``):
@@ -127,16 +136,24 @@ def check_run_folder(out: Path, resume: bool = False) -> None:
 RUN_JSON_DEPTH = 32
 
 
+#: The largest JSON file of a run folder read back (bytes), checked before it is read: far above what a
+#: run writes (a method's saved results take about 1 kB per node and round, the record of an image
+#: folder's files about 120 bytes per image), so that a damaged one (a link to ``/dev/zero``, a FIFO, a
+#: sparse file of gigabytes) is refused unread, not read whole into memory or waited on for ever.
+MAX_RUN_JSON_BYTES = 2**30
+
+
 def read_run_json(path: Path) -> Any:
     """A JSON file of a run folder (its record, a saved result, the wall time), as
-    ``--resume`` reads it: ``NaN`` taken (results hold it), nesting bounded
-    (:func:`swarmbase.safejson.loads`), so a damaged file is a :class:`ValueError` (or an
-    :class:`OSError` if it cannot be read), never a ``RecursionError`` later.
-    The count of values is bounded by the file's size alone. A FIFO or a device there is a
-    :class:`ValueError`, not opened (:func:`swarmbase.fileio.is_special_file`: a FIFO waits for a writer)."""
-    if is_special_file(path):
-        raise ValueError(f"{NOT_REGULAR}; expected a JSON file a run wrote")
-    text = Path(path).read_text()
+    ``--resume`` reads it: a regular file of at most :data:`MAX_RUN_JSON_BYTES`, UTF-8
+    (:func:`swarmbase.tomlcheck.read_text_file`), ``NaN`` taken (results hold it), nesting
+    bounded (:func:`swarmbase.safejson.loads`), so a damaged or missing file is a
+    :class:`ValueError` whose message does not repeat the path, never a ``RecursionError``
+    later. The count of values is bounded by the file's size alone."""
+    try:
+        text = read_text_file(path, ValueError, "JSON file of a run", MAX_RUN_JSON_BYTES)
+    except ValueError as exc:  # the callers name the file
+        raise ValueError(str(exc).removeprefix(f"{brief(Path(path))}: ")) from None
     return bounded_loads(text, max_depth=RUN_JSON_DEPTH, max_items=len(text) + 1, allow_nan=True)
 
 
@@ -399,12 +416,27 @@ def _first_changed_image(before: dict[str, Any], now: dict[str, Any]) -> str:
     return f"{first} was {how}{more}"
 
 
+def _check_state_folders(scn: SwarmScenario, out: Path) -> None:
+    """The folders a resumed run keeps its saved work in (:data:`STATE_DIR`, and for each seed
+    :func:`seed_dir` and its :data:`SEED_FOLDERS`) are folders (a link to one too) where they are
+    there: a file, a FIFO or a broken link in the place of one is refused now, before the run
+    works for minutes and rewrites its record, only to fail when it saves there."""
+    folders = [Path(out) / STATE_DIR]
+    for seed in scn.seeds:
+        folders += [seed_dir(out, seed), *(seed_dir(out, seed) / name for name in SEED_FOLDERS)]
+    for folder in folders:
+        if os.path.lexists(folder) and not folder.is_dir():
+            raise ConfigError(f"--resume {out}: {folder} is not a folder (a broken link, a file, ...), where the run "
+                              "keeps its saved work; move it away to resume without it, or use a new output folder")
+
+
 def check_resumable(scn: SwarmScenario, out: Path) -> None:
     """``--resume OUT``: ``OUT`` holds a run's record, and the scenario equals the
     interrupted run's in everything that changes results (:func:`result_settings`),
     and in the contents of the files its contact side and its image folder hold, when
     the run recorded them (:data:`INPUTS_FILE`; :data:`LATER_KEYS` it lacks are not compared)."""
     before = read_run_record(out)
+    _check_state_folders(scn, out)
     now = json.loads(json.dumps(scn.resolved(), default=json_default))  # as the run wrote its record
     old, new = result_settings(before), result_settings(now)
     changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))

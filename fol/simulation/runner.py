@@ -46,7 +46,8 @@ from contact_sim.plan import ContactPlan
 from contact_sim.scenario import (build_batteries, build_constellation, build_trajectories, load_plan_file,
                                   plan_from_trajectories)
 from swarmbase.tomlcheck import shown
-from fol.simulation.check import INPUTS_FILE, check_acquisition_span, check_scenario, input_digests, read_run_json
+from fol.simulation.check import (INPUTS_FILE, STATE_DIR, check_acquisition_span, check_scenario, input_digests,
+                                  read_run_json, seed_dir as _seed_dir)
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.result import SimulationResult
 from fol.simulation.scenario import SwarmScenario, json_default
@@ -67,7 +68,6 @@ __all__ = ["run_simulation", "SimulationResult", "plan_deliveries"]
 
 log = logging.getLogger(__name__)
 
-STATE_DIR = "state"
 #: In STATE_DIR: the run's wall time so far, over the sessions of a resumed run ({"seconds": ...}).
 WALL_FILE = "wall_seconds.json"
 
@@ -462,11 +462,6 @@ def _resumed_pretraining(path: Path, spec: ModelSpec, name: str, seed: int) -> t
                           f"non-negative integer (the FLOPs the run recorded for pretraining {name!r}); move the "
                           f"file away to pretrain {name!r} again")
     return loaded.model.state_dict(), flops
-
-
-def _seed_dir(out: Path, seed: int) -> Path:
-    """Where a run keeps seed ``seed``'s pretrained models (``pretrained/``) and method results (``results/``)."""
-    return out / STATE_DIR / f"seed-{seed}"
 
 
 def _checkpoint_path(seed_dir: Path, name: str) -> Path:
