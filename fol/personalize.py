@@ -50,6 +50,7 @@ from fol.stages import (Candidate, align_neighbour, candidate_train_logits, cand
                         fall_back_to_received, own_candidate, scored_candidate, select_top_k)
 from fol.train import evaluate, predict_logits
 from fol.variants import ALL_VARIANTS, VARIANTS
+from swarmbase.tomlcheck import shown
 
 __all__ = ["Received", "NodeState", "RoundReport", "personalize", "check_received", "save_ensemble",
            "save_pool_round", "load_pool",
@@ -479,10 +480,14 @@ def load_pool(folder: Path, state: NodeState, before_round: int, max_bytes: int)
     before_round - 1``, in round and file order, read with the safe loader
     and scored again on the node's D_val (the ranking key is recomputed, not
     trusted from the file). A missing round folder is a round that kept
-    nothing. :class:`CheckpointError` names a file that cannot be used."""
+    nothing. :class:`CheckpointError` names a file that cannot be used: one
+    whose card is not of a candidate of that round, or of a model the node
+    cannot run (:meth:`~fol.checkpoint.ModelCard.unusable_by`: another class
+    set or input shape, as a received model is refused)."""
     from fol.checkpoint import load_model
     from fol.errors import CheckpointError
 
+    shape = tuple(state.data.train.images.shape[1:])
     pool: list[Candidate] = []
     for e in range(1, before_round):
         files = sorted((folder / f"round-{e}").glob("candidate-*.safetensors"),
@@ -491,9 +496,12 @@ def load_pool(folder: Path, state: NodeState, before_round: int, max_bytes: int)
             loaded = load_model(path, max_bytes=max_bytes)
             extra = loaded.card.extra
             name = extra.get("candidate")
-            if not isinstance(name, str) or loaded.card.round != e or list(loaded.card.class_names) != state.class_names:
-                raise CheckpointError(f"{path}: not a candidate this node kept in round {e} (card: candidate name, "
-                                      f"round {loaded.card.round}, classes {loaded.card.class_names})")
+            if not isinstance(name, str) or loaded.card.round != e:
+                raise CheckpointError(f"{path}: not a candidate this node kept in round {e} (card: candidate name "
+                                      f"{shown(name)}, round {loaded.card.round})")
+            unusable = loaded.card.unusable_by(state.class_names, shape)
+            if unusable is not None:
+                raise CheckpointError(f"{path}: not a candidate this node kept in round {e}: its {unusable}")
             number = {key: value for key in ("score_before", "params_before", "macs_before")  # what alignment
                       if isinstance(value := extra.get(key), (int, float)) and not isinstance(value, bool)}  # recorded
             pool.append(scored_candidate(

@@ -1441,3 +1441,34 @@ def test_run_json_files_are_read_only_as_regular_files_of_bounded_size(tmp_path:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("channels, size", [(4, 32), (3, 16)])
+def test_a_pool_candidate_of_another_input_shape_is_refused_naming_the_file(channels: int, size: int,
+                                                                            tmp_path: Path) -> None:
+    """A mutation fuzzer of the agent's pool folder (``models/pool/round-<e>/``, what :func:`save_pool_round`
+    wrote and :func:`load_pool` reads back): a candidate file of the node's classes and round but another
+    input shape (another node's, a multispectral one) was loaded, then scored on the node's images: a
+    RuntimeError traceback from the convolution (4 channels), or a model of 16 px images ranked on 32 px
+    ones. It is now refused as a received model is (ModelCard.unusable_by), a CheckpointError naming it."""
+    from fol.checkpoint import ModelCard, save_model
+    from fol.errors import CheckpointError
+    from fol.models import ModelSpec, build_model
+    from fol.nodedata import load_node_data
+    from fol.personalize import NodeState, load_pool
+
+    data = load_node_data(parse_node_data("dataset=synthetic-hurricane,nodes=2,node=0,per_node=30,size=200"))
+    names = list(data.train.class_names)
+    own_spec = ModelSpec("cnn-small", len(names), 3, 32)
+    own = build_model(own_spec)
+    state = NodeState.from_pretrained("node-0", own, own_spec, names, data)
+    spec = ModelSpec("cnn-small", len(names), channels, size)
+    path = tmp_path / "pool" / "round-1" / "candidate-0.safetensors"
+    path.parent.mkdir(parents=True)
+    save_model(path, build_model(spec), ModelCard(spec=spec, class_names=names, input_shape=[channels, size, size],
+                                                  producer="node-1", round=1, extra={"candidate": "node-1 (round 1)"}))
+    with pytest.raises(CheckpointError) as info:
+        load_pool(tmp_path / "pool", state, 2, 10**8)
+    _one_line(str(info.value), 400)
+    assert str(info.value) == (f"{path}: not a candidate this node kept in round 1: its input shape "
+                               f"[{channels}, {size}, {size}] differs from the node's [3, 32, 32]")
