@@ -1472,3 +1472,31 @@ def test_a_pool_candidate_of_another_input_shape_is_refused_naming_the_file(chan
     _one_line(str(info.value), 400)
     assert str(info.value) == (f"{path}: not a candidate this node kept in round 1: its input shape "
                                f"[{channels}, {size}, {size}] differs from the node's [3, 32, 32]")
+
+
+def test_a_damaged_saved_result_refuses_the_resume_before_the_data_pool_is_read(tmp_path: Path, monkeypatch) -> None:
+    """The fuzzer's damaged ``state/seed-0/results/<method>.json`` (truncated, a quote inserted, nested
+    too deep) refused the resume only after the data pool was read and partitioned (2.1-2.4 s of the tiny
+    scenario; minutes with a large dataset), although the check needs only the nodes' names. They are now
+    read first; the folder is left as it was."""
+    import tomllib
+
+    from fol.simulation import parse_scenario, run_simulation, runner
+
+    from _scenarios import LEO
+
+    out = _leo_run_record(tmp_path)
+    bad = out / "state" / "seed-0" / "results" / "local.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text('[{"node": "WD-P00-S00", "method": "local", "test_accuracy": 0.5')
+
+    def no_pool(*_: object) -> None:
+        raise AssertionError("the data pool was read before the saved results were checked")
+
+    monkeypatch.setattr(runner, "_load_pool", no_pool)
+    before = _tree(out)
+    scn = parse_scenario(tomllib.loads(LEO), tmp_path, "tiny.toml")
+    with pytest.raises(ConfigError, match=rf"^--resume: {re.escape(str(bad))}: not the saved results of method "
+                                          r"'local' \(Expecting"):
+        run_simulation(scn, out, resume=True, progress=False)
+    assert _tree(out) == before

@@ -480,19 +480,27 @@ def _node_specs(pool: GeoDataset, archs: Sequence[str]) -> list[ModelSpec]:
     return [ModelSpec(a, len(pool.class_names), c, h) for a in archs]
 
 
-def _check_saved_work(scn: SwarmScenario, out: Path, pool: GeoDataset, names: list[str], archs: list[str]) -> None:
-    """``--resume``: every pretrained model and method result the interrupted run saved, read as
-    the run will read it, before anything in ``out`` is written, so that a refused resume
-    changes nothing there (:class:`ConfigError` naming the first bad file)."""
+def _check_saved_results(scn: SwarmScenario, out: Path, names: list[str]) -> None:
+    """``--resume``: every method result the interrupted run saved, read as the run will read it,
+    before anything in ``out`` is written, so that a refused resume changes nothing there
+    (:class:`ConfigError` naming the first bad file). They need only the nodes' names: checked
+    before the data pool is read (seconds, minutes for a large dataset)."""
+    for seed in scn.seeds:
+        for method in scn.methods:
+            if _results_path(_seed_dir(out, seed), method).exists():
+                _saved_results(_results_path(_seed_dir(out, seed), method), method, names)
+
+
+def _check_saved_models(scn: SwarmScenario, out: Path, pool: GeoDataset, names: list[str], archs: list[str]) -> None:
+    """``--resume``: every pretrained model the interrupted run saved, read as the run will read it
+    (against the model the pool's classes and image shape give each node), before anything in
+    ``out`` is written (:class:`ConfigError` naming the first bad file)."""
     specs = _node_specs(pool, archs)
     for seed in scn.seeds:
         seed_dir = _seed_dir(out, seed)
         for name, spec in zip(names, specs):
             if _checkpoint_path(seed_dir, name).exists():
                 _resumed_pretraining(_checkpoint_path(seed_dir, name), spec, name, seed)
-        for method in scn.methods:
-            if _results_path(seed_dir, method).exists():
-                _saved_results(_results_path(seed_dir, method), method, names)
 
 
 def _pretrained_nodes(scn: SwarmScenario, pool: GeoDataset, shards: list[np.ndarray], names: list[str],
@@ -548,12 +556,14 @@ def run_simulation(
     t_start = time.perf_counter()
     out = Path(out)
     report = check_scenario(scn, out, resume=resume)  # seconds, before any long work
+    if resume:  # what the interrupted run saved, all checked before anything is written: a refusal changes nothing
+        _check_saved_results(scn, out, report.nodes)
     # the first seed's pool, read and partitioned before the output folder is started or touched: a
     # pool that cannot give every node its images stops a new run without leaving a folder behind
     pool = _load_pool(scn, scn.seeds[0])
     first = (pool, _partition(scn, pool, report.nodes, scn.seeds[0]))
-    if resume:  # what the interrupted run saved, all checked before anything is written: a refusal changes nothing
-        _check_saved_work(scn, out, pool, report.nodes, report.archs)
+    if resume:
+        _check_saved_models(scn, out, pool, report.nodes, report.archs)
     del pool
     resolved = scn.resolved()
     resolved_path = out / "scenario.resolved.json"
