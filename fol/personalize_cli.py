@@ -236,8 +236,9 @@ def run_personalize(args: argparse.Namespace) -> int:
     trained_on = own.card.extra.get("data")  # the --data of `fol pretrain`, kept by every round since
     earlier = pretraining_spec(trained_on)
     if earlier is not None and split_fields(earlier) != split_fields(data_spec):
-        raise DataError(f"{args.model}: pretrained on --data {trained_on}, but --data {args.data} gives another "
-                        f"shard or split, whose validation and test images may be ones the model trained on; "
+        # both cut (brief): the card's may be any text up to the card's limit (256 KiB), a line of that size
+        raise DataError(f"{args.model}: pretrained on --data {brief(trained_on)}, but --data {brief(args.data)} gives "
+                        f"another shard or split, whose validation and test images may be ones the model trained on; "
                         f"give the spec it was pretrained on")
     # the split the model was trained on: the rule its card records (none: S + K, a model made before)
     rule = recorded_split_rule(own.card.extra, args.model)

@@ -1500,3 +1500,29 @@ def test_a_damaged_saved_result_refuses_the_resume_before_the_data_pool_is_read(
                                           r"'local' \(Expecting"):
         run_simulation(scn, out, resume=True, progress=False)
     assert _tree(out) == before
+
+
+def test_a_model_card_pretrained_on_another_long_spec_is_refused_in_a_short_line(tmp_path: Path,
+                                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The fuzzer's next ``fol personalize`` round on a previous run's model whose card records the
+    ``--data`` of another shard with a 200,000-character ``root``: the refusal quoted the card's spec
+    whole, a line of 200,390 characters. Both specs are now cut (swarmbase.tomlcheck.brief)."""
+    from fol.checkpoint import ModelCard, save_model
+    from fol.cli import main
+    from fol.models import ModelSpec, build_model
+
+    spec = "dataset=synthetic-hurricane,nodes=2,node={k},per_node=30,size=200"
+    model = ModelSpec("cnn-small", 2, 3, 32)
+    card = ModelCard(spec=model, class_names=["no_damage", "damage"], input_shape=[3, 32, 32], producer="node-0",
+                     round=1, extra={"data": spec.format(k=1) + ",root=" + "r" * 200_000, "split_seed": "node_seed"})
+    save_model(tmp_path / "round1.safetensors", build_model(model), card)
+    (tmp_path / "fol.toml").write_text("[fol]\nrounds = 3\n")
+    (tmp_path / "received").mkdir()
+    assert main(["personalize", "--model", str(tmp_path / "round1.safetensors"), "--data", spec.format(k=0),
+                 "--neighbors", str(tmp_path / "received"), "--out", str(tmp_path / "out"),
+                 "--config", str(tmp_path / "fol.toml")]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith(("INFO ", "WARNING "))]
+    assert len(err) == 1 and "round1.safetensors: pretrained on --data 'dataset=synthetic-hurricane,nodes=2," in err[0]
+    assert f"but --data {spec.format(k=0)} gives another shard or split" in err[0], err
+    _one_line(err[0], 600)
+    assert not (tmp_path / "out").exists()
