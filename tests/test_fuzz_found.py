@@ -1526,3 +1526,28 @@ def test_a_model_card_pretrained_on_another_long_spec_is_refused_in_a_short_line
     assert f"but --data {spec.format(k=0)} gives another shard or split" in err[0], err
     _one_line(err[0], 600)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", ["drone-7-from-the-ground-station", "drone_7_from_the_ground_station"])
+def test_a_missing_key_file_of_forty_characters_is_not_trusted_as_a_key(name: str, tmp_path: Path, monkeypatch,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Probing the key files ``fol keys`` reads: ``fol keys trust keys/drone-7-from-the-ground-station.key``
+    with that file missing (not yet copied, a typo) trusted its 40-character path, every character of it Z85,
+    as the peer's public key (load_public_key takes 40 characters that name no file as the key itself, for a
+    node TOML's peers[].public_key). A path of 40 characters that are not all Z85 was refused as 'public key:
+    not a CURVE key', naming no file. ``fol keys trust`` and the trust store now read key files only."""
+    from fol.agent.keys import TrustStore, generate_keypair
+    from fol.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    key = f"keys/{name}.key"
+    assert len(key) == 40
+    generate_keypair(tmp_path / "keys", "drone-1")
+    assert main(["keys", "trust", "keys/drone-1.key", "--store", "trusted"]) == 0
+    capsys.readouterr()
+    before = _tree(tmp_path / "trusted")
+    assert main(["keys", "trust", key, "--store", "trusted"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fol keys: error: {key}: public key file not found"], err
+    assert _tree(tmp_path / "trusted") == before
+    assert list(TrustStore(tmp_path / "trusted").reload().values()) == ["drone-1"]

@@ -162,12 +162,21 @@ def load_keypair(path: str | os.PathLike[str]) -> KeyPair:
 
 
 def load_public_key(path_or_key: str | os.PathLike[str]) -> bytes:
-    """A public key from a certificate file, or given directly as 40 Z85 characters."""
+    """A public key from a certificate file, or given directly as 40 Z85 characters (a node
+    TOML's ``peers[].public_key``: 40 characters that name no file)."""
     text = os.fspath(path_or_key)
     if len(text) == 40 and not os.path.exists(text):
         return _check_z85(text.encode("ascii", "replace"), "public key")
-    public, _ = _read_certificate(text, "public key")
-    return _check_z85(public, f"{text} public-key")
+    return _public_key_file(text)
+
+
+def _public_key_file(path: str | os.PathLike[str]) -> bytes:
+    """The public key of a certificate file; never the file's name taken as the key, which
+    :func:`load_public_key` does for 40 characters that name no file: a missing key file of
+    a 40-character name (``keys/drone-7-from-the-ground-station.key`` is one, every character
+    of it Z85) would be trusted as a key."""
+    public, _ = _read_certificate(path, "public key")
+    return _check_z85(public, f"{path} public-key")
 
 
 def trust_key(trust_dir: str | os.PathLike[str], key_file: str | os.PathLike[str], name: str | None = None) -> Path:
@@ -182,7 +191,7 @@ def trust_key(trust_dir: str | os.PathLike[str], key_file: str | os.PathLike[str
         check_name(peer, "peer id")
     except ProtocolError as exc:
         raise ConfigError(f"{src}: {exc}") from None
-    public = load_public_key(src)
+    public = _public_key_file(src)  # the file: 'fol keys trust' takes a key file, never a key typed
     store = Path(trust_dir)
     try:
         make_dirs(store)
@@ -277,7 +286,7 @@ class TrustStore:
                 check_name(peer, "peer id")
             except ProtocolError as exc:
                 raise ConfigError(f"{path}: {exc}") from None
-            peers[load_public_key(path)] = peer
+            peers[_public_key_file(path)] = peer
         self.peers = peers
         self._signature = signature
         return dict(peers)
@@ -289,7 +298,7 @@ class TrustStore:
         gone = []
         for key, peer in list(self.peers.items()):
             try:
-                kept = load_public_key(self.folder / f"{peer}{PUBLIC_SUFFIX}") == key
+                kept = _public_key_file(self.folder / f"{peer}{PUBLIC_SUFFIX}") == key
             except ConfigError:
                 kept = False
             if not kept:
