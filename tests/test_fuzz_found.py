@@ -1551,3 +1551,30 @@ def test_a_missing_key_file_of_forty_characters_is_not_trusted_as_a_key(name: st
     assert err == [f"fol keys: error: {key}: public key file not found"], err
     assert _tree(tmp_path / "trusted") == before
     assert list(TrustStore(tmp_path / "trusted").reload().values()) == ["drone-1"]
+
+
+def test_a_link_loop_in_the_trust_store_is_refused_by_name_and_revocations_still_apply(tmp_path: Path,
+                                                                                        monkeypatch) -> None:
+    """The fuzzer's trust store holding a link loop ``drone-3.key``: ``fol keys list`` / ``trust`` ended in
+    the generic OSError line ('Too many levels of symbolic links'; DirEntry.is_file raises it), and in the
+    agent TrustStore.changed() raised it every second: the store was neither reloaded nor, as the docs
+    promise when one file cannot be read, were the keys of deleted files dropped (a revoked peer stayed
+    trusted while the loop was there). changed() no longer raises, reload() refuses the loop in one
+    ConfigError line naming it, and drop_missing() revokes the peer whose file is gone."""
+    from fol.agent.keys import TrustStore, generate_keypair, trust_key
+    from fol.cli import main
+
+    store = tmp_path / "trusted"
+    for name in ("drone-1", "drone-2"):
+        trust_key(store, generate_keypair(tmp_path / "keys", name)[0])
+    trust = TrustStore(store)
+    assert sorted(trust.reload().values()) == ["drone-1", "drone-2"]
+    (store / "drone-3.key").symlink_to("drone-3.key")
+    (store / "drone-2.key").unlink()  # fol keys revoke drone-2, while the loop is there
+    assert trust.changed()
+    with pytest.raises(ConfigError, match=r"drone-3\.key: a broken link or a link loop; expected a public key file$"):
+        trust.reload()
+    assert trust.drop_missing() == ["drone-2"] and list(trust.peers.values()) == ["drone-1"]
+    assert not trust.changed()  # taken as seen: not tried again every second until the folder changes
+    monkeypatch.chdir(tmp_path)
+    assert main(["keys", "list", "--store", "trusted"]) == 2

@@ -129,6 +129,8 @@ def _read_certificate(path: str | os.PathLike[str], kind: str) -> tuple[bytes, b
     """``(public, secret or None)`` as written in a ZeroMQ certificate file (not yet checked as
     Z85); a missing, unreadable or malformed file is one :class:`ConfigError` line."""
     if not os.path.exists(path):  # pyzmq says "Invalid certificate file" for a missing one
+        if os.path.lexists(path):
+            raise ConfigError(f"{path}: a broken link or a link loop; expected a {kind} file")
         raise ConfigError(f"{path}: {kind} file not found")
     try:  # pyzmq reads line by line: a FIFO or /dev/zero would block or grow without bound
         info = os.stat(path)
@@ -259,15 +261,28 @@ class TrustStore:
         self._signature: tuple = ()
 
     def _current_signature(self) -> tuple:
+        """The store's ``*.key`` files, each with its modification time and size. An entry that
+        cannot be stat'ed (a link loop: ``is_file`` raises for it) is listed by its name alone, and
+        a folder that cannot be listed is a signature of its own: :meth:`changed` never raises, so a
+        damaged entry fails :meth:`reload` (one :class:`ConfigError` naming it), after which the agent
+        still drops the keys whose files are gone (:meth:`drop_missing`)."""
         try:
-            entries = sorted(
-                (e.name, e.stat().st_mtime_ns, e.stat().st_size)
-                for e in os.scandir(self.folder)
-                if e.name.endswith(PUBLIC_SUFFIX) and e.is_file()
-            )
+            entries = []
+            with os.scandir(self.folder) as listing:
+                for e in listing:
+                    if not e.name.endswith(PUBLIC_SUFFIX):
+                        continue
+                    try:
+                        if e.is_file():
+                            info = e.stat()
+                            entries.append((e.name, info.st_mtime_ns, info.st_size))
+                    except OSError:  # a link loop, or a file removed since the listing
+                        entries.append((e.name, -1, -1))
         except FileNotFoundError:
             return ("missing",)
-        return tuple(entries)
+        except OSError as exc:  # not a folder (reload says so), or not readable
+            return ("unlistable", exc.errno)
+        return tuple(sorted(entries))
 
     def changed(self) -> bool:
         return self._current_signature() != self._signature
