@@ -1425,7 +1425,7 @@ def test_run_json_files_are_read_only_as_regular_files_of_bounded_size(tmp_path:
     with pytest.raises(ValueError, match=r"^5000 bytes; a JSON file of a run may have at most 4096$"):
         check.read_run_json(big)
     with pytest.raises(ConfigError, match=r"local\.json: not the saved results of method 'local' \(5000 bytes; "):
-        runner._saved_results(big, "local", ["a"])
+        check.saved_results(big, "local", ["a"])
 
     def timed_out(*_: object) -> None:
         raise TimeoutError("read_run_json waited on a FIFO")
@@ -1578,3 +1578,22 @@ def test_a_link_loop_in_the_trust_store_is_refused_by_name_and_revocations_still
     assert not trust.changed()  # taken as seen: not tried again every second until the folder changes
     monkeypatch.chdir(tmp_path)
     assert main(["keys", "list", "--store", "trusted"]) == 2
+
+
+def test_check_with_resume_refuses_a_damaged_saved_result_as_the_resume_does(tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The fuzzer: of 169 ``--check --resume`` cases, those with a damaged saved result (truncated, a field
+    of another type, nested too deep) said OK, and the resume then refused the folder; the check now reads
+    the saved results too (fol.simulation.check.check_saved_results), in the same one line."""
+    from fol.cli import main
+
+    out = _leo_run_record(tmp_path)
+    bad = out / "state" / "seed-0" / "results" / "fol.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("[" * 40 + "]" * 40)
+    before = _tree(out)
+    assert main(["simulate", "--resume", str(out), "--check"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fol simulate: error: --resume: {bad}: not the saved results of method 'fol' (nested deeper "
+                   "than 32 levels); move the file away to run 'fol' again"], err
+    assert _tree(out) == before

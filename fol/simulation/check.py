@@ -26,7 +26,9 @@ parsing, it
 - checks the output folder: a folder (not a file), writable, and empty unless
   resuming; a resumed folder must hold a run's record, and the scenario must
   equal that run's in everything that changes results, the contents of the
-  files its contact side and its image folder hold included (:func:`input_digests`).
+  files its contact side and its image folder hold included (:func:`input_digests`); the folders of its
+  saved work must be folders, and the method results it saved must read back (:func:`check_saved_results`;
+  its pretrained models are read by the resumed run, against the data pool, before it writes anything).
 
 Errors are :class:`~fol.errors.ConfigError` / :class:`~fol.errors.DataError`
 (or the contact side's own), one line; one about the scenario or a file it names gives the
@@ -36,6 +38,7 @@ as ``fol contacts`` words them, one about the output folder names the folder.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -49,7 +52,7 @@ from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, check_dataset
 from fol.errors import ConfigError, DataError
 from fol.executors import check_ray_address
 from fol.fileio import check_input_dir, check_output_dir, file_sha256
-from fol.methods import get_method
+from fol.methods import NodeResult, get_method
 from orbits import Constellation, Ephemeris, OrbitError
 from orbits.groundtrack import turns_earth_fixed
 from swarmbase.safejson import loads as bounded_loads
@@ -59,7 +62,8 @@ from fol.simulation.scenario import DataConfig, SwarmScenario, errors_name_the_f
 from swarmbase.tomlcheck import brief, read_text_file, shown
 
 __all__ = ["CheckReport", "check_scenario", "check_run_folder", "check_resumable", "read_run_record", "node_architectures",
-           "input_digests", "INPUTS_FILE", "STATE_DIR", "seed_dir", "read_run_json", "check_acquisition_span"]
+           "input_digests", "INPUTS_FILE", "STATE_DIR", "seed_dir", "results_path", "saved_results", "check_saved_results",
+           "real_number", "read_run_json", "check_acquisition_span"]
 
 #: In a run folder: the folder of its saved work (:data:`INPUTS_FILE`, the wall time, and per seed
 #: :func:`seed_dir`).
@@ -346,6 +350,7 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
         check_run_folder(out, resume)
         if resume:
             check_resumable(scn, out)
+            check_saved_results(scn, out, names)
     return CheckReport(names, archs, list(scn.methods))
 
 
@@ -414,6 +419,108 @@ def _first_changed_image(before: dict[str, Any], now: dict[str, Any]) -> str:
     how = "added" if first not in before else "removed" if first not in now else "edited"
     more = f"; {len(changed) - 1} more image(s) differ" if len(changed) > 1 else ""
     return f"{first} was {how}{more}"
+
+
+def real_number(value: Any) -> bool:
+    """A JSON number a float holds: not a bool, not a whole number beyond any float (NaN and infinities are floats)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
+#: The numbers of a saved result's ``extra`` that the report reads: in the object ``accuracy``
+#: (FOL's pipeline), and in each object of the lists ``curve`` (multi-round methods) and ``exchanges``.
+_EXTRA_NUMBERS = {"accuracy": ("local", "student", "ensemble"), "curve": ("round", "test_accuracy", "bytes"),
+                  "exchanges": ("round", "test_accuracy", "bytes_up", "bytes_down")}
+
+
+def _check_extra(extra: dict[str, Any]) -> None:
+    """ValueError unless what the report reads of ``extra`` has the types the methods write."""
+    if "transfer" in extra and extra["transfer"] is not None and not real_number(extra["transfer"]):
+        raise ValueError(f"extra.transfer: expected a number or null, got {shown(extra['transfer'])}")
+    for key, numbers in _EXTRA_NUMBERS.items():
+        if key not in extra:
+            continue
+        items = [extra[key]] if key == "accuracy" else extra[key]
+        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+            raise ValueError(f"extra.{key}: expected {'an object' if key == 'accuracy' else 'a list of objects'}, "
+                             f"got {shown(extra[key])}")
+        for item in items:
+            for name in numbers:
+                if not real_number(item.get(name)):
+                    raise ValueError(f"extra.{key}: {name}: expected a number, got {shown(item.get(name))}")
+
+
+def saved_results(path: Path, method: str, names: list[str]) -> list[NodeResult]:
+    """The results an interrupted run saved for ``method`` (``--resume``), checked:
+    a list of one object per node of this swarm (every node once) with the fields of
+    :class:`NodeResult`.
+    A bad file is an error naming it; nothing is deleted."""
+    fields = {f.name: f for f in dataclasses.fields(NodeResult)}
+    try:
+        rows = read_run_json(path)
+        if not isinstance(rows, list):
+            raise ValueError(f"expected a list of per-node results, got {type(rows).__name__}")
+        results = []
+        for row in rows:
+            if not isinstance(row, dict):
+                raise ValueError(f"expected an object per node, got {type(row).__name__}")
+            unknown = sorted(set(row) - set(fields))
+            if unknown:
+                raise ValueError(f"unknown field {unknown[0]!r}")
+            missing = [k for k in ("node", "method", "test_accuracy") if k not in row]
+            if missing:
+                raise ValueError(f"field {missing[0]!r} is missing")
+            for key, value in row.items():
+                kind = fields[key].type
+                if kind == "int":  # counts: bytes, FLOPs, rounds, models (64-bit, as every count a run writes)
+                    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
+                        big = " below 2**63" if isinstance(value, int) and value >= 2**63 else ""
+                        raise ValueError(f"{key}: expected a whole number >= 0{big}, got {shown(value)}")
+                    continue
+                ok = (isinstance(value, str) if kind == "str" else isinstance(value, bool) if kind == "bool"
+                      else isinstance(value, dict) if key == "extra" else real_number(value))
+                if not ok:
+                    raise ValueError(f"{key}: expected {kind}, got {type(value).__name__}"
+                                     + (" beyond any float" if isinstance(value, int) and kind == "float" else ""))
+                if key.endswith("_accuracy") and not (value != value or 0 <= value <= 1):  # NaN: none measured
+                    raise ValueError(f"{key}: expected a share from 0 to 1 (or NaN), got {shown(value)}")
+            _check_extra(row.get("extra", {}))
+            result = NodeResult(**row)
+            if result.method != method or result.node not in names:
+                raise ValueError(f"a result of method {result.method!r} on node {result.node!r}, not of {method!r} "
+                                 "on a node of this swarm")
+            if any(r.node == result.node for r in results):
+                raise ValueError(f"node {result.node!r} twice")
+            results.append(result)
+        missing = [n for n in names if n not in {r.node for r in results}]
+        if missing:
+            raise ValueError(f"no result for node {missing[0]!r} ({len(missing)} of the {len(names)} nodes missing)")
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConfigError(f"--resume: {path}: not the saved results of method {method!r} ({exc}); move the file "
+                          f"away to run {method!r} again") from None
+    return results
+
+
+def results_path(seed_dir: Path, method: str) -> Path:
+    """Method ``method``'s saved per-node results in :func:`seed_dir`."""
+    return seed_dir / "results" / f"{method}.json"
+
+
+def check_saved_results(scn: SwarmScenario, out: Path, names: list[str]) -> None:
+    """``--resume``: every method result the interrupted run saved, read as the run will read it,
+    before anything in ``out`` is written, so that a refused resume changes nothing there
+    (:class:`ConfigError` naming the first bad file). They need only the nodes' names: checked
+    before the data pool is read (seconds, minutes for a large dataset), by :func:`check_scenario`
+    (``--check --resume`` too: it refuses what the resume would)."""
+    for seed in scn.seeds:
+        for method in scn.methods:
+            if results_path(seed_dir(out, seed), method).exists():
+                saved_results(results_path(seed_dir(out, seed), method), method, names)
 
 
 def _check_state_folders(scn: SwarmScenario, out: Path) -> None:

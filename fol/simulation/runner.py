@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import collections
 import copy
-import dataclasses
 import logging
 import os
 import time
@@ -47,7 +46,8 @@ from contact_sim.scenario import (build_batteries, build_constellation, build_tr
                                   plan_from_trajectories)
 from swarmbase.tomlcheck import shown
 from fol.simulation.check import (INPUTS_FILE, STATE_DIR, check_acquisition_span, check_scenario, input_digests,
-                                  read_run_json, seed_dir as _seed_dir)
+                                  read_run_json, real_number, results_path as _results_path, saved_results,
+                                  seed_dir as _seed_dir)
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.result import SimulationResult
 from fol.simulation.scenario import SwarmScenario, json_default
@@ -57,7 +57,7 @@ from fol.errors import ConfigError, DataError
 from fol.executors import Executor, make_executor
 from fol.threads import torch_threads
 from fol.fileio import atomic_write_bytes, atomic_write_text, remove_temporaries, write_json_atomic
-from fol.methods import NodeResult, NodeSetup, SwarmContext, get_method
+from fol.methods import NodeSetup, SwarmContext, get_method
 from fol.methods.fol_method import payload_card
 from fol.models import ModelSpec
 from fol.nodedata import SPLIT_RULE, SPLIT_SEED_KEY
@@ -77,91 +77,6 @@ WALL_FILE = "wall_seconds.json"
 
 def _write_json(path: Path, data: Any, sort_keys: bool = True) -> None:
     write_json_atomic(path, data, allow_nan=True, default=json_default, sort_keys=sort_keys)
-
-
-def _real(value: Any) -> bool:
-    """A JSON number a float holds: not a bool, not a whole number beyond any float (NaN and infinities are floats)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return False
-    try:
-        float(value)
-    except OverflowError:
-        return False
-    return True
-
-
-#: The numbers of a saved result's ``extra`` that the report reads: in the object ``accuracy``
-#: (FOL's pipeline), and in each object of the lists ``curve`` (multi-round methods) and ``exchanges``.
-_EXTRA_NUMBERS = {"accuracy": ("local", "student", "ensemble"), "curve": ("round", "test_accuracy", "bytes"),
-                  "exchanges": ("round", "test_accuracy", "bytes_up", "bytes_down")}
-
-
-def _check_extra(extra: dict[str, Any]) -> None:
-    """ValueError unless what the report reads of ``extra`` has the types the methods write."""
-    if "transfer" in extra and extra["transfer"] is not None and not _real(extra["transfer"]):
-        raise ValueError(f"extra.transfer: expected a number or null, got {shown(extra['transfer'])}")
-    for key, numbers in _EXTRA_NUMBERS.items():
-        if key not in extra:
-            continue
-        items = [extra[key]] if key == "accuracy" else extra[key]
-        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
-            raise ValueError(f"extra.{key}: expected {'an object' if key == 'accuracy' else 'a list of objects'}, "
-                             f"got {shown(extra[key])}")
-        for item in items:
-            for name in numbers:
-                if not _real(item.get(name)):
-                    raise ValueError(f"extra.{key}: {name}: expected a number, got {shown(item.get(name))}")
-
-
-def _saved_results(path: Path, method: str, names: list[str]) -> list[NodeResult]:
-    """The results an interrupted run saved for ``method`` (``--resume``), checked:
-    a list of one object per node of this swarm (every node once) with the fields of
-    :class:`NodeResult`.
-    A bad file is an error naming it; nothing is deleted."""
-    fields = {f.name: f for f in dataclasses.fields(NodeResult)}
-    try:
-        rows = read_run_json(path)
-        if not isinstance(rows, list):
-            raise ValueError(f"expected a list of per-node results, got {type(rows).__name__}")
-        results = []
-        for row in rows:
-            if not isinstance(row, dict):
-                raise ValueError(f"expected an object per node, got {type(row).__name__}")
-            unknown = sorted(set(row) - set(fields))
-            if unknown:
-                raise ValueError(f"unknown field {unknown[0]!r}")
-            missing = [k for k in ("node", "method", "test_accuracy") if k not in row]
-            if missing:
-                raise ValueError(f"field {missing[0]!r} is missing")
-            for key, value in row.items():
-                kind = fields[key].type
-                if kind == "int":  # counts: bytes, FLOPs, rounds, models (64-bit, as every count a run writes)
-                    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
-                        big = " below 2**63" if isinstance(value, int) and value >= 2**63 else ""
-                        raise ValueError(f"{key}: expected a whole number >= 0{big}, got {shown(value)}")
-                    continue
-                ok = (isinstance(value, str) if kind == "str" else isinstance(value, bool) if kind == "bool"
-                      else isinstance(value, dict) if key == "extra" else _real(value))
-                if not ok:
-                    raise ValueError(f"{key}: expected {kind}, got {type(value).__name__}"
-                                     + (" beyond any float" if isinstance(value, int) and kind == "float" else ""))
-                if key.endswith("_accuracy") and not (value != value or 0 <= value <= 1):  # NaN: none measured
-                    raise ValueError(f"{key}: expected a share from 0 to 1 (or NaN), got {shown(value)}")
-            _check_extra(row.get("extra", {}))
-            result = NodeResult(**row)
-            if result.method != method or result.node not in names:
-                raise ValueError(f"a result of method {result.method!r} on node {result.node!r}, not of {method!r} "
-                                 "on a node of this swarm")
-            if any(r.node == result.node for r in results):
-                raise ValueError(f"node {result.node!r} twice")
-            results.append(result)
-        missing = [n for n in names if n not in {r.node for r in results}]
-        if missing:
-            raise ValueError(f"no result for node {missing[0]!r} ({len(missing)} of the {len(names)} nodes missing)")
-    except (OSError, ValueError, TypeError) as exc:
-        raise ConfigError(f"--resume: {path}: not the saved results of method {method!r} ({exc}); move the file "
-                          f"away to run {method!r} again") from None
-    return results
 
 
 def _load_pool(scn: SwarmScenario, seed: int) -> GeoDataset:
@@ -222,7 +137,7 @@ def _earlier_wall_seconds(out: Path) -> float | None:
         seconds = read_run_json(out / STATE_DIR / WALL_FILE)["seconds"]
     except (OSError, ValueError, TypeError, KeyError):
         return None
-    if not _real(seconds) or not 0 <= seconds < float("inf"):  # 10**400, beyond any float: as unreadable
+    if not real_number(seconds) or not 0 <= seconds < float("inf"):  # 10**400, beyond any float: as unreadable
         return None
     return float(seconds)
 
@@ -469,26 +384,10 @@ def _checkpoint_path(seed_dir: Path, name: str) -> Path:
     return seed_dir / "pretrained" / f"{node_file_stem(name)}.safetensors"
 
 
-def _results_path(seed_dir: Path, method: str) -> Path:
-    """Method ``method``'s saved per-node results in :func:`_seed_dir`."""
-    return seed_dir / "results" / f"{method}.json"
-
-
 def _node_specs(pool: GeoDataset, archs: Sequence[str]) -> list[ModelSpec]:
     """Each node's model: its architecture on the pool's classes and image shape."""
     c, h, _ = pool.images.shape[1:]
     return [ModelSpec(a, len(pool.class_names), c, h) for a in archs]
-
-
-def _check_saved_results(scn: SwarmScenario, out: Path, names: list[str]) -> None:
-    """``--resume``: every method result the interrupted run saved, read as the run will read it,
-    before anything in ``out`` is written, so that a refused resume changes nothing there
-    (:class:`ConfigError` naming the first bad file). They need only the nodes' names: checked
-    before the data pool is read (seconds, minutes for a large dataset)."""
-    for seed in scn.seeds:
-        for method in scn.methods:
-            if _results_path(_seed_dir(out, seed), method).exists():
-                _saved_results(_results_path(_seed_dir(out, seed), method), method, names)
 
 
 def _check_saved_models(scn: SwarmScenario, out: Path, pool: GeoDataset, names: list[str], archs: list[str]) -> None:
@@ -555,9 +454,8 @@ def run_simulation(
 
     t_start = time.perf_counter()
     out = Path(out)
-    report = check_scenario(scn, out, resume=resume)  # seconds, before any long work
-    if resume:  # what the interrupted run saved, all checked before anything is written: a refusal changes nothing
-        _check_saved_results(scn, out, report.nodes)
+    # seconds, before any long work; with resume, the saved results too (check_saved_results): a refusal changes nothing
+    report = check_scenario(scn, out, resume=resume)
     # the first seed's pool, read and partitioned before the output folder is started or touched: a
     # pool that cannot give every node its images stops a new run without leaving a folder behind
     pool = _load_pool(scn, scn.seeds[0])
@@ -664,7 +562,7 @@ def run_simulation(
                 for name in tqdm(scn.methods, desc=f"methods (seed {seed})", leave=False, disable=None if progress else True):
                     path = _results_path(seed_dir, name)
                     if resume and path.exists():
-                        results = _saved_results(path, name, names)
+                        results = saved_results(path, name, names)
                     else:
                         t0 = time.perf_counter()
                         method = get_method(name, **scn.method_options.get(name, {}))
