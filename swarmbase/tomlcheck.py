@@ -417,11 +417,14 @@ class Table:
         return key in self.data
 
     def raw(self, key: str, default: Any = None, required: bool = False) -> Any:
-        """The value as parsed (no type check)."""
+        """The value as parsed (no type check). A required one must be there, and not ``null`` (a table
+        read from JSON, such as a manifest, can hold one; the typed getters take ``None`` as absent)."""
         if key not in self.data:
             if required:
                 self.fail(key, "missing (required)")
             return default
+        if required and self.data[key] is None:
+            self.fail(key, "required, got null")
         return self.data[key]
 
     def table(self, key: str, allowed: Iterable[str] | None = None) -> "Table":

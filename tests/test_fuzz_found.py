@@ -1597,3 +1597,23 @@ def test_check_with_resume_refuses_a_damaged_saved_result_as_the_resume_does(tmp
     assert err == [f"fol simulate: error: --resume: {bad}: not the saved results of method 'fol' (nested deeper "
                    "than 32 levels); move the file away to run 'fol' again"], err
     assert _tree(out) == before
+
+
+@pytest.mark.parametrize("field", ["sha256", "bytes"])
+def test_a_manifest_entry_of_null_is_refused_in_one_line(field: str, tmp_path: Path) -> None:
+    """The fuzzer's ``fol personalize`` run again into its earlier ``--out``, whose
+    ``personalize.manifest.json`` gives a file's sha256 as ``null``: a TypeError traceback (the typed getters
+    of swarmbase.tomlcheck.Table took a JSON null as absent, even for a required field, and the sha256 check
+    then matched None); a null ``bytes`` was taken, a record of no size. A required value of null is now
+    refused by the table checker, naming the field."""
+    import json
+
+    from fol.personalize_cli import MANIFEST
+
+    entry = {"bytes": 5, "sha256": "0" * 64} | {field: None}
+    (tmp_path / MANIFEST.name).write_text(json.dumps({"files": {"model.safetensors": entry}, "format": 1}))
+    with pytest.raises(ConfigError) as info:
+        MANIFEST.read(tmp_path)
+    assert str(info.value).startswith(f"{tmp_path / MANIFEST.name}: files.model.safetensors.{field}: "
+                                      "required, got null; it records which files in --out"), str(info.value)
+    _one_line(str(info.value))
