@@ -458,7 +458,7 @@ def test_a_run_json_that_is_a_fifo_is_refused_unopened(tmp_path: Path) -> None:
     fifo = tmp_path / "scenario.resolved.json"
     os.mkfifo(fifo)
     exc = raised_within(lambda: read_run_json(fifo), fifo=fifo)
-    assert isinstance(exc, ValueError) and str(exc) == "not a regular file; expected a JSON file a run wrote", exc
+    assert isinstance(exc, ValueError) and str(exc) == "not a regular file; expected a JSON file of a run", exc
     exc = raised_within(lambda: read_run_record(tmp_path), fifo=fifo)
     assert isinstance(exc, ConfigError) and "no readable scenario.resolved.json there" in str(exc), exc
 
