@@ -1088,6 +1088,90 @@ def test_a_damaged_state_file_is_one_line_naming_the_field(tmp_path: Path, field
     Agent(node.config(), load_fol=False).stop()  # the state folder was released
 
 
+def _edit_state(state: dict[str, Any], where: str, value: str) -> dict[str, Any]:
+    """``state`` with the path field ``where`` (``current_model``, or ``models.file`` / ``received.file``:
+    the first record's, a received record added) set to ``value``."""
+    state = json.loads(json.dumps(state))
+    if where in ("current_model", "local_model"):
+        state[where] = value
+    elif where == "models.file":
+        next(iter(state["models"].values()))["file"] = value
+    else:
+        state["received"]["m"] = {"sender": "sender", "round": 0, "sha256": "0" * 64, "size": 1, "file": value,
+                                  "time": 0.0}
+    return state
+
+
+@pytest.mark.parametrize("where", ["current_model", "local_model", "models.file", "received.file"])
+@pytest.mark.parametrize("value", ["{outside}", "../own.safetensors", "models/../../own.safetensors"],
+                         ids=["absolute", "parent", "dotdot-inside"])
+def test_a_state_path_outside_the_state_folder_is_one_line_naming_the_field(tmp_path: Path, where: str,
+                                                                           value: str) -> None:
+    """Review: paths read back from state.json were followed as given: an absolute path or one with '..'
+    made the agent start on a model outside its state folder (current_model, local_model), offer such a
+    file to its peers (a 'models' record's file) or keep a received record of it. The agent writes every
+    path relative to the state folder; any other stops the start in one line naming state.json, the field
+    and the value, and nothing is rewritten. Before this change, each of these agents started."""
+    from fol.errors import ConfigError
+
+    node = Node(tmp_path, "receiver", [])
+    Agent(node.config(), load_fol=False).stop()
+    state_path = node.folder / "state" / "state.json"
+    state = json.loads(state_path.read_text())
+    value = value.format(outside=node.model)  # a real model file, outside the state folder
+    assert (state_path.parent / value).is_file()
+    state_path.write_text(json.dumps(_edit_state(state, where, value)))
+    before = state_path.read_bytes()
+    field = f"field '{where}'" if "." not in where else (
+        f"field '{where.split('.')[0]}' entry '{'m' if where.startswith('received') else next(iter(state['models']))}': 'file'")
+    with pytest.raises(ConfigError) as err:
+        Agent(node.config(), load_fol=False)
+    assert str(err.value) == (f"{state_path}: {field} {value} is outside the state folder; expected a path relative "
+                              f"to it without '..' parts, as the agent writes (models/round-1.safetensors)")
+    assert state_path.read_bytes() == before
+    state_path.write_text(json.dumps(state))
+    Agent(node.config(), load_fol=False).stop()  # the state folder was released; the agent's own paths are read
+
+
+def test_a_current_model_no_file_can_have_is_one_line_naming_state_json_and_the_field(tmp_path: Path) -> None:
+    """Review: a 5,000-character current_model stopped the start with an OSError traceback whose line held
+    the whole name (File name too long), naming neither state.json nor the field."""
+    from fol.errors import ConfigError
+
+    node = Node(tmp_path, "receiver", [])
+    Agent(node.config(), load_fol=False).stop()
+    state_path = node.folder / "state" / "state.json"
+    state_path.write_text(json.dumps({**json.loads(state_path.read_text()), "current_model": "x" * 5000}))
+    with pytest.raises(ConfigError) as err:
+        Agent(node.config(), load_fol=False)
+    message = str(err.value)
+    assert message.startswith(f"{state_path}: field 'current_model' 'xxx"), message
+    assert message.endswith("... cannot be checked (File name too long)"), message
+    assert "\n" not in message and len(message) < len(str(state_path)) + 300, message
+
+
+@pytest.mark.parametrize("field", ["current_model", "local_model"])
+def test_an_on_board_nodes_model_missing_or_too_long_is_one_line_naming_the_field(tmp_path: Path,
+                                                                                 field: str) -> None:
+    """An on-board node reads both models' cards at start-up: a local_model of 5,000 characters was refused
+    by read_card in a line naming neither state.json nor the field, the name whole; a missing one too."""
+    from fol.errors import ConfigError
+
+    node = Node(tmp_path, "receiver", [])
+    cfg = node.on_board_config({"auto_send": False}, {"rounds": 1})
+    Agent(cfg, load_fol=False).stop()
+    state_path = node.folder / "state" / "state.json"
+    state = json.loads(state_path.read_text())
+    for value, ending in (("x" * 5000, "... cannot be checked (File name too long)"),
+                          ("models/round-7.safetensors", ": model models/round-7.safetensors is missing")):
+        state_path.write_text(json.dumps({**state, field: value}))
+        with pytest.raises(ConfigError) as err:
+            Agent(cfg, load_fol=False)
+        message = str(err.value)
+        assert message.startswith(f"{state_path}: field '{field}'") and message.endswith(ending), message
+        assert len(message) < len(str(state_path)) + 300, message
+
+
 @pytest.mark.parametrize("damage, expected", [
     # json.loads raised RecursionError: a traceback at start-up instead of one line
     (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "state.json: cannot read agent state (nested deeper"),

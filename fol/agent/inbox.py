@@ -38,7 +38,7 @@ import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 from fol.agent.protocol import Offer, ProtocolError, check_name
@@ -48,7 +48,7 @@ from swarmbase.safejson import loads as bounded_loads
 from swarmbase.units import format_seconds
 from swarmbase.tomlcheck import MAX_NAME_CHARS, brief, check_name_length, is_finite_number, read_text_file, shown
 
-__all__ = ["AgentState", "Inbox", "file_sha256", "STATE_FORMAT", "MAX_INBOX_MODELS"]
+__all__ = ["AgentState", "Inbox", "file_sha256", "STATE_FORMAT", "MAX_INBOX_MODELS", "outside_state_folder"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,23 @@ _RECORD_FIELDS: dict[str, dict[str, type]] = {
 #: agent has written them all.
 _HISTORY_FIELDS: dict[str, type] = {"round": int, "trigger": str, "model": str, "report": str, "used": list}
 _TYPE_NAMES = {int: "an integer", str: "a string", dict: "an object"}
+
+
+#: The fields of the state that hold a path: ``current_model`` and ``local_model``, and each record's ``file`` of
+#: ``models`` and ``received``.
+_PATH_RECORDS = ("models", "received")
+
+
+def outside_state_folder(path: str) -> bool:
+    """Whether ``path``, as the state records it, names something outside the state folder: an absolute path,
+    one with a ``..`` part, or one holding a NUL (no file has one). The agent records every path relative to
+    the state folder (:meth:`Inbox.relative`: ``models/round-1.safetensors``), and has since its first
+    version; such a path comes only from a hand-edited or damaged file, and is never followed.
+
+    >>> [outside_state_folder(p) for p in ("models/round-1.safetensors", "/etc/passwd", "models/../../x", "")]
+    [False, True, True, False]
+    """
+    return path.startswith("/") or ".." in PurePosixPath(path).parts or "\0" in path
 
 
 def _non_finite_at(value: Any) -> tuple[str, float] | None:
@@ -183,6 +200,13 @@ class AgentState:
                     if not isinstance(value, ftype) or isinstance(value, bool):
                         raise ConfigError(f"{source}: field {name!r} entry {shown(key)}: {fname!r} must be "
                                           f"{_TYPE_NAMES[ftype]}, got {shown(value)}")
+        paths = [(f"field {name!r}", getattr(state, name)) for name in ("current_model", "local_model")]
+        paths += [(f"field {name!r} entry {shown(key)}: 'file'", record["file"])
+                  for name in _PATH_RECORDS for key, record in getattr(state, name).items()]
+        for where, value in paths:  # followed when the agent reads or sends a model: never out of the folder
+            if outside_state_folder(value):
+                raise ConfigError(f"{source}: {where} {brief(value)} is outside the state folder; expected a path "
+                                  f"relative to it without '..' parts, as the agent writes (models/round-1.safetensors)")
         for key, record in state.received.items():  # arrival time: received_for orders by it (absent: 0)
             if "time" in record and not is_finite_number(record["time"]):
                 raise ConfigError(f"{source}: field 'received' entry {shown(key)}: 'time' must be a number of "
@@ -266,6 +290,21 @@ class Inbox:
 
     def relative(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
+
+    def model_file(self, field: str) -> Path:
+        """The model file the state's ``field`` (``current_model``, ``local_model``) names, which must be a
+        file; else a :class:`~fol.errors.ConfigError` of one line naming ``state.json``, the field and its
+        value cut by :func:`~swarmbase.tomlcheck.brief` (a name too long for the file system, too)."""
+        value = getattr(self.state, field)
+        path = self.path(value)
+        try:
+            present = path.is_file()
+        except OSError as exc:  # a name too long for the file system; a folder on its way that cannot be searched
+            raise ConfigError(f"{self.state_path}: field {field!r} {brief(value)} cannot be checked "
+                              f"({exc.strerror})") from None
+        if not present:
+            raise ConfigError(f"{self.state_path}: field {field!r}: model {brief(value)} is missing")
+        return path
 
     # ------------------------------------------------------------------ own models
 

@@ -210,8 +210,7 @@ class Agent:
         state = self.inbox.state
         first = None
         if state.current_model:
-            if not self.inbox.path(state.current_model).exists():
-                raise ConfigError(f"{self.inbox.state_path}: current model {state.current_model} is missing")
+            self.inbox.model_file("current_model")
         else:
             from fol.checkpoint import load_model
 
@@ -226,7 +225,7 @@ class Agent:
                 card = local_card = first.card
                 model = local = Path(self.cfg.model)
             else:
-                model, local = self.inbox.path(state.current_model), self.inbox.path(state.local_model)
+                model, local = self.inbox.model_file("current_model"), self.inbox.model_file("local_model")
                 card = read_card(model, max_bytes=self.cfg.limits.max_payload_bytes)
                 local_card = card if local == model else read_card(local, max_bytes=self.cfg.limits.max_payload_bytes)
             # the rule the node's data is split by, read from a card's header on every start: refused now even
