@@ -95,7 +95,7 @@ from torch import nn
 
 from swarmbase.safejson import check_bounds
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import brief, shown
+from swarmbase.tomlcheck import brief, check_input_file, shown
 
 from fol.defaults import MAX_ROUND, class_name
 from fol.errors import CheckpointError, ConfigError
@@ -544,11 +544,11 @@ def upgrade_model_file(path: str | os.PathLike[str], out: str | os.PathLike[str]
     """
     source = str(path)
     with _only_project_errors(source):
-        _stat_size(path, max_bytes)
+        _checked_size(check_input_file(path, CheckpointError, "model file").stat().st_size, max_bytes, source)
         try:
             data = Path(path).read_bytes()
         except OSError as exc:
-            raise CheckpointError(f"{brief(source)}: cannot read model file ({exc.strerror or exc})") from None
+            raise CheckpointError(f"{brief(source)}: cannot read the model file ({exc.strerror or exc})") from None
         loaded = _load_bytes(data, max_bytes, source, legacy=True)
     return save_model(Path(out) if out is not None else Path(path), loaded.model, loaded.card, max_bytes=max_bytes)
 
@@ -803,29 +803,23 @@ def _load(raw: bytes, header_len: int, total: int, payload: "_BytesTensors | _Fi
 @contextmanager
 def _opened(path: str | os.PathLike[str], max_bytes: int, source: str,
             what: str = "model file") -> Iterator[tuple[Any, int]]:
-    """``(binary file, its size)`` of ``path``, the size limit checked with ``os.stat``
-    first; an ``OSError`` while it is open is one :class:`CheckpointError` line."""
-    size = _stat_size(path, max_bytes, source)
+    """``(binary file, its size)`` of ``path``: a regular file (links followed; checked before it is opened,
+    :func:`swarmbase.tomlcheck.check_input_file`, its lines naming ``source``) whose size limit is checked
+    on the open file before anything is read; an ``OSError`` while it is open is one
+    :class:`CheckpointError` line."""
+    check_input_file(path, CheckpointError, "model file", name=source)  # a FIFO would block open()
     try:
         with open(path, "rb") as fh:
-            yield fh, size
+            yield fh, _checked_size(os.fstat(fh.fileno()).st_size, max_bytes, source)
     except OSError as exc:
-        raise CheckpointError(f"{source}: cannot read {what} ({exc.strerror or 'I/O error'})") from None
+        raise CheckpointError(f"{brief(source)}: cannot read the {what} ({exc.strerror or 'I/O error'})") from None
 
 
-def _stat_size(path: str | os.PathLike[str], max_bytes: int, source: str | None = None) -> int:
-    source = str(path) if source is None else source
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise CheckpointError(f"{brief(source)}: model file not found") from None
-    except OSError as exc:  # a name too long for the file system: named cut, not in a 5 kB line
-        raise CheckpointError(f"{brief(source)}: cannot read model file ({exc.strerror or exc})") from None
-    if not os.path.isfile(path):
-        raise CheckpointError(f"{source}: not a regular file, expected a .safetensors model file")
-    if st.st_size > max_bytes:
-        raise CheckpointError(f"{source}: model file is {st.st_size} bytes, over the size limit of {max_bytes} bytes")
-    return st.st_size
+def _checked_size(size: int, max_bytes: int, source: str) -> int:
+    """``size``, a model file's, unless it is over ``max_bytes``: then one :class:`CheckpointError` line."""
+    if size > max_bytes:
+        raise CheckpointError(f"{brief(source)}: model file is {size} bytes, over the size limit of {max_bytes} bytes")
+    return size
 
 
 def _header_length(prefix: bytes, total: int, source: str) -> int:

@@ -24,6 +24,7 @@ import difflib
 import math
 import os
 import re
+import stat
 import sys
 import tomllib
 from pathlib import Path
@@ -49,22 +50,30 @@ def _a(what: str) -> str:
 
 
 def check_input_file(path: str | os.PathLike[str], error: type[Exception], what: str = "file",
-                     max_bytes: int | None = None) -> Path:
+                     max_bytes: int | None = None, *, name: str | None = None) -> Path:
     """``path`` as a :class:`Path` if it names a readable regular file (at most
-    ``max_bytes``), else ``error`` with one line saying what is wrong."""
+    ``max_bytes``), else ``error`` with one line saying what is wrong. Links are followed. The line names
+    the file by ``name`` (default: the path; a received model's label, for one), cut by :func:`brief`.
+
+    >>> check_input_file("/nonexistent/m.safetensors", ValueError, "model file", name="model n1:r0")
+    Traceback (most recent call last):
+    ...
+    ValueError: model n1:r0: model file not found
+    """
     path = Path(path)
+    shown_as = brief(path if name is None else name)
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise error(f"{brief(path)}: {what} not found") from None
+        raise error(f"{shown_as}: {what} not found") from None
     except OSError as exc:  # a name too long for the file system: named cut, not in a 5 kB line
-        raise error(f"{brief(path)}: cannot read the {what} ({exc.strerror})") from None
-    if path.is_dir():
-        raise error(f"{brief(path)}: is a directory; expected {_a(what)}")
-    if not path.is_file():
-        raise error(f"{brief(path)}: not a regular file; expected {_a(what)}")
+        raise error(f"{shown_as}: cannot read the {what} ({exc.strerror})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise error(f"{shown_as}: is a directory; expected {_a(what)}")
+    if not stat.S_ISREG(st.st_mode):
+        raise error(f"{shown_as}: not a regular file; expected {_a(what)}")
     if max_bytes is not None and st.st_size > max_bytes:
-        raise error(f"{brief(path)}: {st.st_size} bytes; {_a(what)} may have at most {max_bytes}")
+        raise error(f"{shown_as}: {st.st_size} bytes; {_a(what)} may have at most {max_bytes}")
     return path
 
 

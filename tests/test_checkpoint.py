@@ -657,7 +657,7 @@ def test_a_generous_size_limit_reads_only_what_the_file_holds(limit: int, tmp_pa
 
 def test_missing_paths_and_folders_are_rejected(tmp_path: Path) -> None:
     _assert_rejected(lambda: load_model(tmp_path / "nope.safetensors"), str(tmp_path / "nope.safetensors"), "not found")
-    _assert_rejected(lambda: read_card(tmp_path), str(tmp_path), "not a regular file")
+    _assert_rejected(lambda: read_card(tmp_path), str(tmp_path), "is a directory; expected a model file")
     _assert_rejected(lambda: load_model_bytes("text", source="s"), "s", "bytes")  # type: ignore[arg-type]
 
 
@@ -781,6 +781,32 @@ def test_a_shape_of_many_huge_dimensions_is_refused_at_once(tmp_path: Path) -> N
     assert time.perf_counter() - start < 0.5
 
 
+def test_a_model_file_is_checked_by_the_shared_input_file_check_links_followed(tmp_path: Path) -> None:
+    """The loader's own stat-and-regular-file check was replaced by swarmbase.tomlcheck.check_input_file:
+    a link to a model still loads (links followed), a link to a FIFO is refused unopened, a folder is said to be
+    one (it was 'not a regular file, expected a .safetensors model file'), the size limit holds through a link,
+    and the agent's label (``source``) still names the file, never its local path."""
+    from fol.checkpoint import upgrade_model_file
+
+    data = _valid_payload()
+    real = _write(tmp_path, data, "real.safetensors")
+    (tmp_path / "link.safetensors").symlink_to(real)
+    assert load_model(tmp_path / "link.safetensors").card.producer == "sat-1"
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "to-pipe.safetensors").symlink_to(tmp_path / "pipe")
+    _assert_rejected(lambda: read_card(tmp_path / "to-pipe.safetensors"), str(tmp_path / "to-pipe.safetensors"),
+                     "not a regular file; expected a model file")
+    _assert_rejected(lambda: load_model(tmp_path / "link.safetensors", max_bytes=len(data) - 1),
+                     str(tmp_path / "link.safetensors"), f"model file is {len(data)} bytes, over the size limit")
+    (tmp_path / "folder.safetensors").mkdir()
+    for call in (lambda: load_model(tmp_path / "folder.safetensors", source="model n1:r0:ab"),
+                 lambda: load_model(tmp_path / "none.safetensors", source="model n1:r0:ab")):
+        error = _assert_rejected(call, "model n1:r0:ab", "")
+        assert str(tmp_path) not in str(error), error
+    _assert_rejected(lambda: upgrade_model_file(tmp_path / "folder.safetensors"), str(tmp_path / "folder.safetensors"),
+                     "is a directory; expected a model file")
+
+
 @pytest.mark.parametrize("change", ["grew", "shrank"])
 def test_a_file_changed_since_its_size_was_read_is_refused(change: str, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
@@ -788,7 +814,7 @@ def test_a_file_changed_since_its_size_was_read_is_refused(change: str, tmp_path
 
     data = _valid_payload()
     path = _write(tmp_path, data + b"\0" if change == "grew" else data[:-10])
-    monkeypatch.setattr(ck, "_stat_size", lambda *args, **kwargs: len(data))  # the size before the change
+    monkeypatch.setattr(ck, "_checked_size", lambda *args, **kwargs: len(data))  # the size before the change
     _assert_rejected(lambda: load_model(path), str(path), change)
 
 

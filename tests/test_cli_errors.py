@@ -859,7 +859,7 @@ _NAME = "a" * 5000  # longer than any file system takes (255 bytes a name, 4,096
     (lambda n: ["personalize", "--model", "m.safetensors", "--data", DATA, "--neighbors", n, "--out", "out"],
      "fol personalize: error: --neighbors '"),
     (lambda n: ["personalize", "--model", n, "--data", DATA, "--neighbors", ".", "--out", "out"],
-     "cannot read model file (File name too long)"),
+     "cannot read the model file (File name too long)"),
     (lambda n: ["personalize", "--model", "m.safetensors", "--data", DATA, "--neighbors", ".", "--out", n],
      "fol personalize: error: --out '"),
     (lambda n: ["simulate", n], "cannot read the scenario file (File name too long)"),
@@ -869,7 +869,7 @@ _NAME = "a" * 5000  # longer than any file system takes (255 bytes a name, 4,096
     (lambda n: ["pretrain", "--data", DATA, "--out", n], "fol pretrain: error: --out '"),
     (lambda n: ["pretrain", "--data", DATA, "--config", n, "--out", "m.safetensors"],
      "cannot read the FOL config file (File name too long)"),
-    (lambda n: ["model", "info", n], "cannot read model file (File name too long)"),
+    (lambda n: ["model", "info", n], "cannot read the model file (File name too long)"),
 ], ids=["data-info-imagefolder", "data-info-name-path", "data-info-name", "personalize-neighbors",
         "personalize-model", "personalize-out", "simulate", "simulate-check", "simulate-resume", "contacts",
         "pretrain-out", "pretrain-config", "model-info"])

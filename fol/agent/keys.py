@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -39,6 +38,7 @@ import zmq.auth
 from fol.agent.protocol import ProtocolError, check_name
 from fol.errors import ConfigError
 from fol.fileio import atomic_write_text, make_dirs, remove_path, staged_outputs
+from swarmbase.tomlcheck import brief, check_input_file
 
 __all__ = [
     "KeyPair",
@@ -127,27 +127,16 @@ MAX_CERTIFICATE_BYTES = 64 * 1024
 
 def _read_certificate(path: str | os.PathLike[str], kind: str) -> tuple[bytes, bytes | None]:
     """``(public, secret or None)`` as written in a ZeroMQ certificate file (not yet checked as
-    Z85); a missing, unreadable or malformed file is one :class:`ConfigError` line."""
-    if not os.path.exists(path):  # pyzmq says "Invalid certificate file" for a missing one
-        if os.path.lexists(path):
-            raise ConfigError(f"{path}: a broken link or a link loop; expected a {kind} file")
-        raise ConfigError(f"{path}: {kind} file not found")
-    try:  # pyzmq reads line by line: a FIFO or /dev/zero would block or grow without bound
-        info = os.stat(path)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read {kind} file ({exc.strerror or exc})") from None
-    if not stat.S_ISDIR(info.st_mode):  # a folder: the OSError below
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"{path}: not a regular file; expected a {kind} file")
-        if info.st_size > MAX_CERTIFICATE_BYTES:
-            raise ConfigError(f"{path}: {info.st_size} bytes, too large for a {kind} file "
-                              f"(at most {MAX_CERTIFICATE_BYTES})")
+    Z85); a missing, unreadable or malformed file is one :class:`ConfigError` line. The file is checked
+    first (:func:`swarmbase.tomlcheck.check_input_file`): pyzmq reads line by line, so a FIFO or
+    /dev/zero would block or grow without bound, and it says "Invalid certificate file" for a missing one."""
+    check_input_file(path, ConfigError, f"{kind} file", MAX_CERTIFICATE_BYTES)
     try:
         return zmq.auth.load_certificate(path)
-    except OSError as exc:  # a folder, no permission
-        raise ConfigError(f"{path}: cannot read {kind} file ({exc.strerror or exc})") from None
+    except OSError as exc:  # no permission
+        raise ConfigError(f"{brief(path)}: cannot read the {kind} file ({exc.strerror or exc})") from None
     except (ValueError, IndexError):  # no public-key line, or a key line without '=' (pyzmq indexes the split)
-        raise ConfigError(f"{path}: not a ZeroMQ certificate "
+        raise ConfigError(f"{brief(path)}: not a ZeroMQ certificate "
                           f"(expected a line public-key = \"<40 Z85 characters>\")") from None
 
 
