@@ -220,12 +220,12 @@ def run_personalize(args: argparse.Namespace) -> int:
     if neighbours is not None:  # a mistyped folder: said before the model and the data are loaded
         check_input_dir(neighbours, DataError, "--neighbors")
     if neighbours is not None and out.is_dir() and out.samefile(neighbours):  # a symlink or "x/." is the same folder
-        raise ConfigError(f"--out {out}: is the --neighbors folder; the round's outputs (its model, its ensemble "
+        raise ConfigError(f"--out {brief(out)}: is the --neighbors folder; the round's outputs (its model, its ensemble "
                           f"members) would be read as neighbour models by the next run; give --out another folder")
     replaced = _replaced_output(out, Path(args.model), writes, record)
     if replaced is not None:  # the round's outputs would take the place of its input
-        raise ConfigError(f"--model {args.model}: is {replaced} in --out {out}, which this run replaces or removes; "
-                          f"copy it elsewhere or give another --out")
+        raise ConfigError(f"--model {brief(args.model)}: is {brief(replaced)} in --out {brief(out)}, which this run "
+                          f"replaces or removes; copy it elsewhere or give another --out")
     own = load_model(Path(args.model), max_bytes=args.max_bytes or DEFAULT_MAX_BYTES)
     if own.card.round >= cfg.rounds:  # E is the last round, as on the node agent: fol.rounds is not ignored here
         where = f"in {args.config}" if args.config else "the default, no --config"

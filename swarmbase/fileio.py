@@ -449,8 +449,8 @@ def _creatable(path: Path, error: type[Exception], what: str) -> None:
     such as /proc."""
     for name in (path, *path.parents):  # as typed: a link on the way that leads nowhere is named
         if (dead := dead_link(name)) is not None:
-            which = "is" if name == path else f"{name} is"
-            raise error(f"{what} {path}: {which} {dead_link_text(name, dead)}; remove the link or give "
+            which = "is" if name == path else f"{brief(name)} is"
+            raise error(f"{what} {brief(path)}: {which} {dead_link_text(name, dead)}; remove the link or give "
                         f"another path")
         if name.exists():
             break
@@ -458,11 +458,11 @@ def _creatable(path: Path, error: type[Exception], what: str) -> None:
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
-        raise error(f"{what} {path}: cannot be created ({parent} is not a folder)")
+        raise error(f"{what} {brief(path)}: cannot be created ({brief(parent)} is not a folder)")
     try:
         _probe(parent)
     except OSError as exc:
-        raise error(f"{what} {path}: cannot be created in {parent} ({exc.strerror})") from None
+        raise error(f"{what} {brief(path)}: cannot be created in {brief(parent)} ({exc.strerror})") from None
 
 
 def _probe(folder: Path) -> None:
@@ -487,13 +487,13 @@ def check_output_dir(path: str | os.PathLike[str], error: type[Exception], *, em
         raise error(f"{what} {brief(path)}: cannot be checked ({exc.strerror})") from None
     if exists:
         if not path.is_dir():
-            raise error(f"{what} {path}: exists and is not a folder")
+            raise error(f"{what} {brief(path)}: exists and is not a folder")
         try:  # a probe, not the permission bits: those say nothing for root or on a read-only mount
             _probe(path)
         except OSError as exc:
-            raise error(f"{what} {path}: not writable ({exc.strerror})") from None
+            raise error(f"{what} {brief(path)}: not writable ({exc.strerror})") from None
         if empty and any(path.iterdir()):
-            raise error(f"{what} {path}: is not empty")
+            raise error(f"{what} {brief(path)}: is not empty")
         return path
     _creatable(path, error, what)
     return path
@@ -528,12 +528,12 @@ def check_output_file(path: str | os.PathLike[str], error: type[Exception], what
     except OSError as exc:  # a name too long for the file system: one line, the name cut
         raise error(f"{what} {brief(path)}: cannot be checked ({exc.strerror})") from None
     if is_dir:
-        raise error(f"{what} {path}: is a folder; expected a file name")
+        raise error(f"{what} {brief(path)}: is a folder; expected a file name")
     if path.exists() and not path.is_file():
-        raise error(f"{what} {path}: exists and is not a regular file")
+        raise error(f"{what} {brief(path)}: exists and is not a regular file")
     if path.exists():
         if not os.access(path.parent if str(path.parent) else ".", os.W_OK | os.X_OK):
-            raise error(f"{what} {path}: its folder is not writable")
+            raise error(f"{what} {brief(path)}: its folder is not writable")
         return path
     _creatable(path, error, what)
     return path

@@ -116,6 +116,48 @@ def test_an_output_folder_name_too_long_for_the_file_system_is_the_checks_one_li
         assert len(str(err.value)) < 300
 
 
+def test_a_long_output_path_is_named_cut_in_every_line_of_the_output_checks(tmp_path: Path, monkeypatch) -> None:
+    """Review: check_output_dir, check_output_file and _creatable wrote the output path whole in their other
+    lines: a 3,000-character --out (parts of 200 characters, which the file system takes) made lines of
+    3,000 to 6,000 characters. Each path is now cut by brief(), as the 'cannot be checked' line was."""
+    from fol.errors import ConfigError
+    from fol.simulation.check import check_run_folder
+
+    deep = tmp_path.joinpath(*(["b" * 200] * 15))
+    deep.mkdir(parents=True)
+    (deep / "file.txt").write_text("x")
+    (deep / "gone").symlink_to("/nowhere")
+    (deep / "ro").mkdir()
+    os.mkfifo(deep / "pipe")
+    (tmp_path / "file").write_text("x")
+    on_a_file = tmp_path / "file" / ("c" * 200) / ("c" * 200) / ("c" * 200) / "out"
+    real_probe = fileio._probe
+
+    def probe(folder: Path) -> None:  # as root, a folder without write permission is writable: the refusal made
+        if folder.name == "ro":
+            raise PermissionError(13, "Permission denied")
+        real_probe(folder)
+
+    monkeypatch.setattr(fileio, "_probe", probe)
+    for call, says in ((lambda: fileio.check_output_dir(deep / "file.txt", ValueError), ": exists and is not a folder"),
+                       (lambda: fileio.check_output_dir(deep, ValueError, empty=True), ": is not empty"),
+                       (lambda: fileio.check_output_dir(deep / "ro", ValueError), ": not writable (Permission denied)"),
+                       (lambda: fileio.check_output_dir(on_a_file, ValueError), "/file is not a folder)"),
+                       (lambda: fileio.check_output_dir(deep / "gone" / "out", ValueError),
+                        "which does not exist; remove the link or give another path"),
+                       (lambda: fileio.check_output_dir(deep / "ro" / "new", ValueError),
+                        "(Permission denied)"),
+                       (lambda: fileio.check_output_file(deep, ValueError), ": is a folder; expected a file name"),
+                       (lambda: fileio.check_output_file(deep / "pipe", ValueError),
+                        ": exists and is not a regular file"),
+                       (lambda: check_run_folder(deep), "is not empty and holds no run to continue; give another --out")):
+        with pytest.raises((ValueError, ConfigError)) as err:
+            call()
+        message = str(err.value)
+        assert says in message and "\n" not in message and len(message) < 700, (len(message), message[:300])
+        assert message.count("b" * 200) == 0, message[:300]  # no part of the path whole
+
+
 def test_a_failed_write_names_the_target_file(tmp_path: Path) -> None:
     """A write that fails on a full disk raises an OSError without a file name; the writer
     names the file it was writing (the command's one-line error then says which), and keeps

@@ -130,9 +130,9 @@ def check_run_folder(out: Path, resume: bool = False) -> None:
     check_output_dir(out, ConfigError)
     if not resume and out.is_dir() and any(out.iterdir()):
         if (out / "scenario.resolved.json").is_file():  # a run's folder: it can be continued
-            raise ConfigError(f"output folder {out} is not empty; continue it with fol simulate --resume {out}, "
-                              "or give another --out")
-        raise ConfigError(f"output folder {out} is not empty and holds no run to continue; give another --out")
+            raise ConfigError(f"output folder {brief(out)} is not empty; continue it with fol simulate --resume "
+                              f"{brief(out)}, or give another --out")
+        raise ConfigError(f"output folder {brief(out)} is not empty and holds no run to continue; give another --out")
 
 
 #: How deep a run folder's JSON files may nest (the scenario record and the results with their
