@@ -80,7 +80,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +201,11 @@ class ContactScenario:
     #: fields they were read with (:func:`_read_drone_files`): the check and the window search of one run read
     #: each file once.
     _drone_files: tuple[tuple, list[Waypoints], _dt.datetime | None] | None = field(
+        default=None, init=False, repr=False, compare=False)
+    #: The satellites of ``[constellation]`` once built, with the fields they were built with
+    #: (:func:`build_constellation`): the check, the orbit partition, the trajectories and the batteries of one run
+    #: build (or read the file of) them once.
+    _satellites: tuple[tuple, Constellation | Ephemeris] | None = field(
         default=None, init=False, repr=False, compare=False)
 
     @property
@@ -558,10 +563,21 @@ def build_constellation(scenario: ContactScenario) -> Constellation | Ephemeris:
     file, whose useable spans must hold the horizon (checked here, before anything is propagated; its ITRF
     states turned with the polar motion and UT1 of ``[time] iers_finals`` when given, which is read and checked
     here for every kind). Both go to :func:`orbits.propagate_offsets` and :func:`orbits.sunlight.eclipse_intervals`;
-    only element sets have ``satrecs`` (TLE/OMM export) and, for Walker shells, orbital planes."""
+    only element sets have ``satrecs`` (TLE/OMM export) and, for Walker shells, orbital planes.
+    Built (the file read) the first time only and kept in the scenario, for as long as the fields they were built
+    with stay as they were: the callers of one run share them and change none of them."""
     c = scenario.constellation
     if c is None:
         raise ContactError("scenario has no [constellation]")
+    fields = (replace(c), scenario.time.start, scenario.time.duration_s, scenario.time.iers_finals)
+    if scenario._satellites is None or scenario._satellites[0] != fields:
+        scenario._satellites = (fields, _build_constellation(scenario))
+    return scenario._satellites[1]
+
+
+def _build_constellation(scenario: ContactScenario) -> Constellation | Ephemeris:
+    """:func:`build_constellation`'s satellites, built or read."""
+    c = scenario.constellation
     polar_motion = load_polar_motion(scenario)
     try:
         if c.kind == "tle":
@@ -694,7 +710,7 @@ def check_energy_inputs(scenario: ContactScenario) -> None:
 def build_trajectories(scenario: ContactScenario,
                        constellation: Constellation | Ephemeris | None = None) -> Trajectories:
     """Node trajectories of the scenario on its time grid (a satellite scenario's from ``constellation``
-    when given, the satellites :func:`check_contact_scenario` built, else from its file read again)."""
+    when given, else from :func:`build_constellation`'s, the satellites the check built)."""
     if scenario.plan_file is not None:
         raise ContactError("contacts.plan_file: an imported plan has no trajectories (no positions)")
     t = scenario.time

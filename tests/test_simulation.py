@@ -1454,3 +1454,22 @@ def test_a_scenario_reads_image_places_from_exif_gps_tags(tmp_path: Path, capsys
     data = load_scenario(tmp_path / "s.toml").data
     pool = load_dataset(data.dataset, **data.loader_options(0))
     np.testing.assert_allclose(np.c_[pool.lat, pool.lon], list(places.values()), atol=1e-6, rtol=0)
+
+
+def test_a_run_reads_the_satellites_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check, the orbit partition and the trajectories of one run share the satellites the check read: the
+    TLE file is read once (three times before), and a field changed after is read again."""
+    import contact_sim.scenario as scenario_module
+    from orbits import read_tle
+
+    reads: list[Path] = []
+    monkeypatch.setattr(scenario_module, "read_tle", lambda path: reads.append(path) or read_tle(path))
+    path = _tle_scenario(tmp_path)
+    text = path.read_text().replace('run = ["local", "fol", "fol-a"]', 'run = ["local"]')
+    path.write_text(text.replace("pretrain_epochs = 2", "pretrain_epochs = 0"))
+    scn = parse_scenario(tomllib.loads(path.read_text()), tmp_path, str(path))
+    run_simulation(scn, tmp_path / "out", progress=False)
+    assert reads == [tmp_path / "shell.tle"]
+    assert (tmp_path / "out" / "contacts.csv").read_text().count("\n") > 1  # the windows were searched
+    scn.contact.time.duration_s /= 2
+    assert len(scenario_module.build_constellation(scn.contact).names) == 6 and len(reads) == 2
