@@ -79,6 +79,21 @@ def check_span_end(start: _dt.datetime, duration_s: float, what: str, where: str
                            f"{LAST_UTC:%Y-%m-%dT%H:%M:%SZ}, the last time an ISO-8601 UTC stamp names{advice}")
 
 
+def _check_volumes(node_names: list[str], windows: WindowTable) -> None:
+    """Refuse, naming the first window (its number, nodes and times) and the field, a ``volume_bits`` that is not
+    a finite number >= 0: NaN made its capacity a garbage count (-2**63 bytes, with numpy's warning on the cast),
+    and a negative one a negative capacity. Neither the window search (rates of a validated link model over
+    finite ranges) nor an imported plan (whole bit/s rates) gives one; a plan built through the library may."""
+    v = windows.volume_bits
+    bad = np.flatnonzero(~((v >= 0) & (v < np.inf)))  # NaN fails every comparison
+    if bad.size:
+        i = int(bad[0])
+        a, b = int(windows.a[i]), int(windows.b[i])
+        names = (f"{node_names[a]} - {node_names[b]}" if max(a, b) < len(node_names) else f"{a} - {b}")
+        raise ContactError(f"window {i} ({names}, {windows.t_start_s[i]:g} .. {windows.t_end_s[i]:g} s): "
+                           f"volume_bits {v[i]:g}; expected a finite number of bits >= 0")
+
+
 @dataclass(frozen=True)
 class Transfer:
     """A model transfer ``src -> dst`` in ``round`` (bytes, seconds from start)."""
@@ -109,6 +124,8 @@ class ContactPlan:
             raise ContactError("rounds: expected at least two strictly increasing finite boundaries (s)")
         self.round_boundaries_s = bounds
         self.windows = windows
+        if link.needs_integration:  # the rates are read from the volumes: one that is no number of bits is refused
+            _check_volumes(self.node_names, windows)
         self.windows.capacity_bytes = link.capacity_bytes(windows.duration_s, windows.volume_bits)
         self._mean_rate = link.mean_rate(windows.duration_s, windows.volume_bits)
         self.transfers: list[Transfer] = []

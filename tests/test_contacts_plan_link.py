@@ -64,6 +64,21 @@ def test_capacity_after_acquisition():
     assert cap.tolist() == [1_000_000_000]
 
 
+@pytest.mark.parametrize("model", ["shannon", "plan"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -8e6])
+def test_a_volume_that_is_no_number_of_bits_is_refused_naming_the_window(model, bad):
+    """NaN volume_bits made the window's capacity -2**63 bytes (numpy warned on the cast), a negative one a
+    negative capacity: the plan refuses them when built, in one line naming the first such window and the field."""
+    w = WindowTable([0, 0, 1], [1, 2, 2], [0.0, 100.0, 200.0], [60.0, 160.0, 260.0], [1e3] * 3, [1e3] * 3,
+                    [8e6, bad, bad])
+    with pytest.raises(ContactError) as err:
+        ContactPlan(["a", "b", "c"], w, LinkModel(model, acquisition_s=0.0), [0.0, 300.0])
+    assert str(err.value) == f"window 1 (a - c, 100 .. 160 s): volume_bits {bad:g}; expected a finite number of bits >= 0"
+    # with a constant rate the volumes are not read: the capacities are the rate's
+    plan = ContactPlan(["a", "b", "c"], w, LinkModel("constant", 8e6, 0.0), [0.0, 300.0])
+    assert plan.windows.capacity_bytes.tolist() == [60_000_000] * 3
+
+
 @pytest.mark.parametrize("kwargs, field", [
     (dict(model="laser"), "link.model"), (dict(rate_bps=0.0), "link.rate_bps"),
     (dict(acquisition_s=-1.0), "link.acquisition_s"),

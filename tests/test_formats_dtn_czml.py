@@ -726,10 +726,10 @@ def test_dtn_exports_refuse_a_bad_plan_with_one_check_before_writing(tmp_path: P
     monkeypatch.setattr(tablewriter, "BLOCK_ROWS", 3)  # 4 blocks of 10 windows
     good = 8e6 * 60.0
     for bad, shown_volume, rate in ((np.nan, "nan", "nan"), (np.inf, "inf", "inf"), (-good, "-4.8e+08", "-8e+06")):
-        vols = [good] * 10
-        vols[1], vols[8] = bad, bad  # windows +540 and +120: the second comes first in the plans
+        plan = plan_of([good] * 10)  # the plan refuses such a volume when built: one set on its windows after
+        plan.windows.volume_bits[[1, 8]] = bad  # windows +540 and +120: the second comes first in the plans
         with np.errstate(invalid="ignore"):
-            got = refusals(plan_of(vols))
+            got = refusals(plan)
         expected = (f"contact sat-a - sat-c (nodes 1, 3) +120 +180: mean rate {rate} bit/s (volume_bits "
                     f"{shown_volume} over 60 s); expected a finite rate >= 0")
         assert got == {"ion": expected, "hdtn": expected}, bad
