@@ -23,7 +23,7 @@ from orbits import Constellation, Ephemeris, OrbitError, ground_points_itrs, itr
 from orbits.constants import EARTH_ROTATION_RAD_S
 from orbits.iers import PolarMotion
 from orbits.propagation import propagate_offsets
-from swarmbase.units import format_count
+from swarmbase.units import format_bytes, format_count
 
 from .errors import ContactError
 
@@ -152,6 +152,11 @@ def check_trajectory_size(n_times: float, n_nodes: int, waypoint_times: float = 
             f"(limit {MAX_TRAJECTORY_BYTES / 2**30:.0f} GiB); {fix}")
 
 
+def _size(n_bytes: float) -> str:
+    """A size of the contact search's budget as its refusals give it: in binary units, a size under a GiB in MiB."""
+    return format_bytes(float(n_bytes), binary=True)
+
+
 def check_window_budget(n_windows: float, searched_s: float, horizon_s: float, grid_bytes: float,
                         range_field: str = "link.max_range_km", held_bytes: float = 0.0) -> None:
     """Refuse a contact search whose windows (:data:`CONTACT_BYTES_PER_WINDOW` each) and grid (``grid_bytes``,
@@ -167,15 +172,15 @@ def check_window_budget(n_windows: float, searched_s: float, horizon_s: float, g
     if need > MAX_TRAJECTORY_BYTES:
         raise ContactError(
             f"contact windows: {n_windows:,.0f} found in {searched_s:,.0f} s of the {horizon_s:,.0f} s horizon "
-            f"would need {need / 2**30:.1f} GiB with the grid's {grid_bytes / 2**30:.1f} GiB "
-            f"({CONTACT_BYTES_PER_WINDOW} bytes per window; limit {MAX_TRAJECTORY_BYTES / 2**30:.0f} GiB)"
+            f"would need {_size(need)} with the grid's {_size(grid_bytes)} "
+            f"({CONTACT_BYTES_PER_WINDOW} bytes per window; limit {_size(MAX_TRAJECTORY_BYTES)})"
             f"{', where the search stopped' if searched_s < horizon_s * (1 - 1e-9) else ''}; {fix}")
     scanning = grid_bytes + float(held_bytes)
     if scanning > MAX_TRAJECTORY_BYTES:
         raise ContactError(
-            f"contact windows: the search's workers would hold {held_bytes / 2**30:.2f} GiB for the windows they "
-            f"have not yet written to parts, {scanning / 2**30:.1f} GiB with the grid's "
-            f"{grid_bytes / 2**30:.1f} GiB (limit {MAX_TRAJECTORY_BYTES / 2**30:.0f} GiB), where the search "
+            f"contact windows: the search's workers would hold {_size(held_bytes)} for the windows they "
+            f"have not yet written to parts, {_size(scanning)} with the grid's "
+            f"{_size(grid_bytes)} (limit {_size(MAX_TRAJECTORY_BYTES)}), where the search "
             f"stopped; use fewer --workers, {fix}")
 
 

@@ -1,7 +1,7 @@
 """Human-readable quantities.
 
->>> format_bytes(0), format_bytes(189_712), format_bytes(3.2e9)
-('0 B', '189.7 kB', '3.2 GB')
+>>> format_bytes(0), format_bytes(189_712), format_bytes(3.2e9), format_bytes(629_145, binary=True)
+('0 B', '189.7 kB', '3.2 GB', '614.4 KiB')
 >>> format_seconds(0.25), format_seconds(30), format_seconds(1800)
 ('0.25 s', '30 s', '1800 s')
 >>> format_count(21600), format_count(1234.56, 1), format_count(2.16e304), format_count(float("inf"))
@@ -13,13 +13,16 @@ from __future__ import annotations
 __all__ = ["format_bytes", "format_seconds", "format_count"]
 
 
-def format_bytes(n: float) -> str:
-    """``n`` bytes in decimal units (B, kB, MB, GB, TB): whole bytes, else one decimal."""
-    for unit in ("B", "kB", "MB", "GB"):
-        if abs(n) < 1000:
+def format_bytes(n: float, binary: bool = False) -> str:
+    """``n`` bytes in decimal units (B, kB, MB, GB, TB), or with ``binary`` in powers of 1024 (B, KiB, MiB, GiB,
+    TiB), as a memory budget counts them: whole bytes, else one decimal, so a size under a GiB reads in MiB
+    (``0.6 MiB``), not as ``0.00 GiB``."""
+    step, units = (1024.0, ("B", "KiB", "MiB", "GiB", "TiB")) if binary else (1000.0, ("B", "kB", "MB", "GB", "TB"))
+    for unit in units[:-1]:
+        if abs(n) < step:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000.0
-    return f"{n:.1f} TB"
+        n /= step
+    return f"{n:.1f} {units[-1]}"
 
 
 def format_seconds(s: float) -> str:

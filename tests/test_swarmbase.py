@@ -99,6 +99,9 @@ def _msg(fn, *args) -> str:
 def test_format_bytes() -> None:
     assert [format_bytes(n) for n in (0, 999, 1000, 189_712, 3_200_000_000, 5e12)] == [
         "0 B", "999 B", "1.0 kB", "189.7 kB", "3.2 GB", "5.0 TB"]
+    # binary units, as the memory budgets count: a size under a GiB in MiB, not "0.00 GiB"
+    assert [format_bytes(n, binary=True) for n in (1023, 1024, 5 * 2**20 // 2, 2**30 - 2**20, 8 * 2**30, 2**42)] == [
+        "1023 B", "1.0 KiB", "2.5 MiB", "1023.0 MiB", "8.0 GiB", "4.0 TiB"]
 
 
 def test_a_huge_value_is_shown_shortened_in_every_message() -> None:

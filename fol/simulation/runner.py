@@ -50,7 +50,7 @@ from fol.simulation.check import (INPUTS_FILE, STATE_DIR, check_acquisition_span
                                   seed_dir as _seed_dir)
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.result import SimulationResult
-from fol.simulation.scenario import SwarmScenario, json_default
+from fol.simulation.scenario import SwarmScenario, errors_name_the_file, json_default
 from fol.checkpoint import ModelCard, load_model, model_to_bytes, save_model
 from fol.data import GeoDataset, assignment_partition, dirichlet_partition, load_dataset, region_partition
 from fol.errors import ConfigError, DataError
@@ -492,14 +492,15 @@ def run_simulation(
     contact_workers = scn.run.workers or os.cpu_count() or 1
     if executor is not None and executor.kind == "ray":
         contact_workers = 1
-    if scn.contact.plan_file is not None:
-        log.info("reading the contact plan %s", scn.contact.plan_file)
-        traj = None
-        base_plan = load_plan_file(scn.contact)
-    else:
-        log.info("computing contact windows (%d processes)", contact_workers)
-        traj = build_trajectories(scn.contact)
-        base_plan = plan_from_trajectories(traj, scn.contact, workers=contact_workers)
+    with errors_name_the_file(scn.source):  # a search past its memory budget says which scenario, as fol contacts
+        if scn.contact.plan_file is not None:
+            log.info("reading the contact plan %s", scn.contact.plan_file)
+            traj = None
+            base_plan = load_plan_file(scn.contact)
+        else:
+            log.info("computing contact windows (%d processes)", contact_workers)
+            traj = build_trajectories(scn.contact)
+            base_plan = plan_from_trajectories(traj, scn.contact, workers=contact_workers)
     own_executor = executor is None
     if executor is None:
         executor = make_executor(scn.run.executor, workers=scn.run.workers, threads=scn.run.threads,
