@@ -172,16 +172,24 @@ class ContactPlan:
             raise ContactError(f"{what}: expected a node id 0..{self.n_nodes - 1}, got {node}")
 
     def _node_index(self) -> dict[int, np.ndarray]:
+        """Each node's window ids, sorted, in the smallest of int32 / int64 that holds them (8 bytes a window
+        in all for up to 2**31 windows, not 16), built one end (``a``, then ``b``) at a time: the sort's int64
+        order is one end's, never both ends' at once."""
         if self._by_node is None:
             w = self.windows
-            ids = np.concatenate([np.arange(len(w)), np.arange(len(w))])
-            ends = np.concatenate([w.a, w.b])
-            # stable: each node's window ids come as two sorted runs; uint16 keys
-            # (up to 65,536 nodes) let numpy use its radix sort, ~2x faster
-            order = np.argsort(ends.astype(np.uint16) if self.n_nodes <= 1 << 16 else ends, kind="stable")
-            ids, ends = ids[order], ends[order]
-            splits = np.searchsorted(ends, np.arange(self.n_nodes + 1))
-            self._by_node = {k: np.sort(ids[splits[k]:splits[k + 1]]) for k in range(self.n_nodes)}
+            dtype = np.int32 if len(w) <= np.iinfo(np.int32).max else np.int64
+            runs = []
+            for ends in (w.a, w.b):
+                # stable: the node's window ids in order; uint16 keys (up to 65,536 nodes) let numpy use its
+                # radix sort, ~2x faster
+                keys = ends.astype(np.uint16) if self.n_nodes <= 1 << 16 else ends
+                order = np.argsort(keys, kind="stable")
+                splits = np.searchsorted(keys[order], np.arange(self.n_nodes + 1))
+                runs.append((order.astype(dtype), splits))
+                del keys, order
+            (ids_a, at_a), (ids_b, at_b) = runs
+            self._by_node = {k: np.sort(np.concatenate([ids_a[at_a[k]:at_a[k + 1]], ids_b[at_b[k]:at_b[k + 1]]]))
+                             for k in range(self.n_nodes)}
         return self._by_node
 
     # ------------------------------------------------------------------ rounds

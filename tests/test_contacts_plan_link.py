@@ -370,3 +370,22 @@ def test_a_plan_without_transfers_shares_the_windows_and_books_its_own_transfers
     assert first.schedule(1, 0, 0, 1_000_000) == fresh  # not after base's transfer on that window
     assert second.schedule(1, 0, 0, 1_000_000) == fresh  # nor after first's
     assert len(base.transfers) == len(first.transfers) == len(second.transfers) == 1
+
+
+@pytest.mark.parametrize("n_nodes", [7, 70_000])  # the uint16 keys' radix sort, and past 65,536 nodes
+def test_the_per_node_index_holds_each_nodes_windows_in_order_in_int32(n_nodes):
+    """Each node's index is the ids of the windows it is an end of, ascending; held as int32 (4 bytes a
+    window an end, 8 in all), not int64: a random plan of 4 M windows held 61 MiB in the index and peaked
+    244 MiB building it, now 30.5 and 91.6 MiB, the ids the same."""
+    rng = np.random.default_rng(1)
+    n = 5_000
+    a = rng.integers(0, n_nodes - 1, n)
+    b = a + 1 + rng.integers(0, n_nodes, n) % (n_nodes - 1 - a)
+    t0 = np.sort(rng.uniform(0.0, 1000.0, n))
+    w = WindowTable(a, b, t0, t0 + 10.0, np.zeros(n), np.zeros(n), np.zeros(n), sort=False)
+    plan = ContactPlan([f"n{k}" for k in range(n_nodes)], w, LinkModel("constant", 1e6, 0.0), [0.0, 1010.0])
+    index = plan._node_index()
+    assert len(index) == n_nodes and {v.dtype for v in index.values()} == {np.dtype(np.int32)}
+    for k in set(a[:50].tolist()) | set(b[:50].tolist()) | {0, n_nodes - 1}:
+        assert index[k].tolist() == np.flatnonzero((a == k) | (b == k)).tolist()
+    assert sum(v.size for v in index.values()) == 2 * n
