@@ -23,7 +23,8 @@ cheapest checks first, and before any module is built; every failure is a
 loader: an unexpected exception while validating untrusted bytes is reported
 as a ``CheckpointError`` too. In order:
 
-1. size over ``max_bytes`` (checked with ``os.stat`` before the file is read);
+1. a regular file, links followed (``os.stat`` before it is opened: a FIFO or a device is refused
+   unopened), of at most ``max_bytes`` (``os.fstat`` of the open file, before anything is read);
 2. the safetensors header: length at most :data:`MAX_HEADER_BYTES`, JSON at most
    3 levels deep with no key given twice, at most :data:`MAX_TENSORS` tensors,
    each of dtype float32 / float16 / bfloat16 / int64;
