@@ -7,7 +7,7 @@
 
 Times are whole seconds relative to the plan start (``+t``), or absolute UTC
 ``yyyy/mm/dd-hh:mm:ss`` when the plan start is known. ION node numbers are
-positive integers; this project writes node ``i`` as ``i + 1`` and keeps the
+positive integers; every number is read in ASCII digits; this project writes node ``i`` as ``i + 1`` and keeps the
 names in header comments that :func:`read_ion` reads back::
 
     # fol-swarm contact plan
@@ -70,7 +70,7 @@ import numpy as np
 from orbits import OrbitError, parse_utc
 from swarmbase.fileio import atomic_writer
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import check_name_length, read_text_file, shown
+from swarmbase.tomlcheck import check_name_length, is_decimal, read_text_file, shown
 
 from .errors import ContactError
 from .link import SPEED_OF_LIGHT_M_S, LinkModel
@@ -409,14 +409,13 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
     """Seconds after the plan start of an ION time: ``+ss`` after the reference time (``@``;
     the plan start unless moved), or absolute ``yyyy/mm/dd-hh:mm:ss``."""
     if token.startswith("+"):
-        try:
-            value = reference_s + float(token[1:])
-        except ValueError:
-            value = float("nan")
-        if not math.isfinite(value) or value < reference_s or value > MAX_ION_OFFSET_S:
-            raise ContactError(f"{where}: expected a relative time +SECONDS of 0..{MAX_ION_OFFSET_S:.0e}, "
-                               f"got {shown(token)}")
-        return value
+        digits = token[1:]
+        # whole seconds in ASCII digits: float() also reads 1e3, 1_000, 0.5 and every script's digits
+        value = reference_s + int(digits) if is_decimal(digits, _MAX_DIGITS) else math.nan
+        if not math.isfinite(value) or value > MAX_ION_OFFSET_S:
+            raise ContactError(f"{where}: expected a relative time +SECONDS of 0..{MAX_ION_OFFSET_S:.0e} (whole "
+                               f"seconds in ASCII digits), got {shown(token)}")
+        return float(value)
     try:
         t = _dt.datetime.strptime(token, _ION_TIME).replace(tzinfo=_dt.timezone.utc)
     except ValueError:
@@ -431,11 +430,14 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
     return offset
 
 
+#: Most digits an ION number or time is read with (``int()`` reads at most 4,300; past 1e100 is refused by value).
+_MAX_DIGITS = 4000
+
+
 def _pos_int(token: str, what: str, where: str, allow_zero: bool = False, limit: int = MAX_PLAN_INT) -> int:
-    try:
-        value = int(token)
-    except ValueError:
-        raise ContactError(f"{where}: expected an integer {what}, got {shown(token)}") from None
+    if not is_decimal(token, _MAX_DIGITS, signed=True):  # int() also reads 1_000, +1, ' 1' and every script's digits
+        raise ContactError(f"{where}: expected an integer {what} in ASCII digits, got {shown(token)}")
+    value = int(token)
     if value < 0 or (value == 0 and not allow_zero):
         raise ContactError(f"{where}: expected a {'non-negative' if allow_zero else 'positive'} {what}, got {value}")
     if value > limit:

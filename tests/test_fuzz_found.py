@@ -1617,3 +1617,36 @@ def test_a_manifest_entry_of_null_is_refused_in_one_line(field: str, tmp_path: P
     assert str(info.value).startswith(f"{tmp_path / MANIFEST.name}: files.model.safetensors.{field}: "
                                       "required, got null; it records which files in --out"), str(info.value)
     _one_line(str(info.value))
+
+
+# ------------------------------------------------------------------ contact plans and Earth orientation (contact_sim/dtn.py, orbits/iers.py)
+
+@pytest.mark.parametrize("text, says", [
+    ("a contact +0 +60 \u0661 2 10\n", "expected an integer node number in ASCII digits, got '\u0661'"),
+    ("a contact +0 +60 1 2 1_000\n", "expected an integer rate (bytes/s) in ASCII digits, got '1_000'"),
+    ("a contact +0 +60 1 2 +10\n", "expected an integer rate (bytes/s) in ASCII digits, got '+10'"),
+    ("a contact +0 +60 1 2 \uff11\uff10\n", "rate (bytes/s) in ASCII digits"),
+    ("a contact +0 +60 1 2 10\na range +0 +60 1 2 \U0001d7d9\n", "OWLT (s) in ASCII digits"),
+    ("a contact +0 +60 1 2 10\nd contact +0 \u0661 2\n", ":2: expected an integer node number in ASCII digits"),
+    ("a contact +1e1 +60 1 2 10\n", "expected a relative time +SECONDS of 0..1e+10 (whole seconds in ASCII digits), "
+                                    "got '+1e1'"),
+    ("a contact +0.5 +60 1 2 10\n", "got '+0.5'"),
+    ("a contact +0 +6_0 1 2 10\n", "got '+6_0'"),
+    ("@ +\u0661\u0660\na contact +0 +60 1 2 10\n", "got '+\u0661\u0660'"),
+])
+def test_an_ion_number_is_ascii_digits_and_a_relative_time_whole_seconds(tmp_path: Path, text: str, says: str) -> None:
+    """The ION importer read its integers with int() and its relative times with float(), which take every
+    script's digits, '_' groups and a '+', and (float) exponents and fractions: a node '\u0661' was node 1, a
+    rate '1_000' 1000 bytes/s, '+1e1' ten seconds (ionadmin's integer reading stops at the 'e': one), each read
+    with exit status 0; found by the directed cases of a fuzzer of the plan importers. Now one line naming
+    file:line, as the orbit readers refuse such numbers."""
+    from contact_sim.dtn import read_ion
+
+    path = tmp_path / "p.ion"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ContactError) as info:
+        read_ion(path)
+    message = str(info.value)
+    _one_line(message, 300)
+    assert message.startswith(f"{path}:") and says in message, message
+
