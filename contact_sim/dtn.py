@@ -479,9 +479,13 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
                 if number in plan.names:
                     raise ContactError(f"{where}: node {number} named twice in the header")
                 # '# node N NAME [KIND]'; a name with spaces ('ISS (ZARYA)') is written with its kind last
-                plan.names[number] = check_name_length(" ".join(words[2:-1]) if len(words) > 4 else words[2],
-                                                       f"{where}: node {number}", ContactError)
-                plan.kinds[number] = words[-1] if len(words) >= 4 else "node"
+                name = " ".join(words[2:-1]) if len(words) > 4 else words[2]
+                kind = words[-1] if len(words) >= 4 else "node"
+                if not (name + kind).isprintable():  # a control character would reach every table and message
+                    raise ContactError(f"{where}: node {number}: expected a name and kind without control "
+                                       f"characters, got {shown(name)} {shown(kind)}")
+                plan.names[number] = check_name_length(name, f"{where}: node {number}", ContactError)
+                plan.kinds[number] = kind
             continue
         words = line.split("#", 1)[0].split()
         if words[0] in _IGNORED:

@@ -1650,3 +1650,19 @@ def test_an_ion_number_is_ascii_digits_and_a_relative_time_whole_seconds(tmp_pat
     _one_line(message, 300)
     assert message.startswith(f"{path}:") and says in message, message
 
+@pytest.mark.parametrize("header", ["# node 1 ISS (ZARY\x00A) satellite", "# node 1 a \x1b[2Jsat",
+                                    "# node 1 a\x7fb"])
+def test_an_ion_header_node_name_with_a_control_character_is_refused(tmp_path: Path, header: str) -> None:
+    """A '# node N NAME KIND' header line's name or kind was taken with a NUL, an escape or a DEL in it (the
+    fuzzer's accepted mutant of the ISS header): the name of a node in every table, CZML and message the
+    plan gives, a terminal escape in a log line, as the TLE, OMM and OEM readers refuse a name with one."""
+    from contact_sim.dtn import read_ion
+
+    path = tmp_path / "p.ion"
+    path.write_text(f"{header}\na contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n")
+    with pytest.raises(ContactError) as info:
+        read_ion(path)
+    message = str(info.value)
+    _one_line(message, 300)
+    assert message.startswith(f"{path}:1: node 1: expected a name and kind without control characters"), message
+    assert message.isprintable(), message
