@@ -177,7 +177,9 @@ def _directed(plan: ContactPlan, k: np.ndarray) -> tuple[np.ndarray, np.ndarray,
 
 
 def _utc(start: _dt.datetime) -> str:
-    return start.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").replace(".000000Z", "Z")
+    """``start`` as ISO-8601 UTC, ``...Z``, its microseconds when there are any; the year in four digits
+    (``strftime("%Y")`` writes the year 26 as ``26``, which no ISO-8601 reader takes)."""
+    return start.astimezone(_dt.timezone.utc).replace(tzinfo=None).isoformat() + "Z"
 
 
 def header_name_ok(name: str) -> bool:

@@ -1666,3 +1666,18 @@ def test_an_ion_header_node_name_with_a_control_character_is_refused(tmp_path: P
     _one_line(message, 300)
     assert message.startswith(f"{path}:1: node 1: expected a name and kind without control characters"), message
     assert message.isprintable(), message
+
+
+@pytest.mark.parametrize("start", ["0026-08-01T00:00:00Z", "0999-12-31T23:59:59.500000Z", "2026-08-01T00:00:00Z"])
+def test_an_ion_plan_start_before_the_year_1000_is_exported_as_it_is_read(start: str) -> None:
+    """The ION export wrote its '# start' line with strftime('%Y'), which writes the year 26 as '26': a plan the
+    importer took with '# start 0026-08-01T00:00:00Z' (the fuzzer's bit flip of 2026) was exported as
+    '# start 26-08-01T00:00:00Z', which the importer then refused ('start: expected an ISO-8601 UTC time')."""
+    from contact_sim.dtn import format_ion, ion_to_plan, parse_ion
+
+    text = f"# start {start}\na contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n"
+    plan = ion_to_plan(parse_ion(text, "p.ion"), "p.ion")
+    exported = format_ion(plan)
+    assert f"# start {start}\n" in exported, exported
+    again = ion_to_plan(parse_ion(exported, "again.ion"), "again.ion")
+    assert again.start == plan.start and again.windows.t_end_s.tolist() == [60.0]
