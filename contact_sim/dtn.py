@@ -61,6 +61,7 @@ import datetime as _dt
 import io
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterator, Sequence
@@ -447,6 +448,10 @@ def _pos_int(token: str, what: str, where: str, allow_zero: bool = False, limit:
     return value
 
 
+#: What ``str.splitlines()`` breaks a line at besides LF and CR LF: CR, VT, FF, FS, GS, RS, NEL, U+2028, U+2029.
+_LINE_BREAK = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
 def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = None) -> IonPlan:
     """Parse ION contact-plan text; ``start`` is used when the file has no ``# start`` header.
 
@@ -460,8 +465,12 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     # so that 'd' and 'c' find theirs without a scan of the file so far
     live: dict[str, dict[tuple[float, int, int], list]] = {"contact": {}, "range": {}}
     starts: dict[str, dict[tuple[int, int], set[float]]] = {"contact": {}, "range": {}}
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    for lineno, raw in enumerate(text.split("\n"), 1):  # ionadmin's lines; str.splitlines() breaks at 8 more
         where = f"{source}:{lineno}"
+        odd = _LINE_BREAK.search(raw.removesuffix("\r"))
+        if odd:  # a line numbered by splitlines() is not the line an editor shows, and split() takes it for a space
+            raise ContactError(f"{where}: a line break {shown(odd.group())} inside the line; expected lines ended by "
+                               "LF or CR LF")
         line = raw.strip()
         if not line:
             continue

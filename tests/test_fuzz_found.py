@@ -1681,3 +1681,23 @@ def test_an_ion_plan_start_before_the_year_1000_is_exported_as_it_is_read(start:
     assert f"# start {start}\n" in exported, exported
     again = ion_to_plan(parse_ion(exported, "again.ion"), "again.ion")
     assert again.start == plan.start and again.windows.t_end_s.tolist() == [60.0]
+
+
+@pytest.mark.parametrize("brk", ["\u2028", "\x0b", "\x85", "\r", "\x0c"])
+def test_an_ion_line_break_other_than_lf_is_refused_naming_the_line_an_editor_shows(tmp_path: Path, brk: str) -> None:
+    """The ION importer split its text with str.splitlines(), which also breaks at CR, VT, FF, NEL, U+2028 and
+    four more: an error named a line by a count no editor or grep -n shows (a bad second line of the file was
+    'p.ion:3' after a U+2028), and a NEL before an 'x' made the 'x' a line of its own, an ionadmin command
+    that is ignored, so the mutant was read; found by a mutation fuzzer of the plan importers. ionadmin reads
+    lines ended by LF; a line holding another break is now refused, named by its LF count."""
+    from contact_sim.dtn import read_ion
+
+    path = tmp_path / "p.ion"
+    path.write_text(f"a contact +0 +60 1 2 10\r\na contact +0 +60 2 1 10{brk}x\n", encoding="utf-8", newline="")
+    with pytest.raises(ContactError) as info:
+        read_ion(path)
+    message = str(info.value)
+    _one_line(message, 300)
+    assert message == f"{path}:2: a line break {brk!r} inside the line; expected lines ended by LF or CR LF", message
+    path.write_text("a contact +0 +60 1 2 10\r\na contact +0 +60 2 1 10\r\n", newline="")  # CR LF ends are read
+    assert read_ion(path).windows.t_end_s.tolist() == [60.0]
