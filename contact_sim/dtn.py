@@ -2,7 +2,7 @@
 
 **ION** (``ionadmin`` contact-plan commands), one direction per line::
 
-    a contact +t0 +t1 FROM TO RATE      # RATE in bytes per second
+    a contact +t0 +t1 FROM TO RATE      # RATE in bytes per second (then an optional confidence, 0..1)
     a range   +t0 +t1 FROM TO OWLT      # one-way light time, seconds
 
 Times are whole seconds relative to the plan start (``+t``), or absolute UTC
@@ -71,7 +71,7 @@ import numpy as np
 from orbits import OrbitError, parse_utc
 from swarmbase.fileio import atomic_writer
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import check_name_length, is_decimal, read_text_file, shown
+from swarmbase.tomlcheck import check_name_length, decimal_number, is_decimal, read_text_file, shown
 
 from .errors import ContactError
 from .link import SPEED_OF_LIGHT_M_S, LinkModel
@@ -513,6 +513,8 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             raise ContactError(f"{where}: expected 'a contact' or 'a range', got {line[:40]!r}")
         if words[1] == "contact" and len(words) not in (7, 8):
             raise ContactError(f"{where}: expected 'a contact FROM_TIME UNTIL_TIME FROM TO RATE_BYTES_PER_S'")
+        if words[1] == "contact" and len(words) == 8:
+            _check_confidence(words[7], where)
         if words[1] == "range" and len(words) != 7:
             raise ContactError(f"{where}: expected 'a range FROM_TIME UNTIL_TIME FROM TO OWLT_S'")
         if words[1] == "contact" and (words[2] == "-1" or words[3] == "0"):
@@ -538,6 +540,18 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     return plan
 
 
+def _check_confidence(token: str, where: str) -> None:
+    """Refuse a contact's optional last field, ``ionadmin``'s confidence in it (not used here), unless it is a
+    number of 0..1 (``1.0``, ``0.5``)."""
+    try:
+        value = decimal_number(token, special=False)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:
+        raise ContactError(f"{where}: expected the contact's confidence, a number of 0..1, after the rate, got "
+                           f"{shown(token)}")
+
+
 def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
               live: dict[str, dict[tuple[float, int, int], list]],
               starts: dict[str, dict[tuple[int, int], set[float]]]) -> None:
@@ -550,6 +564,8 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
         raise ContactError(f"{where}: expected 'd {kind} START FROM TO'")
     if words[0] == "c" and len(words) not in (6, 7):
         raise ContactError(f"{where}: expected 'c contact START FROM TO RATE_BYTES_PER_S'")
+    if words[0] == "c" and len(words) == 7:
+        _check_confidence(words[6], where)
     if kind == "contact" and words[2] in ("-1", "0"):
         return  # a registration or a hypothetical contact, which were skipped
     src = _pos_int(words[3], "node number", where)

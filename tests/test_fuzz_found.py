@@ -1701,3 +1701,25 @@ def test_an_ion_line_break_other_than_lf_is_refused_naming_the_line_an_editor_sh
     assert message == f"{path}:2: a line break {brk!r} inside the line; expected lines ended by LF or CR LF", message
     path.write_text("a contact +0 +60 1 2 10\r\na contact +0 +60 2 1 10\r\n", newline="")  # CR LF ends are read
     assert read_ion(path).windows.t_end_s.tolist() == [60.0]
+
+
+@pytest.mark.parametrize("text, line", [("a contact +0 +60 1 2 10 garbage\n", 1), ("a contact +0 +60 1 2 10 2\n", 1),
+                                        ("a contact +0 +60 1 2 10 nan\n", 1),
+                                        ("a contact +0 +60 1 2 10\nc contact +0 1 2 5 \u0661\n", 2)])
+def test_an_ion_contact_confidence_that_is_no_number_of_0_to_1_is_refused(tmp_path: Path, text: str, line: int) -> None:
+    """An 'a contact' line's optional eighth field (and a 'c contact' line's seventh), ionadmin's confidence in
+    the contact, was passed over whatever it held: 'garbage', 2, an Arabic-Indic one (found by the directed
+    cases of a fuzzer of the plan importers). It is now a number of 0..1 or one line naming
+    file:line; 1.0 and 0.5 are read as before (and not used)."""
+    from contact_sim.dtn import read_ion
+
+    path = tmp_path / "p.ion"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ContactError) as info:
+        read_ion(path)
+    message = str(info.value)
+    _one_line(message, 300)
+    assert message.startswith(f"{path}:{line}: expected the contact's confidence, a number of 0..1, after the "
+                              "rate, got "), message
+    path.write_text("a contact +0 +60 1 2 10 1.0\na contact +0 +60 2 1 10 .5\nc contact +0 1 2 20 0\n")
+    assert read_ion(path).windows.volume_bits.tolist() == [8 * 10 * 60]
