@@ -72,8 +72,8 @@ _MJD = re.compile(r"\d{5}\.\d{2}", re.ASCII)  # ASCII digits: float() reads ever
 _ARCSEC = re.compile(r"-?\d?\.\d{6}", re.ASCII)
 _SECONDS = re.compile(r"-?\d?\.\d{7}", re.ASCII)
 #: What a line is, for the messages.
-_LAYOUT = ("a line of an IERS finals2000A.all or finals.all file: year, month and day in columns 1-6, the MJD in "
-           "8-15, I or P in 17, the pole's x in 19-27 and y in 38-46 (arcsec), I or P in 58 and UT1-UTC in 59-68 (s)")
+_LAYOUT = ("a line of an IERS finals2000A.all or finals.all file: the date in columns 1-6, MJD 8-15, I or P 17, the "
+           "pole's x 19-27 and y 38-46 (arcsec), I or P 58, UT1-UTC 59-68 (s)")
 
 
 def _utc(mjd: float) -> _dt.datetime:
@@ -251,10 +251,9 @@ def _check_leap_seconds(utc_mjd: np.ndarray, dut1: np.ndarray, numbers: list[int
         before, after = _tt_minus_utc_s(utc_mjd[k - 1:k + 1])
         leap = f"a leap second ({after - before:+.0f} s)" if after != before else "no leap second"
         raise fail(numbers[k], f"UT1-UTC (columns 59-68) goes from {dut1[k - 1]:.7f} s on line {numbers[k - 1]} to "
-                               f"{dut1[k]:.7f} s, where Skyfield {skyfield.__version__}'s leap-second table has "
-                               f"{leap}; expected UT1-UTC to change by milliseconds a day, and by a second at the leap "
-                               f"seconds only (TT-UT1 steps by {steps[k - 1]:.4f} s; a leap second announced after "
-                               "this Skyfield needs a newer one)")
+                               f"{dut1[k]:.7f} s where Skyfield {skyfield.__version__} has {leap}; expected a change "
+                               f"of milliseconds a day, or of a second at a leap second (TT-UT1 steps by "
+                               f"{steps[k - 1]:.4f} s; a later leap second needs a newer Skyfield)")
 
 
 def read_iers_finals(path: str | Path) -> PolarMotion:

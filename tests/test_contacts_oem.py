@@ -621,9 +621,8 @@ def test_fol_contacts_czml_turns_back_with_the_polar_motion_of_time_iers_finals(
                  "for 2008-09-20T12:30:00Z..2008-09-20T15:30:00Z; expected an IERS finals file covering those times "
                  "(finals2000A.all from the IERS Rapid Service reaches a year ahead)"),
     ("malformed", "{finals}:2: expected I (IERS) or P (prediction) in column 17, got 'X'"),
-    ("empty", "{finals}: no polar motion; expected a line of an IERS finals2000A.all or finals.all file: year, month "
-              "and day in columns 1-6, the MJD in 8-15, I or P in 17, the pole's x in 19-27 and y in 38-46 (arcsec), "
-              "I or P in 58 and UT1-UTC in 59-68 (s)"),
+    ("empty", "{finals}: no polar motion; expected a line of an IERS finals2000A.all or finals.all file: the date in "
+              "columns 1-6, MJD 8-15, I or P 17, the pole's x 19-27 and y 38-46 (arcsec), I or P 58, UT1-UTC 59-68 (s)"),
     (None, "{finals}: IERS finals file not found"),
 ], ids=["short", "malformed", "empty", "missing"])
 @pytest.mark.parametrize("kind", ["tle", "oem"])

@@ -1723,3 +1723,37 @@ def test_an_ion_contact_confidence_that_is_no_number_of_0_to_1_is_refused(tmp_pa
                               "rate, got "), message
     path.write_text("a contact +0 +60 1 2 10 1.0\na contact +0 +60 2 1 10 .5\nc contact +0 1 2 20 0\n")
     assert read_ion(path).windows.volume_bits.tolist() == [8 * 10 * 60]
+
+
+def _finals_lines() -> list[str]:
+    import datetime as dt
+
+    from _iers import finals_text
+
+    text = finals_text({**{dt.date(2008, 9, 19): (0.18, 0.39), dt.date(2008, 9, 20): (0.2, 0.35)}},
+                       {dt.date(2008, 9, 19): -0.4800210, dt.date(2008, 9, 20): -0.4809865})
+    return text.splitlines(keepends=True)
+
+
+@pytest.mark.parametrize("mutate, says", [
+    (lambda lines: ["x" * 200 + "\n"] + lines, ":1: expected a line of an IERS finals2000A.all or finals.all file: "),
+    (lambda lines: [lines[0].replace(" 919 ", " 929 ", 1)] + lines[1:], ":1: the date of columns 1-6, ' 8 929', is "),
+    (lambda lines: [lines[0], lines[1][:58] + " 0.5190135" + lines[1][68:]] + lines[2:],
+     ":2: UT1-UTC (columns 59-68) goes from -0.4800210 s on line 1 to 0.5190135 s where Skyfield "),
+    (lambda lines: [], ": no polar motion; expected a line of an IERS finals2000A.all or finals.all file: "),
+])
+def test_an_iers_finals_refusal_is_under_300_characters_besides_the_file_name(tmp_path: Path, mutate, says: str) -> None:
+    """A fuzzer of the IERS finals reader flagged its refusals as over 300 characters: each restated the whole
+    column layout (205 characters) after the problem, and the leap-second refusal ran to 330 characters before
+    the file's name. The layout is now written in 169 characters and the leap-second refusal shorter; each
+    refusal stays one line under 260 characters besides the file's name."""
+    from orbits import OrbitError, read_iers_finals
+
+    path = tmp_path / "finals2000A.all"
+    path.write_text("".join(mutate(_finals_lines())))
+    with pytest.raises(OrbitError) as info:
+        read_iers_finals(path)
+    message = str(info.value)
+    _one_line(message)
+    assert message.startswith(f"{path}{says}"), message
+    assert len(message) - len(str(path)) < 260, (len(message) - len(str(path)), message)
