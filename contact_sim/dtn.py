@@ -71,7 +71,7 @@ import numpy as np
 from orbits import OrbitError, parse_utc
 from swarmbase.fileio import atomic_writer
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import check_name_length, decimal_number, is_decimal, read_text_file, shown
+from swarmbase.tomlcheck import check_name_length, decimal_number, read_text_file, shown
 
 from .errors import ContactError
 from .link import SPEED_OF_LIGHT_M_S, LinkModel
@@ -414,7 +414,7 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
     if token.startswith("+"):
         digits = token[1:]
         # whole seconds in ASCII digits: float() also reads 1e3, 1_000, 0.5 and every script's digits
-        value = reference_s + int(digits) if is_decimal(digits, _MAX_DIGITS) else math.nan
+        value = reference_s + int(digits) if _ascii_digits(digits) else math.nan
         if not math.isfinite(value) or value > MAX_ION_OFFSET_S:
             raise ContactError(f"{where}: expected a relative time +SECONDS of 0..{MAX_ION_OFFSET_S:.0e} (whole "
                                f"seconds in ASCII digits), got {shown(token)}")
@@ -437,8 +437,14 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
 _MAX_DIGITS = 4000
 
 
+def _ascii_digits(text: str) -> bool:
+    """``text`` is 1 to :data:`_MAX_DIGITS` ASCII digits: ``int()`` also reads ``1_000``, ``+1``, `` 1`` and every
+    script's digits (``swarmbase.tomlcheck.is_decimal`` says the same, at twice the time a line of a large plan)."""
+    return text.isascii() and text.isdigit() and len(text) <= _MAX_DIGITS
+
+
 def _pos_int(token: str, what: str, where: str, allow_zero: bool = False, limit: int = MAX_PLAN_INT) -> int:
-    if not is_decimal(token, _MAX_DIGITS, signed=True):  # int() also reads 1_000, +1, ' 1' and every script's digits
+    if not _ascii_digits(token[1:] if token[:1] == "-" else token):
         raise ContactError(f"{where}: expected an integer {what} in ASCII digits, got {shown(token)}")
     value = int(token)
     if value < 0 or (value == 0 and not allow_zero):
@@ -448,8 +454,9 @@ def _pos_int(token: str, what: str, where: str, allow_zero: bool = False, limit:
     return value
 
 
-#: What ``str.splitlines()`` breaks a line at besides LF and CR LF: CR, VT, FF, FS, GS, RS, NEL, U+2028, U+2029.
-_LINE_BREAK = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+#: What ``str.splitlines()`` breaks a line at besides LF and CR LF: CR (not before an LF or at the end), VT, FF,
+#: FS, GS, RS, NEL, U+2028, U+2029.
+_LINE_BREAK = re.compile("\r(?!\n|\\Z)|[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
 
 def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = None) -> IonPlan:
@@ -465,12 +472,12 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     # so that 'd' and 'c' find theirs without a scan of the file so far
     live: dict[str, dict[tuple[float, int, int], list]] = {"contact": {}, "range": {}}
     starts: dict[str, dict[tuple[int, int], set[float]]] = {"contact": {}, "range": {}}
+    odd = _LINE_BREAK.search(text)  # one search of the whole text, not one a line
+    if odd:  # a line numbered by splitlines() is not the line an editor shows, and split() takes it for a space
+        raise ContactError(f"{source}:{text.count(chr(10), 0, odd.start()) + 1}: a line break {shown(odd.group())} "
+                           "inside the line; expected lines ended by LF or CR LF")
     for lineno, raw in enumerate(text.split("\n"), 1):  # ionadmin's lines; str.splitlines() breaks at 8 more
         where = f"{source}:{lineno}"
-        odd = _LINE_BREAK.search(raw.removesuffix("\r"))
-        if odd:  # a line numbered by splitlines() is not the line an editor shows, and split() takes it for a space
-            raise ContactError(f"{where}: a line break {shown(odd.group())} inside the line; expected lines ended by "
-                               "LF or CR LF")
         line = raw.strip()
         if not line:
             continue
