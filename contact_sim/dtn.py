@@ -42,7 +42,8 @@ the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]``, ``None``
 where no line covers it, and written back on export). ``ionadmin``'s edits apply in file order
 (``@`` moves the time ``+ss`` counts from; ``d contact`` / ``d range`` delete, ``c contact``
 changes an earlier line's); registration (start ``-1``) and hypothetical (stop ``0``) contacts
-carry no scheduled data and are skipped; other ``ionadmin`` commands (``1``, ``s``, ``m ...``,
+carry no scheduled data and are skipped, as are contacts of rate 0 (in either format: the reverse
+contact alone is a one-way window); other ``ionadmin`` commands (``1``, ``s``, ``m ...``,
 ``^`` (all regions are read into one plan), ``v``, ``x``) are ignored.
 
 Example:
@@ -540,10 +541,11 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
         live[words[1]][(t0, src, dst)] = entry
         starts[words[1]].setdefault((src, dst), set()).add(t0)
         (plan.contacts if words[1] == "contact" else plan.ranges).append(entry)
-    plan.contacts = [tuple(c) for c in plan.contacts if c[4] is not None]
+    # a contact of rate 0 carries nothing: it makes no window (its reverse contact alone is a one-way one)
+    plan.contacts = [tuple(c) for c in plan.contacts if c[4] is not None and c[4] != 0]
     plan.ranges = [tuple(r) for r in plan.ranges if r[4] is not None]
     if not plan.contacts:
-        raise ContactError(f"{source}: no 'a contact' lines between two different nodes")
+        raise ContactError(f"{source}: no 'a contact' lines of a positive rate between two different nodes")
     return plan
 
 
@@ -834,13 +836,13 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
                                    + (f" {_utc(start)}" if start is not None else ""))
         if t1_s <= t0_s:
             raise ContactError(f"{where}: endTime {t1} is not after startTime {t0}")
-        if src == dst:
-            continue  # a contact of a node with itself carries nothing between nodes
+        if src == dst or rate_bps == 0:
+            continue  # a contact of a node with itself, or of rate 0, carries nothing between nodes
         plan.contacts.append((float(t0_s), float(t1_s), src, dst, rate_bps / 8.0, where))
         if owlt is not None:
             plan.ranges.append((float(t0_s), float(t1_s), src, dst, owlt, where))
     if not plan.contacts:
-        raise ContactError(f"{source}: no contacts between two different nodes")
+        raise ContactError(f"{source}: no contacts of a positive rate between two different nodes")
     return plan
 
 

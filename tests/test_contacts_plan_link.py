@@ -262,8 +262,8 @@ def test_fol_payload_sizes_are_the_bytes_fol_sends_in_each_round(tiny_swarm):
 
 
 def test_a_window_is_offered_only_when_the_transfer_ends_inside_it():
-    """A window shorter than the acquisition time (or with rate 0, as an imported plan may
-    give) has no capacity; for an empty payload deliverable/arrivals still offered it, with a
+    """A window shorter than the acquisition time (or of no volume, as an imported plan gave
+    for an ION rate of 0 bytes/s before such contacts were skipped) has no capacity; for an empty payload deliverable/arrivals still offered it, with a
     finish after the window's end (or infinite), and schedule then refused what they offered."""
     w = WindowTable([0, 0], [1, 2], [0.0, 0.0], [5.0, 50.0], [10, 10], [20, 20], [0, 0])
     plan = ContactPlan(["a", "b", "c"], w, LinkModel("constant", 8e6, 10.0), [0.0, 600.0])
@@ -272,7 +272,7 @@ def test_a_window_is_offered_only_when_the_transfer_ends_inside_it():
     assert plan.earliest_transfer(1, 0, 0, 0) is None
     assert plan.schedule(2, 0, 0, 0).t_end_s == 10.0
     imported = ContactPlan(["a", "b"], WindowTable([0], [1], [0.0], [50.0], [1], [1], [0.0]),
-                           LinkModel("plan", acquisition_s=0.0), [0.0, 600.0])  # an ION rate of 0 bytes/s
+                           LinkModel("plan", acquisition_s=0.0), [0.0, 600.0])  # a window of no volume
     assert imported.deliverable(1, 0, 0) == [] and imported.arrivals(1, 0, 0) == []
 
 

@@ -373,7 +373,7 @@ def test_hdtn_rates_older_fields_unix_times_and_loopbacks() -> None:
      r"contacts\[0\]: endTime 60 is not after startTime 60"),
     ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 99999999999, "rateBitsPerSec": 1}]}',
      r"contacts\[0\]: endTime 99999999999 is too long after the plan start"),
-    ('{"contacts": []}', r"p\.json: no contacts between two different nodes"),
+    ('{"contacts": []}', r"p\.json: no contacts of a positive rate between two different nodes"),
     ('{"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 1}, '
      '{"source": 2, "dest": 1, "startTime": 1800000000, "endTime": 1800000060, "rateBitsPerSec": 1}]}',
      r"p\.json: contacts\[1\]: startTime is a Unix time .* where other records give seconds after the plan start"),
