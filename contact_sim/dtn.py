@@ -526,6 +526,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
         if words[1] == "range" and len(words) != 7:
             raise ContactError(f"{where}: expected 'a range FROM_TIME UNTIL_TIME FROM TO OWLT_S'")
         if words[1] == "contact" and (words[2] == "-1" or words[3] == "0"):
+            _pos_int(words[4], "node number", where), _pos_int(words[5], "node number", where)  # as ionadmin reads them
             continue  # a registration or a hypothetical contact: no scheduled data
         t0 = _ion_time(words[2], plan.start, where, reference)
         t1 = _ion_time(words[3], plan.start, where, reference)
@@ -575,10 +576,10 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
         raise ContactError(f"{where}: expected 'c contact START FROM TO RATE_BYTES_PER_S'")
     if words[0] == "c" and len(words) == 7:
         _check_confidence(words[6], where)
-    if kind == "contact" and words[2] in ("-1", "0"):
-        return  # a registration or a hypothetical contact, which were skipped
     src = _pos_int(words[3], "node number", where)
     dst = _pos_int(words[4], "node number", where)
+    if kind == "contact" and words[2] in ("-1", "0"):
+        return  # a registration or a hypothetical contact, which were skipped
     if words[0] == "d" and words[2] == "*":
         t0s = starts[kind].pop((src, dst), set())
     else:

@@ -1783,3 +1783,23 @@ def test_a_contact_of_rate_0_makes_no_window_and_leaves_its_reverse_one_way(tmp_
         {"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 0}]}))
     with pytest.raises(ContactError, match=r": no ('a contact' lines|contacts) of a positive rate between two "):
         read_plan(path)
+
+
+@pytest.mark.parametrize("text, line", [("a contact -1 +0 \u0664 5 1\n", 1), ("a contact +0 0 4 5_0 1\n", 1),
+                                        ("a contact +0 +60 1 2 10\nd contact -1 \u0661 2\n", 2)])
+def test_a_skipped_ion_registration_contact_still_names_its_nodes_in_ascii_digits(tmp_path: Path, text: str,
+                                                                                  line: int) -> None:
+    """A registration ('a contact -1 ...') or hypothetical ('... 0 ...') contact line, and a 'd contact' of one,
+    was skipped before its node numbers were read, so an Arabic-Indic four or a '5_0' there was taken (the
+    rerun of the plan-importer fuzzer's accepted mutant, once the other numbers were read in ASCII digits)."""
+    from contact_sim.dtn import read_ion
+
+    path = tmp_path / "p.ion"
+    path.write_text("a contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n" + text, encoding="utf-8")
+    with pytest.raises(ContactError) as info:
+        read_ion(path)
+    message = str(info.value)
+    _one_line(message, 300)
+    assert message.startswith(f"{path}:{line + 2}: expected an integer node number in ASCII digits, got "), message
+    path.write_text("a contact +0 +60 1 2 10\na contact -1 +0 4 5 1\na contact +0 0 4 5 1\nd contact -1 4 5\n")
+    assert read_ion(path).node_names == ["ipn-1", "ipn-2"]
