@@ -421,6 +421,8 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
                                f"seconds in ASCII digits), got {shown(token)}")
         return float(value)
     try:
+        if not token.isascii():  # strptime's %Y, %m, %d, %H and %M read every script's digits
+            raise ValueError(token)
         t = _dt.datetime.strptime(token, _ION_TIME).replace(tzinfo=_dt.timezone.utc)
     except ValueError:
         raise ContactError(f"{where}: expected +SECONDS or yyyy/mm/dd-hh:mm:ss, got {shown(token)}") from None
@@ -534,10 +536,10 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             raise ContactError(f"{where}: the end time {shown(words[3])} is not after the start time {shown(words[2])}")
         src = _pos_int(words[4], "node number", where)
         dst = _pos_int(words[5], "node number", where)
-        if src == dst:
-            continue  # ION's loopback contacts (a node to itself) carry nothing between nodes
         value = (_pos_int(words[6], "rate (bytes/s)", where, allow_zero=True) if words[1] == "contact"
                  else _pos_int(words[6], "OWLT (s)", where, allow_zero=True, limit=MAX_PLAN_OWLT_S))
+        if src == dst:
+            continue  # ION's loopback contacts (a node to itself) carry nothing between nodes
         entry = [t0, t1, src, dst, value, where]
         live[words[1]][(t0, src, dst)] = entry
         starts[words[1]].setdefault((src, dst), set()).add(t0)

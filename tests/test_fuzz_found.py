@@ -1803,3 +1803,24 @@ def test_a_skipped_ion_registration_contact_still_names_its_nodes_in_ascii_digit
     assert message.startswith(f"{path}:{line + 2}: expected an integer node number in ASCII digits, got "), message
     path.write_text("a contact +0 +60 1 2 10\na contact -1 +0 4 5 1\na contact +0 0 4 5 1\nd contact -1 4 5\n")
     assert read_ion(path).node_names == ["ipn-1", "ipn-2"]
+
+
+@pytest.mark.parametrize("line, says", [
+    ("a contact 2026/08/01-00:01:00 \u0662\u0660\u0662\u0666/08/01-00:02:00 9 5 2000",
+     "expected +SECONDS or yyyy/mm/dd-hh:mm:ss, got '\u0662\u0660\u0662\u0666/08/01-00:02:00'"),
+    ("a contact +0 +86400 5 5 1_000000", "expected an integer rate (bytes/s) in ASCII digits, got '1_000000'"),
+    ("a range +0 +86400 5 5 \uff11", "expected an integer OWLT (s) in ASCII digits, got '\uff11'"),
+])
+def test_an_ion_absolute_time_and_a_loopback_rate_are_read_in_ascii_digits(tmp_path: Path, line: str, says: str) -> None:
+    """The rerun of the plan-importer fuzzer, its accepted files checked against ionadmin's grammar: an absolute
+    time's year in Arabic-Indic digits was read (strptime's %Y takes every script's digits), and a loopback
+    contact's rate (or range's OWLT) was skipped unread, so '1_000000' there was taken."""
+    from contact_sim.dtn import read_ion
+
+    path = tmp_path / "p.ion"
+    path.write_text(f"# start 2026-08-01T00:00:00Z\na contact +0 +60 1 2 10\n{line}\n", encoding="utf-8")
+    with pytest.raises(ContactError) as info:
+        read_ion(path)
+    message = str(info.value)
+    _one_line(message, 300)
+    assert message == f"{path}:3: {says}", message
