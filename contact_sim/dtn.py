@@ -415,8 +415,9 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
     if token.startswith("+"):
         digits = token[1:]
         # whole seconds in ASCII digits: float() also reads 1e3, 1_000, 0.5 and every script's digits
-        value = reference_s + int(digits) if _ascii_digits(digits) else math.nan
-        if not math.isfinite(value) or value > MAX_ION_OFFSET_S:
+        seconds = int(digits) if _ascii_digits(digits) else math.inf  # compared as an int: 4,000 digits are no float
+        value = reference_s + seconds if seconds <= MAX_ION_OFFSET_S else math.inf
+        if value > MAX_ION_OFFSET_S:
             raise ContactError(f"{where}: expected a relative time +SECONDS of 0..{MAX_ION_OFFSET_S:.0e} (whole "
                                f"seconds in ASCII digits), got {shown(token)}")
         return float(value)

@@ -1824,3 +1824,20 @@ def test_an_ion_absolute_time_and_a_loopback_rate_are_read_in_ascii_digits(tmp_p
     message = str(info.value)
     _one_line(message, 300)
     assert message == f"{path}:3: {says}", message
+
+
+@pytest.mark.parametrize("digits", [400, 4000])
+def test_an_ion_relative_time_of_hundreds_of_digits_is_refused_in_one_line(tmp_path: Path, digits: int) -> None:
+    """Once relative times were read as integers (ASCII digits), '+1000...' of 400 digits was added to the
+    reference time as a float: an OverflowError traceback (a float() of it had been infinite, and refused);
+    found by the last rerun of the plan-importer fuzzer. Now refused as past 1e10 s."""
+    from contact_sim.dtn import read_ion
+
+    path = tmp_path / "p.ion"
+    path.write_text("a contact +0 +1" + "0" * digits + " 1 2 10\n")
+    with pytest.raises(ContactError) as info:
+        read_ion(path)
+    message = str(info.value)
+    _one_line(message, 300)
+    assert message.startswith(f"{path}:1: expected a relative time +SECONDS of 0..1e+10 (whole seconds in ASCII "
+                              "digits), got '+10000"), message
