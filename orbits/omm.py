@@ -46,7 +46,8 @@ from sgp4.exporter import export_omm
 
 from swarmbase.fileio import atomic_write_text
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import brief, check_name_length, decimal_number, is_decimal, read_text_file, shown
+from swarmbase.tomlcheck import (brief, check_name_length, decimal_number, is_decimal, read_text_file, shown,
+                                 text_lines)
 from swarmbase.xmlguard import refuse_doctype
 
 from .constants import SGP4_MAX_SATNUM
@@ -263,7 +264,7 @@ def _kvn_records(text: str, source: str) -> list[tuple[str, dict[str, str], dict
     out: list[tuple[str, dict[str, str], dict[str, int]]] = []
     fields: dict[str, str] = {}
     lines: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(text_lines(text), 1):  # numbered as an editor shows them (LF, CR LF, CR)
         body = line.strip()
         if not body or body.split(None, 1)[0] == "COMMENT":  # its text after a blank or a tab
             continue

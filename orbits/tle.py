@@ -28,7 +28,7 @@ from sgp4.api import Satrec
 from sgp4.exporter import export_tle
 
 from swarmbase.fileio import atomic_write_bytes
-from swarmbase.tomlcheck import brief, check_name_length, decimal_number, read_text_file, shown
+from swarmbase.tomlcheck import brief, check_name_length, decimal_number, read_text_file, shown, text_lines
 
 from .constellation import Constellation, SatelliteNames
 from .errors import OrbitError, check_elements
@@ -136,7 +136,7 @@ def parse_tle_text(text: str, source: str = "<text>") -> Constellation:
     source = brief(source)  # as every message names it: a long path cut, not written whole
     if not text.isascii():  # str.isdigit() passes a superscript two, which int() then refuses
         raise OrbitError(f"{source}: TLE file must be plain ASCII text")
-    raw = text.splitlines()
+    raw = text_lines(text)  # numbered as an editor shows them: LF, CR LF or CR alone, not a form feed
     lines = [(i + 1, ln.rstrip()) for i, ln in enumerate(raw) if ln.strip()]
     names, sats = [], []
     book = SatelliteNames()

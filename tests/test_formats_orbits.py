@@ -709,3 +709,16 @@ def test_an_omm_csv_quote_left_open_is_named_at_the_line_it_opens(tmp_path: Path
     path.write_bytes(('"OBJECT' + ("y" * 70 + end.replace("\r", "\n")) * 2_000).encode())  # in the header
     with pytest.raises(OrbitError, match=r"gp\.csv:1: not a valid CSV record"):
         read_omm(path)
+
+
+def test_an_omm_kvn_files_lines_are_the_editors_whatever_a_comment_holds(tmp_path: Path) -> None:
+    """Only LF, CR LF or CR alone ends a KVN line (swarmbase.tomlcheck.text_lines): str.splitlines() also cut at
+    U+2028 and a form feed, so a COMMENT holding one was refused as a line that is not 'KEY = value', and the
+    lines after a form feed were named one late."""
+    path = tmp_path / "gp.kvn"
+    path.write_text(_kvn(RECORD).replace("COMMENT GENERATED", "COMMENT GENERATED\u2028BY A SCRIPT\x0c"))
+    assert read_omm(path).catalog_numbers == [412345]
+    path.write_text(_kvn(RECORD).replace("COMMENT GENERATED", "COMMENT\x0cGENERATED")
+                    .replace("ORIGINATOR = 18 SPCS", "ORIGINATOR 18 SPCS"))
+    with pytest.raises(OrbitError, match=re.escape(f"{path}:4: expected a 'KEY = value' line")):
+        read_omm(path)

@@ -452,3 +452,13 @@ def test_in_swath_works_one_time_step_at_a_time():
     assert peak < mask.nbytes + 4 * 2**20  # the mask plus one time step's products
     covered = first_coverage(plat, plon, slat, slon, lam)  # the sparse path agrees
     assert np.array_equal(covered, np.where(mask.any(axis=0), mask.argmax(axis=0), -1)) and (covered >= 0).any()
+
+
+def test_a_tle_files_lines_are_the_editors_after_a_form_feed(tmp_path):
+    """Only LF, CR LF or CR alone ends a TLE line (swarmbase.tomlcheck.text_lines): str.splitlines() also cut at
+    a form feed (a printer's page break between sets), so every line after one was named one line late."""
+    lines = ISS.splitlines()
+    p = tmp_path / "iss.tle"
+    p.write_text("\n".join([lines[0] + "\x0c", lines[1], lines[2][:-1] + str((int(lines[2][-1]) + 1) % 10)]) + "\n")
+    with pytest.raises(OrbitError, match=r"iss.tle:3: TLE checksum"):
+        read_tle(p)
