@@ -258,17 +258,18 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
 
 def _ion_header(plan: ContactPlan) -> bytes:
     """An ION plan's header comments (ASCII): what it is, its start, each node's number, name and kind.
-    A name or kind a header line cannot carry (not ASCII; whitespace other than single spaces) is refused."""
+    A name or kind a header line cannot carry (not ASCII; whitespace other than single spaces) is refused,
+    naming the node by its number in the plan (from 1, as its header line and contacts number it)."""
     lines = ["# fol-swarm contact plan (ION ionadmin commands; rates in bytes/s, times in s)"]
     if plan.start is not None:
         lines.append(f"# start {_utc(plan.start)}")
     for i, (name, kind) in enumerate(zip(plan.node_names, plan.node_kinds)):
         if not header_name_ok(name) or any(c.isspace() for c in kind):
-            raise ContactError(f"node {i}: name {name!r} (kind {kind!r}) is empty or has leading, trailing, "
+            raise ContactError(f"node {i + 1}: name {name!r} (kind {kind!r}) is empty or has leading, trailing, "
                                "repeated or non-space whitespace; an ION header line cannot carry it")
         if not (name + kind).isascii():
             held, what = (name, "name") if not name.isascii() else (kind, "kind")
-            raise ContactError(f"node {i}: name {name!r} (kind {kind!r}): an ION plan is ASCII text; a node "
+            raise ContactError(f"node {i + 1}: name {name!r} (kind {kind!r}): an ION plan is ASCII text; a node "
                                f"{what} holds {next(c for c in held if not c.isascii())!r}")
         lines.append(f"# node {i + 1} {name} {kind}")
     return ("\n".join(lines) + "\n").encode("ascii")

@@ -548,7 +548,7 @@ def test_exports_go_through_the_crash_safe_writer(tmp_path: Path, monkeypatch) -
     with pytest.raises(ContactError, match=r"an ION plan is ASCII text; a node name holds 'é'"):
         write_ion(tmp_path / "n.ion", ContactPlan(["Matéra", "b", "c"], _hand_plan().windows, _hand_plan().link,
                                                   [0.0, 700.0], START, _hand_plan().node_kinds))
-    with pytest.raises(ContactError, match=r"node 0: name '' .* is empty"):  # it read back as a node 'KIND'
+    with pytest.raises(ContactError, match=r"node 1: name '' .* is empty"):  # it read back as a node 'KIND'
         write_ion(tmp_path / "n.ion", ContactPlan(["", "b", "c"], _hand_plan().windows, _hand_plan().link,
                                                   [0.0, 700.0], START, _hand_plan().node_kinds))
 
@@ -743,7 +743,7 @@ def test_dtn_exports_refuse_a_bad_plan_with_one_check_before_writing(tmp_path: P
     # a name the header cannot carry and a too-fast rate: the name, from both
     for odd, why in (("two  spaces", "an ION header line cannot carry it"), ("Matéra", "a node name holds 'é'")):
         got = refusals(plan_of(fast, names=(odd, "sat-b", "sat-c")), ["ion"])["ion"]
-        assert got.startswith(f"node 0: name {odd!r}") and got.endswith(why), got
+        assert got.startswith(f"node 1: name {odd!r}") and got.endswith(why), got
     # a window before the plan start, or never ending
     early = plan_of([good] * 2, t_start=[100.0, -30.0])
     assert refusals(early)["ion"] == ("contact sat-b - sat-c (nodes 2, 3) +-30 +30: window times -30 .. 30 s; "
@@ -752,3 +752,19 @@ def test_dtn_exports_refuse_a_bad_plan_with_one_check_before_writing(tmp_path: P
     endless.windows.t_end_s[0] = np.inf
     assert refusals(endless)["hdtn"].startswith("contact sat-a - sat-c (nodes 1, 3) +5 +inf: window times 5 .. inf s")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.hdtn", "plan.ion"]  # no temporary left
+
+
+def test_a_node_the_ion_header_cannot_carry_is_named_by_its_plan_number(tmp_path: Path) -> None:
+    """Review: the header's refusal named a node by its index from 0 ('node 0: name ...') while the plan
+    numbers it from 1 ('# node 1 ...', 'a contact +0 +60 1 2 ...') and a window's refusal names it so
+    ('(nodes 1, 3)'): the first node was called 'node 0', a number the plan does not have."""
+    base = _hand_plan()
+    for odd, why in (("two  spaces", "an ION header line cannot carry it"), ("Matéra", "a node name holds 'é'")):
+        plan = ContactPlan(["a", odd, "c"], base.windows, base.link, base.round_boundaries_s, START, base.node_kinds)
+        for export in (format_ion, lambda p: write_ion(tmp_path / "p.ion", p)):
+            with pytest.raises(ContactError) as err:
+                export(plan)
+            assert f"node 2: name {odd!r}" in str(err.value) and str(err.value).endswith(why), err.value
+    ok = format_ion(ContactPlan(["a", "b", "c"], base.windows, base.link, base.round_boundaries_s, START,
+                                base.node_kinds))
+    assert "# node 2 b " in ok  # the number the refusal gives is the one the header line has
