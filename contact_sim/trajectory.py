@@ -158,7 +158,7 @@ def _size(n_bytes: float) -> str:
 
 
 def check_window_budget(n_windows: float, searched_s: float, horizon_s: float, grid_bytes: float,
-                        range_field: str = "link.max_range_km", held_bytes: float = 0.0) -> None:
+                        range_field: str = "link.max_range_km", held_bytes: float = 0.0, forked: bool = False) -> None:
     """Refuse a contact search whose windows (:data:`CONTACT_BYTES_PER_WINDOW` each) and grid (``grid_bytes``,
     :func:`contact_search_bytes`) would together exceed :data:`MAX_TRAJECTORY_BYTES`: ``n_windows`` found in
     ``searched_s`` of the ``horizon_s`` seconds searched so far (the window search calls it as it writes its
@@ -166,7 +166,8 @@ def check_window_budget(n_windows: float, searched_s: float, horizon_s: float, g
     have not written yet (their part buffers, :meth:`contact_sim.windows._Accumulator.held_bytes`), held to
     the same limit with the grid: the workers scan before the table is built, so the two peaks do not add up.
     ``range_field``: the scenario field of the link's range, named in the refusal (``drones.radio_range_km``
-    for drones)."""
+    for drones). ``forked``: the workers are processes of their own (more than one), so the refusal of what
+    they hold advises fewer of them first; a search in one process is not told to."""
     need = grid_bytes + float(n_windows) * CONTACT_BYTES_PER_WINDOW
     fix = f"shorten time.duration_s, lower {range_field} or use fewer nodes"
     if need > MAX_TRAJECTORY_BYTES:
@@ -181,7 +182,7 @@ def check_window_budget(n_windows: float, searched_s: float, horizon_s: float, g
             f"contact windows: the search's workers would hold {_size(held_bytes)} for the windows they "
             f"have not yet written to parts, {_size(scanning)} with the grid's "
             f"{_size(grid_bytes)} (limit {_size(MAX_TRAJECTORY_BYTES)}), where the search "
-            f"stopped; use fewer --workers, {fix}")
+            f"stopped; {'use fewer --workers, ' if forked else ''}{fix}")
 
 
 def time_grid(duration_s: float, step_s: float) -> np.ndarray:

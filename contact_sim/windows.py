@@ -434,6 +434,7 @@ class _WindowTally:
         # then the bytes held now by each chunk's worker
         self._sums: Any = [0.0, 0.0, 0.0, 0.0]
         self._lock: Any = contextlib.nullcontext()
+        self._forked = False  # the chunks scanned by forked workers (start's shared): fewer of them hold less
 
     def start(self, chunks: int, shared: bool) -> None:
         """Zero the sums and give each of ``chunks`` chunks its count of held bytes; with ``shared``, in shared
@@ -441,6 +442,7 @@ class _WindowTally:
         values = [0.0] * (4 + chunks)
         self._sums = mp.get_context("fork").Array("d", values) if shared else values
         self._lock = self._sums.get_lock() if shared else contextlib.nullcontext()
+        self._forked = shared
 
     def add(self, windows: int, seconds: float) -> None:
         """Count a part's new windows (not those continuing one of the part before) and its seconds."""
@@ -471,7 +473,7 @@ class _WindowTally:
         workers held together) past the budget."""
         if self.budget:
             check_window_budget(self._sums[0], self._sums[1], self.horizon_s, self.grid_bytes, self.range_field,
-                                held_bytes=self._sums[3])
+                                held_bytes=self._sums[3], forked=self._forked)
 
 
 # --------------------------------------------------------------------------- per-cell work

@@ -255,7 +255,7 @@ def test_simulate_counts_the_windows_its_search_holds_before_writing_them(
     assert re.fullmatch(
         rf"fol simulate: error: {re.escape(str(path))}: contact windows: the search's workers would hold {size} for the "
         rf"windows they have not yet written to parts, {size} with the grid's {size} \(limit {size}\), where the "
-        r"search stopped; use fewer --workers, shorten time\.duration_s, lower drones\.radio_range_km or use fewer "
+        r"search stopped; shorten time\.duration_s, lower drones\.radio_range_km or use fewer "
         r"nodes$", err[0]), err
     assert not list(parts.iterdir())
 
@@ -286,3 +286,25 @@ def test_the_docs_give_the_window_budget_the_code_holds() -> None:
             f"{past / 1e6:.1f} million windows") in scale
     assert f"counting {CONTACT_BYTES_PER_WINDOW} bytes a window" in read("results.md")
     assert MAX_TRAJECTORY_BYTES == 8 * 2**30
+
+
+def test_a_single_process_search_past_the_budget_is_not_told_to_use_fewer_workers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review: the refusal of what the search's workers hold advised 'use fewer --workers' whatever their
+    number; a search run in one process (--workers 1, the default) cannot use fewer, and a user following
+    the advice changed nothing. The advice is given only where workers were forked; the figures and the
+    other advice are the same either way."""
+    contact = _write(tmp_path, _DRONES.replace("{duration_s}", "43200.0"), "contacts.toml")
+    scenario = load_contact_scenario(contact)
+    traj = build_trajectories(scenario)
+    grid = contact_search_bytes(traj.times_s.size, traj.n_nodes)
+    n = len(plan_from_trajectories(traj, scenario).windows)
+    monkeypatch.setattr("contact_sim.trajectory.MAX_TRAJECTORY_BYTES", grid + n * CONTACT_BYTES_PER_WINDOW)
+    with pytest.raises(ContactError) as one:
+        plan_from_trajectories(traj, scenario, workers=1)
+    assert "the search's workers would hold" in str(one.value), one.value
+    assert "--workers" not in str(one.value), one.value
+    assert str(one.value).endswith("; shorten time.duration_s, lower drones.radio_range_km or use fewer nodes")
+    with pytest.raises(ContactError) as two:  # forked: fewer of them hold less at once
+        plan_from_trajectories(traj, scenario, workers=2)
+    assert "where the search stopped; use fewer --workers, shorten time.duration_s" in str(two.value), two.value
