@@ -1012,6 +1012,35 @@ def test_every_seed_plans_on_the_one_table_of_windows(tmp_path: Path, monkeypatc
         assert getattr(result.plan.windows, name) is getattr(searched[0].windows, name)
 
 
+def test_the_recorded_digest_of_the_drones_file_is_of_the_file_the_run_flew(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review: the drones' files are read once, by the check, and the window search reuses that read; the
+    run's record of their sha256 (state/inputs.json, which --resume compares the files with) was taken
+    later, after the data pool was read (seconds to minutes): a waypoint file edited in between was
+    recorded as the edited file while the run flew the one read before, and a --resume with the edited
+    file went on as if nothing had changed. The digests are now taken as the check reads the files."""
+    import hashlib
+
+    from fol.simulation import runner
+
+    wp = tmp_path / "wp.csv"
+    wp.write_text("node_id,t_s,x_km,y_km,z_km\n" + "".join(
+        f"{n},0,{0.1 * k},0,0.1\n{n},600,{0.1 * k + 0.2},0,0.1\n" for k, n in enumerate("abc")))
+    flown = hashlib.sha256(wp.read_bytes()).hexdigest()
+    real = runner._load_pool
+
+    def load_pool(*args, **kwargs):  # the file edited while the pool is read
+        wp.write_text(wp.read_text().replace("c,600,0.4", "c,600,9.4"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "_load_pool", load_pool)
+    doc = tomllib.loads(DRONES.replace('run = ["local", "fol", "fedavg"]', 'run = ["local"]'))
+    run_simulation(parse_scenario(doc, tmp_path, "s.toml"), tmp_path / "out", progress=False)
+    assert hashlib.sha256(wp.read_bytes()).hexdigest() != flown  # edited
+    recorded = json.loads((tmp_path / "out" / "state" / "inputs.json").read_text())
+    assert recorded["drones.waypoints_csv"] == flown
+
+
 def test_resume_refuses_a_pretrained_checkpoint_of_another_node(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """A checkpoint in another node's place (copied or renamed by hand) was taken as

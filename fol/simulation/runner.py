@@ -456,6 +456,9 @@ def run_simulation(
     out = Path(out)
     # seconds, before any long work; with resume, the saved results too (check_saved_results): a refusal changes nothing
     report = check_scenario(scn, out, resume=resume)
+    # what --resume compares the files the record names with, taken now: the check read the satellites' and
+    # drones' files, and the run flies that read (a file edited while the pool is read must not be recorded)
+    inputs = input_digests(scn) if not resume or not (out / INPUTS_FILE).exists() else None
     # the first seed's pool, read and partitioned before the output folder is started or touched: a
     # pool that cannot give every node its images stops a new run without leaving a folder behind
     pool = _load_pool(scn, scn.seeds[0])
@@ -481,8 +484,8 @@ def run_simulation(
         for folder, _, _ in os.walk(out):
             remove_temporaries(folder)
     _write_json(resolved_path, resolved)
-    if not resume or not (out / INPUTS_FILE).exists():  # what --resume compares the files the record names with
-        _write_json(out / INPUTS_FILE, input_digests(scn))
+    if inputs is not None:
+        _write_json(out / INPUTS_FILE, inputs)
     if scn.text is not None and not (out / "scenario.toml").exists():
         atomic_write_text(out / "scenario.toml", scn.text)
 
