@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fol.errors import ConfigError
-from swarmbase.cli import path_argument, recorded_path, utf8_text
+from swarmbase.cli import brief_name, path_argument, recorded_path, utf8_text
 from swarmbase.manifest import OutputManifest, recorded_unchanged
 from swarmbase.tomlcheck import brief
 
@@ -104,7 +104,7 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
         raise DataError(f"neighbours folder {brief(folder)} is empty; expected received models (*{MODEL_SUFFIX})")
     if not any(p.suffix == MODEL_SUFFIX for p in entries):  # sidecar cards, notes, sub-folders: say what is there
         # each name as the "no usable neighbour model" line names a file: escaped, cut past SHOWN_NAME_CHARS
-        shown = [brief(utf8_text(p.name), SHOWN_NAME_CHARS, keep_end=SHOWN_NAME_END)
+        shown = [brief_name(p.name, SHOWN_NAME_CHARS, keep_end=SHOWN_NAME_END)
                  + ("/ (sub-folders are not read)" if p.is_dir() else "") for p in entries[:SHOWN_REASONS]]
         more = len(entries) - SHOWN_REASONS
         raise DataError(f"neighbours folder {brief(folder)} holds no model file (*{MODEL_SUFFIX}), only "

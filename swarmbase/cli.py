@@ -19,9 +19,9 @@ import sys
 from pathlib import PurePath
 from typing import Any, Callable
 
-from swarmbase.tomlcheck import brief
+from swarmbase.tomlcheck import BRIEF_CHARS, brief
 
-__all__ = ["run_command", "printable", "utf8_text", "recorded_path", "os_failure_line", "path_argument"]
+__all__ = ["run_command", "printable", "utf8_text", "brief_name", "recorded_path", "os_failure_line", "path_argument"]
 
 
 def path_argument(text: str) -> str:
@@ -66,6 +66,20 @@ def utf8_text(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def brief_name(text: str, limit: int = BRIEF_CHARS, keep_end: int = 0) -> str:
+    """A file name or an argument as a message names it, cut by :func:`~swarmbase.tomlcheck.brief`:
+    its bytes that are not UTF-8 written as :func:`utf8_text` writes them (``m\\udcff``), unquoted,
+    when nothing else in it needs escaping; else the name itself quoted and escaped by ``brief`` (as
+    ``repr`` writes it, each character escaped once: ``brief(utf8_text(name))`` escaped the backslash
+    of ``\\udcff`` in turn, naming a file that holds a backslash).
+
+    >>> print(brief_name("m\\udcff.safetensors"), brief_name("a\\n\\udcff"), brief_name("runs/a"))
+    m\\udcff.safetensors 'a\\n\\udcff' runs/a
+    """
+    escaped = utf8_text(text)
+    return brief(escaped if escaped.isprintable() else text, limit, keep_end)
+
+
 def recorded_path(path: str, flag: str, error: type[Exception], record: str, name_only: bool = False) -> str:
     """``path`` (a file or folder argument as typed, ``flag`` naming it: ``--data``; empty for a positional
     argument) when what a file will record of it is UTF-8 text: the whole of it, or with ``name_only`` its
@@ -88,7 +102,7 @@ def recorded_path(path: str, flag: str, error: type[Exception], record: str, nam
     try:
         part.encode("utf-8")
     except UnicodeEncodeError:
-        where = f"{flag} {brief(utf8_text(path))}" if flag else brief(utf8_text(path))
+        where = f"{flag} {brief_name(path)}" if flag else brief_name(path)
         raise error(f"{where}: {'its file name holds' if name_only else 'holds'} bytes that are not UTF-8 (shown "
                     f"escaped), and {record}; expected a UTF-8 {'file name' if name_only else 'path'} (rename the "
                     f"file or folder, or give a link to it whose name is UTF-8)") from None

@@ -532,9 +532,9 @@ def test_a_neighbours_folder_without_model_files_names_its_entries_in_a_bounded_
     assert len(err) == 1, err
     line = err[0]
     head = f"fol personalize: error: neighbours folder {folder} holds no model file (*.safetensors), only "
-    # quoted and escaped by brief (a name that is not printable); the byte that is not UTF-8 is the escape the
-    # name is recorded with (utf8_text), its backslash escaped in turn
-    assert line.startswith(head + "'a\\n\\x1b[2J\\\\udcff'/ (sub-folders are not read), 'notes-0-xxx"), line
+    # quoted and escaped once, as repr writes the name (brief_name): the byte that is not UTF-8 too, not the
+    # text utf8_text makes of it, whose backslash brief escaped in turn (naming a file holding a backslash)
+    assert line.startswith(head + "'a\\n\\x1b[2J\\udcff'/ (sub-folders are not read), 'notes-0-xxx"), line
     for i in range(SHOWN_REASONS - 1):  # each told apart by its start, its end kept
         assert line.count(f"'notes-{i}-xxx") == 1, line
     assert line.count("xxx.txt'") == SHOWN_REASONS - 1 and "notes-4-" not in line, line

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from contact_sim.errors import ContactError
 from fol.errors import ConfigError
-from swarmbase.tomlcheck import Table, read_toml
+from swarmbase.tomlcheck import Table, brief, read_toml
 from swarmbase.units import format_bytes
 
 
@@ -352,3 +352,21 @@ def test_a_file_name_that_is_not_printable_is_named_quoted_and_escaped(tmp_path:
     assert len(cut) == 200 and cut.endswith(repr(name * 100)[-31:]) and cut.isprintable(), cut
     for printable in ("runs/a", "café 東京.toml", "a  b.toml", "x" * 300):  # as before
         assert brief(printable) == (printable if len(printable) <= 200 else "'" + "x" * 196 + "...")
+
+
+@pytest.mark.parametrize("name", ["runs/a\nb\udcff", "a\x1b[2J\udcfe.safetensors"])
+def test_a_name_with_a_byte_that_is_not_utf8_and_a_control_character_is_escaped_once(name: str) -> None:
+    """Review: recorded_path and fol personalize's listing of a neighbours folder named a file by
+    brief(utf8_text(name)): utf8_text writes the byte that is not UTF-8 as the text '\\udcff', then brief,
+    quoting a name that holds a newline or an escape as repr writes it, doubled its backslash: the line
+    showed 'runs/a\\nb\\\\udcff', the repr of a name holding a backslash, not the file's. The name is now
+    escaped once, as repr writes the name itself; a name whose only odd bytes are not UTF-8 is shown as
+    before, unquoted."""
+    from swarmbase.cli import brief_name, recorded_path
+
+    with pytest.raises(ValueError) as err:
+        recorded_path(name, "--data", ValueError, "the card records it")
+    assert str(err.value).startswith(f"--data {name!r}: holds bytes that are not UTF-8"), err.value
+    assert brief_name(name) == repr(name) and "\\\\" not in brief_name(name)
+    assert brief_name("runs/set\udcff") == "runs/set\\udcff" and brief_name("runs/a") == "runs/a"
+    assert brief_name("x\n" + "y" * 300 + "\udcff", 40, keep_end=10) == brief("x\n" + "y" * 300 + "\udcff", 40, 10)
