@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from orbits import teme_to_itrs
+from orbits import teme_to_itrs, utc_text
 from orbits.iers import PolarMotion
 from swarmbase.fileio import atomic_write_text
 
@@ -56,8 +56,8 @@ _LINK_COLOR = [120, 255, 120, 200]
 
 
 def _iso(start: _dt.datetime, t_s: float) -> str:
-    t = start.astimezone(_dt.timezone.utc) + _dt.timedelta(seconds=float(t_s))
-    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"  # millisecond resolution
+    """``start`` + ``t_s`` as CZML's ISO-8601 UTC, cut to the millisecond, the year in four digits."""
+    return utc_text(start + _dt.timedelta(seconds=float(t_s)), "milliseconds")
 
 
 def czml_packets(plan: ContactPlan, traj: Trajectories, name: str = "fol-swarm contacts",

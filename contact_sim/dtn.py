@@ -69,7 +69,7 @@ from typing import BinaryIO, Iterator, Sequence
 
 import numpy as np
 
-from orbits import OrbitError, parse_utc
+from orbits import OrbitError, parse_utc, utc_text
 from swarmbase.fileio import atomic_writer
 from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import check_name_length, decimal_number, read_text_file, shown
@@ -178,12 +178,6 @@ def _directed(plan: ContactPlan, k: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return pos, src, dst
 
 
-def _utc(start: _dt.datetime) -> str:
-    """``start`` as ISO-8601 UTC, ``...Z``, its microseconds when there are any; the year in four digits
-    (``strftime("%Y")`` writes the year 26 as ``26``, which no ISO-8601 reader takes)."""
-    return start.astimezone(_dt.timezone.utc).replace(tzinfo=None).isoformat() + "Z"
-
-
 def header_name_ok(name: str) -> bool:
     """Whether a node name reads back from an ION plan's ``# node N NAME KIND`` header:
     not empty, words separated by single spaces, no other whitespace."""
@@ -262,7 +256,7 @@ def _ion_header(plan: ContactPlan) -> bytes:
     naming the node by its number in the plan (from 1, as its header line and contacts number it)."""
     lines = ["# fol-swarm contact plan (ION ionadmin commands; rates in bytes/s, times in s)"]
     if plan.start is not None:
-        lines.append(f"# start {_utc(plan.start)}")
+        lines.append(f"# start {utc_text(plan.start)}")
     for i, (name, kind) in enumerate(zip(plan.node_names, plan.node_kinds)):
         if not header_name_ok(name) or any(c.isspace() for c in kind):
             raise ContactError(f"node {i + 1}: name {name!r} (kind {kind!r}) is empty or has leading, trailing, "
@@ -434,7 +428,7 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
     offset = (t - start).total_seconds()
     if not 0 <= offset <= MAX_ION_OFFSET_S:
         raise ContactError(f"{where}: {token} is {'before' if offset < 0 else 'too long after'} the plan start "
-                           f"{_utc(start)}")
+                           f"{utc_text(start)}")
     return offset
 
 
@@ -495,7 +489,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
                     raise ContactError(str(exc)) from None
                 if start is not None and header_start != start:
                     raise ContactError(f"{where}: the plan starts at {words[1]}, not at time.start "
-                                       f"({_utc(start)}); drop one of the two")
+                                       f"({utc_text(start)}); drop one of the two")
                 plan.start = header_start
             elif len(words) >= 3 and words[0] == "node":
                 number = _pos_int(words[1], "node number", where)
@@ -838,7 +832,7 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
             if not 0 <= value <= MAX_ION_OFFSET_S:
                 raise ContactError(f"{where}: {key} {value + offset:.0f} is "
                                    f"{'before' if value < 0 else 'too long after'} the plan start"
-                                   + (f" {_utc(start)}" if start is not None else ""))
+                                   + (f" {utc_text(start)}" if start is not None else ""))
         if t1_s <= t0_s:
             raise ContactError(f"{where}: endTime {t1} is not after startTime {t0}")
         if src == dst or rate_bps == 0:

@@ -12,7 +12,7 @@ from .groundtrack import (GroundTrack, geodetic_from_itrs, ground_points_itrs, g
                           itrs_to_teme, teme_to_itrs, teme_to_itrs_matrices)
 from .propagation import PLANE_TOLERANCE_DEG, orbital_planes, propagate, propagate_offsets, propagate_pairs
 from .timeutil import (julian_date, julian_dates, parse_utc, sgp4_epoch_days, skyfield_times, timescale,
-                       utc_offset_s)
+                       utc_offset_s, utc_text)
 from .iers import PolarMotion, read_iers_finals
 from .oem import Ephemeris, OemSegment, check_oem_export, parse_oem_text, read_oem, write_oem
 from .omm import OMM_FORMATS, format_omm, omm_records, parse_omm_text, read_omm, write_omm
@@ -26,7 +26,7 @@ __all__ = [
     "julian_dates", "keplerian_period_s", "parse_tle_text", "parse_utc", "propagate",
     "propagate_offsets", "propagate_pairs", "read_tle", "sgp4_epoch_days", "skyfield_times",
     "swath_half_angle_rad", "teme_to_itrs", "teme_to_itrs_matrices", "timescale",
-    "tle_checksum", "utc_offset_s", "walker", "walker_delta", "walker_star", "write_tle",
+    "tle_checksum", "utc_offset_s", "utc_text", "walker", "walker_delta", "walker_star", "write_tle",
     "Ephemeris", "OemSegment", "check_oem_export", "parse_oem_text", "read_oem", "write_oem",
     "PolarMotion", "read_iers_finals",
     "OMM_FORMATS", "format_omm", "omm_records", "parse_omm_text", "read_omm", "write_omm",

@@ -87,7 +87,7 @@ from .errors import OrbitError
 from .iers import PolarMotion
 from .omm import _KVN_LINE, kvn_start, omm_records
 from .propagation import propagate_offsets
-from .timeutil import ccsds_datetime, parse_utc, skyfield_times, utc_offset_s
+from .timeutil import ccsds_datetime, parse_utc, skyfield_times, utc_offset_s, utc_text
 
 #: Files larger than this are refused before they are read.
 MAX_OEM_BYTES = 64 * 1024 * 1024
@@ -1079,7 +1079,7 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
             v = v - np.cross([0.0, 0.0, EARTH_ROTATION_RAD_S], r)
         r, v = np.einsum("nij,snj->sni", to_frame, r), np.einsum("nij,snj->sni", to_frame, v)
     base = start.replace(tzinfo=None)
-    epochs = [(base + _dt.timedelta(microseconds=round(s * 1e6))).strftime("%Y-%m-%dT%H:%M:%S.%f") for s in offsets]
+    epochs = [utc_text(base + _dt.timedelta(microseconds=round(s * 1e6)), "microseconds", zone="") for s in offsets]
     created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     written = 0
     with atomic_writer(path, text=True) as fh:

@@ -81,6 +81,21 @@ def parse_utc(value: str | _dt.datetime, field: str = "epoch") -> _dt.datetime:
         raise OrbitError(f"{field}: expected a time within the years 1..9999 in UTC, got {shown(str(value))}") from None
 
 
+def utc_text(instant: _dt.datetime, timespec: str = "auto", zone: str = "Z") -> str:
+    """``instant`` as ISO-8601 UTC text (a naive one is taken as UTC), ``zone`` after it (``""``: none, as a
+    CCSDS time with ``TIME_SYSTEM = UTC``), to ``timespec`` (``datetime.isoformat``'s: ``auto`` gives the
+    microseconds when there are any; ``milliseconds`` cuts to the millisecond). The year is written in four
+    digits, as every ISO-8601 and CCSDS reader (:func:`parse_utc`, :func:`ccsds_datetime`) expects it:
+    ``strftime("%Y")`` writes the year 26 as ``26``.
+
+    >>> utc_text(parse_utc("0026-08-01T06:30:00.1239Z"), "milliseconds"), utc_text(_dt.datetime(2026, 8, 1), zone="")
+    ('0026-08-01T06:30:00.123Z', '2026-08-01T00:00:00')
+    """
+    if instant.tzinfo is not None:
+        instant = instant.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+    return instant.isoformat(timespec=timespec) + zone
+
+
 def ccsds_datetime(text: str) -> _dt.datetime:
     """A CCSDS time (``2026-08-01T06:30:00.5``, or with a day of year, ``2026-213T06:30:00.5``, as
     CCSDS 502.0-B allows; a trailing ``Z`` or an offset is taken off, converting to UTC) as a naive

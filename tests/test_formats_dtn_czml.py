@@ -593,6 +593,29 @@ def test_czml_samples_stay_on_time_for_a_start_between_milliseconds() -> None:
     _czml_samples_against_skyfield("2025-01-01T00:00:00.000800Z", 600.0, rows=[0, 5, -1])
 
 
+def test_czml_times_in_a_year_before_1000_are_iso_8601() -> None:
+    """The CZML export wrote its times with strftime('%Y'), which writes the year 26 as '26': a scenario of
+    time.start 0026-08-01 (which parse_utc takes) failed in the export itself with a ValueError traceback
+    (its own fromisoformat of the epoch it had written). Failed before."""
+    from orbits import parse_utc
+
+    doc = {"constellation": {"kind": "walker-delta", "total": 4, "planes": 2, "altitude_km": 550.0,
+                             "inclination_deg": 53.0, "epoch": "0026-08-01T00:00:00Z"},
+           "time": {"start": "0026-08-01T00:00:00.0008Z", "duration_s": 600.0, "step_s": 60.0},
+           "link": {"max_range_km": 8000.0}}
+    scenario = parse_contact_scenario(doc, ".")
+    traj = build_trajectories(scenario)
+    plan = plan_from_trajectories(traj, scenario)
+    packets = czml_packets(plan, traj)
+    assert packets[0]["clock"]["interval"] == "0026-08-01T00:00:00.000Z/0026-08-01T00:10:00.000Z"
+    assert packets[1]["position"]["epoch"] == "0026-08-01T00:00:00.000Z"
+    windows = [p for p in packets if p["id"].startswith("window-")]
+    assert len(windows) == len(plan.windows) > 0
+    t0, t1 = (parse_utc(x) for x in windows[0]["availability"].split("/"))
+    assert abs((t0 - traj.start).total_seconds() - plan.windows.t_start_s[0]) < 1e-3
+    assert abs((t1 - t0).total_seconds() - plan.windows.duration_s[0]) < 2e-3
+
+
 def test_plan_json_of_an_imported_plan_without_range_lines_is_standard_json(tmp_path: Path) -> None:
     """A window with no covering 'a range' line kept a NaN OWLT in plan.meta, which
     ContactPlan.to_json (fol contacts --json) wrote as the bare token NaN: not JSON (RFC 8259),

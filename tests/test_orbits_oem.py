@@ -1028,3 +1028,22 @@ def test_the_xml_step_check_counts_the_longer_xml_states() -> None:
     oem_module.check_oem_export(300, 86_400.0, 60.0)  # 300 x 1441 KVN lines: under 64 MiB
     with pytest.raises(OrbitError, match=r"^step_s: 300 objects x 1,441 states make an OEM of more than "):
         oem_module.check_oem_export(300, 86_400.0, 60.0, fmt="xml")
+
+
+@pytest.mark.parametrize("name", ["shell.oem", "shell.xml"])
+def test_an_export_in_a_year_before_1000_reads_back(tmp_path: Path, name: str) -> None:
+    """The export wrote its epochs with strftime('%Y'), which writes the year 26 as '26': a Walker shell of
+    epoch 0026-08-01 (which the scenario's time.start takes) was written as 'START_TIME = 26-08-01T...', which
+    read_oem then refused (':12: START_TIME: expected a CCSDS time'); KVN and XML alike. Failed before."""
+    from orbits import walker_delta
+    from orbits.oem import write_oem
+
+    c = walker_delta(2, 1, 0, 550.0, 53.0, "0026-08-01T00:00:00.25Z")
+    path = write_oem(tmp_path / name, c, c.epoch, 120.0, 60.0)
+    assert "0026-08-01T00:00:00.250000" in path.read_text()
+    back = read_oem(path)
+    seg = back.segments[0]
+    assert seg.epoch0 + dt.timedelta(seconds=float(seg.epochs_s[0])) == c.epoch
+    assert seg.epochs_s.tolist() == [0.0, 60.0, 120.0]
+    expected = propagate_offsets(c, c.epoch, [0.0, 60.0, 120.0])[0][0]
+    assert np.abs(seg.pos_km - expected).max() < 1e-5
