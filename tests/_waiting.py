@@ -19,10 +19,10 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = 
     return value
 
 
-def raised_within(call: Callable[[], Any], timeout: float = 10.0, fifo: Any = None) -> BaseException:
-    """The exception ``call()`` raised, run in a thread given ``timeout`` seconds; an ``AssertionError``
-    when it returned, or still ran then (a read of a FIFO waits for a writer: a writer on ``fifo`` is
-    opened and closed then, so that the blocked thread ends with the test, not with the suite)."""
+def _outcome_within(call: Callable[[], Any], timeout: float, fifo: Any) -> Any:
+    """What ``call()`` returned or raised, run in a thread given ``timeout`` seconds; an ``AssertionError``
+    when it still ran then (a read of a FIFO waits for a writer: a writer on ``fifo`` is opened and closed
+    then, so that the blocked thread ends with the test, not with the suite)."""
     import os
     import threading
 
@@ -45,6 +45,22 @@ def raised_within(call: Callable[[], Any], timeout: float = 10.0, fifo: Any = No
                 pass
             thread.join(timeout)
         raise AssertionError(f"still running after {timeout:g} s (blocked)")
-    if not isinstance(outcome[0], BaseException):
-        raise AssertionError(f"returned {outcome[0]!r}, expected an error")
     return outcome[0]
+
+
+def raised_within(call: Callable[[], Any], timeout: float = 10.0, fifo: Any = None) -> BaseException:
+    """The exception ``call()`` raised, run in a thread given ``timeout`` seconds; an ``AssertionError``
+    when it returned, or still ran then (a blocked read of ``fifo`` is woken: :func:`_outcome_within`)."""
+    outcome = _outcome_within(call, timeout, fifo)
+    if not isinstance(outcome, BaseException):
+        raise AssertionError(f"returned {outcome!r}, expected an error")
+    return outcome
+
+
+def returned_within(call: Callable[[], Any], timeout: float = 10.0, fifo: Any = None) -> Any:
+    """What ``call()`` returned, run in a thread given ``timeout`` seconds; its exception re-raised, or an
+    ``AssertionError`` when it still ran then (a blocked read of ``fifo`` is woken: :func:`_outcome_within`)."""
+    outcome = _outcome_within(call, timeout, fifo)
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome

@@ -2705,3 +2705,38 @@ def test_a_node_id_or_model_id_ending_in_a_newline_is_invalid(tmp_path: Path) ->
     notes = Inbox(tmp_path, "receiver", 10**8).recover()
     assert len(notes) == 1 and notes[0].startswith("left 1 model file(s) in the inbox unregistered")
     assert Inbox(tmp_path, "receiver", 10**8).state.received == {}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "large"])
+def test_a_partial_record_that_is_a_fifo_or_too_large_restarts_the_transfer_unread(tmp_path: Path, caplog,
+                                                                                    kind: str) -> None:
+    """open_partial read partial/<key>.json with read_bytes(), unchecked: a FIFO there blocked the receiver
+    until a writer came (here: the test's timeout), and a file of any size was read whole (a valid record padded
+    to 100 kB resumed at its offset). Both are now a damaged record, as unreadable JSON is: the transfer restarts
+    at 0, the partial file is emptied and the record rewritten. Both failed before."""
+    import logging
+
+    from _waiting import returned_within
+    from fol.agent.inbox import MAX_PARTIAL_RECORD_BYTES, Inbox
+
+    data, card = _good_payload()
+    offer = _offer(data, card.spec)
+    inbox = Inbox(tmp_path / "state", "receiver", 10**8, accept_any_round=True)
+    part, meta = inbox.partial_paths("sender", offer.model_id)
+    part.parent.mkdir(parents=True, exist_ok=True)
+    part.write_bytes(data[:1000])
+    record = json.dumps({"sender": "sender", "model_id": offer.model_id, "sha256": offer.sha256, "size": offer.size,
+                         "round": offer.round, "confirmed": 1000})
+    if kind == "fifo":
+        os.mkfifo(meta)
+    else:
+        meta.write_text(record + " " * 100_000)
+    with caplog.at_level(logging.WARNING, logger="fol.agent.inbox"):
+        got = returned_within(lambda: inbox.open_partial("sender", offer), timeout=5.0, fifo=meta)
+    assert got == (part, 0) and part.stat().st_size == 0
+    assert json.loads(meta.read_text())["confirmed"] == 0  # the FIFO replaced by the agent's record
+    expected = "not a regular file" if kind == "fifo" else f"may have at most {MAX_PARTIAL_RECORD_BYTES}"
+    assert "unreadable partial-transfer record" in caplog.text and expected in caplog.text, caplog.text
+    meta.write_text(record)  # the record the agent writes resumes, as before
+    part.write_bytes(data[:1000])
+    assert inbox.open_partial("sender", offer) == (part, 1000)

@@ -71,6 +71,10 @@ MAX_STATE_ITEMS = 1_000_000
 #: inside ``max_inbox_bytes``), or 270 with 250,000-character producers, made the file pass them, and the
 #: agent refused to restart.
 MAX_INBOX_MODELS = 10_000
+#: The largest ``partial/<key>.json`` read (bytes), checked before it is opened: the record the agent writes
+#: (:meth:`Inbox.record_progress`: a node id of at most 64 characters, a model id of 128, a sha256 and three
+#: integers below 2**63) is at most 401 bytes. A larger file, a FIFO or a device there is a damaged record.
+MAX_PARTIAL_RECORD_BYTES = 4096
 
 
 def _is_ensemble_file(path: Path) -> bool:
@@ -381,7 +385,10 @@ class Inbox:
         confirmed = 0
         if meta.exists() and part.exists():
             try:  # a flat object of a few fields; bounded: a damaged record nested deep is one line too
-                info = bounded_loads(meta.read_bytes(), max_depth=1, max_items=64)
+                # a regular file of at most MAX_PARTIAL_RECORD_BYTES, checked before it is opened: a FIFO blocked
+                # the read (and the transfer) until a writer came, a huge file was read whole
+                text = read_text_file(meta, ValueError, "partial-transfer record", MAX_PARTIAL_RECORD_BYTES)
+                info = bounded_loads(text, max_depth=1, max_items=64)
                 if not isinstance(info, dict):
                     raise ValueError(f"expected a JSON object, got {type(info).__name__}")
                 same = (info.get("sender") == sender and info.get("sha256") == offer.sha256
