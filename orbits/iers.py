@@ -188,8 +188,13 @@ def parse_iers_finals_text(text: str, source: str = "<text>") -> PolarMotion:
         return OrbitError(f"{brief(source)}:{number}: {message}")
 
     for number, raw in enumerate(text.split("\n"), start=1):
+        # Lines end at LF or CR LF, as the IERS writes its fixed-column files; not swarmbase.tomlcheck.text_lines,
+        # which also ends one at a CR alone: no IERS file has one, so a CR inside a line is refused naming it (a
+        # file of CR-ended lines at its line 1: before this check, its first day alone was read and the rest
+        # passed over). As in text_lines no other character ends a line (U+2028, a form feed: a column's
+        # character, checked with the column's value, or in a column not read).
         line = raw.rstrip("\r")
-        if "\r" in line:  # lines ended by CR alone: one line whose first day alone was read, the rest passed over
+        if "\r" in line:
             raise fail(number, "a carriage return (CR) inside the line; expected lines ended by LF or CR LF")
         if not line.strip():
             continue

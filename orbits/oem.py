@@ -78,7 +78,8 @@ from xml.sax.saxutils import escape
 import numpy as np
 
 from swarmbase.fileio import atomic_writer
-from swarmbase.tomlcheck import brief, check_name_length, decimal_number, is_decimal, read_text_file, shown
+from swarmbase.tomlcheck import (brief, check_name_length, decimal_number, is_decimal, numbered_text_lines,
+                                 read_text_file, shown)
 from swarmbase.xmlguard import refuse_doctype
 
 from .constants import EARTH_ROTATION_RAD_S
@@ -565,7 +566,9 @@ class _Reader(_Builder):
 
     def __init__(self, text: str, source: str) -> None:
         super().__init__(source)
-        self.lines = _numbered_lines(text)  # one at a time: no list of every line of a 64 MiB file
+        # one at a time (no list of every line of a 64 MiB file); a line ends at LF, CR LF or CR alone, as the
+        # OMM KVN reader's (swarmbase.tomlcheck.text_lines), so a message names the line an editor shows
+        self.lines = numbered_text_lines(text)
         self.held: tuple[int, str] | None = None  # a line read ahead (the next segment's META_START)
 
     def next_line(self) -> tuple[int, str] | None:
@@ -837,18 +840,6 @@ class _XmlReader(_Builder):
     @staticmethod
     def label(j: int) -> str:
         return _XML_STATE[j]
-
-
-def _numbered_lines(text: str):
-    """``(number, line)`` of each line of ``text`` (ended by LF or CR LF), made one at a time."""
-    start, end_of_text, number = 0, len(text), 0
-    while start < end_of_text:
-        end = text.find("\n", start)
-        if end < 0:
-            end = end_of_text
-        number += 1
-        yield number, text[start:end].rstrip("\r")
-        start = end + 1
 
 
 def oem_format(path: str | Path, text: str | None = None) -> str:

@@ -115,6 +115,27 @@ def text_lines(text: str) -> list[str]:
     return lines
 
 
+def numbered_text_lines(text: str) -> Iterator[tuple[int, str]]:
+    """``(number, line)`` of the lines of :func:`text_lines`, the same lines numbered from 1, made one at a time:
+    a reader of a large file (an OEM of 64 MiB) holds no list of every line.
+
+    >>> list(numbered_text_lines("a\\u2028b\\r\\nc\\rd\\n\\ne"))
+    [(1, 'a\\u2028b'), (2, 'c'), (3, 'd'), (4, ''), (5, 'e')]
+    """
+    start, end_of_text, number = 0, len(text), 0
+    while start < end_of_text:
+        end = text.find("\n", start)
+        if end < 0:
+            end = end_of_text
+        piece = text[start:end]
+        if piece.endswith("\r"):  # CR LF, or a CR ending the text
+            piece = piece[:-1]
+        for line in piece.split("\r") if "\r" in piece else (piece,):  # lines ended by a CR alone
+            number += 1
+            yield number, line
+        start = end + 1
+
+
 def read_toml(path: str | os.PathLike[str], error: type[Exception], what: str = "TOML file"
               ) -> tuple[dict[str, Any], str]:
     """Parse a TOML file; returns ``(document, text)``. A missing file, a folder,

@@ -1047,3 +1047,21 @@ def test_an_export_in_a_year_before_1000_reads_back(tmp_path: Path, name: str) -
     assert seg.epochs_s.tolist() == [0.0, 60.0, 120.0]
     expected = propagate_offsets(c, c.epoch, [0.0, 60.0, 120.0])[0][0]
     assert np.abs(seg.pos_km - expected).max() < 1e-5
+
+
+def test_kvn_lines_end_at_lf_cr_lf_or_cr_alone_and_messages_name_the_editors_line() -> None:
+    """The KVN reader ended a line at LF only (a CR before it dropped), beside the OMM KVN reader's LF, CR LF or
+    CR alone (swarmbase.tomlcheck.text_lines): a file of CR-ended lines was one line, refused as
+    "<t>:1: CCSDS_OEM_VERS: expected one of 1.0, 2.0, 3.0, got '2.0\\rCOMMENT ...'", and after a CR inside a
+    COMMENT each error named the line before the one an editor shows. Both failed before; U+2028 and a form feed
+    still end no line (a COMMENT may hold them)."""
+    lf = parse_oem_text(GOOD, "<t>")
+    cr = parse_oem_text(GOOD.replace("\n", "\r"), "<t>")
+    assert [s.line for s in cr.segments] == [s.line for s in lf.segments]
+    assert np.array_equal(cr.segments[0].pos_km, lf.segments[0].pos_km)
+    assert np.array_equal(cr.segments[0].epochs_s, lf.segments[0].epochs_s)
+    lines = GOOD.splitlines()
+    lines[1:1] = ["COMMENT a note\rCOMMENT its second line", "COMMENT \u2028 and \x0c stay in their comment"]
+    lines[DATA3 + 1] = lines[DATA3 + 1].replace(" ", " x", 1)  # the third data line, two LF lines down
+    with pytest.raises(OrbitError, match=rf"^<t>:{DATA3 + 3}: field 2: expected a decimal number"):
+        parse_oem_text("\n".join(lines) + "\n", "<t>")
