@@ -47,6 +47,7 @@ from typing import Sequence
 
 import numpy as np
 
+from orbits import utc_text
 from swarmbase.fileio import atomic_writer
 
 from .errors import ContactError
@@ -75,8 +76,8 @@ def check_span_end(start: _dt.datetime, duration_s: float, what: str, where: str
     ``datetime`` holds, in one line led by ``what`` (the field, or a plan file's line): a plan's UTC stamps
     are its start plus its times (the horizon's from ``time.start``, an imported plan's contacts)."""
     if (LAST_UTC - start).total_seconds() < duration_s:  # no time stamp names the end
-        raise ContactError(f"{what}: {duration_s:g} s from {where} {start:%Y-%m-%dT%H:%M:%SZ} end after "
-                           f"{LAST_UTC:%Y-%m-%dT%H:%M:%SZ}, the last time an ISO-8601 UTC stamp names{advice}")
+        raise ContactError(f"{what}: {duration_s:g} s from {where} {utc_text(start, 'seconds')} end after "
+                           f"{utc_text(LAST_UTC, 'seconds')}, the last time an ISO-8601 UTC stamp names{advice}")
 
 
 def _check_volumes(node_names: list[str], windows: WindowTable) -> None:

@@ -53,7 +53,7 @@ from swarmbase.tomlcheck import brief, read_text_file, shown
 
 from .constants import DAY_S
 from .errors import OrbitError
-from .timeutil import parse_utc, timescale
+from .timeutil import parse_utc, timescale, utc_text
 
 #: Files larger than this are refused before they are read: ``finals2000A.all``, a line of under 190 bytes a
 #: day from 1973 to a year ahead, is about 3.8 MB (20,113 lines when issued in December 2026: the whole file of
@@ -107,7 +107,7 @@ class PolarMotion:
 
     def span_text(self) -> str:
         """The UTC span the file covers, ``first..last``."""
-        first, last = (_utc(float(d)).strftime("%Y-%m-%dT%H:%M:%SZ") for d in self.utc_mjd[[0, -1]])
+        first, last = (utc_text(_utc(float(d)), "seconds") for d in self.utc_mjd[[0, -1]])
         return f"{first}..{last}"
 
     def check_covers(self, start: _dt.datetime | str, duration_s: float, field: str) -> None:
@@ -119,7 +119,7 @@ class PolarMotion:
         first, last = _utc(float(self.utc_mjd[0])), _utc(float(self.utc_mjd[-1]))
         if start < first or end > last:
             raise OrbitError(f"{field}: {brief(self.source)} gives polar motion for {self.span_text()}, not for "
-                             f"{start:%Y-%m-%dT%H:%M:%SZ}..{end:%Y-%m-%dT%H:%M:%SZ}; expected an IERS finals file "
+                             f"{utc_text(start, 'seconds')}..{utc_text(end, 'seconds')}; expected an IERS finals file "
                              "covering those times (finals2000A.all from the IERS Rapid Service reaches a year ahead)")
 
     def timescale_for(self, start: _dt.datetime | str, offsets_s, field: str):

@@ -334,14 +334,14 @@ class Ephemeris:
                 if a <= reach:
                     reach = max(reach, b)
             if reach < end:
-                raise OrbitError(f"{field}: the horizon {start:%Y-%m-%dT%H:%M:%SZ} + {float(duration_s):g} s is not "
+                raise OrbitError(f"{field}: the horizon {utc_text(start, 'seconds')} + {float(duration_s):g} s is not "
                                  f"inside the useable span of {name} in {brief(self.source)} "
                                  f"({self.spans_text(name)}); no ephemeris from "
-                                 f"{reach.replace(tzinfo=None).isoformat()}Z")
+                                 f"{utc_text(reach)}")
 
 
 def _iso(epoch0: _dt.datetime, seconds: float) -> str:
-    return (epoch0 + _dt.timedelta(seconds=seconds)).replace(tzinfo=None).isoformat() + "Z"
+    return utc_text(epoch0 + _dt.timedelta(seconds=seconds))
 
 
 #: Times whose rotations are computed at once: Skyfield's precession-nutation series holds about 21 kB a
@@ -1071,7 +1071,7 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
         r, v = np.einsum("nij,snj->sni", to_frame, r), np.einsum("nij,snj->sni", to_frame, v)
     base = start.replace(tzinfo=None)
     epochs = [utc_text(base + _dt.timedelta(microseconds=round(s * 1e6)), "microseconds", zone="") for s in offsets]
-    created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    created = utc_text(_dt.datetime.now(_dt.timezone.utc), "seconds", zone="")
     written = 0
     with atomic_writer(path, text=True) as fh:
         def put(text: str) -> None:

@@ -53,7 +53,7 @@ from swarmbase.xmlguard import refuse_doctype
 from .constants import SGP4_MAX_SATNUM
 from .constellation import Constellation, SatelliteNames
 from .errors import OrbitError, check_elements
-from .timeutil import ccsds_datetime, satrec_epoch
+from .timeutil import ccsds_datetime, satrec_epoch, utc_text
 
 #: Files larger than this are refused before they are read.
 MAX_OMM_BYTES = 64 * 1024 * 1024
@@ -442,7 +442,7 @@ def format_omm(constellation: Constellation, fmt: str = "json") -> str:
         ET.indent(root)
         return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
     if fmt == "kvn":  # one message per satellite, in the order and with the units of CCSDS 502.0-B
-        created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        created = utc_text(_dt.datetime.now(_dt.timezone.utc), "seconds", zone="")
         return "\n".join(f"CCSDS_OMM_VERS = 2.0\nCREATION_DATE = {created}\nORIGINATOR = fol-swarm\n" + "".join(
             f"{key} = {rec[key]}" + (f" [{_KVN_UNITS[key].upper() if key == 'BSTAR' else _KVN_UNITS[key]}]"
                                      if key in _KVN_UNITS else "") + "\n"

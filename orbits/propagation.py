@@ -22,7 +22,7 @@ from sgp4.api import Satrec, SatrecArray
 
 from .constellation import Constellation
 from .errors import OrbitError, sgp4_reason
-from .timeutil import julian_dates, parse_utc
+from .timeutil import julian_dates, parse_utc, utc_text
 
 
 class StateSource(Protocol):
@@ -145,8 +145,9 @@ def orbital_planes(sats: Constellation | StateSource, start: _dt.datetime | str,
     norm = np.linalg.norm(h, axis=1, keepdims=True)
     if not np.all(norm > 0.0):
         k = int(np.flatnonzero(~(norm[:, 0] > 0.0))[0])
-        raise OrbitError(f"{sats.names[k]}: no orbit normal at {parse_utc(start, field='start'):%Y-%m-%dT%H:%M:%SZ} "
-                         "(its position and velocity are parallel), so no orbital plane")
+        at = utc_text(parse_utc(start, field="start"), "seconds")
+        raise OrbitError(f"{sats.names[k]}: no orbit normal at {at} (its position and velocity are parallel), "
+                         "so no orbital plane")
     unit = h / norm
     cos_tol = np.cos(np.radians(tolerance_deg))
     cell = 2.0 * np.sin(np.radians(tolerance_deg) / 2.0)  # the chord of tolerance_deg: a match is <= 1 cell away

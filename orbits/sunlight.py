@@ -32,7 +32,7 @@ from .constellation import Constellation
 from .errors import OrbitError
 from .groundtrack import gcrs_to_teme_matrices
 from .oem import Ephemeris
-from .timeutil import parse_utc, skyfield_times, timescale
+from .timeutil import parse_utc, skyfield_times, timescale, utc_text
 
 #: Ephemeris file inside the skyfield-data package.
 EPHEMERIS_FILE = "de421.bsp"
@@ -119,9 +119,9 @@ def check_sunlight_span(start: _dt.datetime | str, duration_s: float, field: str
     start = parse_utc(start, field=field)
     first, last = EPHEMERIS_SPAN
     if start < first or start + _dt.timedelta(seconds=float(duration_s)) > last:
-        raise OrbitError(f"{field}: the horizon from {start:%Y-%m-%dT%H:%M:%SZ} over {duration_s:g} s leaves "
-                         f"{first:%Y-%m-%d}..{last:%Y-%m-%d}, the span of the {EPHEMERIS_FILE} ephemeris "
-                         "that gives the Sun's position")
+        raise OrbitError(f"{field}: the horizon from {utc_text(start, 'seconds')} over {duration_s:g} s leaves "
+                         f"{first.date().isoformat()}..{last.date().isoformat()}, the span of the {EPHEMERIS_FILE} "
+                         "ephemeris that gives the Sun's position")
 
 
 def eclipse_intervals(constellation: Constellation | Ephemeris, start: _dt.datetime | str, duration_s: float,

@@ -32,7 +32,7 @@ from swarmbase.tomlcheck import brief, check_name_length, decimal_number, read_t
 
 from .constellation import Constellation, SatelliteNames
 from .errors import OrbitError, check_elements
-from .timeutil import satrec_epoch
+from .timeutil import satrec_epoch, utc_text
 
 
 #: Larger TLE files are refused unread (bytes; 100,000 satellites take about 16 MB).
@@ -233,7 +233,7 @@ def format_tle(constellation: Constellation, with_names: bool = True) -> str:
         epoch = satrec_epoch(sat)
         view = _TleView(sat, epoch.year)
         if not 1957 <= view.year <= 2056:  # a two-digit year would read back a century off
-            raise OrbitError(f"satellite {name}: epoch {epoch:%Y-%m-%dT%H:%M:%S}Z has no TLE form (two-digit "
+            raise OrbitError(f"satellite {name}: epoch {utc_text(epoch, 'seconds')} has no TLE form (two-digit "
                              "years cover 1957..2056); export OMM instead")
         if number != sat.satnum:
             raise OrbitError(f"satellite {name}: catalog number {number} differs from its elements' "

@@ -722,3 +722,30 @@ def test_an_omm_kvn_files_lines_are_the_editors_whatever_a_comment_holds(tmp_pat
                     .replace("ORIGINATOR = 18 SPCS", "ORIGINATOR 18 SPCS"))
     with pytest.raises(OrbitError, match=re.escape(f"{path}:4: expected a 'KEY = value' line")):
         read_omm(path)
+
+
+def test_refusals_naming_a_time_in_a_year_before_1000_write_its_year_in_four_digits() -> None:
+    """The refusals formatted their times with strftime('%Y'), which writes the year 26 as '26': a horizon or
+    an epoch in the year 26 (which parse_utc takes) was named '26-08-01T06:30:00Z', a time no ISO-8601 reader
+    takes back. Failed before (each line below)."""
+    from _iers import finals_text
+    from orbits.iers import parse_iers_finals_text
+    from orbits.sunlight import check_sunlight_span
+
+    start = "0026-08-01T06:30:00Z"
+    with pytest.raises(OrbitError, match=r"^satellite WD-P00-S00: epoch 0026-08-01T06:30:00Z has no TLE form "):
+        format_tle(walker_delta(1, 1, 0, 550.0, 53.0, start))
+    with pytest.raises(OrbitError, match=r"^time\.start: the horizon from 0026-08-01T06:30:00Z over 60 s leaves "
+                                         r"1899-07-30\.\.2053-10-08, the span of the de421\.bsp ephemeris"):
+        check_sunlight_span(start, 60.0)
+    with pytest.raises(OrbitError, match=r"^time\.iers_finals: finals\.all gives polar motion for "
+                                         r"2008-09-19T00:00:00Z\.\.2008-09-21T00:00:00Z, not for "
+                                         r"0026-08-01T06:30:00Z\.\.0026-08-01T06:31:00Z; expected an IERS finals"):
+        parse_iers_finals_text(finals_text(), "finals.all").check_covers(start, 60.0, "time.iers_finals")
+    doc = {"constellation": {"kind": "walker-delta", "total": 2, "planes": 1, "altitude_km": 550.0,
+                             "inclination_deg": 53.0, "epoch": start},
+           "time": {"start": start, "duration_s": 4e11}, "link": {"max_range_km": 3000.0}}
+    with pytest.raises(ContactError, match=r"^scenario: time\.duration_s: 4e\+11 s from time\.start "
+                                           r"0026-08-01T06:30:00Z end after 9999-12-31T23:59:59Z, the last time an "
+                                           r"ISO-8601 UTC stamp names$"):
+        parse_contact_scenario(doc, ".")

@@ -1047,6 +1047,11 @@ def test_an_export_in_a_year_before_1000_reads_back(tmp_path: Path, name: str) -
     assert seg.epochs_s.tolist() == [0.0, 60.0, 120.0]
     expected = propagate_offsets(c, c.epoch, [0.0, 60.0, 120.0])[0][0]
     assert np.abs(seg.pos_km - expected).max() < 1e-5
+    with pytest.raises(OrbitError) as info:  # its horizon was named '26-08-01T00:00:00Z' (strftime): failed before
+        back.check_covers(c.epoch, 600.0)
+    assert str(info.value).startswith(f"time: the horizon 0026-08-01T00:00:00Z + 600 s is not inside the useable "
+                                      f"span of WD-P00-S00 in {path} (0026-08-01T00:00:00.250000Z.."
+                                      "0026-08-01T00:02:00.250000Z)")
 
 
 def test_kvn_lines_end_at_lf_cr_lf_or_cr_alone_and_messages_name_the_editors_line() -> None:
