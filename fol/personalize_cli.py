@@ -90,6 +90,15 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
     a file whose name is then that of a model read before it is skipped unread,
     so that each name in the round and its report is one model.
     """
+    received, skipped = _scan_files(folder, max_bytes, usable, limit, own_sha256)
+    return [item for item, _ in received], [item for item, _ in skipped]
+
+
+def _scan_files(folder: Path, max_bytes: int | None, usable: Callable[[Any], str | None] | None, limit: int | None,
+                own_sha256: str | None) -> tuple[list[tuple[Any, str]], list[tuple[dict[str, str], str]]]:
+    """:func:`scan_neighbours`' models and skipped files, each beside its file's name in the folder, as the
+    file system gives it (bytes that are not UTF-8 as lone surrogates): for messages only (:func:`brief_name`
+    escapes each character once), never for the report, which records the escaped name."""
     from fol.checkpoint import DEFAULT_MAX_BYTES, load_model
     from fol.errors import CheckpointError, DataError
     from fol.personalize import Received
@@ -117,36 +126,38 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
         # the file's name as text: bytes that are not UTF-8 (lone surrogates in the name Python gives) escaped,
         # as the round's seeds hash the name, and the report and the ensemble write it, as UTF-8
         name = utf8_text(path.name)
+
+        def skip(reason: str) -> None:
+            skipped.append(({"file": name, "reason": reason}, path.name))
+
         if not path.is_file():
             if path.suffix == MODEL_SUFFIX:  # a folder, broken link or link loop named like a model: listed
-                skipped.append({"file": name, "reason": "not a regular file (a folder, a broken link or a "
-                                                        "link loop), expected a model file"})
+                skip("not a regular file (a folder, a broken link or a link loop), expected a model file")
             continue
         if path.suffix != MODEL_SUFFIX:
             if path.suffix != ".json":  # sidecar cards are expected next to models
-                skipped.append({"file": name, "reason": f"not a model file (expected *{MODEL_SUFFIX})"})
+                skip(f"not a model file (expected *{MODEL_SUFFIX})")
             continue
         if limit is not None and n_usable >= limit:
-            skipped.append({"file": name, "reason": f"not read: the per-round limit Q = {limit} was reached "
-                                                    f"by files earlier in name order"})
+            skip(f"not read: the per-round limit Q = {limit} was reached by files earlier in name order")
             continue
         if name.removesuffix(MODEL_SUFFIX) in named:  # b'\xff' and a name written '\udcff': one name once escaped
-            skipped.append({"file": name, "reason": "not read: its name, with the bytes that are not UTF-8 escaped, "
-                                                    "is that of a model read before it; rename one of them"})
+            skip("not read: its name, with the bytes that are not UTF-8 escaped, is that of a model read before "
+                 "it; rename one of them")
             continue
         try:  # named by its name in the folder, given once: the reason is what follows
             loaded = load_model(path, max_bytes=max_bytes or DEFAULT_MAX_BYTES, source=name)
         except CheckpointError as exc:
-            skipped.append({"file": name, "reason": str(exc).removeprefix(f"{name}: ")})
+            skip(str(exc).removeprefix(f"{name}: "))
             continue
         sha = loaded.card.sha256
         if sha == own_sha256 or sha in seen:
-            skipped.append({"file": name, "reason": "the node's own model (--model), not a neighbour's"
-                            if sha == own_sha256 else f"the same model as {seen[sha]} (equal sha256), used once"})
+            skip("the node's own model (--model), not a neighbour's" if sha == own_sha256
+                 else f"the same model as {seen[sha]} (equal sha256), used once")
             continue
         seen[sha] = name
         item = Received(name=name.removesuffix(MODEL_SUFFIX), model=loaded.model, card=loaded.card)
-        received.append(item)
+        received.append((item, path.name))
         named.add(item.name)
         if usable is None or usable(item) is None:
             n_usable += 1
@@ -251,17 +262,18 @@ def run_personalize(args: argparse.Namespace) -> int:
 
     name = own.card.producer or data_spec.node_name
     state = NodeState.from_pretrained(name, own.model, own.card.spec, own.card.class_names, node)
-    received, skipped = ([], []) if neighbours is None else scan_neighbours(
-        neighbours, args.max_bytes, usable=lambda r: check_received(state, r), limit=cfg.max_neighbours,
-        own_sha256=own.card.sha256)
+    # each beside its file's name as the folder gives it, which the messages escape once (brief_name)
+    received_files, skipped_files = ([], []) if neighbours is None else _scan_files(
+        neighbours, args.max_bytes, lambda r: check_received(state, r), cfg.max_neighbours, own.card.sha256)
+    received, skipped = [r for r, _ in received_files], [s for s, _ in skipped_files]
     for item in skipped:
         log.warning("skipping %s: %s", item["file"], item["reason"])
     usable = [r for r in received if check_received(state, r) is None]
     if args.variant != "local" and not usable:
-        every = ([(s["file"], s["reason"]) for s in skipped]  # and the models this node cannot use
-                 + [(f"{r.name}{MODEL_SUFFIX}", check_received(state, r)) for r in received])
+        every = ([(file, s["reason"]) for s, file in skipped_files]  # and the models this node cannot use
+                 + [(file, check_received(state, r)) for r, file in received_files])
         more = len(every) - SHOWN_REASONS  # a folder of many bad files, long names or reasons: the line stays readable
-        reasons = "; ".join(f"{brief(file, SHOWN_NAME_CHARS, keep_end=SHOWN_NAME_END)}: "
+        reasons = "; ".join(f"{brief_name(file, SHOWN_NAME_CHARS, keep_end=SHOWN_NAME_END)}: "
                             f"{brief(reason, SHOWN_REASON_CHARS)}" for file, reason in every[:SHOWN_REASONS])
         reasons = reasons + (f"; and {more} more file(s)" if more > 0 else "") or "none"
         raise DataError(f"no usable neighbour model in {brief(args.neighbors)} (skipped: {reasons})")

@@ -973,6 +973,30 @@ def test_the_no_usable_model_error_names_files_with_long_names_in_a_bounded_line
     assert not (tmp_path / "out").exists()
 
 
+def test_the_no_usable_model_error_escapes_each_file_name_once(swarm_files: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """The "no usable neighbour model" line named a file by brief() of its name as the report records it
+    (utf8_text: a byte that is not UTF-8 written as the text '\\udcff'): a name holding such a byte and a
+    newline was quoted with that backslash escaped again ('a\\n\\\\udcff.txt'), naming a file holding a
+    backslash. Each name is now escaped once, as repr writes the name itself (brief_name); the report keeps
+    the escaped text. Failed before."""
+    import os
+
+    bad = tmp_path / "neighbours"
+    bad.mkdir()
+    os.close(os.open(os.fsencode(bad) + b"/a\n\xff.txt", os.O_CREAT | os.O_WRONLY))  # not a model file
+    with open(os.fsencode(bad) + b"/m\n\xfe.safetensors", "wb") as fh:  # a model file that is not one
+        fh.write(b"\x00" * 64)
+    assert _personalize(swarm_files, bad, tmp_path / "out") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0] == (f"fol personalize: error: no usable neighbour model in {bad} (skipped: "
+                      "'a\\n\\udcff.txt': not a model file (expected *.safetensors); "
+                      "'m\\n\\udcfe.safetensors': safetensors header is not valid JSON (Expecting value: line 1 "
+                      "column 1 (char 0)))"), err[0]
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_summary_shows_names_from_files_and_peers_escaped() -> None:
     """A neighbour's file name (a candidate's name), the node's producer and a skip reason come
     from files and peers' cards: a name holding a newline split the summary's row, an escape
