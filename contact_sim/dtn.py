@@ -21,12 +21,14 @@ rates in **bits** per second, one direction per record.
 Rounding (both formats take integers): a window ``[t0, t1]`` is written as
 ``[ceil(t0), floor(t1)]`` (never longer than the real window), its mean rate
 rounded down (to bytes/s for ION, bits/s for HDTN), and the one-way light
-time of its mean range rounded up to whole seconds (at least 1). A rate either
+time of its mean range rounded up to whole seconds (at least 1); a window shorter than a second once
+rounded, or whose rate rounds down to 0 (which the import, as ``ionadmin``, reads as no contact), is left
+out. A rate either
 tool cannot hold (ION: above 2**32 - 1 bytes/s, ``ionadmin``'s 32-bit rate;
 HDTN: above 2**64 - 1 bits/s), a rate that is not a finite number >= 0, a window starting before the
 plan start or never ending, or a time HDTN cannot (after 2**31 - 1 s), is refused, naming the
 contact; every window is checked before anything is written. A plan whose
-windows already have whole-second edges and whole byte rates round-trips
+windows already have whole-second edges and whole byte rates of at least 1 byte/s round-trips
 exactly.
 
 Export writes a two-way window as both directions' contacts and a one-way window as its own
@@ -163,6 +165,18 @@ def _rounded(plan: ContactPlan, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return t0, t1, rate, owlt
 
 
+def _carried(plan: ContactPlan, k: np.ndarray, unit_bps: float) -> tuple[np.ndarray, ...]:
+    """Windows ``k`` that a DTN plan carries, with :func:`_rounded`'s columns: those whose mean rate rounded
+    down to the plan's unit (``unit_bps``: 8 for ION's bytes/s, 1 for HDTN's bits/s) is not 0. A contact of
+    rate 0 carries nothing, and the import (as ``ionadmin``) makes no window of it: written, a window slower
+    than the unit came back as no window, and a plan of none but such windows as a file the import refused."""
+    t0, t1, rate, owlt = _rounded(plan, k)
+    keep = rate >= unit_bps
+    if keep.all():
+        return k, t0, t1, rate, owlt
+    return k[keep], t0[keep], t1[keep], rate[keep], owlt[keep]
+
+
 def _directed(plan: ContactPlan, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The contacts windows ``k`` are written as, in order: a two-way window as both directions' contacts
     (``a -> b`` then ``b -> a``), a one-way window as its own direction's only. Per contact: its window's
@@ -275,7 +289,7 @@ def _ion_lines(plan: ContactPlan, fh: BinaryIO) -> None:
     directions, in :func:`_export_blocks`' order. The plan has passed :func:`_check_exportable`."""
     for kind in (b"contact", b"range"):
         for k in _export_blocks(plan):
-            t0, t1, rate, owlt = _rounded(plan, k)
+            k, t0, t1, rate, owlt = _carried(plan, k, 8.0)
             last = (rate // 8).astype(np.int64) if kind == b"contact" else owlt.astype(np.int64)
             pos, src, dst = _directed(plan, k)
             write_rows(fh, [Lit(b"a " + kind + b" +"), Int(t0.astype(np.int64)[pos]), Lit(b" +"),
@@ -320,7 +334,7 @@ def _hdtn_blocks(plan: ContactPlan) -> Iterator[tuple[np.ndarray, ...]]:
     :func:`_check_exportable`."""
     n_records = 0
     for k in _export_blocks(plan):
-        t0, t1, rate, owlt = _rounded(plan, k)
+        k, t0, t1, rate, owlt = _carried(plan, k, 1.0)
         pos, src, dst = _directed(plan, k)
         whole_rate = rate.astype(np.uint64) if (rate >= 2.0**63).any() else rate.astype(np.int64)
         yield (np.arange(n_records, n_records + pos.size), src, dst, t0.astype(np.int64)[pos],

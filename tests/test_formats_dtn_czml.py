@@ -791,3 +791,21 @@ def test_a_node_the_ion_header_cannot_carry_is_named_by_its_plan_number(tmp_path
     ok = format_ion(ContactPlan(["a", "b", "c"], base.windows, base.link, base.round_boundaries_s, START,
                                 base.node_kinds))
     assert "# node 2 b " in ok  # the number the refusal gives is the one the header line has
+
+
+def test_a_window_slower_than_the_plans_unit_is_left_out_as_the_import_makes_no_window_of_it(tmp_path: Path) -> None:
+    """A window whose mean rate rounds down to 0 (ION: under 1 byte/s; HDTN: under 1 bit/s) was written as a
+    contact of rate 0, of which the import (as ionadmin) makes no window: the window was gone after a round
+    trip, the re-export differed, and a plan of none but such windows was written as a file the import refused.
+    It is left out, as a window shorter than a second is. Failed before (the 'a contact +100 +160 1 2 0' lines)."""
+    w = WindowTable([0, 0], [1, 1], [0.0, 100.0], [60.0, 160.0], [1, 1], [1, 1], [8 * 1000 * 60.0, 0.5 * 60.0])
+    plan = ContactPlan(["x", "y"], w, LinkModel("plan", acquisition_s=0.0), [0.0, 200.0], START, ["satellite"] * 2)
+    text = format_ion(plan)
+    assert [ln for ln in text.splitlines() if ln.startswith("a ")] == [
+        "a contact +0 +60 1 2 1000", "a contact +0 +60 2 1 1000", "a range +0 +60 1 2 1", "a range +0 +60 2 1 1"]
+    (tmp_path / "p.ion").write_text(text)
+    assert format_ion(read_ion(tmp_path / "p.ion", plan.round_boundaries_s)) == text
+    hdtn = hdtn_contacts(plan)["contacts"]  # 0.5 bit/s is 0 in HDTN's whole bits/s
+    assert [(c["startTime"], c["rateBitsPerSec"]) for c in hdtn] == [(0, 8000), (0, 8000)]
+    (tmp_path / "p.json").write_text(json.dumps(hdtn_contacts(plan)))
+    assert hdtn_contacts(read_hdtn(tmp_path / "p.json", plan.round_boundaries_s, start=START))["contacts"] == hdtn
