@@ -472,6 +472,23 @@ def _pos_int(token: str, what: str, where: str, allow_zero: bool = False, limit:
 _LINE_BREAK = re.compile("\r(?!\n|\\Z)|[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
 
+def _odd_line_break(text: str) -> re.Match | None:
+    """The first :data:`_LINE_BREAK` outside a comment (after a ``#`` on its line, which ``ionadmin`` and
+    :func:`parse_ion` pass over: a form feed or U+2028 there breaks nothing), or ``None``. One search of the
+    whole text, not one a line; a comment's line is looked at once, however many breaks it holds."""
+    comment_end = -1  # where the comment line of the last break passed over ends
+    for odd in _LINE_BREAK.finditer(text):
+        if odd.start() < comment_end:
+            continue
+        line_start = text.rfind("\n", 0, odd.start()) + 1
+        if text.find("#", line_start, odd.start()) < 0:
+            return odd
+        comment_end = text.find("\n", odd.start())
+        if comment_end < 0:
+            return None
+    return None
+
+
 def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = None) -> IonPlan:
     """Parse ION contact-plan text; ``start`` is used when the file has no ``# start`` header.
 
@@ -485,7 +502,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     # so that 'd' and 'c' find theirs without a scan of the file so far
     live: dict[str, dict[tuple[float, int, int], list]] = {"contact": {}, "range": {}}
     starts: dict[str, dict[tuple[int, int], set[float]]] = {"contact": {}, "range": {}}
-    odd = _LINE_BREAK.search(text)  # one search of the whole text, not one a line
+    odd = _odd_line_break(text)
     if odd:  # a line numbered by splitlines() is not the line an editor shows, and split() takes it for a space
         raise ContactError(f"{source}:{text.count(chr(10), 0, odd.start()) + 1}: a line break {shown(odd.group())} "
                            "inside the line; expected lines ended by LF or CR LF")

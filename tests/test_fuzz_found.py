@@ -1818,3 +1818,19 @@ def test_an_ion_relative_time_of_hundreds_of_digits_is_refused_in_one_line(tmp_p
     message = _ion_refusal(path, "a contact +0 +1" + "0" * digits + " 1 2 10\n")
     assert message.startswith(f"{path}:1: expected a relative time +SECONDS of 0..1e+10 (whole seconds in ASCII "
                               "digits), got '+10000"), message
+
+
+@pytest.mark.parametrize("brk", ["\u2028", "\x0b", "\x85", "\r", "\x0c"])
+def test_an_ion_comment_may_hold_any_line_break_ionadmin_does_not_end_a_line_at(tmp_path: Path, brk: str) -> None:
+    """ionadmin ends a line at LF only and passes over a comment, so a form feed (a page break), a U+2028 or a
+    lone CR inside a '#' comment breaks nothing: the importer refused such a plan since the line-break check
+    (4281328) searched the whole text, comments too. A break after a comment on the same line is still the
+    comment's, and one before it is refused. Failed before (each plan refused naming line 1 or 2)."""
+    from contact_sim.dtn import read_ion
+
+    path = tmp_path / "p.ion"
+    path.write_text(f"# page one{brk}# page two {brk}{brk}\na contact +0 +60 1 2 10 # up{brk}link\r\n"
+                    "a contact +0 +60 2 1 10\n", encoding="utf-8", newline="")
+    assert read_ion(path).windows.t_end_s.tolist() == [60.0]
+    message = _ion_refusal(path, f"# a note{brk}\na contact +0 +60 1 2 10{brk}# x\n", encoding="utf-8", newline="")
+    assert message == f"{path}:2: a line break {brk!r} inside the line; expected lines ended by LF or CR LF", message
