@@ -467,6 +467,8 @@ def _pos_int(token: str, what: str, where: str, allow_zero: bool = False, limit:
     return value
 
 
+_DIGITS = frozenset("0123456789")
+
 #: What ``str.splitlines()`` breaks a line at besides LF and CR LF: CR (not before an LF or at the end), VT, FF,
 #: FS, GS, RS, NEL, U+2028, U+2029.
 _LINE_BREAK = re.compile("\r(?!\n|\\Z)|[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
@@ -513,6 +515,9 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             continue
         if line.startswith("#"):
             words = line[1:].split()
+            # a header's value starts with an ASCII digit; '# start here' or '# node numbers: ...' is a comment
+            if len(words) < 2 or words[1][:1] not in _DIGITS:
+                continue
             if len(words) == 2 and words[0] == "start":
                 try:
                     header_start = parse_utc(words[1], field=f"{where}: start")

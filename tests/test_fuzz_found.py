@@ -1834,3 +1834,22 @@ def test_an_ion_comment_may_hold_any_line_break_ionadmin_does_not_end_a_line_at(
     assert read_ion(path).windows.t_end_s.tolist() == [60.0]
     message = _ion_refusal(path, f"# a note{brk}\na contact +0 +60 1 2 10{brk}# x\n", encoding="utf-8", newline="")
     assert message == f"{path}:2: a line break {brk!r} inside the line; expected lines ended by LF or CR LF", message
+
+
+def test_an_ion_comment_that_begins_like_a_header_but_holds_no_number_is_a_comment(tmp_path: Path) -> None:
+    """ionadmin passes over every '#' line; the importer read '# start WORD' and '# node WORD ...' as the
+    project's header lines, so a user's '# start here' or '# node numbers: 1 is the ground station' above a
+    valid plan was refused ('start: expected an ISO-8601 UTC time', 'expected an integer node number').
+    A header's value starts with an ASCII digit; a comment that does not is passed over, and a header that
+    does is read and checked as before. Failed before (both plans refused)."""
+    from contact_sim.dtn import read_ion
+
+    path = tmp_path / "p.ion"
+    path.write_text("# start here\n# node numbers: 1 is the ground station\n# node\n"
+                    "a contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n")
+    back = read_ion(path)
+    assert back.start is None and back.node_names == ["ipn-1", "ipn-2"]
+    message = _ion_refusal(path, "# start 2026-13-01T00:00:00Z\na contact +0 +60 1 2 10\n")
+    assert message.startswith(f"{path}:1: start: expected an ISO-8601 UTC time"), message
+    message = _ion_refusal(path, "# node 1_0 gs ground\na contact +0 +60 1 2 10\n")
+    assert message == f"{path}:1: expected an integer node number in ASCII digits, got '1_0'", message
