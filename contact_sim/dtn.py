@@ -561,6 +561,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             raise ContactError(f"{where}: expected 'a range FROM_TIME UNTIL_TIME FROM TO OWLT_S'")
         if words[1] == "contact" and (words[2] == "-1" or words[3] == "0"):
             _pos_int(words[4], "node number", where), _pos_int(words[5], "node number", where)  # as ionadmin reads them
+            _pos_int(words[6], "rate (bytes/s)", where, allow_zero=True)  # and its rate
             continue  # a registration or a hypothetical contact: no scheduled data
         t0 = _ion_time(words[2], plan.start, where, reference)
         t1 = _ion_time(words[3], plan.start, where, reference)
@@ -613,6 +614,8 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
     src = _pos_int(words[3], "node number", where)
     dst = _pos_int(words[4], "node number", where)
     if kind == "contact" and words[2] in ("-1", "0"):
+        if words[0] == "c":
+            _pos_int(words[5], "rate (bytes/s)", where, allow_zero=True)  # read as an 'a contact' line's is
         return  # a registration or a hypothetical contact, which were skipped
     if words[0] == "d" and words[2] == "*":
         t0s = starts[kind].pop((src, dst), set())

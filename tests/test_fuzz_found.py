@@ -1853,3 +1853,19 @@ def test_an_ion_comment_that_begins_like_a_header_but_holds_no_number_is_a_comme
     assert message.startswith(f"{path}:1: start: expected an ISO-8601 UTC time"), message
     message = _ion_refusal(path, "# node 1_0 gs ground\na contact +0 +60 1 2 10\n")
     assert message == f"{path}:1: expected an integer node number in ASCII digits, got '1_0'", message
+
+
+@pytest.mark.parametrize("text, line", [("a contact -1 +0 4 5 1_000\n", 1), ("a contact +0 0 4 5 \u0661\n", 1),
+                                        ("a contact -1 +0 4 5 +10\n", 1), ("c contact -1 4 5 1_000\n", 1)])
+def test_a_skipped_ion_registration_contact_still_has_its_rate_in_ascii_digits(tmp_path: Path, text: str,
+                                                                              line: int) -> None:
+    """bf2151c read a registration or hypothetical contact's node numbers before skipping it, but not its
+    rate: '1_000', '+10' or an Arabic-Indic one there was taken, where every other rate is refused (the module
+    doc and docs/formats.md: every number in ASCII digits). Failed before (the four plans read)."""
+    from contact_sim.dtn import read_ion
+
+    path = tmp_path / "p.ion"
+    message = _ion_refusal(path, "a contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n" + text, encoding="utf-8")
+    assert message.startswith(f"{path}:{line + 2}: expected an integer rate (bytes/s) in ASCII digits, got "), message
+    path.write_text("a contact +0 +60 1 2 10\na contact -1 +0 4 5 0\nc contact -1 4 5 7\n")
+    assert read_ion(path).node_names == ["ipn-1", "ipn-2"]
