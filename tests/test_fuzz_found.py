@@ -1869,3 +1869,21 @@ def test_a_skipped_ion_registration_contact_still_has_its_rate_in_ascii_digits(t
     assert message.startswith(f"{path}:{line + 2}: expected an integer rate (bytes/s) in ASCII digits, got "), message
     path.write_text("a contact +0 +60 1 2 10\na contact -1 +0 4 5 0\nc contact -1 4 5 7\n")
     assert read_ion(path).node_names == ["ipn-1", "ipn-2"]
+
+
+@pytest.mark.parametrize("space", ["\xa0", "\x1f", "\u2003", "\u3000", "\u202f"])
+def test_an_ion_field_separated_by_a_space_other_than_a_space_or_tab_is_refused(tmp_path: Path, space: str) -> None:
+    """str.split() also splits at US (\\x1f), a no-break space and the other Unicode spaces, which ionadmin
+    takes for part of a field: 'a contact<NBSP>+0 +60 1 2 10' was read as a contact with exit status 0. Such a
+    character outside a comment is refused naming the line; inside one it is passed over, as ionadmin passes
+    over comments. Failed before (the five plans read)."""
+    from contact_sim.dtn import read_ion
+
+    path = tmp_path / "p.ion"
+    message = _ion_refusal(path, f"# a{space}note\na contact +0 +60 1 2 10\na contact +0 +60 2 1{space}10\n",
+                           encoding="utf-8")
+    assert message == (f"{path}:3: a character {space!r} between or inside fields; expected fields separated by "
+                       "spaces or tabs"), message
+    path.write_text(f"# a{space}note\na\tcontact +0 +60 1 2 10 # up{space}link\na contact +0 +60 2 1 10\n",
+                    encoding="utf-8")
+    assert read_ion(path).windows.t_end_s.tolist() == [60.0]
