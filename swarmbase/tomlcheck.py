@@ -32,7 +32,7 @@ from typing import Any, Iterable, Iterator
 
 __all__ = ["Table", "read_toml", "read_text_file", "text_lines", "check_input_file", "is_finite_number", "is_decimal",
            "decimal_number", "shown",
-           "brief", "check_name_length",
+           "brief", "check_name_length", "allowed_text",
            "MAX_TOML_BYTES", "MAX_NAME_CHARS", "BRIEF_CHARS"]
 
 #: Configuration files larger than this are refused before parsing (bytes).
@@ -377,18 +377,19 @@ def check_name_length(name: str, where: str, error: type[Exception]) -> str:
 _ALLOWED_CHARS = 200
 
 
-def _allowed_text(key: str, allowed: Iterable[str]) -> str:
-    """The allowed keys for the message refusing ``key``: all of them, or, when they would not fit in
-    :data:`_ALLOWED_CHARS` (``[fol]``'s 38 made a line of 590 characters), the first ones, their count and
-    those closest to ``key``.
+def allowed_text(key: str, allowed: Iterable[str], sort: bool = True) -> str:
+    """The allowed keys for the message refusing ``key`` (a table's keys, a method's options): all of them,
+    or, when they would not fit in :data:`_ALLOWED_CHARS` (``[fol]``'s 38 made a line of 590 characters),
+    the first ones, their count and those closest to ``key``. ``sort=False`` keeps the order given (a
+    method's options as it declares them).
 
-    >>> _allowed_text("rate", {"rate_bps", "model"})
+    >>> allowed_text("rate", {"rate_bps", "model"})
     'model, rate_bps'
-    >>> text = _allowed_text("gate_epoch", {f"key_{i:02d}" for i in range(40)} | {"gate_epochs"})
+    >>> text = allowed_text("gate_epoch", {f"key_{i:02d}" for i in range(40)} | {"gate_epochs"})
     >>> len(text), text[:28], text[-47:]
     (188, 'gate_epochs, key_00, key_01,', 'key_16, ... (41 keys; the closest: gate_epochs)')
     """
-    names = sorted(allowed)
+    names = sorted(allowed) if sort else list(allowed)
     whole = ", ".join(names)
     if len(whole) <= _ALLOWED_CHARS:
         return whole
@@ -421,7 +422,7 @@ class Table:
             unknown = sorted(set(data) - allowed)
             if unknown:
                 self._raise(f"{where or 'top level'}: unknown key {shown(unknown[0])} "
-                            f"(allowed: {_allowed_text(unknown[0], allowed)})")
+                            f"(allowed: {allowed_text(unknown[0], allowed)})")
         self.data: dict[str, Any] = data
 
     # ---------------------------------------------------------------- errors

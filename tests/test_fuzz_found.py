@@ -1887,3 +1887,48 @@ def test_an_ion_field_separated_by_a_space_other_than_a_space_or_tab_is_refused(
     path.write_text(f"# a{space}note\na\tcontact +0 +60 1 2 10 # up{space}link\na contact +0 +60 2 1 10\n",
                     encoding="utf-8")
     assert read_ion(path).windows.t_end_s.tolist() == [60.0]
+
+
+# ------------------------------------------------------------------ swarm scenario, FL side (fol/simulation/scenario.py, check.py)
+
+def _swarm_check(tmp_path: Path, capsys: pytest.CaptureFixture[str], methods: str) -> str:
+    """``fol simulate --check`` of examples/drone_swarm.toml with its ``[methods]`` table replaced: the one
+    line it printed on stderr (exit status 2)."""
+    from fol.cli import main
+
+    text = (Path(__file__).resolve().parents[1] / "examples" / "drone_swarm.toml").read_text()
+    head, _, tail = text.partition("[methods]")
+    path = tmp_path / "s.toml"
+    path.write_text(head + methods + "\n[run]" + tail.partition("[run]")[2])
+    assert main(["simulate", str(path), "--check"]) == 2
+    err = capsys.readouterr().err.strip()
+    _one_line(err)
+    assert err.startswith(f"fol simulate: error: {path}: "), err
+    err = err.removeprefix(f"fol simulate: error: {path}: ")
+    assert len(err) < 300, err  # after the file's name, which is as long as the caller made it
+    return err
+
+
+@pytest.mark.parametrize("method", ["dense", "co-boosting"])
+@pytest.mark.parametrize("budget", ["[]", '["tiny"]', "{ a = 1 }"])
+def test_a_data_free_budget_that_is_not_a_name_is_refused_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                    method: str, budget: str) -> None:
+    """The scenario fuzzer, FL side: ``[methods.dense] budget = []`` (an array or a table) was looked up in the
+    budgets' dict, and the refusal was 'methods.dense: invalid option(s): unhashable type: 'list'', naming
+    neither the field nor what it takes."""
+    err = _swarm_check(tmp_path, capsys, f'[methods]\nrun = ["local", "{method}"]\n[methods.{method}]\nbudget = {budget}\n')
+    assert err.startswith(f"methods.{method}.budget must be one of 'tiny', "), err
+
+
+@pytest.mark.parametrize("method", ["dense", "co-boosting"])
+def test_an_unknown_data_free_option_is_refused_in_a_short_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                method: str) -> None:
+    """The scenario fuzzer, FL side: an unknown ``[methods.dense]`` key was refused listing all 24 options,
+    a line of about 390 characters, and every unknown key whole (a table of 2,000 made a line of 30 kB).
+    Now the first unknown key, their count and the options as an unknown ``[fol]`` key lists its keys."""
+    err = _swarm_check(tmp_path, capsys, f'[methods]\nrun = ["local", "{method}"]\n[methods.{method}]\nkd_bach = 1\n')
+    assert err.startswith(f"methods.{method}: invalid option(s): unknown 'kd_bach'; expected some of "), err
+    assert err.endswith("; the closest: kd_batch)"), err
+    many = "".join(f"zz{i} = 1\n" for i in range(2000))
+    err = _swarm_check(tmp_path, capsys, f'[methods]\nrun = ["local", "{method}"]\n[methods.{method}]\n{many}')
+    assert err.startswith(f"methods.{method}: invalid option(s): unknown 'zz0' and 1,999 more; expected some of "), err

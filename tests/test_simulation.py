@@ -215,7 +215,7 @@ def test_a_scenario_name_over_200_characters_is_refused() -> None:
     ({"dm-pfl": {"sparse": 0.5}}, r"^tiny\.toml: methods\.dm-pfl: invalid option\(s\): unknown 'sparse'; "
                                   r"expected some of sparsity, .*, init, local_epochs, fraction, lr, rounds$"),
     ({"dense": {"epoch": 5}}, r"^tiny\.toml: methods\.dense: invalid option\(s\): unknown 'epoch'; expected "
-                              r"some of budget, epochs, g_steps, .*, epsilon$"),
+                              r"some of budget, epochs, g_steps, .*, \.\.\. \(24 keys; the closest: epochs\)$"),
     ({"hermes": {"prune_rate": 2.0}}, r"^tiny\.toml: methods\.hermes\.prune_rate must be a number in \(0, 1\]"),
     ({"fol": {"top_k": 2}}, r"^tiny\.toml: methods\.fol: invalid option\(s\): unknown 'top_k'; it takes no "
                             r"options \(FOL's settings are the scenario's \[fol\] table\)$"),

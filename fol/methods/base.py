@@ -30,7 +30,7 @@ from fol.data import NodeData
 from fol.errors import ConfigError
 from fol.models import ModelSpec
 from fol.train import TrainConfig
-from swarmbase.tomlcheck import shown
+from swarmbase.tomlcheck import allowed_text, shown
 
 __all__ = [
     "NodeSetup",
@@ -232,11 +232,11 @@ def get_method(name: str, **options: Any) -> Method:
     accepted = cls.option_names()
     if accepted is not None:
         unknown = [k for k in options if k not in accepted]
-        if unknown:
-            takes = f"expected some of {', '.join(accepted)}" if accepted else \
+        if unknown:  # the first one and their count: a table may hold thousands, each of any length
+            takes = f"expected some of {allowed_text(unknown[0], accepted, sort=False)}" if accepted else \
                 "it takes no options" + (f" ({cls.settings_elsewhere})" if cls.settings_elsewhere else "")
-            raise ConfigError(f"methods.{name}: invalid option(s): unknown {', '.join(shown(k) for k in unknown)}; "
-                              f"{takes}")
+            more = f" and {len(unknown) - 1:,} more" if len(unknown) > 1 else ""
+            raise ConfigError(f"methods.{name}: invalid option(s): unknown {shown(unknown[0])}{more}; {takes}")
     try:
         return cls(**options)
     except TypeError as exc:

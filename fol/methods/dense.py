@@ -551,7 +551,7 @@ class _DataFreeMethod(Method):
     def budget_options(cls, budget: str) -> dict[str, int]:
         if budget == "paper":
             return dict(cls.paper_budget)
-        if budget not in BUDGETS:
+        if not isinstance(budget, str) or budget not in BUDGETS:  # an array or a table is no name either
             raise ConfigError(f"methods.{cls.name}.budget must be one of {', '.join(map(repr, [*BUDGETS, 'paper']))}, "
                               f"got {shown(budget)}")
         return dict(BUDGETS[budget])
