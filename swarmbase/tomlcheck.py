@@ -109,15 +109,12 @@ def text_lines(text: str) -> list[str]:
     >>> text_lines(""), text_lines("a\\n")
     ([], ['a'])
     """
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    if lines[-1] == "":  # the end of the last line, or an empty text
-        lines.pop()
-    return lines
+    return [line for _, line in numbered_text_lines(text)]
 
 
 def numbered_text_lines(text: str) -> Iterator[tuple[int, str]]:
-    """``(number, line)`` of the lines of :func:`text_lines`, the same lines numbered from 1, made one at a time:
-    a reader of a large file (an OEM of 64 MiB) holds no list of every line.
+    """``(number, line)`` of the lines of :func:`text_lines`, the same lines numbered from 1, made one at a time
+    (the one way they are split): a reader of a large file (an OEM of 64 MiB) holds no list of every line.
 
     >>> list(numbered_text_lines("a\\u2028b\\r\\nc\\rd\\n\\ne"))
     [(1, 'a\\u2028b'), (2, 'c'), (3, 'd'), (4, ''), (5, 'e')]

@@ -373,15 +373,21 @@ def test_a_name_with_a_byte_that_is_not_utf8_and_a_control_character_is_escaped_
 
 
 def test_numbered_text_lines_are_text_lines_made_one_at_a_time() -> None:
-    """The lazy twin the OEM reader takes its lines from gives text_lines' lines (LF, CR LF or CR alone end one;
-    U+2028, a form feed and the rest do not), numbered from 1, for every text of up to 6 of these characters."""
+    """The lines the OEM reader takes one at a time, and text_lines lists, are the editor's (LF, CR LF or CR
+    alone end one; U+2028, a form feed and the rest do not; a last line without an end counts, an empty text
+    has none), numbered from 1, for every text of up to 6 of these characters."""
     import itertools
 
     from swarmbase.tomlcheck import numbered_text_lines, text_lines
 
+    def editors_lines(text: str) -> list[str]:
+        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        return lines[:-1] if lines[-1] == "" else lines
+
     for size in range(7):
         for chars in itertools.product("a\r\n\u2028\x0c", repeat=size):
             text = "".join(chars)
-            assert list(numbered_text_lines(text)) == list(enumerate(text_lines(text), 1)), repr(text)
+            assert list(numbered_text_lines(text)) == list(enumerate(editors_lines(text), 1)), repr(text)
+            assert text_lines(text) == editors_lines(text), repr(text)
     text = "x\r\n" * 3 + "y\r" * 2 + "z"
     assert list(numbered_text_lines(text)) == [(1, "x"), (2, "x"), (3, "x"), (4, "y"), (5, "y"), (6, "z")]
