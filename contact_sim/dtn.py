@@ -7,7 +7,7 @@
 
 Times are whole seconds relative to the plan start (``+t``), or absolute UTC
 ``yyyy/mm/dd-hh:mm:ss`` when the plan start is known. ION node numbers are
-positive integers; every number is read in ASCII digits; this project writes node ``i`` as ``i + 1`` and keeps the
+integers of 1 to 2**64 - 1 (unsigned 64-bit, as ION and HDTN hold them); every number is read in ASCII digits; this project writes node ``i`` as ``i + 1`` and keeps the
 names in header comments that :func:`read_ion` reads back::
 
     # fol-swarm contact plan
@@ -411,10 +411,16 @@ MAX_PLAN_INT = 10**100
 #: holds every integer up to this exactly, so an export writes back the OWLT it read (10**100 came back
 #: as 1.00000000000000001590e100, which the import refuses).
 MAX_PLAN_OWLT_S = int(MAX_ION_OFFSET_S)
+#: Largest node number: ION reads one as a ``uvast`` and HDTN as a ``uint64_t`` (unsigned 64-bit), so a larger
+#: one names no node either tool holds. The plan numbers its nodes by their rank (0, 1, ...), so no array is
+#: typed or sized by a node number.
+MAX_NODE_NUMBER = 2**64 - 1
 
 
 def _limit_text(limit: int) -> str:
-    """A limit as messages write it: ``1e100``, ``1e10``."""
+    """A limit as messages write it: ``1e100``, ``1e10``, and :data:`MAX_NODE_NUMBER` in full."""
+    if limit == MAX_NODE_NUMBER:
+        return f"{limit} (unsigned 64-bit)"
     return f"{limit:.0e}".replace("e+", "e")
 
 
@@ -465,6 +471,12 @@ def _pos_int(token: str, what: str, where: str, allow_zero: bool = False, limit:
     if value > limit:
         raise ContactError(f"{where}: {what} {token[:40]!r} is too large; expected at most {_limit_text(limit)}")
     return value
+
+
+def _node_numbers(src: str, dst: str, where: str) -> tuple[int, int]:
+    """A line's FROM and TO node numbers: positive integers of at most :data:`MAX_NODE_NUMBER`."""
+    return (_pos_int(src, "node number", where, limit=MAX_NODE_NUMBER),
+            _pos_int(dst, "node number", where, limit=MAX_NODE_NUMBER))
 
 
 _DIGITS = frozenset("0123456789")
@@ -533,7 +545,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
                                        f"({utc_text(start)}); drop one of the two")
                 plan.start = header_start
             elif len(words) >= 3 and words[0] == "node":
-                number = _pos_int(words[1], "node number", where)
+                number = _pos_int(words[1], "node number", where, limit=MAX_NODE_NUMBER)
                 if number in plan.names:
                     raise ContactError(f"{where}: node {number} named twice in the header")
                 # '# node N NAME [KIND]'; a name with spaces ('ISS (ZARYA)') is written with its kind last
@@ -565,15 +577,14 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
         if words[1] == "range" and len(words) != 7:
             raise ContactError(f"{where}: expected 'a range FROM_TIME UNTIL_TIME FROM TO OWLT_S'")
         if words[1] == "contact" and (words[2] == "-1" or words[3] == "0"):
-            _pos_int(words[4], "node number", where), _pos_int(words[5], "node number", where)  # as ionadmin reads them
+            _node_numbers(words[4], words[5], where)  # as ionadmin reads them
             _pos_int(words[6], "rate (bytes/s)", where, allow_zero=True)  # and its rate
             continue  # a registration or a hypothetical contact: no scheduled data
         t0 = _ion_time(words[2], plan.start, where, reference)
         t1 = _ion_time(words[3], plan.start, where, reference)
         if t1 <= t0:
             raise ContactError(f"{where}: the end time {shown(words[3])} is not after the start time {shown(words[2])}")
-        src = _pos_int(words[4], "node number", where)
-        dst = _pos_int(words[5], "node number", where)
+        src, dst = _node_numbers(words[4], words[5], where)
         value = (_pos_int(words[6], "rate (bytes/s)", where, allow_zero=True) if words[1] == "contact"
                  else _pos_int(words[6], "OWLT (s)", where, allow_zero=True, limit=MAX_PLAN_OWLT_S))
         if src == dst:
@@ -616,8 +627,7 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
         raise ContactError(f"{where}: expected 'c contact START FROM TO RATE_BYTES_PER_S'")
     if words[0] == "c" and len(words) == 7:
         _check_confidence(words[6], where)
-    src = _pos_int(words[3], "node number", where)
-    dst = _pos_int(words[4], "node number", where)
+    src, dst = _node_numbers(words[3], words[4], where)
     if kind == "contact" and words[2] in ("-1", "0"):
         if words[0] == "c":
             _pos_int(words[5], "rate (bytes/s)", where, allow_zero=True)  # read as an 'a contact' line's is
@@ -850,7 +860,8 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
         unknown = sorted(set(record) - _HDTN_KEYS)
         if unknown:
             raise ContactError(f"{where}: unknown key {shown(unknown[0])}; expected {', '.join(sorted(_HDTN_KEYS))}")
-        src, dst = _hdtn_int(record, "source", where, True), _hdtn_int(record, "dest", where, True)
+        src = _hdtn_int(record, "source", where, True, MAX_NODE_NUMBER)
+        dst = _hdtn_int(record, "dest", where, True, MAX_NODE_NUMBER)
         t0, t1 = _hdtn_int(record, "startTime", where), _hdtn_int(record, "endTime", where)
         if "rateBitsPerSec" in record:
             rate_bps = _hdtn_int(record, "rateBitsPerSec", where)

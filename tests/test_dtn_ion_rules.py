@@ -1,0 +1,71 @@
+"""The ION / HDTN contact-plan importer and exporter (contact_sim/dtn.py): node numbers as ION and HDTN hold
+them, the project's header lines, skipped contacts' fields, duplicate contacts and exports that carry nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contact_sim import ContactError
+from contact_sim.dtn import format_ion, read_hdtn, read_ion
+
+MAX_NODE = 2**64 - 1
+
+
+def _refusal(path: Path, text: str, reader=read_ion) -> str:
+    """The one-line refusal of a plan file holding ``text``."""
+    path.write_text(text)
+    with pytest.raises(ContactError) as info:
+        reader(path)
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 300, message
+    return message
+
+
+# ------------------------------------------------------------------------------------------- node numbers
+
+@pytest.mark.parametrize("text, line, token", [
+    ("a contact +0 +60 18446744073709551616 2 1000\n", 1, "18446744073709551616"),
+    ("a contact +0 +60 1 2 1000\na contact +0 +60 2 1%s 1000\n" % ("0" * 99), 2, "1" + "0" * 38),
+    ("a contact +0 +60 1 2 1000\na range +0 +60 1 18446744073709551616 1\n", 2, "18446744073709551616"),
+    ("a contact +0 +60 1 2 1000\nd contact +0 1 99999999999999999999\n", 2, "99999999999999999999"),
+    ("a contact -1 +0 18446744073709551616 2 1000\na contact +0 +60 1 2 1000\n", 1, "18446744073709551616"),
+    ("# fol-swarm contact plan\n# node 18446744073709551616 gs ground_station\na contact +0 +60 1 2 1000\n", 2,
+     "18446744073709551616"),
+])
+def test_an_ion_node_number_above_2_64_minus_1_is_refused(tmp_path: Path, text: str, line: int, token: str) -> None:
+    """ION's node numbers are unsigned 64-bit (uvast): a node number of 2**64 .. 1e100 was taken (the import
+    allowed every integer up to 1e100), a plan ionadmin cannot hold. Failed before (every one read)."""
+    path = tmp_path / "p.ion"
+    message = _refusal(path, text)
+    assert message.startswith(f"{path}:{line}: node number '{token}"), message
+    assert message.endswith(f"is too large; expected at most {MAX_NODE} (unsigned 64-bit)"), message
+
+
+@pytest.mark.parametrize("key", ["source", "dest"])
+def test_an_hdtn_node_number_above_2_64_minus_1_is_refused(tmp_path: Path, key: str) -> None:
+    """HDTN reads source and dest as uint64_t: 2**64 was taken. Failed before."""
+    record = {"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 8, key: 2**64}
+    path = tmp_path / "p.json"
+    message = _refusal(path, json.dumps({"contacts": [record]}), read_hdtn)
+    assert message == (f"{path}: contacts[0]: {key}: expected an integer of at most {MAX_NODE} (unsigned 64-bit), "
+                       f"got '{2**64}'"), message
+
+
+def test_the_largest_node_numbers_are_read_without_overflow_and_round_trip(tmp_path: Path) -> None:
+    """A node number of up to 2**64 - 1 is a label: the plan's node index counts the nodes it names (0, 1, 2),
+    nothing is sized or typed by the number (2**64 - 1 fits no int64), and the names come back on export."""
+    path = tmp_path / "p.ion"
+    path.write_text(f"a contact +0 +60 {MAX_NODE} {2**63} 1000\na contact +0 +60 {2**63} {MAX_NODE} 1000\n"
+                    f"a contact +60 +120 {2**63} 7 1000\n")
+    plan = read_ion(path)
+    assert plan.node_names == ["ipn-7", f"ipn-{2**63}", f"ipn-{MAX_NODE}"]
+    assert sorted(zip(plan.windows.a.tolist(), plan.windows.b.tolist())) == [(0, 1), (1, 2)]
+    assert plan.windows.a.max() < 3 and plan.windows.b.max() < 3
+    out = tmp_path / "back.ion"
+    out.write_text(format_ion(plan))
+    back = read_ion(out)
+    assert back.node_names == plan.node_names
+    assert back.windows.t_start_s.tolist() == plan.windows.t_start_s.tolist()
