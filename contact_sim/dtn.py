@@ -8,7 +8,9 @@
 Times are whole seconds relative to the plan start (``+t``), or absolute UTC
 ``yyyy/mm/dd-hh:mm:ss`` when the plan start is known. ION node numbers are
 integers of 1 to 2**64 - 1 (unsigned 64-bit, as ION and HDTN hold them); every number is read in ASCII digits; this project writes node ``i`` as ``i + 1`` and keeps the
-names in header comments that :func:`read_ion` reads back::
+names in header comments that :func:`read_ion` reads back (only in a plan whose first line is the first line
+below, and only the comment lines before its first command; any other ``#`` line is a comment, as ``ionadmin``
+reads it)::
 
     # fol-swarm contact plan
     # start 2025-03-01T00:00:00Z
@@ -100,6 +102,9 @@ _ION_TIME = "%Y/%m/%d-%H:%M:%S"
 #: An HDTN plan's JSON limits: ``{"contacts": [{...}]}`` is 3 levels deep; compact records of 8 values
 #: (about 90 bytes) fill the size limit with about 6,000,000 values.
 MAX_HDTN_JSON_DEPTH, MAX_HDTN_JSON_VALUES = 8, 8_000_000
+#: The first line of an ION plan this project writes; only in a plan that opens with it are the comment lines
+#: before the first command read as its headers (``# start``, ``# node``).
+HEADER_MARKER = "# fol-swarm contact plan"
 _IGNORED = ("1", "s", "m", "x", "q", "e", "h", "?", "l", "w", "v", "i", "^")
 
 
@@ -268,7 +273,7 @@ def _ion_header(plan: ContactPlan) -> bytes:
     """An ION plan's header comments (ASCII): what it is, its start, each node's number, name and kind.
     A name or kind a header line cannot carry (not ASCII; whitespace other than single spaces) is refused,
     naming the node by its number in the plan (from 1, as its header line and contacts number it)."""
-    lines = ["# fol-swarm contact plan (ION ionadmin commands; rates in bytes/s, times in s)"]
+    lines = [f"{HEADER_MARKER} (ION ionadmin commands; rates in bytes/s, times in s)"]
     if plan.start is not None:
         lines.append(f"# start {utc_text(plan.start)}")
     for i, (name, kind) in enumerate(zip(plan.node_names, plan.node_kinds)):
@@ -444,7 +449,7 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
         raise ContactError(f"{where}: expected +SECONDS or yyyy/mm/dd-hh:mm:ss, got {shown(token)}") from None
     if start is None:
         raise ContactError(f"{where}: absolute time {token!r} needs the plan start "
-                           "(a '# start ...' header line or time.start)")
+                           "(time.start, or the '# start ...' header of a fol-swarm plan)")
     offset = (t - start).total_seconds()
     if not 0 <= offset <= MAX_ION_OFFSET_S:
         raise ContactError(f"{where}: {token} is {'before' if offset < 0 else 'too long after'} the plan start "
@@ -525,15 +530,25 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     if odd:  # split() takes it for a space, ionadmin for a part of the field
         raise ContactError(f"{source}:{text.count(chr(10), 0, odd.start()) + 1}: a character {shown(odd.group())} "
                            "between or inside fields; expected fields separated by spaces or tabs")
+    # the project's header lines are read in the comment lines that open a plan whose first line is the
+    # HEADER_MARKER, as the export writes them; everywhere else a '#' line is a comment, as ionadmin reads it
+    # ('# node 5 goes offline' names nothing)
+    headers: bool | None = None  # None until the first non-empty line
+    passed_over = None  # where the first line of a header's shape was read as a comment
     for lineno, raw in enumerate(text.split("\n"), 1):  # ionadmin's lines; str.splitlines() breaks at 8 more
         where = f"{source}:{lineno}"
         line = raw.strip()
         if not line:
             continue
+        if headers is None:
+            headers = line.startswith("#") and line[1:].split()[:3] == HEADER_MARKER[2:].split()
         if line.startswith("#"):
             words = line[1:].split()
             # a header's value starts with an ASCII digit; '# start here' or '# node numbers: ...' is a comment
-            if len(words) < 2 or words[1][:1] not in _DIGITS:
+            if len(words) < 2 or words[1][:1] not in _DIGITS or words[0] not in ("start", "node"):
+                continue
+            if not headers:
+                passed_over = passed_over or where
                 continue
             if len(words) == 2 and words[0] == "start":
                 try:
@@ -557,6 +572,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
                 plan.names[number] = check_name_length(name, f"{where}: node {number}", ContactError)
                 plan.kinds[number] = kind
             continue
+        headers = False  # the opening comment lines end at the first command
         words = line.split("#", 1)[0].split()
         if words[0] in _IGNORED:
             continue
@@ -598,6 +614,9 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     plan.ranges = [tuple(r) for r in plan.ranges if r[4] is not None]
     if not plan.contacts:
         raise ContactError(f"{source}: no 'a contact' lines of a positive rate between two different nodes")
+    if passed_over is not None:
+        log.info("%s: a '# start' or '# node' line is read as a comment: header lines are read only at the top "
+                 "of a plan whose first line is %r", passed_over, HEADER_MARKER)
     return plan
 
 

@@ -377,12 +377,12 @@ def test_a_horizon_past_9999_from_the_constellation_epoch_names_where_its_start_
 
 
 @pytest.mark.parametrize("header, end, time, message", [
-    ("# start 9999-12-31T23:59:00Z\n", "+50", "duration_s = 3600.0", "s.toml: time.duration_s: 3600 s from the "
+    ("# fol-swarm contact plan\n# start 9999-12-31T23:59:00Z\n", "+50", "duration_s = 3600.0", "s.toml: time.duration_s: 3600 s from the "
      "start of contacts.plan_file ({plan}) 9999-12-31T23:59:00Z end after 9999-12-31T23:59:59Z, the last time an "
      "ISO-8601 UTC stamp names; shorten time.duration_s"),
     ("", "+3000", 'start = "9999-12-31T23:50:00Z"\nduration_s = 60.0', "s.toml: {plan}:1: contact: 3000 s from the "
      "plan's start 9999-12-31T23:50:00Z end after 9999-12-31T23:59:59Z, the last time an ISO-8601 UTC stamp names"),
-    ("# start 9999-12-31T23:59:00Z\n", "+3000", "duration_s = 3600.0", "s.toml: {plan}:2: contact: 3000 s from the "
+    ("# fol-swarm contact plan\n# start 9999-12-31T23:59:00Z\n", "+3000", "duration_s = 3600.0", "s.toml: {plan}:3: contact: 3000 s from the "
      "plan's start 9999-12-31T23:59:00Z end after 9999-12-31T23:59:59Z, the last time an ISO-8601 UTC stamp names"),
 ], ids=["horizon-from-the-plans-start", "window-past-9999", "both-the-window-first"])
 def test_an_imported_plan_reaching_past_9999_is_refused_by_the_check(tmp_path, capsys, header, end, time, message):
@@ -506,8 +506,8 @@ def test_a_node_name_over_200_characters_is_refused_where_it_is_read(tmp_path):
     csv_path.write_text(f"node_id,t_s,x_km,y_km,z_km\n{'d' * 201},0,0,0,0\n")
     with pytest.raises(ContactError, match=r"w\.csv:2: node_id: expected a name of at most 200 characters, got 201"):
         read_waypoints_csv(csv_path)
-    ion = "# node 1 {} satellite\na contact +0 +60 1 2 1000\n"
-    with pytest.raises(ContactError, match=r"^p\.ion:1: node 1: expected a name of at most 200 characters, got 201"):
+    ion = "# fol-swarm contact plan\n# node 1 {} satellite\na contact +0 +60 1 2 1000\n"
+    with pytest.raises(ContactError, match=r"^p\.ion:2: node 1: expected a name of at most 200 characters, got 201"):
         parse_ion(ion.format("n" * 201), "p.ion")
     assert parse_ion(ion.format("n" * 200), "p.ion").names == {1: "n" * 200}
 

@@ -69,3 +69,64 @@ def test_the_largest_node_numbers_are_read_without_overflow_and_round_trip(tmp_p
     back = read_ion(out)
     assert back.node_names == plan.node_names
     assert back.windows.t_start_s.tolist() == plan.windows.t_start_s.tolist()
+
+
+# ------------------------------------------------------------------------------------------- header lines
+
+PAIR = "a contact +0 +60 3 5 1000\na contact +0 +60 5 3 1000\n"
+
+
+def test_a_comment_shaped_like_a_node_header_in_a_hand_written_plan_is_a_comment(tmp_path: Path, caplog) -> None:
+    """'# node 5 goes offline' in a hand-written ION file was read as the header '# node N NAME KIND': node 5
+    named 'goes', of kind 'offline' (and '# node 3 is the ground station' named node 3 'is the ground', of
+    kind 'station'). ionadmin passes over every '#' line; only a plan opening with the project's first line
+    has headers. Failed before (names 'goes' and 'is the ground')."""
+    import logging
+
+    path = tmp_path / "p.ion"
+    path.write_text("# my pass schedule\n# node 3 is the ground station\n" + PAIR + "# node 5 goes offline\n")
+    with caplog.at_level(logging.INFO, logger="contact_sim.dtn"):
+        plan = read_ion(path)
+    assert plan.node_names == ["ipn-3", "ipn-5"] and plan.node_kinds == ["node", "node"]
+    said = [r.getMessage() for r in caplog.records if "read as a comment" in r.getMessage()]
+    assert said == [f"{path}:2: a '# start' or '# node' line is read as a comment: header lines are read only at "
+                    "the top of a plan whose first line is '# fol-swarm contact plan'"], said
+
+
+def test_a_hand_written_plan_without_the_first_line_has_no_start_header(tmp_path: Path) -> None:
+    """A plan without the project's first line gives no start: its absolute times need time.start."""
+    path = tmp_path / "p.ion"
+    message = _refusal(path, "# start 2026-08-01T00:00:00Z\na contact 2026/08/01-00:00:00 +60 3 5 1000\n")
+    assert message == (f"{path}:2: absolute time '2026/08/01-00:00:00' needs the plan start (time.start, or the "
+                       "'# start ...' header of a fol-swarm plan)"), message
+    path.write_text("# fol-swarm contact plan\n" + path.read_text())
+    assert read_ion(path).windows.t_end_s.tolist() == [60.0]
+
+
+def test_headers_are_read_at_the_top_of_the_projects_plan_only(tmp_path: Path) -> None:
+    """In a plan opening with '# fol-swarm contact plan', the comment lines before the first command are its
+    headers (as the export writes them); a '# node' line after a command is a comment, a user's note in an
+    exported plan."""
+    path = tmp_path / "p.ion"
+    path.write_text("\n  # fol-swarm contact plan (ION)\n# start 2026-08-01T00:00:00Z\n# node 3 Matera ground_station\n"
+                    "# node 5 ISS (ZARYA) satellite\n" + PAIR + "# node 5 goes offline\n")
+    plan = read_ion(path)
+    assert plan.node_names == ["Matera", "ISS (ZARYA)"] and plan.node_kinds == ["ground_station", "satellite"]
+    assert plan.start is not None and plan.start.isoformat() == "2026-08-01T00:00:00+00:00"
+    message = _refusal(path, "# fol-swarm contact plan\n# node 5 a drone\n# node 5 goes offline\n" + PAIR)
+    assert message == f"{path}:3: node 5 named twice in the header", message
+
+
+def test_the_projects_plan_round_trips_its_headers_exactly(tmp_path: Path) -> None:
+    """Export -> import -> export of a named plan with a start gives the same text, names, kinds and start."""
+    path = tmp_path / "p.ion"
+    path.write_text("# fol-swarm contact plan\n# start 2026-08-01T00:00:00Z\n# node 1 Matera ground_station\n"
+                    "# node 2 ISS (ZARYA) satellite\n# node 3 far drone\n"
+                    "a contact +0 +60 1 2 1000\na contact +0 +60 2 1 1000\na contact +60 +90 2 3 7\n")
+    plan = read_ion(path)
+    text = format_ion(plan)
+    (tmp_path / "back.ion").write_text(text)
+    back = read_ion(tmp_path / "back.ion")
+    assert (back.node_names, back.node_kinds, back.start) == (plan.node_names, plan.node_kinds, plan.start)
+    assert back.node_names == ["Matera", "ISS (ZARYA)", "far"]
+    assert format_ion(back) == text

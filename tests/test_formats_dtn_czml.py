@@ -151,8 +151,8 @@ def test_ion_absolute_times_and_foreign_files() -> None:
     ("a contact +0 +60 1 2 1\na contact +0 +60 2 1 1\na contact +0 +60 1 2 2\n",
      r"p\.ion:3: contact 1->2 \+0 \+60 listed twice \(first at .*p\.ion:1\)"),
     ("a contact +0 +999999999999999999 1 2 1\n", r"p\.ion:1: expected a relative time \+SECONDS of 0\.\.1e\+10"),
-    ("# start 2026-08-01T00:00:00Z\na contact 2026/07/01-00:00:00 +60 1 2 1\n",
-     r"p\.ion:2: 2026/07/01-00:00:00 is before the plan start 2026-08-01T00:00:00Z"),
+    ("# fol-swarm contact plan\n# start 2026-08-01T00:00:00Z\na contact 2026/07/01-00:00:00 +60 1 2 1\n",
+     r"p\.ion:3: 2026/07/01-00:00:00 is before the plan start 2026-08-01T00:00:00Z"),
     # integers too large for a float: one line, not an OverflowError
     ("a contact +0 +60 1 2 1%s\na contact +0 +60 2 1 1%s\n" % ("0" * 400, "0" * 400),
      r"p\.ion:1: rate \(bytes/s\) '10+' is too large; expected at most 1e100"),
@@ -464,7 +464,7 @@ initial_charge = 0.0
 
 def test_simulate_driven_by_an_imported_ion_plan(tmp_path: Path) -> None:
     # a, b, c see each other for 10 minutes at 1 Mbit/s; "far" is in the header but has no contact.
-    lines = ["# start 2026-08-01T00:00:00Z", "# node 1 a drone", "# node 2 b drone", "# node 3 c drone",
+    lines = ["# fol-swarm contact plan", "# start 2026-08-01T00:00:00Z", "# node 1 a drone", "# node 2 b drone", "# node 3 c drone",
              "# node 4 far drone"]
     for s, d in ((1, 2), (1, 3), (2, 3)):
         lines += [f"a contact +0 +600 {s} {d} 125000", f"a contact +0 +600 {d} {s} 125000"]

@@ -1664,8 +1664,8 @@ def test_an_ion_header_node_name_with_a_control_character_is_refused(tmp_path: P
     fuzzer's accepted mutant of the ISS header): the name of a node in every table, CZML and message the
     plan gives, a terminal escape in a log line, as the TLE, OMM and OEM readers refuse a name with one."""
     path = tmp_path / "p.ion"
-    message = _ion_refusal(path, f"{header}\na contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n")
-    assert message.startswith(f"{path}:1: node 1: expected a name and kind without control characters"), message
+    message = _ion_refusal(path, f"# fol-swarm contact plan\n{header}\na contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n")
+    assert message.startswith(f"{path}:2: node 1: expected a name and kind without control characters"), message
     assert message.isprintable(), message
 
 
@@ -1676,7 +1676,7 @@ def test_an_ion_plan_start_before_the_year_1000_is_exported_as_it_is_read(start:
     '# start 26-08-01T00:00:00Z', which the importer then refused ('start: expected an ISO-8601 UTC time')."""
     from contact_sim.dtn import format_ion, ion_to_plan, parse_ion
 
-    text = f"# start {start}\na contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n"
+    text = f"# fol-swarm contact plan\n# start {start}\na contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n"
     plan = ion_to_plan(parse_ion(text, "p.ion"), "p.ion")
     exported = format_ion(plan)
     assert f"# start {start}\n" in exported, exported
@@ -1805,8 +1805,9 @@ def test_an_ion_absolute_time_and_a_loopback_rate_are_read_in_ascii_digits(tmp_p
     time's year in Arabic-Indic digits was read (strptime's %Y takes every script's digits), and a loopback
     contact's rate (or range's OWLT) was skipped unread, so '1_000000' there was taken."""
     path = tmp_path / "p.ion"
-    message = _ion_refusal(path, f"# start 2026-08-01T00:00:00Z\na contact +0 +60 1 2 10\n{line}\n", encoding="utf-8")
-    assert message == f"{path}:3: {says}", message
+    message = _ion_refusal(path, f"# fol-swarm contact plan\n# start 2026-08-01T00:00:00Z\na contact +0 +60 1 2 10\n{line}\n",
+                           encoding="utf-8")
+    assert message == f"{path}:4: {says}", message
 
 
 @pytest.mark.parametrize("digits", [400, 4000])
@@ -1845,14 +1846,15 @@ def test_an_ion_comment_that_begins_like_a_header_but_holds_no_number_is_a_comme
     from contact_sim.dtn import read_ion
 
     path = tmp_path / "p.ion"
-    path.write_text("# start here\n# node numbers: 1 is the ground station\n# node\n"
+    marker = "# fol-swarm contact plan\n"  # headers are read only in the project's plans (test_dtn_ion_rules.py)
+    path.write_text(marker + "# start here\n# node numbers: 1 is the ground station\n# node\n"
                     "a contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n")
     back = read_ion(path)
     assert back.start is None and back.node_names == ["ipn-1", "ipn-2"]
-    message = _ion_refusal(path, "# start 2026-13-01T00:00:00Z\na contact +0 +60 1 2 10\n")
-    assert message.startswith(f"{path}:1: start: expected an ISO-8601 UTC time"), message
-    message = _ion_refusal(path, "# node 1_0 gs ground\na contact +0 +60 1 2 10\n")
-    assert message == f"{path}:1: expected an integer node number in ASCII digits, got '1_0'", message
+    message = _ion_refusal(path, marker + "# start 2026-13-01T00:00:00Z\na contact +0 +60 1 2 10\n")
+    assert message.startswith(f"{path}:2: start: expected an ISO-8601 UTC time"), message
+    message = _ion_refusal(path, marker + "# node 1_0 gs ground\na contact +0 +60 1 2 10\n")
+    assert message == f"{path}:2: expected an integer node number in ASCII digits, got '1_0'", message
 
 
 @pytest.mark.parametrize("text, line", [("a contact -1 +0 4 5 1_000\n", 1), ("a contact +0 0 4 5 \u0661\n", 1),
