@@ -46,7 +46,7 @@ the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]``, ``None``
 where no line covers it, and written back on export). ``ionadmin``'s edits apply in file order
 (``@`` moves the time ``+ss`` counts from; ``d contact`` / ``d range`` delete, ``c contact``
 changes an earlier line's); registration (start ``-1``) and hypothetical (stop ``0``) contacts
-carry no scheduled data and are skipped, as are contacts of rate 0 (in either format: the reverse
+carry no scheduled data and are skipped (their fields read and checked all the same), as are contacts of rate 0 (in either format: the reverse
 contact alone is a one-way window); other ``ionadmin`` commands (``1``, ``s``, ``m ...``,
 ``^`` (all regions are read into one plan), ``v``, ``x``) are ignored.
 
@@ -441,12 +441,7 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
             raise ContactError(f"{where}: expected a relative time +SECONDS of 0..{MAX_ION_OFFSET_S:.0e} (whole "
                                f"seconds in ASCII digits), got {shown(token)}")
         return float(value)
-    try:
-        if not token.isascii():  # strptime's %Y, %m, %d, %H and %M read every script's digits
-            raise ValueError(token)
-        t = _dt.datetime.strptime(token, _ION_TIME).replace(tzinfo=_dt.timezone.utc)
-    except ValueError:
-        raise ContactError(f"{where}: expected +SECONDS or yyyy/mm/dd-hh:mm:ss, got {shown(token)}") from None
+    t = _ion_utc(token, where)
     if start is None:
         raise ContactError(f"{where}: absolute time {token!r} needs the plan start "
                            "(time.start, or the '# start ...' header of a fol-swarm plan)")
@@ -455,6 +450,31 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
         raise ContactError(f"{where}: {token} is {'before' if offset < 0 else 'too long after'} the plan start "
                            f"{utc_text(start)}")
     return offset
+
+
+def _ion_utc(token: str, where: str, what: str = "+SECONDS or yyyy/mm/dd-hh:mm:ss") -> _dt.datetime:
+    """An absolute ION time ``yyyy/mm/dd-hh:mm:ss`` (UTC) in ASCII digits; ``what`` names the field expected."""
+    try:
+        if not token.isascii():  # strptime's %Y, %m, %d, %H and %M read every script's digits
+            raise ValueError(token)
+        return _dt.datetime.strptime(token, _ION_TIME).replace(tzinfo=_dt.timezone.utc)
+    except ValueError:
+        raise ContactError(f"{where}: expected {what}, got {shown(token)}") from None
+
+
+def _check_unscheduled_time(token: str, what: str, where: str) -> None:
+    """Read the other time of a registration (start ``-1``) or hypothetical (stop ``0``) contact as ``ionadmin``
+    reads a time, though no window is made of it: ``0`` or ``-1`` (which ``ionadmin`` reads before a time),
+    ``+SECONDS`` (ASCII digits, at most :data:`MAX_ION_OFFSET_S`) or ``yyyy/mm/dd-hh:mm:ss`` (checked as written:
+    no plan start is needed)."""
+    expected = f"the {what} time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss)"
+    if token in ("0", "-1"):
+        return
+    if not token.startswith("+"):
+        _ion_utc(token, where, expected)
+    elif not (_ascii_digits(token[1:]) and int(token[1:]) <= MAX_ION_OFFSET_S):
+        raise ContactError(f"{where}: expected {expected} with +SECONDS of 0..{MAX_ION_OFFSET_S:.0e} in ASCII "
+                           f"digits, got {shown(token)}")
 
 
 #: Most digits an ION number or time is read with (``int()`` reads at most 4,300; past 1e100 is refused by value).
@@ -593,6 +613,10 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
         if words[1] == "range" and len(words) != 7:
             raise ContactError(f"{where}: expected 'a range FROM_TIME UNTIL_TIME FROM TO OWLT_S'")
         if words[1] == "contact" and (words[2] == "-1" or words[3] == "0"):
+            if words[2] == "-1":
+                _check_unscheduled_time(words[3], "registration contact's stop", where)
+            else:
+                _check_unscheduled_time(words[2], "hypothetical contact's start", where)
             _node_numbers(words[4], words[5], where)  # as ionadmin reads them
             _pos_int(words[6], "rate (bytes/s)", where, allow_zero=True)  # and its rate
             continue  # a registration or a hypothetical contact: no scheduled data

@@ -130,3 +130,45 @@ def test_the_projects_plan_round_trips_its_headers_exactly(tmp_path: Path) -> No
     assert (back.node_names, back.node_kinds, back.start) == (plan.node_names, plan.node_kinds, plan.start)
     assert back.node_names == ["Matera", "ISS (ZARYA)", "far"]
     assert format_ion(back) == text
+
+
+# ------------------------------------------------------------------------------------------- skipped contacts
+
+@pytest.mark.parametrize("line, says", [
+    ("a contact -1 +1_0 4 5 10", "the registration contact's stop time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss) with "
+     "+SECONDS of 0..1e+10 in ASCII digits, got '+1_0'"),
+    ("a contact -1 +1e3 4 5 10", "the registration contact's stop time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss) with "
+     "+SECONDS of 0..1e+10 in ASCII digits, got '+1e3'"),
+    ("a contact -1 +99999999999 4 5 10", "the registration contact's stop time (0, -1, +SECONDS or "
+     "yyyy/mm/dd-hh:mm:ss) with +SECONDS of 0..1e+10 in ASCII digits, got '+99999999999'"),
+    ("a contact -1 soon 4 5 10", "the registration contact's stop time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss), "
+     "got 'soon'"),
+    ("a contact -1 -2 4 5 10", "the registration contact's stop time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss), "
+     "got '-2'"),
+    ("a contact 2026/13/01-00:00:00 0 4 5 10", "the hypothetical contact's start time (0, -1, +SECONDS or "
+     "yyyy/mm/dd-hh:mm:ss), got '2026/13/01-00:00:00'"),
+    ("a contact +\u0661 0 4 5 10", "the hypothetical contact's start time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss) "
+     "with +SECONDS of 0..1e+10 in ASCII digits, got '+\u0661'"),
+    ("a contact 1.5 0 4 5 10", "the hypothetical contact's start time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss), "
+     "got '1.5'"),
+])
+def test_a_registration_or_hypothetical_contacts_other_time_is_read(tmp_path: Path, line: str, says: str) -> None:
+    """A registration contact (start -1) or a hypothetical one (stop 0) was skipped with its other time unread,
+    so '+1_0', 'soon' or a 13th month there was taken, where ionadmin reads that time as any other. Failed
+    before (each plan read)."""
+    path = tmp_path / "p.ion"
+    path.write_text(PAIR + line + "\n", encoding="utf-8")
+    with pytest.raises(ContactError) as info:
+        read_ion(path)
+    assert str(info.value) == f"{path}:3: expected {says}", str(info.value)
+
+
+def test_well_formed_registration_and_hypothetical_contacts_are_skipped(tmp_path: Path) -> None:
+    """Their other time may be 0, -1 (ionadmin's two special times), +SECONDS or an absolute time (checked as
+    written: the plan needs no start for a contact it does not schedule); none makes a window."""
+    path = tmp_path / "p.ion"
+    path.write_text(PAIR + "a contact -1 0 4 5 10\na contact -1 +60 4 5 10\na contact +10 0 4 5 10\n"
+                    "a contact -1 -1 4 4 0\n"
+                    "a contact 2026/08/01-00:00:00 0 4 5 10\na contact 0 0 4 5 10\n")
+    plan = read_ion(path)
+    assert plan.node_names == ["ipn-3", "ipn-5"] and len(plan.windows) == 1
