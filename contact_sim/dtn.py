@@ -543,6 +543,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     # so that 'd' and 'c' find theirs without a scan of the file so far
     live: dict[str, dict[tuple[float, int, int], list]] = {"contact": {}, "range": {}}
     starts: dict[str, dict[tuple[int, int], set[float]]] = {"contact": {}, "range": {}}
+    live_contacts = live["contact"]
     odd = _odd_character(text)
     if odd and odd.group() not in _ODD_SPACES:  # a line numbered by splitlines() is not the line an editor shows
         raise ContactError(f"{source}:{text.count(chr(10), 0, odd.start()) + 1}: a line break {shown(odd.group())} "
@@ -630,7 +631,12 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
         if src == dst:
             continue  # ION's loopback contacts (a node to itself) carry nothing between nodes
         entry = [t0, t1, src, dst, value, where]
-        live[words[1]][(t0, src, dst)] = entry
+        if words[1] == "contact":  # ionadmin holds one contact of a start, FROM and TO: the second is refused here
+            first = live_contacts.setdefault((t0, src, dst), entry)
+            if first is not entry:
+                raise ContactError(_overlap_message(src, dst, first, entry))
+        else:
+            live["range"][(t0, src, dst)] = entry
         starts[words[1]].setdefault((src, dst), set()).add(t0)
         (plan.contacts if words[1] == "contact" else plan.ranges).append(entry)
     # a contact of rate 0 carries nothing: it makes no window (its reverse contact alone is a one-way one)
@@ -717,6 +723,16 @@ def _minus(own: list, other: list) -> list[tuple[float, float, float]]:
     return out
 
 
+def _overlap_message(src: int, dst: int, first: Sequence, second: Sequence) -> str:
+    """The refusal of contact ``second`` ``(t0, t1, from, to, rate, where)``, which overlaps the earlier-listed
+    ``first`` of the same direction ``src -> dst``: listed twice when the two have the same times."""
+    head = f"{second[5]}: contact {src}->{dst} +{second[0]:g} +{second[1]:g}"
+    if (first[0], first[1]) == (second[0], second[1]):
+        return f"{head} listed twice (first at {first[5]})"
+    return (f"{head} overlaps the contact +{first[0]:g} +{first[1]:g} at {first[5]}; contacts of one direction "
+            "must not overlap")
+
+
 def _plan_windows(contacts: Sequence[tuple[float, float, int, int, float, str]]
                   ) -> tuple[list[tuple[int, int, float, float, float, int]], float, float, int]:
     """The windows of one-direction contacts ``(t0, t1, from, to, rate, where)``.
@@ -742,12 +758,8 @@ def _plan_windows(contacts: Sequence[tuple[float, float, int, int, float, str]]
         for prev, cur in zip(own, own[1:]):
             if cur[0] < prev[1]:
                 first, second = sorted((prev, cur), key=lambda c: c[3])  # name the later line in the file
-                if (first[0], first[1]) == (second[0], second[1]):
-                    raise ContactError(f"{second[4]}: contact {src}->{dst} +{second[0]:g} +{second[1]:g} "
-                                       f"listed twice (first at {first[4]})")
-                raise ContactError(f"{second[4]}: contact {src}->{dst} +{second[0]:g} +{second[1]:g} overlaps "
-                                   f"the contact +{first[0]:g} +{first[1]:g} at {first[4]}; contacts of one "
-                                   "direction must not overlap")
+                raise ContactError(_overlap_message(src, dst, (*first[:2], src, dst, first[2], first[4]),
+                                                    (*second[:2], src, dst, second[2], second[4])))
     rows = []
     one_way_s = 0.0
     unequal = 0

@@ -172,3 +172,31 @@ def test_well_formed_registration_and_hypothetical_contacts_are_skipped(tmp_path
                     "a contact 2026/08/01-00:00:00 0 4 5 10\na contact 0 0 4 5 10\n")
     plan = read_ion(path)
     assert plan.node_names == ["ipn-3", "ipn-5"] and len(plan.windows) == 1
+
+
+# ------------------------------------------------------------------------------------------- duplicate contacts
+
+@pytest.mark.parametrize("second, says", [
+    ("a contact +0 +60 1 2 7", "contact 1->2 +0 +60 listed twice (first at {path}:1)"),
+    ("a contact +0 +90 1 2 7", "contact 1->2 +0 +90 overlaps the contact +0 +60 at {path}:1; contacts of one "
+     "direction must not overlap"),
+    ("a contact +0 +60 1 2 0", "contact 1->2 +0 +60 listed twice (first at {path}:1)"),
+])
+def test_a_second_contact_of_the_same_start_and_nodes_is_refused_where_it_is_read(tmp_path: Path, second: str,
+                                                                                  says: str) -> None:
+    """A contact of the same start, FROM and TO as an earlier one was found only once the whole file was
+    parsed; it is refused at its own line, naming the first, so a malformed line further down does not hide it
+    (and a contact of rate 0 is no exception: ionadmin holds one contact of a start and nodes). Failed before
+    (the third line was named first; the rate-0 second contact was taken)."""
+    path = tmp_path / "p.ion"
+    message = _refusal(path, f"a contact +0 +60 1 2 1000\n{second}\na contact +0 +60 1 2 x\n")
+    assert message == f"{path}:2: " + says.format(path=path), message
+
+
+def test_a_deleted_contact_may_be_added_again(tmp_path: Path) -> None:
+    """'d contact' frees its start: the same contact added again is not a duplicate, nor a range repeated."""
+    path = tmp_path / "p.ion"
+    path.write_text("a contact +0 +60 1 2 1000\nd contact +0 1 2\na contact +0 +60 1 2 500\n"
+                    "a range +0 +60 1 2 1\na range +0 +60 1 2 2\n")
+    plan = read_ion(path)
+    assert plan.windows.volume_bits.tolist() == [8 * 500 * 60.0]

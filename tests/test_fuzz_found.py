@@ -1779,7 +1779,7 @@ def test_a_contact_of_rate_0_makes_no_window_and_leaves_its_reverse_one_way(tmp_
 
 
 @pytest.mark.parametrize("text, line", [("a contact -1 +0 \u0664 5 1\n", 1), ("a contact +0 0 4 5_0 1\n", 1),
-                                        ("a contact +0 +60 1 2 10\nd contact -1 \u0661 2\n", 2)])
+                                        ("a contact +0 +60 1 3 10\nd contact -1 \u0661 2\n", 2)])
 def test_a_skipped_ion_registration_contact_still_names_its_nodes_in_ascii_digits(tmp_path: Path, text: str,
                                                                                   line: int) -> None:
     """A registration ('a contact -1 ...') or hypothetical ('... 0 ...') contact line, and a 'd contact' of one,
