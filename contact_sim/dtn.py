@@ -29,7 +29,8 @@ out. A rate either
 tool cannot hold (ION: above 2**32 - 1 bytes/s, ``ionadmin``'s 32-bit rate;
 HDTN: above 2**64 - 1 bits/s), a rate that is not a finite number >= 0, a window starting before the
 plan start or never ending, or a time HDTN cannot (after 2**31 - 1 s), is refused, naming the
-contact; every window is checked before anything is written. A plan whose
+contact, and so is a plan whose every window is left out (the file would hold no contact, and the import
+refuses such a plan); every window is checked before anything is written. A plan whose
 windows already have whole-second edges and whole byte rates of at least 1 byte/s round-trips
 exactly.
 
@@ -226,14 +227,22 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
     :func:`write_hdtn`): every window left in once rounded inward starts at or after the plan start and
     ends at a finite time (for HDTN by :data:`HDTN_MAX_TIME_S`), and its mean rate is a finite number
     >= 0 the tool can hold (:data:`ION_MAX_RATE_BYTES_S`, :data:`HDTN_MAX_RATE_BPS`). The first window
-    that fails, in the plans' order, is refused naming its nodes, times and the field. A block of windows
-    at a time, in the table's order (no sort): nothing allocated per window of the plan."""
+    that fails, in the plans' order, is refused naming its nodes, times and the field; a plan of windows none
+    of which the file would carry (each shorter than a second once rounded, or slower than the tool's unit,
+    as :func:`_sorted_whole` and :func:`_carried` leave them out) is refused: every window would be lost, and
+    the file, of no contact, would not read back. A plan of no window at all is written, as a plan of no
+    contact (``fol contacts`` of a scenario that finds none writes its whole set). A block of windows at a time, in the table's order (no sort):
+    nothing allocated per window of the plan."""
     w = plan.windows
     first = None  # (export-order key, window, t0, t1, rate) of the first failing window met so far
+    short = slow = 0  # windows left out: shorter than a second once rounded inward; slower than the plan's unit
+    unit_bps = 8.0 if tool == "ion" else 1.0
     for lo, hi in row_blocks(len(w)):
         k = np.arange(lo, hi)
         t0, t1, rate = _edges_and_rate(plan, k)
         with np.errstate(invalid="ignore"):
+            short += int(np.count_nonzero(t1 <= t0))
+            slow += int(np.count_nonzero((t1 > t0) & (rate < unit_bps)))  # as _carried leaves them out
             ok = (t0 >= 0) & np.isfinite(t1) & (rate >= 0)  # NaN fails every comparison
             if tool == "ion":
                 ok &= rate // 8 <= ION_MAX_RATE_BYTES_S
@@ -246,6 +255,12 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
             if first is None or key < first[0]:
                 first = (key, lo + int(j), float(t0[j]), float(t1[j]), float(rate[j]))
     if first is None:
+        if len(w) and short + slow == len(w):  # every window would be lost, and the file read back as no plan
+            unit = "1 byte/s" if tool == "ion" else "1 bit/s"
+            hint = "; export HDTN (--hdtn), whose unit is 1 bit/s" if tool == "ion" and slow else ""
+            raise ContactError(f"no window to write: of the plan's {len(w)} window(s), {short} shorter than a "
+                               f"whole second once rounded inward and {slow} slower than {unit} (0 once rounded "
+                               f"down, no contact); an {tool.upper()} plan of no contact would not read back{hint}")
         return
     _, i, t0_i, t1_i, rate_i = first
     where = _contact(plan, i, t0_i, t1_i)

@@ -200,3 +200,65 @@ def test_a_deleted_contact_may_be_added_again(tmp_path: Path) -> None:
                     "a range +0 +60 1 2 1\na range +0 +60 1 2 2\n")
     plan = read_ion(path)
     assert plan.windows.volume_bits.tolist() == [8 * 500 * 60.0]
+
+
+# ------------------------------------------------------------------------------------------- exports of nothing
+
+def _plan(t_end_s: list[float], rate_bps: float):
+    from contact_sim import ContactPlan, LinkModel, WindowTable
+
+    n = len(t_end_s)
+    w = WindowTable([0] * n, [1] * n, [0.0] * n, t_end_s, [1000.0] * n, [1000.0] * n, [0.0] * n)
+    return ContactPlan(["a", "b"], w, LinkModel("constant", rate_bps, 0.0), [0.0, 600.0])
+
+
+@pytest.mark.parametrize("t_end_s, rate_bps, tool, says", [
+    ([600.0, 0.5], 4.0, "ion", "of the plan's 2 window(s), 1 shorter than a whole second once rounded inward "
+     "and 1 slower than 1 byte/s"),
+    ([0.5, 0.9], 8e6, "hdtn", "of the plan's 2 window(s), 2 shorter than a whole second once rounded inward "
+     "and 0 slower than 1 bit/s"),
+    ([600.0], 0.5, "hdtn", "of the plan's 1 window(s), 0 shorter than a whole second once rounded inward "
+     "and 1 slower than 1 bit/s"),
+])
+def test_an_export_that_would_carry_no_contact_is_refused_before_writing(tmp_path: Path, t_end_s, rate_bps, tool,
+                                                                           says) -> None:
+    """An export whose every window is left out (shorter than a second once rounded, or slower than ION's
+    1 byte/s or HDTN's 1 bit/s) wrote a plan of no contact, which the import then refused. It is refused
+    before anything is written, naming the output; an earlier file there is kept. Failed before (written)."""
+    from contact_sim.dtn import hdtn_contacts, write_hdtn, write_ion
+
+    plan = _plan(t_end_s, rate_bps)
+    out = tmp_path / f"contacts.{tool}"
+    out.write_text("earlier\n")
+    with pytest.raises(ContactError) as info:
+        (write_ion if tool == "ion" else write_hdtn)(out, plan)
+    message = str(info.value)
+    assert message.startswith(f"{out}: no window to write: {says}"), message
+    assert f"an {tool.upper()} plan of no contact would not read back" in message and "\n" not in message
+    assert message.endswith("export HDTN (--hdtn), whose unit is 1 bit/s") == (tool == "ion"), message
+    assert out.read_text() == "earlier\n" and sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+    with pytest.raises(ContactError, match="^no window to write"):
+        format_ion(plan) if tool == "ion" else hdtn_contacts(plan)
+
+
+def test_an_export_that_carries_one_window_is_written_and_reads_back(tmp_path: Path) -> None:
+    """4 bit/s is below ION's 1 byte/s but not HDTN's 1 bit/s: the HDTN plan carries it and reads back; so does
+    an ION plan with one window of 1 byte/s beside a dropped short one."""
+    from contact_sim.dtn import write_hdtn, write_ion
+
+    back = read_hdtn(write_hdtn(tmp_path / "c.json", _plan([600.0], 4.0)))
+    assert back.windows.volume_bits.tolist() == [4.0 * 600]
+    back = read_ion(write_ion(tmp_path / "c.ion", _plan([600.0, 0.5], 8.0)))
+    assert back.windows.t_end_s.tolist() == [600.0]
+
+
+def test_a_plan_of_no_window_is_written_as_a_plan_of_no_contact(tmp_path: Path) -> None:
+    """A scenario that finds no window loses nothing: its ION and HDTN plans are written, with no contact
+    (what ionadmin and HDTN read as an empty plan; the import refuses them as a plan_file, saying so)."""
+    from contact_sim.dtn import write_hdtn, write_ion
+
+    text = write_ion(tmp_path / "c.ion", _plan([], 8e6)).read_text()
+    assert text.startswith("# fol-swarm contact plan") and "a contact" not in text
+    assert json.loads(write_hdtn(tmp_path / "c.json", _plan([], 8e6)).read_text()) == {"contacts": []}
+    assert _refusal(tmp_path / "c.ion", text) == (f"{tmp_path / 'c.ion'}: no 'a contact' lines of a positive rate "
+                                                   "between two different nodes")
