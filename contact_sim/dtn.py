@@ -545,6 +545,27 @@ def _odd_character(text: str) -> re.Match | None:
     return None
 
 
+def _lf_lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` split at LF, as ``text.split("\\n")`` gives them, one at a time: the list of a
+    64 MiB plan's lines was about 130 MB, next to the text itself."""
+    start = 0
+    while (end := text.find("\n", start)) >= 0:
+        yield text[start:end]
+        start = end + 1
+    yield text[start:]
+
+
+def _keep_as_tuples(entries: list[list], keep) -> None:
+    """Keep the entries of ``entries`` that ``keep`` takes, each made a tuple, in place: each list is let go as
+    its tuple is made, not after a copy of the whole list (for a plan of 1.4 million contacts, 130 MB)."""
+    n = 0
+    for entry in entries:
+        if keep(entry):
+            entries[n] = tuple(entry)
+            n += 1
+    del entries[n:]
+
+
 def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = None) -> IonPlan:
     """Parse ION contact-plan text; ``start`` is used when the file has no ``# start`` header.
 
@@ -554,11 +575,9 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     no scheduled data and are skipped."""
     plan = IonPlan(start)
     reference = 0.0  # seconds after the plan start that '+ss' counts from ('@' moves it)
-    # the live 'a contact' / 'a range' lines by (start, from, to), and their starts by (from, to),
-    # so that 'd' and 'c' find theirs without a scan of the file so far
-    live: dict[str, dict[tuple[float, int, int], list]] = {"contact": {}, "range": {}}
-    starts: dict[str, dict[tuple[int, int], set[float]]] = {"contact": {}, "range": {}}
-    live_contacts = live["contact"]
+    # the live 'a contact' / 'a range' lines by (from, to), then start, so that 'd' (also 'd * FROM TO') and
+    # 'c' find theirs without a scan of the file so far; one small dict a pair, not a key tuple a line
+    live: dict[str, dict[tuple[int, int], dict[float, list]]] = {"contact": {}, "range": {}}
     odd = _odd_character(text)
     if odd and odd.group() not in _ODD_SPACES:  # a line numbered by splitlines() is not the line an editor shows
         raise ContactError(f"{source}:{text.count(chr(10), 0, odd.start()) + 1}: a line break {shown(odd.group())} "
@@ -571,7 +590,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     # ('# node 5 goes offline' names nothing)
     headers: bool | None = None  # None until the first non-empty line
     passed_over = None  # where the first line of a header's shape was read as a comment
-    for lineno, raw in enumerate(text.split("\n"), 1):  # ionadmin's lines; str.splitlines() breaks at 8 more
+    for lineno, raw in enumerate(_lf_lines(text), 1):  # ionadmin's lines; str.splitlines() breaks at 8 more
         where = f"{source}:{lineno}"
         line = raw.strip()
         if not line:
@@ -618,7 +637,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             reference = _ion_time(words[1], plan.start, where, reference)
             continue
         if words[0] in ("d", "c") and len(words) >= 2 and words[1] in ("contact", "range"):
-            _edit_ion(words, where, plan, reference, live, starts)
+            _edit_ion(words, where, plan, reference, live)
             continue
         if words[0] != "a" or len(words) < 2 or words[1] not in ("contact", "range"):
             raise ContactError(f"{where}: expected 'a contact' or 'a range', got {line[:40]!r}")
@@ -646,17 +665,22 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
         if src == dst:
             continue  # ION's loopback contacts (a node to itself) carry nothing between nodes
         entry = [t0, t1, src, dst, value, where]
+        by_pair = live[words[1]]
+        pair = by_pair.get((src, dst))
+        if pair is None:
+            pair = by_pair[src, dst] = {}
         if words[1] == "contact":  # ionadmin holds one contact of a start, FROM and TO: the second is refused here
-            first = live_contacts.setdefault((t0, src, dst), entry)
+            first = pair.setdefault(t0, entry)
             if first is not entry:
                 raise ContactError(_overlap_message(src, dst, first, entry))
+            plan.contacts.append(entry)
         else:
-            live["range"][(t0, src, dst)] = entry
-        starts[words[1]].setdefault((src, dst), set()).add(t0)
-        (plan.contacts if words[1] == "contact" else plan.ranges).append(entry)
+            pair[t0] = entry
+            plan.ranges.append(entry)
+    live.clear()  # its entries are plan.contacts' and plan.ranges', now made tuples in place
     # a contact of rate 0 carries nothing: it makes no window (its reverse contact alone is a one-way one)
-    plan.contacts = [tuple(c) for c in plan.contacts if c[4] is not None and c[4] != 0]
-    plan.ranges = [tuple(r) for r in plan.ranges if r[4] is not None]
+    _keep_as_tuples(plan.contacts, lambda c: c[4] is not None and c[4] != 0)
+    _keep_as_tuples(plan.ranges, lambda r: r[4] is not None)
     if not plan.contacts:
         raise ContactError(f"{source}: no 'a contact' lines of a positive rate between two different nodes")
     if passed_over is not None:
@@ -678,8 +702,7 @@ def _check_confidence(token: str, where: str) -> None:
 
 
 def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
-              live: dict[str, dict[tuple[float, int, int], list]],
-              starts: dict[str, dict[tuple[int, int], set[float]]]) -> None:
+              live: dict[str, dict[tuple[int, int], dict[float, list]]]) -> None:
     """Apply a ``d contact`` / ``d range`` (start ``*``: every one of the pair) or ``c contact``
     line to the entries added so far; a deleted entry's value becomes ``None``."""
     kind = words[1]
@@ -696,12 +719,13 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
         if words[0] == "c":
             _pos_int(words[5], "rate (bytes/s)", where, allow_zero=True)  # read as an 'a contact' line's is
         return  # a registration or a hypothetical contact, which were skipped
+    pair = live[kind].get((src, dst), {})
     if words[0] == "d" and words[2] == "*":
-        t0s = starts[kind].pop((src, dst), set())
+        t0s = list(pair)
     else:
-        t0s = {_ion_time(words[2], plan.start, where, reference)}
+        t0s = [_ion_time(words[2], plan.start, where, reference)]
     for t0 in t0s:
-        entry = live[kind].get((t0, src, dst))
+        entry = pair.get(t0)
         if entry is None or entry[4] is None:
             if src == dst:
                 return  # a loopback, which was skipped
@@ -711,8 +735,7 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
             entry[4] = _pos_int(words[5], "rate (bytes/s)", where, allow_zero=True)
         else:
             entry[4] = None
-            del live[kind][(t0, src, dst)]
-            starts[kind].get((src, dst), set()).discard(t0)
+            del pair[t0]
 
 
 def _seconds(value: float) -> str:
