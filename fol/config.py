@@ -31,7 +31,7 @@ from typing import Any
 from fol.defaults import MAX_ITERATIONS, MAX_SEED, is_seed, too_many
 from fol.errors import ConfigError
 from fol.pruning import PruneConfig
-from fol.train import MAX_FACTOR, TrainConfig, too_large
+from fol.train import MAX_FACTOR, MIN_RATE, TrainConfig, decay_problem, too_large, too_small_rate
 from swarmbase.tomlcheck import Table, is_finite_number, read_toml, shown
 from fol.variants import PRESET_NAMES
 
@@ -79,6 +79,13 @@ def check_temperature(where: str, value: float) -> None:
 #: The learning rates and loss weights, each at most :data:`fol.train.MAX_FACTOR` (1e6).
 FACTORS = ("pretrain_lr", "finetune_lr", "gate_lr", "ensemble_lr", "distill_lr", "weight_decay", "lambda_p",
            "gamma_shared", "gamma_unshared", "lam")
+
+#: The learning rates, each at least :data:`fol.train.MIN_RATE` (1e-10).
+RATES = ("pretrain_lr", "finetune_lr", "gate_lr", "ensemble_lr", "distill_lr")
+
+#: The SGD stages whose weights ``weight_decay`` decays (distillation decays none, the gates and
+#: ensemble weights are fitted by Adam without decay): ``lr x weight_decay`` below 1 in each.
+DECAYED_RATES = ("pretrain_lr", "finetune_lr")
 
 #: The smallest mini-batch a stage trains on: a batch norm that sees 1 x 1 maps cannot train on one image.
 MIN_BATCH_SIZE = 2
@@ -278,6 +285,12 @@ class FOLConfig:
         for name in FACTORS:  # multiplied into float32 tensors: a huge value overflows there
             if getattr(self, name) > MAX_FACTOR:
                 raise ConfigError(f"fol.{too_large(name, getattr(self, name))}")
+        for name in RATES:  # 1e-300 passed and trained nothing: the step is 0 in float32
+            if getattr(self, name) < MIN_RATE:
+                raise ConfigError(f"fol.{too_small_rate(name, getattr(self, name))}")
+        for name in DECAYED_RATES:
+            if problem := decay_problem(getattr(self, name), self.weight_decay):
+                raise ConfigError(f"fol.weight_decay {problem} (fol.{name})")
         check_temperature("fol.temperature", self.temperature)
         if not 0.0 <= self.prune_ratio < 1.0:
             raise ConfigError(f"fol.prune_ratio must be in [0, 1), got {shown(self.prune_ratio)}")

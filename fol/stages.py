@@ -23,7 +23,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -32,10 +32,11 @@ from torch import nn
 from fol.accounting import forward_macs, training_flops
 from fol.data import NodeData
 from fol.ensemble import ensemble_logits
-from fol.errors import TrainingError
+from fol.errors import ConfigError, TrainingError
 from fol.models import ModelSpec, build_model, count_parameters
 from fol.pruning import PruneConfig, align_and_prune
 from fol.train import History, TrainConfig, evaluate, fit, logit_scores, predict_logits
+from swarmbase.tomlcheck import shown
 
 __all__ = [
     "Candidate",
@@ -115,6 +116,26 @@ def pretrain(spec: ModelSpec, node: NodeData, cfg: TrainConfig, init_seed: int =
     return model
 
 
+def freezable_layers(model: nn.Module) -> list[nn.Module]:
+    """The convolution / linear layers of ``model`` in module order: what
+    ``fol.finetune_freeze`` counts (:func:`frozen_prefix`)."""
+    return [m for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+
+
+def check_finetune_freeze(freeze: int, archs: Iterable[str], input_size: int) -> None:
+    """Refuse ``fol.finetune_freeze`` above the convolution / linear layer count of
+    the shallowest of ``archs`` (built untrained at ``input_size`` pixels), before any
+    training: a neighbour of that architecture has no such layer to freeze."""
+    if not freeze:
+        return
+    counts = {a: len(freezable_layers(build_model(ModelSpec(a, num_classes=2, input_size=input_size))))
+              for a in sorted(set(archs))}
+    arch = min(counts, key=counts.__getitem__)
+    if freeze > counts[arch]:
+        raise ConfigError(f"fol.finetune_freeze must be at most {counts[arch]} (the convolution / linear layers of "
+                          f"{arch}, the swarm's model with the fewest), got {shown(freeze)}")
+
+
 def frozen_prefix(model: nn.Module, n_layers: int) -> list[nn.Parameter]:
     """The parameters of ``model`` outside its first ``n_layers`` convolution /
     linear layers (in module order): what fine-tuning with that many frozen
@@ -125,8 +146,7 @@ def frozen_prefix(model: nn.Module, n_layers: int) -> list[nn.Parameter]:
     (4, 2, 0)
     """
     frozen: set[int] = set()
-    layers = [m for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
-    for layer in layers[:n_layers]:
+    for layer in freezable_layers(model)[:n_layers]:
         frozen.update(id(p) for p in layer.parameters(recurse=False))
     return [p for p in model.parameters() if id(p) not in frozen]
 

@@ -51,6 +51,7 @@ __all__ = [
     "recompute_bn_stats",
     "layer_modes_kept",
     "MAX_FACTOR",
+    "MIN_RATE",
 ]
 
 #: The largest learning rate or loss weight (weight decay, a penalty's multiplier) accepted
@@ -65,6 +66,31 @@ def too_large(name: str, value: object) -> str:
     """The message refusing ``value`` of the field ``name`` above :data:`MAX_FACTOR`."""
     return (f"{name} must be at most {MAX_FACTOR:g} (it multiplies float32 tensors; every default is 1 or less), "
             f"got {shown(value)}")
+
+
+#: The smallest learning rate accepted anywhere in FOL. A step of size s changes a float32
+#: weight w only when s is more than half a unit in w's last place (about |w| x 2**-24): an SGD
+#: step lr x g at lr = 1e-10 and a gradient of 1, or any Adam step at lr = 1e-10 (Adam's step
+#: is about lr), leaves every weight larger than 1.7e-3 exactly as it was, and a rate below
+#: 1.4e-45 is 0 in float32. Every default is 1e-3 or more.
+MIN_RATE = 1e-10
+
+
+def too_small_rate(name: str, value: object) -> str:
+    """The message refusing the learning rate ``value`` of the field ``name`` below :data:`MIN_RATE`."""
+    return (f"{name} must be at least {MIN_RATE:g} (a learning rate: a smaller step leaves every float32 weight "
+            f"larger than 1.7e-3 unchanged), got {shown(value)}")
+
+def decay_problem(lr: float, weight_decay: float) -> str | None:
+    """Why an SGD learning rate ``lr`` and ``weight_decay`` cannot go together, or None: each
+    step multiplies every weight by 1 - lr x weight_decay (before the gradient's part), so at a
+    product of 1 or more the decay overshoots zero (at 2 or more the weights grow without bound).
+    The one check of the pair: ``[fol]``'s rates, a baseline's ``lr`` and DENSE's ``kd_lr``."""
+    if lr * weight_decay >= 1.0:
+        return (f"must be below 1 / the learning rate (each SGD step multiplies every weight by 1 - lr x "
+                f"weight_decay: at lr x weight_decay >= 1 the decay overshoots zero), got weight_decay "
+                f"{shown(weight_decay)} with a learning rate of {shown(lr)}")
+    return None
 
 #: ``objective(model, batch) -> scalar loss``; ``batch`` is the tuple of tensors
 #: given to :func:`fit` (e.g. ``(x, y)`` or ``(x, y, teacher_logits)``) sliced to
@@ -114,6 +140,8 @@ class TrainConfig:
         for name in ("lr", "weight_decay"):
             if getattr(self, name) > MAX_FACTOR:
                 raise ConfigError(too_large(name, getattr(self, name)))
+        if self.lr < MIN_RATE:
+            raise ConfigError(too_small_rate("lr", self.lr))
         if not (is_finite_number(self.momentum) and 0 <= self.momentum < 1):  # at 1 or more SGD diverges
             raise ConfigError(f"momentum must be a number in [0, 1) (SGD momentum), got {shown(self.momentum)}")
 

@@ -694,7 +694,7 @@ def test_learning_rates_and_loss_weights_beyond_float32_use_are_refused_in_one_l
     accepted and ended the round with torch's "value cannot be converted to type float without
     overflow" traceback; fol.lambda_p = 1e39 made every neighbour's gate loss inf, so each was
     skipped as "alignment failed" blaming the learning rate. Each field is now refused above 1e6."""
-    from fol.config import FACTORS
+    from fol.config import DECAYED_RATES, FACTORS
     from fol.ensemble import fit_ensemble_weights
     from fol.pruning import PruneConfig
 
@@ -702,7 +702,10 @@ def test_learning_rates_and_loss_weights_beyond_float32_use_are_refused_in_one_l
         with pytest.raises(ConfigError, match=rf"^fol\.{name} must be at most 1e\+06 \(it multiplies float32 "
                                               rf"tensors; every default is 1 or less\), got 1e\+38$"):
             FOLConfig.from_dict({name: 1e38})
-        assert getattr(FOLConfig.from_dict({name: 1e6}), name) == 1e6
+        # the bound itself is allowed (with a weight decay whose product with the SGD rates stays below 1)
+        decay = {"weight_decay": 0.0} if name in DECAYED_RATES else {"pretrain_lr": 1e-7, "finetune_lr": 1e-7} \
+            if name == "weight_decay" else {}
+        assert getattr(FOLConfig.from_dict({name: 1e6, **decay}), name) == 1e6
     for field in ("lr", "weight_decay"):
         with pytest.raises(ConfigError, match=rf"^{field} must be at most 1e\+06 "):
             TrainConfig(**{field: 1e39})
@@ -1021,3 +1024,63 @@ def test_train_config_bounds_its_epochs_and_patience_as_fol_config_does() -> Non
         TrainConfig(epochs=100_001)
     with pytest.raises(ConfigError, match=r"^patience must be at most 100,000, got 100001$"):
         TrainConfig(patience=100_001)
+
+
+def test_a_learning_rate_too_small_to_move_a_float32_weight_is_refused_in_one_line() -> None:
+    """fol.*_lr = 1e-300 (or a method's lr, adam_lr, lr_g, kd_lr) was accepted and trained nothing:
+    the step is 0 in float32, so every weight stayed as it was. Refused below 1e-10 now, as a TrainConfig's lr."""
+    from fol.config import RATES
+    from fol.methods import get_method
+    from fol.train import MIN_RATE, fit
+
+    torch.manual_seed(0)
+    net = nn.Linear(4, 2)
+    before = net.weight.detach().clone()
+    fit(net, (torch.randn(8, 4), torch.tensor([0, 1] * 4)),
+        TrainConfig(epochs=1, batch_size=8, lr=0.01, momentum=0.0, weight_decay=0.0))
+    assert not torch.equal(net.weight, before)  # the case the refused rate stands for, at a rate that moves
+    with torch.no_grad():  # the refused rate's step, as SGD takes it: lr x g added to float32 weights
+        moved = before + torch.tensor(-1e-300, dtype=torch.float32) * torch.ones_like(before)
+    assert torch.equal(moved, before)
+    for name in RATES:
+        with pytest.raises(ConfigError, match=rf"^fol\.{name} must be at least 1e-10 \(a learning rate: a smaller step "
+                                              rf"leaves every float32 weight larger than 1\.7e-3 unchanged\), got 1e-300$"):
+            FOLConfig.from_dict({name: 1e-300})
+        assert getattr(FOLConfig.from_dict({name: MIN_RATE}), name) == MIN_RATE
+    with pytest.raises(ConfigError, match=r"^lr must be at least 1e-10 "):
+        TrainConfig(lr=1e-30)
+    for method, option in (("fedavg", "lr"), ("mtfl-adam", "adam_lr"), ("dense", "lr_g"), ("co-boosting", "kd_lr")):
+        with pytest.raises(ConfigError, match=rf"^methods\.{method}\.{option} must be at least 1e-10 "):
+            get_method(method, **{option: 1e-30})
+        get_method(method, **{option: MIN_RATE})
+
+
+def test_a_weight_decay_whose_step_overshoots_zero_is_refused_naming_both_fields() -> None:
+    """SGD multiplies every weight by 1 - lr x weight_decay each step: fol.weight_decay = 100 with
+    fol.pretrain_lr = 0.01 (a product of 1) was accepted and zeroed the weights at every step
+    but for the gradient's part; now refused below 1 / the rate, as is a method's lr or DENSE's kd_lr."""
+    from fol.methods import get_method
+
+    torch.manual_seed(0)
+    net = nn.Linear(4, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.5, weight_decay=2.0)
+    net.weight.grad, net.bias.grad = torch.zeros_like(net.weight), torch.zeros_like(net.bias)
+    opt.step()  # with no gradient, a product of 1 leaves nothing of the weights
+    assert float(net.weight.detach().abs().max()) == 0.0
+    with pytest.raises(ConfigError, match=r"^fol\.weight_decay must be below 1 / the learning rate \(each SGD step "
+                                          r"multiplies every weight by 1 - lr x weight_decay: at lr x weight_decay >= 1 "
+                                          r"the decay overshoots zero\), got weight_decay 100\.0 with a learning rate of "
+                                          r"0\.01 \(fol\.pretrain_lr\)$"):
+        FOLConfig.from_dict({"weight_decay": 100.0})
+    with pytest.raises(ConfigError, match=r"\(fol\.finetune_lr\)$"):
+        FOLConfig.from_dict({"weight_decay": 10.0, "pretrain_lr": 0.01, "finetune_lr": 0.1})
+    FOLConfig.from_dict({"weight_decay": 99.0})
+    fedavg = get_method("fedavg", lr=1000.0)
+    with pytest.raises(ConfigError, match=r"^methods\.fedavg\.lr: fol\.weight_decay must be below 1 / the learning "
+                                          r"rate .* got weight_decay 0\.001 with a learning rate of 1000\.0$"):
+        fedavg.check_inputs((3, 16, 16), FOLConfig())
+    get_method("fedavg", lr=999.0).check_inputs((3, 16, 16), FOLConfig())
+    with pytest.raises(ConfigError, match=r"^methods\.co-boosting\.kd_weight_decay must be below 1 / the learning rate "
+                                          r".*\(methods\.co-boosting\.kd_lr\)$"):
+        get_method("co-boosting", kd_lr=1e4)
+    get_method("co-boosting", kd_lr=9e3)

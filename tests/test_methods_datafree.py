@@ -297,3 +297,18 @@ def test_ensemble_weight_steps_descend_the_pool_cross_entropy():
     one = ensemble_weight_steps(ens, px, py, 0.1, 1, 16)
     assert one.tolist() == pytest.approx([0.6, 0.4])
     assert ensemble_weight_steps(ens, px, py, 0.1, 10, 16).tolist() == pytest.approx([1.0, 0.0])
+
+
+def test_a_hard_sample_power_that_zeroes_the_cross_entropy_is_refused():
+    """Co-Boosting weights each sample's cross-entropy by (1 - p_y)^hs in float32: hard_sample_power =
+    1e300 was accepted and made every weight 0 (the L_CE term vanished); refused above 100 now, where a
+    sample of even odds still weighs 2^-100."""
+    p_y = torch.tensor([0.5, 0.9, 0.1, 1e-3])
+    assert int(torch.count_nonzero((1 - p_y).pow(1e300))) == 0
+    assert float((1 - p_y[:1]).pow(100.0)) > 0
+    with pytest.raises(ConfigError, match=r"^methods\.co-boosting\.hard_sample_power must be at most 100 \(the float32 "
+                                          r"weight \(1 - p_y\)\^hs .* got 1e\+300$"):
+        get_method("co-boosting", hard_sample_power=1e300)
+    with pytest.raises(ConfigError, match=r"^DataFreeConfig\.hard_sample_power must be at most 100 "):
+        DataFreeConfig(hard_sample_power=101.0)
+    assert get_method("co-boosting", hard_sample_power=100.0).options["hard_sample_power"] == 100.0

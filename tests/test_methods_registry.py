@@ -75,7 +75,8 @@ def test_a_method_rate_or_loss_weight_is_bounded_as_fol_configs_are(name, option
     with pytest.raises(ConfigError, match=rf"^methods\.{re.escape(name)}\.{option} must be at most 1e\+06 "
                                           rf"\(it multiplies float32 tensors; every default is 1 or less\), got 1e\+38$"):
         get_method(name, **{option: 1e38})
-    method = get_method(name, **{option: 1e6})  # the bound itself is allowed
+    # the bound itself is allowed (a decay with a rate whose product with it stays below 1)
+    method = get_method(name, **{option: 1e6}, **({"kd_lr": 1e-7} if option == "kd_weight_decay" else {}))
     values = lambda m: m.options if name in ("dense", "co-boosting") else vars(m)  # noqa: E731
     assert values(method)[option] == 1e6
     default = values(get_method(name))[option]  # what the message says of the defaults holds (DENSE's adv is 1)

@@ -1502,3 +1502,27 @@ def test_a_run_reads_the_satellites_file_once(tmp_path: Path, monkeypatch: pytes
     assert (tmp_path / "out" / "contacts.csv").read_text().count("\n") > 1  # the windows were searched
     scn.contact.time.duration_s /= 2
     assert len(scenario_module.build_constellation(scn.contact).names) == 6 and len(reads) == 2
+
+
+@pytest.mark.parametrize(("archs", "most", "shallowest"), [('["cnn-medium"]', 5, "cnn-medium"),
+                                                          ('["cnn-medium", "cnn-small"]', 4, "cnn-small")])
+def test_the_check_refuses_a_freeze_count_past_the_swarms_layers(archs: str, most: int, shallowest: str,
+                                                                  tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """fol.finetune_freeze counts a neighbour's convolution / linear layers: 1000 was accepted and froze
+    exactly what freezing them all does. ``--check`` now refuses a count past the layers of the swarm's
+    shallowest model (any neighbour may hold it), before anything is trained."""
+    from fol.models import ModelSpec, build_model
+    from fol.stages import freezable_layers, frozen_prefix
+
+    model = build_model(ModelSpec(shallowest, num_classes=2, input_size=16))
+    assert len(freezable_layers(model)) == most
+    assert frozen_prefix(model, 1000) == frozen_prefix(model, most)  # the count past the layers means nothing more
+    scenario = tmp_path / "s.toml"
+    for freeze, refused in ((most + 1, True), (most, False)):
+        scenario.write_text(LEO.replace("[methods]", f"finetune_freeze = {freeze}\n[models]\narchs = {archs}\n[methods]"))
+        assert main(["simulate", "--check", str(scenario)]) == (2 if refused else 0)
+        err = capsys.readouterr().err.strip().splitlines()
+        if refused:
+            assert err == [f"fol simulate: error: {scenario}: fol.finetune_freeze must be at most {most} (the "
+                           f"convolution / linear layers of {shallowest}, the swarm's model with the fewest), "
+                           f"got {most + 1}"], err

@@ -23,7 +23,7 @@ from fol.defaults import MAX_ITERATIONS, too_many
 from fol.errors import ConfigError
 from fol.methods.base import NodeResult, NodeSetup, SwarmContext
 from fol.models import ModelSpec, build_model
-from fol.train import MAX_FACTOR, TrainConfig, evaluate, layer_modes_kept, too_large
+from fol.train import MAX_FACTOR, MIN_RATE, TrainConfig, evaluate, layer_modes_kept, too_large, too_small_rate
 from swarmbase.tomlcheck import is_finite_number, shown
 
 log = logging.getLogger(__name__)
@@ -93,9 +93,10 @@ def check_positive_int(method: str, name: str, value: int, *, allow_zero: bool =
 
 
 def check_positive(method: str, name: str, value: float, *, allow_zero: bool = False, factor: bool = False,
-                   at_most: float | None = None, owner: str | None = None) -> float:
+                   rate: bool = False, at_most: float | None = None, owner: str | None = None) -> float:
     """``value`` > 0 (>= 0 with ``allow_zero``); a learning rate or loss weight
-    (``factor``) at most :data:`fol.train.MAX_FACTOR` as well, as FOLConfig's are;
+    (``factor``) at most :data:`fol.train.MAX_FACTOR` as well, as FOLConfig's are; a
+    learning rate (``rate``) at least :data:`fol.train.MIN_RATE` too;
     at most ``at_most`` when given (a decay factor: 1). Named as by :func:`check_positive_int`."""
     where = owner or f"methods.{method}"
     ok = is_finite_number(value) and (float(value) >= 0 if allow_zero else float(value) > 0)
@@ -103,6 +104,8 @@ def check_positive(method: str, name: str, value: float, *, allow_zero: bool = F
         raise ConfigError(f"{where}.{name} must be a {'non-negative' if allow_zero else 'positive'} number, got {shown(value)}")
     if factor and float(value) > MAX_FACTOR:
         raise ConfigError(f"{where}.{too_large(name, value)}")
+    if rate and float(value) < MIN_RATE:
+        raise ConfigError(f"{where}.{too_small_rate(name, value)}")
     if at_most is not None and float(value) > at_most:
         raise ConfigError(f"{where}.{name} must be at most {at_most:g}, got {shown(value)}")
     return float(value)

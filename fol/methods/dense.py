@@ -87,7 +87,7 @@ from fol.methods._common import (
 )
 from fol.methods.base import Method, NodeResult, SwarmContext, register
 from fol.models import build_model
-from fol.train import TrainConfig, fit, seed_everything
+from fol.train import TrainConfig, decay_problem, fit, seed_everything
 from swarmbase.tomlcheck import shown
 
 __all__ = ["BUDGETS", "budget_share", "generator_samples", "Generator", "DataFreeConfig", "DataFreeResult", "distill_data_free", "generator_loss", "ensemble_weight_steps", "kl_div", "DenseMethod", "WeightedEnsemble"]
@@ -238,6 +238,13 @@ class DataFreeConfig:
             raise ConfigError(f"DataFreeConfig.seed must be an integer in 0..{MAX_SEED}, got {shown(self.seed)}")
 
 
+#: The largest ``hard_sample_power`` (hs). Each generator sample's cross-entropy is weighted by
+#: (1 - p_y)^hs in float32: for a sample the ensemble gives even odds (p_y = 0.5) that is 2^-hs,
+#: a float32 below its smallest normal number past hs = 126 and exactly 0 past 149, so a large
+#: hs silently removes the cross-entropy term (at 1e300 every weight but that of a sample with
+#: p_y exactly 0 is 0). At 100 that sample's weight is 2^-100, about 8e-31.
+MAX_HARD_SAMPLE_POWER = 100.0
+
 #: Perturbations of a distillation batch (:func:`_perturb`).
 PERTURBS = ("none", "ods", "disagreement")
 
@@ -257,7 +264,8 @@ def checked_data_free_options(values: dict, *, method: str = "", owner: str | No
     factors = ("lr_g", "kd_lr", "bn", "oh", "adv", "weight_lr", "kd_weight_decay")  # rates and loss weights
     for name in ("lr_g", "kd_lr", "temperature", "adv_temperature", "epsilon"):
         if name in values:
-            values[name] = check_positive(method, name, values[name], factor=name in factors, owner=owner)
+            values[name] = check_positive(method, name, values[name], factor=name in factors,
+                                          rate=name in ("lr_g", "kd_lr"), owner=owner)
     if values.get("epsilon", 0.0) > 1.0:  # a radius past 1 moves every pixel to 0 or 1: the batch becomes binary
         raise ConfigError(f"{where}.epsilon must be at most 1 (the L-inf radius of the hard-sample step on images of "
                           f"values in [0, 1]; the published odseta 8 means 8/255 = {8 / 255:.4f}), "
@@ -270,6 +278,12 @@ def checked_data_free_options(values: dict, *, method: str = "", owner: str | No
         if name in values:
             values[name] = check_positive(method, name, values[name], allow_zero=True, factor=name in factors,
                                           at_most=1.0 if name == "weight_decay_rate" else None, owner=owner)
+    if values.get("hard_sample_power", 0.0) > MAX_HARD_SAMPLE_POWER:  # 1e300 made every weight 0: no L_CE at all
+        raise ConfigError(f"{where}.hard_sample_power must be at most {MAX_HARD_SAMPLE_POWER:g} (the float32 weight "
+                          f"(1 - p_y)^hs of a sample the ensemble gives even odds is 2^-hs, 0 past 149; the published "
+                          f"hs is 1), got {shown(values['hard_sample_power'])}")
+    if "kd_lr" in values and (problem := decay_problem(values["kd_lr"], values.get("kd_weight_decay", 0.0))):
+        raise ConfigError(f"{where}.kd_weight_decay {problem} ({where}.kd_lr)")
     if "weight_steps" in values:
         values["weight_steps"] = check_positive_int(method, "weight_steps", values["weight_steps"], allow_zero=True,
                                                     count=True, owner=owner)

@@ -164,7 +164,7 @@ class _MTFLBase(ServerMethod):
         if private not in PRIVATE_CHOICES:
             raise ConfigError(f"methods.{self.name}.private must be one of {', '.join(PRIVATE_CHOICES)}, got {shown(private)}")
         self.private = private
-        self.adam_lr = check_positive(self.name, "adam_lr", adam_lr, factor=True)
+        self.adam_lr = check_positive(self.name, "adam_lr", adam_lr, factor=True, rate=True)
         if self.adam and self.lr is not None:  # the local Adam steps run at adam_lr: lr would be ignored
             raise ConfigError(f"methods.{self.name}.lr is not used: the local Adam learning rate is "
                               f"methods.{self.name}.adam_lr (default 1e-3)")

@@ -53,7 +53,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from fol.config import FOLConfig
 from fol.data import NodeData
+from fol.errors import ConfigError
 from fol.methods._common import (
     Ledger, check_fraction, check_positive, check_positive_int, local_config, node_result, require_homogeneous,
     sample_round, state_of, train_flops_of,
@@ -61,7 +63,7 @@ from fol.methods._common import (
 from fol.methods.base import Method, NodeResult, SwarmContext
 from fol.models import ModelSpec, build_model
 from fol.seeds import round_seed
-from fol.train import TrainConfig, evaluate, fit
+from fol.train import TrainConfig, decay_problem, evaluate, fit
 
 __all__ = ["ServerMethod", "Traffic", "ClientTask", "train_client", "RoundsRun"]
 
@@ -132,8 +134,14 @@ class ServerMethod(Method):
         epochs = self.default_local_epochs if local_epochs is None else local_epochs
         self.local_epochs = check_positive_int(self.name, "local_epochs", epochs, count=True)
         self.fraction = check_fraction(self.name, "fraction", fraction)
-        self.lr = None if lr is None else check_positive(self.name, "lr", lr, factor=True)
+        self.lr = None if lr is None else check_positive(self.name, "lr", lr, factor=True, rate=True)
         self.rounds = None if rounds is None else check_positive_int(self.name, "rounds", rounds, count=True)
+
+    def check_inputs(self, shape: tuple[int, ...], fol: FOLConfig) -> None:
+        """A local ``lr`` must go with the swarm's SGD weight decay (``fol.weight_decay``,
+        which local training keeps): refused before any training when their product is 1 or more."""
+        if self.lr is not None and (problem := decay_problem(self.lr, fol.weight_decay)):
+            raise ConfigError(f"methods.{self.name}.lr: fol.weight_decay {problem}")
 
     # ------------------------------------------------------------------ hooks
 

@@ -53,6 +53,7 @@ from fol.errors import ConfigError, DataError
 from fol.executors import check_ray_address
 from fol.fileio import check_input_dir, check_output_dir, file_sha256
 from fol.methods import NodeResult, get_method
+from fol.stages import check_finetune_freeze
 from orbits import Constellation, Ephemeris, OrbitError
 from orbits.groundtrack import turns_earth_fixed
 from swarmbase.safejson import loads as bounded_loads
@@ -297,6 +298,7 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
         archs = node_architectures(scn, names, planes)
         if len(names) < 2:
             raise ConfigError(f"{len(names)} learning node(s); a swarm needs at least 2")
+        check_finetune_freeze(scn.fol.finetune_freeze, archs, scn.data.side_px)  # each neighbour may be any of them
 
         plan_rounds = len(round_boundaries(scn.contact)) - 1
         shape = (3, scn.data.side_px, scn.data.side_px)
