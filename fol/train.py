@@ -208,8 +208,8 @@ def fit(
 
     Shuffling uses a private generator seeded with ``cfg.seed``, so the same
     inputs give the same result on CPU. A non-finite loss, or trained weights
-    that are not all finite at the end of an epoch, raise
-    :class:`fol.errors.TrainingError`.
+    or recomputed batch-norm statistics that are not all finite at the end of
+    an epoch, raise :class:`fol.errors.TrainingError`.
     """
     if not data:
         raise ConfigError("fit() needs at least one data tensor")
@@ -262,6 +262,11 @@ def fit(
                 # Statistics of the weights as they are now, before they are
                 # evaluated or kept (see recompute_bn_stats).
                 recompute_bn_stats(model, data[0], layers=bns)
+                if not all(bool(torch.isfinite(m.running_var).all() and torch.isfinite(m.running_mean).all())
+                           for m in bns):  # finite but huge weights: the activations' variance overflows float32
+                    raise TrainingError(f"{cfg.desc}: the batch-norm statistics became non-finite at epoch {epoch} "
+                                        f"(finite but huge weights; learning rate {cfg.lr:g}; a smaller one usually "
+                                        f"fixes this)")
             if val is not None:
                 res = evaluate(model, val[0], val[1])
                 history.val_accuracy.append(res.accuracy)

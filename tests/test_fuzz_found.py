@@ -1934,3 +1934,47 @@ def test_an_unknown_data_free_option_is_refused_in_a_short_line(tmp_path: Path, 
     many = "".join(f"zz{i} = 1\n" for i in range(2000))
     err = _swarm_check(tmp_path, capsys, f'[methods]\nrun = ["local", "{method}"]\n[methods.{method}]\n{many}')
     assert err.startswith(f"methods.{method}: invalid option(s): unknown 'zz0' and 1,999 more; expected some of "), err
+
+
+# ------------------------------------------------------------------ swarm scenario runs, beyond --check (fol simulate, fol/train.py)
+
+
+def test_batch_norm_statistics_that_overflow_end_training_naming_the_stage() -> None:
+    """The run fuzzer (``fol simulate`` for real): ``fol.weight_decay = 1e6`` gave finite but huge weights, whose
+    recomputed batch-norm variances overflowed float32 to inf; pretraining ended "successfully", saved that
+    checkpoint, and the run stopped reading it back, blaming the file ("tensor 'features.5.running_var' has 64
+    non-finite value(s)"). Training now stops at the epoch, naming the stage, as a non-finite loss or weight does."""
+    import torch
+    from torch import nn
+
+    from fol.errors import TrainingError
+    from fol.train import TrainConfig, fit
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 2))
+    with torch.no_grad():
+        model[0].weight.mul_(1e20)
+        model[0].bias.mul_(1e20)
+    assert all(bool(torch.isfinite(p).all()) for p in model.parameters())
+    x, y = torch.rand(16, 3, 8, 8), torch.randint(0, 2, (16,))
+    with pytest.raises(TrainingError, match=r"^pretrain: the batch-norm statistics became non-finite at epoch 0 "
+                                            r"\(finite but huge weights; learning rate 1e-10; "):
+        fit(model, (x, y), TrainConfig(epochs=1, batch_size=8, lr=1e-10, weight_decay=0.0, desc="pretrain"))
+
+
+def test_a_weight_decay_that_zeroes_the_weights_is_refused_before_the_run_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The run fuzzer: ``[fol] weight_decay = 1e6`` passed ``--check``; the run computed the contacts, pretrained
+    every node into non-finite batch-norm statistics and stopped with an error naming a checkpoint file of
+    its own state folder. lr x weight_decay >= 1 is now refused when the scenario is read, before any folder is made."""
+    from _scenarios import LEO
+    from fol.cli import main
+
+    path = tmp_path / "s.toml"
+    path.write_text(LEO.replace("[methods]", "weight_decay = 1e6\n[methods]"))
+    assert main(["simulate", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    _one_line(err)
+    assert err.startswith(f"fol simulate: error: {path}: fol.weight_decay must be below 1 / the learning rate "), err
+    assert err.endswith("got weight_decay 1000000.0 with a learning rate of 0.01 (fol.pretrain_lr)"), err
+    assert not (tmp_path / "out").exists()
