@@ -194,6 +194,7 @@ def run_personalize(args: argparse.Namespace) -> int:
                               recorded_split_rule, split_fields)
     from fol.fileio import atomic_write_bytes, check_input_dir, check_output_dir, check_output_file, staged_outputs, write_json_atomic
     from fol.personalize import NodeState, check_received, personalize, save_ensemble
+    from fol.stages import finetune_freeze_problem
 
     if args.top_k is not None and args.top_k < 1:  # named as typed, not as the field it overrides (fol.top_k)
         raise ConfigError(f"--top-k: expected an ensemble size K >= 1, got {args.top_k}")
@@ -277,6 +278,11 @@ def run_personalize(args: argparse.Namespace) -> int:
                             f"{brief(reason, SHOWN_REASON_CHARS)}" for file, reason in every[:SHOWN_REASONS])
         reasons = reasons + (f"; and {more} more file(s)" if more > 0 else "") or "none"
         raise DataError(f"no usable neighbour model in {brief(args.neighbors)} (skipped: {reasons})")
+    if args.variant != "local" and (problem := finetune_freeze_problem(
+            cfg.finetune_freeze, {brief_name(file, SHOWN_NAME_CHARS, keep_end=SHOWN_NAME_END): r.model
+                                  for r, file in received_files if check_received(state, r) is None},
+            "the usable neighbour model")):
+        raise ConfigError(f"{args.config}: {problem}" if args.config else problem)  # before any training
     round_ = own.card.round + 1
     report = personalize(state, received, round_, cfg, args.variant, progress=True)
 

@@ -126,14 +126,23 @@ def check_finetune_freeze(freeze: int, archs: Iterable[str], input_size: int) ->
     """Refuse ``fol.finetune_freeze`` above the convolution / linear layer count of
     the shallowest of ``archs`` (built untrained at ``input_size`` pixels), before any
     training: a neighbour of that architecture has no such layer to freeze."""
-    if not freeze:
-        return
-    counts = {a: len(freezable_layers(build_model(ModelSpec(a, num_classes=2, input_size=input_size))))
-              for a in sorted(set(archs))}
-    arch = min(counts, key=counts.__getitem__)
-    if freeze > counts[arch]:
-        raise ConfigError(f"fol.finetune_freeze must be at most {counts[arch]} (the convolution / linear layers of "
-                          f"{arch}, the swarm's model with the fewest), got {shown(freeze)}")
+    if freeze:
+        models = {a: build_model(ModelSpec(a, num_classes=2, input_size=input_size)) for a in sorted(set(archs))}
+        if problem := finetune_freeze_problem(freeze, models, "the swarm's model"):
+            raise ConfigError(problem)
+
+
+def finetune_freeze_problem(freeze: int, models: dict[str, nn.Module], what: str) -> str | None:
+    """Why ``fol.finetune_freeze = freeze`` cannot apply to every one of ``models`` (named), or
+    None: the one check of the count against the models (``what`` names their kind in the message)."""
+    if not freeze or not models:
+        return None
+    counts = {name: len(freezable_layers(m)) for name, m in models.items()}
+    name = min(counts, key=counts.__getitem__)
+    if freeze <= counts[name]:
+        return None
+    return (f"fol.finetune_freeze must be at most {counts[name]} (the convolution / linear layers of {name}, "
+            f"{what} with the fewest), got {shown(freeze)}")
 
 
 def frozen_prefix(model: nn.Module, n_layers: int) -> list[nn.Parameter]:

@@ -1139,3 +1139,27 @@ def test_a_neighbour_of_the_same_classes_in_another_order_is_said_to_be_so() -> 
                                         "another order (the model's outputs are in another order)")
     assert reason(["dry", "fire"]) == "class set ['dry', 'fire'] differs from the node's ['dry', 'flood']"
     assert reason(["dry", "flood"]) is None
+
+
+def test_a_freeze_count_past_a_neighbours_layers_is_refused_before_training(swarm_files: Path, tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """fol.finetune_freeze counts a neighbour's convolution / linear layers: a count past those of a received
+    model (node1, cnn-small: 4) was accepted and froze what freezing them all does. ``fol personalize``, which
+    holds the received models, refuses it naming the config file and the model, before any training."""
+    neighbours = tmp_path / "received"
+    neighbours.mkdir()
+    for k in (1, 2):  # cnn-small (4 layers) and resnet-small (10)
+        shutil.copy(swarm_files / f"node{k}.safetensors", neighbours)
+    config = tmp_path / "freeze.toml"
+    out = tmp_path / "out"
+    config.write_text(FAST + "finetune_freeze = 5\n")
+    rc = main(["personalize", "--model", str(swarm_files / "node0.safetensors"), "--data", DATA.format(k=0),
+               "--neighbors", str(neighbours), "--out", str(out), "--config", str(config)])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fol personalize: error: {config}: fol.finetune_freeze must be at most 4 (the convolution / "
+                   f"linear layers of node1.safetensors, the usable neighbour model with the fewest), got 5"], err
+    assert not out.exists()
+    config.write_text(FAST + "finetune_freeze = 4\n")
+    assert main(["personalize", "--model", str(swarm_files / "node0.safetensors"), "--data", DATA.format(k=0),
+                 "--neighbors", str(neighbours), "--out", str(out), "--config", str(config)]) == 0
