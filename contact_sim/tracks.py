@@ -534,18 +534,20 @@ def drone_files(paths: Sequence[Path]) -> list[tuple[Path, list[Path]]]:
     log pieces (``positions.jsonl``, ``positions.<n>.jsonl``) of one folder are one drone, its pieces in the
     agent's order (oldest first); any other file is a drone of its own. Each entry is the path naming the
     drone (a piece's folder for several pieces, else the file) and its files."""
-    groups: dict[Path, list[Path]] = {}
+    groups: dict[Path, tuple[list[Path], set[Path]]] = {}  # a folder's pieces, and the paths they resolve to
     out: list[tuple[Path, list[Path]]] = []
     for p in paths:
         if _position_log_piece(p) is not None:
-            pieces = groups.get(p.parent.resolve())
-            if pieces is not None:
-                if any(q.resolve() == p.resolve() for q in pieces):
+            folder, resolved = p.parent.resolve(), p.resolve()  # once a piece: comparing each with every
+            group = groups.get(folder)  # piece before it, resolved again each time, was quadratic
+            if group is not None:
+                if resolved in group[1]:
                     raise ContactError(f"{brief(p, keep_end=40)}: given twice in missions")
-                pieces.append(p)
+                group[0].append(p)
+                group[1].add(resolved)
                 continue
-            groups[p.parent.resolve()] = pieces = [p]
-            out.append((p, pieces))
+            groups[folder] = ([p], {resolved})
+            out.append((p, groups[folder][0]))
         else:
             out.append((p, [p]))
     for k, (p, pieces) in enumerate(out):
