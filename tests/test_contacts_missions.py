@@ -862,3 +862,34 @@ def test_the_vectorised_survey_flies_the_waypoints_of_the_per_line_computation(t
     for bearing in (0.0, 30.0, 90.0, 135.0):
         new = missions._survey_pass(pts, np.roll(pts, -1, axis=0) - pts, bearing, 0.5)
         assert np.array_equal(new, np.array(_survey_pass_per_line(pts, np.roll(pts, -1, axis=0) - pts, bearing, 0.5)))
+
+
+def test_legs_are_timed_as_flown_from_the_last_target_flown_to(tmp_path: Path) -> None:
+    """The legs are measured all at once now; the times and positions are those of the rule written out
+    (each leg's length np.linalg.norm from the last target flown to, a target within 1e-9 km of it passed
+    over unless held), bit for bit, on targets that pass over runs of near repeats, hold at one, and
+    drift by less than 1e-9 km per target."""
+    rng = np.random.default_rng(5)
+    lat = 47.0 + np.cumsum(rng.normal(0.0, 1e-4, 400))
+    lat[100:110] = lat[99]  # repeats passed over
+    lat[200:205] = lat[199] + np.arange(1, 6) * 2e-15  # a drift of femtodegrees: each within 1e-9 km
+    holds = np.where(np.arange(400) % 37 == 0, 5.0, 0.0)
+    holds[103] = 2.0  # a repeat held at
+    targets = [(float(la), 8.0 + k * 1e-5, 400.0 + k % 3, 5.0 + k % 4, float(h), f"line {k}")
+               for k, (la, h) in enumerate(zip(lat, holds))]
+    got = missions._timed_mission(tmp_path / "a.waypoints", "a", targets, HOME)
+    xyz = enu_km(lat, [t[1] for t in targets], [t[2] for t in targets], HOME)
+    ts, ps, t = [0.0], [xyz[0]], 0.0
+    for k in range(1, len(targets)):
+        d = float(np.linalg.norm(xyz[k] - ps[-1]))
+        if d > 1e-9:
+            t += max(d * 1000.0 / targets[k][3], 1e-3)
+            ts.append(t)
+            ps.append(xyz[k])
+        if targets[k][4] >= 1e-3:
+            t += targets[k][4]
+            ts.append(t)
+            ps.append(xyz[k])
+    assert got.t_s.tobytes() == np.array(ts).tobytes() and got.xyz_km.tobytes() == np.array(ps).tobytes()
+    assert len(ts) < len(targets) + int((holds > 0).sum())  # some targets were passed over
+
