@@ -97,7 +97,8 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import brief, decimal_number, is_decimal, read_text_file, shown, text_lines
+from swarmbase.tomlcheck import (DECIMAL_NUMBER, brief, decimal_number, is_decimal, read_text_file, shown,
+                                 text_lines)
 
 from .drones import MAX_LOCAL_KM, Waypoints
 from .dtn import header_name_ok
@@ -615,6 +616,35 @@ def _check_item_count(path: Path, where: str, before: int) -> None:
 
 #: What separates a .waypoints line's fields, and surrounds them: spaces and tabs (no other whitespace).
 _BLANK, _FIELD_GAP = " \t", re.compile("[ \t]+")
+#: A .waypoints item line (stripped of spaces and tabs) as nearly every file writes it, matched whole: index,
+#: current, frame and command (integers of up to 5 digits), p1..p4, lat, lon, alt (numbers as
+#: :func:`~swarmbase.tomlcheck.decimal_number` takes them) and autocontinue. Every line it matches passes the
+#: field checks of :func:`_wpl_item_fields`, which read (or refuse, naming the line) any other.
+_WPL_ITEM = re.compile("[^ \t]+[ \t]+[^ \t]+[ \t]+(-?[0-9]{1,5})[ \t]+(-?[0-9]{1,5})"
+                       + f"[ \t]+((?i:{DECIMAL_NUMBER.pattern}))" * 7 + "[ \t]+([^ \t]+)")
+
+
+def _wpl_item_fields(path: Path, number: int, line: str) -> tuple[int, int, list[float], str]:
+    """Frame, command, p1..p4, lat, lon, alt and autocontinue of the item on line ``number`` (``line`` stripped of
+    spaces and tabs), or the one line refusing it."""
+    m = _WPL_ITEM.fullmatch(line)
+    if m is not None:
+        return int(m[1]), int(m[2]), [float(v) for v in m.group(3, 4, 5, 6, 7, 8, 9)], m[10]
+    fields = _FIELD_GAP.split(line)
+    if len(fields) != 12:
+        raise ContactError(f"{brief(path)}:{number}: expected 12 tab-separated fields (index, current, frame, "
+                           f"command, p1..p4, lat, lon, alt, autocontinue), got {len(fields)}")
+    try:
+        if not all(is_decimal(v, 5, signed=True) for v in fields[2:4]):
+            raise ValueError
+        frame, command = int(fields[2]), int(fields[3])
+    except ValueError:
+        raise ContactError(f"{brief(path)}:{number}: frame and command must be integers") from None
+    try:
+        params = [decimal_number(v) for v in fields[4:11]]
+    except ValueError:
+        raise ContactError(f"{brief(path)}:{number}: p1..p4, lat, lon, alt must be numbers") from None
+    return frame, command, params, fields[11]
 
 
 def _read_wpl(path: Path, text: str) -> tuple[tuple[float, float, float], None, list[_Item]]:
@@ -630,26 +660,13 @@ def _read_wpl(path: Path, text: str) -> tuple[tuple[float, float, float], None, 
         line = lines[n].strip(_BLANK)
         if not line or line.startswith("#"):
             continue
-        where = f"line {n + 1}"
-        fields = _FIELD_GAP.split(line)
-        if len(fields) != 12:
-            raise ContactError(f"{brief(path)}:{n + 1}: expected 12 tab-separated fields (index, current, frame, "
-                               f"command, p1..p4, lat, lon, alt, autocontinue), got {len(fields)}")
-        try:
-            if not all(is_decimal(v, 5, signed=True) for v in fields[2:4]):
-                raise ValueError
-            frame, command = int(fields[2]), int(fields[3])
-        except ValueError:
-            raise ContactError(f"{brief(path)}:{n + 1}: frame and command must be integers") from None
-        try:
-            params = [decimal_number(v) for v in fields[4:11]]
-        except ValueError:
-            raise ContactError(f"{brief(path)}:{n + 1}: p1..p4, lat, lon, alt must be numbers") from None
+        frame, command, params, autocontinue = _wpl_item_fields(path, n + 1, line)
         if home is None:  # the first item is the home position
             home = (params[4], params[5], params[6])
             continue
+        where = f"line {n + 1}"
         _check_item_count(path, where, len(items))
-        items.append(_Item(where, command, frame, params, stops=fields[11] in ("0", "0.0")))
+        items.append(_Item(where, command, frame, params, stops=autocontinue in ("0", "0.0")))
     if home is None:
         raise ContactError(f"{brief(path)}: no items (expected the home position on the line after 'QGC WPL 110')")
     return home, None, items

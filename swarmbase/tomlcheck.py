@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 __all__ = ["Table", "read_toml", "read_text_file", "text_lines", "check_input_file", "is_finite_number", "is_decimal",
-           "decimal_number", "shown",
+           "decimal_number", "DECIMAL_NUMBER", "shown",
            "brief", "check_name_length", "allowed_text",
            "MAX_TOML_BYTES", "MAX_NAME_CHARS", "BRIEF_CHARS"]
 
@@ -211,15 +211,16 @@ def is_decimal(text: Any, max_digits: int, signed: bool = False) -> bool:
 
 #: A number as the text files of autopilots and GPS loggers write it: ASCII digits, maybe a sign, a point and an
 #: exponent, or ``nan`` / ``inf`` / ``infinity`` in any case (as C's printf and Qt write them); ``float()`` reads
-#: more: ``1_000``, and every script's digits (``float("4\U0001d7df.5")`` is 47.5).
-_DECIMAL_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf|infinity)",
+#: more: ``1_000``, and every script's digits (``float("4\U0001d7df.5")`` is 47.5). A reader matching a whole
+#: line of such numbers at once puts its ``pattern`` in its own (with the flag: ``(?i:...)``).
+DECIMAL_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf|infinity)",
                              re.IGNORECASE)
 #: The same without ``nan`` and ``inf``: digits only (an OEM's data lines).
 _DIGITS_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def decimal_number(text: str, special: bool = True) -> float:
-    """``float(text)`` for a number written as :data:`_DECIMAL_NUMBER` describes (surrounding ASCII spaces, tabs
+    """``float(text)`` for a number written as :data:`DECIMAL_NUMBER` describes (surrounding ASCII spaces, tabs
     and line ends ignored; with ``special`` false, no ``nan`` or ``inf``), else ``ValueError``, as ``float()``
     raises for text that is no number.
 
@@ -230,7 +231,7 @@ def decimal_number(text: str, special: bool = True) -> float:
     ValueError: not a decimal number
     """
     text = text.strip(" \t\r\n")
-    if not (_DECIMAL_NUMBER if special else _DIGITS_NUMBER).fullmatch(text):
+    if not (DECIMAL_NUMBER if special else _DIGITS_NUMBER).fullmatch(text):
         raise ValueError("not a decimal number")
     return float(text)
 

@@ -893,3 +893,53 @@ def test_legs_are_timed_as_flown_from_the_last_target_flown_to(tmp_path: Path) -
     assert got.t_s.tobytes() == np.array(ts).tobytes() and got.xyz_km.tobytes() == np.array(ps).tobytes()
     assert len(ts) < len(targets) + int((holds > 0).sum())  # some targets were passed over
 
+
+def test_a_waypoints_line_matched_whole_reads_as_its_fields_checked_one_by_one(tmp_path: Path) -> None:
+    """A .waypoints item line is matched whole by one pattern now (one regex call a line, not ten checks);
+    on lines of fields drawn from numbers, near-numbers and non-numbers, it gives the frame, command, params
+    and autocontinue of the checks written out (split at spaces and tabs, is_decimal, decimal_number), or
+    the same one-line refusal."""
+    from swarmbase.tomlcheck import decimal_number, is_decimal
+
+    path = tmp_path / "m.waypoints"
+
+    def by_fields(line: str):
+        fields = line.replace("\t", " ").split()
+        if len(fields) != 12:
+            return ("expected 12 tab-separated fields (index, current, frame, command, p1..p4, lat, lon, alt, "
+                    f"autocontinue), got {len(fields)}")
+        if not all(is_decimal(v, 5, signed=True) for v in fields[2:4]):
+            return "frame and command must be integers"
+        try:
+            params = [decimal_number(v) for v in fields[4:11]]
+        except ValueError:
+            return "p1..p4, lat, lon, alt must be numbers"
+        return int(fields[2]), int(fields[3]), params, fields[11]
+
+    ints = ["3", "-3", "003", "0000000016", "-00000", "99999"], ["123456", "3.0", "+3", "٣", "1_0", "-"]
+    numbers = (["0", "47.5", "-8.25", ".5", "5.", "1e5", "1E-05", "+1", "-0", "nan", "NaN", "inf", "-Infinity",
+                "1e999"], ["1_000", "4\U0001d7df.5", ".", "e5", "nan5", "0x10", "47.5.1", "--1", "１0"])
+    rng = np.random.default_rng(3)
+
+    def drawn(words: tuple[list[str], list[str]], n: int) -> list[str]:  # a bad one one time in 20
+        return [str(rng.choice(words[rng.random() < 0.05])) for _ in range(n)]
+
+    counts = {"read": 0, "refused": 0}
+    for _ in range(3000):
+        fields = ["1", "0", *drawn(ints, 2), *drawn(numbers, 7), str(rng.choice(["1", "0", "0.0"]))]
+        if rng.random() < 0.05:
+            fields = fields[:int(rng.integers(1, 12))] if rng.random() < 0.5 else [*fields, "x"]
+        gaps = rng.choice(["\t", " ", "\t\t", " \t "], len(fields))
+        line = "".join(f + g for f, g in zip(fields, gaps)).strip(" \t")
+        expected = by_fields(line)
+        try:
+            got = missions._wpl_item_fields(path, 7, line)
+        except ContactError as exc:
+            assert isinstance(expected, str) and str(exc) == f"{path}:7: {expected}", (line, expected)
+            counts["refused"] += 1
+            continue
+        assert not isinstance(expected, str), (line, got)
+        assert got[:2] == expected[:2] and got[3] == expected[3], line
+        assert np.array(got[2]).tobytes() == np.array(expected[2]).tobytes(), line
+        counts["read"] += 1
+    assert min(counts.values()) > 500, counts
