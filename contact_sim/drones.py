@@ -20,15 +20,15 @@ Example:
 from __future__ import annotations
 
 import csv
-import io
 import math
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from swarmbase.fileio import atomic_writer
-from swarmbase.tomlcheck import brief, check_name_length, decimal_number, read_text_file, shown
+from swarmbase.tomlcheck import brief, check_name_length, decimal_number, lines_with_ends, read_text_file, shown
 
 from .errors import ContactError
 from .trajectory import MOVING, Trajectories, check_trajectory_size, time_grid
@@ -59,8 +59,8 @@ class Waypoints:
 def read_waypoints_csv(path: str | Path) -> list[Waypoints]:
     """Read a waypoint CSV (at most :data:`MAX_WAYPOINT_BYTES`); errors name the file and line."""
     path = Path(path)
-    fh = io.StringIO(read_text_file(path, ContactError, "waypoint file", MAX_WAYPOINT_BYTES), newline="")
-    rows: dict[str, list[tuple[float, float, float, float]]] = {}
+    fh = lines_with_ends(read_text_file(path, ContactError, "waypoint file", MAX_WAYPOINT_BYTES))
+    rows: dict[str, array] = {}  # each drone's t_s, x_km, y_km, z_km, row after row (8 bytes a value)
     reader = csv.reader(fh)
     try:
         header = next(reader, None)
@@ -78,21 +78,24 @@ def read_waypoints_csv(path: str | Path) -> list[Waypoints]:
             name = row[0].strip()
             if not name:
                 raise ContactError(f"{brief(path)}:{lineno}: empty node_id")
-            check_name_length(name, f"{brief(path)}:{lineno}: node_id", ContactError)
+            if name not in rows:  # a name seen before passed (its message not formatted for every line)
+                check_name_length(name, f"{brief(path)}:{lineno}: node_id", ContactError)
             try:
-                vals = tuple(decimal_number(c) for c in row[1:])
+                vals = tuple(map(decimal_number, row[1:]))
             except ValueError:
                 raise ContactError(f"{brief(path)}:{lineno}: t_s, x_km, y_km, z_km must be numbers") from None
-            if not all(math.isfinite(v) for v in vals):
+            if not all(map(math.isfinite, vals)):
                 raise ContactError(f"{brief(path)}:{lineno}: values must be finite")
-            if max(abs(v) for v in vals[1:]) > MAX_LOCAL_KM:
+            if max(map(abs, vals[1:])) > MAX_LOCAL_KM:
                 raise ContactError(f"{brief(path)}:{lineno}: x_km, y_km, z_km must lie within {MAX_LOCAL_KM:g} km of "
                                    "the local frame's origin")
-            prev = rows.setdefault(name, [])
-            if prev and vals[0] <= prev[-1][0]:
+            prev = rows.get(name)
+            if prev is None:
+                prev = rows[name] = array("d")
+            elif vals[0] <= prev[-4]:
                 raise ContactError(
-                    f"{brief(path)}:{lineno}: times of node {name!r} must increase (got {vals[0]} after {prev[-1][0]})")
-            prev.append(vals)
+                    f"{brief(path)}:{lineno}: times of node {name!r} must increase (got {vals[0]} after {prev[-4]})")
+            prev.extend(vals)
     except csv.Error as exc:  # e.g. a quote left open: its field runs past the csv module's limit
         raise ContactError(f"{brief(path)}:{reader.line_num}: not a valid CSV record ({exc}); a quote left "
                            "open?") from None
@@ -100,7 +103,7 @@ def read_waypoints_csv(path: str | Path) -> list[Waypoints]:
         raise ContactError(f"{brief(path)}: no waypoints")
     out = []
     for name, vals in rows.items():
-        arr = np.array(vals)
+        arr = np.frombuffer(vals, dtype=np.float64).reshape(-1, 4).copy()
         out.append(Waypoints(name, arr[:, 0], arr[:, 1:4]))
     return out
 

@@ -391,3 +391,31 @@ def test_numbered_text_lines_are_text_lines_made_one_at_a_time() -> None:
             assert text_lines(text) == editors_lines(text), repr(text)
     text = "x\r\n" * 3 + "y\r" * 2 + "z"
     assert list(numbered_text_lines(text)) == [(1, "x"), (2, "x"), (3, "x"), (4, "y"), (5, "y"), (6, "z")]
+
+
+def test_lines_with_ends_are_the_lines_of_a_stringio_without_newline_translation() -> None:
+    """The waypoint CSV reader's lines (made one at a time, not copied into a StringIO) are a StringIO's with
+    newline="" for every text of up to 6 of these characters, and a csv.reader reads the same rows from them
+    (a quoted field across lines, quotes left open) with the same line numbers."""
+    import csv
+    import io
+    import itertools
+
+    from swarmbase.tomlcheck import lines_with_ends
+
+    for size in range(7):
+        for chars in itertools.product('a\r\n\u2028",', repeat=size):
+            text = "".join(chars)
+            assert list(lines_with_ends(text)) == list(io.StringIO(text, newline="")), repr(text)
+
+    def rows(lines) -> list:
+        reader, out = csv.reader(lines), []
+        try:
+            for row in reader:
+                out.append((reader.line_num, row))
+        except csv.Error as exc:
+            out.append((reader.line_num, str(exc)))
+        return out
+
+    for text in ('a,"b\r\nc",d\re\n', 'a,"b\nc\n', "a,b\r\n\r\nc", 'x"y,"z""\rw"\n'):
+        assert rows(lines_with_ends(text)) == rows(io.StringIO(text, newline="")), repr(text)
