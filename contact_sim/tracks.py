@@ -281,8 +281,7 @@ def _tlog_points(path: Path) -> list[TrackPoint]:
     points: list[TrackPoint] = []
     source: tuple[int, int, str] | None = None
     pos = index = 0
-    while pos < len(data):
-        where = f"message {index} (byte {pos})"
+    while pos < len(data):  # "message N (byte B)" is formatted for a position message or a message refused only
         if len(data) < pos + 9:
             size = None
         else:
@@ -292,19 +291,24 @@ def _tlog_points(path: Path) -> list[TrackPoint]:
             elif magic == _MAVLINK2:
                 size = 10 + data[pos + 9] + 2 + (13 if data[pos + 10] & 1 else 0) if len(data) >= pos + 11 else None
             else:
-                raise ContactError(f"{brief(path)}: {where}: expected a MAVLink packet (0xFE or 0xFD) after the "
-                                   f"record's 8-byte time, got 0x{magic:02X}; not a MAVLink telemetry log (.tlog)")
+                raise ContactError(f"{brief(path)}: message {index} (byte {pos}): expected a MAVLink packet (0xFE or "
+                                   f"0xFD) after the record's 8-byte time, got 0x{magic:02X}; not a MAVLink telemetry "
+                                   "log (.tlog)")
         if size is None or pos + 8 + size > len(data):
-            log.warning("%s: %s: skipping the last message, cut off by the end of the file (%d bytes)", brief(path),
-                        where, len(data) - pos)
+            log.warning("%s: message %d (byte %d): skipping the last message, cut off by the end of the file (%d "
+                        "bytes)", brief(path), index, pos, len(data) - pos)
             break
-        packet = data[pos + 8:pos + 8 + size]
-        msgid = packet[5] if packet[0] == _MAVLINK1 else int.from_bytes(packet[7:10], "little")
+        head = pos + 8  # the packet's first byte; only a position message's packet is copied out
+        msgid = data[head + 5] if data[head] == _MAVLINK1 else int.from_bytes(data[head + 7:head + 10], "little")
+        if msgid != _GLOBAL_POSITION_INT:
+            pos += 8 + size
+            index += 1
+            continue
+        packet = data[head:head + size]
         stamp_us = _TLOG_TIME.unpack_from(data, pos)[0]
+        where = f"message {index} (byte {pos})"
         pos += 8 + size
         index += 1
-        if msgid != _GLOBAL_POSITION_INT:
-            continue
         try:
             msg = parser.decode(bytearray(packet))
         except Exception as exc:  # noqa: BLE001 - pymavlink raises MAVError, struct.error and others for a bad packet
