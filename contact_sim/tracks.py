@@ -406,9 +406,9 @@ def _dataflash_points(path: Path) -> list[TrackPoint]:
     gps: tuple[struct.Struct, dict[str, int], list] | None = None
     fixes: list[tuple[_dt.datetime, float, float, float, str]] = []  # GPS time (naive), lat, lon, alt, where
     pos = index = 0
-    while pos < len(data):
-        where = f"message {index} (byte {pos})"
-        if data[pos:pos + 2] != _DF_HEAD[:len(data) - pos]:
+    while pos < len(data):  # "message N (byte B)" is formatted for a FMT, a fix or a message refused only
+        if not data.startswith(_DF_HEAD, pos) and data[pos:pos + 2] != _DF_HEAD[:len(data) - pos]:
+            where = f"message {index} (byte {pos})"
             if index and len(data) - pos < _DF_TAIL:  # block logging's unwritten end of a page
                 log.warning("%s: %s: %d bytes at the end are no DataFlash message; the log ends before them",
                             brief(path), where, len(data) - pos)
@@ -417,13 +417,15 @@ def _dataflash_points(path: Path) -> list[TrackPoint]:
                                f"{data[pos:pos + 2].hex(' ').upper()}; not an ArduPilot DataFlash log (.bin)")
         length = lengths.get(data[pos + 2]) if pos + 2 < len(data) else 3
         if length is None:
-            raise ContactError(f"{brief(path)}: {where}: message type {data[pos + 2]} has no FMT message before it")
+            raise ContactError(f"{brief(path)}: message {index} (byte {pos}): message type {data[pos + 2]} has no FMT "
+                               "message before it")
         if pos + length > len(data):
-            log.warning("%s: %s: skipping the last message, cut off by the end of the file (%d bytes)", brief(path),
-                        where, len(data) - pos)
+            log.warning("%s: message %d (byte %d): skipping the last message, cut off by the end of the file (%d "
+                        "bytes)", brief(path), index, pos, len(data) - pos)
             break
-        mtype, body = data[pos + 2], data[pos + 3:pos + length]
+        mtype = data[pos + 2]
         if mtype == _DF_FMT:
+            where, body = f"message {index} (byte {pos})", data[pos + 3:pos + length]
             ftype, flen, name, fmt, columns = (v.rstrip(b"\0").decode("ascii", "replace") if isinstance(v, bytes)
                                                else v for v in _DF_FMT_BODY.unpack(body))
             if flen < 3 or (ftype == _DF_FMT and flen != lengths[_DF_FMT]):
@@ -438,9 +440,10 @@ def _dataflash_points(path: Path) -> list[TrackPoint]:
                 gps_type = gps = None
         elif mtype == gps_type and gps is not None:
             unpack, col, mults = gps
-            values = unpack.unpack(body)
+            values = unpack.unpack_from(data, pos + 3)
             status = values[col["Status"]]
             if ("I" not in col or values[col["I"]] == 0) and status >= _DF_3D_FIX:
+                where = f"message {index} (byte {pos})"
                 week, ms = values[col["GWk"]], values[col["GMS"]]
                 if not (0 <= ms < _MS_PER_WEEK and week >= 0):
                     raise ContactError(f"{brief(path)}: {where}: GPS week {week}, {ms} ms; expected a week of 0 or "
