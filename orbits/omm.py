@@ -46,8 +46,8 @@ from sgp4.exporter import export_omm
 
 from swarmbase.fileio import atomic_write_text
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import (brief, check_name_length, decimal_number, is_decimal, read_text_file, shown,
-                                 text_lines)
+from swarmbase.tomlcheck import (brief, check_name_length, decimal_number, is_decimal, lines_with_ends,
+                                 read_text_file, shown, text_lines)
 from swarmbase.xmlguard import refuse_doctype
 
 from .constants import SGP4_MAX_SATNUM
@@ -235,7 +235,7 @@ def _blank_row(row: dict[Any, Any]) -> bool:
 def _record_start(text: str, done: int) -> int:
     """The line a CSV record the csv module refused starts on: the first line after the ``done`` lines of
     the records before it that is not empty (the module skips those), as it splits lines (LF, CR LF, CR)."""
-    for number, line in enumerate(io.StringIO(text, newline=""), 1):
+    for number, line in enumerate(lines_with_ends(text), 1):
         if number > done and line.strip("\r\n"):
             return number
     return done + 1
@@ -313,9 +313,9 @@ def _records(text: str, fmt: str, source: str) -> Iterable[tuple[str, Any]]:
     if fmt == "csv":
         if _KVN_START.match(text):  # Space-Track's "kvn" format, not a CSV header
             raise OrbitError(f"{source}: holds OMM in KVN layout ('KEY = value' lines), not CSV; read it as kvn")
-        # newline="": the csv module ends a row at LF, CR LF or CR alone (a Mac spreadsheet's CSV); a StringIO
-        # split at LF only handed it a CR-only file as one line, refused as a field holding a new-line at 'line 0'
-        reader = _omm.parse_csv(io.StringIO(text, newline=""))
+        # lines as StringIO(text, newline="") gives them, ended at LF, CR LF or CR alone (a Mac spreadsheet's CSV;
+        # a split at LF only handed it a CR-only file as one line), without a StringIO's copy of 4 bytes a character
+        reader = _omm.parse_csv(lines_with_ends(text))
         rows: list[tuple[str, Any]] = []
         done = 0  # lines of the records read whole (the csv module does not count the line it fails in)
         try:

@@ -114,27 +114,17 @@ def text_lines(text: str) -> list[str]:
 
 def numbered_text_lines(text: str) -> Iterator[tuple[int, str]]:
     """``(number, line)`` of the lines of :func:`text_lines`, the same lines numbered from 1, made one at a time
-    (the one way they are split): a reader of a large file (an OEM of 64 MiB) holds no list of every line.
+    as :func:`lines_with_ends` splits them (the one way they are split): a reader of a large file (an OEM of
+    64 MiB) holds no list of every line.
 
     >>> list(numbered_text_lines("a\\u2028b\\r\\nc\\rd\\n\\ne"))
     [(1, 'a\\u2028b'), (2, 'c'), (3, 'd'), (4, ''), (5, 'e')]
     """
-    start, end_of_text, number = 0, len(text), 0
-    while start < end_of_text:
-        end = text.find("\n", start)
-        if end < 0:
-            end = end_of_text
-        piece = text[start:end]
-        if piece.endswith("\r"):  # CR LF, or a CR ending the text
-            piece = piece[:-1]
-        for line in piece.split("\r") if "\r" in piece else (piece,):  # lines ended by a CR alone
-            number += 1
-            yield number, line
-        start = end + 1
+    return enumerate((m.group(1) or m.group(2) or "" for m in _LINE_WITH_END.finditer(text)), 1)
 
 
-#: A line with its end (LF, CR LF or a lone CR), or a last line without one.
-_LINE_WITH_END = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+\Z")
+#: A line with its end (LF, CR LF or a lone CR), or a last line without one; group 1 or 2 is the line without it.
+_LINE_WITH_END = re.compile(r"([^\r\n]*)(?:\r\n?|\n)|([^\r\n]+)\Z")
 
 
 def lines_with_ends(text: str) -> Iterator[str]:
