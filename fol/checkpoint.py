@@ -494,15 +494,19 @@ def read_card(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) 
 
     Cheap (no tensor is read), so it suits deciding whether a received model
     is worth loading. It checks the header and the card (steps 1-4 of the
-    module docstring) but not the digest or the tensors: :func:`load_model` does.
+    module docstring) and the tensors' byte ranges against the file's size (the
+    layout of step 5: a file cut short or with bytes added is refused), but not
+    the digest or the tensors' values: :func:`load_model` does.
     """
     source = str(path)
     with _only_project_errors(source):
         with _opened(path, max_bytes, source) as (fh, size):
             header_len = _header_length(fh.read(8), size, source)
             raw = fh.read(header_len)
-        card, _ = _card_from_header(_parse_header(raw, header_len, source), source, legacy=True)
+        header = _parse_header(raw, header_len, source)
+        card, _ = _card_from_header(header, source, legacy=True)
         _check_spec_limits(card.spec, source)
+        _tensor_layout(header, size - 8 - header_len, source)
         return card
 
 

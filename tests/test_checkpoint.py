@@ -163,6 +163,19 @@ def test_read_card_reads_only_the_header(saved: tuple[Path, nn.Module, ModelCard
     _assert_rejected(lambda: load_model(path), str(path), "sha256")
 
 
+def test_read_card_refuses_a_file_cut_short_or_grown(saved: tuple[Path, nn.Module, ModelCard]) -> None:
+    """read_card took a model file cut short (or with bytes added) after its header for a model: the
+    header alone was read. The tensors' byte ranges are now checked against the file's size (no tensor is
+    read), so a truncated pretrained checkpoint is refused by the cheap check before any slow work."""
+    path, _, card = saved
+    data = path.read_bytes()
+    for damaged, fragment in ((data[:-100], "expected [begin, end] within"), (data + b"\0" * 4, "cover")):
+        path.write_bytes(damaged)
+        _assert_rejected(lambda: read_card(path), str(path), fragment)
+    path.write_bytes(data)
+    assert read_card(path) == card
+
+
 def test_model_to_bytes_errors_name_the_given_source() -> None:
     """A model that would not load back is refused naming ``source`` (fol personalize names
     the file the bytes are to become), or ``<bytes>`` by default."""

@@ -1526,3 +1526,41 @@ def test_the_check_refuses_a_freeze_count_past_the_swarms_layers(archs: str, mos
             assert err == [f"fol simulate: error: {scenario}: fol.finetune_freeze must be at most {most} (the "
                            f"convolution / linear layers of {shallowest}, the swarm's model with the fewest), "
                            f"got {most + 1}"], err
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage header", "plain safetensors", "another node's"])
+def test_resume_refuses_a_damaged_pretrained_checkpoint_before_the_data_pool_is_read(
+        damage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A damaged pretrained checkpoint in a run folder (cut short, a garbled safetensors header, a
+    safetensors file without the project's model card, another node's) was refused by --resume only
+    after the data pool was read (the spec the checkpoint is compared with needs the pool's classes),
+    minutes for a large dataset, and --check --resume said OK. What the file alone shows is now checked
+    with the other saved work, before the pool: one line naming the file, --check --resume too."""
+    import struct
+
+    from fol.simulation import runner
+
+    out = _local_only_run(tmp_path)
+    state = out / "state" / "seed-0"
+    (state / "results" / "local.json").unlink()  # interrupted before the methods
+    a, b = state / "pretrained" / "a.safetensors", state / "pretrained" / "b.safetensors"
+    good = a.read_bytes()
+    header = b'{"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}'
+    a.write_bytes({"truncated": good[: len(good) - 100],
+                   "garbage header": struct.pack("<Q", 20) + b"\x00not json at all\xff\xfe" + good[28:],
+                   "plain safetensors": struct.pack("<Q", len(header)) + header + b"\x00" * 4,
+                   "another node's": b.read_bytes()}[damage])
+    needle = {"truncated": "not a valid safetensors payload", "garbage header": "safetensors header is not valid JSON",
+              "plain safetensors": "not a FOL model file", "another node's": "not of node 'a' seed 0"}[damage]
+
+    def no_pool(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the data pool was read before the damaged checkpoint was refused")
+
+    monkeypatch.setattr(runner, "_load_pool", no_pool)
+    before = _snapshot(out)
+    capsys.readouterr()
+    for argv in (["simulate", "--resume", str(out)], ["simulate", "--resume", str(out), "--check"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(a) in err[0] and needle in err[0] and "move the file away" in err[0], err
+    assert _snapshot(out) == before

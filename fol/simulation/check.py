@@ -27,8 +27,10 @@ parsing, it
   resuming; a resumed folder must hold a run's record, and the scenario must
   equal that run's in everything that changes results, the contents of the
   files its contact side and its image folder hold included (:func:`input_digests`); the folders of its
-  saved work must be folders, and the method results it saved must read back (:func:`check_saved_results`;
-  its pretrained models are read by the resumed run, against the data pool, before it writes anything).
+  saved work must be folders, the method results it saved must read back (:func:`check_saved_results`), and
+  its pretrained models must be model files of this format, whole, each of the node and seed whose place it
+  has (:func:`check_saved_models`; the resumed run then loads each against the data pool, before it writes
+  anything).
 
 Errors are :class:`~fol.errors.ConfigError` / :class:`~fol.errors.DataError`
 (or the contact side's own), one line; one about the scenario or a file it names gives the
@@ -41,15 +43,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from contact_sim.scenario import (build_constellation, check_contact_scenario, check_energy_inputs, input_files,
                                   round_boundaries)
 from contact_sim.trajectory import MAX_TRAJECTORY_BYTES, STATION_ROTATION_BYTES_PER_TIME, grid_samples
+from fol.checkpoint import ModelCard, read_card
 from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, check_dataset
-from fol.errors import ConfigError, DataError
+from fol.errors import CheckpointError, ConfigError, DataError
 from fol.executors import check_ray_address
 from fol.fileio import check_input_dir, check_output_dir, file_sha256
 from fol.methods import NodeResult, get_method
@@ -64,7 +70,8 @@ from swarmbase.tomlcheck import brief, read_text_file, shown
 
 __all__ = ["CheckReport", "check_scenario", "check_run_folder", "check_resumable", "read_run_record", "node_architectures",
            "input_digests", "INPUTS_FILE", "STATE_DIR", "seed_dir", "results_path", "saved_results", "check_saved_results",
-           "real_number", "read_run_json", "check_acquisition_span"]
+           "real_number", "read_run_json", "check_acquisition_span", "node_file_stem", "pretrained_path",
+           "check_pretrained_card", "check_saved_models", "refused_pretrained"]
 
 #: In a run folder: the folder of its saved work (:data:`INPUTS_FILE`, the wall time, and per seed
 #: :func:`seed_dir`).
@@ -353,6 +360,7 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
         if resume:
             check_resumable(scn, out)
             check_saved_results(scn, out, names)
+            check_saved_models(scn, out, names)
     return CheckReport(names, archs, list(scn.methods))
 
 
@@ -511,6 +519,63 @@ def saved_results(path: Path, method: str, names: list[str]) -> list[NodeResult]
 def results_path(seed_dir: Path, method: str) -> Path:
     """Method ``method``'s saved per-node results in :func:`seed_dir`."""
     return seed_dir / "results" / f"{method}.json"
+
+
+def node_file_stem(name: str) -> str:
+    """A node's name as a file name in the run's state folder: as it is when it holds only letters,
+    digits, '.', '_', '-' and '~' (ASCII), else with the other characters percent-encoded (TLE / OMM / OEM names
+    hold spaces and path separators: 'SL-16 R/B' is 'SL-16%20R%2FB'); distinct names stay distinct."""
+    return quote(name, safe="")
+
+
+def pretrained_path(seed_dir: Path, name: str) -> Path:
+    """Node ``name``'s pretrained model in :func:`seed_dir`."""
+    return seed_dir / "pretrained" / f"{node_file_stem(name)}.safetensors"
+
+
+def check_pretrained_card(path: Path, card: ModelCard, name: str, seed: int) -> int:
+    """The pretraining FLOPs the card of node ``name``'s checkpoint ``path`` records, once the card is that
+    of node ``name`` and seed ``seed`` (what the run wrote there): else :class:`ConfigError` naming the file."""
+    if card.producer != name or card.extra.get("seed") != seed:
+        raise ConfigError(f"--resume: {path}: the pretrained model of node {shown(card.producer)} seed "
+                          f"{shown(card.extra.get('seed'))}, not of node {name!r} seed {seed}; move the file away "
+                          f"to pretrain {name!r} again")
+    flops = card.extra.get("pretrain_flops", 0)
+    if not isinstance(flops, int) or isinstance(flops, bool) or flops < 0:
+        raise ConfigError(f"--resume: {path}: card extra 'pretrain_flops' is {shown(flops)}, expected a "
+                          f"non-negative integer (the FLOPs the run recorded for pretraining {name!r}); move the "
+                          f"file away to pretrain {name!r} again")
+    return flops
+
+
+def check_saved_models(scn: SwarmScenario, out: Path, names: list[str]) -> None:
+    """``--resume``: what each pretrained model the interrupted run saved shows by itself, read as
+    :func:`fol.checkpoint.read_card` reads it (a regular file within the size limit, a safetensors header
+    holding this format's card, the tensors' byte ranges within the file: one cut short or garbled is
+    refused; no tensor is read), and its card of the node and seed whose place it has
+    (:func:`check_pretrained_card`). Checked before the data pool is read, by :func:`check_scenario`
+    (``--check --resume`` too); the run then loads each in full (the digest, the values) and compares its
+    spec with the one the pool's classes and image shape give the node."""
+    for seed in scn.seeds:
+        for name in names:
+            path = pretrained_path(seed_dir(out, seed), name)
+            if not path.exists():  # not pretrained yet: the run pretrains it (as it reads it)
+                continue
+            with refused_pretrained(path, name):
+                card = read_card(path)
+            check_pretrained_card(path, card, name, seed)
+
+
+@contextmanager
+def refused_pretrained(path: Path, name: str) -> Iterator[None]:
+    """A :class:`~fol.errors.CheckpointError` of node ``name``'s pretrained model ``path`` as the one
+    :class:`ConfigError` line of ``--resume``: the file, why, and what to do."""
+    try:
+        yield
+    except CheckpointError as exc:
+        reason = str(exc).removeprefix(f"{path}: ").removeprefix(f"{brief(path)}: ")
+        raise ConfigError(f"--resume: {path}: not a pretrained model this run saved ({reason}); move the "
+                          f"file away to pretrain {name!r} again") from None
 
 
 def check_saved_results(scn: SwarmScenario, out: Path, names: list[str]) -> None:

@@ -35,7 +35,6 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
-from urllib.parse import quote
 
 import numpy as np
 
@@ -45,9 +44,9 @@ from contact_sim.plan import ContactPlan
 from contact_sim.scenario import (build_batteries, build_constellation, build_trajectories, load_plan_file,
                                   plan_from_trajectories)
 from swarmbase.tomlcheck import shown
-from fol.simulation.check import (INPUTS_FILE, STATE_DIR, check_acquisition_span, check_scenario, input_digests,
-                                  read_run_json, real_number, results_path as _results_path, saved_results,
-                                  seed_dir as _seed_dir)
+from fol.simulation.check import (INPUTS_FILE, STATE_DIR, check_acquisition_span, check_pretrained_card,
+                                  check_scenario, input_digests, pretrained_path, read_run_json, refused_pretrained,
+                                  real_number, results_path as _results_path, saved_results, seed_dir as _seed_dir)
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.result import SimulationResult
 from fol.simulation.scenario import SwarmScenario, errors_name_the_file, json_default
@@ -277,13 +276,6 @@ def _participants(plan: ContactPlan, learners: list[int], sizes: list[int], roun
     return [[k for k, node in enumerate(learners) if reachable(node, r, sizes[k])] for r in range(rounds)]
 
 
-def node_file_stem(name: str) -> str:
-    """A node's name as a file name in the run's state folder: as it is when it holds only letters,
-    digits, '.', '_', '-' and '~' (ASCII), else with the other characters percent-encoded (TLE / OMM / OEM names
-    hold spaces and path separators: 'SL-16 R/B' is 'SL-16%20R%2FB'); distinct names stay distinct."""
-    return quote(name, safe="")
-
-
 class ZmqTransport:
     """FOL's peer-to-peer payloads over the node agent's CURVE links on
     127.0.0.1 (one authenticated, encrypted, chunked and verified transfer per
@@ -361,27 +353,14 @@ def _resumed_pretraining(path: Path, spec: ModelSpec, name: str, seed: int) -> t
     """The state dict and pretraining FLOPs of node ``name``'s checkpoint ``path``
     (written by :func:`_pretrained_nodes` of an earlier run of this scenario);
     :class:`ConfigError` naming the file if it is another model's."""
-    loaded = load_model(path)
+    with refused_pretrained(path, name):
+        loaded = load_model(path)
     card = loaded.card
     if card.spec != spec:
         raise ConfigError(f"--resume: {path}: a {shown(card.spec.arch)} checkpoint where the scenario gives node "
                           f"{name!r} {spec.arch!r} ({_spec_text(card.spec)} against {_spec_text(spec)}); move the "
                           f"file away to pretrain {name!r} again")
-    if card.producer != name or card.extra.get("seed") != seed:
-        raise ConfigError(f"--resume: {path}: the pretrained model of node {shown(card.producer)} seed "
-                          f"{shown(card.extra.get('seed'))}, not of node {name!r} seed {seed}; move the file away "
-                          f"to pretrain {name!r} again")
-    flops = card.extra.get("pretrain_flops", 0)
-    if not isinstance(flops, int) or isinstance(flops, bool) or flops < 0:
-        raise ConfigError(f"--resume: {path}: card extra 'pretrain_flops' is {shown(flops)}, expected a "
-                          f"non-negative integer (the FLOPs the run recorded for pretraining {name!r}); move the "
-                          f"file away to pretrain {name!r} again")
-    return loaded.model.state_dict(), flops
-
-
-def _checkpoint_path(seed_dir: Path, name: str) -> Path:
-    """Node ``name``'s pretrained model in :func:`_seed_dir`."""
-    return seed_dir / "pretrained" / f"{node_file_stem(name)}.safetensors"
+    return loaded.model.state_dict(), check_pretrained_card(path, card, name, seed)
 
 
 def _node_specs(pool: GeoDataset, archs: Sequence[str]) -> list[ModelSpec]:
@@ -398,8 +377,8 @@ def _check_saved_models(scn: SwarmScenario, out: Path, pool: GeoDataset, names: 
     for seed in scn.seeds:
         seed_dir = _seed_dir(out, seed)
         for name, spec in zip(names, specs):
-            if _checkpoint_path(seed_dir, name).exists():
-                _resumed_pretraining(_checkpoint_path(seed_dir, name), spec, name, seed)
+            if pretrained_path(seed_dir, name).exists():
+                _resumed_pretraining(pretrained_path(seed_dir, name), spec, name, seed)
 
 
 def _pretrained_nodes(scn: SwarmScenario, pool: GeoDataset, shards: list[np.ndarray], names: list[str],
@@ -408,7 +387,7 @@ def _pretrained_nodes(scn: SwarmScenario, pool: GeoDataset, shards: list[np.ndar
     c, h, _ = pool.images.shape[1:]
     specs = _node_specs(pool, archs)
     # build_nodes does the split and pretraining; reuse it with a map that skips checkpointed nodes.
-    saved: dict[int, Path] = {k: _checkpoint_path(seed_dir, names[k]) for k in range(len(names))}
+    saved: dict[int, Path] = {k: pretrained_path(seed_dir, names[k]) for k in range(len(names))}
 
     def checkpoint(task: PretrainTask, result: tuple[dict[str, Any], int]) -> None:
         """Save one node's pretrained model as soon as it finishes (a kill keeps it)."""
