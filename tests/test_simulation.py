@@ -1564,3 +1564,42 @@ def test_resume_refuses_a_damaged_pretrained_checkpoint_before_the_data_pool_is_
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and str(a) in err[0] and needle in err[0] and "move the file away" in err[0], err
     assert _snapshot(out) == before
+
+
+@pytest.mark.parametrize("damage, why", [
+    ("missing", "it is missing"),
+    ("folder", "is a directory"),
+    ("fifo", "not a regular file"),
+    ("dead link", "a link to "),
+    ("not json", "not valid JSON (Expecting property name"),
+    ("not utf-8", "not a UTF-8 text file"),
+    ("too large", "5000 bytes; a JSON file of a run may have at most 4096"),
+])
+def test_resume_says_why_the_run_record_cannot_be_read(damage: str, why: str, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--resume``'s "no readable scenario.resolved.json there" did not say why: a folder with no
+    record, one whose record is a folder, a FIFO, a link to nothing, not JSON, not UTF-8 or too large
+    were one message. The line now says which, still one line naming the folder."""
+    from fol.simulation import check
+
+    out = tmp_path / "out"
+    out.mkdir()
+    record = out / "scenario.resolved.json"
+    monkeypatch.setattr(check, "MAX_RUN_JSON_BYTES", 4096)
+    if damage == "folder":
+        record.mkdir()
+    elif damage == "fifo":
+        os.mkfifo(record)
+    elif damage == "dead link":
+        record.symlink_to(tmp_path / "gone.json")
+    elif damage == "not json":
+        record.write_text("{'source': 'x'}")
+    elif damage == "not utf-8":
+        record.write_bytes(b'{"source": "\xff"}')
+    elif damage == "too large":
+        record.write_text(" " * 5000)
+    with pytest.raises(ConfigError) as info:
+        check.read_run_record(out)
+    msg = str(info.value)
+    assert msg.startswith(f"--resume {out}: no readable scenario.resolved.json there (") and why in msg, msg
+    assert "\n" not in msg and str(out / "scenario.resolved.json") not in msg, msg

@@ -58,6 +58,7 @@ from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, check_dataset
 from fol.errors import CheckpointError, ConfigError, DataError
 from fol.executors import check_ray_address
 from fol.fileio import check_input_dir, check_output_dir, file_sha256
+from swarmbase.fileio import dead_link, dead_link_text
 from fol.methods import NodeResult, get_method
 from fol.stages import check_finetune_freeze
 from orbits import Constellation, Ephemeris, OrbitError
@@ -162,21 +163,43 @@ def read_run_json(path: Path) -> Any:
     bounded (:func:`swarmbase.safejson.loads`), so a damaged or missing file is a
     :class:`ValueError` whose message does not repeat the path, never a ``RecursionError``
     later. The count of values is bounded by the file's size alone."""
+    return _run_json(_run_json_text(path))
+
+
+def _run_json_text(path: Path) -> str:
+    """The text of :func:`read_run_json`'s file; :class:`ValueError` without the path."""
     try:
-        text = read_text_file(path, ValueError, "JSON file of a run", MAX_RUN_JSON_BYTES)
+        return read_text_file(path, ValueError, "JSON file of a run", MAX_RUN_JSON_BYTES)
     except ValueError as exc:  # the callers name the file
         raise ValueError(str(exc).removeprefix(f"{brief(Path(path))}: ")) from None
+
+
+def _run_json(text: str) -> Any:
+    """:func:`read_run_json`'s parse of the text of its file."""
     return bounded_loads(text, max_depth=RUN_JSON_DEPTH, max_items=len(text) + 1, allow_nan=True)
 
 
 def read_run_record(out: Path) -> dict[str, Any]:
     """The ``scenario.resolved.json`` a run wrote in ``out``, for ``--resume``:
-    a JSON object whose ``source`` and ``base_dir`` are text (or absent)."""
+    a JSON object whose ``source`` and ``base_dir`` are text (or absent). One that
+    cannot be read is one :class:`ConfigError` line saying why: missing (not a run's
+    folder), a link to nothing, not a regular file, too large, not UTF-8, not JSON."""
     path = Path(out) / "scenario.resolved.json"
     try:
-        record = read_run_json(path)
-    except (OSError, ValueError):
-        raise ConfigError(f"--resume {out}: no readable {path.name} there (not a simulation output folder)") from None
+        text = _run_json_text(path)
+    except (OSError, ValueError) as exc:
+        if not os.path.lexists(path):
+            raise ConfigError(f"--resume {out}: no readable {path.name} there (it is missing: not a simulation "
+                              f"output folder)") from None
+        dead = dead_link(path)
+        why = f"it is {dead_link_text(path, dead)}" if dead is not None else brief(str(exc), 300)
+        raise ConfigError(f"--resume {out}: no readable {path.name} there ({why}); restore the run's record or "
+                          f"use a new output folder") from None
+    try:
+        record = _run_json(text)
+    except ValueError as exc:  # one line, cut: the parser's reason
+        raise ConfigError(f"--resume {out}: no readable {path.name} there (not valid JSON ({brief(str(exc), 300)})); "
+                          f"restore the run's record or use a new output folder") from None
     if not isinstance(record, dict) or any(not isinstance(record.get(k), (str, type(None)))
                                            for k in ("source", "base_dir")):
         raise ConfigError(f"--resume {out}: {path.name} is not a run record (expected a JSON object with text "
