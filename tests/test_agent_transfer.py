@@ -1090,19 +1090,25 @@ def test_a_damaged_state_file_is_one_line_naming_the_field(tmp_path: Path, field
 
 def _edit_state(state: dict[str, Any], where: str, value: str) -> dict[str, Any]:
     """``state`` with the path field ``where`` (``current_model``, or ``models.file`` / ``received.file``:
-    the first record's, a received record added) set to ``value``."""
+    the first record's, a received record added; ``history.model`` / ``history.report``: a history entry
+    added) set to ``value``."""
     state = json.loads(json.dumps(state))
     if where in ("current_model", "local_model"):
         state[where] = value
     elif where == "models.file":
         next(iter(state["models"].values()))["file"] = value
+    elif where.startswith("history."):  # a finished round's entry, its other path as the agent writes it
+        entry = {"round": 1, "trigger": "command", "model": "models/round-1.safetensors",
+                 "report": "reports/round-1.json", "used": []}
+        state["history"] = [{**entry, where.split(".")[1]: value}]
     else:
         state["received"]["m"] = {"sender": "sender", "round": 0, "sha256": "0" * 64, "size": 1, "file": value,
                                   "time": 0.0}
     return state
 
 
-@pytest.mark.parametrize("where", ["current_model", "local_model", "models.file", "received.file"])
+@pytest.mark.parametrize("where", ["current_model", "local_model", "models.file", "received.file", "history.model",
+                                   "history.report"])
 @pytest.mark.parametrize("value", ["{outside}", "../own.safetensors", "models/../../own.safetensors"],
                          ids=["absolute", "parent", "dotdot-inside"])
 def test_a_state_path_outside_the_state_folder_is_one_line_naming_the_field(tmp_path: Path, where: str,
@@ -1111,7 +1117,9 @@ def test_a_state_path_outside_the_state_folder_is_one_line_naming_the_field(tmp_
     made the agent start on a model outside its state folder (current_model, local_model), offer such a
     file to its peers (a 'models' record's file) or keep a received record of it. The agent writes every
     path relative to the state folder; any other stops the start in one line naming state.json, the field
-    and the value, and nothing is rewritten. Before this change, each of these agents started."""
+    and the value, and nothing is rewritten. Before this change, each of these agents started.
+    A history entry's 'model' and 'report' (shown by ``fol agent ctl status``; the loopback exchange reads
+    the report) were not checked at all, and an agent with such a history started: they follow the rule too."""
     from fol.errors import ConfigError
 
     node = Node(tmp_path, "receiver", [])
@@ -1123,6 +1131,7 @@ def test_a_state_path_outside_the_state_folder_is_one_line_naming_the_field(tmp_
     state_path.write_text(json.dumps(_edit_state(state, where, value)))
     before = state_path.read_bytes()
     field = f"field '{where}'" if "." not in where else (
+        f"field 'history' entry 0: '{where.split('.')[1]}'" if where.startswith("history.") else
         f"field '{where.split('.')[0]}' entry '{'m' if where.startswith('received') else next(iter(state['models']))}': 'file'")
     with pytest.raises(ConfigError) as err:
         Agent(node.config(), load_fol=False)

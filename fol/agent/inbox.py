@@ -99,9 +99,13 @@ _HISTORY_FIELDS: dict[str, type] = {"round": int, "trigger": str, "model": str, 
 _TYPE_NAMES = {int: "an integer", str: "a string", dict: "an object"}
 
 
-#: The fields of the state that hold a path: ``current_model`` and ``local_model``, and each record's ``file`` of
-#: ``models`` and ``received``.
+#: The fields of the state that hold a path: ``current_model`` and ``local_model``, each record's ``file`` of
+#: ``models`` and ``received``, and each ``history`` entry's ``model`` and ``report``.
 _PATH_RECORDS = ("models", "received")
+_HISTORY_PATHS = ("model", "report")
+#: Why a path of these fields that :func:`outside_state_folder` refuses is refused, after the field and value.
+_OUTSIDE = ("is outside the state folder; expected a path relative to it without '..' parts, as the agent writes "
+            "(models/round-1.safetensors)")
 
 
 def outside_state_folder(path: str) -> bool:
@@ -209,8 +213,7 @@ class AgentState:
                   for name in _PATH_RECORDS for key, record in getattr(state, name).items()]
         for where, value in paths:  # followed when the agent reads or sends a model: never out of the folder
             if outside_state_folder(value):
-                raise ConfigError(f"{source}: {where} {brief(value)} is outside the state folder; expected a path "
-                                  f"relative to it without '..' parts, as the agent writes (models/round-1.safetensors)")
+                raise ConfigError(f"{source}: {where} {brief(value)} {_OUTSIDE}")
         for key, record in state.received.items():  # arrival time: received_for orders by it (absent: 0)
             if "time" in record and not is_finite_number(record["time"]):
                 raise ConfigError(f"{source}: field 'received' entry {shown(key)}: 'time' must be a number of "
@@ -225,6 +228,10 @@ class AgentState:
                     expected = "a list of strings" if ftype is list else _TYPE_NAMES[ftype]
                     raise ConfigError(f"{source}: field 'history' entry {i}: {fname!r} must be {expected}, "
                                       f"got {shown(value)}")
+            for fname in _HISTORY_PATHS:  # shown by `fol agent ctl status`, the report read back: as the paths above
+                if outside_state_folder(entry[fname]):
+                    raise ConfigError(f"{source}: field 'history' entry {i}: {fname!r} {brief(entry[fname])} "
+                                      f"{_OUTSIDE}")
         where = _non_finite_at(state.to_dict())  # the reader takes NaN / Infinity (named above); saving does not
         if where is not None:
             raise ConfigError(f"{source}: field {shown(where[0], 120)} is {where[1]}; expected a finite number "
