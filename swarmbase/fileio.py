@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Sequence
 
-from swarmbase.tomlcheck import brief
+from swarmbase.tomlcheck import NUL_IN_PATH, brief, has_nul
 
 __all__ = ["fsync_dir", "make_dirs", "atomic_writer", "atomic_write_bytes", "atomic_write_text", "write_json_atomic",
            "staged_outputs", "check_output_dir", "check_output_file", "check_input_dir", "publish_gate", "is_temporary",
@@ -481,6 +481,8 @@ def check_output_dir(path: str | os.PathLike[str], error: type[Exception], *, em
     parent) and is removed at once; nothing else is created. Problems raise
     ``error`` with one line."""
     path = Path(path)
+    if has_nul(path):  # the os module raises ValueError for it, or takes it as absent
+        raise error(f"{what} {brief(path)}: {NUL_IN_PATH}")
     try:
         exists = path.exists()
     except OSError as exc:  # a name too long for the file system (named cut), a loop of symbolic links
@@ -510,6 +512,8 @@ def check_input_dir(path: str | os.PathLike[str], error: type[Exception], what: 
     ValueError: --resume /nonexistent-folder: does not exist
     """
     path = Path(path)
+    if has_nul(path):  # the os module raises ValueError for it, or takes it as absent
+        raise error(f"{what} {brief(path)}: {NUL_IN_PATH}")
     try:
         is_dir, exists = path.is_dir(), path.exists()
     except OSError as exc:  # a name too long for the file system: one line, the name cut
@@ -523,6 +527,8 @@ def check_output_file(path: str | os.PathLike[str], error: type[Exception], what
     """Check, before any long work, that a file can be written at ``path``
     (replacing a regular file is allowed; a folder there is not)."""
     path = Path(path)
+    if has_nul(path):  # the os module raises ValueError for it, or takes it as absent
+        raise error(f"{what} {brief(path)}: {NUL_IN_PATH}")
     try:
         is_dir = path.is_dir()
     except OSError as exc:  # a name too long for the file system: one line, the name cut

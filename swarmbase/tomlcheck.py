@@ -32,8 +32,8 @@ from typing import Any, Iterable, Iterator
 
 __all__ = ["Table", "read_toml", "read_text_file", "text_lines", "check_input_file", "is_finite_number", "is_decimal",
            "decimal_number", "DECIMAL_NUMBER", "shown",
-           "brief", "check_name_length", "allowed_text",
-           "MAX_TOML_BYTES", "MAX_NAME_CHARS", "BRIEF_CHARS"]
+           "brief", "check_name_length", "allowed_text", "has_nul",
+           "MAX_TOML_BYTES", "NUL_IN_PATH", "MAX_NAME_CHARS", "BRIEF_CHARS"]
 
 #: Configuration files larger than this are refused before parsing (bytes).
 MAX_TOML_BYTES = 4 * 1024 * 1024
@@ -49,6 +49,17 @@ def _a(what: str) -> str:
     return f"{'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
 
 
+#: Why a path holding a NUL is refused (by :func:`check_input_file` and the checks of
+#: :mod:`swarmbase.fileio`), after the path: the os module raises ``ValueError`` for one, or takes it as absent.
+NUL_IN_PATH = "holds a NUL character, which no file or folder name can hold"
+
+
+def has_nul(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` holds a NUL character (no file name can; the os module raises ``ValueError``)."""
+    text = os.fspath(path)
+    return ("\0" if isinstance(text, str) else b"\0") in text
+
+
 def check_input_file(path: str | os.PathLike[str], error: type[Exception], what: str = "file",
                      max_bytes: int | None = None, *, name: str | None = None) -> Path:
     """``path`` as a :class:`Path` if it names a readable regular file (at most
@@ -62,6 +73,8 @@ def check_input_file(path: str | os.PathLike[str], error: type[Exception], what:
     """
     path = Path(path)
     shown_as = brief(path if name is None else name)
+    if has_nul(path):  # os.stat's ValueError ("embedded null byte") is no one-line refusal of the caller's type
+        raise error(f"{shown_as}: {NUL_IN_PATH}; expected {_a(what)}")
     try:
         st = path.stat()
     except FileNotFoundError:

@@ -524,3 +524,32 @@ def test_a_link_to_a_long_target_that_leads_nowhere_is_named_cut(tmp_path: Path)
         make_dirs(long_link / "sub")
     assert len(str(os_err.value)) < 600 and str(os_err.value).count("t" * 100) == 1
     assert fileio.dead_link_text(short_link, errno.ENOENT) == "a link to /nowhere/run, which does not exist"
+
+
+def test_a_path_holding_a_nul_is_one_line_of_the_callers_error(tmp_path: Path) -> None:
+    """A NUL in a path given to check_input_file raised the os module's ValueError ("embedded null
+    byte", a traceback, not the caller's error type); check_output_file and check_output_dir took it as a
+    name that can be created (the write failed after the work), check_input_dir said it did not exist.
+    Each now refuses it in one line of the error type it is given, naming the path (quoted, the NUL
+    escaped) and why. The names of the files around it are untouched."""
+    from swarmbase.tomlcheck import check_input_file
+
+    class CallersError(Exception):
+        pass
+
+    (tmp_path / "a").write_text("kept")
+    bad = tmp_path / "a\0b"
+    calls = {
+        "check_input_file": lambda: check_input_file(bad, CallersError, "model file"),
+        "check_input_file name=": lambda: check_input_file(str(bad), CallersError, "model file", name="model n1"),
+        "check_output_file": lambda: fileio.check_output_file(bad, CallersError),
+        "check_output_dir": lambda: fileio.check_output_dir(bad, CallersError, what="--out"),
+        "check_input_dir": lambda: fileio.check_input_dir(bad, CallersError, "--neighbors"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(CallersError) as info:
+            call()
+        msg = str(info.value)
+        assert "holds a NUL character" in msg and "\n" not in msg and "\0" not in msg, (name, msg)
+        assert ("model n1: " if name.endswith("name=") else repr(str(bad))) in msg, (name, msg)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"] and (tmp_path / "a").read_text() == "kept"
