@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fol.errors import ConfigError
-from swarmbase.cli import brief_name, path_argument, recorded_path, utf8_text
+from swarmbase.cli import path_argument, recorded_path, utf8_text
 from swarmbase.manifest import OutputManifest, recorded_unchanged
 from swarmbase.tomlcheck import brief
 
@@ -97,7 +97,7 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
 def _scan_files(folder: Path, max_bytes: int | None, usable: Callable[[Any], str | None] | None, limit: int | None,
                 own_sha256: str | None) -> tuple[list[tuple[Any, str]], list[tuple[dict[str, str], str]]]:
     """:func:`scan_neighbours`' models and skipped files, each beside its file's name in the folder, as the
-    file system gives it (bytes that are not UTF-8 as lone surrogates): for messages only (:func:`brief_name`
+    file system gives it (bytes that are not UTF-8 as lone surrogates): for messages only (:func:`brief`
     escapes each character once), never for the report, which records the escaped name."""
     from fol.checkpoint import DEFAULT_MAX_BYTES, load_model
     from fol.errors import CheckpointError, DataError
@@ -113,7 +113,7 @@ def _scan_files(folder: Path, max_bytes: int | None, usable: Callable[[Any], str
         raise DataError(f"neighbours folder {brief(folder)} is empty; expected received models (*{MODEL_SUFFIX})")
     if not any(p.suffix == MODEL_SUFFIX for p in entries):  # sidecar cards, notes, sub-folders: say what is there
         # each name as the "no usable neighbour model" line names a file: escaped, cut past SHOWN_NAME_CHARS
-        shown = [brief_name(p.name, SHOWN_NAME_CHARS, keep_end=SHOWN_NAME_END)
+        shown = [brief(p.name, SHOWN_NAME_CHARS, keep_end=SHOWN_NAME_END)
                  + ("/ (sub-folders are not read)" if p.is_dir() else "") for p in entries[:SHOWN_REASONS]]
         more = len(entries) - SHOWN_REASONS
         raise DataError(f"neighbours folder {brief(folder)} holds no model file (*{MODEL_SUFFIX}), only "
@@ -147,8 +147,8 @@ def _scan_files(folder: Path, max_bytes: int | None, usable: Callable[[Any], str
             continue
         try:  # named by its name in the folder, given once: the reason is what follows
             loaded = load_model(path, max_bytes=max_bytes or DEFAULT_MAX_BYTES, source=name)
-        except CheckpointError as exc:
-            skip(str(exc).removeprefix(f"{name}: "))
+        except CheckpointError as exc:  # the loader names it as given or through brief (cut when long)
+            skip(str(exc).removeprefix(f"{name}: ").removeprefix(f"{brief(name)}: "))
             continue
         sha = loaded.card.sha256
         if sha == own_sha256 or sha in seen:
@@ -263,18 +263,18 @@ def run_personalize(args: argparse.Namespace) -> int:
 
     name = own.card.producer or data_spec.node_name
     state = NodeState.from_pretrained(name, own.model, own.card.spec, own.card.class_names, node)
-    # each beside its file's name as the folder gives it, which the messages escape once (brief_name)
+    # each beside its file's name as the folder gives it, which the messages escape once (brief)
     received_files, skipped_files = ([], []) if neighbours is None else _scan_files(
         neighbours, args.max_bytes, lambda r: check_received(state, r), cfg.max_neighbours, own.card.sha256)
     received, skipped = [r for r, _ in received_files], [s for s, _ in skipped_files]
-    for item in skipped:
-        log.warning("skipping %s: %s", item["file"], item["reason"])
+    for item, file in skipped_files:  # the name as every message shows it (brief), the report's is escaped text
+        log.warning("skipping %s: %s", brief(file), item["reason"])
     usable = [r for r in received if check_received(state, r) is None]
     if args.variant != "local" and not usable:
         every = ([(file, s["reason"]) for s, file in skipped_files]  # and the models this node cannot use
                  + [(file, check_received(state, r)) for r, file in received_files])
         more = len(every) - SHOWN_REASONS  # a folder of many bad files, long names or reasons: the line stays readable
-        reasons = "; ".join(f"{brief_name(file, SHOWN_NAME_CHARS, keep_end=SHOWN_NAME_END)}: "
+        reasons = "; ".join(f"{brief(file, SHOWN_NAME_CHARS, keep_end=SHOWN_NAME_END)}: "
                             f"{brief(reason, SHOWN_REASON_CHARS)}" for file, reason in every[:SHOWN_REASONS])
         reasons = reasons + (f"; and {more} more file(s)" if more > 0 else "") or "none"
         raise DataError(f"no usable neighbour model in {brief(args.neighbors)} (skipped: {reasons})")

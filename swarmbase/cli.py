@@ -19,9 +19,9 @@ import sys
 from pathlib import PurePath
 from typing import Any, Callable
 
-from swarmbase.tomlcheck import BRIEF_CHARS, brief
+from swarmbase.tomlcheck import brief, printable
 
-__all__ = ["run_command", "printable", "utf8_text", "brief_name", "recorded_path", "os_failure_line", "path_argument"]
+__all__ = ["run_command", "printable", "utf8_text", "recorded_path", "os_failure_line", "path_argument"]
 
 
 def path_argument(text: str) -> str:
@@ -40,20 +40,6 @@ def path_argument(text: str) -> str:
     return text
 
 
-def printable(text: str) -> str:
-    """``text`` with every character that is not printable (control characters such as
-    newline or a terminal's escape, format characters such as a right-to-left override,
-    lone surrogates of an undecodable file name) written as its Python escape, so text
-    from a file or a peer prints as one line that cannot rewrite the terminal.
-
-    >>> printable("fire"), printable("a\\nb\\x1b[2J\\u202ec"), printable("caf\\xe9 \\udcff")
-    ('fire', 'a\\\\nb\\\\x1b[2J\\\\u202ec', 'café \\\\udcff')
-    """
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
-
-
 def utf8_text(text: str) -> str:
     """``text`` (a file name, an argument as typed) with the bytes that are not UTF-8, which Python gives
     as lone surrogates, written as their escape (``\\udcff``): text that a model card, a seed's hash
@@ -64,20 +50,6 @@ def utf8_text(text: str) -> str:
     ('café.safetensors', 'm\\\\udcff.safetensors')
     """
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def brief_name(text: str, limit: int = BRIEF_CHARS, keep_end: int = 0) -> str:
-    """A file name or an argument as a message names it, cut by :func:`~swarmbase.tomlcheck.brief`:
-    its bytes that are not UTF-8 written as :func:`utf8_text` writes them (``m\\udcff``), unquoted,
-    when nothing else in it needs escaping; else the name itself quoted and escaped by ``brief`` (as
-    ``repr`` writes it, each character escaped once: ``brief(utf8_text(name))`` escaped the backslash
-    of ``\\udcff`` in turn, naming a file that holds a backslash).
-
-    >>> print(brief_name("m\\udcff.safetensors"), brief_name("a\\n\\udcff"), brief_name("runs/a"))
-    m\\udcff.safetensors 'a\\n\\udcff' runs/a
-    """
-    escaped = utf8_text(text)
-    return brief(escaped if escaped.isprintable() else text, limit, keep_end)
 
 
 def recorded_path(path: str, flag: str, error: type[Exception], record: str, name_only: bool = False) -> str:
@@ -102,7 +74,7 @@ def recorded_path(path: str, flag: str, error: type[Exception], record: str, nam
     try:
         part.encode("utf-8")
     except UnicodeEncodeError:
-        where = f"{flag} {brief_name(path)}" if flag else brief_name(path)
+        where = f"{flag} {brief(path)}" if flag else brief(path)
         raise error(f"{where}: {'its file name holds' if name_only else 'holds'} bytes that are not UTF-8 (shown "
                     f"escaped), and {record}; expected a UTF-8 {'file name' if name_only else 'path'} (rename the "
                     f"file or folder, or give a link to it whose name is UTF-8)") from None

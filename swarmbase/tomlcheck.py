@@ -32,7 +32,7 @@ from typing import Any, Iterable, Iterator
 
 __all__ = ["Table", "read_toml", "read_text_file", "text_lines", "check_input_file", "is_finite_number", "is_decimal",
            "decimal_number", "DECIMAL_NUMBER", "shown",
-           "brief", "check_name_length", "allowed_text", "has_nul",
+           "brief", "printable", "check_name_length", "allowed_text", "has_nul",
            "MAX_TOML_BYTES", "NUL_IN_PATH", "MAX_NAME_CHARS", "BRIEF_CHARS"]
 
 #: Configuration files larger than this are refused before parsing (bytes).
@@ -333,6 +333,23 @@ def shown(value: Any, limit: int = 60) -> str:
     return text[: max(limit - 3, 1)] + "..."
 
 
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable (control characters such as
+    newline, tab or a terminal's escape, format characters such as a right-to-left override or a
+    zero-width space, spaces other than ' ' such as a no-break space, lone surrogates of an undecodable
+    file name) written as its Python escape, each once, so text from a file or a peer prints as one line
+    that cannot rewrite the terminal. The one escaping of every message: :func:`brief` names a file with
+    it, and the command-line tools print each error and log line through it
+    (:func:`swarmbase.cli.printable`), so a name is shown the same way in both.
+
+    >>> printable("fire"), printable("a\\nb\\x1b[2J\\u202ec"), printable("caf\\xe9 \\udcff\\t\\xa0\\u200b")
+    ('fire', 'a\\\\nb\\\\x1b[2J\\\\u202ec', 'café \\\\udcff\\\\t\\\\xa0\\\\u200b')
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def brief(text: Any, limit: int = BRIEF_CHARS, keep_end: int = 0) -> str:
     """``text`` (a file name, an argument as typed) as a one-line message writes it: as it is when at most
     ``limit`` characters, else cut by :func:`shown` (quoted, ``...`` at the cut). A message names what the
@@ -341,25 +358,29 @@ def brief(text: Any, limit: int = BRIEF_CHARS, keep_end: int = 0) -> str:
     most half of ``limit``), ``...`` in the middle: files whose long names differ only at their end (a
     number, a suffix) stay told apart.
 
-    Text holding a character that is not printable (a newline, a terminal's escape sequence, a line or
-    paragraph separator such as U+2028, a right-to-left override, a byte of a file name that is not
-    UTF-8) is quoted and escaped as ``repr`` writes it, and cut the same way once escaped: written as
-    it is, it broke the line, forged another, or rewrote the terminal it was printed on.
+    Text holding a character that is not printable (a newline or a tab, a terminal's escape sequence, a
+    line or paragraph separator such as U+2028, a right-to-left override, a no-break space, a zero-width
+    space, a byte of a file name that is not UTF-8) is written with each such character escaped once, as
+    :func:`printable` writes it, and cut the same way once escaped (quoted at a cut, as above): written as
+    it is, it broke the line, forged another, or rewrote the terminal it was printed on. That is how the
+    command-line tools print every error and log line, so a file is shown one way in a run, whether a
+    message names it with ``brief`` or as it is (``data.csv:3:`` prefixes, log lines).
 
     >>> brief("runs/a"), brief(Path("runs/a")), brief("x" * 100, 12), len(brief("x" * 5000))
     ('runs/a', 'runs/a', "'xxxxxxxx...", 200)
     >>> brief("model-from-node-" + "x" * 100 + "-07.safetensors", 40, keep_end=15)
     "'model-from-node-xxxx...-07.safetensors'"
     >>> print(brief("a\\n2026-01-01 INFO forged"), brief("\\x1b[2Jx\\u2028\\u202etxt.png"), brief("\\n" * 100, 12))
-    'a\\n2026-01-01 INFO forged' '\\x1b[2Jx\\u2028\\u202etxt.png' '\\n\\n\\n\\n...
+    a\\n2026-01-01 INFO forged \\x1b[2Jx\\u2028\\u202etxt.png '\\n\\n\\n\\n...
     >>> print(brief("model-\\x1b" + "x" * 100 + "-07.safetensors", 40, keep_end=15))
-    'model-\\x1bxxxxxxxxx...-07.safetensors'
+    'model-\\x1bxxxxxxxxxx...-07.safetensors'
     """
     text = str(text)
     if not text.isprintable():
-        quoted = repr(text)
-        if len(quoted) <= limit:
-            return quoted
+        escaped = printable(text)
+        if len(escaped) <= limit:
+            return escaped
+        quoted = f"'{escaped}'"  # cut as a printable name is: quoted, the escapes not escaped again
         if keep_end <= 0:
             return quoted[:max(limit - 3, 1)] + "..."
         keep_end = min(keep_end, limit // 2)  # the quotes and dots in the limit, as below

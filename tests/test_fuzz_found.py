@@ -1027,8 +1027,11 @@ def test_an_image_loader_names_a_file_of_unprintable_characters_escaped(tmp_path
                                                                        bands: tuple[int, ...] | None) -> None:
     """A file named 'caf\\xe9\\n\\x1b[2J.png' (a byte that is not UTF-8, a newline and the terminal's 'clear
     screen'): its refusal wrote the name as it is, a line broken in two that cleared the terminal it was
-    printed on, with a lone surrogate that a strict UTF-8 log cannot write. The name is quoted and escaped."""
+    printed on, with a lone surrogate that a strict UTF-8 log cannot write. The name is escaped (as brief()
+    writes it, as every line the tools print is escaped)."""
     import os
+
+    from swarmbase.tomlcheck import brief
 
     from fol.data.loaders import _read_image_and_place
     from fol.errors import DataError
@@ -1041,7 +1044,8 @@ def test_an_image_loader_names_a_file_of_unprintable_characters_escaped(tmp_path
         _read_image_and_place(path, 32, None, bands)
     message = str(info.value)
     _one_line(message)
-    assert "\x1b" not in message and message.startswith(repr(str(path)) + ": cannot read "), message
+    assert "\x1b" not in message and message.startswith(brief(path) + ": cannot read "), message
+    assert brief(path) == str(tmp_path) + "/caf\\udce9\\n\\x1b[2J.png", brief(path)  # each escaped once, unquoted
     message.encode("utf-8")  # no lone surrogate
 
 
@@ -1104,6 +1108,7 @@ def test_skipped_images_are_named_escaped_and_cut_in_the_loaders_summary_lines(t
 
     from fol.data.loaders import _read_many
     from fol.errors import DataError
+    from swarmbase.tomlcheck import brief
 
     odd = tmp_path / os.fsdecode(b"caf\xe9\n\x1b[2J.png")
     long = tmp_path / ("x" * 250 + ".png")
@@ -1115,7 +1120,7 @@ def test_skipped_images_are_named_escaped_and_cut_in_the_loaders_summary_lines(t
         _read_many([odd], 8, True, 1, "train")
     message = str(info.value)
     _one_line(message)
-    assert "\x1b" not in message and f"(e.g. {str(odd)!r});" in message, message
+    assert "\x1b" not in message and f"(e.g. {brief(odd)});" in message, message
     message.encode("utf-8")  # no lone surrogate
     with caplog.at_level(logging.WARNING, logger="fol.data.loaders"):
         _, ok, _ = _read_many([odd, long, good], 8, True, 1, "train")
@@ -1123,7 +1128,7 @@ def test_skipped_images_are_named_escaped_and_cut_in_the_loaders_summary_lines(t
     skipped = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
     assert len(skipped) == 1, caplog.records
     _one_line(skipped[0], 500)
-    assert "\x1b" not in skipped[0] and "x" * 250 not in skipped[0] and repr(str(odd)) in skipped[0], skipped
+    assert "\x1b" not in skipped[0] and "x" * 250 not in skipped[0] and brief(odd) in skipped[0], skipped
 
 
 # ------------------------------------------------------------------ agent wire (fol/agent/: protocol, transfer, inbox)

@@ -532,9 +532,9 @@ def test_a_neighbours_folder_without_model_files_names_its_entries_in_a_bounded_
     assert len(err) == 1, err
     line = err[0]
     head = f"fol personalize: error: neighbours folder {folder} holds no model file (*.safetensors), only "
-    # quoted and escaped once, as repr writes the name (brief_name): the byte that is not UTF-8 too, not the
-    # text utf8_text makes of it, whose backslash brief escaped in turn (naming a file holding a backslash)
-    assert line.startswith(head + "'a\\n\\x1b[2J\\udcff'/ (sub-folders are not read), 'notes-0-xxx"), line
+    # escaped once (brief, as printable() writes every line): the byte that is not UTF-8 too, not the
+    # text utf8_text makes of it, whose backslash was escaped in turn (naming a file holding a backslash)
+    assert line.startswith(head + "a\\n\\x1b[2J\\udcff/ (sub-folders are not read), 'notes-0-xxx"), line
     for i in range(SHOWN_REASONS - 1):  # each told apart by its start, its end kept
         assert line.count(f"'notes-{i}-xxx") == 1, line
     assert line.count("xxx.txt'") == SHOWN_REASONS - 1 and "notes-4-" not in line, line
@@ -978,7 +978,7 @@ def test_the_no_usable_model_error_escapes_each_file_name_once(swarm_files: Path
     """The "no usable neighbour model" line named a file by brief() of its name as the report records it
     (utf8_text: a byte that is not UTF-8 written as the text '\\udcff'): a name holding such a byte and a
     newline was quoted with that backslash escaped again ('a\\n\\\\udcff.txt'), naming a file holding a
-    backslash. Each name is now escaped once, as repr writes the name itself (brief_name); the report keeps
+    backslash. Each name is now escaped once, as brief() writes the name itself; the report keeps
     the escaped text. Failed before."""
     import os
 
@@ -991,8 +991,8 @@ def test_the_no_usable_model_error_escapes_each_file_name_once(swarm_files: Path
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert err[0] == (f"fol personalize: error: no usable neighbour model in {bad} (skipped: "
-                      "'a\\n\\udcff.txt': not a model file (expected *.safetensors); "
-                      "'m\\n\\udcfe.safetensors': safetensors header is not valid JSON (Expecting value: line 1 "
+                      "a\\n\\udcff.txt: not a model file (expected *.safetensors); "
+                      "m\\n\\udcfe.safetensors: safetensors header is not valid JSON (Expecting value: line 1 "
                       "column 1 (char 0)))"), err[0]
     assert not (tmp_path / "out").exists()
 
@@ -1163,3 +1163,42 @@ def test_a_freeze_count_past_a_neighbours_layers_is_refused_before_training(swar
     config.write_text(FAST + "finetune_freeze = 4\n")
     assert main(["personalize", "--model", str(swarm_files / "node0.safetensors"), "--data", DATA.format(k=0),
                  "--neighbors", str(neighbours), "--out", str(out), "--config", str(config)]) == 0
+
+
+def test_one_file_is_shown_one_way_in_a_run(swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    """brief() quoted a name holding a tab, a no-break space or a zero-width space ('a\\tb', repr-style)
+    while the log's "skipping" warning and the summary printed the same name unquoted (escaped by the
+    printable() every line goes through), so one run named one file two ways; a name also holding a byte
+    that is not UTF-8 was escaped twice in a cut ('\\\\udcff'). Every message now escapes a name once, as
+    printable() does, unquoted: the warnings, the error line and the summary name each file alike."""
+    import logging
+    import os
+
+    from fol.cli import _PrintableFormatter
+    from swarmbase.tomlcheck import brief
+
+    folder = tmp_path / "received"
+    folder.mkdir()
+    names = ["tab\there.safetensors", "nbsp\xa0here.safetensors", "zero\u200bwidth.safetensors"]
+    for name in names:
+        (folder / name).write_bytes(b"\x00" * 64)  # a damaged model file: skipped, named
+    os.close(os.open(os.fsencode(folder) + b"/both\t\xff.txt", os.O_CREAT | os.O_WRONLY))  # not a model file
+    shown_as = {"tab\\there.safetensors", "nbsp\\xa0here.safetensors", "zero\\u200bwidth.safetensors",
+                "both\\t\\udcff.txt"}
+    assert {brief(n) for n in names} | {brief("both\t\udcff.txt")} == shown_as
+    with caplog.at_level(logging.WARNING, logger="fol.personalize_cli"):
+        assert _personalize(swarm_files, folder, tmp_path / "out") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    warned = [_PrintableFormatter("%(message)s").format(r) for r in caplog.records if "skipping" in r.getMessage()]
+    assert len(warned) == 4, warned
+    for shown_name in shown_as:  # the same text in the error line and in the file's own warning
+        assert f"{shown_name}: " in err[0] and f"'{shown_name}" not in err[0], (shown_name, err[0])
+        assert sum(line.startswith(f"skipping {shown_name}: ") for line in warned) == 1, (shown_name, warned)
+    from fol.personalize_cli import format_summary
+
+    summary = format_summary({"round": 1, "node": "n", "variant": "fol",
+                              "skipped_files": [{"file": "tab\there.safetensors", "reason": "r"},
+                                                {"file": "both\t\\udcff.txt", "reason": "r"}]})  # as the report writes
+    assert "skipped file tab\\there.safetensors: r" in summary and "skipped file both\\t\\udcff.txt: r" in summary

@@ -334,24 +334,29 @@ def test_a_file_that_grows_past_its_limit_after_the_size_check_is_refused_not_re
 
 
 @pytest.mark.parametrize("name", ["a\n2026-01-01 INFO forged.toml", "clear\x1b[2J.toml", "line\u2028sep.toml",
-                                  "txt.\u202elmot", "bytes-\udcff.toml"])
-def test_a_file_name_that_is_not_printable_is_named_quoted_and_escaped(tmp_path: Path, name: str) -> None:
+                                  "txt.\u202elmot", "bytes-\udcff.toml", "tab\there.toml", "nbsp\xa0here.toml",
+                                  "zero\u200bwidth.toml"])
+def test_a_file_name_that_is_not_printable_is_named_escaped_as_every_line_is(tmp_path: Path, name: str) -> None:
     """Review: brief(), which every reader uses to name a file in its refusal, returned a short name as it
     was: a TOML (TLE, OEM, mission ...) file named with a newline, a terminal's escape, U+2028 or a
     right-to-left override made the refusal two lines (one forged), cleared the terminal or showed the
-    name reversed; only the image loaders escaped it (their own _file_name). brief() now quotes and
-    escapes such text as repr writes it, cut once escaped; printable text is written as before."""
-    from swarmbase.tomlcheck import brief
+    name reversed; only the image loaders escaped it (their own _file_name). brief() then quoted and
+    escaped such text as repr writes it, while a message naming the file as it is (a ``data.csv:3:``
+    prefix, a log line) was printed escaped by printable(), unquoted: one run named one file two ways.
+    brief() now escapes each such character once as printable() does, unquoted, cut once escaped (quoted
+    at a cut); printable text is written as before."""
+    from swarmbase.tomlcheck import printable
 
     path = tmp_path / name
     message = _msg(read_toml, path, _Err)
-    assert message == f"{str(path)!r}: TOML file not found", message
-    assert message.isprintable()
-    assert brief(path) == repr(str(path)) and brief(name * 100).isprintable() and len(brief(name * 100)) == 200
+    assert message == f"{printable(str(path))}: TOML file not found", message
+    assert message.isprintable() and "'" not in message
+    assert brief(path) == printable(str(path)) == printable(f"{path}:3: x").removesuffix(":3: x")
+    assert brief(name * 100).isprintable() and len(brief(name * 100)) == 200
     cut = brief(name * 100, keep_end=30)
-    assert len(cut) == 200 and cut.endswith(repr(name * 100)[-31:]) and cut.isprintable(), cut
-    for printable in ("runs/a", "café 東京.toml", "a  b.toml", "x" * 300):  # as before
-        assert brief(printable) == (printable if len(printable) <= 200 else "'" + "x" * 196 + "...")
+    assert len(cut) == 200 and cut.endswith(printable(name * 100)[-30:] + "'") and cut.isprintable(), cut
+    for text in ("runs/a", "café 東京.toml", "a  b.toml", "x" * 300):  # as before
+        assert brief(text) == (text if len(text) <= 200 else "'" + "x" * 196 + "...")
 
 
 @pytest.mark.parametrize("name", ["runs/a\nb\udcff", "a\x1b[2J\udcfe.safetensors"])
@@ -359,17 +364,18 @@ def test_a_name_with_a_byte_that_is_not_utf8_and_a_control_character_is_escaped_
     """Review: recorded_path and fol personalize's listing of a neighbours folder named a file by
     brief(utf8_text(name)): utf8_text writes the byte that is not UTF-8 as the text '\\udcff', then brief,
     quoting a name that holds a newline or an escape as repr writes it, doubled its backslash: the line
-    showed 'runs/a\\nb\\\\udcff', the repr of a name holding a backslash, not the file's. The name is now
-    escaped once, as repr writes the name itself; a name whose only odd bytes are not UTF-8 is shown as
-    before, unquoted."""
-    from swarmbase.cli import brief_name, recorded_path
+    showed 'runs/a\\nb\\\\udcff', the repr of a name holding a backslash, not the file's. brief() of the
+    name itself escapes each character once (the byte that is not UTF-8 as utf8_text writes it), also
+    where it cuts the name."""
+    from swarmbase.cli import recorded_path, utf8_text
 
     with pytest.raises(ValueError) as err:
         recorded_path(name, "--data", ValueError, "the card records it")
-    assert str(err.value).startswith(f"--data {name!r}: holds bytes that are not UTF-8"), err.value
-    assert brief_name(name) == repr(name) and "\\\\" not in brief_name(name)
-    assert brief_name("runs/set\udcff") == "runs/set\\udcff" and brief_name("runs/a") == "runs/a"
-    assert brief_name("x\n" + "y" * 300 + "\udcff", 40, keep_end=10) == brief("x\n" + "y" * 300 + "\udcff", 40, 10)
+    assert str(err.value).startswith(f"--data {brief(name)}: holds bytes that are not UTF-8"), err.value
+    assert "\\\\" not in brief(name) and brief(name) == utf8_text(name).replace("\n", "\\n").replace("\x1b", "\\x1b")
+    assert brief("runs/set\udcff") == "runs/set\\udcff" and brief("runs/a") == "runs/a"
+    cut = brief("x\n" + "y" * 300 + "\udcff", 40, keep_end=10)
+    assert cut == "'x\\n" + "y" * 22 + "...yyyy\\udcff'" and len(cut) == 40 and "\\\\" not in cut, cut
 
 
 def test_numbered_text_lines_are_text_lines_made_one_at_a_time() -> None:
