@@ -1167,6 +1167,31 @@ def test_an_agent_state_whose_history_entry_lacks_a_field_is_refused_in_one_line
     _one_line(str(err.value), 300)
 
 
+def test_the_agent_status_shows_the_state_files_names_escaped() -> None:
+    """fol agent ctl status printed the state's paths and names as state.json holds them: a history entry's
+    model inside the state folder (allowed) named with a newline and a terminal escape, or its
+    accuracy_line, split the status into forged lines and cleared the terminal; a tab or a no-break space
+    showed as blank. Each line is now escaped as every line the tools print is (printable), so the names
+    show as brief() shows them elsewhere."""
+    from fol.agent.cli import format_status
+    from fol.agent.inbox import STATE_FORMAT, STATE_VERSION, AgentState
+    from swarmbase.tomlcheck import brief
+
+    model = "models/round-1\n\x1b[2J\t\xa0.safetensors"
+    entry = {**_HISTORY_ENTRY, "model": model, "accuracy_line": "val 1 %\nforged line"}
+    doc = {"format": STATE_FORMAT, "version": STATE_VERSION, "node": "a", "round": 2, "history": [entry],
+           "current_model": model}
+    state = AgentState.from_dict(doc, "state.json")
+    status = {"node": "a", "pid": 1, "listen": "tcp://127.0.0.1:1", "round": 2, "rounds": 3, "finished": False,
+              "personalizing": False, "current_model": state.current_model, "received_this_round": [],
+              "expected_models": 1, "inbox": 0, "trusted_peers": [], "incoming": [], "outbox": [],
+              "history": state.history}
+    lines = format_status(status).splitlines()
+    assert len(lines) == 6 and all(line.isprintable() for line in lines), lines
+    assert lines[2] == f"current model: {brief(model)}", lines
+    assert lines[-1] == f"  round 1 (quorum): used drone-1 -> {brief(model)} val 1 %\\nforged line", lines
+
+
 def test_an_agent_state_of_another_long_node_name_is_refused_in_one_short_line(tmp_path: Path) -> None:
     """A mutation fuzzer of the agent's receiving side (its state.json mutations): a state whose 'node' is
     70,000 characters was refused with the whole name quoted, a line of 70,100 characters. It is now shown

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from swarmbase.cli import path_argument
+from swarmbase.cli import path_argument, printable
 from swarmbase.units import format_seconds
 
 __all__ = ["add_agent_parser", "add_keys_parser", "format_status"]
@@ -126,7 +126,10 @@ def _run_ctl(args: argparse.Namespace) -> int:
 
 
 def format_status(status: dict[str, Any]) -> str:
-    """Human-readable ``ctl status``."""
+    """Human-readable ``ctl status``. Paths and names come from ``state.json`` and peers' records: every
+    line is shown through :func:`swarmbase.cli.printable`, as every line the tools print, so none can
+    split a line or reach the terminal as an escape, and a name shows as :func:`~swarmbase.tomlcheck.brief`
+    shows it in the agent's other messages."""
     lines = [
         f"node {status['node']} (pid {status['pid']}) on {status['listen']}",
         (f"finished: {status['round'] - 1} of {status['rounds']} round(s) done" if status["finished"]
@@ -149,7 +152,7 @@ def format_status(status: dict[str, Any]) -> str:
         retry = status.get("retry_in_s")
         lines.append(f"last error: {status['last_error']}"
                      + (f" (automatic retry in {format_seconds(retry)})" if retry is not None and not status["finished"] else ""))
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)  # names from state.json and peers: one line each
 
 
 def add_keys_parser(sub: argparse._SubParsersAction) -> None:
