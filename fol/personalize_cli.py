@@ -94,14 +94,12 @@ def scan_neighbours(folder: Path, max_bytes: int | None = None, usable: Callable
     return [item for item, _ in received], [item for item, _ in skipped]
 
 
-def _scan_files(folder: Path, max_bytes: int | None, usable: Callable[[Any], str | None] | None, limit: int | None,
-                own_sha256: str | None) -> tuple[list[tuple[Any, str]], list[tuple[dict[str, str], str]]]:
-    """:func:`scan_neighbours`' models and skipped files, each beside its file's name in the folder, as the
-    file system gives it (bytes that are not UTF-8 as lone surrogates): for messages only (:func:`brief`
-    escapes each character once), never for the report, which records the escaped name."""
-    from fol.checkpoint import DEFAULT_MAX_BYTES, load_model
-    from fol.errors import CheckpointError, DataError
-    from fol.personalize import Received
+def neighbour_entries(folder: Path) -> list[Path]:
+    """The entries of a neighbours folder, hidden ones aside, in name order, when it holds a model file
+    (``*.safetensors``): else :class:`~fol.errors.DataError`, one line saying the folder is missing, cannot
+    be listed, is empty or holds no model file (naming what it holds). Only the folder is listed: checked
+    by ``fol personalize`` before the node's data is read, and again by :func:`scan_neighbours`."""
+    from fol.errors import DataError
 
     if not folder.is_dir():
         raise DataError(f"neighbours folder {brief(folder)} does not exist or is not a folder")
@@ -118,6 +116,19 @@ def _scan_files(folder: Path, max_bytes: int | None, usable: Callable[[Any], str
         more = len(entries) - SHOWN_REASONS
         raise DataError(f"neighbours folder {brief(folder)} holds no model file (*{MODEL_SUFFIX}), only "
                         f"{', '.join(shown)}{f' and {more} more' if more > 0 else ''}; put the received models in it")
+    return entries
+
+
+def _scan_files(folder: Path, max_bytes: int | None, usable: Callable[[Any], str | None] | None, limit: int | None,
+                own_sha256: str | None) -> tuple[list[tuple[Any, str]], list[tuple[dict[str, str], str]]]:
+    """:func:`scan_neighbours`' models and skipped files, each beside its file's name in the folder, as the
+    file system gives it (bytes that are not UTF-8 as lone surrogates): for messages only (:func:`brief`
+    escapes each character once), never for the report, which records the escaped name."""
+    from fol.checkpoint import DEFAULT_MAX_BYTES, load_model
+    from fol.errors import CheckpointError
+    from fol.personalize import Received
+
+    entries = neighbour_entries(folder)
     received, skipped = [], []
     n_usable = 0
     seen: dict[str, str] = {}  # sha256 -> the file first read with it
@@ -229,8 +240,9 @@ def run_personalize(args: argparse.Namespace) -> int:
     if args.variant == "local" and args.neighbors is not None:  # deploys the pretrained model: nothing collected
         log.info("--variant local reads no neighbour model; --neighbors %s is not read", args.neighbors)
     neighbours = None if args.variant == "local" else Path(args.neighbors)
-    if neighbours is not None:  # a mistyped folder: said before the model and the data are loaded
+    if neighbours is not None:  # a mistyped folder, one without a model file: said before the model and data are read
         check_input_dir(neighbours, DataError, "--neighbors")
+        neighbour_entries(neighbours)
     if neighbours is not None and out.is_dir() and out.samefile(neighbours):  # a symlink or "x/." is the same folder
         raise ConfigError(f"--out {brief(out)}: is the --neighbors folder; the round's outputs (its model, its ensemble "
                           f"members) would be read as neighbour models by the next run; give --out another folder")

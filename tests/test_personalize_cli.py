@@ -1202,3 +1202,28 @@ def test_one_file_is_shown_one_way_in_a_run(swarm_files: Path, tmp_path: Path, c
                               "skipped_files": [{"file": "tab\there.safetensors", "reason": "r"},
                                                 {"file": "both\t\\udcff.txt", "reason": "r"}]})  # as the report writes
     assert "skipped file tab\\there.safetensors: r" in summary and "skipped file both\\t\\udcff.txt: r" in summary
+
+
+@pytest.mark.parametrize("content", ["empty", "notes only"])
+def test_a_neighbours_folder_without_models_is_refused_before_the_data_is_read(
+        content: str, swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty --neighbors folder, or one holding no model file, was refused only after the node's data
+    was read and split (20 s for a 40,000-image synthetic pool), since the folder was listed with the
+    models. Its listing is now checked first, with the --model file: the same one line, no data read."""
+    import fol.nodedata
+
+    folder = tmp_path / "received"
+    folder.mkdir()
+    if content == "notes only":
+        (folder / "notes.txt").write_text("x")
+
+    def no_data(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the node's data was read before the neighbours folder was refused")
+
+    monkeypatch.setattr(fol.nodedata, "load_node_data", no_data)
+    assert _personalize(swarm_files, folder, tmp_path / "out") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"neighbours folder {folder} " in err[0], err
+    assert ("is empty" if content == "empty" else "holds no model file") in err[0], err
+    assert not (tmp_path / "out").exists()
