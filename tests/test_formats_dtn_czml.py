@@ -240,8 +240,9 @@ def test_a_large_plan_is_read_in_time_linear_in_its_contacts() -> None:
     """A year of passes is tens of thousands of contact lines, most between the same few nodes: the
     windows and their OWLTs are found by sorting and sweeping, not by checking every contact (or
     range line) of a pair against every other (10,000 windows x 20,000 range lines took 5.7 s).
-    The check compares the time of 8,000 blocks with that of 2,000 (best of three each, so a busy
-    machine slows both alike): a sweep takes about 4 times as long, checking every pair 16 times."""
+    The check compares the CPU time of 8,000 blocks with that of 2,000 (best of five each, so a busy
+    machine slows both alike; wall time under a load of 4-7 on two cores came within 10 % of the bound):
+    a sweep takes about 4 times as long, checking every pair 16 times."""
     import time
 
     from contact_sim.dtn import ion_to_plan
@@ -253,10 +254,10 @@ def test_a_large_plan_is_read_in_time_linear_in_its_contacts() -> None:
                       f"a range +{10 * k} +{10 * k + 9} 1 2 {1 + k % 3}", f"a range +{10 * k} +{10 * k + 9} 2 1 1"]
         ion = parse_ion("\n".join(lines), "big.ion")
         best = float("inf")
-        for _ in range(3):
-            began = time.perf_counter()
+        for _ in range(5):
+            began = time.process_time()
             plan = ion_to_plan(ion, "big.ion")
-            best = min(best, time.perf_counter() - began)
+            best = min(best, time.process_time() - began)
         assert len(ion.contacts) == 2 * blocks and len(plan.windows.a) == 3 * blocks
         return plan, best
 
