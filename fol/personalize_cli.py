@@ -240,9 +240,8 @@ def run_personalize(args: argparse.Namespace) -> int:
     if args.variant == "local" and args.neighbors is not None:  # deploys the pretrained model: nothing collected
         log.info("--variant local reads no neighbour model; --neighbors %s is not read", args.neighbors)
     neighbours = None if args.variant == "local" else Path(args.neighbors)
-    if neighbours is not None:  # a mistyped folder, one without a model file: said before the model and data are read
+    if neighbours is not None:  # a mistyped folder: said before the model and the data are read
         check_input_dir(neighbours, DataError, "--neighbors")
-        neighbour_entries(neighbours)
     if neighbours is not None and out.is_dir() and out.samefile(neighbours):  # a symlink or "x/." is the same folder
         raise ConfigError(f"--out {brief(out)}: is the --neighbors folder; the round's outputs (its model, its ensemble "
                           f"members) would be read as neighbour models by the next run; give --out another folder")
@@ -266,6 +265,8 @@ def run_personalize(args: argparse.Namespace) -> int:
                         f"give the spec it was pretrained on")
     # the split the model was trained on: the rule its card records (none: S + K, a model made before)
     rule = recorded_split_rule(own.card.extra, args.model)
+    if neighbours is not None:  # a folder without a model file: said before the node's data is read
+        neighbour_entries(neighbours)
     node = load_node_data(data_spec, rule=rule)
     shape = list(node.train.images.shape[1:])
     if list(own.card.class_names) != list(node.train.class_names):
@@ -291,7 +292,7 @@ def run_personalize(args: argparse.Namespace) -> int:
         reasons = reasons + (f"; and {more} more file(s)" if more > 0 else "") or "none"
         raise DataError(f"no usable neighbour model in {brief(args.neighbors)} (skipped: {reasons})")
     if args.variant != "local" and (problem := finetune_freeze_problem(
-            cfg.finetune_freeze, {brief_name(file, SHOWN_NAME_CHARS, keep_end=SHOWN_NAME_END): r.model
+            cfg.finetune_freeze, {brief(file, SHOWN_NAME_CHARS, keep_end=SHOWN_NAME_END): r.model
                                   for r, file in received_files if check_received(state, r) is None},
             "the usable neighbour model")):
         raise ConfigError(f"{args.config}: {problem}" if args.config else problem)  # before any training
