@@ -577,7 +577,8 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     plan = IonPlan(start)
     reference = 0.0  # seconds after the plan start that '+ss' counts from ('@' moves it)
     # the live 'a contact' / 'a range' lines by (from, to), then start, so that 'd' (also 'd * FROM TO') and
-    # 'c' find theirs without a scan of the file so far; one small dict a pair, not a key tuple a line
+    # 'c' find theirs without a scan of the file so far; one small dict a pair, not a key tuple a line. A
+    # contact is held by its start; a range may be listed again at its start, so a start holds the list of them
     live: dict[str, dict[tuple[int, int], dict[float, list]]] = {"contact": {}, "range": {}}
     odd = _odd_character(text)
     if odd and odd.group() not in _ODD_SPACES:  # a line numbered by splitlines() is not the line an editor shows
@@ -676,7 +677,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
                 raise ContactError(_overlap_message(src, dst, first, entry))
             plan.contacts.append(entry)
         else:
-            pair[t0] = entry
+            pair.setdefault(t0, []).append(entry)  # 'd range' of this start deletes every one of them
             plan.ranges.append(entry)
     live.clear()  # its entries are plan.contacts' and plan.ranges', now made tuples in place
     # a contact of rate 0 carries nothing: it makes no window (its reverse contact alone is a one-way one)
@@ -726,16 +727,17 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
     else:
         t0s = [_ion_time(words[2], plan.start, where, reference)]
     for t0 in t0s:
-        entry = pair.get(t0)
-        if entry is None or entry[4] is None:
+        held = pair.get(t0)  # a contact, or the list of the ranges listed at this start
+        if held is None:
             if src == dst:
                 return  # a loopback, which was skipped
             raise ContactError(f"{where}: no {kind} {src}->{dst} starting at {shown(words[2])} to "
                                f"{'delete' if words[0] == 'd' else 'change'} (an 'a {kind}' line must come first)")
         if words[0] == "c":
-            entry[4] = _pos_int(words[5], "rate (bytes/s)", where, allow_zero=True)
+            held[4] = _pos_int(words[5], "rate (bytes/s)", where, allow_zero=True)
         else:
-            entry[4] = None
+            for entry in (held if kind == "range" else (held,)):
+                entry[4] = None
             del pair[t0]
 
 

@@ -286,3 +286,17 @@ def test_parse_ion_holds_no_key_tuple_a_line_nor_a_list_of_every_line() -> None:
     loopbacks = sum(1 + i % 97 == 1 + (i * 7 + 1) % 89 for i in range(20_000))
     assert len(plan.contacts) == 20_000 - loopbacks and all(type(c) is tuple for c in plan.contacts)
     assert peak < 14 * len(text), peak / len(text)
+
+
+@pytest.mark.parametrize("delete", ["d range +0 1 2", "d range * 1 2"])
+def test_a_range_repeated_at_one_start_is_deleted_whole(tmp_path: Path, delete: str) -> None:
+    """A range may be listed again at the same start, FROM and TO (the largest OWLT covers); 'd range' of that
+    start (or '*') deletes the range ionadmin holds at that start, so no line of it is left to cover a window.
+    Failed before: only the last-listed line was deleted and the window kept the first line's OWLT of 5 s."""
+    path = tmp_path / "p.ion"
+    path.write_text("a contact +0 +60 1 2 1000\na contact +0 +60 2 1 1000\n"
+                    f"a range +0 +60 1 2 5\na range +0 +60 1 2 9\n{delete}\n")
+    assert read_ion(path).meta["owlt_s_per_window"] == [None]
+    path.write_text("a contact +0 +60 1 2 1000\na contact +0 +60 2 1 1000\n"
+                    "a range +0 +60 1 2 5\na range +0 +60 1 2 9\n")
+    assert read_ion(path).meta["owlt_s_per_window"] == [9.0]  # both lines live: the larger covers
