@@ -445,9 +445,11 @@ def _limit_text(limit: int) -> str:
     return f"{limit:.0e}".replace("e+", "e")
 
 
-def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: float = 0.0) -> float:
+def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: float = 0.0,
+              unread_start: int | None = None) -> float:
     """Seconds after the plan start of an ION time: ``+ss`` after the reference time (``@``;
-    the plan start unless moved), or absolute ``yyyy/mm/dd-hh:mm:ss``."""
+    the plan start unless moved), or absolute ``yyyy/mm/dd-hh:mm:ss``. ``unread_start``: the line number of a
+    ``# start`` read as a comment (a plan without :data:`HEADER_MARKER`), named when an absolute time needs one."""
     if token.startswith("+"):
         digits = token[1:]
         # whole seconds in ASCII digits: float() also reads 1e3, 1_000, 0.5 and every script's digits
@@ -458,6 +460,9 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
                                f"seconds in ASCII digits), got {shown(token)}")
         return float(value)
     t = _ion_utc(token, where)
+    if start is None and unread_start is not None:  # the user's '# start' line, not read: say why
+        raise ContactError(f"{where}: absolute time {token!r} needs the plan start (time.start; the '# start' "
+                           f"of line {unread_start} is read only in a plan whose first line is {HEADER_MARKER!r})")
     if start is None:
         raise ContactError(f"{where}: absolute time {token!r} needs the plan start "
                            "(time.start, or the '# start ...' header of a fol-swarm plan)")
@@ -592,6 +597,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     # ('# node 5 goes offline' names nothing)
     headers: bool | None = None  # None until the first non-empty line
     passed_over = None  # where the first line of a header's shape was read as a comment
+    unread_start = None  # the line of the first '# start' read as a comment (an absolute time's refusal names it)
     for lineno, raw in enumerate(_lf_lines(text), 1):  # ionadmin's lines; str.splitlines() breaks at 8 more
         where = f"{source}:{lineno}"
         line = raw.strip()
@@ -606,6 +612,8 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
                 continue
             if not headers:
                 passed_over = passed_over or where
+                if words[0] == "start":
+                    unread_start = unread_start or lineno
                 continue
             if len(words) == 2 and words[0] == "start":
                 try:
@@ -636,10 +644,10 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
         if words[0] == "@":
             if len(words) != 2:
                 raise ContactError(f"{where}: expected '@ TIME' (+SECONDS or yyyy/mm/dd-hh:mm:ss)")
-            reference = _ion_time(words[1], plan.start, where, reference)
+            reference = _ion_time(words[1], plan.start, where, reference, unread_start)
             continue
         if words[0] in ("d", "c") and len(words) >= 2 and words[1] in ("contact", "range"):
-            _edit_ion(words, where, plan, reference, live)
+            _edit_ion(words, where, plan, reference, live, unread_start)
             continue
         if words[0] != "a" or len(words) < 2 or words[1] not in ("contact", "range"):
             raise ContactError(f"{where}: expected 'a contact' or 'a range', got {line[:40]!r}")
@@ -657,8 +665,8 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             _node_numbers(words[4], words[5], where)  # as ionadmin reads them
             _pos_int(words[6], "rate (bytes/s)", where, allow_zero=True)  # and its rate
             continue  # a registration or a hypothetical contact: no scheduled data
-        t0 = _ion_time(words[2], plan.start, where, reference)
-        t1 = _ion_time(words[3], plan.start, where, reference)
+        t0 = _ion_time(words[2], plan.start, where, reference, unread_start)
+        t1 = _ion_time(words[3], plan.start, where, reference, unread_start)
         if t1 <= t0:
             raise ContactError(f"{where}: the end time {shown(words[3])} is not after the start time {shown(words[2])}")
         src, dst = _node_numbers(words[4], words[5], where)
@@ -704,9 +712,10 @@ def _check_confidence(token: str, where: str) -> None:
 
 
 def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
-              live: dict[str, dict[tuple[int, int], dict[float, list]]]) -> None:
+              live: dict[str, dict[tuple[int, int], dict[float, list]]], unread_start: int | None = None) -> None:
     """Apply a ``d contact`` / ``d range`` (start ``*``: every one of the pair) or ``c contact``
-    line to the entries added so far; a deleted entry's value becomes ``None``."""
+    line to the entries added so far; a deleted entry's value becomes ``None`` (``unread_start``: as
+    :func:`_ion_time` takes it)."""
     kind = words[1]
     if words[0] == "c" and kind == "range":
         raise ContactError(f"{where}: expected 'c contact START FROM TO RATE_BYTES_PER_S'")
@@ -725,7 +734,7 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
     if words[0] == "d" and words[2] == "*":
         t0s = list(pair)
     else:
-        t0s = [_ion_time(words[2], plan.start, where, reference)]
+        t0s = [_ion_time(words[2], plan.start, where, reference, unread_start)]
     for t0 in t0s:
         held = pair.get(t0)  # a contact, or the list of the ranges listed at this start
         if held is None:

@@ -94,12 +94,25 @@ def test_a_comment_shaped_like_a_node_header_in_a_hand_written_plan_is_a_comment
 
 
 def test_a_hand_written_plan_without_the_first_line_has_no_start_header(tmp_path: Path) -> None:
-    """A plan without the project's first line gives no start: its absolute times need time.start."""
+    """A plan without the project's first line gives no start: its absolute times need time.start, and the
+    refusal names the '# start' line that was read as a comment and why (before, it said the plan needed the
+    '# start ...' header of a fol-swarm plan, beside the user's own '# start' line, and the info line naming
+    that line is logged only for a plan that reads, so nothing said why it was not read)."""
     path = tmp_path / "p.ion"
+    message = _refusal(path, "# start 2026-08-01T00:00:00Z\na contact +0 +60 3 5 1000\n"
+                             "d contact 2026/08/01-00:00:00 3 5\n")
+    assert message == (f"{path}:3: absolute time '2026/08/01-00:00:00' needs the plan start (time.start; the "
+                       "'# start' of line 1 is read only in a plan whose first line is "
+                       "'# fol-swarm contact plan')"), message
     message = _refusal(path, "# start 2026-08-01T00:00:00Z\na contact 2026/08/01-00:00:00 +60 3 5 1000\n")
+    assert message == (f"{path}:2: absolute time '2026/08/01-00:00:00' needs the plan start (time.start; the "
+                       "'# start' of line 1 is read only in a plan whose first line is "
+                       "'# fol-swarm contact plan')"), message
+    message = _refusal(path, "# node 3 gs ground_station\na contact 2026/08/01-00:00:00 +60 3 5 1000\n")
     assert message == (f"{path}:2: absolute time '2026/08/01-00:00:00' needs the plan start (time.start, or the "
                        "'# start ...' header of a fol-swarm plan)"), message
-    path.write_text("# fol-swarm contact plan\n" + path.read_text())
+    path.write_text("# fol-swarm contact plan\n# start 2026-08-01T00:00:00Z\n"
+                    "a contact 2026/08/01-00:00:00 +60 3 5 1000\n")
     assert read_ion(path).windows.t_end_s.tolist() == [60.0]
 
 
