@@ -156,6 +156,15 @@ def _one_line(args: argparse.Namespace, exc: Exception) -> int:
     return 2
 
 
+def _remove_made(made: list[Path]) -> None:
+    """Remove the output folder (and parents) a run made, innermost first, when it writes no set there."""
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:  # no longer empty, or gone: left as it is, with its parents
+            break
+
+
 def run_contacts(args: argparse.Namespace) -> int:
     """Run the sub-command; returns the exit code (user errors: one line on stderr
     naming the command and the scenario file, exit status 2)."""
@@ -242,16 +251,14 @@ def run_contacts(args: argparse.Namespace) -> int:
             plan = plan_from_trajectories(traj, scenario, workers=max(1, args.workers))
         elapsed = time.perf_counter() - t0
     except (ContactError, OrbitError) as exc:
-        for folder in made:  # folders this run made for outputs it does not write (the window search's budget, say)
-            try:
-                folder.rmdir()
-            except OSError:  # no longer empty, or gone: left as it is, with its parents
-                break
+        _remove_made(made)  # folders this run made for outputs it does not write (the window search's budget, say)
         return _one_line(args, exc)
     removed: list[Path] = []  # what the swap removed: the previous set's regular files this run does not write
+    staging: Path | None = None  # the staging folder, which a writer's refusal names: said as --out
     try:  # the whole set into a staging folder, then swapped in (the previous set's other outputs removed with it;
         # an output edited during the search is kept): Ctrl-C or an error keeps the previous set
         with staged_outputs(out, replaces=earlier.replaces, removed=removed, removable=earlier.unchanged) as stage:
+            staging = stage
             written = [plan.to_csv(stage / "contacts.csv")]
             if args.json:
                 written.append(plan.to_json(stage / "contacts.json"))
@@ -280,8 +287,9 @@ def run_contacts(args: argparse.Namespace) -> int:
     except OSError as exc:
         target = Path(exc.filename2 or exc.filename or out)  # os.replace names the temporary file first
         return _one_line(args, ContactError(f"--out {out}: cannot write {target.name} ({exc.strerror or exc})"))
-    except (ContactError, OrbitError) as exc:
-        return _one_line(args, exc)
+    except (ContactError, OrbitError) as exc:  # a writer's refusal names its file in the staging folder, gone now
+        _remove_made(made)  # an export refused (a plan whose every window is left out): no set written
+        return _one_line(args, exc if staging is None else type(exc)(str(exc).replace(str(staging), str(out))))
     s = plan.summary()
     print(f"scenario   {args.scenario}  ({scenario.kind}, {s['nodes']} nodes, "
           f"{s['horizon_s']:.0f} s, {s['rounds']} round(s))")

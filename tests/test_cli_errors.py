@@ -1003,3 +1003,24 @@ def test_a_path_that_is_not_utf8_printed_on_a_strict_utf8_output_is_escaped(tmp_
     assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr.decode(errors="replace")
     assert proc.stdout.rstrip().endswith(b"-> " + os.fsencode(tmp_path) + b"/p\\udcff.safetensors"), proc.stdout
     assert os.path.isfile(out)
+
+
+def test_contacts_export_refused_names_the_output_not_the_staging_folder(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A refused ION export (every window slower than 1 byte/s) is one line naming --out's contacts.ion, and the
+    earlier set is kept. Failed before: the line named the run's hidden staging folder, gone once it ends
+    ('o/.staged-1234-....tmp/contacts.ion: no window to write: ...')."""
+    scenario = tmp_path / "d.toml"
+    scenario.write_text("[drones]\ncount = 4\narea_km = 1.0\nspeed_m_s = 10.0\nseed = 7\nradio_range_km = 1.5\n"
+                        "[time]\nduration_s = 300.0\nstep_s = 10.0\n[link]\nrate_bps = 4.0\nacquisition_s = 0.0\n")
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "contacts.ion").write_text("old ion")
+    assert main(["contacts", str(scenario), "--ion", "--no-plot", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{out / 'contacts.ion'}: no window to write: " in err[0], err
+    assert ".staged-" not in err[0], err
+    assert sorted(p.name for p in out.iterdir()) == ["contacts.ion"] and (out / "contacts.ion").read_text() == "old ion"
+    new = tmp_path / "new" / "o"  # folders the run made for the set it did not write are removed again (they were left)
+    assert main(["contacts", str(scenario), "--ion", "--no-plot", "--out", str(new)]) == 2
+    assert not (tmp_path / "new").exists()
