@@ -76,10 +76,17 @@ def too_large(name: str, value: object) -> str:
 MIN_RATE = 1e-10
 
 
-def too_small_rate(name: str, value: object) -> str:
-    """The message refusing the learning rate ``value`` of the field ``name`` below :data:`MIN_RATE`."""
-    return (f"{name} must be at least {MIN_RATE:g} (a learning rate: a smaller step leaves every float32 weight "
-            f"larger than 1.7e-3 unchanged), got {shown(value)}")
+#: Why a learning rate below :data:`MIN_RATE` is refused (the default reason of :func:`too_small_rate`).
+RATE_REASON = "a learning rate: a smaller step leaves every float32 weight larger than 1.7e-3 unchanged"
+
+
+def too_small_rate(name: str, value: object, reason: str = RATE_REASON, zero: str | None = None) -> str:
+    """The message refusing ``value`` of the field ``name`` below :data:`MIN_RATE`: a learning rate,
+    or another step size or scale that acts as 0 in float32 there (``reason`` says which and why).
+    ``zero``: what a value of exactly 0 means, for a field that accepts it."""
+    allowed = f"0 ({zero}) or at least" if zero else "at least"
+    return f"{name} must be {allowed} {MIN_RATE:g} ({reason}), got {shown(value)}"
+
 
 def decay_problem(lr: float, weight_decay: float) -> str | None:
     """Why an SGD learning rate ``lr`` and ``weight_decay`` cannot go together, or None: each

@@ -312,3 +312,37 @@ def test_a_hard_sample_power_that_zeroes_the_cross_entropy_is_refused():
     with pytest.raises(ConfigError, match=r"^DataFreeConfig\.hard_sample_power must be at most 100 "):
         DataFreeConfig(hard_sample_power=101.0)
     assert get_method("co-boosting", hard_sample_power=100.0).options["hard_sample_power"] == 100.0
+
+
+def test_a_step_or_clip_that_acts_as_zero_in_float32_is_refused_as_a_tiny_learning_rate_is():
+    """epsilon, weight_lr and grad_clip of 1e-300 were accepted: the hard-sample step and the
+    ensemble-weight step are then 0 in float32 (nothing moves), and a clip of 1e-300 scales the
+    generator's gradient to 0 (it stops learning, the opposite of grad_clip = 0, no clipping).
+    Refused between 0 and 1e-10 now, as a tiny learning rate is; 0 stays accepted where it was."""
+    from fol.methods.dense import _perturb
+
+    torch.manual_seed(0)
+    x = torch.rand(4, 3, 8, 8)
+    ens = WeightedEnsemble([build_model(ModelSpec("cnn-small", num_classes=3, input_size=8))])
+    gen = torch.Generator().manual_seed(0)
+    assert torch.equal(_perturb(x, ens, ens, "ods", 1e-300, gen), x)  # the step of radius 1e-300 moves no pixel
+    assert not torch.equal(_perturb(x, ens, ens, "ods", 1e-10, gen), x)  # 1e-10 moves the pixels below 1.7e-3
+    w = torch.tensor([0.5, 0.25])
+    assert torch.equal(w - 1e-300 * torch.ones(2), w)  # the ensemble weights' signed step of 1e-300
+    g = Generator(4, 8, ngf=4)
+    g(torch.randn(2, 4)).sum().backward()
+    torch.nn.utils.clip_grad_norm_(g.parameters(), 1e-300)
+    assert all(not bool(p.grad.any()) for p in g.parameters())  # every gradient is 0: Adam's step is 0
+
+    for method, option, zero in (("dense", "epsilon", None), ("co-boosting", "epsilon", None),
+                                 ("co-boosting", "weight_lr", "the weights are not fitted"),
+                                 ("dense", "grad_clip", "no clipping"), ("co-boosting", "grad_clip", "no clipping")):
+        accepted = rf"0 \({zero}\) or at least" if zero else "at least"
+        with pytest.raises(ConfigError, match=rf"^methods\.{method}\.{option} must be {accepted} 1e-10 \(.*\), "
+                                              rf"got 1e-300$"):
+            get_method(method, **{option: 1e-300})
+        assert get_method(method, **{option: 1e-10}).options[option] == 1e-10
+        if zero:
+            assert get_method(method, **{option: 0.0}).options[option] == 0.0
+    with pytest.raises(ConfigError, match=r"^DataFreeConfig\.grad_clip must be 0 \(no clipping\) or at least 1e-10 "):
+        DataFreeConfig(grad_clip=1e-20)

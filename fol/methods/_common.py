@@ -93,10 +93,13 @@ def check_positive_int(method: str, name: str, value: int, *, allow_zero: bool =
 
 
 def check_positive(method: str, name: str, value: float, *, allow_zero: bool = False, factor: bool = False,
-                   rate: bool = False, at_most: float | None = None, owner: str | None = None) -> float:
+                   rate: bool = False, small: tuple[str, str | None] | None = None, at_most: float | None = None,
+                   owner: str | None = None) -> float:
     """``value`` > 0 (>= 0 with ``allow_zero``); a learning rate or loss weight
     (``factor``) at most :data:`fol.train.MAX_FACTOR` as well, as FOLConfig's are; a
-    learning rate (``rate``) at least :data:`fol.train.MIN_RATE` too;
+    learning rate (``rate``) at least :data:`fol.train.MIN_RATE` too, and so another step
+    size or scale that acts as 0 in float32 below it (``small``: why, and what 0 means
+    when ``allow_zero``: 0 itself stays accepted then);
     at most ``at_most`` when given (a decay factor: 1). Named as by :func:`check_positive_int`."""
     where = owner or f"methods.{method}"
     ok = is_finite_number(value) and (float(value) >= 0 if allow_zero else float(value) > 0)
@@ -106,6 +109,8 @@ def check_positive(method: str, name: str, value: float, *, allow_zero: bool = F
         raise ConfigError(f"{where}.{too_large(name, value)}")
     if rate and float(value) < MIN_RATE:
         raise ConfigError(f"{where}.{too_small_rate(name, value)}")
+    if small is not None and 0 < float(value) < MIN_RATE:
+        raise ConfigError(f"{where}.{too_small_rate(name, value, *small)}")
     if at_most is not None and float(value) > at_most:
         raise ConfigError(f"{where}.{name} must be at most {at_most:g}, got {shown(value)}")
     return float(value)

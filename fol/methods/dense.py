@@ -245,6 +245,19 @@ class DataFreeConfig:
 #: p_y exactly 0 is 0). At 100 that sample's weight is 2^-100, about 8e-31.
 MAX_HARD_SAMPLE_POWER = 100.0
 
+#: The step sizes and the scale refused between 0 and :data:`fol.train.MIN_RATE` (1e-10), as a learning
+#: rate is: each acts as 0 in float32 there (1e-300 is 0), which for ``grad_clip`` and ``weight_lr`` is
+#: not what their accepted 0 means. ``{name: (why, what 0 means or None)}`` for :func:`check_positive`.
+#: A step of 1e-10 changes no float32 value larger than 1.7e-3 (half a unit in its last place is larger).
+TINY_STEPS = {
+    "epsilon": ("the L-inf radius of the hard-sample step: a smaller step leaves every float32 pixel larger than "
+                "1.7e-3 unchanged", None),
+    "weight_lr": ("the signed step of the ensemble weights: a smaller step leaves every float32 weight larger than "
+                  "1.7e-3 unchanged", "the weights are not fitted"),
+    "grad_clip": ("the norm the generator's gradient is scaled down to: 1e-300 is 0 in float32 and stops the "
+                  "generator, the opposite of no clipping", "no clipping"),
+}
+
 #: Perturbations of a distillation batch (:func:`_perturb`).
 PERTURBS = ("none", "ods", "disagreement")
 
@@ -265,7 +278,7 @@ def checked_data_free_options(values: dict, *, method: str = "", owner: str | No
     for name in ("lr_g", "kd_lr", "temperature", "adv_temperature", "epsilon"):
         if name in values:
             values[name] = check_positive(method, name, values[name], factor=name in factors,
-                                          rate=name in ("lr_g", "kd_lr"), owner=owner)
+                                          rate=name in ("lr_g", "kd_lr"), small=TINY_STEPS.get(name), owner=owner)
     if values.get("epsilon", 0.0) > 1.0:  # a radius past 1 moves every pixel to 0 or 1: the batch becomes binary
         raise ConfigError(f"{where}.epsilon must be at most 1 (the L-inf radius of the hard-sample step on images of "
                           f"values in [0, 1]; the published odseta 8 means 8/255 = {8 / 255:.4f}), "
@@ -277,6 +290,7 @@ def checked_data_free_options(values: dict, *, method: str = "", owner: str | No
                  "weight_decay_rate"):
         if name in values:
             values[name] = check_positive(method, name, values[name], allow_zero=True, factor=name in factors,
+                                          small=TINY_STEPS.get(name),
                                           at_most=1.0 if name == "weight_decay_rate" else None, owner=owner)
     if values.get("hard_sample_power", 0.0) > MAX_HARD_SAMPLE_POWER:  # 1e300 made every weight 0: no L_CE at all
         raise ConfigError(f"{where}.hard_sample_power must be at most {MAX_HARD_SAMPLE_POWER:g} (the float32 weight "
