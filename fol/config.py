@@ -106,7 +106,8 @@ class FOLConfig:
 
     Collection: ``max_neighbours`` (Q, models taken per round; extra ones are
     ignored in arrival order), ``top_k`` (K, ensemble size including the own
-    model when it ranks), ``rounds`` (E), ``keep_received`` (below).
+    model when it ranks; K or fewer candidates are all kept, so a K above Q + 1 is
+    accepted: every candidate of a round, or more with ``keep_received``), ``rounds`` (E), ``keep_received`` (below).
 
     Pretrain: ``pretrain_epochs`` (max), ``pretrain_lr``, ``patience`` (early
     stopping on D_val), shared ``batch_size``, ``momentum``, ``weight_decay``.

@@ -518,6 +518,21 @@ def test_greedy_top_k_judges_a_seat_by_the_averaged_logits_the_ensemble_deploys(
     assert float(F.cross_entropy(pair, y)) == pytest.approx(logit_loud, abs=1e-6)
 
 
+def test_a_top_k_above_the_candidates_keeps_them_all_and_is_reached_with_keep_received_all(swarm) -> None:
+    """fol.top_k above fol.max_neighbours + 1 is accepted, and means "every candidate": a round
+    with fewer candidates than K (the own model and at most Q neighbours) keeps them all, and with
+    keep_received = "all" a later round has more than Q + 1 candidates, which such a K does take."""
+    node = swarm[0]
+    rec = _received(swarm, 0)  # two neighbours' models; Q = 1 takes the first of each round
+    cfg = FAST.replace(max_neighbours=1, top_k=3, distill_inputs="train", ensemble_fit="train")
+    one = personalize(_state(node), rec, 1, cfg, "fol-n")
+    assert sorted(one.selected) == sorted([f"{node.name} (own)", rec[0].name])  # 2 of K = 3: all there were
+    state = _state(node)
+    personalize(state, rec[:1], 1, cfg.replace(keep_received="all"), "fol-n")
+    two = personalize(state, rec[1:], 2, cfg.replace(keep_received="all"), "fol-n")
+    assert len(two.candidates) == 3 == len(two.selected) > cfg.max_neighbours + 1  # K = Q + 2 seats filled
+
+
 def test_keep_received_all_puts_earlier_rounds_models_back_as_aligned(swarm) -> None:
     """``keep_received = "all"``: round 2 ranks round 1's neighbour again, as it
     was aligned then (no second alignment, no new bytes), beside round 2's;
