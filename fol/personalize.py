@@ -47,7 +47,8 @@ from fol.errors import ConfigError, DataError, TrainingError
 from fol.fileio import make_dirs, remove_path, write_json_atomic
 from fol.models import ModelSpec
 from fol.stages import (Candidate, align_neighbour, candidate_train_logits, candidate_val_logits,
-                        fall_back_to_received, own_candidate, scored_candidate, select_top_k)
+                        fall_back_to_received, finetune_freeze_problem, own_candidate, scored_candidate,
+                        select_top_k)
 from fol.train import evaluate, predict_logits
 from fol.variants import ALL_VARIANTS, VARIANTS
 from swarmbase.tomlcheck import shown
@@ -166,6 +167,9 @@ def personalize(
                                     "used": False, "reason": "variant 'local' deploys the pretrained model and "
                                                               "uses no neighbour model"})
             continue
+        if reason is None and (freeze := finetune_freeze_problem(  # the node agent: what fol personalize refuses
+                cfg.finetune_freeze, {item.name: item.model}, f"a {item.card.spec.arch}")):
+            reason = freeze  # its fine-tuning would freeze all of it: not the neighbour the option means to adapt
         if reason is None and len(usable) >= cfg.max_neighbours:
             reason = f"over the per-round limit Q = {cfg.max_neighbours}"
         report.received.append({"name": item.name, "producer": item.card.producer, "arch": item.card.spec.arch,

@@ -134,15 +134,17 @@ def check_finetune_freeze(freeze: int, archs: Iterable[str], input_size: int) ->
 
 def finetune_freeze_problem(freeze: int, models: dict[str, nn.Module], what: str) -> str | None:
     """Why ``fol.finetune_freeze = freeze`` cannot apply to every one of ``models`` (named), or
-    None: the one check of the count against the models (``what`` names their kind in the message)."""
+    None: the one check of the count against the models (``what`` names their kind in the message;
+    with one model, that model)."""
     if not freeze or not models:
         return None
     counts = {name: len(freezable_layers(m)) for name, m in models.items()}
     name = min(counts, key=counts.__getitem__)
     if freeze <= counts[name]:
         return None
+    which = f"{what} with the fewest" if len(models) > 1 else what
     return (f"fol.finetune_freeze must be at most {counts[name]} (the convolution / linear layers of {name}, "
-            f"{what} with the fewest), got {shown(freeze)}")
+            f"{which}), got {shown(freeze)}")
 
 
 def frozen_prefix(model: nn.Module, n_layers: int) -> list[nn.Parameter]:

@@ -533,6 +533,38 @@ def test_a_top_k_above_the_candidates_keeps_them_all_and_is_reached_with_keep_re
     assert len(two.candidates) == 3 == len(two.selected) > cfg.max_neighbours + 1  # K = Q + 2 seats filled
 
 
+def test_a_received_model_with_fewer_layers_than_finetune_freeze_is_skipped_in_one_line(
+        swarm, caplog: pytest.LogCaptureFixture) -> None:
+    """The node agent runs personalize() on whatever arrived: a neighbour with fewer convolution / linear
+    layers than fol.finetune_freeze (cnn-small: 4, against 5) was fine-tuned with every layer frozen and
+    competed as if adapted. It is skipped now with the reason fol personalize refuses it for, in one log
+    line and in the round's report; a deeper neighbour of the same round is used."""
+    import logging
+
+    from fol.checkpoint import ModelCard
+    from fol.models import ModelSpec, build_model
+
+    node = swarm[0]
+    shallow = _received(swarm, 0)[0]  # cnn-small: 4 layers
+    spec = ModelSpec("resnet-small", num_classes=len(node.class_names), input_size=16)
+    card = ModelCard(spec=spec, class_names=node.class_names, input_shape=list(node.data.train.images.shape[1:]),
+                     producer="deep", round=0)
+    torch.manual_seed(0)
+    deep = Received("deep", build_model(spec), card)  # 10 layers
+    cfg = FAST.replace(finetune_freeze=5)
+    why = (f"fol.finetune_freeze must be at most 4 (the convolution / linear layers of {shallow.name}, a cnn-small), "
+           f"got 5")
+    with caplog.at_level(logging.WARNING, logger="fol.personalize"):
+        report = personalize(_state(node), [shallow, deep], 1, cfg, "fol-n")
+    assert [(r["name"], r["used"], r["reason"]) for r in report.received] == [(shallow.name, False, why),
+                                                                                ("deep", True, None)]
+    assert [r.getMessage() for r in caplog.records] == [f"{node.name}: skipping {shallow.name}: {why}"]
+    assert not report.kept_local and report.selected and shallow.name not in report.selected
+    alone = personalize(_state(node), [shallow], 1, cfg, "fol-n")  # nothing usable: the node keeps its model
+    assert alone.kept_local and [r["used"] for r in alone.received] == [False]
+    assert not personalize(_state(node), [shallow], 1, cfg.replace(finetune_freeze=4), "fol-n").kept_local
+
+
 def test_keep_received_all_puts_earlier_rounds_models_back_as_aligned(swarm) -> None:
     """``keep_received = "all"``: round 2 ranks round 1's neighbour again, as it
     was aligned then (no second alignment, no new bytes), beside round 2's;
