@@ -988,6 +988,41 @@ def _local_only_run(tmp_path: Path) -> Path:
     return out
 
 
+def test_a_run_killed_while_writing_its_report_is_completed_by_resume(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run killed after results.csv and results.json but before report.md (the last file written)
+    leaves the rows of every method, whole (the crash-safe writer), and no report: --resume, with
+    every method's result saved, trains nothing and writes the whole set again, report.md included."""
+    from fol.simulation import report as report_module
+
+    (tmp_path / "wp.csv").write_text("node_id,t_s,x_km,y_km,z_km\n" + "".join(
+        f"{n},0,{0.1 * k},0,0.1\n{n},600,{0.1 * k + 0.2},0,0.1\n" for k, n in enumerate("abc")))
+    (tmp_path / "s.toml").write_text(DRONES.replace('run = ["local", "fol", "fedavg"]', 'run = ["local"]'))
+    out = tmp_path / "out"
+
+    class Killed(BaseException):
+        pass
+
+    real = report_module.atomic_write_text
+
+    def killed_at_the_report(path, *args, **kwargs):
+        if Path(path).name == "report.md":
+            raise Killed  # as SIGKILL there: nothing after it runs
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(report_module, "atomic_write_text", killed_at_the_report)
+    with pytest.raises(Killed):
+        main(["simulate", str(tmp_path / "s.toml"), "--out", str(out)])
+    monkeypatch.undo()
+    assert (out / "results.csv").exists() and (out / "results.json").exists() and not (out / "report.md").exists()
+    rows, saved = (out / "results.csv").read_bytes(), (out / "state" / "seed-0" / "results" / "local.json")
+    saved_at = saved.stat().st_mtime_ns
+    assert main(["simulate", "--resume", str(out)]) == 0
+    assert saved.stat().st_mtime_ns == saved_at  # the method's saved result was read back, not run again
+    assert (out / "results.csv").read_bytes() == rows
+    assert (out / "report.md").read_text().startswith("# Swarm simulation: ")
+
+
 def test_every_seed_plans_on_the_one_table_of_windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run of two seeds books each seed's transfers on a plan of its own whose windows are the searched
     plan's arrays, not a copy: before, every seed deep-copied the plan (about 65 bytes a window, the
