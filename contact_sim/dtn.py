@@ -993,6 +993,9 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
             raise ContactError(f"{source}: the times are Unix times (every startTime after 2000-01-01); "
                                "set time.start to the plan start to read them")
         offset = start.timestamp()
+    # each direction's records by start, as parse_ion's live contacts: a second record of the same start, source
+    # and dest is refused where it is read, whatever the rates (the ION plan of the same contacts is refused)
+    firsts: dict[tuple[int, int], dict[float, tuple]] = {}
     for k, (t0, t1, src, dst, rate_bps, owlt, where) in enumerate(rows):
         rows[k] = None  # let go as its contact is made
         t0_s, t1_s = t0 - offset, t1 - offset
@@ -1003,9 +1006,18 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
                                    + (f" {utc_text(start)}" if start is not None else ""))
         if t1_s <= t0_s:
             raise ContactError(f"{where}: endTime {t1} is not after startTime {t0}")
-        if src == dst or rate_bps == 0:
-            continue  # a contact of a node with itself, or of rate 0, carries nothing between nodes
-        plan.contacts.append((float(t0_s), float(t1_s), src, dst, rate_bps / 8.0, where))
+        if src == dst:
+            continue  # a contact of a node with itself carries nothing between nodes
+        contact = (float(t0_s), float(t1_s), src, dst, rate_bps / 8.0, where)
+        pair = firsts.get((src, dst))
+        if pair is None:
+            pair = firsts[src, dst] = {}
+        first = pair.setdefault(contact[0], contact)
+        if first is not contact:
+            raise ContactError(_overlap_message(src, dst, first, contact))
+        if rate_bps == 0:
+            continue  # a contact of rate 0 carries nothing
+        plan.contacts.append(contact)
         if owlt is not None:
             plan.ranges.append((float(t0_s), float(t1_s), src, dst, owlt, where))
     if not plan.contacts:

@@ -337,3 +337,56 @@ def test_parse_hdtn_lets_each_record_go_as_it_is_read() -> None:
     assert plan.contacts[-1] == (1999900.0, 1999960.0, 1 + 19_999 % 97, 1 + (19_999 * 7 + 1) % 89,
                                  (8000 + 19_999) / 8, "/some/folder/plan.json: contacts[19999]")
     assert peak < 6 * len(text), peak / len(text)
+
+
+# (t0 s, t1 s, FROM, TO, rate bytes/s) of each contact, in file order (each case is read with a contact 4->5 after)
+_SAME_RULES = {
+    "repeat": [(0, 60, 1, 2, 1000), (0, 60, 1, 2, 1000)],
+    "same start, other end": [(0, 60, 1, 2, 1000), (0, 90, 1, 2, 1000)],
+    "repeat, second of rate 0": [(0, 60, 1, 2, 1000), (0, 60, 1, 2, 0)],
+    "repeat, first of rate 0": [(0, 60, 1, 2, 0), (0, 60, 1, 2, 1000)],
+    "repeat, both of rate 0": [(0, 60, 1, 2, 0), (0, 60, 1, 2, 0)],
+    "same start, other end, one of rate 0": [(0, 90, 1, 2, 0), (0, 60, 1, 2, 1000)],
+    "later start overlapping": [(0, 60, 1, 2, 1000), (30, 90, 1, 2, 1000)],
+    "earlier start overlapping, listed second": [(30, 90, 1, 2, 1000), (0, 60, 1, 2, 1000)],
+    "later start inside": [(0, 60, 1, 2, 1000), (10, 20, 1, 2, 1000)],
+    "later start overlapping, one of rate 0": [(0, 60, 1, 2, 1000), (30, 90, 1, 2, 0)],
+    "back to back": [(0, 60, 1, 2, 1000), (60, 90, 1, 2, 1000)],
+    "the reverse direction at the same start": [(0, 60, 1, 2, 1000), (0, 60, 2, 1, 500)],
+    "loopback repeated": [(0, 60, 1, 2, 1000), (0, 60, 3, 3, 1000), (0, 60, 3, 3, 1000)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(_SAME_RULES))
+def test_the_ion_and_hdtn_imports_refuse_and_accept_the_same_duplicates_and_overlaps(tmp_path: Path,
+                                                                                    case: str) -> None:
+    """docs/formats.md: the HDTN import follows the ION import's rules. The same contacts written in both
+    formats are refused by both, with the same words naming the same two contacts, or read into the same
+    windows by both. Failed before for the three same-start repeats with a contact of rate 0 (HDTN took them;
+    ION refuses a second contact of a start, FROM and TO whatever its rate)."""
+    contacts = [*_SAME_RULES[case], (0, 120, 4, 5, 1000)]
+    ion, hdtn = tmp_path / "p.ion", tmp_path / "p.json"
+    ion.write_text("".join(f"a contact +{t0} +{t1} {a} {b} {rate}\n" for t0, t1, a, b, rate in contacts))
+    hdtn.write_text(json.dumps({"contacts": [
+        {"source": a, "dest": b, "startTime": t0, "endTime": t1, "rateBitsPerSec": 8 * rate}
+        for t0, t1, a, b, rate in contacts]}))
+    said = {}
+    for path, reader, where in ((ion, read_ion, lambda k: f"{ion}:{k + 1}"),
+                                (hdtn, read_hdtn, lambda k: f"{hdtn}: contacts[{k}]")):
+        try:
+            plan = reader(path)
+        except ContactError as exc:
+            message = str(exc)
+            for k in range(len(contacts)):  # each format's name of a contact -> '#k'
+                message = message.replace(where(k), f"#{k}")
+            said[reader] = message
+        else:
+            w = plan.windows
+            said[reader] = sorted(zip(w.a.tolist(), w.b.tolist(), w.t_start_s.tolist(), w.t_end_s.tolist(),
+                                      w.volume_bits.tolist(), w.direction.tolist()))
+    assert said[read_ion] == said[read_hdtn], said
+    refused = isinstance(said[read_ion], str)
+    assert refused == (case not in ("back to back", "the reverse direction at the same start", "loopback repeated",
+                                    "later start overlapping, one of rate 0")), said
+    if refused:
+        assert said[read_ion].startswith("#1: contact 1->2 "), said
