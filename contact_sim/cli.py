@@ -254,11 +254,9 @@ def run_contacts(args: argparse.Namespace) -> int:
         _remove_made(made)  # folders this run made for outputs it does not write (the window search's budget, say)
         return _one_line(args, exc)
     removed: list[Path] = []  # what the swap removed: the previous set's regular files this run does not write
-    staging: Path | None = None  # the staging folder, which a writer's refusal names: said as --out
     try:  # the whole set into a staging folder, then swapped in (the previous set's other outputs removed with it;
         # an output edited during the search is kept): Ctrl-C or an error keeps the previous set
         with staged_outputs(out, replaces=earlier.replaces, removed=removed, removable=earlier.unchanged) as stage:
-            staging = stage
             written = [plan.to_csv(stage / "contacts.csv")]
             if args.json:
                 written.append(plan.to_json(stage / "contacts.json"))
@@ -287,9 +285,9 @@ def run_contacts(args: argparse.Namespace) -> int:
     except OSError as exc:
         target = Path(exc.filename2 or exc.filename or out)  # os.replace names the temporary file first
         return _one_line(args, ContactError(f"--out {out}: cannot write {target.name} ({exc.strerror or exc})"))
-    except (ContactError, OrbitError) as exc:  # a writer's refusal names its file in the staging folder, gone now
+    except (ContactError, OrbitError) as exc:  # a writer's refusal, naming its file in --out (staged_outputs)
         _remove_made(made)  # an export refused (a plan whose every window is left out): no set written
-        return _one_line(args, exc if staging is None else type(exc)(str(exc).replace(str(staging), str(out))))
+        return _one_line(args, exc)
     s = plan.summary()
     print(f"scenario   {args.scenario}  ({scenario.kind}, {s['nodes']} nodes, "
           f"{s['horizon_s']:.0f} s, {s['rounds']} round(s))")

@@ -250,7 +250,9 @@ def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = (),
     the renames already made are undone). Other files in ``folder`` are left
     alone. Only a power loss during the final renames can mix the sets (the old
     files are then in a hidden ``.staged-*.old`` folder). The temporary folder a
-    killed writer left is removed by the next call on ``folder``.
+    killed writer left is removed by the next call on ``folder``. An error raised while writing the set that
+    names a file in the temporary folder (a writer's refusal, a full disk) is raised naming that file in
+    ``folder`` instead: the temporary folder is gone once the error is shown.
 
     >>> import tempfile, pathlib
     >>> out = pathlib.Path(tempfile.mkdtemp())
@@ -265,7 +267,13 @@ def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = (),
     stage = folder / f".staged-{os.getpid()}-{secrets.token_hex(6)}.tmp"
     os.mkdir(stage)
     try:
-        yield stage
+        try:
+            yield stage
+        except Exception as exc:  # a writer's error names its file in the staging folder, gone as this ends
+            said = _unstaged(exc, stage, folder)
+            if said is exc:
+                raise
+            raise said from None
         names = sorted(p.name for p in stage.iterdir())
         # the earlier files to remove are chosen before Ctrl-C is held off: ``removable`` may hash large files
         stale = _stale(folder, names, replaces, removable)
@@ -280,6 +288,26 @@ def staged_outputs(folder: str | os.PathLike[str], replaces: Sequence[str] = (),
             removed.extend(gone)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def _unstaged(exc: Exception, stage: Path, folder: Path) -> Exception:
+    """``exc`` naming the outputs' files in ``folder`` where it named them in the staging folder ``stage``, which
+    is removed as :func:`staged_outputs` ends (a refusal naming ``o/.staged-<pid>-<hex>.tmp/x`` names a file that
+    never exists): an ``OSError``'s file names, or the one message of an error made of one (a package's error
+    type); ``exc`` itself when it names no staged file or is of another shape."""
+    staged = str(stage)
+    if isinstance(exc, OSError):
+        names = [str(n).replace(staged, str(folder)) if isinstance(n, str) and staged in n else n
+                 for n in (exc.filename, exc.filename2)]
+        if names == [exc.filename, exc.filename2] or exc.errno is None:
+            return exc
+        return type(exc)(exc.errno, exc.strerror, names[0], None, names[1])
+    if len(exc.args) != 1 or not isinstance(exc.args[0], str) or staged not in exc.args[0]:
+        return exc
+    try:
+        return type(exc)(exc.args[0].replace(staged, str(folder)))
+    except Exception:  # an error type made otherwise than of its message: left as it is
+        return exc
 
 
 #: :func:`staged_outputs`' temporary folder: ``.staged-<pid of its writer>-<12 hex digits>.tmp``.

@@ -553,3 +553,40 @@ def test_a_path_holding_a_nul_is_one_line_of_the_callers_error(tmp_path: Path) -
         assert "holds a NUL character" in msg and "\n" not in msg and "\0" not in msg, (name, msg)
         assert ("model n1: " if name.endswith("name=") else str(bad).replace("\0", "\\x00")) in msg, (name, msg)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a"] and (tmp_path / "a").read_text() == "kept"
+
+
+class _TwoPartError(Exception):
+    def __init__(self, where: str, why: str) -> None:
+        super().__init__(where, why)
+
+
+def test_staged_outputs_errors_name_the_file_in_the_folder_not_the_staging_folder(tmp_path: Path) -> None:
+    """A writer's refusal or a full disk inside the set names the file it was given, in the hidden staging
+    folder that is removed as staged_outputs ends: the error is raised naming the file in ``folder`` instead
+    (its type and, for an OSError, errno and reason kept); an error naming no staged file, or whose type is not
+    made of its message, is raised as it is. Failed before (each named '.staged-<pid>-<hex>.tmp/...')."""
+    from contact_sim import ContactError
+
+    (tmp_path / "kept.bin").write_bytes(b"previous")
+
+    def raised(make) -> Exception:
+        with pytest.raises(Exception) as info:
+            with fileio.staged_outputs(tmp_path) as stage:
+                (stage / "kept.bin").write_bytes(b"new")
+                raise make(stage)
+        return info.value
+
+    exc = raised(lambda stage: ContactError(f"{stage / 'contacts.ion'}: no window to write"))
+    assert type(exc) is ContactError and str(exc) == f"{tmp_path / 'contacts.ion'}: no window to write"
+    exc = raised(lambda stage: OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(stage / "model.bin")))
+    assert type(exc) is OSError and (exc.errno, exc.strerror, exc.filename) == (
+        errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "model.bin"))
+    exc = raised(lambda stage: PermissionError(errno.EACCES, "Permission denied", str(stage / "a"), None,
+                                               str(stage / "b")))
+    assert type(exc) is PermissionError and (exc.filename, exc.filename2) == (str(tmp_path / "a"),
+                                                                              str(tmp_path / "b"))
+    assert str(raised(lambda stage: ValueError("no file named"))) == "no file named"
+    exc = raised(lambda stage: _TwoPartError(str(stage / "x"), "why"))
+    assert type(exc) is _TwoPartError and ".staged-" in exc.args[0]  # not made of one message: as it was
+    assert (tmp_path / "kept.bin").read_bytes() == b"previous"
+    assert [p.name for p in tmp_path.iterdir()] == ["kept.bin"]  # the staging folder removed

@@ -5,6 +5,7 @@ paths (empty folder, non-model files, invalid payloads, other class sets)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -1227,3 +1228,37 @@ def test_a_neighbours_folder_without_models_is_refused_before_the_data_is_read(
     assert len(err) == 1 and f"neighbours folder {folder} " in err[0], err
     assert ("is empty" if content == "empty" else "holds no model file") in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_member_write_names_the_member_in_out_not_the_staging_folder(
+        swarm_files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """An ensemble member is written by save_model, whose refusal (a full disk: 'cannot write model file') names
+    the file it was given: in fol personalize that is in --out's hidden staging folder, removed as the run ends,
+    so the line read '<out>/.staged-<pid>-<hex>.tmp/member-0-<tag>.safetensors: ...', a path that does not exist.
+    It names the member in --out now, and --out keeps its previous outputs. Failed before (the staging path)."""
+    import errno
+
+    import fol.checkpoint
+
+    neighbours = tmp_path / "received"
+    neighbours.mkdir()
+    shutil.copy(swarm_files / "node2.safetensors", neighbours)
+    out = tmp_path / "out"
+    run = lambda: _personalize(swarm_files, neighbours, out, "--variant", "fol-an", "--top-k", "2")  # noqa: E731
+    assert run() == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real_write = fol.checkpoint.atomic_write_bytes
+
+    def full_disk(path, data):  # as the crash-safe writer says a full disk: naming the file it was given
+        if Path(path).name.startswith("member-"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        real_write(path, data)
+
+    monkeypatch.setattr(fol.checkpoint, "atomic_write_bytes", full_disk)
+    capsys.readouterr()
+    assert run() == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ".staged" not in err[0], err
+    assert re.search(rf"{re.escape(str(out))}/member-0-[0-9a-f]{{8}}\.safetensors: cannot write model file "
+                     r"\(No space left on device\)", err[0]), err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
