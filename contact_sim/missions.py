@@ -621,7 +621,7 @@ _BLANK, _FIELD_GAP = " \t", re.compile("[ \t]+")
 #: :func:`~swarmbase.tomlcheck.decimal_number` takes them) and autocontinue. Every line it matches passes the
 #: field checks of :func:`_wpl_item_fields`, which read (or refuse, naming the line) any other.
 _WPL_ITEM = re.compile("[^ \t]+[ \t]+[^ \t]+[ \t]+(-?[0-9]{1,5})[ \t]+(-?[0-9]{1,5})"
-                       + f"[ \t]+((?i:{DECIMAL_NUMBER.pattern}))" * 7 + "[ \t]+([^ \t]+)")
+                       + f"[ \t]+({DECIMAL_NUMBER.pattern})" * 7 + "[ \t]+([^ \t]+)")
 
 
 def _wpl_item_fields(path: Path, number: int, line: str) -> tuple[int, int, list[float], str]:

@@ -229,10 +229,12 @@ def is_decimal(text: Any, max_digits: int, signed: bool = False) -> bool:
 
 #: A number as the text files of autopilots and GPS loggers write it: ASCII digits, maybe a sign, a point and an
 #: exponent, or ``nan`` / ``inf`` / ``infinity`` in any case (as C's printf and Qt write them); ``float()`` reads
-#: more: ``1_000``, and every script's digits (``float("4\U0001d7df.5")`` is 47.5). A reader matching a whole
-#: line of such numbers at once puts its ``pattern`` in its own (with the flag: ``(?i:...)``).
-DECIMAL_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf|infinity)",
-                             re.IGNORECASE)
+#: more: ``1_000``, and every script's digits (``float("4\U0001d7df.5")`` is 47.5). The case of ``nan`` and
+#: ``inf`` is written out in ASCII classes, not left to ``re.IGNORECASE``, which in Unicode matches ``i`` with the
+#: dotless ``ı`` and the dotted ``İ`` (``ınf`` matched, and ``float()`` then refused it): a reader matching a
+#: whole line of such numbers at once puts its ``pattern`` in its own as it is.
+DECIMAL_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+                            r"|[nN][aA][nN]|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?)")
 #: The same without ``nan`` and ``inf``: digits only (an OEM's data lines).
 _DIGITS_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 

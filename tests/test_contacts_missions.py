@@ -943,3 +943,21 @@ def test_a_waypoints_line_matched_whole_reads_as_its_fields_checked_one_by_one(t
         assert np.array(got[2]).tobytes() == np.array(expected[2]).tobytes(), line
         counts["read"] += 1
     assert min(counts.values()) > 500, counts
+
+
+@pytest.mark.parametrize("word", ["\u0131nf", "-\u0130NF", "\u0131nf\u0131n\u0131ty", "\u0130nfinity"])
+def test_a_waypoints_number_spelt_with_a_dotless_or_dotted_i_is_refused_in_one_line(tmp_path: Path, word: str) -> None:
+    """The whole-line pattern of a .waypoints item took DECIMAL_NUMBER's 'inf' / 'infinity' case-insensitively
+    in Unicode, where 'i' matches the Turkish dotless 'ı' and dotted 'İ': 'ınf' matched, then float() raised a
+    bare ValueError (a traceback out of read_mission) where the field checks refuse it in one line."""
+    from swarmbase.tomlcheck import DECIMAL_NUMBER, decimal_number
+
+    path = tmp_path / "m.waypoints"
+    path.write_text("QGC WPL 110\n0\t1\t0\t16\t0\t0\t0\t0\t47.397\t8.545\t488.0\t1\n"
+                    f"1\t0\t3\t16\t0\t0\t0\t{word}\t47.4\t8.545\t40.0\t1\n", encoding="utf-8")
+    with pytest.raises(ContactError) as err:
+        missions.read_mission(path, 5.0)
+    assert str(err.value) == f"{path}:3: p1..p4, lat, lon, alt must be numbers"
+    assert DECIMAL_NUMBER.fullmatch(word) is None
+    with pytest.raises(ValueError, match="not a decimal number"):
+        decimal_number(word)
