@@ -489,14 +489,16 @@ def _atomic_write(target: Path, data: bytes) -> None:
 # --------------------------------------------------------------------------- load
 
 
-def read_card(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) -> ModelCard:
+def read_card(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES, *, legacy: bool = True) -> ModelCard:
     """The card of the model file at ``path``, reading only the header.
 
     Cheap (no tensor is read), so it suits deciding whether a received model
     is worth loading. It checks the header and the card (steps 1-4 of the
     module docstring) and the tensors' byte ranges against the file's size (the
     layout of step 5: a file cut short or with bytes added is refused), but not
-    the digest or the tensors' values: :func:`load_model` does.
+    the digest or the tensors' values: :func:`load_model` does. A version-1
+    card is read too unless ``legacy`` is false: then it is refused as
+    :func:`load_model` refuses it (a caller about to load the file).
     """
     source = str(path)
     with _only_project_errors(source):
@@ -504,7 +506,7 @@ def read_card(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) 
             header_len = _header_length(fh.read(8), size, source)
             raw = fh.read(header_len)
         header = _parse_header(raw, header_len, source)
-        card, _ = _card_from_header(header, source, legacy=True)
+        card, _ = _card_from_header(header, source, legacy=legacy)
         _check_spec_limits(card.spec, source)
         _tensor_layout(header, size - 8 - header_len, source)
         return card

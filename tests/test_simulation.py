@@ -1563,7 +1563,7 @@ def test_the_check_refuses_a_freeze_count_past_the_swarms_layers(archs: str, mos
                            f"convolution / linear layers of {shallowest}, {which}), got {most + 1}"], err
 
 
-@pytest.mark.parametrize("damage", ["truncated", "garbage header", "plain safetensors", "another node's"])
+@pytest.mark.parametrize("damage", ["truncated", "garbage header", "plain safetensors", "another node's", "version 1"])
 def test_resume_refuses_a_damaged_pretrained_checkpoint_before_the_data_pool_is_read(
         damage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A damaged pretrained checkpoint in a run folder (cut short, a garbled safetensors header, a
@@ -1581,12 +1581,20 @@ def test_resume_refuses_a_damaged_pretrained_checkpoint_before_the_data_pool_is_
     a, b = state / "pretrained" / "a.safetensors", state / "pretrained" / "b.safetensors"
     good = a.read_bytes()
     header = b'{"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}'
+    # a card of version 1 (before fc60fd7; read_card reads it, load_model refuses it): the resume refused it
+    # after the data pool, and --check --resume said OK
+    (n,) = struct.unpack("<Q", good[:8])
+    old_header = json.loads(good[8:8 + n])
+    old_header["__metadata__"]["fol"] = json.dumps({**json.loads(old_header["__metadata__"]["fol"]), "version": 1})
+    v1 = json.dumps(old_header).encode()
     a.write_bytes({"truncated": good[: len(good) - 100],
                    "garbage header": struct.pack("<Q", 20) + b"\x00not json at all\xff\xfe" + good[28:],
                    "plain safetensors": struct.pack("<Q", len(header)) + header + b"\x00" * 4,
-                   "another node's": b.read_bytes()}[damage])
+                   "another node's": b.read_bytes(),
+                   "version 1": struct.pack("<Q", len(v1)) + v1 + good[8 + n:]}[damage])
     needle = {"truncated": "not a valid safetensors payload", "garbage header": "safetensors header is not valid JSON",
-              "plain safetensors": "not a FOL model file", "another node's": "not of node 'a' seed 0"}[damage]
+              "plain safetensors": "not a FOL model file", "another node's": "not of node 'a' seed 0",
+              "version 1": "model card version 1 is not covered by the file's digest"}[damage]
 
     def no_pool(*args: object, **kwargs: object) -> None:
         raise AssertionError("the data pool was read before the damaged checkpoint was refused")

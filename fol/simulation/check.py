@@ -574,7 +574,7 @@ def check_pretrained_card(path: Path, card: ModelCard, name: str, seed: int) -> 
 def check_saved_models(scn: SwarmScenario, out: Path, names: list[str]) -> None:
     """``--resume``: what each pretrained model the interrupted run saved shows by itself, read as
     :func:`fol.checkpoint.read_card` reads it (a regular file within the size limit, a safetensors header
-    holding this format's card, the tensors' byte ranges within the file: one cut short or garbled is
+    holding this format's card of the version the run loads (not version 1), the tensors' byte ranges within the file: one cut short or garbled is
     refused; no tensor is read), and its card of the node and seed whose place it has
     (:func:`check_pretrained_card`). Checked before the data pool is read, by :func:`check_scenario`
     (``--check --resume`` too); the run then loads each in full (the digest, the values) and compares its
@@ -584,8 +584,8 @@ def check_saved_models(scn: SwarmScenario, out: Path, names: list[str]) -> None:
             path = pretrained_path(seed_dir(out, seed), name)
             if not path.exists():  # not pretrained yet: the run pretrains it (as it reads it)
                 continue
-            with refused_pretrained(path, name):
-                card = read_card(path)
+            with refused_pretrained(path, name):  # a version-1 card too: the run's load_model refuses it
+                card = read_card(path, legacy=False)
             check_pretrained_card(path, card, name, seed)
 
 
