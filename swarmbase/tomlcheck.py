@@ -354,7 +354,7 @@ def printable(text: str) -> str:
 
 def brief(text: Any, limit: int = BRIEF_CHARS, keep_end: int = 0) -> str:
     """``text`` (a file name, an argument as typed) as a one-line message writes it: as it is when at most
-    ``limit`` characters, else cut by :func:`shown` (quoted, ``...`` at the cut). A message names what the
+    ``limit`` characters, else cut (between single quotes, ``...`` at the cut). A message names what the
     user typed in the user's own words, and a name of 5,000 characters (a path the file system refuses as
     too long) does not make a 5 kB line. With ``keep_end``, a cut keeps that many last characters too (at
     most half of ``limit``), ``...`` in the middle: files whose long names differ only at their end (a
@@ -377,22 +377,16 @@ def brief(text: Any, limit: int = BRIEF_CHARS, keep_end: int = 0) -> str:
     >>> print(brief("model-\\x1b" + "x" * 100 + "-07.safetensors", 40, keep_end=15))
     'model-\\x1bxxxxxxxxxx...-07.safetensors'
     """
-    text = str(text)
-    if not text.isprintable():
-        escaped = printable(text)
-        if len(escaped) <= limit:
-            return escaped
-        quoted = f"'{escaped}'"  # cut as a printable name is: quoted, the escapes not escaped again
-        if keep_end <= 0:
-            return quoted[:max(limit - 3, 1)] + "..."
-        keep_end = min(keep_end, limit // 2)  # the quotes and dots in the limit, as below
-        return quoted[:max(limit - keep_end - 4, 1)] + "..." + quoted[-keep_end - 1:]
-    if len(text) <= limit:
-        return text
+    escaped = printable(str(text))
+    if len(escaped) <= limit:
+        return escaped
+    # cut between single quotes, each character as printable() writes it (a backslash or a quote of the name once,
+    # as a log line shows it: repr wrote a backslash twice, and a name holding ' between double quotes)
+    quoted = f"'{escaped}'"
     if keep_end <= 0:
-        return shown(text, limit)
-    keep_end = min(keep_end, limit // 2)
-    return repr(text[:max(limit - keep_end - 5, 0)] + "..." + text[-keep_end:])  # quotes and dots in the limit
+        return quoted[:max(limit - 3, 1)] + "..."
+    keep_end = min(keep_end, limit // 2)  # the quotes and dots in the limit
+    return quoted[:max(limit - keep_end - 4, 1)] + "..." + quoted[-keep_end - 1:]
 
 
 def check_name_length(name: str, where: str, error: type[Exception]) -> str:

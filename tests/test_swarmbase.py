@@ -425,3 +425,23 @@ def test_lines_with_ends_are_the_lines_of_a_stringio_without_newline_translation
 
     for text in ('a,"b\r\nc",d\re\n', 'a,"b\nc\n', "a,b\r\n\r\nc", 'x"y,"z""\rw"\n'):
         assert rows(lines_with_ends(text)) == rows(io.StringIO(text, newline="")), repr(text)
+
+
+@pytest.mark.parametrize("name", ["C:\\data\\" + "x" * 300 + ".toml", "it's-" + "x" * 300 + ".toml",
+                                  "say-\"hi\"-" + "x" * 300 + ".toml"])
+def test_a_long_printable_name_is_cut_with_its_characters_as_they_are(name: str) -> None:
+    """brief() cut a long printable name through repr (shown), which wrote each backslash twice and put a
+    name holding a quote in double quotes, while the same name holding a tab, and every log line naming
+    the file as it is, showed the backslash once: 'C:\\\\data\\\\xx...' beside C:\\data\\xx... in one run.
+    A cut name is now its characters as they are, between single quotes, as a cut name with an escape is."""
+    from swarmbase.tomlcheck import brief
+
+    for keep_end in (0, 30):
+        cut = brief(name, keep_end=keep_end)
+        assert len(cut) == 200 and cut.startswith("'" + name[:150]), cut
+        if keep_end:
+            assert cut.endswith(name[-30:] + "'"), cut
+        else:
+            assert cut.endswith("..."), cut
+    tabbed = brief(name[:150] + "\t" + name[150:])  # the same name with a tab: the same first 150 characters
+    assert tabbed.startswith("'" + name[:150]), tabbed
