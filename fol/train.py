@@ -89,13 +89,14 @@ def too_small_rate(name: str, value: object, reason: str = RATE_REASON, zero: st
 
 
 def decay_problem(lr: float, weight_decay: float) -> str | None:
-    """Why an SGD learning rate ``lr`` and ``weight_decay`` cannot go together, or None: each
-    step multiplies every weight by 1 - lr x weight_decay (before the gradient's part), so at a
-    product of 1 or more the decay overshoots zero (at 2 or more the weights grow without bound).
+    """Why an SGD learning rate ``lr`` and ``weight_decay`` cannot go together, or None: the decay
+    part of a step (all of plain SGD's, and of the first step with momentum, whose buffer then holds
+    that step alone) multiplies every weight by 1 - lr x weight_decay, so at a product of 1 or more
+    the decay overshoots zero (at 2 or more the weights grow without bound).
     The one check of the pair: ``[fol]``'s rates, a baseline's ``lr`` and DENSE's ``kd_lr``."""
     if lr * weight_decay >= 1.0:
-        return (f"must be below 1 / the learning rate (each SGD step multiplies every weight by 1 - lr x "
-                f"weight_decay: at lr x weight_decay >= 1 the decay overshoots zero), got weight_decay "
+        return (f"must be below 1 / the learning rate (an SGD step's decay multiplies every weight by 1 - lr x "
+                f"weight_decay: at lr x weight_decay >= 1 the decay overshoots zero), got "
                 f"{shown(weight_decay)} with a learning rate of {shown(lr)}")
     return None
 

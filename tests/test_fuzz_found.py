@@ -2006,5 +2006,5 @@ def test_a_weight_decay_that_zeroes_the_weights_is_refused_before_the_run_starts
     err = capsys.readouterr().err.strip()
     _one_line(err)
     assert err.startswith(f"fol simulate: error: {path}: fol.weight_decay must be below 1 / the learning rate "), err
-    assert err.endswith("got weight_decay 1000000.0 with a learning rate of 0.01 (fol.pretrain_lr)"), err
+    assert err.endswith("got 1000000.0 with a learning rate of 0.01 (fol.pretrain_lr)"), err
     assert not (tmp_path / "out").exists()
