@@ -71,13 +71,13 @@ def too_large(name: str, value: object) -> str:
 #: The smallest learning rate accepted anywhere in FOL. A step of size s changes a float32
 #: weight w only when s is more than half a unit in w's last place (about |w| x 2**-24): an SGD
 #: step lr x g at lr = 1e-10 and a gradient of 1, or any Adam step at lr = 1e-10 (Adam's step
-#: is about lr), leaves every weight larger than 1.7e-3 exactly as it was, and a rate below
+#: is about lr), leaves every weight larger than 2e-3 exactly as it was, and a rate below
 #: 1.4e-45 is 0 in float32. Every default is 1e-3 or more.
 MIN_RATE = 1e-10
 
 
 #: Why a learning rate below :data:`MIN_RATE` is refused (the default reason of :func:`too_small_rate`).
-RATE_REASON = "a learning rate: a smaller step leaves every float32 weight larger than 1.7e-3 unchanged"
+RATE_REASON = "a learning rate: a smaller step leaves every float32 weight larger than 2e-3 unchanged"
 
 
 def too_small_rate(name: str, value: object, reason: str = RATE_REASON, zero: str | None = None) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 
 import pytest
@@ -1073,6 +1074,27 @@ def test_train_config_bounds_its_epochs_and_patience_as_fol_config_does() -> Non
         TrainConfig(patience=100_001)
 
 
+def test_the_magnitude_a_refused_rate_names_is_one_a_step_of_min_rate_leaves_unchanged() -> None:
+    """The refusal of a rate below MIN_RATE (and of DENSE's epsilon / weight_lr) says a smaller step leaves every
+    float32 weight larger than a figure unchanged: a step of MIN_RATE itself must then leave every float32 of at
+    least that magnitude as it was, and move one just below it. The message said 1.7e-3 (1e-10 x 2**24), but a
+    step changes w when it is more than half a unit in w's last place, 2**(e - 24) for 2**e <= |w|: 1e-10 moved
+    1.8e-3 (half a unit there is 5.8e-11); the figure is 2e-3 (every weight of 2**-9 = 1.95e-3 and up is kept,
+    but for 2**-9 itself, whose unit below it is half)."""
+    from fol.methods.dense import TINY_STEPS
+    from fol.train import MIN_RATE, RATE_REASON
+
+    for reason in (RATE_REASON, TINY_STEPS["epsilon"][0], TINY_STEPS["weight_lr"][0]):
+        figure = float(re.search(r"larger than (\S+) unchanged", reason).group(1))
+        w = torch.cat([torch.logspace(math.log10(figure), 38, 200_000), torch.pow(2.0, torch.arange(-8, 127.0))])
+        w = w[w >= figure].to(torch.float32)
+        w = torch.cat([w, -w])
+        step = torch.tensor(MIN_RATE, dtype=torch.float32)
+        assert torch.equal(w - step, w) and torch.equal(w + step, w), reason
+        below = torch.tensor(figure * 0.93, dtype=torch.float32)
+        assert not torch.equal(below - step, below), reason  # the figure is the bound, not a safe guess below it
+
+
 def test_a_learning_rate_too_small_to_move_a_float32_weight_is_refused_in_one_line() -> None:
     """fol.*_lr = 1e-300 (or a method's lr, adam_lr, lr_g, kd_lr) was accepted and trained nothing:
     the step is 0 in float32, so every weight stayed as it was. Refused below 1e-10 now, as a TrainConfig's lr."""
@@ -1091,7 +1113,7 @@ def test_a_learning_rate_too_small_to_move_a_float32_weight_is_refused_in_one_li
     assert torch.equal(moved, before)
     for name in RATES:
         with pytest.raises(ConfigError, match=rf"^fol\.{name} must be at least 1e-10 \(a learning rate: a smaller step "
-                                              rf"leaves every float32 weight larger than 1\.7e-3 unchanged\), got 1e-300$"):
+                                              rf"leaves every float32 weight larger than 2e-3 unchanged\), got 1e-300$"):
             FOLConfig.from_dict({name: 1e-300})
         assert getattr(FOLConfig.from_dict({name: MIN_RATE}), name) == MIN_RATE
     with pytest.raises(ConfigError, match=r"^lr must be at least 1e-10 "):

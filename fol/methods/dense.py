@@ -248,12 +248,12 @@ MAX_HARD_SAMPLE_POWER = 100.0
 #: The step sizes and the scale refused between 0 and :data:`fol.train.MIN_RATE` (1e-10), as a learning
 #: rate is: each acts as 0 in float32 there (1e-300 is 0), which for ``grad_clip`` and ``weight_lr`` is
 #: not what their accepted 0 means. ``{name: (why, what 0 means or None)}`` for :func:`check_positive`.
-#: A step of 1e-10 changes no float32 value larger than 1.7e-3 (half a unit in its last place is larger).
+#: A step of 1e-10 changes no float32 value larger than 2e-3 (half a unit in its last place is larger).
 TINY_STEPS = {
     "epsilon": ("the L-inf radius of the hard-sample step: a smaller step leaves every float32 pixel larger than "
-                "1.7e-3 unchanged", None),
+                "2e-3 unchanged", None),
     "weight_lr": ("the signed step of the ensemble weights: a smaller step leaves every float32 weight larger than "
-                  "1.7e-3 unchanged", "the weights are not fitted"),
+                  "2e-3 unchanged", "the weights are not fitted"),
     "grad_clip": ("the norm the generator's gradient is scaled down to: 1e-300 is 0 in float32 and stops the "
                   "generator, the opposite of no clipping", "no clipping"),
 }
