@@ -306,8 +306,11 @@ def test_a_hard_sample_power_that_zeroes_the_cross_entropy_is_refused():
     p_y = torch.tensor([0.5, 0.9, 0.1, 1e-3])
     assert int(torch.count_nonzero((1 - p_y).pow(1e300))) == 0
     assert float((1 - p_y[:1]).pow(100.0)) > 0
+    # the message's "0 from 150": 2^-hs rounds to float32's smallest subnormal 2^-149 up to hs = 150 (it said
+    # "0 past 149", but 2^-149.5 is 2^-149 in float32, not 0)
+    assert float(torch.tensor(0.5).pow(149.5)) > 0 and float(torch.tensor(0.5).pow(150.0)) == 0
     with pytest.raises(ConfigError, match=r"^methods\.co-boosting\.hard_sample_power must be at most 100 \(the float32 "
-                                          r"weight \(1 - p_y\)\^hs .* got 1e\+300$"):
+                                          r"weight \(1 - p_y\)\^hs .* is 2\^-hs, 0 from 150; .* got 1e\+300$"):
         get_method("co-boosting", hard_sample_power=1e300)
     with pytest.raises(ConfigError, match=r"^DataFreeConfig\.hard_sample_power must be at most 100 "):
         DataFreeConfig(hard_sample_power=101.0)

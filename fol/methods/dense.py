@@ -240,7 +240,7 @@ class DataFreeConfig:
 
 #: The largest ``hard_sample_power`` (hs). Each generator sample's cross-entropy is weighted by
 #: (1 - p_y)^hs in float32: for a sample the ensemble gives even odds (p_y = 0.5) that is 2^-hs,
-#: a float32 below its smallest normal number past hs = 126 and exactly 0 past 149, so a large
+#: a float32 below its smallest normal number past hs = 126 and exactly 0 from 150, so a large
 #: hs silently removes the cross-entropy term (at 1e300 every weight but that of a sample with
 #: p_y exactly 0 is 0). At 100 that sample's weight is 2^-100, about 8e-31.
 MAX_HARD_SAMPLE_POWER = 100.0
@@ -294,7 +294,7 @@ def checked_data_free_options(values: dict, *, method: str = "", owner: str | No
                                           at_most=1.0 if name == "weight_decay_rate" else None, owner=owner)
     if values.get("hard_sample_power", 0.0) > MAX_HARD_SAMPLE_POWER:  # 1e300 made every weight 0: no L_CE at all
         raise ConfigError(f"{where}.hard_sample_power must be at most {MAX_HARD_SAMPLE_POWER:g} (the float32 weight "
-                          f"(1 - p_y)^hs of a sample the ensemble gives even odds is 2^-hs, 0 past 149; the published "
+                          f"(1 - p_y)^hs of a sample the ensemble gives even odds is 2^-hs, 0 from 150; the published "
                           f"hs is 1), got {shown(values['hard_sample_power'])}")
     if "kd_lr" in values and (problem := decay_problem(values["kd_lr"], values.get("kd_weight_decay", 0.0))):
         raise ConfigError(f"{where}.kd_weight_decay {problem} ({where}.kd_lr)")
