@@ -237,6 +237,7 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
     w = plan.windows
     first = None  # (export-order key, window, t0, t1, rate) of the first failing window met so far
     short = slow = 0  # windows left out: shorter than a second once rounded inward; slower than the plan's unit
+    bits = 0  # of the slow ones, those of at least 1 bit/s, which an HDTN plan would carry
     unit_bps = 8.0 if tool == "ion" else 1.0
     for lo, hi in row_blocks(len(w)):
         k = np.arange(lo, hi)
@@ -244,6 +245,7 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
         with np.errstate(invalid="ignore"):
             short += int(np.count_nonzero(t1 <= t0))
             slow += int(np.count_nonzero((t1 > t0) & (rate < unit_bps)))  # as _carried leaves them out
+            bits += int(np.count_nonzero((t1 > t0) & (rate >= 1.0) & (rate < unit_bps)))
             ok = (t0 >= 0) & np.isfinite(t1) & (rate >= 0)  # NaN fails every comparison
             if tool == "ion":
                 ok &= rate // 8 <= ION_MAX_RATE_BYTES_S
@@ -258,7 +260,7 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
     if first is None:
         if len(w) and short + slow == len(w):  # every window would be lost, and the file read back as no plan
             unit = "1 byte/s" if tool == "ion" else "1 bit/s"
-            hint = "; export HDTN (--hdtn), whose unit is 1 bit/s" if tool == "ion" and slow else ""
+            hint = "; export HDTN (--hdtn), whose unit is 1 bit/s" if tool == "ion" and bits else ""
             raise ContactError(f"no window to write: of the plan's {len(w)} window(s), {short} shorter than a "
                                f"whole second once rounded inward and {slow} slower than {unit} (0 once rounded "
                                f"down, no contact); an {tool.upper()} plan of no contact would not read back{hint}")

@@ -232,6 +232,8 @@ def _plan(t_end_s: list[float], rate_bps: float):
      "and 0 slower than 1 bit/s"),
     ([600.0], 0.5, "hdtn", "of the plan's 1 window(s), 0 shorter than a whole second once rounded inward "
      "and 1 slower than 1 bit/s"),
+    ([600.0], 0.5, "ion", "of the plan's 1 window(s), 0 shorter than a whole second once rounded inward "
+     "and 1 slower than 1 byte/s"),
 ])
 def test_an_export_that_would_carry_no_contact_is_refused_before_writing(tmp_path: Path, t_end_s, rate_bps, tool,
                                                                            says) -> None:
@@ -248,7 +250,8 @@ def test_an_export_that_would_carry_no_contact_is_refused_before_writing(tmp_pat
     message = str(info.value)
     assert message.startswith(f"{out}: no window to write: {says}"), message
     assert f"an {tool.upper()} plan of no contact would not read back" in message and "\n" not in message
-    assert message.endswith("export HDTN (--hdtn), whose unit is 1 bit/s") == (tool == "ion"), message
+    # the hint only where HDTN would carry a window: 4 bit/s is, 0.5 bit/s (below HDTN's 1 bit/s too) is not
+    assert message.endswith("export HDTN (--hdtn), whose unit is 1 bit/s") == (tool == "ion" and rate_bps >= 1), message
     assert out.read_text() == "earlier\n" and sorted(p.name for p in tmp_path.iterdir()) == [out.name]
     with pytest.raises(ContactError, match="^no window to write"):
         format_ion(plan) if tool == "ion" else hdtn_contacts(plan)
