@@ -11,6 +11,8 @@ import pytest
 from contact_sim import ContactError
 from contact_sim.dtn import format_ion, read_hdtn, read_ion
 
+from _tiff import traced_peak
+
 MAX_NODE = 2**64 - 1
 
 
@@ -287,18 +289,13 @@ def test_parse_ion_holds_no_key_tuple_a_line_nor_a_list_of_every_line() -> None:
     (text.split), a (start, FROM, TO) key tuple and a set entry a contact for 'd' / 'c', and a tuple copy of the
     contacts beside their lists at the end. Lines one at a time, one small dict a pair of nodes keyed by start,
     and the lists made tuples in place: 12.6 times. Failed before (15.2 > 14)."""
-    import tracemalloc
-
     from contact_sim.dtn import parse_ion
 
     text = "".join(f"a contact +{100 * i} +{100 * i + 60} {1 + i % 97} {1 + (i * 7 + 1) % 89} {1000 + i}\n"
                    for i in range(20_000))
-    tracemalloc.start()
-    try:
-        plan = parse_ion(text, "/some/folder/plan.ion")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    got: list = []
+    peak = traced_peak(lambda: got.append(parse_ion(text, "/some/folder/plan.ion")))
+    plan = got[0]
     loopbacks = sum(1 + i % 97 == 1 + (i * 7 + 1) % 89 for i in range(20_000))
     assert len(plan.contacts) == 20_000 - loopbacks and all(type(c) is tuple for c in plan.contacts)
     assert peak < 14 * len(text), peak / len(text)
@@ -322,19 +319,14 @@ def test_parse_hdtn_lets_each_record_go_as_it_is_read() -> None:
     """parse_hdtn's traced peak was 7.9 times its text's length (20,000 compact records): every record's dict
     of the parsed JSON stayed alive beside the rows made of them, and the rows beside the contacts. Each dict
     and then each row is now let go as the next form of it is made: 4.2 times. Failed before (7.9 > 6)."""
-    import tracemalloc
-
     from contact_sim.dtn import parse_hdtn
 
     records = [{"contact": i, "source": 1 + i % 97, "dest": 1 + (i * 7 + 1) % 89, "startTime": 100 * i,
                 "endTime": 100 * i + 60, "rateBitsPerSec": 8000 + i, "owlt": 1} for i in range(20_000)]
     text = json.dumps({"contacts": records}, separators=(",", ":"))
-    tracemalloc.start()
-    try:
-        plan = parse_hdtn(text, "/some/folder/plan.json")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    got: list = []
+    peak = traced_peak(lambda: got.append(parse_hdtn(text, "/some/folder/plan.json")))
+    plan = got[0]
     loopbacks = sum(r["source"] == r["dest"] for r in records)
     assert len(plan.contacts) == len(plan.ranges) == 20_000 - loopbacks
     assert plan.contacts[-1] == (1999900.0, 1999960.0, 1 + 19_999 % 97, 1 + (19_999 * 7 + 1) % 89,
