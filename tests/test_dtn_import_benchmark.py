@@ -23,7 +23,8 @@ def test_it_prints_the_figures_of_each_format(benchmark_script, capsys) -> None:
     assert benchmark_script("dtn_import").main(["--mib", "1", "--nodes", "20"]) == 0
     out = capsys.readouterr().out
     for fmt in ("ion", "hdtn"):
-        line = re.search(rf"^{fmt}: 1\.0 MiB, ([\d,]+) (?:lines|records), 20 nodes, ([\d,]+) windows: [\d.]+ s CPU, "
-                         rf"[\d.]+ s wall, peak resident [\d.]+ GB", out, re.M)
+        line = re.search(rf"^{fmt}: 1\.0 MiB, ([\d,]+) (?:lines|records), 20 nodes, ([\d,]+) windows: ([\d.]+) s CPU "
+                         rf"\(([\d.]+) s of it the read\), [\d.]+ s wall, peak resident [\d.]+ GB", out, re.M)
         assert line, out
         assert int(line[1].replace(",", "")) == 2 * int(line[2].replace(",", ""))
+        assert 0 < float(line[4]) <= float(line[3]) + 0.05  # the read is part of the child's CPU (both rounded)
