@@ -1343,8 +1343,9 @@ SCALE_SCRIPTS = {"contacts_scale", "simulate_scale", "load_memory", "fol_node_ti
 
 @pytest.mark.parametrize("page, least, scripts", [("evaluation.md", 10, set()), ("protocol.md", 10, set()),
                                                   ("baselines.md", 10, set()), ("results.md", 100, RESULTS_SCRIPTS),
-                                                  ("scale.md", 20, SCALE_SCRIPTS)],
-                         ids=["evaluation.md", "protocol.md", "baselines.md", "results.md", "scale.md"])
+                                                  ("scale.md", 20, SCALE_SCRIPTS),
+                                                  ("formats.md", 3, {"dtn_import", "flight_files"})],
+                         ids=["evaluation.md", "protocol.md", "baselines.md", "results.md", "scale.md", "formats.md"])
 def test_evaluation_pages_benchmark_commands_exist_with_their_flags(monkeypatch: pytest.MonkeyPatch,
                                                                     benchmark_script, page: str, least: int,
                                                                     scripts: set[str]) -> None:
