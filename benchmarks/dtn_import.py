@@ -6,7 +6,7 @@ one two-way window), the next round of pairs 100 s later. ION lines read
 ``a contact +T0 +T1 A B 1000`` (about 35 bytes), HDTN records are compact JSON objects
 (about 100 bytes). Each plan is then read by ``read_plan`` in a child process, and the child's
 CPU time (user + system, with its imports; and that of ``read_plan`` alone), wall time and peak resident
-set (``ru_maxrss``) are printed with the plan's size, lines or records and windows.
+set (its own ``VmHWM``) are printed with the plan's size, lines or records and windows.
 
 Run from the repository root::
 
@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import int_in, machine_line  # noqa: E402
 
-#: The child's read: it prints the windows, then its own CPU seconds, those of the read alone and its peak
-#: resident kB (``RUSAGE_SELF``: each child's own, where ``RUSAGE_CHILDREN`` gives the largest of every child so far).
-_READ = ("import resource, sys, time; from contact_sim.dtn import read_plan; c = time.process_time(); "
-         "n = len(read_plan(sys.argv[1]).windows); c = time.process_time() - c; "
-         "r = resource.getrusage(resource.RUSAGE_SELF); print(n, r.ru_utime + r.ru_stime, c, r.ru_maxrss)")
+#: The child's read: it prints the windows, then its own CPU seconds, those of the read alone and its own peak
+#: resident kB (``own_peak_kb``: ``VmHWM``, not ``ru_maxrss``, which keeps the parent's size at the fork).
+_READ = ("import resource, sys, time; from benchmarks._common import own_peak_kb; from contact_sim.dtn import read_plan; "
+         "c = time.process_time(); n = len(read_plan(sys.argv[1]).windows); c = time.process_time() - c; "
+         "r = resource.getrusage(resource.RUSAGE_SELF); print(n, r.ru_utime + r.ru_stime, c, own_peak_kb())")
 
 
 def write_plan(path: Path, fmt: str, target_bytes: int, nodes: int) -> int:
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{fmt}: {path.stat().st_size / 2**20:.1f} MiB, {count:,} {'lines' if fmt == 'ion' else 'records'}, "
                   f"{args.nodes} nodes, {int(windows):,} windows: {float(cpu):.1f} s CPU "
                   f"({float(read_cpu):.2f} s of it the read), {wall:.1f} s wall, "
-                  f"peak resident {int(peak_kb) / 1e6:.2f} GB (the child's ru_maxrss)")
+                  f"peak resident {int(peak_kb) / 1e6:.2f} GB (the child's VmHWM)")
     print(machine_line())  # after the reads: torch in this process would count in a child's peak
     return 0
 

@@ -58,7 +58,8 @@ MAX_MIB = MAX_MISSION_BYTES / 2**20
 #: ``ru_maxrss`` keeps the parent's resident size when the child was forked from it) and that peak before the
 #: first read (its imports).
 _READ = """
-import resource, sys, time
+import sys, time
+from benchmarks._common import own_peak_kb as peak_kb
 from contact_sim.tracks import read_track
 from contact_sim.missions import read_mission
 from contact_sim.drones import read_waypoints_csv
@@ -67,12 +68,6 @@ if kind in ("tlog", "bin"):
     import pymavlink.dialects.v20.common, pymavlink.DFReader  # noqa: F401  (imported lazily by the reader)
 read = {"waypoints": lambda p: read_mission(p, 5.0)[1],
         "csv": lambda p: [row for d in read_waypoints_csv(p) for row in d.t_s]}.get(kind, read_track)
-def peak_kb():  # VmHWM: this process image's own peak (ru_maxrss would keep the parent's size at the fork)
-    try:
-        with open("/proc/self/status") as fh:
-            return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
-    except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 imports_kb = peak_kb()
 cpu = wall = float("inf")
 for _ in range(repeat):

@@ -40,11 +40,8 @@ _PROBE = """
 import sys
 sys.path.insert(0, sys.argv[3])
 import torch
+from benchmarks._common import own_peak_kb as hwm_kb
 from fol.checkpoint import load_model, load_model_bytes
-
-def hwm_kb():
-    with open("/proc/self/status") as fh:
-        return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
 
 torch.set_num_threads(1)
 before = hwm_kb()
