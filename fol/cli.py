@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from typing import Callable, Sequence
 
@@ -97,6 +98,31 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print(f"fol {args.command}: interrupted", file=sys.stderr)
         return 130
+    except (MemoryError, RuntimeError) as exc:
+        line = out_of_memory_line(exc)
+        if line is None or args.debug:
+            raise
+        print(f"fol {args.command}: error: {line}", file=sys.stderr)
+        return 1
+
+
+#: How torch's CPU allocator words a failed allocation (a ``RuntimeError``, not ``MemoryError``).
+_TORCH_ALLOC_FAILED = re.compile(r"DefaultCPUAllocator: can't allocate memory: you tried to allocate (\d+) bytes")
+
+
+def out_of_memory_line(exc: BaseException) -> str | None:
+    """One line for an allocation that failed (Python's ``MemoryError``, or torch's allocator
+    refusing a tensor), else None: a run sized within every limit the scenario is checked
+    against may still need more memory than the machine (or its ``ulimit -v``) grants."""
+    if isinstance(exc, MemoryError):
+        return "out of memory (lower data.size, data.image_size or a batch size, or give the process more memory)"
+    match = _TORCH_ALLOC_FAILED.search(str(exc)) if isinstance(exc, RuntimeError) else None
+    if match is None:
+        return None
+    from fol.data.geo import gib_text
+
+    return (f"out of memory: a tensor of {gib_text(int(match.group(1)))} could not be allocated (lower data.size, "
+            f"data.image_size or a batch size, or give the process more memory)")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2008,3 +2008,39 @@ def test_a_weight_decay_that_zeroes_the_weights_is_refused_before_the_run_starts
     assert err.startswith(f"fol simulate: error: {path}: fol.weight_decay must be below 1 / the learning rate "), err
     assert err.endswith("got 1000000.0 with a learning rate of 0.01 (fol.pretrain_lr)"), err
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ an allocation that fails (fol/cli.py)
+
+def test_a_pool_the_machine_cannot_hold_ends_in_one_line_not_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run fuzzer (``fol simulate`` for real, 5.4 GiB address space): ``[data] size = 1000000`` is within
+    the 8 GiB pool limit (2.9 GiB of 16x16 images), but torch's allocator could not grant it and the run ended
+    in a 30-line traceback (a ``RuntimeError``: "DefaultCPUAllocator: can't allocate memory"). An allocation
+    that fails now ends the command in one line, exit status 1, before the output folder is made. Here the
+    pool is a tensor no machine holds (2^48 float32 values), so torch's own refusal is what is tested."""
+    import torch
+
+    import fol.simulation.runner as runner
+    from _scenarios import LEO
+    from fol.cli import main
+
+    monkeypatch.setattr(runner, "_load_pool", lambda scn, seed: torch.empty(2 ** 48))
+    path = tmp_path / "s.toml"
+    path.write_text(LEO)
+    assert main(["simulate", str(path), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    _one_line(err)
+    assert err.startswith("fol simulate: error: out of memory: a tensor of 1,048,576.0 GiB could not be allocated "
+                          "(lower data.size"), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_only_an_allocation_failure_is_read_as_out_of_memory() -> None:
+    """Another ``RuntimeError`` (a bug) keeps its traceback: it is not worded as out of memory."""
+    from fol.cli import out_of_memory_line
+
+    assert out_of_memory_line(RuntimeError("mat1 and mat2 shapes cannot be multiplied")) is None
+    assert out_of_memory_line(ValueError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                                         "8 bytes")) is None
+    assert out_of_memory_line(MemoryError()).startswith("out of memory (lower data.size")
