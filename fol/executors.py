@@ -656,7 +656,9 @@ class RayExecutor(Executor):
                     _private_ray_token()
                 with _loopback_kept() if not address else contextlib.nullcontext(), _auth_notice_muted():
                     ray.init(**kwargs)
-            except (ConnectionError, ValueError, RuntimeError) as e:
+            except Exception as e:  # Ray's node startup timing out raises a bare Exception
+                if type(e) is not Exception and not isinstance(e, (ConnectionError, ValueError, RuntimeError)):
+                    raise  # a TypeError, a KeyError ...: a bug, with its traceback
                 if not address:
                     raise ConfigError(f"executor 'ray': cannot start a local Ray instance ({e})") from None
                 hint = _token_hint() if address != "auto" else ""

@@ -2044,3 +2044,36 @@ def test_only_an_allocation_failure_is_read_as_out_of_memory() -> None:
     assert out_of_memory_line(ValueError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
                                          "8 bytes")) is None
     assert out_of_memory_line(MemoryError()).startswith("out of memory (lower data.size")
+
+
+# ------------------------------------------------------------------ a local Ray that does not start (fol/executors.py)
+
+def test_a_ray_node_that_times_out_at_startup_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run fuzzer (``[run] executor = "ray"`` under a 5.4 GiB address-space limit on a loaded machine): Ray's
+    node startup timed out after 30 s and ``ray.init`` raised a bare ``Exception`` ("The current node timed out
+    during startup ..."), which no handler took: a 40-line traceback. It is now the one line of a local instance
+    that cannot start; another exception type is still a bug's traceback."""
+    ray = pytest.importorskip("ray")
+    from fol.errors import ConfigError
+    from fol.executors import RayExecutor
+
+    def init_timing_out(**kwargs: Any) -> None:
+        raise Exception("The current node timed out during startup. This could happen because some of the "
+                        "raylet failed to startup or the GCS has become overloaded.")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init_timing_out)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # no token file made in the test's home folder
+    with pytest.raises(ConfigError) as info:
+        RayExecutor()
+    _one_line(str(info.value))
+    assert str(info.value).startswith("executor 'ray': cannot start a local Ray instance (The current")
+    assert str(info.value).endswith("(The current node timed out during startup. This could happen because some "
+                                    "of the raylet failed to startup or the GCS has become overloaded.)")
+
+    def init_with_a_bug(**kwargs: Any) -> None:
+        raise TypeError("init() got an unexpected keyword argument")
+
+    monkeypatch.setattr(ray, "init", init_with_a_bug)
+    with pytest.raises(TypeError):
+        RayExecutor()
