@@ -106,6 +106,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return 1
 
 
+#: What an out-of-memory line suggests, for every command.
+_OOM_HINT = "(fewer or smaller images, a smaller batch, or more memory for the process)"
 #: How torch's CPU allocator words a failed allocation (a ``RuntimeError``, not ``MemoryError``).
 _TORCH_ALLOC_FAILED = re.compile(r"DefaultCPUAllocator: can't allocate memory: you tried to allocate (\d+) bytes")
 
@@ -115,14 +117,13 @@ def out_of_memory_line(exc: BaseException) -> str | None:
     refusing a tensor), else None: a run sized within every limit the scenario is checked
     against may still need more memory than the machine (or its ``ulimit -v``) grants."""
     if isinstance(exc, MemoryError):
-        return "out of memory (lower data.size, data.image_size or a batch size, or give the process more memory)"
+        return f"out of memory {_OOM_HINT}"
     match = _TORCH_ALLOC_FAILED.search(str(exc)) if isinstance(exc, RuntimeError) else None
     if match is None:
         return None
     from fol.data.geo import gib_text
 
-    return (f"out of memory: a tensor of {gib_text(int(match.group(1)))} could not be allocated (lower data.size, "
-            f"data.image_size or a batch size, or give the process more memory)")
+    return f"out of memory: a tensor of {gib_text(int(match.group(1)))} could not be allocated {_OOM_HINT}"
 
 
 if __name__ == "__main__":  # pragma: no cover

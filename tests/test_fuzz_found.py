@@ -2032,7 +2032,7 @@ def test_a_pool_the_machine_cannot_hold_ends_in_one_line_not_a_traceback(
     err = capsys.readouterr().err.strip().splitlines()[-1]
     _one_line(err)
     assert err.startswith("fol simulate: error: out of memory: a tensor of 1,048,576.0 GiB could not be allocated "
-                          "(lower data.size"), err
+                          "(fewer or smaller images, a smaller batch, or more memory for the process)"), err
     assert not (tmp_path / "out").exists()
 
 
@@ -2043,7 +2043,7 @@ def test_only_an_allocation_failure_is_read_as_out_of_memory() -> None:
     assert out_of_memory_line(RuntimeError("mat1 and mat2 shapes cannot be multiplied")) is None
     assert out_of_memory_line(ValueError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
                                          "8 bytes")) is None
-    assert out_of_memory_line(MemoryError()).startswith("out of memory (lower data.size")
+    assert out_of_memory_line(MemoryError()).startswith("out of memory (fewer or smaller images")
 
 
 # ------------------------------------------------------------------ a local Ray that does not start (fol/executors.py)
