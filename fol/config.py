@@ -368,12 +368,13 @@ class FOLConfig:
         return TrainConfig(
             epochs=self.pretrain_epochs, batch_size=self.batch_size, lr=self.pretrain_lr, momentum=self.momentum,
             weight_decay=self.weight_decay, patience=self.patience, seed=self.seed, desc="pretrain",
+            lr_field="fol.pretrain_lr",
         )
 
     def finetune_train(self, epochs: int, seed: int, desc: str) -> TrainConfig:
         return TrainConfig(
             epochs=epochs, batch_size=self.batch_size, lr=self.finetune_lr, momentum=self.momentum,
-            weight_decay=self.weight_decay, seed=seed, desc=desc,
+            weight_decay=self.weight_decay, seed=seed, desc=desc, lr_field="fol.finetune_lr",
         )
 
     def prune(self, seed: int) -> PruneConfig:
@@ -386,7 +387,7 @@ class FOLConfig:
     def distill_train(self, seed: int) -> TrainConfig:
         return TrainConfig(
             epochs=self.distill_epochs, batch_size=self.batch_size, lr=self.distill_lr, momentum=self.momentum,
-            weight_decay=0.0, seed=seed, desc="distill",
+            weight_decay=0.0, seed=seed, desc="distill", lr_field="fol.distill_lr",
         )
 
 

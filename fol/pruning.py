@@ -658,7 +658,7 @@ def align_and_prune(
             for epoch in epochs:
                 tcfg = TrainConfig(
                     epochs=1, batch_size=cfg.batch_size, lr=cfg.gate_lr, optimizer="adam",
-                    weight_decay=0.0, seed=cfg.seed + epoch, desc="gates",
+                    weight_decay=0.0, seed=cfg.seed + epoch, desc="gates", lr_field="fol.gate_lr",
                 )
                 fit(wrapper, (x, y), tcfg, objective=objective, params=list(gates.values()), optimizer=opt)
                 for key, values in running.items():

@@ -116,6 +116,8 @@ class TrainConfig:
     stopping the best-validation weights are restored at the end; only a
     strictly higher accuracy counts as an improvement, so among epochs of equal
     validation accuracy the earliest is kept (``History.best_epoch``).
+    ``lr_field`` names the setting ``lr`` came from (``fol.distill_lr``,
+    ``methods.fedavg.lr``, ...): a divergence error tells the user to lower it.
     """
 
     epochs: int = 10
@@ -128,6 +130,7 @@ class TrainConfig:
     seed: int = 0
     progress: bool = False
     desc: str = "train"
+    lr_field: str = "lr"
 
     def __post_init__(self) -> None:
         if self.optimizer not in ("sgd", "adam"):
@@ -194,6 +197,11 @@ def _make_optimizer(params: Iterable[nn.Parameter], cfg: TrainConfig) -> torch.o
     return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
 
 
+def _lower_rate(cfg: TrainConfig) -> str:
+    """The hint of a divergence error: the rate, and the setting to lower."""
+    return f"learning rate {cfg.lr:g}; a smaller {cfg.lr_field} usually fixes this"
+
+
 def fit(
     model: nn.Module,
     data: Sequence[torch.Tensor],
@@ -253,8 +261,8 @@ def fit(
                 batch = [t[idx] for t in data]
                 loss = objective(model, batch)
                 if not torch.isfinite(loss):
-                    raise TrainingError(f"{cfg.desc}: the loss became non-finite at epoch {epoch} (learning rate "
-                                        f"{cfg.lr:g}; a smaller one usually fixes this)")
+                    raise TrainingError(f"{cfg.desc}: the loss became non-finite at epoch {epoch} "
+                                        f"({_lower_rate(cfg)})")
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
@@ -264,8 +272,8 @@ def fit(
             history.train_loss.append(total / min(n, n_batches * bs))
             if not all(bool(torch.isfinite(p).all()) for g in opt.param_groups for p in g["params"]):
                 # the loss is checked before each step, so the epoch's last step is checked here
-                raise TrainingError(f"{cfg.desc}: the weights became non-finite at epoch {epoch} (learning rate "
-                                    f"{cfg.lr:g}; a smaller one usually fixes this)")
+                raise TrainingError(f"{cfg.desc}: the weights became non-finite at epoch {epoch} "
+                                    f"({_lower_rate(cfg)})")
             if bns and (val is not None or epoch == cfg.epochs - 1):
                 # Statistics of the weights as they are now, before they are
                 # evaluated or kept (see recompute_bn_stats).
@@ -273,8 +281,7 @@ def fit(
                 if not all(bool(torch.isfinite(m.running_var).all() and torch.isfinite(m.running_mean).all())
                            for m in bns):  # finite but huge weights: the activations' variance overflows float32
                     raise TrainingError(f"{cfg.desc}: the batch-norm statistics became non-finite at epoch {epoch} "
-                                        f"(finite but huge weights; learning rate {cfg.lr:g}; a smaller one usually "
-                                        f"fixes this)")
+                                        f"(finite but huge weights; {_lower_rate(cfg)})")
             if val is not None:
                 res = evaluate(model, val[0], val[1])
                 history.val_accuracy.append(res.accuracy)

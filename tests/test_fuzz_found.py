@@ -2077,3 +2077,75 @@ def test_a_ray_node_that_times_out_at_startup_is_one_line(monkeypatch: pytest.Mo
     monkeypatch.setattr(ray, "init", init_with_a_bug)
     with pytest.raises(TypeError):
         RayExecutor()
+
+
+def _diverging_linear() -> tuple:
+    """A model and inputs on which one step at a learning rate of 1e6 sends the weights to inf:
+    a loss of about 1e33, finite in float32, and gradients of the same size."""
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Linear(2, 2), torch.full((8, 2), 1e33), torch.tensor([0, 1] * 4)
+
+
+def test_a_diverging_distillation_names_fol_distill_lr() -> None:
+    """fol.distill_lr = 1e6 in a scenario ended the run with 'distill: the weights became
+    non-finite at epoch 0 (learning rate 1e+06; a smaller one usually fixes this)', which did
+    not say which of the scenario's rates to lower. (Failed before: no field named.)"""
+    import torch
+
+    from fol.config import FOLConfig
+    from fol.distill import distill
+    from fol.errors import TrainingError
+
+    cfg = FOLConfig(distill_lr=1e6)
+    student, x, _ = _diverging_linear()
+    teacher_logits = torch.tensor([[1.0, -1.0]] * 8)
+    with pytest.raises(TrainingError) as err:
+        distill(student, x, teacher_logits, cfg.distill_train(0), cfg.temperature, cfg.lam)
+    assert str(err.value).startswith("distill: the ")
+    assert "learning rate 1e+06; a smaller fol.distill_lr usually fixes this" in str(err.value)
+
+
+@pytest.mark.parametrize("view, field", [
+    (lambda c: c.pretrain_train(), "fol.pretrain_lr"),
+    (lambda c: c.finetune_train(1, 0, "fine-tune"), "fol.finetune_lr"),
+    (lambda c: c.finetune_train(1, 0, "post fine-tune"), "fol.finetune_lr"),
+    (lambda c: c.distill_train(0), "fol.distill_lr"),
+])
+def test_each_fol_stage_that_diverges_names_the_rate_to_lower(view, field: str) -> None:
+    import dataclasses
+
+    from fol.config import FOLConfig
+    from fol.errors import TrainingError
+    from fol.train import fit
+
+    tcfg = dataclasses.replace(view(FOLConfig()), lr=1e6, momentum=0.0, weight_decay=0.0, patience=0)
+    model, x, y = _diverging_linear()
+    with pytest.raises(TrainingError, match=rf"^{tcfg.desc}: .* a smaller {field} usually fixes this\)$"):
+        fit(model, (x, y), tcfg)
+
+
+def test_a_baselines_local_training_names_its_own_rate_or_the_swarms() -> None:
+    """A baseline's local steps run at methods.<name>.lr when set, else at the swarm's
+    fol.pretrain_lr; MTFL-Adam's at methods.mtfl-adam.adam_lr. A divergence names that one."""
+    import types
+
+    from fol.config import FOLConfig
+    from fol.errors import TrainingError
+    from fol.methods.fedavg import FedAvgMethod
+    from fol.methods.mtfl import MTFLAdamMethod
+    from fol.train import fit
+
+    node = types.SimpleNamespace(spec=None, data=None)
+    ctx = types.SimpleNamespace(train=FOLConfig().pretrain_train(), seed=0, nodes=[node, node])
+    assert FedAvgMethod().local_cfg(ctx, 0, 0).lr_field == "fol.pretrain_lr"
+    cfg = FedAvgMethod(lr=1e6).local_cfg(ctx, 0, 1)
+    assert (cfg.lr, cfg.lr_field) == (1e6, "methods.fedavg.lr")
+    model, x, y = _diverging_linear()
+    with pytest.raises(TrainingError, match=r"a smaller methods\.fedavg\.lr usually fixes this\)$"):
+        fit(model, (x, y), cfg)
+    mtfl = MTFLAdamMethod()
+    state = {"global": {}, "patches": [{}, {}], "moments": {}, "private_moments": [{}, {}]}
+    task = mtfl.client_task(state, ctx, 0, 0, mtfl.local_cfg(ctx, 0, 0))
+    assert task.cfg.lr_field == "methods.mtfl-adam.adam_lr"

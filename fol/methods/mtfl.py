@@ -181,6 +181,8 @@ class _MTFLBase(ServerMethod):
         return mtfl_client_update
 
     def client_task(self, state: dict, ctx: SwarmContext, r: int, k: int, cfg: TrainConfig) -> MTFLTask:
+        if self.adam:  # the steps run at adam_lr (mtfl_client_update): a divergence error names it
+            cfg = replace(cfg, lr_field=f"methods.{self.name}.adam_lr")
         return MTFLTask(ctx.nodes[k].spec, state["global"], state["patches"][k], ctx.nodes[k].data, cfg,
                         adam=self.adam, adam_lr=self.adam_lr, global_moments=state["moments"],
                         private_moments=state["private_moments"][k])

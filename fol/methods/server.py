@@ -214,7 +214,9 @@ class ServerMethod(Method):
         """Local-training settings of node ``k`` in ``round_index`` (seeded per node and round;
         a ``salt`` draws apart from every node's unsalted seed of that round)."""
         seed = round_seed(ctx.seed, round_index, k, salt, len(ctx.nodes))  # the size matters to a salt only
-        return local_config(ctx, self.local_epochs, seed, self.lr)
+        if self.lr is None:  # the swarm's rate, fol.pretrain_lr
+            return local_config(ctx, self.local_epochs, seed)
+        return local_config(ctx, self.local_epochs, seed, self.lr, lr_field=f"methods.{self.name}.lr")
 
     def train_rounds(self, ctx: SwarmContext) -> RoundsRun:
         """The one server-round loop (cached in ``ctx.cache`` when :meth:`cache_key` is set)."""
