@@ -947,7 +947,8 @@ def _tensor_layout(header: Mapping[str, Any], payload_len: int, source: str,
     has a dtype this format takes, a shape of non-negative integers and two offsets; in offset
     order the ranges follow one another from 0 with no gap or overlap up to the payload's end,
     and each holds exactly its shape's bytes; a shape whose element count passes 64 bits on
-    the way is refused (even with a 0 after it), as the library refuses it."""
+    the way is refused (even with a 0 after it), as the library refuses it. Ranges that are
+    otherwise sound but end past the payload are a file cut short, and said so."""
 
     def bad(why: str) -> CheckpointError:
         return CheckpointError(f"{source}: not a valid safetensors payload ({why})")
@@ -970,9 +971,9 @@ def _tensor_layout(header: Mapping[str, Any], payload_len: int, source: str,
         if not isinstance(shape, list) or not all(_is_int(d) and 0 <= d <= _MAX_DIM for d in shape):
             raise bad(f"tensor {shown(name)} has shape {shown(shape)}, expected non-negative integers")
         if (not isinstance(offsets, list) or len(offsets) != 2
-                or not all(_is_int(o) and 0 <= o <= payload_len for o in offsets)):
-            raise bad(f"tensor {shown(name)} has data_offsets {shown(offsets)}, expected [begin, end] within "
-                      f"the {payload_len} bytes of tensor data")
+                or not all(_is_int(o) and 0 <= o < _COUNT_OVERFLOW for o in offsets)):
+            raise bad(f"tensor {shown(name)} has data_offsets {shown(offsets)}, expected [begin, end], two byte "
+                      f"offsets into the tensor data")
         count = 1
         for d in shape:  # stops at the overflow: multiplying out thousands of huge dimensions takes seconds
             count *= d
@@ -988,6 +989,9 @@ def _tensor_layout(header: Mapping[str, Any], payload_len: int, source: str,
         if nbytes != end - begin:
             raise bad(f"tensor {shown(name)} holds {end - begin} bytes, its shape {shown(shape)} needs {nbytes}")
         at = end
+    if at > payload_len:  # a consistent layout past the file's end: the file was cut short
+        raise CheckpointError(f"{source}: truncated model file (cut short: its header describes {at} bytes of "
+                              f"tensor data, the file holds {payload_len})")
     if at != payload_len:
         raise bad(f"the tensors cover {at} of the {payload_len} bytes of tensor data")
     return [entry[:5] for entry in entries]

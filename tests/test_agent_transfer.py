@@ -303,7 +303,7 @@ def _tampered_in_transit() -> tuple[bytes, Offer, str]:
 def _truncated_file() -> tuple[bytes, Offer, str]:
     data, card = _good_payload()
     half = data[: len(data) // 2]
-    return half, _offer(half, card.spec), "not a valid safetensors payload"
+    return half, _offer(half, card.spec), "truncated model file (cut short"
 
 
 def _truncated_stream() -> tuple[bytes, Offer, str]:

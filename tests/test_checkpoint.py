@@ -31,6 +31,7 @@ from fol.checkpoint import (
     model_to_bytes,
     model_digest,
     read_card,
+    read_state_dict,
     save_model,
     tensor_digest,
 )
@@ -169,7 +170,7 @@ def test_read_card_refuses_a_file_cut_short_or_grown(saved: tuple[Path, nn.Modul
     read), so a truncated pretrained checkpoint is refused by the cheap check before any slow work."""
     path, _, card = saved
     data = path.read_bytes()
-    for damaged, fragment in ((data[:-100], "expected [begin, end] within"), (data + b"\0" * 4, "cover")):
+    for damaged, fragment in ((data[:-100], "truncated model file (cut short"), (data + b"\0" * 4, "cover")):
         path.write_bytes(damaged)
         _assert_rejected(lambda: read_card(path), str(path), fragment)
     path.write_bytes(data)
@@ -614,6 +615,28 @@ def test_truncated_files_are_rejected(where: str, tmp_path: Path) -> None:
     _assert_rejected(lambda: load_model(path), str(path), "")
 
 
+def test_a_file_cut_short_says_so_on_every_path_that_reads_it(tmp_path: Path) -> None:
+    """A model file cut short in its tensor data was refused as "not a valid safetensors payload (tensor
+    ... has data_offsets [...], expected [begin, end] within the N bytes of tensor data)", which does not
+    say the file is truncated. Every reader (load_model, load_model_bytes, read_card, read_state_dict) now
+    says it is cut short, with the bytes its header describes and the bytes the file holds."""
+    data = _valid_payload()
+    plain = st_save({"w": torch.ones(3, 5), "b": torch.zeros(7)})  # read_state_dict refuses a model file
+    for payload, readers in ((data, ("load_model", "read_card", "load_model_bytes")), (plain, ("read_state_dict",))):
+        described = len(payload) - 8 - _header_len(payload)
+        for cut in (1, 17, described - 1):
+            short = payload[:-cut]
+            path = _write(tmp_path, short)
+            fragment = (f"truncated model file (cut short: its header describes {described} bytes of tensor data, "
+                        f"the file holds {described - cut})")
+            calls = {"load_model": (lambda: load_model(path), str(path)),
+                     "read_card": (lambda: read_card(path), str(path)),
+                     "read_state_dict": (lambda: read_state_dict(path), str(path)),
+                     "load_model_bytes": (lambda: load_model_bytes(short, source="peer"), "peer")}
+            for reader in readers:
+                _assert_rejected(*calls[reader], fragment)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_garbled_headers_are_rejected(seed: int, tmp_path: Path) -> None:
     g = torch.Generator().manual_seed(seed)
@@ -739,7 +762,10 @@ _CARD = json.dumps({"format": "fol-model", "version": 2, "spec": {"arch": "cnn-s
           "b": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, 4, None, "invalid offset"),
         ({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, 8, None, "its shape [3] needs 12"),
         ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, 8, None, "cover 4 of the 8 bytes"),
-        ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 40]}}, 8, None, "within the 8 bytes"),
+        ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 40]}}, 8, None,
+         "holds 40 bytes, its shape [1] needs 4"),
+        ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 2**64]}}, 8, None,
+         "expected [begin, end], two byte offsets"),
         ({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}}, 4, None, "non-negative integers"),
         ({"a": {"dtype": "F32", "shape": [2.0], "data_offsets": [0, 8]}}, 8, None, "non-negative integers"),
         ({"a": {"dtype": "F32", "shape": [2**64, 0], "data_offsets": [0, 0]}}, 0, None, "non-negative integers"),

@@ -155,7 +155,7 @@ def test_only_invalid_payloads_fail_with_reasons(swarm_files: Path, tmp_path: Pa
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     # each file is named with the reason the loader refused it (not just listed), by its name in the folder
-    for name, reason in (("truncated", r"not a valid safetensors payload"),
+    for name, reason in (("truncated", r"truncated model file \(cut short: its header describes"),
                          ("tampered", r"model sha256 [0-9a-f]+\.\.\. does not match the card's [0-9a-f]+\.\.\. "
                                       r"\(corrupted or tampered payload\)"),
                          ("garbage", r"safetensors header is not valid JSON")):
@@ -967,7 +967,7 @@ def test_the_no_usable_model_error_names_files_with_long_names_in_a_bounded_line
     assert line.count(str(bad)) == 1 and "; and" not in line, line
     for i in range(5):  # every file told apart by the end of its name, with its own reason
         assert line.count(f"drone-{i:02d}.safetensors': ") == 1, line
-    assert line.count("safetensors header is not valid JSON") == 3 and line.count("not a valid safetensors payload") == 2
+    assert line.count("safetensors header is not valid JSON") == 3 and line.count("truncated model file (cut short") == 2
     bound = len(f"fol personalize: error: no usable neighbour model in {bad} (skipped: )")
     bound += SHOWN_REASONS * (SHOWN_NAME_CHARS + SHOWN_REASON_CHARS + 4)
     assert len(line) <= bound < 1200, (len(line), bound)

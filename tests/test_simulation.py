@@ -1592,7 +1592,7 @@ def test_resume_refuses_a_damaged_pretrained_checkpoint_before_the_data_pool_is_
                    "plain safetensors": struct.pack("<Q", len(header)) + header + b"\x00" * 4,
                    "another node's": b.read_bytes(),
                    "version 1": struct.pack("<Q", len(v1)) + v1 + good[8 + n:]}[damage])
-    needle = {"truncated": "not a valid safetensors payload", "garbage header": "safetensors header is not valid JSON",
+    needle = {"truncated": "truncated model file (cut short", "garbage header": "safetensors header is not valid JSON",
               "plain safetensors": "not a FOL model file", "another node's": "not of node 'a' seed 0",
               "version 1": "model card version 1 is not covered by the file's digest"}[damage]
 
