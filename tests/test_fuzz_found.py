@@ -1527,7 +1527,7 @@ def test_a_damaged_saved_result_refuses_the_resume_before_the_data_pool_is_read(
     before = _tree(out)
     scn = parse_scenario(tomllib.loads(LEO), tmp_path, "tiny.toml")
     with pytest.raises(ConfigError, match=rf"^--resume: {re.escape(str(bad))}: not the saved results of method "
-                                          r"'local' \(Expecting"):
+                                          r"'local' \(not valid JSON \(Expecting"):
         run_simulation(scn, out, resume=True, progress=False)
     assert _tree(out) == before
 
@@ -1624,8 +1624,8 @@ def test_check_with_resume_refuses_a_damaged_saved_result_as_the_resume_does(tmp
     before = _tree(out)
     assert main(["simulate", "--resume", str(out), "--check"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"fol simulate: error: --resume: {bad}: not the saved results of method 'fol' (nested deeper "
-                   "than 32 levels); move the file away to run 'fol' again"], err
+    assert err == [f"fol simulate: error: --resume: {bad}: not the saved results of method 'fol' (not valid JSON "
+                   "(nested deeper than 32 levels)); move the file away to run 'fol' again"], err
     assert _tree(out) == before
 
 

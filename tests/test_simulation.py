@@ -811,7 +811,7 @@ def test_resume_refuses_saved_results_that_are_broken_and_keeps_them(tmp_path: P
     saved = out / "state" / "seed-0" / "results" / "local.json"
     good = saved.read_text()
     capsys.readouterr()
-    for bad, needle in ((good[:40], "Expecting"), ('{"node": "a"}', "expected a list"),
+    for bad, needle in ((good[:40], "(not valid JSON (Expecting"), ('{"node": "a"}', "expected a list"),
                         ('[{"node": 1, "method": "local", "test_accuracy": 0.5}]', "node: expected str"),
                         (good.replace('"local"', '"fol"'), "of method 'fol'"),
                         # counts are whole numbers: a float or negative one was taken into the report
@@ -913,7 +913,9 @@ def test_resume_compares_the_contents_of_the_contact_input_files(tmp_path: Path,
     wp.write_text(wp.read_text().replace("c,0,0.2", "c,0,0.3"))
     capsys.readouterr()
     for bad, needle in ((None, f"the contents of drones.waypoints_csv ({wp}) differ from the interrupted run's"),
-                        ("[1]", f"{out / INPUTS_FILE}: not the record of the run's input files")):
+                        ("[1]", f"{out / INPUTS_FILE}: not the record of the run's input files"),
+                        ('{"a": ', f"{out / INPUTS_FILE}: not the record of the run's input files (not valid JSON "
+                                   "(Expecting value: line 1 column 7 (char 6)))")):
         if bad is not None:
             (out / INPUTS_FILE).write_text(bad)
         assert main(argv) == 2

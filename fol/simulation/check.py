@@ -162,7 +162,8 @@ def read_run_json(path: Path) -> Any:
     (:func:`swarmbase.tomlcheck.read_text_file`), ``NaN`` taken (results hold it), nesting
     bounded (:func:`swarmbase.safejson.loads`), so a damaged or missing file is a
     :class:`ValueError` whose message does not repeat the path, never a ``RecursionError``
-    later. The count of values is bounded by the file's size alone."""
+    later; one that does not parse says "not valid JSON (<the parser's reason>)". The count
+    of values is bounded by the file's size alone."""
     return _run_json(_run_json_text(path))
 
 
@@ -175,8 +176,12 @@ def _run_json_text(path: Path) -> str:
 
 
 def _run_json(text: str) -> Any:
-    """:func:`read_run_json`'s parse of the text of its file."""
-    return bounded_loads(text, max_depth=RUN_JSON_DEPTH, max_items=len(text) + 1, allow_nan=True)
+    """:func:`read_run_json`'s parse of the text of its file; :class:`ValueError` "not valid JSON
+    (<the parser's reason, cut>)", the one wording of every caller."""
+    try:
+        return bounded_loads(text, max_depth=RUN_JSON_DEPTH, max_items=len(text) + 1, allow_nan=True)
+    except ValueError as exc:
+        raise ValueError(f"not valid JSON ({brief(str(exc), 300)})") from None
 
 
 def read_run_record(out: Path) -> dict[str, Any]:
@@ -197,8 +202,8 @@ def read_run_record(out: Path) -> dict[str, Any]:
                           f"use a new output folder") from None
     try:
         record = _run_json(text)
-    except ValueError as exc:  # one line, cut: the parser's reason
-        raise ConfigError(f"--resume {out}: no readable {path.name} there (not valid JSON ({brief(str(exc), 300)})); "
+    except ValueError as exc:  # "not valid JSON (<the parser's reason>)"
+        raise ConfigError(f"--resume {out}: no readable {path.name} there ({exc}); "
                           f"restore the run's record or use a new output folder") from None
     if not isinstance(record, dict) or any(not isinstance(record.get(k), (str, type(None)))
                                            for k in ("source", "base_dir")):
