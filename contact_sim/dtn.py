@@ -7,10 +7,11 @@
 
 Times are whole seconds relative to the plan start (``+t``), or absolute UTC
 ``yyyy/mm/dd-hh:mm:ss`` when the plan start is known. ION node numbers are
-integers of 1 to 2**64 - 1 (unsigned 64-bit, as ION and HDTN hold them); every number is read in ASCII digits; this project writes node ``i`` as ``i + 1`` and keeps the
-names in header comments that :func:`read_ion` reads back (only in a plan whose first line is the first line
-below, and only the comment lines before its first command; any other ``#`` line is a comment, as ``ionadmin``
-reads it)::
+integers of 1 to 2**64 - 1 (unsigned 64-bit, as ION and HDTN hold them); every number is read in
+ASCII digits; this project writes node ``i`` as ``i + 1`` and keeps the names in header comments
+that :func:`read_ion` reads back (only in a plan whose first line is the first line below, and only
+the comment lines before its first command; any other ``#`` line is a comment, as ``ionadmin`` reads
+it)::
 
     # fol-swarm contact plan
     # start 2025-03-01T00:00:00Z
@@ -47,9 +48,10 @@ the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]``, ``None``
 where no line covers it, and written back on export). ``ionadmin``'s edits apply in file order
 (``@`` moves the time ``+ss`` counts from; ``d contact`` / ``d range`` delete, ``c contact``
 changes an earlier line's); registration (start ``-1``) and hypothetical (stop ``0``) contacts
-carry no scheduled data and are skipped (their fields read and checked all the same), as are contacts of rate 0 (in either format: the reverse
-contact alone is a one-way window); other ``ionadmin`` commands (``1``, ``s``, ``m ...``,
-``^`` (all regions are read into one plan), ``v``, ``x``) are ignored.
+carry no scheduled data and are skipped (their fields read and checked all the same), as are
+contacts of rate 0 (in either format: the reverse contact alone is a one-way window); other
+``ionadmin`` commands (``1``, ``s``, ``m ...``, ``^`` (all regions are read into one plan), ``v``,
+``x``) are ignored.
 
 Example:
     >>> from contact_sim.windows import WindowTable
@@ -232,8 +234,8 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
     of which the file would carry (each shorter than a second once rounded, or slower than the tool's unit,
     as :func:`_sorted_whole` and :func:`_carried` leave them out) is refused: every window would be lost, and
     the file, of no contact, would not read back. A plan of no window at all is written, as a plan of no
-    contact (``fol contacts`` of a scenario that finds none writes its whole set). A block of windows at a time, in the table's order (no sort):
-    nothing allocated per window of the plan."""
+    contact (``fol contacts`` of a scenario that finds none writes its whole set). A block of windows at a
+    time, in the table's order (no sort): nothing allocated per window of the plan."""
     w = plan.windows
     first = None  # (export-order key, window, t0, t1, rate) of the first failing window met so far
     short = slow = 0  # windows left out: shorter than a second once rounded inward; slower than the plan's unit
@@ -677,17 +679,11 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
         if src == dst:
             continue  # ION's loopback contacts (a node to itself) carry nothing between nodes
         entry = [t0, t1, src, dst, value, where]
-        by_pair = live[words[1]]
-        pair = by_pair.get((src, dst))
-        if pair is None:
-            pair = by_pair[src, dst] = {}
         if words[1] == "contact":  # ionadmin holds one contact of a start, FROM and TO: the second is refused here
-            first = pair.setdefault(t0, entry)
-            if first is not entry:
-                raise ContactError(_overlap_message(src, dst, first, entry))
+            _hold_once(live["contact"], entry)
             plan.contacts.append(entry)
         else:
-            pair.setdefault(t0, []).append(entry)  # 'd range' of this start deletes every one of them
+            _pair_of(live["range"], src, dst).setdefault(t0, []).append(entry)  # 'd range' deletes every one of them
             plan.ranges.append(entry)
     live.clear()  # its entries are plan.contacts' and plan.ranges', now made tuples in place
     # a contact of rate 0 carries nothing: it makes no window (its reverse contact alone is a one-way one)
@@ -773,6 +769,24 @@ def _minus(own: list, other: list) -> list[tuple[float, float, float]]:
         if cursor < f1:
             out.append((cursor, f1, rate))
     return out
+
+
+def _pair_of(by_pair: dict[tuple[int, int], dict], src: int, dst: int) -> dict:
+    """The entries of direction ``src -> dst`` in ``by_pair``, by start (a dict made for a pair not seen yet)."""
+    pair = by_pair.get((src, dst))
+    if pair is None:
+        pair = by_pair[src, dst] = {}
+    return pair
+
+
+def _hold_once(by_pair: dict[tuple[int, int], dict], contact: Sequence) -> None:
+    """Hold ``contact`` ``(t0, t1, from, to, rate, where)`` in ``by_pair`` by its direction and start, where the
+    ION and HDTN imports keep the contacts read so far: a second contact of the same start, FROM and TO is
+    refused at its own line or record, naming the first (``ionadmin`` holds one)."""
+    src, dst = contact[2], contact[3]
+    first = _pair_of(by_pair, src, dst).setdefault(contact[0], contact)
+    if first is not contact:
+        raise ContactError(_overlap_message(src, dst, first, contact))
 
 
 def _overlap_message(src: int, dst: int, first: Sequence, second: Sequence) -> str:
@@ -1011,12 +1025,7 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
         if src == dst:
             continue  # a contact of a node with itself carries nothing between nodes
         contact = (float(t0_s), float(t1_s), src, dst, rate_bps / 8.0, where)
-        pair = firsts.get((src, dst))
-        if pair is None:
-            pair = firsts[src, dst] = {}
-        first = pair.setdefault(contact[0], contact)
-        if first is not contact:
-            raise ContactError(_overlap_message(src, dst, first, contact))
+        _hold_once(firsts, contact)
         if rate_bps == 0:
             continue  # a contact of rate 0 carries nothing
         plan.contacts.append(contact)
