@@ -501,6 +501,13 @@ def _probe(folder: Path) -> None:
     os.rmdir(probe)
 
 
+def _refuse_nul(path: Path, error: type[Exception], what: str) -> None:
+    """One line of ``error`` for a path holding a NUL, which the os module raises ``ValueError`` for, or takes
+    as absent (the folder and file checks below)."""
+    if has_nul(path):
+        raise error(f"{what} {brief(path)}: {NUL_IN_PATH}")
+
+
 def check_output_dir(path: str | os.PathLike[str], error: type[Exception], *, empty: bool = False,
                      what: str = "output folder") -> Path:
     """Check, before any long work, that ``path`` can receive outputs: an existing
@@ -509,8 +516,7 @@ def check_output_dir(path: str | os.PathLike[str], error: type[Exception], *, em
     parent) and is removed at once; nothing else is created. Problems raise
     ``error`` with one line."""
     path = Path(path)
-    if has_nul(path):  # the os module raises ValueError for it, or takes it as absent
-        raise error(f"{what} {brief(path)}: {NUL_IN_PATH}")
+    _refuse_nul(path, error, what)
     try:
         exists = path.exists()
     except OSError as exc:  # a name too long for the file system (named cut), a loop of symbolic links
@@ -540,8 +546,7 @@ def check_input_dir(path: str | os.PathLike[str], error: type[Exception], what: 
     ValueError: --resume /nonexistent-folder: does not exist
     """
     path = Path(path)
-    if has_nul(path):  # the os module raises ValueError for it, or takes it as absent
-        raise error(f"{what} {brief(path)}: {NUL_IN_PATH}")
+    _refuse_nul(path, error, what)
     try:
         is_dir, exists = path.is_dir(), path.exists()
     except OSError as exc:  # a name too long for the file system: one line, the name cut
@@ -555,8 +560,7 @@ def check_output_file(path: str | os.PathLike[str], error: type[Exception], what
     """Check, before any long work, that a file can be written at ``path``
     (replacing a regular file is allowed; a folder there is not)."""
     path = Path(path)
-    if has_nul(path):  # the os module raises ValueError for it, or takes it as absent
-        raise error(f"{what} {brief(path)}: {NUL_IN_PATH}")
+    _refuse_nul(path, error, what)
     try:
         is_dir = path.is_dir()
     except OSError as exc:  # a name too long for the file system: one line, the name cut

@@ -107,10 +107,8 @@ def check_positive(method: str, name: str, value: float, *, allow_zero: bool = F
         raise ConfigError(f"{where}.{name} must be a {'non-negative' if allow_zero else 'positive'} number, got {shown(value)}")
     if factor and float(value) > MAX_FACTOR:
         raise ConfigError(f"{where}.{too_large(name, value)}")
-    if rate and float(value) < MIN_RATE:
-        raise ConfigError(f"{where}.{too_small_rate(name, value)}")
-    if small is not None and 0 < float(value) < MIN_RATE:
-        raise ConfigError(f"{where}.{too_small_rate(name, value, *small)}")
+    if (rate or small is not None) and 0 < float(value) < MIN_RATE:  # 0 itself: refused above unless allowed
+        raise ConfigError(f"{where}.{too_small_rate(name, value, *(small or ()))}")
     if at_most is not None and float(value) > at_most:
         raise ConfigError(f"{where}.{name} must be at most {at_most:g}, got {shown(value)}")
     return float(value)
