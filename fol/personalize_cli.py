@@ -282,7 +282,8 @@ def run_personalize(args: argparse.Namespace) -> int:
     received, skipped = [r for r, _ in received_files], [s for s, _ in skipped_files]
     for item, file in skipped_files:  # the name as every message shows it (brief), the report's is escaped text
         log.warning("skipping %s: %s", brief(file), item["reason"])
-    usable = [r for r in received if check_received(state, r) is None]
+    usable_files = [(r, file) for r, file in received_files if check_received(state, r) is None]
+    usable = [r for r, _ in usable_files]
     if args.variant != "local" and not usable:
         every = ([(file, s["reason"]) for s, file in skipped_files]  # and the models this node cannot use
                  + [(file, check_received(state, r)) for r, file in received_files])
@@ -293,7 +294,7 @@ def run_personalize(args: argparse.Namespace) -> int:
         raise DataError(f"no usable neighbour model in {brief(args.neighbors)} (skipped: {reasons})")
     if args.variant != "local" and (problem := finetune_freeze_problem(
             cfg.finetune_freeze, {brief(file, SHOWN_NAME_CHARS, keep_end=SHOWN_NAME_END): r.model
-                                  for r, file in received_files if check_received(state, r) is None},
+                                  for r, file in usable_files},
             "the usable neighbour model")):
         raise ConfigError(f"{args.config}: {problem}" if args.config else problem)  # before any training
     round_ = own.card.round + 1
