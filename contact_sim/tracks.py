@@ -268,6 +268,12 @@ def _log_bytes(path: Path, what: str) -> bytes:
     return data
 
 
+def _message_at(index: int, pos: int) -> str:
+    """Where a message of a binary log is, as its messages name it: ``message 12 (byte 4096)``; made for a
+    message that is read or refused only, not for every message the reader passes over."""
+    return f"message {index} (byte {pos})"
+
+
 def _tlog_points(path: Path) -> list[TrackPoint]:
     """The ``GLOBAL_POSITION_INT`` positions of a MAVLink telemetry log at the times the ground station
     logged them; each message named ``message N (byte B)``, N counting every packet of the log from 0."""
@@ -291,12 +297,12 @@ def _tlog_points(path: Path) -> list[TrackPoint]:
             elif magic == _MAVLINK2:
                 size = 10 + data[pos + 9] + 2 + (13 if data[pos + 10] & 1 else 0) if len(data) >= pos + 11 else None
             else:
-                raise ContactError(f"{brief(path)}: message {index} (byte {pos}): expected a MAVLink packet (0xFE or "
+                raise ContactError(f"{brief(path)}: {_message_at(index, pos)}: expected a MAVLink packet (0xFE or "
                                    f"0xFD) after the record's 8-byte time, got 0x{magic:02X}; not a MAVLink telemetry "
                                    "log (.tlog)")
         if size is None or pos + 8 + size > len(data):
-            log.warning("%s: message %d (byte %d): skipping the last message, cut off by the end of the file (%d "
-                        "bytes)", brief(path), index, pos, len(data) - pos)
+            log.warning("%s: %s: skipping the last message, cut off by the end of the file (%d bytes)", brief(path),
+                        _message_at(index, pos), len(data) - pos)
             break
         head = pos + 8  # the packet's first byte; only a position message's packet is copied out
         msgid = data[head + 5] if data[head] == _MAVLINK1 else int.from_bytes(data[head + 7:head + 10], "little")
@@ -306,7 +312,7 @@ def _tlog_points(path: Path) -> list[TrackPoint]:
             continue
         packet = data[head:head + size]
         stamp_us = _TLOG_TIME.unpack_from(data, pos)[0]
-        where = f"message {index} (byte {pos})"
+        where = _message_at(index, pos)
         pos += 8 + size
         index += 1
         try:
@@ -408,7 +414,7 @@ def _dataflash_points(path: Path) -> list[TrackPoint]:
     pos = index = 0
     while pos < len(data):  # "message N (byte B)" is formatted for a FMT, a fix or a message refused only
         if not data.startswith(_DF_HEAD, pos) and data[pos:pos + 2] != _DF_HEAD[:len(data) - pos]:
-            where = f"message {index} (byte {pos})"
+            where = _message_at(index, pos)
             if index and len(data) - pos < _DF_TAIL:  # block logging's unwritten end of a page
                 log.warning("%s: %s: %d bytes at the end are no DataFlash message; the log ends before them",
                             brief(path), where, len(data) - pos)
@@ -417,15 +423,15 @@ def _dataflash_points(path: Path) -> list[TrackPoint]:
                                f"{data[pos:pos + 2].hex(' ').upper()}; not an ArduPilot DataFlash log (.bin)")
         length = lengths.get(data[pos + 2]) if pos + 2 < len(data) else 3
         if length is None:
-            raise ContactError(f"{brief(path)}: message {index} (byte {pos}): message type {data[pos + 2]} has no FMT "
+            raise ContactError(f"{brief(path)}: {_message_at(index, pos)}: message type {data[pos + 2]} has no FMT "
                                "message before it")
         if pos + length > len(data):
-            log.warning("%s: message %d (byte %d): skipping the last message, cut off by the end of the file (%d "
-                        "bytes)", brief(path), index, pos, len(data) - pos)
+            log.warning("%s: %s: skipping the last message, cut off by the end of the file (%d bytes)", brief(path),
+                        _message_at(index, pos), len(data) - pos)
             break
         mtype = data[pos + 2]
         if mtype == _DF_FMT:
-            where, body = f"message {index} (byte {pos})", data[pos + 3:pos + length]
+            where, body = _message_at(index, pos), data[pos + 3:pos + length]
             ftype, flen, name, fmt, columns = (v.rstrip(b"\0").decode("ascii", "replace") if isinstance(v, bytes)
                                                else v for v in _DF_FMT_BODY.unpack(body))
             if flen < 3 or (ftype == _DF_FMT and flen != lengths[_DF_FMT]):
@@ -443,7 +449,7 @@ def _dataflash_points(path: Path) -> list[TrackPoint]:
             values = unpack.unpack_from(data, pos + 3)
             status = values[col["Status"]]
             if ("I" not in col or values[col["I"]] == 0) and status >= _DF_3D_FIX:
-                where = f"message {index} (byte {pos})"
+                where = _message_at(index, pos)
                 week, ms = values[col["GWk"]], values[col["GMS"]]
                 if not (0 <= ms < _MS_PER_WEEK and week >= 0):
                     raise ContactError(f"{brief(path)}: {where}: GPS week {week}, {ms} ms; expected a week of 0 or "
