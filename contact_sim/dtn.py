@@ -47,11 +47,11 @@ Contacts of one direction must not overlap one another. A window's OWLT is the l
 the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]``, ``None``
 where no line covers it, and written back on export). ``ionadmin``'s edits apply in file order
 (``@`` moves the time ``+ss`` counts from; ``d contact`` / ``d range`` delete, ``c contact``
-changes an earlier line's); registration (start ``-1``) and hypothetical (stop ``0``) contacts
-carry no scheduled data and are skipped (their fields read and checked all the same), as are
-contacts of rate 0 (in either format: the reverse contact alone is a one-way window); other
-``ionadmin`` commands (``1``, ``s``, ``m ...``, ``^`` (all regions are read into one plan), ``v``,
-``x``) are ignored.
+changes an earlier line's); registration (start ``-1``) and hypothetical (start ``0``, as ``ionadmin`` reads
+it; a stop of ``0`` after a start is refused, as ``ionadmin`` refuses it) contacts carry no scheduled data and
+are skipped (their fields read and checked all the same), as are contacts of rate 0 (in either format: the
+reverse contact alone is a one-way window); other ``ionadmin`` commands (``1``, ``s``, ``m ...``, ``^`` (all
+regions are read into one plan), ``v``, ``x``) are ignored.
 
 Example:
     >>> from contact_sim.windows import WindowTable
@@ -488,7 +488,7 @@ def _ion_utc(token: str, where: str, what: str = "+SECONDS or yyyy/mm/dd-hh:mm:s
 
 
 def _check_unscheduled_time(token: str, what: str, where: str) -> None:
-    """Read the other time of a registration (start ``-1``) or hypothetical (stop ``0``) contact as ``ionadmin``
+    """Read the stop time of a registration (start ``-1``) or hypothetical (start ``0``) contact as ``ionadmin``
     reads a time, though no window is made of it: ``0`` or ``-1`` (which ``ionadmin`` reads before a time),
     ``+SECONDS`` (ASCII digits, at most :data:`MAX_ION_OFFSET_S`) or ``yyyy/mm/dd-hh:mm:ss`` (checked as written:
     no plan start is needed)."""
@@ -581,7 +581,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
 
     ``ionadmin``'s own edits are applied in file order: ``@`` moves the reference time of the
     relative times after it, ``d contact`` / ``d range`` delete and ``c contact`` changes what an
-    earlier line added; registration (start ``-1``) and hypothetical (stop ``0``) contacts carry
+    earlier line added; registration (start ``-1``) and hypothetical (start ``0``) contacts carry
     no scheduled data and are skipped."""
     plan = IonPlan(start)
     reference = 0.0  # seconds after the plan start that '+ss' counts from ('@' moves it)
@@ -661,14 +661,14 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             _check_confidence(words[7], where)
         if words[1] == "range" and len(words) != 7:
             raise ContactError(f"{where}: expected 'a range FROM_TIME UNTIL_TIME FROM TO OWLT_S'")
-        if words[1] == "contact" and (words[2] == "-1" or words[3] == "0"):
-            if words[2] == "-1":
-                _check_unscheduled_time(words[3], "registration contact's stop", where)
-            else:
-                _check_unscheduled_time(words[2], "hypothetical contact's start", where)
-            _node_numbers(words[4], words[5], where)  # as ionadmin reads them
-            _pos_int(words[6], "rate (bytes/s)", where, allow_zero=True)  # and its rate
-            continue  # a registration or a hypothetical contact: no scheduled data
+        if words[1] == "contact" and words[2] in ("-1", "0"):
+            # a registration (start -1) or a hypothetical contact (start 0): no scheduled data
+            _unscheduled_contact(words, where)
+            continue
+        if words[1] == "contact" and words[3] == "0":
+            raise ContactError(f"{where}: the stop time 0 is not after the start time {shown(words[2])}; a "
+                               "hypothetical contact is written with a start of 0 ('a contact 0 0 FROM TO RATE'), "
+                               "as ionadmin reads it")
         t0 = _ion_time(words[2], plan.start, where, reference, unread_start)
         t1 = _ion_time(words[3], plan.start, where, reference, unread_start)
         if t1 <= t0:
@@ -707,6 +707,24 @@ def _check_confidence(token: str, where: str) -> None:
     if not 0.0 <= value <= 1.0:
         raise ContactError(f"{where}: expected the contact's confidence, a number of 0..1, after the rate, got "
                            f"{shown(token)}")
+
+
+def _unscheduled_contact(words: list[str], where: str) -> None:
+    """Read an ``a contact`` line of start ``-1`` (registration) or ``0`` (hypothetical), which makes no window,
+    as ``ionadmin`` reads it (``ionadmin.c``, ``executeAdd``: the start alone tells the two from a scheduled
+    contact): its stop time, node numbers and rate; a registration names one node as FROM and TO, a
+    hypothetical contact two different ones."""
+    registration = words[2] == "-1"
+    kind = "registration" if registration else "hypothetical"
+    _check_unscheduled_time(words[3], f"{kind} contact's stop", where)
+    src, dst = _node_numbers(words[4], words[5], where)
+    _pos_int(words[6], "rate (bytes/s)", where, allow_zero=True)
+    if registration and src != dst:
+        raise ContactError(f"{where}: a registration contact (start -1) from node {src} to node {dst}; expected "
+                           "FROM and TO the same node, the one it registers")
+    if not registration and src == dst:
+        raise ContactError(f"{where}: a hypothetical contact (start 0) from node {src} to itself; expected FROM "
+                           "and TO two different nodes")
 
 
 def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,

@@ -150,25 +150,25 @@ def test_the_projects_plan_round_trips_its_headers_exactly(tmp_path: Path) -> No
 # ------------------------------------------------------------------------------------------- skipped contacts
 
 @pytest.mark.parametrize("line, says", [
-    ("a contact -1 +1_0 4 5 10", "the registration contact's stop time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss) with "
+    ("a contact -1 +1_0 4 4 10", "the registration contact's stop time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss) with "
      "+SECONDS of 0..1e+10 in ASCII digits, got '+1_0'"),
-    ("a contact -1 +1e3 4 5 10", "the registration contact's stop time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss) with "
+    ("a contact -1 +1e3 4 4 10", "the registration contact's stop time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss) with "
      "+SECONDS of 0..1e+10 in ASCII digits, got '+1e3'"),
-    ("a contact -1 +99999999999 4 5 10", "the registration contact's stop time (0, -1, +SECONDS or "
+    ("a contact -1 +99999999999 4 4 10", "the registration contact's stop time (0, -1, +SECONDS or "
      "yyyy/mm/dd-hh:mm:ss) with +SECONDS of 0..1e+10 in ASCII digits, got '+99999999999'"),
-    ("a contact -1 soon 4 5 10", "the registration contact's stop time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss), "
+    ("a contact -1 soon 4 4 10", "the registration contact's stop time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss), "
      "got 'soon'"),
-    ("a contact -1 -2 4 5 10", "the registration contact's stop time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss), "
+    ("a contact -1 -2 4 4 10", "the registration contact's stop time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss), "
      "got '-2'"),
-    ("a contact 2026/13/01-00:00:00 0 4 5 10", "the hypothetical contact's start time (0, -1, +SECONDS or "
+    ("a contact 0 2026/13/01-00:00:00 4 5 10", "the hypothetical contact's stop time (0, -1, +SECONDS or "
      "yyyy/mm/dd-hh:mm:ss), got '2026/13/01-00:00:00'"),
-    ("a contact +\u0661 0 4 5 10", "the hypothetical contact's start time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss) "
+    ("a contact 0 +\u0661 4 5 10", "the hypothetical contact's stop time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss) "
      "with +SECONDS of 0..1e+10 in ASCII digits, got '+\u0661'"),
-    ("a contact 1.5 0 4 5 10", "the hypothetical contact's start time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss), "
+    ("a contact 0 1.5 4 5 10", "the hypothetical contact's stop time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss), "
      "got '1.5'"),
 ])
 def test_a_registration_or_hypothetical_contacts_other_time_is_read(tmp_path: Path, line: str, says: str) -> None:
-    """A registration contact (start -1) or a hypothetical one (stop 0) was skipped with its other time unread,
+    """A registration contact (start -1) or a hypothetical one (start 0) was skipped with its other time unread,
     so '+1_0', 'soon' or a 13th month there was taken, where ionadmin reads that time as any other. Failed
     before (each plan read)."""
     path = tmp_path / "p.ion"
@@ -182,11 +182,38 @@ def test_well_formed_registration_and_hypothetical_contacts_are_skipped(tmp_path
     """Their other time may be 0, -1 (ionadmin's two special times), +SECONDS or an absolute time (checked as
     written: the plan needs no start for a contact it does not schedule); none makes a window."""
     path = tmp_path / "p.ion"
-    path.write_text(PAIR + "a contact -1 0 4 5 10\na contact -1 +60 4 5 10\na contact +10 0 4 5 10\n"
+    path.write_text(PAIR + "a contact -1 0 4 4 10\na contact -1 +60 4 4 10\na contact 0 +10 4 5 10\n"
                     "a contact -1 -1 4 4 0\n"
-                    "a contact 2026/08/01-00:00:00 0 4 5 10\na contact 0 0 4 5 10\n")
+                    "a contact 0 2026/08/01-00:00:00 5 4 10\na contact 0 0 4 5 10\na contact 0 -1 4 6 0\n")
     plan = read_ion(path)
     assert plan.node_names == ["ipn-3", "ipn-5"] and len(plan.windows) == 1
+
+
+def test_a_hypothetical_contact_is_told_by_its_start_of_0_as_ionadmin_tells_it(tmp_path: Path) -> None:
+    """ionadmin (ici/utils/ionadmin.c, executeAdd; ici/library/rfx.c, rfx_insert_contact) takes a contact of
+    start 0 for a hypothetical one and refuses one of stop 0 after its start ("Interval end time must be later
+    than start time"), where its ionrc(5) page says a stop of 0 marks one. The import followed the page: the
+    first plan was refused at its start '0' and the second read, its stop-0 line skipped. Failed before."""
+    path = tmp_path / "p.ion"
+    path.write_text(PAIR + "a contact 0 +3600 3 7 100\n")
+    assert len(read_ion(path).windows) == 1
+    assert _refusal(path, PAIR + "a contact +10 0 3 7 100\n") == (
+        f"{path}:3: the stop time 0 is not after the start time '+10'; a hypothetical contact is written with a "
+        "start of 0 ('a contact 0 0 FROM TO RATE'), as ionadmin reads it")
+
+
+@pytest.mark.parametrize("line, says", [
+    ("a contact -1 -1 3 7 0", "a registration contact (start -1) from node 3 to node 7; expected FROM and TO the same "
+     "node, the one it registers"),
+    ("a contact 0 0 7 7 0", "a hypothetical contact (start 0) from node 7 to itself; expected FROM and TO two "
+     "different nodes"),
+])
+def test_a_registration_of_two_nodes_or_a_hypothetical_contact_of_one_is_refused(tmp_path: Path, line: str,
+                                                                                 says: str) -> None:
+    """ionadmin (executeAdd) refuses a registration contact whose FROM and TO differ and a hypothetical one whose
+    FROM and TO are the same node; the import skipped both. Failed before (both plans read)."""
+    path = tmp_path / "p.ion"
+    assert _refusal(path, PAIR + line + "\n") == f"{path}:3: {says}"
 
 
 # ------------------------------------------------------------------------------------------- duplicate contacts

@@ -638,11 +638,11 @@ def test_plan_json_of_an_imported_plan_without_range_lines_is_standard_json(tmp_
 
 def test_ion_reads_ionadmins_own_commands() -> None:
     """Real ionrc files use '@' (reference time), '^' (region), 'v', registration (start -1) and
-    hypothetical (stop 0) contacts, and 'd' / 'c' edits; these used to stop the import at their line."""
+    hypothetical (start 0) contacts, and 'd' / 'c' edits; these used to stop the import at their line."""
     from contact_sim.dtn import ion_to_plan
 
     text = ("## begin ionadmin\r\n1 1 ''\r\nv\r\n^ 1\r\ns\r\n"
-            "a contact -1 -1 1 1 0\r\na contact +0 0 1 7 0\r\n"
+            "a contact -1 -1 1 1 0\r\na contact 0 0 1 7 0\r\n"
             "@ 2026/08/01-00:10:00\r\n"                        # '+ss' now counts from 600 s
             "a contact +0 +60 1 2 1000\r\na contact +0 +60 2 1 1000\r\n"
             "a contact +100 +160 1 3 500\r\na contact +100 +160 3 1 500\r\n"
