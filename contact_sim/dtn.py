@@ -589,6 +589,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     # 'c' find theirs without a scan of the file so far; one small dict a pair, not a key tuple a line. A
     # contact is held by its start; a range may be listed again at its start, so a start holds the list of them
     live: dict[str, dict[tuple[int, int], dict[float, list]]] = {"contact": {}, "range": {}}
+    hypothetical: set[tuple[int, int]] = set()  # (from, to) of the live hypothetical contacts ('d contact 0')
     odd = _odd_character(text)
     if odd and odd.group() not in _ODD_SPACES:  # a line numbered by splitlines() is not the line an editor shows
         raise ContactError(f"{source}:{text.count(chr(10), 0, odd.start()) + 1}: a line break {shown(odd.group())} "
@@ -651,7 +652,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             reference = _ion_time(words[1], plan.start, where, reference, unread_start)
             continue
         if words[0] in ("d", "c") and len(words) >= 2 and words[1] in ("contact", "range"):
-            _edit_ion(words, where, plan, reference, live, unread_start)
+            _edit_ion(words, where, plan, reference, live, hypothetical, unread_start)
             continue
         if words[0] != "a" or len(words) < 2 or words[1] not in ("contact", "range"):
             raise ContactError(f"{where}: expected 'a contact' or 'a range', got {line[:40]!r}")
@@ -663,7 +664,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             raise ContactError(f"{where}: expected 'a range FROM_TIME UNTIL_TIME FROM TO OWLT_S'")
         if words[1] == "contact" and words[2] in ("-1", "0"):
             # a registration (start -1) or a hypothetical contact (start 0): no scheduled data
-            _unscheduled_contact(words, where)
+            _unscheduled_contact(words, where, hypothetical)
             continue
         if words[1] == "contact" and words[3] == "0":
             raise ContactError(f"{where}: the stop time 0 is not after the start time {shown(words[2])}; a "
@@ -709,11 +710,12 @@ def _check_confidence(token: str, where: str) -> None:
                            f"{shown(token)}")
 
 
-def _unscheduled_contact(words: list[str], where: str) -> None:
+def _unscheduled_contact(words: list[str], where: str, hypothetical: set[tuple[int, int]]) -> None:
     """Read an ``a contact`` line of start ``-1`` (registration) or ``0`` (hypothetical), which makes no window,
     as ``ionadmin`` reads it (``ionadmin.c``, ``executeAdd``: the start alone tells the two from a scheduled
     contact): its stop time, node numbers and rate; a registration names one node as FROM and TO, a
-    hypothetical contact two different ones."""
+    hypothetical contact two different ones (``(from, to)`` added to ``hypothetical``, which ``d contact 0``
+    deletes)."""
     registration = words[2] == "-1"
     kind = "registration" if registration else "hypothetical"
     _check_unscheduled_time(words[3], f"{kind} contact's stop", where)
@@ -725,13 +727,18 @@ def _unscheduled_contact(words: list[str], where: str) -> None:
     if not registration and src == dst:
         raise ContactError(f"{where}: a hypothetical contact (start 0) from node {src} to itself; expected FROM "
                            "and TO two different nodes")
+    if not registration:
+        hypothetical.add((src, dst))  # a second one of the same nodes replaces the first, as in ionadmin
 
 
 def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
-              live: dict[str, dict[tuple[int, int], dict[float, list]]], unread_start: int | None = None) -> None:
+              live: dict[str, dict[tuple[int, int], dict[float, list]]], hypothetical: set[tuple[int, int]],
+              unread_start: int | None = None) -> None:
     """Apply a ``d contact`` / ``d range`` (start ``*``: every one of the pair) or ``c contact``
-    line to the entries added so far; a deleted entry's value becomes ``None`` (``unread_start``: as
-    :func:`_ion_time` takes it)."""
+    line to the entries added so far; a deleted entry's value becomes ``None``. A contact is found by its
+    start, FROM and TO, as ``ionadmin`` finds it; ``d contact 0`` deletes the hypothetical contact of FROM and TO
+    (``hypothetical``), ``d contact -1`` is read and changes nothing, and ``c contact`` of start ``0`` or ``-1``
+    is refused, as ``ionadmin`` refuses it (``unread_start``: as :func:`_ion_time` takes it)."""
     kind = words[1]
     if words[0] == "c" and kind == "range":
         raise ContactError(f"{where}: expected 'c contact START FROM TO RATE_BYTES_PER_S'")
@@ -744,10 +751,17 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
     src, dst = _node_numbers(words[3], words[4], where)
     if kind == "contact" and words[2] in ("-1", "0"):
         if words[0] == "c":
-            _pos_int(words[5], "rate (bytes/s)", where, allow_zero=True)  # read as an 'a contact' line's is
-        return  # a registration or a hypothetical contact, which were skipped
+            raise ContactError(f"{where}: 'c contact' of start {words[2]}: a registration (-1) or hypothetical (0) "
+                               "contact has no rate to change; expected the start of a scheduled contact")
+        if words[2] == "0" and (src, dst) not in hypothetical:
+            raise ContactError(f"{where}: no hypothetical contact {src}->{dst} (start 0) to delete (an 'a contact 0' "
+                               "line must come first)")
+        hypothetical.discard((src, dst))
+        return  # skipped contacts: no window to change
     pair = live[kind].get((src, dst), {})
     if words[0] == "d" and words[2] == "*":
+        if kind == "contact":
+            hypothetical.discard((src, dst))
         t0s = list(pair)
     else:
         t0s = [_ion_time(words[2], plan.start, where, reference, unread_start)]

@@ -216,6 +216,31 @@ def test_a_registration_of_two_nodes_or_a_hypothetical_contact_of_one_is_refused
     assert _refusal(path, PAIR + line + "\n") == f"{path}:3: {says}"
 
 
+@pytest.mark.parametrize("edits, says", [
+    ("d contact 0 3 7\n", "no hypothetical contact 3->7 (start 0) to delete (an 'a contact 0' line must come first)"),
+    ("a contact 0 0 3 7 0\nd contact 0 3 7\nd contact 0 3 7\n",
+     "no hypothetical contact 3->7 (start 0) to delete (an 'a contact 0' line must come first)"),
+    ("a contact 0 0 3 7 0\nd contact * 3 7\nd contact 0 3 7\n",
+     "no hypothetical contact 3->7 (start 0) to delete (an 'a contact 0' line must come first)"),
+    ("a contact 0 0 3 7 0\nc contact 0 3 7 10\n", "'c contact' of start 0: a registration (-1) or hypothetical (0) "
+     "contact has no rate to change; expected the start of a scheduled contact"),
+    ("a contact -1 -1 3 3 0\nc contact -1 3 3 10\n", "'c contact' of start -1: a registration (-1) or hypothetical "
+     "(0) contact has no rate to change; expected the start of a scheduled contact"),
+])
+def test_a_hypothetical_contact_is_deleted_by_its_start_0_and_nodes_and_not_changed(tmp_path: Path, edits: str,
+                                                                                    says: str) -> None:
+    """ionadmin (executeDelete, rfx_remove_contact) finds the contact to delete by start, FROM and TO, a
+    hypothetical one by start 0; 'c contact' of start 0 or -1 is a syntax error there (executeChange). The
+    import let every 'd contact 0' and 'c contact 0' / '-1' pass, whether a hypothetical contact of those nodes
+    was live or not. Failed before (each plan read)."""
+    path = tmp_path / "p.ion"
+    message = _refusal(path, PAIR + edits)
+    assert message == f"{path}:{3 + edits.count(chr(10)) - 1}: {says}", message
+    path.write_text(PAIR + "a contact 0 0 3 7 0\na contact 0 +60 3 7 0\nd contact 0 3 7\na contact 0 0 7 3 0\n"
+                    "d contact * 7 3\nd contact -1 3 3\n")
+    assert len(read_ion(path).windows) == 1
+
+
 # ------------------------------------------------------------------------------------------- duplicate contacts
 
 @pytest.mark.parametrize("second, says", [
