@@ -44,9 +44,9 @@ contact is a two-way window, carrying the smaller of the two rates; each stretch
 no reverse contact covers is a one-way window (``windows.direction``) at that contact's own rate
 (one info line per file counts these contact-seconds).
 Contacts of one direction must not overlap one another. A window's OWLT is the largest of the ``a range`` lines of
-the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]``, ``None``
-where no line covers it, and written back on export). ``ionadmin``'s edits apply in file order
-(``@`` moves the time ``+ss`` counts from; ``d contact`` / ``d range`` delete, ``c contact``
+the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]``, ``None`` where no line covers it, and written
+back on export; an HDTN record's ``owlt`` is such a line, its rate 0 or not). ``ionadmin``'s edits apply in file
+order (``@`` moves the time ``+ss`` counts from; ``d contact`` / ``d range`` delete, ``c contact``
 changes an earlier line's); registration (start ``-1``) and hypothetical (start ``0``, as ``ionadmin`` reads
 it; a stop of ``0`` after a start is refused, as ``ionadmin`` refuses it) contacts carry no scheduled data and
 are skipped (their fields read and checked all the same), as are contacts of rate 0 (in either format: the
@@ -424,6 +424,9 @@ class IonPlan:
     ranges: list[tuple[float, float, int, int, int, str]] = field(default_factory=list)
     #: the file format it was read from: ``"ion"`` or ``"hdtn"``
     format: str = "ion"
+    #: node numbers of the contacts of rate 0, which make no window: a range naming one (an HDTN record of rate 0
+    #: gives its ``owlt`` as one) names a node of the plan, though maybe of no window
+    rate0_nodes: set[int] = field(default_factory=set)
 
 
 #: Latest relative time an ION plan may name (about 317 years after its start).
@@ -687,8 +690,15 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             _pair_of(live["range"], src, dst).setdefault(t0, []).append(entry)  # 'd range' deletes every one of them
             plan.ranges.append(entry)
     live.clear()  # its entries are plan.contacts' and plan.ranges', now made tuples in place
-    # a contact of rate 0 carries nothing: it makes no window (its reverse contact alone is a one-way one)
-    _keep_as_tuples(plan.contacts, lambda c: c[4] is not None and c[4] != 0)
+    def positive(contact: list) -> bool:
+        """A contact of rate 0 carries nothing: it makes no window (its reverse contact alone is a one-way one);
+        its nodes are kept (a range may name them); a deleted one's rate is None."""
+        if contact[4] == 0:
+            plan.rate0_nodes.update(contact[2:4])
+            return False
+        return contact[4] is not None
+
+    _keep_as_tuples(plan.contacts, positive)
     _keep_as_tuples(plan.ranges, lambda r: r[4] is not None)
     if not plan.contacts:
         raise ContactError(f"{source}: no 'a contact' lines of a positive rate between two different nodes")
@@ -944,6 +954,8 @@ def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] |
     ranges: dict[tuple[int, int], list[tuple[float, float, int]]] = {}
     for t0, t1, src, dst, owlt, where in ion.ranges:
         if src not in index or dst not in index:
+            if all(n in index or n in ion.rate0_nodes for n in (src, dst)):
+                continue  # a node of contacts of rate 0 only: the pair has no window for the range to cover
             raise ContactError(f"{where}: range {src}->{dst} names a node with no contact")
         ranges.setdefault((min(index[src], index[dst]), max(index[src], index[dst])), []).append((t0, t1, owlt))
     rows.sort(key=lambda r: (r[2], r[0], r[1]))  # the window table's order: start, then node ids
@@ -1058,11 +1070,12 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
             continue  # a contact of a node with itself carries nothing between nodes
         contact = (float(t0_s), float(t1_s), src, dst, rate_bps / 8.0, where)
         _hold_once(firsts, contact)
+        if owlt is not None:  # whatever the rate, as ION keeps an 'a range' line beside a contact of rate 0
+            plan.ranges.append((float(t0_s), float(t1_s), src, dst, owlt, where))
         if rate_bps == 0:
+            plan.rate0_nodes.update((src, dst))
             continue  # a contact of rate 0 carries nothing
         plan.contacts.append(contact)
-        if owlt is not None:
-            plan.ranges.append((float(t0_s), float(t1_s), src, dst, owlt, where))
     if not plan.contacts:
         raise ContactError(f"{source}: no contacts of a positive rate between two different nodes")
     return plan

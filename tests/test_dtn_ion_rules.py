@@ -386,7 +386,9 @@ def test_parse_hdtn_lets_each_record_go_as_it_is_read() -> None:
     assert peak < 6 * len(text), peak / len(text)
 
 
-# (t0 s, t1 s, FROM, TO, rate bytes/s) of each contact, in file order (each case is read with a contact 4->5 after)
+# (t0 s, t1 s, FROM, TO, rate bytes/s[, OWLT s]) of each contact, in file order (each case is read with a contact
+# 4->5 after); an OWLT is an 'a range' line of the contact's times and nodes (after every contact line), or the
+# record's "owlt"
 _SAME_RULES = {
     "repeat": [(0, 60, 1, 2, 1000), (0, 60, 1, 2, 1000)],
     "same start, other end": [(0, 60, 1, 2, 1000), (0, 90, 1, 2, 1000)],
@@ -401,6 +403,9 @@ _SAME_RULES = {
     "back to back": [(0, 60, 1, 2, 1000), (60, 90, 1, 2, 1000)],
     "the reverse direction at the same start": [(0, 60, 1, 2, 1000), (0, 60, 2, 1, 500)],
     "loopback repeated": [(0, 60, 1, 2, 1000), (0, 60, 3, 3, 1000), (0, 60, 3, 3, 1000)],
+    "light time of a contact of rate 0, the reverse without": [(0, 60, 1, 2, 0, 5), (0, 60, 2, 1, 1000)],
+    "light times of both directions, one of rate 0": [(0, 60, 1, 2, 0, 5), (0, 60, 2, 1, 1000, 3)],
+    "light time of a contact of rate 0 to a node of no other contact": [(0, 60, 1, 2, 1000), (0, 60, 1, 3, 0, 5)],
 }
 
 
@@ -409,14 +414,17 @@ def test_the_ion_and_hdtn_imports_refuse_and_accept_the_same_duplicates_and_over
                                                                                     case: str) -> None:
     """docs/formats.md: the HDTN import follows the ION import's rules. The same contacts written in both
     formats are refused by both, with the same words naming the same two contacts, or read into the same
-    windows by both. Failed before for the three same-start repeats with a contact of rate 0 (HDTN took them;
-    ION refuses a second contact of a start, FROM and TO whatever its rate)."""
+    windows, with the same light times, by both. Failed before for the three same-start repeats with a contact of
+    rate 0 (HDTN took them; ION refuses a second contact of a start, FROM and TO whatever its rate), and for the
+    three light times of a contact of rate 0 (HDTN dropped the record's owlt where ION keeps its 'a range' line
+    for the reverse window; ION refused a range of a node of contacts of rate 0 only, which HDTN read)."""
     contacts = [*_SAME_RULES[case], (0, 120, 4, 5, 1000)]
     ion, hdtn = tmp_path / "p.ion", tmp_path / "p.json"
-    ion.write_text("".join(f"a contact +{t0} +{t1} {a} {b} {rate}\n" for t0, t1, a, b, rate in contacts))
+    ion.write_text("".join(f"a contact +{t0} +{t1} {a} {b} {rate}\n" for t0, t1, a, b, rate, *_ in contacts)
+                   + "".join(f"a range +{t0} +{t1} {a} {b} {owlt[0]}\n" for t0, t1, a, b, _, *owlt in contacts if owlt))
     hdtn.write_text(json.dumps({"contacts": [
-        {"source": a, "dest": b, "startTime": t0, "endTime": t1, "rateBitsPerSec": 8 * rate}
-        for t0, t1, a, b, rate in contacts]}))
+        {"source": a, "dest": b, "startTime": t0, "endTime": t1, "rateBitsPerSec": 8 * rate,
+         **({"owlt": owlt[0]} if owlt else {})} for t0, t1, a, b, rate, *owlt in contacts]}))
     said = {}
     for path, reader, where in ((ion, read_ion, lambda k: f"{ion}:{k + 1}"),
                                 (hdtn, read_hdtn, lambda k: f"{hdtn}: contacts[{k}]")):
@@ -430,10 +438,13 @@ def test_the_ion_and_hdtn_imports_refuse_and_accept_the_same_duplicates_and_over
         else:
             w = plan.windows
             said[reader] = sorted(zip(w.a.tolist(), w.b.tolist(), w.t_start_s.tolist(), w.t_end_s.tolist(),
-                                      w.volume_bits.tolist(), w.direction.tolist()))
+                                      w.volume_bits.tolist(), w.direction.tolist(), plan.meta["owlt_s_per_window"]))
     assert said[read_ion] == said[read_hdtn], said
     refused = isinstance(said[read_ion], str)
     assert refused == (case not in ("back to back", "the reverse direction at the same start", "loopback repeated",
-                                    "later start overlapping, one of rate 0")), said
+                                    "later start overlapping, one of rate 0") and "light time" not in case), said
+    if "light time" in case:  # the light time of the pair's window: the largest range covering it, any direction's
+        assert [row[-1] for row in said[read_ion] if row[:2] == (0, 1)] == [
+            max((c[5] for c in contacts if len(c) > 5 and {c[2], c[3]} == {1, 2}), default=None)], said
     if refused:
         assert said[read_ion].startswith("#1: contact 1->2 "), said
