@@ -1006,7 +1006,9 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
     Mbit/s), with an optional one-way light time ``owlt`` (s); ``contact`` and ``finalDestination``
     are HDTN's own bookkeeping and are not used. Times are seconds after the plan start (HDTN's
     default: its epoch is the moment it loads the plan), or Unix times when every ``startTime`` is
-    after 2000-01-01 (HDTN's ``--use-unix-timestamp``), which need ``start`` to be converted.
+    after 2000-01-01 (HDTN's ``--use-unix-timestamp``), which need ``start`` to be converted. The records are
+    read in one pass, each checked whole where it is read (the first record's kind of time is every record's),
+    so the first problem in file order is the one refused.
 
     >>> plan = parse_hdtn('{"contacts": [{"contact": 0, "source": 1, "dest": 2, "startTime": 0, '
     ...                   '"endTime": 60, "rateBitsPerSec": 8000, "owlt": 1}]}')
@@ -1021,10 +1023,17 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
     if not isinstance(records, list):
         raise ContactError(f"{source}: expected an HDTN contact plan, a JSON object with a \"contacts\" list")
     plan = IonPlan(start, format="hdtn")
-    rows = []
     del doc  # 'records' is the only reference left to the parsed records: each is let go once read below
+    # the first record's kind of time (Unix or seconds after the plan start) is every record's: one that differs
+    # is refused where it is read, so each record is checked whole in one pass, in file order
+    first: tuple[int, bool] | None = None  # (index, Unix time) of the first record
+    offset = 0.0
+    unread_unix = False  # Unix times without the start to convert them: refused once every record is read
+    # each direction's records by start, as parse_ion's live contacts: a second record of the same start, source
+    # and dest is refused where it is read, whatever the rates (the ION plan of the same contacts is refused)
+    firsts: dict[tuple[int, int], dict[float, tuple]] = {}
     for i, record in enumerate(records):
-        records[i] = None  # a record's dict (about 0.5 kB) let go as its row is made, not after every row
+        records[i] = None  # a record's dict (about 0.5 kB) let go as its contact is made, not after every one
         where = f"{source}: contacts[{i}]"
         if not isinstance(record, dict):
             raise ContactError(f"{where}: expected an object, got {type(record).__name__}")
@@ -1041,31 +1050,28 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
         else:
             raise ContactError(f"{where}: expected rateBitsPerSec (or HDTN's older rate, Mbit/s)")
         owlt = _hdtn_int(record, "owlt", where, limit=MAX_PLAN_OWLT_S) if "owlt" in record else None
-        rows.append((t0, t1, src, dst, rate_bps, owlt, where))
-    del records
-    offset = 0.0
-    unix = [r[6] for r in rows if r[0] >= HDTN_UNIX_FROM_S]
-    if unix and len(unix) < len(rows):  # read as relative, the Unix ones would sit decades out, unused
-        raise ContactError(f"{unix[0]}: startTime is a Unix time (after 2000-01-01) where other records give "
-                           "seconds after the plan start; use one kind of time in a plan")
-    if rows and min(r[0] for r in rows) >= HDTN_UNIX_FROM_S:
-        if start is None:
-            raise ContactError(f"{source}: the times are Unix times (every startTime after 2000-01-01); "
-                               "set time.start to the plan start to read them")
-        offset = start.timestamp()
-    # each direction's records by start, as parse_ion's live contacts: a second record of the same start, source
-    # and dest is refused where it is read, whatever the rates (the ION plan of the same contacts is refused)
-    firsts: dict[tuple[int, int], dict[float, tuple]] = {}
-    for k, (t0, t1, src, dst, rate_bps, owlt, where) in enumerate(rows):
-        rows[k] = None  # let go as its contact is made
+        unix = t0 >= HDTN_UNIX_FROM_S
+        if first is None:
+            first = (i, unix)
+            if unix and start is not None:
+                offset = start.timestamp()
+            unread_unix = unix and start is None
+        elif unix != first[1]:  # read as relative, the Unix ones would sit decades out, unused
+            raise ContactError(
+                f"{where}: startTime is a Unix time (after 2000-01-01) where other records give seconds after the "
+                f"plan start (the first, contacts[{first[0]}]); use one kind of time in a plan" if unix else
+                f"{where}: startTime is seconds after the plan start where other records give Unix times (after "
+                f"2000-01-01; the first, contacts[{first[0]}]); use one kind of time in a plan")
         t0_s, t1_s = t0 - offset, t1 - offset
         for value, key in ((t0_s, "startTime"), (t1_s, "endTime")):
-            if not 0 <= value <= MAX_ION_OFFSET_S:
+            if not unread_unix and not 0 <= value <= MAX_ION_OFFSET_S:
                 raise ContactError(f"{where}: {key} {value + offset:.0f} is "
                                    f"{'before' if value < 0 else 'too long after'} the plan start"
                                    + (f" {utc_text(start)}" if start is not None else ""))
-        if t1_s <= t0_s:
+        if t1 <= t0:
             raise ContactError(f"{where}: endTime {t1} is not after startTime {t0}")
+        if unread_unix:
+            continue  # each record is still checked (its fields, its kind of time), but not placed in time
         if src == dst:
             continue  # a contact of a node with itself carries nothing between nodes
         contact = (float(t0_s), float(t1_s), src, dst, rate_bps / 8.0, where)
@@ -1076,6 +1082,10 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
             plan.rate0_nodes.update((src, dst))
             continue  # a contact of rate 0 carries nothing
         plan.contacts.append(contact)
+    del records
+    if unread_unix:
+        raise ContactError(f"{source}: the times are Unix times (every startTime after 2000-01-01); "
+                           "set time.start to the plan start to read them")
     if not plan.contacts:
         raise ContactError(f"{source}: no contacts of a positive rate between two different nodes")
     return plan

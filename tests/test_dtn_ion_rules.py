@@ -448,3 +448,29 @@ def test_the_ion_and_hdtn_imports_refuse_and_accept_the_same_duplicates_and_over
             max((c[5] for c in contacts if len(c) > 5 and {c[2], c[3]} == {1, 2}), default=None)], said
     if refused:
         assert said[read_ion].startswith("#1: contact 1->2 "), said
+
+
+def _record(t0: int, t1: int, src: int = 1, dst: int = 2, rate=8000) -> dict:
+    return {"source": src, "dest": dst, "startTime": t0, "endTime": t1, "rateBitsPerSec": rate}
+
+
+@pytest.mark.parametrize("records, says", [
+    ([_record(0, 60), _record(0, 60), _record(0, 60, rate="fast")],
+     "contacts[1]: contact 1->2 +0 +60 listed twice (first at {path}: contacts[0])"),
+    ([_record(0, 60), _record(0, 99_999_999_999, 2, 1), _record(0, 60, rate="fast")],
+     "contacts[1]: endTime 99999999999 is too long after the plan start"),
+    ([_record(0, 60), _record(1_800_000_000, 1_800_000_060, 2, 1), _record(0, 60, rate="fast")],
+     "contacts[1]: startTime is a Unix time (after 2000-01-01) where other records give seconds after the plan start "
+     "(the first, contacts[0]); use one kind of time in a plan"),
+    ([_record(1_800_000_000, 1_800_000_060), _record(0, 60, 2, 1), _record(0, 60, rate="fast")],
+     "contacts[1]: startTime is seconds after the plan start where other records give Unix times (after 2000-01-01; "
+     "the first, contacts[0]); use one kind of time in a plan"),
+])
+def test_an_hdtn_plan_is_refused_at_its_first_problem_in_file_order(tmp_path: Path, records: list, says: str) -> None:
+    """The HDTN import read every record's fields before any record's times (to tell Unix times from relative
+    ones), so a bad field of a later record was named before an earlier duplicate, a time out of range or a
+    record of the other kind of time; the first record's kind is now every record's, and each record is checked
+    whole where it is read. Failed before (each named contacts[2]'s rateBitsPerSec)."""
+    path = tmp_path / "p.json"
+    message = _refusal(path, json.dumps({"contacts": records}), read_hdtn)
+    assert message == f"{path}: " + says.format(path=path), message
