@@ -1525,6 +1525,43 @@ def test_good_node_data_is_loaded_once_at_start_up(tmp_path: Path, monkeypatch) 
         agent.stop()
 
 
+def test_a_freeze_count_past_the_nodes_own_model_is_refused_at_start(tmp_path: Path, capsys) -> None:
+    """fol.finetune_freeze was checked only against received models: an agent whose own model (a cnn,
+    4 convolution / linear layers) has fewer layers than the count started, and skipped every neighbour of
+    its architecture round after round (its peers, with the same [fol] table, skipped its model). It is
+    refused at start now, on a first start and on a restart from the state folder, in the line fol simulate
+    --check gives, naming the config file; 'fol agent' exits with status 2 and the state folder is untouched."""
+    from fol.agent.loopback import toml_text
+    from fol.cli import main
+    from fol.errors import ConfigError
+
+    node = Node(tmp_path, "receiver", [])
+    line = ("fol.finetune_freeze must be at most 4 (the convolution / linear layers of the node's model, "
+            "a cnn), got 5")
+    cfg = node.on_board_config({"auto_send": False}, {"rounds": 1, "finetune_freeze": 5})
+    state = node.folder / "state"
+    with pytest.raises(ConfigError) as err:
+        Agent(cfg)
+    assert str(err.value) == f"receiver.toml: {line}"
+    assert not (state / "state.json").exists()  # refused before the model was adopted
+    config = tmp_path / "receiver.toml"
+    config.write_text(toml_text({
+        "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", "secret_key": str(node.sec),
+                 "trust_dir": str(node.trust_dir), "state_dir": str(state), "model": str(cfg.model), "data": cfg.data},
+        "limits": node.limits, "trigger": {"auto_send": False}, "fol": {"rounds": 1, "finetune_freeze": 5}}))
+    assert main(["agent", "--config", str(config)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"fol agent: error: {config}: {line}"]
+    cfg.fol["finetune_freeze"] = 4  # every layer of the model: accepted
+    Agent(cfg).stop()
+    assert (state / "state.json").exists()
+    cfg.fol["finetune_freeze"] = 5  # a restart reads the model's card from the state folder
+    with pytest.raises(ConfigError) as err:
+        Agent(cfg)
+    assert str(err.value) == f"receiver.toml: {line}"
+    cfg.variant = "local"  # uses no neighbour model: the count means nothing
+    Agent(cfg).stop()
+
+
 def test_the_retry_back_off_stays_at_its_cap_after_many_failures(tmp_path: Path) -> None:
     """round_retry_s * 2 ** (failures - 1) overflowed a float at the 1,025th failed attempt (about three
     weeks of retries 30 min apart): the error left the next attempt due at once, at every turn of the loop."""

@@ -228,6 +228,7 @@ class Agent:
                 model, local = self.inbox.model_file("current_model"), self.inbox.model_file("local_model")
                 card = read_card(model, max_bytes=self.cfg.limits.max_payload_bytes)
                 local_card = card if local == model else read_card(local, max_bytes=self.cfg.limits.max_payload_bytes)
+            self._check_finetune_freeze(card, first.model if first is not None else None)
             # the rule the node's data is split by, read from a card's header on every start: refused now even
             # when the data is not loaded now (all rounds done), never later in a round's log
             self._split_rule = self._card_split_rule(local_card, local)
@@ -240,6 +241,22 @@ class Agent:
             if notes:
                 log.warning("%s: recovered after a crash (%d fixes)", self.node_id, len(notes))
         return first
+
+    def _check_finetune_freeze(self, card: Any, model: Any) -> None:
+        """Refuse a ``fol.finetune_freeze`` past the convolution / linear layers of the node's own model (its
+        card ``card``; ``model`` when loaded, else built untrained from the card's spec): peers given the same
+        ``[fol]`` table would each skip this node's model, and every neighbour of this architecture would be
+        skipped here (``fol simulate --check`` refuses the same count). ``variant = "local"`` uses
+        no neighbour model: nothing to check."""
+        if self.fol_cfg is None or not self.fol_cfg.finetune_freeze or self.cfg.variant == "local":
+            return
+        from fol.models import build_model
+        from fol.stages import finetune_freeze_problem
+
+        own = model if model is not None else build_model(card.spec)
+        if problem := finetune_freeze_problem(self.fol_cfg.finetune_freeze, {"the node's model": own},
+                                              f"a {card.spec.arch}"):
+            raise ConfigError(f"{self.cfg.source}: {problem}")
 
     def _checked_node_data(self, card: Any, model: Path, local_card: Any, local: Path) -> Any:
         """The node's data, loaded at start-up (the first round reads it: a missing, empty or unreadable
