@@ -126,12 +126,23 @@ def _exit_with_parent(parent_pid: int, every_s: float = 1.0) -> None:
 
     The worker also ignores SIGINT: a terminal's Ctrl-C reaches every process
     of the foreground group, and each worker printed its KeyboardInterrupt
-    traceback above the parent's one line; the parent ends its workers itself."""
+    traceback above the parent's one line; the parent ends its workers itself.
+
+    Its progress bars take a thread lock, not tqdm's default multiprocessing
+    lock: that one is a named semaphore in a spawned process, unlinked only
+    when the process exits normally, and a worker the parent terminates (a
+    failed ``map``) or one that ends with its parent left it behind, for the
+    resource tracker to warn of ("2 leaked semaphore objects") under the
+    parent's error line. A spawned worker shares that lock with no other
+    process, so it guarded nothing a thread lock does not."""
     import signal
     import threading
     import time
 
+    from tqdm import tqdm
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    tqdm.set_lock(threading.RLock())
 
     def watch() -> None:
         while os.getppid() == parent_pid:

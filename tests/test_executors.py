@@ -633,3 +633,37 @@ def test_a_workers_task_runs_with_its_thread_count_and_gives_the_workers_back() 
         assert _run_with_threads((lambda _: torch.get_num_threads(), None, None)) == before
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_failed_map_leaves_no_semaphore_of_its_workers_behind(tmp_path):
+    """A worker's progress bar (fit() makes one, disabled or not) created tqdm's default lock, a named
+    multiprocessing semaphore in a spawned process, unlinked only at a normal exit: the workers a failed
+    map terminates left theirs, and after 'fol simulate' stopped on one node's error (e.g. a diverging
+    fol.distill_lr) the resource tracker printed "There appear to be 2 leaked semaphore objects" under
+    the error line. The parent's stderr is now that one line."""
+    import subprocess
+    import sys
+
+    (tmp_path / "bar_task.py").write_text(
+        "import time\n"
+        "from tqdm.auto import tqdm\n"
+        "def run(x):\n"
+        "    for _ in tqdm(range(2), disable=True):\n"
+        "        pass\n"
+        "    if x < 0:\n"
+        "        raise ValueError('node failed')\n"
+        "    time.sleep(x)\n")
+    code = ("import sys\n"
+            "from bar_task import run\n"
+            "from fol.executors import ProcessExecutor\n"
+            "if __name__ == '__main__':\n"
+            "    with ProcessExecutor(workers=2) as ex:\n"
+            "        try:\n"
+            "            ex.map(run, [20, -1, 20])\n"
+            "        except ValueError as exc:\n"
+            "            print(f'error: {exc}', file=sys.stderr)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                  os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stderr.splitlines() == ["error: node failed"], done.stderr
