@@ -19,7 +19,8 @@ That replaces torch-pruning's own save path, which is pickle.
 Loading validates the whole payload before any of it reaches the pipeline,
 cheapest checks first, and before any module is built; every failure is a
 :class:`fol.errors.CheckpointError` whose one-line message names the source
-(file path or ``<bytes>`` label) and what was expected. Nothing else leaves the
+(file path or ``<bytes>`` label, through :func:`swarmbase.tomlcheck.brief`: escaped
+and cut as every message names a file) and what was expected. Nothing else leaves the
 loader: an unexpected exception while validating untrusted bytes is reported
 as a ``CheckpointError`` too. In order:
 
@@ -405,7 +406,7 @@ def model_to_bytes(model: nn.Module, card: ModelCard, *, max_bytes: int = DEFAUL
     against ``card.spec``), so the bytes always load back; errors name ``source``
     (e.g. the file the bytes are to become), as :func:`load_model_bytes` does.
     """
-    return _serialize(model, card, source, max_bytes)[0]
+    return _serialize(model, card, brief(source), max_bytes)[0]
 
 
 def save_model(
@@ -433,7 +434,7 @@ def save_model(
     also written, for humans, to ``<path without suffix>.json``.
     """
     target = Path(path)
-    source = str(target)
+    source = brief(target)
     if card is None:
         if spec is None or class_names is None:
             raise CheckpointError(f"{source}: save_model needs either a card or at least spec= and class_names=")
@@ -483,7 +484,7 @@ def _atomic_write(target: Path, data: bytes) -> None:
     try:
         atomic_write_bytes(target, data)
     except OSError as exc:
-        raise CheckpointError(f"{target}: cannot write model file ({exc.strerror or exc})") from None
+        raise CheckpointError(f"{brief(target)}: cannot write model file ({exc.strerror or exc})") from None
 
 
 # --------------------------------------------------------------------------- load
@@ -500,7 +501,7 @@ def read_card(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES, 
     card is read too unless ``legacy`` is false: then it is refused as
     :func:`load_model` refuses it (a caller about to load the file).
     """
-    source = str(path)
+    source = brief(path)
     with _only_project_errors(source):
         with _opened(path, max_bytes, source) as (fh, size):
             header_len = _header_length(fh.read(8), size, source)
@@ -520,7 +521,7 @@ def load_model(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES,
     ``source`` names the file in error messages (default: the path; the agent
     passes a label so that no local path reaches a peer).
     """
-    label = str(path) if source is None else source
+    label = brief(path if source is None else source)
     with _only_project_errors(label):
         with _opened(path, max_bytes, label) as (fh, size):
             header_len = _header_length(fh.read(8), size, label)
@@ -535,6 +536,7 @@ def load_model_bytes(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES, source: st
 
     Never raises anything but :class:`fol.errors.CheckpointError` on bad bytes.
     """
+    source = brief(source)
     with _only_project_errors(source):
         return _load_bytes(data, max_bytes, source, legacy=False)
 
@@ -549,13 +551,13 @@ def upgrade_model_file(path: str | os.PathLike[str], out: str | os.PathLike[str]
     is already version 2 is loaded (fully checked) and written unchanged.
     Returns the new card.
     """
-    source = str(path)
+    source = brief(path)
     with _only_project_errors(source):
         _checked_size(check_input_file(path, CheckpointError, "model file").stat().st_size, max_bytes, source)
         try:
             data = Path(path).read_bytes()
         except OSError as exc:
-            raise CheckpointError(f"{brief(source)}: cannot read the model file ({exc.strerror or exc})") from None
+            raise CheckpointError(f"{source}: cannot read the model file ({exc.strerror or exc})") from None
         loaded = _load_bytes(data, max_bytes, source, legacy=True)
     return save_model(Path(out) if out is not None else Path(path), loaded.model, loaded.card, max_bytes=max_bytes)
 
@@ -578,7 +580,7 @@ def read_state_dict(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_B
     ``.pth``, ``.bin`` ...) unless its bytes are a safetensors file's (8 bytes of header
     length, then the header's ``{``): a safetensors file named ``model.bin`` is read.
     """
-    source = str(path)
+    source = brief(path)
     with _only_project_errors(source):
         with _opened(path, max_bytes, source, what="file") as (fh, size):
             prefix = fh.read(8)
@@ -620,7 +622,7 @@ def import_state_dict(weights: str | os.PathLike[str], out: str | os.PathLike[st
     saying so; a float64 value beyond float32's range is refused. The file is written
     by :func:`save_model` (atomically) and then loaded back with every check of the loader.
     """
-    source = str(weights)
+    source = brief(weights)
     tensors = read_state_dict(weights, max_bytes)
     say = note or (lambda line: None)
     with _only_project_errors(source):
@@ -811,7 +813,8 @@ def _load(raw: bytes, header_len: int, total: int, payload: "_BytesTensors | _Fi
 def _opened(path: str | os.PathLike[str], max_bytes: int, source: str,
             what: str = "model file") -> Iterator[tuple[Any, int]]:
     """``(binary file, its size)`` of ``path``: a regular file (links followed; checked before it is opened,
-    :func:`swarmbase.tomlcheck.check_input_file`, its lines naming ``source``) whose size limit is checked
+    :func:`swarmbase.tomlcheck.check_input_file`, its lines naming ``source``, the name as :func:`brief` gives
+    it, as every message of this module) whose size limit is checked
     on the open file before anything is read; an ``OSError`` while it is open is one
     :class:`CheckpointError` line."""
     check_input_file(path, CheckpointError, "model file", name=source)  # a FIFO would block open()
@@ -819,13 +822,13 @@ def _opened(path: str | os.PathLike[str], max_bytes: int, source: str,
         with open(path, "rb") as fh:
             yield fh, _checked_size(os.fstat(fh.fileno()).st_size, max_bytes, source)
     except OSError as exc:
-        raise CheckpointError(f"{brief(source)}: cannot read the {what} ({exc.strerror or 'I/O error'})") from None
+        raise CheckpointError(f"{source}: cannot read the {what} ({exc.strerror or 'I/O error'})") from None
 
 
 def _checked_size(size: int, max_bytes: int, source: str) -> int:
     """``size``, a model file's, unless it is over ``max_bytes``: then one :class:`CheckpointError` line."""
     if size > max_bytes:
-        raise CheckpointError(f"{brief(source)}: model file is {size} bytes, over the size limit of {max_bytes} bytes")
+        raise CheckpointError(f"{source}: model file is {size} bytes, over the size limit of {max_bytes} bytes")
     return size
 
 
@@ -948,7 +951,9 @@ def _tensor_layout(header: Mapping[str, Any], payload_len: int, source: str,
     order the ranges follow one another from 0 with no gap or overlap up to the payload's end,
     and each holds exactly its shape's bytes; a shape whose element count passes 64 bits on
     the way is refused (even with a 0 after it), as the library refuses it. Ranges that are
-    otherwise sound but end past the payload are a file cut short, and said so."""
+    otherwise sound but end past the payload are a file cut short, and said so; a layout with a gap,
+    an overlap or a range that does not hold its shape is damage no missing bytes explain (a cut
+    keeps the header), refused as not valid whether it lies before the payload's end or past it."""
 
     def bad(why: str) -> CheckpointError:
         return CheckpointError(f"{source}: not a valid safetensors payload ({why})")

@@ -158,8 +158,8 @@ def _scan_files(folder: Path, max_bytes: int | None, usable: Callable[[Any], str
             continue
         try:  # named by its name in the folder, given once: the reason is what follows
             loaded = load_model(path, max_bytes=max_bytes or DEFAULT_MAX_BYTES, source=name)
-        except CheckpointError as exc:  # the loader names it as given or through brief (cut when long)
-            skip(str(exc).removeprefix(f"{name}: ").removeprefix(f"{brief(name)}: "))
+        except CheckpointError as exc:  # the loader names it through brief (escaped, cut when long)
+            skip(str(exc).removeprefix(f"{brief(name)}: "))
             continue
         sha = loaded.card.sha256
         if sha == own_sha256 or sha in seen:

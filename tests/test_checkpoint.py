@@ -637,6 +637,66 @@ def test_a_file_cut_short_says_so_on_every_path_that_reads_it(tmp_path: Path) ->
                 _assert_rejected(*calls[reader], fragment)
 
 
+def test_every_message_names_the_file_through_brief(tmp_path: Path) -> None:
+    """The loader's messages named the file through brief() in three places (unreadable, over the size
+    limit) and as it is in every other one: a name holding a terminal escape was written raw into the
+    line, and a long one whole. Every message now names it as brief() does (escaped, cut)."""
+    from swarmbase.tomlcheck import brief
+
+    name = "m\x1b[2J" + "x" * 200 + ".safetensors"  # 217 bytes: a file name, a path of over 200 characters
+    data = _valid_payload()
+    files = {"cut": data[:-10], "garbage header": struct.pack("<Q", 4) + b"abcd",
+             "plain": st_save({"w": torch.ones(2)}), "pickle": pickle.dumps({"w": 1}, protocol=4)}
+    paths = {kind: tmp_path / kind / name for kind in files}
+    for kind, path in paths.items():
+        path.parent.mkdir()
+        path.write_bytes(files[kind])
+    bad = _model()
+    with torch.no_grad():
+        next(bad.parameters()).fill_(float("nan"))
+    label = "peer\n2026-01-01 INFO forged " + "y" * 300
+    calls = [
+        (paths["cut"], lambda: load_model(paths["cut"]), "truncated model file (cut short"),
+        (paths["cut"], lambda: read_card(paths["cut"]), "truncated model file (cut short"),
+        (paths["garbage header"], lambda: load_model(paths["garbage header"]), "header is not valid JSON"),
+        (paths["plain"], lambda: load_model(paths["plain"]), "not a FOL model file"),
+        (paths["plain"], lambda: load_model(paths["plain"], max_bytes=10), "over the size limit"),
+        (paths["pickle"], lambda: read_state_dict(paths["pickle"]), "a pickle-based checkpoint"),
+        (paths["cut"], lambda: save_model(paths["cut"], bad, spec=SPEC, class_names=CLASSES), "non-finite"),
+        (label, lambda: load_model_bytes(data[:-10], source=label), "truncated model file (cut short"),
+        (label, lambda: model_to_bytes(bad, ModelCard(SPEC, CLASSES), source=label), "non-finite"),
+    ]
+    for source, call, fragment in calls:
+        with pytest.raises(CheckpointError) as info:
+            call()
+        msg = str(info.value)
+        assert msg.startswith(f"{brief(source)}: ") and fragment in msg, msg
+        assert "\x1b" not in msg and "\n" not in msg and len(msg) < 500, msg
+
+
+def test_a_garbled_layout_past_the_files_end_is_not_called_cut_short() -> None:
+    """A file cut short keeps its header, whose byte ranges follow one another: only such a layout that
+    ends past the data is "truncated model file (cut short: ...)". A layout with a gap or a range that
+    does not hold its shape is damage no missing bytes explain (a copy made again is as unreadable):
+    "not a valid safetensors payload (<what is wrong>)", whether the damaged range comes before the
+    file's end or after it."""
+    sound = {"dtype": "F32", "shape": [25], "data_offsets": [0, 100]}
+    for entries, fragment in (
+            # the damaged range first, then a sound one past the end
+            ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]},
+              "b": {"dtype": "F32", "shape": [24], "data_offsets": [4, 100]}}, "tensor 'a' holds 4 bytes"),
+            # a sound range past the end first, then a damaged one
+            ({"a": sound, "b": {"dtype": "F32", "shape": [2], "data_offsets": [100, 104]}}, "tensor 'b' holds 4 bytes"),
+            ({"a": sound, "b": {"dtype": "F32", "shape": [1], "data_offsets": [104, 108]}}, "invalid offset for tensor 'b'"),
+    ):
+        data = _layout(entries, bytes(8), {"fol": _CARD})
+        error = _assert_rejected(lambda: load_model_bytes(data, source="p"), "p", fragment)
+        assert "not a valid safetensors payload (" in str(error) and "truncated" not in str(error)
+    data = _layout({"a": sound}, bytes(8), {"fol": _CARD})  # the same file, its layout sound: cut short
+    _assert_rejected(lambda: load_model_bytes(data, source="p"), "p", "truncated model file (cut short: its header "
+                     "describes 100 bytes of tensor data, the file holds 8)")
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_garbled_headers_are_rejected(seed: int, tmp_path: Path) -> None:
     g = torch.Generator().manual_seed(seed)

@@ -601,7 +601,7 @@ def refused_pretrained(path: Path, name: str) -> Iterator[None]:
     try:
         yield
     except CheckpointError as exc:
-        reason = str(exc).removeprefix(f"{path}: ").removeprefix(f"{brief(path)}: ")
+        reason = str(exc).removeprefix(f"{brief(path)}: ")  # the loader names the file through brief
         raise ConfigError(f"--resume: {path}: not a pretrained model this run saved ({reason}); move the "
                           f"file away to pretrain {name!r} again") from None
 
