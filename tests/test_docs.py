@@ -136,6 +136,19 @@ def test_reader_sees_a_missing_field() -> None:
     assert accepted_fields("time") - documented_fields(text)["time"] == {"duration_s", "iers_finals"}
 
 
+def test_scenario_unknown_key_example_is_the_validators_message() -> None:
+    """The unknown-key error docs/scenario.md quotes is what the validator prints, up to its ``...``."""
+    from fol.errors import ConfigError
+    from fol.simulation.scenario import parse_scenario
+
+    quoted = re.search(r"`(run\.toml: data: unknown key 'zz' \(allowed: [^`]*?), \.\.\.\)`",
+                       SCENARIO_MD.read_text(encoding="utf-8"))
+    assert quoted, "docs/scenario.md no longer quotes the unknown-key example"
+    with pytest.raises(ConfigError) as exc:
+        parse_scenario({**copy.deepcopy(DRONES), "data": {"zz": 1}}, ROOT, "run.toml")
+    assert str(exc.value).startswith(quoted.group(1) + ", "), str(exc.value)
+
+
 def test_complete_example_is_valid() -> None:
     from fol.simulation.scenario import parse_scenario
 
