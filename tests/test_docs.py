@@ -790,6 +790,18 @@ def _security_text() -> str:
     return " ".join((DOCS / "security.md").read_text().split())
 
 
+def test_security_page_states_the_node_id_rule() -> None:
+    """The node ids docs/security.md describes (the names of inbox files it registers) are those
+    ``fol.agent.protocol.check_name`` takes: a leading '.', '_' or '-' is refused, so the page says so."""
+    from fol.agent.protocol import ProtocolError, check_name
+
+    assert "node id (1-64 letters, digits, `.`, `_`, `-`, starting with a letter or digit," in _security_text()
+    assert check_name("a" * 63 + "-") and check_name("9._-x")
+    for name in (".x", "_x", "-x", "a" * 65, ""):
+        with pytest.raises(ProtocolError):
+            check_name(name)
+
+
 def _n(value: float) -> str:
     """A number as the pages write it: ``4,096``, ``86,400``."""
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:g}"
