@@ -86,6 +86,7 @@ from .errors import ContactError
 from .link import SPEED_OF_LIGHT_M_S, LinkModel
 from .plan import ContactPlan, check_span_end
 from .tablewriter import Int, Lit, Lookup, row_blocks, write_rows
+from .trajectory import header_name_ok
 from .windows import A_TO_B, B_TO_A, BOTH, WindowTable
 
 log = logging.getLogger(__name__)
@@ -199,12 +200,6 @@ def _directed(plan: ContactPlan, k: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     src = np.where(flip, b[pos], a[pos]).astype(np.int64) + 1
     dst = np.where(flip, a[pos], b[pos]).astype(np.int64) + 1
     return pos, src, dst
-
-
-def header_name_ok(name: str) -> bool:
-    """Whether a node name reads back from an ION plan's ``# node N NAME KIND`` header:
-    not empty, words separated by single spaces, no other whitespace."""
-    return bool(name) and " ".join(name.split()) == name
 
 
 def _seconds_text(t_s: float) -> str:

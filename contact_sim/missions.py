@@ -101,11 +101,11 @@ from swarmbase.tomlcheck import (DECIMAL_NUMBER, brief, decimal_number, is_decim
                                  text_lines)
 
 from .drones import MAX_LOCAL_KM, Waypoints
-from .dtn import header_name_ok
 from .errors import ContactError
 from .flightfiles import (FILE_KINDS, MAX_MISSION_BYTES, check_local, check_position, enu_km, json_number,
                           lat_lon_of_enu)
 from .tracks import TRACK_SUFFIXES, drone_files, joined_position_log, read_track, timed_track
+from .trajectory import header_name_ok
 
 log = logging.getLogger(__name__)
 

@@ -94,7 +94,7 @@ from swarmbase.tomlcheck import Table, check_name_length, is_finite_number, read
 from swarmbase.units import format_count
 
 from .drones import MAX_DRONES, MAX_LOCAL_KM, Waypoints, drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
-from .dtn import header_name_ok, read_plan
+from .dtn import read_plan
 from .errors import ContactError
 from .missions import MAX_SPEED_M_S, MIN_SPEED_M_S, read_missions
 from .energy import Battery, EnergyModel
@@ -102,7 +102,7 @@ from .geometry import EARTH_RADIUS_KM, MAX_GRAZING_KM, MAX_RANGE_KM
 from .link import MAX_RATE_BPS, SHANNON_RANGES, LinkModel
 from .plan import ContactPlan, check_span_end
 from .tracks import TRACK_SUFFIXES
-from .trajectory import (GroundStation, Trajectories, check_trajectory_size, grid_samples,
+from .trajectory import (GroundStation, Trajectories, check_trajectory_size, grid_samples, header_name_ok,
                          satellite_trajectories)
 from .windows import LinkGeometry, find_windows
 

@@ -36,6 +36,14 @@ MOVING, STATION = 0, 1
 MAX_ELEMENT_AGE_DAYS = 30.0
 
 
+def header_name_ok(name: str) -> bool:
+    """Whether a node name reads back from an ION plan's ``# node N NAME KIND`` header:
+    not empty, words separated by single spaces, no other whitespace. Here, beside the nodes' names, and
+    not in :mod:`contact_sim.dtn`, whose imports (numba, scipy: about 90 MB) a mission reader naming its
+    drone does not need."""
+    return bool(name) and " ".join(name.split()) == name
+
+
 @dataclass
 class GroundStation:
     """A ground station: WGS-84 latitude/longitude (deg), elevation (m)."""

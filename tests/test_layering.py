@@ -191,3 +191,13 @@ def test_the_command_line_starts_without_the_heavy_libraries() -> None:
                           "build_parser().format_help(); _user_error_types()")
     assert {"contact_sim.cli", "fol.agent.cli", "contact_sim.errors"} <= mods
     assert not {"torch", "numba", "scipy", "skyfield"} & {m.split(".")[0] for m in mods}
+
+
+def test_the_flight_file_readers_import_no_contact_search() -> None:
+    """Reading a mission or a track (``read_mission``, ``read_track``, ``read_waypoints_csv``) loads neither
+    the window search's numba and scipy nor skyfield: the mission reader once imported ``contact_sim.dtn`` for
+    its node-name check, about 90 MB of the readers' 132 MB of imports."""
+    mods = _modules_after("import contact_sim.tracks, contact_sim.missions, contact_sim.drones")
+    assert {"contact_sim.tracks", "contact_sim.missions", "numpy", "orbits"} <= mods
+    assert not {"torch", "numba", "scipy", "skyfield"} & {m.split(".")[0] for m in mods}
+    assert "contact_sim.dtn" not in mods
