@@ -90,9 +90,14 @@ GPX_NAMESPACES = ("http://www.topografix.com/GPX/1/1", "http://www.topografix.co
 TrackPoint = tuple[_dt.datetime, float, float, float, str]
 
 
-#: The deepest GPX element read: gpx/trk/trkseg/trkpt/ele (or time). Deeper ones are passed over without
-#: looking at the elements above them, so that a file nested thousands deep takes no longer than a flat one.
-_GPX_DEPTH = 5
+#: The GPX elements read, by the element they are read in: each open element's state is the name of a GPX
+#: element below (the ``trk`` of ``gpx``, its ``trkseg``, their ``trkpt``, its ``ele`` and ``time``; a route
+#: ``rte`` and waypoint ``wpt`` only counted), or None for any other (an extension, a foreign namespace's)
+#: and everything in it. One look-up an element, whatever its depth, so that a file nested thousands deep
+#: takes no longer than a flat one, and no tuple of the open elements is built for each.
+_GPX_CHILDREN: dict[str, dict[str, str]] = {"gpx": {"trk": "trk", "rte": "rte", "wpt": "wpt"},
+                                            "trk": {"trkseg": "trkseg"}, "trkseg": {"trkpt": "trkpt"},
+                                            "trkpt": {"ele": "ele", "time": "time"}}
 
 
 def _gpx_points(path: Path) -> list[TrackPoint]:
@@ -104,50 +109,49 @@ def _gpx_points(path: Path) -> list[TrackPoint]:
         raise ContactError(f"{brief(path)}: cannot read the GPX file ({exc.strerror})") from None
     refuse_doctype(data, str(path), ContactError)  # before any entity could expand
     parser = expat.ParserCreate(namespace_separator=" ")
+    parser.buffer_text = True  # a text in one call, not one a line or entity
     segments: list[list[TrackPoint]] = []
-    stack: list[str | None] = []  # local names of the open GPX elements (None: another namespace)
-    point: dict[str, Any] = {}
+    states: list[str | None] = []  # of the open elements, as _GPX_CHILDREN gives them
+    children: dict[str, dict[str, str]] = {}  # _GPX_CHILDREN by expat's names of the file's (``NAMESPACE trk``)
+    point: list[Any] = []  # of the open trkpt: lat, lon and where, then the text of its ele and time (or None)
     text: list[str] | None = None
     counts = {"trk": -1, "rte": 0, "wpt": 0}
-    gpx_ns = ""
 
     def start(tag: str, attrs: dict[str, str]) -> None:
-        nonlocal text, gpx_ns
-        ns, _, local = tag.rpartition(" ")
-        if not stack:
+        nonlocal text
+        if not states:
+            ns, _, local = tag.rpartition(" ")
             if local != "gpx" or ns not in GPX_NAMESPACES:
                 raise ContactError(f"{brief(path)}: not a GPX file (expected a <gpx> root element of GPX 1.1 or 1.0, "
                                    f"got the element {shown(local)}{' in namespace ' + shown(ns) if ns else ''})")
-            gpx_ns = ns
-        stack.append(local if ns == gpx_ns else None)
-        if len(stack) > _GPX_DEPTH:  # inside a point's <ele> or <time>, or an extension: nothing read there
+            children.update((parent, {f"{ns} {n}" if ns else n: n for n in kids})
+                            for parent, kids in _GPX_CHILDREN.items())
+            states.append("gpx")
             return
-        where = tuple(stack)
-        if where in (("gpx", "rte"), ("gpx", "wpt")):
-            counts[local] += 1
-        elif where == ("gpx", "trk"):
-            counts["trk"] += 1
-        elif where == ("gpx", "trk", "trkseg"):
-            segments.append([])
-        elif where == ("gpx", "trk", "trkseg", "trkpt"):
-            point.clear()
-            point.update(lat=attrs.get("lat", ""), lon=attrs.get("lon", ""), where=f"line {parser.CurrentLineNumber} (trk {counts['trk']}, trkseg "
-                                      f"{len(segments) - 1}, trkpt {len(segments[-1])})")
-        elif where in (("gpx", "trk", "trkseg", "trkpt", "ele"), ("gpx", "trk", "trkseg", "trkpt", "time")):
+        kids = children.get(states[-1])  # type: ignore[arg-type]
+        state = kids.get(tag) if kids is not None else None
+        states.append(state)
+        if state is None:
+            return
+        if state == "trkpt":
+            point[:] = (attrs.get("lat", ""), attrs.get("lon", ""),
+                        f"line {parser.CurrentLineNumber} (trk {counts['trk']}, trkseg {len(segments) - 1}, "
+                        f"trkpt {len(segments[-1])})", None, None)
+        elif state == "ele" or state == "time":
             text = []
+        elif state == "trkseg":
+            segments.append([])
+        else:  # trk, rte, wpt
+            counts[state] += 1
 
     def end(tag: str) -> None:
         nonlocal text
-        if len(stack) > _GPX_DEPTH:
-            stack.pop()
-            return
-        where = tuple(stack)
-        if text is not None and len(where) == 5:
-            point[where[-1]] = "".join(text).strip()
+        state = states.pop()
+        if state == "trkpt":
+            segments[-1].append(_gpx_point(path, *point))
+        elif text is not None and (state == "ele" or state == "time"):
+            point[3 if state == "ele" else 4] = "".join(text).strip()
             text = None
-        elif where == ("gpx", "trk", "trkseg", "trkpt"):
-            segments[-1].append(_gpx_point(path, point))
-        stack.pop()
 
     def chars(data: str) -> None:
         if text is not None:
@@ -168,24 +172,23 @@ def _gpx_points(path: Path) -> list[TrackPoint]:
     return points
 
 
-def _gpx_point(path: Path, point: dict[str, Any]) -> TrackPoint:
-    where = point["where"]
+def _gpx_point(path: Path, lat_text: str, lon_text: str, where: str, ele: str | None,
+               time: str | None) -> TrackPoint:
     try:
-        lat, lon = decimal_number(point["lat"]), decimal_number(point["lon"])
+        lat, lon = decimal_number(lat_text), decimal_number(lon_text)
     except ValueError:
-        raise ContactError(f"{brief(path)}: {where}: expected numbers lat and lon, got {shown(point['lat'])}, "
-                           f"{shown(point['lon'])}") from None
-    if "time" not in point:
+        raise ContactError(f"{brief(path)}: {where}: expected numbers lat and lon, got {shown(lat_text)}, "
+                           f"{shown(lon_text)}") from None
+    if time is None:
         raise ContactError(f"{brief(path)}: {where}: no <time>; a track without times cannot be replayed")
-    if "ele" not in point:
+    if ele is None:
         raise ContactError(f"{brief(path)}: {where}: no <ele>; a drone's track needs its altitude")
     try:
-        alt = decimal_number(point["ele"])
+        alt = decimal_number(ele)
     except ValueError:
-        raise ContactError(f"{brief(path)}: {where}: <ele> must be a number of metres, got "
-                           f"{shown(point['ele'])}") from None
+        raise ContactError(f"{brief(path)}: {where}: <ele> must be a number of metres, got {shown(ele)}") from None
     try:
-        when = parse_utc(point["time"], field="<time>")
+        when = parse_utc(time, field="<time>")
     except OrbitError as exc:
         raise ContactError(f"{brief(path)}: {where}: {exc}") from None
     check_position(path, where, lat, lon, alt)

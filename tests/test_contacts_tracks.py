@@ -160,6 +160,31 @@ def test_a_gpx_nested_thousands_deep_reads_as_fast_as_a_flat_one(tmp_path: Path)
     assert [p[1:4] for p in points] == [HOME, (47.001, 8.0, 450.0)]
 
 
+def test_a_gpx_reads_only_its_tracks_points_with_every_field(tmp_path: Path) -> None:
+    """Only gpx/trk/trkseg/trkpt of the GPX namespace are points: a track, segment or point of another
+    namespace, a point inside an extension and a nested <gpx> are passed over, text around a foreign
+    element inside <ele> is the value, a second <ele> replaces the first; each point names its line,
+    track, segment and index (the foreign ones not counted)."""
+    x = 'xmlns:x="urn:x"'
+    gpx = tmp_path / "mixed.gpx"
+    gpx.write_text(
+        f'<?xml version="1.0"?>\n<gpx xmlns="{NS}" {x}><wpt lat="1" lon="1"/><rte/>\n'
+        '<x:trk><trkseg><trkpt lat="9" lon="9"><ele>1</ele><time>2025-01-01T00:00:00Z</time></trkpt></trkseg></x:trk>\n'
+        '<trk><gpx><trk><trkseg><trkpt lat="9" lon="9"><ele>1</ele><time>2025-01-01T00:00:09Z</time></trkpt>'
+        '</trkseg></trk></gpx><x:trkseg/><trkseg>\n'
+        '<trkpt lat=" 47.5 " lon="8e0"><ele>4<x:e>0</x:e>0</ele><x:ele>7</x:ele><time> 2025-01-01T00:00:01z </time>'
+        '<extensions><x:a><trkpt lat="9" lon="9"><ele>1</ele><time>2025-01-01T00:00:05Z</time></trkpt></x:a>'
+        '</extensions></trkpt>\n'
+        '<trkpt\n lat="47.6" lon="8.1"><time>2025-01-01T01:00:02+01:00</time><ele>nan</ele><ele>5.5</ele></trkpt>'
+        '</trkseg></trk>\n<trk><x:trkpt lat="9" lon="9"/><trkseg><trkpt lat="47.7" lon="8.2"><ele>6</ele>'
+        '<time>2025-01-01T00:00:03Z</time></trkpt></trkseg></trk></gpx>\n')
+    utc = _dt.timezone.utc
+    assert read_track(gpx) == [
+        (_dt.datetime(2025, 1, 1, 0, 0, 1, tzinfo=utc), 47.5, 8.0, 400.0, "line 5 (trk 0, trkseg 0, trkpt 0)"),
+        (_dt.datetime(2025, 1, 1, 0, 0, 2, tzinfo=utc), 47.6, 8.1, 5.5, "line 6 (trk 0, trkseg 0, trkpt 1)"),
+        (_dt.datetime(2025, 1, 1, 0, 0, 3, tzinfo=utc), 47.7, 8.2, 6.0, "line 8 (trk 1, trkseg 1, trkpt 0)")]
+
+
 @pytest.mark.parametrize("when", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:30:00-01:00"])
 def test_a_gpx_time_beyond_the_calendar_in_utc_is_one_line(tmp_path: Path, when: str) -> None:
     """A time whose offset takes it before year 1 or past 9999 in UTC was an OverflowError traceback."""
