@@ -445,3 +445,48 @@ def test_a_long_printable_name_is_cut_with_its_characters_as_they_are(name: str)
             assert cut.endswith("..."), cut
     tabbed = brief(name[:150] + "\t" + name[150:])  # the same name with a tab: the same first 150 characters
     assert tabbed.startswith("'" + name[:150]), tabbed
+
+
+def _first_excess(value: object, max_depth: int, max_items: int) -> str | None:
+    """The slow reference: the bounds walk check_bounds made before 2026-12-07, every value counted in
+    turn; the message of the first bound passed, or None."""
+    stack, count = [(value, 0)], 0
+    while stack:
+        item, depth = stack.pop()
+        count += 1
+        if count > max_items:
+            return f"holds more than {max_items} values"
+        if isinstance(item, (dict, list)):
+            if depth >= max_depth:
+                return f"nested deeper than {max_depth} levels"
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_json_values(st.text(max_size=3)), data=st.data())
+def test_safejson_check_bounds_refuses_what_counting_every_value_refused(value: object, data) -> None:
+    """check_bounds visits containers only, counting their children at once: on any value and any depth and
+    value limits around the value's own, it refuses exactly what the walk counting every value in turn
+    refused, with the same message (too deep or too many, whichever that walk met first)."""
+    from swarmbase.safejson import check_bounds
+
+    values = _separators(value)[1]
+    max_depth = data.draw(st.integers(0, 6), label="max_depth")
+    max_items = data.draw(st.sampled_from(sorted({0, 1, values - 1, values, values + 1} - {-1})), label="max_items")
+    expected = _first_excess(value, max_depth, max_items)
+    if expected is None:
+        check_bounds(value, max_depth=max_depth, max_items=max_items)
+    else:
+        with pytest.raises(ValueError) as refused:
+            check_bounds(value, max_depth=max_depth, max_items=max_items)
+        assert str(refused.value) == expected
+
+
+@pytest.mark.parametrize("text, key", [('{"a": 1, "b": 2, "a": 3, "b": 4}', "a"),
+                                       ('{"b": 1, "a": 2, "a": 3, "b": 4}', "a"), ('[{"x": 1}, {"y": 1, "y": 2}]', "y")])
+def test_safejson_names_the_first_key_given_twice(text: str, key: str) -> None:
+    from swarmbase.safejson import loads
+
+    with pytest.raises(ValueError, match=f"^duplicate key '{key}' in a JSON object$"):
+        loads(text, max_depth=3)
