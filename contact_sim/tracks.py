@@ -162,6 +162,8 @@ def _gpx_points(path: Path) -> list[TrackPoint]:
         parser.Parse(data, True)
     except expat.ExpatError as exc:
         raise ContactError(f"{brief(path)}: invalid XML ({exc})") from None
+    finally:  # start refers to the parser, which holds it: a cycle that kept every point until a collection
+        parser.StartElementHandler = parser.EndElementHandler = parser.CharacterDataHandler = None
     segments = sorted((seg for seg in segments if seg), key=lambda seg: seg[0][0])
     points = [p for seg in segments for p in seg]
     if not points:
@@ -479,18 +481,18 @@ def _gps_to_utc(fixes: list[tuple[_dt.datetime, float, float, float, str]]) -> l
     in halves until each span's ends agree, a few dozen look-ups for a log across a leap second."""
     times = sorted({f[0] for f in fixes})
     offsets: dict[_dt.datetime, float] = {}
-
-    def fill(lo: int, hi: int, at_lo: float, at_hi: float) -> None:
+    # (first, last index, their offsets) of the spans left, the first span on top; a loop, not a recursive
+    # closure, which held itself and so these times until a cyclic collection
+    spans = [(0, len(times) - 1, utc_offset_s("GPS", times[0]), utc_offset_s("GPS", times[-1]))]
+    while spans:
+        lo, hi, at_lo, at_hi = spans.pop()
         if at_lo == at_hi or hi - lo <= 1:
             offsets.update((t, at_lo) for t in times[lo:hi])
             offsets[times[hi]] = at_hi
-            return
+            continue
         mid = (lo + hi) // 2
         at_mid = utc_offset_s("GPS", times[mid])
-        fill(lo, mid, at_lo, at_mid)
-        fill(mid, hi, at_mid, at_hi)
-
-    fill(0, len(times) - 1, utc_offset_s("GPS", times[0]), utc_offset_s("GPS", times[-1]))
+        spans += [(mid, hi, at_mid, at_hi), (lo, mid, at_lo, at_mid)]
     return [(when.replace(tzinfo=_dt.timezone.utc) - _dt.timedelta(seconds=offsets[when]), lat, lon, alt, where)
             for when, lat, lon, alt, where in fixes]
 

@@ -185,6 +185,22 @@ def test_a_gpx_reads_only_its_tracks_points_with_every_field(tmp_path: Path) -> 
         (_dt.datetime(2025, 1, 1, 0, 0, 3, tzinfo=utc), 47.7, 8.2, 6.0, "line 8 (trk 1, trkseg 1, trkpt 0)")]
 
 
+def test_a_gpx_read_leaves_no_cycle_holding_its_points(tmp_path: Path) -> None:
+    """The parser held its element handler, which held the parser and every point read: a cycle that only
+    the cyclic collector frees. The benchmark's reader of a 16 MiB GPX kept 50 MB more after each read
+    (resident 91, 159, 209 MB after three). Now the points go when the caller drops them."""
+    import gc
+
+    gpx = _gpx(tmp_path / "t.gpx", [(0.0, *HOME), (40.0, 47.001, 8.0, 450.0)])
+    gc.collect()
+    gc.disable()
+    try:
+        assert len(read_track(gpx)) == 2
+        assert gc.collect() == 0  # nothing the read made is left unreachable in a cycle
+    finally:
+        gc.enable()
+
+
 @pytest.mark.parametrize("when", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:30:00-01:00"])
 def test_a_gpx_time_beyond_the_calendar_in_utc_is_one_line(tmp_path: Path, when: str) -> None:
     """A time whose offset takes it before year 1 or past 9999 in UTC was an OverflowError traceback."""
