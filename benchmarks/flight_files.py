@@ -12,6 +12,9 @@ at 5 fixes a second over Zurich:
   by ``fol.agent.position.fix_from_message`` (``read_track``);
 * ``.waypoints``: a ``QGC WPL 110`` mission, a waypoint a fix, at most the 100,000 items a mission
   may hold (``contact_sim.missions.read_mission``), so smaller than ``--mib`` past about 5 MiB;
+* ``.plan``: a QGroundControl plan as QGroundControl saves one (its JSON indented by 4, keys sorted, each
+  ``SimpleItem`` waypoint with ``Altitude``, ``AltitudeMode``, ``doJumpId`` ... beside ``params``), a
+  waypoint a fix, at most the 100,000 items a mission may hold (``read_mission``);
 * ``.csv``: a waypoint CSV of 20 drones written by ``contact_sim.drones.write_waypoints_csv``
   (``read_waypoints_csv``).
 
@@ -66,7 +69,7 @@ from contact_sim.drones import read_waypoints_csv
 kind, path, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if kind in ("tlog", "bin"):
     import pymavlink.dialects.v20.common, pymavlink.DFReader  # noqa: F401  (imported lazily by the reader)
-read = {"waypoints": lambda p: read_mission(p, 5.0)[1],
+read = {"waypoints": lambda p: read_mission(p, 5.0)[1], "plan": lambda p: read_mission(p, 5.0)[1],
         "csv": lambda p: [row for d in read_waypoints_csv(p) for row in d.t_s]}.get(kind, read_track)
 imports_kb = peak_kb()
 cpu = wall = float("inf")
@@ -200,6 +203,28 @@ def write_wpl(path: Path, target_bytes: int) -> int:
     return _fill(path, target_bytes, records, head=head, limit=MAX_MISSION_ITEMS)
 
 
+def write_plan(path: Path, target_bytes: int) -> int:
+    """A QGroundControl plan as QGroundControl saves one: home, then a waypoint a fix (at most the items a
+    mission may hold), its JSON indented by 4 with the keys sorted (Qt's QJsonDocument writes them so)."""
+    indent = " " * 12  # of mission.items' entries
+    doc = {"fileType": "Plan", "geoFence": {"circles": [], "polygons": [], "version": 2},
+           "groundStation": "QGroundControl",
+           "mission": {"cruiseSpeed": 15, "firmwareType": 12, "globalPlanAltitudeMode": 1, "hoverSpeed": 5,
+                       "items": ["ITEMS"], "plannedHomePosition": list(HOME), "vehicleType": 2, "version": 2},
+           "rallyPoints": {"points": [], "version": 2}, "version": 1}
+    head, tail = (json.dumps(doc, indent=4, sort_keys=True) + "\n").split('"ITEMS"')  # Qt ends it in a newline
+
+    def records(i: int, t: float, lat: float, lon: float, alt: float) -> bytes:
+        rel = round(alt - HOME[2], 2)
+        item = {"AMSLAltAboveTerrain": None, "Altitude": rel, "AltitudeMode": 1, "autoContinue": True, "command": 16,
+                "doJumpId": i + 1, "frame": 3, "params": [0, 0, 0, None, round(lat, 7), round(lon, 7), rel],
+                "type": "SimpleItem"}
+        return ((",\n" + indent if i else "") + json.dumps(item, indent=4, sort_keys=True).replace("\n", "\n" + indent)
+                ).encode()
+
+    return _fill(path, target_bytes, records, head=head.encode(), tail=tail.encode(), limit=MAX_MISSION_ITEMS)
+
+
 def write_csv(path: Path, target_bytes: int) -> int:
     """A waypoint CSV of 20 drones (``write_waypoints_csv``), each flying the circle shifted east by its number."""
     import numpy as np
@@ -227,6 +252,7 @@ KINDS: dict[str, tuple[str, str, Callable[[Path, int], int]]] = {
     "gpx": ("track.gpx", "GPX track", write_gpx),
     "jsonl": ("positions.jsonl", "agent position log", write_position_log),
     "waypoints": ("mission.waypoints", "QGC WPL mission", write_wpl),
+    "plan": ("mission.plan", "QGroundControl plan", write_plan),
     "csv": ("drones.csv", "waypoint CSV", write_csv),
 }
 
@@ -256,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
                 return 1
             points, cpu, wall, peak_kb, imports_kb = done.stdout.split()
-            if int(points) != written + (kind == "waypoints"):  # a mission's targets start at its home
+            if int(points) != written + (kind in ("waypoints", "plan")):  # a mission's targets start at its home
                 print(f"{kind}: {written:,} fixes written, {int(points):,} read", file=sys.stderr)
                 return 1
             print(f"| {what} ({name}) | {path.stat().st_size / 2**20:.1f} | {int(points):,} | {float(cpu):.2f} | "

@@ -15,7 +15,7 @@ from contact_sim.tracks import read_track
 pytest.importorskip("pymavlink")
 
 
-@pytest.mark.parametrize("kind", ["tlog", "bin", "gpx", "jsonl", "waypoints", "csv"])
+@pytest.mark.parametrize("kind", ["tlog", "bin", "gpx", "jsonl", "waypoints", "plan", "csv"])
 def test_each_generated_file_reads_back_every_fix_within_its_size(benchmark_script, tmp_path, kind) -> None:
     bench = benchmark_script("flight_files")
     name, _, write = bench.KINDS[kind]
@@ -23,9 +23,11 @@ def test_each_generated_file_reads_back_every_fix_within_its_size(benchmark_scri
     written = write(path, 100_000)
     size = path.stat().st_size
     assert 90_000 < size <= 100_000, size  # filled to the size asked for, never past it
-    if kind == "waypoints":
+    if kind in ("waypoints", "plan"):
         home, targets = read_mission(path, 5.0)
-        assert len(targets) == written + 1 and home == bench.HOME
+        assert len(targets) == written + 1 > 100 and home == bench.HOME
+        lats = [t[0] for t in targets]
+        assert max(lats) - min(lats) > 0.002 and targets[1][2] == pytest.approx(bench.HOME[2] + 100.0, abs=0.01)
     elif kind == "csv":
         drones = read_waypoints_csv(path)
         assert len(drones) == 20 and sum(len(d.t_s) for d in drones) == written
@@ -42,7 +44,7 @@ def test_it_prints_a_markdown_row_of_each_kind(benchmark_script, capsys) -> None
     assert benchmark_script("flight_files").main(["--mib", "0.05", "--repeat", "1"]) == 0
     out = capsys.readouterr().out
     rows = re.findall(r"^\| ([^|]+) \| (0\.\d) \| ([\d,]+) \| ([\d.]+) \| ([\d.]+) \| (\d+) \| (\d+) \|$", out, re.M)
-    assert len(rows) == 6, out
+    assert len(rows) == 7, out
     for what, _, points, _, _, peak_mb, imports_mb in rows:
         assert int(points.replace(",", "")) > 0 and int(peak_mb) >= int(imports_mb) > 0, what
 
