@@ -50,7 +50,9 @@ order (``@`` moves the time ``+ss`` counts from; ``d contact`` / ``d range`` del
 changes an earlier line's); registration (start ``-1``) and hypothetical (start ``0``, as ``ionadmin`` reads
 it; a stop of ``0`` after a start is refused, as ``ionadmin`` refuses it) contacts carry no scheduled data and
 are skipped (their fields read and checked all the same), as are contacts of rate 0 (in either format: the
-reverse contact alone is a one-way window); other ``ionadmin`` commands (``1``, ``s``, ``m ...``, ``^`` (all
+reverse contact alone is a one-way window; ``ionadmin`` does not insert an ``a contact`` of rate 0, so it holds no
+start: a contact of its start or overlapping it is read, a ``d contact`` of it deletes nothing and a ``c contact``
+of it is refused); other ``ionadmin`` commands (``1``, ``s``, ``m ...``, ``^`` (all
 regions are read into one plan), ``v``, ``x``) are ignored.
 
 Example:
@@ -585,8 +587,10 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     reference = 0.0  # seconds after the plan start that '+ss' counts from ('@' moves it)
     # the live 'a contact' / 'a range' lines by (from, to), then start, so that 'd' (also 'd * FROM TO') and
     # 'c' find theirs without a scan of the file so far; one small dict a pair, not a key tuple a line. A
-    # contact is held by its start; a range may be listed again at its start, so a start holds the list of them
-    live: dict[str, dict[tuple[int, int], dict[float, list]]] = {"contact": {}, "range": {}}
+    # contact is held by its start; a range may be listed again at its start, so a start holds the list of them.
+    # "rate 0": the 'a contact' lines of rate 0, which ionadmin does not insert and which hold no start (a 'd contact'
+    # of one deletes nothing, as in ionadmin; a 'c contact' of one is refused)
+    live: dict[str, dict[tuple[int, int], dict[float, list]]] = {"contact": {}, "range": {}, "rate 0": {}}
     hypothetical: set[tuple[int, int]] = set()  # (from, to) of the live hypothetical contacts ('d contact 0')
     odd = _odd_character(text)
     if odd and odd.group() not in _ODD_SPACES:  # a line numbered by splitlines() is not the line an editor shows
@@ -678,6 +682,13 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
         if src == dst:
             continue  # ION's loopback contacts (a node to itself) carry nothing between nodes
         entry = [t0, t1, src, dst, value, where]
+        if words[1] == "contact" and value == 0:
+            # ionadmin does not insert a scheduled contact of rate 0 (rfx_insert_contact: "Can't insert contact with
+            # xmit rate 0") and reads on: it makes no window and holds no start, so a later contact of the same
+            # start and nodes, or one overlapping it, is taken; its nodes are kept (a range may name them)
+            _pair_of(live["rate 0"], src, dst)[t0] = entry
+            plan.rate0_nodes.update((src, dst))
+            continue
         if words[1] == "contact":  # ionadmin holds one contact of a start, FROM and TO: the second is refused here
             _hold_once(live["contact"], entry)
             plan.contacts.append(entry)
@@ -686,8 +697,9 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             plan.ranges.append(entry)
     live.clear()  # its entries are plan.contacts' and plan.ranges', now made tuples in place
     def positive(contact: list) -> bool:
-        """A contact of rate 0 carries nothing: it makes no window (its reverse contact alone is a one-way one);
-        its nodes are kept (a range may name them); a deleted one's rate is None."""
+        """A contact changed to rate 0 ('c contact', which ionadmin takes, and which keeps its start) carries
+        nothing: it makes no window (its reverse contact alone is a one-way one); its nodes are kept (a range may
+        name them); a deleted one's rate is None."""
         if contact[4] == 0:
             plan.rate0_nodes.update(contact[2:4])
             return False
@@ -743,7 +755,8 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
     line to the entries added so far; a deleted entry's value becomes ``None``. A contact is found by its
     start, FROM and TO, as ``ionadmin`` finds it; ``d contact 0`` deletes the hypothetical contact of FROM and TO
     (``hypothetical``), ``d contact -1`` is read and changes nothing, and ``c contact`` of start ``0`` or ``-1``
-    is refused, as ``ionadmin`` refuses it (``unread_start``: as :func:`_ion_time` takes it)."""
+    is refused, as ``ionadmin`` refuses it; an ``a contact`` of rate 0 (``live["rate 0"]``, not inserted by
+    ``ionadmin``) is deleted as nothing (``d``) and refused a change (``c``) (``unread_start``: as :func:`_ion_time` takes it)."""
     kind = words[1]
     if words[0] == "c" and kind == "range":
         raise ContactError(f"{where}: expected 'c contact START FROM TO RATE_BYTES_PER_S'")
@@ -764,14 +777,22 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
         hypothetical.discard((src, dst))
         return  # skipped contacts: no window to change
     pair = live[kind].get((src, dst), {})
+    unheld = live["rate 0"].get((src, dst), {}) if kind == "contact" else {}  # the 'a contact' lines of rate 0
     if words[0] == "d" and words[2] == "*":
         if kind == "contact":
             hypothetical.discard((src, dst))
+            unheld.clear()
         t0s = list(pair)
     else:
         t0s = [_ion_time(words[2], plan.start, where, reference, unread_start)]
     for t0 in t0s:
         held = pair.get(t0)  # a contact, or the list of the ranges listed at this start
+        if held is None and t0 in unheld:  # an 'a contact' of rate 0, which ionadmin did not insert
+            if words[0] == "d":
+                del unheld[t0]  # ionadmin finds no contact and deletes nothing; nor is there a window to delete
+                return
+            raise ContactError(f"{where}: no contact {src}->{dst} starting at {shown(words[2])} to change: its line "
+                               f"({unheld[t0][5]}) gives rate 0, which ionadmin does not insert; give the rate there")
         if held is None:
             if src == dst:
                 return  # a loopback, which was skipped
@@ -1024,8 +1045,8 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
     first: tuple[int, bool] | None = None  # (index, Unix time) of the first record
     offset = 0.0
     unread_unix = False  # Unix times without the start to convert them: refused once every record is read
-    # each direction's records by start, as parse_ion's live contacts: a second record of the same start, source
-    # and dest is refused where it is read, whatever the rates (the ION plan of the same contacts is refused)
+    # each direction's records of a positive rate by start, as parse_ion's live contacts: a second record of the same
+    # start, source and dest is refused where it is read (the ION plan of the same contacts is refused)
     firsts: dict[tuple[int, int], dict[float, tuple]] = {}
     for i, record in enumerate(records):
         records[i] = None  # a record's dict (about 0.5 kB) let go as its contact is made, not after every one
@@ -1069,13 +1090,13 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
             continue  # each record is still checked (its fields, its kind of time), but not placed in time
         if src == dst:
             continue  # a contact of a node with itself carries nothing between nodes
-        contact = (float(t0_s), float(t1_s), src, dst, rate_bps / 8.0, where)
-        _hold_once(firsts, contact)
         if owlt is not None:  # whatever the rate, as ION keeps an 'a range' line beside a contact of rate 0
             plan.ranges.append((float(t0_s), float(t1_s), src, dst, owlt, where))
-        if rate_bps == 0:
+        if rate_bps == 0:  # carries nothing and, as ionadmin's 'a contact' of rate 0, holds no start
             plan.rate0_nodes.update((src, dst))
-            continue  # a contact of rate 0 carries nothing
+            continue
+        contact = (float(t0_s), float(t1_s), src, dst, rate_bps / 8.0, where)
+        _hold_once(firsts, contact)
         plan.contacts.append(contact)
     del records
     if unread_unix:

@@ -10,6 +10,7 @@ import pytest
 
 from contact_sim import ContactError
 from contact_sim.dtn import format_ion, read_hdtn, read_ion
+from contact_sim.windows import A_TO_B
 
 from _tiff import traced_peak
 
@@ -247,17 +248,55 @@ def test_a_hypothetical_contact_is_deleted_by_its_start_0_and_nodes_and_not_chan
     ("a contact +0 +60 1 2 7", "contact 1->2 +0 +60 listed twice (first at {path}:1)"),
     ("a contact +0 +90 1 2 7", "contact 1->2 +0 +90 overlaps the contact +0 +60 at {path}:1; contacts of one "
      "direction must not overlap"),
-    ("a contact +0 +60 1 2 0", "contact 1->2 +0 +60 listed twice (first at {path}:1)"),
 ])
 def test_a_second_contact_of_the_same_start_and_nodes_is_refused_where_it_is_read(tmp_path: Path, second: str,
                                                                                   says: str) -> None:
     """A contact of the same start, FROM and TO as an earlier one was found only once the whole file was
-    parsed; it is refused at its own line, naming the first, so a malformed line further down does not hide it
-    (and a contact of rate 0 is no exception: ionadmin holds one contact of a start and nodes). Failed before
-    (the third line was named first; the rate-0 second contact was taken)."""
+    parsed; it is refused at its own line, naming the first, so a malformed line further down does not hide it.
+    Failed before (the third line was named first)."""
     path = tmp_path / "p.ion"
     message = _refusal(path, f"a contact +0 +60 1 2 1000\n{second}\na contact +0 +60 1 2 x\n")
     assert message == f"{path}:2: " + says.format(path=path), message
+
+
+@pytest.mark.parametrize("lines, rates", [
+    ("a contact +0 +60 1 2 1000\na contact +0 +60 1 2 0", [1000]),
+    ("a contact +0 +60 1 2 0\na contact +0 +60 1 2 1000", [1000]),
+    ("a contact +0 +90 1 2 0\na contact +0 +60 1 2 1000", [1000]),
+    ("a contact +0 +60 1 2 0\nd contact +0 1 2\na contact +0 +60 1 2 1000", [1000]),
+    ("a contact +0 +60 1 2 0\nd contact * 1 2\na contact +0 +60 1 2 1000", [1000]),
+    ("a contact +0 +60 1 2 1000\nc contact +0 1 2 0\nc contact +0 1 2 500", [500]),
+])
+def test_an_ion_contact_of_rate_0_is_not_held_as_ionadmin_does_not_insert_it(tmp_path: Path, lines: str,
+                                                                             rates: list) -> None:
+    """ionadmin does not insert a scheduled contact of rate 0 (rfx_insert_contact: "Can't insert contact with xmit
+    rate 0") and reads on, so its start, FROM and TO hold nothing: a later contact of them is taken, and a 'd
+    contact' of it finds nothing to delete, as in ionadmin. A contact changed to rate 0 ('c contact', which
+    ionadmin takes) keeps its start, and a later 'c contact' gives it a rate again. Failed before for the first
+    three (the contact of a positive rate was refused as 'listed twice' or overlapping)."""
+    path = tmp_path / "p.ion"
+    path.write_text(lines + "\n")
+    plan = read_ion(path)
+    w = plan.windows
+    assert [v / 8 / (t1 - t0) for v, t0, t1 in zip(w.volume_bits, w.t_start_s, w.t_end_s)] == rates
+    assert w.direction.tolist() == [A_TO_B] * len(rates)
+
+
+@pytest.mark.parametrize("lines, says", [
+    ("a contact +0 +60 1 2 0\nc contact +0 1 2 1000\na contact +0 +60 2 1 10",
+     "{path}:2: no contact 1->2 starting at '+0' to change: its line ({path}:1) gives rate 0, which ionadmin does "
+     "not insert; give the rate there"),
+    ("a contact +0 +60 1 2 1000\nc contact +0 1 2 0\na contact +0 +60 1 2 500",
+     "{path}:3: contact 1->2 +0 +60 listed twice (first at {path}:1)"),
+])
+def test_a_change_of_an_ion_contact_of_rate_0_is_refused(tmp_path: Path, lines: str, says: str) -> None:
+    """'c contact' of an 'a contact' line of rate 0 finds nothing in ionadmin ("Attempt to revise a nonexistent
+    contact"), so the contact meant is not in its plan: refused, naming the line of rate 0, rather than read as a
+    contact ION does not hold. A contact changed to rate 0 is still held (rfx_revise_contact keeps it), so a second
+    one of its start is refused. Failed before for the first (the change made a window of 1000 bytes/s)."""
+    path = tmp_path / "p.ion"
+    message = _refusal(path, lines + "\n")
+    assert message == says.format(path=path), message
 
 
 def test_a_deleted_contact_may_be_added_again(tmp_path: Path) -> None:
@@ -414,10 +453,12 @@ def test_the_ion_and_hdtn_imports_refuse_and_accept_the_same_duplicates_and_over
                                                                                     case: str) -> None:
     """docs/formats.md: the HDTN import follows the ION import's rules. The same contacts written in both
     formats are refused by both, with the same words naming the same two contacts, or read into the same
-    windows, with the same light times, by both. Failed before for the three same-start repeats with a contact of
-    rate 0 (HDTN took them; ION refuses a second contact of a start, FROM and TO whatever its rate), and for the
-    three light times of a contact of rate 0 (HDTN dropped the record's owlt where ION keeps its 'a range' line
-    for the reverse window; ION refused a range of a node of contacts of rate 0 only, which HDTN read)."""
+    windows, with the same light times, by both. A contact of rate 0, which ionadmin does not insert, holds no
+    start: a contact of its start or overlapping it is read. Failed before for the three light times of a contact
+    of rate 0 (HDTN dropped the record's owlt where ION keeps its 'a range' line for the reverse window; ION refused
+    a range of a node of contacts of rate 0 only, which HDTN read), and, in both formats, for the four repeats with
+    a contact of rate 0 (each refused as 'listed twice' or overlapping, where ionadmin reads the contact of a
+    positive rate)."""
     contacts = [*_SAME_RULES[case], (0, 120, 4, 5, 1000)]
     ion, hdtn = tmp_path / "p.ion", tmp_path / "p.json"
     ion.write_text("".join(f"a contact +{t0} +{t1} {a} {b} {rate}\n" for t0, t1, a, b, rate, *_ in contacts)
@@ -441,8 +482,8 @@ def test_the_ion_and_hdtn_imports_refuse_and_accept_the_same_duplicates_and_over
                                       w.volume_bits.tolist(), w.direction.tolist(), plan.meta["owlt_s_per_window"]))
     assert said[read_ion] == said[read_hdtn], said
     refused = isinstance(said[read_ion], str)
-    assert refused == (case not in ("back to back", "the reverse direction at the same start", "loopback repeated",
-                                    "later start overlapping, one of rate 0") and "light time" not in case), said
+    assert refused == (case not in ("back to back", "the reverse direction at the same start", "loopback repeated")
+                       and "rate 0" not in case), said
     if "light time" in case:  # the light time of the pair's window: the largest range covering it, any direction's
         assert [row[-1] for row in said[read_ion] if row[:2] == (0, 1)] == [
             max((c[5] for c in contacts if len(c) > 5 and {c[2], c[3]} == {1, 2}), default=None)], said
