@@ -6,7 +6,8 @@
     a range   +t0 +t1 FROM TO OWLT      # one-way light time, seconds
 
 Times are whole seconds relative to the plan start (``+t``), or absolute UTC
-``yyyy/mm/dd-hh:mm:ss`` when the plan start is known. ION node numbers are
+``yyyy/mm/dd-hh:mm:ss`` when the plan start is known; a contact's stop time of ``-1`` is ``ionadmin``'s latest
+time, :data:`ION_MAX_POSIX_TIME` (2038-01-19T03:14:07Z), which also needs the plan start. ION node numbers are
 integers of 1 to 2**64 - 1 (unsigned 64-bit, as ION and HDTN hold them); every number is read in
 ASCII digits; this project writes node ``i`` as ``i + 1`` and keeps the names in header comments
 that :func:`read_ion` reads back (only in a plan whose first line is the first line below, and only
@@ -428,6 +429,9 @@ class IonPlan:
 
 #: Latest relative time an ION plan may name (about 317 years after its start).
 MAX_ION_OFFSET_S = 1e10
+#: ``ionadmin``'s latest time, ION's ``MAX_POSIX_TIME`` (2**31 - 1 s after 1970, ``ici/include/platform.h``), which
+#: it reads a scheduled contact's stop time of ``-1`` as (``executeAdd`` in ``ici/utils/ionadmin.c``)
+ION_MAX_POSIX_TIME = _dt.datetime.fromtimestamp(2**31 - 1, _dt.timezone.utc)
 #: Largest integer (node number, rate, OWLT, HDTN time) a plan may give: far beyond any real link
 #: (rates past int64 are held at 2**62 bytes of capacity), yet rate x 1e10 s stays a finite float;
 #: a 10^400 does not even convert to floating point.
@@ -463,16 +467,24 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
             raise ContactError(f"{where}: expected a relative time +SECONDS of 0..{MAX_ION_OFFSET_S:.0e} (whole "
                                f"seconds in ASCII digits), got {shown(token)}")
         return float(value)
-    t = _ion_utc(token, where)
+    return _offset(_ion_utc(token, where), start, f"{where}: absolute time {token!r}", f"{where}: {token}",
+                   unread_start)
+
+
+def _offset(t: _dt.datetime, start: _dt.datetime | None, needs: str, lies: str, unread_start: int | None,
+            advice: str = "") -> float:
+    """Seconds after the plan start of UTC time ``t``, refused unless the start is known (``needs``: the time as the
+    refusal names it, ``advice`` ends it; ``unread_start``: as :func:`_ion_time` takes it) and ``t`` lies between
+    it and :data:`MAX_ION_OFFSET_S` after it (``lies``: the time as that refusal names it)."""
     if start is None and unread_start is not None:  # the user's '# start' line, not read: say why
-        raise ContactError(f"{where}: absolute time {token!r} needs the plan start (time.start; the '# start' "
-                           f"of line {unread_start} is read only in a plan whose first line is {HEADER_MARKER!r})")
+        raise ContactError(f"{needs} needs the plan start (time.start; the '# start' of line {unread_start} is "
+                           f"read only in a plan whose first line is {HEADER_MARKER!r}){advice}")
     if start is None:
-        raise ContactError(f"{where}: absolute time {token!r} needs the plan start "
-                           "(time.start, or the '# start ...' header of a fol-swarm plan)")
+        raise ContactError(f"{needs} needs the plan start (time.start, or the '# start ...' header of a fol-swarm "
+                           f"plan){advice}")
     offset = (t - start).total_seconds()
     if not 0 <= offset <= MAX_ION_OFFSET_S:
-        raise ContactError(f"{where}: {token} is {'before' if offset < 0 else 'too long after'} the plan start "
+        raise ContactError(f"{lies} is {'before' if offset < 0 else 'too long after'} the plan start "
                            f"{utc_text(start)}")
     return offset
 
@@ -673,7 +685,12 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
                                "hypothetical contact is written with a start of 0 ('a contact 0 0 FROM TO RATE'), "
                                "as ionadmin reads it")
         t0 = _ion_time(words[2], plan.start, where, reference, unread_start)
-        t1 = _ion_time(words[3], plan.start, where, reference, unread_start)
+        if words[1] == "contact" and words[3] == "-1":  # ionadmin's 'until its latest time' (not in a range line)
+            ion_end = f"the stop time -1 (ionadmin's latest time, {utc_text(ION_MAX_POSIX_TIME)})"
+            t1 = _offset(ION_MAX_POSIX_TIME, plan.start, f"{where}: {ion_end}", f"{where}: {ion_end}", unread_start,
+                         "; or write the contact's end as +SECONDS")
+        else:
+            t1 = _ion_time(words[3], plan.start, where, reference, unread_start)
         if t1 <= t0:
             raise ContactError(f"{where}: the end time {shown(words[3])} is not after the start time {shown(words[2])}")
         src, dst = _node_numbers(words[4], words[5], where)

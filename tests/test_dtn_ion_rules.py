@@ -515,3 +515,61 @@ def test_an_hdtn_plan_is_refused_at_its_first_problem_in_file_order(tmp_path: Pa
     path = tmp_path / "p.json"
     message = _refusal(path, json.dumps({"contacts": records}), read_hdtn)
     assert message == f"{path}: " + says.format(path=path), message
+
+
+# ------------------------------------------------------------------------------------------- a stop time of -1
+
+_ION_END = "2038-01-19T03:14:07Z"  # ION's MAX_POSIX_TIME, 2**31 - 1 s after 1970
+
+
+def test_an_ion_contact_stop_of_minus_1_is_ionadmins_latest_time_and_builds_nothing_per_second(tmp_path: Path) -> None:
+    """ionadmin reads a scheduled contact's stop time of -1 as its latest time, MAX_POSIX_TIME (2038-01-19T03:14:07Z),
+    so the contact lasts until then: read so, as the absolute time 2038/01/19-03:14:07 is, when the plan start is
+    known. Parsing the plan into windows, and writing it back in both formats, holds less than 1 MB at the peak:
+    nothing is built a second of the 11-year window (read_ion's file read, swarmbase.tomlcheck.read_text_file, is
+    left out: it allocates its byte limit, 64 MiB, whatever the file). Failed before (refused: "expected +SECONDS
+    or yyyy/mm/dd-hh:mm:ss, got '-1'")."""
+    import datetime as dt
+
+    from contact_sim.dtn import format_ion, hdtn_contacts, ion_to_plan, parse_ion
+
+    path = tmp_path / "p.ion"
+    path.write_text("# fol-swarm contact plan\n# start 2026-12-01T00:00:00Z\na contact +0 -1 1 2 1000\n"
+                    "a contact +60 2038/01/19-03:14:07 2 1 10\n")
+    assert len(read_ion(path).windows) == 2
+    got, text = [], path.read_text()
+    peak = traced_peak(lambda: got.append(ion_to_plan(parse_ion(text, str(path)), str(path))))
+    plan = got[0]
+    end_s = (dt.datetime(2038, 1, 19, 3, 14, 7, tzinfo=dt.timezone.utc) - plan.start).total_seconds()
+    w = plan.windows
+    assert sorted(zip(w.t_start_s.tolist(), w.t_end_s.tolist())) == [(0.0, 60.0), (60.0, end_s)]
+    peak = max(peak, traced_peak(lambda: (format_ion(plan), hdtn_contacts(plan))))
+    assert peak < 1_000_000, peak
+    assert f"a contact +60 +{end_s:.0f} 1 2 10" in format_ion(plan)
+
+
+@pytest.mark.parametrize("text, start, says", [
+    ("a contact +0 -1 1 2 1000\n", None,
+     f"the stop time -1 (ionadmin's latest time, {_ION_END}) needs the plan start (time.start, or the '# start ...' "
+     "header of a fol-swarm plan); or write the contact's end as +SECONDS"),
+    ("# start 2026-12-01T00:00:00Z\na contact +0 -1 1 2 1000\n", None,
+     f"the stop time -1 (ionadmin's latest time, {_ION_END}) needs the plan start (time.start; the '# start' of line "
+     "1 is read only in a plan whose first line is '# fol-swarm contact plan'); or write the contact's end as +SECONDS"),
+    ("a contact +0 -1 1 2 1000\n", "2040-01-01T00:00:00Z",
+     f"the stop time -1 (ionadmin's latest time, {_ION_END}) is before the plan start 2040-01-01T00:00:00Z"),
+    ("a range +0 -1 1 2 1\na contact +0 +5 1 2 1000\n", "2030-01-01T00:00:00Z",
+     "expected +SECONDS or yyyy/mm/dd-hh:mm:ss, got '-1'"),
+])
+def test_an_ion_contact_stop_of_minus_1_without_a_place_in_time_is_refused(tmp_path: Path, text: str, start, says: str
+                                                                          ) -> None:
+    """A stop of -1 without the plan start cannot be placed (its offset is 2038 minus the start); the refusal says
+    what ionadmin means by it and what to write instead. In a range line ionadmin reads -1 as a malformed time and
+    refuses the line, and so does the import. Failed before for the first three (each 'expected +SECONDS or
+    yyyy/mm/dd-hh:mm:ss, got '-1'', which did not say what -1 means)."""
+    from orbits import parse_utc
+
+    path = tmp_path / "p.ion"
+    path.write_text(text)
+    with pytest.raises(ContactError) as info:
+        read_ion(path, start=parse_utc(start) if start else None)
+    assert str(info.value) == f"{path}:{text.count(chr(10), 0, text.index(' -1 ')) + 1}: {says}", str(info.value)
