@@ -417,6 +417,8 @@ class IonPlan:
     kinds: dict[int, str] = field(default_factory=dict)
     #: ``(t0_s, t1_s, from, to, rate_bytes_per_s, where)``; ``where`` names the file and the line
     #: (ION) or the record (HDTN) for error messages
+    #: (ION: a contact changed to rate 0 by ``c contact`` is listed, as ``ionadmin`` keeps it: it makes no window,
+    #: and a contact of its direction overlapping it is refused)
     contacts: list[tuple[float, float, int, int, float, str]] = field(default_factory=list)
     #: ``(t0_s, t1_s, from, to, owlt_s, where)``
     ranges: list[tuple[float, float, int, int, int, str]] = field(default_factory=list)
@@ -714,17 +716,17 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             plan.ranges.append(entry)
     live.clear()  # its entries are plan.contacts' and plan.ranges', now made tuples in place
     def positive(contact: list) -> bool:
-        """A contact changed to rate 0 ('c contact', which ionadmin takes, and which keeps its start) carries
-        nothing: it makes no window (its reverse contact alone is a one-way one); its nodes are kept (a range may
-        name them); a deleted one's rate is None."""
+        """A contact changed to rate 0 ('c contact', which ionadmin takes and keeps) carries nothing: it makes no
+        window (its reverse contact alone is a one-way one) but is kept, as ionadmin keeps it, so a contact of its
+        direction overlapping it is refused; its nodes are kept (a range may name them); a deleted one's rate is
+        None."""
         if contact[4] == 0:
             plan.rate0_nodes.update(contact[2:4])
-            return False
         return contact[4] is not None
 
     _keep_as_tuples(plan.contacts, positive)
     _keep_as_tuples(plan.ranges, lambda r: r[4] is not None)
-    if not plan.contacts:
+    if not any(c[4] for c in plan.contacts):
         raise ContactError(f"{source}: no 'a contact' lines of a positive rate between two different nodes")
     if passed_over is not None:
         log.info("%s: a '# start' or '# node' line is read as a comment: header lines are read only at the top "
@@ -882,7 +884,8 @@ def _plan_windows(contacts: Sequence[tuple[float, float, int, int, float, str]]
     contact are both up (their intersection), its capacity the smaller of the two rates over that
     stretch; each stretch of a contact that no reverse contact covers is a one-way window at that
     contact's rate. The contacts of one direction must not overlap one another (their rate there
-    would be ambiguous; ``ionadmin`` refuses such a contact too). Sorting each direction and
+    would be ambiguous; ``ionadmin`` refuses such a contact too), a contact of rate 0 among them (ION's
+    ``c contact`` to 0, which ``ionadmin`` keeps), which makes no window. Sorting each direction and
     sweeping the two lists together visits each contact a bounded number of times: O(n log n)
     for n contacts.
 
@@ -893,9 +896,13 @@ def _plan_windows(contacts: Sequence[tuple[float, float, int, int, float, str]]
     # 0.15 GB), sorted by start; the sort is stable, so contacts of one start stay in file order
     by_direction: dict[tuple[int, int], list[tuple[float, float, int, int, float, str]]] = {}
     total_s = 0.0
+    zero = False  # a contact of rate 0 (ION's 'c contact' to 0): in the overlap check, then let go
     for c in contacts:
         by_direction.setdefault((c[2], c[3]), []).append(c)
-        total_s += c[1] - c[0]
+        if c[4]:
+            total_s += c[1] - c[0]
+        else:
+            zero = True
     start = operator.itemgetter(0)
     for (src, dst), own in by_direction.items():
         own.sort(key=start)
@@ -904,6 +911,8 @@ def _plan_windows(contacts: Sequence[tuple[float, float, int, int, float, str]]
                 order = {id(c): k for k, c in enumerate(contacts)}  # once, to name the later line in the file
                 first, second = sorted((prev, cur), key=lambda c: order[id(c)])
                 raise ContactError(_overlap_message(src, dst, first, second))
+        if zero:
+            own[:] = [c for c in own if c[4]]  # a contact of rate 0 makes no window
     rows = []
     one_way_s = 0.0
     unequal = 0
@@ -966,14 +975,15 @@ def _largest_covering(ranges: Sequence[tuple[float, float, float]], spans: Seque
 def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] | None = None,
                 acquisition_s: float = 0.0) -> ContactPlan:
     """A :class:`ContactPlan` from parsed ION contacts (two-way and one-way windows, per-window rates)."""
-    numbers = sorted(set(ion.names) | {c[2] for c in ion.contacts} | {c[3] for c in ion.contacts})
+    numbers = sorted(set(ion.names) | {c[2] for c in ion.contacts if c[4]} | {c[3] for c in ion.contacts if c[4]})
     index = {n: i for i, n in enumerate(numbers)}
     names = [ion.names.get(n, f"ipn-{n}") for n in numbers]
     if len(set(names)) != len(names):
         raise ContactError(f"{source}: two header nodes share a name")
     kinds = [ion.kinds.get(n, "node") for n in numbers]
     if ion.start is not None:  # every window's UTC stamps are the plan's start plus its times
-        last = max(ion.contacts, key=lambda c: c[1])  # every contact-second is in a window: the last window's end
+        # every contact-second of a positive rate is in a window: the last window's end
+        last = max((c for c in ion.contacts if c[4]), key=lambda c: c[1])
         check_span_end(ion.start, last[1], f"{last[5]}: contact", "the plan's start")
     rows, one_way_s, total_s, unequal = _plan_windows(ion.contacts)
     rows = [(index[src], index[dst], t0, t1, vol, d) for src, dst, t0, t1, vol, d in rows]

@@ -288,12 +288,17 @@ def test_an_ion_contact_of_rate_0_is_not_held_as_ionadmin_does_not_insert_it(tmp
      "not insert; give the rate there"),
     ("a contact +0 +60 1 2 1000\nc contact +0 1 2 0\na contact +0 +60 1 2 500",
      "{path}:3: contact 1->2 +0 +60 listed twice (first at {path}:1)"),
+    ("a contact +0 +60 1 2 1000\nc contact +0 1 2 0\na contact +30 +90 1 2 500\na contact +0 +60 2 1 10",
+     "{path}:3: contact 1->2 +30 +90 overlaps the contact +0 +60 at {path}:1; contacts of one direction must not "
+     "overlap"),
 ])
 def test_a_change_of_an_ion_contact_of_rate_0_is_refused(tmp_path: Path, lines: str, says: str) -> None:
     """'c contact' of an 'a contact' line of rate 0 finds nothing in ionadmin ("Attempt to revise a nonexistent
     contact"), so the contact meant is not in its plan: refused, naming the line of rate 0, rather than read as a
     contact ION does not hold. A contact changed to rate 0 is still held (rfx_revise_contact keeps it), so a second
-    one of its start is refused. Failed before for the first (the change made a window of 1000 bytes/s)."""
+    one of its start, or one overlapping it, is refused (rfx_insert_contact: "Overlapping contact ignored"). Failed
+    before for the first (the change made a window of 1000 bytes/s) and, until the contact changed to rate 0 was kept
+    to the overlap check, the third (read as a window of 500 bytes/s)."""
     path = tmp_path / "p.ion"
     message = _refusal(path, lines + "\n")
     assert message == says.format(path=path), message
