@@ -66,7 +66,7 @@ import numpy as np
 
 from orbits import OrbitError, parse_utc, utc_offset_s
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import brief, check_input_file, decimal_number, read_text_file, shown, text_lines
+from swarmbase.tomlcheck import brief, check_input_file, decimal_number, read_at_most, read_text_file, shown, text_lines
 from swarmbase.xmlguard import refuse_doctype
 
 from .drones import Waypoints
@@ -264,7 +264,7 @@ def _log_bytes(path: Path, what: str) -> bytes:
     """A binary log's bytes, at most MAX_MISSION_BYTES (the size was checked; the file may have grown since)."""
     try:
         with open(path, "rb") as fh:
-            data = fh.read(MAX_MISSION_BYTES + 1)
+            data = read_at_most(fh, MAX_MISSION_BYTES)
     except OSError as exc:
         raise ContactError(f"{brief(path)}: cannot read the {what} ({exc.strerror})") from None
     if len(data) > MAX_MISSION_BYTES:

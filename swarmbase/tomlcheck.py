@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import difflib
+import io
 import math
 import os
 import re
@@ -90,6 +91,28 @@ def check_input_file(path: str | os.PathLike[str], error: type[Exception], what:
     return path
 
 
+def read_at_most(stream: Any, max_bytes: int) -> bytes:
+    """The bytes of an open binary file, at most ``max_bytes + 1`` of them (one more than a file may have
+    tells one that grew past the limit after its size was checked). Read in what the file holds when opened
+    and in 1 MiB pieces past that: ``stream.read(max_bytes + 1)`` set aside a buffer of the whole limit
+    first (64 MiB traced to read a 26-byte contact plan, and a failure under a tight address-space limit).
+
+    >>> import io
+    >>> read_at_most(io.BytesIO(b"abc"), 64), read_at_most(io.BytesIO(b"x" * 100), 64) == b"x" * 65
+    (b'abc', True)
+    """
+    try:
+        size = os.fstat(stream.fileno()).st_size
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        size = 0  # not a file of the file system (a pipe, a stream in memory): read in pieces
+    pieces = [stream.read(min(size, max_bytes) + 1)]
+    held = len(pieces[0])
+    while pieces[-1] and held <= max_bytes and held > size:  # it grew since it was opened (or has no size)
+        pieces.append(stream.read(min(1 << 20, max_bytes + 1 - held)))
+        held += len(pieces[-1])
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
 def read_text_file(path: str | os.PathLike[str], error: type[Exception], what: str, max_bytes: int) -> str:
     """The UTF-8 text of a user file of at most ``max_bytes`` (checked before
     reading), without the byte-order mark Windows editors and Excel's "CSV UTF-8"
@@ -99,7 +122,7 @@ def read_text_file(path: str | os.PathLike[str], error: type[Exception], what: s
     path = check_input_file(path, error, what, max_bytes)
     try:
         with path.open("rb") as stream:
-            data = stream.read(max_bytes + 1)
+            data = read_at_most(stream, max_bytes)
         if len(data) > max_bytes:
             raise error(f"{brief(path)}: grew past {max_bytes} bytes while it was read; "
                         f"{_a(what)} may have at most {max_bytes}")

@@ -3,6 +3,8 @@ package's error type), one byte formatter."""
 
 from __future__ import annotations
 
+import io
+
 import re
 from pathlib import Path
 
@@ -331,6 +333,43 @@ def test_a_file_that_grows_past_its_limit_after_the_size_check_is_refused_not_re
     assert "\n" not in str(caught.value)
     monkeypatch.undo()
     assert tomlcheck.read_text_file(path, ConfigError, "scenario", 200) == "a = 1\n" + "#" * 100
+
+
+def test_a_small_file_is_read_without_a_buffer_of_the_whole_limit(tmp_path: Path) -> None:
+    """read_text_file read with stream.read(max_bytes + 1), which sets aside the whole limit first: a 26-byte
+    contact plan read under its 64 MiB limit peaked at 67 MB traced. The bytes read are those of the file."""
+    import tracemalloc
+
+    from swarmbase.tomlcheck import read_at_most, read_text_file
+
+    path = tmp_path / "plan.txt"
+    path.write_text("a contact +0 +60 1 2 1000\n")
+    tracemalloc.start()
+    try:
+        text = read_text_file(path, ConfigError, "contact plan", 64 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert text == "a contact +0 +60 1 2 1000\n" and peak < 1 << 20, peak
+
+    class Growing(io.RawIOBase):  # a file that holds more than its size said when it was opened
+        def __init__(self) -> None:
+            self.left = 5 << 20
+
+        def fileno(self) -> int:
+            raise io.UnsupportedOperation("no file number")
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer) -> int:
+            n = min(len(buffer), self.left)
+            buffer[:n] = b"x" * n
+            self.left -= n
+            return n
+
+    assert len(read_at_most(Growing(), 3 << 20)) == (3 << 20) + 1  # one past the limit: refused by the caller
+    assert len(read_at_most(Growing(), 8 << 20)) == 5 << 20
 
 
 @pytest.mark.parametrize("name", ["a\n2026-01-01 INFO forged.toml", "clear\x1b[2J.toml", "line\u2028sep.toml",
