@@ -176,6 +176,7 @@ def _day_step(mjd: float, previous: float, previous_number: int) -> str:
 def parse_iers_finals_text(text: str, source: str = "<text>") -> PolarMotion:
     """The polar motion and UT1 - UTC of the text of an IERS finals file (:class:`OrbitError` naming
     ``source:line``)."""
+    where = brief(source)  # as every message names it: escaped, a long path cut
     days: list[float] = []
     xs: list[float] = []
     ys: list[float] = []
@@ -185,7 +186,7 @@ def parse_iers_finals_text(text: str, source: str = "<text>") -> PolarMotion:
     ended = 0  # the first line with a date and no polar motion
 
     def fail(number: int, message: str) -> OrbitError:
-        return OrbitError(f"{brief(source)}:{number}: {message}")
+        return OrbitError(f"{where}:{number}: {message}")
 
     for number, raw in enumerate(text.split("\n"), start=1):
         # Lines end at LF or CR LF, as the IERS writes its fixed-column files; not swarmbase.tomlcheck.text_lines,
@@ -237,7 +238,7 @@ def parse_iers_finals_text(text: str, source: str = "<text>") -> PolarMotion:
         dut1s.append(float(dut1_text))
         numbers.append(number)
     if not days:
-        raise OrbitError(f"{brief(source)}: no polar motion; expected {_LAYOUT}")
+        raise OrbitError(f"{where}: no polar motion; expected {_LAYOUT}")
     utc_mjd, dut1 = np.array(days), np.array(dut1s)
     _check_leap_seconds(utc_mjd, dut1, numbers, fail)
     return PolarMotion(source, utc_mjd, np.array(xs), np.array(ys), dut1)

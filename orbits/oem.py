@@ -1036,6 +1036,7 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
     if frame not in EXPORT_FRAMES:
         raise OrbitError(f"frame: expected one of {', '.join(EXPORT_FRAMES)}, got {shown(frame)}")
     path = Path(path)
+    where = brief(path)  # as every message names it: escaped, a long path cut
     fmt = fmt or ("xml" if path.suffix.lower() == ".xml" else "kvn")
     if fmt not in OEM_FORMATS:
         raise OrbitError(f"OEM format: expected one of {', '.join(OEM_FORMATS)}, got {shown(fmt)}")
@@ -1060,7 +1061,7 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
     for key, values in (("OBJECT_NAME", names), ("OBJECT_ID", ids)):  # what the reader would refuse
         bad = next((value for value in values if not value or not value.isprintable() or value != value.strip()), None)
         if bad is not None:
-            raise OrbitError(f"{path}: {key}: expected a name on one line, without control characters or spaces at "
+            raise OrbitError(f"{where}: {key}: expected a name on one line, without control characters or spaces at "
                              f"its ends, got {shown(bad)}")
     offsets = oem_offsets_s(duration_s, float(step_s))
     r, v = propagate_offsets(satellites, start, offsets)
@@ -1078,7 +1079,7 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
             nonlocal written
             written += len(text.encode("utf-8"))
             if written > MAX_OEM_BYTES:
-                raise OrbitError(f"{path}: the OEM would pass {MAX_OEM_BYTES:,} bytes, more than read_oem reads; "
+                raise OrbitError(f"{where}: the OEM would pass {MAX_OEM_BYTES:,} bytes, more than read_oem reads; "
                                  "write a longer step or fewer satellites")
             fh.write(text)
 

@@ -259,7 +259,7 @@ def write_tle(path: str | Path, constellation: Constellation, with_names: bool =
     try:
         data = format_tle(constellation, with_names).encode("ascii")
     except UnicodeEncodeError as exc:
-        raise OrbitError(f"{path}: a TLE file is ASCII text; a satellite name holds "
+        raise OrbitError(f"{brief(path)}: a TLE file is ASCII text; a satellite name holds "
                          f"{exc.object[exc.start:exc.end]!r} (write it without names, or as OMM)") from None
     atomic_write_bytes(path, data)  # crash-safe: the old file or the whole new one
     return path

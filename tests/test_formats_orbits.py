@@ -749,3 +749,39 @@ def test_refusals_naming_a_time_in_a_year_before_1000_write_its_year_in_four_dig
                                            r"0026-08-01T06:30:00Z end after 9999-12-31T23:59:59Z, the last time an "
                                            r"ISO-8601 UTC stamp names$"):
         parse_contact_scenario(doc, ".")
+
+
+def test_every_message_names_the_file_through_brief(tmp_path: Path) -> None:
+    """The readers named the file through brief() (escaped, a long path cut), but write_tle and write_oem
+    wrote the path as it is: a name holding a terminal escape went raw into the line, and a long one whole.
+    Every refusal of a malformed file, read or written, now names it as brief() does."""
+    from orbits import read_iers_finals, read_oem, read_omm, read_tle, walker_delta, write_oem, write_tle
+    from swarmbase.tomlcheck import brief
+
+    folder = tmp_path / ("d" * 80)
+    folder.mkdir()
+
+    def named(suffix: str, text: str | None = None) -> Path:
+        path = folder / ("o\x1b[2J" + "x" * 200 + suffix)  # a 2xx-byte file name in a path of over 290 characters
+        if text is not None:
+            path.write_text(text)
+        return path
+
+    bad_name = walker_delta(2, 1, 0, 550.0, 53.0, EPOCH)
+    bad_name.names[1] = "TWO\nLINES"
+    accented = walker_delta(2, 1, 0, 550.0, 53.0, EPOCH)
+    accented.names[0] = "CAF\xc9"
+    calls = [
+        (named(".tle", "1 25544U\n"), read_tle, "TLE line 1 without a following line 2"),
+        (named(".json", "["), read_omm, "invalid JSON"),
+        (named(".oem", "CCSDS_OEM_VERS = 2.0\nNONSENSE = 1\n"), read_oem, "not a header keyword"),
+        (named(".all", "no polar motion here\n"), read_iers_finals, ""),
+        (named(".tle"), lambda p: write_tle(p, accented), "a TLE file is ASCII text"),
+        (named(".oem"), lambda p: write_oem(p, bad_name, EPOCH, 600.0), "OBJECT_NAME: expected a name on one line"),
+    ]
+    for path, call, fragment in calls:
+        with pytest.raises(OrbitError) as info:
+            call(path)
+        msg = str(info.value)
+        assert msg.startswith(f"{brief(path)}:") and fragment in msg, msg
+        assert "\x1b" not in msg and "\n" not in msg and len(msg) < 600, msg
