@@ -1172,3 +1172,37 @@ def test_a_device_given_as_an_image_is_refused_unopened(tmp_path):
     link.symlink_to("/dev/null")
     with pytest.raises(DataError, match=r"a\.png: not a regular file; expected an image file$"):
         loaders.read_image(link, 8)
+
+
+def test_every_message_names_the_file_through_brief(tmp_path):
+    """The image readers named a file through brief() (escaped, a long path cut), the folder-level checks
+    (an image folder, a class folder, a coordinates CSV, a file name without coordinates) wrote the path as
+    it is: a folder whose name holds a terminal escape had it written raw into the line, and a long one
+    whole. Every refusal now names the file or folder as brief() does."""
+    from fol.data.registry import check_dataset
+    from swarmbase.tomlcheck import brief
+
+    root = tmp_path / ("d\x1b[2J" + "x" * 200)  # a 205-byte folder name, a path of over 250 characters
+    _write(root / "a" / "-70,45.png", (1, 2, 3))
+    _write(root / "b" / "photo.png", (1, 2, 3))
+    csv_path = root / ("c\x1b]0;" + "y" * 200 + ".csv")
+    csv_path.write_text("file,lat,lon\na/-70,45.png,north,0\n")
+    empty = tmp_path / ("e\n" + "z" * 200)
+    (empty / "a").mkdir(parents=True)
+    _write(empty / "b" / "-70,45.png", (1, 2, 3))
+    gone = tmp_path / ("g\x1b[2J" + "w" * 200)
+    calls = [
+        (gone, lambda: loaders.load_image_folder(gone), "not found"),
+        (gone, lambda: check_dataset("imagefolder", path=str(gone)), "not found or empty"),
+        (csv_path, lambda: loaders.load_image_folder(csv_path), "is a file, not a folder"),
+        (empty, lambda: loaders.load_image_folder(empty), "has no images"),
+        (root / "b" / "photo.png", lambda: loaders.load_image_folder(root, coords="filename"), "file name is not"),
+        (csv_path, lambda: loaders.load_image_folder(root, coords="csv", coords_csv=csv_path), "lat/lon must be"),
+        (root, lambda: loaders.load_image_folder(root, splits=["train"]), "no split folder train"),
+    ]
+    for path, call, fragment in calls:
+        with pytest.raises(DataError) as err:
+            call()
+        msg = str(err.value)
+        assert (msg.startswith(f"{brief(path)}:") or f"image folder {brief(path)}" in msg) and fragment in msg, msg
+        assert "\x1b" not in msg and "\n" not in msg and len(msg) < 800, msg

@@ -107,7 +107,7 @@ def dataset_dir(name: str, root: str | Path | None = None) -> Path:
 
 def _missing(name: str, where: Path, layout: str, source: str) -> DataError:
     return DataError(
-        f"dataset {name!r} not found: expected {layout} in {where} (get it from {source} and unpack it there, "
+        f"dataset {name!r} not found: expected {layout} in {brief(where)} (get it from {source} and unpack it there, "
         f"or point --data-root / FOL_DATA_ROOT at the folder holding '{name}/'; see datasets/README.md)"
     )
 
@@ -984,7 +984,7 @@ def _check_no_class_emptied(desc: str, classes: Sequence[str], labels: np.ndarra
         if not ok[labels == c].any():
             first = files[int(np.flatnonzero(labels == c)[0])]
             raise DataError(f"{desc}: none of the {int((labels == c).sum())} image(s) of class {classes[c]!r} could "
-                            f"be read (e.g. {first}); skip_corrupt skips some broken files, not a whole class")
+                            f"be read (e.g. {brief(first)}); skip_corrupt skips some broken files, not a whole class")
 
 
 def _to_dataset(
@@ -1013,16 +1013,17 @@ def class_folders(root: Path) -> dict[str, Path]:
     both name one class (sorted alike). Two folders of one name in both forms are an error, and
     so is a link that points nowhere (a class folder moved, a disk not mounted): that class
     would be left out without a word."""
+    folder_name = brief(root)  # as every message names it: escaped, a long path cut
     found: dict[str, Path] = {}
     for d in sorted(Path(root).iterdir()):
         if not d.name.startswith(".") and (dead := dead_link(d)) is not None:
-            raise DataError(f"image folder {root}: {d} is {dead_link_text(d, dead)}"
+            raise DataError(f"image folder {folder_name}: {brief(d)} is {dead_link_text(d, dead)}"
                             + ("; point it at a class folder or remove it" if dead == errno.ELOOP else
                                " (a class folder moved, or a disk not mounted?); restore it or remove the link"))
         if d.is_dir() and not d.name.startswith(".") and d.name not in NOT_CLASSES:
             name = class_name(d.name)
             if name in found:
-                raise DataError(f"image folder {root}: folders {found[name].name!r} and {d.name!r} are the same "
+                raise DataError(f"image folder {folder_name}: folders {found[name].name!r} and {d.name!r} are the same "
                                 f"class name {name!r} written in two Unicode forms; merge them into one folder")
             found[name] = d
     return dict(sorted(found.items()))
@@ -1042,7 +1043,7 @@ def _image_files(folder: Path) -> list[Path]:
     not left out; a folder that cannot be listed (no permission) is a
     :class:`DataError` naming it, not a folder left out."""
     def unlisted(exc: OSError) -> None:  # os.walk's default is to skip the folder without a word
-        raise DataError(f"{exc.filename}: cannot list this folder ({type(exc).__name__}: {exc.strerror}); "
+        raise DataError(f"{brief(exc.filename)}: cannot list this folder ({type(exc).__name__}: {exc.strerror}); "
                         f"its images would be left out")
 
     found = []
@@ -1058,7 +1059,7 @@ def _image_files(folder: Path) -> list[Path]:
 
 def parse_lonlat(filename: str, sep: str) -> tuple[float, float]:
     """``(lat, lon)`` in degrees from a file name ``"<lon><sep><lat>.<ext>"`` (or a path
-    ending in one: an error names the whole path given).
+    ending in one: an error names the path given, as :func:`~swarmbase.tomlcheck.brief` writes it).
 
     >>> parse_lonlat("-73.4586,45.5837.jpg", ",")
     (45.5837, -73.4586)
@@ -1068,10 +1069,10 @@ def parse_lonlat(filename: str, sep: str) -> tuple[float, float]:
     stem = Path(filename).name.rsplit(".", 1)[0]
     m = re.fullmatch(rf"\s*({_NUM})\s*{re.escape(sep)}\s*({_NUM})\s*", stem)
     if not m:
-        raise DataError(f"{filename}: file name is not '<longitude>{sep}<latitude>.<ext>' (decimal degrees)")
+        raise DataError(f"{brief(filename)}: file name is not '<longitude>{sep}<latitude>.<ext>' (decimal degrees)")
     lon, lat = float(m.group(1)), float(m.group(2))
     if not (-90 <= lat <= 90 and -180 <= lon <= 180):
-        raise DataError(f"{filename}: coordinates out of range (lon {lon}, lat {lat}; expected degrees)")
+        raise DataError(f"{brief(filename)}: coordinates out of range (lon {lon}, lat {lat}; expected degrees)")
     return lat, lon
 
 
@@ -1164,21 +1165,22 @@ def split_first_layout(root: Path) -> dict[str, list[str]] | None:
 
 def _chosen_splits(desc: str, root: Path, splits: Sequence[str], available: Iterable[str]) -> list[str]:
     """``splits`` checked against the split folders ``available`` in ``root``: a non-empty
-    list of distinct names of folders that exist (compared in Unicode NFC)."""
+    list of distinct names of folders that exist (compared in Unicode NFC). ``desc`` names the
+    folder or dataset as a message does (a path through ``brief``)."""
     if isinstance(splits, (str, bytes)):
         raise DataError(f"{desc}: splits must be a list of split folder names, e.g. ['train', 'valid'], "
                         f"got the string {splits!r}")
     chosen = [class_name(str(s)) for s in splits]
     have = list(available)
     if not chosen:
-        raise DataError(f"{desc}: splits is empty; name one or more of the split folders in {root} "
+        raise DataError(f"{desc}: splits is empty; name one or more of the split folders in {brief(root)} "
                         f"({', '.join(have) or 'none found'})")
     twice = sorted({s for s in chosen if chosen.count(s) > 1})
     if twice:
         raise DataError(f"{desc}: splits names {', '.join(twice)} twice; name each split folder once")
     missing = [s for s in chosen if s not in have]
     if missing:
-        raise DataError(f"{desc}: no split folder {', '.join(missing)} in {root} (found: {', '.join(have) or 'none'})")
+        raise DataError(f"{desc}: no split folder {', '.join(missing)} in {brief(root)} (found: {', '.join(have) or 'none'})")
     return chosen
 
 
@@ -1221,11 +1223,11 @@ def _load_geo_layout(
     splits = _chosen_splits(f"dataset {name!r}", root, splits, class_folders(root))
     files, labels, missing, empty = _pooled_split_files(root, splits, classes)
     if missing:
-        raise DataError(f"dataset {name!r}: folder {root / missing[0]} is missing (expected layout: {layout})")
+        raise DataError(f"dataset {name!r}: folder {brief(root / missing[0])} is missing (expected layout: {layout})")
     if not files:
         raise _missing(name, base, layout, source)
     if empty:  # every published folder holds images: an empty one is an incomplete copy, not a smaller split
-        raise DataError(f"dataset {name!r}: no images in {', '.join(empty)} under {root} (an incomplete copy? "
+        raise DataError(f"dataset {name!r}: no images in {', '.join(empty)} under {brief(root)} (an incomplete copy? "
                         f"unpack the archive again, or leave that split out with splits=)")
     files, labels = _drop_copies(name, root, *_drop_links(name, root, files, labels))
     coords = np.array([parse_lonlat(str(f), sep) for f in files], dtype=np.float64).reshape(-1, 2)
@@ -1235,7 +1237,7 @@ def _load_geo_layout(
     _check_no_class_emptied(name, classes, np.asarray(labels)[keep], ok, files)
     kept = keep[ok]
     lab = np.asarray(labels)[kept]
-    log.info("loaded %s: %d images from %s (%s)", name, len(kept), root, ", ".join(splits))
+    log.info("loaded %s: %d images from %s (%s)", name, len(kept), brief(root), ", ".join(splits))
     return _to_dataset(pixels, lab, coords[kept, 0], coords[kept, 1], classes, name,
                        [str(f) for f, good in zip(files, ok) if good])
 
@@ -1258,7 +1260,7 @@ def _repeats(root: Path, files: list[Path], labels: list[int], groups: Iterable[
                 continue
             if j == i:
                 continue
-            pair = f"{files[i].relative_to(root).as_posix()} = {files[j].relative_to(root).as_posix()}"
+            pair = f"{brief(files[i].relative_to(root).as_posix())} = {brief(files[j].relative_to(root).as_posix())}"
             if labels[i] == labels[j]:
                 drop.add(i)
                 same.append(pair)
@@ -1375,6 +1377,7 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
     (``file``/``filename``/``path``/``image``) and ``lat``/``latitude``,
     ``lon``/``longitude`` columns. Keys are stored as given (``\\`` read as ``/``), in Unicode NFC.
     A file listed twice with different coordinates is an error naming both lines."""
+    where = brief(csv_path)  # as every message names it: escaped, a long path cut
     check_input_file(csv_path, DataError, "coordinates CSV")  # not found, a folder, a FIFO: one line, unopened
     try:
         with csv_path.open(newline="", encoding="utf-8-sig") as fh:  # -sig: Excel's "CSV UTF-8" starts with a BOM
@@ -1390,7 +1393,7 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
             c_lat, c_lon = pick(("lat", "latitude")), pick(("lon", "lng", "longitude"))
             if c_file is None or c_lat is None or c_lon is None:
                 raise DataError(
-                    f"{csv_path}: header must name a file column (file/filename/path/image) and lat/latitude, "
+                    f"{where}: header must name a file column (file/filename/path/image) and lat/latitude, "
                     f"lon/longitude columns; got {shown(fieldnames)}"
                 )
             table: dict[str, tuple[float, float]] = {}
@@ -1404,23 +1407,23 @@ def _read_coords_csv(csv_path: Path) -> dict[str, tuple[float, float]]:
                 try:
                     lat, lon = float(row.get(c_lat)), float(row.get(c_lon))
                 except (TypeError, ValueError):
-                    raise DataError(f"{csv_path}:{line}: lat/lon must be numbers, got {shown(row.get(c_lat))}, "
+                    raise DataError(f"{where}:{line}: lat/lon must be numbers, got {shown(row.get(c_lat))}, "
                                     f"{shown(row.get(c_lon))}") from None
                 if not (-90 <= lat <= 90 and -180 <= lon <= 180):
-                    raise DataError(f"{csv_path}:{line}: coordinates out of range (lat {lat}, lon {lon}; degrees)")
+                    raise DataError(f"{where}:{line}: coordinates out of range (lat {lat}, lon {lon}; degrees)")
                 # in NFC, as the images' paths are looked up: a CSV typed on Linux or Windows names the
                 # files of a folder unpacked on macOS (decomposed names) and the other way round
                 key = unicodedata.normalize("NFC", str(row.get(c_file)).strip().replace("\\", "/"))
                 if key in first_line and table[key] != (lat, lon):
-                    raise DataError(f"{csv_path}:{line}: {shown(key)} is listed again with other coordinates (first on "
+                    raise DataError(f"{where}:{line}: {shown(key)} is listed again with other coordinates (first on "
                                     f"line {first_line[key]}); give each image one row, by its path relative to "
                                     f"the image folder (<class>/<file>) where two images share a file name")
                 first_line.setdefault(key, line)
                 table[key] = (lat, lon)
     except UnicodeDecodeError:
-        raise DataError(f"{csv_path}: not a UTF-8 text CSV") from None
+        raise DataError(f"{where}: not a UTF-8 text CSV") from None
     except csv.Error as exc:  # e.g. a stray quote whose field runs past the csv module's field limit
-        raise DataError(f"{csv_path}:{starts}: not a valid CSV record from this line on ({exc}); "
+        raise DataError(f"{where}:{starts}: not a valid CSV record from this line on ({exc}); "
                         f"a quote left open?") from None
     return table
 
@@ -1435,7 +1438,7 @@ def _refuse_split_first(root: Path, classes: Sequence[str] | None) -> None:
         class_names = ", ".join(sorted({c for cs in layout.values() for c in cs}))
         others = [t for t in tops if t not in layout]  # e.g. a test/ of unlabelled images
         unlabelled = f"; {', '.join(f'{t}/' for t in others)} without class folders of images" if others else ""
-        raise DataError(f"image folder {root} is laid out by split first ({split_names} each holding class folders "
+        raise DataError(f"image folder {brief(root)} is laid out by split first ({split_names} each holding class folders "
                         f"{class_names}{unlabelled}), not <class>/<images>: name the split folders to pool, e.g. splits="
                         f"{','.join(layout)} (--splits {','.join(layout)} in fol data info, data.splits = "
                         f"{list(layout)} in a scenario, splits={'+'.join(layout)} in a --data spec, "
@@ -1450,7 +1453,7 @@ def image_folder_classes(root: Path, splits: Sequence[str] | None = None) -> lis
     if splits is None:
         _refuse_split_first(root, None)
         return list(folders)
-    chosen = _chosen_splits(f"image folder {root}", root, splits, folders)
+    chosen = _chosen_splits(f"image folder {brief(root)}", root, splits, folders)
     return sorted({c for split in chosen for c in class_folders(_split_dir(folders[split]))})
 
 
@@ -1463,7 +1466,7 @@ def refuse_one_class(root: Path, classes: Sequence[str]) -> None:
     if len(classes) >= 2:
         return
     found = f"one class folder, {shown(classes[0])}" if classes else "no class folder"
-    raise DataError(f"image folder {root} has {found}; a classifier needs at least two classes "
+    raise DataError(f"image folder {brief(root)} has {found}; a classifier needs at least two classes "
                     f"(one sub-folder of images per class)")
 
 
@@ -1472,18 +1475,20 @@ def _class_folder_files(root: Path, classes: Sequence[str] | None, folders: dict
     """``(files, labels, classes)`` of ``<root>/<class>/<image>``; a folder laid out by
     split first is refused unless its split folders are named as ``classes``."""
     _refuse_split_first(root, classes)
+    folder_name = brief(root)  # as every message names it: escaped, a long path cut
+    where = f"image folder {folder_name}"
     classes = list(folders) if classes is None else [class_name(c) for c in classes]
     if not classes:
-        raise DataError(f"image folder {root} has no class sub-folders (expected {root}/<class>/<image files>)")
+        raise DataError(f"{where} has no class sub-folders (expected {folder_name}/<class>/<image files>)")
     files: list[Path] = []
     labels: list[int] = []
     for ci, cls in enumerate(classes):
         folder = folders.get(cls, root / cls)
         if not folder.is_dir():
-            raise DataError(f"image folder {root}: class folder {folder} is missing")
+            raise DataError(f"{where}: class folder {brief(folder)} is missing")
         found = _image_files(folder)
         if not found:
-            raise DataError(f"image folder {root}: class folder {folder} has no images ({', '.join(IMAGE_EXTENSIONS)})")
+            raise DataError(f"{where}: class folder {brief(folder)} has no images ({', '.join(IMAGE_EXTENSIONS)})")
         files += found
         labels += [ci] * len(found)
     return files, labels, classes
@@ -1493,23 +1498,25 @@ def _split_folder_files(root: Path, splits: Sequence[str], classes: Sequence[str
                         ) -> tuple[list[Path], list[int], list[str]]:
     """``(files, labels, classes)`` of ``<root>/<split>/<class>/<image>`` pooled over ``splits``
     (see :func:`load_image_folder`)."""
-    chosen = _chosen_splits(f"image folder {root}", root, splits, folders)
+    folder_name = brief(root)  # as every message names it: escaped, a long path cut
+    where = f"image folder {folder_name}"
+    chosen = _chosen_splits(where, root, splits, folders)
     dirs = [_split_dir(folders[split]) for split in chosen]  # each split's class folders' parent, resolved once
     for folder in dirs:
         if _holds_images(folder, directly=True):
-            raise DataError(f"image folder {root}: split folder {folder} holds images directly; "
+            raise DataError(f"{where}: split folder {brief(folder)} holds images directly; "
                             f"with splits= each split folder holds class folders (<split>/<class>/<images>)")
     found = {c for folder in dirs for c in class_folders(folder)}
     classes = sorted(found) if classes is None else [class_name(c) for c in classes]
     if not classes:
-        raise DataError(f"image folder {root}: split folder(s) {', '.join(chosen)} hold no class sub-folders "
-                        f"(expected {root}/<split>/<class>/<image files>)")
+        raise DataError(f"{where}: split folder(s) {', '.join(chosen)} hold no class sub-folders "
+                        f"(expected {folder_name}/<split>/<class>/<image files>)")
     files, labels, _, _ = _pooled_split_files(root, [folders[s].name for s in chosen], classes)
     counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=len(classes))
     for cls, n in zip(classes, counts):
         if not n:
-            where = "has no images" if cls in found else "is missing"
-            raise DataError(f"image folder {root}: class {cls!r} {where} in split(s) {', '.join(chosen)} "
+            state = "has no images" if cls in found else "is missing"
+            raise DataError(f"{where}: class {cls!r} {state} in split(s) {', '.join(chosen)} "
                             f"({', '.join(IMAGE_EXTENSIONS)})")
     return files, labels, classes
 
@@ -1519,13 +1526,14 @@ def check_image_folder_root(root: Path) -> None:
     is: a file (an archive not unpacked), or a link that points nowhere or into a loop (naming its
     target); "not found" would send the user looking for a path that is there. A path that is a
     folder, or is not there at all, passes (the caller says "not found" as it words it)."""
+    folder_name = brief(root)  # as every message names it: escaped, a long path cut
     if (dead := dead_link(root)) is not None:  # not "not found": the link is there
-        raise DataError(f"image folder {root} is {dead_link_text(root, dead)}"
+        raise DataError(f"image folder {folder_name} is {dead_link_text(root, dead)}"
                         + ("; point it at a folder of class folders or remove it" if dead == errno.ELOOP else
                            " (a folder moved, or a disk not mounted?)"))
     if root.exists() and not root.is_dir():  # an archive not unpacked, an image, a list of files
-        raise DataError(f"image folder {root} is a file, not a folder of class folders: expected "
-                        f"{root}/<class>/<image files> (an archive: unpack it and give its folder)")
+        raise DataError(f"image folder {folder_name} is a file, not a folder of class folders: expected "
+                        f"{folder_name}/<class>/<image files> (an archive: unpack it and give its folder)")
 
 
 def image_folder_files(root: Path, classes: Sequence[str] | None = None, splits: Sequence[str] | None = None
@@ -1544,8 +1552,8 @@ def check_tiff_names(root: Path, files: Sequence[Path]) -> None:
     :class:`~fol.errors.DataError` naming the first other file, from the names alone."""
     other = [f for f in files if f.suffix.lower() not in (".tif", ".tiff")]
     if other:
-        raise DataError(f"{other[0]}: not a TIFF, where bands reads the bands of TIFF files; {len(other)} of the "
-                        f"{len(files)} images of {root} are other files (read a folder of TIFFs with bands, "
+        raise DataError(f"{brief(other[0])}: not a TIFF, where bands reads the bands of TIFF files; {len(other)} of "
+                        f"the {len(files)} images of {brief(root)} are other files (read a folder of TIFFs with bands, "
                         f"or leave bands out)")
 
 
@@ -1604,20 +1612,22 @@ def load_image_folder(
     it and clipped to [0, 1] (``scale=10000`` for Sentinel-2 reflectances).
     """
     root = Path(path)
+    folder_name = brief(root)  # as every message names it: escaped, a long path cut
     label = name or root.name or "imagefolder"
+    desc = brief(label)  # the folder's name in a message or a log line, as a path is written
     bands, scale = check_band_options("imagefolder", bands, scale, coords, names=LOADER_BAND_NAMES)
     if not root.is_dir():
         check_image_folder_root(root)
         raise DataError(
-            f"image folder {root} not found: expected {root}/<class>/<image files> "
+            f"image folder {folder_name} not found: expected {folder_name}/<class>/<image files> "
             f"(e.g. under datasets/; see datasets/README.md)"
         )
     if coords not in IMAGE_FOLDER_COORDS:
         raise DataError(f"coords must be one of {', '.join(map(repr, IMAGE_FOLDER_COORDS))}, got {coords!r}")
     files, labels, classes = image_folder_files(root, classes, splits)
-    files, labels = _drop_links(label, root, files, labels)
+    files, labels = _drop_links(desc, root, files, labels)
     if splits is not None:
-        files, labels = _drop_copies(label, root, files, labels)
+        files, labels = _drop_copies(desc, root, files, labels)
     if bands is not None:  # known from the names, before any file is read
         check_tiff_names(root, files)
     if coords == "filename":
@@ -1636,20 +1646,20 @@ def load_image_folder(
             keys = [rel] if rel in table else [k for k in by_name.get(base, ()) if k == base or k.endswith("/" + rel)]
             places = {table[k] for k in keys}
             if not places:
-                raise DataError(f"{f}: no coordinates for this image in the CSV (looked up {rel!r}, {base!r} "
+                raise DataError(f"{brief(f)}: no coordinates for this image in the CSV (looked up {rel!r}, {base!r} "
                                 f"and paths ending in '/{rel}')")
             if len(places) > 1:
-                raise DataError(f"{f}: the CSV's rows {', '.join(map(repr, keys))} all name this image, with "
+                raise DataError(f"{brief(f)}: the CSV's rows {', '.join(map(repr, keys))} all name this image, with "
                                 "different coordinates; keep one")
             lat_lon[i] = places.pop()
     else:  # none, or read from each image's tags as it is decoded
         lat_lon = np.full((len(files), 2), np.nan)
     keep = _subsample(np.asarray(labels), max_per_class, seed)
     files = [files[i] for i in keep]
-    pixels, ok, places = _read_many(files, image_size, skip_corrupt, workers, desc=label,
+    pixels, ok, places = _read_many(files, image_size, skip_corrupt, workers, desc=desc,
                                     place=coords if coords in _PLACE_READERS else None, bands=bands, scale=scale)
     lat_lon = places if coords in _PLACE_READERS else lat_lon[keep]
-    _check_no_class_emptied(label, classes, np.asarray(labels)[keep], ok, files)
+    _check_no_class_emptied(desc, classes, np.asarray(labels)[keep], ok, files)
     kept = keep[ok]
     return _to_dataset(pixels, np.asarray(labels)[kept], lat_lon[ok, 0], lat_lon[ok, 1], classes, label,
                        [str(f) for f, good in zip(files, ok) if good])
@@ -1743,16 +1753,17 @@ def load_svhn(path: str | Path | None = None, splits: Iterable[str] = ("train", 
             try:
                 tvd.SVHN(str(base), split=split, download=True)
             except (RuntimeError, OSError) as exc:
-                raise DataError(f"dataset 'svhn': download of {f.name} into {base} failed ({exc})") from None
+                raise DataError(f"dataset 'svhn': download of {f.name} into {brief(base)} failed ({exc})") from None
+        where = brief(f)  # as every message names it: escaped, a long path cut
         try:
             mat = scipy.io.loadmat(str(f), variable_names=["X", "y"])
             x, y = np.asarray(mat["X"]), np.asarray(mat["y"]).astype(np.int64).reshape(-1)
         except (OSError, ValueError, KeyError, NotImplementedError, TypeError) as exc:
-            raise DataError(f"{f}: not an SVHN .mat file with X [32, 32, 3, N] and y [N, 1] ({exc})") from None
+            raise DataError(f"{where}: not an SVHN .mat file with X [32, 32, 3, N] and y [N, 1] ({exc})") from None
         if x.ndim != 4 or x.shape[2] != 3 or x.shape[3] != y.size or x.dtype != np.uint8:
-            raise DataError(f"{f}: X must be uint8 [H, W, 3, N] matching y [N], got X {x.shape} {x.dtype}, y {y.shape}")
+            raise DataError(f"{where}: X must be uint8 [H, W, 3, N] matching y [N], got X {x.shape} {x.dtype}, y {y.shape}")
         if y.size and (y.min() < 1 or y.max() > 10):
-            raise DataError(f"{f}: labels must be 1..10 (10 = digit 0), got [{y.min()}, {y.max()}]")
+            raise DataError(f"{where}: labels must be 1..10 (10 = digit 0), got [{y.min()}, {y.max()}]")
         y[y == 10] = 0
         xs.append(x.transpose(3, 2, 0, 1))  # -> [N, 3, H, W]
         ys.append(y)

@@ -76,9 +76,10 @@ def image_folder_path(path: str | Path, root: str | Path | None) -> Path:
     try:  # asked of an absolute name too: the loader's is_dir() raised OSError with the name whole
         exists = p.exists()
     except OSError as exc:  # a name the file system refuses (too long): no folder of that name exists
+        where = brief(p)  # as every message names it: escaped, a long path cut
         if exc.errno == errno.ENAMETOOLONG:
-            raise DataError(f"image folder {shown(str(p))}: not a name this file system takes ({exc.strerror})") from None
-        raise DataError(f"image folder {brief(p)}: cannot be checked ({exc.strerror})") from None
+            raise DataError(f"image folder {where}: not a name this file system takes ({exc.strerror})") from None
+        raise DataError(f"image folder {where}: cannot be checked ({exc.strerror})") from None
     if p.is_absolute() or exists:
         return p
     under = (Path(root).expanduser() if root is not None else loaders.default_data_root()) / p
@@ -175,19 +176,20 @@ def check_dataset(name: str, root: str | Path | None = None, **kw: Any) -> None:
         return
     if name == "imagefolder":
         folder = image_folder_path(kw.get("path") or "", root)
+        where = brief(folder)  # as every message names it: escaped, a long path cut
         loaders.check_image_folder_root(folder)  # a file, a link leading nowhere: said so, not "not found"
         if not folder.is_dir() or not any(folder.iterdir()):
-            raise DataError(f"image folder {folder} not found or empty: expected {folder}/<class>/<image files>")
+            raise DataError(f"image folder {where} not found or empty: expected {where}/<class>/<image files>")
         if kw.get("coords") == "csv":
             table = Path(kw.get("coords_csv") or folder / "coords.csv")
             if not table.is_file():
-                raise DataError(f"coordinates file {table} not found: coords = 'csv' needs it (columns file, lat, lon)")
+                raise DataError(f"coordinates file {brief(table)} not found: coords = 'csv' needs it (columns file, lat, lon)")
         if kw.get("bands") is not None:  # a folder of TIFFs: told from the file names, no image is read
             loaders.check_tiff_names(folder, loaders.image_folder_files(folder, splits=kw.get("splits"))[0])
         return
     folder = loaders.dataset_dir(name, root)
     if not folder.is_dir() or not any(folder.iterdir()):
-        raise DataError(f"dataset {name!r} not found: no files in {folder} (unpack it there, or set data.root / "
+        raise DataError(f"dataset {name!r} not found: no files in {brief(folder)} (unpack it there, or set data.root / "
                         f"--data-root / FOL_DATA_ROOT; see datasets/README.md)")
 
 
