@@ -967,6 +967,17 @@ def check_oem_export(n_objects: int, duration_s: float, step_s: float, field: st
     return per_object
 
 
+def _comment_name(source: str, instead: str) -> str:
+    """The name of the file ``source`` as a comment of an exported OEM gives it: its last part, or ``instead``
+    when that is not printable (a newline in it would end the COMMENT line, and the file would not read back).
+
+    >>> _comment_name("runs/leo.oem", "an OEM file"), _comment_name("runs/a\\nMETA_START.oem", "an OEM file")
+    ('leo.oem', 'an OEM file')
+    """
+    name = Path(source).name
+    return name if name.isprintable() else instead
+
+
 def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_s: float,
               step_s: float = DEFAULT_OEM_STEP_S, originator: str = "fol-swarm", frame: str = "TEME",
               fmt: str | None = None, polar_motion: PolarMotion | None = None) -> Path:
@@ -1047,8 +1058,7 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
     polar_note = "no polar motion"
     if polar_motion is not None and frame in ITRF_FRAMES:  # the horizon inside the file, before any propagation
         polar_motion.check_covers(start, duration_s, f"{frame} states")
-        name = Path(polar_motion.source).name
-        polar_note = f"polar motion and UT1 of {name if name.isprintable() else 'an IERS finals file'}"
+        polar_note = f"polar motion and UT1 of {_comment_name(polar_motion.source, 'an IERS finals file')}"
     if isinstance(satellites, Constellation):
         ids = [str(rec["OBJECT_ID"]) for rec in omm_records(satellites)]
         source = "SGP4 states of the mean elements"
@@ -1057,7 +1067,7 @@ def write_oem(path: str | Path, satellites, start: _dt.datetime | str, duration_
         for seg in satellites.segments:
             first_id.setdefault(seg.object_name, seg.object_id)
         ids = [first_id[name] for name in names]
-        source = f"re-sampled from the interpolated ephemeris of {Path(satellites.source).name}"
+        source = f"re-sampled from the interpolated ephemeris of {_comment_name(satellites.source, 'an OEM file')}"
     for key, values in (("OBJECT_NAME", names), ("OBJECT_ID", ids)):  # what the reader would refuse
         bad = next((value for value in values if not value or not value.isprintable() or value != value.strip()), None)
         if bad is not None:

@@ -737,6 +737,23 @@ def test_a_name_the_reader_would_refuse_is_refused_before_writing(tmp_path: Path
     assert not (tmp_path / "bad.oem").exists()
 
 
+def test_an_ephemeris_re_sampled_from_a_file_whose_name_holds_a_newline_reads_back(tmp_path: Path) -> None:
+    """write_oem's comment names the ephemeris it re-samples by its file's name: one holding a newline
+    ended the COMMENT line, and the exported file was refused by read_oem ("expected a 'KEY = value' line
+    or a COMMENT line"). A name that is not printable is written as "an OEM file", as an IERS file's is."""
+    import shutil
+
+    from orbits import write_oem
+
+    source = tmp_path / "a\nMETA_START.oem"
+    shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "leo_oem.oem", source)
+    eph = read_oem(source)
+    for name in ("out.oem", "out.xml"):
+        path = write_oem(tmp_path / name, eph, "2008-09-20T12:30:00Z", 600.0, 60.0)
+        assert read_oem(path).names == eph.names
+        assert "re-sampled from the interpolated ephemeris of an OEM file" in path.read_text()
+
+
 # measured: write_oem(frame="GCRF") of one satellite every 1 s over 100,000 s peaked at 2,156 MB of RSS (105 MB in
 # TEME): Skyfield's precession-nutation series held about 21 kB a time for every time at once, and an export may
 # write 500,000 states. In chunks of _ROTATION_CHUNK times: 120 MB, the same 10 s.
