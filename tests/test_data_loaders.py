@@ -69,6 +69,21 @@ def test_wildfire_archive_with_extra_top_folder(tmp_path):
     assert len(load_dataset("wildfire", root=tmp_path, image_size=8)) == 7
 
 
+def test_the_log_lines_of_a_found_top_folder_name_it_through_brief(tmp_path, caplog):
+    """'using <folder> (found inside <base>)' and 'loaded ... from <folder>' wrote the paths as they are:
+    a folder name holding a terminal escape went raw into the log, a long one whole."""
+    from swarmbase.tomlcheck import brief
+
+    base = tmp_path / ("w\x1b[2J" + "x" * 200)
+    inner = _wildfire_tree(base / ("unpacked\n" + "y" * 200))
+    with caplog.at_level(logging.INFO, logger="fol.data.loaders"):
+        assert len(loaders.load_wildfire(base, image_size=8)) == 7
+    lines = [r.getMessage() for r in caplog.records if r.name == "fol.data.loaders"]
+    assert f"using {brief(inner)} (found inside {brief(base)})" in lines, lines
+    assert any(line.startswith("loaded wildfire: 7 images from " + brief(inner)) for line in lines), lines
+    assert not any("\x1b" in line or "\n" in line or len(line) > 600 for line in lines), lines
+
+
 def test_hurricane_layout_and_env_root(tmp_path, monkeypatch):
     _hurricane_tree(tmp_path / "hurricane")
     monkeypatch.setenv("FOL_DATA_ROOT", str(tmp_path))

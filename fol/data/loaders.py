@@ -121,7 +121,7 @@ def _locate(base: Path, required: Sequence[str]) -> Path | None:
         return base
     subs = [d for d in sorted(base.iterdir()) if d.is_dir() and any((d / r).is_dir() for r in required)]
     if len(subs) == 1:
-        log.info("using %s (found inside %s)", subs[0], base)
+        log.info("using %s (found inside %s)", brief(subs[0]), brief(base))
         return subs[0]
     return None
 
