@@ -100,7 +100,9 @@ def _run_data_info(args: argparse.Namespace) -> int:
     except DataError as exc:  # an image folder's loader names the folder; the line names the argument too
         if name != "imagefolder":  # a dataset's own message names it and --data-root / FOL_DATA_ROOT
             raise
-        raise DataError(f"{brief(args.name)}: {exc}") from None  # a 5,000-character argument: cut, not written whole
+        # the argument cut shorter than a name alone: the loader's message names the folder again (two names of 200
+        # characters made a 489-character line)
+        raise DataError(f"{brief(args.name, 100, keep_end=30)}: {exc}") from None
     print(describe(ds))
     return 0
 
