@@ -34,11 +34,12 @@ Algorithm (exact to the interpolation error, no window missed by the screen):
    visibility between consecutive zeros decides which zeros are window edges.
 
 For LEO at a 60 s grid these cubics put the edges of links between
-satellites, and of station links at a 10 deg mask, within a few milliseconds
-of SGP4's (except at grazing tangencies); a station constraint curves more
-the higher its mask (a tenth of a second at 40 deg), and the error grows
-with the fourth power of the step, so a coarse grid shifts edges by tens of
-seconds and misses short windows (docs/scenario.md, ``time.step_s``). For
+satellites within about a millisecond of SGP4's, and those of station links
+at a 10 deg mask within 20 ms; a station constraint curves more the higher
+its mask (0.16 s at 40 deg), and the error grows with the fourth power of
+the step, so a coarse grid shifts edges by tens of seconds and misses short
+windows (docs/scenario.md, ``time.step_s``; ``benchmarks/contact_edges.py``
+measures it). For
 piecewise linear drone motion with its turn times on the grid the range
 constraint is exactly quadratic, so edges are exact.
 

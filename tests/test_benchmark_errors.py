@@ -30,6 +30,7 @@ def _run(script, argv, monkeypatch, name):
     ("select_fol_config", ["--merge", "{tmp}/none.json"], 2, "cannot read it as JSON"),
     ("compare_methods", ["--methods", "nope"], 2, "unknown method(s): nope"),
     ("compare_methods", ["--quick", "--methods", "local", "--json", "{tmp}"], 2, "--json"),
+    ("contact_edges", ["--total", "7", "--planes", "3"], 2, "constellation.planes: 3 planes do not divide 7 satellites"),
 ])
 def test_a_scripts_own_error_reads_like_its_argparse_errors(name, argv, code, words, tmp_path, capsys, monkeypatch,
                                                            benchmark_script) -> None:

@@ -13,7 +13,8 @@
   without the optional extras, as in a base install;
 - every ``fol`` and ``python benchmarks/...`` command of ``README.md``, and every
   ``python benchmarks/...`` command of the pages of measured results
-  (``docs/results.md``, ``evaluation.md``, ``protocol.md``, ``baselines.md``, ``scale.md``), names a
+  (``docs/results.md``, ``evaluation.md``, ``protocol.md``, ``baselines.md``, ``scale.md``,
+  ``formats.md``, ``scenario.md``), names a
   sub-command or script and options that exist (parsed, never run), and
   ``.ci/run`` runs the README's install-and-test command;
 - the README's architecture, documentation and baselines tables and its demo
@@ -1369,8 +1370,10 @@ SCALE_SCRIPTS = {"contacts_scale", "simulate_scale", "load_memory", "fol_node_ti
 @pytest.mark.parametrize("page, least, scripts", [("evaluation.md", 10, set()), ("protocol.md", 10, set()),
                                                   ("baselines.md", 10, set()), ("results.md", 100, RESULTS_SCRIPTS),
                                                   ("scale.md", 20, SCALE_SCRIPTS),
-                                                  ("formats.md", 3, {"dtn_import", "flight_files"})],
-                         ids=["evaluation.md", "protocol.md", "baselines.md", "results.md", "scale.md", "formats.md"])
+                                                  ("formats.md", 3, {"dtn_import", "flight_files"}),
+                                                  ("scenario.md", 1, {"contact_edges"})],
+                         ids=["evaluation.md", "protocol.md", "baselines.md", "results.md", "scale.md", "formats.md",
+                              "scenario.md"])
 def test_evaluation_pages_benchmark_commands_exist_with_their_flags(monkeypatch: pytest.MonkeyPatch,
                                                                     benchmark_script, page: str, least: int,
                                                                     scripts: set[str]) -> None:
