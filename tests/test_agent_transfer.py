@@ -1088,6 +1088,23 @@ def test_a_damaged_state_file_is_one_line_naming_the_field(tmp_path: Path, field
     Agent(node.config(), load_fol=False).stop()  # the state folder was released
 
 
+def test_a_state_file_without_its_node_is_one_line_naming_the_field(tmp_path: Path) -> None:
+    """A state.json without "node" (the one field with no default) stopped the agent with Python's
+    "malformed state (AgentState.__init__() missing 1 required positional argument: 'node')"."""
+    from fol.errors import ConfigError
+
+    node = Node(tmp_path, "receiver", [])
+    Agent(node.config(), load_fol=False).stop()
+    state_path = node.folder / "state" / "state.json"
+    state = json.loads(state_path.read_text())
+    state_path.write_text(json.dumps({k: v for k, v in state.items() if k != "node"}))
+    with pytest.raises(ConfigError) as refused:
+        Agent(node.config(), load_fol=False)
+    assert str(refused.value) == f"{state_path}: field 'node' is missing; expected the node's id (a string)"
+    state_path.write_text(json.dumps({k: v for k, v in state.items() if k not in ("round", "models")}))
+    Agent(node.config(), load_fol=False).stop()  # every other field has its default: not required
+
+
 def _edit_state(state: dict[str, Any], where: str, value: str) -> dict[str, Any]:
     """``state`` with the path field ``where`` (``current_model``, or ``models.file`` / ``received.file``:
     the first record's, a received record added; ``history.model`` / ``history.report``: a history entry

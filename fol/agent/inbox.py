@@ -179,12 +179,10 @@ class AgentState:
             raise ConfigError(f"{source}: not a FOL agent state file")
         if data.get("version") != STATE_VERSION:
             raise ConfigError(f"{source}: state version {shown(data.get('version'))}, this agent reads {STATE_VERSION}")
+        if "node" not in data:  # the one field without a default: the others, absent, keep theirs
+            raise ConfigError(f"{source}: field 'node' is missing; expected the node's id (a string)")
         known = set(cls.__dataclass_fields__)
-        values = {k: v for k, v in data.items() if k in known}
-        try:
-            state = cls(**values)
-        except TypeError as exc:
-            raise ConfigError(f"{source}: malformed state ({exc})") from None
+        state = cls(**{k: v for k, v in data.items() if k in known})
         if not isinstance(state.round, int) or isinstance(state.round, bool) or state.round < 1:  # true is not round 1
             raise ConfigError(f"{source}: field 'round' must be a positive integer, got {shown(state.round)}")
         for name in ("round_started", "round_age_s", "round_age_at"):
