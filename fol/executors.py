@@ -460,7 +460,8 @@ def check_ray_address(address: str | None, timeout_s: float = 5.0, join_timeout_
     hostport = _host_port(address)
     if hostport is None:
         raise ConfigError(f"run.ray_address {shown(address)}: expected 'auto' (on the cluster's head machine), "
-                          "host:port (a cluster started with ray start) or ray://host:port (Ray Client)")
+                          "'local' (a new Ray instance on this machine), host:port (a cluster started with "
+                          "ray start) or ray://host:port (Ray Client)")
     host, port = hostport
     reason = _unreachable(host, port, timeout_s)
     if reason is not None:

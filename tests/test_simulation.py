@@ -320,8 +320,12 @@ def test_a_malformed_ray_address_is_refused_by_the_check_before_any_work(tmp_pat
     in_file.write_text(LEO.replace('executor = "local"', 'ray_address = ""'))
     assert main(["simulate", str(in_file), "--out", str(out), "--check"]) == 2
     assert "run.ray_address '': expected 'auto'" in capsys.readouterr().err
-    with pytest.raises(ConfigError, match="expected 'auto'"):
+    with pytest.raises(ConfigError, match="expected 'auto'") as refused:
         RayExecutor("garbage")
+    # 'local' is taken too (docs/running-simulations.md): the refusal lists it with the others
+    assert str(refused.value) == ("run.ray_address 'garbage': expected 'auto' (on the cluster's head machine), "
+                                  "'local' (a new Ray instance on this machine), host:port (a cluster started "
+                                  "with ray start) or ray://host:port (Ray Client)")
 
 
 def test_a_ray_address_with_another_executor_is_refused_not_ignored(tmp_path: Path,
