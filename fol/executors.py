@@ -611,8 +611,8 @@ def _auth_notice_muted() -> Iterator[None]:
 
 
 class RayExecutor(Executor):
-    """Node work as Ray tasks. ``address=None`` starts a local Ray instance
-    (with ``num_cpus`` CPUs; also when ``RAY_ADDRESS`` is set or a cluster
+    """Node work as Ray tasks. ``address=None`` (or ``"local"``) starts a local Ray instance
+    (with ``num_cpus`` CPUs, listening on 127.0.0.1 only; also when ``RAY_ADDRESS`` is set or a cluster
     started with ``ray start`` runs on this machine);
     ``"auto"``, ``"host:port"`` (a cluster started with ``ray start``) or
     ``"ray://host:port"`` (Ray Client) joins an existing cluster.
@@ -654,6 +654,8 @@ class RayExecutor(Executor):
         self._owns = not ray.is_initialized()
         if self._owns:
             check_ray_address(address)
+            if address == "local":  # a new instance of this process's own: the same as none
+                address = None
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
             if address:
                 kwargs["address"] = address

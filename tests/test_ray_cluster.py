@@ -243,6 +243,36 @@ def test_a_driver_joining_a_cluster_outwaits_rays_60_s_of_reconnecting(monkeypat
     assert seen[-1] is None
 
 
+def test_ray_address_local_starts_the_same_instance_as_no_address(monkeypatch) -> None:
+    """``--ray-address local`` (accepted, docs/running-simulations.md) handed Ray ``address="local"`` alone:
+    an instance on the machine's address rather than 127.0.0.1, without ``--workers`` CPUs, the private
+    token file or the loopback guard that a run without an address gets, and with a driver's week of GCS
+    reconnecting. It now starts exactly what no address starts."""
+    import ray
+
+    import fol.executors as ex
+
+    seen: list[tuple[dict, str | None, int]] = []
+    tokens: list[int] = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_init(**kwargs):
+        seen.append((kwargs, os.environ.get("RAY_gcs_rpc_server_reconnect_timeout_s"), len(tokens)))
+        raise Stop
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", fake_init)
+    monkeypatch.setattr(ex, "_private_ray_token", lambda: tokens.append(1))
+    monkeypatch.delenv("RAY_gcs_rpc_server_reconnect_timeout_s", raising=False)
+    for address in (None, "local"):
+        with pytest.raises(Stop):
+            ex.RayExecutor(address, num_cpus=2)
+    assert seen[0][0]["_node_ip_address"] == "127.0.0.1" and seen[0][0]["num_cpus"] == 2
+    assert seen[1] == (seen[0][0], None, 2), seen
+
+
 def test_the_cluster_gets_a_private_token_and_leaves_a_callers_token_alone(tmp_path: Path, monkeypatch) -> None:
     """Ray 2.60's ``ray start`` exits when token auth is on and no token exists;
     the cluster writes its own (owner-only) token file and names it in ``env``,
