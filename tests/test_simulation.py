@@ -1128,6 +1128,25 @@ def test_resume_refuses_a_checkpoint_of_another_architecture_and_says_what_to_do
     assert main(["simulate", "--resume", str(out)]) == 0
 
 
+def test_resume_names_a_refused_pretrained_model_through_brief(tmp_path: Path) -> None:
+    """``--resume``'s refusal of a node's pretrained model wrote the file's name as it is, where every
+    other message writes it through ``brief()``: a name holding a terminal's escape character reached
+    the terminal raw."""
+    from fol.checkpoint import read_card
+    from fol.simulation.check import refused_pretrained
+    from swarmbase.tomlcheck import brief
+
+    path = tmp_path / "a\x1b[2J.safetensors"
+    path.write_bytes(b"not a model")
+    with pytest.raises(ConfigError) as refused, refused_pretrained(path, "a"):
+        read_card(path)
+    message = str(refused.value)
+    assert "\x1b" not in message and message.startswith(f"--resume: {brief(path)}: not a pretrained model this "
+                                                         "run saved (") and "\\x1b[2J" in message, message
+    assert f"{brief(path)}:" not in message.split("saved (", 1)[1], message  # the loader's prefix, taken off once
+    assert message.endswith("); move the file away to pretrain 'a' again"), message
+
+
 def _snapshot(folder: Path) -> dict[str, bytes | None]:
     """Every path under ``folder``: a file's bytes, None for a folder."""
     return {p.relative_to(folder).as_posix(): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")}

@@ -602,7 +602,7 @@ def refused_pretrained(path: Path, name: str) -> Iterator[None]:
         yield
     except CheckpointError as exc:
         reason = str(exc).removeprefix(f"{brief(path)}: ")  # the loader names the file through brief
-        raise ConfigError(f"--resume: {path}: not a pretrained model this run saved ({reason}); move the "
+        raise ConfigError(f"--resume: {brief(path)}: not a pretrained model this run saved ({reason}); move the "
                           f"file away to pretrain {name!r} again") from None
 
 
