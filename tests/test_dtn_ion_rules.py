@@ -578,3 +578,18 @@ def test_an_ion_contact_stop_of_minus_1_without_a_place_in_time_is_refused(tmp_p
     with pytest.raises(ContactError) as info:
         read_ion(path, start=parse_utc(start) if start else None)
     assert str(info.value) == f"{path}:{text.count(chr(10), 0, text.index(' -1 ')) + 1}: {says}", str(info.value)
+
+
+def test_a_range_naming_a_header_node_of_no_contact_is_read_as_the_docs_say(tmp_path: Path) -> None:
+    """docs/formats.md said any range naming a node of no contact is an error; a node the project's '# node'
+    header names is a node of the plan (its name kept, written back on export), so a range naming it was
+    read without a word. The page now says so, and both cases are pinned here."""
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "formats.md").read_text().split())
+    assert ("a range naming a node of no contact (and not named by the plan's `# node` header, which makes it a "
+            "node of the plan) is an error naming its line") in text
+    path = tmp_path / "p.ion"
+    assert _refusal(path, PAIR + "a range +0 +60 3 9 1\n") == f"{path}:3: range 3->9 names a node with no contact"
+    path.write_text("# fol-swarm contact plan\n# node 3 three node\n# node 5 five node\n# node 9 nine node\n"
+                    + PAIR + "a range +0 +60 3 9 1\n")
+    plan = read_ion(path)
+    assert plan.node_names == ["three", "five", "nine"] and plan.meta["owlt_s_per_window"] == [None]
