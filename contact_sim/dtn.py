@@ -682,11 +682,11 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             # a registration (start -1) or a hypothetical contact (start 0): no scheduled data
             _unscheduled_contact(words, where, hypothetical)
             continue
+        t0 = _ion_time(words[2], plan.start, where, reference, unread_start)  # a start that is no time named first
         if words[1] == "contact" and words[3] == "0":
             raise ContactError(f"{where}: the stop time 0 is not after the start time {shown(words[2])}; a "
                                "hypothetical contact is written with a start of 0 ('a contact 0 0 FROM TO RATE'), "
                                "as ionadmin reads it")
-        t0 = _ion_time(words[2], plan.start, where, reference, unread_start)
         if words[1] == "contact" and words[3] == "-1":  # ionadmin's 'until its latest time' (not in a range line)
             ion_end = f"the stop time -1 (ionadmin's latest time, {utc_text(ION_MAX_POSIX_TIME)})"
             t1 = _offset(ION_MAX_POSIX_TIME, plan.start, f"{where}: {ion_end}", f"{where}: {ion_end}", unread_start,

@@ -593,3 +593,18 @@ def test_a_range_naming_a_header_node_of_no_contact_is_read_as_the_docs_say(tmp_
                     + PAIR + "a range +0 +60 3 9 1\n")
     plan = read_ion(path)
     assert plan.node_names == ["three", "five", "nine"] and plan.meta["owlt_s_per_window"] == [None]
+
+
+@pytest.mark.parametrize("start, says", [
+    ("soon", "expected +SECONDS or yyyy/mm/dd-hh:mm:ss, got 'soon'"),
+    ("\u0660", "expected +SECONDS or yyyy/mm/dd-hh:mm:ss, got '\u0660'"),
+    ("+1e3", "expected a relative time +SECONDS of 0..1e+10 (whole seconds in ASCII digits), got '+1e3'"),
+])
+def test_a_stop_of_0_after_a_start_that_is_no_time_names_the_start(tmp_path: Path, start: str, says: str) -> None:
+    """aceb522 refused 'a contact START 0 ...' before START was read, so a start that is no time ('soon', an
+    Arabic-Indic zero) was called "the start time" that the stop 0 is not after. The start is read first now,
+    and the refusal names what is wrong with it. Failed before (each said 'the stop time 0 is not after ...')."""
+    path = tmp_path / "p.ion"
+    assert _refusal(path, PAIR + f"a contact {start} 0 3 7 100\n") == f"{path}:3: {says}"
+    assert _refusal(path, PAIR + "a contact +10 0 3 7 100\n").startswith(
+        f"{path}:3: the stop time 0 is not after the start time '+10'; ")
