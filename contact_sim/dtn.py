@@ -1051,7 +1051,8 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
     default: its epoch is the moment it loads the plan), or Unix times when every ``startTime`` is
     after 2000-01-01 (HDTN's ``--use-unix-timestamp``), which need ``start`` to be converted. The records are
     read in one pass, each checked whole where it is read (the first record's kind of time is every record's),
-    so the first problem in file order is the one refused.
+    so the first such problem in file order is the one refused; overlaps of one direction are found once
+    every record is read (:func:`ion_to_plan`), after any malformed record.
 
     >>> plan = parse_hdtn('{"contacts": [{"contact": 0, "source": 1, "dest": 2, "startTime": 0, '
     ...                   '"endTime": 60, "rateBitsPerSec": 8000, "owlt": 1}]}')

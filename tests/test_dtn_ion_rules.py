@@ -608,3 +608,17 @@ def test_a_stop_of_0_after_a_start_that_is_no_time_names_the_start(tmp_path: Pat
     assert _refusal(path, PAIR + f"a contact {start} 0 3 7 100\n") == f"{path}:3: {says}"
     assert _refusal(path, PAIR + "a contact +10 0 3 7 100\n").startswith(
         f"{path}:3: the stop time 0 is not after the start time '+10'; ")
+
+
+def test_an_hdtn_overlap_is_found_after_every_record_is_read_as_the_docs_say(tmp_path: Path) -> None:
+    """2e5be32's docs said the HDTN import names "the first problem in file order"; an overlap of one direction
+    is found once every record is read, so a malformed record after it is named first. The page says so now."""
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "formats.md").read_text().split())
+    assert ("overlaps of one direction are checked once every record is read, so a malformed record anywhere is "
+            "named before them") in text
+    path = tmp_path / "p.json"
+    overlapping = [_record(0, 60), _record(30, 90)]
+    assert _refusal(path, json.dumps({"contacts": overlapping + [_record(0, 60, 3, 4, rate="fast")]}), read_hdtn) == (
+        f"{path}: contacts[2]: rateBitsPerSec: expected a non-negative integer, got 'fast'")
+    assert _refusal(path, json.dumps({"contacts": overlapping + [_record(0, 60, 3, 4)]}), read_hdtn).startswith(
+        f"{path}: contacts[1]: contact 1->2 +30 +90 overlaps the contact +0 +60 at {path}: contacts[0]")
