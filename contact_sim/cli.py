@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from orbits import OMM_FORMATS, OrbitError
 from orbits.oem import DEFAULT_OEM_STEP_S, EXPORT_FRAMES, MAX_OEM_POINTS, MIN_OEM_STEP_S, OEM_FORMATS
-from swarmbase.cli import path_argument, printable, run_command
+from swarmbase.cli import ArgumentParser, path_argument, printable, run_command
 from swarmbase.fileio import check_output_dir, check_output_file, staged_outputs
 from swarmbase.manifest import EarlierOutputs, OutputManifest
 from swarmbase.tomlcheck import brief
@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = argparse.ArgumentParser(prog="contact_sim")
+    parser = ArgumentParser(prog="contact_sim")
     sub = parser.add_subparsers(dest="command", required=True)
     add_contacts_parser(sub)
     args = parser.parse_args(argv)

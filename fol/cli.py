@@ -21,7 +21,7 @@ import re
 import sys
 from typing import Callable, Sequence
 
-from swarmbase.cli import os_failure_line, printable, run_command
+from swarmbase.cli import ArgumentParser, os_failure_line, printable, run_command
 
 __all__ = ["main", "build_parser"]
 
@@ -45,7 +45,7 @@ def _registrars() -> list[Callable[[argparse._SubParsersAction], None]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="fol",
         description="Peer-to-peer one-shot personalization (Federated Oriented Learning) for satellite and drone swarms.",
     )

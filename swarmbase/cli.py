@@ -15,13 +15,47 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import PurePath
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
-from swarmbase.tomlcheck import brief, printable
+from swarmbase.tomlcheck import BRIEF_CHARS, brief, printable
 
-__all__ = ["run_command", "printable", "utf8_text", "recorded_path", "os_failure_line", "path_argument"]
+__all__ = ["run_command", "printable", "utf8_text", "recorded_path", "os_failure_line", "path_argument",
+           "ArgumentParser"]
+
+#: A piece of argparse's usage error that may be the user's text: a value it quotes (``'...'`` or ``"..."``, as
+#: repr writes it), or a run of characters without a space (an argument ``unrecognized arguments:`` lists).
+_TYPED_PIECE = re.compile(r"""'[^']*'|"[^"]*"|\S+""")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """The parser of every command-line entry point (``fol``, ``python -m contact_sim.cli``; a sub-command's
+    parser is of its parent's class): argparse's usage error, which writes what the user typed as it is
+    (``invalid int value: '999...'``, ``unrecognized arguments: ...``), is one line of bounded length, each
+    character that is not printable escaped (:func:`printable`: a newline or a terminal escape of an argument
+    broke the line or rewrote the terminal) and each value longer than a name may be cut (:func:`brief`:
+    a 5,000-character argument made a 5 kB line).
+
+    >>> line = usage_line("argument --epochs: invalid int value: '" + "9" * 5000 + "'")
+    >>> len(line), line[:50]
+    (238, "argument --epochs: invalid int value: '99999999999")
+    >>> usage_line("unrecognized arguments: a\\nb\\x1b[2J")
+    'unrecognized arguments: a\\\\nb\\\\x1b[2J'
+    """
+
+    def error(self, message: str) -> NoReturn:
+        super().error(usage_line(message))
+
+
+def usage_line(message: str) -> str:
+    """argparse's usage error ``message`` as :class:`ArgumentParser` writes it."""
+    def cut(match: re.Match[str]) -> str:
+        piece = match.group()
+        return piece if len(piece) <= BRIEF_CHARS else brief(piece.strip("'\""))
+
+    return _TYPED_PIECE.sub(cut, printable(message))
 
 
 def path_argument(text: str) -> str:

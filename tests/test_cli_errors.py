@@ -1024,3 +1024,37 @@ def test_contacts_export_refused_names_the_output_not_the_staging_folder(tmp_pat
     new = tmp_path / "new" / "o"  # folders the run made for the set it did not write are removed again (they were left)
     assert main(["contacts", str(scenario), "--ion", "--no-plot", "--out", str(new)]) == 2
     assert not (tmp_path / "new").exists()
+
+
+_CONTACTS = ["contacts", "s.toml"]
+
+
+@pytest.mark.parametrize("entry, argv, says", [
+    ("fol", ["pretrain", "--data", DATA, "--out", "m.safetensors", "--epochs", "9" * 5000],
+     "argument --epochs: invalid int value: '999"),
+    ("fol", ["demo", "--executor", "x" * 5000], "argument --executor: invalid choice: 'xxx"),
+    ("fol", ["simulate", "--workers", "9" * 5000], "argument --workers: expected a whole number >= 1, got '999"),
+    ("fol", ["keys", "list", "--store", "s", "a\nb\x1b[2J"], r"unrecognized arguments: a\nb\x1b[2J"),
+    ("fol", ["keys", "list", "--store", "s", "y" * 5000], "unrecognized arguments: 'yyy"),
+    ("contact_sim", [*_CONTACTS, "--workers", "9" * 5000], "argument --workers: invalid int value: '999"),
+    ("contact_sim", [*_CONTACTS, "--orbits-format", "x" * 5000], "argument --orbits-format: invalid choice: 'xxx"),
+    ("contact_sim", [*_CONTACTS, "a\nb\x1b[2J"], r"unrecognized arguments: a\nb\x1b[2J"),
+], ids=["int", "choice", "workers", "escape", "unrecognized", "contacts-int", "contacts-choice", "contacts-escape"])
+def test_an_argparse_refusal_of_a_long_or_unprintable_argument_is_one_short_line(
+        entry: str, argv: list[str], says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse's usage error wrote what was typed as it is: a 5,000-character value made a 5 kB line, an
+    unrecognized argument holding a newline or a terminal escape split the line or rewrote the terminal.
+    Each is now one line of bounded length (swarmbase.cli.ArgumentParser), the value cut (brief) and escaped
+    (printable), exit 2, nothing written; the standalone contact_sim's parser too."""
+    import contact_sim.cli
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        (main if entry == "fol" else contact_sim.cli.main)(argv)
+    err = capsys.readouterr().err
+    line = err.splitlines()[-1]
+    assert exit_.value.code == 2 and "Traceback" not in err, err[:300]
+    assert line.startswith(f"{entry}") and says in line and len(line) < 400, line[:300]
+    assert "\x1b" not in err and "y" * 300 not in err and "9" * 300 not in err
+    assert not any(tmp_path.iterdir())
