@@ -13,7 +13,7 @@ from typing import Callable
 
 from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED, check_band_options, is_seed
 from swarmbase.cli import path_argument
-from swarmbase.tomlcheck import brief
+from swarmbase.tomlcheck import brief, shown
 
 log = logging.getLogger(__name__)
 
@@ -162,13 +162,13 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         except ConfigError as exc:  # FOLConfig's message names the field (fol.pretrain_lr ...): said of the flag
             raise ConfigError(f"{flag}: {str(exc).removeprefix(f'fol.{field} ')}") from None
     if fol_cfg.pretrain_epochs < 1:  # a [fol] table may hold 0; fol pretrain would write an untrained model
-        where = "--epochs" if args.epochs is not None else f"{args.config}: fol.pretrain_epochs"
+        where = "--epochs" if args.epochs is not None else f"{brief(args.config)}: fol.pretrain_epochs"
         raise ConfigError(f"{where}: expected >= 1 (pretraining with 0 epochs gives an untrained model), "
                           f"got {fol_cfg.pretrain_epochs}")
     if args.arch not in architectures():
-        raise ConfigError(f"--arch: unknown architecture {args.arch!r}; expected one of {', '.join(architectures())}")
+        raise ConfigError(f"--arch: unknown architecture {shown(args.arch)}; expected one of {', '.join(architectures())}")
     if args.init_seed is not None and not is_seed(args.init_seed):
-        raise ConfigError(f"--init-seed: expected an integer in 0..{MAX_SEED}, got {args.init_seed}")
+        raise ConfigError(f"--init-seed: expected an integer in 0..{MAX_SEED}, got {shown(args.init_seed)}")
     if args.threads is not None:  # the simulation's bound for run.threads: beyond it threads only slow a run
         import os
 
@@ -176,7 +176,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
 
         if not 1 <= args.threads <= max_local_parallelism():
             raise ConfigError(f"--threads: expected 1..{max_local_parallelism()} on this machine of "
-                              f"{os.cpu_count() or 1} core(s) ({MAX_PER_CORE} per core), got {args.threads}")
+                              f"{os.cpu_count() or 1} core(s) ({MAX_PER_CORE} per core), got {shown(args.threads)}")
     check_output_file(args.out, ConfigError, "--out")
     # node K of seed S trained as fol simulate's node K, its card recording the split rule (the one way)
     with torch_threads(args.threads):
@@ -185,7 +185,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     try:  # check_output_file accepted a name in folders that do not exist yet: make them
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"--out {args.out}: its folder cannot be created ({exc.strerror})") from None
+        raise ConfigError(f"--out {brief(args.out)}: its folder cannot be created ({exc.strerror})") from None
     save_model(Path(args.out), done.model, done.card)
     node, extra = done.data, done.card.extra
     print(

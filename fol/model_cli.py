@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from swarmbase.cli import path_argument, recorded_path
+from swarmbase.tomlcheck import brief, shown
 
 
 def add_model_parser(sub: argparse._SubParsersAction) -> None:
@@ -135,9 +136,9 @@ def _arch_options(args: argparse.Namespace, limits: dict[str, tuple[int, int]]) 
         try:
             values = [int(p.strip()) for p in parts]
         except ValueError:
-            raise ConfigError(f"--{name} {text}: expected {expected}") from None
+            raise ConfigError(f"--{name} {brief(text)}: expected {expected}") from None
         if not all(least <= v <= largest for v in values) or len(values) > entries:
-            raise ConfigError(f"--{name} {text}: expected {expected}")
+            raise ConfigError(f"--{name} {brief(text)}: expected {expected}")
         options[name] = values if many else values[0]
     return options
 
@@ -153,16 +154,16 @@ def run_model_import(args: argparse.Namespace) -> int:
     recorded_path(args.weights, "", ConfigError, "the model card records it as UTF-8 text (imported_from)",
                   name_only=True)
     if args.arch not in architectures():
-        raise ConfigError(f"--arch: unknown architecture {args.arch!r}; expected one of {', '.join(architectures())}")
+        raise ConfigError(f"--arch: unknown architecture {shown(args.arch)}; expected one of {', '.join(architectures())}")
     for option, name in (("--input-size", "input_size"), ("--in-channels", "in_channels")):
         value = getattr(args, name)
         if not 1 <= value <= SPEC_LIMITS[name]:
-            raise ConfigError(f"{option}: expected 1..{SPEC_LIMITS[name]} (the loader's limit), got {value}")
+            raise ConfigError(f"{option}: expected 1..{SPEC_LIMITS[name]} (the loader's limit), got {shown(value)}")
     classes = [c.strip() for c in args.classes.split(",")]
     if len(classes) > SPEC_LIMITS["num_classes"]:
         raise ConfigError(f"--classes: {len(classes)} names, over the loader's limit of {SPEC_LIMITS['num_classes']}")
     if "" in classes:
-        raise ConfigError(f"--classes {args.classes}: expected non-empty names separated by commas")
+        raise ConfigError(f"--classes {brief(args.classes)}: expected non-empty names separated by commas")
     options = _arch_options(args, SPEC_LIMITS["options"])
     for name in options:
         if name not in arch_options(args.arch):
@@ -175,16 +176,16 @@ def run_model_import(args: argparse.Namespace) -> int:
                          extra={"imported_from": Path(args.weights).name,
                                 SPLIT_SEED_KEY: SPLIT_RULE})  # a new model: its node's data splits by the current rule
     except ConfigError as exc:
-        raise ConfigError(f"--classes {args.classes}: {exc}") from None
+        raise ConfigError(f"--classes {brief(args.classes)}: {exc}") from None
     out = check_output_file(args.out, ConfigError, "--out")
     weights = Path(args.weights)
     if out.exists() and weights.exists() and os.path.samefile(out, weights):
-        raise ConfigError(f"--out {args.out}: is the weights file itself; expected another file name "
+        raise ConfigError(f"--out {brief(args.out)}: is the weights file itself; expected another file name "
                           f"(the state dict would be replaced)")
     try:  # check_output_file accepted a name in folders that do not exist yet: make them
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"--out {args.out}: its folder cannot be created ({exc.strerror})") from None
+        raise ConfigError(f"--out {brief(args.out)}: its folder cannot be created ({exc.strerror})") from None
     loaded = import_state_dict(weights, out, card, note=lambda line: print(f"note: {line}", flush=True))
     arch = spec.arch + (f" ({', '.join(f'{k}={v}' for k, v in options.items())})" if options else "")
     print(f"{args.weights} -> {args.out}: {arch}, {len(classes)} classes, "

@@ -1058,3 +1058,18 @@ def test_an_argparse_refusal_of_a_long_or_unprintable_argument_is_one_short_line
     assert line.startswith(f"{entry}") and says in line and len(line) < 400, line[:300]
     assert "\x1b" not in err and "y" * 300 not in err and "9" * 300 not in err
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("flag, value, says", [
+    ("--arch", "x" * 5000, "--arch: unknown architecture 'xxx"),
+    ("--init-seed", "1" * 4000, "--init-seed: expected an integer in 0..4294967295, got 11111111111111111111... (4,000 digits)"),
+    ("--threads", "1" * 4000, "got 11111111111111111111... (4,000 digits)"),
+])
+def test_pretrain_refusal_of_a_long_value_shows_it_cut(flag: str, value: str, says: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """fol pretrain wrote a 5,000-character --arch (repr) and a 4,000-digit --init-seed or --threads whole:
+    a 5 kB or 4 kB error line. The value is now shown as a scenario's refusal shows it (tomlcheck.shown)."""
+    assert main(["pretrain", "--data", DATA, flag, value, "--out", str(tmp_path / "m.safetensors")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and len(err) < 400 and says in err, err[:300]
+    assert not any(tmp_path.iterdir())

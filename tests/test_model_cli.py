@@ -292,3 +292,27 @@ def test_info_escapes_control_characters_of_a_peers_card(tmp_path: Path, capsys:
     assert lines[4] == "  producer   node\\x1b[2J\\n  file       forged, round 0"
     assert main(["model", "info", "--json", str(path)]) == 0  # JSON keeps the text as it is
     assert json.loads(capsys.readouterr().out)["producer"] == "node\x1b[2J\n  file       forged"
+
+
+@pytest.mark.parametrize("flag, value, says", [
+    ("--arch", "x" * 5000, "--arch: unknown architecture 'xxx"),
+    ("--classes", "x" * 5000, "--classes 'xxx"),
+    ("--classes", "a," * 3000, "--classes 'a,a,"),
+    ("--input-size", "1" * 4000, "--input-size: expected 1..4096 (the loader's limit), got 1111"),
+    ("--in-channels", "1" * 4000, "--in-channels: expected 1..64 (the loader's limit), got 1111"),
+    ("--widths", "x" * 5000, "--widths 'xxx"),
+    ("--hidden", "x" * 5000, "--hidden 'xxx"),
+    ("--blocks", "x" * 5000, "--blocks 'xxx"),
+])
+def test_import_refusal_of_a_long_value_shows_it_cut(flag: str, value: str, says: str, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """fol model import wrote the refused value whole: a 5,000-character --arch, --classes, --widths,
+    --hidden or --blocks, or a 4,000-digit --input-size or --in-channels, made a 4-5 kB error line. It is
+    now cut (brief) or shown by its first digits (shown), before the weights are read."""
+    args = {"--arch": "cnn-small", "--classes": "a,b", flag: value}
+    argv = ["model", "import", str(tmp_path / "w.safetensors"), *[x for kv in args.items() for x in kv],
+            "--out", str(tmp_path / "m.safetensors")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and len(err) < 400 and says in err, err[:300]
+    assert not any(tmp_path.iterdir())
