@@ -675,3 +675,21 @@ def test_a_revocation_and_a_new_trust_store_are_made_durable(tmp_path: Path, mon
     monkeypatch.setattr(os, "unlink", lambda *a, **k: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
     with pytest.raises(ConfigError, match=r"drone-1.key: cannot remove the trusted key \(Permission denied\)"):
         revoke_key(store, "drone-1")
+
+
+@pytest.mark.parametrize("argv", [
+    lambda t: ["keys", "trust", str(t / ("k" * 5000)), "--store", str(t / "trusted")],
+    lambda t: ["keys", "trust", str(t / "peer" / "drone-2.key"), "--store", str(t / ("s" * 5000))],
+    lambda t: ["keys", "trust", str(t / "peer" / "drone-2.key"), "--store", str(t / "f" / ("s" * 5000))],
+], ids=["key", "store", "store-under-a-file"])
+def test_keys_refusal_of_a_long_path_is_one_short_line(argv, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """fol keys trust wrote a 5,000-character key file or --store folder whole in its refusal (a 5 kB line);
+    it is cut (brief), as every other keys refusal names a path."""
+    from fol.cli import main
+
+    generate_keypair(tmp_path / "peer", "drone-2")
+    (tmp_path / "f").write_text("a file")
+    assert main(argv(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and len(err) < 600 and "s" * 300 not in err and "k" * 300 not in err, err[:300]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f", "peer"]

@@ -92,7 +92,7 @@ def generate_keypair(folder: str | os.PathLike[str], name: str, overwrite: bool 
     folder = Path(folder)
     public, secret = folder / f"{name}{PUBLIC_SUFFIX}", folder / f"{name}{SECRET_SUFFIX}"
     if not overwrite and (public.exists() or secret.exists()):
-        raise ConfigError(f"{secret if secret.exists() else public}: key file already exists (pass --force to replace it)")
+        raise ConfigError(f"{brief(secret if secret.exists() else public)}: key file already exists (pass --force to replace it)")
     public_key, secret_key = zmq.curve_keypair()
     old_umask = os.umask(0o077)
     try:
@@ -103,7 +103,7 @@ def generate_keypair(folder: str | os.PathLike[str], name: str, overwrite: bool 
             os.chmod(stage / secret.name, 0o600)
             os.chmod(stage / public.name, 0o644)
     except OSError as exc:
-        raise ConfigError(f"{folder}: cannot write the key pair there ({_folder_failure(exc)})") from None
+        raise ConfigError(f"{brief(folder)}: cannot write the key pair there ({_folder_failure(exc)})") from None
     finally:
         os.umask(old_umask)
     return public, secret
@@ -144,7 +144,7 @@ def load_keypair(path: str | os.PathLike[str]) -> KeyPair:
     """The key pair in a ``.key_secret`` certificate file."""
     public, secret = _read_certificate(path, "key")
     if secret is None:
-        raise ConfigError(f"{path}: holds no secret key; expected the node's <name>{SECRET_SUFFIX} file")
+        raise ConfigError(f"{brief(path)}: holds no secret key; expected the node's <name>{SECRET_SUFFIX} file")
     mode = os.stat(path).st_mode & 0o777
     if mode & 0o077:
         log.warning("%s: the secret key is readable by other users (mode %o); 'chmod 600 %s' as "
@@ -181,22 +181,22 @@ def trust_key(trust_dir: str | os.PathLike[str], key_file: str | os.PathLike[str
     try:
         check_name(peer, "peer id")
     except ProtocolError as exc:
-        raise ConfigError(f"{src}: {exc}") from None
+        raise ConfigError(f"{brief(src)}: {exc}") from None
     public = _public_key_file(src)  # the file: 'fol keys trust' takes a key file, never a key typed
     store = Path(trust_dir)
     try:
         make_dirs(store)
     except OSError as exc:
-        raise ConfigError(f"{store}: cannot be used as a trust store folder ({_folder_failure(exc)})") from None
+        raise ConfigError(f"{brief(store)}: cannot be used as a trust store folder ({_folder_failure(exc)})") from None
     existing = TrustStore(store).reload()
     if public in existing and existing[public] != peer:
-        raise ConfigError(f"{src}: this key is already trusted as {existing[public]!r}")
+        raise ConfigError(f"{brief(src)}: this key is already trusted as {existing[public]!r}")
     target = store / f"{peer}{PUBLIC_SUFFIX}"
     try:  # crash-safe: the old key file or the whole new one, never a torn one
         atomic_write_text(target, "#   ZeroMQ CURVE public key of a trusted FOL peer\n"
                           f"metadata\n    node = {peer}\ncurve\n    public-key = \"{public.decode()}\"\n")
     except OSError as exc:
-        raise ConfigError(f"{target}: cannot write the trusted key ({exc.strerror or exc})") from None
+        raise ConfigError(f"{brief(target)}: cannot write the trusted key ({exc.strerror or exc})") from None
     log.info("trusted %s (%s) in %s", peer, public.decode(), store)
     return target
 
@@ -209,15 +209,15 @@ def revoke_key(trust_dir: str | os.PathLike[str], peer: str) -> Path:
         raise ConfigError(str(exc)) from None
     store = Path(trust_dir)
     if not store.is_dir():
-        raise ConfigError(f"{store}: trust store folder "
+        raise ConfigError(f"{brief(store)}: trust store folder "
                           f"{'exists and is not a folder' if store.exists() else 'does not exist'}")
     target = store / f"{peer}{PUBLIC_SUFFIX}"
     if not target.is_file():
-        raise ConfigError(f"{target}: no trusted key for peer {peer!r}")
+        raise ConfigError(f"{brief(target)}: no trusted key for peer {peer!r}")
     try:  # its folder fsynced: a revocation survives a power cut
         remove_path(target)
     except OSError as exc:
-        raise ConfigError(f"{target}: cannot remove the trusted key ({exc.strerror or exc})") from None
+        raise ConfigError(f"{brief(target)}: cannot remove the trusted key ({exc.strerror or exc})") from None
     return target
 
 
@@ -279,9 +279,9 @@ class TrustStore:
     def reload(self) -> dict[bytes, str]:
         """Read every ``*.key`` file; a malformed one is a :class:`ConfigError`."""
         if self.folder.exists() and not self.folder.is_dir():
-            raise ConfigError(f"{self.folder}: trust store folder exists and is not a folder")
+            raise ConfigError(f"{brief(self.folder)}: trust store folder exists and is not a folder")
         if not self.folder.is_dir():
-            raise ConfigError(f"{self.folder}: trust store folder does not exist (create it with 'fol keys trust')")
+            raise ConfigError(f"{brief(self.folder)}: trust store folder does not exist (create it with 'fol keys trust')")
         signature = self._current_signature()
         peers: dict[bytes, str] = {}
         for path in sorted(self.folder.glob(f"*{PUBLIC_SUFFIX}")):
@@ -289,7 +289,7 @@ class TrustStore:
             try:
                 check_name(peer, "peer id")
             except ProtocolError as exc:
-                raise ConfigError(f"{path}: {exc}") from None
+                raise ConfigError(f"{brief(path)}: {exc}") from None
             peers[_public_key_file(path)] = peer
         self.peers = peers
         self._signature = signature
