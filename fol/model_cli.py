@@ -9,6 +9,7 @@ of the safe format (:func:`fol.checkpoint.import_state_dict`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -172,11 +173,15 @@ def run_model_import(args: argparse.Namespace) -> int:
     try:
         spec = ModelSpec(args.arch, num_classes=len(classes), in_channels=args.in_channels,
                          input_size=args.input_size, options=options)
-        card = ModelCard(spec=spec, class_names=classes, producer=args.producer, round=0,
+        card = ModelCard(spec=spec, class_names=classes, round=0,
                          extra={"imported_from": Path(args.weights).name,
                                 SPLIT_SEED_KEY: SPLIT_RULE})  # a new model: its node's data splits by the current rule
     except ConfigError as exc:
         raise ConfigError(f"--classes {brief(args.classes)}: {exc}") from None
+    try:  # the card's check of the producer, said of the flag that gave it
+        card = dataclasses.replace(card, producer=args.producer)
+    except ConfigError as exc:
+        raise ConfigError(f"--producer: {exc}") from None
     out = check_output_file(args.out, ConfigError, "--out")
     weights = Path(args.weights)
     if out.exists() and weights.exists() and os.path.samefile(out, weights):

@@ -316,3 +316,18 @@ def test_import_refusal_of_a_long_value_shows_it_cut(flag: str, value: str, says
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and len(err) < 400 and says in err, err[:300]
     assert not any(tmp_path.iterdir())
+
+
+def test_import_refusal_of_the_producer_names_producer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A --producer of bytes that are not UTF-8 was refused as '--classes a,b: model card field 'producer'
+    ...': the line named the wrong flag."""
+    save_file(build_model(SPEC, seed=1).state_dict(), str(tmp_path / "w.safetensors"))
+    argv = ["model", "import", str(tmp_path / "w.safetensors"), "--arch", "cnn-small", "--classes", "a,b",
+            "--producer", "lab\udcff", "--out", str(tmp_path / "m.safetensors")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fol model: error: --producer: model card field 'producer' is 'lab\\udcff', not valid "
+                          "UTF-8 text") and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "m.safetensors").exists()
+    assert main([*argv[:-4], "--producer", "lab", *argv[-2:]]) == 0  # the card takes a UTF-8 producer
+    assert load_model(tmp_path / "m.safetensors").card.producer == "lab"
