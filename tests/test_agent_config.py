@@ -693,3 +693,19 @@ def test_keys_refusal_of_a_long_path_is_one_short_line(argv, tmp_path: Path, cap
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and len(err) < 600 and "s" * 300 not in err and "k" * 300 not in err, err[:300]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f", "peer"]
+
+
+@pytest.mark.parametrize("name", ["", "a/b"])
+def test_keys_trust_refuses_an_empty_or_invalid_name_naming_the_flag(name: str, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty --name (an unset shell variable in --name "$PEER") was taken as the name left out: the key
+    was trusted under its file's name, exit 0. It is refused as any invalid peer id, naming --name."""
+    from fol.cli import main
+
+    generate_keypair(tmp_path / "peer", "drone-2")
+    argv = ["keys", "trust", str(tmp_path / "peer" / "drone-2.key"), "--store", str(tmp_path / "trusted")]
+    assert main([*argv, "--name", name]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fol keys: error: --name: peer id '{name}' is invalid") and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "trusted").exists()
+    assert main(argv) == 0 and (tmp_path / "trusted" / "drone-2.key").is_file()  # no --name: the file's name

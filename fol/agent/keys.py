@@ -177,11 +177,12 @@ def trust_key(trust_dir: str | os.PathLike[str], key_file: str | os.PathLike[str
     stored, even if a secret certificate was given by mistake.
     """
     src = Path(key_file)
-    peer = name or src.name.removesuffix(SECRET_SUFFIX).removesuffix(PUBLIC_SUFFIX)
+    # an empty name (--name "$UNSET") is refused, not taken as the name left out
+    peer = src.name.removesuffix(SECRET_SUFFIX).removesuffix(PUBLIC_SUFFIX) if name is None else name
     try:
         check_name(peer, "peer id")
     except ProtocolError as exc:
-        raise ConfigError(f"{brief(src)}: {exc}") from None
+        raise ConfigError(f"{brief(src)}: {exc}" if name is None else f"--name: {exc}") from None
     public = _public_key_file(src)  # the file: 'fol keys trust' takes a key file, never a key typed
     store = Path(trust_dir)
     try:
