@@ -627,6 +627,28 @@ def test_ctl_refuses_a_peer_id_its_command_would_ignore(tmp_path: Path, capsys) 
                    "got 'drone-2'"]
 
 
+
+@pytest.mark.parametrize("peer", [" ", "x" * 5000, "a\nb", "bad\udcff"])
+def test_ctl_send_refuses_an_invalid_peer_id_before_asking_the_agent(peer: str, tmp_path: Path, capsys) -> None:
+    """'fol agent ctl node.toml send " "' (or a peer id of 5,000 characters, a newline, bytes that are not
+    UTF-8) was sent to the agent, then waited for: 'did not answer within ...' when none runs. It is refused
+    at once, in one line, by the rule every configured peer id follows (protocol.check_name)."""
+    import time
+
+    from fol.cli import main
+
+    (tmp_path / "node.toml").write_text(toml_text(_base(tmp_path)))
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "agent.json").write_text(json.dumps({"control": "tcp://127.0.0.1:1", "pid": 1}))
+    generate_keypair(tmp_path / "keys", "drone-1")
+    t0 = time.monotonic()
+    assert main(["agent", "ctl", str(tmp_path / "node.toml"), "send", peer, "--timeout", "5"]) == 2
+    assert time.monotonic() - t0 < 2
+    err = capsys.readouterr().err
+    assert err.startswith("fol agent: error: fol agent ctl NODE send PEER: peer id ") and "is invalid" in err, err
+    assert len(err.splitlines()) == 1 and len(err) < 300, err
+
+
 def test_keys_gen_force_on_a_full_disk_keeps_the_old_pair_whole(tmp_path: Path) -> None:
     """``fol keys gen --force`` wrote each key file in place (pyzmq's ``create_certificates``: truncate, then
     write, no fsync): a disk that filled part-way (or a power cut) left a torn key file, and could leave a new

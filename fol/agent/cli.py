@@ -105,6 +105,7 @@ def _exit_now(status: int) -> None:
 def _run_ctl(args: argparse.Namespace) -> int:
     from fol.agent.config import AgentConfig
     from fol.agent.node import control_request
+    from fol.agent.protocol import ProtocolError, check_name
     from fol.errors import ConfigError
     from swarmbase.tomlcheck import shown
 
@@ -112,7 +113,10 @@ def _run_ctl(args: argparse.Namespace) -> int:
     if args.action == "send":
         if not args.peer:
             raise ConfigError("fol agent ctl NODE send PEER: the peer id is missing")
-        extra["peer"] = args.peer
+        try:  # by the rule of every configured peer id: one no agent can know is not sent, then waited for
+            extra["peer"] = check_name(args.peer, "peer id")
+        except ProtocolError as exc:
+            raise ConfigError(f"fol agent ctl NODE send PEER: {exc}") from None
     elif args.peer is not None:  # it would be ignored: a mistyped command line
         raise ConfigError(f"fol agent ctl NODE {args.action}: takes no peer id (only 'send PEER' does), "
                           f"got {shown(args.peer)}")
