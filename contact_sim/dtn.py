@@ -30,7 +30,8 @@ rounded, or whose rate rounds down to 0 (which the import, as ``ionadmin``, read
 out. A rate either
 tool cannot hold (ION: above 2**32 - 1 bytes/s, ``ionadmin``'s 32-bit rate;
 HDTN: above 2**64 - 1 bits/s), a rate that is not a finite number >= 0, a window starting before the
-plan start or never ending, or a time HDTN cannot (after 2**31 - 1 s), is refused, naming the
+plan start or never ending, a time ION cannot name (after :data:`ION_MAX_POSIX_TIME`, 2038, counted from the
+plan start, or from 1970 in a plan of no start) or HDTN cannot (after 2**31 - 1 s), is refused, naming the
 contact, and so is a plan whose every window is left out (the file would hold no contact, and the import
 refuses such a plan); every window is checked before anything is written. A plan whose
 windows already have whole-second edges and whole byte rates of at least 1 byte/s round-trips
@@ -222,11 +223,27 @@ def _too_fast(plan: ContactPlan, k: int, t0: float, t1: float, rate: str, limit:
     return f"{_contact(plan, k, t0, t1)}: mean rate {rate} is above {limit}; {hint}"
 
 
+def _ion_latest_s(plan: ContactPlan) -> float:
+    """The latest time of ``plan`` an ION plan can name, in seconds after its start: ``ionadmin`` refuses a time past
+    :data:`ION_MAX_POSIX_TIME` (``readTimestamp`` in ``ici/library/ion.c``), a ``+SECONDS`` one too, which it adds to
+    its reference time (the time it starts, or ``@``'s): the plan start when there is one, else 1970, the least."""
+    start_s = plan.start.timestamp() if plan.start is not None else 0.0
+    return ION_MAX_POSIX_TIME.timestamp() - start_s
+
+
+def _ion_latest_base(plan: ContactPlan) -> str:
+    """What :func:`_ion_latest_s` counts a window's times from, as its refusal says it."""
+    if plan.start is not None:
+        return f"; the plan starts at {utc_text(plan.start)}"
+    return "; the plan has no start, and ionadmin adds +SECONDS to the time it reads the plan"
+
+
 def _check_exportable(plan: ContactPlan, tool: str) -> None:
     """The one check of the windows an ION (``tool="ion"``) or HDTN (``"hdtn"``) plan carries, made whole
     before anything is formatted or written (:func:`format_ion`, :func:`write_ion`, :func:`hdtn_contacts`,
     :func:`write_hdtn`): every window left in once rounded inward starts at or after the plan start and
-    ends at a finite time (for HDTN by :data:`HDTN_MAX_TIME_S`), and its mean rate is a finite number
+    ends at a finite time (for ION by :data:`ION_MAX_POSIX_TIME`, :func:`_ion_latest_s`; for HDTN by
+    :data:`HDTN_MAX_TIME_S`), and its mean rate is a finite number
     >= 0 the tool can hold (:data:`ION_MAX_RATE_BYTES_S`, :data:`HDTN_MAX_RATE_BPS`). The first window
     that fails, in the plans' order, is refused naming its nodes, times and the field; a plan of windows none
     of which the file would carry (each shorter than a second once rounded, or slower than the tool's unit,
@@ -239,6 +256,7 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
     short = slow = 0  # windows left out: shorter than a second once rounded inward; slower than the plan's unit
     bits = 0  # of the slow ones, those of at least 1 bit/s, which an HDTN plan would carry
     unit_bps = 8.0 if tool == "ion" else 1.0
+    ion_latest = _ion_latest_s(plan)
     for lo, hi in row_blocks(len(w)):
         k = np.arange(lo, hi)
         t0, t1, rate = _edges_and_rate(plan, k)
@@ -248,7 +266,7 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
             bits += int(np.count_nonzero((t1 > t0) & (rate >= 1.0) & (rate < unit_bps)))
             ok = (t0 >= 0) & np.isfinite(t1) & (rate >= 0)  # NaN fails every comparison
             if tool == "ion":
-                ok &= rate // 8 <= ION_MAX_RATE_BYTES_S
+                ok &= (rate // 8 <= ION_MAX_RATE_BYTES_S) & (t1 <= ion_latest)
             else:
                 ok &= (t1 <= HDTN_MAX_TIME_S) & (rate < 2.0**64)  # int(rate) <= HDTN_MAX_RATE_BPS
             bad = np.flatnonzero((t1 > t0) & ~ok)  # a window shorter than a second once rounded is left out
@@ -273,6 +291,10 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
     if tool == "hdtn" and t1_i > HDTN_MAX_TIME_S:
         raise ContactError(f"{where}: ends after HDTN's latest time, {HDTN_MAX_TIME_S} s (startTime and endTime "
                            "are 32-bit integers)")
+    if tool == "ion" and t1_i > ion_latest:
+        raise ContactError(f"{where}: ends after ION's latest time, {utc_text(ION_MAX_POSIX_TIME)} (ionadmin refuses "
+                           f"a time past MAX_POSIX_TIME, 2**31 - 1 s after 1970{_ion_latest_base(plan)}); expected "
+                           "windows ending by then, or export HDTN (--hdtn)")
     if not (math.isfinite(rate_i) and rate_i >= 0):
         raise ContactError(f"{where}: mean rate {rate_i:g} bit/s (volume_bits {w.volume_bits[i]:g} over "
                            f"{w.t_end_s[i] - w.t_start_s[i]:g} s); expected a finite rate >= 0")

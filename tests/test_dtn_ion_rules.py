@@ -3,6 +3,7 @@ them, the project's header lines, skipped contacts' fields, duplicate contacts a
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -620,3 +621,36 @@ def test_an_hdtn_overlap_is_found_after_every_record_is_read_as_the_docs_say(tmp
         f"{path}: contacts[2]: rateBitsPerSec: expected a non-negative integer, got 'fast'")
     assert _refusal(path, json.dumps({"contacts": overlapping + [_record(0, 60, 3, 4)]}), read_hdtn).startswith(
         f"{path}: contacts[1]: contact 1->2 +30 +90 overlaps the contact +0 +60 at {path}: contacts[0]")
+
+
+# ------------------------------------------------------------------------------------------- ION's latest time
+
+_LATEST = 2**31 - 1  # ION's MAX_POSIX_TIME: ionadmin's readTimestamp refuses a later time, a +SECONDS one too
+
+
+@pytest.mark.parametrize("start", [None, dt.datetime(2026, 8, 1, tzinfo=dt.timezone.utc)])
+def test_an_ion_export_reaching_past_2038_is_refused_before_writing(tmp_path: Path, start) -> None:
+    """ionadmin refuses any time past MAX_POSIX_TIME (2038-01-19T03:14:07Z), a relative one after adding it to its
+    reference time, so a window ending later would not load in ION. The export refuses it before writing anything,
+    naming the output and the first window past it; a window ending at that second is written, and HDTN (whose
+    times count from the plan start) writes the later one of a plan starting in 2026. Failed before: written as '+361941248'."""
+    from contact_sim import ContactPlan, LinkModel, WindowTable
+    from contact_sim.dtn import hdtn_contacts, write_ion
+
+    last = _LATEST - (0 if start is None else int(start.timestamp()))  # seconds after the plan start
+
+    def plan(end: int) -> ContactPlan:
+        w = WindowTable([0, 0], [1, 1], [0.0, end - 60.0], [60.0, float(end)], [1000.0] * 2, [1000.0] * 2, [0.0] * 2)
+        return ContactPlan(["a", "b"], w, LinkModel("constant", 8e3, 0.0), [0.0, end], start)
+
+    out = tmp_path / "c.ion"
+    assert f"a contact +{last - 60} +{last} 1 2 1000" in write_ion(out, plan(last)).read_text()
+    with pytest.raises(ContactError) as info:
+        write_ion(out, plan(last + 1))
+    message = str(info.value)
+    assert message.startswith(f"{out}: contact a - b (nodes 1, 2) +{last - 59} +{last + 1}: ends after ION's latest "
+                              "time, 2038-01-19T03:14:07Z"), message
+    assert ("the plan starts at 2026-08-01T00:00:00Z" if start else "the plan has no start") in message
+    assert "\n" not in message and f"+{last} 1 2" in out.read_text()  # the earlier file is kept
+    if start is not None:  # without one, last + 1 is past HDTN's 32-bit times too
+        assert hdtn_contacts(plan(last + 1))["contacts"][-1]["endTime"] == last + 1
