@@ -38,14 +38,17 @@ windows already have whole-second edges and whole byte rates of at least 1 byte/
 exactly.
 
 Export writes a two-way window as both directions' contacts and a one-way window as its own
-direction's only.
+direction's only. ``ionadmin`` takes two contacts of one direction that meet (one ending at the second the next
+starts) for an overlap and ignores the later, so the ION export writes such contacts of one rate as one, and of two
+rates gives the slower's second where they meet up (:func:`_joins`, one warning counting the bytes left out); the
+HDTN export, as HDTN, takes them as they are.
 
 Import (ION with :func:`read_ion`, HDTN with :func:`read_hdtn`, either by file name with
 :func:`read_plan`): for each pair of nodes, each overlap in time of an A->B contact and a B->A
 contact is a two-way window, carrying the smaller of the two rates; each stretch of a contact that
 no reverse contact covers is a one-way window (``windows.direction``) at that contact's own rate
 (one info line per file counts these contact-seconds).
-Contacts of one direction must not overlap one another. A window's OWLT is the largest of the ``a range`` lines of
+Contacts of one direction must not overlap one another (in ION, nor meet). A window's OWLT is the largest of the ``a range`` lines of
 the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]``, ``None`` where no line covers it, and written
 back on export; an HDTN record's ``owlt`` is such a line, its rate 0 or not). ``ionadmin``'s edits apply in file
 order (``@`` moves the time ``+ss`` counts from; ``d contact`` / ``d range`` delete, ``c contact``
@@ -206,6 +209,101 @@ def _directed(plan: ContactPlan, k: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return pos, src, dst
 
 
+def _directed_rows(plan: ContactPlan, k: np.ndarray, unit_bps: float) -> tuple[np.ndarray, ...]:
+    """The contacts a DTN plan writes of windows ``k`` (in :func:`_export_blocks`' order), once :func:`_carried`
+    leaves out those it does not carry: per contact, ``from``, ``to`` (ION numbers), whole-second start and end,
+    rate in the plan's unit (``unit_bps``: 8 for ION's bytes/s, 1 for HDTN's bits/s; rounded down), OWLT (s) and
+    its key, ``2 * window + 1`` for a two-way window's second contact (``b -> a``), else ``2 * window``."""
+    k, t0, t1, rate, owlt = _carried(plan, k, unit_bps)
+    pos, src, dst = _directed(plan, k)
+    second = np.zeros(pos.size, dtype=np.int64)
+    second[1:] = pos[1:] == pos[:-1]
+    return src, dst, t0[pos], t1[pos], (rate // unit_bps)[pos], owlt[pos], 2 * k[pos].astype(np.int64) + second
+
+
+def _joins(plan: ContactPlan) -> dict[int, tuple[float, float] | None]:
+    """How the contacts an ION plan writes change where two of one direction meet (one ends at the second the next
+    starts), which ``ionadmin`` takes for an overlap (``rfx_insert_contact``: "Overlapping contact ignored", the
+    later-listed lost): a run of such contacts of one rate is written as one contact, from the run's start to its
+    end; where contacts of two rates meet, the slower gives up the second where they meet (the least capacity lost;
+    a one-second contact so cut is left out), and one warning counts them. Returns, by :func:`_directed_rows`' key,
+    the new ``(start, end)`` of a run's first contact and ``None`` for a contact left out (merged into its run's
+    first, or cut to nothing); empty when no contacts meet. Contacts that may meet a later one are kept from block
+    to block (those ending at or after the block's last start), so nothing is allocated per window of the plan but
+    per contact that meets another. (HDTN takes contacts that meet, as the HDTN import does.)"""
+    links: dict[int, int] = {}  # key of a contact -> key of the contact of its direction starting at its end
+    rows: dict[int, tuple[float, float, float]] = {}  # key -> (start, end, rate) of those contacts
+    carry: list[np.ndarray] | None = None
+    total = 0.0  # the plan's capacity, in bytes
+    for k in _export_blocks(plan):
+        src, dst, t0, t1, rate, _, key = _directed_rows(plan, k, 8.0)
+        cols = [src, dst, t0, t1, rate, key, np.ones(src.size, dtype=bool)]  # last: read in this block
+        total += float(np.sum(rate * (t1 - t0)))
+        if not src.size:
+            continue
+        last_start = t0.max()
+        if carry is not None:
+            cols = [np.concatenate((c, d)) for c, d in zip(carry, cols)]
+        order = np.lexsort((cols[2], cols[1], cols[0]))  # by direction, then start
+        src, dst, t0, t1, rate, key, new = (c[order] for c in cols)
+        meet = np.flatnonzero((src[1:] == src[:-1]) & (dst[1:] == dst[:-1]) & (t0[1:] == t1[:-1]) & new[1:])
+        for i in meet.tolist():
+            links[int(key[i])] = int(key[i + 1])
+            for j in (i, i + 1):
+                rows[int(key[j])] = (float(t0[j]), float(t1[j]), float(rate[j]))
+        keep = t1 >= last_start  # may meet a contact of a later block, which starts after last_start
+        carry = [c[keep] for c in (src, dst, t0, t1, rate, key)] + [np.zeros(int(keep.sum()), dtype=bool)]
+    joins: dict[int, tuple[float, float] | None] = {}
+    cut = lost = 0.0
+    for head in set(links) - set(links.values()):
+        chain = [head]
+        while chain[-1] in links:
+            chain.append(links[chain[-1]])
+        runs: list[list] = []  # [start, end, rate, first key] of each run of one rate
+        for key in chain:
+            t0, t1, rate = rows[key]
+            if runs and runs[-1][2] == rate:
+                runs[-1][1] = t1
+                joins[key] = None
+            else:
+                runs.append([t0, t1, rate, key])
+        for before, after in zip(runs, runs[1:]):  # the slower of two runs that meet gives up that second
+            if before[2] < after[2]:
+                before[1] -= 1.0  # ends a second sooner
+            else:
+                after[0] += 1.0  # starts a second later
+            cut += 1
+            lost += min(before[2], after[2])
+        for t0, t1, rate, key in runs:
+            if t1 <= t0:
+                lost += rate * (t1 - t0)  # a one-second run cut at both ends lost its one second, not two
+            joins[key] = (t0, t1) if t1 > t0 else None
+    if cut:
+        log.warning("ION plan: %d time(s) two contacts of one direction at different rates meet, which ionadmin "
+                    "takes for an overlap: the slower ends a second sooner or starts a second later; %.12g of %.12g "
+                    "bytes left out", int(cut), lost, total)
+    return joins
+
+
+def _joined(cols: tuple[np.ndarray, ...], joins: dict[int, tuple[float, float] | None]) -> tuple[np.ndarray, ...]:
+    """:func:`_directed_rows`' columns ``cols`` with :func:`_joins`' changes made: contacts merged into another or
+    cut to nothing left out, a run's first contact given the run's times."""
+    if not joins:
+        return cols
+    key = cols[-1]
+    hit = np.flatnonzero(np.isin(key, np.fromiter(joins, dtype=np.int64, count=len(joins))))
+    if not hit.size:
+        return cols
+    t0, t1, keep = cols[2].copy(), cols[3].copy(), np.ones(key.size, dtype=bool)
+    for i in hit.tolist():
+        joined = joins[int(key[i])]
+        if joined is None:
+            keep[i] = False
+        else:
+            t0[i], t1[i] = joined
+    return tuple(c[keep] for c in (*cols[:2], t0, t1, *cols[4:]))
+
+
 def _seconds_text(t_s: float) -> str:
     """A whole-second time as a message shows it (``inf`` / ``nan`` as they are)."""
     return str(int(t_s)) if math.isfinite(t_s) else str(t_s)
@@ -332,14 +430,16 @@ def _ion_lines(plan: ContactPlan, fh: BinaryIO) -> None:
     """Write an ION plan's ``a contact`` lines, then its ``a range`` lines (ASCII), to ``fh``, a block of
     windows at a time (:func:`contact_sim.tablewriter.row_blocks`): each two-way window as both
     directions, in :func:`_export_blocks`' order. The plan has passed :func:`_check_exportable`."""
+    joins = _joins(plan)
     for kind in (b"contact", b"range"):
         for k in _export_blocks(plan):
-            k, t0, t1, rate, owlt = _carried(plan, k, 8.0)
-            last = (rate // 8).astype(np.int64) if kind == b"contact" else owlt.astype(np.int64)
-            pos, src, dst = _directed(plan, k)
-            write_rows(fh, [Lit(b"a " + kind + b" +"), Int(t0.astype(np.int64)[pos]), Lit(b" +"),
-                            Int(t1.astype(np.int64)[pos]), Lit(b" "), Int(src), Lit(b" "), Int(dst), Lit(b" "),
-                            Int(last[pos]), Lit(b"\n")])
+            cols = _directed_rows(plan, k, 8.0)
+            if kind == b"contact":  # a range of each window as it is: ionadmin takes ranges that meet
+                cols = _joined(cols, joins)
+            src, dst, t0, t1, rate, owlt, _ = cols
+            write_rows(fh, [Lit(b"a " + kind + b" +"), Int(t0.astype(np.int64)), Lit(b" +"),
+                            Int(t1.astype(np.int64)), Lit(b" "), Int(src), Lit(b" "), Int(dst), Lit(b" "),
+                            Int((rate if kind == b"contact" else owlt).astype(np.int64)), Lit(b"\n")])
 
 
 def _checked_ion_header(plan: ContactPlan) -> bytes:
@@ -378,13 +478,12 @@ def _hdtn_blocks(plan: ContactPlan) -> Iterator[tuple[np.ndarray, ...]]:
     rateBitsPerSec, owlt`` (rates uint64 where one passes 2**63 - 1). The plan has passed
     :func:`_check_exportable`."""
     n_records = 0
-    for k in _export_blocks(plan):
-        k, t0, t1, rate, owlt = _carried(plan, k, 1.0)
-        pos, src, dst = _directed(plan, k)
+    for k in _export_blocks(plan):  # HDTN takes contacts of one direction that meet, as the import does
+        src, dst, t0, t1, rate, owlt, _ = _directed_rows(plan, k, 1.0)
         whole_rate = rate.astype(np.uint64) if (rate >= 2.0**63).any() else rate.astype(np.int64)
-        yield (np.arange(n_records, n_records + pos.size), src, dst, t0.astype(np.int64)[pos],
-               t1.astype(np.int64)[pos], whole_rate[pos], owlt.astype(np.int64)[pos])
-        n_records += pos.size
+        yield (np.arange(n_records, n_records + src.size), src, dst, t0.astype(np.int64), t1.astype(np.int64),
+               whole_rate, owlt.astype(np.int64))
+        n_records += src.size
 
 
 _HDTN_RECORD = ("contact", "source", "dest", "startTime", "endTime", "rateBitsPerSec", "owlt")
@@ -894,11 +993,14 @@ def _overlap_message(src: int, dst: int, first: Sequence, second: Sequence) -> s
     head = f"{second[5]}: contact {src}->{dst} +{second[0]:g} +{second[1]:g}"
     if (first[0], first[1]) == (second[0], second[1]):
         return f"{head} listed twice (first at {first[5]})"
+    if second[0] == first[1] or second[1] == first[0]:
+        return (f"{head} meets the contact +{first[0]:g} +{first[1]:g} at {first[5]}, an overlap to ionadmin (it "
+                "ignores the later); expected one contact of the two, or a gap")
     return (f"{head} overlaps the contact +{first[0]:g} +{first[1]:g} at {first[5]}; contacts of one direction "
             "must not overlap")
 
 
-def _plan_windows(contacts: Sequence[tuple[float, float, int, int, float, str]]
+def _plan_windows(contacts: Sequence[tuple[float, float, int, int, float, str]], meeting_overlaps: bool = True
                   ) -> tuple[list[tuple[int, int, float, float, float, int]], float, float, int]:
     """The windows of one-direction contacts ``(t0, t1, from, to, rate, where)``.
 
@@ -906,7 +1008,9 @@ def _plan_windows(contacts: Sequence[tuple[float, float, int, int, float, str]]
     contact are both up (their intersection), its capacity the smaller of the two rates over that
     stretch; each stretch of a contact that no reverse contact covers is a one-way window at that
     contact's rate. The contacts of one direction must not overlap one another (their rate there
-    would be ambiguous; ``ionadmin`` refuses such a contact too), a contact of rate 0 among them (ION's
+    would be ambiguous; ``ionadmin`` refuses such a contact too), nor, when ``meeting_overlaps`` (an ION plan's),
+    meet one another (one ending at the second the next starts, an overlap to ``ionadmin``'s
+    ``rfx_insert_contact``, which ignores the later-listed), a contact of rate 0 among them (ION's
     ``c contact`` to 0, which ``ionadmin`` keeps), which makes no window. Sorting each direction and
     sweeping the two lists together visits each contact a bounded number of times: O(n log n)
     for n contacts.
@@ -929,7 +1033,7 @@ def _plan_windows(contacts: Sequence[tuple[float, float, int, int, float, str]]
     for (src, dst), own in by_direction.items():
         own.sort(key=start)
         for prev, cur in zip(own, own[1:]):
-            if cur[0] < prev[1]:
+            if cur[0] < prev[1] or (meeting_overlaps and cur[0] == prev[1]):
                 order = {id(c): k for k, c in enumerate(contacts)}  # once, to name the later line in the file
                 first, second = sorted((prev, cur), key=lambda c: order[id(c)])
                 raise ContactError(_overlap_message(src, dst, first, second))
@@ -1007,7 +1111,7 @@ def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] |
         # every contact-second of a positive rate is in a window: the last window's end
         last = max((c for c in ion.contacts if c[4]), key=lambda c: c[1])
         check_span_end(ion.start, last[1], f"{last[5]}: contact", "the plan's start")
-    rows, one_way_s, total_s, unequal = _plan_windows(ion.contacts)
+    rows, one_way_s, total_s, unequal = _plan_windows(ion.contacts, ion.format == "ion")
     rows = [(index[src], index[dst], t0, t1, vol, d) for src, dst, t0, t1, vol, d in rows]
     if one_way_s:
         n_one_way = sum(r[5] != BOTH for r in rows)

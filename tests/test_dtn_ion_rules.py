@@ -446,6 +446,8 @@ _SAME_RULES = {
     "later start inside": [(0, 60, 1, 2, 1000), (10, 20, 1, 2, 1000)],
     "later start overlapping, one of rate 0": [(0, 60, 1, 2, 1000), (30, 90, 1, 2, 0)],
     "back to back": [(0, 60, 1, 2, 1000), (60, 90, 1, 2, 1000)],
+    "back to back, the later listed first": [(60, 90, 1, 2, 1000), (0, 60, 1, 2, 500)],
+    "a second of rate 0 between two contacts": [(0, 60, 1, 2, 1000), (60, 61, 1, 2, 0), (61, 90, 1, 2, 1000)],
     "the reverse direction at the same start": [(0, 60, 1, 2, 1000), (0, 60, 2, 1, 500)],
     "loopback repeated": [(0, 60, 1, 2, 1000), (0, 60, 3, 3, 1000), (0, 60, 3, 3, 1000)],
     "light time of a contact of rate 0, the reverse without": [(0, 60, 1, 2, 0, 5), (0, 60, 2, 1, 1000)],
@@ -464,7 +466,9 @@ def test_the_ion_and_hdtn_imports_refuse_and_accept_the_same_duplicates_and_over
     of rate 0 (HDTN dropped the record's owlt where ION keeps its 'a range' line for the reverse window; ION refused
     a range of a node of contacts of rate 0 only, which HDTN read), and, in both formats, for the four repeats with
     a contact of rate 0 (each refused as 'listed twice' or overlapping, where ionadmin reads the contact of a
-    positive rate)."""
+    positive rate). Contacts of one direction that meet (one ends at the second the other starts) are an overlap to
+    ionadmin's rfx_insert_contact, which ignores the later-listed: the ION import refuses them, naming both (failed
+    before: read), and the HDTN import reads them, as HDTN does."""
     contacts = [*_SAME_RULES[case], (0, 120, 4, 5, 1000)]
     ion, hdtn = tmp_path / "p.ion", tmp_path / "p.json"
     ion.write_text("".join(f"a contact +{t0} +{t1} {a} {b} {rate}\n" for t0, t1, a, b, rate, *_ in contacts)
@@ -486,9 +490,15 @@ def test_the_ion_and_hdtn_imports_refuse_and_accept_the_same_duplicates_and_over
             w = plan.windows
             said[reader] = sorted(zip(w.a.tolist(), w.b.tolist(), w.t_start_s.tolist(), w.t_end_s.tolist(),
                                       w.volume_bits.tolist(), w.direction.tolist(), plan.meta["owlt_s_per_window"]))
+    if case.startswith("back to back"):  # an overlap to ionadmin, not to HDTN: HDTN reads them as written
+        windows = sorted((0, 1, float(t0), float(t1), 8.0 * rate * (t1 - t0), A_TO_B, None)
+                         for t0, t1, a, b, rate, *_ in _SAME_RULES[case] if rate)
+        assert said[read_hdtn] == sorted([*windows, (2, 3, 0.0, 120.0, 8e3 * 120, A_TO_B, None)]), said
+        assert said[read_ion].startswith("#1: contact 1->2 ") and " meets the contact " in said[read_ion], said
+        return
     assert said[read_ion] == said[read_hdtn], said
     refused = isinstance(said[read_ion], str)
-    assert refused == (case not in ("back to back", "the reverse direction at the same start", "loopback repeated")
+    assert refused == (case not in ("the reverse direction at the same start", "loopback repeated")
                        and "rate 0" not in case), said
     if "light time" in case:  # the light time of the pair's window: the largest range covering it, any direction's
         assert [row[-1] for row in said[read_ion] if row[:2] == (0, 1)] == [
@@ -549,7 +559,9 @@ def test_an_ion_contact_stop_of_minus_1_is_ionadmins_latest_time_and_builds_noth
     assert sorted(zip(w.t_start_s.tolist(), w.t_end_s.tolist())) == [(0.0, 60.0), (60.0, end_s)]
     peak = max(peak, traced_peak(lambda: (format_ion(plan), hdtn_contacts(plan))))
     assert peak < 1_000_000, peak
-    assert f"a contact +60 +{end_s:.0f} 1 2 10" in format_ion(plan)
+    # A->B at 1000 bytes/s alone, then at 10 in the two-way window: the slower starts a second later (the two would
+    # meet, an overlap to ionadmin)
+    assert f"a contact +61 +{end_s:.0f} 1 2 10" in format_ion(plan)
 
 
 @pytest.mark.parametrize("text, start, says", [
@@ -654,3 +666,39 @@ def test_an_ion_export_reaching_past_2038_is_refused_before_writing(tmp_path: Pa
     assert "\n" not in message and f"+{last} 1 2" in out.read_text()  # the earlier file is kept
     if start is not None:  # without one, last + 1 is past HDTN's 32-bit times too
         assert hdtn_contacts(plan(last + 1))["contacts"][-1]["endTime"] == last + 1
+
+
+# ------------------------------------------------------------------------------------------- contacts that meet
+
+@pytest.mark.parametrize("block_rows", [1, 2, 1 << 18])
+def test_an_ion_export_writes_no_contacts_of_one_direction_that_meet(tmp_path: Path, monkeypatch, caplog,
+                                                                     block_rows: int) -> None:
+    """ionadmin takes two contacts of one direction that meet (+0 +10, then +10 +20) for an overlap and ignores the
+    later-listed. The export writes a run of them of one rate as one contact and, where two rates meet, the slower
+    gives up that second (a one-second contact between two faster is left out), one warning counting the bytes,
+    whichever blocks of windows the writer takes them in; the file reads back (the import refuses contacts that
+    meet). Failed before: '+0 +10 1 2 1000' and '+10 +20 1 2 1000' were written."""
+    import logging
+
+    import contact_sim.tablewriter as tablewriter
+    from contact_sim import ContactPlan, LinkModel, WindowTable
+
+    monkeypatch.setattr(tablewriter, "BLOCK_ROWS", block_rows)
+    # A->B only, bytes/s: 1000 over 0..30 (three windows), 200 over 30..31, 500 over 31..40
+    edges = [(0, 10, 1000), (10, 20, 1000), (20, 30, 1000), (30, 31, 200), (31, 40, 500)]
+    n = len(edges)
+    w = WindowTable([0] * n, [1] * n, [float(e[0]) for e in edges], [float(e[1]) for e in edges], [1e3] * n,
+                    [1e3] * n, [8.0 * r * (b - a) for a, b, r in edges], direction=[A_TO_B] * n, sort=False)
+    plan = ContactPlan(["a", "b"], w, LinkModel("plan", acquisition_s=0.0), [0.0, 40.0])
+    with caplog.at_level(logging.WARNING, logger="contact_sim.dtn"):
+        text = format_ion(plan)
+    assert [ln for ln in text.splitlines() if ln.startswith("a contact")] == [
+        "a contact +0 +30 1 2 1000", "a contact +31 +40 1 2 500"], text
+    assert [r.getMessage() for r in caplog.records] == [
+        "ION plan: 2 time(s) two contacts of one direction at different rates meet, which ionadmin takes for an "
+        "overlap: the slower ends a second sooner or starts a second later; 200 of 34700 bytes left out"]
+    path = tmp_path / "p.ion"
+    path.write_text(text)
+    back = read_ion(path).windows
+    assert list(zip(back.t_start_s.tolist(), back.t_end_s.tolist(), back.capacity_bytes.tolist())) == [
+        (0.0, 30.0, 30_000), (31.0, 40.0, 4_500)]
