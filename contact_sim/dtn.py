@@ -50,7 +50,9 @@ no reverse contact covers is a one-way window (``windows.direction``) at that co
 (one info line per file counts these contact-seconds).
 Contacts of one direction must not overlap one another (in ION, nor meet). A window's OWLT is the largest of the ``a range`` lines of
 the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]``, ``None`` where no line covers it, and written
-back on export; an HDTN record's ``owlt`` is such a line, its rate 0 or not). ``ionadmin``'s edits apply in file
+back on export; an HDTN record's ``owlt`` is such a line, its rate 0 or not; an ION range is held as ``ionadmin``
+holds it, :func:`_add_range`: a second of one start and nodes, or one overlapping another, is skipped, the earlier
+kept). ``ionadmin``'s edits apply in file
 order (``@`` moves the time ``+ss`` counts from; ``d contact`` / ``d range`` delete, ``c contact``
 changes an earlier line's); registration (start ``-1``) and hypothetical (start ``0``, as ``ionadmin`` reads
 it; a stop of ``0`` after a start is refused, as ``ionadmin`` refuses it) contacts carry no scheduled data and
@@ -722,10 +724,14 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     reference = 0.0  # seconds after the plan start that '+ss' counts from ('@' moves it)
     # the live 'a contact' / 'a range' lines by (from, to), then start, so that 'd' (also 'd * FROM TO') and
     # 'c' find theirs without a scan of the file so far; one small dict a pair, not a key tuple a line. A
-    # contact is held by its start; a range may be listed again at its start, so a start holds the list of them.
+    # contact or a range is held by its start (a second range of one start is skipped, :func:`_add_range`).
     # "rate 0": the 'a contact' lines of rate 0, which ionadmin does not insert and which hold no start (a 'd contact'
     # of one deletes nothing, as in ionadmin; a 'c contact' of one is refused)
-    live: dict[str, dict[tuple[int, int], dict[float, list]]] = {"contact": {}, "range": {}, "rate 0": {}}
+    # "imputed": the reverse (TO, FROM) of each live range of FROM < TO, by start, holding its end, as ionadmin imputes
+    # it (rfx.c, insertRXref) unless a range of TO, FROM and that start is live; "starts": each direction's starts of
+    # its live and imputed ranges, in order (:class:`_Starts`), where a new range's neighbours are found
+    live: dict[str, dict] = {"contact": {}, "range": {}, "rate 0": {}, "imputed": {}, "starts": {}}
+    skipped: list[str] = []  # where the 'a range' lines that ionadmin skips are
     hypothetical: set[tuple[int, int]] = set()  # (from, to) of the live hypothetical contacts ('d contact 0')
     odd = _odd_character(text)
     if odd and odd.group() not in _ODD_SPACES:  # a line numbered by splitlines() is not the line an editor shows
@@ -833,8 +839,10 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             _hold_once(live["contact"], entry)
             plan.contacts.append(entry)
         else:
-            _pair_of(live["range"], src, dst).setdefault(t0, []).append(entry)  # 'd range' deletes every one of them
-            plan.ranges.append(entry)
+            if _add_range(live, entry):
+                plan.ranges.append(entry)
+            else:
+                skipped.append(where)
     live.clear()  # its entries are plan.contacts' and plan.ranges', now made tuples in place
     def positive(contact: list) -> bool:
         """A contact changed to rate 0 ('c contact', which ionadmin takes and keeps) carries nothing: it makes no
@@ -849,6 +857,10 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     _keep_as_tuples(plan.ranges, lambda r: r[4] is not None)
     if not any(c[4] for c in plan.contacts):
         raise ContactError(f"{source}: no 'a contact' lines of a positive rate between two different nodes")
+    if skipped:
+        log.warning("%s: %d 'a range' line(s) skipped, as ionadmin skips them (the first at %s): a range of the start, "
+                    "FROM and TO of an earlier one, or overlapping one of its direction (or one ionadmin imputes, the "
+                    "reverse of a range of FROM < TO); the earlier stays", source, len(skipped), skipped[0])
     if passed_over is not None:
         log.info("%s: a '# start' or '# node' line is read as a comment: header lines are read only at the top "
                  "of a plan whose first line is %r", passed_over, HEADER_MARKER)
@@ -889,7 +901,7 @@ def _unscheduled_contact(words: list[str], where: str, hypothetical: set[tuple[i
 
 
 def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
-              live: dict[str, dict[tuple[int, int], dict[float, list]]], hypothetical: set[tuple[int, int]],
+              live: dict[str, dict], hypothetical: set[tuple[int, int]],
               unread_start: int | None = None) -> None:
     """Apply a ``d contact`` / ``d range`` (start ``*``: every one of the pair) or ``c contact``
     line to the entries added so far; a deleted entry's value becomes ``None``. A contact is found by its
@@ -925,8 +937,19 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
         t0s = list(pair)
     else:
         t0s = [_ion_time(words[2], plan.start, where, reference, unread_start)]
+    if kind == "range":
+        if words[2] == "*":  # every range of the direction, and (FROM < TO) every range ionadmin imputed of it
+            t0s += list(live["imputed"].get((src, dst), {}))
+        for t0 in t0s:
+            if not _remove_range(live, src, dst, t0) and src != dst:  # a loopback was skipped
+                raise ContactError(f"{where}: no range {src}->{dst} starting at {shown(words[2])} to delete (an "
+                                   "'a range' line must come first)")
+        if words[2] == "*" and src < dst:
+            for t0 in list(live["imputed"].get((dst, src), {})):
+                _remove_range(live, dst, src, t0)
+        return
     for t0 in t0s:
-        held = pair.get(t0)  # a contact, or the list of the ranges listed at this start
+        held = pair.get(t0)  # a contact
         if held is None and t0 in unheld:  # an 'a contact' of rate 0, which ionadmin did not insert
             if words[0] == "d":
                 del unheld[t0]  # ionadmin finds no contact and deletes nothing; nor is there a window to delete
@@ -941,9 +964,112 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
         if words[0] == "c":
             held[4] = _pos_int(words[5], "rate (bytes/s)", where, allow_zero=True)
         else:
-            for entry in (held if kind == "range" else (held,)):
-                entry[4] = None
+            held[4] = None
             del pair[t0]
+
+
+class _Starts:
+    """The starts of one direction's ranges, in order, in chunks of at most :attr:`CHUNK` (``bisect.insort`` into
+    one list of a 64 MiB plan's ranges, listed latest first, would move terabytes): add, remove, and the nearest
+    start before or after a time, each in O(log n + CHUNK)."""
+
+    CHUNK = 512
+
+    def __init__(self) -> None:
+        self.chunks: list[list[float]] = []  # each sorted and non-empty, every start of one below the next's
+        self.lasts: list[float] = []  # each chunk's last start
+
+    def _chunk(self, t: float) -> int:
+        """The index of the first chunk whose last start is >= ``t`` (``len(chunks)`` if none)."""
+        return bisect.bisect_left(self.lasts, t)
+
+    def add(self, t: float) -> None:
+        i = min(self._chunk(t), len(self.chunks) - 1)
+        if i < 0:
+            self.chunks, self.lasts = [[t]], [t]
+            return
+        chunk = self.chunks[i]
+        bisect.insort(chunk, t)
+        self.lasts[i] = chunk[-1]
+        if len(chunk) > self.CHUNK:
+            half = len(chunk) // 2
+            self.chunks[i:i + 1] = [chunk[:half], chunk[half:]]
+            self.lasts[i:i + 1] = [chunk[half - 1], chunk[-1]]
+
+    def remove(self, t: float) -> None:
+        i = self._chunk(t)
+        chunk = self.chunks[i]
+        del chunk[bisect.bisect_left(chunk, t)]
+        if chunk:
+            self.lasts[i] = chunk[-1]
+        else:
+            del self.chunks[i], self.lasts[i]
+
+    def before(self, t: float) -> float | None:
+        """The latest start before ``t``, or ``None``."""
+        i = self._chunk(t)
+        if i < len(self.chunks) and self.chunks[i][0] < t:
+            chunk = self.chunks[i]
+            return chunk[bisect.bisect_left(chunk, t) - 1]
+        return self.lasts[i - 1] if i > 0 else None
+
+    def after(self, t: float) -> float | None:
+        """The earliest start after ``t``, or ``None``."""
+        i = bisect.bisect_right(self.lasts, t)
+        if i == len(self.chunks):
+            return None
+        chunk = self.chunks[i]
+        return chunk[bisect.bisect_right(chunk, t)]
+
+
+def _add_range(live: dict[str, dict], entry: list) -> bool:
+    """Hold range ``entry`` ``[t0, t1, from, to, owlt, where]`` in ``live`` (:func:`parse_ion`'s) as ``ionadmin``
+    inserts it (``rfx_insert_range`` in ``ici/library/rfx.c``), or return ``False`` for a range it skips (a note in its
+    log, the earlier range kept): one of the same start, FROM and TO as a live range (whatever its OWLT: "This range is
+    already asserted", "Range OWLT not revised"), or overlapping the range of its direction, live or imputed, that
+    starts before it or the one that starts after it (ranges that meet do not overlap). A range of FROM < TO also
+    imputes its reverse, unless a range of TO, FROM and its start is there; a live range replaces the imputed one
+    of its start."""
+    t0, t1, src, dst = entry[:4]
+    asserted, imputed = _pair_of(live["range"], src, dst), _pair_of(live["imputed"], src, dst)
+    if t0 in asserted:
+        return False
+    starts = live["starts"].get((src, dst))
+    if starts is None:
+        starts = live["starts"][src, dst] = _Starts()
+    if t0 in imputed:
+        del imputed[t0]
+        starts.remove(t0)
+    before, after = starts.before(t0), starts.after(t0)
+    if before is not None and (asserted[before][1] if before in asserted else imputed[before]) > t0:
+        return False
+    if after is not None and after < t1:
+        return False
+    asserted[t0] = entry
+    starts.add(t0)
+    if src < dst and t0 not in live["range"].get((dst, src), {}) and t0 not in live["imputed"].get((dst, src), {}):
+        _pair_of(live["imputed"], dst, src)[t0] = t1
+        reverse = live["starts"].get((dst, src))
+        if reverse is None:
+            reverse = live["starts"][dst, src] = _Starts()
+        reverse.add(t0)
+    return True
+
+
+def _remove_range(live: dict[str, dict], src: int, dst: int, t0: float) -> bool:
+    """Delete the range of ``src``, ``dst`` and start ``t0``, live or imputed, from ``live`` as ``rfx_remove_range``
+    does (a live one's OWLT made ``None``), and, for ``src < dst``, the reverse range ``ionadmin`` imputed of it;
+    ``False`` if there is none."""
+    entry = live["range"].get((src, dst), {}).pop(t0, None)
+    imputed = live["imputed"].get((src, dst), {}).pop(t0, None)
+    if entry is None and imputed is None:
+        return False
+    if entry is not None:
+        entry[4] = None
+    live["starts"][src, dst].remove(t0)
+    if src < dst and live["imputed"].get((dst, src), {}).pop(t0, None) is not None:
+        live["starts"][dst, src].remove(t0)
+    return True
 
 
 def _seconds(value: float) -> str:
