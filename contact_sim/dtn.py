@@ -48,15 +48,15 @@ Import (ION with :func:`read_ion`, HDTN with :func:`read_hdtn`, either by file n
 contact is a two-way window, carrying the smaller of the two rates; each stretch of a contact that
 no reverse contact covers is a one-way window (``windows.direction``) at that contact's own rate
 (one info line per file counts these contact-seconds).
-Contacts of one direction must not overlap one another (in ION, nor meet). A window's OWLT is the largest of the ``a range`` lines of
-the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]``, ``None`` where no line covers it, and written
-back on export; an HDTN record's ``owlt`` is such a line, its rate 0 or not; an ION range is held as ``ionadmin``
-holds it, :func:`_add_range`: a second of one start and nodes, or one overlapping another, is skipped, the earlier
-kept). ``ionadmin``'s edits apply in file
-order (``@`` moves the time ``+ss`` counts from; ``d contact`` / ``d range`` delete, ``c contact``
-changes an earlier line's); registration (start ``-1``) and hypothetical (start ``0``, as ``ionadmin`` reads
-it; a stop of ``0`` after a start is refused, as ``ionadmin`` refuses it) contacts carry no scheduled data and
-are skipped (their fields read and checked all the same), as are contacts of rate 0 (in either format: the
+Contacts of one direction must not overlap one another (in ION, nor meet). A window's OWLT is the largest of the
+``a range`` lines of the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]``, ``None`` where no line
+covers it, and written back on export; an HDTN record's ``owlt`` is such a line, its rate 0 or not; an ION range
+is held as ``ionadmin`` holds it, :func:`_add_range`: a second of one start and nodes, or one overlapping another,
+is skipped, the earlier kept). ``ionadmin``'s edits apply in file order (``@`` moves the time ``+ss`` counts from;
+``d contact`` / ``d range`` delete, ``c contact`` changes an earlier line's); registration (start ``-1``) and
+hypothetical (start ``0``, as ``ionadmin`` reads it; a stop of ``0`` after a start is refused, as ``ionadmin``
+refuses it) contacts carry no scheduled data and are skipped (their fields read and checked all the same), as are
+contacts of rate 0 (in either format: the
 reverse contact alone is a one-way window; ``ionadmin`` does not insert an ``a contact`` of rate 0, so it holds no
 start: a contact of its start or overlapping it is read, a ``d contact`` of it deletes nothing and a ``c contact``
 of it is refused); other ``ionadmin`` commands (``1``, ``s``, ``m ...``, ``^`` (all

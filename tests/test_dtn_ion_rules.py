@@ -441,9 +441,10 @@ def test_ranges_are_held_as_ionadmin_inserts_them(tmp_path: Path, caplog, lines:
     if skipped is None:
         assert said == [], said
     else:
-        assert said == [f"{path}: 1 'a range' line(s) skipped, as ionadmin skips them (the first at {path}:"
-                        f"{2 + skipped}): a range of the start, FROM and TO of an earlier one, or overlapping one of its "
-                        "direction (or one ionadmin imputes, the reverse of a range of FROM < TO); the earlier stays"]
+        assert said == [
+            f"{path}: 1 'a range' line(s) skipped, as ionadmin skips them (the first at {path}:{2 + skipped}): a "
+            "range of the start, FROM and TO of an earlier one, or overlapping one of its direction (or one ionadmin "
+            "imputes, the reverse of a range of FROM < TO); the earlier stays"]
 
 
 def test_parse_hdtn_lets_each_record_go_as_it_is_read() -> None:
@@ -679,7 +680,8 @@ def test_an_ion_export_reaching_past_2038_is_refused_before_writing(tmp_path: Pa
     """ionadmin refuses any time past MAX_POSIX_TIME (2038-01-19T03:14:07Z), a relative one after adding it to its
     reference time, so a window ending later would not load in ION. The export refuses it before writing anything,
     naming the output and the first window past it; a window ending at that second is written, and HDTN (whose
-    times count from the plan start) writes the later one of a plan starting in 2026. Failed before: written as '+361941248'."""
+    times count from the plan start) writes the later one of a plan starting in 2026. Failed before: written as
+    '+361941248'."""
     from contact_sim import ContactPlan, LinkModel, WindowTable
     from contact_sim.dtn import hdtn_contacts, write_ion
 
