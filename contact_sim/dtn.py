@@ -35,7 +35,7 @@ plan start, or from 1970 in a plan of no start) or HDTN cannot (after 2**31 - 1 
 contact, and so is a plan whose every window is left out (the file would hold no contact, and the import
 refuses such a plan); every window is checked before anything is written. A plan whose
 windows already have whole-second edges and whole byte rates of at least 1 byte/s round-trips
-exactly.
+exactly (through ION, unless two of its contacts of one direction meet at different rates, below).
 
 Export writes a two-way window as both directions' contacts and a one-way window as its own
 direction's only. ``ionadmin`` takes two contacts of one direction that meet (one ending at the second the next
