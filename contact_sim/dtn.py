@@ -394,7 +394,7 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
     if tool == "ion" and t1_i > ion_latest:
         raise ContactError(f"{where}: ends after ION's latest time, {utc_text(ION_MAX_POSIX_TIME)} (ionadmin refuses "
                            f"a time past MAX_POSIX_TIME, 2**31 - 1 s after 1970{_ion_latest_base(plan)}); expected "
-                           "windows ending by then, or export HDTN (--hdtn)")
+                           "windows ending by then" + (", or export HDTN (--hdtn)" if plan.start is not None else ""))
     if not (math.isfinite(rate_i) and rate_i >= 0):
         raise ContactError(f"{where}: mean rate {rate_i:g} bit/s (volume_bits {w.volume_bits[i]:g} over "
                            f"{w.t_end_s[i] - w.t_start_s[i]:g} s); expected a finite rate >= 0")

@@ -699,6 +699,8 @@ def test_an_ion_export_reaching_past_2038_is_refused_before_writing(tmp_path: Pa
     assert message.startswith(f"{out}: contact a - b (nodes 1, 2) +{last - 59} +{last + 1}: ends after ION's latest "
                               "time, 2038-01-19T03:14:07Z"), message
     assert ("the plan starts at 2026-08-01T00:00:00Z" if start else "the plan has no start") in message
+    # HDTN's times reach 2**31 - 1 s after the plan start: past ION's latest time only where the plan starts after 1970
+    assert message.endswith("expected windows ending by then" + (", or export HDTN (--hdtn)" if start else ""))
     assert "\n" not in message and f"+{last} 1 2" in out.read_text()  # the earlier file is kept
     if start is not None:  # without one, last + 1 is past HDTN's 32-bit times too
         assert hdtn_contacts(plan(last + 1))["contacts"][-1]["endTime"] == last + 1
