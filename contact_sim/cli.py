@@ -183,15 +183,15 @@ def run_contacts(args: argparse.Namespace) -> int:
         scenario = load_contact_scenario(args.scenario)
         names, _, satellites = check_contact_scenario(scenario)  # built once: read their file once
         if scenario.plan_file is not None and (args.czml or args.export_orbits):
-            raise ContactError(f"{args.scenario}: --czml and --export-orbits need positions; "
+            raise ContactError(f"{brief(args.scenario)}: --czml and --export-orbits need positions; "
                                "an imported [contacts] plan_file has none")
         if args.czml and scenario.plan_file is None and scenario.constellation is None:  # before the search
-            raise ContactError(f"{args.scenario}: --czml needs a satellite scenario ([constellation]); drone "
+            raise ContactError(f"{brief(args.scenario)}: --czml needs a satellite scenario ([constellation]); drone "
                                "positions are in a local frame with no place on the globe")
         if args.export_orbits and scenario.constellation is None:
-            raise ContactError(f"{args.scenario}: --export-orbits needs a [constellation]")
+            raise ContactError(f"{brief(args.scenario)}: --export-orbits needs a [constellation]")
         if args.export_orbits in ("omm", "tle") and scenario.constellation.kind == "oem":
-            raise ContactError(f"{args.scenario}: --export-orbits {args.export_orbits} writes mean elements (a Walker "
+            raise ContactError(f"{brief(args.scenario)}: --export-orbits {args.export_orbits} writes mean elements (a Walker "
                                "shell's, or a TLE or OMM file's); constellation.kind = 'oem' gives states only, and "
                                "none are fitted to them (--export-orbits oem writes the states)")
         oem_step_s = DEFAULT_OEM_STEP_S if args.oem_step_s is None else args.oem_step_s

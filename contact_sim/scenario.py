@@ -90,7 +90,7 @@ from orbits import (Constellation, Ephemeris, OrbitError, check_walker, orbital_
                     read_tle, walker_delta, walker_star)
 from orbits.iers import PolarMotion, read_iers_finals
 from orbits.sunlight import check_sunlight_span, check_sunlight_steps, eclipse_intervals, ephemeris
-from swarmbase.tomlcheck import Table, check_name_length, is_finite_number, read_toml, shown
+from swarmbase.tomlcheck import Table, brief, check_name_length, is_finite_number, read_toml, shown
 from swarmbase.units import format_count
 
 from .drones import MAX_DRONES, MAX_LOCAL_KM, Waypoints, drone_trajectories, expected_turns, random_waypoints, read_waypoints_csv
@@ -242,9 +242,10 @@ def parse_contact_scenario(data: dict, base_dir: str | Path, path: str | Path | 
     """Validate the contact sections of a parsed TOML document.
 
     ``base_dir`` resolves relative paths; ``path`` is only used in messages,
-    every one of which names it first (``<path>: <table>.<key>: ...``).
+    every one of which names it first, as :func:`~swarmbase.tomlcheck.brief` writes it (escaped, a long
+    path cut): ``<path>: <table>.<key>: ...``.
     """
-    src = str(path) if path is not None else "scenario"
+    src = brief(path) if path is not None else "scenario"
     try:
         return _parse_contact_scenario(data, Path(base_dir), path, src)
     except ContactError as exc:
@@ -503,8 +504,9 @@ def _check_station_names(scenario: ContactScenario, constellation: Constellation
     sats = set(constellation.names)
     for i, station in enumerate(scenario.ground_stations):
         if station.name in sats:  # found once the satellites are read: the message names the file as the reader's do
-            raise ContactError(f"{scenario.path or 'scenario'}: ground_stations[{i}].name: {station.name!r} is also "
-                               "the name of a satellite; node names must be unique")
+            where = brief(scenario.path) if scenario.path else "scenario"
+            raise ContactError(f"{where}: ground_stations[{i}].name: {station.name!r} is also the name of a "
+                               "satellite; node names must be unique")
 
 
 def load_contact_scenario(path: str | Path) -> ContactScenario:

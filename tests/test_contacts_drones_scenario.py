@@ -659,3 +659,29 @@ def test_an_element_set_constellation_without_a_start_names_its_kind(tmp_path, k
     with pytest.raises(ContactError) as exc:
         load_contact_scenario(p)
     assert str(exc.value).endswith(f"time.start: required with {article} constellation")
+
+
+def test_every_message_names_the_file_through_brief(tmp_path, capsys):
+    """A scenario's refusals named the file as it is (str(path)): a name holding a terminal escape went raw into
+    the message (the CLI escaped the line it printed, a caller using the message did not) and a long path whole.
+    Each now names it as brief() does, once, as orbits' and fol's readers do; the CLI prints it escaped once."""
+    from swarmbase.tomlcheck import brief
+
+    folder = tmp_path / ("d" * 80)
+    folder.mkdir()
+    bad_step = _write(folder, LEO.replace("step_s = 60.0", "step_s = -5.0"), name="s\x1b[2J" + "x" * 200 + ".toml")
+    twin = _write(folder, LEO + '[[ground_stations]]\nname = "WD-P01-S02"\nlat_deg = 1.0\nlon_deg = 2.0\n',
+                  name="t\x1b[2J" + "x" * 200 + ".toml")
+    calls = [(bad_step, load_contact_scenario, "time.step_s: expected a positive"),
+             (bad_step, lambda p: parse_contact_scenario({"time": {}}, ".", p), "expected exactly one of"),
+             (twin, lambda p: check_contact_scenario(load_contact_scenario(p)), "ground_stations[0].name: ")]
+    for path, call, fragment in calls:
+        with pytest.raises(ContactError) as info:
+            call(path)
+        msg = str(info.value)
+        assert msg.startswith(f"{brief(path)}: ") and fragment in msg, msg
+        assert "\x1b" not in msg and len(msg) < 400, msg
+    assert _cli(["contacts", str(bad_step), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"contacts: error: {brief(bad_step)}: time.step_s" in err, err
+    assert "\\x1b" in err and "\\\\x1b" not in err, err  # escaped once

@@ -1147,6 +1147,22 @@ def test_resume_names_a_refused_pretrained_model_through_brief(tmp_path: Path) -
     assert message.endswith("); move the file away to pretrain 'a' again"), message
 
 
+def test_a_contact_refusal_names_the_scenario_once_through_brief(tmp_path: Path) -> None:
+    """The contact side names a scenario file through brief(); errors_name_the_file compared the message with
+    the name as it is, so a name holding a terminal's escape was written twice, raw then escaped. It is named
+    once, through brief(), as fol contacts names it."""
+    from fol.simulation import load_scenario
+    from fol.simulation.check import check_scenario
+    from swarmbase.tomlcheck import brief
+
+    path = tmp_path / "s\x1b[2J.toml"
+    path.write_text(LEO + '[[ground_stations]]\nname = "WD-P01-S02"\nlat_deg = 1.0\nlon_deg = 2.0\n')
+    with pytest.raises(ContactError) as refused:
+        check_scenario(load_scenario(path), check_data=False)
+    assert str(refused.value) == (f"{brief(path)}: ground_stations[0].name: 'WD-P01-S02' is also the name of a "
+                                  "satellite; node names must be unique")
+
+
 def _snapshot(folder: Path) -> dict[str, bytes | None]:
     """Every path under ``folder``: a file's bytes, None for a folder."""
     return {p.relative_to(folder).as_posix(): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")}

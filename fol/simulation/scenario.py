@@ -79,7 +79,7 @@ from fol.models import architectures
 from fol.nodedata import dataset_options
 from orbits.coverage import MEAN_EARTH_RADIUS_KM
 from orbits.errors import OrbitError
-from swarmbase.tomlcheck import Table, check_name_length, read_toml, shown
+from swarmbase.tomlcheck import Table, brief, check_name_length, read_toml, shown
 
 __all__ = ["SwarmScenario", "DataConfig", "ModelsConfig", "RunConfig", "load_scenario", "parse_scenario", "MAX_SEEDS"]
 
@@ -194,13 +194,16 @@ def errors_name_the_file(source: str) -> Iterator[None]:
     ``fol contacts`` words them: a :class:`ConfigError` about a scenario's fields, and the contact side's
     :class:`~contact_sim.errors.ContactError` or :class:`~orbits.errors.OrbitError` about a file the
     scenario names (an OEM whose span does not hold the horizon, a ``[time] iers_finals`` that is
-    malformed or too short), each kept its type. One that names the file first already is left as it is."""
+    malformed or too short), each kept its type, the file named as :func:`~swarmbase.tomlcheck.brief` writes
+    it. One that names the file first already, as it is or as brief() writes it (the contact side's), is left
+    as it is."""
     try:
         yield
     except (ConfigError, ContactError, OrbitError) as exc:
-        if str(exc).startswith(f"{source}: "):
+        name = brief(source)
+        if str(exc).startswith((f"{source}: ", f"{name}: ")):
             raise
-        raise type(exc)(f"{source}: {exc}") from None
+        raise type(exc)(f"{name}: {exc}") from None
 
 
 def _check_image_file_fields(data: DataConfig, bands: object, scale: object) -> None:
