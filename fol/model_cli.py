@@ -104,7 +104,7 @@ def run_model_info(args: argparse.Namespace) -> int:
             size = os.stat(path).st_size
         except (CheckpointError, OSError) as exc:  # OSError: the file went away after loading
             failed += 1
-            why = str(exc) if isinstance(exc, CheckpointError) else f"{path}: {exc.strerror or exc}"
+            why = str(exc) if isinstance(exc, CheckpointError) else f"{brief(path)}: {exc.strerror or exc}"
             if args.json:
                 print(json.dumps({"file": path, "valid": False, "error": why}, ensure_ascii=False), flush=True)
             else:

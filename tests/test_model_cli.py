@@ -52,6 +52,27 @@ def test_info_reports_each_file_and_fails_on_a_corrupted_one(tmp_path: Path,
     assert "over the size limit of 100 bytes" in errors[0] and errors[1].endswith("model file not found")
 
 
+def test_info_names_a_file_gone_after_loading_through_brief(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model file that went away between its load and its stat was named as it is, where the loader's
+    refusals name it through brief(): a name holding a terminal's escape went raw into the JSON error."""
+    import fol.checkpoint
+    from swarmbase.tomlcheck import brief
+
+    path = tmp_path / ("m\x1b[2J" + "x" * 220 + ".safetensors")
+    _good(path)
+
+    def load_then_remove(where, max_bytes):
+        loaded = load_model(where, max_bytes)
+        Path(where).unlink()
+        return loaded
+
+    monkeypatch.setattr(fol.checkpoint, "load_model", load_then_remove)
+    assert main(["model", "info", "--json", str(path)]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error.startswith(f"{brief(path)}: ") and "\x1b" not in error and len(error) < 300, error
+
+
 def test_import_round_trips_a_safetensors_state_dict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     model = build_model(ModelSpec("resnet-small", num_classes=3), seed=1).eval()
     with torch.no_grad():  # trained-looking batch-norm statistics, not the initial ones
