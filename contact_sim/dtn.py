@@ -923,6 +923,9 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
         if words[0] == "c":
             raise ContactError(f"{where}: 'c contact' of start {words[2]}: a registration (-1) or hypothetical (0) "
                                "contact has no rate to change; expected the start of a scheduled contact")
+        if words[2] == "0" and src == dst:  # never live: 'a contact 0' of one node is refused
+            raise ContactError(f"{where}: no hypothetical contact (start 0) from node {src} to itself to delete; a "
+                               "hypothetical contact joins two different nodes")
         if words[2] == "0" and (src, dst) not in hypothetical:
             raise ContactError(f"{where}: no hypothetical contact {src}->{dst} (start 0) to delete (an 'a contact 0' "
                                "line must come first)")
@@ -1251,7 +1254,7 @@ def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] |
         if src not in index or dst not in index:
             if all(n in index or n in ion.rate0_nodes for n in (src, dst)):
                 continue  # a node of contacts of rate 0 only: the pair has no window for the range to cover
-            raise ContactError(f"{where}: range {src}->{dst} names a node with no contact")
+            raise ContactError(f"{where}: range {src}->{dst} names a node with no contact to another node")
         ranges.setdefault((min(index[src], index[dst]), max(index[src], index[dst])), []).append((t0, t1, owlt))
     rows.sort(key=lambda r: (r[2], r[0], r[1]))  # the window table's order: start, then node ids
     a, b, t0s, t1s, vol, direction = (np.array(col) for col in zip(*rows))

@@ -224,6 +224,9 @@ def test_a_registration_of_two_nodes_or_a_hypothetical_contact_of_one_is_refused
      "no hypothetical contact 3->7 (start 0) to delete (an 'a contact 0' line must come first)"),
     ("a contact 0 0 3 7 0\nd contact * 3 7\nd contact 0 3 7\n",
      "no hypothetical contact 3->7 (start 0) to delete (an 'a contact 0' line must come first)"),
+    # the hint said to add 'a contact 0 0 7 7', which is refused: a hypothetical contact joins two different nodes
+    ("a contact +0 +60 7 7 10\nd contact 0 7 7\n", "no hypothetical contact (start 0) from node 7 to itself to "
+     "delete; a hypothetical contact joins two different nodes"),
     ("a contact 0 0 3 7 0\nc contact 0 3 7 10\n", "'c contact' of start 0: a registration (-1) or hypothetical (0) "
      "contact has no rate to change; expected the start of a scheduled contact"),
     ("a contact -1 -1 3 3 0\nc contact -1 3 3 10\n", "'c contact' of start -1: a registration (-1) or hypothetical "
@@ -631,10 +634,14 @@ def test_a_range_naming_a_header_node_of_no_contact_is_read_as_the_docs_say(tmp_
     header names is a node of the plan (its name kept, written back on export), so a range naming it was
     read without a word. The page now says so, and both cases are pinned here."""
     text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "formats.md").read_text().split())
-    assert ("a range naming a node of no contact (and not named by the plan's `# node` header, which makes it a "
-            "node of the plan) is an error naming its line") in text
+    assert ("a range naming a node of no contact with another node (its contacts to itself are skipped; and not "
+            "named by the plan's `# node` header, which makes it a node of the plan) is an error naming its "
+            "line") in text
     path = tmp_path / "p.ion"
-    assert _refusal(path, PAIR + "a range +0 +60 3 9 1\n") == f"{path}:3: range 3->9 names a node with no contact"
+    says = "range 3->9 names a node with no contact to another node"
+    assert _refusal(path, PAIR + "a range +0 +60 3 9 1\n") == f"{path}:3: {says}"
+    # a node whose only contact is to itself (skipped): 'no contact' was not true of it
+    assert _refusal(path, PAIR + "a contact +0 +60 9 9 10\na range +0 +60 3 9 1\n") == f"{path}:4: {says}"
     path.write_text("# fol-swarm contact plan\n# node 3 three node\n# node 5 five node\n# node 9 nine node\n"
                     + PAIR + "a range +0 +60 3 9 1\n")
     plan = read_ion(path)
@@ -740,3 +747,15 @@ def test_an_ion_export_writes_no_contacts_of_one_direction_that_meet(tmp_path: P
     back = read_ion(path).windows
     assert list(zip(back.t_start_s.tolist(), back.t_end_s.tolist(), back.capacity_bytes.tolist())) == [
         (0.0, 30.0, 30_000), (31.0, 40.0, 4_500)]
+
+
+@pytest.mark.parametrize("start", ["00", "-2"])
+def test_an_unscheduled_start_other_than_0_or_minus_1_is_refused_as_the_docs_say(tmp_path: Path, start: str) -> None:
+    """ionadmin's executeAdd reads a start beginning with '0' as hypothetical and one beginning with '-' as a
+    registration; the import takes '0' and '-1' only, as docs/formats.md says, and refuses the others in one line."""
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "formats.md").read_text().split())
+    assert ("it takes the starts `0` and `-1` as they are written and refuses any other (`00`, `-2`) in one line "
+            "naming it") in text
+    path = tmp_path / "p.ion"
+    assert _refusal(path, PAIR + f"a contact {start} +60 3 3 0\n") == (
+        f"{path}:3: expected +SECONDS or yyyy/mm/dd-hh:mm:ss, got '{start}'")
