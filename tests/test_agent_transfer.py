@@ -4,6 +4,7 @@ cut link, rejection of bad payloads, duplicates. Every test is bounded in time
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import json
@@ -1577,6 +1578,12 @@ def test_a_freeze_count_past_the_nodes_own_model_is_refused_at_start(tmp_path: P
     assert str(err.value) == f"receiver.toml: {line}"
     cfg.variant = "local"  # uses no neighbour model: the count means nothing
     Agent(cfg).stop()
+    exchanging = Node(tmp_path / "x", "exchanger", [])  # trigger.on_board = false: no FOL here, nothing checked
+    Agent(dataclasses.replace(exchanging.config(), fol={"rounds": 1, "finetune_freeze": 5})).stop()
+    # both pages say when the check runs (they said it ran on every start)
+    for page in ("fol-options.md", "fol-algorithm.md"):
+        text = " ".join((Path(__file__).resolve().parents[1] / "docs" / page).read_text().split())
+        assert "on_board = true" in text and 'other than `"local"`' in text, page
 
 
 def test_the_retry_back_off_stays_at_its_cap_after_many_failures(tmp_path: Path) -> None:
