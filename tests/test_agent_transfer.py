@@ -1091,7 +1091,9 @@ def test_a_damaged_state_file_is_one_line_naming_the_field(tmp_path: Path, field
 
 def test_a_state_file_without_its_node_is_one_line_naming_the_field(tmp_path: Path) -> None:
     """A state.json without "node" (the one field with no default) stopped the agent with Python's
-    "malformed state (AgentState.__init__() missing 1 required positional argument: 'node')"."""
+    "malformed state (AgentState.__init__() missing 1 required positional argument: 'node')"; one without
+    another field every version-1 agent writes started on its default (no 'round': round 1; no 'models':
+    none), and is refused naming it too."""
     from fol.errors import ConfigError
 
     node = Node(tmp_path, "receiver", [])
@@ -1102,8 +1104,16 @@ def test_a_state_file_without_its_node_is_one_line_naming_the_field(tmp_path: Pa
     with pytest.raises(ConfigError) as refused:
         Agent(node.config(), load_fol=False)
     assert str(refused.value) == f"{state_path}: field 'node' is missing; expected the node's id (a string)"
-    state_path.write_text(json.dumps({k: v for k, v in state.items() if k not in ("round", "models")}))
-    Agent(node.config(), load_fol=False).stop()  # every other field has its default: not required
+    # every field version 1 has always held: a file without it is damaged (it started at round 1, no models)
+    for name, expected in (("round", "the round in progress (a positive integer)"),
+                           ("models", "an object of the node's models"), ("history", "a list of finished rounds")):
+        state_path.write_text(json.dumps({k: v for k, v in state.items() if k != name}))
+        with pytest.raises(ConfigError) as refused:
+            Agent(node.config(), load_fol=False)
+        assert str(refused.value) == f"{state_path}: field {name!r} is missing; expected {expected}"
+    # a version-1 file written before round_age_s / round_age_at lacks them: they keep their defaults
+    state_path.write_text(json.dumps({k: v for k, v in state.items() if k not in ("round_age_s", "round_age_at")}))
+    Agent(node.config(), load_fol=False).stop()
 
 
 def _edit_state(state: dict[str, Any], where: str, value: str) -> dict[str, Any]:

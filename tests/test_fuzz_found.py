@@ -597,9 +597,9 @@ def test_two_neighbour_files_whose_names_are_one_once_escaped_are_not_both_read(
 def test_an_agent_state_of_round_true_is_refused() -> None:
     """Review of today's fuzzing: the agent's state.json took ``"round": true`` as round 1 (bool is an int in
     Python), where every other integer field a peer or a file gives refuses a boolean."""
-    from fol.agent.inbox import STATE_FORMAT, STATE_VERSION, AgentState
+    from fol.agent.inbox import AgentState
 
-    doc = {"format": STATE_FORMAT, "version": STATE_VERSION, "node": "a", "round": 1}
+    doc = {**AgentState("a").to_dict(), "round": 1}
     assert AgentState.from_dict(doc, "state.json").round == 1
     with pytest.raises(ConfigError, match=r"^state\.json: field 'round' must be a positive integer, got true$"):
         AgentState.from_dict({**doc, "round": True}, "state.json")
@@ -1153,9 +1153,9 @@ def test_an_agent_state_whose_history_entry_lacks_a_field_is_refused_in_one_line
     traceback in fol.agent.cli.format_status (and the loopback exchange read 'report' the same way). The
     fields every agent writes are now checked when the state is read, as the records' are."""
     from fol.agent.cli import format_status
-    from fol.agent.inbox import STATE_FORMAT, STATE_VERSION, AgentState
+    from fol.agent.inbox import AgentState
 
-    doc = {"format": STATE_FORMAT, "version": STATE_VERSION, "node": "a", "round": 2, "history": [_HISTORY_ENTRY]}
+    doc = {**AgentState("a").to_dict(), "round": 2, "history": [_HISTORY_ENTRY]}
     state = AgentState.from_dict(doc, "state.json")
     status = {"node": "a", "pid": 1, "listen": "tcp://127.0.0.1:1", "round": 2, "rounds": 3, "finished": False,
               "personalizing": False, "current_model": "", "received_this_round": [], "expected_models": 1,
@@ -1174,12 +1174,12 @@ def test_the_agent_status_shows_the_state_files_names_escaped() -> None:
     showed as blank. Each line is now escaped as every line the tools print is (printable), so the names
     show as brief() shows them elsewhere."""
     from fol.agent.cli import format_status
-    from fol.agent.inbox import STATE_FORMAT, STATE_VERSION, AgentState
+    from fol.agent.inbox import AgentState
     from swarmbase.tomlcheck import brief
 
     model = "models/round-1\n\x1b[2J\t\xa0.safetensors"
     entry = {**_HISTORY_ENTRY, "model": model, "accuracy_line": "val 1 %\nforged line"}
-    doc = {"format": STATE_FORMAT, "version": STATE_VERSION, "node": "a", "round": 2, "history": [entry],
+    doc = {**AgentState("a").to_dict(), "round": 2, "history": [entry],
            "current_model": model}
     state = AgentState.from_dict(doc, "state.json")
     status = {"node": "a", "pid": 1, "listen": "tcp://127.0.0.1:1", "round": 2, "rounds": 3, "finished": False,
@@ -1248,12 +1248,12 @@ def test_a_received_record_whose_time_is_no_number_is_refused_when_read(value: A
     'time' a string (or null) and another with a number stopped received_for with a TypeError: 'ctl status'
     failed, and an on-board agent's loop, which checks its trigger every 50 ms, logged a traceback each time.
     It is now refused when read, in one line naming the record; a record without 'time' is still read (0)."""
-    from fol.agent.inbox import STATE_FORMAT, STATE_VERSION, AgentState
+    from fol.agent.inbox import AgentState
 
     def record(**time: Any) -> dict[str, Any]:
         return {"sender": "s", "round": 0, "sha256": "0" * 64, "size": 1, "file": "f", **time}
 
-    doc = {"format": STATE_FORMAT, "version": STATE_VERSION, "node": "a"}
+    doc = {**AgentState("a").to_dict()}
     state = AgentState.from_dict({**doc, "received": {"a": record(), "b": record(time=1.5)}}, "state.json")
     assert [r["model_id"] for r in state.received_for(0)] == ["a", "b"]
     with pytest.raises(ConfigError, match=rf"^state\.json: field 'received' entry 'a': 'time' must be a number of "

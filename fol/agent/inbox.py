@@ -135,6 +135,18 @@ def _non_finite_at(value: Any) -> tuple[str, float] | None:
     return None
 
 
+#: The fields every agent writing ``state.json`` version 1 has written (what a missing one is expected to be):
+#: a file of that version without one is damaged or hand-edited, and is refused naming it. ``round_age_s`` and
+#: ``round_age_at`` came later within version 1: a file written before them lacks them, and they keep their
+#: defaults (an age of 0 at ``round_started``).
+_WRITTEN_SINCE_VERSION_1 = {
+    "node": "the node's id (a string)", "round": "the round in progress (a positive integer)",
+    "round_started": "the round's start (seconds since the epoch)", "finished": "true or false",
+    "current_model": "a path in the state folder (a string)", "local_model": "a path in the state folder (a string)",
+    "models": "an object of the node's models", "received": "an object of received models",
+    "outbox": "an object of offers to peers", "history": "a list of finished rounds"}
+
+
 @dataclass
 class AgentState:
     """What a node persists (``state.json``).
@@ -179,8 +191,9 @@ class AgentState:
             raise ConfigError(f"{source}: not a FOL agent state file")
         if data.get("version") != STATE_VERSION:
             raise ConfigError(f"{source}: state version {shown(data.get('version'))}, this agent reads {STATE_VERSION}")
-        if "node" not in data:  # the one field without a default: the others, absent, keep theirs
-            raise ConfigError(f"{source}: field 'node' is missing; expected the node's id (a string)")
+        for name, expected in _WRITTEN_SINCE_VERSION_1.items():  # absent only from a damaged or hand-edited file
+            if name not in data:
+                raise ConfigError(f"{source}: field {name!r} is missing; expected {expected}")
         known = set(cls.__dataclass_fields__)
         state = cls(**{k: v for k, v in data.items() if k in known})
         if not isinstance(state.round, int) or isinstance(state.round, bool) or state.round < 1:  # true is not round 1
