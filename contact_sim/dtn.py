@@ -49,18 +49,18 @@ contact is a two-way window, carrying the smaller of the two rates; each stretch
 no reverse contact covers is a one-way window (``windows.direction``) at that contact's own rate
 (one info line per file counts these contact-seconds).
 Contacts of one direction must not overlap one another (in ION, nor meet). A window's OWLT is the largest of the
-``a range`` lines of the pair that cover it (kept in ``plan.meta["owlt_s_per_window"]``, ``None`` where no line
-covers it, and written back on export; an HDTN record's ``owlt`` is such a line, its rate 0 or not; an ION range
-is held as ``ionadmin`` holds it, :func:`_add_range`: a second of one start and nodes, or one overlapping another,
-is skipped, the earlier kept). ``ionadmin``'s edits apply in file order (``@`` moves the time ``+ss`` counts from;
-``d contact`` / ``d range`` delete, ``c contact`` changes an earlier line's); registration (start ``-1``) and
-hypothetical (start ``0``, as ``ionadmin`` reads it; a stop of ``0`` after a start is refused, as ``ionadmin``
-refuses it) contacts carry no scheduled data and are skipped (their fields read and checked all the same), as are
-contacts of rate 0 (in either format: the
-reverse contact alone is a one-way window; ``ionadmin`` does not insert an ``a contact`` of rate 0, so it holds no
-start: a contact of its start or overlapping it is read, a ``d contact`` of it deletes nothing and a ``c contact``
-of it is refused); other ``ionadmin`` commands (``1``, ``s``, ``m ...``, ``^`` (all
-regions are read into one plan), ``v``, ``x``) are ignored.
+``a range`` lines of the pair that cover it, or, where no one line does, of those that together cover it (a window the
+ION export joined of two: :func:`_largest_joint_cover`) (kept in ``plan.meta["owlt_s_per_window"]``, ``None`` where
+a stretch of the window is in no line, and written back on export; an HDTN record's ``owlt`` is such a line, its
+rate 0 or not; an ION range is held as ``ionadmin`` holds it, :func:`_add_range`: a second of one start and nodes,
+or one overlapping another, is skipped, the earlier kept). ``ionadmin``'s edits apply in file order (``@`` moves the
+time ``+ss`` counts from; ``d contact`` / ``d range`` delete, ``c contact`` changes an earlier line's); registration
+(start ``-1``) and hypothetical (start ``0``, as ``ionadmin`` reads it; a stop of ``0`` after a start is refused, as
+``ionadmin`` refuses it) contacts carry no scheduled data and are skipped (their fields read and checked all the
+same), as are contacts of rate 0 (in either format: the reverse contact alone is a one-way window; ``ionadmin`` does
+not insert an ``a contact`` of rate 0, so it holds no start: a contact of its start or overlapping it is read, a
+``d contact`` of it deletes nothing and a ``c contact`` of it is refused); other ``ionadmin`` commands (``1``, ``s``,
+``m ...``, ``^`` (all regions are read into one plan), ``v``, ``x``) are ignored.
 
 Example:
     >>> from contact_sim.windows import WindowTable
@@ -76,6 +76,7 @@ from __future__ import annotations
 import bisect
 import datetime as _dt
 import io
+import itertools
 import logging
 import math
 import operator
@@ -1227,6 +1228,25 @@ def _largest_covering(ranges: Sequence[tuple[float, float, float]], spans: Seque
     return out
 
 
+def _largest_joint_cover(ranges: Sequence[tuple[float, float, float]], span: tuple[float, float],
+                         starts: list[float], reach: list[float]) -> float:
+    """The largest value of the ranges ``(r0, r1, value)`` (sorted by ``r0``, whose starts are ``starts`` and whose
+    running largest ends are ``reach``) that overlap ``span`` ``(s0, s1)``, if together they cover it, else NaN: a
+    range gives the light time at each time within it, so a window over two ranges (an ION contact joined of two
+    windows that met, of one range each) takes the larger of the two. Only the ranges reaching past ``s0`` and
+    starting before ``s1`` are looked at (a bisection on ``reach``)."""
+    s0, s1 = span
+    cursor, best = s0, -math.inf
+    for i in range(bisect.bisect_right(reach, s0), bisect.bisect_left(starts, s1)):
+        r0, r1, value = ranges[i]
+        if r1 <= s0:
+            continue  # ends before the span (an earlier range reaches past it)
+        if r0 > cursor:
+            return np.nan  # a stretch of the span no range covers
+        cursor, best = max(cursor, r1), max(best, value)
+    return best if cursor >= s1 else np.nan
+
+
 def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] | None = None,
                 acquisition_s: float = 0.0) -> ContactPlan:
     """A :class:`ContactPlan` from parsed ION contacts (two-way and one-way windows, per-window rates)."""
@@ -1265,7 +1285,15 @@ def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] |
     for k, (i, j, s0, s1) in enumerate(zip(a.tolist(), b.tolist(), t0s.tolist(), t1s.tolist())):
         spans.setdefault((i, j), []).append((s0, s1, k))
     for pair, pair_spans in spans.items():
-        for k, owlt in zip((k for _, _, k in pair_spans), _largest_covering(ranges.get(pair, []), pair_spans)):
+        pair_ranges = ranges.get(pair, [])
+        joint = None  # the pair's ranges by start, their starts and running largest ends, made for a first gap
+        for (s0, s1, k), owlt in zip(pair_spans, _largest_covering(pair_ranges, pair_spans)):
+            if np.isnan(owlt) and pair_ranges:  # no one range covers it: the ranges that together do, if any
+                if joint is None:
+                    by_start = sorted(pair_ranges, key=operator.itemgetter(0))
+                    joint = (by_start, [r[0] for r in by_start], list(itertools.accumulate(
+                        (r[1] for r in by_start), max)))
+                owlt = _largest_joint_cover(joint[0], (s0, s1), joint[1], joint[2])
             owlt_w[k] = float(owlt)  # exact: an OWLT is at most MAX_PLAN_OWLT_S
     nan = np.full(a.size, np.nan)
     windows = WindowTable(a, b, t0s, t1s, nan, nan, vol, direction=direction, sort=False)

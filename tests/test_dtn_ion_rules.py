@@ -422,7 +422,8 @@ _RANGES = "a contact +0 +60 1 2 1000\na contact +0 +60 2 1 1000\n"
     ("a range +10 +70 1 2 5\na range +0 +60 2 1 9", None, 2),  # overlaps 2->1 +10 +70, imputed: was 9
     ("a range +0 +30 1 2 5\na range +0 +60 2 1 9", 9.0, None),  # replaces the imputed 2->1 of its start
     ("a range +10 +70 2 1 5\na range +0 +60 1 2 9", 9.0, None),  # 2->1 imputes no 1->2
-    ("a range +0 +30 1 2 5\na range +30 +60 1 2 9", None, None),  # ranges that meet do not overlap
+    # ranges that meet do not overlap; together they cover the window, which takes the larger (was None)
+    ("a range +0 +30 1 2 5\na range +30 +60 1 2 9", 9.0, None),
     ("a range +0 +60 1 2 5\nd range +0 1 2\na range +0 +60 1 2 9", 9.0, None),
     ("a range +10 +70 1 2 5\nd range +10 2 1\na range +0 +60 2 1 9", 9.0, None),  # the imputed deleted: was refused
     ("a range +10 +70 1 2 5\nd range +10 1 2\na range +0 +60 2 1 9", 9.0, None),  # with the range it was imputed of
@@ -491,6 +492,8 @@ _SAME_RULES = {
     "light time of a contact of rate 0, the reverse without": [(0, 60, 1, 2, 0, 5), (0, 60, 2, 1, 1000)],
     "light times of both directions, one of rate 0": [(0, 60, 1, 2, 0, 5), (0, 60, 2, 1, 1000, 3)],
     "light time of a contact of rate 0 to a node of no other contact": [(0, 60, 1, 2, 1000), (0, 60, 1, 3, 0, 5)],
+    "light times of two ranges together over a window, of contacts of rate 0": [
+        (0, 120, 1, 2, 1000), (0, 120, 2, 1, 1000), (0, 60, 1, 2, 0, 3), (60, 120, 2, 1, 0, 5)],
 }
 
 
@@ -538,7 +541,9 @@ def test_the_ion_and_hdtn_imports_refuse_and_accept_the_same_duplicates_and_over
     refused = isinstance(said[read_ion], str)
     assert refused == (case not in ("the reverse direction at the same start", "loopback repeated")
                        and "rate 0" not in case), said
-    if "light time" in case:  # the light time of the pair's window: the largest range covering it, any direction's
+    # the light time of the pair's window: the largest range covering it, any direction's, or, where no one range
+    # covers it, the largest of those that together cover it (failed before for the last case: None)
+    if "light time" in case:
         assert [row[-1] for row in said[read_ion] if row[:2] == (0, 1)] == [
             max((c[5] for c in contacts if len(c) > 5 and {c[2], c[3]} == {1, 2}), default=None)], said
     if refused:
@@ -759,3 +764,33 @@ def test_an_unscheduled_start_other_than_0_or_minus_1_is_refused_as_the_docs_say
     path = tmp_path / "p.ion"
     assert _refusal(path, PAIR + f"a contact {start} +60 3 3 0\n") == (
         f"{path}:3: expected +SECONDS or yyyy/mm/dd-hh:mm:ss, got '{start}'")
+
+
+def test_windows_written_as_one_ion_contact_read_back_with_the_larger_light_time(tmp_path: Path) -> None:
+    """Two two-way windows of a pair that meet at one rate are written as one ION contact a direction (ionadmin would
+    ignore the second of two that meet), with the ranges of the two windows as they were (OWLT 1, then 2). Read
+    back, the one window no single range covers takes the larger OWLT of the ranges that together cover it, 2 (a
+    range gives the light time at each time within it); a window with a stretch no range covers has none. Failed
+    before: [None], the light time lost on the round trip."""
+    from contact_sim import ContactPlan, LinkModel, WindowTable
+    from contact_sim.link import SPEED_OF_LIGHT_M_S
+
+    one_s_km, two_s_km = SPEED_OF_LIGHT_M_S / 1e3 * 0.5, SPEED_OF_LIGHT_M_S / 1e3 * 1.5  # OWLT 1 s and 2 s
+    w = WindowTable([0, 0], [1, 1], [0.0, 50.0], [50.0, 100.0], [one_s_km, two_s_km], [one_s_km, two_s_km],
+                    [8e3 * 50] * 2)
+    plan = ContactPlan(["a", "b"], w, LinkModel("plan", acquisition_s=0.0), [0.0, 100.0])
+    text = format_ion(plan)
+    assert [ln for ln in text.splitlines() if ln.startswith("a ")] == [
+        "a contact +0 +100 1 2 1000", "a contact +0 +100 2 1 1000", "a range +0 +50 1 2 1", "a range +0 +50 2 1 1",
+        "a range +50 +100 1 2 2", "a range +50 +100 2 1 2"], text
+    path = tmp_path / "p.ion"
+    path.write_text(text)
+    back = read_ion(path)
+    assert back.windows.t_start_s.tolist() == [0.0] and back.windows.t_end_s.tolist() == [100.0]
+    assert back.meta["owlt_s_per_window"] == [2.0]
+    assert format_ion(back).splitlines()[-2:] == ["a range +0 +100 1 2 2", "a range +0 +100 2 1 2"]
+    # the ranges leave 50..60 uncovered, or cover it in the other direction only
+    for ranges, owlt in (("a range +0 +50 1 2 1\na range +60 +100 1 2 2\n", None),
+                         ("a range +0 +50 2 1 1\na range +40 +100 1 2 2\n", 2.0)):
+        path.write_text("a contact +0 +100 1 2 1000\na contact +0 +100 2 1 1000\n" + ranges)
+        assert read_ion(path).meta["owlt_s_per_window"] == [owlt], ranges
