@@ -48,19 +48,20 @@ Import (ION with :func:`read_ion`, HDTN with :func:`read_hdtn`, either by file n
 contact is a two-way window, carrying the smaller of the two rates; each stretch of a contact that
 no reverse contact covers is a one-way window (``windows.direction``) at that contact's own rate
 (one info line per file counts these contact-seconds).
-Contacts of one direction must not overlap one another (in ION, nor meet). A window's OWLT is the largest of the
-``a range`` lines of the pair that cover it, or, where no one line does, of those that together cover it (a window the
-ION export joined of two: :func:`_largest_joint_cover`) (kept in ``plan.meta["owlt_s_per_window"]``, ``None`` where
-a stretch of the window is in no line, and written back on export; an HDTN record's ``owlt`` is such a line, its
-rate 0 or not; an ION range is held as ``ionadmin`` holds it, :func:`_add_range`: a second of one start and nodes,
-or one overlapping another, is skipped, the earlier kept). ``ionadmin``'s edits apply in file order (``@`` moves the
-time ``+ss`` counts from; ``d contact`` / ``d range`` delete, ``c contact`` changes an earlier line's); registration
-(start ``-1``) and hypothetical (start ``0``, as ``ionadmin`` reads it; a stop of ``0`` after a start is refused, as
-``ionadmin`` refuses it) contacts carry no scheduled data and are skipped (their fields read and checked all the
-same), as are contacts of rate 0 (in either format: the reverse contact alone is a one-way window; ``ionadmin`` does
-not insert an ``a contact`` of rate 0, so it holds no start: a contact of its start or overlapping it is read, a
-``d contact`` of it deletes nothing and a ``c contact`` of it is refused); other ``ionadmin`` commands (``1``, ``s``,
-``m ...``, ``^`` (all regions are read into one plan), ``v``, ``x``) are ignored.
+Contacts of one direction must not overlap one another (in ION, nor meet; in HDTN, nor meet listed later first). A
+window's OWLT is the largest of the ``a range`` lines of the pair that cover it, or, where no one line does, of
+those that together cover it (a window the ION export joined of two: :func:`_largest_joint_cover`) (kept in
+``plan.meta["owlt_s_per_window"]``, ``None`` where a stretch of the window is in no line, and written back on
+export; an HDTN record's ``owlt`` is such a line, its rate 0 or not; an ION range is held as ``ionadmin`` holds it,
+:func:`_add_range`: a second of one start and nodes, or one overlapping another, is skipped, the earlier kept).
+``ionadmin``'s edits apply in file order (``@`` moves the time ``+ss`` counts from; ``d contact`` / ``d range``
+delete, ``c contact`` changes an earlier line's); registration (start ``-1``) and hypothetical (start ``0``, as
+``ionadmin`` reads it; a stop of ``0`` after a start is refused, as ``ionadmin`` refuses it) contacts carry no
+scheduled data and are skipped (their fields read and checked all the same), as are contacts of rate 0 (in either
+format: the reverse contact alone is a one-way window; ``ionadmin`` does not insert an ``a contact`` of rate 0, so
+it holds no start: a contact of its start or overlapping it is read, a ``d contact`` of it deletes nothing and a
+``c contact`` of it is refused); other ``ionadmin`` commands (``1``, ``s``, ``m ...``, ``^`` (all regions are read
+into one plan), ``v``, ``x``) are ignored.
 
 Example:
     >>> from contact_sim.windows import WindowTable
@@ -1130,6 +1131,23 @@ def _overlap_message(src: int, dst: int, first: Sequence, second: Sequence) -> s
             "must not overlap")
 
 
+def _in_file_order(contacts: Sequence[Sequence], some: Sequence[Sequence]) -> list[Sequence]:
+    """The contacts ``some`` (each one of ``contacts``) in the order of ``contacts``, the file's: one pass over the
+    plan, nothing held per contact of it but those of ``some``."""
+    wanted = {id(c) for c in some}
+    return [c for c in contacts if id(c) in wanted]
+
+
+def _hdtn_meet_message(src: int, dst: int, first: Sequence, second: Sequence) -> str:
+    """The refusal of HDTN record ``second`` ``(t0, t1, from, to, rate, where)``, which ends at the second the
+    earlier-listed ``first`` of its direction starts: HDTN's router runs a link's up and down events of one second in
+    the order of the records, so it takes the link down there, for the rest of ``first``."""
+    record = first[5].rsplit(": ", 1)[-1]  # 'contacts[1]': the file is named once, at the start
+    return (f"{second[5]}: contact {src}->{dst} +{second[0]:g} +{second[1]:g} meets the contact +{first[0]:g} "
+            f"+{first[1]:g} listed before it, {record}, which HDTN's router takes down at +{second[1]:g} (events of "
+            "one second in record order); expected the records in time order")
+
+
 def _plan_windows(contacts: Sequence[tuple[float, float, int, int, float, str]], meeting_overlaps: bool = True
                   ) -> tuple[list[tuple[int, int, float, float, float, int]], float, float, int]:
     """The windows of one-direction contacts ``(t0, t1, from, to, rate, where)``.
@@ -1141,7 +1159,8 @@ def _plan_windows(contacts: Sequence[tuple[float, float, int, int, float, str]],
     would be ambiguous; ``ionadmin`` refuses such a contact too), nor, when ``meeting_overlaps`` (an ION plan's),
     meet one another (one ending at the second the next starts, an overlap to ``ionadmin``'s
     ``rfx_insert_contact``, which ignores the later-listed), a contact of rate 0 among them (ION's
-    ``c contact`` to 0, which ``ionadmin`` keeps), which makes no window. Sorting each direction and
+    ``c contact`` to 0, which ``ionadmin`` keeps), which makes no window; in an HDTN plan two that meet are read,
+    unless the later was listed first (:func:`_hdtn_meet_message`). Sorting each direction and
     sweeping the two lists together visits each contact a bounded number of times: O(n log n)
     for n contacts.
 
@@ -1160,15 +1179,26 @@ def _plan_windows(contacts: Sequence[tuple[float, float, int, int, float, str]],
         else:
             zero = True
     start = operator.itemgetter(0)
+    meets = []  # (earlier, later) of each two contacts of a direction that meet, in an HDTN plan
     for (src, dst), own in by_direction.items():
         own.sort(key=start)
         for prev, cur in zip(own, own[1:]):
-            if cur[0] < prev[1] or (meeting_overlaps and cur[0] == prev[1]):
-                order = {id(c): k for k, c in enumerate(contacts)}  # once, to name the later line in the file
-                first, second = sorted((prev, cur), key=lambda c: order[id(c)])
-                raise ContactError(_overlap_message(src, dst, first, second))
+            if cur[0] > prev[1]:
+                continue
+            if cur[0] == prev[1] and not meeting_overlaps:
+                meets.append((prev, cur))
+                continue
+            first, second = _in_file_order(contacts, (prev, cur))
+            raise ContactError(_overlap_message(src, dst, first, second))
         if zero:
             own[:] = [c for c in own if c[4]]  # a contact of rate 0 makes no window
+    if meets:  # HDTN: the later listed first has its link taken down at the second they meet
+        listed = _in_file_order(contacts, [c for pair in meets for c in pair])
+        position = {id(c): k for k, c in enumerate(listed)}
+        late = [(position[id(prev)], prev, cur) for prev, cur in meets if position[id(cur)] < position[id(prev)]]
+        if late:
+            _, prev, cur = min(late, key=operator.itemgetter(0))
+            raise ContactError(_hdtn_meet_message(prev[2], prev[3], cur, prev))
     rows = []
     one_way_s = 0.0
     unequal = 0

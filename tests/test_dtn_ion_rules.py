@@ -509,7 +509,8 @@ def test_the_ion_and_hdtn_imports_refuse_and_accept_the_same_duplicates_and_over
     a contact of rate 0 (each refused as 'listed twice' or overlapping, where ionadmin reads the contact of a
     positive rate). Contacts of one direction that meet (one ends at the second the other starts) are an overlap to
     ionadmin's rfx_insert_contact, which ignores the later-listed: the ION import refuses them, naming both (failed
-    before: read), and the HDTN import reads them, as HDTN does."""
+    before: read), and the HDTN import reads them, as HDTN does, when listed in time order; listed the other way,
+    HDTN's router takes the link down where they meet, and the HDTN import refuses them, naming both."""
     contacts = [*_SAME_RULES[case], (0, 120, 4, 5, 1000)]
     ion, hdtn = tmp_path / "p.ion", tmp_path / "p.json"
     ion.write_text("".join(f"a contact +{t0} +{t1} {a} {b} {rate}\n" for t0, t1, a, b, rate, *_ in contacts)
@@ -531,11 +532,17 @@ def test_the_ion_and_hdtn_imports_refuse_and_accept_the_same_duplicates_and_over
             w = plan.windows
             said[reader] = sorted(zip(w.a.tolist(), w.b.tolist(), w.t_start_s.tolist(), w.t_end_s.tolist(),
                                       w.volume_bits.tolist(), w.direction.tolist(), plan.meta["owlt_s_per_window"]))
-    if case.startswith("back to back"):  # an overlap to ionadmin, not to HDTN: HDTN reads them as written
+    if case.startswith("back to back"):  # an overlap to ionadmin; HDTN reads them as written, in time order
+        assert said[read_ion].startswith("#1: contact 1->2 ") and " meets the contact " in said[read_ion], said
+        if "listed first" in case:  # HDTN's router would take the link down at +60 (failed before: read)
+            assert said[read_hdtn] == (
+                "#1: contact 1->2 +0 +60 meets the contact +60 +90 listed before it, contacts[0], which HDTN's "
+                "router takes down at +60 (events of one second in record order); expected the records in time "
+                "order"), said
+            return
         windows = sorted((0, 1, float(t0), float(t1), 8.0 * rate * (t1 - t0), A_TO_B, None)
                          for t0, t1, a, b, rate, *_ in _SAME_RULES[case] if rate)
         assert said[read_hdtn] == sorted([*windows, (2, 3, 0.0, 120.0, 8e3 * 120, A_TO_B, None)]), said
-        assert said[read_ion].startswith("#1: contact 1->2 ") and " meets the contact " in said[read_ion], said
         return
     assert said[read_ion] == said[read_hdtn], said
     refused = isinstance(said[read_ion], str)
@@ -794,3 +801,21 @@ def test_windows_written_as_one_ion_contact_read_back_with_the_larger_light_time
                          ("a range +0 +50 2 1 1\na range +40 +100 1 2 2\n", 2.0)):
         path.write_text("a contact +0 +100 1 2 1000\na contact +0 +100 2 1 1000\n" + ranges)
         assert read_ion(path).meta["owlt_s_per_window"] == [owlt], ranges
+
+
+def test_hdtn_records_that_meet_are_read_in_time_order_and_refused_listed_the_other_way(tmp_path: Path) -> None:
+    """HDTN's router (module/router/src/router.cpp) schedules a link up at each record's start and a link down at
+    its end, the events of one second in record order: 1->2 +0 +60, +60 +90, +90 +120 listed in time order keep the
+    link up from 0 to 120, and are read as three windows; with +90 +120 listed before +60 +90, the link goes down at
+    +90 and stays down, so the record +60 +90 is refused, naming the one listed before it. Failed before: read."""
+    def records(*spans):
+        return json.dumps({"contacts": [_record(t0, t1) for t0, t1 in spans]})
+
+    path = tmp_path / "p.json"
+    path.write_text(records((0, 60), (60, 90), (90, 120)))
+    w = read_hdtn(path).windows
+    assert list(zip(w.t_start_s.tolist(), w.t_end_s.tolist())) == [(0.0, 60.0), (60.0, 90.0), (90.0, 120.0)]
+    message = _refusal(path, records((0, 60), (90, 120), (60, 90)), read_hdtn)
+    assert message == (f"{path}: contacts[2]: contact 1->2 +60 +90 meets the contact +90 +120 listed before it, "
+                       "contacts[1], which HDTN's router takes down at +90 (events of one second in record "
+                       "order); expected the records in time order"), message
