@@ -819,3 +819,21 @@ def test_hdtn_records_that_meet_are_read_in_time_order_and_refused_listed_the_ot
     assert message == (f"{path}: contacts[2]: contact 1->2 +60 +90 meets the contact +90 +120 listed before it, "
                        "contacts[1], which HDTN's router takes down at +90 (events of one second in record "
                        "order); expected the records in time order"), message
+
+
+def test_an_at_line_of_the_plan_start_pins_an_exported_plan_and_changes_none_of_its_times(tmp_path: Path) -> None:
+    """docs/formats.md: ionadmin counts +SECONDS from the time it starts unless an '@ TIME' line sets it; an
+    '@ yyyy/mm/dd-hh:mm:ss' of the plan start after the header comments pins the exported plan to its start, and the
+    import reads it to the same windows (an '@' of a minute later moves them a minute)."""
+    from contact_sim import ContactPlan, LinkModel, WindowTable
+
+    start = dt.datetime(2025, 3, 1, tzinfo=dt.timezone.utc)
+    w = WindowTable([0], [1], [62.0], [535.0], [1e3], [1e3], [8e3 * 473])
+    text = format_ion(ContactPlan(["a", "b"], w, LinkModel("plan", acquisition_s=0.0), [0.0, 600.0], start))
+    head, _, body = text.partition("a contact")
+    path = tmp_path / "p.ion"
+    for at, shift in (("2025/03/01-00:00:00", 0.0), ("2025/03/01-00:01:00", 60.0)):
+        path.write_text(f"{head}@ {at}\na contact{body}")
+        back = read_ion(path)
+        assert back.start == start and back.node_names == ["a", "b"]
+        assert (back.windows.t_start_s.tolist(), back.windows.t_end_s.tolist()) == ([62.0 + shift], [535.0 + shift])
