@@ -130,7 +130,7 @@ def pool_fits(ap: argparse.ArgumentParser, n_images: int, image_size: int, what:
 def per_core(text: str) -> object:
     """A benchmark's ``--threads`` / ``--workers``: 1 .. 4 per core, the limit of a scenario's
     ``run.threads`` / ``run.workers``."""
-    from fol.simulation.check import MAX_PER_CORE, max_local_parallelism
+    from swarmbase.cli import MAX_PER_CORE, max_local_parallelism
 
     cap = max_local_parallelism()
     return checked(int, lambda v: 1 <= v <= cap, f"1..{cap} ({MAX_PER_CORE} per core of this machine)")(text)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from orbits import OMM_FORMATS, OrbitError
 from orbits.oem import DEFAULT_OEM_STEP_S, EXPORT_FRAMES, MAX_OEM_POINTS, MIN_OEM_STEP_S, OEM_FORMATS
-from swarmbase.cli import ArgumentParser, path_argument, printable, run_command
+from swarmbase.cli import ArgumentParser, parallelism_problem, path_argument, printable, run_command
 from swarmbase.fileio import check_output_dir, check_output_file, staged_outputs
 from swarmbase.manifest import EarlierOutputs, OutputManifest
 from swarmbase.tomlcheck import brief
@@ -89,7 +89,8 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
                    help="output folder (default: contacts/ next to the scenario); the run's files replace the "
                         "previous run's there as a set (the previous run's outputs this run does not write are "
                         f"removed, unless changed since: {MANIFEST.name} records them)")
-    p.add_argument("--workers", type=int, default=1, help="processes for the window search (default 1; at most one per core is used)")
+    p.add_argument("--workers", type=int, default=1, help="processes for the window search (default 1; at most one per core is used, and more than "
+                   "4 per core are refused, as fol simulate refuses them)")
     p.add_argument("--json", action="store_true", help="also write contacts.json")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
     p.add_argument("--czml", action="store_true", help="also write contacts.czml (open it in Cesium; Earth-fixed "
@@ -178,8 +179,8 @@ def run_contacts(args: argparse.Namespace) -> int:
 
     made: list[Path] = []  # the folders of --out this run makes, deepest first
     try:
-        if args.workers < 1:
-            raise ContactError(f"--workers: expected >= 1, got {args.workers}")
+        if problem := parallelism_problem(args.workers):  # fol simulate's bound of run.workers (or --workers)
+            raise ContactError(f"--workers: {problem}")
         scenario = load_contact_scenario(args.scenario)
         names, _, satellites = check_contact_scenario(scenario)  # built once: read their file once
         if scenario.plan_file is not None and (args.czml or args.export_orbits):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED, check_band_options, is_seed
-from swarmbase.cli import path_argument
+from swarmbase.cli import parallelism_problem, path_argument
 from swarmbase.tomlcheck import brief, shown
 
 log = logging.getLogger(__name__)
@@ -170,13 +170,8 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     if args.init_seed is not None and not is_seed(args.init_seed):
         raise ConfigError(f"--init-seed: expected an integer in 0..{MAX_SEED}, got {shown(args.init_seed)}")
     if args.threads is not None:  # the simulation's bound for run.threads: beyond it threads only slow a run
-        import os
-
-        from fol.simulation.check import MAX_PER_CORE, max_local_parallelism
-
-        if not 1 <= args.threads <= max_local_parallelism():
-            raise ConfigError(f"--threads: expected 1..{max_local_parallelism()} on this machine of "
-                              f"{os.cpu_count() or 1} core(s) ({MAX_PER_CORE} per core), got {shown(args.threads)}")
+        if problem := parallelism_problem(args.threads):
+            raise ConfigError(f"--threads: {problem}")
     check_output_file(args.out, ConfigError, "--out")
     # node K of seed S trained as fol simulate's node K, its card recording the split rule (the one way)
     with torch_threads(args.threads):

@@ -20,10 +20,10 @@ import sys
 from pathlib import PurePath
 from typing import Any, Callable, NoReturn
 
-from swarmbase.tomlcheck import BRIEF_CHARS, brief, printable
+from swarmbase.tomlcheck import BRIEF_CHARS, brief, printable, shown
 
 __all__ = ["run_command", "printable", "utf8_text", "recorded_path", "os_failure_line", "path_argument",
-           "ArgumentParser"]
+           "ArgumentParser", "MAX_PER_CORE", "max_local_parallelism", "parallelism_problem"]
 
 #: A piece of argparse's usage error that may be the user's text: a value it quotes (``'...'`` or ``"..."``, as
 #: repr writes it), or a run of characters without a space (an argument ``unrecognized arguments:`` lists).
@@ -72,6 +72,29 @@ def path_argument(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("expected a file or folder name, got an empty string")
     return text
+
+
+#: Processes or torch threads per core beyond which a command on this machine refuses to run: past it they
+#: only slow a CPU-bound run, and a typo (``--workers 100000``) would start a process per unit of work.
+MAX_PER_CORE = 4
+
+
+def max_local_parallelism() -> int:
+    """The most processes or torch threads a run takes on this machine: :data:`MAX_PER_CORE` per core."""
+    return MAX_PER_CORE * (os.cpu_count() or 1)
+
+
+def parallelism_problem(value: int) -> str | None:
+    """Why ``value`` cannot be a number of local processes or threads (``fol contacts --workers``,
+    ``fol pretrain --threads``), or None: the one rule, 1..:func:`max_local_parallelism`.
+
+    >>> parallelism_problem(1) is None, parallelism_problem(0).startswith("expected 1..")
+    (True, True)
+    """
+    cap = max_local_parallelism()
+    if 1 <= value <= cap:
+        return None
+    return f"expected 1..{cap} on this machine of {os.cpu_count() or 1} core(s) ({MAX_PER_CORE} per core), got {shown(value)}"
 
 
 def utf8_text(text: str) -> str:

@@ -162,6 +162,11 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
         lambda t: ["contacts", _walker_scenario(t), "--export-orbits", "oem", "--orbits-format", "xml", "--no-plot",
                    "--out", _out_with_folder(t, "orbits.oem.xml")], "orbits.oem.xml: is a folder"),
     "contacts DIR": (lambda t: ["contacts", _a_dir(t)], "is a directory"),
+    # fol simulate's rule for the same flag (4 per core); 10**400 was taken and capped to the cores
+    "contacts --workers 10**400": (lambda t: ["contacts", _walker_scenario(t), "--workers", str(10**400)],
+                                   "--workers: expected 1.."),
+    "contacts --workers 0": (lambda t: ["contacts", _walker_scenario(t), "--workers", "0"],
+                             "(4 per core), got 0"),
     # said OK at --check, and stopped only after the window search
     "contacts --czml of drones": (lambda t: ["contacts", str(EXAMPLES / "drone_contacts.toml"), "--czml", "--check",
                                              "--out", str(t / "o")],

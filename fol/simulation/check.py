@@ -58,6 +58,7 @@ from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, check_dataset
 from fol.errors import CheckpointError, ConfigError, DataError
 from fol.executors import check_ray_address
 from fol.fileio import check_input_dir, check_output_dir, file_sha256
+from swarmbase.cli import MAX_PER_CORE, max_local_parallelism
 from swarmbase.fileio import dead_link, dead_link_text
 from fol.methods import NodeResult, get_method
 from fol.stages import check_finetune_freeze
@@ -210,15 +211,6 @@ def read_run_record(out: Path) -> dict[str, Any]:
         raise ConfigError(f"--resume {out}: {path.name} is not a run record (expected a JSON object with text "
                           "'source' and 'base_dir'); use a new output folder")
     return record
-
-
-#: Processes or torch threads per core beyond which a run on this machine is refused.
-MAX_PER_CORE = 4
-
-
-def max_local_parallelism() -> int:
-    """The most processes or torch threads a run takes on this machine: :data:`MAX_PER_CORE` per core."""
-    return MAX_PER_CORE * (os.cpu_count() or 1)
 
 
 def check_local_parallelism(executor: str, ray_address: str | None, workers: int | None, threads: int | None) -> None:
