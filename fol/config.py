@@ -28,7 +28,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from fol.defaults import MAX_ITERATIONS, MAX_SEED, is_seed, too_many
+from fol.defaults import MAX_ITERATIONS, MAX_SEED, MAX_TOP_K, is_seed, too_many
 from fol.errors import ConfigError
 from fol.pruning import PruneConfig
 from fol.train import MAX_FACTOR, MIN_RATE, TrainConfig, decay_problem, too_large, too_small_rate
@@ -89,6 +89,10 @@ DECAYED_RATES = ("pretrain_lr", "finetune_lr")
 
 #: The smallest mini-batch a stage trains on: a batch norm that sees 1 x 1 maps cannot train on one image.
 MIN_BATCH_SIZE = 2
+#: The largest: a stage's batch is never more than the split it draws from (:func:`fol.train.fit` takes
+#: ``min(batch_size, n)``), and a million images (of 16 x 16 pixels, 2.9 GiB in float32) is beyond any split
+#: a loader builds within :data:`fol.data.geo.MAX_POOL_BYTES`' 8 GiB; a larger value is a typo.
+MAX_BATCH_SIZE = 1_000_000
 
 
 def batch_size_problem(value: int) -> str | None:
@@ -97,6 +101,8 @@ def batch_size_problem(value: int) -> str | None:
     if value < MIN_BATCH_SIZE:
         return (f"must be at least {MIN_BATCH_SIZE} (batch norm cannot train on one image, e.g. mobilenet_v3_small "
                 f"on 16 x 16 images), got {shown(value)}")
+    if value > MAX_BATCH_SIZE:
+        return f"must be at most {MAX_BATCH_SIZE:,} (a batch is at most its whole split), got {shown(value)}"
     return None
 
 
@@ -277,6 +283,8 @@ class FOLConfig:
         for name in COUNTS:  # 10**12 epochs would loop for ages, 10**19 ended in an OverflowError traceback
             if getattr(self, name) > MAX_ITERATIONS:
                 raise ConfigError(f"fol.{too_many(name, getattr(self, name))}")
+        if self.top_k > MAX_TOP_K:  # each member is a model held and run; fol personalize lists each in a manifest
+            raise ConfigError(f"fol.top_k must be at most {MAX_TOP_K:,} (ensemble members), got {shown(self.top_k)}")
         if problem := batch_size_problem(self.batch_size):
             raise ConfigError(f"fol.batch_size {problem}")
         if not 0.0 <= self.momentum < 1.0:  # at 1 or more a past gradient never fades: SGD diverges

@@ -58,6 +58,27 @@ MAX_ITERATIONS = 100_000
 
 MAX_ROUND = 1_000_000
 
+#: The largest ensemble size K (``fol.top_k``, ``fol personalize --top-k``): an ensemble holds and runs K
+#: models, and ``fol personalize`` lists each member it writes in a manifest of at most 256 KiB
+#: (:data:`fol.personalize_cli.MAX_MEMBERS`).
+MAX_TOP_K = 1024
+
+#: The largest model file a command may be told to accept (``fol personalize --max-bytes``, ``fol model info
+#: --max-bytes``), as the node agent's ``[limits] max_payload_bytes`` (the same meaning: a model is read whole
+#: into memory to be checked): 4 GB, 20 times the default (:data:`fol.checkpoint.DEFAULT_MAX_BYTES`).
+MAX_MODEL_BYTES = 4 * 1000 * 1000 * 1000
+
+
+def model_bytes_problem(value: int) -> str | None:
+    """Why ``value`` cannot be the largest model file accepted (``--max-bytes``), or None.
+
+    >>> model_bytes_problem(200_000_000) is None, model_bytes_problem(0)
+    (True, 'expected a number of bytes in 1..4,000,000,000 (4 GB), got 0')
+    """
+    if 1 <= value <= MAX_MODEL_BYTES:
+        return None
+    return f"expected a number of bytes in 1..{MAX_MODEL_BYTES:,} (4 GB), got {shown(value)}"
+
 
 def too_many(name: str, value: object) -> str:
     """The message refusing ``value`` of the count ``name`` above :data:`MAX_ITERATIONS`.
@@ -193,6 +214,6 @@ def check_band_options(dataset: str, bands: object, scale: object, coords: str |
     return checked, check_scale(scale, field("scale", f"{scale:g}" if isinstance(scale, float) else shown(scale)))
 
 
-__all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "MAX_ITERATIONS", "MAX_ROUND", "too_many", "class_name", "IMAGE_FOLDER_COORDS",
+__all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "MAX_ITERATIONS", "MAX_ROUND", "MAX_TOP_K", "MAX_MODEL_BYTES", "model_bytes_problem", "too_many", "class_name", "IMAGE_FOLDER_COORDS",
            "MAX_TIFF_BANDS", "check_bands", "check_scale", "bands_from_text",
            "check_band_options"]

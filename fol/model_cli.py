@@ -26,7 +26,9 @@ def add_model_parser(sub: argparse._SubParsersAction) -> None:
     info = msub.add_parser("info", help="validate model files with the safe loader and summarize each")
     info.add_argument("files", type=path_argument, nargs="+", metavar="FILE", help="model files (.safetensors, safe format)")
     info.add_argument("--json", action="store_true", help="one JSON object per file and line")
-    info.add_argument("--max-bytes", type=int, default=None, help="largest model file accepted (bytes)")
+    info.add_argument("--max-bytes", type=int, default=None,
+                   help="largest model file accepted (bytes; default 200,000,000, at most 4,000,000,000 as the "
+                        "node agent's [limits] max_payload_bytes)")
     info.set_defaults(func=run_model_info)
     imp = msub.add_parser(
         "import", help="turn a plain safetensors state dict trained elsewhere into a model file with a card",
@@ -94,9 +96,11 @@ def run_model_info(args: argparse.Namespace) -> int:
     from swarmbase.cli import printable
     from fol.errors import CheckpointError, ConfigError
 
+    from fol.defaults import model_bytes_problem
+
     max_bytes = DEFAULT_MAX_BYTES if args.max_bytes is None else args.max_bytes
-    if max_bytes < 1:
-        raise ConfigError(f"--max-bytes {args.max_bytes}: expected a positive number of bytes")
+    if problem := model_bytes_problem(max_bytes):
+        raise ConfigError(f"--max-bytes: {problem}")
     failed = 0
     for path in args.files:
         try:

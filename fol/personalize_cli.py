@@ -16,6 +16,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
+from fol.defaults import MAX_TOP_K
 from fol.errors import ConfigError
 from swarmbase.cli import path_argument, recorded_path, utf8_text
 from swarmbase.manifest import OutputManifest, recorded_unchanged
@@ -31,9 +32,9 @@ MODEL_SUFFIX = ".safetensors"
 #: when the previous run's manifest lists it and it is unchanged; one no manifest vouches for (the user's own,
 #: an output of a version before the manifest, one edited since) is kept and said so.
 OUTPUT_FILES = ("model.safetensors", "report.json", "ensemble.json", "member-*.safetensors")
-#: The most ensemble members a run writes: the next run reads its manifest, which lists each (about 140 bytes
-#: apiece), in at most 256 KiB.
-MAX_MEMBERS = 1024
+#: The most ensemble members a run writes (:data:`fol.config.MAX_TOP_K`, the bound of ``fol.top_k`` and
+#: ``--top-k``): the next run reads its manifest, which lists each (about 140 bytes apiece), in at most 256 KiB.
+MAX_MEMBERS = MAX_TOP_K
 #: The record of the files a run wrote into ``--out``, each one's size and sha256 (:mod:`swarmbase.manifest`).
 MANIFEST = OutputManifest("personalize.manifest.json", "fol personalize", OUTPUT_FILES, ConfigError,
                           max_bytes=256 * 1024, max_files=MAX_MEMBERS + 3)
@@ -66,7 +67,9 @@ def add_personalize_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", default=None, choices=PRESET_NAMES,
                    help="FOL options preset the config applies on (default: the config's 'preset' key, else 'default'; "
                         "'paper' = the paper's equations)")
-    p.add_argument("--max-bytes", type=int, default=None, help="largest model file accepted (bytes)")
+    p.add_argument("--max-bytes", type=int, default=None,
+                   help="largest model file accepted (bytes; default 200,000,000, at most 4,000,000,000 as the "
+                        "node agent's [limits] max_payload_bytes)")
     p.set_defaults(func=run_personalize)
 
 
@@ -200,6 +203,7 @@ def _replaced_output(out: Path, model: Path, writes: list[str], record: dict[str
 def run_personalize(args: argparse.Namespace) -> int:
     from fol.checkpoint import DEFAULT_MAX_BYTES, ModelCard, load_model, model_to_bytes
     from fol.config import FOLConfig
+    from fol.defaults import model_bytes_problem
     from fol.errors import DataError
     from fol.nodedata import (SPLIT_SEED_KEY, load_node_data, parse_node_data, pretraining_spec,
                               recorded_split_rule, split_fields)
@@ -211,17 +215,14 @@ def run_personalize(args: argparse.Namespace) -> int:
         raise ConfigError(f"--top-k: expected an ensemble size K >= 1, got {args.top_k}")
     cfg = FOLConfig.from_toml(args.config, preset=args.preset) if args.config else FOLConfig.preset(args.preset or "default")
     if args.top_k is not None:
-        cfg = cfg.replace(top_k=args.top_k)
+        try:
+            cfg = cfg.replace(top_k=args.top_k)
+        except ConfigError as exc:  # FOLConfig's message names the field: said of the flag
+            raise ConfigError(f"--top-k: {str(exc).removeprefix('fol.top_k ')}") from None
     cfg.for_one_round_per_call(str(args.config) if args.config else "fol personalize")
-    if args.max_bytes is not None and args.max_bytes < 1:
-        raise ConfigError(f"--max-bytes {args.max_bytes}: expected a positive number of bytes")
-    ensemble_variant = args.variant in ("fol-a", "fol-an")
-    members = min(cfg.top_k, cfg.max_neighbours + 1)  # the own model and at most Q neighbours compete
-    if ensemble_variant and members > MAX_MEMBERS:  # said now, not once the round is trained
-        where = f"--top-k {args.top_k}" if args.top_k is not None else f"{args.config}: fol.top_k = {cfg.top_k}"
-        raise ConfigError(f"{where}: an ensemble of up to {members} members (fol.max_neighbours = "
-                          f"{cfg.max_neighbours}, and the own model); fol personalize writes at most {MAX_MEMBERS}, "
-                          f"each listed in --out's {MANIFEST.name}")
+    if args.max_bytes is not None and (problem := model_bytes_problem(args.max_bytes)):
+        raise ConfigError(f"--max-bytes: {problem}")
+    ensemble_variant = args.variant in ("fol-a", "fol-an")  # at most MAX_MEMBERS members: fol.top_k's bound
     # what the new model's card records as typed (a card is UTF-8 text): --data, read back by the next round's
     # check of the shard, and --model's file name; a path of bytes that are not UTF-8 is refused before any work
     recorded_path(args.data, "--data", ConfigError, "the model card records the spec as UTF-8 text")

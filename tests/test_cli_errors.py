@@ -146,7 +146,13 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
         lambda t: ["pretrain", "--data", "dataset=synthetic-hurricane,size=200,nodes=300,node=0,partition=region",
                    "--out", str(t / "m.safetensors")], "--data: 200 images of synthetic-hurricane cannot give nodes=300"),
     "personalize --max-bytes 0": (lambda t: _personalize(t, str(t / "o")) + ["--max-bytes", "0"],
-                                  "--max-bytes 0: expected a positive number of bytes"),
+                                  "--max-bytes: expected a number of bytes in 1..4,000,000,000 (4 GB), got 0"),
+    # the node agent's bound of [limits] max_payload_bytes; 10**400 was taken, exit 0
+    "personalize --max-bytes 10**400": (lambda t: _personalize(t, str(t / "o")) + ["--max-bytes", str(10**400)],
+                                        "--max-bytes: expected a number of bytes in 1..4,000,000,000 (4 GB), got 1000"),
+    "pretrain --batch-size 10**400": (lambda t: ["pretrain", "--data", DATA, "--batch-size", str(10**400), "--out",
+                                                 str(t / "m.st")], "--batch-size: must be at most 1,000,000 (a batch "
+                                                                   "is at most its whole split), got 1000"),
     # named as the flag the user typed, not as the config field it overrides (fol.top_k)
     "personalize --top-k 0": (lambda t: _personalize(t, str(t / "o")) + ["--top-k", "0"],
                               "--top-k: expected an ensemble size K >= 1, got 0"),

@@ -389,6 +389,9 @@ def test_fol_algorithm_states_the_folconfig_bounds_and_presets() -> None:
         assert refused(**{name: high}) != closed and refused(**{name: high + 1e-3}), name
     least = int(re.search(r"at least (\d+)", meaning["batch_size"]).group(1))
     assert not refused(batch_size=least) and refused(batch_size=least - 1)
+    for name in ("batch_size", "top_k"):  # 10**400 was taken by --batch-size and --top-k
+        most = int(re.search(r"at most (\d+)", meaning[name]).group(1))
+        assert not refused(**{name: most}) and refused(**{name: most + 1}), name
     most = int(re.search(r"at most (\d+)", meaning["distill_aug_copies"]).group(1))
     assert most == MAX_AUG_COPIES and not refused(distill_aug_copies=most) and refused(distill_aug_copies=most + 1)
     plan_rounds = re.search(r"refuses more than that, at most ([\d,]+)", meaning["rounds"]).group(1)

@@ -158,12 +158,13 @@ def test_a_synthesis_batch_too_large_to_hold_is_refused_naming_batch_size() -> N
     from fol.models import ModelSpec, build_model
     from fol.personalize import _synthetic_warm_start
 
-    own = build_model(ModelSpec("cnn-small", num_classes=2, input_size=16), seed=0).eval()
+    # (batch_size is at most 1,000,000: 1e12 is refused by FOLConfig; a million images of 64 x 64 are 46 GiB)
+    own = build_model(ModelSpec("cnn-small", num_classes=2, input_size=64), seed=0).eval()
     for choice in ("synth", "train+synth"):
-        cfg = FOLConfig(batch_size=10**12, distill_inputs=choice)
+        cfg = FOLConfig(batch_size=10**6, distill_inputs=choice)
         with pytest.raises(ConfigError, match=rf"^fol\.batch_size \(the synthesis batch of distill_inputs = '{re.escape(choice)}'\): "
-                                              r"a synthesis batch of 1,000,000,000,000 images of 16x16 pixels"):
-            _synthetic_warm_start(own, WeightedEnsemble([own]), (3, 16, 16), 2, cfg, 1)
+                                              r"a synthesis batch of 1,000,000 images of 64x64 pixels"):
+            _synthetic_warm_start(own, WeightedEnsemble([own]), (3, 64, 64), 2, cfg, 1)
 
 
 def test_function_matching_labels_every_fresh_view_with_the_teacher() -> None:

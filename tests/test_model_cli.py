@@ -352,3 +352,15 @@ def test_import_refusal_of_the_producer_names_producer(tmp_path: Path, capsys: p
     assert not (tmp_path / "m.safetensors").exists()
     assert main([*argv[:-4], "--producer", "lab", *argv[-2:]]) == 0  # the card takes a UTF-8 producer
     assert load_model(tmp_path / "m.safetensors").card.producer == "lab"
+
+
+@pytest.mark.parametrize("value", ["0", str(4 * 10**9 + 1), str(10**400)])
+def test_info_max_bytes_is_bounded_as_the_agents_payload_limit(value: str, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """--max-bytes is at most the node agent's bound of [limits] max_payload_bytes (4 GB), as fol personalize's:
+    10**400 was taken (exit 0)."""
+    _good(tmp_path / "m.safetensors")
+    assert main(["model", "info", "--max-bytes", value, str(tmp_path / "m.safetensors")]) == 2
+    out, err = capsys.readouterr()
+    assert not out and err.startswith("fol model: error: --max-bytes: expected a number of bytes in "
+                                      "1..4,000,000,000 (4 GB), got ") and len(err.splitlines()) == 1, err

@@ -203,7 +203,7 @@ def test_a_synthesis_too_large_is_refused_before_any_training(tmp_path, capsys, 
     script = benchmark_script("paper_tables")
     for argv, words in ((["--option", "co-boosting.synthesis_batch=1000000000"],
                          "methods.co-boosting: synthesis_batch / nz / ngf / epochs: a synthesis batch of 1,000,000,000"),
-                        (["--fol", "distill_inputs=synth", "batch_size=1000000000"],
+                        (["--fol", "distill_inputs=synth", "batch_size=1000000"],
                          "fol.batch_size (the synthesis batch of distill_inputs = 'synth'): a synthesis batch of")):
         assert script.main(["--quick", *TINY, *argv, "--out", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err

@@ -1352,8 +1352,8 @@ def test_run_workers_sets_the_contact_search_processes(tmp_path: Path, monkeypat
 @pytest.mark.parametrize("edit, words", [
     (('run = ["local", "fol", "fedavg"]', 'run = ["local", "dense"]\n[methods.dense]\nsynthesis_batch = 1000000000'),
      r"methods\.dense: synthesis_batch / nz / ngf / epochs: a synthesis batch of 1,000,000,000 images of 16x16"),
-    (("distill_epochs = 2", 'distill_epochs = 2\ndistill_inputs = "synth"\nbatch_size = 1000000000'),
-     r"fol\.batch_size \(the synthesis batch of distill_inputs = 'synth'\): a synthesis batch of 1,000,000,000"),
+    (("distill_epochs = 2", 'distill_epochs = 2\ndistill_inputs = "synth"\nbatch_size = 1000000'),
+     r"fol\.batch_size \(the synthesis batch of distill_inputs = 'synth'\): a synthesis batch of 1,000,000 "),
 ])
 def test_the_check_refuses_a_synthesis_too_large_before_pretraining(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                     edit: tuple[str, str], words: str) -> None:

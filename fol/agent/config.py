@@ -67,6 +67,7 @@ from typing import Any
 
 from fol.agent.position import PositionConfig
 from fol.agent.protocol import MIN_CHUNK_BYTES, ProtocolError, check_name
+from fol.defaults import MAX_MODEL_BYTES
 from fol.errors import ConfigError
 from swarmbase.cli import printable
 from swarmbase.tomlcheck import Table, is_decimal, read_toml, shown
@@ -131,7 +132,7 @@ class PeerConfig:
 #: An abandoned partial transfer is kept at most a week (``partial_max_age_s``), a rejected offer
 #: remembered at most a day (``reject_memory_s``).
 LIMITS_MAXIMA: dict[str, float] = {
-    "max_payload_bytes": 4 * 1000 * 1000 * 1000,  # 4 GB, 20x the default
+    "max_payload_bytes": MAX_MODEL_BYTES,  # 4 GB, 20x the default; fol personalize --max-bytes' bound too
     "max_concurrent_transfers": 256,
     "max_transfers_per_peer": 256,
     "chunk_bytes": 16 * 1024 * 1024,  # 16 MiB
