@@ -167,8 +167,9 @@ def run_model_import(args: argparse.Namespace) -> int:
     classes = [c.strip() for c in args.classes.split(",")]
     if len(classes) > SPEC_LIMITS["num_classes"]:
         raise ConfigError(f"--classes: {len(classes)} names, over the loader's limit of {SPEC_LIMITS['num_classes']}")
-    if "" in classes:
-        raise ConfigError(f"--classes {brief(args.classes)}: expected non-empty names separated by commas")
+    if "" in classes:  # '' or ' ' quoted (shown): written as it is, the value was invisible ("--classes : ...")
+        typed = brief(args.classes) if args.classes.strip() else shown(args.classes)
+        raise ConfigError(f"--classes {typed}: expected non-empty names separated by commas")
     options = _arch_options(args, SPEC_LIMITS["options"])
     for name in options:
         if name not in arch_options(args.arch):

@@ -319,6 +319,8 @@ def test_info_escapes_control_characters_of_a_peers_card(tmp_path: Path, capsys:
     ("--arch", "x" * 5000, "--arch: unknown architecture 'xxx"),
     ("--classes", "x" * 5000, "--classes 'xxx"),
     ("--classes", "a," * 3000, "--classes 'a,a,"),
+    ("--classes", "", "--classes '': expected non-empty names"),  # was "--classes : expected ...", the value unseen
+    ("--classes", " ", "--classes ' ': expected non-empty names"),
     ("--input-size", "1" * 4000, "--input-size: expected 1..4096 (the loader's limit), got 1111"),
     ("--in-channels", "1" * 4000, "--in-channels: expected 1..64 (the loader's limit), got 1111"),
     ("--widths", "x" * 5000, "--widths 'xxx"),

@@ -43,7 +43,7 @@ def add_agent_parser(sub: argparse._SubParsersAction) -> None:
                      help="status | personalize | send PEER | reload (re-read the trust store) | stop")
     ctl.add_argument("peer", nargs="?", help="peer id (for 'send')")
     ctl.add_argument("--json", action="store_true", help="print the raw JSON answer")
-    ctl.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the answer (default: %(default)s)")
+    ctl.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the answer, 0.1 to 86400 (default: %(default)s)")
     ctl.set_defaults(func=_run_ctl)
     p.set_defaults(func=_run_agent)
 

@@ -95,6 +95,9 @@ MAX_RUNTIME_ITEMS = 256
 ROUND_CLOCK_SAVE_S = 60.0
 #: Longest wait for an answer of the running agent (s); ``zmq`` polls take whole milliseconds.
 MAX_CONTROL_TIMEOUT_S = 86400.0
+#: Shortest (s): an agent on the same machine answers within milliseconds, but a wait of less than a tenth
+#: of a second (1e-300 polled 0 ms) reports a running agent as one that "did not answer".
+MIN_CONTROL_TIMEOUT_S = 0.1
 
 
 class RoundAbandoned(FOLError):
@@ -996,9 +999,9 @@ def control_request(config: AgentConfig, command: str, timeout_s: float = 10.0, 
     """Send one control command to the running agent of ``config`` (over its
     CURVE control socket, with the node's own key pair) and return the answer."""
     if (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not math.isfinite(timeout_s)
-            or not 0 < timeout_s <= MAX_CONTROL_TIMEOUT_S):
-        raise ConfigError(f"control timeout (--timeout): expected a number of seconds in (0, {MAX_CONTROL_TIMEOUT_S:.0f}], "
-                          f"got {timeout_s!r}")
+            or not MIN_CONTROL_TIMEOUT_S <= timeout_s <= MAX_CONTROL_TIMEOUT_S):
+        raise ConfigError(f"control timeout (--timeout): expected a number of seconds in [{MIN_CONTROL_TIMEOUT_S:g}, "
+                          f"{MAX_CONTROL_TIMEOUT_S:.0f}], got {timeout_s!r}")
     runtime = config.state_dir / RUNTIME_FILE
     try:  # bounded: a damaged file nested deep or grown huge is this one line too
         info = bounded_loads(read_text_file(runtime, ConfigError, "agent runtime file", MAX_RUNTIME_BYTES),
