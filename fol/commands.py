@@ -40,7 +40,9 @@ def add_data_parser(sub: argparse._SubParsersAction) -> None:
     dsub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     info = dsub.add_parser("info", help="size, image shape, class balance and coordinates of a dataset")
     info.add_argument("name", help="dataset name, e.g. synthetic-hurricane, wildfire, cifar10, or imagefolder:PATH")
-    info.add_argument("--data-root", type=path_argument, default=None, help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT)")
+    info.add_argument("--data-root", type=path_argument, default=None,
+                      help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT); refused for a "
+                           "synthetic-* dataset, which reads no file")
     info.add_argument("--coords", choices=IMAGE_FOLDER_COORDS, default=None,
                       help="imagefolder:PATH only: read each image's coordinates from its file name (<lon>,<lat>.<ext>), "
                            "from PATH/coords.csv, from its EXIF GPS tags or from its GeoTIFF georeferencing (the image's "
@@ -67,10 +69,11 @@ INFO_BAND_NAMES = {"dataset": "imagefolder:PATH", "bands": "--bands", "scale": "
 
 def _run_data_info(args: argparse.Namespace) -> int:
     from fol.data import describe, load_dataset
-    from fol.data.registry import dataset_accepts, dataset_names
+    from fol.data.registry import check_data_root, dataset_accepts, dataset_names
     from fol.errors import ConfigError, DataError
 
     name, _, path = args.name.partition(":")
+    check_data_root(name, args.data_root)
     # NAME:PATH of another dataset: the loader would refuse an 'option path', which nobody typed
     if path and name != "imagefolder" and name in dataset_names():
         where = "generated, from no folder" if name.startswith("synthetic-") else \

@@ -357,6 +357,7 @@ def pretrain_from_spec(text: str, arch: str, settings: "FOLConfig", *, root: str
     reads back, and the split rule (:data:`SPLIT_SEED_KEY`), by which later commands re-split the
     node's data."""
     from fol.checkpoint import ModelCard
+    from fol.data.registry import check_data_root
     from fol.models import ModelSpec
     from fol.seeds import node_seed
     from fol.stages import pretrain
@@ -364,6 +365,7 @@ def pretrain_from_spec(text: str, arch: str, settings: "FOLConfig", *, root: str
 
     recorded_path(text, where, ConfigError, "the model card records the spec as UTF-8 text")  # read back as written
     spec = parse_node_data(text, root=root, where=where)
+    check_data_root(spec.dataset, root)  # fol pretrain's --data-root (the agent's loopback gives none)
     _refuse_one_class_folder(spec, text, where)  # before the images are read
     node = load_node_data(spec, where=where)
     x, _ = node.train.tensors()
@@ -389,4 +391,6 @@ def pretrain_from_spec(text: str, arch: str, settings: "FOLConfig", *, root: str
 def add_node_data_arguments(p: argparse.ArgumentParser) -> None:
     """``--data SPEC`` and ``--data-root``, shared by every command that trains one node."""
     p.add_argument("--data", required=True, metavar="SPEC", help=NODE_DATA_HELP)
-    p.add_argument("--data-root", type=path_argument, default=None, help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT)")
+    p.add_argument("--data-root", type=path_argument, default=None,
+                   help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT); refused for a "
+                        "synthetic-* dataset, which reads no file")

@@ -133,6 +133,16 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "pretrain --batch-size 1": (lambda t: ["pretrain", "--data", DATA, "--batch-size", "1", "--out", str(t / "m.st")],
                                 "--batch-size: must be at least 2 (batch norm cannot train on one image, e.g. "
                                 "mobilenet_v3_small on 16 x 16 images), got 1"),
+    # refused where it does not apply, as --coords, --splits and --bands are; a file, /dev/null or a FIFO was taken
+    "data info synthetic --data-root FILE": (
+        lambda t: ["data", "info", "synthetic-hurricane", "--data-root", _existing_file(t)],
+        "--data-root: only applies to datasets read from files (a real dataset's <root>/<name>/, an imagefolder "
+        "path relative to it), not 'synthetic-hurricane', which is generated from no folder"),
+    "pretrain --data-root /dev/null": (
+        lambda t: ["pretrain", "--data", DATA, "--data-root", "/dev/null", "--out", str(t / "m.st")],
+        "--data-root: only applies to datasets read from files"),
+    "personalize --data-root DIR": (lambda t: _personalize(t, str(t / "o")) + ["--data-root", str(t)],
+                                    "--data-root: only applies to datasets read from files"),
     "pretrain --patience -1": (lambda t: ["pretrain", "--data", DATA, "--patience", "-1", "--out", str(t / "m.st")],
                                "--patience: must be >= 0, got -1"),
     "personalize --out /proc/x": (lambda t: _personalize(t, "/proc/x/out"), "--out /proc/x/out"),
