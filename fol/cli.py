@@ -19,6 +19,7 @@ import argparse
 import logging
 import re
 import sys
+from pathlib import PurePath
 from typing import Callable, Sequence
 
 from swarmbase.cli import ArgumentParser, os_failure_line, printable, run_command
@@ -93,7 +94,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except OSError as exc:  # a file that cannot be read or written after the checks passed (a full disk)
         if args.debug:
             raise
-        print(f"fol {args.command}: error: {printable(os_failure_line(exc))}", file=sys.stderr)
+        option = _option_of(parser, args, exc.filename)
+        line = os_failure_line(exc)
+        print(f"fol {args.command}: error: {printable(f'{option} {line}' if option else line)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"fol {args.command}: interrupted", file=sys.stderr)
@@ -104,6 +107,35 @@ def _main(argv: Sequence[str] | None) -> int:
             raise
         print(f"fol {args.command}: error: {line}", file=sys.stderr)
         return 1
+
+
+def _option_of(parser: argparse.ArgumentParser, args: argparse.Namespace, filename: object) -> str | None:
+    """The option (``--dir``) of ``args`` whose path is ``filename`` (an ``OSError``'s) or a folder holding it,
+    the deepest such one, else None: a failure past the checks (a name the file system refuses as too long)
+    then names the option as the checks' refusals do, not only the path, cut short, it gave."""
+    if not isinstance(filename, (str, PurePath)):
+        return None
+    failed, found, depth = PurePath(filename), None, -1
+    for action in _option_actions(parser):
+        value = getattr(args, action.dest, None)
+        if not isinstance(value, (str, PurePath)) or not str(value):
+            continue
+        given = PurePath(value)
+        if given.parts and (failed == given or failed.is_relative_to(given)) and len(given.parts) > depth:
+            found, depth = next(s for s in action.option_strings if s.startswith("--")), len(given.parts)
+    return found
+
+
+def _option_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """Every ``--option`` of ``parser`` and of its sub-commands' parsers, at every depth."""
+    actions: list[argparse.Action] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # an alias maps to the same parser
+                actions += _option_actions(sub)
+        elif any(s.startswith("--") for s in action.option_strings):
+            actions.append(action)
+    return actions
 
 
 #: What an out-of-memory line suggests, for every command.

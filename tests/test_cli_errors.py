@@ -892,9 +892,12 @@ _NAME = "a" * 5000  # longer than any file system takes (255 bytes a name, 4,096
     (lambda n: ["pretrain", "--data", DATA, "--config", n, "--out", "m.safetensors"],
      "cannot read the FOL config file (File name too long)"),
     (lambda n: ["model", "info", n], "cannot read the model file (File name too long)"),
+    # an OSError past the checks named the path cut ("fol keys: error: 'aaa...': File name too long"), not the option
+    (lambda n: ["keys", "gen", "n1", "--dir", n], "fol keys: error: --dir '"),
+    (lambda n: ["keys", "list", "--store", n], "fol keys: error: --store '"),
 ], ids=["data-info-imagefolder", "data-info-name-path", "data-info-name", "personalize-neighbors",
         "personalize-model", "personalize-out", "simulate", "simulate-check", "simulate-resume", "contacts",
-        "pretrain-out", "pretrain-config", "model-info"])
+        "pretrain-out", "pretrain-config", "model-info", "keys-gen-dir", "keys-list-store"])
 @pytest.mark.parametrize("absolute", [False, True], ids=["relative", "absolute"])
 def test_a_path_argument_too_long_for_the_file_system_is_one_short_line(
         argv: Callable[[str], list[str]], says: str, absolute: bool, tmp_path: Path,
@@ -1094,3 +1097,19 @@ def test_pretrain_refusal_of_a_long_value_shows_it_cut(flag: str, value: str, sa
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and len(err) < 400 and says in err, err[:300]
     assert not any(tmp_path.iterdir())
+
+
+def test_a_failure_past_the_checks_names_the_option_whose_path_failed() -> None:
+    """The OSError line names the option whose value is the failing path or the deepest folder holding it;
+    a path no option gave (or one under '.', which holds every relative path) names none."""
+    from fol.cli import _option_of, build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["personalize", "--model", "runs/o/m.safetensors", "--data", DATA, "--neighbours", ".",
+                              "--out", "runs/o"])
+    assert _option_of(parser, args, "runs/o/report.json") == "--out"
+    assert _option_of(parser, args, "runs/o/m.safetensors") == "--model"  # deeper than --out
+    assert _option_of(parser, args, "elsewhere/x") is None and _option_of(parser, args, None) is None
+    assert _option_of(parser, args, "runs") is None
+    args = parser.parse_args(["personalize", "--model", "m", "--data", DATA, "--neighbours", "got", "--out", "o"])
+    assert _option_of(parser, args, "got/a.safetensors") == "--neighbors"  # the option's first name
