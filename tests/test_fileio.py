@@ -248,7 +248,18 @@ def test_ctrl_c_while_the_earlier_files_are_hashed_stops_before_the_swap(tmp_pat
     """Ctrl-C was held off from before ``removable`` was asked (a digest of every earlier output, seconds for
     large ones) to the end of the swap, so a Ctrl-C while it hashed waited, and the new set was swapped in
     anyway. It is now held off for the renames alone: a Ctrl-C while the earlier files are hashed stops
-    the command with the previous set in place."""
+    the command with the previous set in place. Python's own SIGINT handler is put in place for the test, as
+    a command run from a terminal has it: a suite started as a background job of a non-interactive shell
+    (``bash -c 'pytest ... &'``) inherits SIGINT ignored, Python then installs no handler, and the Ctrl-C
+    never arrived (three whole-suite runs failed so; ``timeout``, as CI runs the suite, resets it)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _ctrl_c_while_hashing(tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _ctrl_c_while_hashing(tmp_path: Path) -> None:
     (tmp_path / "part-1.bin").write_bytes(b"old")
     (tmp_path / "part-2.bin").write_bytes(b"old")
 
