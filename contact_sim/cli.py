@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from orbits import OMM_FORMATS, OrbitError
 from orbits.oem import DEFAULT_OEM_STEP_S, EXPORT_FRAMES, MAX_OEM_POINTS, MIN_OEM_STEP_S, OEM_FORMATS
-from swarmbase.cli import ArgumentParser, parallelism_problem, path_argument, printable, run_command
+from swarmbase.cli import MAX_PER_CORE, ArgumentParser, parallelism_problem, path_argument, printable, run_command
 from swarmbase.fileio import check_output_dir, check_output_file, staged_outputs
 from swarmbase.manifest import EarlierOutputs, OutputManifest
 from swarmbase.tomlcheck import brief
@@ -90,7 +90,7 @@ def add_contacts_parser(subparsers) -> argparse.ArgumentParser:
                         "previous run's there as a set (the previous run's outputs this run does not write are "
                         f"removed, unless changed since: {MANIFEST.name} records them)")
     p.add_argument("--workers", type=int, default=1, help="processes for the window search (default 1; at most one per core is used, and more than "
-                   "4 per core are refused, as fol simulate refuses them)")
+                   f"{MAX_PER_CORE} per core are refused, as fol simulate refuses them)")
     p.add_argument("--json", action="store_true", help="also write contacts.json")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
     p.add_argument("--czml", action="store_true", help="also write contacts.czml (open it in Cesium; Earth-fixed "
@@ -249,7 +249,7 @@ def run_contacts(args: argparse.Namespace) -> int:
             plan = load_plan_file(scenario)
         else:
             traj = build_trajectories(scenario, satellites)
-            plan = plan_from_trajectories(traj, scenario, workers=max(1, args.workers))
+            plan = plan_from_trajectories(traj, scenario, workers=args.workers)  # at least 1: parallelism_problem above
         elapsed = time.perf_counter() - t0
     except (ContactError, OrbitError) as exc:
         _remove_made(made)  # folders this run made for outputs it does not write (the window search's budget, say)
