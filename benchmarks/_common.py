@@ -130,10 +130,10 @@ def pool_fits(ap: argparse.ArgumentParser, n_images: int, image_size: int, what:
 def per_core(text: str) -> object:
     """A benchmark's ``--threads`` / ``--workers``: 1 .. 4 per core, the limit of a scenario's
     ``run.threads`` / ``run.workers``."""
-    from swarmbase.cli import MAX_PER_CORE, max_local_parallelism
+    from swarmbase.cli import MAX_PER_CORE, max_local_parallelism, parallelism_problem
 
-    cap = max_local_parallelism()
-    return checked(int, lambda v: 1 <= v <= cap, f"1..{cap} ({MAX_PER_CORE} per core of this machine)")(text)
+    want = f"1..{max_local_parallelism()} ({MAX_PER_CORE} per core of this machine)"
+    return checked(int, lambda v: parallelism_problem(v) is None, want)(text)
 
 
 def set_threads(threads: int) -> None:
