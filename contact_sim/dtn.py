@@ -84,7 +84,7 @@ import operator
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Iterator, Sequence
+from typing import Any, BinaryIO, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -1039,9 +1039,7 @@ def _add_range(live: dict[str, dict], entry: list) -> bool:
     asserted, imputed = _pair_of(live["range"], src, dst), _pair_of(live["imputed"], src, dst)
     if t0 in asserted:
         return False
-    starts = live["starts"].get((src, dst))
-    if starts is None:
-        starts = live["starts"][src, dst] = _Starts()
+    starts = _pair_of(live["starts"], src, dst, _Starts)
     if t0 in imputed:
         del imputed[t0]
         starts.remove(t0)
@@ -1054,10 +1052,7 @@ def _add_range(live: dict[str, dict], entry: list) -> bool:
     starts.add(t0)
     if src < dst and t0 not in live["range"].get((dst, src), {}) and t0 not in live["imputed"].get((dst, src), {}):
         _pair_of(live["imputed"], dst, src)[t0] = t1
-        reverse = live["starts"].get((dst, src))
-        if reverse is None:
-            reverse = live["starts"][dst, src] = _Starts()
-        reverse.add(t0)
+        _pair_of(live["starts"], dst, src, _Starts).add(t0)
     return True
 
 
@@ -1100,11 +1095,12 @@ def _minus(own: list, other: list) -> list[tuple[float, float, float]]:
     return out
 
 
-def _pair_of(by_pair: dict[tuple[int, int], dict], src: int, dst: int) -> dict:
-    """The entries of direction ``src -> dst`` in ``by_pair``, by start (a dict made for a pair not seen yet)."""
+def _pair_of(by_pair: dict[tuple[int, int], Any], src: int, dst: int, make: Callable[[], Any] = dict) -> Any:
+    """What ``by_pair`` holds of direction ``src -> dst``: its entries by start, or what ``make`` makes (its
+    :class:`_Starts`), made for a pair not seen yet (no object made for a pair already there)."""
     pair = by_pair.get((src, dst))
     if pair is None:
-        pair = by_pair[src, dst] = {}
+        pair = by_pair[src, dst] = make()
     return pair
 
 
