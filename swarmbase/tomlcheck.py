@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import difflib
-import io
 import math
 import os
 import re
@@ -103,7 +102,7 @@ def read_at_most(stream: Any, max_bytes: int) -> bytes:
     """
     try:
         size = os.fstat(stream.fileno()).st_size
-    except (AttributeError, OSError, io.UnsupportedOperation):
+    except (AttributeError, OSError):  # io.UnsupportedOperation (a stream in memory) is an OSError
         size = 0  # not a file of the file system (a pipe, a stream in memory): read in pieces
     pieces = [stream.read(min(size, max_bytes) + 1)]
     held = len(pieces[0])
