@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,21 @@ def swarm_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _personalize(root: Path, neighbours: Path, out: Path, *extra: str) -> int:
     return main(["personalize", "--model", str(root / "node0.safetensors"), "--data", DATA.format(k=0),
                  "--neighbors", str(neighbours), "--out", str(out), "--config", str(root / "fol.toml"), *extra])
+
+
+def _first_fol_an_round(root: Path, tmp_path: Path) -> tuple[Path, Path, Callable[..., int]]:
+    """A first fol-an round (--top-k 2) of node0 with node2 as its one neighbour, into tmp_path/out: the
+    neighbours folder, --out, and the run again (extra options after those)."""
+    neighbours = tmp_path / "received"
+    neighbours.mkdir()
+    shutil.copy(root / "node2.safetensors", neighbours)
+    out = tmp_path / "out"
+
+    def run(*extra: str) -> int:
+        return _personalize(root, neighbours, out, "--variant", "fol-an", "--top-k", "2", *extra)
+
+    assert run() == 0
+    return neighbours, out, run
 
 
 def test_personalize_with_heterogeneous_neighbours(swarm_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -90,11 +106,7 @@ def test_personalize_with_heterogeneous_neighbours(swarm_files: Path, tmp_path: 
 
 
 def test_personalize_fol_a_writes_ensemble_members(swarm_files: Path, tmp_path: Path) -> None:
-    neighbours = tmp_path / "received"
-    neighbours.mkdir()
-    shutil.copy(swarm_files / "node2.safetensors", neighbours)
-    out = tmp_path / "out"
-    assert _personalize(swarm_files, neighbours, out, "--variant", "fol-an", "--top-k", "2") == 0
+    _, out, _ = _first_fol_an_round(swarm_files, tmp_path)
     ens = json.loads((out / "ensemble.json").read_text())
     assert len(ens["members"]) == 2
     assert sum(m["weight"] for m in ens["members"]) == pytest.approx(1.0, abs=1e-5)
@@ -325,12 +337,7 @@ def test_a_failed_ensemble_save_leaves_the_previous_ensemble_whole(swarm_files: 
     removes the members no longer listed."""
     import fol.personalize
 
-    neighbours = tmp_path / "received"
-    neighbours.mkdir()
-    shutil.copy(swarm_files / "node2.safetensors", neighbours)
-    out = tmp_path / "out"
-    run = lambda *extra: _personalize(swarm_files, neighbours, out, "--variant", "fol-an", "--top-k", "2", *extra)
-    assert run() == 0
+    neighbours, out, run = _first_fol_an_round(swarm_files, tmp_path)
 
     def snapshot() -> dict[str, bytes]:
         ens = json.loads((out / "ensemble.json").read_text())
@@ -365,12 +372,7 @@ def test_a_failed_write_leaves_the_previous_outputs_together(swarm_files: Path, 
     import fol.fileio
     import fol.personalize
 
-    neighbours = tmp_path / "received"
-    neighbours.mkdir()
-    shutil.copy(swarm_files / "node2.safetensors", neighbours)
-    out = tmp_path / "out"
-    run = lambda: _personalize(swarm_files, neighbours, out, "--variant", "fol-an", "--top-k", "2")  # noqa: E731
-    assert run() == 0
+    _, out, run = _first_fol_an_round(swarm_files, tmp_path)
     (out / "model.safetensors").write_bytes(b"the previous model")  # so that any new model differs
     (out / "report.json").write_text('{"the": "previous report"}')
     before = {p.name: p.read_bytes() for p in out.iterdir()}
@@ -624,12 +626,7 @@ def test_ctrl_c_after_the_ensemble_is_written_keeps_the_previous_outputs(swarm_f
     staged_outputs): --out keeps every previous output, byte for byte, and no staging folder."""
     import fol.personalize
 
-    neighbours = tmp_path / "received"
-    neighbours.mkdir()
-    shutil.copy(swarm_files / "node2.safetensors", neighbours)
-    out = tmp_path / "out"
-    run = lambda: _personalize(swarm_files, neighbours, out, "--variant", "fol-an", "--top-k", "2")  # noqa: E731
-    assert run() == 0
+    neighbours, out, run = _first_fol_an_round(swarm_files, tmp_path)
     (out / "notes.txt").write_text("the user's own file")
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     real_save = fol.personalize.save_ensemble
@@ -653,11 +650,7 @@ def test_a_round_without_ensemble_removes_the_previous_rounds_ensemble(swarm_fil
     ensemble.json and member files beside the new model and report (a stale ensemble
     that no longer matches the model). Now they go with the swap (that run's manifest
     lists them, unchanged); other files stay."""
-    neighbours = tmp_path / "received"
-    neighbours.mkdir()
-    shutil.copy(swarm_files / "node2.safetensors", neighbours)
-    out = tmp_path / "out"
-    assert _personalize(swarm_files, neighbours, out, "--variant", "fol-an", "--top-k", "2") == 0
+    neighbours, out, _ = _first_fol_an_round(swarm_files, tmp_path)
     assert (out / "ensemble.json").exists() and list(out.glob("member-*.safetensors"))
     (out / "notes.txt").write_text("the user's own file")
     assert _personalize(swarm_files, neighbours, out, "--variant", "fol") == 0
@@ -708,11 +701,7 @@ def test_an_earlier_runs_members_are_removed_when_untouched_and_kept_when_edited
     personalize.manifest.json. The next run that writes fewer members (none: --variant local) removes
     the listed ones it finds unchanged, each in a "removed" line, and keeps one edited since (a "kept"
     line: changed since); from then on that one is the user's, listed by no manifest."""
-    neighbours = tmp_path / "received"
-    neighbours.mkdir()
-    shutil.copy(swarm_files / "node2.safetensors", neighbours)
-    out = tmp_path / "out"
-    assert _personalize(swarm_files, neighbours, out, "--variant", "fol-an", "--top-k", "2") == 0
+    _, out, _ = _first_fol_an_round(swarm_files, tmp_path)
     members = sorted(p.name for p in out.glob("member-*.safetensors"))
     assert len(members) == 2
     listed = json.loads((out / "personalize.manifest.json").read_text())["files"]
@@ -1246,12 +1235,7 @@ def test_a_failed_member_write_names_the_member_in_out_not_the_staging_folder(
 
     import fol.checkpoint
 
-    neighbours = tmp_path / "received"
-    neighbours.mkdir()
-    shutil.copy(swarm_files / "node2.safetensors", neighbours)
-    out = tmp_path / "out"
-    run = lambda: _personalize(swarm_files, neighbours, out, "--variant", "fol-an", "--top-k", "2")  # noqa: E731
-    assert run() == 0
+    _, out, run = _first_fol_an_round(swarm_files, tmp_path)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     real_write = fol.checkpoint.atomic_write_bytes
 
