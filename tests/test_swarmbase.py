@@ -443,7 +443,6 @@ def test_lines_with_ends_are_the_lines_of_a_stringio_without_newline_translation
     newline="" for every text of up to 6 of these characters, and a csv.reader reads the same rows from them
     (a quoted field across lines, quotes left open) with the same line numbers."""
     import csv
-    import io
     import itertools
 
     from swarmbase.tomlcheck import lines_with_ends
