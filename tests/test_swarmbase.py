@@ -338,19 +338,14 @@ def test_a_file_that_grows_past_its_limit_after_the_size_check_is_refused_not_re
 def test_a_small_file_is_read_without_a_buffer_of_the_whole_limit(tmp_path: Path) -> None:
     """read_text_file read with stream.read(max_bytes + 1), which sets aside the whole limit first: a 26-byte
     contact plan read under its 64 MiB limit peaked at 67 MB traced. The bytes read are those of the file."""
-    import tracemalloc
-
+    from _tiff import traced_peak
     from swarmbase.tomlcheck import read_at_most, read_text_file
 
     path = tmp_path / "plan.txt"
     path.write_text("a contact +0 +60 1 2 1000\n")
-    tracemalloc.start()
-    try:
-        text = read_text_file(path, ConfigError, "contact plan", 64 << 20)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert text == "a contact +0 +60 1 2 1000\n" and peak < 1 << 20, peak
+    got: list[str] = []
+    peak = traced_peak(lambda: got.append(read_text_file(path, ConfigError, "contact plan", 64 << 20)))
+    assert got == ["a contact +0 +60 1 2 1000\n"] and peak < 1 << 20, peak
 
     class Growing(io.RawIOBase):  # a file that holds more than its size said when it was opened
         def __init__(self) -> None:
