@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fol.defaults import MAX_BYTES_HELP, model_bytes_problem
 from swarmbase.cli import path_argument, recorded_path
 from swarmbase.tomlcheck import brief, shown
 
@@ -26,9 +27,7 @@ def add_model_parser(sub: argparse._SubParsersAction) -> None:
     info = msub.add_parser("info", help="validate model files with the safe loader and summarize each")
     info.add_argument("files", type=path_argument, nargs="+", metavar="FILE", help="model files (.safetensors, safe format)")
     info.add_argument("--json", action="store_true", help="one JSON object per file and line")
-    info.add_argument("--max-bytes", type=int, default=None,
-                   help="largest model file accepted (bytes; default 200,000,000, at most 4,000,000,000 as the "
-                        "node agent's [limits] max_payload_bytes)")
+    info.add_argument("--max-bytes", type=int, default=None, help=MAX_BYTES_HELP)
     info.set_defaults(func=run_model_info)
     imp = msub.add_parser(
         "import", help="turn a plain safetensors state dict trained elsewhere into a model file with a card",
@@ -95,8 +94,6 @@ def run_model_info(args: argparse.Namespace) -> int:
     from fol.checkpoint import DEFAULT_MAX_BYTES, load_model
     from swarmbase.cli import printable
     from fol.errors import CheckpointError, ConfigError
-
-    from fol.defaults import model_bytes_problem
 
     max_bytes = DEFAULT_MAX_BYTES if args.max_bytes is None else args.max_bytes
     if problem := model_bytes_problem(max_bytes):

@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from fol.defaults import MAX_TOP_K
+from fol.defaults import MAX_BYTES_HELP, MAX_TOP_K
 from fol.errors import ConfigError
 from swarmbase.cli import path_argument, recorded_path, utf8_text
 from swarmbase.manifest import OutputManifest, recorded_unchanged
@@ -67,9 +67,7 @@ def add_personalize_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", default=None, choices=PRESET_NAMES,
                    help="FOL options preset the config applies on (default: the config's 'preset' key, else 'default'; "
                         "'paper' = the paper's equations)")
-    p.add_argument("--max-bytes", type=int, default=None,
-                   help="largest model file accepted (bytes; default 200,000,000, at most 4,000,000,000 as the "
-                        "node agent's [limits] max_payload_bytes)")
+    p.add_argument("--max-bytes", type=int, default=None, help=MAX_BYTES_HELP)
     p.set_defaults(func=run_personalize)
 
 
