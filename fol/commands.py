@@ -36,13 +36,13 @@ def registrars() -> list[Callable[[argparse._SubParsersAction], None]]:
 
 
 def add_data_parser(sub: argparse._SubParsersAction) -> None:
+    from fol.nodedata import DATA_ROOT_HELP
+
     p = sub.add_parser("data", help="inspect datasets")
     dsub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     info = dsub.add_parser("info", help="size, image shape, class balance and coordinates of a dataset")
     info.add_argument("name", help="dataset name, e.g. synthetic-hurricane, wildfire, cifar10, or imagefolder:PATH")
-    info.add_argument("--data-root", type=path_argument, default=None,
-                      help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT); refused for a "
-                           "synthetic-* dataset, which reads no file")
+    info.add_argument("--data-root", type=path_argument, default=None, help=DATA_ROOT_HELP)
     info.add_argument("--coords", choices=IMAGE_FOLDER_COORDS, default=None,
                       help="imagefolder:PATH only: read each image's coordinates from its file name (<lon>,<lat>.<ext>), "
                            "from PATH/coords.csv, from its EXIF GPS tags or from its GeoTIFF georeferencing (the image's "

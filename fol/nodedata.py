@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # fol.data imports torch; the CLI's --help must not
     from fol.data import NodeData
 
 __all__ = ["NodeDataSpec", "parse_node_data", "pretraining_spec", "split_fields", "load_node_data", "dataset_options",
-           "NODE_DATA_HELP", "add_node_data_arguments", "SPLIT_SEED_KEY", "SPLIT_RULE", "LEGACY_SPLIT_RULE",
+           "NODE_DATA_HELP", "DATA_ROOT_HELP", "add_node_data_arguments", "SPLIT_SEED_KEY", "SPLIT_RULE", "LEGACY_SPLIT_RULE",
            "recorded_split_rule", "split_seed", "SIMULATION_CARD_KEYS", "PretrainedNode", "pretrain_from_spec"]
 
 NODE_DATA_HELP = (
@@ -41,6 +41,10 @@ NODE_DATA_HELP = (
     "'dataset=NAME,nodes=N,node=K[,partition=dirichlet|region][,psi=0.5][,per_node=300][,size=M][,seed=S]"
     "[,path=DIR][,splits=A+B][,bands=B1+B2+B3][,scale=X]'"
 )
+#: The help of ``--data-root`` (every command that trains one node, and ``fol data info``): the rule of
+#: :func:`fol.data.registry.check_data_root`.
+DATA_ROOT_HELP = ("folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT); refused for a synthetic-* "
+                  "dataset, which reads no file")
 
 
 @dataclass(frozen=True)
@@ -391,6 +395,4 @@ def pretrain_from_spec(text: str, arch: str, settings: "FOLConfig", *, root: str
 def add_node_data_arguments(p: argparse.ArgumentParser) -> None:
     """``--data SPEC`` and ``--data-root``, shared by every command that trains one node."""
     p.add_argument("--data", required=True, metavar="SPEC", help=NODE_DATA_HELP)
-    p.add_argument("--data-root", type=path_argument, default=None,
-                   help="folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT); refused for a "
-                        "synthetic-* dataset, which reads no file")
+    p.add_argument("--data-root", type=path_argument, default=None, help=DATA_ROOT_HELP)
