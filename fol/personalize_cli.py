@@ -32,7 +32,7 @@ MODEL_SUFFIX = ".safetensors"
 #: when the previous run's manifest lists it and it is unchanged; one no manifest vouches for (the user's own,
 #: an output of a version before the manifest, one edited since) is kept and said so.
 OUTPUT_FILES = ("model.safetensors", "report.json", "ensemble.json", "member-*.safetensors")
-#: The most ensemble members a run writes (:data:`fol.config.MAX_TOP_K`, the bound of ``fol.top_k`` and
+#: The most ensemble members a run writes (:data:`fol.defaults.MAX_TOP_K`, the bound of ``fol.top_k`` and
 #: ``--top-k``): the next run reads its manifest, which lists each (about 140 bytes apiece), in at most 256 KiB.
 MAX_MEMBERS = MAX_TOP_K
 #: The record of the files a run wrote into ``--out``, each one's size and sha256 (:mod:`swarmbase.manifest`).
