@@ -32,7 +32,7 @@ from fol.threads import torch_threads
 from swarmbase.tomlcheck import is_decimal, shown
 
 __all__ = ["torch_threads", "Executor", "LocalExecutor", "ProcessExecutor", "RayExecutor", "LocalRayCluster", "make_executor", "EXECUTORS",
-           "check_ray_address"]
+           "check_ray_address", "cluster_address"]
 
 log = logging.getLogger(__name__)
 
@@ -610,6 +610,16 @@ def _auth_notice_muted() -> Iterator[None]:
         logger.removeFilter(muted)
 
 
+def cluster_address(address: str | None) -> str | None:
+    """The Ray cluster ``address`` joins, or ``None`` for a new Ray instance on this machine (no address, or
+    ``"local"``, which means the same): a run on such an instance counts this machine's cores.
+
+    >>> cluster_address("local"), cluster_address(None), cluster_address("10.0.0.5:6379")
+    (None, None, '10.0.0.5:6379')
+    """
+    return None if address in (None, "", "local") else address
+
+
 class RayExecutor(Executor):
     """Node work as Ray tasks. ``address=None`` (or ``"local"``) starts a local Ray instance
     (with ``num_cpus`` CPUs, listening on 127.0.0.1 only; also when ``RAY_ADDRESS`` is set or a cluster
@@ -654,8 +664,7 @@ class RayExecutor(Executor):
         self._owns = not ray.is_initialized()
         if self._owns:
             check_ray_address(address)
-            if address == "local":  # a new instance of this process's own: the same as none
-                address = None
+            address = cluster_address(address)
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
             if address:
                 kwargs["address"] = address

@@ -184,6 +184,9 @@ def test_fedavg_on_mixed_architectures_is_refused_before_any_work(tmp_path: Path
     # one process per node, each loading torch, from a typo
     (('[methods]', '[run]\nexecutor = "process"\nworkers = 100000\n[methods]'), "run.workers (or --workers): 100000"),
     (('[methods]', '[run]\nthreads = 100000\n[methods]'), "run.threads: 100000 on this machine"),
+    # "local" is a new Ray instance on this machine, as no address is: its workers are this machine's processes
+    (('[methods]', '[run]\nexecutor = "ray"\nray_address = "local"\nworkers = 100000\n[methods]'),
+     "run.workers (or --workers): 100000"),
 ])
 def test_check_finds_data_method_and_node_mistakes(tmp_path: Path, patch: tuple[str, str], needle: str) -> None:
     path = tmp_path / "s.toml"

@@ -56,7 +56,7 @@ from contact_sim.trajectory import MAX_TRAJECTORY_BYTES, STATION_ROTATION_BYTES_
 from fol.checkpoint import ModelCard, read_card
 from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, check_dataset
 from fol.errors import CheckpointError, ConfigError, DataError
-from fol.executors import check_ray_address
+from fol.executors import check_ray_address, cluster_address
 from fol.fileio import check_input_dir, check_output_dir, file_sha256
 from swarmbase.cli import MAX_PER_CORE, max_local_parallelism
 from swarmbase.fileio import dead_link, dead_link_text
@@ -217,8 +217,9 @@ def check_local_parallelism(executor: str, ray_address: str | None, workers: int
     """Refuse more processes or threads than this machine can use: beyond
     :data:`MAX_PER_CORE` per core they only slow a CPU-bound run, and a typo
     (``workers = 100000``) would start one process per node, each loading torch.
-    A Ray cluster (``ray_address``) counts its own CPUs and is not checked here."""
-    if executor == "ray" and ray_address:
+    A Ray cluster (``ray_address``) counts its own CPUs and is not checked here; a new Ray instance on this
+    machine (``"local"``) is, as no address is."""
+    if executor == "ray" and cluster_address(ray_address):
         return
     cores, cap = os.cpu_count() or 1, max_local_parallelism()
     for key, value in (("run.workers (or --workers)", workers), ("run.threads", threads)):
