@@ -1,11 +1,9 @@
-"""Hand-built TIFF files and a traced memory peak, for the tests of the image loaders."""
+"""Hand-built TIFF files, for the tests of the image loaders."""
 
 from __future__ import annotations
 
 import struct
-import tracemalloc
 from pathlib import Path
-from typing import Callable
 
 
 def one_segment_tiff(path: Path, side: int, payload: bytes, compression: int, *, bits: int = 16,
@@ -26,13 +24,3 @@ def one_segment_tiff(path: Path, side: int, payload: bytes, compression: int, *,
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"II*\0" + struct.pack("<I", 8) + ifd + payload)
 
-
-def traced_peak(fn: Callable[[], object]) -> int:
-    """The most bytes Python and numpy held at once while ``fn()`` ran (tracemalloc)."""
-    tracemalloc.start()
-    try:
-        fn()
-    finally:
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    return peak

@@ -19,7 +19,8 @@ from fol.data.registry import load_dataset
 from fol.errors import ConfigError, DataError
 from fol.nodedata import load_node_data, parse_node_data, split_fields
 
-from _tiff import one_segment_tiff, traced_peak
+from _memory import traced_peak
+from _tiff import one_segment_tiff
 
 tifffile = pytest.importorskip("tifffile")
 

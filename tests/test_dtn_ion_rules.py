@@ -13,19 +13,10 @@ from contact_sim import ContactError
 from contact_sim.dtn import format_ion, read_hdtn, read_ion
 from contact_sim.windows import A_TO_B
 
-from _tiff import traced_peak
+from _memory import traced_peak
+from _plans import plan_refusal
 
 MAX_NODE = 2**64 - 1
-
-
-def _refusal(path: Path, text: str, reader=read_ion) -> str:
-    """The one-line refusal of a plan file holding ``text``."""
-    path.write_text(text)
-    with pytest.raises(ContactError) as info:
-        reader(path)
-    message = str(info.value)
-    assert "\n" not in message and len(message) < 300, message
-    return message
 
 
 # ------------------------------------------------------------------------------------------- node numbers
@@ -43,7 +34,7 @@ def test_an_ion_node_number_above_2_64_minus_1_is_refused(tmp_path: Path, text: 
     """ION's node numbers are unsigned 64-bit (uvast): a node number of 2**64 .. 1e100 was taken (the import
     allowed every integer up to 1e100), a plan ionadmin cannot hold. Failed before (every one read)."""
     path = tmp_path / "p.ion"
-    message = _refusal(path, text)
+    message = plan_refusal(path, text)
     assert message.startswith(f"{path}:{line}: node number '{token}"), message
     assert message.endswith(f"is too large; expected at most {MAX_NODE} (unsigned 64-bit)"), message
 
@@ -53,7 +44,7 @@ def test_an_hdtn_node_number_above_2_64_minus_1_is_refused(tmp_path: Path, key: 
     """HDTN reads source and dest as uint64_t: 2**64 was taken. Failed before."""
     record = {"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 8, key: 2**64}
     path = tmp_path / "p.json"
-    message = _refusal(path, json.dumps({"contacts": [record]}), read_hdtn)
+    message = plan_refusal(path, json.dumps({"contacts": [record]}), read_hdtn)
     assert message == (f"{path}: contacts[0]: {key}: expected an integer of at most {MAX_NODE} (unsigned 64-bit), "
                        f"got '{2**64}'"), message
 
@@ -103,16 +94,16 @@ def test_a_hand_written_plan_without_the_first_line_has_no_start_header(tmp_path
     '# start ...' header of a fol-swarm plan, beside the user's own '# start' line, and the info line naming
     that line is logged only for a plan that reads, so nothing said why it was not read)."""
     path = tmp_path / "p.ion"
-    message = _refusal(path, "# start 2026-08-01T00:00:00Z\na contact +0 +60 3 5 1000\n"
-                             "d contact 2026/08/01-00:00:00 3 5\n")
+    message = plan_refusal(path, "# start 2026-08-01T00:00:00Z\na contact +0 +60 3 5 1000\n"
+                                 "d contact 2026/08/01-00:00:00 3 5\n")
     assert message == (f"{path}:3: absolute time '2026/08/01-00:00:00' needs the plan start (time.start; the "
                        "'# start' of line 1 is read only in a plan whose first line is "
                        "'# fol-swarm contact plan')"), message
-    message = _refusal(path, "# start 2026-08-01T00:00:00Z\na contact 2026/08/01-00:00:00 +60 3 5 1000\n")
+    message = plan_refusal(path, "# start 2026-08-01T00:00:00Z\na contact 2026/08/01-00:00:00 +60 3 5 1000\n")
     assert message == (f"{path}:2: absolute time '2026/08/01-00:00:00' needs the plan start (time.start; the "
                        "'# start' of line 1 is read only in a plan whose first line is "
                        "'# fol-swarm contact plan')"), message
-    message = _refusal(path, "# node 3 gs ground_station\na contact 2026/08/01-00:00:00 +60 3 5 1000\n")
+    message = plan_refusal(path, "# node 3 gs ground_station\na contact 2026/08/01-00:00:00 +60 3 5 1000\n")
     assert message == (f"{path}:2: absolute time '2026/08/01-00:00:00' needs the plan start (time.start, or the "
                        "'# start ...' header of a fol-swarm plan)"), message
     path.write_text("# fol-swarm contact plan\n# start 2026-08-01T00:00:00Z\n"
@@ -130,7 +121,7 @@ def test_headers_are_read_at_the_top_of_the_projects_plan_only(tmp_path: Path) -
     plan = read_ion(path)
     assert plan.node_names == ["Matera", "ISS (ZARYA)"] and plan.node_kinds == ["ground_station", "satellite"]
     assert plan.start is not None and plan.start.isoformat() == "2026-08-01T00:00:00+00:00"
-    message = _refusal(path, "# fol-swarm contact plan\n# node 5 a drone\n# node 5 goes offline\n" + PAIR)
+    message = plan_refusal(path, "# fol-swarm contact plan\n# node 5 a drone\n# node 5 goes offline\n" + PAIR)
     assert message == f"{path}:3: node 5 named twice in the header", message
 
 
@@ -199,7 +190,7 @@ def test_a_hypothetical_contact_is_told_by_its_start_of_0_as_ionadmin_tells_it(t
     path = tmp_path / "p.ion"
     path.write_text(PAIR + "a contact 0 +3600 3 7 100\n")
     assert len(read_ion(path).windows) == 1
-    assert _refusal(path, PAIR + "a contact +10 0 3 7 100\n") == (
+    assert plan_refusal(path, PAIR + "a contact +10 0 3 7 100\n") == (
         f"{path}:3: the stop time 0 is not after the start time '+10'; a hypothetical contact is written with a "
         "start of 0 ('a contact 0 0 FROM TO RATE'), as ionadmin reads it")
 
@@ -215,7 +206,7 @@ def test_a_registration_of_two_nodes_or_a_hypothetical_contact_of_one_is_refused
     """ionadmin (executeAdd) refuses a registration contact whose FROM and TO differ and a hypothetical one whose
     FROM and TO are the same node; the import skipped both. Failed before (both plans read)."""
     path = tmp_path / "p.ion"
-    assert _refusal(path, PAIR + line + "\n") == f"{path}:3: {says}"
+    assert plan_refusal(path, PAIR + line + "\n") == f"{path}:3: {says}"
 
 
 @pytest.mark.parametrize("edits, says", [
@@ -239,7 +230,7 @@ def test_a_hypothetical_contact_is_deleted_by_its_start_0_and_nodes_and_not_chan
     import let every 'd contact 0' and 'c contact 0' / '-1' pass, whether a hypothetical contact of those nodes
     was live or not. Failed before (each plan read)."""
     path = tmp_path / "p.ion"
-    message = _refusal(path, PAIR + edits)
+    message = plan_refusal(path, PAIR + edits)
     assert message == f"{path}:{3 + edits.count(chr(10)) - 1}: {says}", message
     path.write_text(PAIR + "a contact 0 0 3 7 0\na contact 0 +60 3 7 0\nd contact 0 3 7\na contact 0 0 7 3 0\n"
                     "d contact * 7 3\nd contact -1 3 3\n")
@@ -259,7 +250,7 @@ def test_a_second_contact_of_the_same_start_and_nodes_is_refused_where_it_is_rea
     parsed; it is refused at its own line, naming the first, so a malformed line further down does not hide it.
     Failed before (the third line was named first)."""
     path = tmp_path / "p.ion"
-    message = _refusal(path, f"a contact +0 +60 1 2 1000\n{second}\na contact +0 +60 1 2 x\n")
+    message = plan_refusal(path, f"a contact +0 +60 1 2 1000\n{second}\na contact +0 +60 1 2 x\n")
     assert message == f"{path}:2: " + says.format(path=path), message
 
 
@@ -304,7 +295,7 @@ def test_a_change_of_an_ion_contact_of_rate_0_is_refused(tmp_path: Path, lines: 
     before for the first (the change made a window of 1000 bytes/s) and, until the contact changed to rate 0 was kept
     to the overlap check, the third (read as a window of 500 bytes/s)."""
     path = tmp_path / "p.ion"
-    message = _refusal(path, lines + "\n")
+    message = plan_refusal(path, lines + "\n")
     assert message == says.format(path=path), message
 
 
@@ -378,8 +369,8 @@ def test_a_plan_of_no_window_is_written_as_a_plan_of_no_contact(tmp_path: Path) 
     text = write_ion(tmp_path / "c.ion", _plan([], 8e6)).read_text()
     assert text.startswith("# fol-swarm contact plan") and "a contact" not in text
     assert json.loads(write_hdtn(tmp_path / "c.json", _plan([], 8e6)).read_text()) == {"contacts": []}
-    assert _refusal(tmp_path / "c.ion", text) == (f"{tmp_path / 'c.ion'}: no 'a contact' lines of a positive rate "
-                                                   "between two different nodes")
+    assert plan_refusal(tmp_path / "c.ion", text) == (f"{tmp_path / 'c.ion'}: no 'a contact' lines of a positive "
+                                                       "rate between two different nodes")
 
 
 # ------------------------------------------------------------------------------------------- memory
@@ -579,7 +570,7 @@ def test_an_hdtn_plan_is_refused_at_its_first_problem_in_file_order(tmp_path: Pa
     record of the other kind of time; the first record's kind is now every record's, and each record is checked
     whole where it is read. Failed before (each named contacts[2]'s rateBitsPerSec)."""
     path = tmp_path / "p.json"
-    message = _refusal(path, json.dumps({"contacts": records}), read_hdtn)
+    message = plan_refusal(path, json.dumps({"contacts": records}), read_hdtn)
     assert message == f"{path}: " + says.format(path=path), message
 
 
@@ -651,9 +642,9 @@ def test_a_range_naming_a_header_node_of_no_contact_is_read_as_the_docs_say(tmp_
             "line") in text
     path = tmp_path / "p.ion"
     says = "range 3->9 names a node with no contact to another node"
-    assert _refusal(path, PAIR + "a range +0 +60 3 9 1\n") == f"{path}:3: {says}"
+    assert plan_refusal(path, PAIR + "a range +0 +60 3 9 1\n") == f"{path}:3: {says}"
     # a node whose only contact is to itself (skipped): 'no contact' was not true of it
-    assert _refusal(path, PAIR + "a contact +0 +60 9 9 10\na range +0 +60 3 9 1\n") == f"{path}:4: {says}"
+    assert plan_refusal(path, PAIR + "a contact +0 +60 9 9 10\na range +0 +60 3 9 1\n") == f"{path}:4: {says}"
     path.write_text("# fol-swarm contact plan\n# node 3 three node\n# node 5 five node\n# node 9 nine node\n"
                     + PAIR + "a range +0 +60 3 9 1\n")
     plan = read_ion(path)
@@ -670,8 +661,8 @@ def test_a_stop_of_0_after_a_start_that_is_no_time_names_the_start(tmp_path: Pat
     Arabic-Indic zero) was called "the start time" that the stop 0 is not after. The start is read first now,
     and the refusal names what is wrong with it. Failed before (each said 'the stop time 0 is not after ...')."""
     path = tmp_path / "p.ion"
-    assert _refusal(path, PAIR + f"a contact {start} 0 3 7 100\n") == f"{path}:3: {says}"
-    assert _refusal(path, PAIR + "a contact +10 0 3 7 100\n").startswith(
+    assert plan_refusal(path, PAIR + f"a contact {start} 0 3 7 100\n") == f"{path}:3: {says}"
+    assert plan_refusal(path, PAIR + "a contact +10 0 3 7 100\n").startswith(
         f"{path}:3: the stop time 0 is not after the start time '+10'; ")
 
 
@@ -683,9 +674,10 @@ def test_an_hdtn_overlap_is_found_after_every_record_is_read_as_the_docs_say(tmp
             "named before them") in text
     path = tmp_path / "p.json"
     overlapping = [_record(0, 60), _record(30, 90)]
-    assert _refusal(path, json.dumps({"contacts": overlapping + [_record(0, 60, 3, 4, rate="fast")]}), read_hdtn) == (
+    records = overlapping + [_record(0, 60, 3, 4, rate="fast")]
+    assert plan_refusal(path, json.dumps({"contacts": records}), read_hdtn) == (
         f"{path}: contacts[2]: rateBitsPerSec: expected a non-negative integer, got 'fast'")
-    assert _refusal(path, json.dumps({"contacts": overlapping + [_record(0, 60, 3, 4)]}), read_hdtn).startswith(
+    assert plan_refusal(path, json.dumps({"contacts": overlapping + [_record(0, 60, 3, 4)]}), read_hdtn).startswith(
         f"{path}: contacts[1]: contact 1->2 +30 +90 overlaps the contact +0 +60 at {path}: contacts[0]")
 
 
@@ -769,7 +761,7 @@ def test_an_unscheduled_start_other_than_0_or_minus_1_is_refused_as_the_docs_say
     assert ("it takes the starts `0` and `-1` as they are written and refuses any other (`00`, `-2`) in one line "
             "naming it") in text
     path = tmp_path / "p.ion"
-    assert _refusal(path, PAIR + f"a contact {start} +60 3 3 0\n") == (
+    assert plan_refusal(path, PAIR + f"a contact {start} +60 3 3 0\n") == (
         f"{path}:3: expected +SECONDS or yyyy/mm/dd-hh:mm:ss, got '{start}'")
 
 
@@ -815,7 +807,7 @@ def test_hdtn_records_that_meet_are_read_in_time_order_and_refused_listed_the_ot
     path.write_text(records((0, 60), (60, 90), (90, 120)))
     w = read_hdtn(path).windows
     assert list(zip(w.t_start_s.tolist(), w.t_end_s.tolist())) == [(0.0, 60.0), (60.0, 90.0), (90.0, 120.0)]
-    message = _refusal(path, records((0, 60), (90, 120), (60, 90)), read_hdtn)
+    message = plan_refusal(path, records((0, 60), (90, 120), (60, 90)), read_hdtn)
     assert message == (f"{path}: contacts[2]: contact 1->2 +60 +90 meets the contact +90 +120 listed before it, "
                        "contacts[1], which HDTN's router takes down at +90 (events of one second in record "
                        "order); expected the records in time order"), message

@@ -18,7 +18,9 @@ from contact_sim.drones import read_waypoints_csv
 from fol.errors import ConfigError
 from fol.nodedata import NodeDataSpec, parse_node_data
 
-from _tiff import one_segment_tiff, traced_peak
+from _memory import traced_peak
+from _plans import plan_refusal
+from _tiff import one_segment_tiff
 
 
 def _one_line(message: str, limit: int = 600) -> None:
@@ -1652,18 +1654,6 @@ def test_a_manifest_entry_of_null_is_refused_in_one_line(field: str, tmp_path: P
 # ------------------------------------------------------------------ contact plans and Earth orientation (contact_sim/dtn.py, orbits/iers.py)
 
 
-def _ion_refusal(path: Path, text: str, **write: Any) -> str:
-    """The one-line refusal (at most 300 characters) of an ION plan file holding ``text``."""
-    from contact_sim.dtn import read_ion
-
-    path.write_text(text, **write)
-    with pytest.raises(ContactError) as info:
-        read_ion(path)
-    message = str(info.value)
-    _one_line(message, 300)
-    return message
-
-
 @pytest.mark.parametrize("text, says", [
     ("a contact +0 +60 \u0661 2 10\n", "expected an integer node number in ASCII digits, got '\u0661'"),
     ("a contact +0 +60 1 2 1_000\n", "expected an integer rate (bytes/s) in ASCII digits, got '1_000'"),
@@ -1684,7 +1674,7 @@ def test_an_ion_number_is_ascii_digits_and_a_relative_time_whole_seconds(tmp_pat
     with exit status 0; found by the directed cases of a fuzzer of the plan importers. Now one line naming
     file:line, as the orbit readers refuse such numbers."""
     path = tmp_path / "p.ion"
-    message = _ion_refusal(path, text, encoding="utf-8")
+    message = plan_refusal(path, text, encoding="utf-8")
     assert message.startswith(f"{path}:") and says in message, message
 
 @pytest.mark.parametrize("header", ["# node 1 ISS (ZARY\x00A) satellite", "# node 1 a \x1b[2Jsat",
@@ -1694,7 +1684,7 @@ def test_an_ion_header_node_name_with_a_control_character_is_refused(tmp_path: P
     fuzzer's accepted mutant of the ISS header): the name of a node in every table, CZML and message the
     plan gives, a terminal escape in a log line, as the TLE, OMM and OEM readers refuse a name with one."""
     path = tmp_path / "p.ion"
-    message = _ion_refusal(path, f"# fol-swarm contact plan\n{header}\na contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n")
+    message = plan_refusal(path, f"# fol-swarm contact plan\n{header}\na contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n")
     assert message.startswith(f"{path}:2: node 1: expected a name and kind without control characters"), message
     assert message.isprintable(), message
 
@@ -1724,7 +1714,7 @@ def test_an_ion_line_break_other_than_lf_is_refused_naming_the_line_an_editor_sh
     from contact_sim.dtn import read_ion
 
     path = tmp_path / "p.ion"
-    message = _ion_refusal(path, f"a contact +0 +60 1 2 10\r\na contact +0 +60 2 1 10{brk}x\n", encoding="utf-8", newline="")
+    message = plan_refusal(path, f"a contact +0 +60 1 2 10\r\na contact +0 +60 2 1 10{brk}x\n", encoding="utf-8", newline="")
     assert message == f"{path}:2: a line break {brk!r} inside the line; expected lines ended by LF or CR LF", message
     path.write_text("a contact +0 +60 1 2 10\r\na contact +0 +60 2 1 10\r\n", newline="")  # CR LF ends are read
     assert read_ion(path).windows.t_end_s.tolist() == [60.0]
@@ -1741,7 +1731,7 @@ def test_an_ion_contact_confidence_that_is_no_number_of_0_to_1_is_refused(tmp_pa
     from contact_sim.dtn import read_ion
 
     path = tmp_path / "p.ion"
-    message = _ion_refusal(path, text, encoding="utf-8")
+    message = plan_refusal(path, text, encoding="utf-8")
     assert message.startswith(f"{path}:{line}: expected the contact's confidence, a number of 0..1, after the "
                               "rate, got "), message
     path.write_text("a contact +0 +60 1 2 10 1.0\na contact +0 +60 2 1 10 .5\nc contact +0 1 2 20 0\n")
@@ -1818,7 +1808,7 @@ def test_a_skipped_ion_registration_contact_still_names_its_nodes_in_ascii_digit
     from contact_sim.dtn import read_ion
 
     path = tmp_path / "p.ion"
-    message = _ion_refusal(path, "a contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n" + text, encoding="utf-8")
+    message = plan_refusal(path, "a contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n" + text, encoding="utf-8")
     assert message.startswith(f"{path}:{line + 2}: expected an integer node number in ASCII digits, got "), message
     path.write_text("a contact +0 +60 1 2 10\na contact -1 +0 4 4 1\na contact 0 +0 4 5 1\nd contact -1 4 4\n")
     assert read_ion(path).node_names == ["ipn-1", "ipn-2"]
@@ -1835,7 +1825,7 @@ def test_an_ion_absolute_time_and_a_loopback_rate_are_read_in_ascii_digits(tmp_p
     time's year in Arabic-Indic digits was read (strptime's %Y takes every script's digits), and a loopback
     contact's rate (or range's OWLT) was skipped unread, so '1_000000' there was taken."""
     path = tmp_path / "p.ion"
-    message = _ion_refusal(path, f"# fol-swarm contact plan\n# start 2026-08-01T00:00:00Z\na contact +0 +60 1 2 10\n{line}\n",
+    message = plan_refusal(path, f"# fol-swarm contact plan\n# start 2026-08-01T00:00:00Z\na contact +0 +60 1 2 10\n{line}\n",
                            encoding="utf-8")
     assert message == f"{path}:4: {says}", message
 
@@ -1846,7 +1836,7 @@ def test_an_ion_relative_time_of_hundreds_of_digits_is_refused_in_one_line(tmp_p
     reference time as a float: an OverflowError traceback (a float() of it had been infinite, and refused);
     found by the last rerun of the plan-importer fuzzer. Now refused as past 1e10 s."""
     path = tmp_path / "p.ion"
-    message = _ion_refusal(path, "a contact +0 +1" + "0" * digits + " 1 2 10\n")
+    message = plan_refusal(path, "a contact +0 +1" + "0" * digits + " 1 2 10\n")
     assert message.startswith(f"{path}:1: expected a relative time +SECONDS of 0..1e+10 (whole seconds in ASCII "
                               "digits), got '+10000"), message
 
@@ -1863,7 +1853,7 @@ def test_an_ion_comment_may_hold_any_line_break_ionadmin_does_not_end_a_line_at(
     path.write_text(f"# page one{brk}# page two {brk}{brk}\na contact +0 +60 1 2 10 # up{brk}link\r\n"
                     "a contact +0 +60 2 1 10\n", encoding="utf-8", newline="")
     assert read_ion(path).windows.t_end_s.tolist() == [60.0]
-    message = _ion_refusal(path, f"# a note{brk}\na contact +0 +60 1 2 10{brk}# x\n", encoding="utf-8", newline="")
+    message = plan_refusal(path, f"# a note{brk}\na contact +0 +60 1 2 10{brk}# x\n", encoding="utf-8", newline="")
     assert message == f"{path}:2: a line break {brk!r} inside the line; expected lines ended by LF or CR LF", message
 
 
@@ -1881,9 +1871,9 @@ def test_an_ion_comment_that_begins_like_a_header_but_holds_no_number_is_a_comme
                     "a contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n")
     back = read_ion(path)
     assert back.start is None and back.node_names == ["ipn-1", "ipn-2"]
-    message = _ion_refusal(path, marker + "# start 2026-13-01T00:00:00Z\na contact +0 +60 1 2 10\n")
+    message = plan_refusal(path, marker + "# start 2026-13-01T00:00:00Z\na contact +0 +60 1 2 10\n")
     assert message.startswith(f"{path}:2: start: expected an ISO-8601 UTC time"), message
-    message = _ion_refusal(path, marker + "# node 1_0 gs ground\na contact +0 +60 1 2 10\n")
+    message = plan_refusal(path, marker + "# node 1_0 gs ground\na contact +0 +60 1 2 10\n")
     assert message == f"{path}:2: expected an integer node number in ASCII digits, got '1_0'", message
 
 
@@ -1897,7 +1887,7 @@ def test_a_skipped_ion_registration_contact_still_has_its_rate_in_ascii_digits(t
     from contact_sim.dtn import read_ion
 
     path = tmp_path / "p.ion"
-    message = _ion_refusal(path, "a contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n" + text, encoding="utf-8")
+    message = plan_refusal(path, "a contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n" + text, encoding="utf-8")
     assert message.startswith(f"{path}:{line + 2}: expected an integer rate (bytes/s) in ASCII digits, got "), message
     path.write_text("a contact +0 +60 1 2 10\na contact -1 +0 4 4 0\na contact 0 0 4 5 7\n")
     assert read_ion(path).node_names == ["ipn-1", "ipn-2"]
@@ -1912,7 +1902,7 @@ def test_an_ion_field_separated_by_a_space_other_than_a_space_or_tab_is_refused(
     from contact_sim.dtn import read_ion
 
     path = tmp_path / "p.ion"
-    message = _ion_refusal(path, f"# a{space}note\na contact +0 +60 1 2 10\na contact +0 +60 2 1{space}10\n",
+    message = plan_refusal(path, f"# a{space}note\na contact +0 +60 1 2 10\na contact +0 +60 2 1{space}10\n",
                            encoding="utf-8")
     assert message == (f"{path}:3: a character {space!r} between or inside fields; expected fields separated by "
                        "spaces or tabs"), message

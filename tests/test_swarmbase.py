@@ -338,7 +338,7 @@ def test_a_file_that_grows_past_its_limit_after_the_size_check_is_refused_not_re
 def test_a_small_file_is_read_without_a_buffer_of_the_whole_limit(tmp_path: Path) -> None:
     """read_text_file read with stream.read(max_bytes + 1), which sets aside the whole limit first: a 26-byte
     contact plan read under its 64 MiB limit peaked at 67 MB traced. The bytes read are those of the file."""
-    from _tiff import traced_peak
+    from _memory import traced_peak
     from swarmbase.tomlcheck import read_at_most, read_text_file
 
     path = tmp_path / "plan.txt"
