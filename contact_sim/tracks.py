@@ -103,10 +103,7 @@ _GPX_CHILDREN: dict[str, dict[str, str]] = {"gpx": {"trk": "trk", "rte": "rte", 
 def _gpx_points(path: Path) -> list[TrackPoint]:
     """The timed points of a GPX file's tracks, segments joined in the order of their first times."""
     path = check_input_file(path, ContactError, "GPX file", MAX_MISSION_BYTES)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ContactError(f"{brief(path)}: cannot read the GPX file ({exc.strerror})") from None
+    data = _log_bytes(path, "GPX file")
     refuse_doctype(data, str(path), ContactError)  # before any entity could expand
     parser = expat.ParserCreate(namespace_separator=" ")
     parser.buffer_text = True  # a text in one call, not one a line or entity
@@ -261,15 +258,16 @@ def _needs_pymavlink(path: Path, kind: str) -> ContactError:
 
 
 def _log_bytes(path: Path, what: str) -> bytes:
-    """A binary log's bytes, at most MAX_MISSION_BYTES (the size was checked; the file may have grown since)."""
+    """A track file's bytes (a GPX file's, a binary log's), at most MAX_MISSION_BYTES: the size was checked,
+    but the file may have grown since (a log still written), and no more than one byte past the limit is read."""
     try:
         with open(path, "rb") as fh:
             data = read_at_most(fh, MAX_MISSION_BYTES)
     except OSError as exc:
         raise ContactError(f"{brief(path)}: cannot read the {what} ({exc.strerror})") from None
     if len(data) > MAX_MISSION_BYTES:
-        raise ContactError(f"{brief(path)}: over {MAX_MISSION_BYTES} bytes; a {what} may have at most "
-                           f"{MAX_MISSION_BYTES}")
+        raise ContactError(f"{brief(path)}: grew past {MAX_MISSION_BYTES} bytes while it was read; a {what} may have "
+                           f"at most {MAX_MISSION_BYTES}")
     return data
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import importlib.util
 import json
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from contact_sim.errors import ContactError
 from contact_sim.missions import enu_km, mission_waypoints, read_missions
 from contact_sim.tracks import read_track
 
+from _memory import traced_peak
 from _tracks import unreachable_after
 
 HOME = (47.0, 8.0, 400.0)
@@ -344,6 +346,44 @@ def test_an_oversized_track_is_refused_unread(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(tracks, "MAX_MISSION_BYTES", 100)
     with pytest.raises(ContactError, match=r"big.gpx: \d+ bytes; a GPX file may have at most 100"):
         read_track(path)
+
+
+_NO_PYMAVLINK = pytest.mark.skipif(importlib.util.find_spec("pymavlink") is None, reason="pymavlink not installed")
+
+
+@pytest.mark.parametrize("name, what", [("grows.gpx", "GPX file"),
+                                        pytest.param("grows.tlog", "MAVLink telemetry log", marks=_NO_PYMAVLINK),
+                                        pytest.param("grows.bin", "DataFlash log", marks=_NO_PYMAVLINK)])
+def test_a_track_that_grows_past_the_limit_after_its_size_check_is_refused_not_read_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, what: str) -> None:
+    """The size is checked, then the file read: one appended to in between (a log still written) is read
+    no further than the limit and refused in one line. A GPX file was read whole (path.read_bytes()): 1 MiB
+    appended past a limit of a few hundred bytes was held and the track replayed. Failed before (and the
+    binary logs' refusal said "over N bytes", not that the file grew)."""
+    if what != "GPX file":  # the binary logs' readers import pymavlink first: not traced below
+        for module in ("pymavlink.DFReader", "pymavlink.dialects.v20.common"):
+            importlib.import_module(module)
+    path = _gpx(tmp_path / name, GOOD)
+    limit, appended = path.stat().st_size + 10, b" " * (1 << 20)
+    checked = tracks.check_input_file
+
+    def grows_after_the_check(*args, **kwargs):
+        result = checked(*args, **kwargs)
+        with path.open("ab") as stream:
+            stream.write(appended)
+        return result
+
+    monkeypatch.setattr(tracks, "MAX_MISSION_BYTES", limit)
+    monkeypatch.setattr(tracks, "check_input_file", grows_after_the_check)
+    caught: list[ContactError] = []
+
+    def read() -> None:
+        with pytest.raises(ContactError) as info:
+            read_track(path)
+        caught.append(info.value)
+
+    assert traced_peak(read) < 64 * 1024  # not the 1 MiB the file holds now
+    assert str(caught[0]) == f"{path}: grew past {limit} bytes while it was read; a {what} may have at most {limit}"
 
 
 def test_a_position_log_cut_off_in_its_last_line_replays_the_complete_lines(
