@@ -4,23 +4,54 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Sequence
 
 
 def one_segment_tiff(path: Path, side: int, payload: bytes, compression: int, *, bits: int = 16,
-                     samples: int = 1, tile: int | None = None,
+                     samples: int = 1, tile: int | None = None, photometric: int | None = None,
                      extra: tuple[tuple[int, int, int, int], ...] = ()) -> None:
-    """A ``side`` x ``side`` TIFF of ``samples`` bands of ``bits`` bits (RGB when 3, else grey) in one strip
-    (or one ``tile`` x ``tile`` tile) holding ``payload`` as stored, compressed with TIFF ``compression``
-    (tag 259); ``extra`` tags (code, type, count, value) of one value each."""
+    """A ``side`` x ``side`` TIFF of ``samples`` bands of ``bits`` bits (``photometric``, tag 262: by default RGB
+    when 3, else grey) in one strip (or one ``tile`` x ``tile`` tile) holding ``payload`` as stored, compressed
+    with TIFF ``compression`` (tag 259); ``extra`` tags (code, type, count, value) of one value each."""
     tags = [(256, 4, 1, side), (257, 4, 1, side), (258, 3, 1, bits), (259, 3, 1, compression),
-            (262, 3, 1, 2 if samples == 3 else 1), (277, 3, 1, samples), (284, 3, 1, 1), *extra]
+            (262, 3, 1, (2 if samples == 3 else 1) if photometric is None else photometric), (277, 3, 1, samples),
+            (284, 3, 1, 1), *extra]
     if tile:
-        tags += [(322, 4, 1, tile), (323, 4, 1, tile), (324, 4, 1, 0), (325, 4, 1, len(payload))]
+        tags += [(322, 4, 1, tile), (323, 4, 1, tile)]
     else:
-        tags += [(273, 4, 1, 0), (278, 4, 1, side), (279, 4, 1, len(payload))]
-    data_at = 8 + 2 + len(tags) * 12 + 4
-    tags = [(c, t, n, data_at if c in (273, 324) else v) for c, t, n, v in sorted(tags)]
-    ifd = struct.pack("<H", len(tags)) + b"".join(struct.pack("<HHII", *t) for t in tags) + struct.pack("<I", 0)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"II*\0" + struct.pack("<I", 8) + ifd + payload)
+        tags += [(278, 4, 1, side)]
+    _write(path, tags, [payload], (324, 325) if tile else (273, 279))
 
+
+def band_strips_tiff(path: Path, side: int, payloads: Sequence[bytes], compression: int, *, bits: int = 8,
+                     photometric: int = 1) -> None:
+    """A ``side`` x ``side`` TIFF of one band a payload, its bands stored apart (PlanarConfiguration 2, tag
+    284): a strip of the whole band each, holding its payload as stored, compressed with TIFF
+    ``compression``; grey (``photometric`` 1) by default."""
+    tags = [(256, 4, 1, side), (257, 4, 1, side), (258, 3, 1, bits), (259, 3, 1, compression),
+            (262, 3, 1, photometric), (277, 3, 1, len(payloads)), (278, 4, 1, side), (284, 3, 1, 2)]
+    _write(path, tags, payloads, (273, 279))
+
+
+def _write(path: Path, tags: list[tuple[int, int, int, int]], payloads: Sequence[bytes],
+           segment_tags: tuple[int, int]) -> None:
+    """A little-endian TIFF of one directory of ``tags`` (of one value each) and the ``segment_tags``
+    (StripOffsets and StripByteCounts, or those of tiles) of ``payloads``, stored after it in turn."""
+    offsets_tag, counts_tag = segment_tags
+    n = len(payloads)
+    data_at = 8 + 2 + (len(tags) + 2) * 12 + 4
+    arrays = b""  # the offsets and byte counts of more than one payload, which do not fit in their entry
+    if n > 1:
+        arrays_at, data_at = data_at, data_at + 8 * n
+    offsets, at = [], data_at
+    for payload in payloads:
+        offsets.append(at)
+        at += len(payload)
+    if n > 1:
+        arrays = struct.pack(f"<{n}I", *offsets) + struct.pack(f"<{n}I", *map(len, payloads))
+        tags = tags + [(offsets_tag, 4, n, arrays_at), (counts_tag, 4, n, arrays_at + 4 * n)]
+    else:
+        tags = tags + [(offsets_tag, 4, 1, offsets[0]), (counts_tag, 4, 1, len(payloads[0]))]
+    ifd = struct.pack("<H", len(tags)) + b"".join(struct.pack("<HHII", *t) for t in sorted(tags))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"II*\0" + struct.pack("<I", 8) + ifd + struct.pack("<I", 0) + arrays + b"".join(payloads))

@@ -536,15 +536,20 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
     return _resized(Image.fromarray(rgb, mode="RGB"), image_size, orientation), where
 
 
+#: TIFF compressions whose strips or tiles are JPEG streams, as tifffile decodes them (with imagecodecs): JPEG
+#: (7), the old-style JPEG of 6 whose strips tifffile decodes as JPEG streams, the ALT JPEG of 33007 and DNG's
+#: lossy JPEG (34892). Each chunk's frame size is read by :func:`_check_jpeg_chunks` before any is decoded.
+_JPEG_COMPRESSIONS = {6: "old-style JPEG", 7: "JPEG", 33007: "ALT JPEG", 34892: "lossy JPEG"}
+
 #: TIFF compressions read with ``bands`` (tag 259), each decoded no further than a strip or tile
 #: holds: none, Deflate (8, 32946, tifffile's 50013), LZMA, PackBits and ZSTD (50000, 34926) by
-#: :func:`_inflate_chunks` or by imagecodecs into a buffer of the chunk's size (as LZW, 5), and JPEG
-#: (7, and the old-style JPEG of 6 whose strips tifffile decodes as JPEG streams) once
-#: :func:`_check_jpeg_chunks` has read each chunk's frame size. The image codecs tifffile
+#: :func:`_inflate_chunks` or by imagecodecs into a buffer of the chunk's size (as LZW, 5), and the JPEG
+#: ones of :data:`_JPEG_COMPRESSIONS` once :func:`_check_jpeg_chunks` has read each chunk's frame size.
+#: The image codecs tifffile
 #: hands to imagecodecs without a size (WebP, PNG, JPEG 2000, JPEG XL, JPEG XR, LERC ...) decode
 #: whatever size their own header says: a 156-byte WebP strip of a 16 x 16 TIFF took 1.4 GB.
-BANDS_COMPRESSIONS = {1: "none", 5: "LZW", 6: "old-style JPEG", 7: "JPEG", 8: "Deflate", 32946: "Deflate",
-                      50013: "Deflate", 34925: "LZMA", 32773: "PackBits", 50000: "ZSTD", 34926: "ZSTD"}
+BANDS_COMPRESSIONS = {1: "none", 5: "LZW", 8: "Deflate", 32946: "Deflate", 50013: "Deflate", 34925: "LZMA",
+                      32773: "PackBits", 50000: "ZSTD", 34926: "ZSTD", **_JPEG_COMPRESSIONS}
 
 
 def _check_bands_compression(path: str | Path, tif, page, kind: str, segment_bytes: int) -> None:
@@ -554,11 +559,11 @@ def _check_bands_compression(path: str | Path, tif, page, kind: str, segment_byt
     compression = int(page.compression)
     if compression not in BANDS_COMPRESSIONS:
         named = getattr(page.compression, "name", str(compression))
-        read = sorted(set(BANDS_COMPRESSIONS.values()) - {"none", "old-style JPEG"})  # what to save it as
+        read = sorted(set(BANDS_COMPRESSIONS.values()) - {"none"} - set(_JPEG_COMPRESSIONS.values()) | {"JPEG"})
         raise DataError(f"{path}: a TIFF compressed with {named} (tag 259 = {compression}), which bands does not "
                         f"read: save it uncompressed or compressed with {', '.join(read[:-1])} or {read[-1]} (an "
                         f"image codec's strip or tile decodes to the size its own header says, not its tags')")
-    if compression in (6, 7):  # each strip or tile a JPEG stream, decoded to the size its frame gives
+    if compression in _JPEG_COMPRESSIONS:  # each strip or tile a JPEG stream, decoded to the size its frame gives
         _check_jpeg_chunks(path, tif, page, kind, segment_bytes)
 
 
@@ -590,8 +595,8 @@ def _jpeg_frame(data: bytes) -> tuple[int, int, int, int] | None:
 
 
 def _check_jpeg_chunks(path: str | Path, tif, page, kind: str, segment_bytes: int) -> None:
-    """Every strip or tile of a JPEG-compressed TIFF (compression 7, or 6) read for its frame header:
-    one whose lines x samples per line x components (2 bytes each past 8 bits) are more than
+    """Every strip or tile of a JPEG-compressed TIFF (compression 7, 6, 33007 or 34892) read for its frame
+    header: one whose lines x samples per line x components (2 bytes each past 8 bits) are more than
     ``segment_bytes``, or that has no frame, is a :class:`DataError` naming the file. libjpeg decodes
     the frame its header gives (a 1.7 MB strip of a 16 x 16 TIFF, of 12,000 x 12,000 pixels, took
     141 MB). A frame of 0 lines (their number in a DNL marker) is decoded to the strip's rows."""
