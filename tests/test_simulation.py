@@ -1163,6 +1163,43 @@ def test_a_contact_refusal_names_the_scenario_once_through_brief(tmp_path: Path)
                                   "satellite; node names must be unique")
 
 
+#: File names a message must name in one bounded, escaped line: a newline, a terminal's escape, 5,000 characters.
+ODD_NAMES = ["a\nb\x1b[2J.toml", "x" * 5000]
+
+
+@pytest.mark.parametrize("source", ODD_NAMES, ids=["control", "long"])
+@pytest.mark.parametrize("changes", [{"data": {"partiton": 1}}, {"run": {"bogus": 1}}, {"fol": {"topk": 1}},
+                                     {"fol": {"top_k": 0}}, {"models": {"rule": "x"}}], ids=str)
+def test_a_learning_table_refusal_names_the_scenario_through_brief(source: str, changes: dict) -> None:
+    """A learning table's refusal ([data], [run], [output] through _table, [fol] through FOLConfig.from_dict)
+    named the file as it is: a newline or a terminal's escape went raw into the message and a long name whole,
+    where errors_name_the_file and the contact side name it through brief(). One bounded, escaped line now."""
+    from swarmbase.tomlcheck import brief
+
+    with pytest.raises(ConfigError) as refused:
+        parse_scenario(_doc(**changes), Path("."), source)
+    message = str(refused.value)
+    assert message.startswith(f"{brief(source)}: ") and message.count(brief(source)) == 1, message
+    assert message.isprintable() and len(message) < 500, message
+
+
+@pytest.mark.parametrize("original", ODD_NAMES, ids=["control", "long"])
+def test_resume_names_the_copy_once_whatever_the_original_is_called(original: str, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """--resume reads the copy in the output folder as the original file named in the run's record, and names
+    the copy in a refusal instead: it took off the original's name as it is, so a message naming it through
+    brief() (a name holding a newline, or of 5,000 characters) kept the original's name; it names the copy."""
+    from swarmbase.tomlcheck import brief
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "scenario.resolved.json").write_text(json.dumps({"source": original, "base_dir": str(tmp_path)}))
+    (out / "scenario.toml").write_text(LEO.replace('executor = "local"', 'executor = 0'))
+    assert main(["simulate", "--resume", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"fol simulate: error: {brief(out / 'scenario.toml')}: run.executor: expected a string, got 0\n", err
+
+
 def _snapshot(folder: Path) -> dict[str, bytes | None]:
     """Every path under ``folder``: a file's bytes, None for a folder."""
     return {p.relative_to(folder).as_posix(): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fol.errors import ConfigError
 from swarmbase.cli import path_argument
+from swarmbase.tomlcheck import brief
 
 __all__ = ["add_simulate_parser", "add_demo_parser", "DEMO_SCENARIO"]
 
@@ -107,9 +108,12 @@ def run_simulate_command(args: argparse.Namespace) -> int:
     try:
         scn = load_scenario(source, base_dir, original)
     except (FOLError, ContactError, OrbitError) as exc:  # a field of the copy is bad: name the copy, not the original file it came from
-        if original is None or not str(exc).startswith(f"{original}: "):
+        # the original named as it is or as brief() writes it (every scenario message names it so)
+        named = next((p for p in (f"{original}: ", f"{brief(original)}: ") if str(exc).startswith(p)), None) \
+            if original is not None else None
+        if named is None:
             raise
-        raise type(exc)(f"{source}: {str(exc)[len(original) + 2:]}") from None
+        raise type(exc)(f"{brief(source)}: {str(exc)[len(named):]}") from None
     _apply_overrides(scn, args)
     out = Path(args.resume or args.out or scn.output_dir or Path("runs") / scn.name)
     if args.check:

@@ -245,7 +245,9 @@ def _check_image_file_fields(data: DataConfig, bands: object, scale: object) -> 
 
 
 def _table(doc: dict[str, Any], name: str, allowed: set[str], source: str) -> Table:
-    return Table(doc.get(name, {}), name, allowed, error=ConfigError, source=source)
+    """Table ``name`` of ``doc``, its refusals naming the file ``source`` as :func:`~swarmbase.tomlcheck.brief`
+    writes it (as :func:`errors_name_the_file` and the contact side name it)."""
+    return Table(doc.get(name, {}), name, allowed, error=ConfigError, source=brief(source))
 
 
 def parse_scenario(doc: dict[str, Any], base_dir: Path, source: str = "scenario", text: str | None = None) -> SwarmScenario:
@@ -361,7 +363,7 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
     if not isinstance(f, dict):
         raise ConfigError("[fol]: expected a table")
     plan_rounds = len(round_boundaries(contact)) - 1
-    fol_cfg = FOLConfig.from_dict({"rounds": plan_rounds, **f}, where=f"{source}: fol")
+    fol_cfg = FOLConfig.from_dict({"rounds": plan_rounds, **f}, where=f"{brief(source)}: fol")
     if fol_cfg.rounds > plan_rounds:
         raise ConfigError(f"fol.rounds: {fol_cfg.rounds} FOL rounds but the contact plan has {plan_rounds} [rounds]")
 
