@@ -1200,6 +1200,64 @@ def test_resume_names_the_copy_once_whatever_the_original_is_called(original: st
     assert err == f"fol simulate: error: {brief(out / 'scenario.toml')}: run.executor: expected a string, got 0\n", err
 
 
+@pytest.mark.parametrize("name", ODD_NAMES, ids=["control", "long"])
+def test_the_check_and_resume_name_every_file_through_brief(name: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """fol simulate's check and --resume named a file as it is: the scenario in the OK line and in the data
+    refusals (scn.source), the output folder and the files in it (--resume OUT: ..., --resume: <file>: ...), a
+    pretrained model of another node or architecture: a newline or a terminal's escape in the name went raw into
+    the message and a 5,000-character name made a 5 kB line. Each is one bounded, escaped line, named by brief()."""
+    import types
+
+    from fol.checkpoint import save_model
+    from fol.models import ModelSpec, build_model
+    from fol.simulation import load_scenario
+    from fol.simulation.check import (check_pretrained_card, check_resumable, check_scenario, read_run_record,
+                                      saved_results)
+    from fol.simulation.runner import _resumed_pretraining
+    from swarmbase.tomlcheck import brief
+
+    def one_line(message: str, *names: object) -> str:
+        assert message.isprintable() and len(message) < 700, message
+        assert all(brief(n) in message for n in names), message
+        return message
+
+    path = tmp_path / "s.toml"
+    path.write_text(LEO)
+    scn = load_scenario(path, source=name)
+    summary = one_line(check_scenario(scn, check_data=False).summary(scn), name)
+    assert summary.startswith(f"{brief(name)}: OK — "), summary
+    odd = tmp_path / (name if len(name) < 200 else "o" * 200)  # a name the file system takes
+    odd.mkdir()
+    for out in (odd, Path(name)):  # missing: read_run_record; no record: check_resumable
+        with pytest.raises(ConfigError) as refused:
+            read_run_record(out / "none")
+        assert one_line(str(refused.value), out / "none").startswith(f"--resume {brief(out / 'none')}: no readable ")
+    with pytest.raises(ConfigError) as refused:
+        check_resumable(scn, odd)
+    one_line(str(refused.value), odd)
+    with pytest.raises(ConfigError) as refused:
+        saved_results(Path(name), "local", ["a"])
+    assert one_line(str(refused.value), name).startswith(f"--resume: {brief(name)}: not the saved results ")
+    card = types.SimpleNamespace(producer="b", extra={"seed": 0})
+    with pytest.raises(ConfigError) as refused:
+        check_pretrained_card(Path(name), card, "a", 0)  # type: ignore[arg-type]
+    assert one_line(str(refused.value), name).startswith(f"--resume: {brief(name)}: the pretrained model of node ")
+    model = odd / "m.safetensors"
+    spec = ModelSpec("cnn-small", 2, 3, 16)
+    save_model(model, build_model(spec, seed=0), spec=spec, class_names=["x", "y"], producer="a", extra={"seed": 0})
+    with pytest.raises(ConfigError) as refused:
+        _resumed_pretraining(model, ModelSpec("cnn-medium", 2, 3, 16), "a", 0)
+    assert one_line(str(refused.value), model).startswith(f"--resume: {brief(model)}: a 'cnn-small' checkpoint ")
+    (odd / "run").mkdir()
+    assert main(["simulate", "--resume", str(odd / "run"), "--out", name]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and one_line(err.strip(), odd / "run", name), err
+    assert main(["simulate", "--resume", str(odd / "run")]) == 2  # no scenario.toml there
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and one_line(err.strip(), odd / "run") and "no scenario.toml there" in err, err
+
+
 def _snapshot(folder: Path) -> dict[str, bytes | None]:
     """Every path under ``folder``: a file's bytes, None for a folder."""
     return {p.relative_to(folder).as_posix(): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")}

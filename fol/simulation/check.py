@@ -108,7 +108,7 @@ class CheckReport:
         each); the seeds are listed shortened (a scenario may give up to ``MAX_SEEDS``)."""
         kinds = sorted(set(self.archs))
         n_seeds, n_nodes, n_methods = len(scn.seeds), len(self.nodes), len(self.methods)
-        return (f"{scn.source}: OK — {n_nodes} learning nodes ({scn.contact.kind}), architectures "
+        return (f"{brief(scn.source)}: OK — {n_nodes} learning nodes ({scn.contact.kind}), architectures "
                 f"{', '.join(kinds)}, dataset {scn.data.dataset} ({scn.data.partition} partition), "
                 f"methods {', '.join(self.methods)}, seeds {shown(scn.seeds)}; will run {n_seeds:,} seed(s) x "
                 f"{n_nodes:,} nodes x {n_methods} method(s) = {n_seeds * n_nodes * n_methods:,} node results")
@@ -195,20 +195,20 @@ def read_run_record(out: Path) -> dict[str, Any]:
         text = _run_json_text(path)
     except (OSError, ValueError) as exc:
         if not os.path.lexists(path):
-            raise ConfigError(f"--resume {out}: no readable {path.name} there (it is missing: not a simulation "
+            raise ConfigError(f"--resume {brief(out)}: no readable {path.name} there (it is missing: not a simulation "
                               f"output folder)") from None
         dead = dead_link(path)
         why = f"it is {dead_link_text(path, dead)}" if dead is not None else brief(str(exc), 300)
-        raise ConfigError(f"--resume {out}: no readable {path.name} there ({why}); restore the run's record or "
+        raise ConfigError(f"--resume {brief(out)}: no readable {path.name} there ({why}); restore the run's record or "
                           f"use a new output folder") from None
     try:
         record = _run_json(text)
     except ValueError as exc:  # "not valid JSON (<the parser's reason>)"
-        raise ConfigError(f"--resume {out}: no readable {path.name} there ({exc}); "
+        raise ConfigError(f"--resume {brief(out)}: no readable {path.name} there ({exc}); "
                           f"restore the run's record or use a new output folder") from None
     if not isinstance(record, dict) or any(not isinstance(record.get(k), (str, type(None)))
                                            for k in ("source", "base_dir")):
-        raise ConfigError(f"--resume {out}: {path.name} is not a run record (expected a JSON object with text "
+        raise ConfigError(f"--resume {brief(out)}: {path.name} is not a run record (expected a JSON object with text "
                           "'source' and 'base_dir'); use a new output folder")
     return record
 
@@ -271,7 +271,7 @@ def check_acquisition_span(scn: SwarmScenario, constellation: Constellation | Ep
     try:
         eph.check_covers(c.time.start, acquisition_s, "data.acquisition_s")
     except OrbitError as exc:
-        raise DataError(f"{scn.source}: {exc}") from None
+        raise DataError(f"{brief(scn.source)}: {exc}") from None
 
 
 def _dataset_field(d: DataConfig) -> str:
@@ -309,7 +309,7 @@ def _check_synthetic_pool(scn: SwarmScenario, n_nodes: int) -> None:
                    else ("data.min_samples", d.min_samples))
     if pool < n_nodes * each:
         size = "data.size" if d.size is not None else f"data.size (default {SYNTHETIC_DEFAULT_SIZE})"
-        raise DataError(f"{scn.source}: {size}: {pool} images cannot give {n_nodes} nodes {field} = {shown(each)} "
+        raise DataError(f"{brief(scn.source)}: {size}: {pool} images cannot give {n_nodes} nodes {field} = {shown(each)} "
                         f"each ({d.partition} partition); raise data.size, lower {field} or use fewer nodes")
 
 
@@ -364,7 +364,7 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
         try:
             check_dataset(d.dataset, d.root, **d.loader_options(0))
         except DataError as exc:  # as every other error of the check: the scenario file and the field first
-            raise DataError(f"{scn.source}: {_dataset_field(d)}: {exc}") from None
+            raise DataError(f"{brief(scn.source)}: {_dataset_field(d)}: {exc}") from None
         if d.dataset == "imagefolder":  # its classes are the sub-folders (hidden ones aside), as the loader reads them
             from fol.data.loaders import image_folder_classes, refuse_one_class
 
@@ -373,7 +373,7 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
             try:
                 refuse_one_class(folder, classes)
             except DataError as exc:  # the one wording of fol pretrain --data too, after the file and field
-                raise DataError(f"{scn.source}: data.path: {exc}") from None
+                raise DataError(f"{brief(scn.source)}: data.path: {exc}") from None
     _check_synthetic_pool(scn, len(names))
 
     if out is not None:
@@ -404,7 +404,7 @@ def _image_digests(scn: SwarmScenario) -> dict[str, dict[str, int | str | None]]
     try:
         files, _, _ = image_folder_files(folder, splits=scn.data.splits)
     except DataError as exc:
-        raise DataError(f"{scn.source}: data.path: {exc}") from None
+        raise DataError(f"{brief(scn.source)}: data.path: {exc}") from None
     out: dict[str, dict[str, int | str | None]] = {}
     for path in files:
         try:
@@ -424,7 +424,7 @@ def input_digests(scn: SwarmScenario) -> dict[str, Any]:
         try:
             out[key] = file_sha256(path)
         except OSError as exc:
-            raise ConfigError(f"{scn.source}: {key}: {path} cannot be read ({exc.strerror or exc})") from None
+            raise ConfigError(f"{brief(scn.source)}: {key}: {brief(path)} cannot be read ({exc.strerror or exc})") from None
     if scn.data.dataset == "imagefolder":
         out[IMAGES_KEY] = _image_digests(scn)
     return out
@@ -532,7 +532,7 @@ def saved_results(path: Path, method: str, names: list[str]) -> list[NodeResult]
         if missing:
             raise ValueError(f"no result for node {missing[0]!r} ({len(missing)} of the {len(names)} nodes missing)")
     except (OSError, ValueError, TypeError) as exc:
-        raise ConfigError(f"--resume: {path}: not the saved results of method {method!r} ({exc}); move the file "
+        raise ConfigError(f"--resume: {brief(path)}: not the saved results of method {method!r} ({exc}); move the file "
                           f"away to run {method!r} again") from None
     return results
 
@@ -558,12 +558,12 @@ def check_pretrained_card(path: Path, card: ModelCard, name: str, seed: int) -> 
     """The pretraining FLOPs the card of node ``name``'s checkpoint ``path`` records, once the card is that
     of node ``name`` and seed ``seed`` (what the run wrote there): else :class:`ConfigError` naming the file."""
     if card.producer != name or card.extra.get("seed") != seed:
-        raise ConfigError(f"--resume: {path}: the pretrained model of node {shown(card.producer)} seed "
+        raise ConfigError(f"--resume: {brief(path)}: the pretrained model of node {shown(card.producer)} seed "
                           f"{shown(card.extra.get('seed'))}, not of node {name!r} seed {seed}; move the file away "
                           f"to pretrain {name!r} again")
     flops = card.extra.get("pretrain_flops", 0)
     if not isinstance(flops, int) or isinstance(flops, bool) or flops < 0:
-        raise ConfigError(f"--resume: {path}: card extra 'pretrain_flops' is {shown(flops)}, expected a "
+        raise ConfigError(f"--resume: {brief(path)}: card extra 'pretrain_flops' is {shown(flops)}, expected a "
                           f"non-negative integer (the FLOPs the run recorded for pretraining {name!r}); move the "
                           f"file away to pretrain {name!r} again")
     return flops
@@ -621,7 +621,7 @@ def _check_state_folders(scn: SwarmScenario, out: Path) -> None:
         folders += [seed_dir(out, seed), *(seed_dir(out, seed) / name for name in SEED_FOLDERS)]
     for folder in folders:
         if os.path.lexists(folder) and not folder.is_dir():
-            raise ConfigError(f"--resume {out}: {folder} is not a folder (a broken link, a file, ...), where the run "
+            raise ConfigError(f"--resume {brief(out)}: {brief(folder)} is not a folder (a broken link, a file, ...), where the run "
                               "keeps its saved work; move it away to resume without it, or use a new output folder")
 
 
@@ -636,7 +636,7 @@ def check_resumable(scn: SwarmScenario, out: Path) -> None:
     old, new = result_settings(before), result_settings(now)
     changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     if changed:
-        raise ConfigError(f"--resume {out}: the scenario differs from the interrupted run's in "
+        raise ConfigError(f"--resume {brief(out)}: the scenario differs from the interrupted run's in "
                           f"{', '.join(changed)}; use a new output folder")
     path = Path(out) / INPUTS_FILE
     if not path.exists():  # killed before it was written, or a run made before it was kept
@@ -645,16 +645,16 @@ def check_resumable(scn: SwarmScenario, out: Path) -> None:
         recorded = read_run_json(path)
         _check_inputs_record(recorded)
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"--resume {out}: {path}: not the record of the run's input files ({exc}); "
+        raise ConfigError(f"--resume {brief(out)}: {brief(path)}: not the record of the run's input files ({exc}); "
                           "move it away to resume without comparing them") from None
     digests, files = input_digests(scn), _input_files(scn)
     changed = sorted(k for k in set(recorded) | set(digests) if recorded.get(k) != digests.get(k)
                      and k != IMAGES_KEY and (k in recorded or k not in LATER_KEYS))
     if changed:
-        shown_files = ", ".join(f"{k} ({files[k]})" if k in files else k for k in changed)
-        raise ConfigError(f"--resume {out}: the contents of {shown_files} differ from the interrupted run's "
+        shown_files = ", ".join(f"{k} ({brief(files[k])})" if k in files else k for k in changed)
+        raise ConfigError(f"--resume {brief(out)}: the contents of {shown_files} differ from the interrupted run's "
                           "(the file was edited or replaced); restore it or use a new output folder")
     if IMAGES_KEY in recorded and recorded[IMAGES_KEY] != digests.get(IMAGES_KEY, {}):
-        raise ConfigError(f"--resume {out}: the image folder data.path ({scn.data.path}) differs from the "
+        raise ConfigError(f"--resume {brief(out)}: the image folder data.path ({brief(scn.data.path)}) differs from the "
                           f"interrupted run's: {_first_changed_image(recorded[IMAGES_KEY], digests.get(IMAGES_KEY, {}))}"
                           "; restore it or use a new output folder")

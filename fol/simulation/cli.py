@@ -90,7 +90,7 @@ def run_simulate_command(args: argparse.Namespace) -> int:
         return 0
     base_dir = original = None
     if args.resume and args.out and Path(args.out).resolve() != Path(args.resume).resolve():
-        raise ConfigError(f"--out {args.out}: a resumed run continues in its own folder --resume {args.resume}; "
+        raise ConfigError(f"--out {brief(args.out)}: a resumed run continues in its own folder --resume {brief(args.resume)}; "
                           "drop --out")
     if args.resume:
         from fol.simulation.check import check_run_folder
@@ -98,7 +98,7 @@ def run_simulate_command(args: argparse.Namespace) -> int:
         check_run_folder(Path(args.resume), resume=True)  # a file or a missing folder, named as such
         source = Path(args.scenario) if args.scenario else Path(args.resume) / "scenario.toml"
         if not source.exists():
-            raise ConfigError(f"--resume {args.resume}: no scenario.toml there; give the scenario file too")
+            raise ConfigError(f"--resume {brief(args.resume)}: no scenario.toml there; give the scenario file too")
         if not args.scenario:  # the copy: its relative paths belong to the original scenario's folder
             base_dir, original = _original_location(Path(args.resume))
     elif args.scenario:

@@ -43,7 +43,7 @@ from contact_sim.errors import ContactError
 from contact_sim.plan import ContactPlan
 from contact_sim.scenario import (build_batteries, build_constellation, build_trajectories, load_plan_file,
                                   plan_from_trajectories)
-from swarmbase.tomlcheck import shown
+from swarmbase.tomlcheck import brief, shown
 from fol.simulation.check import (INPUTS_FILE, STATE_DIR, check_acquisition_span, check_pretrained_card,
                                   check_scenario, input_digests, pretrained_path, read_run_json, refused_pretrained,
                                   real_number, results_path as _results_path, saved_results, seed_dir as _seed_dir)
@@ -87,7 +87,7 @@ def _partition(scn: SwarmScenario, pool: GeoDataset, names: list[str], seed: int
     if d.partition != "dirichlet":
         missing = int((~np.isfinite(np.asarray(pool.lat, dtype=np.float64) + np.asarray(pool.lon, dtype=np.float64))).sum())
         if missing:
-            raise DataError(f"{scn.source}: data.partition: {d.partition!r} places images by their coordinates, but "
+            raise DataError(f"{brief(scn.source)}: data.partition: {d.partition!r} places images by their coordinates, but "
                             f"{missing} of the {len(pool)} images of the {d.dataset} pool have none; "
                             f"use partition = 'dirichlet'" + (", or data.coords" if d.dataset == "imagefolder" else ""))
     try:
@@ -100,7 +100,7 @@ def _partition(scn: SwarmScenario, pool: GeoDataset, names: list[str], seed: int
         asked, remedy = ((f"data.per_node = {d.per_node} images each at data.psi = {d.psi}",
                           "lower data.per_node, use fewer nodes or a larger pool") if d.partition == "dirichlet" else
                          (f"data.min_samples = {d.min_samples} images each", "lower data.min_samples or use fewer nodes"))
-        raise DataError(f"{scn.source}: data: the {d.dataset} pool of {len(pool)} images cannot give {n} nodes "
+        raise DataError(f"{brief(scn.source)}: data: the {d.dataset} pool of {len(pool)} images cannot give {n} nodes "
                         f"{asked} ({exc}); {remedy}") from None
     if d.partition == "orbit":
         constellation = build_constellation(scn.contact)
@@ -123,7 +123,7 @@ def _partition(scn: SwarmScenario, pool: GeoDataset, names: list[str], seed: int
             if d.dataset.startswith("synthetic-"):
                 remedy += ", or data.size"
             raise DataError(
-                f"{scn.source}: data: node {name} holds {len(s)} images, fewer than data.min_samples = "
+                f"{brief(scn.source)}: data: node {name} holds {len(s)} images, fewer than data.min_samples = "
                 f"{d.min_samples} ({d.partition} partition); {remedy}, or lower data.min_samples"
             )
     return shards
@@ -357,7 +357,7 @@ def _resumed_pretraining(path: Path, spec: ModelSpec, name: str, seed: int) -> t
         loaded = load_model(path)
     card = loaded.card
     if card.spec != spec:
-        raise ConfigError(f"--resume: {path}: a {shown(card.spec.arch)} checkpoint where the scenario gives node "
+        raise ConfigError(f"--resume: {brief(path)}: a {shown(card.spec.arch)} checkpoint where the scenario gives node "
                           f"{name!r} {spec.arch!r} ({_spec_text(card.spec)} against {_spec_text(spec)}); move the "
                           f"file away to pretrain {name!r} again")
     return loaded.model.state_dict(), check_pretrained_card(path, card, name, seed)
@@ -458,7 +458,7 @@ def run_simulation(
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"output folder {out}: cannot be created ({exc.strerror})") from None
+        raise ConfigError(f"output folder {brief(out)}: cannot be created ({exc.strerror})") from None
     if resume:  # a kill mid-write left the crash-safe writer's temporary files (never read): removed, not kept forever
         for folder, _, _ in os.walk(out):
             remove_temporaries(folder)
