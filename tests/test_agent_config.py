@@ -451,6 +451,47 @@ def test_a_missing_key_file_at_start_names_its_config_field_and_the_command_that
     assert not (tmp_path / "state").exists()  # refused before the state folder was touched
 
 
+@pytest.mark.parametrize("name", ["a\nb\x1b[2J.toml", "x" * 5000], ids=["control", "long"])
+def test_every_message_names_the_config_file_through_brief(name: str, tmp_path: Path) -> None:
+    """The config reader and the agent named the config file as it is (cfg.source, about ten messages of
+    fol/agent/node.py: a key, node.data, node.model, node.listen, ...): a newline or a terminal's escape in its
+    name went raw into the message and a 5,000-character name made a 5 kB line. It is named through brief(),
+    once, as every other reader names a file."""
+    from fol.agent.node import Agent
+    from swarmbase.tomlcheck import brief
+
+    def refusal(data: dict, start: bool = False) -> str:
+        with pytest.raises(ConfigError) as refused:
+            cfg = AgentConfig.from_dict(data, base_dir=tmp_path, source=name)
+            Agent(cfg, load_fol=False) if start else cfg.fol_config()
+        message = str(refused.value)
+        assert message.startswith(f"{brief(name)}: ") and message.isprintable() and len(message) < 500, message
+        return message
+
+    assert refusal({}).endswith(": missing [node] table")
+    assert "fol: unknown key 'topk'" in refusal({**_base(tmp_path), "fol": {"topk": 1}})
+    assert "fol.top_k must be > 0" in refusal({**_base(tmp_path), "fol": {"top_k": 0}})
+    assert "node.secret_key: " in refusal(_base(tmp_path), start=True)
+    from fol.agent.node import _bind, _lock_state_dir
+
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    for state_dir in [blocked / name] + [tmp_path / name] * (len(name) > 255):  # under a file; too long a name
+        with pytest.raises(ConfigError) as refused:
+            _lock_state_dir(state_dir, "drone-1")
+        message = str(refused.value)
+        assert message.startswith(f"{brief(state_dir)}: cannot be used") and message.isprintable(), message
+        assert len(message) < 500, message
+    if len(name) < 200:  # a name the file system takes: from_toml names it as from_dict does
+        with pytest.raises(ConfigError) as refused:
+            _bind(None, f"ipc://{blocked}", f"{brief(name)}: node.listen")  # type: ignore[arg-type]
+        assert str(refused.value).isprintable(), refused.value
+        (tmp_path / name).write_text(toml_text({**_base(tmp_path), "fol": {"topk": 1}}))
+        with pytest.raises(ConfigError) as refused:
+            AgentConfig.from_toml(tmp_path / name).fol_config()
+        assert str(refused.value).startswith(f"{brief(tmp_path / name)}: fol: unknown key"), refused.value
+
+
 def test_a_key_path_that_is_a_folder_or_an_open_secret_key_is_said_so(tmp_path: Path, caplog) -> None:
     """A folder where a key file belongs is said to be one (it was 'not found', then 'cannot read key file
     (Is a directory)' from pyzmq's open; now checked first, as every input file is); a secret key

@@ -70,7 +70,7 @@ from fol.agent.protocol import MIN_CHUNK_BYTES, ProtocolError, check_name
 from fol.defaults import MAX_MODEL_BYTES
 from fol.errors import ConfigError
 from swarmbase.cli import printable
-from swarmbase.tomlcheck import Table, is_decimal, read_toml, shown
+from swarmbase.tomlcheck import Table, brief, is_decimal, read_toml, shown
 
 __all__ = ["AgentConfig", "PeerConfig", "Limits", "LIMITS_MAXIMA", "Trigger", "TRIGGER_MAXIMA", "check_address"]
 
@@ -236,7 +236,7 @@ class AgentConfig:
     limits: Limits = field(default_factory=Limits)
     trigger: Trigger = field(default_factory=Trigger)
     fol: dict[str, Any] = field(default_factory=dict)
-    source: str = "<config>"
+    source: str = "<config>"  # the file, as brief() writes it: what every message names (from_dict sets it)
     position: PositionConfig | None = None
 
     # ------------------------------------------------------------------ derived
@@ -263,6 +263,7 @@ class AgentConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], base_dir: str | os.PathLike[str] = ".", source: str = "<config>") -> "AgentConfig":
+        source = brief(source)  # the file as every message names it: once here, for the reader's and the agent's
         base = Path(base_dir)
         doc = Table(data, "", {"node", "peers", "limits", "trigger", "fol", "position"}, error=ConfigError,
                     source=source)

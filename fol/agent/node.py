@@ -78,7 +78,7 @@ from fol.errors import CheckpointError, ConfigError, FOLError
 from fol.fileio import atomic_write_bytes, atomic_writer, fsync_dir, make_dirs, publish_gate, write_json_atomic
 from swarmbase.cli import os_failure_line
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import read_text_file, shown
+from swarmbase.tomlcheck import brief, read_text_file, shown
 from swarmbase.units import format_seconds
 
 __all__ = ["Agent", "control_request", "COMMANDS"]
@@ -124,7 +124,7 @@ class Agent:
         self.trust.reload()
         self.peer_keys = {
             p.id: _config_key(load_public_key, p.public_key, f"{config.source}: peers[{i}].public_key",
-                              f"'fol keys trust {p.id}.key --store {config.trust_dir}' adds it"
+                              f"'fol keys trust {p.id}.key --store {brief(config.trust_dir)}' adds it"
                               if p.public_key == str(config.trust_dir / f"{p.id}.key") else None)
             for i, p in enumerate(config.peers)}
         self.peer_addresses = {p.id: p.address for p in config.peers}
@@ -943,13 +943,13 @@ def _lock_state_dir(state_dir: Path, node_id: str) -> int:
         make_dirs(state_dir)
         fd = os.open(state_dir / "agent.lock", os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
-        raise ConfigError(f"{state_dir}: cannot be used as the state folder of node {node_id} "
+        raise ConfigError(f"{brief(state_dir)}: cannot be used as the state folder of node {node_id} "
                           f"({exc.strerror}); expected a writable folder") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise ConfigError(f"{state_dir}: another agent is already running on this state folder "
+        raise ConfigError(f"{brief(state_dir)}: another agent is already running on this state folder "
                           f"(node {node_id}); stop it first") from None
     return fd
 
@@ -962,15 +962,15 @@ def _bind(sock: zmq.Socket, endpoint: str, where: str) -> None:
     path = endpoint[len("ipc://"):] if endpoint.startswith("ipc://") else ""
     if path and not path.startswith("@") and os.path.lexists(path):
         if not stat.S_ISSOCK(os.lstat(path).st_mode):
-            raise ConfigError(f"{where}: {path} exists and is not a socket; binding {endpoint} would replace it "
+            raise ConfigError(f"{where}: {brief(path)} exists and is not a socket; binding {brief(endpoint)} would replace it "
                               f"(expected a new path or an old agent's socket)")
         if _socket_answers(path):
-            raise ConfigError(f"{where}: {endpoint} is in use: a running process (another agent?) listens on "
-                              f"{path}; stop it or give this node another path")
+            raise ConfigError(f"{where}: {brief(endpoint)} is in use: a running process (another agent?) listens on "
+                              f"{brief(path)}; stop it or give this node another path")
     try:
         sock.bind(endpoint)
     except zmq.ZMQError as exc:
-        raise ConfigError(f"{where}: cannot bind {endpoint} ({zmq.strerror(exc.errno)})") from None
+        raise ConfigError(f"{where}: cannot bind {brief(endpoint)} ({zmq.strerror(exc.errno)})") from None
 
 
 def _socket_answers(path: str) -> bool:
