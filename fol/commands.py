@@ -13,7 +13,7 @@ from typing import Callable
 
 from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED, check_band_options, is_seed
 from swarmbase.cli import parallelism_problem, path_argument
-from swarmbase.tomlcheck import brief, shown
+from swarmbase.tomlcheck import brief, check_input_file, shown
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +155,8 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     from fol.nodedata import pretrain_from_spec
 
     # every argument and the output path before any data is loaded or trained
+    if args.config:  # a file that cannot be read is said of the option, as --out's is
+        check_input_file(args.config, ConfigError, "FOL config file", option="--config")
     fol_cfg = FOLConfig.from_toml(args.config) if args.config else FOLConfig()  # the swarm's settings
     for flag, field in PRETRAIN_FLAGS:  # each flag overrides its field, checked by FOLConfig's own rules
         value = getattr(args, flag[2:].replace("-", "_"))

@@ -20,7 +20,7 @@ from fol.defaults import MAX_BYTES_HELP, MAX_TOP_K
 from fol.errors import ConfigError
 from swarmbase.cli import path_argument, recorded_path, utf8_text
 from swarmbase.manifest import OutputManifest, recorded_unchanged
-from swarmbase.tomlcheck import brief
+from swarmbase.tomlcheck import brief, check_input_file
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ def run_personalize(args: argparse.Namespace) -> int:
     from fol.config import FOLConfig
     from fol.data.registry import check_data_root
     from fol.defaults import model_bytes_problem
-    from fol.errors import DataError
+    from fol.errors import CheckpointError, DataError
     from fol.nodedata import (SPLIT_SEED_KEY, load_node_data, parse_node_data, pretraining_spec,
                               recorded_split_rule, split_fields)
     from fol.fileio import atomic_write_bytes, check_input_dir, check_output_dir, check_output_file, staged_outputs, write_json_atomic
@@ -212,6 +212,8 @@ def run_personalize(args: argparse.Namespace) -> int:
 
     if args.top_k is not None and args.top_k < 1:  # named as typed, not as the field it overrides (fol.top_k)
         raise ConfigError(f"--top-k: expected an ensemble size K >= 1, got {args.top_k}")
+    if args.config:  # a file that cannot be read is said of the option, as --out's and --neighbors' are
+        check_input_file(args.config, ConfigError, "FOL config file", option="--config")
     cfg = FOLConfig.from_toml(args.config, preset=args.preset) if args.config else FOLConfig.preset(args.preset or "default")
     if args.top_k is not None:
         try:
@@ -251,6 +253,7 @@ def run_personalize(args: argparse.Namespace) -> int:
     if replaced is not None:  # the round's outputs would take the place of its input
         raise ConfigError(f"--model {brief(args.model)}: is {brief(replaced)} in --out {brief(out)}, which this run "
                           f"replaces or removes; copy it elsewhere or give another --out")
+    check_input_file(args.model, CheckpointError, "model file", option="--model")  # said of the option, as above
     own = load_model(Path(args.model), max_bytes=args.max_bytes or DEFAULT_MAX_BYTES)
     if own.card.round >= cfg.rounds:  # E is the last round, as on the node agent: fol.rounds is not ignored here
         where = f"in {args.config}" if args.config else "the default, no --config"

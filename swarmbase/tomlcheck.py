@@ -61,18 +61,25 @@ def has_nul(path: str | os.PathLike[str]) -> bool:
 
 
 def check_input_file(path: str | os.PathLike[str], error: type[Exception], what: str = "file",
-                     max_bytes: int | None = None, *, name: str | None = None) -> Path:
+                     max_bytes: int | None = None, *, name: str | None = None, option: str | None = None) -> Path:
     """``path`` as a :class:`Path` if it names a readable regular file (at most
     ``max_bytes``), else ``error`` with one line saying what is wrong. Links are followed. The line names
-    the file by ``name`` (default: the path; a received model's label, for one), cut by :func:`brief`.
+    the file by ``name`` (default: the path; a received model's label, for one), cut by :func:`brief`,
+    after the command-line ``option`` that gave it when there is one (as ``--out`` and ``--resume`` are named).
 
     >>> check_input_file("/nonexistent/m.safetensors", ValueError, "model file", name="model n1:r0")
     Traceback (most recent call last):
     ...
     ValueError: model n1:r0: model file not found
+    >>> check_input_file("/nonexistent/c.toml", ValueError, "FOL config file", option="--config")
+    Traceback (most recent call last):
+    ...
+    ValueError: --config /nonexistent/c.toml: FOL config file not found
     """
     path = Path(path)
     shown_as = brief(path if name is None else name)
+    if option is not None:
+        shown_as = f"{option} {shown_as}"
     if has_nul(path):  # os.stat's ValueError ("embedded null byte") is no one-line refusal of the caller's type
         raise error(f"{shown_as}: {NUL_IN_PATH}; expected {_a(what)}")
     try:

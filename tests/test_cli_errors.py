@@ -880,8 +880,11 @@ _NAME = "a" * 5000  # longer than any file system takes (255 bytes a name, 4,096
     (lambda n: ["data", "info", n], "fol data: error: unknown dataset '"),
     (lambda n: ["personalize", "--model", "m.safetensors", "--data", DATA, "--neighbors", n, "--out", "out"],
      "fol personalize: error: --neighbors '"),
+    # the loader's line named the path cut, not the option that gave it, as --neighbors' and --out's do
     (lambda n: ["personalize", "--model", n, "--data", DATA, "--neighbors", ".", "--out", "out"],
-     "cannot read the model file (File name too long)"),
+     "fol personalize: error: --model '"),
+    (lambda n: ["personalize", "--model", "m.safetensors", "--config", n, "--data", DATA, "--neighbors", ".",
+                "--out", "out"], "fol personalize: error: --config '"),
     (lambda n: ["personalize", "--model", "m.safetensors", "--data", DATA, "--neighbors", ".", "--out", n],
      "fol personalize: error: --out '"),
     (lambda n: ["simulate", n], "cannot read the scenario file (File name too long)"),
@@ -890,13 +893,13 @@ _NAME = "a" * 5000  # longer than any file system takes (255 bytes a name, 4,096
     (lambda n: ["contacts", n], "cannot read the scenario file (File name too long)"),
     (lambda n: ["pretrain", "--data", DATA, "--out", n], "fol pretrain: error: --out '"),
     (lambda n: ["pretrain", "--data", DATA, "--config", n, "--out", "m.safetensors"],
-     "cannot read the FOL config file (File name too long)"),
+     "fol pretrain: error: --config '"),
     (lambda n: ["model", "info", n], "cannot read the model file (File name too long)"),
     # an OSError past the checks named the path cut ("fol keys: error: 'aaa...': File name too long"), not the option
     (lambda n: ["keys", "gen", "n1", "--dir", n], "fol keys: error: --dir '"),
     (lambda n: ["keys", "list", "--store", n], "fol keys: error: --store '"),
 ], ids=["data-info-imagefolder", "data-info-name-path", "data-info-name", "personalize-neighbors",
-        "personalize-model", "personalize-out", "simulate", "simulate-check", "simulate-resume", "contacts",
+        "personalize-model", "personalize-config", "personalize-out", "simulate", "simulate-check", "simulate-resume", "contacts",
         "pretrain-out", "pretrain-config", "model-info", "keys-gen-dir", "keys-list-store"])
 @pytest.mark.parametrize("absolute", [False, True], ids=["relative", "absolute"])
 def test_a_path_argument_too_long_for_the_file_system_is_one_short_line(
@@ -969,7 +972,8 @@ def test_pretrain_config_is_refused_as_personalize_refuses_it(
     pretrain_err = capsys.readouterr().err.splitlines()
     assert main(_personalize(tmp_path, str(tmp_path / "o")) + ["--config", str(config)]) == 2
     personalize_err = capsys.readouterr().err.splitlines()
-    assert len(pretrain_err) == 1 and pretrain_err[0].startswith(f"fol pretrain: error: {config}"), pretrain_err
+    named = f"--config {config}" if text in (None, "") else str(config)  # a file not there to read: said of the option
+    assert len(pretrain_err) == 1 and pretrain_err[0].startswith(f"fol pretrain: error: {named}: "), pretrain_err
     assert pretrain_err[0].removeprefix("fol pretrain: ") == personalize_err[0].removeprefix("fol personalize: ")
     assert not out.exists()
 
