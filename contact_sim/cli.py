@@ -139,7 +139,7 @@ def _check_inputs_kept(out: Path, replaced: list[str], scenario_path: Path, scen
             except OSError:  # a missing file or a folder of missions: not this output
                 same = False
             if same:
-                raise ContactError(f"{field} {path}: is {name} in --out {out}, which this run replaces or removes "
+                raise ContactError(f"{field} {brief(path)}: is {name} in --out {brief(out)}, which this run replaces or removes "
                                    "(a run's outputs replace the previous run's); copy it elsewhere or give another "
                                    "--out")
 
@@ -233,7 +233,7 @@ def run_contacts(args: argparse.Namespace) -> int:
             _check_inputs_kept(out, writes + earlier.removable, args.scenario, scenario)
         if args.check:
             stations = len(scenario.ground_stations)  # nodes of the plan too, as the run's summary counts them
-            print(f"{args.scenario}: OK — {len(names)} {_MOVERS.get(scenario.kind, scenario.kind)} and {stations} "
+            print(f"{brief(args.scenario)}: OK — {len(names)} {_MOVERS.get(scenario.kind, scenario.kind)} and {stations} "
                   f"ground station(s), "
                   f"{len(names) + stations} nodes in the contact plan")
             return 0
@@ -242,7 +242,7 @@ def run_contacts(args: argparse.Namespace) -> int:
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ContactError(f"--out {out}: cannot be created ({exc.strerror})") from None
+            raise ContactError(f"--out {brief(out)}: cannot be created ({exc.strerror})") from None
         t0 = time.perf_counter()
         traj = None
         if scenario.plan_file is not None:
@@ -285,12 +285,12 @@ def run_contacts(args: argparse.Namespace) -> int:
         written = [out / p.name for p in written]
     except OSError as exc:
         target = Path(exc.filename2 or exc.filename or out)  # os.replace names the temporary file first
-        return _one_line(args, ContactError(f"--out {out}: cannot write {target.name} ({exc.strerror or exc})"))
+        return _one_line(args, ContactError(f"--out {brief(out)}: cannot write {brief(target.name)} ({exc.strerror or exc})"))
     except (ContactError, OrbitError) as exc:  # a writer's refusal, naming its file in --out (staged_outputs)
         _remove_made(made)  # an export refused (a plan whose every window is left out): no set written
         return _one_line(args, exc)
     s = plan.summary()
-    print(f"scenario   {args.scenario}  ({scenario.kind}, {s['nodes']} nodes, "
+    print(f"scenario   {brief(args.scenario)}  ({scenario.kind}, {s['nodes']} nodes, "
           f"{s['horizon_s']:.0f} s, {s['rounds']} round(s))")
     one_way = f", {s['one_way_windows']} one-way" if s["one_way_windows"] else ""
     print(f"windows    {s['windows']}{one_way}  ({elapsed:.1f} s to compute)")
@@ -300,7 +300,7 @@ def run_contacts(args: argparse.Namespace) -> int:
     print(f"capacity   mean {format_bytes(s['mean_capacity_bytes'])} per window, "
           f"total {format_bytes(s['total_capacity_bytes'])}")
     for p in written:
-        print(f"wrote      {p}")
+        print(f"wrote      {brief(p)}")
     for line in earlier.lines(removed):
         print(line)
     return 0

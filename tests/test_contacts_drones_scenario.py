@@ -685,3 +685,30 @@ def test_every_message_names_the_file_through_brief(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"contacts: error: {brief(bad_step)}: time.step_s" in err, err
     assert "\\x1b" in err and "\\\\x1b" not in err, err  # escaped once
+
+
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_the_ok_and_summary_lines_name_the_files_through_brief(kind, tmp_path, capsys):
+    """fol contacts printed the scenario (the --check OK line, the summary's 'scenario' line) and each file it
+    wrote ('wrote ...') as given: a newline or a terminal's escape in a name went to stdout as it is, a path of
+    3,000 characters made a 3 kB line. Each line names them through brief(), as the refusals do."""
+    from swarmbase.tomlcheck import brief
+
+    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    folder.mkdir(parents=True)
+    p = _write(folder, LEO)
+    assert _cli(["contacts", str(p), "--check"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{brief(p)}: OK — 12 satellite(s)"), lines
+    out = folder / "out"
+    assert _cli(["contacts", str(p), "--out", str(out), "--no-plot"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"scenario   {brief(p)}  (constellation"), lines
+    assert [line for line in lines if line.startswith("wrote")] == [
+        f"wrote      {brief(out / name)}" for name in ("contacts.csv", "contacts.manifest.json")], lines
+    assert all(line.isprintable() and len(line) < 300 for line in lines), lines
+    read = _write(out, LEO, name="contacts.csv")  # a scenario the run would replace: refused, both named
+    assert _cli(["contacts", str(read), "--out", str(out), "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 700 and f"the scenario file {brief(read)}: is contacts.csv in " \
+        f"--out {brief(out)}, which" in err, err
