@@ -32,7 +32,7 @@ from fol.defaults import MAX_ITERATIONS, MAX_SEED, MAX_TOP_K, is_seed, too_many
 from fol.errors import ConfigError
 from fol.pruning import PruneConfig
 from fol.train import MAX_FACTOR, MIN_RATE, TrainConfig, decay_problem, too_large, too_small_rate
-from swarmbase.tomlcheck import Table, is_finite_number, read_toml, shown
+from swarmbase.tomlcheck import Table, brief, is_finite_number, read_toml, shown
 from fol.variants import PRESET_NAMES
 
 __all__ = ["FOLConfig", "PRESETS", "PAPER_OVERRIDES", "CHOICES"]
@@ -348,11 +348,11 @@ class FOLConfig:
             stray = [k for k, v in data.items() if k in names and not isinstance(v, dict)]  # a [rounds] table is a scenario's
             if stray:
                 one = len(stray) == 1
-                raise ConfigError(f"{path}: {', '.join(stray)}: {'a FOL key' if one else 'FOL keys'} at top level, "
+                raise ConfigError(f"{brief(path)}: {', '.join(stray)}: {'a FOL key' if one else 'FOL keys'} at top level, "
                                   f"outside the [fol] table, which is all that is read; move {'it' if one else 'them'} "
                                   f"into [fol]")
         table = data.get("fol", data)
-        return cls.from_dict(table, where=f"{path}: fol" if "fol" in data else f"{path}: top level", preset=preset)
+        return cls.from_dict(table, where=f"{brief(path)}: fol" if "fol" in data else f"{brief(path)}: top level", preset=preset)
 
     def for_one_round_per_call(self, where: str) -> "FOLConfig":
         """This config, checked for a caller that runs one round per call from

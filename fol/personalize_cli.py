@@ -220,7 +220,7 @@ def run_personalize(args: argparse.Namespace) -> int:
             cfg = cfg.replace(top_k=args.top_k)
         except ConfigError as exc:  # FOLConfig's message names the field: said of the flag
             raise ConfigError(f"--top-k: {str(exc).removeprefix('fol.top_k ')}") from None
-    cfg.for_one_round_per_call(str(args.config) if args.config else "fol personalize")
+    cfg.for_one_round_per_call(brief(args.config) if args.config else "fol personalize")
     if args.max_bytes is not None and (problem := model_bytes_problem(args.max_bytes)):
         raise ConfigError(f"--max-bytes: {problem}")
     ensemble_variant = args.variant in ("fol-a", "fol-an")  # at most MAX_MEMBERS members: fol.top_k's bound
@@ -256,27 +256,27 @@ def run_personalize(args: argparse.Namespace) -> int:
     check_input_file(args.model, CheckpointError, "model file", option="--model")  # said of the option, as above
     own = load_model(Path(args.model), max_bytes=args.max_bytes or DEFAULT_MAX_BYTES)
     if own.card.round >= cfg.rounds:  # E is the last round, as on the node agent: fol.rounds is not ignored here
-        where = f"in {args.config}" if args.config else "the default, no --config"
-        raise ConfigError(f"--model {args.model}: is the model of round {own.card.round}, and fol.rounds = {cfg.rounds} "
+        where = f"in {brief(args.config)}" if args.config else "the default, no --config"
+        raise ConfigError(f"--model {brief(args.model)}: is the model of round {own.card.round}, and fol.rounds = {cfg.rounds} "
                           f"({where}) is the last FOL round: all {cfg.rounds} round(s) are done; set a larger rounds "
                           f"in the [fol] table of --config to run round {own.card.round + 1}")
     trained_on = own.card.extra.get("data")  # the --data of `fol pretrain`, kept by every round since
     earlier = pretraining_spec(trained_on)
     if earlier is not None and split_fields(earlier) != split_fields(data_spec):
         # both cut (brief): the card's may be any text up to the card's limit (256 KiB), a line of that size
-        raise DataError(f"{args.model}: pretrained on --data {brief(trained_on)}, but --data {brief(args.data)} gives "
+        raise DataError(f"{brief(args.model)}: pretrained on --data {brief(trained_on)}, but --data {brief(args.data)} gives "
                         f"another shard or split, whose validation and test images may be ones the model trained on; "
                         f"give the spec it was pretrained on")
     # the split the model was trained on: the rule its card records (none: S + K, a model made before)
-    rule = recorded_split_rule(own.card.extra, args.model)
+    rule = recorded_split_rule(own.card.extra, brief(args.model))
     if neighbours is not None:  # a folder without a model file: said before the node's data is read
         neighbour_entries(neighbours)
     node = load_node_data(data_spec, rule=rule)
     shape = list(node.train.images.shape[1:])
     if list(own.card.class_names) != list(node.train.class_names):
-        raise DataError(f"{args.model}: model classes {own.card.class_names} differ from the data's {node.train.class_names}")
+        raise DataError(f"{brief(args.model)}: model classes {own.card.class_names} differ from the data's {node.train.class_names}")
     if list(own.card.input_shape) != shape:
-        raise DataError(f"{args.model}: model input shape {own.card.input_shape} differs from the data's {shape}")
+        raise DataError(f"{brief(args.model)}: model input shape {own.card.input_shape} differs from the data's {shape}")
 
     name = own.card.producer or data_spec.node_name
     state = NodeState.from_pretrained(name, own.model, own.card.spec, own.card.class_names, node)
@@ -300,14 +300,14 @@ def run_personalize(args: argparse.Namespace) -> int:
             cfg.finetune_freeze, {brief(file, SHOWN_NAME_CHARS, keep_end=SHOWN_NAME_END): r.model
                                   for r, file in usable_files},
             "the usable neighbour model")):
-        raise ConfigError(f"{args.config}: {problem}" if args.config else problem)  # before any training
+        raise ConfigError(f"{brief(args.config)}: {problem}" if args.config else problem)  # before any training
     round_ = own.card.round + 1
     report = personalize(state, received, round_, cfg, args.variant, progress=True)
 
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"--out {out}: cannot be created ({exc.strerror})") from None
+        raise ConfigError(f"--out {brief(out)}: cannot be created ({exc.strerror})") from None
     card = ModelCard(
         spec=own.card.spec, class_names=list(state.class_names), input_shape=shape, producer=name, round=round_,
         extra={"variant": args.variant, "personalized_from": Path(args.model).name,
@@ -342,10 +342,10 @@ def run_personalize(args: argparse.Namespace) -> int:
     except OSError as exc:
         if writing is None:  # the swap: os.replace names the staged file, then its target
             writing = Path(exc.filename2 or exc.filename or out).name
-        raise ConfigError(f"--out {out}: cannot write {writing} ({exc.strerror or exc})") from None
+        raise ConfigError(f"--out {brief(out)}: cannot write {brief(writing)} ({exc.strerror or exc})") from None
     print(format_summary(full))
-    print(f"\nwrote {out / files['model']}" + (f" and {out / 'ensemble.json'}" if "ensemble" in files else "")
-          + f"; report: {out / 'report.json'}")
+    print(f"\nwrote {brief(out / files['model'])}" + (f" and {brief(out / 'ensemble.json')}" if "ensemble" in files
+                                                      else "") + f"; report: {brief(out / 'report.json')}")
     for line in earlier.lines(removed):
         print(line)
     return 0

@@ -459,6 +459,67 @@ def test_a_round_beyond_fol_rounds_is_refused_before_the_data_is_loaded(
         assert not (tmp_path / "out").exists()
 
 
+def _odd_folder(tmp_path: Path, kind: str) -> Path:
+    """A folder whose path holds a newline and a terminal's escape ("control"), or is about 3,000 characters
+    long ("long", 15 folders of 200: no one name may pass 255 bytes)."""
+    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    folder.mkdir(parents=True)
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_every_line_names_the_model_config_and_out_through_brief(kind: str, swarm_files: Path, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """fol personalize named --model (a round past fol.rounds, another shard, other classes), --config (a
+    keep_received or a finetune_freeze refusal, 'in <config>') and --out (the 'wrote ...' line) as given: a
+    path of 3,000 characters made a 3 kB line, and the 'wrote' line printed a newline or a terminal's escape
+    as it is. Each is one bounded line naming the file through brief(), as the neighbours' files are named."""
+    from fol.checkpoint import save_model
+    from swarmbase.tomlcheck import brief
+
+    folder = _odd_folder(tmp_path, kind)
+    own = load_model(swarm_files / "node0.safetensors")
+    model = folder / "round1.safetensors"
+    save_model(model, own.model, spec=own.card.spec, class_names=list(own.card.class_names), producer="node-0",
+               round=1, extra=own.card.extra)
+    neighbours = tmp_path / "received"
+    neighbours.mkdir()
+    shutil.copy(swarm_files / "node1.safetensors", neighbours)  # cnn-small: 4 layers
+    config = folder / "fol.toml"
+
+    def one_line(argv: list[str], *files: Path) -> str:
+        assert main(["personalize", "--neighbors", str(neighbours), "--out", str(tmp_path / "out"), *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and len(err) < 900 and all(brief(f) in err for f in files), err
+        assert not (tmp_path / "out").exists()
+        return err
+
+    config.write_text(FAST + "rounds = 1\n")
+    assert "is the model of round 1" in one_line(["--model", str(model), "--data", DATA.format(k=0),
+                                                  "--config", str(config)], model, config)
+    config.write_text(FAST + "rounds = 2\n")
+    assert "pretrained on --data" in one_line(["--model", str(model), "--data", DATA.format(k=1),
+                                               "--config", str(config)], model)
+    config.write_text(FAST + "topk = 2\n")  # the config reader's own refusal (FOLConfig.from_toml)
+    assert "fol: unknown key 'topk'" in one_line(["--model", str(model), "--data", DATA.format(k=0),
+                                                  "--config", str(config)], config)
+    config.write_text("top_k = 2\n" + FAST)
+    assert "top_k: a FOL key at top level" in one_line(["--model", str(model), "--data", DATA.format(k=0),
+                                                        "--config", str(config)], config)
+    config.write_text(FAST + "keep_received = 'all'\n")
+    assert "fol.keep_received = 'all'" in one_line(["--model", str(model), "--data", DATA.format(k=0),
+                                                    "--config", str(config)], config)
+    config.write_text(FAST + "rounds = 2\nfinetune_freeze = 5\n")
+    assert "fol.finetune_freeze must be at most 4" in one_line(["--model", str(model), "--data", DATA.format(k=0),
+                                                                "--config", str(config)], config)
+    out = folder / "out"
+    assert main(["personalize", "--model", str(swarm_files / "node0.safetensors"), "--data", DATA.format(k=0),
+                 "--variant", "local", "--out", str(out), "--config", str(swarm_files / "fol.toml")]) == 0
+    wrote = _said(capsys.readouterr().out, "wrote")
+    assert wrote == [f"wrote {brief(out / 'model.safetensors')}; report: {brief(out / 'report.json')}"], wrote
+    assert wrote[0].isprintable() and len(wrote[0]) < 500, wrote
+
+
 def _image_folder(root: Path, names: list[str], per_class: int = 12, seed: int = 0) -> Path:
     import numpy as np
     from PIL import Image
