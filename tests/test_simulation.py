@@ -1258,6 +1258,21 @@ def test_the_check_and_resume_name_every_file_through_brief(name: str, tmp_path:
     assert err.count("\n") == 1 and one_line(err.strip(), odd / "run") and "no scenario.toml there" in err, err
 
 
+@pytest.mark.parametrize("name", ODD_NAMES, ids=["control", "long"])
+def test_the_report_line_names_the_output_folder_through_brief(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """fol simulate's last line ('report: <out>/report.md ...', stdout, which the CLI does not escape) printed the
+    output folder as given: a newline or a terminal's escape as it is, a 5,000-character folder whole."""
+    import types
+
+    from fol.simulation.cli import _print_outcome
+    from swarmbase.tomlcheck import brief
+
+    _print_outcome(types.SimpleNamespace(results=[], rounds_used={}, out=Path(name), seconds=1.0))
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == f"report: {brief(Path(name) / 'report.md')} (plots and results.csv beside it); 1 s", last
+    assert last.isprintable() and len(last) < 300, last
+
+
 def _snapshot(folder: Path) -> dict[str, bytes | None]:
     """Every path under ``folder``: a file's bytes, None for a folder."""
     return {p.relative_to(folder).as_posix(): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")}

@@ -73,7 +73,7 @@ def _print_outcome(result) -> None:
     from fol.simulation.report import summary_table
 
     print(summary_table(result.results, result.rounds_used))
-    print(f"\nreport: {result.out / 'report.md'} (plots and results.csv beside it); {result.seconds:.0f} s")
+    print(f"\nreport: {brief(result.out / 'report.md')} (plots and results.csv beside it); {result.seconds:.0f} s")
 
 
 def run_simulate_command(args: argparse.Namespace) -> int:
