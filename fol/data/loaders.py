@@ -129,7 +129,9 @@ def _locate(base: Path, required: Sequence[str]) -> Path | None:
 # -------------------------------------------------------------------- images
 
 
-def _single_band_to_8bit(im, path: str | Path):
+# The image helpers that only write messages take the file as ``shown_as``: its name as brief() writes it, computed
+# once where a read starts (_read_image_and_place, _read_tiff_bands). They open nothing by it.
+def _single_band_to_8bit(im, shown_as: str):
     """A single-band image of more than 8 bits as an 8-bit one (Pillow mode ``L``).
 
     16-bit bands (``I;16*``, or ``I`` holding 0..65535) are scaled by 255 / 65535, as
@@ -141,10 +143,10 @@ def _single_band_to_8bit(im, path: str | Path):
     a = np.asarray(im)  # in the image's own type: no float64 copies of a large band
     what = "floating-point image (Pillow mode F)" if im.mode == "F" else f"integer image (Pillow mode {im.mode})"
     advice = "save it scaled to [0, 1] or as 8- or 16-bit" if im.mode == "F" else "save it as 8- or 16-bit"
-    return Image.fromarray(_to_8bit(a, path, what, advice), mode="L")
+    return Image.fromarray(_to_8bit(a, shown_as, what, advice), mode="L")
 
 
-def _to_8bit(a: np.ndarray, path: str | Path, what: str, advice: str, scale: float | None = None) -> np.ndarray:
+def _to_8bit(a: np.ndarray, shown_as: str, what: str, advice: str, scale: float | None = None) -> np.ndarray:
     """``a`` (integers or floats) as uint8 of the same shape, by the rule of
     :func:`_single_band_to_8bit`: integers in 0..65535 times 255 / 65535, floats in
     [0, 1] times 255, rounded; values outside are a :class:`DataError` naming the
@@ -153,12 +155,12 @@ def _to_8bit(a: np.ndarray, path: str | Path, what: str, advice: str, scale: flo
     image), then times 255. Converted in chunks of :data:`_CONVERT_CHUNK` values."""
     floating = a.dtype.kind == "f"
     if scale is not None and a.size and floating and not np.isfinite(a).all():
-        raise DataError(f"{path}: {what} with values that are not finite (NaN or infinity); {advice}")
+        raise DataError(f"{shown_as}: {what} with values that are not finite (NaN or infinity); {advice}")
     if scale is None and a.size:
         if floating and not (np.isfinite(a).all() and a.min() >= 0.0 and a.max() <= 1.0):
-            raise DataError(f"{path}: {what} with values outside [0, 1] ({a.min():g}..{a.max():g}); {advice}")
+            raise DataError(f"{shown_as}: {what} with values outside [0, 1] ({a.min():g}..{a.max():g}); {advice}")
         if not floating and (a.min() < 0 or a.max() > 65535):
-            raise DataError(f"{path}: {what} with values outside 0..65535 ({a.min():g}..{a.max():g}); {advice}")
+            raise DataError(f"{shown_as}: {what} with values outside 0..65535 ({a.min():g}..{a.max():g}); {advice}")
     flat = a.reshape(-1)
     out = np.empty(flat.shape, dtype=np.uint8)
     for i in range(0, flat.size, _CONVERT_CHUNK):  # wide temporaries of one chunk, not of the whole band
@@ -195,24 +197,24 @@ MAX_IMAGE_PIXELS = 89_478_485
 MAX_IMAGE_ROWS = 1 << 20
 
 
-def _check_image_size(path: str | Path, width: int, height: int) -> None:
+def _check_image_size(shown_as: str, width: int, height: int) -> None:
     """A :class:`DataError` naming the file if an image of ``width`` x ``height`` pixels has more than
     :data:`MAX_IMAGE_PIXELS` pixels or :data:`MAX_IMAGE_ROWS` rows: checked from its header."""
     if width * height > MAX_IMAGE_PIXELS:
-        raise _too_large(path, f"{width:,} x {height:,}")
+        raise _too_large(shown_as, f"{width:,} x {height:,}")
     if height > MAX_IMAGE_ROWS:
-        raise DataError(f"{path}: {width:,} x {height:,} pixels, more than the {MAX_IMAGE_ROWS:,} rows an image may "
+        raise DataError(f"{shown_as}: {width:,} x {height:,} pixels, more than the {MAX_IMAGE_ROWS:,} rows an image may "
                         f"have (each row of an image Pillow holds costs 8 bytes besides its pixels: a damaged "
                         f"file, or a decompression bomb)")
 
 
-def _too_large(path: str | Path, size: str) -> DataError:
-    return DataError(f"{path}: {size} pixels, more than the {MAX_IMAGE_PIXELS:,} pixels an image may have (a "
+def _too_large(shown_as: str, size: str) -> DataError:
+    return DataError(f"{shown_as}: {size} pixels, more than the {MAX_IMAGE_PIXELS:,} pixels an image may have (a "
                      f"decompression bomb, or a whole scene: cut it into tiles of the size the model sees)")
 
 
-def _no_samples(path: str | Path) -> DataError:
-    return DataError(f"{path}: a TIFF whose SamplesPerPixel (tag 277) is 0: it has no band to read (a damaged file)")
+def _no_samples(shown_as: str) -> DataError:
+    return DataError(f"{shown_as}: a TIFF whose SamplesPerPixel (tag 277) is 0: it has no band to read (a damaged file)")
 
 
 def _tiff_bands(path: str | Path) -> tuple[int, tuple[int, ...]] | None:
@@ -275,45 +277,45 @@ _GPS_IFD = 0x8825
 _GPS_TAGS = {1: "GPSLatitudeRef", 2: "GPSLatitude", 3: "GPSLongitudeRef", 4: "GPSLongitude"}
 
 
-def _exif_gps_angle(path: str | Path, gps: dict, tag: int, refs: str, limit: float) -> float:
+def _exif_gps_angle(shown_as: str, gps: dict, tag: int, refs: str, limit: float) -> float:
     """Signed degrees from the GPS IFD's ``tag`` (degrees, minutes, seconds) and the ref
     before it (``refs``: positive, negative letter); a :class:`_Unplaced` naming the tag otherwise."""
     name, ref_name = _GPS_TAGS[tag], _GPS_TAGS[tag - 1]
     if tag not in gps:
-        raise _Unplaced(f"{path}: EXIF {name} is missing (the GPS IFD holds tags {shown(sorted(gps))})")
+        raise _Unplaced(f"{shown_as}: EXIF {name} is missing (the GPS IFD holds tags {shown(sorted(gps))})")
     value = gps[tag]
     dms = _floats(value)
     said = shown(dms or value)
     if len(dms) != 3 or not all(np.isfinite(dms)) or min(dms) < 0:
-        raise _Unplaced(f"{path}: EXIF {name} {said}: expected three finite rationals, degrees, minutes and seconds "
+        raise _Unplaced(f"{shown_as}: EXIF {name} {said}: expected three finite rationals, degrees, minutes and seconds "
                         f"(not negative; a zero denominator reads as nan)")
     if dms[1] >= 60 or dms[2] >= 60:
-        raise _Unplaced(f"{path}: EXIF {name} {said}: minutes and seconds must be below 60")
+        raise _Unplaced(f"{shown_as}: EXIF {name} {said}: minutes and seconds must be below 60")
     degrees = dms[0] + dms[1] / 60 + dms[2] / 3600
     if degrees > limit:
-        raise _Unplaced(f"{path}: EXIF {name} {said} is {degrees:g} degrees, more than {limit:g}")
+        raise _Unplaced(f"{shown_as}: EXIF {name} {said} is {degrees:g} degrees, more than {limit:g}")
     ref = gps.get(tag - 1)
     letter = ref.decode("latin-1") if isinstance(ref, bytes) else ref
     letter = letter.strip("\0 ").upper() if isinstance(letter, str) else None
     if letter is None or letter not in (refs[0], refs[1]):  # one letter, not an empty or longer string
         said = "is missing" if ref is None else f"is {shown(ref)}"
-        raise _Unplaced(f"{path}: EXIF {ref_name} {said}, expected {refs[0]!r} or {refs[1]!r}")
+        raise _Unplaced(f"{shown_as}: EXIF {ref_name} {said}, expected {refs[0]!r} or {refs[1]!r}")
     return -degrees if letter == refs[1] else degrees
 
 
-def _exif_lat_lon(path: str | Path, im: Image.Image, exif: Image.Exif | None) -> tuple[float, float]:
+def _exif_lat_lon(shown_as: str, im: Image.Image, exif: Image.Exif | None) -> tuple[float, float]:
     """``(lat, lon)`` in signed degrees (south and west negative) from the image's EXIF GPS IFD."""
     try:
         gps = dict(exif.get_ifd(_GPS_IFD)) if exif is not None else None
     except Exception as exc:  # a damaged GPS IFD: Pillow's errors vary
-        raise _Unplaced(f"{path}: its EXIF GPS IFD cannot be read ({type(exc).__name__}: {exc})") from None
+        raise _Unplaced(f"{shown_as}: its EXIF GPS IFD cannot be read ({type(exc).__name__}: {exc})") from None
     if gps is None:
-        raise _Unplaced(f"{path}: its EXIF block cannot be read, so no GPS tags")
+        raise _Unplaced(f"{shown_as}: its EXIF block cannot be read, so no GPS tags")
     if not gps:
-        raise _Unplaced(f"{path}: no EXIF GPS tags (GPSLatitude, GPSLongitude), where coords = 'exif' reads "
+        raise _Unplaced(f"{shown_as}: no EXIF GPS tags (GPSLatitude, GPSLongitude), where coords = 'exif' reads "
                         f"each image's place")
-    lat = _exif_gps_angle(path, gps, 2, "NS", 90.0)
-    return lat, _exif_gps_angle(path, gps, 4, "EW", 180.0)
+    lat = _exif_gps_angle(shown_as, gps, 2, "NS", 90.0)
+    return lat, _exif_gps_angle(shown_as, gps, 4, "EW", 180.0)
 
 
 def _floats(value: object) -> tuple[float, ...]:
@@ -324,13 +326,13 @@ def _floats(value: object) -> tuple[float, ...]:
         return ()
 
 
-def _geokeys(path: str | Path, directory: object) -> dict[int, int]:
+def _geokeys(shown_as: str, directory: object) -> dict[int, int]:
     """The GeoKeys a GeoKeyDirectoryTag holds in itself (location 0: SHORT values, which
     the model type, raster type, CRS codes and units are); those stored in the double or
     ASCII parameter tags (citations, ellipsoid sizes) are not needed here."""
     v = directory if isinstance(directory, tuple) else (directory,)
     if not (len(v) >= 4 and all(isinstance(x, int) for x in v) and len(v) >= 4 + 4 * v[3]):
-        raise _Unplaced(f"{path}: GeoKeyDirectoryTag (34735) is malformed (expected a header of 4 SHORTs and 4 per "
+        raise _Unplaced(f"{shown_as}: GeoKeyDirectoryTag (34735) is malformed (expected a header of 4 SHORTs and 4 per "
                         f"key, got {len(v)} values)")
     entries = [v[4 + 4 * k: 8 + 4 * k] for k in range(v[3])]
     return {key: value for key, location, _, value in entries if location == 0}
@@ -340,37 +342,37 @@ def _geokeys(path: str | Path, directory: object) -> dict[int, int]:
 _MODEL_TYPES = {1: "projected", 2: "geographic", 3: "geocentric"}
 
 
-def _geotiff_lat_lon(path: str | Path, im: Image.Image, exif: Image.Exif | None) -> tuple[float, float]:
+def _geotiff_lat_lon(shown_as: str, im: Image.Image, exif: Image.Exif | None) -> tuple[float, float]:
     """``(lat, lon)`` of a GeoTIFF's centre, in a geographic CRS (latitude and longitude in
     degrees). Georeferenced by a tie point and a pixel scale, or a transformation matrix;
     a projected CRS is refused naming its EPSG code (the toolkit carries no projection library)."""
     tags = getattr(im, "tag_v2", None)
     if im.format != "TIFF" or tags is None:
-        raise _Unplaced(f"{path}: a {im.format} image, not a TIFF: no GeoTIFF tags, where coords = 'geotiff' reads "
+        raise _Unplaced(f"{shown_as}: a {im.format} image, not a TIFF: no GeoTIFF tags, where coords = 'geotiff' reads "
                         f"each image's place")
     # the raster's own width and height: Pillow gives a TIFF of orientation 5..8 the turned size
-    return _geotiff_centre(path, tags, int(tags.get(256, im.width)), int(tags.get(257, im.height)))
+    return _geotiff_centre(shown_as, tags, int(tags.get(256, im.width)), int(tags.get(257, im.height)))
 
 
-def _geotiff_centre(path: str | Path, tags, w: int, h: int) -> tuple[float, float]:
+def _geotiff_centre(shown_as: str, tags, w: int, h: int) -> tuple[float, float]:
     """:func:`_geotiff_lat_lon` from a TIFF's tags (``{code: value}``, one value bare or
     several as a tuple, as Pillow gives them) and its width and height in pixels."""
     if 34735 not in tags:
-        raise _Unplaced(f"{path}: no GeoKeyDirectoryTag (34735): a TIFF without GeoTIFF tags, whose CRS is unknown")
-    keys = _geokeys(path, tags[34735])
+        raise _Unplaced(f"{shown_as}: no GeoKeyDirectoryTag (34735): a TIFF without GeoTIFF tags, whose CRS is unknown")
+    keys = _geokeys(shown_as, tags[34735])
     model = keys.get(1024)
     if model == 1 or (model is None and 3072 in keys):
         code = keys.get(3072)
         crs = "(user-defined)" if code in (None, 32767) else f"EPSG:{code}"
-        raise _Unplaced(f"{path}: GeoTIFF in projected CRS {crs} (ProjectedCSTypeGeoKey), not latitude and longitude: "
+        raise _Unplaced(f"{shown_as}: GeoTIFF in projected CRS {crs} (ProjectedCSTypeGeoKey), not latitude and longitude: "
                         f"reproject it to EPSG:4326 first (e.g. gdalwarp -t_srs EPSG:4326); the toolkit does not")
     if model is None and 2048 not in keys:
-        raise _Unplaced(f"{path}: GeoTIFF with no GTModelTypeGeoKey or GeographicTypeGeoKey: its CRS is unknown")
+        raise _Unplaced(f"{shown_as}: GeoTIFF with no GTModelTypeGeoKey or GeographicTypeGeoKey: its CRS is unknown")
     if model not in (None, 2):
-        raise _Unplaced(f"{path}: GeoTIFF of GTModelTypeGeoKey {model} ({_MODEL_TYPES.get(model, 'unknown')}), "
+        raise _Unplaced(f"{shown_as}: GeoTIFF of GTModelTypeGeoKey {model} ({_MODEL_TYPES.get(model, 'unknown')}), "
                         f"not geographic (2): latitude and longitude are needed")
     if keys.get(2054, 9102) not in (9102, 9122):  # EPSG's degree codes
-        raise _Unplaced(f"{path}: GeoTIFF of GeogAngularUnitsGeoKey {keys[2054]}, not degrees (9102)")
+        raise _Unplaced(f"{shown_as}: GeoTIFF of GeogAngularUnitsGeoKey {keys[2054]}, not degrees (9102)")
     # the image centre in raster space: pixel corners from (0, 0), or pixel centres (PixelIsPoint)
     i, j = ((w - 1) / 2, (h - 1) / 2) if keys.get(1025) == 2 else (w / 2, h / 2)
     matrix = _floats(tags.get(34264))
@@ -382,13 +384,13 @@ def _geotiff_centre(path: str | Path, tags, w: int, h: int) -> tuple[float, floa
         lon = tie[3] + (i - tie[0]) * scale[0]
         lat = tie[4] - (j - tie[1]) * scale[1]
     else:  # several tie points without a scale are ground control points: a warp, not a grid
-        raise _Unplaced(f"{path}: GeoTIFF with no ModelTiepointTag (33922) with ModelPixelScaleTag (33550), nor "
+        raise _Unplaced(f"{shown_as}: GeoTIFF with no ModelTiepointTag (33922) with ModelPixelScaleTag (33550), nor "
                         f"ModelTransformationTag (34264) of 16 numbers: not georeferenced on a grid")
     if not (np.isfinite(lat) and np.isfinite(lon)):
-        raise _Unplaced(f"{path}: GeoTIFF centre at latitude {lat:g}, longitude {lon:g} is not finite (a scale or "
+        raise _Unplaced(f"{shown_as}: GeoTIFF centre at latitude {lat:g}, longitude {lon:g} is not finite (a scale or "
                         f"matrix of NaN or infinity)")
     if not (-90 <= lat <= 90 and -180 <= lon <= 180):
-        raise _Unplaced(f"{path}: GeoTIFF centre at latitude {lat:g}, longitude {lon:g} is out of range "
+        raise _Unplaced(f"{shown_as}: GeoTIFF centre at latitude {lat:g}, longitude {lon:g} is out of range "
                         f"(-90..90, -180..180 degrees)")
     return float(lat), float(lon)
 
@@ -552,7 +554,7 @@ BANDS_COMPRESSIONS = {1: "none", 5: "LZW", 8: "Deflate", 32946: "Deflate", 50013
                       32773: "PackBits", 50000: "ZSTD", 34926: "ZSTD", **_JPEG_COMPRESSIONS}
 
 
-def _check_bands_compression(path: str | Path, tif, page, kind: str, segment_bytes: int) -> None:
+def _check_bands_compression(shown_as: str, tif, page, kind: str, segment_bytes: int) -> None:
     """A :class:`DataError` naming the file if its first image is compressed with a codec not in
     :data:`BANDS_COMPRESSIONS`, or is a JPEG one of whose chunks' frame would decode to more than
     ``segment_bytes`` (the bytes its tags say a strip or tile holds): before any is decoded."""
@@ -560,11 +562,11 @@ def _check_bands_compression(path: str | Path, tif, page, kind: str, segment_byt
     if compression not in BANDS_COMPRESSIONS:
         named = getattr(page.compression, "name", str(compression))
         read = sorted(set(BANDS_COMPRESSIONS.values()) - {"none"} - set(_JPEG_COMPRESSIONS.values()) | {"JPEG"})
-        raise DataError(f"{path}: a TIFF compressed with {named} (tag 259 = {compression}), which bands does not "
+        raise DataError(f"{shown_as}: a TIFF compressed with {named} (tag 259 = {compression}), which bands does not "
                         f"read: save it uncompressed or compressed with {', '.join(read[:-1])} or {read[-1]} (an "
                         f"image codec's strip or tile decodes to the size its own header says, not its tags')")
     if compression in _JPEG_COMPRESSIONS:  # each strip or tile a JPEG stream, decoded to the size its frame gives
-        _check_jpeg_chunks(path, tif, page, kind, segment_bytes)
+        _check_jpeg_chunks(shown_as, tif, page, kind, segment_bytes)
 
 
 def _jpeg_frame(data: bytes) -> tuple[int, int, int, int] | None:
@@ -594,7 +596,7 @@ def _jpeg_frame(data: bytes) -> tuple[int, int, int, int] | None:
     return None
 
 
-def _check_jpeg_chunks(path: str | Path, tif, page, kind: str, segment_bytes: int) -> None:
+def _check_jpeg_chunks(shown_as: str, tif, page, kind: str, segment_bytes: int) -> None:
     """Every strip or tile of a JPEG-compressed TIFF (compression 7, 6, 33007 or 34892) read for its frame
     header: one whose lines x samples per line x components (2 bytes each past 8 bits) are more than
     ``segment_bytes``, or that has no frame, is a :class:`DataError` naming the file. libjpeg decodes
@@ -608,12 +610,12 @@ def _check_jpeg_chunks(path: str | Path, tif, page, kind: str, segment_bytes: in
         fh.seek(int(offset))
         frame = _jpeg_frame(fh.read(count))
         if frame is None:
-            raise DataError(f"{path}: a JPEG {kind} without a frame header (SOF marker) before its scan "
+            raise DataError(f"{shown_as}: a JPEG {kind} without a frame header (SOF marker) before its scan "
                             f"(a damaged file)")
         lines, samples, components, precision = frame
         decoded = max(lines, 1) * samples * components * (2 if precision > 8 else 1)
         if lines and decoded > segment_bytes:
-            raise DataError(f"{path}: a JPEG {kind} of {samples:,} x {lines:,} pixels of {components} "
+            raise DataError(f"{shown_as}: a JPEG {kind} of {samples:,} x {lines:,} pixels of {components} "
                             f"component{'s' if components != 1 else ''} ({decoded:,} bytes decoded), more than "
                             f"the {segment_bytes:,} bytes its tags say it holds (a decompression bomb, or a "
                             f"damaged file)")
@@ -727,7 +729,7 @@ def _decompressed_zstd(data: bytes, limit: int) -> bytes | None:
     return b"".join(parts)
 
 
-def _inflate_chunks(path: str | Path, tif, page, kind: str, segment_bytes: int) -> np.ndarray | None:
+def _inflate_chunks(shown_as: str, tif, page, kind: str, segment_bytes: int) -> np.ndarray | None:
     """The first image of a TIFF compressed with a codec of :func:`_chunk_codec`, as
     ``page.asarray()`` gives it, from its strips or tiles decoded once each, or None where
     tifffile is to decode it (a layout this does not assemble: bits not a whole sample type, a
@@ -778,7 +780,7 @@ def _inflate_chunks(path: str | Path, tif, page, kind: str, segment_bytes: int) 
             image = None  # left for tifffile to report; it inflates no more of it than was inflated here
             continue
         if raw is None:
-            raise DataError(f"{path}: a {kind} compressed with {page.compression.name} that decompresses to more than "
+            raise DataError(f"{shown_as}: a {kind} compressed with {page.compression.name} that decompresses to more than "
                             f"the {segment_bytes:,} bytes its tags say it holds (a decompression bomb, or a damaged file)")
         if image is None:
             continue
@@ -799,14 +801,14 @@ def _inflate_chunks(path: str | Path, tif, page, kind: str, segment_bytes: int) 
     return image[0, ..., 0] if n == 1 else image[..., 0] if planes > 1 else image[0]
 
 
-def _check_tile_size(path: str | Path, tags) -> None:
+def _check_tile_size(shown_as: str, tags) -> None:
     """A TIFF whose tiles (TileWidth and TileLength, tags 322 and 323) are larger than
     :data:`MAX_IMAGE_PIXELS` is a :class:`DataError` naming the file, before a tile is decoded:
     Pillow's libtiff decoder makes a buffer of a whole tile, so that a 2.9 kB TIFF of 13 x 24 pixels
     whose tiles said 50,331,664 x 16 took 1.5 GB. (A strip holds no more rows than the image.)"""
     width, length = (next(iter(_floats(tags.get(code, 0))), 0.0) for code in (322, 323))
     if width * length > MAX_IMAGE_PIXELS:
-        raise DataError(f"{path}: TIFF tiles of {width:,.0f} x {length:,.0f} pixels, more than the "
+        raise DataError(f"{shown_as}: TIFF tiles of {width:,.0f} x {length:,.0f} pixels, more than the "
                         f"{MAX_IMAGE_PIXELS:,} pixels an image may have (each is decoded whole: a damaged file, "
                         f"or a decompression bomb)")
 
