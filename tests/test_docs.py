@@ -18,7 +18,8 @@
   sub-command or script and options that exist (parsed, never run), and
   ``.ci/run`` runs the README's install-and-test command;
 - the README's architecture, documentation and baselines tables and its demo
-  paragraph name the paths, pages, methods, defaults and scenario the code has.
+  paragraph name the paths, pages, methods, defaults and scenario the code has;
+- ``docs/architecture.md`` quotes the line ``fol`` prints for an ``OSError`` past the checks.
 """
 
 from __future__ import annotations
@@ -1411,3 +1412,23 @@ def test_the_orbit_partitions_memory_budget_the_pages_give_is_the_codes() -> Non
         assert len(found) == 1, f"docs/{page}: expected the orbit partition's budget once, found {found}"
         stated = tuple(int(v) for v in found[0][:3]) + (int(found[0][3]) * 2**10,)
         assert stated == code, f"docs/{page}: the orbit partition's budget is stated as {stated}, the code's is {code}"
+
+
+ARCHITECTURE_MD = DOCS / "architecture.md"
+
+
+def test_architecture_page_quotes_the_os_error_line_fol_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/architecture.md's line of an ``OSError`` past the checks (``fol keys gen --dir`` of a name too long for
+    the file system) is the one ``fol`` prints: the option that gave the path first, then the path, cut, and the
+    reason."""
+    from fol.cli import main
+
+    quoted = re.findall(r"`fol keys gen n1 --dir` of a name too long for the file system: `([^`]*)`",
+                        " ".join(ARCHITECTURE_MD.read_text(encoding="utf-8").split()))
+    assert len(quoted) == 1, "docs/architecture.md no longer quotes the OSError line of fol keys gen --dir"
+    monkeypatch.chdir(tmp_path)
+    assert main(["keys", "gen", "n1", "--dir", "a" * 5000]) == 2
+    printed = capsys.readouterr().err.strip()
+    head, _, tail = quoted[0].partition("aaa...")
+    assert tail and printed.startswith(head + "aaa") and printed.endswith("..." + tail), (quoted[0], printed[-80:])
