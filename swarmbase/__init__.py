@@ -7,9 +7,11 @@
 - :mod:`swarmbase.manifest`: the record a command keeps of the outputs it
   wrote into a folder (size and sha256 of each), so that a later run removes
   only those it wrote and nobody changed;
-- :mod:`swarmbase.units`: human-readable byte counts;
-- :mod:`swarmbase.cli`: what every command-line entry point does on Ctrl-C
-  and on a closed output pipe;
+- :mod:`swarmbase.units`: human-readable byte counts, durations and counts;
+- :mod:`swarmbase.cli`: what every command-line entry point does on Ctrl-C,
+  on a closed output pipe and on standard output it cannot write, its parser
+  (a usage error in one bounded line) and the bound of local processes and
+  threads per core;
 - :mod:`swarmbase.xmlguard`: XML from users (OMM, GPX) refused when it
   declares a document type, so no entity is ever expanded.
 - :mod:`swarmbase.safejson`: JSON from peers and users parsed with bounded

@@ -1432,3 +1432,13 @@ def test_architecture_page_quotes_the_os_error_line_fol_prints(tmp_path: Path, m
     printed = capsys.readouterr().err.strip()
     head, _, tail = quoted[0].partition("aaa...")
     assert tail and printed.startswith(head + "aaa") and printed.endswith("..." + tail), (quoted[0], printed[-80:])
+
+
+def test_architecture_page_states_the_bound_of_processes_per_core() -> None:
+    """docs/architecture.md gives the one bound of local processes and torch threads per core that
+    ``swarmbase.cli`` holds, in the package table and in the table of where each job lives."""
+    from swarmbase.cli import MAX_PER_CORE
+
+    text = " ".join(ARCHITECTURE_MD.read_text(encoding="utf-8").split())
+    stated = re.findall(r"(\d+) (?:processes or threads )?per core \(`(?:cli|max_local_parallelism)`", text)
+    assert len(stated) == 2 and {int(n) for n in stated} == {MAX_PER_CORE}, stated
