@@ -1371,13 +1371,13 @@ RESULTS_SCRIPTS = {"paper_tables", "select_fol_config", "compare_methods", "fol_
 SCALE_SCRIPTS = {"contacts_scale", "simulate_scale", "load_memory", "fol_node_time"}
 
 
-@pytest.mark.parametrize("page, least, scripts", [("evaluation.md", 10, set()), ("protocol.md", 10, set()),
-                                                  ("baselines.md", 10, set()), ("results.md", 100, RESULTS_SCRIPTS),
-                                                  ("scale.md", 20, SCALE_SCRIPTS),
-                                                  ("formats.md", 3, {"dtn_import", "flight_files"}),
-                                                  ("scenario.md", 1, {"contact_edges"})],
-                         ids=["evaluation.md", "protocol.md", "baselines.md", "results.md", "scale.md", "formats.md",
-                              "scenario.md"])
+#: The pages whose ``python benchmarks/...`` commands are parsed: (page, at least that many commands, scripts among them).
+BENCHMARK_PAGES = [("evaluation.md", 10, set()), ("protocol.md", 10, set()), ("baselines.md", 10, set()),
+                   ("results.md", 100, RESULTS_SCRIPTS), ("scale.md", 20, SCALE_SCRIPTS),
+                   ("formats.md", 3, {"dtn_import", "flight_files"}), ("scenario.md", 1, {"contact_edges"})]
+
+
+@pytest.mark.parametrize("page, least, scripts", BENCHMARK_PAGES, ids=[page for page, _, _ in BENCHMARK_PAGES])
 def test_evaluation_pages_benchmark_commands_exist_with_their_flags(monkeypatch: pytest.MonkeyPatch,
                                                                     benchmark_script, page: str, least: int,
                                                                     scripts: set[str]) -> None:
@@ -1442,3 +1442,12 @@ def test_architecture_page_states_the_bound_of_processes_per_core() -> None:
     text = " ".join(ARCHITECTURE_MD.read_text(encoding="utf-8").split())
     stated = re.findall(r"(\d+) (?:processes or threads )?per core \(`(?:cli|max_local_parallelism)`", text)
     assert len(stated) == 2 and {int(n) for n in stated} == {MAX_PER_CORE}, stated
+
+
+def test_docs_index_names_the_pages_whose_benchmark_commands_are_parsed() -> None:
+    """docs/README.md says which pages' ``benchmarks/`` commands the test run parses: exactly those it parses."""
+    text = " ".join((DOCS / "README.md").read_text(encoding="utf-8").split())
+    found = re.findall(r"every `benchmarks/` command of ((?:[\w-]+\.md,? )+and [\w-]+\.md), parses", text)
+    assert len(found) == 1, "docs/README.md no longer says which pages' benchmark commands are parsed"
+    named = re.findall(r"[\w-]+\.md", found[0])
+    assert sorted(named) == sorted(page for page, _, _ in BENCHMARK_PAGES), named
