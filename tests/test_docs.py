@@ -1451,3 +1451,29 @@ def test_docs_index_names_the_pages_whose_benchmark_commands_are_parsed() -> Non
     assert len(found) == 1, "docs/README.md no longer says which pages' benchmark commands are parsed"
     named = re.findall(r"[\w-]+\.md", found[0])
     assert sorted(named) == sorted(page for page, _, _ in BENCHMARK_PAGES), named
+
+
+FOL_ALGORITHM_MD = DOCS / "fol-algorithm.md"
+
+#: How docs/fol-algorithm.md's "What a round reports" names each field of ``RoundReport`` (``node``, ``round``
+#: and ``variant`` name the round itself) and each key ``fol personalize`` adds to ``report.json``.
+ROUND_REPORT_WORDS = {
+    "received": "every received model and whether it was used", "candidates": "every candidate with its scores",
+    "selected": "the selected members", "weights": "and their weights", "distillation": "KL before and after",
+    "accuracy": "accuracy of the local model, student, ensemble and deployed model", "transfer": "(`transfer`;",
+    "kept_local": "(`kept_local`)", "train_flops": "the training FLOPs spent", "seconds": "the wall time of each stage",
+    "config": "(`config`)", "outputs": "(`outputs`)", "skipped_files": "(`skipped_files`)",
+}
+
+
+def test_fol_algorithm_names_every_field_of_a_rounds_report() -> None:
+    """docs/fol-algorithm.md's "What a round reports" says what every field of ``RoundReport`` holds (and the
+    keys ``fol personalize`` adds to it in ``report.json``): a field added to the report is added there too."""
+    from fol.personalize import RoundReport
+
+    text = " ".join(FOL_ALGORITHM_MD.read_text(encoding="utf-8").split())
+    section = text.split("## What a round reports", 1)[1].split("## ", 1)[0]
+    fields = set(RoundReport.__dataclass_fields__) - {"node", "round", "variant"}
+    assert fields <= set(ROUND_REPORT_WORDS), f"RoundReport fields the test does not know: {fields - set(ROUND_REPORT_WORDS)}"
+    missing = {f: words for f, words in ROUND_REPORT_WORDS.items() if words not in section}
+    assert not missing, f"docs/fol-algorithm.md: 'What a round reports' no longer says these fields: {missing}"
