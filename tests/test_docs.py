@@ -1371,7 +1371,8 @@ RESULTS_SCRIPTS = {"paper_tables", "select_fol_config", "compare_methods", "fol_
 SCALE_SCRIPTS = {"contacts_scale", "simulate_scale", "load_memory", "fol_node_time"}
 
 
-#: The pages whose ``python benchmarks/...`` commands are parsed: (page, at least that many commands, scripts among them).
+#: The pages whose ``python benchmarks/...`` commands are parsed: (page, at least that many commands,
+#: scripts among them).
 BENCHMARK_PAGES = [("evaluation.md", 10, set()), ("protocol.md", 10, set()), ("baselines.md", 10, set()),
                    ("results.md", 100, RESULTS_SCRIPTS), ("scale.md", 20, SCALE_SCRIPTS),
                    ("formats.md", 3, {"dtn_import", "flight_files"}), ("scenario.md", 1, {"contact_edges"})]
@@ -1474,17 +1475,20 @@ def test_fol_algorithm_names_every_field_of_a_rounds_report() -> None:
     text = " ".join(FOL_ALGORITHM_MD.read_text(encoding="utf-8").split())
     section = text.split("## What a round reports", 1)[1].split("## ", 1)[0]
     fields = set(RoundReport.__dataclass_fields__) - {"node", "round", "variant"}
-    assert fields <= set(ROUND_REPORT_WORDS), f"RoundReport fields the test does not know: {fields - set(ROUND_REPORT_WORDS)}"
+    unknown = fields - set(ROUND_REPORT_WORDS)
+    assert not unknown, f"RoundReport fields the test does not know: {unknown}"
     missing = {f: words for f, words in ROUND_REPORT_WORDS.items() if words not in section}
     assert not missing, f"docs/fol-algorithm.md: 'What a round reports' no longer says these fields: {missing}"
 
 
-def test_baselines_page_states_the_quick_comparisons_settings(monkeypatch: pytest.MonkeyPatch, benchmark_script) -> None:
+def test_baselines_page_states_the_quick_comparisons_settings(monkeypatch: pytest.MonkeyPatch,
+                                                              benchmark_script) -> None:
     """docs/baselines.md says what ``compare_methods.py --quick`` runs: its parser's defaults under ``--quick``."""
     import argparse
 
     text = " ".join(BASELINES_MD.read_text(encoding="utf-8").split())
-    stated = re.findall(r"# a small run that shows the output in a few minutes: (\d+) nodes x (\d+) images of (\d+) px, "
+    stated = re.findall(r"# a small run that shows the output in a few minutes: "
+                        r"(\d+) nodes x (\d+) images of (\d+) px, "
                         r"one seed, R = (\d+), # FOL at E = (\d+) ", text)
     assert len(stated) == 1, "docs/baselines.md no longer says what compare_methods.py --quick runs"
     parsed: list[argparse.Namespace] = []
