@@ -328,6 +328,25 @@ def test_a_malformed_ray_address_is_refused_by_the_check_before_any_work(tmp_pat
                                   "with ray start) or ray://host:port (Ray Client)")
 
 
+def test_ray_address_help_names_every_form_the_check_takes() -> None:
+    """``fol simulate --help`` gives every form of --ray-address that check_ray_address takes: 'local' (a new Ray
+    instance on this machine) was taken, and listed by the check's refusal, but not in the help."""
+    from fol.cli import build_parser
+    from fol.executors import check_ray_address
+
+    with pytest.raises(ConfigError) as refused:
+        check_ray_address("garbage")
+    forms = re.findall(r"'(\w+)' \(|(\S+://\S+|\bhost:port\b)", str(refused.value))
+    forms = [a or b for a, b in forms]
+    assert {"auto", "local", "host:port", "ray://host:port"} <= set(forms), forms
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    action = next(a for a in sub.choices["simulate"]._actions if "--ray-address" in a.option_strings)
+    helped = " ".join(action.help.split())
+    assert all(f"'{f}'" in helped if f.isalnum() else f in helped for f in forms), (forms, helped)
+    for form in ("auto", "local"):
+        check_ray_address(form)  # taken, as the help says
+
+
 def test_a_ray_address_with_another_executor_is_refused_not_ignored(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """An address of a Ray cluster with the local or process executor was silently

@@ -38,7 +38,9 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--executor", choices=["local", "process", "ray"], default=None, help="override run.executor ('local' or 'process' also drops the scenario's run.ray_address)")
     p.add_argument("--workers", type=_at_least_one, default=None, help="override run.workers: processes / Ray CPUs, also used for the contact search "
                    "(default: the scenario's run.workers, else all cores)")
-    p.add_argument("--ray-address", default=None, help="join an existing Ray cluster: 'auto' (on its head machine), host:port (started with ray start) or ray://host:port (Ray Client); implies --executor ray")
+    p.add_argument("--ray-address", default=None, help="join an existing Ray cluster: 'auto' (on its head machine), "
+                   "host:port (started with ray start) or ray://host:port (Ray Client); or 'local': a new Ray instance "
+                   "on this machine, the one --executor ray starts without an address; implies --executor ray")
     p.add_argument("--list-methods", action="store_true", help="list the selectable methods and exit")
     p.add_argument("--check", action="store_true",
                    help="only validate the scenario (fields, files, methods vs architectures, dataset, output "
