@@ -1506,3 +1506,22 @@ def test_baselines_page_states_the_quick_comparisons_settings(monkeypatch: pytes
     a = parsed[0]
     assert a.seeds == 1 and len(a.fol_rounds) == 1
     assert tuple(int(v) for v in stated[0]) == (a.nodes, a.per_node, a.image_size, a.rounds, a.fol_rounds[0])
+
+
+def test_architecture_page_names_every_module() -> None:
+    """docs/architecture.md says where each job lives: every module of the four packages is named there by its
+    path (a ``fol`` module may be named by its folder), the error modules by their error type."""
+    text = ARCHITECTURE_MD.read_text(encoding="utf-8")
+    missing = []
+    for package in ("swarmbase", "orbits", "contact_sim", "fol"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if path.name == "__init__.py" or "__pycache__" in rel:
+                continue
+            if path.name == "errors.py":
+                if f"`{rel[:-3].replace('/', '.')}." not in text:
+                    missing.append(rel)
+            elif f"`{rel}`" not in text and not (package == "fol" and f"`{path.parent.relative_to(ROOT).as_posix()}/`"
+                                                  in text and path.parent.name != "fol"):
+                missing.append(rel)
+    assert not missing, f"docs/architecture.md does not say where these modules' jobs live: {missing}"
