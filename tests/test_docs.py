@@ -1525,3 +1525,18 @@ def test_architecture_page_names_every_module() -> None:
                                                   in text and path.parent.name != "fol"):
                 missing.append(rel)
     assert not missing, f"docs/architecture.md does not say where these modules' jobs live: {missing}"
+
+
+def test_architecture_page_names_every_way_a_stage_adapts_fit() -> None:
+    """docs/architecture.md's "One training loop" names each keyword ``fol.train.fit`` takes to adapt the one loop
+    to a stage (its own loss, other parameters, its own optimizer; ``val`` is D_val, said in words)."""
+    import inspect
+
+    from fol.train import fit
+
+    text = " ".join(ARCHITECTURE_MD.read_text(encoding="utf-8").split())
+    section = text.split("## One training loop", 1)[1].split("## ", 1)[0]
+    keywords = [n for n, p in inspect.signature(fit).parameters.items() if p.kind is p.KEYWORD_ONLY and n != "val"]
+    assert keywords, "fol.train.fit takes no keyword-only parameter any more"
+    missing = [n for n in keywords if not re.search(rf"`{n}[`(]", section)]
+    assert not missing, f"docs/architecture.md: 'One training loop' does not say what fit's {missing} are for"
