@@ -52,16 +52,17 @@ Contacts of one direction must not overlap one another (in ION, nor meet; in HDT
 window's OWLT is the largest of the ``a range`` lines of the pair that cover it, or, where no one line does, of
 those that together cover it (a window the ION export joined of two: :func:`_largest_joint_cover`) (kept in
 ``plan.meta["owlt_s_per_window"]``, ``None`` where a stretch of the window is in no line, and written back on
-export; an HDTN record's ``owlt`` is such a line, its rate 0 or not; an ION range is held as ``ionadmin`` holds it,
+export; an HDTN record's ``owlt`` is such a line; an ION range is held as ``ionadmin`` holds it,
 :func:`_add_range`: a second of one start and nodes, or one overlapping another, is skipped, the earlier kept).
 ``ionadmin``'s edits apply in file order (``@`` moves the time ``+ss`` counts from; ``d contact`` / ``d range``
 delete, ``c contact`` changes an earlier line's); registration (start ``-1``) and hypothetical (start ``0``, as
 ``ionadmin`` reads it; a stop of ``0`` after a start is refused, as ``ionadmin`` refuses it) contacts carry no
-scheduled data and are skipped (their fields read and checked all the same), as are contacts of rate 0 (in either
-format: the reverse contact alone is a one-way window; ``ionadmin`` does not insert an ``a contact`` of rate 0, so
+scheduled data and are skipped (their fields read and checked all the same), as are ION contacts of rate 0 (the
+reverse contact alone is a one-way window; ``ionadmin`` does not insert an ``a contact`` of rate 0, so
 it holds no start: a contact of its start or overlapping it is read, a ``d contact`` of it deletes nothing and a
 ``c contact`` of it is refused); other ``ionadmin`` commands (``1``, ``s``, ``m ...``, ``^`` (all regions are read
-into one plan), ``v``, ``x``) are ignored.
+into one plan), ``v``, ``x``) are ignored. An HDTN record of rate 0 is refused, naming it: HDTN reads 0 as unlimited
+(``cp_load`` plans it at 1e9 bit/s; its router sets no rate limit), a capacity the import cannot know.
 
 Example:
     >>> from contact_sim.windows import WindowTable
@@ -549,8 +550,8 @@ class IonPlan:
     ranges: list[tuple[float, float, int, int, int, str]] = field(default_factory=list)
     #: the file format it was read from: ``"ion"`` or ``"hdtn"``
     format: str = "ion"
-    #: node numbers of the contacts of rate 0, which make no window: a range naming one (an HDTN record of rate 0
-    #: gives its ``owlt`` as one) names a node of the plan, though maybe of no window
+    #: node numbers of the ION contacts of rate 0, which make no window: a range naming one names a node of the
+    #: plan, though maybe of no window (an HDTN record of rate 0, HDTN's "unlimited", is refused)
     rate0_nodes: set[int] = field(default_factory=set)
 
 
@@ -1355,7 +1356,7 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
 
     Each record of ``"contacts"`` is one direction: ``source`` -> ``dest`` (node numbers) from
     ``startTime`` to ``endTime`` (whole seconds) at ``rateBitsPerSec`` (or HDTN's deprecated ``rate``,
-    Mbit/s), with an optional one-way light time ``owlt`` (s); ``contact`` and ``finalDestination``
+    Mbit/s; a rate of 0, HDTN's unlimited, is refused), with an optional one-way light time ``owlt`` (s); ``contact`` and ``finalDestination``
     are HDTN's own bookkeeping and are not used. Times are seconds after the plan start (HDTN's
     default: its epoch is the moment it loads the plan), or Unix times when every ``startTime`` is
     after 2000-01-01 (HDTN's ``--use-unix-timestamp``), which need ``start`` to be converted. The records are
@@ -1397,11 +1398,15 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
         dst = _hdtn_int(record, "dest", where, True, MAX_NODE_NUMBER)
         t0, t1 = _hdtn_int(record, "startTime", where), _hdtn_int(record, "endTime", where)
         if "rateBitsPerSec" in record:
-            rate_bps = _hdtn_int(record, "rateBitsPerSec", where)
+            rate_key, rate_bps = "rateBitsPerSec", _hdtn_int(record, "rateBitsPerSec", where)
         elif "rate" in record:
-            rate_bps = _hdtn_int(record, "rate", where) * 1_000_000
+            rate_key, rate_bps = "rate", _hdtn_int(record, "rate", where) * 1_000_000
         else:
             raise ContactError(f"{where}: expected rateBitsPerSec (or HDTN's older rate, Mbit/s)")
+        if rate_bps == 0:  # HDTN's "unlimited" (cp_load, libcgr.cpp): a contact of no known capacity
+            raise ContactError(f"{where}: {rate_key} 0 is HDTN's unlimited rate (its CGR plans with 1e9 bit/s, its "
+                               "router sets no rate limit), a capacity this import cannot know; expected the link's "
+                               "rate, > 0")
         owlt = _hdtn_int(record, "owlt", where, limit=MAX_PLAN_OWLT_S) if "owlt" in record else None
         unix = t0 >= HDTN_UNIX_FROM_S
         if first is None:
@@ -1427,11 +1432,8 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
             continue  # each record is still checked (its fields, its kind of time), but not placed in time
         if src == dst:
             continue  # a contact of a node with itself carries nothing between nodes
-        if owlt is not None:  # whatever the rate, as ION keeps an 'a range' line beside a contact of rate 0
+        if owlt is not None:
             plan.ranges.append((float(t0_s), float(t1_s), src, dst, owlt, where))
-        if rate_bps == 0:  # carries nothing and, as ionadmin's 'a contact' of rate 0, holds no start
-            plan.rate0_nodes.update((src, dst))
-            continue
         contact = (float(t0_s), float(t1_s), src, dst, rate_bps / 8.0, where)
         _hold_once(firsts, contact)
         plan.contacts.append(contact)

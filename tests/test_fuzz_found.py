@@ -1776,25 +1776,30 @@ def test_an_iers_finals_refusal_is_under_300_characters_besides_the_file_name(tm
 def test_a_contact_of_rate_0_makes_no_window_and_leaves_its_reverse_one_way(tmp_path: Path, suffix: str) -> None:
     """A contact of rate 0 (the fuzzer's mutant of a rate into 0, ION or HDTN) was read as a contact: with a
     reverse contact over the same time it made a two-way window at the smaller rate, 0, so the 60 kB the
-    reverse direction carries at 1,000 bytes/s were lost, and alone it was a window of no capacity. It now
-    makes no window, as a contact of a node with itself makes none; the reverse one is a one-way window."""
+    reverse direction carries at 1,000 bytes/s were lost, and alone it was a window of no capacity. An ION one
+    now makes no window, as ionadmin inserts none, and the reverse one is a one-way window; an HDTN one, which
+    HDTN reads as unlimited (cp_load plans it at 1e9 bit/s), is refused, naming the record (after the first
+    fix, read as no contact)."""
     import json
 
     from contact_sim.dtn import read_plan
     from contact_sim.windows import B_TO_A
 
     path = tmp_path / f"p{suffix}"
-    if suffix == ".ion":
-        path.write_text("a contact +0 +60 1 2 0\na contact +0 +60 2 1 1000\n")
-    else:
-        path.write_text(json.dumps({"contacts": [
-            {"source": s, "dest": d, "startTime": 0, "endTime": 60, "rateBitsPerSec": r, "owlt": 1}
-            for s, d, r in ((1, 2, 0), (2, 1, 8000))]}))
+    if suffix == ".json":
+        for key, value in (("rateBitsPerSec", 0), ("rate", 0)):
+            path.write_text(json.dumps({"contacts": [
+                {"source": 2, "dest": 1, "startTime": 0, "endTime": 60, "rateBitsPerSec": 8000, "owlt": 1},
+                {"source": 1, "dest": 2, "startTime": 0, "endTime": 60, key: value, "owlt": 1}]}))
+            with pytest.raises(ContactError) as info:
+                read_plan(path)
+            assert str(info.value).startswith(f"{path}: contacts[1]: {key} 0 is HDTN's unlimited rate "), info.value
+        return
+    path.write_text("a contact +0 +60 1 2 0\na contact +0 +60 2 1 1000\n")
     w = read_plan(path).windows
     assert (w.volume_bits.tolist(), w.direction.tolist()) == ([8 * 60_000], [B_TO_A])
-    path.write_text("a contact +0 +60 1 2 0\n" if suffix == ".ion" else json.dumps({"contacts": [
-        {"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 0}]}))
-    with pytest.raises(ContactError, match=r": no ('a contact' lines|contacts) of a positive rate between two "):
+    path.write_text("a contact +0 +60 1 2 0\n")
+    with pytest.raises(ContactError, match=r": no 'a contact' lines of a positive rate between two "):
         read_plan(path)
 
 
