@@ -11,7 +11,7 @@ import pytest
 
 from contact_sim import ContactError
 from contact_sim.dtn import format_ion, read_hdtn, read_ion
-from contact_sim.windows import A_TO_B
+from contact_sim.windows import A_TO_B, BOTH
 
 from _memory import traced_peak
 from _plans import plan_refusal
@@ -558,6 +558,29 @@ def test_the_ion_and_hdtn_imports_refuse_and_accept_the_same_duplicates_and_over
 
 def _record(t0: int, t1: int, src: int = 1, dst: int = 2, rate=8000) -> dict:
     return {"source": src, "dest": dst, "startTime": t0, "endTime": t1, "rateBitsPerSec": rate}
+
+
+def test_hdtn_contact_numbers_are_bookkeeping_and_a_second_record_of_one_start_is_refused_whatever_its_number(
+        tmp_path: Path) -> None:
+    """docs/formats.md: HDTN's router drops a second record of the same contact number, source, dest and
+    startTime (its events' map is one-to-one) and takes records that share a number but differ in any of these,
+    as cp_load does; the import reads records of one number as any others, and refuses a second record of one
+    start, source and dest whatever the numbers (the case HDTN drops is among those). Pins the decision; no
+    behaviour changed."""
+    path = tmp_path / "p.json"
+    same = [{**_record(0, 60), "contact": 7}, {**_record(0, 60, 2, 1), "contact": 7},
+            {**_record(60, 90), "contact": 7}, {**_record(120, 180), "contact": 7, "owlt": 3}]
+    path.write_text(json.dumps({"contacts": same}))
+    plan = read_hdtn(path)
+    w = plan.windows
+    assert list(zip(w.t_start_s.tolist(), w.t_end_s.tolist(), w.direction.tolist())) == [
+        (0.0, 60.0, BOTH), (60.0, 90.0, A_TO_B), (120.0, 180.0, A_TO_B)]
+    assert plan.meta["owlt_s_per_window"] == [None, None, 3.0]
+    for numbers in ((4, 4), (4, 5)):
+        records = [{**_record(0, 60), "contact": numbers[0]}, {**_record(0, 90), "contact": numbers[1]}]
+        assert plan_refusal(path, json.dumps({"contacts": records}), read_hdtn) == (
+            f"{path}: contacts[1]: contact 1->2 +0 +90 overlaps the contact +0 +60 at {path}: contacts[0]; contacts "
+            "of one direction must not overlap")
 
 
 @pytest.mark.parametrize("records, says", [
