@@ -48,7 +48,9 @@ Import (ION with :func:`read_ion`, HDTN with :func:`read_hdtn`, either by file n
 contact is a two-way window, carrying the smaller of the two rates; each stretch of a contact that
 no reverse contact covers is a one-way window (``windows.direction``) at that contact's own rate
 (one info line per file counts these contact-seconds).
-Contacts of one direction must not overlap one another (in ION, nor meet; in HDTN, nor meet listed later first). A
+Contacts of one direction must not overlap one another (in ION, nor meet; in HDTN, nor meet listed later first). An
+ION time past :data:`ION_MAX_POSIX_TIME`, counted as the export counts it (:func:`_ion_latest_s`), is refused naming
+its line, as ``ionadmin`` refuses it. A
 window's OWLT is the largest of the ``a range`` lines of the pair that cover it, or, where no one line does, of
 those that together cover it (a window the ION export joined of two: :func:`_largest_joint_cover`) (kept in
 ``plan.meta["owlt_s_per_window"]``, ``None`` where a stretch of the window is in no line, and written back on
@@ -326,19 +328,20 @@ def _too_fast(plan: ContactPlan, k: int, t0: float, t1: float, rate: str, limit:
     return f"{_contact(plan, k, t0, t1)}: mean rate {rate} is above {limit}; {hint}"
 
 
-def _ion_latest_s(plan: ContactPlan) -> float:
-    """The latest time of ``plan`` an ION plan can name, in seconds after its start: ``ionadmin`` refuses a time past
-    :data:`ION_MAX_POSIX_TIME` (``readTimestamp`` in ``ici/library/ion.c``), a ``+SECONDS`` one too, which it adds to
-    its reference time (the time it starts, or ``@``'s): the plan start when there is one, else 1970, the least."""
-    start_s = plan.start.timestamp() if plan.start is not None else 0.0
+def _ion_latest_s(start: _dt.datetime | None) -> float:
+    """The latest time an ION plan starting at ``start`` can name, in seconds after its start: ``ionadmin`` refuses a
+    time past :data:`ION_MAX_POSIX_TIME` (``readTimestamp`` in ``ici/library/ion.c``), a ``+SECONDS`` one too, which it
+    adds to its reference time (the time it starts, or ``@``'s): the plan start when there is one, else 1970, the
+    least. The export (:func:`_check_exportable`) and the import (:func:`_ion_time`) hold times to it alike."""
+    start_s = start.timestamp() if start is not None else 0.0
     return ION_MAX_POSIX_TIME.timestamp() - start_s
 
 
-def _ion_latest_base(plan: ContactPlan) -> str:
-    """What :func:`_ion_latest_s` counts a window's times from, as its refusal says it."""
-    if plan.start is not None:
-        return f"; the plan starts at {utc_text(plan.start)}"
-    return "; the plan has no start, and ionadmin adds +SECONDS to the time it reads the plan"
+def _ion_latest_text(start: _dt.datetime | None) -> str:
+    """:func:`_ion_latest_s`'s limit as its refusals name it: ION's latest time, why, and what it counts from."""
+    base = (f"the plan starts at {utc_text(start)}" if start is not None
+            else "the plan has no start, and ionadmin adds +SECONDS to its own time")
+    return f"ION's latest time, {utc_text(ION_MAX_POSIX_TIME)} (ionadmin's MAX_POSIX_TIME; {base})"
 
 
 def _check_exportable(plan: ContactPlan, tool: str) -> None:
@@ -359,7 +362,7 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
     short = slow = 0  # windows left out: shorter than a second once rounded inward; slower than the plan's unit
     bits = 0  # of the slow ones, those of at least 1 bit/s, which an HDTN plan would carry
     unit_bps = 8.0 if tool == "ion" else 1.0
-    ion_latest = _ion_latest_s(plan)
+    ion_latest = _ion_latest_s(plan.start)
     for lo, hi in row_blocks(len(w)):
         k = np.arange(lo, hi)
         t0, t1, rate = _edges_and_rate(plan, k)
@@ -395,9 +398,8 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
         raise ContactError(f"{where}: ends after HDTN's latest time, {HDTN_MAX_TIME_S} s (startTime and endTime "
                            "are 32-bit integers)")
     if tool == "ion" and t1_i > ion_latest:
-        raise ContactError(f"{where}: ends after ION's latest time, {utc_text(ION_MAX_POSIX_TIME)} (ionadmin refuses "
-                           f"a time past MAX_POSIX_TIME, 2**31 - 1 s after 1970{_ion_latest_base(plan)}); expected "
-                           "windows ending by then" + (", or export HDTN (--hdtn)" if plan.start is not None else ""))
+        raise ContactError(f"{where}: ends after {_ion_latest_text(plan.start)}; expected windows ending by then"
+                           + (", or export HDTN (--hdtn)" if plan.start is not None else ""))
     if not (math.isfinite(rate_i) and rate_i >= 0):
         raise ContactError(f"{where}: mean rate {rate_i:g} bit/s (volume_bits {w.volume_bits[i]:g} over "
                            f"{w.t_end_s[i] - w.t_start_s[i]:g} s); expected a finite rate >= 0")
@@ -582,10 +584,13 @@ def _limit_text(limit: int) -> str:
 
 
 def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: float = 0.0,
-              unread_start: int | None = None) -> float:
+              unread_start: int | None = None, latest_s: float | None = None) -> float:
     """Seconds after the plan start of an ION time: ``+ss`` after the reference time (``@``;
     the plan start unless moved), or absolute ``yyyy/mm/dd-hh:mm:ss``. ``unread_start``: the line number of a
-    ``# start`` read as a comment (a plan without :data:`HEADER_MARKER`), named when an absolute time needs one."""
+    ``# start`` read as a comment (a plan without :data:`HEADER_MARKER`), named when an absolute time needs one.
+    A time past ``latest_s`` (:func:`_ion_latest_s` of ``start``, given by a caller that reads many) is refused, as
+    ``ionadmin`` refuses it (``readTimestamp``: "Time value not supported"; a start so refused it reads as 0, a
+    hypothetical contact, a stop as 0, before the start)."""
     if token.startswith("+"):
         digits = token[1:]
         # whole seconds in ASCII digits: float() also reads 1e3, 1_000, 0.5 and every script's digits
@@ -594,9 +599,13 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
         if value > MAX_ION_OFFSET_S:
             raise ContactError(f"{where}: expected a relative time +SECONDS of 0..{MAX_ION_OFFSET_S:.0e} (whole "
                                f"seconds in ASCII digits), got {shown(token)}")
-        return float(value)
-    return _offset(_ion_utc(token, where), start, f"{where}: absolute time {token!r}", f"{where}: {token}",
-                   unread_start)
+    else:
+        value = _offset(_ion_utc(token, where), start, f"{where}: absolute time {token!r}", f"{where}: {token}",
+                        unread_start)
+    if value > (_ion_latest_s(start) if latest_s is None else latest_s):
+        raise ContactError(f"{where}: {shown(token)} ({value:.0f} s after the plan start) is after "
+                           f"{_ion_latest_text(start)}; expected times by then")
+    return float(value)
 
 
 def _offset(t: _dt.datetime, start: _dt.datetime | None, needs: str, lies: str, unread_start: int | None,
@@ -724,6 +733,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     earlier line added; registration (start ``-1``) and hypothetical (start ``0``) contacts carry
     no scheduled data and are skipped."""
     plan = IonPlan(start)
+    latest = _ion_latest_s(start)  # the latest time ionadmin names, in seconds after the plan start (its header's)
     reference = 0.0  # seconds after the plan start that '+ss' counts from ('@' moves it)
     # the live 'a contact' / 'a range' lines by (from, to), then start, so that 'd' (also 'd * FROM TO') and
     # 'c' find theirs without a scan of the file so far; one small dict a pair, not a key tuple a line. A
@@ -775,6 +785,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
                     raise ContactError(f"{where}: the plan starts at {words[1]}, not at time.start "
                                        f"({utc_text(start)}); drop one of the two")
                 plan.start = header_start
+                latest = _ion_latest_s(header_start)
             elif len(words) >= 3 and words[0] == "node":
                 number = _pos_int(words[1], "node number", where, limit=MAX_NODE_NUMBER)
                 if number in plan.names:
@@ -795,7 +806,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
         if words[0] == "@":
             if len(words) != 2:
                 raise ContactError(f"{where}: expected '@ TIME' (+SECONDS or yyyy/mm/dd-hh:mm:ss)")
-            reference = _ion_time(words[1], plan.start, where, reference, unread_start)
+            reference = _ion_time(words[1], plan.start, where, reference, unread_start, latest)
             continue
         if words[0] in ("d", "c") and len(words) >= 2 and words[1] in ("contact", "range"):
             _edit_ion(words, where, plan, reference, live, hypothetical, unread_start)
@@ -812,7 +823,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             # a registration (start -1) or a hypothetical contact (start 0): no scheduled data
             _unscheduled_contact(words, where, hypothetical)
             continue
-        t0 = _ion_time(words[2], plan.start, where, reference, unread_start)  # a start that is no time named first
+        t0 = _ion_time(words[2], plan.start, where, reference, unread_start, latest)  # a start that is no time first
         if words[1] == "contact" and words[3] == "0":
             raise ContactError(f"{where}: the stop time 0 is not after the start time {shown(words[2])}; a "
                                "hypothetical contact is written with a start of 0 ('a contact 0 0 FROM TO RATE'), "
@@ -822,7 +833,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             t1 = _offset(ION_MAX_POSIX_TIME, plan.start, f"{where}: {ion_end}", f"{where}: {ion_end}", unread_start,
                          "; or write the contact's end as +SECONDS")
         else:
-            t1 = _ion_time(words[3], plan.start, where, reference, unread_start)
+            t1 = _ion_time(words[3], plan.start, where, reference, unread_start, latest)
         if t1 <= t0:
             raise ContactError(f"{where}: the end time {shown(words[3])} is not after the start time {shown(words[2])}")
         src, dst = _node_numbers(words[4], words[5], where)

@@ -376,22 +376,32 @@ def test_a_horizon_past_9999_from_the_constellation_epoch_names_where_its_start_
                               "stamp names")
 
 
-@pytest.mark.parametrize("header, end, time, message", [
-    ("# fol-swarm contact plan\n# start 9999-12-31T23:59:00Z\n", "+50", "duration_s = 3600.0", "s.toml: time.duration_s: 3600 s from the "
-     "start of contacts.plan_file ({plan}) 9999-12-31T23:59:00Z end after 9999-12-31T23:59:59Z, the last time an "
-     "ISO-8601 UTC stamp names; shorten time.duration_s"),
-    ("", "+3000", 'start = "9999-12-31T23:50:00Z"\nduration_s = 60.0', "s.toml: {plan}:1: contact: 3000 s from the "
-     "plan's start 9999-12-31T23:50:00Z end after 9999-12-31T23:59:59Z, the last time an ISO-8601 UTC stamp names"),
-    ("# fol-swarm contact plan\n# start 9999-12-31T23:59:00Z\n", "+3000", "duration_s = 3600.0", "s.toml: {plan}:3: contact: 3000 s from the "
-     "plan's start 9999-12-31T23:59:00Z end after 9999-12-31T23:59:59Z, the last time an ISO-8601 UTC stamp names"),
-], ids=["horizon-from-the-plans-start", "window-past-9999", "both-the-window-first"])
-def test_an_imported_plan_reaching_past_9999_is_refused_by_the_check(tmp_path, capsys, header, end, time, message):
+def _hdtn_pair(end: int) -> str:
+    return json.dumps({"contacts": [{"source": a, "dest": b, "startTime": 0, "endTime": end, "rateBitsPerSec": 8000}
+                                    for a, b in ((1, 2), (2, 1))]})
+
+
+@pytest.mark.parametrize("name, text, time, message", [
+    ("p.ion", "# fol-swarm contact plan\n# start 2030-01-01T00:00:00Z\na contact +0 +50 1 2 1000\n"
+     "a contact +0 +50 2 1 1000\n", "duration_s = 3e11", "s.toml: time.duration_s: 3e+11 s from the start of "
+     "contacts.plan_file ({plan}) 2030-01-01T00:00:00Z end after 9999-12-31T23:59:59Z, the last time an ISO-8601 UTC "
+     "stamp names; shorten time.duration_s"),
+    ("p.json", _hdtn_pair(3000), 'start = "9999-12-31T23:50:00Z"\nduration_s = 60.0', "s.toml: {plan}: contacts[0]: "
+     "contact: 3000 s from the plan's start 9999-12-31T23:50:00Z end after 9999-12-31T23:59:59Z, the last time an "
+     "ISO-8601 UTC stamp names"),
+    ("p.ion", "# fol-swarm contact plan\n# start 9999-12-31T23:59:00Z\na contact +0 +3000 1 2 1000\n",
+     "duration_s = 3600.0", "s.toml: {plan}:3: '+0' (0 s after the plan start) is after ION's latest time, "
+     "2038-01-19T03:14:07Z (ionadmin's MAX_POSIX_TIME; the plan starts at 9999-12-31T23:59:00Z); expected times by then"),
+], ids=["horizon-from-the-plans-start", "window-past-9999", "an-ion-plan-past-2038"])
+def test_an_imported_plan_reaching_past_9999_is_refused_by_the_check(tmp_path, capsys, name, text, time, message):
     """An ION plan whose '# start' line gave t = 0 near the calendar's end, or whose windows end after
     it, passed `fol contacts --check`; writing contacts.csv then stopped with an OverflowError traceback.
-    A contact ending after it is refused by the import, by the check of the horizon's end, naming its line."""
-    plan = tmp_path / "p.ion"
-    plan.write_text(header + f"a contact +0 {end} 1 2 1000\na contact +0 {end} 2 1 1000\n")
-    p = _write(tmp_path, f'[contacts]\nplan_file = "p.ion"\n[time]\n{time}\n')
+    A contact ending after it is refused by the import, by the check of the horizon's end, naming its line or
+    record. (An ION plan can no longer start near the calendar's end: a time past 2038 is refused by the import,
+    as ionadmin refuses it, in one line too; the window past 9999 is an HDTN plan's now.)"""
+    plan = tmp_path / name
+    plan.write_text(text)
+    p = _write(tmp_path, f'[contacts]\nplan_file = "{name}"\n[time]\n{time}\n')
     parser = argparse.ArgumentParser()
     add_contacts_parser(parser.add_subparsers())
     for extra in (["--check"], ["--no-plot", "--out", str(tmp_path / "out")]):
@@ -399,8 +409,9 @@ def test_an_imported_plan_reaching_past_9999_is_refused_by_the_check(tmp_path, c
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.endswith(f" contacts: error: {tmp_path}/" + message.format(plan=plan) + "\n"), err
     assert not (tmp_path / "out").exists()
-    plan.write_text(header + "a contact +0 +50 1 2 1000\na contact +0 +50 2 1 1000\n")  # within the calendar
-    p.write_text(p.read_text().replace("duration_s = 3600.0", "duration_s = 59.0"))
+    plan = tmp_path / "p.json"
+    plan.write_text(_hdtn_pair(50))  # within the calendar
+    p.write_text('[contacts]\nplan_file = "p.json"\n[time]\nstart = "9999-12-31T23:50:00Z"\nduration_s = 59.0\n')
     assert run_contacts(parser.parse_args(["contacts", str(p), "--no-plot", "--out", str(tmp_path / "out")])) == 0
     assert "9999-12-31T23:5" in (tmp_path / "out" / "contacts.csv").read_text()
 

@@ -643,8 +643,9 @@ def test_an_ion_contact_stop_of_minus_1_is_ionadmins_latest_time_and_builds_noth
     ("# start 2026-12-01T00:00:00Z\na contact +0 -1 1 2 1000\n", None,
      f"the stop time -1 (ionadmin's latest time, {_ION_END}) needs the plan start (time.start; the '# start' of line "
      "1 is read only in a plan whose first line is '# fol-swarm contact plan'); or write the contact's end as +SECONDS"),
-    ("a contact +0 -1 1 2 1000\n", "2040-01-01T00:00:00Z",
-     f"the stop time -1 (ionadmin's latest time, {_ION_END}) is before the plan start 2040-01-01T00:00:00Z"),
+    ("a contact +0 -1 1 2 1000\n", "2040-01-01T00:00:00Z",  # a plan starting after 2038: its start is refused first
+     f"'+0' (0 s after the plan start) is after ION's latest time, {_ION_END} (ionadmin's MAX_POSIX_TIME; the plan "
+     "starts at 2040-01-01T00:00:00Z); expected times by then"),
     ("a range +0 -1 1 2 1\na contact +0 +5 1 2 1000\n", "2030-01-01T00:00:00Z",
      "expected +SECONDS or yyyy/mm/dd-hh:mm:ss, got '-1'"),
 ])
@@ -746,6 +747,50 @@ def test_an_ion_export_reaching_past_2038_is_refused_before_writing(tmp_path: Pa
     assert "\n" not in message and f"+{last} 1 2" in out.read_text()  # the earlier file is kept
     if start is not None:  # without one, last + 1 is past HDTN's 32-bit times too
         assert hdtn_contacts(plan(last + 1))["contacts"][-1]["endTime"] == last + 1
+
+
+_AFTER_2038 = "is after ION's latest time, 2038-01-19T03:14:07Z (ionadmin's MAX_POSIX_TIME; "
+_LAST_2026 = _LATEST - int(dt.datetime(2026, 8, 1, tzinfo=dt.timezone.utc).timestamp())  # 2038 after 2026-08-01
+
+
+@pytest.mark.parametrize("lines, bad, says", [
+    (f"a contact +0 +{_LAST_2026} 1 2 10", None, None),  # a window ending at ION's latest second is read
+    (f"a contact +0 +{_LAST_2026 + 1} 1 2 10", 1, f"'+{_LAST_2026 + 1}' ({_LAST_2026 + 1} s after the plan start)"),
+    ("a contact +0 2038/01/19-03:14:08 1 2 10", 1, f"'2038/01/19-03:14:08' ({_LAST_2026 + 1} s after the plan start)"),
+    (f"a range +0 +{_LAST_2026 + 1} 1 2 1", 1, f"'+{_LAST_2026 + 1}' ({_LAST_2026 + 1} s after the plan start)"),
+    (f"@ +{_LAST_2026}\na contact +0 +1 1 2 10", 2, f"'+1' ({_LAST_2026 + 1} s after the plan start)"),
+    ("@ 2038/01/19-03:14:08", 1, f"'2038/01/19-03:14:08' ({_LAST_2026 + 1} s after the plan start)"),
+    ("d contact 2038/01/19-03:14:08 1 2", 1, f"'2038/01/19-03:14:08' ({_LAST_2026 + 1} s after the plan start)"),
+])
+def test_an_ion_import_refuses_a_time_past_2038_as_ionadmin_does(tmp_path: Path, lines: str, bad, says) -> None:
+    """ionadmin's readTimestamp refuses a time past MAX_POSIX_TIME (2038-01-19T03:14:07Z), a +SECONDS one after
+    adding it to the reference time ('@' moves it), and goes on with 0 in its place (a start read as a hypothetical
+    contact, a stop before the start, a reference time of 1970), so no such time is in its plan. The export refused
+    such windows; the import read them. It now refuses the line, naming it and the plan start. Failed before (each
+    read, the '@' line's as a reference 11 years out)."""
+    text = f"# fol-swarm contact plan\n# start 2026-08-01T00:00:00Z\n{lines}\na contact +0 +60 2 1 10\n"
+    path = tmp_path / "p.ion"
+    if bad is None:
+        path.write_text(text)
+        assert read_ion(path).windows.t_end_s.max() == _LAST_2026
+        return
+    assert plan_refusal(path, text) == (f"{path}:{2 + bad}: {says} {_AFTER_2038}the plan starts at 2026-08-01T00:00:00Z); "
+                                    "expected times by then")
+
+
+def test_an_ion_import_without_a_start_counts_its_latest_time_from_1970_as_the_export_does(tmp_path: Path) -> None:
+    """Without a plan start, ionadmin adds +SECONDS to the time it reads the plan, at the least 1970: the export
+    refuses a window ending past 2**31 - 1 s, and the import now refuses such a time too (failed before: read);
+    what the export writes of a plan of no start, the import reads back."""
+    from contact_sim import ContactPlan, LinkModel, WindowTable
+    from contact_sim.dtn import write_ion
+
+    w = WindowTable([0], [1], [_LATEST - 60.0], [float(_LATEST)], [1000.0], [1000.0], [0.0])
+    path = write_ion(tmp_path / "p.ion", ContactPlan(["a", "b"], w, LinkModel("constant", 8e3, 0.0), [0.0, _LATEST]))
+    assert read_ion(path).windows.t_end_s.tolist() == [_LATEST]
+    assert plan_refusal(path, f"a contact +0 +{_LATEST + 1} 1 2 10\n") == (
+        f"{path}:1: '+{_LATEST + 1}' ({_LATEST + 1} s after the plan start) {_AFTER_2038}the plan has no start, and "
+        "ionadmin adds +SECONDS to its own time); expected times by then")
 
 
 # ------------------------------------------------------------------------------------------- contacts that meet

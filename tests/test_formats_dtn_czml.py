@@ -90,8 +90,8 @@ def test_ion_capacity_never_wraps_around() -> None:
     """A rate x duration past int64 is held at 2**62 bytes, not wrapped to a negative count."""
     from contact_sim.dtn import ion_to_plan
 
-    huge = "9" * 30
-    plan = ion_to_plan(parse_ion(f"a contact +0 +9000000000 1 2 {huge}\na contact +0 +9000000000 2 1 {huge}\n",
+    huge = "9" * 30  # over 2e9 s (ION's latest time in a plan of no start is 2**31 - 1 s)
+    plan = ion_to_plan(parse_ion(f"a contact +0 +2000000000 1 2 {huge}\na contact +0 +2000000000 2 1 {huge}\n",
                                  "x.ion"), "x.ion")
     assert int(plan.windows.capacity_bytes[0]) == 2**62
 
