@@ -40,8 +40,9 @@ exactly (through ION, unless two of its contacts of one direction meet at differ
 Export writes a two-way window as both directions' contacts and a one-way window as its own
 direction's only. ``ionadmin`` takes two contacts of one direction that meet (one ending at the second the next
 starts) for an overlap and ignores the later, so the ION export writes such contacts of one rate as one, and of two
-rates gives the slower's second where they meet up (:func:`_joins`, one warning counting the bytes left out); the
-HDTN export, as HDTN, takes them as they are.
+rates gives the slower's second where they meet up (:func:`_joins`, one warning counting the bytes left out; a
+slower that ends a second sooner ends its last window's range with it, which ION's CGR would otherwise take for the
+next contact); the HDTN export, as HDTN, takes them as they are.
 
 Import (ION with :func:`read_ion`, HDTN with :func:`read_hdtn`, either by file name with
 :func:`read_plan`): for each pair of nodes, each overlap in time of an A->B contact and a B->A
@@ -228,14 +229,25 @@ def _directed_rows(plan: ContactPlan, k: np.ndarray, unit_bps: float) -> tuple[n
     return src, dst, t0[pos], t1[pos], (rate // unit_bps)[pos], owlt[pos], 2 * k[pos].astype(np.int64) + second
 
 
-def _joins(plan: ContactPlan) -> dict[int, tuple[float, float] | None]:
+#: :func:`_joins`' changes, by :func:`_directed_rows`' key: new ``(start, end)``, or ``None`` for one left out
+_Changes = dict[int, tuple[float, float] | None]
+
+
+def _joins(plan: ContactPlan) -> tuple[_Changes, _Changes]:
     """How the contacts an ION plan writes change where two of one direction meet (one ends at the second the next
     starts), which ``ionadmin`` takes for an overlap (``rfx_insert_contact``: "Overlapping contact ignored", the
     later-listed lost): a run of such contacts of one rate is written as one contact, from the run's start to its
     end; where contacts of two rates meet, the slower gives up the second where they meet (the least capacity lost;
-    a one-second contact so cut is left out), and one warning counts them. Returns, by :func:`_directed_rows`' key,
-    the new ``(start, end)`` of a run's first contact and ``None`` for a contact left out (merged into its run's
-    first, or cut to nothing); empty when no contacts meet. Contacts that may meet a later one are kept from block
+    a one-second contact so cut is left out), and one warning counts them. Returns two maps by
+    :func:`_directed_rows`' key, both empty when no contacts meet: of the contacts, the new ``(start, end)`` of a
+    run's first contact and ``None`` for a contact left out (merged into its run's first, or cut to nothing); of
+    the ranges, where a run ends a second sooner, the ``(start, end)`` of its last window's range, ended with it
+    (``None`` for one cut to nothing). ION's CGR takes for a contact the first range of its direction that does not
+    end before the contact starts (``getApplicableRange`` in ``bpv7/cgr/libcgr.c``), so a range left ending at the
+    next run's start would be that run's. A run that starts a second later keeps its first window's range as it
+    was: the range before ends before it, and a range of FROM < TO moved a second on would make ``ionadmin``
+    impute a reverse range overlapping that of the reverse window of the same start, and skip the latter. A merged
+    window's range stays as it was (ION then takes the run's first). Contacts that may meet a later one are kept from block
     to block (those ending at or after the block's last start), so nothing is allocated per window of the plan but
     per contact that meets another. (HDTN takes contacts that meet, as the HDTN import does.)"""
     links: dict[int, int] = {}  # key of a contact -> key of the contact of its direction starting at its end
@@ -260,20 +272,21 @@ def _joins(plan: ContactPlan) -> dict[int, tuple[float, float] | None]:
                 rows[int(key[j])] = (float(t0[j]), float(t1[j]), float(rate[j]))
         keep = t1 >= last_start  # may meet a contact of a later block, which starts after last_start
         carry = [c[keep] for c in (src, dst, t0, t1, rate, key)] + [np.zeros(int(keep.sum()), dtype=bool)]
-    joins: dict[int, tuple[float, float] | None] = {}
+    joins: _Changes = {}
+    ranges: _Changes = {}
     cut = lost = 0.0
     for head in set(links) - set(links.values()):
         chain = [head]
         while chain[-1] in links:
             chain.append(links[chain[-1]])
-        runs: list[list] = []  # [start, end, rate, first key] of each run of one rate
+        runs: list[list] = []  # [start, end, rate, first key, last key] of each run of one rate
         for key in chain:
             t0, t1, rate = rows[key]
             if runs and runs[-1][2] == rate:
-                runs[-1][1] = t1
+                runs[-1][1], runs[-1][4] = t1, key
                 joins[key] = None
             else:
-                runs.append([t0, t1, rate, key])
+                runs.append([t0, t1, rate, key, key])
         for before, after in zip(runs, runs[1:]):  # the slower of two runs that meet gives up that second
             if before[2] < after[2]:
                 before[1] -= 1.0  # ends a second sooner
@@ -281,20 +294,22 @@ def _joins(plan: ContactPlan) -> dict[int, tuple[float, float] | None]:
                 after[0] += 1.0  # starts a second later
             cut += 1
             lost += min(before[2], after[2])
-        for t0, t1, rate, key in runs:
+        for t0, t1, rate, key, last in runs:
             if t1 <= t0:
                 lost += rate * (t1 - t0)  # a one-second run cut at both ends lost its one second, not two
             joins[key] = (t0, t1) if t1 > t0 else None
+            if t1 < rows[last][1]:  # the run ends a second sooner: so does its last window's range
+                ranges[last] = (rows[last][0], t1) if t1 > rows[last][0] else None
     if cut:
         log.warning("ION plan: %d time(s) two contacts of one direction at different rates meet, which ionadmin "
                     "takes for an overlap: the slower ends a second sooner or starts a second later; %.12g of %.12g "
                     "bytes left out", int(cut), lost, total)
-    return joins
+    return joins, ranges
 
 
-def _joined(cols: tuple[np.ndarray, ...], joins: dict[int, tuple[float, float] | None]) -> tuple[np.ndarray, ...]:
-    """:func:`_directed_rows`' columns ``cols`` with :func:`_joins`' changes made: contacts merged into another or
-    cut to nothing left out, a run's first contact given the run's times."""
+def _joined(cols: tuple[np.ndarray, ...], joins: _Changes) -> tuple[np.ndarray, ...]:
+    """:func:`_directed_rows`' columns ``cols`` with one of :func:`_joins`' maps of changes made: the contacts (or
+    ranges) it maps to ``None`` left out, those it maps to times given them."""
     if not joins:
         return cols
     key = cols[-1]
@@ -440,9 +455,8 @@ def _ion_lines(plan: ContactPlan, fh: BinaryIO) -> None:
     joins = _joins(plan)
     for kind in (b"contact", b"range"):
         for k in _export_blocks(plan):
-            cols = _directed_rows(plan, k, 8.0)
-            if kind == b"contact":  # a range of each window as it is: ionadmin takes ranges that meet
-                cols = _joined(cols, joins)
+            # a range a window (ionadmin takes ranges that meet), cut as its contact was
+            cols = _joined(_directed_rows(plan, k, 8.0), joins[0] if kind == b"contact" else joins[1])
             src, dst, t0, t1, rate, owlt, _ = cols
             write_rows(fh, [Lit(b"a " + kind + b" +"), Int(t0.astype(np.int64)), Lit(b" +"),
                             Int(t1.astype(np.int64)), Lit(b" "), Int(src), Lit(b" "), Int(dst), Lit(b" "),

@@ -871,6 +871,75 @@ def test_windows_written_as_one_ion_contact_read_back_with_the_larger_light_time
         assert read_ion(path).meta["owlt_s_per_window"] == [owlt], ranges
 
 
+def _ion_cgr_owlt(text: str, src: int, dst: int, start: int) -> int | None:
+    """The OWLT ION's CGR takes for a contact of ``src -> dst`` starting at ``start`` (``getApplicableRange`` in
+    bpv7/cgr/libcgr.c): of the direction's ranges by start, the first that does not end before the contact starts
+    (one ending at its start is taken). The direction's ranges are the plan's ``a range`` lines of it and, for
+    ``src > dst``, those ionadmin imputes of the lines ``dst -> src`` (rfx.c, insertRXref) of a start no line of
+    ``src -> dst`` has (a plan whose ranges ionadmin skips none of)."""
+    lines = [(int(t0[1:]), int(t1[1:]), int(f), int(t), int(owlt)) for _, _, t0, t1, f, t, owlt in
+             (ln.split() for ln in text.splitlines() if ln.startswith("a range "))]
+    own = {(t0, t1, owlt) for t0, t1, f, t, owlt in lines if (f, t) == (src, dst)}
+    if src > dst:
+        own |= {(t0, t1, owlt) for t0, t1, f, t, owlt in lines
+                if (f, t) == (dst, src) and t0 not in {r[0] for r in own}}
+    return next((owlt for _, t1, owlt in sorted(own) if t1 >= start), None)
+
+
+@pytest.mark.parametrize("rates, contacts, ranges, back", [
+    # the slower first: it ends a second sooner, and so does its range (before: 'a range +0 +50 1 2 1', which ION's
+    # CGR took for the contact starting at +50, 1 s where the window's is 3 s)
+    ((500, 1000), ["a contact +0 +49 1 2 500", "a contact +50 +100 1 2 1000"],
+     ["a range +0 +49 1 2 1", "a range +50 +100 1 2 3"], [(0.0, 49.0, 1.0), (50.0, 100.0, 3.0)]),
+    # the faster first: the slower starts a second later, its range as it was (the range before ends before it)
+    ((1000, 500), ["a contact +0 +50 1 2 1000", "a contact +51 +100 1 2 500"],
+     ["a range +0 +50 1 2 1", "a range +50 +100 1 2 3"], [(0.0, 50.0, 1.0), (50.0, 51.0, 3.0), (51.0, 100.0, 3.0)]),
+])
+def test_ion_cgr_takes_each_cut_contacts_own_light_time(tmp_path: Path, rates, contacts, ranges, back) -> None:
+    """A one-way window 1->2 then a two-way one that meet at two rates are written as two contacts 1->2 a second
+    apart (ionadmin takes contacts that meet for an overlap). ION's CGR takes for a contact the first range of its
+    direction that does not end before the contact starts, so the first window's range, ending at the second
+    contact's start, gave that contact the first window's light time, 1 s where its window's is 3 s. The range
+    now ends with its contact; each contact gets its own window's light time, and the plan reads back to the
+    windows of the contacts with the same light times. Failed before for the slower first (ION's CGR: 1 for the second contact)."""
+    from contact_sim import ContactPlan, LinkModel, WindowTable
+    from contact_sim.link import SPEED_OF_LIGHT_M_S
+
+    km = [SPEED_OF_LIGHT_M_S / 1e3 * 0.5, SPEED_OF_LIGHT_M_S / 1e3 * 2.5]  # OWLT 1 s and 3 s
+    w = WindowTable([0, 0], [1, 1], [0.0, 50.0], [50.0, 100.0], km, km, [8.0 * r * 50 for r in rates],
+                    direction=[A_TO_B, BOTH])
+    text = format_ion(ContactPlan(["a", "b"], w, LinkModel("plan", acquisition_s=0.0), [0.0, 100.0]))
+    lines = text.splitlines()
+    assert [ln for ln in lines if ln.startswith("a contact +") and " 1 2 " in ln] == contacts, text
+    assert [ln for ln in lines if ln.startswith("a range +") and " 1 2 " in ln] == ranges, text
+    assert [_ion_cgr_owlt(text, 1, 2, int(c.split()[2][1:])) for c in contacts] == [1, 3]
+    path = tmp_path / "p.ion"
+    path.write_text(text)
+    plan = read_ion(path)
+    assert list(zip(plan.windows.t_start_s.tolist(), plan.windows.t_end_s.tolist(),
+                    plan.meta["owlt_s_per_window"])) == back
+
+
+def test_where_ion_cgr_reads_a_contacts_light_time_below_the_import_as_the_docs_say(tmp_path: Path) -> None:
+    """docs/formats.md: ION holds one light time a contact, the first range of its direction not ending before it
+    starts. Of the mixed plan A->B 0-100 s (OWLT 2 s over 0-50) and B->A 50-150 s (3 s), written back, ION takes
+    2 s for the contact 1->2 joined of the windows 0-50 and 50-100 (the latter's 3 s is the import's) and 2 s for
+    2->1 +50 +150, the range ionadmin imputes of 'a range +0 +50 1 2 2' ending at its start; the import reads 2, 3,
+    3. Pins the limits the page states (the export writes each window's range as it is, so the plan reads back to
+    its own light times)."""
+    path = tmp_path / "mixed.ion"
+    path.write_text("a contact +0 +100 1 2 1000\na contact +50 +150 2 1 1000\na range +0 +50 1 2 2\n"
+                    "a range +50 +150 2 1 3\n")
+    plan = read_ion(path)
+    text = format_ion(plan)
+    assert [ln for ln in text.splitlines() if ln.startswith("a ")] == [
+        "a contact +0 +100 1 2 1000", "a contact +50 +150 2 1 1000", "a range +0 +50 1 2 2", "a range +50 +100 1 2 3",
+        "a range +50 +100 2 1 3", "a range +100 +150 2 1 3"], text
+    assert (_ion_cgr_owlt(text, 1, 2, 0), _ion_cgr_owlt(text, 2, 1, 50)) == (2, 2)
+    path.write_text(text)
+    assert read_ion(path).meta["owlt_s_per_window"] == plan.meta["owlt_s_per_window"] == [2.0, 3.0, 3.0]
+
+
 def test_hdtn_records_that_meet_are_read_in_time_order_and_refused_listed_the_other_way(tmp_path: Path) -> None:
     """HDTN's router (module/router/src/router.cpp) schedules a link up at each record's start and a link down at
     its end, the events of one second in record order: 1->2 +0 +60, +60 +90, +90 +120 listed in time order keep the
