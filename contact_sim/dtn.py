@@ -114,7 +114,8 @@ ION_MAX_RATE_BYTES_S = 2**32 - 1
 #: Largest ``rateBitsPerSec`` HDTN reads (a ``uint64_t``); a larger one is not read at all.
 HDTN_MAX_RATE_BPS = 2**64 - 1
 #: Latest ``startTime`` / ``endTime`` HDTN reads: its router takes them as ``int`` (32 bits) with a
-#: default of 0, so a later time (past 68 years) would silently become 0.
+#: default of 0, so a later time (past 68 years, or a Unix time past 2038) would silently become 0. The export
+#: refuses a window ending later, and the import a record.
 HDTN_MAX_TIME_S = 2**31 - 1
 #: Plan files larger than this are refused before they are read.
 MAX_PLAN_BYTES = 64 * 1024 * 1024
@@ -1453,6 +1454,10 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
                                    + (f" {utc_text(start)}" if start is not None else ""))
         if t1 <= t0:
             raise ContactError(f"{where}: endTime {t1} is not after startTime {t0}")
+        if t1 > HDTN_MAX_TIME_S:  # HDTN's router would take the link up and down at 0 (its epoch): never up
+            key, value = ("startTime", t0) if t0 > HDTN_MAX_TIME_S else ("endTime", t1)
+            raise ContactError(f"{where}: {key} {value} is past HDTN's latest time, {HDTN_MAX_TIME_S} (its router reads "
+                               "startTime and endTime as 32-bit integers, a larger one as 0); expected at most that")
         if unread_unix:
             continue  # each record is still checked (its fields, its kind of time), but not placed in time
         if src == dst:

@@ -793,6 +793,30 @@ def test_an_ion_import_without_a_start_counts_its_latest_time_from_1970_as_the_e
         "ionadmin adds +SECONDS to its own time); expected times by then")
 
 
+@pytest.mark.parametrize("t0, t1, start, says", [
+    (_LATEST - 60, _LATEST, dt.datetime(2038, 1, 1, tzinfo=dt.timezone.utc), None),  # at its latest second: read
+    (0, _LATEST + 1, None, f"endTime {_LATEST + 1}"),
+    (_LATEST + 1, _LATEST + 61, None, f"startTime {_LATEST + 1}"),
+    (_LATEST - 60, _LATEST + 1, dt.datetime(2038, 1, 1, tzinfo=dt.timezone.utc), f"endTime {_LATEST + 1}"),  # Unix
+])
+def test_an_hdtn_import_refuses_a_time_its_router_reads_as_0(tmp_path: Path, t0: int, t1: int, start, says) -> None:
+    """HDTN's router (ProcessContacts) reads startTime and endTime as 32-bit ints with a default of 0, so a time
+    past 2**31 - 1 (a relative one past 68 years, a Unix one past 2038) becomes 0: the link up and down at its
+    epoch, never up. The export refused such a window; the import read the record. It now refuses it, naming the
+    record and the field. Failed before (each read)."""
+    path = tmp_path / "p.json"
+    text = json.dumps({"contacts": [_record(t0, t1), _record(t0, t1, 2, 1)]})
+    if says is None:
+        path.write_text(text)
+        assert read_hdtn(path, start=start).windows.t_end_s.tolist() == [t1 - start.timestamp()]
+        return
+    path.write_text(text)
+    with pytest.raises(ContactError) as info:
+        read_hdtn(path, start=start)
+    assert str(info.value) == (f"{path}: contacts[0]: {says} is past HDTN's latest time, {_LATEST} (its router reads "
+                               "startTime and endTime as 32-bit integers, a larger one as 0); expected at most that")
+
+
 # ------------------------------------------------------------------------------------------- contacts that meet
 
 @pytest.mark.parametrize("block_rows", [1, 2, 1 << 18])
