@@ -28,7 +28,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from fol.defaults import MAX_ITERATIONS, MAX_SEED, MAX_TOP_K, is_seed, too_many
+from fol.defaults import MAX_ITERATIONS, MAX_NEIGHBOURS, MAX_SEED, MAX_TOP_K, is_seed, too_many
 from fol.errors import ConfigError
 from fol.pruning import PruneConfig
 from fol.train import MAX_FACTOR, MIN_RATE, TrainConfig, decay_problem, too_large, too_small_rate
@@ -283,6 +283,9 @@ class FOLConfig:
         for name in COUNTS:  # 10**12 epochs would loop for ages, 10**19 ended in an OverflowError traceback
             if getattr(self, name) > MAX_ITERATIONS:
                 raise ConfigError(f"fol.{too_many(name, getattr(self, name))}")
+        if self.max_neighbours > MAX_NEIGHBOURS:  # each is a model held and aligned; an agent waits for as many
+            raise ConfigError(f"fol.max_neighbours must be at most {MAX_NEIGHBOURS:,} (neighbour models per round, "
+                              f"as the node agent's trigger.models), got {shown(self.max_neighbours)}")
         if self.top_k > MAX_TOP_K:  # each member is a model held and run; fol personalize lists each in a manifest
             raise ConfigError(f"fol.top_k must be at most {MAX_TOP_K:,} (ensemble members), got {shown(self.top_k)}")
         if problem := batch_size_problem(self.batch_size):

@@ -63,6 +63,14 @@ MAX_ROUND = 1_000_000
 #: (:data:`fol.personalize_cli.MAX_MEMBERS`).
 MAX_TOP_K = 1024
 
+#: The largest Q (``fol.max_neighbours``), the neighbour models a node takes per round, each loaded into
+#: memory and aligned (fine-tuned, pruned, scored) for the Top-K: the node agent's round, which waits for
+#: min(peers, Q) models unless ``[trigger] models`` says otherwise, waits for at most as many as that
+#: field may ask (:data:`fol.agent.config.TRIGGER_MAXIMA`, this bound), and the ensemble holds at most
+#: :data:`MAX_TOP_K` (the same number) of them. A larger Q takes no more models (a node has only so many
+#: senders) and is a typo.
+MAX_NEIGHBOURS = 1024
+
 #: The largest model file a command may be told to accept (``fol personalize --max-bytes``, ``fol model info
 #: --max-bytes``), as the node agent's ``[limits] max_payload_bytes`` (the same meaning: a model is read whole
 #: into memory to be checked): 4 GB, 20 times the default (:data:`fol.checkpoint.DEFAULT_MAX_BYTES`).
@@ -217,6 +225,6 @@ def check_band_options(dataset: str, bands: object, scale: object, coords: str |
     return checked, check_scale(scale, field("scale", f"{scale:g}" if isinstance(scale, float) else shown(scale)))
 
 
-__all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "MAX_ITERATIONS", "MAX_ROUND", "MAX_TOP_K", "MAX_MODEL_BYTES", "MAX_BYTES_HELP", "model_bytes_problem", "too_many", "class_name", "IMAGE_FOLDER_COORDS",
+__all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "MAX_ITERATIONS", "MAX_ROUND", "MAX_TOP_K", "MAX_NEIGHBOURS", "MAX_MODEL_BYTES", "MAX_BYTES_HELP", "model_bytes_problem", "too_many", "class_name", "IMAGE_FOLDER_COORDS",
            "MAX_TIFF_BANDS", "check_bands", "check_scale", "bands_from_text",
            "check_band_options"]

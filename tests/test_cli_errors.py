@@ -218,6 +218,12 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "simulate [fol] distill_epochs = 10**19": (
         lambda t: ["simulate", _learning_scenario(t, "seeds = [0]", fol="distill_epochs = 10000000000000000000"),
                    "--check"], "learn.toml: fol.distill_epochs must be at most 100,000, got 10000000000000000000"),
+    # no bound before (10**400 passed the check): Q is at most 1,024, refused before anything is built
+    "simulate [fol] max_neighbours = 10**400": (
+        lambda t: ["simulate", _big_number_file(t, "learn.toml", Path(_learning_scenario(t, "seeds = [0]")).read_text(),
+                                                "max_neighbours = 3", "max_neighbours"), "--check"],
+        "learn.toml: fol.max_neighbours must be at most 1,024 (neighbour models per round, as the node agent's "
+        "trigger.models), got 1000"),
     "simulate [methods.fedavg] local_epochs = 10**12": (
         lambda t: ["simulate", _learning_scenario(t, "seeds = [0]", extra="[methods.fedavg]\nlocal_epochs = 1000000000000"),
                    "--check"], "methods.fedavg.local_epochs must be at most 100,000, got 1000000000000"),

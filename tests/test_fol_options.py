@@ -1057,6 +1057,18 @@ def test_fol_keys_above_the_fol_table_are_refused_not_ignored(tmp_path) -> None:
     assert FOLConfig.from_toml(src) == FOLConfig(top_k=2, lam=0.5)
 
 
+@pytest.mark.parametrize("q", [1025, 10**19])
+def test_max_neighbours_is_bounded_as_the_agents_trigger_models(q: int) -> None:
+    """fol.max_neighbours had no upper bound (10**19 was taken); Q is now at most 1,024, the bound of
+    the node agent's [trigger] models, whose count Q sets when it is not given, in one line naming the field."""
+    from fol.agent.config import TRIGGER_MAXIMA
+
+    with pytest.raises(ConfigError, match=rf"^fol\.max_neighbours must be at most 1,024 \(neighbour models per "
+                                          rf"round, as the node agent's trigger\.models\), got {q}$"):
+        FOLConfig(max_neighbours=q)
+    assert FOLConfig(max_neighbours=1024).max_neighbours == 1024 == TRIGGER_MAXIMA["models"]
+
+
 @pytest.mark.parametrize("field", ["rounds", "pretrain_epochs", "patience", "finetune_epochs", "post_finetune_epochs",
                                    "gate_epochs", "ensemble_steps", "distill_epochs"])
 def test_a_count_of_epochs_steps_or_rounds_is_bounded(field: str) -> None:
