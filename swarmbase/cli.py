@@ -86,7 +86,8 @@ def max_local_parallelism() -> int:
 
 def parallelism_problem(value: int) -> str | None:
     """Why ``value`` cannot be a number of local processes or threads (``fol contacts --workers``,
-    ``fol pretrain --threads``), or None: the one rule, 1..:func:`max_local_parallelism`.
+    ``fol pretrain --threads``, ``fol simulate``'s ``run.workers`` / ``--workers`` and ``run.threads`` off a
+    Ray cluster), or None: the one rule, 1..:func:`max_local_parallelism`, and its one message.
 
     >>> parallelism_problem(1) is None, parallelism_problem(0).startswith("expected 1..")
     (True, True)

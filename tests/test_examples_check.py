@@ -15,6 +15,7 @@ from fol.cli import main
 from fol.errors import ConfigError, DataError
 from fol.simulation import load_scenario
 from fol.simulation.check import check_scenario
+from swarmbase.cli import parallelism_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
@@ -181,12 +182,13 @@ def test_fedavg_on_mixed_architectures_is_refused_before_any_work(tmp_path: Path
     (('size = 2000', 'size = 1000000000000'), "data.size: 1,000,000,000,000 images of 32x32 pixels would need"),
     (('size = 2000', 'size = 2000\nimage_size = 100000'), "data.image_size: expected an integer of 8..1024"),
     (('size = 2000', 'size = 2000\nimage_size = 0'), "data.image_size: expected an integer of 8..1024"),
-    # one process per node, each loading torch, from a typo
-    (('[methods]', '[run]\nexecutor = "process"\nworkers = 100000\n[methods]'), "run.workers (or --workers): 100000"),
-    (('[methods]', '[run]\nthreads = 100000\n[methods]'), "run.threads: 100000 on this machine"),
+    # one process per node, each loading torch, from a typo; in the line of fol contacts --workers, the same rule
+    (('[methods]', '[run]\nexecutor = "process"\nworkers = 100000\n[methods]'),
+     f"run.workers (or --workers): {parallelism_problem(100000)}"),
+    (('[methods]', '[run]\nthreads = 100000\n[methods]'), f"run.threads: {parallelism_problem(100000)}"),
     # "local" is a new Ray instance on this machine, as no address is: its workers are this machine's processes
     (('[methods]', '[run]\nexecutor = "ray"\nray_address = "local"\nworkers = 100000\n[methods]'),
-     "run.workers (or --workers): 100000"),
+     f"run.workers (or --workers): {parallelism_problem(100000)}"),
 ])
 def test_check_finds_data_method_and_node_mistakes(tmp_path: Path, patch: tuple[str, str], needle: str) -> None:
     path = tmp_path / "s.toml"

@@ -58,7 +58,7 @@ from fol.data.registry import SYNTHETIC_DEFAULT_SIZE, check_dataset
 from fol.errors import CheckpointError, ConfigError, DataError
 from fol.executors import check_ray_address, cluster_address
 from fol.fileio import check_input_dir, check_output_dir, file_sha256
-from swarmbase.cli import MAX_PER_CORE, max_local_parallelism
+from swarmbase.cli import parallelism_problem
 from swarmbase.fileio import dead_link, dead_link_text
 from fol.methods import NodeResult, get_method
 from fol.stages import check_finetune_freeze
@@ -215,17 +215,15 @@ def read_run_record(out: Path) -> dict[str, Any]:
 
 def check_local_parallelism(executor: str, ray_address: str | None, workers: int | None, threads: int | None) -> None:
     """Refuse more processes or threads than this machine can use: beyond
-    :data:`MAX_PER_CORE` per core they only slow a CPU-bound run, and a typo
+    :data:`swarmbase.cli.MAX_PER_CORE` per core they only slow a CPU-bound run, and a typo
     (``workers = 100000``) would start one process per node, each loading torch.
     A Ray cluster (``ray_address``) counts its own CPUs and is not checked here; a new Ray instance on this
     machine (``"local"``) is, as no address is."""
     if executor == "ray" and cluster_address(ray_address):
         return
-    cores, cap = os.cpu_count() or 1, max_local_parallelism()
     for key, value in (("run.workers (or --workers)", workers), ("run.threads", threads)):
-        if value is not None and value > cap:
-            raise ConfigError(f"{key}: {shown(value)} on this machine of {cores} core(s); "
-                              f"expected at most {cap} ({MAX_PER_CORE} per core)")
+        if value is not None and (problem := parallelism_problem(value)):  # fol contacts --workers' rule and line
+            raise ConfigError(f"{key}: {problem}")
 
 
 def _check_ground_tracks(acquisition_s: float, swath_km: float, n_sats: int, turned: bool) -> None:
