@@ -1405,6 +1405,24 @@ def test_a_bad_data_spec_names_the_config_file_and_node_data(tmp_path: Path, dat
     assert "--data" not in str(err.value)
 
 
+def test_a_data_root_with_a_synthetic_dataset_is_refused_naming_the_config_file_and_node_data_root(
+        tmp_path: Path) -> None:
+    """node.data_root with a generated dataset was taken and ignored, where fol pretrain and fol personalize
+    refuse --data-root with it (check_data_root); the agent now refuses to start in the same line, naming
+    its config file and node.data_root, before its state folder is taken."""
+    from fol.errors import ConfigError
+
+    node = Node(tmp_path, "receiver", [])
+    cfg = node.on_board_config({"auto_send": False}, {"rounds": 1})
+    cfg.data_root = str(tmp_path / "datasets")
+    with pytest.raises(ConfigError) as err:
+        Agent(cfg, load_fol=False)
+    assert str(err.value) == ("receiver.toml: node.data_root: only applies to datasets read from files (a real "
+                              "dataset's <root>/<name>/, an imagefolder path relative to it), not "
+                              "'synthetic-hurricane', which is generated from no folder")
+    Agent(node.config(), load_fol=False).stop()  # the state folder was released
+
+
 def _image_folder(root: Path, classes: dict[str, int], corrupt: str | None = None) -> Path:
     """``root/<class>/<i>.png``: ``classes[name]`` tiny images per class; ``corrupt`` names one class
     whose first file is not an image."""

@@ -130,8 +130,9 @@ def load_dataset(name: str, root: str | Path | None = None, **kw: Any) -> GeoDat
     return fn(Path(root).expanduser() if root is not None else None, **kw)
 
 
-def check_data_root(name: str, root: object) -> None:
-    """A data root given on the command line (``--data-root``) with dataset ``name`` that reads no file
+def check_data_root(name: str, root: object, where: str = "--data-root") -> None:
+    """A data root given on the command line (``--data-root``) or in a node agent's config (``where``:
+    ``<file>: node.data_root``) with dataset ``name`` that reads no file
     (``synthetic-*``, generated): refused in one line, as ``--coords``, ``--splits`` and ``--bands`` are where they do not apply
     (a file, ``/dev/null`` or a FIFO was taken and ignored). ``FOL_DATA_ROOT``, a default of every run, is not
     checked; a scenario's ``data.root`` has its own rule (:mod:`fol.simulation.scenario`).
@@ -144,7 +145,7 @@ def check_data_root(name: str, root: object) -> None:
     fol.errors.ConfigError: --data-root: only applies to datasets read from files (a real dataset's <root>/<name>/, an imagefolder path relative to it), not 'synthetic-wildfire', which is generated from no folder
     """
     if root is not None and name.startswith("synthetic-") and name in _REGISTRY:
-        raise ConfigError(f"--data-root: only applies to datasets read from files (a real dataset's <root>/<name>/, an "
+        raise ConfigError(f"{where}: only applies to datasets read from files (a real dataset's <root>/<name>/, an "
                           f"imagefolder path relative to it), not {shown(name)}, which is generated from no folder")
 
 
