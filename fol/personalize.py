@@ -385,7 +385,8 @@ def _synthetic_warm_start(own: nn.Module, ensemble: WeightedEnsemble, shape: tup
     check_synthesized_inputs(cfg, shape)
     dcfg = DataFreeConfig(epochs=cfg.distill_epochs, temperature=cfg.temperature, kd_lr=cfg.distill_lr,
                           synthesis_batch=cfg.batch_size, kd_batch=cfg.batch_size, seed=_seed(cfg, round, "synth"))
-    result = distill_data_free([ensemble], copy.deepcopy(own), shape, num_classes, dcfg, kd_lr_field="fol.distill_lr")
+    result = distill_data_free([ensemble], copy.deepcopy(own), shape, num_classes, dcfg, kd_lr_field="fol.distill_lr",
+                               kd_desc="distill (warm start on synthesized inputs)")
     return result.student, result.pool, result.server_flops
 
 

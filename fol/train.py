@@ -211,6 +211,7 @@ def fit(
     objective: Objective = cross_entropy_objective,
     params: Iterable[nn.Parameter] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
+    first_epoch: int = 0,
 ) -> History:
     """Train ``model`` in place on the in-memory tensors ``data`` and return the
     history.
@@ -220,7 +221,9 @@ def fit(
     per-epoch validation and, with ``cfg.patience > 0``, early stopping that
     restores the best weights. ``params`` restricts what is optimized (default:
     all of ``model``'s parameters). A caller that keeps optimizer state across
-    calls (FedAvg-Adam) passes its own ``optimizer``.
+    calls (FedAvg-Adam) passes its own ``optimizer``. ``first_epoch`` is the number
+    its first epoch has in a divergence error (a caller that runs one epoch of
+    its own loop per call, DENSE's KD step, names that loop's epoch).
 
     Shuffling uses a private generator seeded with ``cfg.seed``, so the same
     inputs give the same result on CPU. A non-finite loss, or trained weights
@@ -261,7 +264,7 @@ def fit(
                 batch = [t[idx] for t in data]
                 loss = objective(model, batch)
                 if not torch.isfinite(loss):
-                    raise TrainingError(f"{cfg.desc}: the loss became non-finite at epoch {epoch} "
+                    raise TrainingError(f"{cfg.desc}: the loss became non-finite at epoch {first_epoch + epoch} "
                                         f"({_lower_rate(cfg)})")
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -272,7 +275,7 @@ def fit(
             history.train_loss.append(total / min(n, n_batches * bs))
             if not all(bool(torch.isfinite(p).all()) for g in opt.param_groups for p in g["params"]):
                 # the loss is checked before each step, so the epoch's last step is checked here
-                raise TrainingError(f"{cfg.desc}: the weights became non-finite at epoch {epoch} "
+                raise TrainingError(f"{cfg.desc}: the weights became non-finite at epoch {first_epoch + epoch} "
                                     f"({_lower_rate(cfg)})")
             if bns and (val is not None or epoch == cfg.epochs - 1):
                 # Statistics of the weights as they are now, before they are
@@ -280,7 +283,7 @@ def fit(
                 recompute_bn_stats(model, data[0], layers=bns)
                 if not all(bool(torch.isfinite(m.running_var).all() and torch.isfinite(m.running_mean).all())
                            for m in bns):  # finite but huge weights: the activations' variance overflows float32
-                    raise TrainingError(f"{cfg.desc}: the batch-norm statistics became non-finite at epoch {epoch} "
+                    raise TrainingError(f"{cfg.desc}: the batch-norm statistics became non-finite at epoch {first_epoch + epoch} "
                                         f"(finite but huge weights; {_lower_rate(cfg)})")
             if val is not None:
                 res = evaluate(model, val[0], val[1])

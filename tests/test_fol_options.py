@@ -130,6 +130,23 @@ def test_augmented_inputs_never_change_labels_used_elsewhere(swarm) -> None:
         assert torch.equal(getattr(node.data, s).labels, labels)
 
 
+@pytest.mark.parametrize("choice", ["synth", "train+synth"])
+def test_a_diverging_synthetic_warm_start_names_the_distill_stage_and_fol_distill_lr(swarm, choice: str) -> None:
+    """The warm start on synthesized inputs trains at fol.distill_lr; its divergence said 'train: ... at
+    epoch 0' whichever epoch of the synthesis it was (each of its KD steps is one call of fit), where
+    the distillation on D_train says 'distill: ...'. It now names the stage."""
+    from fol.errors import TrainingError
+
+    node = swarm[2]
+    state = _state(node)
+    cfg = FAST.replace(distill_inputs=choice, distill_epochs=2, batch_size=8, distill_lr=1e4)
+    cands = align_candidates(state, _received(swarm, 2), 1, cfg, True, RoundReport(node.name, 1, "fol"))
+    with pytest.raises(TrainingError, match=r"^distill \(warm start on synthesized inputs\): the .* non-finite at "
+                                            r"epoch [01] \(.*learning rate 10000; a smaller fol\.distill_lr usually "
+                                            r"fixes this\)$"):
+        ensemble_and_distill(state, cands, 1, cfg, RoundReport(node.name, 1, "fol"))
+
+
 def test_train_plus_synth_distils_on_the_synthesized_inputs_too(swarm) -> None:
     node = swarm[2]
     state = _state(node)

@@ -2102,6 +2102,18 @@ def test_a_diverging_distillation_names_fol_distill_lr() -> None:
     assert "learning rate 1e+06; a smaller fol.distill_lr usually fixes this" in str(err.value)
 
 
+def test_a_divergence_names_the_epoch_of_the_callers_loop() -> None:
+    """DENSE's KD step (and FOL's warm start on synthesized inputs) trains one epoch per call of fit, so a
+    divergence always said 'at epoch 0'; fit's first_epoch numbers it as the caller's loop does."""
+    from fol.errors import TrainingError
+    from fol.train import TrainConfig, fit
+
+    model, x, y = _diverging_linear()
+    cfg = TrainConfig(epochs=1, lr=1e6, momentum=0.0, weight_decay=0.0, desc="data-free distillation")
+    with pytest.raises(TrainingError, match=r"^data-free distillation: the weights became non-finite at epoch 7 "):
+        fit(model, (x, y), cfg, first_epoch=7)
+
+
 @pytest.mark.parametrize("view, field", [
     (lambda c: c.pretrain_train(), "fol.pretrain_lr"),
     (lambda c: c.finetune_train(1, 0, "fine-tune"), "fol.finetune_lr"),

@@ -410,12 +410,14 @@ def check_synthesis_size(epochs: int, synthesis_batch: int, nz: int, ngf: int, i
 def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_shape: Sequence[int], num_classes: int,
                       cfg: DataFreeConfig, progress: bool = False,
                       on_epoch: Callable[[int, nn.Module], None] | None = None,
-                      kd_lr_field: str = "DataFreeConfig.kd_lr") -> DataFreeResult:
+                      kd_lr_field: str = "DataFreeConfig.kd_lr",
+                      kd_desc: str = "data-free distillation") -> DataFreeResult:
     """Train ``student`` (in place) from the ensemble of ``members`` with
     synthetic data only; returns the student, final ensemble weights and the
     server's training FLOPs. A synthesis that could not be held in memory
     (:func:`check_synthesis_size`) is refused before anything is built.
-    ``kd_lr_field``: the setting ``cfg.kd_lr`` came from, named if the student diverges."""
+    ``kd_lr_field``: the setting ``cfg.kd_lr`` came from, named if the student diverges, with the stage
+    (``kd_desc``) and the epoch of this loop it diverged in."""
     check_synthesis_size(cfg.epochs, cfg.synthesis_batch, cfg.nz, cfg.ngf, input_shape,
                          "DataFreeConfig: synthesis_batch / nz / ngf / epochs")
     c, s = int(input_shape[0]), int(input_shape[-1])
@@ -518,9 +520,9 @@ def distill_data_free(members: Sequence[nn.Module], student: nn.Module, input_sh
                 return kl_div(model(xb), t_out, temperature)
 
             kd_cfg = TrainConfig(epochs=1, batch_size=cfg.kd_batch, lr=cfg.kd_lr, seed=cfg.seed * 7 + epoch,
-                                 weight_decay=cfg.kd_weight_decay, lr_field=kd_lr_field)
+                                 weight_decay=cfg.kd_weight_decay, desc=kd_desc, lr_field=kd_lr_field)
             data = (px, py, torch.cat(pool_logits)) if cache_teacher else (px, py)
-            hist = fit(student, data, kd_cfg, objective=objective, optimizer=opt_s)
+            hist = fit(student, data, kd_cfg, objective=objective, optimizer=opt_s, first_epoch=epoch)
             flops += training_flops(student_macs, hist.samples_seen)
             if not cache_teacher:  # the teacher on every perturbed batch, plus the two passes of the step
                 flops += inference_flops(member_macs, hist.samples_seen * 3)
