@@ -130,10 +130,9 @@ def pool_fits(ap: argparse.ArgumentParser, n_images: int, image_size: int, what:
 def per_core(text: str) -> object:
     """A benchmark's ``--threads`` / ``--workers``: 1 .. 4 per core, the limit of a scenario's
     ``run.threads`` / ``run.workers``."""
-    from swarmbase.cli import MAX_PER_CORE, max_local_parallelism, parallelism_problem
+    from swarmbase.cli import parallelism_problem, parallelism_range
 
-    want = f"1..{max_local_parallelism()} ({MAX_PER_CORE} per core of this machine)"
-    return checked(int, lambda v: parallelism_problem(v) is None, want)(text)
+    return checked(int, lambda v: parallelism_problem(v) is None, parallelism_range())(text)  # its words too
 
 
 def set_threads(threads: int) -> None:

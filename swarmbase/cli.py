@@ -23,7 +23,7 @@ from typing import Any, Callable, NoReturn
 from swarmbase.tomlcheck import BRIEF_CHARS, brief, printable, shown
 
 __all__ = ["run_command", "printable", "utf8_text", "recorded_path", "os_failure_line", "path_argument",
-           "ArgumentParser", "MAX_PER_CORE", "max_local_parallelism", "parallelism_problem"]
+           "ArgumentParser", "MAX_PER_CORE", "max_local_parallelism", "parallelism_range", "parallelism_problem"]
 
 #: A piece of argparse's usage error that may be the user's text: a value it quotes (``'...'`` or ``"..."``, as
 #: repr writes it), or a run of characters without a space (an argument ``unrecognized arguments:`` lists).
@@ -84,6 +84,12 @@ def max_local_parallelism() -> int:
     return MAX_PER_CORE * (os.cpu_count() or 1)
 
 
+def parallelism_range() -> str:
+    """The range :func:`parallelism_problem` allows, in the words of its message (a benchmark's
+    ``--workers`` / ``--threads`` says it too)."""
+    return f"1..{max_local_parallelism()} on this machine of {os.cpu_count() or 1} core(s) ({MAX_PER_CORE} per core)"
+
+
 def parallelism_problem(value: int) -> str | None:
     """Why ``value`` cannot be a number of local processes or threads (``fol contacts --workers``,
     ``fol pretrain --threads``, ``fol simulate``'s ``run.workers`` / ``--workers`` and ``run.threads`` off a
@@ -92,10 +98,9 @@ def parallelism_problem(value: int) -> str | None:
     >>> parallelism_problem(1) is None, parallelism_problem(0).startswith("expected 1..")
     (True, True)
     """
-    cap = max_local_parallelism()
-    if 1 <= value <= cap:
+    if 1 <= value <= max_local_parallelism():
         return None
-    return f"expected 1..{cap} on this machine of {os.cpu_count() or 1} core(s) ({MAX_PER_CORE} per core), got {shown(value)}"
+    return f"expected {parallelism_range()}, got {shown(value)}"
 
 
 def utf8_text(text: str) -> str:
