@@ -182,8 +182,9 @@ class Limits:
 #: Upper bounds of ``[trigger]`` numbers, far above any use: a round waits for at most 1,024 models
 #: (``models``; the inbox keeps one per trusted peer and round, and every model of the round is loaded
 #: into memory for the personalization), the bound of ``fol.max_neighbours``, Q, which sets the count
-#: when ``models`` is not given (:data:`fol.defaults.MAX_NEIGHBOURS`), and a deadline (``deadline_s``) is at most a week (0 still means
-#: none): a larger number, like a mistyped unit, would leave the round waiting for ever unseen.
+#: when ``models`` is not given (:data:`fol.defaults.MAX_NEIGHBOURS`), and a deadline (``deadline_s``)
+#: is at most a week (0 still means none): a larger number, like a mistyped unit, would leave the round
+#: waiting for ever unseen.
 TRIGGER_MAXIMA: dict[str, float] = {
     "models": MAX_NEIGHBOURS,  # 1,024
     "deadline_s": 7 * 86400.0,
