@@ -324,10 +324,17 @@ class PeakMemory:
         self._thread.start()
         return self
 
+    def stop(self) -> None:
+        """End the sampling now, with a last sample, inside the ``with`` block, to measure one phase of a
+        call (``contacts_scale.py --fork-overhead``: a contact search's scan, not the table built after
+        it); the block's end then adds nothing."""
+        if not self._stop.is_set():
+            self._stop.set()
+            self._thread.join()
+            self._sample()
+
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
+        self.stop()
 
 
 #: A node counts as nearly one class (``calibrate_synthetic.py --by-form``, ``paper_tables.py --by-skew``)

@@ -27,6 +27,14 @@ For each size it prints:
   distance + 1 s as the bound on the error;
 * ``uptime``'s load average before the run (the machine is shared).
 
+With ``--fork-overhead`` it instead measures what a forked worker of the window search holds (what
+:data:`contact_sim.windows._FORKED_WORKER_BYTES` counts for each): for each ``--sizes`` shell (at
+``--hours``, ``--step``) and each ``--scenarios`` file (searched as ``fol contacts`` does), ``--repeat``
+times, the true peak of the scan (summed PSS, sampled every 10 ms, until the parts are read back) in one
+process and with ``--workers`` forked workers, each run in a fresh process; per forked worker, the
+difference, and the difference less what the memory check counts more for the windows the forked workers
+hold (each worker's buffers and open-window table, counted apart from the constant).
+
 With ``--plan-windows N`` it instead times :class:`contact_sim.ContactPlan`
 queries (per-round participation through ``deliverable`` for every node, a
 graph snapshot) and the CSV / JSON exports on a synthetic plan of N windows.
@@ -46,13 +54,18 @@ docs/scale.md has the full table):
 Run:  python benchmarks/contacts_scale.py [--sizes 1584 4408] [--workers 2]
       [--step 60] [--hours 24] [--check-edges 500]
       python benchmarks/contacts_scale.py --plan-windows 10000000
+      python benchmarks/contacts_scale.py --fork-overhead --scenarios examples/leo_*.toml
+      [examples/drone_*.toml] [--sizes 1584 4408 --hours 2] [--workers 2] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -62,7 +75,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import PeakMemory, int_in, positive_float  # noqa: E402
+from _common import PeakMemory, fail, int_in, positive_float  # noqa: E402
 
 from contact_sim import (LinkGeometry, find_windows, satellite_trajectories, space_visible,  # noqa: E402
                          windows_from_samples)
@@ -228,13 +241,118 @@ def plan_queries(n_windows: int, n_nodes: int, out_dir: str) -> None:
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
+# --------------------------------------------------------------------------- a forked worker's own memory
+
+def _search(spec: dict):
+    """(trajectories, geometry, rate function) of one search of ``--fork-overhead``: a contact scenario
+    file as ``fol contacts`` searches it (:func:`contact_sim.scenario.plan_from_trajectories`), or a
+    Walker shell of ``--sizes`` at ``--hours`` and ``--step``."""
+    if "scenario" in spec:
+        from contact_sim.scenario import build_trajectories, load_contact_scenario
+
+        scenario = load_contact_scenario(spec["scenario"])
+        rate_fn = scenario.link.rate_at if scenario.link.needs_integration else None
+        return build_trajectories(scenario), scenario.geometry, rate_fn
+    c = constellation(SHELLS[spec["size"]])
+    traj = satellite_trajectories(c, c.epoch, spec["hours"] * 3600.0, spec["step"])
+    return traj, LinkGeometry(max_range_km=MAX_RANGE_KM), None
+
+
+def measure_scan(spec: dict) -> dict:
+    """One search's scan with ``spec["workers"]``, run in a process of its own (``--measure-scan``): the
+    true peak of the process tree (summed PSS, sampled every 10 ms) from the search's start until its parts
+    are read back into the table, which the parent builds alone whatever the number of workers."""
+    from contact_sim import windows
+
+    traj, geometry, rate_fn = _search(spec)
+    peak = PeakMemory(interval_s=0.01)
+    assemble, start, tallies = windows._assemble, windows._WindowTally.start, []
+
+    def scan_ended(*args, **kwargs):
+        peak.stop()  # the workers have ended
+        return assemble(*args, **kwargs)
+
+    def started(tally, *args, **kwargs):
+        tallies.append(tally)  # to read, once the scan is over, the most bytes it counted the workers held
+        return start(tally, *args, **kwargs)
+
+    windows._assemble, windows._WindowTally.start = scan_ended, started
+    with peak:
+        table = windows.find_windows(traj, geometry, rate_fn=rate_fn, workers=spec["workers"], budget=True)
+    forks = len(peak.cpu_by_pid()) - 1
+    # the memory check's count of what the workers held together at most (its _sums[3]), less the fixed
+    # _FORKED_WORKER_BYTES of each forked worker: what it counts for their windows
+    held = tallies[-1]._sums[3] - forks * windows._FORKED_WORKER_BYTES
+    return {"pss_kb": peak.pss_kb, "forks": forks, "held_kb": max(held, 0.0) / 1024, "windows": len(table),
+            "nodes": traj.n_nodes, "times": int(traj.times_s.size)}
+
+
+def _measured(spec: dict, workers: int) -> dict:
+    """:func:`measure_scan` in a fresh Python process (its kernels loaded there, as by ``fol contacts``)."""
+    run = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--measure-scan",
+                          json.dumps(dict(spec, workers=workers))], capture_output=True, text=True)
+    if run.returncode != 0:
+        last = (run.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SystemExit(fail(f"{spec['name']}: the search with --workers {workers} failed: {last}", 1))
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def fork_overhead(args) -> int:
+    """Per search, ``--repeat`` times: the scan's true peak in one process and with ``--workers`` forked
+    workers, each in a fresh process; what a forked worker adds is the difference over the workers forked."""
+    from contact_sim.windows import _FORKED_WORKER_BYTES
+
+    specs = [{"scenario": p, "name": p} for p in args.scenarios]
+    specs += [{"size": s, "hours": args.hours, "step": args.step,
+               "name": f"Walker {s}, {args.hours:g} h at {args.step:g} s, {MAX_RANGE_KM:g} km"} for s in args.sizes]
+    _measured(specs[0], 1)  # compiles the kernels into numba's cache if they are not there yet
+    rows = []
+    for spec in specs:
+        raw, own, one, forked, loads = [], [], [], [], []
+        for i in range(args.repeat):
+            loads.append(os.getloadavg()[0])
+            a, b = _measured(spec, 1), _measured(spec, args.workers)
+            if b["forks"] < 2:
+                return fail(f"{spec['name']}: --workers {args.workers} forked {b['forks']} workers on this machine "
+                            f"of {os.cpu_count()} core(s); nothing to measure", 1)
+            one.append(a["pss_kb"] / 1024)
+            forked.append(b["pss_kb"] / 1024)
+            raw.append((forked[-1] - one[-1]) / b["forks"])
+            counted = (b["held_kb"] - a["held_kb"]) / 1024  # what the check counts more for the forked workers' windows
+            own.append((forked[-1] - one[-1] - counted) / b["forks"])
+            if i == 0:
+                print(f"\n== {spec['name']}: {a['nodes']:,} nodes, {a['times']:,} grid times, {a['windows']:,} windows; "
+                      f"--workers {args.workers}: {b['forks']} forked" + (" (at most one per core)"
+                                                                         if b["forks"] < args.workers else ""))
+            print(f"run {i + 1} (load {loads[-1]:.2f}): scan's true peak {one[-1]:.1f} MiB in one process, "
+                  f"{forked[-1]:.1f} MiB forked: {raw[-1]:+.1f} MiB a forked worker; the check counts "
+                  f"{a['held_kb'] / 1024:.1f} and {b['held_kb'] / 1024:.1f} MiB for the windows held: "
+                  f"{own[-1]:+.1f} MiB a forked worker beyond them")
+        rows.append((spec["name"], a, b["forks"], statistics.median(one), statistics.median(forked), raw, own, loads))
+    print(f"\n| search | nodes | grid times | windows | forked workers | scan's true peak, one process (MiB, median) "
+          f"| forked (MiB, median) | per forked worker (MiB): min / median / max of {args.repeat} "
+          f"| the same beyond what the check counts for the windows held | load before |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, a, forks, one_mib, forked_mib, raw, own, loads in rows:
+        print(f"| {name} | {a['nodes']:,} | {a['times']:,} | {a['windows']:,} | {forks} | {one_mib:.0f} | {forked_mib:.0f} "
+              f"| {min(raw):.1f} / {statistics.median(raw):.1f} / {max(raw):.1f} "
+              f"| {min(own):.1f} / {statistics.median(own):.1f} / {max(own):.1f} | {min(loads):.2f}-{max(loads):.2f} |")
+    most = max(max(r[6]) for r in rows)
+    counted = _FORKED_WORKER_BYTES / 2**20
+    print(f"largest beyond what the check counts for the windows held: {most:.1f} MiB a forked worker; it counts "
+          f"{counted:g} MiB for each (contact_sim.windows._FORKED_WORKER_BYTES): "
+          + ("covered" if most <= counted else "NOT covered"))
+    return 0
+
+
 def met(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1584, 4408], choices=sorted(SHELLS))
+    ap.add_argument("--sizes", type=int, nargs="+", choices=sorted(SHELLS),
+                    help="Walker shells to search (default 1584 4408; with --fork-overhead, none)")
     ap.add_argument("--hours", type=positive_float("a number of hours"), default=24.0)
     ap.add_argument("--step", type=positive_float("a grid step in seconds"), default=60.0, help="screening grid (s)")
     ap.add_argument("--workers", type=int_in(1, why="processes"), default=2)
@@ -244,12 +362,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan-windows", type=int_in(0, why="0: off"), default=0, metavar="N",
                     help="instead: time plan queries and CSV/JSON export on a synthetic N-window plan")
     ap.add_argument("--plan-nodes", type=int_in(2, why="nodes of the plan"), default=1584)
+    ap.add_argument("--fork-overhead", action="store_true",
+                    help="instead: what a forked worker of the window search holds, the scan's true peak with "
+                         "--workers forked workers less that in one process, per worker, for each --sizes shell "
+                         "(at --hours, --step) and each --scenarios file, each run in a fresh process")
+    ap.add_argument("--scenarios", nargs="+", default=[], metavar="TOML",
+                    help="with --fork-overhead: contact scenario files, searched as fol contacts does")
+    ap.add_argument("--repeat", type=int_in(1, why="runs of each search"), default=3,
+                    help="with --fork-overhead: runs of each search in one process and forked (default 3)")
+    ap.add_argument("--measure-scan", help=argparse.SUPPRESS)  # fork_overhead's fresh process
     args = ap.parse_args(argv)
+    if args.measure_scan:
+        print(json.dumps(measure_scan(json.loads(args.measure_scan))))
+        return 0
+    if args.fork_overhead:
+        args.sizes = args.sizes or []
+        if args.workers < 2:
+            ap.error(f"--fork-overhead: expected --workers >= 2, got {args.workers}")
+        if not args.sizes and not args.scenarios:
+            ap.error("--fork-overhead: expected --sizes or --scenarios")
+        from contact_sim.errors import ContactError
+        from contact_sim.scenario import load_contact_scenario
+
+        for path in args.scenarios:
+            try:
+                load_contact_scenario(path)
+            except ContactError as exc:
+                raise SystemExit(fail(str(exc)))
+    elif args.scenarios:
+        ap.error("--scenarios: expected with --fork-overhead")
+    args.sizes = [1584, 4408] if args.sizes is None else args.sizes
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, "
           f"numpy {np.__version__}")
     if args.plan_windows:
         plan_queries(args.plan_windows, args.plan_nodes, "/tmp")
         return 0
+    if args.fork_overhead:
+        return fork_overhead(args)
     rows = [run_size(s, args) for s in args.sizes]
     targets = {1584: (60.0, None), 4408: (240.0, 4.0)}
     print("\n| satellites | grid (s) | wall (s) | CPU, all processes (s) | true peak, summed PSS (GB) "

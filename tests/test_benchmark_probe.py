@@ -179,3 +179,24 @@ def test_paper_tables_takes_as_many_seeds_as_a_scenario(benchmark_script, monkey
     argv = ["--quick", "--seeds", str(MAX_SEEDS), "--first-seed", "2", "--executor", "local", "--out", str(tmp_path)]
     assert script.main(argv) == 2 and "stopped by the test" in capsys.readouterr().err
     assert planned == [tuple(range(2, 2 + MAX_SEEDS))]
+
+
+def test_stop_ends_the_sampling_inside_the_block(benchmark_script):
+    """``stop()`` takes a last sample and ends the sampling there: 128 MB touched after it, still inside the
+    ``with`` block, is not in the peak, which holds what came before it (contacts_scale.py --fork-overhead
+    measures a search's scan so, not the table built after it); the block's end adds nothing."""
+    common = benchmark_script("_common")
+    with common.PeakMemory(interval_s=0.02) as peak:
+        early = np.ones(64 * 2**20 // 8)  # before stop(): counted
+        peak.stop()
+        at_stop = peak.pss_kb
+        late = np.ones(128 * 2**20 // 8)  # after stop(): not counted
+        time.sleep(0.1)
+    assert early.sum() == early.size and late.sum() == late.size
+    assert peak.pss_kb == at_stop
+    assert at_stop >= 64 * 1024 and at_stop < _pss_now_kb() - 96 * 1024
+
+
+def _pss_now_kb() -> int:
+    with open(f"/proc/{os.getpid()}/smaps_rollup") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("Pss:"))

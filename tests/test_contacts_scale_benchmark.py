@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import re
+from pathlib import Path
+
 import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def test_contacts_scale_runs_at_a_tiny_size(benchmark_script, capsys):
@@ -38,3 +44,52 @@ def test_bad_arguments_are_one_line_before_any_work(benchmark_script, capsys):
         assert stop.value.code == 2
         out = capsys.readouterr()
         assert needle in out.err and "Traceback" not in out.err and "machine:" not in out.out, (argv, out)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the search forks at most one worker per core")
+def test_fork_overhead_gives_what_a_forked_worker_adds_to_the_scans_true_peak(benchmark_script, capsys):
+    """--fork-overhead runs a search in one process and with two forked workers, each in a fresh process, and
+    gives the difference of their true peaks per forked worker: positive (a forked worker is a process of
+    its own, with its kernels), the row's figures those of the runs, compared with what the memory check
+    counts for a forked worker."""
+    cs = benchmark_script("contacts_scale")
+    assert cs.main(["--fork-overhead", "--scenarios", str(EXAMPLES / "drone_missions.toml"), "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "--workers 2: 2 forked" in out
+    one, forked, raw, own = (float(v) for v in re.search(
+        r"run 1 \(load [0-9.]+\): scan's true peak ([0-9.]+) MiB in one process, ([0-9.]+) MiB forked: "
+        r"\+([0-9.]+) MiB a forked worker; the check counts [0-9.]+ and [0-9.]+ MiB for the windows held: "
+        r"\+([0-9.]+) MiB a forked worker beyond them", out).groups())
+    assert forked > one and raw == pytest.approx((forked - one) / 2, abs=0.06) and 1.0 < own <= raw + 0.1
+    row = next(line for line in out.splitlines() if line.startswith(f"| {EXAMPLES / 'drone_missions.toml'} |"))
+    assert f"| {raw:.1f} / {raw:.1f} / {raw:.1f} | {own:.1f} / {own:.1f} / {own:.1f} |" in row
+    from contact_sim.windows import _FORKED_WORKER_BYTES
+
+    counted = _FORKED_WORKER_BYTES / 2**20
+    assert f"largest beyond what the check counts for the windows held: {own:.1f} MiB a forked worker; it counts " \
+           f"{counted:g} MiB for each" in out
+    assert out.rstrip().endswith("NOT covered" if own > counted else ": covered")
+
+
+def test_fork_overhead_arguments_are_one_line_before_any_work(benchmark_script, capsys, tmp_path):
+    """What --fork-overhead takes is checked before any search: its options, and each scenario file (read as
+    fol contacts reads it; a missing or invalid one is one line naming it)."""
+    cs = benchmark_script("contacts_scale")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[time]\nduration_s = -1\n")
+    for argv, needle in ((["--scenarios", str(bad)], "--scenarios: expected with --fork-overhead"),
+                         (["--fork-overhead"], "--fork-overhead: expected --sizes or --scenarios"),
+                         (["--fork-overhead", "--sizes", "1584", "--workers", "1"],
+                          "--fork-overhead: expected --workers >= 2, got 1"),
+                         (["--fork-overhead", "--sizes", "1584", "--repeat", "0"],
+                          "argument --repeat: expected an integer >= 1 (runs of each search), got 0"),
+                         (["--fork-overhead", "--scenarios", str(tmp_path / "missing.toml")], "missing.toml"),
+                         (["--fork-overhead", "--scenarios", str(bad)], "bad.toml")):
+        with pytest.raises(SystemExit) as stop:
+            cs.main(argv)
+        assert stop.value.code == 2
+        out = capsys.readouterr()
+        err = out.err.strip().splitlines()
+        # argparse's usage, then its one error line; a scenario file's refusal: that line alone
+        assert needle in err[-1] and "Traceback" not in out.err and "machine:" not in out.out, (argv, out)
+        assert len(err) == 1 or err[0].startswith("usage:"), (argv, out)
