@@ -103,11 +103,16 @@ _PART_WRITE_BYTES = 96
 #: Bytes per open window of the events that close them at a chunk's end (:meth:`_Accumulator.close_all`:
 #: its pair id, an int64 and a float64 event row, and its volume: 8 + 24 + 40 + 8).
 _CLOSE_BYTES = 80
-#: What a forked worker holds besides its windows, whatever their number: the compiled kernels it loads, the
-#: event buffers and the pages of the parent it writes to. Measured: the same search (120 satellites, 24 h at
-#: 60 s, 53,333 windows) peaked 118 MiB higher in two forked workers than in the one process (the process
-#: tree's summed proportional set size); rounded up.
-_FORKED_WORKER_BYTES = 64 * 2**20
+#: What a forked worker holds besides what its windows are counted at (:meth:`_Accumulator.held_bytes`): the
+#: process, the compiled kernels it loads, the event buffers, the pages of the parent it writes to, and what
+#: grows with the nodes without being counted apart. Measured (``python benchmarks/contacts_scale.py
+#: --fork-overhead --scenarios examples/leo_*.toml examples/drone_*.toml --sizes 1584 4408 --hours 2``,
+#: docs/scale.md, three runs of each search): the scan's true peak (the process tree's summed proportional set
+#: size) with two forked workers above that of one process, less what the check counts more for their windows,
+#: was 41-56 MiB a worker in every shipped example's search, 26-49 MiB for 1,584 satellites and 17-108 MiB for
+#: 4,408 (2 h at 60 s); the largest rounded up to a power of two. (Counted at 64 MiB before, from one search:
+#: 120 satellites, 24 h, whose two forked workers peaked 118 MiB above one process.)
+_FORKED_WORKER_BYTES = 128 * 2**20
 _BLOCK = 1 << 22  # rows per block of the table-wide passes (bounds their temporaries)
 
 

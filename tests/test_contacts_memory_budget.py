@@ -140,7 +140,7 @@ def test_windows_past_the_budget_are_refused_before_the_table_is_built(
     outputs of an earlier run in --out stay as they were. With the limit one byte higher, the same scenario
     passes. Parts of 7 windows, serially and in two workers: the count, summed over the parts as they are
     written (a window continued from the part before counted once), is the table's exactly. Before the
-    windows were counted, both limits gave a table. (The forked workers' own 64 MiB each, counted while
+    windows were counted, both limits gave a table. (The forked workers' own 128 MiB each, counted while
     they scan, is set aside here: the limit is far below it.)"""
     grid, n = _grid_and_windows(tmp_path)
     assert n > 1000
@@ -179,7 +179,7 @@ def test_the_search_stops_once_its_windows_pass_the_budget(
     """With room for a third of the windows, the search stops at the first part written past it: the count
     and the seconds searched that it gives are short of the whole horizon's, and no temporary part is left.
     (A third, not less: the grid's check, before the search, counts the drones' expected waypoint times, 13
-    samples more than the grid has here, which must fit too. The forked workers' own 64 MiB each is set
+    samples more than the grid has here, which must fit too. The forked workers' own 128 MiB each is set
     aside, as above.)"""
     grid, n = _grid_and_windows(tmp_path)
     monkeypatch.setattr("contact_sim.windows._PART_WINDOWS", 20)
@@ -308,3 +308,25 @@ def test_a_single_process_search_past_the_budget_is_not_told_to_use_fewer_worker
     with pytest.raises(ContactError) as two:  # forked: fewer of them hold less at once
         plan_from_trajectories(traj, scenario, workers=2)
     assert "where the search stopped; use fewer --workers, shorten time.duration_s" in str(two.value), two.value
+
+
+def test_a_forked_worker_is_counted_at_no_less_than_the_docs_measured() -> None:
+    """docs/scale.md's table of ``contacts_scale.py --fork-overhead`` (every shipped example's search and two
+    Walker shells): the most a forked worker held beyond what the check counts for its windows is within
+    :data:`_FORKED_WORKER_BYTES`, and docs/scale.md and docs/scenario.md give the code's figure. It was
+    64 MiB, measured once on one 120-satellite search; the table has 108.3 MiB at 4,408 satellites."""
+    from contact_sim.windows import _FORKED_WORKER_BYTES
+
+    def read(name: str) -> str:
+        return (Path(__file__).parents[1] / "docs" / name).read_text(encoding="utf-8")
+
+    scale = read("scale.md")
+    section = scale.split("### A forked worker's own memory (2026-12-07)", 1)[1].split("\n### ", 1)[0]
+    rows = [line.split("|") for line in section.splitlines() if line.startswith("| examples/")
+            or line.startswith("| Walker ")]
+    assert len(rows) >= 13, rows
+    beyond = [float(cells[-2].split("/")[-1]) for cells in rows]  # the max of the last column
+    mib = _FORKED_WORKER_BYTES / 2**20
+    assert max(beyond) <= mib, (max(beyond), mib)
+    assert f"and {mib:g} MiB for a forked worker itself" in " ".join(scale.split())
+    assert f"and {mib:g} MiB for each forked worker" in " ".join(read("scenario.md").split())
