@@ -321,9 +321,9 @@ def fork_overhead(args) -> int:
             counted = (b["held_kb"] - a["held_kb"]) / 1024  # what the check counts more for the forked workers' windows
             own.append((forked[-1] - one[-1] - counted) / b["forks"])
             if i == 0:
-                print(f"\n== {spec['name']}: {a['nodes']:,} nodes, {a['times']:,} grid times, {a['windows']:,} windows; "
-                      f"--workers {args.workers}: {b['forks']} forked" + (" (at most one per core)"
-                                                                         if b["forks"] < args.workers else ""))
+                capped = " (at most one per core)" if b["forks"] < args.workers else ""
+                print(f"\n== {spec['name']}: {a['nodes']:,} nodes, {a['times']:,} grid times, "
+                      f"{a['windows']:,} windows; --workers {args.workers}: {b['forks']} forked{capped}")
             print(f"run {i + 1} (load {loads[-1]:.2f}): scan's true peak {one[-1]:.1f} MiB in one process, "
                   f"{forked[-1]:.1f} MiB forked: {raw[-1]:+.1f} MiB a forked worker; the check counts "
                   f"{a['held_kb'] / 1024:.1f} and {b['held_kb'] / 1024:.1f} MiB for the windows held: "
@@ -334,7 +334,8 @@ def fork_overhead(args) -> int:
           f"| the same beyond what the check counts for the windows held | load before |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, a, forks, one_mib, forked_mib, raw, own, loads in rows:
-        print(f"| {name} | {a['nodes']:,} | {a['times']:,} | {a['windows']:,} | {forks} | {one_mib:.0f} | {forked_mib:.0f} "
+        print(f"| {name} | {a['nodes']:,} | {a['times']:,} | {a['windows']:,} | {forks} | {one_mib:,.0f} "
+              f"| {forked_mib:,.0f} "
               f"| {min(raw):.1f} / {statistics.median(raw):.1f} / {max(raw):.1f} "
               f"| {min(own):.1f} / {statistics.median(own):.1f} / {max(own):.1f} | {min(loads):.2f}-{max(loads):.2f} |")
     most = max(max(r[6]) for r in rows)

@@ -110,9 +110,11 @@ _CLOSE_BYTES = 80
 #: docs/scale.md, three runs of each search): the scan's true peak (the process tree's summed proportional set
 #: size) with two forked workers above that of one process, less what the check counts more for their windows,
 #: was 41-56 MiB a worker in every shipped example's search, 26-49 MiB for 1,584 satellites and 17-108 MiB for
-#: 4,408 (2 h at 60 s); the largest rounded up to a power of two. (Counted at 64 MiB before, from one search:
-#: 120 satellites, 24 h, whose two forked workers peaked 118 MiB above one process.)
-_FORKED_WORKER_BYTES = 128 * 2**20
+#: 4,408 (2 h at 60 s), and 49-150 MiB for 4,408 over 1 h (``--sizes 4408 --hours 1``); the largest rounded up
+#: to a multiple of 32 MiB. It grows with the search (the examples' searches, whatever their windows, took at most
+#: 56 MiB), so a larger constellation may hold more. (Counted at 64 MiB before, from one search: 120 satellites,
+#: 24 h, whose two forked workers peaked 118 MiB above one process.)
+_FORKED_WORKER_BYTES = 160 * 2**20
 _BLOCK = 1 << 22  # rows per block of the table-wide passes (bounds their temporaries)
 
 

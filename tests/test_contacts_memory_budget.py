@@ -140,7 +140,7 @@ def test_windows_past_the_budget_are_refused_before_the_table_is_built(
     outputs of an earlier run in --out stay as they were. With the limit one byte higher, the same scenario
     passes. Parts of 7 windows, serially and in two workers: the count, summed over the parts as they are
     written (a window continued from the part before counted once), is the table's exactly. Before the
-    windows were counted, both limits gave a table. (The forked workers' own 128 MiB each, counted while
+    windows were counted, both limits gave a table. (The forked workers' own 160 MiB each, counted while
     they scan, is set aside here: the limit is far below it.)"""
     grid, n = _grid_and_windows(tmp_path)
     assert n > 1000
@@ -179,7 +179,7 @@ def test_the_search_stops_once_its_windows_pass_the_budget(
     """With room for a third of the windows, the search stops at the first part written past it: the count
     and the seconds searched that it gives are short of the whole horizon's, and no temporary part is left.
     (A third, not less: the grid's check, before the search, counts the drones' expected waypoint times, 13
-    samples more than the grid has here, which must fit too. The forked workers' own 128 MiB each is set
+    samples more than the grid has here, which must fit too. The forked workers' own 160 MiB each is set
     aside, as above.)"""
     grid, n = _grid_and_windows(tmp_path)
     monkeypatch.setattr("contact_sim.windows._PART_WINDOWS", 20)
@@ -314,7 +314,7 @@ def test_a_forked_worker_is_counted_at_no_less_than_the_docs_measured() -> None:
     """docs/scale.md's table of ``contacts_scale.py --fork-overhead`` (every shipped example's search and two
     Walker shells): the most a forked worker held beyond what the check counts for its windows is within
     :data:`_FORKED_WORKER_BYTES`, and docs/scale.md and docs/scenario.md give the code's figure. It was
-    64 MiB, measured once on one 120-satellite search; the table has 108.3 MiB at 4,408 satellites."""
+    64 MiB, measured once on one 120-satellite search; the table has up to 149.8 MiB at 4,408 satellites."""
     from contact_sim.windows import _FORKED_WORKER_BYTES
 
     def read(name: str) -> str:
