@@ -85,6 +85,7 @@ from orbits import MU_KM3_S2
 from . import _kernels as K
 from .errors import ContactError
 from .geometry import DEFAULT_GRAZING_KM, EARTH_RADIUS_KM, MAX_GRAZING_KM, MAX_RANGE_KM, geodetic_up
+from . import trajectory as _trajectory
 from .trajectory import (EARTH_ROTATION_RAD_S, MOVING, STATION, Trajectories, check_window_budget,
                          contact_search_bytes)
 
@@ -115,6 +116,22 @@ _CLOSE_BYTES = 80
 #: 56 MiB), so a larger constellation may hold more. (Counted at 64 MiB before, from one search: 120 satellites,
 #: 24 h, whose two forked workers peaked 118 MiB above one process.)
 _FORKED_WORKER_BYTES = 160 * 2**20
+
+
+def forks_within_budget(workers: int, grid_bytes: float) -> int:
+    """The most of ``workers`` forked workers a budgeted search starts: as many as leave half the contact
+    search's budget (:data:`contact_sim.trajectory.MAX_TRAJECTORY_BYTES`) beside the grid's ``grid_bytes``
+    to the windows they hold, at :data:`_FORKED_WORKER_BYTES` each; 1 (the search in one process) when not
+    two fit. More would only have the search refused once they scan together, whatever its windows (52
+    workers at 160 MiB pass the 8 GiB with any grid), where fewer finish it.
+
+    >>> forks_within_budget(64, 0.0), forks_within_budget(2, 0.0), forks_within_budget(8, 7.9 * 2**30)
+    (25, 2, 1)
+    """
+    if _FORKED_WORKER_BYTES <= 0:  # nothing counted for a worker (as some tests set it)
+        return max(1, int(workers))
+    room = max(0.0, _trajectory.MAX_TRAJECTORY_BYTES - float(grid_bytes))
+    return max(1, min(int(workers), int(room // (2 * _FORKED_WORKER_BYTES))))
 _BLOCK = 1 << 22  # rows per block of the table-wide passes (bounds their temporaries)
 
 
@@ -823,17 +840,25 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
     :class:`ContactError` says how many were found in how much of the horizon, with the temporary
     directory removed and no table built. What the workers hold while they scan (:meth:`_Accumulator.held_bytes`
     for the windows not yet written, and :data:`_FORKED_WORKER_BYTES` for each forked worker) is held to the
-    same limit with the grid, and refused the same way.
+    same limit with the grid, and refused the same way; so a budgeted search forks no more workers than
+    :func:`forks_within_budget` allows.
     """
     global _WORKER
     if workers < 1:
         raise ContactError(f"workers: expected >= 1, got {workers}")
     workers = min(workers, os.cpu_count() or 1)  # more forks than cores only add chunks and processes
+    scanner = _Scanner(traj, geometry, rate_fn, budget)
+    if budget and workers > 1:
+        fit = forks_within_budget(workers, scanner.tally.grid_bytes)
+        if fit < workers:
+            log.info("forking %d workers, not %d: %d MiB each must leave half the %.0f GiB budget beside the "
+                     "grid to the windows", fit, workers, _FORKED_WORKER_BYTES >> 20,
+                     _trajectory.MAX_TRAJECTORY_BYTES / 2**30)
+            workers = fit
     n_cells = traj.times_s.size - 1
     chunks = max(1, min(chunks or workers, n_cells))
     edges = np.linspace(0, n_cells, chunks + 1).round().astype(int)
     bounds = [(int(edges[i]), int(edges[i + 1])) for i in range(chunks) if edges[i + 1] > edges[i]]
-    scanner = _Scanner(traj, geometry, rate_fn, budget)
     log.info("scanning %d cells, %d nodes, screen radius %.1f km + %.2f km/s x step",
              n_cells, traj.n_nodes, scanner.reach, scanner.v_rel)
     try:

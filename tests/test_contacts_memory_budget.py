@@ -305,7 +305,10 @@ def test_a_single_process_search_past_the_budget_is_not_told_to_use_fewer_worker
     assert "the search's workers would hold" in str(one.value), one.value
     assert "--workers" not in str(one.value), one.value
     assert str(one.value).endswith("; shorten time.duration_s, lower drones.radio_range_km or use fewer nodes")
-    with pytest.raises(ContactError) as two:  # forked: fewer of them hold less at once
+    # forked: fewer of them hold less at once (a worker counted at a quarter of the room beside the grid,
+    # so that the search, held to forks_within_budget, still forks two under this small limit)
+    monkeypatch.setattr("contact_sim.windows._FORKED_WORKER_BYTES", n * CONTACT_BYTES_PER_WINDOW // 4)
+    with pytest.raises(ContactError) as two:
         plan_from_trajectories(traj, scenario, workers=2)
     assert "where the search stopped; use fewer --workers, shorten time.duration_s" in str(two.value), two.value
 
@@ -330,3 +333,31 @@ def test_a_forked_worker_is_counted_at_no_less_than_the_docs_measured() -> None:
     assert max(beyond) <= mib, (max(beyond), mib)
     assert f"and {mib:g} MiB for a forked worker itself" in " ".join(scale.split())
     assert f"and {mib:g} MiB for each forked worker" in " ".join(read("scenario.md").split())
+
+
+def test_a_search_forks_no_more_workers_than_its_budget_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Review: with a forked worker counted at 160 MiB, a machine of 52 cores or more forked workers that
+    passed the 8 GiB budget together whatever the search, so every search they scanned at once was refused
+    ('use fewer --workers') where fewer would have finished it. The search now forks at most as many
+    workers as leave half the budget beside the grid to the windows (forks_within_budget), and finds the
+    same windows as in one process. Here the limit leaves room for one worker only, and two were asked for:
+    before, the search was refused."""
+    import logging
+
+    from contact_sim.windows import _FORKED_WORKER_BYTES, forks_within_budget
+
+    contact = _write(tmp_path, _DRONES.replace("{duration_s}", "3600.0"), "contacts.toml")
+    scenario = load_contact_scenario(contact)
+    traj = build_trajectories(scenario)
+    alone = plan_from_trajectories(traj, scenario, workers=1).windows
+    grid = contact_search_bytes(traj.times_s.size, traj.n_nodes)
+    limit = grid + 3 * _FORKED_WORKER_BYTES  # room for one worker and its half for the windows, not two
+    monkeypatch.setattr("contact_sim.trajectory.MAX_TRAJECTORY_BYTES", limit)
+    assert forks_within_budget(2, grid) == 1 and forks_within_budget(2, grid - _FORKED_WORKER_BYTES) == 2
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    with caplog.at_level(logging.INFO, logger="contact_sim.windows"):
+        forked = plan_from_trajectories(traj, scenario, workers=2).windows
+    assert "forking 1 workers, not 2" in caplog.text, caplog.text
+    assert len(forked) == len(alone) > 0
+    assert list(forked) == list(alone)
