@@ -185,16 +185,27 @@ def test_stop_ends_the_sampling_inside_the_block(benchmark_script):
     """``stop()`` takes a last sample and ends the sampling there: 128 MB touched after it, still inside the
     ``with`` block, is not in the peak, which holds what came before it (contacts_scale.py --fork-overhead
     measures a search's scan so, not the table built after it); the block's end adds nothing."""
+    import gc
+
     common = benchmark_script("_common")
-    with common.PeakMemory(interval_s=0.02) as peak:
-        early = np.ones(64 * 2**20 // 8)  # before stop(): counted
-        peak.stop()
-        at_stop = peak.pss_kb
-        late = np.ones(128 * 2**20 // 8)  # after stop(): not counted
-        time.sleep(0.1)
+    # the peak is the process's, from the block's start: memory an earlier test left to the collector, freed
+    # inside the block, would lower what is resident now below it (the test failed once in six runs beside
+    # other test files, its figures not kept; this is the likely cause, not a confirmed one)
+    gc.collect()
+    gc.disable()
+    try:
+        with common.PeakMemory(interval_s=0.02) as peak:
+            early = np.ones(64 * 2**20 // 8)  # before stop(): counted
+            peak.stop()
+            at_stop = peak.pss_kb
+            late = np.ones(128 * 2**20 // 8)  # after stop(): not counted
+            time.sleep(0.1)
+    finally:
+        gc.enable()
     assert early.sum() == early.size and late.sum() == late.size
     assert peak.pss_kb == at_stop
-    assert at_stop >= 64 * 1024 and at_stop < _pss_now_kb() - 96 * 1024
+    now = _pss_now_kb()
+    assert at_stop >= 64 * 1024 and at_stop < now - 96 * 1024, (at_stop, now)
 
 
 def _pss_now_kb() -> int:
