@@ -42,7 +42,6 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Collection, Iterable
 
-from swarmbase.cli import printable
 from swarmbase.fileio import file_sha256, is_regular_file, write_json_atomic
 from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import Table, brief, read_text_file, shown
@@ -53,6 +52,10 @@ __all__ = ["MANIFEST_FORMAT", "WrittenFile", "OutputManifest", "EarlierOutputs",
 MANIFEST_FORMAT = 1
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+
+#: The last characters of a path a removed or kept line keeps when it cuts a long one (:func:`brief`): the file's
+#: name in the folder (``member-12-0a1b2c3d.safetensors`` is 30).
+SHOWN_PATH_END = 40
 
 
 @dataclass(frozen=True)
@@ -110,10 +113,14 @@ class EarlierOutputs:
 
     def lines(self, removed: Iterable[Path]) -> list[str]:
         """The lines a run prints of the earlier outputs it removed (``removed``: what the swap said) and of
-        the files it kept, each path escaped (:func:`swarmbase.cli.printable`): a name found in the folder
-        (``member-*.safetensors``) may hold a newline or a terminal's escape."""
-        return ([f"removed    {printable(str(p))} (an earlier run's; not an output of this one)" for p in removed]
-                + [f"kept       {printable(str(p))} (not an output of this run; {why})" for p, why in self.kept])
+        the files it kept, each path named through :func:`~swarmbase.tomlcheck.brief`: a name found in the folder
+        (``member-*.safetensors``) may hold a newline or a terminal's escape, and the folder (``--out``) may be
+        thousands of characters long; a cut keeps the path's last :data:`SHOWN_PATH_END` characters, so the files
+        stay told apart."""
+        return ([f"removed    {brief(p, keep_end=SHOWN_PATH_END)} (an earlier run's; not an output of this one)"
+                 for p in removed]
+                + [f"kept       {brief(p, keep_end=SHOWN_PATH_END)} (not an output of this run; {why})"
+                   for p, why in self.kept])
 
 
 @dataclass(frozen=True)

@@ -149,3 +149,28 @@ def test_a_manifest_that_is_a_link_is_refused_in_one_line_and_left_alone(tmp_pat
         f"{out / RULE.name}: is a link to {elsewhere / RULE.name}, not the regular file demo writes; it records "
         f"which files in --out demo wrote: remove it (the files it lists are then kept) or give another --out")
     assert (out / RULE.name).is_symlink() and (out / "part-1.bin").read_bytes() == b"one"
+
+
+def test_the_lines_name_a_long_folder_cut_keeping_the_file_name(tmp_path: Path) -> None:
+    """An output folder (--out) of about 3,000 characters: each removed or kept line is one line of at most
+    brief()'s 200 characters for the path, the file's own name kept at the cut's end, so two files stay told
+    apart. Before, the lines were escaped but not bounded: the whole folder, 3 kB, in each."""
+    from swarmbase.tomlcheck import BRIEF_CHARS, brief
+
+    folder = tmp_path.joinpath(*["d" * 200] * 15)
+    folder.mkdir(parents=True)
+    recorded, mine = "part-1.bin", "part-\x1b[2J\nx.bin"
+    (folder / recorded).write_bytes(b"recorded")
+    (folder / mine).write_bytes(b"the user's")
+    RULE.write(folder / RULE.name, [folder / recorded])
+    earlier = RULE.earlier_outputs(folder, [RULE.name], RULE.read(folder))
+    removed: list[Path] = []
+    with staged_outputs(folder, replaces=earlier.replaces, removed=removed, removable=earlier.unchanged) as stage:
+        RULE.write(stage / RULE.name, [])
+    lines = earlier.lines(removed)
+    assert lines == [
+        f"removed    {brief(folder / recorded, keep_end=40)} (an earlier run's; not an output of this one)",
+        f"kept       {brief(folder / mine, keep_end=40)} (not an output of this run; no demo.manifest.json there "
+        "says demo wrote it)"]
+    assert all(line.isprintable() and len(line) < BRIEF_CHARS + 100 for line in lines), lines
+    assert lines[0].split(" (")[0].endswith("/part-1.bin'") and "/part-\\x1b[2J\\nx.bin' (" in lines[1], lines
