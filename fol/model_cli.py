@@ -73,14 +73,15 @@ def describe_model(path: str, loaded: Any, size: int) -> dict[str, Any]:
 
 
 def format_model(d: dict[str, Any]) -> str:
-    """The human summary of :func:`describe_model`; the card's text (a peer's) and the file name are
-    shown with their unprintable characters escaped, one line each."""
+    """The human summary of :func:`describe_model`; the card's text (a peer's) is shown with its unprintable
+    characters escaped and the file named through :func:`~swarmbase.tomlcheck.brief` (escaped, a long path
+    cut), one line each."""
     from swarmbase.cli import printable
 
     options = ", ".join(f"{k}={v}" for k, v in sorted(d["options"].items())) or "default options"
     c, h, w = d["input_shape"]
     return "\n".join([
-        f"{printable(d['file'])}: valid, format version {d['format_version']}, digest verified (sha256 {d['sha256'][:16]}...)",
+        f"{brief(d['file'])}: valid, format version {d['format_version']}, digest verified (sha256 {d['sha256'][:16]}...)",
         f"  model      {d['arch']} ({options}), {'pruned' if d['pruned'] else 'dense (not pruned)'}, "
         f"{d['parameters']:,} parameters",
         f"  classes    {d['num_classes']}: {printable(', '.join(d['class_names']))}",
@@ -195,7 +196,7 @@ def run_model_import(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out {brief(args.out)}: its folder cannot be created ({exc.strerror})") from None
     loaded = import_state_dict(weights, out, card, note=lambda line: print(f"note: {line}", flush=True))
     arch = spec.arch + (f" ({', '.join(f'{k}={v}' for k, v in options.items())})" if options else "")
-    print(f"{args.weights} -> {args.out}: {arch}, {len(classes)} classes, "
+    print(f"{brief(args.weights)} -> {brief(args.out)}: {arch}, {len(classes)} classes, "
           f"{spec.in_channels} x {spec.input_size} x {spec.input_size} input, "
           f"{count_parameters(loaded.model):,} parameters; loaded back and verified")
     return 0

@@ -366,3 +366,32 @@ def test_info_max_bytes_is_bounded_as_the_agents_payload_limit(value: str, tmp_p
     out, err = capsys.readouterr()
     assert not out and err.startswith("fol model: error: --max-bytes: expected a number of bytes in "
                                       "1..4,000,000,000 (4 GB), got ") and len(err.splitlines()) == 1, err
+
+
+def _odd_folder(tmp_path: Path, kind: str) -> Path:
+    """A folder whose path holds a newline and a terminal's escape ("control"), or is about 3,000 characters
+    long ("long", 15 folders of 200: no one name may pass 255 bytes)."""
+    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    folder.mkdir(parents=True)
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_import_and_info_name_the_files_through_brief(kind: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """fol model import's summary printed '<weights> -> <out>: ...' and fol model info's first line the file
+    as given or only escaped: a newline or a terminal's escape went to stdout as it is (import), a path of
+    3,000 characters made a 3 kB line (both). Each names the file through brief(), as their refusals do."""
+    from swarmbase.tomlcheck import brief
+
+    folder = _odd_folder(tmp_path, kind)
+    weights, out = folder / "w.safetensors", folder / "m.safetensors"
+    save_file(build_model(SPEC, seed=0).state_dict(), str(weights))
+    assert main(["model", "import", str(weights), "--arch", "cnn-small", "--classes", "a,b", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{brief(weights)} -> {brief(out)}: cnn-small, 2 classes"), lines
+    assert lines[0].isprintable() and len(lines[0]) < 600, lines
+    assert main(["model", "info", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 6 and lines[0].startswith(f"{brief(out)}: valid, format version"), lines
+    assert all(line.isprintable() and len(line) < 300 for line in lines), lines
