@@ -359,6 +359,47 @@ def test_keys_cli_gen_trust_list_revoke(tmp_path: Path, capsys: pytest.CaptureFi
     assert "no trusted peers" in run("keys", "list", "--store", str(tmp_path / "t"))
 
 
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_keys_cli_lines_name_the_key_files_through_brief(kind: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """fol keys gen / trust / revoke printed the key files they wrote or removed ('wrote ... and ...',
+    'trusted NAME -> ...', 'revoked NAME (removed ...)') as given, and a key file whose key is not 40 Z85
+    characters was refused naming it as given: a newline or a terminal's escape in a folder's name went to the
+    terminal as it is, a folder of 3,000 characters made a 3 kB line. Each names the file through brief(), a
+    printed line keeping the file's own name at a cut (drone-7.key and drone-7.key_secret told apart)."""
+    from swarmbase.tomlcheck import brief
+
+    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    folder.mkdir(parents=True)
+    parser = _parser()
+
+    def run(*argv: str) -> str:
+        args = parser.parse_args(list(argv))
+        assert args.func(args) == 0
+        out = capsys.readouterr().out
+        assert out.endswith("\n") and out.count("\n") == 1 and out[:-1].isprintable(), out
+        assert len(out) < 600, out
+        return out[:-1]
+
+    keys, store = folder / "k", folder / "t"
+    assert run("keys", "gen", "drone-7", "--dir", str(keys)) == (
+        f"wrote {brief(keys / 'drone-7.key', keep_end=40)} (give it to peers) and {brief(keys / 'drone-7.key_secret', keep_end=40)} (keep "
+        "it on this node only)")
+    assert run("keys", "trust", str(keys / "drone-7.key"), "--store", str(store)) == (
+        f"trusted drone-7 -> {brief(store / 'drone-7.key', keep_end=40)}")
+    assert run("keys", "revoke", "drone-7", "--store", str(store)) == (
+        f"revoked drone-7 (removed {brief(store / 'drone-7.key', keep_end=40)}); a running agent refuses it within about a "
+        "second")
+    bad, bad_secret = keys / "drone-8.key", keys / "drone-8.key_secret"  # keys that are not 40 Z85 characters
+    bad.write_text('metadata\ncurve\n    public-key = "tooshort"\n')
+    bad_secret.write_text('metadata\ncurve\n    public-key = "tooshort"\n    secret-key = "tooshort"\n')
+    for load, file in ((lambda: trust_key(store, bad), bad), (lambda: load_keypair(bad_secret), bad_secret)):
+        with pytest.raises(ConfigError) as refused:
+            load()
+        message = str(refused.value)
+        assert message == f"{brief(file)} public-key: not a CURVE key (expected 40 Z85 characters)", message
+
+
 def test_agent_cli_parses_ctl_commands(tmp_path: Path) -> None:
     parser = _parser()
     args = parser.parse_args(["agent", "ctl", "node.toml", "send", "drone-2"])

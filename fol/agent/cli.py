@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from swarmbase.cli import path_argument, printable
+from swarmbase.tomlcheck import brief
 from swarmbase.units import format_seconds
 
 __all__ = ["add_agent_parser", "add_keys_parser", "format_status"]
@@ -199,7 +200,9 @@ def _run_keys_gen(args: argparse.Namespace) -> int:
     from fol.agent.keys import generate_keypair
 
     public, secret = generate_keypair(args.dir, args.name, overwrite=args.force)
-    print(f"wrote {public} (give it to peers) and {secret} (keep it on this node only)")
+    # a long folder cut, each file's own name kept (drone-7.key told from drone-7.key_secret)
+    print(f"wrote {brief(public, keep_end=40)} (give it to peers) and {brief(secret, keep_end=40)} (keep it on this "
+          "node only)")
     return 0
 
 
@@ -207,7 +210,7 @@ def _run_keys_trust(args: argparse.Namespace) -> int:
     from fol.agent.keys import trust_key
 
     path = trust_key(_store(args), args.key, name=args.name)
-    print(f"trusted {path.stem} -> {path}")
+    print(f"trusted {path.stem} -> {brief(path, keep_end=40)}")
     return 0
 
 
@@ -215,7 +218,7 @@ def _run_keys_revoke(args: argparse.Namespace) -> int:
     from fol.agent.keys import revoke_key
 
     path = revoke_key(_store(args), args.peer)
-    print(f"revoked {args.peer} (removed {path}); a running agent refuses it within about a second")
+    print(f"revoked {args.peer} (removed {brief(path, keep_end=40)}); a running agent refuses it within about a second")
     return 0
 
 

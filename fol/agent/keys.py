@@ -149,7 +149,7 @@ def load_keypair(path: str | os.PathLike[str]) -> KeyPair:
     if mode & 0o077:
         log.warning("%s: the secret key is readable by other users (mode %o); 'chmod 600 %s' as "
                     "'fol keys gen' writes it", path, mode, path)
-    return KeyPair(_check_z85(public, f"{path} public-key"), _check_z85(secret, f"{path} secret-key"))
+    return KeyPair(_check_z85(public, f"{brief(path)} public-key"), _check_z85(secret, f"{brief(path)} secret-key"))
 
 
 def load_public_key(path_or_key: str | os.PathLike[str]) -> bytes:
@@ -167,7 +167,7 @@ def _public_key_file(path: str | os.PathLike[str]) -> bytes:
     a 40-character name (``keys/drone-7-from-the-ground-station.key`` is one, every character
     of it Z85) would be trusted as a key."""
     public, _ = _read_certificate(path, "public key")
-    return _check_z85(public, f"{path} public-key")
+    return _check_z85(public, f"{brief(path)} public-key")
 
 
 def trust_key(trust_dir: str | os.PathLike[str], key_file: str | os.PathLike[str], name: str | None = None) -> Path:
