@@ -191,6 +191,6 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     print(
         f"{done.spec.node_name}: {len(node.train)} train / {len(node.val)} val / {len(node.test)} test images; "
         f"{args.arch} val acc {100 * extra['val_accuracy']:.1f} %, test acc {100 * extra['test_accuracy']:.1f} % "
-        f"-> {args.out}"
+        f"-> {brief(args.out)}"
     )
     return 0

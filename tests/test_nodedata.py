@@ -413,3 +413,21 @@ def test_a_one_class_folder_under_the_data_root_is_named_where_it_is(
             f"fol pretrain: error: --data {text}: image folder {folder} has one class folder, 'burnt'; a classifier "
             f"needs at least two classes (one sub-folder of images per class)"]
     assert not out.exists()
+
+
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_fol_pretrain_names_out_through_brief(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """fol pretrain's closing line ('<node>: ... -> <out>') printed --out as given: a newline or a terminal's
+    escape in a name went to stdout as it is, a path of 3,000 characters made a 3 kB line. It names --out
+    through brief(), as its refusals do."""
+    from fol.cli import main
+    from swarmbase.tomlcheck import brief
+
+    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    folder.mkdir(parents=True)
+    out = folder / "m.safetensors"
+    assert main(["pretrain", "--data", "dataset=synthetic-hurricane,nodes=2,node=0,per_node=40,size=100",
+                 "--arch", "cnn-small", "--epochs", "1", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].endswith(f" -> {brief(out)}") and lines[0].isprintable(), lines
+    assert len(lines[0]) < 400 and out.is_file(), lines
