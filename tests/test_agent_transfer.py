@@ -2838,3 +2838,30 @@ def test_a_partial_record_that_is_a_fifo_or_too_large_restarts_the_transfer_unre
     meta.write_text(record)  # the record the agent writes resumes, as before
     part.write_bytes(data[:1000])
     assert inbox.open_partial("sender", offer) == (part, 1000)
+
+
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_the_listening_line_names_the_state_folder_and_endpoints_through_brief(kind: str, tmp_path: Path,
+                                                                               monkeypatch, capsys) -> None:
+    """fol agent's start-up line ('listening on ..., control ..., state <folder>') printed the state folder
+    (and an ipc:// endpoint, a socket file's path) as given: a newline or a terminal's escape in a folder's
+    name went to stdout as it is, a state folder of 3,000 characters made a 3 kB line. Each is named through
+    brief(), as the agent's refusals name them."""
+    from fol.agent.loopback import toml_text
+    from fol.cli import main
+    from swarmbase.tomlcheck import brief
+
+    node = Node(tmp_path, "receiver", [])
+    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    folder.mkdir(parents=True)
+    toml = tmp_path / "receiver.toml"
+    toml.write_text(toml_text({  # the state folder as a TOML string escapes it (JSON's escapes are TOML's)
+        "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", "secret_key": str(node.sec),
+                 "trust_dir": str(node.trust_dir), "state_dir": "STATE", "model": str(node.model)},
+        "trigger": {"on_board": False, "auto_send": False}}).replace('"STATE"', json.dumps(str(folder / "state"))))
+    monkeypatch.setattr(Agent, "run", lambda self: None)  # started, the line printed; stopped at once
+    assert main(["agent", "--config", str(toml)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fol agent receiver: listening on tcp://127.0.0.1:"), lines
+    assert lines[0].endswith(f", state {brief(folder / 'state')}") and lines[0].isprintable(), lines
+    assert len(lines[0]) < 400, lines

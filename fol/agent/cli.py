@@ -74,8 +74,9 @@ def _run_agent(args: argparse.Namespace) -> int:
     try:
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
-        print(f"fol agent {agent.node_id}: listening on {agent.listen_endpoint}, control {agent.control_endpoint}, "
-              f"state {agent.inbox.root}", flush=True)
+        # an ipc:// endpoint and the state folder are the user's paths: named as every message names a file
+        print(f"fol agent {agent.node_id}: listening on {brief(agent.listen_endpoint)}, control "
+              f"{brief(agent.control_endpoint)}, state {brief(agent.inbox.root)}", flush=True)
         agent.run()
     finally:
         agent.stop()  # a Ctrl-C before the loop ran: release the sockets, the lock and agent.json (else a no-op)
