@@ -69,7 +69,7 @@ from fol.methods.fol_method import run_fol_pipeline
 from fol.nodes import build_nodes
 from fol.personalize import swarm_transfer
 from fol.train import evaluate
-from swarmbase.tomlcheck import is_decimal, is_finite_number, shown
+from swarmbase.tomlcheck import brief, is_decimal, is_finite_number, shown
 
 __all__ = [
     "ProtocolConfig", "ROWS", "COLUMN_QUANTILES", "PAPER_CELLS", "PAPER_SATELLITES", "column_nodes",
@@ -755,7 +755,7 @@ def check_fresh_output(out_dir: Path, what: str = "--out") -> None:
     with :func:`merge_results`."""
     held = [name for name in TABLE_FILES if (Path(out_dir) / name).exists()]
     if held:
-        raise ConfigError(f"{what} {out_dir}: already holds {', '.join(held)} of an earlier run, which this one "
+        raise ConfigError(f"{what} {brief(out_dir)}: already holds {', '.join(held)} of an earlier run, which this one "
                           f"would replace; give another --out (join runs with --merge)")
 
 

@@ -773,3 +773,20 @@ def test_by_skew_splits_each_rows_gain_by_how_one_class_a_node_is(tmp_path, caps
     assert script.main(["--by-skew", str(tmp_path / "other" / "tables.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "node sizes differ" in err[0] and "Traceback" not in err[0]
+
+
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_the_refusal_of_an_out_holding_tables_names_it_through_brief(kind: str, tmp_path) -> None:
+    """check_fresh_output named --out as given: a newline or a terminal's escape in a folder's name went into
+    the message as it is, a folder of 3,000 characters made a 3 kB line. It names it through brief()."""
+    from fol.reproduce import check_fresh_output
+    from swarmbase.tomlcheck import brief
+
+    out = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    out.mkdir(parents=True)
+    (out / "tables.json").write_text("{}")
+    with pytest.raises(ConfigError) as refused:
+        check_fresh_output(out)
+    message = str(refused.value)
+    assert message.startswith(f"--out {brief(out)}: already holds tables.json of an earlier run"), message
+    assert message.isprintable() and len(message) < 400, message
