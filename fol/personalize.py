@@ -51,7 +51,7 @@ from fol.stages import (Candidate, align_neighbour, candidate_train_logits, cand
                         select_top_k)
 from fol.train import evaluate, predict_logits
 from fol.variants import ALL_VARIANTS, VARIANTS
-from swarmbase.tomlcheck import shown
+from swarmbase.tomlcheck import brief, shown
 
 __all__ = ["Received", "NodeState", "RoundReport", "personalize", "check_received", "save_ensemble",
            "save_pool_round", "load_pool",
@@ -502,11 +502,11 @@ def load_pool(folder: Path, state: NodeState, before_round: int, max_bytes: int)
             extra = loaded.card.extra
             name = extra.get("candidate")
             if not isinstance(name, str) or loaded.card.round != e:
-                raise CheckpointError(f"{path}: not a candidate this node kept in round {e} (card: candidate name "
+                raise CheckpointError(f"{brief(path)}: not a candidate this node kept in round {e} (card: candidate name "
                                       f"{shown(name)}, round {loaded.card.round})")
             unusable = loaded.card.unusable_by(state.class_names, shape)
             if unusable is not None:
-                raise CheckpointError(f"{path}: not a candidate this node kept in round {e}: its {unusable}")
+                raise CheckpointError(f"{brief(path)}: not a candidate this node kept in round {e}: its {unusable}")
             number = {key: value for key in ("score_before", "params_before", "macs_before")  # what alignment
                       if isinstance(value := extra.get(key), (int, float)) and not isinstance(value, bool)}  # recorded
             pool.append(scored_candidate(

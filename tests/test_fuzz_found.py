@@ -1506,6 +1506,35 @@ def test_a_pool_candidate_of_another_input_shape_is_refused_naming_the_file(chan
                                f"[{channels}, {size}, {size}] differs from the node's [3, 32, 32]")
 
 
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_a_refused_pool_candidate_is_named_through_brief(kind: str, tmp_path: Path) -> None:
+    """load_pool named a refused candidate file as it is: the agent's state folder (node.state_dir, the user's)
+    holding a newline or a terminal's escape went into the message as it is, one of 3,000 characters made a
+    3 kB line. The file is named through brief(), as the loader's own refusals name it."""
+    from fol.checkpoint import ModelCard, save_model
+    from fol.errors import CheckpointError
+    from fol.models import ModelSpec, build_model
+    from fol.nodedata import load_node_data
+    from fol.personalize import NodeState, load_pool
+    from swarmbase.tomlcheck import brief
+
+    data = load_node_data(parse_node_data("dataset=synthetic-hurricane,nodes=2,node=0,per_node=30,size=200"))
+    names = list(data.train.class_names)
+    spec = ModelSpec("cnn-small", len(names), 3, 32)
+    state = NodeState.from_pretrained("node-0", build_model(spec), spec, names, data)
+    state_dir = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    path = state_dir / "pool" / "round-1" / "candidate-0.safetensors"
+    path.parent.mkdir(parents=True)
+    save_model(path, build_model(spec), ModelCard(spec=spec, class_names=names, input_shape=[3, 32, 32],
+                                                  producer="node-1", round=2, extra={"candidate": "node-1 (round 1)"}))
+    with pytest.raises(CheckpointError) as info:
+        load_pool(state_dir / "pool", state, 2, 10**8)
+    message = str(info.value)
+    assert message.startswith(f"{brief(path)}: not a candidate this node kept in round 1 (card: candidate name "
+                              "'node-1 (round 1)', round 2)"), message
+    assert message.isprintable() and len(message) < 400, message
+
+
 def test_a_damaged_saved_result_refuses_the_resume_before_the_data_pool_is_read(tmp_path: Path, monkeypatch) -> None:
     """The fuzzer's damaged ``state/seed-0/results/<method>.json`` (truncated, a quote inserted, nested
     too deep) refused the resume only after the data pool was read and partitioned (2.1-2.4 s of the tiny
