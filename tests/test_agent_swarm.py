@@ -281,6 +281,28 @@ def test_loopback_exchange_reads_a_damaged_report_as_one_line(tmp_path: Path, mo
         loopback.run_loopback_exchange(tmp_path, 1)
 
 
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_a_damaged_report_is_named_through_brief(kind: str, tmp_path: Path) -> None:
+    """read_report named a damaged round report as it is: a newline or a terminal's escape in the work
+    folder's name went into the message as it is, a folder of 3,000 characters made a 3 kB line. It is named
+    through brief(), as the bounded reader's own refusals name it."""
+    from fol.agent.loopback import read_report
+    from fol.errors import FOLError
+    from swarmbase.tomlcheck import brief
+
+    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    folder.mkdir(parents=True)
+    report = folder / "round-1.json"
+    for text, says in (("[1, 2", "cannot read the round report ("), ("[1, 2]", "expected a round report (a JSON "
+                                                                                "object), got list")):
+        report.write_text(text)
+        with pytest.raises(FOLError) as info:
+            read_report(report)
+        message = str(info.value)
+        assert message.startswith(f"{brief(report)}: {says}") and message.isprintable(), message
+        assert len(message) < 400, message
+
+
 def test_fixed_ports_writes_each_nodes_config_for_its_own_fol_agent(tmp_path: Path,
                                                                     pretrained: dict[str, Path]) -> None:
     """``prepare_nodes(fixed_ports=True)``: every node listens on its own port chosen now, every peer

@@ -49,7 +49,7 @@ from fol.agent.transfer import Receiver, ReceiverSettings, offer_for_file, secur
 from fol.defaults import DEFAULT_ARCH
 from fol.errors import FOLError
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import read_text_file
+from swarmbase.tomlcheck import brief, read_text_file
 
 __all__ = [
     "NodeFiles",
@@ -275,9 +275,9 @@ def read_report(path: str | Path) -> dict[str, Any]:
     try:
         report = bounded_loads(text, max_depth=MAX_STATE_DEPTH, max_items=MAX_STATE_ITEMS)
     except ValueError as exc:
-        raise FOLError(f"{path}: cannot read the round report ({exc})") from None
+        raise FOLError(f"{brief(path)}: cannot read the round report ({exc})") from None
     if not isinstance(report, dict):
-        raise FOLError(f"{path}: expected a round report (a JSON object), got {type(report).__name__}")
+        raise FOLError(f"{brief(path)}: expected a round report (a JSON object), got {type(report).__name__}")
     return report
 
 
