@@ -95,7 +95,7 @@ import numpy as np
 from orbits import OrbitError, parse_utc, utc_text
 from swarmbase.fileio import atomic_writer
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import check_name_length, decimal_number, read_text_file, shown
+from swarmbase.tomlcheck import brief, check_name_length, decimal_number, read_text_file, shown
 
 from .errors import ContactError
 from .link import SPEED_OF_LIGHT_M_S, LinkModel
@@ -488,7 +488,7 @@ def write_ion(path: str | Path, plan: ContactPlan) -> Path:
     try:
         header = _checked_ion_header(plan)
     except ContactError as exc:
-        raise ContactError(f"{path}: {exc}") from None
+        raise ContactError(f"{brief(path)}: {exc}") from None
     with atomic_writer(path) as fh:
         fh.write(header)
         _ion_lines(plan, fh)
@@ -528,7 +528,7 @@ def write_hdtn(path: str | Path, plan: ContactPlan) -> Path:
     try:
         _check_exportable(plan, "hdtn")
     except ContactError as exc:
-        raise ContactError(f"{path}: {exc}") from None
+        raise ContactError(f"{brief(path)}: {exc}") from None
     first = True
     with atomic_writer(path) as fh:
         fh.write(b'{\n "contacts": [')

@@ -350,6 +350,25 @@ def test_an_export_that_would_carry_no_contact_is_refused_before_writing(tmp_pat
         format_ion(plan) if tool == "ion" else hdtn_contacts(plan)
 
 
+@pytest.mark.parametrize("kind", ["control", "long"])
+@pytest.mark.parametrize("tool", ["ion", "hdtn"])
+def test_a_refused_export_names_its_file_through_brief(kind: str, tool: str, tmp_path: Path) -> None:
+    """write_ion / write_hdtn named the output of a refused export as it is: a newline or a terminal's escape
+    in a folder's name (fol contacts --out) went into the message as it is, a folder of 3,000 characters made a
+    3 kB line. The file is named through brief(), as the scenario's refusals name theirs."""
+    from contact_sim.dtn import write_hdtn, write_ion
+    from swarmbase.tomlcheck import brief
+
+    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    folder.mkdir(parents=True)
+    out = folder / f"contacts.{tool}"
+    with pytest.raises(ContactError) as info:
+        (write_ion if tool == "ion" else write_hdtn)(out, _plan([600.0], 0.5))
+    message = str(info.value)
+    assert message.startswith(f"{brief(out)}: no window to write: ") and message.isprintable(), message
+    assert len(message) < 700 and not out.exists(), message
+
+
 def test_an_export_that_carries_one_window_is_written_and_reads_back(tmp_path: Path) -> None:
     """4 bit/s is below ION's 1 byte/s but not HDTN's 1 bit/s: the HDTN plan carries it and reads back; so does
     an ION plan with one window of 1 byte/s beside a dropped short one."""
