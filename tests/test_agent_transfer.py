@@ -2865,3 +2865,44 @@ def test_the_listening_line_names_the_state_folder_and_endpoints_through_brief(k
     assert len(lines) == 1 and lines[0].startswith("fol agent receiver: listening on tcp://127.0.0.1:"), lines
     assert lines[0].endswith(f", state {brief(folder / 'state')}") and lines[0].isprintable(), lines
     assert len(lines[0]) < 400, lines
+
+
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_the_agents_log_lines_name_its_folders_and_key_through_brief(kind: str, tmp_path: Path, monkeypatch,
+                                                                     caplog) -> None:
+    """The agent's log lines at start-up ('initialized <state> from <model>', 'listening on ..., trust store
+    <folder>'), 'trusted PEER (...) in <store>' and the warning of a secret key other users can read ('<file>:
+    ... chmod 600 <file>') named the folders and the key file as they are: a folder of 3,000 characters made a
+    3 kB log line (a newline or a terminal's escape is escaped by the log formatter, but not in the record).
+    Each names them through brief(), as the agent's messages do."""
+    import logging
+    import os
+
+    from fol.agent.loopback import toml_text
+    from fol.cli import main
+    from swarmbase.tomlcheck import brief
+
+    node = Node(tmp_path, "receiver", [])
+    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    folder.mkdir(parents=True)
+    _, secret = generate_keypair(folder / "keys", "receiver")
+    os.chmod(secret, 0o644)  # readable by others: warned
+    caplog.set_level(logging.INFO, logger="fol.agent")
+    trust_key(folder / "trusted", node.pub, name="sender")
+    toml = tmp_path / "receiver.toml"
+    paths = {"SECRET": secret, "TRUSTED": folder / "trusted", "STATE": folder / "state"}
+    text = toml_text({  # each path as a TOML string escapes it (JSON's escapes are TOML's)
+        "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", "secret_key": "SECRET", "trust_dir": "TRUSTED",
+                 "state_dir": "STATE", "model": str(node.model)},
+        "trigger": {"on_board": False, "auto_send": False}})
+    for key, path in paths.items():
+        text = text.replace(f'"{key}"', json.dumps(str(path)))
+    toml.write_text(text)
+    monkeypatch.setattr(Agent, "run", lambda self: None)  # started, its lines logged; stopped at once
+    assert main(["agent", "--config", str(toml)]) == 0
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("fol.agent")]
+    for start in ("trusted sender (", f"{brief(secret)}: the secret key is readable by other users",
+                  f"receiver: initialized {brief(folder / 'state')} from "):
+        assert any(line.startswith(start) for line in said), (start, said)
+    assert any(f", trust store {brief(folder / 'trusted')} (1 keys)" in line for line in said), said
+    assert all(line.isprintable() and len(line) < 700 for line in said), said

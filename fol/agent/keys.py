@@ -148,7 +148,7 @@ def load_keypair(path: str | os.PathLike[str]) -> KeyPair:
     mode = os.stat(path).st_mode & 0o777
     if mode & 0o077:
         log.warning("%s: the secret key is readable by other users (mode %o); 'chmod 600 %s' as "
-                    "'fol keys gen' writes it", path, mode, path)
+                    "'fol keys gen' writes it", brief(path), mode, brief(path))
     return KeyPair(_check_z85(public, f"{brief(path)} public-key"), _check_z85(secret, f"{brief(path)} secret-key"))
 
 
@@ -198,7 +198,7 @@ def trust_key(trust_dir: str | os.PathLike[str], key_file: str | os.PathLike[str
                           f"metadata\n    node = {peer}\ncurve\n    public-key = \"{public.decode()}\"\n")
     except OSError as exc:
         raise ConfigError(f"{brief(target)}: cannot write the trusted key ({exc.strerror or exc})") from None
-    log.info("trusted %s (%s) in %s", peer, public.decode(), store)
+    log.info("trusted %s (%s) in %s", peer, public.decode(), brief(store))
     return target
 
 

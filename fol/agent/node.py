@@ -173,8 +173,8 @@ class Agent:
             self._release_lock()
             raise
         log.info("%s: listening on %s (control %s), round %d, %d peers, trust store %s (%d keys)", self.node_id,
-                 self.listen_endpoint, self.control_endpoint, self.inbox.state.round, len(config.peers),
-                 config.trust_dir, len(self.trust.peers))
+                 brief(self.listen_endpoint), brief(self.control_endpoint), self.inbox.state.round, len(config.peers),
+                 brief(config.trust_dir), len(self.trust.peers))
 
     # ------------------------------------------------------------------ setup
 
@@ -326,7 +326,8 @@ class Agent:
                 fsync_dir(self.inbox.root)
                 fsync_dir(target.parent)
             except OSError as exc:  # the error that made the start fail is the one reported
-                log.error("%s: could not take back the adoption of %s: %s", self.node_id, self.cfg.model, exc)
+                log.error("%s: could not take back the adoption of %s: %s", self.node_id, brief(self.cfg.model),
+                          os_failure_line(exc))  # the file that failed, named as every message names one
 
         try:
             _copy_atomic(Path(self.cfg.model), target)
@@ -343,7 +344,8 @@ class Agent:
         except BaseException:
             undo()
             raise
-        log.info("%s: initialized %s from %s (model %s)", self.node_id, self.inbox.root, self.cfg.model, model_id)
+        log.info("%s: initialized %s from %s (model %s)", self.node_id, brief(self.inbox.root), brief(self.cfg.model),
+                 model_id)
         return undo
 
     def _setup_sockets(self) -> None:
@@ -589,7 +591,8 @@ class Agent:
         try:
             (self.inbox.root / RUNTIME_FILE).unlink(missing_ok=True)
         except OSError as exc:  # a disk remounted read-only: 'ctl' then finds no agent answering
-            log.warning("%s: could not remove %s: %s", self.node_id, self.inbox.root / RUNTIME_FILE, exc)
+            log.warning("%s: could not remove %s: %s", self.node_id, brief(self.inbox.root / RUNTIME_FILE),
+                        exc.strerror or exc)
         if job is None:
             self._release_lock()  # last: a new agent on this folder finds no stale runtime file of this one
         else:  # the abandoned worker may still write its round's files: the folder stays locked until it ends
