@@ -605,11 +605,11 @@ def load_plan_file(scenario: ContactScenario) -> ContactPlan:
     if plan.start is not None and scenario.time.start is None:
         # the start is the plan file's: the horizon from it checked here (its contacts' ends by the import)
         check_span_end(plan.start, scenario.time.duration_s, "time.duration_s",
-                       f"the start of contacts.plan_file ({scenario.plan_file})", "; shorten time.duration_s")
+                       f"the start of contacts.plan_file ({brief(scenario.plan_file)})", "; shorten time.duration_s")
     late = int(np.count_nonzero(plan.windows.t_start_s >= scenario.time.duration_s))
     if late:  # a plan of a longer horizon, or of Unix times read as relative ones
         log.warning("%s: %d of %d windows start after time.duration_s = %g s and are not used",
-                    scenario.plan_file, late, len(plan.windows.t_start_s), scenario.time.duration_s)
+                    brief(scenario.plan_file), late, len(plan.windows.t_start_s), scenario.time.duration_s)
     return plan
 
 

@@ -835,3 +835,59 @@ def test_a_window_slower_than_the_plans_unit_is_left_out_as_the_import_makes_no_
     assert [(c["startTime"], c["rateBitsPerSec"]) for c in hdtn] == [(0, 8000), (0, 8000)]
     (tmp_path / "p.json").write_text(json.dumps(hdtn_contacts(plan)))
     assert hdtn_contacts(read_hdtn(tmp_path / "p.json", plan.round_boundaries_s, start=START))["contacts"] == hdtn
+
+
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_the_late_windows_warning_names_the_plan_file_through_brief(kind: str, tmp_path: Path, caplog) -> None:
+    """load_plan_file warned of windows starting past time.duration_s, and refused a horizon ending past year
+    9999 from the plan's start, naming contacts.plan_file as it is: a folder of 3,000 characters made a 3 kB
+    line, a newline or a terminal's escape went into it raw. Both name the file through brief(), as the
+    import's refusals name it."""
+    import logging
+
+    from contact_sim.scenario import load_contact_scenario, load_plan_file
+    from swarmbase.tomlcheck import brief
+
+    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    folder.mkdir(parents=True)
+    (folder / "p.ion").write_text(format_ion(_hand_plan()))
+    (folder / "s.toml").write_text('[contacts]\nplan_file = "p.ion"\n[time]\nduration_s = 50.0\n')
+    caplog.set_level(logging.WARNING, logger="contact_sim")
+    load_plan_file(load_contact_scenario(folder / "s.toml"))
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 1 and said[0].startswith(f"{brief(folder / 'p.ion')}: 1 of 2 windows start after "
+                                                 "time.duration_s = 50 s"), said
+    assert said[0].isprintable() and len(said[0]) < 400, said
+    (folder / "s.toml").write_text('[contacts]\nplan_file = "p.ion"\n[time]\nduration_s = 1e12\n')
+    with pytest.raises(ContactError) as info:  # the horizon from the plan's start ends past year 9999
+        load_plan_file(load_contact_scenario(folder / "s.toml"))
+    message = str(info.value)
+    assert message.startswith(f"time.duration_s: 1e+12 s from the start of contacts.plan_file ({brief(folder / 'p.ion')}) "
+                              "2026-"), message
+    assert message.isprintable() and len(message) < 500, message
+
+
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_fol_simulate_logs_the_plan_file_it_reads_through_brief(kind: str, tmp_path: Path, monkeypatch,
+                                                                caplog) -> None:
+    """fol simulate's 'reading the contact plan <file>' named contacts.plan_file as it is: a folder of 3,000
+    characters made a 3 kB log line, a newline or a terminal's escape went into the record raw. It names the
+    file through brief(). (The run is stopped at the plan's read: only the line is looked at.)"""
+    import logging
+
+    import fol.simulation.runner
+    from swarmbase.tomlcheck import brief
+
+    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    folder.mkdir(parents=True)
+    (folder / "plan.ion").write_text(format_ion(_hand_plan()))
+    (folder / "s.toml").write_text(ION_SCENARIO)
+
+    def stop(_contact: object) -> None:
+        raise ContactError("stopped here by the test")
+
+    monkeypatch.setattr(fol.simulation.runner, "load_plan_file", stop)
+    caplog.set_level(logging.INFO, logger="fol")
+    assert main(["simulate", str(folder / "s.toml"), "--out", str(tmp_path / "out")]) == 2
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("reading the contact plan")]
+    assert said == [f"reading the contact plan {brief(folder / 'plan.ion')}"], said

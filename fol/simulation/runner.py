@@ -476,7 +476,7 @@ def run_simulation(
         contact_workers = 1
     with errors_name_the_file(scn.source):  # a search past its memory budget says which scenario, as fol contacts
         if scn.contact.plan_file is not None:
-            log.info("reading the contact plan %s", scn.contact.plan_file)
+            log.info("reading the contact plan %s", brief(scn.contact.plan_file))
             traj = None
             base_plan = load_plan_file(scn.contact)
         else:
