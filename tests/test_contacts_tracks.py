@@ -759,3 +759,32 @@ def test_a_position_log_line_holding_a_unicode_line_separator_is_one_record(tmp_
         path.write_bytes(text)
         (w,), start = read_missions([path], None, 15.0)
         assert start == T0 and np.allclose(w.t_s, [0.0, 30.0])
+
+
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_the_position_logs_lines_name_it_through_brief(kind: str, tmp_path: Path, monkeypatch,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """The agent's lines of its position log (a last line cut off and dropped at a restart; the log renamed
+    before it passes the readers' limit) named <state_dir>/positions.jsonl as it is: a state folder of 3,000
+    characters made a 3 kB log line, a newline or a terminal's escape went into the record raw. They name it
+    through brief(), as the track reader's refusals name it."""
+    from fol.agent import position
+    from swarmbase.tomlcheck import brief
+
+    monkeypatch.setattr(position, "MAX_LOG_BYTES", 4096)
+    state = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    state.mkdir(parents=True)
+    source = _Source()
+    log = position.PositionLog(source, state, "drone 7")
+    lines = [_fix_line(source, log, 10.0 * i, 47.0 + 1e-5 * i) for i in range(3)]
+    log.path.write_text(f"{lines[0]}\n{lines[1][:17]}")  # the second line cut off
+    with caplog.at_level("INFO", logger="fol.agent.position"):
+        log = position.PositionLog(source, state, "drone 7")
+        for i in range(40):
+            _fix_line(source, log, 10.0 * i, 47.0 + 1e-5 * i)
+    said = [r.getMessage() for r in caplog.records]
+    assert said[0] == f"drone 7: {brief(log.path)}: dropped 17 bytes of a last line cut off while it was written " \
+        "(no newline, not JSON)", said
+    renamed = [line for line in said if "renamed positions." in line]
+    assert renamed and all(line.startswith(f"drone 7: {brief(log.path)}: ") for line in renamed), said
+    assert all(line.isprintable() and len(line) < 500 for line in said), said

@@ -65,7 +65,7 @@ from typing import Any
 from fol.errors import ConfigError
 from fol.fileio import fsync_dir
 from swarmbase.safejson import loads as bounded_loads
-from swarmbase.tomlcheck import is_finite_number, shown
+from swarmbase.tomlcheck import brief, is_finite_number, shown
 
 __all__ = ["PositionConfig", "PositionSource", "MavlinkSource", "NmeaSource", "PositionLog", "fix_from_message",
            "fix_from_nmea", "open_source"]
@@ -589,7 +589,7 @@ class PositionLog:
                 fh.truncate(start)
                 os.fsync(fh.fileno())  # the cut is on disk before anything is appended after it
                 log.warning("%s: %s: dropped %d bytes of a last line cut off while it was written "
-                            "(no newline, not JSON)", self.node_id, self.path, size - start)
+                            "(no newline, not JSON)", self.node_id, brief(self.path), size - start)
 
     def _rotate_before(self, line_bytes: int) -> None:
         """Rename the log to ``positions.<n>.jsonl`` if a line of ``line_bytes`` would take it past
@@ -608,10 +608,10 @@ class PositionLog:
         if size > MAX_LOG_BYTES:
             log.warning("%s: %s: %d bytes, over the %d bytes a recorded track may have (fol contacts, fol "
                         "simulate; written before logs were rotated): renamed %s, new lines go to a new %s",
-                        self.node_id, self.path, size, MAX_LOG_BYTES, target.name, LOG_FILE)
+                        self.node_id, brief(self.path), size, MAX_LOG_BYTES, target.name, LOG_FILE)
         else:
             log.info("%s: %s: %d bytes, the next line would pass the %d bytes a recorded track may have (fol "
-                     "contacts, fol simulate): renamed %s, new lines go to a new %s", self.node_id, self.path, size,
+                     "contacts, fol simulate): renamed %s, new lines go to a new %s", self.node_id, brief(self.path), size,
                      MAX_LOG_BYTES, target.name, LOG_FILE)
 
     def record(self, event: str, peer: str, model_id: str) -> dict[str, Any]:
