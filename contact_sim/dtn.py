@@ -1306,8 +1306,9 @@ def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] |
     numbers = sorted(set(ion.names) | {c[2] for c in ion.contacts if c[4]} | {c[3] for c in ion.contacts if c[4]})
     index = {n: i for i, n in enumerate(numbers)}
     names = [ion.names.get(n, f"ipn-{n}") for n in numbers]
+    named = brief(source)  # the file as every message names it (the plan's meta keeps it whole)
     if len(set(names)) != len(names):
-        raise ContactError(f"{source}: two header nodes share a name")
+        raise ContactError(f"{named}: two header nodes share a name")
     kinds = [ion.kinds.get(n, "node") for n in numbers]
     if ion.start is not None:  # every window's UTC stamps are the plan's start plus its times
         # every contact-second of a positive rate is in a window: the last window's end
@@ -1318,10 +1319,10 @@ def ion_to_plan(ion: IonPlan, source: str, round_boundaries_s: Sequence[float] |
     if one_way_s:
         n_one_way = sum(r[5] != BOTH for r in rows)
         log.info("%s: %s of %s contact-seconds have no reverse contact at the same time; kept as %d one-way "
-                 "window%s", source, _seconds(one_way_s), _seconds(total_s), n_one_way, "" if n_one_way == 1 else "s")
+                 "window%s", named, _seconds(one_way_s), _seconds(total_s), n_one_way, "" if n_one_way == 1 else "s")
     if unequal:
         log.warning("%s: %d of %d two-way windows have different rates in the two directions; each carries the "
-                    "smaller", source, unequal, sum(r[5] == BOTH for r in rows))
+                    "smaller", named, unequal, sum(r[5] == BOTH for r in rows))
     ranges: dict[tuple[int, int], list[tuple[float, float, int]]] = {}
     for t0, t1, src, dst, owlt, where in ion.ranges:
         if src not in index or dst not in index:
@@ -1484,7 +1485,7 @@ def read_hdtn(path: str | Path, round_boundaries_s: Sequence[float] | None = Non
     named ``ipn-N``."""
     path = Path(path)
     text = read_text_file(path, ContactError, "contact plan file", MAX_PLAN_BYTES)
-    return ion_to_plan(parse_hdtn(text, str(path), start), str(path), round_boundaries_s, acquisition_s)
+    return ion_to_plan(parse_hdtn(text, brief(path), start), str(path), round_boundaries_s, acquisition_s)
 
 
 def read_plan(path: str | Path, round_boundaries_s: Sequence[float] | None = None, acquisition_s: float = 0.0,
@@ -1500,5 +1501,5 @@ def read_ion(path: str | Path, round_boundaries_s: Sequence[float] | None = None
     """Read an ION contact-plan file into a :class:`ContactPlan` (see the module doc for the rules)."""
     path = Path(path)
     text = read_text_file(path, ContactError, "contact plan file", MAX_PLAN_BYTES)
-    ion = parse_ion(text, str(path), start)
+    ion = parse_ion(text, brief(path), start)  # its refusals name the file as every message names one
     return ion_to_plan(ion, str(path), round_boundaries_s, acquisition_s)

@@ -1017,3 +1017,34 @@ def test_an_at_line_of_the_plan_start_pins_an_exported_plan_and_changes_none_of_
         back = read_ion(path)
         assert back.start == start and back.node_names == ["a", "b"]
         assert (back.windows.t_start_s.tolist(), back.windows.t_end_s.tolist()) == ([62.0 + shift], [535.0 + shift])
+
+
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_the_imports_name_the_plan_file_through_brief(kind: str, tmp_path: Path, caplog) -> None:
+    """read_ion / read_hdtn handed the plan's path as it is to the parser, whose every refusal and log line
+    names the file (<file>:<line>: ..., <file>: contacts[i]: ...): a newline or a terminal's escape in a
+    folder's name (a scenario's contacts.plan_file) went into the message as it is, a folder of 3,000
+    characters made a 3 kB line. The file is named through brief(), as the reader's other refusals name it;
+    the plan's meta keeps the path whole."""
+    import logging
+
+    from contact_sim.dtn import read_plan
+    from swarmbase.tomlcheck import brief
+
+    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    folder.mkdir(parents=True)
+    ion, hdtn = folder / "p.ion", folder / "p.json"
+    ion.write_text("a contact +1 +600 1 2 1000\na contact +1 +600 2 1 many\n")
+    hdtn.write_text(json.dumps({"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60}]}))
+    for path, where in ((ion, ":2: "), (hdtn, ": contacts[0]")):
+        with pytest.raises(ContactError) as info:
+            read_plan(path)
+        message = str(info.value)
+        assert message.startswith(f"{brief(path)}{where}") and message.isprintable(), message
+        assert len(message) < 600, message
+    ion.write_text("a contact +1 +600 1 2 1000\n")  # one way only: said in an info line naming the file
+    with caplog.at_level(logging.INFO, logger="contact_sim"):
+        plan = read_plan(ion)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith(f"{brief(ion)}: 599 of 599 contact-seconds have no reverse"), said
+    assert said[0].isprintable() and plan.meta["source"] == str(ion), said
