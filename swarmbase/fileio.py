@@ -99,7 +99,7 @@ def make_dirs(folder: Path) -> None:
     new = [p for p in (folder, *folder.parents) if not p.exists()]
     for path in new:  # mkdir says "File exists" of a link that leads nowhere: say where it leads
         if (dead := dead_link(path)) is not None:
-            raise OSError(dead, f"{path} is {dead_link_text(path, dead)}", str(path))
+            raise OSError(dead, f"{brief(path)} is {dead_link_text(path, dead)}", str(path))
     with _gated() if new else contextlib.nullcontext():  # (an existing file there still raises)
         folder.mkdir(parents=True, exist_ok=True)
     for created in reversed(new):

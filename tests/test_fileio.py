@@ -601,3 +601,22 @@ def test_staged_outputs_errors_name_the_file_in_the_folder_not_the_staging_folde
     assert type(exc) is _TwoPartError and ".staged-" in exc.args[0]  # not made of one message: as it was
     assert (tmp_path / "kept.bin").read_bytes() == b"previous"
     assert [p.name for p in tmp_path.iterdir()] == ["kept.bin"]  # the staging folder removed
+
+
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_make_dirs_names_a_dead_link_on_the_way_through_brief(kind: str, tmp_path: Path) -> None:
+    """make_dirs' error for a link on the way that leads nowhere gave as its reason '<link> is a link to ...'
+    with the link as it is: shown after the file (os_failure_line) or alone (fol keys gen: 'cannot write the
+    key pair there (<reason>)'), a folder of 3,000 characters made a 3 kB line and a newline or a terminal's
+    escape went into it raw. The reason names the link through brief(), as the link's target is named."""
+    from swarmbase.tomlcheck import brief
+
+    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    folder.mkdir(parents=True)
+    link = folder / "out"
+    link.symlink_to(tmp_path / "gone")
+    with pytest.raises(OSError) as info:
+        fileio.make_dirs(link / "sub")
+    assert info.value.strerror == f"{brief(link)} is a link to {tmp_path / 'gone'}, which does not exist"
+    assert info.value.strerror.isprintable() and len(info.value.strerror) < 400, info.value.strerror
+    assert info.value.filename == str(link)  # the file itself, for the callers' own naming
