@@ -194,27 +194,28 @@ class OutputManifest:
         if not os.path.lexists(path):
             return None
         error, what = self.error, f"manifest of {self.command}"
+        named = brief(path)  # the file as every message names it: --out may be long or hold a newline
         if os.path.islink(path):  # the command writes a regular file there: a link is the user's, never read
-            raise error(f"{path}: is a link to {brief(os.readlink(path))}, not the regular file {self.command} writes")
+            raise error(f"{named}: is a link to {brief(os.readlink(path))}, not the regular file {self.command} writes")
         text = read_text_file(path, error, what, self.max_bytes)
         try:  # per file: its table and two values; plus the top table, format and files
             doc = bounded_loads(text, max_depth=3, max_items=3 * self.max_files + 3)
         except ValueError as exc:
-            raise error(f"{path}: not a {what} ({exc})") from None
-        top = Table(self._object(doc, path, "top level"), "", {"format", "files"}, error=error, source=str(path))
+            raise error(f"{named}: not a {what} ({exc})") from None
+        top = Table(self._object(doc, named, "top level"), "", {"format", "files"}, error=error, source=named)
         layout = top.int("format", required=True)
         if layout != MANIFEST_FORMAT:
             top.fail("format", f"expected {MANIFEST_FORMAT}, got {shown(layout)}")
-        files = Table(self._object(top.raw("files", required=True), path, "files"), "files", error=error,
-                      source=str(path))
+        files = Table(self._object(top.raw("files", required=True), named, "files"), "files", error=error,
+                      source=named)
         unknown = sorted(name for name in files.data if not self.is_output(name))  # a path ('..', '/etc') is none
         if unknown:  # said by the one table checker, as a key outside the names allowed
-            Table({unknown[0]: None}, "files", self.outputs, error=error, source=str(path))
-            raise error(f"{path}: files: unknown key {shown(unknown[0])}")  # a pattern's own text ('[ab]')
+            Table({unknown[0]: None}, "files", self.outputs, error=error, source=named)
+            raise error(f"{named}: files: unknown key {shown(unknown[0])}")  # a pattern's own text ('[ab]')
         record = {}
         for name in files.data:
-            entry = Table(self._object(files[name], path, f"files.{name}"), f"files.{name}", {"bytes", "sha256"},
-                          error=error, source=str(path))
+            entry = Table(self._object(files[name], named, f"files.{name}"), f"files.{name}", {"bytes", "sha256"},
+                          error=error, source=named)
             size = entry.int("bytes", required=True, minimum=0)
             sha256 = entry.str("sha256", required=True)
             if not _SHA256.fullmatch(sha256):
@@ -222,10 +223,11 @@ class OutputManifest:
             record[name] = WrittenFile(size, sha256)
         return record
 
-    def _object(self, value: object, path: Path, where: str) -> object:
-        """``value`` when it is a JSON object, else ``error`` naming ``where`` in the manifest."""
+    def _object(self, value: object, named: str, where: str) -> object:
+        """``value`` when it is a JSON object, else ``error`` naming ``where`` in the manifest (``named``: its file
+        as :func:`brief` names it)."""
         if not isinstance(value, dict):
-            raise self.error(f"{path}: {where}: expected a JSON object, got {shown(value)}")
+            raise self.error(f"{named}: {where}: expected a JSON object, got {shown(value)}")
         return value
 
     def earlier_outputs(self, folder: Path, writes: Collection[str],

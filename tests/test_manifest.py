@@ -174,3 +174,31 @@ def test_the_lines_name_a_long_folder_cut_keeping_the_file_name(tmp_path: Path) 
         "says demo wrote it)"]
     assert all(line.isprintable() and len(line) < BRIEF_CHARS + 100 for line in lines), lines
     assert lines[0].split(" (")[0].endswith("/part-1.bin'") and "/part-\\x1b[2J\\nx.bin' (" in lines[1], lines
+
+
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_a_refused_manifest_is_named_through_brief(kind: str, tmp_path: Path) -> None:
+    """The manifest reader named the manifest file as it is in every refusal (not JSON, a top level or an entry
+    that is not an object, an unknown file, a bad sha256, a link): a newline or a terminal's escape in --out's
+    name went into the message as it is, an --out of 3,000 characters made a 3 kB line. It is named through
+    brief(), as the bounded reader's own refusals (read_text_file) name it."""
+    from swarmbase.tomlcheck import brief
+
+    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    folder.mkdir(parents=True)
+    manifest = folder / RULE.name
+    for text, says in (("{", "not a manifest of demo ("), ("[]", "top level: expected a JSON object"),
+                       ('{"format": 1, "files": {"x.txt": {}}}', "files: unknown key 'x.txt'"),
+                       ('{"format": 1, "files": {"table.csv": []}}', "files.table.csv: expected a JSON object"),
+                       ('{"format": 1, "files": {"table.csv": {"bytes": 1, "sha256": "x"}}}', "files.table.csv.sha256")):
+        manifest.write_text(text)
+        with pytest.raises(_Err) as info:
+            RULE.read(folder)
+        message = str(info.value)
+        assert message.startswith(f"{brief(manifest)}: {says}") and message.isprintable(), message
+        assert len(message) < 700, message
+    manifest.unlink()
+    manifest.symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(_Err) as info:
+        RULE.read(folder)
+    assert str(info.value).startswith(f"{brief(manifest)}: is a link to "), info.value
