@@ -104,7 +104,7 @@ def _gpx_points(path: Path) -> list[TrackPoint]:
     """The timed points of a GPX file's tracks, segments joined in the order of their first times."""
     path = check_input_file(path, ContactError, "GPX file", MAX_MISSION_BYTES)
     data = _log_bytes(path, "GPX file")
-    refuse_doctype(data, str(path), ContactError)  # before any entity could expand
+    refuse_doctype(data, brief(path), ContactError)  # before any entity could expand; named as every message names it
     parser = expat.ParserCreate(namespace_separator=" ")
     parser.buffer_text = True  # a text in one call, not one a line or entity
     segments: list[list[TrackPoint]] = []

@@ -788,3 +788,21 @@ def test_the_position_logs_lines_name_it_through_brief(kind: str, tmp_path: Path
     renamed = [line for line in said if "renamed positions." in line]
     assert renamed and all(line.startswith(f"drone 7: {brief(log.path)}: ") for line in renamed), said
     assert all(line.isprintable() and len(line) < 500 for line in said), said
+
+
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_the_gpx_readers_dtd_refusal_names_the_file_through_brief(kind: str, tmp_path: Path) -> None:
+    """The GPX reader's refusal of a document type declaration named the file as it is, where its other
+    refusals name it through brief(): a newline or a terminal's escape in a folder's name went into the
+    message as it is, a folder of 3,000 characters made a 3 kB line."""
+    from swarmbase.tomlcheck import brief
+
+    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    folder.mkdir(parents=True)
+    path = folder / "lol.gpx"
+    path.write_text(f'<?xml version="1.0"?><!DOCTYPE gpx [<!ENTITY l0 "lol">]><gpx xmlns="{NS}"></gpx>')
+    with pytest.raises(ContactError) as exc:
+        read_track(path)
+    assert str(exc.value) == (f"{brief(path)}:1: a document type declaration (<!DOCTYPE); this file kind has "
+                              "none, and entities are not expanded")
+    assert str(exc.value).isprintable() and len(str(exc.value)) < 400
