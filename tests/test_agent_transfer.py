@@ -2906,3 +2906,37 @@ def test_the_agents_log_lines_name_its_folders_and_key_through_brief(kind: str, 
         assert any(line.startswith(start) for line in said), (start, said)
     assert any(f", trust store {brief(folder / 'trusted')} (1 keys)" in line for line in said), said
     assert all(line.isprintable() and len(line) < 700 for line in said), said
+
+
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_the_state_files_refusals_name_it_through_brief(kind: str, tmp_path: Path) -> None:
+    """The inbox's refusals of its state file (not JSON, not a state file, another node's, a bad field) and of
+    a state sub-folder it cannot create named them as they are: a newline or a terminal's escape in the state
+    folder's name (node.state_dir, the user's) went into the message as it is, a folder of 3,000 characters
+    made a 3 kB line. Each names the file through brief(), as the bounded reader's own refusals name it."""
+    from fol.agent.inbox import Inbox
+    from fol.errors import ConfigError
+    from swarmbase.tomlcheck import brief
+
+    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    root = folder / "state"
+    root.mkdir(parents=True)
+    state = root / "state.json"
+    Inbox(root, "receiver", 10**8).save()
+    good = json.loads(state.read_text())
+    for text, says in (("[1, 2", "cannot read agent state ("), ("[]", "not a FOL agent state file"),
+                       (json.dumps({**good, "node": "other"}), "state belongs to node 'other'"),
+                       (json.dumps({**good, "round": -1}), "field 'round' must be a positive integer")):
+        state.write_text(text)
+        with pytest.raises(ConfigError) as err:
+            Inbox(root, "receiver", 10**8)
+        message = str(err.value)
+        assert message.startswith(f"{brief(state)}: {says}") and message.isprintable(), message
+        assert len(message) < 500, message
+    blocked = folder / "blocked"
+    blocked.mkdir()
+    (blocked / "models").write_text("a file where a folder belongs")
+    with pytest.raises(ConfigError) as err:
+        Inbox(blocked, "receiver", 10**8)
+    assert str(err.value).startswith(f"{brief(blocked / 'models')}: cannot create the state sub-folder"), err.value
+    assert str(err.value).isprintable() and len(str(err.value)) < 500, err.value

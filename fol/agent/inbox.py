@@ -279,11 +279,12 @@ class Inbox:
             try:
                 make_dirs(self.root / sub)
             except OSError as exc:
-                raise ConfigError(f"{self.root / sub}: cannot create the state sub-folder ({exc.strerror}); "
+                raise ConfigError(f"{brief(self.root / sub)}: cannot create the state sub-folder ({exc.strerror}); "
                                   f"expected a writable folder") from None
         #: Set by the agent: ``() -> (round age in s, wall time)``, stamped into the state at every save.
         self.round_clock: Callable[[], tuple[float, float]] | None = None
         self.state_path = self.root / "state.json"
+        self.state_named = brief(self.state_path)  # as every message names the file (the state folder is the user's)
         self.is_new = not self.state_path.exists()
         if self.is_new:
             self.state = AgentState(node=node_id)
@@ -293,11 +294,11 @@ class Inbox:
                 # NaN / Infinity taken, as json.loads took them: a field holding one is named by from_dict
                 data = bounded_loads(text, max_depth=MAX_STATE_DEPTH, max_items=MAX_STATE_ITEMS, allow_nan=True)
             except ValueError as exc:
-                raise ConfigError(f"{self.state_path}: cannot read agent state ({exc})") from None
-            self.state = AgentState.from_dict(data, str(self.state_path))
+                raise ConfigError(f"{self.state_named}: cannot read agent state ({exc})") from None
+            self.state = AgentState.from_dict(data, self.state_named)
             if self.state.node != node_id:
                 raise ConfigError(
-                    f"{self.state_path}: state belongs to node {shown(self.state.node)}, this agent is {node_id!r}"
+                    f"{self.state_named}: state belongs to node {shown(self.state.node)}, this agent is {node_id!r}"
                 )
 
     # ------------------------------------------------------------------ state
@@ -322,10 +323,10 @@ class Inbox:
         try:
             present = path.is_file()
         except OSError as exc:  # a name too long for the file system; a folder on its way that cannot be searched
-            raise ConfigError(f"{self.state_path}: field {field!r} {brief(value)} cannot be checked "
+            raise ConfigError(f"{self.state_named}: field {field!r} {brief(value)} cannot be checked "
                               f"({exc.strerror})") from None
         if not present:
-            raise ConfigError(f"{self.state_path}: field {field!r}: model {brief(value)} is missing")
+            raise ConfigError(f"{self.state_named}: field {field!r}: model {brief(value)} is missing")
         return path
 
     # ------------------------------------------------------------------ own models
@@ -620,7 +621,7 @@ class Inbox:
                 present = self.path(rec["file"]).exists()
             except OSError as exc:
                 if exc.errno != errno.ENAMETOOLONG:  # a folder on its way that cannot be searched: it may be there
-                    raise ConfigError(f"{self.state_path}: field 'received' entry {shown(mid)}: 'file' "
+                    raise ConfigError(f"{self.state_named}: field 'received' entry {shown(mid)}: 'file' "
                                       f"{brief(rec['file'])} cannot be checked ({exc.strerror})") from None
                 del self.state.received[mid]  # too long for the file system: no such file can be there
                 notes.append(f"dropped {self.state_path.name} field 'received' entry {shown(mid)}: its 'file' "
