@@ -242,7 +242,7 @@ def run_personalize(args: argparse.Namespace) -> int:
         raise ConfigError(f"--neighbors: required by --variant {args.variant} (the folder of received neighbour "
                           f"models); only --variant local reads none")
     if args.variant == "local" and args.neighbors is not None:  # deploys the pretrained model: nothing collected
-        log.info("--variant local reads no neighbour model; --neighbors %s is not read", args.neighbors)
+        log.info("--variant local reads no neighbour model; --neighbors %s is not read", brief(args.neighbors))
     neighbours = None if args.variant == "local" else Path(args.neighbors)
     if neighbours is not None:  # a mistyped folder: said before the model and the data are read
         check_input_dir(neighbours, DataError, "--neighbors")

@@ -1313,3 +1313,23 @@ def test_a_failed_member_write_names_the_member_in_out_not_the_staging_folder(
     assert re.search(rf"{re.escape(str(out))}/member-0-[0-9a-f]{{8}}\.safetensors: cannot write model file "
                      r"\(No space left on device\)", err[0]), err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize("kind", ["control", "long"])
+def test_the_local_variants_neighbours_line_names_the_folder_through_brief(kind: str, swarm_files: Path,
+                                                                           tmp_path: Path, caplog) -> None:
+    """--variant local logs that the --neighbors folder given is not read, naming it as given: a folder of
+    3,000 characters made a 3 kB log line, a newline or a terminal's escape went into the record raw. It
+    names the folder through brief(), as every other line of fol personalize names it."""
+    import logging
+
+    from swarmbase.tomlcheck import brief
+
+    folder = _odd_folder(tmp_path, kind)
+    with caplog.at_level(logging.INFO, logger="fol"):
+        assert main(["personalize", "--model", str(swarm_files / "node0.safetensors"), "--data", DATA.format(k=0),
+                     "--config", str(swarm_files / "fol.toml"), "--out", str(tmp_path / "out"), "--variant", "local",
+                     "--neighbors", str(folder)]) == 0
+    said = [r.getMessage() for r in caplog.records if "is not read" in r.getMessage()]
+    assert said == [f"--variant local reads no neighbour model; --neighbors {brief(folder)} is not read"], said
+    assert said[0].isprintable() and len(said[0]) < 300, said
