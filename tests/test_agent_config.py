@@ -17,6 +17,8 @@ from fol.agent.keys import TrustStore, generate_keypair, load_keypair, load_publ
 from fol.agent.loopback import toml_text
 from fol.errors import ConfigError
 
+from _names import odd_folder
+
 
 def _base(tmp_path: Path) -> dict:
     return {
@@ -369,8 +371,7 @@ def test_keys_cli_lines_name_the_key_files_through_brief(kind: str, tmp_path: Pa
     printed line keeping the file's own name at a cut (drone-7.key and drone-7.key_secret told apart)."""
     from swarmbase.tomlcheck import brief
 
-    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    folder.mkdir(parents=True)
+    folder = odd_folder(tmp_path, kind)
     parser = _parser()
 
     def run(*argv: str) -> str:

@@ -28,6 +28,7 @@ from fol.errors import ConfigError
 from fol.models import ModelSpec, build_model
 from fol.nodedata import load_node_data, parse_node_data
 from fol.train import evaluate
+from _names import odd_folder
 from _waiting import wait_until
 
 _wait = functools.partial(wait_until, poll_s=0.1)  # each poll is a request to an agent process
@@ -290,8 +291,7 @@ def test_a_damaged_report_is_named_through_brief(kind: str, tmp_path: Path) -> N
     from fol.errors import FOLError
     from swarmbase.tomlcheck import brief
 
-    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    folder.mkdir(parents=True)
+    folder = odd_folder(tmp_path, kind)
     report = folder / "round-1.json"
     for text, says in (("[1, 2", "cannot read the round report ("), ("[1, 2]", "expected a round report (a JSON "
                                                                                 "object), got list")):

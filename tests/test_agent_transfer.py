@@ -25,6 +25,7 @@ from fol.agent.protocol import Offer
 from fol.agent.transfer import OutgoingTransfer, PeerLink, offer_for_file, send_model
 from fol.checkpoint import ModelCard, model_digest, model_to_bytes, save_model
 from fol.models import ModelSpec, build_model
+from _names import odd_folder
 from _waiting import wait_until as _wait
 
 CLASSES = ["damage", "no_damage"]
@@ -2852,8 +2853,7 @@ def test_the_listening_line_names_the_state_folder_and_endpoints_through_brief(k
     from swarmbase.tomlcheck import brief
 
     node = Node(tmp_path, "receiver", [])
-    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    folder.mkdir(parents=True)
+    folder = odd_folder(tmp_path, kind)
     toml = tmp_path / "receiver.toml"
     toml.write_text(toml_text({  # the state folder as a TOML string escapes it (JSON's escapes are TOML's)
         "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", "secret_key": str(node.sec),
@@ -2883,8 +2883,7 @@ def test_the_agents_log_lines_name_its_folders_and_key_through_brief(kind: str, 
     from swarmbase.tomlcheck import brief
 
     node = Node(tmp_path, "receiver", [])
-    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    folder.mkdir(parents=True)
+    folder = odd_folder(tmp_path, kind)
     _, secret = generate_keypair(folder / "keys", "receiver")
     os.chmod(secret, 0o644)  # readable by others: warned
     caplog.set_level(logging.INFO, logger="fol.agent")
@@ -2918,9 +2917,9 @@ def test_the_state_files_refusals_name_it_through_brief(kind: str, tmp_path: Pat
     from fol.errors import ConfigError
     from swarmbase.tomlcheck import brief
 
-    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    folder = odd_folder(tmp_path, kind)
     root = folder / "state"
-    root.mkdir(parents=True)
+    root.mkdir()
     state = root / "state.json"
     Inbox(root, "receiver", 10**8).save()
     good = json.loads(state.read_text())

@@ -18,6 +18,7 @@ from contact_sim.missions import enu_km, mission_waypoints, read_missions
 from contact_sim.tracks import read_track
 
 from _memory import traced_peak
+from _names import odd_folder
 from _tracks import unreachable_after
 
 HOME = (47.0, 8.0, 400.0)
@@ -772,8 +773,7 @@ def test_the_position_logs_lines_name_it_through_brief(kind: str, tmp_path: Path
     from swarmbase.tomlcheck import brief
 
     monkeypatch.setattr(position, "MAX_LOG_BYTES", 4096)
-    state = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    state.mkdir(parents=True)
+    state = odd_folder(tmp_path, kind)
     source = _Source()
     log = position.PositionLog(source, state, "drone 7")
     lines = [_fix_line(source, log, 10.0 * i, 47.0 + 1e-5 * i) for i in range(3)]
@@ -797,8 +797,7 @@ def test_the_gpx_readers_dtd_refusal_names_the_file_through_brief(kind: str, tmp
     message as it is, a folder of 3,000 characters made a 3 kB line."""
     from swarmbase.tomlcheck import brief
 
-    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    folder.mkdir(parents=True)
+    folder = odd_folder(tmp_path, kind)
     path = folder / "lol.gpx"
     path.write_text(f'<?xml version="1.0"?><!DOCTYPE gpx [<!ENTITY l0 "lol">]><gpx xmlns="{NS}"></gpx>')
     with pytest.raises(ContactError) as exc:

@@ -14,6 +14,7 @@ from contact_sim.dtn import format_ion, read_hdtn, read_ion
 from contact_sim.windows import A_TO_B, BOTH
 
 from _memory import traced_peak
+from _names import odd_folder
 from _plans import plan_refusal
 
 MAX_NODE = 2**64 - 1
@@ -359,8 +360,7 @@ def test_a_refused_export_names_its_file_through_brief(kind: str, tool: str, tmp
     from contact_sim.dtn import write_hdtn, write_ion
     from swarmbase.tomlcheck import brief
 
-    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    folder.mkdir(parents=True)
+    folder = odd_folder(tmp_path, kind)
     out = folder / f"contacts.{tool}"
     with pytest.raises(ContactError) as info:
         (write_ion if tool == "ion" else write_hdtn)(out, _plan([600.0], 0.5))
@@ -1031,8 +1031,7 @@ def test_the_imports_name_the_plan_file_through_brief(kind: str, tmp_path: Path,
     from contact_sim.dtn import read_plan
     from swarmbase.tomlcheck import brief
 
-    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    folder.mkdir(parents=True)
+    folder = odd_folder(tmp_path, kind)
     ion, hdtn = folder / "p.ion", folder / "p.json"
     ion.write_text("a contact +1 +600 1 2 1000\na contact +1 +600 2 1 many\n")
     hdtn.write_text(json.dumps({"contacts": [{"source": 1, "dest": 2, "startTime": 0, "endTime": 60}]}))

@@ -18,6 +18,8 @@ import swarmbase.fileio as fileio
 from contact_sim import ContactPlan, LinkModel, WindowTable
 from swarmbase.fileio import atomic_write_bytes, atomic_writer, write_json_atomic
 
+from _names import odd_folder
+
 
 @pytest.fixture
 def umask_022():
@@ -611,8 +613,7 @@ def test_make_dirs_names_a_dead_link_on_the_way_through_brief(kind: str, tmp_pat
     escape went into it raw. The reason names the link through brief(), as the link's target is named."""
     from swarmbase.tomlcheck import brief
 
-    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    folder.mkdir(parents=True)
+    folder = odd_folder(tmp_path, kind)
     link = folder / "out"
     link.symlink_to(tmp_path / "gone")
     with pytest.raises(OSError) as info:

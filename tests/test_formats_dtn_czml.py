@@ -19,6 +19,7 @@ from contact_sim.czml import czml_packets
 from contact_sim.windows import A_TO_B, B_TO_A, BOTH
 from fol.cli import main
 
+from _names import odd_folder
 from _scenarios import tiny_fol
 
 START = dt.datetime(2026, 8, 1, tzinfo=dt.timezone.utc)
@@ -848,8 +849,7 @@ def test_the_late_windows_warning_names_the_plan_file_through_brief(kind: str, t
     from contact_sim.scenario import load_contact_scenario, load_plan_file
     from swarmbase.tomlcheck import brief
 
-    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    folder.mkdir(parents=True)
+    folder = odd_folder(tmp_path, kind)
     (folder / "p.ion").write_text(format_ion(_hand_plan()))
     (folder / "s.toml").write_text('[contacts]\nplan_file = "p.ion"\n[time]\nduration_s = 50.0\n')
     caplog.set_level(logging.WARNING, logger="contact_sim")
@@ -878,8 +878,7 @@ def test_fol_simulate_logs_the_plan_file_it_reads_through_brief(kind: str, tmp_p
     import fol.simulation.runner
     from swarmbase.tomlcheck import brief
 
-    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    folder.mkdir(parents=True)
+    folder = odd_folder(tmp_path, kind)
     (folder / "plan.ion").write_text(format_ion(_hand_plan()))
     (folder / "s.toml").write_text(ION_SCENARIO)
 

@@ -19,6 +19,7 @@ from fol.errors import ConfigError
 from fol.nodedata import NodeDataSpec, parse_node_data
 
 from _memory import traced_peak
+from _names import odd_folder
 from _plans import plan_refusal
 from _tiff import one_segment_tiff
 
@@ -1522,7 +1523,7 @@ def test_a_refused_pool_candidate_is_named_through_brief(kind: str, tmp_path: Pa
     names = list(data.train.class_names)
     spec = ModelSpec("cnn-small", len(names), 3, 32)
     state = NodeState.from_pretrained("node-0", build_model(spec), spec, names, data)
-    state_dir = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
+    state_dir = odd_folder(tmp_path, kind)
     path = state_dir / "pool" / "round-1" / "candidate-0.safetensors"
     path.parent.mkdir(parents=True)
     save_model(path, build_model(spec), ModelCard(spec=spec, class_names=names, input_shape=[3, 32, 32],

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from swarmbase.fileio import staged_outputs
-from swarmbase.manifest import OutputManifest
+from swarmbase.manifest import EarlierOutputs, OutputManifest
+
+from _names import odd_folder
 
 
 class _Err(Exception):
@@ -110,18 +112,25 @@ def test_the_writer_never_writes_a_manifest_the_reader_refuses(tmp_path: Path) -
         OutputManifest("m.json", "demo", ("part-*.bin",), _Err)
 
 
+def _one_removed_one_kept(folder: Path, recorded: str, mine: str) -> tuple[EarlierOutputs, list[Path]]:
+    """A run into ``folder`` after one whose manifest records ``recorded`` (removed in the swap), beside the
+    user's ``mine`` of an output's pattern (kept): the run's earlier outputs and what the swap removed."""
+    (folder / recorded).write_bytes(b"recorded")
+    (folder / mine).write_bytes(b"the user's")
+    RULE.write(folder / RULE.name, [folder / recorded])
+    earlier = RULE.earlier_outputs(folder, [RULE.name], RULE.read(folder))
+    removed: list[Path] = []
+    with staged_outputs(folder, replaces=earlier.replaces, removed=removed, removable=earlier.unchanged) as stage:
+        RULE.write(stage / RULE.name, [])
+    return earlier, removed
+
+
 def test_the_lines_write_a_file_name_of_the_folder_escaped_on_one_line(tmp_path: Path) -> None:
     """A file of an output's pattern may be named anything (a newline, a terminal's escape, a right-to-left
     override): the removed and kept lines write its name escaped, each one line that cannot rewrite the
     terminal, as every message naming a file does. Before, the names were printed as they are."""
     recorded, mine = "part-\u202e1.bin", "part-\x1b[2J\nx.bin"
-    (tmp_path / recorded).write_bytes(b"recorded")
-    (tmp_path / mine).write_bytes(b"the user's")
-    RULE.write(tmp_path / RULE.name, [tmp_path / recorded])
-    earlier = RULE.earlier_outputs(tmp_path, [RULE.name], RULE.read(tmp_path))
-    removed: list[Path] = []
-    with staged_outputs(tmp_path, replaces=earlier.replaces, removed=removed, removable=earlier.unchanged) as stage:
-        RULE.write(stage / RULE.name, [])
+    earlier, removed = _one_removed_one_kept(tmp_path, recorded, mine)
     assert removed == [tmp_path / recorded]
     assert earlier.lines(removed) == [
         f"removed    {tmp_path}/part-\\u202e1.bin (an earlier run's; not an output of this one)",
@@ -160,13 +169,7 @@ def test_the_lines_name_a_long_folder_cut_keeping_the_file_name(tmp_path: Path) 
     folder = tmp_path.joinpath(*["d" * 200] * 15)
     folder.mkdir(parents=True)
     recorded, mine = "part-1.bin", "part-\x1b[2J\nx.bin"
-    (folder / recorded).write_bytes(b"recorded")
-    (folder / mine).write_bytes(b"the user's")
-    RULE.write(folder / RULE.name, [folder / recorded])
-    earlier = RULE.earlier_outputs(folder, [RULE.name], RULE.read(folder))
-    removed: list[Path] = []
-    with staged_outputs(folder, replaces=earlier.replaces, removed=removed, removable=earlier.unchanged) as stage:
-        RULE.write(stage / RULE.name, [])
+    earlier, removed = _one_removed_one_kept(folder, recorded, mine)
     lines = earlier.lines(removed)
     assert lines == [
         f"removed    {brief(folder / recorded, keep_end=40)} (an earlier run's; not an output of this one)",
@@ -184,8 +187,7 @@ def test_a_refused_manifest_is_named_through_brief(kind: str, tmp_path: Path) ->
     brief(), as the bounded reader's own refusals (read_text_file) name it."""
     from swarmbase.tomlcheck import brief
 
-    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    folder.mkdir(parents=True)
+    folder = odd_folder(tmp_path, kind)
     manifest = folder / RULE.name
     for text, says in (("{", "not a manifest of demo ("), ("[]", "top level: expected a JSON object"),
                        ('{"format": 1, "files": {"x.txt": {}}}', "files: unknown key 'x.txt'"),

@@ -16,6 +16,8 @@ from fol.checkpoint import load_model, save_model
 from fol.cli import main
 from fol.models import ModelSpec, build_model
 
+from _names import odd_folder
+
 SPEC = ModelSpec("cnn-small", num_classes=2)
 
 
@@ -368,14 +370,6 @@ def test_info_max_bytes_is_bounded_as_the_agents_payload_limit(value: str, tmp_p
                                       "1..4,000,000,000 (4 GB), got ") and len(err.splitlines()) == 1, err
 
 
-def _odd_folder(tmp_path: Path, kind: str) -> Path:
-    """A folder whose path holds a newline and a terminal's escape ("control"), or is about 3,000 characters
-    long ("long", 15 folders of 200: no one name may pass 255 bytes)."""
-    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    folder.mkdir(parents=True)
-    return folder
-
-
 @pytest.mark.parametrize("kind", ["control", "long"])
 def test_import_and_info_name_the_files_through_brief(kind: str, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
@@ -384,7 +378,7 @@ def test_import_and_info_name_the_files_through_brief(kind: str, tmp_path: Path,
     3,000 characters made a 3 kB line (both). Each names the file through brief(), as their refusals do."""
     from swarmbase.tomlcheck import brief
 
-    folder = _odd_folder(tmp_path, kind)
+    folder = odd_folder(tmp_path, kind)
     weights, out = folder / "w.safetensors", folder / "m.safetensors"
     save_file(build_model(SPEC, seed=0).state_dict(), str(weights))
     assert main(["model", "import", str(weights), "--arch", "cnn-small", "--classes", "a,b", "--out", str(out)]) == 0

@@ -9,6 +9,8 @@ import pytest
 from fol.errors import ConfigError
 from fol.nodedata import parse_node_data
 
+from _names import odd_folder
+
 
 def test_a_folder_whose_name_holds_an_equals_sign_is_a_folder(tmp_path: Path) -> None:
     folder = tmp_path / "run=1"  # hive-style names (year=2020/) are common in exported imagery
@@ -423,8 +425,7 @@ def test_fol_pretrain_names_out_through_brief(kind: str, tmp_path: Path, capsys:
     from fol.cli import main
     from swarmbase.tomlcheck import brief
 
-    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    folder.mkdir(parents=True)
+    folder = odd_folder(tmp_path, kind)
     out = folder / "m.safetensors"
     assert main(["pretrain", "--data", "dataset=synthetic-hurricane,nodes=2,node=0,per_node=40,size=100",
                  "--arch", "cnn-small", "--epochs", "1", "--out", str(out)]) == 0

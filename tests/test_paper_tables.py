@@ -13,6 +13,8 @@ from fol.data import DEFAULT_MIN_SAMPLES
 from fol.errors import ConfigError
 from fol.reproduce import PAPER_CELLS, ProtocolConfig, column_nodes, rows_for
 
+from _names import odd_folder
+
 ROWS = rows_for(3, ProtocolConfig.quick().methods)  # the paper's rows; --quick leaves out the pooled references
 
 
@@ -782,8 +784,7 @@ def test_the_refusal_of_an_out_holding_tables_names_it_through_brief(kind: str, 
     from fol.reproduce import check_fresh_output
     from swarmbase.tomlcheck import brief
 
-    out = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    out.mkdir(parents=True)
+    out = odd_folder(tmp_path, kind)
     (out / "tables.json").write_text("{}")
     with pytest.raises(ConfigError) as refused:
         check_fresh_output(out)

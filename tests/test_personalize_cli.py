@@ -19,6 +19,8 @@ from fol.cli import main
 from fol.nodedata import load_node_data, parse_node_data
 from fol.train import evaluate
 
+from _names import odd_folder
+
 DATA = "dataset=synthetic-hurricane,nodes=4,node={k},psi=0.5,per_node=150,size=1600,seed=3"
 FAST = """[fol]
 finetune_epochs = 2
@@ -459,14 +461,6 @@ def test_a_round_beyond_fol_rounds_is_refused_before_the_data_is_loaded(
         assert not (tmp_path / "out").exists()
 
 
-def _odd_folder(tmp_path: Path, kind: str) -> Path:
-    """A folder whose path holds a newline and a terminal's escape ("control"), or is about 3,000 characters
-    long ("long", 15 folders of 200: no one name may pass 255 bytes)."""
-    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    folder.mkdir(parents=True)
-    return folder
-
-
 @pytest.mark.parametrize("kind", ["control", "long"])
 def test_every_line_names_the_model_config_and_out_through_brief(kind: str, swarm_files: Path, tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
@@ -477,7 +471,7 @@ def test_every_line_names_the_model_config_and_out_through_brief(kind: str, swar
     from fol.checkpoint import save_model
     from swarmbase.tomlcheck import brief
 
-    folder = _odd_folder(tmp_path, kind)
+    folder = odd_folder(tmp_path, kind)
     own = load_model(swarm_files / "node0.safetensors")
     model = folder / "round1.safetensors"
     save_model(model, own.model, spec=own.card.spec, class_names=list(own.card.class_names), producer="node-0",
@@ -1325,7 +1319,7 @@ def test_the_local_variants_neighbours_line_names_the_folder_through_brief(kind:
 
     from swarmbase.tomlcheck import brief
 
-    folder = _odd_folder(tmp_path, kind)
+    folder = odd_folder(tmp_path, kind)
     with caplog.at_level(logging.INFO, logger="fol"):
         assert main(["personalize", "--model", str(swarm_files / "node0.safetensors"), "--data", DATA.format(k=0),
                      "--config", str(swarm_files / "fol.toml"), "--out", str(tmp_path / "out"), "--variant", "local",
