@@ -815,3 +815,19 @@ def test_keys_trust_refuses_an_empty_or_invalid_name_naming_the_flag(name: str, 
     assert err.startswith(f"fol keys: error: --name: peer id '{name}' is invalid") and len(err.splitlines()) == 1, err
     assert not (tmp_path / "trusted").exists()
     assert main(argv) == 0 and (tmp_path / "trusted" / "drone-2.key").is_file()  # no --name: the file's name
+
+
+def test_toml_text_writes_any_string_as_tomllib_reads_it_back() -> None:
+    """Review: toml_text wrote a string's newline, tab, escape and DEL characters as they were, which a TOML
+    basic string may not hold, so a config naming a folder with a newline in its name could not be read back
+    (tomllib: 'Illegal character'). Every character is now written as TOML escapes it, and a lone surrogate
+    (an undecodable byte of a file name), which no TOML string can hold, is refused naming it."""
+    import tomllib
+
+    odd = 'a\nb\tc\x1bd\x7fe\x00f"g\\h\ri\x0cj\x08k é ✓'
+    data = {"node": {"id": "n1", "state_dir": odd, "list": [odd, "plain"]}, "peers": [{"id": "n2", "address": odd}]}
+    back = tomllib.loads(toml_text(data))
+    assert back["node"]["state_dir"] == odd and back["node"]["list"] == [odd, "plain"]
+    assert back["peers"] == [{"id": "n2", "address": odd}]
+    with pytest.raises(ValueError, match="U\\+DCFF"):
+        toml_text({"node": {"state_dir": "x\udcff"}})

@@ -74,6 +74,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: The characters a TOML basic string writes as a short escape; other control characters are written \uXXXX
+_TOML_ESCAPES = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def _scalar_char(c: str) -> str:
+    if 0xD800 <= ord(c) <= 0xDFFF:  # a lone surrogate (a file name's undecodable byte): TOML holds no such string
+        raise ValueError(f"cannot write the character U+{ord(c):04X} (an undecodable byte of a file name) to TOML")
+    return c
+
+
 def toml_text(data: dict[str, Any]) -> str:
     """Serialize the agent-config shape (tables of scalars, arrays of tables) as TOML."""
 
@@ -83,7 +93,8 @@ def toml_text(data: dict[str, Any]) -> str:
         if isinstance(v, (int, float)):
             return repr(v)
         if isinstance(v, str):
-            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            return '"' + "".join(_TOML_ESCAPES.get(c) or (f"\\u{ord(c):04X}" if ord(c) < 0x20 or c == "\x7f" else
+                                                          _scalar_char(c)) for c in v) + '"'
         if isinstance(v, (list, tuple)):
             return "[" + ", ".join(scalar(x) for x in v) + "]"
         raise TypeError(f"cannot write {type(v).__name__} to TOML")
