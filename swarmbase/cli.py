@@ -23,7 +23,8 @@ from typing import Any, Callable, NoReturn
 from swarmbase.tomlcheck import BRIEF_CHARS, brief, printable, shown
 
 __all__ = ["run_command", "printable", "utf8_text", "recorded_path", "os_failure_line", "path_argument",
-           "ArgumentParser", "MAX_PER_CORE", "max_local_parallelism", "parallelism_range", "parallelism_problem"]
+           "ArgumentParser", "MAX_PER_CORE", "max_local_parallelism", "parallelism_range", "parallelism_problem",
+           "parallelism_floor_problem"]
 
 #: A piece of argparse's usage error that may be the user's text: a value it quotes (``'...'`` or ``"..."``, as
 #: repr writes it), or a run of characters without a space (an argument ``unrecognized arguments:`` lists).
@@ -82,6 +83,18 @@ MAX_PER_CORE = 4
 def max_local_parallelism() -> int:
     """The most processes or torch threads a run takes on this machine: :data:`MAX_PER_CORE` per core."""
     return MAX_PER_CORE * (os.cpu_count() or 1)
+
+
+def parallelism_floor_problem(value: int | str) -> str | None:
+    """Why ``value`` (a number, or an argument as typed that is not one) cannot be a number of processes, threads or Ray CPUs anywhere, or None: the lower bound
+    of :func:`parallelism_problem` alone, the whole rule where no upper bound is known yet (``fol simulate
+    --workers``, a scenario's ``run.workers`` / ``run.threads`` as read: a Ray cluster counts its own CPUs),
+    in one wording for both.
+
+    >>> parallelism_floor_problem(1) is None, parallelism_floor_problem(0)
+    (True, 'expected a whole number >= 1, got 0')
+    """
+    return None if isinstance(value, int) and value >= 1 else f"expected a whole number >= 1, got {shown(value)}"
 
 
 def parallelism_range() -> str:

@@ -272,6 +272,28 @@ def test_simulate_refuses_workers_below_one_before_any_work(workers: str, tmp_pa
 
 
 
+@pytest.mark.parametrize("key", ["workers", "threads"])
+def test_run_workers_below_one_reads_as_the_workers_option(key: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A scenario's ``run.workers = 0`` (or ``run.threads``) said "expected >= 1" and ``--workers 0`` "expected
+    a whole number >= 1": one rule, one wording (swarmbase.cli.parallelism_floor_problem), on a Ray cluster too,
+    whose CPUs have no bound here."""
+    def on_a_cluster(value: int) -> str:
+        run = '[run]\nexecutor = "local"\nthreads = 1\n'
+        assert run in LEO
+        return LEO.replace(run, f'[run]\nexecutor = "ray"\nray_address = "auto"\n{key} = {value}\n')
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(on_a_cluster(0))
+    assert main(["simulate", "--check", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(f"run.{key}: expected a whole number >= 1, got 0"), err
+    with pytest.raises(SystemExit):
+        main(["simulate", "--check", str(path), "--workers", "0"])
+    assert "argument --workers: expected a whole number >= 1, got 0" in capsys.readouterr().err
+    accepted = parse_scenario(tomllib.loads(on_a_cluster(100000)), tmp_path)
+    assert getattr(accepted.run, key) == 100000  # no upper bound as read: a Ray cluster counts its own CPUs
+
 def test_a_ray_address_where_nothing_listens_is_refused_in_seconds(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Ray retries an address where no cluster listens for minutes, deaf to Ctrl-C

@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from fol.errors import ConfigError
-from swarmbase.cli import path_argument
+from swarmbase.cli import parallelism_floor_problem, path_argument
 from swarmbase.tomlcheck import brief
 
 __all__ = ["add_simulate_parser", "add_demo_parser", "DEMO_SCENARIO"]
@@ -20,14 +20,15 @@ DEMO_OUT = "fol-demo-out"
 
 
 def _at_least_one(text: str) -> int:
-    """``--workers``: a whole number >= 1 (argparse turns the error into one usage line)."""
+    """``--workers``: a whole number >= 1, in the words of a scenario's ``run.workers`` (argparse turns the
+    error into one usage line); no upper bound here: a Ray cluster counts its own CPUs."""
     try:
-        value = int(text)
+        value: int | str = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
-    return value
+        value = text
+    if problem := parallelism_floor_problem(value):
+        raise argparse.ArgumentTypeError(problem)
+    return int(value)
 
 
 def add_simulate_parser(sub: argparse._SubParsersAction) -> None:

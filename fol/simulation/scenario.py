@@ -79,6 +79,7 @@ from fol.models import architectures
 from fol.nodedata import dataset_options
 from orbits.coverage import MEAN_EARTH_RADIUS_KM
 from orbits.errors import OrbitError
+from swarmbase.cli import parallelism_floor_problem
 from swarmbase.tomlcheck import Table, brief, check_name_length, read_toml, shown
 
 __all__ = ["SwarmScenario", "DataConfig", "ModelsConfig", "RunConfig", "load_scenario", "parse_scenario", "MAX_SEEDS"]
@@ -408,8 +409,8 @@ def _parse_learning(doc: dict[str, Any], base_dir: Path, source: str, text: str 
         raise ConfigError(f"run.executor: expected one of {', '.join(EXECUTORS)}, got {shown(run.executor)}")
     for key in ("workers", "threads"):
         value = getattr(run, key)
-        if value is not None and value < 1:
-            raise ConfigError(f"run.{key}: expected >= 1, got {shown(value)}")
+        if value is not None and (problem := parallelism_floor_problem(value)):  # --workers' words; no upper
+            raise ConfigError(f"run.{key}: {problem}")  # bound yet: a Ray cluster counts its own CPUs
 
     o = _table(doc, "output", {"dir"}, source)
     out = None
