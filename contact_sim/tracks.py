@@ -103,7 +103,7 @@ _GPX_CHILDREN: dict[str, dict[str, str]] = {"gpx": {"trk": "trk", "rte": "rte", 
 def _gpx_points(path: Path) -> list[TrackPoint]:
     """The timed points of a GPX file's tracks, segments joined in the order of their first times."""
     path = check_input_file(path, ContactError, "GPX file", MAX_MISSION_BYTES)
-    data = _log_bytes(path, "GPX file")
+    data = _track_bytes(path, "GPX file")
     refuse_doctype(data, brief(path), ContactError)  # before any entity could expand; named as every message names it
     parser = expat.ParserCreate(namespace_separator=" ")
     parser.buffer_text = True  # a text in one call, not one a line or entity
@@ -257,9 +257,10 @@ def _needs_pymavlink(path: Path, kind: str) -> ContactError:
     return ContactError(f"{brief(path)}: reading {kind} needs pymavlink: pip install 'fol-swarm[mavlink]'")
 
 
-def _log_bytes(path: Path, what: str) -> bytes:
-    """A track file's bytes (a GPX file's, a binary log's), at most MAX_MISSION_BYTES: the size was checked,
-    but the file may have grown since (a log still written), and no more than one byte past the limit is read."""
+def _track_bytes(path: Path, what: str) -> bytes:
+    """A track file's bytes (a GPX file's, a MAVLink telemetry or DataFlash log's; ``what`` names the kind, as
+    the error line does), at most MAX_MISSION_BYTES: the size was checked, but the file may have grown since (a
+    log still written), and no more than one byte past the limit is read."""
     try:
         with open(path, "rb") as fh:
             data = read_at_most(fh, MAX_MISSION_BYTES)
@@ -285,7 +286,7 @@ def _tlog_points(path: Path) -> list[TrackPoint]:
         from pymavlink.dialects.v20 import common as mavlink  # MAVLink 2's parser decodes version 1 packets too
     except ImportError:
         raise _needs_pymavlink(path, "a MAVLink telemetry log") from None
-    data = _log_bytes(path, "MAVLink telemetry log")
+    data = _track_bytes(path, "MAVLink telemetry log")
     parser = mavlink.MAVLink(None)
     points: list[TrackPoint] = []
     source: tuple[int, int, str] | None = None
@@ -409,7 +410,7 @@ def _dataflash_points(path: Path) -> list[TrackPoint]:
         from pymavlink.DFReader import FORMAT_TO_STRUCT  # the struct code and multiplier of each format character
     except ImportError:
         raise _needs_pymavlink(path, "an ArduPilot DataFlash log") from None
-    data = _log_bytes(path, "DataFlash log")
+    data = _track_bytes(path, "DataFlash log")
     lengths = {_DF_FMT: 3 + _DF_FMT_BODY.size}
     gps_type: int | None = None
     gps: tuple[struct.Struct, dict[str, int], list] | None = None
