@@ -20,7 +20,7 @@ import torch
 
 from fol.accounting import forward_macs, training_flops
 from fol.data import GeoDataset, NodeData, split_node
-from fol.methods.base import NodeSetup, serial_map
+from fol.methods.base import NodeSetup, naming_node, serial_map
 from fol.models import ModelSpec, build_model
 from fol.seeds import node_seed
 from fol.train import TrainConfig, fit
@@ -53,7 +53,8 @@ def pretrain_node(task: PretrainTask) -> tuple[dict[str, torch.Tensor], int]:
     """Pretrain one node from the shared initialization of its architecture;
     returns the state dict and the training FLOPs spent."""
     model = build_model(task.spec, seed=task.init_seed)
-    hist = fit(model, task.data.train.tensors(), task.train, val=task.data.val.tensors())
+    with naming_node(task.name, "pretraining"):  # a divergence says which node's
+        hist = fit(model, task.data.train.tensors(), task.train, val=task.data.val.tensors())
     macs = forward_macs(model, task.data.train.images.shape[1:])
     return model.state_dict(), training_flops(macs, hist.samples_seen)
 

@@ -74,9 +74,10 @@ def test_two_rounds_chain_students(nodes) -> None:
     ended round 1 with (not its pretrained model again), carded as round 1."""
     students, arrived = [], []  # per round: each node's student after it; what each node received
 
-    def recording_map(fn, tasks, desc=None):
-        arrived.append([[load_model_bytes(payload) for _, payload in t.payloads] for t in tasks])
-        out = serial_map(fn, tasks)
+    def recording_map(fn, items, desc=None):  # items: (node name, the node's task)
+        assert [name for name, _ in items] == [node.name for node in nodes]
+        arrived.append([[load_model_bytes(payload) for _, payload in t.payloads] for _, t in items])
+        out = serial_map(fn, items)
         students.append([_weights(state.current_model) for state, _ in out])
         return out
 

@@ -199,10 +199,9 @@ def test_phase_1_round_sends_the_eq5_weights_and_the_30_percent_global_mask(node
 
     calls = []
 
-    def capturing_map(fn, items, desc=None):
-        items = list(items)
+    def capturing_map(fn, items, desc=None):  # items: (node name, the node's task)
         out = [fn(t) for t in items]
-        calls.append((items, out))
+        calls.append(([task for _, task in items], out))
         return out
 
     ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1), rounds=2, seed=0, map=capturing_map,

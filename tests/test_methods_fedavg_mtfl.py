@@ -93,10 +93,9 @@ def test_mtfl_each_node_trains_and_deploys_its_own_patches(nodes):
     model with those patches, not another node's (the patches differ between nodes)."""
     tasks, uploads = [], []
 
-    def capturing_map(fn, items):
-        items = list(items)
+    def capturing_map(fn, items):  # items: (node name, the node's task)
         out = [fn(t) for t in items]
-        tasks.append(items)
+        tasks.append([task for _, task in items])
         uploads.append(out)
         return out
 

@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, ClassVar, Iterable, TypeVar
+from typing import Any, Callable, ClassVar, Iterable, Iterator, TypeVar
 
 import numpy as np
 from torch import nn
 
 from fol.config import FOLConfig
 from fol.data import NodeData
-from fol.errors import ConfigError
+from fol.errors import ConfigError, TrainingError
 from fol.models import ModelSpec
 from fol.train import TrainConfig
 from swarmbase.tomlcheck import allowed_text, shown
@@ -41,6 +42,8 @@ __all__ = [
     "get_method",
     "method_names",
     "serial_map",
+    "map_nodes",
+    "naming_node",
 ]
 
 T = TypeVar("T")
@@ -87,6 +90,42 @@ def serial_map(fn: Callable[[T], R], items: Iterable[T], desc: str | None = None
     """The default executor: run ``fn`` on each item in this process, in order
     (``desc`` names the work, for executors that show progress)."""
     return [fn(item) for item in items]
+
+
+@dataclass(frozen=True)
+class _NodeWork:
+    """``fn`` on one node's task, the item ``(node name, task)``: a divergence there (fit's
+    :class:`~fol.errors.TrainingError`, naming the stage and the setting to lower) also names the node
+    and ``what`` runs (top level and picklable, for process / Ray executors)."""
+
+    fn: Callable[[Any], Any]
+    what: str
+
+    def __call__(self, item: tuple[str, Any]) -> Any:
+        name, task = item
+        with naming_node(name, self.what):
+            return self.fn(task)
+
+
+@contextmanager
+def naming_node(name: str, what: str) -> Iterator[None]:
+    """A divergence inside (fit's :class:`~fol.errors.TrainingError`, naming the stage and the setting to
+    lower) raised again as one line that first names node ``name`` and ``what`` it was running:
+    ``node sat-0-1 (fol / fol-a, round 1): distill: the weights became non-finite at epoch 0 (...)``."""
+    try:
+        yield
+    except TrainingError as exc:
+        raise TrainingError(f"node {name} ({what}): {exc}") from None
+
+
+def map_nodes(ctx: "SwarmContext", fn: Callable[[T], R], names: Iterable[str], tasks: Iterable[T], what: str,
+              desc: str | None = None) -> list[R]:
+    """``ctx.map(fn, tasks)`` for per-node work, ``names`` giving each task's node: a node's training that
+    diverges ends the run with one line naming the node and ``what`` (the method, the round), then
+    what fit says (the stage and the setting to lower)."""
+    items = list(zip(names, tasks))
+    work = _NodeWork(fn, what)
+    return ctx.map(work, items) if desc is None else ctx.map(work, items, desc=desc)
 
 
 @dataclass

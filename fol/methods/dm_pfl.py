@@ -79,7 +79,7 @@ from fol.methods._common import (
     Ledger, check_fraction, check_positive_int, check_unit, masked_fit, masked_macs_ratio, shared_init, state_of,
     train_flops_of, weighted_average,
 )
-from fol.methods.base import SwarmContext, register
+from fol.methods.base import SwarmContext, map_nodes, register
 from fol.methods.server import ServerMethod, Traffic
 from fol.models import ModelSpec, build_model
 from fol.train import TrainConfig, evaluate, predict_logits
@@ -466,7 +466,7 @@ class _DMPFLBase(ServerMethod):
             only_personal = {key: m_c[key] & ~m_g[key] for key in keys}
             tasks.append(Phase2Task(spec, start, only_personal, node.data, self.local_cfg(ctx, r + 1, k, 0x51),
                                     frozen_dense=True))
-        outs = ctx.map(masked_train, tasks)
+        outs = map_nodes(ctx, masked_train, [node.name for node in ctx.nodes], tasks, f"{self.name}, round {r + 1}")
         down = values_bytes(w_g, m_g) + mask_bytes(state["n_pos"])
         for k, (st, seen) in enumerate(outs):
             m_c = state["m_c"][k]

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from fol.checkpoint import ModelCard, load_model_bytes, model_to_bytes
 from fol.config import FOLConfig
 from fol.variants import VARIANTS
-from fol.methods.base import Method, NodeResult, NodeSetup, SwarmContext, register
+from fol.methods.base import Method, NodeResult, NodeSetup, SwarmContext, map_nodes, register
 from fol.personalize import NodeState, Received, RoundReport, check_synthesized_inputs, personalize, transfer_share
 from fol.train import evaluate
 
@@ -130,7 +130,9 @@ def run_fol_pipeline(ctx: SwarmContext, use_pruning: bool) -> FOLRun:
             arrived = [(ctx.nodes[j].name, payloads[j] if ctx.transport is None
                         else ctx.transport(ctx.nodes[j].name, ctx.nodes[k].name, payloads[j], r + 1)) for j in senders]
             tasks.append(_RoundTask(states[k], arrived, r + 1, variant, cfg))
-        outcomes = ctx.map(_personalize_node, tasks, desc=f"FOL round {r + 1}/{cfg.rounds}")
+        outcomes = map_nodes(ctx, _personalize_node, [node.name for node in ctx.nodes], tasks,
+                             f"{'fol / fol-a' if use_pruning else 'fol-n / fol-an'}, round {r + 1}",
+                             desc=f"FOL round {r + 1}/{cfg.rounds}")
         for k, (state, report) in enumerate(outcomes):
             states[k] = state
             run.reports[k].append(report)

@@ -61,7 +61,7 @@ from fol.accounting import model_bytes
 from fol.methods._common import (Ledger, init_seed_of, node_result, require_homogeneous, shared_init, state_of,
                                  train_flops_of)
 from fol.data import NodeData
-from fol.methods.base import Method, NodeResult, NodeSetup, SwarmContext, register
+from fol.methods.base import Method, NodeResult, NodeSetup, SwarmContext, map_nodes, register
 from fol.models import ModelSpec, build_model
 from fol.seeds import node_seed
 from fol.train import TrainConfig, evaluate, fit
@@ -185,7 +185,7 @@ class PooledFinetuneMethod(PooledMethod):
         shape = tuple(ctx.nodes[0].data.train.images.shape[1:])
         tasks = [(node.spec, state, node.data, replace(ctx.train, seed=node_seed(ctx.seed, k), progress=False))
                  for k, node in enumerate(ctx.nodes)]
-        tuned = ctx.map(finetune_node, tasks, desc="pooled-ft")
+        tuned = map_nodes(ctx, finetune_node, [node.name for node in ctx.nodes], tasks, self.name, desc="pooled-ft")
         out = []
         for node, ledger, (st, ft_seen, kept) in zip(ctx.nodes, self._ledgers(ctx, seen), tuned):
             ledger.train_flops += train_flops_of(spec, shape, ft_seen)
@@ -215,7 +215,7 @@ class NeighbourhoodPooledMethod(Method):
         tasks = [(spec, init_seed, [ctx.nodes[j].data for j in group], cfg, ctx.nodes[k].data,
                   replace(ctx.train, seed=node_seed(ctx.seed, k), progress=False))
                  for k, group in enumerate(groups)]
-        done = ctx.map(train_neighbourhood, tasks, desc=self.name)
+        done = map_nodes(ctx, train_neighbourhood, [node.name for node in ctx.nodes], tasks, self.name, desc=self.name)
         shape = tuple(ctx.nodes[0].data.train.images.shape[1:])
         ledgers = [Ledger(rounds=1) for _ in ctx.nodes]
         for k, group in enumerate(groups):

@@ -60,7 +60,7 @@ from fol.methods._common import (
     Ledger, check_fraction, check_positive, check_positive_int, local_config, node_result, require_homogeneous,
     sample_round, state_of, train_flops_of,
 )
-from fol.methods.base import Method, NodeResult, SwarmContext
+from fol.methods.base import Method, NodeResult, SwarmContext, map_nodes
 from fol.models import ModelSpec, build_model
 from fol.seeds import round_seed
 from fol.train import TrainConfig, decay_problem, evaluate, fit
@@ -235,7 +235,8 @@ class ServerMethod(Method):
             picked = sample_round(ctx, r, self.fraction, rng)
             if picked:
                 tasks = [self.client_task(state, ctx, r, k, self.local_cfg(ctx, r, k)) for k in picked]
-                updates = ctx.map(self.client_fn(state, r), tasks)
+                updates = map_nodes(ctx, self.client_fn(state, r), [ctx.nodes[k].name for k in picked], tasks,
+                                    f"{self.name}, round {r + 1}")
                 traffic = self.aggregate(state, ctx, r, picked, list(updates))
                 for k, t in zip(picked, traffic):
                     led = ledgers[k]
