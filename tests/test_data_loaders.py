@@ -16,6 +16,8 @@ from fol.data import loaders
 from fol.data.registry import dataset_names, describe, load_dataset
 from fol.errors import ConfigError, DataError
 
+from _tiff import one_segment_tiff
+
 
 def _write(path: Path, colour: tuple[int, int, int], size: int = 40) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -1221,3 +1223,29 @@ def test_every_message_names_the_file_through_brief(tmp_path):
         msg = str(err.value)
         assert (msg.startswith(f"{brief(path)}:") or f"image folder {brief(path)}" in msg) and fragment in msg, msg
         assert "\x1b" not in msg and "\n" not in msg and len(msg) < 800, msg
+
+
+def _grey_jpeg(side: int, value: int = 90) -> bytes:
+    out = io.BytesIO()
+    Image.new("L", (side, side), value).save(out, "JPEG", quality=95)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("tile", [None, 16])
+def test_a_jpeg_tiff_strip_larger_than_its_frame_is_refused_naming_why(tmp_path: Path, tile: int | None,
+                                                                       capfd: pytest.CaptureFixture[str]) -> None:
+    """A 16 x 16 JPEG-in-TIFF (compression 7) whose strip or tile holds a 64 x 64 JPEG was refused, without
+    bands, as 'cannot read image (OSError: decoder error -2)', libtiff printing 'JPEGPreDecode: ... exceeds
+    expected dimensions' on standard error without the file's name. Its frame is now read before libtiff
+    decodes it, as with bands: one line naming the file, the frame's size and the size its tags give."""
+    good, big = tmp_path / "good.tif", tmp_path / "big.tif"
+    one_segment_tiff(good, 16, _grey_jpeg(16), 7, bits=8, tile=tile)
+    one_segment_tiff(big, 16, _grey_jpeg(64), 7, bits=8, tile=tile)
+    arr = loaders.read_image(good, 8)
+    assert arr.shape == (3, 8, 8) and np.abs(arr.astype(int) - 90).max() <= 2
+    with pytest.raises(DataError) as info:
+        loaders.read_image(big, 8)
+    kind = "tile" if tile else "strip"
+    assert str(info.value) == (f"{big}: a JPEG {kind} of 64 x 64 pixels of 1 component (4,096 bytes decoded), more "
+                               f"than the 256 bytes its tags say it holds (a decompression bomb, or a damaged file)")
+    assert "JPEGPreDecode" not in capfd.readouterr().err  # refused before libtiff decoded it

@@ -602,9 +602,16 @@ def _check_jpeg_chunks(shown_as: str, tif, page, kind: str, segment_bytes: int) 
     ``segment_bytes``, or that has no frame, is a :class:`DataError` naming the file. libjpeg decodes
     the frame its header gives (a 1.7 MB strip of a 16 x 16 TIFF, of 12,000 x 12,000 pixels, took
     141 MB). A frame of 0 lines (their number in a DNL marker) is decoded to the strip's rows."""
-    fh = tif.filehandle
-    for offset, count in zip(page.dataoffsets, page.databytecounts):
-        count = max(0, min(int(count), fh.size - int(offset)))
+    _check_jpeg_frames(shown_as, tif.filehandle, tif.filehandle.size, page.dataoffsets, page.databytecounts, kind,
+                       segment_bytes)
+
+
+def _check_jpeg_frames(shown_as: str, fh, size: int, offsets: Sequence[int], counts: Sequence[int], kind: str,
+                       segment_bytes: int) -> None:
+    """:func:`_check_jpeg_chunks` on the chunks at ``offsets`` of ``counts`` bytes of the open file ``fh`` of
+    ``size`` bytes (with tifffile's page, or Pillow's tags)."""
+    for offset, count in zip(offsets, counts):
+        count = max(0, min(int(count), size - int(offset)))
         if not count:  # an empty chunk: tifffile fills it in
             continue
         fh.seek(int(offset))
@@ -813,6 +820,33 @@ def _check_tile_size(shown_as: str, tags) -> None:
                         f"or a decompression bomb)")
 
 
+def _check_pillow_jpeg_tiff(shown_as: str, fh, tags) -> None:
+    """A TIFF of compression 7 (JPEG) as Pillow reads it, without ``bands``: every strip or tile's frame read
+    as :func:`_check_jpeg_chunks` reads it with ``bands``, bounded by the bytes its tags say a strip or tile
+    holds, before libtiff decodes it. libtiff refused a frame larger than its strip with a line on standard
+    error that names no file ('JPEGPreDecode: ... exceeds expected dimensions') and Pillow's 'decoder error -2'.
+    Only compression 7: an old-style JPEG (6) may hold its stream elsewhere than in its strips."""
+    if next(iter(_floats(tags.get(259, 1))), 1.0) != 7:
+        return
+    width, length = (int(next(iter(_floats(tags.get(code, 0))), 0.0)) for code in (256, 257))
+    samples = int(next(iter(_floats(tags.get(277, 1))), 1.0)) if tags.get(284, 1) != 2 else 1
+    depth = 2 if max(_floats(tags.get(258, 8)) or (8.0,)) > 8 else 1
+    if 322 in tags and 323 in tags:
+        kind, chunk = "tile", math.prod(int(next(iter(_floats(tags.get(code))), 0.0)) for code in (322, 323))
+        offsets, counts = _floats(tags.get(324)), _floats(tags.get(325))
+    else:
+        rows = int(min(next(iter(_floats(tags.get(278, length))), float(length)), length))
+        kind, chunk = "strip", width * rows
+        offsets, counts = _floats(tags.get(273)), _floats(tags.get(279))
+    position = fh.tell()
+    try:
+        size = fh.seek(0, io.SEEK_END)
+        _check_jpeg_frames(shown_as, fh, size, [int(v) for v in offsets], [int(v) for v in counts], kind,
+                           chunk * samples * depth)
+    finally:
+        fh.seek(position)
+
+
 def _tag_value(value: object) -> object:
     """A tag's value as Pillow gives it: one number bare, several as a tuple of Python numbers."""
     if isinstance(value, (bytes, str)):
@@ -871,6 +905,7 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
             _check_image_size(name, im.width, im.height)
             if im.format == "TIFF":  # libtiff decodes a tile at a time, into a buffer of the tile's size
                 _check_tile_size(name, getattr(im, "tag_v2", {}))
+                _check_pillow_jpeg_tiff(name, fh, getattr(im, "tag_v2", {}))
             try:  # the orientation a camera or phone records: the image is used as viewers show it
                 exif = im.getexif()
                 orientation = exif.get(0x0112)
