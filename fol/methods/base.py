@@ -123,7 +123,7 @@ def map_nodes(ctx: "SwarmContext", fn: Callable[[T], R], names: Iterable[str], t
     """``ctx.map(fn, tasks)`` for per-node work, ``names`` giving each task's node: a node's training that
     diverges ends the run with one line naming the node and ``what`` (the method, the round), then
     what fit says (the stage and the setting to lower)."""
-    items = list(zip(names, tasks))
+    items = list(zip(names, tasks, strict=True))
     work = _NodeWork(fn, what)
     return ctx.map(work, items) if desc is None else ctx.map(work, items, desc=desc)
 
