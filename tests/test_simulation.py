@@ -294,19 +294,21 @@ def test_run_workers_below_one_reads_as_the_workers_option(key: str, tmp_path: P
     accepted = parse_scenario(tomllib.loads(on_a_cluster(100000)), tmp_path)
     assert getattr(accepted.run, key) == 100000  # no upper bound as read: a Ray cluster counts its own CPUs
 
-@pytest.mark.parametrize("fol_extra, methods, executor, where, field", [
-    ("pretrain_lr = 1e6\nweight_decay = 0.0\n", None, "local", "pretraining", "fol.pretrain_lr"),
-    ("distill_lr = 1e6\n", None, "process", "fol / fol-a, round 1", "fol.distill_lr"),
+
+@pytest.mark.parametrize("fol_extra, methods, executor, where, stage, field", [
+    ("pretrain_lr = 1e6\nweight_decay = 0.0\n", None, "local", "pretraining", "pretrain", "fol.pretrain_lr"),
+    ("distill_lr = 1e6\n", None, "process", "fol / fol-a, round 1", "distill", "fol.distill_lr"),
     ("weight_decay = 0.0\n", 'run = ["fedavg"]\n[methods.fedavg]\nlr = 1e6', "local", "fedavg, round 1",
-     "methods.fedavg.lr"),
+     "local update", "methods.fedavg.lr"),
 ])
 def test_a_node_whose_training_diverges_is_named_in_the_one_line(
-        fol_extra: str, methods: str | None, executor: str, where: str, field: str, tmp_path: Path,
+        fol_extra: str, methods: str | None, executor: str, where: str, stage: str, field: str, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     """A divergence in fol simulate said the stage and the rate to lower ('distill: the weights became
     non-finite at epoch 0 (learning rate 1e+06; a smaller fol.distill_lr usually fixes this)') but not which
     node's training it was: the line now starts with the node and what it was running (its method and round,
-    or its pretraining), from a worker process too."""
+    or its pretraining), from a worker process too. A server method's local update said its stage was
+    'pretrain' (the swarm's training settings it copies); it says 'local update'."""
     text = LEO.replace("[methods]", f"{fol_extra}[methods]")
     if methods is not None:
         text = text.replace('run = ["local", "fol", "fol-a"]', methods)
@@ -315,11 +317,12 @@ def test_a_node_whose_training_diverges_is_named_in_the_one_line(
     assert main(["simulate", str(path), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in err[0], err
-    named = re.fullmatch(rf"fol simulate: error: node (\S+) \({re.escape(where)}\): \w[\w ]*: the \w+ became "
+    named = re.fullmatch(rf"fol simulate: error: node (\S+) \({re.escape(where)}\): {stage}: the \w+ became "
                          rf"non-finite at epoch 0 \(learning rate 1e\+06; a smaller {re.escape(field)} usually fixes "
                          rf"this\)", err[0])
     assert named, err[0]
     assert named[1] in walker_delta(6, 2, 1, 550.0, 53.0, "2026-06-01T00:00:00Z").names, named[1]  # LEO's nodes
+
 
 def test_a_ray_address_where_nothing_listens_is_refused_in_seconds(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:

@@ -159,8 +159,9 @@ def sample_round(ctx: SwarmContext, round_index: int, fraction: float, rng: np.r
 def local_config(ctx: SwarmContext, epochs: int, seed: int, lr: float | None = None, **over) -> TrainConfig:
     """The swarm's shared training settings with this method's local epochs,
     learning rate and a per-(node, round) seed; early stopping off (federated
-    local updates run a fixed number of epochs)."""
-    fields = dict(epochs=epochs, seed=seed, patience=0, progress=False)
+    local updates run a fixed number of epochs). A divergence names the stage
+    'local update', not the swarm's 'pretrain' its other settings come from."""
+    fields = dict(epochs=epochs, seed=seed, patience=0, progress=False, desc="local update")
     if lr is not None:
         fields["lr"] = lr
     fields.update(over)
