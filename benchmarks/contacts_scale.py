@@ -32,8 +32,9 @@ With ``--fork-overhead`` it instead measures what a forked worker of the window 
 ``--hours``, ``--step``) and each ``--scenarios`` file (searched as ``fol contacts`` does), ``--repeat``
 times, the true peak of the scan (summed PSS, sampled every 10 ms, until the parts are read back) in one
 process and with ``--workers`` forked workers, each run in a fresh process; per forked worker, the
-difference, and the difference less what the memory check counts more for the windows the forked workers
-hold (each worker's buffers and open-window table, counted apart from the constant).
+difference, and the difference less what the memory check counts more for what the forked workers hold
+(each worker's window buffers and open-window table, and its grid step's candidate pairs, counted apart
+from the constant).
 
 With ``--plan-windows N`` it instead times :class:`contact_sim.ContactPlan`
 queries (per-round participation through ``deliverable`` for every node, a
@@ -281,7 +282,7 @@ def measure_scan(spec: dict) -> dict:
         table = windows.find_windows(traj, geometry, rate_fn=rate_fn, workers=spec["workers"], budget=True)
     forks = len(peak.cpu_by_pid()) - 1
     # the memory check's count of what the workers held together at most (its _sums[3]), less the fixed
-    # _FORKED_WORKER_BYTES of each forked worker: what it counts for their windows
+    # _FORKED_WORKER_BYTES of each forked worker: what it counts for their windows and candidate pairs
     held = tallies[-1]._sums[3] - forks * windows._FORKED_WORKER_BYTES
     return {"pss_kb": peak.pss_kb, "forks": forks, "held_kb": max(held, 0.0) / 1024, "windows": len(table),
             "nodes": traj.n_nodes, "times": int(traj.times_s.size)}
@@ -318,7 +319,7 @@ def fork_overhead(args) -> int:
             one.append(a["pss_kb"] / 1024)
             forked.append(b["pss_kb"] / 1024)
             raw.append((forked[-1] - one[-1]) / b["forks"])
-            counted = (b["held_kb"] - a["held_kb"]) / 1024  # what the check counts more for the forked workers' windows
+            counted = (b["held_kb"] - a["held_kb"]) / 1024  # what the check counts more for the forked workers
             own.append((forked[-1] - one[-1] - counted) / b["forks"])
             if i == 0:
                 capped = " (at most one per core)" if b["forks"] < args.workers else ""
@@ -326,12 +327,12 @@ def fork_overhead(args) -> int:
                       f"{a['windows']:,} windows; --workers {args.workers}: {b['forks']} forked{capped}")
             print(f"run {i + 1} (load {loads[-1]:.2f}): scan's true peak {one[-1]:.1f} MiB in one process, "
                   f"{forked[-1]:.1f} MiB forked: {raw[-1]:+.1f} MiB a forked worker; the check counts "
-                  f"{a['held_kb'] / 1024:.1f} and {b['held_kb'] / 1024:.1f} MiB for the windows held: "
+                  f"{a['held_kb'] / 1024:.1f} and {b['held_kb'] / 1024:.1f} MiB for the windows and pairs held: "
                   f"{own[-1]:+.1f} MiB a forked worker beyond them")
         rows.append((spec["name"], a, b["forks"], statistics.median(one), statistics.median(forked), raw, own, loads))
     print(f"\n| search | nodes | grid times | windows | forked workers | scan's true peak, one process (MiB, median) "
           f"| forked (MiB, median) | per forked worker (MiB): min / median / max of {args.repeat} "
-          f"| the same beyond what the check counts for the windows held | load before |")
+          f"| the same beyond what the check counts for the windows and pairs held | load before |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, a, forks, one_mib, forked_mib, raw, own, loads in rows:
         print(f"| {name} | {a['nodes']:,} | {a['times']:,} | {a['windows']:,} | {forks} | {one_mib:,.0f} "
@@ -340,7 +341,8 @@ def fork_overhead(args) -> int:
               f"| {min(own):.1f} / {statistics.median(own):.1f} / {max(own):.1f} | {min(loads):.2f}-{max(loads):.2f} |")
     most = max(max(r[6]) for r in rows)
     counted = _FORKED_WORKER_BYTES / 2**20
-    print(f"largest beyond what the check counts for the windows held: {most:.1f} MiB a forked worker; it counts "
+    print(f"largest beyond what the check counts for the windows and pairs held: {most:.1f} MiB a forked worker; "
+          f"it counts "
           f"{counted:g} MiB for each (contact_sim.windows._FORKED_WORKER_BYTES): "
           + ("covered" if most <= counted else "NOT covered"))
     return 0

@@ -171,7 +171,8 @@ def check_window_budget(n_windows: float, searched_s: float, horizon_s: float, g
     :func:`contact_search_bytes`) would together exceed :data:`MAX_TRAJECTORY_BYTES`: ``n_windows`` found in
     ``searched_s`` of the ``horizon_s`` seconds searched so far (the window search calls it as it writes its
     parts, before it builds the table). ``held_bytes``: what the search's workers hold for the windows they
-    have not written yet (their part buffers, :meth:`contact_sim.windows._Accumulator.held_bytes`), held to
+    have not written yet (their part buffers, :meth:`contact_sim.windows._Accumulator.held_bytes`) and for the
+    candidate pairs of the grid step they scan (:data:`contact_sim.windows._PAIR_BYTES` each), held to
     the same limit with the grid: the workers scan before the table is built, so the two peaks do not add up.
     ``range_field``: the scenario field of the link's range, named in the refusal (``drones.radio_range_km``
     for drones). ``forked``: the workers are processes of their own (more than one), so the refusal of what
@@ -188,7 +189,7 @@ def check_window_budget(n_windows: float, searched_s: float, horizon_s: float, g
     if scanning > MAX_TRAJECTORY_BYTES:
         raise ContactError(
             f"contact windows: the search's workers would hold {_size(held_bytes)} for the windows they "
-            f"have not yet written to parts, {_size(scanning)} with the grid's "
+            f"have not yet written to parts and the candidate pairs they scan, {_size(scanning)} with the grid's "
             f"{_size(grid_bytes)} (limit {_size(MAX_TRAJECTORY_BYTES)}), where the search "
             f"stopped; {'use fewer --workers, ' if forked else ''}{fix}")
 

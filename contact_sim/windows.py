@@ -116,6 +116,19 @@ _CLOSE_BYTES = 80
 #: 56 MiB), so a larger constellation may hold more. (Counted at 64 MiB before, from one search: 120 satellites,
 #: 24 h, whose two forked workers peaked 118 MiB above one process.)
 _FORKED_WORKER_BYTES = 160 * 2**20
+#: Bytes per candidate pair of a grid step that a worker holds while it scans the step (:meth:`_Scanner._space`)
+#: besides its windows: the k-d tree's pairs (``cKDTree.query_pairs``, two int64 each, 16 bytes) sit in a vector
+#: that doubles as it fills, so up to twice that is resident, and the allocator keeps much of it once freed,
+#: until the next step's. Measured (``/proc/self/status``, VmRSS and VmHWM about one query, three times) on the
+#: 4,408 satellites of ``benchmarks/contacts_scale.py`` at a grid step, 1.78 million pairs: 16-30 bytes a pair
+#: resident after the query, at most 30 at its peak, up to 14 still held once it was freed. Rounded up.
+_PAIR_BYTES = 32
+#: Bytes per pair of a ground station and a moving node that a worker holds while it scans a grid step
+#: (:meth:`_Scanner._ground`): their ids and pair ids (int64, 24), and at each end of the cell their relative
+#: positions and velocities, the stations' verticals and their rates (float64 x 3, 96), the range, its rate,
+#: the distance and the two elevation terms (40) and the constraint arrays kept for the kernel (32). Measured
+#: (``tracemalloc``, 1,584 satellites and 10 stations, with and without a rate model): 264 at its peak; rounded up.
+_GROUND_PAIR_BYTES = 272
 
 
 def forks_within_budget(workers: int, grid_bytes: float) -> int:
@@ -330,8 +343,9 @@ class _Accumulator:
 
     def held_bytes(self) -> int:
         """Bytes this accumulator holds, or will while its windows are written, beyond its first buffers (a fixed
-        0.5 MB, like the event buffers): the emitted-window buffers and the open-window table as they have grown
-        (they are kept for the next part), :data:`_PART_WRITE_BYTES` per emitted window not yet written and
+        0.5 MB; the event buffers' first 4.5 MB are fixed too): the emitted-window buffers and the open-window
+        table as they have grown (they are kept for the next part), :data:`_PART_WRITE_BYTES` per emitted window
+        not yet written and
         :data:`_CLOSE_BYTES` per open window (closed at the chunk's end, then written)."""
         grown = self.out_pid.nbytes + self.out_f.nbytes + self.out_b.nbytes + self.tab.nbytes - self._first_bytes
         return grown + self.n_out * _PART_WRITE_BYTES + len(self) * _CLOSE_BYTES
@@ -416,11 +430,17 @@ class _Events:
 
     def __init__(self, cap: int = 1 << 16) -> None:
         self._alloc(cap)
+        self._first_bytes = self.ev_i.nbytes + self.ev_f.nbytes + self.bits.nbytes
 
     def _alloc(self, cap: int) -> None:
         self.ev_i = np.zeros((cap, 3), dtype=np.int64)  # pair id, kind, flag
         self.ev_f = np.zeros((cap, 5))  # time or span, then d_lo, d_mid, d_hi, d_min of a piece
         self.bits = np.zeros(cap)
+
+    def grown_bytes(self) -> int:
+        """Bytes the buffers have grown beyond their first size (each time a batch's events overflowed them;
+        kept for the batches after)."""
+        return self.ev_i.nbytes + self.ev_f.nbytes + self.bits.nbytes - self._first_bytes
 
     def run(self, kernel, *args) -> int:
         """``kernel(*args, ev_i, ev_f)``, re-run with twice the buffers until they suffice."""
@@ -575,28 +595,35 @@ class _Scanner:
         self.sin_mask = np.sin(np.radians(geom.min_elevation_deg))
         self.st_range = geom.station_max_range_km or geom.max_range_km
 
-    def _space(self, acc: _Accumulator, ev: _Events, k: int, first: bool) -> None:
+    def _space(self, acc: _Accumulator, ev: _Events, k: int, first: bool) -> int:
+        """Scan the moving nodes' candidate pairs of cell ``k``; returns the bytes the worker held for them
+        (:data:`_PAIR_BYTES` each, and their node indices when the moving nodes are not all the nodes)."""
         traj = self.traj
         t0 = traj.times_s[k]
         dt = traj.times_s[k + 1] - t0
         tree = cKDTree(self.cols[k][self.moving, self.POS])
         pairs = tree.query_pairs(self.reach + self.v_rel * dt, output_type="ndarray")
         if pairs.size == 0:
-            return
+            return 0
+        held = _PAIR_BYTES * pairs.shape[0]
         # query_pairs gives i < j, and ``moving`` is ascending, so lo < hi
         lo, hi = pairs[:, 0], pairs[:, 1]
         if self.moving.size < traj.n_nodes:
             lo, hi = self.moving[lo], self.moving[hi]
+            held += lo.nbytes + hi.nbytes
         for i in range(0, lo.size, _BATCH):  # batches: the event buffers stay in cache
             ne = ev.run(K.space_events, self.cols[k], self.cols[k + 1], lo[i:i + _BATCH],
                         hi[i:i + _BATCH], self.kernel_cols, traj.n_nodes, t0, dt, self.geom.max_range_km,
                         self.inner, self.kernel_acc_rel, self.v_rel, self.occlusion, first)
             acc.apply(ev.ev_i, ev.ev_f, ne, ev.bits_of(ne, self.rate_fn))
+        return held
 
-    def _ground(self, acc: _Accumulator, ev: _Events, k: int, first: bool) -> None:
+    def _ground(self, acc: _Accumulator, ev: _Events, k: int, first: bool) -> int:
+        """Scan every station's pairs with the moving nodes on cell ``k``; returns the bytes the worker held for
+        them (:data:`_GROUND_PAIR_BYTES` each)."""
         traj, n = self.traj, self.traj.n_nodes
         if self.stations.size == 0 or self.moving.size == 0:
-            return
+            return 0
         t0 = traj.times_s[k]
         dt = traj.times_s[k + 1] - t0
         st = np.repeat(self.stations, self.moving.size)
@@ -621,6 +648,7 @@ class _Scanner:
         ne = ev.run(K.group_events, pid, G[0], G[1], Dv[0], Dv[1],
                     qs[0][0], qs[1][0], qs[0][1], qs[1][1], t0, dt, first)
         acc.apply(ev.ev_i, ev.ev_f, ne, ev.bits_of(ne, self.rate_fn))
+        return _GROUND_PAIR_BYTES * pid.size
 
     def scan(self, k0: int, k1: int, directory: str, chunk: int = 0, fixed_bytes: float = 0.0) -> list[tuple[str, int]]:
         """Windows of cells ``k0 .. k1-1`` (chunk number ``chunk``), written to ``directory`` as parts.
@@ -631,7 +659,9 @@ class _Scanner:
         still open at the chunk end are closed there, flagged ``right``. Each
         part is counted in :attr:`tally`, and after every grid step the bytes
         the worker holds for the windows not yet written
-        (:meth:`_Accumulator.held_bytes`); once the windows of every worker, or
+        (:meth:`_Accumulator.held_bytes`), with those it held for the step's
+        candidate pairs (:data:`_PAIR_BYTES`, :data:`_GROUND_PAIR_BYTES`) and
+        its event buffers' growth; once the windows of every worker, or
         the bytes held by all of them, pass its budget the scan stops at its
         next step (the parts it returns then are not the chunk's whole).
         ``fixed_bytes``: what the worker holds besides (a forked worker's
@@ -650,9 +680,9 @@ class _Scanner:
             if self.tally.over:  # this worker's windows, or another's, passed the budget
                 self.tally.hold(chunk, 0.0)
                 return parts
-            self._space(acc, ev, k, k == k0)
-            self._ground(acc, ev, k, k == k0)
-            self.tally.hold(chunk, fixed_bytes + acc.held_bytes())
+            step = self._space(acc, ev, k, k == k0) + self._ground(acc, ev, k, k == k0)
+            # the step's candidate pairs were held with the windows' buffers as they stand now
+            self.tally.hold(chunk, fixed_bytes + acc.held_bytes() + step + ev.grown_bytes())
             if acc.n_out >= _PART_WINDOWS and k + 1 < k1 and not self.tally.over:
                 acc.checkpoint(times[k + 1])
                 parts.append(self._write_part(acc, directory, chunk, len(parts), times[k + 1] - since))

@@ -254,7 +254,8 @@ def test_simulate_counts_the_windows_its_search_holds_before_writing_them(
     size = r"[1-9][0-9]*\.[0-9] (KiB|MiB)"
     assert re.fullmatch(
         rf"fol simulate: error: {re.escape(str(path))}: contact windows: the search's workers would hold {size} for the "
-        rf"windows they have not yet written to parts, {size} with the grid's {size} \(limit {size}\), where the "
+        rf"windows they have not yet written to parts and the candidate pairs they scan, {size} with the grid's "
+        rf"{size} \(limit {size}\), where the "
         r"search stopped; shorten time\.duration_s, lower drones\.radio_range_km or use fewer "
         r"nodes$", err[0]), err
     assert not list(parts.iterdir())
@@ -361,3 +362,43 @@ def test_a_search_forks_no_more_workers_than_its_budget_holds(
     assert "forking 1 workers, not 2" in caplog.text, caplog.text
     assert len(forked) == len(alone) > 0
     assert list(forked) == list(alone)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_candidate_pairs_a_worker_scans_are_counted(monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    """Review: what a worker holds while it scans was counted for its windows alone, not for the k-d tree's
+    candidate pairs of the grid step (``query_pairs``: 16 bytes a pair in a vector that doubles, ~1.8 million
+    at 4,408 satellites), which every worker holds at once. A search of few windows and many candidate pairs
+    (a 100 km range screened over 600 s steps) whose pairs alone pass the limit beside the grid is now refused
+    naming the workers' bytes, serially and in two forked workers; before, it passed (its windows far below)."""
+    from scipy.spatial import cKDTree
+
+    from contact_sim import LinkGeometry, find_windows, satellite_trajectories
+    from contact_sim.windows import _PAIR_BYTES, _Scanner
+    from orbits import walker_delta
+
+    c = walker_delta(120, 12, 1, 550.0, 53.0, "2025-03-01T00:00:00Z")
+    traj = satellite_trajectories(c, c.epoch, 3600.0, 600.0)
+    geometry = LinkGeometry(max_range_km=100.0)
+    scanner = _Scanner(traj, geometry, None)
+    dt = float(traj.times_s[1] - traj.times_s[0])
+    pairs = min(len(cKDTree(traj.pos[k]).query_pairs(scanner.reach + scanner.v_rel * dt))
+                for k in range(traj.times_s.size - 1))  # every step's, the fewest
+    n = len(find_windows(traj, geometry))
+    grid = contact_search_bytes(traj.times_s.size, traj.n_nodes)
+    # the windows (written or held) need a twentieth of what a step's pairs hold
+    assert pairs > 1000 and 20 * n * max(CONTACT_BYTES_PER_WINDOW, 96 + 80) < pairs * _PAIR_BYTES
+    monkeypatch.setattr("contact_sim.windows._FORKED_WORKER_BYTES", 0)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.setattr("contact_sim.trajectory.MAX_TRAJECTORY_BYTES", grid + pairs * _PAIR_BYTES * 0.9)
+    with pytest.raises(ContactError) as refused:
+        find_windows(traj, geometry, workers=workers, budget=True)
+    msg = str(refused.value)
+    assert "\n" not in msg and re.match(r"contact windows: the search's workers would hold [0-9.]+ KiB for the "
+                                        r"windows they have not yet written to parts and the candidate pairs "
+                                        r"they scan, ", msg), msg
+    held = float(re.search(r"would hold ([0-9.]+) KiB", msg).group(1)) * 2**10
+    assert held >= pairs * _PAIR_BYTES * 0.9, (held, pairs)
+    # with room for every step's pairs, all of the search's workers at once, it passes
+    monkeypatch.setattr("contact_sim.trajectory.MAX_TRAJECTORY_BYTES", grid + 2**26)
+    assert len(find_windows(traj, geometry, workers=workers, budget=True)) == n
