@@ -114,7 +114,9 @@ _CLOSE_BYTES = 80
 #: 4,408 (2 h at 60 s), and 49-150 MiB for 4,408 over 1 h (``--sizes 4408 --hours 1``); the largest rounded up
 #: to a multiple of 32 MiB. It grows with the search (the examples' searches, whatever their windows, took at most
 #: 56 MiB), so a larger constellation may hold more. (Counted at 64 MiB before, from one search: 120 satellites,
-#: 24 h, whose two forked workers peaked 118 MiB above one process.)
+#: 24 h, whose two forked workers peaked 118 MiB above one process.) With each step's candidate pairs counted apart
+#: (:data:`_PAIR_BYTES`), the 1 h search at 4,408 satellites still took 101-104 MiB a worker beyond the count, and
+#: the 2 h one at 1,584 29-46 (docs/scale.md, 2026-12-08): the rest is not the pairs, so it stays at 160 MiB.
 _FORKED_WORKER_BYTES = 160 * 2**20
 #: Bytes per candidate pair of a grid step that a worker holds while it scans the step (:meth:`_Scanner._space`)
 #: besides its windows: the k-d tree's pairs (``cKDTree.query_pairs``, two int64 each, 16 bytes) sit in a vector
