@@ -58,7 +58,7 @@ def test_fork_overhead_gives_what_a_forked_worker_adds_to_the_scans_true_peak(be
     assert "--workers 2: 2 forked" in out
     one, forked, raw, own = (float(v) for v in re.search(
         r"run 1 \(load [0-9.]+\): scan's true peak ([0-9.]+) MiB in one process, ([0-9.]+) MiB forked: "
-        r"\+([0-9.]+) MiB a forked worker; the check counts [0-9.]+ and [0-9.]+ MiB for the windows held: "
+        r"\+([0-9.]+) MiB a forked worker; the check counts [0-9.]+ and [0-9.]+ MiB for the windows and pairs held: "
         r"\+([0-9.]+) MiB a forked worker beyond them", out).groups())
     assert forked > one and raw == pytest.approx((forked - one) / 2, abs=0.06) and 1.0 < own <= raw + 0.1
     row = next(line for line in out.splitlines() if line.startswith(f"| {EXAMPLES / 'drone_missions.toml'} |"))
@@ -66,7 +66,7 @@ def test_fork_overhead_gives_what_a_forked_worker_adds_to_the_scans_true_peak(be
     from contact_sim.windows import _FORKED_WORKER_BYTES
 
     counted = _FORKED_WORKER_BYTES / 2**20
-    assert f"largest beyond what the check counts for the windows held: {own:.1f} MiB a forked worker; it counts " \
+    assert f"largest beyond what the check counts for the windows and pairs held: {own:.1f} MiB a forked worker; it counts " \
            f"{counted:g} MiB for each" in out
     assert out.rstrip().endswith("NOT covered" if own > counted else ": covered")
 
