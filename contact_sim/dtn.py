@@ -8,11 +8,11 @@
 Times are whole seconds relative to the plan start (``+t``), or absolute UTC
 ``yyyy/mm/dd-hh:mm:ss`` when the plan start is known; a contact's stop time of ``-1`` is ``ionadmin``'s latest
 time, :data:`ION_MAX_POSIX_TIME` (2038-01-19T03:14:07Z), which also needs the plan start. ION node numbers are
-integers of 1 to 2**64 - 1 (unsigned 64-bit, as ION and HDTN hold them); every number is read in
-ASCII digits; this project writes node ``i`` as ``i + 1`` and keeps the names in header comments
-that :func:`read_ion` reads back (only in a plan whose first line is the first line below, and only
-the comment lines before its first command; any other ``#`` line is a comment, as ``ionadmin`` reads
-it)::
+integers of 1 to 2**64 - 1 (unsigned 64-bit, as ION holds them; an HDTN plan's of 1 to 2**31 - 1,
+:data:`HDTN_MAX_NODE_NUMBER`); every number is read in ASCII digits; this project writes node ``i`` as
+``i + 1`` and keeps the names in header comments that :func:`read_ion` reads back (only in a plan whose first
+line is the first line below, and only the comment lines before its first command; any other ``#`` line is a
+comment, as ``ionadmin`` reads it)::
 
     # fol-swarm contact plan
     # start 2025-03-01T00:00:00Z
@@ -585,16 +585,25 @@ MAX_PLAN_INT = 10**100
 #: holds every integer up to this exactly, so an export writes back the OWLT it read (10**100 came back
 #: as 1.00000000000000001590e100, which the import refuses).
 MAX_PLAN_OWLT_S = int(MAX_ION_OFFSET_S)
-#: Largest node number: ION reads one as a ``uvast`` and HDTN as a ``uint64_t`` (unsigned 64-bit), so a larger
-#: one names no node either tool holds. The plan numbers its nodes by their rank (0, 1, ...), so no array is
-#: typed or sized by a node number.
+#: Largest node number: ION reads one as a ``uvast`` (unsigned 64-bit), so a larger one names no node it holds.
+#: The plan numbers its nodes by their rank (0, 1, ...), so no array is typed or sized by a node number.
 MAX_NODE_NUMBER = 2**64 - 1
+#: Largest ``source`` / ``dest`` an HDTN plan may give: HDTN's node ids are ``uint64_t`` (its config, ``cp_load``),
+#: but its router takes a record's ``source`` and ``dest`` as ``int`` (32 bits) with a default of 0
+#: (``ProcessContacts``, ``FilterContactsPropertyTree``), so a larger one becomes 0 and the router of the contact's
+#: sending node ignores the record (not its own, or no outduct to node 0): the link is never taken up for it. The
+#: import refuses a record naming one; the export numbers the nodes 1 .. n (node ``i`` as ``i + 1``), so it writes
+#: none.
+HDTN_MAX_NODE_NUMBER = 2**31 - 1
 
 
 def _limit_text(limit: int) -> str:
-    """A limit as messages write it: ``1e100``, ``1e10``, and :data:`MAX_NODE_NUMBER` in full."""
+    """A limit as messages write it: ``1e100``, ``1e10``, and :data:`MAX_NODE_NUMBER` and
+    :data:`HDTN_MAX_NODE_NUMBER` in full, with the reason."""
     if limit == MAX_NODE_NUMBER:
         return f"{limit} (unsigned 64-bit)"
+    if limit == HDTN_MAX_NODE_NUMBER:
+        return f"{limit} (HDTN's router reads source and dest as 32-bit integers, a larger one as 0)"
     return f"{limit:.0e}".replace("e+", "e")
 
 
@@ -1421,8 +1430,8 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
         unknown = sorted(set(record) - _HDTN_KEYS)
         if unknown:
             raise ContactError(f"{where}: unknown key {shown(unknown[0])}; expected {', '.join(sorted(_HDTN_KEYS))}")
-        src = _hdtn_int(record, "source", where, True, MAX_NODE_NUMBER)
-        dst = _hdtn_int(record, "dest", where, True, MAX_NODE_NUMBER)
+        src = _hdtn_int(record, "source", where, True, HDTN_MAX_NODE_NUMBER)
+        dst = _hdtn_int(record, "dest", where, True, HDTN_MAX_NODE_NUMBER)
         t0, t1 = _hdtn_int(record, "startTime", where), _hdtn_int(record, "endTime", where)
         if "rateBitsPerSec" in record:
             rate_key, rate_bps = "rateBitsPerSec", _hdtn_int(record, "rateBitsPerSec", where)

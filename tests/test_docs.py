@@ -748,6 +748,8 @@ def test_formats_page_states_the_code_limits() -> None:
     (plan_int_exp,), = stated(r"integers of at most 1e(\d+)")
     (hdtn_rate_exp,), = stated(r"at most 2\^(\d+) - 1, HDTN's 64-bit")
     (hdtn_time_exp,), = stated(r"ending after 2\^(\d+) - 1 s")
+    (ion_node_exp, hdtn_node_exp), = stated(r"Node numbers are integers of 1 to 2\^(\d+) - 1 \(ION's `uvast`; a larger "
+                                            r"one is an error naming the line; an HDTN plan's are of 1 to 2\^(\d+) - 1")
     (unix_from,), = stated(r"every `startTime` after (\d{4}-\d\d-\d\d)")
     (grid_s, tol_s), = stated(r"`is_sunlit` on a (\d+) s grid, each change refined by bisection to ([\d.]+) s")
     (span_from, span_to), = stated(r"horizon leaves (\d{4}-\d\d-\d\d)\.\.(\d{4}-\d\d-\d\d) is refused")
@@ -770,6 +772,8 @@ def test_formats_page_states_the_code_limits() -> None:
         "plan integers": (10 ** int(plan_int_exp), dtn.MAX_PLAN_INT),
         "HDTN rate limit (bit/s)": (2 ** int(hdtn_rate_exp) - 1, dtn.HDTN_MAX_RATE_BPS),
         "HDTN latest time (s)": (2 ** int(hdtn_time_exp) - 1, dtn.HDTN_MAX_TIME_S),
+        "ION / HDTN largest node number": ((2 ** int(ion_node_exp) - 1, 2 ** int(hdtn_node_exp) - 1),
+                                           (dtn.MAX_NODE_NUMBER, dtn.HDTN_MAX_NODE_NUMBER)),
         "HDTN Unix times from": (day(unix_from).timestamp(), dtn.HDTN_UNIX_FROM_S),
         "eclipse grid and bisection (s)": ((float(grid_s), float(tol_s)),
                                           (sweep["step_s"].default, sweep["tol_s"].default)),

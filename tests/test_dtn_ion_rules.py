@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from contact_sim import ContactError
-from contact_sim.dtn import format_ion, read_hdtn, read_ion
+from contact_sim.dtn import format_ion, hdtn_contacts, read_hdtn, read_ion, write_hdtn
 from contact_sim.windows import A_TO_B, BOTH
 
 from _memory import traced_peak
@@ -40,14 +40,36 @@ def test_an_ion_node_number_above_2_64_minus_1_is_refused(tmp_path: Path, text: 
     assert message.endswith(f"is too large; expected at most {MAX_NODE} (unsigned 64-bit)"), message
 
 
-@pytest.mark.parametrize("key", ["source", "dest"])
-def test_an_hdtn_node_number_above_2_64_minus_1_is_refused(tmp_path: Path, key: str) -> None:
-    """HDTN reads source and dest as uint64_t: 2**64 was taken. Failed before."""
-    record = {"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 8, key: 2**64}
+@pytest.mark.parametrize("key, value", [("source", 2**31), ("dest", 2**31), ("dest", MAX_NODE), ("source", 2**64)])
+def test_an_hdtn_import_refuses_a_node_number_its_router_reads_as_0(tmp_path: Path, key: str, value: int) -> None:
+    """HDTN's router (ProcessContacts, and FilterContactsPropertyTree before cp_load) reads source and dest as
+    32-bit ints with a default of 0, so a node number past 2**31 - 1 becomes 0: the router of the contact's sending
+    node ignores the record, never taking the link up. The import read such a record (up to 2**64 - 1); it now
+    refuses it, naming the record, the field and the reason. Failed before (2**31 and 2**64 - 1 read; 2**64
+    refused naming 2**64 - 1 as the limit)."""
+    record = {"source": 1, "dest": 2, "startTime": 0, "endTime": 60, "rateBitsPerSec": 8, key: value}
     path = tmp_path / "p.json"
-    message = plan_refusal(path, json.dumps({"contacts": [record]}), read_hdtn)
-    assert message == (f"{path}: contacts[0]: {key}: expected an integer of at most {MAX_NODE} (unsigned 64-bit), "
-                       f"got '{2**64}'"), message
+    message = plan_refusal(path, json.dumps({"contacts": [_record(0, 60, 2, 1), record]}), read_hdtn)
+    assert message == (f"{path}: contacts[1]: {key}: expected an integer of at most {2**31 - 1} (HDTN's router reads "
+                       f"source and dest as 32-bit integers, a larger one as 0), got '{value}'"), message
+    record[key] = 2**31 - 1  # the largest it reads: taken
+    path.write_text(json.dumps({"contacts": [record]}))
+    assert f"ipn-{2**31 - 1}" in read_hdtn(path).node_names
+
+
+def test_the_hdtn_export_numbers_the_nodes_from_1_whatever_their_ion_numbers(tmp_path: Path) -> None:
+    """The HDTN export writes node i as i + 1 (the JSON has no names), so an ION plan of node numbers past what
+    HDTN's router reads (2**63, 2**64 - 1) is written as nodes 1 .. 3, which the HDTN import reads back: no node
+    number past 2**31 - 1 is written unless a plan held that many nodes."""
+    path = tmp_path / "p.ion"
+    path.write_text(f"a contact +0 +60 {MAX_NODE} {2**63} 1000\na contact +0 +60 {2**63} {MAX_NODE} 1000\n"
+                    f"a contact +60 +120 {2**63} 7 1000\n")
+    plan = read_ion(path)
+    records = hdtn_contacts(plan)["contacts"]
+    assert sorted({(r["source"], r["dest"]) for r in records}) == [(2, 1), (2, 3), (3, 2)]
+    back = read_hdtn(write_hdtn(tmp_path / "p.json", plan))
+    assert back.node_names == ["ipn-1", "ipn-2", "ipn-3"]
+    assert back.windows.t_start_s.tolist() == plan.windows.t_start_s.tolist()
 
 
 def test_the_largest_node_numbers_are_read_without_overflow_and_round_trip(tmp_path: Path) -> None:
