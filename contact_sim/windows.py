@@ -64,6 +64,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import multiprocessing as mp
 import os
@@ -904,12 +905,21 @@ def find_windows(traj: Trajectories, geometry: LinkGeometry, rate_fn: RateFn | N
         if workers > 1 and len(tasks) > 1 and "fork" in mp.get_all_start_methods():
             _WORKER = scanner
             scanner.tally.start(len(tasks), shared=True)
+            # The collector's objects frozen while the pool forks (gc docs, gc.freeze): a child's collections
+            # then leave the parent's object pages alone instead of copying them on write; unfrozen once the
+            # pool is done. Only when none are frozen yet: gc cannot unfreeze only ours, so a caller's own
+            # freeze is left as it was.
+            frozen = gc.get_freeze_count() == 0
+            if frozen:
+                gc.freeze()
             try:
                 with ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
                                          mp_context=mp.get_context("fork")) as pool:
                     parts = list(pool.map(_scan_chunk, [t + (_FORKED_WORKER_BYTES,) for t in tasks]))
             finally:
                 _WORKER = None
+                if frozen:
+                    gc.unfreeze()
         else:
             scanner.tally.start(len(tasks), shared=False)
             parts = [scanner.scan(*t) for t in tasks]

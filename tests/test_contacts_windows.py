@@ -429,3 +429,69 @@ def test_window_table_direction_column_defaults_to_both_and_travels_with_its_row
     assert w.select(w.one_way).t_start_s.tolist() == [0.0, 5.0]
     with pytest.raises(ContactError, match="window directions"):
         WindowTable([0], [1], [0.0], [1.0], [1], [1], [0], direction=[3])
+
+
+_FREEZE_LOG: Path | None = None  # where _scan_chunk_logging writes each forked worker's gc freeze count
+
+
+def _scan_chunk_logging(args):
+    """``contact_sim.windows._scan_chunk``, first writing the worker's ``gc.get_freeze_count()`` to a file
+    of its pid in ``_FREEZE_LOG`` (set before the fork, so the forked workers see it)."""
+    import gc
+    import os
+
+    import contact_sim.windows as win
+
+    (_FREEZE_LOG / f"{os.getpid()}-{args[3]}").write_text(str(gc.get_freeze_count()))
+    return win._SCAN_CHUNK(args)
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_forked_workers_scan_with_the_parents_objects_frozen_and_the_parent_is_left_unfrozen(
+        shell, monkeypatch, tmp_path, refused):
+    """Review: each forked worker of a 4,408-satellite search wrote to ~13 MiB of the parent's heap and
+    ~20 MiB of its anonymous mappings more than with ``gc.freeze()`` before the fork: a worker's garbage
+    collector writes to every object it tracks, so the pages they share with the parent are copied. The
+    objects are now frozen while the pool forks (every worker starts with a non-zero freeze count; before,
+    0) and unfrozen once it is done, also when the search is refused inside the pool (the parent's count
+    back to 0); a caller's own freeze is left as it was (gc cannot unfreeze only some objects)."""
+    import gc
+
+    import contact_sim.windows as win
+    from contact_sim.trajectory import contact_search_bytes
+
+    c, _, _ = shell
+    traj = satellite_trajectories(c, c.epoch, DUR, 60.0)
+    g = LinkGeometry(max_range_km=4000.0)
+    one = find_windows(traj, g)
+    monkeypatch.setattr(f"{__name__}._FREEZE_LOG", tmp_path)
+    monkeypatch.setattr(win, "_SCAN_CHUNK", win._scan_chunk, raising=False)
+    monkeypatch.setattr(win, "_scan_chunk", _scan_chunk_logging)
+    monkeypatch.setattr(win, "_FORKED_WORKER_BYTES", 0)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    if refused:  # room for the grid, not for a worker's first windows: every worker refuses at its first step
+        grid = contact_search_bytes(traj.times_s.size, traj.n_nodes)
+        monkeypatch.setattr("contact_sim.trajectory.MAX_TRAJECTORY_BYTES", grid + 1)
+    assert gc.get_freeze_count() == 0
+    if refused:
+        with pytest.raises(ContactError, match="budget|would hold"):
+            find_windows(traj, g, workers=2, budget=True)
+    else:
+        two = find_windows(traj, g, workers=2, budget=True)
+        assert len(two) == len(one) > 50 and np.array_equal(two.a, one.a)
+    assert gc.get_freeze_count() == 0
+    counts = sorted(int(p.read_text()) for p in tmp_path.iterdir())
+    assert len(counts) == 2 and counts[0] > 1000, counts  # both chunks scanned in forks, the objects frozen
+    # a caller that froze its objects itself keeps them frozen: not unfrozen by the search
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        assert before > 1000
+        if refused:
+            with pytest.raises(ContactError):
+                find_windows(traj, g, workers=2, budget=True)
+        else:
+            find_windows(traj, g, workers=2, budget=True)
+        assert gc.get_freeze_count() > before // 2  # (objects freed since leave it; gc.unfreeze() sets it to 0)
+    finally:
+        gc.unfreeze()
