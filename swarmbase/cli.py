@@ -86,10 +86,10 @@ def max_local_parallelism() -> int:
 
 
 def parallelism_floor_problem(value: int | str) -> str | None:
-    """Why ``value`` (a number, or an argument as typed that is not one) cannot be a number of processes, threads or Ray CPUs anywhere, or None: the lower bound
-    of :func:`parallelism_problem` alone, the whole rule where no upper bound is known yet (``fol simulate
-    --workers``, a scenario's ``run.workers`` / ``run.threads`` as read: a Ray cluster counts its own CPUs),
-    in one wording for both.
+    """Why ``value`` (a number, or an argument as typed that is not one) cannot be a number of processes,
+    threads or Ray CPUs anywhere, or None: the lower bound of :func:`parallelism_problem` alone, the whole rule
+    where no upper bound is known yet (``fol simulate --workers``, a scenario's ``run.workers`` /
+    ``run.threads`` as read: a Ray cluster counts its own CPUs), in one wording for both.
 
     >>> parallelism_floor_problem(1) is None, parallelism_floor_problem(0)
     (True, 'expected a whole number >= 1, got 0')
