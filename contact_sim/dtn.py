@@ -203,10 +203,11 @@ def _carried(plan: ContactPlan, k: np.ndarray, unit_bps: float) -> tuple[np.ndar
     return k[keep], t0[keep], t1[keep], rate[keep], owlt[keep]
 
 
-def _directed(plan: ContactPlan, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _directed(plan: ContactPlan, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The contacts windows ``k`` are written as, in order: a two-way window as both directions' contacts
     (``a -> b`` then ``b -> a``), a one-way window as its own direction's only. Per contact: its window's
-    position in ``k`` and its ION node numbers ``from``, ``to``."""
+    position in ``k``, whether it is a two-way window's second (``b -> a``), and its ION node numbers ``from``,
+    ``to``."""
     w = plan.windows
     a, b, d = w.a[k], w.b[k], w.direction[k]
     pos = np.repeat(np.arange(k.size), np.where(d == BOTH, 2, 1))
@@ -215,7 +216,7 @@ def _directed(plan: ContactPlan, k: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     flip = second | (d[pos] == B_TO_A)
     src = np.where(flip, b[pos], a[pos]).astype(np.int64) + 1
     dst = np.where(flip, a[pos], b[pos]).astype(np.int64) + 1
-    return pos, src, dst
+    return pos, second, src, dst
 
 
 def _directed_rows(plan: ContactPlan, k: np.ndarray, unit_bps: float) -> tuple[np.ndarray, ...]:
@@ -224,9 +225,7 @@ def _directed_rows(plan: ContactPlan, k: np.ndarray, unit_bps: float) -> tuple[n
     rate in the plan's unit (``unit_bps``: 8 for ION's bytes/s, 1 for HDTN's bits/s; rounded down), OWLT (s) and
     its key, ``2 * window + 1`` for a two-way window's second contact (``b -> a``), else ``2 * window``."""
     k, t0, t1, rate, owlt = _carried(plan, k, unit_bps)
-    pos, src, dst = _directed(plan, k)
-    second = np.zeros(pos.size, dtype=np.int64)
-    second[1:] = pos[1:] == pos[:-1]
+    pos, second, src, dst = _directed(plan, k)
     return src, dst, t0[pos], t1[pos], (rate // unit_bps)[pos], owlt[pos], 2 * k[pos].astype(np.int64) + second
 
 
