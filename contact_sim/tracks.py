@@ -95,9 +95,8 @@ TrackPoint = tuple[_dt.datetime, float, float, float, str]
 #: ``rte`` and waypoint ``wpt`` only counted), or None for any other (an extension, a foreign namespace's)
 #: and everything in it. One look-up an element, whatever its depth, so that a file nested thousands deep
 #: takes no longer than a flat one, and no tuple of the open elements is built for each.
-_GPX_CHILDREN: dict[str, dict[str, str]] = {"gpx": {"trk": "trk", "rte": "rte", "wpt": "wpt"},
-                                            "trk": {"trkseg": "trkseg"}, "trkseg": {"trkpt": "trkpt"},
-                                            "trkpt": {"ele": "ele", "time": "time"}}
+_GPX_CHILDREN: dict[str, tuple[str, ...]] = {"gpx": ("trk", "rte", "wpt"), "trk": ("trkseg",), "trkseg": ("trkpt",),
+                                             "trkpt": ("ele", "time")}
 
 
 def _gpx_points(path: Path) -> list[TrackPoint]:
