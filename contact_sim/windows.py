@@ -132,6 +132,7 @@ _PAIR_BYTES = 32
 #: the distance and the two elevation terms (40) and the constraint arrays kept for the kernel (32). Measured
 #: (``tracemalloc``, 1,584 satellites and 10 stations, with and without a rate model): 264 at its peak; rounded up.
 _GROUND_PAIR_BYTES = 272
+_BLOCK = 1 << 22  # rows per block of the table-wide passes (bounds their temporaries)
 
 
 def forks_within_budget(workers: int, grid_bytes: float) -> int:
@@ -148,7 +149,6 @@ def forks_within_budget(workers: int, grid_bytes: float) -> int:
         return max(1, int(workers))
     room = max(0.0, _trajectory.MAX_TRAJECTORY_BYTES - float(grid_bytes))
     return max(1, min(int(workers), int(room // (2 * _FORKED_WORKER_BYTES))))
-_BLOCK = 1 << 22  # rows per block of the table-wide passes (bounds their temporaries)
 
 
 @dataclass(frozen=True)
