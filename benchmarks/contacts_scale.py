@@ -378,8 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.measure_scan:
         print(json.dumps(measure_scan(json.loads(args.measure_scan))))
         return 0
+    if args.sizes is None:
+        args.sizes = [] if args.fork_overhead else [1584, 4408]
     if args.fork_overhead:
-        args.sizes = args.sizes or []
         if args.workers < 2:
             ap.error(f"--fork-overhead: expected --workers >= 2, got {args.workers}")
         if not args.sizes and not args.scenarios:
@@ -394,7 +395,6 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(fail(str(exc)))
     elif args.scenarios:
         ap.error("--scenarios: expected with --fork-overhead")
-    args.sizes = [1584, 4408] if args.sizes is None else args.sizes
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, "
           f"numpy {np.__version__}")
     if args.plan_windows:
