@@ -1,10 +1,13 @@
-"""Hand-built TIFF files, for the tests of the image loaders."""
+"""Hand-built TIFF files and the JPEG streams their segments hold, for the tests of the image loaders."""
 
 from __future__ import annotations
 
+import io
 import struct
 from pathlib import Path
 from typing import Sequence
+
+import numpy as np
 
 
 def one_segment_tiff(path: Path, side: int, payload: bytes, compression: int, *, bits: int = 16,
@@ -21,6 +24,19 @@ def one_segment_tiff(path: Path, side: int, payload: bytes, compression: int, *,
     else:
         tags += [(278, 4, 1, side)]
     _write(path, tags, [payload], (324, 325) if tile else (273, 279))
+
+
+def flat_jpeg(values: tuple[int, ...], side: int = 16) -> bytes:
+    """A JPEG stream of ``side`` x ``side`` pixels of 1, 3 or 4 components, component i all ``values[i]``
+    (as stored: Pillow writes a CMYK JPEG's samples inverted, so they are handed to it inverted)."""
+    from PIL import Image
+
+    mode = {1: "L", 3: "RGB", 4: "CMYK"}[len(values)]
+    stored = [255 - v for v in values] if mode == "CMYK" else list(values)
+    out = io.BytesIO()
+    Image.frombytes(mode, (side, side), np.full((side, side, len(values)), stored, np.uint8).tobytes()).save(
+        out, "JPEG", quality=95)
+    return out.getvalue()
 
 
 def band_strips_tiff(path: Path, side: int, payloads: Sequence[bytes], compression: int, *, bits: int = 8,

@@ -16,7 +16,7 @@ from fol.data import loaders
 from fol.data.registry import dataset_names, describe, load_dataset
 from fol.errors import ConfigError, DataError
 
-from _tiff import one_segment_tiff
+from _tiff import flat_jpeg, one_segment_tiff
 
 
 def _write(path: Path, colour: tuple[int, int, int], size: int = 40) -> None:
@@ -1225,12 +1225,6 @@ def test_every_message_names_the_file_through_brief(tmp_path):
         assert "\x1b" not in msg and "\n" not in msg and len(msg) < 800, msg
 
 
-def _grey_jpeg(side: int, value: int = 90) -> bytes:
-    out = io.BytesIO()
-    Image.new("L", (side, side), value).save(out, "JPEG", quality=95)
-    return out.getvalue()
-
-
 @pytest.mark.parametrize("tile", [None, 16])
 def test_a_jpeg_tiff_strip_larger_than_its_frame_is_refused_naming_why(tmp_path: Path, tile: int | None,
                                                                        capfd: pytest.CaptureFixture[str]) -> None:
@@ -1239,8 +1233,8 @@ def test_a_jpeg_tiff_strip_larger_than_its_frame_is_refused_naming_why(tmp_path:
     expected dimensions' on standard error without the file's name. Its frame is now read before libtiff
     decodes it, as with bands: one line naming the file, the frame's size and the size its tags give."""
     good, big = tmp_path / "good.tif", tmp_path / "big.tif"
-    one_segment_tiff(good, 16, _grey_jpeg(16), 7, bits=8, tile=tile)
-    one_segment_tiff(big, 16, _grey_jpeg(64), 7, bits=8, tile=tile)
+    one_segment_tiff(good, 16, flat_jpeg((90,), 16), 7, bits=8, tile=tile)
+    one_segment_tiff(big, 16, flat_jpeg((90,), 64), 7, bits=8, tile=tile)
     arr = loaders.read_image(good, 8)
     assert arr.shape == (3, 8, 8) and np.abs(arr.astype(int) - 90).max() <= 2
     with pytest.raises(DataError) as info:

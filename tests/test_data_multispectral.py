@@ -20,7 +20,7 @@ from fol.errors import ConfigError, DataError
 from fol.nodedata import load_node_data, parse_node_data, split_fields
 
 from _memory import traced_peak
-from _tiff import band_strips_tiff, one_segment_tiff
+from _tiff import band_strips_tiff, flat_jpeg, one_segment_tiff
 
 tifffile = pytest.importorskip("tifffile")
 
@@ -267,21 +267,6 @@ def test_a_zstd_tiff_without_imagecodecs_says_what_to_install(tmp_path, without_
 _JPEG_BANDS = (40, 90, 140, 190, 230)
 
 
-def _flat_jpeg(values: tuple[int, ...], side: int = 16) -> bytes:
-    """A JPEG stream of ``side`` x ``side`` pixels of 1, 3 or 4 components, component i all ``values[i]``
-    (as stored: Pillow writes a CMYK JPEG's samples inverted, so they are handed to it inverted)."""
-    import io
-
-    from PIL import Image
-
-    mode = {1: "L", 3: "RGB", 4: "CMYK"}[len(values)]
-    stored = [255 - v for v in values] if mode == "CMYK" else list(values)
-    out = io.BytesIO()
-    Image.frombytes(mode, (side, side), np.full((side, side, len(values)), stored, np.uint8).tobytes()).save(
-        out, "JPEG", quality=95)
-    return out.getvalue()
-
-
 @pytest.mark.parametrize("compression", [7, 33007, 34892])
 def test_a_jpeg_tiff_of_four_or_five_bands_is_read_with_bands_or_refused_in_one_line(tmp_path, compression):
     """JPEG in TIFF (7), ALT JPEG (33007) and DNG's lossy JPEG (34892) of 4 and 5 bands, stored together (one
@@ -292,11 +277,11 @@ def test_a_jpeg_tiff_of_four_or_five_bands_is_read_with_bands_or_refused_in_one_
     the file. Failed before for 33007 and 34892."""
     pytest.importorskip("imagecodecs")  # tifffile decodes JPEG with it
     together = tmp_path / "together.tif"
-    one_segment_tiff(together, 16, _flat_jpeg(_JPEG_BANDS[:4]), compression, bits=8, samples=4)
+    one_segment_tiff(together, 16, flat_jpeg(_JPEG_BANDS[:4]), compression, bits=8, samples=4)
     cases = [(together, 4)]
     for n in (4, 5):
         apart = tmp_path / f"apart{n}.tif"
-        band_strips_tiff(apart, 16, [_flat_jpeg((v,)) for v in _JPEG_BANDS[:n]], compression)
+        band_strips_tiff(apart, 16, [flat_jpeg((v,)) for v in _JPEG_BANDS[:n]], compression)
         cases.append((apart, n))
     for path, n in cases:
         arr, _ = loaders._read_image_and_place(path, 8, None, (n, 2, 1))
@@ -309,8 +294,8 @@ def test_a_jpeg_tiff_of_four_or_five_bands_is_read_with_bands_or_refused_in_one_
     wrong = [(tmp_path / "rgb-strips.tif", "a JPEG strip of 16 x 16 pixels of 3 components (768 bytes decoded), "
                                            "more than the 256 bytes its tags say it holds"),
              (tmp_path / "grey-strip.tif", "cannot read TIFF (")]
-    band_strips_tiff(wrong[0][0], 16, [_flat_jpeg(_JPEG_BANDS[:3])] * 4, compression)
-    one_segment_tiff(wrong[1][0], 16, _flat_jpeg(_JPEG_BANDS[:1]), compression, bits=8, samples=5)
+    band_strips_tiff(wrong[0][0], 16, [flat_jpeg(_JPEG_BANDS[:3])] * 4, compression)
+    one_segment_tiff(wrong[1][0], 16, flat_jpeg(_JPEG_BANDS[:1]), compression, bits=8, samples=5)
     for path, says in wrong:
         caught: list[str] = []
 
