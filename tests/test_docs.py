@@ -1488,26 +1488,12 @@ def test_fol_algorithm_names_every_field_of_a_rounds_report() -> None:
 def test_baselines_page_states_the_quick_comparisons_settings(monkeypatch: pytest.MonkeyPatch,
                                                               benchmark_script) -> None:
     """docs/baselines.md says what ``compare_methods.py --quick`` runs: its parser's defaults under ``--quick``."""
-    import argparse
-
     text = " ".join(BASELINES_MD.read_text(encoding="utf-8").split())
     stated = re.findall(r"# a small run that shows the output in a few minutes: "
                         r"(\d+) nodes x (\d+) images of (\d+) px, "
                         r"one seed, R = (\d+), # FOL at E = (\d+) ", text)
     assert len(stated) == 1, "docs/baselines.md no longer says what compare_methods.py --quick runs"
-    parsed: list[argparse.Namespace] = []
-    original = argparse.ArgumentParser.parse_args
-
-    def keep(self, args=None, namespace=None):
-        parsed.append(original(self, args, namespace))
-        raise _Parsed
-
-    module = benchmark_script("compare_methods")
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", keep)
-    monkeypatch.setattr(sys, "argv", ["compare_methods.py", "--quick"])
-    with pytest.raises(_Parsed):
-        module.main()
-    a = parsed[0]
+    a = _script_defaults(monkeypatch, benchmark_script("compare_methods").main, ("--quick",))
     assert a.seeds == 1 and len(a.fol_rounds) == 1
     assert tuple(int(v) for v in stated[0]) == (a.nodes, a.per_node, a.image_size, a.rounds, a.fol_rounds[0])
 
