@@ -2855,10 +2855,10 @@ def test_the_listening_line_names_the_state_folder_and_endpoints_through_brief(k
     node = Node(tmp_path, "receiver", [])
     folder = odd_folder(tmp_path, kind)
     toml = tmp_path / "receiver.toml"
-    toml.write_text(toml_text({  # the state folder as a TOML string escapes it (JSON's escapes are TOML's)
+    toml.write_text(toml_text({
         "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", "secret_key": str(node.sec),
-                 "trust_dir": str(node.trust_dir), "state_dir": "STATE", "model": str(node.model)},
-        "trigger": {"on_board": False, "auto_send": False}}).replace('"STATE"', json.dumps(str(folder / "state"))))
+                 "trust_dir": str(node.trust_dir), "state_dir": str(folder / "state"), "model": str(node.model)},
+        "trigger": {"on_board": False, "auto_send": False}}))
     monkeypatch.setattr(Agent, "run", lambda self: None)  # started, the line printed; stopped at once
     assert main(["agent", "--config", str(toml)]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -2889,14 +2889,10 @@ def test_the_agents_log_lines_name_its_folders_and_key_through_brief(kind: str, 
     caplog.set_level(logging.INFO, logger="fol.agent")
     trust_key(folder / "trusted", node.pub, name="sender")
     toml = tmp_path / "receiver.toml"
-    paths = {"SECRET": secret, "TRUSTED": folder / "trusted", "STATE": folder / "state"}
-    text = toml_text({  # each path as a TOML string escapes it (JSON's escapes are TOML's)
-        "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", "secret_key": "SECRET", "trust_dir": "TRUSTED",
-                 "state_dir": "STATE", "model": str(node.model)},
-        "trigger": {"on_board": False, "auto_send": False}})
-    for key, path in paths.items():
-        text = text.replace(f'"{key}"', json.dumps(str(path)))
-    toml.write_text(text)
+    toml.write_text(toml_text({
+        "node": {"id": "receiver", "listen": "tcp://127.0.0.1:*", "secret_key": str(secret),
+                 "trust_dir": str(folder / "trusted"), "state_dir": str(folder / "state"), "model": str(node.model)},
+        "trigger": {"on_board": False, "auto_send": False}}))
     monkeypatch.setattr(Agent, "run", lambda self: None)  # started, its lines logged; stopped at once
     assert main(["agent", "--config", str(toml)]) == 0
     said = [r.getMessage() for r in caplog.records if r.name.startswith("fol.agent")]
