@@ -21,6 +21,8 @@ from contact_sim.drones import _interp
 from contact_sim.dtn import parse_ion, read_plan
 from contact_sim.scenario import check_contact_scenario
 
+from _names import odd_folder
+
 LEO = """
 [constellation]
 kind = "walker-delta"
@@ -705,8 +707,7 @@ def test_the_ok_and_summary_lines_name_the_files_through_brief(kind, tmp_path, c
     3,000 characters made a 3 kB line. Each line names them through brief(), as the refusals do."""
     from swarmbase.tomlcheck import brief
 
-    folder = tmp_path / "a\nb\x1b[2J" if kind == "control" else tmp_path.joinpath(*["d" * 200] * 15)
-    folder.mkdir(parents=True)
+    folder = odd_folder(tmp_path, kind)
     p = _write(folder, LEO)
     assert _cli(["contacts", str(p), "--check"]) == 0
     lines = capsys.readouterr().out.splitlines()

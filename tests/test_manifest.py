@@ -166,8 +166,7 @@ def test_the_lines_name_a_long_folder_cut_keeping_the_file_name(tmp_path: Path) 
     apart. Before, the lines were escaped but not bounded: the whole folder, 3 kB, in each."""
     from swarmbase.tomlcheck import BRIEF_CHARS, brief
 
-    folder = tmp_path.joinpath(*["d" * 200] * 15)
-    folder.mkdir(parents=True)
+    folder = odd_folder(tmp_path, "long")
     recorded, mine = "part-1.bin", "part-\x1b[2J\nx.bin"
     earlier, removed = _one_removed_one_kept(folder, recorded, mine)
     lines = earlier.lines(removed)
