@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: The kinds :func:`odd_folder` makes, for ``pytest.mark.parametrize("kind", ODD_KINDS)``.
-ODD_KINDS = ("control", "long")
-
 
 def odd_folder(tmp_path: Path, kind: str) -> Path:
     """A folder (made) whose path holds a newline and a terminal's escape ("control"), or is about 3,000
