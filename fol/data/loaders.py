@@ -326,6 +326,12 @@ def _floats(value: object) -> tuple[float, ...]:
         return ()
 
 
+def _first_number(tags, code: int, default: float) -> float:
+    """The first number of TIFF tag ``code`` in ``tags`` (as :func:`_floats` reads it), or ``default`` when the
+    tag is absent or holds no number."""
+    return next(iter(_floats(tags.get(code, default))), float(default))
+
+
 def _geokeys(shown_as: str, directory: object) -> dict[int, int]:
     """The GeoKeys a GeoKeyDirectoryTag holds in itself (location 0: SHORT values, which
     the model type, raster type, CRS codes and units are); those stored in the double or
@@ -813,7 +819,7 @@ def _check_tile_size(shown_as: str, tags) -> None:
     :data:`MAX_IMAGE_PIXELS` is a :class:`DataError` naming the file, before a tile is decoded:
     Pillow's libtiff decoder makes a buffer of a whole tile, so that a 2.9 kB TIFF of 13 x 24 pixels
     whose tiles said 50,331,664 x 16 took 1.5 GB. (A strip holds no more rows than the image.)"""
-    width, length = (next(iter(_floats(tags.get(code, 0))), 0.0) for code in (322, 323))
+    width, length = (_first_number(tags, code, 0) for code in (322, 323))
     if width * length > MAX_IMAGE_PIXELS:
         raise DataError(f"{shown_as}: TIFF tiles of {width:,.0f} x {length:,.0f} pixels, more than the "
                         f"{MAX_IMAGE_PIXELS:,} pixels an image may have (each is decoded whole: a damaged file, "
@@ -826,16 +832,16 @@ def _check_pillow_jpeg_tiff(shown_as: str, fh, tags) -> None:
     holds, before libtiff decodes it. libtiff refused a frame larger than its strip with a line on standard
     error that names no file ('JPEGPreDecode: ... exceeds expected dimensions') and Pillow's 'decoder error -2'.
     Only compression 7: an old-style JPEG (6) may hold its stream elsewhere than in its strips."""
-    if next(iter(_floats(tags.get(259, 1))), 1.0) != 7:
+    if _first_number(tags, 259, 1) != 7:
         return
-    width, length = (int(next(iter(_floats(tags.get(code, 0))), 0.0)) for code in (256, 257))
-    samples = int(next(iter(_floats(tags.get(277, 1))), 1.0)) if tags.get(284, 1) != 2 else 1
+    width, length = (int(_first_number(tags, code, 0)) for code in (256, 257))
+    samples = int(_first_number(tags, 277, 1)) if tags.get(284, 1) != 2 else 1
     depth = 2 if max(_floats(tags.get(258, 8)) or (8.0,)) > 8 else 1
     if 322 in tags and 323 in tags:
-        kind, chunk = "tile", math.prod(int(next(iter(_floats(tags.get(code))), 0.0)) for code in (322, 323))
+        kind, chunk = "tile", math.prod(int(_first_number(tags, code, 0)) for code in (322, 323))
         offsets, counts = _floats(tags.get(324)), _floats(tags.get(325))
     else:
-        rows = int(min(next(iter(_floats(tags.get(278, length))), float(length)), length))
+        rows = int(min(_first_number(tags, 278, length), length))
         kind, chunk = "strip", width * rows
         offsets, counts = _floats(tags.get(273)), _floats(tags.get(279))
     position = fh.tell()
