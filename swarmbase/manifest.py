@@ -54,7 +54,8 @@ MANIFEST_FORMAT = 1
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 #: The last characters of a path a removed or kept line keeps when it cuts a long one (:func:`brief`): the file's
-#: name in the folder (``member-12-0a1b2c3d.safetensors`` is 30).
+#: name in the folder (``member-12-0a1b2c3d.safetensors`` is 30). ``fol keys`` names the key files it writes,
+#: trusts or removes so too.
 SHOWN_PATH_END = 40
 
 

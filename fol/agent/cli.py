@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from swarmbase.cli import path_argument, printable
+from swarmbase.manifest import SHOWN_PATH_END
 from swarmbase.tomlcheck import brief
 from swarmbase.units import format_seconds
 
@@ -202,8 +203,8 @@ def _run_keys_gen(args: argparse.Namespace) -> int:
 
     public, secret = generate_keypair(args.dir, args.name, overwrite=args.force)
     # a long folder cut, each file's own name kept (drone-7.key told from drone-7.key_secret)
-    print(f"wrote {brief(public, keep_end=40)} (give it to peers) and {brief(secret, keep_end=40)} (keep it on this "
-          "node only)")
+    print(f"wrote {brief(public, keep_end=SHOWN_PATH_END)} (give it to peers) and "
+          f"{brief(secret, keep_end=SHOWN_PATH_END)} (keep it on this node only)")
     return 0
 
 
@@ -211,7 +212,7 @@ def _run_keys_trust(args: argparse.Namespace) -> int:
     from fol.agent.keys import trust_key
 
     path = trust_key(_store(args), args.key, name=args.name)
-    print(f"trusted {path.stem} -> {brief(path, keep_end=40)}")
+    print(f"trusted {path.stem} -> {brief(path, keep_end=SHOWN_PATH_END)}")
     return 0
 
 
@@ -219,7 +220,8 @@ def _run_keys_revoke(args: argparse.Namespace) -> int:
     from fol.agent.keys import revoke_key
 
     path = revoke_key(_store(args), args.peer)
-    print(f"revoked {args.peer} (removed {brief(path, keep_end=40)}); a running agent refuses it within about a second")
+    print(f"revoked {args.peer} (removed {brief(path, keep_end=SHOWN_PATH_END)}); a running agent refuses it "
+          "within about a second")
     return 0
 
 
