@@ -112,8 +112,8 @@ def run_simulate_command(args: argparse.Namespace) -> int:
         scn = load_scenario(source, base_dir, original)
     except (FOLError, ContactError, OrbitError) as exc:  # a field of the copy is bad: name the copy, not the original file it came from
         # the original named as it is or as brief() writes it (every scenario message names it so)
-        named = next((p for p in (f"{original}: ", f"{brief(original)}: ") if str(exc).startswith(p)), None) \
-            if original is not None else None
+        prefixes = () if original is None else (f"{original}: ", f"{brief(original)}: ")
+        named = next((p for p in prefixes if str(exc).startswith(p)), None)
         if named is None:
             raise
         raise type(exc)(f"{brief(source)}: {str(exc)[len(named):]}") from None
