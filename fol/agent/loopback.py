@@ -78,7 +78,13 @@ def free_port() -> int:
 _TOML_ESCAPES = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
 
 
-def _scalar_char(c: str) -> str:
+def _toml_char(c: str) -> str:
+    """The character ``c`` as a TOML basic string holds it: a short escape, ``\\uXXXX`` for another control
+    character, else itself."""
+    if c in _TOML_ESCAPES:
+        return _TOML_ESCAPES[c]
+    if ord(c) < 0x20 or c == "\x7f":
+        return f"\\u{ord(c):04X}"
     if 0xD800 <= ord(c) <= 0xDFFF:  # a lone surrogate (a file name's undecodable byte): TOML holds no such string
         raise ValueError(f"cannot write the character U+{ord(c):04X} (an undecodable byte of a file name) to TOML")
     return c
@@ -93,8 +99,7 @@ def toml_text(data: dict[str, Any]) -> str:
         if isinstance(v, (int, float)):
             return repr(v)
         if isinstance(v, str):
-            return '"' + "".join(_TOML_ESCAPES.get(c) or (f"\\u{ord(c):04X}" if ord(c) < 0x20 or c == "\x7f" else
-                                                          _scalar_char(c)) for c in v) + '"'
+            return '"' + "".join(map(_toml_char, v)) + '"'
         if isinstance(v, (list, tuple)):
             return "[" + ", ".join(scalar(x) for x in v) + "]"
         raise TypeError(f"cannot write {type(v).__name__} to TOML")
