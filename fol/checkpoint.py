@@ -99,7 +99,7 @@ from swarmbase.safejson import check_bounds
 from swarmbase.safejson import loads as bounded_loads
 from swarmbase.tomlcheck import brief, check_input_file, shown
 
-from fol.defaults import MAX_ROUND, class_name
+from fol.defaults import DEFAULT_MAX_BYTES, MAX_ROUND, class_name
 from fol.errors import CheckpointError, ConfigError
 from fol.fileio import atomic_write_bytes
 from fol.models import ModelSpec, arch_options, build_model, resize_to_state
@@ -130,9 +130,8 @@ FORMAT_VERSION = 2
 #: The previous version (digest over the tensors only); read by :func:`upgrade_model_file` only.
 LEGACY_VERSION = 1
 
-#: Largest model file (bytes) accepted by default: 200 MB. ResNet-18 in float32
-#: is about 45 MB, the other architectures of the zoo are far smaller.
-DEFAULT_MAX_BYTES = 200 * 1000 * 1000
+#: Largest model file (bytes) accepted by default: :data:`fol.defaults.DEFAULT_MAX_BYTES`, 200 MB (imported
+#: from there, which needs no torch, with the commands' help and the node agent's config).
 
 #: Largest safetensors JSON header (bytes). A ResNet-18 header is about 10 kB.
 MAX_HEADER_BYTES = 8 * 1024 * 1024

@@ -71,13 +71,18 @@ MAX_TOP_K = 1024
 #: senders) and is a typo.
 MAX_NEIGHBOURS = 1024
 
+#: Largest model file (bytes) accepted by default (:data:`fol.checkpoint.DEFAULT_MAX_BYTES`, the node agent's
+#: ``[limits] max_payload_bytes``): 200 MB. ResNet-18 in float32 is about 45 MB, the other architectures of the
+#: zoo are far smaller. Here, without torch: the commands' help and the agent's config reader name it.
+DEFAULT_MAX_BYTES = 200 * 1000 * 1000
+
 #: The largest model file a command may be told to accept (``fol personalize --max-bytes``, ``fol model info
 #: --max-bytes``), as the node agent's ``[limits] max_payload_bytes`` (the same meaning: a model is read whole
 #: into memory to be checked): 4 GB, 20 times the default (:data:`fol.checkpoint.DEFAULT_MAX_BYTES`).
 MAX_MODEL_BYTES = 4 * 1000 * 1000 * 1000
 #: The help of those commands' ``--max-bytes``.
-MAX_BYTES_HELP = (f"largest model file accepted (bytes; default 200,000,000, at most {MAX_MODEL_BYTES:,} as the "
-                  "node agent's [limits] max_payload_bytes)")
+MAX_BYTES_HELP = (f"largest model file accepted (bytes; default {DEFAULT_MAX_BYTES:,}, at most {MAX_MODEL_BYTES:,} "
+                  "as the node agent's [limits] max_payload_bytes)")
 
 
 def model_bytes_problem(value: int) -> str | None:
@@ -225,6 +230,6 @@ def check_band_options(dataset: str, bands: object, scale: object, coords: str |
     return checked, check_scale(scale, field("scale", f"{scale:g}" if isinstance(scale, float) else shown(scale)))
 
 
-__all__ = ["DEFAULT_ARCH", "MAX_SEED", "is_seed", "MAX_ITERATIONS", "MAX_ROUND", "MAX_TOP_K", "MAX_NEIGHBOURS", "MAX_MODEL_BYTES", "MAX_BYTES_HELP", "model_bytes_problem", "too_many", "class_name", "IMAGE_FOLDER_COORDS",
+__all__ = ["DEFAULT_ARCH", "DEFAULT_MAX_BYTES", "MAX_SEED", "is_seed", "MAX_ITERATIONS", "MAX_ROUND", "MAX_TOP_K", "MAX_NEIGHBOURS", "MAX_MODEL_BYTES", "MAX_BYTES_HELP", "model_bytes_problem", "too_many", "class_name", "IMAGE_FOLDER_COORDS",
            "MAX_TIFF_BANDS", "check_bands", "check_scale", "bands_from_text",
            "check_band_options"]

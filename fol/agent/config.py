@@ -67,7 +67,7 @@ from typing import Any
 
 from fol.agent.position import PositionConfig
 from fol.agent.protocol import MIN_CHUNK_BYTES, ProtocolError, check_name
-from fol.defaults import MAX_MODEL_BYTES, MAX_NEIGHBOURS
+from fol.defaults import DEFAULT_MAX_BYTES, MAX_MODEL_BYTES, MAX_NEIGHBOURS
 from fol.errors import ConfigError
 from swarmbase.cli import printable
 from swarmbase.tomlcheck import Table, brief, is_decimal, read_toml, shown
@@ -75,9 +75,9 @@ from swarmbase.tomlcheck import Table, brief, is_decimal, read_toml, shown
 __all__ = ["AgentConfig", "PeerConfig", "Limits", "LIMITS_MAXIMA", "Trigger", "TRIGGER_MAXIMA", "check_address"]
 
 VARIANT_NAMES = ("local", "fol", "fol-a", "fol-n", "fol-an")
-#: Default payload limit (bytes); equal to :data:`fol.checkpoint.DEFAULT_MAX_BYTES`, repeated
-#: here so that reading a config (e.g. for ``fol agent ctl``) does not import torch.
-DEFAULT_MAX_PAYLOAD_BYTES = 200 * 1000 * 1000
+#: Default payload limit (bytes): :data:`fol.checkpoint.DEFAULT_MAX_BYTES`, taken from :mod:`fol.defaults` so
+#: that reading a config (e.g. for ``fol agent ctl``) does not import torch.
+DEFAULT_MAX_PAYLOAD_BYTES = DEFAULT_MAX_BYTES
 #: A CURVE public key written as text: 40 characters of Z85's alphabet (which holds '/', so a key can look like a path).
 _Z85_KEY_RE = re.compile(r"^[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}$")
 
@@ -141,7 +141,7 @@ LIMITS_MAXIMA: dict[str, float] = {
     "transfer_timeout_s": 86400.0,
     "min_transfer_rate_bytes_s": 1000 * 1000 * 1000,  # 1 GB/s
     "offer_retry_s": 3600.0,
-    "sync_bytes": 4 * 1000 * 1000 * 1000,  # = max_payload_bytes' bound
+    "sync_bytes": MAX_MODEL_BYTES,  # = max_payload_bytes' bound
     "partial_max_bytes": 256 * 4 * 1000 * 1000 * 1000,  # 1.024 TB: 256 transfers of 4 GB at once
     "max_inbox_bytes": 10 * 1000 ** 4,  # 10 TB, 1000x the default
     "partial_max_age_s": 7 * 86400.0,  # a week
