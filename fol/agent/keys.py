@@ -143,13 +143,14 @@ def _read_certificate(path: str | os.PathLike[str], kind: str) -> tuple[bytes, b
 def load_keypair(path: str | os.PathLike[str]) -> KeyPair:
     """The key pair in a ``.key_secret`` certificate file."""
     public, secret = _read_certificate(path, "key")
+    named = brief(path)  # as every message names the file
     if secret is None:
-        raise ConfigError(f"{brief(path)}: holds no secret key; expected the node's <name>{SECRET_SUFFIX} file")
+        raise ConfigError(f"{named}: holds no secret key; expected the node's <name>{SECRET_SUFFIX} file")
     mode = os.stat(path).st_mode & 0o777
     if mode & 0o077:
         log.warning("%s: the secret key is readable by other users (mode %o); 'chmod 600 %s' as "
-                    "'fol keys gen' writes it", brief(path), mode, brief(path))
-    return KeyPair(_check_z85(public, f"{brief(path)} public-key"), _check_z85(secret, f"{brief(path)} secret-key"))
+                    "'fol keys gen' writes it", named, mode, named)
+    return KeyPair(_check_z85(public, f"{named} public-key"), _check_z85(secret, f"{named} secret-key"))
 
 
 def load_public_key(path_or_key: str | os.PathLike[str]) -> bytes:
