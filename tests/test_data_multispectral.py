@@ -293,7 +293,8 @@ def test_a_jpeg_tiff_of_four_or_five_bands_is_read_with_bands_or_refused_in_one_
                                           "choose 3 of its bands with the dataset option bands"), path
     wrong = [(tmp_path / "rgb-strips.tif", "a JPEG strip of 16 x 16 pixels of 3 components (768 bytes decoded), "
                                            "more than the 256 bytes its tags say it holds"),
-             (tmp_path / "grey-strip.tif", "cannot read TIFF (")]
+             (tmp_path / "grey-strip.tif", "a JPEG strip of 1 component, where its tags say a strip holds 5 "
+                                           "(SamplesPerPixel, tag 277): a damaged or mislabelled file")]
     band_strips_tiff(wrong[0][0], 16, [flat_jpeg(_JPEG_BANDS[:3])] * 4, compression)
     one_segment_tiff(wrong[1][0], 16, flat_jpeg(_JPEG_BANDS[:1]), compression, bits=8, samples=5)
     for path, says in wrong:
@@ -306,6 +307,33 @@ def test_a_jpeg_tiff_of_four_or_five_bands_is_read_with_bands_or_refused_in_one_
 
         assert traced_peak(read) < 1 << 20
         assert caught[0].startswith(f"{path}: {says}") and "\n" not in caught[0], caught[0]
+
+
+@pytest.mark.parametrize("bands", [None, (1, 1, 1)])
+@pytest.mark.parametrize("tile", [None, 16])
+def test_a_jpeg_strip_of_other_components_than_its_samples_is_one_line_naming_both(tmp_path, bands, tile, capfd):
+    """An RGB JPEG TIFF (3 samples) whose strip or tile is a grey JPEG (1 component), and a grey one (1 sample)
+    whose strip is an RGB JPEG of as many bytes (3 components, 8 x 8 pixels of a 16 x 16 image): with bands,
+    tifffile read the first as grey turned RGB and refused the second in its own words ('cannot read TIFF
+    (TiffFileError: corrupted strip cannot be reshaped from (8, 8, 3) to (1, 16, 16, 1))'); without bands, it
+    was 'cannot read image (OSError: decoder error -2)', libtiff printing 'JPEGPreDecode: Improper JPEG
+    component count' on standard error. Now one line naming the file, the components and its samples.
+    A strip of as many components as its samples is read (an RGB JPEG in a YCbCr TIFF). Failed before."""
+    pytest.importorskip("imagecodecs")  # tifffile decodes JPEG with it
+    fewer, more, good = tmp_path / "fewer.tif", tmp_path / "more.tif", tmp_path / "good.tif"
+    one_segment_tiff(fewer, 16, flat_jpeg((90,)), 7, bits=8, samples=3, tile=tile)
+    one_segment_tiff(more, 16, flat_jpeg((90, 40, 30), 8), 7, bits=8, samples=1, tile=tile)
+    one_segment_tiff(good, 16, flat_jpeg((90, 40, 30)), 7, bits=8, samples=3, tile=tile, photometric=6)  # YCbCr
+    kind = "tile" if tile else "strip"
+    for path, found, holds in ((fewer, "1 component", 3), (more, "3 components", 1)):
+        with pytest.raises(DataError) as info:
+            loaders._read_image_and_place(path, 8, None, bands)
+        assert str(info.value) == (f"{path}: a JPEG {kind} of {found}, where its tags say a {kind} holds {holds} "
+                                   f"(SamplesPerPixel, tag 277): a damaged or mislabelled file")
+    arr, _ = loaders._read_image_and_place(good, 8, None, bands)
+    assert np.abs(arr.reshape(3, -1).astype(int) - (np.array([[90], [90], [90]]) if bands else
+                                                    np.array([[90], [40], [30]]))).max() <= 3
+    assert "JPEGPreDecode" not in capfd.readouterr().err  # refused before libtiff decoded it
 
 
 def _lzw_and_plain_geotiffs(root: Path) -> np.ndarray:

@@ -607,15 +607,21 @@ def _check_jpeg_chunks(shown_as: str, tif, page, kind: str, segment_bytes: int) 
     header: one whose lines x samples per line x components (2 bytes each past 8 bits) are more than
     ``segment_bytes``, or that has no frame, is a :class:`DataError` naming the file. libjpeg decodes
     the frame its header gives (a 1.7 MB strip of a 16 x 16 TIFF, of 12,000 x 12,000 pixels, took
-    141 MB). A frame of 0 lines (their number in a DNL marker) is decoded to the strip's rows."""
+    141 MB). A frame of 0 lines (their number in a DNL marker) is decoded to the strip's rows. A frame of
+    fewer components than the samples a strip or tile holds (SamplesPerPixel, or 1 of bands stored apart),
+    or of more but not as many values a line (DNG's lossless JPEG packs a line of 1 sample into a frame of
+    2 components of half the width), is a :class:`DataError` naming both."""
+    apart = int(page.samplesperpixel) > 1 and int(page.planarconfig) == 2
     _check_jpeg_frames(shown_as, tif.filehandle, tif.filehandle.size, page.dataoffsets, page.databytecounts, kind,
-                       segment_bytes)
+                       segment_bytes, 1 if apart else int(page.samplesperpixel), apart,
+                       int(page.tilewidth if page.is_tiled else page.imagewidth))
 
 
 def _check_jpeg_frames(shown_as: str, fh, size: int, offsets: Sequence[int], counts: Sequence[int], kind: str,
-                       segment_bytes: int) -> None:
+                       segment_bytes: int, expected: int, apart: bool, width: int) -> None:
     """:func:`_check_jpeg_chunks` on the chunks at ``offsets`` of ``counts`` bytes of the open file ``fh`` of
-    ``size`` bytes (with tifffile's page, or Pillow's tags)."""
+    ``size`` bytes (with tifffile's page, or Pillow's tags), each to be a frame of ``expected`` components
+    (1 where the bands are stored ``apart``) in a strip or tile ``width`` pixels wide."""
     for offset, count in zip(offsets, counts):
         count = max(0, min(int(count), size - int(offset)))
         if not count:  # an empty chunk: tifffile fills it in
@@ -632,6 +638,12 @@ def _check_jpeg_frames(shown_as: str, fh, size: int, offsets: Sequence[int], cou
                             f"component{'s' if components != 1 else ''} ({decoded:,} bytes decoded), more than "
                             f"the {segment_bytes:,} bytes its tags say it holds (a decompression bomb, or a "
                             f"damaged file)")
+        if components < expected or components > expected and samples * components != width * expected:
+            # tifffile said 'corrupted strip cannot be reshaped', libtiff a line on stderr naming no file
+            said = ("its bands stored apart, one a strip (PlanarConfiguration 2, tag 284)" if apart
+                    else "SamplesPerPixel, tag 277").replace("strip", kind)
+            raise DataError(f"{shown_as}: a JPEG {kind} of {components} component{'s' if components != 1 else ''}, "
+                            f"where its tags say a {kind} holds {expected} ({said}): a damaged or mislabelled file")
 
 
 #: TIFF compressions whose strips or tiles are decoded here, each bounded by its size, because the
@@ -848,7 +860,8 @@ def _check_pillow_jpeg_tiff(shown_as: str, fh, tags) -> None:
     try:
         size = fh.seek(0, io.SEEK_END)
         _check_jpeg_frames(shown_as, fh, size, [int(v) for v in offsets], [int(v) for v in counts], kind,
-                           chunk * samples * depth)
+                           chunk * samples * depth, samples, tags.get(284, 1) == 2 and _first_number(tags, 277, 1) > 1,
+                           int(_first_number(tags, 322, 0)) if kind == "tile" else width)
     finally:
         fh.seek(position)
 
