@@ -49,6 +49,20 @@ def band_strips_tiff(path: Path, side: int, payloads: Sequence[bytes], compressi
     _write(path, tags, payloads, (273, 279))
 
 
+def header_apart_ojpeg_tiff(path: Path, side: int, jpeg: bytes, samples: int = 3) -> None:
+    """A ``side`` x ``side`` old-style JPEG TIFF (compression 6) of ``samples`` bands of 8 bits (RGB when 3, else
+    grey) as libtiff reads one whose strip is no JPEG stream of its own: the whole ``jpeg`` stream in
+    JPEGInterchangeFormat (tag 513, its length in 514), the one strip its scan data alone, after its SOS header."""
+    at = 2  # past SOI: the markers up to the end of the SOS header
+    while jpeg[at + 1] != 0xDA:
+        at += 2 + int.from_bytes(jpeg[at + 2:at + 4], "big")
+    scan = at + 2 + int.from_bytes(jpeg[at + 2:at + 4], "big")
+    tags = [(256, 4, 1, side), (257, 4, 1, side), (258, 3, 1, 8), (259, 3, 1, 6), (262, 3, 1, 2 if samples == 3 else 1),
+            (277, 3, 1, samples), (278, 4, 1, side), (284, 3, 1, 1)]
+    stream_at = 8 + 2 + (len(tags) + 4) * 12 + 4  # where _write stores the stream, after these, 273/279 and 513/514
+    _write(path, tags + [(273, 4, 1, stream_at + scan), (279, 4, 1, len(jpeg) - scan)], [jpeg], (513, 514))
+
+
 def _write(path: Path, tags: list[tuple[int, int, int, int]], payloads: Sequence[bytes],
            segment_tags: tuple[int, int]) -> None:
     """A little-endian TIFF of one directory of ``tags`` (of one value each) and the ``segment_tags``

@@ -20,7 +20,7 @@ from fol.errors import ConfigError, DataError
 from fol.nodedata import load_node_data, parse_node_data, split_fields
 
 from _memory import traced_peak
-from _tiff import band_strips_tiff, flat_jpeg, one_segment_tiff
+from _tiff import band_strips_tiff, flat_jpeg, header_apart_ojpeg_tiff, one_segment_tiff
 
 tifffile = pytest.importorskip("tifffile")
 
@@ -334,6 +334,43 @@ def test_a_jpeg_strip_of_other_components_than_its_samples_is_one_line_naming_bo
     assert np.abs(arr.reshape(3, -1).astype(int) - (np.array([[90], [90], [90]]) if bands else
                                                     np.array([[90], [40], [30]]))).max() <= 3
     assert "JPEGPreDecode" not in capfd.readouterr().err  # refused before libtiff decoded it
+
+
+def test_an_old_style_jpeg_tiff_whose_strip_is_no_jpeg_stream_is_refused_with_bands_naming_its_compression(tmp_path):
+    """An old-style JPEG TIFF (compression 6) as libtiff reads it, its JPEG header in JPEGInterchangeFormat (tag
+    513) and its strip the scan data alone: tifffile decodes only a strip that is a whole JPEG stream ('Not a
+    JPEG file'), and bands refused it as 'a JPEG strip without a frame header (SOF marker) before its scan (a
+    damaged file)'. It is one line naming the compression, and what reads it: without bands, Pillow reads it
+    as the same file whose strip is the whole stream (read with bands and without alike). Failed before."""
+    import io
+
+    from PIL import Image
+
+    pytest.importorskip("imagecodecs")  # tifffile decodes JPEG with it
+    rgb = np.zeros((16, 16, 3), np.uint8)
+    rgb[:8], rgb[8:] = (200, 60, 30), (20, 120, 220)
+    stream = io.BytesIO()
+    Image.fromarray(rgb).save(stream, "JPEG", quality=95)
+    whole, apart = tmp_path / "whole.tif", tmp_path / "apart.tif"
+    one_segment_tiff(whole, 16, stream.getvalue(), 6, bits=8, samples=3)
+    header_apart_ojpeg_tiff(apart, 16, stream.getvalue())
+    far = np.r_[0:5, 11:16]  # the rows away from the edge, where libtiff's and tifffile's chroma upsampling differ
+    seen = loaders.read_image(whole, 16).astype(int)
+    assert np.abs(seen - rgb.transpose(2, 0, 1)).max() <= 4
+    assert np.abs(loaders._read_image_and_place(whole, 16, None, (1, 2, 3))[0][:, far] - seen[:, far]).max() <= 2
+    assert np.abs(loaders.read_image(apart, 16) - seen).max() == 0
+    caught: list[str] = []
+
+    def read() -> None:
+        with pytest.raises(DataError) as info:
+            loaders._read_image_and_place(apart, 16, None, (1, 2, 3))
+        caught.append(str(info.value))
+
+    assert traced_peak(read) < 1 << 20
+    assert caught[0] == (f"{apart}: an old-style JPEG TIFF (compression 6) whose strips are no whole JPEG streams "
+                         f"(its JPEG header kept apart, in JPEGInterchangeFormat, tag 513, or tags 519-521), which "
+                         f"tifffile does not decode and bands does not read: read it without bands (Pillow reads it "
+                         f"as an RGB or grey image), or save it with JPEG (compression 7)")
 
 
 def _lzw_and_plain_geotiffs(root: Path) -> np.ndarray:

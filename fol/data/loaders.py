@@ -614,20 +614,29 @@ def _check_jpeg_chunks(shown_as: str, tif, page, kind: str, segment_bytes: int) 
     apart = int(page.samplesperpixel) > 1 and int(page.planarconfig) == 2
     _check_jpeg_frames(shown_as, tif.filehandle, tif.filehandle.size, page.dataoffsets, page.databytecounts, kind,
                        segment_bytes, 1 if apart else int(page.samplesperpixel), apart,
-                       int(page.tilewidth if page.is_tiled else page.imagewidth))
+                       int(page.tilewidth if page.is_tiled else page.imagewidth), int(page.compression) == 6)
 
 
 def _check_jpeg_frames(shown_as: str, fh, size: int, offsets: Sequence[int], counts: Sequence[int], kind: str,
-                       segment_bytes: int, expected: int, apart: bool, width: int) -> None:
+                       segment_bytes: int, expected: int, apart: bool, width: int, old_style: bool = False) -> None:
     """:func:`_check_jpeg_chunks` on the chunks at ``offsets`` of ``counts`` bytes of the open file ``fh`` of
     ``size`` bytes (with tifffile's page, or Pillow's tags), each to be a frame of ``expected`` components
-    (1 where the bands are stored ``apart``) in a strip or tile ``width`` pixels wide."""
+    (1 where the bands are stored ``apart``) in a strip or tile ``width`` pixels wide. Of an ``old_style``
+    JPEG TIFF (compression 6), a chunk that is no JPEG stream of its own (no SOI marker: its header kept
+    apart, as libtiff reads it, in JPEGInterchangeFormat, tag 513, or its tables in tags 519-521) is refused
+    as such: tifffile decodes only whole streams ('Not a JPEG file')."""
     for offset, count in zip(offsets, counts):
         count = max(0, min(int(count), size - int(offset)))
         if not count:  # an empty chunk: tifffile fills it in
             continue
         fh.seek(int(offset))
-        frame = _jpeg_frame(fh.read(count))
+        data = fh.read(count)
+        if old_style and data[:2] != b"\xff\xd8":
+            raise DataError(f"{shown_as}: an old-style JPEG TIFF (compression 6) whose {kind}s are no whole JPEG "
+                            f"streams (its JPEG header kept apart, in JPEGInterchangeFormat, tag 513, or tags "
+                            f"519-521), which tifffile does not decode and bands does not read: read it without "
+                            f"bands (Pillow reads it as an RGB or grey image), or save it with JPEG (compression 7)")
+        frame = _jpeg_frame(data)
         if frame is None:
             raise DataError(f"{shown_as}: a JPEG {kind} without a frame header (SOF marker) before its scan "
                             f"(a damaged file)")
