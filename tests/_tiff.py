@@ -27,14 +27,13 @@ def one_segment_tiff(path: Path, side: int, payload: bytes, compression: int, *,
 
 
 def flat_jpeg(values: tuple[int, ...], side: int = 16) -> bytes:
-    """A JPEG stream of ``side`` x ``side`` pixels of 1, 3 or 4 components, component i all ``values[i]``
-    (as stored: Pillow writes a CMYK JPEG's samples inverted, so they are handed to it inverted)."""
+    """A JPEG stream of ``side`` x ``side`` pixels of 1, 3 or 4 components, component i all ``values[i]`` as a
+    reader sees it: of 4 (CMYK), Pillow stores ``255 - values[i]`` and an Adobe APP14 segment saying so."""
     from PIL import Image
 
     mode = {1: "L", 3: "RGB", 4: "CMYK"}[len(values)]
-    stored = [255 - v for v in values] if mode == "CMYK" else list(values)
     out = io.BytesIO()
-    Image.frombytes(mode, (side, side), np.full((side, side, len(values)), stored, np.uint8).tobytes()).save(
+    Image.frombytes(mode, (side, side), np.full((side, side, len(values)), values, np.uint8).tobytes()).save(
         out, "JPEG", quality=95)
     return out.getvalue()
 
@@ -46,6 +45,15 @@ def band_strips_tiff(path: Path, side: int, payloads: Sequence[bytes], compressi
     ``compression``; grey (``photometric`` 1) by default."""
     tags = [(256, 4, 1, side), (257, 4, 1, side), (258, 3, 1, bits), (259, 3, 1, compression),
             (262, 3, 1, photometric), (277, 3, 1, len(payloads)), (278, 4, 1, side), (284, 3, 1, 2)]
+    _write(path, tags, payloads, (273, 279))
+
+
+def row_strips_tiff(path: Path, side: int, payloads: Sequence[bytes], compression: int, *, samples: int,
+                    photometric: int) -> None:
+    """A ``side`` x ``side`` TIFF of ``samples`` bands of 8 bits stored together (PlanarConfiguration 1), in
+    strips of ``side / len(payloads)`` rows each holding its payload as stored, compressed with ``compression``."""
+    tags = [(256, 4, 1, side), (257, 4, 1, side), (258, 3, 1, 8), (259, 3, 1, compression),
+            (262, 3, 1, photometric), (277, 3, 1, samples), (278, 4, 1, side // len(payloads)), (284, 3, 1, 1)]
     _write(path, tags, payloads, (273, 279))
 
 

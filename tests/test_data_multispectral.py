@@ -20,7 +20,7 @@ from fol.errors import ConfigError, DataError
 from fol.nodedata import load_node_data, parse_node_data, split_fields
 
 from _memory import traced_peak
-from _tiff import band_strips_tiff, flat_jpeg, header_apart_ojpeg_tiff, one_segment_tiff
+from _tiff import band_strips_tiff, flat_jpeg, header_apart_ojpeg_tiff, one_segment_tiff, row_strips_tiff
 
 tifffile = pytest.importorskip("tifffile")
 
@@ -371,6 +371,56 @@ def test_an_old_style_jpeg_tiff_whose_strip_is_no_jpeg_stream_is_refused_with_ba
                          f"(its JPEG header kept apart, in JPEGInterchangeFormat, tag 513, or tags 519-521), which "
                          f"tifffile does not decode and bands does not read: read it without bands (Pillow reads it "
                          f"as an RGB or grey image), or save it with JPEG (compression 7)")
+
+
+def test_a_cmyk_jpeg_tiff_marked_by_adobe_reads_as_the_same_image_uncompressed(tmp_path, capfd):
+    """A CMYK JPEG TIFF (photometric 5) whose strip Pillow (as Photoshop) wrote stores the inks inverted and says so
+    with an Adobe APP14 segment: libjpeg decodes it as stored, and it was read inverted, with bands (band 1 was 215
+    where the same image uncompressed holds 40) and without (the RGB 30 where the uncompressed reads 55). It reads
+    as the image uncompressed now, with and without bands, and as its strip's stream read as a .jpg, as does the
+    CMYK JPEG TIFFs libtiff and tifffile write (no Adobe segment, their inks as they are: not turned). Strips
+    some marked and some not are one line. Failed before."""
+    import io
+
+    from PIL import Image
+
+    pytest.importorskip("imagecodecs")  # tifffile decodes JPEG with it
+    cmyk = np.zeros((16, 16, 4), np.uint8)
+    cmyk[:8], cmyk[8:] = (40, 90, 140, 190), (200, 30, 60, 20)
+    image = Image.fromarray(cmyk, "CMYK")
+    plain, libtiff, adobe = tmp_path / "plain.tif", tmp_path / "libtiff.tif", tmp_path / "adobe.tif"
+    image.save(plain)
+    image.save(libtiff, compression="jpeg")
+    written = tmp_path / "tifffile.tif"  # tifffile's CMYK JPEG: no Adobe segment either
+    tifffile.imwrite(written, cmyk, photometric="separated", compression="jpeg")
+    stream = io.BytesIO()
+    image.save(stream, "JPEG", quality=95)
+    assert stream.getvalue()[2:4] == b"\xff\xee"  # Pillow's Adobe APP14, first of its segments
+    one_segment_tiff(adobe, 16, stream.getvalue(), 7, bits=8, samples=4, photometric=5)
+    far = np.r_[0:5, 11:16]  # the rows away from the edge, where the JPEGs blur the two halves together
+    for bands in (None, (1, 2, 3), (4, 3, 2)):
+        seen = loaders._read_image_and_place(plain, 16, None, bands)[0].astype(int)[:, far]
+        for path in (libtiff, written, adobe):
+            arr = loaders._read_image_and_place(path, 16, None, bands)[0].astype(int)[:, far]
+            assert np.abs(arr - seen).max() <= 4, (path.name, bands, arr[:, 0, 0], seen[:, 0, 0])
+    jpg = tmp_path / "adobe.jpg"  # the strip's stream as a file of its own: Pillow's JPEG reader turns it back
+    jpg.write_bytes(stream.getvalue())
+    assert np.array_equal(loaders.read_image(jpg, 16), loaders.read_image(adobe, 16))
+    mixed = tmp_path / "mixed.tif"  # the top strip as Pillow writes it, the bottom one without its Adobe segment
+    halves = [io.BytesIO(), io.BytesIO()]
+    for y, half in zip((0, 8), halves):
+        image.crop((0, y, 16, y + 8)).save(half, "JPEG", quality=95)
+    top, bottom = (half.getvalue() for half in halves)
+    at = bottom.index(b"\xff\xee")
+    row_strips_tiff(mixed, 16, [top, bottom[:at] + bottom[at + 2 + int.from_bytes(bottom[at + 2:at + 4], "big"):]], 7,
+                    samples=4, photometric=5)
+    for bands in (None, (1, 2, 3)):
+        with pytest.raises(DataError) as info:
+            loaders._read_image_and_place(mixed, 16, None, bands)
+        assert str(info.value) == (f"{mixed}: a JPEG TIFF of 1 CMYK strip marked as stored inverted (an Adobe APP14 "
+                                   f"segment, as Photoshop writes them) and 1 not: a damaged file, or one of two "
+                                   f"writers' strips")
+    assert capfd.readouterr().err == ""
 
 
 def _lzw_and_plain_geotiffs(root: Path) -> np.ndarray:

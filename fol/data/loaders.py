@@ -496,7 +496,7 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
                                 f"{' x '.join(f'{d:,}' for d in page.chunks)} samples of {dtype} are "
                                 f"{count * segment_bytes:,} bytes decoded, more than the "
                                 f"{MAX_TIFF_DECODED_BYTES:,} allowed")
-            _check_bands_compression(name, tif, page, kind, segment_bytes)
+            inverted = _check_bands_compression(name, tif, page, kind, segment_bytes)
             # Deflate / LZMA / PackBits (and ZSTD, where Python decodes it) chunks are decoded here, each
             # bounded by its size, and the pixels kept (None: another codec, or a layout left to tifffile)
             data = _inflate_chunks(name, tif, page, kind, segment_bytes)
@@ -511,6 +511,8 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
                 data = page.asarray()
             if data.shape != expected:
                 raise DataError(f"{name}: decoded to an array of shape {data.shape}, where its tags say {expected}")
+            if inverted:  # CMYK JPEG stored inverted (Adobe's APP14): turned back, as Pillow reads such a JPEG
+                data = np.subtract((1 << int(page.bitspersample)) - 1, data, dtype=data.dtype)
     except DataError:
         raise
     except Exception as exc:  # a damaged or truncated file: tifffile's errors vary
@@ -560,7 +562,7 @@ BANDS_COMPRESSIONS = {1: "none", 5: "LZW", 8: "Deflate", 32946: "Deflate", 50013
                       32773: "PackBits", 50000: "ZSTD", 34926: "ZSTD", **_JPEG_COMPRESSIONS}
 
 
-def _check_bands_compression(shown_as: str, tif, page, kind: str, segment_bytes: int) -> None:
+def _check_bands_compression(shown_as: str, tif, page, kind: str, segment_bytes: int) -> bool:
     """A :class:`DataError` naming the file if its first image is compressed with a codec not in
     :data:`BANDS_COMPRESSIONS`, or is a JPEG one of whose chunks' frame would decode to more than
     ``segment_bytes`` (the bytes its tags say a strip or tile holds): before any is decoded."""
@@ -572,18 +574,20 @@ def _check_bands_compression(shown_as: str, tif, page, kind: str, segment_bytes:
                         f"read: save it uncompressed or compressed with {', '.join(read[:-1])} or {read[-1]} (an "
                         f"image codec's strip or tile decodes to the size its own header says, not its tags')")
     if compression in _JPEG_COMPRESSIONS:  # each strip or tile a JPEG stream, decoded to the size its frame gives
-        _check_jpeg_chunks(shown_as, tif, page, kind, segment_bytes)
+        return _check_jpeg_chunks(shown_as, tif, page, kind, segment_bytes)
+    return False
 
 
-def _jpeg_frame(data: bytes) -> tuple[int, int, int, int] | None:
-    """``(lines, samples per line, components, precision)`` of the frame header (SOF0..SOF15) of
-    a JPEG stream, read by walking its markers from SOI; None if there is none before a scan."""
+def _jpeg_frame(data: bytes) -> tuple[int, int, int, int, bool] | None:
+    """``(lines, samples per line, components, precision, adobe)`` of the frame header (SOF0..SOF15) of
+    a JPEG stream, read by walking its markers from SOI to its first scan, as libjpeg reads its header;
+    ``adobe``: an Adobe APP14 segment among them. None if there is no frame before a scan."""
     if data[:2] != b"\xff\xd8":
         return None
-    i = 2
+    i, frame, adobe = 2, None, False
     while i + 4 <= len(data):
-        if data[i] != 0xFF:
-            return None
+        if data[i] != 0xFF:  # damage: what was read stands
+            break
         marker = data[i + 1]
         if marker == 0xFF:  # a fill byte
             i += 1
@@ -591,18 +595,20 @@ def _jpeg_frame(data: bytes) -> tuple[int, int, int, int] | None:
         if marker == 0x01 or 0xD0 <= marker <= 0xD7:  # markers without a length
             i += 2
             continue
-        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # SOFn (not DHT, JPG, DAC)
+        if marker in (0xDA, 0xD9):  # a scan, or the end
+            break
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC) and frame is None:  # SOFn (not DHT, JPG, DAC)
             if i + 10 > len(data):
                 return None
-            return (int.from_bytes(data[i + 5:i + 7], "big"), int.from_bytes(data[i + 7:i + 9], "big"),
-                    data[i + 9], data[i + 4])
-        if marker in (0xDA, 0xD9):  # a scan, or the end, before any frame
-            return None
+            frame = (int.from_bytes(data[i + 5:i + 7], "big"), int.from_bytes(data[i + 7:i + 9], "big"),
+                     data[i + 9], data[i + 4])
+        elif marker == 0xEE and data[i + 4:i + 9] == b"Adobe":  # APP14
+            adobe = True
         i += 2 + int.from_bytes(data[i + 2:i + 4], "big")
-    return None
+    return None if frame is None else (*frame, adobe)
 
 
-def _check_jpeg_chunks(shown_as: str, tif, page, kind: str, segment_bytes: int) -> None:
+def _check_jpeg_chunks(shown_as: str, tif, page, kind: str, segment_bytes: int) -> bool:
     """Every strip or tile of a JPEG-compressed TIFF (compression 7, 6, 33007 or 34892) read for its frame
     header: one whose lines x samples per line x components (2 bytes each past 8 bits) are more than
     ``segment_bytes``, or that has no frame, is a :class:`DataError` naming the file. libjpeg decodes
@@ -610,21 +616,28 @@ def _check_jpeg_chunks(shown_as: str, tif, page, kind: str, segment_bytes: int) 
     141 MB). A frame of 0 lines (their number in a DNL marker) is decoded to the strip's rows. A frame of
     fewer components than the samples a strip or tile holds (SamplesPerPixel, or 1 of bands stored apart),
     or of more but not as many values a line (DNG's lossless JPEG packs a line of 1 sample into a frame of
-    2 components of half the width), is a :class:`DataError` naming both."""
+    2 components of half the width), is a :class:`DataError` naming both. True if its chunks are CMYK
+    stored inverted (:func:`_check_jpeg_frames`)."""
     apart = int(page.samplesperpixel) > 1 and int(page.planarconfig) == 2
-    _check_jpeg_frames(shown_as, tif.filehandle, tif.filehandle.size, page.dataoffsets, page.databytecounts, kind,
-                       segment_bytes, 1 if apart else int(page.samplesperpixel), apart,
-                       int(page.tilewidth if page.is_tiled else page.imagewidth), int(page.compression) == 6)
+    return _check_jpeg_frames(shown_as, tif.filehandle, tif.filehandle.size, page.dataoffsets, page.databytecounts,
+                              kind, segment_bytes, 1 if apart else int(page.samplesperpixel), apart,
+                              int(page.tilewidth if page.is_tiled else page.imagewidth), int(page.compression) == 6)
 
 
 def _check_jpeg_frames(shown_as: str, fh, size: int, offsets: Sequence[int], counts: Sequence[int], kind: str,
-                       segment_bytes: int, expected: int, apart: bool, width: int, old_style: bool = False) -> None:
+                       segment_bytes: int, expected: int, apart: bool, width: int, old_style: bool = False) -> bool:
     """:func:`_check_jpeg_chunks` on the chunks at ``offsets`` of ``counts`` bytes of the open file ``fh`` of
     ``size`` bytes (with tifffile's page, or Pillow's tags), each to be a frame of ``expected`` components
     (1 where the bands are stored ``apart``) in a strip or tile ``width`` pixels wide. Of an ``old_style``
     JPEG TIFF (compression 6), a chunk that is no JPEG stream of its own (no SOI marker: its header kept
     apart, as libtiff reads it, in JPEGInterchangeFormat, tag 513, or its tables in tags 519-521) is refused
-    as such: tifffile decodes only whole streams ('Not a JPEG file')."""
+    as such: tifffile decodes only whole streams ('Not a JPEG file').
+
+    True if every chunk is a frame of 4 components marked with an Adobe APP14 segment: CMYK stored
+    inverted, as Photoshop and Pillow write it (libjpeg.txt: 'Adobe Photoshop writes inverted data in
+    CMYK JPEG files'), which libjpeg decodes as stored and Pillow's own JPEG reader inverts back; libtiff
+    writes no such segment, and its CMYK as is. Some chunks marked and some not is a :class:`DataError`."""
+    marked, unmarked = 0, 0
     for offset, count in zip(offsets, counts):
         count = max(0, min(int(count), size - int(offset)))
         if not count:  # an empty chunk: tifffile fills it in
@@ -640,7 +653,7 @@ def _check_jpeg_frames(shown_as: str, fh, size: int, offsets: Sequence[int], cou
         if frame is None:
             raise DataError(f"{shown_as}: a JPEG {kind} without a frame header (SOF marker) before its scan "
                             f"(a damaged file)")
-        lines, samples, components, precision = frame
+        lines, samples, components, precision, _ = frame
         decoded = max(lines, 1) * samples * components * (2 if precision > 8 else 1)
         if lines and decoded > segment_bytes:
             raise DataError(f"{shown_as}: a JPEG {kind} of {samples:,} x {lines:,} pixels of {components} "
@@ -653,6 +666,15 @@ def _check_jpeg_frames(shown_as: str, fh, size: int, offsets: Sequence[int], cou
                     else "SamplesPerPixel, tag 277").replace("strip", kind)
             raise DataError(f"{shown_as}: a JPEG {kind} of {components} component{'s' if components != 1 else ''}, "
                             f"where its tags say a {kind} holds {expected} ({said}): a damaged or mislabelled file")
+        if components == 4 and frame[4]:
+            marked += 1
+        else:
+            unmarked += 1
+    if marked and unmarked:
+        raise DataError(f"{shown_as}: a JPEG TIFF of {marked:,} CMYK {kind}{'s' if marked != 1 else ''} marked as "
+                        f"stored inverted (an Adobe APP14 segment, as Photoshop writes them) and {unmarked:,} not: "
+                        f"a damaged file, or one of two writers' {kind}s")
+    return bool(marked)
 
 
 #: TIFF compressions whose strips or tiles are decoded here, each bounded by its size, because the
@@ -847,14 +869,15 @@ def _check_tile_size(shown_as: str, tags) -> None:
                         f"or a decompression bomb)")
 
 
-def _check_pillow_jpeg_tiff(shown_as: str, fh, tags) -> None:
+def _check_pillow_jpeg_tiff(shown_as: str, fh, tags) -> bool:
     """A TIFF of compression 7 (JPEG) as Pillow reads it, without ``bands``: every strip or tile's frame read
     as :func:`_check_jpeg_chunks` reads it with ``bands``, bounded by the bytes its tags say a strip or tile
     holds, before libtiff decodes it. libtiff refused a frame larger than its strip with a line on standard
     error that names no file ('JPEGPreDecode: ... exceeds expected dimensions') and Pillow's 'decoder error -2'.
-    Only compression 7: an old-style JPEG (6) may hold its stream elsewhere than in its strips."""
+    Only compression 7: an old-style JPEG (6) may hold its stream elsewhere than in its strips. True if its
+    strips or tiles are CMYK stored inverted (:func:`_check_jpeg_frames`), which libtiff decodes as stored."""
     if _first_number(tags, 259, 1) != 7:
-        return
+        return False
     width, length = (int(_first_number(tags, code, 0)) for code in (256, 257))
     samples = int(_first_number(tags, 277, 1)) if tags.get(284, 1) != 2 else 1
     depth = 2 if max(_floats(tags.get(258, 8)) or (8.0,)) > 8 else 1
@@ -868,9 +891,10 @@ def _check_pillow_jpeg_tiff(shown_as: str, fh, tags) -> None:
     position = fh.tell()
     try:
         size = fh.seek(0, io.SEEK_END)
-        _check_jpeg_frames(shown_as, fh, size, [int(v) for v in offsets], [int(v) for v in counts], kind,
-                           chunk * samples * depth, samples, tags.get(284, 1) == 2 and _first_number(tags, 277, 1) > 1,
-                           int(_first_number(tags, 322, 0)) if kind == "tile" else width)
+        return _check_jpeg_frames(shown_as, fh, size, [int(v) for v in offsets], [int(v) for v in counts], kind,
+                                  chunk * samples * depth, samples,
+                                  tags.get(284, 1) == 2 and _first_number(tags, 277, 1) > 1,
+                                  int(_first_number(tags, 322, 0)) if kind == "tile" else width)
     finally:
         fh.seek(position)
 
@@ -919,7 +943,7 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
     ``(lat, lon)`` from its tags, read in the same open after the size check and before
     the pixels are decoded; None without ``place``. With ``bands``, the file is a TIFF
     read by :func:`_read_tiff_bands`."""
-    from PIL import UnidentifiedImageError
+    from PIL import ImageChops, UnidentifiedImageError
 
     name = brief(path)
     if is_special_file(path):  # not opened: a FIFO waits for a writer, forever; /dev/zero reads as empty
@@ -931,9 +955,10 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
     try:
         with _ReadsWithinFile(path) as fh, Image.open(fh) as im:
             _check_image_size(name, im.width, im.height)
+            inverted = False  # a JPEG TIFF's CMYK stored inverted, which libtiff decodes as stored
             if im.format == "TIFF":  # libtiff decodes a tile at a time, into a buffer of the tile's size
                 _check_tile_size(name, getattr(im, "tag_v2", {}))
-                _check_pillow_jpeg_tiff(name, fh, getattr(im, "tag_v2", {}))
+                inverted = _check_pillow_jpeg_tiff(name, fh, getattr(im, "tag_v2", {}))
             try:  # the orientation a camera or phone records: the image is used as viewers show it
                 exif = im.getexif()
                 orientation = exif.get(0x0112)
@@ -944,6 +969,8 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
             if im.format == "JPEG":
                 im.draft("RGB", (image_size, image_size))  # decode at reduced scale: much faster
             im.load()
+            if inverted and len(im.getbands()) == 4:  # turned back, as Pillow's JPEG reader reads such a stream
+                im = ImageChops.invert(im)
             if orientation is not None and im.getexif().get(0x0112) is None:
                 orientation = None  # Pillow turned it as it decoded it (its TIFF reader does): not twice
             if im.mode in ("I", "F") or im.mode.startswith("I;16"):
