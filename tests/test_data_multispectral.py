@@ -267,6 +267,19 @@ def test_a_zstd_tiff_without_imagecodecs_says_what_to_install(tmp_path, without_
 _JPEG_BANDS = (40, 90, 140, 190, 230)
 
 
+def _refused_with_peak(path: Path, image_size: int) -> tuple[str, int]:
+    """The line of the DataError that reading bands 1, 2 and 3 of ``path`` raises, and the traced peak of the read."""
+    said: list[str] = []
+
+    def read() -> None:
+        with pytest.raises(DataError) as info:
+            loaders._read_image_and_place(path, image_size, None, (1, 2, 3))
+        said.append(str(info.value))
+
+    peak = traced_peak(read)
+    return said[0], peak
+
+
 @pytest.mark.parametrize("compression", [7, 33007, 34892])
 def test_a_jpeg_tiff_of_four_or_five_bands_is_read_with_bands_or_refused_in_one_line(tmp_path, compression):
     """JPEG in TIFF (7), ALT JPEG (33007) and DNG's lossy JPEG (34892) of 4 and 5 bands, stored together (one
@@ -298,15 +311,9 @@ def test_a_jpeg_tiff_of_four_or_five_bands_is_read_with_bands_or_refused_in_one_
     band_strips_tiff(wrong[0][0], 16, [flat_jpeg(_JPEG_BANDS[:3])] * 4, compression)
     one_segment_tiff(wrong[1][0], 16, flat_jpeg(_JPEG_BANDS[:1]), compression, bits=8, samples=5)
     for path, says in wrong:
-        caught: list[str] = []
-
-        def read() -> None:
-            with pytest.raises(DataError) as info:
-                loaders._read_image_and_place(path, 8, None, (1, 2, 3))
-            caught.append(str(info.value))
-
-        assert traced_peak(read) < 1 << 20
-        assert caught[0].startswith(f"{path}: {says}") and "\n" not in caught[0], caught[0]
+        said, peak = _refused_with_peak(path, 8)
+        assert peak < 1 << 20
+        assert said.startswith(f"{path}: {says}") and "\n" not in said, said
 
 
 @pytest.mark.parametrize("bands", [None, (1, 1, 1)])
@@ -359,18 +366,12 @@ def test_an_old_style_jpeg_tiff_whose_strip_is_no_jpeg_stream_is_refused_with_ba
     assert np.abs(seen - rgb.transpose(2, 0, 1)).max() <= 4
     assert np.abs(loaders._read_image_and_place(whole, 16, None, (1, 2, 3))[0][:, far] - seen[:, far]).max() <= 2
     assert np.abs(loaders.read_image(apart, 16) - seen).max() == 0
-    caught: list[str] = []
-
-    def read() -> None:
-        with pytest.raises(DataError) as info:
-            loaders._read_image_and_place(apart, 16, None, (1, 2, 3))
-        caught.append(str(info.value))
-
-    assert traced_peak(read) < 1 << 20
-    assert caught[0] == (f"{apart}: an old-style JPEG TIFF (compression 6) whose strips are no whole JPEG streams "
-                         f"(its JPEG header kept apart, in JPEGInterchangeFormat, tag 513, or tags 519-521), which "
-                         f"tifffile does not decode and bands does not read: read it without bands (Pillow reads it "
-                         f"as an RGB or grey image), or save it with JPEG (compression 7)")
+    said, peak = _refused_with_peak(apart, 16)
+    assert peak < 1 << 20
+    assert said == (f"{apart}: an old-style JPEG TIFF (compression 6) whose strips are no whole JPEG streams "
+                    f"(its JPEG header kept apart, in JPEGInterchangeFormat, tag 513, or tags 519-521), which "
+                    f"tifffile does not decode and bands does not read: read it without bands (Pillow reads it "
+                    f"as an RGB or grey image), or save it with JPEG (compression 7)")
 
 
 def test_a_cmyk_jpeg_tiff_marked_by_adobe_reads_as_the_same_image_uncompressed(tmp_path, capfd):
