@@ -473,6 +473,30 @@ def test_ctl_with_a_malformed_runtime_file_is_one_line(tmp_path: Path, runtime: 
         control_request(cfg, "status", timeout_s=0.3)
 
 
+@pytest.mark.parametrize("kind", ["control", "long"])
+@pytest.mark.parametrize("runtime, needle", [(None, "no running agent"),
+                                             ('{"control": "garbage"}', "control address 'garbage'")])
+def test_ctl_names_the_runtime_file_through_brief(tmp_path: Path, kind: str, runtime: str | None,
+                                                  needle: str) -> None:
+    """fol agent ctl's refusals of state/agent.json (no running agent; an address that cannot be connected)
+    named the file as it is: a state folder of 3,000 characters made a 3 kB line, and a newline in its name
+    split it. Each names it through brief(), as every other message of the agent names its files."""
+    from fol.agent.node import control_request
+    from swarmbase.tomlcheck import brief
+
+    state = odd_folder(tmp_path, kind) / "state"
+    cfg = AgentConfig.from_dict({**_base(tmp_path), "node": {**_base(tmp_path)["node"], "state_dir": str(state)}},
+                                base_dir=tmp_path, source="node.toml")
+    generate_keypair(tmp_path / "keys", "drone-1")
+    if runtime is not None:
+        state.mkdir()
+        (state / "agent.json").write_text(runtime)
+    with pytest.raises(ConfigError, match=needle) as caught:
+        control_request(cfg, "status", timeout_s=0.3)
+    message = str(caught.value)
+    assert message.startswith(f"{brief(state / 'agent.json')}: ") and "\n" not in message and len(message) < 600
+
+
 def test_a_missing_key_file_at_start_names_its_config_field_and_the_command_that_makes_it(tmp_path: Path) -> None:
     """DEPLOY.md: a mistake in node.toml stops the agent with one line naming the file and the field. A missing
     secret key or peer key named only the key file ('.../drone-2.key: public key file not found'), not the

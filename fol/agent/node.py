@@ -1016,7 +1016,8 @@ def control_request(config: AgentConfig, command: str, timeout_s: float = 10.0, 
         if not isinstance(endpoint, str):
             raise TypeError(endpoint)
     except (ConfigError, ValueError, KeyError, TypeError):
-        raise ConfigError(f"{runtime}: no running agent for node {config.node_id} (start it with 'fol agent --config')") from None
+        raise ConfigError(f"{brief(runtime)}: no running agent for node {config.node_id} "
+                          "(start it with 'fol agent --config')") from None
     keys = load_keypair(config.secret_key)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
@@ -1027,7 +1028,7 @@ def control_request(config: AgentConfig, command: str, timeout_s: float = 10.0, 
         try:
             sock.connect(endpoint)
         except zmq.ZMQError as exc:
-            raise ConfigError(f"{runtime}: control address {endpoint!r} of node {config.node_id} cannot be "
+            raise ConfigError(f"{brief(runtime)}: control address {endpoint!r} of node {config.node_id} cannot be "
                               f"connected ({zmq.strerror(exc.errno)})") from None
         sock.send_multipart(P.encode(P.CTL, {"command": command, **args}))
         if not sock.poll(int(timeout_s * 1000)):
