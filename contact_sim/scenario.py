@@ -382,9 +382,10 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
                            "have none)")
     if time.step_s > time.duration_s:
         raise ContactError(f"time.step_s: {time.step_s} s exceeds time.duration_s ({time.duration_s} s)")
+    # the start as the refusals name it: the constellation's epoch when the file gives no time.start
+    start_field = "time.start" if t.has("start") else "time.start (default: constellation.epoch)"
     if start is not None:  # before anything adds the horizon to the start (the Sun's span of [energy])
-        check_span_end(start, duration_s, "time.duration_s",
-                       "time.start" if t.has("start") else "time.start (default: constellation.epoch)")
+        check_span_end(start, duration_s, "time.duration_s", start_field)
 
     lt = _Table(data.get("link", {}), "link", _LINK_KEYS, src)
     model_kw: dict[str, Any] = {"model": lt.str("model", "constant", choices=("constant", "shannon"))}
@@ -472,7 +473,7 @@ def _parse_contact_scenario(data: dict, base_dir: Path, path: str | Path | None,
         try:
             if constellation is not None:  # satellites' eclipses: a search grid and the Sun over the horizon
                 check_sunlight_steps(time.duration_s, sunlight_step_s, "energy.sunlight_step_s")
-                check_sunlight_span(time.start, time.duration_s, "time.start")
+                check_sunlight_span(time.start, time.duration_s, start_field)
         except OrbitError as exc:
             raise ContactError(str(exc)) from None
 

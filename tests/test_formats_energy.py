@@ -116,14 +116,20 @@ def test_a_battery_beyond_a_terawatt_hour_is_refused_when_read(battery_wh) -> No
 
 def test_energy_refuses_a_horizon_the_ephemeris_does_not_cover() -> None:
     """DE421 ends in 2053: a later satellite scenario with [energy] is refused when read (it was a
-    Skyfield EphemerisRangeError traceback once the contacts had been computed)."""
+    Skyfield EphemerisRangeError traceback once the contacts had been computed). A start taken from the
+    constellation's epoch is named so, as the horizon's end check names it: the refusal named time.start, a
+    field the file did not have."""
     doc = {"constellation": {"kind": "walker-delta", "total": 2, "planes": 1, "altitude_km": 550.0,
                              "inclination_deg": 53.0, "epoch": "2060-03-01T00:00:00Z"},
            "time": {"duration_s": 6000.0}, "link": {"max_range_km": 5000.0},
            "energy": {"battery_wh": 10.0, "solar_w": 5.0, "idle_w": 1.0}}
-    with pytest.raises(ContactError, match=r"time\.start: the horizon from 2060-03-01T00:00:00Z over 6000 s "
-                                           r"leaves 1899-07-30\.\.2053-10-08, the span of the de421\.bsp"):
+    with pytest.raises(ContactError, match=r"time\.start \(default: constellation\.epoch\): the horizon from "
+                                           r"2060-03-01T00:00:00Z over 6000 s leaves 1899-07-30\.\.2053-10-08, the "
+                                           r"span of the de421\.bsp"):
         parse_contact_scenario(doc, ".")
+    given = {**doc, "time": {"start": "2060-03-01T00:00:00Z", "duration_s": 6000.0}}
+    with pytest.raises(ContactError, match=r"time\.start: the horizon from 2060-03-01T00:00:00Z over 6000 s"):
+        parse_contact_scenario(given, ".")
     with pytest.raises(OrbitError, match=r"time\.start: the horizon from 2053-10-07T23:00:00Z"):
         eclipse_intervals(walker_delta(2, 1, 0, 550.0, 53.0, "2053-10-07T23:00:00Z"), "2053-10-07T23:00:00Z",
                           86400.0)
