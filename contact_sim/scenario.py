@@ -228,7 +228,10 @@ class _Table(Table):
         if v is None:
             return None
         if not isinstance(v, (str, _dt.datetime)):
-            self.fail(key, f"expected an ISO-8601 UTC time string, got {shown(v)}")
+            # a bare TOML date or time of day reads as what is asked for: say what it lacks
+            lacks = (f" (a TOML date, no time of day: write {v.isoformat()}T00:00:00Z, or quote the date)"
+                     if isinstance(v, _dt.date) else " (a TOML time of day, no date)" if isinstance(v, _dt.time) else "")
+            self.fail(key, f"expected an ISO-8601 UTC time string, got {shown(v)}{lacks}")
         try:  # a TOML date-time too: its offset may leave the calendar (0001-01-01T00:00:00+01:00)
             return parse_utc(v, field=f"{self.where}.{key}")
         except OrbitError as exc:

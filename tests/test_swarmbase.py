@@ -191,8 +191,14 @@ def test_a_toml_date_or_time_is_shown_as_toml_writes_it(tmp_path: Path, capsys: 
                         'start = "2025-03-01T00:00:00Z"\nduration_s = 600.0\n[link]\nmax_range_km = 5000.0\n')
     assert contacts_main(["contacts", str(scenario), "--check"]) == 2
     err = capsys.readouterr().err
+    # what the bare date lacks said too: the line read as if it gave what was expected
     assert err.count("\n") == 1 and err.endswith("constellation.epoch: expected an ISO-8601 UTC time string, "
-                                                  "got 2025-03-01\n"), err
+                                                  "got 2025-03-01 (a TOML date, no time of day: write "
+                                                  "2025-03-01T00:00:00Z, or quote the date)\n"), err
+    scenario.write_text(scenario.read_text().replace("epoch = 2025-03-01", "epoch = 07:32:00"))
+    assert contacts_main(["contacts", str(scenario), "--check"]) == 2
+    assert capsys.readouterr().err.endswith("constellation.epoch: expected an ISO-8601 UTC time string, got 07:32:00 "
+                                            "(a TOML time of day, no date)\n")
 
 
 def test_safejson_refuses_a_number_that_overflows_to_infinity_unless_nan_is_allowed() -> None:
