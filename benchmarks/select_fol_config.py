@@ -3,7 +3,7 @@
 Synthetic hurricane and wildfire, ``--nodes`` nodes of ``--per-node`` images
 (``--swarm protocol``: the protocol's swarm instead, ``--pool`` images over
 ``--nodes`` nodes of varying size, as :mod:`fol.reproduce` builds it),
-Dirichlet psi = 0.5, ``--arch`` (cnn-medium), Q = 5 neighbours drawn per node
+Dirichlet psi = ``--psi`` (0.5), ``--arch`` (cnn-medium), Q = ``--q`` (5) neighbours drawn per node
 (seeded), K = each config's own (3 in both presets; ``--k`` sets it for all, a
 ``top_k`` option for one), E = ``--rounds`` (1), ``--seeds`` seeds. Before the usual 70 / 15 / 15 split a
 selection slice (``--select-fraction`` of every node's shard, stratified by
@@ -16,7 +16,8 @@ Stage 2 (fine-tune, alignment pruning, post fine-tune) runs once per node and
 stage-2 setting (fine-tune strength, pruning settings, and pruning itself:
 ``--option align_pruning=false`` aligns without it, the FOL-N pipeline);
 every stage-3/4 option reuses those aligned candidates.
-Options are compared one at a time against the ``paper`` preset.
+Options are compared one at a time against the ``paper`` preset (``--base
+default``: against the project default).
 
 With ``--rounds E`` > 1 (for options that act across rounds, such as
 ``keep_received``), every config runs the whole swarm for E rounds through
@@ -29,10 +30,12 @@ run.
 
 The selection rule, fixed before any result was seen: for every option field,
 take the value with the highest mean selection-slice accuracy of the deployed
-student (``fol``), mean over tasks x seeds x nodes, if it beats the paper's value
-by at least ``--min-gain`` points; the project default is all those picks
-together, evaluated once more as its own row. Test accuracy is printed only
-for reporting, in separate columns, and chooses nothing.
+student (``fol``), mean over tasks x seeds x nodes, if it beats the base's
+value (the ``paper`` preset's; with ``--base default``, the default's) by at
+least ``--min-gain`` points (0.5); the project default is all those picks
+together, which a ``--defaults-only`` run, once they are the dataclass
+defaults, evaluates once more as the "default (current)" row. Test accuracy
+is printed only for reporting, in separate columns, and chooses nothing.
 
     nice -n 15 env OMP_NUM_THREADS=1 python benchmarks/select_fol_config.py
     python benchmarks/select_fol_config.py --nodes 6 --seeds 1 --tasks hurricane   # quick look
