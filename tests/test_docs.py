@@ -1355,7 +1355,7 @@ def test_protocol_page_states_the_code_settings(monkeypatch: pytest.MonkeyPatch,
     assert cm.tasks == ["hurricane", "wildfire"] and len(cm.psi) == 1
     fa = _script_defaults(monkeypatch, benchmark_script("fol_accuracy").main)
     stated.append(f"local and the four FOL variants, {fa.nodes} nodes, `ψ = {fa.psi:g}`, `Q = {fa.q}`, `K = {fa.k}`, "
-                  f"`E = 1`, {fa.seeds} seeds")
+                  f"`E = 1`, {fa.seeds} seeds, on synthetic {fa.task}")
     cal = _script_defaults(monkeypatch, benchmark_script("calibrate_synthetic").main)
     stated.append(f"({cal.nodes} nodes x {cal.per_node} images, `ψ = {cal.psi:g}`)")
     missing = [s for s in stated if s not in text]
