@@ -353,7 +353,7 @@ def met(ok: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", choices=sorted(SHELLS),
                     help="Walker shells to search (default 1584 4408; with --fork-overhead, none)")
     ap.add_argument("--hours", type=positive_float("a number of hours"), default=24.0)

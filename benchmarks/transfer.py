@@ -160,7 +160,7 @@ def agent_latency(work: Path, model_dir: Path, repeats: int) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int_in(1), default=3)
     # a node's limits.chunk_bytes takes 4 KiB (the smallest chunk an OFFER may ask for) to 16 MiB
     ap.add_argument("--chunk-kib", type=int_in(4, MAX_CHUNK_KIB), default=256)

@@ -1400,6 +1400,37 @@ def test_evaluation_pages_benchmark_commands_exist_with_their_flags(monkeypatch:
     assert not wrong, f"docs/{page}: these benchmark commands do not parse: {wrong}"
 
 
+#: The benchmark scripts with a command-line parser (each but ``_common``, the helper, and
+#: ``hostile_models``, which takes no options).
+PARSED_SCRIPTS = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py")
+                        if "ArgumentParser(" in p.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("script", PARSED_SCRIPTS)
+def test_a_benchmarks_help_opens_with_its_docstrings_whole_first_paragraph(monkeypatch: pytest.MonkeyPatch,
+                                                                           benchmark_script, script: str) -> None:
+    """``python benchmarks/X.py --help``, which docs/protocol.md's table of scripts sends a reader to, says
+    what the script measures in the first paragraph of its docstring, whole: a description cut at the
+    docstring's first line break ended transfer.py's help at "CURVE on and off, and" and
+    contacts_scale.py's at "one Starlink-like shell and a"."""
+    import argparse
+
+    module = benchmark_script(script)
+    parsers = []
+    original = argparse.ArgumentParser.parse_args
+
+    def keep(self, args=None, namespace=None):
+        parsers.append(self)
+        return original(self, args, namespace)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", keep)
+    with pytest.raises(SystemExit):
+        _script_defaults(monkeypatch, module.main, ("--help",))
+    first = " ".join(module.__doc__.split("\n\n")[0].split())
+    shown = " ".join(f"{parsers[0].description or ''} {parsers[0].epilog or ''}".split())
+    assert first in shown, f"benchmarks/{script}.py --help: the description does not hold {first!r}"
+
+
 def test_the_orbit_partitions_memory_budget_the_pages_give_is_the_codes() -> None:
     """docs/scenario.md (``data.acquisition_s``) and docs/running-simulations.md give the bytes ``fol simulate
     --check`` counts for the orbit partition's ground tracks: per satellite and sample (turned Earth-fixed, and an
