@@ -105,6 +105,39 @@ def test_bad_config_names_the_field(tmp_path: Path, mutate, needle: str) -> None
     assert needle in str(err.value) and "node.toml" in str(err.value)
 
 
+@pytest.mark.parametrize("given, named", [
+    ({}, "node.data"),
+    ({"data": "dataset=synthetic-hurricnae,nodes=3,node=0"}, "node.data"),  # a misspelt name was not looked at
+    ({"data_root": "datasets"}, "node.data and node.data_root"),
+    ({"data": "missing/folder", "data_root": "datasets"}, "node.data and node.data_root"),
+])
+def test_node_data_with_on_board_off_is_refused_naming_both_fields(tmp_path: Path, given: dict, named: str,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """With trigger.on_board = false nothing reads node.data or node.data_root: a mistyped spec, root or
+    dataset name was taken and ignored, and a node meant to personalize on board, given its data but
+    on_board = false, only exchanged models, unsaid. The config is refused in one line naming the fields
+    and trigger.on_board, as node.data missing with on_board = true is."""
+    from fol.cli import main
+    from swarmbase.tomlcheck import brief
+
+    data = _base(tmp_path)
+    data["node"].update(given)
+    data["trigger"]["on_board"] = False
+    expected = (f"node.toml: {named}: not read with trigger.on_board = false (the node only exchanges models, it "
+                f"personalizes none); set trigger.on_board = true to personalize on board, or remove {named}")
+    with pytest.raises(ConfigError) as err:
+        AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
+    assert str(err.value) == expected
+    path = tmp_path / "node.toml"
+    path.write_text(toml_text(data))
+    assert main(["agent", "--config", str(path)]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err.splitlines() == [f"fol agent: error: {expected.replace('node.toml', brief(path), 1)}"]
+    data["node"].pop("data"), data["node"].pop("data_root", None)  # exchange only, no data: taken
+    assert not AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml").trigger.on_board
+
+
 @pytest.mark.parametrize("mutate", [
     lambda d: d["node"].update(listen="x" * 5000),
     lambda d: d["node"].update(control="tcp://" + "x" * 5000),
