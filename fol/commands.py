@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED, check_band_options, is_seed
+from fol.defaults import DEFAULT_ARCH, IMAGE_FOLDER_COORDS, MAX_SEED, check_band_options, check_data_root, is_seed
 from swarmbase.cli import parallelism_problem, path_argument
 from swarmbase.tomlcheck import brief, check_input_file, shown
 
@@ -69,7 +69,7 @@ INFO_BAND_NAMES = {"dataset": "imagefolder:PATH", "bands": "--bands", "scale": "
 
 def _run_data_info(args: argparse.Namespace) -> int:
     from fol.data import describe, load_dataset
-    from fol.data.registry import check_data_root, dataset_accepts, dataset_names
+    from fol.data.registry import dataset_accepts, dataset_names
     from fol.errors import ConfigError, DataError
 
     name, _, path = args.name.partition(":")

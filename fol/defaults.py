@@ -41,6 +41,12 @@ options that read a multispectral TIFF's bands (``load_image_folder``'s
 ``check_band_options`` is the one rule of which of them go together, with the
 dataset and ``coords``, that all four of those front ends apply.
 
+``SYNTHETIC_DATASETS`` are the datasets generated from no file
+(:mod:`fol.data.registry`); ``check_data_root`` is the one rule refusing a data
+root given with one (``--data-root``, a node agent's ``node.data_root``), which
+:func:`fol.nodedata.parse_node_data` and ``fol data info`` apply before any data
+is read.
+
 >>> DEFAULT_ARCH
 'cnn-medium'
 """
@@ -230,6 +236,32 @@ def check_band_options(dataset: str, bands: object, scale: object, coords: str |
     return checked, check_scale(scale, field("scale", f"{scale:g}" if isinstance(scale, float) else shown(scale)))
 
 
+#: The datasets generated from no file (:mod:`fol.data.registry`'s ``synthetic-*`` names), known without torch.
+SYNTHETIC_DATASETS = ("synthetic-wildfire", "synthetic-hurricane", "synthetic-wildfire-types",
+                      "synthetic-hurricane-types")
+
+
+def check_data_root(name: str, root: object, where: str = "--data-root") -> None:
+    """A data root given on the command line (``--data-root``) or in a node agent's config (``where``:
+    ``<file>: node.data_root``) with dataset ``name`` that reads no file
+    (:data:`SYNTHETIC_DATASETS`, generated): refused in one line, as ``--coords``, ``--splits`` and ``--bands`` are
+    where they do not apply (a file, ``/dev/null`` or a FIFO was taken and ignored). The one check of every
+    front end, before any data is read: :func:`fol.nodedata.parse_node_data` (``fol pretrain``, ``fol
+    personalize``, the node agent) and ``fol data info``. ``FOL_DATA_ROOT``, a default of every run, is not
+    checked; a scenario's ``data.root`` has its own rule (:mod:`fol.simulation.scenario`).
+
+    >>> check_data_root("wildfire", "/data"), check_data_root("synthetic-wildfire", None)
+    (None, None)
+    >>> check_data_root("synthetic-wildfire", "/data")
+    Traceback (most recent call last):
+    ...
+    fol.errors.ConfigError: --data-root: only applies to datasets read from files (a real dataset's <root>/<name>/, an imagefolder path relative to it), not 'synthetic-wildfire', which is generated from no folder
+    """
+    if root is not None and name in SYNTHETIC_DATASETS:
+        raise ConfigError(f"{where}: only applies to datasets read from files (a real dataset's <root>/<name>/, an "
+                          f"imagefolder path relative to it), not {shown(name)}, which is generated from no folder")
+
+
 __all__ = ["DEFAULT_ARCH", "DEFAULT_MAX_BYTES", "MAX_SEED", "is_seed", "MAX_ITERATIONS", "MAX_ROUND", "MAX_TOP_K", "MAX_NEIGHBOURS", "MAX_MODEL_BYTES", "MAX_BYTES_HELP", "model_bytes_problem", "too_many", "class_name", "IMAGE_FOLDER_COORDS",
            "MAX_TIFF_BANDS", "check_bands", "check_scale", "bands_from_text",
-           "check_band_options"]
+           "check_band_options", "SYNTHETIC_DATASETS", "check_data_root"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Mapping
 
-from fol.defaults import MAX_SEED, check_band_options, is_seed
+from fol.defaults import MAX_SEED, check_band_options, check_data_root, is_seed
 from fol.errors import CheckpointError, ConfigError, DataError
 from swarmbase.cli import path_argument, recorded_path
 from swarmbase.tomlcheck import shown
@@ -42,7 +42,7 @@ NODE_DATA_HELP = (
     "[,path=DIR][,splits=A+B][,bands=B1+B2+B3][,scale=X]'"
 )
 #: The help of ``--data-root`` (every command that trains one node, and ``fol data info``): the rule of
-#: :func:`fol.data.registry.check_data_root`.
+#: :func:`fol.defaults.check_data_root`.
 DATA_ROOT_HELP = ("folder holding real datasets (default: datasets/ or $FOL_DATA_ROOT); refused for a synthetic-* "
                   "dataset, which reads no file")
 
@@ -99,9 +99,13 @@ def _is_folder(text: str) -> bool:
 SPEC_BAND_NAMES = {"dataset": "dataset=imagefolder", "bands": "bands=", "scale": "scale=", "coords": "coords="}
 
 
-def parse_node_data(text: str, root: str | None = None, where: str = "--data") -> NodeDataSpec:
+def parse_node_data(text: str, root: str | None = None, where: str = "--data",
+                    root_where: str = "--data-root") -> NodeDataSpec:
     """Parse a ``--data`` spec (see :data:`NODE_DATA_HELP`); errors name it ``where`` (an agent: its
-    config file and ``node.data``)."""
+    config file and ``node.data``). A data ``root`` given with a dataset generated from no file is
+    refused here, naming it ``root_where`` (an agent: its config file and ``node.data_root``), by
+    :func:`fol.defaults.check_data_root`: the one check of every command that reads a spec, before
+    any of its data is read."""
     text = text.strip()
     if not text:  # an unset variable in --data "$DIR": not the current folder
         raise ConfigError(f"{where} is empty; expected {NODE_DATA_HELP[len('node data: '):]}")
@@ -157,6 +161,7 @@ def parse_node_data(text: str, root: str | None = None, where: str = "--data") -
     if spec.partition == "region" and spec.dataset == "imagefolder":  # known before any image is read
         raise ConfigError(f"{where}: partition=region places images by their coordinates, and a data spec reads "
                           "none from an image folder; use partition=dirichlet or all (or a scenario with data.coords)")
+    check_data_root(spec.dataset, root, root_where)
     return spec
 
 
@@ -361,15 +366,13 @@ def pretrain_from_spec(text: str, arch: str, settings: "FOLConfig", *, root: str
     reads back, and the split rule (:data:`SPLIT_SEED_KEY`), by which later commands re-split the
     node's data."""
     from fol.checkpoint import ModelCard
-    from fol.data.registry import check_data_root
     from fol.models import ModelSpec
     from fol.seeds import node_seed
     from fol.stages import pretrain
     from fol.train import evaluate
 
     recorded_path(text, where, ConfigError, "the model card records the spec as UTF-8 text")  # read back as written
-    spec = parse_node_data(text, root=root, where=where)
-    check_data_root(spec.dataset, root)  # fol pretrain's --data-root (the agent's loopback gives none)
+    spec = parse_node_data(text, root=root, where=where)  # and fol pretrain's --data-root (the loopback gives none)
     _refuse_one_class_folder(spec, text, where)  # before the images are read
     node = load_node_data(spec, where=where)
     x, _ = node.train.tensors()

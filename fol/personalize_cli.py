@@ -201,7 +201,6 @@ def _replaced_output(out: Path, model: Path, writes: list[str], record: dict[str
 def run_personalize(args: argparse.Namespace) -> int:
     from fol.checkpoint import DEFAULT_MAX_BYTES, ModelCard, load_model, model_to_bytes
     from fol.config import FOLConfig
-    from fol.data.registry import check_data_root
     from fol.defaults import model_bytes_problem
     from fol.errors import CheckpointError, DataError
     from fol.nodedata import (SPLIT_SEED_KEY, load_node_data, parse_node_data, pretraining_spec,
@@ -229,8 +228,7 @@ def run_personalize(args: argparse.Namespace) -> int:
     recorded_path(args.data, "--data", ConfigError, "the model card records the spec as UTF-8 text")
     recorded_path(args.model, "--model", ConfigError, "the new model's card records it as UTF-8 text "
                                                       "(personalized_from)", name_only=True)
-    data_spec = parse_node_data(args.data, root=args.data_root)  # before the model is read
-    check_data_root(data_spec.dataset, args.data_root)
+    data_spec = parse_node_data(args.data, root=args.data_root)  # and --data-root, before the model is read
     out = check_output_dir(args.out, ConfigError, what="--out")  # before the round, not after it
     writes = ["model.safetensors", "report.json", MANIFEST.name] + (["ensemble.json"] if ensemble_variant else [])
     record = None  # the previous run's manifest: which files in --out it wrote

@@ -193,6 +193,20 @@ def test_the_command_line_starts_without_the_heavy_libraries() -> None:
     assert not {"torch", "numba", "scipy", "skyfield"} & {m.split(".")[0] for m in mods}
 
 
+def test_the_node_data_spec_parser_imports_no_torch() -> None:
+    """``parse_node_data`` (``fol personalize``'s and the agent's first check of ``--data`` / ``node.data``),
+    its refusal of a data root given with a synthetic dataset included, loads neither torch nor ``fol.data``:
+    the rule (``fol.defaults.check_data_root``) is known without them."""
+    mods = _modules_after("from fol.errors import ConfigError\n"
+                          "from fol.nodedata import parse_node_data\n"
+                          "parse_node_data('dataset=cifar10,nodes=2,node=1', root='datasets')\n"
+                          "try:\n    parse_node_data('dataset=synthetic-wildfire', root='datasets')\n"
+                          "except ConfigError:\n    pass\n"
+                          "else:\n    raise SystemExit('not refused')")
+    assert "fol.nodedata" in mods and "fol.defaults" in mods
+    assert not {m for m in mods if m.split(".")[0] == "torch" or m == "fol.data" or m.startswith("fol.data.")}
+
+
 def test_the_flight_file_readers_import_no_contact_search() -> None:
     """Reading a mission or a track (``read_mission``, ``read_track``, ``read_waypoints_csv``) loads neither
     the window search's numba and scipy nor skyfield: the mission reader once imported ``contact_sim.dtn`` for

@@ -432,3 +432,35 @@ def test_fol_pretrain_names_out_through_brief(kind: str, tmp_path: Path, capsys:
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1 and lines[0].endswith(f" -> {brief(out)}") and lines[0].isprintable(), lines
     assert len(lines[0]) < 400 and out.is_file(), lines
+
+
+@pytest.mark.parametrize("where, root_where", [("--data", "--data-root"),
+                                               ("node.toml: node.data", "node.toml: node.data_root")])
+def test_the_spec_parser_refuses_a_data_root_with_a_generated_dataset(tmp_path: Path, where: str,
+                                                                        root_where: str) -> None:
+    """The one check of a data root given with a synthetic dataset, which reads no file, is the parser's:
+    fol pretrain, fol personalize and the node agent each called check_data_root after parsing, so a
+    caller of parse_node_data could read the spec's data with the root unchecked. Named as the caller
+    names the root; a root with a dataset read from files, or none, is taken."""
+    from fol.nodedata import load_node_data
+
+    with pytest.raises(ConfigError) as err:
+        parse_node_data("dataset=synthetic-wildfire,nodes=2,node=1", root=str(tmp_path), where=where,
+                        root_where=root_where)
+    assert str(err.value) == (f"{root_where}: only applies to datasets read from files (a real dataset's "
+                              f"<root>/<name>/, an imagefolder path relative to it), not 'synthetic-wildfire', "
+                              f"which is generated from no folder")
+    assert parse_node_data("dataset=synthetic-wildfire,nodes=2,node=1").root is None
+    assert parse_node_data("dataset=cifar10,nodes=2,node=1", root=str(tmp_path)).root == str(tmp_path)
+    assert parse_node_data(str(tmp_path), root=str(tmp_path)).dataset == "imagefolder"
+    with pytest.raises(ConfigError, match="unknown dataset 'synthetic-wildfir'"):  # a typo: not "generated"
+        load_node_data(parse_node_data("dataset=synthetic-wildfir", root=str(tmp_path)))
+
+
+def test_the_synthetic_datasets_known_without_torch_are_the_registrys() -> None:
+    """fol.defaults.SYNTHETIC_DATASETS (what check_data_root refuses a root with, torch-free for the
+    spec parser) names the registry's generated datasets, each of which reads no file."""
+    from fol.data.registry import dataset_names
+    from fol.defaults import SYNTHETIC_DATASETS
+
+    assert sorted(SYNTHETIC_DATASETS) == sorted(n for n in dataset_names() if n.startswith("synthetic-"))

@@ -133,13 +133,12 @@ class Agent:
         self.expected = config.expected_models(self.fol_cfg.max_neighbours if self.fol_cfg is not None else 5)
         self._data_spec = None
         if config.trigger.on_board:
-            from fol.data.registry import check_data_root
             from fol.nodedata import parse_node_data
 
             assert config.data is not None
-            self._data_spec = parse_node_data(config.data, root=config.data_root, where=f"{config.source}: node.data")
-            # fol pretrain / personalize refuse --data-root with a synthetic dataset: node.data_root alike
-            check_data_root(self._data_spec.dataset, config.data_root, f"{config.source}: node.data_root")
+            # node.data_root with a synthetic dataset refused as fol pretrain / personalize refuse --data-root
+            self._data_spec = parse_node_data(config.data, root=config.data_root, where=f"{config.source}: node.data",
+                                              root_where=f"{config.source}: node.data_root")
         self._watchdog = Watchdog()
         self._stop = threading.Event()
         self._abandon = threading.Event()  # stop without waiting for a running personalization

@@ -42,7 +42,7 @@ from swarmbase.cli import printable
 from swarmbase.tomlcheck import brief, shown
 
 __all__ = ["load_dataset", "check_dataset", "dataset_accepts", "dataset_names", "describe", "SYNTHETIC_DEFAULT_SIZE",
-           "image_folder_path", "check_data_root"]
+           "image_folder_path"]
 
 #: Images drawn by ``load_dataset("synthetic-*")`` unless ``n`` is given.
 SYNTHETIC_DEFAULT_SIZE = 12_000
@@ -128,25 +128,6 @@ def load_dataset(name: str, root: str | Path | None = None, **kw: Any) -> GeoDat
         check_band_options(name, kw.get("bands"), kw.get("scale"), kw.get("coords"), names=loaders.LOADER_BAND_NAMES)
     fn = _checked_loader(name, kw)
     return fn(Path(root).expanduser() if root is not None else None, **kw)
-
-
-def check_data_root(name: str, root: object, where: str = "--data-root") -> None:
-    """A data root given on the command line (``--data-root``) or in a node agent's config (``where``:
-    ``<file>: node.data_root``) with dataset ``name`` that reads no file
-    (``synthetic-*``, generated): refused in one line, as ``--coords``, ``--splits`` and ``--bands`` are where they do not apply
-    (a file, ``/dev/null`` or a FIFO was taken and ignored). ``FOL_DATA_ROOT``, a default of every run, is not
-    checked; a scenario's ``data.root`` has its own rule (:mod:`fol.simulation.scenario`).
-
-    >>> check_data_root("wildfire", "/data"), check_data_root("synthetic-wildfire", None)
-    (None, None)
-    >>> check_data_root("synthetic-wildfire", "/data")
-    Traceback (most recent call last):
-    ...
-    fol.errors.ConfigError: --data-root: only applies to datasets read from files (a real dataset's <root>/<name>/, an imagefolder path relative to it), not 'synthetic-wildfire', which is generated from no folder
-    """
-    if root is not None and name.startswith("synthetic-") and name in _REGISTRY:
-        raise ConfigError(f"{where}: only applies to datasets read from files (a real dataset's <root>/<name>/, an "
-                          f"imagefolder path relative to it), not {shown(name)}, which is generated from no folder")
 
 
 def dataset_accepts(name: str, option: str) -> bool:
