@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -29,11 +28,11 @@ from fol.models import ModelSpec, build_model
 from fol.nodedata import load_node_data, parse_node_data
 from fol.train import evaluate
 from _names import odd_folder
+from _processes import REPO, repo_env
 from _waiting import wait_until
 
 _wait = functools.partial(wait_until, poll_s=0.1)  # each poll is a request to an agent process
 
-REPO = Path(__file__).resolve().parents[1]
 TINY_FOL = {"finetune_epochs": 1, "post_finetune_epochs": 1, "gate_epochs": 1, "distill_epochs": 1,
             "pretrain_epochs": 2, "ensemble_steps": 50, "top_k": 2}
 DATA = "dataset=synthetic-hurricane,nodes={n},node={i},psi=0.5,per_node=120,size=400"
@@ -168,8 +167,7 @@ def save_model_file(path: Path, spec: ModelSpec, classes: list[str], producer: s
 
 
 def _start_agent(config: Path, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-           "OMP_NUM_THREADS": "2"}
+    env = repo_env(OMP_NUM_THREADS="2")
     return subprocess.Popen([sys.executable, "-m", "fol.cli", "agent", "--config", str(config)], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=open(log, "ab"))
 

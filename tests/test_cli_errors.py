@@ -14,6 +14,8 @@ from fol.cli import main
 from orbits import walker_delta
 from orbits.tle import format_tle, tle_checksum
 
+from _processes import repo_env
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 DATA = "dataset=synthetic-hurricane,nodes=2,node=0,size=200"
 
@@ -673,10 +675,7 @@ def test_output_reader_gone_is_quiet(entry: str, argv: list[str], unbuffered: bo
     import sys
 
     argv = [_walker_scenario(tmp_path) if a == "SCENARIO" else a for a in argv]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-    if unbuffered:
-        env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    env = repo_env(drop=("PYTHONUNBUFFERED",), **({"PYTHONUNBUFFERED": "1"} if unbuffered else {}))
     r, w = os.pipe()
     os.close(r)  # the reader is gone
     try:
@@ -703,10 +702,7 @@ def test_output_that_cannot_be_written_is_one_line(entry: str, prog: str, argv: 
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full on this system")
     argv = [_walker_scenario(tmp_path) if a == "SCENARIO" else a for a in argv]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-    if unbuffered:
-        env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    env = repo_env(drop=("PYTHONUNBUFFERED",), **({"PYTHONUNBUFFERED": "1"} if unbuffered else {}))
     with open("/dev/full", "w") as full:
         proc = subprocess.run([sys.executable, "-c", f"import sys; from {entry} import main; sys.exit(main())", *argv],
                               stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
@@ -1005,11 +1001,10 @@ def test_pretrain_config_of_no_epochs_is_refused_naming_the_field(
 def test_python_dash_m_fol_is_the_fol_command(tmp_path: Path) -> None:
     """``python -m fol`` runs the ``fol`` command (an environment whose scripts folder is not on
     PATH): the same one-line refusal and exit status; importing ``fol.__main__`` runs nothing."""
-    import os
     import subprocess
     import sys
 
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = repo_env()
     proc = subprocess.run([sys.executable, "-m", "fol", "model", "info", str(tmp_path / "none.safetensors")],
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
@@ -1017,6 +1012,29 @@ def test_python_dash_m_fol_is_the_fol_command(tmp_path: Path) -> None:
     quiet = subprocess.run([sys.executable, "-c", "import fol.__main__"], capture_output=True, text=True, env=env,
                            timeout=60)
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+
+
+def test_a_child_process_imports_this_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests' one subprocess environment (tests/_processes.repo_env): a child Python started in another
+    folder imports the packages of this repository, not another copy the environment holds (an editable
+    install of another clone), its own modules' folders first; the run's PYTHONPATH comes after, without an
+    empty entry (one puts the child's working folder on its path) and without the repository twice."""
+    import os
+    import subprocess
+    import sys
+
+    from _processes import REPO
+
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # a run without it: the environment's copy would be taken
+    code = "import contact_sim as c, fol as f, orbits as o, swarmbase as s; print(*(m.__file__ for m in (c, f, o, s)))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=repo_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert all(Path(file).is_relative_to(REPO) for file in proc.stdout.split()), (proc.stdout, REPO)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["", str(tmp_path / "later"), str(REPO), ""]))
+    env = repo_env(tmp_path / "own", OMP_NUM_THREADS="1")
+    assert env["PYTHONPATH"] == os.pathsep.join([str(tmp_path / "own"), str(REPO), str(tmp_path / "later")])
+    assert env["OMP_NUM_THREADS"] == "1" and "PYTHONUNBUFFERED" not in repo_env(drop=("PYTHONUNBUFFERED",))
 
 
 def test_a_path_that_is_not_utf8_printed_on_a_strict_utf8_output_is_escaped(tmp_path: Path) -> None:
@@ -1029,7 +1047,7 @@ def test_a_path_that_is_not_utf8_printed_on_a_strict_utf8_output_is_escaped(tmp_
     import sys
 
     out = os.path.join(os.fsencode(tmp_path), b"p\xff.safetensors")
-    env = {**os.environ, "PYTHONIOENCODING": "utf-8", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = repo_env(PYTHONIOENCODING="utf-8")
     proc = subprocess.run([sys.executable, "-c", "import sys; from fol.cli import main; sys.exit(main())", "pretrain",
                            "--data", "dataset=synthetic-hurricane,nodes=3,node=0,per_node=60,size=600,seed=3",
                            "--arch", "cnn-small", "--epochs", "1", "--out", out],

@@ -12,6 +12,8 @@ import torch
 
 from fol.executors import make_executor
 
+from _processes import repo_env
+
 
 def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
@@ -662,8 +664,7 @@ def test_a_failed_map_leaves_no_semaphore_of_its_workers_behind(tmp_path):
             "            ex.map(run, [20, -1, 20])\n"
             "        except ValueError as exc:\n"
             "            print(f'error: {exc}', file=sys.stderr)\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                                  os.environ.get("PYTHONPATH", "")])}
+    env = repo_env(tmp_path)
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0 and done.stderr.splitlines() == ["error: node failed"], done.stderr

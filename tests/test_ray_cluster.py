@@ -18,6 +18,8 @@ import pytest
 
 from fol.executors import LocalRayCluster
 
+from _processes import repo_env
+
 pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
@@ -79,8 +81,7 @@ def test_simulate_on_a_two_raylet_cluster_equals_the_local_run(cluster, tiny_leo
     text, _, local_run = tiny_leo_local
     (tmp_path / "tiny.toml").write_text(text)
     out_ray = tmp_path / "ray"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
-                                                          os.environ.get("PYTHONPATH", "")]))
+    env = repo_env()
     proc = subprocess.run([sys.executable, "-m", "fol.cli", "simulate", str(tmp_path / "tiny.toml"),
                            "--executor", "ray", "--ray-address", cluster.address, "--out", str(out_ray)],
                           capture_output=True, text=True, timeout=600, env=env)
@@ -130,8 +131,7 @@ def test_node_data_is_put_once_and_tasks_run_on_both_raylets(cluster, tmp_path: 
     # a fresh driver process: Ray reads its authentication mode once per process
     script = tmp_path / "put_once.py"
     script.write_text(_PUT_ONCE)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
-                                                          os.environ.get("PYTHONPATH", "")]))
+    env = repo_env()
     proc = subprocess.run([sys.executable, str(script), cluster.address], capture_output=True, text=True,
                           timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -176,8 +176,7 @@ def test_a_driver_whose_head_is_killed_ends_in_seconds_with_one_line(tmp_path: P
     lost_after_s = 2.0
     script = tmp_path / "head_lost.py"
     script.write_text(_HEAD_LOST)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
-                                                          os.environ.get("PYTHONPATH", "")]))
+    env = repo_env()
     with LocalRayCluster(workers=0, cpus_per_node=1, timeout_s=120) as c:
         proc = subprocess.Popen([sys.executable, str(script), c.address, str(lost_after_s)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=dict(env, **c.env))

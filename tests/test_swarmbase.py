@@ -17,6 +17,8 @@ from fol.errors import ConfigError
 from swarmbase.tomlcheck import Table, brief, read_toml
 from swarmbase.units import format_bytes
 
+from _processes import REPO, repo_env
+
 
 class _Err(Exception):
     pass
@@ -249,17 +251,15 @@ def test_numba_loops_import_and_run_where_numba_can_write_no_cache(tmp_path: Pat
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parents[1]
     ro = tmp_path / "ro"
     ro.mkdir()
-    shutil.copy(root / "fol" / "data" / "packbits.py", ro / "ro_packbits.py")
-    shutil.copy(root / "contact_sim" / "_kernels.py", ro / "ro_kernels.py")
+    shutil.copy(REPO / "fol" / "data" / "packbits.py", ro / "ro_packbits.py")
+    shutil.copy(REPO / "contact_sim" / "_kernels.py", ro / "ro_kernels.py")
     (ro / "__pycache__").write_text("a file: no folder can be made here")
     blocker = tmp_path / "home"
     blocker.write_text("a file: no folder can be made under it")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
-    env.update(PYTHONPATH=os.pathsep.join([str(ro), str(root)]), HOME=str(blocker),
-               XDG_CACHE_HOME=str(blocker / "cache"), PYTHONDONTWRITEBYTECODE="1")
+    env = repo_env(ro, drop=tuple(k for k in os.environ if k.startswith("NUMBA_")), HOME=str(blocker),
+                   XDG_CACHE_HOME=str(blocker / "cache"), PYTHONDONTWRITEBYTECODE="1")
     code = ("import numpy as np, ro_kernels, ro_packbits\n"
             "out = np.empty(8, np.uint8)\n"
             "print(ro_packbits.unpack_bits(np.frombuffer(b'\\x01ab\\xfdz\\x80', np.uint8), out), out[:6].tobytes())\n")
