@@ -31,7 +31,8 @@ out. A rate either
 tool cannot hold (ION: above 2**32 - 1 bytes/s, ``ionadmin``'s 32-bit rate;
 HDTN: above 2**64 - 1 bits/s), a rate that is not a finite number >= 0, a window starting before the
 plan start or never ending, a time ION cannot name (after :data:`ION_MAX_POSIX_TIME`, 2038, counted from the
-plan start, or from 1970 in a plan of no start) or HDTN cannot (after 2**31 - 1 s), is refused, naming the
+plan start, or from 1970 in a plan of no start; or, in a plan starting before 1970, before 1970) or HDTN cannot
+(after 2**31 - 1 s), is refused, naming the
 contact, and so is a plan whose every window is left out (the file would hold no contact, and the import
 refuses such a plan); every window is checked before anything is written. A plan whose
 windows already have whole-second edges and whole byte rates of at least 1 byte/s round-trips
@@ -50,8 +51,8 @@ contact is a two-way window, carrying the smaller of the two rates; each stretch
 no reverse contact covers is a one-way window (``windows.direction``) at that contact's own rate
 (one info line per file counts these contact-seconds).
 Contacts of one direction must not overlap one another (in ION, nor meet; in HDTN, nor meet listed later first). An
-ION time past :data:`ION_MAX_POSIX_TIME`, counted as the export counts it (:func:`_ion_latest_s`), is refused naming
-its line, as ``ionadmin`` refuses it. A
+ION time past :data:`ION_MAX_POSIX_TIME` or before 1970, counted as the export counts it (:func:`_ion_latest_s`,
+:func:`_ion_earliest_s`), is refused naming its line, as ``ionadmin`` refuses it. A
 window's OWLT is the largest of the ``a range`` lines of the pair that cover it, or, where no one line does, of
 those that together cover it (a window the ION export joined of two: :func:`_largest_joint_cover`) (kept in
 ``plan.meta["owlt_s_per_window"]``, ``None`` where a stretch of the window is in no line, and written back on
@@ -352,18 +353,35 @@ def _ion_latest_s(start: _dt.datetime | None) -> float:
     return ION_MAX_POSIX_TIME.timestamp() - start_s
 
 
-def _ion_latest_text(start: _dt.datetime | None) -> str:
-    """:func:`_ion_latest_s`'s limit as its refusals name it: ION's latest time, why, and what it counts from."""
-    base = (f"the plan starts at {utc_text(start)}" if start is not None
-            else "the plan has no start, and ionadmin adds +SECONDS to its own time")
-    return f"ION's latest time, {utc_text(ION_MAX_POSIX_TIME)} (ionadmin's MAX_POSIX_TIME; {base})"
+def _ion_earliest_s(start: _dt.datetime | None) -> float:
+    """The earliest time an ION plan starting at ``start`` can name, in seconds after its start: ``readTimestamp``
+    refuses a time before 1970 (a negative POSIX time, an absolute one or a ``+SECONDS`` one once added), which
+    only a plan starting before 1970 can name (a plan of no start counts from 1970 at the least). The export
+    (:func:`_check_exportable`) and the import (:func:`_ion_time`) hold times to it alike."""
+    return -start.timestamp() if start is not None else 0.0
+
+
+def _ion_latest_text(start: _dt.datetime | None, counted: bool = True) -> str:
+    """:func:`_ion_latest_s`'s limit as its refusals name it: ION's latest time, why, and (``counted``: a time
+    counted from the plan start, not an absolute one) what it counts from."""
+    base = (f"; the plan starts at {utc_text(start)}" if start is not None
+            else "; the plan has no start, and ionadmin adds +SECONDS to its own time")
+    return f"ION's latest time, {utc_text(ION_MAX_POSIX_TIME)} (ionadmin's MAX_POSIX_TIME{base if counted else ''})"
+
+
+def _ion_earliest_text(start: _dt.datetime | None) -> str:
+    """:func:`_ion_earliest_s`'s limit as its refusals name it: ION's earliest time, why, and the plan start."""
+    base = f"; the plan starts at {utc_text(start)}" if start is not None else ""
+    return (f"ION's earliest time, {utc_text(_POSIX_EPOCH)} (ionadmin's readTimestamp refuses a time before "
+            f"1970{base})")
 
 
 def _check_exportable(plan: ContactPlan, tool: str) -> None:
     """The one check of the windows an ION (``tool="ion"``) or HDTN (``"hdtn"``) plan carries, made whole
     before anything is formatted or written (:func:`format_ion`, :func:`write_ion`, :func:`hdtn_contacts`,
     :func:`write_hdtn`): every window left in once rounded inward starts at or after the plan start and
-    ends at a finite time (for ION by :data:`ION_MAX_POSIX_TIME`, :func:`_ion_latest_s`; for HDTN by
+    ends at a finite time (for ION, from 1970 by :data:`ION_MAX_POSIX_TIME`, :func:`_ion_earliest_s` and
+    :func:`_ion_latest_s`; for HDTN by
     :data:`HDTN_MAX_TIME_S`), and its mean rate is a finite number
     >= 0 the tool can hold (:data:`ION_MAX_RATE_BYTES_S`, :data:`HDTN_MAX_RATE_BPS`). The first window
     that fails, in the plans' order, is refused naming its nodes, times and the field; a plan of windows none
@@ -377,7 +395,7 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
     short = slow = 0  # windows left out: shorter than a second once rounded inward; slower than the plan's unit
     bits = 0  # of the slow ones, those of at least 1 bit/s, which an HDTN plan would carry
     unit_bps = 8.0 if tool == "ion" else 1.0
-    ion_latest = _ion_latest_s(plan.start)
+    ion_earliest, ion_latest = _ion_earliest_s(plan.start), _ion_latest_s(plan.start)
     for lo, hi in row_blocks(len(w)):
         k = np.arange(lo, hi)
         t0, t1, rate = _edges_and_rate(plan, k)
@@ -387,7 +405,7 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
             bits += int(np.count_nonzero((t1 > t0) & (rate >= 1.0) & (rate < unit_bps)))
             ok = (t0 >= 0) & np.isfinite(t1) & (rate >= 0)  # NaN fails every comparison
             if tool == "ion":
-                ok &= (rate // 8 <= ION_MAX_RATE_BYTES_S) & (t1 <= ion_latest)
+                ok &= (rate // 8 <= ION_MAX_RATE_BYTES_S) & (t0 >= ion_earliest) & (t1 <= ion_latest)
             else:
                 ok &= (t1 <= HDTN_MAX_TIME_S) & (rate < 2.0**64)  # int(rate) <= HDTN_MAX_RATE_BPS
             bad = np.flatnonzero((t1 > t0) & ~ok)  # a window shorter than a second once rounded is left out
@@ -412,6 +430,9 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
     if tool == "hdtn" and t1_i > HDTN_MAX_TIME_S:
         raise ContactError(f"{where}: ends after HDTN's latest time, {HDTN_MAX_TIME_S} s (startTime and endTime "
                            "are 32-bit integers)")
+    if tool == "ion" and t0_i < ion_earliest:
+        raise ContactError(f"{where}: starts before {_ion_earliest_text(plan.start)}; expected windows starting "
+                           "from then, or export HDTN (--hdtn)")
     if tool == "ion" and t1_i > ion_latest:
         raise ContactError(f"{where}: ends after {_ion_latest_text(plan.start)}; expected windows ending by then"
                            + (", or export HDTN (--hdtn)" if plan.start is not None else ""))
@@ -576,6 +597,8 @@ MAX_ION_OFFSET_S = 1e10
 #: ``ionadmin``'s latest time, ION's ``MAX_POSIX_TIME`` (2**31 - 1 s after 1970, ``ici/include/platform.h``), which
 #: it reads a scheduled contact's stop time of ``-1`` as (``executeAdd`` in ``ici/utils/ionadmin.c``)
 ION_MAX_POSIX_TIME = _dt.datetime.fromtimestamp(2**31 - 1, _dt.timezone.utc)
+#: ION's earliest time, POSIX time 0: ``readTimestamp`` (``ici/library/ion.c``) refuses a negative one
+_POSIX_EPOCH = _dt.datetime.fromtimestamp(0, _dt.timezone.utc)
 #: Largest integer (node number, rate, OWLT, HDTN time) a plan may give: far beyond any real link
 #: (rates past int64 are held at 2**62 bytes of capacity), yet rate x 1e10 s stays a finite float;
 #: a 10^400 does not even convert to floating point.
@@ -607,13 +630,13 @@ def _limit_text(limit: int) -> str:
 
 
 def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: float = 0.0,
-              unread_start: int | None = None, latest_s: float | None = None) -> float:
+              unread_start: int | None = None, span_s: tuple[float, float] | None = None) -> float:
     """Seconds after the plan start of an ION time: ``+ss`` after the reference time (``@``;
     the plan start unless moved), or absolute ``yyyy/mm/dd-hh:mm:ss``. ``unread_start``: the line number of a
     ``# start`` read as a comment (a plan without :data:`HEADER_MARKER`), named when an absolute time needs one.
-    A time past ``latest_s`` (:func:`_ion_latest_s` of ``start``, given by a caller that reads many) is refused, as
-    ``ionadmin`` refuses it (``readTimestamp``: "Time value not supported"; a start so refused it reads as 0, a
-    hypothetical contact, a stop as 0, before the start)."""
+    A time outside ``span_s`` (:func:`_ion_earliest_s` and :func:`_ion_latest_s` of ``start``, given by a caller that
+    reads many: before 1970 or past 2038) is refused, as ``ionadmin`` refuses it (``readTimestamp``: "Time value not
+    supported"; a start so refused it reads as 0, a hypothetical contact, a stop as 0, before the start)."""
     if token.startswith("+"):
         digits = token[1:]
         # whole seconds in ASCII digits: float() also reads 1e3, 1_000, 0.5 and every script's digits
@@ -625,9 +648,11 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
     else:
         value = _offset(_ion_utc(token, where), start, f"{where}: absolute time {token!r}", f"{where}: {token}",
                         unread_start)
-    if value > (_ion_latest_s(start) if latest_s is None else latest_s):
-        raise ContactError(f"{where}: {shown(token)} ({value:.0f} s after the plan start) is after "
-                           f"{_ion_latest_text(start)}; expected times by then")
+    earliest, latest = (_ion_earliest_s(start), _ion_latest_s(start)) if span_s is None else span_s
+    if not earliest <= value <= latest:
+        raise ContactError(f"{where}: {shown(token)} ({value:.0f} s after the plan start) is "
+                           + (f"after {_ion_latest_text(start)}; expected times by then" if value > latest else
+                              f"before {_ion_earliest_text(start)}; expected times from then"))
     return float(value)
 
 
@@ -756,7 +781,8 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
     earlier line added; registration (start ``-1``) and hypothetical (start ``0``) contacts carry
     no scheduled data and are skipped."""
     plan = IonPlan(start)
-    latest = _ion_latest_s(start)  # the latest time ionadmin names, in seconds after the plan start (its header's)
+    # the earliest and latest times ionadmin names, in seconds after the plan start (its header's)
+    span = (_ion_earliest_s(start), _ion_latest_s(start))
     reference = 0.0  # seconds after the plan start that '+ss' counts from ('@' moves it)
     # the live 'a contact' / 'a range' lines by (from, to), then start, so that 'd' (also 'd * FROM TO') and
     # 'c' find theirs without a scan of the file so far; one small dict a pair, not a key tuple a line. A
@@ -808,7 +834,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
                     raise ContactError(f"{where}: the plan starts at {words[1]}, not at time.start "
                                        f"({utc_text(start)}); drop one of the two")
                 plan.start = header_start
-                latest = _ion_latest_s(header_start)
+                span = (_ion_earliest_s(header_start), _ion_latest_s(header_start))
             elif len(words) >= 3 and words[0] == "node":
                 number = _pos_int(words[1], "node number", where, limit=MAX_NODE_NUMBER)
                 if number in plan.names:
@@ -829,7 +855,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
         if words[0] == "@":
             if len(words) != 2:
                 raise ContactError(f"{where}: expected '@ TIME' (+SECONDS or yyyy/mm/dd-hh:mm:ss)")
-            reference = _ion_time(words[1], plan.start, where, reference, unread_start, latest)
+            reference = _ion_time(words[1], plan.start, where, reference, unread_start, span)
             continue
         if words[0] in ("d", "c") and len(words) >= 2 and words[1] in ("contact", "range"):
             _edit_ion(words, where, plan, reference, live, hypothetical, unread_start)
@@ -846,7 +872,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             # a registration (start -1) or a hypothetical contact (start 0): no scheduled data
             _unscheduled_contact(words, where, hypothetical)
             continue
-        t0 = _ion_time(words[2], plan.start, where, reference, unread_start, latest)  # a start that is no time first
+        t0 = _ion_time(words[2], plan.start, where, reference, unread_start, span)  # a start that is no time first
         if words[1] == "contact" and words[3] == "0":
             raise ContactError(f"{where}: the stop time 0 is not after the start time {shown(words[2])}; a "
                                "hypothetical contact is written with a start of 0 ('a contact 0 0 FROM TO RATE'), "
@@ -856,7 +882,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             t1 = _offset(ION_MAX_POSIX_TIME, plan.start, f"{where}: {ion_end}", f"{where}: {ion_end}", unread_start,
                          "; or write the contact's end as +SECONDS")
         else:
-            t1 = _ion_time(words[3], plan.start, where, reference, unread_start, latest)
+            t1 = _ion_time(words[3], plan.start, where, reference, unread_start, span)
         if t1 <= t0:
             raise ContactError(f"{where}: the end time {shown(words[3])} is not after the start time {shown(words[2])}")
         src, dst = _node_numbers(words[4], words[5], where)

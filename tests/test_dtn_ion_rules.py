@@ -834,6 +834,59 @@ def test_an_ion_import_without_a_start_counts_its_latest_time_from_1970_as_the_e
         "ionadmin adds +SECONDS to its own time); expected times by then")
 
 
+_BEFORE_1970 = ("is before ION's earliest time, 1970-01-01T00:00:00Z (ionadmin's readTimestamp refuses a time before "
+                "1970; the plan starts at 1969-12-31T23:00:00Z); expected times from then")
+
+
+@pytest.mark.parametrize("lines, bad, says", [
+    ("a contact +3601 +7200 1 2 10", None, None),  # a window starting after 1970 is read
+    ("a contact +0 +7200 1 2 10", 1, "'+0' (0 s after the plan start)"),
+    ("a contact 1969/12/31-23:59:59 +7200 1 2 10", 1, "'1969/12/31-23:59:59' (3599 s after the plan start)"),
+    ("a range +3599 +7200 1 2 1", 1, "'+3599' (3599 s after the plan start)"),
+    ("@ 1969/12/31-23:30:00", 1, "'1969/12/31-23:30:00' (1800 s after the plan start)"),
+    ("@ +1800", 1, "'+1800' (1800 s after the plan start)"),
+    ("a contact +3601 +7200 1 2 10\nd contact +3599 1 2", 2, "'+3599' (3599 s after the plan start)"),
+])
+def test_an_ion_import_refuses_a_time_before_1970_as_ionadmin_does(tmp_path: Path, lines: str, bad, says) -> None:
+    """ionadmin's readTimestamp (ici/library/ion.c) refuses a negative POSIX time, an absolute one (mktime's) or a
+    +SECONDS one once added to the reference time, as it refuses one past 2038 ("Time value not supported") and
+    puts 0 in its place, so no time before 1970 is in its plan. A plan starting before 1970 could name one, and the
+    import read it. It now refuses the line, naming it and the plan start. Failed before (each read)."""
+    text = f"# fol-swarm contact plan\n# start 1969-12-31T23:00:00Z\n{lines}\na contact +3601 +7200 2 1 10\n"
+    path = tmp_path / "p.ion"
+    if bad is None:
+        path.write_text(text)
+        assert read_ion(path).windows.t_start_s.tolist() == [3601.0]
+        return
+    assert plan_refusal(path, text) == f"{path}:{2 + bad}: {says} {_BEFORE_1970}"
+
+
+def test_an_ion_export_starting_before_1970_is_refused_before_writing(tmp_path: Path) -> None:
+    """The ION export of a plan starting before 1970 wrote a window starting before 1970 as '+0', a time ionadmin
+    cannot name and the import now refuses. It is refused before anything is written, naming the output and the
+    window; a window starting after 1970 is written, and HDTN (whose times count from its plan's start) writes
+    the earlier one. Failed before: written as 'a contact +0 +7200 1 2 1000'."""
+    from contact_sim import ContactPlan, LinkModel, WindowTable
+    from contact_sim.dtn import write_ion
+
+    start = dt.datetime(1969, 12, 31, 23, tzinfo=dt.timezone.utc)
+
+    def plan(t0: float) -> ContactPlan:
+        w = WindowTable([0], [1], [t0], [7200.0], [1000.0], [1000.0], [0.0])
+        return ContactPlan(["a", "b"], w, LinkModel("constant", 8e3, 0.0), [0.0, 7200.0], start)
+
+    out = tmp_path / "c.ion"
+    assert "a contact +3601 +7200 1 2 1000" in write_ion(out, plan(3601.0)).read_text()
+    with pytest.raises(ContactError) as info:
+        write_ion(out, plan(0.0))
+    assert str(info.value) == (
+        f"{out}: contact a - b (nodes 1, 2) +0 +7200: starts before ION's earliest time, 1970-01-01T00:00:00Z "
+        "(ionadmin's readTimestamp refuses a time before 1970; the plan starts at 1969-12-31T23:00:00Z); expected "
+        "windows starting from then, or export HDTN (--hdtn)")
+    assert "+3601 +7200 1 2" in out.read_text()  # the earlier file is kept
+    assert hdtn_contacts(plan(0.0))["contacts"][0]["startTime"] == 0
+
+
 @pytest.mark.parametrize("t0, t1, start, says", [
     (_LATEST - 60, _LATEST, dt.datetime(2038, 1, 1, tzinfo=dt.timezone.utc), None),  # at its latest second: read
     (0, _LATEST + 1, None, f"endTime {_LATEST + 1}"),

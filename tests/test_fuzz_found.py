@@ -1723,11 +1723,25 @@ def test_an_ion_header_node_name_with_a_control_character_is_refused(tmp_path: P
 def test_an_ion_plan_start_before_the_year_1000_is_exported_as_it_is_read(start: str) -> None:
     """The ION export wrote its '# start' line with strftime('%Y'), which writes the year 26 as '26': a plan the
     importer took with '# start 0026-08-01T00:00:00Z' (the fuzzer's bit flip of 2026) was exported as
-    '# start 26-08-01T00:00:00Z', which the importer then refused ('start: expected an ISO-8601 UTC time')."""
+    '# start 26-08-01T00:00:00Z', which the importer then refused ('start: expected an ISO-8601 UTC time'). A plan
+    starting before 1970 holds no window ION can name (ionadmin refuses a time before 1970, and the import and the
+    export with it): its header alone is written, and read back as the same start, which the refusal of a time of
+    it names."""
+    from contact_sim import ContactPlan, LinkModel, WindowTable
     from contact_sim.dtn import format_ion, ion_to_plan, parse_ion
+    from orbits import parse_utc
 
-    text = f"# fol-swarm contact plan\n# start {start}\na contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n"
-    plan = ion_to_plan(parse_ion(text, "p.ion"), "p.ion")
+    contacts = "a contact +0 +60 1 2 10\na contact +0 +60 2 1 10\n"
+    if start < "1970":
+        none = WindowTable([], [], [], [], [], [], [])
+        exported = format_ion(ContactPlan(["a", "b"], none, LinkModel("constant", 8e3, 0.0), [0.0, 60.0],
+                                          parse_utc(start)))
+        assert f"# start {start}\n" in exported, exported
+        with pytest.raises(ContactError) as info:
+            parse_ion(exported + contacts, "again.ion")
+        assert str(info.value).endswith(f"the plan starts at {start}); expected times from then"), str(info.value)
+        return
+    plan = ion_to_plan(parse_ion(f"# fol-swarm contact plan\n# start {start}\n" + contacts, "p.ion"), "p.ion")
     exported = format_ion(plan)
     assert f"# start {start}\n" in exported, exported
     again = ion_to_plan(parse_ion(exported, "again.ion"), "again.ion")
