@@ -52,7 +52,8 @@ no reverse contact covers is a one-way window (``windows.direction``) at that co
 (one info line per file counts these contact-seconds).
 Contacts of one direction must not overlap one another (in ION, nor meet; in HDTN, nor meet listed later first). An
 ION time past :data:`ION_MAX_POSIX_TIME` or before 1970, counted as the export counts it (:func:`_ion_latest_s`,
-:func:`_ion_earliest_s`), is refused naming its line, as ``ionadmin`` refuses it. A
+:func:`_ion_earliest_s`), is refused naming its line, as ``ionadmin`` refuses it (a registration or hypothetical
+contact's stop too, which ``ionadmin`` reads alike). A
 window's OWLT is the largest of the ``a range`` lines of the pair that cover it, or, where no one line does, of
 those that together cover it (a window the ION export joined of two: :func:`_largest_joint_cover`) (kept in
 ``plan.meta["owlt_s_per_window"]``, ``None`` where a stretch of the window is in no line, and written back on
@@ -684,19 +685,30 @@ def _ion_utc(token: str, where: str, what: str = "+SECONDS or yyyy/mm/dd-hh:mm:s
         raise ContactError(f"{where}: expected {what}, got {shown(token)}") from None
 
 
-def _check_unscheduled_time(token: str, what: str, where: str) -> None:
+def _check_unscheduled_time(token: str, what: str, where: str, start: _dt.datetime | None, reference_s: float,
+                            span_s: tuple[float, float]) -> None:
     """Read the stop time of a registration (start ``-1``) or hypothetical (start ``0``) contact as ``ionadmin``
     reads a time, though no window is made of it: ``0`` or ``-1`` (which ``ionadmin`` reads before a time),
     ``+SECONDS`` (ASCII digits, at most :data:`MAX_ION_OFFSET_S`) or ``yyyy/mm/dd-hh:mm:ss`` (checked as written:
-    no plan start is needed)."""
+    no plan start is needed). ``ionadmin`` reads it with ``readTimestamp``, as a scheduled contact's, so a time
+    before 1970 or past 2038 is refused as :func:`_ion_time` refuses it (a ``+SECONDS`` one after ``reference_s``,
+    within ``span_s``; an absolute one as written)."""
     expected = f"the {what} time (0, -1, +SECONDS or yyyy/mm/dd-hh:mm:ss)"
     if token in ("0", "-1"):
         return
     if not token.startswith("+"):
-        _ion_utc(token, where, expected)
+        t = _ion_utc(token, where, expected)
+        if t > ION_MAX_POSIX_TIME:
+            raise ContactError(f"{where}: the {what} time {shown(token)} is after "
+                               f"{_ion_latest_text(None, counted=False)}; expected times by then")
+        if t < _POSIX_EPOCH:
+            raise ContactError(f"{where}: the {what} time {shown(token)} is before {_ion_earliest_text(None)}; "
+                               "expected times from then")
     elif not (_ascii_digits(token[1:]) and int(token[1:]) <= MAX_ION_OFFSET_S):
         raise ContactError(f"{where}: expected {expected} with +SECONDS of 0..{MAX_ION_OFFSET_S:.0e} in ASCII "
                            f"digits, got {shown(token)}")
+    else:
+        _ion_time(token, start, where, reference_s, span_s=span_s)
 
 
 #: Most digits an ION number or time is read with (``int()`` reads at most 4,300; past 1e100 is refused by value).
@@ -870,7 +882,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             raise ContactError(f"{where}: expected 'a range FROM_TIME UNTIL_TIME FROM TO OWLT_S'")
         if words[1] == "contact" and words[2] in ("-1", "0"):
             # a registration (start -1) or a hypothetical contact (start 0): no scheduled data
-            _unscheduled_contact(words, where, hypothetical)
+            _unscheduled_contact(words, where, hypothetical, plan.start, reference, span)
             continue
         t0 = _ion_time(words[2], plan.start, where, reference, unread_start, span)  # a start that is no time first
         if words[1] == "contact" and words[3] == "0":
@@ -942,15 +954,17 @@ def _check_confidence(token: str, where: str) -> None:
                            f"{shown(token)}")
 
 
-def _unscheduled_contact(words: list[str], where: str, hypothetical: set[tuple[int, int]]) -> None:
+def _unscheduled_contact(words: list[str], where: str, hypothetical: set[tuple[int, int]],
+                         start: _dt.datetime | None, reference_s: float, span_s: tuple[float, float]) -> None:
     """Read an ``a contact`` line of start ``-1`` (registration) or ``0`` (hypothetical), which makes no window,
     as ``ionadmin`` reads it (``ionadmin.c``, ``executeAdd``: the start alone tells the two from a scheduled
-    contact): its stop time, node numbers and rate; a registration names one node as FROM and TO, a
+    contact): its stop time (:func:`_check_unscheduled_time`, with ``start``, ``reference_s`` and ``span_s``),
+    node numbers and rate; a registration names one node as FROM and TO, a
     hypothetical contact two different ones (``(from, to)`` added to ``hypothetical``, which ``d contact 0``
     deletes)."""
     registration = words[2] == "-1"
     kind = "registration" if registration else "hypothetical"
-    _check_unscheduled_time(words[3], f"{kind} contact's stop", where)
+    _check_unscheduled_time(words[3], f"{kind} contact's stop", where, start, reference_s, span_s)
     src, dst = _node_numbers(words[4], words[5], where)
     _pos_int(words[6], "rate (bytes/s)", where, allow_zero=True)
     if registration and src != dst:

@@ -861,6 +861,36 @@ def test_an_ion_import_refuses_a_time_before_1970_as_ionadmin_does(tmp_path: Pat
     assert plan_refusal(path, text) == f"{path}:{2 + bad}: {says} {_BEFORE_1970}"
 
 
+@pytest.mark.parametrize("start, line, says", [
+    ("2026-08-01T00:00:00Z", "a contact -1 2038/01/19-03:14:08 4 4 10", "the registration contact's stop time "
+     "'2038/01/19-03:14:08' is after ION's latest time, 2038-01-19T03:14:07Z (ionadmin's MAX_POSIX_TIME); expected "
+     "times by then"),
+    (None, "a contact 0 1969/12/31-23:59:59 4 5 10", "the hypothetical contact's stop time '1969/12/31-23:59:59' is "
+     "before ION's earliest time, 1970-01-01T00:00:00Z (ionadmin's readTimestamp refuses a time before 1970); "
+     "expected times from then"),
+    ("2026-08-01T00:00:00Z", f"a contact 0 +{_LAST_2026 + 1} 4 5 10", f"'+{_LAST_2026 + 1}' ({_LAST_2026 + 1} s "
+     f"after the plan start) {_AFTER_2038}the plan starts at 2026-08-01T00:00:00Z); expected times by then"),
+    (None, f"@ +{_LATEST - 10}\na contact -1 +11 4 4 10", f"'+11' ({_LATEST + 1} s after the plan start) "
+     f"{_AFTER_2038}the plan has no start, and ionadmin adds +SECONDS to its own time); expected times by then"),
+    ("1969-12-31T23:00:00Z", "a contact -1 +3599 4 4 10", f"'+3599' (3599 s after the plan start) {_BEFORE_1970}"),
+])
+def test_a_registration_or_hypothetical_contacts_stop_is_held_to_ions_times(tmp_path: Path, start, line: str,
+                                                                          says: str) -> None:
+    """ionadmin (executeAdd) reads a registration (start -1) or hypothetical (start 0) contact's stop with the
+    readTimestampUTC that reads a scheduled contact's, which refuses a time past 2038 or before 1970 ("Time value
+    not supported"); the import refused such a time in a scheduled contact only, and skipped these lines with it.
+    It now refuses it alike, naming the line (an absolute time as written, a +SECONDS one counted from the plan
+    start, or from 1970 in a plan of no start). Failed before (each read)."""
+    head = f"# fol-swarm contact plan\n# start {start}\n" if start else ""
+    path = tmp_path / "p.ion"
+    text = head + line + "\na contact +3601 +7200 1 2 10\n"
+    assert plan_refusal(path, text) == f"{path}:{head.count(chr(10)) + line.count(chr(10)) + 1}: {says}"
+    path.write_text(text.replace("2038/01/19-03:14:08", "2038/01/19-03:14:07").replace("1969/12/31-23:59:59",
+                                                                                         "1970/01/01-00:00:00"))
+    if "/" in line:  # at ION's latest and earliest second: read
+        assert read_ion(path).windows.t_start_s.tolist() == [3601.0]
+
+
 def test_an_ion_export_starting_before_1970_is_refused_before_writing(tmp_path: Path) -> None:
     """The ION export of a plan starting before 1970 wrote a window starting before 1970 as '+0', a time ionadmin
     cannot name and the import now refuses. It is refused before anything is written, naming the output and the
