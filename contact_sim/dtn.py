@@ -620,14 +620,23 @@ MAX_NODE_NUMBER = 2**64 - 1
 HDTN_MAX_NODE_NUMBER = 2**31 - 1
 
 
-def _limit_text(limit: int) -> str:
-    """A limit as messages write it: ``1e100``, ``1e10``, and :data:`MAX_NODE_NUMBER` and
-    :data:`HDTN_MAX_NODE_NUMBER` in full, with the reason."""
-    if limit == MAX_NODE_NUMBER:
-        return f"{limit} (unsigned 64-bit)"
-    if limit == HDTN_MAX_NODE_NUMBER:
-        return f"{limit} (HDTN's router reads source and dest as 32-bit integers, a larger one as 0)"
-    return f"{limit:.0e}".replace("e+", "e")
+#: Why a node number is at most :data:`MAX_NODE_NUMBER`, as refusals say it.
+_NODE_NUMBER_WHY = "unsigned 64-bit"
+#: Why an HDTN ``source`` / ``dest`` is at most :data:`HDTN_MAX_NODE_NUMBER`, and a ``startTime`` / ``endTime`` at most
+#: :data:`HDTN_MAX_TIME_S` (the two limits are equal, each refusal says its own reason) or at least 0.
+_HDTN_NODE_WHY = "HDTN's router reads source and dest as 32-bit integers, a larger one as 0"
+_HDTN_TIME_WHY = "HDTN's router reads startTime and endTime as 32-bit integers, a larger one as 0"
+_HDTN_NEGATIVE_TIME_WHY = ("HDTN's router holds startTime and endTime as unsigned 64-bit integers, a negative one as "
+                           "about 2**64")
+
+
+def _limit_text(limit: int, why: str = "") -> str:
+    """A limit as messages write it, with the caller's reason ``why`` (if any) after it: a power of ten past 9999 as
+    ``1e100`` or ``1e10``, any other number in full."""
+    text = str(limit)
+    if len(text) > 4 and text.rstrip("0") == "1":
+        text = f"1e{len(text) - 1}"
+    return f"{text} ({why})" if why else text
 
 
 def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: float = 0.0,
@@ -721,21 +730,24 @@ def _ascii_digits(text: str) -> bool:
     return text.isascii() and text.isdigit() and len(text) <= _MAX_DIGITS
 
 
-def _pos_int(token: str, what: str, where: str, allow_zero: bool = False, limit: int = MAX_PLAN_INT) -> int:
+def _pos_int(token: str, what: str, where: str, allow_zero: bool = False, limit: int = MAX_PLAN_INT,
+             why: str = "") -> int:
+    """A non-negative (``allow_zero``) or positive integer in ASCII digits, at most ``limit`` (``why``: the reason
+    the refusal of a larger one gives, :func:`_limit_text`)."""
     if not _ascii_digits(token[1:] if token[:1] == "-" else token):
         raise ContactError(f"{where}: expected an integer {what} in ASCII digits, got {shown(token)}")
     value = int(token)
     if value < 0 or (value == 0 and not allow_zero):
         raise ContactError(f"{where}: expected a {'non-negative' if allow_zero else 'positive'} {what}, got {value}")
     if value > limit:
-        raise ContactError(f"{where}: {what} {token[:40]!r} is too large; expected at most {_limit_text(limit)}")
+        raise ContactError(f"{where}: {what} {token[:40]!r} is too large; expected at most {_limit_text(limit, why)}")
     return value
 
 
 def _node_numbers(src: str, dst: str, where: str) -> tuple[int, int]:
     """A line's FROM and TO node numbers: positive integers of at most :data:`MAX_NODE_NUMBER`."""
-    return (_pos_int(src, "node number", where, limit=MAX_NODE_NUMBER),
-            _pos_int(dst, "node number", where, limit=MAX_NODE_NUMBER))
+    return (_pos_int(src, "node number", where, limit=MAX_NODE_NUMBER, why=_NODE_NUMBER_WHY),
+            _pos_int(dst, "node number", where, limit=MAX_NODE_NUMBER, why=_NODE_NUMBER_WHY))
 
 
 _DIGITS = frozenset("0123456789")
@@ -848,7 +860,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
                 plan.start = header_start
                 span = (_ion_earliest_s(header_start), _ion_latest_s(header_start))
             elif len(words) >= 3 and words[0] == "node":
-                number = _pos_int(words[1], "node number", where, limit=MAX_NODE_NUMBER)
+                number = _pos_int(words[1], "node number", where, limit=MAX_NODE_NUMBER, why=_NODE_NUMBER_WHY)
                 if number in plan.names:
                     raise ContactError(f"{where}: node {number} named twice in the header")
                 # '# node N NAME [KIND]'; a name with spaces ('ISS (ZARYA)') is written with its kind last
@@ -1415,13 +1427,18 @@ _HDTN_KEYS = {"contact", "source", "dest", "startTime", "endTime", "rateBitsPerS
               "finalDestination"}
 
 
-def _hdtn_int(record: dict, key: str, where: str, positive: bool = False, limit: int = MAX_PLAN_INT) -> int:
+def _hdtn_int(record: dict, key: str, where: str, positive: bool = False, limit: int = MAX_PLAN_INT, why: str = "",
+              negative_why: str = "") -> int:
+    """Field ``key`` of HDTN record ``record``: a non-negative (``positive``: positive) integer of at most ``limit``;
+    the refusal of a larger one gives the reason ``why`` (:func:`_limit_text`), that of a negative one
+    ``negative_why``."""
     value = record.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
-        raise ContactError(f"{where}: {key}: expected a{' positive' if positive else ' non-negative'} integer, "
-                           f"got {str(value)[:40]!r}")
+        why_not = f" ({negative_why})" if negative_why and isinstance(value, int) and value < 0 else ""
+        raise ContactError(f"{where}: {key}: expected a{' positive' if positive else ' non-negative'} integer"
+                           f"{why_not}, got {str(value)[:40]!r}")
     if value > limit:
-        raise ContactError(f"{where}: {key}: expected an integer of at most {_limit_text(limit)}, "
+        raise ContactError(f"{where}: {key}: expected an integer of at most {_limit_text(limit, why)}, "
                            f"got {str(value)[:40]!r}")
     return value
 
@@ -1469,9 +1486,11 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
         unknown = sorted(set(record) - _HDTN_KEYS)
         if unknown:
             raise ContactError(f"{where}: unknown key {shown(unknown[0])}; expected {', '.join(sorted(_HDTN_KEYS))}")
-        src = _hdtn_int(record, "source", where, True, HDTN_MAX_NODE_NUMBER)
-        dst = _hdtn_int(record, "dest", where, True, HDTN_MAX_NODE_NUMBER)
-        t0, t1 = _hdtn_int(record, "startTime", where), _hdtn_int(record, "endTime", where)
+        src = _hdtn_int(record, "source", where, True, HDTN_MAX_NODE_NUMBER, _HDTN_NODE_WHY)
+        dst = _hdtn_int(record, "dest", where, True, HDTN_MAX_NODE_NUMBER, _HDTN_NODE_WHY)
+        # HDTN's router would take a later time's link up and down at 0 (its epoch): never up
+        t0, t1 = (_hdtn_int(record, key, where, False, HDTN_MAX_TIME_S, _HDTN_TIME_WHY, _HDTN_NEGATIVE_TIME_WHY)
+                  for key in ("startTime", "endTime"))
         if "rateBitsPerSec" in record:
             rate_key, rate_bps = "rateBitsPerSec", _hdtn_int(record, "rateBitsPerSec", where)
         elif "rate" in record:
@@ -1503,10 +1522,6 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
                                    + (f" {utc_text(start)}" if start is not None else ""))
         if t1 <= t0:
             raise ContactError(f"{where}: endTime {t1} is not after startTime {t0}")
-        if t1 > HDTN_MAX_TIME_S:  # HDTN's router would take the link up and down at 0 (its epoch): never up
-            key, value = ("startTime", t0) if t0 > HDTN_MAX_TIME_S else ("endTime", t1)
-            raise ContactError(f"{where}: {key} {value} is past HDTN's latest time, {HDTN_MAX_TIME_S} (its router reads "
-                               "startTime and endTime as 32-bit integers, a larger one as 0); expected at most that")
         if unread_unix:
             continue  # each record is still checked (its fields, its kind of time), but not placed in time
         if src == dst:

@@ -628,7 +628,8 @@ def test_hdtn_contact_numbers_are_bookkeeping_and_a_second_record_of_one_start_i
     ([_record(0, 60), _record(0, 60), _record(0, 60, rate="fast")],
      "contacts[1]: contact 1->2 +0 +60 listed twice (first at {path}: contacts[0])"),
     ([_record(0, 60), _record(0, 99_999_999_999, 2, 1), _record(0, 60, rate="fast")],
-     "contacts[1]: endTime 99999999999 is too long after the plan start"),
+     "contacts[1]: endTime: expected an integer of at most 2147483647 (HDTN's router reads startTime and endTime as "
+     "32-bit integers, a larger one as 0), got '99999999999'"),
     ([_record(0, 60), _record(1_800_000_000, 1_800_000_060, 2, 1), _record(0, 60, rate="fast")],
      "contacts[1]: startTime is a Unix time (after 2000-01-01) where other records give seconds after the plan start "
      "(the first, contacts[0]); use one kind of time in a plan"),
@@ -919,9 +920,9 @@ def test_an_ion_export_starting_before_1970_is_refused_before_writing(tmp_path: 
 
 @pytest.mark.parametrize("t0, t1, start, says", [
     (_LATEST - 60, _LATEST, dt.datetime(2038, 1, 1, tzinfo=dt.timezone.utc), None),  # at its latest second: read
-    (0, _LATEST + 1, None, f"endTime {_LATEST + 1}"),
-    (_LATEST + 1, _LATEST + 61, None, f"startTime {_LATEST + 1}"),
-    (_LATEST - 60, _LATEST + 1, dt.datetime(2038, 1, 1, tzinfo=dt.timezone.utc), f"endTime {_LATEST + 1}"),  # Unix
+    (0, _LATEST + 1, None, f"endTime: {_LATEST + 1}"),
+    (_LATEST + 1, _LATEST + 61, None, f"startTime: {_LATEST + 1}"),
+    (_LATEST - 60, _LATEST + 1, dt.datetime(2038, 1, 1, tzinfo=dt.timezone.utc), f"endTime: {_LATEST + 1}"),  # Unix
 ])
 def test_an_hdtn_import_refuses_a_time_its_router_reads_as_0(tmp_path: Path, t0: int, t1: int, start, says) -> None:
     """HDTN's router (ProcessContacts) reads startTime and endTime as 32-bit ints with a default of 0, so a time
@@ -937,8 +938,42 @@ def test_an_hdtn_import_refuses_a_time_its_router_reads_as_0(tmp_path: Path, t0:
     path.write_text(text)
     with pytest.raises(ContactError) as info:
         read_hdtn(path, start=start)
-    assert str(info.value) == (f"{path}: contacts[0]: {says} is past HDTN's latest time, {_LATEST} (its router reads "
-                               "startTime and endTime as 32-bit integers, a larger one as 0); expected at most that")
+    key, value = says.split(" ")
+    assert str(info.value) == (f"{path}: contacts[0]: {key} expected an integer of at most {_LATEST} (HDTN's router "
+                               f"reads startTime and endTime as 32-bit integers, a larger one as 0), got '{value}'")
+
+
+@pytest.mark.parametrize("record, says", [
+    # a time past 2**31 - 1 gives the times' reason, however far past (it said 'at most 1e100', or 'too long after
+    # the plan start' past 1e10 s), never the node numbers'
+    (_record(0, 10**101), f"endTime: expected an integer of at most {_LATEST} (HDTN's router reads startTime and "
+     f"endTime as 32-bit integers, a larger one as 0), got '{str(10**101)[:40]}'"),
+    (_record(0, 2 * 10**10), f"endTime: expected an integer of at most {_LATEST} (HDTN's router reads startTime and "
+     f"endTime as 32-bit integers, a larger one as 0), got '{2 * 10**10}'"),
+    (_record(-5, 60), "startTime: expected a non-negative integer (HDTN's router holds startTime and endTime as "
+     "unsigned 64-bit integers, a negative one as about 2**64), got '-5'"),
+    (_record(0, 60, 1, _LATEST + 1), f"dest: expected an integer of at most {_LATEST} (HDTN's router reads source and "
+     f"dest as 32-bit integers, a larger one as 0), got '{_LATEST + 1}'"),
+    (_record(0, 60, 0), "source: expected a positive integer, got '0'"),
+])
+def test_an_hdtn_time_and_node_number_out_of_range_each_give_their_own_reason(tmp_path: Path, record: dict,
+                                                                             says: str) -> None:
+    """_limit_text picked a limit's reason by its value, and HDTN's latest time and its largest node number are both
+    2**31 - 1: a time passed to it would have been explained as a node number. Each caller now gives its own reason.
+    A time past HDTN's bound was refused by its own check only up to 1e100 (past 1e10 s, a relative one as too long
+    after the plan start), and a negative one without HDTN's reason: HDTN's router (router.cpp, ProcessContacts)
+    reads startTime and endTime with get<int> into the uint64_t fields of contactPlan_t. Failed before (the first
+    three: 'at most 1e100', 'too long after the plan start', no reason)."""
+    path = tmp_path / "p.json"
+    assert plan_refusal(path, json.dumps({"contacts": [record]}), read_hdtn) == f"{path}: contacts[0]: {says}"
+
+
+def test_an_ion_node_number_past_its_limit_gives_ions_reason(tmp_path: Path) -> None:
+    """An ION node number past 2**64 - 1 is refused with ION's reason, not HDTN's (the two limits' reasons are each
+    their caller's, _limit_text no longer picks one by the value)."""
+    path = tmp_path / "p.ion"
+    assert plan_refusal(path, f"a contact +0 +60 1 {MAX_NODE + 1} 10\n") == (
+        f"{path}:1: node number '{MAX_NODE + 1}' is too large; expected at most {MAX_NODE} (unsigned 64-bit)")
 
 
 # ------------------------------------------------------------------------------------------- contacts that meet
