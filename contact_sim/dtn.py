@@ -53,7 +53,8 @@ no reverse contact covers is a one-way window (``windows.direction``) at that co
 Contacts of one direction must not overlap one another (in ION, nor meet; in HDTN, nor meet listed later first). An
 ION time past :data:`ION_MAX_POSIX_TIME` or before 1970, counted as the export counts it (:func:`_ion_latest_s`,
 :func:`_ion_earliest_s`), is refused naming its line, as ``ionadmin`` refuses it (a registration or hypothetical
-contact's stop too, which ``ionadmin`` reads alike). A
+contact's stop too, which ``ionadmin`` reads alike), and so is a contact starting at 1970-01-01T00:00:00Z, which
+``ionadmin`` reads as 0, a hypothetical contact's start (the export writes neither). A
 window's OWLT is the largest of the ``a range`` lines of the pair that cover it, or, where no one line does, of
 those that together cover it (a window the ION export joined of two: :func:`_largest_joint_cover`) (kept in
 ``plan.meta["owlt_s_per_window"]``, ``None`` where a stretch of the window is in no line, and written back on
@@ -370,6 +371,13 @@ def _ion_latest_text(start: _dt.datetime | None, counted: bool = True) -> str:
     return f"ION's latest time, {utc_text(ION_MAX_POSIX_TIME)} (ionadmin's MAX_POSIX_TIME{base if counted else ''})"
 
 
+def _ion_time_0_text() -> str:
+    """What ``ionadmin`` makes of a contact starting at 1970-01-01T00:00:00Z, as refusals say it: ``readTimestamp``
+    reads it as 0, and ``executeAdd`` takes a contact of start 0 for a hypothetical one (no scheduled data)."""
+    return (f"{utc_text(_POSIX_EPOCH)}, ionadmin's time 0, which it reads as a hypothetical contact's start (no "
+            "scheduled data)")
+
+
 def _ion_earliest_text(start: _dt.datetime | None) -> str:
     """:func:`_ion_earliest_s`'s limit as its refusals name it: ION's earliest time, why, and the plan start."""
     base = f"; the plan starts at {utc_text(start)}" if start is not None else ""
@@ -382,7 +390,8 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
     before anything is formatted or written (:func:`format_ion`, :func:`write_ion`, :func:`hdtn_contacts`,
     :func:`write_hdtn`): every window left in once rounded inward starts at or after the plan start and
     ends at a finite time (for ION, from 1970 by :data:`ION_MAX_POSIX_TIME`, :func:`_ion_earliest_s` and
-    :func:`_ion_latest_s`; for HDTN by
+    :func:`_ion_latest_s`, and not starting at 1970-01-01T00:00:00Z, which ``ionadmin`` reads as a hypothetical
+    contact's start; for HDTN by
     :data:`HDTN_MAX_TIME_S`), and its mean rate is a finite number
     >= 0 the tool can hold (:data:`ION_MAX_RATE_BYTES_S`, :data:`HDTN_MAX_RATE_BPS`). The first window
     that fails, in the plans' order, is refused naming its nodes, times and the field; a plan of windows none
@@ -407,6 +416,8 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
             ok = (t0 >= 0) & np.isfinite(t1) & (rate >= 0)  # NaN fails every comparison
             if tool == "ion":
                 ok &= (rate // 8 <= ION_MAX_RATE_BYTES_S) & (t0 >= ion_earliest) & (t1 <= ion_latest)
+                if plan.start is not None:
+                    ok &= t0 != ion_earliest  # a contact of start 1970-01-01T00:00:00Z, read as a hypothetical one
             else:
                 ok &= (t1 <= HDTN_MAX_TIME_S) & (rate < 2.0**64)  # int(rate) <= HDTN_MAX_RATE_BPS
             bad = np.flatnonzero((t1 > t0) & ~ok)  # a window shorter than a second once rounded is left out
@@ -431,6 +442,9 @@ def _check_exportable(plan: ContactPlan, tool: str) -> None:
     if tool == "hdtn" and t1_i > HDTN_MAX_TIME_S:
         raise ContactError(f"{where}: ends after HDTN's latest time, {HDTN_MAX_TIME_S} s (startTime and endTime "
                            "are 32-bit integers)")
+    if tool == "ion" and plan.start is not None and t0_i == ion_earliest:
+        raise ContactError(f"{where}: starts at {_ion_time_0_text()}; expected windows starting after it, or export "
+                           "HDTN (--hdtn)")
     if tool == "ion" and t0_i < ion_earliest:
         raise ContactError(f"{where}: starts before {_ion_earliest_text(plan.start)}; expected windows starting "
                            "from then, or export HDTN (--hdtn)")
@@ -897,6 +911,9 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             _unscheduled_contact(words, where, hypothetical, plan.start, reference, span)
             continue
         t0 = _ion_time(words[2], plan.start, where, reference, unread_start, span)  # a start that is no time first
+        if t0 == span[0] and words[1] == "contact" and plan.start is not None:  # (no start: 1970 is only the least)
+            raise ContactError(f"{where}: the start time {shown(words[2])} is {_ion_time_0_text()}; expected a "
+                               "later start")
         if words[1] == "contact" and words[3] == "0":
             raise ContactError(f"{where}: the stop time 0 is not after the start time {shown(words[2])}; a "
                                "hypothetical contact is written with a start of 0 ('a contact 0 0 FROM TO RATE'), "

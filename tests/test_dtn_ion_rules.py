@@ -862,6 +862,44 @@ def test_an_ion_import_refuses_a_time_before_1970_as_ionadmin_does(tmp_path: Pat
     assert plan_refusal(path, text) == f"{path}:{2 + bad}: {says} {_BEFORE_1970}"
 
 
+_TIME_0 = ("1970-01-01T00:00:00Z, ionadmin's time 0, which it reads as a hypothetical contact's start (no scheduled "
+           "data)")
+
+
+@pytest.mark.parametrize("start, token", [("1969-12-31T23:00:00Z", "+3600"), ("1970-01-01T00:00:00Z", "+0"),
+                                          ("1969-12-31T23:00:00Z", "1970/01/01-00:00:00")])
+def test_an_ion_contact_starting_at_1970_is_refused_as_ionadmin_reads_it_hypothetical(tmp_path: Path, start: str,
+                                                                                       token: str) -> None:
+    """readTimestamp reads 1970-01-01T00:00:00Z as 0 without a word, and executeAdd takes a contact of start 0 for
+    a hypothetical one (no rate, no scheduled data): the import read a window, and the export wrote one. Both refuse
+    it now, naming the line or the window; a range of that start (ionadmin inserts it) and a contact a second later
+    are read, and a plan of no start, whose '+0' is ionadmin's own time, not 1970, is not touched. Failed before
+    (read; written)."""
+    from contact_sim import ContactPlan, LinkModel, WindowTable
+    from contact_sim.dtn import write_ion
+
+    head = f"# fol-swarm contact plan\n# start {start}\n"
+    path = tmp_path / "p.ion"
+    assert plan_refusal(path, head + f"a contact {token} +7200 1 2 10\n") == (
+        f"{path}:3: the start time {token!r} is {_TIME_0}; expected a later start")
+    after = 3601 if start.startswith("1969") else 1
+    path.write_text(head + f"a range {token} +7200 1 2 1\na contact +{after} +7200 1 2 10\n")
+    assert read_ion(path).windows.t_start_s.tolist() == [after]
+    path.write_text("a contact +0 +60 1 2 10\n")
+    assert read_ion(path).windows.t_start_s.tolist() == [0.0]
+
+    def plan(t0: float, begins) -> ContactPlan:
+        w = WindowTable([0], [1], [t0], [7200.0], [1000.0], [1000.0], [0.0])
+        return ContactPlan(["a", "b"], w, LinkModel("constant", 8e3, 0.0), [0.0, 7200.0], begins)
+
+    out = tmp_path / "c.ion"
+    with pytest.raises(ContactError) as info:
+        write_ion(out, plan(after - 1.0, dt.datetime.fromisoformat(start.replace("Z", "+00:00"))))
+    assert str(info.value) == (f"{out}: contact a - b (nodes 1, 2) +{after - 1} +7200: starts at {_TIME_0}; expected "
+                               "windows starting after it, or export HDTN (--hdtn)")
+    assert "a contact +0 +7200 1 2 1000" in write_ion(out, plan(0.0, None)).read_text()
+
+
 @pytest.mark.parametrize("start, line, says", [
     ("2026-08-01T00:00:00Z", "a contact -1 2038/01/19-03:14:08 4 4 10", "the registration contact's stop time "
      "'2038/01/19-03:14:08' is after ION's latest time, 2038-01-19T03:14:07Z (ionadmin's MAX_POSIX_TIME); expected "
