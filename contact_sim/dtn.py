@@ -310,13 +310,21 @@ def _joins(plan: ContactPlan) -> tuple[_Changes, _Changes]:
     return joins, ranges
 
 
-def _joined(cols: tuple[np.ndarray, ...], joins: _Changes) -> tuple[np.ndarray, ...]:
+def _changed_keys(joins: _Changes) -> np.ndarray:
+    """The keys of one of :func:`_joins`' maps, sorted: built once for the whole plan, looked up in each block
+    (:func:`_joined`)."""
+    return np.sort(np.fromiter(joins, dtype=np.int64, count=len(joins)))
+
+
+def _joined(cols: tuple[np.ndarray, ...], joins: _Changes, changed: np.ndarray) -> tuple[np.ndarray, ...]:
     """:func:`_directed_rows`' columns ``cols`` with one of :func:`_joins`' maps of changes made: the contacts (or
-    ranges) it maps to ``None`` left out, those it maps to times given them."""
+    ranges) it maps to ``None`` left out, those it maps to times given them (``changed``: its
+    :func:`_changed_keys`)."""
     if not joins:
         return cols
     key = cols[-1]
-    hit = np.flatnonzero(np.isin(key, np.fromiter(joins, dtype=np.int64, count=len(joins))))
+    at = np.minimum(np.searchsorted(changed, key), changed.size - 1)
+    hit = np.flatnonzero(changed[at] == key)
     if not hit.size:
         return cols
     t0, t1, keep = cols[2].copy(), cols[3].copy(), np.ones(key.size, dtype=bool)
@@ -489,10 +497,11 @@ def _ion_lines(plan: ContactPlan, fh: BinaryIO) -> None:
     windows at a time (:func:`contact_sim.tablewriter.row_blocks`): each two-way window as both
     directions, in :func:`_export_blocks`' order. The plan has passed :func:`_check_exportable`."""
     joins = _joins(plan)
-    for kind in (b"contact", b"range"):
+    for kind, changes in zip((b"contact", b"range"), joins):
+        changed = _changed_keys(changes)
         for k in _export_blocks(plan):
             # a range a window (ionadmin takes ranges that meet), cut as its contact was
-            cols = _joined(_directed_rows(plan, k, 8.0), joins[0] if kind == b"contact" else joins[1])
+            cols = _joined(_directed_rows(plan, k, 8.0), changes, changed)
             src, dst, t0, t1, rate, owlt, _ = cols
             write_rows(fh, [Lit(b"a " + kind + b" +"), Int(t0.astype(np.int64)), Lit(b" +"),
                             Int(t1.astype(np.int64)), Lit(b" "), Int(src), Lit(b" "), Int(dst), Lit(b" "),
