@@ -1052,8 +1052,10 @@ def test_an_ion_export_writes_no_contacts_of_one_direction_that_meet(tmp_path: P
 
 @pytest.mark.parametrize("start", ["00", "-2"])
 def test_an_unscheduled_start_other_than_0_or_minus_1_is_refused_as_the_docs_say(tmp_path: Path, start: str) -> None:
-    """ionadmin's executeAdd reads a start beginning with '0' as hypothetical and one beginning with '-' as a
-    registration; the import takes '0' and '-1' only, as docs/formats.md says, and refuses the others in one line."""
+    """ionadmin's executeAdd takes the starts '0' and '-1' as written (strncmp of the whole field) and reads any other
+    with readTimestampUTC, which reads a malformed one as 0 ("Timestamp format invalid"): '00' and '-2' make
+    hypothetical contacts there. The import takes '0' and '-1' only, as docs/formats.md says, and refuses the others
+    in one line."""
     text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "formats.md").read_text().split())
     assert ("it takes the starts `0` and `-1` as they are written and refuses any other (`00`, `-2`) in one line "
             "naming it") in text
