@@ -76,7 +76,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import PeakMemory, fail, int_in, positive_float  # noqa: E402
+from _common import PeakMemory, fail, int_in, per_core, positive_float  # noqa: E402
 
 from contact_sim import (LinkGeometry, find_windows, satellite_trajectories, space_visible,  # noqa: E402
                          windows_from_samples)
@@ -358,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="Walker shells to search (default 1584 4408; with --fork-overhead, none)")
     ap.add_argument("--hours", type=positive_float("a number of hours"), default=24.0)
     ap.add_argument("--step", type=positive_float("a grid step in seconds"), default=60.0, help="screening grid (s)")
-    ap.add_argument("--workers", type=int_in(1, why="processes"), default=2)
+    ap.add_argument("--workers", type=per_core, default=2,
+                    help="processes of the window search, 1..4 per core (fol contacts --workers' rule; at most one per core is forked)")
     ap.add_argument("--check-edges", type=int_in(1, why="edges to check"), default=500)
     ap.add_argument("--naive-pairs", type=int_in(0, why="0: off"), default=0,
                     help="also time a pairwise Skyfield loop on this many pairs and extrapolate")
