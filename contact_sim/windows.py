@@ -330,7 +330,8 @@ class _Accumulator:
         self.out_pid = np.zeros(1 << 12, dtype=np.int64)
         self.out_f = np.zeros((1 << 12, 5))
         self.out_b = np.zeros((1 << 12, 2), dtype=bool)
-        self._first_bytes = self.out_pid.nbytes + self.out_f.nbytes + self.out_b.nbytes + self.tab.nbytes
+        self._first_bytes = self._buffer_bytes()
+        self._rebuilt = 0  # the most bytes held beyond the first buffers while the table was rebuilt, since asked
 
     def _alloc_table(self, cap: int) -> None:
         self.tab = _aligned((cap, K.ROW))  # each row one cache line
@@ -344,24 +345,39 @@ class _Accumulator:
     def n_out(self) -> int:
         return int(self.st[K.S_OUT])
 
+    def _buffer_bytes(self) -> int:
+        return self.out_pid.nbytes + self.out_f.nbytes + self.out_b.nbytes + self.tab.nbytes
+
     def held_bytes(self) -> int:
         """Bytes this accumulator holds, or will while its windows are written, beyond its first buffers (a fixed
         0.5 MB; the event buffers' first 4.5 MB are fixed too): the emitted-window buffers and the open-window
         table as they have grown (they are kept for the next part), :data:`_PART_WRITE_BYTES` per emitted window
         not yet written and
-        :data:`_CLOSE_BYTES` per open window (closed at the chunk's end, then written)."""
-        grown = self.out_pid.nbytes + self.out_f.nbytes + self.out_b.nbytes + self.tab.nbytes - self._first_bytes
-        return grown + self.n_out * _PART_WRITE_BYTES + len(self) * _CLOSE_BYTES
+        :data:`_CLOSE_BYTES` per open window (closed at the chunk's end, then written); or, if more, what it
+        held at once while its open-window table was rebuilt since this was last asked (:meth:`_reserve`).
+
+        Growing the emitted-window buffers (50 bytes a row) needs nothing more: while one is copied the old ones
+        not yet replaced are held beside the new ones, at most 42 bytes a row of the old size beyond the new
+        buffers, which are counted whole, and the grown buffers hold more emitted windows than the old rows, each
+        counted at :data:`_PART_WRITE_BYTES` for a write that is not under way then."""
+        grown = self._buffer_bytes() - self._first_bytes
+        rebuilt, self._rebuilt = self._rebuilt, 0
+        return max(grown + self.n_out * _PART_WRITE_BYTES + len(self) * _CLOSE_BYTES, rebuilt)
 
     def _reserve(self, opens: int, closes: int) -> None:
         """Room for ``opens`` more open windows and ``closes`` more emitted ones."""
         st = self.st
         live, cap, m = int(st[K.S_LIVE]), self.tab.shape[0], opens
         if 2 * (live + m) > cap or (cap > 1 << 12 and 16 * (live + m) < cap):
-            # rebuilt at 2.5-5x the live rows: grows with them, and shrinks after many deletions
+            # rebuilt at 2.5-5x the live rows: grows with them, and shrinks after many deletions. The new table
+            # is written through as it is made (every row's key), and the old one is held until its rows are
+            # moved: grown past half its rows, up to 128 bytes an open window beside the new one, more than
+            # the 80 counted to close it (held_bytes gives the most held so)
             old = self.tab
             self._alloc_table(1 << max(12, int(np.ceil(np.log2(2.5 * (live + m))))))
             K.table_rebuild(old, self.tab, self.shift, st)
+            self._rebuilt = max(self._rebuilt, self._buffer_bytes() + old.nbytes - self._first_bytes)
+            del old  # not held beside the emitted-window buffers while they grow
         need = int(st[K.S_OUT]) + closes
         if need > self.out_pid.size:
             cap, n = max(need, 2 * self.out_pid.size), int(st[K.S_OUT])
