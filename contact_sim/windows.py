@@ -356,10 +356,12 @@ class _Accumulator:
         :data:`_CLOSE_BYTES` per open window (closed at the chunk's end, then written); or, if more, what it
         held at once while its open-window table was rebuilt since this was last asked (:meth:`_reserve`).
 
-        Growing the emitted-window buffers (50 bytes a row) needs nothing more: while one is copied the old ones
-        not yet replaced are held beside the new ones, at most 42 bytes a row of the old size beyond the new
-        buffers, which are counted whole, and the grown buffers hold more emitted windows than the old rows, each
-        counted at :data:`_PART_WRITE_BYTES` for a write that is not under way then."""
+        Growing the emitted-window buffers (50 bytes a row) needs nothing more, asked once they have grown (after
+        a grid step, and after :meth:`checkpoint` or :meth:`close_all`, before the part is written): while one is
+        copied the old ones not yet replaced are held beside the new ones, at most 42 bytes a row of the old size
+        beyond the new buffers, which are counted whole, and the grown buffers hold more emitted windows than the
+        old rows, each counted at :data:`_PART_WRITE_BYTES` for a write not under way then (a closing's own events
+        are the :data:`_CLOSE_BYTES` counted for each open window before it)."""
         grown = self._buffer_bytes() - self._first_bytes
         rebuilt, self._rebuilt = self._rebuilt, 0
         return max(grown + self.n_out * _PART_WRITE_BYTES + len(self) * _CLOSE_BYTES, rebuilt)
@@ -680,7 +682,8 @@ class _Scanner:
         the worker holds for the windows not yet written
         (:meth:`_Accumulator.held_bytes`), with those it held for the step's
         candidate pairs (:data:`_PAIR_BYTES`, :data:`_GROUND_PAIR_BYTES`) and
-        its event buffers' growth; once the windows of every worker, or
+        its event buffers' growth, and so again before each part is written (the
+        open windows taken into it, its buffers grown for them); once the windows of every worker, or
         the bytes held by all of them, pass its budget the scan stops at its
         next step (the parts it returns then are not the chunk's whole).
         ``fixed_bytes``: what the worker holds besides (a forked worker's
@@ -704,12 +707,15 @@ class _Scanner:
             self.tally.hold(chunk, fixed_bytes + acc.held_bytes() + step + ev.grown_bytes())
             if acc.n_out >= _PART_WINDOWS and k + 1 < k1 and not self.tally.over:
                 acc.checkpoint(times[k + 1])
+                # the part as it is written: the open windows emitted into it, the buffers grown for them
+                self.tally.hold(chunk, fixed_bytes + acc.held_bytes() + ev.grown_bytes())
                 parts.append(self._write_part(acc, directory, chunk, len(parts), times[k + 1] - since))
                 since = times[k + 1]
         if self.tally.over:
             self.tally.hold(chunk, 0.0)
             return parts
         acc.close_all(times[k1], right=True)
+        self.tally.hold(chunk, fixed_bytes + acc.held_bytes() + ev.grown_bytes())  # the same for the last part
         parts.append(self._write_part(acc, directory, chunk, len(parts), times[k1] - since))
         self.tally.hold(chunk, 0.0)  # done: its buffers go with it
         return parts

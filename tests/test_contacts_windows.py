@@ -495,3 +495,35 @@ def test_forked_workers_scan_with_the_parents_objects_frozen_and_the_parent_is_l
         assert gc.get_freeze_count() > before // 2  # (objects freed since leave it; gc.unfreeze() sets it to 0)
     finally:
         gc.unfreeze()
+
+
+def test_a_worker_counts_the_part_it_writes_with_the_buffers_grown_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review: a part written mid-chunk takes in the windows still open (checkpointed: emitted, then restarted),
+    and the emitted-window buffers grow for them (_Accumulator._reserve); what the worker then holds while it
+    writes the part (its buffers as grown and _PART_WRITE_BYTES a window) was never counted at once: the count
+    taken after the grid step had the buffers before they grew and the open windows at _CLOSE_BYTES. Here (120
+    satellites, parts of 4,000 windows) the buffers grow from 4,096 to 8,192 rows for the first part, and the
+    most the search counted was 180 kB short of it; it is now counted before every part is written."""
+    import tempfile
+
+    from contact_sim import windows as W
+
+    c = walker_delta(120, 12, 1, 550.0, 53.0, "2025-03-01T00:00:00Z")
+    traj = satellite_trajectories(c, c.epoch, 7200.0, 60.0)
+    monkeypatch.setattr(W, "_PART_WINDOWS", 4000)
+    scanner = W._Scanner(traj, LinkGeometry(max_range_km=5000.0), None, budget=True)
+    scanner.tally.start(1, shared=False)
+    written, write = [], W._Scanner._write_part
+
+    def counted_then_written(self, acc, *args):
+        # what the worker holds as it writes the part, beyond its first buffers, and the most the search counted
+        need = acc._buffer_bytes() - acc._first_bytes + W._PART_WRITE_BYTES * acc.n_out
+        written.append((need, self.tally._sums[3], acc.out_pid.size))
+        return write(self, acc, *args)
+
+    monkeypatch.setattr(W._Scanner, "_write_part", counted_then_written)
+    with tempfile.TemporaryDirectory() as directory:
+        parts = scanner.scan(0, traj.times_s.size - 1, directory)
+    assert len(parts) >= 2 and written[0][2] > 1 << 12, written  # a part mid-chunk, its buffers grown for it
+    for need, counted, _ in written:
+        assert counted >= need, written
