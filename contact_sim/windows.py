@@ -117,7 +117,10 @@ _CLOSE_BYTES = 80
 #: 56 MiB), so a larger constellation may hold more. (Counted at 64 MiB before, from one search: 120 satellites,
 #: 24 h, whose two forked workers peaked 118 MiB above one process.) With each step's candidate pairs counted apart
 #: (:data:`_PAIR_BYTES`), the 1 h search at 4,408 satellites still took 101-104 MiB a worker beyond the count, and
-#: the 2 h one at 1,584 29-46 (docs/scale.md, 2026-12-08): the rest is not the pairs, so it stays at 160 MiB.
+#: the 2 h one at 1,584 29-46 (docs/scale.md, 2026-12-08): the rest is not the pairs, so it stays at 160 MiB. With
+#: the collector's objects frozen before the fork (:func:`find_windows`), 24-52 MiB in the examples' searches, 53-80
+#: for 4,408 satellites over 1 h; the 2 h search at 4,408 (up to 108 MiB before) was not measured again in full, so
+#: that is no bound to lower it to.
 _FORKED_WORKER_BYTES = 160 * 2**20
 #: Bytes per candidate pair of a grid step that a worker holds while it scans the step (:meth:`_Scanner._space`)
 #: besides its windows: the k-d tree's pairs (``cKDTree.query_pairs``, two int64 each, 16 bytes) sit in a vector
