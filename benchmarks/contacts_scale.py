@@ -81,6 +81,7 @@ from _common import PeakMemory, fail, int_in, per_core, positive_float  # noqa: 
 from contact_sim import (LinkGeometry, find_windows, satellite_trajectories, space_visible,  # noqa: E402
                          windows_from_samples)
 from orbits import Constellation, propagate_offsets, walker  # noqa: E402
+from swarmbase.tomlcheck import brief  # noqa: E402
 
 EPOCH = "2025-03-01T00:00:00Z"
 MAX_RANGE_KM = 5000.0
@@ -295,7 +296,15 @@ def _measured(spec: dict, workers: int) -> dict:
     if run.returncode != 0:
         last = (run.stderr.strip().splitlines() or ["no message"])[-1]
         raise SystemExit(fail(f"{spec['name']}: the search with --workers {workers} failed: {last}", 1))
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    last = (run.stdout.strip().splitlines() or [""])[-1]
+    try:
+        result = json.loads(last)
+    except ValueError:
+        result = None
+    if not isinstance(result, dict):  # exited 0 without its result line (its script cut short, a stray print)
+        said = f"its last line: {brief(last)}" if last else "it printed nothing"
+        raise SystemExit(fail(f"{spec['name']}: the search with --workers {workers} gave no result ({said})", 1))
+    return result
 
 
 def fork_overhead(args) -> int:

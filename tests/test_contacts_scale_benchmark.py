@@ -99,3 +99,22 @@ def test_fork_overhead_arguments_are_one_line_before_any_work(benchmark_script, 
         # argparse's usage, then its one error line; a scenario file's refusal: that line alone
         assert needle in err[-1] and "Traceback" not in out.err and "machine:" not in out.out, (argv, out)
         assert len(err) == 1 or err[0].startswith("usage:"), (argv, out)
+
+
+def test_fork_overhead_refuses_a_measuring_process_that_gives_no_result(benchmark_script, capsys, monkeypatch):
+    """--fork-overhead reads each fresh process's result from the last line it prints: one that exits 0
+    without it (its script file cut short while it was being rewritten, as happened in a measurement) or
+    with a line that is not one JSON object was an IndexError or JSONDecodeError traceback; it is now one
+    line naming the search and what the process printed, exit 1."""
+    import subprocess
+
+    cs = benchmark_script("contacts_scale")
+    spec = {"scenario": "x.toml", "name": "x.toml"}
+    for stdout, shown in (("", "no result"), ("numba: a warning\n", "numba: a warning")):
+        monkeypatch.setattr(cs.subprocess, "run",
+                            lambda argv, **kw: subprocess.CompletedProcess(argv, 0, stdout, ""))
+        with pytest.raises(SystemExit) as stop:
+            cs._measured(spec, 2)
+        assert stop.value.code == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "x.toml: the search with --workers 2 gave no result" in err and shown in err, err
