@@ -5,13 +5,14 @@ the node's validation split, accounted as the raw images each node hands over.""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 
 import pytest
 import torch
 
 from fol.config import FOLConfig
-from fol.errors import ConfigError
+from fol.errors import ConfigError, TrainingError
 from fol.methods import SwarmContext, get_method
 from fol.methods.pooled import finetune_node, neighbourhood, pooled_state
 from fol.models import build_model
@@ -194,3 +195,17 @@ def test_the_groups_are_the_nodes_whose_models_fol_receives_in_round_one(small_s
         assert carried == {(names[j], names[k]) for k in range(n) for j in neighbourhood(ctx, k) if j != k}
         if deliveries is not None:
             assert all(neighbourhood(ctx, k) == sorted({k, (k + 1) % n}) for k in range(n))  # capped at Q = 1
+
+
+def test_a_divergence_names_the_server_or_the_node_and_the_stage(ctx) -> None:
+    """The pooled training runs on the server, in no node's work: a divergence there said only 'pretrain'
+    (the stage the swarm's settings were made for) and the rate to lower. It now names the server, the
+    method that asked for the pooled model and the stage; nbr-pooled-ft's group training, a node's work,
+    names the node."""
+    wild = replace(ctx, train=replace(ctx.train, lr=1e6, weight_decay=0.0, lr_field="fol.pretrain_lr"), cache={})
+    for method, who in (("pooled-ft", r"server"), ("nbr-pooled-ft", r"node \S+")):
+        with pytest.raises(TrainingError) as caught:
+            get_method(method).run(wild)
+        assert re.fullmatch(rf"{who} \({method}\): pooled training: the [\w -]+ became non-finite at epoch \d+ "
+                            r"\((finite but huge weights; )?learning rate 1e\+06; a smaller fol\.pretrain_lr "
+                            r"usually fixes this\)", str(caught.value)), caught.value

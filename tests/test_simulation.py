@@ -324,6 +324,24 @@ def test_a_node_whose_training_diverges_is_named_in_the_one_line(
     assert named[1] in walker_delta(6, 2, 1, 550.0, 53.0, "2026-06-01T00:00:00Z").names, named[1]  # LEO's nodes
 
 
+@pytest.mark.parametrize("method", ["dense", "co-boosting"])
+def test_a_server_side_divergence_says_where_in_the_one_line(method: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """DENSE's and Co-Boosting's distillation runs on the server, not in a node's work: a divergence there
+    said the stage and the rate to lower but not which method's server or round it was; the line now starts
+    'server (<method>, round 1)', as a node's says 'node <name> (<method>, round 1)'."""
+    text = LEO.replace('run = ["local", "fol", "fol-a"]',
+                       f'run = ["{method}"]\n[methods.{method}]\nkd_lr = 1e6\nkd_weight_decay = 0.0')
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    assert main(["simulate", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    assert re.fullmatch(rf"fol simulate: error: server \({method}, round 1\): data-free distillation: the [\w -]+ "
+                        rf"became non-finite at epoch \d+ \((finite but huge weights; )?learning rate 1e\+06; "
+                        rf"a smaller methods\.{method}\.kd_lr usually fixes this\)", err[0]), err[0]
+
+
 def test_a_ray_address_where_nothing_listens_is_refused_in_seconds(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Ray retries an address where no cluster listens for minutes, deaf to Ctrl-C

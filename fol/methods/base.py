@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, ClassVar, Iterable, Iterator, TypeVar
 
@@ -44,6 +44,8 @@ __all__ = [
     "serial_map",
     "map_nodes",
     "naming_node",
+    "naming_server",
+    "naming_where",
 ]
 
 T = TypeVar("T")
@@ -108,14 +110,26 @@ class _NodeWork:
 
 
 @contextmanager
-def naming_node(name: str, what: str) -> Iterator[None]:
+def naming_where(who: str, what: str) -> Iterator[None]:
     """A divergence inside (fit's :class:`~fol.errors.TrainingError`, naming the stage and the setting to
-    lower) raised again as one line that first names node ``name`` and ``what`` it was running:
-    ``node sat-0-1 (fol / fol-a, round 1): distill: the weights became non-finite at epoch 0 (...)``."""
+    lower) raised again as one line that first names ``who`` ran it (``node sat-0-1``, ``server``) and
+    ``what`` it was running: ``node sat-0-1 (fol / fol-a, round 1): distill: the weights became non-finite at
+    epoch 0 (...)``, ``server (dense, round 1): data-free distillation: ...``."""
     try:
         yield
     except TrainingError as exc:
-        raise TrainingError(f"node {name} ({what}): {exc}") from None
+        raise TrainingError(f"{who} ({what}): {exc}") from None
+
+
+def naming_node(name: str, what: str) -> AbstractContextManager[None]:
+    """:func:`naming_where` for node ``name``'s own work."""
+    return naming_where(f"node {name}", what)
+
+
+def naming_server(what: str) -> AbstractContextManager[None]:
+    """:func:`naming_where` for a method's server-side work (pooled training, DENSE's and Co-Boosting's
+    distillation): ``server (dense, round 1): data-free distillation: ...``."""
+    return naming_where("server", what)
 
 
 def map_nodes(ctx: "SwarmContext", fn: Callable[[T], R], names: Iterable[str], tasks: Iterable[T], what: str,

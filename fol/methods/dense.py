@@ -85,7 +85,7 @@ from fol.errors import ConfigError
 from fol.methods._common import (
     Ledger, check_positive, check_positive_int, init_seed_of, most_common_spec, node_result,
 )
-from fol.methods.base import Method, NodeResult, SwarmContext, register
+from fol.methods.base import Method, NodeResult, SwarmContext, naming_server, register
 from fol.models import build_model
 from fol.train import TrainConfig, decay_problem, fit, seed_everything
 from swarmbase.tomlcheck import shown
@@ -622,8 +622,9 @@ class _DataFreeMethod(Method):
         shape = tuple(ctx.nodes[0].data.train.images.shape[1:])
         self.check_inputs(shape)
         cfg = DataFreeConfig(**self.options, seed=ctx.seed)
-        res = distill_data_free(members, student, shape, spec.num_classes, cfg, progress=ctx.train.progress,
-                                kd_lr_field=f"methods.{self.name}.kd_lr")
+        with naming_server(f"{self.name}, round 1"):  # the one exchange: the uploads of contact round 1
+            res = distill_data_free(members, student, shape, spec.num_classes, cfg, progress=ctx.train.progress,
+                                    kd_lr_field=f"methods.{self.name}.kd_lr")
         size = model_bytes(res.student)
         for k in senders:
             ledgers[k].bytes_up += model_bytes(ctx.nodes[k].pretrained)

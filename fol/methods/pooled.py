@@ -61,7 +61,7 @@ from fol.accounting import model_bytes
 from fol.methods._common import (Ledger, init_seed_of, node_result, require_homogeneous, shared_init, state_of,
                                  train_flops_of)
 from fol.data import NodeData
-from fol.methods.base import Method, NodeResult, NodeSetup, SwarmContext, map_nodes, register
+from fol.methods.base import Method, NodeResult, NodeSetup, SwarmContext, map_nodes, naming_server, register
 from fol.models import ModelSpec, build_model
 from fol.seeds import node_seed
 from fol.train import TrainConfig, evaluate, fit
@@ -77,15 +77,17 @@ def _raw_bytes(node: NodeSetup) -> int:
     return sum(math.prod(split.images.shape) for split in (node.data.train, node.data.val))
 
 
-def pooled_state(ctx: SwarmContext) -> tuple[dict[str, torch.Tensor], int]:
+def pooled_state(ctx: SwarmContext, method: str = "pooled") -> tuple[dict[str, torch.Tensor], int]:
     """The pooled model's state dict and the training samples it saw (trained
-    once per context, then shared through ``ctx.cache``)."""
+    once per context, then shared through ``ctx.cache``); a divergence names the
+    server and ``method``, the one that asked first."""
     key = ("pooled", ctx.seed)
     if key not in ctx.cache:
         spec = require_homogeneous(ctx, "pooled", PooledMethod.one_architecture_reason)
         model = shared_init(ctx, spec)
         train, val = _union([n.data for n in ctx.nodes])
-        hist = fit(model, train, _pooled_config(ctx), val=val)
+        with naming_server(method):
+            hist = fit(model, train, _pooled_config(ctx), val=val)
         ctx.cache[key] = (state_of(model), hist.samples_seen)
     return ctx.cache[key]
 
@@ -101,8 +103,14 @@ def _union(datas: list[NodeData]) -> tuple[tuple[torch.Tensor, torch.Tensor], tu
 
 
 def _pooled_config(ctx: SwarmContext) -> TrainConfig:
-    """The swarm's training settings with the pooled run's shuffling seed."""
-    return replace(ctx.train, seed=ctx.seed * 1000 + _SEED_SALT, progress=False)
+    """The swarm's training settings with the pooled run's shuffling seed (a divergence says
+    ``pooled training``, not the ``pretrain`` the settings were made for)."""
+    return replace(ctx.train, seed=ctx.seed * 1000 + _SEED_SALT, progress=False, desc="pooled training")
+
+
+def _finetune_config(ctx: SwarmContext, k: int) -> TrainConfig:
+    """The swarm's training settings for node ``k``'s fine-tune of a pooled model."""
+    return replace(ctx.train, seed=node_seed(ctx.seed, k), progress=False, desc="fine-tune")
 
 
 def neighbourhood(ctx: SwarmContext, k: int) -> list[int]:
@@ -163,7 +171,7 @@ class PooledMethod(Method):
                        train_flops=int(round(flops * len(n.data.train) / n_train))) for n in ctx.nodes]
 
     def run(self, ctx: SwarmContext) -> list[NodeResult]:
-        state, seen = pooled_state(ctx)
+        state, seen = pooled_state(ctx, self.name)
         model = build_model(ctx.nodes[0].spec)
         model.load_state_dict(state)
         model.eval()
@@ -180,11 +188,10 @@ class PooledFinetuneMethod(PooledMethod):
                                   "(reference, not FL)")
 
     def run(self, ctx: SwarmContext) -> list[NodeResult]:
-        state, seen = pooled_state(ctx)
+        state, seen = pooled_state(ctx, self.name)
         spec = ctx.nodes[0].spec
         shape = tuple(ctx.nodes[0].data.train.images.shape[1:])
-        tasks = [(node.spec, state, node.data, replace(ctx.train, seed=node_seed(ctx.seed, k), progress=False))
-                 for k, node in enumerate(ctx.nodes)]
+        tasks = [(node.spec, state, node.data, _finetune_config(ctx, k)) for k, node in enumerate(ctx.nodes)]
         tuned = map_nodes(ctx, finetune_node, [node.name for node in ctx.nodes], tasks, self.name, desc="pooled-ft")
         out = []
         for node, ledger, (st, ft_seen, kept) in zip(ctx.nodes, self._ledgers(ctx, seen), tuned):
@@ -212,8 +219,7 @@ class NeighbourhoodPooledMethod(Method):
         init_seed = init_seed_of(ctx)
         cfg = _pooled_config(ctx)
         groups = [neighbourhood(ctx, k) for k in range(len(ctx.nodes))]
-        tasks = [(spec, init_seed, [ctx.nodes[j].data for j in group], cfg, ctx.nodes[k].data,
-                  replace(ctx.train, seed=node_seed(ctx.seed, k), progress=False))
+        tasks = [(spec, init_seed, [ctx.nodes[j].data for j in group], cfg, ctx.nodes[k].data, _finetune_config(ctx, k))
                  for k, group in enumerate(groups)]
         done = map_nodes(ctx, train_neighbourhood, [node.name for node in ctx.nodes], tasks, self.name, desc=self.name)
         shape = tuple(ctx.nodes[0].data.train.images.shape[1:])
