@@ -613,6 +613,40 @@ def test_a_key_path_that_is_a_folder_or_an_open_secret_key_is_said_so(tmp_path: 
     assert len(caplog.records) == 1 and "readable by other users (mode 644)" in caplog.records[0].getMessage()
 
 
+@pytest.mark.parametrize("kind", ["long", "quotes", "control"])
+def test_the_chmod_hint_for_an_open_secret_key_works_when_pasted(kind: str, tmp_path: Path, caplog) -> None:
+    """The warning of a secret key other users can read gave the fix as 'chmod 600 <file>' with the file
+    through brief(): a long path came out cut ('...'), one with a space or a quote unquoted, so the line pasted
+    into a shell changed nothing or another file. The file is still named through brief(), but the command
+    ends the line with the whole absolute path, shell-quoted: pasted, from any folder, it makes the key its
+    owner's only. A path holding a newline or a terminal's escape (escaped when logged, so no command would
+    name it) gets no command, and the line says why."""
+    import logging
+    import subprocess
+
+    from swarmbase.tomlcheck import brief
+
+    folder = {"long": lambda: odd_folder(tmp_path, "long"), "control": lambda: odd_folder(tmp_path, "control"),
+              "quotes": lambda: tmp_path / "Bob's keys $(touch pwned)"}[kind]()
+    _, secret = generate_keypair(os.path.relpath(folder / "keys") if kind == "quotes" else folder / "keys", "d-1")
+    os.chmod(secret, 0o644)
+    with caplog.at_level(logging.WARNING, logger="fol.agent.keys"):
+        load_keypair(secret)
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"{brief(secret)}: the secret key is readable by other users (mode 644); "), line
+    if kind == "control":
+        assert "chmod 600 /" not in line and "\n" not in line and "\x1b" not in line, line
+        assert line.endswith("no command given: its name holds a character a log line shows escaped"), line
+        return
+    command = line.partition(" as 'fol keys gen' writes it: ")[2]
+    assert command.startswith("chmod 600 "), line
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    subprocess.run(["sh", "-c", command], cwd=elsewhere, check=True)  # as pasted, in another folder
+    assert stat.S_IMODE(os.stat(secret).st_mode) == 0o600
+    assert not (elsewhere / "pwned").exists()  # nothing of the name ran as a command
+
+
 def test_a_peer_key_given_as_z85_text_is_used_even_when_it_holds_a_slash(tmp_path: Path) -> None:
     """Z85 has '/' among its 85 characters (about a third of all public keys hold one):
     such a key written inline in node.toml is the key, not a path under the config folder."""

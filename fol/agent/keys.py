@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -38,7 +39,7 @@ import zmq.auth
 from fol.agent.protocol import ProtocolError, check_name
 from fol.errors import ConfigError
 from fol.fileio import atomic_write_text, make_dirs, remove_path, staged_outputs
-from swarmbase.tomlcheck import brief, check_input_file
+from swarmbase.tomlcheck import brief, check_input_file, printable
 
 __all__ = [
     "KeyPair",
@@ -140,6 +141,18 @@ def _read_certificate(path: str | os.PathLike[str], kind: str) -> tuple[bytes, b
                           f"(expected a line public-key = \"<40 Z85 characters>\")") from None
 
 
+def _chmod_hint(path: str | os.PathLike[str]) -> str:
+    """The fix of a secret key other users can read, ending with the command to paste into a shell: the
+    whole absolute path, shell-quoted (a message names the file through :func:`brief`, cut when long, so
+    that name pasted would not be the file). A path holding a character a log line shows escaped (a newline,
+    a terminal's escape, a byte that is not UTF-8) gets no command: pasted, the escape would name another file."""
+    full = os.path.abspath(path)
+    if printable(full) != full:
+        return ("make it its owner's only as 'fol keys gen' writes it (chmod 600); no command given: "
+                "its name holds a character a log line shows escaped")
+    return f"make it its owner's only as 'fol keys gen' writes it: chmod 600 {shlex.quote(full)}"
+
+
 def load_keypair(path: str | os.PathLike[str]) -> KeyPair:
     """The key pair in a ``.key_secret`` certificate file."""
     public, secret = _read_certificate(path, "key")
@@ -148,8 +161,7 @@ def load_keypair(path: str | os.PathLike[str]) -> KeyPair:
         raise ConfigError(f"{named}: holds no secret key; expected the node's <name>{SECRET_SUFFIX} file")
     mode = os.stat(path).st_mode & 0o777
     if mode & 0o077:
-        log.warning("%s: the secret key is readable by other users (mode %o); 'chmod 600 %s' as "
-                    "'fol keys gen' writes it", named, mode, named)
+        log.warning("%s: the secret key is readable by other users (mode %o); %s", named, mode, _chmod_hint(path))
     return KeyPair(_check_z85(public, f"{named} public-key"), _check_z85(secret, f"{named} secret-key"))
 
 
