@@ -281,7 +281,7 @@ def run_contacts(args: argparse.Namespace) -> int:
                 written.append(write_oem(stage / orbits_file, satellites, scenario.time.start,
                                          scenario.time.duration_s, oem_step_s, frame=args.oem_frame or "TEME",
                                          fmt=orbits_fmt, polar_motion=load_polar_motion(scenario)))
-            written.append(MANIFEST.write(stage / MANIFEST.name, written))
+            written.append(MANIFEST.write(stage / MANIFEST.name, written, shown=out / MANIFEST.name))
         written = [out / p.name for p in written]
     except OSError as exc:
         target = Path(exc.filename2 or exc.filename or out)  # os.replace names the temporary file first

@@ -335,7 +335,8 @@ def run_personalize(args: argparse.Namespace) -> int:
                 writing = "ensemble.json"
                 save_ensemble(stage, state, report, received)
             writing = MANIFEST.name
-            MANIFEST.write(stage / MANIFEST.name, sorted(stage.iterdir()))  # the set: nothing else is staged
+            MANIFEST.write(stage / MANIFEST.name, sorted(stage.iterdir()),  # the set: nothing else is staged
+                           shown=out / MANIFEST.name)
             writing = None
     except OSError as exc:
         if writing is None:  # the swap: os.replace names the staged file, then its target

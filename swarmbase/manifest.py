@@ -33,6 +33,7 @@ absolute name), its bytes an integer >= 0 and its sha256 64 lowercase hex digits
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import re
@@ -124,6 +125,20 @@ class EarlierOutputs:
                    for p, why in self.kept])
 
 
+def _expected_of(exc: OSError, path: Path) -> str:
+    """What writing the manifest ``path`` needed that the system's ``exc`` says was not there."""
+    if exc.errno == errno.EISDIR or os.path.isdir(path):
+        return "expected a file there, not a folder: remove or rename the folder"
+    if exc.errno == errno.ENAMETOOLONG:
+        return ("expected a shorter path: the file system refuses the manifest's, or its temporary file's beside it, "
+                "as too long; give a shorter output folder")
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "expected a folder this user can write files in"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "expected room for it on the disk: free some space"
+    return "expected a folder it can be written to"
+
+
 @dataclass(frozen=True)
 class OutputManifest:
     """How one command records the files it wrote into its output folder: the manifest's file ``name`` there,
@@ -166,19 +181,28 @@ class OutputManifest:
         return ("/" not in name and "\0" not in name and name not in (".", "..")
                 and any(fnmatchcase(name, pattern) for pattern in self.outputs))
 
-    def write(self, path: Path, files: Iterable[Path]) -> Path:
+    def write(self, path: Path, files: Iterable[Path], shown: str | os.PathLike[str] | None = None) -> Path:
         """Write the manifest of ``files`` (which must be in ``path``'s folder, each an output) to ``path``
         with the crash-safe writer; returns ``path``. A set the reader would refuse is never written: a file
-        not an output, or more than ``max_files``, raises ``error``."""
+        not an output, or more than ``max_files``, raises ``error``; so does a manifest the system cannot write
+        (a folder of its name, a folder that cannot be written, a path too long), saying what was expected,
+        and whatever ``path`` held is left as it was. Each line names the manifest as ``shown`` (default
+        ``path``; a manifest written into :func:`~swarmbase.fileio.staged_outputs`' temporary folder is shown at
+        its place in the output folder), through :func:`brief`."""
+        named = brief(path if shown is None else shown, keep_end=SHOWN_PATH_END)
         files = list(files)
         for p in files:
             if not self.is_output(p.name):
-                raise self.error(f"{path}: {p.name} is not an output of {self.command}; not recorded")
+                raise self.error(f"{named}: {brief(p.name)} is not an output of {self.command}; not recorded")
         if len(files) > self.max_files:
-            raise self.error(f"{path}: {len(files):,} files, more than the {self.max_files:,} a manifest of "
+            raise self.error(f"{named}: {len(files):,} files, more than the {self.max_files:,} a manifest of "
                              f"{self.command} may list")
-        write_json_atomic(path, {"format": MANIFEST_FORMAT,
-                                 "files": {p.name: asdict(WrittenFile.of(p)) for p in files}})
+        record = {p.name: asdict(WrittenFile.of(p)) for p in files}  # a file that cannot be read: its own OSError
+        try:
+            write_json_atomic(path, {"format": MANIFEST_FORMAT, "files": record})
+        except OSError as exc:
+            raise self.error(f"{named}: cannot write the manifest of {self.command} ({exc.strerror or exc}); "
+                             f"{_expected_of(exc, path)}") from None
         return path
 
     def read(self, folder: Path, where: str = "--out") -> dict[str, WrittenFile] | None:

@@ -349,6 +349,38 @@ def test_contacts_replaces_the_set_it_writes(tmp_path: Path) -> None:
     assert (out / "contacts.csv").read_text() != "old csv" and (out / "contacts.ion").stat().st_size > 0
 
 
+def test_contacts_says_in_one_line_that_its_manifest_path_is_too_long_and_keeps_the_previous_set(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An --out whose path the file system takes for contacts.csv's temporary file in the staging folder but
+    not for the manifest's (22 characters longer): the run ended 'cannot write .contacts.manifest.json.<hex>.tmp
+    (File name too long)', a temporary file's name and nothing to do. The line names the manifest in --out and
+    what was expected; the previous set stays, byte for byte, and no staging folder."""
+    import os
+
+    from swarmbase.tomlcheck import brief
+
+    scenario = _walker_scenario(tmp_path)
+    stage = len(f"/.staged-{os.getpid()}-{'0' * 12}.tmp")
+    length = 4095 - stage - len("/.contacts.manifest.json.0123456789ab.tmp") + 5  # 5 too long; contacts.csv fits
+    parts, size = [], len(str(tmp_path))
+    while size + 201 < length:
+        parts.append("d" * 200)
+        size += 201
+    out = tmp_path.joinpath(*parts, "d" * (length - size - 1))
+    out.mkdir(parents=True)
+    (out / "contacts.csv").write_text("the previous table")
+    (out / "contacts.manifest.json").write_text('{"files": {}, "format": 1}')
+    before = _contents(out)
+    capsys.readouterr()
+    assert main(["contacts", scenario, "--no-plot", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fol contacts: error: {scenario}: {brief(out / 'contacts.manifest.json', keep_end=40)}: cannot write "
+                   f"the manifest of fol contacts (File name too long); expected a shorter path: the file system "
+                   f"refuses the manifest's, or its temporary file's beside it, as too long; give a shorter output "
+                   f"folder"], err
+    assert _contents(out) == before
+
+
 def _contents(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 

@@ -203,3 +203,68 @@ def test_a_refused_manifest_is_named_through_brief(kind: str, tmp_path: Path) ->
     with pytest.raises(_Err) as info:
         RULE.read(folder)
     assert str(info.value).startswith(f"{brief(manifest)}: is a link to "), info.value
+
+
+def _deep_folder(tmp_path: Path, length: int) -> Path:
+    """A folder (made) whose absolute path is ``length`` characters, in parts of at most 200."""
+    parts, size = [], len(str(tmp_path))
+    while size + 201 < length:
+        parts.append("d" * 200)
+        size += 201
+    parts.append("d" * (length - size - 1))
+    folder = tmp_path.joinpath(*parts)
+    folder.mkdir(parents=True)
+    assert len(str(folder)) == length
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["folder", "unwritable", "too long"])
+def test_a_manifest_the_system_cannot_write_is_one_line_saying_what_was_expected(
+        kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer let the system's error out as it was: a folder of the manifest's name, a folder that cannot be
+    written or a path too long was an OSError (a traceback from a caller that does not catch it; the command
+    named the temporary file '.<name>.<hex>.tmp' when it did). Each is the command's error, one line naming the
+    manifest and what was expected; what the path held is left as it was, and no temporary file."""
+    import errno
+    import os
+
+    from swarmbase.tomlcheck import brief
+
+    # too long: the manifest's path the file system takes (4,095 characters at most), not its temporary file's
+    folder = _deep_folder(tmp_path, 4070) if kind == "too long" else tmp_path / "out"
+    folder.mkdir(exist_ok=True)
+    (folder / "table.csv").write_text("a,b\n")
+    path = folder / RULE.name
+    if kind == "folder":
+        path.mkdir()
+        (path / "inside.txt").write_text("the user's")
+    else:  # the previous run's manifest (written as is: too long a path for the writer's temporary file)
+        _manifest(folder, {"table.csv": {"bytes": 4, "sha256": _SHA}})
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    if kind == "unwritable":
+        folder.chmod(0o500)
+        if os.geteuid() == 0:  # root writes anyway: what os.open says to any other user
+            real_open = os.open
+
+            def refuse(name, *args, **kwargs):
+                if Path(name).parent == folder:
+                    raise PermissionError(errno.EACCES, "Permission denied", str(name))
+                return real_open(name, *args, **kwargs)
+
+            monkeypatch.setattr(os, "open", refuse)
+    try:
+        with pytest.raises(_Err) as refused:
+            RULE.write(path, [folder / "table.csv"])
+    finally:
+        monkeypatch.undo()
+        folder.chmod(0o700)
+    message = str(refused.value)
+    expected = {"folder": "(Is a directory); expected a file there, not a folder: remove or rename the folder",
+                "unwritable": "(Permission denied); expected a folder this user can write files in",
+                "too long": "(File name too long); expected a shorter path: the file system refuses the manifest's, "
+                            "or its temporary file's beside it, as too long; give a shorter output folder"}[kind]
+    assert message == f"{brief(path, keep_end=40)}: cannot write the manifest of demo {expected}", message
+    assert message.isprintable() and len(message) < 500, message
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before  # no temporary file either
+    if kind == "folder":
+        assert (path / "inside.txt").read_text() == "the user's"

@@ -364,6 +364,34 @@ def test_a_failed_ensemble_save_leaves_the_previous_ensemble_whole(swarm_files: 
     assert all(load_model(out / m["file"]).card.round == 1 for m in after["members"])
 
 
+def test_a_manifest_that_cannot_be_written_is_one_line_saying_what_was_expected(
+        swarm_files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The manifest's writer let the system's error out as it was ('--out <out>: cannot write
+    personalize.manifest.json (No space left on device)', here; a traceback from a caller that did not catch it):
+    it is the manifest writer's one line, naming the manifest in --out and what was expected, and --out keeps
+    every previous output."""
+    import swarmbase.manifest
+    from swarmbase.tomlcheck import brief
+
+    _, out, run = _first_fol_an_round(swarm_files, tmp_path)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real_write = swarmbase.manifest.write_json_atomic
+
+    def full_disk(path, *args, **kwargs):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(swarmbase.manifest, "write_json_atomic", full_disk)
+    capsys.readouterr()
+    assert run() == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fol personalize: error: {brief(out / 'personalize.manifest.json', keep_end=40)}: cannot write the "
+                   f"manifest of fol personalize (No space left on device); expected room for it on the disk: free "
+                   f"some space"], err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    monkeypatch.setattr(swarmbase.manifest, "write_json_atomic", real_write)
+    assert run() == 0
+
+
 @pytest.mark.parametrize("failing", ["report.json", "ensemble.json"])
 def test_a_failed_write_leaves_the_previous_outputs_together(swarm_files: Path, tmp_path: Path, failing: str,
                                                              monkeypatch: pytest.MonkeyPatch,
