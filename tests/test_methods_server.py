@@ -137,3 +137,21 @@ def test_an_aggregation_of_participants_without_training_samples_divides_by_noth
     prev = {"w": torch.tensor([9.0, 9.0]), "n": torch.tensor(0)}
     eq5 = eq5_aggregate(prev, states, masks, [0.0, 0.0])
     assert torch.equal(eq5["w"], torch.tensor([2.0, 4.0])) and int(eq5["n"]) == 4  # Eq. 5 at equal sizes
+
+
+def test_each_client_task_is_named_by_the_node_whose_data_it_trains_on(nodes):
+    """map_nodes pairs each task with a node name (a divergence names that node): the server loop passes the
+    names of the round's participants only, where every other caller passes every node's. In a round that
+    leaves nodes out, each task still goes with the name of the node whose data it carries, in step."""
+    seen = []
+
+    def checking_map(fn, items, desc=None):  # items: (node name, the node's task)
+        for name, task in items:
+            seen.append(name)
+            assert task.data is next(node for node in nodes if node.name == name).data, name
+        return [fn(item) for item in items]
+
+    ctx = SwarmContext(nodes=nodes, train=TrainConfig(epochs=1, lr=0.05), rounds=2, seed=3, map=checking_map,
+                       participants=[[2, 0], [1]], evaluate_rounds=False)
+    get_method("fedavg", local_epochs=1).run(ctx)
+    assert seen == [nodes[0].name, nodes[2].name, nodes[1].name]
