@@ -111,7 +111,8 @@ def atomic_writer(path: str | os.PathLike[str], text: bool = False) -> Iterator[
     """Open a temporary file beside ``path`` for writing (binary, or UTF-8 text
     with ``newline=""`` when ``text``); on a clean exit it is fsynced and
     renamed over ``path``, on an error it is removed and ``path`` is untouched
-    (an ``OSError`` that names no file, such as a full disk, is raised naming ``path``).
+    (an ``OSError`` that names no file, such as a full disk, or the temporary file it could not create, such as
+    a path too long for its name, is raised naming ``path``).
     For large outputs written piece by piece (contact tables).
 
     >>> import tempfile, pathlib
@@ -131,6 +132,8 @@ def atomic_writer(path: str | os.PathLike[str], text: bool = False) -> Iterator[
             break
         except FileExistsError:  # pragma: no cover - 48 random bits collided
             continue
+        except OSError as exc:  # the temporary file is the writer's own: said of the file being written
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
     try:
         with (os.fdopen(fd, "w", encoding="utf-8", newline="") if text else os.fdopen(fd, "wb")) as fh:
             yield fh

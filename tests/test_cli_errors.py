@@ -349,19 +349,21 @@ def test_contacts_replaces_the_set_it_writes(tmp_path: Path) -> None:
     assert (out / "contacts.csv").read_text() != "old csv" and (out / "contacts.ion").stat().st_size > 0
 
 
-def test_contacts_says_in_one_line_that_its_manifest_path_is_too_long_and_keeps_the_previous_set(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("longer", [5, 20], ids=["the-manifest", "the-table-too"])
+def test_contacts_says_in_one_line_that_an_output_path_is_too_long_and_keeps_the_previous_set(
+        longer: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """An --out whose path the file system takes for contacts.csv's temporary file in the staging folder but
     not for the manifest's (22 characters longer): the run ended 'cannot write .contacts.manifest.json.<hex>.tmp
     (File name too long)', a temporary file's name and nothing to do. The line names the manifest in --out and
-    what was expected; the previous set stays, byte for byte, and no staging folder."""
+    what was expected; an --out longer still names contacts.csv, not its temporary file. The previous set stays,
+    byte for byte, and no staging folder."""
     import os
 
     from swarmbase.tomlcheck import brief
 
     scenario = _walker_scenario(tmp_path)
     stage = len(f"/.staged-{os.getpid()}-{'0' * 12}.tmp")
-    length = 4095 - stage - len("/.contacts.manifest.json.0123456789ab.tmp") + 5  # 5 too long; contacts.csv fits
+    length = 4095 - stage - len("/.contacts.manifest.json.0123456789ab.tmp") + longer  # longer: 10 more for the table
     parts, size = [], len(str(tmp_path))
     while size + 201 < length:
         parts.append("d" * 200)
@@ -374,10 +376,11 @@ def test_contacts_says_in_one_line_that_its_manifest_path_is_too_long_and_keeps_
     capsys.readouterr()
     assert main(["contacts", scenario, "--no-plot", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"fol contacts: error: {scenario}: {brief(out / 'contacts.manifest.json', keep_end=40)}: cannot write "
-                   f"the manifest of fol contacts (File name too long); expected a shorter path: the file system "
-                   f"refuses the manifest's, or its temporary file's beside it, as too long; give a shorter output "
-                   f"folder"], err
+    said = (f"{brief(out / 'contacts.manifest.json', keep_end=40)}: cannot write the manifest of fol contacts (File "
+            f"name too long); expected a shorter path: the file system refuses the manifest's, or its temporary "
+            f"file's beside it, as too long; give a shorter output folder" if longer < 10 else
+            f"--out {brief(out)}: cannot write contacts.csv (File name too long)")
+    assert err == [f"fol contacts: error: {scenario}: {said}"], err
     assert _contents(out) == before
 
 

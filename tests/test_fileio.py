@@ -621,3 +621,22 @@ def test_make_dirs_names_a_dead_link_on_the_way_through_brief(kind: str, tmp_pat
     assert info.value.strerror == f"{brief(link)} is a link to {tmp_path / 'gone'}, which does not exist"
     assert info.value.strerror.isprintable() and len(info.value.strerror) < 400, info.value.strerror
     assert info.value.filename == str(link)  # the file itself, for the callers' own naming
+
+
+def test_a_temporary_file_that_cannot_be_made_is_said_of_the_file_being_written(tmp_path: Path) -> None:
+    """The writer's temporary file ('.<name>.<hex>.tmp' beside it) that could not be created, a folder's full
+    path too long for it though not for the file, was an OSError naming the temporary file: a caller's line read
+    'cannot write .contacts.csv.<hex>.tmp (File name too long)', a file that never exists. It names the file
+    being written, as an error of write() does; nothing is left there, and what the file held stays."""
+    parts, size = [], len(str(tmp_path))
+    while size + 201 < 4070:
+        parts.append("d" * 200)
+        size += 201
+    folder = tmp_path.joinpath(*parts, "d" * (4070 - size - 1))
+    folder.mkdir(parents=True)
+    path = folder / "table.csv"  # 4,080 characters: its temporary file's, 4,098, too long
+    path.write_text("the previous table")
+    with pytest.raises(OSError) as refused:
+        atomic_write_bytes(path, b"new")
+    assert refused.value.errno == errno.ENAMETOOLONG and refused.value.filename == str(path), refused.value
+    assert [p.name for p in folder.iterdir()] == ["table.csv"] and path.read_text() == "the previous table"
