@@ -444,7 +444,8 @@ def _token_hint() -> str:
             "or use --ray-address auto on its head machine")
 
 
-def check_ray_address(address: str | None, timeout_s: float = 5.0, join_timeout_s: float | None = None) -> None:
+def check_ray_address(address: str | None, timeout_s: float = 5.0, join_timeout_s: float | None = None,
+                      field: str = "run.ray_address") -> None:
     """Refuse an address that is not ``"auto"``, ``"local"``, ``host:port`` or
     ``ray://host:port`` (Ray itself found out only when it was joined, after the
     contact search and with the output folder started), and in seconds a
@@ -454,25 +455,26 @@ def check_ray_address(address: str | None, timeout_s: float = 5.0, join_timeout_
     A ``host:port`` that accepts connections must take a driver within
     ``join_timeout_s`` (:data:`RAY_JOIN_TIMEOUT_S`): something that is not a Ray
     head, or a head that gives an address this machine does not reach, had Ray
-    retry for minutes too, printing three C++ log lines every 40 s."""
+    retry for minutes too, printing three C++ log lines every 40 s. The refusals name the
+    address as ``field`` (``fol simulate``'s check: ``run.ray_address (or --ray-address)``)."""
     if address is None or address in ("auto", "local"):
         return
     hostport = _host_port(address)
     if hostport is None:
-        raise ConfigError(f"run.ray_address {shown(address)}: expected 'auto' (on the cluster's head machine), "
+        raise ConfigError(f"{field} {shown(address)}: expected 'auto' (on the cluster's head machine), "
                           "'local' (a new Ray instance on this machine), host:port (a cluster started with "
                           "ray start) or ray://host:port (Ray Client)")
     host, port = hostport
     reason = _unreachable(host, port, timeout_s)
     if reason is not None:
-        raise ConfigError(f"run.ray_address {address!r}: no Ray cluster answers at {host}:{port} ({reason}); "
+        raise ConfigError(f"{field} {address!r}: no Ray cluster answers at {host}:{port} ({reason}); "
                           "start it first (ray start --head) or correct the address")
     if address.startswith("ray://") or address in _JOINED:
         return
     why = _join_failure(address, RAY_JOIN_TIMEOUT_S if join_timeout_s is None else join_timeout_s)
     if why is not None:
         hint = _token_hint() if "auth" in why.lower() or "token" in why.lower() else ""
-        raise ConfigError(f"run.ray_address {address!r}: something accepts connections at {host}:{port}, but {why} "
+        raise ConfigError(f"{field} {address!r}: something accepts connections at {host}:{port}, but {why} "
                           f"(is it the GCS port of a Ray head, and does this machine reach the address the cluster "
                           f"gives for it?){hint}")
     _JOINED.add(address)

@@ -362,8 +362,8 @@ def test_a_ray_address_where_nothing_listens_is_refused_in_seconds(tmp_path: Pat
             assert main(["simulate", str(path), "--out", str(out), "--ray-address", address, *extra]) == 2
             assert time.monotonic() - t0 < 30
             err = capsys.readouterr().err.strip().splitlines()
-            assert len(err) == 1 and f"run.ray_address '{address}': no Ray cluster answers at 127.0.0.1:{port}" \
-                in err[0] and str(path) in err[0], err
+            assert len(err) == 1 and f"run.ray_address (or --ray-address) '{address}': no Ray cluster answers at " \
+                f"127.0.0.1:{port}" in err[0] and str(path) in err[0], err
     assert not out.exists()
     with pytest.raises(ConfigError, match="no Ray cluster answers"):
         RayExecutor(f"127.0.0.1:{port}")
@@ -383,13 +383,14 @@ def test_a_malformed_ray_address_is_refused_by_the_check_before_any_work(tmp_pat
         for extra in (["--check"], []):
             assert main(["simulate", str(path), "--out", str(out), "--ray-address", address, *extra]) == 2
             err = capsys.readouterr().err.strip().splitlines()
-            assert len(err) == 1 and f"run.ray_address '{address}': expected 'auto'" in err[0] \
+            # named as the other refusals of the address are, the flag too: here the value came from it
+            assert len(err) == 1 and f"run.ray_address (or --ray-address) '{address}': expected 'auto'" in err[0] \
                 and str(path) in err[0], (address, err)
     assert not out.exists()
     in_file = tmp_path / "in_file.toml"
     in_file.write_text(LEO.replace('executor = "local"', 'ray_address = ""'))
     assert main(["simulate", str(in_file), "--out", str(out), "--check"]) == 2
-    assert "run.ray_address '': expected 'auto'" in capsys.readouterr().err
+    assert "run.ray_address (or --ray-address) '': expected 'auto'" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="expected 'auto'") as refused:
         RayExecutor("garbage")
     # 'local' is taken too (docs/running-simulations.md): the refusal lists it with the others
