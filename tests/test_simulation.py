@@ -813,12 +813,19 @@ def test_resume_refuses_a_scenario_that_changes_results(tmp_path: Path, capsys: 
     (out / "scenario.resolved.json").write_text(json.dumps(scn.resolved()))
     same = parse_scenario(_doc(methods=base, run={"executor": "process", "workers": 2}), tmp_path, "elsewhere.toml")
     assert result_settings(same.resolved()) == result_settings(scn.resolved())  # executor and file name: neutral
-    for changes in ({"link": {"acquisition_s": 5.0}}, {"models": {"archs": ["resnet-small"]}},
-                    {"methods": {**base, "fedavg": {"fraction": 0.5}}}, {"rounds": {"count": 2}}, {"scenario": {"seeds": [1]}},
-                    {"scenario": {"name": "renamed"}}):  # the report's title: docs/running-simulations.md
+    # each named as the scenario file writes it (docs/running-simulations.md): 'name' was said of
+    # [scenario] name, 'contact' of a field of the contact side's [link] table
+    for changes, named in (({"link": {"acquisition_s": 5.0}}, "link.acquisition_s"),
+                           ({"models": {"archs": ["resnet-small"]}}, "models.archs"),
+                           ({"methods": {**base, "fedavg": {"fraction": 0.5}}}, "methods.fedavg"),  # a table the run had not
+                           ({"rounds": {"count": 2}}, "fol.rounds, rounds.count"),  # fol.rounds' default: the plan's
+                           ({"scenario": {"seeds": [1]}}, "scenario.seeds"),
+                           ({"scenario": {"name": "renamed"}}, "scenario.name")):  # the report's title
         other = parse_scenario(_doc(**{"methods": dict(base), **changes}), tmp_path, "tiny.toml")
-        with pytest.raises(ConfigError, match="differs from the interrupted run's in"):
+        with pytest.raises(ConfigError) as refused:
             run_simulation(other, out, resume=True)
+        assert str(refused.value).endswith(f"differs from the interrupted run's in {named}; use a new output folder"), \
+            (named, str(refused.value))
     assert sorted(p.name for p in out.iterdir()) == ["scenario.resolved.json"]  # refused before any work
 
 
@@ -834,7 +841,7 @@ def test_check_with_resume_refuses_what_the_resume_would(tmp_path: Path, capsys:
     (mine / "notes.txt").write_text("a user's folder")
     assert main(["simulate", str(tmp_path / "tiny.toml"), "--resume", str(out), "--check"]) == 0
     capsys.readouterr()
-    for scenario, folder, expected in (("other.toml", out, "differs from the interrupted run's in contact"),
+    for scenario, folder, expected in (("other.toml", out, "differs from the interrupted run's in link.acquisition_s;"),
                                        ("tiny.toml", mine, "no readable scenario.resolved.json")):
         assert main(["simulate", str(tmp_path / scenario), "--resume", str(folder), "--check"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
@@ -883,8 +890,15 @@ def test_resume_with_a_hand_edited_run_table_says_it_differs(tmp_path: Path) -> 
     out.mkdir()
     scn = parse_scenario(_doc(), tmp_path, "tiny.toml")
     (out / "scenario.resolved.json").write_text(json.dumps({**scn.resolved(), "run": [1]}))
-    with pytest.raises(ConfigError, match="differs from the interrupted run's in run"):
+    with pytest.raises(ConfigError, match="differs from the interrupted run's in run;"):
         run_simulation(scn, out, resume=True)
+    # a record far from the scenario: the first fields that differ, then how many more, in one line
+    data = {k: "edited" for k in scn.resolved()["data"]}
+    (out / "scenario.resolved.json").write_text(json.dumps({**scn.resolved(), "data": data}))
+    with pytest.raises(ConfigError) as refused:
+        run_simulation(scn, out, resume=True)
+    shown = ", ".join(f"data.{k}" for k in sorted(data)[:5])
+    assert str(refused.value).endswith(f"in {shown} and {len(data) - 5} more; use a new output folder"), str(refused.value)
 
 
 def test_refuses_to_overwrite_a_run_without_resume(tmp_path: Path) -> None:

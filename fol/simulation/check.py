@@ -625,6 +625,33 @@ def _check_state_folders(scn: SwarmScenario, out: Path) -> None:
                               "keeps its saved work; move it away to resume without it, or use a new output folder")
 
 
+#: How many of the fields a resumed scenario changed its refusal names (then "and <n> more").
+SHOWN_CHANGES = 5
+_ABSENT = object()  # a key one side lacks: unlike any value, None included
+
+
+def _changed_fields(old: dict[str, Any], new: dict[str, Any], within: tuple[str, ...] = ()) -> list[str]:
+    """The fields in which two :func:`~fol.simulation.scenario.result_settings` differ, named as the
+    scenario file writes them: ``scenario.name``, ``link.acquisition_s`` (a contact table's field),
+    ``methods.fedavg.fraction``; a table only where one side has it and the other not, or has no table
+    there (a hand-edited record)."""
+    changed: list[str] = []
+    for key in sorted(set(old) | set(new), key=str):
+        a, b = old.get(key, _ABSENT), new.get(key, _ABSENT)
+        if a == b:
+            continue
+        path = (*within, str(key))
+        if isinstance(a, dict) and isinstance(b, dict):
+            changed += _changed_fields(a, b, path)
+        elif within:
+            changed.append(".".join(path))
+        else:  # a key of resolved(): name and seeds are [scenario]'s; the contact tables are the file's own
+            changed.append(f"scenario.{key}" if key in ("name", "seeds") else str(key))
+    if not within:  # the contact side's tables sit at the top of the file, not under [contact]
+        changed = sorted(c.removeprefix("contact.") for c in changed)
+    return changed
+
+
 def check_resumable(scn: SwarmScenario, out: Path) -> None:
     """``--resume OUT``: ``OUT`` holds a run's record, and the scenario equals the
     interrupted run's in everything that changes results (:func:`result_settings`),
@@ -634,10 +661,11 @@ def check_resumable(scn: SwarmScenario, out: Path) -> None:
     _check_state_folders(scn, out)
     now = json.loads(json.dumps(scn.resolved(), default=json_default))  # as the run wrote its record
     old, new = result_settings(before), result_settings(now)
-    changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    changed = _changed_fields(old, new)
     if changed:
+        more = f" and {len(changed) - SHOWN_CHANGES} more" if len(changed) > SHOWN_CHANGES else ""
         raise ConfigError(f"--resume {brief(out)}: the scenario differs from the interrupted run's in "
-                          f"{', '.join(changed)}; use a new output folder")
+                          f"{brief(', '.join(changed[:SHOWN_CHANGES]))}{more}; use a new output folder")
     path = Path(out) / INPUTS_FILE
     if not path.exists():  # killed before it was written, or a run made before it was kept
         return
