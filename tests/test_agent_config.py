@@ -447,6 +447,7 @@ def test_agent_cli_parses_ctl_commands(tmp_path: Path) -> None:
 
 def test_ctl_without_running_agent_is_a_clear_error(tmp_path: Path) -> None:
     from fol.agent.node import control_request
+    from swarmbase.tomlcheck import brief
 
     data = _base(tmp_path)
     cfg = AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml")
@@ -457,6 +458,15 @@ def test_ctl_without_running_agent_is_a_clear_error(tmp_path: Path) -> None:
     generate_keypair(tmp_path / "keys", "drone-1")
     with pytest.raises(ConfigError, match=r"did not answer within 0\.3 s"):  # not "within 0 s"
         control_request(cfg, "status", timeout_s=0.3)
+    # the address and the pid as agent.json holds them, a newline or a terminal's escape in them
+    # included: escaped, as every value read from a file is named, so the line stays one line
+    endpoint = f"ipc://{tmp_path}/ctl\n2026-01-01 INFO forged\x1b[2J"
+    (tmp_path / "state" / "agent.json").write_text(json.dumps({"control": endpoint, "pid": "1\x1b[2J"}))
+    with pytest.raises(ConfigError) as refused:
+        control_request(cfg, "status", timeout_s=0.3)
+    assert str(refused.value) == (f"agent drone-1 at {brief(endpoint)} did not answer within 0.3 s (not running, or "
+                                  "pid '1\\x1b[2J' crashed)"), str(refused.value)
+    assert str(refused.value).isprintable()
 
 
 def test_fol_cli_reports_a_bad_agent_config_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

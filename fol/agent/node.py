@@ -1032,11 +1032,12 @@ def control_request(config: AgentConfig, command: str, timeout_s: float = 10.0, 
         sock.send_multipart(P.encode(P.CTL, {"command": command, **args}))
         if not sock.poll(int(timeout_s * 1000)):
             if info.get("stopping"):
-                raise ConfigError(f"agent {config.node_id} (pid {info.get('pid')}) is stopping: it waits for its "
+                raise ConfigError(f"agent {config.node_id} (pid {shown(info.get('pid'))}) is stopping: it waits for its "
                                   f"running personalization to finish and answers no command (a second Ctrl-C "
                                   f"or SIGTERM stops it at once)")
-            raise ConfigError(f"agent {config.node_id} at {endpoint} did not answer within {timeout_s:g} s "
-                              f"(not running, or pid {info.get('pid')} crashed)")
+            # the address and the pid as agent.json holds them: named as every value read from a file is
+            raise ConfigError(f"agent {config.node_id} at {brief(endpoint)} did not answer within {timeout_s:g} s "
+                              f"(not running, or pid {shown(info.get('pid'))} crashed)")
         kind, header, _ = P.decode(sock.recv_multipart(), max_header_bytes=P.MAX_CONTROL_REPLY_BYTES,
                                    max_items=P.MAX_CONTROL_REPLY_ITEMS)
     finally:
