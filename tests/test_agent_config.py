@@ -110,11 +110,13 @@ def test_bad_config_names_the_field(tmp_path: Path, mutate, needle: str) -> None
     ({"data": "dataset=synthetic-hurricnae,nodes=3,node=0"}, "node.data"),  # a misspelt name was not looked at
     ({"data_root": "datasets"}, "node.data and node.data_root"),
     ({"data": "missing/folder", "data_root": "datasets"}, "node.data and node.data_root"),
+    ({"variant": "fol-a"}, "node.data and node.variant"),  # read by on-board personalization only
+    ({"data_root": "datasets", "variant": "local"}, "node.data, node.data_root and node.variant"),
 ])
 def test_node_data_with_on_board_off_is_refused_naming_both_fields(tmp_path: Path, given: dict, named: str,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    """With trigger.on_board = false nothing reads node.data or node.data_root: a mistyped spec, root or
-    dataset name was taken and ignored, and a node meant to personalize on board, given its data but
+    """With trigger.on_board = false nothing reads node.data, node.data_root or node.variant: a mistyped spec, root,
+    dataset name or variant was taken and ignored, and a node meant to personalize on board, given its data but
     on_board = false, only exchanged models, unsaid. The config is refused in one line naming the fields
     and trigger.on_board, as node.data missing with on_board = true is."""
     from fol.cli import main
@@ -134,8 +136,28 @@ def test_node_data_with_on_board_off_is_refused_naming_both_fields(tmp_path: Pat
     out = capsys.readouterr()
     assert out.out == ""
     assert out.err.splitlines() == [f"fol agent: error: {expected.replace('node.toml', brief(path), 1)}"]
-    data["node"].pop("data"), data["node"].pop("data_root", None)  # exchange only, no data: taken
-    assert not AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml").trigger.on_board
+    data["node"].pop("data"), data["node"].pop("data_root", None), data["node"].pop("variant", None)
+    assert not AgentConfig.from_dict(data, base_dir=tmp_path, source="node.toml").trigger.on_board  # exchange only
+
+
+def test_the_loopback_gives_an_exchange_only_node_no_data_and_no_variant(tmp_path: Path) -> None:
+    """prepare_nodes wrote node.variant into every node's config; with trigger.on_board = false, which
+    refuses it as it refuses node.data, no node's config was taken. An on-board node keeps both."""
+    from fol.agent.loopback import prepare_nodes
+    from fol.checkpoint import save_model
+    from fol.models import ModelSpec, build_model
+
+    spec = ModelSpec("cnn-small", num_classes=4)
+    model = tmp_path / "m.safetensors"
+    save_model(model, build_model(spec, seed=0), spec=spec, class_names=["a", "b", "c", "d"], producer="x")
+    for trigger, variant in (({"on_board": False}, None), ({}, "fol-a")):
+        nodes = prepare_nodes(tmp_path / str(bool(trigger)), 2, models={"drone-0": model, "drone-1": model},
+                              trigger=trigger, variant="fol-a")
+        for node in nodes:
+            cfg = AgentConfig.from_dict(node.config, base_dir=node.folder, source="node.toml")
+            assert cfg.trigger.on_board is (variant is not None)
+            assert node.config["node"].get("variant") == variant and cfg.variant == (variant or "fol")
+            assert ("data" in node.config["node"]) is (variant is not None)
 
 
 @pytest.mark.parametrize("mutate", [

@@ -15,7 +15,7 @@ has the same layout)::
     model = "drone-1.safetensors"           # the pretrained model (safe format)
     data = "dataset=synthetic-hurricane,nodes=3,node=0,psi=0.5,per_node=200"  # with trigger.on_board only
     # data_root = "datasets"                # where real datasets are unpacked (with trigger.on_board only)
-    variant = "fol"                         # fol | fol-a | fol-n | fol-an | local
+    variant = "fol"                         # fol | fol-a | fol-n | fol-an | local (with trigger.on_board only)
 
     [[peers]]
     id = "drone-2"
@@ -47,7 +47,7 @@ has the same layout)::
     # models at most 1024, deadline_s at most 604800 (a week): TRIGGER_MAXIMA
     auto_send = true    # offer the current model to every peer when a round starts
     on_board = true     # run FOL on the node (false: exchange only, the inbox is for someone else;
-                        # node.data and node.data_root, which nothing then reads, are refused)
+                        # node.data, node.data_root and node.variant, which nothing then reads, are refused)
 
     [fol]               # FOL hyperparameters, see fol.config.FOLConfig
     rounds = 1
@@ -319,11 +319,12 @@ class AgentConfig:
         trigger = _table(Trigger, doc.table("trigger"), source)
         if trigger.on_board and data_spec is None:
             node.fail("data", "missing (needed for on-board personalization; or set trigger.on_board = false)")
-        unread = [f"node.{key}" for key in ("data", "data_root") if node.get(key) is not None]
+        unread = [f"node.{key}" for key in ("data", "data_root", "variant") if node.get(key) is not None]
         if not trigger.on_board and unread:  # taken and ignored: the node would never personalize, unsaid
-            raise ConfigError(f"{source}: {' and '.join(unread)}: not read with trigger.on_board = false (the node "
+            named = " and ".join(unread) if len(unread) < 3 else f"{', '.join(unread[:-1])} and {unread[-1]}"
+            raise ConfigError(f"{source}: {named}: not read with trigger.on_board = false (the node "
                               f"only exchanges models, it personalizes none); set trigger.on_board = true to "
-                              f"personalize on board, or remove {' and '.join(unread)}")
+                              f"personalize on board, or remove {named}")
         position = _table(PositionConfig, doc.table("position"), source) if "position" in doc else None
         if position is not None:
             position = _position_device(position, base, source)

@@ -153,8 +153,9 @@ def prepare_nodes(
     ``fol simulate`` pretrains for its node ``i``): ``init_seed`` is the seed of
     the initialization every node shares, as FOL assumes; the default (None)
     is the spec's ``seed=`` (0 for the default template, which gives none), as
-    ``fol pretrain``'s ``--init-seed`` defaults to it. A node's config holds its spec as ``node.data``, but for
-    ``trigger={"on_board": False}`` (exchange only), whose config refuses one. With ``fixed_ports`` each node
+    ``fol pretrain``'s ``--init-seed`` defaults to it. A node's config holds its spec as ``node.data`` and
+    ``variant`` as ``node.variant``, but for ``trigger={"on_board": False}`` (exchange only), whose config refuses
+    both. With ``fixed_ports`` each node
     listens on a free port chosen now and ``<folder>/node.toml`` is written; otherwise listen addresses are
     ``tcp://127.0.0.1:*`` and :class:`LoopbackSwarm` wires the peers after binding.
     """
@@ -185,12 +186,12 @@ def prepare_nodes(
         elif not model.exists():
             _pretrain(model, name, spec, arch, fol, init_seed)
         address = (lambda p: f"tcp://127.0.0.1:{ports[p]}") if fixed_ports else (lambda p: "tcp://127.0.0.1:1")
-        on_board = (trigger or {}).get("on_board", True)  # an exchange-only node is given no node.data (refused)
+        on_board = (trigger or {}).get("on_board", True)  # an exchange-only node: no node.data or variant (refused)
         config = {
             "node": {"id": name, "listen": f"tcp://127.0.0.1:{ports[name]}" if fixed_ports else "tcp://127.0.0.1:*",
                      "control": "tcp://127.0.0.1:*", "secret_key": str(pairs[name][1]), "trust_dir": str(trust_dir),
-                     "state_dir": str(folder / "state"), "model": str(model), **({"data": spec} if on_board else {}),
-                     "variant": variant},
+                     "state_dir": str(folder / "state"), "model": str(model),
+                     **({"data": spec, "variant": variant} if on_board else {})},
             "peers": [{"id": o, "address": address(o)} for o in names if o != name],
             "limits": dict(limits or {}),
             "trigger": {"models": n - 1, **(trigger or {})},
