@@ -39,6 +39,24 @@ def test_run_swarm_personalizes_every_drone(tmp_path: Path) -> None:
     assert not list(out.glob("drone-*/keys/*.key_secret"))[0].stat().st_mode & 0o077  # the secret stays private
 
 
+def test_run_swarms_children_get_the_repository_on_their_path_and_not_the_working_folder(monkeypatch) -> None:
+    """With PYTHONPATH unset, _env() gave the children 'REPO:' (a trailing empty entry: the working folder,
+    whose modules then shadowed the repository's); a PYTHONPATH the user set is kept after the repository."""
+    import importlib.util
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the script puts the repository first: undone after
+    spec = importlib.util.spec_from_file_location("run_swarm_example", FOLDER / "run_swarm.py")
+    run_swarm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_swarm)
+    repo = str(FOLDER.parents[1])
+    for given, expected in ((None, [repo]), ("", [repo]), (f"/opt/a{os.pathsep}/opt/b", [repo, "/opt/a", "/opt/b"])):
+        if given is None:
+            monkeypatch.delenv("PYTHONPATH", raising=False)
+        else:
+            monkeypatch.setenv("PYTHONPATH", given)
+        assert run_swarm._env()["PYTHONPATH"].split(os.pathsep) == expected, given
+
+
 def test_the_systemd_unit_matches_the_node_template() -> None:
     unit = configparser.ConfigParser(strict=False, interpolation=None)
     unit.optionxform = str

@@ -54,7 +54,10 @@ def run(*args: str, cwd: Path) -> None:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    """This environment, the repository first on the children's PYTHONPATH. No empty entry is added when
+    PYTHONPATH is unset or empty: Python reads one as the working folder, whose modules would then shadow
+    the repository's for every fol command run here."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
 
 
 def toml_value(v: object) -> str:
