@@ -650,13 +650,14 @@ class RayExecutor(Executor):
     none for :data:`HEAD_LOST_AFTER_S` ends it with one FOLError line (Ray's
     own driver would wait 60 s and then end the process from its C++ code),
     as does a Ray call that fails because the driver's connection to its
-    node broke (Ray's own ``OSError``, e.g. "Broken pipe").
+    node broke (Ray's own ``OSError``, e.g. "Broken pipe"). A refusal of ``address`` names it as
+    ``address_field`` (:func:`check_ray_address`'s ``field``).
     """
 
     kind = "ray"
 
     def __init__(self, address: str | None = None, threads: int | None = 1, num_cpus: int | None = None,
-                 shared_types: Sequence[type] | None = None) -> None:
+                 shared_types: Sequence[type] | None = None, address_field: str = "run.ray_address") -> None:
         super().__init__(threads)
         try:
             import ray
@@ -665,7 +666,7 @@ class RayExecutor(Executor):
         self._ray = ray
         self._owns = not ray.is_initialized()
         if self._owns:
-            check_ray_address(address)
+            check_ray_address(address, field=address_field)
             address = cluster_address(address)
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
             if address:
@@ -687,7 +688,7 @@ class RayExecutor(Executor):
                 if not address:
                     raise ConfigError(f"executor 'ray': cannot start a local Ray instance ({e})") from None
                 hint = _token_hint() if address != "auto" else ""
-                raise ConfigError(f"run.ray_address {address!r}: cannot join a Ray cluster there ({e}){hint}") from None
+                raise ConfigError(f"{address_field} {address!r}: cannot join a Ray cluster there ({e}){hint}") from None
         self.shared_types = tuple(shared_types) if shared_types is not None else _default_shared_types()
         _register_shared(self.shared_types)
         self._remote = ray.remote(num_cpus=1)(_run_on_ray)
@@ -799,14 +800,17 @@ class RayExecutor(Executor):
             self._ray.shutdown()
 
 
-def make_executor(kind: str, *, workers: int | None = None, threads: int | None = None, ray_address: str | None = None) -> Executor:
-    """Build the executor named ``kind`` (``local``, ``process`` or ``ray``)."""
+def make_executor(kind: str, *, workers: int | None = None, threads: int | None = None, ray_address: str | None = None,
+                  ray_address_field: str = "run.ray_address") -> Executor:
+    """Build the executor named ``kind`` (``local``, ``process`` or ``ray``); a refusal of ``ray_address`` names it as
+    ``ray_address_field``."""
     if kind == "local":
         return LocalExecutor(threads)
     if kind == "process":
         return ProcessExecutor(workers, threads if threads is not None else 1)
     if kind == "ray":
-        return RayExecutor(ray_address, threads if threads is not None else 1, num_cpus=workers)
+        return RayExecutor(ray_address, threads if threads is not None else 1, num_cpus=workers,
+                           address_field=ray_address_field)
     raise ConfigError(f"executor {kind!r} is unknown; expected one of {', '.join(EXECUTORS)}")
 
 

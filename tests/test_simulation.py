@@ -369,6 +369,30 @@ def test_a_ray_address_where_nothing_listens_is_refused_in_seconds(tmp_path: Pat
         RayExecutor(f"127.0.0.1:{port}")
 
 
+def test_a_ray_cluster_that_cannot_be_joined_is_named_as_the_check_names_the_address(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An address that passes the check but that Ray then fails to join (the cluster went away, a token it
+    refuses) was 'run.ray_address ...: cannot join a Ray cluster there' when the address came from
+    --ray-address; it is named as the check's refusals name it, the flag too."""
+    ray = pytest.importorskip("ray")
+    import fol.executors as ex
+    import fol.simulation.check as check
+
+    def refused(**kwargs):
+        raise ConnectionError("the GCS went away")
+
+    monkeypatch.setattr(check, "check_ray_address", lambda *a, **k: None)  # a head that answered the check ...
+    monkeypatch.setattr(ex, "check_ray_address", lambda *a, **k: None)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", refused)  # ... and then did not take the driver
+    path = tmp_path / "tiny.toml"
+    path.write_text(LEO)
+    assert main(["simulate", str(path), "--out", str(tmp_path / "out"), "--ray-address", "127.0.0.1:6379"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ("run.ray_address (or --ray-address) '127.0.0.1:6379': cannot join a Ray cluster "
+                              "there (the GCS went away)") in err[0], err
+
+
 def test_a_malformed_ray_address_is_refused_by_the_check_before_any_work(tmp_path: Path,
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """An address Ray cannot parse ('garbage', a port out of range, an empty --ray-address) passed

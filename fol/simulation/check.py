@@ -93,8 +93,8 @@ IMAGES_KEY = "data.path"
 #: The entries of :data:`INPUTS_FILE` recorded since a later version (the dataset's files, ``[time] iers_finals``):
 #: the record of a run made before lacks them, and they are not compared then.
 LATER_KEYS = (IMAGES_KEY, "data.coords", "time.iers_finals")
-#: How the check names a Ray address: the scenario's field or the flag that overrides it, as for the executor.
-_RAY_ADDRESS = "run.ray_address (or --ray-address)"
+#: How a run names its Ray address: the scenario's field or the flag that overrides it, as for the executor.
+RAY_ADDRESS_FIELD = "run.ray_address (or --ray-address)"
 
 
 @dataclass
@@ -346,12 +346,12 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
 
         # it would be ignored: the run would not use Ray (an empty address too: it is not taken as absent)
         if scn.run.ray_address is not None and scn.run.executor != "ray":
-            raise ConfigError(f"{_RAY_ADDRESS} {shown(scn.run.ray_address)} only applies to the "
+            raise ConfigError(f"{RAY_ADDRESS_FIELD} {shown(scn.run.ray_address)} only applies to the "
                               f"ray executor, but run.executor (or --executor) is {shown(scn.run.executor)}; "
                               "use executor 'ray' or drop the address")
         check_local_parallelism(scn.run.executor, scn.run.ray_address, scn.run.workers, scn.run.threads)
         if scn.run.executor == "ray":
-            check_ray_address(scn.run.ray_address, field=_RAY_ADDRESS)
+            check_ray_address(scn.run.ray_address, field=RAY_ADDRESS_FIELD)
 
         d = scn.data
         if d.partition == "orbit":

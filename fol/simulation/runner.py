@@ -44,9 +44,10 @@ from contact_sim.plan import ContactPlan
 from contact_sim.scenario import (build_batteries, build_constellation, build_trajectories, load_plan_file,
                                   plan_from_trajectories)
 from swarmbase.tomlcheck import brief, shown
-from fol.simulation.check import (INPUTS_FILE, STATE_DIR, check_acquisition_span, check_pretrained_card,
-                                  check_scenario, input_digests, pretrained_path, read_run_json, refused_pretrained,
-                                  real_number, results_path as _results_path, saved_results, seed_dir as _seed_dir)
+from fol.simulation.check import (INPUTS_FILE, RAY_ADDRESS_FIELD, STATE_DIR, check_acquisition_span,
+                                  check_pretrained_card, check_scenario, input_digests, pretrained_path, read_run_json,
+                                  refused_pretrained, real_number, results_path as _results_path, saved_results,
+                                  seed_dir as _seed_dir)
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.result import SimulationResult
 from fol.simulation.scenario import SwarmScenario, errors_name_the_file, json_default
@@ -486,7 +487,7 @@ def run_simulation(
     own_executor = executor is None
     if executor is None:
         executor = make_executor(scn.run.executor, workers=scn.run.workers, threads=scn.run.threads,
-                                 ray_address=scn.run.ray_address)
+                                 ray_address=scn.run.ray_address, ray_address_field=RAY_ADDRESS_FIELD)
     transport: ZmqTransport | None = None  # a seed's, closed after its methods or, if one raises, below
     try:
         # The parent evaluates models and aggregates too: with the tasks' thread count its
