@@ -489,6 +489,11 @@ def test_ctl_without_running_agent_is_a_clear_error(tmp_path: Path) -> None:
     assert str(refused.value) == (f"agent drone-1 at {brief(endpoint)} did not answer within 0.3 s (not running, or "
                                   "pid '1\\x1b[2J' crashed)"), str(refused.value)
     assert str(refused.value).isprintable()
+    # one that cannot be connected: named cut, not whole (a 5,000-character address made a 5 kB line)
+    (tmp_path / "state" / "agent.json").write_text(json.dumps({"control": "garbage" + "x" * 5000, "pid": 1}))
+    with pytest.raises(ConfigError) as refused:
+        control_request(cfg, "status", timeout_s=0.3)
+    assert "control address 'garbagexxx" in str(refused.value) and len(str(refused.value)) < 400, str(refused.value)
 
 
 def test_fol_cli_reports_a_bad_agent_config_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

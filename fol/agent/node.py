@@ -1027,7 +1027,7 @@ def control_request(config: AgentConfig, command: str, timeout_s: float = 10.0, 
         try:
             sock.connect(endpoint)
         except zmq.ZMQError as exc:
-            raise ConfigError(f"{brief(runtime)}: control address {endpoint!r} of node {config.node_id} cannot be "
+            raise ConfigError(f"{brief(runtime)}: control address {shown(endpoint)} of node {config.node_id} cannot be "
                               f"connected ({zmq.strerror(exc.errno)})") from None
         sock.send_multipart(P.encode(P.CTL, {"command": command, **args}))
         if not sock.poll(int(timeout_s * 1000)):
