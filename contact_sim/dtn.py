@@ -651,6 +651,11 @@ _HDTN_NODE_WHY = "HDTN's router reads source and dest as 32-bit integers, a larg
 _HDTN_TIME_WHY = "HDTN's router reads startTime and endTime as 32-bit integers, a larger one as 0"
 _HDTN_NEGATIVE_TIME_WHY = ("HDTN's router holds startTime and endTime as unsigned 64-bit integers, a negative one as "
                            "about 2**64")
+#: Why an HDTN ``owlt`` is at least 0: ``cp_load`` (``libcgr.cpp``) reads it as a signed ``time_t`` (default 0, a larger
+#: one than 2**63 - 1 as 0, past the import's own limit, :data:`MAX_PLAN_OWLT_S`), and its CGR adds it to a contact's
+#: start as the bundle's arrival (``Route``'s ``best_delivery_time``, ``last_byte_arr_time``).
+_HDTN_NEGATIVE_OWLT_WHY = ("HDTN's CGR reads owlt as a signed 64-bit time_t and adds it to a contact's start, a negative "
+                           "one as a bundle arriving before it is sent")
 
 
 def _limit_text(limit: int, why: str = "") -> str:
@@ -1527,7 +1532,8 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
             raise ContactError(f"{where}: {rate_key} 0 is HDTN's unlimited rate (its CGR plans with 1e9 bit/s, its "
                                "router sets no rate limit), a capacity this import cannot know; expected the link's "
                                "rate, > 0")
-        owlt = _hdtn_int(record, "owlt", where, limit=MAX_PLAN_OWLT_S) if "owlt" in record else None
+        owlt = (_hdtn_int(record, "owlt", where, limit=MAX_PLAN_OWLT_S, negative_why=_HDTN_NEGATIVE_OWLT_WHY)
+                if "owlt" in record else None)
         unix = t0 >= HDTN_UNIX_FROM_S
         if first is None:
             first = (i, unix)

@@ -993,6 +993,9 @@ def test_an_hdtn_import_refuses_a_time_its_router_reads_as_0(tmp_path: Path, t0:
     (_record(0, 60, 1, _LATEST + 1), f"dest: expected an integer of at most {_LATEST} (HDTN's router reads source and "
      f"dest as 32-bit integers, a larger one as 0), got '{_LATEST + 1}'"),
     (_record(0, 60, 0), "source: expected a positive integer, got '0'"),
+    # HDTN's cp_load reads owlt as a signed time_t: refused with that reason (it had none)
+    ({**_record(0, 60), "owlt": -5}, "owlt: expected a non-negative integer (HDTN's CGR reads owlt as a signed 64-bit "
+     "time_t and adds it to a contact's start, a negative one as a bundle arriving before it is sent), got '-5'"),
 ])
 def test_an_hdtn_time_and_node_number_out_of_range_each_give_their_own_reason(tmp_path: Path, record: dict,
                                                                              says: str) -> None:
@@ -1000,8 +1003,9 @@ def test_an_hdtn_time_and_node_number_out_of_range_each_give_their_own_reason(tm
     2**31 - 1: a time passed to it would have been explained as a node number. Each caller now gives its own reason.
     A time past HDTN's bound was refused by its own check only up to 1e100 (past 1e10 s, a relative one as too long
     after the plan start), and a negative one without HDTN's reason: HDTN's router (router.cpp, ProcessContacts)
-    reads startTime and endTime with get<int> into the uint64_t fields of contactPlan_t. Failed before (the first
-    three: 'at most 1e100', 'too long after the plan start', no reason)."""
+    reads startTime and endTime with get<int> into the uint64_t fields of contactPlan_t. A negative owlt gives HDTN's
+    reason too (libcgr.cpp, cp_load: get<time_t>, added to a contact's start as the arrival). Failed before (the first
+    three: 'at most 1e100', 'too long after the plan start', no reason; the owlt case: no reason)."""
     path = tmp_path / "p.json"
     assert plan_refusal(path, json.dumps({"contacts": [record]}), read_hdtn) == f"{path}: contacts[0]: {says}"
 
