@@ -910,7 +910,7 @@ def parse_ion(text: str, source: str = "<text>", start: _dt.datetime | None = No
             reference = _ion_time(words[1], plan.start, where, reference, unread_start, span)
             continue
         if words[0] in ("d", "c") and len(words) >= 2 and words[1] in ("contact", "range"):
-            _edit_ion(words, where, plan, reference, live, hypothetical, unread_start)
+            _edit_ion(words, where, plan, reference, live, hypothetical, unread_start, span)
             continue
         if words[0] != "a" or len(words) < 2 or words[1] not in ("contact", "range"):
             raise ContactError(f"{where}: expected 'a contact' or 'a range', got {line[:40]!r}")
@@ -1022,13 +1022,14 @@ def _unscheduled_contact(words: list[str], where: str, hypothetical: set[tuple[i
 
 def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
               live: dict[str, dict], hypothetical: set[tuple[int, int]],
-              unread_start: int | None = None) -> None:
+              unread_start: int | None = None, span_s: tuple[float, float] | None = None) -> None:
     """Apply a ``d contact`` / ``d range`` (start ``*``: every one of the pair) or ``c contact``
     line to the entries added so far; a deleted entry's value becomes ``None``. A contact is found by its
     start, FROM and TO, as ``ionadmin`` finds it; ``d contact 0`` deletes the hypothetical contact of FROM and TO
     (``hypothetical``), ``d contact -1`` is read and changes nothing, and ``c contact`` of start ``0`` or ``-1``
     is refused, as ``ionadmin`` refuses it; an ``a contact`` of rate 0 (``live["rate 0"]``, not inserted by
-    ``ionadmin``) is deleted as nothing (``d``) and refused a change (``c``) (``unread_start``: as :func:`_ion_time` takes it)."""
+    ``ionadmin``) is deleted as nothing (``d``) and refused a change (``c``) (``unread_start``, ``span_s``: as :func:`_ion_time` takes them;
+    :func:`parse_ion` gives the span it holds, which no line then computes again)."""
     kind = words[1]
     if words[0] == "c" and kind == "range":
         raise ContactError(f"{where}: expected 'c contact START FROM TO RATE_BYTES_PER_S'")
@@ -1059,7 +1060,7 @@ def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
             unheld.clear()
         t0s = list(pair)
     else:
-        t0s = [_ion_time(words[2], plan.start, where, reference, unread_start)]
+        t0s = [_ion_time(words[2], plan.start, where, reference, unread_start, span_s)]
     if kind == "range":
         if words[2] == "*":  # every range of the direction, and (FROM < TO) every range ionadmin imputed of it
             t0s += list(live["imputed"].get((src, dst), {}))
