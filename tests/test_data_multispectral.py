@@ -374,6 +374,38 @@ def test_an_old_style_jpeg_tiff_whose_strip_is_no_jpeg_stream_is_refused_with_ba
                     f"as an RGB or grey image), or save it with JPEG (compression 7)")
 
 
+@pytest.mark.parametrize("apart", [False, True])
+def test_an_old_style_jpeg_tiff_whose_frame_does_not_fit_its_tags_is_one_line_without_bands(tmp_path, capfd, apart):
+    """An old-style JPEG TIFF (compression 6) read without bands, its frame header (in the strip, or kept apart in
+    JPEGInterchangeFormat, tag 513, where libtiff reads it first) wider or smaller than its tags give: libtiff
+    refused it with a line on standard error naming no file ('OJPEGReadHeaderInfoSecStreamSof: JPEG compressed
+    data image width exceeds expected image width', '... indicates unexpected height') and Pillow's 'cannot read
+    image (OSError: decoder error -2)'. It is one line naming the file, the frame and the tags, read before libtiff
+    decodes it; a frame of the image's size still reads. Failed before (both refusals, both layouts)."""
+    def tiff(path, jpeg, samples=3):
+        if apart:
+            header_apart_ojpeg_tiff(path, 16, jpeg, samples)
+        else:
+            one_segment_tiff(path, 16, jpeg, 6, bits=8, samples=samples)
+
+    where = "in JPEGInterchangeFormat (tag 513)" if apart else "in its first strip"
+    for values, side, says in (
+            ((90, 40, 30), 64, "is 64 x 64 pixels, wider than the 16 pixels its tags give a strip (ImageWidth, tag 256)"),
+            ((90,), 64, "is 64 x 64 pixels, wider than the 16 pixels its tags give a strip (ImageWidth, tag 256)"),
+            ((90, 40, 30), 8, "is 8 x 8 pixels, smaller than the 16 x 16 image its tags give (ImageWidth and "
+                              "ImageLength, tags 256 and 257)")):
+        path = tmp_path / f"{len(values)}-{side}.tif"
+        tiff(path, flat_jpeg(values, side), len(values))
+        with pytest.raises(DataError) as info:
+            loaders.read_image(path, 16)
+        assert str(info.value) == (f"{path}: an old-style JPEG TIFF (compression 6) whose JPEG frame {where} {says}, "
+                                   f"which libtiff does not decode (a damaged file)")
+    assert "OJPEG" not in capfd.readouterr().err  # refused before libtiff read it
+    good = tmp_path / "good.tif"
+    tiff(good, flat_jpeg((90, 40, 30)))
+    assert np.abs(loaders.read_image(good, 16).reshape(3, -1).astype(int) - [[90], [40], [30]]).max() <= 3
+
+
 def test_a_cmyk_jpeg_tiff_marked_by_adobe_reads_as_the_same_image_uncompressed(tmp_path, capfd):
     """A CMYK JPEG TIFF (photometric 5) whose strip Pillow (as Photoshop) wrote stores the inks inverted and says so
     with an Adobe APP14 segment: libjpeg decodes it as stored, and it was read inverted, with bands (band 1 was 215

@@ -874,8 +874,12 @@ def _check_pillow_jpeg_tiff(shown_as: str, fh, tags) -> bool:
     as :func:`_check_jpeg_chunks` reads it with ``bands``, bounded by the bytes its tags say a strip or tile
     holds, before libtiff decodes it. libtiff refused a frame larger than its strip with a line on standard
     error that names no file ('JPEGPreDecode: ... exceeds expected dimensions') and Pillow's 'decoder error -2'.
-    Only compression 7: an old-style JPEG (6) may hold its stream elsewhere than in its strips. True if its
-    strips or tiles are CMYK stored inverted (:func:`_check_jpeg_frames`), which libtiff decodes as stored."""
+    An old-style JPEG (6), which may hold its stream elsewhere than in its strips, is checked as libtiff reads it
+    (:func:`_check_pillow_ojpeg_tiff`). True if its strips or tiles are CMYK stored inverted
+    (:func:`_check_jpeg_frames`), which libtiff decodes as stored."""
+    if _first_number(tags, 259, 1) == 6:
+        _check_pillow_ojpeg_tiff(shown_as, fh, tags)
+        return False
     if _first_number(tags, 259, 1) != 7:
         return False
     width, length = (int(_first_number(tags, code, 0)) for code in (256, 257))
@@ -897,6 +901,47 @@ def _check_pillow_jpeg_tiff(shown_as: str, fh, tags) -> bool:
                                   int(_first_number(tags, 322, 0)) if kind == "tile" else width)
     finally:
         fh.seek(position)
+
+
+def _check_pillow_ojpeg_tiff(shown_as: str, fh, tags) -> None:
+    """An old-style JPEG TIFF (compression 6) as Pillow reads it, without ``bands``: libtiff (``tif_ojpeg.c``) reads
+    the image's one frame header from the JPEG stream in JPEGInterchangeFormat (tag 513, of the length in tag 514)
+    where there is one, else from the first strip or tile, and refuses a frame wider than a strip or tile
+    ('JPEG compressed data image width exceeds expected image width', on standard error naming no file; Pillow's
+    'decoder error -2'), or of fewer lines than the image or fewer samples a line than the image and a strip or
+    tile ('... indicates unexpected height', '... width'). Such a frame is a :class:`DataError` naming the file,
+    before libtiff decodes it. A header of no frame (its tables in tags 519-521) is left to libtiff."""
+    width = int(_first_number(tags, 256, 0))
+    tiled = 322 in tags and 323 in tags
+    kind, wide = ("tile", int(_first_number(tags, 322, 0))) if tiled else ("strip", width)
+    offsets, counts = (_floats(tags.get(324)), _floats(tags.get(325))) if tiled else (_floats(tags.get(273)),
+                                                                                      _floats(tags.get(279)))
+    position = fh.tell()
+    try:
+        size = fh.seek(0, io.SEEK_END)
+        apart = int(_first_number(tags, 513, 0))
+        if 0 < apart < size:  # as libtiff: the stream's length, or the rest of the file where tag 514 gives none
+            where, at, count = "in JPEGInterchangeFormat (tag 513)", apart, int(_first_number(tags, 514, 0))
+        elif offsets and counts:
+            where, at, count = f"in its first {kind}", int(offsets[0]), int(counts[0])
+        else:
+            return
+        fh.seek(at)
+        frame = _jpeg_frame(fh.read(max(0, min(count or size, size - at))))
+    finally:
+        fh.seek(position)
+    if frame is None:
+        return
+    lines, samples = frame[:2]
+    said = f"{shown_as}: an old-style JPEG TIFF (compression 6) whose JPEG frame {where} is {samples:,} x {lines:,} pixels"
+    if samples > wide:
+        raise DataError(f"{said}, wider than the {wide:,} pixels its tags give a {kind} "
+                        f"({'TileWidth, tag 322' if tiled else 'ImageWidth, tag 256'}), which libtiff does not decode "
+                        f"(a damaged file)")
+    length = int(_first_number(tags, 257, 0))
+    if lines < length or samples < min(width, wide):  # libtiff: 'indicates unexpected height' ('... width')
+        raise DataError(f"{said}, smaller than the {width:,} x {length:,} image its tags give (ImageWidth and "
+                        f"ImageLength, tags 256 and 257), which libtiff does not decode (a damaged file)")
 
 
 def _tag_value(value: object) -> object:
