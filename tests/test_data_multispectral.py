@@ -456,6 +456,32 @@ def test_a_cmyk_jpeg_tiff_marked_by_adobe_reads_as_the_same_image_uncompressed(t
     assert capfd.readouterr().err == ""
 
 
+def test_an_empty_strip_of_a_cmyk_jpeg_tiff_marked_by_adobe_reads_as_in_an_unmarked_file(tmp_path):
+    """A CMYK JPEG TIFF marked by Adobe's APP14 (its inks stored inverted) read with bands, one strip of it empty
+    (byte count 0): tifffile fills that strip with 0, as in an unmarked file, and the turn-back of the whole image
+    made it 255. Only the strips decoded are turned back now; the empty one reads 0, as in the same file whose
+    decoded strip is unmarked. Failed before (the bottom rows 255)."""
+    import io
+
+    from PIL import Image
+
+    pytest.importorskip("imagecodecs")  # tifffile decodes JPEG with it
+    cmyk = np.full((8, 16, 4), (40, 90, 140, 190), np.uint8)  # the top strip, 16 x 8
+    stream = io.BytesIO()
+    Image.fromarray(cmyk, "CMYK").save(stream, "JPEG", quality=95)
+    top = stream.getvalue()
+    at = top.index(b"\xff\xee")  # Pillow's Adobe APP14: the same stream without it is unmarked, read as stored
+    unmarked_top = top[:at] + top[at + 2 + int.from_bytes(top[at + 2:at + 4], "big"):]
+    marked, unmarked = tmp_path / "marked.tif", tmp_path / "unmarked.tif"
+    row_strips_tiff(marked, 16, [top, b""], 7, samples=4, photometric=5)
+    row_strips_tiff(unmarked, 16, [unmarked_top, b""], 7, samples=4, photometric=5)
+    assert not tifffile.imread(marked)[8:].any()  # tifffile's fill
+    arr = loaders._read_image_and_place(marked, 16, None, (1, 2, 3))[0].astype(int)
+    plain = loaders._read_image_and_place(unmarked, 16, None, (1, 2, 3))[0].astype(int)
+    assert np.abs(arr[:, :8] - np.array([40, 90, 140])[:, None, None]).max() <= 3  # the decoded strip turned back
+    assert np.array_equal(arr[:, 8:], plain[:, 8:]) and not arr[:, 8:].any()
+
+
 def _lzw_and_plain_geotiffs(root: Path) -> np.ndarray:
     """The same 4-band 40 x 40 uint16 GeoTIFF (EPSG:4326) as ``plain/x.tif``, uncompressed,
     and ``lzw/x.tif``, LZW-compressed with horizontal differencing in 16 x 16 tiles, as GDAL

@@ -512,7 +512,7 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
             if data.shape != expected:
                 raise DataError(f"{name}: decoded to an array of shape {data.shape}, where its tags say {expected}")
             if inverted:  # CMYK JPEG stored inverted (Adobe's APP14): turned back, as Pillow reads such a JPEG
-                data = np.subtract((1 << int(page.bitspersample)) - 1, data, dtype=data.dtype)
+                data = _turned_back(data, page, tif.filehandle.size)
     except DataError:
         raise
     except Exception as exc:  # a damaged or truncated file: tifffile's errors vary
@@ -624,6 +624,28 @@ def _check_jpeg_chunks(shown_as: str, tif, page, kind: str, segment_bytes: int) 
                               int(page.tilewidth if page.is_tiled else page.imagewidth), int(page.compression) == 6)
 
 
+def _chunk_bytes(offset: int, count: int, size: int) -> int:
+    """The bytes a strip or tile of ``count`` bytes at ``offset`` holds in a file of ``size`` bytes: 0 where it is
+    empty, which tifffile fills in (with 0) rather than decodes, or starts past the end, which tifffile's JPEG
+    decoder refuses ('Empty input file', one line of the reader's)."""
+    return max(0, min(int(count), size - int(offset)))
+
+
+def _turned_back(data: np.ndarray, page, size: int) -> np.ndarray:
+    """The samples of a CMYK JPEG TIFF whose strips or tiles are stored inverted (:func:`_check_jpeg_frames`;
+    ``data`` as tifffile decodes ``page``, of a file of ``size`` bytes, its 4 samples stored together) turned
+    back, each decoded chunk's: an empty one (:func:`_chunk_bytes`), which tifffile fills with 0, is left as
+    filled, as in an unmarked file (turned back, it read 255)."""
+    out = np.subtract((1 << int(page.bitspersample)) - 1, data, dtype=data.dtype)
+    high, wide = int(page.chunks[0]), int(page.chunks[1])
+    across = -(-int(page.imagewidth) // wide)
+    for i, (offset, count) in enumerate(zip(page.dataoffsets, page.databytecounts)):
+        if not _chunk_bytes(offset, count, size):
+            y, x = i // across * high, i % across * wide
+            out[y:y + high, x:x + wide] = data[y:y + high, x:x + wide]
+    return out
+
+
 def _check_jpeg_frames(shown_as: str, fh, size: int, offsets: Sequence[int], counts: Sequence[int], kind: str,
                        segment_bytes: int, expected: int, apart: bool, width: int, old_style: bool = False) -> bool:
     """:func:`_check_jpeg_chunks` on the chunks at ``offsets`` of ``counts`` bytes of the open file ``fh`` of
@@ -639,7 +661,7 @@ def _check_jpeg_frames(shown_as: str, fh, size: int, offsets: Sequence[int], cou
     writes no such segment, and its CMYK as is. Some chunks marked and some not is a :class:`DataError`."""
     marked, unmarked = 0, 0
     for offset, count in zip(offsets, counts):
-        count = max(0, min(int(count), size - int(offset)))
+        count = _chunk_bytes(offset, count, size)
         if not count:  # an empty chunk: tifffile fills it in
             continue
         fh.seek(int(offset))
