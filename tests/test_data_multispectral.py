@@ -482,6 +482,27 @@ def test_an_empty_strip_of_a_cmyk_jpeg_tiff_marked_by_adobe_reads_as_in_an_unmar
     assert np.array_equal(arr[:, 8:], plain[:, 8:]) and not arr[:, 8:].any()
 
 
+def test_a_jpeg_tiff_with_an_empty_strip_read_without_bands_is_one_line_naming_the_strip(tmp_path, capfd):
+    """A JPEG TIFF (compression 7) of a strip of byte count 0, read without bands: libtiff refused it with
+    'TIFFFillStrip: Invalid strip byte count 0, strip 1.' on standard error, naming no file, and the reader said
+    'cannot read image (OSError: decoder error -2)'. It is one line naming the file and the strip, before libtiff
+    reads it. Failed before."""
+    import io
+
+    from PIL import Image
+
+    top = io.BytesIO()  # the top strip, 16 x 8
+    Image.fromarray(np.full((8, 16, 3), (90, 40, 30), np.uint8)).save(top, "JPEG", quality=95)
+    path = tmp_path / "empty.tif"
+    row_strips_tiff(path, 16, [top.getvalue(), b""], 7, samples=3, photometric=2)
+    with pytest.raises(DataError) as info:
+        loaders.read_image(path, 16)
+    assert str(info.value) == (f"{path}: a JPEG TIFF whose strip 2 of 2 is empty (a byte count of 0, StripByteCounts, "
+                               f"tag 279), which libtiff does not decode (a damaged file); with bands it reads 0 "
+                               f"there, as tifffile fills it")
+    assert "TIFFFillStrip" not in capfd.readouterr().err
+
+
 def _lzw_and_plain_geotiffs(root: Path) -> np.ndarray:
     """The same 4-band 40 x 40 uint16 GeoTIFF (EPSG:4326) as ``plain/x.tif``, uncompressed,
     and ``lzw/x.tif``, LZW-compressed with horizontal differencing in 16 x 16 tiles, as GDAL

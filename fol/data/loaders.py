@@ -898,7 +898,9 @@ def _check_pillow_jpeg_tiff(shown_as: str, fh, tags) -> bool:
     error that names no file ('JPEGPreDecode: ... exceeds expected dimensions') and Pillow's 'decoder error -2'.
     An old-style JPEG (6), which may hold its stream elsewhere than in its strips, is checked as libtiff reads it
     (:func:`_check_pillow_ojpeg_tiff`). True if its strips or tiles are CMYK stored inverted
-    (:func:`_check_jpeg_frames`), which libtiff decodes as stored."""
+    (:func:`_check_jpeg_frames`), which libtiff decodes as stored. A strip or tile of compression 7 whose byte
+    count is 0, which libtiff refuses ('Invalid strip byte count 0', on standard error naming no file, and Pillow's
+    'decoder error -2'), is a :class:`DataError` naming the file and the strip."""
     if _first_number(tags, 259, 1) == 6:
         _check_pillow_ojpeg_tiff(shown_as, fh, tags)
         return False
@@ -914,6 +916,11 @@ def _check_pillow_jpeg_tiff(shown_as: str, fh, tags) -> bool:
         rows = int(min(_first_number(tags, 278, length), length))
         kind, chunk = "strip", width * rows
         offsets, counts = _floats(tags.get(273)), _floats(tags.get(279))
+    empty = next((i for i, count in enumerate(counts) if not count), None)
+    if empty is not None:  # libtiff: 'TIFFFillStrip: Invalid strip byte count 0, strip 1.' on stderr, naming no file
+        raise DataError(f"{shown_as}: a JPEG TIFF whose {kind} {empty + 1:,} of {len(counts):,} is empty (a byte count "
+                        f"of 0, {'TileByteCounts, tag 325' if kind == 'tile' else 'StripByteCounts, tag 279'}), which "
+                        f"libtiff does not decode (a damaged file); with bands it reads 0 there, as tifffile fills it")
     position = fh.tell()
     try:
         size = fh.seek(0, io.SEEK_END)
