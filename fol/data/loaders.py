@@ -901,21 +901,18 @@ def _check_pillow_jpeg_tiff(shown_as: str, fh, tags) -> bool:
     (:func:`_check_jpeg_frames`), which libtiff decodes as stored. A strip or tile of compression 7 whose byte
     count is 0, which libtiff refuses ('Invalid strip byte count 0', on standard error naming no file, and Pillow's
     'decoder error -2'), is a :class:`DataError` naming the file and the strip."""
-    if _first_number(tags, 259, 1) == 6:
+    compression = _first_number(tags, 259, 1)
+    if compression == 6:
         _check_pillow_ojpeg_tiff(shown_as, fh, tags)
         return False
-    if _first_number(tags, 259, 1) != 7:
+    if compression != 7:
         return False
-    width, length = (int(_first_number(tags, code, 0)) for code in (256, 257))
-    samples = int(_first_number(tags, 277, 1)) if tags.get(284, 1) != 2 else 1
+    length = int(_first_number(tags, 257, 0))
+    apart = tags.get(284, 1) == 2
+    samples = int(_first_number(tags, 277, 1)) if not apart else 1
     depth = 2 if max(_floats(tags.get(258, 8)) or (8.0,)) > 8 else 1
-    if 322 in tags and 323 in tags:
-        kind, chunk = "tile", math.prod(int(_first_number(tags, code, 0)) for code in (322, 323))
-        offsets, counts = _floats(tags.get(324)), _floats(tags.get(325))
-    else:
-        rows = int(min(_first_number(tags, 278, length), length))
-        kind, chunk = "strip", width * rows
-        offsets, counts = _floats(tags.get(273)), _floats(tags.get(279))
+    kind, wide, offsets, counts = _pillow_chunks(tags)
+    high = int(_first_number(tags, 323, 0)) if kind == "tile" else int(min(_first_number(tags, 278, length), length))
     empty = next((i for i, count in enumerate(counts) if not count), None)
     if empty is not None:  # libtiff: 'TIFFFillStrip: Invalid strip byte count 0, strip 1.' on stderr, naming no file
         raise DataError(f"{shown_as}: a JPEG TIFF whose {kind} {empty + 1:,} of {len(counts):,} is empty (a byte count "
@@ -925,11 +922,19 @@ def _check_pillow_jpeg_tiff(shown_as: str, fh, tags) -> bool:
     try:
         size = fh.seek(0, io.SEEK_END)
         return _check_jpeg_frames(shown_as, fh, size, [int(v) for v in offsets], [int(v) for v in counts], kind,
-                                  chunk * samples * depth, samples,
-                                  tags.get(284, 1) == 2 and _first_number(tags, 277, 1) > 1,
-                                  int(_first_number(tags, 322, 0)) if kind == "tile" else width)
+                                  wide * high * samples * depth, samples, apart and _first_number(tags, 277, 1) > 1,
+                                  wide)
     finally:
         fh.seek(position)
+
+
+def _pillow_chunks(tags) -> tuple[str, int, tuple[float, ...], tuple[float, ...]]:
+    """How a TIFF whose tags Pillow gives is cut, as libtiff reads it: ``(kind, width, offsets, byte counts)``
+    of its tiles where TileWidth and TileLength (tags 322 and 323) are both given (the tile's width, tags 324 and
+    325), else of its strips (the image's width, ImageWidth, tag 256; tags 273 and 279)."""
+    if 322 in tags and 323 in tags:
+        return "tile", int(_first_number(tags, 322, 0)), _floats(tags.get(324)), _floats(tags.get(325))
+    return "strip", int(_first_number(tags, 256, 0)), _floats(tags.get(273)), _floats(tags.get(279))
 
 
 def _check_pillow_ojpeg_tiff(shown_as: str, fh, tags) -> None:
@@ -941,10 +946,7 @@ def _check_pillow_ojpeg_tiff(shown_as: str, fh, tags) -> None:
     tile ('... indicates unexpected height', '... width'). Such a frame is a :class:`DataError` naming the file,
     before libtiff decodes it. A header of no frame (its tables in tags 519-521) is left to libtiff."""
     width = int(_first_number(tags, 256, 0))
-    tiled = 322 in tags and 323 in tags
-    kind, wide = ("tile", int(_first_number(tags, 322, 0))) if tiled else ("strip", width)
-    offsets, counts = (_floats(tags.get(324)), _floats(tags.get(325))) if tiled else (_floats(tags.get(273)),
-                                                                                      _floats(tags.get(279)))
+    kind, wide, offsets, counts = _pillow_chunks(tags)
     position = fh.tell()
     try:
         size = fh.seek(0, io.SEEK_END)
@@ -965,8 +967,8 @@ def _check_pillow_ojpeg_tiff(shown_as: str, fh, tags) -> None:
     said = f"{shown_as}: an old-style JPEG TIFF (compression 6) whose JPEG frame {where} is {samples:,} x {lines:,} pixels"
     if samples > wide:
         raise DataError(f"{said}, wider than the {wide:,} pixels its tags give a {kind} "
-                        f"({'TileWidth, tag 322' if tiled else 'ImageWidth, tag 256'}), which libtiff does not decode "
-                        f"(a damaged file)")
+                        f"({'TileWidth, tag 322' if kind == 'tile' else 'ImageWidth, tag 256'}), which libtiff does "
+                        f"not decode (a damaged file)")
     length = int(_first_number(tags, 257, 0))
     if lines < length or samples < min(width, wide):  # libtiff: 'indicates unexpected height' ('... width')
         raise DataError(f"{said}, smaller than the {width:,} x {length:,} image its tags give (ImageWidth and "
