@@ -667,14 +667,15 @@ def _limit_text(limit: int, why: str = "") -> str:
     return f"{text} ({why})" if why else text
 
 
-def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: float = 0.0,
-              unread_start: int | None = None, span_s: tuple[float, float] | None = None) -> float:
+def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: float, unread_start: int | None,
+              span_s: tuple[float, float]) -> float:
     """Seconds after the plan start of an ION time: ``+ss`` after the reference time (``@``;
     the plan start unless moved), or absolute ``yyyy/mm/dd-hh:mm:ss``. ``unread_start``: the line number of a
     ``# start`` read as a comment (a plan without :data:`HEADER_MARKER`), named when an absolute time needs one.
-    A time outside ``span_s`` (:func:`_ion_earliest_s` and :func:`_ion_latest_s` of ``start``, given by a caller that
-    reads many: before 1970 or past 2038) is refused, as ``ionadmin`` refuses it (``readTimestamp``: "Time value not
-    supported"; a start so refused it reads as 0, a hypothetical contact, a stop as 0, before the start)."""
+    A time outside ``span_s`` (:func:`_ion_earliest_s` and :func:`_ion_latest_s` of ``start``, which :func:`parse_ion`
+    computes once for the plan: before 1970 or past 2038) is refused, as ``ionadmin`` refuses it (``readTimestamp``:
+    "Time value not supported"; a start so refused it reads as 0, a hypothetical contact, a stop as 0, before the
+    start)."""
     if token.startswith("+"):
         digits = token[1:]
         # whole seconds in ASCII digits: float() also reads 1e3, 1_000, 0.5 and every script's digits
@@ -686,7 +687,7 @@ def _ion_time(token: str, start: _dt.datetime | None, where: str, reference_s: f
     else:
         value = _offset(_ion_utc(token, where), start, f"{where}: absolute time {token!r}", f"{where}: {token}",
                         unread_start)
-    earliest, latest = (_ion_earliest_s(start), _ion_latest_s(start)) if span_s is None else span_s
+    earliest, latest = span_s
     if not earliest <= value <= latest:
         raise ContactError(f"{where}: {shown(token)} ({value:.0f} s after the plan start) is "
                            + (f"after {_ion_latest_text(start)}; expected times by then" if value > latest else
@@ -745,7 +746,7 @@ def _check_unscheduled_time(token: str, what: str, where: str, start: _dt.dateti
         raise ContactError(f"{where}: expected {expected} with +SECONDS of 0..{MAX_ION_OFFSET_S:.0e} in ASCII "
                            f"digits, got {shown(token)}")
     else:
-        _ion_time(token, start, where, reference_s, span_s=span_s)
+        _ion_time(token, start, where, reference_s, None, span_s)
 
 
 #: Most digits an ION number or time is read with (``int()`` reads at most 4,300; past 1e100 is refused by value).
@@ -1022,14 +1023,14 @@ def _unscheduled_contact(words: list[str], where: str, hypothetical: set[tuple[i
 
 def _edit_ion(words: list[str], where: str, plan: IonPlan, reference: float,
               live: dict[str, dict], hypothetical: set[tuple[int, int]],
-              unread_start: int | None = None, span_s: tuple[float, float] | None = None) -> None:
+              unread_start: int | None, span_s: tuple[float, float]) -> None:
     """Apply a ``d contact`` / ``d range`` (start ``*``: every one of the pair) or ``c contact``
     line to the entries added so far; a deleted entry's value becomes ``None``. A contact is found by its
     start, FROM and TO, as ``ionadmin`` finds it; ``d contact 0`` deletes the hypothetical contact of FROM and TO
     (``hypothetical``), ``d contact -1`` is read and changes nothing, and ``c contact`` of start ``0`` or ``-1``
     is refused, as ``ionadmin`` refuses it; an ``a contact`` of rate 0 (``live["rate 0"]``, not inserted by
-    ``ionadmin``) is deleted as nothing (``d``) and refused a change (``c``) (``unread_start``, ``span_s``: as :func:`_ion_time` takes them;
-    :func:`parse_ion` gives the span it holds, which no line then computes again)."""
+    ``ionadmin``) is deleted as nothing (``d``) and refused a change (``c``) (``unread_start``, ``span_s``: as
+    :func:`_ion_time` takes them; :func:`parse_ion` gives the span it holds, which no line then computes again)."""
     kind = words[1]
     if words[0] == "c" and kind == "range":
         raise ContactError(f"{where}: expected 'c contact START FROM TO RATE_BYTES_PER_S'")
