@@ -14,6 +14,7 @@ from fol.cli import main
 from orbits import walker_delta
 from orbits.tle import format_tle, tle_checksum
 
+from _names import deep_folder
 from _processes import repo_env
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -364,12 +365,7 @@ def test_contacts_says_in_one_line_that_an_output_path_is_too_long_and_keeps_the
     scenario = _walker_scenario(tmp_path)
     stage = len(f"/.staged-{os.getpid()}-{'0' * 12}.tmp")
     length = 4095 - stage - len("/.contacts.manifest.json.0123456789ab.tmp") + longer  # longer: 10 more for the table
-    parts, size = [], len(str(tmp_path))
-    while size + 201 < length:
-        parts.append("d" * 200)
-        size += 201
-    out = tmp_path.joinpath(*parts, "d" * (length - size - 1))
-    out.mkdir(parents=True)
+    out = deep_folder(tmp_path, length)
     (out / "contacts.csv").write_text("the previous table")
     (out / "contacts.manifest.json").write_text('{"files": {}, "format": 1}')
     before = _contents(out)

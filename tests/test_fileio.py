@@ -18,7 +18,7 @@ import swarmbase.fileio as fileio
 from contact_sim import ContactPlan, LinkModel, WindowTable
 from swarmbase.fileio import atomic_write_bytes, atomic_writer, write_json_atomic
 
-from _names import odd_folder
+from _names import deep_folder, odd_folder
 
 
 @pytest.fixture
@@ -628,12 +628,7 @@ def test_a_temporary_file_that_cannot_be_made_is_said_of_the_file_being_written(
     path too long for it though not for the file, was an OSError naming the temporary file: a caller's line read
     'cannot write .contacts.csv.<hex>.tmp (File name too long)', a file that never exists. It names the file
     being written, as an error of write() does; nothing is left there, and what the file held stays."""
-    parts, size = [], len(str(tmp_path))
-    while size + 201 < 4070:
-        parts.append("d" * 200)
-        size += 201
-    folder = tmp_path.joinpath(*parts, "d" * (4070 - size - 1))
-    folder.mkdir(parents=True)
+    folder = deep_folder(tmp_path, 4070)
     path = folder / "table.csv"  # 4,080 characters: its temporary file's, 4,098, too long
     path.write_text("the previous table")
     with pytest.raises(OSError) as refused:

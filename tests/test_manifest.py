@@ -12,7 +12,7 @@ import pytest
 from swarmbase.fileio import staged_outputs
 from swarmbase.manifest import EarlierOutputs, OutputManifest
 
-from _names import odd_folder
+from _names import deep_folder, odd_folder
 
 
 class _Err(Exception):
@@ -205,19 +205,6 @@ def test_a_refused_manifest_is_named_through_brief(kind: str, tmp_path: Path) ->
     assert str(info.value).startswith(f"{brief(manifest)}: is a link to "), info.value
 
 
-def _deep_folder(tmp_path: Path, length: int) -> Path:
-    """A folder (made) whose absolute path is ``length`` characters, in parts of at most 200."""
-    parts, size = [], len(str(tmp_path))
-    while size + 201 < length:
-        parts.append("d" * 200)
-        size += 201
-    parts.append("d" * (length - size - 1))
-    folder = tmp_path.joinpath(*parts)
-    folder.mkdir(parents=True)
-    assert len(str(folder)) == length
-    return folder
-
-
 @pytest.mark.parametrize("kind", ["folder", "unwritable", "too long"])
 def test_a_manifest_the_system_cannot_write_is_one_line_saying_what_was_expected(
         kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -231,7 +218,7 @@ def test_a_manifest_the_system_cannot_write_is_one_line_saying_what_was_expected
     from swarmbase.tomlcheck import brief
 
     # too long: the manifest's path the file system takes (4,095 characters at most), not its temporary file's
-    folder = _deep_folder(tmp_path, 4070) if kind == "too long" else tmp_path / "out"
+    folder = deep_folder(tmp_path, 4070) if kind == "too long" else tmp_path / "out"
     folder.mkdir(exist_ok=True)
     (folder / "table.csv").write_text("a,b\n")
     path = folder / RULE.name
