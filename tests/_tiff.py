@@ -38,6 +38,13 @@ def flat_jpeg(values: tuple[int, ...], side: int = 16) -> bytes:
     return out.getvalue()
 
 
+def without_adobe_segment(jpeg: bytes) -> bytes:
+    """``jpeg`` without its Adobe APP14 segment (Pillow writes one in a CMYK JPEG, saying its inks are stored
+    inverted): the same stream unmarked, which a reader takes as stored."""
+    at = jpeg.index(b"\xff\xee")
+    return jpeg[:at] + jpeg[at + 2 + int.from_bytes(jpeg[at + 2:at + 4], "big"):]
+
+
 def band_strips_tiff(path: Path, side: int, payloads: Sequence[bytes], compression: int, *, bits: int = 8,
                      photometric: int = 1) -> None:
     """A ``side`` x ``side`` TIFF of one band a payload, its bands stored apart (PlanarConfiguration 2, tag

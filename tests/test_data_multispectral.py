@@ -20,7 +20,8 @@ from fol.errors import ConfigError, DataError
 from fol.nodedata import load_node_data, parse_node_data, split_fields
 
 from _memory import traced_peak
-from _tiff import band_strips_tiff, flat_jpeg, header_apart_ojpeg_tiff, one_segment_tiff, row_strips_tiff
+from _tiff import (band_strips_tiff, flat_jpeg, header_apart_ojpeg_tiff, one_segment_tiff, row_strips_tiff,
+                   without_adobe_segment)
 
 tifffile = pytest.importorskip("tifffile")
 
@@ -444,9 +445,7 @@ def test_a_cmyk_jpeg_tiff_marked_by_adobe_reads_as_the_same_image_uncompressed(t
     for y, half in zip((0, 8), halves):
         image.crop((0, y, 16, y + 8)).save(half, "JPEG", quality=95)
     top, bottom = (half.getvalue() for half in halves)
-    at = bottom.index(b"\xff\xee")
-    row_strips_tiff(mixed, 16, [top, bottom[:at] + bottom[at + 2 + int.from_bytes(bottom[at + 2:at + 4], "big"):]], 7,
-                    samples=4, photometric=5)
+    row_strips_tiff(mixed, 16, [top, without_adobe_segment(bottom)], 7, samples=4, photometric=5)
     for bands in (None, (1, 2, 3)):
         with pytest.raises(DataError) as info:
             loaders._read_image_and_place(mixed, 16, None, bands)
@@ -470,8 +469,7 @@ def test_an_empty_strip_of_a_cmyk_jpeg_tiff_marked_by_adobe_reads_as_in_an_unmar
     stream = io.BytesIO()
     Image.fromarray(cmyk, "CMYK").save(stream, "JPEG", quality=95)
     top = stream.getvalue()
-    at = top.index(b"\xff\xee")  # Pillow's Adobe APP14: the same stream without it is unmarked, read as stored
-    unmarked_top = top[:at] + top[at + 2 + int.from_bytes(top[at + 2:at + 4], "big"):]
+    unmarked_top = without_adobe_segment(top)
     marked, unmarked = tmp_path / "marked.tif", tmp_path / "unmarked.tif"
     row_strips_tiff(marked, 16, [top, b""], 7, samples=4, photometric=5)
     row_strips_tiff(unmarked, 16, [unmarked_top, b""], 7, samples=4, photometric=5)
