@@ -866,6 +866,14 @@ _TIME_0 = ("1970-01-01T00:00:00Z, ionadmin's time 0, which it reads as a hypothe
            "data)")
 
 
+def _one_window_plan(t0: float, start: dt.datetime | None):
+    """A plan of nodes a and b starting at ``start``, one window between them from ``t0`` to 7,200 s (8 kb/s)."""
+    from contact_sim import ContactPlan, LinkModel, WindowTable
+
+    w = WindowTable([0], [1], [t0], [7200.0], [1000.0], [1000.0], [0.0])
+    return ContactPlan(["a", "b"], w, LinkModel("constant", 8e3, 0.0), [0.0, 7200.0], start)
+
+
 @pytest.mark.parametrize("start, token", [("1969-12-31T23:00:00Z", "+3600"), ("1970-01-01T00:00:00Z", "+0"),
                                           ("1969-12-31T23:00:00Z", "1970/01/01-00:00:00")])
 def test_an_ion_contact_starting_at_1970_is_refused_as_ionadmin_reads_it_hypothetical(tmp_path: Path, start: str,
@@ -875,7 +883,6 @@ def test_an_ion_contact_starting_at_1970_is_refused_as_ionadmin_reads_it_hypothe
     it now, naming the line or the window; a range of that start (ionadmin inserts it) and a contact a second later
     are read, and a plan of no start, whose '+0' is ionadmin's own time, not 1970, is not touched. Failed before
     (read; written)."""
-    from contact_sim import ContactPlan, LinkModel, WindowTable
     from contact_sim.dtn import write_ion
 
     head = f"# fol-swarm contact plan\n# start {start}\n"
@@ -888,16 +895,12 @@ def test_an_ion_contact_starting_at_1970_is_refused_as_ionadmin_reads_it_hypothe
     path.write_text("a contact +0 +60 1 2 10\n")
     assert read_ion(path).windows.t_start_s.tolist() == [0.0]
 
-    def plan(t0: float, begins) -> ContactPlan:
-        w = WindowTable([0], [1], [t0], [7200.0], [1000.0], [1000.0], [0.0])
-        return ContactPlan(["a", "b"], w, LinkModel("constant", 8e3, 0.0), [0.0, 7200.0], begins)
-
     out = tmp_path / "c.ion"
     with pytest.raises(ContactError) as info:
-        write_ion(out, plan(after - 1.0, dt.datetime.fromisoformat(start.replace("Z", "+00:00"))))
+        write_ion(out, _one_window_plan(after - 1.0, dt.datetime.fromisoformat(start.replace("Z", "+00:00"))))
     assert str(info.value) == (f"{out}: contact a - b (nodes 1, 2) +{after - 1} +7200: starts at {_TIME_0}; expected "
                                "windows starting after it, or export HDTN (--hdtn)")
-    assert "a contact +0 +7200 1 2 1000" in write_ion(out, plan(0.0, None)).read_text()
+    assert "a contact +0 +7200 1 2 1000" in write_ion(out, _one_window_plan(0.0, None)).read_text()
 
 
 @pytest.mark.parametrize("start, line, says", [
@@ -935,25 +938,19 @@ def test_an_ion_export_starting_before_1970_is_refused_before_writing(tmp_path: 
     cannot name and the import now refuses. It is refused before anything is written, naming the output and the
     window; a window starting after 1970 is written, and HDTN (whose times count from its plan's start) writes
     the earlier one. Failed before: written as 'a contact +0 +7200 1 2 1000'."""
-    from contact_sim import ContactPlan, LinkModel, WindowTable
     from contact_sim.dtn import write_ion
 
     start = dt.datetime(1969, 12, 31, 23, tzinfo=dt.timezone.utc)
-
-    def plan(t0: float) -> ContactPlan:
-        w = WindowTable([0], [1], [t0], [7200.0], [1000.0], [1000.0], [0.0])
-        return ContactPlan(["a", "b"], w, LinkModel("constant", 8e3, 0.0), [0.0, 7200.0], start)
-
     out = tmp_path / "c.ion"
-    assert "a contact +3601 +7200 1 2 1000" in write_ion(out, plan(3601.0)).read_text()
+    assert "a contact +3601 +7200 1 2 1000" in write_ion(out, _one_window_plan(3601.0, start)).read_text()
     with pytest.raises(ContactError) as info:
-        write_ion(out, plan(0.0))
+        write_ion(out, _one_window_plan(0.0, start))
     assert str(info.value) == (
         f"{out}: contact a - b (nodes 1, 2) +0 +7200: starts before ION's earliest time, 1970-01-01T00:00:00Z "
         "(ionadmin's readTimestamp refuses a time before 1970; the plan starts at 1969-12-31T23:00:00Z); expected "
         "windows starting from then, or export HDTN (--hdtn)")
     assert "+3601 +7200 1 2" in out.read_text()  # the earlier file is kept
-    assert hdtn_contacts(plan(0.0))["contacts"][0]["startTime"] == 0
+    assert hdtn_contacts(_one_window_plan(0.0, start))["contacts"][0]["startTime"] == 0
 
 
 @pytest.mark.parametrize("t0, t1, start, says", [
