@@ -29,6 +29,27 @@ def fail(message: str, code: int = 2) -> int:
     return code
 
 
+def result_line(stdout: str, what: str, kind: type) -> object:
+    """The JSON value of type ``kind`` that a measuring child process printed as its last line (a
+    benchmark runs each measurement in a fresh interpreter and reads its result so). A child that
+    exited 0 without it (its script cut short while being rewritten, a stray print after it) is one
+    line, ``<what> gave no result (its last line: ...)``, exit 1, not an IndexError or a
+    JSONDecodeError traceback."""
+    import json
+
+    from swarmbase.tomlcheck import brief
+
+    last = (stdout.strip().splitlines() or [""])[-1]
+    try:
+        value = json.loads(last)
+    except ValueError:
+        value = None
+    if not isinstance(value, kind):
+        said = f"its last line: {brief(last)}" if last else "it printed nothing"
+        raise SystemExit(fail(f"{what} gave no result ({said})", 1))
+    return value
+
+
 def key_values(items: list[str], what: str) -> dict[str, object]:
     """``KEY=VALUE`` command-line items as a dict (ints and floats parsed; a
     malformed item stops the script with one error line naming ``what``, exit 2 as a

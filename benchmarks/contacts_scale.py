@@ -76,12 +76,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import PeakMemory, fail, int_in, per_core, positive_float  # noqa: E402
+from _common import PeakMemory, fail, int_in, per_core, positive_float, result_line  # noqa: E402
 
 from contact_sim import (LinkGeometry, find_windows, satellite_trajectories, space_visible,  # noqa: E402
                          windows_from_samples)
 from orbits import Constellation, propagate_offsets, walker  # noqa: E402
-from swarmbase.tomlcheck import brief  # noqa: E402
 
 EPOCH = "2025-03-01T00:00:00Z"
 MAX_RANGE_KM = 5000.0
@@ -296,15 +295,7 @@ def _measured(spec: dict, workers: int) -> dict:
     if run.returncode != 0:
         last = (run.stderr.strip().splitlines() or ["no message"])[-1]
         raise SystemExit(fail(f"{spec['name']}: the search with --workers {workers} failed: {last}", 1))
-    last = (run.stdout.strip().splitlines() or [""])[-1]
-    try:
-        result = json.loads(last)
-    except ValueError:
-        result = None
-    if not isinstance(result, dict):  # exited 0 without its result line (its script cut short, a stray print)
-        said = f"its last line: {brief(last)}" if last else "it printed nothing"
-        raise SystemExit(fail(f"{spec['name']}: the search with --workers {workers} gave no result ({said})", 1))
-    return result
+    return result_line(run.stdout, f"{spec['name']}: the search with --workers {workers}", dict)
 
 
 def fork_overhead(args) -> int:

@@ -55,7 +55,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import PeakMemory, checked, fail, int_in, machine_line  # noqa: E402
+from _common import PeakMemory, checked, fail, int_in, machine_line, result_line  # noqa: E402
 
 from fol.executors import LocalRayCluster  # noqa: E402
 from fol.simulation import parse_scenario, run_simulation  # noqa: E402
@@ -146,7 +146,7 @@ def scaling(nodes: list[int], executors: list[str], budget: str = "full") -> Non
                     done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
                 if done.returncode != 0:
                     raise SystemExit(fail(f"{executor}, {n} nodes: the run exited with code {done.returncode}", 1))
-                wall, node_s = json.loads(done.stdout.strip().splitlines()[-1])
+                wall, node_s = result_line(done.stdout, f"{executor}, {n} nodes: the run", list)
                 pss_gb = peak.pss_kb / 2**20
                 rows.append((executor, n, wall, 60.0 * n / wall, node_s, peak.cpu_s, pss_gb, load))
                 print(f"{executor:>11} {n:>4} nodes ({budget} budget): {wall:7.1f} s, {60 * n / wall:5.2f} nodes/min, "

@@ -44,3 +44,21 @@ def test_bad_arguments_are_one_line_before_any_work(benchmark_script, capsys):
         assert stop.value.code == 2
         out = capsys.readouterr()
         assert needle in out.err and "Traceback" not in out.err and "machine:" not in out.out, (argv, out)
+
+
+def test_a_run_that_gives_no_result_line_is_one_line_naming_it(benchmark_script, capsys, monkeypatch):
+    """The scaling runs read each fresh process's wall time and FOL round from the last line it prints;
+    one that exits 0 without that line (its script cut short while being rewritten, a stray print
+    after it) was an IndexError or JSONDecodeError traceback; it is one line naming the executor and
+    the node count and what the process printed, exit 1."""
+    import subprocess
+
+    ss = benchmark_script("simulate_scale")
+    monkeypatch.setattr(ss, "_load", lambda: "0.00 0.00 0.00")
+    for stdout, shown in (("", "it printed nothing"), ("a warning\n", "its last line: a warning")):
+        monkeypatch.setattr(ss.subprocess, "run", lambda argv, **kw: subprocess.CompletedProcess(argv, 0, stdout, ""))
+        with pytest.raises(SystemExit) as stop:
+            ss.scaling([8], ["local"])
+        assert stop.value.code == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "local, 8 nodes: the run gave no result" in err and shown in err, err
