@@ -29,7 +29,7 @@ OnResult = Callable[[int, Any], None] | None
 
 from fol.errors import ConfigError, FOLError
 from fol.threads import torch_threads
-from swarmbase.tomlcheck import is_decimal, shown
+from swarmbase.tomlcheck import brief, is_decimal, shown
 
 __all__ = ["torch_threads", "Executor", "LocalExecutor", "ProcessExecutor", "RayExecutor", "LocalRayCluster", "make_executor", "EXECUTORS",
            "check_ray_address", "cluster_address"]
@@ -467,14 +467,14 @@ def check_ray_address(address: str | None, timeout_s: float = 5.0, join_timeout_
     host, port = hostport
     reason = _unreachable(host, port, timeout_s)
     if reason is not None:
-        raise ConfigError(f"{field} {address!r}: no Ray cluster answers at {host}:{port} ({reason}); "
+        raise ConfigError(f"{field} {shown(address)}: no Ray cluster answers at {brief(f'{host}:{port}')} ({reason}); "
                           "start it first (ray start --head) or correct the address")
     if address.startswith("ray://") or address in _JOINED:
         return
     why = _join_failure(address, RAY_JOIN_TIMEOUT_S if join_timeout_s is None else join_timeout_s)
     if why is not None:
         hint = _token_hint() if "auth" in why.lower() or "token" in why.lower() else ""
-        raise ConfigError(f"{field} {address!r}: something accepts connections at {host}:{port}, but {why} "
+        raise ConfigError(f"{field} {shown(address)}: something accepts connections at {brief(f'{host}:{port}')}, but {why} "
                           f"(is it the GCS port of a Ray head, and does this machine reach the address the cluster "
                           f"gives for it?){hint}")
     _JOINED.add(address)

@@ -263,6 +263,29 @@ def test_a_ray_address_that_accepts_connections_but_is_no_ray_head_is_one_line_i
     assert out == err == "", err[-2000:]
 
 
+def test_a_long_ray_address_the_check_refuses_is_named_cut(monkeypatch):
+    """The 'no Ray cluster answers' and 'something accepts connections' lines named the address
+    with repr, whole (and its host:port as it is): an address of 5,000 characters made a line of
+    over 10 kB. They name it as the check's malformed-address line does, cut (shown, brief)."""
+    import fol.executors as ex
+    from fol.errors import ConfigError
+
+    address = "x" * 5000 + ":6379"  # a host no resolver takes (idna: label too long): refused at once
+    with pytest.raises(ConfigError) as refused:
+        ex.check_ray_address(address, timeout_s=1.0)
+    line = str(refused.value)
+    assert line.startswith("run.ray_address 'xxxx") and "no Ray cluster answers at 'xxxx" in line, line[:400]
+    assert "\n" not in line and len(line) < 600, len(line)
+
+    monkeypatch.setattr(ex, "_unreachable", lambda *a: None)  # something accepts connections there ...
+    monkeypatch.setattr(ex, "_join_failure", lambda *a: "a driver could not join it: refused")  # ... no Ray head
+    with pytest.raises(ConfigError) as refused:
+        ex.check_ray_address(address)
+    line = str(refused.value)
+    assert line.startswith("run.ray_address 'xxxx") and "something accepts connections at 'xxxx" in line, line[:400]
+    assert "but a driver could not join it: refused" in line and len(line) < 700, len(line)
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     """One small Ray instance on 127.0.0.1 for the Ray tests here (started by the
