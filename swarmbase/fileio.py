@@ -485,9 +485,16 @@ def _creatable(path: Path, error: type[Exception], what: str) -> None:
                         f"another path")
         if name.exists():
             break
-    parent = path.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
+    try:
+        parent = path.absolute().parent
+        while not parent.exists():
+            parent = parent.parent
+    except OSError as exc:  # a relative path from a working folder whose absolute path passes the system's limit
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        raise error(f"{what} {brief(path)}: cannot be checked ({exc.strerror}: from the working folder it is a path "
+                    f"of {len(str(path.absolute())):,} characters, more than the system takes); expected a shorter "
+                    "path: give one outside this folder, or run from a shorter one") from None
     if not parent.is_dir():
         raise error(f"{what} {brief(path)}: cannot be created ({brief(parent)} is not a folder)")
     try:

@@ -1172,3 +1172,25 @@ def test_a_failure_past_the_checks_names_the_option_whose_path_failed() -> None:
     assert _option_of(parser, args, "runs") is None
     args = parser.parse_args(["personalize", "--model", "m", "--data", DATA, "--neighbours", "got", "--out", "o"])
     assert _option_of(parser, args, "got/a.safetensors") == "--neighbors"  # the option's first name
+
+
+def test_a_relative_out_from_a_working_folder_past_the_path_limit_is_one_line_naming_the_option(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """--out out, given from a working folder whose absolute path passes the system's 4,096 characters: the
+    output-folder check stats the path's absolute parents, and the run ended with a bare OSError
+    ('[Errno 36] File name too long: <the absolute path>'), naming neither the option nor what was expected.
+    It is one line naming --out and asking for a shorter path, exit 2, and nothing is written."""
+    import os
+
+    scenario = _walker_scenario(tmp_path)
+    monkeypatch.chdir(deep_folder(tmp_path, 4000))  # restored after the test
+    os.mkdir("d" * 200)  # relative: the whole, 4,201 characters, is too long to name
+    os.chdir("d" * 200)
+    capsys.readouterr()
+    assert main(["contacts", scenario, "--no-plot", "--out", "out"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"fol contacts: error: {scenario}: --out out: cannot be checked (File "
+                                               "name too long: from the working folder it is a path of "), err
+    assert err[0].endswith(" characters, more than the system takes); expected a shorter path: give one outside "
+                           "this folder, or run from a shorter one"), err
+    assert os.listdir(".") == []
