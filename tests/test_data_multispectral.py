@@ -501,6 +501,37 @@ def test_a_jpeg_tiff_with_an_empty_strip_read_without_bands_is_one_line_naming_t
     assert "TIFFFillStrip" not in capfd.readouterr().err
 
 
+def test_a_jpeg_tiff_whose_strip_starts_outside_the_file_is_one_line_naming_the_strip(tmp_path, capfd):
+    """A JPEG TIFF (compression 7) whose second strip's offset (StripOffsets, tag 273) is past the file's end, its
+    byte count not 0 (a file cut short, or a damaged tag): read with bands, tifffile's JPEG decoder was handed
+    no bytes and the reader said 'cannot read TIFF (Jpeg8Error: Empty input file)', naming neither the strip nor
+    why; without bands, 'cannot read image (OSError: decoder error -2)' and a libtiff line on standard error. It is
+    one line naming the file, the strip, its offset and the file's size, either way. Failed before."""
+    import io
+
+    pytest.importorskip("imagecodecs")  # tifffile decodes JPEG with it
+    from PIL import Image
+
+    top = io.BytesIO()  # each strip 16 x 8
+    Image.fromarray(np.full((8, 16, 3), (90, 40, 30), np.uint8)).save(top, "JPEG", quality=95)
+    path = tmp_path / "outside.tif"
+    row_strips_tiff(path, 16, [top.getvalue(), top.getvalue()], 7, samples=3, photometric=2)
+    data = bytearray(path.read_bytes())
+    offsets_at = 8 + 2 + 10 * 12 + 4  # row_strips_tiff's 8 tags and 273/279, then the offsets of its 2 strips
+    assert struct.unpack_from("<I", data, offsets_at + 4)[0] == offsets_at + 16 + len(top.getvalue())
+    struct.pack_into("<I", data, offsets_at + 4, len(data) + 1000)
+    path.write_bytes(bytes(data))
+    said = (f"{path}: a JPEG TIFF whose strip 2 of 2 starts at byte {len(data) + 1000:,} (StripOffsets, tag 273), "
+            f"outside the file of {len(data):,} bytes (a truncated or damaged file)")
+    with pytest.raises(DataError) as info:
+        loaders._read_image_and_place(path, 16, None, (1, 2, 3))
+    assert str(info.value) == said
+    with pytest.raises(DataError) as info:
+        loaders.read_image(path, 16)
+    assert str(info.value) == said
+    assert capfd.readouterr().err == ""
+
+
 def _lzw_and_plain_geotiffs(root: Path) -> np.ndarray:
     """The same 4-band 40 x 40 uint16 GeoTIFF (EPSG:4326) as ``plain/x.tif``, uncompressed,
     and ``lzw/x.tif``, LZW-compressed with horizontal differencing in 16 x 16 tiles, as GDAL

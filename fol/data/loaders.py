@@ -626,8 +626,8 @@ def _check_jpeg_chunks(shown_as: str, tif, page, kind: str, segment_bytes: int) 
 
 def _chunk_bytes(offset: int, count: int, size: int) -> int:
     """The bytes a strip or tile of ``count`` bytes at ``offset`` holds in a file of ``size`` bytes: 0 where it is
-    empty, which tifffile fills in (with 0) rather than decodes, or starts past the end, which tifffile's JPEG
-    decoder refuses ('Empty input file', one line of the reader's)."""
+    empty, which tifffile fills in (with 0) rather than decodes, or starts past the end (a JPEG one, which
+    tifffile's decoder refuses as 'Empty input file', is refused first by :func:`_check_jpeg_frames`)."""
     return max(0, min(int(count), size - int(offset)))
 
 
@@ -653,14 +653,19 @@ def _check_jpeg_frames(shown_as: str, fh, size: int, offsets: Sequence[int], cou
     (1 where the bands are stored ``apart``) in a strip or tile ``width`` pixels wide. Of an ``old_style``
     JPEG TIFF (compression 6), a chunk that is no JPEG stream of its own (no SOI marker: its header kept
     apart, as libtiff reads it, in JPEGInterchangeFormat, tag 513, or its tables in tags 519-521) is refused
-    as such: tifffile decodes only whole streams ('Not a JPEG file').
+    as such: tifffile decodes only whole streams ('Not a JPEG file'). A chunk of bytes that starts outside the file
+    (at or past ``size``: a file cut short, or a damaged offset) is a :class:`DataError` naming it and its offset.
 
     True if every chunk is a frame of 4 components marked with an Adobe APP14 segment: CMYK stored
     inverted, as Photoshop and Pillow write it (libjpeg.txt: 'Adobe Photoshop writes inverted data in
     CMYK JPEG files'), which libjpeg decodes as stored and Pillow's own JPEG reader inverts back; libtiff
     writes no such segment, and its CMYK as is. Some chunks marked and some not is a :class:`DataError`."""
     marked, unmarked = 0, 0
-    for offset, count in zip(offsets, counts):
+    for i, (offset, count) in enumerate(zip(offsets, counts)):
+        if int(count) and int(offset) >= size:  # tifffile's decoder: 'Empty input file'; libtiff: 'decoder error -2'
+            raise DataError(f"{shown_as}: a JPEG TIFF whose {kind} {i + 1:,} of {len(counts):,} starts at byte "
+                            f"{int(offset):,} ({'TileOffsets, tag 324' if kind == 'tile' else 'StripOffsets, tag 273'}), "
+                            f"outside the file of {size:,} bytes (a truncated or damaged file)")
         count = _chunk_bytes(offset, count, size)
         if not count:  # an empty chunk: tifffile fills it in
             continue
