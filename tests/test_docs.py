@@ -1276,6 +1276,21 @@ def test_evaluation_paired_table_gives_the_number_of_nodes_that_differ() -> None
     assert row.endswith(f"| {d.p:.2g} (3) |") and "Wilcoxon signed-rank p (nodes that differ)" in res.markdown()
 
 
+def test_the_pages_snippets_print_a_paired_p_only_when_a_node_differs() -> None:
+    """``paired_difference`` (and ``ProtocolResult.paired``) give ``p = None`` when no node
+    differs; a page's snippet that formats it as a number (``{r.p:.2g}``) would stop there
+    with a TypeError, so every line of a Python block that formats a ``.p`` checks for None."""
+    unguarded = []
+    for page in sorted(DOCS.glob("*.md")):
+        blocks = re.findall(r"^```python\n(.*?)^```", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+        for block in blocks:
+            for line in block.splitlines():
+                for name in re.findall(r"\{(\w+(?:\.\w+)*)\.p:", line):
+                    if f"{name}.p is not None" not in line and f"{name}.p is None" not in line:
+                        unguarded.append(f"{page.name}: {line.strip()}")
+    assert not unguarded, "a paired p printed without checking for None (no node differs):\n" + "\n".join(unguarded)
+
+
 BASELINES_MD = DOCS / "baselines.md"
 
 
