@@ -32,8 +32,11 @@ is 90 % or more one class against the other nodes, and how many test images of
 each event form (and of no event) the local models and the pooled model get
 wrong (with ``-v`` per region box); ``--json`` keeps them as ``by_form``.
 
-A seed draws everything anew: the pool, the partition, the splits, the
-region images and the models' initialisation. With ``--seeds N`` the seeds
+A seed draws everything anew: the pool and the partition (both with
+``--seed`` itself), the splits (node k's 70/15/15 split with ``--seed + k``,
+the region model's with ``--seed``), the region images (the first box's
+with ``--seed + 101``, the far box's with ``--seed + 202``) and the models'
+initialisation and training (``--seed``). With ``--seeds N`` the seeds
 ``--seed`` .. ``--seed + N - 1`` run one after the other, each printed as
 above, then every figure and target check as mean ± std over the seeds with
 each seed's value and the number of seeds that meet it (the targets are
