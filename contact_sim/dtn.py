@@ -58,8 +58,9 @@ contact's stop too, which ``ionadmin`` reads alike), and so is a contact startin
 window's OWLT is the largest of the ``a range`` lines of the pair that cover it, or, where no one line does, of
 those that together cover it (a window the ION export joined of two: :func:`_largest_joint_cover`) (kept in
 ``plan.meta["owlt_s_per_window"]``, ``None`` where a stretch of the window is in no line, and written back on
-export; an HDTN record's ``owlt`` is such a line; an ION range is held as ``ionadmin`` holds it,
-:func:`_add_range`: a second of one start and nodes, or one overlapping another, is skipped, the earlier kept).
+export; an HDTN record's ``owlt`` is such a line, 0 where it is missing, as ``cp_load`` reads it; an ION range is
+held as ``ionadmin`` holds it, :func:`_add_range`: a second of one start and nodes, or one overlapping another, is
+skipped, the earlier kept).
 ``ionadmin``'s edits apply in file order (``@`` moves the time ``+ss`` counts from; ``d contact`` / ``d range``
 delete, ``c contact`` changes an earlier line's); registration (start ``-1``) and hypothetical (start ``0``, as
 ``ionadmin`` reads it; a stop of ``0`` after a start is refused, as ``ionadmin`` refuses it) contacts carry no
@@ -1481,9 +1482,10 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
 
     Each record of ``"contacts"`` is one direction: ``source`` -> ``dest`` (node numbers) from
     ``startTime`` to ``endTime`` (whole seconds) at ``rateBitsPerSec`` (or HDTN's deprecated ``rate``,
-    Mbit/s; a rate of 0, HDTN's unlimited, is refused), with an optional one-way light time ``owlt`` (s); ``contact`` and ``finalDestination``
-    are HDTN's own bookkeeping and are not used. Times are seconds after the plan start (HDTN's
-    default: its epoch is the moment it loads the plan), or Unix times when every ``startTime`` is
+    Mbit/s; a rate of 0, HDTN's unlimited, is refused), with an optional one-way light time ``owlt`` (s; 0 where
+    it is missing, as ``cp_load`` reads it); ``contact`` and ``finalDestination`` are HDTN's own bookkeeping and
+    are not used. Times are seconds after the plan start (HDTN's default: its epoch is the moment it loads the
+    plan), or Unix times when every ``startTime`` is
     after 2000-01-01 (HDTN's ``--use-unix-timestamp``), which need ``start`` to be converted. The records are
     read in one pass, each checked whole where it is read (the first record's kind of time is every record's),
     so the first such problem in file order is the one refused; overlaps of one direction are found once
@@ -1534,8 +1536,9 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
             raise ContactError(f"{where}: {rate_key} 0 is HDTN's unlimited rate (its CGR plans with 1e9 bit/s, its "
                                "router sets no rate limit), a capacity this import cannot know; expected the link's "
                                "rate, > 0")
+        # a missing owlt is 0 to cp_load (libcgr.cpp), HDTN's only reader of it, and so a light time of 0 here
         owlt = (_hdtn_int(record, "owlt", where, limit=MAX_PLAN_OWLT_S, negative_why=_HDTN_NEGATIVE_OWLT_WHY)
-                if "owlt" in record else None)
+                if "owlt" in record else 0)
         unix = t0 >= HDTN_UNIX_FROM_S
         if first is None:
             first = (i, unix)
@@ -1560,8 +1563,7 @@ def parse_hdtn(text: str, source: str = "<text>", start: _dt.datetime | None = N
             continue  # each record is still checked (its fields, its kind of time), but not placed in time
         if src == dst:
             continue  # a contact of a node with itself carries nothing between nodes
-        if owlt is not None:
-            plan.ranges.append((float(t0_s), float(t1_s), src, dst, owlt, where))
+        plan.ranges.append((float(t0_s), float(t1_s), src, dst, owlt, where))
         contact = (float(t0_s), float(t1_s), src, dst, rate_bps / 8.0, where)
         _hold_once(firsts, contact)
         plan.contacts.append(contact)

@@ -536,8 +536,9 @@ def test_the_ion_and_hdtn_imports_refuse_and_accept_the_same_duplicates_and_over
     formats are refused by both, with the same words naming the same two contacts, or read into the same
     windows, with the same light times, by both, but for a contact of rate 0: an ION one, which ionadmin does not
     insert, holds no start (a contact of its start or overlapping it is read), and an HDTN one, which HDTN reads as
-    unlimited, is refused, naming its record. Failed before for the three light times of a contact
-    of rate 0 (HDTN dropped the record's owlt where ION keeps its 'a range' line for the reverse window; ION refused
+    unlimited, is refused, naming its record; and for a contact given no light time: an ION one (no 'a range'
+    line) has none (None), an HDTN one (no owlt) has 0, as cp_load reads it. Failed before for the three light
+    times of a contact of rate 0 (HDTN dropped the record's owlt where ION keeps its 'a range' line for the reverse window; ION refused
     a range of a node of contacts of rate 0 only, which HDTN read), and, in both formats, for the four repeats with
     a contact of rate 0 (each refused as 'listed twice' or overlapping, where ionadmin reads the contact of a
     positive rate). Contacts of one direction that meet (one ends at the second the other starts) are an overlap to
@@ -574,13 +575,14 @@ def test_the_ion_and_hdtn_imports_refuse_and_accept_the_same_duplicates_and_over
                 "router takes down at +60 (events of one second in record order); expected the records in time "
                 "order"), said
             return
-        windows = sorted((0, 1, float(t0), float(t1), 8.0 * rate * (t1 - t0), A_TO_B, None)
+        windows = sorted((0, 1, float(t0), float(t1), 8.0 * rate * (t1 - t0), A_TO_B, 0.0)
                          for t0, t1, a, b, rate, *_ in _SAME_RULES[case] if rate)
-        assert said[read_hdtn] == sorted([*windows, (2, 3, 0.0, 120.0, 8e3 * 120, A_TO_B, None)]), said
+        assert said[read_hdtn] == sorted([*windows, (2, 3, 0.0, 120.0, 8e3 * 120, A_TO_B, 0.0)]), said
         return
     zero = next((k for k, c in enumerate(contacts) if c[4] == 0), None)
-    if zero is None:
-        assert said[read_ion] == said[read_hdtn], said
+    if zero is None:  # a window of no 'a range' line has no light time (None); of no owlt, cp_load's 0
+        assert said[read_hdtn] == (said[read_ion] if isinstance(said[read_ion], str) else
+                                   [(*row[:6], 0.0 if row[6] is None else row[6]) for row in said[read_ion]]), said
     else:  # HDTN reads a rate of 0 as unlimited (cp_load): refused, naming the record (failed before: no contact)
         assert said[read_hdtn] == (
             f"#{zero}: rateBitsPerSec 0 is HDTN's unlimited rate (its CGR plans with 1e9 bit/s, its router sets no "
@@ -616,12 +618,31 @@ def test_hdtn_contact_numbers_are_bookkeeping_and_a_second_record_of_one_start_i
     w = plan.windows
     assert list(zip(w.t_start_s.tolist(), w.t_end_s.tolist(), w.direction.tolist())) == [
         (0.0, 60.0, BOTH), (60.0, 90.0, A_TO_B), (120.0, 180.0, A_TO_B)]
-    assert plan.meta["owlt_s_per_window"] == [None, None, 3.0]
+    assert plan.meta["owlt_s_per_window"] == [0.0, 0.0, 3.0]  # no owlt: cp_load's 0
     for numbers in ((4, 4), (4, 5)):
         records = [{**_record(0, 60), "contact": numbers[0]}, {**_record(0, 90), "contact": numbers[1]}]
         assert plan_refusal(path, json.dumps({"contacts": records}), read_hdtn) == (
             f"{path}: contacts[1]: contact 1->2 +0 +90 overlaps the contact +0 +60 at {path}: contacts[0]; contacts "
             "of one direction must not overlap")
+
+
+def test_an_hdtn_record_without_owlt_is_read_as_0_as_cp_load_reads_it_and_written_back_so(tmp_path: Path) -> None:
+    """HDTN's cp_load (libcgr.cpp) reads a record's missing owlt as 0 (get<time_t>("owlt", 0)). The import kept no
+    light time for it (None), and the export then wrote the default, "owlt": 1, so a plan read and written back gave
+    HDTN's CGR a light time of 1 s where it had 0. The import reads it as 0 now, and the export writes 0 back. Failed
+    before (the light times were [None, None, 2.0] and the records written back [1, 1, 1, 2])."""
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"contacts": [_record(0, 60), _record(0, 60, 2, 1), _record(100, 160),
+                                             {**_record(200, 260), "owlt": 2}]}))
+    plan = read_hdtn(path)
+    assert plan.meta["owlt_s_per_window"] == [0.0, 0.0, 2.0]
+    back = hdtn_contacts(plan)["contacts"]
+    assert [(c["startTime"], c["source"], c["dest"], c["owlt"]) for c in back] == [
+        (0, 1, 2, 0), (0, 2, 1, 0), (100, 1, 2, 0), (200, 1, 2, 2)]
+    write_hdtn(tmp_path / "back.json", plan)
+    assert read_hdtn(tmp_path / "back.json").meta["owlt_s_per_window"] == [0.0, 0.0, 2.0]
+    assert [ln for ln in format_ion(plan).splitlines() if ln.startswith("a range")][:2] == [
+        "a range +0 +60 1 2 0", "a range +0 +60 2 1 0"]
 
 
 @pytest.mark.parametrize("records, says", [

@@ -345,9 +345,9 @@ def test_hdtn_rates_older_fields_unix_times_and_loopbacks() -> None:
     doc = {"contacts": [rec(rate=2), rec(source=2, dest=1, rateBitsPerSec=8_000_000, finalDestination=2),
                         rec(source=3, dest=3, rateBitsPerSec=1)]}
     plan = parse_hdtn(json.dumps(doc), "h.json")
-    # 'rate' is HDTN's older field in Mbit/s; the loopback 3 -> 3 is left out; no owlt, no range
+    # 'rate' is HDTN's older field in Mbit/s; the loopback 3 -> 3 is left out; no owlt: cp_load's 0
     assert [(c[2], c[3], c[4]) for c in plan.contacts] == [(1, 2, 250_000.0), (2, 1, 1_000_000.0)]
-    assert plan.ranges == []
+    assert [r[:5] for r in plan.ranges] == [(10.0, 70.0, 1, 2, 0), (10.0, 70.0, 2, 1, 0)]
     unix0 = int(START.timestamp())
     both = [rec(startTime=unix0 + 60, endTime=unix0 + 120, rateBitsPerSec=8),
             rec(source=2, dest=1, startTime=unix0 + 60, endTime=unix0 + 120, rateBitsPerSec=8)]
