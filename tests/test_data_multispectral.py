@@ -532,6 +532,106 @@ def test_a_jpeg_tiff_whose_strip_starts_outside_the_file_is_one_line_naming_the_
     assert capfd.readouterr().err == ""
 
 
+
+def _strip_payload(compression: int, raw: bytes) -> bytes:
+    """``raw`` as a strip of TIFF ``compression`` stores it: none (1), Deflate (8), LZMA (34925), PackBits (32773,
+    literal runs of up to 128 bytes), ZSTD (50000) or LZW (5), the last two encoded with imagecodecs."""
+    import lzma
+    import zlib
+
+    if compression == 1:
+        return raw
+    if compression == 8:
+        return zlib.compress(raw)
+    if compression == 34925:
+        return lzma.compress(raw)
+    if compression == 32773:
+        return b"".join(bytes([len(raw[i:i + 128]) - 1]) + raw[i:i + 128] for i in range(0, len(raw), 128))
+    imagecodecs = pytest.importorskip("imagecodecs")
+    return {50000: imagecodecs.zstd_encode, 5: imagecodecs.lzw_encode}[compression](raw)
+
+
+def _moved_chunk(path: Path, index: int, to: int) -> None:
+    """``path``'s strip or tile ``index`` (its offset in StripOffsets or TileOffsets, tags 273 or 324) said to
+    start at byte ``to``, its byte count kept."""
+    with tifffile.TiffFile(path) as tif:
+        tags = tif.pages.first.tags
+        at = (tags[324] if 324 in tags else tags[273]).valueoffset
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<I", data, at + 4 * index, to)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("compression", [1, 8, 34925, 32773, 50000, 5])
+def test_a_tiff_whose_strip_starts_outside_the_file_is_one_line_naming_the_strip_whatever_its_compression(
+        tmp_path, capfd, compression):
+    """A TIFF of any compression read with bands (none, Deflate, LZMA and PackBits by _inflate_chunks; ZSTD and
+    LZW by tifffile) or without them (by libtiff), its second strip's offset past the file's end and its byte
+    count not 0: with bands, tifffile said 'cannot read TIFF (TiffFileError: corrupted strip cannot be reshaped
+    from (0,) to (1, 8, 16, 3))' or 'DeflateError: libdeflate_zlib_decompress returned LIBDEFLATE_BAD_DATA';
+    without them 'cannot read image (OSError: decoder error -2)' and libtiff's 'TIFFFillStrip: Read error on
+    strip 1; got 18446744073709550616 bytes' on standard error, naming no file (uncompressed, which Pillow decodes
+    itself: 'image file is truncated'). It is the JPEG TIFF's line (a TIFF, not a JPEG one), either way, and nothing on standard error; the same
+    file undamaged reads. Failed before."""
+    raw = np.full((8, 16, 3), (90, 40, 30), np.uint8).tobytes()  # each strip 16 x 8
+    path = tmp_path / "outside.tif"
+    row_strips_tiff(path, 16, [_strip_payload(compression, raw)] * 2, compression, samples=3, photometric=2)
+    whole, _ = loaders._read_image_and_place(path, 16, None, (1, 2, 3))
+    assert whole.shape == (3, 16, 16) and whole.reshape(3, -1).min(axis=1).tolist() == [90, 40, 30]
+    size = path.stat().st_size
+    _moved_chunk(path, 1, size + 1000)
+    said = (f"{path}: a TIFF whose strip 2 of 2 starts at byte {size + 1000:,} (StripOffsets, tag 273), "
+            f"outside the file of {size:,} bytes (a truncated or damaged file)")
+    with pytest.raises(DataError) as info:
+        loaders._read_image_and_place(path, 16, None, (1, 2, 3))
+    assert str(info.value) == said
+    with pytest.raises(DataError) as info:
+        loaders.read_image(path, 16)
+    assert str(info.value) == said
+    assert capfd.readouterr().err == ""
+
+
+def test_a_tiled_tiff_whose_tile_starts_at_the_files_end_is_one_line_naming_the_tile(tmp_path, capfd):
+    """A Deflate TIFF of one 16 x 16 tile whose offset (TileOffsets, tag 324) is the file's size, its byte count
+    not 0: with bands it is refused in one line naming the tile, as without them. Failed before (tifffile:
+    'DeflateError: ... LIBDEFLATE_BAD_DATA'; libtiff: 'decoder error -2' and a line on standard error)."""
+    path = tmp_path / "tile.tif"
+    one_segment_tiff(path, 16, _strip_payload(8, bytes(range(256)) * 3), 8, bits=8, samples=3, tile=16)
+    size = path.stat().st_size
+    _moved_chunk(path, 0, size)
+    said = (f"{path}: a TIFF whose tile 1 of 1 starts at byte {size:,} (TileOffsets, tag 324), outside the file "
+            f"of {size:,} bytes (a truncated or damaged file)")
+    for read in (lambda: loaders._read_image_and_place(path, 16, None, (1, 2, 3)), lambda: loaders.read_image(path, 16)):
+        with pytest.raises(DataError) as info:
+            read()
+        assert str(info.value) == said
+    assert capfd.readouterr().err == ""
+
+
+@pytest.mark.parametrize("header", ["in the strip", "apart"])
+def test_an_old_style_jpeg_tiff_whose_strip_starts_outside_the_file_is_one_line_naming_the_strip(
+        tmp_path, capfd, header):
+    """An old-style JPEG TIFF (compression 6) of one strip, a whole JPEG stream or its scan alone (its header in
+    JPEGInterchangeFormat, tag 513), the strip's offset past the file's end: without bands, which
+    _check_pillow_ojpeg_tiff let through (it found no frame there, or read the one of tag 513), Pillow said
+    'cannot read image (OSError: decoder error -2)', naming neither the strip nor why. It is the line a JPEG TIFF
+    of compression 7 gets, and nothing on standard error; the same file undamaged reads. Failed before."""
+    jpeg = flat_jpeg((90, 40, 30))
+    path = tmp_path / "ojpeg.tif"
+    if header == "apart":
+        header_apart_ojpeg_tiff(path, 16, jpeg)
+    else:
+        one_segment_tiff(path, 16, jpeg, 6, bits=8, samples=3)
+    assert np.abs(loaders.read_image(path, 16).reshape(3, -1).astype(int) - [[90], [40], [30]]).max() <= 4
+    size = path.stat().st_size
+    _moved_chunk(path, 0, size + 7)
+    with pytest.raises(DataError) as info:
+        loaders.read_image(path, 16)
+    assert str(info.value) == (f"{path}: a JPEG TIFF whose strip 1 of 1 starts at byte {size + 7:,} (StripOffsets, "
+                               f"tag 273), outside the file of {size:,} bytes (a truncated or damaged file)")
+    assert capfd.readouterr().err == ""
+
+
 def _lzw_and_plain_geotiffs(root: Path) -> np.ndarray:
     """The same 4-band 40 x 40 uint16 GeoTIFF (EPSG:4326) as ``plain/x.tif``, uncompressed,
     and ``lzw/x.tif``, LZW-compressed with horizontal differencing in 16 x 16 tiles, as GDAL

@@ -565,7 +565,8 @@ BANDS_COMPRESSIONS = {1: "none", 5: "LZW", 8: "Deflate", 32946: "Deflate", 50013
 def _check_bands_compression(shown_as: str, tif, page, kind: str, segment_bytes: int) -> bool:
     """A :class:`DataError` naming the file if its first image is compressed with a codec not in
     :data:`BANDS_COMPRESSIONS`, or is a JPEG one of whose chunks' frame would decode to more than
-    ``segment_bytes`` (the bytes its tags say a strip or tile holds): before any is decoded."""
+    ``segment_bytes`` (the bytes its tags say a strip or tile holds), or one of whose chunks starts outside
+    the file (:func:`_check_chunks_in_file`): before any is decoded."""
     compression = int(page.compression)
     if compression not in BANDS_COMPRESSIONS:
         named = getattr(page.compression, "name", str(compression))
@@ -573,6 +574,7 @@ def _check_bands_compression(shown_as: str, tif, page, kind: str, segment_bytes:
         raise DataError(f"{shown_as}: a TIFF compressed with {named} (tag 259 = {compression}), which bands does not "
                         f"read: save it uncompressed or compressed with {', '.join(read[:-1])} or {read[-1]} (an "
                         f"image codec's strip or tile decodes to the size its own header says, not its tags')")
+    _check_chunks_in_file(shown_as, tif.filehandle.size, page.dataoffsets, page.databytecounts, kind, compression)
     if compression in _JPEG_COMPRESSIONS:  # each strip or tile a JPEG stream, decoded to the size its frame gives
         return _check_jpeg_chunks(shown_as, tif, page, kind, segment_bytes)
     return False
@@ -626,9 +628,37 @@ def _check_jpeg_chunks(shown_as: str, tif, page, kind: str, segment_bytes: int) 
 
 def _chunk_bytes(offset: int, count: int, size: int) -> int:
     """The bytes a strip or tile of ``count`` bytes at ``offset`` holds in a file of ``size`` bytes: 0 where it is
-    empty, which tifffile fills in (with 0) rather than decodes, or starts past the end (a JPEG one, which
-    tifffile's decoder refuses as 'Empty input file', is refused first by :func:`_check_jpeg_frames`)."""
+    empty, which tifffile fills in (with 0) rather than decodes, or starts past the end (refused first, of any
+    compression, by :func:`_check_chunks_in_file`)."""
     return max(0, min(int(count), size - int(offset)))
+
+
+def _check_chunks_in_file(shown_as: str, size: int, offsets: Sequence[int], counts: Sequence[int], kind: str,
+                          compression: int) -> None:
+    """A strip or tile at ``offsets`` of ``counts`` bytes (``kind``) that is not empty but starts at or past the end
+    of the file of ``size`` bytes (a file cut short, or a damaged offset) is a :class:`DataError` naming the file,
+    the strip and its offset, whatever the TIFF's ``compression`` (tag 259). Neither tifffile nor libtiff reads one:
+    tifffile said 'corrupted strip cannot be reshaped from (0,) ...' (none, LZMA, PackBits, LZW), 'DeflateError:
+    ... BAD_DATA' or, of JPEG, 'Jpeg8Error: Empty input file'; libtiff a line on standard error naming no file
+    ('TIFFFillStrip: Read error on strip 1; got 18446744073709550616 bytes') and Pillow's 'decoder error -2'."""
+    what = "JPEG TIFF" if int(compression) in _JPEG_COMPRESSIONS else "TIFF"
+    for i, (offset, count) in enumerate(zip(offsets, counts)):
+        if int(count) and int(offset) >= size:
+            raise DataError(f"{shown_as}: a {what} whose {kind} {i + 1:,} of {len(counts):,} starts at byte "
+                            f"{int(offset):,} ({'TileOffsets, tag 324' if kind == 'tile' else 'StripOffsets, tag 273'}), "
+                            f"outside the file of {size:,} bytes (a truncated or damaged file)")
+
+
+def _check_pillow_chunks_in_file(shown_as: str, fh, tags) -> None:
+    """:func:`_check_chunks_in_file` of a TIFF as Pillow reads it, without ``bands``: its strips or tiles as libtiff
+    reads them (:func:`_pillow_chunks`), in the open file ``fh``, before libtiff decodes any."""
+    kind, _, offsets, counts = _pillow_chunks(tags)
+    position = fh.tell()
+    try:
+        size = fh.seek(0, io.SEEK_END)
+    finally:
+        fh.seek(position)
+    _check_chunks_in_file(shown_as, size, offsets, counts, kind, int(_first_number(tags, 259, 1)))
 
 
 def _turned_back(data: np.ndarray, page, size: int) -> np.ndarray:
@@ -653,19 +683,15 @@ def _check_jpeg_frames(shown_as: str, fh, size: int, offsets: Sequence[int], cou
     (1 where the bands are stored ``apart``) in a strip or tile ``width`` pixels wide. Of an ``old_style``
     JPEG TIFF (compression 6), a chunk that is no JPEG stream of its own (no SOI marker: its header kept
     apart, as libtiff reads it, in JPEGInterchangeFormat, tag 513, or its tables in tags 519-521) is refused
-    as such: tifffile decodes only whole streams ('Not a JPEG file'). A chunk of bytes that starts outside the file
-    (at or past ``size``: a file cut short, or a damaged offset) is a :class:`DataError` naming it and its offset.
+    as such: tifffile decodes only whole streams ('Not a JPEG file'). A chunk that starts outside the file is
+    refused before, by :func:`_check_chunks_in_file`.
 
     True if every chunk is a frame of 4 components marked with an Adobe APP14 segment: CMYK stored
     inverted, as Photoshop and Pillow write it (libjpeg.txt: 'Adobe Photoshop writes inverted data in
     CMYK JPEG files'), which libjpeg decodes as stored and Pillow's own JPEG reader inverts back; libtiff
     writes no such segment, and its CMYK as is. Some chunks marked and some not is a :class:`DataError`."""
     marked, unmarked = 0, 0
-    for i, (offset, count) in enumerate(zip(offsets, counts)):
-        if int(count) and int(offset) >= size:  # tifffile's decoder: 'Empty input file'; libtiff: 'decoder error -2'
-            raise DataError(f"{shown_as}: a JPEG TIFF whose {kind} {i + 1:,} of {len(counts):,} starts at byte "
-                            f"{int(offset):,} ({'TileOffsets, tag 324' if kind == 'tile' else 'StripOffsets, tag 273'}), "
-                            f"outside the file of {size:,} bytes (a truncated or damaged file)")
+    for offset, count in zip(offsets, counts):
         count = _chunk_bytes(offset, count, size)
         if not count:  # an empty chunk: tifffile fills it in
             continue
@@ -1039,6 +1065,7 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
             inverted = False  # a JPEG TIFF's CMYK stored inverted, which libtiff decodes as stored
             if im.format == "TIFF":  # libtiff decodes a tile at a time, into a buffer of the tile's size
                 _check_tile_size(name, getattr(im, "tag_v2", {}))
+                _check_pillow_chunks_in_file(name, fh, getattr(im, "tag_v2", {}))
                 inverted = _check_pillow_jpeg_tiff(name, fh, getattr(im, "tag_v2", {}))
             try:  # the orientation a camera or phone records: the image is used as viewers show it
                 exif = im.getexif()
