@@ -688,7 +688,7 @@ class RayExecutor(Executor):
                 if not address:
                     raise ConfigError(f"executor 'ray': cannot start a local Ray instance ({e})") from None
                 hint = _token_hint() if address != "auto" else ""
-                raise ConfigError(f"{address_field} {address!r}: cannot join a Ray cluster there ({e}){hint}") from None
+                raise ConfigError(f"{address_field} {shown(address)}: cannot join a Ray cluster there ({e}){hint}") from None
         self.shared_types = tuple(shared_types) if shared_types is not None else _default_shared_types()
         _register_shared(self.shared_types)
         self._remote = ray.remote(num_cpus=1)(_run_on_ray)

@@ -286,6 +286,32 @@ def test_a_long_ray_address_the_check_refuses_is_named_cut(monkeypatch):
     assert "but a driver could not join it: refused" in line and len(line) < 700, len(line)
 
 
+
+def test_a_long_ray_address_ray_cannot_join_is_named_cut(monkeypatch):
+    """The 'cannot join a Ray cluster there' line, given when ray.init fails on an address the check let
+    through, named the address with repr, whole: an address of 5,000 characters made a line of over 5 kB. It
+    names it as the check's lines beside it do, cut (shown); a short one reads as before."""
+    import sys
+    import types
+
+    import fol.executors as ex
+    from fol.errors import ConfigError
+    from swarmbase.tomlcheck import shown
+
+    def refused(**kwargs):
+        raise ConnectionError("could not connect to the GCS")
+
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False, init=refused))
+    monkeypatch.setattr(ex, "check_ray_address", lambda *a, **k: None)  # the address passed the check
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # no token hint: the line as it is
+    long = "x" * 5000 + ":6379"
+    for address, said in ((long, shown(long)), ("10.0.0.5:6379", "'10.0.0.5:6379'")):
+        with pytest.raises(ConfigError) as info:
+            ex.RayExecutor(address)
+        assert str(info.value) == (f"run.ray_address {said}: cannot join a Ray cluster there (could not connect "
+                                   f"to the GCS)")
+    assert shown(long).startswith("'xxxx") and len(shown(long)) < 100
+
 @pytest.fixture(scope="module")
 def local_ray():
     """One small Ray instance on 127.0.0.1 for the Ray tests here (started by the
