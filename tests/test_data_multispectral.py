@@ -588,6 +588,38 @@ def test_a_tiff_whose_strip_starts_outside_the_file_is_one_line_naming_the_strip
     _refused_with_bands_and_without(path, said, capfd)
 
 
+@pytest.mark.parametrize("compression", [1, 8, 34925, 32773, 50000, 5])
+def test_a_tiff_whose_strip_runs_past_the_files_end_is_one_line_naming_the_strip_whatever_its_compression(
+        tmp_path, capfd, compression):
+    """A TIFF of any compression cut short in its last strip (which starts inside the file, its byte count running
+    past the end): with bands, tifffile's words ('failed to read 768 bytes, got 576', 'DeflateError: ...',
+    'corrupted strip cannot be reshaped from (1,) ...', 'ImcdError: ... IMCD_INPUT_CORRUPT', 'ZstdError: ...');
+    without them 'image file is truncated' (none) or 'decoder error -2' and libtiff's 'TIFFFillStrip: Read error
+    on strip 1; got 38 bytes, expected 76.' on standard error, naming no file. It is one line naming the file, the
+    strip, its offset, its byte count and the file's size, either way, and nothing on standard error. The same
+    strip complete under a byte count 100 bytes past the end still reads with bands (and, uncompressed, without
+    them: libtiff reads no such strip). Failed before."""
+    raw = np.full((8, 16, 3), (90, 40, 30), np.uint8).tobytes()  # each strip 16 x 8
+    payload = _strip_payload(compression, raw)
+    path = tmp_path / "past.tif"
+    row_strips_tiff(path, 16, [payload] * 2, compression, samples=3, photometric=2)
+    whole = path.read_bytes()
+    with tifffile.TiffFile(path) as tif:
+        offset = int(tif.pages.first.dataoffsets[1])
+        counts_at = tif.pages.first.tags[279].valueoffset
+    overstated = bytearray(whole)
+    struct.pack_into("<I", overstated, counts_at + 4, len(payload) + 100)
+    path.write_bytes(bytes(overstated))
+    for read in [lambda: loaders._read_image_and_place(path, 16, None, (1, 2, 3))[0]] + (
+            [lambda: loaders.read_image(path, 16)] if compression == 1 else []):
+        assert read().reshape(3, -1).min(axis=1).tolist() == [90, 40, 30]
+    size = len(whole) - len(payload) // 2
+    path.write_bytes(whole[:size])
+    said = (f"{path}: a TIFF whose strip 2 of 2, at byte {offset:,} (StripOffsets, tag 273) and of {len(payload):,} "
+            f"bytes (StripByteCounts, tag 279), runs past the end of the file of {size:,} bytes: a truncated file")
+    _refused_with_bands_and_without(path, said, capfd)
+
+
 def test_a_tiled_tiff_whose_tile_starts_at_the_files_end_is_one_line_naming_the_tile(tmp_path, capfd):
     """A Deflate TIFF of one 16 x 16 tile whose offset (TileOffsets, tag 324) is the file's size, its byte count
     not 0: with bands it is refused in one line naming the tile, as without them. Failed before (tifffile:

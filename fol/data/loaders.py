@@ -459,11 +459,11 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
         import tifffile
     except ImportError:
         raise DataError(f"{name}: reading the bands of a TIFF needs tifffile: {TIFF_INSTALL}") from None
-    where, page = None, None
+    where, page, size = None, None, None
     _TIFF_READING.path = name
     try:
         with tifffile.TiffFile(path) as tif:
-            page = tif.pages.first
+            page, size = tif.pages.first, tif.filehandle.size
             w, h, n = int(page.imagewidth), int(page.imagelength), int(page.samplesperpixel)
             _check_image_size(name, w, h)
             if n == 0:
@@ -525,6 +525,10 @@ def _read_tiff_bands(path: str | Path, image_size: int, bands: Sequence[int], sc
                             f"with the imagecodecs package: pip install imagecodecs") from None
         if isinstance(exc, OSError) and (dead := dead_link(path)) is not None:  # as read_image says it
             raise DataError(f"{name}: {dead_link_text(path, dead)}") from None
+        past = None if page is None else _chunk_past_end(name, size, page.dataoffsets, page.databytecounts,
+                                                         "tile" if page.is_tiled else "strip", int(page.compression))
+        if past is not None:  # tifffile: 'failed to read 768 bytes, got 576', 'DeflateError: ...' ...
+            raise past from None
         raise DataError(f"{name}: cannot read TIFF ({_reason(exc)})") from None
     finally:
         _TIFF_READING.path = None
@@ -649,16 +653,44 @@ def _check_chunks_in_file(shown_as: str, size: int, offsets: Sequence[int], coun
                             f"outside the file of {size:,} bytes (a truncated or damaged file)")
 
 
-def _check_pillow_chunks_in_file(shown_as: str, fh, tags) -> None:
+def _chunk_past_end(shown_as: str, size: int, offsets: Sequence[int], counts: Sequence[int], kind: str,
+                    compression: int) -> DataError | None:
+    """The :class:`DataError` naming the file, the strip or tile, its offset, its byte count and the file's ``size``
+    of the first strip or tile at ``offsets`` of ``counts`` bytes (``kind``) that starts inside the file but runs
+    past its end; None if none does. Raised where decoding the file then fails, in place of tifffile's or
+    libtiff's own words ('failed to read 768 bytes, got 576', 'DeflateError: ...', 'corrupted strip cannot be
+    reshaped from (1,) ...', 'decoder error -2'): a complete stream under an overstated byte count still reads."""
+    what = "JPEG TIFF" if int(compression) in _JPEG_COMPRESSIONS else "TIFF"
+    for i, (offset, count) in enumerate(zip(offsets, counts)):
+        if int(offset) < size < int(offset) + int(count):
+            at, of = ("TileOffsets, tag 324", "TileByteCounts, tag 325") if kind == "tile" else (
+                "StripOffsets, tag 273", "StripByteCounts, tag 279")
+            return DataError(f"{shown_as}: a {what} whose {kind} {i + 1:,} of {len(counts):,}, at byte {int(offset):,} "
+                             f"({at}) and of {int(count):,} bytes ({of}), runs past the end of the file of "
+                             f"{size:,} bytes: a truncated file")
+    return None
+
+
+def _check_pillow_chunks_in_file(shown_as: str, fh, tags) -> DataError | None:
     """:func:`_check_chunks_in_file` of a TIFF as Pillow reads it, without ``bands``: its strips or tiles as libtiff
-    reads them (:func:`_pillow_chunks`), in the open file ``fh``, before libtiff decodes any."""
+    reads them (:func:`_pillow_chunks`), in the open file ``fh``, before libtiff decodes any. A strip or tile that
+    runs past the file's end (:func:`_chunk_past_end`) is refused here too where libtiff decodes it (any
+    compression but none, 1, which Pillow decodes itself, and old-style JPEG, 6, which libtiff reads its own way):
+    libtiff reads no such chunk, even a complete stream under an overstated count ('TIFFFillStrip: Read error on
+    strip 1; got 36 bytes, expected 72.' on standard error, naming no file, and Pillow's 'decoder error -2').
+    Otherwise its :class:`DataError` is returned, for the caller to raise if decoding fails."""
     kind, _, offsets, counts = _pillow_chunks(tags)
     position = fh.tell()
     try:
         size = fh.seek(0, io.SEEK_END)
     finally:
         fh.seek(position)
-    _check_chunks_in_file(shown_as, size, offsets, counts, kind, int(_first_number(tags, 259, 1)))
+    compression = int(_first_number(tags, 259, 1))
+    _check_chunks_in_file(shown_as, size, offsets, counts, kind, compression)
+    past = _chunk_past_end(shown_as, size, offsets, counts, kind, compression)
+    if past is not None and compression not in (1, 6):
+        raise past
+    return past
 
 
 def _turned_back(data: np.ndarray, page, size: int) -> np.ndarray:
@@ -1058,14 +1090,14 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
     if bands is not None:  # it names the file as below
         arr, where = _read_tiff_bands(path, image_size, bands, scale, place)
         return arr.transpose(2, 0, 1), where
-    where = None
+    where, past_end = None, None  # a TIFF's strip that runs past the file's end: said if decoding fails
     try:
         with _ReadsWithinFile(path) as fh, Image.open(fh) as im:
             _check_image_size(name, im.width, im.height)
             inverted = False  # a JPEG TIFF's CMYK stored inverted, which libtiff decodes as stored
             if im.format == "TIFF":  # libtiff decodes a tile at a time, into a buffer of the tile's size
                 _check_tile_size(name, getattr(im, "tag_v2", {}))
-                _check_pillow_chunks_in_file(name, fh, getattr(im, "tag_v2", {}))
+                past_end = _check_pillow_chunks_in_file(name, fh, getattr(im, "tag_v2", {}))
                 inverted = _check_pillow_jpeg_tiff(name, fh, getattr(im, "tag_v2", {}))
             try:  # the orientation a camera or phone records: the image is used as viewers show it
                 exif = im.getexif()
@@ -1093,6 +1125,8 @@ def _read_image_and_place(path: str | Path, image_size: int, place: str | None,
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError, TypeError) as exc:
         if isinstance(exc, OSError) and (dead := dead_link(path)) is not None:
             raise DataError(f"{name}: {dead_link_text(path, dead)}") from None
+        if past_end is not None:  # Pillow: 'image file is truncated (0 bytes not processed)'
+            raise past_end from None
         try:  # an empty file: Pillow's "cannot identify image file" says less
             empty = isinstance(exc, UnidentifiedImageError) and os.path.getsize(path) == 0
         except OSError:  # gone since: said as Pillow said it
