@@ -1769,6 +1769,27 @@ def test_resume_of_a_file_or_a_missing_folder_says_so(tmp_path: Path, capsys: py
             assert err == [f"fol simulate: error: --resume {path}: {what}"], err
 
 
+def test_a_bad_output_folder_names_the_scenario_and_the_field_it_came_from(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``fol simulate``'s output folder (``output.dir`` in the scenario, or ``--out``) that is a file, or a folder
+    not empty, was refused as 'output folder X: exists and is not a folder', naming neither the scenario nor the
+    field, where the scenario's other refusals say '<file>: <field>: ...'. Now it names both, from the field or
+    from --out; --resume's folder is still named --resume."""
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    scenario = tmp_path / "tiny.toml"
+    for folder, what in ((tmp_path / "file", "exists and is not a folder"),
+                         (tmp_path / "full", "is not empty and holds no run to continue; give another --out")):
+        said = f"fol simulate: error: {scenario}: output.dir (or --out): output folder {folder}"
+        scenario.write_text(LEO)
+        assert main(["simulate", str(scenario), "--check", "--out", str(folder)]) == 2
+        assert capsys.readouterr().err.strip().splitlines() == [f"{said}{'' if 'empty' in what else ':'} {what}"]
+        scenario.write_text(LEO + f"\n[output]\ndir = {json.dumps(str(folder))}\n")
+        assert main(["simulate", str(scenario), "--check"]) == 2
+        assert capsys.readouterr().err.strip().splitlines() == [f"{said}{'' if 'empty' in what else ':'} {what}"]
+
+
 def test_simulate_without_a_scenario_says_so_once(capsys: pytest.CaptureFixture[str]) -> None:
     """The line read 'fol simulate: error: simulate: a scenario file is required'."""
     assert main(["simulate"]) == 2

@@ -135,11 +135,11 @@ def node_architectures(scn: SwarmScenario, names: list[str], planes: list[int] |
 
 def check_run_folder(out: Path, resume: bool = False) -> None:
     """``out`` can hold a run: a writable folder or a name that can be created,
-    empty unless ``resume`` (which needs the folder). Nothing is created."""
+    empty unless ``resume`` (which needs the folder, named ``--resume``). Nothing is created."""
     out = Path(out)
     if resume:
         check_input_dir(out, ConfigError, "--resume")
-    check_output_dir(out, ConfigError)
+    check_output_dir(out, ConfigError, what="--resume" if resume else "output folder")
     if not resume and out.is_dir() and any(out.iterdir()):
         if (out / "scenario.resolved.json").is_file():  # a run's folder: it can be continued
             raise ConfigError(f"output folder {brief(out)} is not empty; continue it with fol simulate --resume "
@@ -377,7 +377,12 @@ def check_scenario(scn: SwarmScenario, out: Path | None = None, *, resume: bool 
     _check_synthetic_pool(scn, len(names))
 
     if out is not None:
-        check_run_folder(out, resume)
+        try:
+            check_run_folder(out, resume)
+        except ConfigError as exc:  # as every other error of the check: the scenario file and the field first
+            if resume:  # the folder --resume names, said so
+                raise
+            raise ConfigError(f"{brief(scn.source)}: output.dir (or --out): {exc}") from None
         if resume:
             check_resumable(scn, out)
             check_saved_results(scn, out, names)
