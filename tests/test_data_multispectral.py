@@ -620,6 +620,25 @@ def test_a_tiff_whose_strip_runs_past_the_files_end_is_one_line_naming_the_strip
     _refused_with_bands_and_without(path, said, capfd)
 
 
+@pytest.mark.parametrize("compression", [7, 6])
+def test_a_jpeg_tiff_cut_short_in_its_strip_is_one_line_naming_the_strip(tmp_path, capfd, compression):
+    """A JPEG TIFF (7) or an old-style one (6, which libtiff reads its own way, so is refused only once decoding
+    fails) of one strip, a whole JPEG stream, the file cut a third of the way into it from its end: with bands,
+    tifffile's JPEG decoder refused it in its own words; without them Pillow's 'decoder error -2'. It is the line
+    naming the strip, its offset and byte count and the file's size, and nothing on standard error. Failed before."""
+    jpeg = flat_jpeg((90, 40, 30))
+    path = tmp_path / "cut.tif"
+    one_segment_tiff(path, 16, jpeg, compression, bits=8, samples=3)
+    whole = path.read_bytes()
+    offset = whole.index(jpeg)
+    size = len(whole) - len(jpeg) // 3
+    path.write_bytes(whole[:size])
+    said = (f"{path}: a JPEG TIFF whose strip 1 of 1, at byte {offset:,} (StripOffsets, tag 273) and of "
+            f"{len(jpeg):,} bytes (StripByteCounts, tag 279), runs past the end of the file of {size:,} bytes: a "
+            f"truncated file")
+    _refused_with_bands_and_without(path, said, capfd)
+
+
 def test_a_tiled_tiff_whose_tile_starts_at_the_files_end_is_one_line_naming_the_tile(tmp_path, capfd):
     """A Deflate TIFF of one 16 x 16 tile whose offset (TileOffsets, tag 324) is the file's size, its byte count
     not 0: with bands it is refused in one line naming the tile, as without them. Failed before (tifffile:
