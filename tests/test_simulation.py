@@ -22,6 +22,7 @@ import pytest
 
 from contact_sim.errors import ContactError
 from fol.simulation import parse_scenario, run_simulation
+from fol.simulation.check import check_resumable
 from fol.simulation.cli import _apply_overrides
 from fol.simulation.partition import orbit_assignment
 from fol.simulation.scenario import result_settings
@@ -841,7 +842,7 @@ def test_resume_refuses_a_scenario_that_changes_results(tmp_path: Path, capsys: 
     # [scenario] name, 'contact' of a field of the contact side's [link] table
     for changes, named in (({"link": {"acquisition_s": 5.0}}, "link.acquisition_s"),
                            ({"models": {"archs": ["resnet-small"]}}, "models.archs"),
-                           ({"methods": {**base, "fedavg": {"fraction": 0.5}}}, "methods.fedavg"),  # a table the run had not
+                           ({"methods": {**base, "fedavg": {"fraction": 0.5}}}, "methods.fedavg.fraction"),  # a table the run had not
                            ({"rounds": {"count": 2}}, "fol.rounds, rounds.count"),  # fol.rounds' default: the plan's
                            ({"scenario": {"seeds": [1]}}, "scenario.seeds"),
                            ({"scenario": {"name": "renamed"}}, "scenario.name")):  # the report's title
@@ -851,6 +852,52 @@ def test_resume_refuses_a_scenario_that_changes_results(tmp_path: Path, capsys: 
         assert str(refused.value).endswith(f"differs from the interrupted run's in {named}; use a new output folder"), \
             (named, str(refused.value))
     assert sorted(p.name for p in out.iterdir()) == ["scenario.resolved.json"]  # refused before any work
+
+
+def test_resume_takes_method_options_written_at_their_defaults_and_refuses_one_changed(tmp_path: Path) -> None:
+    """``--resume`` refused a scenario that wrote out a method's option at its default (``[methods.fedavg]
+    fraction = 1.0``), or a table of a method it does not run, as a change: the run would be the same. A
+    value other than the default is still refused, naming the field; so is one the record holds against
+    the default now left out."""
+    out = tmp_path / "out"
+    out.mkdir()
+    base = {"run": ["local", "fedavg", "dense"]}
+    scn = parse_scenario(_doc(methods=base), tmp_path, "tiny.toml")
+    (out / "scenario.resolved.json").write_text(json.dumps(scn.resolved()))
+    explicit = {**base, "fedavg": {"fraction": 1.0, "local_epochs": 5}, "dense": {"budget": "tiny", "epochs": 15},
+                "hermes": {"prune_rate": 0.3}}  # hermes is not run: its options change nothing
+    check_resumable(parse_scenario(_doc(methods=explicit), tmp_path, "tiny.toml"), out)
+    for changes, named in (({"fedavg": {"fraction": 0.5}}, "methods.fedavg.fraction"),
+                           ({"fedavg": {"local_epochs": 4}}, "methods.fedavg.local_epochs"),
+                           ({"dense": {"epochs": 14}}, "methods.dense.epochs")):
+        other = parse_scenario(_doc(methods={**base, **changes}), tmp_path, "tiny.toml")
+        with pytest.raises(ConfigError) as refused:
+            check_resumable(other, out)
+        assert str(refused.value).endswith(f"differs from the interrupted run's in {named}; use a new output folder"), \
+            (named, str(refused.value))
+    # and the other way: the run had the option off its default, the scenario now leaves it out
+    changed = parse_scenario(_doc(methods={**base, "fedavg": {"fraction": 0.5}}), tmp_path, "tiny.toml")
+    (out / "scenario.resolved.json").write_text(json.dumps(changed.resolved()))
+    with pytest.raises(ConfigError, match=r"differs from the interrupted run's in methods\.fedavg\.fraction;"):
+        check_resumable(scn, out)
+
+
+def test_resume_reads_a_record_saved_with_method_options_as_written(tmp_path: Path) -> None:
+    """A run record saved before the defaults were filled in holds ``methods`` as the file wrote them
+    (no table for a method given none): it is not refused for that form alone, and a real change is."""
+    out = tmp_path / "out"
+    out.mkdir()
+    base = {"run": ["local", "fedavg"]}
+    scn = parse_scenario(_doc(methods=base), tmp_path, "tiny.toml")
+    for written, accepted in (({}, True), ({"fedavg": {"fraction": 1.0}}, True), ({"fedavg": {"fraction": 0.5}}, False)):
+        old_form = {**json.loads(json.dumps(scn.resolved())), "methods": {**base, **written}}
+        (out / "scenario.resolved.json").write_text(json.dumps(old_form))
+        for now in (scn, parse_scenario(_doc(methods={**base, "fedavg": {"fraction": 1.0}}), tmp_path, "tiny.toml")):
+            if accepted:
+                check_resumable(now, out)
+            else:
+                with pytest.raises(ConfigError, match=r"differs from the interrupted run's in methods\.fedavg\.fraction;"):
+                    check_resumable(now, out)
 
 
 def test_check_with_resume_refuses_what_the_resume_would(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

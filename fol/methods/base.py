@@ -239,6 +239,27 @@ class Method(ABC):
                 return names
         return None  # pragma: no cover (every class ends at object)
 
+    @classmethod
+    def used_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """The options the method runs with, given ``options`` as a scenario's ``[methods.<name>]`` writes
+        them: each default of its ``__init__`` (and, where that forwards ``**kwargs``, of the classes above
+        it, as :meth:`option_names` walks them) filled in where the table leaves it out. What ``--resume``
+        compares: an option written at its default is no change."""
+        defaults: dict[str, Any] = {}
+        for klass in cls.__mro__:
+            if klass is object:
+                break
+            init = klass.__dict__.get("__init__")
+            if init is None:
+                continue
+            params = list(inspect.signature(init).parameters.values())[1:]  # without self
+            for p in params:
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is not p.empty:
+                    defaults.setdefault(p.name, p.default)
+            if not any(p.kind is p.VAR_KEYWORD for p in params):
+                break
+        return {**defaults, **options}
+
     @abstractmethod
     def run(self, ctx: SwarmContext) -> list[NodeResult]:
         """Run on every node of ``ctx`` and return one result per node, in node order."""

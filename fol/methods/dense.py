@@ -71,7 +71,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass, field, fields
-from typing import Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -592,6 +592,13 @@ class _DataFreeMethod(Method):
     def option_names(cls) -> list[str]:
         """``budget`` and the fields of :class:`DataFreeConfig` but its seed."""
         return ["budget", *(f for f in DataFreeConfig.__dataclass_fields__ if f != "seed")]
+
+    @classmethod
+    def used_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`Method.used_options`: the budget (default ``"tiny"``) and every synthesis option as it
+        sets them, those written over it."""
+        budget = options.get("budget", "tiny")
+        return {"budget": budget, **cls.defaults, **cls.budget_options(budget), **options}
 
     def __init__(self, budget: str = "tiny", **options) -> None:
         known = set(self.option_names()) - {"budget"}

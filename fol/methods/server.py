@@ -137,6 +137,14 @@ class ServerMethod(Method):
         self.lr = None if lr is None else check_positive(self.name, "lr", lr, factor=True, rate=True)
         self.rounds = None if rounds is None else check_positive_int(self.name, "rounds", rounds, count=True)
 
+    @classmethod
+    def used_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`Method.used_options`, ``local_epochs`` left out (or None) being the method's own default."""
+        used = super().used_options(options)
+        if used.get("local_epochs") is None:
+            used["local_epochs"] = cls.default_local_epochs
+        return used
+
     def check_inputs(self, shape: tuple[int, ...], fol: FOLConfig) -> None:
         """A local ``lr`` must go with the swarm's SGD weight decay (``fol.weight_decay``,
         which local training keeps): refused before any training when their product is 1 or more."""

@@ -177,7 +177,7 @@ class SwarmScenario:
             "base_dir": str(Path(self.contact.base_dir).resolve()),
             "contact": {k: v for k, v in self.raw.items() if k not in _LEARNING_TABLES},
             "data": asdict(self.data), "models": asdict(self.models), "fol": self.fol.to_dict(),
-            "methods": {"run": self.methods, **self.method_options}, "run": asdict(self.run),
+            "methods": methods_as_used({"run": self.methods, **self.method_options}), "run": asdict(self.run),
             "output": {"dir": str(self.output_dir) if self.output_dir else None},
         }
 
@@ -451,12 +451,37 @@ def json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(o).__name__}")
 
 
+def methods_as_used(methods: Any) -> Any:
+    """A ``resolved()`` ``methods`` table (``{"run": [...], "<method>": {options}, ...}``) as the run uses it:
+    the options of every method in ``run``, each default filled in (:meth:`~fol.methods.base.Method.used_options`),
+    and no table of a method it does not run. Written out at its default or left out, an option is the same;
+    a record saved before the defaults were filled in reads as one saved after. A table that is not one (a
+    hand-edited record) is returned as it is, to be compared as it is."""
+    from fol.methods.base import get_method, method_names
+
+    run = methods.get("run") if isinstance(methods, dict) else None
+    if not isinstance(run, list) or not all(isinstance(m, str) and m in method_names() for m in run):
+        return methods
+    used: dict[str, Any] = {"run": run}
+    for name in run:
+        options = methods.get(name, {})
+        if not isinstance(options, dict):
+            return methods
+        try:
+            used[name] = type(get_method(name)).used_options(options)
+        except ConfigError:  # a bad budget in a hand-edited record
+            return methods
+    return used
+
+
 def result_settings(resolved: dict[str, Any]) -> dict[str, Any]:
     """The part of :meth:`SwarmScenario.resolved` that changes results: contact
     tables, data, models, FOL hyperparameters, methods and their options, seeds,
     torch threads; not the executor, the transport, the output folder or where
     the file was read from."""
     out = {k: v for k, v in resolved.items() if k not in RESULT_NEUTRAL}
+    if "methods" in out:  # a record written before the options' defaults were filled in, as one written after
+        out["methods"] = methods_as_used(out["methods"])
     run = resolved.get("run", {})  # a hand-edited record: compared as it is, and differs
     out["run"] = {k: v for k, v in run.items() if k not in RESULT_NEUTRAL_RUN} if isinstance(run, dict) else run
     return out
