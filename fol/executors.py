@@ -686,9 +686,9 @@ class RayExecutor(Executor):
                 if type(e) is not Exception and not isinstance(e, (ConnectionError, ValueError, RuntimeError)):
                     raise  # a TypeError, a KeyError ...: a bug, with its traceback
                 if not address:
-                    raise ConfigError(f"executor 'ray': cannot start a local Ray instance ({e})") from None
+                    raise ConfigError(f"executor 'ray': cannot start a local Ray instance ({brief(e, 300)})") from None
                 hint = _token_hint() if address != "auto" else ""
-                raise ConfigError(f"{address_field} {shown(address)}: cannot join a Ray cluster there ({e}){hint}") from None
+                raise ConfigError(f"{address_field} {shown(address)}: cannot join a Ray cluster there ({brief(e, 300)}){hint}") from None
         self.shared_types = tuple(shared_types) if shared_types is not None else _default_shared_types()
         _register_shared(self.shared_types)
         self._remote = ray.remote(num_cpus=1)(_run_on_ray)

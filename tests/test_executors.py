@@ -312,6 +312,40 @@ def test_a_long_ray_address_ray_cannot_join_is_named_cut(monkeypatch):
                                    f"to the GCS)")
     assert shown(long).startswith("'xxxx") and len(shown(long)) < 100
 
+def test_a_long_ray_error_is_cut_in_the_one_line(monkeypatch):
+    """The 'cannot join a Ray cluster there' and 'cannot start a local Ray instance' lines gave Ray's
+    exception text whole: a message of 20,000 characters (a server's reply, a log quoted in it) made a
+    line of over 20 kB. Cut as a read's error is (brief(e, 300)); a short one reads as before."""
+    import sys
+    import types
+
+    import fol.executors as ex
+    from fol.errors import ConfigError
+    from swarmbase.tomlcheck import brief
+
+    message = ["could not connect to the GCS"]
+
+    def refused(**kwargs):
+        raise ConnectionError(message[0])
+
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False, init=refused))
+    monkeypatch.setattr(ex, "check_ray_address", lambda *a, **k: None)
+    monkeypatch.setattr(ex, "_private_ray_token", lambda: None)
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # no token hint: the line as it is
+    for address, line in (("10.0.0.5:6379", "run.ray_address '10.0.0.5:6379': cannot join a Ray cluster there ({})"),
+                          (None, "executor 'ray': cannot start a local Ray instance ({})")):
+        message[0] = "could not connect to the GCS"
+        with pytest.raises(ConfigError) as info:
+            ex.RayExecutor(address)
+        assert str(info.value) == line.format(message[0])
+        message[0] = "GCS said: " + "y" * 20_000 + " (end)"
+        with pytest.raises(ConfigError) as info:
+            ex.RayExecutor(address)
+        text = str(info.value)
+        assert text == line.format(brief(message[0], 300)) and brief(message[0], 300).startswith("'GCS said: yyy")
+        assert len(text) < 400 and "(end)" not in text
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     """One small Ray instance on 127.0.0.1 for the Ray tests here (started by the
