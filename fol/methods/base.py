@@ -220,24 +220,29 @@ class Method(ABC):
     settings_elsewhere: ClassVar[str] = ""
 
     @classmethod
+    def _option_parameters(cls) -> list[inspect.Parameter]:
+        """The keyword parameters of the method's ``__init__`` and, where that forwards ``**kwargs`` to
+        ``super().__init__``, those of the classes above it, the nearest class's first."""
+        found: list[inspect.Parameter] = []
+        for klass in cls.__mro__:
+            if klass is object:
+                break
+            init = klass.__dict__.get("__init__")
+            if init is None:
+                continue
+            params = list(inspect.signature(init).parameters.values())[1:]  # without self
+            found += [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+            if not any(p.kind is p.VAR_KEYWORD for p in params):
+                break
+        return found
+
+    @classmethod
     def option_names(cls) -> list[str] | None:
         """The options the method takes: the keyword parameters of its
         ``__init__`` and, where that forwards ``**kwargs`` to
         ``super().__init__``, those of the classes above it (a method that
         checks its ``**kwargs`` itself overrides this); ``None`` if unknown."""
-        names: list[str] = []
-        for klass in cls.__mro__:
-            if klass is object:
-                return names
-            init = klass.__dict__.get("__init__")
-            if init is None:
-                continue
-            params = list(inspect.signature(init).parameters.values())[1:]  # without self
-            names += [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-                      and p.name not in names]
-            if not any(p.kind is p.VAR_KEYWORD for p in params):
-                return names
-        return None  # pragma: no cover (every class ends at object)
+        return list(dict.fromkeys(p.name for p in cls._option_parameters()))
 
     @classmethod
     def used_options(cls, options: dict[str, Any]) -> dict[str, Any]:
@@ -246,18 +251,9 @@ class Method(ABC):
         it, as :meth:`option_names` walks them) filled in where the table leaves it out. What ``--resume``
         compares: an option written at its default is no change."""
         defaults: dict[str, Any] = {}
-        for klass in cls.__mro__:
-            if klass is object:
-                break
-            init = klass.__dict__.get("__init__")
-            if init is None:
-                continue
-            params = list(inspect.signature(init).parameters.values())[1:]  # without self
-            for p in params:
-                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is not p.empty:
-                    defaults.setdefault(p.name, p.default)
-            if not any(p.kind is p.VAR_KEYWORD for p in params):
-                break
+        for p in cls._option_parameters():
+            if p.default is not p.empty:
+                defaults.setdefault(p.name, p.default)
         return {**defaults, **options}
 
     @abstractmethod
