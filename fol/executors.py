@@ -900,6 +900,13 @@ def _end_cluster(procs: list[Any], logs: list[str], folder: str | None, grace_s:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+#: How Ray's ``ray start`` says it gave up on its raylet: the raylet did not register with the GCS within
+#: the 30 s Ray allows (``ray/_private/node.py``, a constant, not a setting), which a busy machine can pass
+#: (seen under the test suite's two workers). :meth:`LocalRayCluster.start` starts the nodes again then,
+#: while its own deadline lasts.
+RAY_STARTUP_TIMED_OUT = "The current node timed out during startup"
+
+
 class LocalRayCluster:
     """A real multi-node Ray cluster on this machine: a head raylet plus
     ``workers`` more raylets, each started with ``ray start`` as separate node
@@ -1003,22 +1010,36 @@ class LocalRayCluster:
         # one deadline for every wait of the start: the head, the other raylets, each node check
         deadline = time.monotonic() + self.timeout_s
         try:
-            gcs, dash = _free_ports(2)
-            self.address = f"127.0.0.1:{gcs}"
-            # the head's node IP 127.0.0.1 (kept by _loopback_kept); the other raylets take the address
-            # they reach the head from, 127.0.0.1, as theirs
-            head = ["--head", f"--port={gcs}", "--node-ip-address=127.0.0.1", "--include-dashboard=false",
-                    f"--dashboard-port={dash}", f"--temp-dir={self.temp_dir}"]
-            self._spawn(head + self._node_args(), "head.log")
-            self._wait(1, deadline)
-            for i in range(self.workers):
-                self._spawn([f"--address={self.address}"] + self._node_args(), f"worker-{i}.log")
-            self._wait(1 + self.workers, deadline)
+            while True:
+                try:
+                    self._start_nodes(deadline)
+                    return self
+                except ConfigError as e:
+                    # Ray's own 30 s for a raylet to register, passed on a busy machine: the nodes are
+                    # ended (their folder kept) and started anew on fresh ports while the deadline lasts
+                    if RAY_STARTUP_TIMED_OUT not in str(e) or deadline - time.monotonic() < 1.0:
+                        raise
+                    log.warning("%s; starting the cluster's nodes again (%.0f s of the %.0f s left)", e,
+                                deadline - time.monotonic(), self.timeout_s)
+                    _end_cluster(self.procs, self.logs, None, [self.STOP_GRACE_FAILED_S])
         except BaseException:  # its nodes are not up (or it was interrupted): they get the short grace
             self._grace_s[0] = min(self._grace_s[0], self.STOP_GRACE_FAILED_S)
             self.stop()
             raise
-        return self
+
+    def _start_nodes(self, deadline: float) -> None:
+        """Start the head, then the other raylets, each waited for until ``deadline``."""
+        gcs, dash = _free_ports(2)
+        self.address = f"127.0.0.1:{gcs}"
+        # the head's node IP 127.0.0.1 (kept by _loopback_kept); the other raylets take the address
+        # they reach the head from, 127.0.0.1, as theirs
+        head = ["--head", f"--port={gcs}", "--node-ip-address=127.0.0.1", "--include-dashboard=false",
+                f"--dashboard-port={dash}", f"--temp-dir={self.temp_dir}"]
+        self._spawn(head + self._node_args(), "head.log")
+        self._wait(1, deadline)
+        for i in range(self.workers):
+            self._spawn([f"--address={self.address}"] + self._node_args(), f"worker-{i}.log")
+        self._wait(1 + self.workers, deadline)
 
     @staticmethod
     def _last_line(log: str) -> str:
