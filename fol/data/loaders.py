@@ -637,6 +637,19 @@ def _chunk_bytes(offset: int, count: int, size: int) -> int:
     return max(0, min(int(count), size - int(offset)))
 
 
+def _chunk_tags(kind: str) -> tuple[str, str]:
+    """How a refusal names the tags of a TIFF's ``kind`` of chunk (``"strip"`` or ``"tile"``): its offsets' and
+    its byte counts'."""
+    if kind == "tile":
+        return "TileOffsets, tag 324", "TileByteCounts, tag 325"
+    return "StripOffsets, tag 273", "StripByteCounts, tag 279"
+
+
+def _tiff_named(compression: int) -> str:
+    """A TIFF as a refusal of one of its chunks calls it: ``JPEG TIFF`` of a JPEG compression, else ``TIFF``."""
+    return "JPEG TIFF" if int(compression) in _JPEG_COMPRESSIONS else "TIFF"
+
+
 def _check_chunks_in_file(shown_as: str, size: int, offsets: Sequence[int], counts: Sequence[int], kind: str,
                           compression: int) -> None:
     """A strip or tile at ``offsets`` of ``counts`` bytes (``kind``) that is not empty but starts at or past the end
@@ -645,12 +658,11 @@ def _check_chunks_in_file(shown_as: str, size: int, offsets: Sequence[int], coun
     tifffile said 'corrupted strip cannot be reshaped from (0,) ...' (none, LZMA, PackBits, LZW), 'DeflateError:
     ... BAD_DATA' or, of JPEG, 'Jpeg8Error: Empty input file'; libtiff a line on standard error naming no file
     ('TIFFFillStrip: Read error on strip 1; got 18446744073709550616 bytes') and Pillow's 'decoder error -2'."""
-    what = "JPEG TIFF" if int(compression) in _JPEG_COMPRESSIONS else "TIFF"
     for i, (offset, count) in enumerate(zip(offsets, counts)):
         if int(count) and int(offset) >= size:
-            raise DataError(f"{shown_as}: a {what} whose {kind} {i + 1:,} of {len(counts):,} starts at byte "
-                            f"{int(offset):,} ({'TileOffsets, tag 324' if kind == 'tile' else 'StripOffsets, tag 273'}), "
-                            f"outside the file of {size:,} bytes (a truncated or damaged file)")
+            raise DataError(f"{shown_as}: a {_tiff_named(compression)} whose {kind} {i + 1:,} of {len(counts):,} "
+                            f"starts at byte {int(offset):,} ({_chunk_tags(kind)[0]}), outside the file of {size:,} "
+                            "bytes (a truncated or damaged file)")
 
 
 def _chunk_past_end(shown_as: str, size: int, offsets: Sequence[int], counts: Sequence[int], kind: str,
@@ -660,12 +672,10 @@ def _chunk_past_end(shown_as: str, size: int, offsets: Sequence[int], counts: Se
     past its end; None if none does. Raised where decoding the file then fails, in place of tifffile's or
     libtiff's own words ('failed to read 768 bytes, got 576', 'DeflateError: ...', 'corrupted strip cannot be
     reshaped from (1,) ...', 'decoder error -2'): a complete stream under an overstated byte count still reads."""
-    what = "JPEG TIFF" if int(compression) in _JPEG_COMPRESSIONS else "TIFF"
     for i, (offset, count) in enumerate(zip(offsets, counts)):
         if int(offset) < size < int(offset) + int(count):
-            at, of = ("TileOffsets, tag 324", "TileByteCounts, tag 325") if kind == "tile" else (
-                "StripOffsets, tag 273", "StripByteCounts, tag 279")
-            return DataError(f"{shown_as}: a {what} whose {kind} {i + 1:,} of {len(counts):,}, at byte {int(offset):,} "
+            at, of = _chunk_tags(kind)
+            return DataError(f"{shown_as}: a {_tiff_named(compression)} whose {kind} {i + 1:,} of {len(counts):,}, at byte {int(offset):,} "
                              f"({at}) and of {int(count):,} bytes ({of}), runs past the end of the file of "
                              f"{size:,} bytes: a truncated file")
     return None
@@ -979,7 +989,7 @@ def _check_pillow_jpeg_tiff(shown_as: str, fh, tags) -> bool:
     empty = next((i for i, count in enumerate(counts) if not count), None)
     if empty is not None:  # libtiff: 'TIFFFillStrip: Invalid strip byte count 0, strip 1.' on stderr, naming no file
         raise DataError(f"{shown_as}: a JPEG TIFF whose {kind} {empty + 1:,} of {len(counts):,} is empty (a byte count "
-                        f"of 0, {'TileByteCounts, tag 325' if kind == 'tile' else 'StripByteCounts, tag 279'}), which "
+                        f"of 0, {_chunk_tags(kind)[1]}), which "
                         f"libtiff does not decode (a damaged file); with bands it reads 0 there, as tifffile fills it")
     position = fh.tell()
     try:
